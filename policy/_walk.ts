@@ -1,0 +1,59 @@
+/**
+ * Walks an error graph the way Go's `errors.Is` does: the error itself, its
+ * `cause` chain and every member of an `AggregateError`, once each.
+ *
+ * @module
+ */
+
+/**
+ * Whether `found` holds for the error or anything it wraps. Cycles are
+ * visited once; a property that throws when read (a hostile getter or a
+ * revoked proxy) counts as "not found" there, because a classifier that
+ * crashes would turn a known condition into an unknown one.
+ */
+export function someInChain(
+  error: unknown,
+  found: (node: object) => boolean,
+): boolean {
+  const seen = new Set<unknown>();
+  const stack: unknown[] = [error];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (
+      node === null || (typeof node !== "object" && typeof node !== "function")
+    ) {
+      continue;
+    }
+    if (seen.has(node)) continue;
+    seen.add(node);
+    try {
+      if (found(node)) return true;
+      const { cause, errors } = node as { cause?: unknown; errors?: unknown };
+      if (cause !== undefined) stack.push(cause);
+      if (Array.isArray(errors)) stack.push(...errors);
+    } catch {
+      // An unreadable node carries no mark; keep walking the rest.
+    }
+  }
+  return false;
+}
+
+/**
+ * The text of any throwable: an `Error`'s message, a string as it is, and
+ * a best-effort rendering of anything else. Never throws.
+ */
+export function messageOf(error: unknown): string {
+  try {
+    if (error instanceof Error) return error.message;
+    if (typeof error === "string") return error;
+    if (
+      error !== null && typeof error === "object" &&
+      typeof (error as { message?: unknown }).message === "string"
+    ) {
+      return (error as { message: string }).message;
+    }
+    return String(error);
+  } catch {
+    return "unprintable error";
+  }
+}

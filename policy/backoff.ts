@@ -1,0 +1,65 @@
+/**
+ * The un-jittered delay after a failed delivery: exponential, capped.
+ *
+ * @module
+ */
+
+import { assertDelivery, assertMs } from "./_validate.ts";
+
+/** Options for {@linkcode backoff}. */
+export interface BackoffOptions {
+  /**
+   * The delay after the first delivery fails, in milliseconds.
+   *
+   * @default {5000}
+   */
+  baseMs?: number;
+  /**
+   * The longest delay, in milliseconds.
+   *
+   * @default {120000}
+   */
+  capMs?: number;
+}
+
+/**
+ * The delay after delivery number `delivery` failed, before jitter:
+ * `min(cap, base × 2^(delivery − 1))`. With the defaults: 5 s, 10 s, 20 s,
+ * 40 s, 80 s, then 120 s for every later delivery.
+ *
+ * The delay doubles in a loop that stops at the cap, so the cost is bounded
+ * by log2(cap / base) whatever the delivery number, and no shift (`1 << n`
+ * wraps at 32) or power (`2 ** n` reaches `Infinity`) can turn a huge
+ * delivery count into a tiny, infinite or `NaN` delay.
+ *
+ * @param delivery The delivery that failed, 1-based and counting the first
+ * try; any integer >= 1 (10^9, 2^53 and 1e300 all give the cap).
+ * @param options The base and cap.
+ * @returns The delay in milliseconds, in `[min(base, cap), cap]`.
+ * @throws {RangeError} If `delivery` is not an integer >= 1, or `baseMs` /
+ * `capMs` is not an integer >= 1.
+ *
+ * @example The default schedule
+ * ```ts
+ * import { backoff } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map((n) => backoff(n)), [
+ *   5000, 10000, 20000, 40000, 80000, 120000, 120000,
+ * ]);
+ * assert.equal(backoff(1e300), 120000);
+ * assert.throws(() => backoff(0), RangeError);
+ * ```
+ */
+export function backoff(
+  delivery: number,
+  options: BackoffOptions = {},
+): number {
+  const { baseMs = 5000, capMs = 120_000 } = options;
+  assertDelivery("compute backoff", delivery);
+  assertMs("compute backoff", "baseMs", baseMs, 1);
+  assertMs("compute backoff", "capMs", capMs, 1);
+  let delayMs = baseMs;
+  for (let n = 1; n < delivery && delayMs < capMs; n++) delayMs *= 2;
+  return Math.min(delayMs, capMs);
+}

@@ -1,0 +1,91 @@
+/**
+ * Spreading retries in time, with a floor: equal jitter keeps at least half
+ * of every delay.
+ *
+ * @module
+ */
+
+import { show } from "./_validate.ts";
+
+/**
+ * How a delay is randomised:
+ * - `"equal"`: in `[floor(d/2), d]`. The default: the floor matters more
+ *   than the ceiling, because each redelivery costs a lease and a worker's
+ *   turn, and a delay near zero is a wasted turn.
+ * - `"full"`: in `[0, d]` (AWS's pick; no floor).
+ * - `"none"`: exactly `d`.
+ */
+export type Jitter = "equal" | "full" | "none";
+
+/** Every {@linkcode Jitter} strategy, for validation and generators. */
+export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
+
+/**
+ * Maps whatever `random` returned into `[0, 1)`: `NaN` and negatives to 0,
+ * 1 and above to the largest double below 1. A misbehaving source can skew
+ * the spread, never the bounds.
+ */
+function unit(value: number): number {
+  if (!(value > 0)) return 0; // also NaN
+  return value < 1 ? value : 1 - Number.EPSILON / 2;
+}
+
+/**
+ * Randomises a delay within the bounds of `strategy`, using `random` (a
+ * source of numbers in `[0, 1)`, injected so tests and replays are exact).
+ * The result is a whole number of milliseconds for a whole `delayMs`.
+ *
+ * @param delayMs The un-jittered delay (see `backoff`).
+ * @param strategy `"equal"`: `[floor(d/2), d]`; `"full"`: `[0, d]`;
+ * `"none"`: `d`.
+ * @param random A source of numbers in `[0, 1)`; outputs outside it (1,
+ * `NaN`, −0.1) are clamped, so the result always stays in bounds.
+ * @returns The delay to wait, in milliseconds.
+ * @throws {RangeError} If `delayMs` is not a finite number >= 0.
+ * @throws {TypeError} If `strategy` is not one of the three.
+ *
+ * @example Equal jitter never goes below half
+ * ```ts
+ * import { jitter } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(jitter(5000, "equal", () => 0), 2500);
+ * assert.equal(jitter(5000, "equal", () => 0.9999999), 5000);
+ * assert.equal(jitter(5000, "equal", () => Number.NaN), 2500);
+ * assert.equal(jitter(5000, "full", () => 0), 0);
+ * assert.equal(jitter(5000, "none"), 5000);
+ * ```
+ */
+export function jitter(
+  delayMs: number,
+  strategy: Jitter,
+  random: () => number = Math.random,
+): number {
+  if (!Number.isFinite(delayMs) || delayMs < 0) {
+    throw new RangeError(
+      `Cannot apply jitter as 'delayMs' must be a finite number >= 0: current value is ${
+        show(delayMs)
+      }`,
+    );
+  }
+  switch (strategy) {
+    case "none":
+      return delayMs;
+    case "full":
+      return Math.min(
+        delayMs,
+        Math.floor(unit(random()) * (Math.floor(delayMs) + 1)),
+      );
+    case "equal": {
+      const half = Math.floor(delayMs / 2);
+      const span = Math.floor(delayMs) - half;
+      return Math.min(delayMs, half + Math.floor(unit(random()) * (span + 1)));
+    }
+    default:
+      throw new TypeError(
+        `Cannot apply jitter as 'strategy' must be "equal", "full" or "none": current value is ${
+          show(strategy)
+        }`,
+      );
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The retry policy: how many deliveries a job gets and how far apart.
+ *
+ * @module
+ */
+
+import { assertMs, show } from "./_validate.ts";
+import { type Jitter, JITTERS } from "./jitter.ts";
+
+/** How many deliveries a job gets, how far apart, and how long a payment may settle before it is rescued. */
+export interface Policy {
+  /**
+   * Deliveries a job gets, counting the first try (SQS `maxReceiveCount`).
+   *
+   * @default {10}
+   */
+  readonly maxDeliveries: number;
+  /**
+   * The delay after the first delivery fails, in milliseconds; it doubles
+   * after each later one.
+   *
+   * @default {5000}
+   */
+  readonly baseMs: number;
+  /**
+   * The longest delay between two deliveries, in milliseconds.
+   *
+   * @default {120000}
+   */
+  readonly capMs: number;
+  /**
+   * How delays are randomised.
+   *
+   * @default {"equal"}
+   */
+  readonly jitter: Jitter;
+  /**
+   * How long an intent may sit in `settling` without a confirmed tx before
+   * the relayer rescues it (re-broadcast with the same nonce), in
+   * milliseconds.
+   *
+   * @default {300000}
+   */
+  readonly stuckAfterMs: number;
+}
+
+/**
+ * The default policy: 10 deliveries, 5 s doubling to a 2 min cap, equal
+ * jitter, rescue after 5 min. Its guaranteed rescue window (317.5 s)
+ * outlasts `stuckAfterMs` (300 s), so a settling payment is rescued before
+ * its job can be poisoned.
+ *
+ * @example Read the defaults
+ * ```ts
+ * import { DEFAULT_POLICY } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(DEFAULT_POLICY.maxDeliveries, 10);
+ * assert.equal(DEFAULT_POLICY.jitter, "equal");
+ * ```
+ */
+export const DEFAULT_POLICY: Policy = Object.freeze({
+  maxDeliveries: 10,
+  baseMs: 5000,
+  capMs: 120_000,
+  jitter: "equal",
+  stuckAfterMs: 300_000,
+});
+
+// Policies already checked, so the hot path (`decide` on every failed
+// delivery) validates a policy once, not once per call.
+const checked = new WeakSet<Policy>([DEFAULT_POLICY]);
+
+/**
+ * Completes a partial policy with {@linkcode DEFAULT_POLICY} and checks
+ * every field, so a bad setting fails where it is made, not at the tenth
+ * delivery.
+ *
+ * @param overrides The fields to change.
+ * @returns A frozen, valid policy.
+ * @throws {RangeError} If a number is out of range (each must be a whole
+ * number: `maxDeliveries` >= 1, `baseMs` and `capMs` >= 1, `stuckAfterMs`
+ * >= 0).
+ * @throws {TypeError} If `jitter` is not `"equal"`, `"full"` or `"none"`,
+ * or a field is not a policy field.
+ *
+ * @example Three deliveries, no jitter
+ * ```ts
+ * import { definePolicy } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const policy = definePolicy({ maxDeliveries: 3, jitter: "none" });
+ * assert.equal(policy.baseMs, 5000);
+ * assert.throws(() => definePolicy({ maxDeliveries: 0 }), RangeError);
+ * ```
+ */
+export function definePolicy(overrides: Partial<Policy> = {}): Policy {
+  if (checked.has(overrides as Policy)) return overrides as Policy;
+  for (const key of Object.keys(overrides)) {
+    if (!(key in DEFAULT_POLICY)) {
+      throw new TypeError(
+        `Cannot define policy as '${key}' is not a policy field: use ${
+          Object.keys(DEFAULT_POLICY).join(", ")
+        }`,
+      );
+    }
+  }
+  const policy = { ...DEFAULT_POLICY, ...withoutUndefined(overrides) };
+  if (!Number.isSafeInteger(policy.maxDeliveries) || policy.maxDeliveries < 1) {
+    throw new RangeError(
+      `Cannot define policy as 'maxDeliveries' must be an integer >= 1: current value is ${
+        show(policy.maxDeliveries)
+      }`,
+    );
+  }
+  assertMs("define policy", "baseMs", policy.baseMs, 1);
+  assertMs("define policy", "capMs", policy.capMs, 1);
+  assertMs("define policy", "stuckAfterMs", policy.stuckAfterMs, 0);
+  if (!JITTERS.includes(policy.jitter)) {
+    throw new TypeError(
+      `Cannot define policy as 'jitter' must be "equal", "full" or "none": current value is ${
+        show(policy.jitter)
+      }`,
+    );
+  }
+  const frozen = Object.freeze(policy);
+  checked.add(frozen);
+  return frozen;
+}
+
+function withoutUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(
+    Object.entries(value).filter(([, field]) => field !== undefined),
+  ) as Partial<T>;
+}

@@ -1,0 +1,99 @@
+/**
+ * What to do with the intent once its job is poisoned. Poison is not
+ * failure: the intent store is the only truth, so the plan follows the
+ * state the intent is in *now*, not the job's history.
+ *
+ * @module
+ */
+
+import type { Intent } from "../store/store.ts";
+
+/**
+ * The plan for a poisoned job's intent. Plain data; the relayer acts on it.
+ * - `drop`: touch nothing (the relayer wrote no byte, or the intent is
+ *   already past it).
+ * - `fail`: void the hold, then move `settling` → `failed`. Only when the
+ *   last broadcast was declared `not_sent`: the one outcome that says the
+ *   chain is clean.
+ * - `review`: move `settling` → `needs_review`; the hold stays pending,
+ *   because money may have moved.
+ */
+export type Resolution =
+  | { readonly action: "drop"; readonly text: string }
+  | { readonly action: "fail"; readonly text: string }
+  | { readonly action: "review"; readonly text: string };
+
+/**
+ * Plans the resolution of a poisoned job from the intent as it is now.
+ *
+ * @param intent The intent as just re-read from the store, or `null` if it
+ * is missing.
+ * @returns What to do, with the text the worker logs.
+ *
+ * @example Only a declared not-sent fails the payment
+ * ```ts
+ * import { planResolution } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(
+ *   planResolution({ state: "settling", lastBroadcast: { outcome: "not_sent", at: 0 } }),
+ *   { action: "fail", text: "nothing was sent, so the intent failed" },
+ * );
+ * assert.deepEqual(
+ *   planResolution({ state: "settling", lastBroadcast: { outcome: "unknown", at: 0 } }),
+ *   { action: "review", text: "last broadcast unknown, needs review" },
+ * );
+ * assert.deepEqual(planResolution(null), {
+ *   action: "drop",
+ *   text: "job dropped, intent not found",
+ * });
+ * ```
+ */
+export function planResolution(
+  intent: Pick<Intent, "state" | "lastBroadcast"> | null,
+): Resolution {
+  if (intent === null) {
+    return { action: "drop", text: "job dropped, intent not found" };
+  }
+  switch (intent.state) {
+    case "created":
+    case "authorized":
+      // The relayer has written no byte; declaring failure is not its power.
+      return {
+        action: "drop",
+        text: `job dropped, intent still ${intent.state}`,
+      };
+    case "settling": {
+      const last = intent.lastBroadcast;
+      if (last === null) {
+        // A crash between the send and its record may have hidden a send.
+        return {
+          action: "review",
+          text: "no broadcast on record, needs review",
+        };
+      }
+      switch (last.outcome) {
+        case "not_sent":
+          return {
+            action: "fail",
+            text: "nothing was sent, so the intent failed",
+          };
+        case "sent":
+          return {
+            action: "review",
+            text: `last broadcast sent as ${last.txHash}, needs review`,
+          };
+        default:
+          return {
+            action: "review",
+            text: "last broadcast unknown, needs review",
+          };
+      }
+    }
+    default:
+      return {
+        action: "drop",
+        text: `job dropped, intent already ${intent.state}`,
+      };
+  }
+}

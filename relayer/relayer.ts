@@ -1,0 +1,440 @@
+/**
+ * The settle worker: runs one delivery of a job, decides what the queue
+ * should do next, and resolves the intent when the job is poisoned.
+ *
+ * @module
+ */
+
+import { messageOf } from "../policy/_walk.ts";
+import { assertDelivery, assertMs } from "../policy/_validate.ts";
+import { decide } from "../policy/decide.ts";
+import { formatDuration } from "../policy/format_duration.ts";
+import { definePolicy, type Policy } from "../policy/policy.ts";
+import { planResolution } from "../policy/resolution.ts";
+import { isNotSent, poison } from "../policy/sentinels.ts";
+import { isIntentId } from "../store/_rules.ts";
+import { ConflictError } from "../store/conflict_error.ts";
+import type { DeadLetter, Intent, Store } from "../store/store.ts";
+import type { Sender } from "./sender.ts";
+
+/** A job: "go and look at intent X". Never the truth, only a reason to look. */
+export interface Job {
+  /** The intent to look at, such as `pi_0001`. */
+  readonly intentId: string;
+  /** What to do with it; the relayer knows one kind. */
+  readonly kind: "settle";
+}
+
+/**
+ * What the queue should do with the job after one delivery. Plain data:
+ * the webhook maps it to an HTTP answer, a local queue to a re-enqueue.
+ */
+export type Outcome =
+  | {
+    /** Nothing left to do: ack the job. */
+    readonly action: "done";
+    /** The delivery this outcome answers. */
+    readonly delivery: number;
+  }
+  | {
+    /** Deliver the job again after `delayMs`. */
+    readonly action: "retry";
+    /** The delivery this outcome answers. */
+    readonly delivery: number;
+    /** How long to wait, in milliseconds. */
+    readonly delayMs: number;
+    /** Why the delivery did not finish the job. */
+    readonly reason: string;
+  }
+  | {
+    /** The job is poisoned: ack it; its intent has been resolved and a dead letter kept. */
+    readonly action: "poison";
+    /** The delivery this outcome answers. */
+    readonly delivery: number;
+    /** `"declared"` or `"exhausted"`. */
+    readonly cause: "declared" | "exhausted";
+    /** The decision's reason. */
+    readonly reason: string;
+    /** What the resolution did. */
+    readonly resolution: string;
+  };
+
+/** The dependencies and settings of {@linkcode createRelayer}. */
+export interface RelayerOptions {
+  /** Where intents, holds, leases, counts and dead letters live. */
+  readonly store: Store;
+  /** The chain client. */
+  readonly sender: Sender;
+  /**
+   * The retry policy, or the fields that differ from `DEFAULT_POLICY`.
+   *
+   * @default {DEFAULT_POLICY}
+   */
+  readonly policy?: Partial<Policy>;
+  /**
+   * The clock, in milliseconds.
+   *
+   * @default {Date.now}
+   */
+  readonly now?: () => number;
+  /**
+   * A source of numbers in `[0, 1)` for the jitter.
+   *
+   * @default {Math.random}
+   */
+  readonly random?: () => number;
+  /**
+   * How long one delivery holds the per-intent lease, in milliseconds. It
+   * must outlast the Sender's own timeout; keeping it below the jitter's
+   * floor (`baseMs / 2`) means the lease of a crashed delivery has expired
+   * by the time the queue brings the job back.
+   *
+   * @default {30000}
+   */
+  readonly leaseMs?: number;
+}
+
+/** The settle worker built by {@linkcode createRelayer}. */
+export interface Relayer {
+  /** The policy in force, complete and checked. */
+  readonly policy: Policy;
+  /**
+   * Runs one delivery of `job`.
+   *
+   * @param job The job as the queue delivered it.
+   * @param delivery The delivery number the queue reports (1-based,
+   * counting the first try); omitted, the relayer counts it in the store.
+   * @returns What the queue should do next.
+   * @throws {TypeError} If the job is malformed.
+   * @throws {RangeError} If `delivery` is not an integer >= 1.
+   */
+  deliver(job: Job, delivery?: number): Promise<Outcome>;
+  /**
+   * Takes a job out of the dead letters with a fresh delivery count, so it
+   * can be enqueued again.
+   *
+   * @returns The job to enqueue, or `null` if there is no such dead letter.
+   * @throws {ConflictError} If the intent is settled or failed: no job can
+   * help it.
+   */
+  redrive(jobId: string): Promise<Job | null>;
+}
+
+/**
+ * The id of a job, the key of its delivery count and dead letter:
+ * `"<intentId>/<kind>"`.
+ *
+ * @param job The job.
+ * @returns Its id, such as `"pi_0001/settle"`.
+ *
+ * @example
+ * ```ts
+ * import { jobIdOf } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(jobIdOf({ intentId: "pi_0001", kind: "settle" }), "pi_0001/settle");
+ * ```
+ */
+export function jobIdOf(job: Job): string {
+  return `${job.intentId}/${job.kind}`;
+}
+
+/**
+ * Checks a job from the outside world (a queue message) and returns it in
+ * its canonical shape.
+ *
+ * @param job Anything.
+ * @returns The job.
+ * @throws {TypeError} If it is not `{ intentId, kind: "settle" }` with a
+ * valid intent id.
+ *
+ * @example
+ * ```ts
+ * import { parseJob } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(parseJob({ intentId: "pi_0001", kind: "settle" }), {
+ *   intentId: "pi_0001",
+ *   kind: "settle",
+ * });
+ * assert.throws(() => parseJob({ intentId: "" }), TypeError);
+ * ```
+ */
+export function parseJob(job: unknown): Job {
+  const { intentId, kind } =
+    (typeof job === "object" && job !== null ? job : {}) as Record<
+      string,
+      unknown
+    >;
+  if (!isIntentId(intentId)) {
+    throw new TypeError(
+      `Cannot read job as 'intentId' must be 1-128 characters of A-Z a-z 0-9 _ . : -: current value is ${
+        JSON.stringify(intentId) ?? "undefined"
+      }`,
+    );
+  }
+  if (kind !== "settle") {
+    throw new TypeError(
+      `Cannot read job as 'kind' must be "settle": current value is ${
+        JSON.stringify(kind) ?? "undefined"
+      }`,
+    );
+  }
+  return { intentId, kind };
+}
+
+/**
+ * Builds the settle worker. One call of `deliver` per delivery of a job;
+ * the answer says what the queue should do next.
+ *
+ * A delivery takes the intent's lease (two deliveries of one job never run
+ * the settle step at once), runs the settle step, and on failure asks
+ * `decide`. When the job is poisoned it re-reads the intent and resolves it
+ * by the state it is in now: drop the job, void the hold *then* fail the
+ * intent (only if the last broadcast was declared not sent), or send it to
+ * review. A dead letter is kept in the same write.
+ *
+ * @param options The store, the Sender, the policy, the clock and the
+ * source of randomness.
+ * @returns The relayer.
+ * @throws {RangeError} If the policy or `leaseMs` is invalid.
+ *
+ * @example A payment whose Sender declares nothing was sent
+ * ```ts
+ * import { createRelayer, MemoryStore, notSent, poison, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * const sender = new ScriptedSender({
+ *   pi_0001: { sends: [{ error: poison(notSent(new Error("chain id mismatch"))) }] },
+ * });
+ * const relayer = createRelayer({ store, sender, now: () => 0, random: () => 0.5 });
+ *
+ * const outcome = await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 1);
+ * assert.deepEqual(outcome, {
+ *   action: "poison",
+ *   delivery: 1,
+ *   cause: "declared",
+ *   reason: "retrying will not help",
+ *   resolution: "nothing was sent, so the intent failed",
+ * });
+ * const intent = await store.getIntent("pi_0001");
+ * assert.equal(intent?.state, "failed");
+ * assert.equal(intent?.hold, "voided");
+ * ```
+ */
+export function createRelayer(options: RelayerOptions): Relayer {
+  const {
+    store,
+    sender,
+    now = Date.now,
+    random = Math.random,
+    leaseMs = 30_000,
+  } = options;
+  const policy = definePolicy(options.policy);
+  assertMs("create relayer", "leaseMs", leaseMs, 1);
+  const instance = crypto.randomUUID();
+  let deliveriesStarted = 0;
+
+  async function deliver(input: Job, delivery?: number): Promise<Outcome> {
+    const job = parseJob(input);
+    const jobId = jobIdOf(job);
+    if (delivery !== undefined) assertDelivery("deliver", delivery);
+    const n = delivery ?? await store.countDelivery(jobId);
+    const owner = `${instance}:${++deliveriesStarted}`;
+    const leased = await store.acquireLease(job.intentId, {
+      owner,
+      ttlMs: leaseMs,
+      now: now(),
+    });
+    try {
+      let error: unknown;
+      if (leased) {
+        try {
+          await settle(job.intentId);
+          return { action: "done", delivery: n };
+        } catch (thrown) {
+          error = thrown;
+        }
+      } else {
+        error = new Error(
+          `intent ${job.intentId} is busy with another delivery`,
+        );
+      }
+      const decision = decide(error, n, policy, { random });
+      if (decision.action === "retry") return { ...decision, delivery: n };
+      const resolution = leased
+        ? await resolve(job, jobId, {
+          ...decision,
+          delivery: n,
+          lastError: messageOf(error),
+        })
+        // The holder of the lease is a live delivery that will look at the
+        // intent itself; resolving under it could race its broadcast.
+        : "job dropped, another delivery holds the intent";
+      return { ...decision, delivery: n, resolution };
+    } finally {
+      if (leased) await store.releaseLease(job.intentId, owner);
+    }
+  }
+
+  /** The settle step (DESIGN §6), run with the lease held. */
+  async function settle(id: string): Promise<void> {
+    const intent = await store.getIntent(id);
+    if (intent === null) throw new Error(`intent ${id} not found`);
+    switch (intent.state) {
+      case "created":
+        throw new Error("not authorized yet");
+      case "authorized": {
+        const settling = await store.transition(id, {
+          from: "authorized",
+          to: "settling",
+          version: intent.version,
+          at: now(),
+        });
+        return await broadcast(settling, false);
+      }
+      case "settling":
+        return await settleSettling(intent);
+      default:
+        return; // settled, failed, needs_review: nothing for the relayer to do
+    }
+  }
+
+  async function settleSettling(intent: Intent): Promise<void> {
+    if (intent.hold === "voided") {
+      // A poison resolution was interrupted between the void and the state
+      // write. Finish it as a poison; never broadcast behind a voided hold.
+      throw poison(
+        new Error("the hold is voided: finishing an interrupted resolution"),
+      );
+    }
+    const last = intent.lastBroadcast;
+    if (last === null || last.outcome === "unknown") {
+      const settlingMs = now() - (intent.settlingSince ?? 0);
+      if (settlingMs < policy.stuckAfterMs) {
+        throw new Error(
+          `settling for ${formatDuration(settlingMs)} without tx hash, waiting`,
+        );
+      }
+      return await broadcast(intent, true); // rescue: same nonce
+    }
+    if (last.outcome === "not_sent") return await broadcast(intent, false); // the chain is clean
+    const txHash = last.txHash ?? "";
+    const status = await sender.receipt(txHash);
+    switch (status) {
+      case "confirmed":
+        // Ledger first: the capture goes with (or before) the state write.
+        await store.transition(intent.id, {
+          from: "settling",
+          to: "settled",
+          version: intent.version,
+          at: now(),
+          ledger: "capture",
+        });
+        return;
+      case "dropped":
+        return await broadcast(intent, false);
+      case "pending":
+        if (now() - last.at >= policy.stuckAfterMs) {
+          return await broadcast(intent, true);
+        }
+        throw new Error(`waiting for ${txHash} to confirm`);
+      default:
+        throw new Error(
+          `sender returned an unknown receipt status for ${txHash}: ${
+            String(status)
+          }`,
+        );
+    }
+  }
+
+  /** Broadcasts and records the outcome *before* reacting to it. */
+  async function broadcast(intent: Intent, replace: boolean): Promise<never> {
+    let current = intent;
+    if (current.lastBroadcast?.outcome === "not_sent") {
+      // Write ahead: a crash after this send but before its record must not
+      // leave "not_sent" on record, or a poison would fail a payment whose
+      // money moved.
+      current = await store.recordBroadcast(current.id, current.version, {
+        outcome: "unknown",
+        at: now(),
+        error: "broadcast started, outcome not recorded",
+      });
+    }
+    let txHash: string;
+    try {
+      ({ txHash } = await sender.send(current, { replace }));
+      if (typeof txHash !== "string" || txHash === "") {
+        throw new Error(
+          `sender returned no txHash: ${JSON.stringify(txHash) ?? "undefined"}`,
+        );
+      }
+    } catch (error) {
+      await store.recordBroadcast(current.id, current.version, {
+        outcome: isNotSent(error) ? "not_sent" : "unknown",
+        at: now(),
+        error: messageOf(error),
+      });
+      throw new Error(`send: ${messageOf(error)}`, { cause: error });
+    }
+    await store.recordBroadcast(current.id, current.version, {
+      outcome: "sent",
+      txHash,
+      at: now(),
+    });
+    // Sent is not settled: the queue brings the job back to read the receipt.
+    throw new Error(`sent ${txHash}, waiting for confirmation`);
+  }
+
+  /** Resolves a poisoned job's intent by the state it is in now (DESIGN §5). */
+  async function resolve(
+    job: Job,
+    jobId: string,
+    poisoned: Pick<DeadLetter, "cause" | "reason" | "lastError"> & {
+      delivery: number;
+    },
+  ): Promise<string> {
+    const intent = await store.getIntent(job.intentId);
+    const plan = planResolution(intent);
+    const deadLetter: DeadLetter = {
+      jobId,
+      intentId: job.intentId,
+      deliveries: poisoned.delivery,
+      cause: poisoned.cause,
+      reason: poisoned.reason,
+      resolution: plan.text,
+      lastError: poisoned.lastError,
+      poisonedAt: now(),
+    };
+    if (intent === null || plan.action === "drop") {
+      await store.putDeadLetter(deadLetter);
+    } else {
+      await store.transition(intent.id, {
+        from: "settling",
+        to: plan.action === "fail" ? "failed" : "needs_review",
+        version: intent.version,
+        at: now(),
+        deadLetter,
+        ...(plan.action === "fail" ? { ledger: "void" } as const : {}),
+      });
+    }
+    return plan.text;
+  }
+
+  async function redrive(jobId: string): Promise<Job | null> {
+    const deadLetter = await store.getDeadLetter(jobId);
+    if (deadLetter === null) return null;
+    const intent = await store.getIntent(deadLetter.intentId);
+    if (intent?.state === "settled" || intent?.state === "failed") {
+      throw new ConflictError(
+        `Cannot redrive ${jobId} as intent ${deadLetter.intentId} is already ${intent.state}: no job can help it`,
+      );
+    }
+    await store.redrive(jobId);
+    return { intentId: deadLetter.intentId, kind: "settle" };
+  }
+
+  return { policy, deliver, redrive };
+}

@@ -1,0 +1,114 @@
+/**
+ * A Sender that plays a script: for tests, examples and the demo.
+ *
+ * @module
+ */
+
+import type { Intent } from "../store/store.ts";
+import type { ReceiptStatus, Sender } from "./sender.ts";
+
+/** One scripted broadcast: the node accepts it with `txHash`, or `error` is thrown. */
+export type SendStep = { readonly txHash: string } | {
+  readonly error: unknown;
+};
+
+/** What a {@linkcode ScriptedSender} does for one intent. */
+export interface SenderScript {
+  /** The outcome of each broadcast, in order; the last one repeats. */
+  readonly sends: readonly SendStep[];
+  /**
+   * The status of each receipt read, in order; the last one repeats.
+   *
+   * @default {["pending"]}
+   */
+  readonly receipts?: readonly ReceiptStatus[];
+}
+
+/** A call the {@linkcode ScriptedSender} received. */
+export type SenderCall =
+  | {
+    readonly method: "send";
+    readonly intentId: string;
+    readonly replace: boolean;
+  }
+  | { readonly method: "receipt"; readonly txHash: string };
+
+/**
+ * A {@linkcode Sender} that follows a script per intent and records every
+ * call, so a test can assert what was broadcast and in which order.
+ *
+ * @example Script a timeout, then a success
+ * ```ts
+ * import { ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const sender = new ScriptedSender({
+ *   pi_0001: { sends: [{ error: new Error("timeout") }, { txHash: "0xabc" }] },
+ * });
+ * const intent = {
+ *   id: "pi_0001", state: "settling", hold: "pending",
+ *   lastBroadcast: null, settlingSince: 0, version: "1",
+ * } as const;
+ * await assert.rejects(sender.send(intent, { replace: false }), /timeout/);
+ * assert.deepEqual(await sender.send(intent, { replace: true }), { txHash: "0xabc" });
+ * assert.equal(sender.calls.length, 2);
+ * ```
+ */
+export class ScriptedSender implements Sender {
+  #scripts: Map<string, SenderScript>;
+  #sends = new Map<string, number>();
+  #receipts = new Map<string, number>();
+  #owners = new Map<string, string>();
+  /** Every call received, in order. */
+  readonly calls: SenderCall[] = [];
+
+  /**
+   * Constructs a new instance.
+   *
+   * @param scripts The script for each intent id; an intent without one
+   * gets an error on every broadcast.
+   */
+  constructor(scripts: Readonly<Record<string, SenderScript>>) {
+    this.#scripts = new Map(Object.entries(scripts));
+  }
+
+  /** {@inheritDoc Sender.send} */
+  send(
+    intent: Intent,
+    options: { replace: boolean },
+  ): Promise<{ txHash: string }> {
+    this.calls.push({
+      method: "send",
+      intentId: intent.id,
+      replace: options.replace,
+    });
+    const steps = this.#scripts.get(intent.id)?.sends ?? [];
+    const step = next(this.#sends, intent.id, steps);
+    if (step === undefined) {
+      return Promise.reject(
+        new Error(`scripted sender has no broadcast for ${intent.id}`),
+      );
+    }
+    if ("error" in step) return Promise.reject(step.error);
+    this.#owners.set(step.txHash, intent.id);
+    return Promise.resolve({ txHash: step.txHash });
+  }
+
+  /** {@inheritDoc Sender.receipt} */
+  receipt(txHash: string): Promise<ReceiptStatus> {
+    this.calls.push({ method: "receipt", txHash });
+    const owner = this.#owners.get(txHash) ?? "";
+    const steps = this.#scripts.get(owner)?.receipts ?? ["pending"];
+    return Promise.resolve(next(this.#receipts, owner, steps) ?? "pending");
+  }
+}
+
+function next<T>(
+  cursor: Map<string, number>,
+  key: string,
+  steps: readonly T[],
+): T | undefined {
+  const index = cursor.get(key) ?? 0;
+  cursor.set(key, index + 1);
+  return steps[Math.min(index, steps.length - 1)];
+}

@@ -1,0 +1,172 @@
+/**
+ * The rules every store enforces, written once: the transition table, the
+ * hold ledger and the shape of a broadcast. A store adds only the
+ * compare-and-set on versions and its own persistence.
+ *
+ * @module
+ */
+
+import { ConflictError } from "./conflict_error.ts";
+import type {
+  Broadcast,
+  HoldState,
+  Intent,
+  NewIntent,
+  Transition,
+} from "./store.ts";
+import { canTransition, INTENT_STATES } from "./transitions.ts";
+
+/** An intent without its version: what a store persists. */
+export type IntentRecord = Omit<Intent, "version">;
+
+const INTENT_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** Whether `id` is a usable intent id: 1–128 of `A–Z a–z 0–9 _ . : -`. */
+export function isIntentId(id: unknown): id is string {
+  return typeof id === "string" && INTENT_ID.test(id);
+}
+
+/** Checks the fields of a new intent and fills in the defaults. */
+export function newIntentRecord(intent: NewIntent): IntentRecord {
+  if (!isIntentId(intent.id)) {
+    throw new TypeError(
+      `Cannot create intent as 'id' must be 1-128 characters of A-Z a-z 0-9 _ . : -: current value is ${
+        JSON.stringify(intent.id)
+      }`,
+    );
+  }
+  const state = intent.state ?? "created";
+  if (!INTENT_STATES.includes(state)) {
+    throw new TypeError(
+      `Cannot create intent as 'state' is not an intent state: current value is ${
+        JSON.stringify(state)
+      }`,
+    );
+  }
+  const hold = intent.hold ?? null;
+  if (
+    hold !== null && hold !== "pending" && hold !== "voided" &&
+    hold !== "captured"
+  ) {
+    throw new TypeError(
+      `Cannot create intent as 'hold' must be "pending", "voided", "captured" or null: current value is ${
+        JSON.stringify(hold)
+      }`,
+    );
+  }
+  const settlingSince = intent.settlingSince ?? null;
+  if (state === "settling" && !Number.isFinite(settlingSince)) {
+    throw new TypeError(
+      `Cannot create intent ${intent.id} in settling without a finite 'settlingSince'`,
+    );
+  }
+  return {
+    id: intent.id,
+    state,
+    hold,
+    lastBroadcast: intent.lastBroadcast ?? null,
+    settlingSince,
+  };
+}
+
+/** The hold after `op`, or a `ConflictError` when the ledger forbids it. */
+export function nextHold(
+  id: string,
+  hold: HoldState | null,
+  op: "record" | "void" | "capture",
+): HoldState {
+  const target = op === "record"
+    ? "pending"
+    : op === "void"
+    ? "voided"
+    : "captured";
+  if (hold === target) return hold;
+  if (op === "record" && hold === null) return "pending";
+  if (op !== "record" && hold === "pending") return target;
+  throw new ConflictError(
+    `Cannot ${op} the hold of ${id} as it is ${hold ?? "not recorded"}`,
+  );
+}
+
+/**
+ * The intent after `change`, or a `ConflictError` naming the rule it
+ * breaks. The caller has already checked the version.
+ */
+export function transitioned(
+  current: IntentRecord,
+  change: Transition,
+): IntentRecord {
+  const { id } = current;
+  if (current.state !== change.from) {
+    throw new ConflictError(
+      `Cannot move ${id} from ${change.from} to ${change.to} as it is ${current.state}; re-read it`,
+    );
+  }
+  if (!canTransition(change.from, change.to)) {
+    throw new ConflictError(
+      `Cannot move ${id} from ${change.from} to ${change.to}: the transition table has no such move`,
+    );
+  }
+  const hold = change.ledger === undefined
+    ? current.hold
+    : nextHold(id, current.hold, change.ledger);
+  if (change.to === "authorized" && hold !== "pending") {
+    throw new ConflictError(
+      `Cannot authorize ${id} before its hold is recorded`,
+    );
+  }
+  if (change.to === "failed" && hold === "pending") {
+    throw new ConflictError(
+      `Cannot fail ${id} while its hold is pending: void the hold first`,
+    );
+  }
+  if (change.to === "settled" && hold !== "captured") {
+    throw new ConflictError(
+      `Cannot settle ${id} unless its hold is captured: capture the hold first`,
+    );
+  }
+  return {
+    ...current,
+    state: change.to,
+    hold,
+    settlingSince: change.to === "settling" ? change.at : current.settlingSince,
+  };
+}
+
+/** The intent after recording `broadcast`, or a `ConflictError`. */
+export function broadcastRecorded(
+  current: IntentRecord,
+  broadcast: Broadcast,
+): IntentRecord {
+  if (current.state !== "settling") {
+    throw new ConflictError(
+      `Cannot record a broadcast for ${current.id} as it is ${current.state}, not settling`,
+    );
+  }
+  if (!["sent", "not_sent", "unknown"].includes(broadcast.outcome)) {
+    throw new TypeError(
+      `Cannot record a broadcast as 'outcome' must be "sent", "not_sent" or "unknown": current value is ${
+        JSON.stringify(broadcast.outcome)
+      }`,
+    );
+  }
+  if (broadcast.outcome === "sent" && typeof broadcast.txHash !== "string") {
+    throw new TypeError(
+      `Cannot record a sent broadcast for ${current.id} without its 'txHash'`,
+    );
+  }
+  return { ...current, lastBroadcast: { ...broadcast } };
+}
+
+/** Checks a list limit: an integer in 1 … 1000 (default 50). */
+export function pageLimit(limit: number | undefined): number {
+  const value = limit ?? 50;
+  if (!Number.isInteger(value) || value < 1 || value > 1000) {
+    throw new RangeError(
+      `Cannot list dead letters as 'limit' must be an integer in 1..1000: current value is ${
+        String(limit)
+      }`,
+    );
+  }
+  return value;
+}

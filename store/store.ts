@@ -1,0 +1,249 @@
+/**
+ * The storage interface: intents with their holds, leases, delivery
+ * counts and dead letters. Always async, so a memory map and a remote
+ * database fit the same shape.
+ *
+ * @module
+ */
+
+import type { IntentState } from "./transitions.ts";
+
+/** The ledger's reservation of the payer's funds: `pending` → `voided` | `captured`. */
+export type HoldState = "pending" | "voided" | "captured";
+
+/**
+ * The outcome of one broadcast, as the relayer recorded it before reacting
+ * to it:
+ * - `sent`: the node accepted it; `txHash` is known.
+ * - `not_sent`: the Sender declared that nothing left the process.
+ * - `unknown`: anything else; the bytes may have reached a node.
+ */
+export interface Broadcast {
+  /** What happened. */
+  readonly outcome: "sent" | "not_sent" | "unknown";
+  /** The transaction hash, when `sent`. */
+  readonly txHash?: string;
+  /** When it was recorded, in milliseconds of the injected clock. */
+  readonly at: number;
+  /** The error text, when not `sent`. */
+  readonly error?: string;
+}
+
+/** A payment intent as read from the store, with its hold and last broadcast. */
+export interface Intent {
+  /** The intent id, such as `pi_0001`. */
+  readonly id: string;
+  /** Where the payment is. */
+  readonly state: IntentState;
+  /** The hold on the payer's funds; `null` before one is recorded. */
+  readonly hold: HoldState | null;
+  /** The last broadcast on record; `null` when none was recorded. */
+  readonly lastBroadcast: Broadcast | null;
+  /** When the intent entered `settling`; `null` before. */
+  readonly settlingSince: number | null;
+  /**
+   * An opaque version of the intent and its hold: pass it back to a write
+   * to make it a compare-and-set on what was read.
+   */
+  readonly version: string;
+}
+
+/** The fields of a new intent (setup and admin). */
+export interface NewIntent {
+  /** The intent id, such as `pi_0001`. */
+  readonly id: string;
+  /**
+   * The state to start in.
+   *
+   * @default {"created"}
+   */
+  readonly state?: IntentState;
+  /**
+   * The hold, if one is already recorded.
+   *
+   * @default {null}
+   */
+  readonly hold?: HoldState | null;
+  /** The last broadcast, for importing an intent mid-flight. */
+  readonly lastBroadcast?: Broadcast | null;
+  /** When it entered `settling`, for importing an intent mid-flight. */
+  readonly settlingSince?: number | null;
+}
+
+/**
+ * A compare-and-set move of the state machine. The store applies it only
+ * if the intent is still at `version`, and only if `from` → `to` is in the
+ * transition table.
+ */
+export interface Transition {
+  /** The state the writer read. */
+  readonly from: IntentState;
+  /** The state it moves to. */
+  readonly to: IntentState;
+  /** The version the writer read. */
+  readonly version: string;
+  /** When the move happens; recorded as `settlingSince` when `to` is `settling`. */
+  readonly at: number;
+  /**
+   * A hold change to make *first*, in the same write: `"void"` for
+   * `failed`, `"capture"` for `settled`. A store that can commit both at
+   * once does; one that cannot must write the ledger before the state, so
+   * an interruption leaves a voided hold behind a `settling` intent (which
+   * the relayer finishes), never a `failed` intent with a `pending` hold.
+   */
+  readonly ledger?: "void" | "capture";
+  /** A dead letter to keep in the same write (a poison resolution). */
+  readonly deadLetter?: DeadLetter;
+}
+
+/** A job that was poisoned: acked and gone from the queue, kept here for operators. */
+export interface DeadLetter {
+  /** The job id, such as `pi_0001/settle`. */
+  readonly jobId: string;
+  /** The intent it was about. */
+  readonly intentId: string;
+  /** How many deliveries it had. */
+  readonly deliveries: number;
+  /** Why it was poisoned. */
+  readonly cause: "declared" | "exhausted";
+  /** The decision's reason. */
+  readonly reason: string;
+  /** What the resolution did, such as `"nothing was sent, so the intent failed"`. */
+  readonly resolution: string;
+  /** The message of the error the last delivery failed with. */
+  readonly lastError: string;
+  /** When it was poisoned, in milliseconds of the injected clock. */
+  readonly poisonedAt: number;
+}
+
+/** One page of dead letters, newest first. */
+export interface DeadLetterPage {
+  /** The dead letters on this page. */
+  readonly items: readonly DeadLetter[];
+  /** Pass to the next call for the following page; `null` on the last page. */
+  readonly cursor: string | null;
+}
+
+/** A lease request: who asks, for how long, and what time it is. */
+export interface LeaseRequest {
+  /** A token unique to the delivery that holds the lease. */
+  readonly owner: string;
+  /** How long the lease lasts without renewal, in milliseconds. */
+  readonly ttlMs: number;
+  /** The current time of the injected clock, in milliseconds. */
+  readonly now: number;
+}
+
+/**
+ * Everything the relayer keeps. Every write is a compare-and-set or an
+ * idempotent operation: a lost race surfaces as a `ConflictError`, never as
+ * a silent overwrite.
+ *
+ * Implementations: `MemoryStore` (no I/O) and `KvStore` (Deno KV). Both
+ * pass the same contract suite.
+ */
+export interface Store {
+  /**
+   * Creates an intent (setup and admin).
+   *
+   * @throws {ConflictError} If an intent with that id exists.
+   */
+  createIntent(intent: NewIntent): Promise<Intent>;
+
+  /** Reads an intent with its hold and last broadcast; `null` if there is none. */
+  getIntent(id: string): Promise<Intent | null>;
+
+  /**
+   * Moves an intent along the transition table, as a compare-and-set on
+   * `change.version`, with the ledger change and dead letter it carries.
+   * Refuses `failed` while the hold is pending (after `ledger: "void"`) and
+   * `settled` unless the hold is captured.
+   *
+   * @returns The intent after the move.
+   * @throws {ConflictError} If the intent changed since it was read, the
+   * move is not in the table, or the ledger forbids it.
+   */
+  transition(id: string, change: Transition): Promise<Intent>;
+
+  /**
+   * Records the outcome of a broadcast on a `settling` intent, as a
+   * compare-and-set on `version`.
+   *
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed since it was read or is
+   * not `settling`.
+   */
+  recordBroadcast(
+    id: string,
+    version: string,
+    broadcast: Broadcast,
+  ): Promise<Intent>;
+
+  /**
+   * Records a `pending` hold. Idempotent: a pending hold stays as it is.
+   *
+   * @throws {ConflictError} If the hold is voided or captured.
+   */
+  recordHold(id: string): Promise<HoldState>;
+
+  /**
+   * Voids the hold. Idempotent: a voided hold stays voided.
+   *
+   * @throws {ConflictError} If the hold is captured (money moved).
+   */
+  voidHold(id: string): Promise<HoldState>;
+
+  /**
+   * Captures the hold. Idempotent: a captured hold stays captured.
+   *
+   * @throws {ConflictError} If the hold is voided (the funds were released).
+   */
+  captureHold(id: string): Promise<HoldState>;
+
+  /**
+   * Counts one more delivery of a job, atomically, for queues that report
+   * no count of their own.
+   *
+   * @returns The delivery number, 1-based: 1 on the first call.
+   */
+  countDelivery(jobId: string): Promise<number>;
+
+  /** The deliveries counted for a job so far; 0 if none. */
+  deliveries(jobId: string): Promise<number>;
+
+  /**
+   * Takes the per-intent lease if it is free or expired.
+   *
+   * @returns `true` if `request.owner` now holds it.
+   */
+  acquireLease(intentId: string, request: LeaseRequest): Promise<boolean>;
+
+  /**
+   * Extends a lease its owner still holds.
+   *
+   * @returns `false` if the lease expired and someone else took it.
+   */
+  renewLease(intentId: string, request: LeaseRequest): Promise<boolean>;
+
+  /** Releases the lease if `owner` holds it; otherwise does nothing. */
+  releaseLease(intentId: string, owner: string): Promise<void>;
+
+  /** Keeps a dead letter, replacing an older one for the same job. */
+  putDeadLetter(deadLetter: DeadLetter): Promise<void>;
+
+  /** Reads the dead letter of a job; `null` if there is none. */
+  getDeadLetter(jobId: string): Promise<DeadLetter | null>;
+
+  /** Lists dead letters, newest first. */
+  listDeadLetters(
+    options?: { limit?: number; cursor?: string | null },
+  ): Promise<DeadLetterPage>;
+
+  /**
+   * Takes a dead letter out and resets its job's delivery count, in one
+   * write, so the job can be delivered afresh.
+   *
+   * @returns The dead letter removed; `null` if there was none.
+   */
+  redrive(jobId: string): Promise<DeadLetter | null>;
+}

@@ -1,0 +1,82 @@
+/**
+ * The intent state machine: the only moves a store accepts.
+ *
+ * @module
+ */
+
+/**
+ * Where a payment intent is:
+ * `created` → `authorized` → `settling` → `settled` | `failed` |
+ * `needs_review`, and an operator takes `needs_review` to `settled` or
+ * `failed`. `settled` and `failed` are terminal.
+ */
+export type IntentState =
+  | "created"
+  | "authorized"
+  | "settling"
+  | "settled"
+  | "failed"
+  | "needs_review";
+
+/** Every {@linkcode IntentState}, in the order a payment moves through them. */
+export const INTENT_STATES: readonly IntentState[] = [
+  "created",
+  "authorized",
+  "settling",
+  "settled",
+  "failed",
+  "needs_review",
+];
+
+/**
+ * The transition table: for each state, the states it may move to. No
+ * other move exists; a store rejects it.
+ *
+ * | from | to | who |
+ * |---|---|---|
+ * | created | authorized | payments API, hold recorded first |
+ * | authorized | settling | relayer (settle job) |
+ * | settling | settled | relayer, hold captured first |
+ * | settling | failed | relayer after poison, only if nothing was sent; hold voided first |
+ * | settling | needs_review | relayer after poison, anything else |
+ * | needs_review | settled / failed | operator, hold captured / voided first |
+ *
+ * @example Ask whether a move is allowed
+ * ```ts
+ * import { TRANSITIONS } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(TRANSITIONS.settling.includes("failed"));
+ * assert.ok(!TRANSITIONS.authorized.includes("failed"));
+ * ```
+ */
+export const TRANSITIONS: Readonly<
+  Record<IntentState, readonly IntentState[]>
+> = Object.freeze({
+  created: ["authorized"],
+  authorized: ["settling"],
+  settling: ["settled", "failed", "needs_review"],
+  settled: [],
+  failed: [],
+  needs_review: ["settled", "failed"],
+});
+
+/**
+ * Whether `from` → `to` is in the {@linkcode TRANSITIONS} table.
+ *
+ * @param from The state the writer read.
+ * @param to The state it wants.
+ * @returns `true` when the table has the move.
+ *
+ * @example Terminal states go nowhere
+ * ```ts
+ * import { canTransition } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(canTransition("created", "authorized"), true);
+ * assert.equal(canTransition("failed", "settling"), false);
+ * ```
+ */
+export function canTransition(from: IntentState, to: IntentState): boolean {
+  return TRANSITIONS[from]?.includes(to) ?? false;
+}
