@@ -1,0 +1,85 @@
+/**
+ * Shared fast-check settings: a failure prints its seed and path, and
+ * `FC_SEED` / `FC_PATH` / `FC_RUNS` replay or widen a run without editing a
+ * test.
+ *
+ * @module
+ */
+
+import fc from "fast-check";
+
+function env(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined; // no --allow-env: run with the defaults
+  }
+}
+
+const seed = env("FC_SEED") === undefined ? undefined : Number(env("FC_SEED"));
+const numRuns = env("FC_RUNS") === undefined
+  ? undefined
+  : Number(env("FC_RUNS"));
+const path = env("FC_PATH");
+
+fc.configureGlobal({
+  ...(seed === undefined ? {} : { seed }),
+  ...(path === undefined ? {} : { path }),
+  ...(numRuns === undefined ? {} : { numRuns }),
+});
+
+/**
+ * Runs `property` on a deliberately broken twin and returns whether
+ * fast-check found a counterexample: proof that the property can fail.
+ */
+export function catches<Ts>(
+  property: fc.IProperty<Ts>,
+  numRuns = 300,
+): boolean {
+  return fc.check(property, { numRuns }).failed;
+}
+
+/** The same for async properties. */
+export async function catchesAsync<Ts>(
+  property: fc.IAsyncProperty<Ts>,
+  numRuns = 300,
+): Promise<boolean> {
+  return (await fc.check(property, { numRuns })).failed;
+}
+
+/** Delivery numbers that reach the interesting cases: small, around 2^31 and 2^53, and up to 1e300. */
+export const anyDelivery: fc.Arbitrary<number> = fc.oneof(
+  fc.integer({ min: 1, max: 40 }),
+  fc.integer({ min: 1, max: 2 ** 31 + 100 }),
+  fc.constantFrom(
+    31,
+    32,
+    33,
+    63,
+    64,
+    65,
+    1e9,
+    2 ** 31,
+    2 ** 32,
+    2 ** 53,
+    1e300,
+  ),
+  fc.double({ min: 1, max: 1e300, noNaN: true }).map(Math.floor),
+);
+
+/** Everything a broken `random` could return. */
+export const anyRandomOutput: fc.Arbitrary<number> = fc.oneof(
+  fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+  fc.constantFrom(
+    0,
+    1 - Number.EPSILON / 2,
+    1,
+    Number.NaN,
+    -0.1,
+    1.5,
+    -Infinity,
+    Infinity,
+    -0,
+  ),
+  fc.double(),
+);

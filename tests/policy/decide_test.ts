@@ -1,0 +1,175 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  backoff,
+  decide,
+  type Decision,
+  definePolicy,
+  notSent,
+  poison,
+  type Policy,
+} from "../../mod.ts";
+import { anyDelivery, anyRandomOutput, catches } from "../_fc.ts";
+
+const anyPolicy: fc.Arbitrary<Policy> = fc.record({
+  maxDeliveries: fc.integer({ min: 1, max: 50 }),
+  baseMs: fc.integer({ min: 1, max: 60_000 }),
+  capMs: fc.integer({ min: 1, max: 3_600_000 }),
+  jitter: fc.constantFrom("equal", "full", "none"),
+  stuckAfterMs: fc.integer({ min: 0, max: 3_600_000 }),
+}).map(definePolicy);
+
+/** A declared poison, buried at some depth of wrappers. */
+const buriedPoison = fc.tuple(fc.nat({ max: 30 }), fc.boolean(), fc.boolean())
+  .map(
+    ([depth, aggregate, cyclic]) => {
+      const core = poison(notSent(new Error("declared")));
+      let error: Error = core;
+      for (let i = 0; i < depth; i++) {
+        error = aggregate && i % 2 === 0
+          ? new AggregateError([new Error("noise"), error])
+          : new Error(`layer ${i}`, { cause: error });
+      }
+      if (cyclic) (core.cause as Error).cause = error; // notSent → outermost → … → core
+      return error;
+    },
+  );
+
+function declaredWinsProperty(impl: typeof decide) {
+  return fc.property(
+    buriedPoison,
+    anyDelivery,
+    anyPolicy,
+    (error, delivery, policy) => {
+      const d = impl(error, delivery, policy, { random: () => 0.5 });
+      return d.action === "poison" && d.cause === "declared" &&
+        d.reason === "retrying will not help";
+    },
+  );
+}
+
+/** Undeclared errors: exactly maxDeliveries deliveries, then poison. */
+function exactlyMaxProperty(impl: typeof decide) {
+  return fc.property(anyPolicy, anyRandomOutput, (policy, r) => {
+    const error = new Error("timeout");
+    const actions: Decision["action"][] = [];
+    for (let delivery = 1; delivery <= policy.maxDeliveries + 2; delivery++) {
+      const d = impl(error, delivery, policy, { random: () => r });
+      actions.push(d.action);
+      if (d.action === "poison") break;
+    }
+    return actions.length === policy.maxDeliveries &&
+      actions.slice(0, -1).every((a) => a === "retry") &&
+      actions.at(-1) === "poison";
+  });
+}
+
+// Slips the properties must catch: looking only at the top of the chain,
+// and exhausting one delivery late (counting failures, not deliveries).
+const shallow: typeof decide = (error, delivery, policy, options) =>
+  error instanceof Error && error.name === "PoisonError"
+    ? { action: "poison", cause: "declared", reason: "retrying will not help" }
+    : decide(new Error("undeclared"), delivery, policy, options);
+const countsFailures: typeof decide = (error, delivery, policy = {}, options) =>
+  decide(error, delivery, {
+    ...policy,
+    maxDeliveries: (policy.maxDeliveries ?? 10) + 1,
+  }, options);
+
+Deno.test("decide() poisons a declared error at once: reason and cause", () => {
+  assert.deepEqual(decide(poison(new Error("bad")), 1), {
+    action: "poison",
+    cause: "declared",
+    reason: "retrying will not help",
+  });
+});
+
+Deno.test("decide() retries with the error's message and a jittered backoff", () => {
+  assert.deepEqual(
+    decide(new Error("rpc timeout"), 2, {}, { random: () => 0 }),
+    {
+      action: "retry",
+      delayMs: 5000,
+      reason: "rpc timeout",
+    },
+  );
+  assert.deepEqual(decide("a thrown string", 1, { jitter: "none" }), {
+    action: "retry",
+    delayMs: 5000,
+    reason: "a thrown string",
+  });
+  assert.equal(
+    decide({ code: 7 }, 1, { jitter: "none" }).reason,
+    "[object Object]",
+  );
+  assert.equal(
+    decide(Object.create(null), 1, { jitter: "none" }).reason,
+    "unprintable error",
+  );
+});
+
+Deno.test("decide() says how many deliveries were used when exhausted", () => {
+  assert.deepEqual(decide(new Error("x"), 3, { maxDeliveries: 3 }), {
+    action: "poison",
+    cause: "exhausted",
+    reason: "no luck after 3 deliveries",
+  });
+  assert.equal(
+    decide(new Error("x"), 1, { maxDeliveries: 1 }).reason,
+    "no luck after 1 delivery",
+  );
+  assert.equal(decide(new Error("x"), 1e300).action, "poison");
+});
+
+Deno.test("decide() rejects a bad delivery number or policy", () => {
+  assert.throws(
+    () => decide(new Error("x"), 0),
+    /Cannot decide as 'delivery' must be an integer >= 1: current value is 0/,
+  );
+  assert.throws(
+    () => decide(new Error("x"), 1, { maxDeliveries: 0 }),
+    RangeError,
+  );
+  assert.throws(
+    () => decide(new Error("x"), 1, { jitter: "half" as "equal" }),
+    TypeError,
+  );
+  assert.throws(
+    () => decide(new Error("x"), 1, { maxDelivery: 3 } as Partial<Policy>),
+    /'maxDelivery' is not a policy field/,
+  );
+});
+
+Deno.test("decide() lets a declared poison win at every delivery, at any depth, in cycles", () => {
+  fc.assert(declaredWinsProperty(decide));
+});
+
+Deno.test("decide() gives an undeclared error exactly maxDeliveries deliveries", () => {
+  fc.assert(exactlyMaxProperty(decide));
+});
+
+Deno.test("decide() delays a retry within the jitter bounds of backoff()", () => {
+  fc.assert(
+    fc.property(
+      anyPolicy,
+      anyDelivery,
+      anyRandomOutput,
+      (policy, delivery, r) => {
+        const d = decide(new Error("x"), delivery, policy, { random: () => r });
+        if (d.action !== "retry") return delivery >= policy.maxDeliveries;
+        const full = backoff(delivery, policy);
+        const floor = policy.jitter === "equal"
+          ? Math.floor(full / 2)
+          : policy.jitter === "full"
+          ? 0
+          : full;
+        return d.delayMs >= floor && d.delayMs <= full;
+      },
+    ),
+  );
+});
+
+Deno.test("decide() properties catch a shallow classifier and an off-by-one limit", () => {
+  assert.equal(catches(declaredWinsProperty(shallow)), true);
+  assert.equal(catches(exactlyMaxProperty(countsFailures)), true);
+});

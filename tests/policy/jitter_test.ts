@@ -1,0 +1,86 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { jitter } from "../../mod.ts";
+import { anyRandomOutput, catches } from "../_fc.ts";
+
+const anyDelay = fc.oneof(
+  fc.integer({ min: 0, max: 24 * 3_600_000 }),
+  fc.constantFrom(0, 1, 2, 3, 5000, 120_000, Number.MAX_SAFE_INTEGER),
+  fc.double({ min: 0, max: 1e15, noNaN: true }),
+);
+
+function equalProperty(impl: typeof jitter) {
+  return fc.property(anyDelay, anyRandomOutput, (delayMs, r) => {
+    const out = impl(delayMs, "equal", () => r);
+    return out >= Math.floor(delayMs / 2) && out <= delayMs;
+  });
+}
+
+function fullProperty(impl: typeof jitter) {
+  return fc.property(anyDelay, anyRandomOutput, (delayMs, r) => {
+    const out = impl(delayMs, "full", () => r);
+    return out >= 0 && out <= delayMs;
+  });
+}
+
+// Typical slips: a floor that is not one, and a random taken on trust.
+const noFloor: typeof jitter = (d, _s, random = Math.random) =>
+  Math.floor(random() * d);
+const trusting: typeof jitter = (d, s, random = Math.random) => {
+  const half = s === "full" ? 0 : Math.floor(d / 2);
+  return half + Math.floor(random() * (d - half + 1));
+};
+
+Deno.test("jitter() keeps equal jitter in [floor(d/2), d] for any delay and any random output", () => {
+  fc.assert(equalProperty(jitter));
+});
+
+Deno.test("jitter() keeps full jitter in [0, d] for any delay and any random output", () => {
+  fc.assert(fullProperty(jitter));
+});
+
+Deno.test("jitter() with none returns the delay itself", () => {
+  fc.assert(
+    fc.property(
+      anyDelay,
+      anyRandomOutput,
+      (d, r) => jitter(d, "none", () => r) === d,
+    ),
+  );
+});
+
+Deno.test("jitter() reaches both ends of the equal range for a whole delay", () => {
+  assert.equal(jitter(5001, "equal", () => 0), 2500);
+  assert.equal(jitter(5001, "equal", () => 1 - Number.EPSILON / 2), 5001);
+  assert.equal(jitter(1, "equal", () => 0.99), 1);
+  assert.equal(jitter(0, "equal", () => 0.5), 0);
+});
+
+Deno.test("jitter() clamps a misbehaving random: 1, NaN, negatives", () => {
+  assert.equal(jitter(5000, "equal", () => 1), 5000);
+  assert.equal(jitter(5000, "equal", () => Number.NaN), 2500);
+  assert.equal(jitter(5000, "equal", () => -0.1), 2500);
+  assert.equal(jitter(5000, "full", () => 1), 5000);
+  assert.equal(jitter(5000, "full", () => Number.NaN), 0);
+});
+
+Deno.test("jitter() spreads equal jitter over the upper half", () => {
+  const seen = new Set<number>();
+  for (let i = 0; i < 11; i++) seen.add(jitter(10, "equal", () => i / 11));
+  assert.deepEqual([...seen].sort((a, b) => a - b), [5, 6, 7, 8, 9, 10]);
+});
+
+Deno.test("jitter() rejects a bad delay or strategy", () => {
+  assert.throws(() => jitter(-1, "equal"), RangeError);
+  assert.throws(
+    () => jitter(Number.NaN, "equal"),
+    /'delayMs' must be a finite number >= 0: current value is NaN/,
+  );
+  assert.throws(() => jitter(5, "half" as "equal"), TypeError);
+});
+
+Deno.test("jitter() properties catch a floor that is not one and a random taken on trust", () => {
+  assert.equal(catches(equalProperty(noFloor)), true);
+  assert.equal(catches(equalProperty(trusting)), true);
+  assert.equal(catches(fullProperty(trusting)), true);
+});

@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { catches } from "../_fc.ts";
+import {
+  isNotSent,
+  isPoison,
+  notSent,
+  NotSentError,
+  poison,
+  PoisonError,
+} from "../../mod.ts";
+
+Deno.test("poison() and notSent() wrap the cause and keep its message", () => {
+  const cause = new Error("nonce too low");
+  const error = poison(notSent(cause));
+  assert.ok(error instanceof PoisonError);
+  assert.ok(error.cause instanceof NotSentError);
+  assert.equal((error.cause as Error).cause, cause);
+  assert.equal(error.message, "nonce too low");
+  assert.equal(poison("plain text").message, "plain text");
+  assert.equal(isPoison(error) && isNotSent(error), true);
+});
+
+Deno.test("isPoison() and isNotSent() are false for undeclared errors and any non-Error", () => {
+  for (
+    const value of [
+      new Error("x"),
+      "poison",
+      42,
+      null,
+      undefined,
+      {},
+      [],
+      Symbol("s"),
+      () => 1,
+      1n,
+    ]
+  ) {
+    assert.equal(isPoison(value), false);
+    assert.equal(isNotSent(value), false);
+  }
+});
+
+Deno.test("isPoison() finds the mark through cycles, AggregateError and hostile getters", () => {
+  const a = new Error("a");
+  const b = new Error("b", { cause: a });
+  (a as { cause?: unknown }).cause = b; // a cycle
+  assert.equal(isPoison(a), false);
+  (a as { cause?: unknown }).cause = new AggregateError([b, poison("x")]);
+  assert.equal(isPoison(b), true);
+
+  const hostile = new Error("hostile");
+  Object.defineProperty(hostile, "cause", {
+    get() {
+      throw new Error("no");
+    },
+  });
+  assert.equal(isPoison(hostile), false);
+  assert.equal(isPoison(new AggregateError([hostile, poison("y")])), true);
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  assert.equal(isPoison(proxy), false);
+});
+
+Deno.test("isPoison() matches a mark made by another copy of the module", () => {
+  const foreign = new Error("from another copy");
+  Object.defineProperty(foreign, Symbol.for("@relayer/poison.poison"), {
+    value: true,
+  });
+  assert.equal(isPoison(new Error("wrapped", { cause: foreign })), true);
+  const foreignNotSent = { [Symbol.for("@relayer/poison.not_sent")]: true };
+  assert.equal(isNotSent(foreignNotSent), true);
+});
+
+/**
+ * An error graph around a core: plain wrappers, AggregateErrors with noise
+ * beside the core, objects with a `cause`, and optionally cycles (every
+ * AggregateError also holds the outermost error, and a plain core points
+ * back at it).
+ */
+function wrapped(makeCore: () => unknown) {
+  const layer = fc.constantFrom("error", "aggregate", "object");
+  return fc.tuple(fc.array(layer, { maxLength: 40 }), fc.boolean()).map(
+    ([layers, cyclic]) => {
+      const core = makeCore();
+      const aggregates: AggregateError[] = [];
+      let outer: unknown = core;
+      for (const kind of layers) {
+        if (kind === "error") outer = new Error("wrap", { cause: outer });
+        else if (kind === "object") outer = { message: "object", cause: outer };
+        else {
+          const aggregate = new AggregateError([
+            "noise",
+            new Error("noise"),
+            outer,
+          ]);
+          aggregates.push(aggregate);
+          outer = aggregate;
+        }
+      }
+      if (cyclic) {
+        for (const aggregate of aggregates) aggregate.errors.push(outer);
+        if (core instanceof Error && core.cause === undefined) {
+          core.cause = outer;
+        }
+      }
+      return outer;
+    },
+  );
+}
+
+const cores = {
+  poison: () => poison("p"),
+  notSent: () => notSent("n"),
+  both: () => poison(notSent("pn")),
+  none: () => new Error("plain"),
+};
+
+Deno.test("isPoison() and isNotSent() find a mark at any depth, with or without cycles", () => {
+  fc.assert(fc.property(
+    fc.constantFrom(...Object.keys(cores) as (keyof typeof cores)[]).chain((
+      mark,
+    ) => wrapped(cores[mark]).map((error) => ({ mark, error }))),
+    ({ mark, error }) => {
+      assert.equal(isPoison(error), mark === "poison" || mark === "both");
+      assert.equal(isNotSent(error), mark === "notSent" || mark === "both");
+    },
+  ));
+});
+
+Deno.test("isPoison() property catches a classifier that looks at the top level only", () => {
+  const shallow = (e: unknown) => e instanceof PoisonError;
+  assert.equal(
+    catches(fc.property(wrapped(cores.poison), (error) => shallow(error))),
+    true,
+  );
+});
+
+Deno.test("isPoison() never throws, whatever is thrown at it", () => {
+  fc.assert(
+    fc.property(
+      fc.anything({ withObjectString: true, withNullPrototype: true }),
+      (value) => {
+        assert.equal(typeof isPoison(value), "boolean");
+        assert.equal(typeof isNotSent(value), "boolean");
+      },
+    ),
+  );
+});
