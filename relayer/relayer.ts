@@ -7,7 +7,9 @@
 
 import { messageOf } from "../policy/_walk.ts";
 import { assertDelivery, assertMs } from "../policy/_validate.ts";
+import { backoff } from "../policy/backoff.ts";
 import { decide } from "../policy/decide.ts";
+import { jitter } from "../policy/jitter.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
 import { planResolution } from "../policy/resolution.ts";
@@ -248,34 +250,34 @@ export function createRelayer(options: RelayerOptions): Relayer {
       ttlMs: leaseMs,
       now: now(),
     });
+    if (!leased) {
+      // Another delivery is looking at this intent right now. That is not
+      // this job's failure, so it never poisons the job, even past
+      // maxDeliveries: the holder may crash and leave the intent to us. The
+      // lease's TTL bounds how long this can last.
+      return {
+        action: "retry",
+        delivery: n,
+        delayMs: jitter(backoff(n, policy), policy.jitter, random),
+        reason: `intent ${job.intentId} is busy with another delivery`,
+      };
+    }
     try {
-      let error: unknown;
-      if (leased) {
-        try {
-          await settle(job.intentId);
-          return { action: "done", delivery: n };
-        } catch (thrown) {
-          error = thrown;
-        }
-      } else {
-        error = new Error(
-          `intent ${job.intentId} is busy with another delivery`,
-        );
-      }
-      const decision = decide(error, n, policy, { random });
-      if (decision.action === "retry") return { ...decision, delivery: n };
-      const resolution = leased
-        ? await resolve(job, jobId, {
+      try {
+        await settle(job.intentId);
+        return { action: "done", delivery: n };
+      } catch (error) {
+        const decision = decide(error, n, policy, { random });
+        if (decision.action === "retry") return { ...decision, delivery: n };
+        const resolution = await resolve(job, jobId, {
           ...decision,
           delivery: n,
           lastError: messageOf(error),
-        })
-        // The holder of the lease is a live delivery that will look at the
-        // intent itself; resolving under it could race its broadcast.
-        : "job dropped, another delivery holds the intent";
-      return { ...decision, delivery: n, resolution };
+        });
+        return { ...decision, delivery: n, resolution };
+      }
     } finally {
-      if (leased) await store.releaseLease(job.intentId, owner);
+      await store.releaseLease(job.intentId, owner);
     }
   }
 

@@ -97,9 +97,19 @@ export class ScriptedSender implements Sender {
   /** {@inheritDoc Sender.receipt} */
   receipt(txHash: string): Promise<ReceiptStatus> {
     this.calls.push({ method: "receipt", txHash });
-    const owner = this.#owners.get(txHash) ?? "";
+    const owner = this.#owners.get(txHash) ?? this.#scriptedOwner(txHash);
     const steps = this.#scripts.get(owner)?.receipts ?? ["pending"];
     return Promise.resolve(next(this.#receipts, owner, steps) ?? "pending");
+  }
+
+  /** The intent whose script sends `txHash` (a tx sent before this Sender existed). */
+  #scriptedOwner(txHash: string): string {
+    for (const [intentId, script] of this.#scripts) {
+      if (
+        script.sends.some((step) => "txHash" in step && step.txHash === txHash)
+      ) return intentId;
+    }
+    return "";
   }
 }
 
