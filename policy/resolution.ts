@@ -13,8 +13,8 @@ import type { Intent } from "../store/store.ts";
  * - `drop`: touch nothing (the relayer wrote no byte, or the intent is
  *   already past it).
  * - `fail`: void the hold, then move `settling` → `failed`. Only when the
- *   last broadcast was declared `not_sent`: the one outcome that says the
- *   chain is clean.
+ *   last broadcast was declared `not_sent` and no broadcast of the intent
+ *   may ever have left the process: the one case where the chain is clean.
  * - `review`: move `settling` → `needs_review`; the hold stays pending,
  *   because money may have moved.
  */
@@ -23,6 +23,12 @@ export type Resolution =
   | { readonly action: "fail"; readonly text: string }
   | { readonly action: "review"; readonly text: string };
 
+/** What {@linkcode planResolution} reads of an intent. */
+export type ResolvableIntent = Pick<
+  Intent,
+  "state" | "lastBroadcast" | "broadcasting" | "mayHaveSent"
+>;
+
 /**
  * Plans the resolution of a poisoned job from the intent as it is now.
  *
@@ -30,17 +36,18 @@ export type Resolution =
  * is missing.
  * @returns What to do, with the text the worker logs.
  *
- * @example Only a declared not-sent fails the payment
+ * @example Only a clean chain fails the payment
  * ```ts
  * import { planResolution } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
+ * const settling = { state: "settling", broadcasting: null, mayHaveSent: false } as const;
  * assert.deepEqual(
- *   planResolution({ state: "settling", lastBroadcast: { outcome: "not_sent", at: 0 } }),
+ *   planResolution({ ...settling, lastBroadcast: { outcome: "not_sent", at: 0 } }),
  *   { action: "fail", text: "nothing was sent, so the intent failed" },
  * );
  * assert.deepEqual(
- *   planResolution({ state: "settling", lastBroadcast: { outcome: "unknown", at: 0 } }),
+ *   planResolution({ ...settling, lastBroadcast: { outcome: "unknown", at: 0 }, mayHaveSent: true }),
  *   { action: "review", text: "last broadcast unknown, needs review" },
  * );
  * assert.deepEqual(planResolution(null), {
@@ -49,9 +56,7 @@ export type Resolution =
  * });
  * ```
  */
-export function planResolution(
-  intent: Pick<Intent, "state" | "lastBroadcast"> | null,
-): Resolution {
+export function planResolution(intent: ResolvableIntent | null): Resolution {
   if (intent === null) {
     return { action: "drop", text: "job dropped, intent not found" };
   }
@@ -72,12 +77,25 @@ export function planResolution(
           text: "no broadcast on record, needs review",
         };
       }
+      if (intent.broadcasting !== null) {
+        // A broadcast started after the last record and never got its own.
+        return {
+          action: "review",
+          text: "last broadcast unknown, needs review",
+        };
+      }
       switch (last.outcome) {
         case "not_sent":
-          return {
-            action: "fail",
-            text: "nothing was sent, so the intent failed",
-          };
+          return intent.mayHaveSent
+            // This attempt stayed home, but an earlier one may be on chain.
+            ? {
+              action: "review",
+              text: "an earlier broadcast may have been sent, needs review",
+            }
+            : {
+              action: "fail",
+              text: "nothing was sent, so the intent failed",
+            };
         case "sent":
           return {
             action: "review",

@@ -295,7 +295,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           version: intent.version,
           at: now(),
         });
-        return await broadcast(settling, false);
+        return await broadcast(settling, false, true);
       }
       case "settling":
         return await settleSettling(intent);
@@ -313,7 +313,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     const last = intent.lastBroadcast;
-    if (last === null || last.outcome === "unknown") {
+    if (
+      intent.broadcasting !== null || last === null ||
+      last.outcome === "unknown"
+    ) {
+      // A broadcast may be out there: wait for it, then rescue it.
       const settlingMs = now() - (intent.settlingSince ?? 0);
       if (settlingMs < policy.stuckAfterMs) {
         throw new Error(
@@ -322,7 +326,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       return await broadcast(intent, true); // rescue: same nonce
     }
-    if (last.outcome === "not_sent") return await broadcast(intent, false); // the chain is clean
+    if (last.outcome === "not_sent") {
+      // This attempt stayed home. Send afresh, or with the same nonce if an
+      // earlier attempt may be on chain.
+      return await broadcast(intent, intent.mayHaveSent);
+    }
     const txHash = last.txHash ?? "";
     const status = await sender.receipt(txHash);
     switch (status) {
@@ -352,19 +360,22 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /** Broadcasts and records the outcome *before* reacting to it. */
-  async function broadcast(intent: Intent, replace: boolean): Promise<never> {
-    let current = intent;
-    if (current.lastBroadcast?.outcome === "not_sent") {
-      // Write ahead: a crash after this send but before its record must not
-      // leave "not_sent" on record, or a poison would fail a payment whose
-      // money moved.
-      current = await store.recordBroadcast(current.id, current.version, {
-        outcome: "unknown",
-        at: now(),
-        error: "broadcast started, outcome not recorded",
-      });
-    }
+  /**
+   * Broadcasts and records the outcome *before* reacting to it. A write
+   * ahead of the send (`broadcasting`) means a crash between the send and
+   * its record leaves "may have left" on record, never a stale "not sent".
+   */
+  async function broadcast(
+    intent: Intent,
+    replace: boolean,
+    wroteAhead = false,
+  ): Promise<never> {
+    // Entering settling writes ahead of the first send. Any other send
+    // writes ahead itself; if an earlier one is still unrecorded (a crash
+    // between its send and its record), the store marks it may-have-sent.
+    const current = wroteAhead
+      ? intent
+      : await store.beginBroadcast(intent.id, intent.version, now());
     let txHash: string;
     try {
       ({ txHash } = await sender.send(current, { replace }));

@@ -60,11 +60,18 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
       `Cannot create intent ${intent.id} in settling without a finite 'settlingSince'`,
     );
   }
+  const lastBroadcast = intent.lastBroadcast ?? null;
+  const broadcasting = intent.broadcasting ?? null;
+  const mayHaveSent = intent.mayHaveSent ??
+    (broadcasting !== null ||
+      (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent"));
   return {
     id: intent.id,
     state,
     hold,
-    lastBroadcast: intent.lastBroadcast ?? null,
+    lastBroadcast,
+    broadcasting,
+    mayHaveSent,
     settlingSince,
   };
 }
@@ -129,7 +136,9 @@ export function transitioned(
     ...current,
     state: change.to,
     hold,
-    settlingSince: change.to === "settling" ? change.at : current.settlingSince,
+    ...(change.to === "settling"
+      ? { settlingSince: change.at, broadcasting: change.at }
+      : {}),
   };
 }
 
@@ -155,7 +164,30 @@ export function broadcastRecorded(
       `Cannot record a sent broadcast for ${current.id} without its 'txHash'`,
     );
   }
-  return { ...current, lastBroadcast: { ...broadcast } };
+  return {
+    ...current,
+    lastBroadcast: { ...broadcast },
+    broadcasting: null,
+    mayHaveSent: current.mayHaveSent || broadcast.outcome !== "not_sent",
+  };
+}
+
+/** The intent after writing ahead of a broadcast, or a `ConflictError`. */
+export function broadcastBegun(
+  current: IntentRecord,
+  at: number,
+): IntentRecord {
+  if (current.state !== "settling") {
+    throw new ConflictError(
+      `Cannot start a broadcast for ${current.id} as it is ${current.state}, not settling`,
+    );
+  }
+  // An earlier broadcast still unrecorded may have left the process.
+  return {
+    ...current,
+    broadcasting: at,
+    mayHaveSent: current.mayHaveSent || current.broadcasting !== null,
+  };
 }
 
 /** Checks a list limit: an integer in 1 … 1000 (default 50). */

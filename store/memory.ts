@@ -8,6 +8,7 @@
 
 import { ConflictError } from "./conflict_error.ts";
 import {
+  broadcastBegun,
   broadcastRecorded,
   type IntentRecord,
   newIntentRecord,
@@ -120,6 +121,13 @@ export class MemoryStore implements Store {
       }
       return this.#write(id, next);
     });
+  }
+
+  /** {@inheritDoc Store.beginBroadcast} */
+  beginBroadcast(id: string, version: string, at: number): Promise<Intent> {
+    return attempt(() =>
+      this.#write(id, broadcastBegun(this.#expect(id, version), at))
+    );
   }
 
   /** {@inheritDoc Store.recordBroadcast} */

@@ -39,6 +39,20 @@ export interface Intent {
   readonly hold: HoldState | null;
   /** The last broadcast on record; `null` when none was recorded. */
   readonly lastBroadcast: Broadcast | null;
+  /**
+   * When a broadcast started whose outcome is not on record yet (written
+   * ahead of every send); `null` when every started broadcast is recorded.
+   * Left set by a crash between a send and its record: that send may have
+   * left.
+   */
+  readonly broadcasting: number | null;
+  /**
+   * `true` once any broadcast of this intent may have left the process:
+   * recorded `sent` or `unknown`, or started and never recorded. It never
+   * goes back to `false`: a later "not sent" does not unsend an earlier
+   * transaction.
+   */
+  readonly mayHaveSent: boolean;
   /** When the intent entered `settling`; `null` before. */
   readonly settlingSince: number | null;
   /**
@@ -66,6 +80,14 @@ export interface NewIntent {
   readonly hold?: HoldState | null;
   /** The last broadcast, for importing an intent mid-flight. */
   readonly lastBroadcast?: Broadcast | null;
+  /** A broadcast started and not recorded, for importing an intent mid-flight. */
+  readonly broadcasting?: number | null;
+  /**
+   * Whether a broadcast may have left, for importing an intent mid-flight.
+   *
+   * @default {true if lastBroadcast is sent or unknown}
+   */
+  readonly mayHaveSent?: boolean;
   /** When it entered `settling`, for importing an intent mid-flight. */
   readonly settlingSince?: number | null;
 }
@@ -82,7 +104,11 @@ export interface Transition {
   readonly to: IntentState;
   /** The version the writer read. */
   readonly version: string;
-  /** When the move happens; recorded as `settlingSince` when `to` is `settling`. */
+  /**
+   * When the move happens. Entering `settling` records it as
+   * `settlingSince` and as `broadcasting`: the relayer broadcasts next, so
+   * the move is also the write-ahead of the first send.
+   */
   readonly at: number;
   /**
    * A hold change to make *first*, in the same write: `"void"` for
@@ -166,8 +192,22 @@ export interface Store {
   transition(id: string, change: Transition): Promise<Intent>;
 
   /**
+   * Writes ahead of a broadcast on a `settling` intent: sets
+   * `broadcasting`, as a compare-and-set on `version`. If an earlier
+   * broadcast is still unrecorded, it may have left: `mayHaveSent` becomes
+   * `true`.
+   *
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed since it was read or is
+   * not `settling`.
+   */
+  beginBroadcast(id: string, version: string, at: number): Promise<Intent>;
+
+  /**
    * Records the outcome of a broadcast on a `settling` intent, as a
-   * compare-and-set on `version`.
+   * compare-and-set on `version`: sets `lastBroadcast`, clears
+   * `broadcasting`, and sets `mayHaveSent` unless the outcome is
+   * `not_sent`.
    *
    * @returns The intent after the write.
    * @throws {ConflictError} If the intent changed since it was read or is

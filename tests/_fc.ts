@@ -28,6 +28,11 @@ fc.configureGlobal({
   ...(numRuns === undefined ? {} : { numRuns }),
 });
 
+/** `n` runs, unless `FC_RUNS` asks for another number. */
+export function runs(n: number): number {
+  return numRuns ?? n;
+}
+
 /**
  * Runs `property` on a deliberately broken twin and returns whether
  * fast-check found a counterexample: proof that the property can fail.

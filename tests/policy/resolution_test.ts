@@ -1,9 +1,23 @@
 import assert from "node:assert/strict";
-import { type Broadcast, INTENT_STATES, planResolution } from "../../mod.ts";
+import {
+  type Broadcast,
+  INTENT_STATES,
+  planResolution,
+  type ResolvableIntent,
+} from "../../mod.ts";
+
+type Row = [
+  | Partial<ResolvableIntent>
+    & Pick<ResolvableIntent, "state" | "lastBroadcast">
+  | null,
+  string,
+  string,
+];
 
 Deno.test("planResolution() follows the resolution table of the spec, text for text", () => {
   const sent: Broadcast = { outcome: "sent", txHash: "0xfeed", at: 1 };
-  const rows: [Parameters<typeof planResolution>[0], string, string][] = [
+  const notSent: Broadcast = { outcome: "not_sent", at: 1 };
+  const rows: Row[] = [
     [
       { state: "created", lastBroadcast: null },
       "drop",
@@ -15,7 +29,7 @@ Deno.test("planResolution() follows the resolution table of the spec, text for t
       "job dropped, intent still authorized",
     ],
     [
-      { state: "settling", lastBroadcast: { outcome: "not_sent", at: 1 } },
+      { state: "settling", lastBroadcast: notSent },
       "fail",
       "nothing was sent, so the intent failed",
     ],
@@ -50,8 +64,21 @@ Deno.test("planResolution() follows the resolution table of the spec, text for t
       "job dropped, intent already needs_review",
     ],
     [null, "drop", "job dropped, intent not found"],
+    // Beyond the spec's table: a clean last attempt does not unsend an earlier one.
+    [
+      { state: "settling", lastBroadcast: notSent, mayHaveSent: true },
+      "review",
+      "an earlier broadcast may have been sent, needs review",
+    ],
+    [
+      { state: "settling", lastBroadcast: notSent, broadcasting: 2 },
+      "review",
+      "last broadcast unknown, needs review",
+    ],
   ];
-  for (const [intent, action, text] of rows) {
+  for (const [partial, action, text] of rows) {
+    const intent = partial &&
+      { broadcasting: null, mayHaveSent: false, ...partial };
     assert.deepEqual(
       planResolution(intent),
       { action, text },
@@ -60,18 +87,28 @@ Deno.test("planResolution() follows the resolution table of the spec, text for t
   }
 });
 
-Deno.test("planResolution() fails an intent only from settling with a declared not-sent", () => {
+Deno.test("planResolution() fails an intent only from settling, not sent, with nothing ever sent or in flight", () => {
   const outcomes = [null, "sent", "not_sent", "unknown"] as const;
   for (const state of INTENT_STATES) {
     for (const outcome of outcomes) {
-      const lastBroadcast = outcome === null
-        ? null
-        : { outcome, txHash: "0x1", at: 0 };
-      const plan = planResolution({ state, lastBroadcast });
-      assert.equal(
-        plan.action === "fail",
-        state === "settling" && outcome === "not_sent",
-      );
+      for (const mayHaveSent of [false, true]) {
+        for (const broadcasting of [null, 5]) {
+          const lastBroadcast = outcome === null
+            ? null
+            : { outcome, txHash: "0x1", at: 0 };
+          const plan = planResolution({
+            state,
+            lastBroadcast,
+            mayHaveSent,
+            broadcasting,
+          });
+          assert.equal(
+            plan.action === "fail",
+            state === "settling" && outcome === "not_sent" && !mayHaveSent &&
+              broadcasting === null,
+          );
+        }
+      }
     }
   }
 });

@@ -176,15 +176,16 @@ Deno.test("createRelayer() broadcasts again after a declared not-sent, writing a
     error: "nonce gap",
   });
 
-  const seen: (string | undefined)[] = [];
+  const seen: string[] = [];
   const original = sender.send.bind(sender);
   sender.send = (i, o) => {
-    seen.push(i.lastBroadcast?.outcome);
+    seen.push(i.broadcasting === null ? "nothing in flight" : "in flight");
     return original(i, o);
   };
   await relayer.deliver(job, 2);
-  // What the Sender saw on record while it was sending: not "not_sent".
-  assert.deepEqual(seen, ["unknown"]);
+  // What was on record while the Sender was sending: a broadcast in flight,
+  // so a crash now could never leave a bare "not_sent" behind.
+  assert.deepEqual(seen, ["in flight"]);
   assert.equal((await intent(store)).lastBroadcast?.txHash, "0x2");
 });
 

@@ -1,0 +1,533 @@
+/**
+ * A deterministic world for property tests of the relayer: a queue that
+ * delivers at least once (with duplicates), a process that crashes before
+ * or after any store write and restarts, a chain that remembers what may
+ * have left the process, and a virtual clock. After every delivery and at
+ * the end it checks the invariants I1–I6 of DESIGN §5.
+ *
+ * @module
+ */
+
+import {
+  createRelayer,
+  notSent,
+  poison,
+  type Policy,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+  TRANSITIONS,
+} from "../../mod.ts";
+import type { IntentState } from "../../mod.ts";
+import fc from "fast-check";
+
+/** What one broadcast does on the simulated chain. */
+export type SendKind =
+  | "sent"
+  | "not_sent"
+  | "not_sent_poison"
+  | "poison"
+  | "unknown";
+
+/** One payment of a scenario. */
+export interface IntentPlan {
+  readonly start: "created" | "authorized";
+  readonly sends: readonly SendKind[];
+  readonly receipts: readonly ReceiptStatus[];
+}
+
+/** The process dies just before, or just after, store write number `at`. */
+export interface Crash {
+  readonly at: number;
+  readonly when: "before" | "after";
+}
+
+/** A generated history. */
+export interface Scenario {
+  readonly policy: Policy;
+  readonly intents: readonly IntentPlan[];
+  readonly crashes: readonly Crash[];
+  /** Indices of deliveries the queue hands out twice at once. */
+  readonly duplicates: readonly number[];
+  /** Whether the queue reports the delivery number (else the store counts). */
+  readonly queueCounts: boolean;
+  /** Whether the store writes the ledger and the state in two steps. */
+  readonly splitLedger: boolean;
+  readonly seed: number;
+}
+
+/** What a run found. */
+export interface Report {
+  readonly violations: string[];
+  readonly stats: {
+    crashes: number;
+    busy: number;
+    interruptedFinished: number;
+    finalStates: Partial<Record<IntentState, number>>;
+  };
+}
+
+/** Turns a store into a deliberately broken one (for "the property can fail" tests). */
+export type Breaker = (store: Store) => Store;
+
+const VISIBILITY_MS = 30_000; // a crashed delivery comes back after this
+const LEASE_MS = 10_000; // shorter, so a crashed delivery's lease has expired by then
+
+class Crashed extends Error {
+  constructor() {
+    super("process crashed");
+  }
+}
+
+const sendKind = fc.constantFrom<SendKind>(
+  "sent",
+  "not_sent",
+  "not_sent_poison",
+  "poison",
+  "unknown",
+);
+
+/** Scenarios that reach the interesting cases: crashes between ledger and state, duplicates, huge waits. */
+export const anyScenario: fc.Arbitrary<Scenario> = fc.record({
+  policy: fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 6 }),
+    baseMs: fc.constantFrom(1000, 5000),
+    capMs: fc.constantFrom(10_000, 120_000),
+    jitter: fc.constantFrom("equal", "full", "none"),
+    stuckAfterMs: fc.constantFrom(0, 4000, 20_000, 300_000),
+  }),
+  intents: fc.array(
+    fc.record({
+      start: fc.constantFrom<"created" | "authorized">(
+        "authorized",
+        "authorized",
+        "authorized",
+        "created",
+      ),
+      sends: fc.array(sendKind, { minLength: 1, maxLength: 4 }),
+      receipts: fc.array(
+        fc.constantFrom<ReceiptStatus>("confirmed", "pending", "dropped"),
+        {
+          minLength: 1,
+          maxLength: 3,
+        },
+      ),
+    }),
+    { minLength: 1, maxLength: 3 },
+  ),
+  crashes: fc.uniqueArray(
+    fc.record({
+      at: fc.nat({ max: 24 }),
+      when: fc.constantFrom<"before" | "after">("before", "after"),
+    }),
+    { maxLength: 3, selector: (c) => c.at },
+  ),
+  duplicates: fc.uniqueArray(fc.nat({ max: 12 }), { maxLength: 3 }),
+  queueCounts: fc.boolean(),
+  splitLedger: fc.boolean(),
+  seed: fc.integer(),
+});
+
+/** A seeded source of numbers in [0, 1) (mulberry32). */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The world's memory: it survives the process's crashes. */
+interface World {
+  writes: number;
+  clock: number;
+  crashes: readonly Crash[];
+  readonly splitLedger: boolean;
+  readonly violations: string[];
+  /** Lease holders the store granted, to check I5 independently of the store. */
+  readonly holders: Map<string, { owner: string; until: number }>;
+}
+
+/** One run of the process: its store handle dies at the first crash and stays dead. */
+function incarnation(inner: Store, world: World): Store & { dead: boolean } {
+  const handle = {
+    dead: false,
+    async write<T>(run: () => Promise<T>): Promise<T> {
+      if (handle.dead) throw new Crashed();
+      const index = world.writes++;
+      const crash = world.crashes.find((c) => c.at === index);
+      if (crash?.when === "before") {
+        handle.dead = true;
+        throw new Crashed();
+      }
+      const result = await run();
+      if (crash?.when === "after") {
+        handle.dead = true;
+        throw new Crashed();
+      }
+      return result;
+    },
+    read<T>(run: () => Promise<T>): Promise<T> {
+      return handle.dead ? Promise.reject(new Crashed()) : run();
+    },
+  };
+  const store: Store & { dead: boolean } = {
+    get dead() {
+      return handle.dead;
+    },
+    createIntent: (i) => handle.write(() => inner.createIntent(i)),
+    getIntent: (id) => handle.read(() => inner.getIntent(id)),
+    async transition(id, change) {
+      // I3, checked on every move the relayer makes: in the table, forward,
+      // and never out of a state only the payments API or an operator moves.
+      if (
+        !TRANSITIONS[change.from].includes(change.to) ||
+        change.from === "created" || change.from === "needs_review"
+      ) {
+        world.violations.push(
+          `I3: the relayer asked to move ${id} from ${change.from} to ${change.to}`,
+        );
+      }
+      if (!world.splitLedger || change.ledger === undefined) {
+        return await handle.write(() => inner.transition(id, change));
+      }
+      // A store that keeps the ledger elsewhere: ledger first, then state.
+      const ledger = change.ledger;
+      await handle.write(() =>
+        ledger === "void" ? inner.voidHold(id) : inner.captureHold(id)
+      );
+      const fresh = await handle.read(() => inner.getIntent(id));
+      return await handle.write(() =>
+        inner.transition(id, {
+          ...change,
+          version: fresh?.version ?? change.version,
+        })
+      );
+    },
+    beginBroadcast: (id, v, at) =>
+      handle.write(() => inner.beginBroadcast(id, v, at)),
+    recordBroadcast: (id, v, b) =>
+      handle.write(() => inner.recordBroadcast(id, v, b)),
+    recordHold: (id) => handle.write(() => inner.recordHold(id)),
+    voidHold: (id) => handle.write(() => inner.voidHold(id)),
+    captureHold: (id) => handle.write(() => inner.captureHold(id)),
+    countDelivery: (jobId) => handle.write(() => inner.countDelivery(jobId)),
+    deliveries: (jobId) => handle.read(() => inner.deliveries(jobId)),
+    acquireLease: (intentId, request) =>
+      handle.write(async () => {
+        const granted = await inner.acquireLease(intentId, request);
+        const holder = world.holders.get(intentId);
+        if (
+          granted && holder && holder.owner !== request.owner &&
+          holder.until > request.now
+        ) {
+          world.violations.push(
+            `I5: ${intentId} leased to ${request.owner} while ${holder.owner} held it`,
+          );
+        }
+        if (granted) {
+          world.holders.set(intentId, {
+            owner: request.owner,
+            until: request.now + request.ttlMs,
+          });
+        }
+        return granted;
+      }),
+    renewLease: (intentId, request) =>
+      handle.write(() => inner.renewLease(intentId, request)),
+    releaseLease: (intentId, owner) =>
+      handle.write(async () => {
+        await inner.releaseLease(intentId, owner);
+        if (world.holders.get(intentId)?.owner === owner) {
+          world.holders.delete(intentId);
+        }
+      }),
+    putDeadLetter: (d) => handle.write(() => inner.putDeadLetter(d)),
+    getDeadLetter: (jobId) => handle.read(() => inner.getDeadLetter(jobId)),
+    listDeadLetters: (o) => handle.read(() => inner.listDeadLetters(o)),
+    redrive: (jobId) => handle.write(() => inner.redrive(jobId)),
+  };
+  return store;
+}
+
+/** Whether the table leads from `from` to `to` in one or more moves. */
+function reachable(from: IntentState, to: IntentState): boolean {
+  const next = TRANSITIONS[from];
+  return next.includes(to) || next.some((step) => reachable(step, to));
+}
+
+/** The chain: follows each intent's plan and remembers what may have left the process. */
+class SimChain implements Sender {
+  readonly maybeSent = new Set<string>();
+  readonly sends = new Map<string, number>();
+  #receipts = new Map<string, number>();
+  #inFlight = new Map<string, number>();
+  #owners = new Map<string, string>();
+
+  constructor(
+    readonly plans: ReadonlyMap<string, IntentPlan>,
+    readonly truth: Store,
+    readonly violations: string[],
+  ) {}
+
+  async send(intent: { id: string }): Promise<{ txHash: string }> {
+    const id = intent.id;
+    const inFlight = (this.#inFlight.get(id) ?? 0) + 1;
+    this.#inFlight.set(id, inFlight);
+    try {
+      if (inFlight > 1) {
+        this.violations.push(`I5: two broadcasts of ${id} at once`);
+      }
+      const now = await this.truth.getIntent(id);
+      if (now?.hold === "voided") {
+        this.violations.push(`I6: broadcast of ${id} behind a voided hold`);
+      }
+      const n = this.sends.get(id) ?? 0;
+      this.sends.set(id, n + 1);
+      const plan = this.plans.get(id)!;
+      const kind = plan.sends[Math.min(n, plan.sends.length - 1)]!;
+      await new Promise((resolve) => setTimeout(resolve, 0)); // let a duplicate interleave
+      switch (kind) {
+        case "sent": {
+          this.maybeSent.add(id);
+          const txHash = `0x${id}_${n}`;
+          this.#owners.set(txHash, id);
+          return { txHash };
+        }
+        case "not_sent":
+          throw notSent(new Error("signer refused"));
+        case "not_sent_poison":
+          throw poison(notSent(new Error("chain id mismatch")));
+        case "poison":
+          this.maybeSent.add(id); // declared poison says nothing about sending
+          throw poison(new Error("node rejected after relay"));
+        default:
+          this.maybeSent.add(id);
+          throw new Error("rpc timeout");
+      }
+    } finally {
+      this.#inFlight.set(id, (this.#inFlight.get(id) ?? 1) - 1);
+    }
+  }
+
+  receipt(txHash: string): Promise<ReceiptStatus> {
+    const id = this.#owners.get(txHash) ?? "";
+    const plan = this.plans.get(id);
+    const n = this.#receipts.get(id) ?? 0;
+    this.#receipts.set(id, n + 1);
+    return Promise.resolve(
+      plan ? plan.receipts[Math.min(n, plan.receipts.length - 1)]! : "pending",
+    );
+  }
+}
+
+/**
+ * Runs a scenario on a fresh store and returns every invariant it broke.
+ *
+ * @param scenario The generated history.
+ * @param inner A fresh, empty store.
+ * @param breaker Optional: a deliberately broken store in between.
+ */
+export async function simulate(
+  scenario: Scenario,
+  inner: Store,
+  breaker?: Breaker,
+): Promise<Report> {
+  const violations: string[] = [];
+  const stats: Report["stats"] = {
+    crashes: 0,
+    busy: 0,
+    interruptedFinished: 0,
+    finalStates: {},
+  };
+  const world: World = {
+    writes: 0,
+    clock: 1_000_000,
+    crashes: scenario.crashes,
+    splitLedger: scenario.splitLedger,
+    violations,
+    holders: new Map(),
+  };
+  const plans = new Map(scenario.intents.map((plan, i) => [`pi_${i}`, plan]));
+  for (const [id, plan] of plans) {
+    await inner.createIntent({
+      id,
+      state: plan.start,
+      hold: plan.start === "authorized" ? "pending" : null,
+    });
+  }
+  const chain = new SimChain(plans, inner, violations);
+  const random = seeded(scenario.seed);
+  const boot = () => {
+    const store = incarnation(breaker ? breaker(inner) : inner, world);
+    const relayer = createRelayer({
+      store,
+      sender: chain,
+      policy: scenario.policy,
+      now: () => world.clock,
+      random,
+      leaseMs: LEASE_MS,
+    });
+    return { store, relayer };
+  };
+  let process = boot();
+
+  const jobs = [...plans.keys()].map((id) => ({
+    id,
+    due: world.clock,
+    count: 0,
+    busy: 0,
+    crashes: 0,
+    alive: true,
+  }));
+  const history = new Map<string, IntentState[]>(
+    [...plans].map(([id, p]) => [id, [p.start]]),
+  );
+  const limit = 3 * scenario.policy.maxDeliveries + 20;
+  let deliveryIndex = 0;
+
+  const checkNow = async (when: string) => {
+    for (const id of plans.keys()) {
+      const intent = await inner.getIntent(id);
+      if (!intent) continue;
+      const seen = history.get(id)!;
+      const previous = seen.at(-1)!;
+      if (intent.state !== previous) {
+        if (!reachable(previous, intent.state)) {
+          violations.push(
+            `I3: ${id} went from ${previous} to ${intent.state} ${when}`,
+          );
+        }
+        seen.push(intent.state);
+      }
+      if (intent.state === "failed") {
+        if (intent.lastBroadcast?.outcome !== "not_sent") {
+          violations.push(
+            `I1: ${id} failed with last broadcast ${
+              intent.lastBroadcast?.outcome ?? "none"
+            } ${when}`,
+          );
+        }
+        if (chain.maybeSent.has(id)) {
+          violations.push(
+            `I1: ${id} failed although a broadcast may have left ${when}`,
+          );
+        }
+        if (intent.hold === "pending") {
+          violations.push(`I2: ${id} failed with a pending hold ${when}`);
+        }
+      }
+      if (intent.state === "settled" && intent.hold !== "captured") {
+        violations.push(`I6: ${id} settled with hold ${intent.hold} ${when}`);
+      }
+    }
+  };
+
+  while (jobs.some((j) => j.alive)) {
+    const job = jobs.filter((j) => j.alive).reduce((
+      a,
+      b,
+    ) => (b.due < a.due ? b : a));
+    world.clock = Math.max(world.clock, job.due);
+    job.count++;
+    if (job.count > limit) {
+      violations.push(
+        `end: ${job.id}/settle still delivered after ${limit} deliveries`,
+      );
+      break;
+    }
+    const copies = scenario.duplicates.includes(deliveryIndex++) ? 2 : 1;
+    const results = await Promise.allSettled(
+      Array.from(
+        { length: copies },
+        () =>
+          process.relayer.deliver(
+            { intentId: job.id, kind: "settle" },
+            scenario.queueCounts ? job.count : undefined,
+          ),
+      ),
+    );
+    if (process.store.dead) {
+      stats.crashes++;
+      job.crashes += copies; // every copy in the dead process used a delivery
+      job.due = world.clock + VISIBILITY_MS;
+      process = boot();
+    } else {
+      for (const result of results) {
+        if (result.status === "rejected") {
+          violations.push(
+            `a delivery of ${job.id} threw: ${String(result.reason)}`,
+          );
+        }
+      }
+      const outcomes = results.flatMap((
+        r,
+      ) => (r.status === "fulfilled" ? [r.value] : []));
+      job.busy += outcomes.filter((o) =>
+        o.action === "retry" && o.reason.includes("busy")
+      ).length;
+      stats.busy += outcomes.filter((o) =>
+        o.action === "retry" && o.reason.includes("busy")
+      ).length;
+      if (
+        outcomes.some((o) =>
+          o.action !== "retry"
+        )
+      ) job.alive = false;
+      else {job.due = world.clock +
+          Math.max(
+            0,
+            ...outcomes.map((o) => (o.action === "retry" ? o.delayMs : 0)),
+          );}
+    }
+    await checkNow(`after delivery ${job.count} of ${job.id}`);
+  }
+
+  for (const job of jobs) {
+    const counted = scenario.queueCounts
+      ? job.count
+      : await inner.deliveries(`${job.id}/settle`);
+    if (counted > scenario.policy.maxDeliveries + job.busy + job.crashes) {
+      violations.push(
+        `end: ${job.id}/settle took ${counted} deliveries (busy ${job.busy}, crashes ${job.crashes})`,
+      );
+    }
+    const intent = await inner.getIntent(job.id);
+    const state = intent?.state ?? "created";
+    stats.finalStates[state] = (stats.finalStates[state] ?? 0) + 1;
+    if (state === "authorized" || state === "settling") {
+      violations.push(`end: ${job.id} left ${state} with no job to move it`);
+    }
+    const dead = await inner.getDeadLetter(`${job.id}/settle`);
+    if (dead?.lastError.includes("the hold is voided")) {
+      stats.interruptedFinished++;
+    }
+  }
+
+  // I4: a late duplicate of every job changes nothing and sends nothing
+  // (delivered by a process that no longer crashes).
+  world.crashes = [];
+  const late = boot();
+  for (const job of jobs) {
+    const before = await inner.getIntent(job.id);
+    const sends = chain.sends.get(job.id) ?? 0;
+    await late.relayer.deliver(
+      { intentId: job.id, kind: "settle" },
+      scenario.policy.maxDeliveries,
+    );
+    const after = await inner.getIntent(job.id);
+    if (
+      before?.state !== after?.state || before?.hold !== after?.hold ||
+      (chain.sends.get(job.id) ?? 0) !== sends
+    ) {
+      violations.push(
+        `I4: a late duplicate of ${job.id}/settle moved ${before?.state}/${before?.hold} to ${after?.state}/${after?.hold}`,
+      );
+    }
+  }
+  await checkNow("after the late duplicates");
+  return { violations, stats };
+}
