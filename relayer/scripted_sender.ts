@@ -39,16 +39,18 @@ export type SenderCall =
  *
  * @example Script a timeout, then a success
  * ```ts
- * import { ScriptedSender } from "@relayer/poison";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
  * const sender = new ScriptedSender({
  *   pi_0001: { sends: [{ error: new Error("timeout") }, { txHash: "0xabc" }] },
  * });
- * const intent = {
- *   id: "pi_0001", state: "settling", hold: "pending",
- *   lastBroadcast: null, settlingSince: 0, version: "1",
- * } as const;
+ * const intent = await new MemoryStore().createIntent({
+ *   id: "pi_0001",
+ *   state: "settling",
+ *   hold: "pending",
+ *   settlingSince: 0,
+ * });
  * await assert.rejects(sender.send(intent, { replace: false }), /timeout/);
  * assert.deepEqual(await sender.send(intent, { replace: true }), { txHash: "0xabc" });
  * assert.equal(sender.calls.length, 2);
