@@ -1,0 +1,490 @@
+/**
+ * The Deno KV store: local SQLite for development (`Deno.openKv("./data/relayer.kv")`),
+ * a managed Deno KV or a self-hosted `denokv` over KV Connect at scale, and
+ * `openKv` from the npm package `@deno/kv` on Node. It takes an open handle
+ * and never opens one itself.
+ *
+ * Every write is one `atomic()` guarded by `check()` on the versionstamps
+ * it read: a lost race surfaces as a `ConflictError`, never as a silent
+ * overwrite. The hold void and `settling` → `failed` (with the dead letter)
+ * are one commit.
+ *
+ * Keys, under `prefix` (default `["relayer"]`):
+ *
+ * | key | value | written by |
+ * |---|---|---|
+ * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
+ * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
+ * | `[…prefix, "deliveries", jobId]` | delivery count (number) | `countDelivery`; deleted by `redrive` |
+ * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | `acquireLease`, `renewLease`; deleted by `releaseLease` |
+ * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
+ * | `[…prefix, "dead_by_time", MAX_SAFE_INTEGER − poisonedAt, jobId]` | the job id | with the dead letter: lists newest first |
+ *
+ * An intent's version is its two versionstamps, `"<intent>:<hold>"`.
+ *
+ * @module
+ */
+
+import { ConflictError } from "./conflict_error.ts";
+import {
+  broadcastBegun,
+  broadcastRecorded,
+  type IntentRecord,
+  newIntentRecord,
+  nextHold,
+  pageLimit,
+  transitioned,
+} from "./_rules.ts";
+import type {
+  Broadcast,
+  DeadLetter,
+  DeadLetterPage,
+  HoldState,
+  Intent,
+  LeaseRequest,
+  NewIntent,
+  Store,
+  Transition,
+} from "./store.ts";
+
+/** A key part of Deno KV. */
+export type KvKeyPart =
+  | string
+  | number
+  | bigint
+  | boolean
+  | Uint8Array
+  | symbol;
+/** A key of Deno KV. */
+export type KvKey = readonly KvKeyPart[];
+
+/** One entry as Deno KV returns it; `versionstamp` is `null` when the key is absent. */
+export interface KvEntryMaybe<T> {
+  /** The key. */
+  readonly key: KvKey;
+  /** The value, or `null`. */
+  readonly value: T | null;
+  /** The versionstamp, or `null`. */
+  readonly versionstamp: string | null;
+}
+
+/** The atomic operation builder of Deno KV, as far as this store uses it. */
+export interface KvAtomic {
+  /** Fails the commit unless `key` is still at `versionstamp` (`null`: absent). */
+  check(...checks: { key: KvKey; versionstamp: string | null }[]): this;
+  /** Sets a value. */
+  set(key: KvKey, value: unknown): this;
+  /** Deletes a key. */
+  delete(key: KvKey): this;
+  /** Commits all or nothing. */
+  commit(): Promise<{ ok: boolean }>;
+}
+
+/**
+ * What {@linkcode KvStore} needs of a Deno KV handle: `Deno.Kv` (from
+ * `Deno.openKv()`) and the `Kv` of the npm package `@deno/kv` both fit.
+ */
+export interface KvLike {
+  /** Reads up to 10 keys in one round trip. */
+  getMany(keys: readonly KvKey[]): Promise<KvEntryMaybe<unknown>[]>;
+  /** Lists entries by prefix. */
+  list(
+    selector: { prefix: KvKey },
+    options?: { limit?: number; cursor?: string },
+  ): AsyncIterable<KvEntryMaybe<unknown>> & { readonly cursor: string };
+  /** Starts an atomic operation. */
+  atomic(): KvAtomic;
+}
+
+/** Options for {@linkcode KvStore}. */
+export interface KvStoreOptions {
+  /**
+   * The key prefix every key of this store starts with, so several stores
+   * (or tenants) share one database.
+   *
+   * @default {["relayer"]}
+   */
+  prefix?: KvKey;
+}
+
+interface Lease {
+  owner: string;
+  expiresAt: number;
+}
+
+type StoredIntent = Omit<IntentRecord, "hold">;
+
+// How many times a read-then-commit retries when another writer raced it
+// (counters and leases only: a versionstamp race on an intent is the
+// caller's to see).
+const RACE_RETRIES = 32;
+
+/**
+ * A {@linkcode Store} on Deno KV.
+ *
+ * @example On an in-memory Deno KV
+ * ```ts ignore
+ * import { KvStore } from "@relayer/poison/kv";
+ *
+ * const kv = await Deno.openKv(":memory:");
+ * const store = new KvStore(kv, { prefix: ["payments", "relayer"] });
+ * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * console.log((await store.getIntent("pi_0001"))?.state); // "authorized"
+ * kv.close();
+ * ```
+ */
+export class KvStore implements Store {
+  #kv: KvLike;
+  #prefix: KvKey;
+  // Versionstamps of the leases this process holds, so a release needs no read.
+  #held = new Map<string, string>();
+
+  /**
+   * Constructs a new instance.
+   *
+   * @param kv An open Deno KV handle (`Deno.openKv()`, or `openKv` from
+   * `@deno/kv`); the caller opens and closes it.
+   * @param options The key prefix.
+   * @throws {TypeError} If `kv` does not look like a Deno KV handle.
+   */
+  constructor(kv: KvLike, options: KvStoreOptions = {}) {
+    if (typeof kv?.atomic !== "function" || typeof kv?.getMany !== "function") {
+      throw new TypeError(
+        "Cannot create KvStore as 'kv' is not a Deno KV handle: pass the result of Deno.openKv() or openKv() from @deno/kv",
+      );
+    }
+    this.#kv = kv;
+    this.#prefix = options.prefix ?? ["relayer"];
+  }
+
+  #key(...parts: KvKeyPart[]): KvKey {
+    return [...this.#prefix, ...parts];
+  }
+
+  /** Reads keys in one round trip, typed by what this store writes there. */
+  #get<T extends unknown[]>(
+    ...keys: KvKey[]
+  ): Promise<{ [K in keyof T]: KvEntryMaybe<T[K]> }> {
+    return this.#kv.getMany(keys) as Promise<
+      { [K in keyof T]: KvEntryMaybe<T[K]> }
+    >;
+  }
+
+  async #readIntent(id: string) {
+    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
+      this.#key("intent", id),
+      this.#key("hold", id),
+    );
+    return { intent, hold };
+  }
+
+  #toIntent(
+    intent: KvEntryMaybe<StoredIntent>,
+    hold: KvEntryMaybe<HoldState>,
+  ): Intent | null {
+    if (intent.value === null) return null;
+    return Object.freeze({
+      ...intent.value,
+      hold: hold.value,
+      version: `${intent.versionstamp}:${hold.versionstamp ?? "-"}`,
+    });
+  }
+
+  /** Reads the intent at `version`, or throws a `ConflictError`. */
+  async #expect(id: string, version: string) {
+    const read = await this.#readIntent(id);
+    const current = this.#toIntent(read.intent, read.hold);
+    if (current === null) {
+      throw new ConflictError(`Cannot write intent ${id} as it does not exist`);
+    }
+    if (current.version !== version) {
+      throw new ConflictError(
+        `Cannot write intent ${id} as it changed since it was read; re-read it`,
+      );
+    }
+    const { version: _, ...record } = current;
+    return { read, record: record as IntentRecord };
+  }
+
+  async #commit(atomic: KvAtomic, what: string): Promise<void> {
+    const { ok } = await atomic.commit();
+    if (!ok) {
+      throw new ConflictError(
+        `Cannot ${what} as it changed since it was read; re-read it`,
+      );
+    }
+  }
+
+  #stored(record: IntentRecord): StoredIntent {
+    const { hold: _, ...rest } = record;
+    return rest;
+  }
+
+  /** {@inheritDoc Store.createIntent} */
+  async createIntent(intent: NewIntent): Promise<Intent> {
+    const record = newIntentRecord(intent);
+    const atomic = this.#kv.atomic()
+      .check({ key: this.#key("intent", record.id), versionstamp: null })
+      .set(this.#key("intent", record.id), this.#stored(record));
+    if (record.hold !== null) {
+      atomic.set(this.#key("hold", record.id), record.hold);
+    } else atomic.delete(this.#key("hold", record.id));
+    const { ok } = await atomic.commit();
+    if (!ok) {
+      throw new ConflictError(`Cannot create intent ${record.id} as it exists`);
+    }
+    return (await this.getIntent(record.id))!;
+  }
+
+  /** {@inheritDoc Store.getIntent} */
+  async getIntent(id: string): Promise<Intent | null> {
+    const { intent, hold } = await this.#readIntent(id);
+    return this.#toIntent(intent, hold);
+  }
+
+  /** {@inheritDoc Store.transition} */
+  async transition(id: string, change: Transition): Promise<Intent> {
+    const { read, record } = await this.#expect(id, change.version);
+    const next = transitioned(record, change);
+    const atomic = this.#kv.atomic()
+      .check(read.intent, read.hold)
+      .set(this.#key("intent", id), this.#stored(next));
+    if (next.hold !== record.hold && next.hold !== null) {
+      atomic.set(this.#key("hold", id), next.hold);
+    }
+    if (change.deadLetter) await this.#addDeadLetter(atomic, change.deadLetter);
+    await this.#commit(
+      atomic,
+      `move ${id} from ${change.from} to ${change.to}`,
+    );
+    return (await this.getIntent(id))!;
+  }
+
+  async #writeIntent(
+    id: string,
+    version: string,
+    update: (record: IntentRecord) => IntentRecord,
+  ) {
+    const { read, record } = await this.#expect(id, version);
+    const next = update(record);
+    await this.#commit(
+      this.#kv.atomic().check(read.intent, read.hold).set(
+        this.#key("intent", id),
+        this.#stored(next),
+      ),
+      `write intent ${id}`,
+    );
+    return (await this.getIntent(id))!;
+  }
+
+  /** {@inheritDoc Store.beginBroadcast} */
+  beginBroadcast(id: string, version: string, at: number): Promise<Intent> {
+    return this.#writeIntent(
+      id,
+      version,
+      (record) => broadcastBegun(record, at),
+    );
+  }
+
+  /** {@inheritDoc Store.recordBroadcast} */
+  recordBroadcast(
+    id: string,
+    version: string,
+    broadcast: Broadcast,
+  ): Promise<Intent> {
+    return this.#writeIntent(
+      id,
+      version,
+      (record) => broadcastRecorded(record, broadcast),
+    );
+  }
+
+  async #hold(
+    id: string,
+    op: "record" | "void" | "capture",
+  ): Promise<HoldState> {
+    const { intent, hold } = await this.#readIntent(id);
+    if (intent.value === null) {
+      throw new ConflictError(
+        `Cannot ${op} the hold of ${id} as the intent does not exist`,
+      );
+    }
+    const next = nextHold(id, hold.value, op);
+    if (next === hold.value) return next;
+    await this.#commit(
+      this.#kv.atomic().check(hold).set(this.#key("hold", id), next),
+      `${op} the hold of ${id}`,
+    );
+    return next;
+  }
+
+  /** {@inheritDoc Store.recordHold} */
+  recordHold(id: string): Promise<HoldState> {
+    return this.#hold(id, "record");
+  }
+
+  /** {@inheritDoc Store.voidHold} */
+  voidHold(id: string): Promise<HoldState> {
+    return this.#hold(id, "void");
+  }
+
+  /** {@inheritDoc Store.captureHold} */
+  captureHold(id: string): Promise<HoldState> {
+    return this.#hold(id, "capture");
+  }
+
+  /** {@inheritDoc Store.countDelivery} */
+  async countDelivery(jobId: string): Promise<number> {
+    const key = this.#key("deliveries", jobId);
+    for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
+      const [entry] = await this.#get<[number]>(key);
+      const n = (entry.value ?? 0) + 1;
+      const { ok } = await this.#kv.atomic().check(entry).set(key, n).commit();
+      if (ok) return n;
+    }
+    throw new ConflictError(
+      `Cannot count a delivery of ${jobId}: ${RACE_RETRIES} concurrent writers won the race; retry`,
+    );
+  }
+
+  /** {@inheritDoc Store.deliveries} */
+  async deliveries(jobId: string): Promise<number> {
+    const [entry] = await this.#get<[number]>(this.#key("deliveries", jobId));
+    return entry.value ?? 0;
+  }
+
+  /** {@inheritDoc Store.acquireLease} */
+  async acquireLease(
+    intentId: string,
+    request: LeaseRequest,
+  ): Promise<boolean> {
+    const key = this.#key("lease", intentId);
+    const [entry] = await this.#get<[Lease]>(key);
+    const lease = entry.value;
+    if (
+      lease && lease.owner !== request.owner && lease.expiresAt > request.now
+    ) return false;
+    const value: Lease = {
+      owner: request.owner,
+      expiresAt: request.now + request.ttlMs,
+    };
+    const result = await this.#kv.atomic().check(entry).set(key, value)
+      .commit();
+    // Someone else took it between our read and our write: they hold it.
+    if (!result.ok) return false;
+    if ("versionstamp" in result && typeof result.versionstamp === "string") {
+      this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
+    }
+    return true;
+  }
+
+  /** {@inheritDoc Store.renewLease} */
+  async renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
+    const key = this.#key("lease", intentId);
+    const [entry] = await this.#get<[Lease]>(key);
+    if (entry.value?.owner !== request.owner) return false;
+    const value: Lease = {
+      owner: request.owner,
+      expiresAt: request.now + request.ttlMs,
+    };
+    const result = await this.#kv.atomic().check(entry).set(key, value)
+      .commit();
+    if (!result.ok) return false;
+    if ("versionstamp" in result && typeof result.versionstamp === "string") {
+      this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
+    }
+    return true;
+  }
+
+  /** {@inheritDoc Store.releaseLease} */
+  async releaseLease(intentId: string, owner: string): Promise<void> {
+    const key = this.#key("lease", intentId);
+    const held = `${intentId}\n${owner}`;
+    let versionstamp = this.#held.get(held) ?? null;
+    this.#held.delete(held);
+    if (versionstamp === null) {
+      const [entry] = await this.#get<[Lease]>(key);
+      if (entry.value?.owner !== owner) return;
+      versionstamp = entry.versionstamp;
+    }
+    // If it changed, it expired and someone else took it: leave theirs alone.
+    await this.#kv.atomic().check({ key, versionstamp }).delete(key).commit();
+  }
+
+  async #addDeadLetter(
+    atomic: KvAtomic,
+    deadLetter: DeadLetter,
+  ): Promise<void> {
+    const key = this.#key("dead", deadLetter.jobId);
+    const [old] = await this.#get<[DeadLetter]>(key);
+    atomic.check(old).set(key, { ...deadLetter }).set(
+      this.#timeKey(deadLetter),
+      deadLetter.jobId,
+    );
+    if (old.value && old.value.poisonedAt !== deadLetter.poisonedAt) {
+      atomic.delete(this.#timeKey(old.value));
+    }
+  }
+
+  #timeKey(deadLetter: Pick<DeadLetter, "jobId" | "poisonedAt">): KvKey {
+    return this.#key(
+      "dead_by_time",
+      Number.MAX_SAFE_INTEGER - deadLetter.poisonedAt,
+      deadLetter.jobId,
+    );
+  }
+
+  /** {@inheritDoc Store.putDeadLetter} */
+  async putDeadLetter(deadLetter: DeadLetter): Promise<void> {
+    const atomic = this.#kv.atomic();
+    await this.#addDeadLetter(atomic, deadLetter);
+    await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
+  }
+
+  /** {@inheritDoc Store.getDeadLetter} */
+  async getDeadLetter(jobId: string): Promise<DeadLetter | null> {
+    const [entry] = await this.#get<[DeadLetter]>(this.#key("dead", jobId));
+    return entry.value;
+  }
+
+  /** {@inheritDoc Store.listDeadLetters} */
+  async listDeadLetters(
+    options: { limit?: number; cursor?: string | null } = {},
+  ): Promise<DeadLetterPage> {
+    const limit = pageLimit(options.limit);
+    const iterator = this.#kv.list(
+      { prefix: this.#key("dead_by_time") },
+      { limit, ...(options.cursor ? { cursor: options.cursor } : {}) },
+    );
+    const jobIds: string[] = [];
+    for await (const entry of iterator) {
+      if (typeof entry.value === "string") jobIds.push(entry.value);
+    }
+    const items: DeadLetter[] = [];
+    for (let i = 0; i < jobIds.length; i += 10) {
+      const keys = jobIds.slice(i, i + 10).map((jobId) =>
+        this.#key("dead", jobId)
+      );
+      const entries = await this.#get<DeadLetter[]>(...keys);
+      for (const entry of entries) if (entry.value) items.push(entry.value);
+    }
+    return {
+      items,
+      cursor: jobIds.length === limit && iterator.cursor
+        ? iterator.cursor
+        : null,
+    };
+  }
+
+  /** {@inheritDoc Store.redrive} */
+  async redrive(jobId: string): Promise<DeadLetter | null> {
+    const key = this.#key("dead", jobId);
+    const [entry] = await this.#get<[DeadLetter]>(key);
+    const atomic = this.#kv.atomic().check(entry).delete(key).delete(
+      this.#key("deliveries", jobId),
+    );
+    if (entry.value) atomic.delete(this.#timeKey(entry.value));
+    await this.#commit(atomic, `redrive ${jobId}`);
+    return entry.value;
+  }
+}
