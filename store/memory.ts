@@ -96,13 +96,15 @@ export class MemoryStore implements Store {
 
   /** {@inheritDoc Store.createIntent} */
   createIntent(intent: NewIntent): Promise<Intent> {
-    const record = newIntentRecord(intent);
-    if (this.#intents.has(record.id)) {
-      return Promise.reject(
-        new ConflictError(`Cannot create intent ${record.id} as it exists`),
-      );
-    }
-    return Promise.resolve(this.#write(record.id, record));
+    return attempt(() => {
+      const record = newIntentRecord(intent);
+      if (this.#intents.has(record.id)) {
+        throw new ConflictError(
+          `Cannot create intent ${record.id} as it exists`,
+        );
+      }
+      return this.#write(record.id, record);
+    });
   }
 
   /** {@inheritDoc Store.getIntent} */

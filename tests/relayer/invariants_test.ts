@@ -6,20 +6,28 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { MemoryStore, type Store } from "../../mod.ts";
+import { type Backend, kvBackend, memoryBackend } from "../_stores.ts";
 import { catchesAsync, runs } from "../_fc.ts";
 import { anyScenario, type Breaker, simulate } from "./_sim.ts";
 
-function invariantsHold(makeStore: () => Store, breaker?: Breaker) {
+function invariantsHold(backend: Backend, breaker?: Breaker) {
   return fc.asyncProperty(anyScenario, async (scenario) => {
-    const { violations } = await simulate(scenario, makeStore(), breaker);
-    assert.deepEqual(violations, []);
+    const { store, close } = await backend.open();
+    try {
+      const { violations } = await simulate(scenario, store, breaker);
+      assert.deepEqual(violations, []);
+    } finally {
+      await close();
+    }
   });
 }
 
-Deno.test("createRelayer() keeps I1–I6 over generated histories with crashes and duplicates", async () => {
-  await fc.assert(invariantsHold(() => new MemoryStore()), {
-    numRuns: runs(300),
-  });
+Deno.test("createRelayer() keeps I1–I6 over generated histories with crashes and duplicates [MemoryStore]", async () => {
+  await fc.assert(invariantsHold(memoryBackend), { numRuns: runs(300) });
+});
+
+Deno.test("createRelayer() keeps I1–I6 over generated histories with crashes and duplicates [KvStore]", async () => {
+  await fc.assert(invariantsHold(kvBackend), { numRuns: runs(150) });
 });
 
 Deno.test("the generated histories reach crashes between ledger and state, duplicates and every ending", async () => {
@@ -99,7 +107,7 @@ function bind(store: Store): Store {
 
 Deno.test("the invariant property catches a store that fails doubtful payments (I1)", async () => {
   assert.equal(
-    await catchesAsync(invariantsHold(() => new MemoryStore(), failsOnDoubt)),
+    await catchesAsync(invariantsHold(memoryBackend, failsOnDoubt)),
     true,
   );
 });
@@ -107,7 +115,7 @@ Deno.test("the invariant property catches a store that fails doubtful payments (
 Deno.test("the invariant property catches a store that forgets an earlier send (I1)", async () => {
   assert.equal(
     await catchesAsync(
-      invariantsHold(() => new MemoryStore(), forgetful),
+      invariantsHold(memoryBackend, forgetful),
       1000,
     ),
     true,
@@ -116,7 +124,7 @@ Deno.test("the invariant property catches a store that forgets an earlier send (
 
 Deno.test("the invariant property catches a store that grants every lease (I5)", async () => {
   assert.equal(
-    await catchesAsync(invariantsHold(() => new MemoryStore(), noLease)),
+    await catchesAsync(invariantsHold(memoryBackend, noLease)),
     true,
   );
 });
@@ -124,7 +132,7 @@ Deno.test("the invariant property catches a store that grants every lease (I5)",
 Deno.test("the invariant property catches a reader that misses a voided hold (I6)", async () => {
   assert.equal(
     await catchesAsync(
-      invariantsHold(() => new MemoryStore(), staleLedger),
+      invariantsHold(memoryBackend, staleLedger),
       1000,
     ),
     true,

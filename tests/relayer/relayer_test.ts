@@ -11,429 +11,461 @@ import {
   type RelayerOptions,
   ScriptedSender,
   type SenderScript,
+  type Store,
 } from "../../mod.ts";
+import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
-interface Setup {
-  relayer: Relayer;
-  store: MemoryStore;
-  sender: ScriptedSender;
-  clock: { now: number };
-}
-
-async function setup(
-  intent: Omit<NewIntent, "id">,
-  script: SenderScript = { sends: [] },
-  options: Partial<RelayerOptions> = {},
-): Promise<Setup> {
-  const store = new MemoryStore();
-  await store.createIntent({ id: "pi_0001", ...intent });
-  const sender = new ScriptedSender({ pi_0001: script });
-  const clock = { now: 1_000_000 };
-  const relayer = createRelayer({
-    store,
-    sender,
-    policy: { maxDeliveries: 5, jitter: "none" },
-    now: () => clock.now,
-    random: () => 0,
-    ...options,
-  });
-  return { relayer, store, sender, clock };
-}
-
-async function intent(store: MemoryStore): Promise<Intent> {
-  const found = await store.getIntent("pi_0001");
-  assert.ok(found);
-  return found;
-}
-
-Deno.test("createRelayer() settles an authorized intent: send, wait for the receipt, capture, settle", async () => {
-  const { relayer, store, sender, clock } = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ txHash: "0xabc" }], receipts: ["pending", "confirmed"] },
-  );
-  assert.deepEqual(await relayer.deliver(job, 1), {
-    action: "retry",
-    delivery: 1,
-    delayMs: 5000,
-    reason: "sent 0xabc, waiting for confirmation",
-  });
-  const settling = await intent(store);
-  assert.equal(settling.state, "settling");
-  assert.equal(settling.settlingSince, 1_000_000);
-  assert.deepEqual(settling.lastBroadcast, {
-    outcome: "sent",
-    txHash: "0xabc",
-    at: 1_000_000,
-  });
-
-  clock.now += 5000;
-  assert.deepEqual(await relayer.deliver(job, 2), {
-    action: "retry",
-    delivery: 2,
-    delayMs: 10_000,
-    reason: "waiting for 0xabc to confirm",
-  });
-  clock.now += 10_000;
-  assert.deepEqual(await relayer.deliver(job, 3), {
-    action: "done",
-    delivery: 3,
-  });
-  const settled = await intent(store);
-  assert.equal(settled.state, "settled");
-  assert.equal(settled.hold, "captured");
-  assert.deepEqual(sender.calls, [
-    { method: "send", intentId: "pi_0001", replace: false },
-    { method: "receipt", txHash: "0xabc" },
-    { method: "receipt", txHash: "0xabc" },
-  ]);
-});
-
-Deno.test('createRelayer() retries a created intent with "not authorized yet", then drops the job untouched', async () => {
-  const { relayer, store } = await setup({ state: "created" }, undefined, {
-    policy: { maxDeliveries: 2, jitter: "none" },
-  });
-  assert.deepEqual(await relayer.deliver(job, 1), {
-    action: "retry",
-    delivery: 1,
-    delayMs: 5000,
-    reason: "not authorized yet",
-  });
-  assert.deepEqual(await relayer.deliver(job, 2), {
-    action: "poison",
-    delivery: 2,
-    cause: "exhausted",
-    reason: "no luck after 2 deliveries",
-    resolution: "job dropped, intent still created",
-  });
-  const after = await intent(store);
-  assert.equal(after.state, "created");
-  assert.equal(after.hold, null);
-  assert.equal(after.version, "1");
-});
-
-Deno.test("createRelayer() waits for a settling intent without tx hash, then rescues it with the same nonce", async () => {
-  const { relayer, sender, clock } = await setup(
-    { state: "settling", hold: "pending", settlingSince: 1_000_000 - 5000 },
-    { sends: [{ txHash: "0xr" }] },
-  );
-  assert.equal(
-    (await relayer.deliver(job, 1) as { reason: string }).reason,
-    "settling for 5s without tx hash, waiting",
-  );
-  assert.equal(sender.calls.length, 0);
-  clock.now += 295_000; // exactly stuckAfter (5m) since settlingSince
-  assert.equal(
-    (await relayer.deliver(job, 2) as { reason: string }).reason,
-    "sent 0xr, waiting for confirmation",
-  );
-  assert.deepEqual(sender.calls, [{
-    method: "send",
-    intentId: "pi_0001",
-    replace: true,
-  }]);
-});
-
-Deno.test("createRelayer() rescues an unknown broadcast only after stuckAfter", async () => {
-  const { relayer, sender, clock } = await setup(
-    {
-      state: "settling",
-      hold: "pending",
-      settlingSince: 1_000_000,
-      lastBroadcast: { outcome: "unknown", at: 1_000_000, error: "timeout" },
-    },
-    { sends: [{ txHash: "0xr" }] },
-    { policy: { maxDeliveries: 5, jitter: "none", stuckAfterMs: 60_000 } },
-  );
-  clock.now += 59_999;
-  assert.equal(
-    (await relayer.deliver(job, 1) as { reason: string }).reason,
-    "settling for 59.999s without tx hash, waiting",
-  );
-  clock.now += 1;
-  await relayer.deliver(job, 2);
-  assert.deepEqual(sender.calls, [{
-    method: "send",
-    intentId: "pi_0001",
-    replace: true,
-  }]);
-});
-
-Deno.test("createRelayer() broadcasts again after a declared not-sent, writing ahead that a send started", async () => {
-  const { relayer, store, sender } = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ error: notSent(new Error("nonce gap")) }, { txHash: "0x2" }] },
-  );
-  assert.equal(
-    (await relayer.deliver(job, 1) as { reason: string }).reason,
-    "send: nonce gap",
-  );
-  const failedOnce = await intent(store);
-  assert.deepEqual(failedOnce.lastBroadcast, {
-    outcome: "not_sent",
-    at: 1_000_000,
-    error: "nonce gap",
-  });
-
-  const seen: string[] = [];
-  const original = sender.send.bind(sender);
-  sender.send = (i, o) => {
-    seen.push(i.broadcasting === null ? "nothing in flight" : "in flight");
-    return original(i, o);
-  };
-  await relayer.deliver(job, 2);
-  // What was on record while the Sender was sending: a broadcast in flight,
-  // so a crash now could never leave a bare "not_sent" behind.
-  assert.deepEqual(seen, ["in flight"]);
-  assert.equal((await intent(store)).lastBroadcast?.txHash, "0x2");
-});
-
-Deno.test('createRelayer() rethrows a failed send as "send: <message>" and records unknown', async () => {
-  const { relayer, store } = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ error: new Error("rpc: connection refused") }] },
-  );
-  assert.equal(
-    (await relayer.deliver(job, 1) as { reason: string }).reason,
-    "send: rpc: connection refused",
-  );
-  assert.deepEqual((await intent(store)).lastBroadcast, {
-    outcome: "unknown",
-    at: 1_000_000,
-    error: "rpc: connection refused",
-  });
-});
-
-Deno.test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
-  const { relayer, store } = await setup({
-    state: "authorized",
-    hold: "pending",
-  }, { sends: [{ txHash: "" }] });
-  assert.equal(
-    (await relayer.deliver(job, 1) as { reason: string }).reason,
-    'send: sender returned no txHash: ""',
-  );
-  assert.equal((await intent(store)).lastBroadcast?.outcome, "unknown");
-});
-
-Deno.test("createRelayer() re-sends a dropped tx and rescues a pending one past stuckAfter", async () => {
-  const { relayer, sender, clock } = await setup(
-    {
-      state: "settling",
-      hold: "pending",
-      settlingSince: 1_000_000,
-      lastBroadcast: { outcome: "sent", txHash: "0x1", at: 1_000_000 },
-    },
-    { sends: [{ txHash: "0x1" }], receipts: ["dropped", "pending", "pending"] },
-  );
-  assert.equal(
-    (await relayer.deliver(job, 1) as { reason: string }).reason,
-    "sent 0x1, waiting for confirmation",
-  );
-  clock.now += 1000;
-  assert.equal(
-    (await relayer.deliver(job, 2) as { reason: string }).reason,
-    "waiting for 0x1 to confirm",
-  );
-  clock.now += 300_000;
-  await relayer.deliver(job, 3);
-  assert.deepEqual(sender.calls.filter((c) => c.method === "send"), [
-    { method: "send", intentId: "pi_0001", replace: false },
-    { method: "send", intentId: "pi_0001", replace: true },
-  ]);
-});
-
-Deno.test("createRelayer() poisons a declared not-sent: voids the hold, fails the intent, keeps a dead letter", async () => {
-  const { relayer, store } = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ error: poison(notSent(new Error("chain id mismatch"))) }] },
-  );
-  assert.deepEqual(await relayer.deliver(job, 1), {
-    action: "poison",
-    delivery: 1,
-    cause: "declared",
-    reason: "retrying will not help",
-    resolution: "nothing was sent, so the intent failed",
-  });
-  const failed = await intent(store);
-  assert.equal(failed.state, "failed");
-  assert.equal(failed.hold, "voided");
-  assert.deepEqual(await store.getDeadLetter("pi_0001/settle"), {
-    jobId: "pi_0001/settle",
-    intentId: "pi_0001",
-    deliveries: 1,
-    cause: "declared",
-    reason: "retrying will not help",
-    resolution: "nothing was sent, so the intent failed",
-    lastError: "send: chain id mismatch",
-    poisonedAt: 1_000_000,
-  });
-});
-
-Deno.test("createRelayer() sends a declared poison that may have been sent to review, never to failed", async () => {
-  const { relayer, store } = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ error: poison(new Error("node rejected after relay")) }] },
-  );
-  const outcome = await relayer.deliver(job, 1);
-  assert.equal(
-    outcome.action === "poison" && outcome.resolution,
-    "last broadcast unknown, needs review",
-  );
-  const review = await intent(store);
-  assert.equal(review.state, "needs_review");
-  assert.equal(review.hold, "pending");
-});
-
-Deno.test("createRelayer() finishes an interrupted resolution and never broadcasts behind a voided hold", async () => {
-  const { relayer, store, sender } = await setup(
-    {
-      state: "settling",
-      hold: "voided",
-      settlingSince: 0,
-      lastBroadcast: { outcome: "not_sent", at: 0, error: "nonce gap" },
-    },
-    { sends: [{ txHash: "0xmust-not-send" }] },
-  );
-  const outcome = await relayer.deliver(job, 2);
-  assert.equal(outcome.action, "poison");
-  assert.equal(
-    outcome.action === "poison" && outcome.resolution,
-    "nothing was sent, so the intent failed",
-  );
-  assert.equal((await intent(store)).state, "failed");
-  assert.equal(sender.calls.length, 0);
-});
-
-Deno.test("createRelayer() leaves terminal and needs_review intents alone", async () => {
-  for (const state of ["settled", "failed", "needs_review"] as const) {
-    const hold = state === "settled"
-      ? "captured"
-      : state === "failed"
-      ? "voided"
-      : "pending";
-    const { relayer, store, sender } = await setup({ state, hold });
-    assert.deepEqual(await relayer.deliver(job, 1), {
-      action: "done",
-      delivery: 1,
+function suite(backend: Backend): void {
+  const open: OpenStore[] = [];
+  const test = (title: string, body: () => Promise<void>) =>
+    Deno.test(`${title} [${backend.name}]`, async () => {
+      try {
+        await body();
+      } finally {
+        while (open.length > 0) await open.pop()!.close();
+      }
     });
-    assert.equal((await intent(store)).version, "1");
-    assert.equal(sender.calls.length, 0);
+
+  interface Setup {
+    relayer: Relayer;
+    store: Store;
+    sender: ScriptedSender;
+    clock: { now: number };
   }
-});
 
-Deno.test("createRelayer() retries a missing intent, then drops the job", async () => {
-  const { relayer } = await setup({ state: "created" }, undefined, {
-    policy: { maxDeliveries: 2, jitter: "none" },
+  async function setup(
+    intent: Omit<NewIntent, "id">,
+    script: SenderScript = { sends: [] },
+    options: Partial<RelayerOptions> = {},
+  ): Promise<Setup> {
+    const opened = await backend.open();
+    open.push(opened);
+    const { store } = opened;
+    await store.createIntent({ id: "pi_0001", ...intent });
+    const sender = new ScriptedSender({ pi_0001: script });
+    const clock = { now: 1_000_000 };
+    const relayer = createRelayer({
+      store,
+      sender,
+      policy: { maxDeliveries: 5, jitter: "none" },
+      now: () => clock.now,
+      random: () => 0,
+      ...options,
+    });
+    return { relayer, store, sender, clock };
+  }
+
+  async function intent(store: Store): Promise<Intent> {
+    const found = await store.getIntent("pi_0001");
+    assert.ok(found);
+    return found;
+  }
+
+  test("createRelayer() settles an authorized intent: send, wait for the receipt, capture, settle", async () => {
+    const { relayer, store, sender, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }], receipts: ["pending", "confirmed"] },
+    );
+    assert.deepEqual(await relayer.deliver(job, 1), {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason: "sent 0xabc, waiting for confirmation",
+    });
+    const settling = await intent(store);
+    assert.equal(settling.state, "settling");
+    assert.equal(settling.settlingSince, 1_000_000);
+    assert.deepEqual(settling.lastBroadcast, {
+      outcome: "sent",
+      txHash: "0xabc",
+      at: 1_000_000,
+    });
+
+    clock.now += 5000;
+    assert.deepEqual(await relayer.deliver(job, 2), {
+      action: "retry",
+      delivery: 2,
+      delayMs: 10_000,
+      reason: "waiting for 0xabc to confirm",
+    });
+    clock.now += 10_000;
+    assert.deepEqual(await relayer.deliver(job, 3), {
+      action: "done",
+      delivery: 3,
+    });
+    const settled = await intent(store);
+    assert.equal(settled.state, "settled");
+    assert.equal(settled.hold, "captured");
+    assert.deepEqual(sender.calls, [
+      { method: "send", intentId: "pi_0001", replace: false },
+      { method: "receipt", txHash: "0xabc" },
+      { method: "receipt", txHash: "0xabc" },
+    ]);
   });
-  const missing = { intentId: "pi_9999", kind: "settle" } as const;
-  assert.equal(
-    (await relayer.deliver(missing, 1) as { reason: string }).reason,
-    "intent pi_9999 not found",
-  );
-  const outcome = await relayer.deliver(missing, 2);
-  assert.equal(
-    outcome.action === "poison" && outcome.resolution,
-    "job dropped, intent not found",
-  );
-});
 
-Deno.test("createRelayer() counts deliveries in the store when the queue gives no number", async () => {
-  const { relayer, store } = await setup({ state: "created" }, undefined, {
-    policy: { maxDeliveries: 3, jitter: "none" },
+  test('createRelayer() retries a created intent with "not authorized yet", then drops the job untouched', async () => {
+    const { relayer, store } = await setup({ state: "created" }, undefined, {
+      policy: { maxDeliveries: 2, jitter: "none" },
+    });
+    const before = await intent(store);
+    assert.deepEqual(await relayer.deliver(job, 1), {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason: "not authorized yet",
+    });
+    assert.deepEqual(await relayer.deliver(job, 2), {
+      action: "poison",
+      delivery: 2,
+      cause: "exhausted",
+      reason: "no luck after 2 deliveries",
+      resolution: "job dropped, intent still created",
+    });
+    const after = await intent(store);
+    assert.equal(after.state, "created");
+    assert.equal(after.hold, null);
+    assert.equal(after.version, before.version, "not a byte written");
   });
-  const outcomes = [
-    await relayer.deliver(job),
-    await relayer.deliver(job),
-    await relayer.deliver(job),
-  ];
-  assert.deepEqual(outcomes.map((o) => [o.action, o.delivery]), [["retry", 1], [
-    "retry",
-    2,
-  ], ["poison", 3]]);
-  assert.equal(await store.deliveries("pi_0001/settle"), 3);
-});
 
-Deno.test("createRelayer() lets one of two concurrent deliveries run; the other retries, even past the limit", async () => {
-  const { relayer, store, sender } = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ txHash: "0x1" }] },
-    { policy: { maxDeliveries: 1, jitter: "none" } },
-  );
-  const slow = sender.send.bind(sender);
-  sender.send = async (i, o) => {
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    return slow(i, o);
-  };
-  const [a, b] = await Promise.all([
-    relayer.deliver(job, 1),
-    relayer.deliver(job, 1),
-  ]);
-  const busy = [a, b].find((o) =>
-    o.action === "retry" && o.reason.includes("busy")
-  );
-  assert.deepEqual(busy, {
-    action: "retry",
-    delivery: 1,
-    delayMs: 5000,
-    reason: "intent pi_0001 is busy with another delivery",
+  test("createRelayer() waits for a settling intent without tx hash, then rescues it with the same nonce", async () => {
+    const { relayer, sender, clock } = await setup(
+      { state: "settling", hold: "pending", settlingSince: 1_000_000 - 5000 },
+      { sends: [{ txHash: "0xr" }] },
+    );
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      "settling for 5s without tx hash, waiting",
+    );
+    assert.equal(sender.calls.length, 0);
+    clock.now += 295_000; // exactly stuckAfter (5m) since settlingSince
+    assert.equal(
+      (await relayer.deliver(job, 2) as { reason: string }).reason,
+      "sent 0xr, waiting for confirmation",
+    );
+    assert.deepEqual(sender.calls, [{
+      method: "send",
+      intentId: "pi_0001",
+      replace: true,
+    }]);
   });
-  assert.equal(sender.calls.length, 1);
-  assert.equal((await intent(store)).state, "needs_review");
-});
 
-Deno.test("createRelayer() releases the lease when a delivery ends, so the next one runs", async () => {
-  const { relayer } = await setup({ state: "created" });
-  await relayer.deliver(job, 1);
-  const next = await relayer.deliver(job, 2);
-  assert.equal(next.action === "retry" && next.reason, "not authorized yet");
-});
-
-Deno.test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {
-  const { relayer, store } = await setup({ state: "created" }, undefined, {
-    policy: { maxDeliveries: 1 },
+  test("createRelayer() rescues an unknown broadcast only after stuckAfter", async () => {
+    const { relayer, sender, clock } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1_000_000,
+        lastBroadcast: { outcome: "unknown", at: 1_000_000, error: "timeout" },
+      },
+      { sends: [{ txHash: "0xr" }] },
+      { policy: { maxDeliveries: 5, jitter: "none", stuckAfterMs: 60_000 } },
+    );
+    clock.now += 59_999;
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      "settling for 59.999s without tx hash, waiting",
+    );
+    clock.now += 1;
+    await relayer.deliver(job, 2);
+    assert.deepEqual(sender.calls, [{
+      method: "send",
+      intentId: "pi_0001",
+      replace: true,
+    }]);
   });
-  await relayer.deliver(job);
-  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
-  assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
-  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
-  assert.equal(await store.deliveries("pi_0001/settle"), 0);
-  assert.equal(await relayer.redrive("pi_0001/settle"), null);
 
-  const failed = await setup(
-    { state: "authorized", hold: "pending" },
-    { sends: [{ error: poison(notSent("no")) }] },
-  );
-  await failed.relayer.deliver(job, 1);
-  await assert.rejects(failed.relayer.redrive("pi_0001/settle"), ConflictError);
-});
+  test("createRelayer() broadcasts again after a declared not-sent, writing ahead that a send started", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      {
+        sends: [{ error: notSent(new Error("nonce gap")) }, { txHash: "0x2" }],
+      },
+    );
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      "send: nonce gap",
+    );
+    const failedOnce = await intent(store);
+    assert.deepEqual(failedOnce.lastBroadcast, {
+      outcome: "not_sent",
+      at: 1_000_000,
+      error: "nonce gap",
+    });
 
-Deno.test("createRelayer() rejects a malformed job, a bad delivery number and a bad lease", async () => {
-  const { relayer } = await setup({ state: "created" });
-  await assert.rejects(
-    relayer.deliver({ intentId: "", kind: "settle" }),
-    TypeError,
-  );
-  await assert.rejects(
-    relayer.deliver({ intentId: "pi 1", kind: "settle" }),
-    /'intentId' must be 1-128 characters/,
-  );
-  await assert.rejects(
-    relayer.deliver({ intentId: "pi_1", kind: "refund" } as never),
-    /'kind' must be "settle"/,
-  );
-  await assert.rejects(
-    relayer.deliver(job, 0),
-    /Cannot deliver as 'delivery' must be an integer >= 1: current value is 0/,
-  );
-  assert.throws(
-    () =>
-      createRelayer({
-        store: new MemoryStore(),
-        sender: new ScriptedSender({}),
-        leaseMs: 0,
-      }),
-    RangeError,
-  );
-});
+    const seen: string[] = [];
+    const original = sender.send.bind(sender);
+    sender.send = (i, o) => {
+      seen.push(i.broadcasting === null ? "nothing in flight" : "in flight");
+      return original(i, o);
+    };
+    await relayer.deliver(job, 2);
+    // What was on record while the Sender was sending: a broadcast in flight,
+    // so a crash now could never leave a bare "not_sent" behind.
+    assert.deepEqual(seen, ["in flight"]);
+    assert.equal((await intent(store)).lastBroadcast?.txHash, "0x2");
+  });
+
+  test('createRelayer() rethrows a failed send as "send: <message>" and records unknown', async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: new Error("rpc: connection refused") }] },
+    );
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      "send: rpc: connection refused",
+    );
+    assert.deepEqual((await intent(store)).lastBroadcast, {
+      outcome: "unknown",
+      at: 1_000_000,
+      error: "rpc: connection refused",
+    });
+  });
+
+  test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
+    const { relayer, store } = await setup({
+      state: "authorized",
+      hold: "pending",
+    }, { sends: [{ txHash: "" }] });
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      'send: sender returned no txHash: ""',
+    );
+    assert.equal((await intent(store)).lastBroadcast?.outcome, "unknown");
+  });
+
+  test("createRelayer() re-sends a dropped tx and rescues a pending one past stuckAfter", async () => {
+    const { relayer, sender, clock } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1_000_000,
+        lastBroadcast: { outcome: "sent", txHash: "0x1", at: 1_000_000 },
+      },
+      {
+        sends: [{ txHash: "0x1" }],
+        receipts: ["dropped", "pending", "pending"],
+      },
+    );
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      "sent 0x1, waiting for confirmation",
+    );
+    clock.now += 1000;
+    assert.equal(
+      (await relayer.deliver(job, 2) as { reason: string }).reason,
+      "waiting for 0x1 to confirm",
+    );
+    clock.now += 300_000;
+    await relayer.deliver(job, 3);
+    assert.deepEqual(sender.calls.filter((c) => c.method === "send"), [
+      { method: "send", intentId: "pi_0001", replace: false },
+      { method: "send", intentId: "pi_0001", replace: true },
+    ]);
+  });
+
+  test("createRelayer() poisons a declared not-sent: voids the hold, fails the intent, keeps a dead letter", async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: poison(notSent(new Error("chain id mismatch"))) }] },
+    );
+    assert.deepEqual(await relayer.deliver(job, 1), {
+      action: "poison",
+      delivery: 1,
+      cause: "declared",
+      reason: "retrying will not help",
+      resolution: "nothing was sent, so the intent failed",
+    });
+    const failed = await intent(store);
+    assert.equal(failed.state, "failed");
+    assert.equal(failed.hold, "voided");
+    assert.deepEqual(await store.getDeadLetter("pi_0001/settle"), {
+      jobId: "pi_0001/settle",
+      intentId: "pi_0001",
+      deliveries: 1,
+      cause: "declared",
+      reason: "retrying will not help",
+      resolution: "nothing was sent, so the intent failed",
+      lastError: "send: chain id mismatch",
+      poisonedAt: 1_000_000,
+    });
+  });
+
+  test("createRelayer() sends a declared poison that may have been sent to review, never to failed", async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: poison(new Error("node rejected after relay")) }] },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      "last broadcast unknown, needs review",
+    );
+    const review = await intent(store);
+    assert.equal(review.state, "needs_review");
+    assert.equal(review.hold, "pending");
+  });
+
+  test("createRelayer() finishes an interrupted resolution and never broadcasts behind a voided hold", async () => {
+    const { relayer, store, sender } = await setup(
+      {
+        state: "settling",
+        hold: "voided",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "not_sent", at: 0, error: "nonce gap" },
+      },
+      { sends: [{ txHash: "0xmust-not-send" }] },
+    );
+    const outcome = await relayer.deliver(job, 2);
+    assert.equal(outcome.action, "poison");
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      "nothing was sent, so the intent failed",
+    );
+    assert.equal((await intent(store)).state, "failed");
+    assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() leaves terminal and needs_review intents alone", async () => {
+    for (const state of ["settled", "failed", "needs_review"] as const) {
+      const hold = state === "settled"
+        ? "captured"
+        : state === "failed"
+        ? "voided"
+        : "pending";
+      const { relayer, store, sender } = await setup({ state, hold });
+      const before = await intent(store);
+      assert.deepEqual(await relayer.deliver(job, 1), {
+        action: "done",
+        delivery: 1,
+      });
+      assert.equal((await intent(store)).version, before.version);
+      assert.equal(sender.calls.length, 0);
+    }
+  });
+
+  test("createRelayer() retries a missing intent, then drops the job", async () => {
+    const { relayer } = await setup({ state: "created" }, undefined, {
+      policy: { maxDeliveries: 2, jitter: "none" },
+    });
+    const missing = { intentId: "pi_9999", kind: "settle" } as const;
+    assert.equal(
+      (await relayer.deliver(missing, 1) as { reason: string }).reason,
+      "intent pi_9999 not found",
+    );
+    const outcome = await relayer.deliver(missing, 2);
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      "job dropped, intent not found",
+    );
+  });
+
+  test("createRelayer() counts deliveries in the store when the queue gives no number", async () => {
+    const { relayer, store } = await setup({ state: "created" }, undefined, {
+      policy: { maxDeliveries: 3, jitter: "none" },
+    });
+    const outcomes = [
+      await relayer.deliver(job),
+      await relayer.deliver(job),
+      await relayer.deliver(job),
+    ];
+    assert.deepEqual(outcomes.map((o) => [o.action, o.delivery]), [
+      ["retry", 1],
+      [
+        "retry",
+        2,
+      ],
+      ["poison", 3],
+    ]);
+    assert.equal(await store.deliveries("pi_0001/settle"), 3);
+  });
+
+  test("createRelayer() lets one of two concurrent deliveries run; the other retries, even past the limit", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0x1" }] },
+      { policy: { maxDeliveries: 1, jitter: "none" } },
+    );
+    const slow = sender.send.bind(sender);
+    sender.send = async (i, o) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return slow(i, o);
+    };
+    const [a, b] = await Promise.all([
+      relayer.deliver(job, 1),
+      relayer.deliver(job, 1),
+    ]);
+    const busy = [a, b].find((o) =>
+      o.action === "retry" && o.reason.includes("busy")
+    );
+    assert.deepEqual(busy, {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason: "intent pi_0001 is busy with another delivery",
+    });
+    assert.equal(sender.calls.length, 1);
+    assert.equal((await intent(store)).state, "needs_review");
+  });
+
+  test("createRelayer() releases the lease when a delivery ends, so the next one runs", async () => {
+    const { relayer } = await setup({ state: "created" });
+    await relayer.deliver(job, 1);
+    const next = await relayer.deliver(job, 2);
+    assert.equal(next.action === "retry" && next.reason, "not authorized yet");
+  });
+
+  test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {
+    const { relayer, store } = await setup({ state: "created" }, undefined, {
+      policy: { maxDeliveries: 1 },
+    });
+    await relayer.deliver(job);
+    assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+    assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal(await store.deliveries("pi_0001/settle"), 0);
+    assert.equal(await relayer.redrive("pi_0001/settle"), null);
+
+    const failed = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: poison(notSent("no")) }] },
+    );
+    await failed.relayer.deliver(job, 1);
+    await assert.rejects(
+      failed.relayer.redrive("pi_0001/settle"),
+      ConflictError,
+    );
+  });
+
+  test("createRelayer() rejects a malformed job, a bad delivery number and a bad lease", async () => {
+    const { relayer } = await setup({ state: "created" });
+    await assert.rejects(
+      relayer.deliver({ intentId: "", kind: "settle" }),
+      TypeError,
+    );
+    await assert.rejects(
+      relayer.deliver({ intentId: "pi 1", kind: "settle" }),
+      /'intentId' must be 1-128 characters/,
+    );
+    await assert.rejects(
+      relayer.deliver({ intentId: "pi_1", kind: "refund" } as never),
+      /'kind' must be "settle"/,
+    );
+    await assert.rejects(
+      relayer.deliver(job, 0),
+      /Cannot deliver as 'delivery' must be an integer >= 1: current value is 0/,
+    );
+    assert.throws(
+      () =>
+        createRelayer({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          leaseMs: 0,
+        }),
+      RangeError,
+    );
+  });
+}
+
+for (const backend of BACKENDS) suite(backend);

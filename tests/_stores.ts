@@ -1,0 +1,39 @@
+/**
+ * Every Store the foundation tests run on: the memory store and Deno KV
+ * (`:memory:`).
+ *
+ * @module
+ */
+
+import { MemoryStore, type Store } from "../mod.ts";
+import { KvStore } from "../store/kv.ts";
+
+/** An open store and how to close it. */
+export interface OpenStore {
+  readonly store: Store;
+  close(): void | Promise<void>;
+}
+
+/** A store implementation under test. */
+export interface Backend {
+  readonly name: string;
+  open(): Promise<OpenStore>;
+}
+
+/** The in-memory store. */
+export const memoryBackend: Backend = {
+  name: "MemoryStore",
+  open: () => Promise.resolve({ store: new MemoryStore(), close: () => {} }),
+};
+
+/** Deno KV in memory. */
+export const kvBackend: Backend = {
+  name: "KvStore",
+  async open() {
+    const kv = await Deno.openKv(":memory:");
+    return { store: new KvStore(kv), close: () => kv.close() };
+  },
+};
+
+/** Both. */
+export const BACKENDS: readonly Backend[] = [memoryBackend, kvBackend];
