@@ -76,19 +76,30 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
   };
 }
 
-/** The hold after `op`, or a `ConflictError` when the ledger forbids it. */
+/**
+ * The hold after `op`, or a `ConflictError` when the ledger forbids it. A
+ * hold is recorded only before the intent moves past `authorized`, so no
+ * terminal intent can grow a pending hold.
+ */
 export function nextHold(
-  id: string,
-  hold: HoldState | null,
+  intent: Pick<IntentRecord, "id" | "state" | "hold">,
   op: "record" | "void" | "capture",
 ): HoldState {
+  const { id, hold } = intent;
   const target = op === "record"
     ? "pending"
     : op === "void"
     ? "voided"
     : "captured";
   if (hold === target) return hold;
-  if (op === "record" && hold === null) return "pending";
+  if (op === "record" && hold === null) {
+    if (intent.state === "created" || intent.state === "authorized") {
+      return "pending";
+    }
+    throw new ConflictError(
+      `Cannot record a hold for ${id} as it is ${intent.state}: holds are recorded before authorization`,
+    );
+  }
   if (op !== "record" && hold === "pending") return target;
   throw new ConflictError(
     `Cannot ${op} the hold of ${id} as it is ${hold ?? "not recorded"}`,
@@ -116,15 +127,18 @@ export function transitioned(
   }
   const hold = change.ledger === undefined
     ? current.hold
-    : nextHold(id, current.hold, change.ledger);
+    : nextHold(current, change.ledger);
   if (change.to === "authorized" && hold !== "pending") {
     throw new ConflictError(
       `Cannot authorize ${id} before its hold is recorded`,
     );
   }
-  if (change.to === "failed" && hold === "pending") {
+  if (change.to === "failed" && (hold === "pending" || hold === "captured")) {
+    // A captured hold means the money moved: that payment cannot fail.
     throw new ConflictError(
-      `Cannot fail ${id} while its hold is pending: void the hold first`,
+      hold === "pending"
+        ? `Cannot fail ${id} while its hold is pending: void the hold first`
+        : `Cannot fail ${id} as its hold is captured: the money moved`,
     );
   }
   if (change.to === "settled" && hold !== "captured") {

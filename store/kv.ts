@@ -76,8 +76,8 @@ export interface KvAtomic {
   set(key: KvKey, value: unknown): this;
   /** Deletes a key. */
   delete(key: KvKey): this;
-  /** Commits all or nothing. */
-  commit(): Promise<{ ok: boolean }>;
+  /** Commits all or nothing; a successful commit carries its versionstamp. */
+  commit(): Promise<{ ok: true; versionstamp: string } | { ok: false }>;
 }
 
 /**
@@ -170,12 +170,17 @@ export class KvStore implements Store {
     >;
   }
 
-  async #readIntent(id: string) {
-    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
+  /** Reads the intent and its hold, and any `extra` keys, in one round trip. */
+  async #readIntent<T = never>(id: string, extra?: KvKey) {
+    const keys = [
       this.#key("intent", id),
       this.#key("hold", id),
+      ...(extra ? [extra] : []),
+    ];
+    const [intent, hold, more] = await this.#get<[StoredIntent, HoldState, T]>(
+      ...keys,
     );
-    return { intent, hold };
+    return { intent, hold, extra: more };
   }
 
   #toIntent(
@@ -183,16 +188,30 @@ export class KvStore implements Store {
     hold: KvEntryMaybe<HoldState>,
   ): Intent | null {
     if (intent.value === null) return null;
+    return this.#intent(
+      intent.value,
+      hold.value,
+      intent.versionstamp!,
+      hold.versionstamp,
+    );
+  }
+
+  #intent(
+    stored: StoredIntent,
+    hold: HoldState | null,
+    intentStamp: string,
+    holdStamp: string | null,
+  ): Intent {
     return Object.freeze({
-      ...intent.value,
-      hold: hold.value,
-      version: `${intent.versionstamp}:${hold.versionstamp ?? "-"}`,
+      ...stored,
+      hold,
+      version: `${intentStamp}:${holdStamp ?? "-"}`,
     });
   }
 
   /** Reads the intent at `version`, or throws a `ConflictError`. */
-  async #expect(id: string, version: string) {
-    const read = await this.#readIntent(id);
+  async #expect<T = never>(id: string, version: string, extra?: KvKey) {
+    const read = await this.#readIntent<T>(id, extra);
     const current = this.#toIntent(read.intent, read.hold);
     if (current === null) {
       throw new ConflictError(`Cannot write intent ${id} as it does not exist`);
@@ -206,13 +225,15 @@ export class KvStore implements Store {
     return { read, record: record as IntentRecord };
   }
 
-  async #commit(atomic: KvAtomic, what: string): Promise<void> {
-    const { ok } = await atomic.commit();
-    if (!ok) {
+  /** Commits, or throws a `ConflictError`; returns the commit's versionstamp. */
+  async #commit(atomic: KvAtomic, what: string): Promise<string> {
+    const result = await atomic.commit();
+    if (!result.ok) {
       throw new ConflictError(
         `Cannot ${what} as it changed since it was read; re-read it`,
       );
     }
+    return result.versionstamp;
   }
 
   #stored(record: IntentRecord): StoredIntent {
@@ -229,11 +250,17 @@ export class KvStore implements Store {
     if (record.hold !== null) {
       atomic.set(this.#key("hold", record.id), record.hold);
     } else atomic.delete(this.#key("hold", record.id));
-    const { ok } = await atomic.commit();
-    if (!ok) {
+    const result = await atomic.commit();
+    if (!result.ok) {
       throw new ConflictError(`Cannot create intent ${record.id} as it exists`);
     }
-    return (await this.getIntent(record.id))!;
+    const stamp = result.versionstamp;
+    return this.#intent(
+      this.#stored(record),
+      record.hold,
+      stamp,
+      record.hold === null ? null : stamp,
+    );
   }
 
   /** {@inheritDoc Store.getIntent} */
@@ -244,20 +271,33 @@ export class KvStore implements Store {
 
   /** {@inheritDoc Store.transition} */
   async transition(id: string, change: Transition): Promise<Intent> {
-    const { read, record } = await this.#expect(id, change.version);
+    const deadKey = change.deadLetter
+      ? this.#key("dead", change.deadLetter.jobId)
+      : undefined;
+    const { read, record } = await this.#expect<DeadLetter>(
+      id,
+      change.version,
+      deadKey,
+    );
     const next = transitioned(record, change);
     const atomic = this.#kv.atomic()
       .check(read.intent, read.hold)
       .set(this.#key("intent", id), this.#stored(next));
-    if (next.hold !== record.hold && next.hold !== null) {
-      atomic.set(this.#key("hold", id), next.hold);
+    const holdChanged = next.hold !== record.hold && next.hold !== null;
+    if (holdChanged) atomic.set(this.#key("hold", id), next.hold);
+    if (change.deadLetter && read.extra) {
+      this.#addDeadLetter(atomic, change.deadLetter, read.extra);
     }
-    if (change.deadLetter) await this.#addDeadLetter(atomic, change.deadLetter);
-    await this.#commit(
+    const stamp = await this.#commit(
       atomic,
       `move ${id} from ${change.from} to ${change.to}`,
     );
-    return (await this.getIntent(id))!;
+    return this.#intent(
+      this.#stored(next),
+      next.hold,
+      stamp,
+      holdChanged ? stamp : read.hold.versionstamp,
+    );
   }
 
   async #writeIntent(
@@ -267,14 +307,19 @@ export class KvStore implements Store {
   ) {
     const { read, record } = await this.#expect(id, version);
     const next = update(record);
-    await this.#commit(
+    const stamp = await this.#commit(
       this.#kv.atomic().check(read.intent, read.hold).set(
         this.#key("intent", id),
         this.#stored(next),
       ),
       `write intent ${id}`,
     );
-    return (await this.getIntent(id))!;
+    return this.#intent(
+      this.#stored(next),
+      next.hold,
+      stamp,
+      read.hold.versionstamp,
+    );
   }
 
   /** {@inheritDoc Store.beginBroadcast} */
@@ -309,7 +354,7 @@ export class KvStore implements Store {
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
       );
     }
-    const next = nextHold(id, hold.value, op);
+    const next = nextHold({ ...intent.value, id, hold: hold.value }, op);
     if (next === hold.value) return next;
     await this.#commit(
       this.#kv.atomic().check(hold).set(this.#key("hold", id), next),
@@ -372,9 +417,7 @@ export class KvStore implements Store {
       .commit();
     // Someone else took it between our read and our write: they hold it.
     if (!result.ok) return false;
-    if ("versionstamp" in result && typeof result.versionstamp === "string") {
-      this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
-    }
+    this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
     return true;
   }
 
@@ -390,9 +433,7 @@ export class KvStore implements Store {
     const result = await this.#kv.atomic().check(entry).set(key, value)
       .commit();
     if (!result.ok) return false;
-    if ("versionstamp" in result && typeof result.versionstamp === "string") {
-      this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
-    }
+    this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
     return true;
   }
 
@@ -411,16 +452,15 @@ export class KvStore implements Store {
     await this.#kv.atomic().check({ key, versionstamp }).delete(key).commit();
   }
 
-  async #addDeadLetter(
+  /** Adds a dead letter to `atomic`, replacing `old` (read by the caller) and its index entry. */
+  #addDeadLetter(
     atomic: KvAtomic,
     deadLetter: DeadLetter,
-  ): Promise<void> {
-    const key = this.#key("dead", deadLetter.jobId);
-    const [old] = await this.#get<[DeadLetter]>(key);
-    atomic.check(old).set(key, { ...deadLetter }).set(
-      this.#timeKey(deadLetter),
-      deadLetter.jobId,
-    );
+    old: KvEntryMaybe<DeadLetter>,
+  ): void {
+    atomic.check(old)
+      .set(this.#key("dead", deadLetter.jobId), { ...deadLetter })
+      .set(this.#timeKey(deadLetter), deadLetter.jobId);
     if (old.value && old.value.poisonedAt !== deadLetter.poisonedAt) {
       atomic.delete(this.#timeKey(old.value));
     }
@@ -436,8 +476,11 @@ export class KvStore implements Store {
 
   /** {@inheritDoc Store.putDeadLetter} */
   async putDeadLetter(deadLetter: DeadLetter): Promise<void> {
+    const [old] = await this.#get<[DeadLetter]>(
+      this.#key("dead", deadLetter.jobId),
+    );
     const atomic = this.#kv.atomic();
-    await this.#addDeadLetter(atomic, deadLetter);
+    this.#addDeadLetter(atomic, deadLetter, old);
     await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
   }
 

@@ -89,7 +89,7 @@ export class MemoryStore implements Store {
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
       );
     }
-    const hold = nextHold(id, entry.record.hold, op);
+    const hold = nextHold(entry.record, op);
     if (hold !== entry.record.hold) this.#write(id, { ...entry.record, hold });
     return hold;
   }

@@ -182,8 +182,8 @@ export interface Store {
   /**
    * Moves an intent along the transition table, as a compare-and-set on
    * `change.version`, with the ledger change and dead letter it carries.
-   * Refuses `failed` while the hold is pending (after `ledger: "void"`) and
-   * `settled` unless the hold is captured.
+   * Refuses `failed` unless the hold is voided (after `ledger: "void"`) or
+   * absent, and `settled` unless it is captured.
    *
    * @returns The intent after the move.
    * @throws {ConflictError} If the intent changed since it was read, the

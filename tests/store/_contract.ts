@@ -2,7 +2,7 @@
  * The contract every {@linkcode Store} keeps. A new adapter is a
  * three-line test file:
  *
- * ```ts
+ * ```ts ignore
  * import { storeContract } from "./_contract.ts";
  * storeContract("MyStore", async () => ({ store: new MyStore(), close: () => {} }));
  * ```
@@ -328,6 +328,17 @@ export function storeContract(name: string, open: OpenStoreFn): void {
 
     await store.createIntent({ id: "pi_3", state: "created" });
     await assert.rejects(store.voidHold("pi_3"), /as it is not recorded/);
+
+    // A hold is recorded before authorization, never behind a terminal intent.
+    await store.createIntent({
+      id: "pi_4",
+      state: "settling",
+      settlingSince: 0,
+    });
+    await assert.rejects(
+      store.recordHold("pi_4"),
+      /holds are recorded before authorization/,
+    );
     await assert.rejects(store.voidHold("pi_missing"), ConflictError);
   });
 
