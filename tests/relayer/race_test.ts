@@ -1,0 +1,208 @@
+/**
+ * Races under `fc.scheduler()`: two deliveries of one job and a poison
+ * resolution (a third delivery at the last allowed number), with every
+ * store call and every Sender call resolving in an order fast-check picks.
+ * I1–I6 must hold in every order.
+ */
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  type Broadcast,
+  createRelayer,
+  type Intent,
+  MemoryStore,
+  type NewIntent,
+  notSent,
+  poison,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
+import { catchesAsync, runs } from "../_fc.ts";
+
+type SendKind = "sent" | "not_sent" | "not_sent_poison" | "unknown";
+
+interface Race {
+  start: Omit<NewIntent, "id">;
+  sends: SendKind[];
+  receipt: ReceiptStatus;
+  deliveries: [number, number, number];
+  maxDeliveries: number;
+}
+
+const lastBroadcasts: (Broadcast | null)[] = [
+  null,
+  { outcome: "not_sent", at: 0, error: "nonce gap" },
+  { outcome: "unknown", at: 0, error: "timeout" },
+  { outcome: "sent", txHash: "0xold", at: 0 },
+];
+
+const anyRace: fc.Arbitrary<Race> = fc.record({
+  start: fc.oneof(
+    fc.constant<Omit<NewIntent, "id">>({
+      state: "authorized",
+      hold: "pending",
+    }),
+    fc.constantFrom(...lastBroadcasts).map((lastBroadcast) => ({
+      state: "settling" as const,
+      hold: "pending" as const,
+      settlingSince: 0,
+      lastBroadcast,
+      broadcasting: null,
+    })),
+  ),
+  sends: fc.array(
+    fc.constantFrom<SendKind>("sent", "not_sent", "not_sent_poison", "unknown"),
+    {
+      minLength: 1,
+      maxLength: 3,
+    },
+  ),
+  receipt: fc.constantFrom<ReceiptStatus>("confirmed", "pending", "dropped"),
+  maxDeliveries: fc.integer({ min: 1, max: 3 }),
+  deliveries: fc.tuple(
+    fc.integer({ min: 1, max: 3 }),
+    fc.integer({ min: 1, max: 3 }),
+    fc.constant(3),
+  ),
+});
+
+/** Every method of `store`, resolved when the scheduler says so. */
+function scheduled(s: fc.Scheduler, store: Store): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key);
+      return typeof value === "function"
+        ? s.scheduleFunction(value.bind(target))
+        : value;
+    },
+  });
+}
+
+function raceKeepsInvariants(
+  breaker: (store: Store) => Store = (store) => store,
+) {
+  return fc.asyncProperty(anyRace, fc.scheduler(), async (race, s) => {
+    const truth = new MemoryStore();
+    await truth.createIntent({ id: "pi_1", ...race.start });
+    const violations: string[] = [];
+    const holders = new Map<string, string>();
+    let inFlight = 0;
+    let maybeSent = race.start.lastBroadcast?.outcome === "sent" ||
+      race.start.lastBroadcast?.outcome === "unknown";
+    let sends = 0;
+
+    // I5, checked outside the store: a lease granted while another owner holds it.
+    const watched: Store = new Proxy(breaker(truth), {
+      get(target, key) {
+        const value = Reflect.get(target, key);
+        if (key === "acquireLease") {
+          return async (
+            id: string,
+            request: { owner: string; ttlMs: number; now: number },
+          ) => {
+            const granted: boolean = await value.call(target, id, request);
+            const holder = holders.get(id);
+            if (granted && holder !== undefined && holder !== request.owner) {
+              violations.push(
+                `I5: lease of ${id} granted to ${request.owner} while ${holder} held it`,
+              );
+            }
+            if (granted) holders.set(id, request.owner);
+            return granted;
+          };
+        }
+        if (key === "releaseLease") {
+          return async (id: string, owner: string) => {
+            await value.call(target, id, owner);
+            if (holders.get(id) === owner) holders.delete(id);
+          };
+        }
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+
+    const sender: Sender = {
+      send: s.scheduleFunction(async function send(intent: Intent) {
+        inFlight++;
+        try {
+          if (inFlight > 1) violations.push("I5: two broadcasts at once");
+          if ((await truth.getIntent(intent.id))?.hold === "voided") {
+            violations.push("I6: broadcast behind a voided hold");
+          }
+          const kind = race.sends[Math.min(sends++, race.sends.length - 1)]!;
+          if (kind === "sent") {
+            maybeSent = true;
+            return { txHash: `0x${sends}` };
+          }
+          if (kind === "unknown") maybeSent = true;
+          throw kind === "not_sent"
+            ? notSent(new Error("signer refused"))
+            : kind === "not_sent_poison"
+            ? poison(notSent(new Error("bad chain id")))
+            : new Error("timeout");
+        } finally {
+          inFlight--;
+        }
+      }),
+      receipt: s.scheduleFunction(function receipt() {
+        return Promise.resolve(race.receipt);
+      }),
+    };
+
+    const relayer = createRelayer({
+      store: scheduled(s, watched),
+      sender,
+      policy: { maxDeliveries: race.maxDeliveries, stuckAfterMs: 0 },
+      now: () => 1000,
+      random: () => 0.5,
+    });
+    const job = { intentId: "pi_1", kind: "settle" } as const;
+    const deliveries = race.deliveries.map((n) => relayer.deliver(job, n));
+    await s.waitFor(Promise.allSettled(deliveries));
+
+    for (const result of await Promise.allSettled(deliveries)) {
+      if (result.status === "rejected") {
+        violations.push(`a delivery threw: ${String(result.reason)}`);
+      }
+    }
+    const end = (await truth.getIntent("pi_1"))!;
+    if (end.state === "failed") {
+      if (end.lastBroadcast?.outcome !== "not_sent") {
+        violations.push("I1: failed without a not-sent broadcast");
+      }
+      if (maybeSent) {
+        violations.push("I1: failed although a broadcast may have left");
+      }
+      if (end.hold === "pending") {
+        violations.push("I2: failed with a pending hold");
+      }
+    }
+    if (end.state === "settled" && end.hold !== "captured") {
+      violations.push("I6: settled without a captured hold");
+    }
+    if (
+      ["created", "authorized"].includes(end.state) &&
+      race.start.state !== end.state
+    ) {
+      violations.push(`I3: moved backwards to ${end.state}`);
+    }
+    assert.deepEqual(violations, [], String(s));
+  });
+}
+
+Deno.test("createRelayer() keeps I1–I6 when two deliveries and a poison resolution race in any order", async () => {
+  await fc.assert(raceKeepsInvariants(), { numRuns: runs(500) });
+});
+
+Deno.test("the race property catches a store that grants every lease", async () => {
+  const noLease = (store: Store): Store =>
+    new Proxy(store, {
+      get(target, key) {
+        if (key === "acquireLease") return () => Promise.resolve(true);
+        const value = Reflect.get(target, key);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  assert.equal(await catchesAsync(raceKeepsInvariants(noLease)), true);
+});
