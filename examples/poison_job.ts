@@ -72,9 +72,7 @@ export async function runDemo(
       const outcome = await relayer.deliver(job, delivery);
       const text = outcome.action === "poison"
         ? `${outcome.reason}; ${outcome.resolution}`
-        : outcome.action === "retry"
-        ? outcome.reason
-        : "settled";
+        : outcome.reason;
       lines.push(
         `worker  ${jobIdOf(job).padEnd(17)}#${delivery}  ${
           outcome.action.padEnd(13)

@@ -37,6 +37,8 @@ export type Outcome =
     readonly action: "done";
     /** The delivery this outcome answers. */
     readonly delivery: number;
+    /** Why, such as `"0xabc confirmed, intent settled"` or `"intent already failed"`. */
+    readonly reason: string;
   }
   | {
     /** Deliver the job again after `delayMs`. */
@@ -264,8 +266,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     try {
       try {
-        await settle(job.intentId);
-        return { action: "done", delivery: n };
+        return { action: "done", delivery: n, reason: await settle(job.intentId) };
       } catch (error) {
         const decision = decide(error, n, policy, { random });
         if (decision.action === "retry") return { ...decision, delivery: n };
@@ -281,8 +282,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /** The settle step (DESIGN §6), run with the lease held. */
-  async function settle(id: string): Promise<void> {
+  /**
+   * The settle step (DESIGN §6), run with the lease held. Returns why the
+   * job is done; throws why it is not.
+   */
+  async function settle(id: string): Promise<string> {
     const intent = await store.getIntent(id);
     if (intent === null) throw new Error(`intent ${id} not found`);
     switch (intent.state) {
@@ -300,11 +304,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
       case "settling":
         return await settleSettling(intent);
       default:
-        return; // settled, failed, needs_review: nothing for the relayer to do
+        return `intent already ${intent.state}`; // nothing for the relayer to do
     }
   }
 
-  async function settleSettling(intent: Intent): Promise<void> {
+  async function settleSettling(intent: Intent): Promise<string> {
     if (intent.hold === "voided") {
       // A poison resolution was interrupted between the void and the state
       // write. Finish it as a poison; never broadcast behind a voided hold.
@@ -343,7 +347,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           at: now(),
           ledger: "capture",
         });
-        return;
+        return `${txHash} confirmed, intent settled`;
       case "dropped":
         return await broadcast(intent, false);
       case "pending":

@@ -94,6 +94,7 @@ function suite(backend: Backend): void {
     assert.deepEqual(await relayer.deliver(job, 3), {
       action: "done",
       delivery: 3,
+      reason: "0xabc confirmed, intent settled",
     });
     const settled = await intent(store);
     assert.equal(settled.state, "settled");
@@ -339,6 +340,7 @@ function suite(backend: Backend): void {
       assert.deepEqual(await relayer.deliver(job, 1), {
         action: "done",
         delivery: 1,
+        reason: `intent already ${state}`,
       });
       assert.equal((await intent(store)).version, before.version);
       assert.equal(sender.calls.length, 0);
