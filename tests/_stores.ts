@@ -37,3 +37,21 @@ export const kvBackend: Backend = {
 
 /** Both. */
 export const BACKENDS: readonly Backend[] = [memoryBackend, kvBackend];
+
+const READS = new Set(["getIntent", "deliveries", "getDeadLetter", "listDeadLetters"]);
+
+/** A store that counts the write calls made through it. */
+export function watchWrites(store: Store): { store: Store; writes(): number } {
+  let writes = 0;
+  const watched = new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (!READS.has(String(key))) writes++;
+        return value.apply(target, args);
+      };
+    },
+  });
+  return { store: watched, writes: () => writes };
+}

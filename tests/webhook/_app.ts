@@ -1,0 +1,79 @@
+/**
+ * A webhook under test: every route configured with test keys, a memory
+ * store that counts writes, a scripted Sender and a fixed clock.
+ *
+ * @module
+ */
+
+import {
+  MemoryStore,
+  type NewIntent,
+  ScriptedSender,
+  type SenderScript,
+} from "../../mod.ts";
+import { type AppDeps, createApp } from "../../webhook/app.ts";
+import { watchWrites } from "../_stores.ts";
+import {
+  fakeGoogle,
+  type Google,
+  PUBSUB,
+  QSTASH,
+  signHmac,
+} from "./_signing.ts";
+
+export const SECRET = "webhook-secret-for-tests";
+export const OPS = "ops-token-for-tests";
+
+let google: Google | undefined;
+
+/** The shared fake Google issuer (key generation is slow; make it once). */
+export async function theGoogle(): Promise<Google> {
+  return google ??= await fakeGoogle();
+}
+
+/** Builds the app with every route configured; `intents` are created first. */
+export async function makeApp(
+  options: {
+    intents?: NewIntent[];
+    scripts?: Record<string, SenderScript>;
+    deps?: Partial<AppDeps>;
+  } = {},
+) {
+  const memory = new MemoryStore();
+  for (const intent of options.intents ?? []) await memory.createIntent(intent);
+  const { store, writes } = watchWrites(memory);
+  const sender = new ScriptedSender(options.scripts ?? {});
+  const g = await theGoogle();
+  const app = createApp({
+    store,
+    sender,
+    policy: { maxDeliveries: 3 },
+    now: () => 1_000_000,
+    random: () => 0,
+    qstash: QSTASH,
+    pubsub: {
+      audience: PUBSUB.audience,
+      jwks: g.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+    webhookSecret: SECRET,
+    opsToken: OPS,
+    ...options.deps,
+  });
+  return { app, store: memory, writes, sender };
+}
+
+/** A signed POST to the generic route. */
+export async function genericRequest(
+  body: string,
+  init: { signature?: string } = {},
+): Promise<RequestInit> {
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "x-signature": init.signature ?? await signHmac(SECRET, body),
+    },
+  };
+}

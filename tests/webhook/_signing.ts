@@ -1,0 +1,152 @@
+/**
+ * Requests signed the way each queue signs them, for tests: QStash's HS256
+ * JWT over the body hash, Google's RS256 OIDC token from a local JWKS, and
+ * the generic route's HMAC.
+ *
+ * @module
+ */
+
+import { sign } from "hono/jwt";
+import type { HonoJsonWebKey } from "hono/utils/jwt/jws";
+import { hmacSignature } from "../../webhook/_auth.ts";
+
+const encoder = new TextEncoder();
+
+function base64url(bytes: Uint8Array | string, pad = false): string {
+  const raw = typeof bytes === "string" ? encoder.encode(bytes) : bytes;
+  const text = btoa(String.fromCharCode(...raw)).replaceAll("+", "-")
+    .replaceAll("/", "_");
+  return pad ? text : text.replace(/=+$/, "");
+}
+
+/** QStash's test keys. */
+export const QSTASH = {
+  currentSigningKey: "sig_current_0123456789abcdef",
+  nextSigningKey: "sig_next_0123456789abcdef",
+  url: "https://relayer.example.test/v1/qstash",
+} as const;
+
+/**
+ * An `Upstash-Signature` as QStash makes it: HS256, `iss` "Upstash", `sub`
+ * the destination URL, `body` the base64url SHA-256 of the raw body.
+ */
+export async function signQStash(
+  body: string,
+  options: { key?: string; url?: string; nowS?: number; ttlS?: number } = {},
+): Promise<string> {
+  const now = options.nowS ?? Math.floor(Date.now() / 1000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", encoder.encode(body)),
+  );
+  const header = { alg: "HS256", typ: "JWT" };
+  const claims = {
+    iss: "Upstash",
+    sub: options.url ?? QSTASH.url,
+    iat: now,
+    nbf: now,
+    exp: now + (options.ttlS ?? 300),
+    jti: `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
+    body: base64url(hash, true),
+  };
+  const input = `${base64url(JSON.stringify(header))}.${
+    base64url(JSON.stringify(claims))
+  }`;
+  const key = await crypto.subtle.importKey(
+    "raw",
+    encoder.encode(options.key ?? QSTASH.currentSigningKey),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, encoder.encode(input)),
+  );
+  return `${input}.${base64url(mac)}`;
+}
+
+/** The generic route's `X-Signature`. */
+export const signHmac: (secret: string, body: string) => Promise<string> =
+  hmacSignature;
+
+/** A local stand-in for Google's OIDC issuer: an RSA key pair and its JWKS. */
+export interface Google {
+  readonly jwks: JsonWebKey[];
+  token(
+    claims?: Record<string, unknown>,
+    options?: { kid?: string },
+  ): Promise<string>;
+}
+
+/** The audience and service account the tests configure. */
+export const PUBSUB = {
+  audience: "https://relayer.example.test/v1/pubsub",
+  serviceAccount: "pusher@project.iam.gserviceaccount.com",
+} as const;
+
+/** Makes a key pair and a signer of Google-shaped OIDC tokens. */
+export async function fakeGoogle(): Promise<Google> {
+  const pair = await crypto.subtle.generateKey(
+    {
+      name: "RSASSA-PKCS1-v1_5",
+      modulusLength: 2048,
+      publicExponent: new Uint8Array([1, 0, 1]),
+      hash: "SHA-256",
+    },
+    true,
+    ["sign", "verify"],
+  );
+  const kid = "test-key-1";
+  const publicJwk = {
+    ...(await crypto.subtle.exportKey("jwk", pair.publicKey)),
+    kid,
+    alg: "RS256",
+    use: "sig",
+  };
+  const privateJwk = {
+    ...(await crypto.subtle.exportKey("jwk", pair.privateKey)),
+    kid,
+    alg: "RS256",
+  };
+  return {
+    jwks: [publicJwk],
+    async token(claims = {}, options = {}) {
+      const now = Math.floor(Date.now() / 1000);
+      return await sign(
+        {
+          iss: "https://accounts.google.com",
+          aud: PUBSUB.audience,
+          email: PUBSUB.serviceAccount,
+          email_verified: true,
+          sub: "113774264463038321964",
+          iat: now - 10,
+          exp: now + 3600,
+          ...claims,
+        },
+        { ...privateJwk, kid: options.kid ?? kid } as HonoJsonWebKey,
+        "RS256",
+      );
+    },
+  };
+}
+
+/** A Pub/Sub wrapped push envelope around `job`. */
+export function envelope(
+  job: unknown,
+  options: { messageId?: string; deliveryAttempt?: number; snake?: boolean } =
+    {},
+): string {
+  const data = btoa(JSON.stringify(job));
+  const messageId = options.messageId ?? "2070443601311540";
+  const message = options.snake
+    ? { data, message_id: messageId, publish_time: "2026-11-30T12:00:00.000Z" }
+    : { data, messageId, publishTime: "2026-11-30T12:00:00.000Z" };
+  return JSON.stringify({
+    message,
+    subscription: "projects/p/subscriptions/relayer",
+    ...(options.deliveryAttempt === undefined
+      ? {}
+      : options.snake
+      ? { delivery_attempt: options.deliveryAttempt }
+      : { deliveryAttempt: options.deliveryAttempt }),
+  });
+}

@@ -1,0 +1,620 @@
+import assert from "node:assert/strict";
+import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+import { genericRequest, makeApp, OPS, SECRET, theGoogle } from "./_app.ts";
+import { envelope, QSTASH, signHmac, signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+const created = { id: "pi_0001", state: "created" } as const;
+const authorized = {
+  id: "pi_0001",
+  state: "authorized",
+  hold: "pending",
+} as const;
+
+async function problemOf(res: Response) {
+  assert.equal(res.headers.get("content-type"), "application/problem+json");
+  const body = await res.json();
+  assert.equal(body.status, res.status);
+  assert.match(body.type, /^urn:relayer:problem:/);
+  assert.equal(typeof body.title, "string");
+  assert.equal(typeof body.detail, "string");
+  return body as {
+    type: string;
+    title: string;
+    status: number;
+    detail: string;
+  };
+}
+
+async function qstashRequest(
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<RequestInit> {
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body),
+      "upstash-retried": "0",
+      ...headers,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Generic route
+
+Deno.test("createApp() answers a signed generic delivery: 503 + Retry-After for a retry, rounded up", async () => {
+  const { app } = await makeApp({
+    intents: [created],
+    deps: { policy: { baseMs: 2001, jitter: "none" } },
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "3"); // 2.001 s → 3, never 2
+  assert.deepEqual(await res.json(), {
+    outcome: "retry",
+    job: "pi_0001/settle",
+    delivery: 1,
+    reason: "not authorized yet",
+    delayMs: 2001,
+  });
+});
+
+Deno.test("createApp() rounds an equal-jitter floor of 2.5 s up to Retry-After: 3", async () => {
+  const { app } = await makeApp({ intents: [created] }); // random 0 → floor(5000 / 2)
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal((await res.json()).delayMs, 2500);
+  assert.equal(res.headers.get("retry-after"), "3");
+});
+
+Deno.test("createApp() answers 200 for a poisoned generic delivery, after the resolution", async () => {
+  const { app, store } = await makeApp({
+    intents: [authorized],
+    scripts: {
+      pi_0001: {
+        sends: [{ error: poison(notSent(new Error("bad chain id"))) }],
+      },
+    },
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    outcome: "poison",
+    job: "pi_0001/settle",
+    delivery: 1,
+    reason: "retrying will not help",
+    resolution: "nothing was sent, so the intent failed",
+  });
+  assert.equal((await store.getIntent("pi_0001"))?.state, "failed");
+  assert.equal(
+    (await store.getDeadLetter("pi_0001/settle"))?.cause,
+    "declared",
+  );
+});
+
+Deno.test("createApp() answers 200 done for an intent already settled", async () => {
+  const { app } = await makeApp({
+    intents: [{ id: "pi_0001", state: "settled", hold: "captured" }],
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job })),
+  );
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    outcome: "done",
+    job: "pi_0001/settle",
+    delivery: 1,
+    reason: "intent already settled",
+  });
+});
+
+Deno.test("createApp() counts generic deliveries in the store when the body has no number", async () => {
+  const { app, store } = await makeApp({ intents: [created] });
+  for (const n of [1, 2]) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job })),
+    );
+    assert.equal((await res.json()).delivery, n);
+  }
+  assert.equal(await store.deliveries("pi_0001/settle"), 2);
+});
+
+Deno.test("createApp() refuses an unsigned, wrongly signed or tampered generic delivery with 401, touching nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const body = JSON.stringify({ job, delivery: 1 });
+  const cases: RequestInit[] = [
+    { method: "POST", body },
+    await genericRequest(body, {
+      signature: await signHmac("another secret", body),
+    }),
+    await genericRequest(body, { signature: "sha256=00" }),
+    { ...(await genericRequest(body)), body: body.replace("1}", "2}") },
+  ];
+  for (const init of cases) {
+    const res = await app.request("/v1/deliveries", init);
+    assert.equal(res.status, 401);
+    assert.equal((await problemOf(res)).title, "Unauthorized");
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() answers malformed generic input with a 400 problem, touching nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const bodies = [
+    "not json",
+    "",
+    "[]",
+    JSON.stringify({ job: { intentId: "", kind: "settle" } }),
+    JSON.stringify({ job: { intentId: "pi_0001", kind: "refund" } }),
+    JSON.stringify({ job, delivery: 0 }),
+    JSON.stringify({ job, delivery: "3" }),
+    JSON.stringify({ job, delivery: 1.5 }),
+    JSON.stringify({ job, delivery: 1e300 }),
+  ];
+  for (const body of bodies) {
+    const res = await app.request("/v1/deliveries", await genericRequest(body));
+    assert.equal(res.status, 400, body);
+    const p = await problemOf(res);
+    assert.equal(p.type, "urn:relayer:problem:bad-job");
+    assert.doesNotMatch(p.detail, /\n\s+at /);
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() refuses a body over the limit with 413, touching nothing", async () => {
+  const { app, writes } = await makeApp({
+    intents: [created],
+    deps: { maxBodyBytes: 1024 },
+  });
+  const body = JSON.stringify({ job, pad: "x".repeat(2000) });
+  const res = await app.request("/v1/deliveries", await genericRequest(body));
+  assert.equal(res.status, 413);
+  await problemOf(res);
+  assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() answers 404 and 405 problems for unknown routes and methods", async () => {
+  const { app } = await makeApp();
+  const missing = await app.request("/v2/nothing", { method: "POST" });
+  assert.equal(missing.status, 404);
+  await problemOf(missing);
+  const wrong = await app.request("/v1/deliveries", { method: "GET" });
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get("allow"), "POST");
+  await problemOf(wrong);
+  assert.equal(
+    (await app.request("/healthz", { method: "DELETE" })).status,
+    405,
+  );
+});
+
+Deno.test("createApp() refuses a route whose keys are not configured, naming the setting", async () => {
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  const cases: [string, string][] = [
+    ["/v1/qstash", "QSTASH_CURRENT_SIGNING_KEY"],
+    ["/v1/pubsub", "PUBSUB_AUDIENCE"],
+    ["/v1/deliveries", "WEBHOOK_SECRET"],
+    ["/v1/dead-letters/pi_1%2Fsettle/redrive", "OPS_TOKEN"],
+  ];
+  for (const [path, setting] of cases) {
+    const res = await app.request(path, { method: "POST", body: "{}" });
+    assert.equal(res.status, 503, path);
+    assert.match((await problemOf(res)).detail, new RegExp(setting));
+  }
+});
+
+Deno.test("createApp() in insecure dev mode accepts unsigned deliveries on unconfigured routes", async () => {
+  const store = new MemoryStore();
+  await store.createIntent(created);
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    insecureDev: true,
+    random: () => 0,
+  });
+  const res = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: JSON.stringify({ job, delivery: 1 }),
+  });
+  assert.equal(res.status, 503);
+  assert.equal((await res.json()).reason, "not authorized yet");
+});
+
+Deno.test("createApp() answers a store failure during a delivery with a 503 the queue retries, without details", async () => {
+  const broken = createApp({
+    store: new Proxy(new MemoryStore(), {
+      get: () => () =>
+        Promise.reject(new Error("connection reset by KV at secret-host:5432")),
+    }),
+    sender: new ScriptedSender({}),
+    webhookSecret: SECRET,
+  });
+  const res = await broken.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "5");
+  const text = JSON.stringify(await problemOf(res));
+  assert.doesNotMatch(text, /secret-host|connection reset|at /);
+});
+
+// ---------------------------------------------------------------------------
+// QStash
+
+Deno.test("createApp() takes a QStash delivery signed with the current or the next key", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  const body = JSON.stringify(job);
+  for (const key of [QSTASH.currentSigningKey, QSTASH.nextSigningKey]) {
+    const res = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(body, { key }),
+        "upstash-retried": "2",
+      },
+    });
+    assert.equal(res.status, 200, key); // delivery 3 of 3: exhausted, dropped, acked
+    const answer = await res.json();
+    assert.equal(answer.delivery, 3);
+    assert.equal(answer.resolution, "job dropped, intent still created");
+  }
+});
+
+Deno.test("createApp() counts a QStash delivery as Upstash-Retried + 1 and answers 503 + Retry-After", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  const res = await app.request(
+    "/v1/qstash",
+    await qstashRequest(JSON.stringify(job)),
+  );
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "3");
+  const answer = await res.json();
+  assert.equal(answer.delivery, 1);
+  assert.equal(answer.outcome, "retry");
+});
+
+Deno.test("createApp() refuses a QStash delivery whose signature does not verify, storing nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const body = JSON.stringify(job);
+  const now = Math.floor(Date.now() / 1000);
+  const cases: [string, RequestInit][] = [
+    ["tampered body", {
+      ...(await qstashRequest(body)),
+      body: JSON.stringify({ ...job, x: 1 }),
+    }],
+    ["wrong URL", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(body, {
+          url: "https://evil.test/v1/qstash",
+        }),
+      },
+    }],
+    ["expired", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(body, {
+          nowS: now - 3600,
+          ttlS: 60,
+        }),
+      },
+    }],
+    ["wrong key", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(body, {
+          key: "sig_someone_else",
+        }),
+      },
+    }],
+    ["missing header", { method: "POST", body }],
+    ["garbage", {
+      method: "POST",
+      body,
+      headers: { "upstash-signature": "not.a.jwt" },
+    }],
+  ];
+  for (const [name, init] of cases) {
+    const res = await app.request("/v1/qstash", init);
+    assert.equal(res.status, 401, name);
+    await problemOf(res);
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() answers a malformed QStash job with 489 and Upstash-NonRetryable-Error", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  for (
+    const body of ["{", JSON.stringify({ intentId: "pi 1", kind: "settle" })]
+  ) {
+    const res = await app.request("/v1/qstash", await qstashRequest(body));
+    assert.equal(res.status, 489);
+    assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
+    await problemOf(res);
+  }
+  const badCount = await app.request(
+    "/v1/qstash",
+    await qstashRequest(JSON.stringify(job), { "upstash-retried": "-1" }),
+  );
+  assert.equal(badCount.status, 489);
+  assert.equal(writes(), 0);
+});
+
+// ---------------------------------------------------------------------------
+// Pub/Sub
+
+async function pubsubRequest(
+  body: string,
+  token?: string,
+): Promise<RequestInit> {
+  const google = await theGoogle();
+  return {
+    method: "POST",
+    body,
+    headers: {
+      authorization: `Bearer ${token ?? await google.token()}`,
+      "content-type": "application/json",
+    },
+  };
+}
+
+Deno.test("createApp() takes a Pub/Sub push with deliveryAttempt and answers 503 with a note for a retry", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(envelope(job, { deliveryAttempt: 2 })),
+  );
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), null);
+  const answer = await res.json();
+  assert.equal(answer.delivery, 2);
+  assert.match(answer.note, /subscription's retry policy/);
+});
+
+Deno.test("createApp() counts Pub/Sub deliveries by message id when deliveryAttempt is absent or 0", async () => {
+  const { app, store } = await makeApp({ intents: [created] });
+  for (const [attempt, n] of [[undefined, 1], [0, 2]] as const) {
+    const body = envelope(job, {
+      messageId: "m-1",
+      ...(attempt === undefined ? {} : { deliveryAttempt: attempt }),
+    });
+    const res = await app.request("/v1/pubsub", await pubsubRequest(body));
+    assert.equal((await res.json()).delivery, n);
+  }
+  assert.equal(await store.deliveries("pubsub/m-1"), 2);
+});
+
+Deno.test("createApp() reads the snake_case Pub/Sub envelope too, and acks a poison with 204", async () => {
+  const { app, store } = await makeApp({ intents: [created] });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(envelope(job, { deliveryAttempt: 3, snake: true })),
+  );
+  assert.equal(res.status, 204);
+  assert.equal(await res.text(), "");
+  assert.equal((await store.getDeadLetter("pi_0001/settle"))?.deliveries, 3);
+});
+
+Deno.test("createApp() refuses a Pub/Sub push without a valid Google token for this audience", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const google = await theGoogle();
+  const body = envelope(job, { deliveryAttempt: 1 });
+  const now = Math.floor(Date.now() / 1000);
+  const tokens: [string, string | null][] = [
+    ["wrong audience", await google.token({ aud: "https://other.test" })],
+    ["wrong issuer", await google.token({ iss: "https://evil.test" })],
+    ["expired", await google.token({ iat: now - 7200, exp: now - 3600 })],
+    ["unknown key", await google.token({}, { kid: "another-key" })],
+    [
+      "wrong service account",
+      await google.token({ email: "someone@else.test" }),
+    ],
+    ["email not verified", await google.token({ email_verified: false })],
+    ["no token", null],
+  ];
+  for (const [name, token] of tokens) {
+    const init = token === null
+      ? { method: "POST", body }
+      : await pubsubRequest(body, token);
+    const res = await app.request("/v1/pubsub", init);
+    assert.equal(res.status, 401, name);
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() answers a malformed Pub/Sub envelope with a 400 problem", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const bodies = [
+    "{}",
+    JSON.stringify({ message: { messageId: "1", data: "!!!" } }),
+    JSON.stringify({ message: { messageId: "1", data: btoa("not json") } }),
+    JSON.stringify({ message: { data: btoa(JSON.stringify(job)) } }),
+    envelope(job, { deliveryAttempt: -1 }),
+    envelope({ intentId: "pi_0001" }),
+  ];
+  for (const body of bodies) {
+    const res = await app.request("/v1/pubsub", await pubsubRequest(body));
+    assert.equal(res.status, 400, body);
+    await problemOf(res);
+  }
+  assert.equal(writes(), 0);
+});
+
+// ---------------------------------------------------------------------------
+// Ops routes
+
+const ops = { authorization: `Bearer ${OPS}` };
+
+Deno.test("createApp() ops routes refuse a missing or wrong token", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  for (
+    const headers of [{}, { authorization: "Bearer nope" }, {
+      authorization: OPS,
+    }]
+  ) {
+    const res = await app.request("/v1/intents/pi_0001", { headers });
+    assert.equal(res.status, 401);
+    await problemOf(res);
+  }
+});
+
+Deno.test("createApp() GET /v1/intents/:id shows the intent, its deliveries and dead letter", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job })),
+  );
+  const res = await app.request("/v1/intents/pi_0001", { headers: ops });
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.equal(body.intent.state, "created");
+  assert.equal(body.deliveries, 1);
+  assert.equal(body.deadLetter, null);
+  assert.equal(
+    (await app.request("/v1/intents/pi_9", { headers: ops })).status,
+    404,
+  );
+  assert.equal(
+    (await app.request("/v1/intents/bad%20id", { headers: ops })).status,
+    400,
+  );
+});
+
+Deno.test("createApp() lists dead letters and redrives one, refusing a failed intent with 409", async () => {
+  const enqueued: unknown[] = [];
+  const { app } = await makeApp({
+    intents: [created, { id: "pi_0002", state: "authorized", hold: "pending" }],
+    scripts: { pi_0002: { sends: [{ error: poison(notSent("no")) }] } },
+    deps: { enqueue: (j) => Promise.resolve(void enqueued.push(j)) },
+  });
+  for (const intentId of ["pi_0001", "pi_0002"]) {
+    await app.request(
+      "/v1/deliveries",
+      await genericRequest(
+        JSON.stringify({ job: { intentId, kind: "settle" }, delivery: 3 }),
+      ),
+    );
+  }
+  const list =
+    await (await app.request("/v1/dead-letters?limit=10", { headers: ops }))
+      .json();
+  assert.deepEqual(list.items.map((d: { jobId: string }) => d.jobId).sort(), [
+    "pi_0001/settle",
+    "pi_0002/settle",
+  ]);
+
+  const redriven = await app.request(
+    "/v1/dead-letters/pi_0001%2Fsettle/redrive",
+    { method: "POST", headers: ops },
+  );
+  assert.equal(redriven.status, 202);
+  assert.deepEqual(await redriven.json(), { job, enqueued: true });
+  assert.deepEqual(enqueued, [job]);
+
+  const refused = await app.request(
+    "/v1/dead-letters/pi_0002%2Fsettle/redrive",
+    { method: "POST", headers: ops },
+  );
+  assert.equal(refused.status, 409);
+  assert.match((await problemOf(refused)).detail, /already failed/);
+  assert.equal(
+    (await app.request("/v1/dead-letters/pi_7%2Fsettle/redrive", {
+      method: "POST",
+      headers: ops,
+    })).status,
+    404,
+  );
+  assert.equal(
+    (await app.request("/v1/dead-letters?limit=0", { headers: ops })).status,
+    400,
+  );
+  assert.equal(
+    (await app.request("/v1/dead-letters?cursor=zzz", { headers: ops })).status,
+    400,
+  );
+});
+
+Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is off", async () => {
+  const { app: off } = await makeApp();
+  const res = await off.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify(job),
+  });
+  assert.equal(res.status, 503);
+  assert.match((await problemOf(res)).detail, /KV_QUEUE=1/);
+
+  const enqueued: unknown[] = [];
+  const { app } = await makeApp({
+    deps: { enqueue: (j) => Promise.resolve(void enqueued.push(j)) },
+  });
+  const ok = await app.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify(job),
+  });
+  assert.equal(ok.status, 202);
+  assert.deepEqual(enqueued, [job]);
+  const bad = await app.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: "{}",
+  });
+  assert.equal(bad.status, 400);
+});
+
+Deno.test("createApp() answers /healthz without a token", async () => {
+  const { app } = await makeApp();
+  const res = await app.request("/healthz");
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { status: "ok" });
+});
+
+Deno.test("createApp() never leaks a stack trace when an ops route fails", async () => {
+  const app = createApp({
+    store: new Proxy(new MemoryStore(), {
+      get: () => () => Promise.reject(new Error("boom at /srv/secret.ts:1:1")),
+    }),
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+    webhookSecret: SECRET,
+  });
+  const res = await app.request("/v1/intents/pi_0001", { headers: ops });
+  assert.equal(res.status, 500);
+  assert.doesNotMatch(
+    JSON.stringify(await problemOf(res)),
+    /boom|secret|at \//,
+  );
+});
+
+Deno.test("createApp() validates maxBodyBytes", () => {
+  assert.throws(
+    () =>
+      createApp({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        maxBodyBytes: 0,
+      }),
+    /'maxBodyBytes' must be an integer >= 1/,
+  );
+});

@@ -1,0 +1,137 @@
+/**
+ * The three ways a queue proves a delivery is its own: QStash's signed JWT
+ * (verified by the official `Receiver`), Google's OIDC bearer token
+ * (verified against a JWKS), and an HMAC-SHA-256 of the raw body. Web
+ * Crypto only.
+ *
+ * @module
+ */
+
+import { Receiver, SignatureError } from "@upstash/qstash";
+import { verifyWithJwks } from "hono/jwt";
+import type { HonoJsonWebKey } from "hono/utils/jwt/jws";
+
+const encoder = new TextEncoder();
+
+/** Compares two strings in time that depends on their length only. */
+export function timingSafeEqual(a: string, b: string): boolean {
+  const x = encoder.encode(a);
+  const y = encoder.encode(b);
+  let diff = x.length ^ y.length;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  }
+  return diff === 0;
+}
+
+/** `sha256=<hex>` of the HMAC-SHA-256 of `body` under `secret`. */
+export async function hmacSignature(
+  secret: string,
+  body: string,
+): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    encoder.encode(secret),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, encoder.encode(body)),
+  );
+  return `sha256=${
+    Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("")
+  }`;
+}
+
+/** Whether `header` is the HMAC signature of `body`. */
+export async function verifyHmac(
+  secret: string,
+  body: string,
+  header: string | undefined,
+): Promise<boolean> {
+  if (header === undefined) return false;
+  return timingSafeEqual(
+    header.trim().toLowerCase(),
+    await hmacSignature(secret, body),
+  );
+}
+
+/** QStash's signing keys and the public URL its tokens name as `sub`. */
+export interface QStashKeys {
+  /** `QSTASH_CURRENT_SIGNING_KEY`. */
+  readonly currentSigningKey: string;
+  /** `QSTASH_NEXT_SIGNING_KEY`, accepted too so a key rotation drops nothing. */
+  readonly nextSigningKey: string;
+  /** The URL QStash delivers to, exactly as published (`PUBLIC_URL` + the route). */
+  readonly url: string;
+}
+
+/** A verifier of `Upstash-Signature` headers. */
+export function qstashVerifier(
+  keys: QStashKeys,
+): (signature: string | undefined, body: string) => Promise<boolean> {
+  const receiver = new Receiver({
+    currentSigningKey: keys.currentSigningKey,
+    nextSigningKey: keys.nextSigningKey,
+    devMode: false, // never read QSTASH_DEV from the environment
+  });
+  return async (signature, body) => {
+    if (!signature) return false;
+    try {
+      return await receiver.verify({ signature, body, url: keys.url });
+    } catch (error) {
+      if (error instanceof SignatureError) return false;
+      // A malformed token can make jose throw its own errors: still a bad signature.
+      if (
+        error instanceof Error &&
+        /JWT|JWS|token|signature/i.test(`${error.name} ${error.message}`)
+      ) return false;
+      throw error;
+    }
+  };
+}
+
+/** Google's OIDC settings for Pub/Sub push. */
+export interface PubSubKeys {
+  /** The audience configured on the push subscription. */
+  readonly audience: string;
+  /**
+   * Google's signing keys (`https://www.googleapis.com/oauth2/v3/certs`), or
+   * a function that returns them (cached): injectable, so tests run offline.
+   */
+  readonly jwks: readonly JsonWebKey[] | (() => Promise<readonly JsonWebKey[]>);
+  /** If set, the token's `email` must be this service account, verified. */
+  readonly serviceAccount?: string;
+}
+
+/** A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens. */
+export function pubsubVerifier(
+  keys: PubSubKeys,
+): (authorization: string | undefined) => Promise<boolean> {
+  return async (authorization) => {
+    const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/
+      .exec(authorization ?? "");
+    if (!match) return false;
+    const jwks = typeof keys.jwks === "function"
+      ? await keys.jwks()
+      : keys.jwks;
+    try {
+      const payload = await verifyWithJwks(match[1]!, {
+        keys: jwks as HonoJsonWebKey[],
+        allowedAlgorithms: ["RS256"],
+        verification: {
+          iss: /^(https:\/\/)?accounts\.google\.com$/,
+          aud: keys.audience,
+        },
+      });
+      if (keys.serviceAccount !== undefined) {
+        return payload.email === keys.serviceAccount &&
+          payload.email_verified === true;
+      }
+      return true;
+    } catch {
+      return false; // expired, wrong audience, unknown key, bad signature: all "not Google"
+    }
+  };
+}

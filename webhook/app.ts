@@ -1,0 +1,644 @@
+/**
+ * The webhook queues deliver to: one Hono app, Web APIs only, built from
+ * its dependencies. `main.ts` serves it on Deno (and Deno Deploy); under
+ * Node, `@hono/node-server` serves the same `app.fetch`.
+ *
+ * | route | source | delivery number | done | retry | poison |
+ * |---|---|---|---|---|---|
+ * | `POST /v1/qstash` | Upstash QStash | `Upstash-Retried` + 1 | 200 | 503 + `Retry-After` | 200 |
+ * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else counted by message id | 204 | 503 | 204 |
+ * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by job id | 200 | 503 + `Retry-After` | 200 |
+ *
+ * Ops routes (bearer `OPS_TOKEN`): `GET /v1/intents/:id`,
+ * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive`,
+ * `POST /v1/jobs` (local queue). `GET /healthz` is open.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { isIntentId } from "../store/_rules.ts";
+import { ConflictError } from "../store/conflict_error.ts";
+import type { Store } from "../store/store.ts";
+import type { Policy } from "../policy/policy.ts";
+import {
+  createRelayer,
+  type Job,
+  jobIdOf,
+  type Outcome,
+  parseJob,
+  type Relayer,
+} from "../relayer/relayer.ts";
+import type { Sender } from "../relayer/sender.ts";
+import {
+  type PubSubKeys,
+  pubsubVerifier,
+  type QStashKeys,
+  qstashVerifier,
+  timingSafeEqual,
+  verifyHmac,
+} from "./_auth.ts";
+import { problem } from "./_problem.ts";
+
+export type { PubSubKeys, QStashKeys };
+
+/** What {@linkcode createApp} builds the webhook from. */
+export interface AppDeps {
+  /** Where intents, leases, counts and dead letters live. */
+  readonly store: Store;
+  /** The chain client. */
+  readonly sender: Sender;
+  /**
+   * The retry policy, or the fields that differ from the default.
+   *
+   * @default {DEFAULT_POLICY}
+   */
+  readonly policy?: Partial<Policy>;
+  /**
+   * The clock, in milliseconds.
+   *
+   * @default {Date.now}
+   */
+  readonly now?: () => number;
+  /**
+   * A source of numbers in `[0, 1)` for the jitter.
+   *
+   * @default {Math.random}
+   */
+  readonly random?: () => number;
+  /** How long a delivery holds its intent's lease, in milliseconds. */
+  readonly leaseMs?: number;
+  /** QStash's signing keys; without them `POST /v1/qstash` is refused. */
+  readonly qstash?: QStashKeys;
+  /** Google's OIDC settings; without them `POST /v1/pubsub` is refused. */
+  readonly pubsub?: PubSubKeys;
+  /** The HMAC secret of `POST /v1/deliveries`; without it the route is refused. */
+  readonly webhookSecret?: string;
+  /** The bearer token of the ops routes; without it they are refused. */
+  readonly opsToken?: string;
+  /**
+   * Accept unauthenticated requests on routes whose keys are not set. For
+   * local development only; never in production.
+   *
+   * @default {false}
+   */
+  readonly insecureDev?: boolean;
+  /**
+   * The largest request body, in bytes.
+   *
+   * @default {65536}
+   */
+  readonly maxBodyBytes?: number;
+  /** Puts a job on the local queue (`POST /v1/jobs`, redrive); absent, those answer 503. */
+  readonly enqueue?: (job: Job) => Promise<void>;
+}
+
+/** The JSON body of every delivery answer. */
+export interface DeliveryAnswer {
+  /** `"done"`, `"retry"` or `"poison"`. */
+  readonly outcome: Outcome["action"];
+  /** The job id, such as `"pi_0001/settle"`. */
+  readonly job: string;
+  /** The delivery this answers, 1-based. */
+  readonly delivery: number;
+  /** Why. */
+  readonly reason: string;
+  /** For a retry: how long the queue should wait, in milliseconds. */
+  readonly delayMs?: number;
+  /** For a poison: what the resolution did. */
+  readonly resolution?: string;
+  /** For Pub/Sub retries: who decides the wait. */
+  readonly note?: string;
+}
+
+type Route = "qstash" | "pubsub" | "deliveries";
+
+const STATUS: Record<Route, Record<Outcome["action"], number>> = {
+  qstash: { done: 200, retry: 503, poison: 200 },
+  pubsub: { done: 204, retry: 503, poison: 204 },
+  deliveries: { done: 200, retry: 503, poison: 200 },
+};
+
+// QStash honours a Retry-After of at most one day.
+const MAX_RETRY_AFTER_S = 86_400;
+
+/** A refusal the app answers as a problem; thrown inside handlers. */
+class Refusal extends Error {
+  constructor(readonly response: Response) {
+    super("refused");
+  }
+}
+
+/** Seconds for `Retry-After`, rounded up: rounding down would break the floor of equal jitter. */
+function retryAfter(delayMs: number): string {
+  return String(Math.min(MAX_RETRY_AFTER_S, Math.ceil(delayMs / 1000)));
+}
+
+function badInput(route: Route, detail: string): Refusal {
+  // QStash: 489 + Upstash-NonRetryable-Error, because retrying a malformed
+  // message will not help; it goes to QStash's DLQ instead.
+  return route === "qstash"
+    ? new Refusal(
+      problem(489, "bad-job", "Malformed job", detail, {
+        "Upstash-NonRetryable-Error": "true",
+      }),
+    )
+    : new Refusal(problem(400, "bad-job", "Malformed job", detail));
+}
+
+function parseJson(route: Route, raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw badInput(
+      route,
+      'The body is not JSON: send a job such as {"intentId":"pi_0001","kind":"settle"}.',
+    );
+  }
+}
+
+function jobFrom(route: Route, value: unknown): Job {
+  try {
+    return parseJob(value);
+  } catch (error) {
+    throw badInput(route, (error as Error).message);
+  }
+}
+
+/** A delivery number from a queue: a safe integer >= 1, or a bad-input refusal naming `what`. */
+function deliveryFrom(route: Route, value: unknown, what: string): number {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 1) {
+    return value;
+  }
+  throw badInput(
+    route,
+    `${what} must be an integer >= 1: current value is ${
+      JSON.stringify(value) ?? "undefined"
+    }`,
+  );
+}
+
+function decodeBase64(route: Route, data: unknown): string {
+  if (
+    typeof data !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(data) ||
+    data.length % 4 !== 0
+  ) {
+    throw badInput(route, "'message.data' must be the job as standard base64");
+  }
+  try {
+    const bytes = Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw badInput(route, "'message.data' is not base64 of UTF-8 text");
+  }
+}
+
+/**
+ * Builds the webhook: delivery routes for QStash, Pub/Sub and a generic
+ * HMAC-signed route, ops routes, and `/healthz`. Every answer is JSON (a
+ * `application/problem+json` for errors, RFC 9457), except Pub/Sub's 204.
+ * A request that is malformed or unauthenticated touches nothing.
+ *
+ * @param deps The store, the Sender, the policy, the clock, the source of
+ * randomness and the keys of each route.
+ * @returns The Hono app; serve `app.fetch`.
+ * @throws {RangeError} If the policy, `leaseMs` or `maxBodyBytes` is invalid.
+ *
+ * @example Deliver a signed job on the generic route
+ * ```ts
+ * import { createApp } from "@relayer/poison/webhook";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001", state: "created" });
+ * const app = createApp({
+ *   store,
+ *   sender: new ScriptedSender({}),
+ *   webhookSecret: "s3cret",
+ *   random: () => 0,
+ * });
+ * const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" }, delivery: 1 });
+ * const key = await crypto.subtle.importKey(
+ *   "raw", new TextEncoder().encode("s3cret"), { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
+ * );
+ * const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(body)));
+ * const signature = "sha256=" + Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
+ *
+ * const res = await app.request("/v1/deliveries", {
+ *   method: "POST",
+ *   body,
+ *   headers: { "content-type": "application/json", "x-signature": signature },
+ * });
+ * assert.equal(res.status, 503);
+ * assert.equal(res.headers.get("retry-after"), "3");
+ * assert.deepEqual(await res.json(), {
+ *   outcome: "retry",
+ *   job: "pi_0001/settle",
+ *   delivery: 1,
+ *   reason: "not authorized yet",
+ *   delayMs: 2500,
+ * });
+ * ```
+ */
+export function createApp(deps: AppDeps): Hono {
+  const { store, insecureDev = false, maxBodyBytes = 64 * 1024 } = deps;
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
+    throw new RangeError(
+      `Cannot create app as 'maxBodyBytes' must be an integer >= 1: current value is ${
+        String(maxBodyBytes)
+      }`,
+    );
+  }
+  const relayer: Relayer = createRelayer({
+    store,
+    sender: deps.sender,
+    ...(deps.policy ? { policy: deps.policy } : {}),
+    ...(deps.now ? { now: deps.now } : {}),
+    ...(deps.random ? { random: deps.random } : {}),
+    ...(deps.leaseMs !== undefined ? { leaseMs: deps.leaseMs } : {}),
+  });
+  const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
+  const verifyPubSub = deps.pubsub ? pubsubVerifier(deps.pubsub) : undefined;
+  const { webhookSecret, opsToken } = deps;
+
+  /** Refuses a route whose keys are missing (503), unless in insecure dev mode. */
+  function requireConfigured(
+    configured: boolean,
+    route: string,
+    settings: string,
+  ): void {
+    if (!configured && !insecureDev) {
+      throw new Refusal(
+        problem(
+          503,
+          "not-configured",
+          "Route not configured",
+          `${route} is off: set ${settings}, or start with RELAYER_INSECURE_DEV=1 for local development only.`,
+        ),
+      );
+    }
+  }
+
+  function unauthorized(detail: string): Refusal {
+    return new Refusal(
+      problem(401, "unauthorized", "Unauthorized", detail, {
+        "www-authenticate": 'Bearer realm="relayer"',
+      }),
+    );
+  }
+
+  function requireOps(c: Context): void {
+    requireConfigured(
+      opsToken !== undefined,
+      "The ops routes are",
+      "OPS_TOKEN",
+    );
+    if (opsToken === undefined) return;
+    const header = c.req.header("authorization") ?? "";
+    if (!timingSafeEqual(header, `Bearer ${opsToken}`)) {
+      throw unauthorized(
+        "Send the ops token as 'Authorization: Bearer <OPS_TOKEN>'.",
+      );
+    }
+  }
+
+  async function answer(
+    route: Route,
+    job: Job,
+    outcome: Outcome,
+  ): Promise<Response> {
+    const status = STATUS[route][outcome.action];
+    const body: DeliveryAnswer = {
+      outcome: outcome.action,
+      job: jobIdOf(job),
+      delivery: outcome.delivery,
+      reason: outcome.reason,
+      ...(outcome.action === "retry" ? { delayMs: outcome.delayMs } : {}),
+      ...(outcome.action === "poison"
+        ? { resolution: outcome.resolution }
+        : {}),
+      ...(route === "pubsub" && outcome.action === "retry"
+        ? {
+          note:
+            "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
+        }
+        : {}),
+    };
+    if (status === 204) {
+      return await Promise.resolve(new Response(null, { status }));
+    }
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+    };
+    if (outcome.action === "retry" && route !== "pubsub") {
+      headers["retry-after"] = retryAfter(outcome.delayMs);
+    }
+    return new Response(JSON.stringify(body), { status, headers });
+  }
+
+  /** Runs a delivery; an unexpected failure (store down) is a 503 the queue retries. */
+  async function deliver(
+    route: Route,
+    job: Job,
+    delivery: number | undefined,
+  ): Promise<Response> {
+    let outcome: Outcome;
+    try {
+      outcome = await relayer.deliver(job, delivery);
+    } catch {
+      return problem(
+        503,
+        "delivery-failed",
+        "Delivery failed",
+        "The delivery could not finish (the store or the Sender failed unexpectedly); the queue will redeliver it.",
+        route === "pubsub" ? {} : { "retry-after": "5" },
+      );
+    }
+    return answer(route, job, outcome);
+  }
+
+  const app = new Hono();
+
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: () =>
+        problem(
+          413,
+          "too-large",
+          "Body too large",
+          `A request body may be at most ${maxBodyBytes} bytes.`,
+        ),
+    }),
+  );
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+
+  app.post("/v1/qstash", async (c) => {
+    requireConfigured(
+      verifyQStash !== undefined,
+      "POST /v1/qstash",
+      "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
+    );
+    const raw = await c.req.text();
+    if (
+      verifyQStash &&
+      !(await verifyQStash(c.req.header("upstash-signature"), raw))
+    ) {
+      throw unauthorized(
+        "The Upstash-Signature header is missing or does not verify against this URL and body.",
+      );
+    }
+    const job = jobFrom("qstash", parseJson("qstash", raw));
+    const retried = c.req.header("upstash-retried");
+    let delivery: number | undefined;
+    if (retried !== undefined) {
+      if (!/^\d{1,15}$/.test(retried)) {
+        throw badInput(
+          "qstash",
+          `Upstash-Retried must be an integer >= 0: current value is ${
+            JSON.stringify(retried)
+          }`,
+        );
+      }
+      delivery = Number(retried) + 1; // QStash counts retries from 0; we count deliveries from 1
+    }
+    return await deliver("qstash", job, delivery);
+  });
+
+  app.post("/v1/pubsub", async (c) => {
+    requireConfigured(
+      verifyPubSub !== undefined,
+      "POST /v1/pubsub",
+      "PUBSUB_AUDIENCE",
+    );
+    if (verifyPubSub && !(await verifyPubSub(c.req.header("authorization")))) {
+      throw unauthorized(
+        "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+      );
+    }
+    const envelope = parseJson("pubsub", await c.req.text());
+    const { message, deliveryAttempt, delivery_attempt } =
+      (typeof envelope === "object" && envelope !== null
+        ? envelope
+        : {}) as Record<string, unknown>;
+    if (typeof message !== "object" || message === null) {
+      throw badInput(
+        "pubsub",
+        "The body must be a Pub/Sub push envelope with a 'message' object.",
+      );
+    }
+    const { data, messageId, message_id } = message as Record<string, unknown>;
+    const id = messageId ?? message_id;
+    if (typeof id !== "string" || id === "" || id.length > 200) {
+      throw badInput(
+        "pubsub",
+        "'message.messageId' must be a non-empty string.",
+      );
+    }
+    const job = jobFrom(
+      "pubsub",
+      parseJson("pubsub", decodeBase64("pubsub", data)),
+    );
+    const attempt = deliveryAttempt ?? delivery_attempt ?? 0;
+    // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
+    const delivery = attempt === 0
+      ? await store.countDelivery(`pubsub/${id}`)
+      : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
+    return await deliver("pubsub", job, delivery);
+  });
+
+  app.post("/v1/deliveries", async (c) => {
+    requireConfigured(
+      webhookSecret !== undefined,
+      "POST /v1/deliveries",
+      "WEBHOOK_SECRET",
+    );
+    const raw = await c.req.text();
+    if (
+      webhookSecret !== undefined &&
+      !(await verifyHmac(webhookSecret, raw, c.req.header("x-signature")))
+    ) {
+      throw unauthorized(
+        "Sign the raw body: 'X-Signature: sha256=<hex HMAC-SHA-256 with WEBHOOK_SECRET>'.",
+      );
+    }
+    const body = parseJson("deliveries", raw);
+    const { job: rawJob, delivery } =
+      (typeof body === "object" && body !== null ? body : {}) as Record<
+        string,
+        unknown
+      >;
+    const job = jobFrom("deliveries", rawJob);
+    return await deliver(
+      "deliveries",
+      job,
+      delivery === undefined
+        ? undefined
+        : deliveryFrom("deliveries", delivery, "'delivery'"),
+    );
+  });
+
+  app.get("/v1/intents/:id", async (c) => {
+    requireOps(c);
+    const id = c.req.param("id");
+    if (!isIntentId(id)) {
+      return problem(
+        400,
+        "bad-intent-id",
+        "Bad intent id",
+        "An intent id is 1-128 characters of A-Z a-z 0-9 _ . : -.",
+      );
+    }
+    const intent = await store.getIntent(id);
+    if (intent === null) {
+      return problem(
+        404,
+        "not-found",
+        "No such intent",
+        `There is no intent ${id}.`,
+      );
+    }
+    const jobId = jobIdOf({ intentId: id, kind: "settle" });
+    return c.json({
+      intent,
+      deliveries: await store.deliveries(jobId),
+      deadLetter: await store.getDeadLetter(jobId),
+    });
+  });
+
+  app.get("/v1/dead-letters", async (c) => {
+    requireOps(c);
+    const limitText = c.req.query("limit");
+    const limit = limitText === undefined ? 50 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+      return problem(
+        400,
+        "bad-limit",
+        "Bad limit",
+        "'limit' must be an integer in 1..1000.",
+      );
+    }
+    const cursor = c.req.query("cursor") ?? null;
+    try {
+      return c.json(await store.listDeadLetters({ limit, cursor }));
+    } catch (error) {
+      if (error instanceof TypeError) {
+        return problem(400, "bad-cursor", "Bad cursor", error.message);
+      }
+      throw error;
+    }
+  });
+
+  app.post("/v1/dead-letters/:jobId/redrive", async (c) => {
+    requireOps(c);
+    const jobId = c.req.param("jobId");
+    let job: Job | null;
+    try {
+      job = await relayer.redrive(jobId);
+    } catch (error) {
+      if (error instanceof ConflictError) {
+        return problem(409, "cannot-redrive", "Cannot redrive", error.message);
+      }
+      throw error;
+    }
+    if (job === null) {
+      return problem(
+        404,
+        "not-found",
+        "No such dead letter",
+        `There is no dead letter for ${jobId}.`,
+      );
+    }
+    if (deps.enqueue) await deps.enqueue(job);
+    return c.json(
+      {
+        job,
+        enqueued: deps.enqueue !== undefined,
+        ...(deps.enqueue ? {} : {
+          note:
+            "Publish the job to your queue again; its delivery count starts afresh.",
+        }),
+      },
+      202,
+    );
+  });
+
+  app.post("/v1/jobs", async (c) => {
+    requireOps(c);
+    if (!deps.enqueue) {
+      return problem(
+        503,
+        "no-local-queue",
+        "No local queue",
+        "The local Deno KV queue is off: start with KV_QUEUE=1.",
+      );
+    }
+    const job = jobFrom(
+      "deliveries",
+      parseJson("deliveries", await c.req.text()),
+    );
+    await deps.enqueue(job);
+    return c.json({ job: jobIdOf(job), enqueued: true }, 202);
+  });
+
+  // A known path with the wrong method is 405, not 404.
+  const allowed: Record<string, string> = {
+    "/healthz": "GET",
+    "/v1/qstash": "POST",
+    "/v1/pubsub": "POST",
+    "/v1/deliveries": "POST",
+    "/v1/jobs": "POST",
+    "/v1/intents/:id": "GET",
+    "/v1/dead-letters": "GET",
+    "/v1/dead-letters/:jobId/redrive": "POST",
+  };
+  for (const [path, allow] of Object.entries(allowed)) {
+    app.all(
+      path,
+      () =>
+        problem(
+          405,
+          "method-not-allowed",
+          "Method not allowed",
+          `${path} answers ${allow} only.`,
+          { allow },
+        ),
+    );
+  }
+
+  app.notFound((c) =>
+    problem(
+      404,
+      "not-found",
+      "Not found",
+      `Nothing answers ${c.req.method} ${c.req.path}.`,
+    )
+  );
+
+  app.onError((error) => {
+    if (error instanceof Refusal) return error.response;
+    if (error instanceof HTTPException) {
+      return problem(
+        error.status,
+        "http",
+        "Request refused",
+        error.message || "The request was refused.",
+      );
+    }
+    // Never a stack trace over HTTP.
+    return problem(
+      500,
+      "internal",
+      "Internal error",
+      "The relayer failed unexpectedly; see its logs.",
+    );
+  });
+
+  return app;
+}
