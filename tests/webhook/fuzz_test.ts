@@ -1,0 +1,290 @@
+/**
+ * Thousands of generated requests at each delivery route: random bytes,
+ * truncated, deep and huge JSON, wrong types, huge/negative/NaN delivery
+ * numbers, bad base64, missing and duplicated headers, signed and not.
+ * Whatever comes in: no 500, no stack trace, and no store change unless the
+ * request was valid and authenticated.
+ */
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { runs } from "../_fc.ts";
+import { makeApp, theGoogle } from "./_app.ts";
+import { QSTASH, signHmac, signQStash } from "./_signing.ts";
+import { SECRET } from "./_app.ts";
+
+const INTENTS = [
+  { id: "pi_0001", state: "created" },
+  { id: "pi_0002", state: "authorized", hold: "pending" },
+  { id: "pi_0003", state: "settling", hold: "pending", settlingSince: 0 },
+  { id: "pi_0004", state: "settled", hold: "captured" },
+] as const;
+
+const STACK = /\n\s+at |\bat [\w.<>]+ \(|file:\/\/|\.ts:\d+:\d+/;
+
+const goodJob = fc.record({
+  intentId: fc.constantFrom(
+    "pi_0001",
+    "pi_0002",
+    "pi_0003",
+    "pi_0004",
+    "pi_9999",
+  ),
+  kind: fc.constant("settle"),
+});
+
+const weirdNumber = fc.oneof(
+  fc.integer(),
+  fc.constantFrom(0, -1, 1e300, -1e300, 2 ** 53, 2 ** 53 + 2, 1.5, -0),
+  fc.double(),
+  fc.constantFrom("1", "NaN", "Infinity", "", "1e309", null, true, [], {}),
+);
+
+const weirdValue = fc.oneof(
+  fc.anything({ maxDepth: 3 }),
+  fc.string(),
+  weirdNumber,
+  fc.constant(undefined),
+);
+
+/** A body: valid, wrong-typed, truncated, deep, huge, or random bytes. */
+function bodies(
+  valid: fc.Arbitrary<string>,
+): fc.Arbitrary<{ text: string; valid: boolean }> {
+  return fc.oneof(
+    valid.map((text) => ({ text, valid: true })),
+    valid.chain((text) =>
+      fc.nat({ max: Math.max(0, text.length - 1) }).map((n) => ({
+        text: text.slice(0, n),
+        valid: false,
+      }))
+    ),
+    fc.integer({ min: 1, max: 20_000 }).map((depth) => ({
+      text: "[".repeat(depth) + "]".repeat(depth),
+      valid: false,
+    })),
+    fc.integer({ min: 1, max: 20_000 }).map((depth) => ({
+      text: '{"a":'.repeat(depth) + "1" + "}".repeat(depth),
+      valid: false,
+    })),
+    fc.constant({
+      text: JSON.stringify({ pad: "x".repeat(70 * 1024) }),
+      valid: false,
+    }),
+    fc.uint8Array({ maxLength: 300 }).map((bytes) => ({
+      text: new TextDecoder().decode(bytes),
+      valid: false,
+    })),
+    fc.json().map((text) => ({ text, valid: false })),
+    fc.record({ job: weirdValue, delivery: weirdValue }, { requiredKeys: [] })
+      .map((value) => ({
+        text: JSON.stringify(value) ?? "",
+        valid: false,
+      })),
+  );
+}
+
+interface Case {
+  body: { text: string; valid: boolean };
+  sign: "good" | "bad" | "none" | "twice";
+  extra: [string, string][];
+}
+
+function checkAnswer(res: Response, text: string): void {
+  assert.notEqual(res.status, 500, text);
+  assert.ok(res.status < 500 || res.status === 503, `status ${res.status}`);
+  assert.doesNotMatch(text, STACK);
+  if (res.status !== 204) {
+    assert.match(
+      res.headers.get("content-type") ?? "",
+      /^application\/(problem\+)?json/,
+    );
+    JSON.parse(text);
+  }
+}
+
+const headerNoise = fc.array(
+  fc.tuple(
+    fc.constantFrom(
+      "upstash-retried",
+      "x-signature",
+      "authorization",
+      "content-type",
+      "upstash-signature",
+      "x-other",
+    ),
+    fc.oneof(
+      fc.string({ maxLength: 30 }),
+      fc.constantFrom("0", "-1", "1e309", "99999999999999999999", "NaN"),
+    ),
+  ),
+  { maxLength: 3 },
+);
+
+const signing = fc.constantFrom<Case["sign"]>(
+  "good",
+  "good",
+  "bad",
+  "none",
+  "twice",
+);
+
+function cases(valid: fc.Arbitrary<string>): fc.Arbitrary<Case> {
+  return fc.record({ body: bodies(valid), sign: signing, extra: headerNoise });
+}
+
+async function fuzz(
+  route: string,
+  valid: fc.Arbitrary<string>,
+  authenticate: (
+    body: string,
+    sign: Case["sign"],
+    headers: Headers,
+  ) => Promise<void>,
+): Promise<
+  { requests: number; statuses: Map<number, number>; changed: number }
+> {
+  const { app, writes } = await makeApp({
+    intents: [...INTENTS],
+    scripts: { pi_0002: { sends: [{ error: new Error("rpc timeout") }] } },
+  });
+  let requests = 0;
+  let changedCount = 0;
+  const statuses = new Map<number, number>();
+  await fc.assert(
+    fc.asyncProperty(cases(valid), async ({ body, sign, extra }) => {
+      const headers = new Headers({ "content-type": "application/json" });
+      for (const [name, value] of extra) {
+        try {
+          headers.append(name, value);
+        } catch {
+          // not a legal header value: a client could not send it either
+        }
+      }
+      await authenticate(body.text, sign, headers);
+      const before = writes();
+      const res = await app.request(route, {
+        method: "POST",
+        body: body.text,
+        headers,
+      });
+      requests++;
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      const text = await res.text();
+      checkAnswer(res, text);
+      const changed = writes() !== before;
+      if (changed) changedCount++;
+      if (res.status >= 400 && res.status !== 503) {
+        assert.equal(changed, false, `${res.status} changed the store`);
+      }
+      if (sign !== "good") {
+        assert.equal(
+          changed,
+          false,
+          "an unauthenticated request changed the store",
+        );
+      }
+      if (!body.valid) {
+        assert.equal(changed, false, "a malformed request changed the store");
+      }
+    }),
+    { numRuns: runs(5000) },
+  );
+  return { requests, statuses, changed: changedCount };
+}
+
+/** The run reached every kind of answer: real deliveries, refusals and limits. */
+function assertReached(
+  result: { requests: number; statuses: Map<number, number>; changed: number },
+  expected: number[],
+): void {
+  assert.equal(result.requests, runs(5000));
+  assert.ok(result.changed > 0, "no valid request reached the store");
+  for (const status of expected) {
+    assert.ok((result.statuses.get(status) ?? 0) > 0, `no ${status} answer`);
+  }
+}
+
+Deno.test("createApp() survives 5,000 generated requests on POST /v1/deliveries", async () => {
+  const valid = fc.record({
+    job: goodJob,
+    delivery: fc.integer({ min: 1, max: 5 }),
+  }, { requiredKeys: ["job"] })
+    .map((v) => JSON.stringify(v));
+  const result = await fuzz(
+    "/v1/deliveries",
+    valid,
+    async (body, sign, headers) => {
+      if (sign === "none") return headers.delete("x-signature");
+      const good = await signHmac(SECRET, body);
+      if (sign === "good") headers.set("x-signature", good);
+      if (sign === "bad") {
+        headers.set(
+          "x-signature",
+          await signHmac("wrong", body),
+        );
+      }
+      if (sign === "twice") {
+        headers.set("x-signature", good);
+        headers.append("x-signature", good);
+      }
+    },
+  );
+  assertReached(result, [200, 400, 401, 413, 503]);
+});
+
+Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash", async () => {
+  const valid = goodJob.map((v) => JSON.stringify(v));
+  const result = await fuzz(
+    "/v1/qstash",
+    valid,
+    async (body, sign, headers) => {
+      if (sign === "none") return headers.delete("upstash-signature");
+      const good = await signQStash(body);
+      if (sign === "good") headers.set("upstash-signature", good);
+      if (sign === "bad") {
+        headers.set(
+          "upstash-signature",
+          await signQStash(body, { key: "sig_wrong", url: QSTASH.url }),
+        );
+      }
+      if (sign === "twice") {
+        headers.set("upstash-signature", good);
+        headers.append("upstash-signature", good);
+      }
+    },
+  );
+  assertReached(result, [200, 401, 413, 489, 503]);
+});
+
+Deno.test("createApp() survives 5,000 generated requests on POST /v1/pubsub", async () => {
+  const google = await theGoogle();
+  const token = await google.token();
+  const wrong = await google.token({ aud: "https://other.test" });
+  const base64 = fc.oneof(
+    goodJob.map((job) => btoa(JSON.stringify(job))),
+    fc.string().map((s) => s),
+    fc.constantFrom("!!!", "====", "YQ", btoa("\u00ff\u00fe")),
+  );
+  const valid = fc.record({
+    message: fc.record({
+      data: base64,
+      messageId: fc.oneof(fc.uuid(), fc.constantFrom("1", "m-2")),
+    }),
+    subscription: fc.constant("projects/p/subscriptions/s"),
+    deliveryAttempt: fc.oneof(
+      fc.integer({ min: 0, max: 5 }),
+      fc.constant(undefined),
+    ),
+  }).map((v) => JSON.stringify(v));
+  const result = await fuzz("/v1/pubsub", valid, (_body, sign, headers) => {
+    if (sign === "none") headers.delete("authorization");
+    if (sign === "good") headers.set("authorization", `Bearer ${token}`);
+    if (sign === "bad") headers.set("authorization", `Bearer ${wrong}`);
+    if (sign === "twice") {
+      headers.set("authorization", `Bearer ${token}`);
+      headers.append("authorization", `Bearer ${token}`);
+    }
+    return Promise.resolve();
+  });
+  assertReached(result, [204, 400, 401, 413, 503]);
+});
