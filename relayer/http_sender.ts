@@ -1,0 +1,520 @@
+/**
+ * The Sender of the deployed service: it talks to the user's signer service
+ * over a small JSON protocol (DESIGN §12).
+ *
+ * - `POST {url}/send` with `{ intentId, replace, intent }` answers 2xx
+ *   `{ txHash }`, or an error with `{ error, notSent?, poison? }`.
+ * - `GET {url}/receipt/{txHash}` answers 2xx
+ *   `{ status: "confirmed" | "pending" | "dropped" }`.
+ *
+ * Only a flag the signer declares marks an error `notSent` or `poison`. A
+ * timeout, a refused connection, a redirect, a 5xx or a 4xx without flags
+ * is "maybe sent": the relayer fails a payment only when nothing left, and
+ * a request that went out and got no clear answer may have reached a node.
+ *
+ * Web APIs only (`fetch`, `URL`, `AbortSignal`), so it runs on Deno, Node,
+ * Bun and Cloudflare Workers; `fetch` can be injected.
+ *
+ * @module
+ */
+
+import { messageOf } from "../policy/_walk.ts";
+import { show } from "../policy/_validate.ts";
+import { formatDuration } from "../policy/format_duration.ts";
+import { notSent, poison } from "../policy/sentinels.ts";
+import type { Intent } from "../store/store.ts";
+import type { ReceiptStatus, Sender } from "./sender.ts";
+
+/** The options of {@linkcode HttpSender}. */
+export interface HttpSenderOptions {
+  /**
+   * The signer's base URL: an absolute `http:` or `https:` URL without
+   * credentials, query or fragment, such as `https://signer.internal/v1`.
+   * Requests go to `{url}/send` and `{url}/receipt/{txHash}`.
+   */
+  readonly url: string | URL;
+  /**
+   * How long one request may take, answer body included, in milliseconds:
+   * an integer from 1 to 2147483647 (the largest delay a timer keeps). Keep
+   * it below the relayer's `leaseMs`.
+   *
+   * @default {10000}
+   */
+  readonly timeoutMs?: number;
+  /**
+   * The `fetch` to call: inject one for tests or for a runtime whose global
+   * `fetch` needs wrapping.
+   *
+   * @default {globalThis.fetch}
+   */
+  readonly fetch?: typeof fetch;
+  /**
+   * Headers sent with every request, such as the signer's `Authorization`.
+   * They are copied at construction and never appear in an error message.
+   *
+   * @default {{}}
+   */
+  readonly headers?: HeadersInit;
+}
+
+/** The most text read from an answer body: a hostile signer cannot make us buffer more. */
+const MAX_BODY_BYTES = 64 * 1024;
+/** The most characters of signer-supplied text in an error message. */
+const MAX_TEXT = 200;
+/** The largest delay `setTimeout` (and so `AbortSignal.timeout`) keeps; above it, it fires at once. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+const RECEIPT_STATUSES: ReadonlySet<unknown> = new Set([
+  "confirmed",
+  "pending",
+  "dropped",
+]);
+
+/** An answer of the signer, its body read up to {@linkcode MAX_BODY_BYTES}. */
+interface Answer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly ok: boolean;
+  readonly text: string;
+  readonly truncated: boolean;
+}
+
+/**
+ * A {@linkcode Sender} that calls the user's signer service over HTTP.
+ *
+ * `send` posts `{ intentId, replace, intent }` to `{url}/send`. A 2xx answer
+ * with a non-empty string `txHash` is a broadcast. An error answer whose
+ * JSON body says `notSent: true` throws `notSent(...)`, `poison: true`
+ * throws `poison(...)`, both throw `poison(notSent(...))`; the message is
+ * `signer answered <status>: <error>`. Anything else (a timeout, a refused
+ * connection, a redirect, an error answer without flags, a body that is not
+ * JSON, a 2xx without a `txHash`) throws a plain `Error`: the signer may
+ * have sent, so the relayer never fails the payment on it.
+ *
+ * `receipt` reads `{url}/receipt/{txHash}` and returns its `status`; any
+ * other answer throws a plain `Error`, which the relayer retries.
+ *
+ * Redirects are not followed: a redirected POST may be re-sent or turned
+ * into a GET, and the answer would not say which.
+ *
+ * @example Map the signer's answers
+ * ```ts
+ * import { HttpSender, isNotSent, isPoison, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // Canned answers instead of a network: a broadcast, then a declared refusal.
+ * const answers = [
+ *   Response.json({ txHash: "0xabc" }),
+ *   Response.json({ error: "nonce too low", notSent: true }, { status: 409 }),
+ *   Response.json({ status: "confirmed" }),
+ * ];
+ * const sender = new HttpSender({
+ *   url: "https://signer.example",
+ *   fetch: () => Promise.resolve(answers.shift() ?? new Response(null, { status: 500 })),
+ *   headers: { authorization: "Bearer s3cret" },
+ * });
+ * const intent = await new MemoryStore().createIntent({
+ *   id: "pi_0001",
+ *   state: "settling",
+ *   hold: "pending",
+ *   settlingSince: 0,
+ * });
+ *
+ * assert.deepEqual(await sender.send(intent, { replace: false }), { txHash: "0xabc" });
+ * await assert.rejects(sender.send(intent, { replace: false }), (error: Error) => {
+ *   assert.equal(error.message, "signer answered 409: nonce too low");
+ *   assert.equal(isNotSent(error), true);
+ *   assert.equal(isPoison(error), false);
+ *   return true;
+ * });
+ * assert.equal(await sender.receipt("0xabc"), "confirmed");
+ * ```
+ */
+export class HttpSender implements Sender {
+  #base: string;
+  #timeoutMs: number;
+  #fetch: typeof fetch;
+  #headers: Headers;
+
+  /**
+   * Constructs a new instance and checks its options.
+   *
+   * @param options The signer's URL, the timeout, the `fetch` and the
+   * headers to send.
+   * @throws {TypeError} If `options` is not an object, `url` is not an
+   * absolute http(s) URL without credentials, query or fragment, `fetch` is
+   * not a function, or `headers` are not valid HTTP headers.
+   * @throws {RangeError} If `timeoutMs` is not an integer from 1 to
+   * 2147483647.
+   */
+  constructor(options: HttpSenderOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError(
+        `Cannot create HttpSender as 'options' must be an object: current value is ${
+          show(options)
+        }`,
+      );
+    }
+    const {
+      url,
+      timeoutMs = 10_000,
+      fetch: fetchFn = globalThis.fetch,
+      headers = {},
+    } = options;
+    this.#base = baseUrl(url);
+    if (
+      !Number.isInteger(timeoutMs) || timeoutMs < 1 ||
+      timeoutMs > MAX_TIMEOUT_MS
+    ) {
+      throw new RangeError(
+        `Cannot create HttpSender as 'timeoutMs' must be an integer from 1 to ${MAX_TIMEOUT_MS}: current value is ${
+          show(timeoutMs)
+        }`,
+      );
+    }
+    this.#timeoutMs = timeoutMs;
+    if (typeof fetchFn !== "function") {
+      throw new TypeError(
+        `Cannot create HttpSender as 'fetch' must be a function: current value is ${
+          show(fetchFn)
+        }`,
+      );
+    }
+    this.#fetch = fetchFn;
+    try {
+      this.#headers = new Headers(headers);
+    } catch {
+      // The platform's message quotes the offending header, which may be a
+      // secret: say which option, never what it held.
+      throw new TypeError(
+        "Cannot create HttpSender as 'headers' must be valid HTTP headers",
+      );
+    }
+  }
+
+  /**
+   * Asks the signer to broadcast the settlement of `intent`.
+   *
+   * @param intent The intent to settle; sent as `intent`, its id as
+   * `intentId`.
+   * @param options `replace: true` re-sends with the same nonce (a rescue).
+   * @returns The transaction hash the signer reported.
+   * @throws {NotSentError} If the signer declared `notSent` (wrapped in a
+   * {@linkcode PoisonError} if it also declared `poison`).
+   * @throws {PoisonError} If the signer declared `poison`.
+   * @throws {TypeError} If `intent` has no string `id` or `replace` is not
+   * a boolean; nothing is sent.
+   * @throws {Error} On anything else: the broadcast may have left.
+   *
+   * @example A 2xx without a txHash is not a broadcast, nor a refusal
+   * ```ts
+   * import { HttpSender, isNotSent, MemoryStore } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const sender = new HttpSender({
+   *   url: "https://signer.example",
+   *   fetch: () => Promise.resolve(Response.json({ ok: true })),
+   * });
+   * const intent = await new MemoryStore().createIntent({ id: "pi_0001", state: "authorized" });
+   * await assert.rejects(sender.send(intent, { replace: false }), (error: Error) => {
+   *   assert.equal(isNotSent(error), false);
+   *   return true;
+   * });
+   * ```
+   */
+  async send(
+    intent: Intent,
+    options: { replace: boolean },
+  ): Promise<{ txHash: string }> {
+    const intentId = (intent as { id?: unknown } | null)?.id;
+    if (typeof intentId !== "string") {
+      throw new TypeError(
+        `Cannot send as 'intent.id' must be a string: current value is ${
+          show(intentId)
+        }`,
+      );
+    }
+    const replace = (options as { replace?: unknown } | null)?.replace;
+    if (typeof replace !== "boolean") {
+      throw new TypeError(
+        `Cannot send as 'options.replace' must be a boolean: current value is ${
+          show(replace)
+        }`,
+      );
+    }
+    const body = JSON.stringify({ intentId, replace, intent });
+    const answer = await this.#exchange("/send", {
+      method: "POST",
+      body,
+      contentType: "application/json",
+    });
+
+    const json = parseJson(answer);
+    if (answer.ok) {
+      const txHash = (json as { txHash?: unknown } | undefined)?.txHash;
+      if (typeof txHash === "string" && txHash !== "") return { txHash };
+      throw new Error(
+        `signer answered ${answer.status} without a txHash: ${
+          clip(answer.text) || "empty body"
+        }`,
+      );
+    }
+
+    const { error, notSent: declaredNotSent, poison: declaredPoison } =
+      (typeof json === "object" && json !== null ? json : {}) as Record<
+        string,
+        unknown
+      >;
+    const failure = new Error(
+      `signer answered ${answer.status}: ${errorText(answer, error)}`,
+    );
+    // Only a flag the signer set explicitly counts: a wrong "not sent"
+    // fails a payment whose money may have moved.
+    const marked = declaredNotSent === true ? notSent(failure) : failure;
+    throw declaredPoison === true ? poison(marked) : marked;
+  }
+
+  /**
+   * Reads the receipt of a transaction from the signer.
+   *
+   * @param txHash The transaction hash a `send` returned.
+   * @returns `"confirmed"`, `"pending"` or `"dropped"`.
+   * @throws {TypeError} If `txHash` is not a non-empty string.
+   * @throws {Error} If the signer does not answer 2xx with a valid status
+   * (the relayer retries the delivery).
+   *
+   * @example A receipt the signer cannot read is an error
+   * ```ts
+   * import { HttpSender } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const sender = new HttpSender({
+   *   url: "https://signer.example",
+   *   fetch: () => Promise.resolve(Response.json({ error: "no such tx" }, { status: 404 })),
+   * });
+   * await assert.rejects(sender.receipt("0xabc"), /signer answered 404: no such tx/);
+   * ```
+   */
+  async receipt(txHash: string): Promise<ReceiptStatus> {
+    if (typeof txHash !== "string" || txHash === "") {
+      throw new TypeError(
+        `Cannot read receipt as 'txHash' must be a non-empty string: current value is ${
+          show(txHash)
+        }`,
+      );
+    }
+    const answer = await this.#exchange(
+      `/receipt/${encodeURIComponent(txHash)}`,
+      { method: "GET" },
+    );
+    const json = parseJson(answer);
+    if (!answer.ok) {
+      const error = (json as { error?: unknown } | undefined)?.error;
+      throw new Error(
+        `signer answered ${answer.status}: ${errorText(answer, error)}`,
+      );
+    }
+    const status = (json as { status?: unknown } | undefined)?.status;
+    if (RECEIPT_STATUSES.has(status)) return status as ReceiptStatus;
+    throw new Error(
+      `signer answered ${answer.status} without a valid receipt status: ${
+        clip(answer.text) || "empty body"
+      }`,
+    );
+  }
+
+  /**
+   * One request and its answer, body included, within the timeout. A
+   * request that gets no answer throws a plain `Error`: it may have arrived.
+   */
+  async #exchange(
+    path: string,
+    request: { method: string; body?: string; contentType?: string },
+  ): Promise<Answer> {
+    const headers = new Headers(this.#headers);
+    if (!headers.has("accept")) headers.set("accept", "application/json");
+    if (request.contentType !== undefined) {
+      headers.set("content-type", request.contentType);
+    }
+    const signal = AbortSignal.timeout(this.#timeoutMs);
+    const init: RequestInit = {
+      method: request.method,
+      headers,
+      signal,
+      redirect: "manual",
+      ...(request.body !== undefined ? { body: request.body } : {}),
+    };
+    // Called detached: some runtimes' fetch throws when `this` is not global.
+    const fetchFn = this.#fetch;
+    let response: Response;
+    try {
+      // The race keeps the timeout even for an injected fetch that ignores
+      // the signal.
+      response = await abortable(fetchFn(this.#base + path, init), signal);
+    } catch (error) {
+      throw this.#transportError(signal, "signer unreachable", error);
+    }
+    let body: { text: string; truncated: boolean };
+    try {
+      body = await readText(response, signal);
+    } catch (error) {
+      throw this.#transportError(
+        signal,
+        `signer answered ${response.status} but its body could not be read`,
+        error,
+      );
+    }
+    return {
+      status: response.status,
+      statusText: response.statusText,
+      ok: response.ok,
+      ...body,
+    };
+  }
+
+  #transportError(signal: AbortSignal, what: string, error: unknown): Error {
+    if (signal.aborted) {
+      return new Error(
+        `signer timed out after ${formatDuration(this.#timeoutMs)}`,
+        { cause: error },
+      );
+    }
+    return new Error(`${what}: ${reasonOf(error)}`, { cause: error });
+  }
+}
+
+/** Checks the base URL and returns it without a trailing slash. */
+function baseUrl(url: unknown): string {
+  let parsed: URL | undefined;
+  try {
+    parsed = typeof url === "string" || url instanceof URL
+      ? new URL(url)
+      : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    parsed === undefined ||
+    (parsed.protocol !== "http:" && parsed.protocol !== "https:") ||
+    parsed.username !== "" || parsed.password !== "" ||
+    parsed.search !== "" || parsed.hash !== ""
+  ) {
+    throw new TypeError(
+      `Cannot create HttpSender as 'url' must be an absolute http(s) URL without credentials, query or fragment: current value is ${
+        showUrl(url)
+      }`,
+    );
+  }
+  return parsed.origin + parsed.pathname.replace(/\/+$/, "");
+}
+
+/**
+ * The rejected `url` for an error message, as given but with any
+ * credentials masked: they belong in `headers`, and messages reach logs.
+ */
+function showUrl(url: unknown): string {
+  const text = url instanceof URL ? url.href : url;
+  if (typeof text !== "string") return show(text);
+  return show(clip(text.replace(/\/\/[^/?#]*@/, "//***@")));
+}
+
+/** Rejects with the signal's reason once it aborts, whatever `promise` does. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => {});
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() =>
+      signal.removeEventListener("abort", onAbort)
+    );
+  });
+}
+
+/** Reads at most {@linkcode MAX_BODY_BYTES} of a body, then lets the rest go. */
+async function readText(
+  response: Response,
+  signal: AbortSignal,
+): Promise<{ text: string; truncated: boolean }> {
+  if (response.body === null) return { text: "", truncated: false };
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let size = 0;
+  let done = false;
+  try {
+    while (size < MAX_BODY_BYTES) {
+      const chunk = await abortable(reader.read(), signal);
+      if (chunk.done) {
+        done = true;
+        break;
+      }
+      const bytes = chunk.value.subarray(0, MAX_BODY_BYTES - size);
+      size += bytes.byteLength;
+      text += decoder.decode(bytes, { stream: true });
+    }
+    return { text: text + decoder.decode(), truncated: !done };
+  } finally {
+    if (!done) reader.cancel().catch(() => {});
+  }
+}
+
+/** The body as JSON, or `undefined` if it is not (or was cut short). */
+function parseJson(answer: Answer): unknown {
+  if (answer.truncated) return undefined;
+  try {
+    return JSON.parse(answer.text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The text after `signer answered <status>: `. */
+function errorText(answer: Answer, error: unknown): string {
+  if (typeof error === "string" && clip(error) !== "") return clip(error);
+  return clip(answer.statusText) || clip(answer.text) || "no error message";
+}
+
+/**
+ * Signer-supplied text made fit for one log line: control characters and
+ * runs of white space become one space, and it is cut to about
+ * {@linkcode MAX_TEXT} characters.
+ */
+function clip(text: string): string {
+  const line = oneLine(text);
+  if (line.length <= MAX_TEXT) return line;
+  return `${upTo(line, MAX_TEXT - 1)}…`;
+}
+
+/**
+ * Why a request failed, for `signer unreachable: <reason>`: the innermost
+ * cause (runtimes wrap the useful text, e.g. `fetch failed` around
+ * `Connection refused`), cut in the middle so both ends survive.
+ */
+function reasonOf(error: unknown): string {
+  let node = error;
+  for (let depth = 0; depth < 8; depth++) {
+    const cause = node instanceof Error ? node.cause : undefined;
+    if (cause === undefined || cause === null) break;
+    node = cause;
+  }
+  const line = oneLine(messageOf(node)) || oneLine(messageOf(error)) ||
+    "no reason given";
+  if (line.length <= MAX_TEXT) return line;
+  const head = upTo(line, Math.floor(MAX_TEXT * 0.6));
+  const tail = line.slice(-(MAX_TEXT - head.length - 1));
+  return `${head}…${tail.replace(/^[\udc00-\udfff]/, "")}`;
+}
+
+function oneLine(text: string): string {
+  // deno-lint-ignore no-control-regex
+  return text.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, " ").trim();
+}
+
+/** The first `length` UTF-16 units of `text`, never half a surrogate pair. */
+function upTo(text: string, length: number): string {
+  const cut = text.slice(0, length);
+  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
