@@ -266,7 +266,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     try {
       try {
-        return { action: "done", delivery: n, reason: await settle(job.intentId) };
+        return {
+          action: "done",
+          delivery: n,
+          reason: await settle(job.intentId),
+        };
       } catch (error) {
         const decision = decide(error, n, policy, { random });
         if (decision.action === "retry") return { ...decision, delivery: n };

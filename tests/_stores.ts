@@ -38,7 +38,12 @@ export const kvBackend: Backend = {
 /** Both. */
 export const BACKENDS: readonly Backend[] = [memoryBackend, kvBackend];
 
-const READS = new Set(["getIntent", "deliveries", "getDeadLetter", "listDeadLetters"]);
+const READS = new Set([
+  "getIntent",
+  "deliveries",
+  "getDeadLetter",
+  "listDeadLetters",
+]);
 
 /** A store that counts the write calls made through it. */
 export function watchWrites(store: Store): { store: Store; writes(): number } {

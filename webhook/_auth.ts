@@ -105,7 +105,18 @@ export interface PubSubKeys {
   readonly serviceAccount?: string;
 }
 
-/** A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens. */
+/** Google's keys could not be had: the delivery cannot be verified now, so the queue should retry. */
+export class KeysUnavailable extends Error {
+  constructor(options?: ErrorOptions) {
+    super("Google's signing keys are unavailable", options);
+    this.name = "KeysUnavailable";
+  }
+}
+
+/**
+ * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens.
+ * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
+ */
 export function pubsubVerifier(
   keys: PubSubKeys,
 ): (authorization: string | undefined) => Promise<boolean> {
@@ -113,9 +124,12 @@ export function pubsubVerifier(
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/
       .exec(authorization ?? "");
     if (!match) return false;
-    const jwks = typeof keys.jwks === "function"
-      ? await keys.jwks()
-      : keys.jwks;
+    let jwks: readonly JsonWebKey[];
+    try {
+      jwks = typeof keys.jwks === "function" ? await keys.jwks() : keys.jwks;
+    } catch (error) {
+      throw new KeysUnavailable({ cause: error });
+    }
     try {
       const payload = await verifyWithJwks(match[1]!, {
         keys: jwks as HonoJsonWebKey[],

@@ -9,7 +9,8 @@
  * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else counted by message id | 204 | 503 | 204 |
  * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by job id | 200 | 503 + `Retry-After` | 200 |
  *
- * Ops routes (bearer `OPS_TOKEN`): `GET /v1/intents/:id`,
+ * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
+ * `GET /v1/intents/:id`,
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive`,
  * `POST /v1/jobs` (local queue). `GET /healthz` is open.
  *
@@ -34,6 +35,7 @@ import {
 } from "../relayer/relayer.ts";
 import type { Sender } from "../relayer/sender.ts";
 import {
+  KeysUnavailable,
   type PubSubKeys,
   pubsubVerifier,
   type QStashKeys,
@@ -484,6 +486,44 @@ export function createApp(deps: AppDeps): Hono {
     );
   });
 
+  // Setup and admin: payments normally reach the store through the payments
+  // API; this lets an operator (or a local trial) create one.
+  app.post("/v1/intents", async (c) => {
+    requireOps(c);
+    const body = parseJson("deliveries", await c.req.text());
+    const { id, state, hold } =
+      (typeof body === "object" && body !== null ? body : {}) as Record<
+        string,
+        unknown
+      >;
+    if (state !== undefined && state !== "created" && state !== "authorized") {
+      return problem(
+        400,
+        "bad-intent",
+        "Bad intent",
+        '\'state\' must be "created" or "authorized".',
+      );
+    }
+    try {
+      const intent = await store.createIntent({
+        id: id as string,
+        ...(state ? { state } : {}),
+        ...(state === "authorized" || hold === "pending"
+          ? { hold: "pending" as const }
+          : {}),
+      });
+      return c.json({ intent }, 201);
+    } catch (error) {
+      if (error instanceof TypeError) {
+        return problem(400, "bad-intent", "Bad intent", error.message);
+      }
+      if (error instanceof ConflictError) {
+        return problem(409, "exists", "Intent exists", error.message);
+      }
+      throw error;
+    }
+  });
+
   app.get("/v1/intents/:id", async (c) => {
     requireOps(c);
     const id = c.req.param("id");
@@ -594,6 +634,7 @@ export function createApp(deps: AppDeps): Hono {
     "/v1/pubsub": "POST",
     "/v1/deliveries": "POST",
     "/v1/jobs": "POST",
+    "/v1/intents": "POST",
     "/v1/intents/:id": "GET",
     "/v1/dead-letters": "GET",
     "/v1/dead-letters/:jobId/redrive": "POST",
@@ -642,3 +683,11 @@ export function createApp(deps: AppDeps): Hono {
 
   return app;
 }
+
+export { ConfigError, loadConfig } from "./config.ts";
+export {
+  GOOGLE_CERTS_URL,
+  googleJwks,
+  type GoogleJwksOptions,
+} from "./google_jwks.ts";
+export type { Config } from "./config.ts";

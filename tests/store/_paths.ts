@@ -129,7 +129,11 @@ export const PATHS: readonly DeliveryPath[] = [
     intent: sent,
     script: { sends: [{ txHash: TX }], receipts: ["confirmed"] },
     delivery: 2,
-    outcome: { action: "done", delivery: 2, reason: "0xabc confirmed, intent settled" },
+    outcome: {
+      action: "done",
+      delivery: 2,
+      reason: "0xabc confirmed, intent settled",
+    },
     after: { state: "settled", hold: "captured" },
   },
   {

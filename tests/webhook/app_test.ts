@@ -618,3 +618,24 @@ Deno.test("createApp() validates maxBodyBytes", () => {
     /'maxBodyBytes' must be an integer >= 1/,
   );
 });
+
+Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing bad or duplicate ones", async () => {
+  const { app, store } = await makeApp();
+  const create = (body: unknown) =>
+    app.request("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify(body),
+    });
+  const res = await create({ id: "pi_0009", state: "authorized" });
+  assert.equal(res.status, 201);
+  assert.equal((await res.json()).intent.hold, "pending");
+  assert.equal((await store.getIntent("pi_0009"))?.state, "authorized");
+  assert.equal((await create({ id: "pi_0009" })).status, 409);
+  assert.equal((await create({ id: "bad id" })).status, 400);
+  assert.equal((await create({ id: "pi_0010", state: "settled" })).status, 400);
+  assert.equal(
+    (await app.request("/v1/intents", { method: "POST", body: "{}" })).status,
+    401,
+  );
+});

@@ -1,0 +1,65 @@
+/**
+ * A stand-in for your signer service, to try the relayer locally: it speaks
+ * the `HttpSender` protocol and pretends to broadcast. Intent ids choose
+ * the behaviour:
+ *
+ * - `pi_…_notsent`: declares nothing was sent and retrying will not help;
+ * - `pi_…_timeout`: answers 502 "rpc: connection refused" (maybe sent);
+ * - anything else: accepts, and the receipt confirms on the second read.
+ *
+ * `deno task signer` (port 9000, or `PORT`).
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+const reads = new Map<string, number>();
+
+/** The stub's handler, exported for tests. */
+export function signer(request: Request): Promise<Response> | Response {
+  const url = new URL(request.url);
+  if (request.method === "POST" && url.pathname === "/send") {
+    return send(request);
+  }
+  const receipt = /^\/receipt\/(.+)$/.exec(url.pathname);
+  if (request.method === "GET" && receipt) {
+    const txHash = decodeURIComponent(receipt[1]!);
+    const n = (reads.get(txHash) ?? 0) + 1;
+    reads.set(txHash, n);
+    return Response.json({ status: n >= 2 ? "confirmed" : "pending" });
+  }
+  return Response.json({ error: "not found" }, { status: 404 });
+}
+
+async function send(request: Request): Promise<Response> {
+  const { intentId } = await request.json() as { intentId: string };
+  if (intentId.endsWith("_notsent")) {
+    return Response.json({
+      error: "chain id mismatch",
+      notSent: true,
+      poison: true,
+    }, { status: 400 });
+  }
+  if (intentId.endsWith("_timeout")) {
+    return Response.json({ error: "rpc: connection refused" }, { status: 502 });
+  }
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(intentId)),
+  );
+  return Response.json({
+    txHash: `0x${
+      Array.from(hash.slice(0, 8), (b) => b.toString(16).padStart(2, "0")).join(
+        "",
+      )
+    }`,
+  });
+}
+
+if (import.meta.main) {
+  const port = Number(Deno.env.get("PORT") ?? 9000);
+  Deno.serve({
+    port,
+    hostname: "127.0.0.1",
+    onListen: () => console.log(`signer stub on http://127.0.0.1:${port}`),
+  }, signer);
+}

@@ -1,0 +1,192 @@
+/**
+ * The service: `deno serve main.ts` locally, and Deno Deploy's entry. It
+ * reads its settings from the environment (see `webhook/config.ts`),
+ * refuses to start on a bad one with a line that names it, opens Deno KV,
+ * and serves the webhook. With `KV_QUEUE=1` it also consumes the local
+ * Deno KV queue in the same process.
+ *
+ * This file and `store/kv.ts` are the only places that touch `Deno.*`.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import type { Hono } from "hono";
+import {
+  createRelayer,
+  describePolicy,
+  type Job,
+  jobIdOf,
+  parseJob,
+} from "./mod.ts";
+import { HttpSender } from "./relayer/http_sender.ts";
+import { KvStore } from "./store/kv.ts";
+import { createApp } from "./webhook/app.ts";
+import { type Config, ConfigError, loadConfig } from "./webhook/config.ts";
+import { googleJwks } from "./webhook/google_jwks.ts";
+
+/** What {@linkcode openService} can be given instead of the real thing (tests). */
+export interface ServiceOptions {
+  /** The clock. @default {Date.now} */
+  readonly now?: () => number;
+  /** The source of randomness for the jitter. @default {Math.random} */
+  readonly random?: () => number;
+  /** Google's keys for Pub/Sub (tests pass a local JWKS). */
+  readonly jwks?: readonly JsonWebKey[];
+  /** Where log lines go. @default {console.log} */
+  readonly log?: (line: string) => void;
+}
+
+/** A running service. */
+export interface Service {
+  /** The webhook. */
+  readonly app: Hono;
+  /** The Deno KV handle it opened. */
+  readonly kv: Deno.Kv;
+  /** One line that says what runs, without secrets. */
+  readonly description: string;
+  /** Stops the queue consumer and closes KV. */
+  close(): void;
+}
+
+/** A message on the local Deno KV queue. */
+interface QueueMessage {
+  readonly job: Job;
+}
+
+async function openKv(config: Config): Promise<Deno.Kv> {
+  if ("url" in config.kv) return await Deno.openKv(config.kv.url);
+  if ("platform" in config.kv) return await Deno.openKv();
+  const dir = config.kv.path.replace(/[^/]*$/, "");
+  if (dir !== "" && config.kv.path !== ":memory:") {
+    await Deno.mkdir(dir, { recursive: true });
+  }
+  return await Deno.openKv(config.kv.path);
+}
+
+/**
+ * Opens KV, wires the store, the Sender and the webhook, and starts the
+ * local queue consumer when configured.
+ *
+ * @param config Checked settings (`loadConfig`).
+ * @param options Clock, randomness, keys and logger, for tests.
+ * @returns The running service.
+ */
+export async function openService(
+  config: Config,
+  options: ServiceOptions = {},
+): Promise<Service> {
+  const { now = Date.now, random = Math.random, log = console.log } = options;
+  const kv = await openKv(config);
+  const store = new KvStore(kv);
+  const sender = new HttpSender({
+    url: config.sender.url,
+    timeoutMs: config.sender.timeoutMs,
+  });
+  const enqueue = config.kvQueue
+    ? async (job: Job, delay = 0) => {
+      const { ok } = await kv.enqueue({ job } satisfies QueueMessage, {
+        delay,
+      });
+      if (!ok) throw new Error(`could not enqueue ${jobIdOf(job)}`);
+    }
+    : undefined;
+
+  const app = createApp({
+    store,
+    sender,
+    policy: config.policy,
+    now,
+    random,
+    leaseMs: config.leaseMs,
+    ...(config.qstash ? { qstash: config.qstash } : {}),
+    ...(config.pubsub
+      ? { pubsub: { ...config.pubsub, jwks: options.jwks ?? googleJwks() } }
+      : {}),
+    ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
+    ...(config.opsToken ? { opsToken: config.opsToken } : {}),
+    ...(enqueue ? { enqueue: (job: Job) => enqueue(job) } : {}),
+    insecureDev: config.insecureDev,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+
+  if (enqueue) {
+    // KV's own backoffSchedule is fixed and passes no attempt count, so a
+    // retry is a fresh message with our delay, and the store counts.
+    const relayer = createRelayer({
+      store,
+      sender,
+      policy: config.policy,
+      now,
+      random,
+      leaseMs: config.leaseMs,
+    });
+    kv.listenQueue(async (message: unknown) => {
+      let job: Job;
+      try {
+        job = parseJob((message as QueueMessage).job);
+      } catch (error) {
+        log(`queue   dropped a malformed message: ${(error as Error).message}`);
+        return;
+      }
+      const outcome = await relayer.deliver(job); // a throw here: KV redelivers
+      const text = outcome.action === "poison"
+        ? `${outcome.reason}; ${outcome.resolution}`
+        : outcome.reason;
+      log(
+        `queue   ${jobIdOf(job).padEnd(17)}#${outcome.delivery}  ${
+          outcome.action.padEnd(13)
+        }(${text})`,
+      );
+      if (outcome.action === "retry") await enqueue(job, outcome.delayMs);
+    });
+  }
+
+  const routes = [
+    config.qstash ? "qstash" : undefined,
+    config.pubsub ? "pubsub" : undefined,
+    config.webhookSecret ? "deliveries" : undefined,
+    config.kvQueue ? "local KV queue" : undefined,
+    config.insecureDev ? "INSECURE DEV MODE" : undefined,
+  ].filter(Boolean).join(", ");
+  const where = "path" in config.kv
+    ? config.kv.path
+    : "url" in config.kv
+    ? "KV Connect"
+    : "Deno Deploy KV";
+  return {
+    app,
+    kv,
+    description: `${
+      describePolicy(config.policy)
+    }; store ${where}; routes: ${routes}`,
+    close: () => kv.close(),
+  };
+}
+
+let service: Service | undefined;
+
+if (import.meta.main) {
+  let config: Config;
+  try {
+    config = loadConfig(Deno.env.toObject());
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`relayer: cannot start: ${error.message}`);
+    Deno.exit(1);
+  }
+  service = await openService(config);
+  console.log(`relayer: ${service.description}`);
+}
+
+/** The entry of `deno serve main.ts` and Deno Deploy. */
+export default {
+  fetch(request: Request): Response | Promise<Response> {
+    return service
+      ? service.app.fetch(request)
+      : new Response(JSON.stringify({ title: "Not started", status: 503 }), {
+        status: 503,
+        headers: { "content-type": "application/problem+json" },
+      });
+  },
+} satisfies Deno.ServeDefaultExport;

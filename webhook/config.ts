@@ -1,0 +1,362 @@
+/**
+ * The service's settings, read from environment variables and checked
+ * before anything starts: a bad or missing setting stops the service with
+ * one line that names it. Pure: takes the variables as a record, so it runs
+ * (and is tested) anywhere.
+ *
+ * | variable | meaning |
+ * |---|---|
+ * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither) |
+ * | `PUBLIC_URL` | the service's public base URL; QStash signs `PUBLIC_URL/v1/qstash` |
+ * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
+ * | `PUBSUB_SERVICE_ACCOUNT` | optional: the service account Pub/Sub pushes as |
+ * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
+ * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
+ * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
+ * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`) |
+ * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
+ * | `KV_QUEUE` | `1`: also consume the local Deno KV queue |
+ * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
+ * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536) |
+ * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
+ *
+ * @module
+ */
+
+import { parseDuration } from "../policy/parse_duration.ts";
+import { definePolicy, type Policy } from "../policy/policy.ts";
+import { formatDuration } from "../policy/format_duration.ts";
+import { rescueWindow } from "../policy/rescue_window.ts";
+import type { Jitter } from "../policy/jitter.ts";
+
+/** A setting that stops the service from starting. */
+export class ConfigError extends Error {
+  /**
+   * Constructs a new instance.
+   *
+   * @param setting The environment variable at fault.
+   * @param message What is wrong and what to do, naming the setting.
+   */
+  constructor(readonly setting: string, message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** The checked settings of the service. */
+export interface Config {
+  /** The retry policy. */
+  readonly policy: Policy;
+  /** How long a delivery holds its intent's lease, in milliseconds. */
+  readonly leaseMs: number;
+  /** QStash's keys and the URL its tokens name. */
+  readonly qstash?: {
+    currentSigningKey: string;
+    nextSigningKey: string;
+    url: string;
+  };
+  /** Pub/Sub's audience and service account. */
+  readonly pubsub?: { audience: string; serviceAccount?: string };
+  /** The generic route's HMAC secret. */
+  readonly webhookSecret?: string;
+  /** The ops routes' bearer token. */
+  readonly opsToken?: string;
+  /** The signer service. */
+  readonly sender: { url: string; timeoutMs: number };
+  /** Where the Deno KV database is: a path, a KV Connect URL, or the platform's default. */
+  readonly kv: { path: string } | { url: string } | { platform: true };
+  /** Whether to consume the local Deno KV queue. */
+  readonly kvQueue: boolean;
+  /** The request body limit, in bytes. */
+  readonly maxBodyBytes: number;
+  /** Whether unsigned deliveries are accepted on unconfigured routes. */
+  readonly insecureDev: boolean;
+}
+
+const MIN_SECRET = 16;
+
+function flag(env: Record<string, string | undefined>, name: string): boolean {
+  const value = env[name];
+  if (
+    value === undefined || value === "" || value === "0" || value === "false"
+  ) return false;
+  if (value === "1" || value === "true") return true;
+  throw new ConfigError(
+    name,
+    `${name} must be 1 or 0: current value is ${JSON.stringify(value)}`,
+  );
+}
+
+function secret(
+  env: Record<string, string | undefined>,
+  name: string,
+): string | undefined {
+  const value = env[name];
+  if (value === undefined || value === "") return undefined;
+  if (value.length < MIN_SECRET) {
+    // Never echo a secret, not even a short one.
+    throw new ConfigError(
+      name,
+      `${name} must be at least ${MIN_SECRET} characters long`,
+    );
+  }
+  return value;
+}
+
+function httpUrl(
+  env: Record<string, string | undefined>,
+  name: string,
+): string | undefined {
+  const value = env[name];
+  if (value === undefined || value === "") return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(
+      name,
+      `${name} must be an absolute http(s) URL: current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new ConfigError(
+      name,
+      `${name} must be an absolute http(s) URL: current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  if (url.username || url.password) {
+    throw new ConfigError(name, `${name} must not carry credentials`);
+  }
+  return value.replace(/\/+$/, "");
+}
+
+function duration(
+  env: Record<string, string | undefined>,
+  name: string,
+): number | undefined {
+  const value = env[name];
+  if (value === undefined || value === "") return undefined;
+  try {
+    return parseDuration(value);
+  } catch {
+    throw new ConfigError(
+      name,
+      `${name} must be a duration such as 5s, 2m or 90000 (milliseconds): current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+}
+
+function integer(
+  env: Record<string, string | undefined>,
+  name: string,
+): number | undefined {
+  const value = env[name];
+  if (value === undefined || value === "") return undefined;
+  if (!/^\d{1,15}$/.test(value)) {
+    throw new ConfigError(
+      name,
+      `${name} must be a whole number: current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return Number(value);
+}
+
+/**
+ * Reads and checks the service's settings. Refuses a policy whose rescue
+ * window (the guaranteed time from a job's first delivery to its last) is
+ * shorter than `STUCK_AFTER`: a settling payment would be poisoned before
+ * its rescue could run.
+ *
+ * @param env The environment variables (`Deno.env.toObject()`).
+ * @returns The checked settings.
+ * @throws {ConfigError} Naming the first bad or missing setting.
+ *
+ * @example A minimal local setup
+ * ```ts
+ * import { loadConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-secret-of-16-chars",
+ * });
+ * assert.equal(config.policy.maxDeliveries, 10);
+ * assert.deepEqual(config.kv, { path: "./data/relayer.kv" });
+ * assert.throws(
+ *   () => loadConfig({ SENDER_URL: "x", WEBHOOK_SECRET: "a-secret-of-16-chars" }),
+ *   /SENDER_URL must be an absolute http\(s\) URL/,
+ * );
+ * ```
+ */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const onDeploy = (env.DENO_DEPLOYMENT_ID ?? "") !== "";
+
+  const policy = ((): Policy => {
+    const overrides: Partial<Record<keyof Policy, unknown>> = {
+      maxDeliveries: integer(env, "MAX_DELIVERIES"),
+      baseMs: duration(env, "BASE"),
+      capMs: duration(env, "CAP"),
+      stuckAfterMs: duration(env, "STUCK_AFTER"),
+      jitter: env.JITTER === "" ? undefined : env.JITTER as Jitter | undefined,
+    };
+    const names: Record<keyof Policy, string> = {
+      maxDeliveries: "MAX_DELIVERIES",
+      baseMs: "BASE",
+      capMs: "CAP",
+      stuckAfterMs: "STUCK_AFTER",
+      jitter: "JITTER",
+    };
+    try {
+      return definePolicy(overrides as Partial<Policy>);
+    } catch (error) {
+      const field = (Object.keys(names) as (keyof Policy)[]).find((k) =>
+        (error as Error).message.includes(`'${k}'`)
+      );
+      const name = field ? names[field] : "MAX_DELIVERIES";
+      throw new ConfigError(
+        name,
+        `${name} is invalid: ${(error as Error).message}`,
+      );
+    }
+  })();
+  const window = rescueWindow(policy);
+  if (window < policy.stuckAfterMs) {
+    throw new ConfigError(
+      "STUCK_AFTER",
+      `The policy's rescue window is ${
+        formatDuration(window)
+      } (guaranteed, ${policy.jitter} jitter) but STUCK_AFTER is ${
+        formatDuration(policy.stuckAfterMs)
+      }: a settling payment would be poisoned before its rescue. Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER.`,
+    );
+  }
+
+  const current = secret(env, "QSTASH_CURRENT_SIGNING_KEY");
+  const next = secret(env, "QSTASH_NEXT_SIGNING_KEY");
+  const publicUrl = httpUrl(env, "PUBLIC_URL");
+  if ((current === undefined) !== (next === undefined)) {
+    const missing = current === undefined
+      ? "QSTASH_CURRENT_SIGNING_KEY"
+      : "QSTASH_NEXT_SIGNING_KEY";
+    throw new ConfigError(
+      missing,
+      `${missing} is missing: QStash needs both signing keys (current and next)`,
+    );
+  }
+  if (current !== undefined && publicUrl === undefined) {
+    throw new ConfigError(
+      "PUBLIC_URL",
+      "PUBLIC_URL is missing: QStash signs the URL it delivers to, so set the service's public base URL",
+    );
+  }
+  const audience = env.PUBSUB_AUDIENCE || undefined;
+  const serviceAccount = env.PUBSUB_SERVICE_ACCOUNT || undefined;
+  if (serviceAccount !== undefined && audience === undefined) {
+    throw new ConfigError(
+      "PUBSUB_AUDIENCE",
+      "PUBSUB_AUDIENCE is missing: PUBSUB_SERVICE_ACCOUNT needs the push subscription's audience",
+    );
+  }
+  const webhookSecret = secret(env, "WEBHOOK_SECRET");
+  const opsToken = secret(env, "OPS_TOKEN");
+
+  const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
+  if (insecureDev && onDeploy) {
+    throw new ConfigError(
+      "RELAYER_INSECURE_DEV",
+      "RELAYER_INSECURE_DEV is for local development and is refused on Deno Deploy",
+    );
+  }
+  if (
+    current === undefined && audience === undefined &&
+    webhookSecret === undefined && !insecureDev
+  ) {
+    throw new ConfigError(
+      "WEBHOOK_SECRET",
+      "No delivery route is configured: set QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY (with PUBLIC_URL), PUBSUB_AUDIENCE, or WEBHOOK_SECRET",
+    );
+  }
+
+  const senderUrl = httpUrl(env, "SENDER_URL");
+  if (senderUrl === undefined) {
+    throw new ConfigError(
+      "SENDER_URL",
+      "SENDER_URL is missing: set the URL of your signer service",
+    );
+  }
+  const timeoutMs = duration(env, "SENDER_TIMEOUT") ?? 10_000;
+  const leaseMs = duration(env, "LEASE") ?? 30_000;
+  if (timeoutMs < 1) {
+    throw new ConfigError(
+      "SENDER_TIMEOUT",
+      "SENDER_TIMEOUT must be at least 1ms",
+    );
+  }
+  if (leaseMs <= timeoutMs) {
+    throw new ConfigError(
+      "LEASE",
+      `LEASE (${formatDuration(leaseMs)}) must outlast SENDER_TIMEOUT (${
+        formatDuration(timeoutMs)
+      }), or two deliveries could settle one intent at once`,
+    );
+  }
+
+  const kvUrl = httpUrl(env, "KV_URL");
+  const kvPath = env.KV_PATH || undefined;
+  if (kvUrl !== undefined && kvPath !== undefined) {
+    throw new ConfigError("KV_URL", "Set KV_URL or KV_PATH, not both");
+  }
+  const kv = kvUrl !== undefined
+    ? { url: kvUrl }
+    : kvPath !== undefined
+    ? { path: kvPath }
+    : onDeploy
+    ? { platform: true as const }
+    : { path: "./data/relayer.kv" };
+  const kvQueue = flag(env, "KV_QUEUE");
+  if (kvQueue && onDeploy) {
+    throw new ConfigError(
+      "KV_QUEUE",
+      "KV_QUEUE is refused on Deno Deploy, which does not run KV queues: use QStash there",
+    );
+  }
+  const maxBodyBytes = integer(env, "MAX_BODY_BYTES") ?? 64 * 1024;
+  if (maxBodyBytes < 1) {
+    throw new ConfigError(
+      "MAX_BODY_BYTES",
+      "MAX_BODY_BYTES must be at least 1",
+    );
+  }
+
+  return {
+    policy,
+    leaseMs,
+    ...(current !== undefined && next !== undefined && publicUrl !== undefined
+      ? {
+        qstash: {
+          currentSigningKey: current,
+          nextSigningKey: next,
+          url: `${publicUrl}/v1/qstash`,
+        },
+      }
+      : {}),
+    ...(audience !== undefined
+      ? { pubsub: { audience, ...(serviceAccount ? { serviceAccount } : {}) } }
+      : {}),
+    ...(webhookSecret !== undefined ? { webhookSecret } : {}),
+    ...(opsToken !== undefined ? { opsToken } : {}),
+    sender: { url: senderUrl, timeoutMs },
+    kv,
+    kvQueue,
+    maxBodyBytes,
+    insecureDev,
+  };
+}

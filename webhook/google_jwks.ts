@@ -1,0 +1,97 @@
+/**
+ * Google's OIDC signing keys, fetched and cached for Pub/Sub push
+ * verification. Web APIs only.
+ *
+ * @module
+ */
+
+/** Where Google publishes the keys that sign its OIDC tokens. */
+export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
+
+/** Options for {@linkcode googleJwks}. */
+export interface GoogleJwksOptions {
+  /**
+   * The JWKS URL.
+   *
+   * @default {GOOGLE_CERTS_URL}
+   */
+  readonly url?: string;
+  /**
+   * The fetch to use.
+   *
+   * @default {globalThis.fetch}
+   */
+  readonly fetch?: typeof fetch;
+  /**
+   * The clock, in milliseconds.
+   *
+   * @default {Date.now}
+   */
+  readonly now?: () => number;
+}
+
+/**
+ * A source of Google's signing keys that fetches them once and keeps them
+ * for the `max-age` Google sends (at least a minute, at most a day). When a
+ * refresh fails it keeps serving the keys it has; with none, it throws.
+ *
+ * @param options The URL, fetch and clock.
+ * @returns A function that returns the current keys.
+ *
+ * @example With a canned fetch
+ * ```ts
+ * import { googleJwks } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * let calls = 0;
+ * const keys = googleJwks({
+ *   fetch: () => {
+ *     calls++;
+ *     return Promise.resolve(Response.json({ keys: [{ kty: "RSA", n: "AQAB", e: "AQAB" }] }, {
+ *       headers: { "cache-control": "public, max-age=3600" },
+ *     }));
+ *   },
+ *   now: () => 0,
+ * });
+ * assert.equal((await keys())[0]?.kty, "RSA");
+ * await keys();
+ * assert.equal(calls, 1);
+ * ```
+ */
+export function googleJwks(
+  options: GoogleJwksOptions = {},
+): () => Promise<readonly JsonWebKey[]> {
+  const {
+    url = GOOGLE_CERTS_URL,
+    fetch: fetcher = globalThis.fetch,
+    now = Date.now,
+  } = options;
+  let cached: { keys: readonly JsonWebKey[]; until: number } | undefined;
+  let refreshing: Promise<readonly JsonWebKey[]> | undefined;
+
+  async function refresh(): Promise<readonly JsonWebKey[]> {
+    const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
+    if (!res.ok) throw new Error(`Google's keys answered ${res.status}`);
+    const body = await res.json() as { keys?: unknown };
+    if (!Array.isArray(body.keys) || body.keys.length === 0) {
+      throw new Error("Google's keys answer has no keys");
+    }
+    const maxAge = Number(
+      /max-age=(\d+)/.exec(res.headers.get("cache-control") ?? "")?.[1] ?? 3600,
+    );
+    const ttlS = Math.min(86_400, Math.max(60, maxAge));
+    cached = { keys: body.keys as JsonWebKey[], until: now() + ttlS * 1000 };
+    return cached.keys;
+  }
+
+  return async () => {
+    if (cached && cached.until > now()) return cached.keys;
+    refreshing ??= refresh().finally(() => (refreshing = undefined));
+    try {
+      return await refreshing;
+    } catch (error) {
+      if (cached) return cached.keys; // stale keys beat no keys
+      throw error;
+    }
+  };
+}
