@@ -419,7 +419,20 @@ export function createApp(deps: AppDeps): Hono {
       "POST /v1/pubsub",
       "PUBSUB_AUDIENCE",
     );
-    if (verifyPubSub && !(await verifyPubSub(c.req.header("authorization")))) {
+    let verified = true;
+    try {
+      verified = verifyPubSub === undefined ||
+        await verifyPubSub(c.req.header("authorization"));
+    } catch (error) {
+      if (!(error instanceof KeysUnavailable)) throw error;
+      return problem(
+        503,
+        "keys-unavailable",
+        "Cannot verify now",
+        "Google's signing keys could not be fetched; Pub/Sub will redeliver.",
+      );
+    }
+    if (!verified) {
       throw unauthorized(
         "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
       );

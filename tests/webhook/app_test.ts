@@ -639,3 +639,22 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
     401,
   );
 });
+
+Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/Sub redelivers", async () => {
+  const { app, writes } = await makeApp({
+    intents: [created],
+    deps: {
+      pubsub: {
+        audience: "https://relayer.example.test/v1/pubsub",
+        jwks: () => Promise.reject(new Error("googleapis unreachable")),
+      },
+    },
+  });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(envelope(job, { deliveryAttempt: 1 })),
+  );
+  assert.equal(res.status, 503);
+  assert.doesNotMatch(JSON.stringify(await problemOf(res)), /googleapis/);
+  assert.equal(writes(), 0);
+});
