@@ -88,10 +88,9 @@ export interface RelayerOptions {
    */
   readonly random?: () => number;
   /**
-   * How long one delivery holds the per-intent lease, in milliseconds. It
-   * must outlast the Sender's own timeout; keeping it below the jitter's
-   * floor (`baseMs / 2`) means the lease of a crashed delivery has expired
-   * by the time the queue brings the job back.
+   * How long one delivery holds the per-intent lease while it acts, in
+   * milliseconds. It must outlast the Sender's own timeout; a crashed
+   * delivery's lease blocks others until it expires.
    *
    * @default {30000}
    */
@@ -123,6 +122,9 @@ export interface Relayer {
    */
   redrive(jobId: string): Promise<Job | null>;
 }
+
+/** Another delivery holds the intent's lease. */
+class Busy extends Error {}
 
 /**
  * The id of a job, the key of its delivery count and dead letter:
@@ -191,9 +193,11 @@ export function parseJob(job: unknown): Job {
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
  *
- * A delivery takes the intent's lease (two deliveries of one job never run
- * the settle step at once), runs the settle step, and on failure asks
- * `decide`. When the job is poisoned it re-reads the intent and resolves it
+ * A delivery first looks at the intent without a lease: most deliveries
+ * only look (a receipt still pending, a payment not stuck yet) and cost one
+ * read. To act (a write or a broadcast) it takes the intent's lease and
+ * re-reads, so two deliveries never act on one intent at once; on failure
+ * it asks `decide`. When the job is poisoned it re-reads the intent and resolves it
  * by the state it is in now: drop the job, void the hold *then* fail the
  * intent (only if the last broadcast was declared not sent), or send it to
  * review. A dead letter is kept in the same write.
@@ -246,34 +250,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const jobId = jobIdOf(job);
     if (delivery !== undefined) assertDelivery("deliver", delivery);
     const n = delivery ?? await store.countDelivery(jobId);
-    const owner = `${instance}:${++deliveriesStarted}`;
-    const leased = await store.acquireLease(job.intentId, {
-      owner,
-      ttlMs: leaseMs,
-      now: now(),
-    });
-    if (!leased) {
-      // Another delivery is looking at this intent right now. That is not
-      // this job's failure, so it never poisons the job, even past
-      // maxDeliveries: the holder may crash and leave the intent to us. The
-      // lease's TTL bounds how long this can last.
-      return {
-        action: "retry",
-        delivery: n,
-        delayMs: jitter(backoff(n, policy), policy.jitter, random),
-        reason: `intent ${job.intentId} is busy with another delivery`,
-      };
-    }
+    const lease = new Lease(job.intentId, `${instance}:${++deliveriesStarted}`);
     try {
       try {
         return {
           action: "done",
           delivery: n,
-          reason: await settle(job.intentId),
+          reason: await settle(job.intentId, lease),
         };
       } catch (error) {
+        if (error instanceof Busy) return busy(job, n);
         const decision = decide(error, n, policy, { random });
         if (decision.action === "retry") return { ...decision, delivery: n };
+        await lease.take();
         const resolution = await resolve(job, jobId, {
           ...decision,
           delivery: n,
@@ -281,38 +270,106 @@ export function createRelayer(options: RelayerOptions): Relayer {
         });
         return { ...decision, delivery: n, resolution };
       }
+    } catch (error) {
+      if (error instanceof Busy) return busy(job, n);
+      throw error;
     } finally {
-      await store.releaseLease(job.intentId, owner);
+      await lease.release();
     }
   }
 
   /**
-   * The settle step (DESIGN §6), run with the lease held. Returns why the
-   * job is done; throws why it is not.
+   * Another delivery is acting on this intent right now. That is not this
+   * job's failure, so it never poisons the job, even past maxDeliveries:
+   * the holder may crash and leave the intent to us. The lease's TTL bounds
+   * how long this can last.
    */
-  async function settle(id: string): Promise<string> {
+  function busy(job: Job, n: number): Outcome {
+    return {
+      action: "retry",
+      delivery: n,
+      delayMs: jitter(backoff(n, policy), policy.jitter, random),
+      reason: `intent ${job.intentId} is busy with another delivery`,
+    };
+  }
+
+  /**
+   * The per-intent lease of one delivery, taken only when the delivery is
+   * about to act (write or broadcast): most deliveries only look (a receipt
+   * still pending, a payment not stuck yet) and cost one read.
+   */
+  class Lease {
+    #held = false;
+    constructor(readonly intentId: string, readonly owner: string) {}
+
+    async take(): Promise<void> {
+      if (this.#held) return;
+      if (
+        !await store.acquireLease(this.intentId, {
+          owner: this.owner,
+          ttlMs: leaseMs,
+          now: now(),
+        })
+      ) {
+        throw new Busy();
+      }
+      this.#held = true;
+    }
+
+    async release(): Promise<void> {
+      if (this.#held) await store.releaseLease(this.intentId, this.owner);
+    }
+  }
+
+  /**
+   * The settle step (DESIGN §6). Looks first, without the lease; to act it
+   * takes the lease, re-reads, and acts only on the intent as it is under
+   * the lease, so two deliveries never act on one intent at once. Returns
+   * why the job is done; throws why it is not.
+   */
+  async function settle(id: string, lease: Lease): Promise<string> {
+    const seen = await store.getIntent(id);
+    const step = await plan(id, seen);
+    if (typeof step === "string") return step;
+    await lease.take();
     const intent = await store.getIntent(id);
+    if (intent !== null && intent.version === seen?.version) {
+      return await step(intent);
+    }
+    // It moved between the look and the lease: decide again on what it is now.
+    const again = await plan(id, intent);
+    return typeof again === "string" ? again : await again(intent!);
+  }
+
+  /** What the settle step would do with `intent`: a reason it is done, an action, or a throw why not yet. */
+  async function plan(
+    id: string,
+    intent: Intent | null,
+  ): Promise<string | ((intent: Intent) => Promise<string>)> {
     if (intent === null) throw new Error(`intent ${id} not found`);
     switch (intent.state) {
       case "created":
         throw new Error("not authorized yet");
-      case "authorized": {
-        const settling = await store.transition(id, {
-          from: "authorized",
-          to: "settling",
-          version: intent.version,
-          at: now(),
-        });
-        return await broadcast(settling, false, true);
-      }
+      case "authorized":
+        return async (current) => {
+          const settling = await store.transition(id, {
+            from: "authorized",
+            to: "settling",
+            version: current.version,
+            at: now(),
+          });
+          return await broadcast(settling, false, true);
+        };
       case "settling":
-        return await settleSettling(intent);
+        return await planSettling(intent);
       default:
         return `intent already ${intent.state}`; // nothing for the relayer to do
     }
   }
 
-  async function settleSettling(intent: Intent): Promise<string> {
+  async function planSettling(
+    intent: Intent,
+  ): Promise<string | ((intent: Intent) => Promise<string>)> {
     if (intent.hold === "voided") {
       // A poison resolution was interrupted between the void and the state
       // write. Finish it as a poison; never broadcast behind a voided hold.
@@ -332,31 +389,33 @@ export function createRelayer(options: RelayerOptions): Relayer {
           `settling for ${formatDuration(settlingMs)} without tx hash, waiting`,
         );
       }
-      return await broadcast(intent, true); // rescue: same nonce
+      return (current) => broadcast(current, true); // rescue: same nonce
     }
     if (last.outcome === "not_sent") {
       // This attempt stayed home. Send afresh, or with the same nonce if an
       // earlier attempt may be on chain.
-      return await broadcast(intent, intent.mayHaveSent);
+      return (current) => broadcast(current, current.mayHaveSent);
     }
     const txHash = last.txHash ?? "";
     const status = await sender.receipt(txHash);
     switch (status) {
       case "confirmed":
-        // Ledger first: the capture goes with (or before) the state write.
-        await store.transition(intent.id, {
-          from: "settling",
-          to: "settled",
-          version: intent.version,
-          at: now(),
-          ledger: "capture",
-        });
-        return `${txHash} confirmed, intent settled`;
+        return async (current) => {
+          // Ledger first: the capture goes with (or before) the state write.
+          await store.transition(current.id, {
+            from: "settling",
+            to: "settled",
+            version: current.version,
+            at: now(),
+            ledger: "capture",
+          });
+          return `${txHash} confirmed, intent settled`;
+        };
       case "dropped":
-        return await broadcast(intent, false);
+        return (current) => broadcast(current, false);
       case "pending":
         if (now() - last.at >= policy.stuckAfterMs) {
-          return await broadcast(intent, true);
+          return (current) => broadcast(current, true);
         }
         throw new Error(`waiting for ${txHash} to confirm`);
       default:

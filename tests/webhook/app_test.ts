@@ -236,23 +236,34 @@ Deno.test("createApp() in insecure dev mode accepts unsigned deliveries on uncon
   assert.equal((await res.json()).reason, "not authorized yet");
 });
 
-Deno.test("createApp() answers a store failure during a delivery with a 503 the queue retries, without details", async () => {
+Deno.test("createApp() answers a store that cannot write during a resolution with a 503 problem, without details", async () => {
+  // Reads work, writes fail: the delivery runs, is poisoned at its last
+  // number, and cannot take the lease to resolve. The queue must retry.
+  const memory = new MemoryStore();
+  await memory.createIntent(created);
   const broken = createApp({
-    store: new Proxy(new MemoryStore(), {
-      get: () => () =>
-        Promise.reject(new Error("connection reset by KV at secret-host:5432")),
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "getIntent"
+          ? target.getIntent.bind(target)
+          : () =>
+            Promise.reject(
+              new Error("connection reset by KV at secret-host:5432"),
+            ),
     }),
     sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 3 },
     webhookSecret: SECRET,
   });
   const res = await broken.request(
     "/v1/deliveries",
-    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+    await genericRequest(JSON.stringify({ job, delivery: 3 })),
   );
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("retry-after"), "5");
   const text = JSON.stringify(await problemOf(res));
   assert.doesNotMatch(text, /secret-host|connection reset|at /);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "created");
 });
 
 // ---------------------------------------------------------------------------
