@@ -15,15 +15,35 @@ export function someInChain(
   error: unknown,
   found: (node: object) => boolean,
 ): boolean {
+  // Fast path, no allocation: most errors are a short plain `cause` chain
+  // (or none), and this runs on every failed delivery.
+  let node: unknown = error;
+  for (let hops = 0; hops < 8; hops++) {
+    if (
+      node === null || (typeof node !== "object" && typeof node !== "function")
+    ) return false;
+    try {
+      if (found(node)) return true;
+      const { cause, errors } = node as { cause?: unknown; errors?: unknown };
+      if (errors !== undefined) break; // an AggregateError: walk it all
+      if (cause === undefined) return false;
+      node = cause;
+    } catch {
+      break; // an unreadable node: let the careful walk decide
+    }
+  }
+  return walkAll(error, found);
+}
+
+/** The careful walk: every node once (cycles), every member of an AggregateError. */
+function walkAll(error: unknown, found: (node: object) => boolean): boolean {
   const seen = new Set<unknown>();
   const stack: unknown[] = [error];
   while (stack.length > 0) {
     const node = stack.pop();
     if (
       node === null || (typeof node !== "object" && typeof node !== "function")
-    ) {
-      continue;
-    }
+    ) continue;
     if (seen.has(node)) continue;
     seen.add(node);
     try {

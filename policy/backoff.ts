@@ -4,6 +4,7 @@
  * @module
  */
 
+import { doubled } from "./_doubled.ts";
 import { assertDelivery, assertMs } from "./_validate.ts";
 
 /** Options for {@linkcode backoff}. */
@@ -59,7 +60,5 @@ export function backoff(
   assertDelivery("compute backoff", delivery);
   assertMs("compute backoff", "baseMs", baseMs, 1);
   assertMs("compute backoff", "capMs", capMs, 1);
-  let delayMs = baseMs;
-  for (let n = 1; n < delivery && delayMs < capMs; n++) delayMs *= 2;
-  return Math.min(delayMs, capMs);
+  return doubled(delivery, baseMs, capMs);
 }

@@ -6,7 +6,7 @@
 
 import { messageOf } from "./_walk.ts";
 import { assertDelivery } from "./_validate.ts";
-import { backoff } from "./backoff.ts";
+import { doubled } from "./_doubled.ts";
 import { jitter } from "./jitter.ts";
 import { definePolicy, type Policy } from "./policy.ts";
 import { isPoison } from "./sentinels.ts";
@@ -110,7 +110,7 @@ export function decide(
   }
   return {
     action: "retry",
-    delayMs: jitter(backoff(delivery, { baseMs, capMs }), strategy, random),
+    delayMs: jitter(doubled(delivery, baseMs, capMs), strategy, random),
     reason: messageOf(error),
   };
 }
