@@ -35,13 +35,13 @@ import {
 } from "../relayer/relayer.ts";
 import type { Sender } from "../relayer/sender.ts";
 import {
+  hmacVerifier,
   KeysUnavailable,
   type PubSubKeys,
   pubsubVerifier,
   type QStashKeys,
   qstashVerifier,
   timingSafeEqual,
-  verifyHmac,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
 
@@ -266,6 +266,9 @@ export function createApp(deps: AppDeps): Hono {
   const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
   const verifyPubSub = deps.pubsub ? pubsubVerifier(deps.pubsub) : undefined;
   const { webhookSecret, opsToken } = deps;
+  const verifyHmac = webhookSecret === undefined
+    ? undefined
+    : hmacVerifier(webhookSecret);
 
   /** Refuses a route whose keys are missing (503), unless in insecure dev mode. */
   function requireConfigured(
@@ -475,10 +478,7 @@ export function createApp(deps: AppDeps): Hono {
       "WEBHOOK_SECRET",
     );
     const raw = await c.req.text();
-    if (
-      webhookSecret !== undefined &&
-      !(await verifyHmac(webhookSecret, raw, c.req.header("x-signature")))
-    ) {
+    if (verifyHmac && !verifyHmac(raw, c.req.header("x-signature"))) {
       throw unauthorized(
         "Sign the raw body: 'X-Signature: sha256=<hex HMAC-SHA-256 with WEBHOOK_SECRET>'.",
       );

@@ -65,8 +65,7 @@ export async function signQStash(
 }
 
 /** The generic route's `X-Signature`. */
-export const signHmac: (secret: string, body: string) => Promise<string> =
-  hmacSignature;
+export const signHmac: (secret: string, body: string) => string = hmacSignature;
 
 /** A local stand-in for Google's OIDC issuer: an RSA key pair and its JWKS. */
 export interface Google {
