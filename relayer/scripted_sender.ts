@@ -60,6 +60,8 @@ export class ScriptedSender implements Sender {
   #scripts: Map<string, SenderScript>;
   #sends = new Map<string, number>();
   #receipts = new Map<string, number>();
+  // Which intent's script sends each tx hash, so a receipt finds its script
+  // even for a tx sent before this Sender existed.
   #owners = new Map<string, string>();
   /** Every call received, in order. */
   readonly calls: SenderCall[] = [];
@@ -72,6 +74,11 @@ export class ScriptedSender implements Sender {
    */
   constructor(scripts: Readonly<Record<string, SenderScript>>) {
     this.#scripts = new Map(Object.entries(scripts));
+    for (const [intentId, script] of this.#scripts) {
+      for (const step of script.sends) {
+        if ("txHash" in step) this.#owners.set(step.txHash, intentId);
+      }
+    }
   }
 
   /** {@inheritDoc Sender.send} */
@@ -92,26 +99,15 @@ export class ScriptedSender implements Sender {
       );
     }
     if ("error" in step) return Promise.reject(step.error);
-    this.#owners.set(step.txHash, intent.id);
     return Promise.resolve({ txHash: step.txHash });
   }
 
   /** {@inheritDoc Sender.receipt} */
   receipt(txHash: string): Promise<ReceiptStatus> {
     this.calls.push({ method: "receipt", txHash });
-    const owner = this.#owners.get(txHash) ?? this.#scriptedOwner(txHash);
+    const owner = this.#owners.get(txHash) ?? "";
     const steps = this.#scripts.get(owner)?.receipts ?? ["pending"];
     return Promise.resolve(next(this.#receipts, owner, steps) ?? "pending");
-  }
-
-  /** The intent whose script sends `txHash` (a tx sent before this Sender existed). */
-  #scriptedOwner(txHash: string): string {
-    for (const [intentId, script] of this.#scripts) {
-      if (
-        script.sends.some((step) => "txHash" in step && step.txHash === txHash)
-      ) return intentId;
-    }
-    return "";
   }
 }
 
