@@ -11,7 +11,6 @@
  */
 
 // deno-lint-ignore-file no-console
-import type { Hono } from "hono";
 import {
   createRelayer,
   describePolicy,
@@ -21,7 +20,7 @@ import {
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
 import { KvStore } from "./store/kv.ts";
-import { createApp } from "./webhook/app.ts";
+import { createApp, type WebhookApp } from "./webhook/app.ts";
 import { type Config, ConfigError, loadConfig } from "./webhook/config.ts";
 import { googleJwks } from "./webhook/google_jwks.ts";
 
@@ -40,7 +39,7 @@ export interface ServiceOptions {
 /** A running service. */
 export interface Service {
   /** The webhook. */
-  readonly app: Hono;
+  readonly app: WebhookApp;
   /** The Deno KV handle it opened. */
   readonly kv: Deno.Kv;
   /** One line that says what runs, without secrets. */

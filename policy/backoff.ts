@@ -7,7 +7,18 @@
 import { doubled } from "./_doubled.ts";
 import { assertDelivery, assertMs } from "./_validate.ts";
 
-/** Options for {@linkcode backoff}. */
+/**
+ * Options for {@linkcode backoff}.
+ *
+ * @example A faster schedule for tests
+ * ```ts
+ * import { backoff, type BackoffOptions } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const fast: BackoffOptions = { baseMs: 100, capMs: 1000 };
+ * assert.deepEqual([1, 2, 3, 4, 5].map((n) => backoff(n, fast)), [100, 200, 400, 800, 1000]);
+ * ```
+ */
 export interface BackoffOptions {
   /**
    * The delay after the first delivery fails, in milliseconds.

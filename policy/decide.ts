@@ -14,6 +14,22 @@ import { isPoison } from "./sentinels.ts";
 /**
  * What to do with a job whose delivery failed. Plain data: the caller acts
  * on it (answer the queue, resolve the intent).
+ *
+ * @example Narrow on the action
+ * ```ts
+ * import { decide, type Decision } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * function describe(decision: Decision): string {
+ *   // `delayMs` exists only on a retry, `cause` only on a poison.
+ *   return decision.action === "retry"
+ *     ? `retry in ${decision.delayMs} ms`
+ *     : `poison (${decision.cause})`;
+ * }
+ * const timeout = new Error("rpc timeout");
+ * assert.equal(describe(decide(timeout, 1, { jitter: "none" })), "retry in 5000 ms");
+ * assert.equal(describe(decide(timeout, 10)), "poison (exhausted)");
+ * ```
  */
 export type Decision =
   | {
@@ -33,7 +49,20 @@ export type Decision =
     readonly reason: string;
   };
 
-/** Options for {@linkcode decide}. */
+/**
+ * Options for {@linkcode decide}.
+ *
+ * @example Replayable jitter
+ * ```ts
+ * import { decide, type DecideOptions } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // A fixed source makes the delay exact: 0 picks the floor of equal jitter.
+ * const options: DecideOptions = { random: () => 0 };
+ * const decision = decide(new Error("rpc timeout"), 2, {}, options);
+ * assert.deepEqual(decision, { action: "retry", delayMs: 5000, reason: "rpc timeout" });
+ * ```
+ */
 export interface DecideOptions {
   /**
    * A source of numbers in `[0, 1)` for the jitter.

@@ -14,10 +14,37 @@ import { show } from "./_validate.ts";
  *   turn, and a delay near zero is a wasted turn.
  * - `"full"`: in `[0, d]` (AWS's pick; no floor).
  * - `"none"`: exactly `d`.
+ *
+ * @example The shortest wait of each strategy
+ * ```ts
+ * import { jitter, type Jitter } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const strategies: Jitter[] = ["equal", "full", "none"];
+ * // With the lowest random number: equal keeps half, full keeps nothing.
+ * const shortest = strategies.map((strategy) => jitter(8000, strategy, () => 0));
+ * assert.deepEqual(shortest, [4000, 0, 8000]);
+ * ```
  */
 export type Jitter = "equal" | "full" | "none";
 
-/** Every {@linkcode Jitter} strategy, for validation and generators. */
+/**
+ * Every {@linkcode Jitter} strategy, for validation and generators.
+ *
+ * @example Check a jitter setting
+ * ```ts
+ * import { type Jitter, JITTERS } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * function parseJitter(text: string): Jitter {
+ *   const strategy = JITTERS.find((known) => known === text);
+ *   if (strategy === undefined) throw new TypeError(`Unknown jitter: ${text}`);
+ *   return strategy;
+ * }
+ * assert.equal(parseJitter("full"), "full");
+ * assert.throws(() => parseJitter("half"), TypeError);
+ * ```
+ */
 export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
 
 /**

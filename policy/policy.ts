@@ -7,7 +7,22 @@
 import { assertMs, show } from "./_validate.ts";
 import { type Jitter, JITTERS } from "./jitter.ts";
 
-/** How many deliveries a job gets, how far apart, and how long a payment may settle before it is rescued. */
+/**
+ * How many deliveries a job gets, how far apart, and how long a payment may settle before it is rescued.
+ *
+ * @example A complete policy from a few overrides
+ * ```ts
+ * import { definePolicy, describePolicy, type Policy } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const policy: Policy = definePolicy({ maxDeliveries: 5, capMs: 60_000 });
+ * assert.equal(policy.jitter, "equal");
+ * assert.equal(
+ *   describePolicy(policy),
+ *   "at most 5 deliveries; back off 5s doubling, capped at 1m0s, equal jitter",
+ * );
+ * ```
+ */
 export interface Policy {
   /**
    * Deliveries a job gets, counting the first try (SQS `maxReceiveCount`).

@@ -17,13 +17,44 @@ import type { Intent } from "../store/store.ts";
  *   may ever have left the process: the one case where the chain is clean.
  * - `review`: move `settling` → `needs_review`; the hold stays pending,
  *   because money may have moved.
+ *
+ * @example Map a plan to the state it leads to
+ * ```ts
+ * import { planResolution, type Resolution } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const next: Record<Resolution["action"], string | null> = {
+ *   drop: null,
+ *   fail: "failed",
+ *   review: "needs_review",
+ * };
+ * const sent = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
+ * const plan = planResolution({ state: "settling", lastBroadcast: sent, broadcasting: null, mayHaveSent: true });
+ * assert.equal(next[plan.action], "needs_review");
+ * assert.equal(plan.text, "last broadcast sent as 0xabc, needs review");
+ * ```
  */
 export type Resolution =
   | { readonly action: "drop"; readonly text: string }
   | { readonly action: "fail"; readonly text: string }
   | { readonly action: "review"; readonly text: string };
 
-/** What {@linkcode planResolution} reads of an intent. */
+/**
+ * What {@linkcode planResolution} reads of an intent.
+ *
+ * @example An intent read from the store is resolvable
+ * ```ts
+ * import { MemoryStore, planResolution, type ResolvableIntent } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const intent: ResolvableIntent = await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * assert.deepEqual(planResolution(intent), {
+ *   action: "drop",
+ *   text: "job dropped, intent still authorized",
+ * });
+ * ```
+ */
 export type ResolvableIntent = Pick<
   Intent,
   "state" | "lastBroadcast" | "broadcasting" | "mayHaveSent"

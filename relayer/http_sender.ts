@@ -25,7 +25,28 @@ import { notSent, poison } from "../policy/sentinels.ts";
 import type { Intent } from "../store/store.ts";
 import type { ReceiptStatus, Sender } from "./sender.ts";
 
-/** The options of {@linkcode HttpSender}. */
+/**
+ * The options of {@linkcode HttpSender}.
+ *
+ * @example A signer behind a path, with a token
+ * ```ts
+ * import { HttpSender, type HttpSenderOptions } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const urls: string[] = [];
+ * const options: HttpSenderOptions = {
+ *   url: "https://signer.internal/v1/",
+ *   timeoutMs: 2000,
+ *   headers: { authorization: "Bearer s3cret" },
+ *   fetch: (input) => {
+ *     urls.push(String(input));
+ *     return Promise.resolve(Response.json({ status: "pending" }));
+ *   },
+ * };
+ * assert.equal(await new HttpSender(options).receipt("0xabc"), "pending");
+ * assert.deepEqual(urls, ["https://signer.internal/v1/receipt/0xabc"]);
+ * ```
+ */
 export interface HttpSenderOptions {
   /**
    * The signer's base URL: an absolute `http:` or `https:` URL without

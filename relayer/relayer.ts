@@ -19,7 +19,23 @@ import { ConflictError } from "../store/conflict_error.ts";
 import type { DeadLetter, Intent, Store } from "../store/store.ts";
 import type { Sender } from "./sender.ts";
 
-/** A job: "go and look at intent X". Never the truth, only a reason to look. */
+/**
+ * A job: "go and look at intent X". Never the truth, only a reason to look.
+ *
+ * @example A queue message round trip
+ * ```ts
+ * import { createRelayer, type Job, MemoryStore, parseJob, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const job: Job = { intentId: "pi_0001", kind: "settle" };
+ * const message = JSON.stringify(job); // what the queue carries
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001" });
+ * const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+ * const outcome = await relayer.deliver(parseJob(JSON.parse(message)), 1);
+ * assert.equal(outcome.reason, "not authorized yet");
+ * ```
+ */
 export interface Job {
   /** The intent to look at, such as `pi_0001`. */
   readonly intentId: string;
@@ -30,6 +46,26 @@ export interface Job {
 /**
  * What the queue should do with the job after one delivery. Plain data:
  * the webhook maps it to an HTTP answer, a local queue to a re-enqueue.
+ *
+ * @example Switch on the action
+ * ```ts
+ * import { createRelayer, MemoryStore, type Outcome, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // What a queue consumer does: ack the job, or deliver it again later.
+ * function answer(outcome: Outcome): { ack: boolean; delayMs?: number } {
+ *   switch (outcome.action) {
+ *     case "retry":
+ *       return { ack: false, delayMs: outcome.delayMs };
+ *     case "done":
+ *     case "poison":
+ *       return { ack: true };
+ *   }
+ * }
+ * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}), random: () => 0 });
+ * const outcome = await relayer.deliver({ intentId: "pi_0404", kind: "settle" }, 1);
+ * assert.deepEqual(answer(outcome), { ack: false, delayMs: 2500 });
+ * ```
  */
 export type Outcome =
   | {
@@ -63,7 +99,25 @@ export type Outcome =
     readonly resolution: string;
   };
 
-/** The dependencies and settings of {@linkcode createRelayer}. */
+/**
+ * The dependencies and settings of {@linkcode createRelayer}.
+ *
+ * @example A test setup with a fixed clock
+ * ```ts
+ * import { createRelayer, MemoryStore, type RelayerOptions, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const options: RelayerOptions = {
+ *   store: new MemoryStore(),
+ *   sender: new ScriptedSender({}),
+ *   policy: { maxDeliveries: 3, jitter: "none" },
+ *   now: () => 0,
+ *   leaseMs: 15_000,
+ * };
+ * assert.equal(createRelayer(options).policy.baseMs, 5000); // the rest of the policy is the default
+ * assert.throws(() => createRelayer({ ...options, leaseMs: 0 }), RangeError);
+ * ```
+ */
 export interface RelayerOptions {
   /** Where intents, holds, leases, counts and dead letters live. */
   readonly store: Store;
@@ -97,7 +151,25 @@ export interface RelayerOptions {
   readonly leaseMs?: number;
 }
 
-/** The settle worker built by {@linkcode createRelayer}. */
+/**
+ * The settle worker built by {@linkcode createRelayer}.
+ *
+ * @example Deliver, then redrive the dead letter
+ * ```ts
+ * import { createRelayer, MemoryStore, type Relayer, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001" });
+ * const relayer: Relayer = createRelayer({ store, sender: new ScriptedSender({}), policy: { maxDeliveries: 1 } });
+ * const job = { intentId: "pi_0001", kind: "settle" } as const;
+ * // No delivery number: the relayer counts it in the store (1 of 1 here).
+ * assert.equal((await relayer.deliver(job)).action, "poison");
+ * // Once an operator has fixed the cause, redrive: the count starts afresh.
+ * assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
+ * assert.equal(await store.deliveries("pi_0001/settle"), 0);
+ * ```
+ */
 export interface Relayer {
   /** The policy in force, complete and checked. */
   readonly policy: Policy;
@@ -133,7 +205,7 @@ class Busy extends Error {}
  * @param job The job.
  * @returns Its id, such as `"pi_0001/settle"`.
  *
- * @example
+ * @example The key of a job's count and dead letter
  * ```ts
  * import { jobIdOf } from "@relayer/poison";
  * import assert from "node:assert/strict";
@@ -154,7 +226,7 @@ export function jobIdOf(job: Job): string {
  * @throws {TypeError} If it is not `{ intentId, kind: "settle" }` with a
  * valid intent id.
  *
- * @example
+ * @example Check a queue message
  * ```ts
  * import { parseJob } from "@relayer/poison";
  * import assert from "node:assert/strict";

@@ -7,12 +7,48 @@
 import type { Intent } from "../store/store.ts";
 import type { ReceiptStatus, Sender } from "./sender.ts";
 
-/** One scripted broadcast: the node accepts it with `txHash`, or `error` is thrown. */
+/**
+ * One scripted broadcast: the node accepts it with `txHash`, or `error` is thrown.
+ *
+ * @example A refusal, then an accepted broadcast
+ * ```ts
+ * import { isNotSent, MemoryStore, notSent, ScriptedSender, type SendStep } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const refused: SendStep = { error: notSent(new Error("nonce too low")) };
+ * const accepted: SendStep = { txHash: "0xabc" };
+ * const sender = new ScriptedSender({ pi_0001: { sends: [refused, accepted] } });
+ * const intent = await new MemoryStore().createIntent({ id: "pi_0001" });
+ * await assert.rejects(sender.send(intent, { replace: false }), (error) => isNotSent(error));
+ * assert.deepEqual(await sender.send(intent, { replace: false }), { txHash: "0xabc" });
+ * assert.deepEqual(await sender.send(intent, { replace: true }), { txHash: "0xabc" }); // the last repeats
+ * ```
+ */
 export type SendStep = { readonly txHash: string } | {
   readonly error: unknown;
 };
 
-/** What a {@linkcode ScriptedSender} does for one intent. */
+/**
+ * What a {@linkcode ScriptedSender} does for one intent.
+ *
+ * @example Confirmed on the second look
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender, type SenderScript } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const script: SenderScript = { sends: [{ txHash: "0xabc" }], receipts: ["pending", "confirmed"] };
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * const relayer = createRelayer({ store, sender: new ScriptedSender({ pi_0001: script }), now: () => 0 });
+ * const reasons: string[] = [];
+ * for (const n of [1, 2, 3]) reasons.push((await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, n)).reason);
+ * assert.deepEqual(reasons, [
+ *   "sent 0xabc, waiting for confirmation",
+ *   "waiting for 0xabc to confirm",
+ *   "0xabc confirmed, intent settled",
+ * ]);
+ * ```
+ */
 export interface SenderScript {
   /** The outcome of each broadcast, in order; the last one repeats. */
   readonly sends: readonly SendStep[];
@@ -24,7 +60,26 @@ export interface SenderScript {
   readonly receipts?: readonly ReceiptStatus[];
 }
 
-/** A call the {@linkcode ScriptedSender} received. */
+/**
+ * A call the {@linkcode ScriptedSender} received.
+ *
+ * @example Assert what the relayer asked of the chain
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender, type SenderCall } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const sender = new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] } });
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * const relayer = createRelayer({ store, sender, now: () => 0 });
+ * for (const n of [1, 2]) await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, n);
+ * const calls: readonly SenderCall[] = sender.calls;
+ * assert.deepEqual(calls, [
+ *   { method: "send", intentId: "pi_0001", replace: false },
+ *   { method: "receipt", txHash: "0xabc" },
+ * ]);
+ * ```
+ */
 export type SenderCall =
   | {
     readonly method: "send";

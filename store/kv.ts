@@ -47,28 +47,96 @@ import type {
   Transition,
 } from "./store.ts";
 
-/** A key part of Deno KV. */
+/**
+ * A key part of Deno KV.
+ *
+ * @example Build a tenant's prefix
+ * ```ts
+ * import { type KvKeyPart, KvStore } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * function tenantPrefix(tenantId: number): KvKeyPart[] {
+ *   return ["tenants", tenantId, "relayer"];
+ * }
+ * const kv = await Deno.openKv(":memory:");
+ * await new KvStore(kv, { prefix: tenantPrefix(42) }).createIntent({ id: "pi_0001" });
+ * const entry = await kv.get(["tenants", 42, "relayer", "intent", "pi_0001"]);
+ * assert.notEqual(entry.versionstamp, null);
+ * kv.close();
+ * ```
+ */
 export type KvKeyPart =
   | string
   | number
   | bigint
   | boolean
-  | Uint8Array
-  | symbol;
-/** A key of Deno KV. */
+  | Uint8Array;
+/**
+ * A key of Deno KV.
+ *
+ * @example Two tenants on one database
+ * ```ts
+ * import { type KvKey, KvStore } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * const kv = await Deno.openKv(":memory:");
+ * const tenantA: KvKey = ["tenants", "a"];
+ * const tenantB: KvKey = ["tenants", "b"];
+ * await new KvStore(kv, { prefix: tenantA }).createIntent({ id: "pi_0001" });
+ * assert.equal((await new KvStore(kv, { prefix: tenantA }).getIntent("pi_0001"))?.state, "created");
+ * assert.equal(await new KvStore(kv, { prefix: tenantB }).getIntent("pi_0001"), null);
+ * kv.close();
+ * ```
+ */
 export type KvKey = readonly KvKeyPart[];
 
-/** One entry as Deno KV returns it; `versionstamp` is `null` when the key is absent. */
+/**
+ * One entry as Deno KV returns it; `versionstamp` is `null` when the key is absent.
+ *
+ * @example Tell a present key from an absent one
+ * ```ts
+ * import { type KvEntryMaybe, KvStore } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * const exists = (entry: KvEntryMaybe<unknown>): boolean => entry.versionstamp !== null;
+ * const kv = await Deno.openKv(":memory:");
+ * await new KvStore(kv).createIntent({ id: "pi_0001", hold: "pending" });
+ * const [hold, missing] = await kv.getMany([["relayer", "hold", "pi_0001"], ["relayer", "hold", "pi_0002"]]);
+ * assert.equal(exists(hold), true);
+ * assert.equal(exists(missing), false);
+ * kv.close();
+ * ```
+ */
 export interface KvEntryMaybe<T> {
-  /** The key. */
-  readonly key: KvKey;
+  /** The key (this store never reads it back, so any key shape fits). */
+  readonly key: readonly unknown[];
   /** The value, or `null`. */
   readonly value: T | null;
   /** The versionstamp, or `null`. */
   readonly versionstamp: string | null;
 }
 
-/** The atomic operation builder of Deno KV, as far as this store uses it. */
+/**
+ * The atomic operation builder of Deno KV, as far as this store uses it.
+ *
+ * @example Count commits through a wrapper
+ * ```ts
+ * import { type KvAtomic, type KvLike, KvStore } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * const kv = await Deno.openKv(":memory:");
+ * let commits = 0;
+ * function counted(atomic: KvAtomic): KvAtomic {
+ *   const commit = atomic.commit.bind(atomic);
+ *   atomic.commit = () => commit().finally(() => commits++);
+ *   return atomic;
+ * }
+ * const handle: KvLike = { getMany: kv.getMany.bind(kv), list: kv.list.bind(kv), atomic: () => counted(kv.atomic()) };
+ * await new KvStore(handle).createIntent({ id: "pi_0001", hold: "pending" });
+ * assert.equal(commits, 1); // the intent and its hold in one commit
+ * kv.close();
+ * ```
+ */
 export interface KvAtomic {
   /** Fails the commit unless `key` is still at `versionstamp` (`null`: absent). */
   check(...checks: { key: KvKey; versionstamp: string | null }[]): this;
@@ -83,6 +151,22 @@ export interface KvAtomic {
 /**
  * What {@linkcode KvStore} needs of a Deno KV handle: `Deno.Kv` (from
  * `Deno.openKv()`) and the `Kv` of the npm package `@deno/kv` both fit.
+ *
+ * @example Pass a Deno KV handle
+ * ```ts
+ * import { type KvLike, KvStore } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * // `Deno.openKv()` fits, and so does `openKv()` from the npm package `@deno/kv`.
+ * function relayerStore(kv: KvLike): KvStore {
+ *   return new KvStore(kv, { prefix: ["relayer"] });
+ * }
+ * const kv = await Deno.openKv(":memory:");
+ * const store = relayerStore(kv);
+ * await store.createIntent({ id: "pi_0001" });
+ * assert.equal((await store.getIntent("pi_0001"))?.state, "created");
+ * kv.close(); // the caller opens and closes the handle
+ * ```
  */
 export interface KvLike {
   /** Reads up to 10 keys in one round trip. */
@@ -96,7 +180,26 @@ export interface KvLike {
   atomic(): KvAtomic;
 }
 
-/** Options for {@linkcode KvStore}. */
+/**
+ * Options for {@linkcode KvStore}.
+ *
+ * @example Every key under the prefix
+ * ```ts
+ * import { KvStore, type KvStoreOptions } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * const kv = await Deno.openKv(":memory:");
+ * const options: KvStoreOptions = { prefix: ["payments", "relayer"] };
+ * await new KvStore(kv, options).createIntent({ id: "pi_0001", hold: "pending" });
+ * const keys = [];
+ * for await (const entry of kv.list({ prefix: ["payments"] })) keys.push(entry.key);
+ * assert.deepEqual(keys, [
+ *   ["payments", "relayer", "hold", "pi_0001"],
+ *   ["payments", "relayer", "intent", "pi_0001"],
+ * ]);
+ * kv.close();
+ * ```
+ */
 export interface KvStoreOptions {
   /**
    * The key prefix every key of this store starts with, so several stores
@@ -112,6 +215,13 @@ interface Lease {
   expiresAt: number;
 }
 
+/** An entry as this store reads it back: under a key it wrote itself. */
+type Entry<T> = {
+  readonly key: KvKey;
+  readonly value: T | null;
+  readonly versionstamp: string | null;
+};
+
 type StoredIntent = Omit<IntentRecord, "hold">;
 
 // How many times a read-then-commit retries when another writer raced it
@@ -123,13 +233,14 @@ const RACE_RETRIES = 32;
  * A {@linkcode Store} on Deno KV.
  *
  * @example On an in-memory Deno KV
- * ```ts ignore
+ * ```ts
  * import { KvStore } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
  *
  * const kv = await Deno.openKv(":memory:");
  * const store = new KvStore(kv, { prefix: ["payments", "relayer"] });
  * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
- * console.log((await store.getIntent("pi_0001"))?.state); // "authorized"
+ * assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
  * kv.close();
  * ```
  */
@@ -164,9 +275,9 @@ export class KvStore implements Store {
   /** Reads keys in one round trip, typed by what this store writes there. */
   #get<T extends unknown[]>(
     ...keys: KvKey[]
-  ): Promise<{ [K in keyof T]: KvEntryMaybe<T[K]> }> {
+  ): Promise<{ [K in keyof T]: Entry<T[K]> }> {
     return this.#kv.getMany(keys) as Promise<
-      { [K in keyof T]: KvEntryMaybe<T[K]> }
+      { [K in keyof T]: Entry<T[K]> }
     >;
   }
 
@@ -184,8 +295,8 @@ export class KvStore implements Store {
   }
 
   #toIntent(
-    intent: KvEntryMaybe<StoredIntent>,
-    hold: KvEntryMaybe<HoldState>,
+    intent: Entry<StoredIntent>,
+    hold: Entry<HoldState>,
   ): Intent | null {
     if (intent.value === null) return null;
     return this.#intent(
@@ -456,7 +567,7 @@ export class KvStore implements Store {
   #addDeadLetter(
     atomic: KvAtomic,
     deadLetter: DeadLetter,
-    old: KvEntryMaybe<DeadLetter>,
+    old: Entry<DeadLetter>,
   ): void {
     atomic.check(old)
       .set(this.#key("dead", deadLetter.jobId), { ...deadLetter })

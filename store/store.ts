@@ -8,7 +8,23 @@
 
 import type { IntentState } from "./transitions.ts";
 
-/** The ledger's reservation of the payer's funds: `pending` → `voided` | `captured`. */
+/**
+ * The ledger's reservation of the payer's funds: `pending` → `voided` | `captured`.
+ *
+ * @example The hold moves one way
+ * ```ts
+ * import { ConflictError, type HoldState, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001" });
+ * const hold: HoldState = await store.recordHold("pi_0001");
+ * assert.equal(hold, "pending");
+ * assert.equal(await store.voidHold("pi_0001"), "voided");
+ * // Released funds cannot be captured.
+ * await assert.rejects(store.captureHold("pi_0001"), ConflictError);
+ * ```
+ */
 export type HoldState = "pending" | "voided" | "captured";
 
 /**
@@ -17,6 +33,19 @@ export type HoldState = "pending" | "voided" | "captured";
  * - `sent`: the node accepted it; `txHash` is known.
  * - `not_sent`: the Sender declared that nothing left the process.
  * - `unknown`: anything else; the bytes may have reached a node.
+ *
+ * @example Record a refused broadcast
+ * ```ts
+ * import { type Broadcast, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const intent = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
+ * const refused: Broadcast = { outcome: "not_sent", at: 1000, error: "insufficient gas" };
+ * const after = await store.recordBroadcast(intent.id, intent.version, refused);
+ * assert.deepEqual(after.lastBroadcast, refused);
+ * assert.equal(after.mayHaveSent, false); // the chain is still clean
+ * ```
  */
 export interface Broadcast {
   /** What happened. */
@@ -29,7 +58,24 @@ export interface Broadcast {
   readonly error?: string;
 }
 
-/** A payment intent as read from the store, with its hold and last broadcast. */
+/**
+ * A payment intent as read from the store, with its hold and last broadcast.
+ *
+ * @example Read, then write on what was read
+ * ```ts
+ * import { type Intent, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * const intent: Intent | null = await store.getIntent("pi_0001");
+ * assert.ok(intent !== null);
+ * const change = { from: intent.state, to: "settling", version: intent.version, at: 1000 } as const;
+ * const settling = await store.transition(intent.id, change);
+ * assert.equal(settling.settlingSince, 1000);
+ * assert.notEqual(settling.version, intent.version);
+ * ```
+ */
 export interface Intent {
   /** The intent id, such as `pi_0001`. */
   readonly id: string;
@@ -62,7 +108,25 @@ export interface Intent {
   readonly version: string;
 }
 
-/** The fields of a new intent (setup and admin). */
+/**
+ * The fields of a new intent (setup and admin).
+ *
+ * @example Import an intent mid-flight
+ * ```ts
+ * import { MemoryStore, type NewIntent } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const imported: NewIntent = {
+ *   id: "pi_0002",
+ *   state: "settling",
+ *   hold: "pending",
+ *   settlingSince: 0,
+ *   lastBroadcast: { outcome: "sent", txHash: "0xabc", at: 0 },
+ * };
+ * const intent = await new MemoryStore().createIntent(imported);
+ * assert.equal(intent.mayHaveSent, true); // defaulted from the sent broadcast
+ * ```
+ */
 export interface NewIntent {
   /** The intent id, such as `pi_0001`. */
   readonly id: string;
@@ -96,6 +160,20 @@ export interface NewIntent {
  * A compare-and-set move of the state machine. The store applies it only
  * if the intent is still at `version`, and only if `from` → `to` is in the
  * transition table.
+ *
+ * @example Fail a payment, ledger first
+ * ```ts
+ * import { ConflictError, MemoryStore, type Transition } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const intent = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
+ * const fail: Transition = { from: "settling", to: "failed", version: intent.version, at: 1000, ledger: "void" };
+ * const failed = await store.transition(intent.id, fail);
+ * assert.equal(failed.hold, "voided");
+ * // The same move on the version it replaced is a lost race.
+ * await assert.rejects(store.transition(intent.id, fail), ConflictError);
+ * ```
  */
 export interface Transition {
   /** The state the writer read. */
@@ -122,7 +200,24 @@ export interface Transition {
   readonly deadLetter?: DeadLetter;
 }
 
-/** A job that was poisoned: acked and gone from the queue, kept here for operators. */
+/**
+ * A job that was poisoned: acked and gone from the queue, kept here for operators.
+ *
+ * @example Read what the relayer kept
+ * ```ts
+ * import { createRelayer, type DeadLetter, MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const sender = new ScriptedSender({});
+ * const relayer = createRelayer({ store, sender, policy: { maxDeliveries: 1 } });
+ * await relayer.deliver({ intentId: "pi_0404", kind: "settle" }, 1);
+ * const letter: DeadLetter | null = await store.getDeadLetter("pi_0404/settle");
+ * assert.equal(letter?.cause, "exhausted");
+ * assert.equal(letter?.lastError, "intent pi_0404 not found");
+ * assert.equal(letter?.resolution, "job dropped, intent not found");
+ * ```
+ */
 export interface DeadLetter {
   /** The job id, such as `pi_0001/settle`. */
   readonly jobId: string;
@@ -142,7 +237,28 @@ export interface DeadLetter {
   readonly poisonedAt: number;
 }
 
-/** One page of dead letters, newest first. */
+/**
+ * One page of dead letters, newest first.
+ *
+ * @example Walk every page
+ * ```ts
+ * import { type DeadLetter, type DeadLetterPage, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const base = { deliveries: 1, cause: "exhausted", reason: "", resolution: "", lastError: "" } as const;
+ * for (const n of [1, 2, 3]) {
+ *   await store.putDeadLetter({ ...base, jobId: `pi_${n}/settle`, intentId: `pi_${n}`, poisonedAt: n });
+ * }
+ * const seen: DeadLetter[] = [];
+ * let page: DeadLetterPage | undefined;
+ * do {
+ *   page = await store.listDeadLetters({ limit: 2, cursor: page?.cursor ?? null });
+ *   seen.push(...page.items);
+ * } while (page.cursor !== null);
+ * assert.deepEqual(seen.map((d) => d.poisonedAt), [3, 2, 1]);
+ * ```
+ */
 export interface DeadLetterPage {
   /** The dead letters on this page. */
   readonly items: readonly DeadLetter[];
@@ -150,7 +266,23 @@ export interface DeadLetterPage {
   readonly cursor: string | null;
 }
 
-/** A lease request: who asks, for how long, and what time it is. */
+/**
+ * A lease request: who asks, for how long, and what time it is.
+ *
+ * @example One delivery at a time
+ * ```ts
+ * import { type LeaseRequest, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const first: LeaseRequest = { owner: "delivery-1", ttlMs: 30_000, now: 0 };
+ * const second: LeaseRequest = { owner: "delivery-2", ttlMs: 30_000, now: 10_000 };
+ * assert.equal(await store.acquireLease("pi_0001", first), true);
+ * assert.equal(await store.acquireLease("pi_0001", second), false);
+ * // Once the first lease expires, another delivery may take it.
+ * assert.equal(await store.acquireLease("pi_0001", { ...second, now: 30_000 }), true);
+ * ```
+ */
 export interface LeaseRequest {
   /** A token unique to the delivery that holds the lease. */
   readonly owner: string;
@@ -167,6 +299,22 @@ export interface LeaseRequest {
  *
  * Implementations: `MemoryStore` (no I/O) and `KvStore` (Deno KV). Both
  * pass the same contract suite.
+ *
+ * @example Code against the interface
+ * ```ts
+ * import { type Intent, MemoryStore, type Store } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // Works with any Store: MemoryStore here, KvStore in production.
+ * async function authorize(store: Store, id: string, at: number): Promise<Intent> {
+ *   // The hold is recorded before the move, as the transition table requires.
+ *   const created = await store.createIntent({ id, hold: "pending" });
+ *   return await store.transition(id, { from: "created", to: "authorized", version: created.version, at });
+ * }
+ * const intent = await authorize(new MemoryStore(), "pi_0001", 0);
+ * assert.equal(intent.state, "authorized");
+ * assert.equal(intent.hold, "pending");
+ * ```
  */
 export interface Store {
   /**

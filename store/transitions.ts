@@ -9,6 +9,20 @@
  * `created` → `authorized` → `settling` → `settled` | `failed` |
  * `needs_review`, and an operator takes `needs_review` to `settled` or
  * `failed`. `settled` and `failed` are terminal.
+ *
+ * @example A label for every state
+ * ```ts
+ * import { type IntentState, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // A Record over IntentState fails to compile if a state is left out.
+ * const label: Record<IntentState, string> = {
+ *   created: "New", authorized: "Funds held", settling: "On its way",
+ *   settled: "Paid", failed: "Failed", needs_review: "Under review",
+ * };
+ * const intent = await new MemoryStore().createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * assert.equal(label[intent.state], "Funds held");
+ * ```
  */
 export type IntentState =
   | "created"
@@ -18,7 +32,18 @@ export type IntentState =
   | "failed"
   | "needs_review";
 
-/** Every {@linkcode IntentState}, in the order a payment moves through them. */
+/**
+ * Every {@linkcode IntentState}, in the order a payment moves through them.
+ *
+ * @example List the terminal states
+ * ```ts
+ * import { INTENT_STATES, TRANSITIONS } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const terminal = INTENT_STATES.filter((state) => TRANSITIONS[state].length === 0);
+ * assert.deepEqual(terminal, ["settled", "failed"]);
+ * ```
+ */
 export const INTENT_STATES: readonly IntentState[] = [
   "created",
   "authorized",

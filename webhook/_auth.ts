@@ -54,7 +54,26 @@ export function hmacVerifier(
     timingSafeEqual(header.trim().toLowerCase(), sign(body));
 }
 
-/** QStash's signing keys and the public URL its tokens name as `sub`. */
+/**
+ * QStash's signing keys and the public URL its tokens name as `sub`.
+ *
+ * @example Turn on the QStash route
+ * ```ts
+ * import { createApp, type QStashKeys } from "@relayer/poison/webhook";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const qstash: QStashKeys = {
+ *   currentSigningKey: "sig_current_0000000000",
+ *   nextSigningKey: "sig_next_0000000000000",
+ *   url: "https://relayer.example/v1/qstash",
+ * };
+ * const app = createApp({ store: new MemoryStore(), sender: new ScriptedSender({}), qstash });
+ * // Configured now, so an unsigned delivery is refused rather than "not configured".
+ * const res = await app.request("/v1/qstash", { method: "POST", body: "{}" });
+ * assert.equal(res.status, 401);
+ * ```
+ */
 export interface QStashKeys {
   /** `QSTASH_CURRENT_SIGNING_KEY`. */
   readonly currentSigningKey: string;
@@ -89,7 +108,25 @@ export function qstashVerifier(
   };
 }
 
-/** Google's OIDC settings for Pub/Sub push. */
+/**
+ * Google's OIDC settings for Pub/Sub push.
+ *
+ * @example Turn on the Pub/Sub route
+ * ```ts
+ * import { createApp, type PubSubKeys } from "@relayer/poison/webhook";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const pubsub: PubSubKeys = {
+ *   audience: "https://relayer.example/v1/pubsub",
+ *   jwks: [], // in production: googleJwks(), fetched and cached on first use
+ *   serviceAccount: "pusher@my-project.iam.gserviceaccount.com",
+ * };
+ * const app = createApp({ store: new MemoryStore(), sender: new ScriptedSender({}), pubsub });
+ * const res = await app.request("/v1/pubsub", { method: "POST", body: "{}" });
+ * assert.equal(res.status, 401); // no Google token
+ * ```
+ */
 export interface PubSubKeys {
   /** The audience configured on the push subscription. */
   readonly audience: string;

@@ -46,8 +46,53 @@ import {
 import { problem } from "./_problem.ts";
 
 export type { PubSubKeys, QStashKeys };
+/**
+ * The webhook {@linkcode createApp} builds: a Hono app, of which the public
+ * surface is what a runtime serves (`fetch`) and what a test calls
+ * (`request`, without a socket).
+ *
+ * @example Hand `fetch` to a server
+ * ```ts
+ * import { createApp, type WebhookApp } from "@relayer/poison/webhook";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const app: WebhookApp = createApp({ store: new MemoryStore(), sender: new ScriptedSender({}) });
+ * // `Deno.serve(app.fetch)` serves it; here, one request without a socket.
+ * const res = await app.fetch(new Request("http://localhost/healthz"));
+ * assert.deepEqual(await res.json(), { status: "ok" });
+ * ```
+ */
+export interface WebhookApp {
+  /** Answers a request: hand it to `Deno.serve`, `@hono/node-server` or a Worker's `fetch`. */
+  fetch(request: Request): Response | Promise<Response>;
+  /** Answers a request built from a path (`"/healthz"`) or URL, as Hono's `app.request` does. */
+  request(
+    input: string | URL | Request,
+    init?: RequestInit,
+  ): Response | Promise<Response>;
+}
 
-/** What {@linkcode createApp} builds the webhook from. */
+/**
+ * What {@linkcode createApp} builds the webhook from.
+ *
+ * @example Build the app from its dependencies
+ * ```ts
+ * import { type AppDeps, createApp } from "@relayer/poison/webhook";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const deps: AppDeps = {
+ *   store: new MemoryStore(),
+ *   sender: new ScriptedSender({}),
+ *   policy: { maxDeliveries: 5 },
+ *   opsToken: "ops-token-0123456789",
+ * };
+ * const app = createApp(deps);
+ * assert.deepEqual(await (await app.request("/healthz")).json(), { status: "ok" });
+ * assert.equal((await app.request("/v1/dead-letters")).status, 401); // no ops token sent
+ * ```
+ */
 export interface AppDeps {
   /** Where intents, leases, counts and dead letters live. */
   readonly store: Store;
@@ -98,7 +143,25 @@ export interface AppDeps {
   readonly enqueue?: (job: Job) => Promise<void>;
 }
 
-/** The JSON body of every delivery answer. */
+/**
+ * The JSON body of every delivery answer.
+ *
+ * @example Read a delivery answer
+ * ```ts
+ * import { createApp, type DeliveryAnswer } from "@relayer/poison/webhook";
+ * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // insecureDev: an unsigned delivery, for local development only.
+ * const app = createApp({ store: new MemoryStore(), sender: new ScriptedSender({}), insecureDev: true, random: () => 0 });
+ * const body = JSON.stringify({ job: { intentId: "pi_0404", kind: "settle" }, delivery: 1 });
+ * const res = await app.request("/v1/deliveries", { method: "POST", body });
+ * const answer: DeliveryAnswer = await res.json();
+ * assert.equal(res.status, 503);
+ * assert.equal(answer.outcome, "retry");
+ * assert.equal(answer.reason, "intent pi_0404 not found");
+ * ```
+ */
 export interface DeliveryAnswer {
   /** `"done"`, `"retry"` or `"poison"`. */
   readonly outcome: Outcome["action"];
@@ -246,7 +309,7 @@ function decodeBase64(route: Route, data: unknown): string {
  * });
  * ```
  */
-export function createApp(deps: AppDeps): Hono {
+export function createApp(deps: AppDeps): WebhookApp {
   const { store, insecureDev = false, maxBodyBytes = 64 * 1024 } = deps;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new RangeError(

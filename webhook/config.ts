@@ -29,7 +29,23 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 
-/** A setting that stops the service from starting. */
+/**
+ * A setting that stops the service from starting.
+ *
+ * @example Name the setting at fault
+ * ```ts
+ * import { ConfigError, loadConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const env = { SENDER_URL: "http://127.0.0.1:9000", WEBHOOK_SECRET: "short" };
+ * assert.throws(() => loadConfig(env), (error) => {
+ *   assert.ok(error instanceof ConfigError);
+ *   assert.equal(error.setting, "WEBHOOK_SECRET");
+ *   assert.equal(error.message, "WEBHOOK_SECRET must be at least 16 characters long");
+ *   return true;
+ * });
+ * ```
+ */
 export class ConfigError extends Error {
   /**
    * Constructs a new instance.
@@ -43,7 +59,27 @@ export class ConfigError extends Error {
   }
 }
 
-/** The checked settings of the service. */
+/**
+ * The checked settings of the service.
+ *
+ * @example Read the checked settings
+ * ```ts
+ * import { type Config, loadConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * function kvTarget(config: Config): string {
+ *   const { kv } = config;
+ *   return "path" in kv ? kv.path : "url" in kv ? kv.url : "the platform's database";
+ * }
+ * const config: Config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-secret-of-16-chars",
+ *   KV_PATH: ":memory:",
+ * });
+ * assert.equal(kvTarget(config), ":memory:");
+ * assert.deepEqual(config.sender, { url: "http://127.0.0.1:9000", timeoutMs: 10_000 });
+ * ```
+ */
 export interface Config {
   /** The retry policy. */
   readonly policy: Policy;

@@ -5,10 +5,55 @@
  * @module
  */
 
-/** Where Google publishes the keys that sign its OIDC tokens. */
+/**
+ * Where Google publishes the keys that sign its OIDC tokens.
+ *
+ * @example Where the keys come from by default
+ * ```ts
+ * import { GOOGLE_CERTS_URL, googleJwks } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const asked: string[] = [];
+ * const keys = googleJwks({
+ *   fetch: (input) => {
+ *     asked.push(String(input));
+ *     return Promise.resolve(Response.json({ keys: [{ kty: "RSA" }] }));
+ *   },
+ * });
+ * await keys();
+ * assert.deepEqual(asked, [GOOGLE_CERTS_URL]);
+ * ```
+ */
 export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
 
-/** Options for {@linkcode googleJwks}. */
+/**
+ * Options for {@linkcode googleJwks}.
+ *
+ * @example Refresh when max-age runs out
+ * ```ts
+ * import { googleJwks, type GoogleJwksOptions } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * let clock = 0;
+ * let fetches = 0;
+ * const options: GoogleJwksOptions = {
+ *   url: "https://keys.example/certs",
+ *   fetch: () => {
+ *     fetches++;
+ *     const headers = { "cache-control": "public, max-age=60" };
+ *     return Promise.resolve(Response.json({ keys: [{ kty: "RSA" }] }, { headers }));
+ *   },
+ *   now: () => clock,
+ * };
+ * const keys = googleJwks(options);
+ * await keys();
+ * clock = 59_999;
+ * await keys(); // still cached
+ * clock = 60_000;
+ * await keys(); // max-age ran out: fetched again
+ * assert.equal(fetches, 2);
+ * ```
+ */
 export interface GoogleJwksOptions {
   /**
    * The JWKS URL.
