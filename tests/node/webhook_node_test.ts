@@ -9,6 +9,7 @@
  */
 
 import assert from "node:assert/strict";
+import { nodeVersion } from "./_node.ts";
 import { fileURLToPath } from "node:url";
 import { signHmac } from "../webhook/_signing.ts";
 
@@ -22,29 +23,6 @@ const SECRET = "webhook-secret-for-node";
 // Bundling, starting node and two requests take about a second; the entry
 // stops itself after 20 s, so this must be shorter.
 const DEADLINE_MS = 15_000;
-
-/**
- * The version `node --version` prints, or `null` where there is no Node.js.
- * Deno 2.9 puts itself on a child's PATH as `node` when no real one is
- * installed (denoland/deno#34969; it answers `--version` as "deno …"), and
- * that stand-in proves nothing about Node, so it counts as absent.
- */
-async function nodeVersion(): Promise<string | null> {
-  let stdout: Uint8Array;
-  try {
-    ({ stdout } = await new Deno.Command("node", {
-      args: ["--version"],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).output());
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return null;
-    throw error;
-  }
-  const version = new TextDecoder().decode(stdout).trim();
-  return /^v\d+\.\d+\.\d+/.test(version) ? version : null;
-}
 
 const NODE_VERSION = await nodeVersion();
 

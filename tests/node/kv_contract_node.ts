@@ -1,0 +1,17 @@
+/**
+ * The store contract suite on Node: `KvStore` over `openKv(":memory:")` from
+ * the npm package `@deno/kv`, run by `node --test` after
+ * `deno task node-check` bundles this file.
+ *
+ * @module
+ */
+
+import "./_deno_test_shim.ts";
+import { openKv } from "@deno/kv";
+import { KvStore } from "../../store/kv.ts";
+import { storeContract } from "../store/_contract.ts";
+
+storeContract("KvStore on Node (@deno/kv)", async () => {
+  const kv = await openKv(":memory:");
+  return { store: new KvStore(kv), close: () => kv.close() };
+});
