@@ -1,8 +1,10 @@
 /**
  * Line charts as a hand-written SVG string: one or more panels side by side,
- * each with axes, ticks, labels and one polyline per series, and one legend
- * shared by all panels (a series keeps its colour across panels). No
- * dependencies, so a bench script can draw a chart anywhere Deno runs.
+ * each with axes, ticks, labels and one polyline per series, optionally a
+ * shaded band between two series and labelled horizontal rules, and one
+ * legend shared by all panels (a series keeps its colour across panels). No
+ * dependencies, so a bench script or a tool can draw a chart anywhere Deno
+ * runs.
  *
  * @module
  */
@@ -13,6 +15,48 @@ export interface Series {
   name: string;
   /** The points in drawing order. */
   points: readonly (readonly [number, number])[];
+  /**
+   * A note above and left of the last point (its value, say), lifted
+   * clear of a lower series' note; none when absent.
+   */
+  endLabel?: string;
+}
+
+/** A shaded area between two series of the same panel. */
+export interface Band {
+  /** The name of the series that bounds the area from below. */
+  lower: string;
+  /** The name of the series that bounds the area from above. */
+  upper: string;
+  /** A legend entry for the area; none when absent. */
+  label?: string;
+  /**
+   * The fill colour (drawn translucent).
+   *
+   * @default {the upper series' colour}
+   */
+  color?: string;
+}
+
+/** A horizontal reference line across a panel, labelled at one end. */
+export interface Rule {
+  /** Where the line crosses the y axis, in data units. */
+  y: number;
+  /** The text above the line, at the end `anchor` names. */
+  label: string;
+  /**
+   * Which end of the line carries the label: `"end"` (right) or
+   * `"start"` (left), whichever the data leaves free.
+   *
+   * @default {"end"}
+   */
+  anchor?: "start" | "end";
+  /**
+   * The colour of the line and its label.
+   *
+   * @default {"#333"}
+   */
+  color?: string;
 }
 
 /** One chart among the panels. */
@@ -32,6 +76,36 @@ export interface Panel {
    * @default {"linear"}
    */
   yScale?: "linear" | "log";
+  /** Shaded areas between pairs of series, drawn under the lines. */
+  bands?: readonly Band[];
+  /** Horizontal reference lines, drawn under the series. */
+  rules?: readonly Rule[];
+  /**
+   * The x ticks, when the data calls for particular ones (whole delivery
+   * numbers, say); the axis then spans the ticks and the data, without
+   * being stretched to zero.
+   *
+   * @default {about 5 evenly spaced ticks, from zero}
+   */
+  xTicks?: readonly number[];
+  /**
+   * The y ticks, likewise (a linear scale only).
+   *
+   * @default {about 5 evenly spaced ticks, from zero}
+   */
+  yTicks?: readonly number[];
+  /**
+   * The text of an x tick.
+   *
+   * @default {1000 as "1k", 2000000 as "2M"}
+   */
+  formatX?: (value: number) => string;
+  /**
+   * The text of a y tick (durations, say).
+   *
+   * @default {1000 as "1k", 2000000 as "2M"}
+   */
+  formatY?: (value: number) => string;
 }
 
 /** Options for {@linkcode lineChartsSvg}. */
@@ -108,6 +182,15 @@ function axis(values: readonly number[], count: number, zero: boolean): Axis {
     ticks.push(Number((min + i * step).toPrecision(12)));
   }
   return { min, max, ticks };
+}
+
+/** An axis over the given ticks, widened to take in every value. */
+function fixedAxis(values: readonly number[], ticks: readonly number[]): Axis {
+  const all = [...values, ...ticks];
+  const min = all.length > 0 ? Math.min(...all) : 0;
+  let max = all.length > 0 ? Math.max(...all) : 1;
+  if (max === min) max = min + 1;
+  return { min, max, ticks: [...ticks] };
 }
 
 /**
@@ -194,7 +277,20 @@ export function lineChartsSvg(
     );
     top += 24;
   }
-  const entryWidths = names.map((n) => 28 + n.length * 6.6 + 22);
+  // A band's colour defaults to its upper series'; a labelled band gets a
+  // legend swatch after the series.
+  const bandColor = (band: Band) => band.color ?? color(band.upper);
+  const swatches: { label: string; fill: string }[] = [];
+  for (const panel of panels) {
+    for (const band of panel.bands ?? []) {
+      if (
+        band.label !== undefined &&
+        !swatches.some((w) => w.label === band.label)
+      ) swatches.push({ label: band.label, fill: bandColor(band) });
+    }
+  }
+  const entries = [...names, ...swatches.map((w) => w.label)];
+  const entryWidths = entries.map((n) => 28 + n.length * 6.6 + 22);
   let x = (width - entryWidths.reduce((a, b) => a + b, 0)) / 2;
   out.push(`<g font-size="12">`);
   names.forEach((name, i) => {
@@ -208,23 +304,51 @@ export function lineChartsSvg(
     );
     x += entryWidths[i]!;
   });
+  swatches.forEach(({ label, fill }, i) => {
+    const y = top + 10;
+    out.push(
+      `<rect x="${fixed(x)}" y="${y - 6}" width="22" height="12" fill="${
+        escape(fill)
+      }" fill-opacity="0.18" stroke="${escape(fill)}" stroke-opacity="0.4"/>`,
+      `<text x="${fixed(x + 28)}" y="${y + 4}">${escape(label)}</text>`,
+    );
+    x += entryWidths[names.length + i]!;
+  });
   out.push(`</g>`);
   top += 28;
 
   const gap = 24;
   const panelWidth = (width - gap * (panels.length + 1)) / panels.length;
-  const margin = { left: 62, right: 12, top: 26, bottom: 46 };
   panels.forEach((panel, p) => {
+    const xs = panel.series.flatMap((s) => s.points.map(([px]) => px));
+    const ys = [
+      ...panel.series.flatMap((s) => s.points.map(([, py]) => py)),
+      ...(panel.rules ?? []).map((r) => r.y),
+    ];
+    const xAxis = panel.xTicks === undefined
+      ? axis(xs, 5, true)
+      : fixedAxis(xs, panel.xTicks);
+    const log = panel.yScale === "log";
+    const yAxis = log
+      ? logAxis(ys)
+      : panel.yTicks === undefined
+      ? axis(ys, 5, true)
+      : fixedAxis(ys, panel.yTicks);
+    const formatX = panel.formatX ?? tickLabel;
+    const formatY = panel.formatY ?? tickLabel;
+    // Room on the left for the widest y tick label and the rotated y label.
+    const widest = Math.max(0, ...yAxis.ticks.map((t) => formatY(t).length));
+    const margin = {
+      left: Math.max(62, 33 + widest * 7.2),
+      right: 12,
+      top: 26,
+      bottom: 46,
+    };
     const left = gap + p * (panelWidth + gap);
     const plotX = left + margin.left;
     const plotY = top + margin.top;
     const plotW = panelWidth - margin.left - margin.right;
     const plotH = height - plotY - margin.bottom;
-    const xs = panel.series.flatMap((s) => s.points.map(([px]) => px));
-    const ys = panel.series.flatMap((s) => s.points.map(([, py]) => py));
-    const xAxis = axis(xs, 5, true);
-    const log = panel.yScale === "log";
-    const yAxis = log ? logAxis(ys) : axis(ys, 5, true);
     const ly = (v: number) => log ? Math.log10(Math.max(v, yAxis.min)) : v;
     const sx = (v: number) =>
       plotX + (v - xAxis.min) / (xAxis.max - xAxis.min) * plotW;
@@ -252,7 +376,7 @@ export function lineChartsSvg(
         `<text x="${
           fixed(plotX - 7)
         }" y="${y}" dy="4" text-anchor="end" fill="#333">${
-          tickLabel(t)
+          escape(formatY(t))
         }</text>`,
       );
     }
@@ -264,7 +388,7 @@ export function lineChartsSvg(
         }" stroke="#333"/>`,
         `<text x="${xt}" y="${
           fixed(plotY + plotH + 17)
-        }" text-anchor="middle" fill="#333">${tickLabel(t)}</text>`,
+        }" text-anchor="middle" fill="#333">${escape(formatX(t))}</text>`,
       );
     }
     out.push(
@@ -278,6 +402,37 @@ export function lineChartsSvg(
         fixed(plotY + plotH / 2)
       }) rotate(-90)" text-anchor="middle">${escape(panel.yLabel)}</text>`,
     );
+    for (const band of panel.bands ?? []) {
+      const lower = panel.series.find((s) => s.name === band.lower);
+      const upper = panel.series.find((s) => s.name === band.upper);
+      if (lower === undefined || upper === undefined) continue;
+      // Along the upper line, then back along the lower one.
+      const outline = [...upper.points, ...[...lower.points].reverse()].map((
+        [px, py],
+      ) => `${fixed(sx(px))},${fixed(sy(py))}`);
+      out.push(
+        `<polygon points="${outline.join(" ")}" fill="${
+          escape(bandColor(band))
+        }" fill-opacity="0.18" stroke="none"/>`,
+      );
+    }
+    for (const rule of panel.rules ?? []) {
+      const y = fixed(sy(rule.y));
+      const stroke = escape(rule.color ?? "#333");
+      const start = rule.anchor === "start";
+      // Under the line when above it would run into the panel's title.
+      const dy = sy(rule.y) - plotY < 18 ? 15 : -6;
+      out.push(
+        `<line x1="${fixed(plotX)}" y1="${y}" x2="${
+          fixed(plotX + plotW)
+        }" y2="${y}" stroke="${stroke}" stroke-width="1.5" stroke-dasharray="6 4"/>`,
+        `<text x="${
+          fixed(start ? plotX + 6 : plotX + plotW - 6)
+        }" y="${y}" dy="${dy}" text-anchor="${
+          start ? "start" : "end"
+        }" fill="${stroke}">${escape(rule.label)}</text>`,
+      );
+    }
     for (const s of panel.series) {
       const points = s.points.map(([px, py]) =>
         `${fixed(sx(px))},${fixed(sy(py))}`
@@ -295,6 +450,26 @@ export function lineChartsSvg(
           `<circle cx="${cx}" cy="${cy}" r="2.5" fill="${color(s.name)}"/>`,
         );
       }
+    }
+    // End notes, bottom to top: above their point, and lifted above the
+    // previous note when they would overlap it.
+    const notes = panel.series.flatMap((s) => {
+      const last = s.points.at(-1);
+      return s.endLabel === undefined || last === undefined
+        ? []
+        : [{ s, text: s.endLabel, x: sx(last[0]), y: sy(last[1]) }];
+    }).sort((a, b) => b.y - a.y);
+    let previous = Infinity;
+    for (const note of notes) {
+      const y = Math.min(note.y - 8, previous - 14);
+      previous = y;
+      out.push(
+        `<text x="${fixed(note.x - 8)}" y="${
+          fixed(y)
+        }" text-anchor="end" font-weight="600" fill="${color(note.s.name)}">${
+          escape(note.text)
+        }</text>`,
+      );
     }
     out.push(`</g>`);
   });

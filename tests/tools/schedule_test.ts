@@ -1,0 +1,361 @@
+/**
+ * Tests of the policy explainer (`tools/schedule.ts`): the default
+ * schedule row by row, properties over generated policies (with a broken
+ * twin that must fail them), the flags, the chart, and the CLI run as a
+ * subprocess.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  DEFAULT_POLICY,
+  definePolicy,
+  JITTERS,
+  type Policy,
+  rescueWindow,
+} from "../../mod.ts";
+import {
+  formatSchedule,
+  OK_TEXT,
+  parseFlags,
+  type Schedule,
+  schedule,
+  scheduleSvg,
+  TOO_SHORT_TEXT,
+  UsageError,
+  verdict,
+} from "../../tools/schedule.ts";
+import { catches, runs } from "../_fc.ts";
+
+const root = new URL("../../", import.meta.url);
+
+const DEFAULT_OUTPUT = `\
+policy  at most 10 deliveries; back off 5s doubling, capped at 2m0s, equal jitter
+
+delivery  delay after (min … max)   next delivery at (guaranteed … worst)
+#1        2.5s … 5s                 2.5s … 5s
+#2        5s … 10s                  7.5s … 15s
+#3        10s … 20s                 17.5s … 35s
+#4        20s … 40s                 37.5s … 1m15s
+#5        40s … 1m20s               1m17.5s … 2m35s
+#6        1m0s … 2m0s               2m17.5s … 4m35s
+#7        1m0s … 2m0s               3m17.5s … 6m35s
+#8        1m0s … 2m0s               4m17.5s … 8m35s
+#9        1m0s … 2m0s               5m17.5s … 10m35s
+#10       poisoned                  -
+
+rescue window 5m17.5s guaranteed (10m35s worst) vs stuck after 5m0s: OK, the rescue runs before the job can be poisoned
+`;
+
+Deno.test("schedule() lays out the default policy from 2.5s … 5s after #1 to poisoned at #10", () => {
+  const s = schedule(DEFAULT_POLICY);
+  assert.equal(s.rows.length, 10);
+  assert.deepEqual(s.rows[0], {
+    delivery: 1,
+    action: "retry",
+    minDelayMs: 2500,
+    maxDelayMs: 5000,
+    guaranteedMs: 2500,
+    worstMs: 5000,
+  });
+  assert.deepEqual(s.rows[8], {
+    delivery: 9,
+    action: "retry",
+    minDelayMs: 60_000,
+    maxDelayMs: 120_000,
+    guaranteedMs: 317_500,
+    worstMs: 635_000,
+  });
+  assert.deepEqual(s.rows[9], { delivery: 10, action: "poison" });
+  assert.equal(s.guaranteedMs, 317_500);
+  assert.equal(s.guaranteedMs, rescueWindow(DEFAULT_POLICY));
+  assert.equal(s.worstMs, 635_000);
+  assert.equal(s.outlasts, true);
+  assert.deepEqual(schedule(), s);
+});
+
+const anyPolicy: fc.Arbitrary<Policy> = fc.record({
+  maxDeliveries: fc.integer({ min: 1, max: 60 }),
+  baseMs: fc.integer({ min: 1, max: 1_000_000 }),
+  capMs: fc.integer({ min: 1, max: 10_000_000 }),
+  jitter: fc.constantFrom(...JITTERS),
+  stuckAfterMs: fc.integer({ min: 0, max: 1_000_000_000 }),
+}).map((fields) => definePolicy(fields));
+
+function scheduleProperty(
+  impl: (policy: Policy) => Schedule,
+): fc.IProperty<[Policy]> {
+  return fc.property(anyPolicy, (policy) => {
+    const s = impl(policy);
+    assert.equal(s.rows.length, policy.maxDeliveries);
+    const retries = s.rows.flatMap((row) =>
+      row.action === "retry" ? [row] : []
+    );
+    assert.equal(retries.length, policy.maxDeliveries - 1);
+    assert.equal(s.rows.at(-1)?.action, "poison");
+    let previous = 0;
+    for (const row of retries) {
+      assert.ok(row.minDelayMs <= row.maxDelayMs, `#${row.delivery}`);
+      assert.ok(row.guaranteedMs >= previous, `#${row.delivery}`);
+      assert.ok(row.guaranteedMs <= row.worstMs, `#${row.delivery}`);
+      previous = row.guaranteedMs;
+    }
+    const window = rescueWindow(policy);
+    assert.equal(retries.at(-1)?.guaranteedMs ?? 0, window);
+    assert.equal(s.guaranteedMs, window);
+    assert.equal(s.outlasts, window >= policy.stuckAfterMs);
+  });
+}
+
+// Counts a delay after the last delivery too, as if it were retried: the
+// off-by-one that would overstate the rescue window.
+function countsThePoisonedDelivery(policy: Policy): Schedule {
+  const longer = schedule({
+    ...policy,
+    maxDeliveries: policy.maxDeliveries + 1,
+  });
+  const rows = longer.rows.slice(0, policy.maxDeliveries - 1);
+  const last = longer.rows[policy.maxDeliveries - 1]!;
+  const guaranteedMs = last.action === "retry" ? last.guaranteedMs : 0;
+  return {
+    policy,
+    rows: [...rows, { delivery: policy.maxDeliveries, action: "poison" }],
+    guaranteedMs,
+    worstMs: longer.worstMs,
+    outlasts: guaranteedMs >= policy.stuckAfterMs,
+  };
+}
+
+Deno.test("schedule() keeps min ≤ max, a non-decreasing guaranteed column ending at rescueWindow() for any policy", () => {
+  fc.assert(scheduleProperty(schedule), { numRuns: runs(1000) });
+});
+
+Deno.test("schedule() property catches a window that counts a delay after the poisoned delivery", () => {
+  assert.equal(catches(scheduleProperty(countsThePoisonedDelivery)), true);
+});
+
+Deno.test("schedule() refuses an invalid policy and one too long to lay out", () => {
+  assert.throws(() => schedule({ maxDeliveries: 0 }), RangeError);
+  assert.throws(
+    () => schedule({ maxDeliveries: 1001 }),
+    /'maxDeliveries' must be at most 1000 \(one row each\): current value is 1001/,
+  );
+  assert.equal(schedule({ maxDeliveries: 1000 }).rows.length, 1000);
+});
+
+Deno.test("formatSchedule() prints the default policy as a table ending in its verdict", () => {
+  assert.equal(formatSchedule(schedule()), DEFAULT_OUTPUT);
+});
+
+Deno.test("formatSchedule() prints one duration where min and max agree (no jitter)", () => {
+  const text = formatSchedule(
+    schedule({ maxDeliveries: 3, jitter: "none", stuckAfterMs: 15_000 }),
+  );
+  assert.match(text, /^#1 +5s +5s$/m);
+  assert.match(text, /^#2 +10s +15s$/m);
+  assert.match(text, /^#3 +poisoned +-$/m);
+  assert.match(text, /vs stuck after 15s: OK,/);
+});
+
+Deno.test("verdict() says TOO SHORT when the guaranteed window is shorter than stuckAfterMs", () => {
+  assert.equal(
+    verdict(schedule({ maxDeliveries: 3 })),
+    `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s: ${TOO_SHORT_TEXT}`,
+  );
+  // Full jitter guarantees nothing, however long the worst case.
+  const full = schedule({ jitter: "full" });
+  assert.equal(full.guaranteedMs, 0);
+  assert.equal(full.outlasts, false);
+  // A window exactly as long as stuckAfterMs is enough (the service's rule).
+  assert.equal(schedule({ stuckAfterMs: 317_500 }).outlasts, true);
+  assert.equal(schedule({ stuckAfterMs: 317_501 }).outlasts, false);
+});
+
+Deno.test("scheduleSvg() draws both lines, the band between them and the stuck-after rule", () => {
+  const svg = scheduleSvg(schedule());
+  assert.match(svg, /^<svg /);
+  assert.equal(svg.match(/<polyline /g)?.length, 2);
+  assert.equal(svg.match(/<polygon /g)?.length, 1);
+  // Deliveries 1 … 10 on each line (the legend's markers are r="3").
+  assert.equal(svg.match(/<circle [^>]*r="2\.5"/g)?.length, 2 * 10);
+  assert.match(svg, />stuck after 5m0s: a settling payment is rescued</);
+  assert.match(svg, />5m17\.5s</);
+  assert.match(svg, />10m35s</);
+  assert.match(svg, /vs stuck after 5m0s: OK</);
+});
+
+Deno.test("parseFlags() reads a policy from --flag value and --flag=value", () => {
+  const flags = parseFlags([
+    "--max-deliveries",
+    "12",
+    "--base=1m30.5s",
+    "--cap",
+    "600000",
+    "--jitter",
+    "none",
+    "--stuck-after",
+    "0",
+    "--svg",
+    "docs/x.svg",
+  ]);
+  assert.deepEqual(flags, {
+    help: false,
+    policy: {
+      maxDeliveries: 12,
+      baseMs: 90_500,
+      capMs: 600_000,
+      jitter: "none",
+      stuckAfterMs: 0,
+    },
+    svg: "docs/x.svg",
+  });
+  assert.deepEqual(parseFlags([]), { help: false, policy: DEFAULT_POLICY });
+  assert.deepEqual(parseFlags(["--base", "soon", "--help"]), { help: true });
+});
+
+Deno.test("parseFlags() names the flag at fault in one line", () => {
+  const cases: [string[], string][] = [
+    [
+      ["--base", "soon"],
+      '--base must be a duration of at least 1ms, such as 5s: current value is "soon"',
+    ],
+    [
+      ["--cap", "0s"],
+      '--cap must be a duration of at least 1ms, such as 2m: current value is "0s"',
+    ],
+    [
+      ["--max-deliveries", "0"],
+      '--max-deliveries must be an integer from 1 to 1000: current value is "0"',
+    ],
+    [
+      ["--max-deliveries", "1001"],
+      '--max-deliveries must be an integer from 1 to 1000: current value is "1001"',
+    ],
+    [
+      ["--max-deliveries=2.5"],
+      '--max-deliveries must be an integer from 1 to 1000: current value is "2.5"',
+    ],
+    [
+      ["--jitter", "some"],
+      '--jitter must be equal, full or none: current value is "some"',
+    ],
+    [
+      ["--stuck-after", "-5m"],
+      '--stuck-after must be a duration such as 5m: current value is "-5m"',
+    ],
+    [
+      ["--base"],
+      "--base needs a value: a duration of at least 1ms, such as 5s",
+    ],
+    [
+      ["--svg", "--base", "5s"],
+      "--svg needs a value: a file such as docs/schedule.svg",
+    ],
+    [["--bsae", "5s"], "unknown flag --bsae: see --help"],
+    [["5s"], 'unexpected argument "5s": see --help'],
+  ];
+  for (const [args, message] of cases) {
+    assert.throws(() => parseFlags(args), (error) => {
+      assert.ok(error instanceof UsageError, args.join(" "));
+      assert.equal(error.message, message);
+      return true;
+    });
+  }
+});
+
+async function run(
+  args: readonly string[],
+  permissions: readonly string[] = [],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--config",
+      new URL("deno.json", root).pathname,
+      ...permissions,
+      "tools/schedule.ts",
+      ...args,
+    ],
+    cwd: root.pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+}
+
+Deno.test("tools/schedule.ts prints the default schedule and exits 0: OK", async () => {
+  const { code, stdout, stderr } = await run([]);
+  assert.equal(stderr, "");
+  assert.equal(code, 0);
+  assert.equal(stdout, DEFAULT_OUTPUT);
+  assert.ok(stdout.includes(OK_TEXT));
+});
+
+Deno.test("tools/schedule.ts exits 1 with TOO SHORT for --max-deliveries 3", async () => {
+  const { code, stdout, stderr } = await run(["--max-deliveries", "3"]);
+  assert.equal(stderr, "");
+  assert.equal(code, 1);
+  assert.match(stdout, /^#3 +poisoned +-$/m);
+  assert.ok(
+    stdout.trimEnd().endsWith(
+      `vs stuck after 5m0s: TOO SHORT, a settling payment can be poisoned before its rescue`,
+    ),
+  );
+});
+
+Deno.test("tools/schedule.ts exits 2 on a bad flag with one line naming it", async () => {
+  const { code, stdout, stderr } = await run(["--base", "soon"]);
+  assert.equal(code, 2);
+  assert.equal(stdout, "");
+  assert.equal(
+    stderr,
+    'schedule: --base must be a duration of at least 1ms, such as 5s: current value is "soon"\n',
+  );
+});
+
+Deno.test("tools/schedule.ts --help prints the usage, with the docs/ limit of --svg", async () => {
+  const { code, stdout, stderr } = await run(["--help"]);
+  assert.equal(stderr, "");
+  assert.equal(code, 0);
+  assert.match(stdout, /^Usage: deno task schedule/);
+  assert.match(stdout, /--svg FILE .*\n.*FILE must be under docs\//);
+});
+
+Deno.test("tools/schedule.ts --svg writes the chart where it may, and names --svg where it may not", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = `${dir}/schedule.svg`;
+    const written = await run(["--svg", file], [`--allow-write=${dir}`]);
+    assert.equal(written.code, 0);
+    assert.equal(written.stderr, `schedule: wrote ${file}\n`);
+    assert.equal(await Deno.readTextFile(file), scheduleSvg(schedule()));
+
+    // The task's permissions: docs/ only.
+    const refused = await run(["--svg", `${dir}/other.svg`], [
+      "--allow-write=docs",
+    ]);
+    assert.equal(refused.code, 2);
+    assert.equal(refused.stdout, DEFAULT_OUTPUT);
+    assert.match(
+      refused.stderr,
+      /^schedule: --svg cannot write ".*other\.svg": no permission to write there \(the task may write only under docs\/\)\n$/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("README.md quotes the default verdict line and embeds docs/schedule.svg", async () => {
+  const readme = await Deno.readTextFile(new URL("README.md", root));
+  assert.ok(readme.includes(verdict(schedule())));
+  assert.match(readme, /!\[[^\]]+\]\(docs\/schedule\.svg\)/);
+});
+
+Deno.test("docs/schedule.svg is the chart of the default policy", async () => {
+  const svg = await Deno.readTextFile(new URL("docs/schedule.svg", root));
+  assert.equal(svg, scheduleSvg(schedule()));
+});

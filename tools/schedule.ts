@@ -1,0 +1,560 @@
+/**
+ * The policy explainer: when each delivery of a job can come, at the
+ * earliest and at the latest, and whether the policy keeps a job alive long
+ * enough for a stuck payment to be rescued.
+ *
+ * ```sh
+ * deno task schedule [--max-deliveries 10 --base 5s --cap 2m --jitter equal --stuck-after 5m] [--svg docs/schedule.svg]
+ * ```
+ *
+ * prints one row per delivery (the delay after it, the time of the next
+ * delivery since the first) and a verdict line; it exits 1 when the
+ * guaranteed rescue window is shorter than `--stuck-after`, and 2 on a bad
+ * flag. {@linkcode schedule} is the pure computation behind it.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import {
+  backoff,
+  definePolicy,
+  describePolicy,
+  formatDuration,
+  type Jitter,
+  parseDuration,
+  type Policy,
+} from "../mod.ts";
+import { lineChartsSvg } from "../bench/_svg_chart.ts";
+
+// Re-exported so the documentation of `schedule` and its results links it.
+export type { Jitter, Policy } from "../mod.ts";
+
+/** What happens after one delivery fails. */
+export type ScheduleRow =
+  | {
+    /** The delivery, 1-based, counting the first try. */
+    readonly delivery: number;
+    /** Another delivery follows. */
+    readonly action: "retry";
+    /** The shortest delay after this delivery: the jitter's lower bound. */
+    readonly minDelayMs: number;
+    /** The longest delay after this delivery: the un-jittered backoff. */
+    readonly maxDelayMs: number;
+    /** The earliest the next delivery can come, since the first (the sum of the shortest delays so far). */
+    readonly guaranteedMs: number;
+    /** The latest the next delivery can come, since the first (the sum of the longest delays so far). */
+    readonly worstMs: number;
+  }
+  | {
+    /** The delivery, 1-based: the last one, `maxDeliveries`. */
+    readonly delivery: number;
+    /** No delivery follows: the job is poisoned. */
+    readonly action: "poison";
+  };
+
+/** A policy's delivery schedule and its verdict. */
+export interface Schedule {
+  /** The checked policy. */
+  readonly policy: Policy;
+  /** One row per delivery, 1 … `maxDeliveries`; only the last is `"poison"`. */
+  readonly rows: readonly ScheduleRow[];
+  /** The guaranteed time from the first delivery to the last: `rescueWindow(policy)`. */
+  readonly guaranteedMs: number;
+  /** The longest time from the first delivery to the last (every delay at its maximum). */
+  readonly worstMs: number;
+  /**
+   * Whether the guaranteed window lasts at least `stuckAfterMs`, so a
+   * settling payment is rescued before its job can be poisoned.
+   */
+  readonly outlasts: boolean;
+}
+
+/** The most deliveries {@linkcode schedule} lays out: one row each. */
+export const MAX_SCHEDULE_DELIVERIES = 1000;
+
+/** The verdict's words when the window outlasts `stuckAfterMs`. */
+export const OK_TEXT = "OK, the rescue runs before the job can be poisoned";
+
+/** The verdict's words when it does not. */
+export const TOO_SHORT_TEXT =
+  "TOO SHORT, a settling payment can be poisoned before its rescue";
+
+/** The jitter's lower bound for an un-jittered delay, as `jitter` draws it. */
+function lowerBound(delayMs: number, strategy: Jitter): number {
+  return strategy === "equal"
+    ? Math.floor(delayMs / 2)
+    : strategy === "full"
+    ? 0
+    : delayMs;
+}
+
+/**
+ * Lays out a policy's schedule: for each delivery, the shortest and longest
+ * delay after it and when the next delivery comes since the first, at the
+ * earliest (every delay at the jitter's lower bound) and at the latest
+ * (every delay un-jittered). The last delivery has no delay: it is
+ * poisoned. The earliest time of the last delivery is the policy's rescue
+ * window, which must outlast `stuckAfterMs`.
+ *
+ * @param policy The policy, or the fields that differ from the default.
+ * @returns The rows and the verdict.
+ * @throws {RangeError} If the policy is invalid, or `maxDeliveries` is
+ * above {@linkcode MAX_SCHEDULE_DELIVERIES} (one row each).
+ * @throws {TypeError} If `jitter` is not `"equal"`, `"full"` or `"none"`.
+ *
+ * @example The default policy
+ * ```ts
+ * import { schedule } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const { rows, guaranteedMs, worstMs, outlasts } = schedule();
+ * assert.deepEqual(rows[0], {
+ *   delivery: 1,
+ *   action: "retry",
+ *   minDelayMs: 2500,
+ *   maxDelayMs: 5000,
+ *   guaranteedMs: 2500,
+ *   worstMs: 5000,
+ * });
+ * assert.deepEqual(rows.at(-1), { delivery: 10, action: "poison" });
+ * assert.deepEqual([guaranteedMs, worstMs, outlasts], [317_500, 635_000, true]);
+ * ```
+ */
+export function schedule(policy: Partial<Policy> = {}): Schedule {
+  const checked = definePolicy(policy);
+  if (checked.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
+    throw new RangeError(
+      `Cannot lay out schedule as 'maxDeliveries' must be at most ${MAX_SCHEDULE_DELIVERIES} (one row each): current value is ${checked.maxDeliveries}`,
+    );
+  }
+  const rows: ScheduleRow[] = [];
+  let guaranteedMs = 0;
+  let worstMs = 0;
+  for (let delivery = 1; delivery < checked.maxDeliveries; delivery++) {
+    const maxDelayMs = backoff(delivery, checked);
+    const minDelayMs = lowerBound(maxDelayMs, checked.jitter);
+    guaranteedMs += minDelayMs;
+    worstMs += maxDelayMs;
+    rows.push({
+      delivery,
+      action: "retry",
+      minDelayMs,
+      maxDelayMs,
+      guaranteedMs,
+      worstMs,
+    });
+  }
+  rows.push({ delivery: checked.maxDeliveries, action: "poison" });
+  return {
+    policy: checked,
+    rows,
+    guaranteedMs,
+    worstMs,
+    outlasts: guaranteedMs >= checked.stuckAfterMs,
+  };
+}
+
+/** `"2.5s … 5s"`, or one duration when both ends agree. */
+function range(lowMs: number, highMs: number): string {
+  return lowMs === highMs
+    ? formatDuration(lowMs)
+    : `${formatDuration(lowMs)} … ${formatDuration(highMs)}`;
+}
+
+/**
+ * The verdict line: the guaranteed and worst window against `stuckAfterMs`,
+ * then {@linkcode OK_TEXT} or {@linkcode TOO_SHORT_TEXT}.
+ *
+ * @param s A schedule from {@linkcode schedule}.
+ * @returns One line of text, without a newline.
+ *
+ * @example The default policy
+ * ```ts
+ * import { schedule, verdict } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   verdict(schedule()),
+ *   "rescue window 5m17.5s guaranteed (10m35s worst) vs stuck after 5m0s: OK, the rescue runs before the job can be poisoned",
+ * );
+ * ```
+ */
+export function verdict(s: Schedule): string {
+  return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
+    formatDuration(s.worstMs)
+  } worst) vs stuck after ${formatDuration(s.policy.stuckAfterMs)}: ${
+    s.outlasts ? OK_TEXT : TOO_SHORT_TEXT
+  }`;
+}
+
+/**
+ * The schedule as a table for a terminal: the policy, one line per
+ * delivery, then the {@linkcode verdict}.
+ *
+ * @param s A schedule from {@linkcode schedule}.
+ * @returns The text, ending in a newline.
+ *
+ * @example Two deliveries, no jitter
+ * ```ts
+ * import { formatSchedule, schedule } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const text = formatSchedule(schedule({ maxDeliveries: 2, jitter: "none", stuckAfterMs: 0 }));
+ * assert.match(text, /^#1 +5s +5s$/m);
+ * assert.match(text, /^#2 +poisoned +-$/m);
+ * ```
+ */
+export function formatSchedule(s: Schedule): string {
+  const header = [
+    "delivery",
+    "delay after (min … max)",
+    "next delivery at (guaranteed … worst)",
+  ] as const;
+  const cells = s.rows.map((row) =>
+    row.action === "poison" ? [`#${row.delivery}`, "poisoned", "-"] as const : [
+      `#${row.delivery}`,
+      range(row.minDelayMs, row.maxDelayMs),
+      range(row.guaranteedMs, row.worstMs),
+    ] as const
+  );
+  const width = (column: 0 | 1) =>
+    Math.max(...[header, ...cells].map((line) => line[column].length));
+  const first = width(0) + 2;
+  const second = width(1) + 3;
+  const line = (parts: readonly [string, string, string]) =>
+    `${parts[0].padEnd(first)}${parts[1].padEnd(second)}${parts[2]}`;
+  return [
+    `policy  ${describePolicy(s.policy)}`,
+    "",
+    line(header),
+    ...cells.map(line),
+    "",
+    verdict(s),
+  ].join("\n") + "\n";
+}
+
+// Tick steps that read as durations: 1-2-5 below a second, then the clock's
+// own divisions.
+const STEPS_MS = [
+  1,
+  2,
+  5,
+  10,
+  20,
+  50,
+  100,
+  200,
+  500,
+  1000,
+  2000,
+  5000,
+  10_000,
+  15_000,
+  30_000,
+  60_000,
+  120_000,
+  300_000,
+  600_000,
+  900_000,
+  1_800_000,
+  3_600_000,
+  7_200_000,
+  10_800_000,
+  21_600_000,
+  43_200_000,
+  86_400_000,
+];
+
+/** Ticks from 0 to at least `maxMs`, at most 8 steps, on a clock division. */
+function durationTicks(maxMs: number): number[] {
+  const top = Math.max(maxMs, 1);
+  const step = STEPS_MS.find((ms) => top / ms <= 8) ??
+    86_400_000 * Math.ceil(top / 86_400_000 / 8);
+  const ticks: number[] = [];
+  for (let t = 0; t < top + step; t += step) ticks.push(t);
+  return ticks;
+}
+
+/** Whole delivery numbers, thinned to about a dozen ticks. */
+function deliveryTicks(maxDeliveries: number): number[] {
+  if (maxDeliveries <= 15) {
+    return Array.from({ length: maxDeliveries }, (_, i) => i + 1);
+  }
+  const raw = maxDeliveries / 10;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((v) => v >= raw)!;
+  const ticks = [1];
+  for (let t = step; t <= maxDeliveries; t += step) ticks.push(t);
+  return ticks;
+}
+
+/**
+ * The schedule as a chart: x is the delivery number, y the time since the
+ * first delivery. Two lines, the earliest (guaranteed) and the latest
+ * (worst) time of each delivery, with the band between them shaded where
+ * jitter can put it, and a dashed line at `stuckAfterMs`.
+ *
+ * @param s A schedule from {@linkcode schedule}.
+ * @returns The SVG document.
+ *
+ * @example Two lines and the stuck-after rule
+ * ```ts
+ * import { schedule, scheduleSvg } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const svg = scheduleSvg(schedule());
+ * assert.equal(svg.match(/<polyline /g)?.length, 2);
+ * assert.match(svg, /stuck after 5m0s/);
+ * ```
+ */
+export function scheduleSvg(s: Schedule): string {
+  // Delivery n comes when the delays after deliveries 1 … n − 1 have passed.
+  const at = (pick: (row: ScheduleRow & { action: "retry" }) => number) => [
+    [1, 0] as const,
+    ...s.rows.flatMap((row) =>
+      row.action === "retry" ? [[row.delivery + 1, pick(row)] as const] : []
+    ),
+  ];
+  const guaranteed = "guaranteed: every delay at the jitter's floor";
+  const worst = "worst: every delay in full";
+  const { maxDeliveries, stuckAfterMs } = s.policy;
+  return lineChartsSvg([
+    {
+      title: `${verdict(s).replace(/:.*$/, "")}: ${
+        s.outlasts ? "OK" : "TOO SHORT"
+      }`,
+      xLabel:
+        `delivery (#${maxDeliveries} is the last: if it fails, the job is poisoned)`,
+      yLabel: "time since the first delivery",
+      series: [
+        {
+          name: guaranteed,
+          points: at((row) => row.guaranteedMs),
+          endLabel: formatDuration(s.guaranteedMs),
+        },
+        {
+          name: worst,
+          points: at((row) => row.worstMs),
+          endLabel: formatDuration(s.worstMs),
+        },
+      ],
+      bands: [{
+        lower: guaranteed,
+        upper: worst,
+        label: "where jitter can put a delivery",
+        // Blue, not the worst line's orange: kept apart from the stuck line.
+        color: "#0072B2",
+      }],
+      rules: [{
+        y: stuckAfterMs,
+        label: `stuck after ${
+          formatDuration(stuckAfterMs)
+        }: a settling payment is rescued`,
+        color: "#D55E00",
+        // The lines rise to the right; the left end is free.
+        anchor: "start",
+      }],
+      xTicks: deliveryTicks(maxDeliveries),
+      yTicks: durationTicks(Math.max(s.worstMs, stuckAfterMs)),
+      formatY: formatDuration,
+    },
+  ], {
+    title: `Schedule: ${describePolicy(s.policy)}`,
+    width: 900,
+    height: 460,
+  });
+}
+
+/** The flags, as `--help` prints them. */
+export const USAGE = `Usage: deno task schedule [flags]
+
+Prints when each delivery of a job can come under a policy, and whether the
+policy keeps a job alive long enough for a stuck payment to be rescued.
+
+Flags (defaults are the library's):
+  --max-deliveries N   deliveries a job gets, counting the first (10; at most ${MAX_SCHEDULE_DELIVERIES} here)
+  --base D             delay after the first delivery, doubling (5s)
+  --cap D              longest delay (2m)
+  --jitter J           equal, full or none (equal)
+  --stuck-after D      how long a payment may settle before its rescue (5m)
+  --svg FILE           also write the schedule as an SVG chart; with
+                       \`deno task schedule\` FILE must be under docs/
+                       (the task may write only there), e.g. docs/schedule.svg
+  --help               print this and exit
+
+D is a duration: 5s, 2m, 1m30.5s, 250ms, or plain milliseconds.
+Exit status: 0 when the rescue window outlasts --stuck-after, 1 when it is
+too short, 2 on a bad flag.
+`;
+
+/** What the command line asked for. */
+export type Flags =
+  | { readonly help: true }
+  | {
+    readonly help: false;
+    /** The checked policy. */
+    readonly policy: Policy;
+    /** Where to write the chart; none when absent. */
+    readonly svg?: string;
+  };
+
+/** A command-line mistake: its message is the one line the CLI prints. */
+export class UsageError extends Error {
+  /**
+   * Constructs a new instance.
+   *
+   * @param message What is wrong, naming the flag.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+const FIELDS = {
+  "--max-deliveries": {
+    field: "maxDeliveries",
+    must: `an integer from 1 to ${MAX_SCHEDULE_DELIVERIES}`,
+  },
+  "--base": { field: "baseMs", must: "a duration of at least 1ms, such as 5s" },
+  "--cap": { field: "capMs", must: "a duration of at least 1ms, such as 2m" },
+  "--jitter": { field: "jitter", must: "equal, full or none" },
+  "--stuck-after": { field: "stuckAfterMs", must: "a duration such as 5m" },
+} as const satisfies Record<string, { field: keyof Policy; must: string }>;
+
+type PolicyFlag = keyof typeof FIELDS;
+
+function isPolicyFlag(name: string): name is PolicyFlag {
+  return Object.hasOwn(FIELDS, name);
+}
+
+/**
+ * Reads the command line: `--flag value` or `--flag=value`, the last of a
+ * repeated flag wins. Durations go through `parseDuration`, the policy
+ * through `definePolicy`.
+ *
+ * @param args The arguments, without the program (`Deno.args`).
+ * @returns The policy and the SVG path, or `{ help: true }`.
+ * @throws {UsageError} Naming the first bad flag, such as `--base must be
+ * a duration of at least 1ms, such as 5s: current value is "soon"`.
+ *
+ * @example Read a policy
+ * ```ts
+ * import { parseFlags } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const flags = parseFlags(["--max-deliveries", "3", "--base=1s"]);
+ * assert.ok(!flags.help);
+ * assert.equal(flags.policy.maxDeliveries, 3);
+ * assert.equal(flags.policy.baseMs, 1000);
+ * assert.throws(() => parseFlags(["--base", "soon"]), /^UsageError: --base /);
+ * ```
+ */
+export function parseFlags(args: readonly string[]): Flags {
+  const raw: Partial<Record<PolicyFlag, string>> = {};
+  let svg: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--help" || arg === "-h") return { help: true };
+    const eq = arg.indexOf("=");
+    const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
+    if (name !== "--svg" && !isPolicyFlag(name)) {
+      throw new UsageError(
+        arg.startsWith("-")
+          ? `unknown flag ${name}: see --help`
+          : `unexpected argument ${JSON.stringify(arg)}: see --help`,
+      );
+    }
+    let value: string | undefined;
+    if (name !== arg) value = arg.slice(eq + 1);
+    else if (args[i + 1] !== undefined && !args[i + 1]!.startsWith("--")) {
+      value = args[++i]!;
+    }
+    if (value === undefined) {
+      throw new UsageError(
+        `${name} needs a value: ${
+          name === "--svg"
+            ? "a file such as docs/schedule.svg"
+            : FIELDS[name].must
+        }`,
+      );
+    }
+    if (name === "--svg") svg = value;
+    else raw[name] = value;
+  }
+
+  const bad = (flag: PolicyFlag): UsageError =>
+    new UsageError(
+      `${flag} must be ${FIELDS[flag].must}: current value is ${
+        JSON.stringify(raw[flag])
+      }`,
+    );
+  const overrides: Partial<Record<keyof Policy, unknown>> = {};
+  for (const [flag, text] of Object.entries(raw) as [PolicyFlag, string][]) {
+    const { field } = FIELDS[flag];
+    if (field === "jitter") overrides.jitter = text;
+    else if (field === "maxDeliveries") {
+      if (!/^\d{1,15}$/.test(text.trim())) throw bad(flag);
+      overrides.maxDeliveries = Number(text.trim());
+    } else {
+      try {
+        overrides[field] = parseDuration(text);
+      } catch {
+        throw bad(flag);
+      }
+    }
+  }
+  let policy: Policy;
+  try {
+    policy = definePolicy(overrides as Partial<Policy>);
+  } catch (error) {
+    // definePolicy names the field it refused: map it back to its flag.
+    const message = error instanceof Error ? error.message : String(error);
+    const flag = (Object.keys(FIELDS) as PolicyFlag[]).find((f) =>
+      message.includes(`'${FIELDS[f].field}'`)
+    );
+    throw flag === undefined ? new UsageError(message) : bad(flag);
+  }
+  if (policy.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
+    throw bad("--max-deliveries");
+  }
+  return svg === undefined
+    ? { help: false, policy }
+    : { help: false, policy, svg };
+}
+
+if (import.meta.main) {
+  let flags: Flags;
+  try {
+    flags = parseFlags(Deno.args);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`schedule: ${error.message}`);
+    Deno.exit(2);
+  }
+  if (flags.help) {
+    console.log(USAGE.trimEnd());
+    Deno.exit(0);
+  }
+  const s = schedule(flags.policy);
+  console.log(formatSchedule(s).trimEnd());
+  if (flags.svg !== undefined) {
+    try {
+      await Deno.writeTextFile(flags.svg, scheduleSvg(s));
+    } catch (error) {
+      const reason = error instanceof Deno.errors.NotCapable ||
+          error instanceof Deno.errors.PermissionDenied
+        ? "no permission to write there (the task may write only under docs/)"
+        : error instanceof Error
+        ? error.message
+        : String(error);
+      console.error(
+        `schedule: --svg cannot write ${JSON.stringify(flags.svg)}: ${reason}`,
+      );
+      Deno.exit(2);
+    }
+    console.error(`schedule: wrote ${flags.svg}`);
+  }
+  Deno.exit(s.outlasts ? 0 : 1);
+}
