@@ -1,0 +1,1333 @@
+/**
+ * The crash test: the real service as a child process (`deno serve
+ * main.ts`, KvStore on a SQLite file, HttpSender), killed with SIGKILL at
+ * seeded moments and restarted on the same file, while an at-least-once
+ * queue drives every job to its end; then the invariants of DESIGN §5 are
+ * checked over the ops API and the signer's own records.
+ *
+ * ```sh
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180]
+ * ```
+ *
+ * - **The signer** is a stub on loopback inside this process. Each intent
+ *   gets a behaviour from the seeded PRNG (accept and confirm from the intent's
+ *   second receipt read; accept slowly, sometimes past the Sender's timeout;
+ *   declare not-sent + poison; 502 "connection refused"; accept but never
+ *   confirm; 502 once then not-sent + poison; not-sent once then accept).
+ *   It records every `/send`: when it came, what it answered and when, so
+ *   the checker knows whether anything may have left for an intent (a 2xx,
+ *   an answer without `notSent`, or a send still in flight at a kill).
+ * - **The queue** delivers `POST /v1/deliveries` signed with the HMAC
+ *   secret, numbering deliveries itself: a 200 ends the job; a 503 is
+ *   redelivered after the `delayMs` of its JSON body (not `Retry-After`,
+ *   which is whole seconds rounded up and would stretch a 20 ms policy into
+ *   seconds; a 503 without `delayMs` waits its `Retry-After` divided by 50);
+ *   a delivery that got no answer (the server died under it) counts as
+ *   used, and the job comes back with the next number once the server is
+ *   up. At most `--concurrency` deliveries are in flight; about one in
+ *   twelve is sent twice at once (same job, same number).
+ * - **The kills** come after a seeded number of answers since the last
+ *   start, plus a seeded few milliseconds so they land mid-request; after
+ *   the last one the run goes on, without kills, until every job has ended.
+ *
+ * The checks, with what is actually guaranteed:
+ * - I1: no intent is `failed` unless its last broadcast is `not_sent` and
+ *   the signer says nothing may ever have left for it.
+ * - I2: no `failed` intent has a `pending` hold.
+ * - I3: the states seen for an intent (at creation, sampled during the run,
+ *   at the end) only move forward along the relayer's edges; a `created`
+ *   intent never moves and never reaches the signer.
+ * - I6: every `/send` carried a `settling` intent with a `pending` hold;
+ *   no intent is `settled` without a `captured` hold and a receipt the
+ *   signer confirmed for its last tx hash.
+ * - Dead letters: each belongs to a job that answered poison at that
+ *   delivery, or whose delivery of that number died with the server; its
+ *   intent exists; its resolution is one of the specification's texts and
+ *   agrees with the intent's final state; `declared` only where the signer
+ *   declared poison. Every job that answered poison has one.
+ * - Nothing stuck: every job ends. Once it has, its intent is not
+ *   `settling` (an ack means done, seen settled, failed or in review, or a
+ *   poison whose resolution left `settling` in the same commit as its dead
+ *   letter), and it is `authorized` only if its dead letter says "job
+ *   dropped, intent still authorized" (the relayer leaves it to a later
+ *   job). The one exception the at-least-once contract allows: a duplicate
+ *   copy that died with the server after the other copy was acked; such an
+ *   intent is reported, not counted as a violation.
+ *
+ * It prints a summary and exits 1 on any violation, 2 on a bad flag. Every
+ * child process and the temp dir are removed, whatever happens.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { definePolicy } from "../policy/policy.ts";
+import { describePolicy } from "../policy/describe_policy.ts";
+import { formatDuration } from "../policy/format_duration.ts";
+import { rescueWindow } from "../policy/rescue_window.ts";
+import { hmacSigner } from "../webhook/_auth.ts";
+
+// ---------------------------------------------------------------- options
+
+/** The command line of the crash test. */
+export interface CrashTestOptions {
+  /** How many intents (and jobs). */
+  readonly intents: number;
+  /** How many times the server is killed. */
+  readonly kills: number;
+  /** The PRNG seed: behaviours, duplicates, kill moments. */
+  readonly seed: number;
+  /** How many deliveries may be in flight at once. */
+  readonly concurrency: number;
+  /** The hard deadline of the whole run, in seconds. */
+  readonly deadlineS: number;
+}
+
+const USAGE =
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180]";
+
+/** Thrown by {@linkcode parseOptions} for `--help`. */
+export class HelpRequested extends Error {}
+
+/** Reads the flags; throws a `RangeError` naming the bad one. */
+export function parseOptions(args: readonly string[]): CrashTestOptions {
+  const values: Record<string, number> = {
+    intents: 300,
+    kills: 5,
+    seed: Math.floor(Math.random() * 2 ** 31),
+    concurrency: 16,
+    deadline: 180,
+  };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--help" || arg === "-h") throw new HelpRequested(USAGE);
+    const match = /^--([a-z]+)(?:=(.*))?$/.exec(arg);
+    if (!match || !(match[1]! in values)) {
+      throw new RangeError(`Unknown argument ${JSON.stringify(arg)}`);
+    }
+    const name = match[1]!;
+    const text = match[2] ?? args[++i];
+    const value = Number(text);
+    const min = name === "kills" || name === "seed" ? 0 : 1;
+    if (
+      text === undefined || text.trim() === "" ||
+      !Number.isSafeInteger(value) ||
+      value < min
+    ) {
+      throw new RangeError(
+        `--${name} must be an integer >= ${min}: current value is ${
+          JSON.stringify(text) ?? "missing"
+        }`,
+      );
+    }
+    values[name] = value;
+  }
+  return {
+    intents: values.intents!,
+    kills: values.kills!,
+    seed: values.seed!,
+    concurrency: values.concurrency!,
+    deadlineS: values.deadline!,
+  };
+}
+
+// ---------------------------------------------------------------- helpers
+
+/** mulberry32: a small seeded PRNG in [0, 1). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** A counting semaphore. */
+class Limiter {
+  #free: number;
+  #waiting: (() => void)[] = [];
+  constructor(size: number) {
+    this.#free = size;
+  }
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    try {
+      return await task();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#free++;
+    }
+  }
+}
+
+/** Thrown when the hard deadline passes. */
+class DeadlineExceeded extends Error {}
+
+const now = () => performance.now();
+
+// ---------------------------------------------------------------- the signer stub
+
+/** How the signer treats an intent's sends. */
+type Behaviour =
+  | "confirm"
+  | "slow"
+  | "poison"
+  | "refused"
+  | "pending"
+  | "refused_then_poison"
+  | "notsent_then_confirm";
+
+const BEHAVIOURS: readonly [Behaviour, number][] = [
+  ["confirm", 0.36],
+  ["slow", 0.1],
+  ["poison", 0.16],
+  ["refused", 0.1],
+  ["pending", 0.1],
+  ["refused_then_poison", 0.08],
+  ["notsent_then_confirm", 0.1],
+];
+
+function pickBehaviour(random: () => number): Behaviour {
+  let x = random();
+  for (const [behaviour, weight] of BEHAVIOURS) {
+    if ((x -= weight) < 0) return behaviour;
+  }
+  return "confirm";
+}
+
+/** When a kill happened: from the SIGKILL to the process being gone. */
+interface KillWindow {
+  readonly from: number;
+  readonly to: number;
+}
+
+/** One `/send` the stub received. */
+interface SendRecord {
+  readonly arrivedAt: number;
+  answeredAt: number | null;
+  status: number | null;
+  notSent: boolean;
+  poison: boolean;
+  readonly replace: boolean;
+  /** The intent's state and hold as the relayer sent them. */
+  readonly state: unknown;
+  readonly hold: unknown;
+  txHash?: string;
+}
+
+/** The signer: answers `/send` and `/receipt`, and remembers everything. */
+class SignerStub {
+  readonly behaviours = new Map<string, Behaviour>();
+  readonly sends = new Map<string, SendRecord[]>();
+  /** Tx hash → its intent and how many receipt reads it had. */
+  readonly hashes = new Map<string, { intentId: string; reads: number }>();
+  /** Tx hashes the stub answered `confirmed` for. */
+  readonly confirmed = new Set<string>();
+  /** Sends for intents the stub was never told about. */
+  readonly strangers: string[] = [];
+  #hashes = 0;
+  #receiptReads = new Map<string, number>();
+  #random: () => number;
+
+  constructor(random: () => number) {
+    this.#random = random;
+  }
+
+  handler = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    if (request.method === "POST" && url.pathname === "/send") {
+      return await this.#send(request);
+    }
+    const receipt = /^\/receipt\/(.+)$/.exec(url.pathname);
+    if (request.method === "GET" && receipt) {
+      const txHash = decodeURIComponent(receipt[1]!);
+      const entry = this.hashes.get(txHash);
+      if (!entry) {
+        return Response.json({ error: "no such tx" }, { status: 404 });
+      }
+      entry.reads++;
+      // The chain confirms the intent's nonce, whichever of its
+      // transactions (a rescue replaces one) is asked about: from the
+      // intent's second receipt read on. Counting per hash would never
+      // confirm a job whose turns come later than STUCK_AFTER under load:
+      // each turn would rescue and start a fresh hash.
+      const reads = (this.#receiptReads.get(entry.intentId) ?? 0) + 1;
+      this.#receiptReads.set(entry.intentId, reads);
+      const behaviour = this.behaviours.get(entry.intentId);
+      const confirmed = behaviour !== "pending" && reads >= 2;
+      if (confirmed) this.confirmed.add(txHash);
+      return Response.json({ status: confirmed ? "confirmed" : "pending" });
+    }
+    return Response.json({ error: "not found" }, { status: 404 });
+  };
+
+  async #send(request: Request): Promise<Response> {
+    const arrivedAt = now();
+    const body = await request.json() as {
+      intentId: string;
+      replace: boolean;
+      intent?: { state?: unknown; hold?: unknown };
+    };
+    const { intentId } = body;
+    const behaviour = this.behaviours.get(intentId);
+    if (behaviour === undefined) this.strangers.push(String(intentId));
+    const records = this.sends.get(intentId) ?? [];
+    this.sends.set(intentId, records);
+    const record: SendRecord = {
+      arrivedAt,
+      answeredAt: null,
+      status: null,
+      notSent: false,
+      poison: false,
+      replace: body.replace === true,
+      state: body.intent?.state,
+      hold: body.intent?.hold,
+    };
+    records.push(record);
+    const nth = records.length;
+
+    const answer = (
+      status: number,
+      json: Record<string, unknown>,
+    ): Response => {
+      record.answeredAt = now();
+      record.status = status;
+      record.notSent = json.notSent === true;
+      record.poison = json.poison === true;
+      return Response.json(json, { status });
+    };
+    const accept = (): Response => {
+      const txHash = `0x${(++this.#hashes).toString(16).padStart(16, "0")}`;
+      this.hashes.set(txHash, { intentId, reads: 0 });
+      record.txHash = txHash;
+      return answer(200, { txHash });
+    };
+    const declaredPoison = () =>
+      answer(400, { error: "chain id mismatch", notSent: true, poison: true });
+    const refused = () => answer(502, { error: "rpc: connection refused" });
+
+    switch (behaviour) {
+      case "slow":
+        // Sometimes past the Sender's timeout: the relayer records unknown
+        // although the stub accepted.
+        await sleep(50 + Math.floor(this.#random() * 300));
+        return accept();
+      case "poison":
+        return declaredPoison();
+      case "refused":
+        return refused();
+      case "refused_then_poison":
+        return nth === 1 ? refused() : declaredPoison();
+      case "notsent_then_confirm":
+        return nth === 1
+          ? answer(503, { error: "nonce too low", notSent: true })
+          : accept();
+      default:
+        return accept();
+    }
+  }
+
+  /**
+   * Whether anything may have left for `intentId`: a send answered without
+   * `notSent` (a 2xx among them) or never answered, or one still in flight
+   * while a server was being killed (from the signal to the process gone).
+   */
+  mayHaveLeft(intentId: string, kills: readonly KillWindow[]): boolean {
+    return (this.sends.get(intentId) ?? []).some((send) =>
+      send.status === null || !send.notSent ||
+      kills.some(({ from, to }) =>
+        send.arrivedAt <= to && (send.answeredAt ?? Infinity) >= from
+      )
+    );
+  }
+}
+
+// ---------------------------------------------------------------- the server
+
+/** The names of every setting the service reads, so none leaks in from the caller's shell. */
+const SERVICE_SETTINGS = [
+  "QSTASH_CURRENT_SIGNING_KEY",
+  "QSTASH_NEXT_SIGNING_KEY",
+  "PUBLIC_URL",
+  "PUBSUB_AUDIENCE",
+  "PUBSUB_SERVICE_ACCOUNT",
+  "WEBHOOK_SECRET",
+  "OPS_TOKEN",
+  "SENDER_URL",
+  "SENDER_TIMEOUT",
+  "KV_PATH",
+  "KV_URL",
+  "KV_QUEUE",
+  "MAX_DELIVERIES",
+  "BASE",
+  "CAP",
+  "JITTER",
+  "STUCK_AFTER",
+  "LEASE",
+  "MAX_BODY_BYTES",
+  "RELAYER_INSECURE_DEV",
+  "DENO_DEPLOYMENT_ID",
+];
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** The real service as a child process, restarted on the same KV file. */
+class ServerProcess {
+  #child: Deno.ChildProcess | null = null;
+  #killing = false;
+  #up = deferred();
+  #fatal: (error: Error) => void;
+  #output: string[] = [];
+  #readers: Promise<void>[] = [];
+  base = "";
+  generation = 0;
+  /** Answers received from the current generation. */
+  answered = 0;
+
+  constructor(
+    readonly root: string,
+    readonly dir: string,
+    readonly env: Record<string, string>,
+    fatal: (error: Error) => void,
+  ) {
+    this.#fatal = fatal;
+  }
+
+  /** Resolves once a server is up (immediately if one is). */
+  waitUp(): Promise<void> {
+    return this.#up.promise;
+  }
+
+  /** The last lines the servers printed. */
+  output(): string {
+    return this.#output.slice(-40).join("\n");
+  }
+
+  #collect(stream: ReadableStream<Uint8Array>, generation: number) {
+    this.#readers.push(
+      (async () => {
+        let rest = "";
+        for await (
+          const chunk of stream.pipeThrough(new TextDecoderStream())
+        ) {
+          const lines = (rest + chunk).split("\n");
+          rest = lines.pop() ?? "";
+          for (const line of lines) {
+            this.#output.push(`[server ${generation}] ${line}`);
+          }
+          if (this.#output.length > 400) this.#output.splice(0, 200);
+        }
+        if (rest) this.#output.push(`[server ${generation}] ${rest}`);
+      })().catch(() => {}),
+    );
+  }
+
+  async start(deadline: number): Promise<void> {
+    const port = freePort();
+    const generation = ++this.generation;
+    this.#killing = false;
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--allow-net",
+        "--allow-env",
+        "--allow-read",
+        `--allow-write=${this.dir}`,
+        "main.ts",
+      ],
+      cwd: this.root,
+      clearEnv: true,
+      env: this.env,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#child = child;
+    this.#collect(child.stdout, generation);
+    this.#collect(child.stderr, generation);
+    let exited = false;
+    child.status.then((status) => {
+      exited = true;
+      if (this.#child === child && !this.#killing) {
+        this.#fatal(
+          new Error(
+            `server ${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
+          ),
+        );
+      }
+    });
+    this.base = `http://127.0.0.1:${port}`;
+    for (;;) {
+      if (now() > deadline) {
+        throw new DeadlineExceeded(`server ${generation} never became healthy`);
+      }
+      try {
+        const res = await fetch(`${this.base}/healthz`, {
+          signal: AbortSignal.timeout(1000),
+        });
+        await res.body?.cancel();
+        if (res.ok) break;
+      } catch {
+        // not listening yet
+      }
+      if (exited || this.#child !== child) {
+        throw new Error(
+          `server ${generation} exited before it was healthy:\n${this.output()}`,
+        );
+      }
+      await sleep(25);
+    }
+    this.answered = 0;
+    this.#up.resolve();
+  }
+
+  /** SIGKILL, and wait for the process to be gone. */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    if (child === null) return;
+    this.#up = deferred();
+    this.#killing = true;
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+    await child.status;
+    this.#child = null;
+  }
+
+  /** Kills whatever runs and waits for its output to drain. */
+  async stop(): Promise<void> {
+    await this.kill();
+    await Promise.all(this.#readers);
+  }
+}
+
+// ---------------------------------------------------------------- the queue
+
+/** A delivery answer body, as the webhook sends it. */
+interface AnswerBody {
+  outcome?: string;
+  job?: string;
+  delivery?: number;
+  reason?: string;
+  delayMs?: number;
+  resolution?: string;
+  title?: string;
+}
+
+type Attempt =
+  | {
+    readonly kind: "answer";
+    readonly status: number;
+    readonly body: AnswerBody;
+    readonly retryAfter: string | null;
+  }
+  | { readonly kind: "lost"; readonly error: string };
+
+/** One job as the queue tracks it. */
+interface JobRecord {
+  readonly intentId: string;
+  readonly jobId: string;
+  /** The last delivery number used. */
+  delivery: number;
+  ended: boolean;
+  /** The answer that ended it. */
+  final?: AnswerBody;
+  /** Delivery numbers that got a poison answer, with the resolution. */
+  readonly poisoned: { delivery: number; resolution: string }[];
+  /** Delivery numbers of which no copy got an answer, or one copy did not. */
+  readonly lost: Set<number>;
+  /** A copy died with the server after another copy of the same delivery was acked. */
+  lostCopyAfterAck: boolean;
+}
+
+/** What the run counted. */
+interface Stats {
+  deliveries: number;
+  requests: number;
+  duplicates: number;
+  lostRequests: number;
+  statuses: Map<number, number>;
+  restarts: number;
+  kills: KillWindow[];
+  samples: number;
+}
+
+// ---------------------------------------------------------------- the checks
+
+type State =
+  | "created"
+  | "authorized"
+  | "settling"
+  | "settled"
+  | "failed"
+  | "needs_review";
+
+/** What the relayer may move a state to (itself included), possibly in several steps. */
+const REACHABLE: Record<State, readonly State[]> = {
+  created: ["created"],
+  authorized: ["authorized", "settling", "settled", "failed", "needs_review"],
+  settling: ["settling", "settled", "failed", "needs_review"],
+  settled: ["settled"],
+  failed: ["failed"],
+  needs_review: ["needs_review"],
+};
+
+/** The intent as `GET /v1/intents/:id` shows it. */
+interface IntentView {
+  intent: {
+    id: string;
+    state: State;
+    hold: string | null;
+    lastBroadcast:
+      | { outcome: string; txHash?: string; at: number; error?: string }
+      | null;
+    broadcasting: number | null;
+    mayHaveSent: boolean;
+  };
+  deliveries: number;
+  deadLetter: DeadLetterView | null;
+}
+
+interface DeadLetterView {
+  jobId: string;
+  intentId: string;
+  deliveries: number;
+  cause: string;
+  reason: string;
+  resolution: string;
+  lastError: string;
+}
+
+/** The state a resolution text leaves the intent in, or `null` if the text is not the specification's. */
+function stateAfter(resolution: string): State | null {
+  if (resolution === "nothing was sent, so the intent failed") return "failed";
+  if (
+    /^(last broadcast unknown|no broadcast on record|an earlier broadcast may have been sent|last broadcast sent as \S+), needs review$/
+      .test(resolution)
+  ) return "needs_review";
+  const still = /^job dropped, intent still (created|authorized)$/.exec(
+    resolution,
+  );
+  if (still) return still[1] as State;
+  const already = /^job dropped, intent already (settled|failed|needs_review)$/
+    .exec(resolution);
+  if (already) return already[1] as State;
+  return null;
+}
+
+interface CheckInput {
+  readonly plans: readonly {
+    id: string;
+    initial: State;
+    behaviour: Behaviour;
+  }[];
+  readonly finals: ReadonlyMap<string, IntentView>;
+  readonly deadLetters: readonly DeadLetterView[];
+  readonly jobs: ReadonlyMap<string, JobRecord>;
+  readonly observed: ReadonlyMap<string, State[]>;
+  readonly stub: SignerStub;
+  readonly kills: readonly KillWindow[];
+}
+
+interface CheckResult {
+  readonly violations: string[];
+  /** Intents left where no job will touch them, allowed by at-least-once. */
+  readonly orphans: string[];
+}
+
+/** Every check of the run; pure over what was collected. */
+function check(input: CheckInput): CheckResult {
+  const violations: string[] = [];
+  const orphans: string[] = [];
+  const flag = (id: string, text: string) => violations.push(`${id}: ${text}`);
+
+  for (const id of input.stub.strangers) {
+    flag(id, "the signer got a /send for an intent it was never told about");
+  }
+
+  for (const plan of input.plans) {
+    const { id } = plan;
+    const view = input.finals.get(id);
+    const job = input.jobs.get(id)!;
+    const sends = input.stub.sends.get(id) ?? [];
+    if (!view) {
+      flag(id, "GET /v1/intents/:id found no intent");
+      continue;
+    }
+    const { intent } = view;
+    if (!job.ended) flag(id, `its job never ended (delivery ${job.delivery})`);
+
+    // I3: forward only; created never moves.
+    const seen = [
+      plan.initial,
+      ...(input.observed.get(id) ?? []),
+      intent.state,
+    ];
+    for (let i = 1; i < seen.length; i++) {
+      const from = seen[i - 1]!;
+      const to = seen[i]!;
+      if (!REACHABLE[from].includes(to)) {
+        flag(id, `I3: moved ${from} → ${to} (seen ${seen.join(" → ")})`);
+        break;
+      }
+    }
+    if (plan.initial === "created" && sends.length > 0) {
+      flag(id, `I3: created, yet the signer got ${sends.length} /send`);
+    }
+
+    // I1 and I2.
+    if (intent.state === "failed") {
+      if (intent.lastBroadcast?.outcome !== "not_sent") {
+        flag(
+          id,
+          `I1: failed with last broadcast ${
+            intent.lastBroadcast?.outcome ?? "none"
+          }`,
+        );
+      }
+      if (input.stub.mayHaveLeft(id, input.kills)) {
+        flag(
+          id,
+          `I1: failed, but the signer says a send may have left (${
+            sends.map((s) =>
+              `${s.status ?? "no answer"}${s.notSent ? " notSent" : ""}`
+            ).join(", ")
+          })`,
+        );
+      }
+      if (intent.hold === "pending") {
+        flag(id, "I2: failed with a pending hold");
+      }
+    }
+
+    // I6: nothing sent behind a voided hold; settled only when captured and confirmed.
+    for (const send of sends) {
+      if (send.state !== "settling" || send.hold !== "pending") {
+        flag(
+          id,
+          `I6: a /send carried state ${String(send.state)} and hold ${
+            String(send.hold)
+          }`,
+        );
+      }
+    }
+    if (intent.state === "settled") {
+      if (intent.hold !== "captured") {
+        flag(id, `I6: settled with hold ${intent.hold ?? "none"}`);
+      }
+      const txHash = intent.lastBroadcast?.txHash;
+      if (txHash === undefined || !input.stub.confirmed.has(txHash)) {
+        flag(
+          id,
+          `settled, but the signer never confirmed its last tx ${
+            txHash ?? "(none)"
+          }`,
+        );
+      }
+    }
+
+    // Nothing stuck where no job will touch it.
+    if (job.ended) {
+      if (intent.state === "settling") {
+        if (job.lostCopyAfterAck) orphans.push(`${id} (settling)`);
+        else flag(id, "left settling after its job ended");
+      }
+      if (intent.state === "authorized") {
+        const dropped = view.deadLetter?.resolution ===
+          "job dropped, intent still authorized";
+        if (!dropped) {
+          if (job.lostCopyAfterAck) orphans.push(`${id} (authorized)`);
+          else {
+            flag(
+              id,
+              "left authorized after its job ended, without a dead letter saying so",
+            );
+          }
+        }
+      }
+      const final = job.final;
+      if (final?.outcome === "done") {
+        const reason = final.reason ?? "";
+        const settledBy = /^\S+ confirmed, intent settled$/.test(reason);
+        const already = /^intent already (settled|failed|needs_review)$/.exec(
+          reason,
+        );
+        if (!settledBy && !already) {
+          flag(id, `its job ended done with reason ${JSON.stringify(reason)}`);
+        } else if (
+          !REACHABLE[settledBy ? "settled" : already![1] as State].includes(
+            intent.state,
+          )
+        ) {
+          flag(
+            id,
+            `its job ended with ${
+              JSON.stringify(reason)
+            } but it is ${intent.state}`,
+          );
+        }
+      }
+    }
+
+    // Every poison answer left a dead letter.
+    if (job.poisoned.length > 0 && view.deadLetter === null) {
+      flag(id, "its job answered poison, but it has no dead letter");
+    }
+  }
+
+  // Dead letters.
+  const seenJobs = new Set<string>();
+  const byIntent = new Map(input.plans.map((p) => [p.id, p]));
+  for (const letter of input.deadLetters) {
+    const id = letter.intentId;
+    if (seenJobs.has(letter.jobId)) {
+      flag(id, `dead letter ${letter.jobId} listed twice`);
+    }
+    seenJobs.add(letter.jobId);
+    const plan = byIntent.get(id);
+    const view = input.finals.get(id);
+    if (!plan || !view) {
+      flag(id, `dead letter ${letter.jobId} for an unknown intent`);
+      continue;
+    }
+    if (letter.jobId !== `${id}/settle`) {
+      flag(id, `dead letter job id ${letter.jobId} is not ${id}/settle`);
+    }
+    const job = input.jobs.get(id)!;
+    const poisonedThere = job.poisoned.some((p) =>
+      p.delivery === letter.deliveries
+    );
+    if (!poisonedThere && !job.lost.has(letter.deliveries)) {
+      flag(
+        id,
+        `dead letter at delivery ${letter.deliveries}, which neither answered poison nor died with the server`,
+      );
+    }
+    const after = stateAfter(letter.resolution);
+    if (after === null) {
+      flag(
+        id,
+        `dead letter resolution ${
+          JSON.stringify(letter.resolution)
+        } is not the specification's`,
+      );
+    } else if (!REACHABLE[after].includes(view.intent.state)) {
+      flag(
+        id,
+        `dead letter says ${
+          JSON.stringify(letter.resolution)
+        } but the intent is ${view.intent.state}`,
+      );
+    }
+    if (letter.cause !== "declared" && letter.cause !== "exhausted") {
+      flag(id, `dead letter cause ${JSON.stringify(letter.cause)}`);
+    }
+    if (
+      letter.cause === "declared" &&
+      !(input.stub.sends.get(id) ?? []).some((s) => s.poison) &&
+      !/hold is voided/.test(letter.lastError)
+    ) {
+      flag(
+        id,
+        "dead letter says declared, but the signer never declared poison",
+      );
+    }
+    if (view.deadLetter?.jobId !== letter.jobId) {
+      flag(id, "the intent's view does not show the listed dead letter");
+    }
+  }
+  for (const plan of input.plans) {
+    if (
+      input.finals.get(plan.id)?.deadLetter &&
+      !seenJobs.has(`${plan.id}/settle`)
+    ) {
+      flag(plan.id, "has a dead letter the list does not show");
+    }
+  }
+  return { violations, orphans };
+}
+
+// ---------------------------------------------------------------- the run
+
+/** The policy of the run: fast, with the rescue window computed, not guessed. */
+function fastPolicy() {
+  const policy = definePolicy({
+    maxDeliveries: 6,
+    baseMs: 20,
+    capMs: 200,
+    jitter: "equal",
+  });
+  // The service refuses a STUCK_AFTER longer than the guaranteed window.
+  const stuckAfterMs = rescueWindow(policy);
+  return definePolicy({ ...policy, stuckAfterMs });
+}
+
+const SENDER_TIMEOUT_MS = 200;
+const LEASE_MS = 500;
+const DUPLICATE_RATE = 1 / 12;
+const MAX_DELIVERIES_PER_JOB = 500;
+
+/** Runs the crash test; returns the process exit code. */
+export async function crashTest(options: CrashTestOptions): Promise<number> {
+  const started = now();
+  const deadline = started + options.deadlineS * 1000;
+  const seeds = prng(options.seed);
+  const behaviourRandom = prng(Math.floor(seeds() * 2 ** 32));
+  const stubRandom = prng(Math.floor(seeds() * 2 ** 32));
+  const queueRandom = prng(Math.floor(seeds() * 2 ** 32));
+  const killRandom = prng(Math.floor(seeds() * 2 ** 32));
+
+  const policy = fastPolicy();
+  const secret = `crash-secret-${crypto.randomUUID()}`;
+  const opsToken = `crash-ops-${crypto.randomUUID()}`;
+  const sign = hmacSigner(secret);
+  const root = decodeURIComponent(new URL("../", import.meta.url).pathname);
+
+  const dir = await Deno.makeTempDir({ prefix: "relayer_crash_" });
+  const stub = new SignerStub(stubRandom);
+  const signer = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    stub.handler,
+  );
+
+  let failure: Error | null = null;
+  const failed = deferred();
+  const fail = (error: Error) => {
+    failure ??= error;
+    failed.resolve();
+  };
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(Deno.env.toObject())) {
+    if (!SERVICE_SETTINGS.includes(name)) env[name] = value;
+  }
+  Object.assign(env, {
+    NO_COLOR: "1",
+    SENDER_URL: `http://127.0.0.1:${signer.addr.port}`,
+    KV_PATH: `${dir}/relayer.kv`,
+    WEBHOOK_SECRET: secret,
+    OPS_TOKEN: opsToken,
+    MAX_DELIVERIES: String(policy.maxDeliveries),
+    BASE: `${policy.baseMs}ms`,
+    CAP: `${policy.capMs}ms`,
+    JITTER: policy.jitter,
+    STUCK_AFTER: `${policy.stuckAfterMs}ms`,
+    SENDER_TIMEOUT: `${SENDER_TIMEOUT_MS}ms`,
+    LEASE: `${LEASE_MS}ms`,
+  });
+  const server = new ServerProcess(root, dir, env, fail);
+
+  const stats: Stats = {
+    deliveries: 0,
+    requests: 0,
+    duplicates: 0,
+    lostRequests: 0,
+    statuses: new Map(),
+    restarts: 0,
+    kills: [],
+    samples: 0,
+  };
+  const jobs = new Map<string, JobRecord>();
+  const observed = new Map<string, State[]>();
+  const plans: { id: string; initial: State; behaviour: Behaviour }[] = [];
+  let allEnded = false;
+
+  const onSignal = () => {
+    fail(new Error("interrupted"));
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  const deadlineTimer = setTimeout(
+    () =>
+      fail(
+        new DeadlineExceeded(
+          `the run passed its ${options.deadlineS}s deadline`,
+        ),
+      ),
+    options.deadlineS * 1000,
+  );
+  const checkAlive = () => {
+    if (failure) throw failure;
+  };
+
+  const ops = async (path: string, init: RequestInit = {}) => {
+    const res = await fetch(`${server.base}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${opsToken}`, ...init.headers },
+      signal: AbortSignal.timeout(5000),
+    });
+    return { status: res.status, body: await res.json() };
+  };
+
+  /** One delivery of a job (one copy): an answer, or lost with the server. */
+  const post = async (body: string, signature: string): Promise<Attempt> => {
+    stats.requests++;
+    const base = server.base;
+    try {
+      const res = await fetch(`${base}/v1/deliveries`, {
+        method: "POST",
+        body,
+        headers: {
+          "content-type": "application/json",
+          "x-signature": signature,
+        },
+        signal: AbortSignal.timeout(10_000),
+      });
+      const text = await res.text();
+      if (base === server.base) server.answered++;
+      stats.statuses.set(res.status, (stats.statuses.get(res.status) ?? 0) + 1);
+      let parsed: AnswerBody = {};
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = { title: text.slice(0, 200) };
+      }
+      return {
+        kind: "answer",
+        status: res.status,
+        body: parsed,
+        retryAfter: res.headers.get("retry-after"),
+      };
+    } catch (error) {
+      stats.lostRequests++;
+      return { kind: "lost", error: (error as Error).message };
+    }
+  };
+
+  const unexpected: string[] = [];
+  const limiter = new Limiter(options.concurrency);
+
+  const runJob = async (job: JobRecord): Promise<void> => {
+    const payload = { intentId: job.intentId, kind: "settle" };
+    while (!job.ended) {
+      checkAlive();
+      if (job.delivery >= MAX_DELIVERIES_PER_JOB) {
+        unexpected.push(
+          `${job.intentId}: still not ended after ${job.delivery} deliveries`,
+        );
+        job.ended = true;
+        return;
+      }
+      // The slot first, then the gate: a delivery waiting for a slot must
+      // not fire into a server that died meanwhile. Only requests already
+      // in flight at a kill are lost, and the queue counts them.
+      const { n, attempts } = await limiter.run(async () => {
+        await Promise.race([server.waitUp(), failed.promise]);
+        checkAlive();
+        const n = ++job.delivery;
+        stats.deliveries++;
+        const copies = queueRandom() < DUPLICATE_RATE ? 2 : 1;
+        if (copies === 2) stats.duplicates++;
+        const body = JSON.stringify({ job: payload, delivery: n });
+        const signature = sign(body);
+        const attempts = await Promise.all(
+          Array.from({ length: copies }, () => post(body, signature)),
+        );
+        return { n, attempts };
+      });
+      let delayMs = 0;
+      let acked = false;
+      let lostCopy = false;
+      for (const attempt of attempts) {
+        if (attempt.kind === "lost") {
+          lostCopy = true;
+          job.lost.add(n);
+          delayMs = Math.max(delayMs, 50);
+          continue;
+        }
+        const { status, body: answer } = attempt;
+        if (answer.outcome === "poison") {
+          job.poisoned.push({
+            delivery: n,
+            resolution: answer.resolution ?? "",
+          });
+        }
+        if (status === 200) {
+          acked = true;
+          job.final = answer;
+        } else if (status === 503) {
+          // delayMs is the policy's own delay; Retry-After is whole seconds
+          // rounded up, which would stretch a 20 ms policy into seconds.
+          const wait = typeof answer.delayMs === "number"
+            ? answer.delayMs
+            : Number(attempt.retryAfter ?? "1") * 1000 / 50;
+          delayMs = Math.max(delayMs, wait);
+        } else {
+          unexpected.push(
+            `${job.intentId}: delivery ${n} answered ${status} ${
+              JSON.stringify(answer)
+            }`,
+          );
+          delayMs = Math.max(delayMs, 100);
+        }
+      }
+      if (acked) {
+        job.ended = true;
+        if (lostCopy) job.lostCopyAfterAck = true;
+        return;
+      }
+      await Promise.race([sleep(delayMs), failed.promise]);
+    }
+  };
+
+  const sampler = async (): Promise<void> => {
+    const ids = plans.map((p) => p.id);
+    while (!allEnded && !failure) {
+      await Promise.race([server.waitUp(), failed.promise]);
+      if (allEnded || failure) return;
+      const batch = new Set<string>();
+      for (let i = 0; i < 6 && ids.length > 0; i++) {
+        batch.add(ids[Math.floor(Math.random() * ids.length)]!);
+      }
+      await Promise.all([...batch].map(async (id) => {
+        try {
+          const { status, body } = await ops(`/v1/intents/${id}`);
+          if (status === 200) {
+            observed.get(id)!.push((body as IntentView).intent.state);
+            stats.samples++;
+          }
+        } catch {
+          // the server died under the sample
+        }
+      }));
+      await sleep(40);
+    }
+  };
+
+  const killer = async (): Promise<void> => {
+    const expected = options.intents * 3;
+    const segment = Math.max(8, Math.floor(expected / (options.kills + 1)));
+    for (let k = 0; k < options.kills; k++) {
+      const budget = Math.max(
+        4,
+        Math.floor(segment * (0.4 + 0.6 * killRandom())),
+      );
+      const extraMs = Math.floor(killRandom() * 25);
+      while (server.answered < budget && !allEnded) {
+        checkAlive();
+        await Promise.race([sleep(5), failed.promise]);
+      }
+      if (allEnded) return;
+      await sleep(extraMs);
+      if (allEnded) return;
+      const from = now();
+      await server.kill();
+      stats.kills.push({ from, to: now() });
+      stats.restarts++;
+      await server.start(deadline);
+    }
+  };
+
+  let exitCode = 1;
+  try {
+    await Promise.race([
+      server.start(deadline),
+      failed.promise.then(() => {
+        throw failure;
+      }),
+    ]);
+
+    // Intents: most authorized (with their hold), some only created.
+    const width = String(options.intents).length;
+    for (let i = 1; i <= options.intents; i++) {
+      const id = `pi_${String(i).padStart(Math.max(4, width), "0")}`;
+      const initial: State = behaviourRandom() < 0.15
+        ? "created"
+        : "authorized";
+      const behaviour = pickBehaviour(behaviourRandom);
+      plans.push({ id, initial, behaviour });
+      stub.behaviours.set(id, behaviour);
+      observed.set(id, []);
+      jobs.set(id, {
+        intentId: id,
+        jobId: `${id}/settle`,
+        delivery: 0,
+        ended: false,
+        poisoned: [],
+        lost: new Set(),
+        lostCopyAfterAck: false,
+      });
+    }
+    await Promise.all(plans.map((plan) =>
+      limiter.run(async () => {
+        const { status, body } = await ops("/v1/intents", {
+          method: "POST",
+          body: JSON.stringify({ id: plan.id, state: plan.initial }),
+        });
+        if (status !== 201) {
+          throw new Error(
+            `could not create ${plan.id}: ${status} ${JSON.stringify(body)}`,
+          );
+        }
+      })
+    ));
+
+    const work = Promise.all([...jobs.values()].map(runJob)).then(() => {
+      allEnded = true;
+    });
+    const background = Promise.all([killer(), sampler()]);
+    await Promise.race([
+      Promise.all([work, background]),
+      failed.promise.then(() => {
+        throw failure;
+      }),
+    ]);
+    allEnded = true;
+    const runMs = now() - started;
+
+    // Read everything back over the ops API (the last server is healthy).
+    const finals = new Map<string, IntentView>();
+    await Promise.all(plans.map((plan) =>
+      limiter.run(async () => {
+        const { status, body } = await ops(`/v1/intents/${plan.id}`);
+        if (status === 200) finals.set(plan.id, body as IntentView);
+      })
+    ));
+    const deadLetters: DeadLetterView[] = [];
+    let pages = 0;
+    for (let cursor: string | null = null;;) {
+      const query: string = cursor === null
+        ? ""
+        : `&cursor=${encodeURIComponent(cursor)}`;
+      const { status, body } = await ops(`/v1/dead-letters?limit=50${query}`);
+      if (status !== 200) {
+        throw new Error(`GET /v1/dead-letters answered ${status}`);
+      }
+      const page = body as { items: DeadLetterView[]; cursor: string | null };
+      deadLetters.push(...page.items);
+      pages++;
+      if (page.cursor === null) break;
+      cursor = page.cursor;
+    }
+
+    const { violations, orphans } = check({
+      plans,
+      finals,
+      deadLetters,
+      jobs,
+      observed,
+      stub,
+      kills: stats.kills,
+    });
+    violations.push(...unexpected);
+
+    // Summary.
+    const states = new Map<string, number>();
+    const byBehaviour = new Map<string, Map<string, number>>();
+    for (const plan of plans) {
+      const state = finals.get(plan.id)?.intent.state ?? "missing";
+      states.set(state, (states.get(state) ?? 0) + 1);
+      const key = plan.initial === "created" ? "(created)" : plan.behaviour;
+      const row = byBehaviour.get(key) ?? new Map<string, number>();
+      row.set(state, (row.get(state) ?? 0) + 1);
+      byBehaviour.set(key, row);
+    }
+    const show = (m: ReadonlyMap<unknown, number>) =>
+      [...m].map(([k, v]) => `${k} ${v}`).join(", ");
+    const causes = new Map<string, number>();
+    for (const letter of deadLetters) {
+      causes.set(letter.cause, (causes.get(letter.cause) ?? 0) + 1);
+    }
+    const authorized = plans.filter((p) => p.initial === "authorized").length;
+    const sends = [...stub.sends.values()].reduce((n, s) => n + s.length, 0);
+    console.log(
+      [
+        `crash test   seed ${options.seed}, ${options.intents} intents (${authorized} authorized, ${
+          options.intents - authorized
+        } created), concurrency ${options.concurrency}`,
+        `policy       ${describePolicy(policy)}; stuck after ${
+          formatDuration(policy.stuckAfterMs)
+        } (= rescue window); lease ${
+          formatDuration(LEASE_MS)
+        }; sender timeout ${formatDuration(SENDER_TIMEOUT_MS)}`,
+        `kills        ${stats.kills.length} of ${options.kills} (SIGKILL), server restarts ${stats.restarts}`,
+        `deliveries   ${stats.deliveries} (requests ${stats.requests}, duplicates ${stats.duplicates}, requests lost to kills ${stats.lostRequests})`,
+        `answers      ${show(new Map([...stats.statuses].sort()))}`,
+        `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed`,
+        `samples      ${stats.samples} intent reads during the run`,
+        `final        ${show(states)}`,
+        ...[...byBehaviour].sort().map(([behaviour, row]) =>
+          `  ${behaviour.padEnd(21)}${show(row)}`
+        ),
+        `dead letters ${deadLetters.length} in ${pages} pages (${
+          show(causes)
+        })`,
+        `orphans      ${
+          orphans.length === 0
+            ? "0"
+            : `${orphans.length} (a duplicate died after the ack): ${
+              orphans.join(", ")
+            }`
+        }`,
+        `violations   ${violations.length}`,
+        ...violations.slice(0, 50).map((v) => `  ${v}`),
+        `time         ${(runMs / 1000).toFixed(1)}s run, ${
+          ((now() - started) / 1000).toFixed(1)
+        }s in all`,
+      ].join("\n"),
+    );
+    exitCode = violations.length === 0 ? 0 : 1;
+  } catch (error) {
+    const reason = failure ?? error as Error;
+    allEnded = true;
+    const pending = [...jobs.values()].filter((j) => !j.ended).length;
+    console.error(
+      `crash test FAILED (seed ${options.seed}): ${reason.message}` +
+        (jobs.size > 0
+          ? `\n${pending} of ${jobs.size} jobs had not ended`
+          : "") +
+        `\nkills ${stats.kills.length}, restarts ${stats.restarts}, deliveries ${stats.deliveries}` +
+        `\nlast server output:\n${server.output()}`,
+    );
+    exitCode = 1;
+  } finally {
+    allEnded = true;
+    clearTimeout(deadlineTimer);
+    Deno.removeSignalListener("SIGINT", onSignal);
+    Deno.removeSignalListener("SIGTERM", onSignal);
+    await server.stop();
+    await signer.shutdown();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+  return exitCode;
+}
+
+if (import.meta.main) {
+  let options: CrashTestOptions;
+  try {
+    options = parseOptions(Deno.args);
+  } catch (error) {
+    if (error instanceof HelpRequested) {
+      console.log(USAGE);
+      Deno.exit(0);
+    }
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    Deno.exit(2);
+  }
+  Deno.exit(await crashTest(options));
+}
