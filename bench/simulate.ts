@@ -25,6 +25,7 @@
  */
 
 // deno-lint-ignore-file no-console
+import { mulberry32 } from "../tools/_prng.ts";
 import { parseArgs } from "node:util";
 import { backoff, jitter } from "../mod.ts";
 import { lineChartsSvg } from "./_svg_chart.ts";
@@ -135,18 +136,6 @@ export const DEFAULT_CLIENTS: readonly number[] = Array.from(
   { length: 19 },
   (_, i) => (i + 1) * 10,
 );
-
-/** A seeded source of numbers in `[0, 1)`: mulberry32. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Each (client count, algorithm) cell gets its own stream, derived from the
 // seed: a run over 10..50 then gives the same rows at those counts as the full

@@ -62,6 +62,8 @@
 
 // deno-lint-ignore-file no-console
 import { definePolicy } from "../policy/policy.ts";
+import { mulberry32 } from "./_prng.ts";
+import { INTENT_STATES, type IntentState, TRANSITIONS } from "../mod.ts";
 import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
@@ -132,18 +134,6 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
 }
 
 // ---------------------------------------------------------------- helpers
-
-/** mulberry32: a small seeded PRNG in [0, 1). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -580,23 +570,24 @@ interface Stats {
 
 // ---------------------------------------------------------------- the checks
 
-type State =
-  | "created"
-  | "authorized"
-  | "settling"
-  | "settled"
-  | "failed"
-  | "needs_review";
+type State = IntentState;
 
-/** What the relayer may move a state to (itself included), possibly in several steps. */
-const REACHABLE: Record<State, readonly State[]> = {
-  created: ["created"],
-  authorized: ["authorized", "settling", "settled", "failed", "needs_review"],
-  settling: ["settling", "settled", "failed", "needs_review"],
-  settled: ["settled"],
-  failed: ["failed"],
-  needs_review: ["needs_review"],
-};
+/**
+ * What the relayer may move a state to (itself included), in any number of
+ * steps: the transition table without the moves only the payments API
+ * (out of created) or an operator (out of needs_review) makes.
+ */
+const REACHABLE = {} as Record<State, readonly State[]>;
+{
+  const relayerMoves = (from: State): readonly State[] =>
+    from === "created" || from === "needs_review" ? [] : TRANSITIONS[from];
+  const closure = (
+    from: State,
+  ): State[] => [from, ...relayerMoves(from).flatMap(closure)];
+  for (const from of INTENT_STATES) {
+    REACHABLE[from] = [...new Set(closure(from))];
+  }
+}
 
 /** The intent as `GET /v1/intents/:id` shows it. */
 interface IntentView {
@@ -897,11 +888,11 @@ const MAX_DELIVERIES_PER_JOB = 500;
 export async function crashTest(options: CrashTestOptions): Promise<number> {
   const started = now();
   const deadline = started + options.deadlineS * 1000;
-  const seeds = prng(options.seed);
-  const behaviourRandom = prng(Math.floor(seeds() * 2 ** 32));
-  const stubRandom = prng(Math.floor(seeds() * 2 ** 32));
-  const queueRandom = prng(Math.floor(seeds() * 2 ** 32));
-  const killRandom = prng(Math.floor(seeds() * 2 ** 32));
+  const seeds = mulberry32(options.seed);
+  const behaviourRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
+  const stubRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
+  const queueRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
+  const killRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
 
   const policy = fastPolicy();
   const secret = `crash-secret-${crypto.randomUUID()}`;

@@ -20,6 +20,7 @@ import {
 } from "../../mod.ts";
 import type { IntentState } from "../../mod.ts";
 import fc from "fast-check";
+import { mulberry32 } from "../../tools/_prng.ts";
 
 /** What one broadcast does on the simulated chain. */
 export type SendKind =
@@ -127,18 +128,6 @@ export const anyScenario: fc.Arbitrary<Scenario> = fc.record({
   splitLedger: fc.boolean(),
   seed: fc.integer(),
 });
-
-/** A seeded source of numbers in [0, 1) (mulberry32). */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The world's memory: it survives the process's crashes. */
 interface World {
@@ -360,7 +349,7 @@ export async function simulate(
     });
   }
   const chain = new SimChain(plans, inner, violations);
-  const random = seeded(scenario.seed);
+  const random = mulberry32(scenario.seed);
   const boot = () => {
     const store = incarnation(breaker ? breaker(inner) : inner, world);
     const relayer = createRelayer({
