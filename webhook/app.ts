@@ -23,8 +23,6 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { isIntentId } from "../store/_rules.ts";
 import { ConflictError } from "../store/conflict_error.ts";
-import type { Store } from "../store/store.ts";
-import type { Policy } from "../policy/policy.ts";
 import {
   createRelayer,
   type Job,
@@ -32,8 +30,8 @@ import {
   type Outcome,
   parseJob,
   type Relayer,
+  type RelayerOptions,
 } from "../relayer/relayer.ts";
-import type { Sender } from "../relayer/sender.ts";
 import {
   hmacVerifier,
   KeysUnavailable,
@@ -74,7 +72,9 @@ export interface WebhookApp {
 }
 
 /**
- * What {@linkcode createApp} builds the webhook from.
+ * What {@linkcode createApp} builds the webhook from: the relayer's own
+ * options (store, Sender, policy, clock, randomness, lease) and the keys of
+ * each route.
  *
  * @example Build the app from its dependencies
  * ```ts
@@ -93,31 +93,7 @@ export interface WebhookApp {
  * assert.equal((await app.request("/v1/dead-letters")).status, 401); // no ops token sent
  * ```
  */
-export interface AppDeps {
-  /** Where intents, leases, counts and dead letters live. */
-  readonly store: Store;
-  /** The chain client. */
-  readonly sender: Sender;
-  /**
-   * The retry policy, or the fields that differ from the default.
-   *
-   * @default {DEFAULT_POLICY}
-   */
-  readonly policy?: Partial<Policy>;
-  /**
-   * The clock, in milliseconds.
-   *
-   * @default {Date.now}
-   */
-  readonly now?: () => number;
-  /**
-   * A source of numbers in `[0, 1)` for the jitter.
-   *
-   * @default {Math.random}
-   */
-  readonly random?: () => number;
-  /** How long a delivery holds its intent's lease, in milliseconds. */
-  readonly leaseMs?: number;
+export interface AppDeps extends RelayerOptions {
   /** QStash's signing keys; without them `POST /v1/qstash` is refused. */
   readonly qstash?: QStashKeys;
   /** Google's OIDC settings; without them `POST /v1/pubsub` is refused. */
@@ -318,14 +294,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       }`,
     );
   }
-  const relayer: Relayer = createRelayer({
-    store,
-    sender: deps.sender,
-    ...(deps.policy ? { policy: deps.policy } : {}),
-    ...(deps.now ? { now: deps.now } : {}),
-    ...(deps.random ? { random: deps.random } : {}),
-    ...(deps.leaseMs !== undefined ? { leaseMs: deps.leaseMs } : {}),
-  });
+  const relayer: Relayer = createRelayer(deps);
   const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
   const verifyPubSub = deps.pubsub ? pubsubVerifier(deps.pubsub) : undefined;
   const { webhookSecret, opsToken } = deps;
