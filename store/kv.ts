@@ -510,33 +510,37 @@ export class KvStore implements Store {
   }
 
   /** {@inheritDoc Store.acquireLease} */
-  async acquireLease(
-    intentId: string,
-    request: LeaseRequest,
-  ): Promise<boolean> {
-    const key = this.#key("lease", intentId);
-    const [entry] = await this.#get<[Lease]>(key);
-    const lease = entry.value;
-    if (
-      lease && lease.owner !== request.owner && lease.expiresAt > request.now
-    ) return false;
-    const value: Lease = {
-      owner: request.owner,
-      expiresAt: request.now + request.ttlMs,
-    };
-    const result = await this.#kv.atomic().check(entry).set(key, value)
-      .commit();
-    // Someone else took it between our read and our write: they hold it.
-    if (!result.ok) return false;
-    this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
-    return true;
+  acquireLease(intentId: string, request: LeaseRequest): Promise<boolean> {
+    return this.#lease(
+      intentId,
+      request,
+      (lease) =>
+        !lease || lease.owner === request.owner ||
+        lease.expiresAt <= request.now,
+    );
   }
 
   /** {@inheritDoc Store.renewLease} */
-  async renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
+  renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
+    return this.#lease(
+      intentId,
+      request,
+      (lease) => lease?.owner === request.owner,
+    );
+  }
+
+  /**
+   * Writes `request.owner`'s lease if `allowed` says so of the current one,
+   * as a compare-and-set: a writer that raced us holds it instead.
+   */
+  async #lease(
+    intentId: string,
+    request: LeaseRequest,
+    allowed: (lease: Lease | null) => boolean,
+  ): Promise<boolean> {
     const key = this.#key("lease", intentId);
     const [entry] = await this.#get<[Lease]>(key);
-    if (entry.value?.owner !== request.owner) return false;
+    if (!allowed(entry.value)) return false;
     const value: Lease = {
       owner: request.owner,
       expiresAt: request.now + request.ttlMs,
