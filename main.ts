@@ -91,13 +91,17 @@ export async function openService(
     }
     : undefined;
 
-  const app = createApp({
+  // One set of relayer options for the webhook and the queue consumer.
+  const relayerOptions = {
     store,
     sender,
     policy: config.policy,
     now,
     random,
     leaseMs: config.leaseMs,
+  };
+  const app = createApp({
+    ...relayerOptions,
     ...(config.qstash ? { qstash: config.qstash } : {}),
     ...(config.pubsub
       ? { pubsub: { ...config.pubsub, jwks: options.jwks ?? googleJwks() } }
@@ -112,14 +116,7 @@ export async function openService(
   if (enqueue) {
     // KV's own backoffSchedule is fixed and passes no attempt count, so a
     // retry is a fresh message with our delay, and the store counts.
-    const relayer = createRelayer({
-      store,
-      sender,
-      policy: config.policy,
-      now,
-      random,
-      leaseMs: config.leaseMs,
-    });
+    const relayer = createRelayer(relayerOptions);
     kv.listenQueue(async (message: unknown) => {
       let job: Job;
       try {
