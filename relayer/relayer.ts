@@ -186,17 +186,28 @@ export interface Relayer {
   deliver(job: Job, delivery?: number): Promise<Outcome>;
   /**
    * Takes a job out of the dead letters with a fresh delivery count, so it
-   * can be enqueued again.
+   * can be enqueued again. With `enqueue`, the job is enqueued *before* the
+   * dead letter is removed, so a failed enqueue loses nothing.
    *
    * @returns The job to enqueue, or `null` if there is no such dead letter.
    * @throws {ConflictError} If the intent is settled or failed: no job can
    * help it.
    */
-  redrive(jobId: string): Promise<Job | null>;
+  redrive(
+    jobId: string,
+    enqueue?: (job: Job) => Promise<void>,
+  ): Promise<Job | null>;
 }
 
 /** Another delivery holds the intent's lease. */
 class Busy extends Error {}
+
+/** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
+function clip(text: string, max = 1000): string {
+  return text.length <= max
+    ? text
+    : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+}
 
 /**
  * The id of a job, the key of its delivery count and dead letter:
@@ -324,6 +335,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const n = delivery ?? await store.countDelivery(jobId);
     const lease = new Lease(job.intentId, `${instance}:${++deliveriesStarted}`);
     try {
+      let failure: unknown;
       try {
         return {
           action: "done",
@@ -331,17 +343,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
           reason: await settle(job.intentId, lease),
         };
       } catch (error) {
-        if (error instanceof Busy) return busy(job, n);
-        const decision = decide(error, n, policy, { random });
-        if (decision.action === "retry") return { ...decision, delivery: n };
-        await lease.take();
-        const resolution = await resolve(job, jobId, {
-          ...decision,
-          delivery: n,
-          lastError: messageOf(error),
-        });
-        return { ...decision, delivery: n, resolution };
+        failure = error;
       }
+      if (failure instanceof Busy) return busy(job, n);
+      const decision = decide(failure, n, policy, { random });
+      if (decision.action === "retry") return { ...decision, delivery: n };
+      await lease.take();
+      const resolution = await resolve(job, jobId, {
+        ...decision,
+        delivery: n,
+        lastError: clip(messageOf(failure)),
+      });
+      return { ...decision, delivery: n, resolution };
     } catch (error) {
       if (error instanceof Busy) return busy(job, n);
       throw error;
@@ -388,10 +401,31 @@ export function createRelayer(options: RelayerOptions): Relayer {
       this.#held = true;
     }
 
+    /**
+     * Renews the lease right before a send, so the whole send (bounded by
+     * the Sender's timeout, which `leaseMs` must outlast) runs under it; a
+     * lease that expired and was taken over means no send.
+     */
+    async renew(): Promise<void> {
+      if (
+        !await store.renewLease(this.intentId, {
+          owner: this.owner,
+          ttlMs: leaseMs,
+          now: now(),
+        })
+      ) {
+        this.#held = false;
+        throw new Busy();
+      }
+    }
+
     async release(): Promise<void> {
       if (this.#held) await store.releaseLease(this.intentId, this.owner);
     }
   }
+
+  /** What acting on an intent does, under the lease: returns why the job is done, or throws. */
+  type Act = (intent: Intent, lease: Lease) => Promise<string>;
 
   /**
    * The settle step (DESIGN §6). Looks first, without the lease; to act it
@@ -406,31 +440,42 @@ export function createRelayer(options: RelayerOptions): Relayer {
     await lease.take();
     const intent = await store.getIntent(id);
     if (intent !== null && intent.version === seen?.version) {
-      return await step(intent);
+      return await step(intent, lease);
     }
     // It moved between the look and the lease: decide again on what it is now.
     const again = await plan(id, intent);
-    return typeof again === "string" ? again : await again(intent!);
+    return typeof again === "string" ? again : await again(intent!, lease);
   }
 
   /** What the settle step would do with `intent`: a reason it is done, an action, or a throw why not yet. */
   async function plan(
     id: string,
     intent: Intent | null,
-  ): Promise<string | ((intent: Intent) => Promise<string>)> {
+  ): Promise<string | Act> {
     if (intent === null) throw new Error(`intent ${id} not found`);
     switch (intent.state) {
       case "created":
         throw new Error("not authorized yet");
       case "authorized":
-        return async (current) => {
+        if (intent.hold !== "pending") {
+          // The funds are not reserved (voided or captured elsewhere):
+          // nothing may be broadcast for this payment.
+          throw poison(
+            new Error(
+              `the hold of ${id} is ${
+                intent.hold ?? "not recorded"
+              }: nothing to settle`,
+            ),
+          );
+        }
+        return async (current, lease) => {
           const settling = await store.transition(id, {
             from: "authorized",
             to: "settling",
             version: current.version,
             at: now(),
           });
-          return await broadcast(settling, false, true);
+          return await broadcast(settling, lease, false, true);
         };
       case "settling":
         return await planSettling(intent);
@@ -441,12 +486,34 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
   async function planSettling(
     intent: Intent,
-  ): Promise<string | ((intent: Intent) => Promise<string>)> {
+  ): Promise<string | Act> {
     if (intent.hold === "voided") {
       // A poison resolution was interrupted between the void and the state
       // write. Finish it as a poison; never broadcast behind a voided hold.
       throw poison(
         new Error("the hold is voided: finishing an interrupted resolution"),
+      );
+    }
+    if (intent.hold === "captured") {
+      // A settle was interrupted between the capture and the state write:
+      // the money moved, so finish it.
+      return async (current) => {
+        await store.transition(current.id, {
+          from: "settling",
+          to: "settled",
+          version: current.version,
+          at: now(),
+          ledger: "capture",
+        });
+        return "the hold is captured: finished an interrupted settle";
+      };
+    }
+    if (intent.hold !== "pending") {
+      // No funds reserved: nothing may be broadcast. Resolve by what is on record.
+      throw poison(
+        new Error(
+          `the hold of ${intent.id} is not recorded: nothing may be broadcast`,
+        ),
       );
     }
     const last = intent.lastBroadcast;
@@ -461,12 +528,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
           `settling for ${formatDuration(settlingMs)} without tx hash, waiting`,
         );
       }
-      return (current) => broadcast(current, true); // rescue: same nonce
+      return (current, lease) => broadcast(current, lease, true); // rescue: same nonce
     }
     if (last.outcome === "not_sent") {
       // This attempt stayed home. Send afresh, or with the same nonce if an
       // earlier attempt may be on chain.
-      return (current) => broadcast(current, current.mayHaveSent);
+      return (current, lease) => broadcast(current, lease, current.mayHaveSent);
     }
     const txHash = last.txHash ?? "";
     const status = await sender.receipt(txHash);
@@ -484,10 +551,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
           return `${txHash} confirmed, intent settled`;
         };
       case "dropped":
-        return (current) => broadcast(current, false);
+        // Same nonce: the dropped tx may have been a replacement whose
+        // original mined meanwhile; a fresh nonce could pay twice.
+        return (current, lease) => broadcast(current, lease, true);
       case "pending":
         if (now() - last.at >= policy.stuckAfterMs) {
-          return (current) => broadcast(current, true);
+          return (current, lease) => broadcast(current, lease, true);
         }
         throw new Error(`waiting for ${txHash} to confirm`);
       default:
@@ -506,6 +575,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
    */
   async function broadcast(
     intent: Intent,
+    lease: Lease,
     replace: boolean,
     wroteAhead = false,
   ): Promise<never> {
@@ -515,6 +585,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const current = wroteAhead
       ? intent
       : await store.beginBroadcast(intent.id, intent.version, now());
+    await lease.renew();
     let txHash: string;
     try {
       ({ txHash } = await sender.send(current, { replace }));
@@ -527,7 +598,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       await store.recordBroadcast(current.id, current.version, {
         outcome: isNotSent(error) ? "not_sent" : "unknown",
         at: now(),
-        error: messageOf(error),
+        error: clip(messageOf(error)),
       });
       throw new Error(`send: ${messageOf(error)}`, { cause: error });
     }
@@ -561,7 +632,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
       poisonedAt: now(),
     };
     if (intent === null || plan.action === "drop") {
-      await store.putDeadLetter(deadLetter);
+      // A late duplicate of a job whose resolution already ran must not
+      // overwrite the dead letter that says what that resolution did.
+      const resolvedBefore = intent !== null &&
+        ["settled", "failed", "needs_review"].includes(intent.state) &&
+        (await store.getDeadLetter(jobId)) !== null;
+      if (!resolvedBefore) await store.putDeadLetter(deadLetter);
     } else {
       await store.transition(intent.id, {
         from: "settling",
@@ -575,7 +651,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return plan.text;
   }
 
-  async function redrive(jobId: string): Promise<Job | null> {
+  async function redrive(
+    jobId: string,
+    enqueue?: (job: Job) => Promise<void>,
+  ): Promise<Job | null> {
     const deadLetter = await store.getDeadLetter(jobId);
     if (deadLetter === null) return null;
     const intent = await store.getIntent(deadLetter.intentId);
@@ -584,8 +663,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
         `Cannot redrive ${jobId} as intent ${deadLetter.intentId} is already ${intent.state}: no job can help it`,
       );
     }
+    const job: Job = { intentId: deadLetter.intentId, kind: "settle" };
+    // Enqueue first: if that fails the dead letter is still there; a job
+    // enqueued twice is harmless (it only says "go and look").
+    if (enqueue) await enqueue(job);
     await store.redrive(jobId);
-    return { intentId: deadLetter.intentId, kind: "settle" };
+    return job;
   }
 
   return { policy, deliver, redrive };

@@ -128,6 +128,13 @@ export function transitioned(
   const hold = change.ledger === undefined
     ? current.hold
     : nextHold(current, change.ledger);
+  if (change.to === "settling" && hold !== "pending") {
+    throw new ConflictError(
+      `Cannot settle ${id} as its hold is ${
+        hold ?? "not recorded"
+      }: nothing may be broadcast without reserved funds`,
+    );
+  }
   if (change.to === "authorized" && hold !== "pending") {
     throw new ConflictError(
       `Cannot authorize ${id} before its hold is recorded`,

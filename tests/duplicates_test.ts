@@ -434,6 +434,12 @@ class CarelessStore extends KvStore {
   ): Promise<boolean> {
     return Promise.resolve(true);
   }
+  override renewLease(
+    _intentId: string,
+    _request: LeaseRequest,
+  ): Promise<boolean> {
+    return Promise.resolve(true);
+  }
   override async countDelivery(jobId: string): Promise<number> {
     const key = ["relayer", "deliveries", jobId];
     const n = ((await this.#kv.get<number>(key)).value ?? 0) + 1;

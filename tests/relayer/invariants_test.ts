@@ -81,6 +81,7 @@ const forgetful: Breaker = (store) => ({
 const noLease: Breaker = (store) => ({
   ...bind(store),
   acquireLease: () => Promise.resolve(true),
+  renewLease: () => Promise.resolve(true),
 });
 
 /** Breaks I6: hides a voided hold from the reader (a stale ledger cache). */

@@ -199,7 +199,9 @@ Deno.test("the race property catches a store that grants every lease", async () 
   const noLease = (store: Store): Store =>
     new Proxy(store, {
       get(target, key) {
-        if (key === "acquireLease") return () => Promise.resolve(true);
+        if (key === "acquireLease" || key === "renewLease") {
+          return () => Promise.resolve(true);
+        }
         const value = Reflect.get(target, key);
         return typeof value === "function" ? value.bind(target) : value;
       },

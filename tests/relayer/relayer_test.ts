@@ -236,7 +236,7 @@ function suite(backend: Backend): void {
     assert.equal((await intent(store)).lastBroadcast?.outcome, "unknown");
   });
 
-  test("createRelayer() re-sends a dropped tx and rescues a pending one past stuckAfter", async () => {
+  test("createRelayer() re-sends a dropped tx with the same nonce and rescues a pending one past stuckAfter", async () => {
     const { relayer, sender, clock } = await setup(
       {
         state: "settling",
@@ -260,10 +260,137 @@ function suite(backend: Backend): void {
     );
     clock.now += 300_000;
     await relayer.deliver(job, 3);
+    // Both with the same nonce: a dropped tx may be a replacement whose
+    // original mined meanwhile, and a fresh nonce could pay twice.
     assert.deepEqual(sender.calls.filter((c) => c.method === "send"), [
-      { method: "send", intentId: "pi_0001", replace: false },
+      { method: "send", intentId: "pi_0001", replace: true },
       { method: "send", intentId: "pi_0001", replace: true },
     ]);
+  });
+
+  test("createRelayer() never broadcasts for an authorized intent whose hold is not pending", async () => {
+    for (const hold of ["voided", "captured"] as const) {
+      const { relayer, store, sender } = await setup({
+        state: "authorized",
+        hold,
+      }, { sends: [{ txHash: "0xno" }] });
+      const outcome = await relayer.deliver(job, 1);
+      assert.equal(outcome.action, "poison", hold);
+      assert.equal(
+        outcome.action === "poison" && outcome.resolution,
+        "job dropped, intent still authorized",
+      );
+      assert.equal(sender.calls.length, 0);
+      assert.equal((await intent(store)).state, "authorized");
+    }
+  });
+
+  test("createRelayer() finishes a settle interrupted between the capture and the state write", async () => {
+    const { relayer, store, sender } = await setup({
+      state: "settling",
+      hold: "captured",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
+    });
+    const outcome = await relayer.deliver(job, 1);
+    assert.deepEqual(outcome, {
+      action: "done",
+      delivery: 1,
+      reason: "the hold is captured: finished an interrupted settle",
+    });
+    assert.equal((await intent(store)).state, "settled");
+    assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() never broadcasts for a settling intent with no hold on record", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "settling", settlingSince: 0 },
+      { sends: [{ txHash: "0xno" }] },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      "no broadcast on record, needs review",
+    );
+    assert.equal(sender.calls.length, 0);
+    assert.equal((await intent(store)).state, "needs_review");
+  });
+
+  test("createRelayer() sends only while it still holds the lease it took", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0x1" }] },
+    );
+    // Another delivery takes the lease over between this one's look and its send.
+    const renew = store.renewLease.bind(store);
+    store.renewLease = async (id, request) => {
+      await store.releaseLease(id, request.owner);
+      await store.acquireLease(id, {
+        owner: "someone else",
+        ttlMs: 60_000,
+        now: request.now,
+      });
+      return await renew(id, request);
+    };
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(
+      outcome.action === "retry" && outcome.reason,
+      "intent pi_0001 is busy with another delivery",
+    );
+    assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() keeps the dead letter of a resolution when a duplicate that looked earlier is poisoned too", async () => {
+    const { relayer, store } = await setup(
+      { state: "needs_review", hold: "pending" },
+      undefined,
+      { policy: { maxDeliveries: 1, jitter: "none" } },
+    );
+    const first = {
+      jobId: "pi_0001/settle",
+      intentId: "pi_0001",
+      deliveries: 1,
+      cause: "exhausted",
+      reason: "no luck after 1 delivery",
+      resolution: "last broadcast sent as 0xabc, needs review",
+      lastError: "waiting for 0xabc to confirm",
+      poisonedAt: 1,
+    } as const;
+    await store.putDeadLetter(first);
+    // This delivery looked while the intent was still settling; another
+    // delivery resolved it before this one took the lease.
+    const real = store.getIntent.bind(store);
+    let looks = 0;
+    store.getIntent = async (id) => {
+      const intent = await real(id);
+      return looks++ === 0 && intent
+        ? { ...intent, state: "settling", settlingSince: 1_000_000 }
+        : intent;
+    };
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      "job dropped, intent already needs_review",
+    );
+    assert.deepEqual(await store.getDeadLetter("pi_0001/settle"), first);
+  });
+
+  test("createRelayer() clips a huge Sender error before storing it", async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: poison(notSent(new Error("x".repeat(100_000)))) }] },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      "nothing was sent, so the intent failed",
+    );
+    const stored = await intent(store);
+    assert.ok((stored.lastBroadcast?.error?.length ?? 0) < 1100);
+    assert.ok(
+      ((await store.getDeadLetter("pi_0001/settle"))?.lastError.length ?? 0) <
+        1100,
+    );
   });
 
   test("createRelayer() poisons a declared not-sent: voids the hold, fails the intent, keeps a dead letter", async () => {

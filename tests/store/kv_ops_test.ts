@@ -22,10 +22,10 @@ import {
 // Measured on Deno 2.9.6; a change here is a change in round trips.
 const EXPECTED: Readonly<Record<PathId, KvCounts>> = {
   a: { reads: 1, commits: 0 }, // one look: no lease, no write
-  b: { reads: 5, commits: 4 }, // look, lease, re-read, settling, record, release
+  b: { reads: 6, commits: 5 }, // look, lease, re-read, settling, renew, record, release
   c: { reads: 1, commits: 0 }, // one look (and the receipt)
   d: { reads: 4, commits: 3 }, // look, lease, re-read, capture + settle, release
-  e: { reads: 7, commits: 5 }, // b's writes + re-read, void and fail
+  e: { reads: 8, commits: 6 }, // b's writes + re-read, void and fail
   f: { reads: 4, commits: 3 }, // look, lease, re-read, dead letter, release
   g: { reads: 2, commits: 1 }, // a + counting the delivery
 };

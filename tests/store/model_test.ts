@@ -136,6 +136,7 @@ class Move implements fc.AsyncCommand<Model, Real> {
     const allowed = TRANSITIONS[model.state].includes(this.to) &&
       hold !== "conflict" &&
       !(this.to === "authorized" && hold !== "pending") &&
+      !(this.to === "settling" && hold !== "pending") &&
       !(this.to === "failed" && (hold === "pending" || hold === "captured")) &&
       !(this.to === "settled" && hold !== "captured");
     if (!allowed) await rejectsConflict(move, this.toString());
@@ -485,8 +486,16 @@ function realFor(store: Store): Real {
     store,
     versions: new Map(),
     async deliver(intentId, outcome, crashAt, copies) {
+      const broadcastsWithoutFunds: string[] = [];
       const sender: Sender = {
-        send(intent) {
+        async send(intent) {
+          // I6, checked against the store itself: nothing is broadcast for
+          // an intent whose hold is not pending.
+          // (Recorded, not thrown: the relayer would take a throw for a failed send.)
+          const hold = (await store.getIntent(intent.id))?.hold;
+          if (hold !== "pending") {
+            broadcastsWithoutFunds.push(`${intent.id} (hold ${hold})`);
+          }
           switch (outcome) {
             case "sent":
               return Promise.resolve({ txHash: `0x${intent.id}` });
@@ -511,12 +520,29 @@ function realFor(store: Store): Real {
         leaseMs: 1000,
       });
       now.ms += 60_000;
-      await Promise.allSettled(
+      const results = await Promise.allSettled(
         Array.from(
           { length: copies },
           () => relayer.deliver({ intentId, kind: "settle" }),
         ),
       );
+      assert.deepEqual(
+        broadcastsWithoutFunds,
+        [],
+        "I6: a broadcast behind a hold that is not pending",
+      );
+      // A delivery may only fail because the process "crashed" (or the
+      // store refused a stale write); anything else is a bug.
+      for (const result of results) {
+        if (result.status === "rejected") {
+          const error = result.reason;
+          assert.ok(
+            (error instanceof Error && error.message === "process crashed") ||
+              error instanceof ConflictError,
+            `a delivery threw: ${String(error)}`,
+          );
+        }
+      }
     },
   };
 }
