@@ -16,6 +16,7 @@ import {
   describePolicy,
   type Job,
   jobIdOf,
+  type Outcome,
   parseJob,
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
@@ -26,13 +27,25 @@ import { googleJwks } from "./webhook/google_jwks.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
 export interface ServiceOptions {
-  /** The clock. @default {Date.now} */
+  /**
+   * The clock.
+   *
+   * @default {Date.now}
+   */
   readonly now?: () => number;
-  /** The source of randomness for the jitter. @default {Math.random} */
+  /**
+   * The source of randomness for the jitter.
+   *
+   * @default {Math.random}
+   */
   readonly random?: () => number;
   /** Google's keys for Pub/Sub (tests pass a local JWKS). */
   readonly jwks?: readonly JsonWebKey[];
-  /** Where log lines go. @default {console.log} */
+  /**
+   * Where log lines go.
+   *
+   * @default {console.log}
+   */
   readonly log?: (line: string) => void;
 }
 
@@ -111,6 +124,7 @@ export async function openService(
     ...(enqueue ? { enqueue: (job: Job) => enqueue(job) } : {}),
     insecureDev: config.insecureDev,
     maxBodyBytes: config.maxBodyBytes,
+    log,
   });
 
   if (enqueue) {
@@ -125,7 +139,21 @@ export async function openService(
         log(`queue   dropped a malformed message: ${(error as Error).message}`);
         return;
       }
-      const outcome = await relayer.deliver(job); // a throw here: KV redelivers
+      let outcome: Outcome;
+      try {
+        outcome = await relayer.deliver(job);
+      } catch (error) {
+        // The store or the Sender failed mid-delivery. KV's own redelivery
+        // gives up after a few tries and drops the message; a fresh message
+        // with the policy's base delay keeps the job.
+        log(
+          `queue   ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
+            (error as Error)?.message ?? String(error)
+          }`,
+        );
+        await enqueue(job, config.policy.baseMs); // a throw here: KV redelivers the original
+        return;
+      }
       const text = outcome.action === "poison"
         ? `${outcome.reason}; ${outcome.resolution}`
         : outcome.reason;

@@ -115,6 +115,14 @@ export interface AppDeps extends RelayerOptions {
    * @default {65536}
    */
   readonly maxBodyBytes?: number;
+  /**
+   * Where the worker lines go: one per delivery (`worker  pi_0001/settle
+   * #1  retry  (reason)`) and one per unexpected failure (its name and
+   * message; never a secret, never a stack over HTTP).
+   *
+   * @default {a function that discards them}
+   */
+  readonly log?: (line: string) => void;
   /** Puts a job on the local queue (`POST /v1/jobs`, redrive); absent, those answer 503. */
   readonly enqueue?: (job: Job) => Promise<void>;
 }
@@ -171,6 +179,14 @@ class Refusal extends Error {
   constructor(readonly response: Response) {
     super("refused");
   }
+}
+
+/** An error's name and message on one short line, for a log. */
+function describeError(error: unknown): string {
+  const text = error instanceof Error
+    ? `${error.name}: ${error.message}`
+    : String(error);
+  return text.replace(/\s+/g, " ").slice(0, 300);
 }
 
 /** Seconds for `Retry-After`, rounded up: rounding down would break the floor of equal jitter. */
@@ -286,7 +302,12 @@ function decodeBase64(route: Route, data: unknown): string {
  * ```
  */
 export function createApp(deps: AppDeps): WebhookApp {
-  const { store, insecureDev = false, maxBodyBytes = 64 * 1024 } = deps;
+  const {
+    store,
+    insecureDev = false,
+    maxBodyBytes = 64 * 1024,
+    log = () => {},
+  } = deps;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new RangeError(
       `Cannot create app as 'maxBodyBytes' must be an integer >= 1: current value is ${
@@ -381,12 +402,20 @@ export function createApp(deps: AppDeps): WebhookApp {
   async function deliver(
     route: Route,
     job: Job,
-    delivery: number | undefined,
+    delivery: number | (() => Promise<number>) | undefined,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
-      outcome = await relayer.deliver(job, delivery);
-    } catch {
+      outcome = await relayer.deliver(
+        job,
+        typeof delivery === "function" ? await delivery() : delivery,
+      );
+    } catch (error) {
+      log(
+        `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
+          describeError(error)
+        }`,
+      );
       return problem(
         503,
         "delivery-failed",
@@ -395,6 +424,14 @@ export function createApp(deps: AppDeps): WebhookApp {
         route === "pubsub" ? {} : { "retry-after": "5" },
       );
     }
+    const text = outcome.action === "poison"
+      ? `${outcome.reason}; ${outcome.resolution}`
+      : outcome.reason;
+    log(
+      `worker  ${jobIdOf(job).padEnd(17)}#${outcome.delivery}  ${
+        outcome.action.padEnd(13)
+      }(${text})`,
+    );
     return answer(route, job, outcome);
   }
 
@@ -498,7 +535,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const attempt = deliveryAttempt ?? delivery_attempt ?? 0;
     // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
     const delivery = attempt === 0
-      ? await store.countDelivery(`pubsub/${id}`)
+      ? () => store.countDelivery(`pubsub/${id}`)
       : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
     return await deliver("pubsub", job, delivery);
   });
@@ -625,7 +662,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const jobId = c.req.param("jobId");
     let job: Job | null;
     try {
-      job = await relayer.redrive(jobId);
+      job = await relayer.redrive(jobId, deps.enqueue);
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-redrive", "Cannot redrive", error.message);
@@ -640,7 +677,6 @@ export function createApp(deps: AppDeps): WebhookApp {
         `There is no dead letter for ${jobId}.`,
       );
     }
-    if (deps.enqueue) await deps.enqueue(job);
     return c.json(
       {
         job,
@@ -707,7 +743,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     )
   );
 
-  app.onError((error) => {
+  app.onError((error, c) => {
     if (error instanceof Refusal) return error.response;
     if (error instanceof HTTPException) {
       return problem(
@@ -717,7 +753,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         error.message || "The request was refused.",
       );
     }
-    // Never a stack trace over HTTP.
+    // Never a stack trace over HTTP; the log says what happened.
+    log(
+      `relayer ${c.req.method} ${c.req.path} failed: ${describeError(error)}`,
+    );
     return problem(
       500,
       "internal",

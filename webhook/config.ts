@@ -336,12 +336,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "SENDER_TIMEOUT must be at least 1ms",
     );
   }
-  if (leaseMs <= timeoutMs) {
+  if (leaseMs < 2 * timeoutMs) {
     throw new ConfigError(
       "LEASE",
-      `LEASE (${formatDuration(leaseMs)}) must outlast SENDER_TIMEOUT (${
+      `LEASE (${
+        formatDuration(leaseMs)
+      }) must be at least twice SENDER_TIMEOUT (${
         formatDuration(timeoutMs)
-      }), or two deliveries could settle one intent at once`,
+      }): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once`,
     );
   }
 

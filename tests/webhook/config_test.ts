@@ -129,7 +129,11 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
   );
   refused({ ...base, JITTER: "half" }, "JITTER", /JITTER is invalid/);
   refused({ ...base, BASE: "soon" }, "BASE", /BASE must be a duration/);
-  refused({ ...base, LEASE: "5s" }, "LEASE", /must outlast SENDER_TIMEOUT/);
+  refused(
+    { ...base, LEASE: "5s" },
+    "LEASE",
+    /must be at least twice SENDER_TIMEOUT/,
+  );
   refused(
     { ...base, KV_URL: "https://kv.test", KV_PATH: "x.kv" },
     "KV_URL",
