@@ -497,16 +497,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     if (intent.hold === "captured") {
       // A settle was interrupted between the capture and the state write:
       // the money moved, so finish it.
-      return async (current) => {
-        await store.transition(current.id, {
-          from: "settling",
-          to: "settled",
-          version: current.version,
-          at: now(),
-          ledger: "capture",
-        });
-        return "the hold is captured: finished an interrupted settle";
-      };
+      return (current) =>
+        settled(
+          current,
+          "the hold is captured: finished an interrupted settle",
+        );
     }
     if (intent.hold !== "pending") {
       // No funds reserved: nothing may be broadcast. Resolve by what is on record.
@@ -539,17 +534,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const status = await sender.receipt(txHash);
     switch (status) {
       case "confirmed":
-        return async (current) => {
-          // Ledger first: the capture goes with (or before) the state write.
-          await store.transition(current.id, {
-            from: "settling",
-            to: "settled",
-            version: current.version,
-            at: now(),
-            ledger: "capture",
-          });
-          return `${txHash} confirmed, intent settled`;
-        };
+        return (current) =>
+          settled(current, `${txHash} confirmed, intent settled`);
       case "dropped":
         // Same nonce: the dropped tx may have been a replacement whose
         // original mined meanwhile; a fresh nonce could pay twice.
@@ -566,6 +552,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
           }`,
         );
     }
+  }
+
+  /** Moves a settling intent to settled; ledger first: the capture goes with (or before) the state write. */
+  async function settled(current: Intent, reason: string): Promise<string> {
+    await store.transition(current.id, {
+      from: "settling",
+      to: "settled",
+      version: current.version,
+      at: now(),
+      ledger: "capture",
+    });
+    return reason;
   }
 
   /**
