@@ -14,6 +14,7 @@
 import {
   createRelayer,
   describePolicy,
+  formatOutcome,
   type Job,
   jobIdOf,
   type Outcome,
@@ -154,14 +155,7 @@ export async function openService(
         await enqueue(job, config.policy.baseMs); // a throw here: KV redelivers the original
         return;
       }
-      const text = outcome.action === "poison"
-        ? `${outcome.reason}; ${outcome.resolution}`
-        : outcome.reason;
-      log(
-        `queue   ${jobIdOf(job).padEnd(17)}#${outcome.delivery}  ${
-          outcome.action.padEnd(13)
-        }(${text})`,
-      );
+      log(`queue   ${formatOutcome(job, outcome)}`);
       if (outcome.action === "retry") await enqueue(job, outcome.delayMs);
     });
   }

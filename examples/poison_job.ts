@@ -16,8 +16,8 @@
 import {
   createRelayer,
   describePolicy,
+  formatOutcome,
   type Job,
-  jobIdOf,
   MemoryStore,
   notSent,
   poison,
@@ -70,14 +70,7 @@ export async function runDemo(
     const job: Job = { intentId, kind: "settle" };
     for (let delivery = 1;; delivery++) {
       const outcome = await relayer.deliver(job, delivery);
-      const text = outcome.action === "poison"
-        ? `${outcome.reason}; ${outcome.resolution}`
-        : outcome.reason;
-      lines.push(
-        `worker  ${jobIdOf(job).padEnd(17)}#${delivery}  ${
-          outcome.action.padEnd(13)
-        }(${text})`,
-      );
+      lines.push(`worker  ${formatOutcome(job, outcome)}`);
       if (outcome.action !== "retry") break;
       clock += outcome.delayMs; // the queue waits, then delivers again
     }

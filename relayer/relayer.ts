@@ -229,6 +229,42 @@ export function jobIdOf(job: Job): string {
 }
 
 /**
+ * The worker's line for one delivery: job, delivery number, action, and
+ * why (for a poison, `"<decision reason>; <resolution text>"`, DESIGN §5).
+ * The demo, the webhook's log and the local queue's log all print it.
+ *
+ * @param job The job delivered.
+ * @param outcome What the delivery answered.
+ * @returns The line, without a prefix.
+ *
+ * @example The line of a poisoned delivery
+ * ```ts
+ * import { formatOutcome } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const line = formatOutcome({ intentId: "pi_0003", kind: "settle" }, {
+ *   action: "poison",
+ *   delivery: 3,
+ *   cause: "exhausted",
+ *   reason: "no luck after 3 deliveries",
+ *   resolution: "job dropped, intent still created",
+ * });
+ * assert.equal(
+ *   line,
+ *   "pi_0003/settle   #3  poison       (no luck after 3 deliveries; job dropped, intent still created)",
+ * );
+ * ```
+ */
+export function formatOutcome(job: Job, outcome: Outcome): string {
+  const text = outcome.action === "poison"
+    ? `${outcome.reason}; ${outcome.resolution}`
+    : outcome.reason;
+  return `${jobIdOf(job).padEnd(17)}#${outcome.delivery}  ${
+    outcome.action.padEnd(13)
+  }(${text})`;
+}
+
+/**
  * Checks a job from the outside world (a queue message) and returns it in
  * its canonical shape.
  *

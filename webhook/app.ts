@@ -25,6 +25,7 @@ import { isIntentId } from "../store/_rules.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import {
   createRelayer,
+  formatOutcome,
   type Job,
   jobIdOf,
   type Outcome,
@@ -424,14 +425,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         route === "pubsub" ? {} : { "retry-after": "5" },
       );
     }
-    const text = outcome.action === "poison"
-      ? `${outcome.reason}; ${outcome.resolution}`
-      : outcome.reason;
-    log(
-      `worker  ${jobIdOf(job).padEnd(17)}#${outcome.delivery}  ${
-        outcome.action.padEnd(13)
-      }(${text})`,
-    );
+    log(`worker  ${formatOutcome(job, outcome)}`);
     return answer(route, job, outcome);
   }
 

@@ -44,7 +44,8 @@ function holdFor(state: IntentState): HoldState | null {
   }
 }
 
-function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
+/** A dead letter for `jobId`, poisoned at `poisonedAt`: a fixture for store tests. */
+export function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
   return {
     jobId,
     intentId: jobId.split("/")[0]!,

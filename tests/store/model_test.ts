@@ -9,7 +9,6 @@ import fc from "fast-check";
 import {
   ConflictError,
   createRelayer,
-  type DeadLetter,
   type HoldState,
   INTENT_STATES,
   type IntentState,
@@ -22,6 +21,7 @@ import {
 } from "../../mod.ts";
 import { type Backend, BACKENDS, memoryBackend } from "../_stores.ts";
 import { catchesAsync, runs } from "../_fc.ts";
+import { deadLetter } from "./_contract.ts";
 
 const INTENTS = ["pi_a", "pi_b", "pi_c"] as const;
 const JOBS = ["job_a", "job_b"] as const;
@@ -281,24 +281,11 @@ class Lease implements fc.AsyncCommand<Model, Real> {
     `${this.op}Lease(${this.key}, ${this.owner}, +${this.advanceMs}ms)`;
 }
 
-function letter(jobId: string, poisonedAt: number): DeadLetter {
-  return {
-    jobId,
-    intentId: jobId.split("/")[0]!,
-    deliveries: 1,
-    cause: "declared",
-    reason: "retrying will not help",
-    resolution: "job dropped, intent not found",
-    lastError: "x",
-    poisonedAt,
-  };
-}
-
 class PutDeadLetter implements fc.AsyncCommand<Model, Real> {
   constructor(readonly jobId: string, readonly poisonedAt: number) {}
   check = () => true;
   async run(m: Model, r: Real) {
-    await r.store.putDeadLetter(letter(this.jobId, this.poisonedAt));
+    await r.store.putDeadLetter(deadLetter(this.jobId, this.poisonedAt));
     m.dead.set(this.jobId, this.poisonedAt);
     await sameDeadLetters(m, r);
   }
