@@ -28,30 +28,118 @@ export function timingSafeEqual(a: string, b: string): boolean {
 }
 
 /**
- * Signs bodies with HMAC-SHA-256 under `secret`, as `sha256=<hex>`. The key
- * is prepared once; `@noble/hashes` (audited, pure JS, edge-compatible)
- * signs a short body about 5× faster than a Web Crypto round trip, which
- * dominated the generic route under load.
+ * What a verified delivery leaves behind so the same signed request cannot
+ * be used twice: a key unique to the signed request and the time, in
+ * milliseconds, after which the signature is refused anyway (so the record
+ * of it may go). QStash: `qstash/<jti>` until the token's `exp`; the
+ * generic route: `deliveries/<v1>` until `t` + 6 minutes.
  */
-export function hmacSigner(secret: string): (body: string) => string {
+export interface ReplayClaim {
+  /** Unique to the signed request. */
+  readonly key: string;
+  /** When the record may expire, in milliseconds of the injected clock. */
+  readonly expiresAt: number;
+}
+
+/** A verifier's answer: the replay claim, or what was wrong (no secret in it). */
+export type Verification =
+  | { readonly ok: true; readonly claim: ReplayClaim }
+  | { readonly ok: false; readonly detail: string };
+
+/** How old a generic-route signature may be: 5 minutes (DESIGN §15). */
+export const SIGNATURE_MAX_AGE_MS = 5 * 60_000;
+/** How far ahead of our clock a generic-route timestamp may be (the signer's clock may run fast). */
+export const SIGNATURE_MAX_SKEW_MS = 30_000;
+/** How long a generic-route replay record lives after `t`: longer than the signature's age limit. */
+export const SIGNATURE_REPLAY_TTL_MS = 6 * 60_000;
+
+const HOW_TO_SIGN =
+  "send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of \"<t>.<raw body>\" with WEBHOOK_SECRET>'";
+
+/**
+ * Signs generic-route deliveries: `t=<unix seconds>,v1=<hex HMAC-SHA-256 of
+ * "<t>.<raw body>">` under `secret`. The key is prepared once;
+ * `@noble/hashes` (audited, pure JS, edge-compatible) signs a short body
+ * about 5× faster than a Web Crypto round trip, which dominated the generic
+ * route under load.
+ */
+export function hmacSigner(
+  secret: string,
+): (body: string, timeS: number) => string {
   const keyed = hmac.create(sha256, encoder.encode(secret));
-  return (body) =>
-    `sha256=${bytesToHex(keyed.clone().update(encoder.encode(body)).digest())}`;
+  const mac = (text: string) =>
+    bytesToHex(keyed.clone().update(encoder.encode(text)).digest());
+  return (body, timeS) => {
+    if (!Number.isSafeInteger(timeS) || timeS < 0) {
+      throw new RangeError(
+        `Cannot sign as 'timeS' must be a whole number of unix seconds: current value is ${timeS}`,
+      );
+    }
+    return `t=${timeS},v1=${mac(`${timeS}.${body}`)}`;
+  };
 }
 
-/** `sha256=<hex>` of the HMAC-SHA-256 of `body` under `secret`. */
-export function hmacSignature(secret: string, body: string): string {
-  return hmacSigner(secret)(body);
+/** The `X-Signature` of `body` at `timeS` (unix seconds) under `secret`. */
+export function hmacSignature(
+  secret: string,
+  body: string,
+  timeS: number,
+): string {
+  return hmacSigner(secret)(body, timeS);
 }
 
-/** A checker of `X-Signature` headers against the raw body, in constant time. */
+const SIGNATURE = /^\s*t=(\d{1,12}),\s*v1=([0-9a-fA-F]{64})\s*$/;
+
+/**
+ * A checker of generic-route `X-Signature` headers against the raw body:
+ * well-formed, at most {@linkcode SIGNATURE_MAX_AGE_MS} old and at most
+ * {@linkcode SIGNATURE_MAX_SKEW_MS} ahead by `now`, and the HMAC equal in
+ * constant time. The claim's key is the lowercased `v1`: two accepted
+ * headers with the same `v1` sign the same `t` and body.
+ */
 export function hmacVerifier(
   secret: string,
-): (body: string, header: string | undefined) => boolean {
+  now: () => number,
+): (body: string, header: string | undefined) => Verification {
   const sign = hmacSigner(secret);
-  return (body, header) =>
-    header !== undefined &&
-    timingSafeEqual(header.trim().toLowerCase(), sign(body));
+  return (body, header) => {
+    const match = SIGNATURE.exec(header ?? "");
+    if (!match) {
+      return {
+        ok: false,
+        detail:
+          `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`,
+      };
+    }
+    const timeS = Number(match[1]);
+    const v1 = match[2]!.toLowerCase();
+    const atMs = timeS * 1000;
+    const clock = now();
+    if (
+      clock - atMs > SIGNATURE_MAX_AGE_MS ||
+      atMs - clock > SIGNATURE_MAX_SKEW_MS
+    ) {
+      return {
+        ok: false,
+        detail:
+          "The X-Signature timestamp is more than 5 minutes old, or ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
+      };
+    }
+    if (!timingSafeEqual(`t=${timeS},v1=${v1}`, sign(body, timeS))) {
+      return {
+        ok: false,
+        detail:
+          `The X-Signature does not verify against this body and timestamp: ${HOW_TO_SIGN}.`,
+      };
+    }
+    return {
+      ok: true,
+      claim: {
+        key: `deliveries/${v1}`,
+        expiresAt: atMs + SIGNATURE_REPLAY_TTL_MS,
+      },
+    };
+  };
 }
 
 /**
@@ -83,28 +171,71 @@ export interface QStashKeys {
   readonly url: string;
 }
 
-/** A verifier of `Upstash-Signature` headers. */
+const QSTASH_REFUSED =
+  "The Upstash-Signature header is missing or does not verify against this URL and body.";
+
+/** The claims of a JWT whose signature has been verified; `undefined` if unreadable. */
+function jwtClaims(token: string): Record<string, unknown> | undefined {
+  try {
+    const part = token.split(".")[1] ?? "";
+    const text = atob(
+      part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
+        Math.ceil(part.length / 4) * 4,
+        "=",
+      ),
+    );
+    const bytes = Uint8Array.from(text, (ch) => ch.charCodeAt(0));
+    const claims: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    return typeof claims === "object" && claims !== null
+      ? claims as Record<string, unknown>
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A verifier of `Upstash-Signature` headers (the official `Receiver`:
+ * key, `iss`, `sub`, `exp`/`nbf`, body hash). A verified token must also
+ * carry the `jti` and `exp` QStash always sends: they make the replay
+ * claim `qstash/<jti>` kept until `exp`.
+ */
 export function qstashVerifier(
   keys: QStashKeys,
-): (signature: string | undefined, body: string) => Promise<boolean> {
+): (signature: string | undefined, body: string) => Promise<Verification> {
   const receiver = new Receiver({
     currentSigningKey: keys.currentSigningKey,
     nextSigningKey: keys.nextSigningKey,
     devMode: false, // never read QSTASH_DEV from the environment
   });
+  const refused = { ok: false, detail: QSTASH_REFUSED } as const;
   return async (signature, body) => {
-    if (!signature) return false;
+    if (!signature) return refused;
     try {
-      return await receiver.verify({ signature, body, url: keys.url });
+      if (!await receiver.verify({ signature, body, url: keys.url })) {
+        return refused;
+      }
     } catch (error) {
-      if (error instanceof SignatureError) return false;
+      if (error instanceof SignatureError) return refused;
       // A malformed token can make jose throw its own errors: still a bad signature.
       if (
         error instanceof Error &&
         /JWT|JWS|token|signature/i.test(`${error.name} ${error.message}`)
-      ) return false;
+      ) return refused;
       throw error;
     }
+    const { jti, exp } = jwtClaims(signature) ?? {};
+    if (
+      typeof jti !== "string" || !/^[\x21-\x7e]{1,200}$/.test(jti) ||
+      typeof exp !== "number" || !Number.isSafeInteger(exp)
+    ) {
+      return {
+        ok: false,
+        detail:
+          "The Upstash-Signature token has no usable 'jti' and 'exp', so a replay could not be refused: publish through QStash, which sets both.",
+      };
+    }
+    return { ok: true, claim: { key: `qstash/${jti}`, expiresAt: exp * 1000 } };
   };
 }
 

@@ -40,11 +40,12 @@ import {
   pubsubVerifier,
   type QStashKeys,
   qstashVerifier,
+  type ReplayClaim,
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
 
-export type { PubSubKeys, QStashKeys };
+export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
  * The webhook {@linkcode createApp} builds: a Hono app, of which the public
  * surface is what a runtime serves (`fetch`) and what a test calls
@@ -273,18 +274,24 @@ function decodeBase64(route: Route, data: unknown): string {
  *
  * const store = new MemoryStore();
  * await store.createIntent({ id: "pi_0001", state: "created" });
+ * const now = () => 1_764_504_000_000; // the app's clock, in milliseconds
  * const app = createApp({
  *   store,
  *   sender: new ScriptedSender({}),
  *   webhookSecret: "s3cret",
+ *   now,
  *   random: () => 0,
  * });
  * const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" }, delivery: 1 });
+ * // X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<raw body>">
+ * const t = Math.floor(now() / 1000);
  * const key = await crypto.subtle.importKey(
  *   "raw", new TextEncoder().encode("s3cret"), { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
  * );
- * const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(body)));
- * const signature = "sha256=" + Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
+ * const mac = new Uint8Array(
+ *   await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${t}.${body}`)),
+ * );
+ * const signature = `t=${t},v1=` + Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
  *
  * const res = await app.request("/v1/deliveries", {
  *   method: "POST",
@@ -322,7 +329,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   const { webhookSecret, opsToken } = deps;
   const verifyHmac = webhookSecret === undefined
     ? undefined
-    : hmacVerifier(webhookSecret);
+    : hmacVerifier(webhookSecret, deps.now ?? Date.now);
 
   /** Refuses a route whose keys are missing (503), unless in insecure dev mode. */
   function requireConfigured(
@@ -399,14 +406,24 @@ export function createApp(deps: AppDeps): WebhookApp {
     return new Response(JSON.stringify(body), { status, headers });
   }
 
-  /** Runs a delivery; an unexpected failure (store down) is a 503 the queue retries. */
+  /**
+   * Runs a delivery; an unexpected failure (store down) is a 503 the queue
+   * retries. `claim` is the verified request's replay claim (QStash's
+   * `jti`, the generic route's `v1`; none for Pub/Sub, whose token does not
+   * cover the body, nor for an unsigned insecure-dev delivery).
+   */
   async function deliver(
     route: Route,
     job: Job,
     delivery: number | (() => Promise<number>) | undefined,
+    claim: ReplayClaim | undefined,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
+      // REPLAY HOOK: the one place a verified delivery runs. The store's
+      // replay record (refuse a claim.key already used, keep it until
+      // claim.expiresAt) belongs here: relayer.deliver(job, n, { claim }).
+      void claim;
       outcome = await relayer.deliver(
         job,
         typeof delivery === "function" ? await delivery() : delivery,
@@ -454,13 +471,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
     );
     const raw = await c.req.text();
-    if (
-      verifyQStash &&
-      !(await verifyQStash(c.req.header("upstash-signature"), raw))
-    ) {
-      throw unauthorized(
-        "The Upstash-Signature header is missing or does not verify against this URL and body.",
+    let claim: ReplayClaim | undefined;
+    if (verifyQStash) {
+      const verified = await verifyQStash(
+        c.req.header("upstash-signature"),
+        raw,
       );
+      if (!verified.ok) throw unauthorized(verified.detail);
+      claim = verified.claim;
     }
     const job = jobFrom("qstash", parseJson("qstash", raw));
     const retried = c.req.header("upstash-retried");
@@ -476,7 +494,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
       delivery = Number(retried) + 1; // QStash counts retries from 0; we count deliveries from 1
     }
-    return await deliver("qstash", job, delivery);
+    return await deliver("qstash", job, delivery, claim);
   });
 
   app.post("/v1/pubsub", async (c) => {
@@ -531,7 +549,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const delivery = attempt === 0
       ? () => store.countDelivery(`pubsub/${id}`)
       : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
-    return await deliver("pubsub", job, delivery);
+    return await deliver("pubsub", job, delivery, undefined);
   });
 
   app.post("/v1/deliveries", async (c) => {
@@ -541,10 +559,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       "WEBHOOK_SECRET",
     );
     const raw = await c.req.text();
-    if (verifyHmac && !verifyHmac(raw, c.req.header("x-signature"))) {
-      throw unauthorized(
-        "Sign the raw body: 'X-Signature: sha256=<hex HMAC-SHA-256 with WEBHOOK_SECRET>'.",
-      );
+    let claim: ReplayClaim | undefined;
+    if (verifyHmac) {
+      const verified = verifyHmac(raw, c.req.header("x-signature"));
+      if (!verified.ok) throw unauthorized(verified.detail);
+      claim = verified.claim;
     }
     const body = parseJson("deliveries", raw);
     const { job: rawJob, delivery } =
@@ -559,6 +578,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       delivery === undefined
         ? undefined
         : deliveryFrom("deliveries", delivery, "'delivery'"),
+      claim,
     );
   });
 

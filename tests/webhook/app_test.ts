@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { genericRequest, makeApp, OPS, SECRET, theGoogle } from "./_app.ts";
+import {
+  genericRequest,
+  makeApp,
+  NOW,
+  OPS,
+  SECRET,
+  theGoogle,
+} from "./_app.ts";
 import { envelope, QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -135,20 +142,94 @@ Deno.test("createApp() counts generic deliveries in the store when the body has 
 Deno.test("createApp() refuses an unsigned, wrongly signed or tampered generic delivery with 401, touching nothing", async () => {
   const { app, writes } = await makeApp({ intents: [created] });
   const body = JSON.stringify({ job, delivery: 1 });
-  const cases: RequestInit[] = [
-    { method: "POST", body },
-    await genericRequest(body, {
-      signature: await signHmac("another secret", body),
-    }),
-    await genericRequest(body, { signature: "sha256=00" }),
-    { ...(await genericRequest(body)), body: body.replace("1}", "2}") },
+  const t = Math.floor(NOW / 1000);
+  const good = signHmac(SECRET, body, t);
+  const v1 = good.split("v1=")[1]!;
+  const cases: [string, RequestInit][] = [
+    ["unsigned", { method: "POST", body }],
+    [
+      "another secret",
+      await genericRequest(body, {
+        signature: signHmac("another secret", body, t),
+      }),
+    ],
+    [
+      "the old body-only scheme",
+      await genericRequest(body, {
+        signature: `sha256=${v1}`,
+      }),
+    ],
+    ["v1 without t", await genericRequest(body, { signature: `v1=${v1}` })],
+    ["t without v1", await genericRequest(body, { signature: `t=${t}` })],
+    [
+      "another t, same v1",
+      await genericRequest(body, {
+        signature: `t=${t - 1},v1=${v1}`,
+      }),
+    ],
+    [
+      "short v1",
+      await genericRequest(body, {
+        signature: `t=${t},v1=${v1.slice(2)}`,
+      }),
+    ],
+    [
+      "two signatures",
+      await genericRequest(body, {
+        signature: `${good}, ${good}`,
+      }),
+    ],
+    ["tampered body", {
+      ...(await genericRequest(body)),
+      body: body.replace("1}", "2}"),
+    }],
   ];
-  for (const init of cases) {
+  for (const [name, init] of cases) {
     const res = await app.request("/v1/deliveries", init);
-    assert.equal(res.status, 401);
-    assert.equal((await problemOf(res)).title, "Unauthorized");
+    assert.equal(res.status, 401, name);
+    const p = await problemOf(res);
+    assert.equal(p.title, "Unauthorized");
+    assert.match(p.detail, /X-Signature/, name);
+    assert.doesNotMatch(p.detail, new RegExp(SECRET), name);
   }
   assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() accepts a generic signature exactly 5 minutes old or 30 s ahead, and refuses one a second past either", async () => {
+  const t = Math.floor(NOW / 1000); // NOW is a whole second
+  const body = JSON.stringify({ job, delivery: 1 });
+  const { app, writes } = await makeApp({ intents: [created] });
+  for (
+    const [timeS, status] of [
+      [t - 300, 503], // exactly 5 minutes old: accepted (a retry: not authorized yet)
+      [t - 301, 401],
+      [t + 30, 503], // exactly the allowed skew ahead
+      [t + 31, 401],
+      [0, 401],
+    ] as const
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(body, { timeS }),
+    );
+    assert.equal(res.status, status, `t = ${timeS}`);
+    if (status === 401) {
+      assert.match((await problemOf(res)).detail, /more than 5 minutes old/);
+    } else await res.body?.cancel();
+  }
+  assert.equal(writes(), 0); // a created intent is only looked at
+});
+
+Deno.test("createApp() accepts a generic signature's v1 in upper-case hex", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  const body = JSON.stringify({ job, delivery: 1 });
+  const [t, v1] = signHmac(SECRET, body, Math.floor(NOW / 1000)).split(",v1=");
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(body, { signature: `${t},v1=${v1!.toUpperCase()}` }),
+  );
+  assert.equal(res.status, 503);
+  assert.equal((await res.json()).reason, "not authorized yet");
 });
 
 Deno.test("createApp() answers malformed generic input with a 400 problem, touching nothing", async () => {
@@ -254,6 +335,7 @@ Deno.test("createApp() answers a store that cannot write during a resolution wit
     sender: new ScriptedSender({}),
     policy: { maxDeliveries: 3 },
     webhookSecret: SECRET,
+    now: () => NOW,
   });
   const res = await broken.request(
     "/v1/deliveries",
