@@ -263,11 +263,18 @@ export interface PubSubKeys {
   readonly audience: string;
   /**
    * Google's signing keys (`https://www.googleapis.com/oauth2/v3/certs`), or
-   * a function that returns them (cached): injectable, so tests run offline.
+   * a function that returns them (cached; `{ refresh: true }` asks for a
+   * fresh copy, as `googleJwks()` does): injectable, so tests run offline.
    */
-  readonly jwks: readonly JsonWebKey[] | (() => Promise<readonly JsonWebKey[]>);
-  /** If set, the token's `email` must be this service account, verified. */
-  readonly serviceAccount?: string;
+  readonly jwks:
+    | readonly JsonWebKey[]
+    | ((options?: { refresh?: boolean }) => Promise<readonly JsonWebKey[]>);
+  /**
+   * The service account the push subscription authenticates as: the
+   * token's `email` must be this, with `email_verified` true. Required,
+   * because Google issues tokens for any audience to any account.
+   */
+  readonly serviceAccount: string;
 }
 
 /** Google's keys could not be had: the delivery cannot be verified now, so the queue should retry. */
@@ -279,22 +286,85 @@ export class KeysUnavailable extends Error {
 }
 
 /**
- * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens.
- * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
+ * The least time between two refetches of Google's keys caused by a token
+ * whose `kid` is unknown: a rotation is picked up at once, and a flood of
+ * made-up `kid`s costs at most one fetch a minute.
+ */
+export const JWKS_REFETCH_INTERVAL_MS = 60_000;
+
+/** The `kid` of a JWT's header, unverified; `undefined` if unreadable. */
+function jwtKid(token: string): string | undefined {
+  try {
+    const part = token.split(".")[0] ?? "";
+    const header: unknown = JSON.parse(
+      atob(
+        part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
+          Math.ceil(part.length / 4) * 4,
+          "=",
+        ),
+      ),
+    );
+    const kid = (header as { kid?: unknown } | null)?.kid;
+    return typeof kid === "string" ? kid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens: RS256 by
+ * one of Google's keys, Google's issuer, the configured audience, and the
+ * configured service account as `email` with `email_verified` true. A
+ * token whose `kid` is not among the keys makes the keys be fetched again
+ * once (at most once per {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`)
+ * before it is refused. Throws {@linkcode KeysUnavailable} when the keys
+ * cannot be fetched.
  */
 export function pubsubVerifier(
   keys: PubSubKeys,
+  now: () => number = Date.now,
 ): (authorization: string | undefined) => Promise<boolean> {
+  if (typeof keys.serviceAccount !== "string" || keys.serviceAccount === "") {
+    throw new TypeError(
+      "Cannot verify Pub/Sub pushes as 'serviceAccount' is missing: Google issues tokens for any audience to any account, so name the push subscription's service account",
+    );
+  }
+  let lastRefetchAt = -Infinity;
+  let refetching: Promise<readonly JsonWebKey[]> | undefined;
+
+  async function load(refresh: boolean): Promise<readonly JsonWebKey[]> {
+    try {
+      if (typeof keys.jwks !== "function") return keys.jwks;
+      return await (refresh ? keys.jwks({ refresh }) : keys.jwks());
+    } catch (error) {
+      throw new KeysUnavailable({ cause: error });
+    }
+  }
+
+  /** The keys, fetched again once when none has `kid`. */
+  async function keysFor(kid: string): Promise<readonly JsonWebKey[]> {
+    const jwks = await load(false);
+    if (
+      typeof keys.jwks !== "function" ||
+      jwks.some((key) => (key as { kid?: unknown }).kid === kid)
+    ) return jwks;
+    if (
+      refetching === undefined &&
+      now() - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS
+    ) {
+      lastRefetchAt = now();
+      refetching = load(true).finally(() => (refetching = undefined));
+    }
+    return refetching === undefined ? jwks : await refetching;
+  }
+
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/
       .exec(authorization ?? "");
     if (!match) return false;
-    let jwks: readonly JsonWebKey[];
-    try {
-      jwks = typeof keys.jwks === "function" ? await keys.jwks() : keys.jwks;
-    } catch (error) {
-      throw new KeysUnavailable({ cause: error });
-    }
+    const kid = jwtKid(match[1]!);
+    if (kid === undefined) return false;
+    const jwks = await keysFor(kid);
     try {
       const payload = await verifyWithJwks(match[1]!, {
         keys: jwks as HonoJsonWebKey[],
@@ -304,11 +374,8 @@ export function pubsubVerifier(
           aud: keys.audience,
         },
       });
-      if (keys.serviceAccount !== undefined) {
-        return payload.email === keys.serviceAccount &&
-          payload.email_verified === true;
-      }
-      return true;
+      return payload.email === keys.serviceAccount &&
+        payload.email_verified === true;
     } catch {
       return false; // expired, wrong audience, unknown key, bad signature: all "not Google"
     }

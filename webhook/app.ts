@@ -265,6 +265,7 @@ function decodeBase64(route: Route, data: unknown): string {
  * randomness and the keys of each route.
  * @returns The Hono app; serve `app.fetch`.
  * @throws {RangeError} If the policy, `leaseMs` or `maxBodyBytes` is invalid.
+ * @throws {TypeError} If `pubsub` has no `serviceAccount`.
  *
  * @example Deliver a signed job on the generic route
  * ```ts
@@ -325,7 +326,9 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
   const relayer: Relayer = createRelayer(deps);
   const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
-  const verifyPubSub = deps.pubsub ? pubsubVerifier(deps.pubsub) : undefined;
+  const verifyPubSub = deps.pubsub
+    ? pubsubVerifier(deps.pubsub, deps.now ?? Date.now)
+    : undefined;
   const { webhookSecret, opsToken } = deps;
   const verifyHmac = webhookSecret === undefined
     ? undefined

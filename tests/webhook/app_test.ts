@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { createApp, type PubSubKeys } from "../../webhook/app.ts";
 import {
   genericRequest,
   makeApp,
@@ -9,7 +9,7 @@ import {
   SECRET,
   theGoogle,
 } from "./_app.ts";
-import { envelope, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import { envelope, PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const created = { id: "pi_0001", state: "created" } as const;
@@ -535,6 +535,135 @@ Deno.test("createApp() refuses a Pub/Sub push without a valid Google token for t
   assert.equal(writes(), 0);
 });
 
+Deno.test("createApp() refuses to build a Pub/Sub route without a service account", async () => {
+  const google = await theGoogle();
+  assert.throws(
+    () =>
+      createApp({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        pubsub: {
+          audience: PUBSUB.audience,
+          jwks: google.jwks,
+        } as unknown as PubSubKeys, // a JavaScript caller can leave it out
+      }),
+    (error) =>
+      error instanceof TypeError &&
+      /'serviceAccount' is missing/.test(error.message),
+  );
+});
+
+Deno.test("createApp() refuses a token of another Google account for the right audience (any account can get one)", async () => {
+  const { app, store } = await makeApp({
+    intents: [{
+      id: "pi_0001",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    }],
+  });
+  const google = await theGoogle();
+  // What the issue's attacker sent: a real Google token for our audience,
+  // from their own account, with a huge deliveryAttempt.
+  const token = await google.token({
+    email: "attacker@evil-project.iam.gserviceaccount.com",
+    email_verified: true,
+  });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(envelope(job, { deliveryAttempt: 1000 }), token),
+  );
+  assert.equal(res.status, 401);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
+});
+
+/**
+ * A caching JWKS source, as `googleJwks()` is: it serves what it fetched
+ * until asked to refresh. `keys` is what Google publishes now.
+ */
+function rotatingKeys(initial: JsonWebKey[]) {
+  let cached: JsonWebKey[] | undefined;
+  const source = {
+    keys: initial,
+    refreshes: 0,
+    jwks: (options: { refresh?: boolean } = {}) => {
+      if (options.refresh) source.refreshes++;
+      if (options.refresh || cached === undefined) cached = source.keys;
+      return Promise.resolve(cached);
+    },
+  };
+  return source;
+}
+
+Deno.test("createApp() refetches Google's keys once for an unknown kid, and accepts a token signed by a rotated-in key", async () => {
+  const google = await theGoogle();
+  const rotated = { ...google.jwks[0]!, kid: "rotated-in" } as JsonWebKey;
+  const source = rotatingKeys([google.jwks[0]!]);
+  let clock = 1_000_000;
+  const { app } = await makeApp({
+    intents: [created],
+    deps: {
+      now: () => clock,
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: source.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+  const body = envelope(job, { deliveryAttempt: 1 });
+  await (await app.request("/v1/pubsub", await pubsubRequest(body))).body
+    ?.cancel(); // the keys are fetched and cached
+  // Google rotated its keys: the cache does not know "rotated-in".
+  source.keys = [google.jwks[0]!, rotated];
+  const token = await google.token({}, { kid: "rotated-in" });
+  const res = await app.request("/v1/pubsub", await pubsubRequest(body, token));
+  assert.equal(res.status, 503); // accepted: a retry, not authorized yet
+  assert.equal(source.refreshes, 1);
+  // Known now: no further refetch.
+  clock += 1;
+  await (await app.request("/v1/pubsub", await pubsubRequest(body, token))).body
+    ?.cancel();
+  assert.equal(source.refreshes, 1);
+});
+
+Deno.test("createApp() refetches Google's keys for unknown kids at most once a minute by its clock, then refuses", async () => {
+  const google = await theGoogle();
+  const source = rotatingKeys([...google.jwks]);
+  let clock = 1_000_000;
+  const { app, writes } = await makeApp({
+    intents: [created],
+    deps: {
+      now: () => clock,
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: source.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+  const body = envelope(job, { deliveryAttempt: 1 });
+  const send = async (kid: string) => {
+    const token = await google.token({}, { kid });
+    const res = await app.request(
+      "/v1/pubsub",
+      await pubsubRequest(body, token),
+    );
+    await res.body?.cancel();
+    return res.status;
+  };
+  assert.equal(await send("made-up-1"), 401);
+  assert.equal(source.refreshes, 1);
+  assert.equal(await send("made-up-2"), 401);
+  clock += 59_999;
+  assert.equal(await send("made-up-3"), 401);
+  assert.equal(source.refreshes, 1); // a flood of made-up kids: one fetch a minute
+  clock += 1;
+  assert.equal(await send("made-up-4"), 401);
+  assert.equal(source.refreshes, 2);
+  assert.equal(writes(), 0);
+});
+
 Deno.test("createApp() answers a malformed Pub/Sub envelope with a 400 problem", async () => {
   const { app, writes } = await makeApp({ intents: [created] });
   const bodies = [
@@ -740,6 +869,7 @@ Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/
       pubsub: {
         audience: "https://relayer.example.test/v1/pubsub",
         jwks: () => Promise.reject(new Error("googleapis unreachable")),
+        serviceAccount: PUBSUB.serviceAccount,
       },
     },
   });
