@@ -33,6 +33,23 @@ export function timingSafeEqual(a: string, b: string): boolean {
  * milliseconds, after which the signature is refused anyway (so the record
  * of it may go). QStash: `qstash/<jti>` until the token's `exp`; the
  * generic route: `deliveries/<v1>` until `t` + 6 minutes.
+ *
+ * @example Keep a claim until it expires
+ * ```ts
+ * import type { ReplayClaim } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const used = new Map<string, number>();
+ * function firstUse(claim: ReplayClaim, now: number): boolean {
+ *   for (const [key, until] of used) if (until <= now) used.delete(key);
+ *   if (used.has(claim.key)) return false;
+ *   used.set(claim.key, claim.expiresAt);
+ *   return true;
+ * }
+ * const claim: ReplayClaim = { key: "qstash/jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP", expiresAt: 300_000 };
+ * assert.equal(firstUse(claim, 0), true);
+ * assert.equal(firstUse(claim, 1_000), false); // a replay
+ * ```
  */
 export interface ReplayClaim {
   /** Unique to the signed request. */

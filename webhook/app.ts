@@ -11,8 +11,14 @@
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`,
- * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive`,
+ * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
+ * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
  * `POST /v1/jobs` (local queue). `GET /healthz` is open.
+ *
+ * An authenticated Pub/Sub message that cannot be read (bad JSON, bad
+ * base64, not a job) is acked with 204, logged, and kept as the dead letter
+ * `pubsub/<messageId>/unreadable`: a 400 would have Pub/Sub redeliver it
+ * for days.
  *
  * @module
  */
@@ -44,6 +50,8 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -178,7 +186,7 @@ const MAX_RETRY_AFTER_S = 86_400;
 
 /** A refusal the app answers as a problem; thrown inside handlers. */
 class Refusal extends Error {
-  constructor(readonly response: Response) {
+  constructor(readonly response: Response, readonly detail = "") {
     super("refused");
   }
 }
@@ -204,8 +212,9 @@ function badInput(route: Route, detail: string): Refusal {
       problem(489, "bad-job", "Malformed job", detail, {
         "Upstash-NonRetryable-Error": "true",
       }),
+      detail,
     )
-    : new Refusal(problem(400, "bad-job", "Malformed job", detail));
+    : new Refusal(problem(400, "bad-job", "Malformed job", detail), detail);
 }
 
 function parseJson(route: Route, raw: string): unknown {
@@ -316,6 +325,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     insecureDev = false,
     maxBodyBytes = 64 * 1024,
     log = () => {},
+    now = Date.now,
   } = deps;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new RangeError(
@@ -327,12 +337,12 @@ export function createApp(deps: AppDeps): WebhookApp {
   const relayer: Relayer = createRelayer(deps);
   const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
   const verifyPubSub = deps.pubsub
-    ? pubsubVerifier(deps.pubsub, deps.now ?? Date.now)
+    ? pubsubVerifier(deps.pubsub, now)
     : undefined;
   const { webhookSecret, opsToken } = deps;
   const verifyHmac = webhookSecret === undefined
     ? undefined
-    : hmacVerifier(webhookSecret, deps.now ?? Date.now);
+    : hmacVerifier(webhookSecret, now);
 
   /** Refuses a route whose keys are missing (503), unless in insecure dev mode. */
   function requireConfigured(
@@ -524,36 +534,103 @@ export function createApp(deps: AppDeps): WebhookApp {
         "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
       );
     }
-    const envelope = parseJson("pubsub", await c.req.text());
-    const { message, deliveryAttempt, delivery_attempt } =
-      (typeof envelope === "object" && envelope !== null
-        ? envelope
-        : {}) as Record<string, unknown>;
-    if (typeof message !== "object" || message === null) {
-      throw badInput(
-        "pubsub",
-        "The body must be a Pub/Sub push envelope with a 'message' object.",
-      );
+    const raw = await c.req.text();
+    // What could be read before the message proved unreadable.
+    const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
+    let job: Job;
+    let delivery: number | (() => Promise<number>);
+    try {
+      const envelope = parseJson("pubsub", raw);
+      const { message, deliveryAttempt, delivery_attempt } =
+        (typeof envelope === "object" && envelope !== null
+          ? envelope
+          : {}) as Record<string, unknown>;
+      seen.attempt = deliveryAttempt ?? delivery_attempt;
+      if (typeof message !== "object" || message === null) {
+        throw badInput(
+          "pubsub",
+          "The body must be a Pub/Sub push envelope with a 'message' object.",
+        );
+      }
+      const { data, messageId, message_id } = message as Record<
+        string,
+        unknown
+      >;
+      const id = messageId ?? message_id;
+      seen.id = id;
+      if (typeof id !== "string" || id === "" || id.length > 200) {
+        throw badInput(
+          "pubsub",
+          "'message.messageId' must be a non-empty string.",
+        );
+      }
+      seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
+      job = jobFrom("pubsub", seen.job);
+      const attempt = seen.attempt ?? 0;
+      // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
+      delivery = attempt === 0
+        ? () => store.countDelivery(`pubsub/${id}`)
+        : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      return await keepUnreadable(raw, seen, error.detail);
     }
-    const { data, messageId, message_id } = message as Record<string, unknown>;
-    const id = messageId ?? message_id;
-    if (typeof id !== "string" || id === "" || id.length > 200) {
-      throw badInput(
-        "pubsub",
-        "'message.messageId' must be a non-empty string.",
-      );
-    }
-    const job = jobFrom(
-      "pubsub",
-      parseJson("pubsub", decodeBase64("pubsub", data)),
-    );
-    const attempt = deliveryAttempt ?? delivery_attempt ?? 0;
-    // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-    const delivery = attempt === 0
-      ? () => store.countDelivery(`pubsub/${id}`)
-      : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
     return await deliver("pubsub", job, delivery, undefined);
   });
+
+  /**
+   * An authenticated Pub/Sub message that cannot be read is acked (204):
+   * a 400 would make Pub/Sub redeliver it for up to its retention (7 days).
+   * It stays visible: a log line, and a dead letter `pubsub/<messageId>/unreadable`
+   * (three segments, so never a job's id, and never redriven) with the
+   * reason. A store failure is a 503, so Pub/Sub redelivers and we try again.
+   */
+  async function keepUnreadable(
+    raw: string,
+    seen: { id?: unknown; attempt?: unknown; job?: unknown },
+    detail: string,
+  ): Promise<Response> {
+    const name = typeof seen.id === "string" && isIntentId(seen.id)
+      ? seen.id
+      : `sha256-${
+        bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
+      }`;
+    const jobId = `pubsub/${name}/unreadable`;
+    const { intentId } =
+      (typeof seen.job === "object" && seen.job !== null
+        ? seen.job
+        : {}) as Record<string, unknown>;
+    const reason = `unreadable Pub/Sub message: ${detail}`.slice(0, 300);
+    try {
+      await store.putDeadLetter({
+        jobId,
+        intentId: isIntentId(intentId) ? intentId : "",
+        deliveries: typeof seen.attempt === "number" &&
+            Number.isSafeInteger(seen.attempt) && seen.attempt >= 1
+          ? seen.attempt
+          : 1,
+        cause: "declared",
+        reason,
+        resolution: "message acked unread; nothing else was touched",
+        lastError: detail.slice(0, 300),
+        poisonedAt: now(),
+      });
+    } catch (error) {
+      log(
+        `pubsub  ${jobId} unreadable, and its dead letter failed: ${
+          describeError(error)
+        }`,
+      );
+      return problem(
+        503,
+        "delivery-failed",
+        "Delivery failed",
+        "The message is unreadable and could not be kept as a dead letter; Pub/Sub will redeliver it.",
+      );
+    }
+    log(`pubsub  ${jobId} acked and kept as a dead letter: ${reason}`);
+    return new Response(null, { status: 204 });
+  }
 
   app.post("/v1/deliveries", async (c) => {
     requireConfigured(
@@ -674,9 +751,20 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   });
 
-  app.post("/v1/dead-letters/:jobId/redrive", async (c) => {
+  /**
+   * Redrives the dead letter of a job id that must read `<intentId>/<kind>`:
+   * anything else (too long for a store key, a dead letter that records a
+   * message rather than a job) is a 400 problem before the store is asked.
+   */
+  async function redriveRoute(c: Context, jobId: string): Promise<Response> {
     requireOps(c);
-    const jobId = c.req.param("jobId");
+    const [intentId, kind, ...rest] = jobId.split("/");
+    if (!isIntentId(intentId) || kind !== "settle" || rest.length > 0) {
+      const detail = /^pubsub\/[^/]{1,200}\/unreadable$/.test(jobId)
+        ? `${jobId} records an unreadable Pub/Sub message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
+        : "A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : -: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.";
+      return problem(400, "bad-job-id", "Bad job id", detail);
+    }
     let job: Job | null;
     try {
       job = await relayer.redrive(jobId, deps.enqueue);
@@ -705,7 +793,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       },
       202,
     );
-  });
+  }
+
+  app.post(
+    "/v1/dead-letters/:jobId/redrive",
+    (c) => redriveRoute(c, c.req.param("jobId")),
+  );
+  app.post(
+    "/v1/dead-letters/:intentId/:kind/redrive",
+    (c) => redriveRoute(c, `${c.req.param("intentId")}/${c.req.param("kind")}`),
+  );
 
   app.post("/v1/jobs", async (c) => {
     requireOps(c);
@@ -736,6 +833,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/intents/:id": "GET",
     "/v1/dead-letters": "GET",
     "/v1/dead-letters/:jobId/redrive": "POST",
+    "/v1/dead-letters/:intentId/:kind/redrive": "POST",
   };
   for (const [path, allow] of Object.entries(allowed)) {
     app.all(

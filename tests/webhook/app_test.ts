@@ -664,21 +664,106 @@ Deno.test("createApp() refetches Google's keys for unknown kids at most once a m
   assert.equal(writes(), 0);
 });
 
-Deno.test("createApp() answers a malformed Pub/Sub envelope with a 400 problem", async () => {
-  const { app, writes } = await makeApp({ intents: [created] });
-  const bodies = [
-    "{}",
-    JSON.stringify({ message: { messageId: "1", data: "!!!" } }),
-    JSON.stringify({ message: { messageId: "1", data: btoa("not json") } }),
-    JSON.stringify({ message: { data: btoa(JSON.stringify(job)) } }),
-    envelope(job, { deliveryAttempt: -1 }),
-    envelope({ intentId: "pi_0001" }),
+Deno.test("createApp() acks an authenticated but unreadable Pub/Sub message with 204, logs it and keeps it as a dead letter", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [created],
+    deps: { log: (line) => lines.push(line) },
+  });
+  const cases: [string, string, string, RegExp][] = [
+    ["not JSON", "{", `pubsub/sha256-`, /The body is not JSON/],
+    ["no message", "{}", "pubsub/sha256-", /'message' object/],
+    [
+      "bad base64",
+      JSON.stringify({ message: { messageId: "m-1", data: "!!!" } }),
+      "pubsub/m-1/unreadable",
+      /standard base64/,
+    ],
+    [
+      "not a job",
+      JSON.stringify({ message: { messageId: "m-2", data: btoa("not json") } }),
+      "pubsub/m-2/unreadable",
+      /not JSON/,
+    ],
+    [
+      "no message id",
+      JSON.stringify({ message: { data: btoa(JSON.stringify(job)) } }),
+      "pubsub/sha256-",
+      /messageId/,
+    ],
+    [
+      "bad deliveryAttempt",
+      envelope(job, { deliveryAttempt: -1, messageId: "m-3" }),
+      "pubsub/m-3/unreadable",
+      /'deliveryAttempt' must be an integer >= 1/,
+    ],
+    [
+      "job without kind",
+      envelope({ intentId: "pi_0001" }, { messageId: "m-4" }),
+      "pubsub/m-4/unreadable",
+      /'kind' must be "settle"/,
+    ],
   ];
-  for (const body of bodies) {
+  const kept = async () => (await store.listDeadLetters({ limit: 100 })).items;
+  for (const [name, body, jobId, reason] of cases) {
+    const before = new Set((await kept()).map((d) => d.jobId));
     const res = await app.request("/v1/pubsub", await pubsubRequest(body));
-    assert.equal(res.status, 400, body);
-    await problemOf(res);
+    assert.equal(res.status, 204, name);
+    assert.equal(await res.text(), "");
+    const letter = (await kept()).find((d) =>
+      !before.has(d.jobId) && d.jobId.startsWith(jobId)
+    );
+    assert.ok(letter, `${name}: no dead letter ${jobId}`);
+    assert.match(letter.jobId, /^pubsub\/[^/]+\/unreadable$/);
+    assert.match(letter.reason, /^unreadable Pub\/Sub message: /);
+    assert.match(letter.reason, reason, name);
+    assert.equal(letter.cause, "declared");
+    assert.equal(letter.poisonedAt, NOW);
+    const line = lines.find((l) => l.includes(letter.jobId));
+    assert.ok(line, `${name}: not logged`);
+    assert.doesNotMatch(line, new RegExp(SECRET));
   }
+  // The intent a job without kind named is kept on its letter, untouched.
+  assert.equal(
+    (await store.getDeadLetter("pubsub/m-4/unreadable"))?.intentId,
+    "pi_0001",
+  );
+  assert.equal((await store.getIntent("pi_0001"))?.state, "created");
+  // Its dead letter cannot be taken for a job and redriven.
+  const redrive = await app.request(
+    `/v1/dead-letters/${encodeURIComponent("pubsub/m-4/unreadable")}/redrive`,
+    { method: "POST", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(redrive.status, 400);
+  await problemOf(redrive);
+});
+
+Deno.test("createApp() answers 503 for an unreadable Pub/Sub message it cannot keep, so Pub/Sub redelivers it", async () => {
+  const memory = new MemoryStore();
+  const google = await theGoogle();
+  const app = createApp({
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "putDeadLetter"
+          ? () => Promise.reject(new Error("KV down at secret-host"))
+          : Reflect.get(target, key),
+    }),
+    sender: new ScriptedSender({}),
+    pubsub: {
+      audience: PUBSUB.audience,
+      jwks: google.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+  });
+  const res = await app.request("/v1/pubsub", await pubsubRequest("{"));
+  assert.equal(res.status, 503);
+  assert.doesNotMatch(JSON.stringify(await problemOf(res)), /secret-host/);
+});
+
+Deno.test("createApp() refuses an unauthenticated unreadable Pub/Sub message with 401, keeping nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const res = await app.request("/v1/pubsub", { method: "POST", body: "{" });
+  assert.equal(res.status, 401);
   assert.equal(writes(), 0);
 });
 
