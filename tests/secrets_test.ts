@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
 import { loadConfig } from "../webhook/config.ts";
-import { signQStash } from "./webhook/_signing.ts";
+import {
+  envelope,
+  fakeGoogle,
+  PUBSUB,
+  signQStash,
+} from "./webhook/_signing.ts";
 import { timeout } from "./_timeout.ts";
 
 const SECRETS = {
@@ -24,16 +29,19 @@ Deno.test(
   "openService() never puts a secret in an answer or a log line",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_secrets_" });
+    const google = await fakeGoogle();
     const logs: string[] = [];
     const service = await openService(
       loadConfig({
         ...SECRETS,
         PUBLIC_URL: "https://relayer.example.test",
+        PUBSUB_AUDIENCE: PUBSUB.audience,
+        PUBSUB_SERVICE_ACCOUNT: PUBSUB.serviceAccount,
         SENDER_URL: "http://127.0.0.1:9", // nothing listens: sends fail as unknown
         SENDER_TIMEOUT: "200ms",
         KV_PATH: `${dir}/relayer.kv`,
       }),
-      { log: (line) => logs.push(line), random: () => 0 },
+      { log: (line) => logs.push(line), random: () => 0, jwks: google.jwks },
     );
     logs.push(service.description);
     const answers: string[] = [];
@@ -114,12 +122,36 @@ Deno.test(
       });
       await ask("/v1/dead-letters", { headers: ops });
       await ask("/v1/pubsub", { method: "POST", body: "{}" });
+      // Pub/Sub: another account's token, then an authenticated message
+      // that is unreadable (acked, logged, kept as a dead letter).
+      const bearer = async (claims: Record<string, unknown> = {}) => ({
+        authorization: `Bearer ${await google.token(claims)}`,
+      });
+      await ask("/v1/pubsub", {
+        method: "POST",
+        body: envelope({ intentId: "pi_1", kind: "settle" }),
+        headers: await bearer({
+          email: "attacker@evil.iam.gserviceaccount.com",
+        }),
+      });
+      await ask("/v1/pubsub", {
+        method: "POST",
+        body: JSON.stringify({
+          message: { messageId: "m-1", data: btoa(SECRETS.OPS_TOKEN) },
+        }),
+        headers: await bearer(),
+      });
+      await ask("/v1/dead-letters", { headers: ops });
       await ask("/healthz");
     } finally {
       service.close();
       await Deno.remove(dir, { recursive: true });
     }
-    assert.equal(answers.length, 17);
+    assert.equal(answers.length, 20);
+    assert.ok(
+      logs.some((l) => l.includes("pubsub/m-1/unreadable")),
+      "the unreadable message was logged",
+    );
     assert.ok(
       answers.some((a) =>
         a.startsWith("503 ") && a.includes('"outcome":"retry"')
