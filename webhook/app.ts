@@ -679,7 +679,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     let job: Job;
     let envelope: Record<string, unknown>;
-    let message: Record<string, unknown>;
+    let message: Record<string, unknown> = {};
     try {
       const parsed = parseJson("pubsub", await c.req.text());
       envelope =
@@ -701,7 +701,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       // for days) and logged for operators.
       log(
         `worker  pubsub dead-letter message ${
-          idFrom(message!?.messageId) ?? "(no id)"
+          idFrom(message.messageId) ?? "(no id)"
         } unreadable, acked: ${error.response.status} malformed job`,
       );
       return new Response(null, { status: 204 });
