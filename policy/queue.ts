@@ -161,17 +161,21 @@ export function queueLimit(queue: QueueLimits): number {
  * - QStash, Cloudflare Queues, the KV queue: our delay (the policy's
  *   backoff with its jitter), capped by what the queue accepts (1 day on
  *   QStash, 12 h on Cloudflare).
- * - Pub/Sub: its own backoff, never ours. Google documents the retry
- *   policy as "exponential based on provided minimum and maximum backoffs"
- *   and "implemented on a best effort basis. At times, the delay between
- *   consecutive deliveries may not match the configuration" (RetryPolicy,
- *   https://cloud.google.com/pubsub/docs/reference/rest/v1/projects.subscriptions#RetryPolicy),
- *   with no growth factor; and a subscription without a retry policy
- *   redelivers immediately ("By default, subscriptions use immediate
- *   redelivery", https://cloud.google.com/pubsub/docs/handling-failures).
- *   So the only lower bound Google states is `minimum_backoff` per gap,
- *   with no growth (`0` with no retry policy), and the most it plans is
- *   `maximum_backoff`.
+ * - Pub/Sub: its own backoff, never ours. What we relied on, from Google's
+ *   documentation of the subscription's `RetryPolicy` (the same text in
+ *   every client reference, e.g.
+ *   https://cloud.google.com/python/docs/reference/pubsub/latest/google.cloud.pubsub_v1.types.RetryPolicy):
+ *   "Retry delay will be exponential based on provided minimum and maximum
+ *   backoffs", "Retry Policy is implemented on a best effort basis. At
+ *   times, the delay between consecutive deliveries may not match the
+ *   configuration. That is, delay can be more or less than configured
+ *   backoff", and each bound is "between 0 and 600 seconds" (defaults 10 s
+ *   and 600 s); no growth factor is given. And from
+ *   https://cloud.google.com/pubsub/docs/handling-failures: "By default,
+ *   subscriptions use immediate redelivery". So the only lower bound Google
+ *   states is `minimum_backoff` per gap, with no growth (`0` with no retry
+ *   policy); best effort may even go below it, which no start-up check can
+ *   see. The most it plans is `maximum_backoff`.
  *
  * @param policy The policy whose delays the queue may apply.
  * @param queue The queue's limits.
