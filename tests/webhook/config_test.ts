@@ -1,4 +1,12 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  checkQueue,
+  definePolicy,
+  formatDuration,
+  type QueueLimits,
+  rescueWindow,
+} from "../../mod.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 
 const base = {
@@ -389,5 +397,78 @@ Deno.test("loadConfig() checks CLOUDFLARE_MAX_RETRIES when it is set", () => {
     },
     "CAP",
     /On Cloudflare Queues, which accept delays up to 12h, the rescue window is 12h0m0s/,
+  );
+});
+
+Deno.test("loadConfig() refuses with one line that holds both numbers, whatever the queue settings", () => {
+  const settings = fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 30 }),
+    stuckAfterMs: fc.integer({ min: 0, max: 3_600_000 }),
+    retries: fc.integer({ min: 0, max: 100 }),
+    attempts: fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
+    minBackoffMs: fc.integer({ min: 0, max: 600_000 }),
+    maxRetries: fc.integer({ min: 0, max: 100 }),
+    queue: fc.constantFrom("qstash", "pubsub", "cloudflare"),
+  });
+  fc.assert(
+    fc.property(settings, (s) => {
+      const policy = definePolicy({
+        maxDeliveries: s.maxDeliveries,
+        capMs: 3_600_000,
+        stuckAfterMs: s.stuckAfterMs,
+      });
+      if (rescueWindow(policy) < policy.stuckAfterMs) return; // the policy's own check
+      const env: Record<string, string> = {
+        ...base,
+        MAX_DELIVERIES: String(s.maxDeliveries),
+        CAP: "1h",
+        STUCK_AFTER: String(s.stuckAfterMs),
+        ...(s.queue === "qstash"
+          ? { ...qstash, QSTASH_RETRIES: String(s.retries) }
+          : s.queue === "pubsub"
+          ? {
+            ...pubsub,
+            PUBSUB_MIN_BACKOFF: String(s.minBackoffMs),
+            ...(s.attempts === undefined
+              ? {}
+              : { PUBSUB_MAX_DELIVERY_ATTEMPTS: String(s.attempts) }),
+          }
+          : { CLOUDFLARE_MAX_RETRIES: String(s.maxRetries) }),
+      };
+      const queue: QueueLimits = s.queue === "qstash"
+        ? { kind: "qstash", retries: s.retries }
+        : s.queue === "pubsub"
+        ? {
+          kind: "pubsub",
+          ...(s.attempts === undefined
+            ? {}
+            : { maxDeliveryAttempts: s.attempts }),
+          minBackoffMs: s.minBackoffMs,
+          maxBackoffMs: 600_000,
+        }
+        : { kind: "cloudflare", maxRetries: s.maxRetries };
+      const check = checkQueue(policy, queue);
+      if (check.problem === null) {
+        assert.doesNotThrow(() => loadConfig(env));
+        return;
+      }
+      const line = refusal(env);
+      assert.ok(!line.includes("\n"), line);
+      if (check.problem === "stops_early") {
+        assert.ok(
+          line.includes(`gives up after ${check.limit}`) ||
+            line.includes(`after ${check.limit} deliveries`),
+          line,
+        );
+        assert.ok(line.includes(`MAX_DELIVERIES (${s.maxDeliveries})`), line);
+      } else {
+        assert.ok(line.includes(formatDuration(check.windowMs)), line);
+        assert.ok(
+          line.includes(`STUCK_AFTER is ${formatDuration(s.stuckAfterMs)}`),
+          line,
+        );
+      }
+    }),
+    { numRuns: 500 },
   );
 });
