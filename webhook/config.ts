@@ -539,9 +539,11 @@ function checkQueues(
     if (check.problem === "stops_early") {
       throw new ConfigError(
         "QSTASH_RETRIES",
-        `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
-          max - 1
-        } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap), or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
+        max - 1 > 100
+          ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): QStash allows at most 100 retries (and your plan's cap may be lower), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
+          : `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
+            max - 1
+          } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap), or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
       );
     }
     if (check.problem === "window_short") {

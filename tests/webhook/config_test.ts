@@ -273,6 +273,11 @@ Deno.test("loadConfig() refuses QSTASH_RETRIES + 1 < MAX_DELIVERIES with both nu
     loadConfig({ ...base, ...qstash, QSTASH_RETRIES: "20" })
   );
   refused(
+    { ...base, ...qstash, MAX_DELIVERIES: "150" },
+    "QSTASH_RETRIES",
+    /^QSTASH_RETRIES is 100, so QStash gives up after 101 deliveries, before MAX_DELIVERIES \(150\): QStash allows at most 100 retries/,
+  );
+  refused(
     { ...base, QSTASH_RETRIES: "101" },
     "QSTASH_RETRIES",
     /from 0 to 100 and at most your QStash plan's retry cap: current value is 101/,
