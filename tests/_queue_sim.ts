@@ -21,7 +21,7 @@
  *   limit.
  *
  * At least once everywhere: a delivery can come as two copies at once (the
- * message follows the first copy's answer), and the ack of a final answer
+ * message follows either copy's answer), and the ack of a final answer
  * can be lost, so the queue redelivers a job the relayer already finished
  * (after its own redelivery delay), up to its limit, and then gives up.
  *
@@ -312,7 +312,9 @@ export async function simulateQueue(
     if (outcomes.some((o) => o.action === "poison")) {
       notePoison(job.job.intentId);
     }
-    const answer = outcomes[0]!; // the message follows its first copy
+    // The message follows one copy's answer: when the other copy took the
+    // lease, that is a busy retry, even at the policy's last delivery.
+    const answer = outcomes[copies === 2 && queueRandom() < 0.5 ? 1 : 0]!;
     let final = answer.action !== "retry";
     let waitMs = answer.action === "retry"
       ? model.next(answer.delayMs, n, queueRandom)
