@@ -48,6 +48,8 @@ export * from "./policy/resolution.ts";
 export * from "./store/store.ts";
 export * from "./store/transitions.ts";
 export * from "./store/conflict_error.ts";
+export * from "./store/busy_error.ts";
+export * from "./store/replay_error.ts";
 export * from "./store/memory.ts";
 export * from "./relayer/sender.ts";
 export * from "./relayer/scripted_sender.ts";
