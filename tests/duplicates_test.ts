@@ -186,12 +186,15 @@ async function drive(base: string, stub: OverlapStub): Promise<Figures> {
     const tasks: (() => Promise<void>)[] = [];
     // The copies of one delivery sit next to each other: they run at once.
     for (const plan of all) {
-      const body = JSON.stringify({
-        job: { intentId: plan.id, kind: "settle" },
-        ...(plan.numbered ? { delivery: round } : {}),
-      });
-      const signature = sign(body);
       for (let copy = 0; copy < COPIES; copy++) {
+        // Each copy is signed afresh, as a queue's redelivery is: the same
+        // signed request twice is a replay, refused with 401 (DESIGN §15).
+        const body = JSON.stringify({
+          job: { intentId: plan.id, kind: "settle" },
+          ...(plan.numbered ? { delivery: round } : {}),
+          copy,
+        });
+        const signature = sign(body, Math.floor(Date.now() / 1000));
         tasks.push(async () => {
           requests++;
           sent.set(plan.id, sent.get(plan.id)! + 1);

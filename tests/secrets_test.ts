@@ -16,6 +16,9 @@ const SECRETS = {
   QSTASH_NEXT_SIGNING_KEY: "sig_next_DDDD_4444_zz",
 };
 
+/** Unix seconds by the wall clock: the service runs on it. */
+const nowS = () => Math.floor(Date.now() / 1000);
+
 Deno.test("openService() never puts a secret in an answer or a log line", async () => {
   const dir = await Deno.makeTempDir({ prefix: "relayer_secrets_" });
   const logs: string[] = [];
@@ -51,17 +54,39 @@ Deno.test("openService() never puts a secret in an answer or a log line", async 
     await ask("/v1/deliveries", {
       method: "POST",
       body,
-      headers: { "x-signature": hmacSignature(SECRETS.WEBHOOK_SECRET, body) },
+      headers: {
+        "x-signature": hmacSignature(SECRETS.WEBHOOK_SECRET, body, nowS()),
+      },
     });
     await ask("/v1/deliveries", {
       method: "POST",
       body,
       headers: { "x-signature": "sha256=00" },
     });
+    // The generic route's refusals: old scheme, stale, ahead, wrong key,
+    // malformed: none may echo the secret or the expected signature.
+    for (
+      const signature of [
+        hmacSignature(SECRETS.WEBHOOK_SECRET, body, nowS() - 301),
+        hmacSignature(SECRETS.WEBHOOK_SECRET, body, nowS() + 3600),
+        hmacSignature(SECRETS.OPS_TOKEN, body, nowS()),
+        `t=${nowS()},v1=${"0".repeat(64)}`,
+        `t=${nowS()}`,
+        `sha256=${SECRETS.WEBHOOK_SECRET}`,
+      ]
+    ) {
+      await ask("/v1/deliveries", {
+        method: "POST",
+        body,
+        headers: { "x-signature": signature },
+      });
+    }
     await ask("/v1/deliveries", {
       method: "POST",
       body: "{",
-      headers: { "x-signature": hmacSignature(SECRETS.WEBHOOK_SECRET, "{") },
+      headers: {
+        "x-signature": hmacSignature(SECRETS.WEBHOOK_SECRET, "{", nowS()),
+      },
     });
     const job = JSON.stringify({ intentId: "pi_1", kind: "settle" });
     await ask("/v1/qstash", {
@@ -91,7 +116,7 @@ Deno.test("openService() never puts a secret in an answer or a log line", async 
     service.close();
     await Deno.remove(dir, { recursive: true });
   }
-  assert.equal(answers.length, 11);
+  assert.equal(answers.length, 17);
   assert.ok(
     answers.some((a) =>
       a.startsWith("503 ") && a.includes('"outcome":"retry"')

@@ -9,7 +9,7 @@
  * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither) |
  * | `PUBLIC_URL` | the service's public base URL; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
- * | `PUBSUB_SERVICE_ACCOUNT` | optional: the service account Pub/Sub pushes as |
+ * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
@@ -97,8 +97,8 @@ export interface Config {
     nextSigningKey: string;
     url: string;
   };
-  /** Pub/Sub's audience and service account. */
-  readonly pubsub?: { audience: string; serviceAccount?: string };
+  /** Pub/Sub's audience and the service account its tokens must name. */
+  readonly pubsub?: { audience: string; serviceAccount: string };
   /** The generic route's HMAC secret. */
   readonly webhookSecret?: string;
   /** The ops routes' bearer token. */
@@ -164,27 +164,33 @@ function httpUrl(
 ): string | undefined {
   const value = env[name];
   if (value === undefined || value === "") return undefined;
-  let url: URL;
+  // A URL may carry a secret (credentials, a token in the query): these
+  // lines name the setting and never echo its value.
+  let url: URL | undefined;
   try {
     url = new URL(value);
   } catch {
-    throw new ConfigError(
-      name,
-      `${name} must be an absolute http(s) URL: current value is ${
-        JSON.stringify(value)
-      }`,
-    );
+    url = undefined;
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
+  if (
+    url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")
+  ) {
     throw new ConfigError(
       name,
-      `${name} must be an absolute http(s) URL: current value is ${
-        JSON.stringify(value)
-      }`,
+      `${name} must be an absolute http(s) URL, such as https://host.example:8443/base`,
     );
   }
   if (url.username || url.password) {
-    throw new ConfigError(name, `${name} must not carry credentials`);
+    throw new ConfigError(
+      name,
+      `${name} must not carry credentials: remove the user:password@ part`,
+    );
+  }
+  if (url.search !== "" || url.hash !== "" || /[?#]/.test(value)) {
+    throw new ConfigError(
+      name,
+      `${name} must not carry a query string or fragment: give the base URL only, such as https://host.example:8443/base`,
+    );
   }
   return value.replace(/\/+$/, "");
 }
@@ -333,6 +339,24 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "PUBSUB_AUDIENCE is missing: PUBSUB_SERVICE_ACCOUNT needs the push subscription's audience",
     );
   }
+  // Google issues OIDC tokens for any audience to any service account: the
+  // audience alone lets anyone with a Google account push (DESIGN §15).
+  if (audience !== undefined && serviceAccount === undefined) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_AUDIENCE set, name the service account your push subscription authenticates as, because Google issues tokens for any audience to any account",
+    );
+  }
+  if (
+    serviceAccount !== undefined && !/^[^@\s]+@[^@\s]+$/.test(serviceAccount)
+  ) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      `PUBSUB_SERVICE_ACCOUNT must be the service account's email, such as pusher@my-project.iam.gserviceaccount.com: current value is ${
+        JSON.stringify(serviceAccount)
+      }`,
+    );
+  }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
 
@@ -424,8 +448,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
         },
       }
       : {}),
-    ...(audience !== undefined
-      ? { pubsub: { audience, ...(serviceAccount ? { serviceAccount } : {}) } }
+    ...(audience !== undefined && serviceAccount !== undefined
+      ? { pubsub: { audience, serviceAccount } }
       : {}),
     ...(webhookSecret !== undefined ? { webhookSecret } : {}),
     ...(opsToken !== undefined ? { opsToken } : {}),
