@@ -30,6 +30,7 @@ import { HTTPException } from "hono/http-exception";
 import { isIntentId } from "../store/_rules.ts";
 import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
+import { ReplayError } from "../store/replay_error.ts";
 import {
   createRelayer,
   formatOutcome,
@@ -403,6 +404,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
 
+  /** A signed request seen before: refused, and nothing was done. */
+  function replayed(): Refusal {
+    return unauthorized(
+      "This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
+    );
+  }
+
   function requireOps(c: Context): void {
     requireConfigured(
       opsToken !== undefined,
@@ -473,6 +481,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         ...(countAs === undefined ? {} : { countAs }),
       });
     } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
       log(
         `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
           describeError(error)
@@ -630,6 +639,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         ...(claim ? { claim: { ...claim, now: now() } } : {}),
       });
     } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
       log(
         `worker  ${jobIdOf(job).padEnd(17)}give-up failed unexpectedly: ${
           describeError(error)
