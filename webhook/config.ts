@@ -10,6 +10,9 @@
  * | `PUBLIC_URL` | the service's public base URL; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
+ * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`) |
+ * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
+ * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
@@ -99,6 +102,14 @@ export interface Config {
   };
   /** Pub/Sub's audience and the service account its tokens must name. */
   readonly pubsub?: { audience: string; serviceAccount: string };
+  /** The dead-letter topic's push subscription: its audience and service account. */
+  readonly pubsubDeadLetter?: { audience: string; serviceAccount: string };
+  /** Publishing through QStash (`QSTASH_TOKEN`, `QSTASH_URL`), to `publicUrl`. */
+  readonly qstashPublish?: {
+    token: string;
+    baseUrl?: string;
+    publicUrl: string;
+  };
   /** The generic route's HMAC secret. */
   readonly webhookSecret?: string;
   /** The ops routes' bearer token. */
@@ -357,6 +368,27 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       }`,
     );
   }
+  const deadLetterAudience = env.PUBSUB_DEAD_LETTER_AUDIENCE || undefined;
+  if (deadLetterAudience !== undefined && serviceAccount === undefined) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_DEAD_LETTER_AUDIENCE set, name the service account the dead-letter push subscription authenticates as",
+    );
+  }
+  const qstashToken = env.QSTASH_TOKEN || undefined;
+  const qstashUrl = httpUrl(env, "QSTASH_URL");
+  if (qstashToken !== undefined && publicUrl === undefined) {
+    throw new ConfigError(
+      "PUBLIC_URL",
+      "PUBLIC_URL is missing: QSTASH_TOKEN publishes jobs to PUBLIC_URL/v1/qstash, so set the service's public base URL",
+    );
+  }
+  if (qstashUrl !== undefined && qstashToken === undefined) {
+    throw new ConfigError(
+      "QSTASH_TOKEN",
+      "QSTASH_TOKEN is missing: QSTASH_URL only says where QStash's API is",
+    );
+  }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
 
@@ -416,6 +448,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ? { platform: true as const }
     : { path: "./data/relayer.kv" };
   const kvQueue = flag(env, "KV_QUEUE");
+  if (kvQueue && qstashToken !== undefined) {
+    throw new ConfigError(
+      "KV_QUEUE",
+      "Set KV_QUEUE or QSTASH_TOKEN, not both: new and redriven jobs go to one queue",
+    );
+  }
   if (kvQueue && onDeploy) {
     throw new ConfigError(
       "KV_QUEUE",
@@ -450,6 +488,18 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       : {}),
     ...(audience !== undefined && serviceAccount !== undefined
       ? { pubsub: { audience, serviceAccount } }
+      : {}),
+    ...(deadLetterAudience !== undefined && serviceAccount !== undefined
+      ? { pubsubDeadLetter: { audience: deadLetterAudience, serviceAccount } }
+      : {}),
+    ...(qstashToken !== undefined && publicUrl !== undefined
+      ? {
+        qstashPublish: {
+          token: qstashToken,
+          publicUrl,
+          ...(qstashUrl !== undefined ? { baseUrl: qstashUrl } : {}),
+        },
+      }
       : {}),
     ...(webhookSecret !== undefined ? { webhookSecret } : {}),
     ...(opsToken !== undefined ? { opsToken } : {}),
