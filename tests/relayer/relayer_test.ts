@@ -639,3 +639,55 @@ function letterOf(stored: StoredDeadLetter | null): DeadLetter | null {
   const { version: _, ...letter } = stored;
   return letter;
 }
+
+Deno.test("createRelayer() redrive loses nothing when a prompt queue delivers the job before the dead letter is removed", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001" });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 3 },
+    now: () => 0,
+    random: () => 0,
+  });
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  for (let n = 0; n < 3; n++) await relayer.deliver(job); // counted: 3 of 3, poisoned
+  const first = await store.getDeadLetter("pi_0001/settle");
+  assert.equal(first?.deliveries, 3);
+  // The queue delivers the published job at once, before the removal: it
+  // counts as delivery 4 of 3 and is poisoned again.
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle", {
+      publish: async (j) => void await relayer.deliver(j),
+    }),
+    ConflictError,
+  );
+  // The letter the redrive read changed under it: it removed nothing, so
+  // the job's record is still there.
+  const kept = await store.getDeadLetter("pi_0001/settle");
+  assert.equal(kept?.deliveries, 4);
+  assert.equal(await store.deliveries("pi_0001/settle"), 4);
+});
+
+Deno.test("createRelayer() refuses to redrive a needs_review intent's dead letter: it is the record of why", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+    now: () => 0,
+  });
+  await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 1);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle"),
+    /already needs_review: no job can help it/,
+  );
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});
