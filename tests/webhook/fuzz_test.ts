@@ -10,6 +10,7 @@ import fc from "fast-check";
 import { runs } from "../_fc.ts";
 import { makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import { timeout } from "../_timeout.ts";
 
 const INTENTS = [
   { id: "pi_0001", state: "created" },
@@ -233,125 +234,134 @@ function assertReached(
   }
 }
 
-Deno.test("createApp() survives 5,000 generated requests on POST /v1/deliveries", async () => {
-  const valid = fc.record({
-    job: goodJob,
-    delivery: fc.integer({ min: 1, max: 5 }),
-  }, { requiredKeys: ["job"] })
-    .map((v) => JSON.stringify(v));
-  const result = await fuzz(
-    "/v1/deliveries",
-    valid,
-    (body, sign, headers) => {
-      const t = Math.floor(NOW / 1000);
-      const good = signHmac(SECRET, body, t);
-      const signature: Record<Case["sign"], string | undefined> = {
-        good,
-        bad: signHmac("wrong", body, t),
-        none: undefined,
-        twice: `${good}, ${good}`,
-        stale: signHmac(SECRET, body, t - 301),
-        ahead: signHmac(SECRET, body, t + 31),
-        forged: `sha256=${good.split("v1=")[1]}`,
-      };
-      const value = signature[sign];
-      if (value === undefined) headers.delete("x-signature");
-      else headers.set("x-signature", value);
+Deno.test(
+  "createApp() survives 5,000 generated requests on POST /v1/deliveries",
+  timeout(120_000, async () => {
+    const valid = fc.record({
+      job: goodJob,
+      delivery: fc.integer({ min: 1, max: 5 }),
+    }, { requiredKeys: ["job"] })
+      .map((v) => JSON.stringify(v));
+    const result = await fuzz(
+      "/v1/deliveries",
+      valid,
+      (body, sign, headers) => {
+        const t = Math.floor(NOW / 1000);
+        const good = signHmac(SECRET, body, t);
+        const signature: Record<Case["sign"], string | undefined> = {
+          good,
+          bad: signHmac("wrong", body, t),
+          none: undefined,
+          twice: `${good}, ${good}`,
+          stale: signHmac(SECRET, body, t - 301),
+          ahead: signHmac(SECRET, body, t + 31),
+          forged: `sha256=${good.split("v1=")[1]}`,
+        };
+        const value = signature[sign];
+        if (value === undefined) headers.delete("x-signature");
+        else headers.set("x-signature", value);
+        return Promise.resolve();
+      },
+    );
+    assertReached(result, [200, 400, 401, 413, 503]);
+  }),
+);
+
+Deno.test(
+  "createApp() survives 5,000 generated requests on POST /v1/qstash",
+  timeout(120_000, async () => {
+    const valid = goodJob.map((v) => JSON.stringify(v));
+    const result = await fuzz(
+      "/v1/qstash",
+      valid,
+      async (body, sign, headers) => {
+        if (sign === "none") return headers.delete("upstash-signature");
+        const nowS = Math.floor(Date.now() / 1000); // jose checks exp by the wall clock
+        const good = await signQStash(body);
+        const signature: Record<Exclude<Case["sign"], "none">, string> = {
+          good,
+          bad: await signQStash(body, { key: "sig_wrong", url: QSTASH.url }),
+          twice: `${good}, ${good}`,
+          stale: await signQStash(body, { nowS: nowS - 3600, ttlS: 300 }),
+          ahead: await signQStash(body, { nowS: nowS + 3600 }),
+          forged: await signQStash(body, { jti: null }),
+        };
+        headers.set("upstash-signature", signature[sign]);
+      },
+    );
+    assertReached(result, [200, 401, 413, 489, 503]);
+  }),
+);
+
+Deno.test(
+  "createApp() survives 5,000 generated requests on POST /v1/pubsub",
+  timeout(120_000, async () => {
+    const google = await theGoogle();
+    const token = await google.token();
+    const wrong = await google.token({ aud: "https://other.test" });
+    const base64 = fc.oneof(
+      goodJob.map((job) => btoa(JSON.stringify(job))),
+      fc.string().map((s) => s),
+      fc.constantFrom("!!!", "====", "YQ", btoa("\u00ff\u00fe")),
+    );
+    const valid = fc.record({
+      message: fc.record({
+        data: base64,
+        messageId: fc.oneof(fc.uuid(), fc.constantFrom("1", "m-2")),
+      }),
+      subscription: fc.constant("projects/p/subscriptions/s"),
+      deliveryAttempt: fc.oneof(
+        fc.integer({ min: 0, max: 5 }),
+        fc.constant(undefined),
+      ),
+    }).map((v) => JSON.stringify(v));
+    const nowS = Math.floor(Date.now() / 1000);
+    const tokens: Record<Exclude<Case["sign"], "none">, string> = {
+      good: `Bearer ${token}`,
+      bad: `Bearer ${wrong}`,
+      twice: `Bearer ${token}, Bearer ${token}`,
+      stale: `Bearer ${await google.token({
+        iat: nowS - 7200,
+        exp: nowS - 3600,
+      })}`,
+      ahead: `Bearer ${await google.token({ nbf: nowS + 3600 })}`,
+      // Google signs tokens for any audience to any account: only the
+      // configured, verified service account may push.
+      forged: `Bearer ${await google.token({
+        email: `attacker@evil.iam.gserviceaccount.com`,
+      })}`,
+    };
+    const unverified = await google.token({
+      email: PUBSUB.serviceAccount,
+      email_verified: false,
+    });
+    const result = await fuzz("/v1/pubsub", valid, (body, sign, headers) => {
+      if (sign === "none") headers.delete("authorization");
+      else if (sign === "forged" && body.length % 2 === 0) {
+        headers.set("authorization", `Bearer ${unverified}`);
+      } else headers.set("authorization", tokens[sign]);
       return Promise.resolve();
-    },
-  );
-  assertReached(result, [200, 400, 401, 413, 503]);
-});
-
-Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash", async () => {
-  const valid = goodJob.map((v) => JSON.stringify(v));
-  const result = await fuzz(
-    "/v1/qstash",
-    valid,
-    async (body, sign, headers) => {
-      if (sign === "none") return headers.delete("upstash-signature");
-      const nowS = Math.floor(Date.now() / 1000); // jose checks exp by the wall clock
-      const good = await signQStash(body);
-      const signature: Record<Exclude<Case["sign"], "none">, string> = {
-        good,
-        bad: await signQStash(body, { key: "sig_wrong", url: QSTASH.url }),
-        twice: `${good}, ${good}`,
-        stale: await signQStash(body, { nowS: nowS - 3600, ttlS: 300 }),
-        ahead: await signQStash(body, { nowS: nowS + 3600 }),
-        forged: await signQStash(body, { jti: null }),
-      };
-      headers.set("upstash-signature", signature[sign]);
-    },
-  );
-  assertReached(result, [200, 401, 413, 489, 503]);
-});
-
-Deno.test("createApp() survives 5,000 generated requests on POST /v1/pubsub", async () => {
-  const google = await theGoogle();
-  const token = await google.token();
-  const wrong = await google.token({ aud: "https://other.test" });
-  const base64 = fc.oneof(
-    goodJob.map((job) => btoa(JSON.stringify(job))),
-    fc.string().map((s) => s),
-    fc.constantFrom("!!!", "====", "YQ", btoa("\u00ff\u00fe")),
-  );
-  const valid = fc.record({
-    message: fc.record({
-      data: base64,
-      messageId: fc.oneof(fc.uuid(), fc.constantFrom("1", "m-2")),
-    }),
-    subscription: fc.constant("projects/p/subscriptions/s"),
-    deliveryAttempt: fc.oneof(
-      fc.integer({ min: 0, max: 5 }),
-      fc.constant(undefined),
-    ),
-  }).map((v) => JSON.stringify(v));
-  const nowS = Math.floor(Date.now() / 1000);
-  const tokens: Record<Exclude<Case["sign"], "none">, string> = {
-    good: `Bearer ${token}`,
-    bad: `Bearer ${wrong}`,
-    twice: `Bearer ${token}, Bearer ${token}`,
-    stale: `Bearer ${await google.token({
-      iat: nowS - 7200,
-      exp: nowS - 3600,
-    })}`,
-    ahead: `Bearer ${await google.token({ nbf: nowS + 3600 })}`,
-    // Google signs tokens for any audience to any account: only the
-    // configured, verified service account may push.
-    forged: `Bearer ${await google.token({
-      email: `attacker@evil.iam.gserviceaccount.com`,
-    })}`,
-  };
-  const unverified = await google.token({
-    email: PUBSUB.serviceAccount,
-    email_verified: false,
-  });
-  const result = await fuzz("/v1/pubsub", valid, (body, sign, headers) => {
-    if (sign === "none") headers.delete("authorization");
-    else if (sign === "forged" && body.length % 2 === 0) {
-      headers.set("authorization", `Bearer ${unverified}`);
-    } else headers.set("authorization", tokens[sign]);
-    return Promise.resolve();
-  }, (text) => {
-    if (new TextEncoder().encode(text).length > 64 * 1024) return false; // 413 first
-    try {
-      const { message, deliveryAttempt } = JSON.parse(text);
-      const id = message.messageId;
-      if (typeof id !== "string" || id === "" || id.length > 200) return true;
-      if (
-        deliveryAttempt !== undefined && deliveryAttempt !== 0 &&
-        !(Number.isSafeInteger(deliveryAttempt) && deliveryAttempt >= 1)
-      ) return true;
-      const job = JSON.parse(
-        new TextDecoder("utf-8", { fatal: true }).decode(
-          Uint8Array.from(atob(message.data), (ch) => ch.charCodeAt(0)),
-        ),
-      );
-      return !(/^[A-Za-z0-9_.:-]{1,128}$/.test(job.intentId) &&
-        job.kind === "settle");
-    } catch {
-      return true;
-    }
-  });
-  assertReached(result, [204, 401, 413, 503]);
-});
+    }, (text) => {
+      if (new TextEncoder().encode(text).length > 64 * 1024) return false; // 413 first
+      try {
+        const { message, deliveryAttempt } = JSON.parse(text);
+        const id = message.messageId;
+        if (typeof id !== "string" || id === "" || id.length > 200) return true;
+        if (
+          deliveryAttempt !== undefined && deliveryAttempt !== 0 &&
+          !(Number.isSafeInteger(deliveryAttempt) && deliveryAttempt >= 1)
+        ) return true;
+        const job = JSON.parse(
+          new TextDecoder("utf-8", { fatal: true }).decode(
+            Uint8Array.from(atob(message.data), (ch) => ch.charCodeAt(0)),
+          ),
+        );
+        return !(/^[A-Za-z0-9_.:-]{1,128}$/.test(job.intentId) &&
+          job.kind === "settle");
+      } catch {
+        return true;
+      }
+    });
+    assertReached(result, [204, 401, 413, 503]);
+  }),
+);
