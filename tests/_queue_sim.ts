@@ -159,14 +159,22 @@ export function modelOf(queue: QueueLimits): QueueModel {
   }
 }
 
-/** The relayer's give-up entry point, as the queue's give-up route calls it. */
+/**
+ * The relayer's give-up entry point, for a queue that stops delivering: its
+ * failure callback, dead-letter topic or dead-letter queue reaching the
+ * relayer, which poisons the job as exhausted and resolves the intent
+ * (DESIGN §14). One place, so a twin can stand in for it.
+ */
 export async function giveUp(
   relayer: Relayer,
   job: Job,
   deliveries: number,
   queue: QueueLimits["kind"],
 ): Promise<Outcome> {
-  return await relayer.giveUp(job, { deliveries, queue: { queue } });
+  return await relayer.giveUp(job, {
+    deliveries,
+    queue: { queue, messageId: `msg_${jobIdOf(job)}` },
+  });
 }
 
 /** What one run found. */
@@ -350,7 +358,8 @@ export async function simulateQueue(
       call.method === "send" && call.intentId === id && call.replace
     );
     stats.rescues += rescues.length;
-    const at = callsAtPoison.get(id);
+    // A poison that found the intent settled (a late give-up) poisoned no payment.
+    const at = state === "settled" ? undefined : callsAtPoison.get(id);
     if (at !== undefined && stuck(scenario.payments[i]!)) {
       const before = sender.calls.slice(0, at).some((call) =>
         call.method === "send" && call.intentId === id && call.replace
@@ -389,7 +398,6 @@ export function envOf(
       return {
         ...env,
         PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
-        PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
         PUBSUB_MIN_BACKOFF: String(queue.minBackoffMs),
         PUBSUB_MAX_BACKOFF: String(queue.maxBackoffMs),
         ...(queue.maxDeliveryAttempts !== undefined
@@ -583,8 +591,7 @@ export const anyScenario: fc.Arbitrary<QueueScenario> = fc.record({
   anyAccidents.map((accidents) => ({
     ...base,
     ...accidents,
-    // As in acceptedScenario: a duplicate copy on a store-counted queue
-    // spends a delivery, which the start-up check cannot foresee.
+    // As for accepted runs: duplicates only where the queue numbers them.
     duplicates: modelOf(base.queue).counts ? accidents.duplicates : [],
   }))
 );
