@@ -29,7 +29,7 @@ import {
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
 import { KvStore } from "./store/kv.ts";
-import { createApp, type WebhookApp } from "./webhook/app.ts";
+import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import { type Config, ConfigError, loadConfig } from "./webhook/config.ts";
 import { googleJwks } from "./webhook/google_jwks.ts";
 
@@ -138,15 +138,40 @@ export async function openService(
     random,
     leaseMs: config.leaseMs,
   };
+  // Jobs published through QStash carry the retries the start-up check
+  // accepted and the failure callback that resolves what QStash gives up on.
+  const publisher = config.qstashPublish
+    ? qstashPublisher({
+      ...config.qstashPublish,
+      retries: config.queues.qstash.retries,
+    })
+    : undefined;
+  const jwks = options.jwks ?? googleJwks();
   const app = createApp({
     ...relayerOptions,
     ...(config.qstash ? { qstash: config.qstash } : {}),
-    ...(config.pubsub
-      ? { pubsub: { ...config.pubsub, jwks: options.jwks ?? googleJwks() } }
+    ...(config.pubsub ? { pubsub: { ...config.pubsub, jwks } } : {}),
+    ...(config.pubsubDeadLetter
+      ? { pubsubDeadLetter: { ...config.pubsubDeadLetter, jwks } }
+      : {}),
+    ...(publisher
+      ? {
+        enqueue: async (job: Job) => void await publisher.publish(job),
+        redriveTo: {
+          publish: async (job: Job, deduplicationId: string) =>
+            void await publisher.publish(job, { deduplicationId }),
+        },
+      }
       : {}),
     ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
     ...(config.opsToken ? { opsToken: config.opsToken } : {}),
-    ...(enqueue ? { enqueue: (job: Job) => enqueue(job) } : {}),
+    ...(enqueue
+      ? {
+        enqueue: (job: Job) => enqueue(job),
+        // A redrive enqueues in the commit that removes the dead letter.
+        redriveTo: { message: (job: Job) => ({ job }) satisfies QueueMessage },
+      }
+      : {}),
     insecureDev: config.insecureDev,
     maxBodyBytes: config.maxBodyBytes,
     log,

@@ -28,7 +28,9 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { isIntentId } from "../store/_rules.ts";
+import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
+import { ReplayError } from "../store/replay_error.ts";
 import {
   createRelayer,
   formatOutcome,
@@ -36,6 +38,7 @@ import {
   jobIdOf,
   type Outcome,
   parseJob,
+  type RedriveOptions,
   type Relayer,
   type RelayerOptions,
 } from "../relayer/relayer.ts";
@@ -108,6 +111,12 @@ export interface AppDeps extends RelayerOptions {
   readonly qstash?: QStashKeys;
   /** Google's OIDC settings; without them `POST /v1/pubsub` is refused. */
   readonly pubsub?: PubSubKeys;
+  /**
+   * Google's OIDC settings of the push subscription on the dead-letter
+   * topic (its own audience, `PUBSUB_DEAD_LETTER_AUDIENCE`); without them
+   * `POST /v1/pubsub/dead-letter` is refused.
+   */
+  readonly pubsubDeadLetter?: PubSubKeys;
   /** The HMAC secret of `POST /v1/deliveries`; without it the route is refused. */
   readonly webhookSecret?: string;
   /** The bearer token of the ops routes; without it they are refused. */
@@ -133,8 +142,15 @@ export interface AppDeps extends RelayerOptions {
    * @default {a function that discards them}
    */
   readonly log?: (line: string) => void;
-  /** Puts a job on the local queue (`POST /v1/jobs`, redrive); absent, those answer 503. */
+  /** Puts a job on a queue (`POST /v1/jobs`); absent, that route answers 503. */
   readonly enqueue?: (job: Job) => Promise<void>;
+  /**
+   * Where a redriven job goes: published to a queue before the dead letter
+   * is removed, or enqueued on the store's own queue in the same commit.
+   * Absent, a redrive only removes the dead letter and says to publish the
+   * job again.
+   */
+  readonly redriveTo?: RedriveOptions;
 }
 
 /**
@@ -249,19 +265,30 @@ function deliveryFrom(route: Route, value: unknown, what: string): number {
   );
 }
 
-function decodeBase64(route: Route, data: unknown): string {
+function decodeBase64(
+  route: Route,
+  data: unknown,
+  field = "'message.data'",
+): string {
   if (
     typeof data !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(data) ||
     data.length % 4 !== 0
   ) {
-    throw badInput(route, "'message.data' must be the job as standard base64");
+    throw badInput(route, `${field} must be the job as standard base64`);
   }
   try {
     const bytes = Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
-    throw badInput(route, "'message.data' is not base64 of UTF-8 text");
+    throw badInput(route, `${field} is not base64 of UTF-8 text`);
   }
+}
+
+/** An optional id from a queue's body: a short string, else left out. */
+function idFrom(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" && value.length <= 200
+    ? value
+    : undefined;
 }
 
 /**
@@ -339,6 +366,13 @@ export function createApp(deps: AppDeps): WebhookApp {
   const verifyPubSub = deps.pubsub
     ? pubsubVerifier(deps.pubsub, now)
     : undefined;
+  // QStash signs its failure callback for the callback's own URL.
+  const verifyQStashFailed = deps.qstash
+    ? qstashVerifier({ ...deps.qstash, url: `${deps.qstash.url}/failed` })
+    : undefined;
+  const verifyPubSubDeadLetter = deps.pubsubDeadLetter
+    ? pubsubVerifier(deps.pubsubDeadLetter, now)
+    : undefined;
   const { webhookSecret, opsToken } = deps;
   const verifyHmac = webhookSecret === undefined
     ? undefined
@@ -367,6 +401,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       problem(401, "unauthorized", "Unauthorized", detail, {
         "www-authenticate": 'Bearer realm="relayer"',
       }),
+    );
+  }
+
+  /** A signed request seen before: refused, and nothing was done. */
+  function replayed(): Refusal {
+    return unauthorized(
+      "This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
     );
   }
 
@@ -428,20 +469,19 @@ export function createApp(deps: AppDeps): WebhookApp {
   async function deliver(
     route: Route,
     job: Job,
-    delivery: number | (() => Promise<number>) | undefined,
+    delivery: number | undefined,
     claim: ReplayClaim | undefined,
+    countAs?: string,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
-      // REPLAY HOOK: the one place a verified delivery runs. The store's
-      // replay record (refuse a claim.key already used, keep it until
-      // claim.expiresAt) belongs here: relayer.deliver(job, n, { claim }).
-      void claim;
-      outcome = await relayer.deliver(
-        job,
-        typeof delivery === "function" ? await delivery() : delivery,
-      );
+      // The replay record rides in the delivery's first write.
+      outcome = await relayer.deliver(job, delivery, {
+        ...(claim ? { claim: { ...claim, now: now() } } : {}),
+        ...(countAs === undefined ? {} : { countAs }),
+      });
     } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
       log(
         `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
           describeError(error)
@@ -538,7 +578,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     // What could be read before the message proved unreadable.
     const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
     let job: Job;
-    let delivery: number | (() => Promise<number>);
+    let delivery: number | undefined;
+    let countAs: string | undefined;
     try {
       const envelope = parseJson("pubsub", raw);
       const { message, deliveryAttempt, delivery_attempt } =
@@ -568,14 +609,164 @@ export function createApp(deps: AppDeps): WebhookApp {
       job = jobFrom("pubsub", seen.job);
       const attempt = seen.attempt ?? 0;
       // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-      delivery = attempt === 0
-        ? () => store.countDelivery(`pubsub/${id}`)
-        : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
+      if (attempt === 0) countAs = `pubsub/${id}`;
+      else delivery = deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
       return await keepUnreadable(raw, seen, error.detail);
     }
-    return await deliver("pubsub", job, delivery, undefined);
+    return await deliver("pubsub", job, delivery, undefined, countAs);
+  });
+
+  /**
+   * The queue gave up on a job: poison it as exhausted and resolve the
+   * intent, exactly as a poison decision does (idempotent: a repeat, or a
+   * job already poisoned, changes nothing). Busy answers a retry, so the
+   * queue calls again.
+   */
+  async function giveUp(
+    route: Route,
+    job: Job,
+    deliveries: number,
+    queue: QueueIds,
+    claim?: ReplayClaim,
+  ): Promise<Response> {
+    let outcome: Outcome;
+    try {
+      outcome = await relayer.giveUp(job, {
+        deliveries,
+        queue,
+        ...(claim ? { claim: { ...claim, now: now() } } : {}),
+      });
+    } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
+      log(
+        `worker  ${jobIdOf(job).padEnd(17)}give-up failed unexpectedly: ${
+          describeError(error)
+        }`,
+      );
+      return problem(
+        503,
+        "delivery-failed",
+        "Delivery failed",
+        "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+        route === "pubsub" ? {} : { "retry-after": "5" },
+      );
+    }
+    log(`worker  ${formatOutcome(job, outcome)}`);
+    return answer(route, job, outcome);
+  }
+
+  // QStash's failure callback: QStash gave up on a job after its retries.
+  app.post("/v1/qstash/failed", async (c) => {
+    requireConfigured(
+      verifyQStashFailed !== undefined,
+      "POST /v1/qstash/failed",
+      "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
+    );
+    const raw = await c.req.text();
+    let claim: ReplayClaim | undefined;
+    if (verifyQStashFailed) {
+      const verified = await verifyQStashFailed(
+        c.req.header("upstash-signature"),
+        raw,
+      );
+      if (!verified.ok) throw unauthorized(verified.detail);
+      claim = verified.claim;
+    }
+    const body = parseJson("qstash", raw);
+    const { sourceBody, retried, sourceMessageId, dlqId } =
+      (typeof body === "object" && body !== null ? body : {}) as Record<
+        string,
+        unknown
+      >;
+    const job = jobFrom(
+      "qstash",
+      parseJson("qstash", decodeBase64("qstash", sourceBody, "'sourceBody'")),
+    );
+    if (
+      typeof retried !== "number" || !Number.isSafeInteger(retried) ||
+      retried < 0
+    ) {
+      throw badInput(
+        "qstash",
+        `'retried' must be an integer >= 0: current value is ${
+          JSON.stringify(retried) ?? "undefined"
+        }`,
+      );
+    }
+    const messageId = idFrom(sourceMessageId);
+    const dlq = idFrom(dlqId);
+    return await giveUp("qstash", job, retried + 1, {
+      queue: "qstash",
+      ...(messageId ? { messageId } : {}),
+      ...(dlq ? { dlqId: dlq } : {}),
+    }, claim);
+  });
+
+  // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
+  app.post("/v1/pubsub/dead-letter", async (c) => {
+    requireConfigured(
+      verifyPubSubDeadLetter !== undefined,
+      "POST /v1/pubsub/dead-letter",
+      "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+    );
+    let verified = true;
+    try {
+      verified = verifyPubSubDeadLetter === undefined ||
+        await verifyPubSubDeadLetter(c.req.header("authorization"));
+    } catch (error) {
+      if (!(error instanceof KeysUnavailable)) throw error;
+      return problem(
+        503,
+        "keys-unavailable",
+        "Cannot verify now",
+        "Google's signing keys could not be fetched; Pub/Sub will redeliver.",
+      );
+    }
+    if (!verified) {
+      throw unauthorized(
+        "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+      );
+    }
+    const raw = await c.req.text();
+    const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
+    let job: Job;
+    let message: Record<string, unknown> = {};
+    try {
+      const parsed = parseJson("pubsub", raw);
+      const envelope =
+        (typeof parsed === "object" && parsed !== null ? parsed : {}) as Record<
+          string,
+          unknown
+        >;
+      message = (typeof envelope.message === "object" &&
+          envelope.message !== null
+        ? envelope.message
+        : {}) as Record<string, unknown>;
+      seen.id = message.messageId ?? message.message_id;
+      seen.job = parseJson("pubsub", decodeBase64("pubsub", message.data));
+      job = jobFrom("pubsub", seen.job);
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      // Authenticated but unreadable: acked (Pub/Sub would redeliver it
+      // for days) and kept visible to operators.
+      return await keepUnreadable(raw, seen, error.detail);
+    }
+    const attributes = (typeof message.attributes === "object" &&
+        message.attributes !== null
+      ? message.attributes
+      : {}) as Record<string, unknown>;
+    // Pub/Sub sets the source subscription's delivery count when it forwards.
+    const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
+    const deliveries = Number.isSafeInteger(counted) && counted >= 1
+      ? counted
+      : Math.max(1, await store.deliveries(jobIdOf(job)));
+    const messageId = idFrom(message.messageId ?? message.message_id);
+    return await giveUp("pubsub", job, deliveries, {
+      queue: "pubsub",
+      ...(messageId ? { messageId } : {}),
+    });
   });
 
   /**
@@ -767,7 +958,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     let job: Job | null;
     try {
-      job = await relayer.redrive(jobId, deps.enqueue);
+      job = await relayer.redrive(jobId, deps.redriveTo);
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-redrive", "Cannot redrive", error.message);
@@ -785,8 +976,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     return c.json(
       {
         job,
-        enqueued: deps.enqueue !== undefined,
-        ...(deps.enqueue ? {} : {
+        enqueued: deps.redriveTo !== undefined,
+        ...(deps.redriveTo ? {} : {
           note:
             "Publish the job to your queue again; its delivery count starts afresh.",
         }),
@@ -826,7 +1017,9 @@ export function createApp(deps: AppDeps): WebhookApp {
   const allowed: Record<string, string> = {
     "/healthz": "GET",
     "/v1/qstash": "POST",
+    "/v1/qstash/failed": "POST",
     "/v1/pubsub": "POST",
+    "/v1/pubsub/dead-letter": "POST",
     "/v1/deliveries": "POST",
     "/v1/jobs": "POST",
     "/v1/intents": "POST",
@@ -884,6 +1077,11 @@ export function createApp(deps: AppDeps): WebhookApp {
 }
 
 export { ConfigError, loadConfig } from "./config.ts";
+export {
+  type Publisher,
+  qstashPublisher,
+  type QStashPublisherOptions,
+} from "./qstash_publisher.ts";
 export {
   GOOGLE_CERTS_URL,
   googleJwks,

@@ -132,7 +132,10 @@ Deno.test("createApp() counts generic deliveries in the store when the body has 
   for (const n of [1, 2]) {
     const res = await app.request(
       "/v1/deliveries",
-      await genericRequest(JSON.stringify({ job })),
+      // Each delivery signed afresh: a signature used twice is a replay.
+      await genericRequest(JSON.stringify({ job }), {
+        timeS: Math.floor(NOW / 1000) - n,
+      }),
     );
     assert.equal((await res.json()).delivery, n);
   }
@@ -217,7 +220,9 @@ Deno.test("createApp() accepts a generic signature exactly 5 minutes old or 30 s
       assert.match((await problemOf(res)).detail, /more than 5 minutes old/);
     } else await res.body?.cancel();
   }
-  assert.equal(writes(), 0); // a created intent is only looked at
+  // A created intent is only looked at: the two accepted deliveries each
+  // write their replay record, and nothing else.
+  assert.equal(writes(), 2);
 });
 
 Deno.test("createApp() accepts a generic signature's v1 in upper-case hex", async () => {
@@ -812,7 +817,9 @@ Deno.test("createApp() lists dead letters and redrives one, refusing a failed in
   const { app } = await makeApp({
     intents: [created, { id: "pi_0002", state: "authorized", hold: "pending" }],
     scripts: { pi_0002: { sends: [{ error: poison(notSent("no")) }] } },
-    deps: { enqueue: (j) => Promise.resolve(void enqueued.push(j)) },
+    deps: {
+      redriveTo: { publish: (j) => Promise.resolve(void enqueued.push(j)) },
+    },
   });
   for (const intentId of ["pi_0001", "pi_0002"]) {
     await app.request(

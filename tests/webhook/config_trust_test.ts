@@ -9,6 +9,8 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
   WEBHOOK_SECRET: "a-webhook-secret-16",
+  // Long enough a minimum backoff that Pub/Sub's own delays outlast STUCK_AFTER.
+  PUBSUB_MIN_BACKOFF: "34s",
 };
 
 /** The one-line refusal of `env`, checked to name `setting`. */
