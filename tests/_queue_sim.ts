@@ -398,6 +398,7 @@ export function envOf(
       return {
         ...env,
         PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+        PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
         PUBSUB_MIN_BACKOFF: String(queue.minBackoffMs),
         PUBSUB_MAX_BACKOFF: String(queue.maxBackoffMs),
         ...(queue.maxDeliveryAttempts !== undefined

@@ -179,6 +179,40 @@ function suite(backend: Backend): void {
     }]);
   });
 
+  test("createRelayer() measures stuck from the later of settlingSince and the last broadcast: a rescue with an unknown outcome waits another stuckAfter", async () => {
+    const { relayer, sender, clock } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "unknown", at: 0, error: "timeout" },
+      },
+      {
+        sends: [
+          { error: new Error("timeout") }, // the rescue's outcome is unknown too
+          { txHash: "0xr2" },
+        ],
+      },
+      { policy: { maxDeliveries: 9, jitter: "none", stuckAfterMs: 60_000 } },
+    );
+    clock.now = 60_000;
+    await relayer.deliver(job, 1); // stuck since 0: rescue (unknown again)
+    const sends = () => sender.calls.filter((c) => c.method === "send").length;
+    assert.equal(sends(), 1);
+    clock.now = 60_001;
+    assert.equal(
+      (await relayer.deliver(job, 2) as { reason: string }).reason,
+      "settling for 1ms without tx hash, waiting",
+      "the rescue restarted the clock",
+    );
+    clock.now = 119_999;
+    await relayer.deliver(job, 3);
+    assert.equal(sends(), 1, "not repeated on every delivery");
+    clock.now = 120_000;
+    await relayer.deliver(job, 4);
+    assert.equal(sends(), 2, "repeated after another stuckAfter");
+  });
+
   test("createRelayer() broadcasts again after a declared not-sent, writing ahead that a send started", async () => {
     const { relayer, store, sender } = await setup(
       { state: "authorized", hold: "pending" },
