@@ -168,18 +168,24 @@ function exhausted(delivery: number): Decision {
 }
 
 /**
- * Whether `policy` is a plain object whose own fields are all policy fields
- * with valid values (or `undefined`), as `definePolicy` would accept it.
- * Allocates nothing: `for…in` walks the engine's cached keys of the object's
- * shape.
+ * Whether `policy` is a plain object whose own enumerable fields are all
+ * policy fields with valid values (or `undefined`), so that reading its
+ * fields gives what `definePolicy` would. Allocates nothing: `for…in` walks
+ * the engine's cached keys of the object's shape.
  */
 function isPlainValid(policy: Partial<Policy>): boolean {
-  const proto = Object.getPrototypeOf(policy);
-  if (proto !== Object.prototype && proto !== null) return false;
+  // A class instance or a prototype-less object takes the slow path. (This
+  // costs one cached load; `Object.getPrototypeOf` cost as much as the rest
+  // of `decide`.)
+  if (policy.constructor !== Object) return false;
   for (const key in policy) {
+    // Inside a for…in over the same object the engine answers this from
+    // the object's shape. An inherited field is not a setting for
+    // `definePolicy`, so it sends the policy the slow way.
     if (
-      key !== "maxDeliveries" && key !== "baseMs" && key !== "capMs" &&
-      key !== "jitter" && key !== "stuckAfterMs"
+      !Object.prototype.hasOwnProperty.call(policy, key) ||
+      (key !== "maxDeliveries" && key !== "baseMs" && key !== "capMs" &&
+        key !== "jitter" && key !== "stuckAfterMs")
     ) return false;
   }
   const { maxDeliveries, baseMs, capMs, jitter, stuckAfterMs } = policy;
