@@ -8,6 +8,7 @@ import { messageOf } from "./_walk.ts";
 import { assertDelivery } from "./_validate.ts";
 import { doubled } from "./_doubled.ts";
 import { jittered } from "./_jittered.ts";
+import type { Jitter } from "./jitter.ts";
 import { DEFAULT_POLICY, definePolicy, type Policy } from "./policy.ts";
 import { isChecked } from "./_checked.ts";
 import { isPoison } from "./sentinels.ts";
@@ -127,23 +128,31 @@ export function decide(
   // anything this fast path cannot vouch for (an unknown field, a bad value,
   // an object that is not a plain one) goes to `definePolicy`, which throws
   // the error naming the field, or completes the policy.
-  const p: Partial<Policy> = policy === undefined
-    ? DEFAULT_POLICY
-    : isChecked(policy) || isPlainValid(policy)
-    ? policy
-    : definePolicy(policy);
+  // Only numbers and a string leave these branches, never the policy
+  // object: a literal written in the call can then stay unallocated.
+  let maxDeliveries: number;
+  let baseMs: number;
+  let capMs: number;
+  let strategy: Jitter;
+  if (policy === undefined) {
+    ({ maxDeliveries, baseMs, capMs, jitter: strategy } = DEFAULT_POLICY);
+  } else if (isChecked(policy) || isPlainValid(policy)) {
+    maxDeliveries = policy.maxDeliveries ?? DEFAULT_POLICY.maxDeliveries;
+    baseMs = policy.baseMs ?? DEFAULT_POLICY.baseMs;
+    capMs = policy.capMs ?? DEFAULT_POLICY.capMs;
+    strategy = policy.jitter ?? DEFAULT_POLICY.jitter;
+  } else {
+    ({ maxDeliveries, baseMs, capMs, jitter: strategy } = definePolicy(
+      policy,
+    ));
+  }
   if (isPoison(error)) return declared();
-  const maxDeliveries = p.maxDeliveries ?? DEFAULT_POLICY.maxDeliveries;
   if (delivery >= maxDeliveries) return exhausted(delivery);
-  const delayMs = doubled(
-    delivery,
-    p.baseMs ?? DEFAULT_POLICY.baseMs,
-    p.capMs ?? DEFAULT_POLICY.capMs,
-  );
+  const delayMs = doubled(delivery, baseMs, capMs);
   const random = options?.random === undefined ? Math.random : options.random;
   return {
     action: "retry",
-    delayMs: jittered(delayMs, p.jitter ?? DEFAULT_POLICY.jitter, random),
+    delayMs: jittered(delayMs, strategy, random),
     reason: messageOf(error),
   };
 }
