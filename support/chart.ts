@@ -15,6 +15,15 @@ import { parseHTML } from "linkedom";
 /**
  * The Okabe–Ito palette: told apart with every common colour-vision
  * deficiency.
+ *
+ * @example One colour per series, in order
+ * ```ts
+ * import { PALETTE } from "./chart.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const colors = ["Exponential", "Decorr"].map((_, i) => PALETTE[i]);
+ * assert.deepEqual(colors, ["#0072B2", "#E69F00"]);
+ * ```
  */
 export const PALETTE: readonly string[] = [
   "#0072B2",
@@ -26,7 +35,21 @@ export const PALETTE: readonly string[] = [
   "#F0E442",
 ];
 
-/** One legend entry: a line with a dot for a series, a box for an area. */
+/**
+ * One legend entry: a line with a dot for a series, a box for an area.
+ *
+ * @example A series and a band
+ * ```ts
+ * import type { LegendEntry } from "./chart.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const legend: LegendEntry[] = [
+ *   { label: "worst", color: "#E69F00" },
+ *   { label: "where jitter can put a delivery", color: "#0072B2", kind: "area" },
+ * ];
+ * assert.equal(legend.length, 2);
+ * ```
+ */
 export interface LegendEntry {
   /** The words after the swatch. */
   readonly label: string;
@@ -40,7 +63,18 @@ export interface LegendEntry {
   readonly kind?: "line" | "area";
 }
 
-/** Options for {@linkcode chartSvg}. */
+/**
+ * Options for {@linkcode chartSvg}.
+ *
+ * @example A title, a legend and the default size
+ * ```ts
+ * import type { ChartOptions } from "./chart.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const options: ChartOptions = { title: "Calls vs clients", legend: [] };
+ * assert.equal(options.width ?? 900, 900);
+ * ```
+ */
 export interface ChartOptions {
   /** The heading above the panels. */
   readonly title: string;
