@@ -2,8 +2,8 @@
  * A Cloudflare Queues consumer built from a relayer: the `queue(batch)`
  * handler of a Worker. Delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds })` with this policy's delay; done or poison
- * is `message.ack()`. The same handler, built with `deadLetter: true`,
- * consumes the dead-letter queue, where every message is the queue giving up.
+ * is `message.ack()`. Given the name of the dead-letter queue, the same
+ * handler consumes it too: every message there is the queue giving up.
  *
  * Web APIs only, and no Cloudflare types needed: the batch and message types
  * here are the part of Cloudflare's that the handler uses.
@@ -99,8 +99,7 @@ export interface QueueBatch {
  *
  * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
  * const jobs: QueueHandlerOptions = { relayer, maxRetries: 9 };
- * const deadLetters: QueueHandlerOptions = { ...jobs, deadLetter: true };
- * assert.equal(deadLetters.maxRetries, 9);
+ * assert.equal(jobs.maxRetries, 9);
  * ```
  */
 export interface QueueHandlerOptions {
@@ -108,21 +107,22 @@ export interface QueueHandlerOptions {
   readonly relayer: Relayer;
   /**
    * The queue's `max_retries` (the consumer's setting in `wrangler.toml`):
-   * the queue delivers a message at most `maxRetries + 1` times. With
-   * `deadLetter`, the `max_retries` of the queue whose dead letters these are.
+   * the queue delivers a message at most `maxRetries + 1` times, then moves
+   * it to its dead-letter queue.
    *
    * @default {3}
    */
   readonly maxRetries?: number;
   /**
-   * This handler consumes the dead-letter queue: each message is the queue
-   * giving up on a job after `maxRetries + 1` deliveries. The job is
-   * poisoned ("the queue gave up after N deliveries") and resolved by the
-   * intent's state, then acked.
+   * The name of the queue's dead-letter queue, when this handler consumes it
+   * too (the same Worker, a second consumer). A message from that queue is
+   * the queue giving up on a job after `maxRetries + 1` deliveries: the job
+   * is poisoned ("the queue gave up after N deliveries"), resolved by the
+   * intent's state exactly as a poisoned delivery is, then acked.
    *
-   * @default {false}
+   * @default {none: every batch is a delivery}
    */
-  readonly deadLetter?: boolean;
+  readonly deadLetterQueue?: string;
   /**
    * Where the worker lines go: one per message, and one per unexpected
    * failure (its name and message, never a secret).
@@ -189,14 +189,15 @@ function delaySecondsOf(delayMs: number): number {
  * Like `createRelayer`, it does not check the rescue window; a service's
  * configuration and `deno task schedule --queue cloudflare` do.
  *
- * @param options The relayer, the queue's `maxRetries`, whether this is the
+ * @param options The relayer, the queue's `maxRetries`, the name of its
  * dead-letter queue, and where log lines go.
  * @returns The `queue(batch)` handler.
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
  * queue would stop delivering before the policy's `maxDeliveries`
  * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
  * still means to deliver.
- * @throws {TypeError} With `deadLetter`, if the relayer cannot give up a job.
+ * @throws {TypeError} With `deadLetterQueue`, if the relayer cannot give up
+ * a job.
  *
  * @example Consume a batch
  * ```ts
@@ -227,7 +228,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   const {
     relayer,
     maxRetries = 3,
-    deadLetter = false,
+    deadLetterQueue,
     log = () => {},
   } = options;
   if (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > 100) {
@@ -246,13 +247,17 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     );
   }
   const giveUp = (relayer as Relayer & { giveUp?: GiveUp }).giveUp;
-  if (deadLetter && typeof giveUp !== "function") {
+  if (deadLetterQueue !== undefined && typeof giveUp !== "function") {
     throw new TypeError(
       "Cannot create a dead-letter queue handler as the relayer has no giveUp()",
     );
   }
 
-  async function handle(queue: string, message: QueueMessage): Promise<void> {
+  async function handle(
+    queue: string,
+    message: QueueMessage,
+    deadLetter: boolean,
+  ): Promise<void> {
     let job: Job;
     try {
       job = jobOf(message.body);
@@ -293,7 +298,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     await Promise.all(
       batch.messages.map(async (message) => {
         try {
-          await handle(batch.queue, message);
+          await handle(
+            batch.queue,
+            message,
+            batch.queue === deadLetterQueue,
+          );
         } catch (error) {
           // ack() or retry() itself failed: never let one message fail the batch.
           log(

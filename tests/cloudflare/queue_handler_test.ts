@@ -181,10 +181,11 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
   createQueueHandler({ relayer, maxRetries: 100 });
 });
 
-Deno.test("createQueueHandler({ deadLetter: true }) gives the job up with the queue's delivery count, then acks", async () => {
+Deno.test("createQueueHandler({ deadLetterQueue }) gives a dead-letter message up with the queue's delivery count, then acks", async () => {
   const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 3 });
   assert.throws(
-    () => createQueueHandler({ relayer, maxRetries: 2, deadLetter: true }),
+    () =>
+      createQueueHandler({ relayer, maxRetries: 2, deadLetterQueue: "dlq" }),
     TypeError,
   );
   // The relayer's giveUp() is the lead's; this test stubs it.
@@ -206,11 +207,14 @@ Deno.test("createQueueHandler({ deadLetter: true }) gives the job up with the qu
   const queue = createQueueHandler({
     relayer: giving,
     maxRetries: 2,
-    deadLetter: true,
+    deadLetterQueue: "jobs-dlq",
   });
   const message = fakeMessage(job, 1, "dlq-1");
   await queue({ queue: "jobs-dlq", messages: [message] });
   assert.deepEqual(message.calls, ["ack"]);
+  const delivery = fakeMessage(job, 1, "m-1"); // from the queue itself: a delivery
+  await queue({ queue: "jobs", messages: [delivery] });
+  assert.equal(calls.length, 1);
   assert.deepEqual(calls, [[job, {
     deliveries: 3,
     queue: { name: "jobs-dlq", messageId: "dlq-1" },
