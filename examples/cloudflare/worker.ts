@@ -1,0 +1,51 @@
+/**
+ * A Cloudflare Worker: the webhook (QStash, Pub/Sub and signed generic
+ * deliveries, the ops routes) and a Cloudflare Queues consumer with its
+ * dead-letter queue, built once at module top level. Construction does no
+ * I/O, sets no timer and draws no random number, which Workers forbid in
+ * global scope.
+ *
+ * Settings are the service's own (`SENDER_URL`, `WEBHOOK_SECRET`,
+ * `QSTASH_*`, `PUBLIC_URL`, `OPS_TOKEN`, `MAX_DELIVERIES`, …), read from the
+ * Worker's environment; a bad one stops the Worker with a line that names
+ * it. `MemoryStore` lives in one isolate and is lost with it: a Worker in
+ * production needs a durable `Store`.
+ *
+ * `wrangler.toml` in this folder binds the queues; `deno task worker-check`
+ * runs this file on workerd through Miniflare.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { env } from "cloudflare:workers";
+import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
+import { createQueueHandler } from "@relayer/poison/cloudflare";
+import { createApp, googleJwks, loadConfig } from "@relayer/poison/webhook";
+
+const config = loadConfig(env); // the settings main.ts reads; refuses a bad one
+const store = new MemoryStore(); // per isolate: use a durable Store in production
+const sender = new HttpSender(config.sender);
+const deps = { store, sender, policy: config.policy, leaseMs: config.leaseMs };
+const app = createApp({
+  ...deps,
+  ...(config.qstash ? { qstash: config.qstash } : {}),
+  ...(config.pubsub
+    ? { pubsub: { ...config.pubsub, jwks: googleJwks() } } // fetched on first use
+    : {}),
+  ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
+  ...(config.opsToken ? { opsToken: config.opsToken } : {}),
+  enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs and redrive publish here
+  log: console.log,
+});
+const relayer = createRelayer(deps);
+
+export default {
+  fetch: app.fetch,
+  queue: createQueueHandler({
+    relayer,
+    maxRetries: Number(env.QUEUE_MAX_RETRIES ?? 9), // the consumer's max_retries
+    deadLetterQueue: "relayer-jobs-dlq",
+    log: console.log,
+  }),
+};
