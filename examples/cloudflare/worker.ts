@@ -1,6 +1,6 @@
 /**
- * A Cloudflare Worker: the webhook (QStash, Pub/Sub and signed generic
- * deliveries, the ops routes) and a Cloudflare Queues consumer with its
+ * A Cloudflare Worker: the webhook (QStash and signed generic deliveries,
+ * the ops routes) and a Cloudflare Queues consumer with its
  * dead-letter queue, built once at module top level. Construction does no
  * I/O, sets no timer and draws no random number, which Workers forbid in
  * global scope.
@@ -21,31 +21,26 @@
 import { env } from "cloudflare:workers";
 import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
-import { createApp, googleJwks, loadConfig } from "@relayer/poison/webhook";
+import { createApp, loadConfig } from "@relayer/poison/webhook";
 
 const config = loadConfig(env); // the settings main.ts reads; refuses a bad one
 const store = new MemoryStore(); // per isolate: use a durable Store in production
 const sender = new HttpSender(config.sender);
 const deps = { store, sender, policy: config.policy, leaseMs: config.leaseMs };
+const { qstash, webhookSecret, opsToken } = config;
 const app = createApp({
   ...deps,
-  ...(config.qstash ? { qstash: config.qstash } : {}),
-  ...(config.pubsub
-    ? { pubsub: { ...config.pubsub, jwks: googleJwks() } } // fetched on first use
-    : {}),
-  ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
-  ...(config.opsToken ? { opsToken: config.opsToken } : {}),
+  ...(qstash ? { qstash } : {}),
+  ...(webhookSecret ? { webhookSecret } : {}),
+  ...(opsToken ? { opsToken } : {}),
   enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs and redrive publish here
   log: console.log,
 });
-const relayer = createRelayer(deps);
+const queue = createQueueHandler({
+  relayer: createRelayer(deps),
+  maxRetries: Number(env.QUEUE_MAX_RETRIES ?? 9), // the consumer's max_retries
+  deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
+  log: console.log,
+});
 
-export default {
-  fetch: app.fetch,
-  queue: createQueueHandler({
-    relayer,
-    maxRetries: Number(env.QUEUE_MAX_RETRIES ?? 9), // the consumer's max_retries
-    deadLetterQueue: "relayer-jobs-dlq",
-    log: console.log,
-  }),
-};
+export default { fetch: app.fetch, queue };
