@@ -11,7 +11,8 @@
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`,
- * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive`,
+ * `GET /v1/dead-letters`, `POST /v1/dead-letters/:intentId/:kind/redrive`
+ * (or the job id as one `%2F`-encoded segment),
  * `POST /v1/jobs` (local queue). `GET /healthz` is open.
  *
  * @module
@@ -651,9 +652,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   });
 
-  app.post("/v1/dead-letters/:jobId/redrive", async (c) => {
+  /** Redrives one dead letter: 202 with the job, 404, or 409 when no job can help. */
+  async function redrive(c: Context, jobId: string): Promise<Response> {
     requireOps(c);
-    const jobId = c.req.param("jobId");
     let job: Job | null;
     try {
       job = await relayer.redrive(jobId, deps.enqueue);
@@ -682,7 +683,18 @@ export function createApp(deps: AppDeps): WebhookApp {
       },
       202,
     );
-  });
+  }
+
+  // The job id `pi_0001/settle` as one encoded segment (`pi_0001%2Fsettle`),
+  // or as the two segments it is made of.
+  app.post(
+    "/v1/dead-letters/:jobId/redrive",
+    (c) => redrive(c, c.req.param("jobId")),
+  );
+  app.post(
+    "/v1/dead-letters/:intentId/:kind/redrive",
+    (c) => redrive(c, `${c.req.param("intentId")}/${c.req.param("kind")}`),
+  );
 
   app.post("/v1/jobs", async (c) => {
     requireOps(c);
@@ -713,6 +725,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/intents/:id": "GET",
     "/v1/dead-letters": "GET",
     "/v1/dead-letters/:jobId/redrive": "POST",
+    "/v1/dead-letters/:intentId/:kind/redrive": "POST",
   };
   for (const [path, allow] of Object.entries(allowed)) {
     app.all(
