@@ -67,6 +67,7 @@ function unit(value: number): number {
  * `"none"`: `d`.
  * @param random A source of numbers in `[0, 1)`; outputs outside it (1,
  * `NaN`, −0.1) are clamped, so the result always stays in bounds.
+ * Defaults to `Math.random`.
  * @returns The delay to wait, in milliseconds.
  * @throws {RangeError} If `delayMs` is not a finite number >= 0.
  * @throws {TypeError} If `strategy` is not one of the three.
@@ -86,8 +87,9 @@ function unit(value: number): number {
 export function jitter(
   delayMs: number,
   strategy: Jitter,
-  random: () => number = Math.random,
+  random?: () => number,
 ): number {
+  random ??= Math.random;
   if (!Number.isFinite(delayMs) || delayMs < 0) {
     throw new RangeError(
       `Cannot apply jitter as 'delayMs' must be a finite number >= 0: current value is ${

@@ -91,7 +91,7 @@ const checked = new WeakSet<Policy>([DEFAULT_POLICY]);
  * every field, so a bad setting fails where it is made, not at the tenth
  * delivery.
  *
- * @param overrides The fields to change.
+ * @param overrides The fields to change (none: the defaults).
  * @returns A frozen, valid policy.
  * @throws {RangeError} If a number is out of range (each must be a whole
  * number: `maxDeliveries` >= 1, `baseMs` and `capMs` >= 1, `stuckAfterMs`
@@ -109,7 +109,8 @@ const checked = new WeakSet<Policy>([DEFAULT_POLICY]);
  * assert.throws(() => definePolicy({ maxDeliveries: 0 }), RangeError);
  * ```
  */
-export function definePolicy(overrides: Partial<Policy> = {}): Policy {
+export function definePolicy(overrides?: Partial<Policy>): Policy {
+  overrides ??= {};
   if (checked.has(overrides as Policy)) return overrides as Policy;
   for (const key of Object.keys(overrides)) {
     if (!(key in DEFAULT_POLICY)) {
