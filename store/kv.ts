@@ -255,17 +255,17 @@ export class KvStore implements Store {
    *
    * @param kv An open Deno KV handle (`Deno.openKv()`, or `openKv` from
    * `@deno/kv`); the caller opens and closes it.
-   * @param options The key prefix.
+   * @param options The key prefix (`["relayer"]`).
    * @throws {TypeError} If `kv` does not look like a Deno KV handle.
    */
-  constructor(kv: KvLike, options: KvStoreOptions = {}) {
+  constructor(kv: KvLike, options?: KvStoreOptions) {
     if (typeof kv?.atomic !== "function" || typeof kv?.getMany !== "function") {
       throw new TypeError(
         "Cannot create KvStore as 'kv' is not a Deno KV handle: pass the result of Deno.openKv() or openKv() from @deno/kv",
       );
     }
     this.#kv = kv;
-    this.#prefix = options.prefix ?? ["relayer"];
+    this.#prefix = options?.prefix ?? ["relayer"];
   }
 
   #key(...parts: KvKeyPart[]): KvKey {
@@ -352,7 +352,9 @@ export class KvStore implements Store {
     return rest;
   }
 
-  /** {@inheritDoc Store.createIntent} */
+  /**
+   * Creates an intent (setup and admin). See {@linkcode Store.createIntent}.
+   */
   async createIntent(intent: NewIntent): Promise<Intent> {
     const record = newIntentRecord(intent);
     const atomic = this.#kv.atomic()
@@ -374,13 +376,20 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.getIntent} */
+  /**
+   * Reads an intent with its hold and last broadcast. See {@linkcode
+   * Store.getIntent}.
+   */
   async getIntent(id: string): Promise<Intent | null> {
     const { intent, hold } = await this.#readIntent(id);
     return this.#toIntent(intent, hold);
   }
 
-  /** {@inheritDoc Store.transition} */
+  /**
+   * Moves an intent along the transition table, as a compare-and-set on
+   * `change.version`, with the ledger change and dead letter it carries. See
+   * {@linkcode Store.transition}.
+   */
   async transition(id: string, change: Transition): Promise<Intent> {
     const deadKey = change.deadLetter
       ? this.#key("dead", change.deadLetter.jobId)
@@ -433,7 +442,10 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.beginBroadcast} */
+  /**
+   * Writes ahead of a broadcast on a `settling` intent. See {@linkcode
+   * Store.beginBroadcast}.
+   */
   beginBroadcast(id: string, version: string, at: number): Promise<Intent> {
     return this.#writeIntent(
       id,
@@ -442,7 +454,10 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.recordBroadcast} */
+  /**
+   * Records the outcome of a broadcast on a `settling` intent, as a compare-
+   * and-set on `version`. See {@linkcode Store.recordBroadcast}.
+   */
   recordBroadcast(
     id: string,
     version: string,
@@ -474,22 +489,25 @@ export class KvStore implements Store {
     return next;
   }
 
-  /** {@inheritDoc Store.recordHold} */
+  /** Records a `pending` hold. See {@linkcode Store.recordHold}. */
   recordHold(id: string): Promise<HoldState> {
     return this.#hold(id, "record");
   }
 
-  /** {@inheritDoc Store.voidHold} */
+  /** Voids the hold. See {@linkcode Store.voidHold}. */
   voidHold(id: string): Promise<HoldState> {
     return this.#hold(id, "void");
   }
 
-  /** {@inheritDoc Store.captureHold} */
+  /** Captures the hold. See {@linkcode Store.captureHold}. */
   captureHold(id: string): Promise<HoldState> {
     return this.#hold(id, "capture");
   }
 
-  /** {@inheritDoc Store.countDelivery} */
+  /**
+   * Counts one more delivery of a job, atomically, for queues that report no
+   * count of their own. See {@linkcode Store.countDelivery}.
+   */
   async countDelivery(jobId: string): Promise<number> {
     const key = this.#key("deliveries", jobId);
     for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
@@ -503,13 +521,18 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.deliveries} */
+  /**
+   * The deliveries counted for a job so far. See {@linkcode Store.deliveries}.
+   */
   async deliveries(jobId: string): Promise<number> {
     const [entry] = await this.#get<[number]>(this.#key("deliveries", jobId));
     return entry.value ?? 0;
   }
 
-  /** {@inheritDoc Store.acquireLease} */
+  /**
+   * Takes the per-intent lease if it is free or expired. See {@linkcode
+   * Store.acquireLease}.
+   */
   acquireLease(intentId: string, request: LeaseRequest): Promise<boolean> {
     return this.#lease(
       intentId,
@@ -520,7 +543,9 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.renewLease} */
+  /**
+   * Extends a lease its owner still holds. See {@linkcode Store.renewLease}.
+   */
   renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
     return this.#lease(
       intentId,
@@ -552,7 +577,9 @@ export class KvStore implements Store {
     return true;
   }
 
-  /** {@inheritDoc Store.releaseLease} */
+  /**
+   * Releases the lease if `owner` holds it. See {@linkcode Store.releaseLease}.
+   */
   async releaseLease(intentId: string, owner: string): Promise<void> {
     const key = this.#key("lease", intentId);
     const held = `${intentId}\n${owner}`;
@@ -589,7 +616,10 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.putDeadLetter} */
+  /**
+   * Keeps a dead letter, replacing an older one for the same job. See
+   * {@linkcode Store.putDeadLetter}.
+   */
   async putDeadLetter(deadLetter: DeadLetter): Promise<void> {
     const [old] = await this.#get<[DeadLetter]>(
       this.#key("dead", deadLetter.jobId),
@@ -599,16 +629,19 @@ export class KvStore implements Store {
     await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
   }
 
-  /** {@inheritDoc Store.getDeadLetter} */
+  /** Reads the dead letter of a job. See {@linkcode Store.getDeadLetter}. */
   async getDeadLetter(jobId: string): Promise<DeadLetter | null> {
     const [entry] = await this.#get<[DeadLetter]>(this.#key("dead", jobId));
     return entry.value;
   }
 
-  /** {@inheritDoc Store.listDeadLetters} */
+  /**
+   * Lists dead letters, newest first. See {@linkcode Store.listDeadLetters}.
+   */
   async listDeadLetters(
-    options: { limit?: number; cursor?: string | null } = {},
+    options?: { limit?: number; cursor?: string | null },
   ): Promise<DeadLetterPage> {
+    options ??= {};
     const limit = pageLimit(options.limit);
     const iterator = this.#kv.list(
       { prefix: this.#key("dead_by_time") },
@@ -634,7 +667,10 @@ export class KvStore implements Store {
     };
   }
 
-  /** {@inheritDoc Store.redrive} */
+  /**
+   * Takes a dead letter out and resets its job's delivery count, in one write,
+   * so the job can be delivered afresh. See {@linkcode Store.redrive}.
+   */
   async redrive(jobId: string): Promise<DeadLetter | null> {
     const key = this.#key("dead", jobId);
     const [entry] = await this.#get<[DeadLetter]>(key);

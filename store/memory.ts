@@ -94,7 +94,9 @@ export class MemoryStore implements Store {
     return hold;
   }
 
-  /** {@inheritDoc Store.createIntent} */
+  /**
+   * Creates an intent (setup and admin). See {@linkcode Store.createIntent}.
+   */
   createIntent(intent: NewIntent): Promise<Intent> {
     return attempt(() => {
       const record = newIntentRecord(intent);
@@ -107,12 +109,19 @@ export class MemoryStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.getIntent} */
+  /**
+   * Reads an intent with its hold and last broadcast. See {@linkcode
+   * Store.getIntent}.
+   */
   getIntent(id: string): Promise<Intent | null> {
     return Promise.resolve(this.#read(id));
   }
 
-  /** {@inheritDoc Store.transition} */
+  /**
+   * Moves an intent along the transition table, as a compare-and-set on
+   * `change.version`, with the ledger change and dead letter it carries. See
+   * {@linkcode Store.transition}.
+   */
   transition(id: string, change: Transition): Promise<Intent> {
     return attempt(() => {
       const next = transitioned(this.#expect(id, change.version), change);
@@ -125,14 +134,20 @@ export class MemoryStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.beginBroadcast} */
+  /**
+   * Writes ahead of a broadcast on a `settling` intent. See {@linkcode
+   * Store.beginBroadcast}.
+   */
   beginBroadcast(id: string, version: string, at: number): Promise<Intent> {
     return attempt(() =>
       this.#write(id, broadcastBegun(this.#expect(id, version), at))
     );
   }
 
-  /** {@inheritDoc Store.recordBroadcast} */
+  /**
+   * Records the outcome of a broadcast on a `settling` intent, as a compare-
+   * and-set on `version`. See {@linkcode Store.recordBroadcast}.
+   */
   recordBroadcast(
     id: string,
     version: string,
@@ -143,34 +158,42 @@ export class MemoryStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.recordHold} */
+  /** Records a `pending` hold. See {@linkcode Store.recordHold}. */
   recordHold(id: string): Promise<HoldState> {
     return attempt(() => this.#hold(id, "record"));
   }
 
-  /** {@inheritDoc Store.voidHold} */
+  /** Voids the hold. See {@linkcode Store.voidHold}. */
   voidHold(id: string): Promise<HoldState> {
     return attempt(() => this.#hold(id, "void"));
   }
 
-  /** {@inheritDoc Store.captureHold} */
+  /** Captures the hold. See {@linkcode Store.captureHold}. */
   captureHold(id: string): Promise<HoldState> {
     return attempt(() => this.#hold(id, "capture"));
   }
 
-  /** {@inheritDoc Store.countDelivery} */
+  /**
+   * Counts one more delivery of a job, atomically, for queues that report no
+   * count of their own. See {@linkcode Store.countDelivery}.
+   */
   countDelivery(jobId: string): Promise<number> {
     const n = (this.#deliveries.get(jobId) ?? 0) + 1;
     this.#deliveries.set(jobId, n);
     return Promise.resolve(n);
   }
 
-  /** {@inheritDoc Store.deliveries} */
+  /**
+   * The deliveries counted for a job so far. See {@linkcode Store.deliveries}.
+   */
   deliveries(jobId: string): Promise<number> {
     return Promise.resolve(this.#deliveries.get(jobId) ?? 0);
   }
 
-  /** {@inheritDoc Store.acquireLease} */
+  /**
+   * Takes the per-intent lease if it is free or expired. See {@linkcode
+   * Store.acquireLease}.
+   */
   acquireLease(intentId: string, request: LeaseRequest): Promise<boolean> {
     const lease = this.#leases.get(intentId);
     if (
@@ -185,7 +208,9 @@ export class MemoryStore implements Store {
     return Promise.resolve(true);
   }
 
-  /** {@inheritDoc Store.renewLease} */
+  /**
+   * Extends a lease its owner still holds. See {@linkcode Store.renewLease}.
+   */
   renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
     const lease = this.#leases.get(intentId);
     if (!lease || lease.owner !== request.owner) return Promise.resolve(false);
@@ -193,7 +218,9 @@ export class MemoryStore implements Store {
     return Promise.resolve(true);
   }
 
-  /** {@inheritDoc Store.releaseLease} */
+  /**
+   * Releases the lease if `owner` holds it. See {@linkcode Store.releaseLease}.
+   */
   releaseLease(intentId: string, owner: string): Promise<void> {
     if (this.#leases.get(intentId)?.owner === owner) {
       this.#leases.delete(intentId);
@@ -201,21 +228,27 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
-  /** {@inheritDoc Store.putDeadLetter} */
+  /**
+   * Keeps a dead letter, replacing an older one for the same job. See
+   * {@linkcode Store.putDeadLetter}.
+   */
   putDeadLetter(deadLetter: DeadLetter): Promise<void> {
     this.#deadLetters.set(deadLetter.jobId, { ...deadLetter });
     return Promise.resolve();
   }
 
-  /** {@inheritDoc Store.getDeadLetter} */
+  /** Reads the dead letter of a job. See {@linkcode Store.getDeadLetter}. */
   getDeadLetter(jobId: string): Promise<DeadLetter | null> {
     return Promise.resolve(this.#deadLetters.get(jobId) ?? null);
   }
 
-  /** {@inheritDoc Store.listDeadLetters} */
+  /**
+   * Lists dead letters, newest first. See {@linkcode Store.listDeadLetters}.
+   */
   listDeadLetters(
-    options: { limit?: number; cursor?: string | null } = {},
+    options?: { limit?: number; cursor?: string | null },
   ): Promise<DeadLetterPage> {
+    options ??= {};
     return attempt(() => {
       const limit = pageLimit(options.limit);
       const sorted = [...this.#deadLetters.values()].sort(newestFirst);
@@ -232,7 +265,10 @@ export class MemoryStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.redrive} */
+  /**
+   * Takes a dead letter out and resets its job's delivery count, in one write,
+   * so the job can be delivered afresh. See {@linkcode Store.redrive}.
+   */
   redrive(jobId: string): Promise<DeadLetter | null> {
     const deadLetter = this.#deadLetters.get(jobId) ?? null;
     this.#deadLetters.delete(jobId);
