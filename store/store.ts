@@ -235,6 +235,30 @@ export interface DeadLetter {
   readonly lastError: string;
   /** When it was poisoned, in milliseconds of the injected clock. */
   readonly poisonedAt: number;
+  /** The queue's own ids, when the queue gave up on the job (its failure callback or dead-letter topic). */
+  readonly queue?: QueueIds;
+}
+
+/**
+ * The ids a queue gave a job it gave up on, kept on the dead letter so an
+ * operator can find the message in the queue's own console.
+ *
+ * @example A QStash failure callback's ids
+ * ```ts
+ * import type { QueueIds } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const ids: QueueIds = { queue: "qstash", messageId: "msg_123", dlqId: "dlq_456" };
+ * assert.equal(ids.queue, "qstash");
+ * ```
+ */
+export interface QueueIds {
+  /** Which queue: `"qstash"`, `"pubsub"`, `"cloudflare"`. */
+  readonly queue: string;
+  /** The queue's id of the message. */
+  readonly messageId?: string;
+  /** The id of the message in the queue's dead-letter queue, where it has one. */
+  readonly dlqId?: string;
 }
 
 /**
@@ -271,16 +295,20 @@ export interface DeadLetterPage {
  *
  * @example One delivery at a time
  * ```ts
- * import { type LeaseRequest, MemoryStore } from "@relayer/poison";
+ * import { BusyError, type LeaseRequest, MemoryStore } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
  * const store = new MemoryStore();
+ * const intent = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
  * const first: LeaseRequest = { owner: "delivery-1", ttlMs: 30_000, now: 0 };
+ * // The write-ahead of a send takes the lease and keeps it across the send.
+ * const ahead = await store.beginBroadcast(intent.id, intent.version, 0, { lease: { ...first, keep: true } });
+ * // Another delivery cannot write while the lease is live...
  * const second: LeaseRequest = { owner: "delivery-2", ttlMs: 30_000, now: 10_000 };
- * assert.equal(await store.acquireLease("pi_0001", first), true);
- * assert.equal(await store.acquireLease("pi_0001", second), false);
- * // Once the first lease expires, another delivery may take it.
- * assert.equal(await store.acquireLease("pi_0001", { ...second, now: 30_000 }), true);
+ * const record = { outcome: "unknown", at: 10_000, error: "timeout" } as const;
+ * await assert.rejects(store.recordBroadcast(intent.id, ahead.version, record, { lease: second }), BusyError);
+ * // ...but once it expires, it may.
+ * await store.recordBroadcast(intent.id, ahead.version, record, { lease: { ...second, now: 30_000 } });
  * ```
  */
 export interface LeaseRequest {
@@ -293,19 +321,135 @@ export interface LeaseRequest {
 }
 
 /**
+ * A replay record: the proof that a signed delivery was used. Claiming a
+ * key that is already claimed, and not expired, is refused with a
+ * `ReplayError`. The record is forgotten after `expiresAt` (the signature
+ * is refused by its age from then on).
+ *
+ * @example A signature used twice
+ * ```ts
+ * import { type Claim, MemoryStore, ReplayError } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const claim: Claim = { key: "v1=9f2c…", now: 0, expiresAt: 360_000 };
+ * assert.equal(await store.admit({ claim, now: 0 }), null);
+ * await assert.rejects(store.admit({ claim, now: 1000 }), ReplayError);
+ * ```
+ */
+export interface Claim {
+  /** What identifies the signed request: a token's `jti`, a signature. */
+  readonly key: string;
+  /** The current time of the injected clock, in milliseconds. */
+  readonly now: number;
+  /** When the record may be forgotten, in milliseconds of the same clock. */
+  readonly expiresAt: number;
+}
+
+/**
+ * What rides in a write besides its change: the delivery's lease and its
+ * replay record, so that a delivery's writes are as few commits as the
+ * write-ahead needs (one before a send, one after).
+ *
+ * @example Take the lease with the write-ahead, release it with the record
+ * ```ts
+ * import { MemoryStore, type WriteOptions } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const intent = await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ * const take: WriteOptions = { lease: { owner: "d1", ttlMs: 30_000, now: 0, keep: true } };
+ * const settling = await store.transition(intent.id, { from: "authorized", to: "settling", version: intent.version, at: 0 }, take);
+ * // ... the send happens here, under the lease ...
+ * const release: WriteOptions = { lease: { owner: "d1", ttlMs: 30_000, now: 900 } };
+ * const sent = await store.recordBroadcast(settling.id, settling.version, { outcome: "sent", txHash: "0xabc", at: 900 }, release);
+ * assert.equal(sent.lastBroadcast?.txHash, "0xabc");
+ * ```
+ */
+export interface WriteOptions {
+  /**
+   * The writer's lease on the intent. The write is refused with a
+   * `BusyError` if another owner holds a live lease. With `keep: true` the
+   * writer holds the lease afterwards, until `now + ttlMs` (taken or
+   * renewed); otherwise the write releases the writer's lease, if any.
+   * Without it, the write ignores leases (setup and admin).
+   */
+  readonly lease?: LeaseRequest & {
+    /**
+     * Hold the lease after the write (across a send).
+     *
+     * @default {false}
+     */
+    readonly keep?: boolean;
+  };
+  /** A replay record to claim in the same commit. */
+  readonly claim?: Claim;
+}
+
+/**
+ * What {@linkcode Store.admit} writes in one commit: a delivery count for
+ * queues that report none, and the delivery's replay record.
+ *
+ * @example Count a delivery and claim its signature at once
+ * ```ts
+ * import { type Admission, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const admission: Admission = { count: "pi_0001/settle", claim: { key: "sig-1", now: 0, expiresAt: 360_000 }, now: 0 };
+ * assert.equal(await store.admit(admission), 1);
+ * assert.equal(await store.admit({ count: "pi_0001/settle", now: 1000 }), 2);
+ * ```
+ */
+export interface Admission {
+  /** Count one more delivery of this job id (1-based); the count expires 8 days after its last write. */
+  readonly count?: string;
+  /** A replay record to claim in the same commit. */
+  readonly claim?: Claim;
+  /** The current time of the injected clock, in milliseconds. */
+  readonly now: number;
+}
+
+/**
+ * A dead letter as read back from the store, with the version a redrive
+ * checks.
+ *
+ * @example Redrive exactly the letter that was read
+ * ```ts
+ * import { MemoryStore, type StoredDeadLetter } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.putDeadLetter({
+ *   jobId: "pi_0001/settle", intentId: "pi_0001", deliveries: 3, cause: "exhausted",
+ *   reason: "no luck after 3 deliveries", resolution: "job dropped, intent still created",
+ *   lastError: "not authorized yet", poisonedAt: 0,
+ * });
+ * const letter: StoredDeadLetter | null = await store.getDeadLetter("pi_0001/settle");
+ * assert.ok(letter !== null);
+ * assert.equal((await store.redrive(letter.jobId, letter.version)).deliveries, 3);
+ * ```
+ */
+export interface StoredDeadLetter extends DeadLetter {
+  /** An opaque version: pass it to `redrive` to remove exactly this letter. */
+  readonly version: string;
+}
+
+/**
  * Everything the relayer keeps. Every write is a compare-and-set or an
  * idempotent operation: a lost race surfaces as a `ConflictError`, never as
- * a silent overwrite.
+ * a silent overwrite. A delivery's writes carry its lease and replay record
+ * (`WriteOptions`), so each is one commit.
  *
- * Implementations: `MemoryStore` (no I/O) and `KvStore` (Deno KV). Both
- * pass the same contract suite.
+ * Implementations: `MemoryStore` (no I/O), `KvStore` (Deno KV) and
+ * `PostgresStore`. All pass the same contract suite.
  *
  * @example Code against the interface
  * ```ts
  * import { type Intent, MemoryStore, type Store } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
- * // Works with any Store: MemoryStore here, KvStore in production.
+ * // Works with any Store: MemoryStore here, KvStore or PostgresStore in production.
  * async function authorize(store: Store, id: string, at: number): Promise<Intent> {
  *   // The hold is recorded before the move, as the transition table requires.
  *   const created = await store.createIntent({ id, hold: "pending" });
@@ -321,6 +465,7 @@ export interface Store {
    * Creates an intent (setup and admin).
    *
    * @throws {ConflictError} If an intent with that id exists.
+   * @throws {TypeError} If a field is invalid.
    */
   createIntent(intent: NewIntent): Promise<Intent>;
 
@@ -329,15 +474,21 @@ export interface Store {
 
   /**
    * Moves an intent along the transition table, as a compare-and-set on
-   * `change.version`, with the ledger change and dead letter it carries.
-   * Refuses `failed` unless the hold is voided (after `ledger: "void"`) or
-   * absent, and `settled` unless it is captured.
+   * `change.version`, with the ledger change and dead letter it carries, in
+   * one commit. Refuses `failed` unless the hold is voided (after
+   * `ledger: "void"`) or absent, and `settled` unless it is captured.
    *
    * @returns The intent after the move.
    * @throws {ConflictError} If the intent changed since it was read, the
    * move is not in the table, or the ledger forbids it.
+   * @throws {BusyError} If `options.lease` is given and another owner holds the lease.
+   * @throws {ReplayError} If `options.claim` was already claimed.
    */
-  transition(id: string, change: Transition): Promise<Intent>;
+  transition(
+    id: string,
+    change: Transition,
+    options?: WriteOptions,
+  ): Promise<Intent>;
 
   /**
    * Writes ahead of a broadcast on a `settling` intent: sets
@@ -348,8 +499,15 @@ export interface Store {
    * @returns The intent after the write.
    * @throws {ConflictError} If the intent changed since it was read or is
    * not `settling`.
+   * @throws {BusyError} If `options.lease` is given and another owner holds the lease.
+   * @throws {ReplayError} If `options.claim` was already claimed.
    */
-  beginBroadcast(id: string, version: string, at: number): Promise<Intent>;
+  beginBroadcast(
+    id: string,
+    version: string,
+    at: number,
+    options?: WriteOptions,
+  ): Promise<Intent>;
 
   /**
    * Records the outcome of a broadcast on a `settling` intent, as a
@@ -360,67 +518,70 @@ export interface Store {
    * @returns The intent after the write.
    * @throws {ConflictError} If the intent changed since it was read or is
    * not `settling`.
+   * @throws {BusyError} If `options.lease` is given and another owner holds the lease.
+   * @throws {ReplayError} If `options.claim` was already claimed.
    */
   recordBroadcast(
     id: string,
     version: string,
     broadcast: Broadcast,
+    options?: WriteOptions,
   ): Promise<Intent>;
 
   /**
-   * Records a `pending` hold. Idempotent: a pending hold stays as it is.
+   * Records a `pending` hold on a `created` or `authorized` intent.
+   * Idempotent: a pending hold stays as it is.
    *
-   * @throws {ConflictError} If the hold is voided or captured.
+   * @throws {ConflictError} If the hold is voided or captured, or the
+   * intent is missing or past authorization.
    */
   recordHold(id: string): Promise<HoldState>;
 
   /**
-   * Voids the hold. Idempotent: a voided hold stays voided.
+   * Voids the hold (an operator or the payments API releasing the funds).
+   * Idempotent: a voided hold stays voided. Refused where money may have
+   * moved: a `settling` intent that may have sent, or a settled one.
    *
-   * @throws {ConflictError} If the hold is captured (money moved).
+   * @throws {ConflictError} If the hold is captured, the intent is missing,
+   * `settled`, or `settling` with a broadcast that may have left.
    */
   voidHold(id: string): Promise<HoldState>;
 
   /**
-   * Captures the hold. Idempotent: a captured hold stays captured.
+   * Captures the hold of a `settling` or `needs_review` intent (the states
+   * that move to `settled`). Idempotent: a captured hold stays captured.
    *
-   * @throws {ConflictError} If the hold is voided (the funds were released).
+   * @throws {ConflictError} If the hold is voided (the funds were
+   * released), or the intent is missing or in another state.
    */
   captureHold(id: string): Promise<HoldState>;
 
   /**
-   * Counts one more delivery of a job, atomically, for queues that report
-   * no count of their own.
+   * Counts a delivery and/or claims a replay record, in one commit (a
+   * delivery that writes nothing else).
    *
-   * @returns The delivery number, 1-based: 1 on the first call.
+   * @returns The delivery number when `admission.count` is given (1 on the
+   * first call, and again once the count has expired), else `null`.
+   * @throws {ReplayError} If `admission.claim` was already claimed.
    */
-  countDelivery(jobId: string): Promise<number>;
+  admit(admission: Admission): Promise<number | null>;
 
   /** The deliveries counted for a job so far; 0 if none. */
   deliveries(jobId: string): Promise<number>;
 
   /**
-   * Takes the per-intent lease if it is free or expired.
+   * Keeps a dead letter, replacing an older one for the same job (a
+   * poisoned job whose intent the relayer did not touch).
    *
-   * @returns `true` if `request.owner` now holds it.
+   * @throws {ReplayError} If `options.claim` was already claimed.
    */
-  acquireLease(intentId: string, request: LeaseRequest): Promise<boolean>;
-
-  /**
-   * Extends a lease its owner still holds.
-   *
-   * @returns `false` if the lease expired and someone else took it.
-   */
-  renewLease(intentId: string, request: LeaseRequest): Promise<boolean>;
-
-  /** Releases the lease if `owner` holds it; otherwise does nothing. */
-  releaseLease(intentId: string, owner: string): Promise<void>;
-
-  /** Keeps a dead letter, replacing an older one for the same job. */
-  putDeadLetter(deadLetter: DeadLetter): Promise<void>;
+  putDeadLetter(
+    deadLetter: DeadLetter,
+    options?: Pick<WriteOptions, "claim">,
+  ): Promise<void>;
 
   /** Reads the dead letter of a job; `null` if there is none. */
-  getDeadLetter(jobId: string): Promise<DeadLetter | null>;
+  getDeadLetter(jobId: string): Promise<StoredDeadLetter | null>;
 
   /** Lists dead letters, newest first. */
   listDeadLetters(
@@ -428,10 +589,19 @@ export interface Store {
   ): Promise<DeadLetterPage>;
 
   /**
-   * Takes a dead letter out and resets its job's delivery count, in one
-   * write, so the job can be delivered afresh.
+   * Takes out exactly the dead letter that was read (`version`) and resets
+   * its job's delivery count, in one commit, so the job can be delivered
+   * afresh. A store with a queue of its own (Deno KV) enqueues
+   * `options.enqueue` in the same commit.
    *
-   * @returns The dead letter removed; `null` if there was none.
+   * @returns The dead letter removed.
+   * @throws {ConflictError} If the dead letter is gone or changed since it
+   * was read (another redrive won).
+   * @throws {TypeError} If `options.enqueue` is given to a store without a queue.
    */
-  redrive(jobId: string): Promise<DeadLetter | null>;
+  redrive(
+    jobId: string,
+    version: string,
+    options?: { readonly enqueue?: unknown },
+  ): Promise<DeadLetter>;
 }

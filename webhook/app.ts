@@ -23,6 +23,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { isIntentId } from "../store/_rules.ts";
+import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import {
   createRelayer,
@@ -31,6 +32,7 @@ import {
   jobIdOf,
   type Outcome,
   parseJob,
+  type RedriveOptions,
   type Relayer,
   type RelayerOptions,
 } from "../relayer/relayer.ts";
@@ -100,6 +102,12 @@ export interface AppDeps extends RelayerOptions {
   readonly qstash?: QStashKeys;
   /** Google's OIDC settings; without them `POST /v1/pubsub` is refused. */
   readonly pubsub?: PubSubKeys;
+  /**
+   * Google's OIDC settings of the push subscription on the dead-letter
+   * topic (its own audience, `PUBSUB_DEAD_LETTER_AUDIENCE`); without them
+   * `POST /v1/pubsub/dead-letter` is refused.
+   */
+  readonly pubsubDeadLetter?: PubSubKeys;
   /** The HMAC secret of `POST /v1/deliveries`; without it the route is refused. */
   readonly webhookSecret?: string;
   /** The bearer token of the ops routes; without it they are refused. */
@@ -125,8 +133,15 @@ export interface AppDeps extends RelayerOptions {
    * @default {a function that discards them}
    */
   readonly log?: (line: string) => void;
-  /** Puts a job on the local queue (`POST /v1/jobs`, redrive); absent, those answer 503. */
+  /** Puts a job on a queue (`POST /v1/jobs`); absent, that route answers 503. */
   readonly enqueue?: (job: Job) => Promise<void>;
+  /**
+   * Where a redriven job goes: published to a queue before the dead letter
+   * is removed, or enqueued on the store's own queue in the same commit.
+   * Absent, a redrive only removes the dead letter and says to publish the
+   * job again.
+   */
+  readonly redriveTo?: RedriveOptions;
 }
 
 /**
@@ -240,19 +255,30 @@ function deliveryFrom(route: Route, value: unknown, what: string): number {
   );
 }
 
-function decodeBase64(route: Route, data: unknown): string {
+function decodeBase64(
+  route: Route,
+  data: unknown,
+  field = "'message.data'",
+): string {
   if (
     typeof data !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(data) ||
     data.length % 4 !== 0
   ) {
-    throw badInput(route, "'message.data' must be the job as standard base64");
+    throw badInput(route, `${field} must be the job as standard base64`);
   }
   try {
     const bytes = Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
-    throw badInput(route, "'message.data' is not base64 of UTF-8 text");
+    throw badInput(route, `${field} is not base64 of UTF-8 text`);
   }
+}
+
+/** An optional id from a queue's body: a short string, else left out. */
+function idFrom(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" && value.length <= 200
+    ? value
+    : undefined;
 }
 
 /**
@@ -320,6 +346,13 @@ export function createApp(deps: AppDeps): WebhookApp {
   const relayer: Relayer = createRelayer(deps);
   const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
   const verifyPubSub = deps.pubsub ? pubsubVerifier(deps.pubsub) : undefined;
+  // QStash signs its failure callback for the callback's own URL.
+  const verifyQStashFailed = deps.qstash
+    ? qstashVerifier({ ...deps.qstash, url: `${deps.qstash.url}/failed` })
+    : undefined;
+  const verifyPubSubDeadLetter = deps.pubsubDeadLetter
+    ? pubsubVerifier(deps.pubsubDeadLetter)
+    : undefined;
   const { webhookSecret, opsToken } = deps;
   const verifyHmac = webhookSecret === undefined
     ? undefined
@@ -404,13 +437,15 @@ export function createApp(deps: AppDeps): WebhookApp {
   async function deliver(
     route: Route,
     job: Job,
-    delivery: number | (() => Promise<number>) | undefined,
+    delivery: number | undefined,
+    countAs?: string,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
       outcome = await relayer.deliver(
         job,
-        typeof delivery === "function" ? await delivery() : delivery,
+        delivery,
+        countAs === undefined ? {} : { countAs },
       );
     } catch (error) {
       log(
@@ -529,10 +564,163 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
     const attempt = deliveryAttempt ?? delivery_attempt ?? 0;
     // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-    const delivery = attempt === 0
-      ? () => store.countDelivery(`pubsub/${id}`)
-      : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
-    return await deliver("pubsub", job, delivery);
+    if (attempt === 0) {
+      return await deliver("pubsub", job, undefined, `pubsub/${id}`);
+    }
+    return await deliver(
+      "pubsub",
+      job,
+      deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
+    );
+  });
+
+  /**
+   * The queue gave up on a job: poison it as exhausted and resolve the
+   * intent, exactly as a poison decision does (idempotent: a repeat, or a
+   * job already poisoned, changes nothing). Busy answers a retry, so the
+   * queue calls again.
+   */
+  async function giveUp(
+    route: Route,
+    job: Job,
+    deliveries: number,
+    queue: QueueIds,
+  ): Promise<Response> {
+    let outcome: Outcome;
+    try {
+      outcome = await relayer.giveUp(job, { deliveries, queue });
+    } catch (error) {
+      log(
+        `worker  ${jobIdOf(job).padEnd(17)}give-up failed unexpectedly: ${
+          describeError(error)
+        }`,
+      );
+      return problem(
+        503,
+        "delivery-failed",
+        "Delivery failed",
+        "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+        route === "pubsub" ? {} : { "retry-after": "5" },
+      );
+    }
+    log(`worker  ${formatOutcome(job, outcome)}`);
+    return answer(route, job, outcome);
+  }
+
+  // QStash's failure callback: QStash gave up on a job after its retries.
+  app.post("/v1/qstash/failed", async (c) => {
+    requireConfigured(
+      verifyQStashFailed !== undefined,
+      "POST /v1/qstash/failed",
+      "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
+    );
+    const raw = await c.req.text();
+    if (
+      verifyQStashFailed &&
+      !(await verifyQStashFailed(c.req.header("upstash-signature"), raw))
+    ) {
+      throw unauthorized(
+        "The Upstash-Signature header is missing or does not verify against this URL and body.",
+      );
+    }
+    const body = parseJson("qstash", raw);
+    const { sourceBody, retried, sourceMessageId, dlqId } =
+      (typeof body === "object" && body !== null ? body : {}) as Record<
+        string,
+        unknown
+      >;
+    const job = jobFrom(
+      "qstash",
+      parseJson("qstash", decodeBase64("qstash", sourceBody, "'sourceBody'")),
+    );
+    if (
+      typeof retried !== "number" || !Number.isSafeInteger(retried) ||
+      retried < 0
+    ) {
+      throw badInput(
+        "qstash",
+        `'retried' must be an integer >= 0: current value is ${
+          JSON.stringify(retried) ?? "undefined"
+        }`,
+      );
+    }
+    const messageId = idFrom(sourceMessageId);
+    const dlq = idFrom(dlqId);
+    return await giveUp("qstash", job, retried + 1, {
+      queue: "qstash",
+      ...(messageId ? { messageId } : {}),
+      ...(dlq ? { dlqId: dlq } : {}),
+    });
+  });
+
+  // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
+  app.post("/v1/pubsub/dead-letter", async (c) => {
+    requireConfigured(
+      verifyPubSubDeadLetter !== undefined,
+      "POST /v1/pubsub/dead-letter",
+      "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+    );
+    let verified = true;
+    try {
+      verified = verifyPubSubDeadLetter === undefined ||
+        await verifyPubSubDeadLetter(c.req.header("authorization"));
+    } catch (error) {
+      if (!(error instanceof KeysUnavailable)) throw error;
+      return problem(
+        503,
+        "keys-unavailable",
+        "Cannot verify now",
+        "Google's signing keys could not be fetched; Pub/Sub will redeliver.",
+      );
+    }
+    if (!verified) {
+      throw unauthorized(
+        "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+      );
+    }
+    let job: Job;
+    let envelope: Record<string, unknown>;
+    let message: Record<string, unknown> = {};
+    try {
+      const parsed = parseJson("pubsub", await c.req.text());
+      envelope =
+        (typeof parsed === "object" && parsed !== null ? parsed : {}) as Record<
+          string,
+          unknown
+        >;
+      message = (typeof envelope.message === "object" &&
+          envelope.message !== null
+        ? envelope.message
+        : {}) as Record<string, unknown>;
+      job = jobFrom(
+        "pubsub",
+        parseJson("pubsub", decodeBase64("pubsub", message.data)),
+      );
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      // Authenticated but unreadable: acked (Pub/Sub would redeliver it
+      // for days) and logged for operators.
+      log(
+        `worker  pubsub dead-letter message ${
+          idFrom(message.messageId) ?? "(no id)"
+        } unreadable, acked: ${error.response.status} malformed job`,
+      );
+      return new Response(null, { status: 204 });
+    }
+    const attributes = (typeof message.attributes === "object" &&
+        message.attributes !== null
+      ? message.attributes
+      : {}) as Record<string, unknown>;
+    // Pub/Sub sets the source subscription's delivery count when it forwards.
+    const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
+    const deliveries = Number.isSafeInteger(counted) && counted >= 1
+      ? counted
+      : Math.max(1, await store.deliveries(jobIdOf(job)));
+    const messageId = idFrom(message.messageId ?? message.message_id);
+    return await giveUp("pubsub", job, deliveries, {
+      queue: "pubsub",
+      ...(messageId ? { messageId } : {}),
+    });
   });
 
   app.post("/v1/deliveries", async (c) => {
@@ -657,7 +845,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     requireOps(c);
     let job: Job | null;
     try {
-      job = await relayer.redrive(jobId, deps.enqueue);
+      job = await relayer.redrive(jobId, deps.redriveTo);
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-redrive", "Cannot redrive", error.message);
@@ -675,8 +863,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     return c.json(
       {
         job,
-        enqueued: deps.enqueue !== undefined,
-        ...(deps.enqueue ? {} : {
+        enqueued: deps.redriveTo !== undefined,
+        ...(deps.redriveTo ? {} : {
           note:
             "Publish the job to your queue again; its delivery count starts afresh.",
         }),
@@ -718,7 +906,9 @@ export function createApp(deps: AppDeps): WebhookApp {
   const allowed: Record<string, string> = {
     "/healthz": "GET",
     "/v1/qstash": "POST",
+    "/v1/qstash/failed": "POST",
     "/v1/pubsub": "POST",
+    "/v1/pubsub/dead-letter": "POST",
     "/v1/deliveries": "POST",
     "/v1/jobs": "POST",
     "/v1/intents": "POST",
@@ -776,6 +966,11 @@ export function createApp(deps: AppDeps): WebhookApp {
 }
 
 export { ConfigError, loadConfig } from "./config.ts";
+export {
+  type Publisher,
+  qstashPublisher,
+  type QStashPublisherOptions,
+} from "./qstash_publisher.ts";
 export {
   GOOGLE_CERTS_URL,
   googleJwks,

@@ -1,0 +1,39 @@
+/**
+ * The error a delivery's write meets when another delivery holds the
+ * intent's lease.
+ *
+ * @module
+ */
+
+/**
+ * A write was refused because another delivery holds the intent's lease
+ * (it is acting on the intent right now). Not a failure of the job: the
+ * relayer answers retry, never poison, and the lease's TTL bounds the wait.
+ *
+ * @example Another delivery is acting
+ * ```ts
+ * import { BusyError, MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const intent = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
+ * await store.beginBroadcast(intent.id, intent.version, 0, { lease: { owner: "a", ttlMs: 30_000, now: 0, keep: true } });
+ * const again = await store.getIntent("pi_0001");
+ * await assert.rejects(
+ *   store.beginBroadcast(intent.id, again!.version, 1, { lease: { owner: "b", ttlMs: 30_000, now: 1 } }),
+ *   BusyError,
+ * );
+ * ```
+ */
+export class BusyError extends Error {
+  /**
+   * Constructs a new instance.
+   *
+   * @param message Which intent is busy.
+   * @param options The underlying cause, if any.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "BusyError";
+  }
+}
