@@ -26,7 +26,6 @@ import {
   formatOutcome,
   type Job,
   jobIdOf,
-  type Outcome,
   parseJob,
   type Relayer,
 } from "../relayer/relayer.ts";
@@ -135,15 +134,6 @@ export interface QueueHandlerOptions {
 /** A Worker's `queue` handler; it never throws. */
 export type QueueHandler = (batch: QueueBatch) => Promise<void>;
 
-/** The relayer's give-up step, as the dead-letter queue needs it. */
-type GiveUp = (
-  job: Job,
-  options: {
-    readonly deliveries?: number;
-    readonly queue?: Readonly<Record<string, string>>;
-  },
-) => Promise<Outcome>;
-
 /** An error's name and message on one short line, for a log. */
 function describeError(error: unknown): string {
   const text = error instanceof Error
@@ -196,8 +186,6 @@ function delaySecondsOf(delayMs: number): number {
  * queue would stop delivering before the policy's `maxDeliveries`
  * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
  * still means to deliver.
- * @throws {TypeError} With `deadLetterQueue`, if the relayer cannot give up
- * a job.
  *
  * @example Consume a batch
  * ```ts
@@ -246,12 +234,6 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       }, or the queue stops before the policy does: current value is ${maxRetries}`,
     );
   }
-  const giveUp = (relayer as Relayer & { giveUp?: GiveUp }).giveUp;
-  if (deadLetterQueue !== undefined && typeof giveUp !== "function") {
-    throw new TypeError(
-      "Cannot create a dead-letter queue handler as the relayer has no giveUp()",
-    );
-  }
 
   async function handle(
     queue: string,
@@ -273,9 +255,9 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     }
     try {
       const outcome = deadLetter
-        ? await giveUp!.call(relayer, job, {
+        ? await relayer.giveUp(job, {
           deliveries: maxRetries + 1,
-          queue: { name: queue, messageId: message.id },
+          queue: { queue: "cloudflare", dlqId: message.id },
         })
         : await relayer.deliver(job, message.attempts);
       log(`worker  ${formatOutcome(job, outcome)}`);

@@ -108,7 +108,7 @@ async function check(flags) {
       CAP: "1s",
       JITTER: "none",
       STUCK_AFTER: "2s",
-      QUEUE_MAX_RETRIES: "2",
+      CLOUDFLARE_MAX_RETRIES: "2",
     },
     queueProducers: { JOBS: "relayer-jobs", DEAD: "relayer-jobs-dlq" },
     queueConsumers: {
@@ -271,9 +271,9 @@ async function check(flags) {
     if (!/poison/.test(giveUp[0])) fail(`dead-letter line: ${giveUp[0]}`);
     const { body: after } = await call("/v1/intents/pi_0004", { headers: ops });
     assertEqual(
-      after.intent.state,
-      "authorized",
-      "an authorized intent given up by the queue",
+      [after.intent.state, after.deadLetter?.queue?.queue],
+      ["authorized", "cloudflare"],
+      "an authorized intent given up by the queue: untouched, a dead letter with the queue's ids",
     );
     console.log(`  [${label}] dead-letter queue: ${giveUp[0].trim()}`);
   } finally {

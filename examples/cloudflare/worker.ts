@@ -6,7 +6,8 @@
  * global scope.
  *
  * Settings are the service's own (`SENDER_URL`, `WEBHOOK_SECRET`,
- * `QSTASH_*`, `PUBLIC_URL`, `OPS_TOKEN`, `MAX_DELIVERIES`, …), read from the
+ * `QSTASH_*`, `PUBLIC_URL`, `OPS_TOKEN`, `MAX_DELIVERIES`, and
+ * `CLOUDFLARE_MAX_RETRIES`, the consumer's `max_retries`), read from the
  * Worker's environment; a bad one stops the Worker with a line that names
  * it. `MemoryStore` lives in one isolate and is lost with it: a Worker in
  * production needs a durable `Store`.
@@ -38,7 +39,7 @@ const app = createApp({
 });
 const queue = createQueueHandler({
   relayer: createRelayer(deps),
-  maxRetries: Number(env.QUEUE_MAX_RETRIES ?? 9), // the consumer's max_retries
+  maxRetries: config.queues.cloudflare?.maxRetries ?? 3, // CLOUDFLARE_MAX_RETRIES
   deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
   log: console.log,
 });

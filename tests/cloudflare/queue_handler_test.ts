@@ -4,7 +4,6 @@ import {
   type Job,
   MemoryStore,
   notSent,
-  type Outcome,
   poison,
   type Relayer,
   ScriptedSender,
@@ -182,43 +181,34 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
 });
 
 Deno.test("createQueueHandler({ deadLetterQueue }) gives a dead-letter message up with the queue's delivery count, then acks", async () => {
-  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 3 });
-  assert.throws(
-    () =>
-      createQueueHandler({ relayer, maxRetries: 2, deadLetterQueue: "dlq" }),
-    TypeError,
-  );
-  // The relayer's giveUp() is the lead's; this test stubs it.
-  const calls: unknown[] = [];
-  const giving: Relayer & { giveUp: unknown } = {
-    ...relayer,
-    policy: relayer.policy,
-    giveUp: (j: Job, options: unknown): Promise<Outcome> => {
-      calls.push([j, options]);
-      return Promise.resolve({
-        action: "poison",
-        delivery: 3,
-        cause: "exhausted",
-        reason: "the queue gave up after 3 deliveries",
-        resolution: "job dropped, intent still created",
-      });
-    },
-  };
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  await store.createIntent({ id: "pi_0002", state: "created" });
+  const lines: string[] = [];
   const queue = createQueueHandler({
-    relayer: giving,
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
     maxRetries: 2,
     deadLetterQueue: "jobs-dlq",
+    log: (line) => lines.push(line),
   });
   const message = fakeMessage(job, 1, "dlq-1");
   await queue({ queue: "jobs-dlq", messages: [message] });
   assert.deepEqual(message.calls, ["ack"]);
-  const delivery = fakeMessage(job, 1, "m-1"); // from the queue itself: a delivery
-  await queue({ queue: "jobs", messages: [delivery] });
-  assert.equal(calls.length, 1);
-  assert.deepEqual(calls, [[job, {
-    deliveries: 3,
-    queue: { name: "jobs-dlq", messageId: "dlq-1" },
-  }]]);
+  assert.deepEqual(lines, [
+    "worker  pi_0001/settle   #3  poison       (the queue gave up after 3 deliveries; job dropped, intent still created)",
+  ]);
+  const dead = await store.getDeadLetter("pi_0001/settle");
+  assert.equal(dead?.reason, "the queue gave up after 3 deliveries");
+  assert.deepEqual(dead?.queue, { queue: "cloudflare", dlqId: "dlq-1" });
+
+  const again = fakeMessage(job, 2, "dlq-1"); // delivered twice: resolved once
+  await queue({ queue: "jobs-dlq", messages: [again] });
+  assert.deepEqual(again.calls, ["ack"]);
+
+  const delivery = fakeMessage({ intentId: "pi_0002", kind: "settle" }, 1);
+  await queue({ queue: "jobs", messages: [delivery] }); // the queue itself: a delivery
+  assert.deepEqual(delivery.calls, ["retry 3"]);
+  assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
 });
 
 Deno.test("createQueueHandler() on a fake queue ends the seed's three payments as the golden says", async () => {
