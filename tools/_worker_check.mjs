@@ -276,6 +276,28 @@ async function check(flags) {
       "an authorized intent given up by the queue: untouched, a dead letter with the queue's ids",
     );
     console.log(`  [${label}] dead-letter queue: ${giveUp[0].trim()}`);
+
+    // A redrive (the job id as two path segments) publishes to the queue again.
+    const redriven = await call("/v1/dead-letters/pi_0004/settle/redrive", {
+      method: "POST",
+      headers: ops,
+    });
+    assertEqual(
+      [redriven.status, redriven.body.enqueued],
+      [202, true],
+      "POST /v1/dead-letters/pi_0004/settle/redrive",
+    );
+    const redelivered = () =>
+      lines.find((line) => /pi_0004\/settle\s+#1 /.test(line));
+    while (!redelivered()) {
+      if (Date.now() > deadline + 60_000) {
+        fail(`the redriven job was not delivered\n${lines.join("\n")}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    console.log(
+      `  [${label}] redrive, then the queue: ${redelivered().trim()}`,
+    );
   } finally {
     await mf.dispose();
   }

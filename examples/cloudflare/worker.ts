@@ -34,7 +34,8 @@ const app = createApp({
   ...(qstash ? { qstash } : {}),
   ...(webhookSecret ? { webhookSecret } : {}),
   ...(opsToken ? { opsToken } : {}),
-  enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs and redrive publish here
+  enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs
+  redriveTo: { publish: (job) => env.JOBS.send(job) }, // and a redrive
   log: console.log,
 });
 const queue = createQueueHandler({

@@ -16,7 +16,7 @@ async function withDeadLetter() {
     policy: { maxDeliveries: 1 },
     insecureDev: true, // an unsigned delivery makes the dead letter
     opsToken: OPS,
-    enqueue: (job) => Promise.resolve(void enqueued.push(job)),
+    redriveTo: { publish: (job) => Promise.resolve(void enqueued.push(job)) },
   });
   const poisoned = await app.request("/v1/deliveries", {
     method: "POST",
