@@ -160,14 +160,10 @@ export function modelOf(queue: QueueLimits): QueueModel {
 }
 
 /**
- * The relayer's give-up entry point, for a queue that stops delivering.
- *
- * SWITCH HERE when `relayer.giveUp(job, { deliveries, queue })` lands on
- * main: replace the body with
- * `return await relayer.giveUp(job, { deliveries, queue });`.
- * Until then a delivery numbered past any limit stands in for it: the
- * policy poisons it as exhausted and resolves the intent by DESIGN §5 (it
- * runs the settle step first, which the real route does not).
+ * The relayer's give-up entry point, for a queue that stops delivering: its
+ * failure callback, dead-letter topic or dead-letter queue reaching the
+ * relayer, which poisons the job as exhausted and resolves the intent
+ * (DESIGN §14). One place, so a twin can stand in for it.
  */
 export async function giveUp(
   relayer: Relayer,
@@ -175,9 +171,10 @@ export async function giveUp(
   deliveries: number,
   queue: QueueLimits["kind"],
 ): Promise<Outcome> {
-  void deliveries;
-  void queue;
-  return await relayer.deliver(job, Number.MAX_SAFE_INTEGER);
+  return await relayer.giveUp(job, {
+    deliveries,
+    queue: { queue, messageId: `msg_${jobIdOf(job)}` },
+  });
 }
 
 /** What one run found. */
@@ -361,7 +358,8 @@ export async function simulateQueue(
       call.method === "send" && call.intentId === id && call.replace
     );
     stats.rescues += rescues.length;
-    const at = callsAtPoison.get(id);
+    // A poison that found the intent settled (a late give-up) poisoned no payment.
+    const at = state === "settled" ? undefined : callsAtPoison.get(id);
     if (at !== undefined && stuck(scenario.payments[i]!)) {
       const before = sender.calls.slice(0, at).some((call) =>
         call.method === "send" && call.intentId === id && call.replace
@@ -400,6 +398,7 @@ export function envOf(
       return {
         ...env,
         PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+        PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
         PUBSUB_MIN_BACKOFF: String(queue.minBackoffMs),
         PUBSUB_MAX_BACKOFF: String(queue.maxBackoffMs),
         ...(queue.maxDeliveryAttempts !== undefined
@@ -590,5 +589,10 @@ export const anyScenario: fc.Arbitrary<QueueScenario> = fc.record({
   ),
   payments: anyPayments,
 }).chain((base) =>
-  anyAccidents.map((accidents) => ({ ...base, ...accidents }))
+  anyAccidents.map((accidents) => ({
+    ...base,
+    ...accidents,
+    // As for accepted runs: duplicates only where the queue numbers them.
+    duplicates: modelOf(base.queue).counts ? accidents.duplicates : [],
+  }))
 );

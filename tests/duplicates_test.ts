@@ -32,6 +32,7 @@ import type {
 import { hmacSigner } from "../webhook/_auth.ts";
 import { createApp } from "../webhook/app.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { timeout } from "./_timeout.ts";
 
 const SECRET = "duplicates-secret-0123456789";
 const OPS_TOKEN = "duplicates-ops-0123456789";
@@ -186,12 +187,15 @@ async function drive(base: string, stub: OverlapStub): Promise<Figures> {
     const tasks: (() => Promise<void>)[] = [];
     // The copies of one delivery sit next to each other: they run at once.
     for (const plan of all) {
-      const body = JSON.stringify({
-        job: { intentId: plan.id, kind: "settle" },
-        ...(plan.numbered ? { delivery: round } : {}),
-      });
-      const signature = sign(body);
       for (let copy = 0; copy < COPIES; copy++) {
+        // Each copy is signed afresh, as a queue's redelivery is: the same
+        // signed request twice is a replay, refused with 401 (DESIGN §15).
+        const body = JSON.stringify({
+          job: { intentId: plan.id, kind: "settle" },
+          ...(plan.numbered ? { delivery: round } : {}),
+          copy,
+        });
+        const signature = sign(body, Math.floor(Date.now() / 1000));
         tasks.push(async () => {
           requests++;
           sent.set(plan.id, sent.get(plan.id)! + 1);
@@ -383,45 +387,48 @@ async function withWorld(
   }
 }
 
-Deno.test("duplicate deliveries under load never overlap a send, and keep counts and states exact", async () => {
-  await withWorld(async ({ dir, stub, senderUrl }) => {
-    const service = await openService(
-      loadConfig({
-        WEBHOOK_SECRET: SECRET,
-        OPS_TOKEN,
-        SENDER_URL: senderUrl,
-        SENDER_TIMEOUT: "5s",
-        LEASE: "10s",
-        KV_PATH: `${dir}/relayer.kv`,
-        MAX_DELIVERIES: "1000",
-        STUCK_AFTER: "0",
-      }),
-      { log: () => {} },
-    );
-    const server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      service.app.fetch,
-    );
-    try {
-      const started = performance.now();
-      const figures = await drive(
-        `http://127.0.0.1:${server.addr.port}`,
-        stub,
+Deno.test(
+  "duplicate deliveries under load never overlap a send, and keep counts and states exact",
+  timeout(120_000, async () => {
+    await withWorld(async ({ dir, stub, senderUrl }) => {
+      const service = await openService(
+        loadConfig({
+          WEBHOOK_SECRET: SECRET,
+          OPS_TOKEN,
+          SENDER_URL: senderUrl,
+          SENDER_TIMEOUT: "5s",
+          LEASE: "10s",
+          KV_PATH: `${dir}/relayer.kv`,
+          MAX_DELIVERIES: "1000",
+          STUCK_AFTER: "0",
+        }),
+        { log: () => {} },
       );
-      report("real", figures, Math.round(performance.now() - started));
-      assert.deepEqual(problems(figures), []);
-      assert.equal(figures.overlaps.length, 0);
-      assert.ok(figures.rounds >= 3, "at least two rounds and a late one");
-      assert.ok(
-        figures.requests >= 3 * COPIES * plans().length,
-        `${figures.requests} requests`,
+      const server = Deno.serve(
+        { hostname: "127.0.0.1", port: 0, onListen() {} },
+        service.app.fetch,
       );
-    } finally {
-      await server.shutdown();
-      service.close();
-    }
-  });
-});
+      try {
+        const started = performance.now();
+        const figures = await drive(
+          `http://127.0.0.1:${server.addr.port}`,
+          stub,
+        );
+        report("real", figures, Math.round(performance.now() - started));
+        assert.deepEqual(problems(figures), []);
+        assert.equal(figures.overlaps.length, 0);
+        assert.ok(figures.rounds >= 3, "at least two rounds and a late one");
+        assert.ok(
+          figures.requests >= 3 * COPIES * plans().length,
+          `${figures.requests} requests`,
+        );
+      } finally {
+        await server.shutdown();
+        service.close();
+      }
+    });
+  }),
+);
 
 /**
  * The broken twin: a KvStore that ignores every lease, and counts a
@@ -459,40 +466,43 @@ class CarelessStore extends KvStore {
   }
 }
 
-Deno.test("the duplicate checks fail on a store that ignores leases and counts without compare-and-set", async () => {
-  await withWorld(async ({ dir, stub, senderUrl }) => {
-    const kv = await Deno.openKv(`${dir}/careless.kv`);
-    const app = createApp({
-      store: new CarelessStore(kv),
-      sender: new HttpSender({ url: senderUrl, timeoutMs: 5000 }),
-      policy: { maxDeliveries: 1000, stuckAfterMs: 0 },
-      leaseMs: 10_000,
-      webhookSecret: SECRET,
-      opsToken: OPS_TOKEN,
+Deno.test(
+  "the duplicate checks fail on a store that ignores leases and counts without compare-and-set",
+  timeout(120_000, async () => {
+    await withWorld(async ({ dir, stub, senderUrl }) => {
+      const kv = await Deno.openKv(`${dir}/careless.kv`);
+      const app = createApp({
+        store: new CarelessStore(kv),
+        sender: new HttpSender({ url: senderUrl, timeoutMs: 5000 }),
+        policy: { maxDeliveries: 1000, stuckAfterMs: 0 },
+        leaseMs: 10_000,
+        webhookSecret: SECRET,
+        opsToken: OPS_TOKEN,
+      });
+      const server = Deno.serve(
+        { hostname: "127.0.0.1", port: 0, onListen() {} },
+        app.fetch,
+      );
+      try {
+        const started = performance.now();
+        const figures = await drive(
+          `http://127.0.0.1:${server.addr.port}`,
+          stub,
+        );
+        report("careless", figures, Math.round(performance.now() - started));
+        const found = problems(figures);
+        assert.ok(
+          found.some((p) => p.startsWith("overlap:")),
+          `no overlap seen: ${found.join("; ")}`,
+        );
+        assert.ok(
+          found.some((p) => p.startsWith("count:")),
+          `no count went wrong: ${found.join("; ")}`,
+        );
+      } finally {
+        await server.shutdown();
+        kv.close();
+      }
     });
-    const server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      app.fetch,
-    );
-    try {
-      const started = performance.now();
-      const figures = await drive(
-        `http://127.0.0.1:${server.addr.port}`,
-        stub,
-      );
-      report("careless", figures, Math.round(performance.now() - started));
-      const found = problems(figures);
-      assert.ok(
-        found.some((p) => p.startsWith("overlap:")),
-        `no overlap seen: ${found.join("; ")}`,
-      );
-      assert.ok(
-        found.some((p) => p.startsWith("count:")),
-        `no count went wrong: ${found.join("; ")}`,
-      );
-    } finally {
-      await server.shutdown();
-      kv.close();
-    }
-  });
-});
+  }),
+);

@@ -9,7 +9,10 @@
  * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither) |
  * | `PUBLIC_URL` | the service's public base URL; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
- * | `PUBSUB_SERVICE_ACCOUNT` | optional: the service account Pub/Sub pushes as |
+ * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
+ * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`) |
+ * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
+ * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
@@ -97,8 +100,16 @@ export interface Config {
     nextSigningKey: string;
     url: string;
   };
-  /** Pub/Sub's audience and service account. */
-  readonly pubsub?: { audience: string; serviceAccount?: string };
+  /** Pub/Sub's audience and the service account its tokens must name. */
+  readonly pubsub?: { audience: string; serviceAccount: string };
+  /** The dead-letter topic's push subscription: its audience and service account. */
+  readonly pubsubDeadLetter?: { audience: string; serviceAccount: string };
+  /** Publishing through QStash (`QSTASH_TOKEN`, `QSTASH_URL`), to `publicUrl`. */
+  readonly qstashPublish?: {
+    token: string;
+    baseUrl?: string;
+    publicUrl: string;
+  };
   /** The generic route's HMAC secret. */
   readonly webhookSecret?: string;
   /** The ops routes' bearer token. */
@@ -164,27 +175,33 @@ function httpUrl(
 ): string | undefined {
   const value = env[name];
   if (value === undefined || value === "") return undefined;
-  let url: URL;
+  // A URL may carry a secret (credentials, a token in the query): these
+  // lines name the setting and never echo its value.
+  let url: URL | undefined;
   try {
     url = new URL(value);
   } catch {
-    throw new ConfigError(
-      name,
-      `${name} must be an absolute http(s) URL: current value is ${
-        JSON.stringify(value)
-      }`,
-    );
+    url = undefined;
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
+  if (
+    url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")
+  ) {
     throw new ConfigError(
       name,
-      `${name} must be an absolute http(s) URL: current value is ${
-        JSON.stringify(value)
-      }`,
+      `${name} must be an absolute http(s) URL, such as https://host.example:8443/base`,
     );
   }
   if (url.username || url.password) {
-    throw new ConfigError(name, `${name} must not carry credentials`);
+    throw new ConfigError(
+      name,
+      `${name} must not carry credentials: remove the user:password@ part`,
+    );
+  }
+  if (url.search !== "" || url.hash !== "" || /[?#]/.test(value)) {
+    throw new ConfigError(
+      name,
+      `${name} must not carry a query string or fragment: give the base URL only, such as https://host.example:8443/base`,
+    );
   }
   return value.replace(/\/+$/, "");
 }
@@ -333,6 +350,45 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "PUBSUB_AUDIENCE is missing: PUBSUB_SERVICE_ACCOUNT needs the push subscription's audience",
     );
   }
+  // Google issues OIDC tokens for any audience to any service account: the
+  // audience alone lets anyone with a Google account push (DESIGN §15).
+  if (audience !== undefined && serviceAccount === undefined) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_AUDIENCE set, name the service account your push subscription authenticates as, because Google issues tokens for any audience to any account",
+    );
+  }
+  if (
+    serviceAccount !== undefined && !/^[^@\s]+@[^@\s]+$/.test(serviceAccount)
+  ) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      `PUBSUB_SERVICE_ACCOUNT must be the service account's email, such as pusher@my-project.iam.gserviceaccount.com: current value is ${
+        JSON.stringify(serviceAccount)
+      }`,
+    );
+  }
+  const deadLetterAudience = env.PUBSUB_DEAD_LETTER_AUDIENCE || undefined;
+  if (deadLetterAudience !== undefined && serviceAccount === undefined) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_DEAD_LETTER_AUDIENCE set, name the service account the dead-letter push subscription authenticates as",
+    );
+  }
+  const qstashToken = env.QSTASH_TOKEN || undefined;
+  const qstashUrl = httpUrl(env, "QSTASH_URL");
+  if (qstashToken !== undefined && publicUrl === undefined) {
+    throw new ConfigError(
+      "PUBLIC_URL",
+      "PUBLIC_URL is missing: QSTASH_TOKEN publishes jobs to PUBLIC_URL/v1/qstash, so set the service's public base URL",
+    );
+  }
+  if (qstashUrl !== undefined && qstashToken === undefined) {
+    throw new ConfigError(
+      "QSTASH_TOKEN",
+      "QSTASH_TOKEN is missing: QSTASH_URL only says where QStash's API is",
+    );
+  }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
 
@@ -392,6 +448,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ? { platform: true as const }
     : { path: "./data/relayer.kv" };
   const kvQueue = flag(env, "KV_QUEUE");
+  if (kvQueue && qstashToken !== undefined) {
+    throw new ConfigError(
+      "KV_QUEUE",
+      "Set KV_QUEUE or QSTASH_TOKEN, not both: new and redriven jobs go to one queue",
+    );
+  }
   if (kvQueue && onDeploy) {
     throw new ConfigError(
       "KV_QUEUE",
@@ -424,8 +486,20 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
         },
       }
       : {}),
-    ...(audience !== undefined
-      ? { pubsub: { audience, ...(serviceAccount ? { serviceAccount } : {}) } }
+    ...(audience !== undefined && serviceAccount !== undefined
+      ? { pubsub: { audience, serviceAccount } }
+      : {}),
+    ...(deadLetterAudience !== undefined && serviceAccount !== undefined
+      ? { pubsubDeadLetter: { audience: deadLetterAudience, serviceAccount } }
+      : {}),
+    ...(qstashToken !== undefined && publicUrl !== undefined
+      ? {
+        qstashPublish: {
+          token: qstashToken,
+          publicUrl,
+          ...(qstashUrl !== undefined ? { baseUrl: qstashUrl } : {}),
+        },
+      }
       : {}),
     ...(webhookSecret !== undefined ? { webhookSecret } : {}),
     ...(opsToken !== undefined ? { opsToken } : {}),

@@ -224,7 +224,10 @@ const qstash = {
   QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
   PUBLIC_URL: "https://relayer.example.test",
 };
-const pubsub = { PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub" };
+const pubsub = {
+  PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+  PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
+};
 
 /** The one line loadConfig refuses `env` with. */
 function refusal(env: Record<string, string>): string {

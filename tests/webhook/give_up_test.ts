@@ -151,7 +151,12 @@ Deno.test("POST /v1/qstash/failed changes nothing for a settled intent, nor for 
     await failedRequest(callback(job)),
   );
   assert.equal(res.status, 200);
-  assert.equal(writes(), before, "no write for a settled intent");
+  assert.equal(
+    writes(),
+    before + 1,
+    "a settled intent: only the callback's replay record is written",
+  );
+  assert.equal((await res.json()).outcome, "done");
   assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
 
   // The relayer poisoned pi_0003's job itself (its third delivery); the
@@ -224,8 +229,8 @@ Deno.test("POST /v1/pubsub/dead-letter resolves the job with the source's delive
   assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
 });
 
-Deno.test("POST /v1/pubsub/dead-letter refuses the main route's audience (401) and acks an unreadable job (204) without a write", async () => {
-  const { app, writes } = await withDeadLetterRoute([settling]);
+Deno.test("POST /v1/pubsub/dead-letter refuses the main route's audience (401) and acks an unreadable job (204), kept visible as a dead letter", async () => {
+  const { app, store, writes } = await withDeadLetterRoute([settling]);
   const g = await theGoogle();
   const before = writes();
   const wrongAudience = await app.request("/v1/pubsub/dead-letter", {
@@ -242,7 +247,14 @@ Deno.test("POST /v1/pubsub/dead-letter refuses the main route's audience (401) a
     },
   });
   assert.equal(unreadable.status, 204);
-  assert.equal(writes(), before);
+  assert.equal(
+    writes(),
+    before + 1,
+    "only the dead letter that keeps it visible",
+  );
+  const kept = await store.getDeadLetter("pubsub/9182736450/unreadable");
+  assert.match(kept?.reason ?? "", /unreadable Pub\/Sub message/);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
 });
 
 Deno.test("the give-up routes are refused (503) where their keys are not set", async () => {
