@@ -72,6 +72,7 @@ Deno.test("createApp(), createRelayer(), createQueueHandler() and the stores' co
       },
       pubsub: {
         audience: "https://relayer.example/v1/pubsub",
+        serviceAccount: "pusher@my-project.iam.gserviceaccount.com",
         jwks: googleJwks(),
       },
       webhookSecret: "a-secret-of-16-chars",
