@@ -491,9 +491,15 @@ Deno.test(
         );
         report("careless", figures, Math.round(performance.now() - started));
         const found = problems(figures);
+        // Without the lease, copies send behind each other's backs: seen as
+        // sends that overlap in time, or as more sends than the relayer
+        // recorded (a send behind another's write-ahead), whichever the
+        // machine's timing shows.
         assert.ok(
-          found.some((p) => p.startsWith("overlap:")),
-          `no overlap seen: ${found.join("; ")}`,
+          found.some((p) =>
+            p.startsWith("overlap:") || /the signer saw \d+ \/send/.test(p)
+          ),
+          `no extra or overlapping send seen: ${found.join("; ")}`,
         );
         assert.ok(
           found.some((p) => p.startsWith("count:")),

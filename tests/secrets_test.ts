@@ -37,6 +37,7 @@ Deno.test(
         PUBLIC_URL: "https://relayer.example.test",
         PUBSUB_AUDIENCE: PUBSUB.audience,
         PUBSUB_SERVICE_ACCOUNT: PUBSUB.serviceAccount,
+        PUBSUB_MIN_BACKOFF: "40s", // ≥ STUCK_AFTER / (MAX_DELIVERIES − 1)
         SENDER_URL: "http://127.0.0.1:9", // nothing listens: sends fail as unknown
         SENDER_TIMEOUT: "200ms",
         KV_PATH: `${dir}/relayer.kv`,

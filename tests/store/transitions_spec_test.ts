@@ -93,3 +93,10 @@ Deno.test("canTransition() refuses states that do not exist", () => {
   );
   assert.equal(canTransition("paid" as IntentState, "settled"), false);
 });
+
+Deno.test("canTransition() answers false for a name that is no state, even one Object.prototype has", () => {
+  for (const name of ["toString", "constructor", "__proto__", "paid"]) {
+    assert.equal(canTransition(name as IntentState, "settled"), false, name);
+    assert.equal(canTransition("settling", name as IntentState), false, name);
+  }
+});
