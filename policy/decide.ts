@@ -88,8 +88,9 @@ export interface DecideOptions {
  *
  * @param error What the failed delivery threw; any value.
  * @param delivery The delivery that failed, 1-based, counting the first try.
- * @param policy The policy, or the fields that differ from the default.
- * @param options The source of randomness for the jitter.
+ * @param policy The policy, or the fields that differ from the default
+ * (none: {@linkcode DEFAULT_POLICY}).
+ * @param options The source of randomness for the jitter (`Math.random`).
  * @returns A {@linkcode Decision}.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or the policy
  * is invalid.

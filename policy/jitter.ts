@@ -58,6 +58,7 @@ export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
  * `"none"`: `d`.
  * @param random A source of numbers in `[0, 1)`; outputs outside it (1,
  * `NaN`, −0.1) are clamped, so the result always stays in bounds.
+ * Defaults to `Math.random`.
  * @returns The delay to wait, in milliseconds.
  * @throws {RangeError} If `delayMs` is not a finite number >= 0.
  * @throws {TypeError} If `strategy` is not one of the three.
@@ -77,8 +78,9 @@ export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
 export function jitter(
   delayMs: number,
   strategy: Jitter,
-  random: () => number = Math.random,
+  random?: () => number,
 ): number {
+  random ??= Math.random;
   if (!Number.isFinite(delayMs) || delayMs < 0) {
     throw new RangeError(
       `Cannot apply jitter as 'delayMs' must be a finite number >= 0: current value is ${

@@ -104,7 +104,7 @@ function checkedAndFrozen(fields: Policy): Policy {
  * every field, so a bad setting fails where it is made, not at the tenth
  * delivery.
  *
- * @param overrides The fields to change.
+ * @param overrides The fields to change (none: the defaults).
  * @returns A frozen, valid policy.
  * @throws {RangeError} If a number is out of range (each must be a whole
  * number: `maxDeliveries` >= 1, `baseMs` and `capMs` >= 1, `stuckAfterMs`
@@ -122,7 +122,8 @@ function checkedAndFrozen(fields: Policy): Policy {
  * assert.throws(() => definePolicy({ maxDeliveries: 0 }), RangeError);
  * ```
  */
-export function definePolicy(overrides: Partial<Policy> = {}): Policy {
+export function definePolicy(overrides?: Partial<Policy>): Policy {
+  if (overrides === undefined) return DEFAULT_POLICY;
   if (isChecked(overrides)) return overrides as Policy;
   for (const key of Object.keys(overrides)) {
     if (!(key in DEFAULT_POLICY)) {
