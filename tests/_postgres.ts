@@ -1,0 +1,133 @@
+/**
+ * PostgresStore on a real server for the suites: one server per test run
+ * (`tools/_postgres_server.ts`, shared by every file of the run and
+ * stopped when the run ends), one fresh schema per store opened.
+ *
+ * Without server binaries the Postgres suites are skipped with one loud
+ * line, except under `CI=true`, where that is an error (`.ci/run` installs
+ * Debian's `postgresql` package first).
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import postgres from "postgres";
+import { PostgresStore } from "../store/postgres.ts";
+import { postgresBinDir, processPostgres } from "../tools/_postgres_server.ts";
+import type { Backend, OpenStore } from "./_stores.ts";
+
+const MISSING =
+  "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin";
+
+/** Whether the Postgres suites run: `false` only where the server binaries are missing, outside CI. */
+export const postgresAvailable: boolean = await (async () => {
+  if (await postgresBinDir() !== null) return true;
+  if (Deno.env.get("CI") === "true") {
+    throw new Error(
+      `CI=true and ${MISSING}: .ci/run installs Debian's postgresql package; the Postgres suites must run in CI`,
+    );
+  }
+  // One line per run: the env is the process's, shared by the test workers.
+  if (Deno.env.get("RELAYER_PG_SKIP_SAID") !== "1") {
+    Deno.env.set("RELAYER_PG_SKIP_SAID", "1");
+    console.error(
+      `\n!!! SKIPPING the PostgresStore suites: ${MISSING}. Install Debian's postgresql package (apt-get install postgresql) to run them. !!!\n`,
+    );
+  }
+  return false;
+})();
+
+/** This run's server URL (started on first use). */
+export async function postgresUrl(): Promise<string> {
+  const found = await processPostgres();
+  if (found.server === null) throw new Error(found.missing);
+  return found.server.url;
+}
+
+let schemas = 0;
+
+/** A fresh schema name, unique within the run. */
+export function freshSchema(): string {
+  return `t${Deno.pid}_${crypto.randomUUID().slice(0, 8)}_${++schemas}`;
+}
+
+/** A new postgres.js client on this run's server, quiet about notices. */
+export async function connect(max = 8): Promise<postgres.Sql> {
+  return postgres(await postgresUrl(), {
+    max,
+    onnotice: () => {},
+    fetch_types: false,
+  });
+}
+
+// One client per test file: a connection costs ~100 ms to open here, and
+// postgres.js sockets do not trip the test sanitizers between tests.
+let client: Promise<postgres.Sql> | undefined;
+
+/** This test file's client (opened on first use, ended with the run). */
+export function sharedClient(): Promise<postgres.Sql> {
+  return client ??= connect();
+}
+
+/**
+ * Opens a PostgresStore on a fresh schema of this run's server (migrated);
+ * `close()` drops the schema.
+ */
+export async function openPostgresStore(): Promise<
+  OpenStore & { store: PostgresStore; sql: postgres.Sql; schema: string }
+> {
+  const sql = await sharedClient();
+  const schema = freshSchema();
+  const store = new PostgresStore(sql, { schema });
+  await store.migrate();
+  return {
+    store,
+    sql,
+    schema,
+    async close() {
+      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    },
+  };
+}
+
+/** PostgresStore on this run's server, a fresh schema per store. */
+export const postgresBackend: Backend = {
+  name: "PostgresStore",
+  open: openPostgresStore,
+};
+
+const TABLES = [
+  "holds",
+  "intents",
+  "leases",
+  "counters",
+  "claims",
+  "dead_letters",
+];
+
+/**
+ * PostgresStore on one schema per test file, emptied (not recreated) on
+ * every open: a property's hundreds of runs cost a millisecond each, not a
+ * migration each. One store open at a time.
+ */
+export function recycledPostgresBackend(): Backend {
+  let schema: Promise<string> | undefined;
+  return {
+    name: "PostgresStore",
+    async open() {
+      const sql = await sharedClient();
+      const name = await (schema ??= (async () => {
+        const name = freshSchema();
+        await new PostgresStore(sql, { schema: name }).migrate();
+        return name;
+      })());
+      await sql.unsafe(
+        TABLES.map((table) => `DELETE FROM "${name}".${table};`).join(" "),
+      );
+      return {
+        store: new PostgresStore(sql, { schema: name }),
+        close: () => {},
+      };
+    },
+  };
+}
