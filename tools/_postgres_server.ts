@@ -144,10 +144,13 @@ export async function startPostgres(
   if (user !== null) await Deno.chown(dir, user.uid, user.gid);
 
   // The watchdog first: whatever happens from here on, the dir goes when we do.
-  const stop = `${quote(`${bin}/pg_ctl`)} -D ${quote(data)} -m immediate -w stop`;
-  const watchdog = `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 0.5; done; ${
-    user === null ? stop : `runuser -u postgres -- ${stop}`
-  } >/dev/null 2>&1; rm -rf ${quote(dir)}`;
+  const stop = `${quote(`${bin}/pg_ctl`)} -D ${
+    quote(data)
+  } -m immediate -w stop`;
+  const watchdog =
+    `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 0.5; done; ${
+      user === null ? stop : `runuser -u postgres -- ${stop}`
+    } >/dev/null 2>&1; rm -rf ${quote(dir)}`;
   await run("sh", [
     "-c",
     `setsid sh -c ${quote(watchdog)} </dev/null >/dev/null 2>&1 &`,
@@ -206,9 +209,9 @@ export async function startPostgres(
       };
     }
     // Most likely another process took the port between our probe and the bind.
-    lastError = `${started.out}\n${
-      await Deno.readTextFile(log).catch(() => "")
-    }`;
+    lastError = `${started.out}\n${await Deno.readTextFile(log).catch(() =>
+      ""
+    )}`;
   }
   throw new Error(`PostgreSQL did not start:\n${lastError}`);
 }
