@@ -122,7 +122,13 @@ export async function openService(
       : {}),
     ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
     ...(config.opsToken ? { opsToken: config.opsToken } : {}),
-    ...(enqueue ? { enqueue: (job: Job) => enqueue(job) } : {}),
+    ...(enqueue
+      ? {
+        enqueue: (job: Job) => enqueue(job),
+        // A redrive enqueues in the commit that removes the dead letter.
+        redriveTo: { message: (job: Job) => ({ job }) satisfies QueueMessage },
+      }
+      : {}),
     insecureDev: config.insecureDev,
     maxBodyBytes: config.maxBodyBytes,
     log,

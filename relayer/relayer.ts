@@ -15,8 +15,16 @@ import { definePolicy, type Policy } from "../policy/policy.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import { isIntentId } from "../store/_rules.ts";
+import { BusyError } from "../store/busy_error.ts";
 import { ConflictError } from "../store/conflict_error.ts";
-import type { DeadLetter, Intent, Store } from "../store/store.ts";
+import type {
+  Claim,
+  DeadLetter,
+  Intent,
+  QueueIds,
+  Store,
+  WriteOptions,
+} from "../store/store.ts";
 import type { Sender } from "./sender.ts";
 
 /**
@@ -179,28 +187,136 @@ export interface Relayer {
    * @param job The job as the queue delivered it.
    * @param delivery The delivery number the queue reports (1-based,
    * counting the first try); omitted, the relayer counts it in the store.
+   * @param options The delivery's replay record, which rides in its first write.
    * @returns What the queue should do next.
    * @throws {TypeError} If the job is malformed.
    * @throws {RangeError} If `delivery` is not an integer >= 1.
+   * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */
-  deliver(job: Job, delivery?: number): Promise<Outcome>;
+  deliver(
+    job: Job,
+    delivery?: number,
+    options?: DeliverOptions,
+  ): Promise<Outcome>;
+  /**
+   * The queue gave up on `job` (its failure callback, dead-letter topic or
+   * dead-letter queue): poisons it as exhausted, "the queue gave up after
+   * N deliveries", and resolves the intent exactly as a poison decision
+   * does. Idempotent: when a dead letter of the job exists (a repeat, or
+   * the relayer poisoned it first), or the intent is settled or failed,
+   * nothing changes.
+   *
+   * @param job The job the queue gave up on.
+   * @param options How many deliveries the queue made, and its ids.
+   * @returns A poison outcome, or a retry if another delivery holds the intent's lease.
+   * @throws {TypeError} If the job is malformed.
+   * @throws {RangeError} If `deliveries` is not an integer >= 1.
+   * @throws {ReplayError} If `options.claim` was already used: nothing was done.
+   */
+  giveUp(job: Job, options: GiveUpOptions): Promise<Outcome>;
   /**
    * Takes a job out of the dead letters with a fresh delivery count, so it
-   * can be enqueued again. With `enqueue`, the job is enqueued *before* the
-   * dead letter is removed, so a failed enqueue loses nothing.
+   * can be delivered again. Removes exactly the dead letter it read: of two
+   * concurrent redrives one wins, the other gets a `ConflictError`.
+   * `publish` runs before the removal (a failed publish loses nothing; a
+   * duplicate carries the same deduplication id); `message` is enqueued on
+   * the store's own queue in the removal's commit.
    *
-   * @returns The job to enqueue, or `null` if there is no such dead letter.
-   * @throws {ConflictError} If the intent is settled or failed: no job can
-   * help it.
+   * @returns The job, or `null` if there is no such dead letter.
+   * @throws {ConflictError} If the intent is settled, failed or in review
+   * (no job can help it), or another redrive won.
    */
-  redrive(
-    jobId: string,
-    enqueue?: (job: Job) => Promise<void>,
-  ): Promise<Job | null>;
+  redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
 }
 
-/** Another delivery holds the intent's lease. */
-class Busy extends Error {}
+/**
+ * The options of one delivery ({@linkcode Relayer.deliver}).
+ *
+ * @example A signed delivery's replay record
+ * ```ts
+ * import { createRelayer, type DeliverOptions, MemoryStore, ReplayError, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}), now: () => 0 });
+ * const job = { intentId: "pi_0404", kind: "settle" } as const;
+ * const options: DeliverOptions = { claim: { key: "v1=ab12", now: 0, expiresAt: 360_000 } };
+ * assert.equal((await relayer.deliver(job, 1, options)).action, "retry");
+ * await assert.rejects(relayer.deliver(job, 1, options), ReplayError);
+ * ```
+ */
+export interface DeliverOptions {
+  /** The signed request's replay record: refused if used before. */
+  readonly claim?: Claim;
+  /**
+   * The key the store counts this delivery under, when the queue reports
+   * no delivery number (Pub/Sub counts by message id).
+   *
+   * @default {the job id}
+   */
+  readonly countAs?: string;
+}
+
+/**
+ * What a queue says when it gives up ({@linkcode Relayer.giveUp}).
+ *
+ * @example QStash's failure callback
+ * ```ts
+ * import { createRelayer, type GiveUpOptions, MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0002", state: "authorized", hold: "pending" });
+ * const relayer = createRelayer({ store, sender: new ScriptedSender({}), now: () => 0 });
+ * const options: GiveUpOptions = { deliveries: 6, queue: { queue: "qstash", messageId: "msg_1", dlqId: "dlq_1" } };
+ * const outcome = await relayer.giveUp({ intentId: "pi_0002", kind: "settle" }, options);
+ * assert.equal(outcome.reason, "the queue gave up after 6 deliveries");
+ * assert.equal((await store.getDeadLetter("pi_0002/settle"))?.queue?.dlqId, "dlq_1");
+ * ```
+ */
+export interface GiveUpOptions {
+  /** How many deliveries the queue made, 1-based. */
+  readonly deliveries: number;
+  /** The queue's ids of the message, kept on the dead letter. */
+  readonly queue: QueueIds;
+  /** The signed callback's replay record. */
+  readonly claim?: Claim;
+}
+
+/**
+ * Where a redriven job goes ({@linkcode Relayer.redrive}).
+ *
+ * @example Publish before the dead letter is removed
+ * ```ts
+ * import { createRelayer, type Job, MemoryStore, type RedriveOptions, ScriptedSender } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001" });
+ * const relayer = createRelayer({ store, sender: new ScriptedSender({}), policy: { maxDeliveries: 1 } });
+ * await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 1);
+ * const published: string[] = [];
+ * const options: RedriveOptions = {
+ *   publish: (job: Job, deduplicationId: string) => {
+ *     published.push(deduplicationId);
+ *     return Promise.resolve();
+ *   },
+ * };
+ * await relayer.redrive("pi_0001/settle", options);
+ * assert.equal(published.length, 1);
+ * assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+ * ```
+ */
+export interface RedriveOptions {
+  /**
+   * Publishes the job to a queue before the dead letter is removed, with a
+   * deduplication id unique to the dead letter read (the job id and the
+   * letter's version), so the loser of two concurrent redrives publishes a
+   * duplicate the queue drops.
+   */
+  readonly publish?: (job: Job, deduplicationId: string) => Promise<void>;
+  /** The message to enqueue on the store's own queue (Deno KV) in the removal's commit. */
+  readonly message?: (job: Job) => unknown;
+}
 
 /** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
 function clip(text: string, max = 1000): string {
@@ -361,41 +477,124 @@ export function createRelayer(options: RelayerOptions): Relayer {
   } = options;
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
-  const instance = crypto.randomUUID();
+  // Drawn on the first delivery, not here: building a relayer at a
+  // Worker's top level must not draw random numbers.
+  let instance: string | undefined;
   let deliveriesStarted = 0;
 
-  async function deliver(input: Job, delivery?: number): Promise<Outcome> {
+  /**
+   * One delivery's writes: each carries the delivery's lease, and the
+   * first one its replay record. `committed` says whether any write landed
+   * (after which a lost race is not a reason to plan again).
+   */
+  class Delivery {
+    committed = false;
+    constructor(readonly owner: string, public claim: Claim | undefined) {}
+
+    /** The options of the next write: `keep` holds the lease across a send. */
+    options(keep = false): WriteOptions {
+      return {
+        lease: { owner: this.owner, ttlMs: leaseMs, now: now(), keep },
+        ...(this.claim ? { claim: this.claim } : {}),
+      };
+    }
+
+    /** Runs a write; once it lands, the claim has been used. */
+    async write<T>(write: (options: WriteOptions) => Promise<T>, keep = false) {
+      const result = await write(this.options(keep));
+      this.claim = undefined;
+      this.committed = true;
+      return result;
+    }
+
+    /** A delivery that wrote nothing still uses its signature: one commit. */
+    async close(): Promise<void> {
+      if (this.claim === undefined) return;
+      await store.admit({ claim: this.claim, now: now() });
+      this.claim = undefined;
+    }
+  }
+
+  function begin(claim: Claim | undefined): Delivery {
+    instance ??= crypto.randomUUID();
+    return new Delivery(`${instance}:${++deliveriesStarted}`, claim);
+  }
+
+  async function deliver(
+    input: Job,
+    delivery?: number,
+    options: DeliverOptions = {},
+  ): Promise<Outcome> {
     const job = parseJob(input);
     const jobId = jobIdOf(job);
     if (delivery !== undefined) assertDelivery("deliver", delivery);
-    const n = delivery ?? await store.countDelivery(jobId);
-    const lease = new Lease(job.intentId, `${instance}:${++deliveriesStarted}`);
+    let claim = options.claim;
+    let n = delivery;
+    if (n === undefined) {
+      // Counted before anything is done: a delivery that crashes still used one.
+      n = (await store.admit({
+        count: options.countAs ?? jobId,
+        ...(claim ? { claim } : {}),
+        now: now(),
+      }))!;
+      claim = undefined;
+    }
+    const d = begin(claim);
+    let failure: unknown;
     try {
-      let failure: unknown;
-      try {
-        return {
-          action: "done",
-          delivery: n,
-          reason: await settle(job.intentId, lease),
-        };
-      } catch (error) {
-        failure = error;
-      }
-      if (failure instanceof Busy) return busy(job, n);
-      const decision = decide(failure, n, policy, { random });
-      if (decision.action === "retry") return { ...decision, delivery: n };
-      await lease.take();
-      const resolution = await resolve(job, jobId, {
-        ...decision,
-        delivery: n,
+      const reason = await settle(job.intentId, d);
+      await d.close();
+      return { action: "done", delivery: n, reason };
+    } catch (error) {
+      failure = error;
+    }
+    if (failure instanceof BusyError) return await busy(job, n, d);
+    const decision = decide(failure, n, policy, { random });
+    if (decision.action === "retry") {
+      await d.close();
+      return { ...decision, delivery: n };
+    }
+    try {
+      const resolution = await resolve(job, jobId, d, {
+        cause: decision.cause,
+        reason: decision.reason,
+        deliveries: n,
         lastError: clip(messageOf(failure)),
       });
       return { ...decision, delivery: n, resolution };
     } catch (error) {
-      if (error instanceof Busy) return busy(job, n);
+      if (error instanceof BusyError) return await busy(job, n, d);
       throw error;
-    } finally {
-      await lease.release();
+    }
+  }
+
+  async function giveUp(input: Job, options: GiveUpOptions): Promise<Outcome> {
+    const job = parseJob(input);
+    const jobId = jobIdOf(job);
+    const n = options.deliveries;
+    assertDelivery("give up", n);
+    const d = begin(options.claim);
+    const reason = `the queue gave up after ${n} deliver${
+      n === 1 ? "y" : "ies"
+    }`;
+    const poisoned = {
+      action: "poison",
+      delivery: n,
+      cause: "exhausted",
+    } as const;
+    try {
+      const resolution = await resolve(job, jobId, d, {
+        cause: "exhausted",
+        reason,
+        deliveries: n,
+        lastError: `the ${options.queue.queue} queue gave up`,
+        queue: options.queue,
+        onlyOnce: true,
+      });
+      return { ...poisoned, reason, resolution };
+    } catch (error) {
+      if (error instanceof BusyError) return await busy(job, n, d);
+      throw error;
     }
   }
 
@@ -405,7 +604,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * the holder may crash and leave the intent to us. The lease's TTL bounds
    * how long this can last.
    */
-  function busy(job: Job, n: number): Outcome {
+  async function busy(job: Job, n: number, d: Delivery): Promise<Outcome> {
+    await d.close();
     return {
       action: "retry",
       delivery: n,
@@ -414,73 +614,32 @@ export function createRelayer(options: RelayerOptions): Relayer {
     };
   }
 
-  /**
-   * The per-intent lease of one delivery, taken only when the delivery is
-   * about to act (write or broadcast): most deliveries only look (a receipt
-   * still pending, a payment not stuck yet) and cost one read.
-   */
-  class Lease {
-    #held = false;
-    constructor(readonly intentId: string, readonly owner: string) {}
-
-    async take(): Promise<void> {
-      if (this.#held) return;
-      if (
-        !await store.acquireLease(this.intentId, {
-          owner: this.owner,
-          ttlMs: leaseMs,
-          now: now(),
-        })
-      ) {
-        throw new Busy();
-      }
-      this.#held = true;
-    }
-
-    /**
-     * Renews the lease right before a send, so the whole send (bounded by
-     * the Sender's timeout, which `leaseMs` must outlast) runs under it; a
-     * lease that expired and was taken over means no send.
-     */
-    async renew(): Promise<void> {
-      if (
-        !await store.renewLease(this.intentId, {
-          owner: this.owner,
-          ttlMs: leaseMs,
-          now: now(),
-        })
-      ) {
-        this.#held = false;
-        throw new Busy();
-      }
-    }
-
-    async release(): Promise<void> {
-      if (this.#held) await store.releaseLease(this.intentId, this.owner);
-    }
-  }
-
-  /** What acting on an intent does, under the lease: returns why the job is done, or throws. */
-  type Act = (intent: Intent, lease: Lease) => Promise<string>;
+  /** What acting on an intent does: returns why the job is done, or throws. */
+  type Act = (intent: Intent, d: Delivery) => Promise<string>;
 
   /**
-   * The settle step (DESIGN §6). Looks first, without the lease; to act it
-   * takes the lease, re-reads, and acts only on the intent as it is under
-   * the lease, so two deliveries never act on one intent at once. Returns
-   * why the job is done; throws why it is not.
+   * The settle step (DESIGN §6). Looks first, without the lease: most
+   * deliveries only look (a receipt still pending, a payment not stuck yet)
+   * and cost one read. To act, its first write checks the version the look
+   * read and takes the lease in one commit, so two deliveries never act on
+   * one intent at once. If the intent moved since the look, it plans again
+   * on what the intent is now.
    */
-  async function settle(id: string, lease: Lease): Promise<string> {
-    const seen = await store.getIntent(id);
-    const step = await plan(id, seen);
-    if (typeof step === "string") return step;
-    await lease.take();
-    const intent = await store.getIntent(id);
-    if (intent !== null && intent.version === seen?.version) {
-      return await step(intent, lease);
+  async function settle(id: string, d: Delivery): Promise<string> {
+    let seen = await store.getIntent(id);
+    for (let attempt = 1;; attempt++) {
+      const step = await plan(id, seen);
+      if (typeof step === "string") return step;
+      try {
+        return await step(seen!, d);
+      } catch (error) {
+        // Only a race lost before anything landed may be planned again: a
+        // lost race after a send must never lead to a second send.
+        if (!(error instanceof ConflictError) || d.committed) throw error;
+        if (attempt === 3) throw contended(id, error);
+      }
+      seen = await store.getIntent(id);
     }
-    // It moved between the look and the lease: decide again on what it is now.
-    const again = await plan(id, intent);
-    return typeof again === "string" ? again : await again(intent!, lease);
   }
 
   /** What the settle step would do with `intent`: a reason it is done, an action, or a throw why not yet. */
@@ -504,15 +663,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
             ),
           );
         }
-        return async (current, lease) => {
-          const settling = await store.transition(id, {
-            from: "authorized",
-            to: "settling",
-            version: current.version,
-            at: now(),
-          });
-          return await broadcast(settling, lease, false, true);
-        };
+        // Entering settling is the write-ahead of the first send.
+        return (current, d) =>
+          broadcast(current, d, false, (options) =>
+            store.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: current.version,
+              at: now(),
+            }, options));
       case "settling":
         return await planSettling(intent);
       default:
@@ -533,9 +692,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
     if (intent.hold === "captured") {
       // A settle was interrupted between the capture and the state write:
       // the money moved, so finish it.
-      return (current) =>
+      return (current, d) =>
         settled(
           current,
+          d,
           "the hold is captured: finished an interrupted settle",
         );
     }
@@ -548,38 +708,45 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     const last = intent.lastBroadcast;
+    // One clock for "stuck": from the later of entering settling, the last
+    // recorded broadcast and an unrecorded one's start. A rescue restarts
+    // it, so a rescue whose outcome is unknown waits another stuckAfter.
+    const stuckMs = now() -
+      Math.max(
+        intent.settlingSince ?? 0,
+        last?.at ?? -Infinity,
+        intent.broadcasting ?? -Infinity,
+      );
+    const rescue: Act = (current, d) => broadcast(current, d, true);
     if (
       intent.broadcasting !== null || last === null ||
       last.outcome === "unknown"
     ) {
       // A broadcast may be out there: wait for it, then rescue it.
-      const settlingMs = now() - (intent.settlingSince ?? 0);
-      if (settlingMs < policy.stuckAfterMs) {
+      if (stuckMs < policy.stuckAfterMs) {
         throw new Error(
-          `settling for ${formatDuration(settlingMs)} without tx hash, waiting`,
+          `settling for ${formatDuration(stuckMs)} without tx hash, waiting`,
         );
       }
-      return (current, lease) => broadcast(current, lease, true); // rescue: same nonce
+      return rescue; // same nonce
     }
     if (last.outcome === "not_sent") {
       // This attempt stayed home. Send afresh, or with the same nonce if an
       // earlier attempt may be on chain.
-      return (current, lease) => broadcast(current, lease, current.mayHaveSent);
+      return (current, d) => broadcast(current, d, current.mayHaveSent);
     }
     const txHash = last.txHash ?? "";
     const status = await sender.receipt(txHash);
     switch (status) {
       case "confirmed":
-        return (current) =>
-          settled(current, `${txHash} confirmed, intent settled`);
+        return (current, d) =>
+          settled(current, d, `${txHash} confirmed, intent settled`);
       case "dropped":
         // Same nonce: the dropped tx may have been a replacement whose
         // original mined meanwhile; a fresh nonce could pay twice.
-        return (current, lease) => broadcast(current, lease, true);
+        return rescue;
       case "pending":
-        if (now() - last.at >= policy.stuckAfterMs) {
-          return (current, lease) => broadcast(current, lease, true);
-        }
+        if (stuckMs >= policy.stuckAfterMs) return rescue;
         throw new Error(`waiting for ${txHash} to confirm`);
       default:
         throw new Error(
@@ -590,36 +757,40 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /** Moves a settling intent to settled; ledger first: the capture goes with (or before) the state write. */
-  async function settled(current: Intent, reason: string): Promise<string> {
-    await store.transition(current.id, {
-      from: "settling",
-      to: "settled",
-      version: current.version,
-      at: now(),
-      ledger: "capture",
-    });
+  /** Moves a settling intent to settled; ledger first: the capture goes in the same commit. */
+  async function settled(
+    current: Intent,
+    d: Delivery,
+    reason: string,
+  ): Promise<string> {
+    await d.write((options) =>
+      store.transition(current.id, {
+        from: "settling",
+        to: "settled",
+        version: current.version,
+        at: now(),
+        ledger: "capture",
+      }, options)
+    );
     return reason;
   }
 
   /**
-   * Broadcasts and records the outcome *before* reacting to it. A write
-   * ahead of the send (`broadcasting`) means a crash between the send and
-   * its record leaves "may have left" on record, never a stale "not sent".
+   * Broadcasts and records the outcome *before* reacting to it: two
+   * commits. The first writes ahead of the send (`broadcasting`), checks
+   * the version the look read and takes (or renews) the lease for the whole
+   * send, which `leaseMs` must outlast; the second records the outcome and
+   * releases the lease. A crash between the send and its record leaves
+   * "may have left" on record, never a stale "not sent".
    */
   async function broadcast(
     intent: Intent,
-    lease: Lease,
+    d: Delivery,
     replace: boolean,
-    wroteAhead = false,
+    writeAhead: (options: WriteOptions) => Promise<Intent> = (options) =>
+      store.beginBroadcast(intent.id, intent.version, now(), options),
   ): Promise<never> {
-    // Entering settling writes ahead of the first send. Any other send
-    // writes ahead itself; if an earlier one is still unrecorded (a crash
-    // between its send and its record), the store marks it may-have-sent.
-    const current = wroteAhead
-      ? intent
-      : await store.beginBroadcast(intent.id, intent.version, now());
-    await lease.renew();
+    const current = await d.write(writeAhead, true);
     let txHash: string;
     try {
       ({ txHash } = await sender.send(current, { replace }));
@@ -629,81 +800,141 @@ export function createRelayer(options: RelayerOptions): Relayer {
         );
       }
     } catch (error) {
-      await store.recordBroadcast(current.id, current.version, {
-        outcome: isNotSent(error) ? "not_sent" : "unknown",
-        at: now(),
-        error: clip(messageOf(error)),
-      });
+      await d.write((options) =>
+        store.recordBroadcast(current.id, current.version, {
+          outcome: isNotSent(error) ? "not_sent" : "unknown",
+          at: now(),
+          error: clip(messageOf(error)),
+        }, options)
+      );
       throw new Error(`send: ${messageOf(error)}`, { cause: error });
     }
-    await store.recordBroadcast(current.id, current.version, {
-      outcome: "sent",
-      txHash,
-      at: now(),
-    });
+    await d.write((options) =>
+      store.recordBroadcast(current.id, current.version, {
+        outcome: "sent",
+        txHash,
+        at: now(),
+      }, options)
+    );
     // Sent is not settled: the queue brings the job back to read the receipt.
     throw new Error(`sent ${txHash}, waiting for confirmation`);
   }
 
-  /** Resolves a poisoned job's intent by the state it is in now (DESIGN §5). */
+  /**
+   * Resolves a poisoned job's intent by the state it is in now (DESIGN §5),
+   * re-read after the decision, in one commit: the dead letter rides in
+   * the intent's move. A lost race re-reads and resolves again.
+   */
   async function resolve(
     job: Job,
     jobId: string,
-    poisoned: Pick<DeadLetter, "cause" | "reason" | "lastError"> & {
-      delivery: number;
-    },
+    d: Delivery,
+    poisoned:
+      & Pick<DeadLetter, "cause" | "reason" | "lastError" | "deliveries">
+      & {
+        readonly queue?: QueueIds;
+        /** Change nothing if the job was poisoned before (a queue's repeated give-up). */
+        readonly onlyOnce?: boolean;
+      },
   ): Promise<string> {
-    const intent = await store.getIntent(job.intentId);
-    const plan = planResolution(intent);
-    const deadLetter: DeadLetter = {
-      jobId,
-      intentId: job.intentId,
-      deliveries: poisoned.delivery,
-      cause: poisoned.cause,
-      reason: poisoned.reason,
-      resolution: plan.text,
-      lastError: poisoned.lastError,
-      poisonedAt: now(),
-    };
-    if (intent === null || plan.action === "drop") {
-      // A late duplicate of a job whose resolution already ran must not
-      // overwrite the dead letter that says what that resolution did.
-      const resolvedBefore = intent !== null &&
-        ["settled", "failed", "needs_review"].includes(intent.state) &&
-        (await store.getDeadLetter(jobId)) !== null;
-      if (!resolvedBefore) await store.putDeadLetter(deadLetter);
-    } else {
-      await store.transition(intent.id, {
-        from: "settling",
-        to: plan.action === "fail" ? "failed" : "needs_review",
-        version: intent.version,
-        at: now(),
-        deadLetter,
-        ...(plan.action === "fail" ? { ledger: "void" } as const : {}),
-      });
+    const { onlyOnce = false, queue, ...rest } = poisoned;
+    for (let attempt = 1;; attempt++) {
+      const [intent, before] = await Promise.all([
+        store.getIntent(job.intentId),
+        store.getDeadLetter(jobId),
+      ]);
+      const plan = planResolution(intent);
+      const resolvedBefore = before !== null &&
+        (onlyOnce ||
+          (intent !== null &&
+            ["settled", "failed", "needs_review"].includes(intent.state)));
+      if (
+        resolvedBefore ||
+        (onlyOnce &&
+          (intent?.state === "settled" || intent?.state === "failed"))
+      ) {
+        // A late duplicate, or a queue repeating its give-up: the dead
+        // letter on record says what the first resolution did.
+        await d.close();
+        return plan.text;
+      }
+      const deadLetter: DeadLetter = {
+        jobId,
+        intentId: job.intentId,
+        ...rest,
+        resolution: plan.text,
+        poisonedAt: now(),
+        ...(queue ? { queue } : {}),
+      };
+      try {
+        if (intent === null || plan.action === "drop") {
+          await d.write((options) =>
+            store.putDeadLetter(
+              deadLetter,
+              options.claim ? { claim: options.claim } : {},
+            )
+          );
+        } else {
+          await d.write((options) =>
+            store.transition(intent.id, {
+              from: "settling",
+              to: plan.action === "fail" ? "failed" : "needs_review",
+              version: intent.version,
+              at: now(),
+              deadLetter,
+              ...(plan.action === "fail" ? { ledger: "void" } as const : {}),
+            }, options)
+          );
+        }
+        return plan.text;
+      } catch (error) {
+        if (!(error instanceof ConflictError)) throw error;
+        if (attempt === 3) throw contended(job.intentId, error);
+      }
     }
-    return plan.text;
+  }
+
+  /** Lost the race three times in a row: others are busy with the intent; retry later. */
+  function contended(intentId: string, cause: unknown): BusyError {
+    return new BusyError(
+      `Cannot write intent ${intentId} as other deliveries keep changing it`,
+      { cause },
+    );
   }
 
   async function redrive(
     jobId: string,
-    enqueue?: (job: Job) => Promise<void>,
+    options: RedriveOptions = {},
   ): Promise<Job | null> {
     const deadLetter = await store.getDeadLetter(jobId);
     if (deadLetter === null) return null;
     const intent = await store.getIntent(deadLetter.intentId);
-    if (intent?.state === "settled" || intent?.state === "failed") {
+    if (
+      intent?.state === "settled" || intent?.state === "failed" ||
+      intent?.state === "needs_review"
+    ) {
       throw new ConflictError(
-        `Cannot redrive ${jobId} as intent ${deadLetter.intentId} is already ${intent.state}: no job can help it`,
+        `Cannot redrive ${jobId} as intent ${deadLetter.intentId} is already ${intent.state}: no job can help it${
+          intent.state === "needs_review"
+            ? " (its dead letter is the record of why it is in review)"
+            : ""
+        }`,
       );
     }
     const job: Job = { intentId: deadLetter.intentId, kind: "settle" };
-    // Enqueue first: if that fails the dead letter is still there; a job
-    // enqueued twice is harmless (it only says "go and look").
-    if (enqueue) await enqueue(job);
-    await store.redrive(jobId);
+    // Publish first: if that fails the dead letter is still there; a job
+    // published twice is harmless (it only says "go and look"), and the
+    // loser of two redrives publishes the same deduplication id.
+    if (options.publish) {
+      await options.publish(job, `${jobId}:${deadLetter.version}`);
+    }
+    await store.redrive(
+      jobId,
+      deadLetter.version,
+      options.message ? { enqueue: options.message(job) } : {},
+    );
     return job;
   }
 
-  return { policy, deliver, redrive };
+  return { policy, deliver, giveUp, redrive };
 }

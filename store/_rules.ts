@@ -6,13 +6,17 @@
  * @module
  */
 
+import { BusyError } from "./busy_error.ts";
 import { ConflictError } from "./conflict_error.ts";
+import { ReplayError } from "./replay_error.ts";
 import type {
   Broadcast,
+  Claim,
   HoldState,
   Intent,
   NewIntent,
   Transition,
+  WriteOptions,
 } from "./store.ts";
 import { canTransition, INTENT_STATES } from "./transitions.ts";
 
@@ -104,6 +108,101 @@ export function nextHold(
   throw new ConflictError(
     `Cannot ${op} the hold of ${id} as it is ${hold ?? "not recorded"}`,
   );
+}
+
+/**
+ * Checks that an operator's (or the payments API's) direct hold change
+ * fits the intent's state, then returns the hold after it. Voiding is
+ * refused where money may have moved (`settled`, or `settling` with a
+ * broadcast that may have left); capturing only fits the states that move
+ * to `settled` (`settling`, `needs_review`).
+ */
+export function heldBy(
+  intent: Pick<
+    IntentRecord,
+    "id" | "state" | "hold" | "mayHaveSent" | "broadcasting"
+  >,
+  op: "record" | "void" | "capture",
+): HoldState {
+  const next = nextHold(intent, op);
+  if (next === intent.hold) return next;
+  const { id, state } = intent;
+  if (
+    op === "void" &&
+    (state === "settled" ||
+      (state === "settling" &&
+        (intent.mayHaveSent || intent.broadcasting !== null)))
+  ) {
+    throw new ConflictError(
+      `Cannot void the hold of ${id} as it is ${state} and money may have moved: resolve it through review`,
+    );
+  }
+  if (op === "capture" && state !== "settling" && state !== "needs_review") {
+    throw new ConflictError(
+      `Cannot capture the hold of ${id} as it is ${state}: only a settling or needs_review intent can be captured`,
+    );
+  }
+  return next;
+}
+
+/** A lease as stores keep it. */
+export interface LeaseRecord {
+  /** The delivery that holds it. */
+  readonly owner: string;
+  /** When it lapses, in milliseconds of the injected clock. */
+  readonly expiresAt: number;
+}
+
+/**
+ * The lease after a write that carries `lease`: the writer's own lease
+ * (kept), or `null` (released, or none). Throws a `BusyError` if another
+ * owner holds a live lease. `current` is the lease on record.
+ */
+export function leaseAfter(
+  intentId: string,
+  current: LeaseRecord | null,
+  lease: NonNullable<WriteOptions["lease"]>,
+): LeaseRecord | null {
+  if (
+    current !== null && current.owner !== lease.owner &&
+    current.expiresAt > lease.now
+  ) {
+    throw new BusyError(
+      `Cannot write intent ${intentId} as another delivery holds its lease`,
+    );
+  }
+  return lease.keep
+    ? { owner: lease.owner, expiresAt: lease.now + lease.ttlMs }
+    : null;
+}
+
+/** Throws a `ReplayError` if `existing` (the record under `claim.key`) is still live. */
+export function assertClaimable(
+  existing: { readonly expiresAt: number } | null,
+  claim: Claim,
+): void {
+  if (existing !== null && existing.expiresAt > claim.now) {
+    throw new ReplayError(
+      "Cannot accept the delivery as its signature was already used",
+    );
+  }
+}
+
+/** How long a delivery count lives after its last write: a Pub/Sub subscription keeps a message at most 7 days. */
+export const COUNT_TTL_MS = 8 * 24 * 60 * 60 * 1000;
+
+/** A delivery count as stores keep it. */
+export interface CountRecord {
+  /** Deliveries counted. */
+  readonly n: number;
+  /** When the count lapses (restarts at 1), in milliseconds of the injected clock. */
+  readonly expiresAt: number;
+}
+
+/** The count after one more delivery at `now`. */
+export function counted(current: CountRecord | null, now: number): CountRecord {
+  const n = current !== null && current.expiresAt > now ? current.n + 1 : 1;
+  return { n, expiresAt: now + COUNT_TTL_MS };
 }
 
 /**

@@ -7,7 +7,8 @@
  * Every write is one `atomic()` guarded by `check()` on the versionstamps
  * it read: a lost race surfaces as a `ConflictError`, never as a silent
  * overwrite. The hold void and `settling` → `failed` (with the dead letter)
- * are one commit.
+ * are one commit; a delivery's lease and replay record ride in its writes,
+ * so a first delivery is two commits (write-ahead, record).
  *
  * Keys, under `prefix` (default `["relayer"]`):
  *
@@ -15,8 +16,9 @@
  * |---|---|---|
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
- * | `[…prefix, "deliveries", jobId]` | delivery count (number) | `countDelivery`; deleted by `redrive` |
- * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | `acquireLease`, `renewLease`; deleted by `releaseLease` |
+ * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt }`, expiring 8 days after its last write | `admit`; deleted by `redrive` |
+ * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring then | any write that carries a claim |
+ * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
  * | `[…prefix, "dead_by_time", MAX_SAFE_INTEGER − poisonedAt, jobId]` | the job id | with the dead letter: lists newest first |
  *
@@ -27,24 +29,33 @@
 
 import { ConflictError } from "./conflict_error.ts";
 import {
+  assertClaimable,
   broadcastBegun,
   broadcastRecorded,
+  COUNT_TTL_MS,
+  counted,
+  type CountRecord,
+  heldBy,
   type IntentRecord,
+  leaseAfter,
+  type LeaseRecord,
   newIntentRecord,
-  nextHold,
   pageLimit,
   transitioned,
 } from "./_rules.ts";
 import type {
+  Admission,
   Broadcast,
+  Claim,
   DeadLetter,
   DeadLetterPage,
   HoldState,
   Intent,
-  LeaseRequest,
   NewIntent,
   Store,
+  StoredDeadLetter,
   Transition,
+  WriteOptions,
 } from "./store.ts";
 
 /**
@@ -141,10 +152,15 @@ export interface KvAtomic {
   /** Fails the commit unless `key` is still at `versionstamp` (`null`: absent). */
   check(...checks: { key: KvKey; versionstamp: string | null }[]): this;
   /** Sets a value. */
-  set(key: KvKey, value: unknown): this;
+  set(key: KvKey, value: unknown, options?: { expireIn?: number }): this;
   /** Deletes a key. */
   delete(key: KvKey): this;
   /** Commits all or nothing; a successful commit carries its versionstamp. */
+  /**
+   * Enqueues a message in the same commit (Deno KV's own queue); only a
+   * redrive with `enqueue` uses it.
+   */
+  enqueue?(value: unknown, options?: { delay?: number }): this;
   commit(): Promise<{ ok: true; versionstamp: string } | { ok: false }>;
 }
 
@@ -210,11 +226,6 @@ export interface KvStoreOptions {
   prefix?: KvKey;
 }
 
-interface Lease {
-  owner: string;
-  expiresAt: number;
-}
-
 /** An entry as this store reads it back: under a key it wrote itself. */
 type Entry<T> = {
   readonly key: KvKey;
@@ -225,7 +236,7 @@ type Entry<T> = {
 type StoredIntent = Omit<IntentRecord, "hold">;
 
 // How many times a read-then-commit retries when another writer raced it
-// (counters and leases only: a versionstamp race on an intent is the
+// (counts and claims only: a versionstamp race on an intent is the
 // caller's to see).
 const RACE_RETRIES = 32;
 
@@ -247,8 +258,6 @@ const RACE_RETRIES = 32;
 export class KvStore implements Store {
   #kv: KvLike;
   #prefix: KvKey;
-  // Versionstamps of the leases this process holds, so a release needs no read.
-  #held = new Map<string, string>();
 
   /**
    * Constructs a new instance.
@@ -281,19 +290,6 @@ export class KvStore implements Store {
     >;
   }
 
-  /** Reads the intent and its hold, and any `extra` keys, in one round trip. */
-  async #readIntent<T = never>(id: string, extra?: KvKey) {
-    const keys = [
-      this.#key("intent", id),
-      this.#key("hold", id),
-      ...(extra ? [extra] : []),
-    ];
-    const [intent, hold, more] = await this.#get<[StoredIntent, HoldState, T]>(
-      ...keys,
-    );
-    return { intent, hold, extra: more };
-  }
-
   #toIntent(
     intent: Entry<StoredIntent>,
     hold: Entry<HoldState>,
@@ -320,22 +316,6 @@ export class KvStore implements Store {
     });
   }
 
-  /** Reads the intent at `version`, or throws a `ConflictError`. */
-  async #expect<T = never>(id: string, version: string, extra?: KvKey) {
-    const read = await this.#readIntent<T>(id, extra);
-    const current = this.#toIntent(read.intent, read.hold);
-    if (current === null) {
-      throw new ConflictError(`Cannot write intent ${id} as it does not exist`);
-    }
-    if (current.version !== version) {
-      throw new ConflictError(
-        `Cannot write intent ${id} as it changed since it was read; re-read it`,
-      );
-    }
-    const { version: _, ...record } = current;
-    return { read, record: record as IntentRecord };
-  }
-
   /** Commits, or throws a `ConflictError`; returns the commit's versionstamp. */
   async #commit(atomic: KvAtomic, what: string): Promise<string> {
     const result = await atomic.commit();
@@ -352,7 +332,24 @@ export class KvStore implements Store {
     return rest;
   }
 
-  /** {@inheritDoc Store.createIntent} */
+  /** Adds a claim to `atomic`, checked against `existing` (read by the caller). */
+  #addClaim(atomic: KvAtomic, claim: Claim, existing: Entry<ClaimValue>): void {
+    assertClaimable(existing.value, claim);
+    atomic.check(existing).set(
+      this.#key("claim", claim.key),
+      { expiresAt: claim.expiresAt },
+      { expireIn: Math.max(1, claim.expiresAt - claim.now) },
+    );
+  }
+
+  /**
+   * Creates an intent (setup and admin).
+   *
+   * @param intent The intent's fields.
+   * @returns The intent as stored.
+   * @throws {ConflictError} If an intent with that id exists.
+   * @throws {TypeError} If a field is invalid.
+   */
   async createIntent(intent: NewIntent): Promise<Intent> {
     const record = newIntentRecord(intent);
     const atomic = this.#kv.atomic()
@@ -374,84 +371,153 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.getIntent} */
+  /**
+   * Reads an intent with its hold and last broadcast, in one round trip.
+   *
+   * @param id The intent id.
+   * @returns The intent, or `null` if there is none.
+   */
   async getIntent(id: string): Promise<Intent | null> {
-    const { intent, hold } = await this.#readIntent(id);
+    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
+      this.#key("intent", id),
+      this.#key("hold", id),
+    );
     return this.#toIntent(intent, hold);
   }
 
-  /** {@inheritDoc Store.transition} */
-  async transition(id: string, change: Transition): Promise<Intent> {
-    const deadKey = change.deadLetter
-      ? this.#key("dead", change.deadLetter.jobId)
-      : undefined;
-    const { read, record } = await this.#expect<DeadLetter>(
-      id,
-      change.version,
-      deadKey,
-    );
-    const next = transitioned(record, change);
-    const atomic = this.#kv.atomic()
-      .check(read.intent, read.hold)
-      .set(this.#key("intent", id), this.#stored(next));
-    const holdChanged = next.hold !== record.hold && next.hold !== null;
-    if (holdChanged) atomic.set(this.#key("hold", id), next.hold);
-    if (change.deadLetter && read.extra) {
-      this.#addDeadLetter(atomic, change.deadLetter, read.extra);
-    }
-    const stamp = await this.#commit(
-      atomic,
-      `move ${id} from ${change.from} to ${change.to}`,
-    );
-    return this.#intent(
-      this.#stored(next),
-      next.hold,
-      stamp,
-      holdChanged ? stamp : read.hold.versionstamp,
-    );
-  }
-
+  /**
+   * One delivery write in one commit: the intent (checked on the
+   * versionstamps of the intent and its hold), the hold, the lease, the
+   * claim and the dead letter, all read in one round trip first.
+   */
   async #writeIntent(
     id: string,
     version: string,
     update: (record: IntentRecord) => IntentRecord,
-  ) {
-    const { read, record } = await this.#expect(id, version);
-    const next = update(record);
-    const stamp = await this.#commit(
-      this.#kv.atomic().check(read.intent, read.hold).set(
-        this.#key("intent", id),
-        this.#stored(next),
-      ),
-      `write intent ${id}`,
+    options: WriteOptions,
+    deadLetter?: DeadLetter,
+  ): Promise<Intent> {
+    const leaseKey = this.#key("lease", id);
+    const [intent, hold, lease, claim, dead] = await this.#get<
+      [StoredIntent, HoldState, LeaseRecord, ClaimValue, DeadLetter]
+    >(
+      this.#key("intent", id),
+      this.#key("hold", id),
+      leaseKey,
+      this.#key("claim", options.claim?.key ?? ""),
+      this.#key("dead", deadLetter?.jobId ?? ""),
     );
+    const current = this.#toIntent(intent, hold);
+    if (current === null) {
+      throw new ConflictError(`Cannot write intent ${id} as it does not exist`);
+    }
+    if (current.version !== version) {
+      throw new ConflictError(
+        `Cannot write intent ${id} as it changed since it was read; re-read it`,
+      );
+    }
+    const { version: _, ...record } = current;
+    const next = update(record);
+    const atomic = this.#kv.atomic()
+      .check(intent, hold)
+      .set(this.#key("intent", id), this.#stored(next));
+    const holdChanged = next.hold !== record.hold && next.hold !== null;
+    if (holdChanged) atomic.set(this.#key("hold", id), next.hold);
+    if (options.lease) {
+      // Checked even when untouched: a lease taken since the read refuses this commit.
+      const after = leaseAfter(id, lease.value, options.lease);
+      atomic.check(lease);
+      if (after !== null) atomic.set(leaseKey, after);
+      else if (lease.value?.owner === options.lease.owner) {
+        atomic.delete(leaseKey);
+      }
+    }
+    if (options.claim) this.#addClaim(atomic, options.claim, claim);
+    if (deadLetter) this.#addDeadLetter(atomic, deadLetter, dead);
+    const stamp = await this.#commit(atomic, `write intent ${id}`);
     return this.#intent(
       this.#stored(next),
       next.hold,
       stamp,
-      read.hold.versionstamp,
+      holdChanged ? stamp : hold.versionstamp,
     );
   }
 
-  /** {@inheritDoc Store.beginBroadcast} */
-  beginBroadcast(id: string, version: string, at: number): Promise<Intent> {
+  /**
+   * Moves an intent along the transition table, in one commit with its
+   * ledger change, dead letter, lease and claim.
+   *
+   * @param id The intent id.
+   * @param change The move, checked on the version read.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the move.
+   * @throws {ConflictError} If the intent changed, or the move breaks a rule.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  transition(
+    id: string,
+    change: Transition,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
+    return this.#writeIntent(
+      id,
+      change.version,
+      (record) => transitioned(record, change),
+      options,
+      change.deadLetter,
+    );
+  }
+
+  /**
+   * Writes ahead of a broadcast on a `settling` intent.
+   *
+   * @param id The intent id.
+   * @param version The version read.
+   * @param at When, in milliseconds of the injected clock.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed or is not `settling`.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  beginBroadcast(
+    id: string,
+    version: string,
+    at: number,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
     return this.#writeIntent(
       id,
       version,
       (record) => broadcastBegun(record, at),
+      options,
     );
   }
 
-  /** {@inheritDoc Store.recordBroadcast} */
+  /**
+   * Records the outcome of a broadcast on a `settling` intent.
+   *
+   * @param id The intent id.
+   * @param version The version read.
+   * @param broadcast The outcome.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed or is not `settling`.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
   recordBroadcast(
     id: string,
     version: string,
     broadcast: Broadcast,
+    options: WriteOptions = {},
   ): Promise<Intent> {
     return this.#writeIntent(
       id,
       version,
       (record) => broadcastRecorded(record, broadcast),
+      options,
     );
   }
 
@@ -459,112 +525,102 @@ export class KvStore implements Store {
     id: string,
     op: "record" | "void" | "capture",
   ): Promise<HoldState> {
-    const { intent, hold } = await this.#readIntent(id);
+    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
+      this.#key("intent", id),
+      this.#key("hold", id),
+    );
     if (intent.value === null) {
       throw new ConflictError(
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
       );
     }
-    const next = nextHold({ ...intent.value, id, hold: hold.value }, op);
+    const next = heldBy({ ...intent.value, id, hold: hold.value }, op);
     if (next === hold.value) return next;
+    // The intent is checked too: its state is what allowed the change.
     await this.#commit(
-      this.#kv.atomic().check(hold).set(this.#key("hold", id), next),
+      this.#kv.atomic().check(intent, hold).set(this.#key("hold", id), next),
       `${op} the hold of ${id}`,
     );
     return next;
   }
 
-  /** {@inheritDoc Store.recordHold} */
+  /**
+   * Records a `pending` hold before authorization. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   recordHold(id: string): Promise<HoldState> {
     return this.#hold(id, "record");
   }
 
-  /** {@inheritDoc Store.voidHold} */
+  /**
+   * Voids the hold. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   voidHold(id: string): Promise<HoldState> {
     return this.#hold(id, "void");
   }
 
-  /** {@inheritDoc Store.captureHold} */
+  /**
+   * Captures the hold. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   captureHold(id: string): Promise<HoldState> {
     return this.#hold(id, "capture");
   }
 
-  /** {@inheritDoc Store.countDelivery} */
-  async countDelivery(jobId: string): Promise<number> {
-    const key = this.#key("deliveries", jobId);
+  /**
+   * Counts a delivery and/or claims a replay record, in one commit. A
+   * count expires 8 days after its last write.
+   *
+   * @param admission What to count and claim, and the time.
+   * @returns The delivery number if counted, else `null`.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  async admit(admission: Admission): Promise<number | null> {
+    const countKey = this.#key("deliveries", admission.count ?? "");
+    const claimKey = this.#key("claim", admission.claim?.key ?? "");
     for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
-      const [entry] = await this.#get<[number]>(key);
-      const n = (entry.value ?? 0) + 1;
-      const { ok } = await this.#kv.atomic().check(entry).set(key, n).commit();
-      if (ok) return n;
+      const [count, claim] = await this.#get<[CountRecord, ClaimValue]>(
+        countKey,
+        claimKey,
+      );
+      const atomic = this.#kv.atomic();
+      if (admission.claim) this.#addClaim(atomic, admission.claim, claim);
+      const next = admission.count === undefined
+        ? null
+        : counted(count.value, admission.now);
+      if (next !== null) {
+        atomic.check(count).set(countKey, next, { expireIn: COUNT_TTL_MS });
+      }
+      if ((await atomic.commit()).ok) return next?.n ?? null;
     }
     throw new ConflictError(
-      `Cannot count a delivery of ${jobId}: ${RACE_RETRIES} concurrent writers won the race; retry`,
-    );
-  }
-
-  /** {@inheritDoc Store.deliveries} */
-  async deliveries(jobId: string): Promise<number> {
-    const [entry] = await this.#get<[number]>(this.#key("deliveries", jobId));
-    return entry.value ?? 0;
-  }
-
-  /** {@inheritDoc Store.acquireLease} */
-  acquireLease(intentId: string, request: LeaseRequest): Promise<boolean> {
-    return this.#lease(
-      intentId,
-      request,
-      (lease) =>
-        !lease || lease.owner === request.owner ||
-        lease.expiresAt <= request.now,
-    );
-  }
-
-  /** {@inheritDoc Store.renewLease} */
-  renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
-    return this.#lease(
-      intentId,
-      request,
-      (lease) => lease?.owner === request.owner,
+      `Cannot admit a delivery of ${
+        admission.count ?? "a job"
+      }: ${RACE_RETRIES} concurrent writers won the race; retry`,
     );
   }
 
   /**
-   * Writes `request.owner`'s lease if `allowed` says so of the current one,
-   * as a compare-and-set: a writer that raced us holds it instead.
+   * The deliveries counted for a job so far.
+   *
+   * @param jobId The job id.
+   * @returns The count; 0 if none.
    */
-  async #lease(
-    intentId: string,
-    request: LeaseRequest,
-    allowed: (lease: Lease | null) => boolean,
-  ): Promise<boolean> {
-    const key = this.#key("lease", intentId);
-    const [entry] = await this.#get<[Lease]>(key);
-    if (!allowed(entry.value)) return false;
-    const value: Lease = {
-      owner: request.owner,
-      expiresAt: request.now + request.ttlMs,
-    };
-    const result = await this.#kv.atomic().check(entry).set(key, value)
-      .commit();
-    if (!result.ok) return false;
-    this.#held.set(`${intentId}\n${request.owner}`, result.versionstamp);
-    return true;
-  }
-
-  /** {@inheritDoc Store.releaseLease} */
-  async releaseLease(intentId: string, owner: string): Promise<void> {
-    const key = this.#key("lease", intentId);
-    const held = `${intentId}\n${owner}`;
-    let versionstamp = this.#held.get(held) ?? null;
-    this.#held.delete(held);
-    if (versionstamp === null) {
-      const [entry] = await this.#get<[Lease]>(key);
-      if (entry.value?.owner !== owner) return;
-      versionstamp = entry.versionstamp;
-    }
-    // If it changed, it expired and someone else took it: leave theirs alone.
-    await this.#kv.atomic().check({ key, versionstamp }).delete(key).commit();
+  async deliveries(jobId: string): Promise<number> {
+    const [entry] = await this.#get<[CountRecord]>(
+      this.#key("deliveries", jobId),
+    );
+    return entry.value?.n ?? 0;
   }
 
   /** Adds a dead letter to `atomic`, replacing `old` (read by the caller) and its index entry. */
@@ -589,23 +645,47 @@ export class KvStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.putDeadLetter} */
-  async putDeadLetter(deadLetter: DeadLetter): Promise<void> {
-    const [old] = await this.#get<[DeadLetter]>(
+  /**
+   * Keeps a dead letter, replacing an older one for the same job.
+   *
+   * @param deadLetter The dead letter.
+   * @param options The delivery's replay record.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  async putDeadLetter(
+    deadLetter: DeadLetter,
+    options: Pick<WriteOptions, "claim"> = {},
+  ): Promise<void> {
+    const [old, claim] = await this.#get<[DeadLetter, ClaimValue]>(
       this.#key("dead", deadLetter.jobId),
+      this.#key("claim", options.claim?.key ?? ""),
     );
     const atomic = this.#kv.atomic();
+    if (options.claim) this.#addClaim(atomic, options.claim, claim);
     this.#addDeadLetter(atomic, deadLetter, old);
     await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
   }
 
-  /** {@inheritDoc Store.getDeadLetter} */
-  async getDeadLetter(jobId: string): Promise<DeadLetter | null> {
+  /**
+   * Reads the dead letter of a job.
+   *
+   * @param jobId The job id.
+   * @returns The dead letter with its version, or `null`.
+   */
+  async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     const [entry] = await this.#get<[DeadLetter]>(this.#key("dead", jobId));
-    return entry.value;
+    return entry.value === null
+      ? null
+      : { ...entry.value, version: entry.versionstamp! };
   }
 
-  /** {@inheritDoc Store.listDeadLetters} */
+  /**
+   * Lists dead letters, newest first.
+   *
+   * @param options The page size (1–1000, default 50) and the cursor of the previous page.
+   * @returns One page.
+   * @throws {RangeError} If `limit` is out of range.
+   */
   async listDeadLetters(
     options: { limit?: number; cursor?: string | null } = {},
   ): Promise<DeadLetterPage> {
@@ -618,13 +698,17 @@ export class KvStore implements Store {
     for await (const entry of iterator) {
       if (typeof entry.value === "string") jobIds.push(entry.value);
     }
-    const items: DeadLetter[] = [];
+    const items: StoredDeadLetter[] = [];
     for (let i = 0; i < jobIds.length; i += 10) {
       const keys = jobIds.slice(i, i + 10).map((jobId) =>
         this.#key("dead", jobId)
       );
       const entries = await this.#get<DeadLetter[]>(...keys);
-      for (const entry of entries) if (entry.value) items.push(entry.value);
+      for (const entry of entries) {
+        if (entry.value) {
+          items.push({ ...entry.value, version: entry.versionstamp! });
+        }
+      }
     }
     return {
       items,
@@ -634,15 +718,47 @@ export class KvStore implements Store {
     };
   }
 
-  /** {@inheritDoc Store.redrive} */
-  async redrive(jobId: string): Promise<DeadLetter | null> {
+  /**
+   * Takes out exactly the dead letter read, resets its job's count and,
+   * with `options.enqueue`, enqueues that message on Deno KV's queue, all
+   * in one commit.
+   *
+   * @param jobId The job id.
+   * @param version The version of the dead letter read.
+   * @param options The message to enqueue in the same commit.
+   * @returns The dead letter removed.
+   * @throws {ConflictError} If the dead letter is gone or changed.
+   * @throws {TypeError} If asked to enqueue on a handle without a queue.
+   */
+  async redrive(
+    jobId: string,
+    version: string,
+    options: { readonly enqueue?: unknown } = {},
+  ): Promise<DeadLetter> {
     const key = this.#key("dead", jobId);
     const [entry] = await this.#get<[DeadLetter]>(key);
-    const atomic = this.#kv.atomic().check(entry).delete(key).delete(
-      this.#key("deliveries", jobId),
-    );
-    if (entry.value) atomic.delete(this.#timeKey(entry.value));
+    if (entry.value === null || entry.versionstamp !== version) {
+      throw new ConflictError(
+        `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
+      );
+    }
+    const atomic = this.#kv.atomic().check(entry).delete(key)
+      .delete(this.#timeKey(entry.value))
+      .delete(this.#key("deliveries", jobId));
+    if (options.enqueue !== undefined) {
+      if (typeof atomic.enqueue !== "function") {
+        throw new TypeError(
+          "Cannot enqueue in a redrive as this KV handle has no queue: publish the job yourself",
+        );
+      }
+      atomic.enqueue(options.enqueue);
+    }
     await this.#commit(atomic, `redrive ${jobId}`);
     return entry.value;
   }
+}
+
+/** A replay record as this store keeps it. */
+interface ClaimValue {
+  readonly expiresAt: number;
 }

@@ -8,30 +8,33 @@
 
 import { ConflictError } from "./conflict_error.ts";
 import {
+  assertClaimable,
   broadcastBegun,
   broadcastRecorded,
+  counted,
+  type CountRecord,
+  heldBy,
   type IntentRecord,
+  leaseAfter,
+  type LeaseRecord,
   newIntentRecord,
-  nextHold,
   pageLimit,
   transitioned,
 } from "./_rules.ts";
 import type {
+  Admission,
   Broadcast,
+  Claim,
   DeadLetter,
   DeadLetterPage,
   HoldState,
   Intent,
-  LeaseRequest,
   NewIntent,
   Store,
+  StoredDeadLetter,
   Transition,
+  WriteOptions,
 } from "./store.ts";
-
-interface Lease {
-  owner: string;
-  expiresAt: number;
-}
 
 /**
  * A {@linkcode Store} in a `Map`. Versions are per-intent counters; leases
@@ -52,9 +55,11 @@ interface Lease {
  */
 export class MemoryStore implements Store {
   #intents = new Map<string, { record: IntentRecord; version: number }>();
-  #deliveries = new Map<string, number>();
-  #leases = new Map<string, Lease>();
-  #deadLetters = new Map<string, DeadLetter>();
+  #counts = new Map<string, CountRecord>();
+  #claims = new Map<string, { expiresAt: number }>();
+  #leases = new Map<string, LeaseRecord>();
+  #deadLetters = new Map<string, StoredDeadLetter>();
+  #deadLetterVersions = 0;
 
   #read(id: string): Intent | null {
     const entry = this.#intents.get(id);
@@ -82,6 +87,51 @@ export class MemoryStore implements Store {
     return entry.record;
   }
 
+  /**
+   * One delivery write: checks the version, the lease and the claim, then
+   * applies everything. No await between the checks and the writes, so it
+   * is one commit.
+   */
+  #writeIntent(
+    id: string,
+    version: string,
+    update: (record: IntentRecord) => IntentRecord,
+    options: WriteOptions,
+    deadLetter?: DeadLetter,
+  ): Intent {
+    const next = update(this.#expect(id, version));
+    const lease = options.lease
+      ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
+      : undefined;
+    if (options.claim) this.#checkClaim(options.claim);
+    if (lease) this.#leases.set(id, lease);
+    else if (
+      lease === null && this.#leases.get(id)?.owner === options.lease?.owner
+    ) {
+      this.#leases.delete(id);
+    }
+    if (options.claim) this.#claim(options.claim);
+    if (deadLetter) this.#putDeadLetter(deadLetter);
+    return this.#write(id, next);
+  }
+
+  #checkClaim(claim: Claim): void {
+    assertClaimable(this.#claims.get(claim.key) ?? null, claim);
+  }
+
+  #claim(claim: Claim): void {
+    this.#claims.delete(claim.key);
+    this.#claims.set(claim.key, { expiresAt: claim.expiresAt });
+    sweep(this.#claims, claim.now);
+  }
+
+  #putDeadLetter(deadLetter: DeadLetter): void {
+    this.#deadLetters.set(deadLetter.jobId, {
+      ...deadLetter,
+      version: String(++this.#deadLetterVersions),
+    });
+  }
+
   #hold(id: string, op: "record" | "void" | "capture"): HoldState {
     const entry = this.#intents.get(id);
     if (!entry) {
@@ -89,12 +139,19 @@ export class MemoryStore implements Store {
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
       );
     }
-    const hold = nextHold(entry.record, op);
+    const hold = heldBy(entry.record, op);
     if (hold !== entry.record.hold) this.#write(id, { ...entry.record, hold });
     return hold;
   }
 
-  /** {@inheritDoc Store.createIntent} */
+  /**
+   * Creates an intent (setup and admin).
+   *
+   * @param intent The intent's fields.
+   * @returns The intent as stored.
+   * @throws {ConflictError} If an intent with that id exists.
+   * @throws {TypeError} If a field is invalid.
+   */
   createIntent(intent: NewIntent): Promise<Intent> {
     return attempt(() => {
       const record = newIntentRecord(intent);
@@ -107,112 +164,202 @@ export class MemoryStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.getIntent} */
+  /**
+   * Reads an intent with its hold and last broadcast.
+   *
+   * @param id The intent id.
+   * @returns The intent, or `null` if there is none.
+   */
   getIntent(id: string): Promise<Intent | null> {
     return Promise.resolve(this.#read(id));
   }
 
-  /** {@inheritDoc Store.transition} */
-  transition(id: string, change: Transition): Promise<Intent> {
-    return attempt(() => {
-      const next = transitioned(this.#expect(id, change.version), change);
-      if (change.deadLetter) {
-        this.#deadLetters.set(change.deadLetter.jobId, {
-          ...change.deadLetter,
-        });
-      }
-      return this.#write(id, next);
-    });
-  }
-
-  /** {@inheritDoc Store.beginBroadcast} */
-  beginBroadcast(id: string, version: string, at: number): Promise<Intent> {
+  /**
+   * Moves an intent along the transition table, in one commit with its
+   * ledger change, dead letter, lease and claim.
+   *
+   * @param id The intent id.
+   * @param change The move, checked on the version read.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the move.
+   * @throws {ConflictError} If the intent changed, or the move breaks a rule.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  transition(
+    id: string,
+    change: Transition,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
     return attempt(() =>
-      this.#write(id, broadcastBegun(this.#expect(id, version), at))
+      this.#writeIntent(
+        id,
+        change.version,
+        (record) => transitioned(record, change),
+        options,
+        change.deadLetter,
+      )
     );
   }
 
-  /** {@inheritDoc Store.recordBroadcast} */
+  /**
+   * Writes ahead of a broadcast on a `settling` intent.
+   *
+   * @param id The intent id.
+   * @param version The version read.
+   * @param at When, in milliseconds of the injected clock.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed or is not `settling`.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  beginBroadcast(
+    id: string,
+    version: string,
+    at: number,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
+    return attempt(() =>
+      this.#writeIntent(
+        id,
+        version,
+        (record) => broadcastBegun(record, at),
+        options,
+      )
+    );
+  }
+
+  /**
+   * Records the outcome of a broadcast on a `settling` intent.
+   *
+   * @param id The intent id.
+   * @param version The version read.
+   * @param broadcast The outcome.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed or is not `settling`.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
   recordBroadcast(
     id: string,
     version: string,
     broadcast: Broadcast,
+    options: WriteOptions = {},
   ): Promise<Intent> {
     return attempt(() =>
-      this.#write(id, broadcastRecorded(this.#expect(id, version), broadcast))
+      this.#writeIntent(
+        id,
+        version,
+        (record) => broadcastRecorded(record, broadcast),
+        options,
+      )
     );
   }
 
-  /** {@inheritDoc Store.recordHold} */
+  /**
+   * Records a `pending` hold before authorization. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   recordHold(id: string): Promise<HoldState> {
     return attempt(() => this.#hold(id, "record"));
   }
 
-  /** {@inheritDoc Store.voidHold} */
+  /**
+   * Voids the hold. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   voidHold(id: string): Promise<HoldState> {
     return attempt(() => this.#hold(id, "void"));
   }
 
-  /** {@inheritDoc Store.captureHold} */
+  /**
+   * Captures the hold. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   captureHold(id: string): Promise<HoldState> {
     return attempt(() => this.#hold(id, "capture"));
   }
 
-  /** {@inheritDoc Store.countDelivery} */
-  countDelivery(jobId: string): Promise<number> {
-    const n = (this.#deliveries.get(jobId) ?? 0) + 1;
-    this.#deliveries.set(jobId, n);
-    return Promise.resolve(n);
-  }
-
-  /** {@inheritDoc Store.deliveries} */
-  deliveries(jobId: string): Promise<number> {
-    return Promise.resolve(this.#deliveries.get(jobId) ?? 0);
-  }
-
-  /** {@inheritDoc Store.acquireLease} */
-  acquireLease(intentId: string, request: LeaseRequest): Promise<boolean> {
-    const lease = this.#leases.get(intentId);
-    if (
-      lease && lease.owner !== request.owner && lease.expiresAt > request.now
-    ) {
-      return Promise.resolve(false);
-    }
-    this.#leases.set(intentId, {
-      owner: request.owner,
-      expiresAt: request.now + request.ttlMs,
+  /**
+   * Counts a delivery and/or claims a replay record, in one commit.
+   *
+   * @param admission What to count and claim, and the time.
+   * @returns The delivery number if counted, else `null`.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  admit(admission: Admission): Promise<number | null> {
+    return attempt(() => {
+      if (admission.claim) this.#checkClaim(admission.claim);
+      if (admission.claim) this.#claim(admission.claim);
+      if (admission.count === undefined) return null;
+      const next = counted(
+        this.#counts.get(admission.count) ?? null,
+        admission.now,
+      );
+      this.#counts.delete(admission.count);
+      this.#counts.set(admission.count, next);
+      sweep(this.#counts, admission.now);
+      return next.n;
     });
-    return Promise.resolve(true);
   }
 
-  /** {@inheritDoc Store.renewLease} */
-  renewLease(intentId: string, request: LeaseRequest): Promise<boolean> {
-    const lease = this.#leases.get(intentId);
-    if (!lease || lease.owner !== request.owner) return Promise.resolve(false);
-    lease.expiresAt = request.now + request.ttlMs;
-    return Promise.resolve(true);
+  /**
+   * The deliveries counted for a job so far.
+   *
+   * @param jobId The job id.
+   * @returns The count; 0 if none.
+   */
+  deliveries(jobId: string): Promise<number> {
+    return Promise.resolve(this.#counts.get(jobId)?.n ?? 0);
   }
 
-  /** {@inheritDoc Store.releaseLease} */
-  releaseLease(intentId: string, owner: string): Promise<void> {
-    if (this.#leases.get(intentId)?.owner === owner) {
-      this.#leases.delete(intentId);
-    }
-    return Promise.resolve();
+  /**
+   * Keeps a dead letter, replacing an older one for the same job.
+   *
+   * @param deadLetter The dead letter.
+   * @param options The delivery's replay record.
+   * @throws {ReplayError} If the claim was already used.
+   */
+  putDeadLetter(
+    deadLetter: DeadLetter,
+    options: Pick<WriteOptions, "claim"> = {},
+  ): Promise<void> {
+    return attempt(() => {
+      if (options.claim) this.#checkClaim(options.claim);
+      if (options.claim) this.#claim(options.claim);
+      this.#putDeadLetter(deadLetter);
+    });
   }
 
-  /** {@inheritDoc Store.putDeadLetter} */
-  putDeadLetter(deadLetter: DeadLetter): Promise<void> {
-    this.#deadLetters.set(deadLetter.jobId, { ...deadLetter });
-    return Promise.resolve();
-  }
-
-  /** {@inheritDoc Store.getDeadLetter} */
-  getDeadLetter(jobId: string): Promise<DeadLetter | null> {
+  /**
+   * Reads the dead letter of a job.
+   *
+   * @param jobId The job id.
+   * @returns The dead letter with its version, or `null`.
+   */
+  getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     return Promise.resolve(this.#deadLetters.get(jobId) ?? null);
   }
 
-  /** {@inheritDoc Store.listDeadLetters} */
+  /**
+   * Lists dead letters, newest first.
+   *
+   * @param options The page size (1–1000, default 50) and the cursor of the previous page.
+   * @returns One page.
+   * @throws {RangeError} If `limit` is out of range.
+   * @throws {TypeError} If `cursor` is not one this store returned.
+   */
   listDeadLetters(
     options: { limit?: number; cursor?: string | null } = {},
   ): Promise<DeadLetterPage> {
@@ -232,12 +379,50 @@ export class MemoryStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.redrive} */
-  redrive(jobId: string): Promise<DeadLetter | null> {
-    const deadLetter = this.#deadLetters.get(jobId) ?? null;
-    this.#deadLetters.delete(jobId);
-    this.#deliveries.delete(jobId);
-    return Promise.resolve(deadLetter);
+  /**
+   * Takes out exactly the dead letter read and resets its job's count.
+   *
+   * @param jobId The job id.
+   * @param version The version of the dead letter read.
+   * @param options Nothing to enqueue: this store has no queue.
+   * @returns The dead letter removed.
+   * @throws {ConflictError} If the dead letter is gone or changed.
+   * @throws {TypeError} If asked to enqueue.
+   */
+  redrive(
+    jobId: string,
+    version: string,
+    options: { readonly enqueue?: unknown } = {},
+  ): Promise<DeadLetter> {
+    return attempt(() => {
+      if (options.enqueue !== undefined) {
+        throw new TypeError(
+          "Cannot enqueue in a redrive as MemoryStore has no queue: publish the job yourself",
+        );
+      }
+      const stored = this.#deadLetters.get(jobId);
+      if (stored === undefined || stored.version !== version) {
+        throw new ConflictError(
+          `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
+        );
+      }
+      this.#deadLetters.delete(jobId);
+      this.#counts.delete(jobId);
+      const { version: _, ...deadLetter } = stored;
+      return deadLetter;
+    });
+  }
+}
+
+/**
+ * Drops expired entries from the front of an insertion-ordered map (the
+ * oldest writes), a few at a time, so the map does not grow without bound.
+ */
+function sweep(map: Map<string, { expiresAt: number }>, now: number): void {
+  let budget = 8;
+  for (const [key, value] of map) {
+    if (value.expiresAt > now || budget-- === 0) return;
+    map.delete(key);
   }
 }
 

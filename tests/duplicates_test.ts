@@ -23,7 +23,12 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { HttpSender } from "../relayer/http_sender.ts";
 import { KvStore } from "../store/kv.ts";
-import type { LeaseRequest } from "../store/store.ts";
+import type {
+  Admission,
+  Broadcast,
+  Intent,
+  Transition,
+} from "../store/store.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
 import { createApp } from "../webhook/app.ts";
 import { loadConfig } from "../webhook/config.ts";
@@ -419,7 +424,7 @@ Deno.test("duplicate deliveries under load never overlap a send, and keep counts
 });
 
 /**
- * The broken twin: a KvStore that grants every lease, and counts a
+ * The broken twin: a KvStore that ignores every lease, and counts a
  * delivery by a read and a blind write (no compare-and-set).
  */
 class CarelessStore extends KvStore {
@@ -428,27 +433,33 @@ class CarelessStore extends KvStore {
     super(kv);
     this.#kv = kv;
   }
-  override acquireLease(
-    _intentId: string,
-    _request: LeaseRequest,
-  ): Promise<boolean> {
-    return Promise.resolve(true);
+  override beginBroadcast(
+    id: string,
+    version: string,
+    at: number,
+  ): Promise<Intent> {
+    return super.beginBroadcast(id, version, at);
   }
-  override renewLease(
-    _intentId: string,
-    _request: LeaseRequest,
-  ): Promise<boolean> {
-    return Promise.resolve(true);
+  override recordBroadcast(
+    id: string,
+    version: string,
+    broadcast: Broadcast,
+  ): Promise<Intent> {
+    return super.recordBroadcast(id, version, broadcast);
   }
-  override async countDelivery(jobId: string): Promise<number> {
-    const key = ["relayer", "deliveries", jobId];
-    const n = ((await this.#kv.get<number>(key)).value ?? 0) + 1;
-    await this.#kv.set(key, n);
+  override transition(id: string, change: Transition): Promise<Intent> {
+    return super.transition(id, change);
+  }
+  override async admit(admission: Admission): Promise<number | null> {
+    if (admission.count === undefined) return await super.admit(admission);
+    const key = ["relayer", "deliveries", admission.count];
+    const n = ((await this.#kv.get<{ n: number }>(key)).value?.n ?? 0) + 1;
+    await this.#kv.set(key, { n, expiresAt: admission.now + 1e9 });
     return n;
   }
 }
 
-Deno.test("the duplicate checks fail on a store that grants every lease and counts without compare-and-set", async () => {
+Deno.test("the duplicate checks fail on a store that ignores leases and counts without compare-and-set", async () => {
   await withWorld(async ({ dir, stub, senderUrl }) => {
     const kv = await Deno.openKv(`${dir}/careless.kv`);
     const app = createApp({

@@ -30,6 +30,7 @@ import {
   jobIdOf,
   type Outcome,
   parseJob,
+  type RedriveOptions,
   type Relayer,
   type RelayerOptions,
 } from "../relayer/relayer.ts";
@@ -124,8 +125,15 @@ export interface AppDeps extends RelayerOptions {
    * @default {a function that discards them}
    */
   readonly log?: (line: string) => void;
-  /** Puts a job on the local queue (`POST /v1/jobs`, redrive); absent, those answer 503. */
+  /** Puts a job on a queue (`POST /v1/jobs`); absent, that route answers 503. */
   readonly enqueue?: (job: Job) => Promise<void>;
+  /**
+   * Where a redriven job goes: published to a queue before the dead letter
+   * is removed, or enqueued on the store's own queue in the same commit.
+   * Absent, a redrive only removes the dead letter and says to publish the
+   * job again.
+   */
+  readonly redriveTo?: RedriveOptions;
 }
 
 /**
@@ -403,13 +411,15 @@ export function createApp(deps: AppDeps): WebhookApp {
   async function deliver(
     route: Route,
     job: Job,
-    delivery: number | (() => Promise<number>) | undefined,
+    delivery: number | undefined,
+    countAs?: string,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
       outcome = await relayer.deliver(
         job,
-        typeof delivery === "function" ? await delivery() : delivery,
+        delivery,
+        countAs === undefined ? {} : { countAs },
       );
     } catch (error) {
       log(
@@ -528,10 +538,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
     const attempt = deliveryAttempt ?? delivery_attempt ?? 0;
     // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-    const delivery = attempt === 0
-      ? () => store.countDelivery(`pubsub/${id}`)
-      : deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
-    return await deliver("pubsub", job, delivery);
+    if (attempt === 0) {
+      return await deliver("pubsub", job, undefined, `pubsub/${id}`);
+    }
+    return await deliver(
+      "pubsub",
+      job,
+      deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
+    );
   });
 
   app.post("/v1/deliveries", async (c) => {
@@ -656,7 +670,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const jobId = c.req.param("jobId");
     let job: Job | null;
     try {
-      job = await relayer.redrive(jobId, deps.enqueue);
+      job = await relayer.redrive(jobId, deps.redriveTo);
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-redrive", "Cannot redrive", error.message);
@@ -674,8 +688,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     return c.json(
       {
         job,
-        enqueued: deps.enqueue !== undefined,
-        ...(deps.enqueue ? {} : {
+        enqueued: deps.redriveTo !== undefined,
+        ...(deps.redriveTo ? {} : {
           note:
             "Publish the job to your queue again; its delivery count starts afresh.",
         }),

@@ -17,6 +17,7 @@ import {
   type Sender,
   type Store,
   TRANSITIONS,
+  type WriteOptions,
 } from "../../mod.ts";
 import type { IntentState } from "../../mod.ts";
 import fc from "fast-check";
@@ -169,7 +170,7 @@ function incarnation(inner: Store, world: World): Store & { dead: boolean } {
     },
     createIntent: (i) => handle.write(() => inner.createIntent(i)),
     getIntent: (id) => handle.read(() => inner.getIntent(id)),
-    async transition(id, change) {
+    async transition(id, change, options) {
       // I3, checked on every move the relayer makes: in the table, forward,
       // and never out of a state only the payments API or an operator moves.
       if (
@@ -181,7 +182,11 @@ function incarnation(inner: Store, world: World): Store & { dead: boolean } {
         );
       }
       if (!world.splitLedger || change.ledger === undefined) {
-        return await handle.write(() => inner.transition(id, change));
+        return await leased(
+          id,
+          options,
+          () => inner.transition(id, change, options),
+        );
       }
       // A store that keeps the ledger elsewhere: ledger first, then state.
       const ledger = change.ledger;
@@ -189,56 +194,54 @@ function incarnation(inner: Store, world: World): Store & { dead: boolean } {
         ledger === "void" ? inner.voidHold(id) : inner.captureHold(id)
       );
       const fresh = await handle.read(() => inner.getIntent(id));
-      return await handle.write(() =>
+      return await leased(id, options, () =>
         inner.transition(id, {
           ...change,
           version: fresh?.version ?? change.version,
-        })
-      );
+        }, options));
     },
-    beginBroadcast: (id, v, at) =>
-      handle.write(() => inner.beginBroadcast(id, v, at)),
-    recordBroadcast: (id, v, b) =>
-      handle.write(() => inner.recordBroadcast(id, v, b)),
+    beginBroadcast: (id, v, at, o) =>
+      leased(id, o, () => inner.beginBroadcast(id, v, at, o)),
+    recordBroadcast: (id, v, b, o) =>
+      leased(id, o, () => inner.recordBroadcast(id, v, b, o)),
     recordHold: (id) => handle.write(() => inner.recordHold(id)),
     voidHold: (id) => handle.write(() => inner.voidHold(id)),
     captureHold: (id) => handle.write(() => inner.captureHold(id)),
-    countDelivery: (jobId) => handle.write(() => inner.countDelivery(jobId)),
+    admit: (a) => handle.write(() => inner.admit(a)),
     deliveries: (jobId) => handle.read(() => inner.deliveries(jobId)),
-    acquireLease: (intentId, request) =>
-      handle.write(async () => {
-        const granted = await inner.acquireLease(intentId, request);
-        const holder = world.holders.get(intentId);
-        if (
-          granted && holder && holder.owner !== request.owner &&
-          holder.until > request.now
-        ) {
-          world.violations.push(
-            `I5: ${intentId} leased to ${request.owner} while ${holder.owner} held it`,
-          );
-        }
-        if (granted) {
-          world.holders.set(intentId, {
-            owner: request.owner,
-            until: request.now + request.ttlMs,
-          });
-        }
-        return granted;
-      }),
-    renewLease: (intentId, request) =>
-      handle.write(() => inner.renewLease(intentId, request)),
-    releaseLease: (intentId, owner) =>
-      handle.write(async () => {
-        await inner.releaseLease(intentId, owner);
-        if (world.holders.get(intentId)?.owner === owner) {
-          world.holders.delete(intentId);
-        }
-      }),
-    putDeadLetter: (d) => handle.write(() => inner.putDeadLetter(d)),
+    putDeadLetter: (d, o) => handle.write(() => inner.putDeadLetter(d, o)),
     getDeadLetter: (jobId) => handle.read(() => inner.getDeadLetter(jobId)),
     listDeadLetters: (o) => handle.read(() => inner.listDeadLetters(o)),
-    redrive: (jobId) => handle.write(() => inner.redrive(jobId)),
+    redrive: (jobId, v, o) => handle.write(() => inner.redrive(jobId, v, o)),
   };
+
+  /**
+   * A write that carries a lease: I5, checked independently of the store.
+   * A lease kept past a write is held until its expiry; no other owner's
+   * write may land while it is.
+   */
+  async function leased<T>(
+    id: string,
+    options: WriteOptions | undefined,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    const result = await handle.write(run);
+    const lease = options?.lease;
+    if (lease === undefined) return result;
+    const holder = world.holders.get(id);
+    if (holder && holder.owner !== lease.owner && holder.until > lease.now) {
+      world.violations.push(
+        `I5: ${id} written by ${lease.owner} while ${holder.owner} held its lease`,
+      );
+    }
+    if (lease.keep) {
+      world.holders.set(id, {
+        owner: lease.owner,
+        until: lease.now + lease.ttlMs,
+      });
+    } else if (holder?.owner === lease.owner) world.holders.delete(id);
+    return result;
+  }
   return store;
 }
 

@@ -77,11 +77,13 @@ const forgetful: Breaker = (store) => ({
   },
 });
 
-/** Breaks I5: grants every lease. */
+/** Breaks I5: ignores every lease (drops it from the writes). */
 const noLease: Breaker = (store) => ({
   ...bind(store),
-  acquireLease: () => Promise.resolve(true),
-  renewLease: () => Promise.resolve(true),
+  transition: (id, change) => store.transition(id, change),
+  beginBroadcast: (id, version, at) => store.beginBroadcast(id, version, at),
+  recordBroadcast: (id, version, broadcast) =>
+    store.recordBroadcast(id, version, broadcast),
 });
 
 /** Breaks I6: hides a voided hold from the reader (a stale ledger cache). */

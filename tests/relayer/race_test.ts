@@ -17,6 +17,7 @@ import {
   type ReceiptStatus,
   type Sender,
   type Store,
+  type WriteOptions,
 } from "../../mod.ts";
 import { catchesAsync, runs } from "../_fc.ts";
 
@@ -96,26 +97,23 @@ function raceKeepsInvariants(
     const watched: Store = new Proxy(breaker(truth), {
       get(target, key) {
         const value = Reflect.get(target, key);
-        if (key === "acquireLease") {
-          return async (
-            id: string,
-            request: { owner: string; ttlMs: number; now: number },
-          ) => {
-            const granted: boolean = await value.call(target, id, request);
+        if (
+          key === "transition" || key === "beginBroadcast" ||
+          key === "recordBroadcast"
+        ) {
+          return async (id: string, ...args: unknown[]) => {
+            const result = await value.call(target, id, ...args);
+            const lease = (args.at(-1) as WriteOptions | undefined)?.lease;
+            if (lease === undefined) return result;
             const holder = holders.get(id);
-            if (granted && holder !== undefined && holder !== request.owner) {
+            if (holder !== undefined && holder !== lease.owner) {
               violations.push(
-                `I5: lease of ${id} granted to ${request.owner} while ${holder} held it`,
+                `I5: ${id} written by ${lease.owner} while ${holder} held its lease`,
               );
             }
-            if (granted) holders.set(id, request.owner);
-            return granted;
-          };
-        }
-        if (key === "releaseLease") {
-          return async (id: string, owner: string) => {
-            await value.call(target, id, owner);
-            if (holders.get(id) === owner) holders.delete(id);
+            if (lease.keep) holders.set(id, lease.owner);
+            else if (holder === lease.owner) holders.delete(id);
+            return result;
           };
         }
         return typeof value === "function" ? value.bind(target) : value;
@@ -195,14 +193,30 @@ Deno.test("createRelayer() keeps I1–I6 when two deliveries and a poison resolu
   await fc.assert(raceKeepsInvariants(), { numRuns: runs(500) });
 });
 
-Deno.test("the race property catches a store that grants every lease", async () => {
+Deno.test("the race property catches a store that ignores leases", async () => {
   const noLease = (store: Store): Store =>
     new Proxy(store, {
       get(target, key) {
-        if (key === "acquireLease" || key === "renewLease") {
-          return () => Promise.resolve(true);
-        }
         const value = Reflect.get(target, key);
+        if (
+          key === "transition" || key === "beginBroadcast" ||
+          key === "recordBroadcast"
+        ) {
+          // Every write as if no lease rode in it.
+          return (...args: unknown[]) =>
+            value.apply(
+              target,
+              args.map((arg) => {
+                if (
+                  typeof arg !== "object" || arg === null || !("lease" in arg)
+                ) {
+                  return arg;
+                }
+                const { lease: _, ...rest } = arg as WriteOptions;
+                return rest;
+              }),
+            );
+        }
         return typeof value === "function" ? value.bind(target) : value;
       },
     });

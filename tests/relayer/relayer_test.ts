@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   ConflictError,
   createRelayer,
+  type DeadLetter,
   type Intent,
   MemoryStore,
   type NewIntent,
@@ -12,6 +13,7 @@ import {
   ScriptedSender,
   type SenderScript,
   type Store,
+  type StoredDeadLetter,
 } from "../../mod.ts";
 import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
 
@@ -316,28 +318,57 @@ function suite(backend: Backend): void {
     assert.equal((await intent(store)).state, "needs_review");
   });
 
-  test("createRelayer() sends only while it still holds the lease it took", async () => {
+  test("createRelayer() sends nothing while another delivery holds the lease, and answers busy", async () => {
     const { relayer, store, sender } = await setup(
-      { state: "authorized", hold: "pending" },
+      { state: "settling", hold: "pending", settlingSince: 0 },
       { sends: [{ txHash: "0x1" }] },
     );
-    // Another delivery takes the lease over between this one's look and its send.
-    const renew = store.renewLease.bind(store);
-    store.renewLease = async (id, request) => {
-      await store.releaseLease(id, request.owner);
-      await store.acquireLease(id, {
-        owner: "someone else",
-        ttlMs: 60_000,
-        now: request.now,
-      });
-      return await renew(id, request);
+    // Another delivery wrote ahead of its own send and holds the lease
+    // across it (a long send); this one finds the payment stuck and would
+    // rescue it.
+    const seen = await intent(store);
+    await store.beginBroadcast("pi_0001", seen.version, 0, {
+      lease: { owner: "someone else", ttlMs: 10_000_000, now: 0, keep: true },
+    });
+    const outcome = await relayer.deliver(job, 9);
+    assert.equal(
+      outcome.action === "retry" && outcome.reason,
+      "intent pi_0001 is busy with another delivery",
+      "busy is not failure: retry, even past maxDeliveries",
+    );
+    assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() plans again when the intent changed but kept its state between the look and the write: no second send", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "settling", hold: "pending", settlingSince: 0 },
+      { sends: [{ txHash: "0x2" }] },
+    );
+    // This delivery looks (stuck: nothing on record) and would rescue; before
+    // its write, another delivery records a send of its own.
+    const getIntent = store.getIntent.bind(store);
+    let looks = 0;
+    store.getIntent = async (id) => {
+      const seen = await getIntent(id);
+      if (looks++ === 0 && seen) {
+        await store.recordBroadcast(id, seen.version, {
+          outcome: "sent",
+          txHash: "0x1",
+          at: 999_999,
+        });
+      }
+      return seen;
     };
     const outcome = await relayer.deliver(job, 1);
     assert.equal(
       outcome.action === "retry" && outcome.reason,
-      "intent pi_0001 is busy with another delivery",
+      "waiting for 0x1 to confirm",
     );
-    assert.equal(sender.calls.length, 0);
+    assert.equal(
+      sender.calls.filter((c) => c.method === "send").length,
+      0,
+      "no second send",
+    );
   });
 
   test("createRelayer() keeps the dead letter of a resolution when a duplicate that looked earlier is poisoned too", async () => {
@@ -372,7 +403,10 @@ function suite(backend: Backend): void {
       outcome.action === "poison" && outcome.resolution,
       "job dropped, intent already needs_review",
     );
-    assert.deepEqual(await store.getDeadLetter("pi_0001/settle"), first);
+    assert.deepEqual(
+      letterOf(await store.getDeadLetter("pi_0001/settle")),
+      first,
+    );
   });
 
   test("createRelayer() clips a huge Sender error before storing it", async () => {
@@ -408,7 +442,7 @@ function suite(backend: Backend): void {
     const failed = await intent(store);
     assert.equal(failed.state, "failed");
     assert.equal(failed.hold, "voided");
-    assert.deepEqual(await store.getDeadLetter("pi_0001/settle"), {
+    assert.deepEqual(letterOf(await store.getDeadLetter("pi_0001/settle")), {
       jobId: "pi_0001/settle",
       intentId: "pi_0001",
       deliveries: 1,
@@ -598,3 +632,10 @@ function suite(backend: Backend): void {
 }
 
 for (const backend of BACKENDS) suite(backend);
+
+/** A dead letter as kept, without the store's version. */
+function letterOf(stored: StoredDeadLetter | null): DeadLetter | null {
+  if (stored === null) return null;
+  const { version: _, ...letter } = stored;
+  return letter;
+}

@@ -12,11 +12,13 @@
 
 import assert from "node:assert/strict";
 import {
+  BusyError,
   ConflictError,
   type DeadLetter,
   type HoldState,
   INTENT_STATES,
   type IntentState,
+  ReplayError,
   type Store,
   TRANSITIONS,
 } from "../../mod.ts";
@@ -25,6 +27,12 @@ import {
 export interface OpenStore {
   readonly store: Store;
   close(): void | Promise<void>;
+  /**
+   * For stores whose writes read, then commit (Deno KV): runs `write` once,
+   * right before the next commit, so a test can land a write between a
+   * method's read and its commit. Absent where a write has no such gap.
+   */
+  readonly beforeNextCommit?: (write: () => Promise<unknown>) => void;
 }
 
 /** Opens a fresh, empty store. */
@@ -74,6 +82,115 @@ export function storeContract(name: string, open: OpenStoreFn): void {
         await close();
       }
     });
+
+  // Every method that writes an intent, with a write that lands between its
+  // read and its commit: the commit itself must check what was read.
+  Deno.test(`${name} checks at commit time what every write read`, async (t) => {
+    const opened = await open();
+    const { store, beforeNextCommit } = opened;
+    try {
+      if (beforeNextCommit === undefined) return; // no gap between read and commit
+      let n = 0;
+      const settling = async () => {
+        const id = `pi_race_${n++}`;
+        const intent = await store.createIntent({
+          id,
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+        });
+        return { id, intent };
+      };
+      // The interloper: another delivery records a send meanwhile (state kept).
+      const interlope = (id: string) =>
+        beforeNextCommit(async () => {
+          const now = (await store.getIntent(id))!;
+          await store.recordBroadcast(id, now.version, {
+            outcome: "sent",
+            txHash: "0xother",
+            at: 1,
+          });
+        });
+      const cases: Record<
+        string,
+        (id: string, version: string) => Promise<unknown>
+      > = {
+        transition: (id, version) =>
+          store.transition(id, {
+            from: "settling",
+            to: "needs_review",
+            version,
+            at: 2,
+          }),
+        beginBroadcast: (id, version) => store.beginBroadcast(id, version, 2),
+        recordBroadcast: (id, version) =>
+          store.recordBroadcast(id, version, { outcome: "not_sent", at: 2 }),
+        voidHold: (id) => store.voidHold(id),
+      };
+      for (const [method, write] of Object.entries(cases)) {
+        await t.step(method, async () => {
+          const { id, intent } = await settling();
+          interlope(id);
+          await assert.rejects(write(id, intent.version), ConflictError);
+          const after = (await store.getIntent(id))!;
+          assert.equal(
+            after.lastBroadcast?.txHash,
+            "0xother",
+            "the interloper's write stands",
+          );
+          assert.equal(
+            after.hold,
+            "pending",
+            "and nothing of the refused write",
+          );
+        });
+      }
+      await t.step("captureHold", async () => {
+        const { id } = await settling();
+        beforeNextCommit(async () => {
+          const now = (await store.getIntent(id))!;
+          await store.transition(id, {
+            from: "settling",
+            to: "failed",
+            version: now.version,
+            at: 1,
+            ledger: "void",
+          });
+        });
+        await assert.rejects(store.captureHold(id), ConflictError);
+        assert.equal((await store.getIntent(id))?.state, "failed");
+      });
+      await t.step("putDeadLetter", async () => {
+        beforeNextCommit(() =>
+          store.putDeadLetter(deadLetter("pi_x/settle", 5))
+        );
+        await assert.rejects(
+          store.putDeadLetter(deadLetter("pi_x/settle", 4)),
+          ConflictError,
+        );
+        assert.equal((await store.getDeadLetter("pi_x/settle"))?.poisonedAt, 5);
+      });
+      await t.step("redrive", async () => {
+        await store.putDeadLetter(deadLetter("pi_y/settle", 1));
+        const read = (await store.getDeadLetter("pi_y/settle"))!;
+        beforeNextCommit(() =>
+          store.putDeadLetter(deadLetter("pi_y/settle", 2))
+        );
+        await assert.rejects(
+          store.redrive("pi_y/settle", read.version),
+          ConflictError,
+        );
+        assert.equal((await store.getDeadLetter("pi_y/settle"))?.poisonedAt, 2);
+      });
+      await t.step("admit (a count retries, never loses one)", async () => {
+        beforeNextCommit(() => store.admit({ count: "pi_z/settle", now: 0 }));
+        assert.equal(await store.admit({ count: "pi_z/settle", now: 0 }), 2);
+        assert.equal(await store.deliveries("pi_z/settle"), 2);
+      });
+    } finally {
+      await opened.close();
+    }
+  });
 
   test("creates an intent and reads it back with its hold and no broadcast", async (store) => {
     const created = await store.createIntent({
@@ -320,7 +437,7 @@ export function storeContract(name: string, open: OpenStoreFn): void {
 
     await store.createIntent({
       id: "pi_2",
-      state: "authorized",
+      state: "needs_review",
       hold: "pending",
     });
     assert.equal(await store.captureHold("pi_2"), "captured");
@@ -418,78 +535,257 @@ export function storeContract(name: string, open: OpenStoreFn): void {
   });
 
   test("counts deliveries atomically, also under concurrent calls", async (store) => {
+    const count = (jobId: string, now = 0) =>
+      store.admit({ count: jobId, now });
     assert.equal(await store.deliveries("pi_1/settle"), 0);
-    assert.equal(await store.countDelivery("pi_1/settle"), 1);
-    assert.equal(await store.countDelivery("pi_1/settle"), 2);
+    assert.equal(await count("pi_1/settle"), 1);
+    assert.equal(await count("pi_1/settle"), 2);
     const concurrent = await Promise.all(
-      Array.from({ length: 12 }, () => store.countDelivery("pi_2/settle")),
+      Array.from({ length: 12 }, () => count("pi_2/settle")),
     );
     assert.deepEqual(
-      [...concurrent].sort((a, b) => a - b),
+      [...concurrent].sort((a, b) => a! - b!),
       Array.from({ length: 12 }, (_, i) => i + 1),
     );
     assert.equal(await store.deliveries("pi_2/settle"), 12);
     assert.equal(await store.deliveries("pi_1/settle"), 2);
+    assert.equal(await store.admit({ now: 0 }), null, "nothing to count");
   });
 
-  test("grants a lease to one owner until it expires by the injected clock", async (store) => {
+  test("forgets a delivery count 8 days after its last write", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 7 * day }), 2);
+    // Counted from the last write: still alive just before 15 days.
+    assert.equal(
+      await store.admit({ count: "pi_1/settle", now: 15 * day - 1 }),
+      3,
+    );
+    assert.equal(
+      await store.admit({ count: "pi_1/settle", now: 23 * day }),
+      1,
+      "expired: counting starts again",
+    );
+  });
+
+  test("refuses a replayed claim until it expires, in admit and in every write", async (store) => {
+    const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
+    assert.equal(await store.admit({ claim, now: 0 }), null);
+    await assert.rejects(
+      store.admit({ claim: { ...claim, now: 999 }, now: 999 }),
+      ReplayError,
+    );
+    // A refused admission counts nothing.
+    await assert.rejects(
+      store.admit({
+        count: "pi_1/settle",
+        claim: { ...claim, now: 1 },
+        now: 1,
+      }),
+      ReplayError,
+    );
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    // Expired: the key may be claimed again (its signature is refused by age by then).
+    assert.equal(
+      await store.admit({
+        claim: { ...claim, now: 1000, expiresAt: 2000 },
+        now: 1000,
+      }),
+      null,
+    );
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const used = { key: "sig-2", now: 0, expiresAt: 1000 };
+    await store.admit({ claim: used, now: 0 });
+    await assert.rejects(
+      store.beginBroadcast("pi_1", i.version, 1, { claim: used }),
+      ReplayError,
+    );
+    await assert.rejects(
+      store.recordBroadcast("pi_1", i.version, { outcome: "unknown", at: 1 }, {
+        claim: used,
+      }),
+      ReplayError,
+    );
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: i.version,
+        at: 1,
+      }, { claim: used }),
+      ReplayError,
+    );
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 1), { claim: used }),
+      ReplayError,
+    );
+    assert.deepEqual(await store.getIntent("pi_1"), i, "nothing written");
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    // A claim rides in the write it was given to: once, and only if the write lands.
+    const fresh = { key: "sig-3", now: 0, expiresAt: 1000 };
+    await assert.rejects(
+      store.beginBroadcast("pi_1", "stale", 1, { claim: fresh }),
+      ConflictError,
+    );
+    const begun = await store.beginBroadcast("pi_1", i.version, 1, {
+      claim: fresh,
+    });
+    assert.equal(begun.broadcasting, 1);
+    await assert.rejects(store.admit({ claim: fresh, now: 2 }), ReplayError);
+  });
+
+  test("a write that carries a lease refuses another owner's live lease, and keeps or releases its own", async (store) => {
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
     const a = { owner: "a", ttlMs: 1000, now: 0 };
-    assert.equal(await store.acquireLease("pi_1", a), true);
-    assert.equal(
-      await store.acquireLease("pi_1", a),
-      true,
-      "the owner may re-acquire",
+    const ahead = await store.beginBroadcast("pi_1", i.version, 0, {
+      lease: { ...a, keep: true },
+    });
+    const sent = { outcome: "unknown", at: 500 } as const;
+    await assert.rejects(
+      store.recordBroadcast("pi_1", ahead.version, sent, {
+        lease: { owner: "b", ttlMs: 1000, now: 999 },
+      }),
+      BusyError,
     );
-    assert.equal(
-      await store.acquireLease("pi_1", { owner: "b", ttlMs: 1000, now: 999 }),
-      false,
+    // Per intent: another intent's writes are free.
+    const other = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await store.beginBroadcast("pi_2", other.version, 0, {
+      lease: { owner: "b", ttlMs: 1000, now: 999 },
+    });
+    // The owner writes, and releases.
+    const recorded = await store.recordBroadcast("pi_1", ahead.version, sent, {
+      lease: { ...a, now: 500 },
+    });
+    // Released: b may write at once.
+    const b1 = await store.beginBroadcast("pi_1", recorded.version, 600, {
+      lease: { owner: "b", ttlMs: 1000, now: 600, keep: true },
+    });
+    // b's lease (to 1600) is live at 1599 and lapses at 1600.
+    await assert.rejects(
+      store.recordBroadcast("pi_1", b1.version, sent, {
+        lease: { owner: "c", ttlMs: 1000, now: 1599 },
+      }),
+      BusyError,
     );
-    assert.equal(
-      await store.acquireLease("pi_2", { owner: "b", ttlMs: 1000, now: 999 }),
-      true,
-      "per intent",
+    const c1 = await store.recordBroadcast("pi_1", b1.version, sent, {
+      lease: { owner: "c", ttlMs: 1000, now: 1600, keep: true },
+    });
+    // c renewed (kept) it: b, whose lease lapsed, is now the one refused.
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: c1.version,
+        at: 1700,
+      }, { lease: { owner: "b", ttlMs: 1000, now: 1700 } }),
+      BusyError,
     );
-    assert.equal(
-      await store.acquireLease("pi_1", { owner: "b", ttlMs: 1000, now: 1000 }),
-      true,
-      "expired: taken over",
-    );
-    assert.equal(
-      await store.renewLease("pi_1", { owner: "a", ttlMs: 1000, now: 1001 }),
-      false,
-      "a lost it",
-    );
-    await store.releaseLease("pi_1", "a"); // not a's any more: nothing happens
-    assert.equal(
-      await store.acquireLease("pi_1", { owner: "c", ttlMs: 1000, now: 1500 }),
-      false,
-    );
-    assert.equal(
-      await store.renewLease("pi_1", { owner: "b", ttlMs: 1000, now: 1900 }),
-      true,
-    );
-    assert.equal(
-      await store.acquireLease("pi_1", { owner: "c", ttlMs: 1000, now: 2500 }),
-      false,
-      "renewed to 2900",
-    );
-    await store.releaseLease("pi_1", "b");
-    assert.equal(
-      await store.acquireLease("pi_1", { owner: "c", ttlMs: 1000, now: 2500 }),
-      true,
-      "released",
-    );
+    // A write without a lease (admin) ignores leases.
+    const reviewed = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: c1.version,
+      at: 1700,
+    });
+    assert.equal(reviewed.state, "needs_review");
   });
 
-  test("gives a contested lease to exactly one of many concurrent owners", async (store) => {
-    const results = await Promise.all(
+  test("gives a contested write-ahead to exactly one of many concurrent deliveries", async (store) => {
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const results = await Promise.allSettled(
       Array.from(
         { length: 8 },
-        (_, i) =>
-          store.acquireLease("pi_1", { owner: `o${i}`, ttlMs: 1000, now: 0 }),
+        (_, n) =>
+          store.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: i.version,
+            at: n,
+          }, { lease: { owner: `o${n}`, ttlMs: 1000, now: 0, keep: true } }),
       ),
     );
-    assert.equal(results.filter(Boolean).length, 1);
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+    for (const r of results) {
+      if (r.status === "rejected") {
+        assert.ok(
+          r.reason instanceof ConflictError || r.reason instanceof BusyError,
+        );
+      }
+    }
+  });
+
+  test("holds: voids and captures only where the intent's state allows", async (store) => {
+    await store.createIntent({
+      id: "pi_a",
+      state: "authorized",
+      hold: "pending",
+    });
+    await assert.rejects(
+      store.captureHold("pi_a"),
+      /only a settling or needs_review/,
+    );
+    assert.equal(
+      await store.voidHold("pi_a"),
+      "voided",
+      "the payments API may release an authorized hold",
+    );
+    // A settling intent with nothing that may have left may be voided...
+    await store.createIntent({
+      id: "pi_b",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      broadcasting: null,
+    });
+    assert.equal(await store.voidHold("pi_b"), "voided");
+    // ...but not once a broadcast may have left, or is under way.
+    await store.createIntent({
+      id: "pi_c",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "sent", txHash: "0xc", at: 1 },
+    });
+    await assert.rejects(store.voidHold("pi_c"), /money may have moved/);
+    await store.createIntent({
+      id: "pi_d",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      broadcasting: 5,
+    });
+    await assert.rejects(store.voidHold("pi_d"), /money may have moved/);
+    assert.equal(await store.captureHold("pi_c"), "captured");
+    await store.createIntent({
+      id: "pi_e",
+      state: "needs_review",
+      hold: "pending",
+    });
+    assert.equal(await store.captureHold("pi_e"), "captured");
+    await assert.rejects(store.captureHold("pi_missing"), ConflictError);
+    await assert.rejects(store.voidHold("pi_missing"), ConflictError);
+    // Idempotent where the ledger already says so.
+    assert.equal(await store.captureHold("pi_e"), "captured");
+    assert.equal(await store.voidHold("pi_a"), "voided");
   });
 
   test("keeps dead letters, replaces one per job, and lists them newest first in pages", async (store) => {
@@ -540,7 +836,8 @@ export function storeContract(name: string, open: OpenStoreFn): void {
       ledger: "void",
       deadLetter: letter,
     });
-    assert.deepEqual(await store.getDeadLetter("pi_1/settle"), letter);
+    const { version: _, ...kept } = (await store.getDeadLetter("pi_1/settle"))!;
+    assert.deepEqual(kept, letter);
     // A refused move keeps no dead letter.
     const j = await store.createIntent({
       id: "pi_2",
@@ -561,19 +858,50 @@ export function storeContract(name: string, open: OpenStoreFn): void {
     assert.equal(await store.getDeadLetter("pi_2/settle"), null);
   });
 
-  test("redrives a dead letter: removes it and resets the delivery count in one write", async (store) => {
-    await store.countDelivery("pi_1/settle");
-    await store.countDelivery("pi_1/settle");
+  test("redrives exactly the dead letter read: removes it and resets the delivery count in one write", async (store) => {
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    await store.admit({ count: "pi_1/settle", now: 0 });
     await store.putDeadLetter(deadLetter("pi_1/settle", 1));
     await store.putDeadLetter(deadLetter("pi_2/settle", 2));
-    assert.equal((await store.redrive("pi_1/settle"))?.jobId, "pi_1/settle");
+    const read = (await store.getDeadLetter("pi_1/settle"))!;
+    assert.equal(typeof read.version, "string");
+    assert.equal(
+      (await store.redrive("pi_1/settle", read.version)).jobId,
+      "pi_1/settle",
+    );
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
     assert.equal(await store.deliveries("pi_1/settle"), 0);
-    assert.equal(await store.countDelivery("pi_1/settle"), 1);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
     assert.deepEqual(
       (await store.listDeadLetters()).items.map((d) => d.jobId),
       ["pi_2/settle"],
     );
-    assert.equal(await store.redrive("pi_1/settle"), null);
+    await assert.rejects(
+      store.redrive("pi_1/settle", read.version),
+      ConflictError,
+      "gone",
+    );
+    // A letter replaced since it was read is not the one to remove.
+    const old = (await store.getDeadLetter("pi_2/settle"))!;
+    await store.putDeadLetter(deadLetter("pi_2/settle", 3));
+    await assert.rejects(
+      store.redrive("pi_2/settle", old.version),
+      ConflictError,
+    );
+    assert.equal((await store.getDeadLetter("pi_2/settle"))?.poisonedAt, 3);
+  });
+
+  test("of two concurrent redrives of one dead letter, exactly one wins", async (store) => {
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    const read = (await store.getDeadLetter("pi_1/settle"))!;
+    const results = await Promise.allSettled([
+      store.redrive("pi_1/settle", read.version),
+      store.redrive("pi_1/settle", read.version),
+    ]);
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+    const lost = results.find((r) => r.status === "rejected");
+    assert.ok(
+      lost?.status === "rejected" && lost.reason instanceof ConflictError,
+    );
   });
 }

@@ -210,7 +210,9 @@ export async function preparePath(
 ): Promise<() => Promise<Outcome>> {
   const job = { intentId, kind: "settle" } as const;
   await store.createIntent({ id: intentId, ...path.intent });
-  if (path.delivery === "store") await store.countDelivery(jobIdOf(job));
+  if (path.delivery === "store") {
+    await store.admit({ count: jobIdOf(job), now: NOW });
+  }
   const relayer = createRelayer({
     store,
     sender: new ScriptedSender({ [intentId]: path.script }),
@@ -274,16 +276,14 @@ export interface Measurement {
 
 /**
  * The store calls of a poison resolution: from the relayer's re-read of
- * the intent (its last `getIntent`: the settle step reads first, then the
- * resolution re-reads) up to, not including, the lease release that every
- * delivery ends with.
+ * the intent after the decision (its last `getIntent`: the settle step
+ * reads first, then the resolution re-reads) to the end of the delivery.
  */
 export function resolutionCalls(
   calls: readonly StoreCall[],
 ): readonly StoreCall[] {
   const start = calls.findLastIndex((c) => c.method === "getIntent");
-  const end = calls.findLastIndex((c) => c.method === "releaseLease");
-  return start < 0 || end < start ? [] : calls.slice(start, end);
+  return start < 0 ? [] : calls.slice(start);
 }
 
 /** The KV operations of a poison resolution, summed over {@linkcode resolutionCalls}. */

@@ -516,7 +516,9 @@ Deno.test("createApp() lists dead letters and redrives one, refusing a failed in
   const { app } = await makeApp({
     intents: [created, { id: "pi_0002", state: "authorized", hold: "pending" }],
     scripts: { pi_0002: { sends: [{ error: poison(notSent("no")) }] } },
-    deps: { enqueue: (j) => Promise.resolve(void enqueued.push(j)) },
+    deps: {
+      redriveTo: { publish: (j) => Promise.resolve(void enqueued.push(j)) },
+    },
   });
   for (const intentId of ["pi_0001", "pi_0002"]) {
     await app.request(
