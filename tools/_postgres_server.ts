@@ -93,7 +93,9 @@ export async function postgresBinDir(): Promise<string | null> {
 
 /** The uid and gid of the `postgres` OS user, when this process is root. */
 async function serverUser(): Promise<{ uid: number; gid: number } | null> {
-  if (Deno.uid() !== 0) return null;
+  // `id -u`, not Deno.uid(): the tests run without --allow-sys.
+  const self = await run("id", ["-u"]);
+  if (self.out !== "0") return null;
   const uid = await run("id", ["-u", "postgres"]);
   const gid = await run("id", ["-g", "postgres"]);
   if (!uid.ok || !gid.ok) {
@@ -102,6 +104,19 @@ async function serverUser(): Promise<{ uid: number; gid: number } | null> {
     );
   }
   return { uid: Number(uid.out), gid: Number(gid.out) };
+}
+
+/**
+ * Starts a detached shell that runs `command` once this process has
+ * exited, however it exits (it polls the pid every half second).
+ */
+async function watchdog(command: string): Promise<void> {
+  const script =
+    `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 0.5; done; ${command}`;
+  await run("sh", [
+    "-c",
+    `setsid sh -c ${quote(script)} </dev/null >/dev/null 2>&1 &`,
+  ]);
 }
 
 function freePort(): number {
@@ -147,14 +162,11 @@ export async function startPostgres(
   const stop = `${quote(`${bin}/pg_ctl`)} -D ${
     quote(data)
   } -m immediate -w stop`;
-  const watchdog =
-    `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 0.5; done; ${
+  await watchdog(
+    `${
       user === null ? stop : `runuser -u postgres -- ${stop}`
-    } >/dev/null 2>&1; rm -rf ${quote(dir)}`;
-  await run("sh", [
-    "-c",
-    `setsid sh -c ${quote(watchdog)} </dev/null >/dev/null 2>&1 &`,
-  ]);
+    } >/dev/null 2>&1; rm -rf ${quote(dir)}`,
+  );
 
   const init = await as("initdb", [
     "-D",
@@ -241,22 +253,13 @@ export async function processPostgres(): Promise<ProcessPostgres> {
     starter = false;
   }
   if (starter) {
+    // The lock dir goes when this process does, whatever happens below.
+    await watchdog(`rm -rf ${quote(base)}`);
     const bin = await postgresBinDir();
     if (bin === null) {
       const missing =
         "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin";
       await Deno.writeTextFile(`${base}/missing`, missing);
-      // Nothing else will delete the marker.
-      await run("sh", [
-        "-c",
-        `setsid sh -c ${
-          quote(
-            `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 0.5; done; rm -rf ${
-              quote(base)
-            }`,
-          )
-        } </dev/null >/dev/null 2>&1 &`,
-      ]);
       return { server: null, missing };
     }
     try {

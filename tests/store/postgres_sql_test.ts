@@ -296,10 +296,10 @@ Deno.test({
       for (let n = 0; n < 64; n++) {
         await store.admit({ count: "new", now: later });
       }
-      const [{ counters, claims }] = await sql.unsafe(`
+      const [row] = await sql.unsafe(`
         SELECT (SELECT count(*) FROM "${schema}".counters WHERE job_id LIKE 'old/%')::int AS counters,
                (SELECT count(*) FROM "${schema}".claims)::int AS claims`);
-      assert.deepEqual([counters, claims], [0, 0]);
+      assert.deepEqual([row?.counters, row?.claims], [0, 0]);
       assert.equal(await store.deliveries("new"), 64);
     } finally {
       await close();
