@@ -90,6 +90,26 @@ export async function openPostgresStore(): Promise<
   };
 }
 
+/**
+ * A fresh database on this run's server, for a service that takes a
+ * `DATABASE_URL` (and migrates its own schema); `drop()` removes it.
+ */
+export async function freshDatabase(): Promise<
+  { url: string; drop(): Promise<void> }
+> {
+  const sql = await sharedClient();
+  const name = freshSchema();
+  await sql.unsafe(`CREATE DATABASE "${name}"`);
+  const url = new URL(await postgresUrl());
+  url.pathname = `/${name}`;
+  return {
+    url: url.href,
+    async drop() {
+      await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    },
+  };
+}
+
 const TABLES = [
   "holds",
   "intents",
