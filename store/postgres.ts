@@ -67,31 +67,53 @@ import type { IntentState } from "./transitions.ts";
 
 /**
  * A postgres.js client (`postgres(url)`), whatever custom types it was
- * given.
+ * given: the shape the constructor checks. Declared here rather than
+ * imported, so this module's public types do not depend on the client's
+ * version.
  *
  * @example Pass the client the service already has
- * ```ts ignore
+ * ```ts
  * import postgres from "postgres";
- * import { PostgresStore, type PostgresClient } from "@relayer/poison/postgres";
+ * import { type PostgresClient, PostgresStore } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
  *
- * const sql: PostgresClient = postgres(Deno.env.get("DATABASE_URL")!, { max: 10 });
- * const store = new PostgresStore(sql);
+ * // postgres.js connects on the first query: this needs no database.
+ * const sql = postgres("postgres://relayer@127.0.0.1:5432/payments", { max: 10 });
+ * const client: PostgresClient = sql;
+ * assert.ok(new PostgresStore(client) instanceof PostgresStore);
+ * await sql.end();
  * ```
  */
-// deno-lint-ignore no-explicit-any
-export type PostgresClient = postgres.Sql<any>;
+export interface PostgresClient {
+  /** Runs a query written as a tagged template, or builds an identifier. */
+  (...args: never[]): unknown;
+  /** Runs a callback in a transaction. */
+  readonly begin: (...args: never[]) => Promise<unknown>;
+  /** Runs a query given as text. */
+  readonly unsafe: (...args: never[]) => unknown;
+  /** The client's options, of which the store reads the column transform. */
+  readonly options: {
+    readonly transform?: { readonly column?: { readonly from?: unknown } };
+  };
+}
 
 /**
  * Options for {@linkcode PostgresStore}.
  *
  * @example Two services on one database
- * ```ts ignore
+ * ```ts
  * import postgres from "postgres";
  * import { PostgresStore, type PostgresStoreOptions } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
  *
- * const sql = postgres(Deno.env.get("DATABASE_URL")!);
- * const options: PostgresStoreOptions = { schema: "relayer_eu" };
- * await new PostgresStore(sql, options).migrate();
+ * const sql = postgres("postgres://relayer@127.0.0.1:5432/payments");
+ * const eu: PostgresStoreOptions = { schema: "relayer_eu" };
+ * const us: PostgresStoreOptions = { schema: "relayer_us" };
+ * const stores = [new PostgresStore(sql, eu), new PostgresStore(sql, us)]; // no I/O yet
+ * assert.equal(stores.length, 2);
+ * // The schema is spliced into SQL as an identifier, so it must be a plain one.
+ * assert.throws(() => new PostgresStore(sql, { schema: "relayer-eu" }), TypeError);
+ * await sql.end();
  * ```
  */
 export interface PostgresStoreOptions {
@@ -126,21 +148,26 @@ const ISOLATION = "isolation level read committed";
  * {@linkcode PostgresStore.migrate} once before use.
  *
  * @example Create and read an intent
- * ```ts ignore
+ * ```ts
  * import postgres from "postgres";
  * import { PostgresStore } from "@relayer/poison/postgres";
  * import assert from "node:assert/strict";
  *
- * const sql = postgres(Deno.env.get("DATABASE_URL")!);
- * const store = new PostgresStore(sql, { schema: "relayer" });
- * await store.migrate();
- * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
- * assert.equal((await store.getIntent("pi_0001"))?.hold, "pending");
- * await sql.end();
+ * const url = Deno.env.get("DATABASE_URL");
+ * if (url !== undefined) { // runs where DATABASE_URL names a database to try it on
+ *   const sql = postgres(url);
+ *   const store = new PostgresStore(sql, { schema: "relayer_example" });
+ *   await store.migrate();
+ *   const id = `pi_${crypto.randomUUID().slice(0, 8)}`;
+ *   const created = await store.createIntent({ id, state: "authorized", hold: "pending" });
+ *   assert.equal(created.version, "1"); // a bigint, as a string
+ *   assert.equal((await store.getIntent(id))?.hold, "pending");
+ *   await sql.end();
+ * }
  * ```
  */
 export class PostgresStore implements Store {
-  #sql: PostgresClient;
+  #sql: postgres.Sql;
   #schema: string;
   #t: Record<
     | "intents"
@@ -182,9 +209,10 @@ export class PostgresStore implements Store {
         }`,
       );
     }
-    this.#sql = sql;
+    const client = sql as unknown as postgres.Sql;
+    this.#sql = client;
     this.#schema = schema;
-    const table = (name: string) => sql(`${schema}.${name}`);
+    const table = (name: string) => client(`${schema}.${name}`);
     this.#t = {
       intents: table("intents"),
       holds: table("holds"),
@@ -201,13 +229,18 @@ export class PostgresStore implements Store {
    * transaction; idempotent, and safe when several processes start at once.
    *
    * @example Migrate at start
-   * ```ts ignore
+   * ```ts
    * import postgres from "postgres";
    * import { PostgresStore } from "@relayer/poison/postgres";
    *
-   * const store = new PostgresStore(postgres(Deno.env.get("DATABASE_URL")!));
-   * await store.migrate();
-   * await store.migrate(); // nothing to do
+   * const url = Deno.env.get("DATABASE_URL");
+   * if (url !== undefined) { // runs where DATABASE_URL names a database to try it on
+   *   const sql = postgres(url);
+   *   const store = new PostgresStore(sql, { schema: "relayer_example" });
+   *   await store.migrate();
+   *   await store.migrate(); // nothing left to create
+   *   await sql.end();
+   * }
    * ```
    */
   async migrate(): Promise<void> {
