@@ -64,6 +64,17 @@ export function migration(schema: string): readonly string[] {
       expires_at bigint NOT NULL
     )`,
     `CREATE INDEX IF NOT EXISTS claims_expires_at ON ${s}.claims (expires_at)`,
+    // A claim that found a live record calls this to fail its statement,
+    // which aborts the transaction it rides in: nothing of it commits.
+    `CREATE OR REPLACE FUNCTION ${s}.refuse_replay(claimed bigint) RETURNS bigint
+      LANGUAGE plpgsql AS $$
+      BEGIN
+        IF claimed = 0 THEN
+          RAISE EXCEPTION 'replay record already claimed' USING ERRCODE = 'RL001';
+        END IF;
+        RETURN claimed;
+      END
+      $$`,
     // A dead letter's version comes from a sequence, so a letter removed
     // and kept again never repeats a version a redrive may still hold.
     `CREATE SEQUENCE IF NOT EXISTS ${s}.dead_letter_versions`,

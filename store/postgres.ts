@@ -31,6 +31,10 @@
  * Locks are always taken in one order (intent, lease, replay record, hold,
  * dead letter, counter), so two transactions cannot deadlock.
  *
+ * **Two round trips per write.** `BEGIN` goes out with the locked read;
+ * the writes go out with `COMMIT`. A replayed claim fails its statement,
+ * which aborts the transaction, so the pipelined `COMMIT` rolls it back.
+ *
  * @module
  */
 
@@ -127,6 +131,7 @@ export interface PostgresStoreOptions {
 }
 
 type Sql = postgres.Sql | postgres.TransactionSql;
+type Transaction = postgres.ReservedSql | postgres.TransactionSql;
 type Row = postgres.Row;
 
 const INTENT_COLUMNS = [
@@ -140,8 +145,11 @@ const INTENT_COLUMNS = [
   "last_error",
 ] as const;
 
-// What to begin every transaction with (see the module documentation).
+// What every transaction begins with (see the module documentation).
 const ISOLATION = "isolation level read committed";
+
+// The SQLSTATE of a replayed claim: raised by the schema's `refuse_replay`.
+const REPLAYED = "RL001";
 
 /**
  * A {@linkcode Store} on PostgreSQL. Construction does no I/O; call
@@ -179,6 +187,7 @@ export class PostgresStore implements Store {
     postgres.Helper<string>
   >;
   #versions: string;
+  #refuse: postgres.Helper<string>;
   #writes = 0;
 
   /**
@@ -222,6 +231,7 @@ export class PostgresStore implements Store {
       dead_letters: table("dead_letters"),
     };
     this.#versions = `${schema}.dead_letter_versions`;
+    this.#refuse = client(`${schema}.refuse_replay`);
   }
 
   /**
@@ -260,6 +270,12 @@ export class PostgresStore implements Store {
       return await work();
     } catch (error) {
       const code = (error as { code?: unknown })?.code;
+      if (code === REPLAYED) {
+        throw new ReplayError(
+          "Cannot accept the delivery as its signature was already used",
+          { cause: error },
+        );
+      }
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
         // writer won; the caller re-reads.
@@ -293,8 +309,71 @@ export class PostgresStore implements Store {
         WHERE i.id = ${id}`;
   }
 
-  /** Reads the intent row locked, or throws a `ConflictError` if it is missing or not at `version`. */
-  async #lock(tx: Sql, id: string, version: string | null, what: string) {
+  /**
+   * One transaction on a connection of its own, sent in as few flights as
+   * its decisions allow: `BEGIN` goes out with the locked read (one round
+   * trip), and `COMMIT` with the writes (another). A statement that fails
+   * aborts the transaction, so the `COMMIT` behind it rolls back. `work`
+   * gets the connection and `commit`, which sends its writes and `COMMIT`
+   * and throws the first statement's error; if `work` throws before that,
+   * the transaction is rolled back.
+   *
+   * A client made with `fetch_types: false` takes `sql.begin` instead
+   * (`BEGIN` and `COMMIT` each a round trip of their own): postgres.js
+   * 3.4.9's `reserve()` never settles on a connection it opens for it
+   * without fetching types (porsager/postgres#751, #1219).
+   */
+  async #transaction<T>(
+    work: (
+      tx: Transaction,
+      commit: (
+        writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+      ) => Promise<postgres.RowList<postgres.Row[]>[]>,
+    ) => Promise<T>,
+  ): Promise<T> {
+    if (this.#sql.options.fetch_types === false) {
+      return await this.#sql.begin(
+        ISOLATION,
+        (tx) =>
+          work(tx, (writes) => Promise.all(writes.map((q) => q.execute()))),
+      ) as T;
+    }
+    const tx = await this.#sql.reserve();
+    let open = false;
+    const commit = async (
+      writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+    ) => {
+      const sent = [...writes.map((q) => q.execute()), tx`COMMIT`.execute()];
+      open = false;
+      const results = await Promise.allSettled(sent);
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return results.slice(0, -1).map((r) =>
+        (r as PromiseFulfilledResult<postgres.RowList<postgres.Row[]>>).value
+      );
+    };
+    try {
+      open = true;
+      tx.unsafe(`BEGIN ${ISOLATION}`).execute().catch(() => {});
+      return await work(tx, commit);
+    } catch (error) {
+      if (open) await tx`ROLLBACK`.catch(() => {});
+      throw error;
+    } finally {
+      tx.release();
+    }
+  }
+
+  /**
+   * Reads the intent row locked (sent with the transaction's `BEGIN`), or
+   * throws a `ConflictError` if it is missing or not at `version`.
+   */
+  async #lock(
+    tx: Transaction,
+    id: string,
+    version: string | null,
+    what: string,
+  ) {
     const [row] = await this.#intentQuery(tx, id, true);
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`);
@@ -313,24 +392,27 @@ export class PostgresStore implements Store {
       const record = newIntentRecord(intent);
       checkRecord(record);
       const { intents, holds } = this.#t;
-      const columns = intentColumns(record);
-      return await this.#sql.begin(ISOLATION, async (tx) => {
-        const [row] = await tx`
-          INSERT INTO ${intents} ${tx({ id: record.id, ...columns })}
+      const sql = this.#sql;
+      // One statement: the intent and its hold, or nothing if it exists.
+      const [row] = await sql`
+        WITH created AS (
+          INSERT INTO ${intents} ${
+        sql({ id: record.id, ...intentColumns(record) })
+      }
           ON CONFLICT (id) DO NOTHING
-          RETURNING version`;
-        if (row === undefined) {
-          throw new ConflictError(
-            `Cannot create intent ${record.id} as it exists`,
-          );
-        }
-        if (record.hold !== null) {
-          await tx`
-            INSERT INTO ${holds} (intent_id, state)
-            VALUES (${record.id}, ${record.hold})`;
-        }
-        return toIntent(record, row.version);
-      });
+          RETURNING id, version
+        ), held AS (
+          INSERT INTO ${holds} (intent_id, state)
+          SELECT id, ${record.hold}::text FROM created
+          WHERE ${record.hold}::text IS NOT NULL
+        )
+        SELECT version FROM created`;
+      if (row === undefined) {
+        throw new ConflictError(
+          `Cannot create intent ${record.id} as it exists`,
+        );
+      }
+      return toIntent(record, row.version);
     });
   }
 
@@ -341,10 +423,10 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * One delivery write, one transaction: lock the intent and check its
-   * version, apply the rule, check the lease, then write the lease, the
-   * replay record, the intent, its hold and the dead letter (pipelined:
-   * one round trip for all of them).
+   * One delivery write, one transaction of two round trips: `BEGIN` and
+   * the intent's locked read; then, once the version, the rule and the
+   * lease are checked here, the lease, the replay record, the intent, its
+   * hold and the dead letter, pipelined with `COMMIT`.
    */
   #writeIntent(
     id: string,
@@ -359,12 +441,12 @@ export class PostgresStore implements Store {
       if (options.lease) checkLease(options.lease);
       if (options.claim) checkClaim(options.claim);
       if (deadLetter) checkDeadLetter(deadLetter);
-      return await this.#sql.begin(ISOLATION, async (tx) => {
+      return await this.#transaction(async (tx, commit) => {
         const row = await this.#lock(tx, id, version, `write intent ${id}`);
         const current = recordOf(row);
         const next = update(current);
         checkRecord(next);
-        const writes: Promise<unknown>[] = [];
+        const writes: postgres.PendingQuery<postgres.Row[]>[] = [];
         if (options.lease) {
           const held = row.lease_owner === null ? null : {
             owner: String(row.lease_owner),
@@ -374,33 +456,26 @@ export class PostgresStore implements Store {
           if (lease !== null) writes.push(this.#keepLease(tx, id, lease));
           else if (held?.owner === options.lease.owner) {
             writes.push(
-              tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${options.lease.owner}`
-                .execute(),
+              tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${options.lease.owner}`,
             );
           }
         }
-        const claimed = options.claim
-          ? this.#claim(tx, options.claim)
-          : Promise.resolve(true);
+        if (options.claim) writes.push(this.#claim(tx, options.claim));
+        // The row is locked since the read that checked its version: this
+        // update cannot miss it.
         const { intents } = this.#t;
-        const updated = tx`
+        const updated = writes.push(tx`
           UPDATE ${intents} SET ${
           tx(intentColumns(next))
         }, version = version + 1
-          WHERE id = ${id} AND version = ${version}
-          RETURNING version`.execute();
+          WHERE id = ${id}
+          RETURNING version`) - 1;
         if (next.hold !== current.hold && next.hold !== null) {
           writes.push(this.#setHold(tx, id, next.hold));
         }
         if (deadLetter) writes.push(this.#putDeadLetter(tx, deadLetter));
-        const [ok, [row2]] = await Promise.all([claimed, updated, ...writes]);
-        if (!ok) throw replayed();
-        if (row2 === undefined) {
-          throw new ConflictError(
-            `Cannot write intent ${id} as it changed since it was read; re-read it`,
-          );
-        }
-        return toIntent(next, row2.version);
+        const results = await commit(writes);
+        return toIntent(next, results[updated]![0]!.version);
       });
     });
   }
@@ -409,36 +484,46 @@ export class PostgresStore implements Store {
     tx: Sql,
     id: string,
     lease: { owner: string; expiresAt: number },
-  ): Promise<unknown> {
+  ): postgres.PendingQuery<postgres.Row[]> {
     return tx`
       INSERT INTO ${this.#t.leases} (intent_id, owner, expires_at)
       VALUES (${id}, ${lease.owner}, ${lease.expiresAt})
       ON CONFLICT (intent_id) DO UPDATE
-      SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at`.execute();
+      SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at`;
   }
 
-  #setHold(tx: Sql, id: string, hold: HoldState): Promise<unknown> {
+  #setHold(
+    tx: Sql,
+    id: string,
+    hold: HoldState,
+  ): postgres.PendingQuery<postgres.Row[]> {
     return tx`
       INSERT INTO ${this.#t.holds} (intent_id, state) VALUES (${id}, ${hold})
-      ON CONFLICT (intent_id) DO UPDATE SET state = EXCLUDED.state`.execute();
+      ON CONFLICT (intent_id) DO UPDATE SET state = EXCLUDED.state`;
   }
 
   /**
-   * Claims a replay record: inserts it, or replaces an expired one.
-   * Resolves `false` when a live record holds the key (a replay).
+   * Claims a replay record: inserts it, or replaces an expired one. Fails
+   * (SQLSTATE `RL001`, a `ReplayError` once mapped) when a live record holds
+   * the key, which aborts the transaction it is in: nothing else commits.
    */
-  async #claim(sql: Sql, claim: Claim): Promise<boolean> {
+  #claim(sql: Sql, claim: Claim): postgres.PendingQuery<postgres.Row[]> {
     const { claims } = this.#t;
-    const rows = await sql`
-      INSERT INTO ${claims} (key, expires_at)
-      VALUES (${claim.key}, ${claim.expiresAt})
-      ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at
-      WHERE ${claims}.expires_at <= ${claim.now}
-      RETURNING key`;
-    return rows.length === 1;
+    return sql`
+      WITH claimed AS (
+        INSERT INTO ${claims} (key, expires_at)
+        VALUES (${claim.key}, ${claim.expiresAt})
+        ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+        WHERE ${claims}.expires_at <= ${claim.now}
+        RETURNING key
+      )
+      SELECT ${this.#refuse}((SELECT count(*) FROM claimed)) AS claimed`;
   }
 
-  #putDeadLetter(sql: Sql, letter: DeadLetter): Promise<unknown> {
+  #putDeadLetter(
+    sql: Sql,
+    letter: DeadLetter,
+  ): postgres.PendingQuery<postgres.Row[]> {
     const { dead_letters } = this.#t;
     const row = {
       job_id: letter.jobId,
@@ -462,7 +547,7 @@ export class PostgresStore implements Store {
         poisoned_at = EXCLUDED.poisoned_at, queue = EXCLUDED.queue,
         queue_message_id = EXCLUDED.queue_message_id,
         queue_dlq_id = EXCLUDED.queue_dlq_id,
-        version = nextval(${this.#versions})`.execute();
+        version = nextval(${this.#versions})`;
   }
 
   /** {@inheritDoc Store.transition} */
@@ -517,7 +602,7 @@ export class PostgresStore implements Store {
     return this.#run(
       `${op} the hold of ${id}`,
       () =>
-        this.#sql.begin(ISOLATION, async (tx) => {
+        this.#transaction(async (tx, commit) => {
           const row = await this.#lock(
             tx,
             id,
@@ -526,13 +611,13 @@ export class PostgresStore implements Store {
           );
           const record = recordOf(row);
           const hold = heldBy(record, op);
-          if (hold === record.hold) return hold;
-          await Promise.all([
-            this.#setHold(tx, id, hold),
-            // A hold change is a new version of the intent.
-            tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`
-              .execute(),
-          ]);
+          await commit(
+            hold === record.hold ? [] : [
+              this.#setHold(tx, id, hold),
+              // A hold change is a new version of the intent.
+              tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`,
+            ],
+          );
           return hold;
         }),
     );
@@ -562,7 +647,7 @@ export class PostgresStore implements Store {
         deliveries = CASE WHEN ${counters}.expires_at > ${now}
           THEN ${counters}.deliveries + 1 ELSE 1 END,
         expires_at = EXCLUDED.expires_at
-      RETURNING deliveries`.execute();
+      RETURNING deliveries`;
   }
 
   /**
@@ -604,16 +689,16 @@ export class PostgresStore implements Store {
         return Number(row!.deliveries);
       }
       if (count === undefined) {
-        if (!await this.#claim(this.#sql, claim)) throw replayed();
+        await this.#claim(this.#sql, claim);
         return null;
       }
-      return await this.#sql.begin(ISOLATION, async (tx) => {
-        const [ok, [row]] = await Promise.all([
+      // One round trip: BEGIN, the claim, the count and COMMIT in one flight.
+      return await this.#transaction(async (tx, commit) => {
+        const [, counted] = await commit([
           this.#claim(tx, claim),
           this.#count(tx, count, now),
         ]);
-        if (!ok) throw replayed();
-        return Number(row!.deliveries);
+        return Number(counted![0]!.deliveries);
       });
     });
   }
@@ -640,13 +725,12 @@ export class PostgresStore implements Store {
           return;
         }
         checkClaim(claim);
-        await this.#sql.begin(ISOLATION, async (tx) => {
-          const [ok] = await Promise.all([
+        await this.#transaction((tx, commit) =>
+          commit([
             this.#claim(tx, claim),
             this.#putDeadLetter(tx, deadLetter),
-          ]);
-          if (!ok) throw replayed();
-        });
+          ])
+        );
       },
     );
   }
@@ -732,12 +816,6 @@ export class PostgresStore implements Store {
       return deadLetter;
     });
   }
-}
-
-function replayed(): ReplayError {
-  return new ReplayError(
-    "Cannot accept the delivery as its signature was already used",
-  );
 }
 
 /** Timestamps are bigint milliseconds of the injected clock. */

@@ -51,12 +51,18 @@ export function freshSchema(): string {
   return `t${Deno.pid}_${crypto.randomUUID().slice(0, 8)}_${++schemas}`;
 }
 
-/** A new postgres.js client on this run's server, quiet about notices. */
-export async function connect(max = 8): Promise<postgres.Sql> {
+/**
+ * A new postgres.js client on this run's server, quiet about notices.
+ * `fetchTypes: false` makes PostgresStore take its `sql.begin` path.
+ */
+export async function connect(
+  max = 8,
+  options: { fetchTypes?: boolean } = {},
+): Promise<postgres.Sql> {
   return postgres(await postgresUrl(), {
     max,
     onnotice: () => {},
-    fetch_types: false,
+    fetch_types: options.fetchTypes ?? true,
   });
 }
 
@@ -64,9 +70,17 @@ export async function connect(max = 8): Promise<postgres.Sql> {
 // postgres.js sockets do not trip the test sanitizers between tests.
 let client: Promise<postgres.Sql> | undefined;
 
-/** This test file's client (opened on first use, ended with the run). */
+/**
+ * This test file's client (opened on first use, ended with the run), with
+ * all its connections open: a delivery that raced another must not lose
+ * its turn to a connection's start-up.
+ */
 export function sharedClient(): Promise<postgres.Sql> {
-  return client ??= connect();
+  return client ??= (async () => {
+    const sql = await connect(8);
+    await Promise.all(Array.from({ length: 8 }, () => sql`SELECT 1`));
+    return sql;
+  })();
 }
 
 /**

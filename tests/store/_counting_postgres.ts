@@ -33,7 +33,6 @@ export class CountingPostgres {
     const { hostname, port } = new URL(url);
     const options = {
       max: 1,
-      fetch_types: false,
       onnotice: () => {},
       debug: () => {
         this.#statements++;

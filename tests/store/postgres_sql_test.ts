@@ -167,9 +167,14 @@ Deno.test({
   ignore,
   async fn() {
     const { schema, close } = await openPostgresStore();
-    // One client per writer: the writes really race on different connections.
+    // One client per writer: the writes really race on different
+    // connections. Half of them without type fetching: those take the
+    // store's sql.begin path.
     const clients = await Promise.all(
-      Array.from({ length: 8 }, () => connect(1)),
+      Array.from(
+        { length: 8 },
+        (_, n) => connect(1, { fetchTypes: n % 2 === 0 }),
+      ),
     );
     const stores = clients.map((sql) => new PostgresStore(sql, { schema }));
     const [first] = stores as [PostgresStore];
