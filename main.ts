@@ -6,6 +6,13 @@
  * and serves the webhook. With `KV_QUEUE=1` it also consumes the local
  * Deno KV queue in the same process.
  *
+ * `deno task start` listens on 127.0.0.1 only; in a container, serve with
+ * `--host 0.0.0.0` (see docs/webhook.md). SIGTERM (or SIGINT) drains: the
+ * local queue's new messages go back to the queue, new requests get a 503
+ * that the queue retries, deliveries in flight finish (for at most
+ * {@linkcode DRAIN_MS}), then KV closes and the process exits 0. A second
+ * signal exits at once.
+ *
  * This file and `store/kv.ts` are the only places that touch `Deno.*`.
  *
  * @module
@@ -26,7 +33,7 @@ import {
 import { HttpSender } from "./relayer/http_sender.ts";
 import { KvStore } from "./store/kv.ts";
 import { PostgresStore } from "./store/postgres.ts";
-import { createApp, type WebhookApp } from "./webhook/app.ts";
+import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import { type Config, ConfigError, loadConfig } from "./webhook/config.ts";
 import { googleJwks } from "./webhook/google_jwks.ts";
 
@@ -64,9 +71,26 @@ export interface Service {
   readonly kv: Deno.Kv | null;
   /** One line that says what runs, without secrets. */
   readonly description: string;
+  /** Answers a request through the webhook, counted as in flight; a 503 once draining. */
+  fetch(request: Request): Promise<Response>;
+  /**
+   * Stops taking work (the local queue's new messages are put back, new
+   * requests get a 503), waits for the deliveries in flight for at most
+   * `timeoutMs`, then closes KV.
+   *
+   * @returns How many deliveries were still running when it gave up waiting.
+   */
+  drain(timeoutMs?: number): Promise<number>;
   /** Stops the queue consumer and closes KV, or ends the PostgreSQL client. */
   close(): Promise<void>;
 }
+
+/**
+ * How long a drain waits for deliveries in flight: under the 10 s a
+ * container platform usually allows between SIGTERM and SIGKILL. A delivery
+ * cut short is a crash the relayer is built for (write-ahead, lease TTL).
+ */
+export const DRAIN_MS = 8_000;
 
 /** A message on the local Deno KV queue. */
 interface QueueMessage {
@@ -147,11 +171,30 @@ export async function openService(
     random,
     leaseMs: config.leaseMs,
   };
+  // Jobs published through QStash carry the retries the start-up check
+  // accepted and the failure callback that resolves what QStash gives up on.
+  const publisher = config.qstashPublish
+    ? qstashPublisher({
+      ...config.qstashPublish,
+      retries: config.queues.qstash.retries,
+    })
+    : undefined;
+  const jwks = options.jwks ?? googleJwks();
   const app = createApp({
     ...relayerOptions,
     ...(config.qstash ? { qstash: config.qstash } : {}),
-    ...(config.pubsub
-      ? { pubsub: { ...config.pubsub, jwks: options.jwks ?? googleJwks() } }
+    ...(config.pubsub ? { pubsub: { ...config.pubsub, jwks } } : {}),
+    ...(config.pubsubDeadLetter
+      ? { pubsubDeadLetter: { ...config.pubsubDeadLetter, jwks } }
+      : {}),
+    ...(publisher
+      ? {
+        enqueue: async (job: Job) => void await publisher.publish(job),
+        redriveTo: {
+          publish: async (job: Job, deduplicationId: string) =>
+            void await publisher.publish(job, { deduplicationId }),
+        },
+      }
       : {}),
     ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
     ...(config.opsToken ? { opsToken: config.opsToken } : {}),
@@ -167,11 +210,20 @@ export async function openService(
     log,
   });
 
+  let draining = false;
+  const inFlight = new Set<Promise<unknown>>();
+  function track<T>(work: Promise<T>): Promise<T> {
+    inFlight.add(work);
+    const done = () => inFlight.delete(work);
+    work.then(done, done);
+    return work;
+  }
+
   if (enqueue && kv) {
     // KV's own backoffSchedule is fixed and passes no attempt count, so a
     // retry is a fresh message with our delay, and the store counts.
     const relayer = createRelayer(relayerOptions);
-    kv.listenQueue(async (message: unknown) => {
+    const consume = async (message: unknown): Promise<void> => {
       let job: Job;
       try {
         job = parseJob((message as QueueMessage).job);
@@ -196,6 +248,14 @@ export async function openService(
       }
       log(`queue   ${formatOutcome(job, outcome)}`);
       if (outcome.action === "retry") await enqueue(job, outcome.delayMs);
+    };
+    kv.listenQueue((message: unknown) => {
+      if (draining) {
+        // Not ours to run any more: back on the queue for the next start
+        // (or for this process, if it is still here in a second).
+        return enqueue((message as QueueMessage).job, 1000);
+      }
+      return track(consume(message));
     });
   }
 
@@ -220,6 +280,42 @@ export async function openService(
     description: `${
       describePolicy(config.policy)
     }; store ${where}; routes: ${routes}`,
+    fetch(request) {
+      if (draining) {
+        return Promise.resolve(
+          new Response(
+            JSON.stringify({
+              type: "urn:relayer:problem:shutting-down",
+              title: "Shutting down",
+              status: 503,
+              detail:
+                "The relayer is draining before it stops; the queue will redeliver.",
+            }),
+            {
+              status: 503,
+              headers: {
+                "content-type": "application/problem+json",
+                "retry-after": "5",
+              },
+            },
+          ),
+        );
+      }
+      return track(Promise.resolve(app.fetch(request)));
+    },
+    async drain(timeoutMs = DRAIN_MS) {
+      draining = true;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      await Promise.race([Promise.allSettled([...inFlight]), waited]);
+      clearTimeout(timer);
+      const left = inFlight.size;
+      kv?.close();
+      await database?.sql.end({ timeout: 5 });
+      return left;
+    },
     async close() {
       kv?.close();
       await database?.sql.end({ timeout: 5 });
@@ -241,18 +337,48 @@ if (import.meta.main) {
   try {
     service = await openService(config);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`relayer: cannot start: ${error.message}`);
+    // One line, never a stack: a message here may name a setting's value.
+    console.error(
+      `relayer: cannot start: ${
+        error instanceof Error
+          ? `${error.name}: ${error.message}`
+          : "unknown error"
+      }`,
+    );
     Deno.exit(1);
   }
   console.log(`relayer: ${service.description}`);
+  const running = service;
+  let stopping = false;
+  const stop = async (signal: Deno.Signal) => {
+    if (stopping) {
+      console.error(`relayer: ${signal} again: exiting now`);
+      Deno.exit(1);
+    }
+    stopping = true;
+    console.log(`relayer: ${signal}: draining (at most ${DRAIN_MS / 1000}s)`);
+    const left = await running.drain(DRAIN_MS);
+    console.log(
+      left === 0
+        ? "relayer: drained; KV closed"
+        : `relayer: ${left} deliveries still running were cut short (their leases expire and the queue redelivers); KV closed`,
+    );
+    Deno.exit(0);
+  };
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    try {
+      Deno.addSignalListener(signal, () => void stop(signal));
+    } catch {
+      // not every platform has every signal
+    }
+  }
 }
 
 /** The entry of `deno serve main.ts` and Deno Deploy. */
 export default {
   fetch(request: Request): Response | Promise<Response> {
     return service
-      ? service.app.fetch(request)
+      ? service.fetch(request)
       : new Response(JSON.stringify({ title: "Not started", status: 503 }), {
         status: 503,
         headers: { "content-type": "application/problem+json" },

@@ -42,6 +42,8 @@ export * from "./policy/format_duration.ts";
 export * from "./policy/parse_duration.ts";
 export * from "./policy/describe_policy.ts";
 export * from "./policy/rescue_window.ts";
+export * from "./policy/queue.ts";
+export * from "./policy/check_queue.ts";
 export * from "./policy/resolution.ts";
 export * from "./store/store.ts";
 export * from "./store/transitions.ts";

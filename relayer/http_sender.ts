@@ -82,6 +82,14 @@ export interface HttpSenderOptions {
 const MAX_BODY_BYTES = 64 * 1024;
 /** The most characters of signer-supplied text in an error message. */
 const MAX_TEXT = 200;
+/**
+ * The longest `txHash` a signer may report, and its characters (hex, base58,
+ * base64 and base32 hashes of the chains we know, with room to spare). A
+ * longer or stranger one is not recorded: it would bloat every write of the
+ * intent (or exceed the store's value limit) and every log line.
+ */
+const MAX_TX_HASH = 256;
+const TX_HASH = /^[A-Za-z0-9._:+/=-]+$/;
 /** The largest delay `setTimeout` (and so `AbortSignal.timeout`) keeps; above it, it fires at once. */
 const MAX_TIMEOUT_MS = 2_147_483_647;
 
@@ -273,7 +281,18 @@ export class HttpSender implements Sender {
     const json = parseJson(answer);
     if (answer.ok) {
       const txHash = (json as { txHash?: unknown } | undefined)?.txHash;
-      if (typeof txHash === "string" && txHash !== "") return { txHash };
+      if (
+        typeof txHash === "string" && txHash.length <= MAX_TX_HASH &&
+        TX_HASH.test(txHash)
+      ) return { txHash };
+      if (typeof txHash === "string" && txHash !== "") {
+        // Not notSent: the signer says it broadcast, so money may move.
+        throw new Error(
+          `signer answered ${answer.status} with an unusable txHash (${txHash.length} characters, starting ${
+            show(upTo(txHash, 16))
+          }): a txHash must be 1-${MAX_TX_HASH} characters of A-Z a-z 0-9 . _ : + / = -; the broadcast may have been sent`,
+        );
+      }
       throw new Error(
         `signer answered ${answer.status} without a txHash: ${
           clip(answer.text) || "empty body"
@@ -436,7 +455,13 @@ function baseUrl(url: unknown): string {
 function showUrl(url: unknown): string {
   const text = url instanceof URL ? url.href : url;
   if (typeof text !== "string") return show(text);
-  return show(clip(text.replace(/\/\/[^/?#]*@/, "//***@")));
+  // Credentials, a query and a fragment may all hold secrets: mask them.
+  return show(
+    clip(
+      text.replace(/\/\/[^/?#]*@/, "//***@").replace(/\?[^#]*/, "?***")
+        .replace(/#.*/, "#***"),
+    ),
+  );
 }
 
 /** Rejects with the signal's reason once it aborts, whatever `promise` does. */

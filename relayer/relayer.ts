@@ -203,12 +203,14 @@ export interface Relayer {
    * dead-letter queue): poisons it as exhausted, "the queue gave up after
    * N deliveries", and resolves the intent exactly as a poison decision
    * does. Idempotent: when a dead letter of the job exists (a repeat, or
-   * the relayer poisoned it first), or the intent is settled or failed,
-   * nothing changes.
+   * the relayer poisoned it first), nothing changes; when the intent is
+   * settled or failed (the job finished, its ack lost), nothing changes and
+   * the outcome is `done`.
    *
    * @param job The job the queue gave up on.
    * @param options How many deliveries the queue made, and its ids.
-   * @returns A poison outcome, or a retry if another delivery holds the intent's lease.
+   * @returns A poison outcome; `done` if the intent is settled or failed; a
+   * retry if another delivery holds the intent's lease.
    * @throws {TypeError} If the job is malformed.
    * @throws {RangeError} If `deliveries` is not an integer >= 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
@@ -317,6 +319,9 @@ export interface RedriveOptions {
   /** The message to enqueue on the store's own queue (Deno KV) in the removal's commit. */
   readonly message?: (job: Job) => unknown;
 }
+
+/** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
+class Finished extends Error {}
 
 /** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
 function clip(text: string, max = 1000): string {
@@ -594,6 +599,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return { ...poisoned, reason, resolution };
     } catch (error) {
       if (error instanceof BusyError) return await busy(job, n, d);
+      if (error instanceof Finished) {
+        return { action: "done", delivery: n, reason: error.message };
+      }
       throw error;
     }
   }
@@ -848,15 +856,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
         (onlyOnce ||
           (intent !== null &&
             ["settled", "failed", "needs_review"].includes(intent.state)));
-      if (
-        resolvedBefore ||
-        (onlyOnce &&
-          (intent?.state === "settled" || intent?.state === "failed"))
-      ) {
+      if (resolvedBefore) {
         // A late duplicate, or a queue repeating its give-up: the dead
         // letter on record says what the first resolution did.
         await d.close();
         return plan.text;
+      }
+      if (
+        onlyOnce && (intent?.state === "settled" || intent?.state === "failed")
+      ) {
+        // The job finished before the queue gave up (a lost ack): nothing to resolve.
+        await d.close();
+        throw new Finished(`intent already ${intent.state}`);
       }
       const deadLetter: DeadLetter = {
         jobId,

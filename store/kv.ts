@@ -155,12 +155,12 @@ export interface KvAtomic {
   set(key: KvKey, value: unknown, options?: { expireIn?: number }): this;
   /** Deletes a key. */
   delete(key: KvKey): this;
-  /** Commits all or nothing; a successful commit carries its versionstamp. */
   /**
    * Enqueues a message in the same commit (Deno KV's own queue); only a
    * redrive with `enqueue` uses it.
    */
   enqueue?(value: unknown, options?: { delay?: number }): this;
+  /** Commits all or nothing; a successful commit carries its versionstamp. */
   commit(): Promise<{ ok: true; versionstamp: string } | { ok: false }>;
 }
 

@@ -103,5 +103,6 @@ export const TRANSITIONS: Readonly<
  * ```
  */
 export function canTransition(from: IntentState, to: IntentState): boolean {
-  return TRANSITIONS[from]?.includes(to) ?? false;
+  // Own keys only: "toString" is no state, whatever Object.prototype says.
+  return Object.hasOwn(TRANSITIONS, from) && TRANSITIONS[from].includes(to);
 }

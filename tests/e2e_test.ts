@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { openService, type Service } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { QSTASH, signQStash } from "./webhook/_signing.ts";
+import { timeout } from "./_timeout.ts";
 
 const PUBLIC_URL = "https://relayer.example.test";
 const OPS_TOKEN = "e2e-ops-token-0123456789";
@@ -85,81 +86,84 @@ async function finalLines(base: string): Promise<string[]> {
   return lines;
 }
 
-Deno.test("the service settles the seed's three payments over real sockets, and keeps them across a restart", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "relayer_e2e_" });
-  const stub = Deno.serve(
-    { port: 0, hostname: "127.0.0.1", onListen() {} },
-    signer,
-  );
-  const clock = { ms: 0 };
-  let running = await start(`${dir}/relayer.kv`, stub.addr.port, clock);
-  try {
-    const { store } = running.service;
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
-    await store.createIntent({
-      id: "pi_0002",
-      state: "authorized",
-      hold: "pending",
-    });
-    await store.createIntent({ id: "pi_0003", state: "created" });
-
-    const answers: string[] = [];
-    for (const intentId of ["pi_0001", "pi_0002", "pi_0003"]) {
-      const body = JSON.stringify({ intentId, kind: "settle" });
-      for (let retried = 0;; retried++) {
-        const res = await fetch(`${running.base}/v1/qstash`, {
-          method: "POST",
-          body,
-          headers: {
-            "content-type": "application/json",
-            "upstash-signature": await signQStash(body, {
-              url: `${PUBLIC_URL}/v1/qstash`,
-            }),
-            "upstash-retried": String(retried),
-          },
-        });
-        const answer = await res.json();
-        answers.push(
-          `${answer.job} #${answer.delivery} ${answer.outcome} ${res.status}`,
-        );
-        if (res.status !== 503) break;
-        // QStash waits Retry-After seconds, then delivers again.
-        clock.ms += Number(res.headers.get("retry-after")) * 1000;
-      }
-    }
-    assert.deepEqual(answers, [
-      "pi_0001/settle #1 poison 200",
-      "pi_0002/settle #1 retry 503",
-      "pi_0002/settle #2 retry 503",
-      "pi_0002/settle #3 poison 200",
-      "pi_0003/settle #1 retry 503",
-      "pi_0003/settle #2 retry 503",
-      "pi_0003/settle #3 poison 200",
-    ]);
-    assert.deepEqual(await finalLines(running.base), golden);
-
-    // Restart on the same file: the intents, holds and dead letters are all there.
-    await stop(running);
-    running = await start(`${dir}/relayer.kv`, stub.addr.port, clock);
-    assert.deepEqual(await finalLines(running.base), golden);
-    const letters = await (await fetch(`${running.base}/v1/dead-letters`, {
-      headers: { authorization: `Bearer ${OPS_TOKEN}` },
-    })).json();
-    assert.deepEqual(
-      letters.items.map((d: { jobId: string }) => d.jobId).sort(),
-      [
-        "pi_0001/settle",
-        "pi_0002/settle",
-        "pi_0003/settle",
-      ],
+Deno.test(
+  "the service settles the seed's three payments over real sockets, and keeps them across a restart",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_e2e_" });
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      signer,
     );
-  } finally {
-    await stop(running);
-    await stub.shutdown();
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+    const clock = { ms: 0 };
+    let running = await start(`${dir}/relayer.kv`, stub.addr.port, clock);
+    try {
+      const { store } = running.service;
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      await store.createIntent({ id: "pi_0003", state: "created" });
+
+      const answers: string[] = [];
+      for (const intentId of ["pi_0001", "pi_0002", "pi_0003"]) {
+        const body = JSON.stringify({ intentId, kind: "settle" });
+        for (let retried = 0;; retried++) {
+          const res = await fetch(`${running.base}/v1/qstash`, {
+            method: "POST",
+            body,
+            headers: {
+              "content-type": "application/json",
+              "upstash-signature": await signQStash(body, {
+                url: `${PUBLIC_URL}/v1/qstash`,
+              }),
+              "upstash-retried": String(retried),
+            },
+          });
+          const answer = await res.json();
+          answers.push(
+            `${answer.job} #${answer.delivery} ${answer.outcome} ${res.status}`,
+          );
+          if (res.status !== 503) break;
+          // QStash waits Retry-After seconds, then delivers again.
+          clock.ms += Number(res.headers.get("retry-after")) * 1000;
+        }
+      }
+      assert.deepEqual(answers, [
+        "pi_0001/settle #1 poison 200",
+        "pi_0002/settle #1 retry 503",
+        "pi_0002/settle #2 retry 503",
+        "pi_0002/settle #3 poison 200",
+        "pi_0003/settle #1 retry 503",
+        "pi_0003/settle #2 retry 503",
+        "pi_0003/settle #3 poison 200",
+      ]);
+      assert.deepEqual(await finalLines(running.base), golden);
+
+      // Restart on the same file: the intents, holds and dead letters are all there.
+      await stop(running);
+      running = await start(`${dir}/relayer.kv`, stub.addr.port, clock);
+      assert.deepEqual(await finalLines(running.base), golden);
+      const letters = await (await fetch(`${running.base}/v1/dead-letters`, {
+        headers: { authorization: `Bearer ${OPS_TOKEN}` },
+      })).json();
+      assert.deepEqual(
+        letters.items.map((d: { jobId: string }) => d.jobId).sort(),
+        [
+          "pi_0001/settle",
+          "pi_0002/settle",
+          "pi_0003/settle",
+        ],
+      );
+    } finally {
+      await stop(running);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);

@@ -391,6 +391,11 @@ const SERVICE_SETTINGS = [
   "MAX_BODY_BYTES",
   "RELAYER_INSECURE_DEV",
   "DENO_DEPLOYMENT_ID",
+  "QSTASH_RETRIES",
+  "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+  "PUBSUB_MIN_BACKOFF",
+  "PUBSUB_MAX_BACKOFF",
+  "CLOUDFLARE_MAX_RETRIES",
 ];
 
 function freePort(): number {
@@ -1057,10 +1062,13 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
         stats.deliveries++;
         const copies = queueRandom() < DUPLICATE_RATE ? 2 : 1;
         if (copies === 2) stats.duplicates++;
-        const body = JSON.stringify({ job: payload, delivery: n });
-        const signature = sign(body);
+        // Each copy is signed afresh, as a queue's redelivery is: the same
+        // signed request twice is a replay, refused with 401 (DESIGN §15).
         const attempts = await Promise.all(
-          Array.from({ length: copies }, () => post(body, signature)),
+          Array.from({ length: copies }, (_, copy) => {
+            const body = JSON.stringify({ job: payload, delivery: n, copy });
+            return post(body, sign(body, Math.floor(Date.now() / 1000)));
+          }),
         );
         return { n, attempts };
       });

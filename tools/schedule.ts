@@ -5,12 +5,18 @@
  *
  * ```sh
  * deno task schedule [--max-deliveries 10 --base 5s --cap 2m --jitter equal --stuck-after 5m] [--svg docs/schedule.svg]
+ * deno task schedule --queue qstash --retries 5
+ * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
+ * deno task schedule --queue cloudflare --max-retries 3
  * ```
  *
  * prints one row per delivery (the delay after it, the time of the next
  * delivery since the first) and a verdict line; it exits 1 when the
  * guaranteed rescue window is shorter than `--stuck-after`, and 2 on a bad
- * flag. {@linkcode schedule} is the pure computation behind it.
+ * flag. With `--queue`, the schedule is the one that queue really gives:
+ * its own limit, and its own delays where it ignores ours (Pub/Sub); it
+ * exits 1 as well when the queue gives up before the policy's last
+ * delivery. {@linkcode schedule} is the pure computation behind it.
  *
  * @module
  */
@@ -24,11 +30,14 @@ import {
   type Jitter,
   parseDuration,
   type Policy,
+  queueGap,
+  queueLimit,
+  type QueueLimits,
 } from "../mod.ts";
 import { lineChartsSvg } from "../bench/_svg_chart.ts";
 
 // Re-exported so the documentation of `schedule` and its results links it.
-export type { Jitter, Policy } from "../mod.ts";
+export type { Jitter, Policy, QueueLimits } from "../mod.ts";
 
 /** What happens after one delivery fails. */
 export type ScheduleRow =
@@ -51,15 +60,28 @@ export type ScheduleRow =
     readonly delivery: number;
     /** No delivery follows: the job is poisoned. */
     readonly action: "poison";
+  }
+  | {
+    /** The delivery, 1-based: the queue's last, before `maxDeliveries`. */
+    readonly delivery: number;
+    /** No delivery follows: the queue gives up (its give-up route resolves the intent). */
+    readonly action: "give_up";
   };
 
 /** A policy's delivery schedule and its verdict. */
 export interface Schedule {
   /** The checked policy. */
   readonly policy: Policy;
-  /** One row per delivery, 1 … `maxDeliveries`; only the last is `"poison"`. */
+  /** The queue the schedule is laid out for; absent, the policy's own delays with no limit. */
+  readonly queue?: QueueLimits;
+  /**
+   * One row per delivery, 1 … `maxDeliveries` (or the queue's limit, if
+   * lower); only the last is `"poison"` (or `"give_up"`).
+   */
   readonly rows: readonly ScheduleRow[];
-  /** The guaranteed time from the first delivery to the last: `rescueWindow(policy)`. */
+  /** Whether the queue gives up before the policy's last delivery. */
+  readonly stopsEarly: boolean;
+  /** The guaranteed time from the first delivery to the last: `rescueWindow(policy, queue)`. */
   readonly guaranteedMs: number;
   /** The longest time from the first delivery to the last (every delay at its maximum). */
   readonly worstMs: number;
@@ -97,10 +119,19 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * poisoned. The earliest time of the last delivery is the policy's rescue
  * window, which must outlast `stuckAfterMs`.
  *
+ * With a queue, the rows are the ones that queue really gives: at most its
+ * own limit of deliveries (the last one `"give_up"` when it stops before
+ * the policy), each gap as the queue applies it (`queueGap`: our delays
+ * capped at 1 day on QStash and 12 h on Cloudflare, Pub/Sub's own backoff
+ * between its bounds).
+ *
  * @param policy The policy, or the fields that differ from the default.
+ * @param queue The queue that delivers the job; absent, the policy's own
+ * delays with no limit.
  * @returns The rows and the verdict.
- * @throws {RangeError} If the policy is invalid, or `maxDeliveries` is
- * above {@linkcode MAX_SCHEDULE_DELIVERIES} (one row each).
+ * @throws {RangeError} If the policy or a queue limit is invalid, or
+ * `maxDeliveries` is above {@linkcode MAX_SCHEDULE_DELIVERIES} (one row
+ * each).
  * @throws {TypeError} If `jitter` is not `"equal"`, `"full"` or `"none"`.
  *
  * @example The default policy
@@ -119,21 +150,36 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * });
  * assert.deepEqual(rows.at(-1), { delivery: 10, action: "poison" });
  * assert.deepEqual([guaranteedMs, worstMs, outlasts], [317_500, 635_000, true]);
+ *
+ * // QStash with 4 retries gives up at delivery 5.
+ * const qstash = schedule({}, { kind: "qstash", retries: 4 });
+ * assert.deepEqual(qstash.rows.at(-1), { delivery: 5, action: "give_up" });
+ * assert.deepEqual([qstash.stopsEarly, qstash.guaranteedMs], [true, 37_500]);
  * ```
  */
-export function schedule(policy: Partial<Policy> = {}): Schedule {
+export function schedule(
+  policy: Partial<Policy> = {},
+  queue?: QueueLimits,
+): Schedule {
   const checked = definePolicy(policy);
   if (checked.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
     throw new RangeError(
       `Cannot lay out schedule as 'maxDeliveries' must be at most ${MAX_SCHEDULE_DELIVERIES} (one row each): current value is ${checked.maxDeliveries}`,
     );
   }
+  const limit = queue === undefined ? Infinity : queueLimit(queue);
+  const stopsEarly = limit < checked.maxDeliveries;
+  const last = Math.min(checked.maxDeliveries, limit);
   const rows: ScheduleRow[] = [];
   let guaranteedMs = 0;
   let worstMs = 0;
-  for (let delivery = 1; delivery < checked.maxDeliveries; delivery++) {
-    const maxDelayMs = backoff(delivery, checked);
-    const minDelayMs = lowerBound(maxDelayMs, checked.jitter);
+  for (let delivery = 1; delivery < last; delivery++) {
+    const { minMs: minDelayMs, maxMs: maxDelayMs } = queue === undefined
+      ? {
+        minMs: lowerBound(backoff(delivery, checked), checked.jitter),
+        maxMs: backoff(delivery, checked),
+      }
+      : queueGap(checked, queue, delivery);
     guaranteedMs += minDelayMs;
     worstMs += maxDelayMs;
     rows.push({
@@ -145,10 +191,12 @@ export function schedule(policy: Partial<Policy> = {}): Schedule {
       worstMs,
     });
   }
-  rows.push({ delivery: checked.maxDeliveries, action: "poison" });
+  rows.push({ delivery: last, action: stopsEarly ? "give_up" : "poison" });
   return {
     policy: checked,
+    ...(queue === undefined ? {} : { queue }),
     rows,
+    stopsEarly,
     guaranteedMs,
     worstMs,
     outlasts: guaranteedMs >= checked.stuckAfterMs,
@@ -181,11 +229,44 @@ function range(lowMs: number, highMs: number): string {
  * ```
  */
 export function verdict(s: Schedule): string {
+  const early = s.stopsEarly
+    ? `; ${stopsEarlyText(s.rows.length, s.policy.maxDeliveries)}`
+    : "";
+  // Pub/Sub guarantees only its minimum backoff per gap: say what it needs.
+  const gaps = s.rows.length - 1;
+  const needs = !s.outlasts && s.queue?.kind === "pubsub" && gaps > 0
+    ? `; Pub/Sub needs a minimum backoff of at least ${
+      formatDuration(Math.ceil(s.policy.stuckAfterMs / gaps))
+    }`
+    : "";
   return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
     formatDuration(s.worstMs)
   } worst) vs stuck after ${formatDuration(s.policy.stuckAfterMs)}: ${
     s.outlasts ? OK_TEXT : TOO_SHORT_TEXT
-  }`;
+  }${early}${needs}`;
+}
+
+/**
+ * The verdict's words when the queue gives up before the policy's last
+ * delivery.
+ *
+ * @param limit The deliveries the queue makes.
+ * @param maxDeliveries The policy's.
+ * @returns The words, without a newline.
+ *
+ * @example QStash with 4 retries
+ * ```ts
+ * import { stopsEarlyText } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   stopsEarlyText(5, 10),
+ *   "QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10",
+ * );
+ * ```
+ */
+export function stopsEarlyText(limit: number, maxDeliveries: number): string {
+  return `QUEUE GIVES UP EARLY, after ${limit} deliveries, before the policy's ${maxDeliveries}`;
 }
 
 /**
@@ -212,11 +293,15 @@ export function formatSchedule(s: Schedule): string {
     "next delivery at (guaranteed … worst)",
   ] as const;
   const cells = s.rows.map((row) =>
-    row.action === "poison" ? [`#${row.delivery}`, "poisoned", "-"] as const : [
-      `#${row.delivery}`,
-      range(row.minDelayMs, row.maxDelayMs),
-      range(row.guaranteedMs, row.worstMs),
-    ] as const
+    row.action === "poison"
+      ? [`#${row.delivery}`, "poisoned", "-"] as const
+      : row.action === "give_up"
+      ? [`#${row.delivery}`, "queue gives up", "-"] as const
+      : [
+        `#${row.delivery}`,
+        range(row.minDelayMs, row.maxDelayMs),
+        range(row.guaranteedMs, row.worstMs),
+      ] as const
   );
   const width = (column: 0 | 1) =>
     Math.max(...[header, ...cells].map((line) => line[column].length));
@@ -225,7 +310,7 @@ export function formatSchedule(s: Schedule): string {
   const line = (parts: readonly [string, string, string]) =>
     `${parts[0].padEnd(first)}${parts[1].padEnd(second)}${parts[2]}`;
   return [
-    `policy  ${describePolicy(s.policy)}`,
+    `policy  ${describePolicy(s.policy, s.queue)}`,
     "",
     line(header),
     ...cells.map(line),
@@ -378,6 +463,15 @@ Flags (defaults are the library's):
   --cap D              longest delay (2m)
   --jitter J           equal, full or none (equal)
   --stuck-after D      how long a payment may settle before its rescue (5m)
+  --queue Q            lay out what queue Q really does: qstash, pubsub,
+                       cloudflare or kv (default: the policy alone)
+    --retries N                 qstash: Upstash-Retries, 0-100, at most your
+                                plan's cap (max-deliveries - 1)
+    --max-delivery-attempts N   pubsub: the dead-letter policy's attempts,
+                                5-100 (none: no dead-letter policy)
+    --min-backoff D             pubsub: the retry policy's minimum (10s)
+    --max-backoff D             pubsub: the retry policy's maximum (10m)
+    --max-retries N             cloudflare: the consumer's max_retries (3)
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/
                        (the task may write only there), e.g. docs/schedule.svg
@@ -385,7 +479,7 @@ Flags (defaults are the library's):
 
 D is a duration: 5s, 2m, 1m30.5s, 250ms, or plain milliseconds.
 Exit status: 0 when the rescue window outlasts --stuck-after, 1 when it is
-too short, 2 on a bad flag.
+too short or the queue gives up before --max-deliveries, 2 on a bad flag.
 `;
 
 /** What the command line asked for. */
@@ -395,6 +489,8 @@ export type Flags =
     readonly help: false;
     /** The checked policy. */
     readonly policy: Policy;
+    /** The queue, with `--queue`. */
+    readonly queue?: QueueLimits;
     /** Where to write the chart; none when absent. */
     readonly svg?: string;
   };
@@ -429,6 +525,102 @@ function isPolicyFlag(name: string): name is PolicyFlag {
   return Object.hasOwn(FIELDS, name);
 }
 
+const QUEUE_FLAGS = {
+  "--queue": { kinds: [], must: "qstash, pubsub, cloudflare or kv" },
+  "--retries": { kinds: ["qstash"], must: "an integer from 0 to 100" },
+  "--max-delivery-attempts": {
+    kinds: ["pubsub"],
+    must: "an integer from 5 to 100",
+  },
+  "--min-backoff": { kinds: ["pubsub"], must: "a duration up to 10m" },
+  "--max-backoff": { kinds: ["pubsub"], must: "a duration up to 10m" },
+  "--max-retries": { kinds: ["cloudflare"], must: "an integer from 0 to 100" },
+} as const satisfies Record<
+  string,
+  { kinds: readonly QueueLimits["kind"][]; must: string }
+>;
+
+type QueueFlag = keyof typeof QUEUE_FLAGS;
+
+function isQueueFlag(name: string): name is QueueFlag {
+  return Object.hasOwn(QUEUE_FLAGS, name);
+}
+
+/** Builds the queue from `--queue` and its flags (the policy gives QStash's default retries). */
+function queueFrom(
+  raw: Partial<Record<QueueFlag, string>>,
+  policy: Policy,
+): QueueLimits | undefined {
+  const kind = raw["--queue"];
+  const bad = (flag: QueueFlag): UsageError =>
+    new UsageError(
+      `${flag} must be ${QUEUE_FLAGS[flag].must}: current value is ${
+        JSON.stringify(raw[flag])
+      }`,
+    );
+  for (const flag of Object.keys(raw) as QueueFlag[]) {
+    const kinds: readonly string[] = QUEUE_FLAGS[flag].kinds;
+    if (flag !== "--queue" && !kinds.includes(kind ?? "")) {
+      throw new UsageError(
+        `${flag} is a flag of --queue ${kinds.join(", ")}: see --help`,
+      );
+    }
+  }
+  const count = (flag: QueueFlag, min: number, max: number) => {
+    const text = raw[flag]?.trim();
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!/^\d{1,3}$/.test(text) || n < min || n > max) throw bad(flag);
+    return n;
+  };
+  const backoffMs = (flag: QueueFlag, fallback: number) => {
+    const text = raw[flag];
+    if (text === undefined) return fallback;
+    let ms: number;
+    try {
+      ms = parseDuration(text);
+    } catch {
+      throw bad(flag);
+    }
+    if (ms > 600_000) throw bad(flag);
+    return ms;
+  };
+  switch (kind) {
+    case undefined:
+      return undefined;
+    case "qstash":
+      return {
+        kind,
+        retries: count("--retries", 0, 100) ??
+          Math.min(100, policy.maxDeliveries - 1),
+      };
+    case "pubsub": {
+      const attempts = count("--max-delivery-attempts", 5, 100);
+      const minBackoffMs = backoffMs("--min-backoff", 10_000);
+      const maxBackoffMs = backoffMs("--max-backoff", 600_000);
+      if (minBackoffMs > maxBackoffMs) {
+        throw new UsageError(
+          `--min-backoff (${
+            formatDuration(minBackoffMs)
+          }) must be at most --max-backoff (${formatDuration(maxBackoffMs)})`,
+        );
+      }
+      return {
+        kind,
+        ...(attempts === undefined ? {} : { maxDeliveryAttempts: attempts }),
+        minBackoffMs,
+        maxBackoffMs,
+      };
+    }
+    case "cloudflare":
+      return { kind, maxRetries: count("--max-retries", 0, 100) ?? 3 };
+    case "kv":
+      return { kind };
+    default:
+      throw bad("--queue");
+  }
+}
+
 /**
  * Reads the command line: `--flag value` or `--flag=value`, the last of a
  * repeated flag wins. Durations go through `parseDuration`, the policy
@@ -453,13 +645,14 @@ function isPolicyFlag(name: string): name is PolicyFlag {
  */
 export function parseFlags(args: readonly string[]): Flags {
   const raw: Partial<Record<PolicyFlag, string>> = {};
+  const rawQueue: Partial<Record<QueueFlag, string>> = {};
   let svg: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") return { help: true };
     const eq = arg.indexOf("=");
     const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
-    if (name !== "--svg" && !isPolicyFlag(name)) {
+    if (name !== "--svg" && !isPolicyFlag(name) && !isQueueFlag(name)) {
       throw new UsageError(
         arg.startsWith("-")
           ? `unknown flag ${name}: see --help`
@@ -476,11 +669,14 @@ export function parseFlags(args: readonly string[]): Flags {
         `${name} needs a value: ${
           name === "--svg"
             ? "a file such as docs/schedule.svg"
+            : isQueueFlag(name)
+            ? QUEUE_FLAGS[name].must
             : FIELDS[name].must
         }`,
       );
     }
     if (name === "--svg") svg = value;
+    else if (isQueueFlag(name)) rawQueue[name] = value;
     else raw[name] = value;
   }
 
@@ -519,9 +715,13 @@ export function parseFlags(args: readonly string[]): Flags {
   if (policy.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
     throw bad("--max-deliveries");
   }
-  return svg === undefined
-    ? { help: false, policy }
-    : { help: false, policy, svg };
+  const queue = queueFrom(rawQueue, policy);
+  return {
+    help: false,
+    policy,
+    ...(queue === undefined ? {} : { queue }),
+    ...(svg === undefined ? {} : { svg }),
+  };
 }
 
 if (import.meta.main) {
@@ -537,7 +737,7 @@ if (import.meta.main) {
     console.log(USAGE.trimEnd());
     Deno.exit(0);
   }
-  const s = schedule(flags.policy);
+  const s = schedule(flags.policy, flags.queue);
   console.log(formatSchedule(s).trimEnd());
   if (flags.svg !== undefined) {
     try {
@@ -556,5 +756,5 @@ if (import.meta.main) {
     }
     console.error(`schedule: wrote ${flags.svg}`);
   }
-  Deno.exit(s.outlasts ? 0 : 1);
+  Deno.exit(s.outlasts && !s.stopsEarly ? 0 : 1);
 }

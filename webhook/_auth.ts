@@ -28,30 +28,135 @@ export function timingSafeEqual(a: string, b: string): boolean {
 }
 
 /**
- * Signs bodies with HMAC-SHA-256 under `secret`, as `sha256=<hex>`. The key
- * is prepared once; `@noble/hashes` (audited, pure JS, edge-compatible)
- * signs a short body about 5× faster than a Web Crypto round trip, which
- * dominated the generic route under load.
+ * What a verified delivery leaves behind so the same signed request cannot
+ * be used twice: a key unique to the signed request and the time, in
+ * milliseconds, after which the signature is refused anyway (so the record
+ * of it may go). QStash: `qstash/<jti>` until the token's `exp`; the
+ * generic route: `deliveries/<v1>` until `t` + 6 minutes.
+ *
+ * @example Keep a claim until it expires
+ * ```ts
+ * import type { ReplayClaim } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const used = new Map<string, number>();
+ * function firstUse(claim: ReplayClaim, now: number): boolean {
+ *   for (const [key, until] of used) if (until <= now) used.delete(key);
+ *   if (used.has(claim.key)) return false;
+ *   used.set(claim.key, claim.expiresAt);
+ *   return true;
+ * }
+ * const claim: ReplayClaim = { key: "qstash/jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP", expiresAt: 300_000 };
+ * assert.equal(firstUse(claim, 0), true);
+ * assert.equal(firstUse(claim, 1_000), false); // a replay
+ * ```
  */
-export function hmacSigner(secret: string): (body: string) => string {
+export interface ReplayClaim {
+  /** Unique to the signed request. */
+  readonly key: string;
+  /** When the record may expire, in milliseconds of the injected clock. */
+  readonly expiresAt: number;
+}
+
+/** A verifier's answer: the replay claim, or what was wrong (no secret in it). */
+export type Verification =
+  | { readonly ok: true; readonly claim: ReplayClaim }
+  | { readonly ok: false; readonly detail: string };
+
+/** How old a generic-route signature may be: 5 minutes (DESIGN §15). */
+export const SIGNATURE_MAX_AGE_MS = 5 * 60_000;
+/** How far ahead of our clock a generic-route timestamp may be (the signer's clock may run fast). */
+export const SIGNATURE_MAX_SKEW_MS = 30_000;
+/** How long a generic-route replay record lives after `t`: longer than the signature's age limit. */
+export const SIGNATURE_REPLAY_TTL_MS = 6 * 60_000;
+
+const HOW_TO_SIGN =
+  "send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of \"<t>.<raw body>\" with WEBHOOK_SECRET>'";
+
+/**
+ * Signs generic-route deliveries: `t=<unix seconds>,v1=<hex HMAC-SHA-256 of
+ * "<t>.<raw body>">` under `secret`. The key is prepared once;
+ * `@noble/hashes` (audited, pure JS, edge-compatible) signs a short body
+ * about 5× faster than a Web Crypto round trip, which dominated the generic
+ * route under load.
+ */
+export function hmacSigner(
+  secret: string,
+): (body: string, timeS: number) => string {
   const keyed = hmac.create(sha256, encoder.encode(secret));
-  return (body) =>
-    `sha256=${bytesToHex(keyed.clone().update(encoder.encode(body)).digest())}`;
+  const mac = (text: string) =>
+    bytesToHex(keyed.clone().update(encoder.encode(text)).digest());
+  return (body, timeS) => {
+    if (!Number.isSafeInteger(timeS) || timeS < 0) {
+      throw new RangeError(
+        `Cannot sign as 'timeS' must be a whole number of unix seconds: current value is ${timeS}`,
+      );
+    }
+    return `t=${timeS},v1=${mac(`${timeS}.${body}`)}`;
+  };
 }
 
-/** `sha256=<hex>` of the HMAC-SHA-256 of `body` under `secret`. */
-export function hmacSignature(secret: string, body: string): string {
-  return hmacSigner(secret)(body);
+/** The `X-Signature` of `body` at `timeS` (unix seconds) under `secret`. */
+export function hmacSignature(
+  secret: string,
+  body: string,
+  timeS: number,
+): string {
+  return hmacSigner(secret)(body, timeS);
 }
 
-/** A checker of `X-Signature` headers against the raw body, in constant time. */
+const SIGNATURE = /^\s*t=(\d{1,12}),\s*v1=([0-9a-fA-F]{64})\s*$/;
+
+/**
+ * A checker of generic-route `X-Signature` headers against the raw body:
+ * well-formed, at most {@linkcode SIGNATURE_MAX_AGE_MS} old and at most
+ * {@linkcode SIGNATURE_MAX_SKEW_MS} ahead by `now`, and the HMAC equal in
+ * constant time. The claim's key is the lowercased `v1`: two accepted
+ * headers with the same `v1` sign the same `t` and body.
+ */
 export function hmacVerifier(
   secret: string,
-): (body: string, header: string | undefined) => boolean {
+  now: () => number,
+): (body: string, header: string | undefined) => Verification {
   const sign = hmacSigner(secret);
-  return (body, header) =>
-    header !== undefined &&
-    timingSafeEqual(header.trim().toLowerCase(), sign(body));
+  return (body, header) => {
+    const match = SIGNATURE.exec(header ?? "");
+    if (!match) {
+      return {
+        ok: false,
+        detail:
+          `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`,
+      };
+    }
+    const timeS = Number(match[1]);
+    const v1 = match[2]!.toLowerCase();
+    const atMs = timeS * 1000;
+    const clock = now();
+    if (
+      clock - atMs > SIGNATURE_MAX_AGE_MS ||
+      atMs - clock > SIGNATURE_MAX_SKEW_MS
+    ) {
+      return {
+        ok: false,
+        detail:
+          "The X-Signature timestamp is more than 5 minutes old, or ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
+      };
+    }
+    if (!timingSafeEqual(`t=${timeS},v1=${v1}`, sign(body, timeS))) {
+      return {
+        ok: false,
+        detail:
+          `The X-Signature does not verify against this body and timestamp: ${HOW_TO_SIGN}.`,
+      };
+    }
+    return {
+      ok: true,
+      claim: {
+        key: `deliveries/${v1}`,
+        expiresAt: atMs + SIGNATURE_REPLAY_TTL_MS,
+      },
+    };
+  };
 }
 
 /**
@@ -83,28 +188,71 @@ export interface QStashKeys {
   readonly url: string;
 }
 
-/** A verifier of `Upstash-Signature` headers. */
+const QSTASH_REFUSED =
+  "The Upstash-Signature header is missing or does not verify against this URL and body.";
+
+/** The claims of a JWT whose signature has been verified; `undefined` if unreadable. */
+function jwtClaims(token: string): Record<string, unknown> | undefined {
+  try {
+    const part = token.split(".")[1] ?? "";
+    const text = atob(
+      part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
+        Math.ceil(part.length / 4) * 4,
+        "=",
+      ),
+    );
+    const bytes = Uint8Array.from(text, (ch) => ch.charCodeAt(0));
+    const claims: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    return typeof claims === "object" && claims !== null
+      ? claims as Record<string, unknown>
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A verifier of `Upstash-Signature` headers (the official `Receiver`:
+ * key, `iss`, `sub`, `exp`/`nbf`, body hash). A verified token must also
+ * carry the `jti` and `exp` QStash always sends: they make the replay
+ * claim `qstash/<jti>` kept until `exp`.
+ */
 export function qstashVerifier(
   keys: QStashKeys,
-): (signature: string | undefined, body: string) => Promise<boolean> {
+): (signature: string | undefined, body: string) => Promise<Verification> {
   const receiver = new Receiver({
     currentSigningKey: keys.currentSigningKey,
     nextSigningKey: keys.nextSigningKey,
     devMode: false, // never read QSTASH_DEV from the environment
   });
+  const refused = { ok: false, detail: QSTASH_REFUSED } as const;
   return async (signature, body) => {
-    if (!signature) return false;
+    if (!signature) return refused;
     try {
-      return await receiver.verify({ signature, body, url: keys.url });
+      if (!await receiver.verify({ signature, body, url: keys.url })) {
+        return refused;
+      }
     } catch (error) {
-      if (error instanceof SignatureError) return false;
+      if (error instanceof SignatureError) return refused;
       // A malformed token can make jose throw its own errors: still a bad signature.
       if (
         error instanceof Error &&
         /JWT|JWS|token|signature/i.test(`${error.name} ${error.message}`)
-      ) return false;
+      ) return refused;
       throw error;
     }
+    const { jti, exp } = jwtClaims(signature) ?? {};
+    if (
+      typeof jti !== "string" || !/^[\x21-\x7e]{1,200}$/.test(jti) ||
+      typeof exp !== "number" || !Number.isSafeInteger(exp)
+    ) {
+      return {
+        ok: false,
+        detail:
+          "The Upstash-Signature token has no usable 'jti' and 'exp', so a replay could not be refused: publish through QStash, which sets both.",
+      };
+    }
+    return { ok: true, claim: { key: `qstash/${jti}`, expiresAt: exp * 1000 } };
   };
 }
 
@@ -132,11 +280,18 @@ export interface PubSubKeys {
   readonly audience: string;
   /**
    * Google's signing keys (`https://www.googleapis.com/oauth2/v3/certs`), or
-   * a function that returns them (cached): injectable, so tests run offline.
+   * a function that returns them (cached; `{ refresh: true }` asks for a
+   * fresh copy, as `googleJwks()` does): injectable, so tests run offline.
    */
-  readonly jwks: readonly JsonWebKey[] | (() => Promise<readonly JsonWebKey[]>);
-  /** If set, the token's `email` must be this service account, verified. */
-  readonly serviceAccount?: string;
+  readonly jwks:
+    | readonly JsonWebKey[]
+    | ((options?: { refresh?: boolean }) => Promise<readonly JsonWebKey[]>);
+  /**
+   * The service account the push subscription authenticates as: the
+   * token's `email` must be this, with `email_verified` true. Required,
+   * because Google issues tokens for any audience to any account.
+   */
+  readonly serviceAccount: string;
 }
 
 /** Google's keys could not be had: the delivery cannot be verified now, so the queue should retry. */
@@ -148,22 +303,85 @@ export class KeysUnavailable extends Error {
 }
 
 /**
- * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens.
- * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
+ * The least time between two refetches of Google's keys caused by a token
+ * whose `kid` is unknown: a rotation is picked up at once, and a flood of
+ * made-up `kid`s costs at most one fetch a minute.
+ */
+export const JWKS_REFETCH_INTERVAL_MS = 60_000;
+
+/** The `kid` of a JWT's header, unverified; `undefined` if unreadable. */
+function jwtKid(token: string): string | undefined {
+  try {
+    const part = token.split(".")[0] ?? "";
+    const header: unknown = JSON.parse(
+      atob(
+        part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
+          Math.ceil(part.length / 4) * 4,
+          "=",
+        ),
+      ),
+    );
+    const kid = (header as { kid?: unknown } | null)?.kid;
+    return typeof kid === "string" ? kid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens: RS256 by
+ * one of Google's keys, Google's issuer, the configured audience, and the
+ * configured service account as `email` with `email_verified` true. A
+ * token whose `kid` is not among the keys makes the keys be fetched again
+ * once (at most once per {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`)
+ * before it is refused. Throws {@linkcode KeysUnavailable} when the keys
+ * cannot be fetched.
  */
 export function pubsubVerifier(
   keys: PubSubKeys,
+  now: () => number = Date.now,
 ): (authorization: string | undefined) => Promise<boolean> {
+  if (typeof keys.serviceAccount !== "string" || keys.serviceAccount === "") {
+    throw new TypeError(
+      "Cannot verify Pub/Sub pushes as 'serviceAccount' is missing: Google issues tokens for any audience to any account, so name the push subscription's service account",
+    );
+  }
+  let lastRefetchAt = -Infinity;
+  let refetching: Promise<readonly JsonWebKey[]> | undefined;
+
+  async function load(refresh: boolean): Promise<readonly JsonWebKey[]> {
+    try {
+      if (typeof keys.jwks !== "function") return keys.jwks;
+      return await (refresh ? keys.jwks({ refresh }) : keys.jwks());
+    } catch (error) {
+      throw new KeysUnavailable({ cause: error });
+    }
+  }
+
+  /** The keys, fetched again once when none has `kid`. */
+  async function keysFor(kid: string): Promise<readonly JsonWebKey[]> {
+    const jwks = await load(false);
+    if (
+      typeof keys.jwks !== "function" ||
+      jwks.some((key) => (key as { kid?: unknown }).kid === kid)
+    ) return jwks;
+    if (
+      refetching === undefined &&
+      now() - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS
+    ) {
+      lastRefetchAt = now();
+      refetching = load(true).finally(() => (refetching = undefined));
+    }
+    return refetching === undefined ? jwks : await refetching;
+  }
+
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/
       .exec(authorization ?? "");
     if (!match) return false;
-    let jwks: readonly JsonWebKey[];
-    try {
-      jwks = typeof keys.jwks === "function" ? await keys.jwks() : keys.jwks;
-    } catch (error) {
-      throw new KeysUnavailable({ cause: error });
-    }
+    const kid = jwtKid(match[1]!);
+    if (kid === undefined) return false;
+    const jwks = await keysFor(kid);
     try {
       const payload = await verifyWithJwks(match[1]!, {
         keys: jwks as HonoJsonWebKey[],
@@ -173,11 +391,8 @@ export function pubsubVerifier(
           aud: keys.audience,
         },
       });
-      if (keys.serviceAccount !== undefined) {
-        return payload.email === keys.serviceAccount &&
-          payload.email_verified === true;
-      }
-      return true;
+      return payload.email === keys.serviceAccount &&
+        payload.email_verified === true;
     } catch {
       return false; // expired, wrong audience, unknown key, bad signature: all "not Google"
     }

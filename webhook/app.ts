@@ -11,8 +11,14 @@
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`,
- * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive`,
+ * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
+ * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
  * `POST /v1/jobs` (local queue). `GET /healthz` is open.
+ *
+ * An authenticated Pub/Sub message that cannot be read (bad JSON, bad
+ * base64, not a job) is acked with 204, logged, and kept as the dead letter
+ * `pubsub/<messageId>/unreadable`: a 400 would have Pub/Sub redeliver it
+ * for days.
  *
  * @module
  */
@@ -22,7 +28,9 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { isIntentId } from "../store/_rules.ts";
+import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
+import { ReplayError } from "../store/replay_error.ts";
 import {
   createRelayer,
   formatOutcome,
@@ -41,11 +49,14 @@ import {
   pubsubVerifier,
   type QStashKeys,
   qstashVerifier,
+  type ReplayClaim,
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 
-export type { PubSubKeys, QStashKeys };
+export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
  * The webhook {@linkcode createApp} builds: a Hono app, of which the public
  * surface is what a runtime serves (`fetch`) and what a test calls
@@ -100,6 +111,12 @@ export interface AppDeps extends RelayerOptions {
   readonly qstash?: QStashKeys;
   /** Google's OIDC settings; without them `POST /v1/pubsub` is refused. */
   readonly pubsub?: PubSubKeys;
+  /**
+   * Google's OIDC settings of the push subscription on the dead-letter
+   * topic (its own audience, `PUBSUB_DEAD_LETTER_AUDIENCE`); without them
+   * `POST /v1/pubsub/dead-letter` is refused.
+   */
+  readonly pubsubDeadLetter?: PubSubKeys;
   /** The HMAC secret of `POST /v1/deliveries`; without it the route is refused. */
   readonly webhookSecret?: string;
   /** The bearer token of the ops routes; without it they are refused. */
@@ -185,7 +202,7 @@ const MAX_RETRY_AFTER_S = 86_400;
 
 /** A refusal the app answers as a problem; thrown inside handlers. */
 class Refusal extends Error {
-  constructor(readonly response: Response) {
+  constructor(readonly response: Response, readonly detail = "") {
     super("refused");
   }
 }
@@ -211,8 +228,9 @@ function badInput(route: Route, detail: string): Refusal {
       problem(489, "bad-job", "Malformed job", detail, {
         "Upstash-NonRetryable-Error": "true",
       }),
+      detail,
     )
-    : new Refusal(problem(400, "bad-job", "Malformed job", detail));
+    : new Refusal(problem(400, "bad-job", "Malformed job", detail), detail);
 }
 
 function parseJson(route: Route, raw: string): unknown {
@@ -247,19 +265,30 @@ function deliveryFrom(route: Route, value: unknown, what: string): number {
   );
 }
 
-function decodeBase64(route: Route, data: unknown): string {
+function decodeBase64(
+  route: Route,
+  data: unknown,
+  field = "'message.data'",
+): string {
   if (
     typeof data !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(data) ||
     data.length % 4 !== 0
   ) {
-    throw badInput(route, "'message.data' must be the job as standard base64");
+    throw badInput(route, `${field} must be the job as standard base64`);
   }
   try {
     const bytes = Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
-    throw badInput(route, "'message.data' is not base64 of UTF-8 text");
+    throw badInput(route, `${field} is not base64 of UTF-8 text`);
   }
+}
+
+/** An optional id from a queue's body: a short string, else left out. */
+function idFrom(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" && value.length <= 200
+    ? value
+    : undefined;
 }
 
 /**
@@ -272,6 +301,7 @@ function decodeBase64(route: Route, data: unknown): string {
  * randomness and the keys of each route.
  * @returns The Hono app; serve `app.fetch`.
  * @throws {RangeError} If the policy, `leaseMs` or `maxBodyBytes` is invalid.
+ * @throws {TypeError} If `pubsub` has no `serviceAccount`.
  *
  * @example Deliver a signed job on the generic route
  * ```ts
@@ -281,18 +311,24 @@ function decodeBase64(route: Route, data: unknown): string {
  *
  * const store = new MemoryStore();
  * await store.createIntent({ id: "pi_0001", state: "created" });
+ * const now = () => 1_764_504_000_000; // the app's clock, in milliseconds
  * const app = createApp({
  *   store,
  *   sender: new ScriptedSender({}),
  *   webhookSecret: "s3cret",
+ *   now,
  *   random: () => 0,
  * });
  * const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" }, delivery: 1 });
+ * // X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<raw body>">
+ * const t = Math.floor(now() / 1000);
  * const key = await crypto.subtle.importKey(
  *   "raw", new TextEncoder().encode("s3cret"), { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
  * );
- * const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(body)));
- * const signature = "sha256=" + Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
+ * const mac = new Uint8Array(
+ *   await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${t}.${body}`)),
+ * );
+ * const signature = `t=${t},v1=` + Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
  *
  * const res = await app.request("/v1/deliveries", {
  *   method: "POST",
@@ -316,6 +352,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     insecureDev = false,
     maxBodyBytes = 64 * 1024,
     log = () => {},
+    now = Date.now,
   } = deps;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new RangeError(
@@ -326,11 +363,20 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
   const relayer: Relayer = createRelayer(deps);
   const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
-  const verifyPubSub = deps.pubsub ? pubsubVerifier(deps.pubsub) : undefined;
+  const verifyPubSub = deps.pubsub
+    ? pubsubVerifier(deps.pubsub, now)
+    : undefined;
+  // QStash signs its failure callback for the callback's own URL.
+  const verifyQStashFailed = deps.qstash
+    ? qstashVerifier({ ...deps.qstash, url: `${deps.qstash.url}/failed` })
+    : undefined;
+  const verifyPubSubDeadLetter = deps.pubsubDeadLetter
+    ? pubsubVerifier(deps.pubsubDeadLetter, now)
+    : undefined;
   const { webhookSecret, opsToken } = deps;
   const verifyHmac = webhookSecret === undefined
     ? undefined
-    : hmacVerifier(webhookSecret);
+    : hmacVerifier(webhookSecret, now);
 
   /** Refuses a route whose keys are missing (503), unless in insecure dev mode. */
   function requireConfigured(
@@ -355,6 +401,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       problem(401, "unauthorized", "Unauthorized", detail, {
         "www-authenticate": 'Bearer realm="relayer"',
       }),
+    );
+  }
+
+  /** A signed request seen before: refused, and nothing was done. */
+  function replayed(): Refusal {
+    return unauthorized(
+      "This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
     );
   }
 
@@ -407,21 +460,28 @@ export function createApp(deps: AppDeps): WebhookApp {
     return new Response(JSON.stringify(body), { status, headers });
   }
 
-  /** Runs a delivery; an unexpected failure (store down) is a 503 the queue retries. */
+  /**
+   * Runs a delivery; an unexpected failure (store down) is a 503 the queue
+   * retries. `claim` is the verified request's replay claim (QStash's
+   * `jti`, the generic route's `v1`; none for Pub/Sub, whose token does not
+   * cover the body, nor for an unsigned insecure-dev delivery).
+   */
   async function deliver(
     route: Route,
     job: Job,
     delivery: number | undefined,
+    claim: ReplayClaim | undefined,
     countAs?: string,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
-      outcome = await relayer.deliver(
-        job,
-        delivery,
-        countAs === undefined ? {} : { countAs },
-      );
+      // The replay record rides in the delivery's first write.
+      outcome = await relayer.deliver(job, delivery, {
+        ...(claim ? { claim: { ...claim, now: now() } } : {}),
+        ...(countAs === undefined ? {} : { countAs }),
+      });
     } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
       log(
         `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
           describeError(error)
@@ -464,13 +524,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
     );
     const raw = await c.req.text();
-    if (
-      verifyQStash &&
-      !(await verifyQStash(c.req.header("upstash-signature"), raw))
-    ) {
-      throw unauthorized(
-        "The Upstash-Signature header is missing or does not verify against this URL and body.",
+    let claim: ReplayClaim | undefined;
+    if (verifyQStash) {
+      const verified = await verifyQStash(
+        c.req.header("upstash-signature"),
+        raw,
       );
+      if (!verified.ok) throw unauthorized(verified.detail);
+      claim = verified.claim;
     }
     const job = jobFrom("qstash", parseJson("qstash", raw));
     const retried = c.req.header("upstash-retried");
@@ -486,7 +547,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
       delivery = Number(retried) + 1; // QStash counts retries from 0; we count deliveries from 1
     }
-    return await deliver("qstash", job, delivery);
+    return await deliver("qstash", job, delivery, claim);
   });
 
   app.post("/v1/pubsub", async (c) => {
@@ -513,40 +574,254 @@ export function createApp(deps: AppDeps): WebhookApp {
         "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
       );
     }
-    const envelope = parseJson("pubsub", await c.req.text());
-    const { message, deliveryAttempt, delivery_attempt } =
-      (typeof envelope === "object" && envelope !== null
-        ? envelope
-        : {}) as Record<string, unknown>;
-    if (typeof message !== "object" || message === null) {
-      throw badInput(
-        "pubsub",
-        "The body must be a Pub/Sub push envelope with a 'message' object.",
-      );
+    const raw = await c.req.text();
+    // What could be read before the message proved unreadable.
+    const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
+    let job: Job;
+    let delivery: number | undefined;
+    let countAs: string | undefined;
+    try {
+      const envelope = parseJson("pubsub", raw);
+      const { message, deliveryAttempt, delivery_attempt } =
+        (typeof envelope === "object" && envelope !== null
+          ? envelope
+          : {}) as Record<string, unknown>;
+      seen.attempt = deliveryAttempt ?? delivery_attempt;
+      if (typeof message !== "object" || message === null) {
+        throw badInput(
+          "pubsub",
+          "The body must be a Pub/Sub push envelope with a 'message' object.",
+        );
+      }
+      const { data, messageId, message_id } = message as Record<
+        string,
+        unknown
+      >;
+      const id = messageId ?? message_id;
+      seen.id = id;
+      if (typeof id !== "string" || id === "" || id.length > 200) {
+        throw badInput(
+          "pubsub",
+          "'message.messageId' must be a non-empty string.",
+        );
+      }
+      seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
+      job = jobFrom("pubsub", seen.job);
+      const attempt = seen.attempt ?? 0;
+      // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
+      if (attempt === 0) countAs = `pubsub/${id}`;
+      else delivery = deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      return await keepUnreadable(raw, seen, error.detail);
     }
-    const { data, messageId, message_id } = message as Record<string, unknown>;
-    const id = messageId ?? message_id;
-    if (typeof id !== "string" || id === "" || id.length > 200) {
-      throw badInput(
-        "pubsub",
-        "'message.messageId' must be a non-empty string.",
-      );
-    }
-    const job = jobFrom(
-      "pubsub",
-      parseJson("pubsub", decodeBase64("pubsub", data)),
-    );
-    const attempt = deliveryAttempt ?? delivery_attempt ?? 0;
-    // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-    if (attempt === 0) {
-      return await deliver("pubsub", job, undefined, `pubsub/${id}`);
-    }
-    return await deliver(
-      "pubsub",
-      job,
-      deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
-    );
+    return await deliver("pubsub", job, delivery, undefined, countAs);
   });
+
+  /**
+   * The queue gave up on a job: poison it as exhausted and resolve the
+   * intent, exactly as a poison decision does (idempotent: a repeat, or a
+   * job already poisoned, changes nothing). Busy answers a retry, so the
+   * queue calls again.
+   */
+  async function giveUp(
+    route: Route,
+    job: Job,
+    deliveries: number,
+    queue: QueueIds,
+    claim?: ReplayClaim,
+  ): Promise<Response> {
+    let outcome: Outcome;
+    try {
+      outcome = await relayer.giveUp(job, {
+        deliveries,
+        queue,
+        ...(claim ? { claim: { ...claim, now: now() } } : {}),
+      });
+    } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
+      log(
+        `worker  ${jobIdOf(job).padEnd(17)}give-up failed unexpectedly: ${
+          describeError(error)
+        }`,
+      );
+      return problem(
+        503,
+        "delivery-failed",
+        "Delivery failed",
+        "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+        route === "pubsub" ? {} : { "retry-after": "5" },
+      );
+    }
+    log(`worker  ${formatOutcome(job, outcome)}`);
+    return answer(route, job, outcome);
+  }
+
+  // QStash's failure callback: QStash gave up on a job after its retries.
+  app.post("/v1/qstash/failed", async (c) => {
+    requireConfigured(
+      verifyQStashFailed !== undefined,
+      "POST /v1/qstash/failed",
+      "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
+    );
+    const raw = await c.req.text();
+    let claim: ReplayClaim | undefined;
+    if (verifyQStashFailed) {
+      const verified = await verifyQStashFailed(
+        c.req.header("upstash-signature"),
+        raw,
+      );
+      if (!verified.ok) throw unauthorized(verified.detail);
+      claim = verified.claim;
+    }
+    const body = parseJson("qstash", raw);
+    const { sourceBody, retried, sourceMessageId, dlqId } =
+      (typeof body === "object" && body !== null ? body : {}) as Record<
+        string,
+        unknown
+      >;
+    const job = jobFrom(
+      "qstash",
+      parseJson("qstash", decodeBase64("qstash", sourceBody, "'sourceBody'")),
+    );
+    if (
+      typeof retried !== "number" || !Number.isSafeInteger(retried) ||
+      retried < 0
+    ) {
+      throw badInput(
+        "qstash",
+        `'retried' must be an integer >= 0: current value is ${
+          JSON.stringify(retried) ?? "undefined"
+        }`,
+      );
+    }
+    const messageId = idFrom(sourceMessageId);
+    const dlq = idFrom(dlqId);
+    return await giveUp("qstash", job, retried + 1, {
+      queue: "qstash",
+      ...(messageId ? { messageId } : {}),
+      ...(dlq ? { dlqId: dlq } : {}),
+    }, claim);
+  });
+
+  // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
+  app.post("/v1/pubsub/dead-letter", async (c) => {
+    requireConfigured(
+      verifyPubSubDeadLetter !== undefined,
+      "POST /v1/pubsub/dead-letter",
+      "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+    );
+    let verified = true;
+    try {
+      verified = verifyPubSubDeadLetter === undefined ||
+        await verifyPubSubDeadLetter(c.req.header("authorization"));
+    } catch (error) {
+      if (!(error instanceof KeysUnavailable)) throw error;
+      return problem(
+        503,
+        "keys-unavailable",
+        "Cannot verify now",
+        "Google's signing keys could not be fetched; Pub/Sub will redeliver.",
+      );
+    }
+    if (!verified) {
+      throw unauthorized(
+        "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+      );
+    }
+    const raw = await c.req.text();
+    const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
+    let job: Job;
+    let message: Record<string, unknown> = {};
+    try {
+      const parsed = parseJson("pubsub", raw);
+      const envelope =
+        (typeof parsed === "object" && parsed !== null ? parsed : {}) as Record<
+          string,
+          unknown
+        >;
+      message = (typeof envelope.message === "object" &&
+          envelope.message !== null
+        ? envelope.message
+        : {}) as Record<string, unknown>;
+      seen.id = message.messageId ?? message.message_id;
+      seen.job = parseJson("pubsub", decodeBase64("pubsub", message.data));
+      job = jobFrom("pubsub", seen.job);
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      // Authenticated but unreadable: acked (Pub/Sub would redeliver it
+      // for days) and kept visible to operators.
+      return await keepUnreadable(raw, seen, error.detail);
+    }
+    const attributes = (typeof message.attributes === "object" &&
+        message.attributes !== null
+      ? message.attributes
+      : {}) as Record<string, unknown>;
+    // Pub/Sub sets the source subscription's delivery count when it forwards.
+    const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
+    const deliveries = Number.isSafeInteger(counted) && counted >= 1
+      ? counted
+      : Math.max(1, await store.deliveries(jobIdOf(job)));
+    const messageId = idFrom(message.messageId ?? message.message_id);
+    return await giveUp("pubsub", job, deliveries, {
+      queue: "pubsub",
+      ...(messageId ? { messageId } : {}),
+    });
+  });
+
+  /**
+   * An authenticated Pub/Sub message that cannot be read is acked (204):
+   * a 400 would make Pub/Sub redeliver it for up to its retention (7 days).
+   * It stays visible: a log line, and a dead letter `pubsub/<messageId>/unreadable`
+   * (three segments, so never a job's id, and never redriven) with the
+   * reason. A store failure is a 503, so Pub/Sub redelivers and we try again.
+   */
+  async function keepUnreadable(
+    raw: string,
+    seen: { id?: unknown; attempt?: unknown; job?: unknown },
+    detail: string,
+  ): Promise<Response> {
+    const name = typeof seen.id === "string" && isIntentId(seen.id)
+      ? seen.id
+      : `sha256-${
+        bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
+      }`;
+    const jobId = `pubsub/${name}/unreadable`;
+    const { intentId } =
+      (typeof seen.job === "object" && seen.job !== null
+        ? seen.job
+        : {}) as Record<string, unknown>;
+    const reason = `unreadable Pub/Sub message: ${detail}`.slice(0, 300);
+    try {
+      await store.putDeadLetter({
+        jobId,
+        intentId: isIntentId(intentId) ? intentId : "",
+        deliveries: typeof seen.attempt === "number" &&
+            Number.isSafeInteger(seen.attempt) && seen.attempt >= 1
+          ? seen.attempt
+          : 1,
+        cause: "declared",
+        reason,
+        resolution: "message acked unread; nothing else was touched",
+        lastError: detail.slice(0, 300),
+        poisonedAt: now(),
+      });
+    } catch (error) {
+      log(
+        `pubsub  ${jobId} unreadable, and its dead letter failed: ${
+          describeError(error)
+        }`,
+      );
+      return problem(
+        503,
+        "delivery-failed",
+        "Delivery failed",
+        "The message is unreadable and could not be kept as a dead letter; Pub/Sub will redeliver it.",
+      );
+    }
+    log(`pubsub  ${jobId} acked and kept as a dead letter: ${reason}`);
+    return new Response(null, { status: 204 });
+  }
 
   app.post("/v1/deliveries", async (c) => {
     requireConfigured(
@@ -555,10 +830,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       "WEBHOOK_SECRET",
     );
     const raw = await c.req.text();
-    if (verifyHmac && !verifyHmac(raw, c.req.header("x-signature"))) {
-      throw unauthorized(
-        "Sign the raw body: 'X-Signature: sha256=<hex HMAC-SHA-256 with WEBHOOK_SECRET>'.",
-      );
+    let claim: ReplayClaim | undefined;
+    if (verifyHmac) {
+      const verified = verifyHmac(raw, c.req.header("x-signature"));
+      if (!verified.ok) throw unauthorized(verified.detail);
+      claim = verified.claim;
     }
     const body = parseJson("deliveries", raw);
     const { job: rawJob, delivery } =
@@ -573,6 +849,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       delivery === undefined
         ? undefined
         : deliveryFrom("deliveries", delivery, "'delivery'"),
+      claim,
     );
   });
 
@@ -665,9 +942,20 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   });
 
-  app.post("/v1/dead-letters/:jobId/redrive", async (c) => {
+  /**
+   * Redrives the dead letter of a job id that must read `<intentId>/<kind>`:
+   * anything else (too long for a store key, a dead letter that records a
+   * message rather than a job) is a 400 problem before the store is asked.
+   */
+  async function redriveRoute(c: Context, jobId: string): Promise<Response> {
     requireOps(c);
-    const jobId = c.req.param("jobId");
+    const [intentId, kind, ...rest] = jobId.split("/");
+    if (!isIntentId(intentId) || kind !== "settle" || rest.length > 0) {
+      const detail = /^pubsub\/[^/]{1,200}\/unreadable$/.test(jobId)
+        ? `${jobId} records an unreadable Pub/Sub message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
+        : "A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : -: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.";
+      return problem(400, "bad-job-id", "Bad job id", detail);
+    }
     let job: Job | null;
     try {
       job = await relayer.redrive(jobId, deps.redriveTo);
@@ -696,7 +984,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       },
       202,
     );
-  });
+  }
+
+  app.post(
+    "/v1/dead-letters/:jobId/redrive",
+    (c) => redriveRoute(c, c.req.param("jobId")),
+  );
+  app.post(
+    "/v1/dead-letters/:intentId/:kind/redrive",
+    (c) => redriveRoute(c, `${c.req.param("intentId")}/${c.req.param("kind")}`),
+  );
 
   app.post("/v1/jobs", async (c) => {
     requireOps(c);
@@ -720,13 +1017,16 @@ export function createApp(deps: AppDeps): WebhookApp {
   const allowed: Record<string, string> = {
     "/healthz": "GET",
     "/v1/qstash": "POST",
+    "/v1/qstash/failed": "POST",
     "/v1/pubsub": "POST",
+    "/v1/pubsub/dead-letter": "POST",
     "/v1/deliveries": "POST",
     "/v1/jobs": "POST",
     "/v1/intents": "POST",
     "/v1/intents/:id": "GET",
     "/v1/dead-letters": "GET",
     "/v1/dead-letters/:jobId/redrive": "POST",
+    "/v1/dead-letters/:intentId/:kind/redrive": "POST",
   };
   for (const [path, allow] of Object.entries(allowed)) {
     app.all(
@@ -777,6 +1077,11 @@ export function createApp(deps: AppDeps): WebhookApp {
 }
 
 export { ConfigError, loadConfig } from "./config.ts";
+export {
+  type Publisher,
+  qstashPublisher,
+  type QStashPublisherOptions,
+} from "./qstash_publisher.ts";
 export {
   GOOGLE_CERTS_URL,
   googleJwks,

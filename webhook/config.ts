@@ -9,7 +9,10 @@
  * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither) |
  * | `PUBLIC_URL` | the service's public base URL; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
- * | `PUBSUB_SERVICE_ACCOUNT` | optional: the service account Pub/Sub pushes as |
+ * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
+ * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`) |
+ * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
+ * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
@@ -19,6 +22,10 @@
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536) |
+ * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
+ * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy) |
+ * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
+ * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
  * @module
@@ -29,6 +36,8 @@ import { definePolicy, type Policy } from "../policy/policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
+import { checkQueue } from "../policy/check_queue.ts";
+import type { QueueLimits } from "../policy/queue.ts";
 
 /**
  * A setting that stops the service from starting.
@@ -92,8 +101,16 @@ export interface Config {
     nextSigningKey: string;
     url: string;
   };
-  /** Pub/Sub's audience and service account. */
-  readonly pubsub?: { audience: string; serviceAccount?: string };
+  /** Pub/Sub's audience and the service account its tokens must name. */
+  readonly pubsub?: { audience: string; serviceAccount: string };
+  /** The dead-letter topic's push subscription: its audience and service account. */
+  readonly pubsubDeadLetter?: { audience: string; serviceAccount: string };
+  /** Publishing through QStash (`QSTASH_TOKEN`, `QSTASH_URL`), to `publicUrl`. */
+  readonly qstashPublish?: {
+    token: string;
+    baseUrl?: string;
+    publicUrl: string;
+  };
   /** The generic route's HMAC secret. */
   readonly webhookSecret?: string;
   /** The ops routes' bearer token. */
@@ -113,7 +130,20 @@ export interface Config {
   readonly maxBodyBytes: number;
   /** Whether unsigned deliveries are accepted on unconfigured routes. */
   readonly insecureDev: boolean;
+  /**
+   * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
+   * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
+   * configured queue. `cloudflare` is present when `CLOUDFLARE_MAX_RETRIES`
+   * is set.
+   */
+  readonly queues: {
+    readonly qstash: Extract<QueueLimits, { kind: "qstash" }>;
+    readonly pubsub: Extract<QueueLimits, { kind: "pubsub" }>;
+    readonly cloudflare?: Extract<QueueLimits, { kind: "cloudflare" }>;
+  };
 }
+
+type QueueSettings = Config["queues"];
 
 const MIN_SECRET = 16;
 
@@ -151,27 +181,33 @@ function httpUrl(
 ): string | undefined {
   const value = env[name];
   if (value === undefined || value === "") return undefined;
-  let url: URL;
+  // A URL may carry a secret (credentials, a token in the query): these
+  // lines name the setting and never echo its value.
+  let url: URL | undefined;
   try {
     url = new URL(value);
   } catch {
-    throw new ConfigError(
-      name,
-      `${name} must be an absolute http(s) URL: current value is ${
-        JSON.stringify(value)
-      }`,
-    );
+    url = undefined;
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
+  if (
+    url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")
+  ) {
     throw new ConfigError(
       name,
-      `${name} must be an absolute http(s) URL: current value is ${
-        JSON.stringify(value)
-      }`,
+      `${name} must be an absolute http(s) URL, such as https://host.example:8443/base`,
     );
   }
   if (url.username || url.password) {
-    throw new ConfigError(name, `${name} must not carry credentials`);
+    throw new ConfigError(
+      name,
+      `${name} must not carry credentials: remove the user:password@ part`,
+    );
+  }
+  if (url.search !== "" || url.hash !== "" || /[?#]/.test(value)) {
+    throw new ConfigError(
+      name,
+      `${name} must not carry a query string or fragment: give the base URL only, such as https://host.example:8443/base`,
+    );
   }
   return value.replace(/\/+$/, "");
 }
@@ -254,6 +290,18 @@ function integer(
  * shorter than `STUCK_AFTER`: a settling payment would be poisoned before
  * its rescue could run.
  *
+ * Refuses as well, in one line naming the settings and both numbers, a
+ * configured queue (QStash when its signing keys are set, Pub/Sub when
+ * `PUBSUB_AUDIENCE` is, Cloudflare Queues when `CLOUDFLARE_MAX_RETRIES`
+ * is) that gives up before `MAX_DELIVERIES` (`QSTASH_RETRIES + 1`,
+ * `PUBSUB_MAX_DELIVERY_ATTEMPTS`, `CLOUDFLARE_MAX_RETRIES + 1`), or whose
+ * guaranteed window under its *own* delays is shorter than `STUCK_AFTER`:
+ * QStash honours our delays up to 1 day, Cloudflare up to 12 h, and
+ * Pub/Sub uses its own backoff, guaranteeing only `PUBSUB_MIN_BACKOFF` per
+ * gap (so it needs at least `STUCK_AFTER / (MAX_DELIVERIES − 1)`).
+ * `QSTASH_RETRIES` can be at most your QStash plan's retry cap: QStash
+ * lowers a higher value to the cap, and the job then stops early.
+ *
  * @param env The environment variables (`Deno.env.toObject()`).
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
@@ -269,6 +317,7 @@ function integer(
  * });
  * assert.equal(config.policy.maxDeliveries, 10);
  * assert.deepEqual(config.kv, { path: "./data/relayer.kv" });
+ * assert.equal(config.queues.qstash.retries, 9); // MAX_DELIVERIES − 1
  * assert.throws(
  *   () => loadConfig({ SENDER_URL: "x", WEBHOOK_SECRET: "a-secret-of-16-chars" }),
  *   /SENDER_URL must be an absolute http\(s\) URL/,
@@ -344,6 +393,45 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "PUBSUB_AUDIENCE is missing: PUBSUB_SERVICE_ACCOUNT needs the push subscription's audience",
     );
   }
+  // Google issues OIDC tokens for any audience to any service account: the
+  // audience alone lets anyone with a Google account push (DESIGN §15).
+  if (audience !== undefined && serviceAccount === undefined) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_AUDIENCE set, name the service account your push subscription authenticates as, because Google issues tokens for any audience to any account",
+    );
+  }
+  if (
+    serviceAccount !== undefined && !/^[^@\s]+@[^@\s]+$/.test(serviceAccount)
+  ) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      `PUBSUB_SERVICE_ACCOUNT must be the service account's email, such as pusher@my-project.iam.gserviceaccount.com: current value is ${
+        JSON.stringify(serviceAccount)
+      }`,
+    );
+  }
+  const deadLetterAudience = env.PUBSUB_DEAD_LETTER_AUDIENCE || undefined;
+  if (deadLetterAudience !== undefined && serviceAccount === undefined) {
+    throw new ConfigError(
+      "PUBSUB_SERVICE_ACCOUNT",
+      "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_DEAD_LETTER_AUDIENCE set, name the service account the dead-letter push subscription authenticates as",
+    );
+  }
+  const qstashToken = env.QSTASH_TOKEN || undefined;
+  const qstashUrl = httpUrl(env, "QSTASH_URL");
+  if (qstashToken !== undefined && publicUrl === undefined) {
+    throw new ConfigError(
+      "PUBLIC_URL",
+      "PUBLIC_URL is missing: QSTASH_TOKEN publishes jobs to PUBLIC_URL/v1/qstash, so set the service's public base URL",
+    );
+  }
+  if (qstashUrl !== undefined && qstashToken === undefined) {
+    throw new ConfigError(
+      "QSTASH_TOKEN",
+      "QSTASH_TOKEN is missing: QSTASH_URL only says where QStash's API is",
+    );
+  }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
 
@@ -411,6 +499,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ? { platform: true as const }
     : { path: "./data/relayer.kv" };
   const kvQueue = flag(env, "KV_QUEUE");
+  if (kvQueue && qstashToken !== undefined) {
+    throw new ConfigError(
+      "KV_QUEUE",
+      "Set KV_QUEUE or QSTASH_TOKEN, not both: new and redriven jobs go to one queue",
+    );
+  }
   if (kvQueue && onDeploy) {
     throw new ConfigError(
       "KV_QUEUE",
@@ -431,6 +525,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
 
+  const queues = readQueues(env, policy);
+  checkQueues(policy, queues, {
+    qstash: current !== undefined,
+    pubsub: audience !== undefined,
+  });
+
   return {
     policy,
     leaseMs,
@@ -443,8 +543,20 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
         },
       }
       : {}),
-    ...(audience !== undefined
-      ? { pubsub: { audience, ...(serviceAccount ? { serviceAccount } : {}) } }
+    ...(audience !== undefined && serviceAccount !== undefined
+      ? { pubsub: { audience, serviceAccount } }
+      : {}),
+    ...(deadLetterAudience !== undefined && serviceAccount !== undefined
+      ? { pubsubDeadLetter: { audience: deadLetterAudience, serviceAccount } }
+      : {}),
+    ...(qstashToken !== undefined && publicUrl !== undefined
+      ? {
+        qstashPublish: {
+          token: qstashToken,
+          publicUrl,
+          ...(qstashUrl !== undefined ? { baseUrl: qstashUrl } : {}),
+        },
+      }
       : {}),
     ...(webhookSecret !== undefined ? { webhookSecret } : {}),
     ...(opsToken !== undefined ? { opsToken } : {}),
@@ -454,5 +566,182 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ...(database !== undefined ? { database } : {}),
     maxBodyBytes,
     insecureDev,
+    queues,
   };
+}
+
+// ---------------------------------------------------------------------------
+// The queues' own limits (DESIGN §14): read, then checked against the policy.
+
+const MAX_BACKOFF_MS = 600_000; // Pub/Sub allows each bound 0 … 600 s
+
+function countIn(
+  env: Record<string, string | undefined>,
+  name: string,
+  min: number,
+  max: number,
+  note = "",
+): number | undefined {
+  const value = integer(env, name);
+  if (value !== undefined && (value < min || value > max)) {
+    throw new ConfigError(
+      name,
+      `${name} must be a whole number from ${min} to ${max}${note}: current value is ${value}`,
+    );
+  }
+  return value;
+}
+
+function backoffIn(
+  env: Record<string, string | undefined>,
+  name: string,
+  fallbackMs: number,
+): number {
+  const ms = duration(env, name) ?? fallbackMs;
+  if (ms > MAX_BACKOFF_MS) {
+    throw new ConfigError(
+      name,
+      `${name} must be at most 10m (Pub/Sub's limit): current value is ${
+        formatDuration(ms)
+      }`,
+    );
+  }
+  return ms;
+}
+
+/** Reads `QSTASH_RETRIES`, `PUBSUB_*` and `CLOUDFLARE_MAX_RETRIES`. */
+function readQueues(
+  env: Record<string, string | undefined>,
+  policy: Policy,
+): QueueSettings {
+  const retries = countIn(
+    env,
+    "QSTASH_RETRIES",
+    0,
+    100,
+    " and at most your QStash plan's retry cap",
+  ) ?? Math.min(100, policy.maxDeliveries - 1);
+  const maxDeliveryAttempts = countIn(
+    env,
+    "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+    5,
+    100,
+  );
+  const minBackoffMs = backoffIn(env, "PUBSUB_MIN_BACKOFF", 10_000);
+  const maxBackoffMs = backoffIn(env, "PUBSUB_MAX_BACKOFF", MAX_BACKOFF_MS);
+  if (minBackoffMs > maxBackoffMs) {
+    throw new ConfigError(
+      "PUBSUB_MIN_BACKOFF",
+      `PUBSUB_MIN_BACKOFF (${
+        formatDuration(minBackoffMs)
+      }) must be at most PUBSUB_MAX_BACKOFF (${formatDuration(maxBackoffMs)})`,
+    );
+  }
+  const maxRetries = countIn(env, "CLOUDFLARE_MAX_RETRIES", 0, 100);
+  return {
+    qstash: { kind: "qstash", retries },
+    pubsub: {
+      kind: "pubsub",
+      ...(maxDeliveryAttempts !== undefined ? { maxDeliveryAttempts } : {}),
+      minBackoffMs,
+      maxBackoffMs,
+    },
+    ...(maxRetries !== undefined
+      ? { cloudflare: { kind: "cloudflare" as const, maxRetries } }
+      : {}),
+  };
+}
+
+/**
+ * Refuses, in one line naming the settings, a configured queue that gives
+ * up before `MAX_DELIVERIES` or whose guaranteed rescue window under its
+ * own delays is shorter than `STUCK_AFTER` (the same `checkQueue` as
+ * `rescueWindow` and `deno task schedule --queue`).
+ */
+function checkQueues(
+  policy: Policy,
+  queues: QueueSettings,
+  configured: { qstash: boolean; pubsub: boolean },
+): void {
+  const max = policy.maxDeliveries;
+  const stuck = formatDuration(policy.stuckAfterMs);
+  if (configured.qstash) {
+    const check = checkQueue(policy, queues.qstash);
+    const retries = queues.qstash.retries;
+    if (check.problem === "stops_early") {
+      throw new ConfigError(
+        "QSTASH_RETRIES",
+        max - 1 > 100
+          ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): QStash allows at most 100 retries (and your plan's cap may be lower), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
+          : `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
+            max - 1
+          } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap), or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
+      );
+    }
+    if (check.problem === "window_short") {
+      throw new ConfigError(
+        "CAP",
+        `On QStash, which honours Retry-After up to 1 day, the rescue window is ${
+          formatDuration(check.windowMs)
+        } (guaranteed, QSTASH_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 24h or less, or lower STUCK_AFTER`,
+      );
+    }
+  }
+  if (configured.pubsub) {
+    const check = checkQueue(policy, queues.pubsub);
+    const { maxDeliveryAttempts, minBackoffMs, maxBackoffMs } = queues.pubsub;
+    if (check.problem === "stops_early") {
+      throw new ConfigError(
+        "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+        `PUBSUB_MAX_DELIVERY_ATTEMPTS is ${maxDeliveryAttempts}, so Pub/Sub dead-letters a job after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set the subscription's max delivery attempts and PUBSUB_MAX_DELIVERY_ATTEMPTS to at least ${max}, or lower MAX_DELIVERIES`,
+      );
+    }
+    if (check.problem === "window_short") {
+      // Pub/Sub guarantees only its minimum backoff per gap, with no growth,
+      // so each of the MAX_DELIVERIES − 1 gaps needs STUCK_AFTER / gaps.
+      const gaps = check.deliveries - 1;
+      const neededMs = gaps === 0
+        ? Infinity
+        : Math.ceil(policy.stuckAfterMs / gaps);
+      const fix = neededMs <= MAX_BACKOFF_MS
+        ? `Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least ${
+          formatDuration(neededMs)
+        } (STUCK_AFTER / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower`
+        : `No minimum backoff Pub/Sub allows (at most 10m) is enough: raise MAX_DELIVERIES to at least ${
+          Math.ceil(policy.stuckAfterMs / MAX_BACKOFF_MS) + 1
+        } with a 10m minimum backoff, or lower STUCK_AFTER`;
+      throw new ConfigError(
+        "PUBSUB_MIN_BACKOFF",
+        `PUBSUB_MIN_BACKOFF is ${
+          formatDuration(minBackoffMs)
+        }, and Pub/Sub applies its own backoff, guaranteeing only that much per gap: the rescue window is ${
+          formatDuration(check.windowMs)
+        } over ${check.deliveries} deliveries (PUBSUB_MAX_BACKOFF ${
+          formatDuration(maxBackoffMs)
+        }, PUBSUB_MAX_DELIVERY_ATTEMPTS ${
+          maxDeliveryAttempts ?? "unset"
+        }) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. ${fix}`,
+      );
+    }
+  }
+  if (queues.cloudflare !== undefined) {
+    const check = checkQueue(policy, queues.cloudflare);
+    const retries = queues.cloudflare.maxRetries;
+    if (check.problem === "stops_early") {
+      throw new ConfigError(
+        "CLOUDFLARE_MAX_RETRIES",
+        `CLOUDFLARE_MAX_RETRIES is ${retries}, so Cloudflare Queues move a job to the dead-letter queue after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set the consumer's max_retries and CLOUDFLARE_MAX_RETRIES to at least ${
+          max - 1
+        }, or lower MAX_DELIVERIES`,
+      );
+    }
+    if (check.problem === "window_short") {
+      throw new ConfigError(
+        "CAP",
+        `On Cloudflare Queues, which accept delays up to 12h, the rescue window is ${
+          formatDuration(check.windowMs)
+        } (guaranteed, CLOUDFLARE_MAX_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 12h or less, or lower STUCK_AFTER`,
+      );
+    }
+  }
 }

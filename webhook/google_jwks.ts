@@ -77,8 +77,11 @@ export interface GoogleJwksOptions {
 
 /**
  * A source of Google's signing keys that fetches them once and keeps them
- * for the `max-age` Google sends (at least a minute, at most a day). When a
- * refresh fails it keeps serving the keys it has; with none, it throws.
+ * for the `max-age` Google sends (at least a minute, at most a day). Called
+ * with `{ refresh: true }` it fetches them again now, as the Pub/Sub
+ * verifier does (rate-limited there) for a token signed by a key it does
+ * not know yet. When a refresh fails it keeps serving the keys it has; with
+ * none, it throws.
  *
  * @param options The URL, fetch and clock.
  * @returns A function that returns the current keys.
@@ -101,11 +104,13 @@ export interface GoogleJwksOptions {
  * assert.equal((await keys())[0]?.kty, "RSA");
  * await keys();
  * assert.equal(calls, 1);
+ * await keys({ refresh: true }); // a token named a key we do not know
+ * assert.equal(calls, 2);
  * ```
  */
 export function googleJwks(
   options: GoogleJwksOptions = {},
-): () => Promise<readonly JsonWebKey[]> {
+): (options?: { refresh?: boolean }) => Promise<readonly JsonWebKey[]> {
   const {
     url = GOOGLE_CERTS_URL,
     fetch: fetcher = globalThis.fetch,
@@ -129,8 +134,8 @@ export function googleJwks(
     return cached.keys;
   }
 
-  return async () => {
-    if (cached && cached.until > now()) return cached.keys;
+  return async ({ refresh: force = false } = {}) => {
+    if (!force && cached && cached.until > now()) return cached.keys;
     refreshing ??= refresh().finally(() => (refreshing = undefined));
     try {
       return await refreshing;

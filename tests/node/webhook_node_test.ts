@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { nodeVersion } from "./_node.ts";
 import { fileURLToPath } from "node:url";
 import { signHmac } from "../webhook/_signing.ts";
+import { timeout } from "../_timeout.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CONFIG = fileURLToPath(new URL("../../deno.json", import.meta.url));
@@ -49,7 +50,7 @@ Deno.test({
   name:
     "createApp() serves a signed delivery under Node through @hono/node-server",
   ignore: NODE_VERSION === null,
-  async fn() {
+  fn: timeout(DEADLINE_MS + 15_000, async () => {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), DEADLINE_MS);
     const dir = await Deno.makeTempDir({ prefix: "relayer_node_" });
@@ -172,5 +173,5 @@ Deno.test({
       await stderr;
       await Deno.remove(dir, { recursive: true });
     }
-  },
+  }),
 });

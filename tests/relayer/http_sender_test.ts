@@ -462,7 +462,7 @@ Deno.test("HttpSender() checks its options", () => {
     [
       { url: "https://signer.local/?key=1" },
       TypeError,
-      `Cannot create HttpSender as 'url' must be an absolute http(s) URL without credentials, query or fragment: current value is "https://signer.local/?key=1"`,
+      `Cannot create HttpSender as 'url' must be an absolute http(s) URL without credentials, query or fragment: current value is "https://signer.local/?***"`,
     ],
     [
       { url: 42 },

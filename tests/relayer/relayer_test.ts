@@ -179,6 +179,40 @@ function suite(backend: Backend): void {
     }]);
   });
 
+  test("createRelayer() measures stuck from the later of settlingSince and the last broadcast: a rescue with an unknown outcome waits another stuckAfter", async () => {
+    const { relayer, sender, clock } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "unknown", at: 0, error: "timeout" },
+      },
+      {
+        sends: [
+          { error: new Error("timeout") }, // the rescue's outcome is unknown too
+          { txHash: "0xr2" },
+        ],
+      },
+      { policy: { maxDeliveries: 9, jitter: "none", stuckAfterMs: 60_000 } },
+    );
+    clock.now = 60_000;
+    await relayer.deliver(job, 1); // stuck since 0: rescue (unknown again)
+    const sends = () => sender.calls.filter((c) => c.method === "send").length;
+    assert.equal(sends(), 1);
+    clock.now = 60_001;
+    assert.equal(
+      (await relayer.deliver(job, 2) as { reason: string }).reason,
+      "settling for 1ms without tx hash, waiting",
+      "the rescue restarted the clock",
+    );
+    clock.now = 119_999;
+    await relayer.deliver(job, 3);
+    assert.equal(sends(), 1, "not repeated on every delivery");
+    clock.now = 120_000;
+    await relayer.deliver(job, 4);
+    assert.equal(sends(), 2, "repeated after another stuckAfter");
+  });
+
   test("createRelayer() broadcasts again after a declared not-sent, writing ahead that a send started", async () => {
     const { relayer, store, sender } = await setup(
       { state: "authorized", hold: "pending" },
@@ -641,3 +675,55 @@ function letterOf(stored: StoredDeadLetter | null): DeadLetter | null {
   const { version: _, ...letter } = stored;
   return letter;
 }
+
+Deno.test("createRelayer() redrive loses nothing when a prompt queue delivers the job before the dead letter is removed", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001" });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 3 },
+    now: () => 0,
+    random: () => 0,
+  });
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  for (let n = 0; n < 3; n++) await relayer.deliver(job); // counted: 3 of 3, poisoned
+  const first = await store.getDeadLetter("pi_0001/settle");
+  assert.equal(first?.deliveries, 3);
+  // The queue delivers the published job at once, before the removal: it
+  // counts as delivery 4 of 3 and is poisoned again.
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle", {
+      publish: async (j) => void await relayer.deliver(j),
+    }),
+    ConflictError,
+  );
+  // The letter the redrive read changed under it: it removed nothing, so
+  // the job's record is still there.
+  const kept = await store.getDeadLetter("pi_0001/settle");
+  assert.equal(kept?.deliveries, 4);
+  assert.equal(await store.deliveries("pi_0001/settle"), 4);
+});
+
+Deno.test("createRelayer() refuses to redrive a needs_review intent's dead letter: it is the record of why", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+    now: () => 0,
+  });
+  await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 1);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle"),
+    /already needs_review: no job can help it/,
+  );
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});

@@ -10,6 +10,7 @@
  */
 
 import assert from "node:assert/strict";
+import { createRelayer, ReplayError, ScriptedSender } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { CountingKv, type KvCounts } from "./_counting_kv.ts";
 import {
@@ -137,3 +138,46 @@ for (const [id, floor] of Object.entries(FLOOR)) {
     assert.ok(total.commits <= floor, `${total.commits} commits`);
   });
 }
+
+Deno.test("createRelayer() over KvStore: a signed delivery's replay record rides in its first commit, or is its one commit when it only looks", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const counting = new CountingKv(kv);
+    const store = new KvStore(counting);
+    await store.createIntent({
+      id: "pi_w",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.createIntent({ id: "pi_l", state: "created" });
+    const relayer = createRelayer({
+      store,
+      sender: new ScriptedSender({ pi_w: { sends: [{ txHash: "0x1" }] } }),
+      now: () => 0,
+      random: () => 0,
+    });
+    const claim = (key: string) => ({ key, now: 0, expiresAt: 360_000 });
+    counting.reset();
+    await relayer.deliver({ intentId: "pi_w", kind: "settle" }, 1, {
+      claim: claim("sig-w"),
+    });
+    assert.equal(
+      counting.counts.commits,
+      2,
+      "write-ahead + record, as unsigned",
+    );
+    counting.reset();
+    await relayer.deliver({ intentId: "pi_l", kind: "settle" }, 1, {
+      claim: claim("sig-l"),
+    });
+    assert.equal(counting.counts.commits, 1, "the replay record alone");
+    await assert.rejects(
+      relayer.deliver({ intentId: "pi_w", kind: "settle" }, 2, {
+        claim: claim("sig-w"),
+      }),
+      ReplayError,
+    );
+  } finally {
+    kv.close();
+  }
+});

@@ -10,10 +10,12 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  checkQueue,
   DEFAULT_POLICY,
   definePolicy,
   JITTERS,
   type Policy,
+  type QueueLimits,
   rescueWindow,
 } from "../../mod.ts";
 import {
@@ -124,6 +126,7 @@ function countsThePoisonedDelivery(policy: Policy): Schedule {
     rows: [...rows, { delivery: policy.maxDeliveries, action: "poison" }],
     guaranteedMs,
     worstMs: longer.worstMs,
+    stopsEarly: false,
     outlasts: guaranteedMs >= policy.stuckAfterMs,
   };
 }
@@ -358,4 +361,180 @@ Deno.test("README.md quotes the default verdict line and embeds docs/schedule.sv
 Deno.test("docs/schedule.svg is the chart of the default policy", async () => {
   const svg = await Deno.readTextFile(new URL("docs/schedule.svg", root));
   assert.equal(svg, scheduleSvg(schedule()));
+});
+
+const anyQueue: fc.Arbitrary<QueueLimits> = fc.oneof(
+  fc.record({
+    kind: fc.constant("qstash" as const),
+    retries: fc.integer({ min: 0, max: 100 }),
+  }),
+  fc.record({
+    attempts: fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
+    minBackoffMs: fc.integer({ min: 0, max: 600_000 }),
+    spread: fc.integer({ min: 0, max: 600_000 }),
+  }).map(({ attempts, minBackoffMs, spread }): QueueLimits => ({
+    kind: "pubsub",
+    ...(attempts === undefined ? {} : { maxDeliveryAttempts: attempts }),
+    minBackoffMs,
+    maxBackoffMs: Math.min(600_000, minBackoffMs + spread),
+  })),
+  fc.record({
+    kind: fc.constant("cloudflare" as const),
+    maxRetries: fc.integer({ min: 0, max: 100 }),
+  }),
+  fc.constant({ kind: "kv" as const }),
+);
+
+Deno.test("schedule() with a queue ends at its limit, and its guaranteed column is rescueWindow(policy, queue)", () => {
+  fc.assert(
+    fc.property(anyPolicy, anyQueue, (policy, queue) => {
+      const s = schedule(policy, queue);
+      const check = checkQueue(policy, queue);
+      assert.equal(s.rows.length, check.deliveries);
+      assert.equal(s.stopsEarly, check.problem === "stops_early");
+      assert.equal(
+        s.rows.at(-1)?.action,
+        s.stopsEarly ? "give_up" : "poison",
+      );
+      assert.equal(s.guaranteedMs, rescueWindow(policy, queue));
+      assert.equal(s.outlasts, s.guaranteedMs >= policy.stuckAfterMs);
+    }),
+    { numRuns: runs(500) },
+  );
+});
+
+Deno.test("formatSchedule() under QStash with 4 retries ends where the queue gives up", () => {
+  const text = formatSchedule(schedule({}, { kind: "qstash", retries: 4 }));
+  assert.match(text, /; on QStash: at most 5 deliveries \(retries 4\)/);
+  assert.match(text, /^#5 +queue gives up +-$/m);
+  assert.match(
+    text,
+    /rescue window 37\.5s guaranteed \(1m15s worst\) vs stuck after 5m0s: TOO SHORT, .*; QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10\n$/,
+  );
+});
+
+Deno.test("verdict() under Pub/Sub says the minimum backoff the policy needs", () => {
+  const pubsub: QueueLimits = {
+    kind: "pubsub",
+    maxDeliveryAttempts: 100,
+    minBackoffMs: 1000,
+    maxBackoffMs: 10_000,
+  };
+  assert.equal(
+    verdict(schedule({}, pubsub)),
+    `rescue window 9s guaranteed (1m30s worst) vs stuck after 5m0s: ${TOO_SHORT_TEXT}; Pub/Sub needs a minimum backoff of at least 33.334s`,
+  );
+  assert.equal(
+    verdict(
+      schedule({}, { ...pubsub, minBackoffMs: 33_334, maxBackoffMs: 600_000 }),
+    ),
+    `rescue window 5m0.006s guaranteed (1h30m0s worst) vs stuck after 5m0s: ${OK_TEXT}`,
+  );
+});
+
+Deno.test("parseFlags() reads --queue and its own flags, with the queues' defaults", () => {
+  const read = (args: string[]) => {
+    const flags = parseFlags(args);
+    assert.ok(!flags.help);
+    return flags.queue;
+  };
+  assert.equal(read([]), undefined);
+  assert.deepEqual(read(["--queue", "qstash"]), { kind: "qstash", retries: 9 });
+  assert.deepEqual(read(["--queue=qstash", "--retries=5"]), {
+    kind: "qstash",
+    retries: 5,
+  });
+  assert.deepEqual(read(["--queue", "pubsub"]), {
+    kind: "pubsub",
+    minBackoffMs: 10_000,
+    maxBackoffMs: 600_000,
+  });
+  assert.deepEqual(
+    read([
+      "--queue",
+      "pubsub",
+      "--min-backoff",
+      "1s",
+      "--max-backoff",
+      "10s",
+      "--max-delivery-attempts",
+      "100",
+    ]),
+    {
+      kind: "pubsub",
+      maxDeliveryAttempts: 100,
+      minBackoffMs: 1000,
+      maxBackoffMs: 10_000,
+    },
+  );
+  assert.deepEqual(read(["--queue", "cloudflare"]), {
+    kind: "cloudflare",
+    maxRetries: 3,
+  });
+  assert.deepEqual(read(["--queue", "kv"]), { kind: "kv" });
+});
+
+Deno.test("parseFlags() refuses a bad queue, a queue flag of another queue, and out-of-range limits", () => {
+  const refused = (args: string[], message: RegExp) =>
+    assert.throws(() => parseFlags(args), (error: unknown) => {
+      assert.ok(error instanceof UsageError);
+      assert.match(error.message, message);
+      return true;
+    });
+  refused(
+    ["--queue", "sqs"],
+    /^--queue must be qstash, pubsub, cloudflare or kv: current value is "sqs"$/,
+  );
+  refused(["--retries", "3"], /^--retries is a flag of --queue qstash/);
+  refused(
+    ["--queue", "kv", "--max-retries", "3"],
+    /--max-retries is a flag of --queue cloudflare/,
+  );
+  refused(
+    ["--queue", "qstash", "--retries", "101"],
+    /--retries must be an integer from 0 to 100/,
+  );
+  refused(
+    ["--queue", "pubsub", "--max-delivery-attempts", "4"],
+    /--max-delivery-attempts must be an integer from 5 to 100: current value is "4"/,
+  );
+  refused(
+    ["--queue", "pubsub", "--min-backoff", "11m"],
+    /--min-backoff must be a duration up to 10m/,
+  );
+  refused(
+    ["--queue", "pubsub", "--min-backoff", "1m", "--max-backoff", "10s"],
+    /--min-backoff \(1m0s\) must be at most --max-backoff \(10s\)/,
+  );
+  refused(
+    ["--queue"],
+    /--queue needs a value: qstash, pubsub, cloudflare or kv/,
+  );
+});
+
+Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or its own delays are too short, 0 when it fits", async () => {
+  const qstash = await run(["--queue", "qstash", "--retries", "4"]);
+  assert.equal(qstash.code, 1);
+  assert.match(qstash.stdout, /QUEUE GIVES UP EARLY, after 5 deliveries/);
+  const pubsub = await run([
+    "--queue=pubsub",
+    "--min-backoff=1s",
+    "--max-backoff=10s",
+    "--max-delivery-attempts=100",
+  ]);
+  assert.equal(pubsub.code, 1);
+  assert.match(pubsub.stdout, /needs a minimum backoff of at least 33\.334s/);
+  const fits = await run(["--queue", "pubsub", "--min-backoff", "34s"]);
+  assert.equal(fits.code, 0, fits.stdout);
+  assert.equal((await run(["--queue", "qstash"])).code, 0);
+  assert.equal(
+    (await run(["--queue", "cloudflare", "--max-retries", "9"])).code,
+    0,
+  );
+  const bad = await run(["--queue", "cloudflare", "--retries", "9"]);
+  assert.equal(bad.code, 2);
+  assert.equal(
+    bad.stderr,
+    "schedule: --retries is a flag of --queue qstash: see --help\n",
+  );
 });

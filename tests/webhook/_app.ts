@@ -23,6 +23,8 @@ import {
 
 export const SECRET = "webhook-secret-for-tests";
 export const OPS = "ops-token-for-tests";
+/** The test app's clock, in milliseconds: generic deliveries are signed at this time. */
+export const NOW = 1_000_000;
 
 let google: Google | undefined;
 
@@ -48,7 +50,7 @@ export async function makeApp(
     store,
     sender,
     policy: { maxDeliveries: 3 },
-    now: () => 1_000_000,
+    now: () => NOW,
     random: () => 0,
     qstash: QSTASH,
     pubsub: {
@@ -63,17 +65,18 @@ export async function makeApp(
   return { app, store: memory, writes, sender };
 }
 
-/** A signed POST to the generic route. */
-export async function genericRequest(
+/** A POST to the generic route, signed at the test clock's time unless `signature` is given. */
+export function genericRequest(
   body: string,
-  init: { signature?: string } = {},
+  init: { signature?: string; timeS?: number } = {},
 ): Promise<RequestInit> {
-  return {
+  return Promise.resolve({
     method: "POST",
     body,
     headers: {
       "content-type": "application/json",
-      "x-signature": init.signature ?? await signHmac(SECRET, body),
+      "x-signature": init.signature ??
+        signHmac(SECRET, body, init.timeS ?? Math.floor(NOW / 1000)),
     },
-  };
+  });
 }

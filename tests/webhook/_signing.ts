@@ -32,7 +32,14 @@ export const QSTASH = {
  */
 export async function signQStash(
   body: string,
-  options: { key?: string; url?: string; nowS?: number; ttlS?: number } = {},
+  options: {
+    key?: string;
+    url?: string;
+    nowS?: number;
+    ttlS?: number;
+    /** The token's id; `null` leaves it out. */
+    jti?: string | null;
+  } = {},
 ): Promise<string> {
   const now = options.nowS ?? Math.floor(Date.now() / 1000);
   const hash = new Uint8Array(
@@ -45,7 +52,9 @@ export async function signQStash(
     iat: now,
     nbf: now,
     exp: now + (options.ttlS ?? 300),
-    jti: `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
+    ...(options.jti === null ? {} : {
+      jti: options.jti ?? `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
+    }),
     body: base64url(hash, true),
   };
   const input = `${base64url(JSON.stringify(header))}.${
@@ -64,8 +73,17 @@ export async function signQStash(
   return `${input}.${base64url(mac)}`;
 }
 
-/** The generic route's `X-Signature`. */
-export const signHmac: (secret: string, body: string) => string = hmacSignature;
+/**
+ * The generic route's `X-Signature` (`t=<unix seconds>,v1=<hex HMAC-SHA-256
+ * of "<t>.<raw body>">`), at `timeS` (default: now by the wall clock).
+ */
+export function signHmac(
+  secret: string,
+  body: string,
+  timeS: number = Math.floor(Date.now() / 1000),
+): string {
+  return hmacSignature(secret, body, timeS);
+}
 
 /** A local stand-in for Google's OIDC issuer: an RSA key pair and its JWKS. */
 export interface Google {

@@ -1,8 +1,15 @@
 import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
-import { genericRequest, makeApp, OPS, SECRET, theGoogle } from "./_app.ts";
-import { envelope, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import { createApp, type PubSubKeys } from "../../webhook/app.ts";
+import {
+  genericRequest,
+  makeApp,
+  NOW,
+  OPS,
+  SECRET,
+  theGoogle,
+} from "./_app.ts";
+import { envelope, PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const created = { id: "pi_0001", state: "created" } as const;
@@ -125,7 +132,10 @@ Deno.test("createApp() counts generic deliveries in the store when the body has 
   for (const n of [1, 2]) {
     const res = await app.request(
       "/v1/deliveries",
-      await genericRequest(JSON.stringify({ job })),
+      // Each delivery signed afresh: a signature used twice is a replay.
+      await genericRequest(JSON.stringify({ job }), {
+        timeS: Math.floor(NOW / 1000) - n,
+      }),
     );
     assert.equal((await res.json()).delivery, n);
   }
@@ -135,20 +145,96 @@ Deno.test("createApp() counts generic deliveries in the store when the body has 
 Deno.test("createApp() refuses an unsigned, wrongly signed or tampered generic delivery with 401, touching nothing", async () => {
   const { app, writes } = await makeApp({ intents: [created] });
   const body = JSON.stringify({ job, delivery: 1 });
-  const cases: RequestInit[] = [
-    { method: "POST", body },
-    await genericRequest(body, {
-      signature: await signHmac("another secret", body),
-    }),
-    await genericRequest(body, { signature: "sha256=00" }),
-    { ...(await genericRequest(body)), body: body.replace("1}", "2}") },
+  const t = Math.floor(NOW / 1000);
+  const good = signHmac(SECRET, body, t);
+  const v1 = good.split("v1=")[1]!;
+  const cases: [string, RequestInit][] = [
+    ["unsigned", { method: "POST", body }],
+    [
+      "another secret",
+      await genericRequest(body, {
+        signature: signHmac("another secret", body, t),
+      }),
+    ],
+    [
+      "the old body-only scheme",
+      await genericRequest(body, {
+        signature: `sha256=${v1}`,
+      }),
+    ],
+    ["v1 without t", await genericRequest(body, { signature: `v1=${v1}` })],
+    ["t without v1", await genericRequest(body, { signature: `t=${t}` })],
+    [
+      "another t, same v1",
+      await genericRequest(body, {
+        signature: `t=${t - 1},v1=${v1}`,
+      }),
+    ],
+    [
+      "short v1",
+      await genericRequest(body, {
+        signature: `t=${t},v1=${v1.slice(2)}`,
+      }),
+    ],
+    [
+      "two signatures",
+      await genericRequest(body, {
+        signature: `${good}, ${good}`,
+      }),
+    ],
+    ["tampered body", {
+      ...(await genericRequest(body)),
+      body: body.replace("1}", "2}"),
+    }],
   ];
-  for (const init of cases) {
+  for (const [name, init] of cases) {
     const res = await app.request("/v1/deliveries", init);
-    assert.equal(res.status, 401);
-    assert.equal((await problemOf(res)).title, "Unauthorized");
+    assert.equal(res.status, 401, name);
+    const p = await problemOf(res);
+    assert.equal(p.title, "Unauthorized");
+    assert.match(p.detail, /X-Signature/, name);
+    assert.doesNotMatch(p.detail, new RegExp(SECRET), name);
   }
   assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() accepts a generic signature exactly 5 minutes old or 30 s ahead, and refuses one a second past either", async () => {
+  const t = Math.floor(NOW / 1000); // NOW is a whole second
+  const body = JSON.stringify({ job, delivery: 1 });
+  const { app, writes } = await makeApp({ intents: [created] });
+  for (
+    const [timeS, status] of [
+      [t - 300, 503], // exactly 5 minutes old: accepted (a retry: not authorized yet)
+      [t - 301, 401],
+      [t + 30, 503], // exactly the allowed skew ahead
+      [t + 31, 401],
+      [0, 401],
+    ] as const
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(body, { timeS }),
+    );
+    assert.equal(res.status, status, `t = ${timeS}`);
+    if (status === 401) {
+      assert.match((await problemOf(res)).detail, /more than 5 minutes old/);
+    } else await res.body?.cancel();
+  }
+  // A created intent is only looked at: the two accepted deliveries each
+  // write their replay record, and nothing else.
+  assert.equal(writes(), 2);
+});
+
+Deno.test("createApp() accepts a generic signature's v1 in upper-case hex", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  const body = JSON.stringify({ job, delivery: 1 });
+  const [t, v1] = signHmac(SECRET, body, Math.floor(NOW / 1000)).split(",v1=");
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(body, { signature: `${t},v1=${v1!.toUpperCase()}` }),
+  );
+  assert.equal(res.status, 503);
+  assert.equal((await res.json()).reason, "not authorized yet");
 });
 
 Deno.test("createApp() answers malformed generic input with a 400 problem, touching nothing", async () => {
@@ -254,6 +340,7 @@ Deno.test("createApp() answers a store that cannot write during a resolution wit
     sender: new ScriptedSender({}),
     policy: { maxDeliveries: 3 },
     webhookSecret: SECRET,
+    now: () => NOW,
   });
   const res = await broken.request(
     "/v1/deliveries",
@@ -453,21 +540,235 @@ Deno.test("createApp() refuses a Pub/Sub push without a valid Google token for t
   assert.equal(writes(), 0);
 });
 
-Deno.test("createApp() answers a malformed Pub/Sub envelope with a 400 problem", async () => {
-  const { app, writes } = await makeApp({ intents: [created] });
-  const bodies = [
-    "{}",
-    JSON.stringify({ message: { messageId: "1", data: "!!!" } }),
-    JSON.stringify({ message: { messageId: "1", data: btoa("not json") } }),
-    JSON.stringify({ message: { data: btoa(JSON.stringify(job)) } }),
-    envelope(job, { deliveryAttempt: -1 }),
-    envelope({ intentId: "pi_0001" }),
+Deno.test("createApp() refuses to build a Pub/Sub route without a service account", async () => {
+  const google = await theGoogle();
+  assert.throws(
+    () =>
+      createApp({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        pubsub: {
+          audience: PUBSUB.audience,
+          jwks: google.jwks,
+        } as unknown as PubSubKeys, // a JavaScript caller can leave it out
+      }),
+    (error) =>
+      error instanceof TypeError &&
+      /'serviceAccount' is missing/.test(error.message),
+  );
+});
+
+Deno.test("createApp() refuses a token of another Google account for the right audience (any account can get one)", async () => {
+  const { app, store } = await makeApp({
+    intents: [{
+      id: "pi_0001",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    }],
+  });
+  const google = await theGoogle();
+  // What the issue's attacker sent: a real Google token for our audience,
+  // from their own account, with a huge deliveryAttempt.
+  const token = await google.token({
+    email: "attacker@evil-project.iam.gserviceaccount.com",
+    email_verified: true,
+  });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(envelope(job, { deliveryAttempt: 1000 }), token),
+  );
+  assert.equal(res.status, 401);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
+});
+
+/**
+ * A caching JWKS source, as `googleJwks()` is: it serves what it fetched
+ * until asked to refresh. `keys` is what Google publishes now.
+ */
+function rotatingKeys(initial: JsonWebKey[]) {
+  let cached: JsonWebKey[] | undefined;
+  const source = {
+    keys: initial,
+    refreshes: 0,
+    jwks: (options: { refresh?: boolean } = {}) => {
+      if (options.refresh) source.refreshes++;
+      if (options.refresh || cached === undefined) cached = source.keys;
+      return Promise.resolve(cached);
+    },
+  };
+  return source;
+}
+
+Deno.test("createApp() refetches Google's keys once for an unknown kid, and accepts a token signed by a rotated-in key", async () => {
+  const google = await theGoogle();
+  const rotated = { ...google.jwks[0]!, kid: "rotated-in" } as JsonWebKey;
+  const source = rotatingKeys([google.jwks[0]!]);
+  let clock = 1_000_000;
+  const { app } = await makeApp({
+    intents: [created],
+    deps: {
+      now: () => clock,
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: source.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+  const body = envelope(job, { deliveryAttempt: 1 });
+  await (await app.request("/v1/pubsub", await pubsubRequest(body))).body
+    ?.cancel(); // the keys are fetched and cached
+  // Google rotated its keys: the cache does not know "rotated-in".
+  source.keys = [google.jwks[0]!, rotated];
+  const token = await google.token({}, { kid: "rotated-in" });
+  const res = await app.request("/v1/pubsub", await pubsubRequest(body, token));
+  assert.equal(res.status, 503); // accepted: a retry, not authorized yet
+  assert.equal(source.refreshes, 1);
+  // Known now: no further refetch.
+  clock += 1;
+  await (await app.request("/v1/pubsub", await pubsubRequest(body, token))).body
+    ?.cancel();
+  assert.equal(source.refreshes, 1);
+});
+
+Deno.test("createApp() refetches Google's keys for unknown kids at most once a minute by its clock, then refuses", async () => {
+  const google = await theGoogle();
+  const source = rotatingKeys([...google.jwks]);
+  let clock = 1_000_000;
+  const { app, writes } = await makeApp({
+    intents: [created],
+    deps: {
+      now: () => clock,
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: source.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+  const body = envelope(job, { deliveryAttempt: 1 });
+  const send = async (kid: string) => {
+    const token = await google.token({}, { kid });
+    const res = await app.request(
+      "/v1/pubsub",
+      await pubsubRequest(body, token),
+    );
+    await res.body?.cancel();
+    return res.status;
+  };
+  assert.equal(await send("made-up-1"), 401);
+  assert.equal(source.refreshes, 1);
+  assert.equal(await send("made-up-2"), 401);
+  clock += 59_999;
+  assert.equal(await send("made-up-3"), 401);
+  assert.equal(source.refreshes, 1); // a flood of made-up kids: one fetch a minute
+  clock += 1;
+  assert.equal(await send("made-up-4"), 401);
+  assert.equal(source.refreshes, 2);
+  assert.equal(writes(), 0);
+});
+
+Deno.test("createApp() acks an authenticated but unreadable Pub/Sub message with 204, logs it and keeps it as a dead letter", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [created],
+    deps: { log: (line) => lines.push(line) },
+  });
+  const cases: [string, string, string, RegExp][] = [
+    ["not JSON", "{", `pubsub/sha256-`, /The body is not JSON/],
+    ["no message", "{}", "pubsub/sha256-", /'message' object/],
+    [
+      "bad base64",
+      JSON.stringify({ message: { messageId: "m-1", data: "!!!" } }),
+      "pubsub/m-1/unreadable",
+      /standard base64/,
+    ],
+    [
+      "not a job",
+      JSON.stringify({ message: { messageId: "m-2", data: btoa("not json") } }),
+      "pubsub/m-2/unreadable",
+      /not JSON/,
+    ],
+    [
+      "no message id",
+      JSON.stringify({ message: { data: btoa(JSON.stringify(job)) } }),
+      "pubsub/sha256-",
+      /messageId/,
+    ],
+    [
+      "bad deliveryAttempt",
+      envelope(job, { deliveryAttempt: -1, messageId: "m-3" }),
+      "pubsub/m-3/unreadable",
+      /'deliveryAttempt' must be an integer >= 1/,
+    ],
+    [
+      "job without kind",
+      envelope({ intentId: "pi_0001" }, { messageId: "m-4" }),
+      "pubsub/m-4/unreadable",
+      /'kind' must be "settle"/,
+    ],
   ];
-  for (const body of bodies) {
+  const kept = async () => (await store.listDeadLetters({ limit: 100 })).items;
+  for (const [name, body, jobId, reason] of cases) {
+    const before = new Set((await kept()).map((d) => d.jobId));
     const res = await app.request("/v1/pubsub", await pubsubRequest(body));
-    assert.equal(res.status, 400, body);
-    await problemOf(res);
+    assert.equal(res.status, 204, name);
+    assert.equal(await res.text(), "");
+    const letter = (await kept()).find((d) =>
+      !before.has(d.jobId) && d.jobId.startsWith(jobId)
+    );
+    assert.ok(letter, `${name}: no dead letter ${jobId}`);
+    assert.match(letter.jobId, /^pubsub\/[^/]+\/unreadable$/);
+    assert.match(letter.reason, /^unreadable Pub\/Sub message: /);
+    assert.match(letter.reason, reason, name);
+    assert.equal(letter.cause, "declared");
+    assert.equal(letter.poisonedAt, NOW);
+    const line = lines.find((l) => l.includes(letter.jobId));
+    assert.ok(line, `${name}: not logged`);
+    assert.doesNotMatch(line, new RegExp(SECRET));
   }
+  // The intent a job without kind named is kept on its letter, untouched.
+  assert.equal(
+    (await store.getDeadLetter("pubsub/m-4/unreadable"))?.intentId,
+    "pi_0001",
+  );
+  assert.equal((await store.getIntent("pi_0001"))?.state, "created");
+  // Its dead letter cannot be taken for a job and redriven.
+  const redrive = await app.request(
+    `/v1/dead-letters/${encodeURIComponent("pubsub/m-4/unreadable")}/redrive`,
+    { method: "POST", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(redrive.status, 400);
+  await problemOf(redrive);
+});
+
+Deno.test("createApp() answers 503 for an unreadable Pub/Sub message it cannot keep, so Pub/Sub redelivers it", async () => {
+  const memory = new MemoryStore();
+  const google = await theGoogle();
+  const app = createApp({
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "putDeadLetter"
+          ? () => Promise.reject(new Error("KV down at secret-host"))
+          : Reflect.get(target, key),
+    }),
+    sender: new ScriptedSender({}),
+    pubsub: {
+      audience: PUBSUB.audience,
+      jwks: google.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+  });
+  const res = await app.request("/v1/pubsub", await pubsubRequest("{"));
+  assert.equal(res.status, 503);
+  assert.doesNotMatch(JSON.stringify(await problemOf(res)), /secret-host/);
+});
+
+Deno.test("createApp() refuses an unauthenticated unreadable Pub/Sub message with 401, keeping nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [created] });
+  const res = await app.request("/v1/pubsub", { method: "POST", body: "{" });
+  assert.equal(res.status, 401);
   assert.equal(writes(), 0);
 });
 
@@ -660,6 +961,7 @@ Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/
       pubsub: {
         audience: "https://relayer.example.test/v1/pubsub",
         jwks: () => Promise.reject(new Error("googleapis unreachable")),
+        serviceAccount: PUBSUB.serviceAccount,
       },
     },
   });

@@ -1,4 +1,12 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  checkQueue,
+  definePolicy,
+  formatDuration,
+  type QueueLimits,
+  rescueWindow,
+} from "../../mod.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 
 const base = {
@@ -27,6 +35,8 @@ Deno.test("loadConfig() reads a full QStash + Pub/Sub + generic setup", () => {
     PUBLIC_URL: "https://relayer.example.deno.net/",
     PUBSUB_AUDIENCE: "https://relayer.example.deno.net/v1/pubsub",
     PUBSUB_SERVICE_ACCOUNT: "push@p.iam.gserviceaccount.com",
+    PUBSUB_MIN_BACKOFF: "30s",
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: "20",
     OPS_TOKEN: "an-ops-token-of-16",
     MAX_DELIVERIES: "12",
     BASE: "5s",
@@ -60,6 +70,15 @@ Deno.test("loadConfig() reads a full QStash + Pub/Sub + generic setup", () => {
     true,
   ]);
   assert.deepEqual(config.kv, { path: "./data/relayer.kv" });
+  assert.deepEqual(config.queues, {
+    qstash: { kind: "qstash", retries: 11 },
+    pubsub: {
+      kind: "pubsub",
+      maxDeliveryAttempts: 20,
+      minBackoffMs: 30_000,
+      maxBackoffMs: 600_000,
+    },
+  });
 });
 
 Deno.test("loadConfig() picks Deno Deploy's KV there, and a KV Connect URL when given", () => {
@@ -198,4 +217,266 @@ Deno.test("main.ts refuses to start on a bad setting with one line that names it
     /^relayer: cannot start: The policy's rescue window is 17\.5s .* STUCK_AFTER is 5m0s/,
   );
   assert.ok(!lines[0]!.includes("a-webhook-secret-16"));
+});
+
+const qstash = {
+  QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+  QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  PUBLIC_URL: "https://relayer.example.test",
+};
+const pubsub = {
+  PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+  PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
+};
+
+/** The one line loadConfig refuses `env` with. */
+function refusal(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    assert.ok(error instanceof ConfigError);
+    return error.message;
+  }
+  throw new Error("loadConfig accepted it");
+}
+
+Deno.test("loadConfig() reads the queue settings with their defaults", () => {
+  const config = loadConfig(base);
+  assert.deepEqual(config.queues, {
+    qstash: { kind: "qstash", retries: 9 },
+    pubsub: { kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 },
+  });
+  assert.equal(
+    loadConfig({ ...base, MAX_DELIVERIES: "300" }).queues.qstash.retries,
+    100,
+  );
+  assert.deepEqual(
+    loadConfig({ ...base, CLOUDFLARE_MAX_RETRIES: "9" }).queues.cloudflare,
+    { kind: "cloudflare", maxRetries: 9 },
+  );
+  // An unconfigured queue is not checked: QStash's 2 retries stop nothing here.
+  assert.equal(
+    loadConfig({ ...base, QSTASH_RETRIES: "2" }).queues.qstash.retries,
+    2,
+  );
+});
+
+Deno.test("loadConfig() refuses QSTASH_RETRIES + 1 < MAX_DELIVERIES with both numbers and the plan's cap", () => {
+  assert.equal(
+    refusal({ ...base, ...qstash, QSTASH_RETRIES: "4" }),
+    "QSTASH_RETRIES is 4, so QStash gives up after 5 deliveries, before MAX_DELIVERIES (10): set QSTASH_RETRIES to at least 9 (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap), or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash",
+  );
+  refused(
+    { ...base, ...qstash, QSTASH_RETRIES: "4" },
+    "QSTASH_RETRIES",
+    /QSTASH_RETRIES is 4/,
+  );
+  assert.doesNotThrow(() => loadConfig({ ...base, ...qstash }));
+  assert.doesNotThrow(() =>
+    loadConfig({ ...base, ...qstash, QSTASH_RETRIES: "20" })
+  );
+  refused(
+    { ...base, ...qstash, MAX_DELIVERIES: "150" },
+    "QSTASH_RETRIES",
+    /^QSTASH_RETRIES is 100, so QStash gives up after 101 deliveries, before MAX_DELIVERIES \(150\): QStash allows at most 100 retries/,
+  );
+  refused(
+    { ...base, QSTASH_RETRIES: "101" },
+    "QSTASH_RETRIES",
+    /from 0 to 100 and at most your QStash plan's retry cap: current value is 101/,
+  );
+  // Retry-After is honoured up to 1 day: a 3-day cap shrinks the window.
+  refused(
+    {
+      ...base,
+      ...qstash,
+      MAX_DELIVERIES: "2",
+      BASE: "72h",
+      CAP: "72h",
+      JITTER: "none",
+      STUCK_AFTER: "36h",
+    },
+    "CAP",
+    /On QStash, which honours Retry-After up to 1 day, the rescue window is 24h0m0s .* STUCK_AFTER is 36h0m0s/,
+  );
+});
+
+Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_AFTER, and says the minimum backoff it needs", () => {
+  assert.equal(
+    refusal({
+      ...base,
+      ...pubsub,
+      PUBSUB_MIN_BACKOFF: "1s",
+      PUBSUB_MAX_BACKOFF: "10s",
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "100",
+    }),
+    "PUBSUB_MIN_BACKOFF is 1s, and Pub/Sub applies its own backoff, guaranteeing only that much per gap: the rescue window is 9s over 10 deliveries (PUBSUB_MAX_BACKOFF 10s, PUBSUB_MAX_DELIVERY_ATTEMPTS 100) but STUCK_AFTER is 5m0s: a settling payment would be poisoned before its rescue. Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least 33.334s (STUCK_AFTER / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower",
+  );
+  // Google's defaults for a configured policy (10s … 10m) are not enough
+  // for the default policy; no retry policy at all (0s) even less.
+  refused({ ...base, ...pubsub }, "PUBSUB_MIN_BACKOFF", /at least 33\.334s/);
+  refused(
+    { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "0s", PUBSUB_MAX_BACKOFF: "0s" },
+    "PUBSUB_MIN_BACKOFF",
+    /rescue window is 0s over 10 deliveries/,
+  );
+  assert.doesNotThrow(() =>
+    loadConfig({ ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "33.334s" })
+  );
+  refused(
+    { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "33.333s" },
+    "PUBSUB_MIN_BACKOFF",
+    /rescue window is 4m59\.997s/,
+  );
+  refused(
+    { ...base, ...pubsub, MAX_DELIVERIES: "2", STUCK_AFTER: "20m" },
+    "STUCK_AFTER", // the policy's own window is refused first
+    /rescue window/,
+  );
+  refused(
+    {
+      ...base,
+      ...pubsub,
+      MAX_DELIVERIES: "2",
+      BASE: "40m",
+      CAP: "40m",
+      STUCK_AFTER: "15m",
+      PUBSUB_MIN_BACKOFF: "10m",
+    },
+    "PUBSUB_MIN_BACKOFF",
+    /No minimum backoff Pub\/Sub allows \(at most 10m\) is enough: raise MAX_DELIVERIES to at least 3/,
+  );
+});
+
+Deno.test("loadConfig() refuses a Pub/Sub dead-letter policy that stops before MAX_DELIVERIES, and bad Pub/Sub settings", () => {
+  const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
+  refused(
+    { ...ok, PUBSUB_MAX_DELIVERY_ATTEMPTS: "9" },
+    "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+    /^PUBSUB_MAX_DELIVERY_ATTEMPTS is 9, so Pub\/Sub dead-letters a job after 9 deliveries, before MAX_DELIVERIES \(10\)/,
+  );
+  assert.equal(
+    loadConfig({ ...ok, PUBSUB_MAX_DELIVERY_ATTEMPTS: "10" }).queues.pubsub
+      .maxDeliveryAttempts,
+    10,
+  );
+  refused(
+    { ...ok, PUBSUB_MAX_DELIVERY_ATTEMPTS: "4" },
+    "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+    /from 5 to 100: current value is 4/,
+  );
+  refused(
+    { ...ok, PUBSUB_MAX_BACKOFF: "11m" },
+    "PUBSUB_MAX_BACKOFF",
+    /at most 10m/,
+  );
+  refused(
+    { ...ok, PUBSUB_MAX_BACKOFF: "30s" },
+    "PUBSUB_MIN_BACKOFF",
+    /PUBSUB_MIN_BACKOFF \(40s\) must be at most PUBSUB_MAX_BACKOFF \(30s\)/,
+  );
+  refused(
+    { ...ok, PUBSUB_MIN_BACKOFF: "soon" },
+    "PUBSUB_MIN_BACKOFF",
+    /duration/,
+  );
+});
+
+Deno.test("loadConfig() checks CLOUDFLARE_MAX_RETRIES when it is set", () => {
+  refused(
+    { ...base, CLOUDFLARE_MAX_RETRIES: "3" },
+    "CLOUDFLARE_MAX_RETRIES",
+    /^CLOUDFLARE_MAX_RETRIES is 3, so Cloudflare Queues move a job to the dead-letter queue after 4 deliveries, before MAX_DELIVERIES \(10\)/,
+  );
+  refused(
+    { ...base, CLOUDFLARE_MAX_RETRIES: "101" },
+    "CLOUDFLARE_MAX_RETRIES",
+    /from 0 to 100/,
+  );
+  refused(
+    {
+      ...base,
+      CLOUDFLARE_MAX_RETRIES: "1",
+      MAX_DELIVERIES: "2",
+      BASE: "24h",
+      CAP: "24h",
+      JITTER: "none",
+      STUCK_AFTER: "18h",
+    },
+    "CAP",
+    /On Cloudflare Queues, which accept delays up to 12h, the rescue window is 12h0m0s/,
+  );
+});
+
+Deno.test("loadConfig() refuses with one line that holds both numbers, whatever the queue settings", () => {
+  const settings = fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 30 }),
+    stuckAfterMs: fc.integer({ min: 0, max: 3_600_000 }),
+    retries: fc.integer({ min: 0, max: 100 }),
+    attempts: fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
+    minBackoffMs: fc.integer({ min: 0, max: 600_000 }),
+    maxRetries: fc.integer({ min: 0, max: 100 }),
+    queue: fc.constantFrom("qstash", "pubsub", "cloudflare"),
+  });
+  fc.assert(
+    fc.property(settings, (s) => {
+      const policy = definePolicy({
+        maxDeliveries: s.maxDeliveries,
+        capMs: 3_600_000,
+        stuckAfterMs: s.stuckAfterMs,
+      });
+      if (rescueWindow(policy) < policy.stuckAfterMs) return; // the policy's own check
+      const env: Record<string, string> = {
+        ...base,
+        MAX_DELIVERIES: String(s.maxDeliveries),
+        CAP: "1h",
+        STUCK_AFTER: String(s.stuckAfterMs),
+        ...(s.queue === "qstash"
+          ? { ...qstash, QSTASH_RETRIES: String(s.retries) }
+          : s.queue === "pubsub"
+          ? {
+            ...pubsub,
+            PUBSUB_MIN_BACKOFF: String(s.minBackoffMs),
+            ...(s.attempts === undefined
+              ? {}
+              : { PUBSUB_MAX_DELIVERY_ATTEMPTS: String(s.attempts) }),
+          }
+          : { CLOUDFLARE_MAX_RETRIES: String(s.maxRetries) }),
+      };
+      const queue: QueueLimits = s.queue === "qstash"
+        ? { kind: "qstash", retries: s.retries }
+        : s.queue === "pubsub"
+        ? {
+          kind: "pubsub",
+          ...(s.attempts === undefined
+            ? {}
+            : { maxDeliveryAttempts: s.attempts }),
+          minBackoffMs: s.minBackoffMs,
+          maxBackoffMs: 600_000,
+        }
+        : { kind: "cloudflare", maxRetries: s.maxRetries };
+      const check = checkQueue(policy, queue);
+      if (check.problem === null) {
+        assert.doesNotThrow(() => loadConfig(env));
+        return;
+      }
+      const line = refusal(env);
+      assert.ok(!line.includes("\n"), line);
+      if (check.problem === "stops_early") {
+        assert.ok(
+          line.includes(`gives up after ${check.limit}`) ||
+            line.includes(`after ${check.limit} deliveries`),
+          line,
+        );
+        assert.ok(line.includes(`MAX_DELIVERIES (${s.maxDeliveries})`), line);
+      } else {
+        assert.ok(line.includes(formatDuration(check.windowMs)), line);
+        assert.ok(
+          line.includes(`STUCK_AFTER is ${formatDuration(s.stuckAfterMs)}`),
+          line,
+        );
+      }
+    }),
+    { numRuns: 500 },
+  );
 });

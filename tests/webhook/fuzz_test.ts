@@ -8,9 +8,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { runs } from "../_fc.ts";
-import { makeApp, theGoogle } from "./_app.ts";
-import { QSTASH, signHmac, signQStash } from "./_signing.ts";
-import { SECRET } from "./_app.ts";
+import { makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
+import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import { timeout } from "../_timeout.ts";
 
 const INTENTS = [
   { id: "pi_0001", state: "created" },
@@ -85,7 +85,13 @@ function bodies(
 
 interface Case {
   body: { text: string; valid: boolean };
-  sign: "good" | "bad" | "none" | "twice";
+  /**
+   * good: signed right; bad: another key; none: no header; twice: the good
+   * header sent twice; stale: signed too long ago (an expired token);
+   * ahead: signed in the future; forged: well-formed but made up (the old
+   * generic scheme, another account's Google token, QStash without a key).
+   */
+  sign: "good" | "bad" | "none" | "twice" | "stale" | "ahead" | "forged";
   extra: [string, string][];
 }
 
@@ -123,9 +129,13 @@ const headerNoise = fc.array(
 const signing = fc.constantFrom<Case["sign"]>(
   "good",
   "good",
+  "good",
   "bad",
   "none",
   "twice",
+  "stale",
+  "ahead",
+  "forged",
 );
 
 function cases(valid: fc.Arbitrary<string>): fc.Arbitrary<Case> {
@@ -140,13 +150,31 @@ async function fuzz(
     sign: Case["sign"],
     headers: Headers,
   ) => Promise<void>,
+  /**
+   * For Pub/Sub: whether an authenticated body is unreadable, and so acked
+   * (204) with exactly one write, its dead letter.
+   */
+  unreadable?: (body: string) => boolean,
 ): Promise<
   { requests: number; statuses: Map<number, number>; changed: number }
 > {
-  const { app, writes } = await makeApp({
+  const { app, writes, store } = await makeApp({
     intents: [...INTENTS],
     scripts: { pi_0002: { sends: [{ error: new Error("rpc timeout") }] } },
   });
+  const intents = async () =>
+    JSON.stringify(
+      await Promise.all(INTENTS.map(({ id }) => store.getIntent(id))),
+    );
+  /** Everything a delivery could change: intents, counts, dead letters. */
+  const state = async () =>
+    JSON.stringify([
+      await intents(),
+      await Promise.all(
+        INTENTS.map(({ id }) => store.deliveries(`${id}/settle`)),
+      ),
+      (await store.listDeadLetters({ limit: 1000 })).items,
+    ]);
   let requests = 0;
   let changedCount = 0;
   const statuses = new Map<number, number>();
@@ -162,6 +190,8 @@ async function fuzz(
       }
       await authenticate(body.text, sign, headers);
       const before = writes();
+      const intentsBefore = unreadable ? await intents() : "";
+      const stateBefore = sign === "good" ? await state() : "";
       const res = await app.request(route, {
         method: "POST",
         body: body.text,
@@ -171,8 +201,25 @@ async function fuzz(
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       const text = await res.text();
       checkAnswer(res, text);
+      if (sign === "good" && res.status === 401) {
+        // A good signature already used: a replay, refused. Its record's
+        // write was tried and refused, so compare what the store holds.
+        assert.match(text, /already delivered/);
+        assert.equal(await state(), stateBefore, "a replay changed the store");
+        return;
+      }
       const changed = writes() !== before;
       if (changed) changedCount++;
+      if (sign === "good" && unreadable?.(body.text)) {
+        assert.equal(res.status, 204, "an unreadable message is acked");
+        assert.equal(writes() - before, 1, "only its dead letter is written");
+        assert.equal(await intents(), intentsBefore, "no intent changed");
+        const { items } = await store.listDeadLetters({ limit: 1000 });
+        assert.ok(
+          items.some((d) => /^pubsub\/[^/]+\/unreadable$/.test(d.jobId)),
+        );
+        return;
+      }
       if (res.status >= 400 && res.status !== 503) {
         assert.equal(changed, false, `${res.status} changed the store`);
       }
@@ -204,87 +251,134 @@ function assertReached(
   }
 }
 
-Deno.test("createApp() survives 5,000 generated requests on POST /v1/deliveries", async () => {
-  const valid = fc.record({
-    job: goodJob,
-    delivery: fc.integer({ min: 1, max: 5 }),
-  }, { requiredKeys: ["job"] })
-    .map((v) => JSON.stringify(v));
-  const result = await fuzz(
-    "/v1/deliveries",
-    valid,
-    async (body, sign, headers) => {
-      if (sign === "none") return headers.delete("x-signature");
-      const good = await signHmac(SECRET, body);
-      if (sign === "good") headers.set("x-signature", good);
-      if (sign === "bad") {
-        headers.set(
-          "x-signature",
-          await signHmac("wrong", body),
-        );
-      }
-      if (sign === "twice") {
-        headers.set("x-signature", good);
-        headers.append("x-signature", good);
-      }
-    },
-  );
-  assertReached(result, [200, 400, 401, 413, 503]);
-});
+Deno.test(
+  "createApp() survives 5,000 generated requests on POST /v1/deliveries",
+  timeout(120_000, async () => {
+    const valid = fc.record({
+      job: goodJob,
+      delivery: fc.integer({ min: 1, max: 5 }),
+    }, { requiredKeys: ["job"] })
+      .map((v) => JSON.stringify(v));
+    const result = await fuzz(
+      "/v1/deliveries",
+      valid,
+      (body, sign, headers) => {
+        const t = Math.floor(NOW / 1000);
+        const good = signHmac(SECRET, body, t);
+        const signature: Record<Case["sign"], string | undefined> = {
+          good,
+          bad: signHmac("wrong", body, t),
+          none: undefined,
+          twice: `${good}, ${good}`,
+          stale: signHmac(SECRET, body, t - 301),
+          ahead: signHmac(SECRET, body, t + 31),
+          forged: `sha256=${good.split("v1=")[1]}`,
+        };
+        const value = signature[sign];
+        if (value === undefined) headers.delete("x-signature");
+        else headers.set("x-signature", value);
+        return Promise.resolve();
+      },
+    );
+    assertReached(result, [200, 400, 401, 413, 503]);
+  }),
+);
 
-Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash", async () => {
-  const valid = goodJob.map((v) => JSON.stringify(v));
-  const result = await fuzz(
-    "/v1/qstash",
-    valid,
-    async (body, sign, headers) => {
-      if (sign === "none") return headers.delete("upstash-signature");
-      const good = await signQStash(body);
-      if (sign === "good") headers.set("upstash-signature", good);
-      if (sign === "bad") {
-        headers.set(
-          "upstash-signature",
-          await signQStash(body, { key: "sig_wrong", url: QSTASH.url }),
-        );
-      }
-      if (sign === "twice") {
-        headers.set("upstash-signature", good);
-        headers.append("upstash-signature", good);
-      }
-    },
-  );
-  assertReached(result, [200, 401, 413, 489, 503]);
-});
+Deno.test(
+  "createApp() survives 5,000 generated requests on POST /v1/qstash",
+  timeout(120_000, async () => {
+    const valid = goodJob.map((v) => JSON.stringify(v));
+    const result = await fuzz(
+      "/v1/qstash",
+      valid,
+      async (body, sign, headers) => {
+        if (sign === "none") return headers.delete("upstash-signature");
+        const nowS = Math.floor(Date.now() / 1000); // jose checks exp by the wall clock
+        const good = await signQStash(body);
+        const signature: Record<Exclude<Case["sign"], "none">, string> = {
+          good,
+          bad: await signQStash(body, { key: "sig_wrong", url: QSTASH.url }),
+          twice: `${good}, ${good}`,
+          stale: await signQStash(body, { nowS: nowS - 3600, ttlS: 300 }),
+          ahead: await signQStash(body, { nowS: nowS + 3600 }),
+          forged: await signQStash(body, { jti: null }),
+        };
+        headers.set("upstash-signature", signature[sign]);
+      },
+    );
+    assertReached(result, [200, 401, 413, 489, 503]);
+  }),
+);
 
-Deno.test("createApp() survives 5,000 generated requests on POST /v1/pubsub", async () => {
-  const google = await theGoogle();
-  const token = await google.token();
-  const wrong = await google.token({ aud: "https://other.test" });
-  const base64 = fc.oneof(
-    goodJob.map((job) => btoa(JSON.stringify(job))),
-    fc.string().map((s) => s),
-    fc.constantFrom("!!!", "====", "YQ", btoa("\u00ff\u00fe")),
-  );
-  const valid = fc.record({
-    message: fc.record({
-      data: base64,
-      messageId: fc.oneof(fc.uuid(), fc.constantFrom("1", "m-2")),
-    }),
-    subscription: fc.constant("projects/p/subscriptions/s"),
-    deliveryAttempt: fc.oneof(
-      fc.integer({ min: 0, max: 5 }),
-      fc.constant(undefined),
-    ),
-  }).map((v) => JSON.stringify(v));
-  const result = await fuzz("/v1/pubsub", valid, (_body, sign, headers) => {
-    if (sign === "none") headers.delete("authorization");
-    if (sign === "good") headers.set("authorization", `Bearer ${token}`);
-    if (sign === "bad") headers.set("authorization", `Bearer ${wrong}`);
-    if (sign === "twice") {
-      headers.set("authorization", `Bearer ${token}`);
-      headers.append("authorization", `Bearer ${token}`);
-    }
-    return Promise.resolve();
-  });
-  assertReached(result, [204, 400, 401, 413, 503]);
-});
+Deno.test(
+  "createApp() survives 5,000 generated requests on POST /v1/pubsub",
+  timeout(120_000, async () => {
+    const google = await theGoogle();
+    const token = await google.token();
+    const wrong = await google.token({ aud: "https://other.test" });
+    const base64 = fc.oneof(
+      goodJob.map((job) => btoa(JSON.stringify(job))),
+      fc.string().map((s) => s),
+      fc.constantFrom("!!!", "====", "YQ", btoa("\u00ff\u00fe")),
+    );
+    const valid = fc.record({
+      message: fc.record({
+        data: base64,
+        messageId: fc.oneof(fc.uuid(), fc.constantFrom("1", "m-2")),
+      }),
+      subscription: fc.constant("projects/p/subscriptions/s"),
+      deliveryAttempt: fc.oneof(
+        fc.integer({ min: 0, max: 5 }),
+        fc.constant(undefined),
+      ),
+    }).map((v) => JSON.stringify(v));
+    const nowS = Math.floor(Date.now() / 1000);
+    const tokens: Record<Exclude<Case["sign"], "none">, string> = {
+      good: `Bearer ${token}`,
+      bad: `Bearer ${wrong}`,
+      twice: `Bearer ${token}, Bearer ${token}`,
+      stale: `Bearer ${await google.token({
+        iat: nowS - 7200,
+        exp: nowS - 3600,
+      })}`,
+      ahead: `Bearer ${await google.token({ nbf: nowS + 3600 })}`,
+      // Google signs tokens for any audience to any account: only the
+      // configured, verified service account may push.
+      forged: `Bearer ${await google.token({
+        email: `attacker@evil.iam.gserviceaccount.com`,
+      })}`,
+    };
+    const unverified = await google.token({
+      email: PUBSUB.serviceAccount,
+      email_verified: false,
+    });
+    const result = await fuzz("/v1/pubsub", valid, (body, sign, headers) => {
+      if (sign === "none") headers.delete("authorization");
+      else if (sign === "forged" && body.length % 2 === 0) {
+        headers.set("authorization", `Bearer ${unverified}`);
+      } else headers.set("authorization", tokens[sign]);
+      return Promise.resolve();
+    }, (text) => {
+      if (new TextEncoder().encode(text).length > 64 * 1024) return false; // 413 first
+      try {
+        const { message, deliveryAttempt } = JSON.parse(text);
+        const id = message.messageId;
+        if (typeof id !== "string" || id === "" || id.length > 200) return true;
+        if (
+          deliveryAttempt !== undefined && deliveryAttempt !== 0 &&
+          !(Number.isSafeInteger(deliveryAttempt) && deliveryAttempt >= 1)
+        ) return true;
+        const job = JSON.parse(
+          new TextDecoder("utf-8", { fatal: true }).decode(
+            Uint8Array.from(atob(message.data), (ch) => ch.charCodeAt(0)),
+          ),
+        );
+        return !(/^[A-Za-z0-9_.:-]{1,128}$/.test(job.intentId) &&
+          job.kind === "settle");
+      } catch {
+        return true;
+      }
+    });
+    assertReached(result, [204, 401, 413, 503]);
+  }),
+);

@@ -1,0 +1,233 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  checkQueue,
+  DEFAULT_POLICY,
+  definePolicy,
+  describePolicy,
+  JITTERS,
+  type Policy,
+  queueGap,
+  queueLimit,
+  type QueueLimits,
+  rescueWindow,
+} from "../../mod.ts";
+import { catches, runs } from "../_fc.ts";
+
+/** Queues as the documentation allows them. */
+const anyQueue: fc.Arbitrary<QueueLimits> = fc.oneof(
+  fc.record({
+    kind: fc.constant("qstash" as const),
+    retries: fc.integer({ min: 0, max: 100 }),
+  }),
+  fc.integer({ min: 0, max: 600_000 }).chain((minBackoffMs) =>
+    fc.record({
+      kind: fc.constant("pubsub" as const),
+      minBackoffMs: fc.constant(minBackoffMs),
+      maxBackoffMs: fc.integer({ min: minBackoffMs, max: 600_000 }),
+    }, { requiredKeys: ["kind", "minBackoffMs", "maxBackoffMs"] })
+  ).chain((q) =>
+    fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }).map((
+      maxDeliveryAttempts,
+    ) => maxDeliveryAttempts === undefined ? q : { ...q, maxDeliveryAttempts })
+  ),
+  fc.record({
+    kind: fc.constant("cloudflare" as const),
+    maxRetries: fc.integer({ min: 0, max: 100 }),
+  }),
+  fc.constant({ kind: "kv" as const }),
+);
+
+const anyPolicy: fc.Arbitrary<Policy> = fc.record({
+  maxDeliveries: fc.integer({ min: 1, max: 200 }),
+  baseMs: fc.integer({ min: 1, max: 10_000_000 }),
+  capMs: fc.integer({ min: 1, max: 200_000_000 }),
+  jitter: fc.constantFrom(...JITTERS),
+  stuckAfterMs: fc.integer({ min: 0, max: 1_000_000_000 }),
+}).map((fields) => definePolicy(fields));
+
+/** The window is the sum of the queue's guaranteed gaps, delivery by delivery. */
+function windowProperty(impl: typeof rescueWindow) {
+  return fc.property(anyPolicy, anyQueue, (policy, queue) => {
+    const deliveries = Math.min(policy.maxDeliveries, queueLimit(queue));
+    let sum = 0;
+    for (let n = 1; n < deliveries; n++) {
+      sum += queueGap(policy, queue, n).minMs;
+    }
+    assert.equal(impl(policy, queue), sum);
+  });
+}
+
+Deno.test("rescueWindow() with a queue sums the gaps that queue guarantees, up to its own limit", () => {
+  fc.assert(windowProperty(rescueWindow), { numRuns: runs(1000) });
+});
+
+Deno.test("rescueWindow() property catches a window that ignores the queue's limit", () => {
+  assert.equal(
+    catches(windowProperty((policy) => rescueWindow(policy))),
+    true,
+  );
+});
+
+Deno.test("rescueWindow() on each queue, for the default policy", () => {
+  assert.equal(rescueWindow(DEFAULT_POLICY, { kind: "kv" }), 317_500);
+  assert.equal(
+    rescueWindow(DEFAULT_POLICY, { kind: "qstash", retries: 9 }),
+    317_500,
+  );
+  assert.equal(
+    rescueWindow(DEFAULT_POLICY, { kind: "qstash", retries: 4 }),
+    37_500,
+  );
+  assert.equal(
+    rescueWindow(DEFAULT_POLICY, { kind: "cloudflare", maxRetries: 3 }),
+    17_500,
+  );
+  assert.equal(
+    rescueWindow(DEFAULT_POLICY, {
+      kind: "pubsub",
+      maxDeliveryAttempts: 100,
+      minBackoffMs: 1000,
+      maxBackoffMs: 10_000,
+    }),
+    9000,
+  );
+  // No retry policy: immediate redelivery guarantees nothing.
+  assert.equal(
+    rescueWindow(DEFAULT_POLICY, {
+      kind: "pubsub",
+      minBackoffMs: 0,
+      maxBackoffMs: 0,
+    }),
+    0,
+  );
+});
+
+Deno.test("queueGap() caps our delays at 1 day on QStash and 12h on Cloudflare, and never uses them on Pub/Sub", () => {
+  const policy = definePolicy({
+    baseMs: 3_600_000,
+    capMs: 172_800_000,
+    jitter: "none",
+  });
+  assert.deepEqual(queueGap(policy, { kind: "qstash", retries: 9 }, 6), {
+    minMs: 86_400_000,
+    maxMs: 86_400_000,
+  });
+  assert.deepEqual(queueGap(policy, { kind: "cloudflare", maxRetries: 9 }, 5), {
+    minMs: 43_200_000,
+    maxMs: 43_200_000,
+  });
+  assert.deepEqual(queueGap(policy, { kind: "kv" }, 6), {
+    minMs: 115_200_000,
+    maxMs: 115_200_000,
+  });
+  assert.deepEqual(
+    queueGap(policy, { kind: "pubsub", minBackoffMs: 5, maxBackoffMs: 7 }, 6),
+    { minMs: 5, maxMs: 7 },
+  );
+});
+
+Deno.test("queueLimit() refuses limits outside the queue's documented range", () => {
+  assert.throws(
+    () => queueLimit({ kind: "qstash", retries: 101 }),
+    /'retries' must be an integer from 0 to 100: current value is 101/,
+  );
+  assert.throws(() => queueLimit({ kind: "qstash", retries: -1 }), RangeError);
+  assert.throws(
+    () => queueLimit({ kind: "cloudflare", maxRetries: 1.5 }),
+    RangeError,
+  );
+  assert.throws(
+    () =>
+      queueLimit({
+        kind: "pubsub",
+        maxDeliveryAttempts: 101,
+        minBackoffMs: 0,
+        maxBackoffMs: 0,
+      }),
+    /'maxDeliveryAttempts' must be an integer from 5 to 100/,
+  );
+  assert.throws(
+    () => queueLimit({ kind: "pubsub", minBackoffMs: 20, maxBackoffMs: 10 }),
+    /'maxBackoffMs' must be an integer from 20 to 600000: current value is 10/,
+  );
+  assert.throws(
+    () =>
+      queueLimit({
+        kind: "pubsub",
+        minBackoffMs: 600_001,
+        maxBackoffMs: 600_001,
+      }),
+    RangeError,
+  );
+  assert.throws(
+    () => queueLimit({ kind: "sqs" } as unknown as QueueLimits),
+    TypeError,
+  );
+});
+
+Deno.test("checkQueue() names the first problem: a queue that stops early, then a short window", () => {
+  assert.deepEqual(checkQueue(DEFAULT_POLICY, { kind: "qstash", retries: 4 }), {
+    problem: "stops_early",
+    limit: 5,
+    deliveries: 5,
+    windowMs: 37_500,
+  });
+  assert.deepEqual(
+    checkQueue(DEFAULT_POLICY, {
+      kind: "pubsub",
+      maxDeliveryAttempts: 100,
+      minBackoffMs: 1000,
+      maxBackoffMs: 10_000,
+    }),
+    { problem: "window_short", limit: 100, deliveries: 10, windowMs: 9000 },
+  );
+  assert.equal(
+    checkQueue(DEFAULT_POLICY, {
+      kind: "pubsub",
+      minBackoffMs: 33_334,
+      maxBackoffMs: 600_000,
+    }).problem,
+    null,
+  );
+  fc.assert(
+    fc.property(anyPolicy, anyQueue, (policy, queue) => {
+      const check = checkQueue(policy, queue);
+      const ok = queueLimit(queue) >= policy.maxDeliveries &&
+        rescueWindow(policy, queue) >= policy.stuckAfterMs;
+      assert.equal(check.problem === null, ok);
+    }),
+    { numRuns: runs(500) },
+  );
+});
+
+Deno.test("describePolicy() with a queue says its limit and whose delays apply", () => {
+  const head = describePolicy(DEFAULT_POLICY);
+  const lines: [QueueLimits, string][] = [
+    [
+      { kind: "qstash", retries: 9 },
+      "on QStash: at most 10 deliveries (retries 9), our delays up to 1 day",
+    ],
+    [
+      {
+        kind: "pubsub",
+        maxDeliveryAttempts: 100,
+        minBackoffMs: 1000,
+        maxBackoffMs: 10_000,
+      },
+      "on Pub/Sub: at most 100 deliveries (max delivery attempts 100), its own backoff 1s to 10s",
+    ],
+    [
+      { kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 },
+      "on Pub/Sub: no dead-letter policy, its own backoff 10s to 10m0s",
+    ],
+    [
+      { kind: "cloudflare", maxRetries: 0 },
+      "on Cloudflare Queues: at most 1 delivery (max retries 0), our delays up to 12h",
+    ],
+    [{ kind: "kv" }, "on the local KV queue: no limit, our delays"],
+  ];
+  for (const [queue, text] of lines) {
+    assert.equal(describePolicy(DEFAULT_POLICY, queue), `${head}; ${text}`);
+  }
+});

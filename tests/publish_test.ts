@@ -1,0 +1,141 @@
+/**
+ * Publishing right by construction: with `QSTASH_TOKEN`, the service
+ * publishes new and redriven jobs through QStash's API (here a local
+ * stand-in that records each publish) with the retries the start-up check
+ * accepted and the failure callback. No test reaches the internet.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { openService } from "../main.ts";
+import { loadConfig } from "../webhook/config.ts";
+import { withTimeout } from "./_timeout.ts";
+
+interface Publish {
+  readonly path: string;
+  readonly headers: Headers;
+  readonly body: unknown;
+}
+
+/** A local stand-in for QStash's publish API. */
+function standIn() {
+  const publishes: Publish[] = [];
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      publishes.push({
+        path: decodeURIComponent(new URL(req.url).pathname),
+        headers: req.headers,
+        body: await req.json(),
+      });
+      return Response.json({ messageId: `msg_${publishes.length}` });
+    },
+  );
+  return { publishes, server, url: `http://127.0.0.1:${server.addr.port}` };
+}
+
+const OPS = "an-ops-token-of-16+";
+
+Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with QSTASH_RETRIES, the failure callback and a deduplication id", async () => {
+  await withTimeout(async () => {
+    const qstash = standIn();
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9",
+        KV_PATH: ":memory:",
+        QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+        QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+        PUBLIC_URL: "https://relayer.example.test",
+        QSTASH_TOKEN: "qstash-token-for-tests",
+        QSTASH_URL: qstash.url,
+        OPS_TOKEN: OPS,
+      }),
+      { log: () => {} },
+    );
+    try {
+      const ops = { authorization: `Bearer ${OPS}` };
+      const job = { intentId: "pi_0001", kind: "settle" };
+      const posted = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify(job),
+      });
+      assert.equal(posted.status, 202);
+      await posted.body?.cancel();
+      const [first] = qstash.publishes;
+      assert.ok(first);
+      assert.equal(
+        first.path,
+        "/v2/publish/https://relayer.example.test/v1/qstash",
+      );
+      assert.deepEqual(first.body, job);
+      assert.equal(first.headers.get("upstash-retries"), "9"); // MAX_DELIVERIES − 1
+      assert.equal(
+        first.headers.get("upstash-failure-callback"),
+        "https://relayer.example.test/v1/qstash/failed",
+      );
+      assert.equal(
+        first.headers.get("authorization"),
+        "Bearer qstash-token-for-tests",
+      );
+
+      // A dead letter, then its redrive: published before the letter is removed.
+      const kv = service.kv!; // KV_PATH: a KvStore service
+      await kv.set(["relayer", "dead", "pi_0002/settle"], {
+        jobId: "pi_0002/settle",
+        intentId: "pi_0002",
+        deliveries: 10,
+        cause: "exhausted",
+        reason: "no luck after 10 deliveries",
+        resolution: "job dropped, intent not found",
+        lastError: "intent pi_0002 not found",
+        poisonedAt: 1,
+      });
+      const redriven = await service.app.request(
+        "/v1/dead-letters/pi_0002%2Fsettle/redrive",
+        { method: "POST", headers: ops },
+      );
+      assert.equal(redriven.status, 202);
+      assert.equal((await redriven.json()).enqueued, true);
+      const second = qstash.publishes[1];
+      assert.deepEqual(second?.body, { intentId: "pi_0002", kind: "settle" });
+      assert.match(
+        second?.headers.get("upstash-deduplication-id") ?? "",
+        /^pi_0002\/settle:/,
+      );
+      assert.equal(
+        (await kv.get(["relayer", "dead", "pi_0002/settle"])).value,
+        null,
+      );
+    } finally {
+      service.close();
+      await qstash.server.shutdown();
+    }
+  }, 20_000);
+});
+
+Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL, QSTASH_URL alone, and QSTASH_TOKEN with KV_QUEUE", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  assert.throws(
+    () => loadConfig({ ...base, QSTASH_TOKEN: "t" }),
+    /PUBLIC_URL is missing/,
+  );
+  assert.throws(
+    () => loadConfig({ ...base, QSTASH_URL: "http://127.0.0.1:1" }),
+    /QSTASH_TOKEN is missing/,
+  );
+  assert.throws(
+    () =>
+      loadConfig({
+        ...base,
+        QSTASH_TOKEN: "t",
+        PUBLIC_URL: "https://relayer.example.test",
+        KV_QUEUE: "1",
+      }),
+    /Set KV_QUEUE or QSTASH_TOKEN, not both/,
+  );
+});

@@ -1,0 +1,191 @@
+/**
+ * Proof by simulation that nothing is stranded, whatever the queue's own
+ * limits and delays (DESIGN §14): each queue's documented redelivery rules
+ * in a virtual clock (`_queue_sim.ts`), the real relayer, fast-check over
+ * policies, queue settings and Sender scripts. Seeded and replayable
+ * (`FC_SEED`, `FC_PATH`, `FC_RUNS`).
+ *
+ * (i) For every configuration `loadConfig` accepts, every job ends with its
+ * intent settled or resolved by §5, and none is stranded.
+ * (ii) A payment stuck in settling is rescued (re-broadcast with replace)
+ * before it is poisoned, by the policy or by the queue giving up.
+ * (iii) Every configuration where (i) or (ii) fails is refused at start.
+ *
+ * Broken twins: a queue that stops early with no callback fails (i); a
+ * start-up check that ignores the queue's limit fails (iii).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import type { Policy, QueueLimits } from "../mod.ts";
+import {
+  acceptedScenario,
+  accepts,
+  anyAccidents,
+  anyScenario,
+  modelOf,
+  type QueueModel,
+  type QueueRunReport,
+  type QueueScenario,
+  simulateQueue,
+} from "./_queue_sim.ts";
+import { catchesAsync, runs } from "./_fc.ts";
+
+function describeRun(report: QueueRunReport): string {
+  return JSON.stringify({
+    stranded: report.stranded,
+    unresolved: report.unresolved,
+    poisonedBeforeRescue: report.poisonedBeforeRescue,
+  });
+}
+
+/** (i) and (ii) on one accepted run, with `model` standing in for the queue. */
+function nothingStranded(
+  arbitrary: fc.Arbitrary<QueueScenario>,
+  model: (scenario: QueueScenario) => QueueModel = (s) => modelOf(s.queue),
+  totals?: Totals,
+) {
+  return fc.asyncProperty(arbitrary, async (scenario) => {
+    assert.ok(
+      accepts(scenario.policy, scenario.queue),
+      "generated as accepted",
+    );
+    const report = await simulateQueue(scenario, model(scenario));
+    totals?.add(report);
+    assert.deepEqual(report.stranded, [], describeRun(report));
+    assert.deepEqual(report.unresolved, [], describeRun(report));
+    assert.deepEqual(report.poisonedBeforeRescue, [], describeRun(report));
+  });
+}
+
+/** (iii): a run that breaks (i) or (ii) has a configuration the check refuses. */
+function refusedWhenBroken(
+  check: (policy: Policy, queue: QueueLimits) => boolean,
+  tally?: { accepted: number; refused: number; brokenRefused: number },
+) {
+  return fc.asyncProperty(anyScenario, async (scenario) => {
+    const accepted = check(scenario.policy, scenario.queue);
+    const report = await simulateQueue(scenario);
+    const broken = report.stranded.length > 0 ||
+      report.unresolved.length > 0 || report.poisonedBeforeRescue.length > 0;
+    if (tally) {
+      tally[accepted ? "accepted" : "refused"]++;
+      if (broken && !accepted) tally.brokenRefused++;
+    }
+    assert.ok(!broken || !accepted, describeRun(report));
+  });
+}
+
+/** The figures of a batch of runs. */
+class Totals {
+  runs = 0;
+  jobs = 0;
+  stranded = 0;
+  queueGaveUp = 0;
+  giveUpCalls = 0;
+  rescues = 0;
+  add(report: QueueRunReport): void {
+    this.runs++;
+    this.jobs += Object.values(report.stats.finalStates).reduce(
+      (a, b) => a + (b ?? 0),
+      0,
+    );
+    this.stranded += report.stranded.length;
+    this.queueGaveUp += report.stats.queueGaveUp;
+    this.giveUpCalls += report.stats.giveUpCalls;
+    this.rescues += report.stats.rescues;
+  }
+}
+
+const RUNS = 300;
+
+for (const kind of ["qstash", "pubsub", "cloudflare", "kv"] as const) {
+  Deno.test(`simulateQueue() on ${kind}: every accepted configuration strands nothing and rescues before it poisons`, async () => {
+    const totals = new Totals();
+    await fc.assert(
+      nothingStranded(acceptedScenario(kind), undefined, totals),
+      { numRuns: runs(RUNS) },
+    );
+    assert.equal(totals.stranded, 0);
+    assert.ok(totals.rescues > 0, "some stuck payment was rescued");
+    if (kind !== "kv" && totals.runs >= 100) {
+      assert.ok(totals.queueGaveUp > 0, "the queue gave up at least once");
+    }
+  });
+}
+
+Deno.test("simulateQueue() on store-counted queues with duplicate copies: still nothing stranded", async () => {
+  const storeCounted = fc.oneof(
+    acceptedScenario("kv"),
+    acceptedScenario("pubsub").filter((s) => !modelOf(s.queue).counts),
+  ).chain((scenario) =>
+    anyAccidents.map(({ duplicates }) => ({ ...scenario, duplicates }))
+  );
+  await fc.assert(
+    fc.asyncProperty(storeCounted, async (scenario) => {
+      const report = await simulateQueue(scenario);
+      assert.deepEqual(report.stranded, [], describeRun(report));
+      assert.deepEqual(report.unresolved, [], describeRun(report));
+    }),
+    { numRuns: runs(100) },
+  );
+});
+
+Deno.test("simulateQueue() property catches a queue that stops early with no callback", async () => {
+  // Gives up one delivery before the policy's last, and tells nobody.
+  const silentEarly = (scenario: QueueScenario): QueueModel => ({
+    ...modelOf(scenario.queue),
+    limit: scenario.policy.maxDeliveries - 1,
+    giveUpCalls: () => 0,
+  });
+  for (const kind of ["qstash", "pubsub", "cloudflare", "kv"] as const) {
+    assert.equal(
+      await catchesAsync(
+        nothingStranded(acceptedScenario(kind), silentEarly),
+        100,
+      ),
+      true,
+      kind,
+    );
+  }
+});
+
+Deno.test("loadConfig() refuses every configuration the simulation finds broken", async () => {
+  const tally = { accepted: 0, refused: 0, brokenRefused: 0 };
+  await fc.assert(refusedWhenBroken(accepts, tally), {
+    numRuns: runs(500),
+  });
+  // Not vacuous: both sides were reached, and refused runs did break.
+  if (tally.accepted + tally.refused >= 200) {
+    assert.ok(tally.accepted > 0 && tally.refused > 0, JSON.stringify(tally));
+    assert.ok(tally.brokenRefused > 0, JSON.stringify(tally));
+  }
+});
+
+Deno.test("refusal property catches a start-up check that ignores the queue's limit", async () => {
+  const unlimited = (queue: QueueLimits): QueueLimits => {
+    switch (queue.kind) {
+      case "qstash":
+        return { ...queue, retries: 100 };
+      case "pubsub":
+        return {
+          kind: "pubsub",
+          minBackoffMs: queue.minBackoffMs,
+          maxBackoffMs: queue.maxBackoffMs,
+        };
+      case "cloudflare":
+        return { ...queue, maxRetries: 100 };
+      case "kv":
+        return queue;
+    }
+  };
+  assert.equal(
+    await catchesAsync(
+      refusedWhenBroken((policy, queue) => accepts(policy, unlimited(queue))),
+      500,
+    ),
+    true,
+  );
+});

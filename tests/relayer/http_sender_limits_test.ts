@@ -1,0 +1,121 @@
+/**
+ * What HttpSender refuses to pass on: a txHash too long or too strange to
+ * record (treated as "maybe sent"), and a URL whose secrets would land in
+ * an error message.
+ */
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  HttpSender,
+  isNotSent,
+  isPoison,
+  MemoryStore,
+} from "../../mod.ts";
+import { KvStore } from "../../store/kv.ts";
+
+function senderAnswering(txHash: unknown): HttpSender {
+  return new HttpSender({
+    url: "https://signer.example",
+    fetch: () => Promise.resolve(Response.json({ txHash })),
+  });
+}
+
+async function settling() {
+  return await new MemoryStore().createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+}
+
+Deno.test("HttpSender.send() accepts a txHash of 256 characters and the usual alphabets", async () => {
+  const intent = await settling();
+  for (
+    const txHash of [
+      "0x" + "ab".repeat(32), // Ethereum
+      "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW", // Solana
+      "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", // base64
+      "x".repeat(256),
+    ]
+  ) {
+    assert.deepEqual(
+      await senderAnswering(txHash).send(intent, { replace: false }),
+      { txHash },
+    );
+  }
+});
+
+Deno.test("HttpSender.send() treats a txHash over 256 characters or with other characters as unknown, naming its length only", async () => {
+  const intent = await settling();
+  for (
+    const txHash of [
+      "x".repeat(257),
+      "0x" + "f".repeat(60_000),
+      "0xabc\n2026-11-30 relayer: forged log line",
+      "0xabc def",
+      "0x\u00e9",
+    ]
+  ) {
+    await assert.rejects(
+      senderAnswering(txHash).send(intent, { replace: false }),
+      (error: Error) => {
+        assert.equal(isNotSent(error), false, "the signer says it sent");
+        assert.equal(isPoison(error), false);
+        assert.match(
+          error.message,
+          new RegExp(
+            `^signer answered 200 with an unusable txHash \\(${txHash.length} characters, starting .*\\): a txHash must be 1-256 characters of A-Z a-z 0-9 \\. _ : \\+ / = -; the broadcast may have been sent$`,
+          ),
+        );
+        assert.ok(error.message.length < 300);
+        assert.ok(!error.message.includes("\n"));
+        return true;
+      },
+    );
+  }
+});
+
+Deno.test("createRelayer() records a 60 KB txHash as an unknown broadcast on Deno KV, and the delivery retries", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(kv);
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    const relayer = createRelayer({
+      store,
+      sender: senderAnswering("0x" + "f".repeat(60_000)),
+      random: () => 0,
+    });
+    const outcome = await relayer.deliver(
+      { intentId: "pi_0001", kind: "settle" },
+      1,
+    );
+    assert.equal(outcome.action, "retry");
+    const intent = await store.getIntent("pi_0001");
+    assert.equal(intent?.lastBroadcast?.outcome, "unknown");
+    assert.equal(intent?.mayHaveSent, true);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("HttpSender() masks a URL's credentials, query and fragment in its error", () => {
+  for (
+    const url of [
+      "https://signer.example/v1?token=s3cret-token",
+      "https://signer.example/v1#s3cret-token",
+      "https://me:s3cret-token@signer.example/v1?x=1",
+    ]
+  ) {
+    assert.throws(() => new HttpSender({ url }), (error: Error) => {
+      assert.ok(error instanceof TypeError);
+      assert.ok(!error.message.includes("s3cret-token"), error.message);
+      assert.match(error.message, /without credentials, query or fragment/);
+      return true;
+    });
+  }
+});

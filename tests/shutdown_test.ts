@@ -1,0 +1,234 @@
+/**
+ * The service stops cleanly: SIGTERM to the real process (`deno serve
+ * main.ts` with the local KV queue) stops it taking work, lets the
+ * delivery in flight finish, closes KV and exits 0 within 10 s; and
+ * `deno task start` listens on loopback only.
+ */
+import assert from "node:assert/strict";
+import { openService } from "../main.ts";
+import { KvStore } from "../store/kv.ts";
+import { loadConfig } from "../webhook/config.ts";
+import { timeout } from "./_timeout.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const OPS_TOKEN = "shutdown-ops-0123456789";
+
+/** A signer stub whose sends take `holdMs`: a delivery is in flight meanwhile. */
+function slowSigner(holdMs: number) {
+  const counts = { started: 0, finished: 0 };
+  let started: () => void = () => {};
+  const firstStarted = new Promise<void>((resolve) => (started = resolve));
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      if (new URL(req.url).pathname === "/send") {
+        counts.started++;
+        started();
+        await new Promise((resolve) => setTimeout(resolve, holdMs));
+        counts.finished++;
+        return Response.json({ txHash: "0xdrained" });
+      }
+      return Response.json({ status: "pending" });
+    },
+  );
+  return {
+    counts,
+    firstStarted,
+    url: `http://127.0.0.1:${server.addr.port}`,
+    close: () => server.shutdown(),
+  };
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** What a child `deno` needs from our environment, and nothing else. */
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+Deno.test(
+  "main.ts drains on SIGTERM with KV_QUEUE=1: the delivery in flight finishes, KV closes, the process exits 0 within 10 s",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
+    const signer = slowSigner(1500);
+    const port = freePort();
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--allow-net",
+        "--allow-env",
+        "--allow-read",
+        `--allow-write=${dir}`,
+        "main.ts",
+      ],
+      cwd: ROOT,
+      clearEnv: true,
+      env: {
+        ...baseEnv(),
+        SENDER_URL: signer.url,
+        SENDER_TIMEOUT: "4s",
+        LEASE: "8s",
+        WEBHOOK_SECRET: "shutdown-secret-0123456789",
+        OPS_TOKEN,
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+      },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const kill = () => {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    };
+    signal.addEventListener("abort", kill);
+    const output = Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+    ]);
+    const base = `http://127.0.0.1:${port}`;
+    const ops = { authorization: `Bearer ${OPS_TOKEN}` };
+    try {
+      for (;;) {
+        try {
+          const res = await fetch(`${base}/healthz`);
+          await res.body?.cancel();
+          if (res.ok) break;
+        } catch {
+          // not listening yet
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const created = await fetch(`${base}/v1/intents`, {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ id: "pi_drain", state: "authorized" }),
+      });
+      assert.equal(created.status, 201);
+      await created.body?.cancel();
+      const queued = await fetch(`${base}/v1/jobs`, {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ intentId: "pi_drain", kind: "settle" }),
+      });
+      assert.equal(queued.status, 202);
+      await queued.body?.cancel();
+
+      await signer.firstStarted; // the local queue's delivery is mid-send
+      const sentAt = performance.now();
+      child.kill("SIGTERM");
+      const status = await child.status;
+      const tookMs = performance.now() - sentAt;
+      const [stdout, stderr] = await output;
+
+      assert.equal(status.code, 0, `${stdout}\n${stderr}`);
+      assert.ok(tookMs < 10_000, `exited after ${Math.round(tookMs)} ms`);
+      assert.equal(signer.counts.finished, 1, "the send in flight finished");
+      assert.match(stdout, /relayer: SIGTERM: draining/);
+      assert.match(stdout, /relayer: drained; KV closed/);
+      assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
+
+      // The delivery recorded its send before KV closed.
+      const kv = await Deno.openKv(`${dir}/relayer.kv`);
+      try {
+        const intent = await new KvStore(kv).getIntent("pi_drain");
+        assert.equal(intent?.state, "settling");
+        assert.deepEqual(
+          [intent?.lastBroadcast?.outcome, intent?.lastBroadcast?.txHash],
+          ["sent", "0xdrained"],
+        );
+      } finally {
+        kv.close();
+      }
+    } finally {
+      signal.removeEventListener("abort", kill);
+      kill();
+      await child.status;
+      await output.catch(() => {});
+      await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "openService() drain() answers new requests 503, waits for the one in flight, then closes KV",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_drain_" });
+    const signer = slowSigner(300);
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: signer.url,
+        WEBHOOK_SECRET: "drain-secret-0123456789",
+        OPS_TOKEN,
+        KV_PATH: `${dir}/relayer.kv`,
+        RELAYER_INSECURE_DEV: "1",
+      }),
+      { log: () => {}, random: () => 0 },
+    );
+    try {
+      const ops = { authorization: `Bearer ${OPS_TOKEN}` };
+      await (await service.fetch(
+        new Request("http://relayer/v1/intents", {
+          method: "POST",
+          headers: ops,
+          body: JSON.stringify({ id: "pi_1", state: "authorized" }),
+        }),
+      )).body?.cancel();
+      const body = JSON.stringify({
+        job: { intentId: "pi_1", kind: "settle" },
+      });
+      const t = Math.floor(Date.now() / 1000);
+      const { hmacSignature } = await import("../webhook/_auth.ts");
+      const inFlight = service.fetch(
+        new Request("http://relayer/v1/deliveries", {
+          method: "POST",
+          body,
+          headers: {
+            "x-signature": hmacSignature("drain-secret-0123456789", body, t),
+          },
+        }),
+      );
+      await signer.firstStarted;
+      const drained = service.drain(10_000);
+      const refused = await service.fetch(
+        new Request("http://relayer/healthz"),
+      );
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.get("retry-after"), "5");
+      await refused.body?.cancel();
+      const answer = await inFlight;
+      assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+      assert.match((await answer.json()).reason, /^sent 0xdrained/);
+      assert.equal(await drained, 0);
+      await assert.rejects(service.kv!.get(["x"])); // closed
+    } finally {
+      await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test("deno task start listens on 127.0.0.1 only", async () => {
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
+  const start: string = config.tasks.start;
+  assert.match(start, /^deno serve --host 127\.0\.0\.1 /);
+  assert.doesNotMatch(start, /0\.0\.0\.0/);
+});

@@ -1,0 +1,92 @@
+import assert from "node:assert/strict";
+import {
+  hmacSignature,
+  hmacVerifier,
+  qstashVerifier,
+  SIGNATURE_MAX_AGE_MS,
+  SIGNATURE_REPLAY_TTL_MS,
+} from "../../webhook/_auth.ts";
+import { QSTASH, signQStash } from "./_signing.ts";
+
+const SECRET = "webhook-secret-for-tests";
+const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" } });
+
+Deno.test("hmacSignature() signs '<t>.<raw body>' as t=<t>,v1=<hex>, the same as openssl", () => {
+  // printf '%s' '1764504000.{"a":1}' | openssl dgst -sha256 -hmac 'webhook-secret-for-tests'
+  assert.equal(
+    hmacSignature(SECRET, '{"a":1}', 1764504000),
+    "t=1764504000,v1=" +
+      "c2d1f524e35269a11a9a31c3d3569dde3e10efb3a9b877f6f0c656dbc7bae301",
+  );
+});
+
+Deno.test("hmacVerifier() gives the replay claim: the lower-case v1, until t + 6 minutes", () => {
+  const t = 1_764_504_000;
+  const verify = hmacVerifier(SECRET, () => t * 1000 + SIGNATURE_MAX_AGE_MS);
+  const header = hmacSignature(SECRET, body, t);
+  const v1 = header.split("v1=")[1]!;
+  const expected = {
+    ok: true,
+    claim: {
+      key: `deliveries/${v1}`,
+      expiresAt: t * 1000 + SIGNATURE_REPLAY_TTL_MS,
+    },
+  };
+  assert.deepEqual(verify(body, header), expected);
+  // The same signature in capitals is the same signed request: the same key.
+  assert.deepEqual(verify(body, `t=${t},v1=${v1.toUpperCase()}`), expected);
+  // The record outlives the signature: a replay cannot outwait it.
+  assert.ok(SIGNATURE_REPLAY_TTL_MS > SIGNATURE_MAX_AGE_MS);
+});
+
+Deno.test("hmacVerifier() refuses, saying what was wrong, without the secret", () => {
+  const t = 1_764_504_000;
+  const verify = hmacVerifier(SECRET, () => t * 1000);
+  for (
+    const [header, words] of [
+      [undefined, /missing or malformed/],
+      ["", /missing or malformed/],
+      [`t=${t},v1=zz`, /missing or malformed/],
+      [hmacSignature(SECRET, body, t - 301), /more than 5 minutes old/],
+      [hmacSignature(SECRET, body, t + 31), /ahead of this server's clock/],
+      [hmacSignature("another-secret-0000", body, t), /does not verify/],
+      [hmacSignature(SECRET, `${body} `, t), /does not verify/],
+    ] as const
+  ) {
+    const answer = verify(body, header);
+    assert.equal(answer.ok, false, String(header));
+    if (!answer.ok) {
+      assert.match(answer.detail, words);
+      assert.ok(!answer.detail.includes(SECRET));
+    }
+  }
+});
+
+Deno.test("qstashVerifier() gives the replay claim: the token's jti, until its exp", async () => {
+  const verify = qstashVerifier(QSTASH);
+  const nowS = Math.floor(Date.now() / 1000);
+  const signature = await signQStash(body, {
+    nowS,
+    ttlS: 300,
+    jti: "jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP",
+  });
+  assert.deepEqual(await verify(signature, body), {
+    ok: true,
+    claim: {
+      key: "qstash/jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP",
+      expiresAt: (nowS + 300) * 1000,
+    },
+  });
+});
+
+Deno.test("qstashVerifier() refuses a verified token without a jti: its replay could not be refused", async () => {
+  const verify = qstashVerifier(QSTASH);
+  const answer = await verify(await signQStash(body, { jti: null }), body);
+  assert.equal(answer.ok, false);
+  if (!answer.ok) assert.match(answer.detail, /'jti'/);
+  const bad = await verify(
+    await signQStash(body, { key: "wrong-key-000000" }),
+    body,
+  );
+  assert.equal(bad.ok, false);
+});

@@ -1,0 +1,271 @@
+/**
+ * The queues' give-up routes: QStash's failure callback and a push
+ * subscription on Pub/Sub's dead-letter topic. A job the queue stopped
+ * delivering is still resolved, exactly once.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { NewIntent } from "../../mod.ts";
+import { makeApp, theGoogle } from "./_app.ts";
+import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
+
+const FAILED_URL = `${QSTASH.url}/failed`;
+const DEAD_LETTER_AUDIENCE =
+  "https://relayer.example.test/v1/pubsub/dead-letter";
+
+/** QStash's failure-callback body, around `job`. */
+function callback(
+  job: unknown,
+  fields: Record<string, unknown> = {},
+): string {
+  return JSON.stringify({
+    status: 503,
+    header: { "Retry-After": ["5"] },
+    body: btoa(JSON.stringify({ outcome: "retry" })),
+    retried: 5,
+    maxRetries: 5,
+    dlqId: "dlq_1731",
+    sourceMessageId: "msg_26hZCxZCuWyyTWPmSVBrNCtiJGNsULZ",
+    topicName: "",
+    endpointName: "",
+    url: QSTASH.url,
+    method: "POST",
+    sourceHeader: { "Content-Type": ["application/json"] },
+    sourceBody: btoa(JSON.stringify(job)),
+    notBefore: 0,
+    createdAt: 0,
+    ...fields,
+  });
+}
+
+async function failedRequest(
+  body: string,
+  url = FAILED_URL,
+): Promise<RequestInit> {
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "upstash-signature": await signQStash(body, { url }),
+    },
+  };
+}
+
+const job = { intentId: "pi_0002", kind: "settle" } as const;
+const settling: NewIntent = {
+  id: "pi_0002",
+  state: "settling",
+  hold: "pending",
+  settlingSince: 0,
+  lastBroadcast: { outcome: "unknown", at: 0, error: "timeout" },
+};
+
+async function withDeadLetterRoute(intents: NewIntent[]) {
+  const g = await theGoogle();
+  return await makeApp({
+    intents,
+    deps: {
+      pubsubDeadLetter: {
+        audience: DEAD_LETTER_AUDIENCE,
+        jwks: g.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+}
+
+function deadLetterEnvelope(
+  body: unknown,
+  attributes: Record<string, string> = {
+    CloudPubSubDeadLetterSourceDeliveryCount: "5",
+  },
+): string {
+  return JSON.stringify({
+    message: {
+      data: btoa(typeof body === "string" ? body : JSON.stringify(body)),
+      messageId: "9182736450",
+      publishTime: "2026-11-30T12:00:00.000Z",
+      attributes,
+    },
+    subscription: "projects/p/subscriptions/relayer-dead-letter",
+  });
+}
+
+Deno.test("POST /v1/qstash/failed resolves a settling payment QStash gave up on, and keeps the queue's ids", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job)),
+  );
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    outcome: "poison",
+    job: "pi_0002/settle",
+    delivery: 6,
+    reason: "the queue gave up after 6 deliveries",
+    resolution: "last broadcast unknown, needs review",
+  });
+  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+  const letter = await store.getDeadLetter("pi_0002/settle");
+  assert.equal(letter?.cause, "exhausted");
+  assert.deepEqual(letter?.queue, {
+    queue: "qstash",
+    messageId: "msg_26hZCxZCuWyyTWPmSVBrNCtiJGNsULZ",
+    dlqId: "dlq_1731",
+  });
+});
+
+Deno.test("POST /v1/qstash/failed is idempotent: a repeat changes nothing and answers 200", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0002", state: "authorized", hold: "pending" }],
+  });
+  const first = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job)),
+  );
+  assert.equal(first.status, 200);
+  const kept = await store.getDeadLetter("pi_0002/settle");
+  assert.equal(kept?.resolution, "job dropped, intent still authorized");
+  const again = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job, { retried: 7 })),
+  );
+  assert.equal(again.status, 200);
+  assert.deepEqual(await store.getDeadLetter("pi_0002/settle"), kept);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
+});
+
+Deno.test("POST /v1/qstash/failed changes nothing for a settled intent, nor for a job the relayer poisoned itself", async () => {
+  const { app, store, writes } = await makeApp({
+    intents: [
+      { id: "pi_0002", state: "settled", hold: "captured" },
+      { id: "pi_0003", state: "created" },
+    ],
+  });
+  const before = writes();
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job)),
+  );
+  assert.equal(res.status, 200);
+  assert.equal(
+    writes(),
+    before + 1,
+    "a settled intent: only the callback's replay record is written",
+  );
+  assert.equal((await res.json()).outcome, "done");
+  assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
+
+  // The relayer poisoned pi_0003's job itself (its third delivery); the
+  // queue's callback afterwards must not overwrite that record.
+  const { app: app3, store: store3 } = await makeApp({
+    intents: [{ id: "pi_0003", state: "created" }],
+  });
+  const job3 = { intentId: "pi_0003", kind: "settle" } as const;
+  const body = JSON.stringify(job3);
+  await app3.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body),
+      "upstash-retried": "2",
+    },
+  });
+  const own = await store3.getDeadLetter("pi_0003/settle");
+  assert.equal(own?.reason, "no luck after 3 deliveries");
+  const res3 = await app3.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job3, { retried: 2 })),
+  );
+  assert.equal(res3.status, 200);
+  assert.deepEqual(await store3.getDeadLetter("pi_0003/settle"), own);
+});
+
+Deno.test("POST /v1/qstash/failed refuses a callback signed for another URL (401) and an unreadable job (489), touching nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [settling] });
+  const before = writes();
+  const wrongUrl = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job), QSTASH.url),
+  );
+  assert.equal(wrongUrl.status, 401);
+  const unsigned = await app.request("/v1/qstash/failed", {
+    method: "POST",
+    body: callback(job),
+  });
+  assert.equal(unsigned.status, 401);
+  const unreadable = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job, { sourceBody: "not base64!" })),
+  );
+  assert.equal(unreadable.status, 489);
+  assert.equal(unreadable.headers.get("upstash-nonretryable-error"), "true");
+  const badJob = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback({ intentId: "" })),
+  );
+  assert.equal(badJob.status, 489);
+  assert.equal(writes(), before);
+});
+
+Deno.test("POST /v1/pubsub/dead-letter resolves the job with the source's delivery count, and answers 204", async () => {
+  const { app, store } = await withDeadLetterRoute([settling]);
+  const g = await theGoogle();
+  const res = await app.request("/v1/pubsub/dead-letter", {
+    method: "POST",
+    body: deadLetterEnvelope(job),
+    headers: {
+      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  });
+  assert.equal(res.status, 204);
+  const letter = await store.getDeadLetter("pi_0002/settle");
+  assert.equal(letter?.reason, "the queue gave up after 5 deliveries");
+  assert.equal(letter?.deliveries, 5);
+  assert.deepEqual(letter?.queue, { queue: "pubsub", messageId: "9182736450" });
+  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+});
+
+Deno.test("POST /v1/pubsub/dead-letter refuses the main route's audience (401) and acks an unreadable job (204), kept visible as a dead letter", async () => {
+  const { app, store, writes } = await withDeadLetterRoute([settling]);
+  const g = await theGoogle();
+  const before = writes();
+  const wrongAudience = await app.request("/v1/pubsub/dead-letter", {
+    method: "POST",
+    body: deadLetterEnvelope(job),
+    headers: { authorization: `Bearer ${await g.token()}` },
+  });
+  assert.equal(wrongAudience.status, 401);
+  const unreadable = await app.request("/v1/pubsub/dead-letter", {
+    method: "POST",
+    body: deadLetterEnvelope("{not json"),
+    headers: {
+      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  });
+  assert.equal(unreadable.status, 204);
+  assert.equal(
+    writes(),
+    before + 1,
+    "only the dead letter that keeps it visible",
+  );
+  const kept = await store.getDeadLetter("pubsub/9182736450/unreadable");
+  assert.match(kept?.reason ?? "", /unreadable Pub\/Sub message/);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
+});
+
+Deno.test("the give-up routes are refused (503) where their keys are not set", async () => {
+  const { app } = await makeApp({ deps: { qstash: undefined } as never });
+  const res = await app.request("/v1/pubsub/dead-letter", {
+    method: "POST",
+    body: deadLetterEnvelope(job),
+  });
+  assert.equal(res.status, 503);
+  assert.match(
+    (await res.json()).detail,
+    /PUBSUB_DEAD_LETTER_AUDIENCE/,
+  );
+});

@@ -1,0 +1,71 @@
+/**
+ * Replays are refused: a signed request is good for one delivery. The
+ * replay record rides in the delivery's first write, so a refused replay
+ * does nothing at all.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { genericRequest, makeApp, NOW } from "./_app.ts";
+import { signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+const settling = {
+  id: "pi_0001",
+  state: "settling",
+  hold: "pending",
+  settlingSince: NOW - 1000,
+  lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
+} as const;
+
+Deno.test("POST /v1/qstash refuses a replayed request (401), even one claiming 99 retries, and the payment mid-settlement stays as it was", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  const body = JSON.stringify(job);
+  const signature = await signQStash(body);
+  const first = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature, "upstash-retried": "0" },
+  });
+  assert.equal(first.status, 503, "waiting for the receipt: a retry");
+  await first.body?.cancel();
+  const before = await store.getIntent("pi_0001");
+  const replay = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature, "upstash-retried": "99" },
+  });
+  assert.equal(replay.status, 401);
+  assert.match((await replay.json()).detail, /already delivered/);
+  assert.deepEqual(await store.getIntent("pi_0001"), before);
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+});
+
+Deno.test("POST /v1/deliveries takes a captured signed request once: 9 replays in a second get 401 and spend no delivery", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  const init = await genericRequest(JSON.stringify({ job }));
+  const statuses: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const res = await app.request("/v1/deliveries", { ...init });
+    statuses.push(res.status);
+    await res.body?.cancel();
+  }
+  assert.deepEqual(statuses, [503, ...Array(9).fill(401)]);
+  assert.equal(await store.deliveries("pi_0001/settle"), 1);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
+});
+
+Deno.test("POST /v1/deliveries: a fresh signature of the same body is a new delivery", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  const body = JSON.stringify({ job });
+  for (const timeS of [NOW / 1000 - 2, NOW / 1000 - 1]) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(body, { timeS }),
+    );
+    assert.equal(res.status, 503);
+    await res.body?.cancel();
+  }
+  assert.equal(await store.deliveries("pi_0001/settle"), 2);
+});

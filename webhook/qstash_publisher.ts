@@ -1,0 +1,175 @@
+/**
+ * Publishing jobs through QStash, right by construction: every publish
+ * carries the retries the service was checked with and the failure
+ * callback that resolves a job QStash gives up on.
+ *
+ * @module
+ */
+
+import { Client } from "@upstash/qstash";
+import { type Job, jobIdOf, parseJob } from "../relayer/relayer.ts";
+
+/**
+ * The settings of {@linkcode qstashPublisher}.
+ *
+ * @example From the service's settings
+ * ```ts
+ * import type { QStashPublisherOptions } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const options: QStashPublisherOptions = {
+ *   token: "qstash-token",
+ *   publicUrl: "https://relayer.example.com",
+ *   retries: 9, // MAX_DELIVERIES − 1: ten deliveries in all
+ * };
+ * assert.equal(options.retries + 1, 10);
+ * ```
+ */
+export interface QStashPublisherOptions {
+  /** `QSTASH_TOKEN`: the bearer token of QStash's API. */
+  readonly token: string;
+  /**
+   * `PUBLIC_URL`: the service's public base URL. Jobs go to
+   * `PUBLIC_URL/v1/qstash`; the failure callback is
+   * `PUBLIC_URL/v1/qstash/failed`.
+   */
+  readonly publicUrl: string;
+  /** `QSTASH_RETRIES`: sent as `Upstash-Retries`; at most your plan's cap. */
+  readonly retries: number;
+  /**
+   * `QSTASH_URL`: QStash's API base.
+   *
+   * @default {"https://qstash.upstash.io"}
+   */
+  readonly baseUrl?: string;
+}
+
+/**
+ * Publishes jobs to a queue.
+ *
+ * @example A publisher that records what it would publish
+ * ```ts
+ * import type { Job } from "@relayer/poison";
+ * import type { Publisher } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const sent: Job[] = [];
+ * const publisher: Publisher = {
+ *   publish: (job) => {
+ *     sent.push(job);
+ *     return Promise.resolve({ messageId: `msg_${sent.length}` });
+ *   },
+ * };
+ * assert.deepEqual(await publisher.publish({ intentId: "pi_0001", kind: "settle" }), { messageId: "msg_1" });
+ * ```
+ */
+export interface Publisher {
+  /**
+   * Publishes one job.
+   *
+   * @param job The job.
+   * @param options A deduplication id: a second publish with it is dropped by the queue.
+   * @returns The queue's id of the message.
+   */
+  publish(
+    job: Job,
+    options?: { readonly deduplicationId?: string },
+  ): Promise<{ messageId: string }>;
+}
+
+/**
+ * A {@linkcode Publisher} through QStash (`@upstash/qstash`'s `Client`):
+ * every job goes to `PUBLIC_URL/v1/qstash` with `retries` and
+ * `failureCallback: PUBLIC_URL/v1/qstash/failed`, so a job QStash gives up
+ * on is still resolved. Building it does no I/O; the client is made on the
+ * first publish.
+ *
+ * @param options The token, the public URL, the retries and the API base.
+ * @returns The publisher.
+ * @throws {RangeError} If `retries` is not an integer in 0..100.
+ * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL, or `token` is empty.
+ *
+ * @example Publish a job (to a local stand-in of QStash's API)
+ * ```ts
+ * import { qstashPublisher } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const seen: Headers[] = [];
+ * const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+ *   seen.push(req.headers);
+ *   return Response.json({ messageId: "msg_1" });
+ * });
+ * const publisher = qstashPublisher({
+ *   token: "qstash-token",
+ *   publicUrl: "https://relayer.example.com",
+ *   retries: 9,
+ *   baseUrl: `http://127.0.0.1:${server.addr.port}`,
+ * });
+ * const { messageId } = await publisher.publish({ intentId: "pi_0001", kind: "settle" });
+ * assert.equal(messageId, "msg_1");
+ * assert.equal(seen[0]?.get("upstash-retries"), "9");
+ * assert.equal(seen[0]?.get("upstash-failure-callback"), "https://relayer.example.com/v1/qstash/failed");
+ * await server.shutdown();
+ * ```
+ */
+export function qstashPublisher(options: QStashPublisherOptions): Publisher {
+  const { token, retries } = options;
+  if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
+    throw new RangeError(
+      `Cannot build a QStash publisher as 'retries' must be an integer in 0..100: current value is ${
+        String(retries)
+      }`,
+    );
+  }
+  if (typeof token !== "string" || token === "") {
+    throw new TypeError(
+      "Cannot build a QStash publisher as 'token' is empty: set QSTASH_TOKEN",
+    );
+  }
+  const base = httpUrl("publicUrl", options.publicUrl).replace(/\/+$/, "");
+  const baseUrl = httpUrl(
+    "baseUrl",
+    options.baseUrl ?? "https://qstash.upstash.io",
+  );
+  let client: Client | undefined;
+  return {
+    async publish(input, { deduplicationId } = {}) {
+      const job = parseJob(input);
+      client ??= new Client({
+        token,
+        baseUrl,
+        enableTelemetry: false,
+        retry: false,
+      });
+      const result = await client.publishJSON({
+        url: `${base}/v1/qstash`,
+        body: job,
+        retries,
+        failureCallback: `${base}/v1/qstash/failed`,
+        ...(deduplicationId ? { deduplicationId } : {}),
+      });
+      const messageId = (result as { messageId?: unknown }).messageId;
+      if (typeof messageId !== "string") {
+        throw new Error(`QStash returned no messageId for ${jobIdOf(job)}`);
+      }
+      return { messageId };
+    },
+  };
+}
+
+function httpUrl(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new TypeError(
+      `Cannot build a QStash publisher as '${name}' is not a URL`,
+    );
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new TypeError(
+      `Cannot build a QStash publisher as '${name}' must be an http(s) URL`,
+    );
+  }
+  return url.href;
+}
