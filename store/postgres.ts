@@ -188,7 +188,7 @@ export class PostgresStore implements Store {
   >;
   #versions: string;
   #refuse: postgres.Helper<string>;
-  #writes = 0;
+  #admissions = 0;
 
   /**
    * Constructs a new instance. No I/O.
@@ -656,7 +656,7 @@ export class PostgresStore implements Store {
    * do not grow without bound.
    */
   async #sweep(now: number): Promise<void> {
-    if (++this.#writes % 64 !== 0) return;
+    if (++this.#admissions % 64 !== 0) return;
     const { counters, claims } = this.#t;
     await this.#sql`
       WITH c AS (
