@@ -1,7 +1,8 @@
 /**
  * The service: `deno serve main.ts` locally, and Deno Deploy's entry. It
  * reads its settings from the environment (see `webhook/config.ts`),
- * refuses to start on a bad one with a line that names it, opens Deno KV,
+ * refuses to start on a bad one with a line that names it, opens its store
+ * (PostgreSQL when `DATABASE_URL` is set, migrated at start; else Deno KV),
  * and serves the webhook. With `KV_QUEUE=1` it also consumes the local
  * Deno KV queue in the same process.
  *
@@ -18,6 +19,7 @@
  */
 
 // deno-lint-ignore-file no-console
+import postgres from "postgres";
 import {
   createRelayer,
   describePolicy,
@@ -26,9 +28,11 @@ import {
   jobIdOf,
   type Outcome,
   parseJob,
+  type Store,
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
 import { KvStore } from "./store/kv.ts";
+import { PostgresStore } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import { type Config, ConfigError, loadConfig } from "./webhook/config.ts";
 import { googleJwks } from "./webhook/google_jwks.ts";
@@ -61,8 +65,10 @@ export interface ServiceOptions {
 export interface Service {
   /** The webhook. */
   readonly app: WebhookApp;
-  /** The Deno KV handle it opened. */
-  readonly kv: Deno.Kv;
+  /** The store it keeps its state in. */
+  readonly store: Store;
+  /** The Deno KV handle it opened; `null` on PostgreSQL (`DATABASE_URL`). */
+  readonly kv: Deno.Kv | null;
   /** One line that says what runs, without secrets. */
   readonly description: string;
   /** Answers a request through the webhook, counted as in flight; a 503 once draining. */
@@ -75,8 +81,8 @@ export interface Service {
    * @returns How many deliveries were still running when it gave up waiting.
    */
   drain(timeoutMs?: number): Promise<number>;
-  /** Stops the queue consumer and closes KV. */
-  close(): void;
+  /** Stops the queue consumer and closes KV, or ends the PostgreSQL client. */
+  close(): Promise<void>;
 }
 
 /**
@@ -102,8 +108,33 @@ async function openKv(config: Config): Promise<Deno.Kv> {
 }
 
 /**
- * Opens KV, wires the store, the Sender and the webhook, and starts the
- * local queue consumer when configured.
+ * Opens PostgreSQL and migrates it. A database that cannot be reached or
+ * migrated stops the start like a bad setting: one line naming
+ * `DATABASE_URL`, without the URL (it holds the password).
+ */
+async function openPostgres(
+  database: NonNullable<Config["database"]>,
+): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
+  const sql = postgres(database.url, { onnotice: () => {} });
+  const store = new PostgresStore(sql);
+  try {
+    await store.migrate();
+  } catch (error) {
+    await sql.end({ timeout: 1 }).catch(() => {});
+    throw new ConfigError(
+      "DATABASE_URL",
+      `DATABASE_URL: cannot open ${database.description}: ${
+        (error as Error)?.message ?? String(error)
+      }`.replaceAll(database.url, "DATABASE_URL"),
+    );
+  }
+  return { store, sql };
+}
+
+/**
+ * Opens the store (PostgreSQL with `DATABASE_URL`, else KV), wires the
+ * Sender and the webhook, and starts the local queue consumer when
+ * configured.
  *
  * @param config Checked settings (`loadConfig`).
  * @param options Clock, randomness, keys and logger, for tests.
@@ -114,13 +145,15 @@ export async function openService(
   options: ServiceOptions = {},
 ): Promise<Service> {
   const { now = Date.now, random = Math.random, log = console.log } = options;
-  const kv = await openKv(config);
-  const store = new KvStore(kv);
+  const database = config.database ? await openPostgres(config.database) : null;
+  const kv = database ? null : await openKv(config);
+  const store: Store = database?.store ?? new KvStore(kv!);
   const sender = new HttpSender({
     url: config.sender.url,
     timeoutMs: config.sender.timeoutMs,
   });
-  const enqueue = config.kvQueue
+  // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
+  const enqueue = config.kvQueue && kv
     ? async (job: Job, delay = 0) => {
       const { ok } = await kv.enqueue({ job } satisfies QueueMessage, {
         delay,
@@ -186,7 +219,7 @@ export async function openService(
     return work;
   }
 
-  if (enqueue) {
+  if (enqueue && kv) {
     // KV's own backoffSchedule is fixed and passes no attempt count, so a
     // retry is a fresh message with our delay, and the store counts.
     const relayer = createRelayer(relayerOptions);
@@ -233,13 +266,16 @@ export async function openService(
     config.kvQueue ? "local KV queue" : undefined,
     config.insecureDev ? "INSECURE DEV MODE" : undefined,
   ].filter(Boolean).join(", ");
-  const where = "path" in config.kv
+  const where = config.database
+    ? config.database.description
+    : "path" in config.kv
     ? config.kv.path
     : "url" in config.kv
     ? "KV Connect"
     : "Deno Deploy KV";
   return {
     app,
+    store,
     kv,
     description: `${
       describePolicy(config.policy)
@@ -276,10 +312,14 @@ export async function openService(
       await Promise.race([Promise.allSettled([...inFlight]), waited]);
       clearTimeout(timer);
       const left = inFlight.size;
-      kv.close();
+      kv?.close();
+      await database?.sql.end({ timeout: 5 });
       return left;
     },
-    close: () => kv.close(),
+    async close() {
+      kv?.close();
+      await database?.sql.end({ timeout: 5 });
+    },
   };
 }
 

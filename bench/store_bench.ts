@@ -1,16 +1,30 @@
 /**
  * What a delivery costs on each store: `MemoryStore` (the baseline, no
- * I/O), `KvStore` on an in-memory Deno KV, and `KvStore` on a SQLite file.
- * Two groups: a retry delivery that waits (path a of
- * `tests/store/_paths.ts`) and a delivery that poisons and fails its
- * intent (path e). Only the delivery is timed: creating its intent is
- * setup, and every iteration gets a fresh intent.
+ * I/O), `KvStore` on an in-memory Deno KV, `KvStore` on a SQLite file, and
+ * `PostgresStore` on a local PostgreSQL server this run starts (loopback,
+ * fsync off: the cost of the round trips and the server's work, not of a
+ * disk). Three groups: a retry delivery that waits (path a of
+ * `tests/store/_paths.ts`: the read path), a broadcast from authorized
+ * (path b: the write path, two commits) and a delivery that poisons and
+ * fails its intent (path e). Only the delivery is timed: creating its
+ * intent is setup, and every iteration gets a fresh intent.
  *
- * `deno task bench:store`, or
- * `deno bench --allow-read --allow-write --filter store bench/store_bench.ts`.
+ * With PostgreSQL it first prints the round trips and statements of every
+ * delivery path on PostgresStore (the numbers `postgres_ops_test.ts` pins).
+ * Without server binaries the PostgresStore rows are skipped with one line.
+ *
+ * `deno task bench:store`, or `deno bench --allow-read --allow-write
+ * --allow-run --allow-net=127.0.0.1 --allow-env --filter store bench/store_bench.ts`.
  *
  * @module
  */
+
+// deno-lint-ignore-file no-console
+import postgres from "postgres";
+import { PostgresStore } from "../store/postgres.ts";
+import { postgresBinDir, startPostgres } from "../tools/_postgres_server.ts";
+import { measurePostgresPaths } from "../tests/store/_counting_postgres.ts";
+import { PATHS } from "../tests/store/_paths.ts";
 
 import { MemoryStore, type Outcome, type Store } from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
@@ -41,14 +55,59 @@ addEventListener("unload", () => {
   }
 });
 
-const backends: readonly { name: string; open: () => Promise<Store> }[] = [
+// PostgreSQL only where this run may start a server (`bench:store` grants
+// it; other bench runs that load this file do not) and one is installed.
+const server = Deno.permissions.querySync({ name: "run" }).state === "granted"
+  ? await postgresBinDir().then((bin) => {
+    if (bin === null) {
+      console.error(
+        "store_bench: no PostgreSQL server binaries (initdb): skipping the PostgresStore rows",
+      );
+      return null;
+    }
+    return startPostgres({ bin });
+  })
+  : null;
+
+if (server) {
+  const measured = await measurePostgresPaths(server.url);
+  const rows = [
+    "PostgresStore, per delivery (statements prepared):",
+    "| path | round trips | statements |",
+    "| --- | ---: | ---: |",
+    ...PATHS.map((path) => {
+      const counts = measured.get(path.id)!;
+      return `| (${path.id}) ${path.name} | ${counts.roundTrips} | ${counts.statements} |`;
+    }),
+  ];
+  console.log(rows.join("\n"));
+}
+
+async function openPostgresStore(url: string): Promise<Store> {
+  const sql = postgres(url, { max: 4, onnotice: () => {} });
+  const store = new PostgresStore(sql, { schema: "bench" });
+  await store.migrate();
+  return store;
+}
+
+const backends: readonly {
+  name: string;
+  open: () => Promise<Store>;
+  ignore?: boolean;
+}[] = [
   { name: "MemoryStore", open: () => Promise.resolve(new MemoryStore()) },
   { name: "KvStore in memory", open: () => openKvStore(false) },
   { name: "KvStore on a SQLite file", open: () => openKvStore(true) },
+  {
+    name: "PostgresStore on a local server",
+    open: () => openPostgresStore(server!.url),
+    ignore: server === null,
+  },
 ];
 
 const groups: readonly { id: PathId; group: string }[] = [
   { id: "a", group: "store: retry delivery (a)" },
+  { id: "b", group: "store: broadcast from authorized (b)" },
   { id: "e", group: "store: poison delivery that fails the intent (e)" },
 ];
 
@@ -56,11 +115,12 @@ let next = 0;
 
 for (const { id, group } of groups) {
   const path = pathOf(id);
-  for (const [i, { name, open }] of backends.entries()) {
+  for (const [i, { name, open, ignore = false }] of backends.entries()) {
     let store: Store | undefined;
     Deno.bench(`store ${name}: ${path.name}`, {
       group,
       baseline: i === 0,
+      ignore,
     }, async (b) => {
       store ??= await open();
       const intentId = `pi_bench_${++next}`;

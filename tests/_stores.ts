@@ -1,12 +1,16 @@
 /**
- * Every Store the foundation tests run on: the memory store and Deno KV
- * (`:memory:`).
+ * Every Store the foundation tests run on: the memory store, Deno KV
+ * (`:memory:`) and PostgresStore on a real server of the run (skipped with
+ * one loud line where there are no server binaries, outside CI).
  *
  * @module
  */
 
 import { MemoryStore, type Store } from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
+import { postgresAvailable, postgresBackend } from "./_postgres.ts";
+
+export { postgresAvailable, postgresBackend };
 
 /** An open store and how to close it. */
 export interface OpenStore {
@@ -35,8 +39,12 @@ export const kvBackend: Backend = {
   },
 };
 
-/** Both. */
-export const BACKENDS: readonly Backend[] = [memoryBackend, kvBackend];
+/** All three (PostgresStore only where a server can run). */
+export const BACKENDS: readonly Backend[] = [
+  memoryBackend,
+  kvBackend,
+  ...(postgresAvailable ? [postgresBackend] : []),
+];
 
 const READS = new Set([
   "getIntent",

@@ -1,6 +1,7 @@
 /**
  * Duplicates under load, over real sockets: the real service (`openService`
- * from main.ts: KvStore on a SQLite temp file, HttpSender) served with
+ * from main.ts: KvStore on a SQLite temp file, or PostgresStore on a fresh
+ * database of the run's PostgreSQL server; HttpSender) served with
  * `Deno.serve` on port 0, and a signer stub on loopback that holds every
  * `/send` for a few milliseconds and watches for two sends of one intent
  * at once. Each round delivers 10 concurrent copies of every job (40 in
@@ -33,6 +34,7 @@ import { hmacSigner } from "../webhook/_auth.ts";
 import { createApp } from "../webhook/app.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 
 const SECRET = "duplicates-secret-0123456789";
 const OPS_TOKEN = "duplicates-ops-0123456789";
@@ -387,48 +389,85 @@ async function withWorld(
   }
 }
 
-Deno.test(
-  "duplicate deliveries under load never overlap a send, and keep counts and states exact",
-  timeout(120_000, async () => {
-    await withWorld(async ({ dir, stub, senderUrl }) => {
-      const service = await openService(
-        loadConfig({
-          WEBHOOK_SECRET: SECRET,
-          OPS_TOKEN,
-          SENDER_URL: senderUrl,
-          SENDER_TIMEOUT: "5s",
-          LEASE: "10s",
-          KV_PATH: `${dir}/relayer.kv`,
-          MAX_DELIVERIES: "1000",
-          STUCK_AFTER: "0",
-        }),
-        { log: () => {} },
-      );
-      const server = Deno.serve(
-        { hostname: "127.0.0.1", port: 0, onListen() {} },
-        service.app.fetch,
-      );
-      try {
-        const started = performance.now();
-        const figures = await drive(
-          `http://127.0.0.1:${server.addr.port}`,
-          stub,
+/** Where the service keeps its state: its settings, and what to remove after. */
+const STORES: readonly {
+  name: string;
+  ignore: boolean;
+  open(
+    dir: string,
+  ): Promise<{ env: Record<string, string>; drop(): Promise<void> }>;
+}[] = [
+  {
+    name: "KvStore",
+    ignore: false,
+    open: (dir) =>
+      Promise.resolve({
+        env: { KV_PATH: `${dir}/relayer.kv` },
+        drop: () => Promise.resolve(),
+      }),
+  },
+  {
+    name: "PostgresStore",
+    ignore: !postgresAvailable,
+    async open() {
+      const database = await freshDatabase();
+      return { env: { DATABASE_URL: database.url }, drop: database.drop };
+    },
+  },
+];
+
+for (const backend of STORES) {
+  Deno.test({
+    name:
+      `duplicate deliveries under load never overlap a send, and keep counts and states exact [${backend.name}]`,
+    ignore: backend.ignore,
+    fn: timeout(120_000, async () => {
+      await withWorld(async ({ dir, stub, senderUrl }) => {
+        const storage = await backend.open(dir);
+        const service = await openService(
+          loadConfig({
+            WEBHOOK_SECRET: SECRET,
+            OPS_TOKEN,
+            SENDER_URL: senderUrl,
+            SENDER_TIMEOUT: "5s",
+            LEASE: "10s",
+            ...storage.env,
+            MAX_DELIVERIES: "1000",
+            STUCK_AFTER: "0",
+          }),
+          { log: () => {} },
         );
-        report("real", figures, Math.round(performance.now() - started));
-        assert.deepEqual(problems(figures), []);
-        assert.equal(figures.overlaps.length, 0);
-        assert.ok(figures.rounds >= 3, "at least two rounds and a late one");
-        assert.ok(
-          figures.requests >= 3 * COPIES * plans().length,
-          `${figures.requests} requests`,
+        const server = Deno.serve(
+          { hostname: "127.0.0.1", port: 0, onListen() {} },
+          service.app.fetch,
         );
-      } finally {
-        await server.shutdown();
-        service.close();
-      }
-    });
-  }),
-);
+        try {
+          const started = performance.now();
+          const figures = await drive(
+            `http://127.0.0.1:${server.addr.port}`,
+            stub,
+          );
+          report(
+            backend.name,
+            figures,
+            Math.round(performance.now() - started),
+          );
+          assert.deepEqual(problems(figures), []);
+          assert.equal(figures.overlaps.length, 0);
+          assert.ok(figures.rounds >= 3, "at least two rounds and a late one");
+          assert.ok(
+            figures.requests >= 3 * COPIES * plans().length,
+            `${figures.requests} requests`,
+          );
+        } finally {
+          await server.shutdown();
+          await service.close();
+          await storage.drop();
+        }
+      });
+    }),
+  });
+}
 
 /**
  * The broken twin: a KvStore that ignores every lease, and counts a

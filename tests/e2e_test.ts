@@ -8,7 +8,6 @@
  */
 import assert from "node:assert/strict";
 import { openService, type Service } from "../main.ts";
-import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { QSTASH, signQStash } from "./webhook/_signing.ts";
 import { timeout } from "./_timeout.ts";
@@ -98,7 +97,7 @@ Deno.test(
     const clock = { ms: 0 };
     let running = await start(`${dir}/relayer.kv`, stub.addr.port, clock);
     try {
-      const store = new KvStore(running.service.kv);
+      const { store } = running.service;
       await store.createIntent({
         id: "pi_0001",
         state: "authorized",

@@ -81,7 +81,7 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
       );
 
       // A dead letter, then its redrive: published before the letter is removed.
-      const kv = service.kv;
+      const kv = service.kv!; // KV_PATH: a KvStore service
       await kv.set(["relayer", "dead", "pi_0002/settle"], {
         jobId: "pi_0002/settle",
         intentId: "pi_0002",

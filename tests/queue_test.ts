@@ -6,7 +6,6 @@
 import assert from "node:assert/strict";
 import { signer } from "../examples/signer_stub.ts";
 import { openService } from "../main.ts";
-import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -32,7 +31,7 @@ Deno.test(
       { log: (line) => lines.push(line) },
     );
     try {
-      const store = new KvStore(service.kv);
+      const { store } = service;
       await store.createIntent({
         id: "pi_0001",
         state: "authorized",

@@ -218,7 +218,7 @@ Deno.test(
       assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
       assert.match((await answer.json()).reason, /^sent 0xdrained/);
       assert.equal(await drained, 0);
-      await assert.rejects(service.kv.get(["x"])); // closed
+      await assert.rejects(service.kv!.get(["x"])); // closed
     } finally {
       await signer.close();
       await Deno.remove(dir, { recursive: true });

@@ -1,12 +1,13 @@
 /**
  * The crash test: the real service as a child process (`deno serve
- * main.ts`, KvStore on a SQLite file, HttpSender), killed with SIGKILL at
- * seeded moments and restarted on the same file, while an at-least-once
+ * main.ts`, KvStore on a SQLite file, or with `--store postgres`
+ * PostgresStore on a throwaway PostgreSQL server; HttpSender), killed with
+ * SIGKILL at seeded moments and restarted on the same store, while an at-least-once
  * queue drives every job to its end; then the invariants of DESIGN §5 are
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres]
  * ```
  *
  * - **The signer** is a stub on loopback inside this process. Each intent
@@ -68,6 +69,7 @@ import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
+import { startPostgres } from "./_postgres_server.ts";
 
 // ---------------------------------------------------------------- options
 
@@ -83,10 +85,12 @@ export interface CrashTestOptions {
   readonly concurrency: number;
   /** The hard deadline of the whole run, in seconds. */
   readonly deadlineS: number;
+  /** The service's store: KvStore on a SQLite file, or PostgresStore on a server this run starts. */
+  readonly store: "kv" | "postgres";
 }
 
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -100,10 +104,23 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     concurrency: 16,
     deadline: 180,
   };
+  let store: CrashTestOptions["store"] = "kv";
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") throw new HelpRequested(USAGE);
     const match = /^--([a-z]+)(?:=(.*))?$/.exec(arg);
+    if (match?.[1] === "store") {
+      const text = match[2] ?? args[++i];
+      if (text !== "kv" && text !== "postgres") {
+        throw new RangeError(
+          `--store must be kv or postgres: current value is ${
+            JSON.stringify(text) ?? "missing"
+          }`,
+        );
+      }
+      store = text;
+      continue;
+    }
     if (!match || !(match[1]! in values)) {
       throw new RangeError(`Unknown argument ${JSON.stringify(arg)}`);
     }
@@ -130,6 +147,7 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     seed: values.seed!,
     concurrency: values.concurrency!,
     deadlineS: values.deadline!,
+    store,
   };
 }
 
@@ -363,6 +381,7 @@ const SERVICE_SETTINGS = [
   "KV_PATH",
   "KV_URL",
   "KV_QUEUE",
+  "DATABASE_URL",
   "MAX_DELIVERIES",
   "BASE",
   "CAP",
@@ -906,6 +925,8 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
   const root = decodeURIComponent(new URL("../", import.meta.url).pathname);
 
   const dir = await Deno.makeTempDir({ prefix: "relayer_crash_" });
+  // Its own server, stopped in `finally` (and by its watchdog if this process dies).
+  const database = options.store === "postgres" ? await startPostgres() : null;
   const stub = new SignerStub(stubRandom);
   const signer = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
@@ -925,7 +946,9 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
   Object.assign(env, {
     NO_COLOR: "1",
     SENDER_URL: `http://127.0.0.1:${signer.addr.port}`,
-    KV_PATH: `${dir}/relayer.kv`,
+    ...(database
+      ? { DATABASE_URL: database.url }
+      : { KV_PATH: `${dir}/relayer.kv` }),
     WEBHOOK_SECRET: secret,
     OPS_TOKEN: opsToken,
     MAX_DELIVERIES: String(policy.maxDeliveries),
@@ -1259,6 +1282,11 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
         `crash test   seed ${options.seed}, ${options.intents} intents (${authorized} authorized, ${
           options.intents - authorized
         } created), concurrency ${options.concurrency}`,
+        `store        ${
+          options.store === "postgres"
+            ? "PostgresStore (a PostgreSQL server of this run)"
+            : "KvStore (a SQLite file)"
+        }`,
         `policy       ${describePolicy(policy)}; stuck after ${
           formatDuration(policy.stuckAfterMs)
         } (= rescue window); lease ${
@@ -1311,6 +1339,7 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
     Deno.removeSignalListener("SIGTERM", onSignal);
     await server.stop();
     await signer.shutdown();
+    await database?.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
   return exitCode;

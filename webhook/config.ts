@@ -19,6 +19,7 @@
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue |
+ * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536) |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
@@ -120,6 +121,11 @@ export interface Config {
   readonly kv: { path: string } | { url: string } | { platform: true };
   /** Whether to consume the local Deno KV queue. */
   readonly kvQueue: boolean;
+  /**
+   * The PostgreSQL database (`DATABASE_URL`): when set, the service keeps
+   * its state there (PostgresStore) and `kv` is not used.
+   */
+  readonly database?: { url: string; description: string };
   /** The request body limit, in bytes. */
   readonly maxBodyBytes: number;
   /** Whether unsigned deliveries are accepted on unconfigured routes. */
@@ -204,6 +210,43 @@ function httpUrl(
     );
   }
   return value.replace(/\/+$/, "");
+}
+
+/**
+ * Checks `DATABASE_URL` without ever echoing it: the URL usually carries
+ * the password. The description names only host, port and database.
+ */
+function databaseUrl(
+  env: Record<string, string | undefined>,
+): { url: string; description: string } | undefined {
+  const value = env.DATABASE_URL;
+  if (value === undefined || value === "") return undefined;
+  const shape =
+    "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname";
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape} (the value is not shown: it may hold a password)`,
+    );
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: its scheme is ${JSON.stringify(url.protocol)}`,
+    );
+  }
+  if (url.hostname === "") {
+    throw new ConfigError("DATABASE_URL", `${shape}: it names no host`);
+  }
+  return {
+    url: value,
+    description: `PostgreSQL ${url.hostname}${url.port ? `:${url.port}` : ""}${
+      decodeURIComponent(url.pathname) || "/"
+    }`,
+  };
 }
 
 function duration(
@@ -440,6 +483,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   if (kvUrl !== undefined && kvPath !== undefined) {
     throw new ConfigError("KV_URL", "Set KV_URL or KV_PATH, not both");
   }
+  const database = databaseUrl(env);
+  if (database !== undefined && (kvUrl !== undefined || kvPath !== undefined)) {
+    const other = kvUrl !== undefined ? "KV_URL" : "KV_PATH";
+    throw new ConfigError(
+      "DATABASE_URL",
+      `Set DATABASE_URL or ${other}, not both: the state lives in one store`,
+    );
+  }
   const kv = kvUrl !== undefined
     ? { url: kvUrl }
     : kvPath !== undefined
@@ -458,6 +509,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(
       "KV_QUEUE",
       "KV_QUEUE is refused on Deno Deploy, which does not run KV queues: use QStash there",
+    );
+  }
+  if (kvQueue && database !== undefined) {
+    throw new ConfigError(
+      "KV_QUEUE",
+      "KV_QUEUE is refused with DATABASE_URL: the local queue enqueues in the same commit as the store's writes, and those are in PostgreSQL; use QStash or POST /v1/deliveries",
     );
   }
   const maxBodyBytes = integer(env, "MAX_BODY_BYTES") ?? 64 * 1024;
@@ -506,6 +563,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     sender: { url: senderUrl, timeoutMs },
     kv,
     kvQueue,
+    ...(database !== undefined ? { database } : {}),
     maxBodyBytes,
     insecureDev,
     queues,

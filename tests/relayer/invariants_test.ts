@@ -6,7 +6,13 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { MemoryStore, type Store } from "../../mod.ts";
-import { type Backend, kvBackend, memoryBackend } from "../_stores.ts";
+import {
+  type Backend,
+  kvBackend,
+  memoryBackend,
+  postgresAvailable,
+  postgresBackend,
+} from "../_stores.ts";
 import { catchesAsync, runs } from "../_fc.ts";
 import { anyScenario, type Breaker, simulate } from "./_sim.ts";
 
@@ -28,6 +34,15 @@ Deno.test("createRelayer() keeps I1–I6 over generated histories with crashes a
 
 Deno.test("createRelayer() keeps I1–I6 over generated histories with crashes and duplicates [KvStore]", async () => {
   await fc.assert(invariantsHold(kvBackend), { numRuns: runs(150) });
+});
+
+Deno.test({
+  name:
+    "createRelayer() keeps I1–I6 over generated histories with crashes and duplicates [PostgresStore]",
+  ignore: !postgresAvailable,
+  async fn() {
+    await fc.assert(invariantsHold(postgresBackend), { numRuns: runs(100) });
+  },
 });
 
 Deno.test("the generated histories reach crashes between ledger and state, duplicates and every ending", async () => {

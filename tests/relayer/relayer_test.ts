@@ -586,7 +586,9 @@ function suite(backend: Backend): void {
     );
     const slow = sender.send.bind(sender);
     sender.send = async (i, o) => {
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      // Long enough for the other delivery's few round trips to a real
+      // database (PostgresStore) to land while this one holds the lease.
+      await new Promise((resolve) => setTimeout(resolve, 50));
       return slow(i, o);
     };
     const [a, b] = await Promise.all([

@@ -573,7 +573,7 @@ function modelRun(backend: Backend, wrap: (store: Store) => Store = (s) => s) {
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name} behaves like the plain model under store and relayer operations`, async () => {
     await fc.assert(modelRun(backend), {
-      numRuns: runs(backend.name === "KvStore" ? 100 : 200),
+      numRuns: runs(backend.name === "MemoryStore" ? 200 : 100),
     });
   });
 }

@@ -1,0 +1,98 @@
+/**
+ * The tables of `PostgresStore`, as the statements `migrate()` runs. Every
+ * statement is idempotent (`IF NOT EXISTS`), so a migration creates what
+ * is missing and leaves the rest alone. `docs/postgres.md` explains each
+ * table.
+ *
+ * @module
+ */
+
+/** A schema name the store accepts: a plain lower-case SQL identifier. */
+export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * The migration, one statement per entry, for `schema` (already checked
+ * against {@linkcode SCHEMA_NAME}: it is the only text spliced into SQL).
+ */
+export function migration(schema: string): readonly string[] {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new TypeError(
+      `Cannot build the migration as 'schema' must match ${SCHEMA_NAME}: current value is ${
+        JSON.stringify(schema)
+      }`,
+    );
+  }
+  const s = `"${schema}"`;
+  return [
+    `CREATE SCHEMA IF NOT EXISTS ${s}`,
+    // The intent and its last broadcast. `version` moves on every write of
+    // the intent or of its hold: it is what a compare-and-set checks.
+    `CREATE TABLE IF NOT EXISTS ${s}.intents (
+      id text COLLATE "C" PRIMARY KEY,
+      state text NOT NULL CHECK (state IN ('created', 'authorized', 'settling', 'settled', 'failed', 'needs_review')),
+      settling_since bigint,
+      broadcasting bigint,
+      may_have_sent boolean NOT NULL DEFAULT false,
+      last_outcome text CHECK (last_outcome IN ('sent', 'not_sent', 'unknown')),
+      last_tx_hash text,
+      last_at bigint,
+      last_error text,
+      version bigint NOT NULL DEFAULT 1,
+      CHECK ((last_outcome IS NULL) = (last_at IS NULL))
+    )`,
+    // The ledger: one row once a hold is recorded.
+    `CREATE TABLE IF NOT EXISTS ${s}.holds (
+      intent_id text COLLATE "C" PRIMARY KEY REFERENCES ${s}.intents (id),
+      state text NOT NULL CHECK (state IN ('pending', 'voided', 'captured'))
+    )`,
+    // One row per intent a delivery holds (or held: an expired row is free).
+    `CREATE TABLE IF NOT EXISTS ${s}.leases (
+      intent_id text COLLATE "C" PRIMARY KEY,
+      owner text NOT NULL,
+      expires_at bigint NOT NULL
+    )`,
+    // Delivery counts for queues that report none; a count expires 8 days after its last write.
+    `CREATE TABLE IF NOT EXISTS ${s}.counters (
+      job_id text COLLATE "C" PRIMARY KEY,
+      deliveries bigint NOT NULL CHECK (deliveries >= 1),
+      expires_at bigint NOT NULL
+    )`,
+    `CREATE INDEX IF NOT EXISTS counters_expires_at ON ${s}.counters (expires_at)`,
+    // Replay records: a signed delivery's token id or signature, until it expires.
+    `CREATE TABLE IF NOT EXISTS ${s}.claims (
+      key text COLLATE "C" PRIMARY KEY,
+      expires_at bigint NOT NULL
+    )`,
+    `CREATE INDEX IF NOT EXISTS claims_expires_at ON ${s}.claims (expires_at)`,
+    // A claim that found a live record calls this to fail its statement,
+    // which aborts the transaction it rides in: nothing of it commits.
+    `CREATE OR REPLACE FUNCTION ${s}.refuse_replay(claimed bigint) RETURNS bigint
+      LANGUAGE plpgsql AS $$
+      BEGIN
+        IF claimed = 0 THEN
+          RAISE EXCEPTION 'replay record already claimed' USING ERRCODE = 'RL001';
+        END IF;
+        RETURN claimed;
+      END
+      $$`,
+    // A dead letter's version comes from a sequence, so a letter removed
+    // and kept again never repeats a version a redrive may still hold.
+    `CREATE SEQUENCE IF NOT EXISTS ${s}.dead_letter_versions`,
+    `CREATE TABLE IF NOT EXISTS ${s}.dead_letters (
+      job_id text COLLATE "C" PRIMARY KEY,
+      intent_id text NOT NULL,
+      deliveries bigint NOT NULL,
+      cause text NOT NULL CHECK (cause IN ('declared', 'exhausted')),
+      reason text NOT NULL,
+      resolution text NOT NULL,
+      last_error text NOT NULL,
+      poisoned_at bigint NOT NULL,
+      queue text,
+      queue_message_id text,
+      queue_dlq_id text,
+      version bigint NOT NULL DEFAULT nextval('${s}.dead_letter_versions')
+    )`,
+    // Newest first, then by job id: the keyset of listDeadLetters.
+    `CREATE INDEX IF NOT EXISTS dead_letters_newest ON ${s}.dead_letters (poisoned_at DESC, job_id)`,
+  ];
+}

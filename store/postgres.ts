@@ -1,0 +1,942 @@
+/**
+ * The PostgreSQL store, over the npm `postgres` client (postgres.js): the
+ * intents where payment teams already keep them. It takes a client and
+ * never opens one itself; `migrate()` creates the schema and whatever
+ * tables are missing.
+ *
+ * ```ts ignore
+ * import postgres from "postgres";
+ * import { PostgresStore } from "@relayer/poison/postgres";
+ *
+ * const sql = postgres(Deno.env.get("DATABASE_URL")!);
+ * const store = new PostgresStore(sql);
+ * await store.migrate();
+ * ```
+ *
+ * **Isolation: READ COMMITTED, with the intent's row locked.** Every
+ * delivery write starts with `SELECT … FOR UPDATE` of the one intent row
+ * it is about, checks the version it read there, and writes its lease,
+ * replay record, hold, dead letter and the intent itself in the same
+ * transaction. All writes of an intent, its hold and its lease take that
+ * row lock first, so they run one after another and each sees the last
+ * one's commit: nothing else is read that another writer could change
+ * under it. Counters and replay records are single `INSERT … ON CONFLICT
+ * … DO UPDATE … WHERE … RETURNING` statements, atomic on their own row.
+ * SERIALIZABLE would buy nothing here and cost retries on false conflicts
+ * (predicate locks over index pages); the level is set on every
+ * transaction, so a database whose default is another one changes nothing.
+ * No advisory locks: a lease is a row with an expiry, which survives a
+ * pooled connection (PgBouncer in transaction mode) and a crashed process.
+ *
+ * Locks are always taken in one order (intent, lease, replay record, hold,
+ * dead letter, counter), so two transactions cannot deadlock.
+ *
+ * **Two round trips per write.** `BEGIN` goes out with the locked read;
+ * the writes go out with `COMMIT`. A replayed claim fails its statement,
+ * which aborts the transaction, so the pipelined `COMMIT` rolls it back.
+ *
+ * @module
+ */
+
+import type postgres from "postgres";
+import { ConflictError } from "./conflict_error.ts";
+import { ReplayError } from "./replay_error.ts";
+import { migration, SCHEMA_NAME } from "./_postgres_schema.ts";
+import {
+  broadcastBegun,
+  broadcastRecorded,
+  COUNT_TTL_MS,
+  heldBy,
+  type IntentRecord,
+  leaseAfter,
+  newIntentRecord,
+  pageLimit,
+  transitioned,
+} from "./_rules.ts";
+import type {
+  Admission,
+  Broadcast,
+  Claim,
+  DeadLetter,
+  DeadLetterPage,
+  HoldState,
+  Intent,
+  NewIntent,
+  Store,
+  StoredDeadLetter,
+  Transition,
+  WriteOptions,
+} from "./store.ts";
+import type { IntentState } from "./transitions.ts";
+
+/**
+ * A postgres.js client (`postgres(url)`), whatever custom types it was
+ * given: the shape the constructor checks. Declared here rather than
+ * imported, so this module's public types do not depend on the client's
+ * version.
+ *
+ * @example Pass the client the service already has
+ * ```ts
+ * import postgres from "postgres";
+ * import { type PostgresClient, PostgresStore } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
+ *
+ * // postgres.js connects on the first query: this needs no database.
+ * const sql = postgres("postgres://relayer@127.0.0.1:5432/payments", { max: 10 });
+ * const client: PostgresClient = sql;
+ * assert.ok(new PostgresStore(client) instanceof PostgresStore);
+ * await sql.end();
+ * ```
+ */
+export interface PostgresClient {
+  /** Runs a query written as a tagged template, or builds an identifier. */
+  (...args: never[]): unknown;
+  /** Runs a callback in a transaction. */
+  readonly begin: (...args: never[]) => Promise<unknown>;
+  /** Runs a query given as text. */
+  readonly unsafe: (...args: never[]) => unknown;
+  /** The client's options, of which the store reads the column transform. */
+  readonly options: {
+    readonly transform?: { readonly column?: { readonly from?: unknown } };
+  };
+}
+
+/**
+ * Options for {@linkcode PostgresStore}.
+ *
+ * @example Two services on one database
+ * ```ts
+ * import postgres from "postgres";
+ * import { PostgresStore, type PostgresStoreOptions } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const sql = postgres("postgres://relayer@127.0.0.1:5432/payments");
+ * const eu: PostgresStoreOptions = { schema: "relayer_eu" };
+ * const us: PostgresStoreOptions = { schema: "relayer_us" };
+ * const stores = [new PostgresStore(sql, eu), new PostgresStore(sql, us)]; // no I/O yet
+ * assert.equal(stores.length, 2);
+ * // The schema is spliced into SQL as an identifier, so it must be a plain one.
+ * assert.throws(() => new PostgresStore(sql, { schema: "relayer-eu" }), TypeError);
+ * await sql.end();
+ * ```
+ */
+export interface PostgresStoreOptions {
+  /**
+   * The schema every table of this store lives in, so several stores (or
+   * test runs) share one database: a lower-case SQL identifier.
+   *
+   * @default {"relayer"}
+   */
+  readonly schema?: string;
+}
+
+type Sql = postgres.Sql | postgres.TransactionSql;
+type Transaction = postgres.ReservedSql | postgres.TransactionSql;
+type Row = postgres.Row;
+
+const INTENT_COLUMNS = [
+  "state",
+  "settling_since",
+  "broadcasting",
+  "may_have_sent",
+  "last_outcome",
+  "last_tx_hash",
+  "last_at",
+  "last_error",
+] as const;
+
+// What every transaction begins with (see the module documentation).
+const ISOLATION = "isolation level read committed";
+
+// The SQLSTATE of a replayed claim: raised by the schema's `refuse_replay`.
+const REPLAYED = "RL001";
+
+/**
+ * A {@linkcode Store} on PostgreSQL. Construction does no I/O; call
+ * {@linkcode PostgresStore.migrate} once before use.
+ *
+ * @example Create and read an intent
+ * ```ts
+ * import postgres from "postgres";
+ * import { PostgresStore } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const url = Deno.env.get("DATABASE_URL");
+ * if (url !== undefined) { // runs where DATABASE_URL names a database to try it on
+ *   const sql = postgres(url);
+ *   const store = new PostgresStore(sql, { schema: "relayer_example" });
+ *   await store.migrate();
+ *   const id = `pi_${crypto.randomUUID().slice(0, 8)}`;
+ *   const created = await store.createIntent({ id, state: "authorized", hold: "pending" });
+ *   assert.equal(created.version, "1"); // a bigint, as a string
+ *   assert.equal((await store.getIntent(id))?.hold, "pending");
+ *   await sql.end();
+ * }
+ * ```
+ */
+export class PostgresStore implements Store {
+  #sql: postgres.Sql;
+  #schema: string;
+  #t: Record<
+    | "intents"
+    | "holds"
+    | "leases"
+    | "counters"
+    | "claims"
+    | "dead_letters",
+    postgres.Helper<string>
+  >;
+  #versions: string;
+  #refuse: postgres.Helper<string>;
+  #admissions = 0;
+
+  /**
+   * Constructs a new instance. No I/O.
+   *
+   * @param sql A postgres.js client; the caller opens and ends it.
+   * @param options The schema.
+   * @throws {TypeError} If `sql` is not a postgres.js client, transforms
+   * column names (the store reads its own column names), or `schema` is not
+   * a lower-case SQL identifier.
+   */
+  constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
+    if (typeof sql !== "function" || typeof sql?.begin !== "function") {
+      throw new TypeError(
+        "Cannot create PostgresStore as 'sql' is not a postgres.js client: pass the result of postgres(url)",
+      );
+    }
+    if (sql.options?.transform?.column?.from !== undefined) {
+      throw new TypeError(
+        "Cannot create PostgresStore as 'sql' transforms column names: pass a client without transform.column",
+      );
+    }
+    const schema = options.schema ?? "relayer";
+    if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
+      throw new TypeError(
+        `Cannot create PostgresStore as 'schema' must be a lower-case SQL identifier (${SCHEMA_NAME}): current value is ${
+          JSON.stringify(schema)
+        }`,
+      );
+    }
+    const client = sql as unknown as postgres.Sql;
+    this.#sql = client;
+    this.#schema = schema;
+    const table = (name: string) => client(`${schema}.${name}`);
+    this.#t = {
+      intents: table("intents"),
+      holds: table("holds"),
+      leases: table("leases"),
+      counters: table("counters"),
+      claims: table("claims"),
+      dead_letters: table("dead_letters"),
+    };
+    this.#versions = `${schema}.dead_letter_versions`;
+    this.#refuse = client(`${schema}.refuse_replay`);
+  }
+
+  /**
+   * Creates the schema and the tables that are missing, in one
+   * transaction; idempotent, and safe when several processes start at once.
+   *
+   * @example Migrate at start
+   * ```ts
+   * import postgres from "postgres";
+   * import { PostgresStore } from "@relayer/poison/postgres";
+   *
+   * const url = Deno.env.get("DATABASE_URL");
+   * if (url !== undefined) { // runs where DATABASE_URL names a database to try it on
+   *   const sql = postgres(url);
+   *   const store = new PostgresStore(sql, { schema: "relayer_example" });
+   *   await store.migrate();
+   *   await store.migrate(); // nothing left to create
+   *   await sql.end();
+   * }
+   * ```
+   */
+  async migrate(): Promise<void> {
+    await this.#sql.begin(ISOLATION, async (tx) => {
+      // Concurrent `CREATE … IF NOT EXISTS` of one name can still collide
+      // in the catalog; this lock, released at commit, lines migrations up.
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
+      for (const statement of migration(this.#schema)) {
+        await tx.unsafe(statement);
+      }
+    });
+  }
+
+  /** Runs `work`, turning the database's race errors into store errors. */
+  async #run<T>(what: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      const code = (error as { code?: unknown })?.code;
+      if (code === REPLAYED) {
+        throw new ReplayError(
+          "Cannot accept the delivery as its signature was already used",
+          { cause: error },
+        );
+      }
+      if (code === "23505" || code === "40001" || code === "40P01") {
+        // A unique violation, serialization failure or deadlock: another
+        // writer won; the caller re-reads.
+        throw new ConflictError(
+          `Cannot ${what} as another writer changed it at the same time; re-read it`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+
+  #intentQuery(sql: Sql, id: string, forUpdate: boolean) {
+    const { intents, holds, leases } = this.#t;
+    return forUpdate
+      ? sql`
+        SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
+          i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.version,
+          h.state AS hold, l.owner AS lease_owner, l.expires_at AS lease_expires_at
+        FROM ${intents} i
+        LEFT JOIN ${holds} h ON h.intent_id = i.id
+        LEFT JOIN ${leases} l ON l.intent_id = i.id
+        WHERE i.id = ${id}
+        FOR UPDATE OF i`
+      : sql`
+        SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
+          i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.version,
+          h.state AS hold
+        FROM ${intents} i
+        LEFT JOIN ${holds} h ON h.intent_id = i.id
+        WHERE i.id = ${id}`;
+  }
+
+  /**
+   * One transaction on a connection of its own, sent in as few flights as
+   * its decisions allow: `BEGIN` goes out with the locked read (one round
+   * trip), and `COMMIT` with the writes (another). A statement that fails
+   * aborts the transaction, so the `COMMIT` behind it rolls back. `work`
+   * gets the connection and `commit`, which sends its writes and `COMMIT`
+   * and throws the first statement's error; if `work` throws before that,
+   * the transaction is rolled back.
+   *
+   * A client made with `fetch_types: false` takes `sql.begin` instead
+   * (`BEGIN` and `COMMIT` each a round trip of their own): postgres.js
+   * 3.4.9's `reserve()` never settles on a connection it opens for it
+   * without fetching types (porsager/postgres#751, #1219).
+   */
+  async #transaction<T>(
+    work: (
+      tx: Transaction,
+      commit: (
+        writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+      ) => Promise<postgres.RowList<postgres.Row[]>[]>,
+    ) => Promise<T>,
+  ): Promise<T> {
+    if (this.#sql.options.fetch_types === false) {
+      return await this.#sql.begin(
+        ISOLATION,
+        (tx) =>
+          work(tx, (writes) => Promise.all(writes.map((q) => q.execute()))),
+      ) as T;
+    }
+    const tx = await this.#sql.reserve();
+    let open = false;
+    const commit = async (
+      writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+    ) => {
+      const sent = [...writes.map((q) => q.execute()), tx`COMMIT`.execute()];
+      open = false;
+      const results = await Promise.allSettled(sent);
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return results.slice(0, -1).map((r) =>
+        (r as PromiseFulfilledResult<postgres.RowList<postgres.Row[]>>).value
+      );
+    };
+    try {
+      open = true;
+      tx.unsafe(`BEGIN ${ISOLATION}`).execute().catch(() => {});
+      return await work(tx, commit);
+    } catch (error) {
+      if (open) await tx`ROLLBACK`.catch(() => {});
+      throw error;
+    } finally {
+      tx.release();
+    }
+  }
+
+  /**
+   * Reads the intent row locked (sent with the transaction's `BEGIN`), or
+   * throws a `ConflictError` if it is missing or not at `version`.
+   */
+  async #lock(
+    tx: Transaction,
+    id: string,
+    version: string | null,
+    what: string,
+  ) {
+    const [row] = await this.#intentQuery(tx, id, true);
+    if (row === undefined) {
+      throw new ConflictError(`Cannot ${what} as the intent does not exist`);
+    }
+    if (version !== null && String(row.version) !== version) {
+      throw new ConflictError(
+        `Cannot write intent ${id} as it changed since it was read; re-read it`,
+      );
+    }
+    return row;
+  }
+
+  /** {@inheritDoc Store.createIntent} */
+  createIntent(intent: NewIntent): Promise<Intent> {
+    return this.#run(`create intent ${String(intent?.id)}`, async () => {
+      const record = newIntentRecord(intent);
+      checkRecord(record);
+      const { intents, holds } = this.#t;
+      const sql = this.#sql;
+      // One statement: the intent and its hold, or nothing if it exists.
+      const [row] = await sql`
+        WITH created AS (
+          INSERT INTO ${intents} ${
+        sql({ id: record.id, ...intentColumns(record) })
+      }
+          ON CONFLICT (id) DO NOTHING
+          RETURNING id, version
+        ), held AS (
+          INSERT INTO ${holds} (intent_id, state)
+          SELECT id, ${record.hold}::text FROM created
+          WHERE ${record.hold}::text IS NOT NULL
+        )
+        SELECT version FROM created`;
+      if (row === undefined) {
+        throw new ConflictError(
+          `Cannot create intent ${record.id} as it exists`,
+        );
+      }
+      return toIntent(record, row.version);
+    });
+  }
+
+  /** {@inheritDoc Store.getIntent} */
+  async getIntent(id: string): Promise<Intent | null> {
+    const [row] = await this.#intentQuery(this.#sql, id, false);
+    return row === undefined ? null : toIntent(recordOf(row), row.version);
+  }
+
+  /**
+   * One delivery write, one transaction of two round trips: `BEGIN` and
+   * the intent's locked read; then, once the version, the rule and the
+   * lease are checked here, the lease, the replay record, the intent, its
+   * hold and the dead letter, pipelined with `COMMIT`.
+   */
+  #writeIntent(
+    id: string,
+    version: string,
+    what: string,
+    update: (record: IntentRecord) => IntentRecord,
+    options: WriteOptions,
+    deadLetter?: DeadLetter,
+  ): Promise<Intent> {
+    return this.#run(what, async () => {
+      checkVersion(id, version);
+      if (options.lease) checkLease(options.lease);
+      if (options.claim) checkClaim(options.claim);
+      if (deadLetter) checkDeadLetter(deadLetter);
+      return await this.#transaction(async (tx, commit) => {
+        const row = await this.#lock(tx, id, version, `write intent ${id}`);
+        const current = recordOf(row);
+        const next = update(current);
+        checkRecord(next);
+        const writes: postgres.PendingQuery<postgres.Row[]>[] = [];
+        if (options.lease) {
+          const held = row.lease_owner === null ? null : {
+            owner: String(row.lease_owner),
+            expiresAt: Number(row.lease_expires_at),
+          };
+          const lease = leaseAfter(id, held, options.lease);
+          if (lease !== null) writes.push(this.#keepLease(tx, id, lease));
+          else if (held?.owner === options.lease.owner) {
+            writes.push(
+              tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${options.lease.owner}`,
+            );
+          }
+        }
+        if (options.claim) writes.push(this.#claim(tx, options.claim));
+        // The row is locked since the read that checked its version: this
+        // update cannot miss it.
+        const { intents } = this.#t;
+        const updated = writes.push(tx`
+          UPDATE ${intents} SET ${
+          tx(intentColumns(next))
+        }, version = version + 1
+          WHERE id = ${id}
+          RETURNING version`) - 1;
+        if (next.hold !== current.hold && next.hold !== null) {
+          writes.push(this.#setHold(tx, id, next.hold));
+        }
+        if (deadLetter) writes.push(this.#putDeadLetter(tx, deadLetter));
+        const results = await commit(writes);
+        return toIntent(next, results[updated]![0]!.version);
+      });
+    });
+  }
+
+  #keepLease(
+    tx: Sql,
+    id: string,
+    lease: { owner: string; expiresAt: number },
+  ): postgres.PendingQuery<postgres.Row[]> {
+    return tx`
+      INSERT INTO ${this.#t.leases} (intent_id, owner, expires_at)
+      VALUES (${id}, ${lease.owner}, ${lease.expiresAt})
+      ON CONFLICT (intent_id) DO UPDATE
+      SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at`;
+  }
+
+  #setHold(
+    tx: Sql,
+    id: string,
+    hold: HoldState,
+  ): postgres.PendingQuery<postgres.Row[]> {
+    return tx`
+      INSERT INTO ${this.#t.holds} (intent_id, state) VALUES (${id}, ${hold})
+      ON CONFLICT (intent_id) DO UPDATE SET state = EXCLUDED.state`;
+  }
+
+  /**
+   * Claims a replay record: inserts it, or replaces an expired one. Fails
+   * (SQLSTATE `RL001`, a `ReplayError` once mapped) when a live record holds
+   * the key, which aborts the transaction it is in: nothing else commits.
+   */
+  #claim(sql: Sql, claim: Claim): postgres.PendingQuery<postgres.Row[]> {
+    const { claims } = this.#t;
+    return sql`
+      WITH claimed AS (
+        INSERT INTO ${claims} (key, expires_at)
+        VALUES (${claim.key}, ${claim.expiresAt})
+        ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+        WHERE ${claims}.expires_at <= ${claim.now}
+        RETURNING key
+      )
+      SELECT ${this.#refuse}((SELECT count(*) FROM claimed)) AS claimed`;
+  }
+
+  #putDeadLetter(
+    sql: Sql,
+    letter: DeadLetter,
+  ): postgres.PendingQuery<postgres.Row[]> {
+    const { dead_letters } = this.#t;
+    const row = {
+      job_id: letter.jobId,
+      intent_id: letter.intentId,
+      deliveries: letter.deliveries,
+      cause: letter.cause,
+      reason: letter.reason,
+      resolution: letter.resolution,
+      last_error: letter.lastError,
+      poisoned_at: letter.poisonedAt,
+      queue: letter.queue?.queue ?? null,
+      queue_message_id: letter.queue?.messageId ?? null,
+      queue_dlq_id: letter.queue?.dlqId ?? null,
+    };
+    return sql`
+      INSERT INTO ${dead_letters} ${sql(row)}
+      ON CONFLICT (job_id) DO UPDATE SET
+        intent_id = EXCLUDED.intent_id, deliveries = EXCLUDED.deliveries,
+        cause = EXCLUDED.cause, reason = EXCLUDED.reason,
+        resolution = EXCLUDED.resolution, last_error = EXCLUDED.last_error,
+        poisoned_at = EXCLUDED.poisoned_at, queue = EXCLUDED.queue,
+        queue_message_id = EXCLUDED.queue_message_id,
+        queue_dlq_id = EXCLUDED.queue_dlq_id,
+        version = nextval(${this.#versions})`;
+  }
+
+  /** {@inheritDoc Store.transition} */
+  transition(
+    id: string,
+    change: Transition,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
+    return this.#writeIntent(
+      id,
+      change.version,
+      `move ${id} from ${change.from} to ${change.to}`,
+      (record) => transitioned(record, change),
+      options,
+      change.deadLetter,
+    );
+  }
+
+  /** {@inheritDoc Store.beginBroadcast} */
+  beginBroadcast(
+    id: string,
+    version: string,
+    at: number,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
+    return this.#writeIntent(
+      id,
+      version,
+      `start a broadcast for ${id}`,
+      (record) => broadcastBegun(record, at),
+      options,
+    );
+  }
+
+  /** {@inheritDoc Store.recordBroadcast} */
+  recordBroadcast(
+    id: string,
+    version: string,
+    broadcast: Broadcast,
+    options: WriteOptions = {},
+  ): Promise<Intent> {
+    return this.#writeIntent(
+      id,
+      version,
+      `record a broadcast for ${id}`,
+      (record) => broadcastRecorded(record, broadcast),
+      options,
+    );
+  }
+
+  #hold(id: string, op: "record" | "void" | "capture"): Promise<HoldState> {
+    return this.#run(
+      `${op} the hold of ${id}`,
+      () =>
+        this.#transaction(async (tx, commit) => {
+          const row = await this.#lock(
+            tx,
+            id,
+            null,
+            `${op} the hold of ${id}`,
+          );
+          const record = recordOf(row);
+          const hold = heldBy(record, op);
+          await commit(
+            hold === record.hold ? [] : [
+              this.#setHold(tx, id, hold),
+              // A hold change is a new version of the intent.
+              tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`,
+            ],
+          );
+          return hold;
+        }),
+    );
+  }
+
+  /** {@inheritDoc Store.recordHold} */
+  recordHold(id: string): Promise<HoldState> {
+    return this.#hold(id, "record");
+  }
+
+  /** {@inheritDoc Store.voidHold} */
+  voidHold(id: string): Promise<HoldState> {
+    return this.#hold(id, "void");
+  }
+
+  /** {@inheritDoc Store.captureHold} */
+  captureHold(id: string): Promise<HoldState> {
+    return this.#hold(id, "capture");
+  }
+
+  #count(sql: Sql, jobId: string, now: number) {
+    const { counters } = this.#t;
+    return sql`
+      INSERT INTO ${counters} (job_id, deliveries, expires_at)
+      VALUES (${jobId}, 1, ${now + COUNT_TTL_MS})
+      ON CONFLICT (job_id) DO UPDATE SET
+        deliveries = CASE WHEN ${counters}.expires_at > ${now}
+          THEN ${counters}.deliveries + 1 ELSE 1 END,
+        expires_at = EXCLUDED.expires_at
+      RETURNING deliveries`;
+  }
+
+  /**
+   * Every 64th admission also deletes up to 100 expired counters and replay
+   * records (each expired row is already as good as absent), so the tables
+   * do not grow without bound.
+   */
+  async #sweep(now: number): Promise<void> {
+    if (++this.#admissions % 64 !== 0) return;
+    const { counters, claims } = this.#t;
+    await this.#sql`
+      WITH c AS (
+        DELETE FROM ${counters} WHERE job_id IN (
+          SELECT job_id FROM ${counters} WHERE expires_at <= ${now} LIMIT 100
+          FOR UPDATE SKIP LOCKED)
+      )
+      DELETE FROM ${claims} WHERE key IN (
+        SELECT key FROM ${claims} WHERE expires_at <= ${now} LIMIT 100
+        FOR UPDATE SKIP LOCKED)`;
+  }
+
+  /** {@inheritDoc Store.admit} */
+  admit(admission: Admission): Promise<number | null> {
+    return this.#run("admit a delivery", async () => {
+      const { count, claim, now } = admission;
+      checkMs("now", now);
+      if (claim) checkClaim(claim);
+      if (count !== undefined && typeof count !== "string") {
+        throw new TypeError(
+          `Cannot count a delivery as 'count' must be a job id: current value is ${
+            JSON.stringify(count)
+          }`,
+        );
+      }
+      await this.#sweep(now);
+      if (claim === undefined) {
+        if (count === undefined) return null;
+        const [row] = await this.#count(this.#sql, count, now);
+        return Number(row!.deliveries);
+      }
+      if (count === undefined) {
+        await this.#claim(this.#sql, claim);
+        return null;
+      }
+      // One round trip: BEGIN, the claim, the count and COMMIT in one flight.
+      return await this.#transaction(async (tx, commit) => {
+        const [, counted] = await commit([
+          this.#claim(tx, claim),
+          this.#count(tx, count, now),
+        ]);
+        return Number(counted![0]!.deliveries);
+      });
+    });
+  }
+
+  /** {@inheritDoc Store.deliveries} */
+  async deliveries(jobId: string): Promise<number> {
+    const [row] = await this.#sql`
+      SELECT deliveries FROM ${this.#t.counters} WHERE job_id = ${jobId}`;
+    return row === undefined ? 0 : Number(row.deliveries);
+  }
+
+  /** {@inheritDoc Store.putDeadLetter} */
+  putDeadLetter(
+    deadLetter: DeadLetter,
+    options: Pick<WriteOptions, "claim"> = {},
+  ): Promise<void> {
+    return this.#run(
+      `keep the dead letter of ${String(deadLetter?.jobId)}`,
+      async () => {
+        checkDeadLetter(deadLetter);
+        const { claim } = options;
+        if (claim === undefined) {
+          await this.#putDeadLetter(this.#sql, deadLetter);
+          return;
+        }
+        checkClaim(claim);
+        await this.#transaction((tx, commit) =>
+          commit([
+            this.#claim(tx, claim),
+            this.#putDeadLetter(tx, deadLetter),
+          ])
+        );
+      },
+    );
+  }
+
+  /** {@inheritDoc Store.getDeadLetter} */
+  async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
+    const [row] = await this.#sql`
+      SELECT job_id, intent_id, deliveries, cause, reason, resolution,
+        last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
+      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`;
+    return row === undefined ? null : deadLetterOf(row);
+  }
+
+  /** {@inheritDoc Store.listDeadLetters} */
+  listDeadLetters(
+    options: { limit?: number; cursor?: string | null } = {},
+  ): Promise<DeadLetterPage> {
+    return this.#run("list dead letters", async () => {
+      const limit = pageLimit(options.limit);
+      const after = options.cursor ? cursorOf(options.cursor) : null;
+      const { dead_letters } = this.#t;
+      // One more row than the page says whether there is a next page.
+      const rows = await this.#sql`
+        SELECT job_id, intent_id, deliveries, cause, reason, resolution,
+          last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
+        FROM ${dead_letters}
+        ${
+        after === null
+          ? this.#sql``
+          : this.#sql`WHERE poisoned_at < ${after.poisonedAt}
+              OR (poisoned_at = ${after.poisonedAt} AND job_id > ${after.jobId})`
+      }
+        ORDER BY poisoned_at DESC, job_id
+        LIMIT ${limit + 1}`;
+      const items = rows.slice(0, limit).map(deadLetterOf);
+      const last = items.at(-1);
+      return {
+        items,
+        cursor: rows.length > limit && last
+          ? `${last.poisonedAt}|${last.jobId}`
+          : null,
+      };
+    });
+  }
+
+  /** {@inheritDoc Store.redrive} */
+  redrive(
+    jobId: string,
+    version: string,
+    options: { readonly enqueue?: unknown } = {},
+  ): Promise<DeadLetter> {
+    return this.#run(`redrive ${jobId}`, async () => {
+      if (options.enqueue !== undefined) {
+        throw new TypeError(
+          "Cannot enqueue in a redrive as PostgresStore has no queue: publish the job yourself",
+        );
+      }
+      if (typeof version !== "string" || !/^\d{1,19}$/.test(version)) {
+        throw new ConflictError(
+          `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
+        );
+      }
+      const { dead_letters, counters } = this.#t;
+      // One statement: the letter read and its count go together, or nothing does.
+      const [row] = await this.#sql`
+        WITH gone AS (
+          DELETE FROM ${dead_letters}
+          WHERE job_id = ${jobId} AND version = ${version}
+          RETURNING job_id, intent_id, deliveries, cause, reason, resolution,
+            last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
+        ), reset AS (
+          DELETE FROM ${counters} WHERE job_id IN (SELECT job_id FROM gone)
+        )
+        SELECT job_id, intent_id, deliveries, cause, reason, resolution,
+          last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
+        FROM gone`;
+      if (row === undefined) {
+        throw new ConflictError(
+          `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
+        );
+      }
+      const { version: _, ...deadLetter } = deadLetterOf(row);
+      return deadLetter;
+    });
+  }
+}
+
+/** Timestamps are bigint milliseconds of the injected clock. */
+function checkMs(name: string, value: unknown): void {
+  if (!Number.isSafeInteger(value)) {
+    throw new TypeError(
+      `Cannot write to PostgresStore as '${name}' must be a whole number of milliseconds: current value is ${
+        String(value)
+      }`,
+    );
+  }
+}
+
+function checkVersion(id: string, version: unknown): void {
+  if (typeof version !== "string" || !/^\d{1,19}$/.test(version)) {
+    throw new ConflictError(
+      `Cannot write intent ${id} as it changed since it was read; re-read it`,
+    );
+  }
+}
+
+function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
+  checkMs("lease.now", lease.now);
+  checkMs("lease.ttlMs", lease.ttlMs);
+}
+
+function checkClaim(claim: Claim): void {
+  checkMs("claim.now", claim.now);
+  checkMs("claim.expiresAt", claim.expiresAt);
+}
+
+function checkDeadLetter(letter: DeadLetter): void {
+  checkMs("poisonedAt", letter.poisonedAt);
+  checkMs("deliveries", letter.deliveries);
+}
+
+function checkRecord(record: IntentRecord): void {
+  if (record.settlingSince !== null) {
+    checkMs("settlingSince", record.settlingSince);
+  }
+  if (record.broadcasting !== null) {
+    checkMs("broadcasting", record.broadcasting);
+  }
+  if (record.lastBroadcast !== null) checkMs("at", record.lastBroadcast.at);
+}
+
+function intentColumns(record: IntentRecord): Record<
+  typeof INTENT_COLUMNS[number],
+  string | number | boolean | null
+> {
+  const last = record.lastBroadcast;
+  return {
+    state: record.state,
+    settling_since: record.settlingSince,
+    broadcasting: record.broadcasting,
+    may_have_sent: record.mayHaveSent,
+    last_outcome: last?.outcome ?? null,
+    last_tx_hash: last?.txHash ?? null,
+    last_at: last?.at ?? null,
+    last_error: last?.error ?? null,
+  };
+}
+
+function numberOrNull(value: unknown): number | null {
+  return value === null || value === undefined ? null : Number(value);
+}
+
+function recordOf(row: Row): IntentRecord {
+  const lastBroadcast: Broadcast | null = row.last_outcome === null ? null : {
+    outcome: row.last_outcome,
+    ...(row.last_tx_hash === null ? {} : { txHash: row.last_tx_hash }),
+    at: Number(row.last_at),
+    ...(row.last_error === null ? {} : { error: row.last_error }),
+  };
+  return {
+    id: String(row.id),
+    state: row.state as IntentState,
+    hold: (row.hold ?? null) as HoldState | null,
+    lastBroadcast,
+    broadcasting: numberOrNull(row.broadcasting),
+    mayHaveSent: row.may_have_sent === true,
+    settlingSince: numberOrNull(row.settling_since),
+  };
+}
+
+function toIntent(record: IntentRecord, version: unknown): Intent {
+  return Object.freeze({ ...record, version: String(version) });
+}
+
+function deadLetterOf(row: Row): StoredDeadLetter {
+  return {
+    jobId: row.job_id,
+    intentId: row.intent_id,
+    deliveries: Number(row.deliveries),
+    cause: row.cause,
+    reason: row.reason,
+    resolution: row.resolution,
+    lastError: row.last_error,
+    poisonedAt: Number(row.poisoned_at),
+    ...(row.queue === null ? {} : {
+      queue: {
+        queue: row.queue,
+        ...(row.queue_message_id === null
+          ? {}
+          : { messageId: row.queue_message_id }),
+        ...(row.queue_dlq_id === null ? {} : { dlqId: row.queue_dlq_id }),
+      },
+    }),
+    version: String(row.version),
+  };
+}
+
+function cursorOf(cursor: string): { poisonedAt: number; jobId: string } {
+  const bar = cursor.indexOf("|");
+  const poisonedAt = Number(cursor.slice(0, bar));
+  if (bar < 0 || !Number.isSafeInteger(poisonedAt)) {
+    throw new TypeError(
+      `Cannot list dead letters as 'cursor' is not one this store returned: current value is ${
+        JSON.stringify(cursor)
+      }`,
+    );
+  }
+  return { poisonedAt, jobId: cursor.slice(bar + 1) };
+}

@@ -1,0 +1,166 @@
+/**
+ * PostgresStore on a real server for the suites: one server per test run
+ * (`tools/_postgres_server.ts`, shared by every file of the run and
+ * stopped when the run ends), one fresh schema per store opened.
+ *
+ * Without server binaries the Postgres suites are skipped with one loud
+ * line, except under `CI=true`, where that is an error (`.ci/run` installs
+ * Debian's `postgresql` package first).
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import postgres from "postgres";
+import { PostgresStore } from "../store/postgres.ts";
+import { postgresBinDir, processPostgres } from "../tools/_postgres_server.ts";
+import type { Backend, OpenStore } from "./_stores.ts";
+
+const MISSING =
+  "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin";
+
+/** Whether the Postgres suites run: `false` only where the server binaries are missing, outside CI. */
+export const postgresAvailable: boolean = await (async () => {
+  if (await postgresBinDir() !== null) return true;
+  if (Deno.env.get("CI") === "true") {
+    throw new Error(
+      `CI=true and ${MISSING}: .ci/run installs Debian's postgresql package; the Postgres suites must run in CI`,
+    );
+  }
+  // One line per run: the env is the process's, shared by the test workers.
+  if (Deno.env.get("RELAYER_PG_SKIP_SAID") !== "1") {
+    Deno.env.set("RELAYER_PG_SKIP_SAID", "1");
+    console.error(
+      `\n!!! SKIPPING the PostgresStore suites: ${MISSING}. Install Debian's postgresql package (apt-get install postgresql) to run them. !!!\n`,
+    );
+  }
+  return false;
+})();
+
+/** This run's server URL (started on first use). */
+export async function postgresUrl(): Promise<string> {
+  const found = await processPostgres();
+  if (found.server === null) throw new Error(found.missing);
+  return found.server.url;
+}
+
+let schemas = 0;
+
+/** A fresh schema name, unique within the run. */
+export function freshSchema(): string {
+  return `t${Deno.pid}_${crypto.randomUUID().slice(0, 8)}_${++schemas}`;
+}
+
+/**
+ * A new postgres.js client on this run's server, quiet about notices.
+ * `fetchTypes: false` makes PostgresStore take its `sql.begin` path.
+ */
+export async function connect(
+  max = 8,
+  options: { fetchTypes?: boolean } = {},
+): Promise<postgres.Sql> {
+  return postgres(await postgresUrl(), {
+    max,
+    onnotice: () => {},
+    fetch_types: options.fetchTypes ?? true,
+  });
+}
+
+// One client per test file: a connection costs ~100 ms to open here, and
+// postgres.js sockets do not trip the test sanitizers between tests.
+let client: Promise<postgres.Sql> | undefined;
+
+/**
+ * This test file's client (opened on first use, ended with the run), with
+ * all its connections open: a delivery that raced another must not lose
+ * its turn to a connection's start-up.
+ */
+export function sharedClient(): Promise<postgres.Sql> {
+  return client ??= (async () => {
+    const sql = await connect(8);
+    await Promise.all(Array.from({ length: 8 }, () => sql`SELECT 1`));
+    return sql;
+  })();
+}
+
+/**
+ * Opens a PostgresStore on a fresh schema of this run's server (migrated);
+ * `close()` drops the schema.
+ */
+export async function openPostgresStore(): Promise<
+  OpenStore & { store: PostgresStore; sql: postgres.Sql; schema: string }
+> {
+  const sql = await sharedClient();
+  const schema = freshSchema();
+  const store = new PostgresStore(sql, { schema });
+  await store.migrate();
+  return {
+    store,
+    sql,
+    schema,
+    async close() {
+      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    },
+  };
+}
+
+/**
+ * A fresh database on this run's server, for a service that takes a
+ * `DATABASE_URL` (and migrates its own schema); `drop()` removes it.
+ */
+export async function freshDatabase(): Promise<
+  { url: string; drop(): Promise<void> }
+> {
+  const sql = await sharedClient();
+  const name = freshSchema();
+  await sql.unsafe(`CREATE DATABASE "${name}"`);
+  const url = new URL(await postgresUrl());
+  url.pathname = `/${name}`;
+  return {
+    url: url.href,
+    async drop() {
+      await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    },
+  };
+}
+
+const TABLES = [
+  "holds",
+  "intents",
+  "leases",
+  "counters",
+  "claims",
+  "dead_letters",
+];
+
+// Migrated schemas of this file not in use, emptied on the way out.
+const idle: string[] = [];
+
+/**
+ * PostgresStore on this run's server. Each open store gets a schema of its
+ * own, taken from this file's pool of migrated schemas and emptied (a
+ * property's hundreds of runs cost a millisecond each, not a migration
+ * each); stores open at the same time never share one.
+ */
+export const postgresBackend: Backend = {
+  name: "PostgresStore",
+  async open() {
+    const sql = await sharedClient();
+    let schema = idle.pop();
+    if (schema === undefined) {
+      schema = freshSchema();
+      await new PostgresStore(sql, { schema }).migrate();
+    } else {
+      await sql.unsafe(
+        TABLES.map((table) => `DELETE FROM "${schema}".${table};`).join(" "),
+      );
+    }
+    const taken = schema;
+    return {
+      store: new PostgresStore(sql, { schema: taken }),
+      close: () => {
+        idle.push(taken);
+      },
+    };
+  },
+};

@@ -1,0 +1,343 @@
+/**
+ * What only PostgresStore has: the migration, the schema option, the
+ * client check, and races between connections of a real server (the
+ * shared contract runs in `postgres_test.ts`).
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import {
+  BusyError,
+  ConflictError,
+  type DeadLetter,
+  ReplayError,
+} from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  openPostgresStore,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+
+const ignore = !postgresAvailable;
+
+function letter(jobId: string, poisonedAt: number): DeadLetter {
+  return {
+    jobId,
+    intentId: jobId.split("/")[0]!,
+    deliveries: 3,
+    cause: "exhausted",
+    reason: "no luck after 3 deliveries",
+    resolution: "job dropped, intent still created",
+    lastError: "not authorized yet",
+    poisonedAt,
+  };
+}
+
+Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client that renames columns", async () => {
+  // A client on a port nothing listens on: construction must not touch it.
+  const nowhere = postgres("postgres://nobody@127.0.0.1:1/none", {
+    max: 1,
+    connect_timeout: 1,
+  });
+  try {
+    const store = new PostgresStore(nowhere);
+    assert.ok(store);
+    assert.throws(
+      () => new PostgresStore(nowhere, { schema: 'x"; DROP TABLE y; --' }),
+      /'schema' must be a lower-case SQL identifier/,
+    );
+    assert.throws(
+      () => new PostgresStore(nowhere, { schema: "Relayer" }),
+      TypeError,
+    );
+    assert.throws(
+      () => new PostgresStore({} as never),
+      /not a postgres.js client/,
+    );
+    const camel = postgres("postgres://nobody@127.0.0.1:1/none", {
+      transform: postgres.camel,
+    });
+    assert.throws(() => new PostgresStore(camel), /transforms column names/);
+    await camel.end();
+  } finally {
+    await nowhere.end();
+  }
+});
+
+Deno.test({
+  name: "PostgresStore.migrate() is idempotent, also when many run at once",
+  ignore,
+  async fn() {
+    const sql = await connect(8);
+    const schema = freshSchema();
+    try {
+      await Promise.all(
+        Array.from(
+          { length: 6 },
+          () => new PostgresStore(sql, { schema }).migrate(),
+        ),
+      );
+      const store = new PostgresStore(sql, { schema });
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      await store.migrate();
+      assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+      const tables = await sql`
+        SELECT table_name FROM information_schema.tables
+        WHERE table_schema = ${schema} ORDER BY table_name`;
+      assert.deepEqual(tables.map((t) => t.table_name), [
+        "claims",
+        "counters",
+        "dead_letters",
+        "holds",
+        "intents",
+        "leases",
+      ]);
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({
+  name: "PostgresStore keeps two schemas of one database apart",
+  ignore,
+  async fn() {
+    const a = await openPostgresStore();
+    const b = await openPostgresStore();
+    try {
+      await a.store.createIntent({ id: "pi_1", state: "created" });
+      assert.equal(await b.store.getIntent("pi_1"), null);
+      await b.store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      assert.equal((await a.store.getIntent("pi_1"))?.state, "created");
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore versions are bigints as strings, and a hold change moves them",
+  ignore,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      const v1 = await store.createIntent({ id: "pi_1" });
+      assert.equal(v1.version, "1");
+      await store.recordHold("pi_1");
+      assert.equal((await store.getIntent("pi_1"))?.version, "2");
+      await sql.unsafe(
+        `UPDATE "${schema}".intents SET version = 9007199254740993`,
+      );
+      const big = await store.getIntent("pi_1");
+      assert.equal(big?.version, "9007199254740993"); // past 2^53: kept exact
+      const moved = await store.transition("pi_1", {
+        from: "created",
+        to: "authorized",
+        version: big!.version,
+        at: 1,
+      });
+      assert.equal(moved.version, "9007199254740994");
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version: "not a version",
+          at: 2,
+        }),
+        ConflictError,
+      );
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore lets exactly one of many connections win a compare-and-set, a lease, a claim and a redrive",
+  ignore,
+  async fn() {
+    const { schema, close } = await openPostgresStore();
+    // One client per writer: the writes really race on different
+    // connections. Half of them without type fetching: those take the
+    // store's sql.begin path.
+    const clients = await Promise.all(
+      Array.from(
+        { length: 8 },
+        (_, n) => connect(1, { fetchTypes: n % 2 === 0 }),
+      ),
+    );
+    const stores = clients.map((sql) => new PostgresStore(sql, { schema }));
+    const [first] = stores as [PostgresStore];
+    const settled = <T>(all: Promise<T>[]) => Promise.allSettled(all);
+    const won = (results: PromiseSettledResult<unknown>[]) =>
+      results.filter((r) => r.status === "fulfilled").length;
+    const reasons = (results: PromiseSettledResult<unknown>[]) =>
+      results.flatMap((r) =>
+        r.status === "rejected" ? [(r.reason as Error).name] : []
+      );
+    try {
+      for (let round = 0; round < 5; round++) {
+        const id = `pi_${round}`;
+        const intent = await first.createIntent({
+          id,
+          state: "authorized",
+          hold: "pending",
+        });
+        // The same compare-and-set from every connection: one wins.
+        const moves = await settled(
+          stores.map((store, n) =>
+            store.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: intent.version,
+              at: n,
+            })
+          ),
+        );
+        assert.equal(won(moves), 1);
+        assert.ok(reasons(moves).every((name) => name === "ConflictError"));
+
+        // A lease taken by one of many concurrent write-aheads, each on the version it read.
+        const read = (await first.getIntent(id))!;
+        const aheads = await settled(
+          stores.map((store, n) =>
+            store.beginBroadcast(id, read.version, 10, {
+              lease: { owner: `o${n}`, ttlMs: 1000, now: 10, keep: true },
+            })
+          ),
+        );
+        assert.equal(won(aheads), 1);
+        const busy = await first.getIntent(id);
+        const other = await settled(
+          stores.map((store, n) =>
+            store.recordBroadcast(
+              id,
+              busy!.version,
+              { outcome: "unknown", at: 20, error: "timeout" },
+              { lease: { owner: `late${n}`, ttlMs: 1000, now: 20 } },
+            )
+          ),
+        );
+        assert.equal(won(other), 0);
+        assert.ok(
+          other.every((r) =>
+            r.status === "rejected" && r.reason instanceof BusyError
+          ),
+        );
+
+        // One signature, many deliveries at once: one is admitted.
+        const claim = { key: `sig-${round}`, now: 0, expiresAt: 360_000 };
+        const claims = await settled(
+          stores.map((store) =>
+            store.admit({ count: `${id}/settle`, claim, now: 0 })
+          ),
+        );
+        assert.equal(won(claims), 1);
+        assert.ok(
+          claims.every((r) =>
+            r.status === "fulfilled" || r.reason instanceof ReplayError
+          ),
+        );
+        // The losers counted nothing: their count rode in the refused commit.
+        assert.equal(await first.deliveries(`${id}/settle`), 1);
+
+        // Counted from every connection at once: exact.
+        const counts = await Promise.all(
+          stores.flatMap((store) =>
+            [0, 1].map(() => store.admit({ count: `${id}/x`, now: 0 }))
+          ),
+        );
+        assert.deepEqual(
+          counts.sort((a, b) => a! - b!),
+          Array.from({ length: 16 }, (_, k) => k + 1),
+        );
+
+        // Two redrives of one letter: one wins, and the count is reset.
+        await first.putDeadLetter(letter(`${id}/settle`, round));
+        const stored = (await first.getDeadLetter(`${id}/settle`))!;
+        const redrives = await settled(
+          stores.map((store) => store.redrive(stored.jobId, stored.version)),
+        );
+        assert.equal(won(redrives), 1);
+        assert.ok(
+          redrives.every((r) =>
+            r.status === "fulfilled" || r.reason instanceof ConflictError
+          ),
+        );
+        assert.equal(await first.deliveries(`${id}/settle`), 0);
+      }
+    } finally {
+      await Promise.all(clients.map((sql) => sql.end()));
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore forgets expired counters and replay records as it admits",
+  ignore,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      for (let n = 0; n < 10; n++) {
+        await store.admit({
+          count: `old/${n}`,
+          claim: { key: `old-${n}`, now: 0, expiresAt: 10 },
+          now: 0,
+        });
+      }
+      const later = 9 * 24 * 60 * 60 * 1000; // past the counters' 8 days
+      for (let n = 0; n < 64; n++) {
+        await store.admit({ count: "new", now: later });
+      }
+      const [row] = await sql.unsafe(`
+        SELECT (SELECT count(*) FROM "${schema}".counters WHERE job_id LIKE 'old/%')::int AS counters,
+               (SELECT count(*) FROM "${schema}".claims)::int AS claims`);
+      assert.deepEqual([row?.counters, row?.claims], [0, 0]);
+      assert.equal(await store.deliveries("new"), 64);
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore refuses to enqueue in a redrive: it has no queue of its own",
+  ignore,
+  async fn() {
+    const { store, close } = await openPostgresStore();
+    try {
+      await store.putDeadLetter(letter("pi_1/settle", 1));
+      const { version } = (await store.getDeadLetter("pi_1/settle"))!;
+      await assert.rejects(
+        store.redrive("pi_1/settle", version, { enqueue: { job: 1 } }),
+        /PostgresStore has no queue/,
+      );
+      assert.notEqual(await store.getDeadLetter("pi_1/settle"), null);
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name: "the Postgres test server answers on 127.0.0.1 with trust auth",
+  ignore,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    assert.equal(url.hostname, "127.0.0.1");
+    assert.equal(url.password, "");
+  },
+});

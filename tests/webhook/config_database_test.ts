@@ -1,0 +1,68 @@
+import assert from "node:assert/strict";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
+
+const base = {
+  SENDER_URL: "http://127.0.0.1:9000",
+  WEBHOOK_SECRET: "a-secret-of-16-chars",
+};
+
+function refusal(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig({ ...base, ...env });
+  } catch (error) {
+    assert.ok(error instanceof ConfigError);
+    return error;
+  }
+  assert.fail("loadConfig() accepted it");
+}
+
+Deno.test("loadConfig() takes DATABASE_URL and describes it without the password", () => {
+  const config = loadConfig({
+    ...base,
+    DATABASE_URL: "postgres://relayer:s3cret-pw@db.internal:6432/payments",
+  });
+  assert.equal(
+    config.database?.url,
+    "postgres://relayer:s3cret-pw@db.internal:6432/payments",
+  );
+  assert.equal(
+    config.database?.description,
+    "PostgreSQL db.internal:6432/payments",
+  );
+  assert.equal(loadConfig(base).database, undefined);
+  assert.ok(
+    loadConfig({ ...base, DATABASE_URL: "postgresql://h/db" }).database,
+  );
+});
+
+Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows the password", () => {
+  for (
+    const value of [
+      "s3cret-pw@db.internal:5432/payments",
+      "mysql://relayer:s3cret-pw@db.internal/payments",
+      "postgres://relayer:s3cret-pw@:5432/payments",
+      "postgres://relayer:s3cret-pw@db.internal:99999/payments",
+    ]
+  ) {
+    const error = refusal({ DATABASE_URL: value });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.match(error.message, /^DATABASE_URL must be a PostgreSQL URL/);
+    assert.ok(!error.message.includes("s3cret-pw"), error.message);
+    assert.ok(!error.message.includes("\n"));
+  }
+});
+
+Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
+  const url = "postgres://relayer:pw@127.0.0.1:5432/payments";
+  const queue = refusal({ DATABASE_URL: url, KV_QUEUE: "1" });
+  assert.equal(queue.setting, "KV_QUEUE");
+  assert.match(queue.message, /KV_QUEUE is refused with DATABASE_URL/);
+  assert.equal(
+    refusal({ DATABASE_URL: url, KV_PATH: "./data/x.kv" }).message,
+    "Set DATABASE_URL or KV_PATH, not both: the state lives in one store",
+  );
+  assert.equal(
+    refusal({ DATABASE_URL: url, KV_URL: "https://kv.example" }).setting,
+    "DATABASE_URL",
+  );
+});

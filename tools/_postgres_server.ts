@@ -1,0 +1,298 @@
+/**
+ * A throwaway PostgreSQL server for the tests and the crash test: `initdb`
+ * in a temp dir (as the `postgres` OS user when run as root), trust
+ * authentication, listening on 127.0.0.1 at a free port, fsync off.
+ *
+ * A watchdog process started with the server stops it (`pg_ctl stop -m
+ * immediate`) and deletes its dir as soon as the process that started it
+ * exits, however it exits (a failed assertion, Ctrl-C, SIGKILL): no test
+ * run leaves a server behind.
+ *
+ * `deno test --parallel` runs every test file in one process, so
+ * {@linkcode processPostgres} starts one server per run and the files
+ * share it (a dir named after the process id is the lock; each file takes
+ * its own schema).
+ *
+ * @module
+ */
+
+/** A running server. */
+export interface PostgresServer {
+  /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust auth, no password). */
+  readonly url: string;
+  /** The TCP port on 127.0.0.1. */
+  readonly port: number;
+  /** The server's own dir (data, socket and log). */
+  readonly dir: string;
+}
+
+/** A server this process started and may stop early. */
+export interface OwnedPostgresServer extends PostgresServer {
+  /** Stops the server and deletes its dir (the watchdog does it anyway at exit). */
+  stop(): Promise<void>;
+}
+
+const WHERE = "/usr/lib/postgresql";
+
+async function run(
+  command: string,
+  args: string[],
+): Promise<{ ok: boolean; out: string }> {
+  try {
+    const { success, stdout, stderr } = await new Deno.Command(command, {
+      args,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const text = new TextDecoder();
+    return {
+      ok: success,
+      out: `${text.decode(stdout)}${text.decode(stderr)}`.trim(),
+    };
+  } catch (error) {
+    return { ok: false, out: (error as Error).message };
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Where `initdb`, `pg_ctl` and `postgres` are: `pg_config --bindir`, else
+ * the newest `/usr/lib/postgresql/<major>/bin` (Debian keeps the server
+ * there, off the PATH); `null` when there is no server.
+ */
+export async function postgresBinDir(): Promise<string | null> {
+  const config = await run("pg_config", ["--bindir"]);
+  const candidates = config.ok ? [config.out] : [];
+  try {
+    const majors = [];
+    for await (const entry of Deno.readDir(WHERE)) {
+      if (/^\d+$/.test(entry.name)) majors.push(Number(entry.name));
+    }
+    majors.sort((a, b) => b - a);
+    candidates.push(...majors.map((major) => `${WHERE}/${major}/bin`));
+  } catch {
+    // No Debian layout.
+  }
+  for (const dir of candidates) {
+    if (
+      await exists(`${dir}/initdb`) && await exists(`${dir}/pg_ctl`) &&
+      await exists(`${dir}/postgres`)
+    ) return dir;
+  }
+  return null;
+}
+
+/** The uid and gid of the `postgres` OS user, when this process is root. */
+async function serverUser(): Promise<{ uid: number; gid: number } | null> {
+  // `id -u`, not Deno.uid(): the tests run without --allow-sys.
+  const self = await run("id", ["-u"]);
+  if (self.out !== "0") return null;
+  const uid = await run("id", ["-u", "postgres"]);
+  const gid = await run("id", ["-g", "postgres"]);
+  if (!uid.ok || !gid.ok) {
+    throw new Error(
+      "Cannot start PostgreSQL as root without a 'postgres' OS user (initdb refuses root): install Debian's postgresql package",
+    );
+  }
+  return { uid: Number(uid.out), gid: Number(gid.out) };
+}
+
+/**
+ * Starts a detached shell that runs `command` once this process has
+ * exited, however it exits (it polls the pid every half second).
+ */
+async function watchdog(command: string): Promise<void> {
+  const script =
+    `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 0.5; done; ${command}`;
+  await run("sh", [
+    "-c",
+    `setsid sh -c ${quote(script)} </dev/null >/dev/null 2>&1 &`,
+  ]);
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+function quote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Starts a server in a new temp dir, or in `dir` (an existing empty dir,
+ * which the server then owns and deletes).
+ *
+ * @param options `dir`: where to put it; `bin`: the server binaries.
+ * @returns The running server.
+ * @throws {Error} If there are no server binaries or the server does not start.
+ */
+export async function startPostgres(
+  options: { dir?: string; bin?: string } = {},
+): Promise<OwnedPostgresServer> {
+  const bin = options.bin ?? await postgresBinDir();
+  if (bin === null) {
+    throw new Error(
+      "Cannot start PostgreSQL: no server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin; install Debian's postgresql package",
+    );
+  }
+  const dir = options.dir ?? await Deno.makeTempDir({ prefix: "relayer-pg-" });
+  const user = await serverUser();
+  const as = (command: string, args: string[]) =>
+    user === null
+      ? run(`${bin}/${command}`, args)
+      : run("runuser", ["-u", "postgres", "--", `${bin}/${command}`, ...args]);
+  const data = `${dir}/data`;
+  const log = `${dir}/server.log`;
+  await Deno.chmod(dir, 0o755);
+  if (user !== null) await Deno.chown(dir, user.uid, user.gid);
+
+  // The watchdog first: whatever happens from here on, the dir goes when we do.
+  const stop = `${quote(`${bin}/pg_ctl`)} -D ${
+    quote(data)
+  } -m immediate -w stop`;
+  await watchdog(
+    `${
+      user === null ? stop : `runuser -u postgres -- ${stop}`
+    } >/dev/null 2>&1; rm -rf ${quote(dir)}`,
+  );
+
+  const init = await as("initdb", [
+    "-D",
+    data,
+    "-U",
+    "postgres",
+    "-A",
+    "trust",
+    "-E",
+    "UTF8",
+    "--locale=C",
+    "--no-sync",
+  ]);
+  if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
+
+  let lastError = "";
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = freePort();
+    const started = await as("pg_ctl", [
+      "-D",
+      data,
+      "-l",
+      log,
+      "-w",
+      "-t",
+      "60",
+      "-o",
+      [
+        `-p ${port}`,
+        "-h 127.0.0.1",
+        `-k ${dir}`,
+        "-F", // fsync off: the tests kill the service, never the database
+        "-c max_connections=300",
+        "-c shared_buffers=32MB",
+        "-c synchronous_commit=off",
+        "-c full_page_writes=off",
+      ].join(" "),
+      "start",
+    ]);
+    if (started.ok) {
+      let stopped = false;
+      return {
+        url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+        port,
+        dir,
+        async stop() {
+          if (stopped) return;
+          stopped = true;
+          await as("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
+          await Deno.remove(dir, { recursive: true }).catch(() => {});
+        },
+      };
+    }
+    // Most likely another process took the port between our probe and the bind.
+    lastError = `${started.out}\n${await Deno.readTextFile(log).catch(() =>
+      ""
+    )}`;
+  }
+  throw new Error(`PostgreSQL did not start:\n${lastError}`);
+}
+
+/** What {@linkcode processPostgres} found. */
+export type ProcessPostgres =
+  | { readonly server: PostgresServer; readonly missing?: undefined }
+  | { readonly server: null; readonly missing: string };
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * This process's shared server: the first caller (in any worker of the
+ * process) starts it, the others wait for its URL. It lives until the
+ * process exits. Without server binaries it returns why, so the caller can
+ * skip (or fail, under CI).
+ */
+export async function processPostgres(): Promise<ProcessPostgres> {
+  const base = `${await tempRoot()}/relayer-postgres-${Deno.pid}`;
+  let starter = true;
+  try {
+    await Deno.mkdir(base);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    starter = false;
+  }
+  if (starter) {
+    // The lock dir goes when this process does, whatever happens below.
+    await watchdog(`rm -rf ${quote(base)}`);
+    const bin = await postgresBinDir();
+    if (bin === null) {
+      const missing =
+        "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin";
+      await Deno.writeTextFile(`${base}/missing`, missing);
+      return { server: null, missing };
+    }
+    try {
+      const server = await startPostgres({ dir: base, bin });
+      const shared: PostgresServer = {
+        url: server.url,
+        port: server.port,
+        dir: server.dir,
+      };
+      await Deno.writeTextFile(`${base}/server.json`, JSON.stringify(shared));
+      return { server: shared };
+    } catch (error) {
+      await Deno.writeTextFile(`${base}/error`, (error as Error).message);
+      throw error;
+    }
+  }
+  for (let waited = 0; waited < 120_000; waited += 50) {
+    const [json, missing, error] = await Promise.all(
+      ["server.json", "missing", "error"].map((name) =>
+        Deno.readTextFile(`${base}/${name}`).catch(() => null)
+      ),
+    );
+    if (json) return { server: JSON.parse(json) as PostgresServer };
+    if (missing) return { server: null, missing };
+    if (error) throw new Error(`PostgreSQL did not start: ${error}`);
+    await sleep(50);
+  }
+  throw new Error("PostgreSQL did not start within 120 s");
+}
+
+async function tempRoot(): Promise<string> {
+  // The parent of a fresh temp dir: honours TMPDIR as Deno does.
+  const probe = await Deno.makeTempDir();
+  await Deno.remove(probe);
+  return probe.replace(/\/[^/]*$/, "");
+}
