@@ -1,46 +1,74 @@
 /**
- * The cost of a decision does not grow with the delivery number: the
- * doubling loop stops at the cap. Each group compares delivery 3 (the
- * baseline) with 1e9 and 1e300.
+ * Backoff against the floor and the peers, and flat in the delivery number.
  *
- * `deno task bench backoff` or `deno bench --filter backoff`.
+ * - "backoff at delivery 3, against the floor and the peers": the floor
+ *   (the formula and equal jitter written inline, the baseline), cockatiel's
+ *   `halfJitterGenerator`, retry's `createTimeout`, and ours: `backoff(n)`,
+ *   `jitter(backoff(n), "equal")` and `decide(err, n)`. Every side draws
+ *   from `Math.random`.
+ * - "… flat from delivery 3 to 1e300": each of ours at delivery 3 (the
+ *   baseline), 1e9 and 1e300. The doubling loop stops at the cap, so the
+ *   cost should not grow with the delivery number.
+ *
+ * Delivery numbers are read from a mutable array on every call, so none
+ * folds into a constant.
+ *
+ * `deno bench backoff` (the root file `backoff` imports this one), or
+ * `deno task bench backoff`, or `deno bench bench/backoff_bench.ts`.
  *
  * @module
  */
 
 import { backoff, decide, definePolicy, jitter } from "../mod.ts";
+import { floorAndPeers, keep, SOURCES } from "./_peers.ts";
 
-// A policy that still retries at delivery 1e9, so decide() computes a delay
-// there instead of stopping at maxDeliveries.
-const roomy = definePolicy({ maxDeliveries: Number.MAX_SAFE_INTEGER });
+const deliveries = [3, 1e9, 1e300];
 const error = new Error("rpc timeout");
-let seed = 1;
-const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
-let sink = 0;
+const [mathRandom, injected] = SOURCES as [
+  (typeof SOURCES)[0],
+  (typeof SOURCES)[0],
+];
 
-for (const delivery of [3, 1e9, 1e300]) {
-  const baseline = delivery === 3;
-  Deno.bench(`backoff() at delivery ${delivery}`, {
-    group: "backoff()",
+const peers = "backoff at delivery 3, against the floor and the peers";
+floorAndPeers(peers, deliveries, 0, mathRandom);
+Deno.bench("ours: backoff(n)", { group: peers }, () => {
+  Math.random = mathRandom.random;
+  keep(backoff(deliveries[0]!));
+});
+Deno.bench('ours: jitter(backoff(n), "equal")', { group: peers }, () => {
+  Math.random = mathRandom.random;
+  keep(jitter(backoff(deliveries[0]!), "equal", Math.random));
+});
+Deno.bench("ours: decide(err, n)", { group: peers }, () => {
+  Math.random = mathRandom.random;
+  const d = decide(error, deliveries[0]!);
+  keep(d.action === "retry" ? d.delayMs : 1);
+});
+
+// A policy that still retries at delivery 1e300, so decide() computes a
+// delay there instead of stopping at maxDeliveries.
+const roomy = definePolicy({ maxDeliveries: Number.MAX_SAFE_INTEGER });
+const { random } = injected;
+for (let i = 0; i < deliveries.length; i++) {
+  const baseline = i === 0;
+  const n = deliveries[i]!;
+  Deno.bench(`backoff(n) at delivery ${n}`, {
+    group: "backoff(n), flat from delivery 3 to 1e300",
     baseline,
   }, () => {
-    sink += backoff(delivery);
+    keep(backoff(deliveries[i]!));
   });
-  Deno.bench(`backoff jitter(backoff(), "equal") at delivery ${delivery}`, {
-    group: "backoff + jitter",
+  Deno.bench(`jitter(backoff(n), "equal") at delivery ${n}`, {
+    group: 'jitter(backoff(n), "equal"), flat from delivery 3 to 1e300',
     baseline,
   }, () => {
-    sink += jitter(backoff(delivery), "equal", random);
+    keep(jitter(backoff(deliveries[i]!), "equal", random));
   });
-  Deno.bench(`backoff decide() at delivery ${delivery}`, {
-    group: "backoff decide()",
+  Deno.bench(`decide(err, n, roomy, { random }) at delivery ${n}`, {
+    group: "decide(), flat from delivery 3 to 1e300",
     baseline,
   }, () => {
-    const decision = decide(error, delivery, roomy, { random });
-    sink += decision.action === "retry" ? decision.delayMs : 1;
+    const d = decide(error, deliveries[i]!, roomy, { random });
+    keep(d.action === "retry" ? d.delayMs : 1);
   });
 }
-
-addEventListener("unload", () => {
-  if (sink === -1) throw new Error("unreachable: keeps the results alive");
-});

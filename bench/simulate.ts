@@ -25,10 +25,11 @@
  */
 
 // deno-lint-ignore-file no-console
-import { mulberry32 } from "../tools/_prng.ts";
+import { mulberry32 } from "../support/prng.ts";
 import { parseArgs } from "node:util";
 import { backoff, jitter } from "../mod.ts";
-import { lineChartsSvg } from "./_svg_chart.ts";
+import * as Plot from "@observablehq/plot";
+import { chartSvg, PALETTE } from "../support/chart.ts";
 
 /** The simulator's names for its strategies, in its output order. */
 export type Algorithm =
@@ -469,31 +470,86 @@ export function toSvg(rows: readonly Row[]): string {
   const algorithms = ALGORITHMS.filter((a) =>
     rows.some((r) => r.algorithm === a)
   );
-  const series = (pick: (r: Row) => number) =>
-    algorithms.map((name) => ({
-      name,
-      points: rows.filter((r) => r.algorithm === name).map((
-        r,
-      ) => [r.clients, pick(r)] as const),
-    }));
-  return lineChartsSvg([
-    {
-      title: "Calls vs clients",
-      xLabel: "clients",
-      yLabel: "calls (writes per trial)",
-      series: series((r) => r.calls),
-    },
-    {
-      title: "Completion time vs clients",
-      xLabel: "clients",
-      yLabel: "completion time (ms, log scale)",
-      series: series((r) => r.time),
-      // Exponential without jitter runs 10–30 times longer than the rest;
-      // on a linear axis the other four would lie flat on zero.
-      yScale: "log",
-    },
+  const color = {
+    domain: algorithms,
+    range: algorithms.map((a) => PALETTE[ALGORITHMS.indexOf(a)]!),
+  };
+  const maxClients = Math.max(...rows.map((r) => r.clients));
+  const panel = (
+    title: string,
+    y: "calls" | "time",
+    label: string,
+    type: "linear" | "log",
+  ): Plot.PlotOptions => {
+    const values = rows.map((r) => r[y]);
+    // A log axis gets 1-2 ticks over the decades the data spans (Plot
+    // leaves a 5 unlabelled on a log axis).
+    const low = 10 ** Math.floor(Math.log10(Math.max(1, Math.min(...values))));
+    const high = 10 ** Math.ceil(Math.log10(Math.max(2, ...values)));
+    const ticks = [];
+    for (let d = low; d < high; d *= 10) ticks.push(d, 2 * d);
+    ticks.push(high);
+    const logTicks = ticks.filter((t) =>
+      t >= Math.min(...values) / 2 && t <= Math.max(...values) * 2
+    );
+    return {
+      marginTop: 36,
+      marginLeft: 64,
+      marginRight: 24,
+      marginBottom: 44,
+      color,
+      x: {
+        label: "clients",
+        labelAnchor: "center",
+        labelArrow: "none",
+        domain: [0, Math.ceil(maxClients / 50) * 50],
+        tickFormat: "d",
+      },
+      y: {
+        type,
+        label,
+        labelAnchor: "center",
+        labelArrow: "none",
+        grid: true,
+        tickFormat: (v: number) => v >= 1000 ? `${v / 1000}k` : String(v),
+        ...(type === "log"
+          ? { domain: [logTicks[0]!, logTicks.at(-1)!], ticks: logTicks }
+          : { nice: true }),
+      },
+      marks: [
+        Plot.text([title], {
+          frameAnchor: "top",
+          dy: -26,
+          fontSize: 14,
+          fontWeight: "bold",
+        }),
+        ...(type === "linear" ? [Plot.ruleY([0])] : []),
+        Plot.lineY(rows, {
+          x: "clients",
+          y,
+          z: "algorithm",
+          stroke: "algorithm",
+          strokeWidth: 2,
+        }),
+        Plot.dot(rows, { x: "clients", y, fill: "algorithm", r: 2.5 }),
+      ],
+    };
+  };
+  return chartSvg([
+    panel("Calls vs clients", "calls", "calls (writes per trial)", "linear"),
+    // Exponential without jitter runs 10–30 times longer than the rest; on
+    // a linear axis the other four would lie flat on zero.
+    panel(
+      "Completion time vs clients",
+      "time",
+      "completion time (ms, log scale)",
+      "log",
+    ),
   ], {
     title: "Exponential backoff and jitter: N clients, one row, OCC writes",
+    legend: algorithms.map((a, i) => ({ label: a, color: color.range[i]! })),
+    width: 900,
+    height: 400,
   });
 }
 

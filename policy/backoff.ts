@@ -46,7 +46,7 @@ export interface BackoffOptions {
  *
  * @param delivery The delivery that failed, 1-based and counting the first
  * try; any integer >= 1 (10^9, 2^53 and 1e300 all give the cap).
- * @param options The base and cap.
+ * @param options The base and cap (5 s and 2 min).
  * @returns The delay in milliseconds, in `[min(base, cap), cap]`.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or `baseMs` /
  * `capMs` is not an integer >= 1.
@@ -65,9 +65,9 @@ export interface BackoffOptions {
  */
 export function backoff(
   delivery: number,
-  options: BackoffOptions = {},
+  options?: BackoffOptions,
 ): number {
-  const { baseMs = 5000, capMs = 120_000 } = options;
+  const { baseMs = 5000, capMs = 120_000 } = options ?? {};
   assertDelivery("compute backoff", delivery);
   assertMs("compute backoff", "baseMs", baseMs, 1);
   assertMs("compute backoff", "capMs", capMs, 1);

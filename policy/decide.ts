@@ -7,8 +7,10 @@
 import { messageOf } from "./_walk.ts";
 import { assertDelivery } from "./_validate.ts";
 import { doubled } from "./_doubled.ts";
-import { jitter } from "./jitter.ts";
-import { definePolicy, type Policy } from "./policy.ts";
+import { jittered } from "./_jittered.ts";
+import type { Jitter } from "./jitter.ts";
+import { DEFAULT_POLICY, definePolicy, type Policy } from "./policy.ts";
+import { isChecked } from "./_checked.ts";
 import { isPoison } from "./sentinels.ts";
 
 /**
@@ -86,8 +88,9 @@ export interface DecideOptions {
  *
  * @param error What the failed delivery threw; any value.
  * @param delivery The delivery that failed, 1-based, counting the first try.
- * @param policy The policy, or the fields that differ from the default.
- * @param options The source of randomness for the jitter.
+ * @param policy The policy, or the fields that differ from the default
+ * (none: {@linkcode DEFAULT_POLICY}).
+ * @param options The source of randomness for the jitter (`Math.random`).
  * @returns A {@linkcode Decision}.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or the policy
  * is invalid.
@@ -114,32 +117,96 @@ export interface DecideOptions {
 export function decide(
   error: unknown,
   delivery: number,
-  policy: Partial<Policy> = {},
-  options: DecideOptions = {},
+  policy?: Partial<Policy>,
+  options?: DecideOptions,
 ): Decision {
-  const { random = Math.random } = options;
-  assertDelivery("decide", delivery);
-  const { maxDeliveries, baseMs, capMs, jitter: strategy } = definePolicy(
-    policy,
-  );
-  if (isPoison(error)) {
-    return {
-      action: "poison",
-      cause: "declared",
-      reason: "retrying will not help",
-    };
+  if (!Number.isInteger(delivery) || delivery < 1) {
+    assertDelivery("decide", delivery);
   }
-  if (delivery >= maxDeliveries) {
-    const deliveries = delivery === 1 ? "1 delivery" : `${delivery} deliveries`;
-    return {
-      action: "poison",
-      cause: "exhausted",
-      reason: `no luck after ${deliveries}`,
-    };
+  // The fields are read straight from the object the caller passed: no
+  // spread, no freeze, no allocation. A policy `definePolicy` made is
+  // trusted as it is; a plain partial object is checked field by field here;
+  // anything this fast path cannot vouch for (an unknown field, a bad value,
+  // an object that is not a plain one) goes to `definePolicy`, which throws
+  // the error naming the field, or completes the policy.
+  // Only numbers and a string leave these branches, never the policy
+  // object: a literal written in the call can then stay unallocated.
+  let maxDeliveries: number;
+  let baseMs: number;
+  let capMs: number;
+  let strategy: Jitter;
+  if (policy === undefined) {
+    ({ maxDeliveries, baseMs, capMs, jitter: strategy } = DEFAULT_POLICY);
+  } else if (isChecked(policy) || isPlainValid(policy)) {
+    maxDeliveries = policy.maxDeliveries ?? DEFAULT_POLICY.maxDeliveries;
+    baseMs = policy.baseMs ?? DEFAULT_POLICY.baseMs;
+    capMs = policy.capMs ?? DEFAULT_POLICY.capMs;
+    strategy = policy.jitter ?? DEFAULT_POLICY.jitter;
+  } else {
+    ({ maxDeliveries, baseMs, capMs, jitter: strategy } = definePolicy(
+      policy,
+    ));
   }
+  if (isPoison(error)) return declared();
+  if (delivery >= maxDeliveries) return exhausted(delivery);
+  const delayMs = doubled(delivery, baseMs, capMs);
+  const random = options?.random === undefined ? Math.random : options.random;
   return {
     action: "retry",
-    delayMs: jitter(doubled(delivery, baseMs, capMs), strategy, random),
+    delayMs: jittered(delayMs, strategy, random),
     reason: messageOf(error),
   };
+}
+
+// The poison answers live apart from `decide`, which stays small enough for
+// the engine to inline into its caller on the retry path.
+function declared(): Decision {
+  return {
+    action: "poison",
+    cause: "declared",
+    reason: "retrying will not help",
+  };
+}
+
+function exhausted(delivery: number): Decision {
+  const deliveries = delivery === 1 ? "1 delivery" : `${delivery} deliveries`;
+  return {
+    action: "poison",
+    cause: "exhausted",
+    reason: `no luck after ${deliveries}`,
+  };
+}
+
+/**
+ * Whether `policy` is a plain object whose own enumerable fields are all
+ * policy fields with valid values (or `undefined`), so that reading its
+ * fields gives what `definePolicy` would. Allocates nothing: `for…in` walks
+ * the engine's cached keys of the object's shape.
+ */
+function isPlainValid(policy: Partial<Policy>): boolean {
+  // A class instance or a prototype-less object takes the slow path. (This
+  // costs one cached load; `Object.getPrototypeOf` cost as much as the rest
+  // of `decide`.)
+  if (policy.constructor !== Object) return false;
+  for (const key in policy) {
+    // Inside a for…in over the same object the engine answers this from
+    // the object's shape. An inherited field is not a setting for
+    // `definePolicy`, so it sends the policy the slow way.
+    if (
+      !Object.prototype.hasOwnProperty.call(policy, key) ||
+      (key !== "maxDeliveries" && key !== "baseMs" && key !== "capMs" &&
+        key !== "jitter" && key !== "stuckAfterMs")
+    ) return false;
+  }
+  const { maxDeliveries, baseMs, capMs, jitter, stuckAfterMs } = policy;
+  return (maxDeliveries === undefined || isWhole(maxDeliveries, 1)) &&
+    (baseMs === undefined || isWhole(baseMs, 1)) &&
+    (capMs === undefined || isWhole(capMs, 1)) &&
+    (stuckAfterMs === undefined || isWhole(stuckAfterMs, 0)) &&
+    (jitter === undefined || jitter === "equal" || jitter === "full" ||
+      jitter === "none");
+}
+
+function isWhole(value: number, min: number): boolean {
+  return Number.isSafeInteger(value) && value >= min;
 }

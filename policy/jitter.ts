@@ -5,6 +5,7 @@
  * @module
  */
 
+import { jittered } from "./_jittered.ts";
 import { show } from "./_validate.ts";
 
 /**
@@ -48,16 +49,6 @@ export type Jitter = "equal" | "full" | "none";
 export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
 
 /**
- * Maps whatever `random` returned into `[0, 1)`: `NaN` and negatives to 0,
- * 1 and above to the largest double below 1. A misbehaving source can skew
- * the spread, never the bounds.
- */
-function unit(value: number): number {
-  if (!(value > 0)) return 0; // also NaN
-  return value < 1 ? value : 1 - Number.EPSILON / 2;
-}
-
-/**
  * Randomises a delay within the bounds of `strategy`, using `random` (a
  * source of numbers in `[0, 1)`, injected so tests and replays are exact).
  * The result is a whole number of milliseconds for a whole `delayMs`.
@@ -67,6 +58,7 @@ function unit(value: number): number {
  * `"none"`: `d`.
  * @param random A source of numbers in `[0, 1)`; outputs outside it (1,
  * `NaN`, −0.1) are clamped, so the result always stays in bounds.
+ * Defaults to `Math.random`.
  * @returns The delay to wait, in milliseconds.
  * @throws {RangeError} If `delayMs` is not a finite number >= 0.
  * @throws {TypeError} If `strategy` is not one of the three.
@@ -86,8 +78,9 @@ function unit(value: number): number {
 export function jitter(
   delayMs: number,
   strategy: Jitter,
-  random: () => number = Math.random,
+  random?: () => number,
 ): number {
+  random ??= Math.random;
   if (!Number.isFinite(delayMs) || delayMs < 0) {
     throw new RangeError(
       `Cannot apply jitter as 'delayMs' must be a finite number >= 0: current value is ${
@@ -95,24 +88,12 @@ export function jitter(
       }`,
     );
   }
-  switch (strategy) {
-    case "none":
-      return delayMs;
-    case "full":
-      return Math.min(
-        delayMs,
-        Math.floor(unit(random()) * (Math.floor(delayMs) + 1)),
-      );
-    case "equal": {
-      const half = Math.floor(delayMs / 2);
-      const span = Math.floor(delayMs) - half;
-      return Math.min(delayMs, half + Math.floor(unit(random()) * (span + 1)));
-    }
-    default:
-      throw new TypeError(
-        `Cannot apply jitter as 'strategy' must be "equal", "full" or "none": current value is ${
-          show(strategy)
-        }`,
-      );
+  if (strategy !== "equal" && strategy !== "full" && strategy !== "none") {
+    throw new TypeError(
+      `Cannot apply jitter as 'strategy' must be "equal", "full" or "none": current value is ${
+        show(strategy)
+      }`,
+    );
   }
+  return jittered(delayMs, strategy, random);
 }

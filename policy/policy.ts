@@ -4,6 +4,7 @@
  * @module
  */
 
+import { isChecked, markChecked } from "./_checked.ts";
 import { assertMs, show } from "./_validate.ts";
 import { type Jitter, JITTERS } from "./jitter.ts";
 
@@ -74,7 +75,7 @@ export interface Policy {
  * assert.equal(DEFAULT_POLICY.jitter, "equal");
  * ```
  */
-export const DEFAULT_POLICY: Policy = Object.freeze({
+export const DEFAULT_POLICY: Policy = checkedAndFrozen({
   maxDeliveries: 10,
   baseMs: 5000,
   capMs: 120_000,
@@ -82,16 +83,28 @@ export const DEFAULT_POLICY: Policy = Object.freeze({
   stuckAfterMs: 300_000,
 });
 
-// Policies already checked, so the hot path (`decide` on every failed
-// delivery) validates a policy once, not once per call.
-const checked = new WeakSet<Policy>([DEFAULT_POLICY]);
+// Marked, so the hot path (`decide` on every failed delivery) trusts a
+// policy checked here instead of checking it on every call. Every checked
+// policy is built by this one literal, so all share one shape and `decide`'s
+// property reads stay monomorphic whichever of them it is handed.
+function checkedAndFrozen(fields: Policy): Policy {
+  const policy: Policy = {
+    maxDeliveries: fields.maxDeliveries,
+    baseMs: fields.baseMs,
+    capMs: fields.capMs,
+    jitter: fields.jitter,
+    stuckAfterMs: fields.stuckAfterMs,
+  };
+  markChecked(policy);
+  return Object.freeze(policy);
+}
 
 /**
  * Completes a partial policy with {@linkcode DEFAULT_POLICY} and checks
  * every field, so a bad setting fails where it is made, not at the tenth
  * delivery.
  *
- * @param overrides The fields to change.
+ * @param overrides The fields to change (none: the defaults).
  * @returns A frozen, valid policy.
  * @throws {RangeError} If a number is out of range (each must be a whole
  * number: `maxDeliveries` >= 1, `baseMs` and `capMs` >= 1, `stuckAfterMs`
@@ -109,8 +122,9 @@ const checked = new WeakSet<Policy>([DEFAULT_POLICY]);
  * assert.throws(() => definePolicy({ maxDeliveries: 0 }), RangeError);
  * ```
  */
-export function definePolicy(overrides: Partial<Policy> = {}): Policy {
-  if (checked.has(overrides as Policy)) return overrides as Policy;
+export function definePolicy(overrides?: Partial<Policy>): Policy {
+  if (overrides === undefined) return DEFAULT_POLICY;
+  if (isChecked(overrides)) return overrides as Policy;
   for (const key of Object.keys(overrides)) {
     if (!(key in DEFAULT_POLICY)) {
       throw new TypeError(
@@ -138,9 +152,7 @@ export function definePolicy(overrides: Partial<Policy> = {}): Policy {
       }`,
     );
   }
-  const frozen = Object.freeze(policy);
-  checked.add(frozen);
-  return frozen;
+  return checkedAndFrozen(policy);
 }
 
 function withoutUndefined<T extends object>(value: T): Partial<T> {

@@ -49,8 +49,9 @@ import { queueGap, queueLimit, type QueueLimits } from "./queue.ts";
  */
 export function rescueWindow(
   policy: Policy,
-  queue: QueueLimits = { kind: "kv" },
+  queue?: QueueLimits,
 ): number {
+  queue ??= { kind: "kv" };
   // Delays follow deliveries 1 … n − 1; the last one is poisoned, or the
   // queue gives up after it.
   const gaps = Math.min(policy.maxDeliveries, queueLimit(queue)) - 1;

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { messageOf, someInChain } from "./_walk.ts";
+import { hasMark, messageOf } from "./_walk.ts";
 
 const POISON = Symbol.for("@relayer/poison.poison");
 const NOT_SENT = Symbol.for("@relayer/poison.not_sent");
@@ -141,10 +141,7 @@ export function notSent(cause: unknown): NotSentError {
  * ```
  */
 export function isPoison(error: unknown): boolean {
-  return someInChain(
-    error,
-    (node) => (node as Record<symbol, unknown>)[POISON] === true,
-  );
+  return hasMark(error, POISON);
 }
 
 /**
@@ -164,8 +161,5 @@ export function isPoison(error: unknown): boolean {
  * ```
  */
 export function isNotSent(error: unknown): boolean {
-  return someInChain(
-    error,
-    (node) => (node as Record<symbol, unknown>)[NOT_SENT] === true,
-  );
+  return hasMark(error, NOT_SENT);
 }

@@ -847,15 +847,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
   ): Promise<string> {
     const { onlyOnce = false, queue, ...rest } = poisoned;
     for (let attempt = 1;; attempt++) {
-      const [intent, before] = await Promise.all([
-        store.getIntent(job.intentId),
-        store.getDeadLetter(jobId),
-      ]);
+      const intent = await store.getIntent(job.intentId);
       const plan = planResolution(intent);
-      const resolvedBefore = before !== null &&
-        (onlyOnce ||
-          (intent !== null &&
-            ["settled", "failed", "needs_review"].includes(intent.state)));
+      // Only a job that may have been resolved before has a letter to keep:
+      // a queue's give-up, or an intent past settling.
+      const resolvedBefore = (onlyOnce ||
+        (intent !== null &&
+          ["settled", "failed", "needs_review"].includes(intent.state))) &&
+        (await store.getDeadLetter(jobId)) !== null;
       if (resolvedBefore) {
         // A late duplicate, or a queue repeating its give-up: the dead
         // letter on record says what the first resolution did.

@@ -136,7 +136,9 @@ export class ScriptedSender implements Sender {
     }
   }
 
-  /** {@inheritDoc Sender.send} */
+  /**
+   * Plays the intent's next scripted send. See {@linkcode Sender.send}.
+   */
   send(
     intent: Intent,
     options: { replace: boolean },
@@ -157,7 +159,7 @@ export class ScriptedSender implements Sender {
     return Promise.resolve({ txHash: step.txHash });
   }
 
-  /** {@inheritDoc Sender.receipt} */
+  /** Plays the next scripted receipt. See {@linkcode Sender.receipt}. */
   receipt(txHash: string): Promise<ReceiptStatus> {
     this.calls.push({ method: "receipt", txHash });
     const owner = this.#owners.get(txHash) ?? "";

@@ -267,7 +267,8 @@ export class KvStore implements Store {
    * @param options The key prefix.
    * @throws {TypeError} If `kv` does not look like a Deno KV handle.
    */
-  constructor(kv: KvLike, options: KvStoreOptions = {}) {
+  constructor(kv: KvLike, options?: KvStoreOptions) {
+    options ??= {};
     if (typeof kv?.atomic !== "function" || typeof kv?.getMany !== "function") {
       throw new TypeError(
         "Cannot create KvStore as 'kv' is not a Deno KV handle: pass the result of Deno.openKv() or openKv() from @deno/kv",
@@ -458,8 +459,9 @@ export class KvStore implements Store {
   transition(
     id: string,
     change: Transition,
-    options: WriteOptions = {},
+    options?: WriteOptions,
   ): Promise<Intent> {
+    options ??= {};
     return this.#writeIntent(
       id,
       change.version,
@@ -485,8 +487,9 @@ export class KvStore implements Store {
     id: string,
     version: string,
     at: number,
-    options: WriteOptions = {},
+    options?: WriteOptions,
   ): Promise<Intent> {
+    options ??= {};
     return this.#writeIntent(
       id,
       version,
@@ -511,8 +514,9 @@ export class KvStore implements Store {
     id: string,
     version: string,
     broadcast: Broadcast,
-    options: WriteOptions = {},
+    options?: WriteOptions,
   ): Promise<Intent> {
+    options ??= {};
     return this.#writeIntent(
       id,
       version,
@@ -654,8 +658,9 @@ export class KvStore implements Store {
    */
   async putDeadLetter(
     deadLetter: DeadLetter,
-    options: Pick<WriteOptions, "claim"> = {},
+    options?: Pick<WriteOptions, "claim">,
   ): Promise<void> {
+    options ??= {};
     const [old, claim] = await this.#get<[DeadLetter, ClaimValue]>(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
@@ -687,8 +692,9 @@ export class KvStore implements Store {
    * @throws {RangeError} If `limit` is out of range.
    */
   async listDeadLetters(
-    options: { limit?: number; cursor?: string | null } = {},
+    options?: { limit?: number; cursor?: string | null },
   ): Promise<DeadLetterPage> {
+    options ??= {};
     const limit = pageLimit(options.limit);
     const iterator = this.#kv.list(
       { prefix: this.#key("dead_by_time") },
@@ -733,8 +739,9 @@ export class KvStore implements Store {
   async redrive(
     jobId: string,
     version: string,
-    options: { readonly enqueue?: unknown } = {},
+    options?: { readonly enqueue?: unknown },
   ): Promise<DeadLetter> {
+    options ??= {};
     const key = this.#key("dead", jobId);
     const [entry] = await this.#get<[DeadLetter]>(key);
     if (entry.value === null || entry.versionstamp !== version) {

@@ -189,8 +189,9 @@ export class MemoryStore implements Store {
   transition(
     id: string,
     change: Transition,
-    options: WriteOptions = {},
+    options?: WriteOptions,
   ): Promise<Intent> {
+    options ??= {};
     return attempt(() =>
       this.#writeIntent(
         id,
@@ -218,8 +219,9 @@ export class MemoryStore implements Store {
     id: string,
     version: string,
     at: number,
-    options: WriteOptions = {},
+    options?: WriteOptions,
   ): Promise<Intent> {
+    options ??= {};
     return attempt(() =>
       this.#writeIntent(
         id,
@@ -246,8 +248,9 @@ export class MemoryStore implements Store {
     id: string,
     version: string,
     broadcast: Broadcast,
-    options: WriteOptions = {},
+    options?: WriteOptions,
   ): Promise<Intent> {
+    options ??= {};
     return attempt(() =>
       this.#writeIntent(
         id,
@@ -333,8 +336,9 @@ export class MemoryStore implements Store {
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options: Pick<WriteOptions, "claim"> = {},
+    options?: Pick<WriteOptions, "claim">,
   ): Promise<void> {
+    options ??= {};
     return attempt(() => {
       if (options.claim) this.#checkClaim(options.claim);
       if (options.claim) this.#claim(options.claim);
@@ -361,8 +365,9 @@ export class MemoryStore implements Store {
    * @throws {TypeError} If `cursor` is not one this store returned.
    */
   listDeadLetters(
-    options: { limit?: number; cursor?: string | null } = {},
+    options?: { limit?: number; cursor?: string | null },
   ): Promise<DeadLetterPage> {
+    options ??= {};
     return attempt(() => {
       const limit = pageLimit(options.limit);
       const sorted = [...this.#deadLetters.values()].sort(newestFirst);
@@ -392,8 +397,9 @@ export class MemoryStore implements Store {
   redrive(
     jobId: string,
     version: string,
-    options: { readonly enqueue?: unknown } = {},
+    options?: { readonly enqueue?: unknown },
   ): Promise<DeadLetter> {
+    options ??= {};
     return attempt(() => {
       if (options.enqueue !== undefined) {
         throw new TypeError(

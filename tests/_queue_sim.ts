@@ -50,7 +50,7 @@ import {
   ScriptedSender,
   type SendStep,
 } from "../mod.ts";
-import { mulberry32 } from "../tools/_prng.ts";
+import { mulberry32 } from "../support/prng.ts";
 
 /** What one broadcast of a payment does. */
 export type SendKind =

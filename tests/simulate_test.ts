@@ -16,6 +16,7 @@ import {
   toCsv,
   toSvg,
 } from "../bench/simulate.ts";
+import { count, marks } from "./_svg.ts";
 
 function at(rows: readonly Row[], clients: number, algorithm: Algorithm): Row {
   const row = rows.find((r) =>
@@ -137,6 +138,18 @@ Deno.test("toCsv() and toSvg() draw every row", () => {
   assert.equal(csv[0], "clients,time,calls,Algorithm");
   assert.equal(csv.length, 1 + 2 * ALGORITHMS.length);
   const svg = toSvg(rows);
-  // One line per algorithm in each of the two panels.
-  assert.equal(svg.match(/<polyline /g)?.length, 2 * ALGORITHMS.length);
+  // Two panels, each with one line per algorithm and a dot per row.
+  const lines = marks(svg, "line");
+  assert.equal(lines.length, 2);
+  for (const line of lines) {
+    assert.equal(count(line, /<path /g), ALGORITHMS.length);
+  }
+  assert.equal(
+    count(marks(svg, "dot").join(""), /<circle /g),
+    2 * rows.length,
+  );
+  for (const algorithm of ALGORITHMS) {
+    assert.match(svg, new RegExp(`>${algorithm}<`));
+  }
+  assert.match(svg, />completion time \(ms, log scale\)</);
 });

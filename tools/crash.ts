@@ -63,7 +63,7 @@
 
 // deno-lint-ignore-file no-console
 import { definePolicy } from "../policy/policy.ts";
-import { mulberry32 } from "./_prng.ts";
+import { mulberry32 } from "../support/prng.ts";
 import { INTENT_STATES, type IntentState, TRANSITIONS } from "../mod.ts";
 import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";

@@ -34,7 +34,8 @@ import {
   queueLimit,
   type QueueLimits,
 } from "../mod.ts";
-import { lineChartsSvg } from "../bench/_svg_chart.ts";
+import * as Plot from "@observablehq/plot";
+import { chartSvg } from "../support/chart.ts";
 
 // Re-exported so the documentation of `schedule` and its results links it.
 export type { Jitter, Policy, QueueLimits } from "../mod.ts";
@@ -389,65 +390,137 @@ function deliveryTicks(maxDeliveries: number): number[] {
  * import assert from "node:assert/strict";
  *
  * const svg = scheduleSvg(schedule());
- * assert.equal(svg.match(/<polyline /g)?.length, 2);
+ * // One line mark, drawn as a path per series.
+ * const line = /aria-label="line">([\s\S]*?)<\/g>/.exec(svg)?.[1] ?? "";
+ * assert.equal(line.match(/<path /g)?.length, 2);
  * assert.match(svg, /stuck after 5m0s/);
  * ```
  */
 export function scheduleSvg(s: Schedule): string {
   // Delivery n comes when the delays after deliveries 1 … n − 1 have passed.
-  const at = (pick: (row: ScheduleRow & { action: "retry" }) => number) => [
-    [1, 0] as const,
+  const points = [
+    { delivery: 1, guaranteedMs: 0, worstMs: 0 },
     ...s.rows.flatMap((row) =>
-      row.action === "retry" ? [[row.delivery + 1, pick(row)] as const] : []
+      row.action === "retry"
+        ? [{
+          delivery: row.delivery + 1,
+          guaranteedMs: row.guaranteedMs,
+          worstMs: row.worstMs,
+        }]
+        : []
     ),
   ];
   const guaranteed = "guaranteed: every delay at the jitter's floor";
   const worst = "worst: every delay in full";
+  const band = "where jitter can put a delivery";
+  const series = [
+    { name: guaranteed, pick: "guaranteedMs", color: "#0072B2" },
+    { name: worst, pick: "worstMs", color: "#E69F00" },
+  ] as const;
+  const lines = series.flatMap(({ name, pick }) =>
+    points.map((p) => ({ series: name, delivery: p.delivery, ms: p[pick] }))
+  );
+  const ends = series.map(({ name, pick, color }) => ({
+    delivery: s.policy.maxDeliveries,
+    ms: points.at(-1)![pick],
+    text: formatDuration(s[pick]),
+    color,
+    name,
+  }));
   const { maxDeliveries, stuckAfterMs } = s.policy;
-  return lineChartsSvg([
-    {
-      title: `${verdict(s).replace(/:.*$/, "")}: ${
-        s.outlasts ? "OK" : "TOO SHORT"
-      }`,
-      xLabel:
+  const yTicks = durationTicks(Math.max(s.worstMs, stuckAfterMs));
+  const stuck = `stuck after ${
+    formatDuration(stuckAfterMs)
+  }: a settling payment is rescued`;
+  return chartSvg([{
+    marginTop: 40,
+    marginLeft: 76,
+    marginRight: 32,
+    marginBottom: 44,
+    x: {
+      label:
         `delivery (#${maxDeliveries} is the last: if it fails, the job is poisoned)`,
-      yLabel: "time since the first delivery",
-      series: [
-        {
-          name: guaranteed,
-          points: at((row) => row.guaranteedMs),
-          endLabel: formatDuration(s.guaranteedMs),
-        },
-        {
-          name: worst,
-          points: at((row) => row.worstMs),
-          endLabel: formatDuration(s.worstMs),
-        },
-      ],
-      bands: [{
-        lower: guaranteed,
-        upper: worst,
-        label: "where jitter can put a delivery",
-        // Blue, not the worst line's orange: kept apart from the stuck line.
-        color: "#0072B2",
-      }],
-      rules: [{
-        y: stuckAfterMs,
-        label: `stuck after ${
-          formatDuration(stuckAfterMs)
-        }: a settling payment is rescued`,
-        color: "#D55E00",
-        // The lines rise to the right; the left end is free.
-        anchor: "start",
-      }],
-      xTicks: deliveryTicks(maxDeliveries),
-      yTicks: durationTicks(Math.max(s.worstMs, stuckAfterMs)),
-      formatY: formatDuration,
+      labelAnchor: "center",
+      labelArrow: "none",
+      ticks: deliveryTicks(maxDeliveries),
+      tickFormat: "d",
     },
-  ], {
+    y: {
+      label: "time since the first delivery",
+      labelAnchor: "center",
+      labelArrow: "none",
+      domain: [0, yTicks.at(-1)!],
+      ticks: yTicks,
+      tickFormat: formatDuration,
+      grid: true,
+    },
+    color: {
+      domain: series.map((x) => x.name),
+      range: series.map((x) => x.color),
+    },
+    marks: [
+      Plot.text([
+        `${verdict(s).replace(/:.*$/, "")}: ${s.outlasts ? "OK" : "TOO SHORT"}`,
+      ], {
+        frameAnchor: "top",
+        dy: -28,
+        fontSize: 14,
+        fontWeight: "bold",
+      }),
+      // Blue, not the worst line's orange: kept apart from the stuck line.
+      Plot.areaY(points, {
+        x: "delivery",
+        y1: "guaranteedMs",
+        y2: "worstMs",
+        fill: "#0072B2",
+        fillOpacity: 0.18,
+        title: () => band,
+      }),
+      Plot.ruleY([stuckAfterMs], {
+        stroke: "#D55E00",
+        strokeWidth: 1.5,
+        strokeDasharray: "6,4",
+      }),
+      // The lines rise to the right; the left end is free.
+      Plot.text([stuck], {
+        x: 1,
+        y: stuckAfterMs,
+        dx: 8,
+        dy: -9,
+        textAnchor: "start",
+        fill: "#D55E00",
+        fontSize: 13,
+      }),
+      Plot.ruleY([0]),
+      Plot.lineY(lines, {
+        x: "delivery",
+        y: "ms",
+        z: "series",
+        stroke: "series",
+        strokeWidth: 2,
+      }),
+      Plot.dot(lines, { x: "delivery", y: "ms", fill: "series", r: 2.5 }),
+      Plot.text(ends, {
+        x: "delivery",
+        y: "ms",
+        text: "text",
+        fill: "color",
+        dx: -6,
+        dy: -12,
+        textAnchor: "end",
+        fontSize: 13,
+        fontWeight: "bold",
+      }),
+    ],
+  }], {
     title: `Schedule: ${describePolicy(s.policy)}`,
+    legend: [
+      { label: guaranteed, color: "#0072B2" },
+      { label: worst, color: "#E69F00" },
+      { label: band, color: "#0072B2", kind: "area" },
+    ],
     width: 900,
-    height: 460,
+    height: 440,
   });
 }
 

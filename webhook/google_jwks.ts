@@ -83,7 +83,8 @@ export interface GoogleJwksOptions {
  * not know yet. When a refresh fails it keeps serving the keys it has; with
  * none, it throws.
  *
- * @param options The URL, fetch and clock.
+ * @param options The URL, fetch and clock (Google's, `globalThis.fetch`,
+ * `Date.now`).
  * @returns A function that returns the current keys.
  *
  * @example With a canned fetch
@@ -109,13 +110,13 @@ export interface GoogleJwksOptions {
  * ```
  */
 export function googleJwks(
-  options: GoogleJwksOptions = {},
+  options?: GoogleJwksOptions,
 ): (options?: { refresh?: boolean }) => Promise<readonly JsonWebKey[]> {
   const {
     url = GOOGLE_CERTS_URL,
     fetch: fetcher = globalThis.fetch,
     now = Date.now,
-  } = options;
+  } = options ?? {};
   let cached: { keys: readonly JsonWebKey[]; until: number } | undefined;
   let refreshing: Promise<readonly JsonWebKey[]> | undefined;
 

@@ -173,3 +173,66 @@ Deno.test("decide() properties catch a shallow classifier and an off-by-one limi
   assert.equal(catches(declaredWinsProperty(shallow)), true);
   assert.equal(catches(exactlyMaxProperty(countsFailures)), true);
 });
+
+/** A partial policy as users write one: any mix of good, bad and unknown fields. */
+const anyPartial: fc.Arbitrary<Record<string, unknown>> = fc.dictionary(
+  fc.constantFrom(
+    "maxDeliveries",
+    "baseMs",
+    "capMs",
+    "jitter",
+    "stuckAfterMs",
+    "maxDelivery",
+  ),
+  fc.oneof(
+    fc.integer({ min: -2, max: 200_000 }),
+    fc.constantFrom(
+      undefined,
+      0.5,
+      Number.NaN,
+      "equal",
+      "full",
+      "none",
+      "half",
+    ),
+  ),
+);
+
+function outcome(run: () => Decision): Decision | string {
+  try {
+    return run();
+  } catch (error) {
+    return error instanceof Error ? `${error.name}: ${error.message}` : "?";
+  }
+}
+
+Deno.test("decide() reads a partial policy exactly as definePolicy() does: the same error, or the same decision", () => {
+  fc.assert(
+    fc.property(anyPartial, anyDelivery, anyRandomOutput, (fields, n, r) => {
+      const policy = fields as Partial<Policy>;
+      const options = { random: () => r };
+      const error = new Error("timeout");
+      assert.deepEqual(
+        outcome(() => decide(error, n, policy, options)),
+        outcome(() => decide(error, n, definePolicy(policy), options)),
+      );
+    }),
+  );
+});
+
+Deno.test("decide() checks a plain policy on every call, and reads only own fields", () => {
+  const policy: { maxDeliveries: number } = { maxDeliveries: 3 };
+  assert.equal(decide(new Error("x"), 3, policy).action, "poison");
+  policy.maxDeliveries = 0;
+  assert.throws(
+    () => decide(new Error("x"), 1, policy),
+    /'maxDeliveries' must be an integer >= 1: current value is 0/,
+  );
+  // An inherited field is not a setting, for decide() as for definePolicy().
+  const inherited = Object.create({ maxDeliveries: 2 }) as Partial<Policy>;
+  assert.equal(definePolicy(inherited).maxDeliveries, 10);
+  assert.equal(decide(new Error("x"), 2, inherited).action, "retry");
+  // A copy of a checked policy is checked again: it could have been changed.
+  const copy = { ...definePolicy({ maxDeliveries: 3 }), capMs: -1 };
+  assert.throws(() => decide(new Error("x"), 1, copy), /'capMs'/);
+});

@@ -21,7 +21,7 @@ import {
 } from "../../mod.ts";
 import type { IntentState } from "../../mod.ts";
 import fc from "fast-check";
-import { mulberry32 } from "../../tools/_prng.ts";
+import { mulberry32 } from "../../support/prng.ts";
 
 /** What one broadcast does on the simulated chain. */
 export type SendKind =

@@ -27,27 +27,20 @@ const EXPECTED: Readonly<Record<PathId, KvCounts>> = {
   b: { reads: 3, commits: 2 }, // look; settling + write-ahead + lease; record + release
   c: { reads: 1, commits: 0 }, // one look (and the receipt)
   d: { reads: 2, commits: 1 }, // look; capture + settled, checked against the lease
-  e: { reads: 6, commits: 3 }, // b's two commits; re-read; void + failed + dead letter
-  f: { reads: 4, commits: 1 }, // look; re-read; the dead letter
+  e: { reads: 5, commits: 3 }, // b's two commits; re-read; void + failed + dead letter
+  f: { reads: 3, commits: 1 }, // look; re-read; the dead letter
   g: { reads: 2, commits: 1 }, // counting the delivery; a
 };
 
 const EXPECTED_RESOLUTION: Readonly<
   Partial<Record<PathId, KvCounts & { methods: readonly string[] }>>
 > = {
-  // The re-read (intent and dead letter), then the void, the failed state
-  // and the dead letter in one commit (its one read fetches the intent,
-  // hold, lease and older dead letter).
-  e: {
-    reads: 4,
-    commits: 1,
-    methods: ["getIntent", "getDeadLetter", "transition"],
-  },
-  f: {
-    reads: 4,
-    commits: 1,
-    methods: ["getIntent", "getDeadLetter", "putDeadLetter"],
-  },
+  // The re-read, then the void, the failed state and the dead letter in
+  // one commit (its one read fetches the intent, hold, lease and older
+  // dead letter). A dead letter is read first only where the job may have
+  // been resolved before (an intent past settling, a queue's give-up).
+  e: { reads: 2, commits: 1, methods: ["getIntent", "transition"] },
+  f: { reads: 2, commits: 1, methods: ["getIntent", "putDeadLetter"] },
 };
 
 Deno.test("CountingKv counts getMany and list as reads, and each commit as one", async () => {

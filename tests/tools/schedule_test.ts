@@ -30,6 +30,7 @@ import {
   verdict,
 } from "../../tools/schedule.ts";
 import { catches, runs } from "../_fc.ts";
+import { count, marks } from "../_svg.ts";
 
 const root = new URL("../../", import.meta.url);
 
@@ -178,15 +179,46 @@ Deno.test("verdict() says TOO SHORT when the guaranteed window is shorter than s
 
 Deno.test("scheduleSvg() draws both lines, the band between them and the stuck-after rule", () => {
   const svg = scheduleSvg(schedule());
-  assert.match(svg, /^<svg /);
-  assert.equal(svg.match(/<polyline /g)?.length, 2);
-  assert.equal(svg.match(/<polygon /g)?.length, 1);
-  // Deliveries 1 … 10 on each line (the legend's markers are r="3").
-  assert.equal(svg.match(/<circle [^>]*r="2\.5"/g)?.length, 2 * 10);
+  assert.match(svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg" /);
+  // One line mark: a path per series, the guaranteed line blue, the worst orange.
+  const [lines, ...more] = marks(svg, "line");
+  assert.equal(more.length, 0);
+  assert.equal(count(lines!, /<path /g), 2);
+  assert.match(
+    lines!,
+    /<path d="M[^"]*" stroke="#0072B2" \/><path d="M[^"]*" stroke="#E69F00"/,
+  );
+  // Deliveries 1 … 10 on each line.
+  assert.equal(count(marks(svg, "dot").join(""), /<circle /g), 2 * 10);
+  // The band: one closed area between the two lines.
+  const areas = marks(svg, "area");
+  assert.equal(areas.length, 1);
+  assert.equal(count(areas[0]!, /<path d="M[^"]*Z"/g), 1);
+  // The stuck-after rule: dashed, at 5m0s on the y axis.
+  assert.ok(
+    marks(svg, "rule").some((rule) => /<line [^>]*y1="[\d.]+"/.test(rule)),
+  );
+  assert.match(svg, /stroke-dasharray="6,4"/);
   assert.match(svg, />stuck after 5m0s: a settling payment is rescued</);
   assert.match(svg, />5m17\.5s</);
   assert.match(svg, />10m35s</);
+  assert.match(svg, />2m0s</); // a y tick, printed as a duration
   assert.match(svg, /vs stuck after 5m0s: OK</);
+});
+
+Deno.test("scheduleSvg() places the stuck-after rule between the guaranteed and worst ends when the window outlasts it", () => {
+  // Plot's y axis points down: a larger time is a smaller y.
+  const svg = scheduleSvg(schedule());
+  const ruleY = Number(
+    /stroke-dasharray="6,4"[^>]*aria-label="rule"[^>]*><line [^>]*y1="([\d.]+)"/
+      .exec(svg)?.[1],
+  );
+  const ends = [...marks(svg, "line")[0]!.matchAll(/L[\d.]+,([\d.]+)"/g)]
+    .map((m) => Number(m[1]));
+  assert.equal(ends.length, 2);
+  const [guaranteedEnd, worstEnd] = ends as [number, number];
+  assert.ok(Number.isFinite(ruleY), "the rule has a y");
+  assert.ok(worstEnd < ruleY && guaranteedEnd < ruleY, `${ends} vs ${ruleY}`);
 });
 
 Deno.test("parseFlags() reads a policy from --flag value and --flag=value", () => {

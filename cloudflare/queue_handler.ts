@@ -1,0 +1,299 @@
+/**
+ * A Cloudflare Queues consumer built from a relayer: the `queue(batch)`
+ * handler of a Worker. Delivery number = `message.attempts`; a retry is
+ * `message.retry({ delaySeconds })` with this policy's delay; done or poison
+ * is `message.ack()`. Given the name of the dead-letter queue, the same
+ * handler consumes it too: every message there is the queue giving up.
+ *
+ * Web APIs only, and no Cloudflare types needed: the batch and message types
+ * here are the part of Cloudflare's that the handler uses.
+ *
+ * @example A Worker that serves the webhook and consumes a queue
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import { createQueueHandler } from "@relayer/poison/cloudflare";
+ * import assert from "node:assert/strict";
+ *
+ * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
+ * const worker = { queue: createQueueHandler({ relayer, maxRetries: 9 }) };
+ * assert.equal(typeof worker.queue, "function");
+ * ```
+ *
+ * @module
+ */
+
+import {
+  formatOutcome,
+  type Job,
+  jobIdOf,
+  parseJob,
+  type Relayer,
+} from "../relayer/relayer.ts";
+
+/** Cloudflare's largest `delaySeconds`: 12 hours. */
+const MAX_DELAY_SECONDS = 43_200;
+
+/**
+ * One message of a Cloudflare Queues batch: the part of Cloudflare's
+ * `Message` the handler uses.
+ *
+ * @example A message as a test builds it
+ * ```ts
+ * import type { QueueMessage } from "@relayer/poison/cloudflare";
+ * import assert from "node:assert/strict";
+ *
+ * const calls: string[] = [];
+ * const message: QueueMessage = {
+ *   id: "m1",
+ *   body: { intentId: "pi_0001", kind: "settle" },
+ *   attempts: 1,
+ *   ack: () => calls.push("ack"),
+ *   retry: (options) => calls.push(`retry ${options?.delaySeconds ?? "-"}`),
+ * };
+ * message.ack();
+ * assert.deepEqual(calls, ["ack"]);
+ * ```
+ */
+export interface QueueMessage {
+  /** Cloudflare's message id. */
+  readonly id: string;
+  /** The job: an object (the default content type) or its JSON text. */
+  readonly body: unknown;
+  /** How many times this message has been delivered, counting this one (1-based). */
+  readonly attempts: number;
+  /** Done with it: the queue forgets the message. */
+  ack(): void;
+  /** Deliver it again, after `delaySeconds` if given. */
+  retry(options?: { delaySeconds?: number }): void;
+}
+
+/**
+ * A batch of messages, as Cloudflare hands it to a Worker's `queue`
+ * handler: the part of Cloudflare's `MessageBatch` the handler uses.
+ *
+ * @example A batch as a test builds it
+ * ```ts
+ * import type { QueueBatch } from "@relayer/poison/cloudflare";
+ * import assert from "node:assert/strict";
+ *
+ * const batch: QueueBatch = { queue: "relayer-jobs", messages: [] };
+ * assert.equal(batch.messages.length, 0);
+ * ```
+ */
+export interface QueueBatch {
+  /** The queue's name. */
+  readonly queue: string;
+  /** The messages. */
+  readonly messages: readonly QueueMessage[];
+}
+
+/**
+ * What {@linkcode createQueueHandler} builds a consumer from.
+ *
+ * @example Options for a queue and its dead-letter queue
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import type { QueueHandlerOptions } from "@relayer/poison/cloudflare";
+ * import assert from "node:assert/strict";
+ *
+ * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
+ * const jobs: QueueHandlerOptions = { relayer, maxRetries: 9 };
+ * assert.equal(jobs.maxRetries, 9);
+ * ```
+ */
+export interface QueueHandlerOptions {
+  /** The relayer that runs each delivery. */
+  readonly relayer: Relayer;
+  /**
+   * The queue's `max_retries` (the consumer's setting in `wrangler.toml`):
+   * the queue delivers a message at most `maxRetries + 1` times, then moves
+   * it to its dead-letter queue.
+   *
+   * @default {3}
+   */
+  readonly maxRetries?: number;
+  /**
+   * The name of the queue's dead-letter queue, when this handler consumes it
+   * too (the same Worker, a second consumer). A message from that queue is
+   * the queue giving up on a job after `maxRetries + 1` deliveries: the job
+   * is poisoned ("the queue gave up after N deliveries"), resolved by the
+   * intent's state exactly as a poisoned delivery is, then acked.
+   *
+   * @default {none: every batch is a delivery}
+   */
+  readonly deadLetterQueue?: string;
+  /**
+   * Where the worker lines go: one per message, and one per unexpected
+   * failure (its name and message, never a secret).
+   *
+   * @default {a function that discards them}
+   */
+  readonly log?: (line: string) => void;
+}
+
+/** A Worker's `queue` handler; it never throws. */
+export type QueueHandler = (batch: QueueBatch) => Promise<void>;
+
+/** An error's name and message on one short line, for a log. */
+function describeError(error: unknown): string {
+  const text = error instanceof Error
+    ? `${error.name}: ${error.message}`
+    : String(error);
+  return text.replace(/\s+/g, " ").slice(0, 300);
+}
+
+/** A message body as a job: an object, or its JSON text. */
+function jobOf(body: unknown): Job {
+  if (typeof body === "string") {
+    try {
+      return parseJob(JSON.parse(body));
+    } catch (error) {
+      if (error instanceof TypeError) throw error;
+      throw new TypeError("Cannot read job as the message body is not JSON");
+    }
+  }
+  if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
+    const bytes = body instanceof ArrayBuffer
+      ? new Uint8Array(body)
+      : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+    return jobOf(new TextDecoder().decode(bytes));
+  }
+  return parseJob(body);
+}
+
+/** Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor holds), at most 12 h. */
+function delaySecondsOf(delayMs: number): number {
+  return Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.ceil(delayMs / 1000)));
+}
+
+/**
+ * Builds a Cloudflare Queues consumer from a relayer. For each message:
+ * delivery number = `message.attempts`; a retry is
+ * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at most 12 h;
+ * done or poison is `message.ack()`. A message whose body is not a job is
+ * acked and logged (no retry can help it). The handler never throws: a
+ * delivery that fails unexpectedly (the store is down) is logged and
+ * `message.retry()`, so one message never makes Cloudflare retry the whole
+ * batch.
+ *
+ * Like `createRelayer`, it does not check the rescue window; a service's
+ * configuration and `deno task schedule --queue cloudflare` do.
+ *
+ * @param options The relayer, the queue's `maxRetries`, the name of its
+ * dead-letter queue, and where log lines go.
+ * @returns The `queue(batch)` handler.
+ * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
+ * queue would stop delivering before the policy's `maxDeliveries`
+ * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
+ * still means to deliver.
+ *
+ * @example Consume a batch
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import { createQueueHandler, type QueueMessage } from "@relayer/poison/cloudflare";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.createIntent({ id: "pi_0001", state: "created" });
+ * const relayer = createRelayer({ store, sender: new ScriptedSender({}), random: () => 0 });
+ * const queue = createQueueHandler({ relayer, maxRetries: 9 });
+ *
+ * const calls: string[] = [];
+ * const message: QueueMessage = {
+ *   id: "m1",
+ *   body: { intentId: "pi_0001", kind: "settle" },
+ *   attempts: 1,
+ *   ack: () => calls.push("ack"),
+ *   retry: (options) => calls.push(`retry ${options?.delaySeconds}`),
+ * };
+ * await queue({ queue: "relayer-jobs", messages: [message] });
+ * assert.deepEqual(calls, ["retry 3"]); // not authorized yet: 2.5 s, rounded up
+ *
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 3 }), RangeError); // 4 < 10 deliveries
+ * ```
+ */
+export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
+  const {
+    relayer,
+    maxRetries = 3,
+    deadLetterQueue,
+    log = () => {},
+  } = options;
+  if (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > 100) {
+    throw new RangeError(
+      `Cannot create queue handler as 'maxRetries' must be an integer in 0..100: current value is ${
+        String(maxRetries)
+      }`,
+    );
+  }
+  const { maxDeliveries } = relayer.policy;
+  if (maxRetries + 1 < maxDeliveries) {
+    throw new RangeError(
+      `Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = ${
+        maxDeliveries - 1
+      }, or the queue stops before the policy does: current value is ${maxRetries}`,
+    );
+  }
+
+  async function handle(
+    queue: string,
+    message: QueueMessage,
+    deadLetter: boolean,
+  ): Promise<void> {
+    let job: Job;
+    try {
+      job = jobOf(message.body);
+    } catch (error) {
+      // Retrying a malformed message cannot help; keep its id in the log.
+      log(
+        `worker  message ${message.id} on ${queue} dropped: ${
+          describeError(error)
+        }`,
+      );
+      message.ack();
+      return;
+    }
+    try {
+      const outcome = deadLetter
+        ? await relayer.giveUp(job, {
+          deliveries: maxRetries + 1,
+          queue: { queue: "cloudflare", dlqId: message.id },
+        })
+        : await relayer.deliver(job, message.attempts);
+      log(`worker  ${formatOutcome(job, outcome)}`);
+      if (outcome.action === "retry") {
+        message.retry({ delaySeconds: delaySecondsOf(outcome.delayMs) });
+      } else {
+        message.ack();
+      }
+    } catch (error) {
+      log(
+        `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
+          describeError(error)
+        }`,
+      );
+      message.retry();
+    }
+  }
+
+  return async function queue(batch: QueueBatch): Promise<void> {
+    await Promise.all(
+      batch.messages.map(async (message) => {
+        try {
+          await handle(
+            batch.queue,
+            message,
+            batch.queue === deadLetterQueue,
+          );
+        } catch (error) {
+          // ack() or retry() itself failed: never let one message fail the batch.
+          log(
+            `worker  message ${message.id} on ${batch.queue} failed: ${
+              describeError(error)
+            }`,
+          );
+        }
+      }),
+    );
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * A Cloudflare Worker: the webhook (QStash and signed generic deliveries,
+ * the ops routes) and a Cloudflare Queues consumer with its
+ * dead-letter queue, built once at module top level. Construction does no
+ * I/O, sets no timer and draws no random number, which Workers forbid in
+ * global scope.
+ *
+ * Settings are the service's own (`SENDER_URL`, `WEBHOOK_SECRET`,
+ * `QSTASH_*`, `PUBLIC_URL`, `OPS_TOKEN`, `MAX_DELIVERIES`, and
+ * `CLOUDFLARE_MAX_RETRIES`, the consumer's `max_retries`), read from the
+ * Worker's environment; a bad one stops the Worker with a line that names
+ * it. `MemoryStore` lives in one isolate and is lost with it: a Worker in
+ * production needs a durable `Store`.
+ *
+ * `wrangler.toml` in this folder binds the queues; `deno task worker-check`
+ * runs this file on workerd through Miniflare.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { env } from "cloudflare:workers";
+import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
+import { createQueueHandler } from "@relayer/poison/cloudflare";
+import { createApp, loadConfig } from "@relayer/poison/webhook";
+
+const config = loadConfig(env); // the settings main.ts reads; refuses a bad one
+const store = new MemoryStore(); // per isolate: use a durable Store in production
+const sender = new HttpSender(config.sender);
+const deps = { store, sender, policy: config.policy, leaseMs: config.leaseMs };
+const { qstash, webhookSecret, opsToken } = config;
+const app = createApp({
+  ...deps,
+  ...(qstash ? { qstash } : {}),
+  ...(webhookSecret ? { webhookSecret } : {}),
+  ...(opsToken ? { opsToken } : {}),
+  enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs
+  redriveTo: { publish: (job) => env.JOBS.send(job) }, // and a redrive
+  log: console.log,
+});
+const queue = createQueueHandler({
+  relayer: createRelayer(deps),
+  maxRetries: config.queues.cloudflare?.maxRetries ?? 3, // CLOUDFLARE_MAX_RETRIES
+  deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
+  log: console.log,
+});
+
+export default { fetch: app.fetch, queue };

@@ -1,0 +1,25 @@
+/**
+ * The mark of a policy `definePolicy` has checked and frozen, so the hot
+ * path (`decide` on every failed delivery) reads its fields without
+ * checking them again.
+ *
+ * A non-enumerable property under a private symbol: reading it costs one
+ * property load (a `WeakSet` lookup hashes the object), it is invisible to
+ * `Object.keys`, spreads, JSON and deep equality, and a spread copy (which
+ * could then be changed) does not carry it. Another copy of this module
+ * does not know the symbol, so a policy from there is simply checked again.
+ *
+ * @module
+ */
+
+const CHECKED: unique symbol = Symbol("@relayer/poison.checked");
+
+/** Marks a checked policy; call it before freezing. */
+export function markChecked(policy: object): void {
+  Object.defineProperty(policy, CHECKED, { value: true });
+}
+
+/** Whether `definePolicy` checked and froze this very object. */
+export function isChecked(policy: object): boolean {
+  return (policy as { [CHECKED]?: true })[CHECKED] === true;
+}

@@ -1,0 +1,274 @@
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Job,
+  MemoryStore,
+  notSent,
+  poison,
+  type Relayer,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
+import {
+  createQueueHandler,
+  type QueueMessage,
+} from "../../cloudflare/queue_handler.ts";
+
+const golden = await Deno.readTextFile(
+  new URL("../../testdata/poison_job.golden.txt", import.meta.url),
+);
+
+/** A fake message that records what the handler did with it. */
+function fakeMessage(
+  body: unknown,
+  attempts = 1,
+  id = `m${attempts}`,
+): QueueMessage & { calls: string[] } {
+  const calls: string[] = [];
+  return {
+    id,
+    body,
+    attempts,
+    calls,
+    ack: () => calls.push("ack"),
+    retry: (options) =>
+      calls.push(
+        options?.delaySeconds === undefined
+          ? "retry"
+          : `retry ${options.delaySeconds}`,
+      ),
+  };
+}
+
+const job: Job = { intentId: "pi_0001", kind: "settle" };
+
+function relayerOn(
+  store: Store = new MemoryStore(),
+  policy: Parameters<typeof createRelayer>[0]["policy"] = {},
+  sender = new ScriptedSender({}),
+): Relayer {
+  return createRelayer({ store, sender, policy, random: () => 0 });
+}
+
+Deno.test("createQueueHandler() retries with delaySeconds rounded up, and counts deliveries by message.attempts", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, { maxDeliveries: 10 }),
+    maxRetries: 9,
+    log: (line) => lines.push(line),
+  });
+  const first = fakeMessage(job, 1);
+  const third = fakeMessage(JSON.stringify(job), 3); // a text body is read as JSON
+  await queue({ queue: "jobs", messages: [first, third] });
+  assert.deepEqual(first.calls, ["retry 3"]); // 2.5 s at the floor: 3 s, never 2
+  assert.deepEqual(third.calls, ["retry 10"]); // 10 s after the third delivery
+  assert.ok(lines.some((line) => line.includes("#3  retry")));
+});
+
+Deno.test("createQueueHandler() caps delaySeconds at 12 hours", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const day = 86_400_000;
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, {
+      maxDeliveries: 3,
+      baseMs: day,
+      capMs: day,
+      jitter: "none",
+    }),
+    maxRetries: 2,
+  });
+  const message = fakeMessage(job, 1);
+  await queue({ queue: "jobs", messages: [message] });
+  assert.deepEqual(message.calls, ["retry 43200"]);
+});
+
+Deno.test("createQueueHandler() acks a poisoned job and a finished one", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  await store.createIntent({ id: "pi_0002", state: "created" });
+  const sender = new ScriptedSender({
+    pi_0001: { sends: [{ error: poison(notSent(new Error("bad chain"))) }] },
+  });
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, { maxDeliveries: 3 }, sender),
+    maxRetries: 2,
+  });
+  const poisoned = fakeMessage(job, 1);
+  const exhausted = fakeMessage({ intentId: "pi_0002", kind: "settle" }, 3);
+  await queue({ queue: "jobs", messages: [poisoned, exhausted] });
+  assert.deepEqual(poisoned.calls, ["ack"]);
+  assert.deepEqual(exhausted.calls, ["ack"]);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "failed");
+  const done = fakeMessage(job, 2); // the intent is failed now: nothing to do
+  await queue({ queue: "jobs", messages: [done] });
+  assert.deepEqual(done.calls, ["ack"]);
+});
+
+Deno.test("createQueueHandler() never throws: a failing delivery is retried and logged, the batch goes on", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0002", state: "created" });
+  const relayer = relayerOn(store, { maxDeliveries: 3 });
+  const broken: Relayer = {
+    ...relayer,
+    policy: relayer.policy,
+    deliver: (j, delivery) =>
+      j.intentId === "pi_0001"
+        ? Promise.reject(new Error("connection to db:5432 refused"))
+        : relayer.deliver(j, delivery),
+  };
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    relayer: broken,
+    maxRetries: 2,
+    log: (line) => lines.push(line),
+  });
+  const failing = fakeMessage(job, 1);
+  const fine = fakeMessage({ intentId: "pi_0002", kind: "settle" }, 1);
+  const malformed = fakeMessage({ intentId: "" }, 1, "m-bad");
+  const throwing = fakeMessage(job, 1, "m-throws");
+  throwing.retry = () => {
+    throw new Error("retry() failed");
+  };
+  await queue({
+    queue: "jobs",
+    messages: [failing, fine, malformed, throwing],
+  });
+  assert.deepEqual(failing.calls, ["retry"]);
+  assert.deepEqual(fine.calls, ["retry 3"]);
+  assert.deepEqual(malformed.calls, ["ack"]); // no retry can fix a malformed job
+  assert.ok(
+    lines.some((line) =>
+      line.includes("pi_0001/settle") && line.includes("failed unexpectedly")
+    ),
+  );
+  assert.ok(
+    lines.some((line) => line.includes("m-bad") && /dropped/.test(line)),
+  );
+  assert.ok(lines.some((line) => line.includes("m-throws")));
+});
+
+Deno.test("createQueueHandler() refuses a queue that stops before the policy does", () => {
+  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 10 });
+  assert.throws(
+    () => createQueueHandler({ relayer }), // Cloudflare's default max_retries is 3
+    {
+      name: "RangeError",
+      message:
+        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 3",
+    },
+  );
+  assert.throws(
+    () => createQueueHandler({ relayer, maxRetries: 8 }),
+    RangeError,
+  );
+  assert.throws(
+    () => createQueueHandler({ relayer, maxRetries: 9.5 }),
+    RangeError,
+  );
+  assert.throws(
+    () => createQueueHandler({ relayer, maxRetries: 101 }),
+    RangeError,
+  );
+  createQueueHandler({ relayer, maxRetries: 9 });
+  createQueueHandler({ relayer, maxRetries: 100 });
+});
+
+Deno.test("createQueueHandler({ deadLetterQueue }) gives a dead-letter message up with the queue's delivery count, then acks", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  await store.createIntent({ id: "pi_0002", state: "created" });
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+    deadLetterQueue: "jobs-dlq",
+    log: (line) => lines.push(line),
+  });
+  const message = fakeMessage(job, 1, "dlq-1");
+  await queue({ queue: "jobs-dlq", messages: [message] });
+  assert.deepEqual(message.calls, ["ack"]);
+  assert.deepEqual(lines, [
+    "worker  pi_0001/settle   #3  poison       (the queue gave up after 3 deliveries; job dropped, intent still created)",
+  ]);
+  const dead = await store.getDeadLetter("pi_0001/settle");
+  assert.equal(dead?.reason, "the queue gave up after 3 deliveries");
+  assert.deepEqual(dead?.queue, { queue: "cloudflare", dlqId: "dlq-1" });
+
+  const again = fakeMessage(job, 2, "dlq-1"); // delivered twice: resolved once
+  await queue({ queue: "jobs-dlq", messages: [again] });
+  assert.deepEqual(again.calls, ["ack"]);
+
+  const delivery = fakeMessage({ intentId: "pi_0002", kind: "settle" }, 1);
+  await queue({ queue: "jobs", messages: [delivery] }); // the queue itself: a delivery
+  assert.deepEqual(delivery.calls, ["retry 3"]);
+  assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
+});
+
+Deno.test("createQueueHandler() on a fake queue ends the seed's three payments as the golden says", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  await store.createIntent({
+    id: "pi_0002",
+    state: "authorized",
+    hold: "pending",
+  });
+  await store.createIntent({ id: "pi_0003", state: "created" });
+  const sender = new ScriptedSender({
+    pi_0001: {
+      sends: [{
+        error: poison(notSent(new Error("signer: chain id mismatch"))),
+      }],
+    },
+    pi_0002: { sends: [{ error: new Error("rpc: connection refused") }] },
+  });
+  let clock = 0;
+  const relayer = createRelayer({
+    store,
+    sender,
+    policy: { maxDeliveries: 3, jitter: "none" },
+    now: () => clock,
+  });
+  const queue = createQueueHandler({ relayer, maxRetries: 2 });
+  // A queue of one message per job: deliver, and on retry wait and redeliver.
+  let pending = ["pi_0001", "pi_0002", "pi_0003"].map((intentId) => ({
+    intentId,
+    attempts: 1,
+  }));
+  while (pending.length > 0) {
+    const messages = pending.map(({ intentId, attempts }) =>
+      fakeMessage({ intentId, kind: "settle" }, attempts, intentId)
+    );
+    await queue({ queue: "jobs", messages });
+    const next: typeof pending = [];
+    for (const message of messages) {
+      const [call] = message.calls;
+      if (call?.startsWith("retry")) {
+        assert.ok(message.attempts < 3, "the queue stops after max_retries");
+        clock += Number(call.split(" ")[1]) * 1000;
+        next.push({ intentId: message.id, attempts: message.attempts + 1 });
+      }
+    }
+    pending = next;
+  }
+  const states: string[] = [];
+  for (const id of ["pi_0001", "pi_0002", "pi_0003"]) {
+    const intent = await store.getIntent(id);
+    states.push(
+      `${id} ${(intent?.state ?? "missing").padEnd(13)}hold ${
+        intent?.hold ?? "-"
+      }`,
+    );
+  }
+  assert.deepEqual(states, golden.trimEnd().split("\n").slice(-3));
+});

@@ -1,0 +1,72 @@
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { type Job, MemoryStore, ScriptedSender } from "../../mod.ts";
+
+const OPS = "ops-token-for-redrive-tests";
+const ops = { authorization: `Bearer ${OPS}` };
+
+/** An app whose store holds a dead letter for `pi_0001/settle` (intent still created). */
+async function withDeadLetter() {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const enqueued: Job[] = [];
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+    insecureDev: true, // an unsigned delivery makes the dead letter
+    opsToken: OPS,
+    redriveTo: { publish: (job) => Promise.resolve(void enqueued.push(job)) },
+  });
+  const poisoned = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: JSON.stringify({
+      job: { intentId: "pi_0001", kind: "settle" },
+      delivery: 1,
+    }),
+  });
+  assert.equal((await poisoned.json()).outcome, "poison");
+  return { app, enqueued };
+}
+
+Deno.test("createApp() redrives a dead letter named by intent and kind, as two path segments", async () => {
+  const { app, enqueued } = await withDeadLetter();
+  const res = await app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(res.status, 202);
+  assert.deepEqual(await res.json(), {
+    job: { intentId: "pi_0001", kind: "settle" },
+    enqueued: true,
+  });
+  assert.deepEqual(enqueued, [{ intentId: "pi_0001", kind: "settle" }]);
+  const again = await app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(again.status, 404); // redriven already: the dead letter is gone
+});
+
+Deno.test("createApp() still redrives a dead letter whose job id is one %2F-encoded segment", async () => {
+  const { app } = await withDeadLetter();
+  const res = await app.request("/v1/dead-letters/pi_0001%2Fsettle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(res.status, 202);
+});
+
+Deno.test("createApp() guards the two-segment redrive route like the other ops routes", async () => {
+  const { app } = await withDeadLetter();
+  const path = "/v1/dead-letters/pi_0001/settle/redrive";
+  assert.equal((await app.request(path, { method: "POST" })).status, 401);
+  const wrongMethod = await app.request(path, { headers: ops });
+  assert.equal(wrongMethod.status, 405);
+  assert.equal(wrongMethod.headers.get("allow"), "POST");
+  const unknown = await app.request("/v1/dead-letters/pi_0404/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(unknown.status, 404);
+});

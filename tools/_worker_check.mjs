@@ -1,0 +1,306 @@
+// The Node side of `deno task worker-check`: runs the bundled Worker
+// (examples/cloudflare/worker.ts) on workerd through Miniflare, with and
+// without nodejs_compat, and drives it as Cloudflare and the queues would:
+// signed QStash and generic deliveries over HTTP, the seed's three payments
+// through a real Cloudflare Queues producer and consumer (max_retries and a
+// dead-letter queue), and one message that reaches the dead-letter queue.
+// It prints one line per step and exits 1 on the first wrong answer.
+//
+// Environment: WORKER_SCRIPT (the bundle, in the working directory),
+// COMPAT_DATE, GOLDEN (testdata/poison_job.golden.txt).
+
+// deno-lint-ignore-file no-console
+import { createHash, createHmac } from "node:crypto";
+import { readFileSync } from "node:fs";
+// Resolved from the node_modules the check links beside this file (a
+// specifier Deno's type check leaves alone).
+const MINIFLARE = "miniflare";
+const { Miniflare } = await import(MINIFLARE);
+
+const SECRET = "worker-check-secret-0123456789";
+const OPS = "worker-check-ops-0123456789";
+const QSTASH_KEY = "sig_current_0123456789abcdef";
+const PUBLIC_URL = "https://relayer.example.test";
+const ops = { authorization: `Bearer ${OPS}` };
+
+function fail(message) {
+  console.error(`worker-check: FAIL ${message}`);
+  process.exit(1);
+}
+
+function assertEqual(actual, expected, what) {
+  const a = JSON.stringify(actual);
+  const e = JSON.stringify(expected);
+  if (a !== e) fail(`${what}: expected ${e}, got ${a}`);
+}
+
+/** QStash's Upstash-Signature: HS256 JWT over the body hash, `sub` the URL. */
+function signQStash(body, url) {
+  const now = Math.floor(Date.now() / 1000);
+  const b64url = (x) => Buffer.from(x).toString("base64url");
+  const claims = {
+    iss: "Upstash",
+    sub: url,
+    iat: now,
+    nbf: now,
+    exp: now + 300,
+    jti: `jwt_${now}_${Math.random().toString(36).slice(2)}`,
+    body: createHash("sha256").update(body).digest("base64")
+      .replaceAll("+", "-").replaceAll("/", "_"),
+  };
+  const input = `${b64url(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${
+    b64url(JSON.stringify(claims))
+  }`;
+  return `${input}.${
+    createHmac("sha256", QSTASH_KEY).update(input).digest("base64url")
+  }`;
+}
+
+/** The generic route's signature: `t=<unix s>,v1=<hex HMAC-SHA-256 of "<t>.<body>">`. */
+function signGeneric(body) {
+  const t = Math.floor(Date.now() / 1000);
+  const v1 = createHmac("sha256", SECRET).update(`${t}.${body}`).digest("hex");
+  return `t=${t},v1=${v1}`;
+}
+
+/** The signer service the Worker's HttpSender calls: the seed's script. */
+async function signer(request) {
+  const url = new URL(request.url);
+  if (request.method === "POST" && url.pathname === "/send") {
+    const { intentId } = await request.json();
+    if (intentId === "pi_0001") {
+      return Response.json({
+        error: "signer: chain id mismatch",
+        notSent: true,
+        poison: true,
+      }, { status: 400 });
+    }
+    if (intentId === "pi_0002") {
+      return Response.json({ error: "rpc: connection refused" }, {
+        status: 502,
+      });
+    }
+    return Response.json({ txHash: `0x${intentId.replace(/\W/g, "")}` });
+  }
+  if (url.pathname.startsWith("/receipt/")) {
+    return Response.json({ status: "pending" });
+  }
+  return Response.json({ error: "not found" }, { status: 404 });
+}
+
+async function check(flags) {
+  const lines = [];
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: process.env.WORKER_SCRIPT,
+    compatibilityDate: process.env.COMPAT_DATE,
+    compatibilityFlags: flags,
+    bindings: {
+      SENDER_URL: "http://signer.test",
+      WEBHOOK_SECRET: SECRET,
+      OPS_TOKEN: OPS,
+      QSTASH_CURRENT_SIGNING_KEY: QSTASH_KEY,
+      QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abcdef",
+      PUBLIC_URL,
+      // The seed's policy, with 1 s delays so real queues finish quickly.
+      MAX_DELIVERIES: "3",
+      BASE: "1s",
+      CAP: "1s",
+      JITTER: "none",
+      STUCK_AFTER: "2s",
+      CLOUDFLARE_MAX_RETRIES: "2",
+    },
+    queueProducers: { JOBS: "relayer-jobs", DEAD: "relayer-jobs-dlq" },
+    queueConsumers: {
+      "relayer-jobs": {
+        maxBatchTimeout: 1,
+        maxRetries: 2,
+        deadLetterQueue: "relayer-jobs-dlq",
+      },
+      "relayer-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 2 },
+    },
+    outboundService: signer,
+    handleRuntimeStdio(stdout, stderr) {
+      for (const stream of [stdout, stderr]) {
+        let rest = "";
+        stream.on("data", (chunk) => {
+          const text = rest + chunk.toString();
+          const parts = text.split("\n");
+          rest = parts.pop() ?? "";
+          lines.push(...parts);
+        });
+      }
+    },
+  });
+  const label = flags.length ? flags.join(",") : "no compatibility flags";
+  try {
+    await mf.ready;
+    const call = async (path, init = {}) => {
+      const res = await mf.dispatchFetch(`${PUBLIC_URL}${path}`, init);
+      const text = await res.text();
+      let body = text;
+      try {
+        body = JSON.parse(text);
+      } catch { /* not JSON */ }
+      return { status: res.status, headers: res.headers, body };
+    };
+
+    assertEqual((await call("/healthz")).status, 200, "GET /healthz");
+    for (
+      const [id, state] of [
+        ["pi_0001", "authorized"],
+        ["pi_0002", "authorized"],
+        ["pi_0003", "created"],
+        ["pi_0004", "authorized"],
+        ["pi_0005", "created"],
+        ["pi_0006", "created"],
+      ]
+    ) {
+      const res = await call("/v1/intents", {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ id, state }),
+      });
+      assertEqual(res.status, 201, `POST /v1/intents ${id}`);
+    }
+    // One bundle graph: a ConflictError thrown by the store is the one the
+    // app catches, so a duplicate is a 409, never a 500.
+    const dup = await call("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ id: "pi_0001", state: "created" }),
+    });
+    assertEqual(dup.status, 409, "POST /v1/intents for an existing intent");
+
+    // QStash: signed, then unsigned.
+    const qbody = JSON.stringify({ intentId: "pi_0005", kind: "settle" });
+    const q = await call("/v1/qstash", {
+      method: "POST",
+      headers: {
+        "upstash-signature": signQStash(qbody, `${PUBLIC_URL}/v1/qstash`),
+        "content-type": "application/json",
+      },
+      body: qbody,
+    });
+    assertEqual(
+      [q.status, q.headers.get("retry-after"), q.body.outcome, q.body.reason],
+      [503, "1", "retry", "not authorized yet"],
+      "POST /v1/qstash, signed",
+    );
+    const qBad = await call("/v1/qstash", { method: "POST", body: qbody });
+    assertEqual(qBad.status, 401, "POST /v1/qstash, unsigned");
+    console.log(
+      `  [${label}] QStash delivery, signed: 503 retry; unsigned: 401`,
+    );
+
+    // The generic route: signed with a timestamp, then with a wrong key.
+    const gbody = JSON.stringify({
+      job: { intentId: "pi_0006", kind: "settle" },
+      delivery: 1,
+    });
+    const g = await call("/v1/deliveries", {
+      method: "POST",
+      headers: { "x-signature": signGeneric(gbody) },
+      body: gbody,
+    });
+    assertEqual(
+      [g.status, g.body.outcome, g.body.reason],
+      [503, "retry", "not authorized yet"],
+      "POST /v1/deliveries, signed t=…,v1=…",
+    );
+    const gBad = await call("/v1/deliveries", {
+      method: "POST",
+      headers: { "x-signature": "t=1,v1=00" },
+      body: gbody,
+    });
+    assertEqual(gBad.status, 401, "POST /v1/deliveries, badly signed");
+    console.log(
+      `  [${label}] generic delivery, signed: 503 retry; badly signed: 401`,
+    );
+
+    // The seed's three payments through Cloudflare Queues.
+    const jobs = await mf.getQueueProducer("JOBS");
+    for (const intentId of ["pi_0001", "pi_0002", "pi_0003"]) {
+      await jobs.send({ intentId, kind: "settle" });
+    }
+    const states = [];
+    const deadline = Date.now() + 60_000;
+    for (const id of ["pi_0001", "pi_0002", "pi_0003"]) {
+      for (;;) {
+        const { body } = await call(`/v1/intents/${id}`, { headers: ops });
+        if (body.deadLetter) {
+          states.push(
+            `${id} ${body.intent.state.padEnd(13)}hold ${
+              body.intent.hold ?? "-"
+            }`,
+          );
+          break;
+        }
+        if (Date.now() > deadline) {
+          fail(
+            `${id} never ended: ${JSON.stringify(body)}\n${lines.join("\n")}`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+    const golden = readFileSync(process.env.GOLDEN, "utf8").trimEnd().split(
+      "\n",
+    ).slice(-3);
+    assertEqual(states, golden, "the seed's end states on Cloudflare Queues");
+    console.log(`  [${label}] Cloudflare Queues, the seed's three payments:`);
+    for (const line of lines.filter((l) => /pi_000[123]\/settle/.test(l))) {
+      console.log(`    ${line.trim()}`);
+    }
+    for (const line of states) console.log(`    ${line}`);
+
+    // The dead-letter queue: the queue gave up on pi_0004's job.
+    const dead = await mf.getQueueProducer("DEAD");
+    await dead.send({ intentId: "pi_0004", kind: "settle" });
+    const seen = () =>
+      lines.filter((line) => line.includes("pi_0004/settle")).length;
+    while (seen() === 0) {
+      if (Date.now() > deadline + 30_000) {
+        fail(`the dead-letter message was not consumed\n${lines.join("\n")}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2500)); // a retry would show by now
+    const giveUp = lines.filter((line) => line.includes("pi_0004/settle"));
+    assertEqual(giveUp.length, 1, "dead-letter message consumed once (acked)");
+    if (!/poison/.test(giveUp[0])) fail(`dead-letter line: ${giveUp[0]}`);
+    const { body: after } = await call("/v1/intents/pi_0004", { headers: ops });
+    assertEqual(
+      [after.intent.state, after.deadLetter?.queue?.queue],
+      ["authorized", "cloudflare"],
+      "an authorized intent given up by the queue: untouched, a dead letter with the queue's ids",
+    );
+    console.log(`  [${label}] dead-letter queue: ${giveUp[0].trim()}`);
+
+    // A redrive (the job id as two path segments) publishes to the queue again.
+    const redriven = await call("/v1/dead-letters/pi_0004/settle/redrive", {
+      method: "POST",
+      headers: ops,
+    });
+    assertEqual(
+      [redriven.status, redriven.body.enqueued],
+      [202, true],
+      "POST /v1/dead-letters/pi_0004/settle/redrive",
+    );
+    const redelivered = () =>
+      lines.find((line) => /pi_0004\/settle\s+#1 /.test(line));
+    while (!redelivered()) {
+      if (Date.now() > deadline + 60_000) {
+        fail(`the redriven job was not delivered\n${lines.join("\n")}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    console.log(
+      `  [${label}] redrive, then the queue: ${redelivered().trim()}`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
+for (const flags of [[], ["nodejs_compat"]]) await check(flags);

@@ -1,0 +1,84 @@
+/**
+ * Proves the module runs on Bun: installs the npm package `bun` (pinned)
+ * into a cache outside the repository, runs the demo from source under Bun
+ * and compares it with the golden output byte for byte, then serves the
+ * webhook under `Bun.serve` from one `deno bundle` of
+ * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
+ * graph, so every class exists once) and answers two signed deliveries.
+ *
+ * `deno task bun-check`; exits non-zero if anything fails.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { cacheRoot, npmInstall, run } from "./_npm_cache.ts";
+
+/** The pinned Bun. */
+export const BUN_VERSION = "1.4.5";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+if (import.meta.main) {
+  const cache = await npmInstall("bun", BUN_VERSION);
+  const bun = `${cache}/node_modules/.bin/bun`;
+  // Bun's own caches stay out of the repository too.
+  const env = {
+    BUN_INSTALL_CACHE_DIR: `${cacheRoot()}/bun-install-cache`,
+    BUN_RUNTIME_TRANSPILER_CACHE_PATH: "0",
+    NO_COLOR: "1",
+  };
+  const version = await run(bun, ["--version"], { env });
+  console.log(`bun-check: Bun ${version.out.trim()}`);
+  if (version.out.trim() !== BUN_VERSION) {
+    console.error(`bun-check: expected Bun ${BUN_VERSION}`);
+    Deno.exit(1);
+  }
+  let ok = true;
+
+  // The demo from source: Bun runs the TypeScript files as they are.
+  const demo = await run(bun, ["run", "examples/poison_job.ts"], {
+    cwd: ROOT,
+    env,
+  });
+  const golden = await Deno.readTextFile(
+    `${ROOT}testdata/poison_job.golden.txt`,
+  );
+  if (demo.code === 0 && demo.out === golden) {
+    console.log("bun-check: demo from source matches the golden output");
+  } else {
+    ok = false;
+    console.log(`bun-check: FAIL demo from source:\n${demo.out}`);
+  }
+
+  // The webhook under Bun.serve, from one bundle.
+  const dir = await Deno.makeTempDir({ prefix: "relayer_bun_check_" });
+  try {
+    const bundle = await run(Deno.execPath(), [
+      "bundle",
+      "--quiet",
+      "--platform",
+      "browser",
+      "-o",
+      `${dir}/webhook.js`,
+      "tools/_bun_webhook.ts",
+    ], { cwd: ROOT });
+    if (bundle.code !== 0) {
+      throw new Error(`deno bundle failed:\n${bundle.out}`);
+    }
+    const served = await run(bun, ["run", "webhook.js"], { cwd: dir, env });
+    console.log(served.out.trimEnd());
+    if (served.code === 0) {
+      console.log(
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries",
+      );
+    } else {
+      ok = false;
+      console.log("bun-check: FAIL webhook under Bun.serve");
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  console.log(`bun-check: ${ok ? "ok" : "FAILED"}`);
+  if (!ok) Deno.exit(1);
+}
