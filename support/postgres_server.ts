@@ -1,5 +1,6 @@
 /**
- * A throwaway PostgreSQL server for the tests and the crash test: `initdb`
+ * A throwaway PostgreSQL server for the tests, the crash test and the store
+ * benchmark: `initdb`
  * in a temp dir (as the `postgres` OS user when run as root), trust
  * authentication, listening on 127.0.0.1 at a free port, fsync off.
  *
