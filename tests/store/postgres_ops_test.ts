@@ -22,8 +22,8 @@ const EXPECTED: Readonly<Record<PathId, PostgresCounts>> = {
   b: { roundTrips: 5, statements: 11 }, // look; settling + write-ahead + lease (2); record + release (2)
   c: { roundTrips: 1, statements: 1 }, // one look (and the receipt)
   d: { roundTrips: 3, statements: 6 }, // look; capture + settled, checked against the lease (2)
-  e: { roundTrips: 8, statements: 19 }, // b's; the re-read and the dead letter read together; void + failed + dead letter (2)
-  f: { roundTrips: 3, statements: 4 }, // look; the re-read and the dead letter read together; the dead letter
+  e: { roundTrips: 8, statements: 18 }, // b's; the re-read; void + failed + dead letter (2)
+  f: { roundTrips: 3, statements: 3 }, // look; the re-read; the dead letter
   g: { roundTrips: 2, statements: 2 }, // counting the delivery; a
 };
 
