@@ -1,7 +1,8 @@
 /**
  * PostgresStore on a real server for the suites: one server per test run
  * (`support/postgres_server.ts`, shared by every file of the run and
- * stopped when the run ends), one fresh schema per store opened.
+ * stopped when the run ends), a schema of its own for every store open at
+ * a time (fresh, or from the file's pool and emptied).
  *
  * Without server binaries the Postgres suites are skipped with one loud
  * line, except under `CI=true`, where that is an error (`.ci/run` installs
