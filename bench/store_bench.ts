@@ -22,7 +22,7 @@
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
-import { postgresBinDir, startPostgres } from "../tools/_postgres_server.ts";
+import { postgresBinDir, startPostgres } from "../support/postgres_server.ts";
 import { measurePostgresPaths } from "../tests/store/_counting_postgres.ts";
 import { PATHS } from "../tests/store/_paths.ts";
 

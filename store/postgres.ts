@@ -386,7 +386,14 @@ export class PostgresStore implements Store {
     return row;
   }
 
-  /** {@inheritDoc Store.createIntent} */
+  /**
+   * Creates an intent and its hold, in one statement (setup and admin).
+   *
+   * @param intent The intent's fields.
+   * @returns The intent as stored, at version `"1"`.
+   * @throws {ConflictError} If an intent with that id exists.
+   * @throws {TypeError} If a field is invalid.
+   */
   createIntent(intent: NewIntent): Promise<Intent> {
     return this.#run(`create intent ${String(intent?.id)}`, async () => {
       const record = newIntentRecord(intent);
@@ -416,7 +423,12 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.getIntent} */
+  /**
+   * Reads an intent with its hold and last broadcast, in one statement.
+   *
+   * @param id The intent id.
+   * @returns The intent, or `null` if there is none.
+   */
   async getIntent(id: string): Promise<Intent | null> {
     const [row] = await this.#intentQuery(this.#sql, id, false);
     return row === undefined ? null : toIntent(recordOf(row), row.version);
@@ -550,7 +562,18 @@ export class PostgresStore implements Store {
         version = nextval(${this.#versions})`;
   }
 
-  /** {@inheritDoc Store.transition} */
+  /**
+   * Moves an intent along the transition table, in one transaction with
+   * its ledger change, dead letter, lease and claim.
+   *
+   * @param id The intent id.
+   * @param change The move, checked on the version read.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the move.
+   * @throws {ConflictError} If the intent changed, or the move breaks a rule.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
   transition(
     id: string,
     change: Transition,
@@ -566,7 +589,18 @@ export class PostgresStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.beginBroadcast} */
+  /**
+   * Writes ahead of a broadcast on a `settling` intent.
+   *
+   * @param id The intent id.
+   * @param version The version read.
+   * @param at When, in milliseconds of the injected clock.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed or is not `settling`.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
   beginBroadcast(
     id: string,
     version: string,
@@ -582,7 +616,18 @@ export class PostgresStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.recordBroadcast} */
+  /**
+   * Records the outcome of a broadcast on a `settling` intent.
+   *
+   * @param id The intent id.
+   * @param version The version read.
+   * @param broadcast The outcome.
+   * @param options The delivery's lease and replay record.
+   * @returns The intent after the write.
+   * @throws {ConflictError} If the intent changed or is not `settling`.
+   * @throws {BusyError} If another delivery holds the lease.
+   * @throws {ReplayError} If the claim was already used.
+   */
   recordBroadcast(
     id: string,
     version: string,
@@ -623,17 +668,35 @@ export class PostgresStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.recordHold} */
+  /**
+   * Records a `pending` hold before authorization. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   recordHold(id: string): Promise<HoldState> {
     return this.#hold(id, "record");
   }
 
-  /** {@inheritDoc Store.voidHold} */
+  /**
+   * Voids the hold. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   voidHold(id: string): Promise<HoldState> {
     return this.#hold(id, "void");
   }
 
-  /** {@inheritDoc Store.captureHold} */
+  /**
+   * Captures the hold. Idempotent.
+   *
+   * @param id The intent id.
+   * @returns The hold.
+   * @throws {ConflictError} If the ledger or the intent's state forbids it.
+   */
   captureHold(id: string): Promise<HoldState> {
     return this.#hold(id, "capture");
   }
@@ -669,7 +732,13 @@ export class PostgresStore implements Store {
         FOR UPDATE SKIP LOCKED)`;
   }
 
-  /** {@inheritDoc Store.admit} */
+  /**
+   * Counts a delivery and/or claims a replay record, in one round trip.
+   *
+   * @param admission What to count and claim, and the time.
+   * @returns The delivery number if counted, else `null`.
+   * @throws {ReplayError} If the claim was already used.
+   */
   admit(admission: Admission): Promise<number | null> {
     return this.#run("admit a delivery", async () => {
       const { count, claim, now } = admission;
@@ -703,14 +772,26 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.deliveries} */
+  /**
+   * The deliveries counted for a job so far.
+   *
+   * @param jobId The job id.
+   * @returns The count; 0 if none.
+   */
   async deliveries(jobId: string): Promise<number> {
     const [row] = await this.#sql`
       SELECT deliveries FROM ${this.#t.counters} WHERE job_id = ${jobId}`;
     return row === undefined ? 0 : Number(row.deliveries);
   }
 
-  /** {@inheritDoc Store.putDeadLetter} */
+  /**
+   * Keeps a dead letter, replacing an older one for the same job (with a
+   * new version).
+   *
+   * @param deadLetter The dead letter.
+   * @param options The delivery's replay record.
+   * @throws {ReplayError} If the claim was already used.
+   */
   putDeadLetter(
     deadLetter: DeadLetter,
     options: Pick<WriteOptions, "claim"> = {},
@@ -735,7 +816,12 @@ export class PostgresStore implements Store {
     );
   }
 
-  /** {@inheritDoc Store.getDeadLetter} */
+  /**
+   * Reads the dead letter of a job.
+   *
+   * @param jobId The job id.
+   * @returns The dead letter with its version, or `null`.
+   */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     const [row] = await this.#sql`
       SELECT job_id, intent_id, deliveries, cause, reason, resolution,
@@ -744,7 +830,14 @@ export class PostgresStore implements Store {
     return row === undefined ? null : deadLetterOf(row);
   }
 
-  /** {@inheritDoc Store.listDeadLetters} */
+  /**
+   * Lists dead letters, newest first, by a keyset on `(poisoned_at, job_id)`.
+   *
+   * @param options The page size (1–1000, default 50) and the cursor of the previous page.
+   * @returns One page.
+   * @throws {RangeError} If `limit` is out of range.
+   * @throws {TypeError} If `cursor` is not one this store returned.
+   */
   listDeadLetters(
     options: { limit?: number; cursor?: string | null } = {},
   ): Promise<DeadLetterPage> {
@@ -776,7 +869,17 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** {@inheritDoc Store.redrive} */
+  /**
+   * Takes out exactly the dead letter read and resets its job's count, in
+   * one statement.
+   *
+   * @param jobId The job id.
+   * @param version The version of the dead letter read.
+   * @param options Nothing to enqueue: this store has no queue.
+   * @returns The dead letter removed.
+   * @throws {ConflictError} If the dead letter is gone or changed.
+   * @throws {TypeError} If asked to enqueue.
+   */
   redrive(
     jobId: string,
     version: string,

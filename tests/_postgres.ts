@@ -1,7 +1,8 @@
 /**
  * PostgresStore on a real server for the suites: one server per test run
- * (`tools/_postgres_server.ts`, shared by every file of the run and
- * stopped when the run ends), one fresh schema per store opened.
+ * (`support/postgres_server.ts`, shared by every file of the run and
+ * stopped when the run ends), a schema of its own for every store open at
+ * a time (fresh, or from the file's pool and emptied).
  *
  * Without server binaries the Postgres suites are skipped with one loud
  * line, except under `CI=true`, where that is an error (`.ci/run` installs
@@ -13,7 +14,7 @@
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
-import { postgresBinDir, processPostgres } from "../tools/_postgres_server.ts";
+import { postgresBinDir, processPostgres } from "../support/postgres_server.ts";
 import type { Backend, OpenStore } from "./_stores.ts";
 
 const MISSING =

@@ -69,7 +69,7 @@ import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
-import { startPostgres } from "./_postgres_server.ts";
+import { startPostgres } from "../support/postgres_server.ts";
 
 // ---------------------------------------------------------------- options
 

@@ -1,7 +1,8 @@
 /**
- * A throwaway PostgreSQL server for the tests and the crash test: `initdb`
- * in a temp dir (as the `postgres` OS user when run as root), trust
- * authentication, listening on 127.0.0.1 at a free port, fsync off.
+ * A throwaway PostgreSQL server for the tests, the crash test and the store
+ * benchmark: `initdb` in a temp dir (as the `postgres` OS user when run as
+ * root), trust authentication, listening on 127.0.0.1 at a free port, fsync
+ * off.
  *
  * A watchdog process started with the server stops it (`pg_ctl stop -m
  * immediate`) and deletes its dir as soon as the process that started it
