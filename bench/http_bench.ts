@@ -31,7 +31,16 @@
  * deliveries/s × commits per delivery ÷ commits/s. Commits per delivery
  * are counted on (c)'s store; (d) runs the same store code.
  *
- * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,b,c,d]`
+ * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,b,c,d] [--kv-dir DIR] [--profile]`
+ *
+ * `--kv-dir /dev/shm` puts the SQLite files of (c), (d) and the commit-rate
+ * measurement there instead of the system's temporary folder: on a tmpfs
+ * a commit waits for no disk, which shows what the CPU costs once commits
+ * are not the bottleneck.
+ *
+ * `--profile` starts (d) with `--inspect` and prints where its CPU time
+ * went during each load (V8's sampling profiler). The inspector slows it
+ * down: profile in a separate run from the one whose figures you keep.
  *
  * @module
  */
@@ -62,6 +71,8 @@ const seconds = Number(flag("seconds", "8"));
 const connections = Number(flag("connections", "50"));
 const intents = Number(flag("intents", "20000"));
 const only = new Set(flag("only", "a,b,c,d").split(","));
+const profile = Deno.args.includes("--profile");
+const kvDir = Deno.args.includes("--kv-dir") ? flag("kv-dir", "") : undefined;
 const root = new URL("..", import.meta.url).pathname;
 
 /** Installs autocannon once into a cache folder outside the repository. */
@@ -271,7 +282,10 @@ async function memoryApp(scenario: Scenario, pool: number): Promise<Running> {
 }
 
 async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
-  const dir = await Deno.makeTempDir({ prefix: "relayer_http_bench_" });
+  const dir = await Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
   const kv = await Deno.openKv(`${dir}/relayer.kv`);
   await seedKv(kv, scenario, pool);
   let commits = 0;
@@ -377,14 +391,19 @@ async function shipped(
   pool: number,
   signerUrl: string,
 ): Promise<Running> {
-  const dir = await Deno.makeTempDir({ prefix: "relayer_http_bench_" });
+  const dir = await Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
   const kv = await Deno.openKv(`${dir}/relayer.kv`);
   await seedKv(kv, scenario, pool);
   kv.close();
   const port = freePort();
+  const inspect = profile ? freePort() : undefined;
   const child = new Deno.Command("deno", {
     args: [
       "serve",
+      ...(inspect === undefined ? [] : [`--inspect=127.0.0.1:${inspect}`]),
       "--host",
       "127.0.0.1",
       "--port",
@@ -407,13 +426,118 @@ async function shipped(
   const logged = drain(child.stdout);
   const errors = drain(child.stderr);
   await waitFor(`http://127.0.0.1:${port}/healthz`, "main.ts");
+  const profiler = inspect === undefined
+    ? undefined
+    : await startProfile(inspect);
   return {
     port,
     async close() {
+      if (profiler) {
+        console.error(`profile of (d) ${scenario}:\n${await profiler()}`);
+      }
       await stop(child);
       await Promise.all([logged, errors]);
       Deno.removeSync(dir, { recursive: true });
     },
+  };
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+/**
+ * Starts V8's sampling profiler in the process whose inspector listens on
+ * `port` (Chrome DevTools Protocol); the function it returns stops it and
+ * tells where the samples fell: by script and by function, self time.
+ */
+async function startProfile(port: number): Promise<() => Promise<string>> {
+  const [target] = await (await fetch(`http://127.0.0.1:${port}/json/list`))
+    .json() as { webSocketDebuggerUrl: string }[];
+  const socket = new WebSocket(target!.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  const waiting = new Map<number, (result: unknown) => void>();
+  socket.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    waiting.get(message.id)?.(message.result);
+  };
+  let id = 0;
+  const send = (method: string, params = {}) =>
+    new Promise<unknown>((resolve) => {
+      waiting.set(++id, resolve);
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  await send("Profiler.enable");
+  await send("Profiler.setSamplingInterval", { interval: 200 });
+  await send("Profiler.start");
+  return async () => {
+    const { profile } = await send("Profiler.stop") as {
+      profile: { nodes: ProfileNode[]; samples: number[] };
+    };
+    socket.close();
+    const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+    const parents = new Map<number, number>();
+    for (const node of profile.nodes) {
+      for (const child of node.children ?? []) parents.set(child, node.id);
+    }
+    // The innermost frame of ours or of a library (not the runtime's).
+    const owner = (id: number | undefined): string => {
+      for (; id !== undefined; id = parents.get(id)) {
+        const { functionName, url, lineNumber } = nodes.get(id)!.callFrame;
+        if (url.startsWith("file://")) {
+          return `${functionName || "(anonymous)"} ${
+            url.replace(`file://${root}`, "").replace(
+              /^.*\/node_modules\/(?:\.deno\/)?([^/]+)\/.*$/,
+              "npm:$1",
+            )
+          }:${lineNumber + 1}`;
+        }
+      }
+      return "(the runtime alone)";
+    };
+    const byOwner = new Map<string, number>();
+    const byScript = new Map<string, number>();
+    const byFunction = new Map<string, number>();
+    let busy = 0;
+    let inspector = 0;
+    for (const sample of profile.samples) {
+      const { functionName, url, lineNumber } = nodes.get(sample)!.callFrame;
+      if (functionName === "(idle)") continue;
+      // The inspector's own work (it reports every fetch as a network
+      // event while attached) is the profiler's cost, not the service's.
+      if (/inspector/.test(functionName) || /inspector/.test(url)) {
+        inspector++;
+        continue;
+      }
+      busy++;
+      const script = url.replace(`file://${root}`, "").replace(
+        /^.*\/node_modules\/(?:\.deno\/)?([^/]+)\/.*$/,
+        "npm:$1",
+      ) || functionName;
+      byScript.set(script, (byScript.get(script) ?? 0) + 1);
+      const name = `${functionName || "(anonymous)"} ${script}:${
+        lineNumber + 1
+      }`;
+      byFunction.set(name, (byFunction.get(name) ?? 0) + 1);
+      const mine = owner(sample);
+      byOwner.set(mine, (byOwner.get(mine) ?? 0) + 1);
+    }
+    const top = (counts: Map<string, number>, n: number) =>
+      [...counts].sort((x, y) => y[1] - x[1]).slice(0, n).map(([k, v]) =>
+        `  ${(v / busy * 100).toFixed(1).padStart(5)}%  ${k}`
+      ).join("\n");
+    return `${busy} busy samples (and ${inspector} of the inspector itself, left out); self time by script:\n${
+      top(byScript, 12)
+    }\nby function:\n${
+      top(byFunction, 25)
+    }\nby the innermost frame of ours or a library's (the runtime's work it called included):\n${
+      top(byOwner, 25)
+    }`;
   };
 }
 
@@ -422,7 +546,10 @@ async function shipped(
  * flight, for 2 s: one small `set` per commit.
  */
 async function commitRate(): Promise<number> {
-  const dir = await Deno.makeTempDir({ prefix: "relayer_http_bench_" });
+  const dir = await Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
   const kv = await Deno.openKv(`${dir}/rate.kv`);
   let count = 0;
   const start = performance.now();
@@ -557,7 +684,9 @@ if (import.meta.main) {
   console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const row of ROWS) {
     const measured = perRun.map((r) => r.rows.get(row.name)!);
-    const bare = perRun.map((r) => r.rows.get(ROWS[0]!.name)?.result.rps);
+    const bare = perRun.map((r) =>
+      r.rows.get("(a) bare Hono, 200")?.result.rps
+    );
     const ratios = measured.flatMap((m, i) =>
       row.id !== "a" && bare[i] ? [m.result.rps / bare[i]!] : []
     );
