@@ -543,29 +543,44 @@ async function startProfile(port: number): Promise<() => Promise<string>> {
 
 /**
  * Commits/s of a bare Deno KV on a SQLite file, `connections` commits in
- * flight, for 2 s: one small `set` per commit.
+ * flight, for 2 s each: one small `set` per commit (the ceiling); then a
+ * read of 4 keys before each checked commit, the shape of a delivery's
+ * look and write (`pairs`: read-and-commit pairs per second).
  */
-async function commitRate(): Promise<number> {
+async function commitRate(): Promise<{ commits: number; pairs: number }> {
   const dir = await Deno.makeTempDir({
     prefix: "relayer_http_bench_",
     ...(kvDir === undefined ? {} : { dir: kvDir }),
   });
   const kv = await Deno.openKv(`${dir}/rate.kv`);
-  let count = 0;
-  const start = performance.now();
-  const end = start + 2000;
-  await Promise.all(
-    Array.from({ length: connections }, async (_, worker) => {
-      for (let i = 0; performance.now() < end; i++) {
-        await kv.atomic().set(["rate", worker, i], { at: i }).commit();
-        count++;
-      }
-    }),
+  const perSecond = async (
+    op: (worker: number, i: number) => Promise<unknown>,
+  ) => {
+    let count = 0;
+    const start = performance.now();
+    const end = start + 2000;
+    await Promise.all(
+      Array.from({ length: connections }, async (_, worker) => {
+        for (let i = 0; performance.now() < end; i++) {
+          await op(worker, i);
+          count++;
+        }
+      }),
+    );
+    return count / ((performance.now() - start) / 1000);
+  };
+  const commits = await perSecond((worker, i) =>
+    kv.atomic().set(["rate", worker, i], { at: i }).commit()
   );
-  const rate = count / ((performance.now() - start) / 1000);
+  const pairs = await perSecond(async (worker, i) => {
+    const key = ["pair", worker, i];
+    await kv.getMany([key, ["rate", worker, i], ["rate", worker, 0], ["x"]]);
+    await kv.atomic().check({ key, versionstamp: null }).set(key, { at: i })
+      .commit();
+  });
   kv.close();
   await Deno.remove(dir, { recursive: true });
-  return rate;
+  return { commits, pairs };
 }
 
 interface Row {
@@ -587,6 +602,8 @@ interface Measured {
   result: LoadResult;
   /** Commits/s of a bare Deno KV file, measured right before (c, d). */
   rate?: number;
+  /** Read-and-commit pairs/s of the same, measured right after `rate`. */
+  pairs?: number;
   commitsPerDelivery?: number;
 }
 
@@ -624,9 +641,10 @@ if (import.meta.main) {
       let bareRps = 0;
       for (const row of ROWS) {
         // The ceiling of (c) and (d), measured right before each.
-        const rate = row.id === "c" || row.id === "d"
+        const ceiling = row.id === "c" || row.id === "d"
           ? await commitRate()
           : undefined;
+        const rate = ceiling?.commits;
         // A write pool one request never uses twice: sized from what the
         // same run measured, and the load stops at the time limit anyway.
         const pool = row.scenario !== "write"
@@ -651,7 +669,9 @@ if (import.meta.main) {
         const counts = server.counts?.();
         const measured: Measured = {
           result,
-          ...(rate === undefined ? {} : { rate }),
+          ...(ceiling === undefined
+            ? {}
+            : { rate: ceiling.commits, pairs: ceiling.pairs }),
           ...(counts
             ? { commitsPerDelivery: counts.commits / counts.answered }
             : {}),
@@ -665,7 +685,11 @@ if (import.meta.main) {
               ? ""
               : `, ${measured.commitsPerDelivery.toFixed(2)} commits/delivery`
           }${
-            rate === undefined ? "" : `; Deno KV file ${int(rate)} commits/s`
+            ceiling === undefined
+              ? ""
+              : `; Deno KV file ${int(ceiling.commits)} commits/s, ${
+                int(ceiling.pairs)
+              } read-and-commit pairs/s`
           }`,
         );
       }
@@ -715,12 +739,12 @@ if (import.meta.main) {
       } | ${ceiling.length ? spread(ceiling, pct) : "–"} |`,
     );
   }
-  const rates = perRun.flatMap((r) =>
-    [...r.rows.values()].flatMap((m) => m.rate ?? [])
-  );
+  const all = perRun.flatMap((r) => [...r.rows.values()]);
   console.log(
-    `\nDeno KV on a SQLite file, ${connections} commits in flight, measured before each (c) and (d) row: ${
-      spread(rates, int)
-    } commits/s`,
+    `\nDeno KV on a SQLite file, ${connections} in flight, measured before each (c) and (d) row: ${
+      spread(all.flatMap((m) => m.rate ?? []), int)
+    } commits/s (the ceiling above); ${
+      spread(all.flatMap((m) => m.pairs ?? []), int)
+    } read-and-commit pairs/s (a read of 4 keys, then a checked commit)`,
   );
 }
