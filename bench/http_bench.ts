@@ -1,20 +1,49 @@
 /**
- * Webhook throughput, side by side in one run: (a) a bare Hono app that
- * answers 200, (b) our app on `MemoryStore`, (c) our app on `KvStore` over
- * a SQLite file. Each is served on loopback, one at a time, and driven by
- * the same load: the npm `autocannon`, run from Node, sending HMAC-signed
- * generic-route deliveries that cycle through a pool of intents, with a
- * scripted in-process Sender. Prints req/s, p50 and p99 latency, the
- * answers by status, and the ratio to (a).
+ * Webhook throughput, side by side in one run, repeated `--runs` times:
  *
- * `deno task bench:http [--seconds 10] [--connections 50] [--intents 20000] [--only a,b,c]`
+ * - (a) a bare Hono app that answers 200;
+ * - (b) our app on `MemoryStore`, with a scripted in-process Sender;
+ * - (c) our app on `KvStore` over a SQLite file, same Sender;
+ * - (d) `main.ts` as shipped: a separate process started with `deno serve`
+ *   and the flags of `deno task start` (on a free port, writing only its
+ *   temporary KV folder), `HttpSender` to the local signer stub
+ *   (`examples/signer_stub.ts`, also started here), `KvStore` on a file,
+ *   and its log line per delivery on stdout, a pipe this bench drains.
  *
- * Two scenarios per store: `receipt` (settling intents whose receipt stays
- * pending: a delivery looks and answers 503 "waiting for … to confirm",
- * the common steady state) and `first` (authorized intents: a delivery
- * takes the lease, moves the intent to settling, broadcasts and records,
- * answering 503 "sent …, waiting for confirmation"). Those 503s are the
- * intended retries; anything else counts as an error.
+ * (a), (b) and (c) are served here on loopback, one at a time. All are
+ * driven by the same load: the npm `autocannon`, run from Node
+ * (`bench/http_load.mjs`), sending generic-route deliveries, each signed
+ * afresh and each with its own signature (a replay would be a 401).
+ *
+ * Two scenarios for each of (b)–(d):
+ * - `read`: settling intents whose receipt stays pending, cycled through
+ *   a pool: a delivery looks and answers 503 "waiting for … to confirm";
+ *   its only write is the replay record;
+ * - `write`: authorized intents, a fresh one for every request, never one
+ *   twice: a delivery takes the lease, moves the intent to settling,
+ *   broadcasts and records, and answers 503 "sent …". The load stops when
+ *   the pool is used up or the time is over.
+ *
+ * Those 503s are the intended retries; anything else counts as an error.
+ * On a SQLite file every commit waits for the disk, so each run also
+ * measures the commit rate of a bare Deno KV file at the same
+ * concurrency right before and right after each (c) and (d) row (their
+ * mean is the ceiling), and reports (c) and (d) as a fraction of that ceiling:
+ * deliveries/s × commits per delivery ÷ commits/s. Commits per delivery
+ * are counted on (c)'s store; (d) runs the same store code.
+ *
+ * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,b,c,d] [--kv-dir DIR] [--profile]`
+ *
+ * `--kv-dir DIR` puts the SQLite files of (c), (d) and the commit-rate
+ * measurement in DIR instead of the system's temporary folder. On a tmpfs
+ * a commit waits for no disk, which shows what the CPU costs once commits
+ * are not the bottleneck. Deno asks for `--allow-all` on paths under
+ * `/dev`, so link a folder there: `mkdir -p /dev/shm/relayer && ln -sfn
+ * /dev/shm/relayer /tmp/relayer_shm`, then `--kv-dir /tmp/relayer_shm`.
+ *
+ * `--profile` starts (d) with `--inspect` and prints where its CPU time
+ * went during each load (V8's sampling profiler). The inspector slows it
+ * down: profile in a separate run from the one whose figures you keep.
  *
  * @module
  */
@@ -27,7 +56,7 @@ import {
   type SenderScript,
   type Store,
 } from "../mod.ts";
-import { KvStore } from "../store/kv.ts";
+import { type KvAtomic, type KvLike, KvStore } from "../store/kv.ts";
 import { createApp } from "../webhook/app.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
@@ -40,10 +69,14 @@ function flag(name: string, fallback: string): string {
     : fallback;
 }
 
-const seconds = Number(flag("seconds", "10"));
+const runs = Number(flag("runs", "3"));
+const seconds = Number(flag("seconds", "8"));
 const connections = Number(flag("connections", "50"));
 const intents = Number(flag("intents", "20000"));
-const only = new Set(flag("only", "a,b,c").split(","));
+const only = new Set(flag("only", "a,b,c,d").split(","));
+const profile = Deno.args.includes("--profile");
+const kvDir = Deno.args.includes("--kv-dir") ? flag("kv-dir", "") : undefined;
+const root = new URL("..", import.meta.url).pathname;
 
 /** Installs autocannon once into a cache folder outside the repository. */
 async function autocannonDir(): Promise<string> {
@@ -72,14 +105,23 @@ async function autocannonDir(): Promise<string> {
 
 interface LoadResult {
   requests: number;
+  duration: number;
   rps: number;
   p50: number;
   p99: number;
+  errors: number;
+  timeouts: number;
   statusCodeStats: Record<string, { count: number }>;
-  statuses: { errors: number; timeouts: number };
 }
 
-async function load(dir: string, port: number): Promise<LoadResult> {
+type Scenario = "read" | "write";
+
+async function load(
+  dir: string,
+  port: number,
+  scenario: Scenario,
+  pool: number,
+): Promise<LoadResult> {
   const script = new URL("./http_load.mjs", import.meta.url).pathname;
   const { code, stdout, stderr } = await new Deno.Command("node", {
     args: [
@@ -87,7 +129,8 @@ async function load(dir: string, port: number): Promise<LoadResult> {
       dir,
       `http://127.0.0.1:${port}`,
       SECRET,
-      String(intents),
+      scenario === "read" ? "cycle" : "fresh",
+      String(pool),
       String(connections),
       String(seconds),
     ],
@@ -100,130 +143,618 @@ async function load(dir: string, port: number): Promise<LoadResult> {
   return JSON.parse(new TextDecoder().decode(stdout));
 }
 
-type Scenario = "first" | "receipt";
+/** The intents of a scenario: `pi_r_<i>` settling with a pending receipt, or `pi_w_<i>` authorized. */
+function seeds(scenario: Scenario, count: number, now: number) {
+  return Array.from(
+    { length: count },
+    (_, i) =>
+      scenario === "write"
+        ? {
+          id: `pi_w_${i}`,
+          state: "authorized" as const,
+          hold: "pending" as const,
+        }
+        : {
+          // `_pending`: the signer stub keeps this receipt pending.
+          id: `pi_r_${i}`,
+          state: "settling" as const,
+          hold: "pending" as const,
+          settlingSince: now,
+          lastBroadcast: {
+            outcome: "sent" as const,
+            txHash: `0xpi_r_${i}_pending`,
+            at: now,
+          },
+        },
+  );
+}
 
 /**
- * Our app over `store`, with a pool of intents:
- * - `first`: authorized intents, so a delivery broadcasts (lease, settling,
- *   send, record: the write path);
- * - `receipt`: settling intents with a sent tx whose receipt stays pending,
- *   so a delivery looks and answers retry (the common steady state).
+ * Creates the intents through the store's own `createIntent`, 100 to a
+ * Deno KV commit (setup only: one commit each would take longer than the
+ * measurement).
  */
-async function ourApp(store: Store, scenario: Scenario) {
-  const scripts: Record<string, SenderScript> = {};
-  const ids = Array.from({ length: intents }, (_, i) => `pi_${i}`);
-  for (const id of ids) {
-    scripts[id] = { sends: [{ txHash: `0x${id}` }], receipts: ["pending"] };
+async function seedKv(
+  kv: Deno.Kv,
+  scenario: Scenario,
+  count: number,
+): Promise<void> {
+  const all = seeds(scenario, count, Date.now());
+  for (let i = 0; i < all.length; i += 100) {
+    const shared = kv.atomic();
+    const done: ((r: Deno.KvCommitResult | Deno.KvCommitError) => void)[] = [];
+    const batch: KvLike = {
+      getMany: kv.getMany.bind(kv),
+      list: kv.list.bind(kv),
+      atomic() {
+        const op: KvAtomic = {
+          check(...checks) {
+            shared.check(...checks);
+            return op;
+          },
+          set(key, value, options) {
+            shared.set(key, value, options);
+            return op;
+          },
+          delete(key) {
+            shared.delete(key);
+            return op;
+          },
+          commit: () => new Promise((resolve) => done.push(resolve)),
+        };
+        return op;
+      },
+    };
+    const store = new KvStore(batch);
+    const created = all.slice(i, i + 100).map((intent) =>
+      store.createIntent(intent)
+    );
+    const result = await shared.commit();
+    if (!result.ok) throw new Error("seeding failed");
+    for (const resolve of done) resolve(result);
+    await Promise.all(created);
   }
-  const now = Date.now();
-  for (let i = 0; i < ids.length; i += 200) {
+}
+
+async function seedStore(store: Store, scenario: Scenario, count: number) {
+  const all = seeds(scenario, count, Date.now());
+  for (let i = 0; i < all.length; i += 500) {
     await Promise.all(
-      ids.slice(i, i + 200).map((id) =>
-        store.createIntent(
-          scenario === "first"
-            ? { id, state: "authorized", hold: "pending" }
-            : {
-              id,
-              state: "settling",
-              hold: "pending",
-              settlingSince: now,
-              lastBroadcast: { outcome: "sent", txHash: `0x${id}`, at: now },
-            },
-        )
-      ),
+      all.slice(i, i + 500).map((intent) => store.createIntent(intent)),
     );
   }
-  return createApp({
+}
+
+/** The scripted Sender of (b) and (c): every send broadcasts, every receipt is pending. */
+function scriptedSender(scenario: Scenario, count: number): ScriptedSender {
+  const scripts: Record<string, SenderScript> = {};
+  for (let i = 0; i < count; i++) {
+    const id = scenario === "write" ? `pi_w_${i}` : `pi_r_${i}`;
+    scripts[id] = {
+      sends: [{ txHash: scenario === "write" ? `0x${id}` : `0x${id}_pending` }],
+      receipts: ["pending"],
+    };
+  }
+  return new ScriptedSender(scripts);
+}
+
+interface Running {
+  port: number;
+  /**
+   * Commits counted on the store and deliveries answered, once the server
+   * has closed (so no delivery is half done) (c only).
+   */
+  counts?: () => { commits: number; answered: number };
+  close(): Promise<void>;
+}
+
+/** Serves `fetch` here on loopback. */
+function serveHere(
+  fetch: (request: Request) => Response | Promise<Response>,
+  extra: Partial<Running> = {},
+  cleanup: () => void = () => {},
+): Running {
+  const http = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", onListen() {} },
+    fetch,
+  );
+  return {
+    port: http.addr.port,
+    ...extra,
+    async close() {
+      await http.shutdown();
+      cleanup();
+    },
+  };
+}
+
+async function bareHono(): Promise<Running> {
+  const app = new Hono().post("/v1/deliveries", (c) => c.json({ ok: true }));
+  return await Promise.resolve(serveHere(app.fetch));
+}
+
+async function memoryApp(scenario: Scenario, pool: number): Promise<Running> {
+  const store = new MemoryStore();
+  await seedStore(store, scenario, pool);
+  const app = createApp({
     store,
-    sender: new ScriptedSender(scripts),
+    sender: scriptedSender(scenario, pool),
     webhookSecret: SECRET,
+  });
+  return serveHere(app.fetch);
+}
+
+async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
+  const dir = await Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
+  const kv = await Deno.openKv(`${dir}/relayer.kv`);
+  await seedKv(kv, scenario, pool);
+  let commits = 0;
+  let answered = 0;
+  const counted: KvLike = {
+    getMany: kv.getMany.bind(kv),
+    list: kv.list.bind(kv),
+    atomic() {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = () => {
+        commits++;
+        return commit();
+      };
+      return atomic;
+    },
+  };
+  const app = createApp({
+    store: new KvStore(counted),
+    sender: scriptedSender(scenario, pool),
+    webhookSecret: SECRET,
+  });
+  const fetch = async (request: Request) => {
+    const response = await app.fetch(request);
+    answered++;
+    return response;
+  };
+  return serveHere(fetch, { counts: () => ({ commits, answered }) }, () => {
+    kv.close();
+    Deno.removeSync(dir, { recursive: true });
   });
 }
 
-interface Server {
-  id: string;
-  name: string;
-  open(): Promise<{ fetch: Hono["fetch"]; close(): void }>;
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr;
+  listener.close();
+  return port;
 }
 
-async function kvApp(scenario: Scenario) {
-  const dir = await Deno.makeTempDir({ prefix: "relayer_http_bench_" });
-  const kv = await Deno.openKv(`${dir}/relayer.kv`);
-  const app = await ourApp(new KvStore(kv), scenario);
+async function waitFor(url: string, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      const res = await fetch(url);
+      await res.body?.cancel();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new Error(`${what} did not start`);
+}
+
+/** Reads a child's output to the end, counting lines, so its writes never block. */
+function drain(stream: ReadableStream<Uint8Array>): Promise<number> {
+  return (async () => {
+    let lines = 0;
+    for await (const chunk of stream) {
+      for (const byte of chunk) if (byte === 10) lines++;
+    }
+    return lines;
+  })();
+}
+
+async function stop(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGTERM");
+  } catch {
+    // already gone
+  }
+  await child.status;
+}
+
+/** The local signer stub, in its own process, as `deno task signer` runs it. */
+async function signerStub(): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = freePort();
+  const child = new Deno.Command("deno", {
+    args: [
+      "run",
+      "--allow-net=127.0.0.1",
+      "--allow-env=PORT",
+      `${root}examples/signer_stub.ts`,
+    ],
+    env: { PORT: String(port) },
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const drained = drain(child.stdout);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(`${url}/health`, "the signer stub");
   return {
-    fetch: app.fetch,
-    close() {
-      kv.close();
+    url,
+    async stop() {
+      await stop(child);
+      await drained;
+    },
+  };
+}
+
+/** `main.ts` under `deno serve`, with the flags of `deno task start`. */
+async function shipped(
+  scenario: Scenario,
+  pool: number,
+  signerUrl: string,
+): Promise<Running> {
+  const dir = await Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
+  const kv = await Deno.openKv(`${dir}/relayer.kv`);
+  await seedKv(kv, scenario, pool);
+  kv.close();
+  const port = freePort();
+  const inspect = profile ? freePort() : undefined;
+  const child = new Deno.Command("deno", {
+    args: [
+      "serve",
+      ...(inspect === undefined ? [] : [`--inspect=127.0.0.1:${inspect}`]),
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      `--allow-write=${dir}`,
+      `${root}main.ts`,
+    ],
+    cwd: root,
+    env: {
+      WEBHOOK_SECRET: SECRET,
+      SENDER_URL: signerUrl,
+      KV_PATH: `${dir}/relayer.kv`,
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const logged = drain(child.stdout);
+  const errors = drain(child.stderr);
+  await waitFor(`http://127.0.0.1:${port}/healthz`, "main.ts");
+  const profiler = inspect === undefined
+    ? undefined
+    : await startProfile(inspect);
+  return {
+    port,
+    async close() {
+      if (profiler) {
+        console.error(`profile of (d) ${scenario}:\n${await profiler()}`);
+      }
+      await stop(child);
+      await Promise.all([logged, errors]);
       Deno.removeSync(dir, { recursive: true });
     },
   };
 }
 
-const servers: Server[] = [
-  {
-    id: "a",
-    name: "(a) bare Hono, 200",
-    open() {
-      const app = new Hono().post(
-        "/v1/deliveries",
-        (c) => c.json({ ok: true }),
-      );
-      return Promise.resolve({ fetch: app.fetch, close() {} });
-    },
-  },
-  ...(["receipt", "first"] as const).flatMap((scenario): Server[] => [
-    {
-      id: "b",
-      name: `(b) our app, MemoryStore, ${scenario}`,
-      async open() {
-        const app = await ourApp(new MemoryStore(), scenario);
-        return { fetch: app.fetch, close() {} };
-      },
-    },
-    {
-      id: "c",
-      name: `(c) our app, KvStore on SQLite, ${scenario}`,
-      open: () => kvApp(scenario),
-    },
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+/**
+ * Starts V8's sampling profiler in the process whose inspector listens on
+ * `port` (Chrome DevTools Protocol); the function it returns stops it and
+ * tells where the samples fell: by script and by function, self time.
+ */
+async function startProfile(port: number): Promise<() => Promise<string>> {
+  const [target] = await (await fetch(`http://127.0.0.1:${port}/json/list`))
+    .json() as { webSocketDebuggerUrl: string }[];
+  const socket = new WebSocket(target!.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  const waiting = new Map<number, (result: unknown) => void>();
+  socket.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    waiting.get(message.id)?.(message.result);
+  };
+  let id = 0;
+  const send = (method: string, params = {}) =>
+    new Promise<unknown>((resolve) => {
+      waiting.set(++id, resolve);
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  await send("Profiler.enable");
+  await send("Profiler.setSamplingInterval", { interval: 200 });
+  await send("Profiler.start");
+  return async () => {
+    const { profile } = await send("Profiler.stop") as {
+      profile: { nodes: ProfileNode[]; samples: number[] };
+    };
+    socket.close();
+    const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+    const parents = new Map<number, number>();
+    for (const node of profile.nodes) {
+      for (const child of node.children ?? []) parents.set(child, node.id);
+    }
+    // The innermost frame of ours or of a library (not the runtime's).
+    const owner = (id: number | undefined): string => {
+      for (; id !== undefined; id = parents.get(id)) {
+        const { functionName, url, lineNumber } = nodes.get(id)!.callFrame;
+        if (url.startsWith("file://")) {
+          return `${functionName || "(anonymous)"} ${
+            url.replace(`file://${root}`, "").replace(
+              /^.*\/node_modules\/(?:\.deno\/)?([^/]+)\/.*$/,
+              "npm:$1",
+            )
+          }:${lineNumber + 1}`;
+        }
+      }
+      return "(the runtime alone)";
+    };
+    const byOwner = new Map<string, number>();
+    const byScript = new Map<string, number>();
+    const byFunction = new Map<string, number>();
+    let busy = 0;
+    let inspector = 0;
+    for (const sample of profile.samples) {
+      const { functionName, url, lineNumber } = nodes.get(sample)!.callFrame;
+      if (functionName === "(idle)") continue;
+      // The inspector's own work (it reports every fetch as a network
+      // event while attached) is the profiler's cost, not the service's.
+      if (/inspector/.test(functionName) || /inspector/.test(url)) {
+        inspector++;
+        continue;
+      }
+      busy++;
+      const script = url.replace(`file://${root}`, "").replace(
+        /^.*\/node_modules\/(?:\.deno\/)?([^/]+)\/.*$/,
+        "npm:$1",
+      ) || functionName;
+      byScript.set(script, (byScript.get(script) ?? 0) + 1);
+      const name = `${functionName || "(anonymous)"} ${script}:${
+        lineNumber + 1
+      }`;
+      byFunction.set(name, (byFunction.get(name) ?? 0) + 1);
+      const mine = owner(sample);
+      byOwner.set(mine, (byOwner.get(mine) ?? 0) + 1);
+    }
+    const top = (counts: Map<string, number>, n: number) =>
+      [...counts].sort((x, y) => y[1] - x[1]).slice(0, n).map(([k, v]) =>
+        `  ${(v / busy * 100).toFixed(1).padStart(5)}%  ${k}`
+      ).join("\n");
+    return `${busy} busy samples (and ${inspector} of the inspector itself, left out); self time by script:\n${
+      top(byScript, 12)
+    }\nby function:\n${
+      top(byFunction, 25)
+    }\nby the innermost frame of ours or a library's (the runtime's work it called included):\n${
+      top(byOwner, 25)
+    }`;
+  };
+}
+
+/**
+ * Commits/s of a bare Deno KV on a SQLite file, `connections` commits in
+ * flight, for 2 s each: one small `set` per commit (the ceiling); then a
+ * read of 4 keys before each checked commit, the shape of a delivery's
+ * look and write (`pairs`: read-and-commit pairs per second).
+ */
+async function commitRate(): Promise<{ commits: number; pairs: number }> {
+  const dir = await Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
+  const kv = await Deno.openKv(`${dir}/rate.kv`);
+  const perSecond = async (
+    op: (worker: number, i: number) => Promise<unknown>,
+  ) => {
+    let count = 0;
+    const start = performance.now();
+    const end = start + 2000;
+    await Promise.all(
+      Array.from({ length: connections }, async (_, worker) => {
+        for (let i = 0; performance.now() < end; i++) {
+          await op(worker, i);
+          count++;
+        }
+      }),
+    );
+    return count / ((performance.now() - start) / 1000);
+  };
+  const commits = await perSecond((worker, i) =>
+    kv.atomic().set(["rate", worker, i], { at: i }).commit()
+  );
+  const pairs = await perSecond(async (worker, i) => {
+    const key = ["pair", worker, i];
+    await kv.getMany([key, ["rate", worker, i], ["rate", worker, 0], ["x"]]);
+    await kv.atomic().check({ key, versionstamp: null }).set(key, { at: i })
+      .commit();
+  });
+  kv.close();
+  await Deno.remove(dir, { recursive: true });
+  return { commits, pairs };
+}
+
+interface Row {
+  id: string;
+  name: string;
+  scenario?: Scenario;
+}
+
+const ROWS: Row[] = [
+  { id: "a", name: "(a) bare Hono, 200" },
+  ...(["read", "write"] as const).flatMap((scenario): Row[] => [
+    { id: "b", name: `(b) app, MemoryStore, ${scenario}`, scenario },
+    { id: "c", name: `(c) app, KvStore file, ${scenario}`, scenario },
+    { id: "d", name: `(d) main.ts served, ${scenario}`, scenario },
   ]),
-];
+].filter((row) => only.has(row.id));
+
+interface Measured {
+  result: LoadResult;
+  /** Commits/s of a bare Deno KV file, measured around the row (c, d). */
+  rate?: number;
+  /** Read-and-commit pairs/s of the same, measured right after `rate`. */
+  pairs?: number;
+  commitsPerDelivery?: number;
+}
+
+function otherThan200or503(result: LoadResult): number {
+  const count = (status: string) => result.statusCodeStats[status]?.count ?? 0;
+  return result.requests - count("200") - count("503") + result.errors +
+    result.timeouts;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2
+    ? sorted[mid]!
+    : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function spread(values: number[], format: (v: number) => string): string {
+  if (values.length === 0) return "–";
+  return `${format(median(values))} (${format(Math.min(...values))}–${
+    format(Math.max(...values))
+  })`;
+}
+
+const pct = (v: number) => `${Math.round(v * 100)}%`;
+const int = (v: number) => Math.round(v).toLocaleString("en-US");
 
 if (import.meta.main) {
   const dir = await autocannonDir();
-  const rows: { name: string; result: LoadResult }[] = [];
-  for (const server of servers.filter((s) => only.has(s.id))) {
-    const { fetch, close } = await server.open();
-    const http = Deno.serve(
-      { port: 0, hostname: "127.0.0.1", onListen() {} },
-      fetch,
-    );
-    try {
-      rows.push({ name: server.name, result: await load(dir, http.addr.port) });
-    } finally {
-      await http.shutdown();
-      close();
+  const signer = only.has("d") ? await signerStub() : undefined;
+  const perRun: { rows: Map<string, Measured> }[] = [];
+  try {
+    for (let run = 1; run <= runs; run++) {
+      const rows = new Map<string, Measured>();
+      let bareRps = 0;
+      for (const row of ROWS) {
+        const kvRow = row.id === "c" || row.id === "d";
+        const before = kvRow ? await commitRate() : undefined;
+        const rate = before?.commits;
+        // A write pool one request never uses twice: sized from what the
+        // same run measured, and the load stops at the time limit anyway.
+        const pool = row.scenario !== "write"
+          ? intents
+          : row.id === "b"
+          ? Math.ceil(Math.max(bareRps, 2000) * seconds * 1.2)
+          : Math.ceil(rate! / 2 * seconds * 1.5);
+        const server = row.id === "a"
+          ? await bareHono()
+          : row.id === "b"
+          ? await memoryApp(row.scenario!, pool)
+          : row.id === "c"
+          ? await kvApp(row.scenario!, pool)
+          : await shipped(row.scenario!, pool, signer!.url);
+        let result: LoadResult;
+        try {
+          result = await load(dir, server.port, row.scenario ?? "read", pool);
+        } finally {
+          await server.close();
+        }
+        if (row.id === "a") bareRps = result.rps;
+        // The disk's rate drifts: the ceiling is the mean of a measurement
+        // right before the row and one right after it.
+        const after = kvRow ? await commitRate() : undefined;
+        const ceiling = before && after
+          ? {
+            commits: (before.commits + after.commits) / 2,
+            pairs: (before.pairs + after.pairs) / 2,
+          }
+          : undefined;
+        const counts = server.counts?.();
+        const measured: Measured = {
+          result,
+          ...(ceiling === undefined
+            ? {}
+            : { rate: ceiling.commits, pairs: ceiling.pairs }),
+          ...(counts
+            ? { commitsPerDelivery: counts.commits / counts.answered }
+            : {}),
+        };
+        rows.set(row.name, measured);
+        console.error(
+          `run ${run}/${runs}: ${row.name}: ${int(result.rps)} req/s, ${
+            otherThan200or503(result)
+          } errors${
+            measured.commitsPerDelivery === undefined
+              ? ""
+              : `, ${measured.commitsPerDelivery.toFixed(2)} commits/delivery`
+          }${
+            ceiling === undefined
+              ? ""
+              : `; Deno KV file ${int(ceiling.commits)} commits/s, ${
+                int(ceiling.pairs)
+              } read-and-commit pairs/s`
+          }`,
+        );
+      }
+      perRun.push({ rows });
     }
+  } finally {
+    await signer?.stop();
   }
-  const bare = rows.find((r) => r.name.startsWith("(a)"))?.result.rps;
+
   console.log(
-    `${seconds} s each, ${connections} connections, ${intents} intents, Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores\n`,
+    `${runs} runs, ${seconds} s each, ${connections} connections, ${intents} read intents, Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores; median (min–max)\n`,
   );
   console.log(
-    "| server | req/s | p50 ms | p99 ms | 200 | 503 (retry) | other | vs (a) |",
+    "| server | req/s | vs (a) | p50 ms | p99 ms | errors | commits/delivery | of the commit ceiling |",
   );
   console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  for (const { name, result } of rows) {
-    const count = (status: string) =>
-      result.statusCodeStats[status]?.count ?? 0;
-    const other = result.requests - count("200") - count("503") +
-      result.statuses.errors + result.statuses.timeouts;
-    const ratio = bare ? `${Math.round((result.rps / bare) * 100)}%` : "-";
+  for (const row of ROWS) {
+    const measured = perRun.map((r) => r.rows.get(row.name)!);
+    const bare = perRun.map((r) =>
+      r.rows.get("(a) bare Hono, 200")?.result.rps
+    );
+    const ratios = measured.flatMap((m, i) =>
+      row.id !== "a" && bare[i] ? [m.result.rps / bare[i]!] : []
+    );
+    // (d) runs the store code (c) counted: its commits per delivery.
+    const cpd = (i: number) =>
+      measured[i]!.commitsPerDelivery ??
+        (row.id === "d"
+          ? perRun[i]!.rows.get(`(c) app, KvStore file, ${row.scenario}`)
+            ?.commitsPerDelivery
+          : undefined);
+    const perDelivery = measured.flatMap((_, i) => cpd(i) ?? []);
+    const ceiling = row.id === "c" || row.id === "d"
+      ? measured.flatMap((m, i) =>
+        cpd(i) === undefined ? [] : [m.result.rps * cpd(i)! / m.rate!]
+      )
+      : [];
     console.log(
-      `| ${name} | ${
-        Math.round(result.rps)
-      } | ${result.p50} | ${result.p99} | ${count("200")} | ${
-        count("503")
-      } | ${other} | ${ratio} |`,
+      `| ${row.name} | ${spread(measured.map((m) => m.result.rps), int)} | ${
+        row.id === "a" ? "100%" : spread(ratios, pct)
+      } | ${median(measured.map((m) => m.result.p50))} | ${
+        median(measured.map((m) => m.result.p99))
+      } | ${
+        measured.reduce((sum, m) => sum + otherThan200or503(m.result), 0)
+      } | ${
+        perDelivery.length ? spread(perDelivery, (v) => v.toFixed(2)) : "–"
+      } | ${ceiling.length ? spread(ceiling, pct) : "–"} |`,
     );
   }
+  const all = perRun.flatMap((r) => [...r.rows.values()]);
+  console.log(
+    `\nDeno KV on a SQLite file, ${connections} in flight, the mean of a measurement before and one after each (c) and (d) row: ${
+      spread(all.flatMap((m) => m.rate ?? []), int)
+    } commits/s (the ceiling above); ${
+      spread(all.flatMap((m) => m.pairs ?? []), int)
+    } read-and-commit pairs/s (a read of 4 keys, then a checked commit)`,
+  );
 }

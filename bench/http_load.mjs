@@ -1,61 +1,86 @@
 // The load for `deno task bench:http`, run by Node with the npm autocannon:
-// signed generic-route deliveries, cycling through a pool of intents.
-// Prints autocannon's result as one JSON line.
+// generic-route deliveries, each signed afresh when it is sent
+// (`X-Signature: t=<unix seconds>,v1=<HMAC-SHA-256 of "<t>.<body>">`), and
+// each body carrying a message id no other request of any run carries, so
+// no two requests share a signature (a replayed one is a 401, an error).
 //
-// node bench/http_load.mjs <autocannon dir> <url> <secret> <intents> <connections> <seconds>
-import { createHmac } from "node:crypto";
+// - `cycle <n>`: deliveries cycle through the intents `pi_r_0` … `pi_r_<n-1>`
+//   (the read path: the intents stay settling, a delivery looks);
+// - `fresh <n>`: every delivery names the next unused intent `pi_w_<i>`,
+//   and the load stops when the n intents are used up or the time is over,
+//   whichever comes first (the write path: never an intent twice).
+//
+// Prints autocannon's result, the requests counted by status, and the
+// measured duration, as one JSON line.
+//
+// node bench/http_load.mjs <autocannon dir> <url> <secret> <cycle|fresh> <n> <connections> <seconds>
+import { createHmac, randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 
-const [dir, url, secret, intents, connections, seconds] = process.argv.slice(2);
+const [dir, url, secret, mode, n, connections, seconds] = process.argv.slice(
+  2,
+);
 const autocannon = createRequire(`${dir}/`)("autocannon");
+const pool = Number(n);
+const fresh = mode === "fresh";
+const run = randomUUID();
 
-const bodies = Array.from({ length: Number(intents) }, (_, i) => {
+let sent = 0;
+function next() {
+  const i = sent++;
+  if (fresh && i >= pool) return undefined;
+  const intentId = fresh ? `pi_w_${i}` : `pi_r_${i % pool}`;
   const body = JSON.stringify({
-    job: { intentId: `pi_${i}`, kind: "settle" },
+    job: { intentId, kind: "settle" },
     delivery: 1,
+    messageId: `${run}-${i}`,
   });
-  return {
-    body,
-    signature: `sha256=${
-      createHmac("sha256", secret).update(body).digest("hex")
-    }`,
-  };
-});
-let next = 0;
+  const t = Math.floor(Date.now() / 1000);
+  const v1 = createHmac("sha256", secret).update(`${t}.${body}`).digest("hex");
+  return { body, signature: `t=${t},v1=${v1}` };
+}
 
-const result = await autocannon({
+const instance = autocannon({
   url,
   connections: Number(connections),
-  duration: Number(seconds),
+  // A fresh pool ends the load when it is used up: `amount` counts the
+  // requests, and the timer below keeps the time limit.
+  ...(fresh ? { amount: pool } : { duration: Number(seconds) }),
   requests: [{
     method: "POST",
     path: "/v1/deliveries",
     setupRequest(request) {
-      const { body, signature } = bodies[next++ % bodies.length];
+      const signed = next();
+      // Past the pool: a request no route answers (a 404, counted as an
+      // error) rather than an intent used twice.
+      if (signed === undefined) return { ...request, path: "/v1/pool-used-up" };
       return {
         ...request,
-        body,
+        body: signed.body,
         headers: {
           ...request.headers,
           "content-type": "application/json",
-          "x-signature": signature,
+          "x-signature": signed.signature,
         },
       };
     },
   }],
 });
+const timer = fresh
+  ? setTimeout(() => instance.stop(), Number(seconds) * 1000)
+  : undefined;
+const result = await instance;
+clearTimeout(timer);
 process.stdout.write(
   JSON.stringify({
     requests: result.requests.total,
-    rps: result.requests.average,
+    duration: result.duration,
+    rps: result.requests.total / result.duration,
     p50: result.latency.p50,
     p99: result.latency.p99,
-    statuses: {
-      "2xx": result["2xx"],
-      "non2xx": result.non2xx,
-      errors: result.errors,
-      timeouts: result.timeouts,
-    },
+    errors: result.errors,
+    timeouts: result.timeouts,
     statusCodeStats: result.statusCodeStats,
+    signed: Math.min(sent, fresh ? pool : sent),
   }) + "\n",
 );

@@ -163,7 +163,9 @@ export class HttpSender implements Sender {
   #base: string;
   #timeoutMs: number;
   #fetch: typeof fetch;
-  #headers: Headers;
+  /** The headers of a GET and of a POST, built once: every delivery sends one. */
+  #getHeaders: [string, string][];
+  #postHeaders: [string, string][];
 
   /**
    * Constructs a new instance and checks its options.
@@ -210,8 +212,9 @@ export class HttpSender implements Sender {
       );
     }
     this.#fetch = fetchFn;
+    let configured: Headers;
     try {
-      this.#headers = new Headers(headers);
+      configured = new Headers(headers);
     } catch {
       // The platform's message quotes the offending header, which may be a
       // secret: say which option, never what it held.
@@ -219,6 +222,10 @@ export class HttpSender implements Sender {
         "Cannot create HttpSender as 'headers' must be valid HTTP headers",
       );
     }
+    if (!configured.has("accept")) configured.set("accept", "application/json");
+    this.#getHeaders = [...configured];
+    configured.set("content-type", "application/json");
+    this.#postHeaders = [...configured];
   }
 
   /**
@@ -272,11 +279,7 @@ export class HttpSender implements Sender {
       );
     }
     const body = JSON.stringify({ intentId, replace, intent });
-    const answer = await this.#exchange("/send", {
-      method: "POST",
-      body,
-      contentType: "application/json",
-    });
+    const answer = await this.#exchange("/send", "POST", body);
 
     const json = parseJson(answer);
     if (answer.ok) {
@@ -345,7 +348,7 @@ export class HttpSender implements Sender {
     }
     const answer = await this.#exchange(
       `/receipt/${encodeURIComponent(txHash)}`,
-      { method: "GET" },
+      "GET",
     );
     const json = parseJson(answer);
     if (!answer.ok) {
@@ -369,21 +372,19 @@ export class HttpSender implements Sender {
    */
   async #exchange(
     path: string,
-    request: { method: string; body?: string; contentType?: string },
+    method: "GET" | "POST",
+    body?: string,
   ): Promise<Answer> {
-    const headers = new Headers(this.#headers);
-    if (!headers.has("accept")) headers.set("accept", "application/json");
-    if (request.contentType !== undefined) {
-      headers.set("content-type", request.contentType);
-    }
     const signal = AbortSignal.timeout(this.#timeoutMs);
-    const init: RequestInit = {
-      method: request.method,
-      headers,
-      signal,
-      redirect: "manual",
-      ...(request.body !== undefined ? { body: request.body } : {}),
-    };
+    const init: RequestInit = method === "POST"
+      ? {
+        method,
+        headers: this.#postHeaders,
+        signal,
+        redirect: "manual",
+        body: body ?? null,
+      }
+      : { method, headers: this.#getHeaders, signal, redirect: "manual" };
     // Called detached: some runtimes' fetch throws when `this` is not global.
     const fetchFn = this.#fetch;
     let response: Response;
@@ -394,9 +395,9 @@ export class HttpSender implements Sender {
     } catch (error) {
       throw this.#transportError(signal, "signer unreachable", error);
     }
-    let body: { text: string; truncated: boolean };
+    let text: { text: string; truncated: boolean };
     try {
-      body = await readText(response, signal);
+      text = await readText(response, signal);
     } catch (error) {
       throw this.#transportError(
         signal,
@@ -408,7 +409,7 @@ export class HttpSender implements Sender {
       status: response.status,
       statusText: response.statusText,
       ok: response.ok,
-      ...body,
+      ...text,
     };
   }
 
@@ -485,6 +486,22 @@ async function readText(
   signal: AbortSignal,
 ): Promise<{ text: string; truncated: boolean }> {
   if (response.body === null) return { text: "", truncated: false };
+  const length = response.headers.get("content-length");
+  if (
+    length !== null && /^\d{1,5}$/.test(length) && +length <= MAX_BODY_BYTES
+  ) {
+    // The usual answer, a short JSON body of a declared length: read whole
+    // in one call (the chunk-by-chunk loop below cost more than the rest of
+    // the exchange). The length is checked again: an injected fetch may
+    // declare one and deliver another.
+    const bytes = new Uint8Array(
+      await abortable(response.arrayBuffer(), signal),
+    );
+    return {
+      text: new TextDecoder().decode(bytes.subarray(0, MAX_BODY_BYTES)),
+      truncated: bytes.length > MAX_BODY_BYTES,
+    };
+  }
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let text = "";

@@ -604,3 +604,19 @@ Deno.test("createRelayer() with an HttpSender retries a timed-out send", async (
     assert.equal(stored?.lastBroadcast?.outcome, "unknown");
   });
 });
+
+Deno.test("HttpSender.receipt() reads no more than 64 KiB of a body whose declared length is smaller", async () => {
+  const sender = new HttpSender({
+    url: "https://signer.example",
+    fetch: () =>
+      Promise.resolve(
+        new Response(`{"status":"pending"}${" ".repeat(70_000)}x`, {
+          headers: { "content-length": "20" },
+        }),
+      ),
+  });
+  await assert.rejects(
+    sender.receipt("0xabc"),
+    /signer answered 200 without a valid receipt status/,
+  );
+});
