@@ -137,7 +137,9 @@ export function decide(
   let strategy: Jitter;
   if (policy === undefined) {
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = DEFAULT_POLICY);
-  } else if (isChecked(policy) || isPlainValid(policy)) {
+  } else if (isChecked(policy)) {
+    ({ maxDeliveries, baseMs, capMs, jitter: strategy } = policy as Policy);
+  } else if (isPlainValid(policy)) {
     maxDeliveries = policy.maxDeliveries ?? DEFAULT_POLICY.maxDeliveries;
     baseMs = policy.baseMs ?? DEFAULT_POLICY.baseMs;
     capMs = policy.capMs ?? DEFAULT_POLICY.capMs;
@@ -150,7 +152,8 @@ export function decide(
   if (isPoison(error)) return declared();
   if (delivery >= maxDeliveries) return exhausted(delivery);
   const delayMs = doubled(delivery, baseMs, capMs);
-  const random = options?.random === undefined ? Math.random : options.random;
+  const given = options?.random;
+  const random = given === undefined ? Math.random : given;
   return {
     action: "retry",
     delayMs: jittered(delayMs, strategy, random),
