@@ -1,13 +1,15 @@
 /**
  * Webhook throughput, side by side in one run: (a) a bare Hono app that
  * answers 200, (b) our app on `MemoryStore`, (c) our app on `KvStore` over
- * a SQLite file. Each is served on loopback, one at a time, and driven by
+ * a SQLite file, (d) our app on `PostgresStore` over a local PostgreSQL
+ * server this run starts (loopback, fsync off; skipped where there are no
+ * server binaries). Each is served on loopback, one at a time, and driven by
  * the same load: the npm `autocannon`, run from Node, sending HMAC-signed
  * generic-route deliveries that cycle through a pool of intents, with a
  * scripted in-process Sender. Prints req/s, p50 and p99 latency, the
  * answers by status, and the ratio to (a).
  *
- * `deno task bench:http [--seconds 10] [--connections 50] [--intents 20000] [--only a,b,c]`
+ * `deno task bench:http [--seconds 10] [--connections 50] [--intents 20000] [--only a,b,c,d]`
  *
  * Two scenarios per store: `receipt` (settling intents whose receipt stays
  * pending: a delivery looks and answers 503 "waiting for … to confirm",
@@ -27,7 +29,14 @@ import {
   type SenderScript,
   type Store,
 } from "../mod.ts";
+import postgres from "postgres";
 import { KvStore } from "../store/kv.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import {
+  type OwnedPostgresServer,
+  postgresBinDir,
+  startPostgres,
+} from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
@@ -43,7 +52,7 @@ function flag(name: string, fallback: string): string {
 const seconds = Number(flag("seconds", "10"));
 const connections = Number(flag("connections", "50"));
 const intents = Number(flag("intents", "20000"));
-const only = new Set(flag("only", "a,b,c").split(","));
+const only = new Set(flag("only", "a,b,c,d").split(","));
 
 /** Installs autocannon once into a cache folder outside the repository. */
 async function autocannonDir(): Promise<string> {
@@ -159,6 +168,27 @@ async function kvApp(scenario: Scenario) {
   };
 }
 
+// One PostgreSQL server for the run, started on first use.
+let database: Promise<OwnedPostgresServer> | undefined;
+let schemas = 0;
+
+async function pgApp(scenario: Scenario) {
+  const server = await (database ??= startPostgres());
+  // A pool as wide as the load, so no delivery waits for a connection.
+  const sql = postgres(server.url, { max: connections, onnotice: () => {} });
+  const store = new PostgresStore(sql, { schema: `bench_${++schemas}` });
+  await store.migrate();
+  const app = await ourApp(store, scenario);
+  return {
+    fetch: app.fetch,
+    close() {
+      void sql.end({ timeout: 1 });
+    },
+  };
+}
+
+const hasPostgres = await postgresBinDir() !== null;
+
 const servers: Server[] = [
   {
     id: "a",
@@ -185,6 +215,13 @@ const servers: Server[] = [
       name: `(c) our app, KvStore on SQLite, ${scenario}`,
       open: () => kvApp(scenario),
     },
+    ...(hasPostgres
+      ? [{
+        id: "d",
+        name: `(d) our app, PostgresStore, ${scenario}`,
+        open: () => pgApp(scenario),
+      }]
+      : []),
   ]),
 ];
 
@@ -203,6 +240,10 @@ if (import.meta.main) {
       await http.shutdown();
       close();
     }
+  }
+  await (await database)?.stop();
+  if (!hasPostgres && only.has("d")) {
+    console.error("no PostgreSQL server binaries (initdb): (d) skipped");
   }
   const bare = rows.find((r) => r.name.startsWith("(a)"))?.result.rps;
   console.log(
