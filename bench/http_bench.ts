@@ -8,9 +8,11 @@
  *   and the flags of `deno task start` (on a free port, writing only its
  *   temporary KV folder), `HttpSender` to the local signer stub
  *   (`examples/signer_stub.ts`, also started here), `KvStore` on a file,
- *   and its log line per delivery on stdout, a pipe this bench drains.
+ *   and its log line per delivery on stdout, a pipe this bench drains;
+ * - (e) our app on `PostgresStore`, on a PostgreSQL server this run starts
+ *   (loopback, a fresh schema per row; skipped without server binaries).
  *
- * (a), (b) and (c) are served here on loopback, one at a time. All are
+ * (a), (b), (c) and (e) are served here on loopback, one at a time. All are
  * driven by the same load: the npm `autocannon`, run from Node
  * (`bench/http_load.mjs`), sending generic-route deliveries, each signed
  * afresh and each with its own signature (a replay would be a 401).
@@ -32,7 +34,7 @@
  * deliveries/s × commits per delivery ÷ commits/s. Commits per delivery
  * are counted on (c)'s store; (d) runs the same store code.
  *
- * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,b,c,d] [--kv-dir DIR] [--profile]`
+ * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,b,c,d,e] [--kv-dir DIR] [--profile]`
  *
  * `--kv-dir DIR` puts the SQLite files of (c), (d) and the commit-rate
  * measurement in DIR instead of the system's temporary folder. On a tmpfs
@@ -56,7 +58,14 @@ import {
   type SenderScript,
   type Store,
 } from "../mod.ts";
+import postgres from "postgres";
 import { type KvAtomic, type KvLike, KvStore } from "../store/kv.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import {
+  type OwnedPostgresServer,
+  postgresBinDir,
+  startPostgres,
+} from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
@@ -73,7 +82,7 @@ const runs = Number(flag("runs", "3"));
 const seconds = Number(flag("seconds", "8"));
 const connections = Number(flag("connections", "50"));
 const intents = Number(flag("intents", "20000"));
-const only = new Set(flag("only", "a,b,c,d").split(","));
+const only = new Set(flag("only", "a,b,c,d,e").split(","));
 const profile = Deno.args.includes("--profile");
 const kvDir = Deno.args.includes("--kv-dir") ? flag("kv-dir", "") : undefined;
 const root = new URL("..", import.meta.url).pathname;
@@ -320,6 +329,27 @@ async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
     kv.close();
     Deno.removeSync(dir, { recursive: true });
   });
+}
+
+// (e): one PostgreSQL server for the whole run, started on first use; a
+// fresh schema per row. Skipped where there are no server binaries.
+let database: Promise<OwnedPostgresServer> | undefined;
+let schemas = 0;
+const hasPostgres = await postgresBinDir() !== null;
+
+async function postgresApp(scenario: Scenario, pool: number): Promise<Running> {
+  const server = await (database ??= startPostgres());
+  // A pool as wide as the load, so no delivery waits for a connection.
+  const sql = postgres(server.url, { max: connections, onnotice: () => {} });
+  const store = new PostgresStore(sql, { schema: `bench_${++schemas}` });
+  await store.migrate();
+  await seedStore(store, scenario, pool);
+  const app = createApp({
+    store,
+    sender: scriptedSender(scenario, pool),
+    webhookSecret: SECRET,
+  });
+  return serveHere(app.fetch, {}, () => void sql.end({ timeout: 1 }));
 }
 
 function freePort(): number {
@@ -598,6 +628,9 @@ const ROWS: Row[] = [
     { id: "b", name: `(b) app, MemoryStore, ${scenario}`, scenario },
     { id: "c", name: `(c) app, KvStore file, ${scenario}`, scenario },
     { id: "d", name: `(d) main.ts served, ${scenario}`, scenario },
+    ...(hasPostgres
+      ? [{ id: "e", name: `(e) app, PostgresStore, ${scenario}`, scenario }]
+      : []),
   ]),
 ].filter((row) => only.has(row.id));
 
@@ -652,6 +685,8 @@ if (import.meta.main) {
           ? intents
           : row.id === "b"
           ? Math.ceil(Math.max(bareRps, 2000) * seconds * 1.2)
+          : row.id === "e"
+          ? Math.ceil(1500 * seconds * 1.2)
           : Math.ceil(rate! / 2 * seconds * 1.5);
         const server = row.id === "a"
           ? await bareHono()
@@ -659,6 +694,8 @@ if (import.meta.main) {
           ? await memoryApp(row.scenario!, pool)
           : row.id === "c"
           ? await kvApp(row.scenario!, pool)
+          : row.id === "e"
+          ? await postgresApp(row.scenario!, pool)
           : await shipped(row.scenario!, pool, signer!.url);
         let result: LoadResult;
         try {
@@ -707,6 +744,7 @@ if (import.meta.main) {
     }
   } finally {
     await signer?.stop();
+    await (await database)?.stop();
   }
 
   console.log(
