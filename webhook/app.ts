@@ -550,16 +550,20 @@ export function createApp(deps: AppDeps): WebhookApp {
     return await deliver("qstash", job, delivery, claim);
   });
 
-  app.post("/v1/pubsub", async (c) => {
-    requireConfigured(
-      verifyPubSub !== undefined,
-      "POST /v1/pubsub",
-      "PUBSUB_AUDIENCE",
-    );
+  /**
+   * Checks Google's OIDC token of a Pub/Sub push: a 503 answer when
+   * Google's keys cannot be had now (Pub/Sub redelivers), a 401 refusal
+   * when the token is missing or wrong, nothing when it verifies.
+   */
+  async function authenticatePush(
+    verify:
+      | ((authorization: string | undefined) => Promise<boolean>)
+      | undefined,
+    authorization: string | undefined,
+  ): Promise<Response | undefined> {
     let verified = true;
     try {
-      verified = verifyPubSub === undefined ||
-        await verifyPubSub(c.req.header("authorization"));
+      verified = verify === undefined || await verify(authorization);
     } catch (error) {
       if (!(error instanceof KeysUnavailable)) throw error;
       return problem(
@@ -574,42 +578,77 @@ export function createApp(deps: AppDeps): WebhookApp {
         "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
       );
     }
+  }
+
+  /**
+   * Reads a Pub/Sub push envelope and the job in its message. What could
+   * be read before it proved unreadable is left in `seen`, for
+   * {@linkcode keepUnreadable}.
+   *
+   * @throws {Refusal} If the envelope, its message id (when required) or the job is unreadable.
+   */
+  function readPush(
+    raw: string,
+    seen: { id?: unknown; attempt?: unknown; job?: unknown },
+    requireId: boolean,
+  ): { job: Job; id: string | undefined; attributes: Record<string, unknown> } {
+    const envelope = parseJson("pubsub", raw);
+    const { message, deliveryAttempt, delivery_attempt } =
+      (typeof envelope === "object" && envelope !== null
+        ? envelope
+        : {}) as Record<string, unknown>;
+    seen.attempt = deliveryAttempt ?? delivery_attempt;
+    if (typeof message !== "object" || message === null) {
+      throw badInput(
+        "pubsub",
+        "The body must be a Pub/Sub push envelope with a 'message' object.",
+      );
+    }
+    const { data, messageId, message_id, attributes } = message as Record<
+      string,
+      unknown
+    >;
+    seen.id = messageId ?? message_id;
+    const id = idFrom(seen.id);
+    if (requireId && id === undefined) {
+      throw badInput(
+        "pubsub",
+        "'message.messageId' must be a non-empty string.",
+      );
+    }
+    seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
+    return {
+      job: jobFrom("pubsub", seen.job),
+      id,
+      attributes:
+        (typeof attributes === "object" && attributes !== null
+          ? attributes
+          : {}) as Record<string, unknown>,
+    };
+  }
+
+  app.post("/v1/pubsub", async (c) => {
+    requireConfigured(
+      verifyPubSub !== undefined,
+      "POST /v1/pubsub",
+      "PUBSUB_AUDIENCE",
+    );
+    const refused = await authenticatePush(
+      verifyPubSub,
+      c.req.header("authorization"),
+    );
+    if (refused) return refused;
     const raw = await c.req.text();
-    // What could be read before the message proved unreadable.
     const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
     let job: Job;
     let delivery: number | undefined;
     let countAs: string | undefined;
     try {
-      const envelope = parseJson("pubsub", raw);
-      const { message, deliveryAttempt, delivery_attempt } =
-        (typeof envelope === "object" && envelope !== null
-          ? envelope
-          : {}) as Record<string, unknown>;
-      seen.attempt = deliveryAttempt ?? delivery_attempt;
-      if (typeof message !== "object" || message === null) {
-        throw badInput(
-          "pubsub",
-          "The body must be a Pub/Sub push envelope with a 'message' object.",
-        );
-      }
-      const { data, messageId, message_id } = message as Record<
-        string,
-        unknown
-      >;
-      const id = messageId ?? message_id;
-      seen.id = id;
-      if (typeof id !== "string" || id === "" || id.length > 200) {
-        throw badInput(
-          "pubsub",
-          "'message.messageId' must be a non-empty string.",
-        );
-      }
-      seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
-      job = jobFrom("pubsub", seen.job);
+      const push = readPush(raw, seen, true);
+      job = push.job;
       const attempt = seen.attempt ?? 0;
       // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-      if (attempt === 0) countAs = `pubsub/${id}`;
+      if (attempt === 0) countAs = `pubsub/${push.id}`;
       else delivery = deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
@@ -711,58 +750,28 @@ export function createApp(deps: AppDeps): WebhookApp {
       "POST /v1/pubsub/dead-letter",
       "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
     );
-    let verified = true;
-    try {
-      verified = verifyPubSubDeadLetter === undefined ||
-        await verifyPubSubDeadLetter(c.req.header("authorization"));
-    } catch (error) {
-      if (!(error instanceof KeysUnavailable)) throw error;
-      return problem(
-        503,
-        "keys-unavailable",
-        "Cannot verify now",
-        "Google's signing keys could not be fetched; Pub/Sub will redeliver.",
-      );
-    }
-    if (!verified) {
-      throw unauthorized(
-        "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
-      );
-    }
+    const refused = await authenticatePush(
+      verifyPubSubDeadLetter,
+      c.req.header("authorization"),
+    );
+    if (refused) return refused;
     const raw = await c.req.text();
     const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
-    let job: Job;
-    let message: Record<string, unknown> = {};
+    let push: ReturnType<typeof readPush>;
     try {
-      const parsed = parseJson("pubsub", raw);
-      const envelope =
-        (typeof parsed === "object" && parsed !== null ? parsed : {}) as Record<
-          string,
-          unknown
-        >;
-      message = (typeof envelope.message === "object" &&
-          envelope.message !== null
-        ? envelope.message
-        : {}) as Record<string, unknown>;
-      seen.id = message.messageId ?? message.message_id;
-      seen.job = parseJson("pubsub", decodeBase64("pubsub", message.data));
-      job = jobFrom("pubsub", seen.job);
+      push = readPush(raw, seen, false);
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
       // Authenticated but unreadable: acked (Pub/Sub would redeliver it
       // for days) and kept visible to operators.
       return await keepUnreadable(raw, seen, error.detail);
     }
-    const attributes = (typeof message.attributes === "object" &&
-        message.attributes !== null
-      ? message.attributes
-      : {}) as Record<string, unknown>;
+    const { job, id: messageId, attributes } = push;
     // Pub/Sub sets the source subscription's delivery count when it forwards.
     const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
     const deliveries = Number.isSafeInteger(counted) && counted >= 1
       ? counted
       : Math.max(1, await store.deliveries(jobIdOf(job)));
-    const messageId = idFrom(message.messageId ?? message.message_id);
     return await giveUp("pubsub", job, deliveries, {
       queue: "pubsub",
       ...(messageId ? { messageId } : {}),
