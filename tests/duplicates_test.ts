@@ -192,9 +192,12 @@ async function drive(base: string, stub: OverlapStub): Promise<Figures> {
       for (let copy = 0; copy < COPIES; copy++) {
         // Each copy is signed afresh, as a queue's redelivery is: the same
         // signed request twice is a replay, refused with 401 (DESIGN §15).
+        // Round and copy make every body, so every signature, its own (two
+        // rounds may fall in one second of the signature's clock).
         const body = JSON.stringify({
           job: { intentId: plan.id, kind: "settle" },
           ...(plan.numbered ? { delivery: round } : {}),
+          round,
           copy,
         });
         const signature = sign(body, Math.floor(Date.now() / 1000));
