@@ -435,12 +435,15 @@ export function parseJob(job: unknown): Job {
  *
  * A delivery first looks at the intent without a lease: most deliveries
  * only look (a receipt still pending, a payment not stuck yet) and cost one
- * read. To act (a write or a broadcast) it takes the intent's lease and
- * re-reads, so two deliveries never act on one intent at once; on failure
- * it asks `decide`. When the job is poisoned it re-reads the intent and resolves it
- * by the state it is in now: drop the job, void the hold *then* fail the
- * intent (only if the last broadcast was declared not sent), or send it to
- * review. A dead letter is kept in the same write.
+ * read. To act, its first write checks the version the look read and takes
+ * the intent's lease in the same commit, so two deliveries never act on one
+ * intent at once; a send is two commits (the write-ahead with the lease,
+ * the record with its release). On failure it asks `decide`. When the job
+ * is poisoned it re-reads the intent and resolves it by the state it is in
+ * now: drop the job, void the hold *then* fail the intent (only if the last
+ * broadcast was declared not sent), or send it to review. A dead letter is
+ * kept in the same write. Building it draws no random number and does no
+ * I/O: the first delivery does.
  *
  * @param options The store, the Sender, the policy, the clock and the
  * source of randomness.
