@@ -592,6 +592,21 @@ export class KvStore implements Store {
   async admit(admission: Admission): Promise<number | null> {
     const countKey = this.#key("deliveries", admission.count ?? "");
     const claimKey = this.#key("claim", admission.claim?.key ?? "");
+    if (admission.count === undefined && admission.claim !== undefined) {
+      // A claim alone (a signed delivery that only looks): first try it as
+      // a key that must be absent, with no read; only a claim that exists
+      // (a replay, or a record past its expiry) reads it below.
+      const { ok } = await this.#kv.atomic()
+        .check({ key: claimKey, versionstamp: null })
+        .set(claimKey, { expiresAt: admission.claim.expiresAt }, {
+          expireIn: Math.max(
+            1,
+            admission.claim.expiresAt - admission.claim.now,
+          ),
+        })
+        .commit();
+      if (ok) return null;
+    }
     for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
       const [count, claim] = await this.#get<[CountRecord, ClaimValue]>(
         countKey,

@@ -163,7 +163,11 @@ Deno.test("createRelayer() over KvStore: a signed delivery's replay record rides
     await relayer.deliver({ intentId: "pi_l", kind: "settle" }, 1, {
       claim: claim("sig-l"),
     });
-    assert.equal(counting.counts.commits, 1, "the replay record alone");
+    assert.deepEqual(
+      counting.counts,
+      { reads: 1, commits: 1 },
+      "the look, and the replay record alone: no read of its own",
+    );
     await assert.rejects(
       relayer.deliver({ intentId: "pi_w", kind: "settle" }, 2, {
         claim: claim("sig-w"),
