@@ -27,6 +27,7 @@
  * @module
  */
 
+import { BusyError } from "./busy_error.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
@@ -258,6 +259,9 @@ const RACE_RETRIES = 32;
 export class KvStore implements Store {
   #kv: KvLike;
   #prefix: KvKey;
+  // What reads and writes saw, by intent and version: a write on a version
+  // this store saw commits on those versionstamps with no read first.
+  #seen = new Map<string, Seen>();
 
   /**
    * Constructs a new instance.
@@ -379,11 +383,26 @@ export class KvStore implements Store {
    * @returns The intent, or `null` if there is none.
    */
   async getIntent(id: string): Promise<Intent | null> {
-    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
-      this.#key("intent", id),
-      this.#key("hold", id),
-    );
-    return this.#toIntent(intent, hold);
+    // The lease comes in the same round trip: a write on what this read
+    // saw can then commit on these versionstamps with no read of its own.
+    const [intent, hold, lease] = await this.#get<
+      [StoredIntent, HoldState, LeaseRecord]
+    >(this.#key("intent", id), this.#key("hold", id), this.#key("lease", id));
+    const read = this.#toIntent(intent, hold);
+    if (read !== null) {
+      this.#remember(id, read.version, { intent, hold, lease });
+    }
+    return read;
+  }
+
+  /** Keeps what a read or a write saw, for a write on that version (bounded). */
+  #remember(id: string, version: string, seen: Seen): void {
+    const key = `${id}\n${version}`;
+    this.#seen.delete(key);
+    this.#seen.set(key, seen);
+    if (this.#seen.size > SEEN_LIMIT) {
+      this.#seen.delete(this.#seen.keys().next().value!);
+    }
   }
 
   /**
@@ -398,13 +417,38 @@ export class KvStore implements Store {
     options: WriteOptions,
     deadLetter?: DeadLetter,
   ): Promise<Intent> {
-    const leaseKey = this.#key("lease", id);
+    // The fast path: the versionstamps this store saw at `version` are the
+    // checks, so the commit needs no read first. Anything that changed
+    // since (the intent, its hold, the lease, a claim already made) fails
+    // the commit, and the write is decided again on a fresh read below.
+    const seen = deadLetter === undefined
+      ? this.#seen.get(`${id}\n${version}`)
+      : undefined;
+    if (seen !== undefined) {
+      const unclaimed = {
+        key: this.#key("claim", options.claim?.key ?? ""),
+        value: null,
+        versionstamp: null,
+      };
+      try {
+        const written = await this.#tryWrite(
+          id,
+          { ...seen, claim: unclaimed },
+          update,
+          options,
+        );
+        if (written !== null) return written;
+      } catch (error) {
+        // A lease the cache shows as taken may have been released since.
+        if (!(error instanceof BusyError)) throw error;
+      }
+    }
     const [intent, hold, lease, claim, dead] = await this.#get<
       [StoredIntent, HoldState, LeaseRecord, ClaimValue, DeadLetter]
     >(
       this.#key("intent", id),
       this.#key("hold", id),
-      leaseKey,
+      this.#key("lease", id),
       this.#key("claim", options.claim?.key ?? ""),
       this.#key("dead", deadLetter?.jobId ?? ""),
     );
@@ -417,31 +461,84 @@ export class KvStore implements Store {
         `Cannot write intent ${id} as it changed since it was read; re-read it`,
       );
     }
+    const written = await this.#tryWrite(
+      id,
+      { intent, hold, lease, claim },
+      update,
+      options,
+      deadLetter === undefined ? undefined : { deadLetter, old: dead },
+    );
+    if (written === null) {
+      throw new ConflictError(
+        `Cannot write intent ${id} as it changed since it was read; re-read it`,
+      );
+    }
+    return written;
+  }
+
+  /**
+   * Builds and commits one delivery write on what was read: the intent
+   * (checked on the versionstamps of the intent and its hold), the hold,
+   * the lease, the claim and the dead letter. `null` if the commit's
+   * checks failed.
+   */
+  async #tryWrite(
+    id: string,
+    read: Seen & { claim: Entry<ClaimValue> },
+    update: (record: IntentRecord) => IntentRecord,
+    options: WriteOptions,
+    dead?: { deadLetter: DeadLetter; old: Entry<DeadLetter> },
+  ): Promise<Intent | null> {
+    const { intent, hold, lease } = read;
+    const current = this.#toIntent(intent, hold)!;
     const { version: _, ...record } = current;
     const next = update(record);
+    const leaseKey = this.#key("lease", id);
     const atomic = this.#kv.atomic()
       .check(intent, hold)
       .set(this.#key("intent", id), this.#stored(next));
     const holdChanged = next.hold !== record.hold && next.hold !== null;
     if (holdChanged) atomic.set(this.#key("hold", id), next.hold);
+    let leaseAfterWrite: LeaseRecord | null | undefined; // undefined: untouched
     if (options.lease) {
       // Checked even when untouched: a lease taken since the read refuses this commit.
       const after = leaseAfter(id, lease.value, options.lease);
       atomic.check(lease);
-      if (after !== null) atomic.set(leaseKey, after);
-      else if (lease.value?.owner === options.lease.owner) {
+      if (after !== null) {
+        atomic.set(leaseKey, after);
+        leaseAfterWrite = after;
+      } else if (lease.value?.owner === options.lease.owner) {
         atomic.delete(leaseKey);
+        leaseAfterWrite = null;
       }
     }
-    if (options.claim) this.#addClaim(atomic, options.claim, claim);
-    if (deadLetter) this.#addDeadLetter(atomic, deadLetter, dead);
-    const stamp = await this.#commit(atomic, `write intent ${id}`);
-    return this.#intent(
+    if (options.claim) this.#addClaim(atomic, options.claim, read.claim);
+    if (dead) this.#addDeadLetter(atomic, dead.deadLetter, dead.old);
+    const result = await atomic.commit();
+    if (!result.ok) return null;
+    const stamp = result.versionstamp;
+    const written = this.#intent(
       this.#stored(next),
       next.hold,
       stamp,
       holdChanged ? stamp : hold.versionstamp,
     );
+    this.#remember(id, written.version, {
+      intent: {
+        key: intent.key,
+        value: this.#stored(next),
+        versionstamp: stamp,
+      },
+      hold: holdChanged
+        ? { key: hold.key, value: next.hold, versionstamp: stamp }
+        : hold,
+      lease: leaseAfterWrite === undefined
+        ? lease
+        : leaseAfterWrite === null
+        ? { key: lease.key, value: null, versionstamp: null }
+        : { key: lease.key, value: leaseAfterWrite, versionstamp: stamp },
+    });
+    return written;
   }
 
   /**
@@ -779,6 +876,16 @@ export class KvStore implements Store {
     return entry.value;
   }
 }
+
+/** An intent, its hold and its lease as one read or write saw them. */
+interface Seen {
+  readonly intent: Entry<StoredIntent>;
+  readonly hold: Entry<HoldState>;
+  readonly lease: Entry<LeaseRecord>;
+}
+
+/** How many versions a store remembers (each a few hundred bytes). */
+const SEEN_LIMIT = 1024;
 
 /** A replay record as this store keeps it. */
 interface ClaimValue {
