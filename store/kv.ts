@@ -8,7 +8,10 @@
  * it read: a lost race surfaces as a `ConflictError`, never as a silent
  * overwrite. The hold void and `settling` → `failed` (with the dead letter)
  * are one commit; a delivery's lease and replay record ride in its writes,
- * so a first delivery is two commits (write-ahead, record).
+ * so a first delivery is two commits (write-ahead, record). A write on a
+ * version this store has seen (by its look, or its previous write) commits
+ * on the versionstamps it saw, with no read first: one read and two commits
+ * for a first delivery.
  *
  * Keys, under `prefix` (default `["relayer"]`):
  *
