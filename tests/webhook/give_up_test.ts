@@ -269,3 +269,16 @@ Deno.test("the give-up routes are refused (503) where their keys are not set", a
     /PUBSUB_DEAD_LETTER_AUDIENCE/,
   );
 });
+
+Deno.test("POST /v1/qstash/failed refuses a replayed callback (401): its signature was used", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  const init = await failedRequest(callback(job));
+  const first = await app.request("/v1/qstash/failed", init);
+  assert.equal(first.status, 200);
+  await first.body?.cancel();
+  const kept = await store.getDeadLetter("pi_0002/settle");
+  const replay = await app.request("/v1/qstash/failed", init);
+  assert.equal(replay.status, 401);
+  await replay.body?.cancel();
+  assert.deepEqual(await store.getDeadLetter("pi_0002/settle"), kept);
+});
