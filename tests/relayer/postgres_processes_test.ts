@@ -111,13 +111,14 @@ Deno.test({
         assert.equal(intent?.hold, "captured", id);
         assert.equal(sends.get(id), 1, `${id} was sent ${sends.get(id)} times`);
       }
-      // Both processes delivered every job, two copies at a time, and most
-      // jobs more than once (a sent job comes back for its receipt).
+      // Both processes delivered every job, two copies at a time, so at
+      // least four deliveries a job were counted (more where a sent job
+      // came back for its receipt; how many more is the machine's timing).
       for (const report of reports) {
         assert.equal(Object.keys(report.deliveries).length, intents.length);
       }
       assert.ok(
-        total > intents.length * 2 * 2 * 1.5,
+        total >= intents.length * 2 * 2,
         `only ${total} deliveries`,
       );
     } finally {
