@@ -6,8 +6,6 @@
  * @module
  */
 
-import type { Intent } from "../store/store.ts";
-
 /**
  * The plan for a poisoned job's intent. Plain data; the relayer acts on it.
  * - `drop`: touch nothing (the relayer wrote no byte, or the intent is
@@ -40,7 +38,8 @@ export type Resolution =
   | { readonly action: "review"; readonly text: string };
 
 /**
- * What {@linkcode planResolution} reads of an intent.
+ * What {@linkcode planResolution} reads of an intent: a narrow view, so the
+ * pure policy names nothing of the store; the store's `Intent` fits it.
  *
  * @example An intent read from the store is resolvable
  * ```ts
@@ -55,10 +54,19 @@ export type Resolution =
  * });
  * ```
  */
-export type ResolvableIntent = Pick<
-  Intent,
-  "state" | "lastBroadcast" | "broadcasting" | "mayHaveSent"
->;
+export interface ResolvableIntent {
+  /** Where the payment is: `created`, `authorized`, `settling`, `settled`, `failed` or `needs_review`. */
+  readonly state: string;
+  /** The last broadcast on record; `null` when none was recorded. */
+  readonly lastBroadcast: {
+    readonly outcome: "sent" | "not_sent" | "unknown";
+    readonly txHash?: string;
+  } | null;
+  /** When a broadcast started whose outcome is not on record; `null` when none. */
+  readonly broadcasting: number | null;
+  /** Whether any broadcast of this intent may have left the process. */
+  readonly mayHaveSent: boolean;
+}
 
 /**
  * Plans the resolution of a poisoned job from the intent as it is now.
