@@ -61,6 +61,8 @@ export interface ResolvableIntent {
   readonly lastBroadcast: {
     readonly outcome: "sent" | "not_sent" | "unknown";
     readonly txHash?: string;
+    readonly at?: number;
+    readonly error?: string;
   } | null;
   /** When a broadcast started whose outcome is not on record; `null` when none. */
   readonly broadcasting: number | null;
