@@ -31,6 +31,7 @@
  */
 
 import { BusyError } from "./busy_error.ts";
+import { GroupCommit } from "./_group_commit.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
@@ -261,6 +262,9 @@ const RACE_RETRIES = 32;
  */
 export class KvStore implements Store {
   #kv: KvLike;
+  // Every commit goes through it: writes that wait while a commit is in
+  // flight go out together, as one commit (see `_group_commit.ts`).
+  #group: GroupCommit;
   #prefix: KvKey;
   // What reads and writes saw, by intent and version: a write on a version
   // this store saw commits on those versionstamps with no read first.
@@ -282,6 +286,7 @@ export class KvStore implements Store {
       );
     }
     this.#kv = kv;
+    this.#group = new GroupCommit(kv);
     this.#prefix = options.prefix ?? ["relayer"];
   }
 
@@ -360,7 +365,7 @@ export class KvStore implements Store {
    */
   async createIntent(intent: NewIntent): Promise<Intent> {
     const record = newIntentRecord(intent);
-    const atomic = this.#kv.atomic()
+    const atomic = this.#group.atomic()
       .check({ key: this.#key("intent", record.id), versionstamp: null })
       .set(this.#key("intent", record.id), this.#stored(record));
     if (record.hold !== null) {
@@ -497,7 +502,7 @@ export class KvStore implements Store {
     const { version: _, ...record } = current;
     const next = update(record);
     const leaseKey = this.#key("lease", id);
-    const atomic = this.#kv.atomic()
+    const atomic = this.#group.atomic()
       .check(intent, hold)
       .set(this.#key("intent", id), this.#stored(next));
     const holdChanged = next.hold !== record.hold && next.hold !== null;
@@ -642,7 +647,7 @@ export class KvStore implements Store {
     if (next === hold.value) return next;
     // The intent is checked too: its state is what allowed the change.
     await this.#commit(
-      this.#kv.atomic().check(intent, hold).set(this.#key("hold", id), next),
+      this.#group.atomic().check(intent, hold).set(this.#key("hold", id), next),
       `${op} the hold of ${id}`,
     );
     return next;
@@ -696,7 +701,7 @@ export class KvStore implements Store {
       // A claim alone (a signed delivery that only looks): first try it as
       // a key that must be absent, with no read; only a claim that exists
       // (a replay, or a record past its expiry) reads it below.
-      const { ok } = await this.#kv.atomic()
+      const { ok } = await this.#group.atomic()
         .check({ key: claimKey, versionstamp: null })
         .set(claimKey, { expiresAt: admission.claim.expiresAt }, {
           expireIn: Math.max(
@@ -712,7 +717,7 @@ export class KvStore implements Store {
         countKey,
         claimKey,
       );
-      const atomic = this.#kv.atomic();
+      const atomic = this.#group.atomic();
       if (admission.claim) this.#addClaim(atomic, admission.claim, claim);
       const next = admission.count === undefined
         ? null
@@ -780,7 +785,7 @@ export class KvStore implements Store {
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
     );
-    const atomic = this.#kv.atomic();
+    const atomic = this.#group.atomic();
     if (options.claim) this.#addClaim(atomic, options.claim, claim);
     this.#addDeadLetter(atomic, deadLetter, old);
     await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
@@ -864,7 +869,7 @@ export class KvStore implements Store {
         `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
       );
     }
-    const atomic = this.#kv.atomic().check(entry).delete(key)
+    const atomic = this.#group.atomic().check(entry).delete(key)
       .delete(this.#timeKey(entry.value))
       .delete(this.#key("deliveries", jobId));
     if (options.enqueue !== undefined) {

@@ -29,10 +29,14 @@ export interface OpenStore {
   close(): void | Promise<void>;
   /**
    * For stores whose writes read, then commit (Deno KV): runs `write` once,
-   * right before the next commit, so a test can land a write between a
-   * method's read and its commit. Absent where a write has no such gap.
+   * right before the next commit, on `other`, another instance over the
+   * same database (another process, as it were), so a test can land a
+   * write between a method's read and its commit. Absent where a write
+   * has no such gap.
    */
-  readonly beforeNextCommit?: (write: () => Promise<unknown>) => void;
+  readonly beforeNextCommit?: (
+    write: (other: Store) => Promise<unknown>,
+  ) => void;
 }
 
 /** Opens a fresh, empty store. */
@@ -103,9 +107,9 @@ export function storeContract(name: string, open: OpenStoreFn): void {
       };
       // The interloper: another delivery records a send meanwhile (state kept).
       const interlope = (id: string) =>
-        beforeNextCommit(async () => {
-          const now = (await store.getIntent(id))!;
-          await store.recordBroadcast(id, now.version, {
+        beforeNextCommit(async (other) => {
+          const now = (await other.getIntent(id))!;
+          await other.recordBroadcast(id, now.version, {
             outcome: "sent",
             txHash: "0xother",
             at: 1,
@@ -147,9 +151,9 @@ export function storeContract(name: string, open: OpenStoreFn): void {
       }
       await t.step("captureHold", async () => {
         const { id } = await settling();
-        beforeNextCommit(async () => {
-          const now = (await store.getIntent(id))!;
-          await store.transition(id, {
+        beforeNextCommit(async (other) => {
+          const now = (await other.getIntent(id))!;
+          await other.transition(id, {
             from: "settling",
             to: "failed",
             version: now.version,
@@ -161,8 +165,8 @@ export function storeContract(name: string, open: OpenStoreFn): void {
         assert.equal((await store.getIntent(id))?.state, "failed");
       });
       await t.step("putDeadLetter", async () => {
-        beforeNextCommit(() =>
-          store.putDeadLetter(deadLetter("pi_x/settle", 5))
+        beforeNextCommit((other) =>
+          other.putDeadLetter(deadLetter("pi_x/settle", 5))
         );
         await assert.rejects(
           store.putDeadLetter(deadLetter("pi_x/settle", 4)),
@@ -173,8 +177,8 @@ export function storeContract(name: string, open: OpenStoreFn): void {
       await t.step("redrive", async () => {
         await store.putDeadLetter(deadLetter("pi_y/settle", 1));
         const read = (await store.getDeadLetter("pi_y/settle"))!;
-        beforeNextCommit(() =>
-          store.putDeadLetter(deadLetter("pi_y/settle", 2))
+        beforeNextCommit((other) =>
+          other.putDeadLetter(deadLetter("pi_y/settle", 2))
         );
         await assert.rejects(
           store.redrive("pi_y/settle", read.version),
@@ -183,7 +187,9 @@ export function storeContract(name: string, open: OpenStoreFn): void {
         assert.equal((await store.getDeadLetter("pi_y/settle"))?.poisonedAt, 2);
       });
       await t.step("admit (a count retries, never loses one)", async () => {
-        beforeNextCommit(() => store.admit({ count: "pi_z/settle", now: 0 }));
+        beforeNextCommit((other) =>
+          other.admit({ count: "pi_z/settle", now: 0 })
+        );
         assert.equal(await store.admit({ count: "pi_z/settle", now: 0 }), 2);
         assert.equal(await store.deliveries("pi_z/settle"), 2);
       });

@@ -93,13 +93,18 @@ class CountingAtomic implements KvAtomic {
     return this;
   }
 
-  set(key: KvKey, value: unknown): this {
-    this.#atomic.set(key, value);
+  set(key: KvKey, value: unknown, options?: { expireIn?: number }): this {
+    this.#atomic.set(key, value, options);
     return this;
   }
 
   delete(key: KvKey): this {
     this.#atomic.delete(key);
+    return this;
+  }
+
+  enqueue(value: unknown, options?: { delay?: number }): this {
+    this.#atomic.enqueue!(value, options);
     return this;
   }
 

@@ -1,10 +1,13 @@
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
+import type { Store } from "../../store/store.ts";
 import { storeContract } from "./_contract.ts";
 
 storeContract("KvStore", async () => {
   const kv = await Deno.openKv(":memory:");
   // A hook run once before the next commit, through a wrapped handle.
-  let pending: (() => Promise<unknown>) | undefined;
+  let pending: ((other: Store) => Promise<unknown>) | undefined;
+  // Another instance on the same database: its commits bypass the hook.
+  const other = new KvStore(kv);
   const hooked: KvLike = {
     getMany: (keys) => kv.getMany(keys as Deno.KvKey[]),
     list: (selector, options) =>
@@ -15,7 +18,7 @@ storeContract("KvStore", async () => {
       atomic.commit = async () => {
         const write = pending;
         pending = undefined;
-        await write?.();
+        await write?.(other);
         return await commit();
       };
       return atomic;

@@ -1,0 +1,132 @@
+import assert from "node:assert/strict";
+import { ConflictError } from "../../store/conflict_error.ts";
+import { GroupCommit, IN_FLIGHT } from "../../store/_group_commit.ts";
+import { KvStore } from "../../store/kv.ts";
+import { CountingKv } from "./_counting_kv.ts";
+
+async function opened() {
+  const kv = await Deno.openKv(":memory:");
+  const counting = new CountingKv(kv);
+  return { kv, counting, [Symbol.dispose]: () => kv.close() };
+}
+
+Deno.test("group commit: a lone write commits at once, alone", async () => {
+  using db = await opened();
+  const store = new KvStore(db.counting);
+  await store.createIntent({ id: "pi_1", hold: "pending" });
+  assert.equal(db.counting.counts.commits, 1);
+});
+
+Deno.test("group commit: concurrent writes to different keys share commits, and each lands with its own version", async () => {
+  using db = await opened();
+  const store = new KvStore(db.counting);
+  const ids = Array.from({ length: 50 }, (_, i) => `pi_${i}`);
+  const created = await Promise.all(
+    ids.map((id) => store.createIntent({ id, hold: "pending" })),
+  );
+  // The first commits alone; the 49 that arrive meanwhile wait for it and
+  // go out together.
+  assert.equal(IN_FLIGHT, 1);
+  assert.equal(db.counting.counts.commits, 2);
+  for (const [i, id] of ids.entries()) {
+    const read = await store.getIntent(id);
+    assert.equal(read?.hold, "pending");
+    assert.equal(read?.version, created[i]!.version);
+  }
+});
+
+Deno.test("group commit: writes to one key never share a commit, so exactly one of many creates wins", async () => {
+  using db = await opened();
+  const store = new KvStore(db.counting);
+  // Warm the pipeline so the rest queue behind a commit in flight.
+  const warm = store.createIntent({ id: "pi_warm" });
+  const results = await Promise.allSettled(
+    Array.from({ length: 20 }, () => store.createIntent({ id: "pi_same" })),
+  );
+  await warm;
+  assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+  for (const result of results) {
+    if (result.status === "rejected") {
+      assert.ok(result.reason instanceof ConflictError);
+    }
+  }
+});
+
+Deno.test("group commit: a failed check refuses only its own write; the group's others land", async () => {
+  using db = await opened();
+  const store = new KvStore(db.counting);
+  await store.createIntent({ id: "pi_taken" });
+  db.counting.reset();
+  const warm = store.createIntent({ id: "pi_warm" });
+  const results = await Promise.allSettled([
+    store.createIntent({ id: "pi_a" }),
+    store.createIntent({ id: "pi_taken" }), // exists: its check fails
+    store.createIntent({ id: "pi_b" }),
+  ]);
+  await warm;
+  assert.deepEqual(results.map((r) => r.status), [
+    "fulfilled",
+    "rejected",
+    "fulfilled",
+  ]);
+  assert.ok(
+    (results[1] as PromiseRejectedResult).reason instanceof ConflictError,
+  );
+  assert.ok(await store.getIntent("pi_a"));
+  assert.ok(await store.getIntent("pi_b"));
+  // warm alone; the group of three, refused; then each on its own.
+  assert.equal(db.counting.counts.commits, 5);
+});
+
+Deno.test("group commit: an operation the database refuses gets its own error; the group's others land", async () => {
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const results = await Promise.allSettled([
+    group.atomic().set(["a"], 1).commit(),
+    // A function cannot be stored: Deno KV throws on it.
+    group.atomic().set(["bad"], () => 1).commit(),
+    group.atomic().set(["b"], 2).commit(),
+  ]);
+  await warm;
+  assert.equal(results[0]!.status, "fulfilled");
+  assert.equal(results[1]!.status, "rejected");
+  assert.equal(results[2]!.status, "fulfilled");
+  assert.equal((await db.kv.get(["a"])).value, 1);
+  assert.equal((await db.kv.get(["b"])).value, 2);
+  assert.equal((await db.kv.get(["bad"])).value, null);
+});
+
+Deno.test("group commit: members of one group share its versionstamp", async () => {
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const [a, b] = await Promise.all([
+    group.atomic().check({ key: ["a"], versionstamp: null }).set(["a"], 1)
+      .commit(),
+    group.atomic().check({ key: ["b"], versionstamp: null }).set(["b"], 1)
+      .commit(),
+  ]);
+  await warm;
+  assert.ok(a.ok && b.ok);
+  assert.equal(a.versionstamp, b.versionstamp);
+  assert.equal((await db.kv.get(["a"])).versionstamp, a.versionstamp);
+});
+
+Deno.test("group commit: an enqueue commits alone, and an atomic commits once", async () => {
+  using db = await opened();
+  const counting = db.counting;
+  const group = new GroupCommit(counting);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const queued = group.atomic().set(["q"], 1);
+  queued.enqueue!({ hello: 1 });
+  await Promise.all([
+    queued.commit(),
+    group.atomic().set(["x"], 1).commit(),
+    group.atomic().set(["y"], 1).commit(),
+  ]);
+  await warm;
+  // warm; the enqueue alone; x and y together.
+  assert.equal(counting.counts.commits, 3);
+  await assert.rejects(queued.commit(), TypeError);
+});
