@@ -59,7 +59,7 @@ import {
   type Store,
 } from "../mod.ts";
 import postgres from "postgres";
-import { type KvAtomic, type KvLike, KvStore } from "../store/kv.ts";
+import { type KvLike, KvStore } from "../store/kv.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import {
   type OwnedPostgresServer,
@@ -188,41 +188,8 @@ async function seedKv(
   scenario: Scenario,
   count: number,
 ): Promise<void> {
-  const all = seeds(scenario, count, Date.now());
-  for (let i = 0; i < all.length; i += 100) {
-    const shared = kv.atomic();
-    const done: ((r: Deno.KvCommitResult | Deno.KvCommitError) => void)[] = [];
-    const batch: KvLike = {
-      getMany: kv.getMany.bind(kv),
-      list: kv.list.bind(kv),
-      atomic() {
-        const op: KvAtomic = {
-          check(...checks) {
-            shared.check(...checks);
-            return op;
-          },
-          set(key, value, options) {
-            shared.set(key, value, options);
-            return op;
-          },
-          delete(key) {
-            shared.delete(key);
-            return op;
-          },
-          commit: () => new Promise((resolve) => done.push(resolve)),
-        };
-        return op;
-      },
-    };
-    const store = new KvStore(batch);
-    const created = all.slice(i, i + 100).map((intent) =>
-      store.createIntent(intent)
-    );
-    const result = await shared.commit();
-    if (!result.ok) throw new Error("seeding failed");
-    for (const resolve of done) resolve(result);
-    await Promise.all(created);
-  }
+  // KvStore groups the concurrent creates into a few commits.
+  await seedStore(new KvStore(kv), scenario, count);
 }
 
 async function seedStore(store: Store, scenario: Scenario, count: number) {
@@ -253,7 +220,7 @@ interface Running {
    * Commits counted on the store and deliveries answered, once the server
    * has closed (so no delivery is half done) (c only).
    */
-  counts?: () => { commits: number; answered: number };
+  counts?: () => { writes: number; commits: number; answered: number };
   close(): Promise<void>;
 }
 
@@ -293,6 +260,20 @@ async function memoryApp(scenario: Scenario, pool: number): Promise<Running> {
   return serveHere(app.fetch);
 }
 
+/** The Store methods that write: each one commit when it runs alone. */
+const WRITES: ReadonlySet<PropertyKey> = new Set([
+  "createIntent",
+  "transition",
+  "beginBroadcast",
+  "recordBroadcast",
+  "recordHold",
+  "voidHold",
+  "captureHold",
+  "admit",
+  "putDeadLetter",
+  "redrive",
+]);
+
 async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
   const dir = await Deno.makeTempDir({
     prefix: "relayer_http_bench_",
@@ -315,8 +296,23 @@ async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
       return atomic;
     },
   };
+  // The store's writes, counted by method call (each one commit on its
+  // own); `commits` above counts what reached Deno KV after grouping.
+  let writes = 0;
+  const store = new KvStore(counted);
+  const written = new Proxy(store, {
+    get(target, name) {
+      const value = Reflect.get(target, name, target);
+      if (typeof value !== "function") return value;
+      if (!WRITES.has(name)) return value.bind(target);
+      return (...args: unknown[]) => {
+        writes++;
+        return value.apply(target, args);
+      };
+    },
+  });
   const app = createApp({
-    store: new KvStore(counted),
+    store: written,
     sender: scriptedSender(scenario, pool),
     webhookSecret: SECRET,
   });
@@ -325,7 +321,9 @@ async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
     answered++;
     return response;
   };
-  return serveHere(fetch, { counts: () => ({ commits, answered }) }, () => {
+  return serveHere(fetch, {
+    counts: () => ({ writes, commits, answered }),
+  }, () => {
     kv.close();
     Deno.removeSync(dir, { recursive: true });
   });
@@ -640,6 +638,9 @@ interface Measured {
   rate?: number;
   /** Read-and-commit pairs/s of the same, measured right after `rate`. */
   pairs?: number;
+  /** Store writes per delivery (each one commit on its own) (c only). */
+  writesPerDelivery?: number;
+  /** Deno KV commits per delivery, after grouping (c only). */
   commitsPerDelivery?: number;
 }
 
@@ -687,7 +688,7 @@ if (import.meta.main) {
           ? Math.ceil(Math.max(bareRps, 2000) * seconds * 1.2)
           : row.id === "e"
           ? Math.ceil(1500 * seconds * 1.2)
-          : Math.ceil(rate! / 2 * seconds * 1.5);
+          : Math.ceil(Math.max(bareRps, rate!, 2000) * seconds * 1.2);
         const server = row.id === "a"
           ? await bareHono()
           : row.id === "b"
@@ -720,7 +721,10 @@ if (import.meta.main) {
             ? {}
             : { rate: ceiling.commits, pairs: ceiling.pairs }),
           ...(counts
-            ? { commitsPerDelivery: counts.commits / counts.answered }
+            ? {
+              writesPerDelivery: counts.writes / counts.answered,
+              commitsPerDelivery: counts.commits / counts.answered,
+            }
             : {}),
         };
         rows.set(row.name, measured);
@@ -730,7 +734,9 @@ if (import.meta.main) {
           } errors${
             measured.commitsPerDelivery === undefined
               ? ""
-              : `, ${measured.commitsPerDelivery.toFixed(2)} commits/delivery`
+              : `, ${measured.writesPerDelivery!.toFixed(2)} writes and ${
+                measured.commitsPerDelivery.toFixed(2)
+              } Deno KV commits per delivery`
           }${
             ceiling === undefined
               ? ""
@@ -751,9 +757,11 @@ if (import.meta.main) {
     `${runs} runs, ${seconds} s each, ${connections} connections, ${intents} read intents, Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores; median (min–max)\n`,
   );
   console.log(
-    "| server | req/s | vs (a) | p50 ms | p99 ms | errors | commits/delivery | of the commit ceiling |",
+    "| server | req/s | vs (a) | p50 ms | p99 ms | errors | writes/delivery | KV commits/delivery | of the commit ceiling |",
   );
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  console.log(
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  );
   for (const row of ROWS) {
     const measured = perRun.map((r) => r.rows.get(row.name)!);
     const bare = perRun.map((r) =>
@@ -762,17 +770,22 @@ if (import.meta.main) {
     const ratios = measured.flatMap((m, i) =>
       row.id !== "a" && bare[i] ? [m.result.rps / bare[i]!] : []
     );
-    // (d) runs the store code (c) counted: its commits per delivery.
-    const cpd = (i: number) =>
-      measured[i]!.commitsPerDelivery ??
+    // (d) runs the store code (c) counted: its writes per delivery. Its
+    // Deno KV commits are not counted (another process groups them).
+    const wpd = (i: number) =>
+      measured[i]!.writesPerDelivery ??
         (row.id === "d"
           ? perRun[i]!.rows.get(`(c) app, KvStore file, ${row.scenario}`)
-            ?.commitsPerDelivery
+            ?.writesPerDelivery
           : undefined);
-    const perDelivery = measured.flatMap((_, i) => cpd(i) ?? []);
+    const perDelivery = measured.flatMap((_, i) => wpd(i) ?? []);
+    const commitsPer = measured.flatMap((m) => m.commitsPerDelivery ?? []);
+    // The ceiling is one write per commit, as it was before grouping:
+    // deliveries/s × writes per delivery ÷ the bare commit rate. Grouped,
+    // a run can pass 100%.
     const ceiling = row.id === "c" || row.id === "d"
       ? measured.flatMap((m, i) =>
-        cpd(i) === undefined ? [] : [m.result.rps * cpd(i)! / m.rate!]
+        wpd(i) === undefined ? [] : [m.result.rps * wpd(i)! / m.rate!]
       )
       : [];
     console.log(
@@ -784,6 +797,8 @@ if (import.meta.main) {
         measured.reduce((sum, m) => sum + otherThan200or503(m.result), 0)
       } | ${
         perDelivery.length ? spread(perDelivery, (v) => v.toFixed(2)) : "–"
+      } | ${
+        commitsPer.length ? spread(commitsPer, (v) => v.toFixed(2)) : "–"
       } | ${ceiling.length ? spread(ceiling, pct) : "–"} |`,
     );
   }
