@@ -2,6 +2,9 @@
  * Webhook throughput, side by side in one run, repeated `--runs` times:
  *
  * - (a) a bare Hono app that answers 200;
+ * - (f) a bare Hono app that asks the signer stub for one receipt per
+ *   request and answers 503: the HTTP work a read-path delivery of (d)
+ *   cannot avoid, with nothing of ours, so (d)'s bound on this machine;
  * - (b) our app on `MemoryStore`, with a scripted in-process Sender;
  * - (c) our app on `KvStore` over a SQLite file, same Sender;
  * - (d) `main.ts` as shipped: a separate process started with `deno serve`
@@ -12,7 +15,7 @@
  * - (e) our app on `PostgresStore`, on a PostgreSQL server this run starts
  *   (loopback, a fresh schema per row; skipped without server binaries).
  *
- * (a), (b), (c) and (e) are served here on loopback, one at a time. All are
+ * (a), (f), (b), (c) and (e) are served here on loopback, one at a time. All are
  * driven by the same load: the npm `autocannon`, run from Node
  * (`bench/http_load.mjs`), sending generic-route deliveries, each signed
  * afresh and each with its own signature (a replay would be a 401).
@@ -34,7 +37,7 @@
  * deliveries/s × commits per delivery ÷ commits/s. Commits per delivery
  * are counted on (c)'s store; (d) runs the same store code.
  *
- * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,b,c,d,e] [--kv-dir DIR] [--profile]`
+ * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,f,b,c,d,e] [--kv-dir DIR] [--profile]`
  *
  * `--kv-dir DIR` puts the SQLite files of (c), (d) and the commit-rate
  * measurement in DIR instead of the system's temporary folder. On a tmpfs
@@ -82,7 +85,7 @@ const runs = Number(flag("runs", "3"));
 const seconds = Number(flag("seconds", "8"));
 const connections = Number(flag("connections", "50"));
 const intents = Number(flag("intents", "20000"));
-const only = new Set(flag("only", "a,b,c,d,e").split(","));
+const only = new Set(flag("only", "a,f,b,c,d,e").split(","));
 const profile = Deno.args.includes("--profile");
 const kvDir = Deno.args.includes("--kv-dir") ? flag("kv-dir", "") : undefined;
 const root = new URL("..", import.meta.url).pathname;
@@ -246,6 +249,20 @@ function serveHere(
 
 async function bareHono(): Promise<Running> {
   const app = new Hono().post("/v1/deliveries", (c) => c.json({ ok: true }));
+  return await Promise.resolve(serveHere(app.fetch));
+}
+
+/**
+ * (f): a bare Hono app that asks the signer stub for one pending receipt
+ * per request, with the runtime's `fetch`, and answers 503: the HTTP work
+ * every read-path delivery of (d) must do, with nothing of ours.
+ */
+async function bareFetch(signerUrl: string): Promise<Running> {
+  const app = new Hono().post("/v1/deliveries", async (c) => {
+    const response = await fetch(`${signerUrl}/receipt/0xabc_pending`);
+    const { status } = await response.json() as { status: string };
+    return c.json({ status }, 503);
+  });
   return await Promise.resolve(serveHere(app.fetch));
 }
 
@@ -622,6 +639,7 @@ interface Row {
 
 const ROWS: Row[] = [
   { id: "a", name: "(a) bare Hono, 200" },
+  { id: "f", name: "(f) bare Hono, one signer fetch, 503" },
   ...(["read", "write"] as const).flatMap((scenario): Row[] => [
     { id: "b", name: `(b) app, MemoryStore, ${scenario}`, scenario },
     { id: "c", name: `(c) app, KvStore file, ${scenario}`, scenario },
@@ -670,7 +688,9 @@ const int = (v: number) => Math.round(v).toLocaleString("en-US");
 
 if (import.meta.main) {
   const dir = await autocannonDir();
-  const signer = only.has("d") ? await signerStub() : undefined;
+  const signer = only.has("d") || only.has("f")
+    ? await signerStub()
+    : undefined;
   const perRun: { rows: Map<string, Measured> }[] = [];
   try {
     for (let run = 1; run <= runs; run++) {
@@ -688,9 +708,11 @@ if (import.meta.main) {
           ? Math.ceil(Math.max(bareRps, 2000) * seconds * 1.2)
           : row.id === "e"
           ? Math.ceil(1500 * seconds * 1.2)
-          : Math.ceil(Math.max(bareRps, rate!, 2000) * seconds * 1.2);
+          : Math.ceil(Math.max(rate!, 3000) * seconds * 1.5);
         const server = row.id === "a"
           ? await bareHono()
+          : row.id === "f"
+          ? await bareFetch(signer!.url)
           : row.id === "b"
           ? await memoryApp(row.scenario!, pool)
           : row.id === "c"
