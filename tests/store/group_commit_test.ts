@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
+import "../_fc.ts";
 import { ConflictError } from "../../store/conflict_error.ts";
 import { GroupCommit, IN_FLIGHT } from "../../store/_group_commit.ts";
 import { KvStore } from "../../store/kv.ts";
@@ -129,4 +131,31 @@ Deno.test("group commit: an enqueue commits alone, and an atomic commits once", 
   // warm; the enqueue alone; x and y together.
   assert.equal(counting.counts.commits, 3);
   await assert.rejects(queued.commit(), TypeError);
+});
+
+Deno.test("group commit: concurrent compare-and-set increments on a few keys lose none (property)", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 40 }),
+      async (keys) => {
+        using db = await opened();
+        const group = new GroupCommit(db.kv);
+        const won = [0, 0, 0, 0];
+        // Every writer reads its key, then commits +1 checked on what it
+        // read: a write that shared a commit with another on the same key
+        // would land twice on one versionstamp, and a count would be lost.
+        await Promise.all(keys.map(async (k) => {
+          const read = await db.kv.get<number>(["n", k]);
+          const { ok } = await group.atomic()
+            .check({ key: ["n", k], versionstamp: read.versionstamp })
+            .set(["n", k], (read.value ?? 0) + 1).commit();
+          if (ok) won[k]!++;
+        }));
+        for (let k = 0; k < 4; k++) {
+          assert.equal((await db.kv.get<number>(["n", k])).value ?? 0, won[k]);
+        }
+      },
+    ),
+    { numRuns: 60 },
+  );
 });
