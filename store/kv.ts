@@ -13,6 +13,13 @@
  * on the versionstamps it saw, with no read first: one read and two commits
  * for a first delivery.
  *
+ * Commits are grouped: a write that finds no commit in flight commits at
+ * once; writes that arrive meanwhile go out together as one commit when it
+ * returns, never two writes on one key in a group. A group whose checks
+ * fail is retried write by write, so each gets its own answer. On a SQLite
+ * file, where a commit costs the same whatever it holds, this lifts the
+ * commit rate from a ceiling to a detail.
+ *
  * Keys, under `prefix` (default `["relayer"]`):
  *
  * | key | value | written by |
