@@ -107,20 +107,26 @@ export class GroupCommit {
     }
   }
 
-  /** Takes the next group off the queue: in order, disjoint, within the limits. */
+  /**
+   * Takes the next group off the queue: the first operation (whatever its
+   * size: alone, it gets Deno KV's own answer), then, in order, every one
+   * that fits within the limits and shares no key with the group.
+   */
   #take(): Op[] {
-    const first = this.#queue[0]!;
-    if (first.solo || this.#queue.length === 1) {
-      this.#queue.shift();
-      return [first];
-    }
-    const group: Op[] = [];
-    const left: Op[] = [];
+    const first = this.#queue.shift()!;
+    if (first.solo || this.#queue.length === 0) return [first];
+    const group: Op[] = [first];
     const keys = new Set<string>();
-    let checks = 0;
-    let mutations = 0;
-    for (const op of this.#queue) {
-      const fits = !op.solo && group.length < MAX_OPS &&
+    addKeys(first, keys);
+    let checks = first.checks.length;
+    let mutations = first.mutations.length;
+    const left: Op[] = [];
+    for (const [i, op] of this.#queue.entries()) {
+      if (group.length === MAX_OPS) {
+        left.push(...this.#queue.slice(i));
+        break;
+      }
+      const fits = !op.solo &&
         checks + op.checks.length <= MAX_CHECKS &&
         mutations + op.mutations.length <= MAX_MUTATIONS &&
         disjoint(op, keys);
@@ -128,10 +134,7 @@ export class GroupCommit {
         left.push(op);
         continue;
       }
-      for (const { key } of op.checks) keys.add(keyOf(key));
-      for (const mutation of op.mutations) {
-        if (mutation.type !== "enqueue") keys.add(keyOf(mutation.key));
-      }
+      addKeys(op, keys);
       checks += op.checks.length;
       mutations += op.mutations.length;
       group.push(op);
@@ -186,6 +189,14 @@ export class GroupCommit {
       }
     }
     return atomic.commit();
+  }
+}
+
+/** Adds the keys `op` checks or writes to `keys`. */
+function addKeys(op: Op, keys: Set<string>): void {
+  for (const { key } of op.checks) keys.add(keyOf(key));
+  for (const mutation of op.mutations) {
+    if (mutation.type !== "enqueue") keys.add(keyOf(mutation.key));
   }
 }
 

@@ -159,3 +159,22 @@ Deno.test("group commit: concurrent compare-and-set increments on a few keys los
     { numRuns: 60 },
   );
 });
+
+Deno.test("group commit: an operation over Deno KV's limits gets Deno KV's error alone, and the queue moves on", async () => {
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const huge = group.atomic();
+  for (let i = 0; i < 101; i++) {
+    huge.check({ key: ["h", i], versionstamp: null });
+  }
+  const results = await Promise.allSettled([
+    huge.set(["h"], 1).commit(),
+    group.atomic().set(["after"], 1).commit(),
+  ]);
+  await warm;
+  assert.equal(results[0]!.status, "rejected");
+  assert.match(String((results[0] as PromiseRejectedResult).reason), /checks/);
+  assert.equal(results[1]!.status, "fulfilled");
+  assert.equal((await db.kv.get(["after"])).value, 1);
+});
