@@ -15,7 +15,9 @@ import { isPoison } from "./sentinels.ts";
 
 /**
  * What to do with a job whose delivery failed. Plain data: the caller acts
- * on it (answer the queue, resolve the intent).
+ * on it (answer the queue, resolve the intent). A poison decision is frozen
+ * and shared between calls (it is the same for every call with that cause
+ * and delivery number); a retry is a fresh object.
  *
  * @example Narrow on the action
  * ```ts
@@ -162,22 +164,36 @@ export function decide(
 }
 
 // The poison answers live apart from `decide`, which stays small enough for
-// the engine to inline into its caller on the retry path.
+// the engine to inline into its caller on the retry path. They are the same
+// for every call (per delivery number), so they are made once and frozen:
+// a poison decision costs no allocation and no string building.
+const DECLARED: Decision = Object.freeze({
+  action: "poison",
+  cause: "declared",
+  reason: "retrying will not help",
+});
+
 function declared(): Decision {
-  return {
-    action: "poison",
-    cause: "declared",
-    reason: "retrying will not help",
-  };
+  return DECLARED;
 }
 
+/** Exhausted decisions by delivery number, made on first use. */
+const EXHAUSTED: Decision[] = [];
+/** Delivery numbers below this have their exhausted decision kept. */
+const KEPT = 256;
+
 function exhausted(delivery: number): Decision {
+  if (delivery < KEPT) return EXHAUSTED[delivery] ??= exhaustedAt(delivery);
+  return exhaustedAt(delivery);
+}
+
+function exhaustedAt(delivery: number): Decision {
   const deliveries = delivery === 1 ? "1 delivery" : `${delivery} deliveries`;
-  return {
+  return Object.freeze({
     action: "poison",
     cause: "exhausted",
     reason: `no luck after ${deliveries}`,
-  };
+  });
 }
 
 /**

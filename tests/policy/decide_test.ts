@@ -121,6 +121,27 @@ Deno.test("decide() says how many deliveries were used when exhausted", () => {
   assert.equal(decide(new Error("x"), 1e300).action, "poison");
 });
 
+Deno.test("decide() answers a poison with a frozen decision, made once per delivery number", () => {
+  const timeout = new Error("x");
+  for (const n of [3, 255, 256, 1000]) {
+    const first = decide(timeout, n, { maxDeliveries: 3 });
+    assert.ok(Object.isFrozen(first));
+    assert.deepEqual(first, {
+      action: "poison",
+      cause: "exhausted",
+      reason: `no luck after ${n} deliveries`,
+    });
+    // Kept below 256; made afresh (and equal) above.
+    assert.equal(decide(timeout, n, { maxDeliveries: 3 }) === first, n < 256);
+  }
+  const declared = decide(poison("bad"), 1);
+  assert.ok(Object.isFrozen(declared));
+  assert.equal(decide(poison("other"), 7), declared);
+  assert.throws(() => {
+    (declared as { reason: string }).reason = "changed";
+  }, TypeError);
+});
+
 Deno.test("decide() rejects a bad delivery number or policy", () => {
   assert.throws(
     () => decide(new Error("x"), 0),
