@@ -61,6 +61,8 @@ interface Op {
   readonly mutations: Mutation[];
   /** Enqueues commit alone: Deno KV's queue is not something to mix. */
   solo: boolean;
+  /** The keys it checks or writes, as strings; made when first needed. */
+  keys?: string[];
   resolve(result: Result): void;
   reject(error: unknown): void;
 }
@@ -192,22 +194,25 @@ export class GroupCommit {
   }
 }
 
+/** The keys `op` checks or writes, as strings (made once per operation). */
+function keysOf(op: Op): string[] {
+  if (op.keys !== undefined) return op.keys;
+  const keys: string[] = [];
+  for (const { key } of op.checks) keys.push(keyOf(key));
+  for (const mutation of op.mutations) {
+    if (mutation.type !== "enqueue") keys.push(keyOf(mutation.key));
+  }
+  return op.keys = keys;
+}
+
 /** Adds the keys `op` checks or writes to `keys`. */
 function addKeys(op: Op, keys: Set<string>): void {
-  for (const { key } of op.checks) keys.add(keyOf(key));
-  for (const mutation of op.mutations) {
-    if (mutation.type !== "enqueue") keys.add(keyOf(mutation.key));
-  }
+  for (const key of keysOf(op)) keys.add(key);
 }
 
 /** Whether none of `op`'s keys is among `keys`. */
 function disjoint(op: Op, keys: ReadonlySet<string>): boolean {
-  for (const { key } of op.checks) if (keys.has(keyOf(key))) return false;
-  for (const mutation of op.mutations) {
-    if (mutation.type !== "enqueue" && keys.has(keyOf(mutation.key))) {
-      return false;
-    }
-  }
+  for (const key of keysOf(op)) if (keys.has(key)) return false;
   return true;
 }
 
