@@ -1,0 +1,106 @@
+/**
+ * What a commit costs on a Deno KV SQLite file, by how much it holds and
+ * how many are in flight: the measurement behind `KvStore`'s group commit.
+ *
+ * Each row runs for 2 s, `--runs` times (default 3), on a fresh file in
+ * the system's temporary folder (or `--kv-dir DIR`). A write is one
+ * `check` (the key must be absent) and one `set` of a small record, the
+ * shape of a replay record; `k` writes per commit go in one `atomic()`.
+ * Printed: writes/s and commits/s, median (min–max).
+ *
+ * `deno task kv-commits [--runs 3] [--kv-dir DIR]`
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { parseArgs } from "node:util";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    runs: { type: "string", default: "3" },
+    "kv-dir": { type: "string" },
+  },
+});
+const runs = Number(values.runs);
+if (!Number.isInteger(runs) || runs < 1) {
+  throw new RangeError(
+    `Cannot run as '--runs' must be an integer >= 1: current value is ${values.runs}`,
+  );
+}
+
+/** [writes per commit, commits in flight] */
+const SHAPES: readonly [number, number][] = [
+  [1, 1],
+  [1, 50],
+  [10, 5],
+  [25, 2],
+  [64, 1],
+];
+
+async function writesPerSecond(
+  kv: Deno.Kv,
+  perCommit: number,
+  inFlight: number,
+): Promise<number> {
+  let writes = 0;
+  let next = 0;
+  const start = performance.now();
+  const end = start + 2000;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < end) {
+        const atomic = kv.atomic();
+        for (let i = 0; i < perCommit; i++) {
+          const key = ["claim", next++];
+          atomic.check({ key, versionstamp: null }).set(key, {
+            expiresAt: 1_700_000_000_000 + next,
+          }, { expireIn: 60_000 });
+        }
+        if ((await atomic.commit()).ok) writes += perCommit;
+      }
+    }),
+  );
+  return writes / ((performance.now() - start) / 1000);
+}
+
+function spread(values: number[]): string {
+  const sorted = [...values].sort((x, y) => x - y);
+  const int = (v: number) => Math.round(v).toLocaleString("en-US");
+  return `${int(sorted[sorted.length >> 1]!)} (${int(sorted[0]!)}–${
+    int(sorted.at(-1)!)
+  })`;
+}
+
+if (import.meta.main) {
+  const measured = SHAPES.map(() => [] as number[]);
+  for (let run = 0; run < runs; run++) {
+    for (const [i, [perCommit, inFlight]] of SHAPES.entries()) {
+      const dir = await Deno.makeTempDir({
+        prefix: "relayer_kv_commits_",
+        ...(values["kv-dir"] === undefined ? {} : { dir: values["kv-dir"] }),
+      });
+      const kv = await Deno.openKv(`${dir}/commits.kv`);
+      try {
+        measured[i]!.push(await writesPerSecond(kv, perCommit, inFlight));
+      } finally {
+        kv.close();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }
+  }
+  console.log(
+    `Deno KV on a SQLite file, ${runs} runs of 2 s, Deno ${Deno.version.deno}; median (min–max)\n`,
+  );
+  console.log("| writes per commit | in flight | writes/s | commits/s |");
+  console.log("| ---: | ---: | ---: | ---: |");
+  for (const [i, [perCommit, inFlight]] of SHAPES.entries()) {
+    const writes = measured[i]!;
+    console.log(
+      `| ${perCommit} | ${inFlight} | ${spread(writes)} | ${
+        spread(writes.map((w) => w / perCommit))
+      } |`,
+    );
+  }
+}
