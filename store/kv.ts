@@ -17,7 +17,7 @@
  * once; writes that arrive meanwhile go out together as one commit when it
  * returns, never two writes on one key in a group. A group whose checks
  * fail is retried write by write, so each gets its own answer. On a SQLite
- * file, where a commit costs the same whatever it holds, this lifts the
+ * file, where a commit costs little more for holding more, this lifts the
  * commit rate from a ceiling to a detail.
  *
  * Keys, under `prefix` (default `["relayer"]`):
