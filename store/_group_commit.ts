@@ -6,27 +6,37 @@
  * commit costs little more for holding more (on our machines about 1,900
  * one-write commits/s with 50 in flight, 1,700 with 1, and 60,000 writes/s
  * at 64 a commit: `deno task kv-commits`), so a delivery's write is bound
- * by the commit rate, not by its size. Databases answer this with group commit;
- * this is that, above the KV handle:
+ * by the commit rate, not by its size. Databases answer this with group
+ * commit; this is that, above the KV handle:
  *
- * - an operation that finds fewer than {@linkcode IN_FLIGHT} commits in
- *   flight commits at once, alone: no added latency when the store is
- *   quiet;
- * - operations that arrive while commits are in flight queue, and when a
- *   commit returns, the queue goes out as one commit (its checks and
- *   mutations side by side), within Deno KV's limits;
+ * - an operation that finds no commit in flight commits at once, alone:
+ *   no added latency when the store is quiet;
+ * - operations that arrive while a commit is in flight queue, and when it
+ *   returns, the queue goes out as one commit (their checks and mutations
+ *   side by side), within Deno KV's limits;
  * - two operations that touch a common key (checked or written) never
  *   share a commit: both checks would pass on the same versionstamp and
  *   both writes would land, a lost update. The later one waits for the
- *   next commit;
- * - a group commit all of whose checks pass is exactly the operations
- *   committed one by one. If any check fails, or the commit throws (a
- *   value too large, a key of the wrong type), nothing of it was written,
- *   and every operation is committed again on its own, so each gets its
- *   own answer: `ok`, a failed check, or its own error.
+ *   next commit. Keys are compared as Deno KV stores them (a lone
+ *   surrogate is U+FFFD; byte parts are their bytes); an operation with a
+ *   key part of any other kind commits alone;
+ * - a group all of whose checks pass is exactly its operations committed
+ *   one by one. If a check fails, or Deno KV refuses the group (a
+ *   `TypeError` or `RangeError`: a limit, a value it cannot store),
+ *   nothing of it was written: the group is halved and each half tried
+ *   again, down to single operations, so each gets the answer it would
+ *   have had alone, and one refused operation among 64 costs 13 commits
+ *   (the group, then two per halving), not 65;
+ * - any other error (the handle closed, the connection to a remote KV
+ *   lost) leaves the outcome unknown, as it would for each operation
+ *   alone: every operation of the group gets that error.
  *
  * Every operation in a group gets the group's versionstamp, which is the
- * versionstamp of every key it wrote.
+ * versionstamp of every key it wrote. Operations are applied between their
+ * `commit()` call and its answer, but not always in the order of their
+ * calls (one that shares a key with an earlier waiter may go out first).
+ * A commit in flight holds every write queued behind it; the commit's own
+ * timeout (the handle's) bounds that wait.
  *
  * @module
  */
@@ -38,10 +48,15 @@ export const IN_FLIGHT = 1;
 /** Deno KV's limits on one atomic operation (Deno 2). */
 const MAX_CHECKS = 100;
 const MAX_MUTATIONS = 1000;
-/** At most this many operations in one group: keeps a group's size well under Deno KV's 800 KiB. */
+/**
+ * At most this many operations in one group. (Deno KV's 800 KiB limit on
+ * a commit's mutations is not counted here: a group over it is refused
+ * and halved.)
+ */
 const MAX_OPS = 64;
 
 type Result = { ok: true; versionstamp: string } | { ok: false };
+type Check = { readonly key: KvKey; readonly versionstamp: string | null };
 
 type Mutation =
   | {
@@ -58,12 +73,13 @@ type Mutation =
   };
 
 interface Op {
-  readonly checks: { key: KvKey; versionstamp: string | null }[];
-  readonly mutations: Mutation[];
-  /** Enqueues commit alone: Deno KV's queue is not something to mix. */
-  solo: boolean;
-  /** The keys it checks or writes, as strings; made when first needed. */
-  keys?: string[];
+  readonly checks: readonly Check[];
+  readonly mutations: readonly Mutation[];
+  /**
+   * The keys it checks or writes, as Deno KV compares them; `undefined`:
+   * the operation commits alone (it enqueues, or a key could not be read).
+   */
+  readonly keys: readonly string[] | undefined;
   resolve(result: Result): void;
   reject(error: unknown): void;
 }
@@ -87,14 +103,17 @@ export class GroupCommit {
     return this.#canEnqueue ? new QueueRecorder(this) : new Recorder(this);
   }
 
-  /** Queues an operation; it commits at once if few commits are in flight. */
+  /**
+   * Queues an operation (a snapshot: later changes to the recorder do not
+   * reach it); it commits at once if no commit is in flight.
+   */
   submit(
-    checks: Op["checks"],
-    mutations: Mutation[],
-    solo: boolean,
+    checks: readonly Check[],
+    mutations: readonly Mutation[],
   ): Promise<Result> {
+    const keys = keysOf(checks, mutations);
     return new Promise<Result>((resolve, reject) => {
-      this.#queue.push({ checks, mutations, solo, resolve, reject });
+      this.#queue.push({ checks, mutations, keys, resolve, reject });
       this.#pump();
     });
   }
@@ -117,10 +136,9 @@ export class GroupCommit {
    */
   #take(): Op[] {
     const first = this.#queue.shift()!;
-    if (first.solo || this.#queue.length === 0) return [first];
+    if (first.keys === undefined || this.#queue.length === 0) return [first];
     const group: Op[] = [first];
-    const keys = new Set<string>();
-    addKeys(first, keys);
+    const keys = new Set(first.keys);
     let checks = first.checks.length;
     let mutations = first.mutations.length;
     const left: Op[] = [];
@@ -129,15 +147,15 @@ export class GroupCommit {
         left.push(...this.#queue.slice(i));
         break;
       }
-      const fits = !op.solo &&
+      const fits = op.keys !== undefined &&
         checks + op.checks.length <= MAX_CHECKS &&
         mutations + op.mutations.length <= MAX_MUTATIONS &&
-        disjoint(op, keys);
+        op.keys.every((key) => !keys.has(key));
       if (!fits) {
         left.push(op);
         continue;
       }
-      addKeys(op, keys);
+      for (const key of op.keys!) keys.add(key);
       checks += op.checks.length;
       mutations += op.mutations.length;
       group.push(op);
@@ -146,11 +164,12 @@ export class GroupCommit {
     return group;
   }
 
-  async #run(group: Op[]): Promise<void> {
+  /** Commits a group; settles every one of its operations, never rejects. */
+  async #run(group: readonly Op[]): Promise<void> {
     if (group.length === 1) {
       const [op] = group as [Op];
       try {
-        op.resolve(await this.#commit([op]));
+        op.resolve(await this.#commit(group));
       } catch (error) {
         op.reject(error);
       }
@@ -159,24 +178,29 @@ export class GroupCommit {
     let result: Result | undefined;
     try {
       result = await this.#commit(group);
-    } catch {
-      // Nothing was written: each operation is tried on its own below,
-      // and the one at fault gets its own error.
+    } catch (error) {
+      if (!isRefusal(error)) {
+        // The outcome is unknown: each operation alone would see this.
+        for (const op of group) op.reject(error);
+        return;
+      }
+      // Refused whole: nothing was written. Halve it below.
     }
     if (result?.ok) {
       for (const op of group) op.resolve(result);
       return;
     }
-    await Promise.all(group.map(async (op) => {
-      try {
-        op.resolve(await this.#commit([op]));
-      } catch (error) {
-        op.reject(error);
-      }
-    }));
+    // A check failed or the group was refused: the halves share no key,
+    // so they may go at the same time.
+    const half = group.length >> 1;
+    await Promise.all([
+      this.#run(group.slice(0, half)),
+      this.#run(group.slice(half)),
+    ]);
   }
 
-  #commit(ops: readonly Op[]): Promise<Result> {
+  /** Builds one atomic of the group's operations and commits it. */
+  async #commit(ops: readonly Op[]): Promise<Result> {
     const atomic = this.#kv.atomic();
     for (const op of ops) {
       if (op.checks.length > 0) atomic.check(...op.checks);
@@ -191,49 +215,98 @@ export class GroupCommit {
         } else atomic.enqueue!(mutation.value, mutation.options);
       }
     }
-    return atomic.commit();
+    return await atomic.commit();
   }
-}
-
-/** The keys `op` checks or writes, as strings (made once per operation). */
-function keysOf(op: Op): string[] {
-  if (op.keys !== undefined) return op.keys;
-  const keys: string[] = [];
-  for (const { key } of op.checks) keys.push(keyOf(key));
-  for (const mutation of op.mutations) {
-    if (mutation.type !== "enqueue") keys.push(keyOf(mutation.key));
-  }
-  return op.keys = keys;
-}
-
-/** Adds the keys `op` checks or writes to `keys`. */
-function addKeys(op: Op, keys: Set<string>): void {
-  for (const key of keysOf(op)) keys.add(key);
-}
-
-/** Whether none of `op`'s keys is among `keys`. */
-function disjoint(op: Op, keys: ReadonlySet<string>): boolean {
-  for (const key of keysOf(op)) if (keys.has(key)) return false;
-  return true;
 }
 
 /**
- * A key as a string: equal keys give equal strings. (Two different keys
- * may, in contrived cases, give the same string; that only keeps them in
- * different groups.)
+ * Whether Deno KV refused a commit before writing anything: a limit
+ * passed, a value or key it cannot store (it throws `TypeError` or
+ * `RangeError` for these, while building the atomic or from `commit()`).
  */
-function keyOf(key: KvKey): string {
+function isRefusal(error: unknown): boolean {
+  return error instanceof TypeError || error instanceof RangeError;
+}
+
+/**
+ * The keys an operation checks or writes, as Deno KV compares them, or
+ * `undefined` if it must commit alone: it enqueues, or a key part is of a
+ * kind this does not know (Deno KV will answer for it).
+ */
+function keysOf(
+  checks: readonly Check[],
+  mutations: readonly Mutation[],
+): string[] | undefined {
+  const keys: string[] = [];
+  try {
+    for (const { key } of checks) {
+      const text = keyOf(key);
+      if (text === undefined) return undefined;
+      keys.push(text);
+    }
+    for (const mutation of mutations) {
+      if (mutation.type === "enqueue") return undefined;
+      const text = keyOf(mutation.key);
+      if (text === undefined) return undefined;
+      keys.push(text);
+    }
+  } catch {
+    return undefined; // not an array, a getter that throws: alone
+  }
+  return keys;
+}
+
+/**
+ * A key as a string such that two keys Deno KV stores as one give the same
+ * string: a string part as Deno KV encodes it (a lone surrogate becomes
+ * U+FFFD), a byte part as its bytes, whatever the view. Two different keys
+ * may, in contrived cases, give the same string; that only keeps them in
+ * different groups. `undefined` for a part of any other kind.
+ */
+function keyOf(key: KvKey): string | undefined {
+  if (!Array.isArray(key)) return undefined;
   let text = "";
-  for (const part of key) text += `${typeof part}:${String(part)}\u0000`;
+  for (const part of key as readonly unknown[]) {
+    switch (typeof part) {
+      case "string":
+        text += `s${wellFormed(part)}\u0000`;
+        break;
+      case "number":
+      case "bigint":
+      case "boolean":
+        text += `${typeof part}:${String(part)}\u0000`;
+        break;
+      default:
+        if (!ArrayBuffer.isView(part)) return undefined;
+        text += `b${hex(part)}\u0000`;
+    }
+  }
+  return text;
+}
+
+// A high surrogate not followed by a low one, or a low one not preceded by
+// a high one (no `u` flag: these match code units).
+const HAS_LONE =
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const EVERY_LONE = new RegExp(HAS_LONE.source, "g");
+
+/** The string with every lone surrogate replaced by U+FFFD, as UTF-8 encoding does. */
+function wellFormed(text: string): string {
+  return HAS_LONE.test(text) ? text.replace(EVERY_LONE, "\uFFFD") : text;
+}
+
+function hex(view: ArrayBufferView): string {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  let text = "";
+  for (const byte of bytes) text += byte.toString(16).padStart(2, "0");
   return text;
 }
 
 /** An atomic operation that records, then commits through the group. */
 class Recorder implements KvAtomic {
   #group: GroupCommit;
-  protected checks: { key: KvKey; versionstamp: string | null }[] = [];
+  protected checks: Check[] = [];
   protected mutations: Mutation[] = [];
-  protected solo = false;
   #committed = false;
 
   constructor(group: GroupCommit) {
@@ -264,14 +337,15 @@ class Recorder implements KvAtomic {
       );
     }
     this.#committed = true;
-    return this.#group.submit(this.checks, this.mutations, this.solo);
+    // A snapshot: what is added after this call is not committed, as with
+    // Deno KV's own atomic.
+    return this.#group.submit([...this.checks], [...this.mutations]);
   }
 }
 
 /** A recorder on a handle that has a queue: it can enqueue too. */
 class QueueRecorder extends Recorder {
   enqueue(value: unknown, options?: { delay?: number }): this {
-    this.solo = true;
     this.mutations.push({ type: "enqueue", value, options });
     return this;
   }

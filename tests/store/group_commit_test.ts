@@ -3,7 +3,7 @@ import fc from "fast-check";
 import "../_fc.ts";
 import { ConflictError } from "../../store/conflict_error.ts";
 import { GroupCommit, IN_FLIGHT } from "../../store/_group_commit.ts";
-import { KvStore } from "../../store/kv.ts";
+import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import { CountingKv } from "./_counting_kv.ts";
 
 async function opened() {
@@ -76,8 +76,9 @@ Deno.test("group commit: a failed check refuses only its own write; the group's 
   );
   assert.ok(await store.getIntent("pi_a"));
   assert.ok(await store.getIntent("pi_b"));
-  // warm alone; the group of three, refused; then each on its own.
-  assert.equal(db.counting.counts.commits, 5);
+  // warm alone; the group of three, refused; then halved: pi_a alone, and
+  // [pi_taken, pi_b], refused, then each alone.
+  assert.equal(db.counting.counts.commits, 6);
 });
 
 Deno.test("group commit: an operation the database refuses gets its own error; the group's others land", async () => {
@@ -177,4 +178,132 @@ Deno.test("group commit: an operation over Deno KV's limits gets Deno KV's error
   assert.match(String((results[0] as PromiseRejectedResult).reason), /checks/);
   assert.equal(results[1]!.status, "fulfilled");
   assert.equal((await db.kv.get(["after"])).value, 1);
+});
+
+Deno.test("group commit: one refused write among 64 is found by halving, not by 64 commits", async () => {
+  using db = await opened();
+  const store = new KvStore(db.counting);
+  await store.createIntent({ id: "pi_taken" });
+  db.counting.reset();
+  const warm = store.createIntent({ id: "pi_warm" });
+  const ids = Array.from(
+    { length: 64 },
+    (_, i) => i === 40 ? "pi_taken" : `pi_${i}`,
+  );
+  const results = await Promise.allSettled(
+    ids.map((id) => store.createIntent({ id })),
+  );
+  await warm;
+  assert.deepEqual(
+    results.flatMap((r, i) => r.status === "rejected" ? [ids[i]] : []),
+    ["pi_taken"],
+  );
+  // warm; the 64; then at each of 6 halvings one half lands and one is
+  // refused, down to pi_taken alone: 1 + 1 + 2 × 6.
+  assert.equal(db.counting.counts.commits, 14);
+});
+
+Deno.test("group commit: keys Deno KV stores as one are one key to the group (lone surrogates, byte views)", async () => {
+  using db = await opened();
+  const store = new KvStore(db.kv);
+  const warm = store.createIntent({ id: "pi_warm" });
+  // Deno KV stores a lone surrogate as U+FFFD: these are one replay record.
+  const claims = await Promise.allSettled(
+    ["qstash/\uD800", "qstash/\uFFFD", "qstash/\uDC00"].map((key) =>
+      store.admit({ claim: { key, now: 0, expiresAt: 60_000 }, now: 0 })
+    ),
+  );
+  await warm;
+  assert.deepEqual(claims.map((r) => r.status), [
+    "fulfilled",
+    "rejected",
+    "rejected",
+  ]);
+  // An Int8Array and a Uint8Array of the same bytes are one key part
+  // (Deno KV takes any byte view, beyond its declared type).
+  const group = new GroupCommit(db.kv);
+  const first = group.atomic().set(["warm"], 1).commit();
+  const views = await Promise.all(
+    [new Int8Array([-1]), new Uint8Array([255])].map((view) => {
+      const part = view as unknown as Uint8Array;
+      return group.atomic().check({ key: ["b", part], versionstamp: null })
+        .set(["b", part], view[0]).commit();
+    }),
+  );
+  await first;
+  assert.deepEqual(views.map((r) => r.ok), [true, false]);
+});
+
+Deno.test("group commit: a key part Deno KV cannot store fails its own write alone; nothing hangs", async () => {
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const results = await Promise.allSettled([
+    group.atomic().set(["a"], 1).commit(),
+    group.atomic().set([Object.create(null)] as never, 1).commit(),
+    group.atomic().set(["c"], 1).commit(),
+  ]);
+  await warm;
+  assert.deepEqual(results.map((r) => r.status), [
+    "fulfilled",
+    "rejected",
+    "fulfilled",
+  ]);
+  assert.equal((await db.kv.get(["c"])).value, 1);
+});
+
+Deno.test("group commit: an atomic is what it held when committed, as with Deno KV's own", async () => {
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  // Queued behind a commit in flight, so it is built after the late set.
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const atomic = group.atomic().set(["a"], 1);
+  const committed = atomic.commit();
+  atomic.set(["late"], 1);
+  await Promise.all([warm, committed]);
+  assert.equal((await db.kv.get(["a"])).value, 1);
+  assert.equal((await db.kv.get(["late"])).value, null);
+});
+
+Deno.test("group commit: an error that leaves the outcome unknown reaches every write of the group", async () => {
+  using db = await opened();
+  // A handle whose commit of several writes lands, then loses its answer
+  // (a remote KV's connection dropped after the commit).
+  const lossy: KvLike = {
+    getMany: (keys) => db.kv.getMany(keys as Deno.KvKey[]),
+    list: (selector, options) =>
+      db.kv.list(selector as { prefix: Deno.KvKey }, options),
+    atomic() {
+      const atomic = db.kv.atomic() as unknown as KvAtomic;
+      let writes = 0;
+      const set = atomic.set.bind(atomic);
+      atomic.set = (key, value, options) => {
+        writes++;
+        return set(key, value, options);
+      };
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const result = await commit();
+        if (writes > 1) throw new Error("connection lost");
+        return result;
+      };
+      return atomic;
+    },
+  };
+  const store = new KvStore(lossy);
+  const warm = store.admit({ count: "pi_w/settle", now: 0 });
+  const results = await Promise.allSettled([
+    store.admit({ count: "pi_a/settle", now: 0 }),
+    store.admit({ count: "pi_b/settle", now: 0 }),
+  ]);
+  await warm;
+  // Neither is retried into a second count: each sees what it would alone.
+  for (const result of results) {
+    assert.equal(result.status, "rejected");
+    assert.match(
+      String((result as PromiseRejectedResult).reason),
+      /connection lost/,
+    );
+  }
+  assert.equal(await store.deliveries("pi_a/settle"), 1);
 });
