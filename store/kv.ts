@@ -16,7 +16,7 @@
  * Commits are grouped: a write that finds no commit in flight commits at
  * once; writes that arrive meanwhile go out together as one commit when it
  * returns, never two writes on one key in a group. A group whose checks
- * fail is retried write by write, so each gets its own answer. On a SQLite
+ * fail is halved until each write has its own answer. On a SQLite
  * file, where a commit costs little more for holding more, this lifts the
  * commit rate from a ceiling to a detail.
  *
