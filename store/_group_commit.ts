@@ -169,7 +169,7 @@ export class GroupCommit {
     if (group.length === 1) {
       const [op] = group as [Op];
       try {
-        op.resolve(await this.#commit(group));
+        op.resolve(await this.#build(group).commit());
       } catch (error) {
         op.reject(error);
       }
@@ -177,14 +177,21 @@ export class GroupCommit {
     }
     let result: Result | undefined;
     try {
-      result = await this.#commit(group);
-    } catch (error) {
-      if (!isRefusal(error)) {
-        // The outcome is unknown: each operation alone would see this.
-        for (const op of group) op.reject(error);
-        return;
+      // Building may throw (a value Deno KV cannot store): nothing was
+      // sent, so the group is halved below like a refused one.
+      const atomic = this.#build(group);
+      try {
+        result = await atomic.commit();
+      } catch (error) {
+        if (!isRefusal(error)) {
+          // The outcome is unknown: each operation alone would see this.
+          for (const op of group) op.reject(error);
+          return;
+        }
+        // Refused whole: nothing was written. Halve it below.
       }
-      // Refused whole: nothing was written. Halve it below.
+    } catch {
+      // Not built: halve it below.
     }
     if (result?.ok) {
       for (const op of group) op.resolve(result);
@@ -199,8 +206,8 @@ export class GroupCommit {
     ]);
   }
 
-  /** Builds one atomic of the group's operations and commits it. */
-  async #commit(ops: readonly Op[]): Promise<Result> {
+  /** One atomic of the group's operations, not yet committed. */
+  #build(ops: readonly Op[]): KvAtomic {
     const atomic = this.#kv.atomic();
     for (const op of ops) {
       if (op.checks.length > 0) atomic.check(...op.checks);
@@ -215,14 +222,14 @@ export class GroupCommit {
         } else atomic.enqueue!(mutation.value, mutation.options);
       }
     }
-    return await atomic.commit();
+    return atomic;
   }
 }
 
 /**
  * Whether Deno KV refused a commit before writing anything: a limit
- * passed, a value or key it cannot store (it throws `TypeError` or
- * `RangeError` for these, while building the atomic or from `commit()`).
+ * passed, a key it cannot store (`commit()` rejects with a `TypeError` or
+ * `RangeError` for these).
  */
 function isRefusal(error: unknown): boolean {
   return error instanceof TypeError || error instanceof RangeError;

@@ -307,3 +307,40 @@ Deno.test("group commit: an error that leaves the outcome unknown reaches every 
   }
   assert.equal(await store.deliveries("pi_a/settle"), 1);
 });
+
+Deno.test("group commit: a write that cannot even be built fails alone, whatever the error", async () => {
+  using db = await opened();
+  // A handle whose `set` throws a plain Error on one value: nothing was
+  // sent, so the group is halved, not failed as a whole.
+  const picky: KvLike = {
+    getMany: (keys) => db.kv.getMany(keys as Deno.KvKey[]),
+    list: (selector, options) =>
+      db.kv.list(selector as { prefix: Deno.KvKey }, options),
+    atomic() {
+      const atomic = db.kv.atomic() as unknown as KvAtomic;
+      const set = atomic.set.bind(atomic);
+      atomic.set = (key, value, options) => {
+        if (value === "unstorable") throw new Error("cannot store this");
+        return set(key, value, options);
+      };
+      return atomic;
+    },
+  };
+  const group = new GroupCommit(picky);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const results = await Promise.allSettled([
+    group.atomic().set(["a"], 1).commit(),
+    group.atomic().set(["bad"], "unstorable").commit(),
+    group.atomic().set(["c"], 1).commit(),
+  ]);
+  await warm;
+  assert.deepEqual(results.map((r) => r.status), [
+    "fulfilled",
+    "rejected",
+    "fulfilled",
+  ]);
+  assert.match(
+    String((results[1] as PromiseRejectedResult).reason),
+    /cannot store this/,
+  );
+});
