@@ -1,4 +1,6 @@
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
+import assert from "node:assert/strict";
+import { BusyError } from "../../store/busy_error.ts";
 import type { Store } from "../../store/store.ts";
 import { storeContract } from "./_contract.ts";
 
@@ -31,4 +33,38 @@ storeContract("KvStore", async () => {
       pending = write;
     },
   };
+});
+
+Deno.test("KvStore: a delivery of another instance holding the lease refuses a write on what this instance looked at", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    // Two processes on one database: each its own KvStore, its own cache.
+    const a = new KvStore(kv);
+    const b = new KvStore(kv);
+    const created = await a.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    // a writes ahead and keeps the lease for its send.
+    await a.beginBroadcast("pi_1", created.version, 1, {
+      lease: { owner: "a", ttlMs: 60_000, now: 1, keep: true },
+    });
+    // b looks (the look does not read the lease), then tries the same.
+    const seen = (await b.getIntent("pi_1"))!;
+    await assert.rejects(
+      b.beginBroadcast("pi_1", seen.version, 2, {
+        lease: { owner: "b", ttlMs: 60_000, now: 2, keep: true },
+      }),
+      BusyError,
+    );
+    // Once a's lease has lapsed, b may.
+    const later = (await b.getIntent("pi_1"))!;
+    await b.beginBroadcast("pi_1", later.version, 60_002, {
+      lease: { owner: "b", ttlMs: 60_000, now: 60_002, keep: true },
+    });
+  } finally {
+    kv.close();
+  }
 });
