@@ -84,6 +84,9 @@ export interface WebhookApp {
   ): Response | Promise<Response>;
 }
 
+/** What a Pub/Sub push showed before it proved unreadable (for `keepUnreadable`). */
+type PushSeen = { id?: unknown; attempt?: unknown; job?: unknown };
+
 /**
  * What {@linkcode createApp} builds the webhook from: the relayer's own
  * options (store, Sender, policy, clock, randomness, lease) and the keys of
@@ -589,7 +592,7 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   function readPush(
     raw: string,
-    seen: { id?: unknown; attempt?: unknown; job?: unknown },
+    seen: PushSeen,
     requireId: boolean,
   ): { job: Job; id: string | undefined; attributes: Record<string, unknown> } {
     const envelope = parseJson("pubsub", raw);
@@ -627,34 +630,58 @@ export function createApp(deps: AppDeps): WebhookApp {
     };
   }
 
-  app.post("/v1/pubsub", async (c) => {
-    requireConfigured(
-      verifyPubSub !== undefined,
-      "POST /v1/pubsub",
-      "PUBSUB_AUDIENCE",
-    );
+  /**
+   * The front of both Pub/Sub push routes: the route must be configured,
+   * the push Google's and its envelope readable. `read` takes what the
+   * route needs from the push and may refuse it the same way. An
+   * authenticated push that cannot be read is acked (Pub/Sub would
+   * redeliver it for days) and kept visible to operators.
+   */
+  async function receivePush<T extends object>(
+    c: Context,
+    verify:
+      | ((authorization: string | undefined) => Promise<boolean>)
+      | undefined,
+    route: { name: string; settings: string; requireId: boolean },
+    read: (push: ReturnType<typeof readPush>, seen: PushSeen) => T,
+  ): Promise<T | Response> {
+    requireConfigured(verify !== undefined, route.name, route.settings);
     const refused = await authenticatePush(
-      verifyPubSub,
+      verify,
       c.req.header("authorization"),
     );
     if (refused) return refused;
     const raw = await c.req.text();
-    const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
-    let job: Job;
-    let delivery: number | undefined;
-    let countAs: string | undefined;
+    const seen: PushSeen = {};
     try {
-      const push = readPush(raw, seen, true);
-      job = push.job;
-      const attempt = seen.attempt ?? 0;
-      // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-      if (attempt === 0) countAs = `pubsub/${push.id}`;
-      else delivery = deliveryFrom("pubsub", attempt, "'deliveryAttempt'");
+      return read(readPush(raw, seen, route.requireId), seen);
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
       return await keepUnreadable(raw, seen, error.detail);
     }
-    return await deliver("pubsub", job, delivery, undefined, countAs);
+  }
+
+  app.post("/v1/pubsub", async (c) => {
+    const got = await receivePush(c, verifyPubSub, {
+      name: "POST /v1/pubsub",
+      settings: "PUBSUB_AUDIENCE",
+      requireId: true,
+    }, (push, seen): { job: Job; delivery?: number; countAs?: string } => {
+      const attempt = seen.attempt ?? 0;
+      // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
+      return attempt === 0 ? { job: push.job, countAs: `pubsub/${push.id}` } : {
+        job: push.job,
+        delivery: deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
+      };
+    });
+    if (got instanceof Response) return got;
+    return await deliver(
+      "pubsub",
+      got.job,
+      got.delivery,
+      undefined,
+      got.countAs,
+    );
   });
 
   /**
@@ -745,27 +772,12 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
   app.post("/v1/pubsub/dead-letter", async (c) => {
-    requireConfigured(
-      verifyPubSubDeadLetter !== undefined,
-      "POST /v1/pubsub/dead-letter",
-      "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
-    );
-    const refused = await authenticatePush(
-      verifyPubSubDeadLetter,
-      c.req.header("authorization"),
-    );
-    if (refused) return refused;
-    const raw = await c.req.text();
-    const seen: { id?: unknown; attempt?: unknown; job?: unknown } = {};
-    let push: ReturnType<typeof readPush>;
-    try {
-      push = readPush(raw, seen, false);
-    } catch (error) {
-      if (!(error instanceof Refusal)) throw error;
-      // Authenticated but unreadable: acked (Pub/Sub would redeliver it
-      // for days) and kept visible to operators.
-      return await keepUnreadable(raw, seen, error.detail);
-    }
+    const push = await receivePush(c, verifyPubSubDeadLetter, {
+      name: "POST /v1/pubsub/dead-letter",
+      settings: "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+      requireId: false,
+    }, (push) => push);
+    if (push instanceof Response) return push;
     const { job, id: messageId, attributes } = push;
     // Pub/Sub sets the source subscription's delivery count when it forwards.
     const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
@@ -787,7 +799,7 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   async function keepUnreadable(
     raw: string,
-    seen: { id?: unknown; attempt?: unknown; job?: unknown },
+    seen: PushSeen,
     detail: string,
   ): Promise<Response> {
     const name = typeof seen.id === "string" && isIntentId(seen.id)
