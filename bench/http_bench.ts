@@ -63,6 +63,7 @@ import {
 } from "../mod.ts";
 import postgres from "postgres";
 import { type KvLike, KvStore } from "../store/kv.ts";
+import { startArgs } from "../support/start_args.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import {
   type OwnedPostgresServer,
@@ -449,19 +450,11 @@ async function shipped(
   const port = freePort();
   const inspect = profile ? freePort() : undefined;
   const child = new Deno.Command("deno", {
-    args: [
-      "serve",
-      ...(inspect === undefined ? [] : [`--inspect=127.0.0.1:${inspect}`]),
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--allow-net",
-      "--allow-env",
-      "--allow-read",
-      `--allow-write=${dir}`,
-      `${root}main.ts`,
-    ],
+    args: startArgs({
+      port,
+      writeDir: dir,
+      flags: inspect === undefined ? [] : [`--inspect=127.0.0.1:${inspect}`],
+    }),
     cwd: root,
     env: {
       WEBHOOK_SECRET: SECRET,

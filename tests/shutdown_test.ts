@@ -9,6 +9,7 @@ import { openService } from "../main.ts";
 import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
+import { startArgs } from "../support/start_args.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OPS_TOKEN = "shutdown-ops-0123456789";
@@ -63,18 +64,7 @@ Deno.test(
     const signer = slowSigner(1500);
     const port = freePort();
     const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--allow-net",
-        "--allow-env",
-        "--allow-read",
-        `--allow-write=${dir}`,
-        "main.ts",
-      ],
+      args: startArgs({ port, writeDir: dir }),
       cwd: ROOT,
       clearEnv: true,
       env: {

@@ -64,6 +64,7 @@
 // deno-lint-ignore-file no-console
 import { definePolicy } from "../policy/policy.ts";
 import { mulberry32 } from "../support/prng.ts";
+import { startArgs } from "../support/start_args.ts";
 import { INTENT_STATES, type IntentState, TRANSITIONS } from "../mod.ts";
 import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
@@ -461,18 +462,7 @@ class ServerProcess {
     const generation = ++this.generation;
     this.#killing = false;
     const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--allow-net",
-        "--allow-env",
-        "--allow-read",
-        `--allow-write=${this.dir}`,
-        "main.ts",
-      ],
+      args: startArgs({ port, writeDir: this.dir }),
       cwd: this.root,
       clearEnv: true,
       env: this.env,
