@@ -12,6 +12,20 @@ async function opened() {
   return { kv, counting, [Symbol.dispose]: () => kv.close() };
 }
 
+/** A handle on `kv` whose atomics `patch` may change (to fail or lose an answer). */
+function patched(kv: Deno.Kv, patch: (atomic: KvAtomic) => void): KvLike {
+  return {
+    getMany: (keys) => kv.getMany(keys as Deno.KvKey[]),
+    list: (selector, options) =>
+      kv.list(selector as { prefix: Deno.KvKey }, options),
+    atomic() {
+      const atomic = kv.atomic() as unknown as KvAtomic;
+      patch(atomic);
+      return atomic;
+    },
+  };
+}
+
 Deno.test("group commit: a lone write commits at once, alone", async () => {
   using db = await opened();
   const store = new KvStore(db.counting);
@@ -269,27 +283,20 @@ Deno.test("group commit: an error that leaves the outcome unknown reaches every 
   using db = await opened();
   // A handle whose commit of several writes lands, then loses its answer
   // (a remote KV's connection dropped after the commit).
-  const lossy: KvLike = {
-    getMany: (keys) => db.kv.getMany(keys as Deno.KvKey[]),
-    list: (selector, options) =>
-      db.kv.list(selector as { prefix: Deno.KvKey }, options),
-    atomic() {
-      const atomic = db.kv.atomic() as unknown as KvAtomic;
-      let writes = 0;
-      const set = atomic.set.bind(atomic);
-      atomic.set = (key, value, options) => {
-        writes++;
-        return set(key, value, options);
-      };
-      const commit = atomic.commit.bind(atomic);
-      atomic.commit = async () => {
-        const result = await commit();
-        if (writes > 1) throw new Error("connection lost");
-        return result;
-      };
-      return atomic;
-    },
-  };
+  const lossy = patched(db.kv, (atomic) => {
+    let writes = 0;
+    const set = atomic.set.bind(atomic);
+    atomic.set = (key, value, options) => {
+      writes++;
+      return set(key, value, options);
+    };
+    const commit = atomic.commit.bind(atomic);
+    atomic.commit = async () => {
+      const result = await commit();
+      if (writes > 1) throw new Error("connection lost");
+      return result;
+    };
+  });
   const store = new KvStore(lossy);
   const warm = store.admit({ count: "pi_w/settle", now: 0 });
   const results = await Promise.allSettled([
@@ -312,20 +319,13 @@ Deno.test("group commit: a write that cannot even be built fails alone, whatever
   using db = await opened();
   // A handle whose `set` throws a plain Error on one value: nothing was
   // sent, so the group is halved, not failed as a whole.
-  const picky: KvLike = {
-    getMany: (keys) => db.kv.getMany(keys as Deno.KvKey[]),
-    list: (selector, options) =>
-      db.kv.list(selector as { prefix: Deno.KvKey }, options),
-    atomic() {
-      const atomic = db.kv.atomic() as unknown as KvAtomic;
-      const set = atomic.set.bind(atomic);
-      atomic.set = (key, value, options) => {
-        if (value === "unstorable") throw new Error("cannot store this");
-        return set(key, value, options);
-      };
-      return atomic;
-    },
-  };
+  const picky = patched(db.kv, (atomic) => {
+    const set = atomic.set.bind(atomic);
+    atomic.set = (key, value, options) => {
+      if (value === "unstorable") throw new Error("cannot store this");
+      return set(key, value, options);
+    };
+  });
   const group = new GroupCommit(picky);
   const warm = group.atomic().set(["warm"], 1).commit();
   const results = await Promise.allSettled([
