@@ -151,7 +151,7 @@ export function decide(
       policy,
     ));
   }
-  if (isPoison(error)) return declared();
+  if (isPoison(error)) return DECLARED;
   if (delivery >= maxDeliveries) return exhausted(delivery);
   const delayMs = doubled(delivery, baseMs, capMs);
   const given = options?.random;
@@ -172,10 +172,6 @@ const DECLARED: Decision = Object.freeze({
   cause: "declared",
   reason: "retrying will not help",
 });
-
-function declared(): Decision {
-  return DECLARED;
-}
 
 /** Exhausted decisions by delivery number, made on first use. */
 const EXHAUSTED: Decision[] = [];
