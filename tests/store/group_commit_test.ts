@@ -29,7 +29,10 @@ function patched(kv: Deno.Kv, patch: (atomic: KvAtomic) => void): KvLike {
 Deno.test("group commit: a lone write commits at once, alone", async () => {
   using db = await opened();
   const store = new KvStore(db.counting);
-  await store.createIntent({ id: "pi_1", hold: "pending" });
+  const created = store.createIntent({ id: "pi_1", hold: "pending" });
+  // Sent within the call itself: no timer, no waiting for company.
+  assert.equal(db.counting.counts.commits, 1);
+  await created;
   assert.equal(db.counting.counts.commits, 1);
 });
 
