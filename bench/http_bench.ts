@@ -13,9 +13,11 @@
  *   (`examples/signer_stub.ts`, also started here), `KvStore` on a file,
  *   and its log line per delivery on stdout, a pipe this bench drains;
  * - (e) our app on `PostgresStore`, on a PostgreSQL server this run starts
- *   (loopback, a fresh schema per row; skipped without server binaries).
+ *   (loopback, a fresh schema per row; skipped without server binaries);
+ * - (g) a diagnostic, read path only: (c) whose look-only deliveries keep
+ *   no replay record, to price that record (DESIGN §15) on a file.
  *
- * (a), (f), (b), (c) and (e) are served here on loopback, one at a time. All are
+ * (a), (f), (b), (c), (g) and (e) are served here on loopback, one at a time. All are
  * driven by the same load: the npm `autocannon`, run from Node
  * (`bench/http_load.mjs`), sending generic-route deliveries, each signed
  * afresh and each with its own signature (a replay would be a 401).
@@ -37,7 +39,7 @@
  * deliveries/s × commits per delivery ÷ commits/s. Commits per delivery
  * are counted on (c)'s store; (d) runs the same store code.
  *
- * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,f,b,c,d,e] [--kv-dir DIR] [--profile]`
+ * `deno task bench:http [--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,f,b,c,g,d,e] [--kv-dir DIR] [--profile]`
  *
  * `--kv-dir DIR` puts the SQLite files of (c), (d) and the commit-rate
  * measurement in DIR instead of the system's temporary folder. On a tmpfs
@@ -86,7 +88,7 @@ const runs = Number(flag("runs", "3"));
 const seconds = Number(flag("seconds", "8"));
 const connections = Number(flag("connections", "50"));
 const intents = Number(flag("intents", "20000"));
-const only = new Set(flag("only", "a,f,b,c,d,e").split(","));
+const only = new Set(flag("only", "a,f,b,c,g,d,e").split(","));
 const profile = Deno.args.includes("--profile");
 const kvDir = Deno.args.includes("--kv-dir") ? flag("kv-dir", "") : undefined;
 const root = new URL("..", import.meta.url).pathname;
@@ -292,7 +294,18 @@ const WRITES: ReadonlySet<PropertyKey> = new Set([
   "redrive",
 ]);
 
-async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
+/**
+ * (c), or with `claims: false` the diagnostic (g): the same app and store,
+ * but a delivery that only looks keeps no replay record (`admit` with a
+ * claim alone answers at once and writes nothing). What (g) serves above
+ * (c) is what DESIGN §15's replay record costs on a file; the service as
+ * shipped always keeps it.
+ */
+async function kvApp(
+  scenario: Scenario,
+  pool: number,
+  { claims = true } = {},
+): Promise<Running> {
   const dir = await Deno.makeTempDir({
     prefix: "relayer_http_bench_",
     ...(kvDir === undefined ? {} : { dir: kvDir }),
@@ -322,6 +335,12 @@ async function kvApp(scenario: Scenario, pool: number): Promise<Running> {
     get(target, name) {
       const value = Reflect.get(target, name, target);
       if (typeof value !== "function") return value;
+      if (!claims && name === "admit") {
+        return (admission: Parameters<Store["admit"]>[0]) =>
+          admission.count === undefined
+            ? Promise.resolve(null)
+            : (writes++, target.admit(admission));
+      }
       if (!WRITES.has(name)) return value.bind(target);
       return (...args: unknown[]) => {
         writes++;
@@ -636,6 +655,13 @@ const ROWS: Row[] = [
   ...(["read", "write"] as const).flatMap((scenario): Row[] => [
     { id: "b", name: `(b) app, MemoryStore, ${scenario}`, scenario },
     { id: "c", name: `(c) app, KvStore file, ${scenario}`, scenario },
+    ...(scenario === "read"
+      ? [{
+        id: "g",
+        name: "(g) (c) without its replay record, read",
+        scenario,
+      }]
+      : []),
     { id: "d", name: `(d) main.ts served, ${scenario}`, scenario },
     ...(hasPostgres
       ? [{ id: "e", name: `(e) app, PostgresStore, ${scenario}`, scenario }]
@@ -710,6 +736,8 @@ if (import.meta.main) {
           ? await memoryApp(row.scenario!, pool)
           : row.id === "c"
           ? await kvApp(row.scenario!, pool)
+          : row.id === "g"
+          ? await kvApp(row.scenario!, pool, { claims: false })
           : row.id === "e"
           ? await postgresApp(row.scenario!, pool)
           : await shipped(row.scenario!, pool, signer!.url);
