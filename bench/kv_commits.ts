@@ -1,12 +1,16 @@
 /**
  * What a commit costs on a Deno KV SQLite file, by how much it holds and
  * how many are in flight: the measurement behind `KvStore`'s group commit.
+ * Then what a read costs by how many keys it asks for: the price of each
+ * key of a delivery's look (intent, hold, lease).
  *
  * Each row runs for 2 s, `--runs` times (default 3), on a fresh file in
  * the system's temporary folder (or `--kv-dir DIR`). A write is one
  * `check` (the key must be absent) and one `set` of a small record, the
  * shape of a replay record; `k` writes per commit go in one `atomic()`.
- * Printed: writes/s and commits/s, median (min–max).
+ * A read is one `getMany` of `k` keys that exist, 50 in flight, over
+ * 2,000 records of each kind. Printed: writes/s and commits/s, reads/s,
+ * median (min–max).
  *
  * `deno task kv-commits [--runs 3] [--kv-dir DIR]`
  *
@@ -65,6 +69,38 @@ async function writesPerSecond(
   return writes / ((performance.now() - start) / 1000);
 }
 
+/** Keys per read, 50 reads in flight. */
+const READS: readonly number[] = [1, 2, 3];
+const KINDS = ["intent", "hold", "lease"] as const;
+const RECORDS = 2000;
+
+async function seed(kv: Deno.Kv): Promise<void> {
+  for (let i = 0; i < RECORDS; i += 100) {
+    const atomic = kv.atomic();
+    for (let j = i; j < i + 100; j++) {
+      for (const kind of KINDS) {
+        atomic.set([kind, j], { id: `pi_${j}`, kind, at: 1_700_000_000_000 });
+      }
+    }
+    await atomic.commit();
+  }
+}
+
+async function readsPerSecond(kv: Deno.Kv, keys: number): Promise<number> {
+  let reads = 0;
+  const start = performance.now();
+  const end = start + 2000;
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (performance.now() < end) {
+        const id = reads++ % RECORDS;
+        await kv.getMany(KINDS.slice(0, keys).map((kind) => [kind, id]));
+      }
+    }),
+  );
+  return reads / ((performance.now() - start) / 1000);
+}
+
 function spread(values: number[]): string {
   const sorted = [...values].sort((x, y) => x - y);
   const int = (v: number) => Math.round(v).toLocaleString("en-US");
@@ -75,6 +111,7 @@ function spread(values: number[]): string {
 
 if (import.meta.main) {
   const measured = SHAPES.map(() => [] as number[]);
+  const read = READS.map(() => [] as number[]);
   for (let run = 0; run < runs; run++) {
     for (const [i, [perCommit, inFlight]] of SHAPES.entries()) {
       const dir = await Deno.makeTempDir({
@@ -89,6 +126,20 @@ if (import.meta.main) {
         await Deno.remove(dir, { recursive: true });
       }
     }
+    const dir = await Deno.makeTempDir({
+      prefix: "relayer_kv_reads_",
+      ...(values["kv-dir"] === undefined ? {} : { dir: values["kv-dir"] }),
+    });
+    const kv = await Deno.openKv(`${dir}/reads.kv`);
+    try {
+      await seed(kv);
+      for (const [i, keys] of READS.entries()) {
+        read[i]!.push(await readsPerSecond(kv, keys));
+      }
+    } finally {
+      kv.close();
+      await Deno.remove(dir, { recursive: true });
+    }
   }
   console.log(
     `Deno KV on a SQLite file, ${runs} runs of 2 s, Deno ${Deno.version.deno}; median (min–max)\n`,
@@ -102,5 +153,10 @@ if (import.meta.main) {
         spread(writes.map((w) => w / perCommit))
       } |`,
     );
+  }
+  console.log("\n| keys per read | in flight | reads/s |");
+  console.log("| ---: | ---: | ---: |");
+  for (const [i, keys] of READS.entries()) {
+    console.log(`| ${keys} | 50 | ${spread(read[i]!)} |`);
   }
 }
