@@ -58,12 +58,7 @@
 
 // deno-lint-ignore-file no-console
 import { Hono } from "hono";
-import {
-  MemoryStore,
-  ScriptedSender,
-  type SenderScript,
-  type Store,
-} from "../mod.ts";
+import { MemoryStore, type Store } from "../mod.ts";
 import postgres from "postgres";
 import { type KvLike, KvStore } from "../store/kv.ts";
 import { startArgs } from "../support/start_args.ts";
@@ -74,6 +69,7 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
+import { type Scenario, scriptedSender, seedStore } from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
 const SECRET = "bench-secret-0123456789";
@@ -130,8 +126,6 @@ interface LoadResult {
   statusCodeStats: Record<string, { count: number }>;
 }
 
-type Scenario = "read" | "write";
-
 async function load(
   dir: string,
   port: number,
@@ -159,32 +153,6 @@ async function load(
   return JSON.parse(new TextDecoder().decode(stdout));
 }
 
-/** The intents of a scenario: `pi_r_<i>` settling with a pending receipt, or `pi_w_<i>` authorized. */
-function seeds(scenario: Scenario, count: number, now: number) {
-  return Array.from(
-    { length: count },
-    (_, i) =>
-      scenario === "write"
-        ? {
-          id: `pi_w_${i}`,
-          state: "authorized" as const,
-          hold: "pending" as const,
-        }
-        : {
-          // `_pending`: the signer stub keeps this receipt pending.
-          id: `pi_r_${i}`,
-          state: "settling" as const,
-          hold: "pending" as const,
-          settlingSince: now,
-          lastBroadcast: {
-            outcome: "sent" as const,
-            txHash: `0xpi_r_${i}_pending`,
-            at: now,
-          },
-        },
-  );
-}
-
 /**
  * Creates the intents through the store's own `createIntent`, 100 to a
  * Deno KV commit (setup only: one commit each would take longer than the
@@ -197,28 +165,6 @@ async function seedKv(
 ): Promise<void> {
   // KvStore groups the concurrent creates into a few commits.
   await seedStore(new KvStore(kv), scenario, count);
-}
-
-async function seedStore(store: Store, scenario: Scenario, count: number) {
-  const all = seeds(scenario, count, Date.now());
-  for (let i = 0; i < all.length; i += 500) {
-    await Promise.all(
-      all.slice(i, i + 500).map((intent) => store.createIntent(intent)),
-    );
-  }
-}
-
-/** The scripted Sender of (b) and (c): every send broadcasts, every receipt is pending. */
-function scriptedSender(scenario: Scenario, count: number): ScriptedSender {
-  const scripts: Record<string, SenderScript> = {};
-  for (let i = 0; i < count; i++) {
-    const id = scenario === "write" ? `pi_w_${i}` : `pi_r_${i}`;
-    scripts[id] = {
-      sends: [{ txHash: scenario === "write" ? `0x${id}` : `0x${id}_pending` }],
-      receipts: ["pending"],
-    };
-  }
-  return new ScriptedSender(scripts);
 }
 
 interface Running {
