@@ -35,6 +35,41 @@ storeContract("KvStore", async () => {
   };
 });
 
+Deno.test("KvStore: a look reads two keys, the intent and its hold, in one getMany; a write on it then needs no read", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const asked: number[] = [];
+    const counted: KvLike = {
+      getMany: (keys) => {
+        asked.push(keys.length);
+        return kv.getMany(keys as Deno.KvKey[]);
+      },
+      list: (selector, options) =>
+        kv.list(selector as { prefix: Deno.KvKey }, options),
+      atomic: () => kv.atomic() as unknown as KvAtomic,
+    };
+    const store = new KvStore(counted);
+    await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    asked.length = 0;
+    const seen = (await store.getIntent("pi_1"))!;
+    assert.deepEqual(asked, [2]);
+    // The write commits on what the look saw, the lease taken as absent.
+    await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: seen.version,
+      at: 1,
+    }, { lease: { owner: "a", ttlMs: 60_000, now: 1, keep: true } });
+    assert.deepEqual(asked, [2]);
+  } finally {
+    kv.close();
+  }
+});
+
 Deno.test("KvStore: a delivery of another instance holding the lease refuses a write on what this instance looked at", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
