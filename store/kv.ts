@@ -399,22 +399,29 @@ export class KvStore implements Store {
    */
   async getIntent(id: string): Promise<Intent | null> {
     // Two keys, not three: the lease is not read but taken as absent, as
-    // it is between deliveries (a write that ends a delivery deletes it).
-    // A write on what this read saw commits with no read of its own, on
-    // these versionstamps and on the lease key being absent; a lease that
-    // exists (another delivery's, or one left by a crash) fails that
-    // check, and the write is decided again on a fresh read of all three.
-    // A third key cost a look about a third more (`deno task kv-commits`).
+    // it is between deliveries (a write that ends a delivery deletes it,
+    // and clears a lapsed one). A write on what this read saw commits with
+    // no read of its own, on these versionstamps and on the lease key being
+    // absent; a lease that exists (another delivery's, or one left by a
+    // crash) fails that check, and the write is decided again on a fresh
+    // read of all three. A third key cost a look about a third more
+    // (`deno task kv-commits`).
     const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
       this.#key("intent", id),
       this.#key("hold", id),
     );
     const read = this.#toIntent(intent, hold);
     if (read !== null) {
+      // A lease this store wrote on this very version (a delivery of this
+      // process in the middle of its send) is better knowledge than
+      // "absent": keep it, so neither that delivery's next write nor
+      // another's pays a failed commit to learn it.
+      const known = this.#seen.get(`${id}\n${read.version}`)?.lease;
       this.#remember(id, read.version, {
         intent,
         hold,
-        lease: { key: this.#key("lease", id), value: null, versionstamp: null },
+        lease: known ??
+          { key: this.#key("lease", id), value: null, versionstamp: null },
       });
     }
     return read;
@@ -532,7 +539,9 @@ export class KvStore implements Store {
       if (after !== null) {
         atomic.set(leaseKey, after);
         leaseAfterWrite = after;
-      } else if (lease.value?.owner === options.lease.owner) {
+      } else if (lease.value !== null) {
+        // Its own lease, released; or another's that lapsed (a live one
+        // threw above), cleared, so the next look's "absent" holds.
         atomic.delete(leaseKey);
         leaseAfterWrite = null;
       }

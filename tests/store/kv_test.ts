@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
 import type { Store } from "../../store/store.ts";
 import { storeContract } from "./_contract.ts";
+import { CountingKv } from "./_counting_kv.ts";
 
 storeContract("KvStore", async () => {
   const kv = await Deno.openKv(":memory:");
@@ -99,6 +100,100 @@ Deno.test("KvStore: a delivery of another instance holding the lease refuses a w
     await b.beginBroadcast("pi_1", later.version, 60_002, {
       lease: { owner: "b", ttlMs: 60_000, now: 60_002, keep: true },
     });
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("KvStore: a look in the middle of this store's own send keeps the lease it wrote: the holder's record needs no read, another owner is refused before any commit", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const counting = new CountingKv(kv);
+    const store = new KvStore(counting);
+    const created = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const a = { owner: "a", ttlMs: 60_000, now: 1 };
+    const ahead = await store.beginBroadcast("pi_1", created.version, 1, {
+      lease: { ...a, keep: true },
+    });
+    // Another delivery of this process looks while a is sending.
+    const seen = (await store.getIntent("pi_1"))!;
+    assert.equal(seen.version, ahead.version);
+    counting.reset();
+    await assert.rejects(
+      store.recordBroadcast("pi_1", seen.version, {
+        outcome: "sent",
+        txHash: "0xb",
+        at: 2,
+      }, { lease: { owner: "b", ttlMs: 60_000, now: 2 } }),
+      BusyError,
+    );
+    // Refused on what this store knows, then confirmed on a fresh read.
+    assert.deepEqual(counting.counts, { reads: 1, commits: 0 });
+    counting.reset();
+    const recorded = await store.recordBroadcast("pi_1", ahead.version, {
+      outcome: "sent",
+      txHash: "0xa",
+      at: 3,
+    }, { lease: { ...a, now: 3 } });
+    assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
+    // Released: b may act at once, on a look, with no read of its own.
+    const after = (await store.getIntent("pi_1"))!;
+    assert.equal(after.version, recorded.version);
+    counting.reset();
+    await store.transition("pi_1", {
+      from: "settling",
+      to: "settled",
+      version: after.version,
+      at: 4,
+      ledger: "capture",
+    }, { lease: { owner: "b", ttlMs: 60_000, now: 4 } });
+    assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("KvStore: a lease a crash left is cleared by the next delivery that writes without keeping one, so the look after it is right to take the lease as absent", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const counting = new CountingKv(kv);
+    const crashed = new KvStore(kv);
+    const created = await crashed.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    // A process writes ahead, keeps the lease and dies before its record.
+    await crashed.beginBroadcast("pi_1", created.version, 1, {
+      lease: { owner: "dead", ttlMs: 60_000, now: 1, keep: true },
+    });
+    const store = new KvStore(counting);
+    const seen = (await store.getIntent("pi_1"))!;
+    counting.reset();
+    // Past the lease: the write pays a failed commit and a fresh read once.
+    const recorded = await store.recordBroadcast("pi_1", seen.version, {
+      outcome: "unknown",
+      at: 60_002,
+    }, { lease: { owner: "b", ttlMs: 60_000, now: 60_002 } });
+    assert.deepEqual(counting.counts, { reads: 1, commits: 2 });
+    assert.equal((await kv.get(["relayer", "lease", "pi_1"])).value, null);
+    // Cleared: the next look and write cost what they do on a quiet intent.
+    const again = new KvStore(counting);
+    const next = (await again.getIntent("pi_1"))!;
+    assert.equal(next.version, recorded.version);
+    counting.reset();
+    await again.recordBroadcast("pi_1", next.version, {
+      outcome: "sent",
+      txHash: "0xc",
+      at: 60_003,
+    }, { lease: { owner: "c", ttlMs: 60_000, now: 60_003 } });
+    assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
   } finally {
     kv.close();
   }
