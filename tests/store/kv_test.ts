@@ -1,7 +1,7 @@
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
-import type { Store } from "../../store/store.ts";
+import type { Intent, Store } from "../../store/store.ts";
 import { storeContract } from "./_contract.ts";
 import { CountingKv } from "./_counting_kv.ts";
 
@@ -35,6 +35,27 @@ storeContract("KvStore", async () => {
     },
   };
 });
+
+/**
+ * Creates `pi_1` settling and has `store` write ahead for `owner` at `now`,
+ * keeping the lease for 60 s: a delivery in the middle of its send (or one
+ * that died there).
+ */
+async function sending(
+  store: KvStore,
+  owner: string,
+  now: number,
+): Promise<Intent> {
+  const created = await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  return await store.beginBroadcast("pi_1", created.version, now, {
+    lease: { owner, ttlMs: 60_000, now, keep: true },
+  });
+}
 
 Deno.test("KvStore: a look reads two keys, the intent and its hold, in one getMany; a write on it then needs no read", async () => {
   const kv = await Deno.openKv(":memory:");
@@ -77,16 +98,8 @@ Deno.test("KvStore: a delivery of another instance holding the lease refuses a w
     // Two processes on one database: each its own KvStore, its own cache.
     const a = new KvStore(kv);
     const b = new KvStore(kv);
-    const created = await a.createIntent({
-      id: "pi_1",
-      state: "settling",
-      hold: "pending",
-      settlingSince: 0,
-    });
     // a writes ahead and keeps the lease for its send.
-    await a.beginBroadcast("pi_1", created.version, 1, {
-      lease: { owner: "a", ttlMs: 60_000, now: 1, keep: true },
-    });
+    await sending(a, "a", 1);
     // b looks (the look does not read the lease), then tries the same.
     const seen = (await b.getIntent("pi_1"))!;
     await assert.rejects(
@@ -110,16 +123,8 @@ Deno.test("KvStore: a look in the middle of this store's own send keeps the leas
   try {
     const counting = new CountingKv(kv);
     const store = new KvStore(counting);
-    const created = await store.createIntent({
-      id: "pi_1",
-      state: "settling",
-      hold: "pending",
-      settlingSince: 0,
-    });
     const a = { owner: "a", ttlMs: 60_000, now: 1 };
-    const ahead = await store.beginBroadcast("pi_1", created.version, 1, {
-      lease: { ...a, keep: true },
-    });
+    const ahead = await sending(store, a.owner, a.now);
     // Another delivery of this process looks while a is sending.
     const seen = (await store.getIntent("pi_1"))!;
     assert.equal(seen.version, ahead.version);
@@ -162,17 +167,8 @@ Deno.test("KvStore: a lease a crash left is cleared by the next delivery that wr
   const kv = await Deno.openKv(":memory:");
   try {
     const counting = new CountingKv(kv);
-    const crashed = new KvStore(kv);
-    const created = await crashed.createIntent({
-      id: "pi_1",
-      state: "settling",
-      hold: "pending",
-      settlingSince: 0,
-    });
     // A process writes ahead, keeps the lease and dies before its record.
-    await crashed.beginBroadcast("pi_1", created.version, 1, {
-      lease: { owner: "dead", ttlMs: 60_000, now: 1, keep: true },
-    });
+    await sending(new KvStore(kv), "dead", 1);
     const store = new KvStore(counting);
     const seen = (await store.getIntent("pi_1"))!;
     counting.reset();
