@@ -44,30 +44,47 @@ const SHAPES: readonly [number, number][] = [
   [64, 1],
 ];
 
-async function writesPerSecond(
-  kv: Deno.Kv,
-  perCommit: number,
+/**
+ * Runs `op` `inFlight` at a time for 2 s; returns the units (writes,
+ * reads) it reports done, per second. An operation started before the
+ * time is up counts: every one has finished when the clock is read.
+ */
+async function perSecond(
   inFlight: number,
+  op: () => Promise<number>,
 ): Promise<number> {
-  let writes = 0;
-  let next = 0;
+  let units = 0;
   const start = performance.now();
   const end = start + 2000;
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
       while (performance.now() < end) {
-        const atomic = kv.atomic();
-        for (let i = 0; i < perCommit; i++) {
-          const key = ["claim", next++];
-          atomic.check({ key, versionstamp: null }).set(key, {
-            expiresAt: 1_700_000_000_000 + next,
-          }, { expireIn: 60_000 });
-        }
-        if ((await atomic.commit()).ok) writes += perCommit;
+        // Awaited first: `units += await op()` would read `units` before
+        // the wait and lose what other workers added meanwhile.
+        const done = await op();
+        units += done;
       }
     }),
   );
-  return writes / ((performance.now() - start) / 1000);
+  return units / ((performance.now() - start) / 1000);
+}
+
+function writesPerSecond(
+  kv: Deno.Kv,
+  perCommit: number,
+  inFlight: number,
+): Promise<number> {
+  let next = 0;
+  return perSecond(inFlight, async () => {
+    const atomic = kv.atomic();
+    for (let i = 0; i < perCommit; i++) {
+      const key = ["claim", next++];
+      atomic.check({ key, versionstamp: null }).set(key, {
+        expiresAt: 1_700_000_000_000 + next,
+      }, { expireIn: 60_000 });
+    }
+    return (await atomic.commit()).ok ? perCommit : 0;
+  });
 }
 
 /** Keys per read, {@linkcode READS_IN_FLIGHT} reads in flight. */
@@ -88,19 +105,13 @@ async function seed(kv: Deno.Kv): Promise<void> {
   }
 }
 
-async function readsPerSecond(kv: Deno.Kv, keys: number): Promise<number> {
-  let reads = 0;
-  const start = performance.now();
-  const end = start + 2000;
-  await Promise.all(
-    Array.from({ length: READS_IN_FLIGHT }, async () => {
-      while (performance.now() < end) {
-        const id = reads++ % RECORDS;
-        await kv.getMany(KINDS.slice(0, keys).map((kind) => [kind, id]));
-      }
-    }),
-  );
-  return reads / ((performance.now() - start) / 1000);
+function readsPerSecond(kv: Deno.Kv, keys: number): Promise<number> {
+  let next = 0;
+  return perSecond(READS_IN_FLIGHT, async () => {
+    const id = next++ % RECORDS;
+    await kv.getMany(KINDS.slice(0, keys).map((kind) => [kind, id]));
+    return 1;
+  });
 }
 
 function spread(values: number[]): string {
