@@ -96,18 +96,23 @@ Deno.test("KvStore: a delivery of another instance holding the lease refuses a w
   const kv = await Deno.openKv(":memory:");
   try {
     // Two processes on one database: each its own KvStore, its own cache.
+    const counting = new CountingKv(kv);
     const a = new KvStore(kv);
-    const b = new KvStore(kv);
+    const b = new KvStore(counting);
     // a writes ahead and keeps the lease for its send.
     await sending(a, "a", 1);
     // b looks (the look does not read the lease), then tries the same.
     const seen = (await b.getIntent("pi_1"))!;
+    counting.reset();
     await assert.rejects(
       b.beginBroadcast("pi_1", seen.version, 2, {
         lease: { owner: "b", ttlMs: 60_000, now: 2, keep: true },
       }),
       BusyError,
     );
+    // The price of a look without the lease: b learns of a's lease from a
+    // failed commit, then a fresh read; nothing of b's landed.
+    assert.deepEqual(counting.counts, { reads: 1, commits: 1 });
     // Once a's lease has lapsed, b may.
     const later = (await b.getIntent("pi_1"))!;
     await b.beginBroadcast("pi_1", later.version, 60_002, {
