@@ -286,7 +286,14 @@ Deno.test("group commit: an atomic is what it held when committed, as with Deno 
 Deno.test("group commit: an error that leaves the outcome unknown reaches every write of the group", async () => {
   using db = await opened();
   // A handle whose commit of several writes lands, then loses its answer
-  // (a remote KV's connection dropped after the commit).
+  // (a remote KV's connection dropped after the commit). Its first commit
+  // waits for `release`, so the writes behind it are sure to be grouped.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  let commits = 0;
+  let reads = 0;
+  let readsDone!: () => void;
+  const bothRead = new Promise<void>((resolve) => readsDone = resolve);
   const lossy = patched(db.kv, (atomic) => {
     let writes = 0;
     const set = atomic.set.bind(atomic);
@@ -296,18 +303,36 @@ Deno.test("group commit: an error that leaves the outcome unknown reaches every 
     };
     const commit = atomic.commit.bind(atomic);
     atomic.commit = async () => {
+      if (commits++ === 0) await held;
       const result = await commit();
       if (writes > 1) throw new Error("connection lost");
       return result;
     };
   });
-  const store = new KvStore(lossy);
-  const warm = store.admit({ count: "pi_w/settle", now: 0 });
-  const results = await Promise.allSettled([
+  const store = new KvStore({
+    ...lossy,
+    getMany: async (keys) => {
+      const entries = await lossy.getMany(keys);
+      if (++reads === 2) readsDone();
+      return entries;
+    },
+  });
+  // A claim alone reads nothing: it is sent within the call, alone.
+  const warm = store.admit({
+    claim: { key: "warm", expiresAt: 60_000, now: 0 },
+    now: 0,
+  });
+  const counted = [
     store.admit({ count: "pi_a/settle", now: 0 }),
     store.admit({ count: "pi_b/settle", now: 0 }),
-  ]);
-  await warm;
+  ];
+  // Both have read their counts and queued their writes (promise jobs,
+  // all run before a timer): let the held commit go.
+  await bothRead;
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  release();
+  const results = await Promise.allSettled(counted);
+  assert.equal(await warm, null);
   // Neither is retried into a second count: each sees what it would alone.
   for (const result of results) {
     assert.equal(result.status, "rejected");
@@ -316,6 +341,7 @@ Deno.test("group commit: an error that leaves the outcome unknown reaches every 
       /connection lost/,
     );
   }
+  assert.equal(commits, 2);
   assert.equal(await store.deliveries("pi_a/settle"), 1);
 });
 
