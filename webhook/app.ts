@@ -464,6 +464,28 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
 
   /**
+   * What failed for a reason of ours (the store or the Sender down): a log
+   * line naming it, and a 503 the queue retries (after 5 s, where the
+   * queue reads `Retry-After`). `detail` says so to the queue's operator;
+   * the error itself stays in the log.
+   */
+  function failedUnexpectedly(
+    route: Route,
+    what: string,
+    error: unknown,
+    detail: string,
+  ): Response {
+    log(`worker  ${what} unexpectedly: ${describeError(error)}`);
+    return problem(
+      503,
+      "delivery-failed",
+      "Delivery failed",
+      detail,
+      route === "pubsub" ? {} : { "retry-after": "5" },
+    );
+  }
+
+  /**
    * Runs a delivery; an unexpected failure (store down) is a 503 the queue
    * retries. `claim` is the verified request's replay claim (QStash's
    * `jti`, the generic route's `v1`; none for Pub/Sub, whose token does not
@@ -485,17 +507,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
-      log(
-        `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
-          describeError(error)
-        }`,
-      );
-      return problem(
-        503,
-        "delivery-failed",
-        "Delivery failed",
+      return failedUnexpectedly(
+        route,
+        `${jobIdOf(job).padEnd(17)}failed`,
+        error,
         "The delivery could not finish (the store or the Sender failed unexpectedly); the queue will redeliver it.",
-        route === "pubsub" ? {} : { "retry-after": "5" },
       );
     }
     log(`worker  ${formatOutcome(job, outcome)}`);
@@ -706,17 +722,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
-      log(
-        `worker  ${jobIdOf(job).padEnd(17)}give-up failed unexpectedly: ${
-          describeError(error)
-        }`,
-      );
-      return problem(
-        503,
-        "delivery-failed",
-        "Delivery failed",
+      return failedUnexpectedly(
+        route,
+        `${jobIdOf(job).padEnd(17)}give-up failed`,
+        error,
         "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
-        route === "pubsub" ? {} : { "retry-after": "5" },
       );
     }
     log(`worker  ${formatOutcome(job, outcome)}`);
