@@ -18,7 +18,8 @@
  * LCG (see `_peers.ts`). The delivery number is read from a mutable array
  * on every call, so nothing folds into a constant.
  *
- * `deno bench bench/peers_bench.ts`
+ * `deno bench bench/peers_bench.ts`; `deno task bench:forms` also runs it
+ * filtered to each form alone (see `bench/decide_forms.ts`).
  *
  * @module
  */
