@@ -11,9 +11,10 @@
  *
  * Printed: each row's fastest sample as a multiple of the floor's fastest
  * sample in the same run (the floor is 1.00×), median (min–max) over the
- * runs, per random source; a row Deno timed call by call is left out of
- * its run (see {@linkcode ratiosOf}). A peer's "alone" figure pools its
- * rows of every form's run (5 × `--runs` samples).
+ * runs, per random source. A peer's "alone" figure pools its rows of every
+ * form's run (5 × `--runs` samples). A row Deno timed call by call is left
+ * out of its run (see {@linkcode ratiosOf}); a cell with fewer samples
+ * than that says how many it has.
  *
  * `deno task bench:forms [--runs 3]`
  *
@@ -23,39 +24,74 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 
-/** Each call form of `decide` in `peers_bench.ts`: a label, and the words only its row's name holds. */
-export const FORMS: readonly { label: string; words: string }[] = [
-  { label: "decide(err, n)", words: "no policy" },
-  { label: "decide(err, n, { maxDeliveries: 5 })", words: "maxDeliveries: 5" },
-  { label: "decide(err, n, DEFAULT_POLICY)", words: "DEFAULT_POLICY" },
-  { label: "decide(err, n, definePolicy(…))", words: "definePolicy" },
+/** A row of the table: its label, and the words only its bench's name holds. */
+export interface RowName {
+  /** How the table names it. */
+  readonly label: string;
+  /** Words found in its bench's name and in no other bench's. */
+  readonly words: string;
+}
+
+/** Each call form of `decide` in `peers_bench.ts`. */
+export const FORMS: readonly RowName[] = [
+  { label: "`decide(err, n)`", words: "no policy" },
   {
-    label: "decide(err, n, { maxDeliveries: 3 }), exhausted",
+    label: "`decide(err, n, { maxDeliveries: 5 })`",
+    words: "maxDeliveries: 5",
+  },
+  { label: "`decide(err, n, DEFAULT_POLICY)`", words: "DEFAULT_POLICY" },
+  { label: "`decide(err, n, definePolicy(…))`", words: "definePolicy" },
+  {
+    label: "`decide(err, n, { maxDeliveries: 3 })`, exhausted",
     words: "exhausted",
   },
 ];
 
 /** The peers, by the words that open their rows' names. */
-export const PEERS: readonly { label: string; words: string }[] = [
+export const PEERS: readonly RowName[] = [
   { label: "cockatiel `halfJitterGenerator`", words: "cockatiel:" },
   { label: "retry `createTimeout`", words: "retry:" },
 ];
 
 /** The part of `deno bench --json`'s report this script reads. */
 export interface BenchReport {
+  /** One entry per bench that was run. */
   benches: {
+    /** Its group, or `null` outside any group. */
     group: string | null;
+    /** Its name. */
     name: string;
+    /** Whether it is its group's baseline (here, the floor). */
     baseline: boolean;
-    results: { ok?: { min: number; highPrecision?: boolean } }[];
+    /** Its result: `ok` with its figures in ns, or `failed`. */
+    results: {
+      ok?: { min: number; highPrecision?: boolean };
+      failed?: unknown;
+    }[];
   }[];
 }
 
-/** One row of one run: its group, its name, its fastest sample ÷ the floor's. */
+/** One row of one run. */
 export interface Ratio {
+  /** The bench's group. */
   group: string;
+  /** The bench's name. */
   name: string;
+  /** Its fastest sample ÷ its group's floor's fastest sample. */
   ratio: number;
+}
+
+/**
+ * The `--filter` that keeps the floor, the two peers and the one bench
+ * whose name holds `words` (taken literally).
+ *
+ * @param words Words from {@linkcode FORMS}.
+ * @returns A regular expression between slashes, as `deno bench` takes it.
+ */
+export function filterFor(words: string): string {
+  return `/floor|cockatiel|retry|${
+    words.replace(/[\\^$.*+?()[\]{}|/]/g, "\\$&")
+  }/`;
 }
 
 /**
@@ -64,7 +100,24 @@ export interface Ratio {
  * batches (`highPrecision`, on a loaded machine) measured the timer, not
  * the code: it is left out, and so is every row of a group whose floor was.
  *
- * @throws {Error} If a row failed, or a group has no baseline.
+ * @example A row at one and a half times its floor
+ * ```ts
+ * import { ratiosOf } from "./decide_forms.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const ok = (min: number) => [{ ok: { min } }];
+ * const ratios = ratiosOf({
+ *   benches: [
+ *     { group: "g", name: "floor", baseline: true, results: ok(10) },
+ *     { group: "g", name: "ours", baseline: false, results: ok(15) },
+ *   ],
+ * });
+ * assert.deepEqual(ratios, [{ group: "g", name: "ours", ratio: 1.5 }]);
+ * ```
+ *
+ * @param report What `deno bench --json` printed.
+ * @returns One ratio per row that is not a baseline and was timed in batches.
+ * @throws {Error} If a row has no result, or a group has no baseline.
  */
 export function ratiosOf(report: BenchReport): Ratio[] {
   const floors = new Map<string, number | undefined>();
@@ -72,7 +125,7 @@ export function ratiosOf(report: BenchReport): Ratio[] {
     const ok = bench.results[0]?.ok;
     if (ok === undefined) {
       throw new Error(
-        `The bench '${bench.name}' has no result: run it alone to see why`,
+        `The bench '${bench.name}' has no result: run it alone with 'deno bench' to see why`,
       );
     }
     if (bench.baseline) {
@@ -85,7 +138,7 @@ export function ratiosOf(report: BenchReport): Ratio[] {
     const group = bench.group ?? "";
     if (!floors.has(group)) {
       throw new Error(
-        `The group '${group}' has no baseline: it needs the floor`,
+        `The group '${group}' has no baseline: register the floor in it with 'floorAndPeers' (bench/_peers.ts)`,
       );
     }
     const floor = floors.get(group);
@@ -96,14 +149,87 @@ export function ratiosOf(report: BenchReport): Ratio[] {
   return ratios;
 }
 
-/** `median× (min–max)` of `values`; the median of an even count is the lower middle one. */
+/**
+ * `median× (min–max)` of `values`, the median of an even count being the
+ * mean of the middle two; `–` for none.
+ *
+ * @param values Ratios.
+ * @returns The cell's text.
+ */
 export function spread(values: readonly number[]): string {
   if (values.length === 0) return "–";
   const sorted = values.toSorted((a, b) => a - b);
-  const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
+  const middle = sorted.length / 2;
+  const median = sorted.length % 2 === 1
+    ? sorted[Math.floor(middle)]!
+    : (sorted[middle - 1]! + sorted[middle]!) / 2;
   return `${median.toFixed(2)}× (${sorted[0]!.toFixed(2)}–${
     sorted.at(-1)!.toFixed(2)
   })`;
+}
+
+/**
+ * Checks that a bench whose name holds `words` ran (timed call by call or
+ * not), so that a renamed row cannot drop out of the table unseen.
+ *
+ * @param report What `deno bench --json` printed.
+ * @param words Words from {@linkcode FORMS}.
+ * @throws {Error} If no bench of the report has `words` in its name.
+ */
+export function assertRan(report: BenchReport, words: string): void {
+  if (!report.benches.some(({ name }) => name.includes(words))) {
+    throw new Error(
+      `No bench of bench/peers_bench.ts has '${words}' in its name: update FORMS in bench/decide_forms.ts`,
+    );
+  }
+}
+
+/** A ratio, and whether its run held every form or one alone. */
+export interface Seen extends Ratio {
+  /** `"one group"`: the whole file ran; `"alone"`: one form's filter. */
+  how: "one group" | "alone";
+}
+
+/**
+ * The Markdown table of what `runs` runs saw: a row per peer and per form,
+ * two columns (one group, alone) per random source.
+ *
+ * @param seen Every ratio of every run.
+ * @param runs How many times the whole file, and each form alone, ran.
+ * @returns The table, a line per row.
+ */
+export function table(seen: readonly Seen[], runs: number): string {
+  const groups = [...new Set(seen.map(({ group }) => group))];
+  const source = (group: string) => /LCG/.test(group) ? "LCG" : "`Math.random`";
+  const lines = [
+    `| row | ${
+      groups.map((group) =>
+        `${source(group)}, one group | ${source(group)}, alone`
+      ).join(" | ")
+    } |`,
+    `| --- |${" ---: | ---: |".repeat(groups.length)}`,
+  ];
+  for (const row of [...PEERS, ...FORMS]) {
+    // A peer runs in each form's filtered run; a form in its own only.
+    const expected = {
+      "one group": runs,
+      alone: PEERS.includes(row) ? runs * FORMS.length : runs,
+    };
+    const cells = groups.flatMap((group) =>
+      (["one group", "alone"] as const).map((how) => {
+        const values = seen.filter((one) =>
+          one.how === how && one.group === group &&
+          one.name.includes(row.words)
+        ).map(({ ratio }) => ratio);
+        const short = values.length < expected[how]
+          ? `, n = ${values.length}`
+          : "";
+        return `${spread(values)}${short}`;
+      })
+    );
+    lines.push(`| ${row.label} | ${cells.join(" | ")} |`);
+  }
+  return lines.join("\n");
 }
 
 async function benchJson(filter?: string): Promise<BenchReport> {
@@ -113,14 +239,26 @@ async function benchJson(filter?: string): Promise<BenchReport> {
     args,
     cwd: new URL("..", import.meta.url),
   }).output();
+  const text = new TextDecoder().decode(stdout);
   if (code !== 0) {
+    // A failed bench's error is in the JSON on stdout, not on stderr.
+    let failures = "";
+    try {
+      failures = (JSON.parse(text) as BenchReport).benches
+        .filter((bench) => bench.results[0]?.failed !== undefined)
+        .map((bench) =>
+          `${bench.name}: ${JSON.stringify(bench.results[0]!.failed)}`
+        ).join("\n");
+    } catch {
+      // Not JSON: the bench did not start; stderr says why.
+    }
     throw new Error(
       `deno ${args.join(" ")} failed (exit ${code}):\n${
-        new TextDecoder().decode(stderr)
+        failures || new TextDecoder().decode(stderr)
       }`,
     );
   }
-  return JSON.parse(new TextDecoder().decode(stdout));
+  return JSON.parse(text);
 }
 
 if (import.meta.main) {
@@ -134,7 +272,7 @@ if (import.meta.main) {
       `Cannot run as '--runs' must be an integer >= 1: current value is ${values.runs}`,
     );
   }
-  const seen: (Ratio & { how: "one group" | "alone" })[] = [];
+  const seen: Seen[] = [];
   for (let run = 1; run <= runs; run++) {
     console.error(`run ${run} of ${runs}: every form in one group`);
     for (const ratio of ratiosOf(await benchJson())) {
@@ -142,38 +280,15 @@ if (import.meta.main) {
     }
     for (const form of FORMS) {
       console.error(`run ${run} of ${runs}: ${form.label} alone`);
-      const report = await benchJson(`/floor|cockatiel|retry|${form.words}/`);
-      const ratios = ratiosOf(report);
-      if (!ratios.some(({ name }) => name.includes(form.words))) {
-        throw new Error(
-          `No row of bench/peers_bench.ts has '${form.words}' in its name: update FORMS in bench/decide_forms.ts`,
-        );
+      const report = await benchJson(filterFor(form.words));
+      assertRan(report, form.words);
+      for (const ratio of ratiosOf(report)) {
+        seen.push({ how: "alone", ...ratio });
       }
-      for (const ratio of ratios) seen.push({ how: "alone", ...ratio });
     }
   }
-  const groups = [...new Set(seen.map(({ group }) => group))];
-  const find = (how: string, group: string, words: string) =>
-    seen.filter((row) =>
-      row.how === how && row.group === group && row.name.includes(words)
-    ).map(({ ratio }) => ratio);
   console.log(
     `${runs} runs; each row's fastest sample ÷ the floor's, median (min–max)\n`,
   );
-  console.log(
-    `| row | ${
-      groups.map((group) => {
-        const source = group.replace(/^delivery \d+, | for every side$/g, "");
-        return `${source}: one group | ${source}: alone`;
-      }).join(" | ")
-    } |`,
-  );
-  console.log(`| --- |${" ---: | ---: |".repeat(groups.length)}`);
-  for (const row of [...PEERS, ...FORMS]) {
-    const cells = groups.flatMap((group) => [
-      spread(find("one group", group, row.words)),
-      spread(find("alone", group, row.words)),
-    ]);
-    console.log(`| ${row.label} | ${cells.join(" | ")} |`);
-  }
+  console.log(table(seen, runs));
 }
