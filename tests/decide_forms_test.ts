@@ -21,13 +21,16 @@ import {
   table,
 } from "../bench/decide_forms.ts";
 
+/** A bench of one result; `timed` marks it as timed call by call. */
 function row(
   group: string,
   name: string,
   min: number,
   baseline = false,
+  timed = false,
 ): BenchReport["benches"][number] {
-  return { group, name, baseline, results: [{ ok: { min } }] };
+  const ok = timed ? { min, highPrecision: true } : { min };
+  return { group, name, baseline, results: [{ ok }] };
 }
 
 function timed(
@@ -36,12 +39,7 @@ function timed(
   min: number,
   baseline = false,
 ): BenchReport["benches"][number] {
-  return {
-    group,
-    name,
-    baseline,
-    results: [{ ok: { min, highPrecision: true } }],
-  };
+  return row(group, name, min, baseline, true);
 }
 
 /** The names `Deno.bench` is given in the bench files `bench:forms` runs. */
