@@ -153,18 +153,28 @@ async function load(
   return JSON.parse(new TextDecoder().decode(stdout));
 }
 
+/** A fresh temporary folder for a Deno KV file (in `--kv-dir`, if given). */
+function kvTempDir(): Promise<string> {
+  return Deno.makeTempDir({
+    prefix: "relayer_http_bench_",
+    ...(kvDir === undefined ? {} : { dir: kvDir }),
+  });
+}
+
 /**
- * Creates the intents through the store's own `createIntent`, 100 to a
- * Deno KV commit (setup only: one commit each would take longer than the
- * measurement).
+ * A Deno KV file in a fresh temporary folder, its intents created through
+ * the store's own `createIntent`, 100 to a Deno KV commit (setup only: one
+ * commit each would take longer than the measurement).
  */
-async function seedKv(
-  kv: Deno.Kv,
+async function seededKv(
   scenario: Scenario,
   count: number,
-): Promise<void> {
+): Promise<{ dir: string; kv: Deno.Kv }> {
+  const dir = await kvTempDir();
+  const kv = await Deno.openKv(`${dir}/relayer.kv`);
   // KvStore groups the concurrent creates into a few commits.
   await seedStore(new KvStore(kv), scenario, count);
+  return { dir, kv };
 }
 
 interface Running {
@@ -253,12 +263,7 @@ async function kvApp(
   pool: number,
   { claims = true } = {},
 ): Promise<Running> {
-  const dir = await Deno.makeTempDir({
-    prefix: "relayer_http_bench_",
-    ...(kvDir === undefined ? {} : { dir: kvDir }),
-  });
-  const kv = await Deno.openKv(`${dir}/relayer.kv`);
-  await seedKv(kv, scenario, pool);
+  const { dir, kv } = await seededKv(scenario, pool);
   let commits = 0;
   let answered = 0;
   const counted: KvLike = {
@@ -407,12 +412,7 @@ async function shipped(
   pool: number,
   signerUrl: string,
 ): Promise<Running> {
-  const dir = await Deno.makeTempDir({
-    prefix: "relayer_http_bench_",
-    ...(kvDir === undefined ? {} : { dir: kvDir }),
-  });
-  const kv = await Deno.openKv(`${dir}/relayer.kv`);
-  await seedKv(kv, scenario, pool);
+  const { dir, kv } = await seededKv(scenario, pool);
   kv.close();
   const port = freePort();
   const inspect = profile ? freePort() : undefined;
@@ -556,10 +556,7 @@ async function startProfile(port: number): Promise<() => Promise<string>> {
  * look and write (`pairs`: read-and-commit pairs per second).
  */
 async function commitRate(): Promise<{ commits: number; pairs: number }> {
-  const dir = await Deno.makeTempDir({
-    prefix: "relayer_http_bench_",
-    ...(kvDir === undefined ? {} : { dir: kvDir }),
-  });
+  const dir = await kvTempDir();
   const kv = await Deno.openKv(`${dir}/rate.kv`);
   const perSecond = async (
     op: (worker: number, i: number) => Promise<unknown>,
