@@ -8,6 +8,7 @@
  */
 
 const decoder = new TextDecoder();
+const ROOT = new URL("..", import.meta.url).pathname;
 
 /** The cache folder of the runtime checks. */
 export function cacheRoot(): string {
@@ -82,4 +83,32 @@ export async function run(
     stderr: "piped",
   }).output();
   return { code, out: decoder.decode(stdout) + decoder.decode(stderr) };
+}
+
+/**
+ * Bundles `entry` (a path from the repository root) into the one file
+ * `out` with `deno bundle`, for `platform`, leaving `external` imports as
+ * they are.
+ *
+ * @throws {Error} If `deno bundle` fails, with its output.
+ */
+export async function bundle(
+  entry: string,
+  out: string,
+  { platform, external = [] }: {
+    platform: "browser" | "node";
+    external?: readonly string[];
+  },
+): Promise<void> {
+  const { code, out: text } = await run(Deno.execPath(), [
+    "bundle",
+    "--quiet",
+    "--platform",
+    platform,
+    ...external.flatMap((name) => ["--external", name]),
+    "-o",
+    out,
+    entry,
+  ], { cwd: ROOT });
+  if (code !== 0) throw new Error(`deno bundle ${entry} failed:\n${text}`);
 }

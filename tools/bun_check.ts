@@ -12,7 +12,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { cacheRoot, npmInstall, run } from "./_npm_cache.ts";
+import { bundle, cacheRoot, npmInstall, run } from "./_npm_cache.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
@@ -54,18 +54,9 @@ if (import.meta.main) {
   // The webhook under Bun.serve, from one bundle.
   const dir = await Deno.makeTempDir({ prefix: "relayer_bun_check_" });
   try {
-    const bundle = await run(Deno.execPath(), [
-      "bundle",
-      "--quiet",
-      "--platform",
-      "browser",
-      "-o",
-      `${dir}/webhook.js`,
-      "tools/_bun_webhook.ts",
-    ], { cwd: ROOT });
-    if (bundle.code !== 0) {
-      throw new Error(`deno bundle failed:\n${bundle.out}`);
-    }
+    await bundle("tools/_bun_webhook.ts", `${dir}/webhook.js`, {
+      platform: "browser",
+    });
     const served = await run(bun, ["run", "webhook.js"], { cwd: dir, env });
     console.log(served.out.trimEnd());
     if (served.code === 0) {

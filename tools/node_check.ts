@@ -13,45 +13,9 @@
 
 // deno-lint-ignore-file no-console
 import { nodeVersion } from "../tests/node/_node.ts";
+import { bundle, run } from "./_npm_cache.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const decoder = new TextDecoder();
-
-async function run(
-  command: string,
-  args: string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
-) {
-  const { code, stdout, stderr } = await new Deno.Command(command, {
-    args,
-    cwd: options.cwd ?? ROOT,
-    ...(options.env ? { env: options.env } : {}),
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  return { code, out: decoder.decode(stdout) + decoder.decode(stderr) };
-}
-
-async function bundle(
-  entry: string,
-  out: string,
-  external: string[] = [],
-): Promise<void> {
-  const args = [
-    "bundle",
-    "--quiet",
-    "--platform",
-    "node",
-    ...external.flatMap((name) => ["--external", name]),
-    "-o",
-    out,
-    entry,
-  ];
-  const { code, out: text } = await run(Deno.execPath(), args);
-  if (code !== 0) throw new Error(`deno bundle ${entry} failed:\n${text}`);
-}
-
 /** Runs `node --test` and prints its summary; returns whether it passed. */
 async function nodeTest(
   title: string,
@@ -84,7 +48,7 @@ if (import.meta.main) {
   const dir = await Deno.makeTempDir({ prefix: "relayer_node_check_" });
   let ok = true;
   try {
-    await bundle("mod.ts", `${dir}/relayer.mjs`);
+    await bundle("mod.ts", `${dir}/relayer.mjs`, { platform: "node" });
     ok = await nodeTest(
       "mod.ts on Node (node --test)",
       `${ROOT}tests/node/smoke_node.mjs`,
@@ -110,9 +74,10 @@ if (import.meta.main) {
     }
     // @deno/kv ships a native addon per platform: npm installs it for this
     // machine, and the bundle imports it from there.
-    await bundle("tests/node/kv_contract_node.ts", `${dir}/kv_contract.mjs`, [
-      "@deno/kv",
-    ]);
+    await bundle("tests/node/kv_contract_node.ts", `${dir}/kv_contract.mjs`, {
+      platform: "node",
+      external: ["@deno/kv"],
+    });
     ok = await nodeTest(
       "KvStore contract on Node over @deno/kv (node --test)",
       `${dir}/kv_contract.mjs`,

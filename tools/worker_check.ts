@@ -13,7 +13,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { npmInstall, run } from "./_npm_cache.ts";
+import { bundle, npmInstall } from "./_npm_cache.ts";
 
 /** The pinned Miniflare; its workerd is 1.20260730.1. */
 export const MINIFLARE_VERSION = "4.20260730.0";
@@ -33,20 +33,10 @@ if (import.meta.main) {
   const dir = await Deno.makeTempDir({ prefix: "relayer_worker_check_" });
   let code = 1;
   try {
-    const bundle = await run(Deno.execPath(), [
-      "bundle",
-      "--quiet",
-      "--platform",
-      "browser",
-      "--external",
-      "cloudflare:workers",
-      "-o",
-      `${dir}/worker.js`,
-      "examples/cloudflare/worker.ts",
-    ], { cwd: ROOT });
-    if (bundle.code !== 0) {
-      throw new Error(`deno bundle failed:\n${bundle.out}`);
-    }
+    await bundle("examples/cloudflare/worker.ts", `${dir}/worker.js`, {
+      platform: "browser",
+      external: ["cloudflare:workers"],
+    });
     await Deno.copyFile(
       `${ROOT}tools/_worker_check.mjs`,
       `${dir}/worker_check.mjs`,
