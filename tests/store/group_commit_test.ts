@@ -26,6 +26,28 @@ function patched(kv: Deno.Kv, patch: (atomic: KvAtomic) => void): KvLike {
   };
 }
 
+type Write = () => Promise<unknown>;
+
+/**
+ * Starts `warm`, then the three `writes` while it is in flight, so that
+ * they queue behind it and go out as one group; asserts that the middle
+ * one alone failed, and returns why.
+ */
+async function onlyTheMiddleFails(
+  warm: Write,
+  writes: [Write, Write, Write],
+): Promise<unknown> {
+  const warming = warm();
+  const results = await Promise.allSettled(writes.map((write) => write()));
+  await warming;
+  assert.deepEqual(results.map((r) => r.status), [
+    "fulfilled",
+    "rejected",
+    "fulfilled",
+  ]);
+  return (results[1] as PromiseRejectedResult).reason;
+}
+
 Deno.test("group commit: a lone write commits at once, alone", async () => {
   using db = await opened();
   const store = new KvStore(db.counting);
@@ -77,21 +99,15 @@ Deno.test("group commit: a failed check refuses only its own write; the group's 
   const store = new KvStore(db.counting);
   await store.createIntent({ id: "pi_taken" });
   db.counting.reset();
-  const warm = store.createIntent({ id: "pi_warm" });
-  const results = await Promise.allSettled([
-    store.createIntent({ id: "pi_a" }),
-    store.createIntent({ id: "pi_taken" }), // exists: its check fails
-    store.createIntent({ id: "pi_b" }),
-  ]);
-  await warm;
-  assert.deepEqual(results.map((r) => r.status), [
-    "fulfilled",
-    "rejected",
-    "fulfilled",
-  ]);
-  assert.ok(
-    (results[1] as PromiseRejectedResult).reason instanceof ConflictError,
+  const reason = await onlyTheMiddleFails(
+    () => store.createIntent({ id: "pi_warm" }),
+    [
+      () => store.createIntent({ id: "pi_a" }),
+      () => store.createIntent({ id: "pi_taken" }), // exists: its check fails
+      () => store.createIntent({ id: "pi_b" }),
+    ],
   );
+  assert.ok(reason instanceof ConflictError);
   assert.ok(await store.getIntent("pi_a"));
   assert.ok(await store.getIntent("pi_b"));
   // warm alone; the group of three, refused; then halved: pi_a alone, and
@@ -102,17 +118,12 @@ Deno.test("group commit: a failed check refuses only its own write; the group's 
 Deno.test("group commit: an operation the database refuses gets its own error; the group's others land", async () => {
   using db = await opened();
   const group = new GroupCommit(db.kv);
-  const warm = group.atomic().set(["warm"], 1).commit();
-  const results = await Promise.allSettled([
-    group.atomic().set(["a"], 1).commit(),
+  await onlyTheMiddleFails(() => group.atomic().set(["warm"], 1).commit(), [
+    () => group.atomic().set(["a"], 1).commit(),
     // A function cannot be stored: Deno KV throws on it.
-    group.atomic().set(["bad"], () => 1).commit(),
-    group.atomic().set(["b"], 2).commit(),
+    () => group.atomic().set(["bad"], () => 1).commit(),
+    () => group.atomic().set(["b"], 2).commit(),
   ]);
-  await warm;
-  assert.equal(results[0]!.status, "fulfilled");
-  assert.equal(results[1]!.status, "rejected");
-  assert.equal(results[2]!.status, "fulfilled");
   assert.equal((await db.kv.get(["a"])).value, 1);
   assert.equal((await db.kv.get(["b"])).value, 2);
   assert.equal((await db.kv.get(["bad"])).value, null);
@@ -255,17 +266,10 @@ Deno.test("group commit: keys Deno KV stores as one are one key to the group (lo
 Deno.test("group commit: a key part Deno KV cannot store fails its own write alone; nothing hangs", async () => {
   using db = await opened();
   const group = new GroupCommit(db.kv);
-  const warm = group.atomic().set(["warm"], 1).commit();
-  const results = await Promise.allSettled([
-    group.atomic().set(["a"], 1).commit(),
-    group.atomic().set([Object.create(null)] as never, 1).commit(),
-    group.atomic().set(["c"], 1).commit(),
-  ]);
-  await warm;
-  assert.deepEqual(results.map((r) => r.status), [
-    "fulfilled",
-    "rejected",
-    "fulfilled",
+  await onlyTheMiddleFails(() => group.atomic().set(["warm"], 1).commit(), [
+    () => group.atomic().set(["a"], 1).commit(),
+    () => group.atomic().set([Object.create(null)] as never, 1).commit(),
+    () => group.atomic().set(["c"], 1).commit(),
   ]);
   assert.equal((await db.kv.get(["c"])).value, 1);
 });
@@ -357,20 +361,13 @@ Deno.test("group commit: a write that cannot even be built fails alone, whatever
     };
   });
   const group = new GroupCommit(picky);
-  const warm = group.atomic().set(["warm"], 1).commit();
-  const results = await Promise.allSettled([
-    group.atomic().set(["a"], 1).commit(),
-    group.atomic().set(["bad"], "unstorable").commit(),
-    group.atomic().set(["c"], 1).commit(),
-  ]);
-  await warm;
-  assert.deepEqual(results.map((r) => r.status), [
-    "fulfilled",
-    "rejected",
-    "fulfilled",
-  ]);
-  assert.match(
-    String((results[1] as PromiseRejectedResult).reason),
-    /cannot store this/,
+  const reason = await onlyTheMiddleFails(
+    () => group.atomic().set(["warm"], 1).commit(),
+    [
+      () => group.atomic().set(["a"], 1).commit(),
+      () => group.atomic().set(["bad"], "unstorable").commit(),
+      () => group.atomic().set(["c"], 1).commit(),
+    ],
   );
+  assert.match(String(reason), /cannot store this/);
 });
