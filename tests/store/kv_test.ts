@@ -58,144 +58,128 @@ async function sending(
 }
 
 Deno.test("KvStore: a look reads two keys, the intent and its hold, in one getMany; a write on it then needs no read", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const asked: number[] = [];
-    const counted: KvLike = {
-      getMany: (keys) => {
-        asked.push(keys.length);
-        return kv.getMany(keys as Deno.KvKey[]);
-      },
-      list: (selector, options) =>
-        kv.list(selector as { prefix: Deno.KvKey }, options),
-      atomic: () => kv.atomic() as unknown as KvAtomic,
-    };
-    const store = new KvStore(counted);
-    await store.createIntent({
-      id: "pi_1",
-      state: "authorized",
-      hold: "pending",
-    });
-    asked.length = 0;
-    const seen = (await store.getIntent("pi_1"))!;
-    assert.deepEqual(asked, [2]);
-    // The write commits on what the look saw, the lease taken as absent.
-    await store.transition("pi_1", {
-      from: "authorized",
-      to: "settling",
-      version: seen.version,
-      at: 1,
-    }, { lease: { owner: "a", ttlMs: 60_000, now: 1, keep: true } });
-    assert.deepEqual(asked, [2]);
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  const asked: number[] = [];
+  const counted: KvLike = {
+    getMany: (keys) => {
+      asked.push(keys.length);
+      return kv.getMany(keys as Deno.KvKey[]);
+    },
+    list: (selector, options) =>
+      kv.list(selector as { prefix: Deno.KvKey }, options),
+    atomic: () => kv.atomic() as unknown as KvAtomic,
+  };
+  const store = new KvStore(counted);
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  asked.length = 0;
+  const seen = (await store.getIntent("pi_1"))!;
+  assert.deepEqual(asked, [2]);
+  // The write commits on what the look saw, the lease taken as absent.
+  await store.transition("pi_1", {
+    from: "authorized",
+    to: "settling",
+    version: seen.version,
+    at: 1,
+  }, { lease: { owner: "a", ttlMs: 60_000, now: 1, keep: true } });
+  assert.deepEqual(asked, [2]);
 });
 
 Deno.test("KvStore: a delivery of another instance holding the lease refuses a write on what this instance looked at", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    // Two processes on one database: each its own KvStore, its own cache.
-    const counting = new CountingKv(kv);
-    const a = new KvStore(kv);
-    const b = new KvStore(counting);
-    // a writes ahead and keeps the lease for its send.
-    await sending(a, "a", 1);
-    // b looks (the look does not read the lease), then tries the same.
-    const seen = (await b.getIntent("pi_1"))!;
-    counting.reset();
-    await assert.rejects(
-      b.beginBroadcast("pi_1", seen.version, 2, {
-        lease: { owner: "b", ttlMs: 60_000, now: 2, keep: true },
-      }),
-      BusyError,
-    );
-    // The price of a look without the lease: b learns of a's lease from a
-    // failed commit, then a fresh read; nothing of b's landed.
-    assert.deepEqual(counting.counts, { reads: 1, commits: 1 });
-    // Once a's lease has lapsed, b may.
-    const later = (await b.getIntent("pi_1"))!;
-    await b.beginBroadcast("pi_1", later.version, 60_002, {
-      lease: { owner: "b", ttlMs: 60_000, now: 60_002, keep: true },
-    });
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  // Two processes on one database: each its own KvStore, its own cache.
+  const counting = new CountingKv(kv);
+  const a = new KvStore(kv);
+  const b = new KvStore(counting);
+  // a writes ahead and keeps the lease for its send.
+  await sending(a, "a", 1);
+  // b looks (the look does not read the lease), then tries the same.
+  const seen = (await b.getIntent("pi_1"))!;
+  counting.reset();
+  await assert.rejects(
+    b.beginBroadcast("pi_1", seen.version, 2, {
+      lease: { owner: "b", ttlMs: 60_000, now: 2, keep: true },
+    }),
+    BusyError,
+  );
+  // The price of a look without the lease: b learns of a's lease from a
+  // failed commit, then a fresh read; nothing of b's landed.
+  assert.deepEqual(counting.counts, { reads: 1, commits: 1 });
+  // Once a's lease has lapsed, b may.
+  const later = (await b.getIntent("pi_1"))!;
+  await b.beginBroadcast("pi_1", later.version, 60_002, {
+    lease: { owner: "b", ttlMs: 60_000, now: 60_002, keep: true },
+  });
 });
 
 Deno.test("KvStore: a look in the middle of this store's own send keeps the lease it wrote: the holder's record needs no read, another owner is refused before any commit", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const counting = new CountingKv(kv);
-    const store = new KvStore(counting);
-    const a = { owner: "a", ttlMs: 60_000, now: 1 };
-    const ahead = await sending(store, a.owner, a.now);
-    // Another delivery of this process looks while a is sending.
-    const seen = (await store.getIntent("pi_1"))!;
-    assert.equal(seen.version, ahead.version);
-    counting.reset();
-    await assert.rejects(
-      store.recordBroadcast("pi_1", seen.version, {
-        outcome: "sent",
-        txHash: "0xb",
-        at: 2,
-      }, { lease: { owner: "b", ttlMs: 60_000, now: 2 } }),
-      BusyError,
-    );
-    // Refused on what this store knows, then confirmed on a fresh read.
-    assert.deepEqual(counting.counts, { reads: 1, commits: 0 });
-    counting.reset();
-    const recorded = await store.recordBroadcast("pi_1", ahead.version, {
+  using kv = await Deno.openKv(":memory:");
+  const counting = new CountingKv(kv);
+  const store = new KvStore(counting);
+  const a = { owner: "a", ttlMs: 60_000, now: 1 };
+  const ahead = await sending(store, a.owner, a.now);
+  // Another delivery of this process looks while a is sending.
+  const seen = (await store.getIntent("pi_1"))!;
+  assert.equal(seen.version, ahead.version);
+  counting.reset();
+  await assert.rejects(
+    store.recordBroadcast("pi_1", seen.version, {
       outcome: "sent",
-      txHash: "0xa",
-      at: 3,
-    }, { lease: { ...a, now: 3 } });
-    assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
-    // Released: b may act at once, on a look, with no read of its own.
-    const after = (await store.getIntent("pi_1"))!;
-    assert.equal(after.version, recorded.version);
-    counting.reset();
-    await store.transition("pi_1", {
-      from: "settling",
-      to: "settled",
-      version: after.version,
-      at: 4,
-      ledger: "capture",
-    }, { lease: { owner: "b", ttlMs: 60_000, now: 4 } });
-    assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
-  } finally {
-    kv.close();
-  }
+      txHash: "0xb",
+      at: 2,
+    }, { lease: { owner: "b", ttlMs: 60_000, now: 2 } }),
+    BusyError,
+  );
+  // Refused on what this store knows, then confirmed on a fresh read.
+  assert.deepEqual(counting.counts, { reads: 1, commits: 0 });
+  counting.reset();
+  const recorded = await store.recordBroadcast("pi_1", ahead.version, {
+    outcome: "sent",
+    txHash: "0xa",
+    at: 3,
+  }, { lease: { ...a, now: 3 } });
+  assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
+  // Released: b may act at once, on a look, with no read of its own.
+  const after = (await store.getIntent("pi_1"))!;
+  assert.equal(after.version, recorded.version);
+  counting.reset();
+  await store.transition("pi_1", {
+    from: "settling",
+    to: "settled",
+    version: after.version,
+    at: 4,
+    ledger: "capture",
+  }, { lease: { owner: "b", ttlMs: 60_000, now: 4 } });
+  assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
 });
 
 Deno.test("KvStore: a lease a crash left is cleared by the next delivery that writes without keeping one, so the look after it is right to take the lease as absent", async () => {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const counting = new CountingKv(kv);
-    // A process writes ahead, keeps the lease and dies before its record.
-    await sending(new KvStore(kv), "dead", 1);
-    const store = new KvStore(counting);
-    const seen = (await store.getIntent("pi_1"))!;
-    counting.reset();
-    // Past the lease: the write pays a failed commit and a fresh read once.
-    const recorded = await store.recordBroadcast("pi_1", seen.version, {
-      outcome: "unknown",
-      at: 60_002,
-    }, { lease: { owner: "b", ttlMs: 60_000, now: 60_002 } });
-    assert.deepEqual(counting.counts, { reads: 1, commits: 2 });
-    assert.equal((await kv.get(["relayer", "lease", "pi_1"])).value, null);
-    // Cleared: the next look and write cost what they do on a quiet intent.
-    const again = new KvStore(counting);
-    const next = (await again.getIntent("pi_1"))!;
-    assert.equal(next.version, recorded.version);
-    counting.reset();
-    await again.recordBroadcast("pi_1", next.version, {
-      outcome: "sent",
-      txHash: "0xc",
-      at: 60_003,
-    }, { lease: { owner: "c", ttlMs: 60_000, now: 60_003 } });
-    assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
-  } finally {
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  const counting = new CountingKv(kv);
+  // A process writes ahead, keeps the lease and dies before its record.
+  await sending(new KvStore(kv), "dead", 1);
+  const store = new KvStore(counting);
+  const seen = (await store.getIntent("pi_1"))!;
+  counting.reset();
+  // Past the lease: the write pays a failed commit and a fresh read once.
+  const recorded = await store.recordBroadcast("pi_1", seen.version, {
+    outcome: "unknown",
+    at: 60_002,
+  }, { lease: { owner: "b", ttlMs: 60_000, now: 60_002 } });
+  assert.deepEqual(counting.counts, { reads: 1, commits: 2 });
+  assert.equal((await kv.get(["relayer", "lease", "pi_1"])).value, null);
+  // Cleared: the next look and write cost what they do on a quiet intent.
+  const again = new KvStore(counting);
+  const next = (await again.getIntent("pi_1"))!;
+  assert.equal(next.version, recorded.version);
+  counting.reset();
+  await again.recordBroadcast("pi_1", next.version, {
+    outcome: "sent",
+    txHash: "0xc",
+    at: 60_003,
+  }, { lease: { owner: "c", ttlMs: 60_000, now: 60_003 } });
+  assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
 });
