@@ -2,7 +2,8 @@
  * Pinned npm packages for the runtime checks, installed once into a cache
  * outside the repository (`$HOME/.cache/relayer-poison/<name>-<version>`,
  * or `RELAYER_CACHE`), with the ordinary npm client. A fresh machine needs
- * only Node and npm.
+ * only Node and npm. Also what every runtime check does with them: run a
+ * command ({@linkcode run}) and bundle an entry point ({@linkcode bundle}).
  *
  * @module
  */
