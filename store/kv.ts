@@ -727,16 +727,13 @@ export class KvStore implements Store {
       // A claim alone (a signed delivery that only looks): first try it as
       // a key that must be absent, with no read; only a claim that exists
       // (a replay, or a record past its expiry) reads it below.
-      const { ok } = await this.#group.atomic()
-        .check({ key: claimKey, versionstamp: null })
-        .set(claimKey, { expiresAt: admission.claim.expiresAt }, {
-          expireIn: Math.max(
-            1,
-            admission.claim.expiresAt - admission.claim.now,
-          ),
-        })
-        .commit();
-      if (ok) return null;
+      const atomic = this.#group.atomic();
+      this.#addClaim(atomic, admission.claim, {
+        key: claimKey,
+        value: null,
+        versionstamp: null,
+      });
+      if ((await atomic.commit()).ok) return null;
     }
     for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
       const [count, claim] = await this.#get<[CountRecord, ClaimValue]>(
