@@ -69,6 +69,7 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
+import { perSecond } from "./_rate.ts";
 import { type Scenario, scriptedSender, seedStore } from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
@@ -558,30 +559,16 @@ async function startProfile(port: number): Promise<() => Promise<string>> {
 async function commitRate(): Promise<{ commits: number; pairs: number }> {
   const dir = await kvTempDir();
   const kv = await Deno.openKv(`${dir}/rate.kv`);
-  const perSecond = async (
-    op: (worker: number, i: number) => Promise<unknown>,
-  ) => {
-    let count = 0;
-    const start = performance.now();
-    const end = start + 2000;
-    await Promise.all(
-      Array.from({ length: connections }, async (_, worker) => {
-        for (let i = 0; performance.now() < end; i++) {
-          await op(worker, i);
-          count++;
-        }
-      }),
-    );
-    return count / ((performance.now() - start) / 1000);
-  };
-  const commits = await perSecond((worker, i) =>
-    kv.atomic().set(["rate", worker, i], { at: i }).commit()
-  );
-  const pairs = await perSecond(async (worker, i) => {
+  const commits = await perSecond(connections, async (worker, i) => {
+    await kv.atomic().set(["rate", worker, i], { at: i }).commit();
+    return 1;
+  });
+  const pairs = await perSecond(connections, async (worker, i) => {
     const key = ["pair", worker, i];
     await kv.getMany([key, ["rate", worker, i], ["rate", worker, 0], ["x"]]);
     await kv.atomic().check({ key, versionstamp: null }).set(key, { at: i })
       .commit();
+    return 1;
   });
   kv.close();
   await Deno.remove(dir, { recursive: true });

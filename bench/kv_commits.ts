@@ -20,6 +20,7 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
+import { perSecond } from "./_rate.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -43,31 +44,6 @@ const SHAPES: readonly [number, number][] = [
   [25, 2],
   [64, 1],
 ];
-
-/**
- * Runs `op` `inFlight` at a time for 2 s; returns the units (writes,
- * reads) it reports done, per second. An operation started before the
- * time is up counts: every one has finished when the clock is read.
- */
-async function perSecond(
-  inFlight: number,
-  op: () => Promise<number>,
-): Promise<number> {
-  let units = 0;
-  const start = performance.now();
-  const end = start + 2000;
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (performance.now() < end) {
-        // Awaited first: `units += await op()` would read `units` before
-        // the wait and lose what other workers added meanwhile.
-        const done = await op();
-        units += done;
-      }
-    }),
-  );
-  return units / ((performance.now() - start) / 1000);
-}
 
 function writesPerSecond(
   kv: Deno.Kv,
