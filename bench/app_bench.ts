@@ -23,6 +23,7 @@ import { MemoryStore, type Store } from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
 import { createApp } from "../webhook/app.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
+import { spread } from "./_measure.ts";
 import { scriptedSender, seedStore } from "./_scenarios.ts";
 
 const SECRET = "bench-secret-0123456789";
@@ -150,15 +151,10 @@ if (import.meta.main) {
   console.log("| store | deliveries/s |");
   console.log("| --- | ---: |");
   for (const [name, rates] of measured) {
-    const sorted = [...rates].sort((x, y) => x - y);
-    const mid = sorted.length >> 1;
-    const median = sorted.length % 2
-      ? sorted[mid]!
-      : (sorted[mid - 1]! + sorted[mid]!) / 2;
     console.log(
-      `| ${name === "kv" ? "KvStore, file" : "MemoryStore"} | ${int(median)} (${
-        int(sorted[0]!)
-      }–${int(sorted.at(-1)!)}) |`,
+      `| ${name === "kv" ? "KvStore, file" : "MemoryStore"} | ${
+        spread(rates, int)
+      } |`,
     );
   }
 }

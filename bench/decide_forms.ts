@@ -23,6 +23,7 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
+import { spread as spreadOf } from "./_measure.ts";
 
 /** A row of the table: its label, and the words only its bench's name holds. */
 export interface RowName {
@@ -157,15 +158,7 @@ export function ratiosOf(report: BenchReport): Ratio[] {
  * @returns The cell's text.
  */
 export function spread(values: readonly number[]): string {
-  if (values.length === 0) return "–";
-  const sorted = values.toSorted((a, b) => a - b);
-  const middle = sorted.length / 2;
-  const median = sorted.length % 2 === 1
-    ? sorted[Math.floor(middle)]!
-    : (sorted[middle - 1]! + sorted[middle]!) / 2;
-  return `${median.toFixed(2)}× (${sorted[0]!.toFixed(2)}–${
-    sorted.at(-1)!.toFixed(2)
-  })`;
+  return spreadOf(values, (v) => `${v.toFixed(2)}×`, (v) => v.toFixed(2));
 }
 
 /**

@@ -69,7 +69,7 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
-import { perSecond } from "./_rate.ts";
+import { median, perSecond, spread } from "./_measure.ts";
 import { type Scenario, scriptedSender, seedStore } from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
@@ -617,21 +617,6 @@ function otherThan200or503(result: LoadResult): number {
   const count = (status: string) => result.statusCodeStats[status]?.count ?? 0;
   return result.requests - count("200") - count("503") + result.errors +
     result.timeouts;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((x, y) => x - y);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2
-    ? sorted[mid]!
-    : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function spread(values: number[], format: (v: number) => string): string {
-  if (values.length === 0) return "–";
-  return `${format(median(values))} (${format(Math.min(...values))}–${
-    format(Math.max(...values))
-  })`;
 }
 
 const pct = (v: number) => `${Math.round(v * 100)}%`;

@@ -20,7 +20,7 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
-import { perSecond } from "./_rate.ts";
+import { perSecond, spread } from "./_measure.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -90,13 +90,7 @@ function readsPerSecond(kv: Deno.Kv, keys: number): Promise<number> {
   });
 }
 
-function spread(values: number[]): string {
-  const sorted = [...values].sort((x, y) => x - y);
-  const int = (v: number) => Math.round(v).toLocaleString("en-US");
-  return `${int(sorted[sorted.length >> 1]!)} (${int(sorted[0]!)}–${
-    int(sorted.at(-1)!)
-  })`;
-}
+const int = (v: number) => Math.round(v).toLocaleString("en-US");
 
 if (import.meta.main) {
   const measured = SHAPES.map(() => [] as number[]);
@@ -138,14 +132,14 @@ if (import.meta.main) {
   for (const [i, [perCommit, inFlight]] of SHAPES.entries()) {
     const writes = measured[i]!;
     console.log(
-      `| ${perCommit} | ${inFlight} | ${spread(writes)} | ${
-        spread(writes.map((w) => w / perCommit))
+      `| ${perCommit} | ${inFlight} | ${spread(writes, int)} | ${
+        spread(writes.map((w) => w / perCommit), int)
       } |`,
     );
   }
   console.log("\n| keys per read | in flight | reads/s |");
   console.log("| ---: | ---: | ---: |");
   for (const [i, keys] of READS.entries()) {
-    console.log(`| ${keys} | ${READS_IN_FLIGHT} | ${spread(read[i]!)} |`);
+    console.log(`| ${keys} | ${READS_IN_FLIGHT} | ${spread(read[i]!, int)} |`);
   }
 }
