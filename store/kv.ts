@@ -38,6 +38,7 @@
  */
 
 import { BusyError } from "./busy_error.ts";
+import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
@@ -272,6 +273,9 @@ export class KvStore implements Store {
   // Every commit goes through it: writes that wait while a commit is in
   // flight go out together, as one commit (see `_group_commit.ts`).
   #group: GroupCommit;
+  // Every read goes through it: reads that wait while two are in flight go
+  // out together, as one `getMany` (see `_group_read.ts`).
+  #reads: GroupRead;
   #prefix: KvKey;
   // What reads and writes saw, by intent and version: a write on a version
   // this store saw commits on those versionstamps with no read first.
@@ -294,6 +298,7 @@ export class KvStore implements Store {
     }
     this.#kv = kv;
     this.#group = new GroupCommit(kv);
+    this.#reads = new GroupRead(kv);
     this.#prefix = options.prefix ?? ["relayer"];
   }
 
@@ -305,7 +310,7 @@ export class KvStore implements Store {
   #get<T extends unknown[]>(
     ...keys: KvKey[]
   ): Promise<{ [K in keyof T]: Entry<T[K]> }> {
-    return this.#kv.getMany(keys) as Promise<
+    return this.#reads.getMany(keys) as Promise<
       { [K in keyof T]: Entry<T[K]> }
     >;
   }
