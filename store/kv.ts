@@ -18,7 +18,9 @@
  * returns, never two writes on one key in a group. A group whose checks
  * fail is halved until each write has its own answer. On a SQLite
  * file, where a commit costs little more for holding more, this lifts the
- * commit rate from a ceiling to a detail.
+ * commit rate from a ceiling to a detail. Reads are grouped the same way:
+ * reads that arrive while two are in flight go out as one `getMany` (up to
+ * Deno KV's 10 keys), each still read in one snapshot.
  *
  * Keys, under `prefix` (default `["relayer"]`):
  *
