@@ -3,20 +3,23 @@
  * out together, as one `getMany`.
  *
  * Every Deno KV operation goes to the thread (or the server) that holds
- * the database and back, and on a SQLite file that trip, not the keys it
- * reads, is most of a read's cost (`deno task kv-commits`: about 35,000
- * one-key reads/s, 23,000 of two keys). Group commit already sends
- * concurrent writes as one commit; this does the same for reads:
+ * the database and back, and pays for that trip whatever it reads: on a
+ * SQLite file, about 14 µs for each key beyond the first, and a read of
+ * one key about twice that (`deno task kv-commits`: about 35,000 one-key
+ * reads/s, 23,000 of two keys). Group commit already sends concurrent
+ * writes as one commit; this does the same for reads:
  *
- * - a read that finds fewer than {@linkcode READS_IN_FLIGHT} reads in
- *   flight goes at once, alone: no added latency when the store is quiet;
+ * - a read that finds fewer than {@linkcode READS_IN_FLIGHT} `getMany`
+ *   calls in flight goes at once, alone: no added latency when the store
+ *   is quiet;
  * - reads that arrive while that many are in flight queue, and the next
- *   read to return sends them, as one `getMany` of up to Deno KV's 10
+ *   call to return sends them, as one `getMany` of up to Deno KV's 10
  *   keys;
- * - queued reads that fill a `getMany` go at once, whatever is in flight.
- *   So the wait is never longer than one read's trip, and a handle whose
- *   trips are long (a remote KV) is not held to a few reads at a time: its
- *   reads go in full batches, as many at once as its callers ask for;
+ * - queued reads that fill a `getMany` go at once, whatever is in flight,
+ *   so a handle whose trips are long (a remote KV) is not held to two
+ *   calls at a time when many reads wait. When few wait (fewer than five
+ *   looks of two keys), they wait for a call in flight to return: up to
+ *   one trip;
  * - a read of no key, or of more than 10, goes alone: Deno KV answers it.
  *
  * Every read is one `getMany`, so each caller's keys are read in one
@@ -24,7 +27,8 @@
  * made between its call and its answer, so a read made after a commit's
  * answer sees that commit. If Deno KV refuses a group (a key it cannot
  * read), or fails it (the handle closed), each read of the group is made
- * again alone, so each gets the answer it would have had alone.
+ * again alone, so each gets the answer it would have had alone; those
+ * reads count as in flight until they return.
  *
  * @module
  */
@@ -32,10 +36,10 @@
 import type { KvEntryMaybe, KvKey, KvLike } from "./kv.ts";
 
 /**
- * How many reads may be in flight before the rest wait to go together.
- * Two, not one, because a read and a commit then still overlap on the
- * database's thread; measured with `deno task bench:app --store kv` (see
- * `docs/performance_http.md`).
+ * How many `getMany` calls may be in flight before reads wait to go
+ * together. Two served more than one did in `deno task bench:app --store
+ * kv` (see `docs/performance_http.md`): a read may then overlap a commit,
+ * or another read, on the database's thread.
  */
 export const READS_IN_FLIGHT = 2;
 /** Deno KV's limit on the keys of one `getMany` (Deno 2). */
@@ -43,6 +47,7 @@ const MAX_KEYS = 10;
 
 type Entries = KvEntryMaybe<unknown>[];
 
+/** A caller's read, queued: its keys and how to answer it. */
 interface Read {
   readonly keys: readonly KvKey[];
   resolve(entries: Entries): void;
@@ -62,7 +67,12 @@ export class GroupRead {
     this.#kv = kv;
   }
 
-  /** Reads `keys` in one snapshot, through the group: Deno KV's `getMany`. */
+  /**
+   * Reads `keys` in one snapshot, through the group: Deno KV's `getMany`.
+   *
+   * @param keys The keys to read, at most 10 to be grouped.
+   * @returns Their entries, in the order of `keys`.
+   */
   getMany(keys: readonly KvKey[]): Promise<Entries> {
     if (keys.length === 0 || keys.length > MAX_KEYS) {
       return this.#alone(keys);
@@ -88,13 +98,16 @@ export class GroupRead {
     }
   }
 
-  /** Takes the first queued read and, in order, every one that still fits. */
+  /**
+   * Takes the first queued read (whatever its size: alone, it gets Deno
+   * KV's own answer) and, in order, every one that still fits.
+   */
   #take(): Read[] {
     const group: Read[] = [];
     const left: Read[] = [];
     let keys = 0;
     for (const read of this.#queue) {
-      if (keys + read.keys.length <= MAX_KEYS) {
+      if (group.length === 0 || keys + read.keys.length <= MAX_KEYS) {
         keys += read.keys.length;
         group.push(read);
       } else left.push(read);
@@ -119,8 +132,14 @@ export class GroupRead {
     try {
       entries = await this.#kv.getMany(group.flatMap((read) => read.keys));
     } catch {
-      // Refused or failed whole: each read alone gets its own answer.
-      await Promise.all(group.map((read) => this.#run([read])));
+      // Refused or failed whole: each read alone gets its own answer, and
+      // each is in flight (this group already counts as one).
+      this.#inFlight += group.length - 1;
+      try {
+        await Promise.all(group.map((read) => this.#run([read])));
+      } finally {
+        this.#inFlight -= group.length - 1;
+      }
       return;
     }
     let at = 0;
