@@ -37,9 +37,9 @@ import type { KvEntryMaybe, KvKey, KvLike } from "./kv.ts";
 
 /**
  * How many `getMany` calls may be in flight before reads wait to go
- * together. Two served more than one did in `deno task bench:app --store
- * kv` (see `docs/performance_http.md`): a read may then overlap a commit,
- * or another read, on the database's thread.
+ * together. One served as two do in `deno task bench:app --store kv` (see
+ * `docs/performance_http.md`); with two, a read waits only when two calls
+ * are out, so a single slow trip holds no read back.
  */
 export const READS_IN_FLIGHT = 2;
 /** Deno KV's limit on the keys of one `getMany` (Deno 2). */

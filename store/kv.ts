@@ -19,8 +19,8 @@
  * fail is halved until each write has its own answer. On a SQLite
  * file, where a commit costs little more for holding more, this lifts the
  * commit rate from a ceiling to a detail. Reads are grouped the same way:
- * reads that arrive while two are in flight go out as one `getMany` (up to
- * Deno KV's 10 keys), each still read in one snapshot.
+ * reads that arrive while two `getMany` calls are in flight go out as one
+ * (up to Deno KV's 10 keys), each still read in one snapshot.
  *
  * Keys, under `prefix` (default `["relayer"]`):
  *
@@ -275,7 +275,7 @@ export class KvStore implements Store {
   // Every commit goes through it: writes that wait while a commit is in
   // flight go out together, as one commit (see `_group_commit.ts`).
   #group: GroupCommit;
-  // Every read goes through it: reads that wait while two are in flight go
+  // Every read goes through it: reads that wait while two calls are out go
   // out together, as one `getMany` (see `_group_read.ts`).
   #reads: GroupRead;
   #prefix: KvKey;
