@@ -40,6 +40,11 @@ function held(kv: Deno.Kv) {
   };
 }
 
+/** As many reads of `["a"]` as may be in flight: the next read must wait. */
+function fillInFlight(reads: GroupRead): Promise<KvEntryMaybe<unknown>[]>[] {
+  return Array.from({ length: READS_IN_FLIGHT }, () => reads.getMany([["a"]]));
+}
+
 const values = (entries: KvEntryMaybe<unknown>[]) =>
   entries.map((entry) => entry.value);
 
@@ -62,10 +67,7 @@ Deno.test(
     await db.kv.atomic().set(["a"], 1).set(["b"], 2).set(["c"], 3).commit();
     const handle = held(db.kv);
     const reads = new GroupRead(handle);
-    const first = Array.from(
-      { length: READS_IN_FLIGHT },
-      () => reads.getMany([["a"]]),
-    );
+    const first = fillInFlight(reads);
     const waiting = [
       reads.getMany([["b"], ["a"]]),
       reads.getMany([["c"]]),
@@ -89,10 +91,7 @@ Deno.test("group read: queued reads that fill a getMany go at once, whatever is 
   using db = await opened();
   const handle = held(db.kv);
   const reads = new GroupRead(handle);
-  const all = Array.from(
-    { length: READS_IN_FLIGHT },
-    () => reads.getMany([["a"]]),
-  );
+  const all = fillInFlight(reads);
   // Five reads of two keys fill Deno KV's ten: they go without waiting
   // for a read in flight to return.
   for (let i = 0; i < 5; i++) {
@@ -113,10 +112,7 @@ Deno.test("group read: a read of more than ten keys, or of none, goes at once, a
   using db = await opened();
   const handle = held(db.kv);
   const reads = new GroupRead(handle);
-  const inFlight = Array.from(
-    { length: READS_IN_FLIGHT },
-    () => reads.getMany([["a"]]),
-  );
+  const inFlight = fillInFlight(reads);
   const eleven = Array.from({ length: 11 }, (_, i): KvKey => ["k", i]);
   const tooMany = reads.getMany(eleven).catch((error: Error) => error);
   const none = reads.getMany([]);
@@ -153,10 +149,7 @@ Deno.test("group read: a key Deno KV refuses fails only the read that asked for 
   await db.kv.set(["a"], 1);
   const handle = held(db.kv);
   const reads = new GroupRead(handle);
-  const inFlight = Array.from(
-    { length: READS_IN_FLIGHT },
-    () => reads.getMany([["a"]]),
-  );
+  const inFlight = fillInFlight(reads);
   const good = reads.getMany([["a"]]);
   const tooLong = reads.getMany([["x".repeat(3000)]]).catch((e: Error) => e);
   const alsoGood = reads.getMany([["b"], ["a"]]);
