@@ -1,60 +1,133 @@
 /**
- * Tests of `bench/perf_classes.ts`: a sample counts once, in the first
- * class it matches, wherever on its stack the mark is; a sample with no
- * JavaScript frame is split by its innermost frame's file; this
- * repository's frames are found wherever it is checked out; and the script
- * refuses empty input with one line.
+ * Tests of `bench/perf_classes.ts`: each class claims its own frames, from
+ * any checkout; a sample counts once, in the first class it matches; a
+ * sample with no JavaScript frame is split by its innermost frame's file,
+ * and an unnamed JIT frame is still JavaScript; the threads and the
+ * unnamed JIT frames are counted; and the script refuses input it cannot
+ * read with one line, and warns when the counts may mislead.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { CLASSES, sortSamples } from "../bench/perf_classes.ts";
+import { CLASSES, countByClass } from "../bench/perf_classes.ts";
 
-const ROOT = new URL("../", import.meta.url).href;
+/** A checkout that is not this one: frames are matched by their path in it. */
+const ROOT = "file:///srv/elsewhere/relayer/";
 
 /** One sample of `perf script -F comm,tid,ip,sym,dso`, innermost first. */
 function sample(...frames: string[]): string {
-  return ["deno 42/42", ...frames.map((f, i) => `\t${i + 1} ${f}`)].join(
-    "\n",
-  );
+  return ["deno 42", ...frames.map((f, i) => `\t    ${i + 1} ${f}`)].join("\n");
 }
 
 const js = (name: string) => `JS:+'${name} (/tmp/perf-42.map)`;
 
-Deno.test("sortSamples() counts a sample once, in the first class any frame of its stack matches", () => {
-  const text = [
-    // The signer call made from the relayer: the signer's class, which
-    // comes first, though a frame of ours is innermost.
-    sample(
-      js(`readText ${ROOT}relayer/http_sender.ts:1:1`),
-      js(`deliver ${ROOT}relayer/relayer.ts:2:2`),
+/** The class each frame alone is counted in. */
+const ONE_FRAME_EACH: readonly (readonly [string, string])[] = [
+  ["the log", js(`flush ${ROOT}main.ts:1:1`)],
+  [
+    "`HttpSender` and Deno's `fetch` under it",
+    js(`#exchange ${ROOT}relayer/http_sender.ts:1:1`),
+  ],
+  [
+    "`HttpSender` and Deno's `fetch` under it",
+    js("fetch ext:deno_fetch/26_fetch.js:1:1"),
+  ],
+  [
+    "group commit and Deno KV's commit",
+    js(`#run ${ROOT}store/_group_commit.ts:1:1`),
+  ],
+  ["group commit and Deno KV's commit", js("commit ext:deno_kv/01_db.ts:1:1")],
+  [
+    "Deno KV's read (`#get`, group read, `getMany`)",
+    js("getMany ext:deno_kv/01_db.ts:1:1"),
+  ],
+  [
+    "Deno KV's read (`#get`, group read, `getMany`)",
+    js(`#get ${ROOT}store/kv.ts:1:1`),
+  ],
+  [
+    "Deno KV's read (`#get`, group read, `getMany`)",
+    js(`#run ${ROOT}store/_group_read.ts:1:1`),
+  ],
+  ["the HMAC", js(`verify ${ROOT}webhook/_auth.ts:1:1`)],
+  [
+    "the HMAC",
+    js(
+      "hmac file:///root/.cache/deno/npm/registry.npmjs.org/@noble/hashes/1.0.0/hmac.js:1:1",
     ),
-    sample(
-      "7f00 [unknown] (/usr/bin/deno)",
-      js(`deliver ${ROOT}relayer/relayer.ts:2:2`),
+  ],
+  ["the rest of ours", js(`deliver ${ROOT}relayer/relayer.ts:1:1`)],
+  ["the rest of ours", js(`pipeline ${ROOT}main.ts:1:1`)],
+  [
+    "Hono",
+    js(
+      "dispatch file:///root/.cache/deno/npm/registry.npmjs.org/hono/4.13.19/dist/hono-base.js:1:1",
     ),
-    sample(js("getMany ext:deno_kv/01_db.ts:1:1")),
-    sample(js(`#run ${ROOT}store/_group_read.ts:1:1`)),
-    sample(js(`flush ${ROOT}main.ts:1:1`)),
-    sample(js("runMicrotasks ext:core/01_core.js:1:1")),
-  ].join("\n\n");
-  const sorted = sortSamples(text);
-  assert.equal(sorted.total, 6);
+  ],
+  [
+    "Hono",
+    js(
+      "dispatch file:///srv/elsewhere/relayer/node_modules/hono/dist/hono-base.js:1:1",
+    ),
+  ],
+  ["`Deno.serve`'s JavaScript", js("mapped ext:deno_http/00_serve.ts:1:1")],
+  ["the timer machinery", js("createTimer ext:core/02_timers.js:1:1")],
+  [
+    "the timer machinery",
+    js("setTimeout ext:deno_node/internal/timers.mjs:1:1"),
+  ],
+  [
+    "any other JavaScript (event loop, promises, streams)",
+    js("runMicrotasks ext:core/01_core.js:1:1"),
+  ],
+  [
+    "any other JavaScript (event loop, promises, streams)",
+    "7f00 [unknown] (/tmp/perf-42.map)",
+  ],
+];
+
+Deno.test("countByClass() counts each frame in its own class, whatever the checkout's path", () => {
+  for (const [name, frame] of ONE_FRAME_EACH) {
+    const counts = countByClass(sample(frame));
+    assert.equal(counts.total, 1);
+    assert.equal(counts.classes.get(name), 1, `${frame} belongs to ${name}`);
+    assert.equal(counts.native.size, 0, frame);
+  }
+  // Every class is reached by some frame.
   assert.deepEqual(
-    Object.fromEntries([...sorted.classes].filter(([, n]) => n > 0)),
-    {
-      "`HttpSender` and Deno's `fetch` under it": 1,
-      "the rest of ours": 1,
-      "Deno KV's read (`#get`, group read, `getMany`)": 2,
-      "the log": 1,
-      "any other JavaScript (event loop, promises, streams)": 1,
-    },
+    new Set(ONE_FRAME_EACH.map(([name]) => name)),
+    new Set(CLASSES.map((c) => c.name)),
   );
-  assert.equal(sorted.native.size, 0);
 });
 
-Deno.test("sortSamples() splits samples with no JavaScript frame by the file of the innermost frame", () => {
+Deno.test("countByClass() counts a sample once, in the first class any frame of its stack matches", () => {
+  // The signer call made from the relayer, the signer's frame outermost:
+  // the signer's class, which comes first.
+  const counts = countByClass(sample(
+    js("readableStreamCollectIntoUint8Array ext:deno_web/06_streams.js:1:1"),
+    js(`deliver ${ROOT}relayer/relayer.ts:2:2`),
+    js(`readText ${ROOT}relayer/http_sender.ts:1:1`),
+  ));
+  assert.deepEqual(
+    [...counts.classes].filter(([, n]) => n > 0),
+    [["`HttpSender` and Deno's `fetch` under it", 1]],
+  );
+  assert.deepEqual(CLASSES.map((c) => c.name), [
+    "the log",
+    "`HttpSender` and Deno's `fetch` under it",
+    "group commit and Deno KV's commit",
+    "Deno KV's read (`#get`, group read, `getMany`)",
+    "the HMAC",
+    "the rest of ours",
+    "Hono",
+    "`Deno.serve`'s JavaScript",
+    "the timer machinery",
+    "any other JavaScript (event loop, promises, streams)",
+  ]);
+});
+
+Deno.test("countByClass() splits samples with no JavaScript frame by the file of the innermost frame", () => {
   const text = [
     sample(
       "ffff _int_malloc (/usr/lib/x86_64-linux-gnu/libc.so.6)",
@@ -64,33 +137,47 @@ Deno.test("sortSamples() splits samples with no JavaScript frame by the file of 
     sample("7f00 [unknown] (/root/deno)"),
     sample("7f01 [unknown] (/root/deno)", "7f02 [unknown] (/root/deno)"),
   ].join("\n\n");
-  const sorted = sortSamples(text);
-  assert.equal(sorted.total, 4);
-  assert.deepEqual(Object.fromEntries(sorted.native), {
+  const counts = countByClass(text);
+  assert.equal(counts.total, 4);
+  assert.deepEqual(Object.fromEntries(counts.native), {
     "libc.so.6": 1,
     "[kernel.kallsyms]": 1,
     "deno": 2,
   });
-  assert.ok([...sorted.classes.values()].every((n) => n === 0));
+  assert.ok([...counts.classes.values()].every((n) => n === 0));
 });
 
-Deno.test("sortSamples() skips paragraphs with no frame, and the classes keep the order a sample is matched in", () => {
-  const sorted = sortSamples("\n\ndeno 42/42\n\n" + sample(js("x")) + "\n\n");
-  assert.equal(sorted.total, 1);
-  // The catch-alls come last: a class after them could never match.
-  const names = CLASSES.map((c) => c.name);
-  assert.equal(
-    names.at(-1),
-    "any other JavaScript (event loop, promises, streams)",
-  );
-  assert.ok(names.indexOf("the rest of ours") > names.indexOf("the HMAC"));
-  assert.ok(
-    names.indexOf("the rest of ours") >
-      names.indexOf("`HttpSender` and Deno's `fetch` under it"),
-  );
+Deno.test("countByClass() counts the threads and the JIT frames perf could not name, and skips samples with no frame", () => {
+  const text = [
+    "deno 42",
+    sample(
+      js("a ext:core/01_core.js:1:1"),
+      "7f00 [unknown] (/tmp/perf-42.map)",
+    ),
+    "deno 41/43\n\t    7f00 [unknown] (/tmp/perf-41.map)",
+    "",
+  ].join("\n\n");
+  const counts = countByClass(text);
+  assert.equal(counts.total, 2);
+  assert.deepEqual([...counts.threads].sort(), ["42", "43"]);
+  assert.deepEqual(counts.jit, { frames: 3, unnamed: 2 });
 });
 
-Deno.test("perf_classes.ts refuses empty input with one line and exit code 2", async () => {
+Deno.test("countByClass() refuses a recording without call chains, naming the fix", () => {
+  const flat = [
+    "deno 42   7f00 [unknown] (/root/deno)",
+    "deno 42   7f01 [unknown] (/root/deno)",
+  ].join("\n");
+  assert.throws(() => countByClass(flat), (error: unknown) => {
+    assert.ok(error instanceof SyntaxError);
+    assert.match(error.message, /must open with a 'comm tid' line/);
+    assert.match(error.message, /perf record -g/);
+    return true;
+  });
+});
+
+/** Runs the script on `input`; its exit code and what it printed. */
+async function run(input: string) {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", new URL("../bench/perf_classes.ts", import.meta.url).href],
     stdin: "piped",
@@ -98,12 +185,40 @@ Deno.test("perf_classes.ts refuses empty input with one line and exit code 2", a
     stderr: "piped",
   }).spawn();
   const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode("\n"));
+  await writer.write(new TextEncoder().encode(input));
   await writer.close();
   const { code, stdout, stderr } = await child.output();
-  assert.equal(code, 2);
-  assert.equal(new TextDecoder().decode(stdout), "");
-  const lines = new TextDecoder().decode(stderr).trim().split("\n");
-  assert.equal(lines.length, 1);
-  assert.match(lines[0]!, /^No samples on stdin: pipe in 'perf script/);
+  const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  return { code, stdout: text(stdout), stderr: text(stderr) };
+}
+
+Deno.test("perf_classes.ts refuses empty or flat input with one line and exit code 2", async () => {
+  for (const input of ["\n", "deno 42   7f00 [unknown] (/root/deno)\n"]) {
+    const { code, stdout, stderr } = await run(input);
+    assert.equal(code, 2);
+    assert.equal(stdout, "");
+    assert.equal(stderr.trim().split("\n").length, 1, stderr);
+    assert.doesNotMatch(stderr, /\s+at\s/); // no stack trace
+  }
+});
+
+Deno.test("perf_classes.ts warns when threads are mixed or the JIT map is missing, and still prints the table", async () => {
+  const { code, stdout, stderr } = await run(
+    [
+      "deno 1",
+      "\t1 [unknown] (/tmp/perf-1.map)",
+      "",
+      "deno 2",
+      "\t1 [unknown] (/tmp/perf-2.map)",
+    ]
+      .join("\n"),
+  );
+  assert.equal(code, 0);
+  assert.match(stderr, /samples are of 2 threads/);
+  assert.match(stderr, /2 of 2 JIT frames are unnamed/);
+  assert.match(
+    stdout,
+    /\| any other JavaScript \(event loop, promises, streams\) \| 100\.0% \|/,
+  );
+  assert.match(stdout.trim(), /2 samples$/);
 });
