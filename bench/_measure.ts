@@ -1,7 +1,8 @@
 /**
  * What the bench scripts share to measure and report: the timing loop of
  * the Deno KV rate measurements (`kv_commits.ts`, and the commit ceiling
- * of `http_bench.ts`), and the median (min–max) every table prints.
+ * of `http_bench.ts`), the median (min–max) every table prints, and the
+ * failed requests of an HTTP load.
  *
  * @module
  */
@@ -71,4 +72,51 @@ export function spread(
   return `${format(median(values))} (${ends(Math.min(...values))}–${
     ends(Math.max(...values))
   })`;
+}
+
+/** What the HTTP load counted of one run, as far as its answers go. */
+export interface Answers {
+  /** Responses by status code. */
+  readonly statusCodeStats: Readonly<Record<string, { count: number }>>;
+  /** Requests that got no response (connection errors). */
+  readonly errors: number;
+  /** Requests that timed out. */
+  readonly timeouts: number;
+}
+
+/**
+ * The requests of `loads` answered with a status not in `expected`, by
+ * status, and those not answered at all, summed over the loads.
+ *
+ * @example A 401 and a timeout among the expected 503s
+ * ```ts
+ * import { failuresOf } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const failures = failuresOf([
+ *   { statusCodeStats: { "503": { count: 90 }, "401": { count: 1 } }, errors: 0, timeouts: 1 },
+ *   { statusCodeStats: { "503": { count: 99 } }, errors: 0, timeouts: 0 },
+ * ]);
+ * assert.deepEqual([...failures], [["status 401", 1], ["no answer", 1]]);
+ * ```
+ *
+ * @param loads The runs of one row.
+ * @param expected The statuses the row's requests are meant to get.
+ * @returns Failed requests by kind ("status 401", "no answer"); empty if none.
+ */
+export function failuresOf(
+  loads: readonly Answers[],
+  expected: ReadonlySet<string> = new Set(["200", "503"]),
+): Map<string, number> {
+  const failures = new Map<string, number>();
+  const add = (kind: string, n: number) => {
+    if (n > 0) failures.set(kind, (failures.get(kind) ?? 0) + n);
+  };
+  for (const load of loads) {
+    for (const [status, { count }] of Object.entries(load.statusCodeStats)) {
+      if (!expected.has(status)) add(`status ${status}`, count);
+    }
+    add("no answer", load.errors + load.timeouts);
+  }
+  return failures;
 }

@@ -69,7 +69,7 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
-import { median, perSecond, spread } from "./_measure.ts";
+import { failuresOf, median, perSecond, spread } from "./_measure.ts";
 import { type Scenario, scriptedSender, seedStore } from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
@@ -613,10 +613,9 @@ interface Measured {
   commitsPerDelivery?: number;
 }
 
+/** Requests of one run answered with neither 200 nor 503, or not at all. */
 function otherThan200or503(result: LoadResult): number {
-  const count = (status: string) => result.statusCodeStats[status]?.count ?? 0;
-  return result.requests - count("200") - count("503") + result.errors +
-    result.timeouts;
+  return [...failuresOf([result]).values()].reduce((a, b) => a + b, 0);
 }
 
 const pct = (v: number) => `${Math.round(v * 100)}%`;
@@ -788,5 +787,25 @@ if (import.meta.main) {
         spread(pairs.map(({ c, g }) => 1 - c / g), pct)
       }`,
     );
+  }
+  // A row whose requests failed measured the failures, not the service:
+  // say which and how, and exit non-zero so that no script keeps its figures.
+  const failed = ROWS.flatMap((row) => {
+    const failures = failuresOf(
+      perRun.map((r) => r.rows.get(row.name)!.result),
+    );
+    return failures.size === 0 ? [] : [
+      `${row.name} (${
+        [...failures].map(([kind, n]) => `${kind}: ${n}`).join(", ")
+      })`,
+    ];
+  });
+  if (failed.length > 0) {
+    console.error(
+      `\nSome requests were answered with neither 200 nor 503, or not at all: ${
+        failed.join("; ")
+      }. Those rows measured failures, not the service.`,
+    );
+    Deno.exit(1);
   }
 }
