@@ -123,7 +123,6 @@ interface LoadResult {
   p50: number;
   p99: number;
   errors: number;
-  timeouts: number;
   statusCodeStats: Record<string, { count: number }>;
 }
 
