@@ -788,7 +788,8 @@ if (import.meta.main) {
     );
   }
   // A row whose requests failed measured the failures, not the service:
-  // say which and how, and exit non-zero so that no script keeps its figures.
+  // say which and how, and exit non-zero, so that a script that checks the
+  // exit status drops the figures.
   const failed = ROWS.flatMap((row) => {
     const failures = failuresOf(
       perRun.map((r) => r.rows.get(row.name)!.result),
@@ -801,7 +802,7 @@ if (import.meta.main) {
   });
   if (failed.length > 0) {
     console.error(
-      `\nSome requests were answered with neither 200 nor 503, or not at all: ${
+      `\nSome requests failed (a status other than 200 or 503, a connection error or a timeout): ${
         failed.join("; ")
       }. Those rows measured failures, not the service.`,
     );
