@@ -612,7 +612,7 @@ interface Measured {
   commitsPerDelivery?: number;
 }
 
-/** Requests of one run answered with neither 200 nor 503, or not at all. */
+/** Requests of one run that failed: a status other than 200 or 503, a connection error or a timeout. */
 function otherThan200or503(result: LoadResult): number {
   return [...failuresOf([result]).values()].reduce((a, b) => a + b, 0);
 }

@@ -79,7 +79,6 @@ process.stdout.write(
     p50: result.latency.p50,
     p99: result.latency.p99,
     errors: result.errors,
-    timeouts: result.timeouts,
     statusCodeStats: result.statusCodeStats,
     signed: Math.min(sent, fresh ? pool : sent),
   }) + "\n",
