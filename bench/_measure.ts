@@ -74,10 +74,109 @@ export function spread(
   })`;
 }
 
+/**
+ * Reads a bench script's command line with `read`. What it throws (an
+ * unknown flag, a value out of range) is printed as one line naming the
+ * script, without a stack, and the script exits with code 2.
+ *
+ * @example
+ * ```ts
+ * import { readArgs, wholeFlag } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const runs = readArgs("bench:x", () => wholeFlag("runs", "3"));
+ * assert.equal(runs, 3);
+ * ```
+ *
+ * @param script How the user runs the script (`bench:http`).
+ * @param read Parses and checks `Deno.args`.
+ * @returns What `read` returned.
+ */
+export function readArgs<T>(script: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    // deno-lint-ignore no-console
+    console.error(
+      `${script}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    Deno.exit(2);
+  }
+}
+
+/**
+ * A command-line flag that must list, comma-separated, names among
+ * `allowed`.
+ *
+ * @example
+ * ```ts
+ * import { listFlag } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(listFlag("only", "a,c", ["a", "b", "c"]), ["a", "c"]);
+ * assert.throws(() => listFlag("only", "a,x", ["a", "b"]), /'--only' must list a, b/);
+ * ```
+ *
+ * @param name The flag's name, without its dashes.
+ * @param value What the command line gave.
+ * @param allowed The names it may list.
+ * @returns The names listed, in their order.
+ * @throws {RangeError} If a name listed is not allowed.
+ */
+export function listFlag<T extends string>(
+  name: string,
+  value: string,
+  allowed: readonly T[],
+): T[] {
+  const names = value.split(",");
+  for (const listed of names) {
+    if (!(allowed as readonly string[]).includes(listed)) {
+      throw new RangeError(
+        `Cannot run as '--${name}' must list ${
+          allowed.join(", ")
+        } (any of them, comma-separated): current value is ${value}`,
+      );
+    }
+  }
+  return names as T[];
+}
+
+/**
+ * A command-line flag that must be a whole number >= 1, read as one.
+ *
+ * @example
+ * ```ts
+ * import { wholeFlag } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(wholeFlag("runs", "3"), 3);
+ * assert.throws(() => wholeFlag("runs", "0"), /'--runs' must be an integer >= 1/);
+ * ```
+ *
+ * @param name The flag's name, without its dashes.
+ * @param value What the command line gave.
+ * @returns The number.
+ * @throws {RangeError} If `value` is not a whole number >= 1.
+ */
+export function wholeFlag(name: string, value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isSafeInteger(n) || n < 1) {
+    throw new RangeError(
+      `Cannot run as '--${name}' must be an integer >= 1: current value is ${value}`,
+    );
+  }
+  return n;
+}
+
 /** What the HTTP load counted of one run, as far as its answers go. */
 export interface Answers {
   /** Responses by status code. */
   readonly statusCodeStats: Readonly<Record<string, { count: number }>>;
+  /**
+   * Responses of the expected status whose body lacked the expected text:
+   * how many, and the first one's body (its start).
+   */
+  readonly wrongBodies: { readonly count: number; readonly first: string };
   /**
    * Connection errors, timeouts included (autocannon counts a timeout in
    * both `errors` and `timeouts`). Its timeout, 10 s, outlasts a run, so a
@@ -88,40 +187,59 @@ export interface Answers {
 }
 
 /**
- * The requests of `loads` answered with a status not in `expected`, by
- * status, and the connection errors and timeouts, summed over the loads.
+ * The requests of `loads` that did not get the row's answer, by kind,
+ * summed over the loads: another status, the expected status with a body
+ * that is not the row's (the app's own 503 when its store fails, say, or a
+ * retry for an intent that is not there), a connection error or a timeout.
  *
- * @example A 401 and a timeout among the expected 503s
+ * @example A 401, a store failure and a timeout among the expected 503s
  * ```ts
  * import { failuresOf } from "./_measure.ts";
  * import assert from "node:assert/strict";
  *
  * const failures = failuresOf([
- *   { statusCodeStats: { "503": { count: 90 }, "401": { count: 1 } }, errors: 1 },
- *   { statusCodeStats: { "503": { count: 99 } }, errors: 0 },
- * ]);
+ *   {
+ *     statusCodeStats: { "503": { count: 90 }, "401": { count: 1 } },
+ *     wrongBodies: { count: 2, first: '{"type":"urn:relayer:problem:delivery-failed"}' },
+ *     errors: 1,
+ *   },
+ *   {
+ *     statusCodeStats: { "503": { count: 99 } },
+ *     wrongBodies: { count: 0, first: "" },
+ *     errors: 0,
+ *   },
+ * ], "503");
  * assert.deepEqual([...failures], [
  *   ["status 401", 1],
+ *   ['503 with another body (the first: {"type":"urn:relayer:problem:delivery-failed"})', 2],
  *   ["connection errors or timeouts", 1],
  * ]);
  * ```
  *
  * @param loads The runs of one row.
- * @param expected The statuses the row's requests are meant to get.
- * @returns Failures by kind ("status 401", "connection errors or
- * timeouts"); empty if none.
+ * @param status The status the row's requests are meant to get.
+ * @returns Failures by kind ("status 401", "503 with another body (the
+ * first: …)", "connection errors or timeouts"); empty if none.
  */
 export function failuresOf(
   loads: readonly Answers[],
-  expected: ReadonlySet<string> = new Set(["200", "503"]),
+  status: string,
 ): Map<string, number> {
   const failures = new Map<string, number>();
   const add = (kind: string, n: number) => {
     if (n > 0) failures.set(kind, (failures.get(kind) ?? 0) + n);
   };
   for (const load of loads) {
-    for (const [status, { count }] of Object.entries(load.statusCodeStats)) {
-      if (!expected.has(status)) add(`status ${status}`, count);
+    for (const [code, { count }] of Object.entries(load.statusCodeStats)) {
+      if (code !== status) add(`status ${code}`, count);
+    }
+    const { count, first } = load.wrongBodies;
+    if (count > 0) {
+      // The first run's example names the kind, so the runs' counts add up.
+      const seen = [...failures.keys()].find((kind) =>
+        kind.startsWith(`${status} with another body`)
+      );
+      add(seen ?? `${status} with another body (the first: ${first})`, count);
     }
     add("connection errors or timeouts", load.errors);
   }

@@ -23,7 +23,7 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
-import { spread as spreadOf } from "./_measure.ts";
+import { readArgs, spread as spreadOf, wholeFlag } from "./_measure.ts";
 
 /** A row of the table: its label, and the words only its bench's name holds. */
 export interface RowName {
@@ -255,16 +255,13 @@ async function benchJson(filter?: string): Promise<BenchReport> {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: { runs: { type: "string", default: "3" } },
+  const runs = readArgs("bench:forms", () => {
+    const { values } = parseArgs({
+      args: Deno.args,
+      options: { runs: { type: "string", default: "3" } },
+    });
+    return wholeFlag("runs", values.runs);
   });
-  const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new RangeError(
-      `Cannot run as '--runs' must be an integer >= 1: current value is ${values.runs}`,
-    );
-  }
   const seen: Seen[] = [];
   for (let run = 1; run <= runs; run++) {
     console.error(`run ${run} of ${runs}: every form in one group`);

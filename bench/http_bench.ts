@@ -32,7 +32,10 @@
  *   broadcasts and records, and answers 503 "sent …". The load stops when
  *   the pool is used up or the time is over.
  *
- * Those 503s are the intended retries; anything else counts as an error.
+ * Those 503s, with those reasons, are the intended retries (and (a)'s
+ * 200 and (f)'s 503 their own fixed answers); anything else counts as an
+ * error: another status, the app's own 503 "Delivery failed", a retry for
+ * another reason, a connection error or a timeout.
  * On a SQLite file every commit waits for the disk, so each run also
  * measures the commit rate of a bare Deno KV file at the same
  * concurrency right before and right after each (c) and (d) row (their
@@ -57,6 +60,7 @@
  */
 
 // deno-lint-ignore-file no-console
+import { parseArgs } from "node:util";
 import { Hono } from "hono";
 import { MemoryStore, type Store } from "../mod.ts";
 import postgres from "postgres";
@@ -69,26 +73,49 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { createApp } from "../webhook/app.ts";
-import { failuresOf, median, perSecond, spread } from "./_measure.ts";
+import {
+  failuresOf,
+  listFlag,
+  median,
+  perSecond,
+  readArgs,
+  spread,
+  wholeFlag,
+} from "./_measure.ts";
 import { type Scenario, scriptedSender, seedStore } from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
 const SECRET = "bench-secret-0123456789";
 
-function flag(name: string, fallback: string): string {
-  const index = Deno.args.indexOf(`--${name}`);
-  return index >= 0 && Deno.args[index + 1] !== undefined
-    ? Deno.args[index + 1]!
-    : fallback;
-}
+/** The rows' ids, in the order they run. */
+const IDS = ["a", "f", "b", "c", "g", "d", "e"] as const;
 
-const runs = Number(flag("runs", "3"));
-const seconds = Number(flag("seconds", "8"));
-const connections = Number(flag("connections", "50"));
-const intents = Number(flag("intents", "20000"));
-const only = new Set(flag("only", "a,f,b,c,g,d,e").split(","));
-const profile = Deno.args.includes("--profile");
-const kvDir = Deno.args.includes("--kv-dir") ? flag("kv-dir", "") : undefined;
+const { runs, seconds, connections, intents, only, profile, kvDir } = readArgs(
+  "bench:http",
+  () => {
+    const { values } = parseArgs({
+      args: Deno.args,
+      options: {
+        runs: { type: "string", default: "3" },
+        seconds: { type: "string", default: "8" },
+        connections: { type: "string", default: "50" },
+        intents: { type: "string", default: "20000" },
+        only: { type: "string", default: IDS.join(",") },
+        "kv-dir": { type: "string" },
+        profile: { type: "boolean", default: false },
+      },
+    });
+    return {
+      runs: wholeFlag("runs", values.runs),
+      seconds: wholeFlag("seconds", values.seconds),
+      connections: wholeFlag("connections", values.connections),
+      intents: wholeFlag("intents", values.intents),
+      only: new Set<string>(listFlag("only", values.only, IDS)),
+      profile: values.profile,
+      kvDir: values["kv-dir"],
+    };
+  },
+);
 const root = new URL("..", import.meta.url).pathname;
 
 /** Installs autocannon once into a cache folder outside the repository. */
@@ -124,6 +151,7 @@ interface LoadResult {
   p99: number;
   errors: number;
   statusCodeStats: Record<string, { count: number }>;
+  wrongBodies: { count: number; first: string };
 }
 
 async function load(
@@ -131,6 +159,7 @@ async function load(
   port: number,
   scenario: Scenario,
   pool: number,
+  expected: Expected,
 ): Promise<LoadResult> {
   const script = new URL("./http_load.mjs", import.meta.url).pathname;
   const { code, stdout, stderr } = await new Deno.Command("node", {
@@ -143,6 +172,8 @@ async function load(
       String(pool),
       String(connections),
       String(seconds),
+      expected.status,
+      expected.text,
     ],
     stdout: "piped",
     stderr: "piped",
@@ -580,6 +611,25 @@ interface Row {
   scenario?: Scenario;
 }
 
+/** What every answer of a row must be: its status, and text its body holds. */
+interface Expected {
+  status: string;
+  text: string;
+}
+
+/**
+ * The answer a row is built to give. A delivery's 503 is the intended
+ * retry only with the scenario's reason: the app also answers 503 when its
+ * store fails ("Delivery failed") and for an intent it cannot find.
+ */
+function expectedOf(row: Row): Expected {
+  if (row.id === "a") return { status: "200", text: '{"ok":true}' };
+  if (row.id === "f") return { status: "503", text: '{"status":"pending"}' };
+  return row.scenario === "write"
+    ? { status: "503", text: '"reason":"sent ' }
+    : { status: "503", text: '"reason":"waiting for ' };
+}
+
 const ROWS: Row[] = [
   { id: "a", name: "(a) bare Hono, 200" },
   { id: "f", name: "(f) bare Hono, one signer fetch, 503" },
@@ -612,9 +662,12 @@ interface Measured {
   commitsPerDelivery?: number;
 }
 
-/** Requests of one run that failed: a status other than 200 or 503, a connection error or a timeout. */
-function otherThan200or503(result: LoadResult): number {
-  return [...failuresOf([result]).values()].reduce((a, b) => a + b, 0);
+/** Requests of one run of `row` that did not get its answer (see {@linkcode failuresOf}). */
+function failedIn(row: Row, result: LoadResult): number {
+  return [...failuresOf([result], expectedOf(row).status).values()].reduce(
+    (a, b) => a + b,
+    0,
+  );
 }
 
 const pct = (v: number) => `${Math.round(v * 100)}%`;
@@ -658,7 +711,13 @@ if (import.meta.main) {
           : await shipped(row.scenario!, pool, signer!.url);
         let result: LoadResult;
         try {
-          result = await load(dir, server.port, row.scenario ?? "read", pool);
+          result = await load(
+            dir,
+            server.port,
+            row.scenario ?? "read",
+            pool,
+            expectedOf(row),
+          );
         } finally {
           await server.close();
         }
@@ -688,7 +747,7 @@ if (import.meta.main) {
         rows.set(row.name, measured);
         console.error(
           `run ${run}/${runs}: ${row.name}: ${int(result.rps)} req/s, ${
-            otherThan200or503(result)
+            failedIn(row, result)
           } errors${
             measured.commitsPerDelivery === undefined
               ? ""
@@ -751,9 +810,7 @@ if (import.meta.main) {
         row.id === "a" ? "100%" : spread(ratios, pct)
       } | ${median(measured.map((m) => m.result.p50))} | ${
         median(measured.map((m) => m.result.p99))
-      } | ${
-        measured.reduce((sum, m) => sum + otherThan200or503(m.result), 0)
-      } | ${
+      } | ${measured.reduce((sum, m) => sum + failedIn(row, m.result), 0)} | ${
         perDelivery.length ? spread(perDelivery, (v) => v.toFixed(2)) : "–"
       } | ${
         commitsPer.length ? spread(commitsPer, (v) => v.toFixed(2)) : "–"
@@ -793,6 +850,7 @@ if (import.meta.main) {
   const failed = ROWS.flatMap((row) => {
     const failures = failuresOf(
       perRun.map((r) => r.rows.get(row.name)!.result),
+      expectedOf(row).status,
     );
     return failures.size === 0 ? [] : [
       `${row.name} (${
@@ -802,7 +860,7 @@ if (import.meta.main) {
   });
   if (failed.length > 0) {
     console.error(
-      `\nSome requests failed (a status other than 200 or 503, a connection error or a timeout): ${
+      `\nSome requests did not get their row's answer (another status, the app's own 503 or a retry for another reason, a connection error or a timeout): ${
         failed.join("; ")
       }. Those rows measured failures, not the service.`,
     );

@@ -10,20 +10,33 @@
 //   and the load stops when the n intents are used up or the time is over,
 //   whichever comes first (the write path: never an intent twice).
 //
-// Prints autocannon's result, the requests counted by status, and the
-// measured duration, as one JSON line.
+// Every answer must have the row's status and a body that holds the row's
+// text (a delivery's 503 is the intended retry only when its reason is the
+// scenario's, not "intent … not found" or the app's own "Delivery failed").
+// Answers with the status but not the text are counted, and the first one's
+// body is kept, so a failure says what came back.
 //
-// node bench/http_load.mjs <autocannon dir> <url> <secret> <cycle|fresh> <n> <connections> <seconds>
+// Prints autocannon's result, the requests counted by status, the answers
+// of the right status but the wrong body, and the measured duration, as one
+// JSON line.
+//
+// node bench/http_load.mjs <autocannon dir> <url> <secret> <cycle|fresh> <n> <connections> <seconds> <status> <text>
 import { createHmac, randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 
-const [dir, url, secret, mode, n, connections, seconds] = process.argv.slice(
-  2,
-);
+const [dir, url, secret, mode, n, connections, seconds, status, text] = process
+  .argv.slice(2);
 const autocannon = createRequire(`${dir}/`)("autocannon");
 const pool = Number(n);
 const fresh = mode === "fresh";
 const run = randomUUID();
+
+/** Answers of the expected status whose body lacks `text`, and the first. */
+const wrongBodies = { count: 0, first: "" };
+function check(answered, body) {
+  if (String(answered) !== status || body.includes(text)) return;
+  if (wrongBodies.count++ === 0) wrongBodies.first = body.slice(0, 160);
+}
 
 let sent = 0;
 function next() {
@@ -49,6 +62,7 @@ const instance = autocannon({
   requests: [{
     method: "POST",
     path: "/v1/deliveries",
+    onResponse: check,
     setupRequest(request) {
       const signed = next();
       // Past the pool: a request no route answers (a 404, counted as an
@@ -80,6 +94,7 @@ process.stdout.write(
     p99: result.latency.p99,
     errors: result.errors,
     statusCodeStats: result.statusCodeStats,
+    wrongBodies,
     signed: Math.min(sent, fresh ? pool : sent),
   }) + "\n",
 );

@@ -20,21 +20,18 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
-import { perSecond, spread } from "./_measure.ts";
+import { perSecond, readArgs, spread, wholeFlag } from "./_measure.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    runs: { type: "string", default: "3" },
-    "kv-dir": { type: "string" },
-  },
+const { runs, kvDir } = readArgs("kv-commits", () => {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      runs: { type: "string", default: "3" },
+      "kv-dir": { type: "string" },
+    },
+  });
+  return { runs: wholeFlag("runs", values.runs), kvDir: values["kv-dir"] };
 });
-const runs = Number(values.runs);
-if (!Number.isInteger(runs) || runs < 1) {
-  throw new RangeError(
-    `Cannot run as '--runs' must be an integer >= 1: current value is ${values.runs}`,
-  );
-}
 
 /** [writes per commit, commits in flight] */
 const SHAPES: readonly [number, number][] = [
@@ -99,7 +96,7 @@ if (import.meta.main) {
     for (const [i, [perCommit, inFlight]] of SHAPES.entries()) {
       const dir = await Deno.makeTempDir({
         prefix: "relayer_kv_commits_",
-        ...(values["kv-dir"] === undefined ? {} : { dir: values["kv-dir"] }),
+        ...(kvDir === undefined ? {} : { dir: kvDir }),
       });
       const kv = await Deno.openKv(`${dir}/commits.kv`);
       try {
@@ -111,7 +108,7 @@ if (import.meta.main) {
     }
     const dir = await Deno.makeTempDir({
       prefix: "relayer_kv_reads_",
-      ...(values["kv-dir"] === undefined ? {} : { dir: values["kv-dir"] }),
+      ...(kvDir === undefined ? {} : { dir: kvDir }),
     });
     const kv = await Deno.openKv(`${dir}/reads.kv`);
     try {
