@@ -26,20 +26,61 @@ function patched(kv: Deno.Kv, patch: (atomic: KvAtomic) => void): KvLike {
   };
 }
 
+/**
+ * A handle over `kv` that records, for each atomic it builds, how many
+ * operations (`check`, `set`, `delete`, …) were put in it, the one that
+ * throws included: `sizes[i]` is the i-th atomic's.
+ */
+function recording(kv: KvLike): { handle: KvLike; sizes: number[] } {
+  const sizes: number[] = [];
+  const handle: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic() {
+      const atomic = kv.atomic();
+      const index = sizes.push(0) - 1;
+      const proxy: KvAtomic = new Proxy(atomic, {
+        get(target, name) {
+          const value = Reflect.get(target, name);
+          if (typeof value !== "function") return value;
+          if (name === "commit") return value.bind(target);
+          return (...args: unknown[]) => {
+            sizes[index]!++;
+            const result = value.apply(target, args);
+            return result === target ? proxy : result;
+          };
+        },
+      });
+      return proxy;
+    },
+  };
+  return { handle, sizes };
+}
+
 type Write = () => Promise<unknown>;
 
 /**
  * Starts `warm`, then the three `writes` while it is in flight, so that
- * they queue behind it and go out as one group; asserts that the middle
- * one alone failed, and returns why.
+ * they queue behind it and go out as one group; asserts that they did and
+ * that the middle one alone failed, and returns why. Every write a caller
+ * passes puts the same number of operations in its atomic, so an atomic
+ * that held more than the fewest any held (`sizes` from
+ * {@linkcode recording} on the group's handle; an atomic with none does
+ * not count) held more than one write.
  */
 async function onlyTheMiddleFails(
+  sizes: readonly number[],
   warm: Write,
   writes: [Write, Write, Write],
 ): Promise<unknown> {
   const warming = warm();
   const results = await Promise.allSettled(writes.map((write) => write()));
   await warming;
+  const used = sizes.filter((n) => n > 0);
+  assert.ok(
+    Math.max(...used) > Math.min(...used),
+    `the writes went out one by one (operations per atomic: ${sizes})`,
+  );
   assert.deepEqual(results.map((r) => r.status), [
     "fulfilled",
     "rejected",
@@ -96,10 +137,13 @@ Deno.test("group commit: writes to one key never share a commit, so exactly one 
 
 Deno.test("group commit: a failed check refuses only its own write; the group's others land", async () => {
   using db = await opened();
-  const store = new KvStore(db.counting);
+  const { handle, sizes } = recording(db.counting);
+  const store = new KvStore(handle);
   await store.createIntent({ id: "pi_taken" });
   db.counting.reset();
+  sizes.length = 0;
   const reason = await onlyTheMiddleFails(
+    sizes,
     () => store.createIntent({ id: "pi_warm" }),
     [
       () => store.createIntent({ id: "pi_a" }),
@@ -117,13 +161,18 @@ Deno.test("group commit: a failed check refuses only its own write; the group's 
 
 Deno.test("group commit: an operation the database refuses gets its own error; the group's others land", async () => {
   using db = await opened();
-  const group = new GroupCommit(db.kv);
-  await onlyTheMiddleFails(() => group.atomic().set(["warm"], 1).commit(), [
-    () => group.atomic().set(["a"], 1).commit(),
-    // A function cannot be stored: Deno KV throws on it.
-    () => group.atomic().set(["bad"], () => 1).commit(),
-    () => group.atomic().set(["b"], 2).commit(),
-  ]);
+  const { handle, sizes } = recording(db.kv);
+  const group = new GroupCommit(handle);
+  await onlyTheMiddleFails(
+    sizes,
+    () => group.atomic().set(["warm"], 1).commit(),
+    [
+      () => group.atomic().set(["a"], 1).commit(),
+      // A function cannot be stored: Deno KV throws on it.
+      () => group.atomic().set(["bad"], () => 1).commit(),
+      () => group.atomic().set(["b"], 2).commit(),
+    ],
+  );
   assert.equal((await db.kv.get(["a"])).value, 1);
   assert.equal((await db.kv.get(["b"])).value, 2);
   assert.equal((await db.kv.get(["bad"])).value, null);
@@ -265,12 +314,17 @@ Deno.test("group commit: keys Deno KV stores as one are one key to the group (lo
 
 Deno.test("group commit: a key part Deno KV cannot store fails its own write alone; nothing hangs", async () => {
   using db = await opened();
-  const group = new GroupCommit(db.kv);
-  await onlyTheMiddleFails(() => group.atomic().set(["warm"], 1).commit(), [
-    () => group.atomic().set(["a"], 1).commit(),
-    () => group.atomic().set([Object.create(null)] as never, 1).commit(),
-    () => group.atomic().set(["c"], 1).commit(),
-  ]);
+  const { handle, sizes } = recording(db.kv);
+  const group = new GroupCommit(handle);
+  await onlyTheMiddleFails(
+    sizes,
+    () => group.atomic().set(["warm"], 1).commit(),
+    [
+      () => group.atomic().set(["a"], 1).commit(),
+      () => group.atomic().set([Object.create(null)] as never, 1).commit(),
+      () => group.atomic().set(["c"], 1).commit(),
+    ],
+  );
   assert.equal((await db.kv.get(["c"])).value, 1);
 });
 
@@ -360,8 +414,10 @@ Deno.test("group commit: a write that cannot even be built fails alone, whatever
       return set(key, value, options);
     };
   });
-  const group = new GroupCommit(picky);
+  const { handle, sizes } = recording(picky);
+  const group = new GroupCommit(handle);
   const reason = await onlyTheMiddleFails(
+    sizes,
     () => group.atomic().set(["warm"], 1).commit(),
     [
       () => group.atomic().set(["a"], 1).commit(),
