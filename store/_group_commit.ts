@@ -91,7 +91,11 @@ export class GroupCommit {
   #inFlight = 0;
   #canEnqueue: boolean | undefined;
 
-  /** @param kv The handle every commit goes to. */
+  /**
+   * Constructs a new instance. It does no I/O until the first commit.
+   *
+   * @param kv The handle every commit goes to.
+   */
   constructor(kv: KvLike) {
     this.#kv = kv;
   }

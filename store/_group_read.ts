@@ -15,11 +15,14 @@
  * - reads that arrive while that many are in flight queue, and the next
  *   call to return sends them, as one `getMany` of up to Deno KV's 10
  *   keys;
- * - queued reads that fill a `getMany` go at once, whatever is in flight,
- *   so a handle whose trips are long (a remote KV) is not held to two
- *   calls at a time when many reads wait. When few wait (fewer than five
- *   looks of two keys), they wait for a call in flight to return: up to
- *   one trip;
+ * - once the queued reads hold a `getMany`'s worth of keys (10), the
+ *   first group goes at once, whatever is in flight, so a handle whose
+ *   trips are long (a remote KV) is not held to two calls at a time when
+ *   many reads wait. That group is full when the reads pack into 10 (five
+ *   looks of two keys); reads that do not (two of six keys) go as they
+ *   pack, since waiting would not fill their group. When few wait (fewer
+ *   than five looks), they wait for a call in flight to return: up to one
+ *   trip;
  * - a read of no key, or of more than 10, goes alone: Deno KV answers it.
  *
  * Every read is one `getMany`, so each caller's keys are read in one
@@ -62,7 +65,11 @@ export class GroupRead {
   #waiting = 0;
   #inFlight = 0;
 
-  /** @param kv The handle every read goes to. */
+  /**
+   * Constructs a new instance. It does no I/O until the first read.
+   *
+   * @param kv The handle every read goes to.
+   */
   constructor(kv: Pick<KvLike, "getMany">) {
     this.#kv = kv;
   }

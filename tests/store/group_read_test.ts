@@ -108,6 +108,27 @@ Deno.test("group read: queued reads that fill a getMany go at once, whatever is 
   assert.equal((await Promise.all(all)).length, READS_IN_FLIGHT + 6);
 });
 
+Deno.test("group read: queued reads that hold ten keys but do not pack into one getMany go as they pack, whatever is in flight", async () => {
+  using db = await opened();
+  const handle = held(db.kv);
+  const reads = new GroupRead(handle);
+  const all = fillInFlight(reads);
+  const six = (i: number) =>
+    Array.from({ length: 6 }, (_, k): KvKey => ["s", i, k]);
+  // One read of six keys waits: fewer than ten keys are queued.
+  all.push(reads.getMany(six(0)));
+  assert.equal(handle.calls.length, READS_IN_FLIGHT);
+  // A second makes twelve: more than one getMany can take, so the first
+  // goes alone (six and six do not fit in ten), and the second waits.
+  all.push(reads.getMany(six(1)));
+  assert.equal(handle.calls.length, READS_IN_FLIGHT + 1);
+  assert.deepEqual(handle.calls.at(-1), six(0));
+  await handle.release();
+  assert.deepEqual(handle.calls.at(-1), six(1));
+  await handle.release();
+  assert.equal((await Promise.all(all)).length, READS_IN_FLIGHT + 2);
+});
+
 Deno.test("group read: a read of more than ten keys, or of none, goes at once, alone, and gets Deno KV's own answer", async () => {
   using db = await opened();
   const handle = held(db.kv);
