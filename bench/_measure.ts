@@ -14,6 +14,21 @@
  * collide. An operation started before the time is up counts: every one
  * has finished when the clock is read.
  *
+ * @example Two workers, each unit a resolved promise, for 20 ms
+ * ```ts
+ * import { perSecond } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const keys = new Set<string>();
+ * const rate = await perSecond(2, async (worker, i) => {
+ *   keys.add(`${worker}/${i}`);
+ *   return await Promise.resolve(1);
+ * }, 20);
+ * assert.ok(rate > 0);
+ * // Every call had a key of its own.
+ * assert.ok(keys.size > 2);
+ * ```
+ *
  * @param inFlight How many operations run at once.
  * @param op One operation; resolves to the units it did.
  * @param ms How long to run.
@@ -43,6 +58,15 @@ export async function perSecond(
 /**
  * The median of `values`, the mean of the middle two for an even count.
  *
+ * @example
+ * ```ts
+ * import { median } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(median([3, 1, 2]), 2);
+ * assert.equal(median([4, 1, 3, 2]), 2.5);
+ * ```
+ *
  * @param values Figures of repeated runs; at least one.
  * @returns Their median.
  */
@@ -57,6 +81,16 @@ export function median(values: readonly number[]): number {
 /**
  * `median (min–max)` of `values`, each written with `format` (the ends with
  * `ends`, if given); `–` for none.
+ *
+ * @example
+ * ```ts
+ * import { spread } from "./_measure.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const pct = (v: number) => `${Math.round(v * 100)}%`;
+ * assert.equal(spread([0.25, 0.2, 0.3], pct), "25% (20%–30%)");
+ * assert.equal(spread([], pct), "–");
+ * ```
  *
  * @param values Figures of repeated runs.
  * @param format How to write the median (and the ends).

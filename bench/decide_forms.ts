@@ -86,6 +86,18 @@ export interface Ratio {
  * The `--filter` that keeps the floor, the two peers and the one bench
  * whose name holds `words` (taken literally).
  *
+ * @example
+ * ```ts
+ * import { filterFor } from "./decide_forms.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const filter = filterFor("maxDeliveries: 5");
+ * const regex = new RegExp(filter.slice(1, -1));
+ * assert.ok(regex.test("ours: decide(err, n, { maxDeliveries: 5 })"));
+ * assert.ok(regex.test("cockatiel: halfJitterGenerator(n-1, options)"));
+ * assert.ok(!regex.test("ours: decide(err, n) (no policy)"));
+ * ```
+ *
  * @param words Words from {@linkcode FORMS}.
  * @returns A regular expression between slashes, as `deno bench` takes it.
  */
@@ -154,6 +166,14 @@ export function ratiosOf(report: BenchReport): Ratio[] {
  * `median× (min–max)` of `values`, the median of an even count being the
  * mean of the middle two; `–` for none.
  *
+ * @example
+ * ```ts
+ * import { spread } from "./decide_forms.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(spread([1.5, 1.25, 1.75]), "1.50× (1.25–1.75)");
+ * ```
+ *
  * @param values Ratios.
  * @returns The cell's text.
  */
@@ -164,6 +184,18 @@ export function spread(values: readonly number[]): string {
 /**
  * Checks that a bench whose name holds `words` ran (timed call by call or
  * not), so that a renamed row cannot drop out of the table unseen.
+ *
+ * @example
+ * ```ts
+ * import { assertRan } from "./decide_forms.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const report = {
+ *   benches: [{ group: "g", name: "ours: decide(err, n) (no policy)", baseline: false, results: [] }],
+ * };
+ * assertRan(report, "no policy");
+ * assert.throws(() => assertRan(report, "definePolicy"), /update FORMS/);
+ * ```
  *
  * @param report What `deno bench --json` printed.
  * @param words Words from {@linkcode FORMS}.
@@ -186,6 +218,21 @@ export interface Seen extends Ratio {
 /**
  * The Markdown table of what `runs` runs saw: a row per peer and per form,
  * two columns (one group, alone) per random source.
+ *
+ * @example One run, the no-policy form seen in one group only
+ * ```ts
+ * import { table } from "./decide_forms.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const text = table([{
+ *   group: "delivery 3, Math.random for every side",
+ *   name: "ours: decide(err, n) (no policy)",
+ *   ratio: 1.4,
+ *   how: "one group",
+ * }], 1);
+ * const row = text.split("\n").find((line) => line.startsWith("| `decide(err, n)`"));
+ * assert.equal(row, "| `decide(err, n)` | 1.40× (1.40–1.40) | –, n = 0 |");
+ * ```
  *
  * @param seen Every ratio of every run.
  * @param runs How many times the whole file, and each form alone, ran.
