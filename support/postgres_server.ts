@@ -254,8 +254,16 @@ export async function processPostgres(): Promise<ProcessPostgres> {
     starter = false;
   }
   if (starter) {
-    // The lock dir goes when this process does, whatever happens below.
-    await watchdog(`rm -rf ${quote(base)}`);
+    // The lock dir goes when this process does, whatever happens below:
+    // after the server in it has stopped (its own watchdog, started by
+    // `startPostgres`, stops it then), for `pg_ctl stop` needs the pid file
+    // this would delete. It waits at most 30 s for that.
+    const pid = quote(`${base}/data/postmaster.pid`);
+    await watchdog(
+      `for i in $(seq 150); do [ -e ${pid} ] || break; sleep 0.2; done; rm -rf ${
+        quote(base)
+      }`,
+    );
     const bin = await postgresBinDir();
     if (bin === null) {
       const missing =
