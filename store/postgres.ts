@@ -15,7 +15,8 @@
  *
  * **Isolation: READ COMMITTED, with the intent's row locked.** Every
  * delivery write starts with `SELECT … FOR UPDATE` of the one intent row
- * it is about, checks the version it read there, and writes its lease,
+ * it is about, then reads that row with its hold and lease in a statement
+ * of its own (see `#lock`), checks the version it read there, and writes its lease,
  * replay record, hold, dead letter and the intent itself in the same
  * transaction. All writes of an intent, its hold and its lease take that
  * row lock first, so they run one after another and each sees the last
@@ -31,7 +32,7 @@
  * Locks are always taken in one order (intent, lease, replay record, hold,
  * dead letter, counter), so two transactions cannot deadlock.
  *
- * **Two round trips per write.** `BEGIN` goes out with the locked read;
+ * **Two round trips per write.** `BEGIN` goes out with the lock and the read;
  * the writes go out with `COMMIT`. A replayed claim fails its statement,
  * which aborts the transaction, so the pipelined `COMMIT` rolls it back.
  *
@@ -288,9 +289,9 @@ export class PostgresStore implements Store {
     }
   }
 
-  #intentQuery(sql: Sql, id: string, forUpdate: boolean) {
+  #intentQuery(sql: Sql, id: string, withLease: boolean) {
     const { intents, holds, leases } = this.#t;
-    return forUpdate
+    return withLease
       ? sql`
         SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
           i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.version,
@@ -298,8 +299,7 @@ export class PostgresStore implements Store {
         FROM ${intents} i
         LEFT JOIN ${holds} h ON h.intent_id = i.id
         LEFT JOIN ${leases} l ON l.intent_id = i.id
-        WHERE i.id = ${id}
-        FOR UPDATE OF i`
+        WHERE i.id = ${id}`
       : sql`
         SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
           i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.version,
@@ -311,7 +311,7 @@ export class PostgresStore implements Store {
 
   /**
    * One transaction on a connection of its own, sent in as few flights as
-   * its decisions allow: `BEGIN` goes out with the locked read (one round
+   * its decisions allow: `BEGIN` goes out with the lock and the read (one round
    * trip), and `COMMIT` with the writes (another). A statement that fails
    * aborts the transaction, so the `COMMIT` behind it rolls back. `work`
    * gets the connection and `commit`, which sends its writes and `COMMIT`
@@ -365,8 +365,17 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Reads the intent row locked (sent with the transaction's `BEGIN`), or
-   * throws a `ConflictError` if it is missing or not at `version`.
+   * Locks the intent row, then reads it with its hold and lease (both sent
+   * with the transaction's `BEGIN`, one round trip), or throws a
+   * `ConflictError` if it is missing or not at `version`.
+   *
+   * Two statements, not one `SELECT … FOR UPDATE` with the joins: at READ
+   * COMMITTED a statement that waited for the row lock re-reads the locked
+   * row alone when it gets it, and keeps the hold and lease rows of the
+   * snapshot it started with. A hold change that waited behind another
+   * would then see the hold as it was before that one, and overwrite a
+   * captured hold with a void. The read, a statement of its own, starts
+   * once the lock is held, so it sees every write made under the lock.
    */
   async #lock(
     tx: Transaction,
@@ -374,7 +383,10 @@ export class PostgresStore implements Store {
     version: string | null,
     what: string,
   ) {
-    const [row] = await this.#intentQuery(tx, id, true);
+    const locked = tx`
+      SELECT 1 FROM ${this.#t.intents} WHERE id = ${id} FOR UPDATE`.execute();
+    const read = this.#intentQuery(tx, id, true).execute();
+    const [, [row]] = await Promise.all([locked, read]);
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`);
     }

@@ -285,6 +285,69 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore: a hold change that waited for another's lock sees what that one wrote (a captured hold is never then voided)",
+  ignore,
+  async fn() {
+    const { store: shared, schema, close } = await openPostgresStore();
+    // A writer of its own: it holds the intent's lock while the store's
+    // call starts, and commits only once that call waits for the lock.
+    const other = await connect(1);
+    // Without type fetching, the store takes its sql.begin path.
+    const untyped = await connect(1, { fetchTypes: false });
+    const cases = [
+      [shared, "captured", "void"],
+      [shared, "voided", "capture"],
+      [new PostgresStore(untyped, { schema }), "captured", "void"],
+    ] as const;
+    try {
+      for (const [n, [store, first, second]] of cases.entries()) {
+        const id = `pi_${n}`;
+        await store.createIntent({
+          id,
+          state: "needs_review",
+          hold: "pending",
+        });
+        let waited!: Promise<unknown>;
+        await other.begin(async (tx) => {
+          await tx.unsafe(
+            `SELECT 1 FROM "${schema}".intents WHERE id = $1 FOR UPDATE`,
+            [id],
+          );
+          await tx.unsafe(
+            `UPDATE "${schema}".holds SET state = $1 WHERE intent_id = $2`,
+            [first, id],
+          );
+          await tx.unsafe(
+            `UPDATE "${schema}".intents SET version = version + 1 WHERE id = $1`,
+            [id],
+          );
+          waited = second === "void"
+            ? store.voidHold(id)
+            : store.captureHold(id);
+          waited.catch(() => {});
+          // Commit only once the store's statement waits for our lock.
+          for (let tries = 0;; tries++) {
+            const [row] =
+              await tx`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`;
+            if (row!.n > 0) break;
+            if (tries > 500) {
+              throw new Error("the store's call never waited for the lock");
+            }
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        });
+        await assert.rejects(waited, ConflictError);
+        assert.equal((await store.getIntent(id))!.hold, first);
+      }
+    } finally {
+      await Promise.all([other.end(), untyped.end()]);
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "PostgresStore forgets expired counters and replay records as it admits",
   ignore,
   async fn() {
