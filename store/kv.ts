@@ -846,13 +846,27 @@ export class KvStore implements Store {
   ): Promise<DeadLetterPage> {
     options ??= {};
     const limit = pageLimit(options.limit);
+    // One entry more than the page, so that a full last page is known to
+    // be the last: the cursor is taken after the page's own last entry.
     const iterator = this.#kv.list(
       { prefix: this.#key("dead_by_time") },
-      { limit, ...(options.cursor ? { cursor: options.cursor } : {}) },
+      {
+        limit: limit + 1,
+        ...(options.cursor ? { cursor: options.cursor } : {}),
+      },
     );
     const jobIds: string[] = [];
+    let listed = 0;
+    let after = "";
+    let more = false;
     for await (const entry of iterator) {
+      if (listed === limit) {
+        more = true;
+        break;
+      }
+      listed++;
       if (typeof entry.value === "string") jobIds.push(entry.value);
+      after = iterator.cursor;
     }
     const items: StoredDeadLetter[] = [];
     for (let i = 0; i < jobIds.length; i += 10) {
@@ -866,12 +880,7 @@ export class KvStore implements Store {
         }
       }
     }
-    return {
-      items,
-      cursor: jobIds.length === limit && iterator.cursor
-        ? iterator.cursor
-        : null,
-    };
+    return { items, cursor: more ? after : null };
   }
 
   /**

@@ -823,6 +823,30 @@ export function storeContract(name: string, open: OpenStoreFn): void {
     await assert.rejects(store.listDeadLetters({ limit: 0 }), RangeError);
   });
 
+  test("ends the pages with a null cursor when the last page is full, and pages never repeat a letter", async (store) => {
+    for (let i = 0; i < 4; i++) {
+      await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
+    }
+    const first = await store.listDeadLetters({ limit: 2 });
+    assert.deepEqual(first.items.map((d) => d.jobId), [
+      "pi_3/settle",
+      "pi_2/settle",
+    ]);
+    assert.notEqual(first.cursor, null);
+    const last = await store.listDeadLetters({
+      limit: 2,
+      cursor: first.cursor,
+    });
+    assert.deepEqual(last.items.map((d) => d.jobId), [
+      "pi_1/settle",
+      "pi_0/settle",
+    ]);
+    assert.equal(last.cursor, null);
+    const all = await store.listDeadLetters({ limit: 4 });
+    assert.equal(all.items.length, 4);
+    assert.equal(all.cursor, null);
+  });
+
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
     const i = await store.createIntent({
       id: "pi_1",
