@@ -68,8 +68,14 @@ export class MemoryStore implements Store {
       : null;
   }
 
-  #write(id: string, record: IntentRecord): Intent {
+  #write(id: string, written: IntentRecord): Intent {
     const version = (this.#intents.get(id)?.version ?? 0) + 1;
+    // The store keeps what it was given as it was: a caller's later change
+    // to the broadcast it passed, or to one it read, changes nothing here.
+    const { lastBroadcast } = written;
+    const record = lastBroadcast === null || Object.isFrozen(lastBroadcast)
+      ? written
+      : { ...written, lastBroadcast: Object.freeze({ ...lastBroadcast }) };
     this.#intents.set(id, { record, version });
     return Object.freeze({ ...record, version: String(version) });
   }
@@ -126,10 +132,14 @@ export class MemoryStore implements Store {
   }
 
   #putDeadLetter(deadLetter: DeadLetter): void {
-    this.#deadLetters.set(deadLetter.jobId, {
-      ...deadLetter,
-      version: String(++this.#deadLetterVersions),
-    });
+    // Frozen: it is handed out as it is by the reads.
+    this.#deadLetters.set(
+      deadLetter.jobId,
+      Object.freeze({
+        ...deadLetter,
+        version: String(++this.#deadLetterVersions),
+      }),
+    );
   }
 
   #hold(id: string, op: "record" | "void" | "capture"): HoldState {

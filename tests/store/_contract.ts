@@ -823,6 +823,42 @@ export function storeContract(name: string, open: OpenStoreFn): void {
     await assert.rejects(store.listDeadLetters({ limit: 0 }), RangeError);
   });
 
+  test("keeps what it stored whatever a caller does to what it passed or read", async (store) => {
+    const broadcast = { outcome: "sent" as const, txHash: "0xabc", at: 1 };
+    await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: broadcast,
+    });
+    const letter = deadLetter("pi_1/settle", 9);
+    await store.putDeadLetter(letter);
+    // Changed where they can be (a store may hand out frozen objects).
+    const change = (object: object, field: string, value: unknown) => {
+      try {
+        (object as Record<string, unknown>)[field] = value;
+      } catch {
+        // Frozen: nothing to change.
+      }
+    };
+    change(broadcast, "txHash", "0xchanged");
+    change(letter, "reason", "changed");
+    const read = (await store.getIntent("pi_1"))!;
+    change(read.lastBroadcast!, "txHash", "0xchanged");
+    const stored = (await store.getDeadLetter("pi_1/settle"))!;
+    change(stored, "reason", "changed");
+    const [listed] = (await store.listDeadLetters()).items;
+    change(listed!, "lastError", "changed");
+    assert.equal(
+      (await store.getIntent("pi_1"))!.lastBroadcast?.txHash,
+      "0xabc",
+    );
+    const again = (await store.getDeadLetter("pi_1/settle"))!;
+    assert.equal(again.reason, deadLetter("pi_1/settle", 9).reason);
+    assert.equal(again.lastError, deadLetter("pi_1/settle", 9).lastError);
+  });
+
   test("ends the pages with a null cursor when the last page is full, and pages never repeat a letter", async (store) => {
     for (let i = 0; i < 4; i++) {
       await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
