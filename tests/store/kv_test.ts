@@ -34,7 +34,7 @@ storeContract("KvStore", async () => {
       pending = write;
     },
   };
-});
+}, { commitGap: true });
 
 /**
  * Creates `pi_1` settling and has `store` write ahead for `owner` at `now`,
