@@ -346,6 +346,13 @@ export function pubsubVerifier(
       "Cannot verify Pub/Sub pushes as 'serviceAccount' is missing: Google issues tokens for any audience to any account, so name the push subscription's service account",
     );
   }
+  if (typeof keys.audience !== "string" || keys.audience === "") {
+    // An empty audience would turn the audience check off: a token Google
+    // issued for any other service would pass.
+    throw new TypeError(
+      "Cannot verify Pub/Sub pushes as 'audience' is missing: set it to the audience configured on the push subscription (its push endpoint's URL, by default)",
+    );
+  }
   let lastRefetchAt = -Infinity;
   let refetching: Promise<readonly JsonWebKey[]> | undefined;
 

@@ -10,7 +10,7 @@
  * | `PUBLIC_URL` | the service's public base URL; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
- * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`) |
+ * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`); not `PUBSUB_AUDIENCE`'s |
  * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
  * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
@@ -416,6 +416,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(
       "PUBSUB_SERVICE_ACCOUNT",
       "PUBSUB_SERVICE_ACCOUNT is missing: with PUBSUB_DEAD_LETTER_AUDIENCE set, name the service account the dead-letter push subscription authenticates as",
+    );
+  }
+  if (deadLetterAudience !== undefined && deadLetterAudience === audience) {
+    // One audience for both: a token for the push route would also open
+    // the give-up route, which poisons the job it names.
+    throw new ConfigError(
+      "PUBSUB_DEAD_LETTER_AUDIENCE",
+      "PUBSUB_DEAD_LETTER_AUDIENCE must differ from PUBSUB_AUDIENCE: give the dead-letter push subscription its own audience (its push endpoint's URL, such as https://relayer.example.com/v1/pubsub/dead-letter)",
     );
   }
   const qstashToken = env.QSTASH_TOKEN || undefined;

@@ -558,6 +558,27 @@ Deno.test("createApp() refuses to build a Pub/Sub route without a service accoun
   );
 });
 
+Deno.test("createApp() refuses to build a Pub/Sub route without an audience (an empty one would check none)", async () => {
+  const google = await theGoogle();
+  for (const audience of ["", undefined]) {
+    assert.throws(
+      () =>
+        createApp({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          pubsub: {
+            audience,
+            jwks: google.jwks,
+            serviceAccount: PUBSUB.serviceAccount,
+          } as unknown as PubSubKeys,
+        }),
+      (error) =>
+        error instanceof TypeError &&
+        /'audience' is missing/.test(error.message),
+    );
+  }
+});
+
 Deno.test("createApp() refuses a token of another Google account for the right audience (any account can get one)", async () => {
   const { app, store } = await makeApp({
     intents: [{

@@ -140,6 +140,16 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     "PUBSUB_AUDIENCE",
     /PUBSUB_AUDIENCE is missing/,
   );
+  refused(
+    {
+      ...base,
+      PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+      PUBSUB_DEAD_LETTER_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+      PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+    },
+    "PUBSUB_DEAD_LETTER_AUDIENCE",
+    /must differ from PUBSUB_AUDIENCE/,
+  );
   refused({ ...base, MAX_DELIVERIES: "ten" }, "MAX_DELIVERIES", /whole number/);
   refused(
     { ...base, MAX_DELIVERIES: "0" },
