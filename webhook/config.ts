@@ -209,7 +209,11 @@ function httpUrl(
       `${name} must not carry a query string or fragment: give the base URL only, such as https://host.example:8443/base`,
     );
   }
-  return value.replace(/\/+$/, "");
+  // As the URL parser writes it (host in lower case, no default port), the
+  // way the QStash publisher writes the URL it publishes to: QStash signs
+  // that URL as the token's subject, and the receiver checks it against
+  // this one, so the two must be spelled alike.
+  return url.href.replace(/\/+$/, "");
 }
 
 /**

@@ -81,6 +81,51 @@ Deno.test("loadConfig() reads a full QStash + Pub/Sub + generic setup", () => {
   });
 });
 
+Deno.test("loadConfig() checks QStash's subject against the URL the publisher publishes to, however PUBLIC_URL is spelled", async () => {
+  const { qstashPublisher } = await import("../../webhook/qstash_publisher.ts");
+  // A local stand-in of QStash's API: it records where each job would go.
+  const destinations: string[] = [];
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      const path = new URL(req.url).pathname;
+      destinations.push(
+        decodeURIComponent(path.replace(/^\/v2\/publish\//, "")),
+      );
+      return Response.json({ messageId: "msg_1" });
+    },
+  );
+  try {
+    for (
+      const spelled of [
+        "https://Relayer.Example.com:443/",
+        "https://relayer.example.com",
+        "HTTPS://RELAYER.EXAMPLE.COM//",
+      ]
+    ) {
+      const config = loadConfig({
+        ...base,
+        QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+        QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+        QSTASH_TOKEN: "qstash-token-0123456789",
+        PUBLIC_URL: spelled,
+      });
+      // What the receiver checks the token's subject against …
+      assert.equal(config.qstash?.url, "https://relayer.example.com/v1/qstash");
+      // … is where the publisher, given the same setting, publishes.
+      await qstashPublisher({
+        token: config.qstashPublish!.token,
+        publicUrl: config.qstashPublish!.publicUrl,
+        retries: 9,
+        baseUrl: `http://127.0.0.1:${server.addr.port}`,
+      }).publish({ intentId: "pi_0001", kind: "settle" });
+      assert.equal(destinations.pop(), config.qstash?.url);
+    }
+  } finally {
+    await server.shutdown();
+  }
+});
+
 Deno.test("loadConfig() picks Deno Deploy's KV there, and a KV Connect URL when given", () => {
   assert.deepEqual(loadConfig({ ...base, DENO_DEPLOYMENT_ID: "abc" }).kv, {
     platform: true,
