@@ -82,24 +82,26 @@ const HOW_TO_SIGN =
  */
 export function hmacSigner(
   secret: string,
-): (body: string, timeS: number) => string {
+): (body: string | Uint8Array, timeS: number) => string {
   const keyed = hmac.create(sha256, encoder.encode(secret));
-  const mac = (text: string) =>
-    bytesToHex(keyed.clone().update(encoder.encode(text)).digest());
   return (body, timeS) => {
     if (!Number.isSafeInteger(timeS) || timeS < 0) {
       throw new RangeError(
         `Cannot sign as 'timeS' must be a whole number of unix seconds: current value is ${timeS}`,
       );
     }
-    return `t=${timeS},v1=${mac(`${timeS}.${body}`)}`;
+    // The body's own bytes (a string's UTF-8), after "<t>.".
+    const mac = keyed.clone().update(encoder.encode(`${timeS}.`)).update(
+      typeof body === "string" ? encoder.encode(body) : body,
+    ).digest();
+    return `t=${timeS},v1=${bytesToHex(mac)}`;
   };
 }
 
 /** The `X-Signature` of `body` at `timeS` (unix seconds) under `secret`. */
 export function hmacSignature(
   secret: string,
-  body: string,
+  body: string | Uint8Array,
   timeS: number,
 ): string {
   return hmacSigner(secret)(body, timeS);
@@ -117,7 +119,7 @@ const SIGNATURE = /^\s*t=(\d{1,12}),\s*v1=([0-9a-fA-F]{64})\s*$/;
 export function hmacVerifier(
   secret: string,
   now: () => number,
-): (body: string, header: string | undefined) => Verification {
+): (body: string | Uint8Array, header: string | undefined) => Verification {
   const sign = hmacSigner(secret);
   return (body, header) => {
     const match = SIGNATURE.exec(header ?? "");

@@ -236,9 +236,25 @@ function badInput(route: Route, detail: string): Refusal {
     : new Refusal(problem(400, "bad-job", "Malformed job", detail), detail);
 }
 
+/**
+ * Decodes a body as UTF-8 and keeps a leading byte order mark: the text
+ * then encodes back to the very bytes a queue signed or hashed (any valid
+ * UTF-8), where `Request.text()` drops the mark and breaks the signature.
+ */
+const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/** A request's body: its bytes, and its text as {@linkcode UTF8} decodes it. */
+async function bodyOf(
+  c: Context,
+): Promise<{ bytes: Uint8Array; text: string }> {
+  const bytes = new Uint8Array(await c.req.arrayBuffer());
+  return { bytes, text: UTF8.decode(bytes) };
+}
+
 function parseJson(route: Route, raw: string): unknown {
   try {
-    return JSON.parse(raw);
+    // A byte order mark before JSON is ignored, as RFC 8259 §8.1 allows.
+    return JSON.parse(raw.charCodeAt(0) === 0xfeff ? raw.slice(1) : raw);
   } catch {
     throw badInput(
       route,
@@ -542,7 +558,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       "POST /v1/qstash",
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
     );
-    const raw = await c.req.text();
+    const raw = (await bodyOf(c)).text;
     let claim: ReplayClaim | undefined;
     if (verifyQStash) {
       const verified = await verifyQStash(
@@ -667,7 +683,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c.req.header("authorization"),
     );
     if (refused) return refused;
-    const raw = await c.req.text();
+    const raw = (await bodyOf(c)).text;
     const seen: PushSeen = {};
     try {
       return read(readPush(raw, seen, route.requireId), seen);
@@ -740,7 +756,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       "POST /v1/qstash/failed",
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
     );
-    const raw = await c.req.text();
+    const raw = (await bodyOf(c)).text;
     let claim: ReplayClaim | undefined;
     if (verifyQStashFailed) {
       const verified = await verifyQStashFailed(
@@ -860,10 +876,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       "POST /v1/deliveries",
       "WEBHOOK_SECRET",
     );
-    const raw = await c.req.text();
+    const { bytes, text: raw } = await bodyOf(c);
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {
-      const verified = verifyHmac(raw, c.req.header("x-signature"));
+      // Over the bytes as sent (DESIGN §9: the raw body).
+      const verified = verifyHmac(bytes, c.req.header("x-signature"));
       if (!verified.ok) throw unauthorized(verified.detail);
       claim = verified.claim;
     }

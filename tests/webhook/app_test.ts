@@ -72,6 +72,34 @@ Deno.test("createApp() answers a signed generic delivery: 503 + Retry-After for 
   });
 });
 
+Deno.test("createApp() verifies a delivery's signature over its raw bytes: a body with a byte order mark is accepted on the generic and QStash routes", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  // U+FEFF, sent as the bytes EF BB BF and signed with them; the JSON
+  // after it is read as if the mark were not there (RFC 8259 §8.1).
+  const generic = `\uFEFF${JSON.stringify({ job, delivery: 1 })}`;
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(generic),
+  );
+  assert.equal(res.status, 503);
+  assert.equal((await res.json()).reason, "not authorized yet");
+  // One byte changed after signing still fails.
+  const tampered = await genericRequest(generic);
+  const bytes = new TextEncoder().encode(generic);
+  bytes[0] = 0xef;
+  bytes[1] = 0xbb;
+  bytes[2] = 0xbe; // U+FEFE
+  const refused = await app.request("/v1/deliveries", {
+    ...tampered,
+    body: bytes,
+  });
+  assert.equal(refused.status, 401);
+  const qstash = `\uFEFF${JSON.stringify(job)}`;
+  const res2 = await app.request("/v1/qstash", await qstashRequest(qstash));
+  assert.equal(res2.status, 503);
+  assert.equal((await res2.json()).reason, "not authorized yet");
+});
+
 Deno.test("createApp() rounds an equal-jitter floor of 2.5 s up to Retry-After: 3", async () => {
   const { app } = await makeApp({ intents: [created] }); // random 0 → floor(5000 / 2)
   const res = await app.request(
