@@ -132,6 +132,24 @@ async function openPostgres(
 }
 
 /**
+ * What insecure dev mode leaves open, said on the start-up line: every
+ * route whose keys are not set accepts unsigned requests, even beside
+ * routes that are signed, so an operator who left the flag on sees which.
+ */
+function insecureRoutes(config: Config): string {
+  const open = [
+    config.qstash ? undefined : "/v1/qstash and /v1/qstash/failed",
+    config.pubsub ? undefined : "/v1/pubsub",
+    config.pubsubDeadLetter ? undefined : "/v1/pubsub/dead-letter",
+    config.webhookSecret ? undefined : "/v1/deliveries",
+    config.opsToken ? undefined : "the ops routes",
+  ].filter(Boolean);
+  return `INSECURE DEV MODE (unsigned requests accepted on ${
+    open.length === 0 ? "no route: every key is set" : open.join(", ")
+  })`;
+}
+
+/**
  * Opens the store (PostgreSQL with `DATABASE_URL`, else KV), wires the
  * Sender and the webhook, and starts the local queue consumer when
  * configured.
@@ -264,7 +282,7 @@ export async function openService(
     config.pubsub ? "pubsub" : undefined,
     config.webhookSecret ? "deliveries" : undefined,
     config.kvQueue ? "local KV queue" : undefined,
-    config.insecureDev ? "INSECURE DEV MODE" : undefined,
+    config.insecureDev ? insecureRoutes(config) : undefined,
   ].filter(Boolean).join(", ");
   const where = config.database
     ? config.database.description

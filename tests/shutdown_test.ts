@@ -173,6 +173,11 @@ Deno.test(
       }),
       { log: () => {}, random: () => 0 },
     );
+    // The generic and ops routes have their keys; the others are open.
+    assert.match(
+      service.description,
+      /INSECURE DEV MODE \(unsigned requests accepted on \/v1\/qstash and \/v1\/qstash\/failed, \/v1\/pubsub, \/v1\/pubsub\/dead-letter\)/,
+    );
     try {
       const ops = { authorization: `Bearer ${OPS_TOKEN}` };
       await (await service.fetch(
