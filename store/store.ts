@@ -574,6 +574,10 @@ export interface Store {
    * poisoned job whose intent the relayer did not touch).
    *
    * @throws {ReplayError} If `options.claim` was already claimed.
+   * @throws {ConflictError} If a store that reads before it commits
+   * (`KvStore`) saw another letter for the same job land in between: the
+   * caller decides again on a fresh read (the relayer's resolution does).
+   * Stores that write in one step keep the last letter instead.
    */
   putDeadLetter(
     deadLetter: DeadLetter,
