@@ -16,9 +16,9 @@
  * **Isolation: READ COMMITTED, with the intent's row locked.** Every
  * delivery write starts with `SELECT … FOR UPDATE` of the one intent row
  * it is about, then reads that row with its hold and lease in a statement
- * of its own (see `#lock`), checks the version it read there, and writes its lease,
- * replay record, hold, dead letter and the intent itself in the same
- * transaction. All writes of an intent, its hold and its lease take that
+ * of its own (see `#lock`), checks the version it read there, and writes
+ * its lease, replay record, hold, dead letter and the intent itself in the
+ * same transaction. All writes of an intent, its hold and its lease take that
  * row lock first, so they run one after another and each sees the last
  * one's commit: nothing else is read that another writer could change
  * under it. Counters and replay records are single `INSERT … ON CONFLICT
@@ -32,8 +32,8 @@
  * Locks are always taken in one order (intent, lease, replay record, hold,
  * dead letter, counter), so two transactions cannot deadlock.
  *
- * **Two round trips per write.** `BEGIN` goes out with the lock and the read;
- * the writes go out with `COMMIT`. A replayed claim fails its statement,
+ * **Two round trips per write.** `BEGIN` goes out with the lock and the
+ * read; the writes go out with `COMMIT`. A replayed claim fails its statement,
  * which aborts the transaction, so the pipelined `COMMIT` rolls it back.
  *
  * @module
@@ -311,8 +311,8 @@ export class PostgresStore implements Store {
 
   /**
    * One transaction on a connection of its own, sent in as few flights as
-   * its decisions allow: `BEGIN` goes out with the lock and the read (one round
-   * trip), and `COMMIT` with the writes (another). A statement that fails
+   * its decisions allow: `BEGIN` goes out with the lock and the read (one
+   * round trip), and `COMMIT` with the writes (another). A statement that fails
    * aborts the transaction, so the `COMMIT` behind it rolls back. `work`
    * gets the connection and `commit`, which sends its writes and `COMMIT`
    * and throws the first statement's error; if `work` throws before that,
