@@ -29,7 +29,7 @@ async function nodeTest(
     file,
   ], { cwd, env });
   const summary = out.split("\n").filter((line) =>
-    /^ℹ (tests|pass|fail) /.test(line)
+    /^ℹ (tests|pass|fail|skipped) /.test(line)
   ).map((l) => l.slice(2));
   console.log(`${title}: ${summary.join(", ")}`);
   if (code !== 0) console.log(out);
