@@ -8,10 +8,10 @@
 
 import "./_deno_test_shim.ts";
 import { openKv } from "@deno/kv";
-import { KvStore } from "../../store/kv.ts";
 import { storeContract } from "../store/_contract.ts";
+import { hookedKvStore } from "../store/_hooked_kv.ts";
 
 storeContract("KvStore on Node (@deno/kv)", async () => {
   const kv = await openKv(":memory:");
-  return { store: new KvStore(kv), close: () => kv.close() };
-});
+  return { ...hookedKvStore(kv), close: () => kv.close() };
+}, { commitGap: true });

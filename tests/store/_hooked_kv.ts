@@ -1,0 +1,44 @@
+/**
+ * A `KvStore` whose next commit can be preceded by another writer's: the
+ * store contract's `beforeNextCommit`, for any Deno KV handle (Deno's own,
+ * or `@deno/kv` on Node).
+ *
+ * @module
+ */
+
+import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
+import type { Store } from "../../store/store.ts";
+import type { OpenStore } from "./_contract.ts";
+
+/**
+ * A store over `kv` whose atomics run, right before their commit, the
+ * write last given to `beforeNextCommit`, once, on another `KvStore` over
+ * the same database (its commits bypass the hook).
+ */
+export function hookedKvStore(
+  kv: KvLike,
+): Pick<OpenStore, "store" | "beforeNextCommit"> {
+  let pending: ((other: Store) => Promise<unknown>) | undefined;
+  const other = new KvStore(kv);
+  const hooked: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const write = pending;
+        pending = undefined;
+        await write?.(other);
+        return await commit();
+      };
+      return atomic;
+    },
+  };
+  return {
+    store: new KvStore(hooked),
+    beforeNextCommit: (write) => {
+      pending = write;
+    },
+  };
+}
