@@ -173,8 +173,9 @@ function delaySecondsOf(delayMs: number): number {
  * done or poison is `message.ack()`. A message whose body is not a job is
  * acked and logged (no retry can help it). The handler never throws: a
  * delivery that fails unexpectedly (the store is down) is logged and
- * `message.retry()`, so one message never makes Cloudflare retry the whole
- * batch.
+ * retried after the policy's base delay (`baseMs`, 5 s by default), so one
+ * message never makes Cloudflare retry the whole batch, and a short outage
+ * does not use up its deliveries at once.
  *
  * Like `createRelayer`, it does not check the rescue window; a service's
  * configuration and `deno task schedule --queue cloudflare` do.
@@ -272,7 +273,10 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
           describeError(error)
         }`,
       );
-      message.retry();
+      // After the policy's base delay, as the webhook's 503 asks (its
+      // Retry-After) and the local queue waits: a bare retry() comes back
+      // at once, and a short outage would use up the message's deliveries.
+      message.retry({ delaySeconds: delaySecondsOf(relayer.policy.baseMs) });
     }
   }
 

@@ -140,7 +140,8 @@ Deno.test("createQueueHandler() never throws: a failing delivery is retried and 
     queue: "jobs",
     messages: [failing, fine, malformed, throwing],
   });
-  assert.deepEqual(failing.calls, ["retry"]);
+  // After the policy's base delay (5 s), not at once.
+  assert.deepEqual(failing.calls, ["retry 5"]);
   assert.deepEqual(fine.calls, ["retry 3"]);
   assert.deepEqual(malformed.calls, ["ack"]); // no retry can fix a malformed job
   assert.ok(
