@@ -34,8 +34,12 @@ import { HttpSender } from "./relayer/http_sender.ts";
 import { KvStore } from "./store/kv.ts";
 import { PostgresStore } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
-import { type Config, ConfigError, loadConfig } from "./webhook/config.ts";
-import { googleJwks } from "./webhook/google_jwks.ts";
+import {
+  type Config,
+  ConfigError,
+  loadConfig,
+  routeOptions,
+} from "./webhook/config.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
 export interface ServiceOptions {
@@ -197,14 +201,9 @@ export async function openService(
       retries: config.queues.qstash.retries,
     })
     : undefined;
-  const jwks = options.jwks ?? googleJwks();
   const app = createApp({
     ...relayerOptions,
-    ...(config.qstash ? { qstash: config.qstash } : {}),
-    ...(config.pubsub ? { pubsub: { ...config.pubsub, jwks } } : {}),
-    ...(config.pubsubDeadLetter
-      ? { pubsubDeadLetter: { ...config.pubsubDeadLetter, jwks } }
-      : {}),
+    ...routeOptions(config, options.jwks ? { jwks: options.jwks } : {}),
     ...(publisher
       ? {
         enqueue: async (job: Job) => void await publisher.publish(job),
@@ -214,8 +213,6 @@ export async function openService(
         },
       }
       : {}),
-    ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
-    ...(config.opsToken ? { opsToken: config.opsToken } : {}),
     ...(enqueue
       ? {
         enqueue: (job: Job) => enqueue(job),
@@ -223,8 +220,6 @@ export async function openService(
         redriveTo: { message: (job: Job) => ({ job }) satisfies QueueMessage },
       }
       : {}),
-    insecureDev: config.insecureDev,
-    maxBodyBytes: config.maxBodyBytes,
     log,
   });
 

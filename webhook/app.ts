@@ -1124,7 +1124,12 @@ export function createApp(deps: AppDeps): WebhookApp {
   return app;
 }
 
-export { ConfigError, loadConfig } from "./config.ts";
+export {
+  ConfigError,
+  loadConfig,
+  type RouteOptions,
+  routeOptions,
+} from "./config.ts";
 export {
   type Publisher,
   qstashPublisher,

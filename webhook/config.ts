@@ -38,6 +38,9 @@ import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import type { QueueLimits } from "../policy/queue.ts";
+import type { AppDeps } from "./app.ts";
+import type { PubSubKeys } from "./_auth.ts";
+import { googleJwks } from "./google_jwks.ts";
 
 /**
  * A setting that stops the service from starting.
@@ -757,3 +760,63 @@ function checkQueues(
     }
   }
 }
+
+/**
+ * The routes' settings of `config`, as `createApp` takes them:
+ * the QStash keys, Pub/Sub's audiences and service account (with Google's
+ * keys), the generic route's secret, the ops token, the body limit and the
+ * insecure dev flag; what is not set is left out. Every entry point builds
+ * its app from it, so a route setting `loadConfig` accepts is never ignored.
+ * Building it does no I/O: Google's keys are fetched on first use.
+ *
+ * @example
+ * ```ts
+ * import { loadConfig, routeOptions } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ *   MAX_BODY_BYTES: "1024",
+ * });
+ * assert.deepEqual(routeOptions(config), {
+ *   webhookSecret: "a-webhook-secret-16",
+ *   insecureDev: false,
+ *   maxBodyBytes: 1024,
+ * });
+ * ```
+ *
+ * @param config What {@linkcode loadConfig} read.
+ * @param options `jwks`: Google's keys for the Pub/Sub routes (default:
+ * {@linkcode googleJwks}, fetched and cached).
+ * @returns The options to spread into `createApp`'s.
+ */
+export function routeOptions(
+  config: Config,
+  options: { readonly jwks?: PubSubKeys["jwks"] } = {},
+): RouteOptions {
+  const jwks = options.jwks ?? googleJwks();
+  return {
+    ...(config.qstash ? { qstash: config.qstash } : {}),
+    ...(config.pubsub ? { pubsub: { ...config.pubsub, jwks } } : {}),
+    ...(config.pubsubDeadLetter
+      ? { pubsubDeadLetter: { ...config.pubsubDeadLetter, jwks } }
+      : {}),
+    ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
+    ...(config.opsToken ? { opsToken: config.opsToken } : {}),
+    insecureDev: config.insecureDev,
+    maxBodyBytes: config.maxBodyBytes,
+  };
+}
+
+/** What {@linkcode routeOptions} gives: the routes' part of `createApp`'s options. */
+export type RouteOptions = Pick<
+  AppDeps,
+  | "qstash"
+  | "pubsub"
+  | "pubsubDeadLetter"
+  | "webhookSecret"
+  | "opsToken"
+  | "insecureDev"
+  | "maxBodyBytes"
+>;

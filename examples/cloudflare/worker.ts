@@ -5,11 +5,12 @@
  * I/O, sets no timer and draws no random number, which Workers forbid in
  * global scope.
  *
- * Settings are the service's own (`SENDER_URL`, `WEBHOOK_SECRET`,
- * `QSTASH_*`, `PUBLIC_URL`, `OPS_TOKEN`, `MAX_DELIVERIES`, and
- * `CLOUDFLARE_MAX_RETRIES`, the consumer's `max_retries`), read from the
- * Worker's environment; a bad one stops the Worker with a line that names
- * it. `MemoryStore` lives in one isolate and is lost with it: a Worker in
+ * Settings are the service's own (`SENDER_URL`, the routes' keys,
+ * `OPS_TOKEN`, the policy, `MAX_BODY_BYTES`, and `CLOUDFLARE_MAX_RETRIES`,
+ * the consumer's `max_retries`), read from the Worker's environment and
+ * passed on whole by `routeOptions`; a bad one stops the Worker with a line
+ * that names it. Jobs go to the Worker's own queue (`JOBS`), so
+ * `QSTASH_TOKEN`, which publishes through QStash, is not used here. `MemoryStore` lives in one isolate and is lost with it: a Worker in
  * production needs a durable `Store`.
  *
  * `wrangler.toml` in this folder binds the queues; `deno task worker-check`
@@ -22,18 +23,15 @@
 import { env } from "cloudflare:workers";
 import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
-import { createApp, loadConfig } from "@relayer/poison/webhook";
+import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
 
 const config = loadConfig(env); // the settings main.ts reads; refuses a bad one
 const store = new MemoryStore(); // per isolate: use a durable Store in production
 const sender = new HttpSender(config.sender);
 const deps = { store, sender, policy: config.policy, leaseMs: config.leaseMs };
-const { qstash, webhookSecret, opsToken } = config;
 const app = createApp({
   ...deps,
-  ...(qstash ? { qstash } : {}),
-  ...(webhookSecret ? { webhookSecret } : {}),
-  ...(opsToken ? { opsToken } : {}),
+  ...routeOptions(config), // QStash, Pub/Sub, HMAC, ops, body limit, dev flag
   enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs
   redriveTo: { publish: (job) => env.JOBS.send(job) }, // and a redrive
   log: console.log,

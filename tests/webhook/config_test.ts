@@ -4,10 +4,13 @@ import {
   checkQueue,
   definePolicy,
   formatDuration,
+  MemoryStore,
   type QueueLimits,
   rescueWindow,
+  ScriptedSender,
 } from "../../mod.ts";
-import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { ConfigError, loadConfig, routeOptions } from "../../webhook/config.ts";
+import { createApp } from "../../webhook/app.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -124,6 +127,47 @@ Deno.test("loadConfig() checks QStash's subject against the URL the publisher pu
   } finally {
     await server.shutdown();
   }
+});
+
+Deno.test("routeOptions() hands createApp every route setting loadConfig read: each route is on and signed, the body limit holds", async () => {
+  const config = loadConfig({
+    ...base,
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBLIC_URL: "https://relayer.example.test",
+    PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+    PUBSUB_DEAD_LETTER_AUDIENCE:
+      "https://relayer.example.test/v1/pubsub/dead-letter",
+    PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+    PUBSUB_MIN_BACKOFF: "40s",
+    OPS_TOKEN: "an-ops-token-of-16",
+    MAX_BODY_BYTES: "1024",
+  });
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    ...routeOptions(config, { jwks: [] }),
+  });
+  const body = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
+  for (
+    const route of [
+      "/v1/qstash",
+      "/v1/qstash/failed",
+      "/v1/pubsub",
+      "/v1/pubsub/dead-letter",
+      "/v1/deliveries",
+    ]
+  ) {
+    // Configured (not 503), so an unsigned request is refused as unsigned.
+    const res = await app.request(route, { method: "POST", body });
+    assert.equal(res.status, 401, route);
+  }
+  assert.equal((await app.request("/v1/dead-letters")).status, 401);
+  const big = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: "x".repeat(1025),
+  });
+  assert.equal(big.status, 413);
 });
 
 Deno.test("loadConfig() picks Deno Deploy's KV there, and a KV Connect URL when given", () => {
