@@ -79,13 +79,12 @@ function walkAll(error: unknown, mark: symbol): boolean {
  */
 export function messageOf(error: unknown): string {
   try {
-    if (error instanceof Error) return error.message;
     if (typeof error === "string") return error;
-    if (
-      error !== null && typeof error === "object" &&
-      typeof (error as { message?: unknown }).message === "string"
-    ) {
-      return (error as { message: string }).message;
+    if (error !== null && typeof error === "object") {
+      // An Error's message too may be anything (assigned after the fact):
+      // only a string is taken as it is.
+      const { message } = error as { message?: unknown };
+      if (typeof message === "string") return message;
     }
     return String(error);
   } catch {

@@ -106,6 +106,12 @@ Deno.test("decide() retries with the error's message and a jittered backoff", ()
     decide(Object.create(null), 1, { jitter: "none" }).reason,
     "unprintable error",
   );
+  // An Error whose message is not a string still gives a string reason.
+  for (const [message, reason] of [[42, "Error: 42"], [undefined, "Error"]]) {
+    const error = new Error("x");
+    (error as { message: unknown }).message = message;
+    assert.equal(decide(error, 1, { jitter: "none" }).reason, reason);
+  }
 });
 
 Deno.test("decide() says how many deliveries were used when exhausted", () => {

@@ -260,6 +260,24 @@ function suite(backend: Backend): void {
     });
   });
 
+  test("createRelayer() records a failed send whose error's message is not a string", async () => {
+    const odd = new Error("x");
+    (odd as { message: unknown }).message = 42;
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: odd }], receipts: [] },
+    );
+    assert.equal(
+      (await relayer.deliver(job, 1) as { reason: string }).reason,
+      "send: Error: 42",
+    );
+    assert.deepEqual((await intent(store)).lastBroadcast, {
+      outcome: "unknown",
+      at: 1_000_000,
+      error: "Error: 42",
+    });
+  });
+
   test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
     const { relayer, store } = await setup({
       state: "authorized",
