@@ -50,22 +50,51 @@ function walkChain(error: unknown, mark: symbol): boolean {
   return walkAll(error, mark);
 }
 
-/** The careful walk: every node once (cycles), every member of an AggregateError. */
+/**
+ * The most nodes the careful walk takes in: a real error graph is far
+ * smaller, and a hostile one (a getter that makes a fresh `cause` on every
+ * read, an `errors` of length 2^32 − 1) would otherwise never end. A mark
+ * beyond it is not found, as a mark behind a throwing getter is not.
+ */
+export const MAX_WALKED = 100_000;
+
+/**
+ * The careful walk: every node once (cycles), every member of an
+ * AggregateError, at most {@linkcode MAX_WALKED} nodes in all.
+ */
 function walkAll(error: unknown, mark: symbol): boolean {
   const seen = new Set<unknown>();
-  const stack: unknown[] = [error];
+  const stack: unknown[] = [];
+  let room = MAX_WALKED;
+  const take = (node: unknown) => {
+    if (
+      room > 0 && node !== null &&
+      (typeof node === "object" || typeof node === "function") &&
+      !seen.has(node)
+    ) {
+      seen.add(node);
+      stack.push(node);
+      room--;
+    }
+  };
+  take(error);
   while (stack.length > 0) {
     const node = stack.pop();
-    if (
-      node === null || (typeof node !== "object" && typeof node !== "function")
-    ) continue;
-    if (seen.has(node)) continue;
-    seen.add(node);
     try {
       if ((node as Record<symbol, unknown>)[mark] === true) return true;
       const { cause, errors } = node as { cause?: unknown; errors?: unknown };
-      if (cause !== undefined) stack.push(cause);
-      if (Array.isArray(errors)) stack.push(...errors);
+      if (cause !== undefined) take(cause);
+      if (Array.isArray(errors)) {
+        // By index, never spread: the length may be anything.
+        const count = Math.min(errors.length, room);
+        for (let i = 0; i < count; i++) {
+          try {
+            take(errors[i]);
+          } catch {
+            // An unreadable member carries no mark; keep walking the rest.
+          }
+        }
+      }
     } catch {
       // An unreadable node carries no mark; keep walking the rest.
     }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { catches } from "../_fc.ts";
+import { MAX_WALKED } from "../../policy/_walk.ts";
 import {
   isNotSent,
   isPoison,
@@ -134,6 +135,31 @@ Deno.test("isPoison() property catches a classifier that looks at the top level 
     catches(fc.property(wrapped(cores.poison), (error) => shallow(error))),
     true,
   );
+});
+
+Deno.test("isPoison() ends on an endless or huge error graph, and finds a mark within its bound", () => {
+  // A getter that makes a fresh cause on every read: no node repeats. (It
+  // gives up at twice the bound, so a walk without one fails here, not by
+  // running out of memory.)
+  let reads = 0;
+  const endless = (): object => ({
+    get cause() {
+      if (++reads > 2 * MAX_WALKED) throw new Error("still walking");
+      return endless();
+    },
+  });
+  assert.equal(isPoison(endless()), false);
+  assert.ok(reads <= MAX_WALKED + 16, `${reads} reads of cause`);
+  // An `errors` whose length is 2^32 − 1, nearly all holes.
+  const holes: unknown[] = [];
+  holes.length = 2 ** 32 - 1;
+  assert.equal(isPoison({ errors: holes }), false);
+  // Within the bound, the mark is found wherever it is.
+  const members = Array.from({ length: 50_000 }, () => new Error("m"));
+  assert.equal(isPoison(new AggregateError([...members, poison("p")])), true);
+  let deep: unknown = poison("deep");
+  for (let i = 0; i < MAX_WALKED - 10; i++) deep = { cause: deep };
+  assert.equal(isPoison(deep), true);
 });
 
 Deno.test("isPoison() never throws, whatever is thrown at it", () => {
