@@ -3,8 +3,9 @@
  * path (`decide` on every failed delivery) reads its fields without
  * checking them again.
  *
- * A non-enumerable property under a private symbol: reading it costs one
- * property load (a `WeakSet` lookup hashes the object), it is invisible to
+ * A non-enumerable property under a private symbol, holding the policy
+ * itself: reading it costs one property load and a comparison (a `WeakSet`
+ * lookup hashes the object), it is invisible to
  * `Object.keys`, spreads, JSON and deep equality, and a spread copy (which
  * could then be changed) does not carry it. Another copy of this module
  * does not know the symbol, so a policy from there is simply checked again.
@@ -14,12 +15,17 @@
 
 const CHECKED: unique symbol = Symbol("@relayer/poison.checked");
 
-/** Marks a checked policy; call it before freezing. */
+/**
+ * Marks a checked policy; call it before freezing. The mark's value is the
+ * policy itself, so an object that merely inherits from a checked policy
+ * (`Object.create(policy, …)`, whose own fields may be anything) does not
+ * pass for checked: the mark it reads is its prototype's, not itself.
+ */
 export function markChecked(policy: object): void {
-  Object.defineProperty(policy, CHECKED, { value: true });
+  Object.defineProperty(policy, CHECKED, { value: policy });
 }
 
 /** Whether `definePolicy` checked and froze this very object. */
 export function isChecked(policy: object): boolean {
-  return (policy as { [CHECKED]?: true })[CHECKED] === true;
+  return (policy as { [CHECKED]?: object })[CHECKED] === policy;
 }

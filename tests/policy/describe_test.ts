@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   backoff,
+  decide,
   DEFAULT_POLICY,
   definePolicy,
   describePolicy,
@@ -76,6 +77,19 @@ Deno.test("describePolicy() prints the policy in one line", () => {
     ),
     "at most 1 delivery; back off 250ms doubling, capped at 1m30.5s, full jitter",
   );
+});
+
+Deno.test("definePolicy() and decide() check again a policy that only inherits from a checked one", () => {
+  // Its own fields are bad; its prototype was checked, it was not.
+  const inherits = Object.create(DEFAULT_POLICY, {
+    maxDeliveries: { value: Number.NaN, enumerable: true },
+    baseMs: { value: 0, enumerable: true },
+  }) as Policy;
+  assert.throws(() => definePolicy(inherits), RangeError);
+  assert.throws(() => decide(new Error("e"), 1e6, inherits), RangeError);
+  // A checked policy itself still passes as it is.
+  const checked = definePolicy({ maxDeliveries: 3 });
+  assert.equal(definePolicy(checked), checked);
 });
 
 Deno.test("definePolicy() completes, checks and freezes a policy", () => {
