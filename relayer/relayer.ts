@@ -853,10 +853,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
       const intent = await store.getIntent(job.intentId);
       const plan = planResolution(intent);
       // Only a job that may have been resolved before has a letter to keep:
-      // a queue's give-up, or an intent past settling.
-      const resolvedBefore = (onlyOnce ||
-        (intent !== null &&
-          ["settled", "failed", "needs_review"].includes(intent.state))) &&
+      // a queue's give-up, or an intent past settling. Never a settling
+      // intent: resolving one moves it on, so a letter on record there is
+      // from an earlier life of the job (dropped while the intent was
+      // created or authorized), and this give-up must resolve it.
+      const resolvedBefore = intent?.state !== "settling" &&
+        (onlyOnce ||
+          (intent !== null &&
+            ["settled", "failed", "needs_review"].includes(intent.state))) &&
         (await store.getDeadLetter(jobId)) !== null;
       if (resolvedBefore) {
         // A late duplicate, or a queue repeating its give-up: the dead

@@ -278,6 +278,46 @@ function suite(backend: Backend): void {
     });
   });
 
+  test("createRelayer() resolves a queue's give-up for a settling intent, even with an older dead letter of the job on record", async () => {
+    const { store, sender, clock } = await setup({ state: "created" }, {
+      sends: [{ error: new Error("rpc timeout") }],
+    });
+    const relayerWith = (maxDeliveries: number) =>
+      createRelayer({
+        store,
+        sender,
+        policy: { maxDeliveries, jitter: "none" },
+        now: () => clock.now,
+        random: () => 0,
+      });
+    // Poisoned while created: dropped, with a letter.
+    assert.equal((await relayerWith(1).deliver(job, 1)).action, "poison");
+    const dropped = (await store.getDeadLetter("pi_0001/settle"))!;
+    assert.equal(dropped.resolution, "job dropped, intent still created");
+    // Then authorized, and a later delivery of the job sends, outcome unknown.
+    await store.recordHold("pi_0001");
+    await store.transition("pi_0001", {
+      from: "created",
+      to: "authorized",
+      version: (await intent(store)).version,
+      at: clock.now,
+    });
+    assert.equal((await relayerWith(5).deliver(job, 1)).action, "retry");
+    assert.equal((await intent(store)).state, "settling");
+    // The queue gives up: the settling intent is resolved (a send may have
+    // left, so to review), and the letter says so.
+    const outcome = await relayerWith(5).giveUp(job, {
+      deliveries: 11,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    });
+    assert.equal(outcome.action, "poison");
+    assert.equal((await intent(store)).state, "needs_review");
+    assert.notEqual(
+      (await store.getDeadLetter("pi_0001/settle"))!.resolution,
+      dropped.resolution,
+    );
+  });
+
   test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
     const { relayer, store } = await setup({
       state: "authorized",
