@@ -51,43 +51,46 @@ function walkChain(error: unknown, mark: symbol): boolean {
 }
 
 /**
- * The most nodes the careful walk takes in: a real error graph is far
- * smaller, and a hostile one (a getter that makes a fresh `cause` on every
- * read, an `errors` of length 2^32 − 1) would otherwise never end. A mark
- * beyond it is not found, as a mark behind a throwing getter is not.
+ * The most values the careful walk reads (nodes, and members of
+ * AggregateErrors): a real error graph is far smaller, and a hostile one (a
+ * getter that makes a fresh `cause` on every read, an `errors` of length
+ * 2^32 − 1 on every node) would otherwise never end. A mark beyond it is
+ * not found, as a mark behind a throwing getter is not.
  */
 export const MAX_WALKED = 100_000;
 
 /**
  * The careful walk: every node once (cycles), every member of an
- * AggregateError, at most {@linkcode MAX_WALKED} nodes in all.
+ * AggregateError, at most {@linkcode MAX_WALKED} values read in all.
  */
 function walkAll(error: unknown, mark: symbol): boolean {
   const seen = new Set<unknown>();
   const stack: unknown[] = [];
-  let room = MAX_WALKED;
   const take = (node: unknown) => {
     if (
-      room > 0 && node !== null &&
+      node !== null &&
       (typeof node === "object" || typeof node === "function") &&
       !seen.has(node)
     ) {
       seen.add(node);
       stack.push(node);
-      room--;
     }
   };
+  let room = MAX_WALKED;
   take(error);
-  while (stack.length > 0) {
+  while (stack.length > 0 && room > 0) {
     const node = stack.pop();
+    room--;
     try {
       if ((node as Record<symbol, unknown>)[mark] === true) return true;
       const { cause, errors } = node as { cause?: unknown; errors?: unknown };
       if (cause !== undefined) take(cause);
       if (Array.isArray(errors)) {
-        // By index, never spread: the length may be anything.
+        // By index, never spread (the length may be anything), and each
+        // member read spends the budget, seen or not.
         const count = Math.min(errors.length, room);
         for (let i = 0; i < count; i++) {
+          room--;
           try {
             take(errors[i]);
           } catch {

@@ -123,7 +123,7 @@ export function notSent(cause: unknown): NotSentError {
  * Whether `error`, or anything in its `cause` chain or inside an
  * `AggregateError`, was declared poison. Never throws and always ends,
  * whatever is thrown at it (strings, `null`, cyclic chains, hostile
- * getters, graphs without end): it looks at 100,000 nodes at most.
+ * getters, graphs without end): it reads 100,000 values at most.
  *
  * @param error Any throwable.
  * @returns `true` when a poison mark is found.

@@ -154,6 +154,24 @@ Deno.test("isPoison() ends on an endless or huge error graph, and finds a mark w
   const holes: unknown[] = [];
   holes.length = 2 ** 32 - 1;
   assert.equal(isPoison({ errors: holes }), false);
+  // Many nodes sharing one long `errors`: each member read spends the
+  // bound, seen before or not. (The chain ends after 50 nodes, so a walk
+  // that spends it only on new nodes reads 50 × 100,000 members, not hangs.)
+  let memberReads = 0;
+  const shared = new Proxy(new Array(100_000).fill(0), {
+    get(target, key, receiver) {
+      if (typeof key === "string" && /^\d+$/.test(key)) memberReads++;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const chain = (n: number): object => ({
+    errors: shared,
+    get cause() {
+      return n > 0 ? chain(n - 1) : undefined;
+    },
+  });
+  assert.equal(isPoison(chain(50)), false);
+  assert.ok(memberReads <= MAX_WALKED, `${memberReads} member reads`);
   // Within the bound, the mark is found wherever it is.
   const members = Array.from({ length: 50_000 }, () => new Error("m"));
   assert.equal(isPoison(new AggregateError([...members, poison("p")])), true);
