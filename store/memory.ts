@@ -132,11 +132,13 @@ export class MemoryStore implements Store {
   }
 
   #putDeadLetter(deadLetter: DeadLetter): void {
-    // Frozen: it is handed out as it is by the reads.
+    // Frozen, its queue ids too: it is handed out as it is by the reads.
+    const { queue } = deadLetter;
     this.#deadLetters.set(
       deadLetter.jobId,
       Object.freeze({
         ...deadLetter,
+        ...(queue ? { queue: Object.freeze({ ...queue }) } : {}),
         version: String(++this.#deadLetterVersions),
       }),
     );

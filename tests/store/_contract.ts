@@ -848,7 +848,10 @@ export function storeContract(
       settlingSince: 0,
       lastBroadcast: broadcast,
     });
-    const letter = deadLetter("pi_1/settle", 9);
+    const letter = {
+      ...deadLetter("pi_1/settle", 9),
+      queue: { queue: "qstash", messageId: "msg_1" },
+    };
     await store.putDeadLetter(letter);
     // Changed where they can be (a store may hand out frozen objects).
     const change = (object: object, field: string, value: unknown) => {
@@ -860,10 +863,12 @@ export function storeContract(
     };
     change(broadcast, "txHash", "0xchanged");
     change(letter, "reason", "changed");
+    change(letter.queue, "messageId", "changed");
     const read = (await store.getIntent("pi_1"))!;
     change(read.lastBroadcast!, "txHash", "0xchanged");
     const stored = (await store.getDeadLetter("pi_1/settle"))!;
     change(stored, "reason", "changed");
+    change(stored.queue!, "messageId", "changed");
     const [listed] = (await store.listDeadLetters()).items;
     change(listed!, "lastError", "changed");
     assert.equal(
@@ -873,6 +878,7 @@ export function storeContract(
     const again = (await store.getDeadLetter("pi_1/settle"))!;
     assert.equal(again.reason, deadLetter("pi_1/settle", 9).reason);
     assert.equal(again.lastError, deadLetter("pi_1/settle", 9).lastError);
+    assert.equal(again.queue?.messageId, "msg_1");
   });
 
   test("ends the pages with a null cursor when the last page is full, and pages never repeat a letter", async (store) => {
