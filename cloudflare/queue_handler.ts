@@ -273,9 +273,10 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
           describeError(error)
         }`,
       );
-      // After the policy's base delay, as the webhook's 503 asks (its
-      // Retry-After) and the local queue waits: a bare retry() comes back
-      // at once, and a short outage would use up the message's deliveries.
+      // After the policy's base delay, as the local queue waits (and as
+      // long as the webhook's 503 asks with the default policy, Retry-After:
+      // 5): a bare retry() comes back at once, and a short outage would
+      // use up the message's deliveries.
       message.retry({ delaySeconds: delaySecondsOf(relayer.policy.baseMs) });
     }
   }

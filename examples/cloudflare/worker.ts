@@ -9,9 +9,10 @@
  * `OPS_TOKEN`, the policy, `MAX_BODY_BYTES`, and `CLOUDFLARE_MAX_RETRIES`,
  * the consumer's `max_retries`), read from the Worker's environment and
  * passed on whole by `routeOptions`; a bad one stops the Worker with a line
- * that names it. Jobs go to the Worker's own queue (`JOBS`), so
- * `QSTASH_TOKEN`, which publishes through QStash, is not used here. `MemoryStore` lives in one isolate and is lost with it: a Worker in
- * production needs a durable `Store`.
+ * that names it, and so does `RELAYER_INSECURE_DEV`. Jobs go to the
+ * Worker's own queue (`JOBS`), so `QSTASH_TOKEN`, which publishes through
+ * QStash, is not used here. `MemoryStore` lives in one isolate and is lost
+ * with it: a Worker in production needs a durable `Store`.
  *
  * `wrangler.toml` in this folder binds the queues; `deno task worker-check`
  * runs this file on workerd through Miniflare.
@@ -44,3 +45,11 @@ const queue = createQueueHandler({
 });
 
 export default { fetch: app.fetch, queue };
+
+// Insecure dev mode opens every route whose keys are not set, and this
+// Worker has no start-up line to say which: it refuses to start with it.
+if (config.insecureDev) {
+  throw new Error(
+    "RELAYER_INSECURE_DEV is for a local run and is refused on a Worker: unset it",
+  );
+}
