@@ -263,17 +263,16 @@ export function failuresOf(
   const add = (kind: string, n: number) => {
     if (n > 0) failures.set(kind, (failures.get(kind) ?? 0) + n);
   };
+  // The first run's example names the kind, so the runs' counts add up.
+  let wrongBody: string | undefined;
   for (const load of loads) {
     for (const [code, { count }] of Object.entries(load.statusCodeStats)) {
       if (code !== status) add(`status ${code}`, count);
     }
     const { count, first } = load.wrongBodies;
     if (count > 0) {
-      // The first run's example names the kind, so the runs' counts add up.
-      const seen = [...failures.keys()].find((kind) =>
-        kind.startsWith(`${status} with another body`)
-      );
-      add(seen ?? `${status} with another body (the first: ${first})`, count);
+      wrongBody ??= `${status} with another body (the first: ${first})`;
+      add(wrongBody, count);
     }
     add("connection errors or timeouts", load.errors);
   }
