@@ -15,6 +15,15 @@ import { ScriptedSender, type SenderScript, type Store } from "../mod.ts";
 /** Which path a delivery takes: it only looks, or it writes. */
 export type Scenario = "read" | "write";
 
+/**
+ * Text the body of a scenario's intended answer holds (a 503 retry with
+ * that reason), and the app's own 503 "Delivery failed" does not.
+ */
+export const ANSWER_TEXT: Readonly<Record<Scenario, string>> = {
+  read: '"reason":"waiting for ',
+  write: '"reason":"sent ',
+};
+
 /** The intents of a scenario: `pi_r_<i>` settling with a pending receipt, or `pi_w_<i>` authorized. */
 function seeds(scenario: Scenario, count: number, now: number) {
   return Array.from(

@@ -24,7 +24,7 @@ import { KvStore } from "../store/kv.ts";
 import { createApp } from "../webhook/app.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
 import { listFlag, readArgs, spread, wholeFlag } from "./_measure.ts";
-import { scriptedSender, seedStore } from "./_scenarios.ts";
+import { ANSWER_TEXT, scriptedSender, seedStore } from "./_scenarios.ts";
 
 const SECRET = "bench-secret-0123456789";
 const INTENTS = 20_000;
@@ -108,7 +108,7 @@ async function run(name: StoreName): Promise<number> {
           // The app's own 503 (its store failing) is not one.
           const text = await response.text();
           if (
-            response.status !== 503 || !text.includes('"reason":"waiting for ')
+            response.status !== 503 || !text.includes(ANSWER_TEXT.read)
           ) unexpected++;
         }
       }),

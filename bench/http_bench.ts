@@ -82,7 +82,12 @@ import {
   spread,
   wholeFlag,
 } from "./_measure.ts";
-import { type Scenario, scriptedSender, seedStore } from "./_scenarios.ts";
+import {
+  ANSWER_TEXT,
+  type Scenario,
+  scriptedSender,
+  seedStore,
+} from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
 const SECRET = "bench-secret-0123456789";
@@ -625,9 +630,7 @@ interface Expected {
 function expectedOf(row: Row): Expected {
   if (row.id === "a") return { status: "200", text: '{"ok":true}' };
   if (row.id === "f") return { status: "503", text: '{"status":"pending"}' };
-  return row.scenario === "write"
-    ? { status: "503", text: '"reason":"sent ' }
-    : { status: "503", text: '"reason":"waiting for ' };
+  return { status: "503", text: ANSWER_TEXT[row.scenario ?? "read"] };
 }
 
 const ROWS: Row[] = [
