@@ -120,6 +120,12 @@ export function hmacVerifier(
   secret: string,
   now: () => number,
 ): (body: string | Uint8Array, header: string | undefined) => Verification {
+  if (typeof secret !== "string" || secret === "") {
+    // Anyone can compute an HMAC under an empty key.
+    throw new TypeError(
+      "Cannot verify generic deliveries as 'webhookSecret' is empty: set it to the shared secret the sender signs with, or leave it out to keep the route closed",
+    );
+  }
   const sign = hmacSigner(secret);
   return (body, header) => {
     const match = SIGNATURE.exec(header ?? "");
@@ -222,6 +228,23 @@ function jwtClaims(token: string): Record<string, unknown> | undefined {
 export function qstashVerifier(
   keys: QStashKeys,
 ): (signature: string | undefined, body: string) => Promise<Verification> {
+  for (const key of ["currentSigningKey", "nextSigningKey"] as const) {
+    if (typeof keys[key] !== "string" || keys[key] === "") {
+      // The Receiver would fall back to QSTASH_* in the environment.
+      throw new TypeError(
+        `Cannot verify QStash deliveries as '${key}' is empty: copy it from the QStash console's signing keys`,
+      );
+    }
+  }
+  if (typeof keys.url !== "string" || !/^https?:\/\/./.test(keys.url)) {
+    // Without a URL the Receiver skips the `sub` check: a token signed
+    // for any other endpoint would pass.
+    throw new TypeError(
+      `Cannot verify QStash deliveries as 'url' is not an http(s) URL: set it to the public URL QStash calls for this route: current value is ${
+        JSON.stringify(keys.url)
+      }`,
+    );
+  }
   const receiver = new Receiver({
     currentSigningKey: keys.currentSigningKey,
     nextSigningKey: keys.nextSigningKey,

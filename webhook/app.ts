@@ -320,7 +320,10 @@ function idFrom(value: unknown): string | undefined {
  * randomness and the keys of each route.
  * @returns The Hono app; serve `app.fetch`.
  * @throws {RangeError} If the policy, `leaseMs` or `maxBodyBytes` is invalid.
- * @throws {TypeError} If `pubsub` has no `serviceAccount`.
+ * @throws {TypeError} If a route's keys are empty or incomplete: an empty
+ * `webhookSecret` or `opsToken`, an empty QStash signing key, a QStash
+ * `url` that is not an http(s) URL, or `pubsub` without its
+ * `serviceAccount` or `audience`.
  *
  * @example Deliver a signed job on the generic route
  * ```ts
@@ -393,6 +396,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     ? pubsubVerifier(deps.pubsubDeadLetter, now)
     : undefined;
   const { webhookSecret, opsToken } = deps;
+  if (
+    opsToken !== undefined && (typeof opsToken !== "string" || opsToken === "")
+  ) {
+    // An empty token would let "Bearer " through.
+    throw new TypeError(
+      "Cannot create app as 'opsToken' is empty: set it to a long random secret, or leave it out to keep the ops routes closed",
+    );
+  }
   const verifyHmac = webhookSecret === undefined
     ? undefined
     : hmacVerifier(webhookSecret, now);

@@ -594,6 +594,35 @@ Deno.test("createApp() refuses to build a Pub/Sub route without a service accoun
   }
 });
 
+Deno.test("createApp() refuses keys that would turn a check off: an empty secret or token, an empty QStash key, no QStash url", () => {
+  // Each of these would accept what it should refuse: an HMAC under "",
+  // "Bearer " as the ops token, the environment's QSTASH_* keys, or a
+  // QStash token signed for any other URL (no url, no `sub` check).
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ webhookSecret: "" }, /'webhookSecret' is empty/],
+    [{ opsToken: "" }, /'opsToken' is empty/],
+    [{ qstash: { ...QSTASH, currentSigningKey: "" } }, /'currentSigningKey'/],
+    [{ qstash: { ...QSTASH, nextSigningKey: undefined } }, /'nextSigningKey'/],
+    [
+      { qstash: { ...QSTASH, url: undefined } },
+      /'url' is not an http\(s\) URL/,
+    ],
+    [{ qstash: { ...QSTASH, url: "relayer.example" } }, /'url' is not/],
+  ];
+  for (const [keys, message] of cases) {
+    assert.throws(
+      () =>
+        createApp({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          ...keys,
+        }),
+      (error) => error instanceof TypeError && message.test(error.message),
+      JSON.stringify(keys),
+    );
+  }
+});
+
 Deno.test("createApp() refuses a token of another Google account for the right audience (any account can get one)", async () => {
   const { app, store } = await makeApp({
     intents: [{
