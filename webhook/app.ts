@@ -150,8 +150,9 @@ export interface AppDeps extends RelayerOptions {
   /**
    * Where a redriven job goes: published to a queue before the dead letter
    * is removed, or enqueued on the store's own queue in the same commit.
-   * Absent, a redrive only removes the dead letter and says to publish the
-   * job again.
+   * Absent, the redrive route answers 503 and keeps the dead letter:
+   * removing it with no job on a queue would strand the intent (DESIGN
+   * §14).
    */
   readonly redriveTo?: RedriveOptions;
 }
@@ -1015,6 +1016,14 @@ export function createApp(deps: AppDeps): WebhookApp {
         : "A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : -: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.";
       return problem(400, "bad-job-id", "Bad job id", detail);
     }
+    if (deps.redriveTo === undefined) {
+      return problem(
+        503,
+        "not-configured",
+        "Redrive has no queue",
+        `A redrive puts a fresh job on a queue, and this service has none: set QSTASH_TOKEN (QStash) or KV_QUEUE=1 (the local Deno KV queue). With another queue, publish {"intentId":"${intentId}","kind":"settle"} to it yourself; the dead letter stays as the record, and a new poisoning of the job replaces it.`,
+      );
+    }
     let job: Job | null;
     try {
       job = await relayer.redrive(jobId, deps.redriveTo);
@@ -1032,17 +1041,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         `There is no dead letter for ${jobId}.`,
       );
     }
-    return c.json(
-      {
-        job,
-        enqueued: deps.redriveTo !== undefined,
-        ...(deps.redriveTo ? {} : {
-          note:
-            "Publish the job to your queue again; its delivery count starts afresh.",
-        }),
-      },
-      202,
-    );
+    return c.json({ job, enqueued: true }, 202);
   }
 
   app.post(

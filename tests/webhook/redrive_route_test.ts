@@ -6,7 +6,7 @@ const OPS = "ops-token-for-redrive-tests";
 const ops = { authorization: `Bearer ${OPS}` };
 
 /** An app whose store holds a dead letter for `pi_0001/settle` (intent still created). */
-async function withDeadLetter() {
+async function withDeadLetter(options: { queue?: boolean } = {}) {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
   const enqueued: Job[] = [];
@@ -16,7 +16,11 @@ async function withDeadLetter() {
     policy: { maxDeliveries: 1 },
     insecureDev: true, // an unsigned delivery makes the dead letter
     opsToken: OPS,
-    redriveTo: { publish: (job) => Promise.resolve(void enqueued.push(job)) },
+    ...(options.queue === false ? {} : {
+      redriveTo: {
+        publish: (job: Job) => Promise.resolve(void enqueued.push(job)),
+      },
+    }),
   });
   const poisoned = await app.request("/v1/deliveries", {
     method: "POST",
@@ -26,8 +30,23 @@ async function withDeadLetter() {
     }),
   });
   assert.equal((await poisoned.json()).outcome, "poison");
-  return { app, enqueued };
+  return { app, enqueued, store };
 }
+
+Deno.test("createApp() without a queue to redrive to refuses the redrive (503) and keeps the dead letter, so the intent is not stranded", async () => {
+  const { app, store } = await withDeadLetter({ queue: false });
+  const res = await app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(res.status, 503);
+  const body = await res.json();
+  assert.equal(body.type.endsWith("not-configured"), true, body.type);
+  assert.match(body.detail, /set QSTASH_TOKEN .* or KV_QUEUE=1/);
+  assert.match(body.detail, /publish \{"intentId":"pi_0001","kind":"settle"\}/);
+  // The intent is still created: its dead letter is what records it.
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});
 
 Deno.test("createApp() redrives a dead letter named by intent and kind, as two path segments", async () => {
   const { app, enqueued } = await withDeadLetter();

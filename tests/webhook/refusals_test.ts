@@ -82,6 +82,7 @@ Deno.test("createApp() answers a redrive path that is not <intentId>/settle with
         store: new KvStore(kv),
         sender: new ScriptedSender({}),
         opsToken: OPS,
+        redriveTo: { publish: () => Promise.resolve() },
       });
       const ops = { authorization: `Bearer ${OPS}` };
       const bad = [
