@@ -402,7 +402,11 @@ export function envOf(
         PUBSUB_MIN_BACKOFF: String(queue.minBackoffMs),
         PUBSUB_MAX_BACKOFF: String(queue.maxBackoffMs),
         ...(queue.maxDeliveryAttempts !== undefined
-          ? { PUBSUB_MAX_DELIVERY_ATTEMPTS: String(queue.maxDeliveryAttempts) }
+          ? {
+            PUBSUB_MAX_DELIVERY_ATTEMPTS: String(queue.maxDeliveryAttempts),
+            PUBSUB_DEAD_LETTER_AUDIENCE:
+              "https://relayer.example.test/v1/pubsub/dead-letter",
+          }
           : {}),
       };
     case "cloudflare":

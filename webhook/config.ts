@@ -23,7 +23,7 @@
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536) |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
- * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy) |
+ * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE` |
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
@@ -544,6 +544,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   checkQueues(policy, queues, {
     qstash: current !== undefined,
     pubsub: audience !== undefined,
+    pubsubDeadLetter: deadLetterAudience !== undefined,
   });
 
   return {
@@ -676,7 +677,7 @@ function readQueues(
 function checkQueues(
   policy: Policy,
   queues: QueueSettings,
-  configured: { qstash: boolean; pubsub: boolean },
+  configured: { qstash: boolean; pubsub: boolean; pubsubDeadLetter: boolean },
 ): void {
   const max = policy.maxDeliveries;
   const stuck = formatDuration(policy.stuckAfterMs);
@@ -736,6 +737,14 @@ function checkQueues(
         }, PUBSUB_MAX_DELIVERY_ATTEMPTS ${
           maxDeliveryAttempts ?? "unset"
         }) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. ${fix}`,
+      );
+    }
+    if (maxDeliveryAttempts !== undefined && !configured.pubsubDeadLetter) {
+      // A busy delivery retries past MAX_DELIVERIES (DESIGN §13): the job
+      // Pub/Sub forwards to the dead-letter topic must reach its route.
+      throw new ConfigError(
+        "PUBSUB_DEAD_LETTER_AUDIENCE",
+        `PUBSUB_DEAD_LETTER_AUDIENCE is missing: with PUBSUB_MAX_DELIVERY_ATTEMPTS set (${maxDeliveryAttempts}), Pub/Sub forwards a job it gives up on to the dead-letter topic, and only POST /v1/pubsub/dead-letter resolves its intent. Push the dead-letter topic's subscription to that route and set its audience here`,
       );
     }
   }

@@ -40,6 +40,8 @@ Deno.test("loadConfig() reads a full QStash + Pub/Sub + generic setup", () => {
     PUBSUB_SERVICE_ACCOUNT: "push@p.iam.gserviceaccount.com",
     PUBSUB_MIN_BACKOFF: "30s",
     PUBSUB_MAX_DELIVERY_ATTEMPTS: "20",
+    PUBSUB_DEAD_LETTER_AUDIENCE:
+      "https://relayer.example.deno.net/v1/pubsub/dead-letter",
     OPS_TOKEN: "an-ops-token-of-16",
     MAX_DELIVERIES: "12",
     BASE: "5s",
@@ -327,6 +329,10 @@ const pubsub = {
   PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
   PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
 };
+/** The give-up route a Pub/Sub dead-letter policy needs. */
+const deadLetter = {
+  PUBSUB_DEAD_LETTER_AUDIENCE: "https://relayer.example.test/v1/pubsub/dead",
+};
 
 /** The one line loadConfig refuses `env` with. */
 function refusal(env: Record<string, string>): string {
@@ -408,6 +414,7 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
       PUBSUB_MIN_BACKOFF: "1s",
       PUBSUB_MAX_BACKOFF: "10s",
       PUBSUB_MAX_DELIVERY_ATTEMPTS: "100",
+      ...deadLetter,
     }),
     "PUBSUB_MIN_BACKOFF is 1s, and Pub/Sub applies its own backoff, guaranteeing only that much per gap: the rescue window is 9s over 10 deliveries (PUBSUB_MAX_BACKOFF 10s, PUBSUB_MAX_DELIVERY_ATTEMPTS 100) but STUCK_AFTER is 5m0s: a settling payment would be poisoned before its rescue. Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least 33.334s (STUCK_AFTER / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower",
   );
@@ -448,7 +455,7 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
 });
 
 Deno.test("loadConfig() refuses a Pub/Sub dead-letter policy that stops before MAX_DELIVERIES, and bad Pub/Sub settings", () => {
-  const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
+  const ok = { ...base, ...pubsub, ...deadLetter, PUBSUB_MIN_BACKOFF: "40s" };
   refused(
     { ...ok, PUBSUB_MAX_DELIVERY_ATTEMPTS: "9" },
     "PUBSUB_MAX_DELIVERY_ATTEMPTS",
@@ -459,6 +466,14 @@ Deno.test("loadConfig() refuses a Pub/Sub dead-letter policy that stops before M
       .maxDeliveryAttempts,
     10,
   );
+  // The jobs Pub/Sub gives up on need their route, or their intents strand.
+  const { PUBSUB_DEAD_LETTER_AUDIENCE: _, ...noRoute } = ok;
+  refused(
+    { ...noRoute, PUBSUB_MAX_DELIVERY_ATTEMPTS: "10" },
+    "PUBSUB_DEAD_LETTER_AUDIENCE",
+    /^PUBSUB_DEAD_LETTER_AUDIENCE is missing: with PUBSUB_MAX_DELIVERY_ATTEMPTS set \(10\), .* only POST \/v1\/pubsub\/dead-letter resolves its intent/,
+  );
+  assert.doesNotThrow(() => loadConfig(noRoute)); // no dead-letter policy
   refused(
     { ...ok, PUBSUB_MAX_DELIVERY_ATTEMPTS: "4" },
     "PUBSUB_MAX_DELIVERY_ATTEMPTS",
@@ -536,9 +551,10 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
           ? {
             ...pubsub,
             PUBSUB_MIN_BACKOFF: String(s.minBackoffMs),
-            ...(s.attempts === undefined
-              ? {}
-              : { PUBSUB_MAX_DELIVERY_ATTEMPTS: String(s.attempts) }),
+            ...(s.attempts === undefined ? {} : {
+              PUBSUB_MAX_DELIVERY_ATTEMPTS: String(s.attempts),
+              ...deadLetter,
+            }),
           }
           : { CLOUDFLARE_MAX_RETRIES: String(s.maxRetries) }),
       };
