@@ -268,6 +268,12 @@ Deno.test("the give-up routes are refused (503) where their keys are not set", a
     (await res.json()).detail,
     /PUBSUB_DEAD_LETTER_AUDIENCE/,
   );
+  const failed = await app.request("/v1/qstash/failed", {
+    method: "POST",
+    body: JSON.stringify(callback(job)),
+  });
+  assert.equal(failed.status, 503);
+  assert.match((await failed.json()).detail, /QSTASH_CURRENT_SIGNING_KEY/);
 });
 
 Deno.test("POST /v1/qstash/failed refuses a replayed callback (401): its signature was used", async () => {
