@@ -647,9 +647,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Only a race lost before anything landed may be planned again: a
         // lost race after a send must never lead to a second send.
         if (!(error instanceof ConflictError) || d.committed) throw error;
+        const read = seen!.version;
+        seen = await store.getIntent(id);
+        // Nobody wrote since the look: the store refused the write by its
+        // rules. That is this delivery's failure, not a busy intent.
+        if (seen?.version === read) throw error;
         if (attempt === 3) throw contended(id, error);
       }
-      seen = await store.getIntent(id);
     }
   }
 
@@ -701,6 +705,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     if (intent.hold === "captured") {
+      if (
+        intent.lastBroadcast?.outcome !== "sent" ||
+        intent.broadcasting !== null
+      ) {
+        // Captured with no sent tx on record (or a send in flight): the
+        // payer was charged for what may never reach the payee. A person
+        // must look; settling it would hide that.
+        throw poison(
+          new Error(
+            "the hold is captured, but no sent broadcast is on record",
+          ),
+        );
+      }
       // A settle was interrupted between the capture and the state write:
       // the money moved, so finish it.
       return (current, d) =>
@@ -883,6 +900,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         poisonedAt: now(),
         ...(queue ? { queue } : {}),
       };
+      const fail = plan.action === "fail";
       try {
         if (intent === null || plan.action === "drop") {
           await d.write((options) =>
@@ -906,9 +924,47 @@ export function createRelayer(options: RelayerOptions): Relayer {
         return plan.text;
       } catch (error) {
         if (!(error instanceof ConflictError)) throw error;
+        if (
+          fail && intent !== null &&
+          (await store.getIntent(intent.id))?.version === intent.version
+        ) {
+          // Nobody wrote since the read: the store refused to fail the
+          // payment (its hold cannot be voided, or a broadcast may have
+          // left). When in doubt, review; never retry a refusal forever.
+          return await reviewRefused(intent, deadLetter, d, error);
+        }
         if (attempt === 3) throw contended(job.intentId, error);
       }
     }
+  }
+
+  /**
+   * Sends to review an intent whose failure the store refused, with the
+   * store's reason in the resolution. A lost race here is a busy intent.
+   */
+  async function reviewRefused(
+    intent: Intent,
+    deadLetter: DeadLetter,
+    d: Delivery,
+    refusal: ConflictError,
+  ): Promise<string> {
+    const text =
+      `the store refused the failure (${refusal.message}), needs review`;
+    try {
+      await d.write((options) =>
+        store.transition(intent.id, {
+          from: "settling",
+          to: "needs_review",
+          version: intent.version,
+          at: now(),
+          deadLetter: { ...deadLetter, resolution: text },
+        }, options)
+      );
+    } catch (error) {
+      if (error instanceof ConflictError) throw contended(intent.id, error);
+      throw error;
+    }
+    return text;
   }
 
   /** Lost the race three times in a row: others are busy with the intent; retry later. */

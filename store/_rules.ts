@@ -120,7 +120,7 @@ export function nextHold(
 export function heldBy(
   intent: Pick<
     IntentRecord,
-    "id" | "state" | "hold" | "mayHaveSent" | "broadcasting"
+    "id" | "state" | "hold" | "mayHaveSent" | "broadcasting" | "lastBroadcast"
   >,
   op: "record" | "void" | "capture",
 ): HoldState {
@@ -129,9 +129,7 @@ export function heldBy(
   const { id, state } = intent;
   if (
     op === "void" &&
-    (state === "settled" ||
-      (state === "settling" &&
-        (intent.mayHaveSent || intent.broadcasting !== null)))
+    (state === "settled" || (state === "settling" && mayHaveMoved(intent)))
   ) {
     throw new ConflictError(
       `Cannot void the hold of ${id} as it is ${state} and money may have moved: resolve it through review`,
@@ -142,7 +140,26 @@ export function heldBy(
       `Cannot capture the hold of ${id} as it is ${state}: only a settling or needs_review intent can be captured`,
     );
   }
+  if (
+    op === "capture" && state === "settling" &&
+    (intent.lastBroadcast?.outcome !== "sent" || intent.broadcasting !== null)
+  ) {
+    // A settling intent is captured once its tx confirmed: the payee was
+    // paid by a recorded send, and no other send is in flight.
+    throw new ConflictError(
+      `Cannot capture the hold of ${id} as it is settling without a sent broadcast on record${
+        intent.broadcasting !== null ? " (one is in flight)" : ""
+      }: capture it once its tx confirms, or through review`,
+    );
+  }
   return next;
+}
+
+/** Whether a broadcast of a settling intent may have left: one in flight, or one on record that was not declared `not_sent`. */
+function mayHaveMoved(
+  intent: Pick<IntentRecord, "mayHaveSent" | "broadcasting">,
+): boolean {
+  return intent.mayHaveSent || intent.broadcasting !== null;
 }
 
 /** A lease as stores keep it. */
@@ -224,9 +241,10 @@ export function transitioned(
       `Cannot move ${id} from ${change.from} to ${change.to}: the transition table has no such move`,
     );
   }
+  // A hold change that rides in the move obeys the rules of a direct one.
   const hold = change.ledger === undefined
     ? current.hold
-    : nextHold(current, change.ledger);
+    : heldBy(current, change.ledger);
   if (change.to === "settling" && hold !== "pending") {
     throw new ConflictError(
       `Cannot settle ${id} as its hold is ${
@@ -237,6 +255,15 @@ export function transitioned(
   if (change.to === "authorized" && hold !== "pending") {
     throw new ConflictError(
       `Cannot authorize ${id} before its hold is recorded`,
+    );
+  }
+  if (
+    change.from === "settling" && change.to === "failed" &&
+    (mayHaveMoved(current) || current.lastBroadcast?.outcome !== "not_sent")
+  ) {
+    // I1: only a payment whose every broadcast stayed home can fail.
+    throw new ConflictError(
+      `Cannot fail ${id} unless its last broadcast was declared not_sent and no earlier one may have left: send it to review`,
     );
   }
   if (change.to === "failed" && (hold === "pending" || hold === "captured")) {
@@ -300,6 +327,14 @@ export function broadcastBegun(
   if (current.state !== "settling") {
     throw new ConflictError(
       `Cannot start a broadcast for ${current.id} as it is ${current.state}, not settling`,
+    );
+  }
+  if (current.hold !== "pending") {
+    // I6: nothing is broadcast without reserved funds.
+    throw new ConflictError(
+      `Cannot start a broadcast for ${current.id} as its hold is ${
+        current.hold ?? "not recorded"
+      }: nothing may be broadcast without reserved funds`,
     );
   }
   // An earlier broadcast still unrecorded may have left the process.

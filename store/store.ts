@@ -167,7 +167,10 @@ export interface NewIntent {
  * import assert from "node:assert/strict";
  *
  * const store = new MemoryStore();
- * const intent = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
+ * const intent = await store.createIntent({
+ *   id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0,
+ *   lastBroadcast: { outcome: "not_sent", at: 0 }, // the only send stayed home
+ * });
  * const fail: Transition = { from: "settling", to: "failed", version: intent.version, at: 1000, ledger: "void" };
  * const failed = await store.transition(intent.id, fail);
  * assert.equal(failed.hold, "voided");
@@ -476,7 +479,11 @@ export interface Store {
    * Moves an intent along the transition table, as a compare-and-set on
    * `change.version`, with the ledger change and dead letter it carries, in
    * one commit. Refuses `failed` unless the hold is voided (after
-   * `ledger: "void"`) or absent, and `settled` unless it is captured.
+   * `ledger: "void"`) or absent, and `settled` unless it is captured. A
+   * ledger change that rides in the move obeys `voidHold`'s and
+   * `captureHold`'s rules, and a `settling` intent fails only when its
+   * last broadcast was declared `not_sent` and no earlier one may have
+   * left (I1): otherwise it goes to review.
    *
    * @returns The intent after the move.
    * @throws {ConflictError} If the intent changed since it was read, the
@@ -497,8 +504,9 @@ export interface Store {
    * `true`.
    *
    * @returns The intent after the write.
-   * @throws {ConflictError} If the intent changed since it was read or is
-   * not `settling`.
+   * @throws {ConflictError} If the intent changed since it was read, is
+   * not `settling`, or its hold is not `pending` (I6: nothing is broadcast
+   * without reserved funds).
    * @throws {BusyError} If `options.lease` is given and another owner holds the lease.
    * @throws {ReplayError} If `options.claim` was already claimed.
    */
@@ -549,10 +557,13 @@ export interface Store {
 
   /**
    * Captures the hold of a `settling` or `needs_review` intent (the states
-   * that move to `settled`). Idempotent: a captured hold stays captured.
+   * that move to `settled`); a `settling` one only once a broadcast was
+   * `sent` and none is in flight (its tx confirmed). Idempotent: a
+   * captured hold stays captured.
    *
    * @throws {ConflictError} If the hold is voided (the funds were
-   * released), or the intent is missing or in another state.
+   * released), the intent is missing or in another state, or it is
+   * `settling` without a sent broadcast on record or with one in flight.
    */
   captureHold(id: string): Promise<HoldState>;
 

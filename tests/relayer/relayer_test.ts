@@ -658,10 +658,92 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() releases the lease when a delivery ends, so the next one runs", async () => {
-    const { relayer } = await setup({ state: "created" });
-    await relayer.deliver(job, 1);
+    // Both deliveries write, so both take the lease; the clock stands
+    // still, so a lease left behind would still be live.
+    const { relayer, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      {
+        sends: [{ error: notSent(new Error("nonce gap")) }, { txHash: "0x2" }],
+      },
+    );
+    const first = await relayer.deliver(job, 1);
+    assert.equal(first.action === "retry" && first.reason, "send: nonce gap");
     const next = await relayer.deliver(job, 2);
-    assert.equal(next.action === "retry" && next.reason, "not authorized yet");
+    assert.equal(
+      next.action === "retry" && next.reason,
+      "sent 0x2, waiting for confirmation",
+    );
+    assert.equal(sender.calls.length, 2);
+  });
+
+  test("createRelayer() reviews a payment the store refuses to fail (no hold to void), instead of retrying it as busy forever", async () => {
+    // Imported as settling with no hold: nothing may be broadcast, and the
+    // void that failing needs is refused by the ledger.
+    const { relayer, store } = await setup({
+      state: "settling",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "not_sent", at: 0 },
+    });
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "poison");
+    assert.match(
+      outcome.action === "poison" ? outcome.resolution : "",
+      /^the store refused the failure \(Cannot void the hold of pi_0001 as it is not recorded\), needs review$/,
+    );
+    const after = await intent(store);
+    assert.deepEqual([after.state, after.hold], ["needs_review", null]);
+    assert.match(
+      (await store.getDeadLetter("pi_0001/settle"))?.resolution ?? "",
+      /the store refused the failure/,
+    );
+  });
+
+  test("createRelayer() reviews a settling payment whose hold is captured with no sent broadcast on record, instead of settling it", async () => {
+    const { relayer, store, sender } = await setup({
+      state: "settling",
+      hold: "captured",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "not_sent", at: 0 },
+    });
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "poison");
+    const after = await intent(store);
+    assert.deepEqual([after.state, after.hold], ["needs_review", "captured"]);
+    assert.match(
+      (await store.getDeadLetter("pi_0001/settle"))?.lastError ?? "",
+      /the hold is captured, but no sent broadcast is on record/,
+    );
+    assert.deepEqual(sender.calls, []);
+  });
+
+  test("createRelayer() answers a write the store refuses by its rules as this delivery's failure, not as a busy intent", async () => {
+    const { store } = await setup({ state: "authorized", hold: "pending" });
+    // A store whose rules refuse the move to settling, writing nothing.
+    const refusing = createRelayer({
+      store: new Proxy(store, {
+        get(target, key) {
+          if (key === "transition") {
+            return () =>
+              Promise.reject(
+                new ConflictError("Cannot settle pi_0001 by rule"),
+              );
+          }
+          const value = Reflect.get(target, key, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }),
+      sender: new ScriptedSender({}),
+      policy: { maxDeliveries: 2, jitter: "none" },
+      now: () => 1_000_000,
+      random: () => 0,
+    });
+    const first = await refusing.deliver(job, 1);
+    assert.equal(
+      first.action === "retry" && first.reason,
+      "Cannot settle pi_0001 by rule",
+    );
+    // Busy would retry past maxDeliveries; a failure is poisoned at it.
+    assert.equal((await refusing.deliver(job, 2)).action, "poison");
   });
 
   test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {

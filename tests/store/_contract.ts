@@ -56,6 +56,11 @@ function holdFor(state: IntentState): HoldState | null {
   }
 }
 
+/** A last broadcast the Sender declared `not_sent`: the chain is clean. */
+export const NOT_SENT = { outcome: "not_sent", at: 0 } as const;
+/** A last broadcast the node accepted. */
+export const SENT = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
+
 /** A dead letter for `jobId`, poisoned at `poisonedAt`: a fixture for store tests. */
 export function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
   return {
@@ -166,19 +171,30 @@ export function storeContract(
         });
       }
       await t.step("captureHold", async () => {
-        const { id } = await settling();
+        // Capturable: its tx was sent and nothing else is in flight.
+        const id = `pi_race_${n++}`;
+        await store.createIntent({
+          id,
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          lastBroadcast: SENT,
+        });
         beforeNextCommit(async (other) => {
           const now = (await other.getIntent(id))!;
           await other.transition(id, {
             from: "settling",
-            to: "failed",
+            to: "needs_review",
             version: now.version,
             at: 1,
-            ledger: "void",
           });
         });
         await assert.rejects(store.captureHold(id), ConflictError);
-        assert.equal((await store.getIntent(id))?.state, "failed");
+        const after = (await store.getIntent(id))!;
+        assert.deepEqual([after.state, after.hold], [
+          "needs_review",
+          "pending",
+        ]);
       });
       await t.step("putDeadLetter", async () => {
         beforeNextCommit((other) =>
@@ -259,7 +275,13 @@ export function storeContract(
           id,
           state: from,
           hold: holdFor(to) ?? holdFor(from),
-          ...(from === "settling" ? { settlingSince: 0 } : {}),
+          ...(from === "settling"
+            ? {
+              settlingSince: 0,
+              // Only a payment whose broadcast stayed home can fail.
+              lastBroadcast: to === "failed" ? NOT_SENT : SENT,
+            }
+            : {}),
         });
         const move = store.transition(id, {
           from,
@@ -362,6 +384,62 @@ export function storeContract(
     assert.equal(authorized.state, "authorized");
   });
 
+  test("fails a settling intent only when every broadcast stayed home (I1), and broadcasts only behind a pending hold (I6)", async (store) => {
+    // Each of these may have moved money, so the move to failed (with its
+    // void) is refused, whoever asks: the store is the last line.
+    const doubtful = {
+      "a sent last broadcast": { lastBroadcast: SENT },
+      "an unknown last broadcast": {
+        lastBroadcast: { outcome: "unknown", error: "timeout", at: 0 },
+      },
+      "no broadcast on record": {},
+      "a broadcast in flight": { lastBroadcast: NOT_SENT, broadcasting: 3 },
+      "an earlier broadcast that may have left": {
+        lastBroadcast: NOT_SENT,
+        mayHaveSent: true,
+      },
+    } as const;
+    let n = 0;
+    for (const [why, fields] of Object.entries(doubtful)) {
+      const id = `pi_${n++}`;
+      const intent = await store.createIntent({
+        id,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        ...fields,
+      });
+      await assert.rejects(
+        store.transition(id, {
+          from: "settling",
+          to: "failed",
+          version: intent.version,
+          at: 1,
+          ledger: "void",
+          deadLetter: deadLetter(`${id}/settle`, 1),
+        }),
+        ConflictError,
+        why,
+      );
+      const after = (await store.getIntent(id))!;
+      assert.deepEqual([after.state, after.hold], ["settling", "pending"], why);
+      assert.equal(await store.getDeadLetter(`${id}/settle`), null, why);
+    }
+    // A voided hold (an interrupted resolution) admits no new send.
+    const voided = await store.createIntent({
+      id: "pi_v",
+      state: "settling",
+      hold: "voided",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    await assert.rejects(
+      store.beginBroadcast("pi_v", voided.version, 2),
+      /nothing may be broadcast without reserved funds/,
+    );
+    assert.equal((await store.getIntent("pi_v"))?.broadcasting, null);
+  });
+
   test("keeps the ledger rules: authorize needs a hold, fail a void, settle a capture", async (store) => {
     const created = await store.createIntent({ id: "pi_1", state: "created" });
     await assert.rejects(
@@ -377,6 +455,7 @@ export function storeContract(
       state: "settling",
       hold: "pending",
       settlingSince: 0,
+      lastBroadcast: NOT_SENT,
     } as const;
     const a = await store.createIntent({ id: "pi_2", ...base });
     await assert.rejects(
@@ -406,7 +485,11 @@ export function storeContract(
     });
     assert.deepEqual([failed.state, failed.hold], ["failed", "voided"]);
 
-    const b = await store.createIntent({ id: "pi_3", ...base });
+    const b = await store.createIntent({
+      id: "pi_3",
+      ...base,
+      lastBroadcast: SENT,
+    });
     const settled = await store.transition("pi_3", {
       from: "settling",
       to: "settled",
@@ -796,6 +879,20 @@ export function storeContract(
       broadcasting: 5,
     });
     await assert.rejects(store.voidHold("pi_d"), /money may have moved/);
+    // A settling hold is captured only behind a sent tx, with none in flight:
+    // not while a send is under way, nor when every send stayed home.
+    await assert.rejects(store.captureHold("pi_d"), /one is in flight/);
+    await store.createIntent({
+      id: "pi_f",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    await assert.rejects(
+      store.captureHold("pi_f"),
+      /without a sent broadcast on record/,
+    );
     assert.equal(await store.captureHold("pi_c"), "captured");
     await store.createIntent({
       id: "pi_e",
@@ -911,6 +1008,7 @@ export function storeContract(
       state: "settling",
       hold: "pending",
       settlingSince: 0,
+      lastBroadcast: NOT_SENT,
     });
     const letter = {
       ...deadLetter("pi_1/settle", 9),

@@ -11,6 +11,7 @@ import {
   ConflictError,
   createRelayer,
   type HoldState,
+  type Intent,
   INTENT_STATES,
   type IntentState,
   notSent,
@@ -73,6 +74,37 @@ function modelHold(
   return "conflict";
 }
 
+/** What the relayer wrote that the model reads from the real store: whether a broadcast may have left, and the last one's outcome. */
+type Broadcasts = Pick<
+  Intent,
+  "mayHaveSent" | "broadcasting" | "lastBroadcast"
+>;
+
+/**
+ * Whether the state and the broadcasts on record allow a hold change by
+ * `op` (the hold itself aside): no void where money may have moved, a
+ * capture only of a settling or needs_review intent, and of a settling
+ * one only behind a sent broadcast with none in flight.
+ */
+function stateAllows(
+  state: IntentState,
+  seen: Broadcasts,
+  op: "record" | "void" | "capture",
+): boolean {
+  const sentMaybe = seen.mayHaveSent || seen.broadcasting !== null;
+  if (op === "void") {
+    return !(state === "settled" || (state === "settling" && sentMaybe));
+  }
+  if (op === "capture") {
+    if (state === "settling") {
+      return seen.lastBroadcast?.outcome === "sent" &&
+        seen.broadcasting === null;
+    }
+    return state === "needs_review";
+  }
+  return true;
+}
+
 async function rejectsConflict(
   promise: Promise<unknown>,
   what: string,
@@ -96,6 +128,7 @@ class CreateIntent implements fc.AsyncCommand<Model, Real> {
     readonly id: string,
     readonly state: IntentState,
     readonly hold: HoldState | null,
+    readonly last: "sent" | "not_sent" | null = null,
   ) {}
   check = () => true;
   async run(m: Model, r: Real) {
@@ -104,6 +137,13 @@ class CreateIntent implements fc.AsyncCommand<Model, Real> {
       state: this.state,
       hold: this.hold,
       ...(this.state === "settling" ? { settlingSince: m.now } : {}),
+      ...(this.state === "settling" && this.last !== null
+        ? {
+          lastBroadcast: this.last === "sent"
+            ? { outcome: "sent", txHash: "0xmodel", at: m.now }
+            : { outcome: "not_sent", at: m.now },
+        }
+        : {}),
     });
     if (m.intents.has(this.id)) {
       return await rejectsConflict(create, "create twice");
@@ -113,7 +153,10 @@ class CreateIntent implements fc.AsyncCommand<Model, Real> {
     r.versions.set(this.id, []);
     await sameAsModel(m, r, this.id);
   }
-  toString = () => `create(${this.id}, ${this.state}, ${this.hold})`;
+  toString = () =>
+    `create(${this.id}, ${this.state}, ${this.hold}${
+      this.last ? `, last ${this.last}` : ""
+    })`;
 }
 
 class Move implements fc.AsyncCommand<Model, Real> {
@@ -133,9 +176,15 @@ class Move implements fc.AsyncCommand<Model, Real> {
       at: m.now,
       ...(this.ledger ? { ledger: this.ledger } : {}),
     });
+    const seen = current!;
     const hold = this.ledger ? modelHold(model.hold, this.ledger) : model.hold;
     const allowed = TRANSITIONS[model.state].includes(this.to) &&
       hold !== "conflict" &&
+      (hold === model.hold || stateAllows(model.state, seen, this.ledger!)) &&
+      // I1: a settling intent fails only when every broadcast stayed home.
+      !(model.state === "settling" && this.to === "failed" &&
+        (seen.mayHaveSent || seen.broadcasting !== null ||
+          seen.lastBroadcast?.outcome !== "not_sent")) &&
       !(this.to === "authorized" && hold !== "pending") &&
       !(this.to === "settling" && hold !== "pending") &&
       !(this.to === "failed" && (hold === "pending" || hold === "captured")) &&
@@ -207,20 +256,15 @@ class Hold implements fc.AsyncCommand<Model, Real> {
     // Whether a broadcast may have left is the relayer's business, not the
     // model's: read it, to know whether a void is still allowed.
     const seen = (await r.store.getIntent(this.id))!;
-    const sentMaybe = seen.mayHaveSent || seen.broadcasting !== null;
     const call = this.op === "record"
       ? r.store.recordHold(this.id)
       : this.op === "void"
       ? r.store.voidHold(this.id)
       : r.store.captureHold(this.id);
     let expected = modelHold(model.hold, this.op, model.state);
-    const stateAllows = this.op === "capture"
-      ? model.state === "settling" || model.state === "needs_review"
-      : this.op === "void"
-      ? !(model.state === "settled" ||
-        (model.state === "settling" && sentMaybe))
-      : true;
-    if (expected !== model.hold && !stateAllows) expected = "conflict";
+    if (
+      expected !== model.hold && !stateAllows(model.state, seen, this.op)
+    ) expected = "conflict";
     if (expected === "conflict") await rejectsConflict(call, this.toString());
     else {
       assert.equal(await call, expected);
@@ -398,9 +442,15 @@ const createIntent = fc.tuple(
   anyIntent,
   fc.constantFrom<IntentState>("created", "authorized", "settling"),
   anyHold,
+  fc.constantFrom(null, "sent" as const, "not_sent" as const),
 )
-  .map(([id, state, hold]) =>
-    new CreateIntent(id, state, state === "authorized" ? "pending" : hold)
+  .map(([id, state, hold, last]) =>
+    new CreateIntent(
+      id,
+      state,
+      state === "authorized" ? "pending" : hold,
+      last,
+    )
   );
 
 const commands = [
