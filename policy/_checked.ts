@@ -25,7 +25,13 @@ export function markChecked(policy: object): void {
   Object.defineProperty(policy, CHECKED, { value: policy });
 }
 
-/** Whether `definePolicy` checked and froze this very object. */
-export function isChecked(policy: object): boolean {
-  return (policy as { [CHECKED]?: object })[CHECKED] === policy;
+/**
+ * Whether `definePolicy` checked and froze this very object. Any value may
+ * be asked (`null` and `undefined` too: the answer is no), so that a
+ * caller's own checks of a policy can come after this one, off the hot
+ * path.
+ */
+export function isChecked(policy: unknown): boolean {
+  return policy != null &&
+    (policy as { [CHECKED]?: unknown })[CHECKED] === policy;
 }

@@ -79,12 +79,23 @@ function walkAll(error: unknown, mark: symbol): boolean {
   let room = MAX_WALKED;
   take(error);
   while (stack.length > 0 && room > 0) {
-    const node = stack.pop();
+    const node = stack.pop() as Record<PropertyKey, unknown>;
     room--;
+    // The mark, `cause` and `errors` are read apart: one that throws (a
+    // hostile getter) hides only itself, never what the others lead to.
     try {
-      if ((node as Record<symbol, unknown>)[mark] === true) return true;
-      const { cause, errors } = node as { cause?: unknown; errors?: unknown };
+      if (node[mark] === true) return true;
+    } catch {
+      // An unreadable mark is no mark; its `cause` and `errors` still count.
+    }
+    try {
+      const cause = node.cause;
       if (cause !== undefined) take(cause);
+    } catch {
+      // An unreadable `cause` leads nowhere; `errors` still counts.
+    }
+    try {
+      const errors = node.errors;
       if (Array.isArray(errors)) {
         // By index, never spread (the length may be anything), and each
         // member read spends the budget, seen or not.
@@ -99,7 +110,7 @@ function walkAll(error: unknown, mark: symbol): boolean {
         }
       }
     } catch {
-      // An unreadable node carries no mark; keep walking the rest.
+      // Unreadable `errors` (or their length) hold no mark; keep walking.
     }
   }
   return false;

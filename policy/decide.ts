@@ -91,11 +91,14 @@ export interface DecideOptions {
  * @param error What the failed delivery threw; any value.
  * @param delivery The delivery that failed, 1-based, counting the first try.
  * @param policy The policy, or the fields that differ from the default
- * (none: {@linkcode DEFAULT_POLICY}).
+ * (none: {@linkcode DEFAULT_POLICY}), read as {@linkcode definePolicy}
+ * reads them: own enumerable fields only, each once.
  * @param options The source of randomness for the jitter (`Math.random`).
  * @returns A {@linkcode Decision}.
- * @throws {RangeError} If `delivery` is not an integer >= 1, or the policy
- * is invalid.
+ * @throws {RangeError} If `delivery` is not an integer >= 1, or a number
+ * in the policy is out of range.
+ * @throws {TypeError} If the policy is neither an object nor `undefined`,
+ * has a field that is not a policy field, or an unknown `jitter`.
  *
  * @example Three deliveries, then poison
  * ```ts
@@ -127,10 +130,9 @@ export function decide(
   }
   // The fields are read straight from the object the caller passed: no
   // spread, no freeze, no allocation. A policy `definePolicy` made is
-  // trusted as it is; a plain partial object is checked field by field here;
-  // anything this fast path cannot vouch for (an unknown field, a bad value,
-  // an object that is not a plain one) goes to `definePolicy`, which throws
-  // the error naming the field, or completes the policy.
+  // trusted as it is; a partial object is read and checked by `readPlain`,
+  // each field once; anything it cannot vouch for (not an object, an
+  // unknown field) goes to `definePolicy`, which throws the error naming it.
   // Only numbers and a string leave these branches, never the policy
   // object: a literal written in the call can then stay unallocated.
   let maxDeliveries: number;
@@ -141,11 +143,11 @@ export function decide(
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = DEFAULT_POLICY);
   } else if (isChecked(policy)) {
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = policy as Policy);
-  } else if (isPlainValid(policy)) {
-    maxDeliveries = policy.maxDeliveries ?? DEFAULT_POLICY.maxDeliveries;
-    baseMs = policy.baseMs ?? DEFAULT_POLICY.baseMs;
-    capMs = policy.capMs ?? DEFAULT_POLICY.capMs;
-    strategy = policy.jitter ?? DEFAULT_POLICY.jitter;
+  } else if (readPlain(policy)) {
+    maxDeliveries = plain.maxDeliveries;
+    baseMs = plain.baseMs;
+    capMs = plain.capMs;
+    strategy = plain.jitter;
   } else {
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = definePolicy(
       policy,
@@ -193,35 +195,104 @@ function exhaustedAt(delivery: number): Decision {
 }
 
 /**
- * Whether `policy` is a plain object whose own enumerable fields are all
- * policy fields with valid values (or `undefined`), so that reading its
- * fields gives what `definePolicy` would. Allocates nothing: `for…in` walks
- * the engine's cached keys of the object's shape.
+ * What `readPlain` read, for `decide` to take at once: numbers and a string
+ * pass through here instead of a fresh object (one object, made once; its
+ * fields load as fast as locals). Set only after the last read of the
+ * policy, so a getter that calls `decide` itself cannot leave its own
+ * policy's values here; nothing runs between the set and `decide`'s use.
  */
-function isPlainValid(policy: Partial<Policy>): boolean {
-  // A class instance or a prototype-less object takes the slow path. (This
-  // costs one cached load; `Object.getPrototypeOf` cost as much as the rest
-  // of `decide`.)
-  if (policy.constructor !== Object) return false;
+const plain: {
+  maxDeliveries: number;
+  baseMs: number;
+  capMs: number;
+  jitter: Jitter;
+} = { maxDeliveries: 0, baseMs: 0, capMs: 0, jitter: "equal" };
+
+/**
+ * Reads a partial policy the way `definePolicy` does, allocating nothing:
+ * its own enumerable fields (what `Object.keys` lists; `for…in` walks the
+ * engine's cached keys of the object's shape), each read once, in the
+ * order of {@linkcode Policy}'s fields. False, with nothing read, if
+ * `policy` is not an object or has a field that is not a policy field:
+ * `definePolicy` then throws the error. A bad value throws here, the same
+ * error `definePolicy` throws.
+ */
+function readPlain(policy: Partial<Policy>): boolean {
+  if (typeof policy !== "object" || policy === null) return false;
+  // Names first, reading no value: `definePolicy` refuses an unknown field
+  // before it reads any (a getter's effects included).
+  let own = 0;
   for (const key in policy) {
     // Inside a for…in over the same object the engine answers this from
-    // the object's shape. An inherited field is not a setting for
-    // `definePolicy`, so it sends the policy the slow way.
-    if (
-      !Object.prototype.hasOwnProperty.call(policy, key) ||
-      (key !== "maxDeliveries" && key !== "baseMs" && key !== "capMs" &&
-        key !== "jitter" && key !== "stuckAfterMs")
-    ) return false;
+    // the object's shape. An inherited field is not a setting: skipped,
+    // as `Object.keys` skips it.
+    if (!Object.prototype.hasOwnProperty.call(policy, key)) continue;
+    if (key === "maxDeliveries") own |= MAX_DELIVERIES;
+    else if (key === "baseMs") own |= BASE_MS;
+    else if (key === "capMs") own |= CAP_MS;
+    else if (key === "jitter") own |= JITTER;
+    else if (key === "stuckAfterMs") own |= STUCK_AFTER_MS;
+    else return false;
   }
-  const { maxDeliveries, baseMs, capMs, jitter, stuckAfterMs } = policy;
-  return (maxDeliveries === undefined || isWhole(maxDeliveries, 1)) &&
-    (baseMs === undefined || isWhole(baseMs, 1)) &&
-    (capMs === undefined || isWhole(capMs, 1)) &&
-    (stuckAfterMs === undefined || isWhole(stuckAfterMs, 0)) &&
+  // Then each own enumerable field once, into a local: a non-enumerable
+  // one is never read (`definePolicy` ignores it too), and a getter is not
+  // asked twice, so it cannot pass the check with one value and be used
+  // with another.
+  const max = own & MAX_DELIVERIES ? policy.maxDeliveries : undefined;
+  const base = own & BASE_MS ? policy.baseMs : undefined;
+  const cap = own & CAP_MS ? policy.capMs : undefined;
+  const jitter = own & JITTER ? policy.jitter : undefined;
+  const stuckAfter = own & STUCK_AFTER_MS ? policy.stuckAfterMs : undefined;
+  if (
+    (max === undefined || isWhole(max, 1)) &&
+    (base === undefined || isWhole(base, 1)) &&
+    (cap === undefined || isWhole(cap, 1)) &&
+    (stuckAfter === undefined || isWhole(stuckAfter, 0)) &&
     (jitter === undefined || jitter === "equal" || jitter === "full" ||
-      jitter === "none");
+      jitter === "none")
+  ) {
+    plain.maxDeliveries = max === undefined
+      ? DEFAULT_POLICY.maxDeliveries
+      : max;
+    plain.baseMs = base === undefined ? DEFAULT_POLICY.baseMs : base;
+    plain.capMs = cap === undefined ? DEFAULT_POLICY.capMs : cap;
+    plain.jitter = jitter === undefined ? DEFAULT_POLICY.jitter : jitter;
+    return true;
+  }
+  refuse(max, base, cap, jitter, stuckAfter);
+  return true;
 }
 
-function isWhole(value: number, min: number): boolean {
-  return Number.isSafeInteger(value) && value >= min;
+/**
+ * Throws what `definePolicy` throws for these values read from a partial
+ * policy: it is handed the values, not the object, whose getters could
+ * answer differently a second time. Apart from `readPlain`, which then stays
+ * small enough for the engine to inline.
+ */
+function refuse(
+  maxDeliveries: unknown,
+  baseMs: unknown,
+  capMs: unknown,
+  jitter: unknown,
+  stuckAfterMs: unknown,
+): void {
+  ({
+    maxDeliveries: plain.maxDeliveries,
+    baseMs: plain.baseMs,
+    capMs: plain.capMs,
+    jitter: plain.jitter,
+  } = definePolicy(
+    { maxDeliveries, baseMs, capMs, jitter, stuckAfterMs } as Partial<Policy>,
+  ));
+}
+
+// The policy fields `readPlain` found on the object, one bit each.
+const MAX_DELIVERIES = 1;
+const BASE_MS = 2;
+const CAP_MS = 4;
+const JITTER = 8;
+const STUCK_AFTER_MS = 16;
+
+function isWhole(value: unknown, min: number): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= min;
 }

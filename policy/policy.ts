@@ -104,13 +104,17 @@ function checkedAndFrozen(fields: Policy): Policy {
  * every field, so a bad setting fails where it is made, not at the tenth
  * delivery.
  *
- * @param overrides The fields to change (none: the defaults).
+ * Only the object's own enumerable fields are settings (what `Object.keys`
+ * lists), each read once; an inherited or non-enumerable field is not one.
+ *
+ * @param overrides The fields to change (`undefined`: the defaults).
  * @returns A frozen, valid policy.
  * @throws {RangeError} If a number is out of range (each must be a whole
  * number: `maxDeliveries` >= 1, `baseMs` and `capMs` >= 1, `stuckAfterMs`
  * >= 0).
- * @throws {TypeError} If `jitter` is not `"equal"`, `"full"` or `"none"`,
- * or a field is not a policy field.
+ * @throws {TypeError} If `overrides` is neither an object nor `undefined`,
+ * a field is not a policy field, or `jitter` is not `"equal"`, `"full"` or
+ * `"none"`.
  *
  * @example Three deliveries, no jitter
  * ```ts
@@ -120,21 +124,42 @@ function checkedAndFrozen(fields: Policy): Policy {
  * const policy = definePolicy({ maxDeliveries: 3, jitter: "none" });
  * assert.equal(policy.baseMs, 5000);
  * assert.throws(() => definePolicy({ maxDeliveries: 0 }), RangeError);
+ * // A name every object inherits is still not a policy field.
+ * assert.throws(() => definePolicy({ toString: 1 } as object), TypeError);
  * ```
  */
 export function definePolicy(overrides?: Partial<Policy>): Policy {
   if (overrides === undefined) return DEFAULT_POLICY;
+  if (typeof overrides !== "object" || overrides === null) {
+    throw new TypeError(
+      `Cannot define policy as its fields must come in an object, such as { maxDeliveries: 5 }, or undefined for the defaults: current value is ${
+        show(overrides)
+      }`,
+    );
+  }
   if (isChecked(overrides)) return overrides as Policy;
-  for (const key of Object.keys(overrides)) {
-    if (!(key in DEFAULT_POLICY)) {
+  const keys = Object.keys(overrides);
+  for (const key of keys) {
+    // Own fields only: `in` would take `constructor`, `toString` or
+    // `__proto__` (which `JSON.parse` makes an own field) for settings.
+    if (!Object.hasOwn(DEFAULT_POLICY, key)) {
       throw new TypeError(
         `Cannot define policy as '${key}' is not a policy field: use ${
-          Object.keys(DEFAULT_POLICY).join(", ")
+          FIELDS.join(", ")
         }`,
       );
     }
   }
-  const policy = { ...DEFAULT_POLICY, ...withoutUndefined(overrides) };
+  // Each field read once, in the order of `FIELDS`, as `decide` reads a
+  // partial policy: a getter is asked the same questions by both.
+  const fields: Partial<Record<keyof Policy, unknown>> = {};
+  for (const field of FIELDS) {
+    if (!keys.includes(field)) continue;
+    const value = overrides[field];
+    if (value !== undefined) fields[field] = value;
+  }
+  // Typed as a policy, but any value may be there: each is checked below.
+  const policy = { ...DEFAULT_POLICY, ...fields } as Policy;
   if (!Number.isSafeInteger(policy.maxDeliveries) || policy.maxDeliveries < 1) {
     throw new RangeError(
       `Cannot define policy as 'maxDeliveries' must be an integer >= 1: current value is ${
@@ -155,8 +180,5 @@ export function definePolicy(overrides?: Partial<Policy>): Policy {
   return checkedAndFrozen(policy);
 }
 
-function withoutUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(
-    Object.entries(value).filter(([, field]) => field !== undefined),
-  ) as Partial<T>;
-}
+/** The policy's fields, in the order they are read and listed. */
+const FIELDS = Object.keys(DEFAULT_POLICY) as readonly (keyof Policy)[];

@@ -4,12 +4,13 @@ import {
   backoff,
   decide,
   type Decision,
+  DEFAULT_POLICY,
   definePolicy,
   notSent,
   poison,
   type Policy,
 } from "../../mod.ts";
-import { anyDelivery, anyRandomOutput, catches } from "../_fc.ts";
+import { anyDelivery, anyRandomOutput, catches, runs } from "../_fc.ts";
 
 const anyPolicy: fc.Arbitrary<Policy> = fc.record({
   maxDeliveries: fc.integer({ min: 1, max: 50 }),
@@ -201,31 +202,136 @@ Deno.test("decide() properties catch a shallow classifier and an off-by-one limi
   assert.equal(catches(exactlyMaxProperty(countsFailures)), true);
 });
 
-/** A partial policy as users write one: any mix of good, bad and unknown fields. */
-const anyPartial: fc.Arbitrary<Record<string, unknown>> = fc.dictionary(
-  fc.constantFrom(
-    "maxDeliveries",
-    "baseMs",
-    "capMs",
-    "jitter",
-    "stuckAfterMs",
-    "maxDelivery",
-  ),
-  fc.oneof(
-    fc.integer({ min: -2, max: 200_000 }),
-    fc.constantFrom(
-      undefined,
-      0.5,
-      Number.NaN,
-      "equal",
-      "full",
-      "none",
-      "half",
-    ),
-  ),
+/** How one field sits on a partial policy object. */
+type Placement =
+  | "data"
+  | "getter"
+  | "flaky getter"
+  | "non-enumerable"
+  | "inherited";
+
+/** A partial policy, as a recipe: `build` makes a fresh object from it. */
+interface PartialSpec {
+  /** The prototype: `Object.prototype`, none, or a class's. */
+  readonly proto: "object" | "null" | "class";
+  /** Policy fields: name, value (good, bad or undefined) and placement. */
+  readonly fields: readonly (readonly [keyof Policy, unknown, Placement])[];
+  /** An own enumerable field that is not a policy field, if any. */
+  readonly unknown: readonly [string, unknown] | undefined;
+}
+
+/** A class whose instances may carry a policy's fields. */
+class Settings {
+  /** A method on the prototype: not a setting. */
+  describe(): string {
+    return "settings";
+  }
+}
+
+const goodValue: Record<keyof Policy, fc.Arbitrary<unknown>> = {
+  maxDeliveries: fc.integer({ min: 1, max: 50 }),
+  baseMs: fc.integer({ min: 1, max: 60_000 }),
+  capMs: fc.integer({ min: 1, max: 3_600_000 }),
+  jitter: fc.constantFrom("equal", "full", "none"),
+  stuckAfterMs: fc.integer({ min: 0, max: 3_600_000 }),
+};
+const badValue: fc.Arbitrary<unknown> = fc.constantFrom(
+  0,
+  -2,
+  0.5,
+  Number.NaN,
+  2 ** 53,
+  "5",
+  "half",
+  null,
 );
 
-function outcome(run: () => Decision): Decision | string {
+/**
+ * Partial policies as users write them, from valid values mostly (so most
+ * runs compare decisions, not errors), and placed in every way an object
+ * can hold a field: a plain field, a getter, a getter that answers once
+ * and then NaN, a non-enumerable own field, an inherited one; sometimes a
+ * field that is not a policy field, often named like one every object
+ * inherits.
+ */
+const anyPartial: fc.Arbitrary<PartialSpec> = fc.record({
+  proto: fc.constantFrom("object", "object", "null", "class"),
+  fields: fc.shuffledSubarray(
+    ["maxDeliveries", "baseMs", "capMs", "jitter", "stuckAfterMs"] as const,
+  ).chain((names) =>
+    fc.tuple(
+      ...names.map((name) =>
+        fc.tuple(
+          fc.constant(name),
+          fc.oneof(
+            { weight: 8, arbitrary: goodValue[name] },
+            { weight: 1, arbitrary: badValue },
+            { weight: 1, arbitrary: fc.constant(undefined) },
+          ),
+          fc.constantFrom<Placement>(
+            "data",
+            "data",
+            "data",
+            "getter",
+            "flaky getter",
+            "non-enumerable",
+            "inherited",
+          ),
+        )
+      ),
+    )
+  ),
+  unknown: fc.oneof(
+    { weight: 7, arbitrary: fc.constant(undefined) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(
+        fc.constantFrom(
+          "maxDelivery",
+          "constructor",
+          "toString",
+          "hasOwnProperty",
+          "__proto__",
+        ),
+        fc.constantFrom<unknown>(3, 0, { maxDeliveries: 1 }),
+      ),
+    },
+  ),
+});
+
+/** A fresh object from a recipe (a flaky getter's count starts again). */
+function build(spec: PartialSpec): Partial<Policy> {
+  const base = spec.proto === "null"
+    ? null
+    : spec.proto === "class"
+    ? Settings.prototype
+    : Object.prototype;
+  const inherited = spec.fields.filter(([, , how]) => how === "inherited");
+  const proto = inherited.length === 0 ? base : Object.create(base);
+  for (const [name, value] of inherited) proto[name] = value;
+  const object = Object.create(proto);
+  const own = (name: string, descriptor: PropertyDescriptor) =>
+    Object.defineProperty(object, name, { configurable: true, ...descriptor });
+  for (const [name, value, how] of spec.fields) {
+    if (how === "data") own(name, { value, enumerable: true, writable: true });
+    if (how === "getter") own(name, { get: () => value, enumerable: true });
+    if (how === "flaky getter") {
+      let reads = 0;
+      own(name, {
+        get: () => ++reads === 1 ? value : Number.NaN,
+        enumerable: true,
+      });
+    }
+    if (how === "non-enumerable") own(name, { value, writable: true });
+  }
+  if (spec.unknown !== undefined) {
+    const [name, value] = spec.unknown;
+    own(name, { value, enumerable: true, writable: true });
+  }
+  return object;
+}
+
+function outcome(run: () => Decision | Policy): Decision | Policy | string {
   try {
     return run();
   } catch (error) {
@@ -233,18 +339,197 @@ function outcome(run: () => Decision): Decision | string {
   }
 }
 
-Deno.test("decide() reads a partial policy exactly as definePolicy() does: the same error, or the same decision", () => {
-  fc.assert(
-    fc.property(anyPartial, anyDelivery, anyRandomOutput, (fields, n, r) => {
-      const policy = fields as Partial<Policy>;
-      const options = { random: () => r };
-      const error = new Error("timeout");
+/**
+ * What a partial policy means, worked out from its recipe, not from an
+ * object: a field that is not a policy field is refused (whatever its name
+ * is on `Object.prototype`); the settings are the own enumerable fields,
+ * each worth its first read; an undefined one, a non-enumerable one and an
+ * inherited one are not settings. The settings then go to `definePolicy`
+ * as a plain object of policy fields, which it has always read right.
+ */
+function meaning(spec: PartialSpec): Policy | string {
+  if (spec.unknown !== undefined) {
+    return `TypeError: Cannot define policy as '${
+      spec.unknown[0]
+    }' is not a policy field: use maxDeliveries, baseMs, capMs, jitter, stuckAfterMs`;
+  }
+  const settings: Record<string, unknown> = {};
+  for (const [name, value, how] of spec.fields) {
+    if (
+      how !== "non-enumerable" && how !== "inherited" && value !== undefined
+    ) {
+      settings[name] = value;
+    }
+  }
+  return outcome(() => definePolicy(settings as Partial<Policy>)) as
+    | Policy
+    | string;
+}
+
+/** The pair under test: `decide` and the `definePolicy` beside it. */
+interface Reader {
+  decide: typeof decide;
+  definePolicy: typeof definePolicy;
+}
+
+/** Counts what the property compared, to show it compares decisions. */
+const compared = { decisions: 0, errors: 0 };
+
+/**
+ * decide() on a partial policy, definePolicy() on it, and decide() on what
+ * definePolicy() made all agree with the policy's meaning: the same error,
+ * or the same policy and the same decision.
+ */
+function readsAsDefinedProperty(impl: Reader) {
+  return fc.property(anyPartial, anyDelivery, anyRandomOutput, (spec, n, r) => {
+    const options = { random: () => r };
+    const error = new Error("timeout");
+    const expected = meaning(spec);
+    const decision = typeof expected === "string"
+      ? expected
+      : outcome(() => decide(error, n, expected, options));
+    compared[typeof decision === "string" ? "errors" : "decisions"]++;
+    assert.deepEqual(
+      outcome(() => impl.decide(error, n, build(spec), options)),
+      decision,
+    );
+    const defined = outcome(() => impl.definePolicy(build(spec)));
+    assert.deepEqual(defined, expected);
+    if (typeof defined !== "string") {
       assert.deepEqual(
-        outcome(() => decide(error, n, policy, options)),
-        outcome(() => decide(error, n, definePolicy(policy), options)),
+        outcome(() => decide(error, n, defined, options)),
+        decision,
       );
-    }),
+    }
+  });
+}
+
+// Slips the property must catch. The fast path of old: a partial policy
+// checked by one read of its fields, then used by another, which also sees
+// non-enumerable and inherited fields. And the old check of names, `in`,
+// which takes `constructor` or `toString` for a policy field.
+const readsTwice: Reader = {
+  definePolicy,
+  decide: (error, delivery, policy, options) => {
+    if (typeof policy !== "object" || policy === null) {
+      return decide(error, delivery, policy, options);
+    }
+    definePolicy(policy);
+    const read: Record<string, unknown> = {};
+    for (const name of Object.keys(DEFAULT_POLICY) as (keyof Policy)[]) {
+      if (policy[name] !== undefined) read[name] = policy[name];
+    }
+    return decide(error, delivery, read as Partial<Policy>, options);
+  },
+};
+const namesWithIn: Reader = {
+  decide,
+  definePolicy: (overrides) => {
+    if (typeof overrides !== "object" || overrides === null) {
+      return definePolicy(overrides);
+    }
+    const kept = Object.entries(overrides).filter(([name]) =>
+      !(name in DEFAULT_POLICY) || Object.hasOwn(DEFAULT_POLICY, name)
+    );
+    return definePolicy(Object.fromEntries(kept) as Partial<Policy>);
+  },
+};
+
+Deno.test("decide() reads a partial policy exactly as definePolicy() does: the same error, or the same decision", () => {
+  compared.decisions = compared.errors = 0;
+  fc.assert(readsAsDefinedProperty({ decide, definePolicy }), {
+    numRuns: runs(300),
+  });
+  // Most runs compare decisions, not error messages (about 3 in 4).
+  if (compared.decisions + compared.errors >= 100) {
+    assert.ok(
+      compared.decisions > 2 * compared.errors,
+      `${compared.decisions} decisions, ${compared.errors} errors`,
+    );
+  }
+});
+
+Deno.test("decide() partial-policy property catches a field read twice, and names checked with `in`", () => {
+  assert.equal(catches(readsAsDefinedProperty(readsTwice)), true);
+  assert.equal(catches(readsAsDefinedProperty(namesWithIn)), true);
+});
+
+Deno.test("decide() reads each field of a partial policy once, as definePolicy() does", () => {
+  // A getter that answers 3 once, then NaN: the 3 is the setting, for both.
+  let reads = 0;
+  const flaky = {
+    get maxDeliveries() {
+      return ++reads === 1 ? 3 : Number.NaN;
+    },
+  };
+  assert.deepEqual(decide(new Error("x"), 1_000_000, flaky), {
+    action: "poison",
+    cause: "exhausted",
+    reason: "no luck after 1000000 deliveries",
+  });
+  assert.equal(reads, 1);
+  reads = 0;
+  assert.equal(definePolicy(flaky).maxDeliveries, 3);
+  assert.equal(reads, 1);
+  // A bad first answer is the error, even if a second read would pass.
+  let answers = 0;
+  const late = {
+    get capMs() {
+      return ++answers === 1 ? 0 : 60_000;
+    },
+  };
+  assert.throws(
+    () => decide(new Error("x"), 1, late),
+    /'capMs'.*current value is 0/,
   );
+  assert.equal(answers, 1);
+});
+
+Deno.test("decide() ignores a non-enumerable or inherited field, as definePolicy() does", () => {
+  const hidden = Object.defineProperty({}, "maxDeliveries", { value: 2 });
+  assert.equal(definePolicy(hidden).maxDeliveries, 10);
+  assert.equal(decide(new Error("e"), 2, hidden).action, "retry");
+  assert.equal(decide(new Error("e"), 2, definePolicy(hidden)).action, "retry");
+  // A getter on a class's prototype is inherited: not a setting either.
+  class Strict {
+    get maxDeliveries(): number {
+      return 1;
+    }
+  }
+  assert.equal(decide(new Error("e"), 1, new Strict()).action, "retry");
+  assert.equal(definePolicy(new Strict()).maxDeliveries, 10);
+});
+
+Deno.test("decide() and definePolicy() refuse a field named like one every object inherits", () => {
+  const named = [
+    { constructor: 3 },
+    { toString: 1 },
+    { hasOwnProperty: 0 },
+    JSON.parse('{"__proto__":{"maxDeliveries":1}}'),
+  ];
+  for (const policy of named) {
+    const name = Object.keys(policy)[0];
+    const message = new RegExp(`'${name}' is not a policy field`);
+    assert.throws(() => definePolicy(policy), TypeError);
+    assert.throws(() => definePolicy(policy), message);
+    assert.throws(() => decide(new Error("e"), 1, policy), message);
+  }
+});
+
+Deno.test("decide() and definePolicy() refuse a policy that is not an object; undefined is the default", () => {
+  for (const policy of [5, true, null, "fast", 1n, Symbol("p"), () => 3]) {
+    const message =
+      /Cannot define policy as its fields must come in an object, such as \{ maxDeliveries: 5 \}, or undefined for the defaults: current value is /;
+    assert.throws(() => definePolicy(policy as Partial<Policy>), TypeError);
+    assert.throws(() => definePolicy(policy as Partial<Policy>), message);
+    assert.throws(
+      () => decide(new Error("e"), 10, policy as Partial<Policy>),
+      message,
+    );
+  }
+  assert.equal(definePolicy(undefined), DEFAULT_POLICY);
+  assert.equal(decide(new Error("e"), 9, undefined).action, "retry");
+  assert.equal(decide(new Error("e"), 10, undefined).action, "poison");
 });
 
 Deno.test("decide() checks a plain policy on every call, and reads only own fields", () => {

@@ -63,6 +63,33 @@ Deno.test("isPoison() finds the mark through cycles, AggregateError and hostile 
   assert.equal(isPoison(proxy), false);
 });
 
+Deno.test("isPoison() reads `cause` and `errors` apart: one that throws hides only itself", () => {
+  const throws = {
+    get() {
+      throw 0;
+    },
+  };
+  // A throwing `cause` on an AggregateError: its members still count.
+  const aggregate = new AggregateError([poison("x")]);
+  Object.defineProperty(aggregate, "cause", throws);
+  assert.equal(isPoison(aggregate), true);
+  assert.equal(isNotSent(new AggregateError([aggregate, notSent("y")])), true);
+  // A throwing `errors`: the `cause` still counts.
+  const wrapped = new Error("wrapped", { cause: poison("z") });
+  Object.defineProperty(wrapped, "errors", throws);
+  assert.equal(isPoison(wrapped), true);
+  // A throwing mark: the `cause` and `errors` still count.
+  const marked = new AggregateError([poison("w")]);
+  const hostile = new Proxy(marked, {
+    get: (target, key) => {
+      if (typeof key === "symbol") throw new Error("no");
+      return Reflect.get(target, key);
+    },
+  });
+  assert.equal(isPoison(hostile), true);
+  assert.equal(isPoison(new Proxy(new Error("e"), throws)), false);
+});
+
 Deno.test("isPoison() matches a mark made by another copy of the module", () => {
   const foreign = new Error("from another copy");
   Object.defineProperty(foreign, Symbol.for("@relayer/poison.poison"), {
