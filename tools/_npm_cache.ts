@@ -3,27 +3,68 @@
  * outside the repository (`$HOME/.cache/relayer-poison/<name>-<version>`,
  * or `RELAYER_CACHE`), with the ordinary npm client. A fresh machine needs
  * only Node and npm. Also what every runtime check does with them: run a
- * command ({@linkcode run}) and bundle an entry point ({@linkcode bundle}).
+ * command under a deadline ({@linkcode run}) and bundle an entry point
+ * ({@linkcode bundle}). Each failure is a {@linkcode CheckError} that says
+ * what failed and what to do.
  *
  * @module
  */
 
-const decoder = new TextDecoder();
-const ROOT = new URL("..", import.meta.url).pathname;
+import { formatDuration } from "../policy/format_duration.ts";
+import { nodeVersion } from "../tests/node/_node.ts";
+import { CheckError, errorLine, firstLine, ROOT } from "./_check.ts";
 
-/** The cache folder of the runtime checks. */
+const decoder = new TextDecoder();
+
+/** How long an install may take (`npm install`, or `deno bundle` on a cold Deno cache): 5 minutes. */
+export const INSTALL_TIMEOUT_MS = 5 * 60_000;
+/** How long one run of a check's program may take: 3 minutes. */
+export const CHECK_TIMEOUT_MS = 3 * 60_000;
+
+/** What to do when a program is not on PATH, for the ones the checks call by name. */
+const INSTALL_HINTS: Record<string, string> = {
+  npm: "install Node.js 20 with npm, or add their folder to PATH",
+  node: "install Node.js 20, or add its folder to PATH",
+};
+
+/**
+ * The cache folder of the runtime checks.
+ *
+ * @throws {CheckError} If neither `HOME` nor `RELAYER_CACHE` is set.
+ */
 export function cacheRoot(): string {
   const explicit = Deno.env.get("RELAYER_CACHE");
   if (explicit) return explicit;
   const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
-  if (!home) throw new Error("Set HOME or RELAYER_CACHE for the npm cache");
+  if (!home) {
+    throw new CheckError(
+      "no folder for the npm cache: set HOME, or RELAYER_CACHE to a folder outside the repository",
+    );
+  }
   return `${home}/.cache/relayer-poison`;
+}
+
+/** The line of npm's output that says what went wrong, without its stack trace. */
+function npmError(out: string): string {
+  const lines = out.split("\n").map((line) =>
+    line.replace(/^npm (?:error|ERR!)\s?/, "").trim()
+  );
+  return lines.find((line) =>
+    line !== "" && !/^(code|syscall|errno|at) /.test(line) &&
+    !/^(A complete log|Log files)/.test(line)
+  ) ?? firstLine(out);
 }
 
 /**
  * Installs `name@version` (exactly that version) into its own folder of the
  * cache unless it is there already, and returns the folder (its
  * `node_modules` holds the package).
+ *
+ * @param name The npm package (`"miniflare"`, `"@deno/kv"`).
+ * @param version Its exact version.
+ * @returns The package's folder of the cache.
+ * @throws {CheckError} If npm is missing, fails, or takes longer than
+ * {@linkcode INSTALL_TIMEOUT_MS}.
  */
 export async function npmInstall(
   name: string,
@@ -44,46 +85,126 @@ export async function npmInstall(
     `${dir}/package.json`,
     JSON.stringify({ private: true, dependencies: { [name]: version } }),
   );
-  const { code, stdout, stderr } = await new Deno.Command("npm", {
-    args: [
-      "install",
-      "--prefix",
-      dir,
-      "--no-audit",
-      "--no-fund",
-      "--save-exact",
-      "--loglevel=error",
-      `${name}@${version}`,
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
+  const retry =
+    `check that the npm registry answers (npm ping), then run again; if it still fails, delete ${dir}`;
+  const { code, out } = await run("npm", [
+    "install",
+    "--prefix",
+    dir,
+    "--no-audit",
+    "--no-fund",
+    "--save-exact",
+    "--loglevel=error",
+    `${name}@${version}`,
+  ], {
+    label: `npm install ${name}@${version}`,
+    timeoutMs: INSTALL_TIMEOUT_MS,
+    ifSlow: retry,
+  });
   if (code !== 0) {
-    throw new Error(
-      `npm install ${name}@${version} failed:\n${decoder.decode(stdout)}${
-        decoder.decode(stderr)
-      }`,
+    throw new CheckError(
+      `npm install ${name}@${version} failed (${npmError(out)}): ${retry}`,
     );
   }
   return dir;
 }
 
-/** Runs a command; returns its exit code and its output, stdout then stderr. */
+/** How {@linkcode run} runs a command. */
+export interface RunOptions {
+  /** Its working directory. @default the caller's */
+  readonly cwd?: string;
+  /** Environment variables added to the caller's. @default {} */
+  readonly env?: Record<string, string>;
+  /** What it is called in messages. @default the program's name and its arguments */
+  readonly label?: string;
+  /** How long it may run before it is stopped (SIGTERM). @default CHECK_TIMEOUT_MS */
+  readonly timeoutMs?: number;
+  /** What to do when it runs past `timeoutMs`. @default run it by hand to see where it stops */
+  readonly ifSlow?: string;
+  /** What to do when the program is not there. @default install it, or add its folder to PATH */
+  readonly ifMissing?: string;
+  /** Print its output as it comes (then `out` is `""`) instead of collecting it. @default false */
+  readonly inherit?: boolean;
+}
+
+/**
+ * Runs a command under a deadline.
+ *
+ * @param command The program: a name looked up on PATH, or a path.
+ * @param args Its arguments.
+ * @param options Where, with what, for how long; see {@linkcode RunOptions}.
+ * @returns Its exit code and its output, stdout then stderr.
+ * @throws {CheckError} If the program is missing, or runs past its deadline
+ * (it is stopped first).
+ */
 export async function run(
   command: string,
   args: string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
+  options: RunOptions = {},
 ): Promise<{ code: number; out: string }> {
-  const { code, stdout, stderr } = await new Deno.Command(command, {
-    args,
-    ...(options.cwd ? { cwd: options.cwd } : {}),
-    ...(options.env ? { env: options.env } : {}),
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  return { code, out: decoder.decode(stdout) + decoder.decode(stderr) };
+  const {
+    timeoutMs = CHECK_TIMEOUT_MS,
+    inherit = false,
+  } = options;
+  const program = command.split("/").pop()!;
+  const label = options.label ?? [program, ...args].join(" ");
+  const signal = AbortSignal.timeout(timeoutMs);
+  const io = inherit ? "inherit" : "piped";
+  let result: Deno.CommandOutput;
+  try {
+    result = await new Deno.Command(command, {
+      args,
+      ...(options.cwd ? { cwd: options.cwd } : {}),
+      ...(options.env ? { env: options.env } : {}),
+      stdin: "null",
+      stdout: io,
+      stderr: io,
+      signal,
+    }).output();
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) {
+      throw new CheckError(
+        `${command} not found: ${
+          options.ifMissing ?? INSTALL_HINTS[program] ??
+            "install it, or add its folder to PATH"
+        }`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+  if (signal.aborted) {
+    throw new CheckError(
+      `${label} did not finish within ${
+        formatDuration(timeoutMs)
+      } and was stopped: ${
+        options.ifSlow ??
+          "run it again; if it stops again, run it by hand to see where it hangs"
+      }`,
+    );
+  }
+  return {
+    code: result.code,
+    out: inherit
+      ? ""
+      : decoder.decode(result.stdout) + decoder.decode(result.stderr),
+  };
+}
+
+/**
+ * The version of the real Node.js on PATH, for the checks that run under it.
+ *
+ * @returns What `node --version` prints (`"v20.20.2"`).
+ * @throws {CheckError} If there is none (Deno's own `node` stand-in does not count).
+ */
+export async function requireNode(): Promise<string> {
+  const version = await nodeVersion();
+  if (version === null) {
+    throw new CheckError(
+      "no Node.js on PATH (Deno's own `node` stand-in does not count): install Node.js 20, or add its folder to PATH",
+    );
+  }
+  return version;
 }
 
 /**
@@ -91,7 +212,11 @@ export async function run(
  * `out` with `deno bundle`, for `platform`, leaving `external` imports as
  * they are.
  *
- * @throws {Error} If `deno bundle` fails, with its output.
+ * @param entry The entry point, from the repository root.
+ * @param out The bundle's path.
+ * @param options `platform`, and the `external` imports to leave alone.
+ * @throws {CheckError} If `deno bundle` fails (with its first error line)
+ * or takes longer than {@linkcode INSTALL_TIMEOUT_MS}.
  */
 export async function bundle(
   entry: string,
@@ -101,15 +226,28 @@ export async function bundle(
     external?: readonly string[];
   },
 ): Promise<void> {
-  const { code, out: text } = await run(Deno.execPath(), [
-    "bundle",
-    "--quiet",
+  const flags = [
     "--platform",
     platform,
     ...external.flatMap((name) => ["--external", name]),
+  ];
+  const { code, out: text } = await run(Deno.execPath(), [
+    "bundle",
+    "--quiet",
+    ...flags,
     "-o",
     out,
     entry,
-  ], { cwd: ROOT });
-  if (code !== 0) throw new Error(`deno bundle ${entry} failed:\n${text}`);
+  ], {
+    cwd: ROOT,
+    label: `deno bundle ${entry}`,
+    timeoutMs: INSTALL_TIMEOUT_MS,
+  });
+  if (code !== 0) {
+    throw new CheckError(
+      `deno bundle ${entry} failed (${errorLine(text)}): run \`deno ${
+        ["bundle", ...flags, entry].join(" ")
+      } >/dev/null\` from the repository root to see the whole error`,
+    );
+  }
 }

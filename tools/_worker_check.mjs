@@ -7,15 +7,43 @@
 // It prints one line per step and exits 1 on the first wrong answer.
 //
 // Environment: WORKER_SCRIPT (the bundle, in the working directory),
-// COMPAT_DATE, GOLDEN (testdata/poison_job.golden.txt).
+// COMPAT_DATE, GOLDEN (testdata/poison_job.golden.txt), MINIFLARE_CACHE (the
+// cache folder miniflare was installed into, named when it looks broken).
+// A setup failure (miniflare does not load, workerd does not start) or an
+// unexpected error prints one line, never a stack trace, and exits 1.
 
 // deno-lint-ignore-file no-console
 import { createHash, createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
+const CACHE = process.env.MINIFLARE_CACHE ??
+  "the miniflare folder of the npm cache";
+
+/** The first line of an error's message that says something. */
+function firstLine(error) {
+  const text = String(error instanceof Error ? error.message : error);
+  return text.split("\n").map((line) => line.trim()).find(Boolean) ??
+    "no message";
+}
+
+/** Prints `worker-check: <what failed> (<why>): <what to do>` and exits 1. */
+function setupFailed(what, error, todo) {
+  console.error(`worker-check: ${what} (${firstLine(error)}): ${todo}`);
+  process.exit(1);
+}
+
 // Resolved from the node_modules the check links beside this file (a
 // specifier Deno's type check leaves alone).
 const MINIFLARE = "miniflare";
-const { Miniflare } = await import(MINIFLARE);
+let Miniflare;
+try {
+  ({ Miniflare } = await import(MINIFLARE));
+} catch (error) {
+  setupFailed(
+    "could not load miniflare",
+    error,
+    `delete ${CACHE} and run again`,
+  );
+}
 
 const SECRET = "worker-check-secret-0123456789";
 const OPS = "worker-check-ops-0123456789";
@@ -23,11 +51,13 @@ const QSTASH_KEY = "sig_current_0123456789abcdef";
 const PUBLIC_URL = "https://relayer.example.test";
 const ops = { authorization: `Bearer ${OPS}` };
 
+/** Prints a failed step and exits 1. */
 function fail(message) {
   console.error(`worker-check: FAIL ${message}`);
   process.exit(1);
 }
 
+/** Fails the step `what` unless `actual` and `expected` are the same JSON. */
 function assertEqual(actual, expected, what) {
   const a = JSON.stringify(actual);
   const e = JSON.stringify(expected);
@@ -88,8 +118,11 @@ async function signer(request) {
   return Response.json({ error: "not found" }, { status: 404 });
 }
 
-async function check(flags) {
-  const lines = [];
+/**
+ * A Miniflare running the bundled Worker with the compatibility flags
+ * `flags`, once it is ready; workerd's output goes to `lines`.
+ */
+async function startMiniflare(flags, lines) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: process.env.WORKER_SCRIPT,
@@ -132,9 +165,30 @@ async function check(flags) {
       }
     },
   });
-  const label = flags.length ? flags.join(",") : "no compatibility flags";
   try {
     await mf.ready;
+  } catch (error) {
+    await mf.dispose().catch(() => {});
+    throw error;
+  }
+  return mf;
+}
+
+/** Runs every step on workerd with the compatibility flags `flags`. */
+async function check(flags) {
+  const lines = [];
+  const label = flags.length ? flags.join(",") : "no compatibility flags";
+  let mf;
+  try {
+    mf = await startMiniflare(flags, lines);
+  } catch (error) {
+    setupFailed(
+      `workerd did not start [${label}]`,
+      error,
+      `check the bundled Worker and the compatibility date ${process.env.COMPAT_DATE}; if workerd is missing or broken, delete ${CACHE} and run again`,
+    );
+  }
+  try {
     const call = async (path, init = {}) => {
       const res = await mf.dispatchFetch(`${PUBLIC_URL}${path}`, init);
       const text = await res.text();
@@ -303,4 +357,13 @@ async function check(flags) {
   }
 }
 
-for (const flags of [[], ["nodejs_compat"]]) await check(flags);
+try {
+  for (const flags of [[], ["nodejs_compat"]]) await check(flags);
+} catch (error) {
+  console.error(
+    `worker-check: FAIL unexpected error (${
+      firstLine(error)
+    }): run it again; if it repeats, report it with the output above`,
+  );
+  process.exit(1);
+}

@@ -12,27 +12,36 @@
  */
 
 // deno-lint-ignore-file no-console
+import { ROOT, runMain } from "./_check.ts";
 import { bundle, cacheRoot, npmInstall, run } from "./_npm_cache.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
 
-const ROOT = new URL("..", import.meta.url).pathname;
-
-if (import.meta.main) {
+/**
+ * The check: Bun's version, the demo from source, the webhook under
+ * `Bun.serve`.
+ *
+ * @returns The exit code: 0 if every step passed.
+ * @throws {CheckError} If Bun cannot be installed or run, or the bundle fails.
+ */
+async function bunCheck(): Promise<number> {
   const cache = await npmInstall("bun", BUN_VERSION);
   const bun = `${cache}/node_modules/.bin/bun`;
+  const broken = `the cached Bun is incomplete: delete ${cache} and run again`;
   // Bun's own caches stay out of the repository too.
   const env = {
     BUN_INSTALL_CACHE_DIR: `${cacheRoot()}/bun-install-cache`,
     BUN_RUNTIME_TRANSPILER_CACHE_PATH: "0",
     NO_COLOR: "1",
   };
-  const version = await run(bun, ["--version"], { env });
+  const version = await run(bun, ["--version"], { env, ifMissing: broken });
   console.log(`bun-check: Bun ${version.out.trim()}`);
   if (version.out.trim() !== BUN_VERSION) {
-    console.error(`bun-check: expected Bun ${BUN_VERSION}`);
-    Deno.exit(1);
+    console.error(
+      `bun-check: expected Bun ${BUN_VERSION}: delete ${cache} and run again`,
+    );
+    return 1;
   }
   let ok = true;
 
@@ -40,6 +49,8 @@ if (import.meta.main) {
   const demo = await run(bun, ["run", "examples/poison_job.ts"], {
     cwd: ROOT,
     env,
+    label: "bun run examples/poison_job.ts",
+    ifMissing: broken,
   });
   const golden = await Deno.readTextFile(
     `${ROOT}testdata/poison_job.golden.txt`,
@@ -57,7 +68,12 @@ if (import.meta.main) {
     await bundle("tools/_bun_webhook.ts", `${dir}/webhook.js`, {
       platform: "browser",
     });
-    const served = await run(bun, ["run", "webhook.js"], { cwd: dir, env });
+    const served = await run(bun, ["run", "webhook.js"], {
+      cwd: dir,
+      env,
+      label: "bun run webhook.js (the webhook under Bun.serve)",
+      ifMissing: broken,
+    });
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
@@ -71,5 +87,7 @@ if (import.meta.main) {
     await Deno.remove(dir, { recursive: true });
   }
   console.log(`bun-check: ${ok ? "ok" : "FAILED"}`);
-  if (!ok) Deno.exit(1);
+  return ok ? 0 : 1;
 }
+
+if (import.meta.main) await runMain("bun-check", bunCheck);

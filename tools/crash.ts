@@ -55,8 +55,12 @@
  *   copy that died with the server after the other copy was acked; such an
  *   intent is reported, not counted as a violation.
  *
- * It prints a summary and exits 1 on any violation, 2 on a bad flag. Every
- * child process and the temp dir are removed, whatever happens.
+ * It prints a summary and exits 1 on any violation, or when fewer kills
+ * happened than `--kills` asked (every job ended first: too few intents per
+ * kill), 2 on a bad flag. Every child process, the temp dir and the
+ * PostgreSQL server are removed, whatever happens; a failure to set the run
+ * up (the temp dir, PostgreSQL) is one line, `crash: <what failed>: <what
+ * to do>`, and exit 1.
  *
  * @module
  */
@@ -70,7 +74,11 @@ import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
-import { startPostgres } from "../support/postgres_server.ts";
+import {
+  type OwnedPostgresServer,
+  startPostgres,
+} from "../support/postgres_server.ts";
+import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
 
 // ---------------------------------------------------------------- options
 
@@ -154,10 +162,12 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
 
 // ---------------------------------------------------------------- helpers
 
+/** Resolves after `ms` milliseconds. */
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** A promise with its `resolve`, to open a gate from outside. */
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
@@ -168,9 +178,11 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 class Limiter {
   #free: number;
   #waiting: (() => void)[] = [];
+  /** @param size How many tasks may run at once. */
   constructor(size: number) {
     this.#free = size;
   }
+  /** Runs `task` once a slot is free; returns what it returns. */
   async run<T>(task: () => Promise<T>): Promise<T> {
     if (this.#free > 0) this.#free--;
     else await new Promise<void>((resolve) => this.#waiting.push(resolve));
@@ -211,6 +223,7 @@ const BEHAVIOURS: readonly [Behaviour, number][] = [
   ["notsent_then_confirm", 0.1],
 ];
 
+/** A behaviour drawn by the weights of `BEHAVIOURS`. */
 function pickBehaviour(random: () => number): Behaviour {
   let x = random();
   for (const [behaviour, weight] of BEHAVIOURS) {
@@ -253,10 +266,12 @@ class SignerStub {
   #receiptReads = new Map<string, number>();
   #random: () => number;
 
+  /** @param random The seeded PRNG of the slow sends' delays. */
   constructor(random: () => number) {
     this.#random = random;
   }
 
+  /** The stub's HTTP handler: `/send` and `/receipt/:txHash`. */
   handler = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
     if (request.method === "POST" && url.pathname === "/send") {
@@ -285,6 +300,7 @@ class SignerStub {
     return Response.json({ error: "not found" }, { status: 404 });
   };
 
+  /** Answers a `/send` by the intent's behaviour, and records it. */
   async #send(request: Request): Promise<Response> {
     const arrivedAt = now();
     const body = await request.json() as {
@@ -399,6 +415,7 @@ const SERVICE_SETTINGS = [
   "CLOUDFLARE_MAX_RETRIES",
 ];
 
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const { port } = listener.addr as Deno.NetAddr;
@@ -419,6 +436,12 @@ class ServerProcess {
   /** Answers received from the current generation. */
   answered = 0;
 
+  /**
+   * @param root Where `main.ts` is (the repository root).
+   * @param dir The run's temp dir, the only place the service may write.
+   * @param env The service's whole environment.
+   * @param fatal Called when a server exits by itself.
+   */
   constructor(
     readonly root: string,
     readonly dir: string,
@@ -438,6 +461,7 @@ class ServerProcess {
     return this.#output.slice(-40).join("\n");
   }
 
+  /** Keeps the last lines of a server's output, tagged with its generation. */
   #collect(stream: ReadableStream<Uint8Array>, generation: number) {
     this.#readers.push(
       (async () => {
@@ -457,6 +481,7 @@ class ServerProcess {
     );
   }
 
+  /** Starts the next server and waits until `/healthz` answers, or `deadline`. */
   async start(deadline: number): Promise<void> {
     const port = freePort();
     const generation = ++this.generation;
@@ -898,8 +923,67 @@ const LEASE_MS = 500;
 const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
 
-/** Runs the crash test; returns the process exit code. */
+/**
+ * Runs the crash test in a temp dir of its own (and, with `--store
+ * postgres`, on a PostgreSQL server of its own); both are removed whatever
+ * happens.
+ *
+ * @param options The command line.
+ * @returns The process exit code: 0 if every check held and every kill
+ * happened, 1 otherwise.
+ * @throws {CheckError} If the temp dir cannot be made or PostgreSQL does
+ * not start.
+ */
 export async function crashTest(options: CrashTestOptions): Promise<number> {
+  let dir: string;
+  try {
+    dir = await Deno.makeTempDir({ prefix: "relayer_crash_" });
+  } catch (error) {
+    throw new CheckError(
+      `could not make a temp dir (${
+        (error as Error).message
+      }): point TMPDIR at a writable folder`,
+      { cause: error },
+    );
+  }
+  let database: OwnedPostgresServer | null = null;
+  try {
+    if (options.store === "postgres") {
+      // Its own server, stopped below (and by its watchdog if this process dies).
+      try {
+        database = await startPostgres();
+      } catch (error) {
+        throw new CheckError(
+          `PostgreSQL did not start for --store postgres (${
+            errorLine((error as Error).message)
+          }): check that the server is installed (Debian's postgresql package) and may write under TMPDIR, or run with --store kv`,
+          { cause: error },
+        );
+      }
+    }
+    return await runCrashTest(options, {
+      dir,
+      databaseUrl: database?.url ?? null,
+    });
+  } finally {
+    await database?.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/**
+ * The run itself: the signer stub, the service, the queue, the kills, then
+ * the checks and the summary.
+ *
+ * @param options The command line.
+ * @param where The run's temp dir, and the database's URL with `--store postgres`.
+ * @returns The process exit code.
+ */
+async function runCrashTest(
+  options: CrashTestOptions,
+  where: { dir: string; databaseUrl: string | null },
+): Promise<number> {
+  const { dir, databaseUrl } = where;
   const started = now();
   const deadline = started + options.deadlineS * 1000;
   const seeds = mulberry32(options.seed);
@@ -912,11 +996,7 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
   const secret = `crash-secret-${crypto.randomUUID()}`;
   const opsToken = `crash-ops-${crypto.randomUUID()}`;
   const sign = hmacSigner(secret);
-  const root = decodeURIComponent(new URL("../", import.meta.url).pathname);
 
-  const dir = await Deno.makeTempDir({ prefix: "relayer_crash_" });
-  // Its own server, stopped in `finally` (and by its watchdog if this process dies).
-  const database = options.store === "postgres" ? await startPostgres() : null;
   const stub = new SignerStub(stubRandom);
   const signer = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
@@ -936,8 +1016,8 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
   Object.assign(env, {
     NO_COLOR: "1",
     SENDER_URL: `http://127.0.0.1:${signer.addr.port}`,
-    ...(database
-      ? { DATABASE_URL: database.url }
+    ...(databaseUrl !== null
+      ? { DATABASE_URL: databaseUrl }
       : { KV_PATH: `${dir}/relayer.kv` }),
     WEBHOOK_SECRET: secret,
     OPS_TOKEN: opsToken,
@@ -949,7 +1029,7 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
     SENDER_TIMEOUT: `${SENDER_TIMEOUT_MS}ms`,
     LEASE: `${LEASE_MS}ms`,
   });
-  const server = new ServerProcess(root, dir, env, fail);
+  const server = new ServerProcess(ROOT, dir, env, fail);
 
   const stats: Stats = {
     deliveries: 0,
@@ -1308,7 +1388,18 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
         }s in all`,
       ].join("\n"),
     );
-    exitCode = violations.length === 0 ? 0 : 1;
+    // A run that crashed the service fewer times than asked proves less than
+    // it says: the kills come after a number of answers sized from
+    // --intents, and every job ended first.
+    const killed = stats.kills.length;
+    if (killed < options.kills) {
+      console.error(
+        `crash: only ${killed} of ${options.kills} kills happened before every job had ended: run more intents per kill (CI runs 20 a kill, e.g. --intents ${
+          Math.max(options.intents * 2, 20 * options.kills)
+        } --kills ${options.kills})`,
+      );
+    }
+    exitCode = violations.length === 0 && killed >= options.kills ? 0 : 1;
   } catch (error) {
     const reason = failure ?? error as Error;
     allEnded = true;
@@ -1329,23 +1420,32 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
     Deno.removeSignalListener("SIGTERM", onSignal);
     await server.stop();
     await signer.shutdown();
-    await database?.stop();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
   return exitCode;
 }
 
-if (import.meta.main) {
+/**
+ * The command line's entry: 2 on a bad flag, 0 for `--help`, else the
+ * crash test's code.
+ *
+ * @returns The process exit code.
+ * @throws {CheckError} If the run could not be set up (see {@linkcode crashTest}).
+ */
+async function main(): Promise<number> {
   let options: CrashTestOptions;
   try {
     options = parseOptions(Deno.args);
   } catch (error) {
     if (error instanceof HelpRequested) {
       console.log(USAGE);
-      Deno.exit(0);
+      return 0;
     }
-    console.error(`${(error as Error).message}\n${USAGE}`);
-    Deno.exit(2);
+    console.error(`crash: ${(error as Error).message}\n${USAGE}`);
+    return 2;
   }
-  Deno.exit(await crashTest(options));
+  return await crashTest(options);
 }
+
+// Anything that fails before the run starts (its temp dir, PostgreSQL) is
+// one line, `crash: <what failed>: <what to do>`, and exit 1.
+if (import.meta.main) await runMain("crash", main);

@@ -2,9 +2,10 @@
  * Proves the module runs on Node 20, not only on Deno: bundles `mod.ts`
  * with `deno bundle` and runs a smoke test of the policy and the relayer
  * with `node --test`; then runs the store contract suite on Node against
- * `KvStore` over `openKv(":memory:")` from the npm package `@deno/kv`.
- * (The webhook under `@hono/node-server` is `tests/node/webhook_node_test.ts`,
- * part of `deno task test`.)
+ * `KvStore` over `openKv(":memory:")` from the npm package `@deno/kv`
+ * (the version `deno.json` pins, installed into the cache outside the
+ * repository). (The webhook under `@hono/node-server` is
+ * `tests/node/webhook_node_test.ts`, part of `deno task test`.)
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
  *
@@ -12,11 +13,19 @@
  */
 
 // deno-lint-ignore-file no-console
-import { nodeVersion } from "../tests/node/_node.ts";
-import { bundle, run } from "./_npm_cache.ts";
+import { CheckError, ROOT, runMain } from "./_check.ts";
+import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
-/** Runs `node --test` and prints its summary; returns whether it passed. */
+/**
+ * Runs `node --test` and prints its summary.
+ *
+ * @param title What the summary line starts with.
+ * @param file The test file.
+ * @param cwd Where Node runs.
+ * @param env Environment variables added to this process's.
+ * @returns Whether it passed.
+ * @throws {CheckError} If it runs past its deadline.
+ */
 async function nodeTest(
   title: string,
   file: string,
@@ -27,7 +36,7 @@ async function nodeTest(
     "--test",
     "--test-reporter=spec",
     file,
-  ], { cwd, env });
+  ], { cwd, env, label: `node --test ${file.split("/").pop()}` });
   const summary = out.split("\n").filter((line) =>
     /^ℹ (tests|pass|fail|skipped) /.test(line)
   ).map((l) => l.slice(2));
@@ -36,14 +45,38 @@ async function nodeTest(
   return code === 0;
 }
 
-if (import.meta.main) {
-  const version = await nodeVersion();
-  if (version === null) {
-    console.error(
-      "node-check: no Node.js on PATH (Deno's own `node` shim does not count)",
+/**
+ * The version of `@deno/kv` that `deno.json` pins, so Node runs the one
+ * Deno resolves.
+ *
+ * @returns The exact version (`"0.14.0"`).
+ * @throws {CheckError} If `deno.json` does not pin `npm:@deno/kv@<version>`.
+ */
+async function denoKvVersion(): Promise<string> {
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
+    imports?: Record<string, string>;
+  };
+  const pinned = /^npm:@deno\/kv@(\d+\.\d+\.\d+)$/.exec(
+    config.imports?.["@deno/kv"] ?? "",
+  );
+  if (!pinned) {
+    throw new CheckError(
+      `deno.json's imports do not pin @deno/kv to an exact version: map "@deno/kv" to "npm:@deno/kv@<version>"`,
     );
-    Deno.exit(1);
   }
+  return pinned[1]!;
+}
+
+/**
+ * The check: the bundled core under `node --test`, then the store contract
+ * over `@deno/kv`.
+ *
+ * @returns The exit code: 0 if both passed.
+ * @throws {CheckError} If a setup step fails (no Node.js, bundle, install,
+ * a deadline).
+ */
+async function nodeCheck(): Promise<number> {
+  const version = await requireNode();
   console.log(`node-check: Node ${version}`);
   const dir = await Deno.makeTempDir({ prefix: "relayer_node_check_" });
   let ok = true;
@@ -58,22 +91,11 @@ if (import.meta.main) {
       },
     ) && ok;
 
-    await Deno.writeTextFile(
-      `${dir}/package.json`,
-      JSON.stringify({ private: true, type: "module" }),
-    );
-    const install = await run("npm", [
-      "install",
-      "--no-audit",
-      "--no-fund",
-      "--silent",
-      "@deno/kv@0.14.0",
-    ], { cwd: dir });
-    if (install.code !== 0) {
-      throw new Error(`npm install @deno/kv failed:\n${install.out}`);
-    }
     // @deno/kv ships a native addon per platform: npm installs it for this
-    // machine, and the bundle imports it from there.
+    // machine, into the cache, and the bundle imports it from there through
+    // a link beside it.
+    const cache = await npmInstall("@deno/kv", await denoKvVersion());
+    await Deno.symlink(`${cache}/node_modules`, `${dir}/node_modules`);
     await bundle("tests/node/kv_contract_node.ts", `${dir}/kv_contract.mjs`, {
       platform: "node",
       external: ["@deno/kv"],
@@ -86,5 +108,7 @@ if (import.meta.main) {
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-  if (!ok) Deno.exit(1);
+  return ok ? 0 : 1;
 }
+
+if (import.meta.main) await runMain("node-check", nodeCheck);

@@ -27,9 +27,8 @@
  */
 
 // deno-lint-ignore-file no-console
-import { run } from "./_npm_cache.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
+import { ROOT, runMain } from "./_check.ts";
+import { INSTALL_TIMEOUT_MS, run } from "./_npm_cache.ts";
 
 /** A fenced code block of a Markdown file. */
 export interface Snippet {
@@ -76,7 +75,13 @@ function bareImports(code: string): string[] {
   return [...names];
 }
 
-if (import.meta.main) {
+/**
+ * Runs every snippet of `README.md` and prints one line each, then a count.
+ *
+ * @returns The exit code: 1 if any snippet failed.
+ * @throws {CheckError} If a snippet runs past its deadline.
+ */
+async function checkSnippets(): Promise<number> {
   const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
     version: string;
     exports: Record<string, string>;
@@ -112,6 +117,11 @@ if (import.meta.main) {
     for (const [index, snippet] of snippets.entries()) {
       const where = `README.md:${snippet.line}`;
       const first = snippet.code.split("\n")[0]!.slice(0, 60);
+      // A snippet's first run may fetch its packages into a cold Deno cache.
+      const deadline = {
+        label: `the snippet at ${where}`,
+        timeoutMs: INSTALL_TIMEOUT_MS,
+      };
       const report = (status: string, detail = "") => {
         results.push(
           `${status.padEnd(8)} ${where.padEnd(14)} ${snippet.lang || "text"} ${
@@ -138,7 +148,7 @@ if (import.meta.main) {
           const checked = await run(
             Deno.execPath(),
             ["check", "--quiet", file],
-            { cwd: dir, env },
+            { cwd: dir, env, ...deadline },
           );
           checked.code === 0 ? report("ok") : report("FAIL", checked.out);
           continue;
@@ -148,7 +158,7 @@ if (import.meta.main) {
           "--quiet",
           "--no-prompt",
           file,
-        ], { cwd: dir, env });
+        ], { cwd: dir, env, ...deadline });
         // `console.log(x); // 503: …` promises that the line printed starts with 503.
         const promised = [...snippet.code.matchAll(
           /console\.log\(.*\);\s*\/\/\s*([^\s:]+)/g,
@@ -184,5 +194,7 @@ if (import.meta.main) {
       results.filter((r) => r.startsWith("not run")).length
     } not run (shell or output)`,
   );
-  if (failed > 0) Deno.exit(1);
+  return failed > 0 ? 1 : 0;
 }
+
+if (import.meta.main) await runMain("snippets", checkSnippets);

@@ -13,20 +13,42 @@
  */
 
 // deno-lint-ignore-file no-console
-import { bundle, npmInstall } from "./_npm_cache.ts";
+import { CheckError, ROOT, runMain } from "./_check.ts";
+import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
 
 /** The pinned Miniflare; its workerd is 1.20260730.1. */
 export const MINIFLARE_VERSION = "4.20260730.0";
 /** The compatibility date the Worker runs with. */
 export const COMPATIBILITY_DATE = "2026-07-30";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+/**
+ * How long the Node side may run: longer than its own waits (up to about
+ * two minutes per compatibility setting) plus workerd's start, so its own
+ * message says what went wrong whenever it can.
+ */
+const WORKER_CHECK_TIMEOUT_MS = 6 * 60_000;
 
-if (import.meta.main) {
+/**
+ * The check: the Worker bundled, then run on workerd by
+ * `tools/_worker_check.mjs` under Node.
+ *
+ * @returns The exit code: 0 if every step passed.
+ * @throws {CheckError} If a setup step fails (install, bundle, Node, the deadline).
+ */
+async function workerCheck(): Promise<number> {
+  await requireNode();
   const cache = await npmInstall("miniflare", MINIFLARE_VERSION);
-  const workerd = JSON.parse(
-    await Deno.readTextFile(`${cache}/node_modules/workerd/package.json`),
-  ) as { version: string };
+  let workerd: { version: string };
+  try {
+    workerd = JSON.parse(
+      await Deno.readTextFile(`${cache}/node_modules/workerd/package.json`),
+    );
+  } catch (error) {
+    throw new CheckError(
+      `the cached miniflare has no readable workerd: delete ${cache} and run again`,
+      { cause: error },
+    );
+  }
   console.log(
     `worker-check: miniflare ${MINIFLARE_VERSION}, workerd ${workerd.version}, compatibility date ${COMPATIBILITY_DATE}`,
   );
@@ -42,20 +64,23 @@ if (import.meta.main) {
       `${dir}/worker_check.mjs`,
     );
     await Deno.symlink(`${cache}/node_modules`, `${dir}/node_modules`);
-    const child = new Deno.Command("node", {
-      args: ["worker_check.mjs"],
+    ({ code } = await run("node", ["worker_check.mjs"], {
       cwd: dir,
       env: {
         WORKER_SCRIPT: "worker.js",
         COMPAT_DATE: COMPATIBILITY_DATE,
         GOLDEN: `${ROOT}testdata/poison_job.golden.txt`,
+        MINIFLARE_CACHE: cache,
       },
-      stdin: "null",
-    }).spawn();
-    code = (await child.status).code;
+      label: "the Worker on workerd (node worker_check.mjs)",
+      timeoutMs: WORKER_CHECK_TIMEOUT_MS,
+      inherit: true,
+    }));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
   console.log(`worker-check: ${code === 0 ? "ok" : "FAILED"}`);
-  Deno.exit(code);
+  return code;
 }
+
+if (import.meta.main) await runMain("worker-check", workerCheck);

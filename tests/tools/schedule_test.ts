@@ -8,6 +8,7 @@
  */
 
 import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import {
   checkQueue,
@@ -300,6 +301,7 @@ Deno.test("parseFlags() names the flag at fault in one line", () => {
   }
 });
 
+/** Runs `tools/schedule.ts` with `args` as a user would; returns what it printed. */
 async function run(
   args: readonly string[],
   permissions: readonly string[] = [],
@@ -309,12 +311,12 @@ async function run(
       "run",
       "--quiet",
       "--config",
-      new URL("deno.json", root).pathname,
+      fileURLToPath(new URL("deno.json", root)),
       ...permissions,
       "tools/schedule.ts",
       ...args,
     ],
-    cwd: root.pathname,
+    cwd: root,
     stdout: "piped",
     stderr: "piped",
   }).output();
