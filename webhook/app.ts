@@ -13,7 +13,8 @@
  * `GET /v1/intents/:id`,
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
  * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
- * `POST /v1/jobs` (local queue). `GET /healthz` is open.
+ * `POST /v1/jobs` (QStash with `QSTASH_TOKEN`, or the local queue with
+ * `KV_QUEUE=1`). `GET /healthz` is open, for health probes.
  *
  * An authenticated Pub/Sub message that cannot be read (bad JSON, bad
  * base64, not a job) is acked with 204, logged, and kept as the dead letter
@@ -315,7 +316,9 @@ function idFrom(value: unknown): string | undefined {
  * Builds the webhook: delivery routes for QStash, Pub/Sub and a generic
  * HMAC-signed route, ops routes, and `/healthz`. Every answer is JSON (a
  * `application/problem+json` for errors, RFC 9457), except Pub/Sub's 204.
- * A request that is malformed or unauthenticated touches nothing.
+ * A request that is unauthenticated or malformed touches nothing, except
+ * an authenticated Pub/Sub push that cannot be read: it is acked and kept
+ * as a dead letter (a 400 would have Pub/Sub redeliver it for days).
  *
  * @param deps The store, the Sender, the policy, the clock, the source of
  * randomness and the keys of each route.
@@ -1059,8 +1062,8 @@ export function createApp(deps: AppDeps): WebhookApp {
       return problem(
         503,
         "no-local-queue",
-        "No local queue",
-        "The local Deno KV queue is off: start with KV_QUEUE=1.",
+        "No queue",
+        "This service has no queue to put jobs on: set QSTASH_TOKEN (QStash) or KV_QUEUE=1 (the local Deno KV queue).",
       );
     }
     const job = jobFrom(
