@@ -27,6 +27,9 @@ import { createQueueHandler } from "@relayer/poison/cloudflare";
 import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
 
 const config = loadConfig(env); // the settings main.ts reads; refuses a bad one
+if (config.insecureDev) { // it opens unsigned routes, with no start-up line
+  throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
+}
 const store = new MemoryStore(); // per isolate: use a durable Store in production
 const sender = new HttpSender(config.sender);
 const deps = { store, sender, policy: config.policy, leaseMs: config.leaseMs };
@@ -45,11 +48,3 @@ const queue = createQueueHandler({
 });
 
 export default { fetch: app.fetch, queue };
-
-// Insecure dev mode opens every route whose keys are not set, and this
-// Worker has no start-up line to say which: it refuses to start with it.
-if (config.insecureDev) {
-  throw new Error(
-    "RELAYER_INSECURE_DEV is for a local run and is refused on a Worker: unset it",
-  );
-}
