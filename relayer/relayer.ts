@@ -705,10 +705,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     if (intent.hold === "captured") {
-      if (
-        intent.lastBroadcast?.outcome !== "sent" ||
-        intent.broadcasting !== null
-      ) {
+      if (intent.txHashes.length === 0 || intent.broadcasting !== null) {
         // Captured with no sent tx on record (or a send in flight): the
         // payer was charged for what may never reach the payee. A person
         // must look; settling it would hide that.
@@ -736,6 +733,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     const last = intent.lastBroadcast;
+    // The txs sent before the last broadcast: a rescue replaced them on
+    // record, but one may have confirmed meanwhile. Asked for when the last
+    // broadcast is not a confirmed tx, so that a paid payment settles
+    // instead of being rescued into a spent nonce and reviewed.
+    const earlier = intent.txHashes.filter((hash) =>
+      last?.outcome !== "sent" || hash !== last.txHash
+    );
+    if (
+      intent.broadcasting === null && last?.outcome !== "sent" &&
+      earlier.length > 0
+    ) {
+      const confirmed = await confirmedAmong(earlier);
+      if (confirmed !== undefined) return settledOn(confirmed);
+    }
     // One clock for "stuck": from the later of entering settling, the last
     // recorded broadcast and an unrecorded one's start. A rescue restarts
     // it, so a rescue whose outcome is unknown waits another stuckAfter.
@@ -765,10 +776,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     const txHash = last.txHash ?? "";
     const status = await sender.receipt(txHash);
+    if (status !== "confirmed" && earlier.length > 0) {
+      const confirmed = await confirmedAmong(earlier);
+      if (confirmed !== undefined) return settledOn(confirmed);
+    }
     switch (status) {
       case "confirmed":
-        return (current, d) =>
-          settled(current, d, `${txHash} confirmed, intent settled`);
+        return settledOn(txHash);
       case "dropped":
         // Same nonce: the dropped tx may have been a replacement whose
         // original mined meanwhile; a fresh nonce could pay twice.
@@ -783,6 +797,22 @@ export function createRelayer(options: RelayerOptions): Relayer {
           }`,
         );
     }
+  }
+
+  /** The newest of `hashes` whose tx the Sender says confirmed; `undefined` if none did. */
+  async function confirmedAmong(
+    hashes: readonly string[],
+  ): Promise<string | undefined> {
+    for (let i = hashes.length - 1; i >= 0; i--) {
+      if ((await sender.receipt(hashes[i]!)) === "confirmed") return hashes[i];
+    }
+    return undefined;
+  }
+
+  /** The step that settles on a confirmed tx. */
+  function settledOn(txHash: string): Act {
+    return (current, d) =>
+      settled(current, d, `${txHash} confirmed, intent settled`);
   }
 
   /** Moves a settling intent to settled; ledger first: the capture goes in the same commit. */

@@ -69,6 +69,15 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
   const mayHaveSent = intent.mayHaveSent ??
     (broadcasting !== null ||
       (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent"));
+  const txHashes = intent.txHashes ?? txHashesOf(lastBroadcast);
+  if (
+    !Array.isArray(txHashes) ||
+    !txHashes.every((hash) => typeof hash === "string")
+  ) {
+    throw new TypeError(
+      `Cannot create intent ${intent.id} as 'txHashes' must be an array of tx hashes`,
+    );
+  }
   return {
     id: intent.id,
     state,
@@ -76,8 +85,26 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     lastBroadcast,
     broadcasting,
     mayHaveSent,
+    txHashes: Object.freeze(txHashes.slice(-MAX_TX_HASHES)),
     settlingSince,
   };
+}
+
+/** How many tx hashes an intent keeps (the newest): far more than any payment's rescues. */
+export const MAX_TX_HASHES = 32;
+
+/**
+ * The tx hashes implied by a last broadcast alone (for an intent stored
+ * before it kept its hashes, or imported without them).
+ */
+export function txHashesOf(
+  lastBroadcast: Broadcast | null,
+): readonly string[] {
+  return Object.freeze(
+    lastBroadcast?.outcome === "sent" && lastBroadcast.txHash !== undefined
+      ? [lastBroadcast.txHash]
+      : [],
+  );
 }
 
 /**
@@ -120,7 +147,7 @@ export function nextHold(
 export function heldBy(
   intent: Pick<
     IntentRecord,
-    "id" | "state" | "hold" | "mayHaveSent" | "broadcasting" | "lastBroadcast"
+    "id" | "state" | "hold" | "mayHaveSent" | "broadcasting" | "txHashes"
   >,
   op: "record" | "void" | "capture",
 ): HoldState {
@@ -142,10 +169,10 @@ export function heldBy(
   }
   if (
     op === "capture" && state === "settling" &&
-    (intent.lastBroadcast?.outcome !== "sent" || intent.broadcasting !== null)
+    (intent.txHashes.length === 0 || intent.broadcasting !== null)
   ) {
-    // A settling intent is captured once its tx confirmed: the payee was
-    // paid by a recorded send, and no other send is in flight.
+    // A settling intent is captured once a tx of it confirmed: the payee
+    // was paid by a recorded send, and no other send is in flight.
     throw new ConflictError(
       `Cannot capture the hold of ${id} as it is settling without a sent broadcast on record${
         intent.broadcasting !== null ? " (one is in flight)" : ""
@@ -311,11 +338,18 @@ export function broadcastRecorded(
       `Cannot record a sent broadcast for ${current.id} without its 'txHash'`,
     );
   }
+  const { txHash } = broadcast;
   return {
     ...current,
     lastBroadcast: { ...broadcast },
     broadcasting: null,
     mayHaveSent: current.mayHaveSent || broadcast.outcome !== "not_sent",
+    // Every hash a send returned stays on record: a rescue whose outcome
+    // is unknown must not erase the tx that may confirm meanwhile.
+    txHashes:
+      broadcast.outcome === "sent" && !current.txHashes.includes(txHash!)
+        ? Object.freeze([...current.txHashes, txHash!].slice(-MAX_TX_HASHES))
+        : current.txHashes,
   };
 }
 

@@ -57,6 +57,7 @@ import {
   newIntentRecord,
   pageLimit,
   transitioned,
+  txHashesOf,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -338,6 +339,11 @@ export class KvStore implements Store {
   ): Intent {
     return Object.freeze({
       ...stored,
+      // Kept since 0.2; an intent stored before has its last sent hash.
+      txHashes: Object.freeze(
+        (stored as Partial<StoredIntent>).txHashes?.slice() ??
+          txHashesOf(stored.lastBroadcast),
+      ),
       hold,
       version: `${intentStamp}:${holdStamp ?? "-"}`,
     });

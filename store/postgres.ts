@@ -144,6 +144,7 @@ const INTENT_COLUMNS = [
   "last_tx_hash",
   "last_at",
   "last_error",
+  "tx_hashes",
 ] as const;
 
 // What every transaction begins with (see the module documentation).
@@ -294,16 +295,17 @@ export class PostgresStore implements Store {
     return withLease
       ? sql`
         SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
-          i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.version,
-          h.state AS hold, l.owner AS lease_owner, l.expires_at AS lease_expires_at
+          i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.tx_hashes,
+          i.version, h.state AS hold, l.owner AS lease_owner,
+          l.expires_at AS lease_expires_at
         FROM ${intents} i
         LEFT JOIN ${holds} h ON h.intent_id = i.id
         LEFT JOIN ${leases} l ON l.intent_id = i.id
         WHERE i.id = ${id}`
       : sql`
         SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
-          i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.version,
-          h.state AS hold
+          i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.tx_hashes,
+          i.version, h.state AS hold
         FROM ${intents} i
         LEFT JOIN ${holds} h ON h.intent_id = i.id
         WHERE i.id = ${id}`;
@@ -991,6 +993,7 @@ function intentColumns(record: IntentRecord): Record<
     last_tx_hash: last?.txHash ?? null,
     last_at: last?.at ?? null,
     last_error: last?.error ?? null,
+    tx_hashes: JSON.stringify(record.txHashes),
   };
 }
 
@@ -1012,6 +1015,7 @@ function recordOf(row: Row): IntentRecord {
     lastBroadcast,
     broadcasting: numberOrNull(row.broadcasting),
     mayHaveSent: row.may_have_sent === true,
+    txHashes: Object.freeze(JSON.parse(String(row.tx_hashes)) as string[]),
     settlingSince: numberOrNull(row.settling_since),
   };
 }

@@ -99,6 +99,12 @@ export interface Intent {
    * transaction.
    */
   readonly mayHaveSent: boolean;
+  /**
+   * Every tx hash a send of this intent returned, oldest first (the newest
+   * 32): a rescue whose outcome is unknown replaces the last broadcast, but
+   * not the tx that may confirm meanwhile.
+   */
+  readonly txHashes: readonly string[];
   /** When the intent entered `settling`; `null` before. */
   readonly settlingSince: number | null;
   /**
@@ -152,6 +158,12 @@ export interface NewIntent {
    * @default {true if lastBroadcast is sent or unknown}
    */
   readonly mayHaveSent?: boolean;
+  /**
+   * The tx hashes its sends returned, for importing an intent mid-flight.
+   *
+   * @default {the last broadcast's hash if it is sent, else none}
+   */
+  readonly txHashes?: readonly string[];
   /** When it entered `settling`, for importing an intent mid-flight. */
   readonly settlingSince?: number | null;
 }

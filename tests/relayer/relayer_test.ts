@@ -353,6 +353,42 @@ function suite(backend: Backend): void {
     ]);
   });
 
+  test("createRelayer() settles on an earlier tx that confirmed after a rescue replaced it on record", async () => {
+    for (
+      const [rescue, receipts] of [
+        // The rescue timed out (unknown): 0x1 is the only hash on record.
+        [{ error: new Error("timeout") }, ["pending", "confirmed"]],
+        // The rescue sent 0x2, still pending, while 0x1 mined.
+        [{ txHash: "0x2" }, ["pending", "pending", "confirmed"]],
+      ] as const
+    ) {
+      const { relayer, store, sender, clock } = await setup(
+        { state: "authorized", hold: "pending" },
+        { sends: [{ txHash: "0x1" }, rescue], receipts },
+      );
+      await relayer.deliver(job, 1); // sends 0x1
+      clock.now += 300_000; // stuck: 0x1 still pending, so rescue it
+      await relayer.deliver(job, 2);
+      clock.now += 5000;
+      assert.deepEqual(await relayer.deliver(job, 3), {
+        action: "done",
+        delivery: 3,
+        reason: "0x1 confirmed, intent settled",
+      });
+      const after = await intent(store);
+      assert.deepEqual([after.state, after.hold], ["settled", "captured"]);
+      assert.deepEqual(
+        after.txHashes,
+        "txHash" in rescue ? ["0x1", "0x2"] : ["0x1"],
+      );
+      assert.deepEqual(
+        sender.calls.filter((c) => c.method === "send").length,
+        2,
+        "no third send into a spent nonce",
+      );
+    }
+  });
+
   test("createRelayer() never broadcasts for an authorized intent whose hold is not pending", async () => {
     for (const hold of ["voided", "captured"] as const) {
       const { relayer, store, sender } = await setup({

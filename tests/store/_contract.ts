@@ -440,6 +440,47 @@ export function storeContract(
     assert.equal((await store.getIntent("pi_v"))?.broadcasting, null);
   });
 
+  test("keeps every tx hash a send returned, so a rescue on record does not erase the tx that may confirm", async (store) => {
+    const imported = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: SENT,
+    });
+    assert.deepEqual(imported.txHashes, ["0xabc"]); // from the last broadcast
+    assert.deepEqual(
+      (await store.createIntent({ id: "pi_2" })).txHashes,
+      [],
+    );
+    let intent = await store.beginBroadcast("pi_1", imported.version, 1);
+    intent = await store.recordBroadcast("pi_1", intent.version, {
+      outcome: "unknown",
+      error: "timeout",
+      at: 2,
+    });
+    intent = await store.beginBroadcast("pi_1", intent.version, 3);
+    intent = await store.recordBroadcast("pi_1", intent.version, {
+      outcome: "sent",
+      txHash: "0xdef",
+      at: 4,
+    });
+    intent = await store.beginBroadcast("pi_1", intent.version, 5);
+    intent = await store.recordBroadcast("pi_1", intent.version, {
+      outcome: "not_sent",
+      error: "nonce too low",
+      at: 6,
+    });
+    assert.deepEqual(intent.txHashes, ["0xabc", "0xdef"]);
+    assert.deepEqual((await store.getIntent("pi_1"))?.txHashes, [
+      "0xabc",
+      "0xdef",
+    ]);
+    // The last broadcast stayed home, but an earlier tx may be the one that
+    // confirmed: its hold can be captured.
+    assert.equal(await store.captureHold("pi_1"), "captured");
+  });
+
   test("keeps the ledger rules: authorize needs a hold, fail a void, settle a capture", async (store) => {
     const created = await store.createIntent({ id: "pi_1", state: "created" });
     await assert.rejects(

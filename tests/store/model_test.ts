@@ -77,14 +77,14 @@ function modelHold(
 /** What the relayer wrote that the model reads from the real store: whether a broadcast may have left, and the last one's outcome. */
 type Broadcasts = Pick<
   Intent,
-  "mayHaveSent" | "broadcasting" | "lastBroadcast"
+  "mayHaveSent" | "broadcasting" | "lastBroadcast" | "txHashes"
 >;
 
 /**
  * Whether the state and the broadcasts on record allow a hold change by
  * `op` (the hold itself aside): no void where money may have moved, a
  * capture only of a settling or needs_review intent, and of a settling
- * one only behind a sent broadcast with none in flight.
+ * one only once a send returned a tx hash, with none in flight.
  */
 function stateAllows(
   state: IntentState,
@@ -97,8 +97,7 @@ function stateAllows(
   }
   if (op === "capture") {
     if (state === "settling") {
-      return seen.lastBroadcast?.outcome === "sent" &&
-        seen.broadcasting === null;
+      return seen.txHashes.length > 0 && seen.broadcasting === null;
     }
     return state === "needs_review";
   }

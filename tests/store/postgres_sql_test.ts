@@ -102,6 +102,47 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "PostgresStore.migrate() adds tx_hashes to an intents table made before it, starting each row from its last sent hash",
+  ignore,
+  async fn() {
+    const sql = await connect(2);
+    const schema = freshSchema();
+    try {
+      // The intents table as 0.1 made it, with one sent and one unknown
+      // broadcast on record.
+      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+      await sql.unsafe(`CREATE TABLE "${schema}".intents (
+        id text COLLATE "C" PRIMARY KEY,
+        state text NOT NULL,
+        settling_since bigint,
+        broadcasting bigint,
+        may_have_sent boolean NOT NULL DEFAULT false,
+        last_outcome text,
+        last_tx_hash text,
+        last_at bigint,
+        last_error text,
+        version bigint NOT NULL DEFAULT 1
+      )`);
+      await sql.unsafe(`INSERT INTO "${schema}".intents
+        (id, state, settling_since, may_have_sent, last_outcome, last_tx_hash, last_at)
+        VALUES ('pi_sent', 'settling', 0, true, 'sent', '0xold', 1),
+               ('pi_unknown', 'settling', 0, true, 'unknown', NULL, 1)`);
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      await store.migrate(); // once only
+      assert.deepEqual((await store.getIntent("pi_sent"))?.txHashes, ["0xold"]);
+      assert.deepEqual((await store.getIntent("pi_unknown"))?.txHashes, []);
+      const fresh = await store.createIntent({ id: "pi_new" });
+      assert.deepEqual(fresh.txHashes, []);
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({
   name: "PostgresStore keeps two schemas of one database apart",
   ignore,
   async fn() {
