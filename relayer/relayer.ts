@@ -14,7 +14,7 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
-import { isIntentId } from "../store/_rules.ts";
+import { isIntentId, isRefusal } from "../store/_rules.ts";
 import { BusyError } from "../store/busy_error.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import type {
@@ -647,13 +647,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Only a race lost before anything landed may be planned again: a
         // lost race after a send must never lead to a second send.
         if (!(error instanceof ConflictError) || d.committed) throw error;
-        const read = seen!.version;
-        seen = await store.getIntent(id);
-        // Nobody wrote since the look: the store refused the write by its
-        // rules. That is this delivery's failure, not a busy intent.
-        if (seen?.version === read) throw error;
+        // The store refused the write by its rules: a fresh look would
+        // meet the same refusal. That is this delivery's failure, not a
+        // busy intent.
+        if (isRefusal(error)) throw error;
         if (attempt === 3) throw contended(id, error);
       }
+      seen = await store.getIntent(id);
     }
   }
 
@@ -715,8 +715,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
           ),
         );
       }
-      // A settle was interrupted between the capture and the state write:
-      // the money moved, so finish it.
+      // The relayer captures once a tx confirmed, then settles: a crash
+      // between the two leaves this. Someone else may have captured early,
+      // so finish it only on a tx that confirmed.
+      if ((await confirmedAmong(intent.txHashes)) === undefined) {
+        throw new Error(
+          "the hold is captured, waiting for a tx on record to confirm",
+        );
+      }
       return (current, d) =>
         settled(
           current,
@@ -799,12 +805,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /** The newest of `hashes` whose tx the Sender says confirmed; `undefined` if none did. */
+  /**
+   * The newest of `hashes` whose tx the Sender says confirmed; `undefined`
+   * if none did. A receipt that cannot be read counts as not confirmed: an
+   * old tx the node no longer knows (replaced, evicted) must not block what
+   * comes next.
+   */
   async function confirmedAmong(
     hashes: readonly string[],
   ): Promise<string | undefined> {
     for (let i = hashes.length - 1; i >= 0; i--) {
-      if ((await sender.receipt(hashes[i]!)) === "confirmed") return hashes[i];
+      try {
+        if ((await sender.receipt(hashes[i]!)) === "confirmed") {
+          return hashes[i];
+        }
+      } catch {
+        // Not confirmed as far as we can tell; ask about the next.
+      }
     }
     return undefined;
   }
@@ -954,14 +971,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
         return plan.text;
       } catch (error) {
         if (!(error instanceof ConflictError)) throw error;
-        if (
-          fail && intent !== null &&
-          (await store.getIntent(intent.id))?.version === intent.version
-        ) {
-          // Nobody wrote since the read: the store refused to fail the
-          // payment (its hold cannot be voided, or a broadcast may have
-          // left). When in doubt, review; never retry a refusal forever.
-          return await reviewRefused(intent, deadLetter, d, error);
+        if (isRefusal(error)) {
+          // The store refused to fail the payment (its hold cannot be
+          // voided, or a broadcast may have left). When in doubt, review;
+          // never retry a refusal forever.
+          if (fail && intent !== null) {
+            return await reviewRefused(intent, deadLetter, d, error);
+          }
+          throw error;
         }
         if (attempt === 3) throw contended(job.intentId, error);
       }

@@ -41,25 +41,10 @@ export function migration(schema: string): readonly string[] {
       version bigint NOT NULL DEFAULT 1,
       CHECK ((last_outcome IS NULL) = (last_at IS NULL))
     )`,
-    // Every tx hash a send returned (a JSON array), kept since 0.2: a table
-    // made before gets the column once, its rows starting from their last
-    // sent hash.
-    `DO $$
-      BEGIN
-        IF NOT EXISTS (
-          SELECT 1 FROM information_schema.columns
-          WHERE table_schema = '${schema}' AND table_name = 'intents'
-            AND column_name = 'tx_hashes'
-        ) THEN
-          ALTER TABLE ${s}.intents ADD COLUMN tx_hashes text;
-          UPDATE ${s}.intents SET tx_hashes = CASE
-            WHEN last_outcome = 'sent' AND last_tx_hash IS NOT NULL
-            THEN json_build_array(last_tx_hash)::text ELSE '[]' END;
-          ALTER TABLE ${s}.intents ALTER COLUMN tx_hashes SET DEFAULT '[]',
-            ALTER COLUMN tx_hashes SET NOT NULL;
-        END IF;
-      END
-      $$`,
+    // Every tx hash a send returned (a JSON array), kept since 0.2. On a
+    // table made before, adding the column rewrites nothing (a constant
+    // default); a row's last sent hash is read as on record.
+    `ALTER TABLE ${s}.intents ADD COLUMN IF NOT EXISTS tx_hashes text NOT NULL DEFAULT '[]'`,
     // The ledger: one row once a hold is recorded.
     `CREATE TABLE IF NOT EXISTS ${s}.holds (
       intent_id text COLLATE "C" PRIMARY KEY REFERENCES ${s}.intents (id),

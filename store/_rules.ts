@@ -20,6 +20,20 @@ import type {
 } from "./store.ts";
 import { canTransition, INTENT_STATES } from "./transitions.ts";
 
+/** A `ConflictError` for a write the rules refuse, not a lost race. */
+function refusal(message: string): ConflictError {
+  return new ConflictError(message, { refused: true });
+}
+
+/**
+ * Whether `error` is a write a store refused by its rules, not a
+ * compare-and-set lost to another writer: a fresh read would meet the
+ * same refusal.
+ */
+export function isRefusal(error: unknown): boolean {
+  return error instanceof ConflictError && error.refused;
+}
+
 /** An intent without its version: what a store persists. */
 export type IntentRecord = Omit<Intent, "version">;
 
@@ -69,7 +83,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
   const mayHaveSent = intent.mayHaveSent ??
     (broadcasting !== null ||
       (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent"));
-  const txHashes = intent.txHashes ?? txHashesOf(lastBroadcast);
+  const txHashes = intent.txHashes ?? [];
   if (
     !Array.isArray(txHashes) ||
     !txHashes.every((hash) => typeof hash === "string")
@@ -85,7 +99,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     lastBroadcast,
     broadcasting,
     mayHaveSent,
-    txHashes: Object.freeze(txHashes.slice(-MAX_TX_HASHES)),
+    txHashes: knownTxHashes(txHashes, lastBroadcast),
     settlingSince,
   };
 }
@@ -94,16 +108,24 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
 export const MAX_TX_HASHES = 32;
 
 /**
- * The tx hashes implied by a last broadcast alone (for an intent stored
- * before it kept its hashes, or imported without them).
+ * The tx hashes on record: `txHashes` (absent in an intent stored before
+ * they were kept, or written by such a process), with the last broadcast's
+ * hash if it was sent and is missing there; frozen, the newest
+ * {@linkcode MAX_TX_HASHES}.
  */
-export function txHashesOf(
+export function knownTxHashes(
+  txHashes: readonly string[] | undefined,
   lastBroadcast: Broadcast | null,
 ): readonly string[] {
+  const hashes = txHashes ?? [];
+  const last = lastBroadcast?.outcome === "sent"
+    ? lastBroadcast.txHash
+    : undefined;
   return Object.freeze(
-    lastBroadcast?.outcome === "sent" && lastBroadcast.txHash !== undefined
-      ? [lastBroadcast.txHash]
-      : [],
+    (last === undefined || hashes.includes(last) ? [...hashes] : [
+      ...hashes,
+      last,
+    ]).slice(-MAX_TX_HASHES),
   );
 }
 
@@ -127,12 +149,12 @@ export function nextHold(
     if (intent.state === "created" || intent.state === "authorized") {
       return "pending";
     }
-    throw new ConflictError(
+    throw refusal(
       `Cannot record a hold for ${id} as it is ${intent.state}: holds are recorded before authorization`,
     );
   }
   if (op !== "record" && hold === "pending") return target;
-  throw new ConflictError(
+  throw refusal(
     `Cannot ${op} the hold of ${id} as it is ${hold ?? "not recorded"}`,
   );
 }
@@ -158,12 +180,12 @@ export function heldBy(
     op === "void" &&
     (state === "settled" || (state === "settling" && mayHaveMoved(intent)))
   ) {
-    throw new ConflictError(
+    throw refusal(
       `Cannot void the hold of ${id} as it is ${state} and money may have moved: resolve it through review`,
     );
   }
   if (op === "capture" && state !== "settling" && state !== "needs_review") {
-    throw new ConflictError(
+    throw refusal(
       `Cannot capture the hold of ${id} as it is ${state}: only a settling or needs_review intent can be captured`,
     );
   }
@@ -173,7 +195,7 @@ export function heldBy(
   ) {
     // A settling intent is captured once a tx of it confirmed: the payee
     // was paid by a recorded send, and no other send is in flight.
-    throw new ConflictError(
+    throw refusal(
       `Cannot capture the hold of ${id} as it is settling without a sent broadcast on record${
         intent.broadcasting !== null ? " (one is in flight)" : ""
       }: capture it once its tx confirms, or through review`,
@@ -259,12 +281,12 @@ export function transitioned(
 ): IntentRecord {
   const { id } = current;
   if (current.state !== change.from) {
-    throw new ConflictError(
+    throw refusal(
       `Cannot move ${id} from ${change.from} to ${change.to} as it is ${current.state}; re-read it`,
     );
   }
   if (!canTransition(change.from, change.to)) {
-    throw new ConflictError(
+    throw refusal(
       `Cannot move ${id} from ${change.from} to ${change.to}: the transition table has no such move`,
     );
   }
@@ -273,14 +295,14 @@ export function transitioned(
     ? current.hold
     : heldBy(current, change.ledger);
   if (change.to === "settling" && hold !== "pending") {
-    throw new ConflictError(
+    throw refusal(
       `Cannot settle ${id} as its hold is ${
         hold ?? "not recorded"
       }: nothing may be broadcast without reserved funds`,
     );
   }
   if (change.to === "authorized" && hold !== "pending") {
-    throw new ConflictError(
+    throw refusal(
       `Cannot authorize ${id} before its hold is recorded`,
     );
   }
@@ -289,20 +311,20 @@ export function transitioned(
     (mayHaveMoved(current) || current.lastBroadcast?.outcome !== "not_sent")
   ) {
     // I1: only a payment whose every broadcast stayed home can fail.
-    throw new ConflictError(
+    throw refusal(
       `Cannot fail ${id} unless its last broadcast was declared not_sent and no earlier one may have left: send it to review`,
     );
   }
   if (change.to === "failed" && (hold === "pending" || hold === "captured")) {
     // A captured hold means the money moved: that payment cannot fail.
-    throw new ConflictError(
+    throw refusal(
       hold === "pending"
         ? `Cannot fail ${id} while its hold is pending: void the hold first`
         : `Cannot fail ${id} as its hold is captured: the money moved`,
     );
   }
   if (change.to === "settled" && hold !== "captured") {
-    throw new ConflictError(
+    throw refusal(
       `Cannot settle ${id} unless its hold is captured: capture the hold first`,
     );
   }
@@ -322,7 +344,7 @@ export function broadcastRecorded(
   broadcast: Broadcast,
 ): IntentRecord {
   if (current.state !== "settling") {
-    throw new ConflictError(
+    throw refusal(
       `Cannot record a broadcast for ${current.id} as it is ${current.state}, not settling`,
     );
   }
@@ -359,13 +381,13 @@ export function broadcastBegun(
   at: number,
 ): IntentRecord {
   if (current.state !== "settling") {
-    throw new ConflictError(
+    throw refusal(
       `Cannot start a broadcast for ${current.id} as it is ${current.state}, not settling`,
     );
   }
   if (current.hold !== "pending") {
     // I6: nothing is broadcast without reserved funds.
-    throw new ConflictError(
+    throw refusal(
       `Cannot start a broadcast for ${current.id} as its hold is ${
         current.hold ?? "not recorded"
       }: nothing may be broadcast without reserved funds`,

@@ -52,12 +52,12 @@ import {
   type CountRecord,
   heldBy,
   type IntentRecord,
+  knownTxHashes,
   leaseAfter,
   type LeaseRecord,
   newIntentRecord,
   pageLimit,
   transitioned,
-  txHashesOf,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -340,9 +340,9 @@ export class KvStore implements Store {
     return Object.freeze({
       ...stored,
       // Kept since 0.2; an intent stored before has its last sent hash.
-      txHashes: Object.freeze(
-        (stored as Partial<StoredIntent>).txHashes?.slice() ??
-          txHashesOf(stored.lastBroadcast),
+      txHashes: knownTxHashes(
+        (stored as Partial<StoredIntent>).txHashes,
+        stored.lastBroadcast,
       ),
       hold,
       version: `${intentStamp}:${holdStamp ?? "-"}`,
@@ -682,7 +682,10 @@ export class KvStore implements Store {
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
       );
     }
-    const next = heldBy({ ...intent.value, id, hold: hold.value }, op);
+    const next = heldBy(
+      this.#intent(intent.value, hold.value, intent.versionstamp!, null),
+      op,
+    );
     if (next === hold.value) return next;
     // The intent is checked too: its state is what allowed the change.
     await this.#commit(

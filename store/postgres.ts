@@ -49,6 +49,7 @@ import {
   COUNT_TTL_MS,
   heldBy,
   type IntentRecord,
+  knownTxHashes,
   leaseAfter,
   newIntentRecord,
   pageLimit,
@@ -1015,7 +1016,11 @@ function recordOf(row: Row): IntentRecord {
     lastBroadcast,
     broadcasting: numberOrNull(row.broadcasting),
     mayHaveSent: row.may_have_sent === true,
-    txHashes: Object.freeze(JSON.parse(String(row.tx_hashes)) as string[]),
+    // A row a process before 0.2 wrote has its last sent hash only there.
+    txHashes: knownTxHashes(
+      JSON.parse(String(row.tx_hashes)) as string[],
+      lastBroadcast,
+    ),
     settlingSince: numberOrNull(row.settling_since),
   };
 }

@@ -453,7 +453,8 @@ export interface StoredDeadLetter extends DeadLetter {
 /**
  * Everything the relayer keeps. Every write is a compare-and-set or an
  * idempotent operation: a lost race surfaces as a `ConflictError`, never as
- * a silent overwrite. A delivery's writes carry its lease and replay record
+ * a silent overwrite, and a write that breaks a rule as a `ConflictError`
+ * with `refused: true` (the relayer retries a race, never a refusal). A delivery's writes carry its lease and replay record
  * (`WriteOptions`), so each is one commit.
  *
  * Implementations: `MemoryStore` (no I/O), `KvStore` (Deno KV) and
@@ -569,9 +570,10 @@ export interface Store {
 
   /**
    * Captures the hold of a `settling` or `needs_review` intent (the states
-   * that move to `settled`); a `settling` one only once a broadcast was
-   * `sent` and none is in flight (its tx confirmed). Idempotent: a
-   * captured hold stays captured.
+   * that move to `settled`); a `settling` one only once a send returned a
+   * tx hash and none is in flight (the relayer captures once that tx
+   * confirmed, and settles on a captured hold only on a confirmed tx).
+   * Idempotent: a captured hold stays captured.
    *
    * @throws {ConflictError} If the hold is voided (the funds were
    * released), the intent is missing or in another state, or it is

@@ -658,7 +658,7 @@ interface DeadLetterView {
 function stateAfter(resolution: string): State | null {
   if (resolution === "nothing was sent, so the intent failed") return "failed";
   if (
-    /^(last broadcast unknown|no broadcast on record|an earlier broadcast may have been sent|last broadcast sent as \S+), needs review$/
+    /^(last broadcast unknown|no broadcast on record|an earlier broadcast may have been sent|last broadcast sent as \S+|the store refused the failure \(.+\)), needs review$/
       .test(resolution)
   ) return "needs_review";
   const still = /^job dropped, intent still (created|authorized)$/.exec(

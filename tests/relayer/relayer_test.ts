@@ -8,9 +8,11 @@ import {
   type NewIntent,
   notSent,
   poison,
+  type ReceiptStatus,
   type Relayer,
   type RelayerOptions,
   ScriptedSender,
+  type Sender,
   type SenderScript,
   type Store,
   type StoredDeadLetter,
@@ -18,6 +20,30 @@ import {
 import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+/**
+ * A chain for pi_0001: sends play `script` in order; each receipt answers
+ * by its tx hash from `receipts` (pending when absent; an Error is
+ * thrown), so a test can tell which tx confirmed.
+ */
+function perHash(script: SenderScript["sends"]) {
+  const scripted = new ScriptedSender({ pi_0001: { sends: script } });
+  const receipts: Record<string, ReceiptStatus | Error> = {};
+  const asked: string[] = [];
+  const sender: Sender = {
+    send: (intent, options) => scripted.send(intent, options),
+    receipt(txHash) {
+      asked.push(txHash);
+      const status = receipts[txHash] ?? "pending";
+      return status instanceof Error
+        ? Promise.reject(status)
+        : Promise.resolve(status);
+    },
+  };
+  const sends = () =>
+    scripted.calls.filter((call) => call.method === "send").length;
+  return { sender, receipts, asked, sends };
+}
 
 function suite(backend: Backend): void {
   const open: OpenStore[] = [];
@@ -353,40 +379,70 @@ function suite(backend: Backend): void {
     ]);
   });
 
-  test("createRelayer() settles on an earlier tx that confirmed after a rescue replaced it on record", async () => {
+  test("createRelayer() settles on an earlier tx that confirmed after a rescue replaced it on record, and only on one that confirmed", async () => {
     for (
-      const [rescue, receipts] of [
+      const [rescue, confirms] of [
         // The rescue timed out (unknown): 0x1 is the only hash on record.
-        [{ error: new Error("timeout") }, ["pending", "confirmed"]],
+        [{ error: new Error("timeout") }, true],
         // The rescue sent 0x2, still pending, while 0x1 mined.
-        [{ txHash: "0x2" }, ["pending", "pending", "confirmed"]],
+        [{ txHash: "0x2" }, true],
+        // Nothing mined: no settle, whatever is asked.
+        [{ txHash: "0x2" }, false],
       ] as const
     ) {
-      const { relayer, store, sender, clock } = await setup(
+      const chain = perHash([{ txHash: "0x1" }, rescue]);
+      const { relayer, store, clock } = await setup(
         { state: "authorized", hold: "pending" },
-        { sends: [{ txHash: "0x1" }, rescue], receipts },
+        undefined,
+        { sender: chain.sender },
       );
       await relayer.deliver(job, 1); // sends 0x1
       clock.now += 300_000; // stuck: 0x1 still pending, so rescue it
       await relayer.deliver(job, 2);
+      if (confirms) chain.receipts["0x1"] = "confirmed";
       clock.now += 5000;
-      assert.deepEqual(await relayer.deliver(job, 3), {
-        action: "done",
-        delivery: 3,
-        reason: "0x1 confirmed, intent settled",
-      });
+      const outcome = await relayer.deliver(job, 3);
       const after = await intent(store);
-      assert.deepEqual([after.state, after.hold], ["settled", "captured"]);
       assert.deepEqual(
         after.txHashes,
         "txHash" in rescue ? ["0x1", "0x2"] : ["0x1"],
       );
-      assert.deepEqual(
-        sender.calls.filter((c) => c.method === "send").length,
-        2,
-        "no third send into a spent nonce",
-      );
+      assert.ok(chain.asked.includes("0x1"), "the earlier tx was asked for");
+      assert.equal(chain.sends(), 2, "no third send into a spent nonce");
+      if (confirms) {
+        assert.deepEqual(outcome, {
+          action: "done",
+          delivery: 3,
+          reason: "0x1 confirmed, intent settled",
+        });
+        assert.deepEqual([after.state, after.hold], ["settled", "captured"]);
+      } else {
+        assert.equal(outcome.action, "retry");
+        assert.deepEqual([after.state, after.hold], ["settling", "pending"]);
+      }
     }
+  });
+
+  test("createRelayer() rescues even when an earlier tx's receipt cannot be read (a replaced tx the node forgot)", async () => {
+    const chain = perHash([{ txHash: "0x1" }, { txHash: "0x2" }, {
+      txHash: "0x3",
+    }]);
+    const { relayer, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      undefined,
+      { sender: chain.sender },
+    );
+    await relayer.deliver(job, 1); // sends 0x1
+    clock.now += 300_000;
+    await relayer.deliver(job, 2); // 0x1 pending and stuck: rescue, 0x2
+    chain.receipts["0x1"] = new Error("signer answered 404: no such tx");
+    clock.now += 300_000;
+    const outcome = await relayer.deliver(job, 3); // 0x2 stuck too: rescue
+    assert.equal(
+      outcome.action === "retry" && outcome.reason,
+      "sent 0x3, waiting for confirmation",
+    );
+    assert.equal(chain.sends(), 3);
   });
 
   test("createRelayer() never broadcasts for an authorized intent whose hold is not pending", async () => {
@@ -406,21 +462,75 @@ function suite(backend: Backend): void {
     }
   });
 
-  test("createRelayer() finishes a settle interrupted between the capture and the state write", async () => {
-    const { relayer, store, sender } = await setup({
-      state: "settling",
-      hold: "captured",
-      settlingSince: 0,
-      lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
-    });
-    const outcome = await relayer.deliver(job, 1);
+  test("createRelayer() finishes a settle interrupted between the capture and the state write, once its tx confirmed", async () => {
+    const chain = perHash([]);
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        hold: "captured",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
+      },
+      undefined,
+      { sender: chain.sender },
+    );
+    // Captured early (by someone else), its tx still pending: wait.
+    const early = await relayer.deliver(job, 1);
+    assert.equal(
+      early.action === "retry" && early.reason,
+      "the hold is captured, waiting for a tx on record to confirm",
+    );
+    assert.equal((await intent(store)).state, "settling");
+    chain.receipts["0x1"] = "confirmed";
+    const outcome = await relayer.deliver(job, 2);
     assert.deepEqual(outcome, {
       action: "done",
-      delivery: 1,
+      delivery: 2,
       reason: "the hold is captured: finished an interrupted settle",
     });
     assert.equal((await intent(store)).state, "settled");
-    assert.equal(sender.calls.length, 0);
+    assert.deepEqual(chain.asked, ["0x1", "0x1"]);
+    assert.equal(chain.sends(), 0);
+  });
+
+  test("createRelayer() cannot broadcast behind a voided hold even through a reader that misses the void: the store refuses the write-ahead", async () => {
+    const { store } = await setup({
+      state: "settling",
+      hold: "voided",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "not_sent", at: 0 },
+    });
+    // A stale ledger cache: the void is not seen.
+    const stale = new Proxy(store, {
+      get(target, key) {
+        if (key === "getIntent") {
+          return async (id: string) => {
+            const found = await target.getIntent(id);
+            return found && { ...found, hold: "pending" };
+          };
+        }
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const sender = new ScriptedSender({
+      pi_0001: { sends: [{ txHash: "0xno" }] },
+    });
+    const relayer = createRelayer({
+      store: stale,
+      sender,
+      policy: { maxDeliveries: 5, jitter: "none" },
+      now: () => 1_000_000,
+      random: () => 0,
+    });
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "retry");
+    assert.match(
+      outcome.action === "retry" ? outcome.reason : "",
+      /nothing may be broadcast without reserved funds/,
+    );
+    assert.deepEqual(sender.calls, []);
+    assert.equal((await intent(store)).broadcasting, null);
   });
 
   test("createRelayer() never broadcasts for a settling intent with no hold on record", async () => {
@@ -761,7 +871,9 @@ function suite(backend: Backend): void {
           if (key === "transition") {
             return () =>
               Promise.reject(
-                new ConflictError("Cannot settle pi_0001 by rule"),
+                new ConflictError("Cannot settle pi_0001 by rule", {
+                  refused: true,
+                }),
               );
           }
           const value = Reflect.get(target, key, target);

@@ -158,3 +158,24 @@ Deno.test("KvStore: a lease a crash left is cleared by the next delivery that wr
   }, { lease: { owner: "c", ttlMs: 60_000, now: 60_003 } });
   assert.deepEqual(counting.counts, { reads: 0, commits: 1 });
 });
+
+Deno.test("KvStore reads an intent stored before it kept tx hashes with its last sent hash, and can capture its hold", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    // As 0.1 wrote it: no `txHashes`.
+    await kv.set(["relayer", "intent", "pi_old"], {
+      id: "pi_old",
+      state: "settling",
+      lastBroadcast: { outcome: "sent", txHash: "0xold", at: 1 },
+      broadcasting: null,
+      mayHaveSent: true,
+      settlingSince: 0,
+    });
+    await kv.set(["relayer", "hold", "pi_old"], "pending");
+    const store = new KvStore(kv);
+    assert.deepEqual((await store.getIntent("pi_old"))?.txHashes, ["0xold"]);
+    assert.equal(await store.captureHold("pi_old"), "captured");
+  } finally {
+    kv.close();
+  }
+});

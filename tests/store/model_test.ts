@@ -208,20 +208,31 @@ class StaleMove implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.intents.has(this.id);
   async run(m: Model, r: Real) {
     const model = m.intents.get(this.id)!;
-    const current = (await r.store.getIntent(this.id))!.version;
+    const seen = (await r.store.getIntent(this.id))!;
+    const current = seen.version;
     const stale = r.versions.get(this.id)!.find((v) => v !== current);
+    // Moves the rules allow on the current version, so that only its
+    // staleness can refuse one.
+    const ledgerAllows = (op: "void" | "capture") =>
+      modelHold(model.hold, op) === model.hold ||
+      stateAllows(model.state, seen, op);
     const valid = TRANSITIONS[model.state].flatMap(
       (to): { to: IntentState; ledger?: "void" | "capture" }[] => {
         if (to === "authorized") {
           return model.hold === "pending" ? [{ to }] : [];
         }
         if (to === "failed") {
-          return modelHold(model.hold, "void") === "voided"
+          const clean = model.state !== "settling" ||
+            (!seen.mayHaveSent && seen.broadcasting === null &&
+              seen.lastBroadcast?.outcome === "not_sent");
+          return modelHold(model.hold, "void") === "voided" && clean &&
+              ledgerAllows("void")
             ? [{ to, ledger: "void" as const }]
             : [];
         }
         if (to === "settled") {
-          return modelHold(model.hold, "capture") === "captured"
+          return modelHold(model.hold, "capture") === "captured" &&
+              ledgerAllows("capture")
             ? [{ to, ledger: "capture" as const }]
             : [];
         }
