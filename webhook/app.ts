@@ -1024,7 +1024,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "not-configured",
         "Redrive has no queue",
-        `A redrive puts a fresh job on a queue, and this service has none: set QSTASH_TOKEN (QStash) or KV_QUEUE=1 (the local Deno KV queue). With another queue, publish {"intentId":"${intentId}","kind":"settle"} to it yourself; the dead letter stays as the record, and a new poisoning of the job replaces it.`,
+        `A redrive puts a fresh job on a queue, and this service has none (main.ts: set QSTASH_TOKEN or KV_QUEUE=1; in code: give createApp a redriveTo). With another queue, deliver the job yourself with its count afresh: on POST /v1/deliveries as {"job":{"intentId":"${intentId}","kind":"settle"},"delivery":1}, or as a new Pub/Sub message. The dead letter stays as the record, and a new poisoning of the job replaces it.`,
       );
     }
     let job: Job | null;

@@ -42,10 +42,22 @@ Deno.test("createApp() without a queue to redrive to refuses the redrive (503) a
   assert.equal(res.status, 503);
   const body = await res.json();
   assert.equal(body.type.endsWith("not-configured"), true, body.type);
-  assert.match(body.detail, /set QSTASH_TOKEN .* or KV_QUEUE=1/);
-  assert.match(body.detail, /publish \{"intentId":"pi_0001","kind":"settle"\}/);
+  assert.match(body.detail, /set QSTASH_TOKEN or KV_QUEUE=1/);
   // The intent is still created: its dead letter is what records it.
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+  // The body the answer gives is a delivery, counted afresh from 1.
+  const job = JSON.parse(
+    /as (\{"job":.*"delivery":1\})/.exec(body.detail)?.[1] ?? "null",
+  );
+  assert.deepEqual(job, {
+    job: { intentId: "pi_0001", kind: "settle" },
+    delivery: 1,
+  });
+  const again = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: JSON.stringify(job),
+  });
+  assert.equal((await again.json()).delivery, 1);
 });
 
 Deno.test("createApp() redrives a dead letter named by intent and kind, as two path segments", async () => {
