@@ -35,6 +35,7 @@ import {
   type QueueLimits,
 } from "../mod.ts";
 import * as Plot from "@observablehq/plot";
+import { whyNotDuration } from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
 
 // Re-exported so the documentation of `schedule` and its results links it.
@@ -625,11 +626,11 @@ function queueFrom(
   policy: Policy,
 ): QueueLimits | undefined {
   const kind = raw["--queue"];
-  const bad = (flag: QueueFlag): UsageError =>
+  const bad = (flag: QueueFlag, error?: unknown): UsageError =>
     new UsageError(
-      `${flag} must be ${QUEUE_FLAGS[flag].must}: current value is ${
-        JSON.stringify(raw[flag])
-      }`,
+      `${flag} must be ${QUEUE_FLAGS[flag].must}${
+        whyNotDuration(error)
+      }: current value is ${JSON.stringify(raw[flag])}`,
     );
   for (const flag of Object.keys(raw) as QueueFlag[]) {
     const kinds: readonly string[] = QUEUE_FLAGS[flag].kinds;
@@ -652,8 +653,8 @@ function queueFrom(
     let ms: number;
     try {
       ms = parseDuration(text);
-    } catch {
-      throw bad(flag);
+    } catch (error) {
+      throw bad(flag, error);
     }
     if (ms > 600_000) throw bad(flag);
     return ms;
@@ -753,11 +754,11 @@ export function parseFlags(args: readonly string[]): Flags {
     else raw[name] = value;
   }
 
-  const bad = (flag: PolicyFlag): UsageError =>
+  const bad = (flag: PolicyFlag, error?: unknown): UsageError =>
     new UsageError(
-      `${flag} must be ${FIELDS[flag].must}: current value is ${
-        JSON.stringify(raw[flag])
-      }`,
+      `${flag} must be ${FIELDS[flag].must}${
+        whyNotDuration(error)
+      }: current value is ${JSON.stringify(raw[flag])}`,
     );
   const overrides: Partial<Record<keyof Policy, unknown>> = {};
   for (const [flag, text] of Object.entries(raw) as [PolicyFlag, string][]) {
@@ -769,8 +770,8 @@ export function parseFlags(args: readonly string[]): Flags {
     } else {
       try {
         overrides[field] = parseDuration(text);
-      } catch {
-        throw bad(flag);
+      } catch (error) {
+        throw bad(flag, error);
       }
     }
   }

@@ -256,6 +256,19 @@ function databaseUrl(
   };
 }
 
+/**
+ * Why a value that looks like a duration is not one (a fraction of a
+ * millisecond, too many digits), from `parseDuration`'s error, as
+ * `", and …"` to go before a refusal's "current value"; `""` for any other
+ * error. The value itself is not a secret.
+ */
+export function whyNotDuration(error: unknown): string {
+  const why =
+    /^Cannot parse duration as (it (?:must be a whole|is too long).*): current value is/
+      .exec(error instanceof Error ? error.message : "")?.[1];
+  return why === undefined ? "" : `, and ${why}`;
+}
+
 function duration(
   env: Record<string, string | undefined>,
   name: string,
@@ -264,12 +277,12 @@ function duration(
   if (value === undefined || value === "") return undefined;
   try {
     return parseDuration(value);
-  } catch {
+  } catch (error) {
     throw new ConfigError(
       name,
-      `${name} must be a duration such as 5s, 2m or 90000 (milliseconds): current value is ${
-        JSON.stringify(value)
-      }`,
+      `${name} must be a duration such as 5s, 2m or 90000 (milliseconds)${
+        whyNotDuration(error)
+      }: current value is ${JSON.stringify(value)}`,
     );
   }
 }

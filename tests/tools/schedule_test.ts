@@ -262,6 +262,10 @@ Deno.test("parseFlags() names the flag at fault in one line", () => {
       '--cap must be a duration of at least 1ms, such as 2m: current value is "0s"',
     ],
     [
+      ["--base", "1.0005s"],
+      '--base must be a duration of at least 1ms, such as 5s, and it must be a whole number of milliseconds (at most 3 decimals on "s", none on "ms"): current value is "1.0005s"',
+    ],
+    [
       ["--max-deliveries", "0"],
       '--max-deliveries must be an integer from 1 to 1000: current value is "0"',
     ],

@@ -345,6 +345,21 @@ function refusal(env: Record<string, string>): string {
   throw new Error("loadConfig accepted it");
 }
 
+Deno.test("loadConfig() says why a value that looks like a duration is not one", () => {
+  assert.equal(
+    refusal({ ...base, SENDER_TIMEOUT: "1.0005s" }),
+    'SENDER_TIMEOUT must be a duration such as 5s, 2m or 90000 (milliseconds), and it must be a whole number of milliseconds (at most 3 decimals on "s", none on "ms"): current value is "1.0005s"',
+  );
+  assert.match(
+    refusal({ ...base, STUCK_AFTER: "1234567890123456" }),
+    /^STUCK_AFTER must be a duration .*, and it is too long: a plain number of milliseconds has at most 15 digits/,
+  );
+  assert.equal(
+    refusal({ ...base, LEASE: "soon" }),
+    'LEASE must be a duration such as 5s, 2m or 90000 (milliseconds): current value is "soon"',
+  );
+});
+
 Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   const config = loadConfig(base);
   assert.deepEqual(config.queues, {
