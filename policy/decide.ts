@@ -92,7 +92,7 @@ export interface DecideOptions {
  * @param delivery The delivery that failed, 1-based, counting the first try.
  * @param policy The policy, or the fields that differ from the default
  * (none: {@linkcode DEFAULT_POLICY}), read as {@linkcode definePolicy}
- * reads them: own enumerable fields only, each once.
+ * reads them: own fields only, each once.
  * @param options The source of randomness for the jitter (`Math.random`).
  * @returns A {@linkcode Decision}.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or a number
@@ -143,11 +143,19 @@ export function decide(
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = DEFAULT_POLICY);
   } else if (isChecked(policy)) {
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = policy as Policy);
-  } else if (readPlain(policy)) {
-    maxDeliveries = plain.maxDeliveries;
-    baseMs = plain.baseMs;
-    capMs = plain.capMs;
-    strategy = plain.jitter;
+  } else if (hasPlainKeys(policy)) {
+    // Each field read once, and what is read is what is checked and used:
+    // a getter cannot pass the check with one value and be used with
+    // another.
+    const max = policy.maxDeliveries;
+    const base = policy.baseMs;
+    const cap = policy.capMs;
+    const jitter = policy.jitter;
+    checkRead(max, base, cap, jitter, policy.stuckAfterMs);
+    maxDeliveries = max ?? DEFAULT_POLICY.maxDeliveries;
+    baseMs = base ?? DEFAULT_POLICY.baseMs;
+    capMs = cap ?? DEFAULT_POLICY.capMs;
+    strategy = jitter ?? DEFAULT_POLICY.jitter;
   } else {
     ({ maxDeliveries, baseMs, capMs, jitter: strategy } = definePolicy(
       policy,
@@ -195,54 +203,40 @@ function exhaustedAt(delivery: number): Decision {
 }
 
 /**
- * What `readPlain` read, for `decide` to take at once: numbers and a string
- * pass through here instead of a fresh object (one object, made once; its
- * fields load as fast as locals). Set only after the last read of the
- * policy, so a getter that calls `decide` itself cannot leave its own
- * policy's values here; nothing runs between the set and `decide`'s use.
+ * Whether `policy` is a plain object whose enumerable fields are all its
+ * own policy fields, reading no value (`for…in` walks the engine's cached
+ * keys of the object's shape, allocating nothing). Anything else (not an
+ * object, a class instance or a prototype-less object, an unknown or
+ * inherited field) goes to `definePolicy`, which throws the error naming it
+ * or completes the policy.
  */
-const plain: {
-  maxDeliveries: number;
-  baseMs: number;
-  capMs: number;
-  jitter: Jitter;
-} = { maxDeliveries: 0, baseMs: 0, capMs: 0, jitter: "equal" };
-
-/**
- * Reads a partial policy the way `definePolicy` does, allocating nothing:
- * its own enumerable fields (what `Object.keys` lists; `for…in` walks the
- * engine's cached keys of the object's shape), each read once, in the
- * order of {@linkcode Policy}'s fields. False, with nothing read, if
- * `policy` is not an object or has a field that is not a policy field:
- * `definePolicy` then throws the error. A bad value throws here, the same
- * error `definePolicy` throws.
- */
-function readPlain(policy: Partial<Policy>): boolean {
-  if (typeof policy !== "object" || policy === null) return false;
-  // Names first, reading no value: `definePolicy` refuses an unknown field
-  // before it reads any (a getter's effects included).
-  let own = 0;
+function hasPlainKeys(policy: Partial<Policy>): boolean {
+  // One cached load; `Object.getPrototypeOf` cost as much as the rest of
+  // `decide`.
+  if (
+    typeof policy !== "object" || policy === null ||
+    policy.constructor !== Object
+  ) return false;
   for (const key in policy) {
     // Inside a for…in over the same object the engine answers this from
-    // the object's shape. An inherited field is not a setting: skipped,
-    // as `Object.keys` skips it.
-    if (!Object.prototype.hasOwnProperty.call(policy, key)) continue;
-    if (key === "maxDeliveries") own |= MAX_DELIVERIES;
-    else if (key === "baseMs") own |= BASE_MS;
-    else if (key === "capMs") own |= CAP_MS;
-    else if (key === "jitter") own |= JITTER;
-    else if (key === "stuckAfterMs") own |= STUCK_AFTER_MS;
-    else return false;
+    // the object's shape.
+    if (
+      !Object.prototype.hasOwnProperty.call(policy, key) ||
+      (key !== "maxDeliveries" && key !== "baseMs" && key !== "capMs" &&
+        key !== "jitter" && key !== "stuckAfterMs")
+    ) return false;
   }
-  // Then each own enumerable field once, into a local: a non-enumerable
-  // one is never read (`definePolicy` ignores it too), and a getter is not
-  // asked twice, so it cannot pass the check with one value and be used
-  // with another.
-  const max = own & MAX_DELIVERIES ? policy.maxDeliveries : undefined;
-  const base = own & BASE_MS ? policy.baseMs : undefined;
-  const cap = own & CAP_MS ? policy.capMs : undefined;
-  const jitter = own & JITTER ? policy.jitter : undefined;
-  const stuckAfter = own & STUCK_AFTER_MS ? policy.stuckAfterMs : undefined;
+  return true;
+}
+
+/** Throws what `definePolicy` throws if these fields, read once, are not a valid partial policy. */
+function checkRead(
+  max: unknown,
+  base: unknown,
+  cap: unknown,
+  jitter: unknown,
+  stuckAfter: unknown,
+): void {
   if (
     (max === undefined || isWhole(max, 1)) &&
     (base === undefined || isWhole(base, 1)) &&
@@ -250,48 +244,15 @@ function readPlain(policy: Partial<Policy>): boolean {
     (stuckAfter === undefined || isWhole(stuckAfter, 0)) &&
     (jitter === undefined || jitter === "equal" || jitter === "full" ||
       jitter === "none")
-  ) {
-    plain.maxDeliveries = max === undefined
-      ? DEFAULT_POLICY.maxDeliveries
-      : max;
-    plain.baseMs = base === undefined ? DEFAULT_POLICY.baseMs : base;
-    plain.capMs = cap === undefined ? DEFAULT_POLICY.capMs : cap;
-    plain.jitter = jitter === undefined ? DEFAULT_POLICY.jitter : jitter;
-    return true;
-  }
-  refuse(max, base, cap, jitter, stuckAfter);
-  return true;
+  ) return;
+  definePolicy({
+    maxDeliveries: max,
+    baseMs: base,
+    capMs: cap,
+    jitter,
+    stuckAfterMs: stuckAfter,
+  } as Partial<Policy>);
 }
-
-/**
- * Throws what `definePolicy` throws for these values read from a partial
- * policy: it is handed the values, not the object, whose getters could
- * answer differently a second time. Apart from `readPlain`, which then stays
- * small enough for the engine to inline.
- */
-function refuse(
-  maxDeliveries: unknown,
-  baseMs: unknown,
-  capMs: unknown,
-  jitter: unknown,
-  stuckAfterMs: unknown,
-): void {
-  ({
-    maxDeliveries: plain.maxDeliveries,
-    baseMs: plain.baseMs,
-    capMs: plain.capMs,
-    jitter: plain.jitter,
-  } = definePolicy(
-    { maxDeliveries, baseMs, capMs, jitter, stuckAfterMs } as Partial<Policy>,
-  ));
-}
-
-// The policy fields `readPlain` found on the object, one bit each.
-const MAX_DELIVERIES = 1;
-const BASE_MS = 2;
-const CAP_MS = 4;
-const JITTER = 8;
-const STUCK_AFTER_MS = 16;
 
 function isWhole(value: unknown, min: number): value is number {
   return Number.isSafeInteger(value) && (value as number) >= min;

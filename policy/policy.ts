@@ -104,8 +104,8 @@ function checkedAndFrozen(fields: Policy): Policy {
  * every field, so a bad setting fails where it is made, not at the tenth
  * delivery.
  *
- * Only the object's own enumerable fields are settings (what `Object.keys`
- * lists), each read once; an inherited or non-enumerable field is not one.
+ * Only the object's own fields are settings, each read once; an inherited
+ * one is not. Every field `Object.keys` lists must be a policy field.
  *
  * @param overrides The fields to change (`undefined`: the defaults).
  * @returns A frozen, valid policy.
@@ -154,7 +154,7 @@ export function definePolicy(overrides?: Partial<Policy>): Policy {
   // partial policy: a getter is asked the same questions by both.
   const fields: Partial<Record<keyof Policy, unknown>> = {};
   for (const field of FIELDS) {
-    if (!keys.includes(field)) continue;
+    if (!Object.hasOwn(overrides, field)) continue;
     const value = overrides[field];
     if (value !== undefined) fields[field] = value;
   }
