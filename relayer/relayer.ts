@@ -706,12 +706,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     if (intent.hold === "captured") {
       if (intent.txHashes.length === 0 || intent.broadcasting !== null) {
-        // Captured with no sent tx on record (or a send in flight): the
-        // payer was charged for what may never reach the payee. A person
-        // must look; settling it would hide that.
+        // Captured with no sent tx on record, or with a send in flight:
+        // the payer was charged for what may never reach the payee. A
+        // person must look; settling it would hide that.
         throw poison(
           new Error(
-            "the hold is captured, but no sent broadcast is on record",
+            intent.txHashes.length === 0
+              ? "the hold is captured, but no sent broadcast is on record"
+              : "the hold is captured while a broadcast is in flight",
           ),
         );
       }
@@ -947,7 +949,6 @@ export function createRelayer(options: RelayerOptions): Relayer {
         poisonedAt: now(),
         ...(queue ? { queue } : {}),
       };
-      const fail = plan.action === "fail";
       try {
         if (intent === null || plan.action === "drop") {
           await d.write((options) =>
@@ -975,7 +976,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           // The store refused to fail the payment (its hold cannot be
           // voided, or a broadcast may have left). When in doubt, review;
           // never retry a refusal forever.
-          if (fail && intent !== null) {
+          if (plan.action === "fail" && intent !== null) {
             return await reviewRefused(intent, deadLetter, d, error);
           }
           throw error;
