@@ -196,8 +196,10 @@ export function heldBy(
     // A settling intent is captured once a tx of it confirmed: the payee
     // was paid by a recorded send, and no other send is in flight.
     throw refusal(
-      `Cannot capture the hold of ${id} as it is settling without a sent broadcast on record${
-        intent.broadcasting !== null ? " (one is in flight)" : ""
+      `Cannot capture the hold of ${id} as it is settling ${
+        intent.txHashes.length === 0
+          ? "without a sent broadcast on record"
+          : "with a broadcast in flight"
       }: capture it once its tx confirms, or through review`,
     );
   }

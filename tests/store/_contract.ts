@@ -917,12 +917,16 @@ export function storeContract(
       state: "settling",
       hold: "pending",
       settlingSince: 0,
+      txHashes: ["0xd"],
       broadcasting: 5,
     });
     await assert.rejects(store.voidHold("pi_d"), /money may have moved/);
     // A settling hold is captured only behind a sent tx, with none in flight:
     // not while a send is under way, nor when every send stayed home.
-    await assert.rejects(store.captureHold("pi_d"), /one is in flight/);
+    await assert.rejects(
+      store.captureHold("pi_d"),
+      /with a broadcast in flight/,
+    );
     await store.createIntent({
       id: "pi_f",
       state: "settling",
