@@ -1063,7 +1063,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "no-local-queue",
         "No queue",
-        "This service has no queue to put jobs on: set QSTASH_TOKEN (QStash) or KV_QUEUE=1 (the local Deno KV queue).",
+        "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN or KV_QUEUE=1; in code: give createApp an enqueue).",
       );
     }
     const job = jobFrom(
