@@ -40,7 +40,8 @@
  *   intent never moves and never reaches the signer.
  * - I6: every `/send` carried a `settling` intent with a `pending` hold;
  *   no intent is `settled` without a `captured` hold and a receipt the
- *   signer confirmed for its last tx hash.
+ *   signer confirmed for one of its tx hashes (the last, or one a rescue
+ *   replaced on record).
  * - Dead letters: each belongs to a job that answered poison at that
  *   delivery, or whose delivery of that number died with the server; its
  *   intent exists; its resolution is one of the specification's texts and
@@ -639,6 +640,8 @@ interface IntentView {
       | null;
     broadcasting: number | null;
     mayHaveSent: boolean;
+    /** Every tx hash a send of this intent returned. */
+    txHashes: string[];
   };
   deliveries: number;
   deadLetter: DeadLetterView | null;
@@ -771,13 +774,15 @@ function check(input: CheckInput): CheckResult {
       if (intent.hold !== "captured") {
         flag(id, `I6: settled with hold ${intent.hold ?? "none"}`);
       }
-      const txHash = intent.lastBroadcast?.txHash;
-      if (txHash === undefined || !input.stub.confirmed.has(txHash)) {
+      // Settled on a tx the signer confirmed: the last one, or an earlier
+      // one that mined after a rescue replaced it on record.
+      const hashes = intent.txHashes ?? [];
+      if (!hashes.some((hash) => input.stub.confirmed.has(hash))) {
         flag(
           id,
-          `settled, but the signer never confirmed its last tx ${
-            txHash ?? "(none)"
-          }`,
+          `settled, but the signer confirmed none of its txs (${
+            hashes.join(", ") || "none on record"
+          })`,
         );
       }
     }
