@@ -92,7 +92,10 @@ export interface DecideOptions {
  * @param delivery The delivery that failed, 1-based, counting the first try.
  * @param policy The policy, or the fields that differ from the default
  * (none: {@linkcode DEFAULT_POLICY}), read as {@linkcode definePolicy}
- * reads them: own fields only, each once.
+ * reads them: own fields only (an enumerable inherited one sends the
+ * policy to `definePolicy`), each once. One case differs: a plain object
+ * whose prototype (not `Object.prototype`) holds a non-enumerable policy
+ * field, or a Proxy, is read through; `definePolicy` ignores such a field.
  * @param options The source of randomness for the jitter (`Math.random`).
  * @returns A {@linkcode Decision}.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or a number
@@ -130,9 +133,11 @@ export function decide(
   }
   // The fields are read straight from the object the caller passed: no
   // spread, no freeze, no allocation. A policy `definePolicy` made is
-  // trusted as it is; a partial object is read and checked by `readPlain`,
-  // each field once; anything it cannot vouch for (not an object, an
-  // unknown field) goes to `definePolicy`, which throws the error naming it.
+  // trusted as it is; a plain object whose keys are its own policy fields
+  // (`hasPlainKeys`) has each field read once and checked as read
+  // (`checkRead`); anything else (not an object, a class instance, an
+  // unknown or enumerable inherited field) goes to `definePolicy`, which
+  // throws the error naming it or completes the policy.
   // Only numbers and a string leave these branches, never the policy
   // object: a literal written in the call can then stay unallocated.
   let maxDeliveries: number;
@@ -207,8 +212,10 @@ function exhaustedAt(delivery: number): Decision {
  * own policy fields, reading no value (`for…in` walks the engine's cached
  * keys of the object's shape, allocating nothing). Anything else (not an
  * object, a class instance or a prototype-less object, an unknown or
- * inherited field) goes to `definePolicy`, which throws the error naming it
- * or completes the policy.
+ * enumerable inherited field) goes to `definePolicy`, which throws the
+ * error naming it or completes the policy. A non-enumerable field on a
+ * custom prototype is not seen here (checking for one would cost as much
+ * as `decide`): `decide` reads it, `definePolicy` does not.
  */
 function hasPlainKeys(policy: Partial<Policy>): boolean {
   // One cached load; `Object.getPrototypeOf` cost as much as the rest of

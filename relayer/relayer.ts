@@ -651,9 +651,16 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // meet the same refusal. That is this delivery's failure, not a
         // busy intent.
         if (isRefusal(error)) throw error;
-        if (attempt === 3) throw contended(id, error);
+        const read = seen!.version;
+        seen = await store.getIntent(id);
+        if (attempt === 3) {
+          // Three refusals with nobody writing between: a store of one's
+          // own that does not mark its refusals. Not a busy intent.
+          if (seen?.version === read) throw error;
+          throw contended(id, error);
+        }
+        continue;
       }
-      seen = await store.getIntent(id);
     }
   }
 
@@ -972,15 +979,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
         return plan.text;
       } catch (error) {
         if (!(error instanceof ConflictError)) throw error;
-        if (isRefusal(error)) {
-          // The store refused to fail the payment (its hold cannot be
-          // voided, or a broadcast may have left). When in doubt, review;
-          // never retry a refusal forever.
-          if (plan.action === "fail" && intent !== null) {
-            return await reviewRefused(intent, deadLetter, d, error);
-          }
-          throw error;
+        // The store refused to fail the payment (its hold cannot be voided,
+        // or a broadcast may have left). When in doubt, review; never retry
+        // a refusal forever. On the third try, one a store of one's own did
+        // not mark counts too, if nobody wrote meanwhile.
+        const refused = isRefusal(error) ||
+          (attempt === 3 && intent !== null &&
+            (await store.getIntent(intent.id))?.version === intent.version);
+        if (refused && plan.action === "fail" && intent !== null) {
+          return await reviewRefused(intent, deadLetter, d, error);
         }
+        if (refused) throw error;
         if (attempt === 3) throw contended(job.intentId, error);
       }
     }
@@ -1040,6 +1049,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
             ? " (its dead letter is the record of why it is in review)"
             : ""
         }`,
+        { refused: true },
       );
     }
     const job: Job = { intentId: deadLetter.intentId, kind: "settle" };

@@ -42,9 +42,22 @@ export function migration(schema: string): readonly string[] {
       CHECK ((last_outcome IS NULL) = (last_at IS NULL))
     )`,
     // Every tx hash a send returned (a JSON array), kept since 0.2. On a
-    // table made before, adding the column rewrites nothing (a constant
-    // default); a row's last sent hash is read as on record.
-    `ALTER TABLE ${s}.intents ADD COLUMN IF NOT EXISTS tx_hashes text NOT NULL DEFAULT '[]'`,
+    // table made before, the column is added once, with a constant default
+    // (no rewrite), and a row's last sent hash is read as on record. The
+    // check comes first: ALTER TABLE locks the table before it looks, and
+    // migrate() runs at every start.
+    `DO $$
+      BEGIN
+        IF NOT EXISTS (
+          SELECT 1 FROM information_schema.columns
+          WHERE table_schema = '${schema}' AND table_name = 'intents'
+            AND column_name = 'tx_hashes'
+        ) THEN
+          ALTER TABLE ${s}.intents
+            ADD COLUMN IF NOT EXISTS tx_hashes text NOT NULL DEFAULT '[]';
+        END IF;
+      END
+      $$`,
     // The ledger: one row once a hold is recorded.
     `CREATE TABLE IF NOT EXISTS ${s}.holds (
       intent_id text COLLATE "C" PRIMARY KEY REFERENCES ${s}.intents (id),

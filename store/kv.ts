@@ -52,6 +52,7 @@ import {
   type CountRecord,
   heldBy,
   type IntentRecord,
+  isRefusal,
   knownTxHashes,
   leaseAfter,
   type LeaseRecord,
@@ -393,7 +394,12 @@ export class KvStore implements Store {
     } else atomic.delete(this.#key("hold", record.id));
     const result = await atomic.commit();
     if (!result.ok) {
-      throw new ConflictError(`Cannot create intent ${record.id} as it exists`);
+      throw new ConflictError(
+        `Cannot create intent ${record.id} as it exists`,
+        {
+          refused: true,
+        },
+      );
     }
     const stamp = result.versionstamp;
     return this.#intent(
@@ -484,8 +490,10 @@ export class KvStore implements Store {
         );
         if (written !== null) return written;
       } catch (error) {
-        // A lease the cache shows as taken may have been released since.
-        if (!(error instanceof BusyError)) throw error;
+        // A lease the cache shows as taken may have been released since;
+        // a rule the cached record broke may hold on a fresh one (another
+        // writer moved it): decide both again on a fresh read.
+        if (!(error instanceof BusyError) && !isRefusal(error)) throw error;
       }
     }
     const [intent, hold, lease, claim, dead] = await this.#get<
@@ -499,7 +507,12 @@ export class KvStore implements Store {
     );
     const current = this.#toIntent(intent, hold);
     if (current === null) {
-      throw new ConflictError(`Cannot write intent ${id} as it does not exist`);
+      throw new ConflictError(
+        `Cannot write intent ${id} as it does not exist`,
+        {
+          refused: true,
+        },
+      );
     }
     if (current.version !== version) {
       throw new ConflictError(
@@ -680,6 +693,7 @@ export class KvStore implements Store {
     if (intent.value === null) {
       throw new ConflictError(
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
+        { refused: true },
       );
     }
     const next = heldBy(

@@ -83,7 +83,12 @@ export class MemoryStore implements Store {
   #expect(id: string, version: string): IntentRecord {
     const entry = this.#intents.get(id);
     if (!entry) {
-      throw new ConflictError(`Cannot write intent ${id} as it does not exist`);
+      throw new ConflictError(
+        `Cannot write intent ${id} as it does not exist`,
+        {
+          refused: true,
+        },
+      );
     }
     if (String(entry.version) !== version) {
       throw new ConflictError(
@@ -149,6 +154,7 @@ export class MemoryStore implements Store {
     if (!entry) {
       throw new ConflictError(
         `Cannot ${op} the hold of ${id} as the intent does not exist`,
+        { refused: true },
       );
     }
     const hold = heldBy(entry.record, op);
@@ -170,6 +176,7 @@ export class MemoryStore implements Store {
       if (this.#intents.has(record.id)) {
         throw new ConflictError(
           `Cannot create intent ${record.id} as it exists`,
+          { refused: true },
         );
       }
       return this.#write(record.id, record);

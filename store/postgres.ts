@@ -391,7 +391,9 @@ export class PostgresStore implements Store {
     const read = this.#intentQuery(tx, id, true).execute();
     const [, [row]] = await Promise.all([locked, read]);
     if (row === undefined) {
-      throw new ConflictError(`Cannot ${what} as the intent does not exist`);
+      throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
+        refused: true,
+      });
     }
     if (version !== null && String(row.version) !== version) {
       throw new ConflictError(
@@ -432,6 +434,7 @@ export class PostgresStore implements Store {
       if (row === undefined) {
         throw new ConflictError(
           `Cannot create intent ${record.id} as it exists`,
+          { refused: true },
         );
       }
       return toIntent(record, row.version);

@@ -862,6 +862,45 @@ function suite(backend: Backend): void {
     assert.deepEqual(sender.calls, []);
   });
 
+  test("createRelayer() with a store of one's own that does not mark its refusals still reviews a payment it refuses to fail, after three tries", async () => {
+    const { store } = await setup({
+      state: "settling",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "not_sent", at: 0 },
+    });
+    // Every ConflictError comes back as a plain one, `refused` unset.
+    const plain = new Proxy(store, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target);
+        if (typeof value !== "function") return value;
+        return async (...args: unknown[]) => {
+          try {
+            return await value.apply(target, args);
+          } catch (error) {
+            if (error instanceof ConflictError) {
+              throw new ConflictError(error.message);
+            }
+            throw error;
+          }
+        };
+      },
+    });
+    const relayer = createRelayer({
+      store: plain,
+      sender: new ScriptedSender({}),
+      policy: { maxDeliveries: 5, jitter: "none" },
+      now: () => 1_000_000,
+      random: () => 0,
+    });
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "poison");
+    assert.match(
+      outcome.action === "poison" ? outcome.resolution : "",
+      /^the store refused the failure \(Cannot void the hold of pi_0001 as it is not recorded\), needs review$/,
+    );
+    assert.equal((await intent(store)).state, "needs_review");
+  });
+
   test("createRelayer() answers a write the store refuses by its rules as this delivery's failure, not as a busy intent", async () => {
     const { store } = await setup({ state: "authorized", hold: "pending" });
     // A store whose rules refuse the move to settling, writing nothing.

@@ -440,6 +440,34 @@ export function storeContract(
     assert.equal((await store.getIntent("pi_v"))?.broadcasting, null);
   });
 
+  test("answers a write on a stale version as a lost race (refused: false), even one the rules would refuse on what the writer read", async (store) => {
+    // The writer read `created` with no hold; meanwhile the hold is recorded.
+    await store.createIntent({ id: "pi_1", state: "created" });
+    const read = (await store.getIntent("pi_1"))!;
+    await store.recordHold("pi_1");
+    const stale = store.transition("pi_1", {
+      from: "created",
+      to: "authorized",
+      version: read.version,
+      at: 1,
+    });
+    await assert.rejects(
+      stale,
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    // On its own version, the rule's refusal is marked as one.
+    const fresh = await store.createIntent({ id: "pi_2", state: "created" });
+    await assert.rejects(
+      store.transition("pi_2", {
+        from: "created",
+        to: "authorized",
+        version: fresh.version,
+        at: 1,
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+  });
+
   test("keeps every tx hash a send returned, so a rescue on record does not erase the tx that may confirm", async (store) => {
     const imported = await store.createIntent({
       id: "pi_1",

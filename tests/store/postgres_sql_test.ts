@@ -143,6 +143,36 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "PostgresStore.migrate() does not wait on a reader of the intents table once the tables are there (it runs at every start)",
+  ignore,
+  async fn() {
+    const sql = await connect(4);
+    const schema = freshSchema();
+    const reader = await sql.reserve();
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      // A long report holds a share lock on intents until it commits.
+      await reader.unsafe("BEGIN");
+      await reader.unsafe(`SELECT count(*) FROM "${schema}".intents`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = new Promise<string>((resolve) => {
+        timer = setTimeout(() => resolve("waited"), 3000);
+      });
+      const done = store.migrate().then(() => "done");
+      assert.equal(await Promise.race([done, waited]), "done");
+      clearTimeout(timer);
+    } finally {
+      await reader.unsafe("ROLLBACK");
+      reader.release();
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({
   name: "PostgresStore keeps two schemas of one database apart",
   ignore,
   async fn() {
