@@ -45,6 +45,22 @@ function perHash(script: SenderScript["sends"]) {
   return { sender, receipts, asked, sends };
 }
 
+/**
+ * `store` with some of its methods replaced; the others are its own,
+ * bound to it (its private fields need the real receiver).
+ */
+function overriding(store: Store, methods: Partial<Store>): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      if (Object.hasOwn(methods, key)) {
+        return methods[key as keyof Store];
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
 function suite(backend: Backend): void {
   const open: OpenStore[] = [];
   const test = (title: string, body: () => Promise<void>) =>
@@ -501,16 +517,10 @@ function suite(backend: Backend): void {
       lastBroadcast: { outcome: "not_sent", at: 0 },
     });
     // A stale ledger cache: the void is not seen.
-    const stale = new Proxy(store, {
-      get(target, key) {
-        if (key === "getIntent") {
-          return async (id: string) => {
-            const found = await target.getIntent(id);
-            return found && { ...found, hold: "pending" };
-          };
-        }
-        const value = Reflect.get(target, key, target);
-        return typeof value === "function" ? value.bind(target) : value;
+    const stale = overriding(store, {
+      getIntent: async (id: string) => {
+        const found = await store.getIntent(id);
+        return found && { ...found, hold: "pending" };
       },
     });
     const sender = new ScriptedSender({
@@ -905,19 +915,13 @@ function suite(backend: Backend): void {
     const { store } = await setup({ state: "authorized", hold: "pending" });
     // A store whose rules refuse the move to settling, writing nothing.
     const refusing = createRelayer({
-      store: new Proxy(store, {
-        get(target, key) {
-          if (key === "transition") {
-            return () =>
-              Promise.reject(
-                new ConflictError("Cannot settle pi_0001 by rule", {
-                  refused: true,
-                }),
-              );
-          }
-          const value = Reflect.get(target, key, target);
-          return typeof value === "function" ? value.bind(target) : value;
-        },
+      store: overriding(store, {
+        transition: () =>
+          Promise.reject(
+            new ConflictError("Cannot settle pi_0001 by rule", {
+              refused: true,
+            }),
+          ),
       }),
       sender: new ScriptedSender({}),
       policy: { maxDeliveries: 2, jitter: "none" },
