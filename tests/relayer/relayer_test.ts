@@ -79,10 +79,15 @@ function suite(backend: Backend): void {
     clock: { now: number };
   }
 
+  /**
+   * A store holding pi_0001 and a relayer over it (or over `wrap(store)`,
+   * a view of it that misbehaves); the store returned is the real one.
+   */
   async function setup(
     intent: Omit<NewIntent, "id">,
     script: SenderScript = { sends: [] },
     options: Partial<RelayerOptions> = {},
+    wrap: (store: Store) => Store = (store) => store,
   ): Promise<Setup> {
     const opened = await backend.open();
     open.push(opened);
@@ -91,7 +96,7 @@ function suite(backend: Backend): void {
     const sender = new ScriptedSender({ pi_0001: script });
     const clock = { now: 1_000_000 };
     const relayer = createRelayer({
-      store,
+      store: wrap(store),
       sender,
       policy: { maxDeliveries: 5, jitter: "none" },
       now: () => clock.now,
@@ -510,29 +515,24 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() cannot broadcast behind a voided hold even through a reader that misses the void: the store refuses the write-ahead", async () => {
-    const { store } = await setup({
-      state: "settling",
-      hold: "voided",
-      settlingSince: 0,
-      lastBroadcast: { outcome: "not_sent", at: 0 },
-    });
-    // A stale ledger cache: the void is not seen.
-    const stale = overriding(store, {
-      getIntent: async (id: string) => {
-        const found = await store.getIntent(id);
-        return found && { ...found, hold: "pending" };
+    const { relayer, store, sender } = await setup(
+      {
+        state: "settling",
+        hold: "voided",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "not_sent", at: 0 },
       },
-    });
-    const sender = new ScriptedSender({
-      pi_0001: { sends: [{ txHash: "0xno" }] },
-    });
-    const relayer = createRelayer({
-      store: stale,
-      sender,
-      policy: { maxDeliveries: 5, jitter: "none" },
-      now: () => 1_000_000,
-      random: () => 0,
-    });
+      { sends: [{ txHash: "0xno" }] },
+      {},
+      // A stale ledger cache: the void is not seen.
+      (store) =>
+        overriding(store, {
+          getIntent: async (id: string) => {
+            const found = await store.getIntent(id);
+            return found && { ...found, hold: "pending" };
+          },
+        }),
+    );
     const outcome = await relayer.deliver(job, 1);
     assert.equal(outcome.action, "retry");
     assert.match(
@@ -873,35 +873,33 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() with a store of one's own that does not mark its refusals still reviews a payment it refuses to fail, after three tries", async () => {
-    const { store } = await setup({
-      state: "settling",
-      settlingSince: 0,
-      lastBroadcast: { outcome: "not_sent", at: 0 },
-    });
-    // Every ConflictError comes back as a plain one, `refused` unset.
-    const plain = new Proxy(store, {
-      get(target, key) {
-        const value = Reflect.get(target, key, target);
-        if (typeof value !== "function") return value;
-        return async (...args: unknown[]) => {
-          try {
-            return await value.apply(target, args);
-          } catch (error) {
-            if (error instanceof ConflictError) {
-              throw new ConflictError(error.message);
-            }
-            throw error;
-          }
-        };
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "not_sent", at: 0 },
       },
-    });
-    const relayer = createRelayer({
-      store: plain,
-      sender: new ScriptedSender({}),
-      policy: { maxDeliveries: 5, jitter: "none" },
-      now: () => 1_000_000,
-      random: () => 0,
-    });
+      undefined,
+      {},
+      // Every ConflictError comes back as a plain one, `refused` unset.
+      (store) =>
+        new Proxy(store, {
+          get(target, key) {
+            const value = Reflect.get(target, key, target);
+            if (typeof value !== "function") return value;
+            return async (...args: unknown[]) => {
+              try {
+                return await value.apply(target, args);
+              } catch (error) {
+                if (error instanceof ConflictError) {
+                  throw new ConflictError(error.message);
+                }
+                throw error;
+              }
+            };
+          },
+        }),
+    );
     const outcome = await relayer.deliver(job, 1);
     assert.equal(outcome.action, "poison");
     assert.match(
@@ -912,22 +910,21 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() answers a write the store refuses by its rules as this delivery's failure, not as a busy intent", async () => {
-    const { store } = await setup({ state: "authorized", hold: "pending" });
     // A store whose rules refuse the move to settling, writing nothing.
-    const refusing = createRelayer({
-      store: overriding(store, {
-        transition: () =>
-          Promise.reject(
-            new ConflictError("Cannot settle pi_0001 by rule", {
-              refused: true,
-            }),
-          ),
-      }),
-      sender: new ScriptedSender({}),
-      policy: { maxDeliveries: 2, jitter: "none" },
-      now: () => 1_000_000,
-      random: () => 0,
-    });
+    const { relayer: refusing } = await setup(
+      { state: "authorized", hold: "pending" },
+      undefined,
+      { policy: { maxDeliveries: 2, jitter: "none" } },
+      (store) =>
+        overriding(store, {
+          transition: () =>
+            Promise.reject(
+              new ConflictError("Cannot settle pi_0001 by rule", {
+                refused: true,
+              }),
+            ),
+        }),
+    );
     const first = await refusing.deliver(job, 1);
     assert.equal(
       first.action === "retry" && first.reason,
