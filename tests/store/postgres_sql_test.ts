@@ -66,13 +66,29 @@ Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client 
   }
 });
 
+/**
+ * Runs `body` with a pool of `connections` and a schema name no other
+ * test uses; drops the schema and closes the pool after, whatever happens.
+ */
+async function inFreshSchema(
+  connections: number,
+  body: (sql: postgres.Sql, schema: string) => Promise<void>,
+): Promise<void> {
+  const sql = await connect(connections);
+  const schema = freshSchema();
+  try {
+    await body(sql, schema);
+  } finally {
+    await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await sql.end();
+  }
+}
+
 Deno.test({
   name: "PostgresStore.migrate() is idempotent, also when many run at once",
   ignore,
-  async fn() {
-    const sql = await connect(8);
-    const schema = freshSchema();
-    try {
+  fn: () =>
+    inFreshSchema(8, async (sql, schema) => {
       await Promise.all(
         Array.from(
           { length: 6 },
@@ -94,21 +110,15 @@ Deno.test({
         "intents",
         "leases",
       ]);
-    } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "PostgresStore.migrate() adds tx_hashes to an intents table made before it, starting each row from its last sent hash",
   ignore,
-  async fn() {
-    const sql = await connect(2);
-    const schema = freshSchema();
-    try {
+  fn: () =>
+    inFreshSchema(2, async (sql, schema) => {
       // The intents table as 0.1 made it, with one sent and one unknown
       // broadcast on record.
       await sql.unsafe(`CREATE SCHEMA "${schema}"`);
@@ -135,41 +145,34 @@ Deno.test({
       assert.deepEqual((await store.getIntent("pi_unknown"))?.txHashes, []);
       const fresh = await store.createIntent({ id: "pi_new" });
       assert.deepEqual(fresh.txHashes, []);
-    } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "PostgresStore.migrate() does not wait on a reader of the intents table once the tables are there (it runs at every start)",
   ignore,
-  async fn() {
-    const sql = await connect(4);
-    const schema = freshSchema();
-    const reader = await sql.reserve();
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      // A long report holds a share lock on intents until it commits.
-      await reader.unsafe("BEGIN");
-      await reader.unsafe(`SELECT count(*) FROM "${schema}".intents`);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const waited = new Promise<string>((resolve) => {
-        timer = setTimeout(() => resolve("waited"), 3000);
-      });
-      const done = store.migrate().then(() => "done");
-      assert.equal(await Promise.race([done, waited]), "done");
-      clearTimeout(timer);
-    } finally {
-      await reader.unsafe("ROLLBACK");
-      reader.release();
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
-    }
-  },
+  fn: () =>
+    inFreshSchema(4, async (sql, schema) => {
+      const reader = await sql.reserve();
+      try {
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        // A long report holds a share lock on intents until it commits.
+        await reader.unsafe("BEGIN");
+        await reader.unsafe(`SELECT count(*) FROM "${schema}".intents`);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const waited = new Promise<string>((resolve) => {
+          timer = setTimeout(() => resolve("waited"), 3000);
+        });
+        const done = store.migrate().then(() => "done");
+        assert.equal(await Promise.race([done, waited]), "done");
+        clearTimeout(timer);
+      } finally {
+        await reader.unsafe("ROLLBACK");
+        reader.release();
+      }
+    }),
 });
 
 Deno.test({
