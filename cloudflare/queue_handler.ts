@@ -29,6 +29,7 @@ import {
   parseJob,
   type Relayer,
 } from "../relayer/relayer.ts";
+import { doubled } from "../policy/_doubled.ts";
 
 /** Cloudflare's largest `delaySeconds`: 12 hours. */
 const MAX_DELAY_SECONDS = 43_200;
@@ -111,7 +112,7 @@ export interface QueueHandlerOptions {
    *
    * @default {3}
    */
-  readonly maxRetries?: number;
+  readonly maxRetries?: number | undefined;
   /**
    * The name of the queue's dead-letter queue, when this handler consumes it
    * too (the same Worker, a second consumer). A message from that queue is
@@ -131,7 +132,11 @@ export interface QueueHandlerOptions {
   readonly log?: (line: string) => void;
 }
 
-/** A Worker's `queue` handler; it never throws. */
+/**
+ * A Worker's `queue` handler. It throws only if a message's own `ack()` or
+ * `retry()` threw, after the whole batch, so that Cloudflare delivers again
+ * what was not acked.
+ */
 export type QueueHandler = (batch: QueueBatch) => Promise<void>;
 
 /** An error's name and message on one short line, for a log. */
@@ -167,15 +172,37 @@ function delaySecondsOf(delayMs: number): number {
 }
 
 /**
+ * The wait after a delivery that failed unexpectedly (the store is down):
+ * the policy's base delay, doubled with each of the message's attempts up
+ * to `capMs`. Not jittered: the messages of one outage come back spread
+ * as they failed.
+ */
+function unexpectedDelayMs(
+  attempts: number,
+  policy: { readonly baseMs: number },
+  capMs: number,
+): number {
+  const delivery = Number.isSafeInteger(attempts) && attempts >= 1
+    ? attempts
+    : 1;
+  return doubled(delivery, policy.baseMs, Math.max(capMs, policy.baseMs));
+}
+
+/**
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at most 12 h;
  * done or poison is `message.ack()`. A message whose body is not a job is
- * acked and logged (no retry can help it). The handler never throws: a
+ * acked and logged (no retry can help it). The handler does not throw for a
+ * delivery (only if `ack()` or `retry()` itself throws, after the batch): a
  * delivery that fails unexpectedly (the store is down) is logged and
- * retried after the policy's base delay (`baseMs`, 5 s by default), so one
- * message never makes Cloudflare retry the whole batch, and a short outage
- * does not use up its deliveries at once.
+ * retried after the policy's base delay doubled with each of the message's
+ * attempts (`baseMs`, 5 s by default), up to the policy's cap on the jobs
+ * queue and up to 12 h on the dead-letter queue. So one message never makes
+ * Cloudflare retry the whole batch, an outage does not use up a message's
+ * deliveries at once, and a give-up that fails outlasts an outage as long
+ * as the queue's retention (with `max_retries = 100` on the dead-letter
+ * queue).
  *
  * Like `createRelayer`, it does not check the rescue window; a service's
  * configuration and `deno task schedule --queue cloudflare` do.
@@ -229,10 +256,13 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   }
   const { maxDeliveries } = relayer.policy;
   if (maxRetries + 1 < maxDeliveries) {
+    const given = options.maxRetries === undefined
+      ? `${maxRetries}, Cloudflare's default when max_retries is not set`
+      : String(maxRetries);
     throw new RangeError(
       `Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = ${
         maxDeliveries - 1
-      }, or the queue stops before the policy does: current value is ${maxRetries}`,
+      }, or the queue stops before the policy does: current value is ${given}`,
     );
   }
 
@@ -273,15 +303,28 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
           describeError(error)
         }`,
       );
-      // After the policy's base delay, as the local queue waits (and as
-      // long as the webhook's 503 asks with the default policy, Retry-After:
-      // 5): a bare retry() comes back at once, and a short outage would
-      // use up the message's deliveries.
-      message.retry({ delaySeconds: delaySecondsOf(relayer.policy.baseMs) });
+      // A bare retry() comes back at once, and a fixed delay would use up
+      // the message's retries within minutes of an outage, so the wait
+      // doubles with the message's own attempts from the policy's base.
+      // On the jobs queue up to the policy's cap: running out there moves
+      // the message to the dead-letter queue, where it is resolved. On the
+      // dead-letter queue up to 12 h: running out there deletes the
+      // message and strands its intent, and 100 retries doubling to 12 h
+      // outlast the queue's longest retention (14 days).
+      message.retry({
+        delaySeconds: delaySecondsOf(
+          unexpectedDelayMs(
+            message.attempts,
+            relayer.policy,
+            deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
+          ),
+        ),
+      });
     }
   }
 
   return async function queue(batch: QueueBatch): Promise<void> {
+    const unsettled: string[] = [];
     await Promise.all(
       batch.messages.map(async (message) => {
         try {
@@ -291,7 +334,9 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
             batch.queue === deadLetterQueue,
           );
         } catch (error) {
-          // ack() or retry() itself failed: never let one message fail the batch.
+          // ack() or retry() itself failed (workerd's never do): the rest
+          // of the batch goes on, and the batch fails at the end.
+          unsettled.push(message.id);
           log(
             `worker  message ${message.id} on ${batch.queue} failed: ${
               describeError(error)
@@ -300,5 +345,15 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
         }
       }),
     );
+    if (unsettled.length > 0) {
+      // A message neither acked nor retried when the handler returns counts
+      // as acked: its job would be lost. Failing the batch makes
+      // Cloudflare deliver again every message not acked.
+      throw new Error(
+        `Cannot finish the batch of ${batch.queue} as ack() or retry() failed for ${unsettled.length} message(s) (${
+          unsettled.slice(0, 5).join(", ")
+        }): Cloudflare delivers again every message not acked`,
+      );
+    }
   };
 }

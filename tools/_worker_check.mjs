@@ -3,10 +3,13 @@
 // without nodejs_compat, and drives it as Cloudflare and the queues would:
 // signed QStash and generic deliveries over HTTP, the seed's three payments
 // through a real Cloudflare Queues producer and consumer (max_retries and a
-// dead-letter queue), and one message that reaches the dead-letter queue.
+// dead-letter queue), and one message sent to the dead-letter queue. Then a
+// store outage on tools/_outage_worker.ts: the jobs queue runs out of its
+// max_retries, Cloudflare moves the message to the dead-letter queue, and
+// the give-up there outlasts the outage.
 // It prints one line per step and exits 1 on the first wrong answer.
 //
-// Environment: WORKER_SCRIPT (the bundle, in the working directory),
+// Environment: WORKER_SCRIPT and OUTAGE_SCRIPT (the bundles, in the working directory),
 // COMPAT_DATE, GOLDEN (testdata/poison_job.golden.txt), MINIFLARE_CACHE (the
 // cache folder miniflare was installed into, named when it looks broken).
 // A setup failure (miniflare does not load, workerd does not start) or an
@@ -357,8 +360,117 @@ async function check(flags) {
   }
 }
 
+/**
+ * The store down through a whole queue: `tools/_outage_worker.ts` on real
+ * Cloudflare Queues. The jobs queue runs out of its `max_retries` and moves
+ * the message to the dead-letter queue by Cloudflare's own rules; the
+ * give-up there fails while the store is down, and must still be there,
+ * and resolve the intent, once the store is back 13 s later. Retried at a
+ * fixed 1 s, the dead-letter queue's six deliveries would all have failed
+ * by then, and Cloudflare would have deleted the message.
+ */
+async function outage() {
+  const lines = [];
+  let mf;
+  try {
+    mf = new Miniflare({
+      modules: true,
+      scriptPath: process.env.OUTAGE_SCRIPT,
+      compatibilityDate: process.env.COMPAT_DATE,
+      queueProducers: { JOBS: "outage-jobs" },
+      queueConsumers: {
+        "outage-jobs": {
+          maxBatchTimeout: 1,
+          maxRetries: 2,
+          deadLetterQueue: "outage-jobs-dlq",
+        },
+        "outage-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 5 },
+      },
+      handleRuntimeStdio(stdout, stderr) {
+        for (const stream of [stdout, stderr]) {
+          stream.on("data", (chunk) => lines.push(chunk.toString()));
+        }
+      },
+    });
+    await mf.ready;
+  } catch (error) {
+    await mf?.dispose().catch(() => {});
+    setupFailed(
+      "workerd did not start [outage]",
+      error,
+      `check the bundled outage Worker; if workerd is missing or broken, delete ${CACHE} and run again`,
+    );
+  }
+  try {
+    const state = async () =>
+      await (await mf.dispatchFetch(`${PUBLIC_URL}/state`)).json();
+    const post = (path) =>
+      mf.dispatchFetch(`${PUBLIC_URL}${path}`, { method: "POST" });
+    const failures = (s) =>
+      s.lines.filter((line) => line.includes("failed unexpectedly")).length;
+    await post("/seed");
+    await post("/down");
+    await (await mf.getQueueProducer("JOBS")).send({
+      intentId: "pi_0001",
+      kind: "settle",
+    });
+    // Three deliveries on the jobs queue (max_retries 2), then the first
+    // on the dead-letter queue.
+    const deadline = Date.now() + 60_000;
+    while (failures(await state()) < 4) {
+      if (Date.now() > deadline) {
+        fail(
+          `the jobs queue did not move the message to its dead-letter queue\n${
+            lines.join("")
+          }`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 13_000));
+    const whileDown = failures(await state());
+    await post("/up");
+    let after = await state();
+    while (after.deadLetter === null) {
+      if (Date.now() > deadline + 30_000) {
+        fail(
+          `the give-up never came back after the store did: Cloudflare deleted it, and the intent is stranded\n${
+            after.lines.join("\n")
+          }`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      after = await state();
+    }
+    assertEqual(
+      [
+        after.intent.state,
+        after.intent.hold,
+        after.deadLetter.queue?.queue,
+        after.deadLetter.reason,
+      ],
+      [
+        "authorized",
+        "pending",
+        "cloudflare",
+        "the queue gave up after 3 deliveries",
+      ],
+      "an outage through the jobs queue and into its dead-letter queue: resolved once the store is back",
+    );
+    console.log(
+      `  [outage] the store down: ${whileDown} unexpected failures (3 on the jobs queue, then the dead-letter queue backing off), then resolved:`,
+    );
+    const last = after.lines.filter((line) => line.includes("pi_0001/settle"))
+      .at(-1);
+    console.log(`    ${last.trim()}`);
+  } finally {
+    await mf.dispose();
+  }
+}
+
 try {
   for (const flags of [[], ["nodejs_compat"]]) await check(flags);
+  await outage();
 } catch (error) {
   console.error(
     `worker-check: FAIL unexpected error (${

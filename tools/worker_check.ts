@@ -5,7 +5,9 @@
  * it brings workerd) into a cache outside the repository, and runs the
  * Worker on workerd with and without `nodejs_compat`: signed QStash and
  * generic deliveries, the seed's three payments through Cloudflare Queues
- * (their end states must be the golden's), and the dead-letter queue.
+ * (their end states must be the golden's), and the dead-letter queue; then
+ * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
+ * its dead-letter queue and back to a resolved intent.
  *
  * `deno task worker-check`; exits non-zero if anything fails.
  *
@@ -59,6 +61,9 @@ async function workerCheck(): Promise<number> {
       platform: "browser",
       external: ["cloudflare:workers"],
     });
+    await bundle("tools/_outage_worker.ts", `${dir}/outage.js`, {
+      platform: "browser",
+    });
     await Deno.copyFile(
       `${ROOT}tools/_worker_check.mjs`,
       `${dir}/worker_check.mjs`,
@@ -68,6 +73,7 @@ async function workerCheck(): Promise<number> {
       cwd: dir,
       env: {
         WORKER_SCRIPT: "worker.js",
+        OUTAGE_SCRIPT: "outage.js",
         COMPAT_DATE: COMPATIBILITY_DATE,
         GOLDEN: `${ROOT}testdata/poison_job.golden.txt`,
         MINIFLARE_CACHE: cache,

@@ -42,7 +42,7 @@ const app = createApp({
 });
 const queue = createQueueHandler({
   relayer: createRelayer(deps),
-  maxRetries: config.queues.cloudflare?.maxRetries ?? 3, // CLOUDFLARE_MAX_RETRIES
+  maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
   deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
   log: console.log,
 });

@@ -111,7 +111,7 @@ Deno.test("createQueueHandler() acks a poisoned job and a finished one", async (
   assert.deepEqual(done.calls, ["ack"]);
 });
 
-Deno.test("createQueueHandler() never throws: a failing delivery is retried and logged, the batch goes on", async () => {
+Deno.test("createQueueHandler() retries and logs a failing delivery, and the batch goes on; a message it could not settle fails the batch at the end", async () => {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0002", state: "created" });
   const relayer = relayerOn(store, { maxDeliveries: 3 });
@@ -136,11 +136,13 @@ Deno.test("createQueueHandler() never throws: a failing delivery is retried and 
   throwing.retry = () => {
     throw new Error("retry() failed");
   };
-  await queue({
-    queue: "jobs",
-    messages: [failing, fine, malformed, throwing],
-  });
-  // After the policy's base delay (5 s), not at once.
+  // Every message is handled; then the batch fails, since one message is
+  // neither acked nor retried, and Cloudflare would take it as acked.
+  await assert.rejects(
+    queue({ queue: "jobs", messages: [failing, fine, malformed, throwing] }),
+    /ack\(\) or retry\(\) failed for 1 message\(s\) \(m-throws\)/,
+  );
+  // After the policy's base delay (5 s) at the first attempt, not at once.
   assert.deepEqual(failing.calls, ["retry 5"]);
   assert.deepEqual(fine.calls, ["retry 3"]);
   assert.deepEqual(malformed.calls, ["ack"]); // no retry can fix a malformed job
@@ -155,6 +157,48 @@ Deno.test("createQueueHandler() never throws: a failing delivery is retried and 
   assert.ok(lines.some((line) => line.includes("m-throws")));
 });
 
+Deno.test("createQueueHandler() backs off on message.attempts after an unexpected failure: to the policy's cap on the jobs queue, to 12 h on the dead-letter queue", async () => {
+  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 3 });
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const broken: Relayer = { ...relayer, deliver: down, giveUp: down };
+  const queue = createQueueHandler({
+    relayer: broken,
+    maxRetries: 100,
+    deadLetterQueue: "jobs-dlq",
+  });
+  const delays = async (name: string, attempts: number[]) => {
+    const messages = attempts.map((n) => fakeMessage(job, n, `m${n}`));
+    await queue({ queue: name, messages });
+    return messages.map((m) => m.calls.join());
+  };
+  // 5 s doubling, capped at the policy's 2 min: running out here moves the
+  // message to the dead-letter queue, which resolves it.
+  assert.deepEqual(await delays("jobs", [1, 2, 3, 5, 6, 50]), [
+    "retry 5",
+    "retry 10",
+    "retry 20",
+    "retry 80",
+    "retry 120",
+    "retry 120",
+  ]);
+  // On the dead-letter queue running out deletes the message, so the wait
+  // keeps doubling to Cloudflare's 12 h: 100 retries outlast the queue's
+  // longest retention (14 days), not only a few minutes of outage.
+  assert.deepEqual(await delays("jobs-dlq", [1, 2, 6, 14, 15, 101]), [
+    "retry 5",
+    "retry 10",
+    "retry 160",
+    "retry 40960",
+    "retry 43200",
+    "retry 43200",
+  ]);
+  // Cloudflare always counts from 1; anything else waits the base delay.
+  assert.deepEqual(await delays("jobs-dlq", [0, Number.NaN]), [
+    "retry 5",
+    "retry 5",
+  ]);
+});
+
 Deno.test("createQueueHandler() refuses a queue that stops before the policy does", () => {
   const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 10 });
   assert.throws(
@@ -162,12 +206,16 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 3",
+        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 3, Cloudflare's default when max_retries is not set",
     },
   );
   assert.throws(
     () => createQueueHandler({ relayer, maxRetries: 8 }),
-    RangeError,
+    {
+      name: "RangeError",
+      message:
+        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 8",
+    },
   );
   assert.throws(
     () => createQueueHandler({ relayer, maxRetries: 9.5 }),
