@@ -21,12 +21,15 @@
  *   surrogate is U+FFFD; byte parts are their bytes); an operation with a
  *   key part of any other kind commits alone;
  * - a group all of whose checks pass is exactly its operations committed
- *   one by one. If a check fails, or Deno KV refuses the group (a
- *   `TypeError` or `RangeError`: a limit, a value it cannot store),
- *   nothing of it was written: the group is halved and each half tried
+ *   one by one. If a check fails, or the back-end refuses the group (Deno
+ *   KV with a `TypeError` or `RangeError`, `@deno/kv` or KV Connect with a
+ *   named limit or a 4xx: a limit, a value it cannot store), nothing of it
+ *   was written: the group is halved and each half tried
  *   again, down to single operations, so each gets the answer it would
  *   have had alone, and one refused operation among 64 costs 13 commits
- *   (the group, then two per halving), not 65;
+ *   (the group, then two per halving), not 65. A back-end that refuses a
+ *   group for its checks (`@deno/kv` and a self-hosted `denokv` allow 10,
+ *   Deno's own 100) is grouped within 10 from then on;
  * - any other error (the handle closed, the connection to a remote KV
  *   lost) leaves the outcome unknown, as it would for each operation
  *   alone: every operation of the group gets that error.
@@ -48,6 +51,12 @@ export const IN_FLIGHT = 1;
 /** Deno KV's limits on one atomic operation (Deno 2). */
 const MAX_CHECKS = 100;
 const MAX_MUTATIONS = 1000;
+/**
+ * The checks a commit may hold on the other back-ends: `@deno/kv` on Node
+ * and a self-hosted `denokv` over KV Connect (denokv's `MAX_CHECKS`). A
+ * handle that refuses a group for its checks groups within this from then on.
+ */
+export const STRICT_CHECKS = 10;
 /**
  * At most this many operations in one group. (Deno KV's 800 KiB limit on
  * a commit's mutations is not counted here: a group over it is refused
@@ -90,6 +99,7 @@ export class GroupCommit {
   #queue: Op[] = [];
   #inFlight = 0;
   #canEnqueue: boolean | undefined;
+  #maxChecks = MAX_CHECKS;
 
   /**
    * Constructs a new instance. It does no I/O until the first commit.
@@ -152,7 +162,7 @@ export class GroupCommit {
         break;
       }
       const fits = op.keys !== undefined &&
-        checks + op.checks.length <= MAX_CHECKS &&
+        checks + op.checks.length <= this.#maxChecks &&
         mutations + op.mutations.length <= MAX_MUTATIONS &&
         op.keys.every((key) => !keys.has(key));
       if (!fits) {
@@ -192,7 +202,9 @@ export class GroupCommit {
           for (const op of group) op.reject(error);
           return;
         }
-        // Refused whole: nothing was written. Halve it below.
+        // Refused whole: nothing was written. Halve it below, and if the
+        // back-end allows fewer checks than Deno's own, group within them.
+        if (tooManyChecks(error, group)) this.#maxChecks = STRICT_CHECKS;
       }
     } catch {
       // Not built: halve it below.
@@ -231,12 +243,39 @@ export class GroupCommit {
 }
 
 /**
- * Whether Deno KV refused a commit before writing anything: a limit
- * passed, a key it cannot store (`commit()` rejects with a `TypeError` or
- * `RangeError` for these).
+ * What the other back-ends answer a commit they refuse before writing
+ * anything: `@deno/kv` rejects with a plain `Error` named by the limit
+ * (`TooManyChecks`, `AtomicWriteTooLarge`, …, then a backtrace), and
+ * Deno's KV Connect client with the server's 4xx answer.
+ */
+const NAMED_REFUSAL =
+  /^(?:TooMany[A-Za-z]+|[A-Za-z]+TooLarge|KeyTooLong|ValueTooLong)\b/;
+const KV_CONNECT_REFUSAL =
+  /^KV Connect failed to call '[^']*' \(status=4\d\d\b/;
+
+/**
+ * Whether the back-end refused a commit before writing anything: a limit
+ * passed, a key or value it cannot store. Deno KV rejects with a
+ * `TypeError` or `RangeError` for these; the other back-ends as
+ * {@linkcode NAMED_REFUSAL} and {@linkcode KV_CONNECT_REFUSAL} say.
  */
 function isRefusal(error: unknown): boolean {
-  return error instanceof TypeError || error instanceof RangeError;
+  if (error instanceof TypeError || error instanceof RangeError) return true;
+  const message = error instanceof Error ? error.message : "";
+  return NAMED_REFUSAL.test(message) || KV_CONNECT_REFUSAL.test(message);
+}
+
+/**
+ * Whether a refused group had more checks than {@linkcode STRICT_CHECKS}
+ * and the refusal may be for them: the back-end named the limit, or a KV
+ * Connect server refused it (its answer may not say why).
+ */
+function tooManyChecks(error: unknown, group: readonly Op[]): boolean {
+  let checks = 0;
+  for (const op of group) checks += op.checks.length;
+  if (checks <= STRICT_CHECKS) return false;
+  const message = error instanceof Error ? error.message : "";
+  return /TooManyChecks/.test(message) || KV_CONNECT_REFUSAL.test(message);
 }
 
 /**

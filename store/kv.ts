@@ -807,7 +807,12 @@ export class KvStore implements Store {
     old: Entry<DeadLetter>,
   ): void {
     atomic.check(old)
-      .set(this.#key("dead", deadLetter.jobId), { ...deadLetter })
+      // A copy to its last field: a commit may wait behind another, and
+      // the caller may change what it passed meanwhile.
+      .set(this.#key("dead", deadLetter.jobId), {
+        ...deadLetter,
+        ...(deadLetter.queue ? { queue: { ...deadLetter.queue } } : {}),
+      })
       .set(this.#timeKey(deadLetter), deadLetter.jobId);
     if (old.value && old.value.poisonedAt !== deadLetter.poisonedAt) {
       atomic.delete(this.#timeKey(old.value));

@@ -907,6 +907,35 @@ export function storeContract(
     }
   });
 
+  test("lands concurrent write-aheads on many intents, each with its lease and replay record", async (store) => {
+    // Enough at once to be grouped into one commit where a store groups,
+    // with more checks than the strictest Deno KV back-end allows in one.
+    const ids = Array.from({ length: 12 }, (_, n) => `pi_${n}`);
+    const created = await Promise.all(
+      ids.map((id) =>
+        store.createIntent({ id, state: "authorized", hold: "pending" })
+      ),
+    );
+    const results = await Promise.allSettled(
+      ids.map((id, n) =>
+        store.transition(id, {
+          from: "authorized",
+          to: "settling",
+          version: created[n]!.version,
+          at: 1,
+        }, {
+          lease: { owner: `d${n}`, ttlMs: 1000, now: 0, keep: true },
+          claim: { key: `sig_${n}`, now: 0, expiresAt: 60_000 },
+        })
+      ),
+    );
+    const failed = results.find((r) => r.status === "rejected");
+    assert.equal(failed, undefined, String(failed?.reason));
+    for (const id of ids) {
+      assert.equal((await store.getIntent(id))?.state, "settling");
+    }
+  });
+
   test("holds: voids and captures only where the intent's state allows", async (store) => {
     await store.createIntent({
       id: "pi_a",

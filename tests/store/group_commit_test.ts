@@ -274,6 +274,147 @@ Deno.test("group commit: an operation over Deno KV's limits gets Deno KV's error
   assert.equal((await db.kv.get(["after"])).value, 1);
 });
 
+/**
+ * A handle on `kv` that refuses, as `refusal` words it, any commit of more
+ * than 10 checks: `@deno/kv` on Node and a self-hosted denokv over KV
+ * Connect. After `hold()`, its next commit waits for the release `hold()`
+ * returned, so the writes behind it are sure to be grouped; `checks` lists
+ * every commit's checks.
+ */
+function strict(kv: Deno.Kv, refusal: string) {
+  let held: Promise<void> | undefined;
+  const checks: number[] = [];
+  const handle = patched(kv, (atomic) => {
+    let n = 0;
+    const check = atomic.check.bind(atomic);
+    atomic.check = (...items) => {
+      n += items.length;
+      return check(...items);
+    };
+    const commit = atomic.commit.bind(atomic);
+    atomic.commit = async () => {
+      checks.push(n);
+      const wait = held;
+      held = undefined;
+      await wait;
+      if (n > 10) throw new Error(refusal);
+      return await commit();
+    };
+  });
+  const hold = () => {
+    let release!: () => void;
+    held = new Promise<void>((resolve) => release = resolve);
+    return release;
+  };
+  return { handle, checks, hold };
+}
+
+for (
+  const [backEnd, refusal] of [
+    ["@deno/kv", "TooManyChecks\n\nStack backtrace:\n   0: <unknown>"],
+    [
+      "KV Connect",
+      "KV Connect failed to call 'https://kv.example/v2/atomic_write' (status=400 Bad Request): TooManyChecks",
+    ],
+  ]
+) {
+  Deno.test(`group commit: on a back-end that allows 10 checks (${backEnd}), every write of a refused group lands, and later groups keep within 10`, async () => {
+    using db = await opened();
+    const { handle, checks, hold } = strict(db.kv, refusal!);
+    const store = new KvStore(handle);
+    for (let i = 0; i < 8; i++) {
+      await store.createIntent({
+        id: `pi_${i}`,
+        state: "authorized",
+        hold: "pending",
+      });
+    }
+    const read = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => store.getIntent(`pi_${i}`)),
+    );
+    checks.length = 0;
+    const release = hold();
+    // A write-ahead with its lease and replay record: several checks each.
+    const ahead = (i: number) =>
+      store.transition(`pi_${i}`, {
+        from: "authorized",
+        to: "settling",
+        version: read[i]!.version,
+        at: 1,
+      }, {
+        lease: { owner: `d${i}`, ttlMs: 1000, now: 0, keep: true },
+        claim: { key: `sig_${i}`, now: 0, expiresAt: 60_000 },
+      });
+    const first = ahead(0);
+    const rest = [1, 2, 3, 4, 5, 6, 7].map(ahead);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    release();
+    const results = await Promise.allSettled([first, ...rest]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      Array(8).fill("fulfilled"),
+      String(results.find((r) => r.status === "rejected")?.reason),
+    );
+    for (let i = 0; i < 8; i++) {
+      assert.equal((await store.getIntent(`pi_${i}`))?.state, "settling");
+    }
+    const refused = checks.findIndex((n) => n > 10);
+    assert.ok(
+      refused > 0,
+      `a group of more than 10 checks was tried: ${checks}`,
+    );
+    // Then, more writes at once: grouped within 10 checks from the start.
+    checks.length = 0;
+    await Promise.all(
+      Array.from(
+        { length: 8 },
+        (_, i) =>
+          store.admit({
+            claim: { key: `again_${i}`, now: 0, expiresAt: 60_000 },
+            count: `pi_${i}/settle`,
+            now: 0,
+          }),
+      ),
+    );
+    assert.ok(
+      checks.every((n) => n <= 10),
+      `every commit within 10 checks: ${checks}`,
+    );
+  });
+}
+
+Deno.test("group commit: a write waiting behind a commit in flight stores the dead letter as passed, not as the caller changed it meanwhile", async () => {
+  using db = await opened();
+  const { handle, hold } = strict(db.kv, "unused");
+  const store = new KvStore(handle);
+  const release = hold();
+  const warm = store.admit({
+    claim: { key: "warm", now: 0, expiresAt: 60_000 },
+    now: 0,
+  });
+  const letter = {
+    jobId: "pi_1/settle",
+    intentId: "pi_1",
+    deliveries: 3,
+    cause: "exhausted" as const,
+    reason: "no luck after 3 deliveries",
+    resolution: "job dropped, intent still created",
+    lastError: "not authorized yet",
+    poisonedAt: 1,
+    queue: { queue: "qstash", messageId: "msg_1" },
+  };
+  const put = store.putDeadLetter(letter);
+  // The put has read and queued its write behind the held commit.
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  letter.queue.messageId = "changed";
+  release();
+  await Promise.all([warm, put]);
+  assert.equal(
+    (await store.getDeadLetter("pi_1/settle"))?.queue?.messageId,
+    "msg_1",
+  );
+});
+
 Deno.test("group commit: one refused write among 64 is found by halving, not by 64 commits", async () => {
   using db = await opened();
   const store = new KvStore(db.counting);
