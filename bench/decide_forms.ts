@@ -18,6 +18,10 @@
  *
  * `deno task bench:forms [--runs 3]`
  *
+ * With `--file F` (such as `--file backoff`, the file `deno bench backoff`
+ * runs), it runs F whole `--runs` times instead and prints every group's
+ * rows against that group's baseline.
+ *
  * @module
  */
 
@@ -52,6 +56,15 @@ export const FORMS: readonly RowName[] = [
 export const PEERS: readonly RowName[] = [
   { label: "cockatiel `halfJitterGenerator`", words: "cockatiel:" },
   { label: "retry `createTimeout`", words: "retry:" },
+];
+
+/** Ours that are not `decide`: seen in one group only (no filter keeps them alone). */
+export const OURS: readonly RowName[] = [
+  { label: "ours `backoff(n)`", words: "ours: backoff(n)" },
+  {
+    label: 'ours `jitter(backoff(n), "equal")`',
+    words: "ours: jitter(backoff(n)",
+  },
 ];
 
 /** The part of `deno bench --json`'s report this script reads. */
@@ -249,11 +262,16 @@ export function table(seen: readonly Seen[], runs: number): string {
     } |`,
     `| --- |${" ---: | ---: |".repeat(groups.length)}`,
   ];
-  for (const row of [...PEERS, ...FORMS]) {
-    // A peer runs in each form's filtered run; a form in its own only.
+  for (const row of [...PEERS, ...OURS, ...FORMS]) {
+    // A peer runs in each form's filtered run; a form in its own only; ours
+    // that are not `decide` in none.
     const expected = {
       "one group": runs,
-      alone: PEERS.includes(row) ? runs * FORMS.length : runs,
+      alone: PEERS.includes(row)
+        ? runs * FORMS.length
+        : OURS.includes(row)
+        ? 0
+        : runs,
     };
     const cells = groups.flatMap((group) =>
       (["one group", "alone"] as const).map((how) => {
@@ -272,8 +290,48 @@ export function table(seen: readonly Seen[], runs: number): string {
   return lines.join("\n");
 }
 
-async function benchJson(filter?: string): Promise<BenchReport> {
-  const args = ["bench", "--json", "bench/peers_bench.ts"];
+/**
+ * The Markdown table of every group of a bench file run `runs` times
+ * whole: a row per bench, its fastest sample ÷ its group's baseline's in
+ * the same run, median (min–max).
+ *
+ * @example
+ * ```ts
+ * import { groupsTable } from "./decide_forms.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const text = groupsTable([
+ *   { group: "g", name: "ours", ratio: 1.5 },
+ *   { group: "g", name: "ours", ratio: 1.25 },
+ * ], 2);
+ * assert.equal(text.split("\n").at(-1), "| ours | 1.38× (1.25–1.50) |");
+ * ```
+ *
+ * @param seen Every ratio of every run.
+ * @param runs How many times the file ran.
+ * @returns A heading and a table per group.
+ */
+export function groupsTable(seen: readonly Ratio[], runs: number): string {
+  const lines: string[] = [];
+  for (const group of new Set(seen.map(({ group }) => group))) {
+    lines.push(`\n${group}\n`, "| row | vs the baseline |", "| --- | ---: |");
+    const rows = seen.filter((one) => one.group === group);
+    for (const name of new Set(rows.map(({ name }) => name))) {
+      const values = rows.filter((one) => one.name === name).map(({ ratio }) =>
+        ratio
+      );
+      const short = values.length < runs ? `, n = ${values.length}` : "";
+      lines.push(`| ${name} | ${spread(values)}${short} |`);
+    }
+  }
+  return lines.join("\n");
+}
+
+async function benchJson(
+  filter?: string,
+  file = "bench/peers_bench.ts",
+): Promise<BenchReport> {
+  const args = ["bench", "--json", file];
   if (filter !== undefined) args.push("--filter", filter);
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args,
@@ -302,13 +360,28 @@ async function benchJson(filter?: string): Promise<BenchReport> {
 }
 
 if (import.meta.main) {
-  const runs = readArgs("bench:forms", () => {
+  const { runs, file } = readArgs("bench:forms", () => {
     const { values } = parseArgs({
       args: Deno.args,
-      options: { runs: { type: "string", default: "3" } },
+      options: {
+        runs: { type: "string", default: "3" },
+        file: { type: "string" },
+      },
     });
-    return wholeFlag("runs", values.runs);
+    return { runs: wholeFlag("runs", values.runs), file: values.file };
   });
+  if (file !== undefined) {
+    const seen: Ratio[] = [];
+    for (let run = 1; run <= runs; run++) {
+      console.error(`run ${run} of ${runs}: ${file}`);
+      seen.push(...ratiosOf(await benchJson(undefined, file)));
+    }
+    console.log(
+      `${runs} runs of ${file}; each row's fastest sample ÷ its group's baseline's, median (min–max)`,
+    );
+    console.log(groupsTable(seen, runs));
+    Deno.exit(0);
+  }
   const seen: Seen[] = [];
   for (let run = 1; run <= runs; run++) {
     console.error(`run ${run} of ${runs}: every form in one group`);

@@ -14,6 +14,7 @@ import {
   type BenchReport,
   filterFor,
   FORMS,
+  OURS,
   PEERS,
   ratiosOf,
   type Seen,
@@ -152,13 +153,16 @@ Deno.test("table() pools a peer over every form's run and counts short cells", (
   );
   const exhausted = lines.find((line) => line.includes("exhausted"));
   assert.match(exhausted!, /\| –, n = 0 \| –, n = 0 \|$/);
-  assert.equal(lines.length, 2 + PEERS.length + FORMS.length);
+  // Ours that are not decide are seen in one group only: no short cell.
+  const backoff = lines.find((line) => line.startsWith("| ours `backoff"));
+  assert.equal(backoff, "| ours `backoff(n)` | –, n = 0 | – |");
+  assert.equal(lines.length, 2 + PEERS.length + OURS.length + FORMS.length);
 });
 
-Deno.test("FORMS and PEERS each name exactly one bench row", async () => {
+Deno.test("FORMS, PEERS and OURS each name exactly one bench row", async () => {
   const names = await benchNames();
   assert.ok(names.length >= 10, `found only ${names.length} bench names`);
-  for (const { words } of [...FORMS, ...PEERS]) {
+  for (const { words } of [...FORMS, ...PEERS, ...OURS]) {
     const matched = names.filter((name) => name.includes(words));
     assert.equal(matched.length, 1, `'${words}' names ${matched.join(", ")}`);
   }
