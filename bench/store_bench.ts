@@ -35,8 +35,11 @@ import {
   preparePath,
 } from "../tests/store/_paths.ts";
 
-// Opened on first use, not at load: `deno task bench backoff` loads this
-// file too, without the permissions a file needs.
+// Opened on first use, not at load: a run over all the bench files
+// (`deno task bench`, or a bare `deno bench` without the permissions a
+// file needs) loads this file too, even when its `--filter` leaves none of
+// these rows to run. (`deno task bench backoff` loads only the root file
+// `backoff`.)
 const opened: { kv: Deno.Kv; dir?: string }[] = [];
 
 async function openKvStore(file: boolean): Promise<Store> {
