@@ -1,5 +1,6 @@
 /**
- * The tables of `PostgresStore`, as the statements `migrate()` runs. Every
+ * The tables of `PostgresStore`, as the statements `migrate()` runs, and
+ * the catalog query that tells it there is nothing to run. Every
  * statement is idempotent (`IF NOT EXISTS`), so a migration creates what
  * is missing and leaves the rest alone. `docs/postgres.md` explains each
  * table.
@@ -11,20 +12,85 @@
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /**
- * The migration, one statement per entry, for `schema` (already checked
- * against {@linkcode SCHEMA_NAME}: it is the only text spliced into SQL).
+ * Every relation the migration creates (tables, indexes, the sequence),
+ * its function, and the column added to a table made before it: what
+ * {@linkcode migrated} looks for.
  */
-export function migration(schema: string): readonly string[] {
+const RELATIONS = [
+  "intents",
+  "holds",
+  "leases",
+  "counters",
+  "counters_expires_at",
+  "claims",
+  "claims_expires_at",
+  "dead_letter_versions",
+  "dead_letters",
+  "dead_letters_newest",
+] as const;
+const FUNCTIONS = ["refuse_replay(bigint)"] as const;
+const COLUMNS = [["intents", "tx_hashes"]] as const;
+
+function checked(schema: string, what: string): string {
   if (!SCHEMA_NAME.test(schema)) {
     throw new TypeError(
-      `Cannot build the migration as 'schema' must match ${SCHEMA_NAME}: current value is ${
+      `Cannot build ${what} as 'schema' must match ${SCHEMA_NAME}: current value is ${
         JSON.stringify(schema)
       }`,
     );
   }
-  const s = `"${schema}"`;
+  return `"${schema}"`;
+}
+
+/**
+ * One catalog query, answering one row whose `current` says whether
+ * everything the migration creates exists in `schema`. `migrate()` asks it
+ * first, at every start, and runs no DDL when it is true: even an
+ * `IF NOT EXISTS` statement locks (`CREATE INDEX` takes a share lock on
+ * its table, waiting for every open write on it and stalling every write
+ * behind it) and needs the DDL privileges a service's role may lack.
+ *
+ * A migration that changes an object that already exists (a column's
+ * type, the function's body) must extend this query to tell the old
+ * object from the new one, or a migrated database never gets the change.
+ */
+export function migrated(schema: string): string {
+  const s = checked(schema, "the migration check");
+  return `SELECT ${
+    [
+      ...RELATIONS.map((name) => `to_regclass('${s}.${name}') IS NOT NULL`),
+      ...FUNCTIONS.map((name) => `to_regprocedure('${s}.${name}') IS NOT NULL`),
+      ...COLUMNS.map(([table, column]) =>
+        `EXISTS (SELECT 1 FROM pg_attribute
+          WHERE attrelid = to_regclass('${s}.${table}')
+            AND attname = '${column}' AND NOT attisdropped)`
+      ),
+    ].join("\n    AND ")
+  } AS current`;
+}
+
+/**
+ * The migration, one statement per entry, for `schema` (already checked
+ * against {@linkcode SCHEMA_NAME}: it is the only text spliced into SQL).
+ * Whatever it creates is listed for {@linkcode migrated}'s check: an
+ * object added here goes into those lists too, and a change to one that
+ * exists extends the check (see there).
+ */
+export function migration(schema: string): readonly string[] {
+  const s = checked(schema, "the migration");
   return [
-    `CREATE SCHEMA IF NOT EXISTS ${s}`,
+    // A schema is created only if it is missing: `CREATE SCHEMA IF NOT
+    // EXISTS` needs CREATE on the database even when the schema exists,
+    // which a role that owns a schema its DBA made need not have.
+    `DO $$
+      BEGIN
+        IF NOT EXISTS (
+          SELECT 1 FROM pg_namespace WHERE nspname = '${schema}'
+        ) THEN
+          CREATE SCHEMA ${s};
+        END IF;
+      END
+      $$`,
     // The intent and its last broadcast. `version` moves on every write of
     // the intent or of its hold: it is what a compare-and-set checks.
     `CREATE TABLE IF NOT EXISTS ${s}.intents (

@@ -29,8 +29,9 @@
  * No advisory locks: a lease is a row with an expiry, which survives a
  * pooled connection (PgBouncer in transaction mode) and a crashed process.
  *
- * Locks are always taken in one order (intent, lease, replay record, hold,
- * dead letter, counter), so two transactions cannot deadlock.
+ * Row locks are always taken in one order (intent, lease, replay record,
+ * hold, dead letter, counter), so two of the store's writes cannot
+ * deadlock; `migrate()` takes no lock once the schema is current.
  *
  * **Two round trips per write.** `BEGIN` goes out with the lock and the
  * read; the writes go out with `COMMIT`. A replayed claim fails its statement,
@@ -42,7 +43,7 @@
 import type postgres from "postgres";
 import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
-import { migration, SCHEMA_NAME } from "./_postgres_schema.ts";
+import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import {
   broadcastBegun,
   broadcastRecorded,
@@ -240,6 +241,10 @@ export class PostgresStore implements Store {
   /**
    * Creates the schema and the tables that are missing, in one
    * transaction; idempotent, and safe when several processes start at once.
+   * When nothing is missing (one catalog query says so) it runs no DDL and
+   * takes no lock, so it does not wait on live writers at a start, and a
+   * role with only `USAGE` on the schema and read and write grants on its
+   * tables can run it on a database its owner migrated.
    *
    * @example Migrate at start
    * ```ts
@@ -257,6 +262,8 @@ export class PostgresStore implements Store {
    * ```
    */
   async migrate(): Promise<void> {
+    const [current] = await this.#sql.unsafe(migrated(this.#schema));
+    if (current?.current === true) return;
     await this.#sql.begin(ISOLATION, async (tx) => {
       // Concurrent `CREATE … IF NOT EXISTS` of one name can still collide
       // in the catalog; this lock, released at commit, lines migrations up.
@@ -379,6 +386,11 @@ export class PostgresStore implements Store {
    * would then see the hold as it was before that one, and overwrite a
    * captured hold with a void. The read, a statement of its own, starts
    * once the lock is held, so it sees every write made under the lock.
+   *
+   * The lock must have found the row: an intent created between the two
+   * statements is read, but not locked, and a write on it would race the
+   * writers that hold its lock. It is refused as missing, as it was when
+   * the write began.
    */
   async #lock(
     tx: Transaction,
@@ -389,8 +401,8 @@ export class PostgresStore implements Store {
     const locked = tx`
       SELECT 1 FROM ${this.#t.intents} WHERE id = ${id} FOR UPDATE`.execute();
     const read = this.#intentQuery(tx, id, true).execute();
-    const [, [row]] = await Promise.all([locked, read]);
-    if (row === undefined) {
+    const [[held], [row]] = await Promise.all([locked, read]);
+    if (held === undefined || row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
         refused: true,
       });
@@ -958,19 +970,59 @@ function checkVersion(id: string, version: unknown): void {
   }
 }
 
+/**
+ * A value postgres.js cannot send (`undefined`, an object it fails to
+ * serialize) fails its statement before it leaves: the writes and `COMMIT`
+ * are pipelined, so the rest of the transaction would commit without it.
+ * Every value of a write is checked before anything is sent.
+ */
+function checkString(name: string, value: unknown): void {
+  if (typeof value !== "string") {
+    throw new TypeError(
+      `Cannot write to PostgresStore as '${name}' must be a string: current value is ${
+        String(value)
+      }`,
+    );
+  }
+}
+
+/** Checks an optional string (`undefined` is written as SQL `NULL`). */
+function checkOptionalString(name: string, value: unknown): void {
+  if (value !== undefined) checkString(name, value);
+}
+
 function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
+  checkString("lease.owner", lease.owner);
   checkMs("lease.now", lease.now);
   checkMs("lease.ttlMs", lease.ttlMs);
 }
 
 function checkClaim(claim: Claim): void {
+  checkString("claim.key", claim.key);
   checkMs("claim.now", claim.now);
   checkMs("claim.expiresAt", claim.expiresAt);
 }
 
 function checkDeadLetter(letter: DeadLetter): void {
+  checkString("jobId", letter.jobId);
+  checkString("intentId", letter.intentId);
+  if (letter.cause !== "declared" && letter.cause !== "exhausted") {
+    throw new TypeError(
+      `Cannot write to PostgresStore as 'cause' must be "declared" or "exhausted": current value is ${
+        String(letter.cause)
+      }`,
+    );
+  }
+  checkString("reason", letter.reason);
+  checkString("resolution", letter.resolution);
+  checkString("lastError", letter.lastError);
   checkMs("poisonedAt", letter.poisonedAt);
   checkMs("deliveries", letter.deliveries);
+  if (letter.queue !== undefined) {
+    checkString("queue.queue", letter.queue?.queue);
+    checkOptionalString("queue.messageId", letter.queue.messageId);
+    checkOptionalString("queue.dlqId", letter.queue.dlqId);
+  }
 }
 
 function checkRecord(record: IntentRecord): void {
@@ -980,7 +1032,11 @@ function checkRecord(record: IntentRecord): void {
   if (record.broadcasting !== null) {
     checkMs("broadcasting", record.broadcasting);
   }
-  if (record.lastBroadcast !== null) checkMs("at", record.lastBroadcast.at);
+  if (record.lastBroadcast !== null) {
+    checkMs("at", record.lastBroadcast.at);
+    checkOptionalString("txHash", record.lastBroadcast.txHash);
+    checkOptionalString("error", record.lastBroadcast.error);
+  }
 }
 
 function intentColumns(record: IntentRecord): Record<

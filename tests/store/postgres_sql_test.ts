@@ -4,14 +4,17 @@
  * shared contract runs in `postgres_test.ts`).
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import postgres, { type Row } from "postgres";
 import {
   BusyError,
+  type Claim,
   ConflictError,
   type DeadLetter,
+  type LeaseRequest,
   ReplayError,
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
+import { migrated } from "../../store/_postgres_schema.ts";
 import {
   connect,
   freshSchema,
@@ -19,6 +22,7 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
 
@@ -172,6 +176,137 @@ Deno.test({
         await reader.unsafe("ROLLBACK");
         reader.release();
       }
+    }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() does not wait on an open write once the tables are there (it runs at every start)",
+  ignore,
+  fn: () =>
+    inFreshSchema(4, async (sql, schema) => {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      // A delivery whose commit is slow holds a row lock on claims (and
+      // the table's RowExclusiveLock, which CREATE INDEX would wait for).
+      const writer = await sql.reserve();
+      let done: Promise<string> | undefined;
+      try {
+        await writer.unsafe("BEGIN");
+        await writer.unsafe(
+          `INSERT INTO "${schema}".claims VALUES ('slow', 10)`,
+        );
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const waited = new Promise<string>((resolve) => {
+          timer = setTimeout(() => resolve("waited"), 3000);
+        });
+        done = store.migrate().then(() => "done");
+        assert.equal(await Promise.race([done, waited]), "done");
+        clearTimeout(timer);
+      } finally {
+        await writer.unsafe("ROLLBACK");
+        writer.release();
+        await done?.catch(() => {});
+      }
+    }),
+});
+
+Deno.test({
+  name: "PostgresStore.migrate() checks for every object the migration creates",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (sql, schema) => {
+      await new PostgresStore(sql, { schema }).migrate();
+      // Every relation and function of a migrated schema, so that a new
+      // one the check misses fails here: migrate() would then never make
+      // it on a database migrated before.
+      const made = await sql`
+        SELECT c.relname AS name FROM pg_class c
+        WHERE c.relnamespace = ${schema}::regnamespace
+          AND c.relkind IN ('r', 'i', 'S')
+          AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = c.oid)
+        UNION ALL
+        SELECT p.oid::regprocedure::text FROM pg_proc p
+        WHERE p.pronamespace = ${schema}::regnamespace`;
+      const check = migrated(schema);
+      for (const { name } of made) {
+        const unqualified = String(name).replace(/^.*\./, "");
+        assert.ok(
+          check.includes(`.${unqualified}')`) ||
+            check.includes(`.${name}')`),
+          `the check misses ${name}`,
+        );
+      }
+      const [before] = await sql.unsafe(check);
+      assert.equal(before?.current, true);
+      await sql.unsafe(
+        `ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes`,
+      );
+      const [after] = await sql.unsafe(check);
+      assert.equal(after?.current, false);
+    }),
+});
+
+/**
+ * Runs `body` with a client logged in as a new role of its own (the test
+ * server trusts every local login), then drops the role and whatever it
+ * was granted or owns in the database.
+ */
+async function asNewRole(
+  admin: postgres.Sql,
+  body: (sql: postgres.Sql, role: string) => Promise<void>,
+): Promise<void> {
+  const role = `r${freshSchema()}`;
+  await admin.unsafe(`CREATE ROLE "${role}" LOGIN`);
+  const url = new URL(await postgresUrl());
+  url.username = role;
+  const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+  try {
+    await body(sql, role);
+  } finally {
+    await sql.end();
+    await admin.unsafe(`DROP OWNED BY "${role}" CASCADE`);
+    await admin.unsafe(`DROP ROLE "${role}"`);
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() runs on a migrated schema as a role with only USAGE on it and read and write grants on its tables",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      await asNewRole(admin, async (sql, role) => {
+        await admin.unsafe(`
+          GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
+          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`);
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        await store.createIntent({ id: "pi_1", hold: "pending" });
+        await store.putDeadLetter(letter("pi_1/settle", 1));
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+      });
+    }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() migrates a schema its role owns but could not have created (no CREATE on the database)",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await asNewRole(admin, async (sql, role) => {
+        await admin.unsafe(`CREATE SCHEMA "${schema}" AUTHORIZATION "${role}"`);
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        await store.migrate();
+        await store.createIntent({ id: "pi_1", hold: "pending" });
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+        // Dropped here: the role's objects go before the role does.
+        await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+      });
     }),
 });
 
@@ -399,10 +534,13 @@ Deno.test({
             ? store.voidHold(id)
             : store.captureHold(id);
           waited.catch(() => {});
-          // Commit only once the store's statement waits for our lock.
+          // Commit only once the store's statement waits for our lock: a
+          // backend this transaction blocks, not any wait on the server
+          // (another file of a parallel run has its own).
           for (let tries = 0;; tries++) {
-            const [row] =
-              await tx`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`;
+            const [row] = await tx`
+              SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`;
             if (row!.n > 0) break;
             if (tries > 500) {
               throw new Error("the store's call never waited for the lock");
@@ -418,6 +556,180 @@ Deno.test({
       await close();
     }
   },
+});
+
+Deno.test({
+  name:
+    "PostgresStore refuses a write to an intent created after its lock statement looked (a captured hold is never then voided)",
+  ignore,
+  async fn() {
+    const { store, schema, close } = await openPostgresStore();
+    // Two writers of their own: one holds the leases table, so the store's
+    // read (it joins leases) waits after its lock statement found no row;
+    // the other captures the hold under the intent's lock meanwhile.
+    const [x, y] = await Promise.all([connect(1), connect(1)]);
+    const [rx, ry] = await Promise.all([x.reserve(), y.reserve()]);
+    const waitUntil = async (what: string, query: () => Promise<Row[]>) => {
+      for (let tries = 0;; tries++) {
+        const [row] = await query();
+        if (row!.n > 0) return;
+        if (tries > 500) throw new Error(`the store's call never ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    };
+    try {
+      await rx.unsafe("BEGIN");
+      await rx.unsafe(`LOCK TABLE "${schema}".leases IN ACCESS EXCLUSIVE MODE`);
+      const voided = store.voidHold("pi_1");
+      voided.catch(() => {});
+      await waitUntil("waited for the leases table", () =>
+        rx.unsafe(
+          `SELECT count(*)::int AS n FROM pg_locks
+          WHERE NOT granted AND relation = '"${schema}".leases'::regclass`,
+        ));
+      await store.createIntent({
+        id: "pi_1",
+        state: "needs_review",
+        hold: "pending",
+      });
+      await ry.unsafe("BEGIN");
+      await ry.unsafe(
+        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
+      );
+      await ry.unsafe(
+        `UPDATE "${schema}".holds SET state = 'captured' WHERE intent_id = 'pi_1'`,
+      );
+      await ry.unsafe(
+        `UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
+      );
+      // The store's read runs now: it sees the intent, its hold pending.
+      await rx.unsafe("COMMIT");
+      // The capture commits once the store's call has answered, or once
+      // the call waits for the capture's lock: it went on to write.
+      const settled = voided.then(() => 1, () => 1);
+      await waitUntil(
+        "answered",
+        async () =>
+          await Promise.race([
+            settled.then((n) => [{ n }]),
+            ry.unsafe(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`,
+            ),
+          ]),
+      );
+      await ry.unsafe("COMMIT");
+      await settled;
+      assert.equal((await store.getIntent("pi_1"))?.hold, "captured");
+      await assert.rejects(
+        voided,
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /does not exist/.test(error.message),
+      );
+    } finally {
+      await rx.unsafe("ROLLBACK").catch(() => {});
+      await ry.unsafe("ROLLBACK").catch(() => {});
+      rx.release();
+      ry.release();
+      await Promise.all([x.end(), y.end()]);
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore sends nothing of a write that has a value it cannot send (no partial commit)",
+  ignore,
+  // A statement postgres.js refuses inside a pipeline can leave the calls
+  // behind it unanswered: fail, not hang.
+  fn: timeout(20_000, async () => {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      const intent = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "not_sent", at: 0 },
+      });
+      const options = {
+        lease: { owner: "d1", ttlMs: 1000, now: 5 },
+        claim: { key: "sig1", now: 5, expiresAt: 1000 },
+      };
+      // Each write is refused whole: nothing of it committed, then the error.
+      const refused = async (write: Promise<unknown>): Promise<Error> => {
+        const error = await write.then(
+          () => assert.fail("the write went through"),
+          (error: Error) => error,
+        );
+        assert.deepEqual(await store.getIntent("pi_1"), intent);
+        assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+        assert.equal(await store.deliveries("pi_1/settle"), 0);
+        const [row] = await sql.unsafe(`
+          SELECT (SELECT count(*) FROM "${schema}".claims)::int AS claims,
+                 (SELECT count(*) FROM "${schema}".leases)::int AS leases`);
+        assert.deepEqual([row?.claims, row?.leases], [0, 0]);
+        return error;
+      };
+      const fail = (deadLetter?: DeadLetter) =>
+        store.transition("pi_1", {
+          from: "settling",
+          to: "failed",
+          version: intent.version,
+          at: 5,
+          ledger: "void",
+          ...(deadLetter ? { deadLetter } : {}),
+        }, options);
+      const noLastError = await refused(fail({
+        ...letter("pi_1/settle", 5),
+        lastError: undefined as unknown as string,
+      }));
+      assert.ok(noLastError instanceof TypeError);
+      assert.equal(
+        noLastError.message,
+        "Cannot write to PostgresStore as 'lastError' must be a string: current value is undefined",
+      );
+      // A claim without its key, with a count and with a dead letter.
+      const keyless = { now: 5, expiresAt: 1000 } as unknown as Claim;
+      for (
+        const write of [
+          () => store.admit({ count: "pi_1/settle", claim: keyless, now: 5 }),
+          () =>
+            store.putDeadLetter(letter("pi_1/settle", 5), { claim: keyless }),
+        ]
+      ) {
+        const error = await refused(write());
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, /'claim\.key' must be a string/);
+      }
+      // A lease without its owner, and a dead letter of no known cause.
+      const ownerless = await refused(
+        store.transition("pi_1", {
+          from: "settling",
+          to: "failed",
+          version: intent.version,
+          at: 5,
+          ledger: "void",
+        }, {
+          ...options,
+          lease: { ttlMs: 1000, now: 5 } as unknown as LeaseRequest,
+        }),
+      );
+      assert.match(ownerless.message, /'lease\.owner' must be a string/);
+      const causeless = await refused(fail({
+        ...letter("pi_1/settle", 5),
+        cause: "bored" as DeadLetter["cause"],
+      }));
+      assert.match(
+        causeless.message,
+        /'cause' must be "declared" or "exhausted"/,
+      );
+    } finally {
+      await close();
+    }
+  }),
 });
 
 Deno.test({
