@@ -119,12 +119,15 @@ async function openKv(config: Config): Promise<Deno.Kv> {
 async function openPostgres(
   database: NonNullable<Config["database"]>,
 ): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
-  const sql = postgres(database.url, { onnotice: () => {} });
-  const store = new PostgresStore(sql);
+  let sql: postgres.Sql | undefined;
   try {
+    // postgres() itself throws on a URL it cannot decode.
+    sql = postgres(database.url, { onnotice: () => {} });
+    const store = new PostgresStore(sql);
     await store.migrate();
+    return { store, sql };
   } catch (error) {
-    await sql.end({ timeout: 1 }).catch(() => {});
+    await sql?.end({ timeout: 1 }).catch(() => {});
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${
@@ -132,7 +135,6 @@ async function openPostgres(
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
   }
-  return { store, sql };
 }
 
 /**

@@ -248,10 +248,24 @@ function databaseUrl(
   if (url.hostname === "") {
     throw new ConfigError("DATABASE_URL", `${shape}: it names no host`);
   }
+  let database: string;
+  try {
+    // postgres(url) decodes the user, password and host too, and throws
+    // a bare URIError on a malformed %-escape.
+    for (const part of [url.username, url.password, url.hostname]) {
+      decodeURIComponent(part);
+    }
+    database = decodeURIComponent(url.pathname);
+  } catch {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: its user, password, host or database name has a malformed %-escape (the value is not shown: it may hold a password)`,
+    );
+  }
   return {
     url: value,
     description: `PostgreSQL ${url.hostname}${url.port ? `:${url.port}` : ""}${
-      decodeURIComponent(url.pathname) || "/"
+      database || "/"
     }`,
   };
 }

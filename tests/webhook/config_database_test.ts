@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { openService } from "../../main.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 
 const base = {
@@ -42,6 +43,10 @@ Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows 
       "mysql://relayer:s3cret-pw@db.internal/payments",
       "postgres://relayer:s3cret-pw@:5432/payments",
       "postgres://relayer:s3cret-pw@db.internal:99999/payments",
+      // A malformed %-escape, which decodeURIComponent throws on.
+      "postgres://relayer:s3cret-pw@db.internal:5432/%zz",
+      "postgres://relayer:s3cret%zz-pw@db.internal:5432/payments",
+      "postgres://relayer:s3cret-pw@db%zz.internal:5432/payments",
     ]
   ) {
     const error = refusal({ DATABASE_URL: value });
@@ -64,5 +69,26 @@ Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABA
   assert.equal(
     refusal({ DATABASE_URL: url, KV_URL: "https://kv.example" }).setting,
     "DATABASE_URL",
+  );
+});
+
+Deno.test("openService() refuses a DATABASE_URL its client cannot parse in one line that never shows the password", async () => {
+  // loadConfig() refuses this URL first; openService() must still not
+  // let the client's bare URIError out, whatever config it is handed.
+  const config = loadConfig({
+    ...base,
+    DATABASE_URL: "postgres://relayer:pw@127.0.0.1:1/payments",
+  });
+  const url = "postgres://relayer:s3cret%zz-pw@127.0.0.1:1/payments";
+  await assert.rejects(
+    openService({ ...config, database: { ...config.database!, url } }),
+    (error) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.setting, "DATABASE_URL");
+      assert.match(error.message, /^DATABASE_URL: cannot open PostgreSQL/);
+      assert.ok(!error.message.includes("s3cret"), error.message);
+      assert.ok(!error.message.includes("\n"));
+      return true;
+    },
   );
 });
