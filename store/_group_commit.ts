@@ -246,12 +246,13 @@ export class GroupCommit {
  * What the other back-ends answer a commit they refuse before writing
  * anything: `@deno/kv` rejects with a plain `Error` named by the limit
  * (`TooManyChecks`, `AtomicWriteTooLarge`, …, then a backtrace), and
- * Deno's KV Connect client with the server's 4xx answer.
+ * a KV Connect client (Deno's, or `@deno/kv` given a URL) with the
+ * server's 4xx answer.
  */
 const NAMED_REFUSAL =
   /^(?:TooMany[A-Za-z]+|[A-Za-z]+TooLarge|KeyTooLong|ValueTooLong)\b/;
 const KV_CONNECT_REFUSAL =
-  /^KV Connect failed to call '[^']*' \(status=4\d\d\b/;
+  /^(?:KV Connect failed to call '[^']*' \(status=4\d\d\b|Unexpected response status: 4\d\d\b)/;
 
 /**
  * Whether the back-end refused a commit before writing anything: a limit
@@ -267,15 +268,16 @@ function isRefusal(error: unknown): boolean {
 
 /**
  * Whether a refused group had more checks than {@linkcode STRICT_CHECKS}
- * and the refusal may be for them: the back-end named the limit, or a KV
- * Connect server refused it (its answer may not say why).
+ * and the back-end named that limit (`TooManyChecks` from `@deno/kv`,
+ * "Too many checks" in a denokv server's 4xx answer). Another refusal
+ * (a 401, a 429) leaves the budget as it is.
  */
 function tooManyChecks(error: unknown, group: readonly Op[]): boolean {
   let checks = 0;
   for (const op of group) checks += op.checks.length;
   if (checks <= STRICT_CHECKS) return false;
   const message = error instanceof Error ? error.message : "";
-  return /TooManyChecks/.test(message) || KV_CONNECT_REFUSAL.test(message);
+  return /TooManyChecks|Too many checks/.test(message);
 }
 
 /**

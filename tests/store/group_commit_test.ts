@@ -314,7 +314,11 @@ for (
     ["@deno/kv", "TooManyChecks\n\nStack backtrace:\n   0: <unknown>"],
     [
       "KV Connect",
-      "KV Connect failed to call 'https://kv.example/v2/atomic_write' (status=400 Bad Request): TooManyChecks",
+      "KV Connect failed to call 'https://kv.example/v2/atomic_write' (status=400 Bad Request): Too many checks included in atomic write.",
+    ],
+    [
+      "@deno/kv over KV Connect",
+      "Unexpected response status: 400 Too many checks included in atomic write.",
     ],
   ]
 ) {
@@ -386,7 +390,15 @@ for (
 Deno.test("group commit: a write waiting behind a commit in flight stores the dead letter as passed, not as the caller changed it meanwhile", async () => {
   using db = await opened();
   const { handle, hold } = strict(db.kv, "unused");
-  const store = new KvStore(handle);
+  let reads = 0;
+  const store = new KvStore({
+    ...handle,
+    getMany: async (keys) => {
+      const entries = await handle.getMany(keys);
+      reads++;
+      return entries;
+    },
+  });
   const release = hold();
   const warm = store.admit({
     claim: { key: "warm", now: 0, expiresAt: 60_000 },
@@ -404,8 +416,10 @@ Deno.test("group commit: a write waiting behind a commit in flight stores the de
     queue: { queue: "qstash", messageId: "msg_1" },
   };
   const put = store.putDeadLetter(letter);
-  // The put has read and queued its write behind the held commit.
-  await new Promise((resolve) => setTimeout(resolve, 0));
+  // The put has read (promise jobs then queue its write behind the held
+  // commit, all before a timer fires).
+  while (reads === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+  await new Promise((resolve) => setTimeout(resolve, 1));
   letter.queue.messageId = "changed";
   release();
   await Promise.all([warm, put]);
