@@ -429,6 +429,15 @@ async function outage() {
     }
     await new Promise((resolve) => setTimeout(resolve, 13_000));
     const whileDown = failures(await state());
+    // Retried at a fixed delay, the dead-letter queue's six deliveries
+    // would all have failed by now: 3 + 6.
+    if (whileDown >= 9) {
+      fail(
+        `the dead-letter queue retried ${
+          whileDown - 3
+        } times in 13 s: its give-up does not back off`,
+      );
+    }
     await post("/up");
     let after = await state();
     while (after.deadLetter === null) {
