@@ -254,7 +254,7 @@ export async function openService(
         // gives up after a few tries and drops the message; a fresh message
         // with the policy's base delay keeps the job.
         log(
-          `queue   ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
+          `queue   ${jobIdOf(job).padEnd(16)} failed unexpectedly: ${
             (error as Error)?.message ?? String(error)
           }`,
         );

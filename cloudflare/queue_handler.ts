@@ -299,7 +299,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       }
     } catch (error) {
       log(
-        `worker  ${jobIdOf(job).padEnd(17)}failed unexpectedly: ${
+        `worker  ${jobIdOf(job).padEnd(16)} failed unexpectedly: ${
           describeError(error)
         }`,
       );

@@ -380,7 +380,7 @@ export function formatOutcome(job: Job, outcome: Outcome): string {
   const text = outcome.action === "poison"
     ? `${outcome.reason}; ${outcome.resolution}`
     : outcome.reason;
-  return `${jobIdOf(job).padEnd(17)}#${outcome.delivery}  ${
+  return `${jobIdOf(job).padEnd(16)} #${outcome.delivery}  ${
     outcome.action.padEnd(13)
   }(${text})`;
 }

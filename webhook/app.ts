@@ -424,7 +424,9 @@ export function createApp(deps: AppDeps): WebhookApp {
           503,
           "not-configured",
           "Route not configured",
-          `${route} is off: set ${settings}, or start with RELAYER_INSECURE_DEV=1 for local development only.`,
+          `${route} ${
+            route.endsWith("routes") ? "are" : "is"
+          } off: set ${settings}, or start with RELAYER_INSECURE_DEV=1 for local development only.`,
         ),
       );
     }
@@ -448,7 +450,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   function requireOps(c: Context): void {
     requireConfigured(
       opsToken !== undefined,
-      "The ops routes are",
+      "The ops routes",
       "OPS_TOKEN",
     );
     if (opsToken === undefined) return;
@@ -540,7 +542,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof ReplayError) throw replayed();
       return failedUnexpectedly(
         route,
-        `${jobIdOf(job).padEnd(17)}failed`,
+        `${jobIdOf(job).padEnd(16)} failed`,
         error,
         "The delivery could not finish (the store or the Sender failed unexpectedly); the queue will redeliver it.",
       );
@@ -755,7 +757,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof ReplayError) throw replayed();
       return failedUnexpectedly(
         route,
-        `${jobIdOf(job).padEnd(17)}give-up failed`,
+        `${jobIdOf(job).padEnd(16)} give-up failed`,
         error,
         "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
       );

@@ -3,6 +3,7 @@ import {
   ConflictError,
   createRelayer,
   type DeadLetter,
+  formatOutcome,
   type Intent,
   MemoryStore,
   type NewIntent,
@@ -1045,4 +1046,21 @@ Deno.test("createRelayer() refuses to redrive a needs_review intent's dead lette
     /already needs_review: no job can help it/,
   );
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});
+
+Deno.test("formatOutcome() keeps a space after a job id of any length", () => {
+  const outcome = {
+    action: "retry",
+    delivery: 1,
+    delayMs: 5000,
+    reason: "not authorized yet",
+  } as const;
+  assert.match(
+    formatOutcome({ intentId: "pi_0001", kind: "settle" }, outcome),
+    /^pi_0001\/settle {3}#1 /,
+  );
+  assert.match(
+    formatOutcome({ intentId: "pi_0002_notsent", kind: "settle" }, outcome),
+    /^pi_0002_notsent\/settle #1 /,
+  );
 });

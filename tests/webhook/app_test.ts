@@ -329,7 +329,10 @@ Deno.test("createApp() refuses a route whose keys are not configured, naming the
   for (const [path, setting] of cases) {
     const res = await app.request(path, { method: "POST", body: "{}" });
     assert.equal(res.status, 503, path);
-    assert.match((await problemOf(res)).detail, new RegExp(setting));
+    const { detail } = await problemOf(res);
+    assert.match(detail, new RegExp(setting));
+    assert.match(detail, /^[\w /]+ (is|are) off: set /, detail);
+    assert.doesNotMatch(detail, /are is/);
   }
 });
 
