@@ -74,6 +74,19 @@ Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client 
  * Runs `body` with a pool of `connections` and a schema name no other
  * test uses; drops the schema and closes the pool after, whatever happens.
  */
+/** Polls `query` (a row with a count `n`) until `n > 0`, for at most about 5 s. */
+async function waitUntil(
+  what: string,
+  query: () => Promise<readonly Row[]>,
+): Promise<void> {
+  for (let tries = 0;; tries++) {
+    const [row] = await query();
+    if (row!.n > 0) return;
+    if (tries > 500) throw new Error(`the store's call never ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 async function inFreshSchema(
   connections: number,
   body: (sql: postgres.Sql, schema: string) => Promise<void>,
@@ -537,16 +550,13 @@ Deno.test({
           // Commit only once the store's statement waits for our lock: a
           // backend this transaction blocks, not any wait on the server
           // (another file of a parallel run has its own).
-          for (let tries = 0;; tries++) {
-            const [row] = await tx`
+          await waitUntil(
+            "waited for the lock",
+            () =>
+              tx`
               SELECT count(*)::int AS n FROM pg_stat_activity
-              WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`;
-            if (row!.n > 0) break;
-            if (tries > 500) {
-              throw new Error("the store's call never waited for the lock");
-            }
-            await new Promise((resolve) => setTimeout(resolve, 10));
-          }
+              WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`,
+          );
         });
         await assert.rejects(waited, ConflictError);
         assert.equal((await store.getIntent(id))!.hold, first);
@@ -569,14 +579,6 @@ Deno.test({
     // the other captures the hold under the intent's lock meanwhile.
     const [x, y] = await Promise.all([connect(1), connect(1)]);
     const [rx, ry] = await Promise.all([x.reserve(), y.reserve()]);
-    const waitUntil = async (what: string, query: () => Promise<Row[]>) => {
-      for (let tries = 0;; tries++) {
-        const [row] = await query();
-        if (row!.n > 0) return;
-        if (tries > 500) throw new Error(`the store's call never ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-    };
     try {
       await rx.unsafe("BEGIN");
       await rx.unsafe(`LOCK TABLE "${schema}".leases IN ACCESS EXCLUSIVE MODE`);
