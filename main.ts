@@ -10,7 +10,7 @@
  * `--host 0.0.0.0` (see docs/webhook.md). SIGTERM (or SIGINT) drains: the
  * local queue's new messages go back to the queue, new requests get a 503
  * that the queue retries, deliveries in flight finish (for at most
- * {@linkcode DRAIN_MS}), then KV closes and the process exits 0. A second
+ * {@linkcode DRAIN_MS}), then the store closes and the process exits 0. A second
  * signal exits at once.
  *
  * This file and `store/kv.ts` are the only places that touch `Deno.*`.
@@ -104,11 +104,28 @@ interface QueueMessage {
 async function openKv(config: Config): Promise<Deno.Kv> {
   if ("url" in config.kv) return await Deno.openKv(config.kv.url);
   if ("platform" in config.kv) return await Deno.openKv();
-  const dir = config.kv.path.replace(/[^/]*$/, "");
-  if (dir !== "" && config.kv.path !== ":memory:") {
-    await Deno.mkdir(dir, { recursive: true });
+  const { path } = config.kv;
+  const dir = path.replace(/[^/]*$/, "");
+  try {
+    if (dir !== "" && path !== ":memory:") {
+      await Deno.mkdir(dir, { recursive: true });
+    }
+    return await Deno.openKv(path);
+  } catch (error) {
+    // `deno task start` may write ./data only: say which setting and why.
+    if (
+      error instanceof Deno.errors.NotCapable ||
+      error instanceof Deno.errors.PermissionDenied
+    ) {
+      throw new ConfigError(
+        "KV_PATH",
+        `KV_PATH: cannot write ${path}: this process may not write there (deno task start may write ./data only). Put the store under ./data (KV_PATH=./data/relayer.kv), or serve with --allow-write=${
+          dir === "" ? "." : dir
+        } instead of --allow-write=./data.`,
+      );
+    }
+    throw error;
   }
-  return await Deno.openKv(config.kv.path);
 }
 
 /**
@@ -431,6 +448,8 @@ export function batchedLog(
 }
 
 let service: Service | undefined;
+/** Where the start-up lines go once the service runs (`deno serve` only). */
+let announce: ((line: string) => void) | undefined;
 
 if (import.meta.main) {
   // One writer for every stdout line, so they stay in order; what is
@@ -451,14 +470,28 @@ if (import.meta.main) {
     // One line, never a stack: a message here may name a setting's value.
     console.error(
       `relayer: cannot start: ${
-        error instanceof Error
+        error instanceof ConfigError
+          ? error.message
+          : error instanceof Error
           ? `${error.name}: ${error.message}`
           : "unknown error"
       }`,
     );
     Deno.exit(1);
   }
+  // `deno serve` listens after this module ran; a port already taken
+  // rejects there, out of reach of a try. One line, not a stack.
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    if (!(event.reason instanceof Deno.errors.AddrInUse)) return;
+    event.preventDefault();
+    stdout.flush();
+    console.error(
+      `relayer: cannot start: the address to listen on is in use (${event.reason.message}): another process, perhaps a relayer still running, holds the port. Stop it, or serve on another port (deno serve --port 8001 …).`,
+    );
+    Deno.exit(1);
+  });
   stdout.line(`relayer: ${service.description}`);
+  announce = stdout.line;
   const running = service;
   let stopping = false;
   const stop = async (signal: Deno.Signal) => {
@@ -470,10 +503,11 @@ if (import.meta.main) {
     stopping = true;
     stdout.line(`relayer: ${signal}: draining (at most ${DRAIN_MS / 1000}s)`);
     const left = await running.drain(DRAIN_MS);
+    const closed = running.kv ? "KV closed" : "PostgreSQL connections closed";
     stdout.line(
       left === 0
-        ? "relayer: drained; KV closed"
-        : `relayer: ${left} deliveries still running were cut short (their leases expire and the queue redelivers); KV closed`,
+        ? `relayer: drained; ${closed}`
+        : `relayer: ${left} deliveries still running were cut short (their leases expire and the queue redelivers); ${closed}`,
     );
     stdout.flush();
     Deno.exit(0);
@@ -489,6 +523,20 @@ if (import.meta.main) {
 
 /** The entry of `deno serve main.ts` and Deno Deploy. */
 export default {
+  /** Says where it listens, in place of `deno serve`'s own line. */
+  onListen(address: Deno.Addr): void {
+    if (announce === undefined) return;
+    const where = address.transport === "tcp" || address.transport === "udp"
+      ? `http://${
+        address.hostname.includes(":")
+          ? `[${address.hostname}]`
+          : address.hostname
+      }:${address.port}/`
+      : address.transport === "unix" || address.transport === "unixpacket"
+      ? address.path
+      : address.transport;
+    announce(`relayer: listening on ${where}`);
+  },
   fetch(request: Request): Response | Promise<Response> {
     return service
       ? service.fetch(request)

@@ -1,0 +1,199 @@
+/**
+ * `main.ts` as `deno task start` runs it, at the edges of its life: the
+ * line that says where it listens, a start refused in one line (a port
+ * already taken, a `KV_PATH` it may not write), and the drain line naming
+ * the store it closed.
+ */
+import assert from "node:assert/strict";
+import { startArgs } from "../support/start_args.ts";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import { timeout } from "./_timeout.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const SETTINGS = {
+  SENDER_URL: "http://127.0.0.1:9/",
+  WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+};
+
+/** What a child `deno` needs from our environment, and nothing else. */
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+/** A port free now, and the listener that holds it when `hold` is set. */
+function port(hold = false): { port: number; listener?: Deno.Listener } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  if (hold) return { port, listener };
+  listener.close();
+  return { port };
+}
+
+/** Starts `main.ts` with the shipped flags on `port`, writing `writeDir` only. */
+function start(
+  env: Record<string, string>,
+  options: { port: number; writeDir: string },
+) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: startArgs(options),
+    cwd: ROOT,
+    clearEnv: true,
+    env: { ...baseEnv(), ...SETTINGS, ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output = Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  return {
+    child,
+    async ended() {
+      const [status, [stdout, stderr]] = await Promise.all([
+        child.status,
+        output,
+      ]);
+      return { code: status.code, stdout, stderr };
+    },
+    kill() {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    },
+  };
+}
+
+async function healthy(base: string): Promise<void> {
+  for (;;) {
+    try {
+      const res = await fetch(`${base}/healthz`);
+      await res.body?.cancel();
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** One refusal line on stderr, and no stack. */
+function assertOneLine(stderr: string, pattern: RegExp): void {
+  const lines = stderr.trim().split("\n").filter((line) =>
+    !/^(Task|Download|Warning) /.test(line)
+  );
+  assert.equal(lines.length, 1, stderr);
+  assert.match(lines[0]!, pattern);
+  assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
+}
+
+Deno.test(
+  "main.ts refuses a port already taken in one line, without a stack",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const taken = port(true);
+    const service = start({ KV_PATH: `${dir}/relayer.kv` }, {
+      port: taken.port,
+      writeDir: dir,
+    });
+    try {
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1);
+      assertOneLine(
+        stderr,
+        /^relayer: cannot start: the address to listen on is in use \(.*\): .*Stop it, or serve on another port/,
+      );
+    } finally {
+      service.kill();
+      taken.listener!.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts refuses a KV_PATH it may not write in one line that names KV_PATH and the flag to change",
+  timeout(30_000, async () => {
+    const writable = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const elsewhere = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const service = start({ KV_PATH: `${elsewhere}/relayer.kv` }, {
+      ...port(),
+      writeDir: writable,
+    });
+    try {
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1);
+      assertOneLine(
+        stderr,
+        new RegExp(
+          `^relayer: cannot start: KV_PATH: cannot write ${elsewhere}/relayer\\.kv: .*--allow-write=${elsewhere}/ `,
+        ),
+      );
+    } finally {
+      service.kill();
+      await Deno.remove(writable, { recursive: true });
+      await Deno.remove(elsewhere, { recursive: true });
+    }
+  }),
+);
+
+const STORES = [
+  {
+    name: "KvStore",
+    ignore: false,
+    closed: "KV closed",
+    open: (dir: string) =>
+      Promise.resolve({
+        env: { KV_PATH: `${dir}/relayer.kv` },
+        drop: () => Promise.resolve(),
+      }),
+  },
+  {
+    name: "PostgresStore",
+    ignore: !postgresAvailable,
+    closed: "PostgreSQL connections closed",
+    async open() {
+      const database = await freshDatabase();
+      return { env: { DATABASE_URL: database.url }, drop: database.drop };
+    },
+  },
+];
+
+for (const store of STORES) {
+  Deno.test({
+    name:
+      `main.ts says where it listens, and its drain line names the store it closed [${store.name}]`,
+    ignore: store.ignore,
+    fn: timeout(30_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+      const storage = await store.open(dir);
+      const free = port();
+      const service = start(storage.env, { ...free, writeDir: dir });
+      try {
+        await healthy(`http://127.0.0.1:${free.port}`);
+        service.child.kill("SIGTERM");
+        const { code, stdout, stderr } = await service.ended();
+        assert.equal(code, 0, `${stdout}\n${stderr}`);
+        const lines = stdout.trim().split("\n");
+        assert.match(lines[0]!, /^relayer: at most 10 deliveries; /);
+        assert.equal(
+          lines[1],
+          `relayer: listening on http://127.0.0.1:${free.port}/`,
+        );
+        assert.equal(lines.at(-1), `relayer: drained; ${store.closed}`);
+      } finally {
+        service.kill();
+        await service.ended().catch(() => {});
+        await storage.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+}
