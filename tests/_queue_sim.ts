@@ -474,7 +474,11 @@ const policyFields = fc.record({
   baseMs: fc.constantFrom(1000, 5000, 30_000),
   capMs: fc.constantFrom(10_000, 120_000, 3_600_000, 2 * DAY_MS),
   jitter: fc.constantFrom<"equal" | "none">("equal", "none"),
-});
+}).map((fields) => ({
+  ...fields,
+  // loadConfig refuses BASE above CAP.
+  capMs: Math.max(fields.capMs, fields.baseMs),
+}));
 
 /**
  * A queue of `kind` that does not stop before the policy's last delivery,

@@ -389,13 +389,29 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       );
     }
   })();
+  if (policy.baseMs > policy.capMs) {
+    throw new ConfigError(
+      env.BASE ? "BASE" : "CAP",
+      `BASE is ${formatDuration(policy.baseMs)} but CAP is ${
+        formatDuration(policy.capMs)
+      }: the backoff starts above its cap, so every delay would be CAP. Lower BASE or raise CAP (BASE ≤ CAP).`,
+    );
+  }
   const window = rescueWindow(policy);
+  if (window < policy.stuckAfterMs && policy.jitter === "full") {
+    throw new ConfigError(
+      "JITTER",
+      `JITTER=full guarantees no wait between deliveries (each delay may be 0), so no MAX_DELIVERIES or CAP gives a settling payment a rescue window of STUCK_AFTER (${
+        formatDuration(policy.stuckAfterMs)
+      }). Use JITTER=equal (the default), which waits at least half of each delay, or JITTER=none.`,
+    );
+  }
   if (window < policy.stuckAfterMs) {
     throw new ConfigError(
       "STUCK_AFTER",
-      `The policy's rescue window is ${
-        formatDuration(window)
-      } (guaranteed, ${policy.jitter} jitter) but STUCK_AFTER is ${
+      `The policy's rescue window is ${formatDuration(window)} (guaranteed, ${
+        policy.jitter === "none" ? "no" : policy.jitter
+      } jitter) but STUCK_AFTER is ${
         formatDuration(policy.stuckAfterMs)
       }: a settling payment would be poisoned before its rescue. Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER.`,
     );

@@ -184,6 +184,33 @@ Deno.test("loadConfig() picks Deno Deploy's KV there, and a KV Connect URL when 
   );
 });
 
+Deno.test("loadConfig() refuses full jitter with a STUCK_AFTER, naming JITTER: no count or cap can help", () => {
+  for (const extra of [{}, { MAX_DELIVERIES: "50", CAP: "1h" }]) {
+    refused(
+      { ...base, JITTER: "full", ...extra },
+      "JITTER",
+      /^JITTER=full guarantees no wait between deliveries .* STUCK_AFTER \(5m0s\)\. Use JITTER=equal \(the default\).*, or JITTER=none\.$/,
+    );
+  }
+  assert.equal(
+    loadConfig({ ...base, JITTER: "full", STUCK_AFTER: "0" }).policy.jitter,
+    "full",
+  );
+});
+
+Deno.test("loadConfig() refuses BASE above CAP, naming the one that was set", () => {
+  refused(
+    { ...base, BASE: "3m" },
+    "BASE",
+    /^BASE is 3m0s but CAP is 2m0s: the backoff starts above its cap, so every delay would be CAP\. Lower BASE or raise CAP/,
+  );
+  refused({ ...base, CAP: "1s" }, "CAP", /^BASE is 5s but CAP is 1s: /);
+  assert.equal(
+    loadConfig({ ...base, BASE: "2m", STUCK_AFTER: "0" }).policy.baseMs,
+    120_000,
+  );
+});
+
 Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STUCK_AFTER, with both numbers", () => {
   refused(
     { ...base, MAX_DELIVERIES: "5" },
@@ -191,9 +218,9 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
     /rescue window is 37\.5s .* STUCK_AFTER is 5m0s/,
   );
   refused(
-    { ...base, JITTER: "full" },
+    { ...base, JITTER: "none", MAX_DELIVERIES: "4" },
     "STUCK_AFTER",
-    /rescue window is 0s \(guaranteed, full jitter\)/,
+    /rescue window is 35s \(guaranteed, no jitter\) .* Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER\.$/,
   );
   assert.doesNotThrow(() =>
     loadConfig({ ...base, MAX_DELIVERIES: "5", STUCK_AFTER: "30s" })
