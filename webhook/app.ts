@@ -253,15 +253,23 @@ async function bodyOf(
   return { bytes, text: UTF8.decode(bytes) };
 }
 
-function parseJson(route: Route, raw: string): unknown {
+/** A job, as the refusals show one. */
+const JOB_EXAMPLE = '{"intentId":"pi_0001","kind":"settle"}';
+/** The body of `POST /v1/deliveries`, as its refusals show one. */
+const DELIVERY_EXAMPLE =
+  `{"job":${JOB_EXAMPLE},"delivery":1} ('delivery' is optional)`;
+
+/** What `raw` must hold, for the refusal: a job unless said otherwise. */
+function parseJson(
+  route: Route,
+  raw: string,
+  expected = `a job such as ${JOB_EXAMPLE}`,
+): unknown {
   try {
     // A byte order mark before JSON is ignored, as RFC 8259 §8.1 allows.
     return JSON.parse(raw.charCodeAt(0) === 0xfeff ? raw.slice(1) : raw);
   } catch {
-    throw badInput(
-      route,
-      'The body is not JSON: send a job such as {"intentId":"pi_0001","kind":"settle"}.',
-    );
+    throw badInput(route, `The body is not JSON: send ${expected}.`);
   }
 }
 
@@ -644,7 +652,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     seen: PushSeen,
     requireId: boolean,
   ): { job: Job; id: string | undefined; attributes: Record<string, unknown> } {
-    const envelope = parseJson("pubsub", raw);
+    const envelope = parseJson(
+      "pubsub",
+      raw,
+      'Pub/Sub\'s push envelope, {"message":{"data":"<the job as base64>","messageId":"…"},"subscription":"…"}',
+    );
     const { message, deliveryAttempt, delivery_attempt } =
       (typeof envelope === "object" && envelope !== null
         ? envelope
@@ -783,7 +795,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (!verified.ok) throw unauthorized(verified.detail);
       claim = verified.claim;
     }
-    const body = parseJson("qstash", raw);
+    const body = parseJson(
+      "qstash",
+      raw,
+      'QStash\'s failure callback, {"sourceBody":"<the job as base64>","retried":…}',
+    );
     const { sourceBody, retried, sourceMessageId, dlqId } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
@@ -901,12 +917,22 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (!verified.ok) throw unauthorized(verified.detail);
       claim = verified.claim;
     }
-    const body = parseJson("deliveries", raw);
+    const body = parseJson("deliveries", raw, DELIVERY_EXAMPLE);
     const { job: rawJob, delivery } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
         unknown
       >;
+    if (rawJob === undefined) {
+      throw badInput(
+        "deliveries",
+        `'job' is missing: the body of POST /v1/deliveries is ${DELIVERY_EXAMPLE}${
+          typeof body === "object" && body !== null && "intentId" in body
+            ? '; this body looks like a bare job: wrap it in {"job": …}'
+            : ""
+        }.`,
+      );
+    }
     const job = jobFrom("deliveries", rawJob);
     return await deliver(
       "deliveries",
@@ -922,7 +948,17 @@ export function createApp(deps: AppDeps): WebhookApp {
   // API; this lets an operator (or a local trial) create one.
   app.post("/v1/intents", async (c) => {
     requireOps(c);
-    const body = parseJson("deliveries", await c.req.text());
+    let body: unknown;
+    try {
+      body = JSON.parse(await c.req.text());
+    } catch {
+      return problem(
+        400,
+        "bad-intent",
+        "Bad intent",
+        'The body is not JSON: send an intent such as {"id":"pi_0001","state":"authorized"} (\'state\' is "created" or "authorized").',
+      );
+    }
     const { id, state, hold } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
@@ -1026,7 +1062,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "not-configured",
         "Redrive has no queue",
-        `A redrive puts a fresh job on a queue, and this service has none (main.ts: set QSTASH_TOKEN or KV_QUEUE=1; in code: give createApp a redriveTo). With another queue, deliver the job yourself with its count afresh: on POST /v1/deliveries as {"job":{"intentId":"${intentId}","kind":"settle"},"delivery":1}, or as a new Pub/Sub message. The dead letter stays as the record, and a new poisoning of the job replaces it.`,
+        `A redrive puts a fresh job on a queue, and this service has none (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL; in code: give createApp a redriveTo). With another queue, deliver the job yourself with its count afresh: on POST /v1/deliveries as {"job":{"intentId":"${intentId}","kind":"settle"},"delivery":1}, or as a new Pub/Sub message. The dead letter stays as the record, and a new poisoning of the job replaces it.`,
       );
     }
     let job: Job | null;
@@ -1036,7 +1072,15 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-redrive", "Cannot redrive", error.message);
       }
-      throw error;
+      // The queue or the store failed: worth another try, not a 500.
+      log(`relayer redrive of ${jobId} failed: ${describeError(error)}`);
+      return problem(
+        503,
+        "redrive-failed",
+        "Redrive failed",
+        `The redrive of ${jobId} did not complete (the relayer's log says why): try again. If it did complete after all, the retry answers 404 and the job is on its queue; a job that reaches the queue twice is harmless, as it only says "go and look".`,
+        { "retry-after": "5" },
+      );
     }
     if (job === null) {
       return problem(
@@ -1065,14 +1109,27 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "no-local-queue",
         "No queue",
-        "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN or KV_QUEUE=1; in code: give createApp an enqueue).",
+        "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL; in code: give createApp an enqueue).",
       );
     }
     const job = jobFrom(
       "deliveries",
       parseJson("deliveries", await c.req.text()),
     );
-    await deps.enqueue(job);
+    try {
+      await deps.enqueue(job);
+    } catch (error) {
+      log(`relayer enqueue of ${jobIdOf(job)} failed: ${describeError(error)}`);
+      return problem(
+        503,
+        "enqueue-failed",
+        "Enqueue failed",
+        `The queue did not take ${
+          jobIdOf(job)
+        } (the relayer's log says why): try again. A job that reaches the queue twice is harmless, as it only says "go and look".`,
+        { "retry-after": "5" },
+      );
+    }
     return c.json({ job: jobIdOf(job), enqueued: true }, 202);
   });
 

@@ -944,7 +944,10 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
     body: JSON.stringify(job),
   });
   assert.equal(res.status, 503);
-  assert.match((await problemOf(res)).detail, /KV_QUEUE=1/);
+  assert.match(
+    (await problemOf(res)).detail,
+    /set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL/,
+  );
 
   const enqueued: unknown[] = [];
   const { app } = await makeApp({
@@ -963,6 +966,77 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
     body: "{}",
   });
   assert.equal(bad.status, 400);
+});
+
+Deno.test("createApp() POST /v1/jobs answers 503 when the queue refuses the job, logs why, and never shows the error", async () => {
+  const lines: string[] = [];
+  const { app } = await makeApp({
+    deps: {
+      enqueue: () =>
+        Promise.reject(new Error("QStash publish failed: 401 token=secret-x")),
+      log: (line) => lines.push(line),
+    },
+  });
+  const res = await app.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify(job),
+  });
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "5");
+  const p = await problemOf(res);
+  assert.equal(p.type, "urn:relayer:problem:enqueue-failed");
+  assert.match(p.detail, /^The queue did not take pi_0001\/settle .*try again/);
+  assert.doesNotMatch(JSON.stringify(p), /secret-x|401/);
+  assert.deepEqual(lines, [
+    "relayer enqueue of pi_0001/settle failed: Error: QStash publish failed: 401 token=secret-x",
+  ]);
+});
+
+Deno.test("createApp() bad-JSON refusals show the body each route takes", async () => {
+  const { app } = await makeApp({
+    deps: { enqueue: () => Promise.resolve() },
+  });
+  const delivery = await app.request(
+    "/v1/deliveries",
+    await genericRequest("{"),
+  );
+  assert.equal(delivery.status, 400);
+  assert.equal(
+    (await problemOf(delivery)).detail,
+    'The body is not JSON: send {"job":{"intentId":"pi_0001","kind":"settle"},"delivery":1} (\'delivery\' is optional).',
+  );
+  // A bare job, signed: valid JSON, but not the route's body.
+  const bare = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify(job)),
+  );
+  assert.equal(bare.status, 400);
+  assert.match(
+    (await problemOf(bare)).detail,
+    /^'job' is missing: .*; this body looks like a bare job: wrap it in \{"job": …\}\.$/,
+  );
+  const intent = await app.request("/v1/intents", {
+    method: "POST",
+    headers: ops,
+    body: "{",
+  });
+  assert.equal(intent.status, 400);
+  const p = await problemOf(intent);
+  assert.equal(p.type, "urn:relayer:problem:bad-intent");
+  assert.match(
+    p.detail,
+    /send an intent such as \{"id":"pi_0001","state":"authorized"\}/,
+  );
+  const jobs = await app.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: "{",
+  });
+  assert.match(
+    (await problemOf(jobs)).detail,
+    /send a job such as \{"intentId"/,
+  );
 });
 
 Deno.test("createApp() answers /healthz without a token", async () => {

@@ -6,7 +6,13 @@ const OPS = "ops-token-for-redrive-tests";
 const ops = { authorization: `Bearer ${OPS}` };
 
 /** An app whose store holds a dead letter for `pi_0001/settle` (intent still created). */
-async function withDeadLetter(options: { queue?: boolean } = {}) {
+async function withDeadLetter(
+  options: {
+    queue?: boolean;
+    publish?: (job: Job) => Promise<void>;
+    log?: (line: string) => void;
+  } = {},
+) {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
   const enqueued: Job[] = [];
@@ -18,9 +24,11 @@ async function withDeadLetter(options: { queue?: boolean } = {}) {
     opsToken: OPS,
     ...(options.queue === false ? {} : {
       redriveTo: {
-        publish: (job: Job) => Promise.resolve(void enqueued.push(job)),
+        publish: options.publish ??
+          ((job: Job) => Promise.resolve(void enqueued.push(job))),
       },
     }),
+    ...(options.log ? { log: options.log } : {}),
   });
   const poisoned = await app.request("/v1/deliveries", {
     method: "POST",
@@ -42,7 +50,10 @@ Deno.test("createApp() without a queue to redrive to refuses the redrive (503) a
   assert.equal(res.status, 503);
   const body = await res.json();
   assert.equal(body.type.endsWith("not-configured"), true, body.type);
-  assert.match(body.detail, /set QSTASH_TOKEN or KV_QUEUE=1/);
+  assert.match(
+    body.detail,
+    /set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL/,
+  );
   // The intent is still created: its dead letter is what records it.
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
   // The body the answer gives is a delivery, counted afresh from 1.
@@ -58,6 +69,31 @@ Deno.test("createApp() without a queue to redrive to refuses the redrive (503) a
     body: JSON.stringify(job),
   });
   assert.equal((await again.json()).delivery, 1);
+});
+
+Deno.test("createApp() answers 503 when the redrive's queue fails, keeps the dead letter, and logs why", async () => {
+  const lines: string[] = [];
+  const { app, store } = await withDeadLetter({
+    publish: () => Promise.reject(new Error("QStash answered 500")),
+    log: (line) => lines.push(line),
+  });
+  const res = await app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "5");
+  const body = await res.json();
+  assert.equal(body.type, "urn:relayer:problem:redrive-failed");
+  assert.match(body.detail, /^The redrive of pi_0001\/settle did not complete/);
+  assert.doesNotMatch(body.detail, /QStash answered/);
+  assert.ok(
+    lines.includes(
+      "relayer redrive of pi_0001/settle failed: Error: QStash answered 500",
+    ),
+    lines.join("\n"),
+  );
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
 });
 
 Deno.test("createApp() redrives a dead letter named by intent and kind, as two path segments", async () => {
