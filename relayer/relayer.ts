@@ -515,7 +515,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return result;
     }
 
-    /** A delivery that wrote nothing still uses its signature: one commit. */
+    /**
+     * A delivery that wrote nothing still uses its signature: one commit.
+     * Also called before the Sender is asked anything, so that a replayed
+     * request is refused before it reaches the signer.
+     */
     async close(): Promise<void> {
       if (this.claim === undefined) return;
       await store.admit({ claim: this.claim, now: now() });
@@ -639,7 +643,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   async function settle(id: string, d: Delivery): Promise<string> {
     let seen = await store.getIntent(id);
     for (let attempt = 1;; attempt++) {
-      const step = await plan(id, seen);
+      const step = await plan(id, seen, d);
       if (typeof step === "string") return step;
       try {
         return await step(seen!, d);
@@ -668,6 +672,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   async function plan(
     id: string,
     intent: Intent | null,
+    d: Delivery,
   ): Promise<string | Act> {
     if (intent === null) throw new Error(`intent ${id} not found`);
     switch (intent.state) {
@@ -695,7 +700,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
               at: now(),
             }, options));
       case "settling":
-        return await planSettling(intent);
+        return await planSettling(intent, d);
       default:
         return `intent already ${intent.state}`; // nothing for the relayer to do
     }
@@ -703,6 +708,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
   async function planSettling(
     intent: Intent,
+    d: Delivery,
   ): Promise<string | Act> {
     if (intent.hold === "voided") {
       // A poison resolution was interrupted between the void and the state
@@ -727,7 +733,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // The relayer captures once a tx confirmed, then settles: a crash
       // between the two leaves this. Someone else may have captured early,
       // so finish it only on a tx that confirmed.
-      if ((await confirmedAmong(intent.txHashes)) === undefined) {
+      if ((await confirmedAmong(intent.txHashes, d)) === undefined) {
         throw new Error(
           "the hold is captured, waiting for a tx on record to confirm",
         );
@@ -759,7 +765,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       intent.broadcasting === null && last?.outcome !== "sent" &&
       earlier.length > 0
     ) {
-      const confirmed = await confirmedAmong(earlier);
+      const confirmed = await confirmedAmong(earlier, d);
       if (confirmed !== undefined) return settledOn(confirmed);
     }
     // One clock for "stuck": from the later of entering settling, the last
@@ -790,9 +796,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return (current, d) => broadcast(current, d, current.mayHaveSent);
     }
     const txHash = last.txHash ?? "";
+    await d.close(); // a replay stops here, before the signer
     const status = await sender.receipt(txHash);
     if (status !== "confirmed" && earlier.length > 0) {
-      const confirmed = await confirmedAmong(earlier);
+      const confirmed = await confirmedAmong(earlier, d);
       if (confirmed !== undefined) return settledOn(confirmed);
     }
     switch (status) {
@@ -822,7 +829,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
    */
   async function confirmedAmong(
     hashes: readonly string[],
+    d: Delivery,
   ): Promise<string | undefined> {
+    await d.close(); // a replay stops here, before the signer
     for (let i = hashes.length - 1; i >= 0; i--) {
       try {
         if ((await sender.receipt(hashes[i]!)) === "confirmed") {

@@ -42,6 +42,33 @@ Deno.test("POST /v1/qstash refuses a replayed request (401), even one claiming 9
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
 
+Deno.test("POST /v1/qstash refuses a replayed look-only delivery before it reaches the signer", async () => {
+  const { app, sender } = await makeApp({
+    intents: [settling],
+    scripts: { pi_0001: { sends: [], receipts: ["pending"] } },
+  });
+  const body = JSON.stringify(job);
+  const headers = {
+    "upstash-signature": await signQStash(body),
+    "upstash-retried": "1",
+  };
+  const first = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers,
+  });
+  assert.equal(first.status, 503, "waiting for the receipt: a retry");
+  await first.body?.cancel();
+  const replay = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers,
+  });
+  assert.equal(replay.status, 401);
+  await replay.body?.cancel();
+  assert.deepEqual(sender.calls, [{ method: "receipt", txHash: "0xabc" }]);
+});
+
 Deno.test("POST /v1/deliveries takes a captured signed request once: 9 replays in a second get 401 and spend no delivery", async () => {
   const { app, store } = await makeApp({ intents: [settling] });
   const init = await genericRequest(JSON.stringify({ job }));
