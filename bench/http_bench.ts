@@ -78,6 +78,7 @@ import { Hono } from "hono";
 import { MemoryStore, type Store } from "../mod.ts";
 import postgres from "postgres";
 import { type KvLike, KvStore } from "../store/kv.ts";
+import { lockedInstall } from "../support/npm_lock.ts";
 import { startArgs } from "../support/start_args.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import {
@@ -136,27 +137,24 @@ const { runs, seconds, connections, intents, only, profile, kvDir } = readArgs(
 );
 const root = new URL("..", import.meta.url).pathname;
 
-/** Installs autocannon once into a cache folder outside the repository. */
+/**
+ * Installs autocannon, with exactly the tree its committed lock names
+ * (`support/npm_locks/`), once into a cache folder outside the repository.
+ */
 async function autocannonDir(): Promise<string> {
-  const dir = `${Deno.env.get("HOME") ?? "/tmp"}/.cache/relayer-bench`;
-  try {
-    await Deno.stat(`${dir}/node_modules/autocannon/package.json`);
-  } catch {
+  const [name, version] = AUTOCANNON.split("@") as [string, string];
+  const dir = `${
+    Deno.env.get("HOME") ?? "/tmp"
+  }/.cache/relayer-bench/${name}-${version}`;
+  const args = await lockedInstall(name, version, dir);
+  if (args !== null) {
     console.error(`installing ${AUTOCANNON} into ${dir} …`);
     const { code } = await new Deno.Command("npm", {
-      args: [
-        "install",
-        "--prefix",
-        dir,
-        "--no-audit",
-        "--no-fund",
-        "--silent",
-        AUTOCANNON,
-      ],
+      args,
       stdout: "inherit",
       stderr: "inherit",
     }).output();
-    if (code !== 0) throw new Error(`npm install ${AUTOCANNON} failed`);
+    if (code !== 0) throw new Error(`npm ci ${AUTOCANNON} failed`);
   }
   return dir;
 }

@@ -1,7 +1,8 @@
 /**
- * Pinned npm packages for the runtime checks, installed once into a cache
- * outside the repository (`$HOME/.cache/relayer-poison/<name>-<version>`,
- * or `RELAYER_CACHE`), with the ordinary npm client. A fresh machine needs
+ * Pinned npm packages for the runtime checks, each with its whole tree
+ * locked (`support/npm_locks/`), installed once into a cache outside the
+ * repository (`$HOME/.cache/relayer-poison/<name>-<version>`, or
+ * `RELAYER_CACHE`) with the ordinary npm client's `npm ci`. A fresh machine needs
  * only Node and npm. Also what every runtime check does with them: run a
  * command under a deadline ({@linkcode run}) and bundle an entry point
  * ({@linkcode bundle}). Each failure is a {@linkcode CheckError} that says
@@ -11,6 +12,7 @@
  */
 
 import { formatDuration } from "../policy/format_duration.ts";
+import { lockedInstall } from "../support/npm_lock.ts";
 import { nodeVersion } from "../tests/node/_node.ts";
 import { CheckError, errorLine, firstLine, ROOT } from "./_check.ts";
 
@@ -56,54 +58,39 @@ function npmError(out: string): string {
 }
 
 /**
- * Installs `name@version` (exactly that version) into its own folder of the
- * cache unless it is there already, and returns the folder (its
- * `node_modules` holds the package).
+ * Installs `name@version` and exactly the tree its committed lock names
+ * (`support/npm_locks/`, see `support/npm_lock.ts`) into its own folder of
+ * the cache with `npm ci`, unless that tree is there already, and returns
+ * the folder (its `node_modules` holds the package).
  *
  * @param name The npm package (`"miniflare"`, `"@deno/kv"`).
  * @param version Its exact version.
  * @returns The package's folder of the cache.
- * @throws {CheckError} If npm is missing, fails, or takes longer than
- * {@linkcode INSTALL_TIMEOUT_MS}.
+ * @throws {CheckError} If no lock is committed for the pin, or npm is
+ * missing, fails, or takes longer than {@linkcode INSTALL_TIMEOUT_MS}.
  */
 export async function npmInstall(
   name: string,
   version: string,
 ): Promise<string> {
   const dir = `${cacheRoot()}/${name.replace("/", "+")}-${version}`;
-  const marker = `${dir}/node_modules/${name}/package.json`;
+  let args: string[] | null;
   try {
-    const installed = JSON.parse(await Deno.readTextFile(marker)) as {
-      version?: string;
-    };
-    if (installed.version === version) return dir;
-  } catch {
-    // not installed yet
+    args = await lockedInstall(name, version, dir);
+  } catch (error) {
+    throw new CheckError((error as Error).message, { cause: error });
   }
-  await Deno.mkdir(dir, { recursive: true });
-  await Deno.writeTextFile(
-    `${dir}/package.json`,
-    JSON.stringify({ private: true, dependencies: { [name]: version } }),
-  );
+  if (args === null) return dir;
   const retry =
     `check that the npm registry answers (npm ping), then run again; if it still fails, delete ${dir}`;
-  const { code, out } = await run("npm", [
-    "install",
-    "--prefix",
-    dir,
-    "--no-audit",
-    "--no-fund",
-    "--save-exact",
-    "--loglevel=error",
-    `${name}@${version}`,
-  ], {
-    label: `npm install ${name}@${version}`,
+  const { code, out } = await run("npm", args, {
+    label: `npm ci ${name}@${version}`,
     timeoutMs: INSTALL_TIMEOUT_MS,
     ifSlow: retry,
   });
   if (code !== 0) {
     throw new CheckError(
-      `npm install ${name}@${version} failed (${npmError(out)}): ${retry}`,
+      `npm ci ${name}@${version} failed (${npmError(out)}): ${retry}`,
     );
   }
   return dir;
