@@ -28,7 +28,7 @@
  * |---|---|---|
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
- * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt }`, expiring 8 days after its last write | `admit`; deleted by `redrive` |
+ * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` |
  * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring then | any write that carries a claim |
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
@@ -813,7 +813,10 @@ export class KvStore implements Store {
         ...deadLetter,
         ...(deadLetter.queue ? { queue: { ...deadLetter.queue } } : {}),
       })
-      .set(this.#timeKey(deadLetter), deadLetter.jobId);
+      .set(this.#timeKey(deadLetter), deadLetter.jobId)
+      // The poisoned run of deliveries ends here: a job published again
+      // for the intent is counted from 1.
+      .delete(this.#key("deliveries", deadLetter.jobId));
     if (old.value && old.value.poisonedAt !== deadLetter.poisonedAt) {
       atomic.delete(this.#timeKey(old.value));
     }

@@ -137,6 +137,9 @@ export class MemoryStore implements Store {
   }
 
   #putDeadLetter(deadLetter: DeadLetter): void {
+    // The poisoned run of deliveries ends here: a job published again for
+    // the intent is counted from 1.
+    this.#counts.delete(deadLetter.jobId);
     // Frozen, its queue ids too: it is handed out as it is by the reads.
     const { queue } = deadLetter;
     this.#deadLetters.set(
@@ -347,7 +350,8 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * Keeps a dead letter, replacing an older one for the same job.
+   * Keeps a dead letter, replacing an older one for the same job, and
+   * resets the job's delivery count.
    *
    * @param deadLetter The dead letter.
    * @param options The delivery's replay record.

@@ -566,7 +566,7 @@ export class PostgresStore implements Store {
     sql: Sql,
     letter: DeadLetter,
   ): postgres.PendingQuery<postgres.Row[]> {
-    const { dead_letters } = this.#t;
+    const { dead_letters, counters } = this.#t;
     const row = {
       job_id: letter.jobId,
       intent_id: letter.intentId,
@@ -580,7 +580,12 @@ export class PostgresStore implements Store {
       queue_message_id: letter.queue?.messageId ?? null,
       queue_dlq_id: letter.queue?.dlqId ?? null,
     };
+    // The poisoned run of deliveries ends here: a job published again for
+    // the intent is counted from 1 (one statement, so no round trip more).
     return sql`
+      WITH reset AS (
+        DELETE FROM ${counters} WHERE job_id = ${letter.jobId}
+      )
       INSERT INTO ${dead_letters} ${sql(row)}
       ON CONFLICT (job_id) DO UPDATE SET
         intent_id = EXCLUDED.intent_id, deliveries = EXCLUDED.deliveries,

@@ -211,7 +211,10 @@ export interface Transition {
    * the relayer finishes), never a `failed` intent with a `pending` hold.
    */
   readonly ledger?: "void" | "capture";
-  /** A dead letter to keep in the same write (a poison resolution). */
+  /**
+   * A dead letter to keep in the same write (a poison resolution), which
+   * resets its job's delivery count as {@linkcode Store.putDeadLetter} does.
+   */
   readonly deadLetter?: DeadLetter;
 }
 
@@ -596,7 +599,10 @@ export interface Store {
 
   /**
    * Keeps a dead letter, replacing an older one for the same job (a
-   * poisoned job whose intent the relayer did not touch).
+   * poisoned job whose intent the relayer did not touch), and resets the
+   * job's delivery count in the same write: the poisoned run of deliveries
+   * ends there, and a job published again for the intent (once it is
+   * authorized, say) is counted from 1 instead of poisoned at once.
    *
    * @throws {ReplayError} If `options.claim` was already claimed.
    * @throws {ConflictError} If a store that reads before it commits

@@ -781,7 +781,8 @@ function suite(backend: Backend): void {
       ],
       ["poison", 3],
     ]);
-    assert.equal(await store.deliveries("pi_0001/settle"), 3);
+    // The dead letter ended the run: a job published again counts from 1.
+    assert.equal(await store.deliveries("pi_0001/settle"), 0);
   });
 
   test("createRelayer() lets one of two concurrent deliveries run; the other retries, even past the limit", async () => {
@@ -957,6 +958,37 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() counts a job published again after its drop from 1, so the authorized intent settles instead of being poisoned at once", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "created" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    // Counted in the store (no delivery number): five looks, then the drop.
+    for (let n = 1; n < 5; n++) {
+      assert.equal((await relayer.deliver(job)).action, "retry");
+    }
+    assert.equal(
+      formatOutcome(job, await relayer.deliver(job)),
+      "pi_0001/settle   #5  poison       (no luck after 5 deliveries; job dropped, intent still created)",
+    );
+    // The payments API authorizes the intent and publishes its job again.
+    await store.recordHold("pi_0001");
+    await store.transition("pi_0001", {
+      from: "created",
+      to: "authorized",
+      version: (await intent(store)).version,
+      at: 2_000_000,
+    });
+    assert.deepEqual(await relayer.deliver(job), {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason: "sent 0xabc, waiting for confirmation",
+    });
+    assert.equal((await intent(store)).state, "settling");
+    assert.equal(sender.calls.length, 1);
+  });
+
   test("createRelayer() rejects a malformed job, a bad delivery number and a bad lease", async () => {
     const { relayer } = await setup({ state: "created" });
     await assert.rejects(
@@ -996,22 +1028,22 @@ function letterOf(stored: StoredDeadLetter | null): DeadLetter | null {
   return letter;
 }
 
-Deno.test("createRelayer() redrive loses nothing when a prompt queue delivers the job before the dead letter is removed", async () => {
+Deno.test("createRelayer() redrive loses nothing when a prompt queue delivers the job, and it is poisoned again, before the dead letter is removed", async () => {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001" });
   const relayer = createRelayer({
     store,
     sender: new ScriptedSender({}),
-    policy: { maxDeliveries: 3 },
+    policy: { maxDeliveries: 1 },
     now: () => 0,
     random: () => 0,
   });
   const job = { intentId: "pi_0001", kind: "settle" } as const;
-  for (let n = 0; n < 3; n++) await relayer.deliver(job); // counted: 3 of 3, poisoned
+  await relayer.deliver(job); // counted: 1 of 1, poisoned
   const first = await store.getDeadLetter("pi_0001/settle");
-  assert.equal(first?.deliveries, 3);
-  // The queue delivers the published job at once, before the removal: it
-  // counts as delivery 4 of 3 and is poisoned again.
+  assert.equal(first?.deliveries, 1);
+  // The queue delivers the published job at once, before the removal: a
+  // fresh run, 1 of 1 again, poisoned again, with a new dead letter.
   await assert.rejects(
     relayer.redrive("pi_0001/settle", {
       publish: async (j) => void await relayer.deliver(j),
@@ -1019,10 +1051,10 @@ Deno.test("createRelayer() redrive loses nothing when a prompt queue delivers th
     ConflictError,
   );
   // The letter the redrive read changed under it: it removed nothing, so
-  // the job's record is still there.
+  // the job's record is still there, the newer one.
   const kept = await store.getDeadLetter("pi_0001/settle");
-  assert.equal(kept?.deliveries, 4);
-  assert.equal(await store.deliveries("pi_0001/settle"), 4);
+  assert.notEqual(kept?.version, first?.version);
+  assert.equal(kept?.deliveries, 1);
 });
 
 Deno.test("createRelayer() refuses to redrive a needs_review intent's dead letter: it is the record of why", async () => {

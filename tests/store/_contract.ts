@@ -1146,11 +1146,40 @@ export function storeContract(
     assert.equal(await store.getDeadLetter("pi_2/settle"), null);
   });
 
+  test("a dead letter resets its job's delivery count in the same write, alone or with a poison move; other jobs keep theirs", async (store) => {
+    for (let n = 0; n < 3; n++) {
+      await store.admit({ count: "pi_1/settle", now: 0 });
+      await store.admit({ count: "pi_2/settle", now: 0 });
+      await store.admit({ count: "pi_3/settle", now: 0 });
+    }
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+    const i = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    await store.transition("pi_2", {
+      from: "settling",
+      to: "failed",
+      version: i.version,
+      at: 2,
+      ledger: "void",
+      deadLetter: deadLetter("pi_2/settle", 2),
+    });
+    assert.equal(await store.deliveries("pi_2/settle"), 0);
+    assert.equal(await store.deliveries("pi_3/settle"), 3);
+  });
+
   test("redrives exactly the dead letter read: removes it and resets the delivery count in one write", async (store) => {
-    await store.admit({ count: "pi_1/settle", now: 0 });
-    await store.admit({ count: "pi_1/settle", now: 0 });
     await store.putDeadLetter(deadLetter("pi_1/settle", 1));
     await store.putDeadLetter(deadLetter("pi_2/settle", 2));
+    // Duplicates of the poisoned job, delivered after its letter.
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    await store.admit({ count: "pi_1/settle", now: 0 });
     const read = (await store.getDeadLetter("pi_1/settle"))!;
     assert.equal(typeof read.version, "string");
     assert.equal(
