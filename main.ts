@@ -65,6 +65,12 @@ export interface ServiceOptions {
   readonly log?: (line: string) => void;
 }
 
+/** What {@linkcode Service.fetch} reads of `Deno.ServeHandlerInfo`. */
+export interface ServedInfo {
+  /** Settles once the answer was sent, or could not be. */
+  readonly completed?: Promise<void>;
+}
+
 /** A running service. */
 export interface Service {
   /** The webhook. */
@@ -75,8 +81,12 @@ export interface Service {
   readonly kv: Deno.Kv | null;
   /** One line that says what runs, without secrets. */
   readonly description: string;
-  /** Answers a request through the webhook, counted as in flight; a 503 once draining. */
-  fetch(request: Request): Promise<Response>;
+  /**
+   * Answers a request through the webhook, counted as in flight until its
+   * answer is sent (`info.completed`, from `deno serve` or `Deno.serve`;
+   * without it, until the webhook returns); a 503 once draining.
+   */
+  fetch(request: Request, info?: ServedInfo): Promise<Response>;
   /**
    * Stops taking work (the local queue's new messages are put back, new
    * requests get a 503), waits for the deliveries in flight for at most
@@ -95,6 +105,12 @@ export interface Service {
  * cut short is a crash the relayer is built for (write-ahead, lease TTL).
  */
 export const DRAIN_MS = 8_000;
+
+/**
+ * How long the process may outlive a drain, for `deno serve` to finish
+ * sending the answers the drain waited for; DRAIN_MS and this stay under 10 s.
+ */
+const EXIT_GRACE_MS = 1_000;
 
 /** A message on the local Deno KV queue. */
 interface QueueMessage {
@@ -312,7 +328,7 @@ export async function openService(
     description: `${
       describePolicy(config.policy)
     }; store ${where}; routes: ${routes}`,
-    fetch(request) {
+    fetch(request, info) {
       if (draining) {
         return Promise.resolve(
           new Response(
@@ -333,7 +349,12 @@ export async function openService(
           ),
         );
       }
-      return track(Promise.resolve(app.fetch(request)));
+      const answered = Promise.resolve(app.fetch(request));
+      if (info?.completed === undefined) return track(answered);
+      // A drain that ends when the webhook returns would exit before the
+      // answer leaves: wait until it was sent (or its client went away).
+      track(answered.then(() => info.completed).catch(() => {}));
+      return answered;
     },
     async drain(timeoutMs = DRAIN_MS) {
       draining = true;
@@ -510,11 +531,20 @@ if (import.meta.main) {
         : `relayer: ${left} deliveries still running were cut short (their leases expire and the queue redelivers); ${closed}`,
     );
     stdout.flush();
-    Deno.exit(0);
+    // `deno serve` heard the signal too: it closed the listener and sends
+    // the answers still in flight. Exiting here would cut them off, so the
+    // process ends once nothing is left to do, or after EXIT_GRACE_MS.
+    for (const [name, listener] of listeners) {
+      Deno.removeSignalListener(name, listener);
+    }
+    Deno.unrefTimer(setTimeout(() => Deno.exit(0), EXIT_GRACE_MS));
   };
+  const listeners: [Deno.Signal, () => void][] = [];
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    const listener = () => void stop(signal);
     try {
-      Deno.addSignalListener(signal, () => void stop(signal));
+      Deno.addSignalListener(signal, listener);
+      listeners.push([signal, listener]);
     } catch {
       // not every platform has every signal
     }
@@ -537,9 +567,12 @@ export default {
       : address.transport;
     announce(`relayer: listening on ${where}`);
   },
-  fetch(request: Request): Response | Promise<Response> {
+  fetch(
+    request: Request,
+    info: Deno.ServeHandlerInfo,
+  ): Response | Promise<Response> {
     return service
-      ? service.fetch(request)
+      ? service.fetch(request, info)
       : new Response(JSON.stringify({ title: "Not started", status: 503 }), {
         status: 503,
         headers: { "content-type": "application/problem+json" },

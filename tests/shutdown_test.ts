@@ -159,6 +159,97 @@ Deno.test(
 );
 
 Deno.test(
+  "main.ts on SIGTERM sends the answer of the HTTP delivery in flight before it exits",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
+    const signer = slowSigner(1500);
+    const port = freePort();
+    const secret = "shutdown-secret-0123456789";
+    const child = new Deno.Command(Deno.execPath(), {
+      args: startArgs({ port, writeDir: dir }),
+      cwd: ROOT,
+      clearEnv: true,
+      env: {
+        ...baseEnv(),
+        SENDER_URL: signer.url,
+        SENDER_TIMEOUT: "4s",
+        LEASE: "8s",
+        WEBHOOK_SECRET: secret,
+        OPS_TOKEN,
+        KV_PATH: `${dir}/relayer.kv`,
+      },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const kill = () => {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    };
+    signal.addEventListener("abort", kill);
+    const output = Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+    ]);
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      for (;;) {
+        try {
+          const res = await fetch(`${base}/healthz`);
+          await res.body?.cancel();
+          if (res.ok) break;
+        } catch {
+          // not listening yet
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const created = await fetch(`${base}/v1/intents`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS_TOKEN}` },
+        body: JSON.stringify({ id: "pi_answered", state: "authorized" }),
+      });
+      assert.equal(created.status, 201);
+      await created.body?.cancel();
+      const { hmacSignature } = await import("../webhook/_auth.ts");
+      const body = JSON.stringify({
+        job: { intentId: "pi_answered", kind: "settle" },
+        delivery: 1,
+      });
+      const inFlight = fetch(`${base}/v1/deliveries`, {
+        method: "POST",
+        body,
+        headers: {
+          "x-signature": hmacSignature(
+            secret,
+            body,
+            Math.floor(Date.now() / 1000),
+          ),
+        },
+      });
+      await signer.firstStarted; // the delivery is mid-send
+      child.kill("SIGTERM");
+      const answer = await inFlight;
+      assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+      assert.match((await answer.json()).reason, /^sent 0xdrained/);
+      const status = await child.status;
+      const [stdout, stderr] = await output;
+      assert.equal(status.code, 0, `${stdout}\n${stderr}`);
+      assert.match(stdout, /relayer: drained; KV closed/);
+    } finally {
+      signal.removeEventListener("abort", kill);
+      kill();
+      await child.status;
+      await output.catch(() => {});
+      await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
   "openService() drain() answers new requests 503, waits for the one in flight, then closes KV",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_drain_" });
