@@ -14,7 +14,7 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
-import { isIntentId, isRefusal } from "../store/_rules.ts";
+import { isIntentId, isRefusal, redriveRefusal } from "../store/_rules.ts";
 import { BusyError } from "../store/busy_error.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import type {
@@ -1048,19 +1048,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const deadLetter = await store.getDeadLetter(jobId);
     if (deadLetter === null) return null;
     const intent = await store.getIntent(deadLetter.intentId);
-    if (
-      intent?.state === "settled" || intent?.state === "failed" ||
-      intent?.state === "needs_review"
-    ) {
-      throw new ConflictError(
-        `Cannot redrive ${jobId} as intent ${deadLetter.intentId} is already ${intent.state}: no job can help it${
-          intent.state === "needs_review"
-            ? " (its dead letter is the record of why it is in review)"
-            : ""
-        }`,
-        { refused: true },
-      );
-    }
+    const refused = redriveRefusal(jobId, deadLetter.intentId, intent?.state);
+    if (refused !== null) throw refused;
     const job: Job = { intentId: deadLetter.intentId, kind: "settle" };
     // Publish first: if that fails the dead letter is still there; a job
     // published twice is harmless (it only says "go and look"), and the

@@ -34,6 +34,27 @@ export function isRefusal(error: unknown): boolean {
   return error instanceof ConflictError && error.refused;
 }
 
+/**
+ * Why the dead letter of `jobId` cannot be redriven, its intent being in
+ * `state` (absent when the intent is gone), or `null` when a job can help.
+ */
+export function redriveRefusal(
+  jobId: string,
+  intentId: string,
+  state: Intent["state"] | undefined,
+): ConflictError | null {
+  if (state !== "settled" && state !== "failed" && state !== "needs_review") {
+    return null;
+  }
+  return refusal(
+    `Cannot redrive ${jobId} as intent ${intentId} is already ${state}: no job can help it${
+      state === "needs_review"
+        ? " (its dead letter is the record of why it is in review)"
+        : ""
+    }`,
+  );
+}
+
 /** An intent without its version: what a store persists. */
 export type IntentRecord = Omit<Intent, "version">;
 

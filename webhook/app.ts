@@ -28,7 +28,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
-import { isIntentId } from "../store/_rules.ts";
+import { isIntentId, redriveRefusal } from "../store/_rules.ts";
 import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
@@ -1058,6 +1058,19 @@ export function createApp(deps: AppDeps): WebhookApp {
       return problem(400, "bad-job-id", "Bad job id", detail);
     }
     if (deps.redriveTo === undefined) {
+      // Advise a redelivery only where one can help.
+      const letter = await store.getDeadLetter(jobId);
+      if (letter === null) return noDeadLetter(jobId);
+      const intent = await store.getIntent(letter.intentId);
+      const refused = redriveRefusal(jobId, letter.intentId, intent?.state);
+      if (refused !== null) {
+        return problem(
+          409,
+          "cannot-redrive",
+          "Cannot redrive",
+          refused.message,
+        );
+      }
       return problem(
         503,
         "not-configured",
@@ -1082,15 +1095,17 @@ export function createApp(deps: AppDeps): WebhookApp {
         { "retry-after": "5" },
       );
     }
-    if (job === null) {
-      return problem(
-        404,
-        "not-found",
-        "No such dead letter",
-        `There is no dead letter for ${jobId}.`,
-      );
-    }
+    if (job === null) return noDeadLetter(jobId);
     return c.json({ job, enqueued: true }, 202);
+  }
+
+  function noDeadLetter(jobId: string): Response {
+    return problem(
+      404,
+      "not-found",
+      "No such dead letter",
+      `There is no dead letter for ${jobId}.`,
+    );
   }
 
   app.post(

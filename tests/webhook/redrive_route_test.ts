@@ -71,6 +71,40 @@ Deno.test("createApp() without a queue to redrive to refuses the redrive (503) a
   assert.equal((await again.json()).delivery, 1);
 });
 
+Deno.test("createApp() without a queue answers 404 for a missing dead letter and 409 for a settled intent before it advises a redelivery", async () => {
+  const { app, store } = await withDeadLetter({ queue: false });
+  const missing = await app.request("/v1/dead-letters/pi_0404/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(missing.status, 404);
+  assert.equal((await missing.json()).type.endsWith("not-found"), true);
+  await store.createIntent({ id: "pi_done", state: "settled" });
+  await store.putDeadLetter({
+    jobId: "pi_done/settle",
+    intentId: "pi_done",
+    deliveries: 3,
+    cause: "exhausted",
+    reason: "no luck after 3 deliveries",
+    resolution: "job dropped, intent still settling",
+    lastError: "pending",
+    poisonedAt: 0,
+  });
+  const settled = await app.request("/v1/dead-letters/pi_done/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(settled.status, 409);
+  const body = await settled.json();
+  assert.equal(body.type.endsWith("cannot-redrive"), true, body.type);
+  assert.match(
+    body.detail,
+    /intent pi_done is already settled: no job can help it/,
+  );
+  assert.doesNotMatch(body.detail, /delivery/);
+  assert.notEqual(await store.getDeadLetter("pi_done/settle"), null);
+});
+
 Deno.test("createApp() answers 503 when the redrive's queue fails, keeps the dead letter, and logs why", async () => {
   const lines: string[] = [];
   const { app, store } = await withDeadLetter({
