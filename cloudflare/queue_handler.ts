@@ -262,7 +262,9 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     throw new RangeError(
       `Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = ${
         maxDeliveries - 1
-      }, or the queue stops before the policy does: current value is ${given}`,
+      }, or the queue stops before the policy does: current value is ${given}. Set the consumer's max_retries in wrangler.toml to at least ${
+        maxDeliveries - 1
+      } and pass the same number as maxRetries (the example Worker reads it from CLOUDFLARE_MAX_RETRIES)`,
     );
   }
 

@@ -206,7 +206,7 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 3, Cloudflare's default when max_retries is not set",
+        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 3, Cloudflare's default when max_retries is not set. Set the consumer's max_retries in wrangler.toml to at least 9 and pass the same number as maxRetries (the example Worker reads it from CLOUDFLARE_MAX_RETRIES)",
     },
   );
   assert.throws(
@@ -214,7 +214,7 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 8",
+        "Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9, or the queue stops before the policy does: current value is 8. Set the consumer's max_retries in wrangler.toml to at least 9 and pass the same number as maxRetries (the example Worker reads it from CLOUDFLARE_MAX_RETRIES)",
     },
   );
   assert.throws(
