@@ -230,6 +230,15 @@ function databaseUrl(
   if (value === undefined || value === "") return undefined;
   const shape =
     "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname";
+  // The authority, between "://" and the path: read before URL, which
+  // refuses two ports. The value is never shown: it may hold a password.
+  const authority = /^[a-z]+:\/\/([^/?#]*)/i.exec(value)?.[1] ?? "";
+  if (authority.slice(authority.lastIndexOf("@") + 1).includes(",")) {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: it names several hosts, and the relayer connects to one: give one TCP host (a primary, or a proxy in front of the cluster)`,
+    );
+  }
   let url: URL;
   try {
     url = new URL(value);
@@ -247,6 +256,23 @@ function databaseUrl(
   }
   if (url.hostname === "") {
     throw new ConfigError("DATABASE_URL", `${shape}: it names no host`);
+  }
+  if (url.hostname.startsWith("[")) {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: its host is an IPv6 address in brackets, which the PostgreSQL client cannot parse: use a host name that resolves to it, or an IPv4 address`,
+    );
+  }
+  const libpq = ["host", "hostaddr", "port"].filter((name) =>
+    url.searchParams.has(name)
+  );
+  if (libpq.length > 0) {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: it sets ${
+        libpq.map((name) => `?${name}=`).join(" and ")
+      }, which the PostgreSQL client does not read (a Unix socket is not supported): put one TCP host and port before the database name`,
+    );
   }
   let database: string;
   try {

@@ -57,6 +57,45 @@ Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows 
   }
 });
 
+Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour (several hosts, IPv6 in brackets, libpq's ?host=) and says what to give", () => {
+  const cases: [string, RegExp][] = [
+    [
+      "postgres://relayer:s3cret-pw@db1:5432,db2:5432/payments",
+      /: it names several hosts, and the relayer connects to one: give one TCP host/,
+    ],
+    [
+      "postgres://relayer:s3cret-pw@db1,db2/payments",
+      /: it names several hosts/,
+    ],
+    [
+      "postgres://relayer:s3cret-pw@[::1]:5432/payments",
+      /: its host is an IPv6 address in brackets, which the PostgreSQL client cannot parse: use a host name that resolves to it, or an IPv4 address$/,
+    ],
+    [
+      "postgres://relayer:s3cret-pw@localhost/payments?host=/var/run/postgresql",
+      /: it sets \?host=, which the PostgreSQL client does not read \(a Unix socket is not supported\): put one TCP host and port before the database name$/,
+    ],
+    [
+      "postgres://relayer:s3cret-pw@localhost/payments?sslmode=require&hostaddr=10.0.0.1&port=6432",
+      /: it sets \?hostaddr= and \?port=, which/,
+    ],
+  ];
+  for (const [value, why] of cases) {
+    const error = refusal({ DATABASE_URL: value });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.match(error.message, /^DATABASE_URL must be a PostgreSQL URL/);
+    assert.match(error.message, why);
+    assert.ok(!error.message.includes("s3cret-pw"), error.message);
+  }
+  // A comma in the password is not a second host.
+  assert.ok(
+    loadConfig({
+      ...base,
+      DATABASE_URL: "postgres://relayer:a,b@db.internal/payments",
+    }).database,
+  );
+});
+
 Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
   const url = "postgres://relayer:pw@127.0.0.1:5432/payments";
   const queue = refusal({ DATABASE_URL: url, KV_QUEUE: "1" });
