@@ -223,6 +223,12 @@ function httpUrl(
  * Checks `DATABASE_URL` without ever echoing it: the URL usually carries
  * the password. The description names only host, port and database.
  */
+/** The longest delay a timer keeps (2^31 − 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** The longest delay Deno KV's `enqueue` takes: 30 days. */
+const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
+
 function databaseUrl(
   env: Record<string, string | undefined>,
 ): { url: string; description: string } | undefined {
@@ -545,10 +551,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const timeoutMs = duration(env, "SENDER_TIMEOUT") ?? 10_000;
   const leaseMs = duration(env, "LEASE") ?? 30_000;
-  if (timeoutMs < 1) {
+  if (timeoutMs < 1 || timeoutMs > MAX_TIMER_MS) {
     throw new ConfigError(
       "SENDER_TIMEOUT",
-      "SENDER_TIMEOUT must be at least 1ms",
+      `SENDER_TIMEOUT must be from 1ms to ${MAX_TIMER_MS}ms (596h31m23.647s, the longest a timer waits): current value is ${
+        formatDuration(timeoutMs)
+      }`,
     );
   }
   if (leaseMs < 2 * timeoutMs) {
@@ -599,6 +607,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(
       "KV_QUEUE",
       "KV_QUEUE is refused with DATABASE_URL: the local queue enqueues in the same commit as the store's writes, and those are in PostgreSQL; use QStash or POST /v1/deliveries",
+    );
+  }
+  if (kvQueue && policy.capMs > MAX_KV_DELAY_MS) {
+    throw new ConfigError(
+      "CAP",
+      `CAP is ${
+        formatDuration(policy.capMs)
+      }, but the local Deno KV queue delays a message at most 30 days, so a retry could not be enqueued: lower CAP to 720h or less`,
     );
   }
   const maxBodyBytes = integer(env, "MAX_BODY_BYTES") ?? 64 * 1024;

@@ -637,3 +637,34 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
     { numRuns: 500 },
   );
 });
+
+Deno.test("loadConfig() refuses a SENDER_TIMEOUT longer than a timer can wait, and a CAP the local KV queue cannot delay", () => {
+  refused(
+    { ...base, SENDER_TIMEOUT: "600h", LEASE: "1500h" },
+    "SENDER_TIMEOUT",
+    /^SENDER_TIMEOUT must be from 1ms to 2147483647ms \(596h31m23\.647s, the longest a timer waits\): current value is 600h0m0s$/,
+  );
+  refused(
+    { ...base, SENDER_TIMEOUT: "0" },
+    "SENDER_TIMEOUT",
+    /^SENDER_TIMEOUT must be from 1ms/,
+  );
+  assert.equal(
+    loadConfig({ ...base, SENDER_TIMEOUT: "2147483647", LEASE: "1500h" })
+      .sender.timeoutMs,
+    2_147_483_647,
+  );
+  refused(
+    { ...base, KV_QUEUE: "1", CAP: "744h" },
+    "CAP",
+    /^CAP is 744h0m0s, but the local Deno KV queue delays a message at most 30 days, so a retry could not be enqueued: lower CAP to 720h or less$/,
+  );
+  assert.equal(
+    loadConfig({ ...base, KV_QUEUE: "1", CAP: "720h" }).policy.capMs,
+    30 * 24 * 60 * 60 * 1000,
+  );
+  assert.equal(
+    loadConfig({ ...base, CAP: "744h" }).policy.capMs,
+    31 * 86_400_000,
+  );
+});
