@@ -23,11 +23,8 @@ import postgres from "postgres";
 import {
   createRelayer,
   describePolicy,
-  formatOutcome,
   type Job,
   jobIdOf,
-  type Outcome,
-  parseJob,
   type Store,
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
@@ -40,6 +37,11 @@ import {
   loadConfig,
   routeOptions,
 } from "./webhook/config.ts";
+import {
+  type LocalEnqueue,
+  localQueueConsumer,
+  type LocalQueueMessage,
+} from "./webhook/_local_queue.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
 export interface ServiceOptions {
@@ -111,11 +113,6 @@ export const DRAIN_MS = 8_000;
  * sending the answers the drain waited for; DRAIN_MS and this stay under 10 s.
  */
 const EXIT_GRACE_MS = 1_000;
-
-/** A message on the local Deno KV queue. */
-interface QueueMessage {
-  readonly job: Job;
-}
 
 async function openKv(config: Config): Promise<Deno.Kv> {
   if ("url" in config.kv) return await Deno.openKv(config.kv.url);
@@ -210,14 +207,13 @@ export async function openService(
     timeoutMs: config.sender.timeoutMs,
   });
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
-  const enqueue = config.kvQueue && kv
-    ? async (job: Job, delay = 0) => {
-      const { ok } = await kv.enqueue({ job } satisfies QueueMessage, {
-        delay,
-      });
-      if (!ok) throw new Error(`could not enqueue ${jobIdOf(job)}`);
+  const send: LocalEnqueue | undefined = config.kvQueue && kv
+    ? async (message, delay) => {
+      const { ok } = await kv.enqueue(message, { delay });
+      if (!ok) throw new Error(`could not enqueue ${jobIdOf(message.job)}`);
     }
     : undefined;
+  const enqueue = send && ((job: Job) => send({ job }, 0));
 
   // One set of relayer options for the webhook and the queue consumer.
   const relayerOptions = {
@@ -252,7 +248,9 @@ export async function openService(
       ? {
         enqueue: (job: Job) => enqueue(job),
         // A redrive enqueues in the commit that removes the dead letter.
-        redriveTo: { message: (job: Job) => ({ job }) satisfies QueueMessage },
+        redriveTo: {
+          message: (job: Job) => ({ job }) satisfies LocalQueueMessage,
+        },
       }
       : {}),
     log,
@@ -267,41 +265,17 @@ export async function openService(
     return work;
   }
 
-  if (enqueue && kv) {
-    // KV's own backoffSchedule is fixed and passes no attempt count, so a
-    // retry is a fresh message with our delay, and the store counts.
-    const relayer = createRelayer(relayerOptions);
-    const consume = async (message: unknown): Promise<void> => {
-      let job: Job;
-      try {
-        job = parseJob((message as QueueMessage).job);
-      } catch (error) {
-        log(`queue   dropped a malformed message: ${(error as Error).message}`);
-        return;
-      }
-      let outcome: Outcome;
-      try {
-        outcome = await relayer.deliver(job);
-      } catch (error) {
-        // The store or the Sender failed mid-delivery. KV's own redelivery
-        // gives up after a few tries and drops the message; a fresh message
-        // with the policy's base delay keeps the job.
-        log(
-          `queue   ${jobIdOf(job).padEnd(16)} failed unexpectedly: ${
-            (error as Error)?.message ?? String(error)
-          }`,
-        );
-        await enqueue(job, config.policy.baseMs); // a throw here: KV redelivers the original
-        return;
-      }
-      log(`queue   ${formatOutcome(job, outcome)}`);
-      if (outcome.action === "retry") await enqueue(job, outcome.delayMs);
-    };
+  if (send && kv) {
+    const consume = localQueueConsumer({
+      relayer: createRelayer(relayerOptions),
+      enqueue: send,
+      log,
+    });
     kv.listenQueue((message: unknown) => {
       if (draining) {
         // Not ours to run any more: back on the queue for the next start
         // (or for this process, if it is still here in a second).
-        return enqueue((message as QueueMessage).job, 1000);
+        return send(message as LocalQueueMessage, 1000);
       }
       return track(consume(message));
     });

@@ -1,0 +1,109 @@
+import assert from "node:assert/strict";
+import {
+  type Admission,
+  createRelayer,
+  MemoryStore,
+  ScriptedSender,
+} from "../../mod.ts";
+import {
+  localQueueConsumer,
+  type LocalQueueMessage,
+  unexpectedDelayMs,
+} from "../../webhook/_local_queue.ts";
+
+/**
+ * A MemoryStore that cannot count a delivery while `down` is true: the
+ * first write of a delivery the queue does not number, so `deliver` throws.
+ */
+class FlakyStore extends MemoryStore {
+  down = true;
+  override admit(admission: Admission): Promise<number | null> {
+    if (this.down) return Promise.reject(new Error("store unreachable"));
+    return super.admit(admission);
+  }
+}
+
+function consumerOn(store: MemoryStore) {
+  const sent: [LocalQueueMessage, number][] = [];
+  const lines: string[] = [];
+  const consume = localQueueConsumer({
+    relayer: createRelayer({
+      store,
+      sender: new ScriptedSender({}),
+      now: () => 0,
+      random: () => 0.5,
+    }),
+    enqueue: (message, delayMs) => {
+      sent.push([message, delayMs]);
+      return Promise.resolve();
+    },
+    log: (line) => void lines.push(line),
+  });
+  return { consume, sent, lines };
+}
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+Deno.test("localQueueConsumer() backs off a job that keeps failing unexpectedly, doubling from the policy's base to its cap, and never drops it", async () => {
+  const store = new FlakyStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const { consume, sent, lines } = consumerOn(store);
+  let message: LocalQueueMessage = { job };
+  for (let n = 0; n < 7; n++) {
+    await consume(message);
+    message = sent.at(-1)![0];
+  }
+  assert.deepEqual(
+    sent.map(([m, delayMs]) => [m.failures, delayMs]),
+    [
+      [1, 5_000],
+      [2, 10_000],
+      [3, 20_000],
+      [4, 40_000],
+      [5, 80_000],
+      [6, 120_000],
+      [7, 120_000],
+    ],
+  );
+  assert.ok(sent.every(([m]) => m.job.intentId === "pi_0001"));
+  assert.match(
+    lines[2]!,
+    /^queue   pi_0001\/settle   failed unexpectedly \(3 in a row\), again in 20s: store unreachable$/,
+  );
+  // Back up: the next delivery is the policy's, and the count of failures
+  // in a row starts again.
+  store.down = false;
+  await consume(message);
+  const [after, delayMs] = sent.at(-1)!;
+  assert.deepEqual(after, { job });
+  assert.equal(delayMs, 3_750); // created: a retry at delivery 1, 2.5 s + 0.5 × 2.5 s
+});
+
+Deno.test("localQueueConsumer() drops a malformed message with a log line, and reads a bad failure count as the first", async () => {
+  const store = new FlakyStore();
+  const { consume, sent, lines } = consumerOn(store);
+  await consume({ job: { intentId: "not an id", kind: "settle" } });
+  await consume(null);
+  assert.equal(sent.length, 0);
+  assert.equal(lines.length, 2);
+  assert.ok(
+    lines.every((line) =>
+      line.startsWith("queue   dropped a malformed message: ")
+    ),
+  );
+  await consume({ job, failures: -3 });
+  await consume({ job, failures: Number.NaN });
+  assert.deepEqual(sent.map(([m, d]) => [m.failures, d]), [[1, 5_000], [
+    1,
+    5_000,
+  ]]);
+});
+
+Deno.test("unexpectedDelayMs() doubles from the base up to the cap, and a cap below the base waits the base", () => {
+  const policy = { baseMs: 5_000, capMs: 120_000 };
+  assert.deepEqual(
+    [1, 2, 3, 5, 6, 100, 2 ** 40].map((n) => unexpectedDelayMs(n, policy)),
+    [5_000, 10_000, 20_000, 80_000, 120_000, 120_000, 120_000],
+  );
+  assert.equal(unexpectedDelayMs(3, { baseMs: 5_000, capMs: 1_000 }), 5_000);
+});

@@ -1,0 +1,106 @@
+/**
+ * The consumer of the local Deno KV queue (`KV_QUEUE=1`), kept apart from
+ * `main.ts` so that it touches no `Deno.*`: the queue is given as
+ * `enqueue`.
+ *
+ * @module
+ */
+
+import { doubled } from "../policy/_doubled.ts";
+import type { Policy } from "../policy/policy.ts";
+import {
+  formatOutcome,
+  type Job,
+  jobIdOf,
+  type Outcome,
+  parseJob,
+  type Relayer,
+} from "../relayer/relayer.ts";
+
+/** A message on the local queue. */
+export interface LocalQueueMessage {
+  /** The job. */
+  readonly job: Job;
+  /**
+   * How many deliveries of the job in a row failed unexpectedly (the store
+   * was down); absent on a message of the policy's own retries.
+   */
+  readonly failures?: number;
+}
+
+/** Puts a message on the queue after `delayMs`. */
+export type LocalEnqueue = (
+  message: LocalQueueMessage,
+  delayMs: number,
+) => Promise<void>;
+
+/** What {@linkcode localQueueConsumer} needs. */
+export interface LocalQueueOptions {
+  /** The relayer that delivers the jobs. */
+  readonly relayer: Pick<Relayer, "deliver" | "policy">;
+  /** The queue's own enqueue. */
+  readonly enqueue: LocalEnqueue;
+  /** One line per message. */
+  readonly log: (line: string) => void;
+}
+
+/**
+ * The wait after the `failures`-th unexpected failure in a row: the
+ * policy's base delay, doubled with each, up to its cap. Not jittered: the
+ * messages of one outage come back spread as they failed.
+ */
+export function unexpectedDelayMs(
+  failures: number,
+  policy: Pick<Policy, "baseMs" | "capMs">,
+): number {
+  return doubled(
+    failures,
+    policy.baseMs,
+    Math.max(policy.capMs, policy.baseMs),
+  );
+}
+
+/**
+ * A listener for `kv.listenQueue`. Deno KV's own redelivery has a fixed
+ * schedule, passes no attempt count and drops the message after a few
+ * tries, so every retry is a fresh message: the policy's delay after a
+ * delivery that failed, the doubling `unexpectedDelayMs` after one that
+ * threw (the store or the signer was unreachable), with no limit, as a
+ * dropped message would strand its intent. A throw of `enqueue` itself
+ * leaves the original message to Deno KV's redelivery.
+ */
+export function localQueueConsumer(
+  options: LocalQueueOptions,
+): (message: unknown) => Promise<void> {
+  const { relayer, enqueue, log } = options;
+  return async (message: unknown): Promise<void> => {
+    let job: Job;
+    try {
+      job = parseJob((message as LocalQueueMessage | null)?.job);
+    } catch (error) {
+      log(`queue   dropped a malformed message: ${(error as Error).message}`);
+      return;
+    }
+    let outcome: Outcome;
+    try {
+      outcome = await relayer.deliver(job);
+    } catch (error) {
+      const previous = (message as LocalQueueMessage).failures;
+      const failures = Number.isSafeInteger(previous) && previous! >= 1
+        ? previous! + 1
+        : 1;
+      const delayMs = unexpectedDelayMs(failures, relayer.policy);
+      log(
+        `queue   ${
+          jobIdOf(job).padEnd(16)
+        } failed unexpectedly (${failures} in a row), again in ${
+          delayMs / 1000
+        }s: ${(error as Error)?.message ?? String(error)}`,
+      );
+      await enqueue({ job, failures }, delayMs);
+      return;
+    }
+    log(`queue   ${formatOutcome(job, outcome)}`);
+    if (outcome.action === "retry") await enqueue({ job }, outcome.delayMs);
+  };
+}
