@@ -98,9 +98,13 @@ export interface PostgresClient {
   readonly begin: (...args: never[]) => Promise<unknown>;
   /** Runs a query given as text. */
   readonly unsafe: (...args: never[]) => unknown;
-  /** The client's options, of which the store reads the column transform. */
+  /** The client's options, of which the store reads the transforms. */
   readonly options: {
-    readonly transform?: { readonly column?: { readonly from?: unknown } };
+    readonly transform?: {
+      readonly column?: { readonly from?: unknown };
+      readonly value?: { readonly from?: unknown };
+      readonly row?: { readonly from?: unknown };
+    };
   };
 }
 
@@ -200,8 +204,8 @@ export class PostgresStore implements Store {
    * @param sql A postgres.js client; the caller opens and ends it.
    * @param options The schema.
    * @throws {TypeError} If `sql` is not a postgres.js client, transforms
-   * column names (the store reads its own column names), or `schema` is not
-   * a lower-case SQL identifier.
+   * what it reads (column names, values or rows: the store reads its own
+   * rows), or `schema` is not a lower-case SQL identifier.
    */
   constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
     if (typeof sql !== "function" || typeof sql?.begin !== "function") {
@@ -209,9 +213,19 @@ export class PostgresStore implements Store {
         "Cannot create PostgresStore as 'sql' is not a postgres.js client: pass the result of postgres(url)",
       );
     }
-    if (sql.options?.transform?.column?.from !== undefined) {
+    const transform = sql.options?.transform;
+    const transforms = (["column", "value", "row"] as const).filter((what) =>
+      transform?.[what]?.from !== undefined
+    );
+    if (transforms.length > 0) {
       throw new TypeError(
-        "Cannot create PostgresStore as 'sql' transforms column names: pass a client without transform.column",
+        `Cannot create PostgresStore as 'sql' transforms ${
+          transforms.map((what) =>
+            what === "column" ? "column names" : `${what}s`
+          ).join(" and ")
+        } it reads, and the store reads its own rows: pass a client without ${
+          transforms.map((what) => `transform.${what}`).join(" or ")
+        }`,
       );
     }
     const schema = options.schema ?? "relayer";

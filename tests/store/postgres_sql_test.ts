@@ -39,7 +39,7 @@ function letter(jobId: string, poisonedAt: number): DeadLetter {
   };
 }
 
-Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client that renames columns", async () => {
+Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client that transforms what it reads", async () => {
   // A client on a port nothing listens on: construction must not touch it.
   const nowhere = postgres("postgres://nobody@127.0.0.1:1/none", {
     max: 1,
@@ -63,8 +63,19 @@ Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client 
     const camel = postgres("postgres://nobody@127.0.0.1:1/none", {
       transform: postgres.camel,
     });
-    assert.throws(() => new PostgresStore(camel), /transforms column names/);
+    assert.throws(
+      () => new PostgresStore(camel),
+      /^TypeError: Cannot create PostgresStore as 'sql' transforms column names and values it reads, and the store reads its own rows: pass a client without transform.column or transform.value$/,
+    );
     await camel.end();
+    const rows = postgres("postgres://nobody@127.0.0.1:1/none", {
+      transform: { row: (row) => ({ ...row, extra: 1 }), value: String },
+    });
+    assert.throws(
+      () => new PostgresStore(rows),
+      /as 'sql' transforms values and rows it reads, .*: pass a client without transform.value or transform.row$/,
+    );
+    await rows.end();
   } finally {
     await nowhere.end();
   }
