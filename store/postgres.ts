@@ -135,6 +135,17 @@ export interface PostgresStoreOptions {
    * @default {"relayer"}
    */
   readonly schema?: string;
+  /**
+   * How long a write waits for a connection of its own before it fails
+   * (the delivery is then retried), in milliseconds. postgres.js 3.4.9
+   * loses a `reserve()` that is waiting when a connection of the pool
+   * closes (a server restart, a failover, `pg_terminate_backend`): without
+   * this bound, that write would wait forever
+   * ([porsager/postgres#1195](https://github.com/porsager/postgres/issues/1195)).
+   *
+   * @default {10000}
+   */
+  readonly connectionWaitMs?: number;
 }
 
 type Sql = postgres.Sql | postgres.TransactionSql;
@@ -184,6 +195,7 @@ const REPLAYED = "RL001";
  */
 export class PostgresStore implements Store {
   #sql: postgres.Sql;
+  #waitMs: number;
   #schema: string;
   #t: Record<
     | "intents"
@@ -236,9 +248,18 @@ export class PostgresStore implements Store {
         }`,
       );
     }
+    const waitMs = options.connectionWaitMs ?? 10_000;
+    if (!Number.isSafeInteger(waitMs) || waitMs < 1 || waitMs > 2_147_483_647) {
+      throw new TypeError(
+        `Cannot create PostgresStore as 'connectionWaitMs' must be a whole number of milliseconds from 1 to 2147483647: current value is ${
+          String(waitMs)
+        }`,
+      );
+    }
     const client = sql as unknown as postgres.Sql;
     this.#sql = client;
     this.#schema = schema;
+    this.#waitMs = waitMs;
     const table = (name: string) => client(`${schema}.${name}`);
     this.#t = {
       intents: table("intents"),
@@ -362,7 +383,7 @@ export class PostgresStore implements Store {
           work(tx, (writes) => Promise.all(writes.map((q) => q.execute()))),
       ) as T;
     }
-    const tx = await this.#sql.reserve();
+    const tx = await this.#reserve();
     let open = false;
     const commit = async (
       writes: readonly postgres.PendingQuery<postgres.Row[]>[],
@@ -386,6 +407,27 @@ export class PostgresStore implements Store {
     } finally {
       tx.release();
     }
+  }
+
+  /**
+   * A connection of this write's own, or an error after `connectionWaitMs`.
+   * A reserve that settles after that is released at once; one postgres.js
+   * lost never settles, and holds nothing of ours.
+   */
+  #reserve(): Promise<postgres.ReservedSql> {
+    const reserving = this.#sql.reserve();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reserving.then((late) => late.release(), () => {});
+        reject(
+          new Error(
+            `PostgreSQL gave the store no connection within ${this.#waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
+          ),
+        );
+      }, this.#waitMs);
+    });
+    return Promise.race([reserving, waited]).finally(() => clearTimeout(timer));
   }
 
   /**

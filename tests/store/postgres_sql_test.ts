@@ -803,3 +803,61 @@ Deno.test({
     assert.equal(url.password, "");
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore fails a write whose connection postgres.js lost (the awaited connection was ended) after connectionWaitMs, instead of waiting forever",
+  ignore,
+  fn: timeout(30_000, () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      // A client as main.ts makes it (types fetched, so writes reserve a
+      // connection), with one connection, which `held` takes.
+      const sql = postgres(await postgresUrl(), { max: 1, onnotice: () => {} });
+      try {
+        const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
+        const created = await store.createIntent({
+          id: "pi_1",
+          hold: "pending",
+        });
+        const held = await sql.reserve();
+        const [row] = await held`SELECT pg_backend_pid() AS pid`;
+        const pid = row!.pid as number;
+        const started = performance.now();
+        const write = store.transition("pi_1", {
+          from: "created",
+          to: "authorized",
+          version: created.version,
+          at: 1,
+        });
+        const settled = write.then(() => "written", (error: Error) => error);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        // The connection the write waits for is ended by the server:
+        // postgres.js 3.4.9 loses the waiting reserve (porsager/postgres#1195).
+        await admin`SELECT pg_terminate_backend(${pid})`;
+        const outcome = await settled;
+        const waited = performance.now() - started;
+        assert.ok(outcome instanceof Error, String(outcome));
+        assert.match(
+          outcome.message,
+          /^PostgreSQL gave the store no connection within 500ms: the pool is busy, or the connection awaited closed \(the server restarted or ended it\); the delivery is retried$/,
+        );
+        assert.ok(waited >= 450 && waited < 5_000, `${waited} ms`);
+        // Nothing was written, and the store goes on.
+        assert.equal((await store.getIntent("pi_1"))?.state, "created");
+        const moved = await store.transition("pi_1", {
+          from: "created",
+          to: "authorized",
+          version: created.version,
+          at: 2,
+        });
+        assert.equal(moved.state, "authorized");
+        assert.throws(
+          () => new PostgresStore(sql, { schema, connectionWaitMs: 0 }),
+          /'connectionWaitMs' must be a whole number of milliseconds from 1 to 2147483647: current value is 0$/,
+        );
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+    })),
+});
