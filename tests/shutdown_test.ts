@@ -9,7 +9,7 @@ import { openService } from "../main.ts";
 import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
-import { startArgs } from "../support/start_args.ts";
+import { freePort, healthy, startMain } from "./_main_process.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OPS_TOKEN = "shutdown-ops-0123456789";
@@ -40,72 +40,26 @@ function slowSigner(holdMs: number) {
   };
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
-/** What a child `deno` needs from our environment, and nothing else. */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1" };
-  for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
-}
-
 Deno.test(
   "main.ts drains on SIGTERM with KV_QUEUE=1: the delivery in flight finishes, KV closes, the process exits 0 within 10 s",
   timeout(30_000, async (_t, signal) => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
     const signer = slowSigner(1500);
-    const port = freePort();
-    const child = new Deno.Command(Deno.execPath(), {
-      args: startArgs({ port, writeDir: dir }),
-      cwd: ROOT,
-      clearEnv: true,
-      env: {
-        ...baseEnv(),
-        SENDER_URL: signer.url,
-        SENDER_TIMEOUT: "4s",
-        LEASE: "8s",
-        WEBHOOK_SECRET: "shutdown-secret-0123456789",
-        OPS_TOKEN,
-        KV_PATH: `${dir}/relayer.kv`,
-        KV_QUEUE: "1",
-      },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const kill = () => {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-    };
-    signal.addEventListener("abort", kill);
-    const output = Promise.all([
-      new Response(child.stdout).text(),
-      new Response(child.stderr).text(),
-    ]);
+    const { port } = freePort();
+    const service = startMain({
+      SENDER_URL: signer.url,
+      SENDER_TIMEOUT: "4s",
+      LEASE: "8s",
+      WEBHOOK_SECRET: "shutdown-secret-0123456789",
+      OPS_TOKEN,
+      KV_PATH: `${dir}/relayer.kv`,
+      KV_QUEUE: "1",
+    }, { port, writeDir: dir });
+    signal.addEventListener("abort", service.kill);
     const base = `http://127.0.0.1:${port}`;
     const ops = { authorization: `Bearer ${OPS_TOKEN}` };
     try {
-      for (;;) {
-        try {
-          const res = await fetch(`${base}/healthz`);
-          await res.body?.cancel();
-          if (res.ok) break;
-        } catch {
-          // not listening yet
-        }
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await healthy(base);
       const created = await fetch(`${base}/v1/intents`, {
         method: "POST",
         headers: ops,
@@ -123,12 +77,12 @@ Deno.test(
 
       await signer.firstStarted; // the local queue's delivery is mid-send
       const sentAt = performance.now();
-      child.kill("SIGTERM");
-      const status = await child.status;
+      service.child.kill("SIGTERM");
+      await service.child.status;
       const tookMs = performance.now() - sentAt;
-      const [stdout, stderr] = await output;
+      const { code, stdout, stderr } = await service.ended();
 
-      assert.equal(status.code, 0, `${stdout}\n${stderr}`);
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
       assert.ok(tookMs < 10_000, `exited after ${Math.round(tookMs)} ms`);
       assert.equal(signer.counts.finished, 1, "the send in flight finished");
       assert.match(stdout, /relayer: SIGTERM: draining/);
@@ -148,10 +102,9 @@ Deno.test(
         kv.close();
       }
     } finally {
-      signal.removeEventListener("abort", kill);
-      kill();
-      await child.status;
-      await output.catch(() => {});
+      signal.removeEventListener("abort", service.kill);
+      service.kill();
+      await service.ended().catch(() => {});
       await signer.close();
       await Deno.remove(dir, { recursive: true });
     }
@@ -163,49 +116,20 @@ Deno.test(
   timeout(30_000, async (_t, signal) => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
     const signer = slowSigner(1500);
-    const port = freePort();
+    const { port } = freePort();
     const secret = "shutdown-secret-0123456789";
-    const child = new Deno.Command(Deno.execPath(), {
-      args: startArgs({ port, writeDir: dir }),
-      cwd: ROOT,
-      clearEnv: true,
-      env: {
-        ...baseEnv(),
-        SENDER_URL: signer.url,
-        SENDER_TIMEOUT: "4s",
-        LEASE: "8s",
-        WEBHOOK_SECRET: secret,
-        OPS_TOKEN,
-        KV_PATH: `${dir}/relayer.kv`,
-      },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const kill = () => {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-    };
-    signal.addEventListener("abort", kill);
-    const output = Promise.all([
-      new Response(child.stdout).text(),
-      new Response(child.stderr).text(),
-    ]);
+    const service = startMain({
+      SENDER_URL: signer.url,
+      SENDER_TIMEOUT: "4s",
+      LEASE: "8s",
+      WEBHOOK_SECRET: secret,
+      OPS_TOKEN,
+      KV_PATH: `${dir}/relayer.kv`,
+    }, { port, writeDir: dir });
+    signal.addEventListener("abort", service.kill);
     const base = `http://127.0.0.1:${port}`;
     try {
-      for (;;) {
-        try {
-          const res = await fetch(`${base}/healthz`);
-          await res.body?.cancel();
-          if (res.ok) break;
-        } catch {
-          // not listening yet
-        }
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await healthy(base);
       const created = await fetch(`${base}/v1/intents`, {
         method: "POST",
         headers: { authorization: `Bearer ${OPS_TOKEN}` },
@@ -230,19 +154,17 @@ Deno.test(
         },
       });
       await signer.firstStarted; // the delivery is mid-send
-      child.kill("SIGTERM");
+      service.child.kill("SIGTERM");
       const answer = await inFlight;
       assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
       assert.match((await answer.json()).reason, /^sent 0xdrained/);
-      const status = await child.status;
-      const [stdout, stderr] = await output;
-      assert.equal(status.code, 0, `${stdout}\n${stderr}`);
+      const { code, stdout, stderr } = await service.ended();
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
       assert.match(stdout, /relayer: drained; KV closed/);
     } finally {
-      signal.removeEventListener("abort", kill);
-      kill();
-      await child.status;
-      await output.catch(() => {});
+      signal.removeEventListener("abort", service.kill);
+      service.kill();
+      await service.ended().catch(() => {});
       await signer.close();
       await Deno.remove(dir, { recursive: true });
     }

@@ -5,83 +5,26 @@
  * the store it closed.
  */
 import assert from "node:assert/strict";
-import { startArgs } from "../support/start_args.ts";
+import {
+  freePort as port,
+  healthy,
+  type MainProcess,
+  startMain,
+} from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
 
-const ROOT = new URL("../", import.meta.url).pathname;
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9/",
   WEBHOOK_SECRET: "start-secret-0123456789abcdef",
 };
 
-/** What a child `deno` needs from our environment, and nothing else. */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1" };
-  for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
-}
-
-/** A port free now, and the listener that holds it when `hold` is set. */
-function port(hold = false): { port: number; listener?: Deno.Listener } {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  if (hold) return { port, listener };
-  listener.close();
-  return { port };
-}
-
-/** Starts `main.ts` with the shipped flags on `port`, writing `writeDir` only. */
+/** `main.ts` with the settings every test here shares, and `env`. */
 function start(
   env: Record<string, string>,
   options: { port: number; writeDir: string },
-) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: startArgs(options),
-    cwd: ROOT,
-    clearEnv: true,
-    env: { ...baseEnv(), ...SETTINGS, ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const output = Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-  ]);
-  return {
-    child,
-    async ended() {
-      const [status, [stdout, stderr]] = await Promise.all([
-        child.status,
-        output,
-      ]);
-      return { code: status.code, stdout, stderr };
-    },
-    kill() {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-    },
-  };
-}
-
-async function healthy(base: string): Promise<void> {
-  for (;;) {
-    try {
-      const res = await fetch(`${base}/healthz`);
-      await res.body?.cancel();
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+): MainProcess {
+  return startMain({ ...SETTINGS, ...env }, options);
 }
 
 /** One refusal line on stderr, and no stack. */

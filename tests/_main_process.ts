@@ -1,0 +1,96 @@
+/**
+ * `main.ts` as a real process, the way `deno task start` runs it: for the
+ * tests of its start, its refusals and its drain.
+ *
+ * @module
+ */
+
+import { startArgs } from "../support/start_args.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+
+/** What a child `deno` needs from our environment, and nothing else. */
+export function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+/** A port free now, and the listener that holds it when `hold` is set. */
+export function freePort(
+  hold = false,
+): { port: number; listener?: Deno.Listener } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  if (hold) return { port, listener };
+  listener.close();
+  return { port };
+}
+
+/** A running `main.ts`. */
+export interface MainProcess {
+  /** The process. */
+  readonly child: Deno.ChildProcess;
+  /** Its exit code and all it wrote, once it ended. */
+  ended(): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** SIGKILL, if it still runs. */
+  kill(): void;
+}
+
+/**
+ * Starts `main.ts` with the shipped flags on `port`, writing `writeDir`
+ * only, with `env` and nothing else of ours.
+ */
+export function startMain(
+  env: Record<string, string>,
+  options: { port: number; writeDir: string },
+): MainProcess {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: startArgs(options),
+    cwd: ROOT,
+    clearEnv: true,
+    env: { ...baseEnv(), ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output = Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  output.catch(() => {});
+  return {
+    child,
+    async ended() {
+      const [status, [stdout, stderr]] = await Promise.all([
+        child.status,
+        output,
+      ]);
+      return { code: status.code, stdout, stderr };
+    },
+    kill() {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    },
+  };
+}
+
+/** Waits until `base` answers `GET /healthz` with 200. */
+export async function healthy(base: string): Promise<void> {
+  for (;;) {
+    try {
+      const res = await fetch(`${base}/healthz`);
+      await res.body?.cancel();
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
