@@ -29,7 +29,7 @@ import {
   parseJob,
   type Relayer,
 } from "../relayer/relayer.ts";
-import { doubled } from "../policy/_doubled.ts";
+import { outageDelayMs } from "../policy/_doubled.ts";
 
 /** Cloudflare's largest `delaySeconds`: 12 hours. */
 const MAX_DELAY_SECONDS = 43_200;
@@ -172,23 +172,6 @@ function delaySecondsOf(delayMs: number): number {
 }
 
 /**
- * The wait after a delivery that failed unexpectedly (the store is down):
- * the policy's base delay, doubled with each of the message's attempts up
- * to `capMs`. Not jittered: the messages of one outage come back spread
- * as they failed.
- */
-function unexpectedDelayMs(
-  attempts: number,
-  policy: { readonly baseMs: number },
-  capMs: number,
-): number {
-  const delivery = Number.isSafeInteger(attempts) && attempts >= 1
-    ? attempts
-    : 1;
-  return doubled(delivery, policy.baseMs, Math.max(capMs, policy.baseMs));
-}
-
-/**
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at most 12 h;
@@ -315,9 +298,9 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       // outlast the queue's longest retention (14 days).
       message.retry({
         delaySeconds: delaySecondsOf(
-          unexpectedDelayMs(
+          outageDelayMs(
             message.attempts,
-            relayer.policy,
+            relayer.policy.baseMs,
             deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
           ),
         ),

@@ -20,3 +20,19 @@ export function doubled(
   for (let n = 1; n < delivery && delayMs < capMs; n++) delayMs *= 2;
   return Math.min(delayMs, capMs);
 }
+
+/**
+ * The wait after the `count`-th delivery in a row that failed unexpectedly
+ * (the store was down): `baseMs` doubled with each, up to `capMs` (never
+ * below `baseMs`). Not jittered: the messages of one outage come back
+ * spread as they failed. A `count` that is not a whole number from 1 (a
+ * queue's field gone wrong) waits `baseMs`.
+ */
+export function outageDelayMs(
+  count: number,
+  baseMs: number,
+  capMs: number,
+): number {
+  const n = Number.isSafeInteger(count) && count >= 1 ? count : 1;
+  return doubled(n, baseMs, Math.max(capMs, baseMs));
+}

@@ -6,8 +6,7 @@
  * @module
  */
 
-import { doubled } from "../policy/_doubled.ts";
-import type { Policy } from "../policy/policy.ts";
+import { outageDelayMs } from "../policy/_doubled.ts";
 import {
   formatOutcome,
   type Job,
@@ -45,26 +44,10 @@ export interface LocalQueueOptions {
 }
 
 /**
- * The wait after the `failures`-th unexpected failure in a row: the
- * policy's base delay, doubled with each, up to its cap. Not jittered: the
- * messages of one outage come back spread as they failed.
- */
-export function unexpectedDelayMs(
-  failures: number,
-  policy: Pick<Policy, "baseMs" | "capMs">,
-): number {
-  return doubled(
-    failures,
-    policy.baseMs,
-    Math.max(policy.capMs, policy.baseMs),
-  );
-}
-
-/**
  * A listener for `kv.listenQueue`. Deno KV's own redelivery has a fixed
  * schedule, passes no attempt count and drops the message after a few
  * tries, so every retry is a fresh message: the policy's delay after a
- * delivery that failed, the doubling `unexpectedDelayMs` after one that
+ * delivery that failed, a wait that doubles from the policy's base to its cap after one that
  * threw (the store or the signer was unreachable), with no limit, as a
  * dropped message would strand its intent. A throw of `enqueue` itself
  * leaves the original message to Deno KV's redelivery.
@@ -89,7 +72,8 @@ export function localQueueConsumer(
       const failures = Number.isSafeInteger(previous) && previous! >= 1
         ? previous! + 1
         : 1;
-      const delayMs = unexpectedDelayMs(failures, relayer.policy);
+      const { baseMs, capMs } = relayer.policy;
+      const delayMs = outageDelayMs(failures, baseMs, capMs);
       log(
         `queue   ${
           jobIdOf(job).padEnd(16)

@@ -8,8 +8,8 @@ import {
 import {
   localQueueConsumer,
   type LocalQueueMessage,
-  unexpectedDelayMs,
 } from "../../webhook/_local_queue.ts";
+import { outageDelayMs } from "../../policy/_doubled.ts";
 
 /**
  * A MemoryStore that cannot count a delivery while `down` is true: the
@@ -99,11 +99,14 @@ Deno.test("localQueueConsumer() drops a malformed message with a log line, and r
   ]]);
 });
 
-Deno.test("unexpectedDelayMs() doubles from the base up to the cap, and a cap below the base waits the base", () => {
-  const policy = { baseMs: 5_000, capMs: 120_000 };
+Deno.test("outageDelayMs() doubles from the base up to the cap, waits the base for a count that is not one, and never less than the base", () => {
   assert.deepEqual(
-    [1, 2, 3, 5, 6, 100, 2 ** 40].map((n) => unexpectedDelayMs(n, policy)),
+    [1, 2, 3, 5, 6, 100, 2 ** 40].map((n) => outageDelayMs(n, 5_000, 120_000)),
     [5_000, 10_000, 20_000, 80_000, 120_000, 120_000, 120_000],
   );
-  assert.equal(unexpectedDelayMs(3, { baseMs: 5_000, capMs: 1_000 }), 5_000);
+  assert.deepEqual(
+    [0, -3, 1.5, Number.NaN].map((n) => outageDelayMs(n, 5_000, 120_000)),
+    [5_000, 5_000, 5_000, 5_000],
+  );
+  assert.equal(outageDelayMs(3, 5_000, 1_000), 5_000);
 });
