@@ -9,7 +9,12 @@ import { openService } from "../main.ts";
 import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
-import { freePort, healthy, startMain } from "./_main_process.ts";
+import {
+  freePort,
+  healthy,
+  type MainProcess,
+  startMain,
+} from "./_main_process.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OPS_TOKEN = "shutdown-ops-0123456789";
@@ -40,135 +45,141 @@ function slowSigner(holdMs: number) {
   };
 }
 
+const SECRET = "shutdown-secret-0123456789";
+
+/**
+ * `main.ts` on KV in a temp dir, with a signer whose sends take 1.5 s and
+ * an authorized intent `intentId`, healthy; `body` runs against it, and
+ * everything is stopped and removed after, whatever happens.
+ */
+async function withServedMain(
+  env: Record<string, string>,
+  intentId: string,
+  signal: AbortSignal,
+  body: (world: {
+    service: MainProcess;
+    signer: ReturnType<typeof slowSigner>;
+    base: string;
+    dir: string;
+  }) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
+  const signer = slowSigner(1500);
+  const { port } = freePort();
+  const service = startMain({
+    SENDER_URL: signer.url,
+    SENDER_TIMEOUT: "4s",
+    LEASE: "8s",
+    WEBHOOK_SECRET: SECRET,
+    OPS_TOKEN,
+    KV_PATH: `${dir}/relayer.kv`,
+    ...env,
+  }, { port, writeDir: dir });
+  signal.addEventListener("abort", service.kill);
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await healthy(base);
+    const created = await fetch(`${base}/v1/intents`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPS_TOKEN}` },
+      body: JSON.stringify({ id: intentId, state: "authorized" }),
+    });
+    assert.equal(created.status, 201);
+    await created.body?.cancel();
+    await body({ service, signer, base, dir });
+  } finally {
+    signal.removeEventListener("abort", service.kill);
+    service.kill();
+    await service.ended().catch(() => {});
+    await signer.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test(
   "main.ts drains on SIGTERM with KV_QUEUE=1: the delivery in flight finishes, KV closes, the process exits 0 within 10 s",
-  timeout(30_000, async (_t, signal) => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
-    const signer = slowSigner(1500);
-    const { port } = freePort();
-    const service = startMain({
-      SENDER_URL: signer.url,
-      SENDER_TIMEOUT: "4s",
-      LEASE: "8s",
-      WEBHOOK_SECRET: "shutdown-secret-0123456789",
-      OPS_TOKEN,
-      KV_PATH: `${dir}/relayer.kv`,
-      KV_QUEUE: "1",
-    }, { port, writeDir: dir });
-    signal.addEventListener("abort", service.kill);
-    const base = `http://127.0.0.1:${port}`;
-    const ops = { authorization: `Bearer ${OPS_TOKEN}` };
-    try {
-      await healthy(base);
-      const created = await fetch(`${base}/v1/intents`, {
-        method: "POST",
-        headers: ops,
-        body: JSON.stringify({ id: "pi_drain", state: "authorized" }),
-      });
-      assert.equal(created.status, 201);
-      await created.body?.cancel();
-      const queued = await fetch(`${base}/v1/jobs`, {
-        method: "POST",
-        headers: ops,
-        body: JSON.stringify({ intentId: "pi_drain", kind: "settle" }),
-      });
-      assert.equal(queued.status, 202);
-      await queued.body?.cancel();
+  timeout(30_000, (_t, signal) =>
+    withServedMain(
+      { KV_QUEUE: "1" },
+      "pi_drain",
+      signal,
+      async ({ service, signer, base, dir }) => {
+        const ops = { authorization: `Bearer ${OPS_TOKEN}` };
+        const queued = await fetch(`${base}/v1/jobs`, {
+          method: "POST",
+          headers: ops,
+          body: JSON.stringify({ intentId: "pi_drain", kind: "settle" }),
+        });
+        assert.equal(queued.status, 202);
+        await queued.body?.cancel();
 
-      await signer.firstStarted; // the local queue's delivery is mid-send
-      const sentAt = performance.now();
-      service.child.kill("SIGTERM");
-      await service.child.status;
-      const tookMs = performance.now() - sentAt;
-      const { code, stdout, stderr } = await service.ended();
+        await signer.firstStarted; // the local queue's delivery is mid-send
+        const sentAt = performance.now();
+        service.child.kill("SIGTERM");
+        await service.child.status;
+        const tookMs = performance.now() - sentAt;
+        const { code, stdout, stderr } = await service.ended();
 
-      assert.equal(code, 0, `${stdout}\n${stderr}`);
-      assert.ok(tookMs < 10_000, `exited after ${Math.round(tookMs)} ms`);
-      assert.equal(signer.counts.finished, 1, "the send in flight finished");
-      assert.match(stdout, /relayer: SIGTERM: draining/);
-      assert.match(stdout, /relayer: drained; KV closed/);
-      assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
+        assert.equal(code, 0, `${stdout}\n${stderr}`);
+        assert.ok(tookMs < 10_000, `exited after ${Math.round(tookMs)} ms`);
+        assert.equal(signer.counts.finished, 1, "the send in flight finished");
+        assert.match(stdout, /relayer: SIGTERM: draining/);
+        assert.match(stdout, /relayer: drained; KV closed/);
+        assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
 
-      // The delivery recorded its send before KV closed.
-      const kv = await Deno.openKv(`${dir}/relayer.kv`);
-      try {
-        const intent = await new KvStore(kv).getIntent("pi_drain");
-        assert.equal(intent?.state, "settling");
-        assert.deepEqual(
-          [intent?.lastBroadcast?.outcome, intent?.lastBroadcast?.txHash],
-          ["sent", "0xdrained"],
-        );
-      } finally {
-        kv.close();
-      }
-    } finally {
-      signal.removeEventListener("abort", service.kill);
-      service.kill();
-      await service.ended().catch(() => {});
-      await signer.close();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+        // The delivery recorded its send before KV closed.
+        const kv = await Deno.openKv(`${dir}/relayer.kv`);
+        try {
+          const intent = await new KvStore(kv).getIntent("pi_drain");
+          assert.equal(intent?.state, "settling");
+          assert.deepEqual(
+            [intent?.lastBroadcast?.outcome, intent?.lastBroadcast?.txHash],
+            ["sent", "0xdrained"],
+          );
+        } finally {
+          kv.close();
+        }
+      },
+    )),
 );
 
 Deno.test(
   "main.ts on SIGTERM sends the answer of the HTTP delivery in flight before it exits",
-  timeout(30_000, async (_t, signal) => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
-    const signer = slowSigner(1500);
-    const { port } = freePort();
-    const secret = "shutdown-secret-0123456789";
-    const service = startMain({
-      SENDER_URL: signer.url,
-      SENDER_TIMEOUT: "4s",
-      LEASE: "8s",
-      WEBHOOK_SECRET: secret,
-      OPS_TOKEN,
-      KV_PATH: `${dir}/relayer.kv`,
-    }, { port, writeDir: dir });
-    signal.addEventListener("abort", service.kill);
-    const base = `http://127.0.0.1:${port}`;
-    try {
-      await healthy(base);
-      const created = await fetch(`${base}/v1/intents`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${OPS_TOKEN}` },
-        body: JSON.stringify({ id: "pi_answered", state: "authorized" }),
-      });
-      assert.equal(created.status, 201);
-      await created.body?.cancel();
-      const { hmacSignature } = await import("../webhook/_auth.ts");
-      const body = JSON.stringify({
-        job: { intentId: "pi_answered", kind: "settle" },
-        delivery: 1,
-      });
-      const inFlight = fetch(`${base}/v1/deliveries`, {
-        method: "POST",
-        body,
-        headers: {
-          "x-signature": hmacSignature(
-            secret,
+  timeout(
+    30_000,
+    (_t, signal) =>
+      withServedMain(
+        {},
+        "pi_answered",
+        signal,
+        async ({ service, signer, base }) => {
+          const { hmacSignature } = await import("../webhook/_auth.ts");
+          const body = JSON.stringify({
+            job: { intentId: "pi_answered", kind: "settle" },
+            delivery: 1,
+          });
+          const inFlight = fetch(`${base}/v1/deliveries`, {
+            method: "POST",
             body,
-            Math.floor(Date.now() / 1000),
-          ),
+            headers: {
+              "x-signature": hmacSignature(
+                SECRET,
+                body,
+                Math.floor(Date.now() / 1000),
+              ),
+            },
+          });
+          await signer.firstStarted; // the delivery is mid-send
+          service.child.kill("SIGTERM");
+          const answer = await inFlight;
+          assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+          assert.match((await answer.json()).reason, /^sent 0xdrained/);
+          const { code, stdout, stderr } = await service.ended();
+          assert.equal(code, 0, `${stdout}\n${stderr}`);
+          assert.match(stdout, /relayer: drained; KV closed/);
         },
-      });
-      await signer.firstStarted; // the delivery is mid-send
-      service.child.kill("SIGTERM");
-      const answer = await inFlight;
-      assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
-      assert.match((await answer.json()).reason, /^sent 0xdrained/);
-      const { code, stdout, stderr } = await service.ended();
-      assert.equal(code, 0, `${stdout}\n${stderr}`);
-      assert.match(stdout, /relayer: drained; KV closed/);
-    } finally {
-      signal.removeEventListener("abort", service.kill);
-      service.kill();
-      await service.ended().catch(() => {});
-      await signer.close();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+      ),
+  ),
 );
 
 Deno.test(
