@@ -47,10 +47,10 @@ export interface LocalQueueOptions {
  * A listener for `kv.listenQueue`. Deno KV's own redelivery has a fixed
  * schedule, passes no attempt count and drops the message after a few
  * tries, so every retry is a fresh message: the policy's delay after a
- * delivery that failed, a wait that doubles from the policy's base to its cap after one that
- * threw (the store or the signer was unreachable), with no limit, as a
- * dropped message would strand its intent. A throw of `enqueue` itself
- * leaves the original message to Deno KV's redelivery.
+ * delivery that failed; after one that threw (the store or the signer was
+ * unreachable), a wait that doubles from the policy's base to its cap,
+ * with no limit, as a dropped message would strand its intent. A throw of
+ * `enqueue` itself leaves the original message to Deno KV's redelivery.
  */
 export function localQueueConsumer(
   options: LocalQueueOptions,
