@@ -26,6 +26,9 @@
  */
 export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
 
+/** How long the keys are served after a failed refresh, before the next try. */
+const RETRY_AFTER_FAILURE_MS = 60_000;
+
 /**
  * Options for {@linkcode googleJwks}.
  *
@@ -80,8 +83,9 @@ export interface GoogleJwksOptions {
  * for the `max-age` Google sends (at least a minute, at most a day). Called
  * with `{ refresh: true }` it fetches them again now, as the Pub/Sub
  * verifier does (rate-limited there) for a token signed by a key it does
- * not know yet. When a refresh fails it keeps serving the keys it has; with
- * none, it throws.
+ * not know yet. When a refresh fails it keeps serving the keys it has, and
+ * tries again a minute later (not on every delivery while Google's endpoint
+ * fails); with none, it throws.
  *
  * @param options The URL, fetch and clock (Google's, `globalThis.fetch`,
  * `Date.now`).
@@ -107,6 +111,32 @@ export interface GoogleJwksOptions {
  * assert.equal(calls, 1);
  * await keys({ refresh: true }); // a token named a key we do not know
  * assert.equal(calls, 2);
+ * ```
+ *
+ * @example A failed refresh is tried again a minute later, not at once
+ * ```ts
+ * import { googleJwks } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * let clock = 0;
+ * let fetches = 0;
+ * const keys = googleJwks({
+ *   fetch: () => {
+ *     fetches++;
+ *     if (fetches > 1) return Promise.resolve(new Response(null, { status: 500 }));
+ *     const headers = { "cache-control": "max-age=60" };
+ *     return Promise.resolve(Response.json({ keys: [{ kty: "RSA" }] }, { headers }));
+ *   },
+ *   now: () => clock,
+ * });
+ * await keys();
+ * clock = 60_000;
+ * assert.equal((await keys()).length, 1); // expired: the refresh failed, the old keys served
+ * await keys(); // no fetch: the next try waits a minute
+ * assert.equal(fetches, 2);
+ * clock += 60_000;
+ * await keys();
+ * assert.equal(fetches, 3);
  * ```
  */
 export function googleJwks(
@@ -141,8 +171,14 @@ export function googleJwks(
     try {
       return await refreshing;
     } catch (error) {
-      if (cached) return cached.keys; // stale keys beat no keys
-      throw error;
+      if (cached === undefined) throw error;
+      // Stale keys beat no keys; the next try waits, so an outage at
+      // Google does not cost every delivery a fetch.
+      cached = {
+        keys: cached.keys,
+        until: now() + RETRY_AFTER_FAILURE_MS,
+      };
+      return cached.keys;
     }
   };
 }
