@@ -69,6 +69,19 @@ export const SIGNATURE_MAX_AGE_MS = 5 * 60_000;
 export const SIGNATURE_MAX_SKEW_MS = 30_000;
 /** How long a generic-route replay record lives after `t`: longer than the signature's age limit. */
 export const SIGNATURE_REPLAY_TTL_MS = 6 * 60_000;
+/**
+ * How far a signed token's time claims may miss our clock (QStash's `nbf`
+ * and `exp`, Google's `iat`, `nbf` and `exp`): a queue's clock and ours
+ * differ a little, and with no slack a token signed this second is refused
+ * by a server whose clock lags by a millisecond.
+ */
+export const TOKEN_CLOCK_TOLERANCE_MS = 30_000;
+/**
+ * How long a QStash replay record outlives the last moment its token could
+ * be accepted: room for instances whose clocks differ, as the generic
+ * route's record outlives its signature's age limit by a minute.
+ */
+export const TOKEN_REPLAY_MARGIN_MS = 60_000;
 
 const HOW_TO_SIGN =
   "send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of \"<t>.<raw body>\" with WEBHOOK_SECRET>'";
@@ -221,12 +234,19 @@ function jwtClaims(token: string): Record<string, unknown> | undefined {
 
 /**
  * A verifier of `Upstash-Signature` headers (the official `Receiver`:
- * key, `iss`, `sub`, `exp`/`nbf`, body hash). A verified token must also
- * carry the `jti` and `exp` QStash always sends: they make the replay
- * claim `qstash/<jti>` kept until `exp`.
+ * key, `iss`, `sub`, `exp`/`nbf` within {@linkcode TOKEN_CLOCK_TOLERANCE_MS},
+ * body hash). A verified token must also carry the `jti` and `exp` QStash
+ * always sends: they make the replay claim `qstash/<jti>`, kept for as long
+ * as the token could be accepted and {@linkcode TOKEN_REPLAY_MARGIN_MS} more.
+ *
+ * The `Receiver` (jose) reads the wall clock, and the store expires the
+ * record by `now`; so the claim's expiry is the token's remaining time by
+ * the wall clock, counted from `now()`. With `now` the wall clock (the
+ * service's), that is `exp` + the tolerance + the margin.
  */
 export function qstashVerifier(
   keys: QStashKeys,
+  now: () => number = Date.now,
 ): (signature: string | undefined, body: string) => Promise<Verification> {
   for (const key of ["currentSigningKey", "nextSigningKey"] as const) {
     if (typeof keys[key] !== "string" || keys[key] === "") {
@@ -253,10 +273,17 @@ export function qstashVerifier(
   const refused = { ok: false, detail: QSTASH_REFUSED } as const;
   return async (signature, body) => {
     if (!signature) return refused;
+    // The Receiver reads the claim `body` without checking it is there: a
+    // token without one would end in a TypeError, not a refusal.
+    if (typeof jwtClaims(signature)?.body !== "string") return refused;
     try {
-      if (!await receiver.verify({ signature, body, url: keys.url })) {
-        return refused;
-      }
+      const verified = await receiver.verify({
+        signature,
+        body,
+        url: keys.url,
+        clockTolerance: TOKEN_CLOCK_TOLERANCE_MS / 1000,
+      });
+      if (!verified) return refused;
     } catch (error) {
       if (error instanceof SignatureError) return refused;
       // A malformed token can make jose throw its own errors: still a bad signature.
@@ -277,7 +304,16 @@ export function qstashVerifier(
           "The Upstash-Signature token has no usable 'jti' and 'exp', so a replay could not be refused: publish through QStash, which sets both.",
       };
     }
-    return { ok: true, claim: { key: `qstash/${jti}`, expiresAt: exp * 1000 } };
+    // Accepted until the wall clock passes exp + the tolerance (jose's
+    // check): that much time from now, by the app's clock, and the margin.
+    const left = exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS - Date.now();
+    return {
+      ok: true,
+      claim: {
+        key: `qstash/${jti}`,
+        expiresAt: now() + Math.max(0, left) + TOKEN_REPLAY_MARGIN_MS,
+      },
+    };
   };
 }
 
@@ -355,8 +391,10 @@ function jwtKid(token: string): string | undefined {
 
 /**
  * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens: RS256 by
- * one of Google's keys, Google's issuer, the configured audience, and the
- * configured service account as `email` with `email_verified` true. A
+ * one of Google's keys, Google's issuer, the configured audience, the
+ * configured service account as `email` (in any case) with
+ * `email_verified` true, and `exp` (required), `iat` and `nbf` by the wall
+ * clock within {@linkcode TOKEN_CLOCK_TOLERANCE_MS}. A
  * token whose `kid` is not among the keys makes the keys be fetched again
  * once (at most once per {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`)
  * before it is refused. Throws {@linkcode KeysUnavailable} when the keys
@@ -378,6 +416,9 @@ export function pubsubVerifier(
       "Cannot verify Pub/Sub pushes as 'audience' is missing: set it to the audience configured on the push subscription (its push endpoint's URL, by default)",
     );
   }
+  // Google writes the account's email in lower case; a setting copied with
+  // capitals names the same account.
+  const account = keys.serviceAccount.toLowerCase();
   let lastRefetchAt = -Infinity;
   let refetching: Promise<readonly JsonWebKey[]> | undefined;
 
@@ -414,19 +455,50 @@ export function pubsubVerifier(
     const kid = jwtKid(match[1]!);
     if (kid === undefined) return false;
     const jwks = await keysFor(kid);
+    let payload: Record<string, unknown>;
     try {
-      const payload = await verifyWithJwks(match[1]!, {
+      payload = await verifyWithJwks(match[1]!, {
         keys: jwks as HonoJsonWebKey[],
         allowedAlgorithms: ["RS256"],
         verification: {
           iss: /^(https:\/\/)?accounts\.google\.com$/,
           aud: keys.audience,
+          // Checked below, with a tolerance: Hono's checks refuse a token
+          // issued a second "ahead" of our clock.
+          exp: false,
+          nbf: false,
+          iat: false,
         },
       });
-      return payload.email === keys.serviceAccount &&
-        payload.email_verified === true;
     } catch {
-      return false; // expired, wrong audience, unknown key, bad signature: all "not Google"
+      return false; // wrong audience, unknown key, bad signature: all "not Google"
     }
+    // By the wall clock, as Google wrote them (and as the QStash Receiver
+    // reads its tokens'); `now` paces the refetches.
+    return inTime(payload, Date.now()) &&
+      typeof payload.email === "string" &&
+      payload.email.toLowerCase() === account &&
+      payload.email_verified === true;
   };
+}
+
+/**
+ * Whether a verified token's time claims hold at `at` (milliseconds), each
+ * within {@linkcode TOKEN_CLOCK_TOLERANCE_MS}: an `exp` it must have, and
+ * the `iat` and `nbf` it may have.
+ */
+function inTime(payload: Record<string, unknown>, at: number): boolean {
+  const { exp, iat, nbf } = payload;
+  const seconds = (value: unknown): value is number =>
+    typeof value === "number" && Number.isFinite(value);
+  if (!seconds(exp) || exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS <= at) {
+    return false;
+  }
+  for (const since of [iat, nbf]) {
+    if (since === undefined) continue;
+    if (!seconds(since) || since * 1000 - TOKEN_CLOCK_TOLERANCE_MS > at) {
+      return false;
+    }
+  }
+  return true;
 }

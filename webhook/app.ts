@@ -396,13 +396,15 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
   const relayer: Relayer = createRelayer(deps);
-  const verifyQStash = deps.qstash ? qstashVerifier(deps.qstash) : undefined;
+  const verifyQStash = deps.qstash
+    ? qstashVerifier(deps.qstash, now)
+    : undefined;
   const verifyPubSub = deps.pubsub
     ? pubsubVerifier(deps.pubsub, now)
     : undefined;
   // QStash signs its failure callback for the callback's own URL.
   const verifyQStashFailed = deps.qstash
-    ? qstashVerifier({ ...deps.qstash, url: `${deps.qstash.url}/failed` })
+    ? qstashVerifier({ ...deps.qstash, url: `${deps.qstash.url}/failed` }, now)
     : undefined;
   const verifyPubSubDeadLetter = deps.pubsubDeadLetter
     ? pubsubVerifier(deps.pubsubDeadLetter, now)

@@ -39,6 +39,8 @@ export async function signQStash(
     ttlS?: number;
     /** The token's id; `null` leaves it out. */
     jti?: string | null;
+    /** `null` leaves the `body` claim out. */
+    bodyHash?: null;
   } = {},
 ): Promise<string> {
   const now = options.nowS ?? Math.floor(Date.now() / 1000);
@@ -55,7 +57,7 @@ export async function signQStash(
     ...(options.jti === null ? {} : {
       jti: options.jti ?? `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
     }),
-    body: base64url(hash, true),
+    ...(options.bodyHash === null ? {} : { body: base64url(hash, true) }),
   };
   const input = `${base64url(JSON.stringify(header))}.${
     base64url(JSON.stringify(claims))

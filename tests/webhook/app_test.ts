@@ -650,6 +650,50 @@ Deno.test("createApp() refuses a token of another Google account for the right a
   assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
 });
 
+Deno.test("createApp() allows Google's clock to differ from ours by up to 30 s on a Pub/Sub token: issued 5 s ahead, or 10 s past its exp, verifies; 31 s past, or without exp, does not", async () => {
+  const google = await theGoogle();
+  const nowS = Math.floor(Date.now() / 1000);
+  const cases: [string, Record<string, unknown>, number][] = [
+    ["issued 5 s ahead", { iat: nowS + 5, nbf: nowS + 5 }, 503],
+    ["10 s past its exp", { iat: nowS - 3610, exp: nowS - 10 }, 503],
+    ["31 s past its exp", { iat: nowS - 3631, exp: nowS - 31 }, 401],
+    ["issued 31 s ahead", { iat: nowS + 31 }, 401],
+    ["no exp", { exp: undefined }, 401],
+  ];
+  for (const [name, claims, status] of cases) {
+    const { app } = await makeApp({ intents: [created] });
+    const res = await app.request(
+      "/v1/pubsub",
+      await pubsubRequest(
+        envelope(job, { deliveryAttempt: 1 }),
+        await google.token(claims),
+      ),
+    );
+    assert.equal(res.status, status, name);
+    await res.body?.cancel();
+  }
+});
+
+Deno.test("createApp() takes the Pub/Sub service account in any case: Google writes the email in lower case", async () => {
+  const google = await theGoogle();
+  const { app } = await makeApp({
+    intents: [created],
+    deps: {
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: google.jwks,
+        serviceAccount: PUBSUB.serviceAccount.toUpperCase(),
+      },
+    },
+  });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(envelope(job, { deliveryAttempt: 1 })),
+  );
+  assert.equal(res.status, 503);
+  await res.body?.cancel();
+});
+
 /**
  * A caching JWKS source, as `googleJwks()` is: it serves what it fetched
  * until asked to refresh. `keys` is what Google publishes now.

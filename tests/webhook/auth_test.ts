@@ -5,6 +5,8 @@ import {
   qstashVerifier,
   SIGNATURE_MAX_AGE_MS,
   SIGNATURE_REPLAY_TTL_MS,
+  TOKEN_CLOCK_TOLERANCE_MS,
+  TOKEN_REPLAY_MARGIN_MS,
 } from "../../webhook/_auth.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
@@ -62,21 +64,50 @@ Deno.test("hmacVerifier() refuses, saying what was wrong, without the secret", (
   }
 });
 
-Deno.test("qstashVerifier() gives the replay claim: the token's jti, until its exp", async () => {
-  const verify = qstashVerifier(QSTASH);
-  const nowS = Math.floor(Date.now() / 1000);
+Deno.test("qstashVerifier() gives the replay claim: the token's jti, for as long as the token could be accepted, on the app's clock", async () => {
+  // The app's clock is far from the wall clock, which the Receiver reads.
+  const appNow = 5_000;
+  const verify = qstashVerifier(QSTASH, () => appNow);
+  const before = Date.now();
+  const nowS = Math.floor(before / 1000);
   const signature = await signQStash(body, {
     nowS,
     ttlS: 300,
     jti: "jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP",
   });
-  assert.deepEqual(await verify(signature, body), {
-    ok: true,
-    claim: {
-      key: "qstash/jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP",
-      expiresAt: (nowS + 300) * 1000,
-    },
-  });
+  const answer = await verify(signature, body);
+  const after = Date.now();
+  assert.equal(answer.ok, true);
+  if (!answer.ok) return;
+  assert.equal(answer.claim.key, "qstash/jwt_67kxXD6UBAk7DqU6hzuHMDdXFXfP");
+  // Accepted until exp + the tolerance by the wall clock; kept a margin more.
+  const lasts = (nowS + 300) * 1000 + TOKEN_CLOCK_TOLERANCE_MS +
+    TOKEN_REPLAY_MARGIN_MS;
+  assert.ok(answer.claim.expiresAt <= appNow + lasts - before);
+  assert.ok(answer.claim.expiresAt >= appNow + lasts - after);
+});
+
+Deno.test("qstashVerifier() allows the queue's clock to differ from ours by up to 30 s: a token signed 5 s ahead, or 10 s past its exp, verifies; 31 s past does not", async () => {
+  const verify = qstashVerifier(QSTASH);
+  const wallS = Math.floor(Date.now() / 1000);
+  const cases: [string, number, number, boolean][] = [
+    ["signed 5 s ahead (nbf in the future)", wallS + 5, 300, true],
+    ["10 s past its exp", wallS - 310, 300, true],
+    ["31 s past its exp", wallS - 331, 300, false],
+  ];
+  for (const [name, nowS, ttlS, ok] of cases) {
+    const answer = await verify(await signQStash(body, { nowS, ttlS }), body);
+    assert.equal(answer.ok, ok, name);
+  }
+});
+
+Deno.test("qstashVerifier() refuses a token without its body hash (answered 401, not thrown)", async () => {
+  const verify = qstashVerifier(QSTASH);
+  const answer = await verify(
+    await signQStash(body, { bodyHash: null }),
+    body,
+  );
+  assert.equal(answer.ok, false);
 });
 
 Deno.test("qstashVerifier() refuses a verified token without a jti: its replay could not be refused", async () => {

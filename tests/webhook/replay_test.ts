@@ -69,6 +69,44 @@ Deno.test("POST /v1/qstash refuses a replayed look-only delivery before it reach
   assert.deepEqual(sender.calls, [{ method: "receipt", txHash: "0xabc" }]);
 });
 
+Deno.test("POST /v1/qstash keeps a token's replay record for as long as the token verifies: past its exp within the clock tolerance, and with the app's clock ahead of the wall clock", async () => {
+  const created = { id: "pi_0001", state: "created" } as const;
+  const body = JSON.stringify(job);
+  const wallS = Math.floor(Date.now() / 1000);
+  const cases: [string, () => number, string][] = [
+    // QStash's clock ahead of ours: its token expired 10 s ago by our clock.
+    [
+      "a token 10 s past its exp",
+      Date.now,
+      await signQStash(body, { nowS: wallS - 310, ttlS: 300 }),
+    ],
+    // The Receiver reads the wall clock; the store expires records by the app's.
+    [
+      "the app's clock 10 minutes ahead",
+      () => Date.now() + 600_000,
+      await signQStash(body, { nowS: wallS, ttlS: 300 }),
+    ],
+  ];
+  for (const [name, now, signature] of cases) {
+    const { app } = await makeApp({ intents: [created], deps: { now } });
+    const headers = { "upstash-signature": signature, "upstash-retried": "0" };
+    const first = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers,
+    });
+    assert.equal(first.status, 503, `${name}: not authorized yet, a retry`);
+    await first.body?.cancel();
+    const replay = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers,
+    });
+    assert.equal(replay.status, 401, `${name}: the replay`);
+    await replay.body?.cancel();
+  }
+});
+
 Deno.test("POST /v1/deliveries takes a captured signed request once: 9 replays in a second get 401 and spend no delivery", async () => {
   const { app, store } = await makeApp({ intents: [settling] });
   const init = await genericRequest(JSON.stringify({ job }));
