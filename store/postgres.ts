@@ -170,6 +170,11 @@ const ISOLATION = "isolation level read committed";
 // The SQLSTATE of a replayed claim: raised by the schema's `refuse_replay`.
 const REPLAYED = "RL001";
 
+/** Counters and replay records written between two sweeps of expired ones. */
+const SWEEP_EVERY = 64;
+/** The most expired rows of each table one sweep deletes: more than it follows. */
+const SWEEP_LIMIT = 100;
+
 /**
  * A {@linkcode Store} on PostgreSQL. Construction does no I/O; call
  * {@linkcode PostgresStore.migrate} once before use.
@@ -208,7 +213,9 @@ export class PostgresStore implements Store {
   >;
   #versions: string;
   #refuse: postgres.Helper<string>;
-  #admissions = 0;
+  /** Counters and replay records written so far, and when to sweep next. */
+  #written = 0;
+  #sweepAt = SWEEP_EVERY;
 
   /**
    * Constructs a new instance. No I/O.
@@ -539,6 +546,7 @@ export class PostgresStore implements Store {
       if (options.lease) checkLease(options.lease);
       if (options.claim) checkClaim(options.claim);
       if (deadLetter) checkDeadLetter(deadLetter);
+      if (options.claim) await this.#sweep(options.claim.now);
       return await this.#transaction(async (tx, commit) => {
         const row = await this.#lock(tx, id, version, `write intent ${id}`);
         const current = recordOf(row);
@@ -607,6 +615,7 @@ export class PostgresStore implements Store {
    */
   #claim(sql: Sql, claim: Claim): postgres.PendingQuery<postgres.Row[]> {
     const { claims } = this.#t;
+    this.#written++;
     return sql`
       WITH claimed AS (
         INSERT INTO ${claims} (key, expires_at)
@@ -794,6 +803,7 @@ export class PostgresStore implements Store {
 
   #count(sql: Sql, jobId: string, now: number) {
     const { counters } = this.#t;
+    this.#written++;
     return sql`
       INSERT INTO ${counters} (job_id, deliveries, expires_at)
       VALUES (${jobId}, 1, ${now + COUNT_TTL_MS})
@@ -805,22 +815,26 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Every 64th admission also deletes up to 100 expired counters and replay
-   * records (each expired row is already as good as absent), so the tables
-   * do not grow without bound.
+   * After every {@linkcode SWEEP_EVERY} counters and replay records written
+   * (by an admission or inside a delivery's write), the next write that
+   * counts or claims first deletes up to {@linkcode SWEEP_LIMIT} expired
+   * rows of each table (each expired row is already as good as absent).
+   * Each row written expires at most once, and more are deleted than were
+   * written since the last sweep, so the tables do not grow without bound.
    */
   async #sweep(now: number): Promise<void> {
-    if (++this.#admissions % 64 !== 0) return;
+    if (this.#written < this.#sweepAt) return;
+    this.#sweepAt = this.#written + SWEEP_EVERY;
     const { counters, claims } = this.#t;
     await this.#sql`
       WITH c AS (
         DELETE FROM ${counters} WHERE job_id IN (
-          SELECT job_id FROM ${counters} WHERE expires_at <= ${now} LIMIT 100
-          FOR UPDATE SKIP LOCKED)
+          SELECT job_id FROM ${counters} WHERE expires_at <= ${now}
+          LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)
       )
       DELETE FROM ${claims} WHERE key IN (
-        SELECT key FROM ${claims} WHERE expires_at <= ${now} LIMIT 100
-        FOR UPDATE SKIP LOCKED)`;
+        SELECT key FROM ${claims} WHERE expires_at <= ${now}
+        LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)`;
   }
 
   /**
@@ -897,6 +911,7 @@ export class PostgresStore implements Store {
           return;
         }
         checkClaim(claim);
+        await this.#sweep(claim.now);
         await this.#transaction((tx, commit) =>
           commit([
             this.#claim(tx, claim),

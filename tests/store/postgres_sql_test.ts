@@ -9,6 +9,7 @@ import {
   BusyError,
   type Claim,
   ConflictError,
+  createRelayer,
   type DeadLetter,
   type LeaseRequest,
   ReplayError,
@@ -768,6 +769,52 @@ Deno.test({
                (SELECT count(*) FROM "${schema}".claims)::int AS claims`);
       assert.deepEqual([row?.counters, row?.claims], [0, 0]);
       assert.equal(await store.deliveries("new"), 64);
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore keeps its replay records bounded when each delivery claims in its own write, not by admit",
+  ignore,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      // QStash with a chain that confirms at once: per job, a delivery that
+      // writes (its claim rides in the write-ahead) and one that settles.
+      // Each record lives 5 minutes; 10 s pass per delivery.
+      let t = 1_000_000;
+      let sends = 0;
+      const relayer = createRelayer({
+        store,
+        sender: {
+          send: () =>
+            Promise.resolve({ txHash: `0x${(++sends).toString(16)}` }),
+          receipt: () => Promise.resolve("confirmed" as const),
+        },
+        now: () => t,
+        random: () => 0.5,
+      });
+      for (let k = 0; k < 300; k++) {
+        const id = `pi_${k}`;
+        await store.createIntent({ id, state: "authorized", hold: "pending" });
+        for (let n = 1; n <= 2; n++) {
+          await relayer.deliver({ intentId: id, kind: "settle" }, n, {
+            claim: { key: `qstash/${k}/${n}`, now: t, expiresAt: t + 300_000 },
+          });
+          t += 10_000;
+        }
+      }
+      assert.equal(sends, 300);
+      const [row] = await sql.unsafe(`
+        SELECT count(*)::int AS total,
+               count(*) FILTER (WHERE expires_at > ${t})::int AS live
+        FROM "${schema}".claims`);
+      // 29 live, and at most what was written since the last sweep.
+      assert.equal(row?.live, 29);
+      assert.ok(row!.total <= 29 + 64, `${row!.total} replay records kept`);
     } finally {
       await close();
     }
