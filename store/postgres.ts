@@ -24,8 +24,9 @@
  * under it. Counters and replay records are single `INSERT … ON CONFLICT
  * … DO UPDATE … WHERE … RETURNING` statements, atomic on their own row.
  * SERIALIZABLE would buy nothing here and cost retries on false conflicts
- * (predicate locks over index pages); the level is set on every
- * transaction, so a database whose default is another one changes nothing.
+ * (predicate locks over index pages). Every write, a single statement too,
+ * runs in a transaction that sets the level, so a database whose default is
+ * another one changes nothing.
  * No advisory locks: a lease is a row with an expiry, which survives a
  * pooled connection (PgBouncer in transaction mode) and a crashed process.
  *
@@ -417,6 +418,20 @@ export class PostgresStore implements Store {
   }
 
   /**
+   * One statement in a READ COMMITTED transaction of its own (`BEGIN`, the
+   * statement and `COMMIT` in one flight): run alone, it would take the
+   * database's default level, and under REPEATABLE READ or SERIALIZABLE
+   * two deliveries counted at once fail with a serialization error.
+   */
+  async #one(
+    build: (sql: Sql) => postgres.PendingQuery<postgres.Row[]>,
+  ): Promise<postgres.RowList<postgres.Row[]>> {
+    return await this.#transaction(async (tx, commit) =>
+      (await commit([build(tx)]))[0]!
+    );
+  }
+
+  /**
    * A connection of this write's own, or an error after `connectionWaitMs`.
    * A reserve that settles after that is released at once; one postgres.js
    * lost never settles, and holds nothing of ours.
@@ -491,13 +506,13 @@ export class PostgresStore implements Store {
       const record = newIntentRecord(intent);
       checkRecord(record);
       const { intents, holds } = this.#t;
-      const sql = this.#sql;
       // One statement: the intent and its hold, or nothing if it exists.
-      const [row] = await sql`
+      const [row] = await this.#one((sql) =>
+        sql`
         WITH created AS (
           INSERT INTO ${intents} ${
-        sql({ id: record.id, ...intentColumns(record) })
-      }
+          sql({ id: record.id, ...intentColumns(record) })
+        }
           ON CONFLICT (id) DO NOTHING
           RETURNING id, version
         ), held AS (
@@ -505,7 +520,8 @@ export class PostgresStore implements Store {
           SELECT id, ${record.hold}::text FROM created
           WHERE ${record.hold}::text IS NOT NULL
         )
-        SELECT version FROM created`;
+        SELECT version FROM created`
+      );
       if (row === undefined) {
         throw new ConflictError(
           `Cannot create intent ${record.id} as it exists`,
@@ -826,7 +842,8 @@ export class PostgresStore implements Store {
     if (this.#written < this.#sweepAt) return;
     this.#sweepAt = this.#written + SWEEP_EVERY;
     const { counters, claims } = this.#t;
-    await this.#sql`
+    await this.#one((sql) =>
+      sql`
       WITH c AS (
         DELETE FROM ${counters} WHERE job_id IN (
           SELECT job_id FROM ${counters} WHERE expires_at <= ${now}
@@ -834,7 +851,8 @@ export class PostgresStore implements Store {
       )
       DELETE FROM ${claims} WHERE key IN (
         SELECT key FROM ${claims} WHERE expires_at <= ${now}
-        LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)`;
+        LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)`
+    );
   }
 
   /**
@@ -859,11 +877,11 @@ export class PostgresStore implements Store {
       await this.#sweep(now);
       if (claim === undefined) {
         if (count === undefined) return null;
-        const [row] = await this.#count(this.#sql, count, now);
+        const [row] = await this.#one((sql) => this.#count(sql, count, now));
         return Number(row!.deliveries);
       }
       if (count === undefined) {
-        await this.#claim(this.#sql, claim);
+        await this.#one((sql) => this.#claim(sql, claim));
         return null;
       }
       // One round trip: BEGIN, the claim, the count and COMMIT in one flight.
@@ -907,7 +925,7 @@ export class PostgresStore implements Store {
         checkDeadLetter(deadLetter);
         const { claim } = options;
         if (claim === undefined) {
-          await this.#putDeadLetter(this.#sql, deadLetter);
+          await this.#one((sql) => this.#putDeadLetter(sql, deadLetter));
           return;
         }
         checkClaim(claim);
@@ -1004,7 +1022,8 @@ export class PostgresStore implements Store {
       }
       const { dead_letters, counters } = this.#t;
       // One statement: the letter read and its count go together, or nothing does.
-      const [row] = await this.#sql`
+      const [row] = await this.#one((sql) =>
+        sql`
         WITH gone AS (
           DELETE FROM ${dead_letters}
           WHERE job_id = ${jobId} AND version = ${version}
@@ -1015,7 +1034,8 @@ export class PostgresStore implements Store {
         )
         SELECT job_id, intent_id, deliveries, cause, reason, resolution,
           last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
-        FROM gone`;
+        FROM gone`
+      );
       if (row === undefined) {
         throw new ConflictError(
           `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,

@@ -58,12 +58,17 @@ export function freshSchema(): string {
  */
 export async function connect(
   max = 8,
-  options: { fetchTypes?: boolean } = {},
+  options: {
+    fetchTypes?: boolean;
+    /** Server settings for each connection (its session's defaults). */
+    connection?: Record<string, string>;
+  } = {},
 ): Promise<postgres.Sql> {
   return postgres(await postgresUrl(), {
     max,
     onnotice: () => {},
     fetch_types: options.fetchTypes ?? true,
+    ...(options.connection ? { connection: options.connection } : {}),
   });
 }
 

@@ -777,6 +777,52 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore counts and claims at once on a database whose default isolation is REPEATABLE READ or SERIALIZABLE",
+  ignore,
+  async fn() {
+    for (const level of ["repeatable read", "serializable"]) {
+      const sql = await connect(20, {
+        connection: { default_transaction_isolation: level },
+      });
+      const schema = freshSchema();
+      try {
+        const [row] = await sql`SHOW default_transaction_isolation`;
+        assert.equal(row?.default_transaction_isolation, level);
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        // Duplicate deliveries of one job, counted at once; and claims.
+        const counted = await Promise.allSettled(
+          Array.from(
+            { length: 20 },
+            () => store.admit({ count: "pi_1/settle", now: 1 }),
+          ),
+        );
+        const claimed = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, i) =>
+            store.admit({
+              claim: { key: `k${i}`, now: 1, expiresAt: 1_000 },
+              now: 1,
+            })),
+        );
+        const numbers = counted.map((r) =>
+          r.status === "fulfilled" ? r.value : String(r.reason)
+        );
+        assert.deepEqual(
+          [...numbers].sort((a, b) => Number(a) - Number(b)),
+          Array.from({ length: 20 }, (_, i) => i + 1),
+          level,
+        );
+        assert.ok(claimed.every((r) => r.status === "fulfilled"), level);
+      } finally {
+        await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await sql.end();
+      }
+    }
+  },
+});
+
+Deno.test({
+  name:
     "PostgresStore keeps its replay records bounded when each delivery claims in its own write, not by admit",
   ignore,
   async fn() {
