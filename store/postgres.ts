@@ -329,6 +329,14 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
+      if (code === "22021" || code === "22P05") {
+        // A string the database cannot hold: U+0000 in text, which only an
+        // id or key can still carry here (free text is mended on the way in).
+        throw new TypeError(
+          `Cannot ${what} as PostgreSQL text cannot hold the character U+0000 (NUL): remove it from the id or key`,
+          { cause: error },
+        );
+      }
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
         // writer won; the caller re-reads.
@@ -539,6 +547,7 @@ export class PostgresStore implements Store {
    * @returns The intent, or `null` if there is none.
    */
   async getIntent(id: string): Promise<Intent | null> {
+    if (hasNul(id)) return null; // no such row can exist
     const [row] = await this.#intentQuery(this.#sql, id, false);
     return row === undefined ? null : toIntent(recordOf(row), row.version);
   }
@@ -653,9 +662,9 @@ export class PostgresStore implements Store {
       intent_id: letter.intentId,
       deliveries: letter.deliveries,
       cause: letter.cause,
-      reason: letter.reason,
-      resolution: letter.resolution,
-      last_error: letter.lastError,
+      reason: mended(letter.reason),
+      resolution: mended(letter.resolution),
+      last_error: mended(letter.lastError),
       poisoned_at: letter.poisonedAt,
       queue: letter.queue?.queue ?? null,
       queue_message_id: letter.queue?.messageId ?? null,
@@ -754,7 +763,7 @@ export class PostgresStore implements Store {
       id,
       version,
       `record a broadcast for ${id}`,
-      (record) => broadcastRecorded(record, broadcast),
+      (record) => broadcastRecorded(record, mendedBroadcast(broadcast)),
       options,
     );
   }
@@ -902,6 +911,7 @@ export class PostgresStore implements Store {
    * @returns The count; 0 if none.
    */
   async deliveries(jobId: string): Promise<number> {
+    if (hasNul(jobId)) return 0; // no such row can exist
     const [row] = await this.#sql`
       SELECT deliveries FROM ${this.#t.counters} WHERE job_id = ${jobId}`;
     return row === undefined ? 0 : Number(row.deliveries);
@@ -947,6 +957,7 @@ export class PostgresStore implements Store {
    * @returns The dead letter with its version, or `null`.
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
+    if (hasNul(jobId)) return null; // no such row can exist
     const [row] = await this.#sql`
       SELECT job_id, intent_id, deliveries, cause, reason, resolution,
         last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
@@ -1153,6 +1164,27 @@ function intentColumns(record: IntentRecord): Record<
   };
 }
 
+/** Whether `text` holds U+0000, which PostgreSQL text cannot. */
+function hasNul(text: unknown): boolean {
+  return typeof text === "string" && text.includes("\0");
+}
+
+/**
+ * Free text as PostgreSQL can keep it: each U+0000 (which text cannot
+ * hold) becomes U+FFFD. An error message from a Sender may carry one, and
+ * refusing it would lose the write it rides in (a declared poison, say).
+ */
+function mended(text: string): string {
+  return hasNul(text) ? text.replaceAll("\0", "\uFFFD") : text;
+}
+
+/** A broadcast whose error text PostgreSQL can keep. */
+function mendedBroadcast(broadcast: Broadcast): Broadcast {
+  return typeof broadcast?.error === "string" && hasNul(broadcast.error)
+    ? { ...broadcast, error: mended(broadcast.error) }
+    : broadcast;
+}
+
 function numberOrNull(value: unknown): number | null {
   return value === null || value === undefined ? null : Number(value);
 }
@@ -1210,7 +1242,8 @@ function deadLetterOf(row: Row): StoredDeadLetter {
 function cursorOf(cursor: string): { poisonedAt: number; jobId: string } {
   const bar = cursor.indexOf("|");
   const poisonedAt = Number(cursor.slice(0, bar));
-  if (bar < 0 || !Number.isSafeInteger(poisonedAt)) {
+  // This store never returns U+0000: no job id it keeps can hold one.
+  if (bar < 0 || !Number.isSafeInteger(poisonedAt) || hasNul(cursor)) {
     throw new TypeError(
       `Cannot list dead letters as 'cursor' is not one this store returned: current value is ${
         JSON.stringify(cursor)

@@ -12,6 +12,8 @@ import {
   createRelayer,
   type DeadLetter,
   type LeaseRequest,
+  notSent,
+  poison,
   ReplayError,
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
@@ -817,6 +819,60 @@ Deno.test({
         await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
         await sql.end();
       }
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore keeps a Sender's error text with U+0000 (as U+FFFD), so a declared not-sent poison still fails the intent; a NUL id reads as absent, and is refused in a write",
+  ignore,
+  async fn() {
+    const { store, close } = await openPostgresStore();
+    try {
+      await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      const relayer = createRelayer({
+        store,
+        sender: {
+          send: () =>
+            Promise.reject(poison(notSent(new Error("nonce too low: \0\x01")))),
+          receipt: () => Promise.resolve("pending" as const),
+        },
+        now: () => 1_000,
+        random: () => 0.5,
+      });
+      const outcome = await relayer.deliver(
+        { intentId: "pi_1", kind: "settle" },
+        1,
+      );
+      assert.equal(outcome.action, "poison");
+      const intent = await store.getIntent("pi_1");
+      assert.equal(intent?.state, "failed");
+      assert.equal(intent?.hold, "voided");
+      assert.equal(intent?.lastBroadcast?.error, "nonce too low: \uFFFD\x01");
+      const letter = await store.getDeadLetter("pi_1/settle");
+      assert.match(letter!.lastError, /nonce too low: \uFFFD\x01/);
+      assert.doesNotMatch(letter!.lastError, /\0/);
+
+      // An id with U+0000 cannot be in the store: reads find nothing, and
+      // writes and cursors are refused with a TypeError that says why.
+      assert.equal(await store.getIntent("pi\0"), null);
+      assert.equal(await store.getDeadLetter("pi\0/settle"), null);
+      assert.equal(await store.deliveries("pi\0/settle"), 0);
+      await assert.rejects(
+        store.admit({ count: "pi\0/settle", now: 1 }),
+        (error) => error instanceof TypeError && /U\+0000/.test(error.message),
+      );
+      await assert.rejects(
+        store.listDeadLetters({ cursor: "1|pi\0/settle" }),
+        TypeError,
+      );
+    } finally {
+      await close();
     }
   },
 });
