@@ -313,9 +313,14 @@ function decodeBase64(
   }
 }
 
-/** An optional id from a queue's body: a short string, else left out. */
+/**
+ * An optional id from a queue's body: 1–200 printable ASCII characters
+ * (what QStash, Pub/Sub and Cloudflare send), else left out. A control
+ * character could not be kept by every store (PostgreSQL text refuses
+ * U+0000), and would end up in counters, dead letters and log lines.
+ */
 function idFrom(value: unknown): string | undefined {
-  return typeof value === "string" && value !== "" && value.length <= 200
+  return typeof value === "string" && /^[\x21-\x7e]{1,200}$/.test(value)
     ? value
     : undefined;
 }

@@ -809,6 +809,12 @@ Deno.test("createApp() acks an authenticated but unreadable Pub/Sub message with
       /messageId/,
     ],
     [
+      "a message id with a control character",
+      envelope(job, { deliveryAttempt: 1, messageId: "m\u00005" }),
+      "pubsub/sha256-",
+      /messageId/,
+    ],
+    [
       "bad deliveryAttempt",
       envelope(job, { deliveryAttempt: -1, messageId: "m-3" }),
       "pubsub/m-3/unreadable",
