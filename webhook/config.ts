@@ -219,16 +219,16 @@ function httpUrl(
   return url.href.replace(/\/+$/, "");
 }
 
-/**
- * Checks `DATABASE_URL` without ever echoing it: the URL usually carries
- * the password. The description names only host, port and database.
- */
 /** The longest delay a timer keeps (2^31 − 1 ms); a longer one fires at once. */
 const MAX_TIMER_MS = 2_147_483_647;
 
 /** The longest delay Deno KV's `enqueue` takes: 30 days. */
 const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
 
+/**
+ * Checks `DATABASE_URL` without ever echoing it: the URL usually carries
+ * the password. The description names only host, port and database.
+ */
 function databaseUrl(
   env: Record<string, string | undefined>,
 ): { url: string; description: string } | undefined {
@@ -239,6 +239,14 @@ function databaseUrl(
   // The authority, between "://" and the path: read before URL, which
   // refuses two ports. The value is never shown: it may hold a password.
   const authority = /^[a-z]+:\/\/([^/?#]*)/i.exec(value)?.[1] ?? "";
+  if (authority.indexOf("@") !== authority.lastIndexOf("@")) {
+    // URL takes the host after the last "@", the PostgreSQL client after
+    // the first: the two would read different hosts and passwords.
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: its user or password holds a raw '@': write it as %40 (the value is not shown: it may hold a password)`,
+    );
+  }
   if (authority.slice(authority.lastIndexOf("@") + 1).includes(",")) {
     throw new ConfigError(
       "DATABASE_URL",

@@ -57,7 +57,7 @@ Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows 
   }
 });
 
-Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour (several hosts, IPv6 in brackets, libpq's ?host=) and says what to give", () => {
+Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour (several hosts, a raw '@' in the password, IPv6 in brackets, libpq's ?host=) and says what to give", () => {
   const cases: [string, RegExp][] = [
     [
       "postgres://relayer:s3cret-pw@db1:5432,db2:5432/payments",
@@ -66,6 +66,16 @@ Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour 
     [
       "postgres://relayer:s3cret-pw@db1,db2/payments",
       /: it names several hosts/,
+    ],
+    [
+      // The client would read host "s3cret-pw" and password "s3cret": it
+      // splits at the first "@", URL at the last.
+      "postgres://relayer:s3cret-pw@secret,part@127.0.0.1:5432/payments",
+      /: its user or password holds a raw '@': write it as %40/,
+    ],
+    [
+      "postgres://relayer:s3cret-pw@x@db.internal/payments",
+      /: its user or password holds a raw '@'/,
     ],
     [
       "postgres://relayer:s3cret-pw@[::1]:5432/payments",
@@ -87,13 +97,15 @@ Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour 
     assert.match(error.message, why);
     assert.ok(!error.message.includes("s3cret-pw"), error.message);
   }
-  // A comma in the password is not a second host.
-  assert.ok(
-    loadConfig({
-      ...base,
-      DATABASE_URL: "postgres://relayer:a,b@db.internal/payments",
-    }).database,
-  );
+  // A comma in the password is not a second host; an '@' written %40 is fine.
+  for (const password of ["a,b", "a%40b"]) {
+    assert.ok(
+      loadConfig({
+        ...base,
+        DATABASE_URL: `postgres://relayer:${password}@db.internal/payments`,
+      }).database,
+    );
+  }
 });
 
 Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
