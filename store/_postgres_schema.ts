@@ -8,8 +8,11 @@
  * @module
  */
 
-/** A schema name the store accepts: a plain lower-case SQL identifier. */
-export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+/**
+ * A schema name the store accepts: a plain lower-case SQL identifier, not
+ * starting with `pg_` (PostgreSQL reserves those for its own schemas).
+ */
+export const SCHEMA_NAME = /^(?!pg_)[a-z_][a-z0-9_]{0,62}$/;
 
 /**
  * Every relation the migration creates (tables, indexes, the sequence),
@@ -44,7 +47,9 @@ function checked(schema: string, what: string): string {
 
 /**
  * One catalog query, answering one row whose `current` says whether
- * everything the migration creates exists in `schema`. `migrate()` asks it
+ * everything the migration creates exists in `schema`, and `read_only`
+ * whether this connection may write at all (a standby, or
+ * `default_transaction_read_only`). `migrate()` asks it
  * first, at every start, and runs no DDL when it is true: even an
  * `IF NOT EXISTS` statement locks (`CREATE INDEX` takes a share lock on
  * its table, waiting for every open write on it and stalling every write
@@ -66,7 +71,8 @@ export function migrated(schema: string): string {
             AND attname = '${column}' AND NOT attisdropped)`
       ),
     ].join("\n    AND ")
-  } AS current`;
+  } AS current,
+  current_setting('transaction_read_only') = 'on' AS read_only`;
 }
 
 /**

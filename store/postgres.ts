@@ -251,7 +251,7 @@ export class PostgresStore implements Store {
     const schema = options.schema ?? "relayer";
     if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
       throw new TypeError(
-        `Cannot create PostgresStore as 'schema' must be a lower-case SQL identifier (${SCHEMA_NAME}): current value is ${
+        `Cannot create PostgresStore as 'schema' must be a lower-case SQL identifier not starting with pg_ (${SCHEMA_NAME}): current value is ${
           JSON.stringify(schema)
         }`,
       );
@@ -289,6 +289,9 @@ export class PostgresStore implements Store {
    * role with only `USAGE` on the schema and read and write grants on its
    * tables can run it on a database its owner migrated.
    *
+   * @throws {Error} If the database is read-only (a standby, or
+   * `default_transaction_read_only = on`): every write would fail.
+   *
    * @example Migrate at start
    * ```ts
    * import postgres from "postgres";
@@ -306,6 +309,13 @@ export class PostgresStore implements Store {
    */
   async migrate(): Promise<void> {
     const [current] = await this.#sql.unsafe(migrated(this.#schema));
+    if (current?.read_only === true) {
+      // Every write would fail; better to say so at start than to serve
+      // healthy and answer every delivery "retry".
+      throw new Error(
+        "Cannot use this PostgreSQL database as it is read-only (a standby, or default_transaction_read_only = on): connect to the primary",
+      );
+    }
     if (current?.current === true) return;
     await this.#sql.begin(ISOLATION, async (tx) => {
       // Concurrent `CREATE … IF NOT EXISTS` of one name can still collide

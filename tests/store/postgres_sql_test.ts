@@ -59,6 +59,10 @@ Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client 
       () => new PostgresStore(nowhere, { schema: "Relayer" }),
       TypeError,
     );
+    assert.throws( // PostgreSQL reserves pg_ for its own schemas
+      () => new PostgresStore(nowhere, { schema: "pg_relayer" }),
+      /not starting with pg_/,
+    );
     assert.throws(
       () => new PostgresStore({} as never),
       /not a postgres.js client/,
@@ -872,6 +876,29 @@ Deno.test({
         TypeError,
       );
     } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() refuses a read-only database (a standby, default_transaction_read_only), migrated or not, where every write would fail",
+  ignore,
+  async fn() {
+    const { schema, close } = await openPostgresStore(); // migrated
+    const readOnly = await connect(2, {
+      connection: { default_transaction_read_only: "on" },
+    });
+    try {
+      for (const name of [schema, freshSchema()]) {
+        await assert.rejects(
+          new PostgresStore(readOnly, { schema: name }).migrate(),
+          /database as it is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary$/,
+        );
+      }
+    } finally {
+      await readOnly.end();
       await close();
     }
   },
