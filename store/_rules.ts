@@ -101,9 +101,6 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
   }
   const lastBroadcast = intent.lastBroadcast ?? null;
   const broadcasting = intent.broadcasting ?? null;
-  const mayHaveSent = intent.mayHaveSent ??
-    (broadcasting !== null ||
-      (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent"));
   const txHashes = intent.txHashes ?? [];
   if (
     !Array.isArray(txHashes) ||
@@ -113,6 +110,15 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
       `Cannot create intent ${intent.id} as 'txHashes' must be an array of tx hashes`,
     );
   }
+  // Unless the caller says, anything that could have left counts: a send
+  // in flight or not declared unsent, a tx hash on record, or a settling
+  // intent with no broadcast on record (entering settling is the
+  // write-ahead of a send, so one may be hidden; DESIGN §5).
+  const mayHaveSent = intent.mayHaveSent ??
+    (broadcasting !== null ||
+      (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent") ||
+      txHashes.length > 0 ||
+      (state === "settling" && lastBroadcast === null));
   return {
     id: intent.id,
     state,

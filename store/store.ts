@@ -154,8 +154,10 @@ export interface NewIntent {
   readonly broadcasting?: number | null;
   /**
    * Whether a broadcast may have left, for importing an intent mid-flight.
+   * Leave it out unless you know: the default counts anything that could
+   * have left.
    *
-   * @default {true if lastBroadcast is sent or unknown}
+   * @default {true if a broadcast is in flight, lastBroadcast is sent or unknown, txHashes is not empty, or the intent is settling with no lastBroadcast (a crash may have hidden a send)}
    */
   readonly mayHaveSent?: boolean;
   /**

@@ -202,6 +202,40 @@ function suite(backend: Backend): void {
     }]);
   });
 
+  test("createRelayer() treats an imported settling intent as one that may have sent: a tx hash on record is resent with the same nonce, and a rescue declared unsent goes to review, not to failed", async () => {
+    // Imported with a hash on record, though the last send stayed home:
+    // 0xold may still mine, so only its nonce may be used again.
+    const withHash = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1_000_000,
+        lastBroadcast: { outcome: "not_sent", at: 1_000_000 },
+        txHashes: ["0xold"],
+      },
+      { sends: [{ txHash: "0xnew" }] },
+    );
+    await withHash.relayer.deliver(job, 1);
+    assert.deepEqual(
+      withHash.sender.calls.filter((call) => call.method === "send"),
+      [{ method: "send", intentId: "pi_0001", replace: true }],
+    );
+    // Imported settling with nothing on record: a crash may have hidden a
+    // send (DESIGN §5), so a rescue the signer declares unsent is no proof.
+    const hidden = await setup(
+      { state: "settling", hold: "pending", settlingSince: 0 },
+      { sends: [{ error: poison(notSent(new Error("nonce too low"))) }] },
+    );
+    const outcome = await hidden.relayer.deliver(job, 1);
+    assert.equal(outcome.action, "poison");
+    assert.equal(
+      (outcome as { resolution: string }).resolution,
+      "an earlier broadcast may have been sent, needs review",
+    );
+    const after = await intent(hidden.store);
+    assert.deepEqual([after.state, after.hold], ["needs_review", "pending"]);
+  });
+
   test("createRelayer() rescues an unknown broadcast only after stuckAfter", async () => {
     const { relayer, sender, clock } = await setup(
       {

@@ -18,6 +18,7 @@ import {
   type HoldState,
   INTENT_STATES,
   type IntentState,
+  type NewIntent,
   ReplayError,
   type Store,
   TRANSITIONS,
@@ -123,6 +124,7 @@ export function storeContract(
           state: "settling",
           hold: "pending",
           settlingSince: 0,
+          mayHaveSent: false, // nothing left yet: every write may run
         });
         return { id, intent };
       };
@@ -634,12 +636,67 @@ export function storeContract(
     await assert.rejects(store.voidHold("pi_missing"), ConflictError);
   });
 
+  test("creates an intent that may have sent unless told otherwise: with a tx hash on record, or settling with no broadcast on record (a crash may have hidden one)", async (store) => {
+    const cases: [string, NewIntent, boolean][] = [
+      ["authorized", { id: "pi_m1", state: "authorized" }, false],
+      [
+        "settling, nothing on record",
+        { id: "pi_m2", state: "settling", settlingSince: 0 },
+        true,
+      ],
+      [
+        "settling, declared not sent, a tx hash on record",
+        {
+          id: "pi_m3",
+          state: "settling",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "not_sent", at: 1 },
+          txHashes: ["0xold"],
+        },
+        true,
+      ],
+      [
+        "settling, declared not sent, no tx hash",
+        {
+          id: "pi_m4",
+          state: "settling",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "not_sent", at: 1 },
+        },
+        false,
+      ],
+      [
+        "settling, nothing on record, told nothing left",
+        {
+          id: "pi_m5",
+          state: "settling",
+          settlingSince: 0,
+          mayHaveSent: false,
+        },
+        false,
+      ],
+    ];
+    for (const [name, intent, mayHaveSent] of cases) {
+      assert.equal(
+        (await store.createIntent(intent)).mayHaveSent,
+        mayHaveSent,
+        name,
+      );
+      assert.equal(
+        (await store.getIntent(intent.id))?.mayHaveSent,
+        mayHaveSent,
+        name,
+      );
+    }
+  });
+
   test("records broadcasts as compare-and-set, and remembers a send that may have left", async (store) => {
     const i0 = await store.createIntent({
       id: "pi_1",
       state: "settling",
       hold: "pending",
       settlingSince: 0,
+      mayHaveSent: false,
     });
     const i1 = await store.beginBroadcast("pi_1", i0.version, 5);
     assert.deepEqual([i1.broadcasting, i1.mayHaveSent], [5, false]);
@@ -958,6 +1015,7 @@ export function storeContract(
       hold: "pending",
       settlingSince: 0,
       broadcasting: null,
+      mayHaveSent: false,
     });
     assert.equal(await store.voidHold("pi_b"), "voided");
     // ...but not once a broadcast may have left, or is under way.
