@@ -40,7 +40,14 @@ export type HoldState = "pending" | "voided" | "captured";
  * import assert from "node:assert/strict";
  *
  * const store = new MemoryStore();
- * const intent = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
+ * // Imported mid-flight, with nothing sent so far (else it may have sent).
+ * const intent = await store.createIntent({
+ *   id: "pi_0001",
+ *   state: "settling",
+ *   hold: "pending",
+ *   settlingSince: 0,
+ *   mayHaveSent: false,
+ * });
  * const refused: Broadcast = { outcome: "not_sent", at: 1000, error: "insufficient gas" };
  * const after = await store.recordBroadcast(intent.id, intent.version, refused);
  * assert.deepEqual(after.lastBroadcast, refused);
