@@ -89,7 +89,8 @@ const MAX_TEXT = 200;
  * intent (or exceed the store's value limit) and every log line.
  */
 const MAX_TX_HASH = 256;
-const TX_HASH = /^[A-Za-z0-9._:+/=-]+$/;
+/** Not `.` or `..`: as a URL path segment (`/receipt/..`), it would be resolved away. */
+const TX_HASH = /^(?!\.\.?$)[A-Za-z0-9._:+/=-]+$/;
 /** The largest delay `setTimeout` (and so `AbortSignal.timeout`) keeps; above it, it fires at once. */
 const MAX_TIMEOUT_MS = 2_147_483_647;
 
@@ -116,7 +117,8 @@ interface Answer {
  * JSON body says `notSent: true` throws `notSent(...)`, `poison: true`
  * throws `poison(...)`, both throw `poison(notSent(...))`; the message is
  * `signer answered <status>: <error>`. Anything else (a timeout, a refused
- * connection, a redirect, an error answer without flags, a body that is not
+ * connection, a redirect whatever its body says, an error answer without
+ * flags, a body that is not
  * JSON, a 2xx without a `txHash`) throws a plain `Error`: the signer may
  * have sent, so the relayer never fails the payment on it.
  *
@@ -293,7 +295,7 @@ export class HttpSender implements Sender {
         throw new Error(
           `signer answered ${answer.status} with an unusable txHash (${txHash.length} characters, starting ${
             show(upTo(txHash, 16))
-          }): a txHash must be 1-${MAX_TX_HASH} characters of A-Z a-z 0-9 . _ : + / = -; the broadcast may have been sent`,
+          }): a txHash must be 1-${MAX_TX_HASH} characters of A-Z a-z 0-9 . _ : + / = -, not "." or ".."; the broadcast may have been sent`,
         );
       }
       throw new Error(
@@ -303,6 +305,14 @@ export class HttpSender implements Sender {
       );
     }
 
+    if (answer.status >= 300 && answer.status < 400) {
+      // A redirect is not followed, and says nothing of what was done (a
+      // 303 means the POST was processed): whatever its body flags, the
+      // broadcast may have been sent.
+      throw new Error(
+        `signer answered ${answer.status} (a redirect, not followed): the broadcast may have been sent`,
+      );
+    }
     const { error, notSent: declaredNotSent, poison: declaredPoison } =
       (typeof json === "object" && json !== null ? json : {}) as Record<
         string,
@@ -342,6 +352,15 @@ export class HttpSender implements Sender {
     if (typeof txHash !== "string" || txHash === "") {
       throw new TypeError(
         `Cannot read receipt as 'txHash' must be a non-empty string: current value is ${
+          show(txHash)
+        }`,
+      );
+    }
+    if (txHash === "." || txHash === "..") {
+      // As a path segment it would be resolved away: the request would go
+      // to another path, whose answer could read as a receipt.
+      throw new TypeError(
+        `Cannot read receipt as 'txHash' must not be "." or "..": current value is ${
           show(txHash)
         }`,
       );

@@ -46,7 +46,7 @@ Deno.test("HttpSender.send() accepts a txHash of 256 characters and the usual al
   }
 });
 
-Deno.test("HttpSender.send() treats a txHash over 256 characters or with other characters as unknown, naming its length only", async () => {
+Deno.test("HttpSender.send() treats a txHash over 256 characters, with other characters, or a dot segment as unknown, naming its length only", async () => {
   const intent = await settling();
   for (
     const txHash of [
@@ -55,6 +55,9 @@ Deno.test("HttpSender.send() treats a txHash over 256 characters or with other c
       "0xabc\n2026-11-30 relayer: forged log line",
       "0xabc def",
       "0x\u00e9",
+      // Path segments a URL would resolve away: /receipt/.. is /.
+      ".",
+      "..",
     ]
   ) {
     await assert.rejects(
@@ -65,7 +68,7 @@ Deno.test("HttpSender.send() treats a txHash over 256 characters or with other c
         assert.match(
           error.message,
           new RegExp(
-            `^signer answered 200 with an unusable txHash \\(${txHash.length} characters, starting .*\\): a txHash must be 1-256 characters of A-Z a-z 0-9 \\. _ : \\+ / = -; the broadcast may have been sent$`,
+            `^signer answered 200 with an unusable txHash \\(${txHash.length} characters, starting .*\\): a txHash must be 1-256 characters of A-Z a-z 0-9 \\. _ : \\+ / = -, not "\\." or "\\.\\."; the broadcast may have been sent$`,
           ),
         );
         assert.ok(error.message.length < 300);
@@ -74,6 +77,23 @@ Deno.test("HttpSender.send() treats a txHash over 256 characters or with other c
       },
     );
   }
+});
+
+Deno.test("HttpSender.receipt() refuses a txHash of '.' or '..', which a URL would resolve to another path", async () => {
+  const asked: string[] = [];
+  const sender = new HttpSender({
+    url: "https://signer.example/v1",
+    fetch: (input) => {
+      asked.push(String(input));
+      return Promise.resolve(Response.json({ status: "confirmed" }));
+    },
+  });
+  for (const txHash of [".", ".."]) {
+    await assert.rejects(sender.receipt(txHash), TypeError);
+  }
+  assert.deepEqual(asked, []);
+  assert.equal(await sender.receipt("0x.."), "confirmed");
+  assert.deepEqual(asked, ["https://signer.example/v1/receipt/0x.."]);
 });
 
 Deno.test("createRelayer() records a 60 KB txHash as an unknown broadcast on Deno KV, and the delivery retries", async () => {
