@@ -386,6 +386,17 @@ export function formatOutcome(job: Job, outcome: Outcome): string {
 }
 
 /**
+ * Whether two give-ups are the same queue's word on the same message: the
+ * same queue, and the same message id or dead-letter id.
+ */
+function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
+  if (recorded === undefined || recorded.queue !== given.queue) return false;
+  return (given.messageId !== undefined &&
+    recorded.messageId === given.messageId) ||
+    (given.dlqId !== undefined && recorded.dlqId === given.dlqId);
+}
+
+/**
  * Checks a job from the outside world (a queue message) and returns it in
  * its canonical shape.
  *
@@ -939,12 +950,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // intent: resolving one moves it on, so a letter on record there is
       // from an earlier life of the job (dropped while the intent was
       // created or authorized), and this give-up must resolve it.
-      const resolvedBefore = intent?.state !== "settling" &&
-        (onlyOnce ||
+      const letter = onlyOnce ||
           (intent !== null &&
-            ["settled", "failed", "needs_review"].includes(intent.state))) &&
-        (await store.getDeadLetter(jobId)) !== null;
-      if (resolvedBefore) {
+            ["settled", "failed", "needs_review"].includes(intent.state))
+        ? await store.getDeadLetter(jobId)
+        : null;
+      if (letter !== null && queue && sameMessage(letter.queue, queue)) {
+        // The queue repeating its give-up for the message this letter
+        // records, whatever the intent does now (a job published since may
+        // be settling it): the first resolution stands.
+        await d.close();
+        return letter.resolution;
+      }
+      if (letter !== null && intent?.state !== "settling") {
         // A late duplicate, or a queue repeating its give-up: the dead
         // letter on record says what the first resolution did.
         await d.close();

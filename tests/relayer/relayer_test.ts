@@ -391,6 +391,68 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() changes nothing on a queue's repeated give-up for a message it already resolved, though a job published since is settling the intent", async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    for (
+      const [queue, other] of [
+        [{ queue: "qstash", messageId: "msg_A" }, {
+          queue: "qstash",
+          messageId: "msg_B",
+        }],
+        [{ queue: "cloudflare", dlqId: "dlq-1" }, {
+          queue: "cloudflare",
+          dlqId: "dlq-2",
+        }],
+      ] as const
+    ) {
+      if (queue.queue === "cloudflare") {
+        // Start again from authorized, with no letter on record.
+        await store.createIntent({
+          id: "pi_0002",
+          state: "authorized",
+          hold: "pending",
+        });
+      }
+      const id = queue.queue === "qstash" ? "pi_0001" : "pi_0002";
+      const theJob = { intentId: id, kind: "settle" } as const;
+      const first = await relayer.giveUp(theJob, { deliveries: 3, queue });
+      assert.equal(
+        (first as { resolution: string }).resolution,
+        "job dropped, intent still authorized",
+      );
+      // A job published since: it sends, and waits for the receipt.
+      if (queue.queue === "cloudflare") {
+        await store.transition(id, {
+          from: "authorized",
+          to: "settling",
+          version: (await store.getIntent(id))!.version,
+          at: 1_000_000,
+        });
+      } else {
+        assert.equal((await relayer.deliver(theJob, 1)).action, "retry");
+      }
+      assert.equal((await store.getIntent(id))!.state, "settling");
+      // The same message's give-up again (at least once): nothing changes.
+      const repeat = await relayer.giveUp(theJob, { deliveries: 3, queue });
+      assert.equal(
+        (repeat as { resolution: string }).resolution,
+        "job dropped, intent still authorized",
+        queue.queue,
+      );
+      assert.equal((await store.getIntent(id))!.state, "settling", queue.queue);
+      // Another message's give-up is the new job's: it resolves.
+      await relayer.giveUp(theJob, { deliveries: 3, queue: other });
+      assert.equal(
+        (await store.getIntent(id))!.state,
+        "needs_review",
+        queue.queue,
+      );
+    }
+  });
+
   test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
     const { relayer, store } = await setup({
       state: "authorized",
