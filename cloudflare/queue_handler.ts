@@ -166,6 +166,40 @@ function jobOf(body: unknown): Job {
   return parseJob(body);
 }
 
+/**
+ * What can be read of a message that is not a job: its text (for the
+ * dead letter's name when the message has no usable id) and the intent id
+ * it names, if any.
+ */
+function readable(body: unknown): { raw: string; intentId?: unknown } {
+  let value = body;
+  if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
+    const bytes = value instanceof ArrayBuffer
+      ? new Uint8Array(value)
+      : new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+    value = new TextDecoder().decode(bytes);
+  }
+  let raw: string;
+  if (typeof value === "string") {
+    raw = value;
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return { raw };
+    }
+  } else {
+    try {
+      raw = JSON.stringify(value) ?? String(value);
+    } catch {
+      raw = String(value);
+    }
+  }
+  const intentId = typeof value === "object" && value !== null
+    ? (value as Record<string, unknown>).intentId
+    : undefined;
+  return { raw, intentId };
+}
+
 /** Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor holds), at most 12 h. */
 function delaySecondsOf(delayMs: number): number {
   return Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.ceil(delayMs / 1000)));
@@ -260,11 +294,38 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     try {
       job = jobOf(message.body);
     } catch (error) {
-      // Retrying a malformed message cannot help; keep its id in the log.
+      // Retrying a malformed message cannot help, but acking it unseen
+      // could strand the intent it was for: keep it as a dead letter first.
+      const detail = describeError(error);
+      const body = readable(message.body);
+      let kept: string;
+      try {
+        kept = await relayer.keepUnreadable({
+          queue: "cloudflare",
+          id: message.id,
+          raw: body.raw,
+          seen: { intentId: body.intentId, attempt: message.attempts },
+          detail,
+        });
+      } catch (failure) {
+        log(
+          `worker  message ${message.id} on ${queue} is unreadable (${detail}), and its dead letter failed: ${
+            describeError(failure)
+          }`,
+        );
+        message.retry({
+          delaySeconds: delaySecondsOf(
+            outageDelayMs(
+              message.attempts,
+              relayer.policy.baseMs,
+              MAX_DELAY_SECONDS * 1000,
+            ),
+          ),
+        });
+        return;
+      }
       log(
-        `worker  message ${message.id} on ${queue} dropped: ${
-          describeError(error)
-        }`,
+        `worker  message ${message.id} on ${queue} acked unread and kept as ${kept}: ${detail}`,
       );
       message.ack();
       return;

@@ -15,6 +15,8 @@ import { definePolicy, type Policy } from "../policy/policy.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import { isIntentId, isRefusal, redriveRefusal } from "../store/_rules.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import type {
@@ -217,6 +219,20 @@ export interface Relayer {
    */
   giveUp(job: Job, options: GiveUpOptions): Promise<Outcome>;
   /**
+   * Keeps a queue message that is not a job as a dead letter,
+   * `<queue>/<id>/unreadable`, so that it is seen (`GET /v1/dead-letters`)
+   * before the queue is told to drop it: a message acked unread may have
+   * been an intent's only job. Touches nothing else. Such a letter records
+   * a message, not a job: it cannot be redriven.
+   *
+   * @param message The queue, the message's id, what could be read of it,
+   * and why it is unreadable.
+   * @returns The dead letter's job id.
+   * @throws {Error} If the store fails: the queue should redeliver the
+   * message, not drop it.
+   */
+  keepUnreadable(message: UnreadableMessage): Promise<string>;
+  /**
    * Takes a job out of the dead letters with a fresh delivery count, so it
    * can be delivered again. Removes exactly the dead letter it read: of two
    * concurrent redrives one wins, the other gets a `ConflictError`.
@@ -283,6 +299,48 @@ export interface GiveUpOptions {
   /** The signed callback's replay record. */
   readonly claim?: Claim;
 }
+
+/**
+ * A queue message that is not a job ({@linkcode Relayer.keepUnreadable}).
+ *
+ * @example Keep a message without a kind
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender, type UnreadableMessage } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+ * const message: UnreadableMessage = {
+ *   queue: "cloudflare",
+ *   id: "8f2c0a",
+ *   raw: '{"intentId":"pi_0002"}',
+ *   seen: { intentId: "pi_0002" },
+ *   detail: `'kind' must be "settle"`,
+ * };
+ * assert.equal(await relayer.keepUnreadable(message), "cloudflare/8f2c0a/unreadable");
+ * const letter = await store.getDeadLetter("cloudflare/8f2c0a/unreadable");
+ * assert.equal(letter?.intentId, "pi_0002");
+ * ```
+ */
+export interface UnreadableMessage {
+  /** The queue: `"pubsub"`, `"cloudflare"`, `"local"`. */
+  readonly queue: "pubsub" | "cloudflare" | "local";
+  /** The queue's id of the message; one that is not 1-128 of A-Z a-z 0-9 _ . : - is replaced by a hash of `raw`. */
+  readonly id?: unknown;
+  /** The message as received, for the hash. */
+  readonly raw: string;
+  /** What could be read of it: its intent id and delivery count, if any. */
+  readonly seen?: { readonly intentId?: unknown; readonly attempt?: unknown };
+  /** Why it is unreadable, in words. */
+  readonly detail: string;
+}
+
+/** How each queue is named in an unreadable message's reason. */
+const QUEUE_NAMES: Readonly<Record<UnreadableMessage["queue"], string>> = {
+  pubsub: "Pub/Sub",
+  cloudflare: "Cloudflare Queues",
+  local: "local queue",
+};
 
 /**
  * Where a redriven job goes ({@linkcode Relayer.redrive}).
@@ -1083,5 +1141,34 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return job;
   }
 
-  return { policy, deliver, giveUp, redrive };
+  async function keepUnreadable(message: UnreadableMessage): Promise<string> {
+    const { queue, id, raw, seen = {}, detail } = message;
+    const name = isIntentId(id)
+      ? id
+      : `sha256-${
+        bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
+      }`;
+    const jobId = `${queue}/${name}/unreadable`;
+    const attempt = seen.attempt;
+    await store.putDeadLetter({
+      jobId,
+      intentId: isIntentId(seen.intentId) ? seen.intentId : "",
+      deliveries:
+        typeof attempt === "number" && Number.isSafeInteger(attempt) &&
+          attempt >= 1
+          ? attempt
+          : 1,
+      cause: "declared",
+      reason: `unreadable ${QUEUE_NAMES[queue]} message: ${detail}`.slice(
+        0,
+        300,
+      ),
+      resolution: "message acked unread; nothing else was touched",
+      lastError: detail.slice(0, 300),
+      poisonedAt: now(),
+    });
+    return jobId;
+  }
+
+  return { policy, deliver, giveUp, redrive, keepUnreadable };
 }

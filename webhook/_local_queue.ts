@@ -35,8 +35,8 @@ export type LocalEnqueue = (
 
 /** What {@linkcode localQueueConsumer} needs. */
 export interface LocalQueueOptions {
-  /** The relayer that delivers the jobs. */
-  readonly relayer: Pick<Relayer, "deliver" | "policy">;
+  /** The relayer that delivers the jobs, and keeps a malformed message. */
+  readonly relayer: Pick<Relayer, "deliver" | "policy" | "keepUnreadable">;
   /** The queue's own enqueue. */
   readonly enqueue: LocalEnqueue;
   /** One line per message. */
@@ -61,7 +61,19 @@ export function localQueueConsumer(
     try {
       job = parseJob((message as LocalQueueMessage | null)?.job);
     } catch (error) {
-      log(`queue   dropped a malformed message: ${(error as Error).message}`);
+      // Kept as a dead letter, so that it is seen; if that fails, the
+      // throw leaves the message to Deno KV's own redelivery.
+      const detail = (error as Error).message;
+      const seen = (message as { job?: { intentId?: unknown } } | null)?.job;
+      const kept = await relayer.keepUnreadable({
+        queue: "local",
+        raw: rawOf(message),
+        seen: { intentId: seen?.intentId },
+        detail,
+      });
+      log(
+        `queue   acked a malformed message unread, kept as ${kept}: ${detail}`,
+      );
       return;
     }
     let outcome: Outcome;
@@ -87,4 +99,13 @@ export function localQueueConsumer(
     log(`queue   ${formatOutcome(job, outcome)}`);
     if (outcome.action === "retry") await enqueue({ job }, outcome.delayMs);
   };
+}
+
+/** A message as text, for the name of its dead letter. */
+function rawOf(message: unknown): string {
+  try {
+    return JSON.stringify(message) ?? String(message);
+  } catch {
+    return String(message);
+  }
 }

@@ -54,8 +54,6 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
-import { sha256 } from "@noble/hashes/sha2.js";
-import { bytesToHex } from "@noble/hashes/utils.js";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -868,34 +866,23 @@ export function createApp(deps: AppDeps): WebhookApp {
     seen: PushSeen,
     detail: string,
   ): Promise<Response> {
-    const name = typeof seen.id === "string" && isIntentId(seen.id)
-      ? seen.id
-      : `sha256-${
-        bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
-      }`;
-    const jobId = `pubsub/${name}/unreadable`;
-    const { intentId } =
-      (typeof seen.job === "object" && seen.job !== null
-        ? seen.job
-        : {}) as Record<string, unknown>;
-    const reason = `unreadable Pub/Sub message: ${detail}`.slice(0, 300);
+    let jobId: string;
     try {
-      await store.putDeadLetter({
-        jobId,
-        intentId: isIntentId(intentId) ? intentId : "",
-        deliveries: typeof seen.attempt === "number" &&
-            Number.isSafeInteger(seen.attempt) && seen.attempt >= 1
-          ? seen.attempt
-          : 1,
-        cause: "declared",
-        reason,
-        resolution: "message acked unread; nothing else was touched",
-        lastError: detail.slice(0, 300),
-        poisonedAt: now(),
+      jobId = await relayer.keepUnreadable({
+        queue: "pubsub",
+        id: seen.id,
+        raw,
+        seen: {
+          intentId: (typeof seen.job === "object" && seen.job !== null
+            ? seen.job as Record<string, unknown>
+            : {}).intentId,
+          attempt: seen.attempt,
+        },
+        detail,
       });
     } catch (error) {
       log(
-        `pubsub  ${jobId} unreadable, and its dead letter failed: ${
+        `pubsub  unreadable message, and its dead letter failed: ${
           describeError(error)
         }`,
       );
@@ -906,6 +893,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         "The message is unreadable and could not be kept as a dead letter; Pub/Sub will redeliver it.",
       );
     }
+    const reason = `unreadable Pub/Sub message: ${detail}`.slice(0, 300);
     log(`pubsub  ${jobId} acked and kept as a dead letter: ${reason}`);
     return new Response(null, { status: 204 });
   }
@@ -1059,8 +1047,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     requireOps(c);
     const [intentId, kind, ...rest] = jobId.split("/");
     if (!isIntentId(intentId) || kind !== "settle" || rest.length > 0) {
-      const detail = /^pubsub\/[^/]{1,200}\/unreadable$/.test(jobId)
-        ? `${jobId} records an unreadable Pub/Sub message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
+      const detail = /^(pubsub|cloudflare|local)\/[^/]{1,200}\/unreadable$/
+          .test(jobId)
+        ? `${jobId} records an unreadable queue message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
         : "A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : -: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.";
       return problem(400, "bad-job-id", "Bad job id", detail);
     }

@@ -152,9 +152,55 @@ Deno.test("createQueueHandler() retries and logs a failing delivery, and the bat
     ),
   );
   assert.ok(
-    lines.some((line) => line.includes("m-bad") && /dropped/.test(line)),
+    lines.some((line) =>
+      line.includes("m-bad") &&
+      line.includes("acked unread and kept as cloudflare/m-bad/unreadable")
+    ),
   );
   assert.ok(lines.some((line) => line.includes("m-throws")));
+});
+
+Deno.test("createQueueHandler() keeps a message that is not a job as a dead letter before it acks it, and retries it when the store fails", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0002",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = relayerOn(store, { maxDeliveries: 3 });
+  const queue = createQueueHandler({ relayer, maxRetries: 2 });
+  // A producer that left out the kind: the intent's only job, unreadable.
+  const noKind = fakeMessage({ intentId: "pi_0002" }, 1, "m-nokind");
+  const text = fakeMessage("not json", 2, "m-text");
+  await queue({ queue: "jobs", messages: [noKind, text] });
+  assert.deepEqual(noKind.calls, ["ack"]);
+  assert.deepEqual(text.calls, ["ack"]);
+  const letter = await store.getDeadLetter("cloudflare/m-nokind/unreadable");
+  assert.equal(letter?.intentId, "pi_0002");
+  assert.match(
+    letter!.reason,
+    /^unreadable Cloudflare Queues message: .*'kind' must be "settle"/,
+  );
+  assert.equal(
+    letter!.resolution,
+    "message acked unread; nothing else was touched",
+  );
+  assert.equal(
+    (await store.getDeadLetter("cloudflare/m-text/unreadable"))?.deliveries,
+    2,
+  );
+  assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
+  // The store is down: not acked unseen, but retried later.
+  const down: Relayer = {
+    ...relayer,
+    keepUnreadable: () => Promise.reject(new Error("store down")),
+  };
+  const again = fakeMessage({ intentId: "pi_0002" }, 1, "m-again");
+  await createQueueHandler({ relayer: down, maxRetries: 2 })({
+    queue: "jobs",
+    messages: [again],
+  });
+  assert.deepEqual(again.calls, ["retry 5"]);
 });
 
 Deno.test("createQueueHandler() backs off on message.attempts after an unexpected failure: to the policy's cap on the jobs queue, to 12 h on the dead-letter queue", async () => {

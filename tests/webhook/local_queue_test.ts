@@ -79,18 +79,24 @@ Deno.test("localQueueConsumer() backs off a job that keeps failing unexpectedly,
   assert.equal(delayMs, 3_750); // created: a retry at delivery 1, 2.5 s + 0.5 × 2.5 s
 });
 
-Deno.test("localQueueConsumer() drops a malformed message with a log line, and reads a bad failure count as the first", async () => {
+Deno.test("localQueueConsumer() keeps a malformed message as a dead letter with a log line, and reads a bad failure count as the first", async () => {
   const store = new FlakyStore();
   const { consume, sent, lines } = consumerOn(store);
-  await consume({ job: { intentId: "not an id", kind: "settle" } });
+  await consume({ job: { intentId: "pi_0002" } });
   await consume(null);
   assert.equal(sent.length, 0);
   assert.equal(lines.length, 2);
   assert.ok(
     lines.every((line) =>
-      line.startsWith("queue   dropped a malformed message: ")
+      line.startsWith("queue   acked a malformed message unread, kept as ") &&
+      /kept as local\/sha256-[0-9a-f]{32}\/unreadable: /.test(line)
     ),
   );
+  const { items } = await store.listDeadLetters();
+  assert.deepEqual(items.map((letter) => letter.intentId).sort(), [
+    "",
+    "pi_0002",
+  ]);
   await consume({ job, failures: -3 });
   await consume({ job, failures: Number.NaN });
   assert.deepEqual(sent.map(([m, d]) => [m.failures, d]), [[1, 5_000], [
