@@ -7,7 +7,9 @@
  *
  * Settings are the service's own (`SENDER_URL`, the routes' keys,
  * `OPS_TOKEN`, the policy, `MAX_BODY_BYTES`, and `CLOUDFLARE_MAX_RETRIES`,
- * the consumer's `max_retries`), read from the Worker's environment and
+ * the consumer's `max_retries`, Cloudflare's default of 3 when it is not
+ * set, so the queue's limits are always checked), read from the Worker's
+ * environment and
  * passed on whole by `routeOptions`; a bad one stops the Worker with a line
  * that names it, and so does `RELAYER_INSECURE_DEV`. Jobs go to the
  * Worker's own queue (`JOBS`), so `QSTASH_TOKEN`, which publishes through
@@ -26,7 +28,9 @@ import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
 import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
 
-const config = loadConfig(env); // the settings main.ts reads; refuses a bad one
+// The settings main.ts reads; refuses a bad one. Unset, max_retries is
+// Cloudflare's default of 3, and the queue's limits are checked against it.
+const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env });
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
