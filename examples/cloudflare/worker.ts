@@ -28,9 +28,7 @@ import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
 import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
 
-// The settings main.ts reads; refuses a bad one. Unset, max_retries is
-// Cloudflare's default of 3, and the queue's limits are checked against it.
-const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env });
+const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env }); // unset: Cloudflare's 3
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
