@@ -313,15 +313,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
             describeError(failure)
           }`,
         );
-        message.retry({
-          delaySeconds: delaySecondsOf(
-            outageDelayMs(
-              message.attempts,
-              relayer.policy.baseMs,
-              MAX_DELAY_SECONDS * 1000,
-            ),
-          ),
-        });
+        retryAfterOutage(message, deadLetter);
         return;
       }
       log(
@@ -349,24 +341,31 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
           describeError(error)
         }`,
       );
-      // A bare retry() comes back at once, and a fixed delay would use up
-      // the message's retries within minutes of an outage, so the wait
-      // doubles with the message's own attempts from the policy's base.
-      // On the jobs queue up to the policy's cap: running out there moves
-      // the message to the dead-letter queue, where it is resolved. On the
-      // dead-letter queue up to 12 h: running out there deletes the
-      // message and strands its intent, and 100 retries doubling to 12 h
-      // outlast the queue's longest retention (14 days).
-      message.retry({
-        delaySeconds: delaySecondsOf(
-          outageDelayMs(
-            message.attempts,
-            relayer.policy.baseMs,
-            deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
-          ),
-        ),
-      });
+      retryAfterOutage(message, deadLetter);
     }
+  }
+
+  /**
+   * Retries a message whose handling failed unexpectedly (the store was
+   * down). A bare retry() comes back at once, and a fixed delay would use
+   * up the message's retries within minutes of an outage, so the wait
+   * doubles with the message's own attempts from the policy's base. On the
+   * jobs queue up to the policy's cap: running out there moves the message
+   * to the dead-letter queue, where it is handled again. On the
+   * dead-letter queue up to 12 h: running out there deletes the message
+   * and strands its intent, and 100 retries doubling to 12 h outlast the
+   * queue's longest retention (14 days).
+   */
+  function retryAfterOutage(message: QueueMessage, deadLetter: boolean): void {
+    message.retry({
+      delaySeconds: delaySecondsOf(
+        outageDelayMs(
+          message.attempts,
+          relayer.policy.baseMs,
+          deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
+        ),
+      ),
+    });
   }
 
   return async function queue(batch: QueueBatch): Promise<void> {
