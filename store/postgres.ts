@@ -341,9 +341,10 @@ export class PostgresStore implements Store {
       }
       if (code === "22021" || code === "22P05") {
         // A string the database cannot hold: U+0000 in text, which only an
-        // id or key can still carry here (free text is mended on the way in).
+        // id, a key or a tx hash can still carry here (free text is mended
+        // on the way in).
         throw new TypeError(
-          `Cannot ${what} as PostgreSQL text cannot hold the character U+0000 (NUL): remove it from the id or key`,
+          `Cannot ${what} as PostgreSQL text cannot hold the character U+0000 (NUL): remove it from the id, key or tx hash`,
           { cause: error },
         );
       }
@@ -521,7 +522,10 @@ export class PostgresStore implements Store {
    */
   createIntent(intent: NewIntent): Promise<Intent> {
     return this.#run(`create intent ${String(intent?.id)}`, async () => {
-      const record = newIntentRecord(intent);
+      const last = intent?.lastBroadcast;
+      const record = newIntentRecord(
+        last ? { ...intent, lastBroadcast: mendedBroadcast(last) } : intent,
+      );
       checkRecord(record);
       const { intents, holds } = this.#t;
       // One statement: the intent and its hold, or nothing if it exists.

@@ -865,6 +865,19 @@ Deno.test({
       );
       assert.doesNotMatch(letter!.lastError, /\0/);
 
+      // An imported intent's broadcast error is free text too.
+      const imported = await store.createIntent({
+        id: "pi_2",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "unknown", at: 1, error: "rpc: \0 reset" },
+      });
+      assert.equal(imported.lastBroadcast?.error, "rpc: \uFFFD reset");
+      assert.equal(
+        (await store.getIntent("pi_2"))?.lastBroadcast?.error,
+        "rpc: \uFFFD reset",
+      );
       // An id with U+0000 cannot be in the store: reads find nothing, and
       // writes and cursors are refused with a TypeError that says why.
       assert.equal(await store.getIntent("pi\0"), null);
