@@ -49,8 +49,11 @@ export interface LocalQueueOptions {
  * tries, so every retry is a fresh message: the policy's delay after a
  * delivery that failed; after one that threw (the store or the signer was
  * unreachable), a wait that doubles from the policy's base to its cap,
- * with no limit, as a dropped message would strand its intent. A throw of
- * `enqueue` itself leaves the original message to Deno KV's redelivery.
+ * with no limit, as a dropped message would strand its intent. A message
+ * that is not a job is kept as a dead letter (`relayer.keepUnreadable`)
+ * and not retried; if the store cannot keep it, it comes back the same
+ * way. A throw of `enqueue` itself leaves the original message to Deno
+ * KV's redelivery.
  */
 export function localQueueConsumer(
   options: LocalQueueOptions,
@@ -61,16 +64,32 @@ export function localQueueConsumer(
     try {
       job = parseJob((message as LocalQueueMessage | null)?.job);
     } catch (error) {
-      // Kept as a dead letter, so that it is seen; if that fails, the
-      // throw leaves the message to Deno KV's own redelivery.
+      // Kept as a dead letter, so that it is seen. If the store fails, it
+      // goes back on the queue like a delivery that threw: Deno KV's own
+      // redelivery gives up after a few tries.
       const detail = (error as Error).message;
       const seen = (message as { job?: { intentId?: unknown } } | null)?.job;
-      const kept = await relayer.keepUnreadable({
-        queue: "local",
-        raw: rawOf(message),
-        seen: { intentId: seen?.intentId },
-        detail,
-      });
+      let kept: string;
+      try {
+        kept = await relayer.keepUnreadable({
+          queue: "local",
+          raw: rawOf(message),
+          seen: { intentId: seen?.intentId },
+          detail,
+        });
+      } catch (failure) {
+        const failures = failuresAfter(message);
+        const { baseMs, capMs } = relayer.policy;
+        const delayMs = outageDelayMs(failures, baseMs, capMs);
+        log(
+          `queue   a malformed message could not be kept (${failures} in a row), again in ${
+            delayMs / 1000
+          }s: ${(failure as Error)?.message ?? String(failure)}`,
+        );
+        // The job as it came, still unreadable: read again, kept then.
+        await enqueue({ job: seen as Job, failures }, delayMs);
+        return;
+      }
       log(
         `queue   acked a malformed message unread, kept as ${kept}: ${detail}`,
       );
@@ -80,10 +99,7 @@ export function localQueueConsumer(
     try {
       outcome = await relayer.deliver(job);
     } catch (error) {
-      const previous = (message as LocalQueueMessage).failures;
-      const failures = Number.isSafeInteger(previous) && previous! >= 1
-        ? previous! + 1
-        : 1;
+      const failures = failuresAfter(message);
       const { baseMs, capMs } = relayer.policy;
       const delayMs = outageDelayMs(failures, baseMs, capMs);
       log(
@@ -108,4 +124,10 @@ function rawOf(message: unknown): string {
   } catch {
     return String(message);
   }
+}
+
+/** The count of failures in a row, this one included: a bad count reads as none before. */
+function failuresAfter(message: unknown): number {
+  const previous = (message as LocalQueueMessage | null)?.failures;
+  return Number.isSafeInteger(previous) && previous! >= 1 ? previous! + 1 : 1;
 }

@@ -105,6 +105,32 @@ Deno.test("localQueueConsumer() keeps a malformed message as a dead letter with 
   ]]);
 });
 
+Deno.test("localQueueConsumer() puts a malformed message back on the queue, backing off, while its dead letter cannot be written, and keeps it once it can", async () => {
+  class NoLetters extends MemoryStore {
+    down = true;
+    override putDeadLetter(
+      ...args: Parameters<MemoryStore["putDeadLetter"]>
+    ): Promise<void> {
+      if (this.down) return Promise.reject(new Error("store unreachable"));
+      return super.putDeadLetter(...args);
+    }
+  }
+  const store = new NoLetters();
+  const { consume, sent, lines } = consumerOn(store);
+  await consume({ job: { intentId: "pi_0002" } });
+  await consume(sent[0]![0]);
+  assert.deepEqual(sent, [
+    [{ job: { intentId: "pi_0002" }, failures: 1 }, 5_000],
+    [{ job: { intentId: "pi_0002" }, failures: 2 }, 10_000],
+  ]);
+  assert.ok(lines[0]!.includes("could not be kept (1 in a row), again in 5s"));
+  store.down = false;
+  await consume(sent[1]![0]);
+  assert.equal(sent.length, 2, "kept, not put back");
+  const { items } = await store.listDeadLetters();
+  assert.deepEqual(items.map((letter) => letter.intentId), ["pi_0002"]);
+});
+
 Deno.test("outageDelayMs() doubles from the base up to the cap, waits the base for a count that is not one, and never less than the base", () => {
   assert.deepEqual(
     [1, 2, 3, 5, 6, 100, 2 ** 40].map((n) => outageDelayMs(n, 5_000, 120_000)),
