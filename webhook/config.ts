@@ -18,7 +18,7 @@
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
- * | `KV_QUEUE` | `1`: also consume the local Deno KV queue |
+ * | `KV_QUEUE` | `1`: also consume the local Deno KV queue (a file or Deno's own KV; not with `KV_URL`) |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536) |
@@ -609,6 +609,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(
       "KV_QUEUE",
       "KV_QUEUE is refused on Deno Deploy, which does not run KV queues: use QStash there",
+    );
+  }
+  if (kvQueue && kvUrl !== undefined) {
+    throw new ConfigError(
+      "KV_QUEUE",
+      "KV_QUEUE is refused with KV_URL: a Deno KV reached over KV Connect runs no queue (every enqueue fails); use QStash, or KV_PATH for a local file",
     );
   }
   if (kvQueue && database !== undefined) {

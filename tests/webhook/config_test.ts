@@ -292,6 +292,12 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     "KV_QUEUE",
     /Deno Deploy/,
   );
+  // KV Connect refuses every enqueue, and never delivers from a queue.
+  refused(
+    { ...base, KV_URL: "https://kv.test/db", KV_QUEUE: "1" },
+    "KV_QUEUE",
+    /KV_QUEUE is refused with KV_URL: a Deno KV reached over KV Connect runs no queue/,
+  );
   refused(
     { ...base, DENO_DEPLOYMENT_ID: "x", RELAYER_INSECURE_DEV: "1" },
     "RELAYER_INSECURE_DEV",
