@@ -123,7 +123,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     id: intent.id,
     state,
     hold,
-    lastBroadcast,
+    lastBroadcast: frozenBroadcast(lastBroadcast),
     broadcasting,
     mayHaveSent,
     txHashes: knownTxHashes(txHashes, lastBroadcast),
@@ -140,6 +140,19 @@ export const MAX_TX_HASHES = 32;
  * hash if it was sent and is missing there; frozen, the newest
  * {@linkcode MAX_TX_HASHES}.
  */
+/**
+ * A broadcast no caller can change: a frozen copy, or itself if frozen.
+ * Every intent a store hands out carries one, since a store may build its
+ * next write on what it handed out.
+ */
+export function frozenBroadcast(
+  broadcast: Broadcast | null,
+): Broadcast | null {
+  return broadcast === null || Object.isFrozen(broadcast)
+    ? broadcast
+    : Object.freeze({ ...broadcast });
+}
+
 export function knownTxHashes(
   txHashes: readonly string[] | undefined,
   lastBroadcast: Broadcast | null,
@@ -392,7 +405,7 @@ export function broadcastRecorded(
   const { txHash } = broadcast;
   return {
     ...current,
-    lastBroadcast: { ...broadcast },
+    lastBroadcast: Object.freeze({ ...broadcast }),
     broadcasting: null,
     mayHaveSent: current.mayHaveSent || broadcast.outcome !== "not_sent",
     // Every hash a send returned stays on record: a rescue whose outcome

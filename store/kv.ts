@@ -50,6 +50,7 @@ import {
   COUNT_TTL_MS,
   counted,
   type CountRecord,
+  frozenBroadcast,
   heldBy,
   type IntentRecord,
   isRefusal,
@@ -340,6 +341,7 @@ export class KvStore implements Store {
   ): Intent {
     return Object.freeze({
       ...stored,
+      lastBroadcast: frozenBroadcast(stored.lastBroadcast),
       // Kept since 0.2; an intent stored before has its last sent hash.
       txHashes: knownTxHashes(
         (stored as Partial<StoredIntent>).txHashes,

@@ -13,6 +13,7 @@ import {
   broadcastRecorded,
   counted,
   type CountRecord,
+  frozenBroadcast,
   heldBy,
   type IntentRecord,
   leaseAfter,
@@ -72,10 +73,10 @@ export class MemoryStore implements Store {
     const version = (this.#intents.get(id)?.version ?? 0) + 1;
     // The store keeps what it was given as it was: a caller's later change
     // to the broadcast it passed, or to one it read, changes nothing here.
-    const { lastBroadcast } = written;
-    const record = lastBroadcast === null || Object.isFrozen(lastBroadcast)
+    const lastBroadcast = frozenBroadcast(written.lastBroadcast);
+    const record = lastBroadcast === written.lastBroadcast
       ? written
-      : { ...written, lastBroadcast: Object.freeze({ ...lastBroadcast }) };
+      : { ...written, lastBroadcast };
     this.#intents.set(id, { record, version });
     return Object.freeze({ ...record, version: String(version) });
   }

@@ -49,6 +49,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   COUNT_TTL_MS,
+  frozenBroadcast,
   heldBy,
   type IntentRecord,
   knownTxHashes,
@@ -1227,7 +1228,11 @@ function recordOf(row: Row): IntentRecord {
 }
 
 function toIntent(record: IntentRecord, version: unknown): Intent {
-  return Object.freeze({ ...record, version: String(version) });
+  return Object.freeze({
+    ...record,
+    lastBroadcast: frozenBroadcast(record.lastBroadcast),
+    version: String(version),
+  });
 }
 
 function deadLetterOf(row: Row): StoredDeadLetter {

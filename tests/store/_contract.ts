@@ -1136,6 +1136,19 @@ export function storeContract(
     assert.equal(again.reason, deadLetter("pi_1/settle", 9).reason);
     assert.equal(again.lastError, deadLetter("pi_1/settle", 9).lastError);
     assert.equal(again.queue?.messageId, "msg_1");
+    // Nor does the next write, which a store may build on what it read.
+    const moved = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: read.version,
+      at: 2,
+    });
+    change(moved.lastBroadcast!, "txHash", "0xchanged");
+    change(moved.txHashes, "0", "0xchanged");
+    assert.equal(moved.lastBroadcast?.txHash, "0xabc");
+    const after = (await store.getIntent("pi_1"))!;
+    assert.equal(after.lastBroadcast?.txHash, "0xabc");
+    assert.deepEqual(after.txHashes, ["0xabc"]);
   });
 
   test("ends the pages with a null cursor when the last page is full, and pages never repeat a letter", async (store) => {
