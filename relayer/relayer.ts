@@ -483,7 +483,7 @@ export function parseJob(job: unknown): Job {
     >;
   if (!isIntentId(intentId)) {
     throw new TypeError(
-      `Cannot read job as 'intentId' must be 1-128 characters of A-Z a-z 0-9 _ . : -: current value is ${
+      `Cannot read job as 'intentId' must be 1-128 characters of A-Z a-z 0-9 _ . : -, not "." or "..": current value is ${
         JSON.stringify(intentId) ?? "undefined"
       }`,
     );

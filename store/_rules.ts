@@ -58,9 +58,10 @@ export function redriveRefusal(
 /** An intent without its version: what a store persists. */
 export type IntentRecord = Omit<Intent, "version">;
 
-const INTENT_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+/** Not `.` or `..`: in a URL path (`/v1/intents/..`) it is resolved away. */
+const INTENT_ID = /^(?!\.\.?$)[A-Za-z0-9_.:-]{1,128}$/;
 
-/** Whether `id` is a usable intent id: 1–128 of `A–Z a–z 0–9 _ . : -`. */
+/** Whether `id` is a usable intent id: 1–128 of `A–Z a–z 0–9 _ . : -`, not `.` or `..`. */
 export function isIntentId(id: unknown): id is string {
   return typeof id === "string" && INTENT_ID.test(id);
 }
@@ -69,7 +70,7 @@ export function isIntentId(id: unknown): id is string {
 export function newIntentRecord(intent: NewIntent): IntentRecord {
   if (!isIntentId(intent.id)) {
     throw new TypeError(
-      `Cannot create intent as 'id' must be 1-128 characters of A-Z a-z 0-9 _ . : -: current value is ${
+      `Cannot create intent as 'id' must be 1-128 characters of A-Z a-z 0-9 _ . : -, not "." or "..": current value is ${
         JSON.stringify(intent.id)
       }`,
     );

@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
-import { loadConfig } from "../webhook/config.ts";
+import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { withTimeout } from "./_timeout.ts";
 
 interface Publish {
@@ -115,11 +115,40 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
   }, 20_000);
 });
 
-Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL, QSTASH_URL alone, and QSTASH_TOKEN with KV_QUEUE", () => {
+Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL or the signing keys, QSTASH_URL alone, and QSTASH_TOKEN with KV_QUEUE", () => {
   const base = {
     SENDER_URL: "http://127.0.0.1:9",
     WEBHOOK_SECRET: "a-webhook-secret-16",
   };
+  const keys = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  // Its jobs come back to /v1/qstash, which takes only signed deliveries.
+  const publishing = {
+    ...base,
+    QSTASH_TOKEN: "t",
+    PUBLIC_URL: "https://relayer.example.test",
+  };
+  assert.throws(
+    () => loadConfig(publishing),
+    (error) =>
+      error instanceof ConfigError &&
+      error.setting === "QSTASH_CURRENT_SIGNING_KEY" &&
+      /QSTASH_TOKEN publishes jobs to PUBLIC_URL\/v1\/qstash, which takes only deliveries signed with QStash's keys/
+        .test(error.message),
+  );
+  assert.ok(loadConfig({ ...publishing, RELAYER_INSECURE_DEV: "1" }));
+  // And the queue's limit is checked against the policy whenever it publishes.
+  assert.throws(
+    () =>
+      loadConfig({
+        ...publishing,
+        RELAYER_INSECURE_DEV: "1",
+        QSTASH_RETRIES: "0",
+      }),
+    /QSTASH_RETRIES/,
+  );
   assert.throws(
     () => loadConfig({ ...base, QSTASH_TOKEN: "t" }),
     /PUBLIC_URL is missing/,
@@ -132,6 +161,7 @@ Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL, QSTASH_URL alon
     () =>
       loadConfig({
         ...base,
+        ...keys,
         QSTASH_TOKEN: "t",
         PUBLIC_URL: "https://relayer.example.test",
         KV_QUEUE: "1",

@@ -995,7 +995,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         400,
         "bad-intent-id",
         "Bad intent id",
-        "An intent id is 1-128 characters of A-Z a-z 0-9 _ . : -.",
+        'An intent id is 1-128 characters of A-Z a-z 0-9 _ . : -, not "." or "..".',
       );
     }
     const intent = await store.getIntent(id);
@@ -1018,7 +1018,12 @@ export function createApp(deps: AppDeps): WebhookApp {
   app.get("/v1/dead-letters", async (c) => {
     requireOps(c);
     const limitText = c.req.query("limit");
-    const limit = limitText === undefined ? 50 : Number(limitText);
+    // Digits only: Number() would also take "0x10", "1e1" and " 3 ".
+    const limit = limitText === undefined
+      ? 50
+      : /^\d{1,4}$/.test(limitText)
+      ? Number(limitText)
+      : Number.NaN;
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
       return problem(
         400,
@@ -1050,7 +1055,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const detail = /^(pubsub|cloudflare|local)\/[^/]{1,200}\/unreadable$/
           .test(jobId)
         ? `${jobId} records an unreadable queue message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
-        : "A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : -: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.";
+        : 'A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : - (not "." or ".."): send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.';
       return problem(400, "bad-job-id", "Bad job id", detail);
     }
     if (deps.redriveTo === undefined) {

@@ -532,8 +532,24 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
+  if (opsToken !== undefined && !/^[A-Za-z0-9._~+/-]+=*$/.test(opsToken)) {
+    // A header value loses surrounding spaces and any character outside
+    // ASCII: no client could send such a token, and every call would be 401.
+    throw new ConfigError(
+      "OPS_TOKEN",
+      "OPS_TOKEN must be made of A-Z a-z 0-9 - . _ ~ + / (and = at the end), as a bearer token is sent: no spaces, line breaks or other characters",
+    );
+  }
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
+  if (qstashToken !== undefined && current === undefined && !insecureDev) {
+    // The jobs it publishes come back to /v1/qstash, which takes only
+    // deliveries signed with these keys: none would ever be taken.
+    throw new ConfigError(
+      "QSTASH_CURRENT_SIGNING_KEY",
+      "QSTASH_CURRENT_SIGNING_KEY is missing: QSTASH_TOKEN publishes jobs to PUBLIC_URL/v1/qstash, which takes only deliveries signed with QStash's keys; copy both signing keys from the QStash console",
+    );
+  }
   if (insecureDev && onDeploy) {
     throw new ConfigError(
       "RELAYER_INSECURE_DEV",
@@ -641,7 +657,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 
   const queues = readQueues(env, policy);
   checkQueues(policy, queues, {
-    qstash: current !== undefined,
+    qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
     pubsubDeadLetter: deadLetterAudience !== undefined,
   });
@@ -746,7 +762,8 @@ function readQueues(
   const maxBackoffMs = backoffIn(env, "PUBSUB_MAX_BACKOFF", MAX_BACKOFF_MS);
   if (minBackoffMs > maxBackoffMs) {
     throw new ConfigError(
-      "PUBSUB_MIN_BACKOFF",
+      // The one the operator set: the other may be its default.
+      env.PUBSUB_MIN_BACKOFF ? "PUBSUB_MIN_BACKOFF" : "PUBSUB_MAX_BACKOFF",
       `PUBSUB_MIN_BACKOFF (${
         formatDuration(minBackoffMs)
       }) must be at most PUBSUB_MAX_BACKOFF (${formatDuration(maxBackoffMs)})`,

@@ -976,10 +976,24 @@ Deno.test("createApp() lists dead letters and redrives one, refusing a failed in
     })).status,
     404,
   );
-  assert.equal(
-    (await app.request("/v1/dead-letters?limit=0", { headers: ops })).status,
-    400,
-  );
+  for (const limit of ["0", "0x10", "1e1", "3.0", "%203%20", "1001"]) {
+    assert.equal(
+      (await app.request(`/v1/dead-letters?limit=${limit}`, { headers: ops }))
+        .status,
+      400,
+      limit,
+    );
+  }
+  // An id a URL would resolve away could be created, never read back.
+  for (const id of [".", ".."]) {
+    const created = await app.request("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ id, state: "created" }),
+    });
+    assert.equal(created.status, 400, id);
+    assert.match((await problemOf(created)).detail, /not "\." or "\.\."/);
+  }
   assert.equal(
     (await app.request("/v1/dead-letters?cursor=zzz", { headers: ops })).status,
     400,

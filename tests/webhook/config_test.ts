@@ -287,6 +287,24 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     /not both/,
   );
   refused({ ...base, KV_QUEUE: "yes" }, "KV_QUEUE", /must be 1 or 0/);
+  // A token no client can send: a header loses surrounding spaces and
+  // anything outside ASCII.
+  for (
+    const token of [
+      "an-ops-token-of-16 ",
+      "an-ops-token-of-16\n",
+      "t\u00f6k\u00e9n-0123456789abc",
+      "an ops token of 16",
+    ]
+  ) {
+    refused({ ...base, OPS_TOKEN: token }, "OPS_TOKEN", /bearer token/);
+  }
+  // The setting the operator set is the one named, not its default partner.
+  refused(
+    { ...base, PUBSUB_MAX_BACKOFF: "5s" },
+    "PUBSUB_MAX_BACKOFF",
+    /PUBSUB_MIN_BACKOFF \(10s\) must be at most PUBSUB_MAX_BACKOFF \(5s\)/,
+  );
   refused(
     { ...base, DENO_DEPLOYMENT_ID: "x", KV_QUEUE: "1" },
     "KV_QUEUE",
