@@ -162,6 +162,27 @@ function flag(env: Record<string, string | undefined>, name: string): boolean {
   );
 }
 
+/**
+ * A Pub/Sub audience: compared exactly with the token's `aud`, so one with
+ * spaces around it (or only spaces) would refuse every push.
+ */
+function audienceIn(
+  env: Record<string, string | undefined>,
+  name: string,
+): string | undefined {
+  const value = env[name];
+  if (value === undefined || value === "") return undefined;
+  if (value.trim() !== value || value.trim() === "") {
+    throw new ConfigError(
+      name,
+      `${name} must be the push subscription's audience exactly, without spaces around it (its push endpoint's URL, by default): current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return value;
+}
+
 function secret(
   env: Record<string, string | undefined>,
   name: string,
@@ -475,7 +496,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "PUBLIC_URL is missing: QStash signs the URL it delivers to, so set the service's public base URL",
     );
   }
-  const audience = env.PUBSUB_AUDIENCE || undefined;
+  const audience = audienceIn(env, "PUBSUB_AUDIENCE");
   const serviceAccount = env.PUBSUB_SERVICE_ACCOUNT || undefined;
   if (serviceAccount !== undefined && audience === undefined) {
     throw new ConfigError(
@@ -501,7 +522,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       }`,
     );
   }
-  const deadLetterAudience = env.PUBSUB_DEAD_LETTER_AUDIENCE || undefined;
+  const deadLetterAudience = audienceIn(env, "PUBSUB_DEAD_LETTER_AUDIENCE");
   if (deadLetterAudience !== undefined && serviceAccount === undefined) {
     throw new ConfigError(
       "PUBSUB_SERVICE_ACCOUNT",

@@ -299,6 +299,21 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
   ) {
     refused({ ...base, OPS_TOKEN: token }, "OPS_TOKEN", /bearer token/);
   }
+  // An audience is compared exactly: spaces would refuse every push.
+  for (const name of ["PUBSUB_AUDIENCE", "PUBSUB_DEAD_LETTER_AUDIENCE"]) {
+    for (const value of [" ", "https://relayer.example.com/v1/pubsub "]) {
+      refused(
+        {
+          ...base,
+          PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+          PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+          [name]: value,
+        },
+        name,
+        /without spaces around it/,
+      );
+    }
+  }
   // The setting the operator set is the one named, not its default partner.
   refused(
     { ...base, PUBSUB_MAX_BACKOFF: "5s" },
