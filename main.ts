@@ -332,6 +332,7 @@ export async function openService(
     },
     async drain(timeoutMs = DRAIN_MS) {
       draining = true;
+      const started = performance.now();
       let timer: ReturnType<typeof setTimeout> | undefined;
       const waited = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, timeoutMs);
@@ -340,7 +341,14 @@ export async function openService(
       clearTimeout(timer);
       const left = inFlight.size;
       kv?.close();
-      await database?.sql.end({ timeout: 5 });
+      // Within the same budget: the connections get what is left of it
+      // (none once the deliveries ran out of time: their queries are cut,
+      // as the deliveries are), so a stop never outlasts DRAIN_MS.
+      const remainingS = Math.max(
+        0,
+        Math.floor((timeoutMs - (performance.now() - started)) / 1000),
+      );
+      await database?.sql.end({ timeout: left > 0 ? 0 : remainingS });
       return left;
     },
     async close() {

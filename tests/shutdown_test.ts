@@ -8,6 +8,9 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { hmacSignature } from "../webhook/_auth.ts";
+import postgres from "postgres";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
 import {
   freePort,
@@ -250,4 +253,63 @@ Deno.test("deno task start listens on 127.0.0.1 only", async () => {
   const start: string = config.tasks.start;
   assert.match(start, /^deno serve --host 127\.0\.0\.1 /);
   assert.doesNotMatch(start, /0\.0\.0\.0/);
+});
+
+Deno.test({
+  name:
+    "openService().drain() on PostgreSQL stays within its budget when a delivery's query is stuck: the connections are cut, not waited on",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const secret = "drain-webhook-secret-0123";
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9",
+        WEBHOOK_SECRET: secret,
+        DATABASE_URL: database.url,
+      }),
+      { log: () => {} },
+    );
+    const locker = postgres(database.url, { max: 1, onnotice: () => {} });
+    const held = await locker.reserve();
+    let answer: Promise<unknown> | undefined;
+    try {
+      await service.store.createIntent({ id: "pi_stuck", state: "created" });
+      // Another session locks the table: the delivery's read waits on it.
+      await held`BEGIN`;
+      await held`LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE`;
+      const body = JSON.stringify({
+        job: { intentId: "pi_stuck", kind: "settle" },
+        delivery: 1,
+      });
+      answer = service.fetch(
+        new Request("http://relayer.test/v1/deliveries", {
+          method: "POST",
+          body,
+          headers: {
+            "content-type": "application/json",
+            "x-signature": hmacSignature(
+              secret,
+              body,
+              Math.floor(Date.now() / 1000),
+            ),
+          },
+        }),
+      ).catch(() => {});
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = performance.now();
+      const left = await service.drain(500);
+      const took = performance.now() - started;
+      assert.equal(left, 1, "the stuck delivery was still running");
+      // Before, ending the client waited up to 5 s more for its query.
+      assert.ok(took < 2_500, `the drain took ${Math.round(took)} ms`);
+    } finally {
+      await held`ROLLBACK`.catch(() => {});
+      held.release();
+      await locker.end({ timeout: 1 });
+      await answer;
+      await service.close().catch(() => {});
+      await database.drop();
+    }
+  }),
 });
