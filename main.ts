@@ -130,6 +130,17 @@ async function openKv(config: Config): Promise<Deno.Kv> {
       error instanceof Deno.errors.NotCapable ||
       error instanceof Deno.errors.PermissionDenied
     ) {
+      const may = (name: "read" | "write") =>
+        Deno.permissions.querySync({ name, path: dir || "." }).state ===
+          "granted";
+      if (!may("read")) {
+        throw new ConfigError(
+          "KV_PATH",
+          `KV_PATH: cannot open ${path}: this process may not read there. Serve with --allow-read (deno task start does), or --allow-read=${
+            dir === "" ? "." : dir
+          }.`,
+        );
+      }
       throw new ConfigError(
         "KV_PATH",
         `KV_PATH: cannot write ${path}: this process may not write there (deno task start may write ./data only). Put the store under ./data (KV_PATH=./data/relayer.kv), or serve with --allow-write=${
@@ -137,7 +148,16 @@ async function openKv(config: Config): Promise<Deno.Kv> {
         } instead of --allow-write=./data.`,
       );
     }
-    throw error;
+    // Anything else (not a database, a file where the folder should be):
+    // one line that names the setting.
+    throw new ConfigError(
+      "KV_PATH",
+      `KV_PATH: cannot open ${path} as a Deno KV store (${
+        error instanceof Error
+          ? `${error.name}: ${error.message}`
+          : "unknown error"
+      }): point KV_PATH at a new file, or at a store this service made.`,
+    );
   }
 }
 
@@ -454,6 +474,25 @@ let service: Service | undefined;
 /** Where the start-up lines go once the service runs (`deno serve` only). */
 let announce: ((line: string) => void) | undefined;
 
+/**
+ * What went wrong when `deno serve` tried to listen, in one line, or
+ * `undefined` for any other error (which keeps its stack: a bug).
+ */
+function listenRefusal(reason: unknown): string | undefined {
+  if (reason instanceof Deno.errors.AddrInUse) {
+    return `the address to listen on is in use (${reason.message}): another process, perhaps a relayer still running, holds the port. Stop it, or serve on another port (deno serve --port 8001 …).`;
+  }
+  if (reason instanceof Deno.errors.AddrNotAvailable) {
+    return `the address to listen on is not one of this machine's (${reason.message}): serve with --host 127.0.0.1, 0.0.0.0 or an address this machine has.`;
+  }
+  if (
+    reason instanceof Error && /failed to lookup address/i.test(reason.message)
+  ) {
+    return `the host to listen on does not resolve (${reason.message}): give --host an IP address, or a name this machine resolves.`;
+  }
+  return undefined;
+}
+
 if (import.meta.main) {
   // One writer for every stdout line, so they stay in order; what is
   // still batched is written on the way out.
@@ -463,6 +502,15 @@ if (import.meta.main) {
   try {
     config = loadConfig(Deno.env.toObject());
   } catch (error) {
+    if (
+      error instanceof Deno.errors.NotCapable ||
+      error instanceof Deno.errors.PermissionDenied
+    ) {
+      console.error(
+        "relayer: cannot start: it may not read its environment, where every setting is: serve with --allow-env (deno task start does)",
+      );
+      Deno.exit(1);
+    }
     if (!(error instanceof ConfigError)) throw error;
     console.error(`relayer: cannot start: ${error.message}`);
     Deno.exit(1);
@@ -485,12 +533,11 @@ if (import.meta.main) {
   // `deno serve` listens after this module ran; a port already taken
   // rejects there, out of reach of a try. One line, not a stack.
   globalThis.addEventListener("unhandledrejection", (event) => {
-    if (!(event.reason instanceof Deno.errors.AddrInUse)) return;
+    const why = listenRefusal(event.reason);
+    if (why === undefined) return;
     event.preventDefault();
     stdout.flush();
-    console.error(
-      `relayer: cannot start: the address to listen on is in use (${event.reason.message}): another process, perhaps a relayer still running, holds the port. Stop it, or serve on another port (deno serve --port 8001 …).`,
-    );
+    console.error(`relayer: cannot start: ${why}`);
     Deno.exit(1);
   });
   stdout.line(`relayer: ${service.description}`);
@@ -510,7 +557,11 @@ if (import.meta.main) {
     stdout.line(
       left === 0
         ? `relayer: drained; ${closed}`
-        : `relayer: ${left} deliveries still running were cut short (their leases expire and the queue redelivers); ${closed}`,
+        : `relayer: ${left} ${
+          left === 1 ? "delivery" : "deliveries"
+        } still running ${
+          left === 1 ? "was" : "were"
+        } cut short (their leases expire and the queue redelivers); ${closed}`,
     );
     stdout.flush();
     // `deno serve` heard the signal too: it closed the listener and sends

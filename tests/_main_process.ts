@@ -42,14 +42,24 @@ export interface MainProcess {
 
 /**
  * Starts `main.ts` with the shipped flags on `port`, writing `writeDir`
- * only, with `env` and nothing else of ours.
+ * only, with `env` and nothing else of ours; the shipped arguments in
+ * `drop` are left out, and `flags` added.
  */
 export function startMain(
   env: Record<string, string>,
-  options: { port: number; writeDir: string },
+  options: {
+    port: number;
+    writeDir: string;
+    flags?: readonly string[];
+    drop?: readonly string[];
+  },
 ): MainProcess {
+  const { port, writeDir } = options;
+  const [serve, ...shipped] = startArgs({ port, writeDir }).filter((arg) =>
+    !options.drop?.includes(arg)
+  );
   const child = new Deno.Command(Deno.execPath(), {
-    args: startArgs(options),
+    args: [serve!, ...(options.flags ?? []), ...shipped],
     cwd: ROOT,
     clearEnv: true,
     env: { ...baseEnv(), ...env },

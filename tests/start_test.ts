@@ -22,7 +22,12 @@ const SETTINGS = {
 /** `main.ts` with the settings every test here shares, and `env`. */
 function start(
   env: Record<string, string>,
-  options: { port: number; writeDir: string },
+  options: {
+    port: number;
+    writeDir: string;
+    flags?: readonly string[];
+    drop?: readonly string[];
+  },
 ): MainProcess {
   return startMain({ ...SETTINGS, ...env }, options);
 }
@@ -83,6 +88,59 @@ Deno.test(
       service.kill();
       await Deno.remove(writable, { recursive: true });
       await Deno.remove(elsewhere, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts refuses in one line, without a stack: no --allow-env, an address not on this machine, no --allow-read for KV_PATH, a KV_PATH that is not a store",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    await Deno.writeTextFile(`${dir}/not.kv`, "plain text, not SQLite");
+    const cases: [
+      string,
+      Record<string, string>,
+      { flags?: string[]; drop?: string[] },
+      RegExp,
+    ][] = [
+      [
+        "no --allow-env",
+        { KV_PATH: `${dir}/relayer.kv` },
+        { drop: ["--allow-env"] },
+        /^relayer: cannot start: it may not read its environment, where every setting is: serve with --allow-env/,
+      ],
+      [
+        "an address not on this machine",
+        { KV_PATH: `${dir}/relayer.kv` },
+        { drop: ["--host", "127.0.0.1"], flags: ["--host", "192.0.2.1"] },
+        /^relayer: cannot start: the address to listen on is not one of this machine's \(.*\): serve with --host/,
+      ],
+      [
+        "no --allow-read",
+        { KV_PATH: `${dir}/relayer.kv` },
+        { drop: ["--allow-read"] },
+        /^relayer: cannot start: KV_PATH: cannot open .*: this process may not read there\. Serve with --allow-read/,
+      ],
+      [
+        "a file that is not a store",
+        { KV_PATH: `${dir}/not.kv` },
+        {},
+        /^relayer: cannot start: KV_PATH: cannot open .*not\.kv as a Deno KV store \(.*\): point KV_PATH at a new file/,
+      ],
+    ];
+    try {
+      for (const [name, env, flags, pattern] of cases) {
+        const service = start(env, { ...port(), writeDir: dir, ...flags });
+        try {
+          const { code, stderr } = await service.ended();
+          assert.equal(code, 1, name);
+          assertOneLine(stderr, pattern);
+        } finally {
+          service.kill();
+        }
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
     }
   }),
 );
