@@ -61,10 +61,29 @@ async function send(request: Request): Promise<Response> {
 }
 
 if (import.meta.main) {
-  const port = Number(Deno.env.get("PORT") ?? 9000);
-  Deno.serve({
-    port,
-    hostname: "127.0.0.1",
-    onListen: () => console.log(`signer stub on http://127.0.0.1:${port}`),
-  }, signer);
+  const text = Deno.env.get("PORT") || "9000";
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(port >= 0 && port <= 65535)) {
+    console.error(
+      `signer stub: PORT must be a port number, 0-65535: current value is ${
+        JSON.stringify(text)
+      }`,
+    );
+    Deno.exit(1);
+  }
+  try {
+    Deno.serve({
+      port,
+      hostname: "127.0.0.1",
+      // The port it got: with PORT=0, one the system chose.
+      onListen: ({ port }) =>
+        console.log(`signer stub on http://127.0.0.1:${port}`),
+    }, signer);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+    console.error(
+      `signer stub: port ${port} is in use (another stub still running?): stop it, or set PORT to another port`,
+    );
+    Deno.exit(1);
+  }
 }
