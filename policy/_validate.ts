@@ -6,17 +6,33 @@
  * @module
  */
 
-/** Renders a rejected value for an error message, whatever its type. */
+/** The most characters of a rejected value an error message shows. */
+const SHOWN = 100;
+
+/**
+ * Renders a rejected value for an error message, whatever its type, cut
+ * to {@linkcode SHOWN} characters: a message must not grow with its input.
+ */
 export function show(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "bigint") return `${value}n`;
-  try {
-    return typeof value === "object" && value !== null
-      ? JSON.stringify(value) ?? String(value)
-      : String(value);
-  } catch {
-    return Object.prototype.toString.call(value);
+  let text: string;
+  if (typeof value === "string") {
+    // Only the start is rendered: a 10 MB string is not copied whole.
+    text = JSON.stringify(value.length > SHOWN ? value.slice(0, SHOWN) : value);
+    return value.length > SHOWN ? `${text}…(${value.length} characters)` : text;
   }
+  if (typeof value === "bigint") text = `${value}n`;
+  else {
+    try {
+      text = typeof value === "object" && value !== null
+        ? JSON.stringify(value) ?? String(value)
+        : String(value);
+    } catch {
+      text = Object.prototype.toString.call(value);
+    }
+  }
+  return text.length > SHOWN
+    ? `${text.slice(0, SHOWN)}…(${text.length} characters)`
+    : text;
 }
 
 /**

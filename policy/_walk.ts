@@ -98,12 +98,22 @@ function walkAll(error: unknown, mark: symbol): boolean {
       const errors = node.errors;
       if (Array.isArray(errors)) {
         // By index, never spread (the length may be anything), and each
-        // member read spends the budget, seen or not.
+        // member read spends the budget, seen or not. Pushed last to
+        // first, so what lies below them is walked first to last (as Go's
+        // errors.Is does).
         const count = Math.min(errors.length, room);
-        for (let i = 0; i < count; i++) {
+        for (let i = count - 1; i >= 0; i--) {
           room--;
           try {
-            take(errors[i]);
+            const member = errors[i];
+            // Its own mark is looked at as it is read: a long list that
+            // spends the budget still has every member's mark seen.
+            if (
+              member !== null &&
+              (typeof member === "object" || typeof member === "function") &&
+              (member as Record<PropertyKey, unknown>)[mark] === true
+            ) return true;
+            take(member);
           } catch {
             // An unreadable member carries no mark; keep walking the rest.
           }

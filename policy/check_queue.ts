@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Policy } from "./policy.ts";
+import { definePolicy, type Policy } from "./policy.ts";
 import { queueLimit, type QueueLimits } from "./queue.ts";
 import { rescueWindow } from "./rescue_window.ts";
 
@@ -46,7 +46,9 @@ export interface QueueCheck {
  * @param policy The policy.
  * @param queue The queue's limits.
  * @returns The problem, if any, with the figures behind it.
- * @throws {RangeError} If a queue limit is out of its range.
+ * @throws {RangeError} If a queue limit is out of its range, or a number
+ * in the policy is (as {@linkcode definePolicy} checks it).
+ * @throws {TypeError} If the policy is not one (as {@linkcode definePolicy} checks it).
  *
  * @example QStash on a plan with 5 retries stops the default policy early
  * ```ts
@@ -60,6 +62,7 @@ export interface QueueCheck {
  * ```
  */
 export function checkQueue(policy: Policy, queue: QueueLimits): QueueCheck {
+  policy = definePolicy(policy); // what decide would use, or its error
   const limit = queueLimit(queue);
   const deliveries = Math.min(policy.maxDeliveries, limit);
   const windowMs = rescueWindow(policy, queue);

@@ -5,7 +5,7 @@
  */
 
 import { formatDuration } from "./format_duration.ts";
-import type { Policy } from "./policy.ts";
+import { definePolicy, type Policy } from "./policy.ts";
 import { queueLimit, type QueueLimits } from "./queue.ts";
 
 function deliveries(n: number): string {
@@ -48,7 +48,9 @@ function describeQueue(queue: QueueLimits): string {
  * @param policy The policy to describe.
  * @param queue The queue that delivers the job, if it matters.
  * @returns One line of text.
- * @throws {RangeError} If a queue limit is out of its range.
+ * @throws {RangeError} If a queue limit is out of its range, or a number
+ * in the policy is (as {@linkcode definePolicy} checks it).
+ * @throws {TypeError} If the policy is not one (as {@linkcode definePolicy} checks it).
  *
  * @example The default policy, alone and on QStash
  * ```ts
@@ -67,9 +69,16 @@ function describeQueue(queue: QueueLimits): string {
  * ```
  */
 export function describePolicy(policy: Policy, queue?: QueueLimits): string {
+  policy = definePolicy(policy); // what decide would use, or its error
   const jitter = policy.jitter === "none" ? "" : `, ${policy.jitter} jitter`;
-  const line = `at most ${deliveries(policy.maxDeliveries)}; back off ${
-    formatDuration(policy.baseMs)
-  } doubling, capped at ${formatDuration(policy.capMs)}${jitter}`;
+  // A base at or above the cap never doubles: every delay is the cap.
+  const delays = policy.baseMs >= policy.capMs
+    ? formatDuration(policy.capMs)
+    : `${formatDuration(policy.baseMs)} doubling, capped at ${
+      formatDuration(policy.capMs)
+    }`;
+  const line = `at most ${
+    deliveries(policy.maxDeliveries)
+  }; back off ${delays}${jitter}`;
   return queue === undefined ? line : `${line}; ${describeQueue(queue)}`;
 }

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { show } from "./_validate.ts";
+
 /**
  * Formats a duration in milliseconds the way Go's `time.Duration.String()`
  * prints a whole number of milliseconds: `"250ms"` below a second, then
@@ -13,7 +15,8 @@
  *
  * @param ms The duration in milliseconds.
  * @returns The duration as text, such as `"1m30.5s"`.
- * @throws {RangeError} If `ms` is not a finite number.
+ * @throws {RangeError} If `ms` is not a finite number, or its size is above
+ * `Number.MAX_SAFE_INTEGER`.
  *
  * @example Print the policy's delays
  * ```ts
@@ -29,10 +32,15 @@
  * ```
  */
 export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms)) {
+  if (
+    typeof ms !== "number" || !Number.isFinite(ms) ||
+    Math.abs(ms) > Number.MAX_SAFE_INTEGER
+  ) {
+    // Beyond 2^53 − 1 ms (285,616 years) the hours would print in
+    // exponent notation, which nothing parses.
     throw new RangeError(
-      `Cannot format duration as 'ms' must be a finite number: current value is ${
-        String(ms)
+      `Cannot format duration as 'ms' must be a finite number of at most ${Number.MAX_SAFE_INTEGER} milliseconds either way: current value is ${
+        show(ms)
       }`,
     );
   }

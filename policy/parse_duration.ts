@@ -53,11 +53,13 @@ export function parseDuration(text: string): number {
   const trimmed = text.trim();
   if (/^\d+$/.test(trimmed)) {
     // Fifteen digits are always a safe integer: a plain number is taken as
-    // it is written, never rounded by the conversion.
-    if (trimmed.length <= 15) return Number(trimmed);
+    // it is written, never rounded by the conversion. Leading zeros add
+    // nothing.
+    const digits = trimmed.replace(/^0+(?=\d)/, "");
+    if (digits.length <= 15) return Number(digits);
     throw new SyntaxError(
       `Cannot parse duration as it is too long: a plain number of milliseconds has at most 15 digits, so that it stays exact (write a longer one with units, such as "300000000h"): current value is ${
-        JSON.stringify(text)
+        show(text)
       }`,
     );
   }
@@ -65,7 +67,7 @@ export function parseDuration(text: string): number {
   if (parts.length === 0 || parts.map((p) => p[0]).join("") !== trimmed) {
     throw new SyntaxError(
       `Cannot parse duration as it must be milliseconds or Go-style units such as "5s", "2m" or "1m30.5s": current value is ${
-        JSON.stringify(text)
+        show(text)
       }`,
     );
   }
@@ -78,7 +80,7 @@ export function parseDuration(text: string): number {
     if (part % scale !== 0n) {
       throw new SyntaxError(
         `Cannot parse duration as it must be a whole number of milliseconds (at most 3 decimals on "s", none on "ms"): current value is ${
-          JSON.stringify(text)
+          show(text)
         }`,
       );
     }
@@ -87,7 +89,7 @@ export function parseDuration(text: string): number {
   if (ms > MAX_MS) {
     throw new SyntaxError(
       `Cannot parse duration as it is too long: at most ${Number.MAX_SAFE_INTEGER} milliseconds: current value is ${
-        JSON.stringify(text)
+        show(text)
       }`,
     );
   }

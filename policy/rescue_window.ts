@@ -5,7 +5,7 @@
  */
 
 import { backoff } from "./backoff.ts";
-import type { Policy } from "./policy.ts";
+import { definePolicy, type Policy } from "./policy.ts";
 import { queueGap, queueLimit, type QueueLimits } from "./queue.ts";
 
 /**
@@ -30,7 +30,9 @@ import { queueGap, queueLimit, type QueueLimits } from "./queue.ts";
  * @param queue The queue that delivers the job; absent, the policy's own
  * delays with no limit (the local KV queue).
  * @returns The guaranteed window in milliseconds.
- * @throws {RangeError} If a queue limit is out of its range.
+ * @throws {RangeError} If a queue limit is out of its range, or a number
+ * in the policy is (as {@linkcode definePolicy} checks it).
+ * @throws {TypeError} If the policy is not one (as {@linkcode definePolicy} checks it).
  *
  * @example The default policy outlasts its rescue threshold, but not on every queue
  * ```ts
@@ -51,6 +53,7 @@ export function rescueWindow(
   policy: Policy,
   queue?: QueueLimits,
 ): number {
+  policy = definePolicy(policy); // what decide would use, or its error
   queue ??= { kind: "kv" };
   // Delays follow deliveries 1 … n − 1; the last one is poisoned, or the
   // queue gives up after it.

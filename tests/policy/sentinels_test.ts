@@ -202,6 +202,16 @@ Deno.test("isPoison() ends on an endless or huge error graph, and finds a mark w
   // Within the bound, the mark is found wherever it is.
   const members = Array.from({ length: 50_000 }, () => new Error("m"));
   assert.equal(isPoison(new AggregateError([...members, poison("p")])), true);
+  // First or last of a long list, and under a cause.
+  assert.equal(isPoison(new AggregateError([poison("p"), ...members])), true);
+  assert.equal(
+    isPoison(
+      new Error("outer", {
+        cause: new AggregateError([poison("p"), ...members, ...members]),
+      }),
+    ),
+    true,
+  );
   let deep: unknown = poison("deep");
   for (let i = 0; i < MAX_WALKED - 10; i++) deep = { cause: deep };
   assert.equal(isPoison(deep), true);

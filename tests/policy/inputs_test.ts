@@ -1,0 +1,84 @@
+/**
+ * The policy functions at the edges of their inputs: errors stay short
+ * whatever they were given, every function that takes a policy checks it
+ * as `decide` does, and the texts say what the schedule does.
+ */
+import assert from "node:assert/strict";
+import {
+  backoff,
+  checkQueue,
+  decide,
+  DEFAULT_POLICY,
+  definePolicy,
+  describePolicy,
+  formatDuration,
+  jitter,
+  parseDuration,
+  type Policy,
+  rescueWindow,
+} from "../../mod.ts";
+
+Deno.test("an error message shows at most the start of a huge input, and says how long it was", () => {
+  const huge = "x".repeat(10_000_000);
+  const calls: (() => unknown)[] = [
+    () => definePolicy({ jitter: huge as never }),
+    () => decide(new Error("e"), 1, { jitter: huge as never }),
+    () => backoff(huge as never),
+    () => jitter(5, huge as never),
+    () => parseDuration(huge),
+    () => definePolicy({ maxDeliveries: Array(1_000_000) as never }),
+  ];
+  for (const call of calls) {
+    assert.throws(call, (error: Error) => {
+      assert.ok(error.message.length < 600, `${error.message.length} chars`);
+      return true;
+    });
+  }
+  assert.throws(() => parseDuration(huge), /…\(10000000 characters\)$/);
+});
+
+Deno.test("describePolicy, rescueWindow and checkQueue check their policy as decide does", () => {
+  const bad = { ...DEFAULT_POLICY, maxDeliveries: Number.NaN } as Policy;
+  assert.throws(() => decide(new Error("e"), 1, bad), RangeError);
+  assert.throws(() => checkQueue(bad, { kind: "kv" }), RangeError);
+  assert.throws(() => rescueWindow(bad), RangeError);
+  assert.throws(() => describePolicy(bad), RangeError);
+  // A partial policy is completed as decide completes it (equal jitter).
+  const partial = { maxDeliveries: 10 } as Policy;
+  assert.equal(rescueWindow(partial), rescueWindow(definePolicy(partial)));
+  assert.equal(rescueWindow(partial), 317_500);
+  assert.equal(describePolicy(partial), describePolicy(DEFAULT_POLICY));
+});
+
+Deno.test("describePolicy says a base at or above the cap backs off by the cap, not doubling", () => {
+  assert.equal(
+    describePolicy(
+      definePolicy({ baseMs: 5000, capMs: 1000, jitter: "none" }),
+    ),
+    "at most 10 deliveries; back off 1s",
+  );
+  assert.equal(
+    describePolicy(definePolicy({ baseMs: 1000, capMs: 1000 })),
+    "at most 10 deliveries; back off 1s, equal jitter",
+  );
+});
+
+Deno.test("formatDuration refuses what is not a number or beyond 2^53 − 1 ms, naming the value as given", () => {
+  for (const value of ["5000", 5n, Object.create(null), 3.6e27, -3.6e27]) {
+    assert.throws(() => formatDuration(value as never), RangeError);
+  }
+  assert.throws(
+    () => formatDuration("5000" as never),
+    /current value is "5000"$/,
+  );
+  assert.equal(
+    parseDuration(formatDuration(Number.MAX_SAFE_INTEGER)),
+    Number.MAX_SAFE_INTEGER,
+  );
+});
+
+Deno.test("parseDuration does not count leading zeros against the 15 digits", () => {
+  assert.equal(parseDuration("0000000000000001"), 1);
+  assert.equal(parseDuration("0"), 0);
+  assert.throws(() => parseDuration("1000000000000000"), /at most 15 digits/);
+});
