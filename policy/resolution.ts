@@ -127,7 +127,9 @@ export function planResolution(intent: ResolvableIntent | null): Resolution {
       }
       switch (last.outcome) {
         case "not_sent":
-          return intent.mayHaveSent
+          // Only an explicit false is clean: a field a Store of one's own
+          // left out must not fail a payment whose money may have moved.
+          return intent.mayHaveSent !== false
             // This attempt stayed home, but an earlier one may be on chain.
             ? {
               action: "review",

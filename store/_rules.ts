@@ -251,7 +251,8 @@ export function heldBy(
 function mayHaveMoved(
   intent: Pick<IntentRecord, "mayHaveSent" | "broadcasting">,
 ): boolean {
-  return intent.mayHaveSent || intent.broadcasting !== null;
+  // Only an explicit false is clean (see planResolution).
+  return intent.mayHaveSent !== false || intent.broadcasting !== null;
 }
 
 /** A lease as stores keep it. */

@@ -112,3 +112,19 @@ Deno.test("planResolution() fails an intent only from settling, not sent, with n
     }
   }
 });
+
+Deno.test("planResolution() reads a missing mayHaveSent (a Store of one's own that left it out) as may have sent: review, never fail", () => {
+  const intent = {
+    state: "settling",
+    lastBroadcast: { outcome: "not_sent", at: 0 },
+    broadcasting: null,
+  } as unknown as ResolvableIntent;
+  assert.deepEqual(planResolution(intent), {
+    action: "review",
+    text: "an earlier broadcast may have been sent, needs review",
+  });
+  assert.equal(
+    planResolution({ ...intent, mayHaveSent: false }).action,
+    "fail",
+  );
+});
