@@ -218,9 +218,15 @@ function describeError(error: unknown): string {
   return text.replace(/\s+/g, " ").slice(0, 300);
 }
 
-/** Seconds for `Retry-After`, rounded up: rounding down would break the floor of equal jitter. */
+/**
+ * Seconds for `Retry-After`, rounded up (rounding down would break the
+ * floor of equal jitter), and at least 1: a 0 (a full-jitter draw, or a
+ * BASE of 1 ms) would ask the queue back at once, in a tight loop.
+ */
 function retryAfter(delayMs: number): string {
-  return String(Math.min(MAX_RETRY_AFTER_S, Math.ceil(delayMs / 1000)));
+  return String(
+    Math.max(1, Math.min(MAX_RETRY_AFTER_S, Math.ceil(delayMs / 1000))),
+  );
 }
 
 function badInput(route: Route, detail: string): Refusal {

@@ -52,6 +52,21 @@ async function qstashRequest(
 // ---------------------------------------------------------------------------
 // Generic route
 
+Deno.test("createApp() never answers Retry-After: 0, which would bring the queue back at once: a 0 ms delay waits 1 s", async () => {
+  // makeApp draws 0 from its random source: full jitter gives 0 ms.
+  const { app } = await makeApp({
+    intents: [created],
+    deps: { policy: { jitter: "full" } },
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal(res.status, 503);
+  assert.equal((await res.json()).delayMs, 0);
+  assert.equal(res.headers.get("retry-after"), "1");
+});
+
 Deno.test("createApp() answers a signed generic delivery: 503 + Retry-After for a retry, rounded up", async () => {
   const { app } = await makeApp({
     intents: [created],
