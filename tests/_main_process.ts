@@ -40,6 +40,18 @@ export interface MainProcess {
   kill(): void;
 }
 
+/** Where and how {@linkcode startMain} runs `main.ts`. */
+export interface StartOptions {
+  /** The port to serve on. */
+  readonly port: number;
+  /** The one folder it may write. */
+  readonly writeDir: string;
+  /** Arguments added after `serve`. */
+  readonly flags?: readonly string[];
+  /** Shipped arguments left out. */
+  readonly drop?: readonly string[];
+}
+
 /**
  * Starts `main.ts` with the shipped flags on `port`, writing `writeDir`
  * only, with `env` and nothing else of ours; the shipped arguments in
@@ -47,12 +59,7 @@ export interface MainProcess {
  */
 export function startMain(
   env: Record<string, string>,
-  options: {
-    port: number;
-    writeDir: string;
-    flags?: readonly string[];
-    drop?: readonly string[];
-  },
+  options: StartOptions,
 ): MainProcess {
   const { port, writeDir } = options;
   const [serve, ...shipped] = startArgs({ port, writeDir }).filter((arg) =>

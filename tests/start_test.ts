@@ -10,6 +10,7 @@ import {
   healthy,
   type MainProcess,
   startMain,
+  type StartOptions,
 } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
@@ -22,12 +23,7 @@ const SETTINGS = {
 /** `main.ts` with the settings every test here shares, and `env`. */
 function start(
   env: Record<string, string>,
-  options: {
-    port: number;
-    writeDir: string;
-    flags?: readonly string[];
-    drop?: readonly string[];
-  },
+  options: StartOptions,
 ): MainProcess {
   return startMain({ ...SETTINGS, ...env }, options);
 }
