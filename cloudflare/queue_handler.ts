@@ -147,23 +147,26 @@ function describeError(error: unknown): string {
   return text.replace(/\s+/g, " ").slice(0, 300);
 }
 
-/** A message body as a job: an object, or its JSON text. */
+/** A message body as sent: bytes decoded as UTF-8, anything else as it is. */
+function decoded(body: unknown): unknown {
+  if (!(body instanceof ArrayBuffer || ArrayBuffer.isView(body))) return body;
+  const bytes = body instanceof ArrayBuffer
+    ? new Uint8Array(body)
+    : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  return new TextDecoder().decode(bytes);
+}
+
+/** A message body as a job: an object, or its JSON text (or bytes). */
 function jobOf(body: unknown): Job {
-  if (typeof body === "string") {
-    try {
-      return parseJob(JSON.parse(body));
-    } catch (error) {
-      if (error instanceof TypeError) throw error;
-      throw new TypeError("Cannot read job as the message body is not JSON");
-    }
+  const value = decoded(body);
+  if (typeof value !== "string") return parseJob(value);
+  let json: unknown;
+  try {
+    json = JSON.parse(value);
+  } catch {
+    throw new TypeError("Cannot read job as the message body is not JSON");
   }
-  if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
-    const bytes = body instanceof ArrayBuffer
-      ? new Uint8Array(body)
-      : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
-    return jobOf(new TextDecoder().decode(bytes));
-  }
-  return parseJob(body);
+  return parseJob(json);
 }
 
 /**
@@ -172,13 +175,7 @@ function jobOf(body: unknown): Job {
  * it names, if any.
  */
 function readable(body: unknown): { raw: string; intentId?: unknown } {
-  let value = body;
-  if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
-    const bytes = value instanceof ArrayBuffer
-      ? new Uint8Array(value)
-      : new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-    value = new TextDecoder().decode(bytes);
-  }
+  let value = decoded(body);
   let raw: string;
   if (typeof value === "string") {
     raw = value;
@@ -210,7 +207,8 @@ function delaySecondsOf(delayMs: number): number {
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at most 12 h;
  * done or poison is `message.ack()`. A message whose body is not a job is
- * acked and logged (no retry can help it). The handler does not throw for a
+ * kept as a dead letter (`relayer.keepUnreadable`), then acked and logged
+ * (no retry can help it); if the dead letter fails, it is retried. The handler does not throw for a
  * delivery (only if `ack()` or `retry()` itself throws, after the batch): a
  * delivery that fails unexpectedly (the store is down) is logged and
  * retried after the policy's base delay doubled with each of the message's
