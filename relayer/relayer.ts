@@ -14,7 +14,12 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
-import { isIntentId, isRefusal, redriveRefusal } from "../store/_rules.ts";
+import {
+  INTENT_ID_RULE,
+  isIntentId,
+  isRefusal,
+  redriveRefusal,
+} from "../store/_rules.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
@@ -483,7 +488,7 @@ export function parseJob(job: unknown): Job {
     >;
   if (!isIntentId(intentId)) {
     throw new TypeError(
-      `Cannot read job as 'intentId' must be 1-128 characters of A-Z a-z 0-9 _ . : -, not "." or "..": current value is ${
+      `Cannot read job as 'intentId' must be ${INTENT_ID_RULE}: current value is ${
         JSON.stringify(intentId) ?? "undefined"
       }`,
     );

@@ -61,6 +61,10 @@ export type IntentRecord = Omit<Intent, "version">;
 /** Not `.` or `..`: in a URL path (`/v1/intents/..`) it is resolved away. */
 const INTENT_ID = /^(?!\.\.?$)[A-Za-z0-9_.:-]{1,128}$/;
 
+/** What {@linkcode isIntentId} takes, in words, for every message that refuses an id. */
+export const INTENT_ID_RULE =
+  '1-128 characters of A-Z a-z 0-9 _ . : -, not "." or ".."';
+
 /** Whether `id` is a usable intent id: 1–128 of `A–Z a–z 0–9 _ . : -`, not `.` or `..`. */
 export function isIntentId(id: unknown): id is string {
   return typeof id === "string" && INTENT_ID.test(id);
@@ -70,7 +74,7 @@ export function isIntentId(id: unknown): id is string {
 export function newIntentRecord(intent: NewIntent): IntentRecord {
   if (!isIntentId(intent.id)) {
     throw new TypeError(
-      `Cannot create intent as 'id' must be 1-128 characters of A-Z a-z 0-9 _ . : -, not "." or "..": current value is ${
+      `Cannot create intent as 'id' must be ${INTENT_ID_RULE}: current value is ${
         JSON.stringify(intent.id)
       }`,
     );

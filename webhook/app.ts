@@ -28,7 +28,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
-import { isIntentId, redriveRefusal } from "../store/_rules.ts";
+import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
@@ -899,8 +899,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         "The message is unreadable and could not be kept as a dead letter; Pub/Sub will redeliver it.",
       );
     }
-    const reason = `unreadable Pub/Sub message: ${detail}`.slice(0, 300);
-    log(`pubsub  ${jobId} acked and kept as a dead letter: ${reason}`);
+    log(`pubsub  ${jobId} acked and kept as a dead letter: ${detail}`);
     return new Response(null, { status: 204 });
   }
 
@@ -1001,7 +1000,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         400,
         "bad-intent-id",
         "Bad intent id",
-        'An intent id is 1-128 characters of A-Z a-z 0-9 _ . : -, not "." or "..".',
+        `An intent id is ${INTENT_ID_RULE}.`,
       );
     }
     const intent = await store.getIntent(id);
@@ -1061,7 +1060,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const detail = /^(pubsub|cloudflare|local)\/[^/]{1,200}\/unreadable$/
           .test(jobId)
         ? `${jobId} records an unreadable queue message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
-        : 'A job id is <intentId>/settle, the intent id 1-128 characters of A-Z a-z 0-9 _ . : - (not "." or ".."): send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.';
+        : `A job id is <intentId>/settle, the intent id ${INTENT_ID_RULE}: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.`;
       return problem(400, "bad-job-id", "Bad job id", detail);
     }
     if (deps.redriveTo === undefined) {
