@@ -212,7 +212,7 @@ export interface QStashKeys {
 const QSTASH_REFUSED =
   "The Upstash-Signature header is missing or does not verify against this URL and body.";
 
-/** The claims of a JWT whose signature has been verified; `undefined` if unreadable. */
+/** The claims of a JWT, unverified (trust them once its signature is); `undefined` if unreadable. */
 function jwtClaims(token: string): Record<string, unknown> | undefined {
   try {
     const part = token.split(".")[1] ?? "";
@@ -273,9 +273,11 @@ export function qstashVerifier(
   const refused = { ok: false, detail: QSTASH_REFUSED } as const;
   return async (signature, body) => {
     if (!signature) return refused;
-    // The Receiver reads the claim `body` without checking it is there: a
-    // token without one would end in a TypeError, not a refusal.
-    if (typeof jwtClaims(signature)?.body !== "string") return refused;
+    // Read once: the claims of the very string the Receiver verifies. It
+    // reads `body` without checking it is there: a token without one would
+    // end in a TypeError, not a refusal.
+    const claims = jwtClaims(signature);
+    if (claims === undefined || typeof claims.body !== "string") return refused;
     try {
       const verified = await receiver.verify({
         signature,
@@ -293,7 +295,7 @@ export function qstashVerifier(
       ) return refused;
       throw error;
     }
-    const { jti, exp } = jwtClaims(signature) ?? {};
+    const { jti, exp } = claims;
     if (
       typeof jti !== "string" || !/^[\x21-\x7e]{1,200}$/.test(jti) ||
       typeof exp !== "number" || !Number.isSafeInteger(exp)
