@@ -10,7 +10,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { measurePath, PATHS } from "../tests/store/_paths.ts";
+import { measurePath, PATHS } from "../support/store_paths.ts";
 
 const rows = ["| path | reads | commits |", "| --- | ---: | ---: |"];
 for (const path of PATHS) {

@@ -4,7 +4,7 @@
  * `PostgresStore` on a local PostgreSQL server this run starts (loopback,
  * fsync off: the cost of the round trips and the server's work, not of a
  * disk). Three groups: a retry delivery that waits (path a of
- * `tests/store/_paths.ts`: the read path), a broadcast from authorized
+ * `support/store_paths.ts`: the read path), a broadcast from authorized
  * (path b: the write path, two commits) and a delivery that poisons and
  * fails its intent (path e). Only the delivery is timed: creating its
  * intent is setup, and every iteration gets a fresh intent.
@@ -23,8 +23,8 @@
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import { postgresBinDir, startPostgres } from "../support/postgres_server.ts";
-import { measurePostgresPaths } from "../tests/store/_counting_postgres.ts";
-import { PATHS } from "../tests/store/_paths.ts";
+import { measurePostgresPaths } from "../support/counting_postgres.ts";
+import { PATHS } from "../support/store_paths.ts";
 
 import { MemoryStore, type Outcome, type Store } from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
@@ -33,7 +33,7 @@ import {
   type PathId,
   pathOf,
   preparePath,
-} from "../tests/store/_paths.ts";
+} from "../support/store_paths.ts";
 
 // Opened on first use, not at load: a run over all the bench files
 // (`deno task bench`, or a bare `deno bench` without the permissions a

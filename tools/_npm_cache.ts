@@ -13,7 +13,7 @@
 
 import { formatDuration } from "../policy/format_duration.ts";
 import { lockedInstall } from "../support/npm_lock.ts";
-import { nodeVersion } from "../tests/node/_node.ts";
+import { nodeVersion } from "../support/node_version.ts";
 import { CheckError, errorLine, firstLine, ROOT } from "./_check.ts";
 
 const decoder = new TextDecoder();

@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { nodeVersion } from "./_node.ts";
+import { nodeVersion } from "../../support/node_version.ts";
 import { fileURLToPath } from "node:url";
 import { signHmac } from "../webhook/_signing.ts";
 import { timeout } from "../_timeout.ts";

@@ -4,7 +4,7 @@ import "../_fc.ts";
 import { ConflictError } from "../../store/conflict_error.ts";
 import { GroupCommit, IN_FLIGHT } from "../../store/_group_commit.ts";
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
-import { CountingKv } from "./_counting_kv.ts";
+import { CountingKv } from "../../support/counting_kv.ts";
 
 async function opened() {
   const kv = await Deno.openKv(":memory:");

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { catchesAsync } from "../_fc.ts";
 import { GroupRead, READS_IN_FLIGHT } from "../../store/_group_read.ts";
 import { type KvEntryMaybe, type KvKey, KvStore } from "../../store/kv.ts";
-import { CountingKv } from "./_counting_kv.ts";
+import { CountingKv } from "../../support/counting_kv.ts";
 
 async function opened() {
   const kv = await Deno.openKv(":memory:");

@@ -12,14 +12,14 @@
 import assert from "node:assert/strict";
 import { createRelayer, ReplayError, ScriptedSender } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
-import { CountingKv, type KvCounts } from "./_counting_kv.ts";
+import { CountingKv, type KvCounts } from "../../support/counting_kv.ts";
 import {
   measurePath,
   type PathId,
   pathOf,
   PATHS,
   resolutionCalls,
-} from "./_paths.ts";
+} from "../../support/store_paths.ts";
 
 // Measured on Deno 2.9.6; a change here is a change in round trips.
 const EXPECTED: Readonly<Record<PathId, KvCounts>> = {

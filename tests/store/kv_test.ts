@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
 import type { Intent } from "../../store/store.ts";
 import { storeContract } from "./_contract.ts";
-import { CountingKv } from "./_counting_kv.ts";
+import { CountingKv } from "../../support/counting_kv.ts";
 import { hookedKvStore } from "./_hooked_kv.ts";
 
 storeContract("KvStore", async () => {

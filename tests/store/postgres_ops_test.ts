@@ -14,8 +14,8 @@ import { postgresAvailable, postgresUrl } from "../_postgres.ts";
 import {
   measurePostgresPaths,
   type PostgresCounts,
-} from "./_counting_postgres.ts";
-import type { PathId } from "./_paths.ts";
+} from "../../support/counting_postgres.ts";
+import type { PathId } from "../../support/store_paths.ts";
 
 // Measured on PostgreSQL 15 with postgres.js 3.4.9, statements prepared
 // (each path runs once before it is measured).

@@ -11,8 +11,8 @@
 
 import net from "node:net";
 import postgres from "postgres";
-import { PostgresStore } from "../../store/postgres.ts";
-import { assertTook, type PathId, PATHS, preparePath } from "./_paths.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import { assertTook, type PathId, PATHS, preparePath } from "./store_paths.ts";
 
 /** What a piece of work cost. */
 export interface PostgresCounts {

@@ -26,9 +26,9 @@ import {
   ScriptedSender,
   type SenderScript,
   type Store,
-} from "../../mod.ts";
-import { KvStore } from "../../store/kv.ts";
-import { CountingKv, type KvCounts } from "./_counting_kv.ts";
+} from "../mod.ts";
+import { KvStore } from "../store/kv.ts";
+import { CountingKv, type KvCounts } from "./counting_kv.ts";
 
 /** The injected clock's time for every path: fixed, so reasons are exact. */
 export const NOW = 1_700_000_000_000;

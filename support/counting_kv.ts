@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { KvAtomic, KvEntryMaybe, KvKey, KvLike } from "../../store/kv.ts";
+import type { KvAtomic, KvEntryMaybe, KvKey, KvLike } from "../store/kv.ts";
 
 /** How many operations a {@linkcode CountingKv} has passed through. */
 export interface KvCounts {
