@@ -24,6 +24,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { ConflictError } from "../store/conflict_error.ts";
+import { ReplayError } from "../store/replay_error.ts";
 import type {
   Claim,
   DeadLetter,
@@ -571,6 +572,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
    */
   class Delivery {
     committed = false;
+    /**
+     * A write carrying the claim failed in a way that does not say whether
+     * it landed (a connection lost after the commit, say): the claim may be
+     * on record already, by this very delivery.
+     */
+    claimMaybeUsed = false;
     constructor(readonly owner: string, public claim: Claim | undefined) {}
 
     /** The options of the next write: `keep` holds the lease across a send. */
@@ -583,7 +590,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
     /** Runs a write; once it lands, the claim has been used. */
     async write<T>(write: (options: WriteOptions) => Promise<T>, keep = false) {
-      const result = await write(this.options(keep));
+      // The claim is settled apart first, as `close` does, so that this
+      // write cannot meet it on record and be taken for a replay.
+      if (this.claimMaybeUsed) await this.close();
+      let result: T;
+      try {
+        result = await write(this.options(keep));
+      } catch (error) {
+        // A store's refusal (a replay, a lost race) says nothing landed.
+        if (
+          this.claim !== undefined && !(error instanceof ReplayError) &&
+          !(error instanceof ConflictError) && !(error instanceof BusyError)
+        ) this.claimMaybeUsed = true;
+        throw error;
+      }
       this.claim = undefined;
       this.committed = true;
       return result;
@@ -596,7 +616,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
      */
     async close(): Promise<void> {
       if (this.claim === undefined) return;
-      await store.admit({ claim: this.claim, now: now() });
+      try {
+        await store.admit({ claim: this.claim, now: now() });
+      } catch (error) {
+        // Found on record after a write whose answer was lost: that write
+        // landed, and the signature is used. Not a replay of this request.
+        if (!(error instanceof ReplayError && this.claimMaybeUsed)) throw error;
+      }
       this.claim = undefined;
     }
   }

@@ -12,6 +12,7 @@ import {
   type ReceiptStatus,
   type Relayer,
   type RelayerOptions,
+  ReplayError,
   ScriptedSender,
   type Sender,
   type SenderScript,
@@ -1191,4 +1192,106 @@ Deno.test("formatOutcome() keeps a space after a job id of any length", () => {
     formatOutcome({ intentId: "pi_0002_notsent", kind: "settle" }, outcome),
     /^pi_0002_notsent\/settle #1 /,
   );
+});
+
+Deno.test("createRelayer() takes a write that landed but whose answer was lost as this delivery's failure, not a replay, and the signature stays used", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  // The write-ahead (authorized to settling) commits, then the connection drops before its answer.
+  let drop = true;
+  const store = overriding(memory, {
+    async transition(...args: Parameters<Store["transition"]>) {
+      const intent = await memory.transition(...args);
+      if (drop) {
+        drop = false;
+        throw new Error("connection reset after COMMIT");
+      }
+      return intent;
+    },
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xaa" }] } }),
+    now: () => 0,
+    random: () => 0,
+  });
+  const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
+  const outcome = await relayer.deliver(job, 1, { claim });
+  assert.equal(outcome.action, "retry");
+  assert.match(outcome.reason, /connection reset after COMMIT/);
+  // The write landed: the intent is settling with a send written ahead.
+  const intent = await memory.getIntent("pi_0001");
+  assert.equal(intent?.state, "settling");
+  assert.notEqual(intent?.broadcasting, null);
+  // The same signed request again is a replay.
+  await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
+});
+
+Deno.test("createRelayer() resolves a last delivery whose write landed but whose answer was lost, instead of taking its own record for a replay", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  let drop = true;
+  const store = overriding(memory, {
+    async transition(...args: Parameters<Store["transition"]>) {
+      const intent = await memory.transition(...args);
+      if (drop) {
+        drop = false;
+        throw new Error("connection reset after COMMIT");
+      }
+      return intent;
+    },
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xaa" }] } }),
+    policy: { maxDeliveries: 1 },
+    now: () => 0,
+    random: () => 0,
+  });
+  const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
+  const outcome = await relayer.deliver(job, 1, { claim });
+  assert.equal(outcome.action, "poison");
+  // The send was written ahead and never made: it may be out there.
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "needs_review");
+  assert.equal(
+    (await memory.getDeadLetter("pi_0001/settle"))?.lastError,
+    "connection reset after COMMIT",
+  );
+  await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
+});
+
+Deno.test("createRelayer() records the signature of a delivery whose write failed before it landed", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  let refuse = true;
+  const store = overriding(memory, {
+    transition(...args: Parameters<Store["transition"]>) {
+      if (!refuse) return memory.transition(...args);
+      refuse = false;
+      return Promise.reject(new Error("connection refused"));
+    },
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xaa" }] } }),
+    now: () => 0,
+    random: () => 0,
+  });
+  const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
+  const outcome = await relayer.deliver(job, 1, { claim });
+  assert.equal(outcome.action, "retry");
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
+  await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
 });
