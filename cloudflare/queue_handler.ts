@@ -197,15 +197,19 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
   return { raw, intentId };
 }
 
-/** Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor holds), at most 12 h. */
+/**
+ * Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor
+ * holds), at least 1 (a 0, from a full-jitter draw or a BASE of 1 ms, would
+ * redeliver at once, in a tight loop) and at most 12 h.
+ */
 function delaySecondsOf(delayMs: number): number {
-  return Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.ceil(delayMs / 1000)));
+  return Math.min(MAX_DELAY_SECONDS, Math.max(1, Math.ceil(delayMs / 1000)));
 }
 
 /**
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
- * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at most 12 h;
+ * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at least 1 s and at most 12 h;
  * done or poison is `message.ack()`. A message whose body is not a job is
  * kept as a dead letter (`relayer.keepUnreadable`), then acked and logged
  * (no retry can help it); if the dead letter fails, it is retried. The handler does not throw for a

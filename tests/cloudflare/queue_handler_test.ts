@@ -85,6 +85,18 @@ Deno.test("createQueueHandler() caps delaySeconds at 12 hours", async () => {
   assert.deepEqual(message.calls, ["retry 43200"]);
 });
 
+Deno.test("createQueueHandler() waits at least 1 s: a 0 ms delay (a full-jitter draw of 0) would redeliver at once, in a tight loop", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, { maxDeliveries: 3, jitter: "full" }),
+    maxRetries: 2,
+  });
+  const message = fakeMessage(job, 1);
+  await queue({ queue: "jobs", messages: [message] });
+  assert.deepEqual(message.calls, ["retry 1"]);
+});
+
 Deno.test("createQueueHandler() acks a poisoned job and a finished one", async () => {
   const store = new MemoryStore();
   await store.createIntent({
