@@ -441,10 +441,12 @@ Deno.test("decide() reads a partial policy exactly as definePolicy() does: the s
   fc.assert(readsAsDefinedProperty({ decide, definePolicy }), {
     numRuns: runs(300),
   });
-  // Most runs compare decisions, not error messages (about 3 in 4).
+  // Most runs compare decisions, not error messages: about 3 in 4 (65 to
+  // 93 errors in 300, over 60 runs). The bound is "most", far from that
+  // spread: "2 in 3" failed about once in a few hundred unseeded runs.
   if (compared.decisions + compared.errors >= 100) {
     assert.ok(
-      compared.decisions > 2 * compared.errors,
+      compared.decisions > compared.errors,
       `${compared.decisions} decisions, ${compared.errors} errors`,
     );
   }
