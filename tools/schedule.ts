@@ -33,6 +33,7 @@ import {
   queueGap,
   queueLimit,
   type QueueLimits,
+  rescueWindow,
 } from "../mod.ts";
 import * as Plot from "@observablehq/plot";
 import { whyNotDuration } from "../webhook/config.ts";
@@ -92,6 +93,13 @@ export interface Schedule {
    * settling payment is rescued before its job can be poisoned.
    */
   readonly outlasts: boolean;
+  /**
+   * The policy's own guaranteed window (`rescueWindow(policy)`), when a
+   * queue is given and that window is shorter than `stuckAfterMs`. The
+   * service refuses such a policy at start whatever the queue does: its
+   * generic route and its local queue wait the policy's own delays.
+   */
+  readonly ownTooShortMs?: number;
 }
 
 /** The most deliveries {@linkcode schedule} lays out: one row each. */
@@ -194,6 +202,7 @@ export function schedule(
     });
   }
   rows.push({ delivery: last, action: stopsEarly ? "give_up" : "poison" });
+  const own = queue === undefined ? Infinity : rescueWindow(checked);
   return {
     policy: checked,
     ...(queue === undefined ? {} : { queue }),
@@ -202,6 +211,7 @@ export function schedule(
     guaranteedMs,
     worstMs,
     outlasts: guaranteedMs >= checked.stuckAfterMs,
+    ...(own < checked.stuckAfterMs ? { ownTooShortMs: own } : {}),
   };
 }
 
@@ -241,11 +251,41 @@ export function verdict(s: Schedule): string {
       formatDuration(Math.ceil(s.policy.stuckAfterMs / gaps))
     }`
     : "";
+  const own = s.ownTooShortMs === undefined
+    ? ""
+    : `; ${ownTooShortText(s.ownTooShortMs, s.policy.stuckAfterMs)}`;
   return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
     formatDuration(s.worstMs)
   } worst) vs stuck after ${formatDuration(s.policy.stuckAfterMs)}: ${
     s.outlasts ? OK_TEXT : TOO_SHORT_TEXT
-  }${early}${needs}`;
+  }${early}${needs}${own}`;
+}
+
+/**
+ * The verdict's words when, under a queue, the policy's own window is
+ * shorter than `stuckAfterMs`: the service refuses to start with it.
+ *
+ * @param ownMs The policy's own guaranteed window, `rescueWindow(policy)`.
+ * @param stuckAfterMs The policy's.
+ * @returns The words, without a newline.
+ *
+ * @example Three deliveries
+ * ```ts
+ * import { ownTooShortText } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   ownTooShortText(7_500, 300_000),
+ *   "POLICY TOO SHORT: its own delays guarantee 7.5s, under stuck after 5m0s, so the service refuses to start with it",
+ * );
+ * ```
+ */
+export function ownTooShortText(ownMs: number, stuckAfterMs: number): string {
+  return `POLICY TOO SHORT: its own delays guarantee ${
+    formatDuration(ownMs)
+  }, under stuck after ${
+    formatDuration(stuckAfterMs)
+  }, so the service refuses to start with it`;
 }
 
 /**
@@ -553,7 +593,8 @@ Flags (defaults are the library's):
 
 D is a duration: 5s, 2m, 1m30.5s, 250ms, or plain milliseconds.
 Exit status: 0 when the rescue window outlasts --stuck-after, 1 when it is
-too short or the queue gives up before --max-deliveries, 2 on a bad flag.
+too short or the queue gives up before --max-deliveries (or, with --queue, the
+policy's own delays are too short for the service to start), 2 on a bad flag.
 `;
 
 /** What the command line asked for. */
@@ -789,6 +830,14 @@ export function parseFlags(args: readonly string[]): Flags {
   if (policy.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
     throw bad("--max-deliveries");
   }
+  if (policy.baseMs > policy.capMs) {
+    // The service refuses this policy at start (BASE ≤ CAP): so does the tool.
+    throw new UsageError(
+      `--base is ${formatDuration(policy.baseMs)} but --cap is ${
+        formatDuration(policy.capMs)
+      }: the backoff starts above its cap, so every delay would be the cap, and the service refuses to start. Lower --base or raise --cap (--base ≤ --cap).`,
+    );
+  }
   const queue = queueFrom(rawQueue, policy);
   return {
     help: false,
@@ -830,5 +879,7 @@ if (import.meta.main) {
     }
     console.error(`schedule: wrote ${flags.svg}`);
   }
-  Deno.exit(s.outlasts && !s.stopsEarly ? 0 : 1);
+  Deno.exit(
+    s.outlasts && !s.stopsEarly && s.ownTooShortMs === undefined ? 0 : 1,
+  );
 }

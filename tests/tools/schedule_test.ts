@@ -22,6 +22,7 @@ import {
 import {
   formatSchedule,
   OK_TEXT,
+  ownTooShortText,
   parseFlags,
   type Schedule,
   schedule,
@@ -293,6 +294,10 @@ Deno.test("parseFlags() names the flag at fault in one line", () => {
       ["--svg", "--base", "5s"],
       "--svg needs a value: a file such as docs/schedule.svg",
     ],
+    [
+      ["--base", "3m"],
+      "--base is 3m0s but --cap is 2m0s: the backoff starts above its cap, so every delay would be the cap, and the service refuses to start. Lower --base or raise --cap (--base ≤ --cap).",
+    ],
     [["--bsae", "5s"], "unknown flag --bsae: see --help"],
     [["5s"], 'unexpected argument "5s": see --help'],
   ];
@@ -468,6 +473,20 @@ Deno.test("verdict() under Pub/Sub says the minimum backoff the policy needs", (
     ),
     `rescue window 5m0.006s guaranteed (1h30m0s worst) vs stuck after 5m0s: ${OK_TEXT}`,
   );
+  // Pub/Sub's delays fit, the policy's own do not.
+  const own = schedule({ maxDeliveries: 3 }, {
+    ...pubsub,
+    minBackoffMs: 600_000,
+    maxBackoffMs: 600_000,
+  });
+  assert.equal(own.ownTooShortMs, 7_500);
+  assert.equal(
+    verdict(own),
+    `rescue window 20m0s guaranteed (20m0s worst) vs stuck after 5m0s: ${OK_TEXT}; ${
+      ownTooShortText(7_500, 300_000)
+    }`,
+  );
+  assert.equal(schedule({}, pubsub).ownTooShortMs, undefined);
 });
 
 Deno.test("parseFlags() reads --queue and its own flags, with the queues' defaults", () => {
@@ -564,6 +583,19 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
   assert.match(pubsub.stdout, /needs a minimum backoff of at least 33\.334s/);
   const fits = await run(["--queue", "pubsub", "--min-backoff", "34s"]);
   assert.equal(fits.code, 0, fits.stdout);
+  // Pub/Sub's own delays outlast stuck-after, the policy's do not: the
+  // service refuses to start with it, so the tool says so and exits 1.
+  const own = await run([
+    "--queue=pubsub",
+    "--max-deliveries=3",
+    "--min-backoff=10m",
+    "--max-backoff=10m",
+  ]);
+  assert.equal(own.code, 1, own.stdout);
+  assert.match(
+    own.stdout,
+    /; POLICY TOO SHORT: its own delays guarantee 7\.5s, under stuck after 5m0s, so the service refuses to start with it\n$/,
+  );
   assert.equal((await run(["--queue", "qstash"])).code, 0);
   assert.equal(
     (await run(["--queue", "cloudflare", "--max-retries", "9"])).code,
