@@ -736,7 +736,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   app.post("/v1/pubsub", async (c) => {
     const got = await receivePush(c, verifyPubSub, {
       name: "POST /v1/pubsub",
-      settings: "PUBSUB_AUDIENCE",
+      settings: "PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
       requireId: true,
     }, (push, seen): { job: Job; delivery?: number; countAs?: string } => {
       const attempt = seen.attempt ?? 0;

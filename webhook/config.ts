@@ -583,7 +583,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   ) {
     throw new ConfigError(
       "WEBHOOK_SECRET",
-      "No delivery route is configured: set QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY (with PUBLIC_URL), PUBSUB_AUDIENCE, or WEBHOOK_SECRET",
+      "No delivery route is configured: set QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY (with PUBLIC_URL), PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT, or WEBHOOK_SECRET",
     );
   }
 

@@ -337,7 +337,11 @@ Deno.test("createApp() refuses a route whose keys are not configured, naming the
   });
   const cases: [string, string][] = [
     ["/v1/qstash", "QSTASH_CURRENT_SIGNING_KEY"],
-    ["/v1/pubsub", "PUBSUB_AUDIENCE"],
+    ["/v1/pubsub", "PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT"],
+    [
+      "/v1/pubsub/dead-letter",
+      "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+    ],
     ["/v1/deliveries", "WEBHOOK_SECRET"],
     ["/v1/dead-letters/pi_1%2Fsettle/redrive", "OPS_TOKEN"],
   ];
@@ -346,7 +350,7 @@ Deno.test("createApp() refuses a route whose keys are not configured, naming the
     assert.equal(res.status, 503, path);
     const { detail } = await problemOf(res);
     assert.match(detail, new RegExp(setting));
-    assert.match(detail, /^[\w /]+ (is|are) off: set /, detail);
+    assert.match(detail, /^[\w /-]+ (is|are) off: set /, detail);
     assert.doesNotMatch(detail, /are is/);
   }
 });
