@@ -131,7 +131,10 @@ export interface AppDeps extends RelayerOptions {
    */
   readonly insecureDev?: boolean;
   /**
-   * The largest request body, in bytes.
+   * The largest request body, in bytes. A queue's envelope around a job (a
+   * Pub/Sub push, QStash's failure callback) may be larger, by the job's
+   * base64 encoding and 16 KiB: every job a direct route takes also fits
+   * the envelope that gives it up.
    *
    * @default {65536}
    */
@@ -202,6 +205,16 @@ const STATUS: Record<Route, Record<Outcome["action"], number>> = {
 
 // QStash honours a Retry-After of at most one day.
 const MAX_RETRY_AFTER_S = 86_400;
+
+/** The routes whose body is a queue's envelope around a base64-encoded job. */
+const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
+  "/v1/qstash/failed",
+  "/v1/pubsub",
+  "/v1/pubsub/dead-letter",
+]);
+
+/** An envelope's room beyond the encoded job: its other fields and attributes. */
+const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
 
 /** A refusal the app answers as a problem; thrown inside handlers. */
 class Refusal extends Error {
@@ -572,18 +585,30 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   const app = new Hono();
 
-  app.use(
-    "/v1/*",
+  const limit = (maxSize: number) =>
     bodyLimit({
-      maxSize: maxBodyBytes,
+      maxSize,
       onError: () =>
         problem(
           413,
           "too-large",
           "Body too large",
-          `A request body may be at most ${maxBodyBytes} bytes.`,
+          `A request body may be at most ${maxSize} bytes.`,
         ),
-    }),
+    });
+  // A queue's envelope carries the job base64-encoded (a Pub/Sub push,
+  // QStash's failure callback): it gets room for any job the direct
+  // routes take, or a job they accepted would strand at its give-up.
+  const envelopeLimit = limit(
+    Math.ceil(maxBodyBytes / 3) * 4 + ENVELOPE_HEADROOM_BYTES,
+  );
+  const directLimit = limit(maxBodyBytes);
+  app.use(
+    "/v1/*",
+    (c, next) =>
+      ENVELOPE_ROUTES.has(c.req.path)
+        ? envelopeLimit(c, next)
+        : directLimit(c, next),
   );
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));

@@ -288,3 +288,19 @@ Deno.test("POST /v1/qstash/failed refuses a replayed callback (401): its signatu
   await replay.body?.cancel();
   assert.deepEqual(await store.getDeadLetter("pi_0002/settle"), kept);
 });
+
+Deno.test("POST /v1/qstash/failed takes the callback of any job /v1/qstash takes: the base64 source body fits", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  // A job with an extra field, just under the direct routes' 64 KiB.
+  const big = { ...job, note: "x".repeat(60_000) };
+  const direct = await app.request(
+    "/v1/qstash",
+    await failedRequest(JSON.stringify(big), QSTASH.url),
+  );
+  assert.notEqual(direct.status, 413);
+  const body = callback(big);
+  assert.ok(body.length > 64 * 1024, `${body.length}`);
+  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+  assert.equal(res.status, 200, await res.clone().text());
+  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+});
