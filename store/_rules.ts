@@ -461,3 +461,44 @@ export function pageLimit(limit: number | undefined): number {
   }
   return value;
 }
+
+/** Where a page of dead letters ends: the last letter's time and job id. */
+export interface PageEnd {
+  readonly poisonedAt: number;
+  readonly jobId: string;
+}
+
+/**
+ * The cursor after `letter`, the same in every store of this package:
+ * `<poisonedAt>|<jobId>`.
+ */
+export function cursorAfter(letter: PageEnd): string {
+  return `${letter.poisonedAt}|${letter.jobId}`;
+}
+
+/** `<poisonedAt>|<jobId>`: a job id holds no U+0000 (PostgreSQL text cannot). */
+const CURSOR = /^(-?\d{1,16})\|([^\0]+)$/;
+
+/**
+ * Reads a cursor that {@linkcode cursorAfter} wrote.
+ *
+ * @throws {TypeError} Naming 'cursor', if it is not one: the ops route
+ * answers that with a 400, and any other error with a 500.
+ */
+export function readCursor(cursor: string): PageEnd {
+  const match = CURSOR.exec(cursor);
+  const poisonedAt = Number(match?.[1]);
+  if (match === null || !Number.isSafeInteger(poisonedAt)) {
+    throw badCursor(cursor);
+  }
+  return { poisonedAt, jobId: match[2]! };
+}
+
+/** The refusal of a cursor no store of this package returned. */
+export function badCursor(cursor: string): TypeError {
+  return new TypeError(
+    `Cannot list dead letters as 'cursor' is not one this store returned: current value is ${
+      JSON.stringify(cursor.length > 100 ? `${cursor.slice(0, 100)}…` : cursor)
+    }. Pass the cursor of the previous page, or none for the first page.`,
+  );
+}

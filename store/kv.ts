@@ -45,11 +45,13 @@ import { GroupCommit } from "./_group_commit.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
+  badCursor,
   broadcastBegun,
   broadcastRecorded,
   COUNT_TTL_MS,
   counted,
   type CountRecord,
+  cursorAfter,
   frozenBroadcast,
   heldBy,
   type IntentRecord,
@@ -58,7 +60,9 @@ import {
   leaseAfter,
   type LeaseRecord,
   newIntentRecord,
+  type PageEnd,
   pageLimit,
+  readCursor,
   transitioned,
 } from "./_rules.ts";
 import type {
@@ -205,11 +209,11 @@ export interface KvAtomic {
 export interface KvLike {
   /** Reads up to 10 keys in one round trip. */
   getMany(keys: readonly KvKey[]): Promise<KvEntryMaybe<unknown>[]>;
-  /** Lists entries by prefix. */
+  /** Lists entries by prefix, from `start` (inclusive) when given. */
   list(
-    selector: { prefix: KvKey },
-    options?: { limit?: number; cursor?: string },
-  ): AsyncIterable<KvEntryMaybe<unknown>> & { readonly cursor: string };
+    selector: { prefix: KvKey; start?: KvKey },
+    options?: { limit?: number },
+  ): AsyncIterable<KvEntryMaybe<unknown>>;
   /** Starts an atomic operation. */
   atomic(): KvAtomic;
 }
@@ -257,6 +261,8 @@ type StoredIntent = Omit<IntentRecord, "hold">;
 // (counts and claims only: a versionstamp race on an intent is the
 // caller's to see).
 const RACE_RETRIES = 32;
+
+const UTF8 = new TextEncoder();
 
 /**
  * A {@linkcode Store} on Deno KV.
@@ -873,33 +879,51 @@ export class KvStore implements Store {
    * @param options The page size (1–1000, default 50) and the cursor of the previous page.
    * @returns One page.
    * @throws {RangeError} If `limit` is out of range.
+   * @throws {TypeError} If `cursor` is not one this store returned.
    */
   async listDeadLetters(
     options?: { limit?: number; cursor?: string | null },
   ): Promise<DeadLetterPage> {
     options ??= {};
     const limit = pageLimit(options.limit);
+    const after = options.cursor ? readCursor(options.cursor) : null;
+    // A job id no key of this store can hold: Deno KV keys are at most
+    // 2 KiB. Refused as any other cursor it did not return.
+    if (after !== null && UTF8.encode(after.jobId).length > 1_900) {
+      throw badCursor(options.cursor!);
+    }
+    const prefix = this.#key("dead_by_time");
+    // Our own cursor, the same in every store: Deno KV's is opaque, and
+    // one it did not write fails in its own words, or lists nothing.
+    // Strictly after the page's last key: a key sorts before its extensions.
+    const selector = after === null ? { prefix } : {
+      prefix,
+      start: [
+        ...prefix,
+        Number.MAX_SAFE_INTEGER - after.poisonedAt,
+        after.jobId,
+        "",
+      ],
+    };
     // One entry more than the page, so that a full last page is known to
-    // be the last: the cursor is taken after the page's own last entry.
-    const iterator = this.#kv.list(
-      { prefix: this.#key("dead_by_time") },
-      {
-        limit: limit + 1,
-        ...(options.cursor ? { cursor: options.cursor } : {}),
-      },
-    );
+    // be the last.
     const jobIds: string[] = [];
     let listed = 0;
-    let after = "";
+    let end: PageEnd | null = null;
     let more = false;
-    for await (const entry of iterator) {
+    for await (
+      const entry of this.#kv.list(selector, { limit: limit + 1 })
+    ) {
       if (listed === limit) {
         more = true;
         break;
       }
       listed++;
+      const [inverted, jobId] = entry.key.slice(-2);
+      if (typeof inverted === "number" && typeof jobId === "string") {
+        end = { poisonedAt: Number.MAX_SAFE_INTEGER - inverted, jobId };
+      }
       if (typeof entry.value === "string") jobIds.push(entry.value);
-      after = iterator.cursor;
     }
     const items: StoredDeadLetter[] = [];
     for (let i = 0; i < jobIds.length; i += 10) {
@@ -913,7 +937,7 @@ export class KvStore implements Store {
         }
       }
     }
-    return { items, cursor: more ? after : null };
+    return { items, cursor: more && end !== null ? cursorAfter(end) : null };
   }
 
   /**

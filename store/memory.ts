@@ -13,6 +13,7 @@ import {
   broadcastRecorded,
   counted,
   type CountRecord,
+  cursorAfter,
   frozenBroadcast,
   heldBy,
   type IntentRecord,
@@ -20,6 +21,7 @@ import {
   type LeaseRecord,
   newIntentRecord,
   pageLimit,
+  readCursor,
   transitioned,
 } from "./_rules.ts";
 import type {
@@ -394,16 +396,17 @@ export class MemoryStore implements Store {
     options ??= {};
     return attempt(() => {
       const limit = pageLimit(options.limit);
+      const after = options.cursor ? readCursor(options.cursor) : null;
       const sorted = [...this.#deadLetters.values()].sort(newestFirst);
-      const start = options.cursor
-        ? sorted.findIndex((d) => newestFirst(d, cursorOf(options.cursor!)) > 0)
+      const start = after
+        ? sorted.findIndex((d) => newestFirst(d, after) > 0)
         : 0;
       const items = start < 0 ? [] : sorted.slice(start, start + limit);
       const last = items.at(-1);
       const more = start >= 0 && start + limit < sorted.length;
       return {
         items,
-        cursor: more && last ? `${last.poisonedAt}|${last.jobId}` : null,
+        cursor: more && last ? cursorAfter(last) : null,
       };
     });
   }
@@ -462,19 +465,6 @@ function newestFirst(
 ): number {
   return b.poisonedAt - a.poisonedAt ||
     (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0);
-}
-
-function cursorOf(cursor: string): Pick<DeadLetter, "poisonedAt" | "jobId"> {
-  const bar = cursor.indexOf("|");
-  const poisonedAt = Number(cursor.slice(0, bar));
-  if (bar < 0 || !Number.isFinite(poisonedAt)) {
-    throw new TypeError(
-      `Cannot list dead letters as 'cursor' is not one this store returned: current value is ${
-        JSON.stringify(cursor)
-      }`,
-    );
-  }
-  return { poisonedAt, jobId: cursor.slice(bar + 1) };
 }
 
 function attempt<T>(write: () => T): Promise<T> {

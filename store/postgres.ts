@@ -49,6 +49,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   COUNT_TTL_MS,
+  cursorAfter,
   frozenBroadcast,
   heldBy,
   type IntentRecord,
@@ -56,6 +57,7 @@ import {
   leaseAfter,
   newIntentRecord,
   pageLimit,
+  readCursor,
   transitioned,
 } from "./_rules.ts";
 import type {
@@ -993,7 +995,7 @@ export class PostgresStore implements Store {
   ): Promise<DeadLetterPage> {
     return this.#run("list dead letters", async () => {
       const limit = pageLimit(options.limit);
-      const after = options.cursor ? cursorOf(options.cursor) : null;
+      const after = options.cursor ? readCursor(options.cursor) : null;
       const { dead_letters } = this.#t;
       // One more row than the page says whether there is a next page.
       const rows = await this.#sql`
@@ -1012,9 +1014,7 @@ export class PostgresStore implements Store {
       const last = items.at(-1);
       return {
         items,
-        cursor: rows.length > limit && last
-          ? `${last.poisonedAt}|${last.jobId}`
-          : null,
+        cursor: rows.length > limit && last ? cursorAfter(last) : null,
       };
     });
   }
@@ -1256,18 +1256,4 @@ function deadLetterOf(row: Row): StoredDeadLetter {
     }),
     version: String(row.version),
   };
-}
-
-function cursorOf(cursor: string): { poisonedAt: number; jobId: string } {
-  const bar = cursor.indexOf("|");
-  const poisonedAt = Number(cursor.slice(0, bar));
-  // This store never returns U+0000: no job id it keeps can hold one.
-  if (bar < 0 || !Number.isSafeInteger(poisonedAt) || hasNul(cursor)) {
-    throw new TypeError(
-      `Cannot list dead letters as 'cursor' is not one this store returned: current value is ${
-        JSON.stringify(cursor)
-      }`,
-    );
-  }
-  return { poisonedAt, jobId: cursor.slice(bar + 1) };
 }

@@ -627,7 +627,15 @@ export interface Store {
   /** Reads the dead letter of a job; `null` if there is none. */
   getDeadLetter(jobId: string): Promise<StoredDeadLetter | null>;
 
-  /** Lists dead letters, newest first. */
+  /**
+   * Lists dead letters, newest first, a page at a time: pass the page's
+   * `cursor` to read the next one (`null` after the last page).
+   *
+   * @throws {RangeError} If `limit` is not an integer in 1 … 1000.
+   * @throws {TypeError} If `cursor` is not one this store returned. Its
+   * message names `'cursor'`: the ops route answers such an error with a
+   * 400 and any other with a 500.
+   */
   listDeadLetters(
     options?: { limit?: number; cursor?: string | null },
   ): Promise<DeadLetterPage>;

@@ -66,9 +66,9 @@ export class CountingKv implements KvLike {
 
   /** {@inheritDoc KvLike.list} */
   list(
-    selector: { prefix: KvKey },
-    options?: { limit?: number; cursor?: string },
-  ): AsyncIterable<KvEntryMaybe<unknown>> & { readonly cursor: string } {
+    selector: { prefix: KvKey; start?: KvKey },
+    options?: { limit?: number },
+  ): AsyncIterable<KvEntryMaybe<unknown>> {
     this.#reads++;
     return this.#kv.list(selector, options);
   }

@@ -29,6 +29,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
+import { show } from "../policy/_validate.ts";
 import type { QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
@@ -989,6 +990,14 @@ export function createApp(deps: AppDeps): WebhookApp {
         string,
         unknown
       >;
+    if (!isIntentId(id)) {
+      return problem(
+        400,
+        "bad-intent",
+        "Bad intent",
+        `'id' must be ${INTENT_ID_RULE}: current value is ${show(id)}.`,
+      );
+    }
     if (state !== undefined && state !== "created" && state !== "authorized") {
       return problem(
         400,
@@ -1007,9 +1016,8 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
       return c.json({ intent }, 201);
     } catch (error) {
-      if (error instanceof TypeError) {
-        return problem(400, "bad-intent", "Bad intent", error.message);
-      }
+      // Every field is checked above: a TypeError now is the store's own
+      // failure (fetch throws one when the network fails), not the caller's.
       if (error instanceof ConflictError) {
         return problem(409, "exists", "Intent exists", error.message);
       }
@@ -1066,7 +1074,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     try {
       return c.json(await store.listDeadLetters({ limit, cursor }));
     } catch (error) {
-      if (error instanceof TypeError) {
+      // The store's refusal names 'cursor'; fetch throws a TypeError too
+      // when the network fails, and that is the store's failure, a 500.
+      if (error instanceof TypeError && error.message.includes("'cursor'")) {
         return problem(400, "bad-cursor", "Bad cursor", error.message);
       }
       throw error;

@@ -1175,6 +1175,54 @@ export function storeContract(
     assert.equal(all.cursor, null);
   });
 
+  test("refuses a cursor it did not return with a TypeError naming 'cursor', on an empty store too", async (store) => {
+    const bad = [
+      "🙂",
+      "null",
+      "W10=",
+      "12",
+      "1000|",
+      "|pi_1/settle",
+      "1e3|pi_1/settle",
+      "9007199254740993|pi_1/settle",
+      "1000|pi_1\0/settle",
+    ];
+    for (const cursor of bad) {
+      await assert.rejects(
+        store.listDeadLetters({ cursor }),
+        (error) =>
+          error instanceof TypeError && error.message.includes("'cursor'"),
+        cursor.slice(0, 20),
+      );
+    }
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1000));
+    for (const cursor of bad) {
+      await assert.rejects(store.listDeadLetters({ cursor }), TypeError);
+    }
+  });
+
+  test("goes on from a cursor whose letter is gone, and lists the letters after it once", async (store) => {
+    for (let i = 0; i < 4; i++) {
+      await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
+    }
+    // Two letters at the same time: the job id orders them.
+    await store.putDeadLetter(deadLetter("pi_2b/settle", 1002));
+    const first = await store.listDeadLetters({ limit: 2 });
+    assert.deepEqual(first.items.map((d) => d.jobId), [
+      "pi_3/settle",
+      "pi_2/settle",
+    ]);
+    const gone = await store.getDeadLetter("pi_2/settle");
+    await store.redrive("pi_2/settle", gone!.version);
+    const rest = await store.listDeadLetters({ cursor: first.cursor });
+    assert.deepEqual(rest.items.map((d) => d.jobId), [
+      "pi_2b/settle",
+      "pi_1/settle",
+      "pi_0/settle",
+    ]);
+    assert.equal(rest.cursor, null);
+  });
+
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
     const i = await store.createIntent({
       id: "pi_1",

@@ -179,3 +179,20 @@ Deno.test("KvStore reads an intent stored before it kept tx hashes with its last
     kv.close();
   }
 });
+
+Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its own words rather than Deno KV's", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(kv);
+    await assert.rejects(
+      store.listDeadLetters({ cursor: `1000|${"x".repeat(3000)}` }),
+      (error) =>
+        error instanceof TypeError &&
+        error.message.startsWith(
+          "Cannot list dead letters as 'cursor' is not one this store returned",
+        ),
+    );
+  } finally {
+    kv.close();
+  }
+});

@@ -1146,6 +1146,49 @@ Deno.test("createApp() never leaks a stack trace when an ops route fails", async
   );
 });
 
+Deno.test("createApp() answers a bad cursor or intent id with a 400, and the store's own TypeError (a failed fetch) with a 500", async () => {
+  const memory = new MemoryStore();
+  const good = createApp({
+    store: memory,
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+  });
+  const cursor = await good.request("/v1/dead-letters?cursor=W10%3D", {
+    headers: ops,
+  });
+  assert.equal(cursor.status, 400);
+  assert.equal(
+    (await problemOf(cursor)).type,
+    "urn:relayer:problem:bad-cursor",
+  );
+  const id = await good.request("/v1/intents", {
+    method: "POST",
+    headers: ops,
+    body: '{"id":"pi 1","state":"authorized"}',
+  });
+  assert.equal(id.status, 400);
+  assert.match((await problemOf(id)).detail, /^'id' must be .*"pi 1"\.$/);
+  // KV Connect and other stores over fetch: a network failure is a TypeError.
+  const failing = createApp({
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "createIntent" || key === "listDeadLetters"
+          ? () => Promise.reject(new TypeError("error sending request"))
+          : Reflect.get(target, key),
+    }),
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+  });
+  const list = await failing.request("/v1/dead-letters", { headers: ops });
+  assert.equal(list.status, 500);
+  const create = await failing.request("/v1/intents", {
+    method: "POST",
+    headers: ops,
+    body: '{"id":"pi_1","state":"authorized"}',
+  });
+  assert.equal(create.status, 500);
+});
+
 Deno.test("createApp() validates maxBodyBytes", () => {
   assert.throws(
     () =>
