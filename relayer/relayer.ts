@@ -461,6 +461,25 @@ function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
 }
 
 /**
+ * The count keys that mark a queue's message as given up, kept and
+ * redriven since: `redriven/<queue>/message/<id>` and
+ * `redriven/<queue>/dlq/<id>`. The dead letter that recorded the message
+ * is gone, so a repeat of its give-up finds one of these instead. No job
+ * id has this shape (an intent id holds no `/`).
+ */
+function redrivenKeys(ids: QueueIds | undefined): string[] {
+  if (ids === undefined) return [];
+  return [
+    ...(ids.messageId === undefined
+      ? []
+      : [`redriven/${ids.queue}/message/${ids.messageId}`]),
+    ...(ids.dlqId === undefined
+      ? []
+      : [`redriven/${ids.queue}/dlq/${ids.dlqId}`]),
+  ];
+}
+
+/**
  * Checks a job from the outside world (a queue message) and returns it in
  * its canonical shape.
  *
@@ -1051,6 +1070,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
         await d.close();
         return letter.resolution;
       }
+      if (queue && await wasRedriven(queue)) {
+        // The same, after an operator redrove the letter that recorded
+        // this message: the redriven job owns the intent now.
+        await d.close();
+        throw new Finished(
+          "the queue repeated its give-up for a message whose dead letter was redriven since: nothing changed",
+        );
+      }
       if (letter !== null && intent?.state !== "settling") {
         // A late duplicate, or a queue repeating its give-up: the dead
         // letter on record says what the first resolution did.
@@ -1148,6 +1175,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     );
   }
 
+  /** Whether a give-up with these ids is for a message redriven since. */
+  async function wasRedriven(ids: QueueIds): Promise<boolean> {
+    for (const key of redrivenKeys(ids)) {
+      if (await store.deliveries(key) > 0) return true;
+    }
+    return false;
+  }
+
   async function redrive(
     jobId: string,
     options: RedriveOptions = {},
@@ -1163,6 +1198,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // loser of two redrives publishes the same deduplication id.
     if (options.publish) {
       await options.publish(job, `${jobId}:${deadLetter.version}`);
+    }
+    // The letter records the message the queue gave up on; queues repeat
+    // a give-up (at least once), and a repeat after the letter is gone must
+    // still find the message handled. Marked first: a mark without the
+    // removal (a lost race) changes nothing, since the letter still says
+    // the same. The mark lives as long as a delivery count (8 days).
+    for (const key of redrivenKeys(deadLetter.queue)) {
+      await store.admit({ count: key, now: now() });
     }
     await store.redrive(
       jobId,

@@ -454,6 +454,43 @@ function suite(backend: Backend): void {
     }
   });
 
+  test("createRelayer() changes nothing on a queue's repeated give-up that arrives after its dead letter was redriven, while the redriven job settles the intent", async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    const queue = { queue: "qstash", messageId: "msg_A", dlqId: "dlq_A" };
+    const first = await relayer.giveUp(job, { deliveries: 3, queue });
+    assert.equal(
+      (first as { resolution: string }).resolution,
+      "job dropped, intent still authorized",
+    );
+    // The operator redrives; the redriven job sends and waits.
+    assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    assert.equal((await store.getIntent("pi_0001"))!.state, "settling");
+    // QStash repeats the old message's callback, by either of its ids.
+    for (
+      const ids of [queue, { queue: "qstash", dlqId: "dlq_A" }, {
+        queue: "qstash",
+        messageId: "msg_A",
+      }]
+    ) {
+      const repeat = await relayer.giveUp(job, { deliveries: 3, queue: ids });
+      assert.equal(repeat.action, "done");
+      assert.match(repeat.reason, /redriven since: nothing changed/);
+    }
+    assert.equal((await store.getIntent("pi_0001"))!.state, "settling");
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    // The redriven job's own give-up (another message) resolves it.
+    await relayer.giveUp(job, {
+      deliveries: 3,
+      queue: { queue: "qstash", messageId: "msg_B", dlqId: "dlq_B" },
+    });
+    assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
+  });
+
   test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
     const { relayer, store } = await setup({
       state: "authorized",
