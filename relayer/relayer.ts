@@ -244,7 +244,9 @@ export interface Relayer {
    * concurrent redrives one wins, the other gets a `ConflictError`.
    * `publish` runs before the removal (a failed publish loses nothing; a
    * duplicate carries the same deduplication id); `message` is enqueued on
-   * the store's own queue in the removal's commit.
+   * the store's own queue in the removal's commit. The queue ids the letter
+   * kept are marked first, so that a queue repeating that message's
+   * give-up later changes nothing (`giveUp` answers "done").
    *
    * @returns The job, or `null` if there is no such dead letter.
    * @throws {ConflictError} If the intent is settled, failed or in review
