@@ -12,6 +12,7 @@ import { ReplayError } from "./replay_error.ts";
 import type {
   Broadcast,
   Claim,
+  DeadLetter,
   HoldState,
   Intent,
   NewIntent,
@@ -124,7 +125,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
       (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent") ||
       txHashes.length > 0 ||
       (state === "settling" && lastBroadcast === null));
-  return {
+  return checkRecord({
     id: intent.id,
     state,
     hold,
@@ -133,7 +134,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     mayHaveSent,
     txHashes: knownTxHashes(txHashes, lastBroadcast),
     settlingSince,
-  };
+  });
 }
 
 /** How many tx hashes an intent keeps (the newest): far more than any payment's rescues. */
@@ -277,6 +278,7 @@ export function leaseAfter(
   current: LeaseRecord | null,
   lease: NonNullable<WriteOptions["lease"]>,
 ): LeaseRecord | null {
+  checkLease(lease);
   if (
     current !== null && current.owner !== lease.owner &&
     current.expiresAt > lease.now
@@ -295,6 +297,7 @@ export function assertClaimable(
   existing: { readonly expiresAt: number } | null,
   claim: Claim,
 ): void {
+  checkClaim(claim);
   if (existing !== null && existing.expiresAt > claim.now) {
     throw new ReplayError(
       "Cannot accept the delivery as its signature was already used",
@@ -315,6 +318,7 @@ export interface CountRecord {
 
 /** The count after one more delivery at `now`. */
 export function counted(current: CountRecord | null, now: number): CountRecord {
+  checkMs("now", now);
   const n = current !== null && current.expiresAt > now ? current.n + 1 : 1;
   return { n, expiresAt: now + COUNT_TTL_MS };
 }
@@ -376,14 +380,14 @@ export function transitioned(
       `Cannot settle ${id} unless its hold is captured: capture the hold first`,
     );
   }
-  return {
+  return checkRecord({
     ...current,
     state: change.to,
     hold,
     ...(change.to === "settling"
       ? { settlingSince: change.at, broadcasting: change.at }
       : {}),
-  };
+  });
 }
 
 /** The intent after recording `broadcast`, or a `ConflictError`. */
@@ -409,7 +413,7 @@ export function broadcastRecorded(
     );
   }
   const { txHash } = broadcast;
-  return {
+  return checkRecord({
     ...current,
     lastBroadcast: Object.freeze({ ...broadcast }),
     broadcasting: null,
@@ -420,7 +424,7 @@ export function broadcastRecorded(
       broadcast.outcome === "sent" && !current.txHashes.includes(txHash!)
         ? Object.freeze([...current.txHashes, txHash!].slice(-MAX_TX_HASHES))
         : current.txHashes,
-  };
+  });
 }
 
 /** The intent after writing ahead of a broadcast, or a `ConflictError`. */
@@ -442,11 +446,11 @@ export function broadcastBegun(
     );
   }
   // An earlier broadcast still unrecorded may have left the process.
-  return {
+  return checkRecord({
     ...current,
     broadcasting: at,
     mayHaveSent: current.mayHaveSent || current.broadcasting !== null,
-  };
+  });
 }
 
 /** Checks a list limit: an integer in 1 … 1000 (default 50). */
@@ -501,4 +505,99 @@ export function badCursor(cursor: string): TypeError {
       JSON.stringify(cursor.length > 100 ? `${cursor.slice(0, 100)}…` : cursor)
     }. Pass the cursor of the previous page, or none for the first page.`,
   );
+}
+
+/**
+ * Every value a write keeps is checked before anything is written, the
+ * same in every store: times are whole milliseconds of the injected clock
+ * (PostgreSQL keeps them as bigint), and texts are strings (postgres.js
+ * would fail a value it cannot send only after the rest of its pipelined
+ * transaction went out).
+ */
+export function checkMs(name: string, value: unknown): void {
+  if (!Number.isSafeInteger(value)) {
+    throw new TypeError(
+      `Cannot write to the store as '${name}' must be a whole number of milliseconds: current value is ${
+        String(value)
+      }`,
+    );
+  }
+}
+
+function checkString(name: string, value: unknown): void {
+  if (typeof value !== "string") {
+    throw new TypeError(
+      `Cannot write to the store as '${name}' must be a string: current value is ${
+        String(value)
+      }`,
+    );
+  }
+}
+
+/** Checks an optional string (`undefined` is kept as absent). */
+function checkOptionalString(name: string, value: unknown): void {
+  if (value !== undefined) checkString(name, value);
+}
+
+/** Checks a write's lease. */
+export function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
+  checkString("lease.owner", lease.owner);
+  checkMs("lease.now", lease.now);
+  checkMs("lease.ttlMs", lease.ttlMs);
+}
+
+/** Checks a replay record. */
+export function checkClaim(claim: Claim): void {
+  checkString("claim.key", claim.key);
+  checkMs("claim.now", claim.now);
+  checkMs("claim.expiresAt", claim.expiresAt);
+}
+
+/** Checks a dead letter's fields. */
+export function checkDeadLetter(letter: DeadLetter): void {
+  checkString("jobId", letter.jobId);
+  checkString("intentId", letter.intentId);
+  if (letter.cause !== "declared" && letter.cause !== "exhausted") {
+    throw new TypeError(
+      `Cannot write to the store as 'cause' must be "declared" or "exhausted": current value is ${
+        String(letter.cause)
+      }`,
+    );
+  }
+  checkString("reason", letter.reason);
+  checkString("resolution", letter.resolution);
+  checkString("lastError", letter.lastError);
+  checkMs("poisonedAt", letter.poisonedAt);
+  checkMs("deliveries", letter.deliveries);
+  if (letter.queue !== undefined) {
+    checkString("queue.queue", letter.queue?.queue);
+    checkOptionalString("queue.messageId", letter.queue.messageId);
+    checkOptionalString("queue.dlqId", letter.queue.dlqId);
+  }
+}
+
+/** Checks an intent record's times and its last broadcast; returns it. */
+export function checkRecord(record: IntentRecord): IntentRecord {
+  if (record.settlingSince !== null) {
+    checkMs("settlingSince", record.settlingSince);
+  }
+  if (record.broadcasting !== null) {
+    checkMs("broadcasting", record.broadcasting);
+  }
+  const last = record.lastBroadcast;
+  if (last !== null) {
+    if (!["sent", "not_sent", "unknown"].includes(last.outcome)) {
+      throw new TypeError(
+        `Cannot write to the store as 'lastBroadcast.outcome' must be "sent", "not_sent" or "unknown": current value is ${
+          JSON.stringify(last.outcome)
+        }`,
+      );
+    }
+    checkMs("lastBroadcast.at", last.at);
+    if (last.outcome === "sent") {
+      checkString("lastBroadcast.txHash", last.txHash);
+    } else checkOptionalString("lastBroadcast.txHash", last.txHash);
+    checkOptionalString("lastBroadcast.error", last.error);
+  }
+  return record;
 }

@@ -48,6 +48,9 @@ import {
   badCursor,
   broadcastBegun,
   broadcastRecorded,
+  checkClaim,
+  checkDeadLetter,
+  checkMs,
   COUNT_TTL_MS,
   counted,
   type CountRecord,
@@ -694,27 +697,34 @@ export class KvStore implements Store {
     id: string,
     op: "record" | "void" | "capture",
   ): Promise<HoldState> {
-    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
-      this.#key("intent", id),
-      this.#key("hold", id),
-    );
-    if (intent.value === null) {
-      throw new ConflictError(
-        `Cannot ${op} the hold of ${id} as the intent does not exist`,
-        { refused: true },
+    // Idempotent (DESIGN §8): a race lost to the same change, or to any
+    // other, is read again and decided on what won.
+    for (let attempt = 1;; attempt++) {
+      const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
+        this.#key("intent", id),
+        this.#key("hold", id),
       );
+      if (intent.value === null) {
+        throw new ConflictError(
+          `Cannot ${op} the hold of ${id} as the intent does not exist`,
+          { refused: true },
+        );
+      }
+      const next = heldBy(
+        this.#intent(intent.value, hold.value, intent.versionstamp!, null),
+        op,
+      );
+      if (next === hold.value) return next;
+      // The intent is checked too: its state is what allowed the change.
+      const result = await this.#group.atomic().check(intent, hold)
+        .set(this.#key("hold", id), next).commit();
+      if (result.ok) return next;
+      if (attempt === RACE_RETRIES) {
+        throw new ConflictError(
+          `Cannot ${op} the hold of ${id} as other writes keep changing it; try again`,
+        );
+      }
     }
-    const next = heldBy(
-      this.#intent(intent.value, hold.value, intent.versionstamp!, null),
-      op,
-    );
-    if (next === hold.value) return next;
-    // The intent is checked too: its state is what allowed the change.
-    await this.#commit(
-      this.#group.atomic().check(intent, hold).set(this.#key("hold", id), next),
-      `${op} the hold of ${id}`,
-    );
-    return next;
   }
 
   /**
@@ -759,6 +769,8 @@ export class KvStore implements Store {
    * @throws {ReplayError} If the claim was already used.
    */
   async admit(admission: Admission): Promise<number | null> {
+    checkMs("now", admission.now);
+    if (admission.claim) checkClaim(admission.claim);
     const countKey = this.#key("deliveries", admission.count ?? "");
     const claimKey = this.#key("claim", admission.claim?.key ?? "");
     if (admission.count === undefined && admission.claim !== undefined) {
@@ -814,6 +826,7 @@ export class KvStore implements Store {
     deadLetter: DeadLetter,
     old: Entry<DeadLetter>,
   ): void {
+    checkDeadLetter(deadLetter);
     atomic.check(old)
       // A copy to its last field: a commit may wait behind another, and
       // the caller may change what it passed meanwhile.
@@ -850,6 +863,8 @@ export class KvStore implements Store {
     options?: Pick<WriteOptions, "claim">,
   ): Promise<void> {
     options ??= {};
+    checkDeadLetter(deadLetter);
+    if (options.claim) checkClaim(options.claim);
     const [old, claim] = await this.#get<[DeadLetter, ClaimValue]>(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),

@@ -11,6 +11,8 @@ import {
   assertClaimable,
   broadcastBegun,
   broadcastRecorded,
+  checkDeadLetter,
+  checkMs,
   counted,
   type CountRecord,
   cursorAfter,
@@ -118,6 +120,7 @@ export class MemoryStore implements Store {
       ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
       : undefined;
     if (options.claim) this.#checkClaim(options.claim);
+    if (deadLetter) checkDeadLetter(deadLetter);
     if (lease) this.#leases.set(id, lease);
     else if (
       lease === null && this.#leases.get(id)?.owner === options.lease?.owner
@@ -328,6 +331,7 @@ export class MemoryStore implements Store {
    */
   admit(admission: Admission): Promise<number | null> {
     return attempt(() => {
+      checkMs("now", admission.now);
       if (admission.claim) this.#checkClaim(admission.claim);
       if (admission.claim) this.#claim(admission.claim);
       if (admission.count === undefined) return null;
@@ -366,6 +370,7 @@ export class MemoryStore implements Store {
   ): Promise<void> {
     options ??= {};
     return attempt(() => {
+      checkDeadLetter(deadLetter);
       if (options.claim) this.#checkClaim(options.claim);
       if (options.claim) this.#claim(options.claim);
       this.#putDeadLetter(deadLetter);
@@ -463,8 +468,7 @@ function newestFirst(
   a: Pick<DeadLetter, "poisonedAt" | "jobId">,
   b: Pick<DeadLetter, "poisonedAt" | "jobId">,
 ): number {
-  return b.poisonedAt - a.poisonedAt ||
-    (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0);
+  return b.poisonedAt - a.poisonedAt || byCodePoint(a.jobId, b.jobId);
 }
 
 function attempt<T>(write: () => T): Promise<T> {
@@ -473,4 +477,19 @@ function attempt<T>(write: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error);
   }
+}
+
+/**
+ * Orders strings by code point, as KvStore (UTF-8 keys) and PostgresStore
+ * (`COLLATE "C"`) do; `<` compares UTF-16 code units, which puts U+FF01
+ * after an emoji.
+ */
+function byCodePoint(a: string, b: string): number {
+  const x = [...a];
+  const y = [...b];
+  for (let i = 0; i < x.length && i < y.length; i++) {
+    const d = x[i]!.codePointAt(0)! - y[i]!.codePointAt(0)!;
+    if (d !== 0) return d;
+  }
+  return x.length - y.length;
 }

@@ -48,6 +48,11 @@ import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import {
   broadcastBegun,
   broadcastRecorded,
+  checkClaim,
+  checkDeadLetter,
+  checkLease,
+  checkMs,
+  checkRecord,
   COUNT_TTL_MS,
   cursorAfter,
   frozenBroadcast,
@@ -1073,91 +1078,11 @@ export class PostgresStore implements Store {
   }
 }
 
-/** Timestamps are bigint milliseconds of the injected clock. */
-function checkMs(name: string, value: unknown): void {
-  if (!Number.isSafeInteger(value)) {
-    throw new TypeError(
-      `Cannot write to PostgresStore as '${name}' must be a whole number of milliseconds: current value is ${
-        String(value)
-      }`,
-    );
-  }
-}
-
 function checkVersion(id: string, version: unknown): void {
   if (typeof version !== "string" || !/^\d{1,19}$/.test(version)) {
     throw new ConflictError(
       `Cannot write intent ${id} as it changed since it was read; re-read it`,
     );
-  }
-}
-
-/**
- * A value postgres.js cannot send (`undefined`, an object it fails to
- * serialize) fails its statement before it leaves: the writes and `COMMIT`
- * are pipelined, so the rest of the transaction would commit without it.
- * Every value of a write is checked before anything is sent.
- */
-function checkString(name: string, value: unknown): void {
-  if (typeof value !== "string") {
-    throw new TypeError(
-      `Cannot write to PostgresStore as '${name}' must be a string: current value is ${
-        String(value)
-      }`,
-    );
-  }
-}
-
-/** Checks an optional string (`undefined` is written as SQL `NULL`). */
-function checkOptionalString(name: string, value: unknown): void {
-  if (value !== undefined) checkString(name, value);
-}
-
-function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
-  checkString("lease.owner", lease.owner);
-  checkMs("lease.now", lease.now);
-  checkMs("lease.ttlMs", lease.ttlMs);
-}
-
-function checkClaim(claim: Claim): void {
-  checkString("claim.key", claim.key);
-  checkMs("claim.now", claim.now);
-  checkMs("claim.expiresAt", claim.expiresAt);
-}
-
-function checkDeadLetter(letter: DeadLetter): void {
-  checkString("jobId", letter.jobId);
-  checkString("intentId", letter.intentId);
-  if (letter.cause !== "declared" && letter.cause !== "exhausted") {
-    throw new TypeError(
-      `Cannot write to PostgresStore as 'cause' must be "declared" or "exhausted": current value is ${
-        String(letter.cause)
-      }`,
-    );
-  }
-  checkString("reason", letter.reason);
-  checkString("resolution", letter.resolution);
-  checkString("lastError", letter.lastError);
-  checkMs("poisonedAt", letter.poisonedAt);
-  checkMs("deliveries", letter.deliveries);
-  if (letter.queue !== undefined) {
-    checkString("queue.queue", letter.queue?.queue);
-    checkOptionalString("queue.messageId", letter.queue.messageId);
-    checkOptionalString("queue.dlqId", letter.queue.dlqId);
-  }
-}
-
-function checkRecord(record: IntentRecord): void {
-  if (record.settlingSince !== null) {
-    checkMs("settlingSince", record.settlingSince);
-  }
-  if (record.broadcasting !== null) {
-    checkMs("broadcasting", record.broadcasting);
-  }
-  if (record.lastBroadcast !== null) {
-    checkMs("at", record.lastBroadcast.at);
-    checkOptionalString("txHash", record.lastBroadcast.txHash);
-    checkOptionalString("error", record.lastBroadcast.error);
   }
 }
 

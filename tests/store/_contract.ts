@@ -12,6 +12,7 @@
 
 import assert from "node:assert/strict";
 import {
+  type Broadcast,
   BusyError,
   ConflictError,
   type DeadLetter,
@@ -182,21 +183,21 @@ export function storeContract(
           settlingSince: 0,
           lastBroadcast: SENT,
         });
+        // Another delivery starts a send meanwhile: no capture may land
+        // while one is in flight. The store decides again on what won
+        // (holds are idempotent) and refuses it by the rules.
         beforeNextCommit(async (other) => {
           const now = (await other.getIntent(id))!;
-          await other.transition(id, {
-            from: "settling",
-            to: "needs_review",
-            version: now.version,
-            at: 1,
-          });
+          await other.beginBroadcast(id, now.version, 1);
         });
-        await assert.rejects(store.captureHold(id), ConflictError);
+        await assert.rejects(
+          store.captureHold(id),
+          (error) =>
+            error instanceof ConflictError &&
+            /with a broadcast in flight/.test(error.message),
+        );
         const after = (await store.getIntent(id))!;
-        assert.deepEqual([after.state, after.hold], [
-          "needs_review",
-          "pending",
-        ]);
+        assert.deepEqual([after.broadcasting, after.hold], [1, "pending"]);
       });
       await t.step("putDeadLetter", async () => {
         beforeNextCommit((other) =>
@@ -591,6 +592,116 @@ export function storeContract(
       (await store.getIntent("pi_4"))?.state,
       (await store.getIntent("pi_4"))?.hold,
     ], ["settling", "voided"]);
+  });
+
+  test("records and voids a hold idempotently when two callers do it at once", async (store) => {
+    await store.createIntent({ id: "pi_1", state: "created" });
+    assert.deepEqual(
+      await Promise.all([store.recordHold("pi_1"), store.recordHold("pi_1")]),
+      ["pending", "pending"],
+    );
+    assert.deepEqual(
+      await Promise.all([store.voidHold("pi_1"), store.voidHold("pi_1")]),
+      ["voided", "voided"],
+    );
+    assert.equal((await store.getIntent("pi_1"))!.hold, "voided");
+  });
+
+  test("refuses a time that is not a whole number of milliseconds, and an imported broadcast that is not one, with a TypeError before writing", async (store) => {
+    const refused = (write: () => Promise<unknown>, name: string) =>
+      assert.rejects(
+        write(),
+        (error) => error instanceof TypeError && error.message.includes(name),
+        name,
+      );
+    await refused(
+      () =>
+        store.createIntent({
+          id: "pi_1",
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "bogus" as "sent", at: 0 },
+        }),
+      "'lastBroadcast.outcome'",
+    );
+    await refused(
+      () =>
+        store.createIntent({
+          id: "pi_1",
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "unknown" } as Broadcast,
+        }),
+      "'lastBroadcast.at'",
+    );
+    await refused(
+      () =>
+        store.createIntent({
+          id: "pi_1",
+          state: "settling",
+          hold: "pending",
+          settlingSince: 1.5,
+        }),
+      "'settlingSince'",
+    );
+    assert.equal(await store.getIntent("pi_1"), null);
+    const created = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const change = {
+      from: "authorized",
+      to: "settling",
+      version: created.version,
+    } as const;
+    await refused(
+      () => store.transition("pi_1", { ...change, at: 1000.5 }),
+      "'settlingSince'",
+    );
+    await refused(
+      () =>
+        store.transition("pi_1", { ...change, at: 1000 }, {
+          lease: { owner: "a", ttlMs: 1.5, now: 0, keep: true },
+        }),
+      "'lease.ttlMs'",
+    );
+    await refused(
+      () =>
+        store.transition("pi_1", { ...change, at: 1000 }, {
+          claim: { key: "k", now: 0, expiresAt: 1000.5 },
+        }),
+      "'claim.expiresAt'",
+    );
+    assert.equal((await store.getIntent("pi_1"))!.version, created.version);
+    await refused(
+      () => store.admit({ count: "pi_1/settle", now: 1.5 }),
+      "'now'",
+    );
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    await refused(
+      () => store.putDeadLetter(deadLetter("pi_1/settle", 1.5)),
+      "'poisonedAt'",
+    );
+    await refused(
+      () => store.putDeadLetter(deadLetter("pi_1/settle", 1e300)),
+      "'poisonedAt'",
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+  });
+
+  test("lists dead letters of the same time by their job ids' code points", async (store) => {
+    await store.putDeadLetter(deadLetter("\u{1F600}/settle", 10));
+    await store.putDeadLetter(deadLetter("\uFF01/settle", 10));
+    assert.deepEqual(
+      (await store.listDeadLetters()).items.map((d) => d.jobId),
+      ["\uFF01/settle", "\u{1F600}/settle"],
+    );
+    const first = await store.listDeadLetters({ limit: 1 });
+    const rest = await store.listDeadLetters({ cursor: first.cursor });
+    assert.deepEqual(rest.items.map((d) => d.jobId), ["\u{1F600}/settle"]);
   });
 
   test("voids, captures and records holds idempotently, and refuses to reverse them", async (store) => {

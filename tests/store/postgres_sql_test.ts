@@ -709,7 +709,7 @@ Deno.test({
       assert.ok(noLastError instanceof TypeError);
       assert.equal(
         noLastError.message,
-        "Cannot write to PostgresStore as 'lastError' must be a string: current value is undefined",
+        "Cannot write to the store as 'lastError' must be a string: current value is undefined",
       );
       // A claim without its key, with a count and with a dead letter.
       const keyless = { now: 5, expiresAt: 1000 } as unknown as Claim;
