@@ -578,6 +578,22 @@ Deno.test("createApp() refuses a Pub/Sub push without a valid Google token for t
       await google.token({ email: "someone@else.test" }),
     ],
     ["email not verified", await google.token({ email_verified: false })],
+    [
+      "email_verified missing",
+      await google.token({ email_verified: undefined }),
+    ],
+    [
+      "email_verified a string",
+      await google.token({ email_verified: "true" }),
+    ],
+    [
+      "an issuer that only ends in Google's",
+      await google.token({ iss: "https://evil.test/accounts.google.com" }),
+    ],
+    [
+      "an issuer that only starts with Google's",
+      await google.token({ iss: "accounts.google.com.evil.test" }),
+    ],
     ["no token", null],
   ];
   for (const [name, token] of tokens) {
