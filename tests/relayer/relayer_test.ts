@@ -704,13 +704,147 @@ function suite(backend: Backend): void {
     await store.beginBroadcast("pi_0001", seen.version, 0, {
       lease: { owner: "someone else", ttlMs: 10_000_000, now: 0, keep: true },
     });
-    const outcome = await relayer.deliver(job, 9);
-    assert.equal(
-      outcome.action === "retry" && outcome.reason,
-      "intent pi_0001 is busy with another delivery",
-      "busy is not failure: retry, even past maxDeliveries",
-    );
+    for (const n of [1, 9]) {
+      const outcome = await relayer.deliver(job, n);
+      assert.equal(
+        outcome.action === "retry" && outcome.reason,
+        "intent pi_0001 is busy with another delivery",
+        `#${n}: busy is not failure: retry, even past maxDeliveries`,
+      );
+    }
     assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() never sends twice when a race is lost after a send: the record's lost race fails the delivery instead of planning again", async () => {
+    let lose = true;
+    const { relayer, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0x1" }, { txHash: "0x2" }] },
+      { policy: { maxDeliveries: 5, jitter: "none", stuckAfterMs: 0 } },
+      (store) =>
+        overriding(store, {
+          recordBroadcast(...args) {
+            if (!lose) return store.recordBroadcast(...args);
+            lose = false;
+            return Promise.reject(new ConflictError("lost a race"));
+          },
+        }),
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "retry");
+    assert.equal(
+      sender.calls.filter((call) => call.method === "send").length,
+      1,
+    );
+  });
+
+  test("createRelayer() settles on an earlier tx that confirmed, after rescuing a send whose write-ahead a crash left in flight", async () => {
+    const chain = perHash([{ txHash: "0xnew" }]);
+    chain.receipts["0xold"] = "confirmed";
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        txHashes: ["0xold"],
+        lastBroadcast: { outcome: "unknown", at: 0 },
+        broadcasting: 0,
+      },
+      { sends: [] },
+      { sender: chain.sender },
+    );
+    await relayer.deliver(job, 1);
+    await relayer.deliver(job, 2);
+    const after = await intent(store);
+    assert.deepEqual([after.state, after.hold], ["settled", "captured"]);
+  });
+
+  test("createRelayer() refuses to settle a captured intent while a send is in flight", async () => {
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        hold: "captured",
+        settlingSince: 0,
+        txHashes: ["0x1"],
+        lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
+        broadcasting: 5,
+      },
+      { sends: [], receipts: ["confirmed"] },
+      { policy: { maxDeliveries: 1, jitter: "none" } },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "poison");
+    // The relayer's own refusal, before any store is asked to settle it
+    // (a Store of one's own may not refuse).
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.lastError,
+      "the hold is captured while a broadcast is in flight",
+    );
+    assert.equal((await intent(store)).state, "needs_review");
+  });
+
+  test("createRelayer() answers done, and keeps no letter, when a queue gives up on a job whose intent already failed or settled", async () => {
+    for (const state of ["failed", "settled"] as const) {
+      const { relayer, store } = await setup({
+        state,
+        hold: state === "failed" ? "voided" : "captured",
+        ...(state === "settled" ? { txHashes: ["0x1"] } : {}),
+      });
+      const outcome = await relayer.giveUp(job, {
+        deliveries: 1,
+        queue: { queue: "qstash", messageId: "msg_1" },
+      });
+      assert.deepEqual(outcome, {
+        action: "done",
+        delivery: 1,
+        reason: `intent already ${state}`,
+      });
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    }
+  });
+
+  test("createRelayer() says 'after 1 delivery' when a queue gives up after one", async () => {
+    const { relayer } = await setup({ state: "created" });
+    const outcome = await relayer.giveUp(job, {
+      deliveries: 1,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    });
+    assert.equal(outcome.reason, "the queue gave up after 1 delivery");
+  });
+
+  test("createRelayer() refuses a replayed look before it asks the signer about an earlier tx", async () => {
+    const chain = perHash([]);
+    const { relayer } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        txHashes: ["0xold"],
+        lastBroadcast: { outcome: "not_sent", at: 0, error: "nonce gap" },
+        mayHaveSent: true,
+      },
+      { sends: [] },
+      { sender: chain.sender },
+    );
+    const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000_000 };
+    await relayer.deliver(job, 1, { claim });
+    const asked = chain.asked.length;
+    await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
+    assert.equal(chain.asked.length, asked, "no receipt asked for a replay");
+  });
+
+  test("createRelayer() keeps an unreadable message's letter with 1 delivery when the queue's attempt is 0 or absent", async () => {
+    const { relayer, store } = await setup({ state: "created" });
+    for (const attempt of [0, undefined]) {
+      const jobId = await relayer.keepUnreadable({
+        queue: "pubsub",
+        id: `m${attempt}`,
+        raw: "{",
+        detail: "not JSON",
+        seen: attempt === undefined ? {} : { attempt },
+      });
+      assert.equal((await store.getDeadLetter(jobId))?.deliveries, 1);
+    }
   });
 
   test("createRelayer() plans again when the intent changed but kept its state between the look and the write: no second send", async () => {
