@@ -401,6 +401,12 @@ export function storeContract(
         lastBroadcast: NOT_SENT,
         mayHaveSent: true,
       },
+      // The caller's "nothing was sent" does not outweigh the record.
+      "an unknown last broadcast, imported as unsent": {
+        lastBroadcast: { outcome: "unknown", error: "timeout", at: 0 },
+        mayHaveSent: false,
+      },
+      "no broadcast on record, imported as unsent": { mayHaveSent: false },
     } as const;
     let n = 0;
     for (const [why, fields] of Object.entries(doubtful)) {
@@ -427,6 +433,27 @@ export function storeContract(
       const after = (await store.getIntent(id))!;
       assert.deepEqual([after.state, after.hold], ["settling", "pending"], why);
       assert.equal(await store.getDeadLetter(`${id}/settle`), null, why);
+      // With the hold already voided (a resolution interrupted after its
+      // void), no void rule stands in front: I1 alone refuses the move.
+      const voidedId = `pi_${n++}`;
+      const voidedFirst = await store.createIntent({
+        id: voidedId,
+        state: "settling",
+        hold: "voided",
+        settlingSince: 0,
+        ...fields,
+      });
+      await assert.rejects(
+        store.transition(voidedId, {
+          from: "settling",
+          to: "failed",
+          version: voidedFirst.version,
+          at: 1,
+        }),
+        /Cannot fail pi_\d+ unless its last broadcast was declared not_sent/,
+        `${why}, hold voided`,
+      );
+      assert.equal((await store.getIntent(voidedId))!.state, "settling", why);
     }
     // A voided hold (an interrupted resolution) admits no new send.
     const voided = await store.createIntent({
