@@ -307,6 +307,17 @@ Deno.test("checkQueue() names the first problem: a queue that stops early, then 
     }).problem,
     null,
   );
+  // At the edge: a window exactly as long as stuckAfter is enough.
+  const qstash = { kind: "qstash", retries: 9 } as const;
+  const edge = checkQueue(DEFAULT_POLICY, qstash).windowMs;
+  assert.equal(
+    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge }, qstash).problem,
+    null,
+  );
+  assert.equal(
+    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge + 1 }, qstash).problem,
+    "window_short",
+  );
 });
 
 Deno.test("describePolicy() with a queue says its limit and whose delays apply", () => {

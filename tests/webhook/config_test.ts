@@ -225,6 +225,13 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
   assert.doesNotThrow(() =>
     loadConfig({ ...base, MAX_DELIVERIES: "5", STUCK_AFTER: "30s" })
   );
+  // At the edge: the default policy guarantees 317.5 s, to the millisecond.
+  assert.doesNotThrow(() => loadConfig({ ...base, STUCK_AFTER: "317500ms" }));
+  refused(
+    { ...base, STUCK_AFTER: "317501ms" },
+    "STUCK_AFTER",
+    /rescue window is 5m17\.5s .* STUCK_AFTER is 5m17\.501s/,
+  );
 });
 
 Deno.test("loadConfig() names the bad setting, and never echoes a secret", () => {
