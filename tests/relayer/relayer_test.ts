@@ -1365,14 +1365,18 @@ Deno.test("formatOutcome() keeps a space after a job id of any length", () => {
   );
 });
 
-Deno.test("createRelayer() takes a write that landed but whose answer was lost as this delivery's failure, not a replay, and the signature stays used", async () => {
+/**
+ * An authorized pi_0001 on a MemoryStore whose first `transition` (the
+ * write-ahead, authorized to settling) commits, then loses its answer (the
+ * connection drops after `COMMIT`); a relayer over it.
+ */
+async function lostAnswer(policy: RelayerOptions["policy"] = {}) {
   const memory = new MemoryStore();
   await memory.createIntent({
     id: "pi_0001",
     state: "authorized",
     hold: "pending",
   });
-  // The write-ahead (authorized to settling) commits, then the connection drops before its answer.
   let drop = true;
   const store = overriding(memory, {
     async transition(...args: Parameters<Store["transition"]>) {
@@ -1387,9 +1391,15 @@ Deno.test("createRelayer() takes a write that landed but whose answer was lost a
   const relayer = createRelayer({
     store,
     sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xaa" }] } }),
+    policy,
     now: () => 0,
     random: () => 0,
   });
+  return { memory, relayer };
+}
+
+Deno.test("createRelayer() takes a write that landed but whose answer was lost as this delivery's failure, not a replay, and the signature stays used", async () => {
+  const { memory, relayer } = await lostAnswer();
   const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
   const outcome = await relayer.deliver(job, 1, { claim });
   assert.equal(outcome.action, "retry");
@@ -1403,30 +1413,7 @@ Deno.test("createRelayer() takes a write that landed but whose answer was lost a
 });
 
 Deno.test("createRelayer() resolves a last delivery whose write landed but whose answer was lost, instead of taking its own record for a replay", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  let drop = true;
-  const store = overriding(memory, {
-    async transition(...args: Parameters<Store["transition"]>) {
-      const intent = await memory.transition(...args);
-      if (drop) {
-        drop = false;
-        throw new Error("connection reset after COMMIT");
-      }
-      return intent;
-    },
-  });
-  const relayer = createRelayer({
-    store,
-    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xaa" }] } }),
-    policy: { maxDeliveries: 1 },
-    now: () => 0,
-    random: () => 0,
-  });
+  const { memory, relayer } = await lostAnswer({ maxDeliveries: 1 });
   const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
   const outcome = await relayer.deliver(job, 1, { claim });
   assert.equal(outcome.action, "poison");

@@ -641,38 +641,30 @@ export function storeContract(
         (error) => error instanceof TypeError && error.message.includes(name),
         name,
       );
-    await refused(
-      () =>
-        store.createIntent({
-          id: "pi_1",
-          state: "settling",
-          hold: "pending",
-          settlingSince: 0,
-          lastBroadcast: { outcome: "bogus" as "sent", at: 0 },
-        }),
-      "'lastBroadcast.outcome'",
-    );
-    await refused(
-      () =>
-        store.createIntent({
-          id: "pi_1",
-          state: "settling",
-          hold: "pending",
-          settlingSince: 0,
-          lastBroadcast: { outcome: "unknown" } as Broadcast,
-        }),
-      "'lastBroadcast.at'",
-    );
-    await refused(
-      () =>
-        store.createIntent({
-          id: "pi_1",
-          state: "settling",
-          hold: "pending",
-          settlingSince: 1.5,
-        }),
-      "'settlingSince'",
-    );
+    const imported: [Partial<NewIntent>, string][] = [
+      [
+        { lastBroadcast: { outcome: "bogus" as "sent", at: 0 } },
+        "'lastBroadcast.outcome'",
+      ],
+      [
+        { lastBroadcast: { outcome: "unknown" } as Broadcast },
+        "'lastBroadcast.at'",
+      ],
+      [{ settlingSince: 1.5 }, "'settlingSince'"],
+    ];
+    for (const [fields, name] of imported) {
+      await refused(
+        () =>
+          store.createIntent({
+            id: "pi_1",
+            state: "settling",
+            hold: "pending",
+            settlingSince: 0,
+            ...fields,
+          }),
+        name,
+      );
+    }
     assert.equal(await store.getIntent("pi_1"), null);
     const created = await store.createIntent({
       id: "pi_1",
