@@ -609,11 +609,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
       };
     }
 
-    /** Runs a write; once it lands, the claim has been used. */
+    /**
+     * Runs a write; once it lands, the claim has been used. After a write
+     * whose answer was lost (`claimMaybeUsed`) the delivery writes nothing
+     * more: `deliver` answers retry, and a give-up's error goes out as it is.
+     */
     async write<T>(write: (options: WriteOptions) => Promise<T>, keep = false) {
-      // The claim is settled apart first, as `close` does, so that this
-      // write cannot meet it on record and be taken for a replay.
-      if (this.claimMaybeUsed) await this.close();
       let result: T;
       try {
         result = await write(this.options(keep));
@@ -641,7 +642,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
         await store.admit({ claim: this.claim, now: now() });
       } catch (error) {
         // Found on record after a write whose answer was lost: that write
-        // landed, and the signature is used. Not a replay of this request.
+        // landed (or a replay's did, long ago: the two cannot be told
+        // apart). Either way the signature is used, and this delivery
+        // writes nothing more, so it is answered as the failure it had.
         if (!(error instanceof ReplayError && this.claimMaybeUsed)) throw error;
       }
       this.claim = undefined;
@@ -683,9 +686,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     if (failure instanceof BusyError) return await busy(job, n, d);
     const decision = decide(failure, n, policy, { random });
-    if (decision.action === "retry") {
+    if (decision.action === "retry" || d.claimMaybeUsed) {
+      // After a write whose answer was lost, no resolution: whether the
+      // write landed is for the next delivery to read, and a replay whose
+      // write failed so must not go on to write without its record.
       await d.close();
-      return { ...decision, delivery: n };
+      return {
+        action: "retry",
+        delivery: n,
+        delayMs: decision.action === "retry"
+          ? decision.delayMs
+          : jitter(backoff(n, policy), policy.jitter, random),
+        reason: clip(
+          decision.action === "retry" ? decision.reason : messageOf(failure),
+        ),
+      };
     }
     try {
       const resolution = await resolve(job, jobId, d, {

@@ -214,7 +214,11 @@ const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
   "/v1/pubsub/dead-letter",
 ]);
 
-/** An envelope's room beyond the encoded job: its other fields and attributes. */
+/**
+ * An envelope's room beyond the encoded job: its other fields and
+ * attributes, and (QStash's failure callback) our last answer, base64: its
+ * `reason` is clipped to 1,000 characters by the relayer.
+ */
 const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
 
 /** A refusal the app answers as a problem; thrown inside handlers. */

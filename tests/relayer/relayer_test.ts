@@ -935,6 +935,17 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() clips a huge Sender error in a retry's reason, which the routes answer the queue with", async () => {
+    const { relayer } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: notSent(new Error("x".repeat(100_000))) }] },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "retry");
+    assert.ok(outcome.reason.length < 1100, `${outcome.reason.length}`);
+    assert.match(outcome.reason, /^send: x+… \(\d+ more characters\)$/);
+  });
+
   test("createRelayer() poisons a declared not-sent: voids the hold, fails the intent, keeps a dead letter", async () => {
     const { relayer, store } = await setup(
       { state: "authorized", hold: "pending" },
@@ -1388,14 +1399,15 @@ async function lostAnswer(policy: RelayerOptions["policy"] = {}) {
       return intent;
     },
   });
+  const clock = { now: 0 };
   const relayer = createRelayer({
     store,
     sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xaa" }] } }),
     policy,
-    now: () => 0,
+    now: () => clock.now,
     random: () => 0,
   });
-  return { memory, relayer };
+  return { memory, relayer, clock };
 }
 
 Deno.test("createRelayer() takes a write that landed but whose answer was lost as this delivery's failure, not a replay, and the signature stays used", async () => {
@@ -1412,18 +1424,60 @@ Deno.test("createRelayer() takes a write that landed but whose answer was lost a
   await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
 });
 
-Deno.test("createRelayer() resolves a last delivery whose write landed but whose answer was lost, instead of taking its own record for a replay", async () => {
-  const { memory, relayer } = await lostAnswer({ maxDeliveries: 1 });
+Deno.test("createRelayer() answers a last delivery whose write landed but whose answer was lost with a retry and writes nothing more; the next delivery resolves it", async () => {
+  const { memory, relayer, clock } = await lostAnswer({ maxDeliveries: 1 });
   const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
   const outcome = await relayer.deliver(job, 1, { claim });
-  assert.equal(outcome.action, "poison");
-  // The send was written ahead and never made: it may be out there.
-  assert.equal((await memory.getIntent("pi_0001"))?.state, "needs_review");
-  assert.equal(
-    (await memory.getDeadLetter("pi_0001/settle"))?.lastError,
-    "connection reset after COMMIT",
-  );
+  assert.equal(outcome.action, "retry");
+  assert.match(outcome.reason, /connection reset after COMMIT/);
+  // What landed stands, and nothing was resolved on top of it.
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
   await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
+  // The queue's next delivery, once the lease the write-ahead took has
+  // lapsed, reads it: a send written ahead and never made may be out there.
+  clock.now = 60_000;
+  const next = await relayer.deliver(job, 2, {
+    claim: { ...claim, key: "v1=cd34" },
+  });
+  assert.equal(next.action, "poison");
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "needs_review");
+});
+
+Deno.test("createRelayer() writes nothing for a replayed request whose first write fails without an answer, even at the last delivery", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "not_sent", at: 0, error: "nonce gap" },
+    mayHaveSent: false,
+  });
+  const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
+  await memory.admit({ claim, now: 0 }); // the original request
+  let reset = true;
+  const store = overriding(memory, {
+    beginBroadcast(...args: Parameters<Store["beginBroadcast"]>) {
+      if (!reset) return memory.beginBroadcast(...args);
+      reset = false;
+      return Promise.reject(new Error("connection reset"));
+    },
+  });
+  const sender = new ScriptedSender({ pi_0001: { sends: [] } });
+  const relayer = createRelayer({
+    store,
+    sender,
+    policy: { maxDeliveries: 3 },
+    now: () => 0,
+    random: () => 0,
+  });
+  const outcome = await relayer.deliver(job, 3, { claim });
+  assert.equal(outcome.action, "retry");
+  const after = await memory.getIntent("pi_0001");
+  assert.deepEqual([after?.state, after?.hold], ["settling", "pending"]);
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+  assert.equal(sender.calls.length, 0);
 });
 
 Deno.test("createRelayer() records the signature of a delivery whose write failed before it landed", async () => {
