@@ -245,8 +245,9 @@ export interface Relayer {
    * `publish` runs before the removal (a failed publish loses nothing; a
    * duplicate carries the same deduplication id); `message` is enqueued on
    * the store's own queue in the removal's commit. The queue ids the letter
-   * kept are marked first, so that a queue repeating that message's
-   * give-up later changes nothing (`giveUp` answers "done").
+   * kept are marked first (as `giveUp` marks them once it resolved), so that
+   * a queue repeating that message's give-up later changes nothing
+   * (`giveUp` answers "done").
    *
    * @returns The job, or `null` if there is no such dead letter.
    * @throws {ConflictError} If the intent is settled, failed or in review
@@ -463,21 +464,21 @@ function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
 }
 
 /**
- * The count keys that mark a queue's message as given up, kept and
- * redriven since: `redriven/<queue>/message/<id>` and
- * `redriven/<queue>/dlq/<id>`. The dead letter that recorded the message
- * is gone, so a repeat of its give-up finds one of these instead. No job
- * id has this shape (an intent id holds no `/`).
+ * The count keys that mark a queue's message as given up and resolved:
+ * `gaveup/<queue>/message/<id>` and `gaveup/<queue>/dlq/<id>`. A repeat of
+ * that give-up finds one even when the dead letter that recorded the
+ * message is gone (redriven) or replaced (the job poisoned again since).
+ * No job id has this shape (an intent id holds no `/`).
  */
-function redrivenKeys(ids: QueueIds | undefined): string[] {
+function gaveUpKeys(ids: QueueIds | undefined): string[] {
   if (ids === undefined) return [];
   return [
     ...(ids.messageId === undefined
       ? []
-      : [`redriven/${ids.queue}/message/${ids.messageId}`]),
+      : [`gaveup/${ids.queue}/message/${ids.messageId}`]),
     ...(ids.dlqId === undefined
       ? []
-      : [`redriven/${ids.queue}/dlq/${ids.dlqId}`]),
+      : [`gaveup/${ids.queue}/dlq/${ids.dlqId}`]),
   ];
 }
 
@@ -739,6 +740,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
         queue: options.queue,
         onlyOnce: true,
       });
+      // Resolved: the message is marked, so that a repeat of this give-up
+      // changes nothing even once its letter is redriven or replaced. If
+      // the mark fails, the queue repeats, and the repeat marks it. It
+      // lives as long as a delivery count (8 days).
+      for (const key of gaveUpKeys(options.queue)) {
+        await store.admit({ count: key, now: now() });
+      }
       return { ...poisoned, reason, resolution };
     } catch (error) {
       if (error instanceof BusyError) return await busy(job, n, d);
@@ -1087,12 +1095,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
         await d.close();
         return letter.resolution;
       }
-      if (queue && await wasRedriven(queue)) {
-        // The same, after an operator redrove the letter that recorded
-        // this message: the redriven job owns the intent now.
+      if (queue && await wasGivenUp(queue)) {
+        // The same, after the letter that recorded this message was
+        // redriven or replaced: a job published since owns the intent now.
         await d.close();
         throw new Finished(
-          "the queue repeated its give-up for a message whose dead letter was redriven since: nothing changed",
+          "the queue repeated its give-up for a message already resolved: nothing changed",
         );
       }
       if (letter !== null && intent?.state !== "settling") {
@@ -1192,9 +1200,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     );
   }
 
-  /** Whether a give-up with these ids is for a message redriven since. */
-  async function wasRedriven(ids: QueueIds): Promise<boolean> {
-    for (const key of redrivenKeys(ids)) {
+  /** Whether a give-up with these ids was resolved before. */
+  async function wasGivenUp(ids: QueueIds): Promise<boolean> {
+    for (const key of gaveUpKeys(ids)) {
       if (await store.deliveries(key) > 0) return true;
     }
     return false;
@@ -1216,12 +1224,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     if (options.publish) {
       await options.publish(job, `${jobId}:${deadLetter.version}`);
     }
-    // The letter records the message the queue gave up on; queues repeat
-    // a give-up (at least once), and a repeat after the letter is gone must
-    // still find the message handled. Marked first: a mark without the
-    // removal (a lost race) changes nothing, since the letter still says
-    // the same. The mark lives as long as a delivery count (8 days).
-    for (const key of redrivenKeys(deadLetter.queue)) {
+    // The give-up marked its message once resolved; marked again here, in
+    // case it crashed between its resolution and its mark: a repeat after
+    // the letter is gone must still find the message handled. Marked
+    // first: a mark without the removal (a lost race) changes nothing.
+    for (const key of gaveUpKeys(deadLetter.queue)) {
       await store.admit({ count: key, now: now() });
     }
     await store.redrive(

@@ -479,7 +479,7 @@ function suite(backend: Backend): void {
     ) {
       const repeat = await relayer.giveUp(job, { deliveries: 3, queue: ids });
       assert.equal(repeat.action, "done");
-      assert.match(repeat.reason, /redriven since: nothing changed/);
+      assert.match(repeat.reason, /already resolved: nothing changed/);
     }
     assert.equal((await store.getIntent("pi_0001"))!.state, "settling");
     assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
@@ -489,6 +489,37 @@ function suite(backend: Backend): void {
       queue: { queue: "qstash", messageId: "msg_B", dlqId: "dlq_B" },
     });
     assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
+  });
+
+  test("createRelayer() changes nothing on a queue's repeated give-up after its letter was replaced by a later poison and that one redriven", async () => {
+    const { relayer, store } = await setup(
+      { state: "created" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    const queue = { queue: "qstash", messageId: "msg_A" };
+    await relayer.giveUp(job, { deliveries: 3, queue });
+    // The job, published again, is poisoned by the policy: its letter
+    // (no queue ids) replaces the give-up's.
+    assert.equal((await relayer.deliver(job, 5)).action, "poison");
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.queue,
+      undefined,
+    );
+    // The payment is authorized, the operator redrives, the job sends.
+    await store.recordHold("pi_0001");
+    await store.transition("pi_0001", {
+      from: "created",
+      to: "authorized",
+      version: (await intent(store)).version,
+      at: 1,
+    });
+    await relayer.redrive("pi_0001/settle");
+    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    assert.equal((await intent(store)).state, "settling");
+    // QStash repeats the first message's failure callback.
+    const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
+    assert.equal(repeat.action, "done");
+    assert.equal((await intent(store)).state, "settling");
   });
 
   test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
