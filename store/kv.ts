@@ -267,6 +267,27 @@ const RACE_RETRIES = 32;
 
 const UTF8 = new TextEncoder();
 
+/** Deno KV's largest key, encoded. */
+const MAX_KEY_BYTES = 2048;
+
+/**
+ * A key's size as Deno KV encodes it: a type byte per part, then a
+ * string's or bytes' content and a terminator (a NUL inside takes two), a
+ * number's 8 bytes, a bigint's up to 9. An upper bound where it guesses.
+ */
+function keyBytes(key: KvKey): number {
+  let n = 0;
+  for (const part of key) {
+    if (typeof part === "string" || part instanceof Uint8Array) {
+      const bytes = typeof part === "string" ? UTF8.encode(part) : part;
+      n += 2 + bytes.length + bytes.filter((b) => b === 0).length;
+    } else if (typeof part === "number") n += 9;
+    else if (typeof part === "bigint") n += 10;
+    else n += 1;
+  }
+  return n;
+}
+
 /**
  * A {@linkcode Store} on Deno KV.
  *
@@ -902,24 +923,22 @@ export class KvStore implements Store {
     options ??= {};
     const limit = pageLimit(options.limit);
     const after = options.cursor ? readCursor(options.cursor) : null;
-    // A job id no key of this store can hold: Deno KV keys are at most
-    // 2 KiB. Refused as any other cursor it did not return.
-    if (after !== null && UTF8.encode(after.jobId).length > 1_900) {
-      throw badCursor(options.cursor!);
-    }
     const prefix = this.#key("dead_by_time");
     // Our own cursor, the same in every store: Deno KV's is opaque, and
     // one it did not write fails in its own words, or lists nothing.
     // Strictly after the page's last key: a key sorts before its extensions.
-    const selector = after === null ? { prefix } : {
-      prefix,
-      start: [
-        ...prefix,
-        Number.MAX_SAFE_INTEGER - after.poisonedAt,
-        after.jobId,
-        "",
-      ],
-    };
+    const start = after === null ? null : [
+      ...prefix,
+      Number.MAX_SAFE_INTEGER - after.poisonedAt,
+      after.jobId,
+      "",
+    ];
+    // A job id no key of this store can hold: Deno KV keys are at most
+    // 2 KiB. Refused as any other cursor it did not return.
+    if (start !== null && keyBytes(start) > MAX_KEY_BYTES) {
+      throw badCursor(options.cursor!);
+    }
+    const selector = start === null ? { prefix } : { prefix, start };
     // One entry more than the page, so that a full last page is known to
     // be the last.
     const jobIds: string[] = [];

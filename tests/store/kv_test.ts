@@ -180,17 +180,41 @@ Deno.test("KvStore reads an intent stored before it kept tx hashes with its last
   }
 });
 
-Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its own words rather than Deno KV's", async () => {
+Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its own words rather than Deno KV's, whatever its prefix", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
+    const refusal = (error: unknown) =>
+      error instanceof TypeError &&
+      error.message.startsWith(
+        "Cannot list dead letters as 'cursor' is not one this store returned",
+      );
     const store = new KvStore(kv);
     await assert.rejects(
       store.listDeadLetters({ cursor: `1000|${"x".repeat(3000)}` }),
-      (error) =>
-        error instanceof TypeError &&
-        error.message.startsWith(
-          "Cannot list dead letters as 'cursor' is not one this store returned",
-        ),
+      refusal,
+    );
+    // A long prefix leaves less room for the job id.
+    const long = new KvStore(kv, { prefix: ["t".repeat(1500)] });
+    await assert.rejects(
+      long.listDeadLetters({ cursor: `1000|${"x".repeat(520)}` }),
+      refusal,
+    );
+    // A job id that fits is listed after, as on every store.
+    const id = `${"y".repeat(400)}/settle`;
+    await long.putDeadLetter({
+      jobId: id,
+      intentId: "pi_1",
+      deliveries: 1,
+      cause: "exhausted",
+      reason: "",
+      resolution: "",
+      lastError: "",
+      poisonedAt: 5,
+    });
+    assert.deepEqual(
+      (await long.listDeadLetters({ cursor: `6|${"x".repeat(400)}` })).items
+        .map((d) => d.jobId),
+      [id],
     );
   } finally {
     kv.close();
