@@ -213,12 +213,15 @@ export interface Relayer {
    * does. Idempotent: when a dead letter of the job exists (a repeat, or
    * the relayer poisoned it first), nothing changes; when the intent is
    * settled or failed (the job finished, its ack lost), nothing changes and
-   * the outcome is `done`.
+   * the outcome is `done`. Once resolved, the message's queue ids are
+   * marked for 8 days: a repeat after its letter was redriven or replaced
+   * changes nothing either, and is `done`.
    *
    * @param job The job the queue gave up on.
    * @param options How many deliveries the queue made, and its ids.
-   * @returns A poison outcome; `done` if the intent is settled or failed; a
-   * retry if another delivery holds the intent's lease.
+   * @returns A poison outcome; `done` if the intent is settled or failed,
+   * or the message was given up before; a retry if another delivery holds
+   * the intent's lease.
    * @throws {TypeError} If the job is malformed.
    * @throws {RangeError} If `deliveries` is not an integer >= 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
