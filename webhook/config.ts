@@ -199,6 +199,28 @@ function secret(
   return value;
 }
 
+/**
+ * A token sent as `Authorization: Bearer <token>`. A header value loses
+ * surrounding spaces and cannot hold a line break or a character outside
+ * ASCII: no client could send such a token (every call would be refused),
+ * and the runtime's refusal of the header quotes it whole in its error.
+ */
+function bearerToken(
+  env: Record<string, string | undefined>,
+  name: string,
+): string | undefined {
+  const value = env[name];
+  if (value === undefined || value === "") return undefined;
+  if (!/^[A-Za-z0-9._~+/-]+=*$/.test(value)) {
+    // Never echo it, not even in part.
+    throw new ConfigError(
+      name,
+      `${name} must be made of A-Z a-z 0-9 - . _ ~ + / (and = at the end), as a bearer token is sent: no spaces, line breaks or other characters`,
+    );
+  }
+  return value;
+}
+
 function httpUrl(
   env: Record<string, string | undefined>,
   name: string,
@@ -537,7 +559,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "PUBSUB_DEAD_LETTER_AUDIENCE must differ from PUBSUB_AUDIENCE: give the dead-letter push subscription its own audience (its push endpoint's URL, such as https://relayer.example.com/v1/pubsub/dead-letter)",
     );
   }
-  const qstashToken = env.QSTASH_TOKEN || undefined;
+  const qstashToken = bearerToken(env, "QSTASH_TOKEN");
   const qstashUrl = httpUrl(env, "QSTASH_URL");
   if (qstashToken !== undefined && publicUrl === undefined) {
     throw new ConfigError(
@@ -553,14 +575,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
-  if (opsToken !== undefined && !/^[A-Za-z0-9._~+/-]+=*$/.test(opsToken)) {
-    // A header value loses surrounding spaces and any character outside
-    // ASCII: no client could send such a token, and every call would be 401.
-    throw new ConfigError(
-      "OPS_TOKEN",
-      "OPS_TOKEN must be made of A-Z a-z 0-9 - . _ ~ + / (and = at the end), as a bearer token is sent: no spaces, line breaks or other characters",
-    );
-  }
+  if (opsToken !== undefined) bearerToken(env, "OPS_TOKEN");
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
   if (qstashToken !== undefined && current === undefined && !insecureDev) {
@@ -616,7 +631,16 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
 
   const kvUrl = httpUrl(env, "KV_URL");
+  if (kvUrl !== undefined) bearerToken(env, "DENO_KV_ACCESS_TOKEN");
   const kvPath = env.KV_PATH || undefined;
+  if (kvPath !== undefined && /^[a-z][a-z0-9+.-]*:\/\//i.test(kvPath)) {
+    // Deno would open a URL here as KV Connect, past KV_URL's checks (no
+    // credentials, no query), and every message would echo it.
+    throw new ConfigError(
+      "KV_PATH",
+      "KV_PATH is a URL: KV_PATH is a file path; give a KV Connect URL as KV_URL (its access token as DENO_KV_ACCESS_TOKEN)",
+    );
+  }
   if (kvUrl !== undefined && kvPath !== undefined) {
     throw new ConfigError("KV_URL", "Set KV_URL or KV_PATH, not both");
   }

@@ -306,6 +306,52 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
   ) {
     refused({ ...base, OPS_TOKEN: token }, "OPS_TOKEN", /bearer token/);
   }
+  // The same for the tokens the service sends: a runtime refuses such a
+  // header in an error that quotes it whole, which the log would print.
+  const qstash = {
+    ...base,
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBLIC_URL: "https://relayer.example.deno.net/",
+  };
+  for (const token of ["QSTOK_eeeeeeee\neeeeeeee5", "QSTOK eeee", "tök"]) {
+    assert.throws(
+      () => loadConfig({ ...qstash, QSTASH_TOKEN: token }),
+      (error: unknown) =>
+        error instanceof ConfigError && error.setting === "QSTASH_TOKEN" &&
+        /bearer token/.test(error.message) &&
+        !error.message.includes(token) && !error.message.includes("eeee"),
+    );
+  }
+  assert.equal(
+    loadConfig({ ...qstash, QSTASH_TOKEN: "eyJVc2VySUQiOiIxMjMifQ==" })
+      .qstashPublish?.token,
+    "eyJVc2VySUQiOiIxMjMifQ==",
+  );
+  refused(
+    {
+      ...base,
+      KV_URL: "https://kv.example.test/db",
+      DENO_KV_ACCESS_TOKEN: "ddp_token\nsecond",
+    },
+    "DENO_KV_ACCESS_TOKEN",
+    /bearer token/,
+  );
+  // A URL in KV_PATH would be opened as KV Connect, past KV_URL's checks.
+  for (
+    const path of [
+      "http://kv.example.test/db?access_token=KVTOK_secret",
+      "https://u:KVTOK_secret@kv.example.test/db",
+    ]
+  ) {
+    assert.throws(
+      () => loadConfig({ ...base, KV_PATH: path }),
+      (error: unknown) =>
+        error instanceof ConfigError && error.setting === "KV_PATH" &&
+        /KV_PATH is a URL/.test(error.message) &&
+        !error.message.includes("KVTOK"),
+    );
+  }
   // An audience is compared exactly: spaces would refuse every push.
   for (const name of ["PUBSUB_AUDIENCE", "PUBSUB_DEAD_LETTER_AUDIENCE"]) {
     for (const value of [" ", "https://relayer.example.com/v1/pubsub "]) {
