@@ -169,3 +169,49 @@ Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL or the signing k
     /Set KV_QUEUE or QSTASH_TOKEN, not both/,
   );
 });
+
+Deno.test("qstashPublisher() publishes with its own token and URL even where QSTASH_DEV is set: the client would swap in the public dev credentials and start a dev server", async () => {
+  const { publishes, server, url } = standIn();
+  try {
+    const publisher = new URL(
+      "../webhook/qstash_publisher.ts",
+      import.meta.url,
+    );
+    const code = `
+      import { qstashPublisher } from ${JSON.stringify(publisher.href)};
+      const p = qstashPublisher({
+        token: "our-token-0123456789",
+        publicUrl: "https://relayer.example.com",
+        retries: 9,
+        baseUrl: ${JSON.stringify(url)},
+      });
+      console.log(JSON.stringify(await p.publish({ intentId: "pi_0001", kind: "settle" })));
+    `;
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "eval",
+        "--config",
+        new URL("../deno.json", import.meta.url).pathname,
+        code,
+      ],
+      env: { QSTASH_DEV: "1", NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(20_000),
+    });
+    const { code: status, stdout, stderr } = await child.output();
+    const err = new TextDecoder().decode(stderr);
+    assert.equal(status, 0, err);
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(stdout)), {
+      messageId: "msg_1",
+    });
+    assert.equal(publishes.length, 1);
+    assert.equal(
+      publishes[0]?.headers.get("authorization"),
+      "Bearer our-token-0123456789",
+    );
+    assert.doesNotMatch(err, /Dev mode/);
+  } finally {
+    await server.shutdown();
+  }
+});

@@ -140,6 +140,10 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         baseUrl,
         enableTelemetry: false,
         retry: false,
+        // Never read QSTASH_DEV from the environment: it swaps in the
+        // public dev credentials and starts a dev server, as the Receiver
+        // would swap in the public dev signing keys.
+        devMode: false,
       });
       const result = await client.publishJSON({
         url: `${base}/v1/qstash`,
