@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
+import { qstashPublisher } from "../webhook/qstash_publisher.ts";
 import { withTimeout } from "./_timeout.ts";
 
 interface Publish {
@@ -211,6 +212,36 @@ Deno.test("qstashPublisher() publishes with its own token and URL even where QST
       "Bearer our-token-0123456789",
     );
     assert.doesNotMatch(err, /Dev mode/);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("qstashPublisher() never repeats its token in an error, though the API's answer echoes it", async () => {
+  const token = "QSTOK_0123456789abcdef";
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) =>
+      Response.json(
+        { error: `unauthorized, you sent ${req.headers.get("authorization")}` },
+        { status: 401 },
+      ),
+  );
+  try {
+    const publisher = qstashPublisher({
+      token,
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${server.addr.port}`,
+    });
+    await assert.rejects(
+      publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+      (error: unknown) =>
+        error instanceof Error && !error.message.includes(token) &&
+        error.message.startsWith(
+          "QStash did not take the job pi_0001/settle (HTTP 401): ",
+        ) && error.message.includes("Bearer <QSTASH_TOKEN>"),
+    );
   } finally {
     await server.shutdown();
   }

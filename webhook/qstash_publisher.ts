@@ -145,13 +145,18 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         // would swap in the public dev signing keys.
         devMode: false,
       });
-      const result = await client.publishJSON({
-        url: `${base}/v1/qstash`,
-        body: job,
-        retries,
-        failureCallback: `${base}/v1/qstash/failed`,
-        ...(deduplicationId ? { deduplicationId } : {}),
-      });
+      let result: unknown;
+      try {
+        result = await client.publishJSON({
+          url: `${base}/v1/qstash`,
+          body: job,
+          retries,
+          failureCallback: `${base}/v1/qstash/failed`,
+          ...(deduplicationId ? { deduplicationId } : {}),
+        });
+      } catch (error) {
+        throw publishError(error, token, jobIdOf(job));
+      }
       const messageId = (result as { messageId?: unknown }).messageId;
       if (typeof messageId !== "string") {
         throw new Error(`QStash returned no messageId for ${jobIdOf(job)}`);
@@ -159,6 +164,23 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
       return { messageId };
     },
   };
+}
+
+/**
+ * A failed publish, in words a log may keep: the client's error quotes
+ * the API's answer whole, and an answer (a proxy's, say) may echo the
+ * request's `Authorization` header. The token never appears.
+ */
+function publishError(error: unknown, token: string, jobId: string): Error {
+  const status = (error as { status?: unknown } | null)?.status;
+  const text = (error instanceof Error ? error.message : String(error))
+    .replaceAll(token, "<QSTASH_TOKEN>")
+    .replace(/\s+/g, " ");
+  return new Error(
+    `QStash did not take the job ${jobId}${
+      typeof status === "number" ? ` (HTTP ${status})` : ""
+    }: ${text.length > 200 ? `${text.slice(0, 200)}…` : text}`,
+  );
 }
 
 function httpUrl(name: string, value: string): string {
