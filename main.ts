@@ -115,7 +115,24 @@ export const DRAIN_MS = 8_000;
 const EXIT_GRACE_MS = 1_000;
 
 async function openKv(config: Config): Promise<Deno.Kv> {
-  if ("url" in config.kv) return await Deno.openKv(config.kv.url);
+  if ("url" in config.kv) {
+    try {
+      return await Deno.openKv(config.kv.url);
+    } catch (error) {
+      // Deno's error quotes the metadata endpoint's answer, which may echo
+      // the Authorization header: the access token is replaced.
+      const token = Deno.env.get("DENO_KV_ACCESS_TOKEN");
+      let text = (error instanceof Error ? error.message : String(error))
+        .replace(/\s+/g, " ");
+      if (token) text = text.replaceAll(token, "<DENO_KV_ACCESS_TOKEN>");
+      throw new ConfigError(
+        "KV_URL",
+        `KV_URL: cannot open the KV Connect database (${
+          text.length > 300 ? `${text.slice(0, 300)}…` : text
+        }): check KV_URL and DENO_KV_ACCESS_TOKEN.`,
+      );
+    }
+  }
   if ("platform" in config.kv) return await Deno.openKv();
   const { path } = config.kv;
   const dir = path.replace(/[^/]*$/, "");

@@ -141,6 +141,45 @@ Deno.test(
   }),
 );
 
+Deno.test(
+  "main.ts refuses a KV_URL it cannot open in one line naming KV_URL, without the access token an answer echoed",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const token = "KVTOK_0123456789abcdef";
+    // A metadata endpoint that refuses, quoting the request's header.
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      (req) =>
+        new Response(
+          `unauthorized: you sent ${req.headers.get("authorization")}`,
+          {
+            status: 401,
+          },
+        ),
+    );
+    try {
+      const service = start({
+        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: token,
+      }, { ...port(), writeDir: dir });
+      try {
+        const { code, stderr } = await service.ended();
+        assert.equal(code, 1);
+        assertOneLine(
+          stderr,
+          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*401.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+        );
+        assert.ok(!stderr.includes(token), stderr);
+      } finally {
+        service.kill();
+      }
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
 const STORES = [
   {
     name: "KvStore",
