@@ -41,6 +41,7 @@ import {
   type LocalEnqueue,
   localQueueConsumer,
   type LocalQueueMessage,
+  quietly,
 } from "./webhook/_local_queue.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
@@ -308,14 +309,14 @@ export async function openService(
       enqueue: send,
       log,
     });
-    kv.listenQueue((message: unknown) => {
+    kv.listenQueue(quietly((message: unknown) => {
       if (draining) {
         // Not ours to run any more: back on the queue for the next start
         // (or for this process, if it is still here in a second).
         return send(message as LocalQueueMessage, 1000);
       }
       return track(consume(message));
-    });
+    }, log));
   }
 
   const routes = [

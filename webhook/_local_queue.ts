@@ -117,6 +117,34 @@ export function localQueueConsumer(
   };
 }
 
+/**
+ * A `listenQueue` handler that fails in one line. The consumer throws only
+ * when it could not even put a message back (the same KV is failing);
+ * Deno KV then redelivers the message, and prints what the handler threw,
+ * stack and all. This logs one line and throws an error whose stack is
+ * that line.
+ */
+export function quietly(
+  handler: (message: unknown) => Promise<void>,
+  log: (line: string) => void,
+): (message: unknown) => Promise<void> {
+  return async (message) => {
+    try {
+      await handler(message);
+    } catch (error) {
+      const line = (error instanceof Error
+        ? `${error.name}: ${error.message}`
+        : String(error)).replace(/\s+/g, " ").slice(0, 300);
+      log(
+        `queue   a message could not be handled; Deno KV redelivers it: ${line}`,
+      );
+      const quiet = new Error(line);
+      quiet.stack = line;
+      throw quiet;
+    }
+  };
+}
+
 /** A message as text, for the name of its dead letter. */
 function rawOf(message: unknown): string {
   try {

@@ -8,6 +8,7 @@ import {
 import {
   localQueueConsumer,
   type LocalQueueMessage,
+  quietly,
 } from "../../webhook/_local_queue.ts";
 import { outageDelayMs } from "../../policy/_doubled.ts";
 
@@ -141,4 +142,48 @@ Deno.test("outageDelayMs() doubles from the base up to the cap, waits the base f
     [5_000, 5_000, 5_000, 5_000],
   );
   assert.equal(outageDelayMs(3, 5_000, 1_000), 5_000);
+});
+
+Deno.test("quietly() lets Deno KV redeliver a message whose handler failed, with one line on stderr instead of a stack", async () => {
+  const lines: string[] = [];
+  const failing = quietly(
+    () => Promise.reject(new TypeError("database is locked")),
+    (line) => lines.push(line),
+  );
+  await assert.rejects(failing({}), (error: unknown) => {
+    assert.ok(error instanceof Error);
+    assert.equal(error.stack, "TypeError: database is locked");
+    return true;
+  });
+  assert.deepEqual(lines, [
+    "queue   a message could not be handled; Deno KV redelivers it: TypeError: database is locked",
+  ]);
+  // On Deno KV itself: the message comes back, and stderr has no stack.
+  const module = new URL("../../webhook/_local_queue.ts", import.meta.url);
+  const code = `
+    import { quietly } from ${JSON.stringify(module.href)};
+    const kv = await Deno.openKv(":memory:");
+    let n = 0;
+    kv.listenQueue(quietly(async () => {
+      if (++n === 1) throw new TypeError("database is locked");
+      console.log("delivered again");
+      kv.close();
+    }, () => {}));
+    await kv.enqueue({ job: 1 });
+  `;
+  const { code: status, stdout, stderr } = await new Deno.Command(
+    Deno.execPath(),
+    {
+      args: ["eval", "--unstable-kv", code],
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(20_000),
+    },
+  ).output();
+  const err = new TextDecoder().decode(stderr);
+  assert.equal(status, 0, err);
+  assert.equal(new TextDecoder().decode(stdout), "delivered again\n");
+  assert.doesNotMatch(err, /\n\s+at /, err);
+  assert.match(err, /database is locked/);
 });
