@@ -51,7 +51,8 @@ export interface HttpSenderOptions {
   /**
    * The signer's base URL: an absolute `http:` or `https:` URL without
    * credentials, query or fragment, such as `https://signer.internal/v1`.
-   * Requests go to `{url}/send` and `{url}/receipt/{txHash}`.
+   * Requests go to `{url}/send` and `{url}/receipt/{txHash}`. Its path
+   * (where some services keep a key) shows as `…` in error messages.
    */
   readonly url: string | URL;
   /**
@@ -71,7 +72,8 @@ export interface HttpSenderOptions {
   readonly fetch?: typeof fetch;
   /**
    * Headers sent with every request, such as the signer's `Authorization`.
-   * They are copied at construction and never appear in an error message.
+   * They are copied at construction and never appear in an error message,
+   * not even where the signer's answer echoes them.
    *
    * @default {{}}
    */
@@ -168,6 +170,8 @@ export class HttpSender implements Sender {
   /** The headers of a GET and of a POST, built once: every delivery sends one. */
   #getHeaders: [string, string][];
   #postHeaders: [string, string][];
+  /** What must never appear in a message, and what stands in its place. */
+  #secrets: [string, string][];
 
   /**
    * Constructs a new instance and checks its options.
@@ -224,6 +228,7 @@ export class HttpSender implements Sender {
         "Cannot create HttpSender as 'headers' must be valid HTTP headers",
       );
     }
+    this.#secrets = secretsOf(this.#base, configured);
     if (!configured.has("accept")) configured.set("accept", "application/json");
     this.#getHeaders = [...configured];
     configured.set("content-type", "application/json");
@@ -424,12 +429,23 @@ export class HttpSender implements Sender {
         error,
       );
     }
+    // A signer (or a proxy before it) may echo the request: what it says
+    // reaches logs, answers to the queue and the intent's record.
     return {
       status: response.status,
-      statusText: response.statusText,
+      statusText: this.#scrub(response.statusText),
       ok: response.ok,
-      ...text,
+      text: this.#scrub(text.text),
+      truncated: text.truncated,
     };
+  }
+
+  /** `text` with every secret of this sender replaced. */
+  #scrub(text: string): string {
+    for (const [secret, mask] of this.#secrets) {
+      text = text.replaceAll(secret, mask);
+    }
+    return text;
   }
 
   #transportError(signal: AbortSignal, what: string, error: unknown): Error {
@@ -439,8 +455,32 @@ export class HttpSender implements Sender {
         { cause: error },
       );
     }
-    return new Error(`${what}: ${reasonOf(error)}`, { cause: error });
+    return new Error(`${what}: ${reasonOf(error, (t) => this.#scrub(t))}`, {
+      cause: error,
+    });
   }
+}
+
+/**
+ * What a sender's messages must never show: the URL's path (a token may
+ * live there, as in many RPC URLs), shown as `…`, and the value of each
+ * configured header (and its token, after a scheme such as `Bearer`),
+ * shown as `<name header>`.
+ */
+function secretsOf(base: string, headers: Headers): [string, string][] {
+  const secrets: [string, string][] = [];
+  const { origin, pathname } = new URL(base);
+  if (pathname !== "/" && pathname !== "") {
+    secrets.push([base, `${origin}/…`]);
+  }
+  for (const [name, value] of headers) {
+    const mask = `<${name} header>`;
+    if (value.length >= 6) secrets.push([value, mask]);
+    const token = /^\S+\s+(\S{6,})$/.exec(value)?.[1];
+    if (token !== undefined) secrets.push([token, mask]);
+  }
+  // The longest first: a value before the token it holds.
+  return secrets.sort((a, b) => b[0].length - a[0].length);
 }
 
 /** Checks the base URL and returns it without a trailing slash. */
@@ -475,10 +515,34 @@ function baseUrl(url: unknown): string {
 function showUrl(url: unknown): string {
   const text = url instanceof URL ? url.href : url;
   if (typeof text !== "string") return show(text);
-  // Credentials, a query and a fragment may all hold secrets: mask them.
+  // Credentials, a query and a fragment may all hold secrets: mask them,
+  // as the URL parser reads them (it takes `http:\\u:p@host` and
+  // `http:u:p@host` for credentials too).
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed !== undefined && parsed.host === "") {
+    // No host (`me:secret@signer`): the rest may be anything.
+    return show(`${parsed.protocol}…`);
+  }
+  if (parsed !== undefined) {
+    return show(
+      clip(
+        `${parsed.protocol}//${
+          parsed.username !== "" || parsed.password !== "" ? "***@" : ""
+        }${parsed.host}${parsed.pathname}${parsed.search ? "?***" : ""}${
+          parsed.hash ? "#***" : ""
+        }`,
+      ),
+    );
+  }
+  // Not a URL: whatever comes before an "@" may be credentials.
   return show(
     clip(
-      text.replace(/\/\/[^/?#]*@/, "//***@").replace(/\?[^#]*/, "?***")
+      text.replace(/^[^@]*@/, "***@").replace(/\?[^#]*/, "?***")
         .replace(/#.*/, "#***"),
     ),
   );
@@ -575,15 +639,16 @@ function clip(text: string): string {
  * cause (runtimes wrap the useful text, e.g. `fetch failed` around
  * `Connection refused`), cut in the middle so both ends survive.
  */
-function reasonOf(error: unknown): string {
+function reasonOf(error: unknown, scrub: (text: string) => string): string {
   let node = error;
   for (let depth = 0; depth < 8; depth++) {
     const cause = node instanceof Error ? node.cause : undefined;
     if (cause === undefined || cause === null) break;
     node = cause;
   }
-  const line = oneLine(messageOf(node)) || oneLine(messageOf(error)) ||
-    "no reason given";
+  // Scrubbed whole, before it is cut: a cut could leave part of a secret.
+  const line = oneLine(scrub(messageOf(node))) ||
+    oneLine(scrub(messageOf(error))) || "no reason given";
   if (line.length <= MAX_TEXT) return line;
   const head = upTo(line, Math.floor(MAX_TEXT * 0.6));
   const tail = line.slice(-(MAX_TEXT - head.length - 1));

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {
   createRelayer,
   HttpSender,
+  type Intent,
   isNotSent,
   isPoison,
   MemoryStore,
@@ -129,6 +130,12 @@ Deno.test("HttpSender() masks a URL's credentials, query and fragment in its err
       "https://signer.example/v1?token=s3cret-token",
       "https://signer.example/v1#s3cret-token",
       "https://me:s3cret-token@signer.example/v1?x=1",
+      // The URL parser reads credentials in these spellings too.
+      "http:\\\\me:s3cret-token@signer.example/v1",
+      "http:/me:s3cret-token@signer.example/v1",
+      "http:me:s3cret-token@signer.example/v1",
+      // Not a URL at all: what comes before an "@" may be credentials.
+      "me:s3cret-token@signer",
     ]
   ) {
     assert.throws(() => new HttpSender({ url }), (error: Error) => {
@@ -137,5 +144,57 @@ Deno.test("HttpSender() masks a URL's credentials, query and fragment in its err
       assert.match(error.message, /without credentials, query or fragment/);
       return true;
     });
+  }
+});
+
+Deno.test("HttpSender() never repeats its URL's path or its headers' values in an error, though the signer or the runtime echoes them", async () => {
+  const token = "SGNTOK_0123456789";
+  const pathToken = "PATHTOK_0123456789";
+  const cases: [string, typeof fetch][] = [
+    [
+      "a signer that echoes the request's headers in a 500",
+      (_url, init) =>
+        Promise.resolve(
+          Response.json({
+            error: `echo: ${JSON.stringify([...new Headers(init?.headers)])}`,
+          }, { status: 500 }),
+        ),
+    ],
+    [
+      "a status text that echoes the bare token",
+      () =>
+        Promise.resolve(
+          new Response("", { status: 502, statusText: `bad ${token}` }),
+        ),
+    ],
+    [
+      "a runtime error that quotes the URL",
+      (url) =>
+        Promise.reject(
+          new TypeError(`error sending request for url (${url}): dns error`),
+        ),
+    ],
+  ];
+  for (const [name, fetch] of cases) {
+    const sender = new HttpSender({
+      url: `https://signer.example/${pathToken}`,
+      headers: { authorization: `Bearer ${token}` },
+      fetch,
+    });
+    for (
+      const call of [
+        () => sender.send({ id: "pi_0001" } as Intent, { replace: false }),
+        () => sender.receipt("0xabc"),
+      ]
+    ) {
+      await assert.rejects(call(), (error: Error) => {
+        assert.ok(!error.message.includes(token), `${name}: ${error.message}`);
+        assert.ok(
+          !error.message.includes(pathToken),
+          `${name}: ${error.message}`,
+        );
+        return true;
+      });
+    }
   }
 });

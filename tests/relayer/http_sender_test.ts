@@ -469,7 +469,7 @@ Deno.test("HttpSender() checks its options", () => {
     [
       { url: "ftp://signer.local" },
       TypeError,
-      `Cannot create HttpSender as 'url' must be an absolute http(s) URL without credentials, query or fragment: current value is "ftp://signer.local"`,
+      `Cannot create HttpSender as 'url' must be an absolute http(s) URL without credentials, query or fragment: current value is "ftp://signer.local/"`,
     ],
     [
       { url: "https://signer.local/?key=1" },
