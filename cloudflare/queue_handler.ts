@@ -26,6 +26,7 @@ import {
   formatOutcome,
   type Job,
   jobIdOf,
+  type Outcome,
   parseJob,
   type Relayer,
 } from "../relayer/relayer.ts";
@@ -324,19 +325,14 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       message.ack();
       return;
     }
+    let outcome: Outcome;
     try {
-      const outcome = deadLetter
+      outcome = deadLetter
         ? await relayer.giveUp(job, {
           deliveries: maxRetries + 1,
           queue: { queue: "cloudflare", dlqId: message.id },
         })
         : await relayer.deliver(job, message.attempts);
-      log(`worker  ${formatOutcome(job, outcome)}`);
-      if (outcome.action === "retry") {
-        message.retry({ delaySeconds: delaySecondsOf(outcome.delayMs) });
-      } else {
-        message.ack();
-      }
     } catch (error) {
       log(
         `worker  ${jobIdOf(job).padEnd(16)} failed unexpectedly: ${
@@ -344,6 +340,16 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
         }`,
       );
       retryAfterOutage(message, deadLetter);
+      return;
+    }
+    // Outside the try: if ack() or retry() itself throws, that is not the
+    // store failing, and the message must not be retried on top of it
+    // (the batch fails at the end instead).
+    log(`worker  ${formatOutcome(job, outcome)}`);
+    if (outcome.action === "retry") {
+      message.retry({ delaySeconds: delaySecondsOf(outcome.delayMs) });
+    } else {
+      message.ack();
     }
   }
 

@@ -172,6 +172,39 @@ Deno.test("createQueueHandler() retries and logs a failing delivery, and the bat
   assert.ok(lines.some((line) => line.includes("m-throws")));
 });
 
+Deno.test("createQueueHandler() settles a message once when ack() or retry() itself throws: no retry on top, and the batch fails", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  await store.createIntent({
+    id: "pi_0002",
+    state: "failed",
+    hold: "voided",
+  });
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+    log: (line) => lines.push(line),
+  });
+  const retrying = fakeMessage(job, 1, "m-retry");
+  retrying.retry = (options) => {
+    retrying.calls.push(`retry ${options?.delaySeconds}`);
+    throw new Error("retry() failed");
+  };
+  const done = fakeMessage({ intentId: "pi_0002", kind: "settle" }, 1, "m-ack");
+  done.ack = () => {
+    done.calls.push("ack");
+    throw new Error("ack() failed");
+  };
+  await assert.rejects(
+    queue({ queue: "jobs", messages: [retrying, done] }),
+    /ack\(\) or retry\(\) failed for 2 message\(s\)/,
+  );
+  assert.deepEqual(retrying.calls, ["retry 3"]); // the policy's delay, once
+  assert.deepEqual(done.calls, ["ack"]);
+  assert.ok(!lines.some((line) => line.includes("failed unexpectedly")));
+});
+
 Deno.test("createQueueHandler() keeps a message that is not a job as a dead letter before it acks it, and retries it when the store fails", async () => {
   const store = new MemoryStore();
   await store.createIntent({
