@@ -22,6 +22,7 @@
  * @module
  */
 
+import { describeError } from "../policy/_walk.ts";
 import {
   formatOutcome,
   type Job,
@@ -139,14 +140,6 @@ export interface QueueHandlerOptions {
  * what was not acked.
  */
 export type QueueHandler = (batch: QueueBatch) => Promise<void>;
-
-/** An error's name and message on one short line, for a log. */
-function describeError(error: unknown): string {
-  const text = error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
-  return text.replace(/\s+/g, " ").slice(0, 300);
-}
 
 /** A message body as sent: bytes decoded as UTF-8, anything else as it is. */
 function decoded(body: unknown): unknown {

@@ -144,3 +144,14 @@ export function messageOf(error: unknown): string {
     return "unprintable error";
   }
 }
+
+/**
+ * An error's name and message on one short line, for a log: white space
+ * collapsed, at most 300 characters. Never a stack.
+ */
+export function describeError(error: unknown): string {
+  const text = error instanceof Error
+    ? `${error.name}: ${error.message}`
+    : String(error);
+  return text.replace(/\s+/g, " ").slice(0, 300);
+}

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { describeError } from "../policy/_walk.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import {
   formatOutcome,
@@ -132,9 +133,7 @@ export function quietly(
     try {
       await handler(message);
     } catch (error) {
-      const line = (error instanceof Error
-        ? `${error.name}: ${error.message}`
-        : String(error)).replace(/\s+/g, " ").slice(0, 300);
+      const line = describeError(error);
       log(
         `queue   a message could not be handled; Deno KV redelivers it: ${line}`,
       );

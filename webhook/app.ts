@@ -24,6 +24,7 @@
  * @module
  */
 
+import { describeError } from "../policy/_walk.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -226,14 +227,6 @@ class Refusal extends Error {
   constructor(readonly response: Response, readonly detail = "") {
     super("refused");
   }
-}
-
-/** An error's name and message on one short line, for a log. */
-function describeError(error: unknown): string {
-  const text = error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
-  return text.replace(/\s+/g, " ").slice(0, 300);
 }
 
 /**
