@@ -51,8 +51,9 @@ export interface HttpSenderOptions {
   /**
    * The signer's base URL: an absolute `http:` or `https:` URL without
    * credentials, query or fragment, such as `https://signer.internal/v1`.
-   * Requests go to `{url}/send` and `{url}/receipt/{txHash}`. Its path
-   * (where some services keep a key) shows as `…` in error messages.
+   * Requests go to `{url}/send` and `{url}/receipt/{txHash}`. Its path, if
+   * 8 characters or more (some services keep a key there), shows as `…` in
+   * error messages.
    */
   readonly url: string | URL;
   /**
@@ -72,8 +73,10 @@ export interface HttpSenderOptions {
   readonly fetch?: typeof fetch;
   /**
    * Headers sent with every request, such as the signer's `Authorization`.
-   * They are copied at construction and never appear in an error message,
-   * not even where the signer's answer echoes them.
+   * They are copied at construction. The value of a credential header
+   * (`authorization`, a cookie, or a name with key, token, secret,
+   * signature, password, auth or session in it) never appears in an error
+   * message, not even where the signer's answer echoes it.
    *
    * @default {{}}
    */
@@ -324,7 +327,9 @@ export class HttpSender implements Sender {
         unknown
       >;
     const failure = new Error(
-      `signer answered ${answer.status}: ${errorText(answer, error)}`,
+      `signer answered ${answer.status}: ${
+        errorText(answer, error, (t) => this.#scrub(t))
+      }`,
     );
     // Only a flag the signer set explicitly counts: a wrong "not sent"
     // fails a payment whose money may have moved.
@@ -378,7 +383,9 @@ export class HttpSender implements Sender {
     if (!answer.ok) {
       const error = (json as { error?: unknown } | undefined)?.error;
       throw new Error(
-        `signer answered ${answer.status}: ${errorText(answer, error)}`,
+        `signer answered ${answer.status}: ${
+          errorText(answer, error, (t) => this.#scrub(t))
+        }`,
       );
     }
     const status = (json as { status?: unknown } | undefined)?.status;
@@ -462,26 +469,45 @@ export class HttpSender implements Sender {
 }
 
 /**
- * What a sender's messages must never show: the URL's path (a token may
- * live there, as in many RPC URLs), shown as `…`, and the value of each
- * configured header (and its token, after a scheme such as `Bearer`),
- * shown as `<name header>`.
+ * What a sender's messages must never show: the URL's path (a key may live
+ * there, as in many RPC URLs), shown as `…`, unless it is short, and the
+ * value of each credential header (and its token, after a scheme such as
+ * `Bearer`), shown as `<name header>`. Each also as a JSON writer may
+ * escape it (`\/` for `/`). A header named for what it is (`accept`,
+ * `x-network`) is not a secret, and its value stays readable.
  */
 function secretsOf(base: string, headers: Headers): [string, string][] {
   const secrets: [string, string][] = [];
+  const add = (secret: string, mask: string) => {
+    secrets.push([secret, mask]);
+    const escaped = secret.replaceAll("/", "\\/");
+    if (escaped !== secret) secrets.push([escaped, mask]);
+  };
   const { origin, pathname } = new URL(base);
-  if (pathname !== "/" && pathname !== "") {
-    secrets.push([base, `${origin}/…`]);
+  if (pathname.length >= 8) {
+    add(base, `${origin}/…`);
+    add(pathname, "/…");
+    try {
+      const decoded = decodeURIComponent(pathname);
+      if (decoded !== pathname) add(decoded, "/…");
+    } catch {
+      // not percent-encoded text: the path as it is is enough
+    }
   }
   for (const [name, value] of headers) {
+    if (!CREDENTIAL_HEADER.test(name)) continue;
     const mask = `<${name} header>`;
-    if (value.length >= 6) secrets.push([value, mask]);
+    if (value.length >= 6) add(value, mask);
     const token = /^\S+\s+(\S{6,})$/.exec(value)?.[1];
-    if (token !== undefined) secrets.push([token, mask]);
+    if (token !== undefined) add(token, mask);
   }
   // The longest first: a value before the token it holds.
   return secrets.sort((a, b) => b[0].length - a[0].length);
 }
+
+/** The names of headers that carry credentials. */
+const CREDENTIAL_HEADER =
+  /authorization|cookie|token|secret|key|signature|password|passwd|auth|credential|session/i;
 
 /** Checks the base URL and returns it without a trailing slash. */
 function baseUrl(url: unknown): string {
@@ -618,8 +644,16 @@ function parseJson(answer: Answer): unknown {
 }
 
 /** The text after `signer answered <status>: `. */
-function errorText(answer: Answer, error: unknown): string {
-  if (typeof error === "string" && clip(error) !== "") return clip(error);
+function errorText(
+  answer: Answer,
+  error: unknown,
+  scrub: (text: string) => string,
+): string {
+  // The signer's `error`, decoded from JSON: scrubbed again, since its
+  // escapes (`\u0073`) hid it from the scrub of the raw body.
+  if (typeof error === "string" && clip(error) !== "") {
+    return clip(scrub(error));
+  }
   return clip(answer.statusText) || clip(answer.text) || "no error message";
 }
 

@@ -168,6 +168,25 @@ Deno.test("HttpSender() never repeats its URL's path or its headers' values in a
         ),
     ],
     [
+      "a JSON error with the token escaped",
+      () =>
+        Promise.resolve(
+          new Response(
+            `{"error":"token \\u0053GNTOK_0123456789 is revoked, path \\/${pathToken}"}`,
+            { status: 401, headers: { "content-type": "application/json" } },
+          ),
+        ),
+    ],
+    [
+      "a 404 page that quotes the path alone",
+      () =>
+        Promise.resolve(
+          new Response(`<pre>Cannot POST /${pathToken}/send</pre>`, {
+            status: 404,
+          }),
+        ),
+    ],
+    [
       "a runtime error that quotes the URL",
       (url) =>
         Promise.reject(
@@ -197,4 +216,21 @@ Deno.test("HttpSender() never repeats its URL's path or its headers' values in a
       });
     }
   }
+});
+
+Deno.test("HttpSender() keeps a header that is not a credential readable in what the signer says", async () => {
+  const sender = new HttpSender({
+    url: "https://signer.example",
+    headers: { "x-network": "chain mainnet", accept: "application/json" },
+    fetch: () =>
+      Promise.resolve(
+        Response.json({ error: "mainnet nonce too low (application/json)" }, {
+          status: 500,
+        }),
+      ),
+  });
+  await assert.rejects(
+    sender.send({ id: "pi_0001" } as Intent, { replace: false }),
+    /^Error: signer answered 500: mainnet nonce too low \(application\/json\)$/,
+  );
 });
