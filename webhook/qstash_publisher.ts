@@ -173,8 +173,10 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
  */
 function publishError(error: unknown, token: string, jobId: string): Error {
   const status = (error as { status?: unknown } | null)?.status;
+  // Also as a JSON writer may escape it (`\/` for `/`).
   const text = (error instanceof Error ? error.message : String(error))
     .replaceAll(token, "<QSTASH_TOKEN>")
+    .replaceAll(token.replaceAll("/", "\\/"), "<QSTASH_TOKEN>")
     .replace(/\s+/g, " ");
   return new Error(
     `QStash did not take the job ${jobId}${
