@@ -204,18 +204,28 @@ function secret(
  * surrounding spaces and cannot hold a line break or a character outside
  * ASCII: no client could send such a token (every call would be refused),
  * and the runtime's refusal of the header quotes it whole in its error.
+ * Ours (`OPS_TOKEN`, which clients type in) takes the token characters
+ * RFC 6750 names; another service's token is taken as it issued it, if a
+ * header can carry it.
  */
 function bearerToken(
   env: Record<string, string | undefined>,
   name: string,
+  ours = false,
 ): string | undefined {
   const value = env[name];
   if (value === undefined || value === "") return undefined;
-  if (!/^[A-Za-z0-9._~+/-]+=*$/.test(value)) {
+  if (
+    ours
+      ? !/^[A-Za-z0-9._~+/-]+=*$/.test(value)
+      : !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(value)
+  ) {
     // Never echo it, not even in part.
     throw new ConfigError(
       name,
-      `${name} must be made of A-Z a-z 0-9 - . _ ~ + / (and = at the end), as a bearer token is sent: no spaces, line breaks or other characters`,
+      ours
+        ? `${name} must be made of A-Z a-z 0-9 - . _ ~ + / (and = at the end), as a bearer token is sent: no spaces, line breaks or other characters`
+        : `${name} must be what a header can carry, as it is sent as a bearer token: printable ASCII, no line break, no space at either end`,
     );
   }
   return value;
@@ -575,7 +585,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
   const opsToken = secret(env, "OPS_TOKEN");
-  if (opsToken !== undefined) bearerToken(env, "OPS_TOKEN");
+  if (opsToken !== undefined) bearerToken(env, "OPS_TOKEN", true);
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
   if (qstashToken !== undefined && current === undefined && !insecureDev) {

@@ -314,7 +314,7 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
     PUBLIC_URL: "https://relayer.example.deno.net/",
   };
-  for (const token of ["QSTOK_eeeeeeee\neeeeeeee5", "QSTOK eeee", "tök"]) {
+  for (const token of ["QSTOK_eeeeeeee\neeeeeeee5", " QSTOK_eeee", "tök"]) {
     assert.throws(
       () => loadConfig({ ...qstash, QSTASH_TOKEN: token }),
       (error: unknown) =>
@@ -336,6 +336,16 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     },
     "DENO_KV_ACCESS_TOKEN",
     /bearer token/,
+  );
+  // Another service's token is taken as it issued it, if a header can
+  // carry it (a self-hosted denokv takes any --access-token).
+  assert.deepEqual(
+    loadConfig({
+      ...base,
+      KV_URL: "https://kv.example.test/db",
+      DENO_KV_ACCESS_TOKEN: "Kv!pass#2024 prod",
+    }).kv,
+    { url: "https://kv.example.test/db" },
   );
   // A URL in KV_PATH would be opened as KV Connect, past KV_URL's checks.
   for (
