@@ -273,7 +273,8 @@ const MAX_KEY_BYTES = 2048;
 /**
  * A key's size as Deno KV encodes it: a type byte per part, then a
  * string's or bytes' content and a terminator (a NUL inside takes two), a
- * number's 8 bytes, a bigint's up to 9. An upper bound where it guesses.
+ * number's 8 bytes, a bigint's magnitude and a length byte. An upper bound
+ * where it guesses.
  */
 function keyBytes(key: KvKey): number {
   let n = 0;
@@ -282,8 +283,11 @@ function keyBytes(key: KvKey): number {
       const bytes = typeof part === "string" ? UTF8.encode(part) : part;
       n += 2 + bytes.length + bytes.filter((b) => b === 0).length;
     } else if (typeof part === "number") n += 9;
-    else if (typeof part === "bigint") n += 10;
-    else n += 1;
+    else if (typeof part === "bigint") {
+      // A type byte, a length byte when over 8 bytes, then the magnitude.
+      const magnitude = part < 0n ? -part : part;
+      n += 2 + Math.ceil(magnitude.toString(16).length / 2);
+    } else n += 1;
   }
   return n;
 }
@@ -927,33 +931,38 @@ export class KvStore implements Store {
     // Our own cursor, the same in every store: Deno KV's is opaque, and
     // one it did not write fails in its own words, or lists nothing.
     // Strictly after the page's last key: a key sorts before its extensions.
+    // From the page's last key, inclusive (Deno KV's `start` is): that
+    // entry, if it is still there, is skipped below.
     const start = after === null ? null : [
       ...prefix,
       Number.MAX_SAFE_INTEGER - after.poisonedAt,
       after.jobId,
-      "",
     ];
-    // A job id no key of this store can hold: Deno KV keys are at most
-    // 2 KiB. Refused as any other cursor it did not return.
+    // A key no key of this store can be (Deno KV keys are at most 2 KiB):
+    // refused as any other cursor it did not return.
     if (start !== null && keyBytes(start) > MAX_KEY_BYTES) {
       throw badCursor(options.cursor!);
     }
     const selector = start === null ? { prefix } : { prefix, start };
     // One entry more than the page, so that a full last page is known to
-    // be the last.
+    // be the last, and one more for the cursor's own entry.
     const jobIds: string[] = [];
     let listed = 0;
     let end: PageEnd | null = null;
     let more = false;
     for await (
-      const entry of this.#kv.list(selector, { limit: limit + 1 })
+      const entry of this.#kv.list(selector, { limit: limit + 2 })
     ) {
+      const [inverted, jobId] = entry.key.slice(-2);
+      if (
+        after !== null && jobId === after.jobId &&
+        inverted === Number.MAX_SAFE_INTEGER - after.poisonedAt
+      ) continue;
       if (listed === limit) {
         more = true;
         break;
       }
       listed++;
-      const [inverted, jobId] = entry.key.slice(-2);
       if (typeof inverted === "number" && typeof jobId === "string") {
         end = { poisonedAt: Number.MAX_SAFE_INTEGER - inverted, jobId };
       }

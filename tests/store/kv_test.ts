@@ -220,3 +220,42 @@ Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its 
     kv.close();
   }
 });
+
+Deno.test("KvStore takes back its own cursor when its keys are near Deno KV's 2 KiB, and refuses one that cannot be its own under a bigint prefix", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    // [prefix, "dead_by_time", inverted time, "pi_N/settle"]: 2,048 bytes.
+    const store = new KvStore(kv, { prefix: ["t".repeat(2010)] });
+    for (const n of [1, 2, 3]) {
+      await store.putDeadLetter({
+        jobId: `pi_${n}/settle`,
+        intentId: `pi_${n}`,
+        deliveries: 1,
+        cause: "exhausted",
+        reason: "",
+        resolution: "",
+        lastError: "",
+        poisonedAt: n,
+      });
+    }
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Awaited<ReturnType<KvStore["listDeadLetters"]>> = await store
+        .listDeadLetters({ limit: 1, cursor });
+      seen.push(...page.items.map((d) => d.jobId));
+      cursor = page.cursor;
+    } while (cursor !== null);
+    assert.deepEqual(seen, ["pi_3/settle", "pi_2/settle", "pi_1/settle"]);
+    // A bigint takes its magnitude's bytes: no key of this store could be
+    // this long, and the refusal is the store's, not Deno KV's.
+    const big = new KvStore(kv, { prefix: [2n ** 1000n] });
+    await assert.rejects(
+      big.listDeadLetters({ cursor: `5|${"a".repeat(1900)}` }),
+      (error) =>
+        error instanceof TypeError && error.message.includes("'cursor'"),
+    );
+  } finally {
+    kv.close();
+  }
+});
