@@ -28,7 +28,7 @@ import {
   type Store,
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
-import { KvStore } from "./store/kv.ts";
+import { type KvAtomic, type KvLike, KvStore } from "./store/kv.ts";
 import { PostgresStore } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
@@ -114,6 +114,62 @@ export const DRAIN_MS = 8_000;
  * sending the answers the drain waited for; DRAIN_MS and this stay under 10 s.
  */
 const EXIT_GRACE_MS = 1_000;
+
+/**
+ * A KV Connect handle whose errors never carry its access token. Deno
+ * fetches the database's metadata again when it expires, and a refused
+ * fetch quotes the endpoint's answer, which may echo the `Authorization`
+ * header: that error reaches a delivery's answer and the log.
+ */
+export function withoutToken(kv: Deno.Kv, token: string): KvLike {
+  const clean = (error: unknown): unknown => {
+    if (error instanceof Error && error.message.includes(token)) {
+      const text = error.message.replaceAll(token, "<DENO_KV_ACCESS_TOKEN>");
+      error.message = text;
+      error.stack = `${error.name}: ${text}`;
+    }
+    return error;
+  };
+  const atomic = (inner: KvAtomic): KvAtomic => {
+    const outer: KvAtomic = new Proxy(inner, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target);
+        if (typeof value !== "function") return value;
+        if (key === "commit") {
+          return () =>
+            target.commit().catch((error) => {
+              throw clean(error);
+            });
+        }
+        // The builder's own methods return it: hand back this wrapper.
+        return (...args: unknown[]) => {
+          const result = value.apply(target, args);
+          return result === target ? outer : result;
+        };
+      },
+    });
+    return outer;
+  };
+  return {
+    getMany: (keys) =>
+      kv.getMany(keys as Deno.KvKey[]).catch((error) => {
+        throw clean(error);
+      }),
+    list: (selector, options) => {
+      const entries = kv.list(selector, options);
+      return {
+        async *[Symbol.asyncIterator]() {
+          try {
+            yield* entries;
+          } catch (error) {
+            throw clean(error);
+          }
+        },
+      };
+    },
+    atomic: () => atomic(kv.atomic() as unknown as KvAtomic),
+  };
+}
 
 async function openKv(config: Config): Promise<Deno.Kv> {
   if ("url" in config.kv) {
@@ -239,7 +295,11 @@ export async function openService(
   const { now = Date.now, random = Math.random, log = console.log } = options;
   const database = config.database ? await openPostgres(config.database) : null;
   const kv = database ? null : await openKv(config);
-  const store: Store = database?.store ?? new KvStore(kv!);
+  const token = "url" in config.kv
+    ? Deno.env.get("DENO_KV_ACCESS_TOKEN")
+    : undefined;
+  const store: Store = database?.store ??
+    new KvStore(token ? withoutToken(kv!, token) : kv!);
   const sender = new HttpSender({
     url: config.sender.url,
     timeoutMs: config.sender.timeoutMs,

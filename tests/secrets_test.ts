@@ -4,7 +4,8 @@
  * searched for each configured secret.
  */
 import assert from "node:assert/strict";
-import { openService } from "../main.ts";
+import { openService, withoutToken } from "../main.ts";
+import { KvStore } from "../store/kv.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
 import { loadConfig } from "../webhook/config.ts";
 import {
@@ -166,3 +167,83 @@ Deno.test(
     }
   }),
 );
+
+Deno.test("withoutToken() keeps KV Connect's access token out of every error of the handle, as a metadata refresh quotes the endpoint's answer", async () => {
+  const token = "ddp_KVTOK_0123456789";
+  const refused = () =>
+    new TypeError(
+      `Failed to fetch metadata: 401 Unauthorized: denied: Bearer ${token}`,
+    );
+  const fake = {
+    getMany: () => Promise.reject(refused()),
+    list: () => ({
+      // deno-lint-ignore require-yield
+      async *[Symbol.asyncIterator]() {
+        throw refused();
+      },
+    }),
+    atomic: () => {
+      const op = {
+        check: () => op,
+        set: () => op,
+        commit: () => Promise.reject(refused()),
+      };
+      return op;
+    },
+  } as unknown as Deno.Kv;
+  const kv = withoutToken(fake, token);
+  const clean = (error: unknown) => {
+    assert.ok(error instanceof TypeError);
+    assert.ok(!error.message.includes(token), error.message);
+    assert.ok(!String(error.stack).includes(token), error.stack);
+    assert.match(error.message, /Bearer <DENO_KV_ACCESS_TOKEN>/);
+    return true;
+  };
+  await assert.rejects(kv.getMany([["a"]]), clean);
+  await assert.rejects(async () => {
+    for await (const _ of kv.list({ prefix: ["a"] })) {
+      // nothing: the first step throws
+    }
+  }, clean);
+  await assert.rejects(
+    kv.atomic().check({ key: ["a"], versionstamp: null }).set(["a"], 1)
+      .commit(),
+    clean,
+  );
+});
+
+Deno.test("withoutToken() is a KvLike KvStore runs on: writes, reads and lists", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(withoutToken(kv, "ddp_unused_0123456789"));
+    const intent = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: intent.version,
+      at: 1,
+    });
+    await store.putDeadLetter({
+      jobId: "pi_9/settle",
+      intentId: "pi_9",
+      deliveries: 1,
+      cause: "exhausted",
+      reason: "",
+      resolution: "",
+      lastError: "",
+      poisonedAt: 2,
+    });
+    assert.equal((await store.getIntent("pi_1"))?.state, "settling");
+    assert.deepEqual(
+      (await store.listDeadLetters()).items.map((d) => d.jobId),
+      ["pi_9/settle"],
+    );
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+  } finally {
+    kv.close();
+  }
+});
