@@ -337,13 +337,14 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     }
     // Outside the try: if ack() or retry() itself throws, that is not the
     // store failing, and the message must not be retried on top of it
-    // (the batch fails at the end instead).
-    log(`worker  ${formatOutcome(job, outcome)}`);
+    // (the batch fails at the end instead). Settled before the log line,
+    // which cannot then leave it unsettled.
     if (outcome.action === "retry") {
       message.retry({ delaySeconds: delaySecondsOf(outcome.delayMs) });
     } else {
       message.ack();
     }
+    log(`worker  ${formatOutcome(job, outcome)}`);
   }
 
   /**

@@ -205,6 +205,21 @@ Deno.test("createQueueHandler() settles a message once when ack() or retry() its
   assert.ok(!lines.some((line) => line.includes("failed unexpectedly")));
 });
 
+Deno.test("createQueueHandler() settles a message before its log line: a log that throws leaves no message unsettled", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const queue = createQueueHandler({
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+    log: () => {
+      throw new Error("log sink down");
+    },
+  });
+  const message = fakeMessage(job, 1);
+  await assert.rejects(queue({ queue: "jobs", messages: [message] }));
+  assert.deepEqual(message.calls, ["retry 3"]);
+});
+
 Deno.test("createQueueHandler() keeps a message that is not a job as a dead letter before it acks it, and retries it when the store fails", async () => {
   const store = new MemoryStore();
   await store.createIntent({
