@@ -31,7 +31,7 @@ const RELATIONS = [
   "dead_letters",
   "dead_letters_newest",
 ] as const;
-const FUNCTIONS = ["refuse_replay(bigint)"] as const;
+const FUNCTIONS = ["refuse_replay(bigint)", "refuse_stale(bigint)"] as const;
 const COLUMNS = [["intents", "tx_hashes"]] as const;
 
 function checked(schema: string, what: string): string {
@@ -163,6 +163,17 @@ export function migration(schema: string): readonly string[] {
           RAISE EXCEPTION 'replay record already claimed' USING ERRCODE = 'RL001';
         END IF;
         RETURN claimed;
+      END
+      $$`,
+    // A write that found its intent moved on calls this to fail its
+    // statement, aborting the transaction it rides in, as refuse_replay.
+    `CREATE OR REPLACE FUNCTION ${s}.refuse_stale(held bigint) RETURNS bigint
+      LANGUAGE plpgsql AS $$
+      BEGIN
+        IF held = 0 THEN
+          RAISE EXCEPTION 'intent changed since it was read' USING ERRCODE = 'RL002';
+        END IF;
+        RETURN held;
       END
       $$`,
     // A dead letter's version comes from a sequence, so a letter removed

@@ -880,21 +880,41 @@ export class KvStore implements Store {
    * Keeps a dead letter, replacing an older one for the same job.
    *
    * @param deadLetter The dead letter.
-   * @param options The delivery's replay record.
+   * @param options The delivery's replay record, and the intent's version
+   * the caller read (the letter is kept only if it still holds).
    * @throws {ReplayError} If the claim was already used.
    */
   async putDeadLetter(
     deadLetter: DeadLetter,
-    options?: Pick<WriteOptions, "claim">,
+    options?: Pick<WriteOptions, "claim"> & { readonly intentVersion?: string },
   ): Promise<void> {
     options ??= {};
     checkDeadLetter(deadLetter);
     if (options.claim) checkClaim(options.claim);
-    const [old, claim] = await this.#get<[DeadLetter, ClaimValue]>(
+    const [old, claim, intent, hold] = await this.#get<
+      [DeadLetter, ClaimValue, StoredIntent, HoldState]
+    >(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
+      this.#key("intent", deadLetter.intentId),
+      this.#key("hold", deadLetter.intentId),
     );
     const atomic = this.#group.atomic();
+    if (options.intentVersion !== undefined) {
+      const version = intent.value === null ? null : this.#intent(
+        intent.value,
+        hold.value,
+        intent.versionstamp!,
+        hold.versionstamp,
+      ).version;
+      if (version !== options.intentVersion) {
+        throw new ConflictError(
+          `Cannot keep the dead letter of ${deadLetter.jobId} as intent ${deadLetter.intentId} changed since it was read; re-read it`,
+        );
+      }
+      // Checked again at commit: a write in between refuses this one.
+      atomic.check(intent, hold);
+    }
     if (options.claim) this.#addClaim(atomic, options.claim, claim);
     this.#addDeadLetter(atomic, deadLetter, old);
     await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);

@@ -361,16 +361,20 @@ export class MemoryStore implements Store {
    * resets the job's delivery count.
    *
    * @param deadLetter The dead letter.
-   * @param options The delivery's replay record.
+   * @param options The delivery's replay record, and the intent's version
+   * the caller read (the letter is kept only if it still holds).
    * @throws {ReplayError} If the claim was already used.
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options?: Pick<WriteOptions, "claim">,
+    options?: Pick<WriteOptions, "claim"> & { readonly intentVersion?: string },
   ): Promise<void> {
     options ??= {};
     return attempt(() => {
       checkDeadLetter(deadLetter);
+      if (options.intentVersion !== undefined) {
+        this.#expect(deadLetter.intentId, options.intentVersion);
+      }
       if (options.claim) this.#checkClaim(options.claim);
       if (options.claim) this.#claim(options.claim);
       this.#putDeadLetter(deadLetter);

@@ -178,6 +178,8 @@ const ISOLATION = "isolation level read committed";
 
 // The SQLSTATE of a replayed claim: raised by the schema's `refuse_replay`.
 const REPLAYED = "RL001";
+// The SQLSTATE of a write whose intent moved on: raised by `refuse_stale`.
+const STALE = "RL002";
 
 /** Counters and replay records written between two sweeps of expired ones. */
 const SWEEP_EVERY = 64;
@@ -222,6 +224,7 @@ export class PostgresStore implements Store {
   >;
   #versions: string;
   #refuse: postgres.Helper<string>;
+  #refuseStale: postgres.Helper<string>;
   /** Counters and replay records written so far, and when to sweep next. */
   #written = 0;
   #sweepAt = SWEEP_EVERY;
@@ -287,6 +290,7 @@ export class PostgresStore implements Store {
     };
     this.#versions = `${schema}.dead_letter_versions`;
     this.#refuse = client(`${schema}.refuse_replay`);
+    this.#refuseStale = client(`${schema}.refuse_stale`);
   }
 
   /**
@@ -344,6 +348,12 @@ export class PostgresStore implements Store {
       if (code === REPLAYED) {
         throw new ReplayError(
           "Cannot accept the delivery as its signature was already used",
+          { cause: error },
+        );
+      }
+      if (code === STALE) {
+        throw new ConflictError(
+          `Cannot ${what} as its intent changed since it was read; re-read it`,
           { cause: error },
         );
       }
@@ -674,6 +684,25 @@ export class PostgresStore implements Store {
       SELECT ${this.#refuse}((SELECT count(*) FROM claimed)) AS claimed`;
   }
 
+  /**
+   * Fails its transaction unless intent `id` is at `version`, and holds it
+   * there (a share lock) until the transaction ends: the writes pipelined
+   * behind it land only on the intent the caller read.
+   */
+  #stillAt(
+    sql: Sql,
+    id: string,
+    version: string,
+  ): postgres.PendingQuery<postgres.Row[]> {
+    const { intents } = this.#t;
+    return sql`
+      WITH held AS (
+        SELECT 1 FROM ${intents} WHERE id = ${id} AND version = ${version}
+        FOR SHARE
+      )
+      SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`;
+  }
+
   #putDeadLetter(
     sql: Sql,
     letter: DeadLetter,
@@ -944,27 +973,38 @@ export class PostgresStore implements Store {
    * new version).
    *
    * @param deadLetter The dead letter.
-   * @param options The delivery's replay record.
+   * @param options The delivery's replay record, and the intent's version
+   * the caller read (the letter is kept only if it still holds).
    * @throws {ReplayError} If the claim was already used.
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options: Pick<WriteOptions, "claim"> = {},
+    options: Pick<WriteOptions, "claim"> & { readonly intentVersion?: string } =
+      {},
   ): Promise<void> {
     return this.#run(
       `keep the dead letter of ${String(deadLetter?.jobId)}`,
       async () => {
         checkDeadLetter(deadLetter);
-        const { claim } = options;
-        if (claim === undefined) {
+        const { claim, intentVersion } = options;
+        if (intentVersion !== undefined) {
+          checkVersion(deadLetter.intentId, intentVersion);
+        }
+        if (claim === undefined && intentVersion === undefined) {
           await this.#one((sql) => this.#putDeadLetter(sql, deadLetter));
           return;
         }
-        checkClaim(claim);
-        await this.#sweep(claim.now);
+        if (claim !== undefined) {
+          checkClaim(claim);
+          await this.#sweep(claim.now);
+        }
+        // The check first: if it fails, nothing behind it commits.
         await this.#transaction((tx, commit) =>
           commit([
-            this.#claim(tx, claim),
+            ...(intentVersion === undefined
+              ? []
+              : [this.#stillAt(tx, deadLetter.intentId, intentVersion)]),
+            ...(claim === undefined ? [] : [this.#claim(tx, claim)]),
             this.#putDeadLetter(tx, deadLetter),
           ])
         );

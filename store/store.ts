@@ -613,15 +613,26 @@ export interface Store {
    * ends there, and a job published again for the intent (once it is
    * authorized, say) is counted from 1 instead of poisoned at once.
    *
+   * With `options.intentVersion`, the letter is kept only if its intent
+   * is still at that version: a resolution that read the intent as
+   * `created` or `authorized` and decided to drop the job must not land
+   * after another delivery moved the intent on (and kept the letter that
+   * says why it is in review, say).
+   *
    * @throws {ReplayError} If `options.claim` was already claimed.
-   * @throws {ConflictError} If a store that reads before it commits
-   * (`KvStore`) saw another letter for the same job land in between: the
-   * caller decides again on a fresh read (the relayer's resolution does).
-   * Stores that write in one step keep the last letter instead.
+   * @throws {ConflictError} If the intent is no longer at
+   * `options.intentVersion` (nothing is written, the claim included), or if
+   * a store that reads before it commits (`KvStore`) saw another letter for
+   * the same job land in between: the caller decides again on a fresh read
+   * (the relayer's resolution does). Stores that write in one step keep the
+   * last letter instead.
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options?: Pick<WriteOptions, "claim">,
+    options?: Pick<WriteOptions, "claim"> & {
+      /** The version of the intent the caller read: see above. */
+      readonly intentVersion?: string;
+    },
   ): Promise<void>;
 
   /** Reads the dead letter of a job; `null` if there is none. */

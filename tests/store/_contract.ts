@@ -1353,6 +1353,40 @@ export function storeContract(
     assert.equal(rest.cursor, null);
   });
 
+  test("keeps a dead letter only while its intent is at the version given, and writes nothing of it otherwise", async (store) => {
+    const read = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    // Another delivery moves the intent on after this one read it.
+    await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: read.version,
+      at: 1,
+    });
+    const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 2), {
+        intentVersion: read.version,
+        claim,
+      }),
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.equal(await store.deliveries("pi_1/settle"), 1, "count kept");
+    assert.equal(await store.admit({ claim, now: 0 }), null, "claim not used");
+    // At the version read now, it is kept.
+    const now = (await store.getIntent("pi_1"))!;
+    await store.putDeadLetter(deadLetter("pi_1/settle", 3), {
+      intentVersion: now.version,
+    });
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 3);
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+  });
+
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
     const i = await store.createIntent({
       id: "pi_1",

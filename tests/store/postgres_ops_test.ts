@@ -25,7 +25,7 @@ const EXPECTED: Readonly<Record<PathId, PostgresCounts>> = {
   c: { roundTrips: 1, statements: 1 }, // one look (and the receipt)
   d: { roundTrips: 3, statements: 7 }, // look; capture + settled, checked against the lease (2)
   e: { roundTrips: 8, statements: 21 }, // b's; the re-read; void + failed + dead letter (2)
-  f: { roundTrips: 3, statements: 5 }, // look; the re-read; the dead letter (BEGIN, it, COMMIT: one flight)
+  f: { roundTrips: 3, statements: 6 }, // look; the re-read; the dead letter on the intent read (BEGIN, the check, it, COMMIT: one flight)
   g: { roundTrips: 2, statements: 4 }, // counting the delivery (BEGIN, it, COMMIT: one flight); a
 };
 
