@@ -1129,11 +1129,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
       };
       try {
         if (intent === null || plan.action === "drop") {
+          // Only on the intent this plan read: another delivery that moved
+          // it since (and kept the letter that says why it is in review,
+          // say) must not be overwritten by a stale "job dropped".
           await d.write((options) =>
-            store.putDeadLetter(
-              deadLetter,
-              options.claim ? { claim: options.claim } : {},
-            )
+            store.putDeadLetter(deadLetter, {
+              ...(options.claim ? { claim: options.claim } : {}),
+              ...(intent === null ? {} : { intentVersion: intent.version }),
+            })
           );
         } else {
           await d.write((options) =>

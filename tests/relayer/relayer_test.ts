@@ -522,6 +522,51 @@ function suite(backend: Backend): void {
     assert.equal((await intent(store)).state, "settling");
   });
 
+  test("createRelayer() keeps the letter that says why an intent is in review when a give-up that read it authorized lands its 'job dropped' late", async () => {
+    let entered!: () => void;
+    const reached = new Promise<void>((resolve) => entered = resolve);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => release = resolve);
+    let held = true;
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: new Error("timeout") }] },
+      { policy: { maxDeliveries: 3, jitter: "none" } },
+      (inner) =>
+        overriding(inner, {
+          async putDeadLetter(...args) {
+            if (held) {
+              held = false;
+              entered();
+              await gate;
+            }
+            return await inner.putDeadLetter(...args);
+          },
+        }),
+    );
+    // The give-up reads "authorized, no letter" and is held at its write.
+    const giveUp = relayer.giveUp(job, {
+      deliveries: 3,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    });
+    await reached;
+    // Meanwhile another message of the job sends, its outcome unknown, and
+    // is poisoned: the intent goes to review, with the letter that says why.
+    assert.equal((await relayer.deliver(job, 3)).action, "poison");
+    const why = "last broadcast unknown, needs review";
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.resolution,
+      why,
+    );
+    release();
+    await giveUp;
+    assert.equal((await intent(store)).state, "needs_review");
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.resolution,
+      why,
+    );
+  });
+
   test("createRelayer() treats a Sender answer without txHash as unknown", async () => {
     const { relayer, store } = await setup({
       state: "authorized",
