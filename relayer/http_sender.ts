@@ -73,10 +73,11 @@ export interface HttpSenderOptions {
   readonly fetch?: typeof fetch;
   /**
    * Headers sent with every request, such as the signer's `Authorization`.
-   * They are copied at construction. The value of a credential header
-   * (`authorization`, a cookie, or a name with key, token, secret,
-   * signature, password, auth or session in it) never appears in an error
-   * message, not even where the signer's answer echoes it.
+   * They are copied at construction, and their values never appear in an
+   * error message, not even where the signer's answer echoes them; only
+   * the plain ones (`accept…`, `content-type`, `content-language`,
+   * `content-encoding`, `cache-control`, `pragma`, `user-agent`) stay
+   * readable.
    *
    * @default {{}}
    */
@@ -471,10 +472,9 @@ export class HttpSender implements Sender {
 /**
  * What a sender's messages must never show: the URL's path (a key may live
  * there, as in many RPC URLs), shown as `…`, unless it is short, and the
- * value of each credential header (and its token, after a scheme such as
- * `Bearer`), shown as `<name header>`. Each also as a JSON writer may
- * escape it (`\/` for `/`). A header named for what it is (`accept`,
- * `x-network`) is not a secret, and its value stays readable.
+ * value of each header but the plain ones (and its token, after a scheme
+ * such as `Bearer`), shown as `<name header>`. Each also as a JSON writer
+ * may escape it (`\/` for `/`).
  */
 function secretsOf(base: string, headers: Headers): [string, string][] {
   const secrets: [string, string][] = [];
@@ -495,7 +495,7 @@ function secretsOf(base: string, headers: Headers): [string, string][] {
     }
   }
   for (const [name, value] of headers) {
-    if (!CREDENTIAL_HEADER.test(name)) continue;
+    if (PLAIN_HEADER.test(name)) continue;
     const mask = `<${name} header>`;
     if (value.length >= 6) add(value, mask);
     const token = /^\S+\s+(\S{6,})$/.exec(value)?.[1];
@@ -505,9 +505,13 @@ function secretsOf(base: string, headers: Headers): [string, string][] {
   return secrets.sort((a, b) => b[0].length - a[0].length);
 }
 
-/** The names of headers that carry credentials. */
-const CREDENTIAL_HEADER =
-  /authorization|cookie|token|secret|key|signature|password|passwd|auth|credential|session/i;
+/**
+ * The names of headers that carry no secret (content negotiation, the
+ * client's name): their values stay readable in messages. Any other
+ * header's value (`authorization`, `x-api-key`, `x-jwt`, …) is masked.
+ */
+const PLAIN_HEADER =
+  /^(accept(-charset|-encoding|-language)?|content-(type|language|encoding)|cache-control|pragma|user-agent)$/i;
 
 /** Checks the base URL and returns it without a trailing slash. */
 function baseUrl(url: unknown): string {
@@ -654,7 +658,10 @@ function errorText(
   if (typeof error === "string" && clip(error) !== "") {
     return clip(scrub(error));
   }
-  return clip(answer.statusText) || clip(answer.text) || "no error message";
+  // A JSON body of another shape, decoded the same way before it is shown.
+  const json = parseJson(answer);
+  const body = json === undefined ? answer.text : JSON.stringify(json);
+  return clip(answer.statusText) || clip(scrub(body)) || "no error message";
 }
 
 /**

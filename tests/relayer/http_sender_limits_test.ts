@@ -218,19 +218,54 @@ Deno.test("HttpSender() never repeats its URL's path or its headers' values in a
   }
 });
 
-Deno.test("HttpSender() keeps a header that is not a credential readable in what the signer says", async () => {
+Deno.test("HttpSender() keeps a plain header readable in what the signer says, and masks any other, whatever its name", async () => {
   const sender = new HttpSender({
     url: "https://signer.example",
-    headers: { "x-network": "chain mainnet", accept: "application/json" },
+    headers: {
+      accept: "application/json",
+      "user-agent": "relayer-mainnet",
+      "x-jwt": "eyJhbGciOi.secretpart",
+      "x-signer-pass": "hunter2hunter2",
+    },
     fetch: () =>
       Promise.resolve(
-        Response.json({ error: "mainnet nonce too low (application/json)" }, {
-          status: 500,
-        }),
+        Response.json({
+          error:
+            "relayer-mainnet sent application/json with eyJhbGciOi.secretpart and hunter2hunter2",
+        }, { status: 500 }),
       ),
   });
   await assert.rejects(
     sender.send({ id: "pi_0001" } as Intent, { replace: false }),
-    /^Error: signer answered 500: mainnet nonce too low \(application\/json\)$/,
+    (error: Error) => {
+      assert.equal(
+        error.message,
+        "signer answered 500: relayer-mainnet sent application/json with <x-jwt header> and <x-signer-pass header>",
+      );
+      return true;
+    },
+  );
+});
+
+Deno.test("HttpSender() scrubs a JSON error of any shape as decoded: a nested message with an escaped token", async () => {
+  const token = "SGNTOK_0123456789";
+  const sender = new HttpSender({
+    url: "https://signer.example",
+    headers: { authorization: `Bearer ${token}` },
+    fetch: () =>
+      Promise.resolve(
+        new Response(
+          '{"error":{"message":"token \\u0053GNTOK_0123456789 is revoked"}}',
+          { status: 401 },
+        ),
+      ),
+  });
+  await assert.rejects(
+    sender.receipt("0xabc"),
+    (error: Error) => {
+      assert.ok(!error.message.includes("GNTOK_0123456789"), error.message);
+      assert.match(error.message, /<authorization header>/);
+      return true;
+    },
   );
 });
