@@ -127,7 +127,8 @@ export interface QueueHandlerOptions {
   readonly deadLetterQueue?: string;
   /**
    * Where the worker lines go: one per message, and one per unexpected
-   * failure (its name and message, never a secret).
+   * failure (its name and message, never a secret). A sink that throws
+   * loses its line; every message is still acked or retried.
    *
    * @default {a function that discards them}
    */
@@ -254,12 +255,17 @@ function delaySecondsOf(delayMs: number): number {
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
-  const {
-    relayer,
-    maxRetries = 3,
-    deadLetterQueue,
-    log = () => {},
-  } = options;
+  const { relayer, maxRetries = 3, deadLetterQueue } = options;
+  const sink = options.log ?? (() => {});
+  // A log line is never a reason for a message to go unsettled: a sink
+  // that throws loses the line, not the message.
+  const log = (line: string): void => {
+    try {
+      sink(line);
+    } catch {
+      // the line is lost; the message is still acked or retried
+    }
+  };
   if (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > 100) {
     throw new RangeError(
       `Cannot create queue handler as 'maxRetries' must be an integer in 0..100: current value is ${

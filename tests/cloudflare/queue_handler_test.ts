@@ -205,19 +205,35 @@ Deno.test("createQueueHandler() settles a message once when ack() or retry() its
   assert.ok(!lines.some((line) => line.includes("failed unexpectedly")));
 });
 
-Deno.test("createQueueHandler() settles a message before its log line: a log that throws leaves no message unsettled", async () => {
+Deno.test("createQueueHandler() settles every message when its log throws: a job, an unreadable message, a store failure", async () => {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
+  const relayer = relayerOn(store, { maxDeliveries: 3 });
   const queue = createQueueHandler({
-    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    relayer: {
+      ...relayer,
+      policy: relayer.policy,
+      deliver: (j, n) =>
+        j.intentId === "pi_0009"
+          ? Promise.reject(new Error("store down"))
+          : relayer.deliver(j, n),
+    },
     maxRetries: 2,
     log: () => {
       throw new Error("log sink down");
     },
   });
-  const message = fakeMessage(job, 1);
-  await assert.rejects(queue({ queue: "jobs", messages: [message] }));
+  const message = fakeMessage(job, 1, "m-job");
+  const unreadable = fakeMessage("not json", 1, "m-bad");
+  const failing = fakeMessage(
+    { intentId: "pi_0009", kind: "settle" },
+    1,
+    "m-down",
+  );
+  await queue({ queue: "jobs", messages: [message, unreadable, failing] });
   assert.deepEqual(message.calls, ["retry 3"]);
+  assert.deepEqual(unreadable.calls, ["ack"]);
+  assert.deepEqual(failing.calls, ["retry 5"]);
 });
 
 Deno.test("createQueueHandler() keeps a message that is not a job as a dead letter before it acks it, and retries it when the store fails", async () => {
