@@ -273,8 +273,8 @@ const MAX_KEY_BYTES = 2048;
 /**
  * A key's size as Deno KV encodes it: a type byte per part, then a
  * string's or bytes' content and a terminator (a NUL inside takes two), a
- * number's 8 bytes, a bigint's magnitude and a length byte. An upper bound
- * where it guesses.
+ * number's 8 bytes, a bigint's magnitude (and a length byte over 8 bytes).
+ * An upper bound where it guesses.
  */
 function keyBytes(key: KvKey): number {
   let n = 0;
@@ -284,9 +284,13 @@ function keyBytes(key: KvKey): number {
       n += 2 + bytes.length + bytes.filter((b) => b === 0).length;
     } else if (typeof part === "number") n += 9;
     else if (typeof part === "bigint") {
-      // A type byte, a length byte when over 8 bytes, then the magnitude.
+      // A type byte (zero is that alone), a length byte when over 8
+      // bytes, then the magnitude.
       const magnitude = part < 0n ? -part : part;
-      n += 2 + Math.ceil(magnitude.toString(16).length / 2);
+      const bytes = magnitude === 0n
+        ? 0
+        : Math.ceil(magnitude.toString(16).length / 2);
+      n += bytes > 8 ? 2 + bytes : 1 + bytes;
     } else n += 1;
   }
   return n;
@@ -950,7 +954,6 @@ export class KvStore implements Store {
     const prefix = this.#key("dead_by_time");
     // Our own cursor, the same in every store: Deno KV's is opaque, and
     // one it did not write fails in its own words, or lists nothing.
-    // Strictly after the page's last key: a key sorts before its extensions.
     // From the page's last key, inclusive (Deno KV's `start` is): that
     // entry, if it is still there, is skipped below.
     const start = after === null ? null : [

@@ -247,8 +247,29 @@ Deno.test("KvStore takes back its own cursor when its keys are near Deno KV's 2 
       cursor = page.cursor;
     } while (cursor !== null);
     assert.deepEqual(seen, ["pi_3/settle", "pi_2/settle", "pi_1/settle"]);
-    // A bigint takes its magnitude's bytes: no key of this store could be
-    // this long, and the refusal is the store's, not Deno KV's.
+    // A small bigint takes a byte and its magnitude's: its cursors too are
+    // taken back. [0n or 1n, prefix, "dead_by_time", time, job id]: 2,048 bytes.
+    for (const [first, length] of [[0n, 2009], [1n, 2008]] as const) {
+      const small = new KvStore(kv, { prefix: [first, "t".repeat(length)] });
+      for (const n of [1, 2]) {
+        await small.putDeadLetter({
+          jobId: `pi_${n}/settle`,
+          intentId: `pi_${n}`,
+          deliveries: 1,
+          cause: "exhausted",
+          reason: "",
+          resolution: "",
+          lastError: "",
+          poisonedAt: n,
+        });
+      }
+      const page = await small.listDeadLetters({ limit: 1 });
+      const rest = await small.listDeadLetters({ cursor: page.cursor });
+      assert.deepEqual(rest.items.map((d) => d.jobId), ["pi_1/settle"]);
+    }
+    // A large bigint takes its magnitude's bytes and a length byte: no key
+    // of this store could be this long, and the refusal is the store's,
+    // not Deno KV's.
     const big = new KvStore(kv, { prefix: [2n ** 1000n] });
     await assert.rejects(
       big.listDeadLetters({ cursor: `5|${"a".repeat(1900)}` }),
