@@ -115,6 +115,12 @@ export const DRAIN_MS = 8_000;
  */
 const EXIT_GRACE_MS = 1_000;
 
+/** `text` with the KV Connect access token replaced, also as JSON escapes `/`. */
+function maskToken(text: string, token: string): string {
+  return text.replaceAll(token, "<DENO_KV_ACCESS_TOKEN>")
+    .replaceAll(token.replaceAll("/", "\\/"), "<DENO_KV_ACCESS_TOKEN>");
+}
+
 /**
  * A KV Connect handle whose errors never carry its access token. Deno
  * fetches the database's metadata again when it expires, and a refused
@@ -123,10 +129,12 @@ const EXIT_GRACE_MS = 1_000;
  */
 export function withoutToken(kv: Deno.Kv, token: string): KvLike {
   const clean = (error: unknown): unknown => {
-    if (error instanceof Error && error.message.includes(token)) {
-      const text = error.message.replaceAll(token, "<DENO_KV_ACCESS_TOKEN>");
-      error.message = text;
-      error.stack = `${error.name}: ${text}`;
+    if (error instanceof Error) {
+      const text = maskToken(error.message, token);
+      if (text !== error.message) {
+        error.message = text;
+        error.stack = `${error.name}: ${text}`;
+      }
     }
     return error;
   };
@@ -179,9 +187,10 @@ async function openKv(config: Config): Promise<Deno.Kv> {
       // Deno's error quotes the metadata endpoint's answer, which may echo
       // the Authorization header: the access token is replaced.
       const token = Deno.env.get("DENO_KV_ACCESS_TOKEN");
-      let text = (error instanceof Error ? error.message : String(error))
+      const message = error instanceof Error ? error.message : String(error);
+      // Masked before white space is collapsed: a token may hold a run of it.
+      const text = (token ? maskToken(message, token) : message)
         .replace(/\s+/g, " ");
-      if (token) text = text.replaceAll(token, "<DENO_KV_ACCESS_TOKEN>");
       throw new ConfigError(
         "KV_URL",
         `KV_URL: cannot open the KV Connect database (${
