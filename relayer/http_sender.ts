@@ -73,11 +73,12 @@ export interface HttpSenderOptions {
   readonly fetch?: typeof fetch;
   /**
    * Headers sent with every request, such as the signer's `Authorization`.
-   * They are copied at construction, and their values never appear in an
-   * error message, not even where the signer's answer echoes them; only
-   * the plain ones (`accept…`, `content-type`, `content-language`,
-   * `content-encoding`, `cache-control`, `pragma`, `user-agent`) stay
-   * readable.
+   * They are copied at construction, and their values (each piece of 6
+   * characters or more: a repeated header's values, each cookie, a token
+   * after its scheme) never appear in an error message, not even where the
+   * signer's answer echoes them; only the plain ones (`accept…`,
+   * `content-type`, `content-language`, `content-encoding`,
+   * `cache-control`, `pragma`, `user-agent`) stay readable.
    *
    * @default {{}}
    */
@@ -309,7 +310,7 @@ export class HttpSender implements Sender {
       }
       throw new Error(
         `signer answered ${answer.status} without a txHash: ${
-          clip(answer.text) || "empty body"
+          shownBody(answer, (t) => this.#scrub(t)) || "empty body"
         }`,
       );
     }
@@ -393,7 +394,7 @@ export class HttpSender implements Sender {
     if (RECEIPT_STATUSES.has(status)) return status as ReceiptStatus;
     throw new Error(
       `signer answered ${answer.status} without a valid receipt status: ${
-        clip(answer.text) || "empty body"
+        shownBody(answer, (t) => this.#scrub(t)) || "empty body"
       }`,
     );
   }
@@ -479,9 +480,13 @@ export class HttpSender implements Sender {
 function secretsOf(base: string, headers: Headers): [string, string][] {
   const secrets: [string, string][] = [];
   const add = (secret: string, mask: string) => {
-    secrets.push([secret, mask]);
-    const escaped = secret.replaceAll("/", "\\/");
-    if (escaped !== secret) secrets.push([escaped, mask]);
+    // As it is, as JSON writes it (`\"`, `\\`), and with `/` escaped too.
+    const quoted = JSON.stringify(secret).slice(1, -1);
+    for (
+      const form of new Set([secret, quoted, quoted.replaceAll("/", "\\/")])
+    ) {
+      secrets.push([form, mask]);
+    }
   };
   const { origin, pathname } = new URL(base);
   if (pathname.length >= 8) {
@@ -497,9 +502,19 @@ function secretsOf(base: string, headers: Headers): [string, string][] {
   for (const [name, value] of headers) {
     if (PLAIN_HEADER.test(name)) continue;
     const mask = `<${name} header>`;
-    if (value.length >= 6) add(value, mask);
-    const token = /^\S+\s+(\S{6,})$/.exec(value)?.[1];
-    if (token !== undefined) add(token, mask);
+    // The whole value; each of the values a repeated header was joined
+    // from (`, `) and each cookie (`; `), and the value after its `=`; a
+    // token after a scheme such as `Bearer`. Shorter than 6 characters,
+    // a piece is left: it would mask common words.
+    const pieces = new Set([value]);
+    for (const part of value.split(/,\s*|;\s*/)) {
+      pieces.add(part);
+      const eq = part.indexOf("=");
+      if (eq > 0) pieces.add(part.slice(eq + 1));
+      const token = /^\S+\s+(\S+)$/.exec(part)?.[1];
+      if (token !== undefined) pieces.add(token);
+    }
+    for (const piece of pieces) if (piece.length >= 6) add(piece, mask);
   }
   // The longest first: a value before the token it holds.
   return secrets.sort((a, b) => b[0].length - a[0].length);
@@ -658,10 +673,24 @@ function errorText(
   if (typeof error === "string" && clip(error) !== "") {
     return clip(scrub(error));
   }
-  // A JSON body of another shape, decoded the same way before it is shown.
+  return clip(answer.statusText) || shownBody(answer, scrub) ||
+    "no error message";
+}
+
+/**
+ * The body for a message: a JSON body decoded, each of its strings
+ * scrubbed, then written again (its escapes, `\u0053`, could hide a
+ * secret from the scrub of the raw text); any other body as scrubbed.
+ * Cut to one line.
+ */
+function shownBody(answer: Answer, scrub: (text: string) => string): string {
   const json = parseJson(answer);
-  const body = json === undefined ? answer.text : JSON.stringify(json);
-  return clip(answer.statusText) || clip(scrub(body)) || "no error message";
+  return clip(
+    json === undefined ? scrub(answer.text) : JSON.stringify(
+      json,
+      (_key, value) => typeof value === "string" ? scrub(value) : value,
+    ),
+  );
 }
 
 /**

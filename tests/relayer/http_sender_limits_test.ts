@@ -269,3 +269,46 @@ Deno.test("HttpSender() scrubs a JSON error of any shape as decoded: a nested me
     },
   );
 });
+
+Deno.test("HttpSender() masks a header's value however JSON writes it, in error and success answers alike, and each value a repeated header or a cookie holds", async () => {
+  const answers: [number, string][] = [
+    [401, '{"error":{"message":"bad pass hunter\\"2hunter"}}'],
+    [200, '{"echo":"\\u0053GNTOK_0123456789"}'],
+    [401, "first keyAAAAAA then keyBBBBBB, cookie s3ssion42"],
+  ];
+  for (const [status, body] of answers) {
+    const headers = new Headers([
+      ["x-signer-pass", 'hunter"2hunter'],
+      ["authorization", "Bearer SGNTOK_0123456789"],
+      ["x-api-key", "keyAAAAAA"],
+      ["x-api-key", "keyBBBBBB"],
+      ["cookie", "sid=s3ssion42; theme=dark"],
+    ]);
+    const sender = new HttpSender({
+      url: "https://signer.example",
+      headers,
+      fetch: () => Promise.resolve(new Response(body, { status })),
+    });
+    for (
+      const call of [
+        () => sender.send({ id: "pi_0001" } as Intent, { replace: false }),
+        () => sender.receipt("0xabc"),
+      ]
+    ) {
+      await assert.rejects(call(), (error: Error) => {
+        for (
+          const secret of [
+            "2hunter",
+            "GNTOK_0123456789",
+            "keyAAAAAA",
+            "keyBBBBBB",
+            "s3ssion42",
+          ]
+        ) {
+          assert.ok(!error.message.includes(secret), error.message);
+        }
+        return true;
+      });
+    }
+  }
+});
