@@ -115,10 +115,16 @@ export const DRAIN_MS = 8_000;
  */
 const EXIT_GRACE_MS = 1_000;
 
-/** `text` with the KV Connect access token replaced, also as JSON escapes `/`. */
+/**
+ * `text` with the KV Connect access token replaced: as it is, as JSON
+ * writes it (`\"`, `\\`), and with `/` escaped too.
+ */
 function maskToken(text: string, token: string): string {
-  return text.replaceAll(token, "<DENO_KV_ACCESS_TOKEN>")
-    .replaceAll(token.replaceAll("/", "\\/"), "<DENO_KV_ACCESS_TOKEN>");
+  const quoted = JSON.stringify(token).slice(1, -1);
+  for (const form of [token, quoted, quoted.replaceAll("/", "\\/")]) {
+    text = text.replaceAll(form, "<DENO_KV_ACCESS_TOKEN>");
+  }
+  return text;
 }
 
 /**

@@ -170,11 +170,12 @@ Deno.test(
 
 Deno.test("withoutToken() keeps KV Connect's access token out of every error of the handle, as a metadata refresh quotes the endpoint's answer", async () => {
   // A self-hosted denokv token: any characters a header can carry.
-  const token = "Kv!pass/2024  prod";
+  const token = 'Kv!pass/2024  "prod"\\x';
+  const quoted = JSON.stringify(token).slice(1, -1);
   const refused = () =>
     new TypeError(
-      `Failed to fetch metadata: 401 Unauthorized: denied: Bearer ${token} (as JSON: "${
-        token.replaceAll("/", "\\/")
+      `Failed to fetch metadata: 401 Unauthorized: denied: Bearer ${token} (as JSON: "${quoted}", "${
+        quoted.replaceAll("/", "\\/")
       }")`,
     );
   const fake = {
