@@ -2,7 +2,7 @@ import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
 import type { Intent } from "../../store/store.ts";
-import { storeContract } from "./_contract.ts";
+import { deadLetter, storeContract } from "./_contract.ts";
 import { CountingKv } from "../../support/counting_kv.ts";
 import { hookedKvStore } from "./_hooked_kv.ts";
 
@@ -201,16 +201,7 @@ Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its 
     );
     // A job id that fits is listed after, as on every store.
     const id = `${"y".repeat(400)}/settle`;
-    await long.putDeadLetter({
-      jobId: id,
-      intentId: "pi_1",
-      deliveries: 1,
-      cause: "exhausted",
-      reason: "",
-      resolution: "",
-      lastError: "",
-      poisonedAt: 5,
-    });
+    await long.putDeadLetter(deadLetter(id, 5));
     assert.deepEqual(
       (await long.listDeadLetters({ cursor: `6|${"x".repeat(400)}` })).items
         .map((d) => d.jobId),
@@ -227,16 +218,7 @@ Deno.test("KvStore takes back its own cursor when its keys are near Deno KV's 2 
     // [prefix, "dead_by_time", inverted time, "pi_N/settle"]: 2,048 bytes.
     const store = new KvStore(kv, { prefix: ["t".repeat(2010)] });
     for (const n of [1, 2, 3]) {
-      await store.putDeadLetter({
-        jobId: `pi_${n}/settle`,
-        intentId: `pi_${n}`,
-        deliveries: 1,
-        cause: "exhausted",
-        reason: "",
-        resolution: "",
-        lastError: "",
-        poisonedAt: n,
-      });
+      await store.putDeadLetter(deadLetter(`pi_${n}/settle`, n));
     }
     const seen: string[] = [];
     let cursor: string | null = null;
@@ -252,16 +234,7 @@ Deno.test("KvStore takes back its own cursor when its keys are near Deno KV's 2 
     for (const [first, length] of [[0n, 2009], [1n, 2008]] as const) {
       const small = new KvStore(kv, { prefix: [first, "t".repeat(length)] });
       for (const n of [1, 2]) {
-        await small.putDeadLetter({
-          jobId: `pi_${n}/settle`,
-          intentId: `pi_${n}`,
-          deliveries: 1,
-          cause: "exhausted",
-          reason: "",
-          resolution: "",
-          lastError: "",
-          poisonedAt: n,
-        });
+        await small.putDeadLetter(deadLetter(`pi_${n}/settle`, n));
       }
       const page = await small.listDeadLetters({ limit: 1 });
       const rest = await small.listDeadLetters({ cursor: page.cursor });
