@@ -29,6 +29,7 @@ import {
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
 import { type KvAtomic, type KvLike, KvStore } from "./store/kv.ts";
+import { secretForms } from "./policy/_walk.ts";
 import { PostgresStore } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
@@ -120,8 +121,7 @@ const EXIT_GRACE_MS = 1_000;
  * writes it (`\"`, `\\`), and with `/` escaped too.
  */
 function maskToken(text: string, token: string): string {
-  const quoted = JSON.stringify(token).slice(1, -1);
-  for (const form of [token, quoted, quoted.replaceAll("/", "\\/")]) {
+  for (const form of secretForms(token)) {
     text = text.replaceAll(form, "<DENO_KV_ACCESS_TOKEN>");
   }
   return text;

@@ -155,3 +155,12 @@ export function describeError(error: unknown): string {
     : String(error);
   return text.replace(/\s+/g, " ").slice(0, 300);
 }
+
+/**
+ * The forms a secret takes in text that echoes it: as it is, as JSON writes
+ * it (`\"`, `\\`), and with `/` escaped too (`\/`), as some JSON writers do.
+ */
+export function secretForms(secret: string): string[] {
+  const quoted = JSON.stringify(secret).slice(1, -1);
+  return [...new Set([secret, quoted, quoted.replaceAll("/", "\\/")])];
+}

@@ -18,7 +18,7 @@
  * @module
  */
 
-import { messageOf } from "../policy/_walk.ts";
+import { messageOf, secretForms } from "../policy/_walk.ts";
 import { show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { notSent, poison } from "../policy/sentinels.ts";
@@ -480,13 +480,7 @@ export class HttpSender implements Sender {
 function secretsOf(base: string, headers: Headers): [string, string][] {
   const secrets: [string, string][] = [];
   const add = (secret: string, mask: string) => {
-    // As it is, as JSON writes it (`\"`, `\\`), and with `/` escaped too.
-    const quoted = JSON.stringify(secret).slice(1, -1);
-    for (
-      const form of new Set([secret, quoted, quoted.replaceAll("/", "\\/")])
-    ) {
-      secrets.push([form, mask]);
-    }
+    for (const form of secretForms(secret)) secrets.push([form, mask]);
   };
   const { origin, pathname } = new URL(base);
   if (pathname.length >= 8) {

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { secretForms } from "../policy/_walk.ts";
 import { Client } from "@upstash/qstash";
 import { type Job, jobIdOf, parseJob } from "../relayer/relayer.ts";
 
@@ -173,11 +174,11 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
  */
 function publishError(error: unknown, token: string, jobId: string): Error {
   const status = (error as { status?: unknown } | null)?.status;
-  // Also as a JSON writer may escape it (`\/` for `/`).
-  const text = (error instanceof Error ? error.message : String(error))
-    .replaceAll(token, "<QSTASH_TOKEN>")
-    .replaceAll(token.replaceAll("/", "\\/"), "<QSTASH_TOKEN>")
-    .replace(/\s+/g, " ");
+  let text = error instanceof Error ? error.message : String(error);
+  for (const form of secretForms(token)) {
+    text = text.replaceAll(form, "<QSTASH_TOKEN>");
+  }
+  text = text.replace(/\s+/g, " ");
   return new Error(
     `QStash did not take the job ${jobId}${
       typeof status === "number" ? ` (HTTP ${status})` : ""
