@@ -655,6 +655,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
+  /** The policy's delay after delivery `n`, for a retry `decide` did not make. */
+  function retryDelayMs(n: number): number {
+    return jitter(backoff(n, policy), policy.jitter, random);
+  }
+
   function begin(claim: Claim | undefined): Delivery {
     instance ??= crypto.randomUUID();
     return new Delivery(`${instance}:${++deliveriesStarted}`, claim);
@@ -700,7 +705,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         delivery: n,
         delayMs: decision.action === "retry"
           ? decision.delayMs
-          : jitter(backoff(n, policy), policy.jitter, random),
+          : retryDelayMs(n),
         reason: clip(
           decision.action === "retry" ? decision.reason : messageOf(failure),
         ),
@@ -771,7 +776,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return {
       action: "retry",
       delivery: n,
-      delayMs: jitter(backoff(n, policy), policy.jitter, random),
+      delayMs: retryDelayMs(n),
       reason: `intent ${job.intentId} is busy with another delivery`,
     };
   }
