@@ -7,6 +7,7 @@
  */
 
 import { ConflictError } from "./conflict_error.ts";
+import { Sweep } from "./_sweep.ts";
 import {
   assertClaimable,
   broadcastBegun,
@@ -62,6 +63,8 @@ export class MemoryStore implements Store {
   #intents = new Map<string, { record: IntentRecord; version: number }>();
   #counts = new Map<string, CountRecord>();
   #claims = new Map<string, { expiresAt: number }>();
+  #sweepCounts = new Sweep(this.#counts);
+  #sweepClaims = new Sweep(this.#claims);
   #leases = new Map<string, LeaseRecord>();
   #deadLetters = new Map<string, StoredDeadLetter>();
   #deadLetterVersions = 0;
@@ -121,12 +124,11 @@ export class MemoryStore implements Store {
       : undefined;
     if (options.claim) this.#checkClaim(options.claim);
     if (deadLetter) checkDeadLetter(deadLetter);
+    // Its own lease kept or released; another's that lapsed (a live one
+    // threw in `leaseAfter`) cleared too: a crashed delivery's lease must
+    // not outlive it on an intent nobody writes again.
     if (lease) this.#leases.set(id, lease);
-    else if (
-      lease === null && this.#leases.get(id)?.owner === options.lease?.owner
-    ) {
-      this.#leases.delete(id);
-    }
+    else if (lease === null) this.#leases.delete(id);
     if (options.claim) this.#claim(options.claim);
     if (deadLetter) this.#putDeadLetter(deadLetter);
     return this.#write(id, next);
@@ -139,7 +141,7 @@ export class MemoryStore implements Store {
   #claim(claim: Claim): void {
     this.#claims.delete(claim.key);
     this.#claims.set(claim.key, { expiresAt: claim.expiresAt });
-    sweep(this.#claims, claim.now);
+    this.#sweepClaims.run(claim.now);
   }
 
   #putDeadLetter(deadLetter: DeadLetter): void {
@@ -341,7 +343,7 @@ export class MemoryStore implements Store {
       );
       this.#counts.delete(admission.count);
       this.#counts.set(admission.count, next);
-      sweep(this.#counts, admission.now);
+      this.#sweepCounts.run(admission.now);
       return next.n;
     });
   }
@@ -453,18 +455,6 @@ export class MemoryStore implements Store {
       const { version: _, ...deadLetter } = stored;
       return deadLetter;
     });
-  }
-}
-
-/**
- * Drops expired entries from the front of an insertion-ordered map (the
- * oldest writes), a few at a time, so the map does not grow without bound.
- */
-function sweep(map: Map<string, { expiresAt: number }>, now: number): void {
-  let budget = 8;
-  for (const [key, value] of map) {
-    if (value.expiresAt > now || budget-- === 0) return;
-    map.delete(key);
   }
 }
 

@@ -227,7 +227,9 @@ export class PostgresStore implements Store {
   #refuseStale: postgres.Helper<string>;
   /** Counters and replay records written so far, and when to sweep next. */
   #written = 0;
-  #sweepAt = SWEEP_EVERY;
+  // 0: the first write that counts or claims sweeps, so a process that
+  // restarts before its 64th (a crash loop, an isolate) still sweeps.
+  #sweepAt = 0;
 
   /**
    * Constructs a new instance. No I/O.
@@ -617,9 +619,12 @@ export class PostgresStore implements Store {
           };
           const lease = leaseAfter(id, held, options.lease);
           if (lease !== null) writes.push(this.#keepLease(tx, id, lease));
-          else if (held?.owner === options.lease.owner) {
+          else if (held !== null) {
+            // Its own lease, released; or another's that lapsed (a live one
+            // threw above), deleted too: a crashed delivery's lease must
+            // not outlive it on an intent nobody writes again.
             writes.push(
-              tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${options.lease.owner}`,
+              tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
             );
           }
         }
@@ -891,8 +896,9 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * After every {@linkcode SWEEP_EVERY} counters and replay records written
-   * (by an admission or inside a delivery's write), the next write that
+   * On the first write of this instance, and after every
+   * {@linkcode SWEEP_EVERY} counters and replay records written since (by
+   * an admission or inside a delivery's write), the next write that
    * counts or claims first deletes up to {@linkcode SWEEP_LIMIT} expired
    * rows of each table (each expired row is already as good as absent).
    * Each row written expires at most once, and more are deleted than were

@@ -1,0 +1,85 @@
+/**
+ * What PostgresStore removes, on a real server: rows that would otherwise
+ * pile up in a service that runs for months.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
+
+const DAY = 24 * 60 * 60 * 1000;
+
+Deno.test({
+  name:
+    "PostgresStore: a lease a crashed delivery left is deleted by the next write that releases, once it has lapsed",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      const created = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      // Delivery a writes ahead, keeps its lease for 60 s, and dies.
+      const ahead = await store.beginBroadcast("pi_1", created.version, 0, {
+        lease: { owner: "a", ttlMs: 60_000, now: 0, keep: true },
+      });
+      // Delivery b, after the lease lapsed, records and ends the intent.
+      const recorded = await store.recordBroadcast(
+        "pi_1",
+        ahead.version,
+        { outcome: "unknown", at: 60_000 },
+        { lease: { owner: "b", ttlMs: 60_000, now: 60_000 } },
+      );
+      await store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: recorded.version,
+        at: 60_001,
+      }, { lease: { owner: "b", ttlMs: 60_000, now: 60_001 } });
+      const [row] = await sql.unsafe(
+        `SELECT count(*)::int AS n FROM "${schema}".leases`,
+      );
+      assert.equal(row!.n, 0, "a's lapsed lease is gone");
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a new instance sweeps expired counts and replay records on its first write, so a process that restarts often still sweeps",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      // A first process counts and claims a little, and restarts.
+      for (let n = 0; n < 5; n++) {
+        await store.admit({
+          count: `pi_${n}/settle`,
+          claim: { key: `sig-${n}`, now: 0, expiresAt: 60_000 },
+          now: 0,
+        });
+      }
+      const rows = async () => {
+        const [row] = await sql.unsafe(
+          `SELECT (SELECT count(*) FROM "${schema}".counters)::int AS counters,
+                  (SELECT count(*) FROM "${schema}".claims)::int AS claims`,
+        );
+        return { counters: row!.counters, claims: row!.claims };
+      };
+      assert.deepEqual(await rows(), { counters: 5, claims: 5 });
+      // The next process, 9 days later: its first write sweeps.
+      const next = new PostgresStore(sql, { schema });
+      await next.admit({ count: "pi_9/settle", now: 9 * DAY });
+      assert.deepEqual(await rows(), { counters: 1, claims: 0 });
+    } finally {
+      await close();
+    }
+  },
+});
