@@ -1214,7 +1214,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /** Whether a give-up with these ids was resolved before. */
   async function wasGivenUp(ids: QueueIds): Promise<boolean> {
     for (const key of gaveUpKeys(ids)) {
-      if (await store.deliveries(key) > 0) return true;
+      if (await store.deliveries(key, now()) > 0) return true;
     }
     return false;
   }

@@ -840,13 +840,19 @@ export class KvStore implements Store {
    * The deliveries counted for a job so far.
    *
    * @param jobId The job id.
+   * @param now The time, if known: a count that has lapsed by then reads 0
+   * (Deno KV deletes an expired key some time after it expires).
    * @returns The count; 0 if none.
+   * @throws {TypeError} If `now` is not a whole number of milliseconds.
    */
-  async deliveries(jobId: string): Promise<number> {
+  async deliveries(jobId: string, now?: number): Promise<number> {
+    if (now !== undefined) checkMs("now", now);
     const [entry] = await this.#get<[CountRecord]>(
       this.#key("deliveries", jobId),
     );
-    return entry.value?.n ?? 0;
+    const count = entry.value;
+    if (count === null) return 0;
+    return now !== undefined && count.expiresAt <= now ? 0 : count.n;
   }
 
   /** Adds a dead letter to `atomic`, replacing `old` (read by the caller) and its index entry. */

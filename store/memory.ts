@@ -352,10 +352,18 @@ export class MemoryStore implements Store {
    * The deliveries counted for a job so far.
    *
    * @param jobId The job id.
+   * @param now The time, if known: a count that has lapsed by then reads 0
+   * (swept or not).
    * @returns The count; 0 if none.
+   * @throws {TypeError} If `now` is not a whole number of milliseconds.
    */
-  deliveries(jobId: string): Promise<number> {
-    return Promise.resolve(this.#counts.get(jobId)?.n ?? 0);
+  deliveries(jobId: string, now?: number): Promise<number> {
+    return attempt(() => {
+      if (now !== undefined) checkMs("now", now);
+      const count = this.#counts.get(jobId);
+      if (count === undefined) return 0;
+      return now !== undefined && count.expiresAt <= now ? 0 : count.n;
+    });
   }
 
   /**

@@ -965,13 +965,21 @@ export class PostgresStore implements Store {
    * The deliveries counted for a job so far.
    *
    * @param jobId The job id.
+   * @param now The time, if known: a count that has lapsed by then reads 0
+   * (swept or not).
    * @returns The count; 0 if none.
+   * @throws {TypeError} If `now` is not a whole number of milliseconds.
    */
-  async deliveries(jobId: string): Promise<number> {
+  async deliveries(jobId: string, now?: number): Promise<number> {
+    if (now !== undefined) checkMs("now", now);
     if (hasNul(jobId)) return 0; // no such row can exist
     const [row] = await this.#sql`
-      SELECT deliveries FROM ${this.#t.counters} WHERE job_id = ${jobId}`;
-    return row === undefined ? 0 : Number(row.deliveries);
+      SELECT deliveries, expires_at FROM ${this.#t.counters}
+      WHERE job_id = ${jobId}`;
+    if (row === undefined) return 0;
+    return now !== undefined && Number(row.expires_at) <= now
+      ? 0
+      : Number(row.deliveries);
   }
 
   /**

@@ -603,8 +603,14 @@ export interface Store {
    */
   admit(admission: Admission): Promise<number | null>;
 
-  /** The deliveries counted for a job so far; 0 if none. */
-  deliveries(jobId: string): Promise<number>;
+  /**
+   * The deliveries counted for a job so far; 0 if none. With `now`, a
+   * count that has lapsed by then (`admit` would count from 1) reads 0,
+   * whether or not the store has removed it yet.
+   *
+   * @throws {TypeError} If `now` is not a whole number of milliseconds.
+   */
+  deliveries(jobId: string, now?: number): Promise<number>;
 
   /**
    * Keeps a dead letter, replacing an older one for the same job (a

@@ -876,7 +876,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
     const deliveries = Number.isSafeInteger(counted) && counted >= 1
       ? counted
-      : Math.max(1, await store.deliveries(jobIdOf(job)));
+      : Math.max(1, await store.deliveries(jobIdOf(job), now()));
     return await giveUp("pubsub", job, deliveries, {
       queue: "pubsub",
       ...(messageId ? { messageId } : {}),
@@ -1045,7 +1045,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const jobId = jobIdOf({ intentId: id, kind: "settle" });
     return c.json({
       intent,
-      deliveries: await store.deliveries(jobId),
+      deliveries: await store.deliveries(jobId, now()),
       deadLetter: await store.getDeadLetter(jobId),
     });
   });

@@ -491,6 +491,27 @@ function suite(backend: Backend): void {
     assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
   });
 
+  test("createRelayer() takes a give-up's mark as gone once it lapsed (8 days), whether or not the store has swept it", async () => {
+    const { relayer, store, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    const queue = { queue: "qstash", messageId: "msg_A" };
+    await relayer.giveUp(job, { deliveries: 3, queue });
+    await relayer.redrive("pi_0001/settle");
+    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    // Within the 8 days: a repeat changes nothing.
+    clock.now += 8 * 24 * 60 * 60 * 1000 - 1;
+    assert.match(
+      (await relayer.giveUp(job, { deliveries: 3, queue })).reason,
+      /already resolved: nothing changed/,
+    );
+    // Past them, the mark is no more: the give-up resolves what it finds.
+    clock.now += 1;
+    await relayer.giveUp(job, { deliveries: 3, queue });
+    assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
+  });
+
   test("createRelayer() changes nothing on a queue's repeated give-up after its letter was replaced by a later poison and that one redriven", async () => {
     const { relayer, store } = await setup(
       { state: "created" },

@@ -929,6 +929,32 @@ export function storeContract(
     );
   });
 
+  test("reads a delivery count as 0 once it has lapsed, when given the time, swept or not", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    await store.admit({ count: "gaveup/qstash/message/m1", now: 0 });
+    await store.admit({ count: "gaveup/qstash/message/m1", now: day });
+    // Lapses 8 days after its last write.
+    assert.equal(
+      await store.deliveries("gaveup/qstash/message/m1", 9 * day - 1),
+      2,
+    );
+    assert.equal(
+      await store.deliveries("gaveup/qstash/message/m1", 9 * day),
+      0,
+    );
+    assert.equal(
+      await store.deliveries("gaveup/qstash/message/m1", 20 * day),
+      0,
+    );
+    // Without a time, what is on record (as before).
+    assert.equal(await store.deliveries("gaveup/qstash/message/m1"), 2);
+    assert.equal(await store.deliveries("nothing/settle", 0), 0);
+    await assert.rejects(
+      store.deliveries("gaveup/qstash/message/m1", 1.5),
+      (error) => error instanceof TypeError && error.message.includes("'now'"),
+    );
+  });
+
   test("refuses a replayed claim until it expires, in admit and in every write", async (store) => {
     const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
     assert.equal(await store.admit({ claim, now: 0 }), null);
