@@ -677,11 +677,25 @@ export function createRelayer(options: RelayerOptions): Relayer {
     let n = delivery;
     if (n === undefined) {
       // Counted before anything is done: a delivery that crashes still used one.
-      n = (await store.admit({
-        count: options.countAs ?? jobId,
-        ...(claim ? { claim } : {}),
-        now: now(),
-      }))!;
+      const count = options.countAs ?? jobId;
+      try {
+        n = (await store.admit({
+          count,
+          ...(claim ? { claim } : {}),
+          now: now(),
+        }))!;
+      } catch (error) {
+        if (!(error instanceof BusyError)) throw error;
+        // Not counted: copies of this job arriving at once won the count.
+        // Busy, as a held lease is; it answers the count on record.
+        const seen = Math.max(1, await store.deliveries(count, now()));
+        return {
+          action: "retry",
+          delivery: seen,
+          delayMs: retryDelayMs(seen),
+          reason: `intent ${job.intentId} is busy with another delivery`,
+        };
+      }
       claim = undefined;
     }
     const d = begin(claim);

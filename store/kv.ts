@@ -796,6 +796,8 @@ export class KvStore implements Store {
    * @param admission What to count and claim, and the time.
    * @returns The delivery number if counted, else `null`.
    * @throws {ReplayError} If the claim was already used.
+   * @throws {BusyError} If concurrent admissions of the same job kept
+   * winning the race: nothing was counted or claimed; retry later.
    */
   async admit(admission: Admission): Promise<number | null> {
     checkMs("now", admission.now);
@@ -829,7 +831,9 @@ export class KvStore implements Store {
       }
       if ((await atomic.commit()).ok) return next?.n ?? null;
     }
-    throw new ConflictError(
+    // Many copies of one job at once (a burst of redeliveries): busy, as a
+    // held lease is, not a failure; nothing was written.
+    throw new BusyError(
       `Cannot admit a delivery of ${
         admission.count ?? "a job"
       }: ${RACE_RETRIES} concurrent writers won the race; retry`,

@@ -600,6 +600,8 @@ export interface Store {
    * @returns The delivery number when `admission.count` is given (1 on the
    * first call, and again once the count has expired), else `null`.
    * @throws {ReplayError} If `admission.claim` was already claimed.
+   * @throws {BusyError} If the store could not count it for concurrent
+   * admissions of the same job (nothing written; retry later).
    */
   admit(admission: Admission): Promise<number | null>;
 

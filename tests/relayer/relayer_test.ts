@@ -491,6 +491,19 @@ function suite(backend: Backend): void {
     assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
   });
 
+  test("createRelayer() answers a burst of copies of one job the store counts as busy, never as a failure", async () => {
+    const { relayer } = await setup({ state: "authorized", hold: "pending" });
+    // 60 copies at once, none with a delivery number: the store counts them
+    // (KvStore's count is a compare-and-set that many of them lose).
+    const outcomes = await Promise.all(
+      Array.from({ length: 60 }, () => relayer.deliver(job)),
+    );
+    for (const outcome of outcomes) {
+      assert.ok(outcome.delivery >= 1);
+      if (outcome.action === "retry") assert.ok(outcome.delayMs >= 0);
+    }
+  });
+
   test("createRelayer() takes a give-up's mark as gone once it lapsed (8 days), whether or not the store has swept it", async () => {
     const { relayer, store, clock } = await setup(
       { state: "authorized", hold: "pending" },
