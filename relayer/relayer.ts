@@ -963,10 +963,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     const txHash = last.txHash ?? "";
     await d.close(); // a replay stops here, before the signer
-    const status = await sender.receipt(txHash);
-    if (status !== "confirmed" && earlier.length > 0) {
-      const confirmed = await confirmedAmong(earlier, d);
-      if (confirmed !== undefined) return settledOn(confirmed);
+    // Every receipt at once: a delivery waits one Sender timeout for them,
+    // not one per tx (up to 32), and stays within its queue's deadline.
+    const [status, confirmed] = await Promise.all([
+      sender.receipt(txHash),
+      earlier.length > 0 ? confirmedAmong(earlier, d) : undefined,
+    ]);
+    if (status !== "confirmed" && confirmed !== undefined) {
+      return settledOn(confirmed);
     }
     switch (status) {
       case "confirmed":
@@ -991,23 +995,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * The newest of `hashes` whose tx the Sender says confirmed; `undefined`
    * if none did. A receipt that cannot be read counts as not confirmed: an
    * old tx the node no longer knows (replaced, evicted) must not block what
-   * comes next.
+   * comes next. All are asked at once, so a delivery waits one Sender
+   * timeout for them, however many there are (at most 32). Never rejects.
    */
   async function confirmedAmong(
     hashes: readonly string[],
     d: Delivery,
   ): Promise<string | undefined> {
     await d.close(); // a replay stops here, before the signer
-    for (let i = hashes.length - 1; i >= 0; i--) {
+    const statuses = await Promise.all(hashes.map(async (hash) => {
       try {
-        if ((await sender.receipt(hashes[i]!)) === "confirmed") {
-          return hashes[i];
-        }
+        return await sender.receipt(hash);
       } catch {
-        // Not confirmed as far as we can tell; ask about the next.
+        return undefined; // not confirmed as far as we can tell
       }
-    }
-    return undefined;
+    }));
+    const newest = statuses.lastIndexOf("confirmed");
+    return newest === -1 ? undefined : hashes[newest];
   }
 
   /** The step that settles on a confirmed tx. */

@@ -491,6 +491,68 @@ function suite(backend: Backend): void {
     assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
   });
 
+  test("createRelayer() asks for every receipt at once, so a delivery waits one Sender timeout for them however many txs are on record", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const asked: string[] = [];
+    const sender: Sender = {
+      send: () => Promise.reject(new Error("signer down")),
+      async receipt(txHash) {
+        asked.push(txHash);
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight--;
+        return txHash === "0x2" ? "confirmed" : "pending";
+      },
+    };
+    const hashes = ["0x1", "0x2", "0x3", "0x4", "0x5"];
+    // The last broadcast sent 0x5: its receipt and the four before it.
+    const { relayer } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1_000_000,
+        lastBroadcast: { outcome: "sent", txHash: "0x5", at: 1_000_000 },
+        txHashes: hashes,
+      },
+      undefined,
+      { sender },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.reason, "0x2 confirmed, intent settled");
+    assert.deepEqual(asked.toSorted(), hashes);
+    assert.equal(most, 5, "all five in flight at once");
+  });
+
+  test("createRelayer() asks for the earlier receipts at once before a rescue, and settles on the newest that confirmed", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const sender: Sender = {
+      send: () => Promise.reject(new Error("signer down")),
+      async receipt(txHash) {
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight--;
+        if (txHash === "0x1") throw new Error("unknown tx");
+        return txHash === "0x4" ? "pending" : "confirmed";
+      },
+    };
+    const { relayer } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1_000_000,
+        lastBroadcast: { outcome: "not_sent", at: 1_000_000 },
+        txHashes: ["0x1", "0x2", "0x3", "0x4"],
+      },
+      undefined,
+      { sender },
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.reason, "0x3 confirmed, intent settled");
+    assert.equal(most, 4);
+  });
+
   test("createRelayer() answers a burst of copies of one job the store counts as busy, never as a failure", async () => {
     const { relayer } = await setup({ state: "authorized", hold: "pending" });
     // 60 copies at once, none with a delivery number: the store counts them
