@@ -731,6 +731,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
         reason: decision.reason,
         deliveries: n,
         lastError: clip(messageOf(failure)),
+        // Counted under the queue's message id: that count ends here too,
+        // so a late duplicate of the message is counted from 1.
+        ...(options.countAs !== undefined && options.countAs !== jobId
+          ? { resetCount: options.countAs }
+          : {}),
       });
       return { ...decision, delivery: n, resolution };
     } catch (error) {
@@ -1098,9 +1103,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
         readonly queue?: QueueIds;
         /** Change nothing if the job was poisoned before (a queue's repeated give-up). */
         readonly onlyOnce?: boolean;
+        /** The count the delivery was counted under, when not the job id: reset with the letter. */
+        readonly resetCount?: string;
       },
   ): Promise<string> {
-    const { onlyOnce = false, queue, ...rest } = poisoned;
+    const { onlyOnce = false, queue, resetCount, ...rest } = poisoned;
+    const reset = resetCount === undefined ? {} : { resetCount };
     for (let attempt = 1;; attempt++) {
       const intent = await store.getIntent(job.intentId);
       const plan = planResolution(intent);
@@ -1159,6 +1167,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
             store.putDeadLetter(deadLetter, {
               ...(options.claim ? { claim: options.claim } : {}),
               ...(intent === null ? {} : { intentVersion: intent.version }),
+              ...reset,
             })
           );
         } else {
@@ -1170,7 +1179,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
               at: now(),
               deadLetter,
               ...(plan.action === "fail" ? { ledger: "void" } as const : {}),
-            }, options)
+            }, { ...options, ...reset })
           );
         }
         return plan.text;
@@ -1184,7 +1193,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           (attempt === 3 && intent !== null &&
             (await store.getIntent(intent.id))?.version === intent.version);
         if (refused && plan.action === "fail" && intent !== null) {
-          return await reviewRefused(intent, deadLetter, d, error);
+          return await reviewRefused(intent, deadLetter, d, error, reset);
         }
         if (refused) throw error;
         if (attempt === 3) throw contended(job.intentId, error);
@@ -1201,6 +1210,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     deadLetter: DeadLetter,
     d: Delivery,
     refusal: ConflictError,
+    reset: { readonly resetCount?: string },
   ): Promise<string> {
     const text =
       `the store refused the failure (${refusal.message}), needs review`;
@@ -1212,7 +1222,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           version: intent.version,
           at: now(),
           deadLetter: { ...deadLetter, resolution: text },
-        }, options)
+        }, { ...options, ...reset })
       );
     } catch (error) {
       if (error instanceof ConflictError) throw contended(intent.id, error);

@@ -546,6 +546,11 @@ export function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
   checkMs("lease.ttlMs", lease.ttlMs);
 }
 
+/** Checks the count a dead letter's write resets besides the job's own. */
+export function checkResetCount(resetCount: string | undefined): void {
+  if (resetCount !== undefined) checkString("resetCount", resetCount);
+}
+
 /** Checks a replay record. */
 export function checkClaim(claim: Claim): void {
   checkString("claim.key", claim.key);

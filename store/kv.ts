@@ -51,6 +51,7 @@ import {
   checkClaim,
   checkDeadLetter,
   checkMs,
+  checkResetCount,
   COUNT_TTL_MS,
   counted,
   type CountRecord,
@@ -613,7 +614,14 @@ export class KvStore implements Store {
       }
     }
     if (options.claim) this.#addClaim(atomic, options.claim, read.claim);
-    if (dead) this.#addDeadLetter(atomic, dead.deadLetter, dead.old);
+    if (dead) {
+      this.#addDeadLetter(
+        atomic,
+        dead.deadLetter,
+        dead.old,
+        options.resetCount,
+      );
+    }
     const result = await atomic.commit();
     if (!result.ok) return null;
     const stamp = result.versionstamp;
@@ -864,8 +872,13 @@ export class KvStore implements Store {
     atomic: KvAtomic,
     deadLetter: DeadLetter,
     old: Entry<DeadLetter>,
+    resetCount?: string,
   ): void {
     checkDeadLetter(deadLetter);
+    checkResetCount(resetCount);
+    if (resetCount !== undefined) {
+      atomic.delete(this.#key("deliveries", resetCount));
+    }
     atomic.check(old)
       // A copy to its last field: a commit may wait behind another, and
       // the caller may change what it passed meanwhile.
@@ -900,10 +913,13 @@ export class KvStore implements Store {
    */
   async putDeadLetter(
     deadLetter: DeadLetter,
-    options?: Pick<WriteOptions, "claim"> & { readonly intentVersion?: string },
+    options?:
+      & Pick<WriteOptions, "claim" | "resetCount">
+      & { readonly intentVersion?: string },
   ): Promise<void> {
     options ??= {};
     checkDeadLetter(deadLetter);
+    checkResetCount(options.resetCount);
     if (options.claim) checkClaim(options.claim);
     const [old, claim, intent, hold] = await this.#get<
       [DeadLetter, ClaimValue, StoredIntent, HoldState]
@@ -930,7 +946,7 @@ export class KvStore implements Store {
       atomic.check(intent, hold);
     }
     if (options.claim) this.#addClaim(atomic, options.claim, claim);
-    this.#addDeadLetter(atomic, deadLetter, old);
+    this.#addDeadLetter(atomic, deadLetter, old, options.resetCount);
     await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
   }
 

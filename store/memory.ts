@@ -14,6 +14,7 @@ import {
   broadcastRecorded,
   checkDeadLetter,
   checkMs,
+  checkResetCount,
   counted,
   type CountRecord,
   cursorAfter,
@@ -124,13 +125,14 @@ export class MemoryStore implements Store {
       : undefined;
     if (options.claim) this.#checkClaim(options.claim);
     if (deadLetter) checkDeadLetter(deadLetter);
+    if (deadLetter) checkResetCount(options.resetCount);
     // Its own lease kept or released; another's that lapsed (a live one
     // threw in `leaseAfter`) cleared too: a crashed delivery's lease must
     // not outlive it on an intent nobody writes again.
     if (lease) this.#leases.set(id, lease);
     else if (lease === null) this.#leases.delete(id);
     if (options.claim) this.#claim(options.claim);
-    if (deadLetter) this.#putDeadLetter(deadLetter);
+    if (deadLetter) this.#putDeadLetter(deadLetter, options.resetCount);
     return this.#write(id, next);
   }
 
@@ -144,10 +146,11 @@ export class MemoryStore implements Store {
     this.#sweepClaims.run(claim.now);
   }
 
-  #putDeadLetter(deadLetter: DeadLetter): void {
+  #putDeadLetter(deadLetter: DeadLetter, resetCount?: string): void {
     // The poisoned run of deliveries ends here: a job published again for
     // the intent is counted from 1.
     this.#counts.delete(deadLetter.jobId);
+    if (resetCount !== undefined) this.#counts.delete(resetCount);
     // Frozen, its queue ids too: it is handed out as it is by the reads.
     const { queue } = deadLetter;
     this.#deadLetters.set(
@@ -377,17 +380,20 @@ export class MemoryStore implements Store {
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options?: Pick<WriteOptions, "claim"> & { readonly intentVersion?: string },
+    options?:
+      & Pick<WriteOptions, "claim" | "resetCount">
+      & { readonly intentVersion?: string },
   ): Promise<void> {
     options ??= {};
     return attempt(() => {
       checkDeadLetter(deadLetter);
+      checkResetCount(options.resetCount);
       if (options.intentVersion !== undefined) {
         this.#expect(deadLetter.intentId, options.intentVersion);
       }
       if (options.claim) this.#checkClaim(options.claim);
       if (options.claim) this.#claim(options.claim);
-      this.#putDeadLetter(deadLetter);
+      this.#putDeadLetter(deadLetter, options.resetCount);
     });
   }
 

@@ -53,6 +53,7 @@ import {
   checkLease,
   checkMs,
   checkRecord,
+  checkResetCount,
   COUNT_TTL_MS,
   cursorAfter,
   frozenBroadcast,
@@ -605,6 +606,7 @@ export class PostgresStore implements Store {
       if (options.lease) checkLease(options.lease);
       if (options.claim) checkClaim(options.claim);
       if (deadLetter) checkDeadLetter(deadLetter);
+      if (deadLetter) checkResetCount(options.resetCount);
       if (options.claim) await this.#sweep(options.claim.now);
       return await this.#transaction(async (tx, commit) => {
         const row = await this.#lock(tx, id, version, `write intent ${id}`);
@@ -641,7 +643,11 @@ export class PostgresStore implements Store {
         if (next.hold !== current.hold && next.hold !== null) {
           writes.push(this.#setHold(tx, id, next.hold));
         }
-        if (deadLetter) writes.push(this.#putDeadLetter(tx, deadLetter));
+        if (deadLetter) {
+          writes.push(
+            this.#putDeadLetter(tx, deadLetter, options.resetCount),
+          );
+        }
         const results = await commit(writes);
         return toIntent(next, results[updated]![0]!.version);
       });
@@ -711,6 +717,7 @@ export class PostgresStore implements Store {
   #putDeadLetter(
     sql: Sql,
     letter: DeadLetter,
+    resetCount?: string,
   ): postgres.PendingQuery<postgres.Row[]> {
     const { dead_letters, counters } = this.#t;
     const row = {
@@ -728,9 +735,14 @@ export class PostgresStore implements Store {
     };
     // The poisoned run of deliveries ends here: a job published again for
     // the intent is counted from 1 (one statement, so no round trip more).
+    // One shape with or without another count to reset (a key holding
+    // U+0000 has no row to reset).
+    const other = resetCount === undefined || hasNul(resetCount)
+      ? letter.jobId
+      : resetCount;
     return sql`
       WITH reset AS (
-        DELETE FROM ${counters} WHERE job_id = ${letter.jobId}
+        DELETE FROM ${counters} WHERE job_id IN (${letter.jobId}, ${other})
       )
       INSERT INTO ${dead_letters} ${sql(row)}
       ON CONFLICT (job_id) DO UPDATE SET
@@ -993,19 +1005,23 @@ export class PostgresStore implements Store {
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options: Pick<WriteOptions, "claim"> & { readonly intentVersion?: string } =
-      {},
+    options:
+      & Pick<WriteOptions, "claim" | "resetCount">
+      & { readonly intentVersion?: string } = {},
   ): Promise<void> {
     return this.#run(
       `keep the dead letter of ${String(deadLetter?.jobId)}`,
       async () => {
         checkDeadLetter(deadLetter);
-        const { claim, intentVersion } = options;
+        const { claim, intentVersion, resetCount } = options;
+        checkResetCount(resetCount);
         if (intentVersion !== undefined) {
           checkVersion(deadLetter.intentId, intentVersion);
         }
         if (claim === undefined && intentVersion === undefined) {
-          await this.#one((sql) => this.#putDeadLetter(sql, deadLetter));
+          await this.#one((sql) =>
+            this.#putDeadLetter(sql, deadLetter, resetCount)
+          );
           return;
         }
         if (claim !== undefined) {
@@ -1019,7 +1035,7 @@ export class PostgresStore implements Store {
               ? []
               : [this.#stillAt(tx, deadLetter.intentId, intentVersion)]),
             ...(claim === undefined ? [] : [this.#claim(tx, claim)]),
-            this.#putDeadLetter(tx, deadLetter),
+            this.#putDeadLetter(tx, deadLetter, resetCount),
           ])
         );
       },

@@ -411,6 +411,13 @@ export interface WriteOptions {
   };
   /** A replay record to claim in the same commit. */
   readonly claim?: Claim;
+  /**
+   * With a write that keeps a dead letter: another delivery count to reset
+   * in the same commit, besides the job's own (the key the delivery was
+   * counted under, such as a Pub/Sub message's). Ignored by a write that
+   * keeps no dead letter.
+   */
+  readonly resetCount?: string;
 }
 
 /**
@@ -620,6 +627,8 @@ export interface Store {
    * job's delivery count in the same write: the poisoned run of deliveries
    * ends there, and a job published again for the intent (once it is
    * authorized, say) is counted from 1 instead of poisoned at once.
+   * `options.resetCount` names another count to reset with it (the key the
+   * delivery was counted under, when not the job id).
    *
    * With `options.intentVersion`, the letter is kept only if its intent
    * is still at that version: a resolution that read the intent as
@@ -637,7 +646,7 @@ export interface Store {
    */
   putDeadLetter(
     deadLetter: DeadLetter,
-    options?: Pick<WriteOptions, "claim"> & {
+    options?: Pick<WriteOptions, "claim" | "resetCount"> & {
       /** The version of the intent the caller read: see above. */
       readonly intentVersion?: string;
     },

@@ -553,6 +553,34 @@ function suite(backend: Backend): void {
     assert.equal(most, 4);
   });
 
+  test("createRelayer() ends the count a delivery was counted under (a Pub/Sub message's) with the job's dead letter, so a late duplicate of the message is counted from 1", async () => {
+    // Dropped: the intent is not authorized, five deliveries of message m-1.
+    const dropped = await setup({ state: "created" });
+    const m1 = { countAs: "pubsub/m-1" };
+    for (let n = 1; n <= 4; n++) {
+      assert.equal(
+        (await dropped.relayer.deliver(job, undefined, m1)).action,
+        "retry",
+      );
+    }
+    const poisoned = await dropped.relayer.deliver(job, undefined, m1);
+    assert.deepEqual([poisoned.action, poisoned.delivery], ["poison", 5]);
+    assert.equal(await dropped.store.deliveries("pubsub/m-1"), 0);
+    const late = await dropped.relayer.deliver(job, undefined, m1);
+    assert.deepEqual([late.action, late.delivery], ["retry", 1]);
+    // Failed in a transition: the send declared not sent, at once.
+    const failed = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: poison(notSent(new Error("nonce too low"))) }] },
+    );
+    const outcome = await failed.relayer.deliver(job, undefined, {
+      countAs: "pubsub/m-2",
+    });
+    assert.equal(outcome.action, "poison");
+    assert.equal((await intent(failed.store)).state, "failed");
+    assert.equal(await failed.store.deliveries("pubsub/m-2"), 0);
+  });
+
   test("createRelayer() answers a burst of copies of one job the store counts as busy, never as a failure", async () => {
     const { relayer } = await setup({ state: "authorized", hold: "pending" });
     // 60 copies at once, none with a delivery number: the store counts them

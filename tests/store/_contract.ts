@@ -929,6 +929,52 @@ export function storeContract(
     );
   });
 
+  test("resets, with a dead letter, the job's count and the one named resetCount, in putDeadLetter and in a transition", async (store) => {
+    const count = (key: string) => store.admit({ count: key, now: 0 });
+    for (const key of ["pi_1/settle", "pubsub/m-1", "pubsub/m-2"]) {
+      await count(key);
+      await count(key);
+    }
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1), {
+      resetCount: "pubsub/m-1",
+    });
+    assert.deepEqual(
+      [
+        await store.deliveries("pi_1/settle"),
+        await store.deliveries("pubsub/m-1"),
+        await store.deliveries("pubsub/m-2"),
+      ],
+      [0, 0, 2],
+    );
+    const i = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await count("pi_2/settle");
+    await store.transition("pi_2", {
+      from: "settling",
+      to: "needs_review",
+      version: i.version,
+      at: 2,
+      deadLetter: { ...deadLetter("pi_2/settle", 2), intentId: "pi_2" },
+    }, { resetCount: "pubsub/m-2" });
+    assert.equal(await store.deliveries("pi_2/settle"), 0);
+    assert.equal(await store.deliveries("pubsub/m-2"), 0);
+    // Only a string names a count; nothing is written otherwise.
+    await count("pubsub/m-3");
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_3/settle", 3), {
+        resetCount: 7 as unknown as string,
+      }),
+      (error) =>
+        error instanceof TypeError && error.message.includes("'resetCount'"),
+    );
+    assert.equal(await store.getDeadLetter("pi_3/settle"), null);
+    assert.equal(await store.deliveries("pubsub/m-3"), 1);
+  });
+
   test("reads a delivery count as 0 once it has lapsed, when given the time, swept or not", async (store) => {
     const day = 24 * 60 * 60 * 1000;
     await store.admit({ count: "gaveup/qstash/message/m1", now: 0 });
