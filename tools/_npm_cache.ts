@@ -13,7 +13,7 @@
 
 import { formatDuration } from "../policy/format_duration.ts";
 import { lockedInstall } from "../support/npm_lock.ts";
-import { nodeVersion } from "../support/node_version.ts";
+import { nodeVersion, wrongNode } from "../support/node_version.ts";
 import { CheckError, errorLine, firstLine, ROOT } from "./_check.ts";
 
 const decoder = new TextDecoder();
@@ -181,16 +181,26 @@ export async function run(
 /**
  * The version of the real Node.js on PATH, for the checks that run under it.
  *
+ * @param options `major`: the only major version accepted (node-check
+ * proves Node 20, so it refuses any other); absent, any real Node will do
+ * (worker-check runs Miniflare under it, and proves nothing about Node).
  * @returns What `node --version` prints (`"v20.20.2"`).
- * @throws {CheckError} If there is none (Deno's own `node` stand-in does not count).
+ * @throws {CheckError} If there is none (Deno's own `node` stand-in does
+ * not count), or its major is not `major`.
  */
-export async function requireNode(): Promise<string> {
+export async function requireNode(
+  options: { readonly major?: number } = {},
+): Promise<string> {
   const version = await nodeVersion();
   if (version === null) {
     throw new CheckError(
       "no Node.js on PATH (Deno's own `node` stand-in does not count): install Node.js 20, or add its folder to PATH",
     );
   }
+  const wrong = options.major === undefined
+    ? null
+    : wrongNode(version, options.major);
+  if (wrong !== null) throw new CheckError(wrong);
   return version;
 }
 

@@ -15,6 +15,7 @@
 // deno-lint-ignore-file no-console
 import { CheckError, ROOT, runMain } from "./_check.ts";
 import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
+import { NODE_MAJOR } from "../support/node_version.ts";
 
 /**
  * Runs `node --test` and prints its summary.
@@ -76,7 +77,7 @@ async function denoKvVersion(): Promise<string> {
  * a deadline).
  */
 async function nodeCheck(): Promise<number> {
-  const version = await requireNode();
+  const version = await requireNode({ major: NODE_MAJOR });
   console.log(`node-check: Node ${version}`);
   const dir = await Deno.makeTempDir({ prefix: "relayer_node_check_" });
   let ok = true;
