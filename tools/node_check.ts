@@ -1,11 +1,15 @@
 /**
- * Proves the module runs on Node 20, not only on Deno: bundles `mod.ts`
- * with `deno bundle` and runs a smoke test of the policy and the relayer
- * with `node --test`; then runs the store contract suite on Node against
- * `KvStore` over `openKv(":memory:")` from the npm package `@deno/kv`
- * (the version `deno.json` pins, installed into the cache outside the
- * repository). (The webhook under `@hono/node-server` is
- * `tests/node/webhook_node_test.ts`, part of `deno task test`.)
+ * Proves the module runs on Node 20, not only on Deno, and refuses to run
+ * on any other Node: bundles `mod.ts` with `deno bundle` and runs a smoke
+ * test of the policy and the relayer with `node --test`; then every
+ * delivery route of the webhook (a signed QStash delivery, QStash's failure
+ * callback, a Pub/Sub push, a push from Pub/Sub's dead-letter topic),
+ * `HttpSender` and the QStash publisher, served by `@hono/node-server`
+ * against a `node:http` stand-in for the signer, Google's keys and QStash's
+ * API (`tests/node/webhook_routes_node.ts`); then the store contract suite
+ * on Node against `KvStore` over `openKv(":memory:")` from the npm package
+ * `@deno/kv` (the version `deno.json` pins, installed into the cache
+ * outside the repository).
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
  *
@@ -90,6 +94,17 @@ async function nodeCheck(): Promise<number> {
       {
         RELAYER_BUNDLE: `${dir}/relayer.mjs`,
       },
+    ) && ok;
+
+    // The webhook's routes, HttpSender and the QStash publisher, served by
+    // @hono/node-server, against a node:http stand-in for what they call.
+    await bundle("tests/node/webhook_routes_node.ts", `${dir}/routes.mjs`, {
+      platform: "node",
+    });
+    ok = await nodeTest(
+      "the webhook's routes, HttpSender and the QStash publisher on Node (node --test)",
+      `${dir}/routes.mjs`,
+      dir,
     ) && ok;
 
     // @deno/kv ships a native addon per platform: npm installs it for this

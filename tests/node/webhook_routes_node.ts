@@ -1,0 +1,369 @@
+/**
+ * Every delivery route on Node 20, with Node's own test runner: the
+ * service as `main.ts` and the Worker build it (`loadConfig`,
+ * `routeOptions`, `HttpSender`, `qstashPublisher`), served by
+ * `@hono/node-server` on a loopback port, answers a signed QStash delivery,
+ * QStash's failure callback, a Pub/Sub push and a push from Pub/Sub's
+ * dead-letter topic, and publishes a job through QStash. What the service
+ * calls out to is one `node:http` server on another loopback port: the
+ * signer (`HttpSender`'s protocol, as `examples/signer_stub.ts` speaks it),
+ * Google's keys (fetched by `googleJwks`) and QStash's publish API.
+ * `deno task node-check` bundles this file and runs it under `node --test`.
+ *
+ * @module
+ */
+
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { HttpSender, MemoryStore } from "../../mod.ts";
+import {
+  createApp,
+  googleJwks,
+  loadConfig,
+  qstashPublisher,
+  routeOptions,
+} from "../../webhook/app.ts";
+import {
+  envelope,
+  fakeGoogle,
+  type Google,
+  signQStash,
+} from "../webhook/_signing.ts";
+
+/** The little of Node's `process` this file uses; Deno's types do not describe it. */
+const process = (globalThis as unknown as { process: { version: string } })
+  .process;
+
+const PUBLIC_URL = "https://relayer.example.test";
+const OPS = "ops-token-for-node-0123";
+const QSTASH_KEY = "sig_current_0123456789abcdef";
+const QSTASH_TOKEN = "qstash-token-for-node-0123";
+const SERVICE_ACCOUNT = "pusher@project.iam.gserviceaccount.com";
+const PUSH_AUDIENCE = `${PUBLIC_URL}/v1/pubsub`;
+const DEAD_LETTER_AUDIENCE = `${PUBLIC_URL}/v1/pubsub/dead-letter`;
+
+/** What the outside world was asked, in order. */
+interface Call {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+}
+
+const calls: Call[] = [];
+let google: Google;
+let outside: Server;
+let service: { close(callback?: () => void): unknown };
+let base = "";
+let store: MemoryStore;
+
+/** The signer, Google's keys and QStash's publish API, over `node:http`. */
+function answerOutside(call: Call): { status: number; json: unknown } {
+  if (call.method === "POST" && call.path === "/send") {
+    const { intentId } = JSON.parse(call.body) as { intentId: string };
+    if (intentId.endsWith("_notsent")) {
+      return {
+        status: 400,
+        json: { error: "chain id mismatch", notSent: true, poison: true },
+      };
+    }
+    return { status: 200, json: { txHash: `0x${intentId.slice(3)}` } };
+  }
+  if (call.method === "GET" && call.path.startsWith("/receipt/")) {
+    return { status: 200, json: { status: "confirmed" } };
+  }
+  if (call.method === "GET" && call.path === "/certs") {
+    return { status: 200, json: { keys: google.jwks } };
+  }
+  if (call.method === "POST" && call.path.startsWith("/v2/publish/")) {
+    return { status: 201, json: { messageId: "msg_node_1" } };
+  }
+  return { status: 404, json: { error: "not found" } };
+}
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) =>
+    server.listen(
+      0,
+      "127.0.0.1",
+      () => resolve((server.address() as AddressInfo).port),
+    )
+  );
+}
+
+before(async () => {
+  google = await fakeGoogle();
+  outside = createServer((req, res) => {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => (body += chunk));
+    req.on("end", () => {
+      const call = {
+        method: req.method ?? "",
+        path: decodeURIComponent(req.url ?? ""),
+        headers: req.headers,
+        body,
+      };
+      calls.push(call);
+      const { status, json } = answerOutside(call);
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(json));
+    });
+  });
+  const world = `http://127.0.0.1:${await listen(outside)}`;
+
+  const config = loadConfig({
+    SENDER_URL: world,
+    QSTASH_CURRENT_SIGNING_KEY: QSTASH_KEY,
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abcdef",
+    PUBLIC_URL,
+    QSTASH_TOKEN,
+    QSTASH_URL: world,
+    PUBSUB_AUDIENCE: PUSH_AUDIENCE,
+    PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
+    PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
+    PUBSUB_MIN_BACKOFF: "40s", // the default policy's window needs 33.334s
+    OPS_TOKEN: OPS,
+  });
+  store = new MemoryStore();
+  for (const id of ["pi_0001", "pi_0002", "pi_0004", "pi_0005_notsent"]) {
+    await store.createIntent({ id, state: "authorized", hold: "pending" });
+  }
+  await store.createIntent({ id: "pi_0003", state: "created" });
+  const publisher = qstashPublisher({
+    ...config.qstashPublish!,
+    retries: config.queues.qstash.retries,
+  });
+  const app = createApp({
+    store,
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+    random: () => 0,
+    ...routeOptions(config, { jwks: googleJwks({ url: `${world}/certs` }) }),
+    enqueue: async (job) => void await publisher.publish(job),
+  });
+  const port = await new Promise<number>((resolve) => {
+    service = serve(
+      { fetch: app.fetch, port: 0, hostname: "127.0.0.1" },
+      (info) => resolve(info.port),
+    );
+  });
+  base = `http://127.0.0.1:${port}`;
+});
+
+after(() => {
+  service?.close();
+  outside?.close();
+  // Keep-alive sockets would hold the servers open past the last test.
+  (outside as unknown as { closeAllConnections?: () => void })
+    ?.closeAllConnections?.();
+});
+
+/** POSTs `body` to `path` on the service; the answer's status, headers and body. */
+async function post(
+  path: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Headers; body: string }> {
+  const res = await fetch(`${base}${path}`, {
+    method: "POST",
+    body,
+    headers: { "content-type": "application/json", ...headers },
+  });
+  return { status: res.status, headers: res.headers, body: await res.text() };
+}
+
+const json = (text: string): unknown => JSON.parse(text);
+
+test("the runtime is Node 20", () => {
+  assert.match(process.version, /^v20\./);
+});
+
+test("POST /v1/qstash, signed: HttpSender asks the signer (node:http), then its receipt", async () => {
+  const job = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
+  const url = `${PUBLIC_URL}/v1/qstash`;
+  const first = await post("/v1/qstash", job, {
+    "upstash-signature": await signQStash(job, { key: QSTASH_KEY, url }),
+  });
+  assert.equal(first.status, 503);
+  assert.equal(first.headers.get("retry-after"), "3");
+  assert.deepEqual(json(first.body), {
+    outcome: "retry",
+    job: "pi_0001/settle",
+    delivery: 1,
+    reason: "sent 0x0001, waiting for confirmation",
+    delayMs: 2500,
+  });
+  const second = await post("/v1/qstash", job, {
+    "upstash-signature": await signQStash(job, { key: QSTASH_KEY, url }),
+    "upstash-retried": "1",
+  });
+  assert.equal(second.status, 200);
+  assert.deepEqual(json(second.body), {
+    outcome: "done",
+    job: "pi_0001/settle",
+    delivery: 2,
+    reason: "0x0001 confirmed, intent settled",
+  });
+  const intent = await store.getIntent("pi_0001");
+  assert.deepEqual([intent?.state, intent?.hold], ["settled", "captured"]);
+  const signer = calls.filter((c) => !c.path.startsWith("/certs"));
+  assert.deepEqual(
+    signer.slice(0, 2).map((c) => `${c.method} ${c.path}`),
+    ["POST /send", "GET /receipt/0x0001"],
+  );
+  assert.equal(signer[0]!.headers["content-type"], "application/json");
+  assert.deepEqual(JSON.parse(signer[0]!.body).intentId, "pi_0001");
+
+  const unsigned = await post("/v1/qstash", job, {});
+  assert.equal(unsigned.status, 401);
+  assert.equal(
+    unsigned.headers.get("content-type"),
+    "application/problem+json",
+  );
+});
+
+test("POST /v1/qstash, signed: a signer's declared poison fails the intent and voids its hold", async () => {
+  const job = JSON.stringify({ intentId: "pi_0005_notsent", kind: "settle" });
+  const res = await post("/v1/qstash", job, {
+    "upstash-signature": await signQStash(job, {
+      key: QSTASH_KEY,
+      url: `${PUBLIC_URL}/v1/qstash`,
+    }),
+  });
+  assert.equal(res.status, 200);
+  assert.deepEqual(json(res.body), {
+    outcome: "poison",
+    job: "pi_0005_notsent/settle",
+    delivery: 1,
+    reason: "retrying will not help",
+    resolution: "nothing was sent, so the intent failed",
+  });
+  const intent = await store.getIntent("pi_0005_notsent");
+  assert.deepEqual([intent?.state, intent?.hold], ["failed", "voided"]);
+});
+
+test("POST /v1/qstash/failed, signed: QStash gave up, so the job is poisoned and the intent resolved", async () => {
+  const body = JSON.stringify({
+    status: 503,
+    retried: 9,
+    maxRetries: 9,
+    dlqId: "dlq_node_1",
+    sourceMessageId: "msg_node_source",
+    url: `${PUBLIC_URL}/v1/qstash`,
+    sourceBody: btoa(JSON.stringify({ intentId: "pi_0002", kind: "settle" })),
+  });
+  const res = await post("/v1/qstash/failed", body, {
+    "upstash-signature": await signQStash(body, {
+      key: QSTASH_KEY,
+      url: `${PUBLIC_URL}/v1/qstash/failed`,
+    }),
+  });
+  assert.equal(res.status, 200);
+  assert.deepEqual(json(res.body), {
+    outcome: "poison",
+    job: "pi_0002/settle",
+    delivery: 10,
+    reason: "the queue gave up after 10 deliveries",
+    resolution: "job dropped, intent still authorized",
+  });
+  const letter = await store.getDeadLetter("pi_0002/settle");
+  assert.deepEqual([letter?.cause, letter?.queue], ["exhausted", {
+    queue: "qstash",
+    messageId: "msg_node_source",
+    dlqId: "dlq_node_1",
+  }]);
+});
+
+test("POST /v1/pubsub: Google's RS256 token, checked against keys fetched over node:http", async () => {
+  const push = envelope({ intentId: "pi_0003", kind: "settle" }, {
+    deliveryAttempt: 1,
+  });
+  const res = await post("/v1/pubsub", push, {
+    authorization: `Bearer ${await google.token({ aud: PUSH_AUDIENCE })}`,
+  });
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), null);
+  assert.deepEqual(json(res.body), {
+    outcome: "retry",
+    job: "pi_0003/settle",
+    delivery: 1,
+    reason: "not authorized yet",
+    delayMs: 2500,
+    note:
+      "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
+  });
+  assert.equal(calls.filter((c) => c.path === "/certs").length, 1);
+
+  // A token for the dead-letter audience does not open the push route.
+  const wrong = await post("/v1/pubsub", push, {
+    authorization: `Bearer ${await google.token({
+      aud: DEAD_LETTER_AUDIENCE,
+    })}`,
+  });
+  assert.equal(wrong.status, 401);
+  assert.equal(wrong.headers.get("content-type"), "application/problem+json");
+});
+
+test("POST /v1/pubsub/dead-letter: Pub/Sub gave up, so the job is poisoned and the intent resolved", async () => {
+  const push = JSON.stringify({
+    message: {
+      data: btoa(JSON.stringify({ intentId: "pi_0004", kind: "settle" })),
+      messageId: "9182736450",
+      publishTime: "2026-11-30T12:00:00.000Z",
+      attributes: { CloudPubSubDeadLetterSourceDeliveryCount: "10" },
+    },
+    subscription: "projects/p/subscriptions/relayer-dead-letter",
+  });
+  const res = await post("/v1/pubsub/dead-letter", push, {
+    authorization: `Bearer ${await google.token({
+      aud: DEAD_LETTER_AUDIENCE,
+    })}`,
+  });
+  assert.equal(res.status, 204);
+  assert.equal(res.body, "");
+  const letter = await store.getDeadLetter("pi_0004/settle");
+  assert.deepEqual(
+    [letter?.cause, letter?.reason, letter?.resolution, letter?.queue],
+    [
+      "exhausted",
+      "the queue gave up after 10 deliveries",
+      "job dropped, intent still authorized",
+      { queue: "pubsub", messageId: "9182736450" },
+    ],
+  );
+});
+
+test("POST /v1/jobs publishes through QStash's API with the retries and the failure callback", async () => {
+  const res = await post(
+    "/v1/jobs",
+    JSON.stringify({ intentId: "pi_0003", kind: "settle" }),
+    { authorization: `Bearer ${OPS}` },
+  );
+  assert.equal(res.status, 202);
+  assert.deepEqual(json(res.body), { job: "pi_0003/settle", enqueued: true });
+  const published = calls.filter((c) => c.path.startsWith("/v2/publish/"));
+  assert.equal(published.length, 1);
+  const [call] = published;
+  assert.deepEqual(
+    [
+      call!.method,
+      call!.path,
+      call!.headers.authorization,
+      call!.headers["upstash-retries"],
+      call!.headers["upstash-failure-callback"],
+      JSON.parse(call!.body),
+    ],
+    [
+      "POST",
+      `/v2/publish/${PUBLIC_URL}/v1/qstash`,
+      `Bearer ${QSTASH_TOKEN}`,
+      "9",
+      `${PUBLIC_URL}/v1/qstash/failed`,
+      { intentId: "pi_0003", kind: "settle" },
+    ],
+  );
+});
