@@ -2,14 +2,14 @@
  * Proves the module runs on Node 20, not only on Deno, and refuses to run
  * on any other Node: bundles `mod.ts` with `deno bundle` and runs a smoke
  * test of the policy and the relayer with `node --test`; then every
- * delivery route of the webhook (a signed QStash delivery, QStash's failure
- * callback, a Pub/Sub push, a push from Pub/Sub's dead-letter topic),
- * `HttpSender` and the QStash publisher, served by `@hono/node-server`
- * against a `node:http` stand-in for the signer, Google's keys and QStash's
- * API (`tests/node/webhook_routes_node.ts`); then the store contract suite
- * on Node against `KvStore` over `openKv(":memory:")` from the npm package
- * `@deno/kv` (the version `deno.json` pins, installed into the cache
- * outside the repository).
+ * delivery route of the webhook (signed QStash and generic deliveries,
+ * QStash's failure callback, a Pub/Sub push, a push from Pub/Sub's
+ * dead-letter topic), `HttpSender` and the QStash publisher, served by
+ * `@hono/node-server` against a `node:http` stand-in for the signer,
+ * Google's keys and QStash's API (`tests/node/webhook_routes_node.ts`);
+ * then the store contract suite on Node against `KvStore` over
+ * `openKv(":memory:")` from the npm package `@deno/kv` (the version
+ * `deno.json` pins, installed into the cache outside the repository).
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
  *

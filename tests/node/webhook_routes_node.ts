@@ -3,7 +3,7 @@
  * service as `main.ts` and the Worker build it (`loadConfig`,
  * `routeOptions`, `HttpSender`, `qstashPublisher`), served by
  * `@hono/node-server` on a loopback port, answers a signed QStash delivery,
- * QStash's failure callback, a Pub/Sub push and a push from Pub/Sub's
+ * a signed generic delivery, QStash's failure callback, a Pub/Sub push and a push from Pub/Sub's
  * dead-letter topic, and publishes a job through QStash. What the service
  * calls out to is one `node:http` server on another loopback port: the
  * signer (`HttpSender`'s protocol, as `examples/signer_stub.ts` speaks it),
@@ -30,6 +30,7 @@ import {
   envelope,
   fakeGoogle,
   type Google,
+  signHmac,
   signQStash,
 } from "../webhook/_signing.ts";
 
@@ -39,6 +40,7 @@ const process = (globalThis as unknown as { process: { version: string } })
 
 const PUBLIC_URL = "https://relayer.example.test";
 const OPS = "ops-token-for-node-0123";
+const SECRET = "webhook-secret-for-node-0123";
 const QSTASH_KEY = "sig_current_0123456789abcdef";
 const QSTASH_TOKEN = "qstash-token-for-node-0123";
 const SERVICE_ACCOUNT = "pusher@project.iam.gserviceaccount.com";
@@ -127,12 +129,14 @@ before(async () => {
     PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
     PUBSUB_MIN_BACKOFF: "40s", // the default policy's window needs 33.334s
     OPS_TOKEN: OPS,
+    WEBHOOK_SECRET: SECRET,
   });
   store = new MemoryStore();
   for (const id of ["pi_0001", "pi_0002", "pi_0004", "pi_0005_notsent"]) {
     await store.createIntent({ id, state: "authorized", hold: "pending" });
   }
   await store.createIntent({ id: "pi_0003", state: "created" });
+  await store.createIntent({ id: "pi_0006", state: "created" });
   const publisher = qstashPublisher({
     ...config.qstashPublish!,
     retries: config.queues.qstash.retries,
@@ -244,6 +248,30 @@ test("POST /v1/qstash, signed: a signer's declared poison fails the intent and v
   });
   const intent = await store.getIntent("pi_0005_notsent");
   assert.deepEqual([intent?.state, intent?.hold], ["failed", "voided"]);
+});
+
+test("POST /v1/deliveries, signed t=…,v1=…; badly signed: 401", async () => {
+  const body = JSON.stringify({
+    job: { intentId: "pi_0006", kind: "settle" },
+    delivery: 1,
+  });
+  const res = await post("/v1/deliveries", body, {
+    "x-signature": signHmac(SECRET, body),
+  });
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "3");
+  assert.deepEqual(json(res.body), {
+    outcome: "retry",
+    job: "pi_0006/settle",
+    delivery: 1,
+    reason: "not authorized yet",
+    delayMs: 2500,
+  });
+  const bad = await post("/v1/deliveries", body, {
+    "x-signature": "t=1,v1=00",
+  });
+  assert.equal(bad.status, 401);
+  assert.equal(bad.headers.get("content-type"), "application/problem+json");
 });
 
 test("POST /v1/qstash/failed, signed: QStash gave up, so the job is poisoned and the intent resolved", async () => {
