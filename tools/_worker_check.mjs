@@ -12,12 +12,15 @@
 // Environment: WORKER_SCRIPT and OUTAGE_SCRIPT (the bundles, in the working directory),
 // COMPAT_DATE, GOLDEN (testdata/poison_job.golden.txt), MINIFLARE_CACHE (the
 // cache folder miniflare was installed into, named when it looks broken).
-// A setup failure (miniflare does not load, workerd does not start) or an
-// unexpected error prints one line, never a stack trace, and exits 1.
+// A setup failure (miniflare does not load, workerd cannot run, the Worker
+// does not start) or an unexpected error prints one line, never a stack
+// trace, and exits 1; a Worker that does not start prints workerd's own
+// output first (tools/_workerd_start.mjs).
 
 // deno-lint-ignore-file no-console
 import { createHash, createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { startFailure, workerdProblem } from "./_workerd_start.mjs";
 const CACHE = process.env.MINIFLARE_CACHE ??
   "the miniflare folder of the npm cache";
 
@@ -46,6 +49,39 @@ try {
     error,
     `delete ${CACHE} and run again`,
   );
+}
+
+// The binary Miniflare spawns: one that cannot run at all is the cache's
+// fault, told apart here from a Worker that fails to load.
+const WORKERD = "workerd";
+let workerdPath;
+try {
+  // A CommonJS module whose `default` export is the path, as Miniflare reads it.
+  const workerd = await import(WORKERD);
+  workerdPath = process.env.MINIFLARE_WORKERD_PATH ??
+    workerd.default?.default ?? workerd.default;
+} catch (error) {
+  setupFailed("could not find workerd", error, `delete ${CACHE} and run again`);
+}
+const cannotRun = workerdProblem(workerdPath);
+if (cannotRun !== null) {
+  console.error(
+    `worker-check: workerd cannot run (${cannotRun}): delete ${CACHE} and run again`,
+  );
+  process.exit(1);
+}
+
+/**
+ * Prints workerd's output and why the Worker did not start
+ * (`startFailure`), and exits 1.
+ */
+function workerFailed(label, error, lines) {
+  for (
+    const line of startFailure(label, error, lines, process.env.COMPAT_DATE)
+  ) {
+    console.error(line);
+  }
+  process.exit(1);
 }
 
 const SECRET = "worker-check-secret-0123456789";
@@ -185,11 +221,7 @@ async function check(flags) {
   try {
     mf = await startMiniflare(flags, lines);
   } catch (error) {
-    setupFailed(
-      `workerd did not start [${label}]`,
-      error,
-      `check the bundled Worker and the compatibility date ${process.env.COMPAT_DATE}; if workerd is missing or broken, delete ${CACHE} and run again`,
-    );
+    workerFailed(`examples/cloudflare/worker.ts, ${label}`, error, lines);
   }
   try {
     const call = async (path, init = {}) => {
@@ -395,10 +427,10 @@ async function outage() {
     await mf.ready;
   } catch (error) {
     await mf?.dispose().catch(() => {});
-    setupFailed(
-      "workerd did not start [outage]",
+    workerFailed(
+      "tools/_outage_worker.ts",
       error,
-      `check the bundled outage Worker; if workerd is missing or broken, delete ${CACHE} and run again`,
+      lines.join("").split("\n"),
     );
   }
   try {

@@ -7,7 +7,10 @@
  * generic deliveries, the seed's three payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
- * its dead-letter queue and back to a resolved intent.
+ * its dead-letter queue and back to a resolved intent. A workerd that cannot
+ * run is told apart from a Worker that fails to load: the first says to
+ * delete the cache, the second prints workerd's own output (its `Uncaught`
+ * line) and blames the code (`tools/_workerd_start.mjs`).
  *
  * `deno task worker-check`; exits non-zero if anything fails.
  *
@@ -67,6 +70,10 @@ async function workerCheck(): Promise<number> {
     await Deno.copyFile(
       `${ROOT}tools/_worker_check.mjs`,
       `${dir}/worker_check.mjs`,
+    );
+    await Deno.copyFile(
+      `${ROOT}tools/_workerd_start.mjs`,
+      `${dir}/_workerd_start.mjs`,
     );
     await Deno.symlink(`${cache}/node_modules`, `${dir}/node_modules`);
     ({ code } = await run("node", ["worker_check.mjs"], {
