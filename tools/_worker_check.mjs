@@ -1,7 +1,10 @@
 // The Node side of `deno task worker-check`: runs the bundled Worker
 // (examples/cloudflare/worker.ts) on workerd through Miniflare, with and
 // without nodejs_compat, and drives it as Cloudflare and the queues would:
-// signed QStash and generic deliveries over HTTP, the seed's three payments
+// signed QStash and generic deliveries over HTTP, QStash's failure callback,
+// a Pub/Sub push and a push from Pub/Sub's dead-letter topic (Google's
+// RS256 tokens, checked against keys the Worker fetches from Google's URL,
+// which Miniflare's outbound service answers here), the seed's three payments
 // through a real Cloudflare Queues producer and consumer (max_retries and a
 // dead-letter queue), and one message sent to the dead-letter queue. Then a
 // store outage on tools/_outage_worker.ts: the jobs queue runs out of its
@@ -18,7 +21,12 @@
 // output first (tools/_workerd_start.mjs).
 
 // deno-lint-ignore-file no-console
-import { createHash, createHmac } from "node:crypto";
+import {
+  createHash,
+  createHmac,
+  generateKeyPairSync,
+  sign as signWith,
+} from "node:crypto";
 import { readFileSync } from "node:fs";
 import { startFailure, workerdProblem } from "./_workerd_start.mjs";
 const CACHE = process.env.MINIFLARE_CACHE ??
@@ -89,6 +97,21 @@ const OPS = "worker-check-ops-0123456789";
 const QSTASH_KEY = "sig_current_0123456789abcdef";
 const PUBLIC_URL = "https://relayer.example.test";
 const ops = { authorization: `Bearer ${OPS}` };
+const PUSH_AUDIENCE = `${PUBLIC_URL}/v1/pubsub`;
+const DEAD_LETTER_AUDIENCE = `${PUBLIC_URL}/v1/pubsub/dead-letter`;
+const SERVICE_ACCOUNT = "pusher@worker-check.iam.gserviceaccount.com";
+const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
+
+// A stand-in for Google's OIDC issuer: a key pair whose public half the
+// outbound service serves at Google's URL.
+const GOOGLE_KID = "worker-check-key-1";
+const google = generateKeyPairSync("rsa", { modulusLength: 2048 });
+const GOOGLE_JWK = {
+  ...google.publicKey.export({ format: "jwk" }),
+  kid: GOOGLE_KID,
+  alg: "RS256",
+  use: "sig",
+};
 
 /** Prints a failed step and exits 1. */
 function fail(message) {
@@ -125,6 +148,44 @@ function signQStash(body, url) {
   }`;
 }
 
+/** Google's OIDC token for `audience`, as a Pub/Sub push carries it (RS256). */
+function googleToken(audience) {
+  const now = Math.floor(Date.now() / 1000);
+  const b64url = (x) => Buffer.from(x).toString("base64url");
+  const input = `${
+    b64url(JSON.stringify({ alg: "RS256", typ: "JWT", kid: GOOGLE_KID }))
+  }.${
+    b64url(JSON.stringify({
+      iss: "https://accounts.google.com",
+      aud: audience,
+      email: SERVICE_ACCOUNT,
+      email_verified: true,
+      sub: "113774264463038321964",
+      iat: now - 10,
+      exp: now + 3600,
+    }))
+  }`;
+  return `${input}.${
+    signWith("sha256", Buffer.from(input), google.privateKey).toString(
+      "base64url",
+    )
+  }`;
+}
+
+/** A Pub/Sub push envelope around `job`, with `message` fields added. */
+function pushEnvelope(job, message = {}, fields = {}) {
+  return JSON.stringify({
+    message: {
+      data: Buffer.from(JSON.stringify(job)).toString("base64"),
+      messageId: "2070443601311540",
+      publishTime: "2026-11-30T12:00:00.000Z",
+      ...message,
+    },
+    subscription: "projects/p/subscriptions/relayer",
+    ...fields,
+  });
+}
+
 /** The generic route's signature: `t=<unix s>,v1=<hex HMAC-SHA-256 of "<t>.<body>">`. */
 function signGeneric(body) {
   const t = Math.floor(Date.now() / 1000);
@@ -132,9 +193,17 @@ function signGeneric(body) {
   return `t=${t},v1=${v1}`;
 }
 
-/** The signer service the Worker's HttpSender calls: the seed's script. */
+/**
+ * What the Worker calls out to: the signer service its HttpSender calls
+ * (the seed's script), and Google's keys.
+ */
 async function signer(request) {
   const url = new URL(request.url);
+  if (request.method === "GET" && url.href === GOOGLE_CERTS_URL) {
+    return Response.json({ keys: [GOOGLE_JWK] }, {
+      headers: { "cache-control": "public, max-age=3600" },
+    });
+  }
   if (request.method === "POST" && url.pathname === "/send") {
     const { intentId } = await request.json();
     if (intentId === "pi_0001") {
@@ -174,6 +243,9 @@ async function startMiniflare(flags, lines) {
       QSTASH_CURRENT_SIGNING_KEY: QSTASH_KEY,
       QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abcdef",
       PUBLIC_URL,
+      PUBSUB_AUDIENCE: PUSH_AUDIENCE,
+      PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
+      PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
       // The seed's policy, with 1 s delays so real queues finish quickly.
       MAX_DELIVERIES: "3",
       BASE: "1s",
@@ -243,6 +315,9 @@ async function check(flags) {
         ["pi_0004", "authorized"],
         ["pi_0005", "created"],
         ["pi_0006", "created"],
+        ["pi_0007", "authorized"],
+        ["pi_0008", "created"],
+        ["pi_0009", "authorized"],
       ]
     ) {
       const res = await call("/v1/intents", {
@@ -305,6 +380,120 @@ async function check(flags) {
     assertEqual(gBad.status, 401, "POST /v1/deliveries, badly signed");
     console.log(
       `  [${label}] generic delivery, signed: 503 retry; badly signed: 401`,
+    );
+
+    // QStash's failure callback: QStash gave up after its retries.
+    const fbody = JSON.stringify({
+      status: 503,
+      retried: 2,
+      maxRetries: 2,
+      dlqId: "dlq_worker_check",
+      sourceMessageId: "msg_worker_check",
+      url: `${PUBLIC_URL}/v1/qstash`,
+      sourceBody: Buffer.from(
+        JSON.stringify({ intentId: "pi_0007", kind: "settle" }),
+      ).toString("base64"),
+    });
+    const f = await call("/v1/qstash/failed", {
+      method: "POST",
+      headers: {
+        "upstash-signature": signQStash(
+          fbody,
+          `${PUBLIC_URL}/v1/qstash/failed`,
+        ),
+        "content-type": "application/json",
+      },
+      body: fbody,
+    });
+    assertEqual([f.status, f.body], [200, {
+      outcome: "poison",
+      job: "pi_0007/settle",
+      delivery: 3,
+      reason: "the queue gave up after 3 deliveries",
+      resolution: "job dropped, intent still authorized",
+    }], "POST /v1/qstash/failed, signed");
+    // Signed for /v1/qstash, not for the failure callback's URL.
+    const fBad = await call("/v1/qstash/failed", {
+      method: "POST",
+      headers: {
+        "upstash-signature": signQStash(fbody, `${PUBLIC_URL}/v1/qstash`),
+      },
+      body: fbody,
+    });
+    assertEqual(
+      fBad.status,
+      401,
+      "POST /v1/qstash/failed, signed for /v1/qstash",
+    );
+    console.log(
+      `  [${label}] QStash failure callback, signed: 200 poison (${f.body.resolution}); signed for another URL: 401`,
+    );
+
+    // Pub/Sub push: Google's token, its keys fetched from Google's URL.
+    const push = pushEnvelope({ intentId: "pi_0008", kind: "settle" }, {}, {
+      deliveryAttempt: 1,
+    });
+    const p = await call("/v1/pubsub", {
+      method: "POST",
+      headers: { authorization: `Bearer ${googleToken(PUSH_AUDIENCE)}` },
+      body: push,
+    });
+    assertEqual([p.status, p.headers.get("retry-after"), p.body], [503, null, {
+      outcome: "retry",
+      job: "pi_0008/settle",
+      delivery: 1,
+      reason: "not authorized yet",
+      delayMs: 1000,
+      note:
+        "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
+    }], "POST /v1/pubsub, Google's token");
+    // A token for the dead-letter route's audience does not open this one.
+    const pBad = await call("/v1/pubsub", {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${googleToken(DEAD_LETTER_AUDIENCE)}`,
+      },
+      body: push,
+    });
+    assertEqual(pBad.status, 401, "POST /v1/pubsub, another audience's token");
+    console.log(
+      `  [${label}] Pub/Sub push, Google's token: 503 retry; another audience's token: 401`,
+    );
+
+    // Pub/Sub's dead-letter topic: Pub/Sub gave up after 3 deliveries.
+    const dl = await call("/v1/pubsub/dead-letter", {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${googleToken(DEAD_LETTER_AUDIENCE)}`,
+      },
+      body: pushEnvelope({ intentId: "pi_0009", kind: "settle" }, {
+        messageId: "9182736450",
+        attributes: { CloudPubSubDeadLetterSourceDeliveryCount: "3" },
+      }),
+    });
+    assertEqual([dl.status, dl.body], [204, ""], "POST /v1/pubsub/dead-letter");
+    const { body: resolved } = await call("/v1/intents/pi_0009", {
+      headers: ops,
+    });
+    assertEqual(
+      [
+        resolved.intent?.state,
+        resolved.deadLetter?.cause,
+        resolved.deadLetter?.reason,
+        resolved.deadLetter?.resolution,
+        resolved.deadLetter?.queue,
+      ],
+      [
+        "authorized",
+        "exhausted",
+        "the queue gave up after 3 deliveries",
+        "job dropped, intent still authorized",
+        { queue: "pubsub", messageId: "9182736450" },
+      ],
+      "the intent Pub/Sub's dead-letter topic gave up on",
+    );
+    console.log(
+      `  [${label}] Pub/Sub dead-letter push: 204, dead letter kept (${resolved.deadLetter.resolution})`,
     );
 
     // The seed's three payments through Cloudflare Queues.

@@ -4,7 +4,10 @@
  * every class exists once), installs the npm package `miniflare` (pinned;
  * it brings workerd) into a cache outside the repository, and runs the
  * Worker on workerd with and without `nodejs_compat`: signed QStash and
- * generic deliveries, the seed's three payments through Cloudflare Queues
+ * generic deliveries, QStash's failure callback, a Pub/Sub push and a push
+ * from Pub/Sub's dead-letter topic (Google's RS256 tokens, the keys fetched
+ * from Google's URL, which Miniflare's outbound service answers with a test
+ * key), the seed's three payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
  * its dead-letter queue and back to a resolved intent. A workerd that cannot
