@@ -1,10 +1,12 @@
 /**
  * The webhook under real Bun: `createApp` served by `Bun.serve`, bundled by
  * `deno bundle` into one file (Bun ignores `deno.json`'s import map and
- * `npm:` specifiers) and run by `tools/bun_check.ts`. It sends itself two
- * signed deliveries over the socket (QStash's JWT, and the generic route's
- * `t=…,v1=…` HMAC), prints one JSON line per answer, and exits 0 when both
- * are the expected retry.
+ * `npm:` specifiers) and run by `tools/bun_check.ts`. It sends itself, over
+ * the socket, two signed deliveries (QStash's JWT, and the generic route's
+ * `t=…,v1=…` HMAC), QStash's signed failure callback, and a Pub/Sub push
+ * with Google's RS256 token (a local key pair, its JWKS handed to the app);
+ * prints one JSON line per answer, and exits 0 when each is exactly the
+ * expected one.
  *
  * @module
  */
@@ -12,7 +14,7 @@
 // deno-lint-ignore-file no-console
 import { MemoryStore, ScriptedSender } from "../mod.ts";
 import { createApp } from "../webhook/app.ts";
-import { signGeneric, signQStash } from "./_sign.ts";
+import { googleIssuer, signGeneric, signQStash } from "./_sign.ts";
 
 /** The little of Bun this entry uses; Deno's types do not describe it. */
 interface BunLike {
@@ -30,9 +32,17 @@ if (!bun) throw new Error("not running under Bun");
 const SECRET = "bun-check-secret-0123456789";
 const QSTASH_KEY = "sig_current_0123456789abcdef";
 const QSTASH_URL = "https://relayer.example.test/v1/qstash";
+const PUSH_AUDIENCE = "https://relayer.example.test/v1/pubsub";
+const SERVICE_ACCOUNT = "pusher@bun-check.iam.gserviceaccount.com";
 
+const google = await googleIssuer();
 const store = new MemoryStore();
 await store.createIntent({ id: "pi_0001", state: "created" });
+await store.createIntent({
+  id: "pi_0002",
+  state: "authorized",
+  hold: "pending",
+});
 const app = createApp({
   store,
   sender: new ScriptedSender({}),
@@ -42,17 +52,38 @@ const app = createApp({
     nextSigningKey: "sig_next_0123456789abcdef",
     url: QSTASH_URL,
   },
+  pubsub: {
+    audience: PUSH_AUDIENCE,
+    jwks: google.jwks,
+    serviceAccount: SERVICE_ACCOUNT,
+  },
   random: () => 0,
 });
 const server = bun.serve({ port: 0, hostname: "127.0.0.1", fetch: app.fetch });
 const base = `http://127.0.0.1:${server.port}`;
 
+const retry = {
+  outcome: "retry",
+  job: "pi_0001/settle",
+  delivery: 1,
+  reason: "not authorized yet",
+  delayMs: 2500,
+};
+
 let ok = true;
-async function expectRetry(route: string, init: RequestInit): Promise<void> {
+/** POSTs to `route` and passes if the status, `Retry-After` and JSON body are exactly these. */
+async function expect(
+  route: string,
+  init: RequestInit,
+  status: number,
+  retryAfter: string | null,
+  expected: unknown,
+): Promise<void> {
   const res = await fetch(`${base}${route}`, { method: "POST", ...init });
-  const body = await res.json() as { outcome?: string; reason?: string };
-  const pass = res.status === 503 && res.headers.get("retry-after") === "3" &&
-    body.outcome === "retry" && body.reason === "not authorized yet";
+  const body = await res.json() as unknown;
+  const pass = res.status === status &&
+    res.headers.get("retry-after") === retryAfter &&
+    JSON.stringify(body) === JSON.stringify(expected);
   ok &&= pass;
   console.log(
     JSON.stringify({
@@ -67,20 +98,87 @@ async function expectRetry(route: string, init: RequestInit): Promise<void> {
 
 try {
   const job = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
-  await expectRetry("/v1/qstash", {
-    body: job,
-    headers: {
-      "upstash-signature": await signQStash(job, QSTASH_URL, QSTASH_KEY),
+  await expect(
+    "/v1/qstash",
+    {
+      body: job,
+      headers: {
+        "upstash-signature": await signQStash(job, QSTASH_URL, QSTASH_KEY),
+      },
     },
-  });
+    503,
+    "3",
+    retry,
+  );
   const delivery = JSON.stringify({
     job: { intentId: "pi_0001", kind: "settle" },
     delivery: 1,
   });
-  await expectRetry("/v1/deliveries", {
-    body: delivery,
-    headers: { "x-signature": await signGeneric(delivery, SECRET) },
+  await expect(
+    "/v1/deliveries",
+    {
+      body: delivery,
+      headers: { "x-signature": await signGeneric(delivery, SECRET) },
+    },
+    503,
+    "3",
+    retry,
+  );
+  const failed = JSON.stringify({
+    status: 503,
+    retried: 9,
+    dlqId: "dlq_bun_check",
+    sourceMessageId: "msg_bun_check",
+    sourceBody: btoa(JSON.stringify({ intentId: "pi_0002", kind: "settle" })),
   });
+  await expect(
+    "/v1/qstash/failed",
+    {
+      body: failed,
+      headers: {
+        "upstash-signature": await signQStash(
+          failed,
+          `${QSTASH_URL}/failed`,
+          QSTASH_KEY,
+        ),
+      },
+    },
+    200,
+    null,
+    {
+      outcome: "poison",
+      job: "pi_0002/settle",
+      delivery: 10,
+      reason: "the queue gave up after 10 deliveries",
+      resolution: "job dropped, intent still authorized",
+    },
+  );
+  const push = JSON.stringify({
+    message: { data: btoa(job), messageId: "2070443601311540" },
+    subscription: "projects/p/subscriptions/relayer",
+    deliveryAttempt: 2,
+  });
+  await expect(
+    "/v1/pubsub",
+    {
+      body: push,
+      headers: {
+        authorization: `Bearer ${await google.token(
+          PUSH_AUDIENCE,
+          SERVICE_ACCOUNT,
+        )}`,
+      },
+    },
+    503,
+    null,
+    {
+      ...retry,
+      delivery: 2,
+      delayMs: 5000,
+      note:
+        "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
+    },
+  );
 } finally {
   server.stop(true);
 }

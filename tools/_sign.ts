@@ -1,7 +1,8 @@
 /**
  * Deliveries signed the way each queue signs them, for the runtime checks:
  * QStash's `Upstash-Signature` (HS256 JWT over the body's SHA-256, `sub` the
- * URL) and the generic route's
+ * URL), Google's OIDC token of a Pub/Sub push (RS256, from a local key
+ * pair whose JWKS the check hands the app) and the generic route's
  * `X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<raw body>">`.
  * Web Crypto only, so it runs on Deno, Node, Bun and workerd.
  *
@@ -64,4 +65,53 @@ export async function signGeneric(
   return `t=${nowS},v1=${
     Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("")
   }`;
+}
+
+/** A local stand-in for Google's OIDC issuer: its JWKS, and tokens it signs. */
+export interface GoogleIssuer {
+  /** The public key, as Google's certs endpoint lists it. */
+  readonly jwks: JsonWebKey[];
+  /** An RS256 token for `audience`, naming `email` (verified), valid for an hour. */
+  token(audience: string, email: string): Promise<string>;
+}
+
+/** Makes an RSA key pair and a signer of Google-shaped OIDC tokens. */
+export async function googleIssuer(): Promise<GoogleIssuer> {
+  const kid = "check-key-1";
+  const pair = await crypto.subtle.generateKey(
+    {
+      name: "RSASSA-PKCS1-v1_5",
+      modulusLength: 2048,
+      publicExponent: new Uint8Array([1, 0, 1]),
+      hash: "SHA-256",
+    },
+    true,
+    ["sign", "verify"],
+  );
+  const jwk = await crypto.subtle.exportKey("jwk", pair.publicKey);
+  return {
+    jwks: [{ ...jwk, kid, alg: "RS256", use: "sig" } as JsonWebKey],
+    async token(audience, email) {
+      const now = Math.floor(Date.now() / 1000);
+      const part = (value: unknown) =>
+        base64url(encoder.encode(JSON.stringify(value)));
+      const input = `${part({ alg: "RS256", typ: "JWT", kid })}.${
+        part({
+          iss: "https://accounts.google.com",
+          aud: audience,
+          email,
+          email_verified: true,
+          sub: "113774264463038321964",
+          iat: now - 10,
+          exp: now + 3600,
+        })
+      }`;
+      const signature = await crypto.subtle.sign(
+        "RSASSA-PKCS1-v1_5",
+        pair.privateKey,
+        encoder.encode(input),
+      );
+      return `${input}.${base64url(new Uint8Array(signature))}`;
+    },
+  };
 }

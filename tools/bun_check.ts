@@ -4,7 +4,8 @@
  * and compares it with the golden output byte for byte, then serves the
  * webhook under `Bun.serve` from one `deno bundle` of
  * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
- * graph, so every class exists once) and answers two signed deliveries.
+ * graph, so every class exists once) and answers signed QStash and generic
+ * deliveries, QStash's failure callback and a Pub/Sub push, each exactly.
  *
  * `deno task bun-check`; exits non-zero if anything fails.
  *
@@ -77,7 +78,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback and a Pub/Sub push",
       );
     } else {
       ok = false;
