@@ -3,8 +3,9 @@
  * `deno bundle` into one file (Bun ignores `deno.json`'s import map and
  * `npm:` specifiers) and run by `tools/bun_check.ts`. It sends itself, over
  * the socket, two signed deliveries (QStash's JWT, and the generic route's
- * `t=…,v1=…` HMAC), QStash's signed failure callback, and a Pub/Sub push
- * with Google's RS256 token (a local key pair, its JWKS handed to the app);
+ * `t=…,v1=…` HMAC), QStash's signed failure callback, a Pub/Sub push and a
+ * push from Pub/Sub's dead-letter topic, with Google's RS256 tokens (a
+ * local key pair, its JWKS handed to the app);
  * prints one JSON line per answer, and exits 0 when each is exactly the
  * expected one.
  *
@@ -33,16 +34,15 @@ const SECRET = "bun-check-secret-0123456789";
 const QSTASH_KEY = "sig_current_0123456789abcdef";
 const QSTASH_URL = "https://relayer.example.test/v1/qstash";
 const PUSH_AUDIENCE = "https://relayer.example.test/v1/pubsub";
+const DEAD_LETTER_AUDIENCE = `${PUSH_AUDIENCE}/dead-letter`;
 const SERVICE_ACCOUNT = "pusher@bun-check.iam.gserviceaccount.com";
 
 const google = await googleIssuer();
 const store = new MemoryStore();
 await store.createIntent({ id: "pi_0001", state: "created" });
-await store.createIntent({
-  id: "pi_0002",
-  state: "authorized",
-  hold: "pending",
-});
+for (const id of ["pi_0002", "pi_0003"]) {
+  await store.createIntent({ id, state: "authorized", hold: "pending" });
+}
 const app = createApp({
   store,
   sender: new ScriptedSender({}),
@@ -54,6 +54,11 @@ const app = createApp({
   },
   pubsub: {
     audience: PUSH_AUDIENCE,
+    jwks: google.jwks,
+    serviceAccount: SERVICE_ACCOUNT,
+  },
+  pubsubDeadLetter: {
+    audience: DEAD_LETTER_AUDIENCE,
     jwks: google.jwks,
     serviceAccount: SERVICE_ACCOUNT,
   },
@@ -71,7 +76,10 @@ const retry = {
 };
 
 let ok = true;
-/** POSTs to `route` and passes if the status, `Retry-After` and JSON body are exactly these. */
+/**
+ * POSTs to `route` and passes if the status, `Retry-After` and body (JSON,
+ * or `null` for none) are exactly these.
+ */
 async function expect(
   route: string,
   init: RequestInit,
@@ -80,7 +88,8 @@ async function expect(
   expected: unknown,
 ): Promise<void> {
   const res = await fetch(`${base}${route}`, { method: "POST", ...init });
-  const body = await res.json() as unknown;
+  const text = await res.text();
+  const body = text === "" ? null : JSON.parse(text) as unknown;
   const pass = res.status === status &&
     res.headers.get("retry-after") === retryAfter &&
     JSON.stringify(body) === JSON.stringify(expected);
@@ -179,6 +188,35 @@ try {
         "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
     },
   );
+  await expect(
+    "/v1/pubsub/dead-letter",
+    {
+      body: JSON.stringify({
+        message: {
+          data: btoa(JSON.stringify({ intentId: "pi_0003", kind: "settle" })),
+          messageId: "9182736450",
+          attributes: { CloudPubSubDeadLetterSourceDeliveryCount: "10" },
+        },
+        subscription: "projects/p/subscriptions/relayer-dead-letter",
+      }),
+      headers: {
+        authorization: `Bearer ${await google.token(
+          DEAD_LETTER_AUDIENCE,
+          SERVICE_ACCOUNT,
+        )}`,
+      },
+    },
+    204,
+    null,
+    null,
+  );
+  const letter = await store.getDeadLetter("pi_0003/settle");
+  const kept = letter?.cause === "exhausted" &&
+    letter.resolution === "job dropped, intent still authorized" &&
+    JSON.stringify(letter.queue) ===
+      JSON.stringify({ queue: "pubsub", messageId: "9182736450" });
+  ok &&= kept;
+  console.log(JSON.stringify({ deadLetter: letter, pass: kept }));
 } finally {
   server.stop(true);
 }

@@ -5,7 +5,8 @@
  * webhook under `Bun.serve` from one `deno bundle` of
  * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
  * graph, so every class exists once) and answers signed QStash and generic
- * deliveries, QStash's failure callback and a Pub/Sub push, each exactly.
+ * deliveries, QStash's failure callback, a Pub/Sub push and a push from
+ * Pub/Sub's dead-letter topic, each exactly.
  *
  * `deno task bun-check`; exits non-zero if anything fails.
  *
@@ -78,7 +79,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback and a Pub/Sub push",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback and both Pub/Sub pushes",
       );
     } else {
       ok = false;
