@@ -3,14 +3,16 @@
  * `webhook_node_entry.ts` into one `.mjs`, `node` serves it through
  * `@hono/node-server` on a loopback port, and a signed delivery gets the same
  * answer `app.request` gives under Deno. This is the end-to-end test that may
- * open a socket; it is skipped only where there is no real `node` on PATH,
- * and fails on a Node whose major is not 20 (the Node the module promises).
+ * open a socket; it is skipped only where there is no real `node` on PATH.
+ * It runs on whatever Node that is, so that `deno task test` works on a
+ * developer's Node 22 too; `deno task node-check` is the check that refuses
+ * any Node but 20, the one the module promises.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { nodeVersion, wrongNode } from "../../support/node_version.ts";
+import { nodeVersion } from "../../support/node_version.ts";
 import { fileURLToPath } from "node:url";
 import { signHmac } from "../webhook/_signing.ts";
 import { timeout } from "../_timeout.ts";
@@ -52,8 +54,6 @@ Deno.test({
     "createApp() serves a signed delivery under Node through @hono/node-server",
   ignore: NODE_VERSION === null,
   fn: timeout(DEADLINE_MS + 15_000, async () => {
-    const wrong = wrongNode(NODE_VERSION!);
-    if (wrong !== null) assert.fail(wrong);
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), DEADLINE_MS);
     const dir = await Deno.makeTempDir({ prefix: "relayer_node_" });
