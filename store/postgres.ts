@@ -13,20 +13,21 @@
  * await store.migrate();
  * ```
  *
- * **Isolation: READ COMMITTED, with the intent's row locked.** Every
- * delivery write starts with `SELECT … FOR UPDATE` of the one intent row
- * it is about, then reads that row with its hold and lease in a statement
- * of its own (see `#lock`), checks the version it read there, and writes
- * its lease, replay record, hold, dead letter and the intent itself in the
- * same transaction. All writes of an intent, its hold and its lease take that
- * row lock first, so they run one after another and each sees the last
- * one's commit: nothing else is read that another writer could change
- * under it. Counters and replay records are single `INSERT … ON CONFLICT
- * … DO UPDATE … WHERE … RETURNING` statements, atomic on their own row.
- * SERIALIZABLE would buy nothing here and cost retries on false conflicts
- * (predicate locks over index pages). Every write, a single statement too,
- * runs in a transaction that sets the level, so a database whose default is
- * another one changes nothing.
+ * **Isolation: READ COMMITTED, a compare-and-set in one flight.** Every
+ * delivery write reads the one intent row it is about with its hold and
+ * lease (one statement, outside any transaction), decides, and sends in
+ * one flight `BEGIN`, a check that locks the row `FOR UPDATE` only if it is
+ * still at the version read (`refuse_stale`), its lease, replay record,
+ * hold, dead letter and the intent itself, and `COMMIT`. Every write of a
+ * hold or a lease moves the intent's version, so the check covers all
+ * three; two writers on one version queue at it, and the second finds the
+ * version moved and writes nothing. No transaction spans two round trips
+ * (see `#transaction`). Counters and replay records are single
+ * `INSERT … ON CONFLICT … DO UPDATE … WHERE … RETURNING` statements,
+ * atomic on their own row. SERIALIZABLE would buy nothing here and cost
+ * retries on false conflicts (predicate locks over index pages). Every
+ * write runs in a transaction that sets the level, so a database whose
+ * default is another one changes nothing.
  * No advisory locks: a lease is a row with an expiry, which survives a
  * pooled connection (PgBouncer in transaction mode) and a crashed process.
  *
@@ -34,9 +35,9 @@
  * hold, dead letter, counter), so two of the store's writes cannot
  * deadlock; `migrate()` takes no lock once the schema is current.
  *
- * **Two round trips per write.** `BEGIN` goes out with the lock and the
- * read; the writes go out with `COMMIT`. A replayed claim fails its statement,
- * which aborts the transaction, so the pipelined `COMMIT` rolls it back.
+ * **Two round trips per write:** the read, then the flight. A replayed
+ * claim fails its statement, which aborts the transaction, so the
+ * pipelined `COMMIT` rolls it back.
  *
  * @module
  */
@@ -45,6 +46,7 @@ import type postgres from "postgres";
 import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
 import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
+import { describeError } from "../policy/_walk.ts";
 import {
   broadcastBegun,
   broadcastRecorded,
@@ -181,6 +183,8 @@ const ISOLATION = "isolation level read committed";
 const REPLAYED = "RL001";
 // The SQLSTATE of a write whose intent moved on: raised by `refuse_stale`.
 const STALE = "RL002";
+/** How many times a hold change decides again after losing its compare-and-set. */
+const HOLD_ATTEMPTS = 8;
 
 /** Counters and replay records written between two sweeps of expired ones. */
 const SWEEP_EVERY = 64;
@@ -403,13 +407,22 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * One transaction on a connection of its own, sent in as few flights as
-   * its decisions allow: `BEGIN` goes out with the lock and the read (one
-   * round trip), and `COMMIT` with the writes (another). A statement that fails
-   * aborts the transaction, so the `COMMIT` behind it rolls back. `work`
-   * gets the connection and `commit`, which sends its writes and `COMMIT`
-   * and throws the first statement's error; if `work` throws before that,
-   * the transaction is rolled back.
+   * One write on a connection of its own: `work` may read on it first
+   * (outside any transaction), then calls `commit`, which sends `BEGIN`,
+   * the writes and `COMMIT` in one flight and throws the first statement's
+   * error (a statement that fails aborts the transaction, so the `COMMIT`
+   * behind it rolls back). The transaction never spans two round trips: a
+   * connection postgres.js loses between them is opened again for what
+   * comes next, and a second round trip would run outside the transaction,
+   * each statement committing alone (porsager/postgres#1155). One flight
+   * lands whole or not at all, so the writes begin with a check of what
+   * the read saw ({@linkcode PostgresStore.#stillAt}).
+   *
+   * A connection lost under a flight may leave the statements behind the
+   * failed one unanswered, and handing it back to the pool would crash the
+   * process at its next query (porsager/postgres#1154): such a write
+   * answers at once that it may have landed, and the connection is left
+   * to postgres.js.
    *
    * A client made with `fetch_types: false` takes `sql.begin` instead
    * (`BEGIN` and `COMMIT` each a round trip of their own): postgres.js
@@ -424,36 +437,80 @@ export class PostgresStore implements Store {
       ) => Promise<postgres.RowList<postgres.Row[]>[]>,
     ) => Promise<T>,
   ): Promise<T> {
-    if (this.#sql.options.fetch_types === false) {
-      return await this.#sql.begin(
-        ISOLATION,
-        (tx) =>
-          work(tx, (writes) => Promise.all(writes.map((q) => q.execute()))),
-      ) as T;
-    }
+    if (this.#sql.options.fetch_types === false) return await this.#begin(work);
     const tx = await this.#reserve();
-    let open = false;
+    let lost = false;
     const commit = async (
       writes: readonly postgres.PendingQuery<postgres.Row[]>[],
     ) => {
-      const sent = [...writes.map((q) => q.execute()), tx`COMMIT`.execute()];
-      open = false;
-      const results = await Promise.allSettled(sent);
-      const failed = results.find((r) => r.status === "rejected");
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-      return results.slice(0, -1).map((r) =>
-        (r as PromiseFulfilledResult<postgres.RowList<postgres.Row[]>>).value
-      );
+      const sent = [
+        tx.unsafe(`BEGIN ${ISOLATION}`).execute(),
+        ...writes.map((q) => q.execute()),
+        tx`COMMIT`.execute(),
+      ];
+      try {
+        // Answers come in order: the first to fail is the first statement
+        // that failed (the ones behind it fail as the transaction aborted).
+        return (await Promise.all(sent)).slice(1, -1);
+      } catch (error) {
+        if (connectionLost(error)) {
+          lost = true;
+          throw new Error(
+            `PostgreSQL lost the connection during the write (${
+              describeError(error)
+            }): it may have landed or not; the next read says which`,
+            { cause: error },
+          );
+        }
+        await Promise.allSettled(sent);
+        throw error;
+      }
     };
     try {
-      open = true;
-      tx.unsafe(`BEGIN ${ISOLATION}`).execute().catch(() => {});
       return await work(tx, commit);
     } catch (error) {
-      if (open) await tx`ROLLBACK`.catch(() => {});
+      if (connectionLost(error)) lost = true; // lost on the read: nothing sent
       throw error;
     } finally {
-      tx.release();
+      if (!lost) tx.release();
+    }
+  }
+
+  /**
+   * The transaction of a client made with `fetch_types: false`: through
+   * `sql.begin`, which waits for a connection on its own. If none came
+   * within `connectionWaitMs`, the write fails as on the other path, and
+   * should the connection come later, the transaction it begins rolls
+   * back at once: nothing of it lands after its failure was answered.
+   */
+  async #begin<T>(
+    work: (
+      tx: Transaction,
+      commit: (
+        writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+      ) => Promise<postgres.RowList<postgres.Row[]>[]>,
+    ) => Promise<T>,
+  ): Promise<T> {
+    let started = false;
+    let abandoned = false;
+    const begun = this.#sql.begin(ISOLATION, (tx) => {
+      if (abandoned) throw new Error("abandoned: no connection in time");
+      started = true;
+      return work(tx, (writes) => Promise.all(writes.map((q) => q.execute())));
+    }) as Promise<T>;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        if (started) return; // it has its connection: its answer stands
+        abandoned = true;
+        begun.catch(() => {});
+        reject(noConnection(this.#waitMs));
+      }, this.#waitMs);
+    });
+    try {
+      return await Promise.race([begun, waited]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -482,45 +539,28 @@ export class PostgresStore implements Store {
     const waited = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         reserving.then((late) => late.release(), () => {});
-        reject(
-          new Error(
-            `PostgreSQL gave the store no connection within ${this.#waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
-          ),
-        );
+        reject(noConnection(this.#waitMs));
       }, this.#waitMs);
     });
     return Promise.race([reserving, waited]).finally(() => clearTimeout(timer));
   }
 
   /**
-   * Locks the intent row, then reads it with its hold and lease (both sent
-   * with the transaction's `BEGIN`, one round trip), or throws a
-   * `ConflictError` if it is missing or not at `version`.
-   *
-   * Two statements, not one `SELECT … FOR UPDATE` with the joins: at READ
-   * COMMITTED a statement that waited for the row lock re-reads the locked
-   * row alone when it gets it, and keeps the hold and lease rows of the
-   * snapshot it started with. A hold change that waited behind another
-   * would then see the hold as it was before that one, and overwrite a
-   * captured hold with a void. The read, a statement of its own, starts
-   * once the lock is held, so it sees every write made under the lock.
-   *
-   * The lock must have found the row: an intent created between the two
-   * statements is read, but not locked, and a write on it would race the
-   * writers that hold its lock. It is refused as missing, as it was when
-   * the write began.
+   * Reads the intent with its hold and lease on the write's connection,
+   * outside any transaction (one round trip), to decide the write on; or
+   * throws a `ConflictError` if it is missing or not at `version` (`null`:
+   * any). The write then goes out in one flight that begins with
+   * {@linkcode PostgresStore.#stillAt}: the decision lands only on what was
+   * read (see {@linkcode PostgresStore.#transaction}).
    */
-  async #lock(
+  async #read(
     tx: Transaction,
     id: string,
     version: string | null,
     what: string,
   ) {
-    const locked = tx`
-      SELECT 1 FROM ${this.#t.intents} WHERE id = ${id} FOR UPDATE`.execute();
-    const read = this.#intentQuery(tx, id, true).execute();
-    const [[held], [row]] = await Promise.all([locked, read]);
-    if (held === undefined || row === undefined) {
+    const [row] = await this.#intentQuery(tx, id, true);
+    if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
         refused: true,
       });
@@ -609,11 +649,14 @@ export class PostgresStore implements Store {
       if (deadLetter) checkResetCount(options.resetCount);
       if (options.claim) await this.#sweep(options.claim.now);
       return await this.#transaction(async (tx, commit) => {
-        const row = await this.#lock(tx, id, version, `write intent ${id}`);
+        const row = await this.#read(tx, id, version, `write intent ${id}`);
         const current = recordOf(row);
         const next = update(current);
         checkRecord(next);
-        const writes: postgres.PendingQuery<postgres.Row[]>[] = [];
+        // First, the compare-and-set: the intent still at the version read
+        // (its hold and lease with it, since each of their writes moves
+        // it), locked until the commit.
+        const writes = [this.#stillAt(tx, id, version, "UPDATE")];
         if (options.lease) {
           const held = row.lease_owner === null ? null : {
             owner: String(row.lease_owner),
@@ -631,7 +674,7 @@ export class PostgresStore implements Store {
           }
         }
         if (options.claim) writes.push(this.#claim(tx, options.claim));
-        // The row is locked since the read that checked its version: this
+        // The row is locked by the check at the head of this flight: this
         // update cannot miss it.
         const { intents } = this.#t;
         const updated = writes.push(tx`
@@ -697,19 +740,32 @@ export class PostgresStore implements Store {
 
   /**
    * Fails its transaction unless intent `id` is at `version`, and holds it
-   * there (a share lock) until the transaction ends: the writes pipelined
-   * behind it land only on the intent the caller read.
+   * there until the transaction ends: the writes pipelined behind it land
+   * only on the intent the caller read. A share lock where the writes
+   * leave the intent as it is (a dead letter on it), an update lock where
+   * they change it: two writers on one version then queue at this check,
+   * and the second, once the first committed, finds the version moved.
+   * At READ COMMITTED a check that waited re-reads the row it waited for
+   * (the version, here), not a snapshot from before.
    */
   #stillAt(
     sql: Sql,
     id: string,
     version: string,
+    lock: "SHARE" | "UPDATE" = "SHARE",
   ): postgres.PendingQuery<postgres.Row[]> {
     const { intents } = this.#t;
-    return sql`
+    return lock === "SHARE"
+      ? sql`
       WITH held AS (
         SELECT 1 FROM ${intents} WHERE id = ${id} AND version = ${version}
         FOR SHARE
+      )
+      SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`
+      : sql`
+      WITH held AS (
+        SELECT 1 FROM ${intents} WHERE id = ${id} AND version = ${version}
+        FOR UPDATE
       )
       SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`;
   }
@@ -837,28 +893,31 @@ export class PostgresStore implements Store {
   }
 
   #hold(id: string, op: "record" | "void" | "capture"): Promise<HoldState> {
-    return this.#run(
-      `${op} the hold of ${id}`,
-      () =>
-        this.#transaction(async (tx, commit) => {
-          const row = await this.#lock(
-            tx,
-            id,
-            null,
-            `${op} the hold of ${id}`,
-          );
-          const record = recordOf(row);
-          const hold = heldBy(record, op);
-          await commit(
-            hold === record.hold ? [] : [
+    const what = `${op} the hold of ${id}`;
+    return this.#run(what, async () => {
+      for (let attempt = 1;; attempt++) {
+        try {
+          return await this.#transaction(async (tx, commit) => {
+            const row = await this.#read(tx, id, null, what);
+            const record = recordOf(row);
+            const hold = heldBy(record, op);
+            if (hold === record.hold) return hold; // idempotent: no write
+            await commit([
+              this.#stillAt(tx, id, String(row.version), "UPDATE"),
               this.#setHold(tx, id, hold),
               // A hold change is a new version of the intent.
               tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`,
-            ],
-          );
-          return hold;
-        }),
-    );
+            ]);
+            return hold;
+          });
+        } catch (error) {
+          // Another write moved the intent since the read: decide again on
+          // what it is now (a captured hold is then never voided).
+          if ((error as { code?: unknown })?.code !== STALE) throw error;
+          if (attempt === HOLD_ATTEMPTS) throw error;
+        }
+      }
+    });
   }
 
   /**
@@ -1251,4 +1310,27 @@ function deadLetterOf(row: Row): StoredDeadLetter {
     }),
     version: String(row.version),
   };
+}
+
+/** The error of a write that got no connection within `waitMs`. */
+function noConnection(waitMs: number): Error {
+  return new Error(
+    `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
+  );
+}
+
+/**
+ * Whether `error` is the connection's own end, not a statement's failure:
+ * postgres.js's `CONNECTION_*` codes, a socket's `EPIPE` or `ECONNRESET`,
+ * or the server's `FATAL` (a terminated backend, a shutdown, an idle
+ * transaction timed out).
+ */
+function connectionLost(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  return (typeof code === "string" &&
+    (code.startsWith("CONNECTION_") || code === "EPIPE" ||
+      code === "ECONNRESET")) || severity === "FATAL";
 }

@@ -1,0 +1,376 @@
+/**
+ * PostgresStore when the server ends its connection in the middle of a
+ * write (`pg_terminate_backend`, as a restart or a failover does), on a
+ * real server: every write answers, lands whole or not at all, and the
+ * store goes on without crashing the process.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import type { DeadLetter } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const ignore = !postgresAvailable;
+const NAME = "relayer_faults";
+
+const lease = { owner: "d1", ttlMs: 30_000, now: 1000, keep: true };
+const claim = { key: "sig-1", now: 1000, expiresAt: 999_999 };
+const letter: DeadLetter = {
+  jobId: "a/settle",
+  intentId: "a",
+  deliveries: 5,
+  cause: "exhausted",
+  reason: "no luck after 5 deliveries",
+  resolution: "sent to review",
+  lastError: "rpc timeout",
+  poisonedAt: 1000,
+};
+
+/** Rejects with "no answer" if `promise` has not settled within `ms`. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer in ${ms}ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A store on a fresh schema, its client's connections named so that the
+ * test can find them, and an admin client of its own.
+ */
+async function setUp() {
+  const admin = await connect(2);
+  const schema = freshSchema();
+  await new PostgresStore(admin, { schema }).migrate();
+  const sql = postgres(await postgresUrl(), {
+    max: 1, // a connection handed back broken would be the next one used
+    onnotice: () => {},
+    connection: { application_name: NAME },
+  });
+  const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
+  const table = (name: string) => `"${schema}".${name}`;
+  return {
+    admin,
+    sql,
+    store,
+    table,
+    async tearDown() {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+type Store = PostgresStore;
+
+/** Each write path, the row another session locks to hold it up, and what it wrote if it landed. */
+const PATHS: {
+  name: string;
+  blocks: (table: (name: string) => string) => string;
+  write: (store: Store) => Promise<unknown>;
+}[] = [
+  {
+    name: "transition with lease and replay record (held at the check)",
+    blocks: (t) => `SELECT 1 FROM ${t("intents")} WHERE id = 'a' FOR UPDATE`,
+    write: (store) =>
+      store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1000,
+      }, { lease, claim }),
+  },
+  {
+    name: "transition to review with its dead letter (held at the letter)",
+    blocks: (t) =>
+      `SELECT 1 FROM ${t("dead_letters")} WHERE job_id = 'a/settle' FOR UPDATE`,
+    write: async (store) => {
+      const moved = await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 500,
+      });
+      return await store.transition("a", {
+        from: "settling",
+        to: "needs_review",
+        version: moved.version,
+        at: 1000,
+        deadLetter: letter,
+      }, { lease, claim });
+    },
+  },
+  {
+    name: "putDeadLetter on the intent's version (held at the letter)",
+    blocks: (t) =>
+      `SELECT 1 FROM ${t("dead_letters")} WHERE job_id = 'a/settle' FOR UPDATE`,
+    write: (store) =>
+      store.putDeadLetter(letter, { claim, intentVersion: "1" }),
+  },
+  {
+    name: "admit with count and replay record (held at the record)",
+    blocks: (t) =>
+      `SELECT 1 FROM ${t("claims")} WHERE key = 'sig-1' FOR UPDATE`,
+    write: (store) => store.admit({ count: "a/settle", claim, now: 1000 }),
+  },
+  {
+    name: "voidHold (held at the check)",
+    blocks: (t) => `SELECT 1 FROM ${t("intents")} WHERE id = 'a' FOR UPDATE`,
+    write: (store) => store.voidHold("a"),
+  },
+];
+
+for (const path of PATHS) {
+  Deno.test({
+    name:
+      `PostgresStore answers a write whose connection the server ended under it, and goes on: ${path.name}`,
+    ignore,
+    fn: timeout(30_000, async () => {
+      const { admin, store, table, tearDown } = await setUp();
+      try {
+        await store.createIntent({
+          id: "a",
+          state: "authorized",
+          hold: "pending",
+        });
+        await store.createIntent({
+          id: "b",
+          state: "authorized",
+          hold: "pending",
+        });
+        // Rows for another session to lock (an expired record, an old letter).
+        await admin.unsafe(
+          `INSERT INTO ${table("claims")} VALUES ('sig-1', 0);
+           INSERT INTO ${table("dead_letters")}
+             (job_id, intent_id, deliveries, cause, reason, resolution, last_error, poisoned_at)
+             VALUES ('a/settle', 'a', 1, 'declared', 'r', 'old', 'e', 0)`,
+        );
+        const before = await admin.unsafe(
+          `SELECT (SELECT row_to_json(i) FROM ${
+            table("intents")
+          } i WHERE id = 'a') AS intent,
+                  (SELECT state FROM ${
+            table("holds")
+          } WHERE intent_id = 'a') AS hold,
+                  (SELECT resolution FROM ${table("dead_letters")}) AS letter`,
+        );
+        const blocker = await admin.reserve();
+        try {
+          await blocker.unsafe("BEGIN");
+          await blocker.unsafe(path.blocks(table));
+          const written = path.write(store);
+          written.catch(() => {});
+          // The store's connection waits on the lock: end it there.
+          let ended = false;
+          for (let tries = 0; tries < 250 && !ended; tries++) {
+            const [row] = await admin`
+              SELECT pid FROM pg_stat_activity
+              WHERE application_name = ${NAME} AND wait_event_type = 'Lock'`;
+            if (row) {
+              await admin`SELECT pg_terminate_backend(${row.pid})`;
+              ended = true;
+            } else await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          assert.ok(ended, "the write never waited on the lock");
+          await blocker.unsafe("ROLLBACK");
+          const outcome = await within(
+            written.then(() => "written", (error: Error) => error),
+            5000,
+          );
+          assert.ok(outcome instanceof Error, String(outcome));
+          assert.match(outcome.message, /lost the connection|terminat/i);
+          assert.doesNotMatch(outcome.message, /\n\s+at /, "no stack");
+        } finally {
+          blocker.release();
+        }
+        // The ended transaction wrote nothing of itself.
+        const after = await admin.unsafe(
+          `SELECT (SELECT row_to_json(i) FROM ${
+            table("intents")
+          } i WHERE id = 'a') AS intent,
+                  (SELECT state FROM ${
+            table("holds")
+          } WHERE intent_id = 'a') AS hold,
+                  (SELECT resolution FROM ${table("dead_letters")}) AS letter`,
+        );
+        if (path.name.startsWith("transition to review")) {
+          // Its first transition landed before the fault, alone.
+          assert.equal(after[0]!.intent.state, "settling");
+          assert.equal(after[0]!.letter, "old");
+        } else assert.deepEqual(after, before);
+        // The store goes on, on its one connection. postgres.js 3.4.9 hands
+        // the server's goodbye (a FATAL error) to the next query that
+        // connection runs, once: that one fails, never the process.
+        const first = await within(
+          store.getIntent("b").then((intent) => intent?.state, String),
+          4000,
+        );
+        assert.match(first!, /^authorized$|terminating connection/);
+        for (let n = 0; n < 3; n++) {
+          assert.equal(
+            (await within(store.getIntent("b"), 4000))?.state,
+            "authorized",
+          );
+          assert.equal(
+            await within(store.admit({ count: `c${n}/settle`, now: 5 }), 4000),
+            1,
+          );
+        }
+        const b = await store.transition("b", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 2000,
+        }, { lease: { ...lease, now: 2000 } });
+        assert.equal(b.state, "settling");
+      } finally {
+        await tearDown();
+      }
+    }),
+  });
+}
+
+Deno.test({
+  name:
+    "PostgresStore lands a write whole or not at all when the server ends its connection between its read and its flight",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const { admin, sql, store, table, tearDown } = await setUp();
+    try {
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      const moved = await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 500,
+      });
+      // End the connection once the write's read has answered.
+      const reserve = sql.reserve.bind(sql);
+      let armed = true;
+      (sql as { reserve: unknown }).reserve = async () => {
+        const tx = await reserve();
+        return new Proxy(tx, {
+          apply(target, self, args) {
+            const query = Reflect.apply(
+              target,
+              self,
+              args,
+            ) as postgres.PendingQuery<
+              postgres.Row[]
+            >;
+            const text = Array.isArray(args[0]) ? args[0].join("?") : "";
+            if (armed && text.includes("lease_owner")) {
+              armed = false;
+              const execute = query.execute.bind(query);
+              (query as { execute: unknown }).execute = () =>
+                execute().then(async (rows: unknown) => {
+                  await admin`
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE application_name = ${NAME}`;
+                  await new Promise((resolve) => setTimeout(resolve, 200));
+                  return rows;
+                });
+            }
+            return query;
+          },
+        });
+      };
+      const outcome = await within(
+        store.transition("a", {
+          from: "settling",
+          to: "needs_review",
+          version: moved.version,
+          at: 1000,
+          deadLetter: letter,
+        }, { lease, claim }).then(() => "written", (error: Error) => error),
+        8000,
+      );
+      assert.equal(armed, false, "the read was never seen");
+      const [row] = await admin.unsafe(
+        `SELECT (SELECT state FROM ${table("intents")} WHERE id = 'a') AS state,
+                (SELECT count(*)::int FROM ${table("dead_letters")}) AS letters,
+                (SELECT count(*)::int FROM ${table("leases")}) AS leases,
+                (SELECT count(*)::int FROM ${table("claims")}) AS claims`,
+      );
+      // Whole (review, its letter, lease and record) or nothing.
+      const landed = row!.state === "needs_review";
+      assert.deepEqual(
+        [row!.letters, row!.leases, row!.claims],
+        landed ? [1, 1, 1] : [0, 0, 0],
+        `${String(outcome)}: ${JSON.stringify(row)}`,
+      );
+      assert.equal(landed, outcome === "written", String(outcome));
+      assert.equal((await store.getIntent("a"))?.state, row!.state);
+    } finally {
+      await tearDown();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore on a client made with fetch_types: false fails a write that gets no connection within connectionWaitMs, and nothing of it lands later",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    await new PostgresStore(admin, { schema }).migrate();
+    const sql = postgres(await postgresUrl(), {
+      max: 1,
+      fetch_types: false,
+      onnotice: () => {},
+    });
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 300 });
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      // Another holds the client's one connection for a while.
+      const held = sql.begin(() =>
+        new Promise((resolve) => setTimeout(resolve, 1200))
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const started = performance.now();
+      const outcome = await within(
+        store.transition("a", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1000,
+        }).then(() => "written", (error: Error) => error),
+        5000,
+      );
+      const waited = performance.now() - started;
+      assert.ok(outcome instanceof Error, String(outcome));
+      assert.match(outcome.message, /no connection within 300ms/);
+      assert.ok(waited >= 250 && waited < 1000, `${waited} ms`);
+      await held;
+      // The connection came later: the abandoned write rolled back.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal((await store.getIntent("a"))?.state, "authorized");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
