@@ -407,9 +407,9 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * One write on a connection of its own: `work` may read on it first
-   * (outside any transaction), then calls `commit`, which sends `BEGIN`,
-   * the writes and `COMMIT` in one flight and throws the first statement's
+   * One write on a connection of its own, taken right before its flight:
+   * `work` builds the writes and calls `commit` at once (no I/O before
+   * it), which sends `BEGIN`, the writes and `COMMIT` in one flight and throws the first statement's
    * error (a statement that fails aborts the transaction, so the `COMMIT`
    * behind it rolls back). The transaction never spans two round trips: a
    * connection postgres.js loses between them is opened again for what
@@ -455,6 +455,7 @@ export class PostgresStore implements Store {
       } catch (error) {
         if (connectionLost(error)) {
           lost = true;
+          this.#absorb();
           throw new Error(
             `PostgreSQL lost the connection during the write (${
               describeError(error)
@@ -468,11 +469,30 @@ export class PostgresStore implements Store {
     };
     try {
       return await work(tx, commit);
-    } catch (error) {
-      if (connectionLost(error)) lost = true; // lost on the read: nothing sent
-      throw error;
     } finally {
       if (!lost) tx.release();
+    }
+  }
+
+  /**
+   * After a connection was lost: postgres.js 3.4.9 keeps the server's
+   * goodbye for the next request that opens that connection again, and if
+   * that request is a `reserve()`, it keeps the connection from the pool
+   * for good. So a plain query per connection of the pool goes first, to
+   * take the goodbye (each fails or answers; nothing waits for them).
+   */
+  #absorb(): void {
+    const max = Number(this.#sql.options.max) || 1;
+    for (let n = 0; n < max; n++) this.#sql`SELECT 1`.catch(() => {});
+  }
+
+  /** `query`, and {@linkcode PostgresStore.#absorb} should it find its connection lost. */
+  async #watched<T>(query: Promise<T>): Promise<T> {
+    try {
+      return await query;
+    } catch (error) {
+      if (connectionLost(error)) this.#absorb();
+      throw error;
     }
   }
 
@@ -542,24 +562,36 @@ export class PostgresStore implements Store {
         reject(noConnection(this.#waitMs));
       }, this.#waitMs);
     });
-    return Promise.race([reserving, waited]).finally(() => clearTimeout(timer));
+    return Promise.race([this.#watched(reserving), waited]).finally(() =>
+      clearTimeout(timer)
+    );
   }
 
   /**
-   * Reads the intent with its hold and lease on the write's connection,
-   * outside any transaction (one round trip), to decide the write on; or
-   * throws a `ConflictError` if it is missing or not at `version` (`null`:
-   * any). The write then goes out in one flight that begins with
-   * {@linkcode PostgresStore.#stillAt}: the decision lands only on what was
-   * read (see {@linkcode PostgresStore.#transaction}).
+   * Reads the intent with its hold and lease, outside any transaction (one
+   * round trip, on the pool, within `connectionWaitMs`), to decide a write
+   * on; or throws a `ConflictError` if it is missing or not at `version`
+   * (`null`: any). The write then takes a connection of its own and sends
+   * one flight that begins with {@linkcode PostgresStore.#stillAt}: the
+   * decision lands only on what was read (see
+   * {@linkcode PostgresStore.#transaction}).
    */
-  async #read(
-    tx: Transaction,
-    id: string,
-    version: string | null,
-    what: string,
-  ) {
-    const [row] = await this.#intentQuery(tx, id, true);
+  async #read(id: string, version: string | null, what: string) {
+    const reading = this.#watched(this.#intentQuery(this.#sql, id, true));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reading.catch(() => {});
+        reject(
+          new Error(
+            `PostgreSQL did not answer the store's read within ${this.#waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
+          ),
+        );
+      }, this.#waitMs);
+    });
+    const [row] = await Promise.race([reading, waited]).finally(() =>
+      clearTimeout(timer)
+    );
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
         refused: true,
@@ -623,7 +655,7 @@ export class PostgresStore implements Store {
    */
   async getIntent(id: string): Promise<Intent | null> {
     if (hasNul(id)) return null; // no such row can exist
-    const [row] = await this.#intentQuery(this.#sql, id, false);
+    const [row] = await this.#watched(this.#intentQuery(this.#sql, id, false));
     return row === undefined ? null : toIntent(recordOf(row), row.version);
   }
 
@@ -648,11 +680,11 @@ export class PostgresStore implements Store {
       if (deadLetter) checkDeadLetter(deadLetter);
       if (deadLetter) checkResetCount(options.resetCount);
       if (options.claim) await this.#sweep(options.claim.now);
+      const row = await this.#read(id, version, `write intent ${id}`);
+      const current = recordOf(row);
+      const next = update(current);
+      checkRecord(next);
       return await this.#transaction(async (tx, commit) => {
-        const row = await this.#read(tx, id, version, `write intent ${id}`);
-        const current = recordOf(row);
-        const next = update(current);
-        checkRecord(next);
         // First, the compare-and-set: the intent still at the version read
         // (its hold and lease with it, since each of their writes moves
         // it), locked until the commit.
@@ -897,11 +929,11 @@ export class PostgresStore implements Store {
     return this.#run(what, async () => {
       for (let attempt = 1;; attempt++) {
         try {
+          const row = await this.#read(id, null, what);
+          const record = recordOf(row);
+          const hold = heldBy(record, op);
+          if (hold === record.hold) return hold; // idempotent: no write
           return await this.#transaction(async (tx, commit) => {
-            const row = await this.#read(tx, id, null, what);
-            const record = recordOf(row);
-            const hold = heldBy(record, op);
-            if (hold === record.hold) return hold; // idempotent: no write
             await commit([
               this.#stillAt(tx, id, String(row.version), "UPDATE"),
               this.#setHold(tx, id, hold),
@@ -1044,9 +1076,9 @@ export class PostgresStore implements Store {
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
     if (hasNul(jobId)) return 0; // no such row can exist
-    const [row] = await this.#sql`
+    const [row] = await this.#watched(this.#sql`
       SELECT deliveries, expires_at FROM ${this.#t.counters}
-      WHERE job_id = ${jobId}`;
+      WHERE job_id = ${jobId}`);
     if (row === undefined) return 0;
     return now !== undefined && Number(row.expires_at) <= now
       ? 0
@@ -1109,10 +1141,10 @@ export class PostgresStore implements Store {
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     if (hasNul(jobId)) return null; // no such row can exist
-    const [row] = await this.#sql`
+    const [row] = await this.#watched(this.#sql`
       SELECT job_id, intent_id, deliveries, cause, reason, resolution,
         last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
-      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`;
+      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`);
     return row === undefined ? null : deadLetterOf(row);
   }
 

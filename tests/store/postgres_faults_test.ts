@@ -62,6 +62,7 @@ async function setUp() {
   const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
   const table = (name: string) => `"${schema}".${name}`;
   return {
+    schema,
     admin,
     sql,
     store,
@@ -211,22 +212,19 @@ for (const path of PATHS) {
           assert.equal(after[0]!.intent.state, "settling");
           assert.equal(after[0]!.letter, "old");
         } else assert.deepEqual(after, before);
-        // The store goes on, on its one connection. postgres.js 3.4.9 hands
-        // the server's goodbye (a FATAL error) to the next query that
-        // connection runs, once: that one fails, never the process.
-        const first = await within(
-          store.getIntent("b").then((intent) => intent?.state, String),
-          4000,
-        );
-        assert.match(first!, /^authorized$|terminating connection/);
+        // The store goes on, on its one connection, a write first: a
+        // write's reserve() that met the server's goodbye (postgres.js
+        // 3.4.9 keeps it for the next request on that connection) would
+        // keep the connection from the pool for good, and every later
+        // write would get no connection.
         for (let n = 0; n < 3; n++) {
-          assert.equal(
-            (await within(store.getIntent("b"), 4000))?.state,
-            "authorized",
-          );
           assert.equal(
             await within(store.admit({ count: `c${n}/settle`, now: 5 }), 4000),
             1,
+          );
+          assert.equal(
+            (await within(store.getIntent("b"), 4000))?.state,
+            "authorized",
           );
         }
         const b = await store.transition("b", {
@@ -248,7 +246,7 @@ Deno.test({
     "PostgresStore lands a write whole or not at all when the server ends its connection between its read and its flight",
   ignore,
   fn: timeout(30_000, async () => {
-    const { admin, sql, store, table, tearDown } = await setUp();
+    const { schema, admin, sql, store, table, tearDown } = await setUp();
     try {
       await store.createIntent({
         id: "a",
@@ -261,39 +259,38 @@ Deno.test({
         version: "1",
         at: 500,
       });
-      // End the connection once the write's read has answered.
-      const reserve = sql.reserve.bind(sql);
+      // End the connection once the write's read has answered: the client
+      // the store is given hooks the read (the query that joins leases).
       let armed = true;
-      (sql as { reserve: unknown }).reserve = async () => {
-        const tx = await reserve();
-        return new Proxy(tx, {
-          apply(target, self, args) {
-            const query = Reflect.apply(
-              target,
-              self,
-              args,
-            ) as postgres.PendingQuery<
-              postgres.Row[]
-            >;
-            const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-            if (armed && text.includes("lease_owner")) {
-              armed = false;
-              const execute = query.execute.bind(query);
-              (query as { execute: unknown }).execute = () =>
-                execute().then(async (rows: unknown) => {
-                  await admin`
-                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                    WHERE application_name = ${NAME}`;
-                  await new Promise((resolve) => setTimeout(resolve, 200));
-                  return rows;
-                });
-            }
-            return query;
-          },
-        });
-      };
+      const hooked = new Proxy(sql, {
+        apply(target, self, args) {
+          const query = Reflect.apply(target, self, args) as PromiseLike<
+            unknown
+          >;
+          const text = Array.isArray(args[0]) ? args[0].join("?") : "";
+          if (!armed || !text.includes("lease_owner")) return query;
+          armed = false;
+          const then = query.then.bind(query);
+          (query as { then: unknown }).then = (
+            resolve: (value: unknown) => unknown,
+            reject: (reason: unknown) => unknown,
+          ) =>
+            then(async (rows) => {
+              await admin`
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE application_name = ${NAME}`;
+              await new Promise((done) => setTimeout(done, 200));
+              return rows;
+            }).then(resolve, reject);
+          return query;
+        },
+      });
+      const hookedStore = new PostgresStore(hooked, {
+        schema,
+        connectionWaitMs: 3000,
+      });
       const outcome = await within(
-        store.transition("a", {
+        hookedStore.transition("a", {
           from: "settling",
           to: "needs_review",
           version: moved.version,
@@ -361,7 +358,10 @@ Deno.test({
       );
       const waited = performance.now() - started;
       assert.ok(outcome instanceof Error, String(outcome));
-      assert.match(outcome.message, /no connection within 300ms/);
+      assert.match(
+        outcome.message,
+        /no connection within 300ms|did not answer the store.s read within 300ms/,
+      );
       assert.ok(waited >= 250 && waited < 1000, `${waited} ms`);
       await held;
       // The connection came later: the abandoned write rolled back.

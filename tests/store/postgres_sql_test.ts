@@ -1010,14 +1010,39 @@ Deno.test({
       // connection), with one connection, which `held` takes.
       const sql = postgres(await postgresUrl(), { max: 1, onnotice: () => {} });
       try {
-        const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
+        // The write's read answers; before its reserve(), another takes
+        // the client's one connection (a hook on the read).
+        let held: postgres.ReservedSql | undefined;
+        let armed = false;
+        const hooked = new Proxy(sql, {
+          apply(target, self, args) {
+            const query = Reflect.apply(target, self, args) as PromiseLike<
+              unknown
+            >;
+            const text = Array.isArray(args[0]) ? args[0].join("?") : "";
+            if (!armed || !text.includes("lease_owner")) return query;
+            armed = false;
+            const then = query.then.bind(query);
+            (query as { then: unknown }).then = (
+              resolve: (value: unknown) => unknown,
+              reject: (reason: unknown) => unknown,
+            ) =>
+              then(async (rows) => {
+                held = await sql.reserve();
+                return rows;
+              }).then(resolve, reject);
+            return query;
+          },
+        });
+        const store = new PostgresStore(hooked, {
+          schema,
+          connectionWaitMs: 500,
+        });
         const created = await store.createIntent({
           id: "pi_1",
           hold: "pending",
         });
-        const held = await sql.reserve();
-        const [row] = await held`SELECT pg_backend_pid() AS pid`;
-        const pid = row!.pid as number;
+        armed = true;
         const started = performance.now();
         const write = store.transition("pi_1", {
           from: "created",
@@ -1026,6 +1051,11 @@ Deno.test({
           at: 1,
         });
         const settled = write.then(() => "written", (error: Error) => error);
+        while (held === undefined) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        const [row] = await held`SELECT pg_backend_pid() AS pid`;
+        const pid = row!.pid as number;
         await new Promise((resolve) => setTimeout(resolve, 100));
         // The connection the write waits for is ended by the server:
         // postgres.js 3.4.9 loses the waiting reserve (porsager/postgres#1195).
