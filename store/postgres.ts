@@ -148,8 +148,10 @@ export interface PostgresStoreOptions {
    */
   readonly schema?: string;
   /**
-   * How long a write waits for a connection of its own before it fails
-   * (the delivery is then retried), in milliseconds. postgres.js 3.4.9
+   * How long a write waits for its read and for a connection of its own
+   * before it fails (the delivery is then retried), in milliseconds; on a
+   * client made with `fetch_types: false` (not safe against a failover:
+   * see docs/postgres.md), for its `sql.begin()`. postgres.js 3.4.9
    * loses a `reserve()` that is waiting when a connection of the pool
    * closes (a server restart, a failover, `pg_terminate_backend`): without
    * this bound, that write would wait forever
@@ -660,10 +662,10 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * One delivery write, one transaction of two round trips: `BEGIN` and
-   * the intent's locked read; then, once the version, the rule and the
-   * lease are checked here, the lease, the replay record, the intent, its
-   * hold and the dead letter, pipelined with `COMMIT`.
+   * One delivery write, two round trips: the intent's read; then, once the
+   * version, the rule and the lease are checked here, one flight of
+   * `BEGIN`, the compare-and-set check, the lease, the replay record, the
+   * intent, its hold and the dead letter, and `COMMIT`.
    */
   #writeIntent(
     id: string,

@@ -1,9 +1,9 @@
 /**
  * How many round trips and statements each delivery path costs on
  * PostgresStore, on a real server, pinned exactly so a change that adds
- * one is seen. A delivery write is one transaction of 2 round trips
- * (`BEGIN` with the lock and the read, two statements; the writes with
- * `COMMIT`); a look is 1; a write of one statement is 1 (`BEGIN`, it and
+ * one is seen. A delivery write is 2 round trips (its read; then
+ * `BEGIN`, the compare-and-set check, the writes and `COMMIT` in one
+ * flight); a look is 1; a write of one statement is 1 (`BEGIN`, it and
  * `COMMIT` in one flight, so that it runs at READ COMMITTED).
  *
  * @module
