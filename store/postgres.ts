@@ -164,6 +164,13 @@ export interface PostgresStoreOptions {
 
 type Sql = postgres.Sql | postgres.TransactionSql;
 type Transaction = postgres.ReservedSql | postgres.TransactionSql;
+/** A write's body: it builds its statements on `tx` and hands them to `commit`. */
+type Work<T> = (
+  tx: Transaction,
+  commit: (
+    writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+  ) => Promise<postgres.RowList<postgres.Row[]>[]>,
+) => Promise<T>;
 type Row = postgres.Row;
 
 const INTENT_COLUMNS = [
@@ -432,12 +439,7 @@ export class PostgresStore implements Store {
    * without fetching types (porsager/postgres#751, #1219).
    */
   async #transaction<T>(
-    work: (
-      tx: Transaction,
-      commit: (
-        writes: readonly postgres.PendingQuery<postgres.Row[]>[],
-      ) => Promise<postgres.RowList<postgres.Row[]>[]>,
-    ) => Promise<T>,
+    work: Work<T>,
   ): Promise<T> {
     if (this.#sql.options.fetch_types === false) return await this.#begin(work);
     const tx = await this.#reserve();
@@ -506,12 +508,7 @@ export class PostgresStore implements Store {
    * back at once: nothing of it lands after its failure was answered.
    */
   async #begin<T>(
-    work: (
-      tx: Transaction,
-      commit: (
-        writes: readonly postgres.PendingQuery<postgres.Row[]>[],
-      ) => Promise<postgres.RowList<postgres.Row[]>[]>,
-    ) => Promise<T>,
+    work: Work<T>,
   ): Promise<T> {
     let started = false;
     let abandoned = false;

@@ -12,6 +12,7 @@ import postgres from "postgres";
 import type { DeadLetter } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
+  afterFirstRead,
   connect,
   freshSchema,
   postgresAvailable,
@@ -50,16 +51,22 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T> {
  * A store on a fresh schema, its client's connections named so that the
  * test can find them, and an admin client of its own.
  */
-async function setUp() {
+async function setUp(
+  options: { fetchTypes?: boolean; connectionWaitMs?: number } = {},
+) {
   const admin = await connect(2);
   const schema = freshSchema();
   await new PostgresStore(admin, { schema }).migrate();
   const sql = postgres(await postgresUrl(), {
     max: 1, // a connection handed back broken would be the next one used
     onnotice: () => {},
+    fetch_types: options.fetchTypes ?? true,
     connection: { application_name: NAME },
   });
-  const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
+  const store = new PostgresStore(sql, {
+    schema,
+    connectionWaitMs: options.connectionWaitMs ?? 3000,
+  });
   const table = (name: string) => `"${schema}".${name}`;
   return {
     schema,
@@ -259,31 +266,14 @@ Deno.test({
         version: "1",
         at: 500,
       });
-      // End the connection once the write's read has answered: the client
-      // the store is given hooks the read (the query that joins leases).
-      let armed = true;
-      const hooked = new Proxy(sql, {
-        apply(target, self, args) {
-          const query = Reflect.apply(target, self, args) as PromiseLike<
-            unknown
-          >;
-          const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-          if (!armed || !text.includes("lease_owner")) return query;
-          armed = false;
-          const then = query.then.bind(query);
-          (query as { then: unknown }).then = (
-            resolve: (value: unknown) => unknown,
-            reject: (reason: unknown) => unknown,
-          ) =>
-            then(async (rows) => {
-              await admin`
-                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                WHERE application_name = ${NAME}`;
-              await new Promise((done) => setTimeout(done, 200));
-              return rows;
-            }).then(resolve, reject);
-          return query;
-        },
+      // End the connection once the write's read has answered.
+      let ended = false;
+      const hooked = afterFirstRead(sql, async () => {
+        await admin`
+          SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name = ${NAME}`;
+        await new Promise((done) => setTimeout(done, 200));
+        ended = true;
       });
       const hookedStore = new PostgresStore(hooked, {
         schema,
@@ -299,7 +289,7 @@ Deno.test({
         }, { lease, claim }).then(() => "written", (error: Error) => error),
         8000,
       );
-      assert.equal(armed, false, "the read was never seen");
+      assert.ok(ended, "the read was never seen");
       const [row] = await admin.unsafe(
         `SELECT (SELECT state FROM ${table("intents")} WHERE id = 'a') AS state,
                 (SELECT count(*)::int FROM ${table("dead_letters")}) AS letters,
@@ -326,16 +316,11 @@ Deno.test({
     "PostgresStore on a client made with fetch_types: false fails a write that gets no connection within connectionWaitMs, and nothing of it lands later",
   ignore,
   fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    await new PostgresStore(admin, { schema }).migrate();
-    const sql = postgres(await postgresUrl(), {
-      max: 1,
-      fetch_types: false,
-      onnotice: () => {},
+    const { sql, store, tearDown } = await setUp({
+      fetchTypes: false,
+      connectionWaitMs: 300,
     });
     try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 300 });
       await store.createIntent({
         id: "a",
         state: "authorized",
@@ -368,9 +353,7 @@ Deno.test({
       await new Promise((resolve) => setTimeout(resolve, 200));
       assert.equal((await store.getIntent("a"))?.state, "authorized");
     } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
+      await tearDown();
     }
   }),
 });

@@ -19,6 +19,7 @@ import {
 import { PostgresStore } from "../../store/postgres.ts";
 import { migrated } from "../../store/_postgres_schema.ts";
 import {
+  afterFirstRead,
   connect,
   freshSchema,
   openPostgresStore,
@@ -1013,26 +1014,8 @@ Deno.test({
         // The write's read answers; before its reserve(), another takes
         // the client's one connection (a hook on the read).
         let held: postgres.ReservedSql | undefined;
-        let armed = false;
-        const hooked = new Proxy(sql, {
-          apply(target, self, args) {
-            const query = Reflect.apply(target, self, args) as PromiseLike<
-              unknown
-            >;
-            const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-            if (!armed || !text.includes("lease_owner")) return query;
-            armed = false;
-            const then = query.then.bind(query);
-            (query as { then: unknown }).then = (
-              resolve: (value: unknown) => unknown,
-              reject: (reason: unknown) => unknown,
-            ) =>
-              then(async (rows) => {
-                held = await sql.reserve();
-                return rows;
-              }).then(resolve, reject);
-            return query;
-          },
+        const hooked = afterFirstRead(sql, async () => {
+          held = await sql.reserve();
         });
         const store = new PostgresStore(hooked, {
           schema,
@@ -1042,7 +1025,6 @@ Deno.test({
           id: "pi_1",
           hold: "pending",
         });
-        armed = true;
         const started = performance.now();
         const write = store.transition("pi_1", {
           from: "created",
