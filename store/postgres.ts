@@ -683,26 +683,28 @@ export class PostgresStore implements Store {
       const current = recordOf(row);
       const next = update(current);
       checkRecord(next);
+      // Decided before a connection is taken: another's live lease is a
+      // BusyError here.
+      const held = row.lease_owner === null ? null : {
+        owner: String(row.lease_owner),
+        expiresAt: Number(row.lease_expires_at),
+      };
+      const lease = options.lease
+        ? leaseAfter(id, held, options.lease)
+        : undefined;
       return await this.#transaction(async (tx, commit) => {
         // First, the compare-and-set: the intent still at the version read
         // (its hold and lease with it, since each of their writes moves
         // it), locked until the commit.
         const writes = [this.#stillAt(tx, id, version, "UPDATE")];
-        if (options.lease) {
-          const held = row.lease_owner === null ? null : {
-            owner: String(row.lease_owner),
-            expiresAt: Number(row.lease_expires_at),
-          };
-          const lease = leaseAfter(id, held, options.lease);
-          if (lease !== null) writes.push(this.#keepLease(tx, id, lease));
-          else if (held !== null) {
-            // Its own lease, released; or another's that lapsed (a live one
-            // threw above), deleted too: a crashed delivery's lease must
-            // not outlive it on an intent nobody writes again.
-            writes.push(
-              tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
-            );
-          }
+        if (lease) writes.push(this.#keepLease(tx, id, lease));
+        else if (lease === null && held !== null) {
+          // Its own lease, released; or another's that lapsed (a live one
+          // threw above), deleted too: a crashed delivery's lease must not
+          // outlive it on an intent nobody writes again.
+          writes.push(
+            tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
+          );
         }
         if (options.claim) writes.push(this.#claim(tx, options.claim));
         // The row is locked by the check at the head of this flight: this
@@ -786,17 +788,10 @@ export class PostgresStore implements Store {
     lock: "SHARE" | "UPDATE" = "SHARE",
   ): postgres.PendingQuery<postgres.Row[]> {
     const { intents } = this.#t;
-    return lock === "SHARE"
-      ? sql`
+    return sql`
       WITH held AS (
         SELECT 1 FROM ${intents} WHERE id = ${id} AND version = ${version}
-        FOR SHARE
-      )
-      SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`
-      : sql`
-      WITH held AS (
-        SELECT 1 FROM ${intents} WHERE id = ${id} AND version = ${version}
-        FOR UPDATE
+        ${lock === "SHARE" ? sql`FOR SHARE` : sql`FOR UPDATE`}
       )
       SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`;
   }
