@@ -47,6 +47,7 @@ import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
 import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import { describeError } from "../policy/_walk.ts";
+import { connectionLost } from "./_postgres_errors.ts";
 import {
   broadcastBegun,
   broadcastRecorded,
@@ -192,6 +193,9 @@ const ISOLATION = "isolation level read committed";
 const REPLAYED = "RL001";
 // The SQLSTATE of a write whose intent moved on: raised by `refuse_stale`.
 const STALE = "RL002";
+/** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
+const ABSORB_ROUNDS = 40;
+const ABSORB_GAP_MS = 250;
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
 
@@ -239,6 +243,9 @@ export class PostgresStore implements Store {
   #versions: string;
   #refuse: postgres.Helper<string>;
   #refuseStale: postgres.Helper<string>;
+  /** Whether a round of {@linkcode PostgresStore.#absorb} runs, and whether another should follow. */
+  #absorbing = false;
+  #absorbAgain = false;
   /** Counters and replay records written so far, and when to sweep next. */
   #written = 0;
   // 0: the first write that counts or claims sweeps, so a process that
@@ -467,7 +474,13 @@ export class PostgresStore implements Store {
             { cause: error },
           );
         }
-        await Promise.allSettled(sent);
+        // The connection is alive: the statements behind fail as the
+        // transaction aborted. Waited for within a bound all the same: one
+        // never answered means the connection is not alive after all.
+        if (!await this.#within(Promise.allSettled(sent))) {
+          lost = true;
+          this.#absorb();
+        }
         throw error;
       }
     };
@@ -486,18 +499,78 @@ export class PostgresStore implements Store {
    * take the goodbye (each fails or answers; nothing waits for them).
    */
   #absorb(): void {
-    const max = Number(this.#sql.options.max) || 1;
-    for (let n = 0; n < max; n++) this.#sql`SELECT 1`.catch(() => {});
+    // One round at a time; a loss during a round asks for another after it.
+    if (this.#absorbing) {
+      this.#absorbAgain = true;
+      return;
+    }
+    this.#absorbing = true;
+    void (async () => {
+      try {
+        for (let round = 1; round <= ABSORB_ROUNDS; round++) {
+          this.#absorbAgain = false;
+          const max = Number(this.#sql.options.max) || 1;
+          const answers = await Promise.allSettled(
+            Array.from({ length: max }, () => this.#sql`SELECT 1`),
+          );
+          const failures = answers.flatMap((answer) =>
+            answer.status === "rejected"
+              ? [answer.reason as { code?: unknown; severity?: unknown }]
+              : []
+          );
+          // The client was ended: nothing left to take.
+          if (failures.some((error) => error?.code === "CONNECTION_ENDED")) {
+            return;
+          }
+          // A query that never reached the server (it is down, restarting)
+          // took no goodbye: go round again once it may be back.
+          const unreached = failures.some((error) =>
+            error?.severity === undefined
+          );
+          if (!unreached && !this.#absorbAgain) return;
+          await new Promise((resolve) => setTimeout(resolve, ABSORB_GAP_MS));
+        }
+      } finally {
+        this.#absorbing = false;
+      }
+    })();
   }
 
-  /** `query`, and {@linkcode PostgresStore.#absorb} should it find its connection lost. */
-  async #watched<T>(query: Promise<T>): Promise<T> {
-    try {
-      return await query;
-    } catch (error) {
-      if (connectionLost(error)) this.#absorb();
-      throw error;
-    }
+  /** `query` within `connectionWaitMs`, and {@linkcode PostgresStore.#absorb} should it find its connection lost. */
+  async #watched<T>(query: Promise<T>, what = "read"): Promise<T> {
+    const watched = (async () => {
+      try {
+        return await query;
+      } catch (error) {
+        if (connectionLost(error)) this.#absorb();
+        throw error;
+      }
+    })();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        watched.catch(() => {});
+        reject(
+          new Error(
+            `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
+          ),
+        );
+      }, this.#waitMs);
+    });
+    return await Promise.race([watched, waited]).finally(() =>
+      clearTimeout(timer)
+    );
+  }
+
+  /** Whether `promise` settled within `connectionWaitMs`. */
+  async #within(promise: Promise<unknown>): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.#waitMs);
+    });
+    return await Promise.race([promise.then(() => true), late]).finally(() =>
+      clearTimeout(timer)
+    );
   }
 
   /**
@@ -561,9 +634,10 @@ export class PostgresStore implements Store {
         reject(noConnection(this.#waitMs));
       }, this.#waitMs);
     });
-    return Promise.race([this.#watched(reserving), waited]).finally(() =>
-      clearTimeout(timer)
-    );
+    reserving.catch((error) => {
+      if (connectionLost(error)) this.#absorb();
+    });
+    return Promise.race([reserving, waited]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -576,21 +650,7 @@ export class PostgresStore implements Store {
    * {@linkcode PostgresStore.#transaction}).
    */
   async #read(id: string, version: string | null, what: string) {
-    const reading = this.#watched(this.#intentQuery(this.#sql, id, true));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        reading.catch(() => {});
-        reject(
-          new Error(
-            `PostgreSQL did not answer the store's read within ${this.#waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
-          ),
-        );
-      }, this.#waitMs);
-    });
-    const [row] = await Promise.race([reading, waited]).finally(() =>
-      clearTimeout(timer)
-    );
+    const [row] = await this.#watched(this.#intentQuery(this.#sql, id, true));
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
         refused: true,
@@ -1343,20 +1403,4 @@ function noConnection(waitMs: number): Error {
   return new Error(
     `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
   );
-}
-
-/**
- * Whether `error` is the connection's own end, not a statement's failure:
- * postgres.js's `CONNECTION_*` codes, a socket's `EPIPE` or `ECONNRESET`,
- * or the server's `FATAL` (a terminated backend, a shutdown, an idle
- * transaction timed out).
- */
-function connectionLost(error: unknown): boolean {
-  const { code, severity } = (error ?? {}) as {
-    code?: unknown;
-    severity?: unknown;
-  };
-  return (typeof code === "string" &&
-    (code.startsWith("CONNECTION_") || code === "EPIPE" ||
-      code === "ECONNRESET")) || severity === "FATAL";
 }

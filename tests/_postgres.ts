@@ -173,30 +173,44 @@ export const postgresBackend: Backend = {
 
 /**
  * `sql`, but the first query that reads a lease (a store write's read of
- * its intent) runs `then` once its rows have arrived and before they are
- * handed over: a test's way to act between a write's read and its flight.
+ * its intent), on the pool or on a connection it reserves, runs `then`
+ * once its rows have arrived and before they are handed over: a test's
+ * way to act between a write's read and its flight.
  */
 export function afterFirstRead(
   sql: postgres.Sql,
   then: () => Promise<void>,
 ): postgres.Sql {
   let armed = true;
-  return new Proxy(sql, {
-    apply(target, self, args) {
-      const query = Reflect.apply(target, self, args) as PromiseLike<unknown>;
-      const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-      if (!armed || !text.includes("lease_owner")) return query;
-      armed = false;
-      const answer = query.then.bind(query);
-      (query as { then: unknown }).then = (
-        resolve: (value: unknown) => unknown,
-        reject: (reason: unknown) => unknown,
-      ) =>
-        answer(async (rows) => {
-          await then();
-          return rows;
-        }).then(resolve, reject);
-      return query;
-    },
-  });
+  const hook = <T extends object>(target: T): T =>
+    new Proxy(target, {
+      apply(fn, self, args) {
+        const query = Reflect.apply(
+          fn as (...args: unknown[]) => unknown,
+          self,
+          args,
+        ) as PromiseLike<unknown>;
+        const text = Array.isArray(args[0]) ? args[0].join("?") : "";
+        if (!armed || !text.includes("lease_owner")) return query;
+        armed = false;
+        const answer = query.then.bind(query);
+        (query as { then: unknown }).then = (
+          resolve: (value: unknown) => unknown,
+          reject: (reason: unknown) => unknown,
+        ) =>
+          answer(async (rows) => {
+            await then();
+            return rows;
+          }).then(resolve, reject);
+        return query;
+      },
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver);
+        // A connection the store reserves is hooked too.
+        return key === "reserve" && typeof value === "function"
+          ? async () => hook(await value.call(target))
+          : value;
+      },
+    });
+  return hook(sql);
 }

@@ -1,0 +1,26 @@
+/**
+ * How PostgresStore tells a lost connection from a statement's failure.
+ *
+ * @module
+ */
+
+/**
+ * Whether `error` is the connection's own end, not a statement's failure:
+ * the server's `FATAL` (a terminated backend, a shutdown, an idle
+ * transaction timed out), postgres.js's `CONNECTION_*` and
+ * `CONNECT_TIMEOUT`, or the socket's and TLS's own errors (`ECONNRESET`,
+ * `EPIPE`, `ETIMEDOUT`, `EHOSTUNREACH`, `ERR_…`).
+ */
+export function connectionLost(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  // The server's errors carry a SQLSTATE and a severity; a statement's own
+  // failure is severity ERROR, and the connection lives on.
+  if (severity === "FATAL" || severity === "PANIC") return true;
+  if (severity !== undefined) return false;
+  // postgres.js's CONNECTION_* and CONNECT_TIMEOUT, and the socket's own
+  // (ECONNRESET, EPIPE, ETIMEDOUT, EHOSTUNREACH, …) and TLS's (ERR_…).
+  return typeof code === "string" && /^(CONNECT|E[A-Z]{3,}$|ERR_)/.test(code);
+}

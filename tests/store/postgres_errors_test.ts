@@ -1,0 +1,37 @@
+import assert from "node:assert/strict";
+import { connectionLost } from "../../store/_postgres_errors.ts";
+
+Deno.test("connectionLost() takes the server's FATAL and the socket's, TLS's and postgres.js's own errors as a lost connection, and a statement's failure as not", () => {
+  const lost = [
+    { severity: "FATAL", code: "57P01" }, // terminated by an administrator
+    { severity: "FATAL", code: "57P05" }, // idle session timeout
+    { severity: "PANIC", code: "XX000" },
+    { code: "CONNECTION_CLOSED" },
+    { code: "CONNECTION_DESTROYED" },
+    { code: "CONNECT_TIMEOUT" },
+    { code: "ECONNRESET" },
+    { code: "EPIPE" },
+    { code: "ETIMEDOUT" },
+    { code: "EHOSTUNREACH" },
+    { code: "ERR_TLS_CERT_ALTNAME_INVALID" },
+  ];
+  const kept = [
+    { severity: "ERROR", code: "RL001" }, // a replayed claim
+    { severity: "ERROR", code: "RL002" }, // the intent moved on
+    { severity: "ERROR", code: "23505" },
+    { severity: "ERROR", code: "40001" },
+    { severity: "ERROR", code: "57014" }, // statement timeout: the session lives
+    { severity: "ERROR", code: "25006" }, // read-only transaction
+    new TypeError("a value the client cannot send"),
+    { code: "UNSAFE_TRANSACTION" },
+    null,
+    undefined,
+    "text",
+  ];
+  for (const error of lost) {
+    assert.ok(connectionLost(error), JSON.stringify(error));
+  }
+  for (const error of kept) {
+    assert.ok(!connectionLost(error), JSON.stringify(error) ?? String(error));
+  }
+});
