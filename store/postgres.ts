@@ -194,7 +194,7 @@ const REPLAYED = "RL001";
 // The SQLSTATE of a write whose intent moved on: raised by `refuse_stale`.
 const STALE = "RL002";
 /** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
-const ABSORB_ROUNDS = 40;
+const ABSORB_ROUNDS = 20;
 const ABSORB_GAP_MS = 250;
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
@@ -477,9 +477,18 @@ export class PostgresStore implements Store {
         // The connection is alive: the statements behind fail as the
         // transaction aborted. Waited for within a bound all the same: one
         // never answered means the connection is not alive after all.
-        if (!await this.#within(Promise.allSettled(sent))) {
+        const rest = Promise.allSettled(sent);
+        if (!await this.#within(rest)) {
+          // Kept from the pool until its answers come, if they do; never
+          // handed back lost.
           lost = true;
-          this.#absorb();
+          void rest.then((answers) => {
+            const gone = answers.some((answer) =>
+              answer.status === "rejected" && connectionLost(answer.reason)
+            );
+            if (gone) this.#absorb();
+            else tx.release();
+          });
         }
         throw error;
       }
@@ -509,31 +518,43 @@ export class PostgresStore implements Store {
       try {
         for (let round = 1; round <= ABSORB_ROUNDS; round++) {
           this.#absorbAgain = false;
-          const max = Number(this.#sql.options.max) || 1;
-          const answers = await Promise.allSettled(
-            Array.from({ length: max }, () => this.#sql`SELECT 1`),
-          );
-          const failures = answers.flatMap((answer) =>
-            answer.status === "rejected"
-              ? [answer.reason as { code?: unknown; severity?: unknown }]
-              : []
-          );
-          // The client was ended: nothing left to take.
-          if (failures.some((error) => error?.code === "CONNECTION_ENDED")) {
-            return;
+          // One probe first: while the server is down, one connect a round,
+          // not a pool's worth (each failed connect lengthens postgres.js's
+          // backoff for every connection).
+          const [probe] = await this.#selectOnes(1);
+          if (probe === "ended") return;
+          if (probe === "reached") {
+            const max = Number(this.#sql.options.max) || 1;
+            const answers = await this.#selectOnes(max);
+            if (answers.includes("ended")) return;
+            if (!answers.includes("unreached") && !this.#absorbAgain) return;
           }
-          // A query that never reached the server (it is down, restarting)
-          // took no goodbye: go round again once it may be back.
-          const unreached = failures.some((error) =>
-            error?.severity === undefined
-          );
-          if (!unreached && !this.#absorbAgain) return;
           await new Promise((resolve) => setTimeout(resolve, ABSORB_GAP_MS));
         }
       } finally {
         this.#absorbing = false;
       }
     })();
+  }
+
+  /**
+   * Sends `n` plain `SELECT 1` at once: for each, whether it reached the
+   * server (an answer, or the server's own error such as a kept goodbye),
+   * did not (it is down), or met a client that was ended.
+   */
+  async #selectOnes(n: number): Promise<("reached" | "unreached" | "ended")[]> {
+    const answers = await Promise.allSettled(
+      Array.from({ length: n }, () => this.#sql`SELECT 1`),
+    );
+    return answers.map((answer) => {
+      if (answer.status === "fulfilled") return "reached";
+      const { code, severity } = (answer.reason ?? {}) as {
+        code?: unknown;
+        severity?: unknown;
+      };
+      if (code === "CONNECTION_ENDED") return "ended";
+      return severity === undefined ? "unreached" : "reached";
+    });
   }
 
   /** `query` within `connectionWaitMs`, and {@linkcode PostgresStore.#absorb} should it find its connection lost. */
@@ -550,6 +571,10 @@ export class PostgresStore implements Store {
     const waited = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         watched.catch(() => {});
+        // Not left to run for nobody: a query still waiting for a
+        // connection leaves the queue, one running is cancelled.
+        (query as { cancel?: () => Promise<unknown> }).cancel?.()
+          ?.catch?.(() => {});
         reject(
           new Error(
             `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,

@@ -357,3 +357,39 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore answers a read the pool cannot serve within connectionWaitMs with an error, and the read does not wait on in the queue",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const { sql, store, tearDown } = await setUp({ connectionWaitMs: 300 });
+    try {
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      const held = await sql.reserve(); // the client's one connection
+      const started = performance.now();
+      const outcome = await within(
+        store.getIntent("a").then(() => "read", (error: Error) => error),
+        5000,
+      );
+      assert.ok(outcome instanceof Error, String(outcome));
+      assert.match(
+        outcome.message,
+        /^PostgreSQL did not answer the store's read within 300ms/,
+      );
+      assert.ok(performance.now() - started < 2000);
+      held.release();
+      // The connection is free again, and the store reads at once.
+      assert.equal(
+        (await within(store.getIntent("a"), 2000))?.state,
+        "authorized",
+      );
+    } finally {
+      await tearDown();
+    }
+  }),
+});
