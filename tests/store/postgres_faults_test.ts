@@ -8,6 +8,7 @@
  */
 
 import assert from "node:assert/strict";
+import net from "node:net";
 import postgres from "postgres";
 import type { DeadLetter } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
@@ -393,3 +394,90 @@ Deno.test({
     }
   }),
 });
+
+for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
+  Deno.test({
+    name:
+      `PostgresStore answers a write whose socket fails under it with ${code}, and goes on`,
+    ignore,
+    fn: timeout(30_000, async () => {
+      const admin = await connect(2);
+      const schema = freshSchema();
+      await new PostgresStore(admin, { schema }).migrate();
+      const port = Number(new URL(await postgresUrl()).port);
+      const sockets: net.Socket[] = [];
+      // `socket` (a socket of one's own) is postgres.js's, not in its types.
+      const sql = postgres(await postgresUrl(), {
+        max: 1,
+        onnotice: () => {},
+        socket: () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const socket = net.connect(port, "127.0.0.1");
+            socket.once("connect", () => {
+              sockets.push(socket);
+              resolve(socket);
+            });
+            socket.once("error", reject);
+          }),
+      } as postgres.Options<Record<string, never>>);
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      const blocker = await admin.reserve();
+      try {
+        await store.createIntent({
+          id: "a",
+          state: "authorized",
+          hold: "pending",
+        });
+        await store.createIntent({
+          id: "b",
+          state: "authorized",
+          hold: "pending",
+        });
+        await blocker.unsafe("BEGIN");
+        await blocker.unsafe(
+          `SELECT 1 FROM "${schema}".intents WHERE id = 'a' FOR UPDATE`,
+        );
+        const written = store.transition("a", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        }).then(() => "written", (error: Error) => error);
+        for (let tries = 0; tries < 250; tries++) {
+          const [row] = await admin`
+            SELECT count(*)::int AS n FROM pg_locks
+            WHERE NOT granted AND relation = ${`"${schema}".intents`}::regclass`;
+          if (row!.n > 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        // The socket fails as a keepalive timeout (or something unknown) would.
+        sockets.at(-1)!.destroy(
+          Object.assign(new Error(`read ${code}`), { code }),
+        );
+        const outcome = await within(written, 5000);
+        assert.ok(outcome instanceof Error, String(outcome));
+        await blocker.unsafe("ROLLBACK");
+        // Nothing landed, and the store goes on.
+        assert.equal(
+          (await within(store.getIntent("a"), 4000))?.state,
+          "authorized",
+        );
+        const b = await within(
+          store.transition("b", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 2,
+          }),
+          4000,
+        );
+        assert.equal(b.state, "settling");
+      } finally {
+        blocker.release();
+        await sql.end({ timeout: 1 });
+        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
+      }
+    }),
+  });
+}
