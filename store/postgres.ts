@@ -1243,7 +1243,7 @@ export class PostgresStore implements Store {
       const after = options.cursor ? readCursor(options.cursor) : null;
       const { dead_letters } = this.#t;
       // One more row than the page says whether there is a next page.
-      const rows = await this.#sql`
+      const rows = await this.#watched(this.#sql`
         SELECT job_id, intent_id, deliveries, cause, reason, resolution,
           last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
         FROM ${dead_letters}
@@ -1254,7 +1254,7 @@ export class PostgresStore implements Store {
               OR (poisoned_at = ${after.poisonedAt} AND job_id > ${after.jobId})`
       }
         ORDER BY poisoned_at DESC, job_id
-        LIMIT ${limit + 1}`;
+        LIMIT ${limit + 1}`);
       const items = rows.slice(0, limit).map(deadLetterOf);
       const last = items.at(-1);
       return {

@@ -84,8 +84,9 @@ export function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
  * @param open Opens a fresh, empty store.
  * @param options `commitGap`: whether its writes read, then commit, so
  * that `open` gives `beforeNextCommit` and the test of that gap runs
- * (MemoryStore has no gap; PostgresStore's is closed by the intent's row
- * lock, raced in `postgres_sql_test.ts`).
+ * (MemoryStore has no gap; PostgresStore's, between a write's read and
+ * its flight, is closed by the flight's compare-and-set and raced in
+ * `postgres_sql_test.ts` and `postgres_faults_test.ts`).
  */
 export function storeContract(
   name: string,
