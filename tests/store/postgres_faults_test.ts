@@ -53,17 +53,24 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T> {
  * test can find them, and an admin client of its own.
  */
 async function setUp(
-  options: { fetchTypes?: boolean; connectionWaitMs?: number } = {},
+  options: {
+    fetchTypes?: boolean;
+    connectionWaitMs?: number;
+    /** Opens each connection's socket (postgres.js's `socket` option). */
+    socket?: () => Promise<net.Socket>;
+  } = {},
 ) {
   const admin = await connect(2);
   const schema = freshSchema();
   await new PostgresStore(admin, { schema }).migrate();
+  // `socket` is postgres.js's, not in its types.
   const sql = postgres(await postgresUrl(), {
     max: 1, // a connection handed back broken would be the next one used
     onnotice: () => {},
     fetch_types: options.fetchTypes ?? true,
     connection: { application_name: NAME },
-  });
+    ...(options.socket ? { socket: options.socket } : {}),
+  } as postgres.Options<Record<string, never>>);
   const store = new PostgresStore(sql, {
     schema,
     connectionWaitMs: options.connectionWaitMs ?? 3000,
@@ -81,6 +88,18 @@ async function setUp(
       await admin.end();
     },
   };
+}
+
+/** The backend of the store's connection once it waits on a lock, or an error after about 5 s. */
+async function waitingOnLock(admin: postgres.Sql): Promise<number> {
+  for (let tries = 0; tries < 250; tries++) {
+    const [row] = await admin`
+      SELECT pid FROM pg_stat_activity
+      WHERE application_name = ${NAME} AND wait_event_type = 'Lock'`;
+    if (row) return row.pid as number;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error("the write never waited on the lock");
 }
 
 type Store = PostgresStore;
@@ -183,17 +202,8 @@ for (const path of PATHS) {
           const written = path.write(store);
           written.catch(() => {});
           // The store's connection waits on the lock: end it there.
-          let ended = false;
-          for (let tries = 0; tries < 250 && !ended; tries++) {
-            const [row] = await admin`
-              SELECT pid FROM pg_stat_activity
-              WHERE application_name = ${NAME} AND wait_event_type = 'Lock'`;
-            if (row) {
-              await admin`SELECT pg_terminate_backend(${row.pid})`;
-              ended = true;
-            } else await new Promise((resolve) => setTimeout(resolve, 20));
-          }
-          assert.ok(ended, "the write never waited on the lock");
+          const pid = await waitingOnLock(admin);
+          await admin`SELECT pg_terminate_backend(${pid})`;
           await blocker.unsafe("ROLLBACK");
           const outcome = await within(
             written.then(() => "written", (error: Error) => error),
@@ -401,15 +411,10 @@ for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
       `PostgresStore answers a write whose socket fails under it with ${code}, and goes on`,
     ignore,
     fn: timeout(30_000, async () => {
-      const admin = await connect(2);
-      const schema = freshSchema();
-      await new PostgresStore(admin, { schema }).migrate();
       const port = Number(new URL(await postgresUrl()).port);
       const sockets: net.Socket[] = [];
-      // `socket` (a socket of one's own) is postgres.js's, not in its types.
-      const sql = postgres(await postgresUrl(), {
-        max: 1,
-        onnotice: () => {},
+      const { schema, admin, store, tearDown } = await setUp({
+        connectionWaitMs: 1000,
         socket: () =>
           new Promise<net.Socket>((resolve, reject) => {
             const socket = net.connect(port, "127.0.0.1");
@@ -419,8 +424,7 @@ for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
             });
             socket.once("error", reject);
           }),
-      } as postgres.Options<Record<string, never>>);
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      });
       const blocker = await admin.reserve();
       try {
         await store.createIntent({
@@ -443,13 +447,7 @@ for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
           version: "1",
           at: 1,
         }).then(() => "written", (error: Error) => error);
-        for (let tries = 0; tries < 250; tries++) {
-          const [row] = await admin`
-            SELECT count(*)::int AS n FROM pg_locks
-            WHERE NOT granted AND relation = ${`"${schema}".intents`}::regclass`;
-          if (row!.n > 0) break;
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        await waitingOnLock(admin);
         // The socket fails as a keepalive timeout (or something unknown) would.
         sockets.at(-1)!.destroy(
           Object.assign(new Error(`read ${code}`), { code }),
@@ -474,9 +472,7 @@ for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
         assert.equal(b.state, "settling");
       } finally {
         blocker.release();
-        await sql.end({ timeout: 1 });
-        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await admin.end();
+        await tearDown();
       }
     }),
   });
