@@ -567,24 +567,15 @@ export class PostgresStore implements Store {
         throw error;
       }
     })();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        watched.catch(() => {});
-        // Not left to run for nobody: a query still waiting for a
-        // connection leaves the queue, one running is cancelled.
-        (query as { cancel?: () => Promise<unknown> }).cancel?.()
-          ?.catch?.(() => {});
-        reject(
-          new Error(
-            `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
-          ),
-        );
-      }, this.#waitMs);
+    return await bounded(watched, this.#waitMs, () => {
+      // Not left to run for nobody: a query still waiting for a connection
+      // leaves the queue, one running is cancelled.
+      (query as { cancel?: () => Promise<unknown> }).cancel?.()
+        ?.catch?.(() => {});
+      return new Error(
+        `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
+      );
     });
-    return await Promise.race([watched, waited]).finally(() =>
-      clearTimeout(timer)
-    );
   }
 
   /** Whether `promise` settled within `connectionWaitMs`. */
@@ -615,20 +606,11 @@ export class PostgresStore implements Store {
       started = true;
       return work(tx, (writes) => Promise.all(writes.map((q) => q.execute())));
     }) as Promise<T>;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        if (started) return; // it has its connection: its answer stands
-        abandoned = true;
-        begun.catch(() => {});
-        reject(noConnection(this.#waitMs));
-      }, this.#waitMs);
+    return await bounded(begun, this.#waitMs, () => {
+      if (started) return undefined; // it has its connection: its answer stands
+      abandoned = true;
+      return noConnection(this.#waitMs);
     });
-    try {
-      return await Promise.race([begun, waited]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /**
@@ -652,17 +634,13 @@ export class PostgresStore implements Store {
    */
   #reserve(): Promise<postgres.ReservedSql> {
     const reserving = this.#sql.reserve();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const waited = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        reserving.then((late) => late.release(), () => {});
-        reject(noConnection(this.#waitMs));
-      }, this.#waitMs);
-    });
     reserving.catch((error) => {
       if (connectionLost(error)) this.#absorb();
     });
-    return Promise.race([reserving, waited]).finally(() => clearTimeout(timer));
+    return bounded(reserving, this.#waitMs, () => {
+      reserving.then((late) => late.release(), () => {});
+      return noConnection(this.#waitMs);
+    });
   }
 
   /**
@@ -1421,6 +1399,29 @@ function deadLetterOf(row: Row): StoredDeadLetter {
     }),
     version: String(row.version),
   };
+}
+
+/**
+ * `promise`, or, if it has not settled within `ms`, the error `late`
+ * returns (`late` may act first: cancel, release). Should `late` return
+ * nothing, `promise` is waited for after all. A rejection of `promise`
+ * after the error is swallowed.
+ */
+function bounded<T>(
+  promise: Promise<T>,
+  ms: number,
+  late: () => Error | undefined,
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const waited = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = late();
+      if (error === undefined) return;
+      promise.catch(() => {});
+      reject(error);
+    }, ms);
+  });
+  return Promise.race([promise, waited]).finally(() => clearTimeout(timer));
 }
 
 /** The error of a write that got no connection within `waitMs`. */
