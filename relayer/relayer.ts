@@ -257,6 +257,40 @@ export interface Relayer {
    * (no job can help it), or another redrive won.
    */
   redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
+  /**
+   * Removes a dead letter that no job can act on, once an operator has
+   * dealt with it: a letter whose intent is settled, failed or in review
+   * (or does not exist), or one that records an unreadable message whose
+   * intent, if it names one, is in such a state too. A letter whose intent
+   * a job can still move (created, authorized, settling) is refused: it is
+   * the record that the intent has no job, so redrive it, or publish a job,
+   * instead. Like `redrive`, it marks the queue ids the letter kept first,
+   * so a queue repeating that give-up later changes nothing, and resets
+   * the job's delivery count in the removal's commit.
+   *
+   * @param jobId The dead letter's job id.
+   * @param options `version`: remove the letter only if it is still the
+   * one read (`StoredDeadLetter.version`).
+   * @returns The dead letter removed, or `null` if there is none.
+   * @throws {ConflictError} If a job can still move the intent, or the
+   * letter changed since `version` was read (or during the removal).
+   *
+   * @example Discard an unreadable message's letter
+   * ```ts
+   * import { createRelayer, MemoryStore, ScriptedSender } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const store = new MemoryStore();
+   * const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+   * const jobId = await relayer.keepUnreadable({ queue: "local", id: "m-1", raw: "{", detail: "not JSON" });
+   * assert.equal((await relayer.discard(jobId))?.jobId, "local/m-1/unreadable");
+   * assert.equal(await store.getDeadLetter(jobId), null);
+   * ```
+   */
+  discard(
+    jobId: string,
+    options?: { readonly version?: string },
+  ): Promise<DeadLetter | null>;
 }
 
 /**
@@ -1278,6 +1312,42 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return job;
   }
 
+  async function discard(
+    jobId: string,
+    options: { readonly version?: string } = {},
+  ): Promise<DeadLetter | null> {
+    const letter = await store.getDeadLetter(jobId);
+    if (letter === null) return null;
+    const changed = () =>
+      new ConflictError(
+        `Cannot discard ${jobId} as its dead letter changed since it was read; re-read it`,
+      );
+    if (options.version !== undefined && options.version !== letter.version) {
+      throw changed();
+    }
+    if (isIntentId(letter.intentId)) {
+      const state = (await store.getIntent(letter.intentId))?.state;
+      if (
+        state === "created" || state === "authorized" || state === "settling"
+      ) {
+        throw new ConflictError(
+          `Cannot discard ${jobId} as intent ${letter.intentId} is still ${state}: the letter is the record that it has no job. Redrive it, or publish a job for the intent, instead.`,
+        );
+      }
+    }
+    // Marked first, as a redrive does: a repeat of the queue's give-up
+    // after the letter is gone must still find the message handled.
+    for (const key of gaveUpKeys(letter.queue)) {
+      await store.admit({ count: key, now: now() });
+    }
+    try {
+      return await store.redrive(jobId, letter.version);
+    } catch (error) {
+      if (error instanceof ConflictError) throw changed();
+      throw error;
+    }
+  }
+
   async function keepUnreadable(message: UnreadableMessage): Promise<string> {
     const { queue, id, raw, seen = {}, detail } = message;
     const name = isIntentId(id)
@@ -1307,5 +1377,5 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return jobId;
   }
 
-  return { policy, deliver, giveUp, redrive, keepUnreadable };
+  return { policy, deliver, giveUp, redrive, discard, keepUnreadable };
 }

@@ -1156,6 +1156,37 @@ export function createApp(deps: AppDeps): WebhookApp {
     (c) => redriveRoute(c, `${c.req.param("intentId")}/${c.req.param("kind")}`),
   );
 
+  /**
+   * Removes a dead letter no job can act on (`Relayer.discard`): 200 with
+   * the letter removed, 404 when there is none, 409 when a job can still
+   * move its intent or the letter changed since `?version=` was read.
+   */
+  async function discardRoute(c: Context, jobId: string): Promise<Response> {
+    requireOps(c);
+    if (jobId.length > 256) {
+      return problem(
+        400,
+        "bad-job-id",
+        "Bad job id",
+        "A dead letter's job id is at most 256 characters: take it from GET /v1/dead-letters.",
+      );
+    }
+    const version = c.req.query("version");
+    try {
+      const removed = await relayer.discard(
+        jobId,
+        version === undefined ? {} : { version },
+      );
+      if (removed === null) return noDeadLetter(jobId);
+      return c.json({ discarded: removed });
+    } catch (error) {
+      if (error instanceof ConflictError) {
+        return problem(409, "cannot-discard", "Cannot discard", error.message);
+      }
+      throw error;
+    }
+  }
+
   app.post("/v1/jobs", async (c) => {
     requireOps(c);
     if (!deps.enqueue) {
@@ -1202,7 +1233,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters/:jobId/redrive": "POST",
     "/v1/dead-letters/:intentId/:kind/redrive": "POST",
   };
-  for (const [path, allow] of Object.entries(allowed)) {
+  const notAllowed = (path: string, allow: string) =>
     app.all(
       path,
       () =>
@@ -1214,6 +1245,20 @@ export function createApp(deps: AppDeps): WebhookApp {
           { allow },
         ),
     );
+  for (const [path, allow] of Object.entries(allowed)) notAllowed(path, allow);
+
+  // After the redrive routes' 405s, so that a DELETE of a redrive path is
+  // a 405 too, not a discard of a letter named "…/redrive".
+  const discardPaths: Record<string, (c: Context) => string> = {
+    "/v1/dead-letters/:jobId": (c) => c.req.param("jobId") ?? "",
+    "/v1/dead-letters/:intentId/:kind": (c) =>
+      `${c.req.param("intentId")}/${c.req.param("kind")}`,
+    "/v1/dead-letters/:queue/:name/unreadable": (c) =>
+      `${c.req.param("queue")}/${c.req.param("name")}/unreadable`,
+  };
+  for (const [path, jobId] of Object.entries(discardPaths)) {
+    app.delete(path, (c) => discardRoute(c, jobId(c)));
+    notAllowed(path, "DELETE");
   }
 
   app.notFound((c) =>

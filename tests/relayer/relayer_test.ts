@@ -1437,6 +1437,124 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() discards a letter no job can act on, marking its queue ids, and refuses one whose intent a job can still move", async () => {
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ error: poison(notSent("no")) }] },
+    );
+    // The intent is authorized: the letter is its record of having no job.
+    await store.putDeadLetter({
+      jobId: "pi_0001/settle",
+      intentId: "pi_0001",
+      deliveries: 3,
+      cause: "exhausted",
+      reason: "the queue gave up after 3 deliveries",
+      resolution: "job dropped, intent still authorized",
+      lastError: "the qstash queue gave up",
+      poisonedAt: 0,
+    });
+    await assert.rejects(
+      relayer.discard("pi_0001/settle"),
+      (error: Error) =>
+        error instanceof ConflictError &&
+        /is still authorized: the letter is the record that it has no job\. Redrive it/
+          .test(error.message),
+    );
+    assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+    // A redriven job fails the payment: its new letter can go.
+    await relayer.redrive("pi_0001/settle");
+    assert.equal((await relayer.deliver(job, 1)).action, "poison");
+    assert.equal((await intent(store)).state, "failed");
+    const letter = await store.getDeadLetter("pi_0001/settle");
+    assert.ok(letter !== null);
+    await assert.rejects(
+      relayer.discard("pi_0001/settle", { version: `${letter.version}x` }),
+      /changed since it was read/,
+    );
+    assert.equal(
+      (await relayer.discard("pi_0001/settle", { version: letter.version }))
+        ?.resolution,
+      letter.resolution,
+    );
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal(await relayer.discard("pi_0001/settle"), null);
+    // A give-up the letter recorded, repeated once it is gone, finds its
+    // message handled: the letter does not come back.
+    await store.createIntent({
+      id: "pi_0003",
+      state: "needs_review",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const reviewed = { intentId: "pi_0003", kind: "settle" } as const;
+    const given = { queue: "qstash", messageId: "msg_C" };
+    await store.putDeadLetter({
+      jobId: "pi_0003/settle",
+      intentId: "pi_0003",
+      deliveries: 3,
+      cause: "exhausted",
+      reason: "the queue gave up after 3 deliveries",
+      resolution: "broadcast outcome unknown, needs review",
+      lastError: "the qstash queue gave up",
+      poisonedAt: 0,
+      queue: given,
+    });
+    await relayer.discard("pi_0003/settle");
+    const repeat = await relayer.giveUp(reviewed, {
+      deliveries: 3,
+      queue: given,
+    });
+    assert.equal(repeat.action, "done");
+    assert.match(repeat.reason, /already resolved: nothing changed/);
+    assert.equal(await store.getDeadLetter("pi_0003/settle"), null);
+    // An unreadable message's letter that names no intent goes at once.
+    const unreadable = await relayer.keepUnreadable({
+      queue: "pubsub",
+      id: "m-7",
+      raw: "{",
+      detail: "not JSON",
+    });
+    assert.equal((await relayer.discard(unreadable))?.jobId, unreadable);
+    // One that names an intent a job can still move is refused.
+    await store.createIntent({ id: "pi_0002", state: "created" });
+    const named = await relayer.keepUnreadable({
+      queue: "cloudflare",
+      id: "m-8",
+      raw: '{"intentId":"pi_0002"}',
+      seen: { intentId: "pi_0002" },
+      detail: "no kind",
+    });
+    await assert.rejects(relayer.discard(named), /pi_0002 is still created/);
+  });
+
+  test("createRelayer() discards a letter only once when two discards race", async () => {
+    const { relayer, store } = await setup({ state: "settled" });
+    await store.putDeadLetter({
+      jobId: "pi_0001/settle",
+      intentId: "pi_0001",
+      deliveries: 1,
+      cause: "declared",
+      reason: "declared poison",
+      resolution: "job dropped, intent already settled",
+      lastError: "bad",
+      poisonedAt: 0,
+    });
+    const results = await Promise.allSettled([
+      relayer.discard("pi_0001/settle"),
+      relayer.discard("pi_0001/settle"),
+    ]);
+    const removed = results.filter((r) =>
+      r.status === "fulfilled" && r.value !== null
+    );
+    assert.equal(removed.length, 1);
+    for (const r of results) {
+      if (r.status === "rejected") {
+        assert.match(String(r.reason), /changed since it was read/);
+      } else if (r !== removed[0]) assert.equal(r.value, null);
+    }
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  });
+
   test("createRelayer() counts a job published again after its drop from 1, so the authorized intent settles instead of being poisoned at once", async () => {
     const { relayer, store, sender } = await setup(
       { state: "created" },

@@ -171,3 +171,87 @@ Deno.test("createApp() guards the two-segment redrive route like the other ops r
   });
   assert.equal(unknown.status, 404);
 });
+
+Deno.test("createApp() discards a dead letter no job can act on (DELETE), and refuses one whose intent a job can still move", async () => {
+  const { app, store } = await withDeadLetter();
+  const path = "/v1/dead-letters/pi_0001/settle";
+  assert.equal((await app.request(path, { method: "DELETE" })).status, 401);
+  // The intent is still created: the letter is its record of having no job.
+  const refused = await app.request(path, { method: "DELETE", headers: ops });
+  assert.equal(refused.status, 409);
+  const problem = await refused.json();
+  assert.equal(problem.type, "urn:relayer:problem:cannot-discard");
+  assert.match(problem.detail, /is still created: .* Redrive it/);
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+  // An unreadable message's letter, by its three segments or encoded whole.
+  for (
+    const [name, url] of [
+      ["m-1", "/v1/dead-letters/pubsub/m-1/unreadable"],
+      ["m-2", "/v1/dead-letters/pubsub%2Fm-2%2Funreadable"],
+    ] as const
+  ) {
+    await store.putDeadLetter({
+      jobId: `pubsub/${name}/unreadable`,
+      intentId: "",
+      deliveries: 1,
+      cause: "declared",
+      reason: "unreadable Pub/Sub message: not JSON",
+      resolution: "message acked unread; nothing else was touched",
+      lastError: "not JSON",
+      poisonedAt: 0,
+    });
+    const stale = await app.request(`${url}?version=stale`, {
+      method: "DELETE",
+      headers: ops,
+    });
+    assert.equal(stale.status, 409, url);
+    const res = await app.request(url, { method: "DELETE", headers: ops });
+    assert.equal(res.status, 200, url);
+    assert.equal(
+      (await res.json()).discarded.jobId,
+      `pubsub/${name}/unreadable`,
+    );
+    assert.equal(await store.getDeadLetter(`pubsub/${name}/unreadable`), null);
+    const again = await app.request(url, { method: "DELETE", headers: ops });
+    assert.equal(again.status, 404, url);
+  }
+});
+
+Deno.test("createApp() discards a dead letter read at its version, and answers 405 for other methods on a letter's path", async () => {
+  const { app, store } = await withDeadLetter();
+  await store.createIntent({ id: "pi_0002", state: "settled" });
+  await store.putDeadLetter({
+    jobId: "pi_0002/settle",
+    intentId: "pi_0002",
+    deliveries: 1,
+    cause: "declared",
+    reason: "declared poison",
+    resolution: "job dropped, intent already settled",
+    lastError: "bad",
+    poisonedAt: 0,
+  });
+  const { version } = (await store.getDeadLetter("pi_0002/settle"))!;
+  const res = await app.request(
+    `/v1/dead-letters/pi_0002/settle?version=${encodeURIComponent(version)}`,
+    { method: "DELETE", headers: ops },
+  );
+  assert.equal(res.status, 200);
+  assert.equal(
+    (await res.json()).discarded.resolution,
+    "job dropped, intent already settled",
+  );
+  for (
+    const [method, url, allow] of [
+      ["GET", "/v1/dead-letters/pi_0002/settle", "DELETE"],
+      ["POST", "/v1/dead-letters/pubsub/m-1/unreadable", "DELETE"],
+      ["DELETE", "/v1/dead-letters/pi_0001/settle/redrive", "POST"],
+      ["DELETE", "/v1/dead-letters/pi_0001%2Fsettle/redrive", "POST"],
+    ]
+  ) {
+    const wrong = await app.request(url!, { method: method!, headers: ops });
+    assert.equal(wrong.status, 405, `${method} ${url}`);
+    assert.equal(wrong.headers.get("allow"), allow);
+  }
+  // The letter a DELETE of a redrive path might have named is untouched.
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});
