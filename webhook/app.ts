@@ -32,7 +32,7 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import { show } from "../policy/_validate.ts";
-import type { QueueIds } from "../store/store.ts";
+import type { DeadLetter, Intent, QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
@@ -222,6 +222,9 @@ const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
  * `reason` is clipped to 1,000 characters by the relayer.
  */
 const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
+
+/** How often, at most, the log says that Google's keys cannot be fetched. */
+const KEYS_LOG_INTERVAL_MS = 60_000;
 
 /** A refusal the app answers as a problem; thrown inside handlers. */
 class Refusal extends Error {
@@ -645,6 +648,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     return await deliver("qstash", job, delivery, claim);
   });
 
+  /** When a failure to fetch Google's keys was last logged. */
+  let keysLoggedAt = -Infinity;
+
   /**
    * Checks Google's OIDC token of a Pub/Sub push: a 503 answer when
    * Google's keys cannot be had now (Pub/Sub redelivers), a 401 refusal
@@ -661,6 +667,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       verified = verify === undefined || await verify(authorization);
     } catch (error) {
       if (!(error instanceof KeysUnavailable)) throw error;
+      // Said in the log too, at most once a minute: an operator whose
+      // egress to Google is blocked sees why every push is refused.
+      if (now() - keysLoggedAt >= KEYS_LOG_INTERVAL_MS) {
+        keysLoggedAt = now();
+        log(
+          `relayer cannot verify Pub/Sub pushes now: ${
+            describeError(error.cause ?? error)
+          } (answering 503, so Pub/Sub redelivers)`,
+        );
+      }
       return problem(
         503,
         "keys-unavailable",
@@ -1019,7 +1035,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof ConflictError) {
         return problem(409, "exists", "Intent exists", error.message);
       }
-      throw error;
+      return storeFailed(`creation of intent ${id}`, error);
     }
   });
 
@@ -1034,8 +1050,19 @@ export function createApp(deps: AppDeps): WebhookApp {
         `An intent id is ${INTENT_ID_RULE}.`,
       );
     }
-    const intent = await store.getIntent(id);
-    if (intent === null) {
+    const jobId = jobIdOf({ intentId: id, kind: "settle" });
+    let read;
+    try {
+      const intent = await store.getIntent(id);
+      read = intent && {
+        intent,
+        deliveries: await store.deliveries(jobId, now()),
+        deadLetter: await store.getDeadLetter(jobId),
+      };
+    } catch (error) {
+      return storeFailed(`read of intent ${id}`, error);
+    }
+    if (read === null) {
       return problem(
         404,
         "not-found",
@@ -1043,12 +1070,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         `There is no intent ${id}.`,
       );
     }
-    const jobId = jobIdOf({ intentId: id, kind: "settle" });
-    return c.json({
-      intent,
-      deliveries: await store.deliveries(jobId, now()),
-      deadLetter: await store.getDeadLetter(jobId),
-    });
+    return c.json(read);
   });
 
   app.get("/v1/dead-letters", async (c) => {
@@ -1077,7 +1099,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof TypeError && error.message.includes("'cursor'")) {
         return problem(400, "bad-cursor", "Bad cursor", error.message);
       }
-      throw error;
+      return storeFailed("listing of dead letters", error);
     }
   });
 
@@ -1098,9 +1120,15 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     if (deps.redriveTo === undefined) {
       // Advise a redelivery only where one can help.
-      const letter = await store.getDeadLetter(jobId);
-      if (letter === null) return noDeadLetter(jobId);
-      const intent = await store.getIntent(letter.intentId);
+      let letter: DeadLetter | null;
+      let intent: Intent | null;
+      try {
+        letter = await store.getDeadLetter(jobId);
+        if (letter === null) return noDeadLetter(jobId);
+        intent = await store.getIntent(letter.intentId);
+      } catch (error) {
+        return storeFailed(`redrive of ${jobId}`, error);
+      }
       const refused = redriveRefusal(jobId, letter.intentId, intent?.state);
       if (refused !== null) {
         return problem(
@@ -1136,6 +1164,18 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     if (job === null) return noDeadLetter(jobId);
     return c.json({ job, enqueued: true }, 202);
+  }
+
+  /** A 503 for an ops route whose store failed: nothing changed, try again. */
+  function storeFailed(what: string, error: unknown): Response {
+    log(`relayer ${what} failed: ${describeError(error)}`);
+    return problem(
+      503,
+      "store-failed",
+      "Store unavailable",
+      `The ${what} could not reach the store (the relayer's log says why): try again.`,
+      { "retry-after": "5" },
+    );
   }
 
   function noDeadLetter(jobId: string): Response {
@@ -1183,7 +1223,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-discard", "Cannot discard", error.message);
       }
-      throw error;
+      return storeFailed(`discard of ${jobId}`, error);
     }
   }
 

@@ -1153,16 +1153,17 @@ Deno.test("createApp() never leaks a stack trace when an ops route fails", async
     sender: new ScriptedSender({}),
     opsToken: OPS,
     webhookSecret: SECRET,
+    log: () => {},
   });
   const res = await app.request("/v1/intents/pi_0001", { headers: ops });
-  assert.equal(res.status, 500);
+  assert.equal(res.status, 503);
   assert.doesNotMatch(
     JSON.stringify(await problemOf(res)),
     /boom|secret|at \//,
   );
 });
 
-Deno.test("createApp() answers a bad cursor or intent id with a 400, and the store's own TypeError (a failed fetch) with a 500", async () => {
+Deno.test("createApp() answers a bad cursor or intent id with a 400, and the store's own failure (a failed fetch's TypeError, or any error) on an ops route with a 503 and Retry-After", async () => {
   const memory = new MemoryStore();
   const good = createApp({
     store: memory,
@@ -1190,19 +1191,30 @@ Deno.test("createApp() answers a bad cursor or intent id with a 400, and the sto
       get: (target, key) =>
         key === "createIntent" || key === "listDeadLetters"
           ? () => Promise.reject(new TypeError("error sending request"))
+          : key === "getIntent"
+          ? () => Promise.reject(new Error("connection refused"))
           : Reflect.get(target, key),
     }),
     sender: new ScriptedSender({}),
     opsToken: OPS,
+    log: () => {},
   });
-  const list = await failing.request("/v1/dead-letters", { headers: ops });
-  assert.equal(list.status, 500);
-  const create = await failing.request("/v1/intents", {
-    method: "POST",
-    headers: ops,
-    body: '{"id":"pi_1","state":"authorized"}',
-  });
-  assert.equal(create.status, 500);
+  const answers = [
+    await failing.request("/v1/dead-letters", { headers: ops }),
+    await failing.request("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: '{"id":"pi_1","state":"authorized"}',
+    }),
+    await failing.request("/v1/intents/pi_1", { headers: ops }),
+  ];
+  for (const res of answers) {
+    assert.equal(res.status, 503, res.url);
+    assert.equal(res.headers.get("retry-after"), "5");
+    const problem = await problemOf(res);
+    assert.equal(problem.type, "urn:relayer:problem:store-failed");
+    assert.match(problem.detail, /could not reach the store .*: try again\.$/);
+  }
 });
 
 Deno.test("createApp() validates maxBodyBytes", () => {
@@ -1238,10 +1250,14 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
   );
 });
 
-Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/Sub redelivers", async () => {
+Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/Sub redelivers, and says why in the log at most once a minute", async () => {
+  const lines: string[] = [];
+  let clock = 1_000_000;
   const { app, writes } = await makeApp({
     intents: [created],
     deps: {
+      now: () => clock,
+      log: (line) => lines.push(line),
       pubsub: {
         audience: "https://relayer.example.test/v1/pubsub",
         jwks: () => Promise.reject(new Error("googleapis unreachable")),
@@ -1249,11 +1265,26 @@ Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/
       },
     },
   });
-  const res = await app.request(
-    "/v1/pubsub",
-    await pubsubRequest(envelope(job, { deliveryAttempt: 1 })),
-  );
+  const push = async () =>
+    await app.request(
+      "/v1/pubsub",
+      await pubsubRequest(envelope(job, { deliveryAttempt: 1 })),
+    );
+  const res = await push();
   assert.equal(res.status, 503);
   assert.doesNotMatch(JSON.stringify(await problemOf(res)), /googleapis/);
   assert.equal(writes(), 0);
+  const said =
+    /^relayer cannot verify Pub\/Sub pushes now: .*googleapis unreachable.* \(answering 503, so Pub\/Sub redelivers\)$/;
+  assert.equal(
+    lines.filter((line) => said.test(line)).length,
+    1,
+    lines.join("\n"),
+  );
+  clock += 59_999;
+  await (await push()).body?.cancel();
+  assert.equal(lines.filter((line) => said.test(line)).length, 1);
+  clock += 1;
+  await (await push()).body?.cancel();
+  assert.equal(lines.filter((line) => said.test(line)).length, 2);
 });

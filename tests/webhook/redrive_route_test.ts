@@ -255,3 +255,42 @@ Deno.test("createApp() discards a dead letter read at its version, and answers 4
   // The letter a DELETE of a redrive path might have named is untouched.
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("createApp() answers 503 with Retry-After when the store fails under a redrive without a queue or a discard, and logs why", async () => {
+  const lines: string[] = [];
+  const { store } = await withDeadLetter();
+  const down = new Proxy(store, {
+    get(target, key) {
+      if (key === "getDeadLetter" || key === "getIntent") {
+        return () => Promise.reject(new Error("store down"));
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const app = createApp({
+    store: down,
+    sender: new ScriptedSender({}),
+    insecureDev: true,
+    opsToken: OPS,
+    log: (line) => lines.push(line),
+  });
+  for (
+    const [method, url] of [
+      ["POST", "/v1/dead-letters/pi_0001/settle/redrive"],
+      ["DELETE", "/v1/dead-letters/pi_0001/settle"],
+    ] as const
+  ) {
+    const res = await app.request(url, { method, headers: ops });
+    assert.equal(res.status, 503, url);
+    assert.equal(res.headers.get("retry-after"), "5");
+    const body = await res.json();
+    assert.equal(body.type, "urn:relayer:problem:store-failed");
+    assert.doesNotMatch(body.detail, /store down/);
+  }
+  assert.equal(
+    lines.filter((line) => /failed: .*store down/.test(line)).length,
+    2,
+  );
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});
