@@ -1427,6 +1427,6 @@ function bounded<T>(
 /** The error of a write that got no connection within `waitMs`. */
 function noConnection(waitMs: number): Error {
   return new Error(
-    `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); the delivery is retried`,
+    `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); nothing was written, so try again`,
   );
 }
