@@ -139,6 +139,12 @@ export function hmacVerifier(
       "Cannot verify generic deliveries as 'webhookSecret' is empty: set it to the shared secret the sender signs with, or leave it out to keep the route closed",
     );
   }
+  if (secret.length < MIN_SECRET) {
+    // A short key can be found from one signed request, offline.
+    throw new TypeError(
+      `Cannot verify generic deliveries as 'webhookSecret' is ${secret.length} characters long: use a random secret of at least ${MIN_SECRET} (the service's WEBHOOK_SECRET has the same rule)`,
+    );
+  }
   const sign = hmacSigner(secret);
   return (body, header) => {
     const match = SIGNATURE.exec(header ?? "");
@@ -356,6 +362,9 @@ export interface PubSubKeys {
    */
   readonly serviceAccount: string;
 }
+
+/** The fewest characters a shared secret or token may have (`WEBHOOK_SECRET`, `OPS_TOKEN`, and their options). */
+export const MIN_SECRET = 16;
 
 /** Google's keys could not be had: the delivery cannot be verified now, so the queue should retry. */
 export class KeysUnavailable extends Error {

@@ -49,6 +49,7 @@ import {
 import {
   hmacVerifier,
   KeysUnavailable,
+  MIN_SECRET,
   type PubSubKeys,
   pubsubVerifier,
   type QStashKeys,
@@ -373,7 +374,7 @@ function idFrom(value: unknown): string | undefined {
  * const app = createApp({
  *   store,
  *   sender: new ScriptedSender({}),
- *   webhookSecret: "s3cret",
+ *   webhookSecret: "a-secret-of-16-chars",
  *   now,
  *   random: () => 0,
  * });
@@ -381,7 +382,7 @@ function idFrom(value: unknown): string | undefined {
  * // X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<raw body>">
  * const t = Math.floor(now() / 1000);
  * const key = await crypto.subtle.importKey(
- *   "raw", new TextEncoder().encode("s3cret"), { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
+ *   "raw", new TextEncoder().encode("a-secret-of-16-chars"), { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
  * );
  * const mac = new Uint8Array(
  *   await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${t}.${body}`)),
@@ -440,6 +441,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     // An empty token would let "Bearer " through.
     throw new TypeError(
       "Cannot create app as 'opsToken' is empty: set it to a long random secret, or leave it out to keep the ops routes closed",
+    );
+  }
+  if (opsToken !== undefined && opsToken.length < MIN_SECRET) {
+    throw new TypeError(
+      `Cannot create app as 'opsToken' is ${opsToken.length} characters long: use a random token of at least ${MIN_SECRET} (the service's OPS_TOKEN has the same rule)`,
     );
   }
   const verifyHmac = webhookSecret === undefined

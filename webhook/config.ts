@@ -39,7 +39,7 @@ import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
-import type { PubSubKeys } from "./_auth.ts";
+import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
 import { googleJwks } from "./google_jwks.ts";
 
 /**
@@ -147,8 +147,6 @@ export interface Config {
 }
 
 type QueueSettings = Config["queues"];
-
-const MIN_SECRET = 16;
 
 function flag(env: Record<string, string | undefined>, name: string): boolean {
   const value = env[name];

@@ -632,13 +632,22 @@ Deno.test("createApp() refuses to build a Pub/Sub route without a service accoun
   }
 });
 
-Deno.test("createApp() refuses keys that would turn a check off: an empty secret or token, an empty QStash key, no QStash url", () => {
+Deno.test("createApp() refuses keys that would turn a check off or can be guessed: an empty or short secret or token, an empty QStash key, no QStash url", () => {
   // Each of these would accept what it should refuse: an HMAC under "",
   // "Bearer " as the ops token, the environment's QSTASH_* keys, or a
   // QStash token signed for any other URL (no url, no `sub` check).
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ webhookSecret: "" }, /'webhookSecret' is empty/],
     [{ opsToken: "" }, /'opsToken' is empty/],
+    // A short key or token is found by trying: the service's own rule.
+    [
+      { webhookSecret: "short" },
+      /'webhookSecret' is 5 characters long: use a random secret of at least 16/,
+    ],
+    [
+      { opsToken: "fifteen-chars-x" },
+      /'opsToken' is 15 characters long: use a random token of at least 16/,
+    ],
     [{ qstash: { ...QSTASH, currentSigningKey: "" } }, /'currentSigningKey'/],
     [{ qstash: { ...QSTASH, nextSigningKey: undefined } }, /'nextSigningKey'/],
     [
