@@ -573,7 +573,7 @@ let announce: ((line: string) => void) | undefined;
  */
 function listenRefusal(reason: unknown): string | undefined {
   if (reason instanceof Deno.errors.AddrInUse) {
-    return `the address to listen on is in use (${reason.message}): another process, perhaps a relayer still running, holds the port. Stop it, or serve on another port (deno serve --port 8001 …).`;
+    return `the address to listen on is in use (${reason.message}): another process, perhaps a relayer still running, holds the port. Stop it, or serve on another port: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts (deno task start always takes 8000).`;
   }
   if (reason instanceof Deno.errors.AddrNotAvailable) {
     return `the address to listen on is not one of this machine's (${reason.message}): serve with --host 127.0.0.1, 0.0.0.0 or an address this machine has.`;

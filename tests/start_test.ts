@@ -52,7 +52,7 @@ Deno.test(
       assert.equal(code, 1);
       assertOneLine(
         stderr,
-        /^relayer: cannot start: the address to listen on is in use \(.*\): .*Stop it, or serve on another port/,
+        /^relayer: cannot start: the address to listen on is in use \(.*\): .*Stop it, or serve on another port: deno serve --host 127.0.0.1 --port 8001 .* main\.ts \(deno task start always takes 8000\)\.$/,
       );
     } finally {
       service.kill();
