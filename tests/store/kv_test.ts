@@ -1,6 +1,7 @@
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
+import { ConflictError } from "../../store/conflict_error.ts";
 import type { Intent } from "../../store/store.ts";
 import { deadLetter, storeContract } from "./_contract.ts";
 import { CountingKv } from "../../support/counting_kv.ts";
@@ -175,6 +176,45 @@ Deno.test("KvStore reads an intent stored before it kept tx hashes with its last
     const store = new KvStore(kv);
     assert.deepEqual((await store.getIntent("pi_old"))?.txHashes, ["0xold"]);
     assert.equal(await store.captureHold("pi_old"), "captured");
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("KvStore reads an intent stored without mayHaveSent as one that may have sent: its hold is not voided, nor is it failed", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    // No `mayHaveSent` on record: only an explicit false says every
+    // broadcast stayed home, whatever the last outcome says.
+    await kv.set(["relayer", "intent", "pi_old"], {
+      id: "pi_old",
+      state: "settling",
+      lastBroadcast: { outcome: "not_sent", at: 1 },
+      broadcasting: null,
+      settlingSince: 0,
+    });
+    await kv.set(["relayer", "hold", "pi_old"], "pending");
+    const store = new KvStore(kv);
+    await assert.rejects(
+      store.voidHold("pi_old"),
+      (error) =>
+        error instanceof ConflictError && error.refused &&
+        error.message.includes("money may have moved"),
+    );
+    const read = (await store.getIntent("pi_old"))!;
+    await assert.rejects(
+      store.transition("pi_old", {
+        from: "settling",
+        to: "failed",
+        version: read.version,
+        at: 2,
+        ledger: "void",
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    const after = await store.getIntent("pi_old");
+    assert.equal(after?.state, "settling");
+    assert.equal(after?.hold, "pending");
   } finally {
     kv.close();
   }
