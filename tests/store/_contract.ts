@@ -930,6 +930,24 @@ export function storeContract(
     );
   });
 
+  test("counts from 1 again at the very instant a count lapses, when deliveries() reads it as 0", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 2);
+    assert.equal(await store.deliveries("pi_1/settle", 8 * day), 0);
+    assert.equal(
+      await store.admit({ count: "pi_1/settle", now: 8 * day }),
+      1,
+      "lapsed at its expiry: counting starts again",
+    );
+    assert.equal(await store.admit({ count: "pi_2/settle", now: 0 }), 1);
+    assert.equal(
+      await store.admit({ count: "pi_2/settle", now: 8 * day - 1 }),
+      2,
+      "alive a millisecond before",
+    );
+  });
+
   test("resets, with a dead letter, the job's count and the one named resetCount, in putDeadLetter and in a transition", async (store) => {
     const count = (key: string) => store.admit({ count: key, now: 0 });
     for (const key of ["pi_1/settle", "pubsub/m-1", "pubsub/m-2"]) {
