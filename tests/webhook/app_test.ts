@@ -115,6 +115,28 @@ Deno.test("createApp() verifies a delivery's signature over its raw bytes: a bod
   assert.equal((await res2.json()).reason, "not authorized yet");
 });
 
+Deno.test("createApp() caps Retry-After at one day, the most QStash honours, whatever delay the policy asks for", async () => {
+  const day = 24 * 60 * 60 * 1000;
+  const { app } = await makeApp({
+    intents: [created],
+    deps: { policy: { baseMs: 2 * day, capMs: 2 * day, jitter: "none" } },
+  });
+  const generic = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal(generic.status, 503);
+  assert.equal((await generic.json()).delayMs, 2 * day);
+  assert.equal(generic.headers.get("retry-after"), "86400");
+  const qstash = await app.request(
+    "/v1/qstash",
+    await qstashRequest(JSON.stringify(job)),
+  );
+  assert.equal(qstash.status, 503);
+  assert.equal((await qstash.json()).delayMs, 2 * day);
+  assert.equal(qstash.headers.get("retry-after"), "86400");
+});
+
 Deno.test("createApp() rounds an equal-jitter floor of 2.5 s up to Retry-After: 3", async () => {
   const { app } = await makeApp({ intents: [created] }); // random 0 → floor(5000 / 2)
   const res = await app.request(
