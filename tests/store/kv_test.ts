@@ -220,6 +220,62 @@ Deno.test("KvStore reads an intent stored without mayHaveSent as one that may ha
   }
 });
 
+Deno.test("KvStore has Deno KV expire a replay record when it lapses and a delivery count 8 days after its last write, so neither outlives its use nor goes early", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    // What each set asks of Deno KV: the key's last part and its expireIn.
+    const expiries: [unknown, number | undefined][] = [];
+    const recording: KvLike = {
+      getMany: (keys) => kv.getMany(keys),
+      list: (selector, options) => kv.list(selector, options),
+      atomic(): KvAtomic {
+        const atomic = kv.atomic();
+        const set = atomic.set.bind(atomic);
+        atomic.set = (key, value, options) => {
+          expiries.push([key.at(-1), options?.expireIn]);
+          return set(key, value, options);
+        };
+        return atomic;
+      },
+    };
+    const store = new KvStore(recording);
+    const day = 24 * 60 * 60 * 1000;
+    // A claim alone, a count alone, and both in one admission.
+    await store.admit({
+      claim: { key: "sig-1", now: 1000, expiresAt: 361_000 },
+      now: 1000,
+    });
+    await store.admit({ count: "pi_1/settle", now: 2000 });
+    await store.admit({
+      count: "pi_1/settle",
+      claim: { key: "sig-2", now: 3000, expiresAt: 63_000 },
+      now: 3000,
+    });
+    // A claim that rides in a delivery's write.
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await store.beginBroadcast("pi_1", i.version, 4000, {
+      claim: { key: "sig-3", now: 4000, expiresAt: 304_000 },
+    });
+    assert.deepEqual(
+      expiries.filter(([, expireIn]) => expireIn !== undefined),
+      [
+        ["sig-1", 360_000],
+        ["pi_1/settle", 8 * day],
+        ["sig-2", 60_000],
+        ["pi_1/settle", 8 * day],
+        ["sig-3", 300_000],
+      ],
+    );
+  } finally {
+    kv.close();
+  }
+});
+
 Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its own words rather than Deno KV's, whatever its prefix", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
