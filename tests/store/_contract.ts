@@ -210,6 +210,18 @@ export function storeContract(
         );
         assert.equal((await store.getDeadLetter("pi_x/settle"))?.poisonedAt, 5);
       });
+      await t.step("putDeadLetter on the intent's version", async () => {
+        const { id, intent } = await settling();
+        interlope(id);
+        await assert.rejects(
+          store.putDeadLetter(
+            { ...deadLetter(`${id}/settle`, 6), intentId: id },
+            { intentVersion: intent.version },
+          ),
+          ConflictError,
+        );
+        assert.equal(await store.getDeadLetter(`${id}/settle`), null);
+      });
       await t.step("redrive", async () => {
         await store.putDeadLetter(deadLetter("pi_y/settle", 1));
         const read = (await store.getDeadLetter("pi_y/settle"))!;
