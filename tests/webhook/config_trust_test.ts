@@ -96,3 +96,17 @@ Deno.test("loadConfig() accepts LEASE exactly 2 × SENDER_TIMEOUT and refuses 1 
     10_000,
   ]);
 });
+
+Deno.test("loadConfig() accepts a secret of exactly 16 characters and refuses 15, never echoing it", () => {
+  for (const name of ["WEBHOOK_SECRET", "OPS_TOKEN"]) {
+    const at = loadConfig({ ...base, [name]: "s".repeat(16) });
+    assert.equal(
+      name === "OPS_TOKEN" ? at.opsToken : at.webhookSecret,
+      "s".repeat(16),
+    );
+    assert.equal(
+      refusal({ ...base, [name]: "s".repeat(15) }, name),
+      `${name} must be at least 16 characters long`,
+    );
+  }
+});
