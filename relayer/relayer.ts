@@ -259,21 +259,23 @@ export interface Relayer {
   redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
   /**
    * Removes a dead letter that no job can act on, once an operator has
-   * dealt with it: a letter whose intent is settled, failed or in review
-   * (or does not exist), or one that records an unreadable message whose
-   * intent, if it names one, is in such a state too. A letter whose intent
-   * a job can still move (created, authorized, settling) is refused: it is
-   * the record that the intent has no job, so redrive it, or publish a job,
-   * instead. Like `redrive`, it marks the queue ids the letter kept first,
-   * so a queue repeating that give-up later changes nothing, and resets
-   * the job's delivery count in the removal's commit.
+   * dealt with it: a letter whose intent is settled or failed (or does not
+   * exist), or one that records an unreadable message whose intent, if it
+   * names one, is settled, failed or absent too. A letter whose intent a
+   * job can still move (created, authorized, settling) is refused: it is
+   * the record that the intent may have no job, so redrive it (or publish
+   * a job) first. A letter whose intent is in review is refused too: it is
+   * the record of why. Like `redrive`, it marks the queue ids the letter
+   * kept first, so a queue repeating that give-up later changes nothing,
+   * and resets the job's delivery count in the removal's commit.
    *
    * @param jobId The dead letter's job id.
    * @param options `version`: remove the letter only if it is still the
    * one read (`StoredDeadLetter.version`).
    * @returns The dead letter removed, or `null` if there is none.
-   * @throws {ConflictError} If a job can still move the intent, or the
-   * letter changed since `version` was read (or during the removal).
+   * @throws {ConflictError} If a job can still move the intent, it is in
+   * review, or the letter changed since `version` was read (or during the
+   * removal).
    *
    * @example Discard an unreadable message's letter
    * ```ts
@@ -1327,11 +1329,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     if (isIntentId(letter.intentId)) {
       const state = (await store.getIntent(letter.intentId))?.state;
-      if (
-        state === "created" || state === "authorized" || state === "settling"
-      ) {
+      if (state !== undefined && state !== "settled" && state !== "failed") {
+        const unreadable = jobId !== `${letter.intentId}/settle`;
         throw new ConflictError(
-          `Cannot discard ${jobId} as intent ${letter.intentId} is still ${state}: the letter is the record that it has no job. Redrive it, or publish a job for the intent, instead.`,
+          `Cannot discard ${jobId} as intent ${letter.intentId} is ${
+            state === "needs_review"
+              ? "in review: the letter is the record of why. Once the review has settled or failed the intent, discard it."
+              : `still ${state}: the letter is the record that it may have no job. ${
+                unreadable
+                  ? "Publish a job for the intent (POST /v1/jobs)"
+                  : "Redrive it"
+              }, and discard the letter once the intent is settled or failed.`
+          }`,
         );
       }
     }

@@ -1457,7 +1457,7 @@ function suite(backend: Backend): void {
       relayer.discard("pi_0001/settle"),
       (error: Error) =>
         error instanceof ConflictError &&
-        /is still authorized: the letter is the record that it has no job\. Redrive it/
+        /is still authorized: the letter is the record that it may have no job\. Redrive it, and discard/
           .test(error.message),
     );
     assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
@@ -1479,13 +1479,8 @@ function suite(backend: Backend): void {
     assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
     assert.equal(await relayer.discard("pi_0001/settle"), null);
     // A give-up the letter recorded, repeated once it is gone, finds its
-    // message handled: the letter does not come back.
-    await store.createIntent({
-      id: "pi_0003",
-      state: "needs_review",
-      hold: "pending",
-      settlingSince: 0,
-    });
+    // message handled: the letter does not come back (pi_0003 does not
+    // exist, so the repeat would drop the job again and keep a letter).
     const reviewed = { intentId: "pi_0003", kind: "settle" } as const;
     const given = { queue: "qstash", messageId: "msg_C" };
     await store.putDeadLetter({
@@ -1494,7 +1489,7 @@ function suite(backend: Backend): void {
       deliveries: 3,
       cause: "exhausted",
       reason: "the queue gave up after 3 deliveries",
-      resolution: "broadcast outcome unknown, needs review",
+      resolution: "job dropped, intent not found",
       lastError: "the qstash queue gave up",
       poisonedAt: 0,
       queue: given,
@@ -1524,7 +1519,32 @@ function suite(backend: Backend): void {
       seen: { intentId: "pi_0002" },
       detail: "no kind",
     });
-    await assert.rejects(relayer.discard(named), /pi_0002 is still created/);
+    await assert.rejects(
+      relayer.discard(named),
+      /pi_0002 is still created: .* Publish a job for the intent \(POST \/v1\/jobs\), and discard the letter once the intent is settled or failed\.$/,
+    );
+    // In review, the letter is the record of why: it stays until the review ends.
+    await store.createIntent({
+      id: "pi_0004",
+      state: "needs_review",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await store.putDeadLetter({
+      jobId: "pi_0004/settle",
+      intentId: "pi_0004",
+      deliveries: 3,
+      cause: "exhausted",
+      reason: "no luck after 3 deliveries",
+      resolution: "broadcast outcome unknown, needs review",
+      lastError: "timeout",
+      poisonedAt: 0,
+    });
+    await assert.rejects(
+      relayer.discard("pi_0004/settle"),
+      /pi_0004 is in review: the letter is the record of why/,
+    );
+    assert.notEqual(await store.getDeadLetter("pi_0004/settle"), null);
   });
 
   test("createRelayer() discards a letter only once when two discards race", async () => {
