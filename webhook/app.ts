@@ -14,6 +14,8 @@
  * `GET /v1/intents/:id`,
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
  * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
+ * `DELETE /v1/dead-letters/:jobId` (likewise, or
+ * `/v1/dead-letters/:queue/:id/unreadable`) for a letter no job can act on,
  * `POST /v1/jobs` (QStash with `QSTASH_TOKEN`, or the local queue with
  * `KV_QUEUE=1`). `GET /healthz` is open, for health probes.
  *
@@ -1204,17 +1206,26 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /**
    * Removes a dead letter no job can act on (`Relayer.discard`): 200 with
-   * the letter removed, 404 when there is none, 409 when a job can still
-   * move its intent or the letter changed since `?version=` was read.
+   * the letter removed, 400 for an id no letter can have (checked before
+   * it reaches the store or the log), 404 when there is none, 409 when a
+   * job can still move its intent, it is in review, or the letter changed
+   * since `?version=` was read.
    */
   async function discardRoute(c: Context, jobId: string): Promise<Response> {
     requireOps(c);
-    if (jobId.length > 256) {
+    const parts = jobId.split("/");
+    const [first, second, third] = parts;
+    const readable = parts.length === 2 && isIntentId(first) &&
+      second === "settle";
+    const unreadable = parts.length === 3 &&
+      /^(pubsub|cloudflare|local)$/.test(first!) && isIntentId(second) &&
+      third === "unreadable";
+    if (!readable && !unreadable) {
       return problem(
         400,
         "bad-job-id",
         "Bad job id",
-        "A dead letter's job id is at most 256 characters: take it from GET /v1/dead-letters.",
+        `A dead letter's job id is <intentId>/settle or <queue>/<id>/unreadable, the intent id or message id ${INTENT_ID_RULE}: take it from GET /v1/dead-letters.`,
       );
     }
     const version = c.req.query("version");

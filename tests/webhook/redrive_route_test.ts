@@ -294,3 +294,35 @@ Deno.test("createApp() answers 503 with Retry-After when the store fails under a
   );
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("createApp() answers 400 for a discard of an id no dead letter can have, before the store or the log sees it", async () => {
+  const lines: string[] = [];
+  const store = new MemoryStore();
+  const app = createApp({
+    store: new Proxy(store, {
+      get: () => () => Promise.reject(new Error("the store was asked")),
+    }),
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+    log: (line) => lines.push(line),
+  });
+  for (
+    const url of [
+      "/v1/dead-letters/x%0Arelayer%20started%20OK%0A",
+      "/v1/dead-letters/pi_0001",
+      "/v1/dead-letters/pi_0001/refund",
+      "/v1/dead-letters/sqs/m-1/unreadable",
+      "/v1/dead-letters/pubsub%2Fm%0A1%2Funreadable",
+      `/v1/dead-letters/${"p".repeat(129)}/settle`,
+    ]
+  ) {
+    const res = await app.request(url, { method: "DELETE", headers: ops });
+    assert.equal(res.status, 400, url);
+    assert.equal(
+      (await res.json()).type,
+      "urn:relayer:problem:bad-job-id",
+      url,
+    );
+  }
+  assert.deepEqual(lines, []);
+});
