@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { dirname, join, normalize } from "node:path";
+import { join, posix } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -33,9 +33,14 @@ Deno.test("every relative link in the README and docs/ names a file that exists 
   const broken: string[] = [];
   for (const page of pages) {
     const text = await Deno.readTextFile(join(ROOT, page));
-    for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+    for (
+      const [, target] of text.matchAll(
+        /\]\(([^)#\s]+)(?:#[^)\s]*)?(?:\s+"[^"]*")?\)/g,
+      )
+    ) {
       if (/^[a-z][a-z+.-]*:/.test(target!)) continue; // https:, mailto:
-      const path = normalize(join(dirname(page), target!));
+      // Package paths use `/` on every OS, as publish.include does.
+      const path = posix.normalize(posix.join(posix.dirname(page), target!));
       let exists = true;
       try {
         await Deno.stat(join(ROOT, path));
