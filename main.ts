@@ -67,6 +67,13 @@ export interface ServiceOptions {
    * @default {console.log}
    */
   readonly log?: (line: string) => void;
+  /**
+   * How long the start waits for PostgreSQL to answer and be migrated, in
+   * milliseconds, before it stops with a line naming `DATABASE_URL`.
+   *
+   * @default {20000}
+   */
+  readonly databaseWaitMs?: number;
 }
 
 /** What {@linkcode Service.fetch} reads of `Deno.ServeHandlerInfo`. */
@@ -257,22 +264,47 @@ async function openKv(config: Config): Promise<Deno.Kv> {
  */
 async function openPostgres(
   database: NonNullable<Config["database"]>,
+  waitMs: number,
 ): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
   let sql: postgres.Sql | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     // postgres() itself throws on a URL it cannot decode.
     sql = postgres(database.url, { onnotice: () => {} });
     const store = new PostgresStore(sql);
-    await store.migrate();
+    // Something that takes the connection and never answers as PostgreSQL
+    // does (another service on the port, a black-holing proxy) would hold
+    // the start for as long as postgres.js retries, with nothing said.
+    const migrated = store.migrate();
+    migrated.catch(() => {});
+    await Promise.race([
+      migrated,
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `no answer within ${waitMs}ms: is it a PostgreSQL server this process can reach?`,
+              ),
+            ),
+          waitMs,
+        );
+      }),
+    ]);
     return { store, sql };
   } catch (error) {
-    await sql?.end({ timeout: 1 }).catch(() => {});
+    await sql?.end({ timeout: 0 }).catch(() => {});
+    const message = (error as Error)?.message ?? String(error);
     throw new ConfigError(
       "DATABASE_URL",
-      `DATABASE_URL: cannot open ${database.description}: ${
-        (error as Error)?.message ?? String(error)
+      `DATABASE_URL: cannot open ${database.description}: ${message}${
+        /permission denied/i.test(message)
+          ? " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)"
+          : ""
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -307,8 +339,15 @@ export async function openService(
   config: Config,
   options: ServiceOptions = {},
 ): Promise<Service> {
-  const { now = Date.now, random = Math.random, log = console.log } = options;
-  const database = config.database ? await openPostgres(config.database) : null;
+  const {
+    now = Date.now,
+    random = Math.random,
+    log = console.log,
+    databaseWaitMs = 20_000,
+  } = options;
+  const database = config.database
+    ? await openPostgres(config.database, databaseWaitMs)
+    : null;
   const kv = database ? null : await openKv(config);
   const token = "url" in config.kv
     ? Deno.env.get("DENO_KV_ACCESS_TOKEN")

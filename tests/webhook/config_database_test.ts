@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { openService } from "../../main.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  sharedClient,
+} from "../_postgres.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -142,4 +147,69 @@ Deno.test("openService() refuses a DATABASE_URL its client cannot parse in one l
       return true;
     },
   );
+});
+
+Deno.test("openService() stops within databaseWaitMs, in one line naming DATABASE_URL, when what it reaches takes the connection and never answers as PostgreSQL does", async () => {
+  // A port that accepts and stays silent: another service, a black hole.
+  const held: Deno.Conn[] = [];
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })();
+  const { port } = listener.addr as Deno.NetAddr;
+  try {
+    const config = loadConfig({
+      ...base,
+      DATABASE_URL: `postgres://relayer:s3cret-pw@127.0.0.1:${port}/payments`,
+    });
+    const started = Date.now();
+    await assert.rejects(
+      openService(config, { databaseWaitMs: 300 }),
+      (error) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.setting, "DATABASE_URL");
+        assert.equal(
+          error.message,
+          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${port}/payments: no answer within 300ms: is it a PostgreSQL server this process can reach?`,
+        );
+        return true;
+      },
+    );
+    assert.ok(Date.now() - started < 5_000);
+    assert.ok(held.length >= 1); // it did connect, and heard nothing
+  } finally {
+    listener.close();
+    await accepting.catch(() => {});
+    for (const conn of held) conn.close();
+  }
+});
+
+Deno.test({
+  name:
+    "openService() points a role refused by PostgreSQL at the grants it needs, in one line",
+  ignore: !postgresAvailable,
+  async fn() {
+    // A role that may log in and nothing else: on a fresh database it
+    // cannot create the store's schema.
+    const database = await freshDatabase();
+    const admin = await sharedClient();
+    const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    await admin.unsafe(`CREATE ROLE "${role}" LOGIN`);
+    try {
+      const url = new URL(database.url);
+      url.username = role;
+      const config = loadConfig({ ...base, DATABASE_URL: url.href });
+      await assert.rejects(openService(config), (error) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.match(
+          error.message,
+          /^DATABASE_URL: cannot open PostgreSQL .*: permission denied for database .* \(the role needs the grants docs\/postgres\.md lists, or a migration run once by the schema's owner\)$/,
+        );
+        return true;
+      });
+    } finally {
+      await database.drop();
+      await admin.unsafe(`DROP ROLE "${role}"`);
+    }
+  },
 });
