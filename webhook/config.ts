@@ -148,6 +148,9 @@ export interface Config {
 
 type QueueSettings = Config["queues"];
 
+/** The least `MAX_BODY_BYTES` the service takes. */
+const MIN_BODY_BYTES = 1024;
+
 function flag(env: Record<string, string | undefined>, name: string): boolean {
   const value = env[name];
   if (
@@ -156,7 +159,9 @@ function flag(env: Record<string, string | undefined>, name: string): boolean {
   if (value === "1" || value === "true") return true;
   throw new ConfigError(
     name,
-    `${name} must be 1 or 0: current value is ${JSON.stringify(value)}`,
+    `${name} must be 1 or 0 (or true or false): current value is ${
+      JSON.stringify(value)
+    }`,
   );
 }
 
@@ -701,10 +706,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
   const maxBodyBytes = integer(env, "MAX_BODY_BYTES") ?? 64 * 1024;
-  if (maxBodyBytes < 1) {
+  if (maxBodyBytes < MIN_BODY_BYTES) {
+    // A delivery of a job with the longest intent id is about 200 bytes: a
+    // smaller limit would answer every queue 413, and the queue repeats.
     throw new ConfigError(
       "MAX_BODY_BYTES",
-      "MAX_BODY_BYTES must be at least 1",
+      `MAX_BODY_BYTES must be at least ${MIN_BODY_BYTES} (a delivery of a job takes up to about 200 bytes): current value is ${maxBodyBytes}`,
     );
   }
 

@@ -293,7 +293,20 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     "KV_URL",
     /not both/,
   );
-  refused({ ...base, KV_QUEUE: "yes" }, "KV_QUEUE", /must be 1 or 0/);
+  refused(
+    { ...base, MAX_BODY_BYTES: "10" },
+    "MAX_BODY_BYTES",
+    /^MAX_BODY_BYTES must be at least 1024 \(a delivery of a job takes up to about 200 bytes\): current value is 10$/,
+  );
+  assert.equal(
+    loadConfig({ ...base, MAX_BODY_BYTES: "1024" }).maxBodyBytes,
+    1024,
+  );
+  refused(
+    { ...base, KV_QUEUE: "yes" },
+    "KV_QUEUE",
+    /^KV_QUEUE must be 1 or 0 \(or true or false\): current value is "yes"$/,
+  );
   // A token no client can send: a header loses surrounding spaces and
   // anything outside ASCII.
   for (
