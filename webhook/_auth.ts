@@ -277,6 +277,36 @@ export function qstashVerifier(
     devMode: false, // never read QSTASH_DEV from the environment
   });
   const refused = { ok: false, detail: QSTASH_REFUSED } as const;
+  /**
+   * A refusal that names both URLs when the token is QStash's own but was
+   * signed for another URL: `PUBLIC_URL` does not match the URL QStash
+   * calls (a proxy, another host name), the likeliest set-up slip.
+   */
+  const elsewhere = async (
+    signature: string,
+    body: string,
+    sub: unknown,
+  ): Promise<Verification | undefined> => {
+    if (
+      typeof sub !== "string" || sub === keys.url ||
+      !/^https?:\/\/[\x21-\x7e]{1,500}$/.test(sub)
+    ) return undefined;
+    try {
+      await receiver.verify({
+        signature,
+        body,
+        url: sub,
+        clockTolerance: TOKEN_CLOCK_TOLERANCE_MS / 1000,
+      });
+    } catch {
+      return undefined;
+    }
+    return {
+      ok: false,
+      detail:
+        `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: set PUBLIC_URL to the URL QStash calls.`,
+    };
+  };
   return async (signature, body) => {
     if (!signature) return refused;
     // Read once: the claims of the very string the Receiver verifies. It
@@ -293,7 +323,9 @@ export function qstashVerifier(
       });
       if (!verified) return refused;
     } catch (error) {
-      if (error instanceof SignatureError) return refused;
+      if (error instanceof SignatureError) {
+        return await elsewhere(signature, body, claims.sub) ?? refused;
+      }
       // A malformed token can make jose throw its own errors: still a bad signature.
       if (
         error instanceof Error &&

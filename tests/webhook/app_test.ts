@@ -507,7 +507,15 @@ Deno.test("createApp() refuses a QStash delivery whose signature does not verify
   for (const [name, init] of cases) {
     const res = await app.request("/v1/qstash", init);
     assert.equal(res.status, 401, name);
-    await problemOf(res);
+    const { detail } = await problemOf(res);
+    // QStash's own token for another URL says which: PUBLIC_URL is wrong.
+    assert.equal(
+      detail,
+      name === "wrong URL"
+        ? `The Upstash-Signature token is QStash's, but signed for https://evil.test/v1/qstash, and this route checks ${QSTASH.url}: set PUBLIC_URL to the URL QStash calls.`
+        : "The Upstash-Signature header is missing or does not verify against this URL and body.",
+      name,
+    );
   }
   assert.equal(writes(), 0);
 });
