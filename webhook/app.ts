@@ -17,7 +17,8 @@
  * `DELETE /v1/dead-letters/:jobId` (likewise, or
  * `/v1/dead-letters/:queue/:id/unreadable`) for a letter no job can act on,
  * `POST /v1/jobs` (QStash with `QSTASH_TOKEN`, or the local queue with
- * `KV_QUEUE=1`). `GET /healthz` is open, for health probes.
+ * `KV_QUEUE=1`). `GET /healthz` is open, for liveness probes (the process
+ * answers); `GET /readyz` too, for readiness (the store answers a read).
  *
  * An authenticated Pub/Sub message that cannot be read (bad JSON, bad
  * base64, not a job) is acked with 204, logged, and kept as the dead letter
@@ -225,6 +226,15 @@ const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
  * `reason` is clipped to 1,000 characters by the relayer.
  */
 const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
+
+/** How long `/readyz` waits for the store's answer to its read. */
+const READY_WAIT_MS = 2_000;
+
+/** How long one `/readyz` probe of the store answers for. */
+const READY_CACHE_MS = 1_000;
+
+/** The intent `/readyz` reads: any id will do, and none need exist. */
+const READY_PROBE_ID = "readyz";
 
 /** How often, at most, the log says that Google's keys cannot be fetched. */
 const KEYS_LOG_INTERVAL_MS = 60_000;
@@ -622,6 +632,57 @@ export function createApp(deps: AppDeps): WebhookApp {
   );
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
+
+  /** The last readiness probe: when it started, and what it found. */
+  let readiness: { at: number; ready: Promise<boolean> } | undefined;
+
+  /**
+   * Whether the store answers a read within `READY_WAIT_MS`. One probe
+   * serves every call for `READY_CACHE_MS`, so an open route cannot be
+   * made to load the store.
+   */
+  function storeAnswers(): Promise<boolean> {
+    const at = now();
+    if (readiness !== undefined && at - readiness.at < READY_CACHE_MS) {
+      return readiness.ready;
+    }
+    const ready = (async () => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      try {
+        await Promise.race([
+          store.getIntent(READY_PROBE_ID),
+          new Promise((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`no answer within ${READY_WAIT_MS}ms`)),
+              READY_WAIT_MS,
+            );
+          }),
+        ]);
+        return true;
+      } catch (error) {
+        log(
+          `relayer not ready: the store failed a read: ${describeError(error)}`,
+        );
+        return false;
+      } finally {
+        clearTimeout(timer);
+      }
+    })();
+    readiness = { at, ready };
+    return ready;
+  }
+
+  app.get(
+    "/readyz",
+    async (c) =>
+      await storeAnswers() ? c.json({ status: "ready" }) : problem(
+        503,
+        "not-ready",
+        "Not ready",
+        "The store did not answer a read (the relayer's log says why): deliveries would be answered 503 now.",
+        { "retry-after": "5" },
+      ),
+  );
 
   app.post("/v1/qstash", async (c) => {
     requireConfigured(
@@ -1278,6 +1339,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   // A known path with the wrong method is 405, not 404.
   const allowed: Record<string, string> = {
     "/healthz": "GET",
+    "/readyz": "GET",
     "/v1/qstash": "POST",
     "/v1/qstash/failed": "POST",
     "/v1/pubsub": "POST",

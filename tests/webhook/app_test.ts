@@ -1328,3 +1328,54 @@ Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/
   await (await push()).body?.cancel();
   assert.equal(lines.filter((line) => said.test(line)).length, 2);
 });
+
+Deno.test("createApp() GET /readyz answers 200 while the store answers a read, and 503 with Retry-After, logged, while it fails or hangs; one probe serves a second", async () => {
+  let clock = 1_000_000;
+  let reads = 0;
+  let mode: "ok" | "fail" | "hang" = "ok";
+  const lines: string[] = [];
+  const memory = new MemoryStore();
+  const app = createApp({
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "getIntent"
+          ? (id: string) => {
+            reads++;
+            if (mode === "fail") return Promise.reject(new Error("db down"));
+            if (mode === "hang") return new Promise(() => {});
+            return target.getIntent(id);
+          }
+          : Reflect.get(target, key),
+    }),
+    sender: new ScriptedSender({}),
+    now: () => clock,
+    log: (line) => lines.push(line),
+  });
+  const ready = await app.request("/readyz");
+  assert.equal(ready.status, 200);
+  assert.deepEqual(await ready.json(), { status: "ready" });
+  // Within the second, the same probe answers: the store is read once.
+  mode = "fail";
+  assert.equal((await app.request("/readyz")).status, 200);
+  assert.equal(reads, 1);
+  clock += 1_000;
+  const failed = await app.request("/readyz");
+  assert.equal(failed.status, 503);
+  assert.equal(failed.headers.get("retry-after"), "5");
+  const problem = await problemOf(failed);
+  assert.equal(problem.type, "urn:relayer:problem:not-ready");
+  assert.doesNotMatch(JSON.stringify(problem), /db down/);
+  assert.deepEqual(lines, [
+    "relayer not ready: the store failed a read: Error: db down",
+  ]);
+  // A store that never answers is not ready either, within 2 s.
+  mode = "hang";
+  clock += 1_000;
+  const started = Date.now();
+  assert.equal((await app.request("/readyz")).status, 503);
+  assert.ok(Date.now() - started < 3_000);
+  assert.match(lines.at(-1)!, /no answer within 2000ms/);
+  // /healthz says only that the process answers.
+  assert.equal((await app.request("/healthz")).status, 200);
+  assert.equal((await app.request("/readyz", { method: "POST" })).status, 405);
+});
