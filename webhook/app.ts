@@ -1089,6 +1089,29 @@ export function createApp(deps: AppDeps): WebhookApp {
         '\'state\' must be "created" or "authorized".',
       );
     }
+    if (hold !== undefined && hold !== "pending") {
+      return problem(
+        400,
+        "bad-intent",
+        "Bad intent",
+        `'hold' must be "pending" (or left out): current value is ${
+          show(hold)
+        }.`,
+      );
+    }
+    const unknown = Object.keys(body as object).filter((key) =>
+      key !== "id" && key !== "state" && key !== "hold"
+    );
+    if (unknown.length > 0) {
+      return problem(
+        400,
+        "bad-intent",
+        "Bad intent",
+        `${
+          show(unknown[0])
+        } is not a field of a new intent: send 'id', and 'state' ("created" or "authorized") and 'hold' ("pending") if you need them.`,
+      );
+    }
     try {
       const intent = await store.createIntent({
         id: id as string,
@@ -1307,6 +1330,11 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   app.post("/v1/jobs", async (c) => {
     requireOps(c);
+    // The job first: a bad one is the caller's to fix, queue or not.
+    const job = jobFrom(
+      "deliveries",
+      parseJson("deliveries", await c.req.text()),
+    );
     if (!deps.enqueue) {
       return problem(
         503,
@@ -1315,10 +1343,6 @@ export function createApp(deps: AppDeps): WebhookApp {
         "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL; in code: give createApp an enqueue).",
       );
     }
-    const job = jobFrom(
-      "deliveries",
-      parseJson("deliveries", await c.req.text()),
-    );
     try {
       await deps.enqueue(job);
     } catch (error) {

@@ -1075,7 +1075,7 @@ Deno.test("createApp() lists dead letters and redrives one, refusing a failed in
   );
 });
 
-Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is off", async () => {
+Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is off, and refuses a bad job with a 400 either way", async () => {
   const { app: off } = await makeApp();
   const res = await off.request("/v1/jobs", {
     method: "POST",
@@ -1087,6 +1087,13 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
     (await problemOf(res)).detail,
     /set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL/,
   );
+  // A bad job is the caller's to fix first, queue or not.
+  const badOff = await off.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: "{}",
+  });
+  assert.equal(badOff.status, 400);
 
   const enqueued: unknown[] = [];
   const { app } = await makeApp({
@@ -1269,7 +1276,7 @@ Deno.test("createApp() validates maxBodyBytes", () => {
   );
 });
 
-Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing bad or duplicate ones", async () => {
+Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing bad or duplicate ones and fields it would not use", async () => {
   const { app, store } = await makeApp();
   const create = (body: unknown) =>
     app.request("/v1/intents", {
@@ -1284,6 +1291,26 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
   assert.equal((await create({ id: "pi_0009" })).status, 409);
   assert.equal((await create({ id: "bad id" })).status, 400);
   assert.equal((await create({ id: "pi_0010", state: "settled" })).status, 400);
+  // A field it would not use is refused, not dropped unseen.
+  for (
+    const [body, detail] of [
+      [
+        { id: "pi_0010", hold: "voided" },
+        /^'hold' must be "pending" \(or left out\): current value is "voided"\.$/,
+      ],
+      [
+        { id: "pi_0010", amount: 100 },
+        /^"amount" is not a field of a new intent: send 'id'/,
+      ],
+    ] as const
+  ) {
+    const refused = await create(body);
+    assert.equal(refused.status, 400);
+    assert.match((await problemOf(refused)).detail, detail);
+  }
+  assert.equal(await store.getIntent("pi_0010"), null);
+  const held = await create({ id: "pi_0011", hold: "pending" });
+  assert.equal((await held.json()).intent.hold, "pending");
   assert.equal(
     (await app.request("/v1/intents", { method: "POST", body: "{}" })).status,
     401,
