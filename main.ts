@@ -434,9 +434,16 @@ export async function openService(
   }
 
   const routes = [
-    config.qstash ? "qstash" : undefined,
+    config.qstash ? "qstash and its failure callback" : undefined,
     config.pubsub ? "pubsub" : undefined,
+    config.pubsubDeadLetter ? "pubsub dead-letter" : undefined,
     config.webhookSecret ? "deliveries" : undefined,
+    // Without a token the ops routes answer 503, unless dev mode opens them.
+    config.opsToken
+      ? "ops"
+      : config.insecureDev
+      ? undefined
+      : "ops closed (no OPS_TOKEN)",
     config.kvQueue ? "local KV queue" : undefined,
     config.insecureDev ? insecureRoutes(config) : undefined,
   ].filter(Boolean).join(", ");

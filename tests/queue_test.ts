@@ -31,6 +31,7 @@ Deno.test(
       { log: (line) => lines.push(line) },
     );
     // Only the ops routes have their key: the start-up line says what is open.
+    assert.match(service.description, /; routes: ops, local KV queue, /);
     assert.match(
       service.description,
       /INSECURE DEV MODE \(unsigned requests accepted on \/v1\/qstash and \/v1\/qstash\/failed, \/v1\/pubsub, \/v1\/pubsub\/dead-letter, \/v1\/deliveries\)/,

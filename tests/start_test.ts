@@ -219,6 +219,11 @@ for (const store of STORES) {
         assert.equal(code, 0, `${stdout}\n${stderr}`);
         const lines = stdout.trim().split("\n");
         assert.match(lines[0]!, /^relayer: at most 10 deliveries; /);
+        // It says which routes answer, the ops routes included.
+        assert.match(
+          lines[0]!,
+          /; routes: deliveries, ops closed \(no OPS_TOKEN\)$/,
+        );
         assert.equal(
           lines[1],
           `relayer: listening on http://127.0.0.1:${free.port}/`,
