@@ -469,6 +469,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     configured: boolean,
     route: string,
     settings: string,
+    option: keyof AppDeps,
   ): void {
     if (!configured && !insecureDev) {
       throw new Refusal(
@@ -478,7 +479,7 @@ export function createApp(deps: AppDeps): WebhookApp {
           "Route not configured",
           `${route} ${
             route.endsWith("routes") ? "are" : "is"
-          } off: set ${settings}, or start with RELAYER_INSECURE_DEV=1 for local development only.`,
+          } off: set ${settings} (in code, createApp's '${option}'), or start with RELAYER_INSECURE_DEV=1 (insecureDev) for local development only.`,
         ),
       );
     }
@@ -504,6 +505,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       opsToken !== undefined,
       "The ops routes",
       "OPS_TOKEN",
+      "opsToken",
     );
     if (opsToken === undefined) return;
     const header = c.req.header("authorization") ?? "";
@@ -689,6 +691,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       verifyQStash !== undefined,
       "POST /v1/qstash",
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
+      "qstash",
     );
     const raw = (await bodyOf(c)).text;
     let claim: ReplayClaim | undefined;
@@ -823,10 +826,20 @@ export function createApp(deps: AppDeps): WebhookApp {
     verify:
       | ((authorization: string | undefined) => Promise<boolean>)
       | undefined,
-    route: { name: string; settings: string; requireId: boolean },
+    route: {
+      name: string;
+      settings: string;
+      option: keyof AppDeps;
+      requireId: boolean;
+    },
     read: (push: ReturnType<typeof readPush>, seen: PushSeen) => T,
   ): Promise<T | Response> {
-    requireConfigured(verify !== undefined, route.name, route.settings);
+    requireConfigured(
+      verify !== undefined,
+      route.name,
+      route.settings,
+      route.option,
+    );
     const refused = await authenticatePush(
       verify,
       c.req.header("authorization"),
@@ -846,6 +859,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const got = await receivePush(c, verifyPubSub, {
       name: "POST /v1/pubsub",
       settings: "PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+      option: "pubsub",
       requireId: true,
     }, (push, seen): { job: Job; delivery?: number; countAs?: string } => {
       const attempt = seen.attempt ?? 0;
@@ -904,6 +918,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       verifyQStashFailed !== undefined,
       "POST /v1/qstash/failed",
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
+      "qstash",
     );
     const raw = (await bodyOf(c)).text;
     let claim: ReplayClaim | undefined;
@@ -954,6 +969,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const push = await receivePush(c, verifyPubSubDeadLetter, {
       name: "POST /v1/pubsub/dead-letter",
       settings: "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+      option: "pubsubDeadLetter",
       requireId: false,
     }, (push) => push);
     if (push instanceof Response) return push;
@@ -1017,6 +1033,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       webhookSecret !== undefined,
       "POST /v1/deliveries",
       "WEBHOOK_SECRET",
+      "webhookSecret",
     );
     const { bytes, text: raw } = await bodyOf(c);
     let claim: ReplayClaim | undefined;

@@ -352,26 +352,36 @@ Deno.test("createApp() answers 404 and 405 problems for unknown routes and metho
   );
 });
 
-Deno.test("createApp() refuses a route whose keys are not configured, naming the setting", async () => {
+Deno.test("createApp() refuses a route whose keys are not configured, naming the setting and the option", async () => {
   const app = createApp({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
   });
-  const cases: [string, string][] = [
-    ["/v1/qstash", "QSTASH_CURRENT_SIGNING_KEY"],
-    ["/v1/pubsub", "PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT"],
+  const cases: [string, string, string][] = [
+    ["/v1/qstash", "QSTASH_CURRENT_SIGNING_KEY", "qstash"],
+    ["/v1/qstash/failed", "QSTASH_CURRENT_SIGNING_KEY", "qstash"],
+    ["/v1/pubsub", "PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT", "pubsub"],
     [
       "/v1/pubsub/dead-letter",
       "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
+      "pubsubDeadLetter",
     ],
-    ["/v1/deliveries", "WEBHOOK_SECRET"],
-    ["/v1/dead-letters/pi_1%2Fsettle/redrive", "OPS_TOKEN"],
+    ["/v1/deliveries", "WEBHOOK_SECRET", "webhookSecret"],
+    ["/v1/dead-letters/pi_1%2Fsettle/redrive", "OPS_TOKEN", "opsToken"],
   ];
-  for (const [path, setting] of cases) {
+  for (const [path, setting, option] of cases) {
     const res = await app.request(path, { method: "POST", body: "{}" });
     assert.equal(res.status, 503, path);
     const { detail } = await problemOf(res);
     assert.match(detail, new RegExp(setting));
+    // A library user is told the option, as the service's user the setting.
+    assert.match(
+      detail,
+      new RegExp(
+        ` \\(in code, createApp's '${option}'\\), or start with RELAYER_INSECURE_DEV=1 \\(insecureDev\\) for local development only\\.$`,
+      ),
+      detail,
+    );
     assert.match(detail, /^[\w /-]+ (is|are) off: set /, detail);
     assert.doesNotMatch(detail, /are is/);
   }
