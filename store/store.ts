@@ -284,7 +284,13 @@ export interface QueueIds {
   readonly queue: string;
   /** The queue's id of the message. */
   readonly messageId?: string;
-  /** The id of the message in the queue's dead-letter queue, where it has one. */
+  /**
+   * The id of the message in the queue's dead-letter queue, where it has
+   * one (QStash). For Pub/Sub, the source message the dead-letter topic's
+   * copy forwards (its subscription, publish time and intent), which
+   * every copy of it names: Pub/Sub may dead-letter a message more than
+   * once, each copy with a `messageId` of its own.
+   */
   readonly dlqId?: string;
 }
 

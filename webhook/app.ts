@@ -351,6 +351,33 @@ function decodeBase64(
  * character could not be kept by every store (PostgreSQL text refuses
  * U+0000), and would end up in counters, dead letters and log lines.
  */
+/**
+ * The source message a Pub/Sub dead-letter push forwards, as every copy
+ * of it names it. Pub/Sub dead-letters on a best-effort basis, so one
+ * message may be dead-lettered more than once, each copy a new message
+ * with an id of its own; what the copies share are the attributes Pub/Sub
+ * sets when it forwards: the source subscription (and its project) and
+ * the source topic's publish time. The intent goes with them, as two
+ * messages may be published within one millisecond. `undefined` without
+ * those attributes (a message published to the topic by hand).
+ */
+function sourceMessage(
+  attributes: Record<string, unknown>,
+  job: Job,
+): string | undefined {
+  const project = idFrom(
+    attributes.CloudPubSubDeadLetterSourceSubscriptionProject,
+  );
+  const subscription = idFrom(
+    attributes.CloudPubSubDeadLetterSourceSubscription,
+  );
+  const published = idFrom(
+    attributes.CloudPubSubDeadLetterSourceTopicPublishTime,
+  );
+  if (subscription === undefined || published === undefined) return undefined;
+  return `${project ?? "-"}/${subscription}@${published}#${job.intentId}`;
+}
+
 function idFrom(value: unknown): string | undefined {
   return typeof value === "string" && /^[\x21-\x7e]{1,200}$/.test(value)
     ? value
@@ -979,9 +1006,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     const deliveries = Number.isSafeInteger(counted) && counted >= 1
       ? counted
       : Math.max(1, await store.deliveries(jobIdOf(job), now()));
+    const source = sourceMessage(attributes, job);
     return await giveUp("pubsub", job, deliveries, {
       queue: "pubsub",
       ...(messageId ? { messageId } : {}),
+      ...(source ? { dlqId: source } : {}),
     });
   });
 

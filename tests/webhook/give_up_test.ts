@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import type { NewIntent } from "../../mod.ts";
-import { makeApp, theGoogle } from "./_app.ts";
+import { genericRequest, makeApp, OPS, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 const FAILED_URL = `${QSTASH.url}/failed`;
@@ -82,11 +82,12 @@ function deadLetterEnvelope(
   attributes: Record<string, string> = {
     CloudPubSubDeadLetterSourceDeliveryCount: "5",
   },
+  messageId = "9182736450",
 ): string {
   return JSON.stringify({
     message: {
       data: btoa(typeof body === "string" ? body : JSON.stringify(body)),
-      messageId: "9182736450",
+      messageId,
       publishTime: "2026-11-30T12:00:00.000Z",
       attributes,
     },
@@ -303,4 +304,66 @@ Deno.test("POST /v1/qstash/failed takes the callback of any job /v1/qstash takes
   const res = await app.request("/v1/qstash/failed", await failedRequest(body));
   assert.equal(res.status, 200, await res.clone().text());
   assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+});
+
+Deno.test("POST /v1/pubsub/dead-letter knows a second dead-lettered copy of a message by its source, though Pub/Sub gives the copy a new id: after a redrive it changes nothing", async () => {
+  const g = await theGoogle();
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0002", state: "authorized", hold: "pending" }],
+    scripts: { pi_0002: { sends: [{ txHash: "0xabc" }] } },
+    deps: {
+      pubsubDeadLetter: {
+        audience: DEAD_LETTER_AUDIENCE,
+        jwks: g.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+      redriveTo: { publish: () => Promise.resolve() },
+    },
+  });
+  // What Pub/Sub sets on each copy of the source message it forwards.
+  const source = {
+    CloudPubSubDeadLetterSourceDeliveryCount: "5",
+    CloudPubSubDeadLetterSourceSubscription: "relayer",
+    CloudPubSubDeadLetterSourceSubscriptionProject: "p",
+    CloudPubSubDeadLetterSourceTopicPublishTime:
+      "2026-11-30T11:00:00.123+00:00",
+  };
+  const copy = async (messageId: string) =>
+    await app.request("/v1/pubsub/dead-letter", {
+      method: "POST",
+      body: deadLetterEnvelope(job, source, messageId),
+      headers: {
+        authorization: `Bearer ${await g.token({
+          aud: DEAD_LETTER_AUDIENCE,
+        })}`,
+      },
+    });
+  assert.equal((await copy("copy-1")).status, 204);
+  const letter = await store.getDeadLetter("pi_0002/settle");
+  assert.equal(letter?.resolution, "job dropped, intent still authorized");
+  assert.deepEqual(letter?.queue, {
+    queue: "pubsub",
+    messageId: "copy-1",
+    dlqId: "p/relayer@2026-11-30T11:00:00.123+00:00#pi_0002",
+  });
+  // The operator redrives; the new job sends and waits for its receipt.
+  const redriven = await app.request(
+    "/v1/dead-letters/pi_0002/settle/redrive",
+    {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPS}` },
+    },
+  );
+  assert.equal(redriven.status, 202);
+  const sent = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 1 })),
+  );
+  assert.equal(sent.status, 503);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
+  // Pub/Sub dead-letters the old message again, as a new message: the
+  // settling payment is not sent to review.
+  assert.equal((await copy("copy-2")).status, 204);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
+  assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
 });
