@@ -257,6 +257,66 @@ async function openKv(config: Config): Promise<Deno.Kv> {
   }
 }
 
+/** Where Deno KV keeps a local-queue message it gave up delivering. */
+export const UNDELIVERED_PREFIX: readonly string[] = ["relayer_undelivered"];
+
+/**
+ * Deno KV's redeliveries of a local-queue message whose handler threw (it
+ * could not put the message back: the same KV was failing): the most Deno
+ * takes, five of at most an hour, about 2 h 11 min in all. Its default is
+ * five within about 96 s, after which the message is dropped.
+ */
+export const KV_BACKOFF_SCHEDULE: readonly number[] = [
+  1_000,
+  60_000,
+  600_000,
+  3_600_000,
+  3_600_000,
+];
+
+/** How often a running service puts undelivered messages back on the queue. */
+const REQUEUE_EVERY_MS = 60_000;
+
+/**
+ * The options of every local-queue enqueue: the redelivery schedule, and
+ * a key of its own where Deno KV keeps the message if that runs out, so it
+ * is put back ({@linkcode requeueUndelivered}), never dropped.
+ */
+function undeliveredOptions(): {
+  backoffSchedule: number[];
+  keysIfUndelivered: Deno.KvKey[];
+} {
+  return {
+    backoffSchedule: [...KV_BACKOFF_SCHEDULE],
+    keysIfUndelivered: [[...UNDELIVERED_PREFIX, crypto.randomUUID()]],
+  };
+}
+
+/**
+ * Puts every message Deno KV gave up delivering back on the queue, each in
+ * one commit with the removal of its key (checked, so two processes never
+ * both put one back).
+ *
+ * @returns How many it put back.
+ */
+export async function requeueUndelivered(
+  kv: Deno.Kv,
+  log: (line: string) => void,
+): Promise<number> {
+  let requeued = 0;
+  for await (const entry of kv.list({ prefix: [...UNDELIVERED_PREFIX] })) {
+    const { ok } = await kv.atomic().check(entry).delete(entry.key)
+      .enqueue(entry.value, undeliveredOptions()).commit();
+    if (ok) requeued++;
+  }
+  if (requeued > 0) {
+    log(
+      `queue   put ${requeued} message(s) Deno KV had given up delivering back on the queue`,
+    );
+  }
+  return requeued;
+}
+
 /**
  * Opens PostgreSQL and migrates it. A database that cannot be reached or
  * migrated stops the start like a bad setting: one line naming
@@ -361,7 +421,10 @@ export async function openService(
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
   const send: LocalEnqueue | undefined = config.kvQueue && kv
     ? async (message, delay) => {
-      const { ok } = await kv.enqueue(message, { delay });
+      const { ok } = await kv.enqueue(message, {
+        delay,
+        ...undeliveredOptions(),
+      });
       if (!ok) throw new Error(`could not enqueue ${jobIdOf(message.job)}`);
     }
     : undefined;
@@ -409,6 +472,7 @@ export async function openService(
   });
 
   let draining = false;
+  let requeueTimer: ReturnType<typeof setInterval> | undefined;
   const inFlight = new Set<Promise<unknown>>();
   function track<T>(work: Promise<T>): Promise<T> {
     inFlight.add(work);
@@ -431,6 +495,19 @@ export async function openService(
       }
       return track(consume(message));
     }, log));
+    // What Deno KV gave up delivering (the consumer could not even put a
+    // message back, through its every redelivery) goes back on the queue:
+    // now, for what an earlier process left, and every minute.
+    const requeue = () =>
+      void track(requeueUndelivered(kv, log)).catch((error) =>
+        log(
+          `queue   could not look for undelivered messages: ${
+            (error as Error)?.message ?? String(error)
+          }`,
+        )
+      );
+    requeue();
+    requeueTimer = setInterval(requeue, REQUEUE_EVERY_MS);
   }
 
   const routes = [
@@ -491,6 +568,7 @@ export async function openService(
     },
     async drain(timeoutMs = DRAIN_MS) {
       draining = true;
+      clearInterval(requeueTimer);
       const started = performance.now();
       let timer: ReturnType<typeof setTimeout> | undefined;
       const waited = new Promise<void>((resolve) => {
@@ -511,6 +589,7 @@ export async function openService(
       return left;
     },
     async close() {
+      clearInterval(requeueTimer);
       kv?.close();
       await database?.sql.end({ timeout: 5 });
     },

@@ -5,7 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { signer } from "../examples/signer_stub.ts";
-import { openService } from "../main.ts";
+import {
+  KV_BACKOFF_SCHEDULE,
+  openService,
+  requeueUndelivered,
+  UNDELIVERED_PREFIX,
+} from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -70,6 +75,100 @@ Deno.test(
       service.close();
       await stub.shutdown();
       await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "openService() with KV_QUEUE=1 enqueues every message with Deno KV's longest redelivery schedule and a key it is kept under if that runs out",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_" });
+    const seen: {
+      delay?: number;
+      keysIfUndelivered?: Deno.KvKey[];
+      backoffSchedule?: number[];
+    }[] = [];
+    const enqueue = Deno.Kv.prototype.enqueue;
+    Deno.Kv.prototype.enqueue = function (this: Deno.Kv, value, options) {
+      seen.push(options ?? {});
+      return enqueue.call(this, value, options);
+    };
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9/",
+        WEBHOOK_SECRET: "queue-secret-0123456789",
+        OPS_TOKEN: "queue-ops-token-0123456789",
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+      }),
+      { log: () => {} },
+    );
+    try {
+      const res = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: { authorization: "Bearer queue-ops-token-0123456789" },
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(res.status, 202);
+      assert.ok(seen.length >= 1);
+      assert.deepEqual(seen[0]!.backoffSchedule, [...KV_BACKOFF_SCHEDULE]);
+      assert.deepEqual(KV_BACKOFF_SCHEDULE, [
+        1_000,
+        60_000,
+        600_000,
+        3_600_000,
+        3_600_000,
+      ]);
+      const [key] = seen[0]!.keysIfUndelivered ?? [];
+      assert.deepEqual(key?.slice(0, 1), [...UNDELIVERED_PREFIX]);
+      assert.equal(key?.length, 2);
+    } finally {
+      Deno.Kv.prototype.enqueue = enqueue;
+      await service.drain(1_000);
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "requeueUndelivered() puts back on the queue a message Deno KV gave up delivering, once, and it is delivered",
+  timeout(30_000, async () => {
+    const kv = await Deno.openKv(":memory:");
+    const delivered: unknown[] = [];
+    let failing = true;
+    const listening = kv.listenQueue((message) => {
+      if (failing) throw new Error("the same KV is failing");
+      delivered.push(message);
+    });
+    try {
+      const key = [...UNDELIVERED_PREFIX, "m-1"];
+      await kv.enqueue({ job: { intentId: "pi_0001", kind: "settle" } }, {
+        keysIfUndelivered: [key],
+        backoffSchedule: [10],
+      });
+      // Deno KV gives up: the message is kept under its key.
+      const deadline = Date.now() + 10_000;
+      while ((await kv.get(key)).value === null && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.notEqual((await kv.get(key)).value, null);
+      failing = false;
+      const lines: string[] = [];
+      assert.equal(await requeueUndelivered(kv, (line) => lines.push(line)), 1);
+      assert.deepEqual(lines, [
+        "queue   put 1 message(s) Deno KV had given up delivering back on the queue",
+      ]);
+      assert.equal((await kv.get(key)).value, null);
+      assert.equal(await requeueUndelivered(kv, () => {}), 0);
+      while (delivered.length === 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.deepEqual(delivered, [{
+        job: { intentId: "pi_0001", kind: "settle" },
+      }]);
+    } finally {
+      kv.close();
+      await listening;
     }
   }),
 );
