@@ -20,7 +20,9 @@ import type { Policy } from "./policy.ts";
  * - `pubsub`: a Google Pub/Sub push subscription. It ignores our delays and
  *   backs off between `minBackoffMs` and `maxBackoffMs` (each 0 … 10 min);
  *   with a dead-letter policy it stops after `maxDeliveryAttempts` (5–100),
- *   without one it redelivers until retention ends.
+ *   without one it redelivers until retention ends. Retention ends a
+ *   message with no dead letter at all: given `retentionMs`, the deliveries
+ *   that surely fit in it (at `maxBackoffMs` apart) bound the job too.
  * - `cloudflare`: Cloudflare Queues. It makes `maxRetries + 1` deliveries,
  *   honours our `retry({ delaySeconds })` up to 12 h, then moves the message
  *   to the dead-letter queue.
@@ -56,6 +58,12 @@ export type QueueLimits =
     readonly minBackoffMs: number;
     /** The retry policy's `maximum_backoff`, in milliseconds (`minBackoffMs` … 600000). */
     readonly maxBackoffMs: number;
+    /**
+     * The subscription's `message_retention_duration`, in milliseconds
+     * (600000, 10 min, … 2678400000, 31 days); absent, not checked
+     * (Pub/Sub's default is 7 days).
+     */
+    readonly retentionMs?: number;
   }
   | {
     /** Cloudflare Queues. */
@@ -74,6 +82,9 @@ const QSTASH_MAX_DELAY_MS = 86_400_000;
 const CLOUDFLARE_MAX_DELAY_MS = 43_200_000;
 /** Pub/Sub's backoff bounds are each at most 600 s. */
 const PUBSUB_MAX_BACKOFF_MS = 600_000;
+/** Pub/Sub keeps a message from 10 minutes to 31 days. */
+const PUBSUB_MIN_RETENTION_MS = 600_000;
+const PUBSUB_MAX_RETENTION_MS = 2_678_400_000;
 
 function assertCount(name: string, value: unknown, min: number, max: number) {
   if (
@@ -107,6 +118,14 @@ function assertQueue(queue: QueueLimits): void {
         queue.minBackoffMs,
         PUBSUB_MAX_BACKOFF_MS,
       );
+      if (queue.retentionMs !== undefined) {
+        assertCount(
+          "retentionMs",
+          queue.retentionMs,
+          PUBSUB_MIN_RETENTION_MS,
+          PUBSUB_MAX_RETENTION_MS,
+        );
+      }
       return;
     }
     default:
@@ -123,7 +142,8 @@ function assertQueue(queue: QueueLimits): void {
  * the first: `retries + 1` on QStash, `maxDeliveryAttempts` on Pub/Sub with
  * a dead-letter policy, `maxRetries + 1` on Cloudflare Queues, and
  * `Infinity` for the local KV queue and Pub/Sub without a dead-letter
- * policy (there the policy alone ends the job).
+ * policy (there the policy alone ends the job). On Pub/Sub with a
+ * `retentionMs`, no more than surely fit in it (see {@linkcode QueueLimits}).
  *
  * @param queue The queue's limits.
  * @returns The number of deliveries, or `Infinity`.
@@ -137,6 +157,8 @@ function assertQueue(queue: QueueLimits): void {
  *
  * assert.equal(queueLimit({ kind: "qstash", retries: 5 }), 6);
  * assert.equal(queueLimit({ kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 }), Infinity);
+ * // An hour's retention surely holds 6 deliveries at most 10 minutes apart.
+ * assert.equal(queueLimit({ kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000, retentionMs: 3_600_000 }), 6);
  * assert.throws(() => queueLimit({ kind: "pubsub", maxDeliveryAttempts: 3, minBackoffMs: 0, maxBackoffMs: 0 }), RangeError);
  * ```
  */
@@ -146,12 +168,30 @@ export function queueLimit(queue: QueueLimits): number {
     case "qstash":
       return queue.retries + 1;
     case "pubsub":
-      return queue.maxDeliveryAttempts ?? Infinity;
+      return Math.min(
+        queue.maxDeliveryAttempts ?? Infinity,
+        retentionLimit(queue),
+      );
     case "cloudflare":
       return queue.maxRetries + 1;
     case "kv":
       return Infinity;
   }
+}
+
+/**
+ * The deliveries of a Pub/Sub message that surely come before its
+ * retention ends: delivery `k` comes at most `(k − 1) × maxBackoffMs` after
+ * the first, and must come before `retentionMs`. `Infinity` when retention
+ * is not given, or with no backoff (immediate redelivery).
+ */
+function retentionLimit(
+  queue: Extract<QueueLimits, { kind: "pubsub" }>,
+): number {
+  if (queue.retentionMs === undefined || queue.maxBackoffMs === 0) {
+    return Infinity;
+  }
+  return Math.ceil(queue.retentionMs / queue.maxBackoffMs);
 }
 
 /**

@@ -25,6 +25,7 @@
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
  * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE` |
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
+ * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
@@ -829,6 +830,18 @@ function readQueues(
       }) must be at most PUBSUB_MAX_BACKOFF (${formatDuration(maxBackoffMs)})`,
     );
   }
+  const retentionMs = duration(env, "PUBSUB_MESSAGE_RETENTION");
+  if (
+    retentionMs !== undefined &&
+    (retentionMs < 600_000 || retentionMs > 2_678_400_000)
+  ) {
+    throw new ConfigError(
+      "PUBSUB_MESSAGE_RETENTION",
+      `PUBSUB_MESSAGE_RETENTION must be from 10m to 744h (Pub/Sub keeps a message 10 minutes to 31 days): current value is ${
+        formatDuration(retentionMs)
+      }`,
+    );
+  }
   const maxRetries = countIn(env, "CLOUDFLARE_MAX_RETRIES", 0, 100);
   return {
     qstash: { kind: "qstash", retries },
@@ -837,6 +850,7 @@ function readQueues(
       ...(maxDeliveryAttempts !== undefined ? { maxDeliveryAttempts } : {}),
       minBackoffMs,
       maxBackoffMs,
+      ...(retentionMs !== undefined ? { retentionMs } : {}),
     },
     ...(maxRetries !== undefined
       ? { cloudflare: { kind: "cloudflare" as const, maxRetries } }
@@ -881,7 +895,24 @@ function checkQueues(
   }
   if (configured.pubsub) {
     const check = checkQueue(policy, queues.pubsub);
-    const { maxDeliveryAttempts, minBackoffMs, maxBackoffMs } = queues.pubsub;
+    const { maxDeliveryAttempts, minBackoffMs, maxBackoffMs, retentionMs } =
+      queues.pubsub;
+    if (
+      check.problem === "stops_early" && retentionMs !== undefined &&
+      check.limit < (maxDeliveryAttempts ?? Infinity)
+    ) {
+      // Expired, a message is dropped: no dead letter, no give-up route.
+      throw new ConfigError(
+        "PUBSUB_MESSAGE_RETENTION",
+        `PUBSUB_MESSAGE_RETENTION is ${
+          formatDuration(retentionMs)
+        }, and Pub/Sub may wait up to PUBSUB_MAX_BACKOFF (${
+          formatDuration(maxBackoffMs)
+        }) between deliveries, so a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
+          formatDuration((max - 1) * maxBackoffMs)
+        } ((MAX_DELIVERIES − 1) × PUBSUB_MAX_BACKOFF), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
+      );
+    }
     if (check.problem === "stops_early") {
       throw new ConfigError(
         "PUBSUB_MAX_DELIVERY_ATTEMPTS",

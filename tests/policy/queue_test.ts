@@ -350,3 +350,56 @@ Deno.test("describePolicy() with a queue says its limit and whose delays apply",
     assert.equal(describePolicy(DEFAULT_POLICY, queue), `${head}; ${text}`);
   }
 });
+
+Deno.test("queueLimit() on Pub/Sub with a retention counts the deliveries that surely come before it ends: the last at most (limit − 1) × maxBackoffMs in, the next possibly past it", () => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 600_000 }),
+      fc.integer({ min: 600_000, max: 2_678_400_000 }),
+      fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
+      (maxBackoffMs, retentionMs, maxDeliveryAttempts) => {
+        const queue: QueueLimits = {
+          kind: "pubsub",
+          minBackoffMs: 0,
+          maxBackoffMs,
+          retentionMs,
+          ...(maxDeliveryAttempts === undefined ? {} : { maxDeliveryAttempts }),
+        };
+        const limit = queueLimit(queue);
+        const fits = Math.ceil(retentionMs / maxBackoffMs);
+        assert.equal(limit, Math.min(fits, maxDeliveryAttempts ?? Infinity));
+        assert.ok((fits - 1) * maxBackoffMs < retentionMs);
+        assert.ok(fits * maxBackoffMs >= retentionMs);
+      },
+    ),
+    { numRuns: runs(500) },
+  );
+  // No backoff (immediate redelivery): retention bounds nothing here.
+  assert.equal(
+    queueLimit({
+      kind: "pubsub",
+      minBackoffMs: 0,
+      maxBackoffMs: 0,
+      retentionMs: 600_000,
+    }),
+    Infinity,
+  );
+  assert.throws(
+    () =>
+      queueLimit({
+        kind: "pubsub",
+        minBackoffMs: 0,
+        maxBackoffMs: 0,
+        retentionMs: 599_999,
+      }),
+    /'retentionMs' must be an integer from 600000 to 2678400000: current value is 599999/,
+  );
+  // The default policy on an hour's retention stops at delivery 6.
+  const check = checkQueue(DEFAULT_POLICY, {
+    kind: "pubsub",
+    minBackoffMs: 10_000,
+    maxBackoffMs: 600_000,
+    retentionMs: 3_600_000,
+  });
+  assert.deepEqual([check.problem, check.limit], ["stops_early", 6]);
+});

@@ -611,6 +611,48 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
   );
 });
 
+Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: an expired message is dropped with no dead letter", () => {
+  const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
+  // Ten deliveries at most 10m apart need more than 1h30m.
+  refused(
+    { ...ok, PUBSUB_MESSAGE_RETENTION: "90m" },
+    "PUBSUB_MESSAGE_RETENTION",
+    /^PUBSUB_MESSAGE_RETENTION is 1h30m0s, and Pub\/Sub may wait up to PUBSUB_MAX_BACKOFF \(10m0s\) between deliveries, so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\): Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h30m0s /,
+  );
+  assert.equal(
+    loadConfig({ ...ok, PUBSUB_MESSAGE_RETENTION: "91m" }).queues.pubsub
+      .retentionMs,
+    5_460_000,
+  );
+  // A shorter backoff fits more deliveries in the same retention.
+  assert.doesNotThrow(() =>
+    loadConfig({
+      ...ok,
+      PUBSUB_MESSAGE_RETENTION: "10m",
+      PUBSUB_MIN_BACKOFF: "40s",
+      PUBSUB_MAX_BACKOFF: "1m",
+    })
+  );
+  // With a dead-letter policy that stops first, that is what is named.
+  refused(
+    {
+      ...ok,
+      ...deadLetter,
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "9",
+      PUBSUB_MESSAGE_RETENTION: "168h",
+    },
+    "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+    /^PUBSUB_MAX_DELIVERY_ATTEMPTS is 9/,
+  );
+  for (const retention of ["9m", "745h"]) {
+    refused(
+      { ...ok, PUBSUB_MESSAGE_RETENTION: retention },
+      "PUBSUB_MESSAGE_RETENTION",
+      /^PUBSUB_MESSAGE_RETENTION must be from 10m to 744h/,
+    );
+  }
+});
+
 Deno.test("loadConfig() refuses a Pub/Sub dead-letter policy that stops before MAX_DELIVERIES, and bad Pub/Sub settings", () => {
   const ok = { ...base, ...pubsub, ...deadLetter, PUBSUB_MIN_BACKOFF: "40s" };
   refused(
