@@ -683,7 +683,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   if (kvQueue && onDeploy) {
     throw new ConfigError(
       "KV_QUEUE",
-      "KV_QUEUE is refused on Deno Deploy, which does not run KV queues: use QStash there",
+      "KV_QUEUE is refused on Deno Deploy: the local queue is run and tested as one long-lived process, which Deploy's isolates are not; use QStash there",
     );
   }
   if (kvQueue && kvUrl !== undefined) {
