@@ -20,6 +20,7 @@ import {
   type StoredDeadLetter,
 } from "../../mod.ts";
 import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
+import { deadLetter } from "../store/_contract.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -1443,16 +1444,7 @@ function suite(backend: Backend): void {
       { sends: [{ error: poison(notSent("no")) }] },
     );
     // The intent is authorized: the letter is its record of having no job.
-    await store.putDeadLetter({
-      jobId: "pi_0001/settle",
-      intentId: "pi_0001",
-      deliveries: 3,
-      cause: "exhausted",
-      reason: "the queue gave up after 3 deliveries",
-      resolution: "job dropped, intent still authorized",
-      lastError: "the qstash queue gave up",
-      poisonedAt: 0,
-    });
+    await store.putDeadLetter(deadLetter("pi_0001/settle", 0));
     await assert.rejects(
       relayer.discard("pi_0001/settle"),
       (error: Error) =>
@@ -1484,14 +1476,8 @@ function suite(backend: Backend): void {
     const reviewed = { intentId: "pi_0003", kind: "settle" } as const;
     const given = { queue: "qstash", messageId: "msg_C" };
     await store.putDeadLetter({
-      jobId: "pi_0003/settle",
-      intentId: "pi_0003",
-      deliveries: 3,
-      cause: "exhausted",
-      reason: "the queue gave up after 3 deliveries",
+      ...deadLetter("pi_0003/settle", 0),
       resolution: "job dropped, intent not found",
-      lastError: "the qstash queue gave up",
-      poisonedAt: 0,
       queue: given,
     });
     await relayer.discard("pi_0003/settle");
@@ -1530,16 +1516,7 @@ function suite(backend: Backend): void {
       hold: "pending",
       settlingSince: 0,
     });
-    await store.putDeadLetter({
-      jobId: "pi_0004/settle",
-      intentId: "pi_0004",
-      deliveries: 3,
-      cause: "exhausted",
-      reason: "no luck after 3 deliveries",
-      resolution: "broadcast outcome unknown, needs review",
-      lastError: "timeout",
-      poisonedAt: 0,
-    });
+    await store.putDeadLetter(deadLetter("pi_0004/settle", 0));
     await assert.rejects(
       relayer.discard("pi_0004/settle"),
       /pi_0004 is in review: the letter is the record of why/,
@@ -1549,16 +1526,7 @@ function suite(backend: Backend): void {
 
   test("createRelayer() discards a letter only once when two discards race", async () => {
     const { relayer, store } = await setup({ state: "settled" });
-    await store.putDeadLetter({
-      jobId: "pi_0001/settle",
-      intentId: "pi_0001",
-      deliveries: 1,
-      cause: "declared",
-      reason: "declared poison",
-      resolution: "job dropped, intent already settled",
-      lastError: "bad",
-      poisonedAt: 0,
-    });
+    await store.putDeadLetter(deadLetter("pi_0001/settle", 0));
     const results = await Promise.allSettled([
       relayer.discard("pi_0001/settle"),
       relayer.discard("pi_0001/settle"),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { type Job, MemoryStore, ScriptedSender } from "../../mod.ts";
+import { deadLetter } from "../store/_contract.ts";
 
 const OPS = "ops-token-for-redrive-tests";
 const ops = { authorization: `Bearer ${OPS}` };
@@ -191,14 +192,8 @@ Deno.test("createApp() discards a dead letter no job can act on (DELETE), and re
     ] as const
   ) {
     await store.putDeadLetter({
-      jobId: `pubsub/${name}/unreadable`,
+      ...deadLetter(`pubsub/${name}/unreadable`, 0),
       intentId: "",
-      deliveries: 1,
-      cause: "declared",
-      reason: "unreadable Pub/Sub message: not JSON",
-      resolution: "message acked unread; nothing else was touched",
-      lastError: "not JSON",
-      poisonedAt: 0,
     });
     const stale = await app.request(`${url}?version=stale`, {
       method: "DELETE",
@@ -220,16 +215,7 @@ Deno.test("createApp() discards a dead letter no job can act on (DELETE), and re
 Deno.test("createApp() discards a dead letter read at its version, and answers 405 for other methods on a letter's path", async () => {
   const { app, store } = await withDeadLetter();
   await store.createIntent({ id: "pi_0002", state: "settled" });
-  await store.putDeadLetter({
-    jobId: "pi_0002/settle",
-    intentId: "pi_0002",
-    deliveries: 1,
-    cause: "declared",
-    reason: "declared poison",
-    resolution: "job dropped, intent already settled",
-    lastError: "bad",
-    poisonedAt: 0,
-  });
+  await store.putDeadLetter(deadLetter("pi_0002/settle", 0));
   const { version } = (await store.getDeadLetter("pi_0002/settle"))!;
   const res = await app.request(
     `/v1/dead-letters/pi_0002/settle?version=${encodeURIComponent(version)}`,
@@ -238,7 +224,7 @@ Deno.test("createApp() discards a dead letter read at its version, and answers 4
   assert.equal(res.status, 200);
   assert.equal(
     (await res.json()).discarded.resolution,
-    "job dropped, intent already settled",
+    deadLetter("pi_0002/settle", 0).resolution,
   );
   for (
     const [method, url, allow] of [
