@@ -109,6 +109,16 @@ Deno.test("definePolicy() completes, checks and freezes a policy", () => {
   );
 });
 
+Deno.test("definePolicy() and decide() refuse a base of 0 ms, which would make every delay 0", () => {
+  assert.throws(
+    () => definePolicy({ baseMs: 0 }),
+    /'baseMs' must be an integer number of milliseconds >= 1: current value is 0/,
+  );
+  // decide() reads a plain partial policy itself, and asks definePolicy()
+  // for the error: a base of 0 must not come back as a retry after 0 ms.
+  assert.throws(() => decide(new Error("e"), 1, { baseMs: 0 }), RangeError);
+});
+
 Deno.test("rescueWindow() of the default policy is 317.5s, above its 5m stuckAfter; full jitter guarantees 0", () => {
   assert.equal(rescueWindow(DEFAULT_POLICY), 317_500);
   assert.ok(rescueWindow(DEFAULT_POLICY) >= DEFAULT_POLICY.stuckAfterMs);
