@@ -159,6 +159,17 @@ Deno.test("rescueWindow() costs the same for a billion deliveries and equals the
   assert.equal(rescueWindow(policy), 77_500 + (1e9 - 1 - 5) * 60_000);
 });
 
+Deno.test("rescueWindow() stops counting gap by gap at the cap: 10^8 deliveries take no longer than 10", () => {
+  // The value alone cannot tell a loop that stops at the cap from one that
+  // adds the capped gaps one by one (same sum, 10^8 iterations).
+  const policy = definePolicy({ maxDeliveries: 1e8 });
+  const started = performance.now();
+  assert.equal(rescueWindow(policy), 77_500 + (1e8 - 1 - 5) * 60_000);
+  const elapsedMs = performance.now() - started;
+  // Microseconds when bounded by log2(cap / base); seconds when not.
+  assert.ok(elapsedMs < 500, `${elapsedMs.toFixed(0)} ms`);
+});
+
 Deno.test("rescueWindow() property catches a window counted with the un-jittered delays", () => {
   const ceiling: typeof rescueWindow = (p) =>
     Array.from({ length: p.maxDeliveries - 1 }, (_, i) => backoff(i + 1, p))
