@@ -217,6 +217,20 @@ Deno.test("isPoison() ends on an endless or huge error graph, and finds a mark w
   assert.equal(isPoison(deep), true);
 });
 
+Deno.test("isPoison() reads at most its bound of members from one `errors` longer than the bound", () => {
+  // One node, one list: the bound must cap the members read from it, not
+  // only the nodes walked after it (a list of 2^32 − 1 would take a minute).
+  let memberReads = 0;
+  const long = new Proxy(new Array(3 * MAX_WALKED).fill(0), {
+    get(target, key, receiver) {
+      if (typeof key === "string" && /^\d+$/.test(key)) memberReads++;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  assert.equal(isPoison({ errors: long }), false);
+  assert.ok(memberReads <= MAX_WALKED, `${memberReads} member reads`);
+});
+
 Deno.test("isPoison() never throws, whatever is thrown at it", () => {
   fc.assert(
     fc.property(
