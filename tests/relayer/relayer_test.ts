@@ -1416,6 +1416,33 @@ function suite(backend: Backend): void {
     assert.equal((await refusing.deliver(job, 2)).action, "poison");
   });
 
+  test("createRelayer() poisons a signed delivery whose first write the store refuses by its rules at the last delivery: a refusal says nothing landed", async () => {
+    const { relayer: refusing } = await setup(
+      { state: "authorized", hold: "pending" },
+      undefined,
+      { policy: { maxDeliveries: 2, jitter: "none" } },
+      (store) =>
+        overriding(store, {
+          transition: () =>
+            Promise.reject(
+              new ConflictError("Cannot settle pi_0001 by rule", {
+                refused: true,
+              }),
+            ),
+        }),
+    );
+    const claim = (key: string) => ({ key, now: 0, expiresAt: 360_000_000 });
+    const first = await refusing.deliver(job, 1, { claim: claim("v1=01") });
+    assert.equal(
+      first.action === "retry" && first.reason,
+      "Cannot settle pi_0001 by rule",
+    );
+    // Not a write whose answer was lost: the job is poisoned at its limit,
+    // not retried past it.
+    const last = await refusing.deliver(job, 2, { claim: claim("v1=02") });
+    assert.equal(last.action, "poison");
+  });
+
   test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {
     const { relayer, store } = await setup({ state: "created" }, undefined, {
       policy: { maxDeliveries: 1 },
