@@ -1443,6 +1443,34 @@ function suite(backend: Backend): void {
     assert.equal(last.action, "poison");
   });
 
+  test("createRelayer() does not look again after a write the store refuses by its rules: one try per delivery", async () => {
+    // A fresh look would meet the same refusal; looking again only costs
+    // reads, and turns the refusal into "busy" if anyone writes meanwhile.
+    let transitions = 0;
+    const { relayer: refusing } = await setup(
+      { state: "authorized", hold: "pending" },
+      undefined,
+      { policy: { maxDeliveries: 2, jitter: "none" } },
+      (store) =>
+        overriding(store, {
+          transition: () => {
+            transitions++;
+            return Promise.reject(
+              new ConflictError("Cannot settle pi_0001 by rule", {
+                refused: true,
+              }),
+            );
+          },
+        }),
+    );
+    const first = await refusing.deliver(job, 1);
+    assert.equal(
+      first.action === "retry" && first.reason,
+      "Cannot settle pi_0001 by rule",
+    );
+    assert.equal(transitions, 1);
+  });
+
   test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {
     const { relayer, store } = await setup({ state: "created" }, undefined, {
       policy: { maxDeliveries: 1 },
