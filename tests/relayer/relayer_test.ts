@@ -1471,6 +1471,35 @@ function suite(backend: Backend): void {
     assert.equal(transitions, 1);
   });
 
+  test("createRelayer() with a store of one's own that does not mark its refusals answers a write refused three times, nobody writing between, as a failure, not as a busy intent", async () => {
+    // Every try is refused with a plain ConflictError and the intent does
+    // not move: a store's rule, not a race. Busy would retry past
+    // maxDeliveries forever; a failure is poisoned at it.
+    let transitions = 0;
+    const { relayer: refusing, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      undefined,
+      { policy: { maxDeliveries: 2, jitter: "none" } },
+      (store) =>
+        overriding(store, {
+          transition: () => {
+            transitions++;
+            return Promise.reject(
+              new ConflictError("Cannot settle pi_0001 by rule"),
+            );
+          },
+        }),
+    );
+    const first = await refusing.deliver(job, 1);
+    assert.equal(
+      first.action === "retry" && first.reason,
+      "Cannot settle pi_0001 by rule",
+    );
+    assert.equal(transitions, 3);
+    assert.equal((await refusing.deliver(job, 2)).action, "poison");
+    assert.equal((await intent(store)).state, "authorized");
+  });
+
   test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {
     const { relayer, store } = await setup({ state: "created" }, undefined, {
       policy: { maxDeliveries: 1 },
