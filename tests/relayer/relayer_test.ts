@@ -647,6 +647,45 @@ function suite(backend: Backend): void {
     assert.equal((await intent(store)).state, "settling");
   });
 
+  test("createRelayer() changes nothing on a queue's repeated give-up after a redrive, when the first give-up crashed before it marked the message", async () => {
+    let crash = true;
+    const { relayer, store } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+      {},
+      (inner) =>
+        overriding(inner, {
+          admit(admission) {
+            if (crash && admission.count?.startsWith("gaveup/")) {
+              crash = false;
+              return Promise.reject(new Error("crashed before the mark"));
+            }
+            return inner.admit(admission);
+          },
+        }),
+    );
+    const queue = { queue: "qstash", messageId: "msg_A" };
+    // The give-up resolves (the job is dropped, its letter kept with the
+    // queue's ids), then crashes before it marks the message.
+    await assert.rejects(
+      relayer.giveUp(job, { deliveries: 3, queue }),
+      /crashed before the mark/,
+    );
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.queue?.messageId,
+      "msg_A",
+    );
+    // The operator redrives; the job published again sends.
+    await relayer.redrive("pi_0001/settle");
+    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    assert.equal((await intent(store)).state, "settling");
+    // QStash repeats the message's failure callback: the job published
+    // since owns the intent, so nothing changes.
+    const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
+    assert.equal(repeat.action, "done");
+    assert.equal((await intent(store)).state, "settling");
+  });
+
   test("createRelayer() keeps the letter that says why an intent is in review when a give-up that read it authorized lands its 'job dropped' late", async () => {
     let entered!: () => void;
     const reached = new Promise<void>((resolve) => entered = resolve);
