@@ -686,6 +686,23 @@ function suite(backend: Backend): void {
     assert.equal((await intent(store)).state, "settling");
   });
 
+  test("createRelayer() publishes each redrive of a job under its own deduplication id, so a second dead letter's redrive is not dropped as the first one's duplicate", async () => {
+    const { relayer } = await setup({ state: "created" });
+    const ids: string[] = [];
+    const publish = (_job: unknown, id: string) => {
+      ids.push(id);
+      return Promise.resolve();
+    };
+    // Poisoned, redriven, poisoned again, redriven again.
+    assert.equal((await relayer.deliver(job, 5)).action, "poison");
+    await relayer.redrive("pi_0001/settle", { publish });
+    assert.equal((await relayer.deliver(job, 5)).action, "poison");
+    await relayer.redrive("pi_0001/settle", { publish });
+    assert.equal(ids.length, 2);
+    assert.ok(ids.every((id) => id.startsWith("pi_0001/settle:")), `${ids}`);
+    assert.notEqual(ids[0], ids[1]);
+  });
+
   test("createRelayer() keeps the letter that says why an intent is in review when a give-up that read it authorized lands its 'job dropped' late", async () => {
     let entered!: () => void;
     const reached = new Promise<void>((resolve) => entered = resolve);
