@@ -22,7 +22,8 @@ import type { Policy } from "./policy.ts";
  *   with a dead-letter policy it stops after `maxDeliveryAttempts` (5–100),
  *   without one it redelivers until retention ends. Retention ends a
  *   message with no dead letter at all: given `retentionMs`, the deliveries
- *   that surely fit in it (at `maxBackoffMs` apart) bound the job too.
+ *   that surely fit in it bound the job too, each push taking up to
+ *   `ackDeadlineMs` and each gap up to `maxBackoffMs`.
  * - `cloudflare`: Cloudflare Queues. It makes `maxRetries + 1` deliveries,
  *   honours our `retry({ delaySeconds })` up to 12 h, then moves the message
  *   to the dead-letter queue.
@@ -64,6 +65,13 @@ export type QueueLimits =
      * (Pub/Sub's default is 7 days).
      */
     readonly retentionMs?: number;
+    /**
+     * The longest one push takes before Pub/Sub counts it failed, in
+     * milliseconds (10000 … 600000): the subscription's ack deadline, or
+     * less where the endpoint always answers sooner. Counted with each gap
+     * against `retentionMs`; absent, 0.
+     */
+    readonly ackDeadlineMs?: number;
   }
   | {
     /** Cloudflare Queues. */
@@ -118,6 +126,14 @@ function assertQueue(queue: QueueLimits): void {
         queue.minBackoffMs,
         PUBSUB_MAX_BACKOFF_MS,
       );
+      if (queue.ackDeadlineMs !== undefined) {
+        assertCount(
+          "ackDeadlineMs",
+          queue.ackDeadlineMs,
+          10_000,
+          PUBSUB_MAX_BACKOFF_MS,
+        );
+      }
       if (queue.retentionMs !== undefined) {
         assertCount(
           "retentionMs",
@@ -157,8 +173,11 @@ function assertQueue(queue: QueueLimits): void {
  *
  * assert.equal(queueLimit({ kind: "qstash", retries: 5 }), 6);
  * assert.equal(queueLimit({ kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 }), Infinity);
- * // An hour's retention surely holds 6 deliveries at most 10 minutes apart.
- * assert.equal(queueLimit({ kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000, retentionMs: 3_600_000 }), 6);
+ * // An hour's retention surely holds 6 deliveries at most 10 minutes apart,
+ * // and 5 when each push may take up to 2 minutes more.
+ * const hour = { kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000, retentionMs: 3_600_000 } as const;
+ * assert.equal(queueLimit(hour), 6);
+ * assert.equal(queueLimit({ ...hour, ackDeadlineMs: 120_000 }), 5);
  * assert.throws(() => queueLimit({ kind: "pubsub", maxDeliveryAttempts: 3, minBackoffMs: 0, maxBackoffMs: 0 }), RangeError);
  * ```
  */
@@ -181,17 +200,18 @@ export function queueLimit(queue: QueueLimits): number {
 
 /**
  * The deliveries of a Pub/Sub message that surely come before its
- * retention ends: delivery `k` comes at most `(k − 1) × maxBackoffMs` after
- * the first, and must come before `retentionMs`. `Infinity` when retention
- * is not given, or with no backoff (immediate redelivery).
+ * retention ends: each failed push takes up to `ackDeadlineMs` and the gap
+ * after it up to `maxBackoffMs`, so delivery `k` comes at most
+ * `(k − 1) × (ackDeadlineMs + maxBackoffMs)` after the first, which Pub/Sub
+ * sends as it is published; it must come before `retentionMs`. `Infinity`
+ * when retention is not given, or when neither takes time.
  */
 function retentionLimit(
   queue: Extract<QueueLimits, { kind: "pubsub" }>,
 ): number {
-  if (queue.retentionMs === undefined || queue.maxBackoffMs === 0) {
-    return Infinity;
-  }
-  return Math.ceil(queue.retentionMs / queue.maxBackoffMs);
+  const stepMs = (queue.ackDeadlineMs ?? 0) + queue.maxBackoffMs;
+  if (queue.retentionMs === undefined || stepMs === 0) return Infinity;
+  return Math.ceil(queue.retentionMs / stepMs);
 }
 
 /**

@@ -716,7 +716,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
 
-  const queues = readQueues(env, policy);
+  const queues = readQueues(env, policy, timeoutMs);
   checkQueues(policy, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
@@ -801,10 +801,20 @@ function backoffIn(
   return ms;
 }
 
+/**
+ * The longest this service takes to answer a push: the receipts, then one
+ * send, each bounded by `SENDER_TIMEOUT`, and 5 s for the rest (the ack
+ * deadline `docs/queues.md` asks for).
+ */
+function pushAnswerMs(senderTimeoutMs: number): number {
+  return 2 * senderTimeoutMs + 5_000;
+}
+
 /** Reads `QSTASH_RETRIES`, `PUBSUB_*` and `CLOUDFLARE_MAX_RETRIES`. */
 function readQueues(
   env: Record<string, string | undefined>,
   policy: Policy,
+  senderTimeoutMs: number,
 ): QueueSettings {
   const retries = countIn(
     env,
@@ -850,7 +860,17 @@ function readQueues(
       ...(maxDeliveryAttempts !== undefined ? { maxDeliveryAttempts } : {}),
       minBackoffMs,
       maxBackoffMs,
-      ...(retentionMs !== undefined ? { retentionMs } : {}),
+      ...(retentionMs !== undefined
+        ? {
+          retentionMs,
+          // A push this service answers takes at most about two Sender
+          // calls (docs/queues.md), which the ack deadline must allow.
+          ackDeadlineMs: Math.min(
+            MAX_BACKOFF_MS,
+            Math.max(10_000, pushAnswerMs(senderTimeoutMs)),
+          ),
+        }
+        : {}),
     },
     ...(maxRetries !== undefined
       ? { cloudflare: { kind: "cloudflare" as const, maxRetries } }
@@ -895,8 +915,13 @@ function checkQueues(
   }
   if (configured.pubsub) {
     const check = checkQueue(policy, queues.pubsub);
-    const { maxDeliveryAttempts, minBackoffMs, maxBackoffMs, retentionMs } =
-      queues.pubsub;
+    const {
+      maxDeliveryAttempts,
+      minBackoffMs,
+      maxBackoffMs,
+      retentionMs,
+      ackDeadlineMs,
+    } = queues.pubsub;
     if (
       check.problem === "stops_early" && retentionMs !== undefined &&
       check.limit < (maxDeliveryAttempts ?? Infinity)
@@ -906,11 +931,13 @@ function checkQueues(
         "PUBSUB_MESSAGE_RETENTION",
         `PUBSUB_MESSAGE_RETENTION is ${
           formatDuration(retentionMs)
-        }, and Pub/Sub may wait up to PUBSUB_MAX_BACKOFF (${
+        }, and each failed delivery may take up to ${
+          formatDuration(ackDeadlineMs ?? 0)
+        } (2 × SENDER_TIMEOUT + 5s) and PUBSUB_MAX_BACKOFF (${
           formatDuration(maxBackoffMs)
-        }) between deliveries, so a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
-          formatDuration((max - 1) * maxBackoffMs)
-        } ((MAX_DELIVERIES − 1) × PUBSUB_MAX_BACKOFF), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
+        }) before the next, so a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
+          formatDuration((max - 1) * ((ackDeadlineMs ?? 0) + maxBackoffMs))
+        } ((MAX_DELIVERIES − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF)), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
       );
     }
     if (check.problem === "stops_early") {

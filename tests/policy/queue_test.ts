@@ -351,25 +351,28 @@ Deno.test("describePolicy() with a queue says its limit and whose delays apply",
   }
 });
 
-Deno.test("queueLimit() on Pub/Sub with a retention counts the deliveries that surely come before it ends: the last at most (limit − 1) × maxBackoffMs in, the next possibly past it", () => {
+Deno.test("queueLimit() on Pub/Sub with a retention counts the deliveries that surely come before it ends: the last at most (limit − 1) × (ackDeadlineMs + maxBackoffMs) in, the next possibly past it", () => {
   fc.assert(
     fc.property(
       fc.integer({ min: 1, max: 600_000 }),
       fc.integer({ min: 600_000, max: 2_678_400_000 }),
+      fc.option(fc.integer({ min: 10_000, max: 600_000 }), { nil: undefined }),
       fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
-      (maxBackoffMs, retentionMs, maxDeliveryAttempts) => {
+      (maxBackoffMs, retentionMs, ackDeadlineMs, maxDeliveryAttempts) => {
         const queue: QueueLimits = {
           kind: "pubsub",
           minBackoffMs: 0,
           maxBackoffMs,
           retentionMs,
+          ...(ackDeadlineMs === undefined ? {} : { ackDeadlineMs }),
           ...(maxDeliveryAttempts === undefined ? {} : { maxDeliveryAttempts }),
         };
         const limit = queueLimit(queue);
-        const fits = Math.ceil(retentionMs / maxBackoffMs);
+        const stepMs = (ackDeadlineMs ?? 0) + maxBackoffMs;
+        const fits = Math.ceil(retentionMs / stepMs);
         assert.equal(limit, Math.min(fits, maxDeliveryAttempts ?? Infinity));
-        assert.ok((fits - 1) * maxBackoffMs < retentionMs);
-        assert.ok(fits * maxBackoffMs >= retentionMs);
+        assert.ok((fits - 1) * stepMs < retentionMs);
+        assert.ok(fits * stepMs >= retentionMs);
       },
     ),
     { numRuns: runs(500) },
@@ -393,6 +396,16 @@ Deno.test("queueLimit() on Pub/Sub with a retention counts the deliveries that s
         retentionMs: 599_999,
       }),
     /'retentionMs' must be an integer from 600000 to 2678400000: current value is 599999/,
+  );
+  assert.throws(
+    () =>
+      queueLimit({
+        kind: "pubsub",
+        minBackoffMs: 0,
+        maxBackoffMs: 0,
+        ackDeadlineMs: 9_999,
+      }),
+    /'ackDeadlineMs' must be an integer from 10000 to 600000: current value is 9999/,
   );
   // The default policy on an hour's retention stops at delivery 6.
   const check = checkQueue(DEFAULT_POLICY, {

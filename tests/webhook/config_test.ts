@@ -613,16 +613,29 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
 
 Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: an expired message is dropped with no dead letter", () => {
   const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
-  // Ten deliveries at most 10m apart need more than 1h30m.
+  // Ten deliveries, each failed push up to 25s (2 × SENDER_TIMEOUT + 5s)
+  // and 10m before the next: more than 9 × 10m25s = 1h33m45s.
   refused(
-    { ...ok, PUBSUB_MESSAGE_RETENTION: "90m" },
+    { ...ok, PUBSUB_MESSAGE_RETENTION: "93m45s" },
     "PUBSUB_MESSAGE_RETENTION",
-    /^PUBSUB_MESSAGE_RETENTION is 1h30m0s, and Pub\/Sub may wait up to PUBSUB_MAX_BACKOFF \(10m0s\) between deliveries, so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\): Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h30m0s /,
+    /^PUBSUB_MESSAGE_RETENTION is 1h33m45s, and each failed delivery may take up to 25s \(2 × SENDER_TIMEOUT \+ 5s\) and PUBSUB_MAX_BACKOFF \(10m0s\) before the next, so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\): Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h33m45s /,
   );
-  assert.equal(
-    loadConfig({ ...ok, PUBSUB_MESSAGE_RETENTION: "91m" }).queues.pubsub
-      .retentionMs,
-    5_460_000,
+  const accepted = loadConfig({ ...ok, PUBSUB_MESSAGE_RETENTION: "93m46s" })
+    .queues.pubsub;
+  assert.deepEqual([accepted.retentionMs, accepted.ackDeadlineMs], [
+    5_626_000,
+    25_000,
+  ]);
+  // A longer SENDER_TIMEOUT takes longer pushes: the same retention is short.
+  refused(
+    {
+      ...ok,
+      PUBSUB_MESSAGE_RETENTION: "93m46s",
+      SENDER_TIMEOUT: "30s",
+      LEASE: "1m",
+    },
+    "PUBSUB_MESSAGE_RETENTION",
+    /may take up to 1m5s \(2 × SENDER_TIMEOUT \+ 5s\)/,
   );
   // A shorter backoff fits more deliveries in the same retention.
   assert.doesNotThrow(() =>
@@ -630,7 +643,7 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
       ...ok,
       PUBSUB_MESSAGE_RETENTION: "10m",
       PUBSUB_MIN_BACKOFF: "40s",
-      PUBSUB_MAX_BACKOFF: "1m",
+      PUBSUB_MAX_BACKOFF: "40s",
     })
   );
   // With a dead-letter policy that stops first, that is what is named.
