@@ -498,14 +498,18 @@ export async function openService(
     // What Deno KV gave up delivering (the consumer could not even put a
     // message back, through its every redelivery) goes back on the queue:
     // now, for what an earlier process left, and every minute.
+    // Not a delivery: a stop does not wait for it, and one it cuts short
+    // loses nothing (each message is put back in one commit) and says
+    // nothing.
     const requeue = () =>
-      void track(requeueUndelivered(kv, log)).catch((error) =>
+      void requeueUndelivered(kv, log).catch((error) => {
+        if (draining) return;
         log(
           `queue   could not look for undelivered messages: ${
             (error as Error)?.message ?? String(error)
           }`,
-        )
-      );
+        );
+      });
     requeue();
     requeueTimer = setInterval(requeue, REQUEUE_EVERY_MS);
   }
@@ -589,6 +593,7 @@ export async function openService(
       return left;
     },
     async close() {
+      draining = true;
       clearInterval(requeueTimer);
       kv?.close();
       await database?.sql.end({ timeout: 5 });

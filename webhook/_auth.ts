@@ -304,7 +304,7 @@ export function qstashVerifier(
     return {
       ok: false,
       detail:
-        `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: set PUBLIC_URL to the URL QStash calls.`,
+        `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
     };
   };
   return async (signature, body) => {

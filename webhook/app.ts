@@ -346,12 +346,6 @@ function decodeBase64(
 }
 
 /**
- * An optional id from a queue's body: 1–200 printable ASCII characters
- * (what QStash, Pub/Sub and Cloudflare send), else left out. A control
- * character could not be kept by every store (PostgreSQL text refuses
- * U+0000), and would end up in counters, dead letters and log lines.
- */
-/**
  * The source message a Pub/Sub dead-letter push forwards, as every copy
  * of it names it. Pub/Sub dead-letters on a best-effort basis, so one
  * message may be dead-lettered more than once, each copy a new message
@@ -378,6 +372,12 @@ function sourceMessage(
   return `${project ?? "-"}/${subscription}@${published}#${job.intentId}`;
 }
 
+/**
+ * An optional id from a queue's body: 1–200 printable ASCII characters
+ * (what QStash, Pub/Sub and Cloudflare send), else left out. A control
+ * character could not be kept by every store (PostgreSQL text refuses
+ * U+0000), and would end up in counters, dead letters and log lines.
+ */
 function idFrom(value: unknown): string | undefined {
   return typeof value === "string" && /^[\x21-\x7e]{1,200}$/.test(value)
     ? value
@@ -672,7 +672,11 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   function storeAnswers(): Promise<boolean> {
     const at = now();
-    if (readiness !== undefined && at - readiness.at < READY_CACHE_MS) {
+    // Within the second after the last probe; a clock stepped back is not.
+    if (
+      readiness !== undefined && at >= readiness.at &&
+      at - readiness.at < READY_CACHE_MS
+    ) {
       return readiness.ready;
     }
     const ready = (async () => {

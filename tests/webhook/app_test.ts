@@ -522,7 +522,7 @@ Deno.test("createApp() refuses a QStash delivery whose signature does not verify
     assert.equal(
       detail,
       name === "wrong URL"
-        ? `The Upstash-Signature token is QStash's, but signed for https://evil.test/v1/qstash, and this route checks ${QSTASH.url}: set PUBLIC_URL to the URL QStash calls.`
+        ? `The Upstash-Signature token is QStash's, but signed for https://evil.test/v1/qstash, and this route checks ${QSTASH.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`
         : "The Upstash-Signature header is missing or does not verify against this URL and body.",
       name,
     );
@@ -1405,6 +1405,10 @@ Deno.test("createApp() GET /readyz answers 200 while the store answers a read, a
   assert.deepEqual(lines, [
     "relayer not ready: the store failed a read: Error: db down",
   ]);
+  // A clock stepped back does not keep an old answer.
+  mode = "ok";
+  clock -= 3_600_000;
+  assert.equal((await app.request("/readyz")).status, 200);
   // A store that never answers is not ready either, within 2 s.
   mode = "hang";
   clock += 1_000;
