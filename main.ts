@@ -28,7 +28,7 @@ import {
   type Store,
 } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
-import { type KvAtomic, type KvLike, KvStore } from "./store/kv.ts";
+import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { PostgresStore } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
@@ -284,7 +284,7 @@ const REQUEUE_EVERY_MS = 60_000;
  */
 function undeliveredOptions(): {
   backoffSchedule: number[];
-  keysIfUndelivered: Deno.KvKey[];
+  keysIfUndelivered: KvKey[];
 } {
   return {
     backoffSchedule: [...KV_BACKOFF_SCHEDULE],
@@ -413,7 +413,12 @@ export async function openService(
     ? Deno.env.get("DENO_KV_ACCESS_TOKEN")
     : undefined;
   const store: Store = database?.store ??
-    new KvStore(token ? withoutToken(kv!, token) : kv!);
+    new KvStore(
+      token ? withoutToken(kv!, token) : kv!,
+      // A redrive enqueues in the commit that removes the letter: with
+      // the same schedule and keep-if-undelivered key as every enqueue.
+      config.kvQueue ? { enqueueOptions: undeliveredOptions } : {},
+    );
   const sender = new HttpSender({
     url: config.sender.url,
     timeoutMs: config.sender.timeoutMs,

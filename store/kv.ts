@@ -185,7 +185,7 @@ export interface KvAtomic {
    * Enqueues a message in the same commit (Deno KV's own queue); only a
    * redrive with `enqueue` uses it.
    */
-  enqueue?(value: unknown, options?: { delay?: number }): this;
+  enqueue?(value: unknown, options?: KvEnqueueOptions): this;
   /** Commits all or nothing; a successful commit carries its versionstamp. */
   commit(): Promise<{ ok: true; versionstamp: string } | { ok: false }>;
 }
@@ -250,6 +250,40 @@ export interface KvStoreOptions {
    * @default {["relayer"]}
    */
   prefix?: KvKey;
+  /**
+   * The options of the message a redrive enqueues on Deno KV's queue,
+   * asked once per redrive: a `backoffSchedule` for its redeliveries and
+   * `keysIfUndelivered` where Deno KV keeps it if they run out, so a
+   * redriven job is never dropped.
+   *
+   * @default {Deno KV's own: five redeliveries within about 96 s, then dropped}
+   */
+  enqueueOptions?: () => KvEnqueueOptions;
+}
+
+/**
+ * What Deno KV's `enqueue` takes besides the message (its delay, its
+ * redelivery schedule, and the keys it is kept under if that runs out).
+ *
+ * @example Keep a message Deno KV could not deliver
+ * ```ts
+ * import type { KvEnqueueOptions } from "@relayer/poison/kv";
+ * import assert from "node:assert/strict";
+ *
+ * const options: KvEnqueueOptions = {
+ *   backoffSchedule: [1_000, 60_000],
+ *   keysIfUndelivered: [["undelivered", "m-1"]],
+ * };
+ * assert.equal(options.backoffSchedule?.length, 2);
+ * ```
+ */
+export interface KvEnqueueOptions {
+  /** Milliseconds before the message is delivered. */
+  delay?: number;
+  /** The waits between redeliveries of a message whose handler threw. */
+  backoffSchedule?: number[];
+  /** Where the message is kept if every redelivery fails. */
+  keysIfUndelivered?: KvKey[];
 }
 
 /** An entry as this store reads it back: under a key it wrote itself. */
@@ -321,6 +355,7 @@ export class KvStore implements Store {
   // out together, as one `getMany` (see `_group_read.ts`).
   #reads: GroupRead;
   #prefix: KvKey;
+  #enqueueOptions: (() => KvEnqueueOptions) | undefined;
   // What reads and writes saw, by intent and version: a write on a version
   // this store saw commits on those versionstamps with no read first.
   #seen = new Map<string, Seen>();
@@ -344,6 +379,7 @@ export class KvStore implements Store {
     this.#group = new GroupCommit(kv);
     this.#reads = new GroupRead(kv);
     this.#prefix = options.prefix ?? ["relayer"];
+    this.#enqueueOptions = options.enqueueOptions;
   }
 
   #key(...parts: KvKeyPart[]): KvKey {
@@ -1066,7 +1102,7 @@ export class KvStore implements Store {
           "Cannot enqueue in a redrive as this KV handle has no queue: publish the job yourself",
         );
       }
-      atomic.enqueue(options.enqueue);
+      atomic.enqueue(options.enqueue, this.#enqueueOptions?.());
     }
     await this.#commit(atomic, `redrive ${jobId}`);
     return entry.value;

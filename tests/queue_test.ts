@@ -172,3 +172,59 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "openService() with KV_QUEUE=1 redrives with the same redelivery schedule and keep-if-undelivered key, in the commit that removes the letter",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_" });
+    const seen: (Parameters<Deno.AtomicOperation["enqueue"]>[1])[] = [];
+    const enqueue = Deno.AtomicOperation.prototype.enqueue;
+    Deno.AtomicOperation.prototype.enqueue = function (
+      this: Deno.AtomicOperation,
+      value,
+      options,
+    ) {
+      seen.push(options);
+      return enqueue.call(this, value, options);
+    };
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9/",
+        WEBHOOK_SECRET: "queue-secret-0123456789",
+        OPS_TOKEN: "queue-ops-token-0123456789",
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+      }),
+      { log: () => {} },
+    );
+    try {
+      await service.store.putDeadLetter({
+        jobId: "pi_0001/settle",
+        intentId: "pi_0001",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "no luck after 3 deliveries",
+        resolution: "job dropped, intent not found",
+        lastError: "not found",
+        poisonedAt: 0,
+      });
+      const res = await service.app.request(
+        "/v1/dead-letters/pi_0001/settle/redrive",
+        {
+          method: "POST",
+          headers: { authorization: "Bearer queue-ops-token-0123456789" },
+        },
+      );
+      assert.equal(res.status, 202);
+      assert.equal(seen.length, 1);
+      assert.deepEqual(seen[0]?.backoffSchedule, [...KV_BACKOFF_SCHEDULE]);
+      assert.deepEqual(seen[0]?.keysIfUndelivered?.[0]?.slice(0, 1), [
+        ...UNDELIVERED_PREFIX,
+      ]);
+    } finally {
+      Deno.AtomicOperation.prototype.enqueue = enqueue;
+      await service.drain(1_000);
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
