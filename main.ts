@@ -344,7 +344,7 @@ async function openPostgres(
           () =>
             reject(
               new Error(
-                `no answer within ${waitMs}ms: is it a PostgreSQL server this process can reach?`,
+                `no answer within ${waitMs}ms: is it a PostgreSQL server this process can reach, and is the migration not waiting on another's lock?`,
               ),
             ),
           waitMs,

@@ -170,7 +170,7 @@ Deno.test("openService() stops within databaseWaitMs, in one line naming DATABAS
         assert.equal(error.setting, "DATABASE_URL");
         assert.equal(
           error.message,
-          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${port}/payments: no answer within 300ms: is it a PostgreSQL server this process can reach?`,
+          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${port}/payments: no answer within 300ms: is it a PostgreSQL server this process can reach, and is the migration not waiting on another's lock?`,
         );
         return true;
       },
