@@ -9,10 +9,50 @@ import {
   KV_BACKOFF_SCHEDULE,
   openService,
   requeueUndelivered,
+  type Service,
   UNDELIVERED_PREFIX,
 } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { deadLetter } from "./store/_contract.ts";
 import { timeout } from "./_timeout.ts";
+
+const QUEUE_OPS_TOKEN = "queue-ops-token-0123456789";
+
+/** The service with the local KV queue on a file of its own (its signer unreachable), drained after `body`. */
+async function withLocalQueue(
+  body: (service: Service) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_queue_" });
+  const service = await openService(
+    loadConfig({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "queue-secret-0123456789",
+      OPS_TOKEN: QUEUE_OPS_TOKEN,
+      KV_PATH: `${dir}/relayer.kv`,
+      KV_QUEUE: "1",
+    }),
+    { log: () => {} },
+  );
+  try {
+    await body(service);
+  } finally {
+    await service.drain(1_000);
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** The options every enqueue of the service carries. */
+function assertUndeliveredOptions(
+  options:
+    | { backoffSchedule?: number[]; keysIfUndelivered?: Deno.KvKey[] }
+    | undefined,
+): void {
+  assert.deepEqual(options?.backoffSchedule, [...KV_BACKOFF_SCHEDULE]);
+  const [key, ...more] = options?.keysIfUndelivered ?? [];
+  assert.deepEqual(more, []);
+  assert.deepEqual(key?.slice(0, 1), [...UNDELIVERED_PREFIX]);
+  assert.equal(key?.length, 2);
+}
 
 Deno.test(
   "openService() with KV_QUEUE=1 settles an enqueued job through re-enqueued retries",
@@ -82,51 +122,32 @@ Deno.test(
 Deno.test(
   "openService() with KV_QUEUE=1 enqueues every message with Deno KV's longest redelivery schedule and a key it is kept under if that runs out",
   timeout(30_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_" });
-    const seen: {
-      delay?: number;
-      keysIfUndelivered?: Deno.KvKey[];
-      backoffSchedule?: number[];
-    }[] = [];
+    const seen: (Parameters<Deno.Kv["enqueue"]>[1])[] = [];
     const enqueue = Deno.Kv.prototype.enqueue;
     Deno.Kv.prototype.enqueue = function (this: Deno.Kv, value, options) {
-      seen.push(options ?? {});
+      seen.push(options);
       return enqueue.call(this, value, options);
     };
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9/",
-        WEBHOOK_SECRET: "queue-secret-0123456789",
-        OPS_TOKEN: "queue-ops-token-0123456789",
-        KV_PATH: `${dir}/relayer.kv`,
-        KV_QUEUE: "1",
-      }),
-      { log: () => {} },
-    );
     try {
-      const res = await service.app.request("/v1/jobs", {
-        method: "POST",
-        headers: { authorization: "Bearer queue-ops-token-0123456789" },
-        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      await withLocalQueue(async (service) => {
+        const res = await service.app.request("/v1/jobs", {
+          method: "POST",
+          headers: { authorization: `Bearer ${QUEUE_OPS_TOKEN}` },
+          body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+        });
+        assert.equal(res.status, 202);
       });
-      assert.equal(res.status, 202);
-      assert.ok(seen.length >= 1);
-      assert.deepEqual(seen[0]!.backoffSchedule, [...KV_BACKOFF_SCHEDULE]);
-      assert.deepEqual(KV_BACKOFF_SCHEDULE, [
-        1_000,
-        60_000,
-        600_000,
-        3_600_000,
-        3_600_000,
-      ]);
-      const [key] = seen[0]!.keysIfUndelivered ?? [];
-      assert.deepEqual(key?.slice(0, 1), [...UNDELIVERED_PREFIX]);
-      assert.equal(key?.length, 2);
     } finally {
       Deno.Kv.prototype.enqueue = enqueue;
-      await service.drain(1_000);
-      await Deno.remove(dir, { recursive: true });
     }
+    assertUndeliveredOptions(seen[0]);
+    assert.deepEqual(KV_BACKOFF_SCHEDULE, [
+      1_000,
+      60_000,
+      600_000,
+      3_600_000,
+      3_600_000,
+    ]);
   }),
 );
 
@@ -176,7 +197,6 @@ Deno.test(
 Deno.test(
   "openService() with KV_QUEUE=1 redrives with the same redelivery schedule and keep-if-undelivered key, in the commit that removes the letter",
   timeout(30_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_" });
     const seen: (Parameters<Deno.AtomicOperation["enqueue"]>[1])[] = [];
     const enqueue = Deno.AtomicOperation.prototype.enqueue;
     Deno.AtomicOperation.prototype.enqueue = function (
@@ -187,44 +207,22 @@ Deno.test(
       seen.push(options);
       return enqueue.call(this, value, options);
     };
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9/",
-        WEBHOOK_SECRET: "queue-secret-0123456789",
-        OPS_TOKEN: "queue-ops-token-0123456789",
-        KV_PATH: `${dir}/relayer.kv`,
-        KV_QUEUE: "1",
-      }),
-      { log: () => {} },
-    );
     try {
-      await service.store.putDeadLetter({
-        jobId: "pi_0001/settle",
-        intentId: "pi_0001",
-        deliveries: 3,
-        cause: "exhausted",
-        reason: "no luck after 3 deliveries",
-        resolution: "job dropped, intent not found",
-        lastError: "not found",
-        poisonedAt: 0,
+      await withLocalQueue(async (service) => {
+        await service.store.putDeadLetter(deadLetter("pi_0001/settle", 0));
+        const res = await service.app.request(
+          "/v1/dead-letters/pi_0001/settle/redrive",
+          {
+            method: "POST",
+            headers: { authorization: `Bearer ${QUEUE_OPS_TOKEN}` },
+          },
+        );
+        assert.equal(res.status, 202);
       });
-      const res = await service.app.request(
-        "/v1/dead-letters/pi_0001/settle/redrive",
-        {
-          method: "POST",
-          headers: { authorization: "Bearer queue-ops-token-0123456789" },
-        },
-      );
-      assert.equal(res.status, 202);
-      assert.equal(seen.length, 1);
-      assert.deepEqual(seen[0]?.backoffSchedule, [...KV_BACKOFF_SCHEDULE]);
-      assert.deepEqual(seen[0]?.keysIfUndelivered?.[0]?.slice(0, 1), [
-        ...UNDELIVERED_PREFIX,
-      ]);
     } finally {
       Deno.AtomicOperation.prototype.enqueue = enqueue;
-      await service.drain(1_000);
-      await Deno.remove(dir, { recursive: true });
     }
+    assert.equal(seen.length, 1);
+    assertUndeliveredOptions(seen[0]);
   }),
 );
