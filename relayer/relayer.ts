@@ -807,9 +807,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // changes nothing even once its letter is redriven or replaced. If
       // the mark fails, the queue repeats, and the repeat marks it. It
       // lives as long as a delivery count (8 days).
-      for (const key of gaveUpKeys(options.queue)) {
-        await store.admit({ count: key, now: now() });
-      }
+      await markGivenUp(options.queue);
       return { ...poisoned, reason, resolution };
     } catch (error) {
       if (error instanceof BusyError) return await busy(job, n, d);
@@ -1275,6 +1273,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     );
   }
 
+  /** Marks a give-up with these ids as resolved, for 8 days (see {@linkcode gaveUpKeys}). */
+  async function markGivenUp(ids: QueueIds | undefined): Promise<void> {
+    for (const key of gaveUpKeys(ids)) {
+      await store.admit({ count: key, now: now() });
+    }
+  }
+
   /** Whether a give-up with these ids was resolved before. */
   async function wasGivenUp(ids: QueueIds): Promise<boolean> {
     for (const key of gaveUpKeys(ids)) {
@@ -1303,9 +1308,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // case it crashed between its resolution and its mark: a repeat after
     // the letter is gone must still find the message handled. Marked
     // first: a mark without the removal (a lost race) changes nothing.
-    for (const key of gaveUpKeys(deadLetter.queue)) {
-      await store.admit({ count: key, now: now() });
-    }
+    await markGivenUp(deadLetter.queue);
     await store.redrive(
       jobId,
       deadLetter.version,
@@ -1346,9 +1349,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     // Marked first, as a redrive does: a repeat of the queue's give-up
     // after the letter is gone must still find the message handled.
-    for (const key of gaveUpKeys(letter.queue)) {
-      await store.admit({ count: key, now: now() });
-    }
+    await markGivenUp(letter.queue);
     try {
       return await store.redrive(jobId, letter.version);
     } catch (error) {
