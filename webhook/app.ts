@@ -373,6 +373,25 @@ function sourceMessage(
 }
 
 /**
+ * What a dead letter's id names: a job (`<intentId>/settle`), a queue
+ * message that could not be read (`<queue>/<id>/unreadable`, as
+ * `Relayer.keepUnreadable` names it), or nothing a letter can have (`null`).
+ */
+function letterNamed(jobId: string): "job" | "unreadable" | null {
+  const parts = jobId.split("/");
+  if (parts.length === 2) {
+    return isIntentId(parts[0]) && parts[1] === "settle" ? "job" : null;
+  }
+  if (parts.length === 3) {
+    return /^(pubsub|cloudflare|local)$/.test(parts[0]!) &&
+        isIntentId(parts[1]) && parts[2] === "unreadable"
+      ? "unreadable"
+      : null;
+  }
+  return null;
+}
+
+/**
  * An optional id from a queue's body: 1–200 printable ASCII characters
  * (what QStash, Pub/Sub and Cloudflare send), else left out. A control
  * character could not be kept by every store (PostgreSQL text refuses
@@ -1252,14 +1271,14 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   async function redriveRoute(c: Context, jobId: string): Promise<Response> {
     requireOps(c);
-    const [intentId, kind, ...rest] = jobId.split("/");
-    if (!isIntentId(intentId) || kind !== "settle" || rest.length > 0) {
-      const detail = /^(pubsub|cloudflare|local)\/[^/]{1,200}\/unreadable$/
-          .test(jobId)
+    const named = letterNamed(jobId);
+    if (named !== "job") {
+      const detail = named === "unreadable"
         ? `${jobId} records an unreadable queue message, not a job: there is nothing to redrive; publish a readable job for the intent instead.`
         : `A job id is <intentId>/settle, the intent id ${INTENT_ID_RULE}: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.`;
       return problem(400, "bad-job-id", "Bad job id", detail);
     }
+    const intentId = jobId.split("/")[0]!;
     if (deps.redriveTo === undefined) {
       // Advise a redelivery only where one can help.
       let letter: DeadLetter | null;
@@ -1347,14 +1366,7 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   async function discardRoute(c: Context, jobId: string): Promise<Response> {
     requireOps(c);
-    const parts = jobId.split("/");
-    const [first, second, third] = parts;
-    const readable = parts.length === 2 && isIntentId(first) &&
-      second === "settle";
-    const unreadable = parts.length === 3 &&
-      /^(pubsub|cloudflare|local)$/.test(first!) && isIntentId(second) &&
-      third === "unreadable";
-    if (!readable && !unreadable) {
+    if (letterNamed(jobId) === null) {
       return problem(
         400,
         "bad-job-id",
