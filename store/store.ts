@@ -286,7 +286,8 @@ export interface QueueIds {
   readonly messageId?: string;
   /**
    * The id of the message in the queue's dead-letter queue, where it has
-   * one (QStash). For Pub/Sub, the source message the dead-letter topic's
+   * one (QStash's dead-letter id, Cloudflare's dead-letter message id).
+   * For Pub/Sub, the source message the dead-letter topic's
    * copy forwards (its subscription, publish time and intent), which
    * every copy of it names: Pub/Sub may dead-letter a message more than
    * once, each copy with a `messageId` of its own.

@@ -126,9 +126,9 @@ export interface AppDeps extends RelayerOptions {
    * `POST /v1/pubsub/dead-letter` is refused.
    */
   readonly pubsubDeadLetter?: PubSubKeys;
-  /** The HMAC secret of `POST /v1/deliveries`; without it the route is refused. */
+  /** The HMAC secret of `POST /v1/deliveries`, 16 characters or more; without it the route is refused. */
   readonly webhookSecret?: string;
-  /** The bearer token of the ops routes; without it they are refused. */
+  /** The bearer token of the ops routes, 16 characters or more; without it they are refused. */
   readonly opsToken?: string;
   /**
    * Accept unauthenticated requests on routes whose keys are not set. For
@@ -415,8 +415,9 @@ function idFrom(value: unknown): string | undefined {
  * randomness and the keys of each route.
  * @returns The Hono app; serve `app.fetch`.
  * @throws {RangeError} If the policy, `leaseMs` or `maxBodyBytes` is invalid.
- * @throws {TypeError} If a route's keys are empty or incomplete: an empty
- * `webhookSecret` or `opsToken`, an empty QStash signing key, a QStash
+ * @throws {TypeError} If a route's keys are empty, short or incomplete: a
+ * `webhookSecret` or `opsToken` empty or under 16 characters (the
+ * service's rule), an empty QStash signing key, a QStash
  * `url` that is not an http(s) URL, or `pubsub` without its
  * `serviceAccount` or `audience`.
  *
@@ -1256,7 +1257,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       return c.json(await store.listDeadLetters({ limit, cursor }));
     } catch (error) {
       // The store's refusal names 'cursor'; fetch throws a TypeError too
-      // when the network fails, and that is the store's failure, a 500.
+      // when the network fails, and that is the store's failure, a 503.
       if (error instanceof TypeError && error.message.includes("'cursor'")) {
         return problem(400, "bad-cursor", "Bad cursor", error.message);
       }
