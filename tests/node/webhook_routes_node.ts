@@ -395,3 +395,25 @@ test("POST /v1/jobs publishes through QStash's API with the retries and the fail
     ],
   );
 });
+
+test("GET /readyz reads the store (200), and DELETE discards the dead letter of the failed intent", async () => {
+  const ready = await fetch(`${base}/readyz`);
+  assert.equal(ready.status, 200);
+  assert.deepEqual(await ready.json(), { status: "ready" });
+  // The letter the declared poison kept above: its intent failed.
+  const letter = await store.getDeadLetter("pi_0005_notsent/settle");
+  assert.ok(letter !== null);
+  const discarded = await fetch(
+    `${base}/v1/dead-letters/pi_0005_notsent/settle?version=${
+      encodeURIComponent(letter.version)
+    }`,
+    { method: "DELETE", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(discarded.status, 200);
+  assert.equal(
+    ((await discarded.json()) as { discarded: { jobId: string } }).discarded
+      .jobId,
+    "pi_0005_notsent/settle",
+  );
+  assert.equal(await store.getDeadLetter("pi_0005_notsent/settle"), null);
+});
