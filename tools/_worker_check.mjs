@@ -307,6 +307,8 @@ async function check(flags) {
     };
 
     assertEqual((await call("/healthz")).status, 200, "GET /healthz");
+    // The readiness probe reads the store and races a timer, in a request.
+    assertEqual((await call("/readyz")).status, 200, "GET /readyz");
     for (
       const [id, state] of [
         ["pi_0001", "authorized"],
