@@ -217,6 +217,15 @@ try {
       JSON.stringify({ queue: "pubsub", messageId: "9182736450" });
   ok &&= kept;
   console.log(JSON.stringify({ deadLetter: letter, pass: kept }));
+  // The readiness probe: a store read raced against a timer.
+  const ready = await fetch(`${base}/readyz`);
+  const readyBody = await ready.json() as unknown;
+  const isReady = ready.status === 200 &&
+    JSON.stringify(readyBody) === JSON.stringify({ status: "ready" });
+  ok &&= isReady;
+  console.log(
+    JSON.stringify({ route: "/readyz", status: ready.status, pass: isReady }),
+  );
 } finally {
   server.stop(true);
 }

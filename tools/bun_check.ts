@@ -79,7 +79,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback and both Pub/Sub pushes",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz",
       );
     } else {
       ok = false;
