@@ -9,7 +9,10 @@
  * Google's keys and QStash's API (`tests/node/webhook_routes_node.ts`);
  * then the store contract suite on Node against `KvStore` over
  * `openKv(":memory:")` from the npm package `@deno/kv` (the version
- * `deno.json` pins, installed into the cache outside the repository).
+ * `deno.json` pins, installed into the cache outside the repository), and
+ * against `PostgresStore` over the npm client `postgres` (bundled in) on a
+ * real PostgreSQL server it starts (Debian's `postgresql` binaries; where
+ * they are missing it says so, and under `CI=true` it fails).
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
  *
@@ -20,6 +23,7 @@
 import { CheckError, ROOT, runMain } from "./_check.ts";
 import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
 import { NODE_MAJOR } from "../support/node_version.ts";
+import { postgresBinDir, startPostgres } from "../support/postgres_server.ts";
 
 /**
  * Runs `node --test` and prints its summary.
@@ -121,10 +125,47 @@ async function nodeCheck(): Promise<number> {
       `${dir}/kv_contract.mjs`,
       dir,
     ) && ok;
+
+    // PostgresStore over postgres.js (pure JavaScript: bundled in), on a
+    // real server, as payment teams run it under Node.
+    ok = await postgresContract(dir) && ok;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
   return ok ? 0 : 1;
+}
+
+/**
+ * The store contract on Node against `PostgresStore`, on a server started
+ * for it and stopped after.
+ *
+ * @param dir Where the bundle goes.
+ * @returns Whether it passed; `true` with a loud line where there are no
+ * server binaries, outside CI.
+ * @throws {CheckError} If there are no server binaries under `CI=true`.
+ */
+async function postgresContract(dir: string): Promise<boolean> {
+  if (await postgresBinDir() === null) {
+    const missing =
+      "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin: install Debian's postgresql package";
+    if (Deno.env.get("CI") === "true") throw new CheckError(missing);
+    console.log(`PostgresStore contract on Node: SKIPPED, ${missing}`);
+    return true;
+  }
+  await bundle("tests/node/pg_contract_node.ts", `${dir}/pg_contract.mjs`, {
+    platform: "node",
+  });
+  const server = await startPostgres();
+  try {
+    return await nodeTest(
+      "PostgresStore contract on Node over postgres.js (node --test)",
+      `${dir}/pg_contract.mjs`,
+      dir,
+      { RELAYER_PG_URL: server.url },
+    );
+  } finally {
+    await server.stop();
+  }
 }
 
 if (import.meta.main) await runMain("node-check", nodeCheck);

@@ -1,0 +1,37 @@
+/**
+ * The store contract suite on Node: `PostgresStore` over the npm client
+ * `postgres` (postgres.js, bundled in) against the real server whose URL
+ * `deno task node-check` passes as `RELAYER_PG_URL`, run by `node --test`.
+ * Each store gets a schema of its own, dropped when it closes.
+ *
+ * @module
+ */
+
+import "./_deno_test_shim.ts";
+import { after } from "node:test";
+import process from "node:process";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { storeContract } from "../store/_contract.ts";
+
+const url = process.env.RELAYER_PG_URL;
+if (!url) {
+  throw new Error("RELAYER_PG_URL is not set: run deno task node-check");
+}
+const admin = postgres(url, { max: 2, onnotice: () => {} });
+after(() => admin.end());
+
+let opened = 0;
+storeContract("PostgresStore on Node (postgres.js)", async () => {
+  const schema = `node_${process.pid}_${++opened}`;
+  const sql = postgres(url, { max: 4, onnotice: () => {} });
+  const store = new PostgresStore(sql, { schema });
+  await store.migrate();
+  return {
+    store,
+    close: async () => {
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    },
+  };
+});
