@@ -20,9 +20,7 @@ import {
   type StoredDeadLetter,
 } from "../../mod.ts";
 import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
-import { KvStore } from "../../store/kv.ts";
 import { deadLetter } from "../store/_contract.ts";
-import { withTimeout } from "../_timeout.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -1954,41 +1952,4 @@ Deno.test("createRelayer() records the signature of a delivery whose write faile
   assert.equal(outcome.action, "retry");
   assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
   await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
-});
-
-Deno.test("createRelayer() redrive with a message enqueues it on the store's own queue (Deno KV) as it removes the dead letter: the intent keeps a job", async () => {
-  await withTimeout(async () => {
-    const kv = await Deno.openKv(":memory:");
-    try {
-      const store = new KvStore(kv);
-      const received: unknown[] = [];
-      const listening = kv.listenQueue((message) => {
-        received.push(message);
-      });
-      await store.createIntent({ id: "pi_0001" });
-      const relayer = createRelayer({
-        store,
-        sender: new ScriptedSender({}),
-        policy: { maxDeliveries: 1 },
-        now: () => 0,
-      });
-      assert.equal((await relayer.deliver(job, 1)).action, "poison");
-      assert.deepEqual(
-        await relayer.redrive("pi_0001/settle", {
-          message: (redriven) => ({ job: redriven }),
-        }),
-        job,
-      );
-      assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
-      while (received.length < 1) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      assert.deepEqual(received, [{ job }]);
-      kv.close();
-      await listening;
-    } catch (error) {
-      kv.close();
-      throw error;
-    }
-  }, 15_000);
 });
