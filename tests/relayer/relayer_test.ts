@@ -9,6 +9,7 @@ import {
   type NewIntent,
   notSent,
   poison,
+  type QueueIds,
   type ReceiptStatus,
   type Relayer,
   type RelayerOptions,
@@ -107,6 +108,24 @@ function suite(backend: Backend): void {
       ...options,
     });
     return { relayer, store, sender, clock };
+  }
+
+  /**
+   * The operator redrives pi_0001's letter and the job published again
+   * sends; then the queue repeats its give-up for `queue`: the job
+   * published since owns the intent, so nothing changes.
+   */
+  async function redriveThenRepeat(
+    relayer: Relayer,
+    store: Store,
+    queue: QueueIds,
+  ): Promise<void> {
+    await relayer.redrive("pi_0001/settle");
+    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    assert.equal((await intent(store)).state, "settling");
+    const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
+    assert.equal(repeat.action, "done");
+    assert.equal((await intent(store)).state, "settling");
   }
 
   async function intent(store: Store): Promise<Intent> {
@@ -638,13 +657,8 @@ function suite(backend: Backend): void {
       version: (await intent(store)).version,
       at: 1,
     });
-    await relayer.redrive("pi_0001/settle");
-    assert.equal((await relayer.deliver(job, 1)).action, "retry");
-    assert.equal((await intent(store)).state, "settling");
     // QStash repeats the first message's failure callback.
-    const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
-    assert.equal(repeat.action, "done");
-    assert.equal((await intent(store)).state, "settling");
+    await redriveThenRepeat(relayer, store, queue);
   });
 
   test("createRelayer() changes nothing on a queue's repeated give-up after a redrive, when the first give-up crashed before it marked the message", async () => {
@@ -675,15 +689,8 @@ function suite(backend: Backend): void {
       (await store.getDeadLetter("pi_0001/settle"))?.queue?.messageId,
       "msg_A",
     );
-    // The operator redrives; the job published again sends.
-    await relayer.redrive("pi_0001/settle");
-    assert.equal((await relayer.deliver(job, 1)).action, "retry");
-    assert.equal((await intent(store)).state, "settling");
-    // QStash repeats the message's failure callback: the job published
-    // since owns the intent, so nothing changes.
-    const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
-    assert.equal(repeat.action, "done");
-    assert.equal((await intent(store)).state, "settling");
+    // The operator redrives; QStash repeats the message's failure callback.
+    await redriveThenRepeat(relayer, store, queue);
   });
 
   test("createRelayer() publishes each redrive of a job under its own deduplication id, so a second dead letter's redrive is not dropped as the first one's duplicate", async () => {
