@@ -6,7 +6,11 @@
  * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
  * graph, so every class exists once) and answers signed QStash and generic
  * deliveries, QStash's failure callback, a Pub/Sub push and a push from
- * Pub/Sub's dead-letter topic, each exactly.
+ * Pub/Sub's dead-letter topic, each exactly; then runs the store contract
+ * on `PostgresStore` over postgres.js (bundled in) under `bun test`,
+ * against a real PostgreSQL server it starts (Debian's `postgresql`
+ * binaries; where they are missing it says so, and under `CI=true` it
+ * fails).
  *
  * `deno task bun-check`; exits non-zero if anything fails.
  *
@@ -16,13 +20,14 @@
 // deno-lint-ignore-file no-console
 import { ROOT, runMain } from "./_check.ts";
 import { bundle, cacheRoot, npmInstall, run } from "./_npm_cache.ts";
+import { withPostgres } from "./_postgres_check.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
 
 /**
  * The check: Bun's version, the demo from source, the webhook under
- * `Bun.serve`.
+ * `Bun.serve`, `PostgresStore`'s contract under `bun test`.
  *
  * @returns The exit code: 0 if every step passed.
  * @throws {CheckError} If Bun cannot be installed or run, or the bundle fails.
@@ -85,6 +90,30 @@ async function bunCheck(): Promise<number> {
       ok = false;
       console.log("bun-check: FAIL webhook under Bun.serve");
     }
+
+    // PostgresStore over postgres.js (bundled in), on a real server, under
+    // Bun's own runner (it runs node:test suites).
+    const title = "bun-check: PostgresStore contract under bun test";
+    ok = await withPostgres(title, async (url) => {
+      await bundle("tests/node/pg_contract_node.ts", `${dir}/pg_contract.mjs`, {
+        platform: "node",
+      });
+      const tested = await run(bun, ["test", "./pg_contract.mjs"], {
+        cwd: dir,
+        env: { ...env, RELAYER_PG_URL: url },
+        label: "bun test pg_contract.mjs",
+        ifMissing: broken,
+      });
+      const summary = tested.out.split("\n").filter((line) =>
+        /^ \d+ (pass|skip|fail)$/.test(line)
+      ).map((line) => line.trim());
+      console.log(`${title}: ${summary.join(", ")}`);
+      if (tested.code !== 0 || summary.length === 0) {
+        console.log(tested.out);
+        return false;
+      }
+      return true;
+    }) && ok;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

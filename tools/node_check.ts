@@ -23,7 +23,7 @@
 import { CheckError, ROOT, runMain } from "./_check.ts";
 import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
 import { NODE_MAJOR } from "../support/node_version.ts";
-import { postgresBinDir, startPostgres } from "../support/postgres_server.ts";
+import { withPostgres } from "./_postgres_check.ts";
 
 /**
  * Runs `node --test` and prints its summary.
@@ -144,28 +144,16 @@ async function nodeCheck(): Promise<number> {
  * server binaries, outside CI.
  * @throws {CheckError} If there are no server binaries under `CI=true`.
  */
-async function postgresContract(dir: string): Promise<boolean> {
-  if (await postgresBinDir() === null) {
-    const missing =
-      "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin: install Debian's postgresql package";
-    if (Deno.env.get("CI") === "true") throw new CheckError(missing);
-    console.log(`PostgresStore contract on Node: SKIPPED, ${missing}`);
-    return true;
-  }
-  await bundle("tests/node/pg_contract_node.ts", `${dir}/pg_contract.mjs`, {
-    platform: "node",
+function postgresContract(dir: string): Promise<boolean> {
+  const title = "PostgresStore contract on Node over postgres.js (node --test)";
+  return withPostgres(title, async (url) => {
+    await bundle("tests/node/pg_contract_node.ts", `${dir}/pg_contract.mjs`, {
+      platform: "node",
+    });
+    return await nodeTest(title, `${dir}/pg_contract.mjs`, dir, {
+      RELAYER_PG_URL: url,
+    });
   });
-  const server = await startPostgres();
-  try {
-    return await nodeTest(
-      "PostgresStore contract on Node over postgres.js (node --test)",
-      `${dir}/pg_contract.mjs`,
-      dir,
-      { RELAYER_PG_URL: server.url },
-    );
-  } finally {
-    await server.stop();
-  }
 }
 
 if (import.meta.main) await runMain("node-check", nodeCheck);

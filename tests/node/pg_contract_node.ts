@@ -1,8 +1,10 @@
 /**
- * The store contract suite on Node: `PostgresStore` over the npm client
- * `postgres` (postgres.js, bundled in) against the real server whose URL
- * `deno task node-check` passes as `RELAYER_PG_URL`, run by `node --test`.
- * Each store gets a schema of its own, dropped when it closes.
+ * The store contract suite on Node and on Bun: `PostgresStore` over the npm
+ * client `postgres` (postgres.js, bundled in) against the real server whose
+ * URL `deno task node-check` or `deno task bun-check` passes as
+ * `RELAYER_PG_URL`, run by `node --test` or by `bun test` (which runs
+ * `node:test` suites). Each store gets a schema of its own, dropped when it
+ * closes.
  *
  * @module
  */
@@ -16,14 +18,17 @@ import { storeContract } from "../store/_contract.ts";
 
 const url = process.env.RELAYER_PG_URL;
 if (!url) {
-  throw new Error("RELAYER_PG_URL is not set: run deno task node-check");
+  throw new Error(
+    "RELAYER_PG_URL is not set: run deno task node-check or deno task bun-check",
+  );
 }
+const runtime = process.versions.bun === undefined ? "Node" : "Bun";
 const admin = postgres(url, { max: 2, onnotice: () => {} });
 after(() => admin.end());
 
 let opened = 0;
-storeContract("PostgresStore on Node (postgres.js)", async () => {
-  const schema = `node_${process.pid}_${++opened}`;
+storeContract(`PostgresStore on ${runtime} (postgres.js)`, async () => {
+  const schema = `${runtime.toLowerCase()}_${process.pid}_${++opened}`;
   const sql = postgres(url, { max: 4, onnotice: () => {} });
   const store = new PostgresStore(sql, { schema });
   await store.migrate();
