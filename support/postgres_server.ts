@@ -305,3 +305,115 @@ async function tempRoot(): Promise<string> {
   await Deno.remove(probe);
   return probe.replace(/\/[^/]*$/, "");
 }
+
+/** Where `pgbouncer` is: on the PATH, else Debian's `/usr/sbin`; `null` when there is none. */
+export async function pgbouncerBin(): Promise<string | null> {
+  for (const candidate of ["pgbouncer", "/usr/sbin/pgbouncer"]) {
+    if ((await run(candidate, ["--version"])).ok) return candidate;
+  }
+  return null;
+}
+
+/** A PgBouncer this process started in front of a server. */
+export interface OwnedPgBouncer {
+  /** `postgres://postgres@127.0.0.1:<port>/postgres`, through the pooler. */
+  readonly url: string;
+  /** Stops it and deletes its dir (the watchdog does it anyway at exit). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts PgBouncer (Debian's `pgbouncer` package) in front of `server`,
+ * on 127.0.0.1 at a free port, trusting the `postgres` user, in the pool
+ * mode asked for, with a pool of `poolSize` server connections. It hands
+ * out the server connection used last (its default), as on a quiet
+ * production pooler. Run as the `postgres` OS user when this process is
+ * root (PgBouncer refuses root); a watchdog stops it when this process
+ * exits, however it exits.
+ *
+ * @param server The PostgreSQL server it pools.
+ * @param options `mode`: `"transaction"` or `"session"`; `poolSize`: server connections per database.
+ * @returns The running pooler.
+ * @throws {Error} If there is no `pgbouncer` or it does not start.
+ */
+export async function startPgBouncer(
+  server: PostgresServer,
+  options: { mode: "transaction" | "session"; poolSize?: number },
+): Promise<OwnedPgBouncer> {
+  const bin = await pgbouncerBin();
+  if (bin === null) {
+    throw new Error(
+      "Cannot start PgBouncer: no pgbouncer on the PATH or in /usr/sbin; install Debian's pgbouncer package",
+    );
+  }
+  const dir = await Deno.makeTempDir({ prefix: "relayer-pgbouncer-" });
+  const user = await serverUser();
+  await Deno.chmod(dir, 0o755);
+  if (user !== null) await Deno.chown(dir, user.uid, user.gid);
+  const pidfile = `${dir}/pgbouncer.pid`;
+  await watchdog(
+    `[ -e ${quote(pidfile)} ] && kill $(cat ${quote(pidfile)}); rm -rf ${
+      quote(dir)
+    }`,
+  );
+  await Deno.writeTextFile(`${dir}/users.txt`, `"postgres" ""\n`);
+  let lastError = "";
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = freePort();
+    const ini = `${dir}/pgbouncer.ini`;
+    await Deno.writeTextFile(
+      ini,
+      [
+        "[databases]",
+        `* = host=127.0.0.1 port=${server.port}`,
+        "[pgbouncer]",
+        "listen_addr = 127.0.0.1",
+        `listen_port = ${port}`,
+        "unix_socket_dir =",
+        "auth_type = trust",
+        `auth_file = ${dir}/users.txt`,
+        `pool_mode = ${options.mode}`,
+        `default_pool_size = ${options.poolSize ?? 8}`,
+        "max_client_conn = 500",
+        `logfile = ${dir}/pgbouncer.log`,
+        `pidfile = ${pidfile}`,
+        "",
+      ].join("\n"),
+    );
+    const args = ["-d", ini];
+    const started = user === null
+      ? await run(bin, args)
+      : await run("runuser", ["-u", "postgres", "--", bin, ...args]);
+    const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+    if (started.ok && await listening(port)) {
+      let stopped = false;
+      return {
+        url,
+        async stop() {
+          if (stopped) return;
+          stopped = true;
+          const pid = await Deno.readTextFile(pidfile).catch(() => "");
+          if (/^\d+\s*$/.test(pid)) await run("kill", [pid.trim()]);
+          await Deno.remove(dir, { recursive: true }).catch(() => {});
+        },
+      };
+    }
+    lastError = `${started.out}\n${await Deno.readTextFile(
+      `${dir}/pgbouncer.log`,
+    ).catch(() => "")}`;
+  }
+  throw new Error(`PgBouncer did not start:\n${lastError}`);
+}
+
+/** Whether something accepts connections on 127.0.0.1:`port` within 5 s. */
+async function listening(port: number): Promise<boolean> {
+  for (let waited = 0; waited < 5_000; waited += 50) {
+    try {
+      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+      return true;
+    } catch {
+      await sleep(50);
+    }
+  }
+  return false;
+}
