@@ -196,6 +196,8 @@ const STALE = "RL002";
 /** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
 const ABSORB_ROUNDS = 20;
 const ABSORB_GAP_MS = 250;
+/** How long `migrate()`'s check of a pooler waits for its flight (see `#checkPooler`). */
+const POOLER_CHECK_MS = 3_000;
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
 
@@ -324,8 +326,16 @@ export class PostgresStore implements Store {
    * role with only `USAGE` on the schema and read and write grants on its
    * tables can run it on a database its owner migrated.
    *
+   * It then looks for a pooler in transaction mode that would lose the
+   * client's prepared statements (see docs/postgres.md, "Behind a
+   * pooler"): directly on PostgreSQL that costs two connections of the
+   * client for three round trips.
+   *
    * @throws {Error} If the database is read-only (a standby, or
    * `default_transaction_read_only = on`): every write would fail.
+   * @throws {Error} If the client goes through a pooler in transaction mode
+   * that does not keep prepared statements: create it with
+   * `prepare: false`.
    *
    * @example Migrate at start
    * ```ts
@@ -351,15 +361,86 @@ export class PostgresStore implements Store {
         "Cannot use this PostgreSQL database as it is read-only (a standby, or default_transaction_read_only = on): connect to the primary",
       );
     }
-    if (current?.current === true) return;
-    await this.#sql.begin(ISOLATION, async (tx) => {
-      // Concurrent `CREATE … IF NOT EXISTS` of one name can still collide
-      // in the catalog; this lock, released at commit, lines migrations up.
-      await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
-      for (const statement of migration(this.#schema)) {
-        await tx.unsafe(statement);
+    if (current?.current !== true) {
+      await this.#sql.begin(ISOLATION, async (tx) => {
+        // Concurrent `CREATE … IF NOT EXISTS` of one name can still collide
+        // in the catalog; this lock, released at commit, lines migrations up.
+        await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
+        for (const statement of migration(this.#schema)) {
+          await tx.unsafe(statement);
+        }
+      });
+    }
+    await this.#checkPooler();
+  }
+
+  /**
+   * Refuses, at start, a client whose prepared statements a pooler in
+   * transaction mode would lose. Such a pooler (PgBouncer before 1.21, or
+   * without `max_prepared_statements`; Supavisor's transaction mode) hands
+   * each transaction to whichever server connection is free, so a write
+   * meets a server that never saw its statements: postgres.js then retries
+   * inside the write's flight, which fails or never answers, and the
+   * store's connections stay stuck.
+   *
+   * Two connections of the client's: the first runs two statements, the
+   * second opens a transaction. Directly on PostgreSQL (or through a
+   * pooler in session mode) they are two server sessions, and nothing more
+   * is sent. If the second got the first's server session (the free
+   * connection PgBouncer hands out is the one used last), a pooler is
+   * sharing sessions, and the first sends a flight of the two statements
+   * as the store's writes do: the flight must answer. Best effort: a pooler
+   * that hands the second another session is not seen, and a client of one
+   * connection (`max: 1`) or with `prepare: false` is not probed.
+   */
+  async #checkPooler(): Promise<void> {
+    const options = this.#sql.options as { prepare?: boolean; max?: number };
+    if (
+      options.prepare === false || this.#sql.options.fetch_types === false ||
+      !((Number(options.max) || 1) >= 2)
+    ) return;
+    const first = await this.#reserve();
+    let second: postgres.ReservedSql | undefined;
+    let stuck = false;
+    try {
+      second = await this.#reserve();
+      const one = () => first`SELECT pg_backend_pid() AS pid, ${1}::int AS one`;
+      const two = () => first`SELECT ${2}::int AS two`;
+      const [mine] = await this.#watched(one(), "check");
+      await this.#watched(two(), "check");
+      await this.#watched(second.unsafe(`BEGIN ${ISOLATION}`), "check");
+      const [theirs] = await this.#watched(
+        second`SELECT pg_backend_pid() AS pid`,
+        "check",
+      );
+      if (mine?.pid !== theirs?.pid) return;
+      const flight = Promise.all([
+        first`BEGIN`.execute(),
+        one().execute(),
+        two().execute(),
+        first`COMMIT`.execute(),
+      ]);
+      // It answers within milliseconds where prepared statements survive.
+      const answered = await this.#within(
+        flight.catch(() => {}),
+        Math.min(this.#waitMs, POOLER_CHECK_MS),
+      );
+      let failed = !answered;
+      if (answered) await flight.catch(() => failed = true);
+      if (failed) {
+        stuck = !answered;
+        throw new Error(
+          "Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode",
+        );
       }
-    });
+    } finally {
+      if (second !== undefined) {
+        await second`ROLLBACK`.catch(() => {});
+        second.release();
+      }
+      // A connection whose flight never answered stays out of the pool.
+      if (!stuck) first.release();
+    }
   }
 
   /** Runs `work`, turning the database's race errors into store errors. */
@@ -386,6 +467,14 @@ export class PostgresStore implements Store {
         // on the way in).
         throw new TypeError(
           `Cannot ${what} as PostgreSQL text cannot hold the character U+0000 (NUL): remove it from the id, key or tx hash`,
+          { cause: error },
+        );
+      }
+      if (code === "26000") {
+        // A prepared statement the server does not know: a pooler in
+        // transaction mode gave this write another server session.
+        throw new Error(
+          `Cannot ${what} as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode (PgBouncer, Supavisor) sent it to another server session. Create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode`,
           { cause: error },
         );
       }
@@ -578,11 +667,14 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** Whether `promise` settled within `connectionWaitMs`. */
-  async #within(promise: Promise<unknown>): Promise<boolean> {
+  /** Whether `promise` settled within `ms` (`connectionWaitMs` by default). */
+  async #within(
+    promise: Promise<unknown>,
+    ms: number = this.#waitMs,
+  ): Promise<boolean> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), this.#waitMs);
+      timer = setTimeout(() => resolve(false), ms);
     });
     return await Promise.race([promise.then(() => true), late]).finally(() =>
       clearTimeout(timer)

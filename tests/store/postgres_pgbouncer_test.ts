@@ -1,7 +1,11 @@
 /**
  * PostgresStore behind a real PgBouncer (Debian's `pgbouncer` package), as
  * payment teams run PostgreSQL: the store contract through a pooler in
- * transaction mode with `prepare: false`.
+ * transaction mode with `prepare: false`; `migrate()` refusing, in one
+ * line that names the fix, a client whose prepared statements such a
+ * pooler would lose (and taking it in session mode); a write that meets a
+ * lost statement anyway saying the same; and the service started on such
+ * a `DATABASE_URL`, refused, then serving with `?prepare=false`.
  *
  * Without `pgbouncer` these tests are skipped with one loud line, except
  * under `CI=true`, where that fails the run (`.ci/run` installs Debian's
@@ -11,7 +15,9 @@
  */
 
 // deno-lint-ignore-file no-console
+import assert from "node:assert/strict";
 import postgres from "postgres";
+import { openService } from "../../main.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   type OwnedPgBouncer,
@@ -19,7 +25,13 @@ import {
   processPostgres,
   startPgBouncer,
 } from "../../support/postgres_server.ts";
-import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import {
+  freshDatabase,
+  freshSchema,
+  postgresAvailable,
+  sharedClient,
+} from "../_postgres.ts";
 import { storeContract } from "./_contract.ts";
 
 const MISSING =
@@ -66,6 +78,15 @@ function through(
   return postgres(pooler.url, { ...options, onnotice: () => {} });
 }
 
+/** The PostgreSQL server session a statement of `sql` runs on. */
+async function backendPid(sql: postgres.Sql | postgres.TransactionSql) {
+  const [row] = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+  return row!.pid;
+}
+
+const FIX =
+  /create the client with prepare: false \(\?prepare=false in DATABASE_URL\), or use the pooler's session mode$/;
+
 // One client per file, as the other Postgres suites keep (see _postgres.ts).
 let pooled: postgres.Sql | undefined;
 
@@ -90,3 +111,163 @@ if (available) {
     },
   );
 }
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() refuses a client whose prepared statements a pooler in transaction mode would lose, in one line naming the fix; with prepare: false, or in session mode, it migrates",
+  ignore: !available,
+  // The refused client's stuck connection is ended with it, not awaited.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const schema = freshSchema();
+    const refused = through(await pooler("transaction"), {
+      prepare: true,
+      max: 4,
+    });
+    try {
+      await assert.rejects(
+        new PostgresStore(refused, { schema }).migrate(),
+        (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements/,
+          );
+          assert.match(error.message, FIX);
+          return true;
+        },
+      );
+    } finally {
+      await refused.end({ timeout: 0 });
+    }
+    for (
+      const [name, sql] of [
+        [
+          "transaction mode, prepare: false",
+          through(await pooler("transaction"), { prepare: false, max: 4 }),
+        ],
+        [
+          "session mode, prepare: true",
+          through(await pooler("session"), { prepare: true, max: 4 }),
+        ],
+      ] as const
+    ) {
+      try {
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        await store.createIntent({ id: "pi_1", state: "created" });
+        assert.equal(await store.recordHold("pi_1"), "pending", name);
+        assert.equal(await store.voidHold("pi_1"), "voided", name);
+        await sql.unsafe(`DELETE FROM "${schema}".holds`);
+        await sql.unsafe(`DELETE FROM "${schema}".intents`);
+      } finally {
+        await sql.end();
+      }
+    }
+    await (await sharedClient()).unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write that meets a statement its pooler lost says how to mend the client",
+  ignore: !available,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    // A client of one connection is not probed by migrate(). Its
+    // statements are prepared on the server session it used last; another
+    // client then holds that session in a transaction (PgBouncer hands out
+    // the session used last), so the next write lands on another one.
+    const bouncer = await pooler("transaction", 2);
+    const sql = through(bouncer, { prepare: true, max: 1 });
+    const other = through(bouncer, { prepare: false, max: 1 });
+    const schema = freshSchema();
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      await store.migrate();
+      for (const id of ["pi_0", "pi_1"]) {
+        await store.createIntent({ id, state: "created" });
+      }
+      await store.recordHold("pi_0");
+      const last = await backendPid(sql);
+      let release = () => {};
+      const released = new Promise<void>((resolve) => release = resolve);
+      let held!: (pid: number) => void;
+      const holding = new Promise<number>((resolve) => held = resolve);
+      const transaction = other.begin(async (tx) => {
+        held(await backendPid(tx));
+        await released;
+      });
+      assert.equal(await holding, last, "PgBouncer handed out another session");
+      try {
+        await assert.rejects(store.recordHold("pi_1"), (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot record the hold of pi_1 as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode \(PgBouncer, Supavisor\) sent it to another server session\. /,
+          );
+          assert.match(
+            error.message,
+            /Create the client with prepare: false \(\?prepare=false in DATABASE_URL\), or use the pooler's session mode$/,
+          );
+          return true;
+        });
+      } finally {
+        release();
+        await transaction;
+      }
+    } finally {
+      await Promise.all([sql.end({ timeout: 0 }), other.end()]);
+      await (await sharedClient()).unsafe(
+        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
+      );
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "the service refuses a DATABASE_URL through a pooler in transaction mode in one line naming ?prepare=false, and serves with it",
+  ignore: !available,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const database = await freshDatabase();
+    const bouncer = await pooler("transaction");
+    const url = new URL(bouncer.url);
+    url.pathname = new URL(database.url).pathname;
+    const env = {
+      SENDER_URL: "http://127.0.0.1:9",
+      WEBHOOK_SECRET: "a-secret-of-16-chars",
+    };
+    try {
+      await assert.rejects(
+        openService(loadConfig({ ...env, DATABASE_URL: url.href }), {
+          log: () => {},
+        }),
+        (error) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(
+            error.message,
+            /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+: Cannot use this PostgreSQL client as it goes through a pooler in transaction mode /,
+          );
+          assert.match(error.message, FIX);
+          return true;
+        },
+      );
+      url.search = "?prepare=false";
+      const service = await openService(
+        loadConfig({ ...env, DATABASE_URL: url.href }),
+        { log: () => {} },
+      );
+      try {
+        const ready = await service.app.request("/readyz");
+        assert.equal(ready.status, 200, await ready.text());
+      } finally {
+        await service.close();
+      }
+    } finally {
+      await database.drop();
+    }
+  },
+});
