@@ -19,7 +19,7 @@
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy) |
- * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV |
+ * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
@@ -363,8 +363,55 @@ function databaseUrl(
     url: value,
     description: `PostgreSQL ${url.hostname}${url.port ? `:${url.port}` : ""}${
       database || "/"
-    }`,
+    }, ${databaseTls(url.searchParams, shape)}`,
   };
+}
+
+/**
+ * What the PostgreSQL client (postgres.js 3.4.9) does about TLS with these
+ * URL parameters, said as the start line says it; refuses what it would
+ * read differently from libpq, or not at all.
+ */
+function databaseTls(params: URLSearchParams, shape: string): string {
+  for (const name of ["sslcert", "sslkey", "sslpassword", "sslcrl"]) {
+    if (params.has(name)) {
+      throw new ConfigError(
+        "DATABASE_URL",
+        `${shape}: it sets ?${name}=, which the PostgreSQL client does not read (client certificates are not supported): authenticate with a password`,
+      );
+    }
+  }
+  const root = params.get("sslrootcert");
+  if (root !== null && root !== "system") {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: it sets ?sslrootcert= to a file, which the PostgreSQL client does not read: give Deno the CA with DENO_CERT=<file> (or --cert <file>) and keep ?sslmode=verify-full, or set ?sslrootcert=system for the system's CAs`,
+    );
+  }
+  // The client takes sslrootcert=system as verify-full, whatever sslmode says.
+  if (root === "system") return "TLS, server verified (sslrootcert=system)";
+  const mode = params.get("sslmode");
+  switch (mode) {
+    case null:
+    case "disable":
+      return "no TLS";
+    case "prefer":
+      return "TLS if the server offers it, server not verified (sslmode=prefer)";
+    case "allow":
+    case "require":
+      return `TLS, server not verified (sslmode=${mode})`;
+    case "verify-ca":
+    case "verify-full":
+      // The client checks the host name for verify-ca too.
+      return `TLS, server verified (sslmode=${mode})`;
+    default:
+      throw new ConfigError(
+        "DATABASE_URL",
+        `${shape}: its ?sslmode= is ${
+          JSON.stringify(mode)
+        }: use disable, prefer, require or verify-full`,
+      );
+  }
 }
 
 /**

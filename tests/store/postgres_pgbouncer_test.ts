@@ -249,7 +249,7 @@ Deno.test({
           assert.ok(error instanceof ConfigError, String(error));
           assert.match(
             error.message,
-            /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+: Cannot use this PostgreSQL client as it goes through a pooler in transaction mode /,
+            /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS: Cannot use this PostgreSQL client as it goes through a pooler in transaction mode /,
           );
           assert.match(error.message, FIX);
           return true;

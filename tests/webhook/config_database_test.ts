@@ -33,12 +33,78 @@ Deno.test("loadConfig() takes DATABASE_URL and describes it without the password
   );
   assert.equal(
     config.database?.description,
-    "PostgreSQL db.internal:6432/payments",
+    "PostgreSQL db.internal:6432/payments, no TLS",
   );
   assert.equal(loadConfig(base).database, undefined);
   assert.ok(
     loadConfig({ ...base, DATABASE_URL: "postgresql://h/db" }).database,
   );
+});
+
+Deno.test("loadConfig() says what DATABASE_URL's TLS parameters make the client do, as postgres.js reads them", () => {
+  for (
+    const [query, tls] of [
+      ["", "no TLS"],
+      ["?sslmode=disable", "no TLS"],
+      [
+        "?sslmode=prefer",
+        "TLS if the server offers it, server not verified (sslmode=prefer)",
+      ],
+      ["?sslmode=require", "TLS, server not verified (sslmode=require)"],
+      ["?sslmode=allow", "TLS, server not verified (sslmode=allow)"],
+      ["?sslmode=verify-ca", "TLS, server verified (sslmode=verify-ca)"],
+      ["?sslmode=verify-full", "TLS, server verified (sslmode=verify-full)"],
+      // postgres.js takes sslrootcert=system as verify-full, whatever sslmode says.
+      [
+        "?sslmode=require&sslrootcert=system",
+        "TLS, server verified (sslrootcert=system)",
+      ],
+    ]
+  ) {
+    const config = loadConfig({
+      ...base,
+      DATABASE_URL:
+        `postgres://relayer:s3cret-pw@db.internal:5432/payments${query}`,
+    });
+    assert.equal(
+      config.database?.description,
+      `PostgreSQL db.internal:5432/payments, ${tls}`,
+      query,
+    );
+  }
+});
+
+Deno.test("loadConfig() refuses TLS parameters the client would not honour, and says what to give instead", () => {
+  const url = "postgres://relayer:s3cret-pw@db.internal:5432/payments";
+  for (
+    const [query, why] of [
+      [
+        "?sslmode=verify-full&sslrootcert=/etc/ssl/rds-ca.pem",
+        "it sets ?sslrootcert= to a file, which the PostgreSQL client does not read: give Deno the CA with DENO_CERT=<file> (or --cert <file>) and keep ?sslmode=verify-full, or set ?sslrootcert=system for the system's CAs",
+      ],
+      [
+        "?sslmode=verify-full&sslcert=client.crt",
+        "it sets ?sslcert=, which the PostgreSQL client does not read (client certificates are not supported): authenticate with a password",
+      ],
+      [
+        "?sslkey=client.key",
+        "it sets ?sslkey=, which the PostgreSQL client does not read (client certificates are not supported): authenticate with a password",
+      ],
+      [
+        "?sslmode=verify_full",
+        'its ?sslmode= is "verify_full": use disable, prefer, require or verify-full',
+      ],
+    ]
+  ) {
+    const error = refusal({ DATABASE_URL: `${url}${query}` });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.equal(
+      error.message,
+      `DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname: ${why}`,
+      query,
+    );
+    assert.ok(!error.message.includes("s3cret-pw"));
+  }
 });
 
 Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows the password", () => {
@@ -170,7 +236,7 @@ Deno.test("openService() stops within databaseWaitMs, in one line naming DATABAS
         assert.equal(error.setting, "DATABASE_URL");
         assert.equal(
           error.message,
-          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${port}/payments: no answer within 300ms: is it a PostgreSQL server this process can reach, and is the migration not waiting on another's lock?`,
+          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${port}/payments, no TLS: no answer within 300ms: is it a PostgreSQL server this process can reach, and is the migration not waiting on another's lock?`,
         );
         return true;
       },
