@@ -358,14 +358,26 @@ async function openPostgres(
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${message}${
-        /permission denied/i.test(message)
-          ? " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)"
-          : ""
+        openHint(message)
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** What to do about a database that could not be opened, where the error says. */
+function openHint(message: string): string {
+  if (/permission denied/i.test(message)) {
+    return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
+  }
+  if (/certificate|self[- ]signed/i.test(message)) {
+    return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
+  }
+  if (/before secure TLS connection/i.test(message)) {
+    return " (the server did not take TLS: make it offer TLS, or change ?sslmode= in DATABASE_URL)";
+  }
+  return "";
 }
 
 /**

@@ -135,12 +135,18 @@ function quote(text: string): string {
  * Starts a server in a new temp dir, or in `dir` (an existing empty dir,
  * which the server then owns and deletes).
  *
- * @param options `dir`: where to put it; `bin`: the server binaries.
+ * @param options `dir`: where to put it; `bin`: the server binaries; `tls`:
+ * a certificate and key to serve TLS with.
  * @returns The running server.
  * @throws {Error} If there are no server binaries or the server does not start.
  */
 export async function startPostgres(
-  options: { dir?: string; bin?: string } = {},
+  options: {
+    dir?: string;
+    bin?: string;
+    /** Serve TLS too, with this certificate and key (PEM). */
+    tls?: { cert: string; key: string };
+  } = {},
 ): Promise<OwnedPostgresServer> {
   const bin = options.bin ?? await postgresBinDir();
   if (bin === null) {
@@ -182,6 +188,26 @@ export async function startPostgres(
     "--no-sync",
   ]);
   if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
+  const tls: string[] = [];
+  if (options.tls) {
+    // The server reads its key only if no one else may.
+    for (
+      const [name, text, mode] of [
+        ["server.crt", options.tls.cert, 0o644],
+        ["server.key", options.tls.key, 0o600],
+      ] as const
+    ) {
+      const file = `${dir}/${name}`;
+      await Deno.writeTextFile(file, text, { mode });
+      await Deno.chmod(file, mode);
+      if (user !== null) await Deno.chown(file, user.uid, user.gid);
+    }
+    tls.push(
+      "-c ssl=on",
+      `-c ssl_cert_file=${dir}/server.crt`,
+      `-c ssl_key_file=${dir}/server.key`,
+    );
+  }
 
   let lastError = "";
   for (let attempt = 0; attempt < 5; attempt++) {
@@ -204,6 +230,7 @@ export async function startPostgres(
         "-c shared_buffers=32MB",
         "-c synchronous_commit=off",
         "-c full_page_writes=off",
+        ...tls,
       ].join(" "),
       "start",
     ]);

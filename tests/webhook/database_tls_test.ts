@@ -1,0 +1,144 @@
+/**
+ * The service on PostgreSQL over TLS, as managed databases serve it: a real
+ * server with a certificate from a throwaway CA; `main.ts` as `deno task
+ * start` runs it, with `?sslmode=verify-full` and the CA given to Deno by
+ * `DENO_CERT`, keeps every connection on TLS; without the CA it refuses
+ * to start in one line that says what to give; and `?sslmode=require`
+ * against a server that does not take TLS says so.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { openService } from "../../main.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
+import { testCertificates } from "../../support/test_tls.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { freePort as port, healthy, startMain } from "../_main_process.ts";
+import { timeout } from "../_timeout.ts";
+
+const base = {
+  SENDER_URL: "http://127.0.0.1:9",
+  WEBHOOK_SECRET: "a-webhook-secret-16",
+};
+
+/** A server over TLS, and its CA's file, for `fn`. */
+async function withTlsServer(
+  fn: (server: { port: number; caFile: string }) => Promise<void>,
+): Promise<void> {
+  const certificates = await testCertificates(["localhost", "127.0.0.1"]);
+  const server = await startPostgres({ tls: certificates });
+  try {
+    await fn({ port: server.port, caFile: certificates.caFile });
+  } finally {
+    await server.stop();
+    await certificates.remove();
+  }
+}
+
+Deno.test({
+  name:
+    "main.ts keeps every PostgreSQL connection on TLS with ?sslmode=verify-full and the CA in DENO_CERT, and says so at start",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, () =>
+    withTlsServer(async ({ port: pg, caFile }) => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
+      const free = port();
+      const service = startMain({
+        ...base,
+        DATABASE_URL:
+          `postgres://postgres@localhost:${pg}/postgres?sslmode=verify-full`,
+        DENO_CERT: caFile,
+      }, { ...free, writeDir: dir });
+      const admin = postgres(`postgres://postgres@127.0.0.1:${pg}/postgres`, {
+        max: 1,
+        onnotice: () => {},
+      });
+      try {
+        const origin = `http://127.0.0.1:${free.port}`;
+        await Promise.race([
+          healthy(origin),
+          service.ended().then(({ stderr }) => assert.fail(stderr)),
+        ]);
+        const ready = await fetch(`${origin}/readyz`);
+        assert.equal(ready.status, 200, await ready.text());
+        const [seen] = await admin<{ total: number; tls: number }[]>`
+          SELECT count(*)::int AS total, count(*) FILTER (WHERE s.ssl)::int AS tls
+          FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+          WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`;
+        assert.ok(seen!.total >= 1, "the service holds no connection");
+        assert.equal(seen!.tls, seen!.total, "a connection without TLS");
+        service.child.kill("SIGTERM");
+        const { code, stdout, stderr } = await service.ended();
+        assert.equal(code, 0, stderr);
+        assert.match(
+          stdout.split("\n")[0]!,
+          new RegExp(
+            `; store PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\); `,
+          ),
+        );
+      } finally {
+        service.kill();
+        await service.ended().catch(() => {});
+        await admin.end();
+        await Deno.remove(dir, { recursive: true });
+      }
+    })),
+});
+
+Deno.test({
+  name:
+    "main.ts refuses to start, in one line naming DENO_CERT, when the server's certificate does not chain to a CA it trusts",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, () =>
+    withTlsServer(async ({ port: pg }) => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
+      const service = startMain({
+        ...base,
+        DATABASE_URL:
+          `postgres://postgres:pw-never-shown@localhost:${pg}/postgres?sslmode=verify-full`,
+      }, { ...port(), writeDir: dir });
+      try {
+        const { code, stdout, stderr } = await service.ended();
+        assert.equal(code, 1, stdout);
+        const lines = stderr.trim().split("\n");
+        assert.equal(lines.length, 1, stderr);
+        assert.match(
+          lines[0]!,
+          new RegExp(
+            `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
+          ),
+        );
+        assert.ok(!stderr.includes("pw-never-shown"));
+      } finally {
+        service.kill();
+        await Deno.remove(dir, { recursive: true });
+      }
+    })),
+});
+
+Deno.test({
+  name:
+    "openService() says in one line that a server took no TLS where ?sslmode=require asks for it",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    // This run's shared server serves no TLS.
+    const url = new URL(await postgresUrl());
+    url.search = "?sslmode=require";
+    await assert.rejects(
+      openService(loadConfig({ ...base, DATABASE_URL: url.href }), {
+        log: () => {},
+      }),
+      (error) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.match(
+          error.message,
+          /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/postgres, TLS, server not verified \(sslmode=require\): .* \(the server did not take TLS: make it offer TLS, or change \?sslmode= in DATABASE_URL\)$/,
+        );
+        return true;
+      },
+    );
+  }),
+});
