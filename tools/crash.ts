@@ -1,13 +1,15 @@
 /**
  * The crash test: the real service as a child process (`deno serve
  * main.ts`, KvStore on a SQLite file, or with `--store postgres`
- * PostgresStore on a throwaway PostgreSQL server; HttpSender), killed with
+ * PostgresStore on a throwaway PostgreSQL server, or with `--store
+ * pgbouncer` the same through PgBouncer in transaction mode with
+ * `?prepare=false`; HttpSender), killed with
  * SIGKILL at seeded moments and restarted on the same store, while an at-least-once
  * queue drives every job to its end; then the invariants of DESIGN §5 are
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer]
  * ```
  *
  * - **The signer** is a stub on loopback inside this process. Each intent
@@ -76,7 +78,9 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import { hmacSigner } from "../webhook/_auth.ts";
 import {
+  type OwnedPgBouncer,
   type OwnedPostgresServer,
+  startPgBouncer,
   startPostgres,
 } from "../support/postgres_server.ts";
 import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
@@ -95,12 +99,16 @@ export interface CrashTestOptions {
   readonly concurrency: number;
   /** The hard deadline of the whole run, in seconds. */
   readonly deadlineS: number;
-  /** The service's store: KvStore on a SQLite file, or PostgresStore on a server this run starts. */
-  readonly store: "kv" | "postgres";
+  /**
+   * The service's store: KvStore on a SQLite file, or PostgresStore on a
+   * server this run starts, directly or through a PgBouncer it starts in
+   * front (transaction mode, `?prepare=false`).
+   */
+  readonly store: "kv" | "postgres" | "pgbouncer";
 }
 
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -121,9 +129,9 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     const match = /^--([a-z]+)(?:=(.*))?$/.exec(arg);
     if (match?.[1] === "store") {
       const text = match[2] ?? args[++i];
-      if (text !== "kv" && text !== "postgres") {
+      if (text !== "kv" && text !== "postgres" && text !== "pgbouncer") {
         throw new RangeError(
-          `--store must be kv or postgres: current value is ${
+          `--store must be kv, postgres or pgbouncer: current value is ${
             JSON.stringify(text) ?? "missing"
           }`,
         );
@@ -952,8 +960,10 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
     );
   }
   let database: OwnedPostgresServer | null = null;
+  let pooler: OwnedPgBouncer | null = null;
+  let databaseUrl: string | null = null;
   try {
-    if (options.store === "postgres") {
+    if (options.store !== "kv") {
       // Its own server, stopped below (and by its watchdog if this process dies).
       try {
         database = await startPostgres();
@@ -965,12 +975,25 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
           { cause: error },
         );
       }
+      databaseUrl = database.url;
     }
-    return await runCrashTest(options, {
-      dir,
-      databaseUrl: database?.url ?? null,
-    });
+    if (options.store === "pgbouncer") {
+      try {
+        pooler = await startPgBouncer(database!, { mode: "transaction" });
+      } catch (error) {
+        throw new CheckError(
+          `PgBouncer did not start for --store pgbouncer (${
+            errorLine((error as Error).message)
+          }): check that it is installed (Debian's pgbouncer package), or run with --store postgres`,
+          { cause: error },
+        );
+      }
+      // What a pooler in transaction mode needs (docs/postgres.md).
+      databaseUrl = `${pooler.url}?prepare=false`;
+    }
+    return await runCrashTest(options, { dir, databaseUrl });
   } finally {
+    await pooler?.stop();
     await database?.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
@@ -1360,6 +1383,8 @@ async function runCrashTest(
         `store        ${
           options.store === "postgres"
             ? "PostgresStore (a PostgreSQL server of this run)"
+            : options.store === "pgbouncer"
+            ? "PostgresStore through PgBouncer in transaction mode (?prepare=false)"
             : "KvStore (a SQLite file)"
         }`,
         `policy       ${describePolicy(policy)}; stuck after ${
