@@ -211,22 +211,26 @@ export async function requireNode(
  *
  * @param entry The entry point, from the repository root.
  * @param out The bundle's path.
- * @param options `platform`, and the `external` imports to leave alone.
+ * @param options `platform`, the `external` imports to leave alone, and an
+ * `importMap` file that replaces `deno.json`'s imports (`deno bundle` has
+ * no `--conditions`: a map stands in for an export condition).
  * @throws {CheckError} If `deno bundle` fails (with its first error line)
  * or takes longer than {@linkcode INSTALL_TIMEOUT_MS}.
  */
 export async function bundle(
   entry: string,
   out: string,
-  { platform, external = [] }: {
+  { platform, external = [], importMap }: {
     platform: "browser" | "node";
     external?: readonly string[];
+    importMap?: string;
   },
 ): Promise<void> {
   const flags = [
     "--platform",
     platform,
     ...external.flatMap((name) => ["--external", name]),
+    ...(importMap === undefined ? [] : ["--import-map", importMap]),
   ];
   const { code, out: text } = await run(Deno.execPath(), [
     "bundle",
