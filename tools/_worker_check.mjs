@@ -10,11 +10,18 @@
 // store outage on tools/_outage_worker.ts: the jobs queue runs out of its
 // max_retries, Cloudflare moves the message to the dead-letter queue, and
 // the give-up there outlasts the outage.
+// With POSTGRES_SCRIPT set, it runs PostgresStore on workerd instead
+// (tools/_postgres_worker.ts, nodejs_compat, on the real server at
+// DATABASE_URL): migrate(), the ops routes, a signed delivery and its
+// replay, the store's writes and refusals called directly, the seed's three
+// payments on real Queues and a give-up on the dead-letter queue, and the
+// end states read back by a new workerd.
 // It prints one line per step and exits 1 on the first wrong answer.
 //
-// Environment: WORKER_SCRIPT and OUTAGE_SCRIPT (the bundles, in the working directory),
-// COMPAT_DATE, GOLDEN (testdata/poison_job.golden.txt), MINIFLARE_CACHE (the
-// cache folder miniflare was installed into, named when it looks broken).
+// Environment: WORKER_SCRIPT and OUTAGE_SCRIPT, or POSTGRES_SCRIPT and
+// DATABASE_URL (the bundles are in the working directory), COMPAT_DATE,
+// GOLDEN (testdata/poison_job.golden.txt), MINIFLARE_CACHE (the cache
+// folder miniflare was installed into, named when it looks broken).
 // A setup failure (miniflare does not load, workerd cannot run, the Worker
 // does not start) or an unexpected error prints one line, never a stack
 // trace, and exits 1; a Worker that does not start prints workerd's own
@@ -193,6 +200,9 @@ function signGeneric(body) {
   return `t=${t},v1=${v1}`;
 }
 
+/** How many times the signer was asked to send each intent. */
+const sends = {};
+
 /**
  * What the Worker calls out to: the signer service its HttpSender calls
  * (the seed's script), and Google's keys.
@@ -206,6 +216,7 @@ async function signer(request) {
   }
   if (request.method === "POST" && url.pathname === "/send") {
     const { intentId } = await request.json();
+    sends[intentId] = (sends[intentId] ?? 0) + 1;
     if (intentId === "pi_0001") {
       return Response.json({
         error: "signer: chain id mismatch",
@@ -224,6 +235,21 @@ async function signer(request) {
     return Response.json({ status: "pending" });
   }
   return Response.json({ error: "not found" }, { status: 404 });
+}
+
+/** A `handleRuntimeStdio` that pushes workerd's output to `lines`, line by line. */
+function collectLines(lines) {
+  return (stdout, stderr) => {
+    for (const stream of [stdout, stderr]) {
+      let rest = "";
+      stream.on("data", (chunk) => {
+        const text = rest + chunk.toString();
+        const parts = text.split("\n");
+        rest = parts.pop() ?? "";
+        lines.push(...parts);
+      });
+    }
+  };
 }
 
 /**
@@ -264,17 +290,7 @@ async function startMiniflare(flags, lines) {
       "relayer-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 2 },
     },
     outboundService: signer,
-    handleRuntimeStdio(stdout, stderr) {
-      for (const stream of [stdout, stderr]) {
-        let rest = "";
-        stream.on("data", (chunk) => {
-          const text = rest + chunk.toString();
-          const parts = text.split("\n");
-          rest = parts.pop() ?? "";
-          lines.push(...parts);
-        });
-      }
-    },
+    handleRuntimeStdio: collectLines(lines),
   });
   try {
     await mf.ready;
@@ -283,6 +299,22 @@ async function startMiniflare(flags, lines) {
     throw error;
   }
   return mf;
+}
+
+/**
+ * A request to the Worker on `mf`: its status, headers and body (parsed
+ * when it is JSON).
+ */
+function caller(mf) {
+  return async (path, init = {}) => {
+    const res = await mf.dispatchFetch(`${PUBLIC_URL}${path}`, init);
+    const text = await res.text();
+    let body = text;
+    try {
+      body = JSON.parse(text);
+    } catch { /* not JSON */ }
+    return { status: res.status, headers: res.headers, body };
+  };
 }
 
 /** Runs every step on workerd with the compatibility flags `flags`. */
@@ -296,15 +328,7 @@ async function check(flags) {
     workerFailed(`examples/cloudflare/worker.ts, ${label}`, error, lines);
   }
   try {
-    const call = async (path, init = {}) => {
-      const res = await mf.dispatchFetch(`${PUBLIC_URL}${path}`, init);
-      const text = await res.text();
-      let body = text;
-      try {
-        body = JSON.parse(text);
-      } catch { /* not JSON */ }
-      return { status: res.status, headers: res.headers, body };
-    };
+    const call = caller(mf);
 
     assertEqual((await call("/healthz")).status, 200, "GET /healthz");
     // The readiness probe reads the store and races a timer, in a request.
@@ -700,9 +724,318 @@ async function outage() {
   }
 }
 
+/**
+ * A Miniflare running `tools/_postgres_worker.ts` with `nodejs_compat`
+ * (postgres.js's Workers build imports node:buffer, node:events and
+ * node:stream) on the server at DATABASE_URL, once it is ready; workerd's
+ * output goes to `lines`.
+ */
+async function startPostgresWorker(lines) {
+  let mf;
+  try {
+    mf = new Miniflare({
+      modules: true,
+      scriptPath: process.env.POSTGRES_SCRIPT,
+      compatibilityDate: process.env.COMPAT_DATE,
+      compatibilityFlags: ["nodejs_compat"],
+      bindings: {
+        DATABASE_URL: process.env.DATABASE_URL,
+        SENDER_URL: "http://signer.test",
+        WEBHOOK_SECRET: SECRET,
+        OPS_TOKEN: OPS,
+      },
+      queueProducers: { JOBS: "pg-jobs", DEAD: "pg-jobs-dlq" },
+      queueConsumers: {
+        "pg-jobs": { maxBatchTimeout: 1, maxRetries: 2 },
+        "pg-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 2 },
+      },
+      // The signer; the TCP connections to PostgreSQL do not come here.
+      outboundService: signer,
+      handleRuntimeStdio: collectLines(lines),
+    });
+    await mf.ready;
+    return mf;
+  } catch (error) {
+    await mf?.dispose().catch(() => {});
+    workerFailed("tools/_postgres_worker.ts, nodejs_compat", error, lines);
+  }
+}
+
+/** The fields of an intent `POST /store` answers. */
+const pw = (state, version, broadcasting, mayHaveSent) => ({
+  state,
+  hold: "pending",
+  version,
+  broadcasting,
+  mayHaveSent,
+});
+
+// What `POST /store` must answer: each direct call on PostgresStore, and
+// the error a real server's refusal becomes (a version is the bigint's).
+const STORE_STEPS = [
+  ["create", pw("authorized", "1", null, false)],
+  ["create again", "ConflictError (refused)"],
+  ["write ahead", pw("settling", "2", 1000, false)],
+  ["write ahead on a stale version", "ConflictError"],
+  ["record under another's live lease", "BusyError"],
+  ["record with a replayed claim", "ReplayError"],
+  ["read", pw("settling", "2", 1000, false)],
+  ["void the hold mid-broadcast", "ConflictError (refused)"],
+  ["record", pw("settling", "3", null, true)],
+  ["fail once it may have sent", "ConflictError (refused)"],
+  ["review instead", pw("needs_review", "4", null, true)],
+  ["count a delivery", { value: 1 }],
+  ["count it again", { value: 2 }],
+  ["count it with a replayed claim", "ReplayError"],
+  ["deliveries", { value: 2 }],
+];
+
+// The queues' lines for each job, in delivery order: the seed's payments
+// (the golden's outcomes; HttpSender words the send's error its own way),
+// and pi_0004 given up by the jobs queue.
+const PG_LINES = [
+  "worker  pi_0001/settle   #1  poison       (retrying will not help; nothing was sent, so the intent failed)",
+  "worker  pi_0002/settle   #1  retry        (send: signer answered 502: rpc: connection refused)",
+  "worker  pi_0002/settle   #2  retry        (settling for … without tx hash, waiting)",
+  "worker  pi_0002/settle   #3  poison       (no luck after 3 deliveries; last broadcast unknown, needs review)",
+  "worker  pi_0003/settle   #1  retry        (not authorized yet)",
+  "worker  pi_0003/settle   #2  retry        (not authorized yet)",
+  "worker  pi_0003/settle   #3  poison       (no luck after 3 deliveries; job dropped, intent still created)",
+  "worker  pi_0004/settle   #3  poison       (the queue gave up after 3 deliveries; job dropped, intent still authorized)",
+];
+
+/**
+ * PostgresStore on workerd, over `cloudflare:sockets` to a real
+ * PostgreSQL server: `tools/_postgres_worker.ts` migrates the schema,
+ * answers the ops routes and a signed delivery (its replay refused from
+ * the replay record in PostgreSQL), runs the store's own writes and
+ * refusals, and consumes real Cloudflare Queues: the seed's three payments
+ * on the jobs queue, a give-up on the dead-letter queue. Every request and
+ * batch has a client of its own. Then a new Miniflare (a new workerd,
+ * nothing in memory) reads the end states back from the database.
+ */
+async function postgresCheck() {
+  const label = "[PostgresStore, nodejs_compat]";
+  const lines = [];
+  let mf = await startPostgresWorker(lines);
+  try {
+    let call = caller(mf);
+    // The second is another request, on a client of its own, and finds
+    // the schema current.
+    for (const round of ["first", "second"]) {
+      const migrated = await call("/migrate", { method: "POST" });
+      assertEqual(
+        [migrated.status, migrated.body],
+        [204, ""],
+        `POST /migrate, ${round}`,
+      );
+    }
+    assertEqual((await call("/readyz")).status, 200, "GET /readyz");
+    for (
+      const [id, state, hold] of [
+        ["pi_0001", "authorized", "pending"],
+        ["pi_0002", "authorized", "pending"],
+        ["pi_0003", "created", null],
+        ["pi_0004", "authorized", "pending"],
+        ["pi_0005", "created", null],
+      ]
+    ) {
+      const { status, body: { intent } } = await call("/v1/intents", {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ id, state }),
+      });
+      assertEqual(
+        [status, intent?.id, intent?.state, intent?.hold, intent?.version],
+        [201, id, state, hold, "1"],
+        `POST /v1/intents ${id}`,
+      );
+    }
+    const dup = await call("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ id: "pi_0001", state: "created" }),
+    });
+    assertEqual([dup.status, dup.body], [409, {
+      type: "urn:relayer:problem:exists",
+      title: "Intent exists",
+      status: 409,
+      detail: "Cannot create intent pi_0001 as it exists",
+    }], "POST /v1/intents for an existing intent");
+    console.log(
+      `  ${label} migrate() twice: 204; /readyz: 200; 5 intents: 201; a duplicate: 409`,
+    );
+
+    const steps = await call("/store", { method: "POST" });
+    assertEqual(
+      [steps.status, steps.body],
+      [200, STORE_STEPS],
+      "POST /store: PostgresStore's writes and refusals",
+    );
+    console.log(
+      `  ${label} the store called directly: the write-ahead (lease and claim), its record, a review; refused: a duplicate, a stale version, another's lease, replayed claims (nothing of them committed), a void mid-broadcast, a failure once it may have sent`,
+    );
+
+    // The replay record is a row in PostgreSQL: the same signed request
+    // again is refused before the relayer reads anything.
+    const gbody = JSON.stringify({
+      job: { intentId: "pi_0005", kind: "settle" },
+      delivery: 1,
+    });
+    const signed = {
+      method: "POST",
+      headers: { "x-signature": signGeneric(gbody) },
+      body: gbody,
+    };
+    const g = await call("/v1/deliveries", signed);
+    assertEqual([g.status, g.body], [503, {
+      outcome: "retry",
+      job: "pi_0005/settle",
+      delivery: 1,
+      reason: "not authorized yet",
+      delayMs: 1000,
+    }], "POST /v1/deliveries, signed");
+    const replay = await call("/v1/deliveries", signed);
+    assertEqual([replay.status, replay.body], [401, {
+      type: "urn:relayer:problem:unauthorized",
+      title: "Unauthorized",
+      status: 401,
+      detail:
+        "This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
+    }], "POST /v1/deliveries, the same signed request again");
+    console.log(
+      `  ${label} generic delivery, signed: 503 retry; the same request again: 401 replay`,
+    );
+
+    // The seed's three payments on the jobs queue, and a give-up on the
+    // dead-letter queue, at once.
+    const jobs = await mf.getQueueProducer("JOBS");
+    for (const intentId of ["pi_0001", "pi_0002", "pi_0003"]) {
+      await jobs.send({ intentId, kind: "settle" });
+    }
+    await (await mf.getQueueProducer("DEAD")).send({
+      intentId: "pi_0004",
+      kind: "settle",
+    });
+    // Each job's lines in delivery order, the jobs in id order. How long
+    // pi_0002 had been settling at its second delivery is the queue's
+    // timing, so it is left out.
+    const jobOf = (line) => line.split(/ +/)[1];
+    const queued = () =>
+      lines.map((line) => line.trim())
+        .filter((line) => /^worker +pi_000[1-4]\/settle /.test(line))
+        .map((line) =>
+          line.replace(/settling for \S+ without/, "settling for … without")
+        )
+        .sort((x, y) => jobOf(x).localeCompare(jobOf(y)));
+    const deadline = Date.now() + 60_000;
+    while (queued().length < PG_LINES.length) {
+      if (Date.now() > deadline) {
+        fail(
+          `${label} the queues did not finish the jobs\n${lines.join("\n")}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+
+    // A new Miniflare, a new workerd: only what PostgreSQL kept.
+    await mf.dispose();
+    const after = [];
+    mf = await startPostgresWorker(after);
+    call = caller(mf);
+    const ends = [];
+    for (
+      const id of [
+        "pi_0001",
+        "pi_0002",
+        "pi_0003",
+        "pi_0004",
+        "pi_0005",
+        "pw_0001",
+      ]
+    ) {
+      const { status, body } = await call(`/v1/intents/${id}`, {
+        headers: ops,
+      });
+      if (status !== 200) {
+        fail(
+          `GET /v1/intents/${id} after the restart: ${status} ${
+            JSON.stringify(body)
+          }`,
+        );
+      }
+      ends.push(body);
+    }
+    const golden = readFileSync(process.env.GOLDEN, "utf8").trimEnd().split(
+      "\n",
+    ).slice(-3);
+    const states = ends.slice(0, 3).map(({ intent }) =>
+      `${intent.id} ${intent.state.padEnd(13)}hold ${intent.hold ?? "-"}`
+    );
+    assertEqual(
+      states,
+      golden,
+      "the seed's end states, read back from PostgreSQL",
+    );
+    assertEqual(
+      ends.map(({ intent, deadLetter }) => [
+        intent.id,
+        deadLetter?.cause ?? null,
+        deadLetter?.resolution ?? null,
+        deadLetter?.queue?.queue ?? null,
+      ]),
+      [
+        ["pi_0001", "declared", "nothing was sent, so the intent failed", null],
+        ["pi_0002", "exhausted", "last broadcast unknown, needs review", null],
+        ["pi_0003", "exhausted", "job dropped, intent still created", null],
+        [
+          "pi_0004",
+          "exhausted",
+          "job dropped, intent still authorized",
+          "cloudflare",
+        ],
+        ["pi_0005", null, null, null],
+        ["pw_0001", null, null, null],
+      ],
+      "the dead letters, read back from PostgreSQL",
+    );
+    assertEqual(queued(), PG_LINES, `${label} the queues' deliveries`);
+    // Nothing else from workerd: no uncaught error (a client's end that
+    // failed in waitUntil, I/O refused on behalf of another request).
+    assertEqual(
+      [...lines, ...after].map((line) => line.trim()).filter((line) =>
+        line !== "" && !/^worker +pi_000[1-5]\/settle /.test(line)
+      ),
+      [],
+      `${label} workerd's other output`,
+    );
+    // One send of each authorized payment the jobs queue delivered:
+    // pi_0002's later deliveries, each on a client of its own, found its
+    // unknown outcome on record and waited instead of sending again.
+    assertEqual(
+      Object.entries(sends).sort(),
+      [["pi_0001", 1], ["pi_0002", 1]],
+      "the signer's sends",
+    );
+    console.log(
+      `  ${label} Cloudflare Queues, the seed's three payments and a give-up on the dead-letter queue:`,
+    );
+    for (const line of queued()) console.log(`    ${line}`);
+    console.log(`  ${label} read back by a new workerd, from PostgreSQL:`);
+    for (const line of states) console.log(`    ${line}`);
+    console.log(`    the signer's sends: ${JSON.stringify(sends)}`);
+  } finally {
+    await mf.dispose();
+  }
+}
+
 try {
-  for (const flags of [[], ["nodejs_compat"]]) await check(flags);
-  await outage();
+  if (process.env.POSTGRES_SCRIPT) {
+    await postgresCheck();
+  } else {
+    for (const flags of [[], ["nodejs_compat"]]) await check(flags);
+    await outage();
+  }
 } catch (error) {
   console.error(
     `worker-check: FAIL unexpected error (${

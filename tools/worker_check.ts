@@ -10,10 +10,19 @@
  * key), the seed's three payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
- * its dead-letter queue and back to a resolved intent. A workerd that cannot
- * run is told apart from a Worker that fails to load: the first says to
- * delete the cache, the second prints workerd's own output (its `Uncaught`
- * line) and blames the code (`tools/_workerd_start.mjs`).
+ * its dead-letter queue and back to a resolved intent. Then `PostgresStore`
+ * on workerd (`tools/_postgres_worker.ts`, with `nodejs_compat`): bundled
+ * with postgres.js's Workers build (`cloudflare:sockets`), against a real
+ * PostgreSQL server it starts (Debian's `postgresql` binaries; where they
+ * are missing it says so, and under `CI=true` it fails), a client per
+ * request: `migrate()`, the ops routes, a signed delivery and its replay,
+ * the store's write-ahead and refusals called directly, the seed's three
+ * payments on real Cloudflare Queues and a give-up on the dead-letter
+ * queue, each end state read back by a new workerd from the database. A
+ * workerd that cannot run is told apart from a Worker that fails to load:
+ * the first says to delete the cache, the second prints workerd's own
+ * output (its `Uncaught` line) and blames the code
+ * (`tools/_workerd_start.mjs`).
  *
  * `deno task worker-check`; exits non-zero if anything fails.
  *
@@ -21,8 +30,16 @@
  */
 
 // deno-lint-ignore-file no-console
-import { CheckError, ROOT, runMain } from "./_check.ts";
-import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
+import { pathToFileURL } from "node:url";
+import { CheckError, firstLine, ROOT, runMain } from "./_check.ts";
+import {
+  bundle,
+  INSTALL_TIMEOUT_MS,
+  npmInstall,
+  requireNode,
+  run,
+} from "./_npm_cache.ts";
+import { withPostgres } from "./_postgres_check.ts";
 
 /** The pinned Miniflare; its workerd is 1.20260730.1. */
 export const MINIFLARE_VERSION = "4.20260730.0";
@@ -37,8 +54,97 @@ export const COMPATIBILITY_DATE = "2026-07-30";
 const WORKER_CHECK_TIMEOUT_MS = 6 * 60_000;
 
 /**
+ * The file of postgres.js's Workers build (its package's `workerd` export)
+ * in Deno's npm cache, for the version `deno.json` pins: found with
+ * `deno info`, wherever `DENO_DIR` puts the cache.
+ *
+ * @throws {CheckError} If `deno info` fails or names no such file.
+ */
+async function postgresWorkersBuild(): Promise<string> {
+  const todo =
+    "run `deno info --json postgres` from the repository root to see why";
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", "postgres"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(INSTALL_TIMEOUT_MS),
+  }).output();
+  if (code !== 0) {
+    throw new CheckError(
+      `deno info postgres failed (${
+        firstLine(new TextDecoder().decode(stderr))
+      }): ${todo}`,
+    );
+  }
+  const info = JSON.parse(new TextDecoder().decode(stdout)) as {
+    modules: { kind: string; npmPackage?: string }[];
+    npmPackages: Record<string, { localPath?: string }>;
+  };
+  const pkg = info.modules.find((module) => module.kind === "npm")?.npmPackage;
+  const dir = pkg === undefined ? undefined : info.npmPackages[pkg]?.localPath;
+  const file = `${dir}/cf/src/index.js`;
+  try {
+    if (dir !== undefined && (await Deno.stat(file)).isFile) return file;
+  } catch {
+    // Said below.
+  }
+  throw new CheckError(
+    `postgres.js's Workers build is not at ${file}: ${todo}`,
+  );
+}
+
+/**
+ * `PostgresStore` on workerd: `tools/_postgres_worker.ts` bundled with
+ * postgres.js's Workers build, run on workerd by `tools/_worker_check.mjs`
+ * against the server at `url`.
+ *
+ * @param dir The check's temp dir (the Node side and `node_modules` are there).
+ * @param cache The cached miniflare's folder, named when it looks broken.
+ * @param url The PostgreSQL server.
+ * @returns Whether every step passed.
+ */
+async function postgresOnWorkerd(
+  dir: string,
+  cache: string,
+  url: string,
+): Promise<boolean> {
+  // `deno bundle` has no --conditions: the import map stands in for the
+  // `workerd` export condition, which picks the Workers build.
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
+  await Deno.writeTextFile(
+    `${dir}/import_map.json`,
+    JSON.stringify({
+      imports: {
+        ...config.imports,
+        postgres: pathToFileURL(await postgresWorkersBuild()).href,
+      },
+    }),
+  );
+  await bundle("tools/_postgres_worker.ts", `${dir}/postgres_worker.js`, {
+    platform: "browser",
+    external: ["cloudflare:sockets"],
+    importMap: `${dir}/import_map.json`,
+  });
+  const { code } = await run("node", ["worker_check.mjs"], {
+    cwd: dir,
+    env: {
+      POSTGRES_SCRIPT: "postgres_worker.js",
+      DATABASE_URL: url,
+      COMPAT_DATE: COMPATIBILITY_DATE,
+      GOLDEN: `${ROOT}testdata/poison_job.golden.txt`,
+      MINIFLARE_CACHE: cache,
+    },
+    label: "PostgresStore on workerd (node worker_check.mjs)",
+    inherit: true,
+  });
+  return code === 0;
+}
+
+/**
  * The check: the Worker bundled, then run on workerd by
- * `tools/_worker_check.mjs` under Node.
+ * `tools/_worker_check.mjs` under Node; then `PostgresStore` on workerd.
  *
  * @returns The exit code: 0 if every step passed.
  * @throws {CheckError} If a setup step fails (install, bundle, Node, the deadline).
@@ -61,7 +167,7 @@ async function workerCheck(): Promise<number> {
     `worker-check: miniflare ${MINIFLARE_VERSION}, workerd ${workerd.version}, compatibility date ${COMPATIBILITY_DATE}`,
   );
   const dir = await Deno.makeTempDir({ prefix: "relayer_worker_check_" });
-  let code = 1;
+  let ok = false;
   try {
     await bundle("examples/cloudflare/worker.ts", `${dir}/worker.js`, {
       platform: "browser",
@@ -79,7 +185,7 @@ async function workerCheck(): Promise<number> {
       `${dir}/_workerd_start.mjs`,
     );
     await Deno.symlink(`${cache}/node_modules`, `${dir}/node_modules`);
-    ({ code } = await run("node", ["worker_check.mjs"], {
+    const { code } = await run("node", ["worker_check.mjs"], {
       cwd: dir,
       env: {
         WORKER_SCRIPT: "worker.js",
@@ -91,12 +197,17 @@ async function workerCheck(): Promise<number> {
       label: "the Worker on workerd (node worker_check.mjs)",
       timeoutMs: WORKER_CHECK_TIMEOUT_MS,
       inherit: true,
-    }));
+    });
+    ok = code === 0;
+    ok = await withPostgres(
+      "worker-check: PostgresStore on workerd",
+      (url) => postgresOnWorkerd(dir, cache, url),
+    ) && ok;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-  console.log(`worker-check: ${code === 0 ? "ok" : "FAILED"}`);
-  return code;
+  console.log(`worker-check: ${ok ? "ok" : "FAILED"}`);
+  return ok ? 0 : 1;
 }
 
 if (import.meta.main) await runMain("worker-check", workerCheck);

@@ -1,0 +1,261 @@
+/**
+ * A Worker for `deno task worker-check`'s PostgreSQL step: the webhook and
+ * a Cloudflare Queues consumer (its jobs queue and its dead-letter queue)
+ * with `PostgresStore` over postgres.js's Workers build (the package's
+ * `workerd` export, which talks to the server over `cloudflare:sockets` and
+ * needs `nodejs_compat`), on the real server at `DATABASE_URL`, and
+ * `HttpSender` on `SENDER_URL`.
+ *
+ * Every request and every queue batch opens its own postgres.js client and
+ * ends it after (in `ctx.waitUntil`): workerd ties a socket to the request
+ * that opened it, and a client kept at module scope fails the next request
+ * with "Cannot perform I/O on behalf of a different request".
+ *
+ * Routes besides the app's (the check's own; nothing here is for
+ * production):
+ * - `POST /migrate` runs `store.migrate()` and answers 204;
+ * - `POST /store` calls the store directly, on intent `pw_0001`: the
+ *   write-ahead with a lease and a replay record, and the refusals a
+ *   PostgreSQL server raises (a duplicate, a stale version, another's
+ *   lease, a replayed claim, a failure once money may have moved); it
+ *   answers each step's result, or the error's name, as JSON.
+ *
+ * The policy is the seed's with 1 s delays; `stuckAfterMs` outlasts the
+ * check, so a settling payment is never rescued and each intent is sent
+ * at most once, whatever the queue's latency. The queues' `max_retries` is
+ * 2 (`tools/_worker_check.mjs` binds them to match).
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import postgres from "postgres";
+import {
+  BusyError,
+  ConflictError,
+  createRelayer,
+  HttpSender,
+  type Intent,
+  ReplayError,
+  type Store,
+} from "../mod.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import {
+  createQueueHandler,
+  type QueueBatch,
+} from "../cloudflare/queue_handler.ts";
+import { createApp } from "../webhook/app.ts";
+
+/** The bindings `tools/_worker_check.mjs` gives the Worker. */
+interface Env {
+  readonly DATABASE_URL: string;
+  readonly SENDER_URL: string;
+  readonly WEBHOOK_SECRET: string;
+  readonly OPS_TOKEN: string;
+}
+
+/** The part of workerd's `ExecutionContext` used here. */
+interface Context {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+const POLICY = {
+  maxDeliveries: 3,
+  baseMs: 1000,
+  capMs: 1000,
+  jitter: "none",
+  stuckAfterMs: 600_000,
+} as const;
+
+/**
+ * Runs `use` on a `PostgresStore` over a client of this request's own,
+ * ended once the request is done.
+ */
+async function withStore<T>(
+  env: Env,
+  ctx: Context,
+  use: (store: PostgresStore) => Promise<T>,
+): Promise<T> {
+  const sql = postgres(env.DATABASE_URL);
+  try {
+    return await use(new PostgresStore(sql));
+  } finally {
+    ctx.waitUntil(sql.end());
+  }
+}
+
+function deps(store: Store, env: Env) {
+  return {
+    store,
+    sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),
+    policy: POLICY,
+  };
+}
+
+/** A step's result: the intent's fields that step is about, or the error. */
+type Result = Record<string, unknown> | string;
+
+/** What `POST /store` runs: every step on a real server, none skipped. */
+async function storeSteps(store: Store): Promise<[string, Result][]> {
+  const results: [string, Result][] = [];
+  const step = async (
+    name: string,
+    call: () => Promise<Intent | string | number | null>,
+  ) => {
+    try {
+      const value = await call();
+      results.push([
+        name,
+        value === null || typeof value !== "object" ? { value } : {
+          state: value.state,
+          hold: value.hold,
+          version: value.version,
+          broadcasting: value.broadcasting,
+          mayHaveSent: value.mayHaveSent,
+        },
+      ]);
+    } catch (error) {
+      const known = error instanceof ConflictError
+        ? `ConflictError${error.refused ? " (refused)" : ""}`
+        : error instanceof BusyError
+        ? "BusyError"
+        : error instanceof ReplayError
+        ? "ReplayError"
+        : null;
+      // Anything else is a failure of the step, and says why.
+      results.push([name, known ?? `unexpected ${String(error)}`]);
+    }
+  };
+  const id = "pw_0001";
+  const lease = (owner: string, now: number, keep = false) => ({
+    lease: { owner, ttlMs: 30_000, now, keep },
+  });
+  const claim = (key: string, now: number) => ({
+    claim: { key, now, expiresAt: now + 360_000 },
+  });
+  await step(
+    "create",
+    () => store.createIntent({ id, state: "authorized", hold: "pending" }),
+  );
+  await step(
+    "create again",
+    () => store.createIntent({ id, state: "authorized", hold: "pending" }),
+  );
+  // The relayer's write-ahead: settling, with the broadcast's start, the
+  // delivery's lease (kept across the send) and its replay record.
+  await step("write ahead", () =>
+    store.transition(id, {
+      from: "authorized",
+      to: "settling",
+      version: "1",
+      at: 1000,
+    }, { ...lease("d1", 1000, true), ...claim("sig-1", 1000) }));
+  await step("write ahead on a stale version", () =>
+    store.transition(id, {
+      from: "authorized",
+      to: "settling",
+      version: "1",
+      at: 1000,
+    }));
+  const unknown = {
+    outcome: "unknown",
+    at: 1300,
+    error: "rpc: timeout",
+  } as const;
+  await step(
+    "record under another's live lease",
+    () => store.recordBroadcast(id, "2", unknown, lease("d2", 1100)),
+  );
+  await step(
+    "record with a replayed claim",
+    () =>
+      store.recordBroadcast(id, "2", unknown, {
+        ...lease("d1", 1100),
+        ...claim("sig-1", 1100),
+      }),
+  );
+  // Nothing of the two refused writes committed.
+  await step("read", () => store.getIntent(id));
+  await step("void the hold mid-broadcast", () => store.voidHold(id));
+  await step("record", () =>
+    store.recordBroadcast(id, "2", unknown, {
+      ...lease("d1", 1300),
+      ...claim("sig-2", 1300),
+    }));
+  await step("fail once it may have sent", () =>
+    store.transition(id, {
+      from: "settling",
+      to: "failed",
+      version: "3",
+      at: 1400,
+      ledger: "void",
+    }));
+  await step("review instead", () =>
+    store.transition(id, {
+      from: "settling",
+      to: "needs_review",
+      version: "3",
+      at: 1400,
+    }));
+  await step(
+    "count a delivery",
+    () => store.admit({ count: `${id}/settle`, now: 1500 }),
+  );
+  await step(
+    "count it again",
+    () => store.admit({ count: `${id}/settle`, now: 1600 }),
+  );
+  await step(
+    "count it with a replayed claim",
+    () =>
+      store.admit({
+        count: `${id}/settle`,
+        ...claim("sig-2", 1700),
+        now: 1700,
+      }),
+  );
+  await step("deliveries", () => store.deliveries(`${id}/settle`, 1800));
+  return results;
+}
+
+async function fetch(
+  request: Request,
+  env: Env,
+  ctx: Context,
+): Promise<Response> {
+  const { pathname } = new URL(request.url);
+  return await withStore(env, ctx, async (store) => {
+    if (request.method === "POST" && pathname === "/migrate") {
+      await store.migrate();
+      return new Response(null, { status: 204 });
+    }
+    if (request.method === "POST" && pathname === "/store") {
+      return Response.json(await storeSteps(store));
+    }
+    const app = createApp({
+      ...deps(store, env),
+      webhookSecret: env.WEBHOOK_SECRET,
+      opsToken: env.OPS_TOKEN,
+      log: console.log,
+    });
+    return await app.fetch(request);
+  });
+}
+
+async function queue(
+  batch: QueueBatch,
+  env: Env,
+  ctx: Context,
+): Promise<void> {
+  await withStore(env, ctx, async (store) => {
+    const handle = createQueueHandler({
+      relayer: createRelayer(deps(store, env)),
+      maxRetries: 2,
+      deadLetterQueue: "pg-jobs-dlq",
+      log: console.log,
+    });
+    await handle(batch);
+  });
+}
+
+export default { fetch, queue };
