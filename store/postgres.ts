@@ -196,7 +196,7 @@ const STALE = "RL002";
 /** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
 const ABSORB_ROUNDS = 20;
 const ABSORB_GAP_MS = 250;
-/** How long `migrate()`'s check of a pooler waits for its flight (see `#checkPooler`). */
+/** How long `migrate()`'s check of a pooler waits for a connection or an answer (see `#checkPooler`). */
 const POOLER_CHECK_MS = 3_000;
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
@@ -329,7 +329,8 @@ export class PostgresStore implements Store {
    * It then looks for a pooler in transaction mode that would lose the
    * client's prepared statements (see docs/postgres.md, "Behind a
    * pooler"): directly on PostgreSQL that costs two connections of the
-   * client for three round trips.
+   * client (opened if they are not) for four round trips. Best effort: a
+   * busy pooler is often not seen.
    *
    * @throws {Error} If the database is read-only (a standby, or
    * `default_transaction_read_only = on`): every write would fail.
@@ -378,20 +379,26 @@ export class PostgresStore implements Store {
    * Refuses, at start, a client whose prepared statements a pooler in
    * transaction mode would lose. Such a pooler (PgBouncer before 1.21, or
    * without `max_prepared_statements`; Supavisor's transaction mode) hands
-   * each transaction to whichever server connection is free, so a write
+   * each transaction to whichever server session is free, so a write
    * meets a server that never saw its statements: postgres.js then retries
    * inside the write's flight, which fails or never answers, and the
    * store's connections stay stuck.
    *
-   * Two connections of the client's: the first runs two statements, the
-   * second opens a transaction. Directly on PostgreSQL (or through a
-   * pooler in session mode) they are two server sessions, and nothing more
-   * is sent. If the second got the first's server session (the free
-   * connection PgBouncer hands out is the one used last), a pooler is
-   * sharing sessions, and the first sends a flight of the two statements
-   * as the store's writes do: the flight must answer. Best effort: a pooler
-   * that hands the second another session is not seen, and a client of one
-   * connection (`max: 1`) or with `prepare: false` is not probed.
+   * Two connections of the client's: the first runs a statement with a
+   * parameter (so postgres.js prepares it), the second opens a
+   * transaction. Directly on PostgreSQL (or through a pooler in session
+   * mode) they are two server sessions, and nothing more is sent. If the
+   * second got the first's server session (the free session PgBouncer
+   * hands out is the one used last), a pooler is sharing sessions, and the
+   * first runs the statement again inside a transaction of its own, as
+   * the store's writes do: on another session, it must still be known.
+   *
+   * Best effort, and never in the way: a pooler that hands the second
+   * connection another session (one busy with other clients) is not seen;
+   * a client of one connection (`max: 1`), with `prepare: false` or
+   * `fetch_types: false`, or without two free connections within 3 s,
+   * is not probed; a connection lost during the probe ends it, and is left
+   * to postgres.js.
    */
   async #checkPooler(): Promise<void> {
     const options = this.#sql.options as { prepare?: boolean; max?: number };
@@ -399,47 +406,91 @@ export class PostgresStore implements Store {
       options.prepare === false || this.#sql.options.fetch_types === false ||
       !((Number(options.max) || 1) >= 2)
     ) return;
-    const first = await this.#reserve();
-    let second: postgres.ReservedSql | undefined;
-    let stuck = false;
-    try {
-      second = await this.#reserve();
-      const one = () => first`SELECT pg_backend_pid() AS pid, ${1}::int AS one`;
-      const two = () => first`SELECT ${2}::int AS two`;
-      const [mine] = await this.#watched(one(), "check");
-      await this.#watched(two(), "check");
-      await this.#watched(second.unsafe(`BEGIN ${ISOLATION}`), "check");
-      const [theirs] = await this.#watched(
-        second`SELECT pg_backend_pid() AS pid`,
-        "check",
-      );
-      if (mine?.pid !== theirs?.pid) return;
-      const flight = Promise.all([
-        first`BEGIN`.execute(),
-        one().execute(),
-        two().execute(),
-        first`COMMIT`.execute(),
-      ]);
-      // It answers within milliseconds where prepared statements survive.
-      const answered = await this.#within(
-        flight.catch(() => {}),
-        Math.min(this.#waitMs, POOLER_CHECK_MS),
-      );
-      let failed = !answered;
-      if (answered) await flight.catch(() => failed = true);
-      if (failed) {
-        stuck = !answered;
-        throw new Error(
-          "Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode",
-        );
+    const waitMs = Math.min(this.#waitMs, POOLER_CHECK_MS);
+    const first = await this.#tryReserve(waitMs);
+    if (first === null) return;
+    const second = await this.#tryReserve(waitMs);
+    // A connection whose query failed for want of it is postgres.js's to
+    // mend: released, or rolled back, it could crash the process
+    // (porsager/postgres#1154).
+    const lost = new Set<postgres.ReservedSql>();
+    const on = async <T>(tx: postgres.ReservedSql, query: Promise<T>) => {
+      try {
+        return await this.#watched(query, "check");
+      } catch (error) {
+        if (connectionLost(error) || !(error as { code?: unknown })?.code) {
+          lost.add(tx);
+        }
+        throw error;
       }
+    };
+    const pid = (tx: postgres.ReservedSql) =>
+      on(
+        tx,
+        tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid, ${1}::int AS one`,
+      )
+        .then(([row]) => row?.pid);
+    let inTransaction = false;
+    let refusal: Error | undefined;
+    try {
+      if (second === null) return;
+      const mine = await pid(first);
+      await on(second, second.unsafe(`BEGIN ${ISOLATION}`));
+      inTransaction = true;
+      const theirs = await on(second, second`SELECT pg_backend_pid() AS pid`)
+        .then(([row]) => row?.pid);
+      if (mine !== theirs) return;
+      // The same statement, on whatever session the pooler gives now.
+      await on(first, first.unsafe(`BEGIN ${ISOLATION}`));
+      try {
+        await pid(first);
+      } catch (error) {
+        if ((error as { code?: unknown })?.code === "26000") {
+          refusal = new Error(
+            "Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode",
+            { cause: error },
+          );
+        }
+      } finally {
+        if (!lost.has(first)) await first`ROLLBACK`.catch(() => {});
+      }
+    } catch {
+      // Anything else (a connection lost, no answer in time) ends the
+      // probe, not the start: the store's own calls meet it, if it lasts.
+      if (lost.size > 0) this.#absorb();
     } finally {
-      if (second !== undefined) {
-        await second`ROLLBACK`.catch(() => {});
+      if (second !== null && !lost.has(second)) {
+        if (inTransaction) await second`ROLLBACK`.catch(() => {});
         second.release();
       }
-      // A connection whose flight never answered stays out of the pool.
-      if (!stuck) first.release();
+      if (!lost.has(first)) first.release();
+    }
+    if (refusal) throw refusal;
+  }
+
+  /**
+   * A connection of the client's within `ms`, or `null` (one that comes
+   * later is released at once).
+   */
+  async #tryReserve(ms: number): Promise<postgres.ReservedSql | null> {
+    const reserving = this.#sql.reserve();
+    const late = { value: false };
+    reserving.then((tx) => {
+      if (late.value) tx.release();
+    }, (error) => {
+      if (connectionLost(error)) this.#absorb();
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<null>((resolve) => {
+      timer = setTimeout(() => {
+        late.value = true;
+        resolve(null);
+      }, ms);
+    });
+    try {
+      return await Promise.race([reserving.catch(() => null), timeout]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -1068,3 +1068,135 @@ Deno.test({
       }
     })),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() does not wait for two free connections: on a busy pool of two it skips its pooler check",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const sql = await connect(2);
+    const schema = freshSchema();
+    try {
+      await new PostgresStore(sql, { schema }).migrate();
+      // One of the two connections is the application's, busy.
+      const busy = sql`SELECT pg_sleep(3)`.execute();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      const started = performance.now();
+      await store.migrate();
+      assert.ok(performance.now() - started < 2_000);
+      await busy;
+    } finally {
+      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+      await sql.end({ timeout: 1 });
+    }
+  }),
+});
+
+/**
+ * A TCP proxy in front of the run's server that ends the first
+ * connection to send `trigger`, as a server restart would.
+ */
+async function cuttingProxy(
+  trigger: string,
+): Promise<{ url: string; cut: () => boolean; close(): void }> {
+  const target = new URL(await postgresUrl());
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns = new Set<Deno.Conn>();
+  let cut = false;
+  void (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({
+        hostname: target.hostname,
+        port: Number(target.port),
+      });
+      conns.add(client).add(server);
+      const close = () => {
+        for (const conn of [client, server]) {
+          conns.delete(conn);
+          try {
+            conn.close();
+          } catch {
+            // closed already
+          }
+        }
+      };
+      void (async () => {
+        const buffer = new Uint8Array(65536);
+        try {
+          for (;;) {
+            const n = await client.read(buffer);
+            if (n === null) break;
+            const chunk = buffer.subarray(0, n);
+            if (!cut && new TextDecoder().decode(chunk).includes(trigger)) {
+              cut = true;
+              break;
+            }
+            await server.write(chunk);
+          }
+        } catch {
+          // either side closed
+        }
+        close();
+      })();
+      void server.readable.pipeTo(client.writable).catch(() => {}).finally(
+        close,
+      );
+    }
+  })().catch(() => {});
+  const { port } = listener.addr as Deno.NetAddr;
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    cut: () => cut,
+    close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // closed already
+        }
+      }
+    },
+  };
+}
+
+for (
+  const [where, trigger] of [
+    ["at its first statement", "AS one"],
+    ["as the second connection begins", "BEGIN isolation level"],
+  ]
+) {
+  Deno.test({
+    name:
+      `PostgresStore.migrate() goes on when a connection is lost during its pooler check (${where}), and the process and the pool live on`,
+    ignore,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: timeout(30_000, async () => {
+      const schema = freshSchema();
+      const admin = await connect(1);
+      await new PostgresStore(admin, { schema }).migrate();
+      const proxy = await cuttingProxy(trigger!);
+      const sql = postgres(proxy.url, { max: 4, onnotice: () => {} });
+      try {
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: 2000,
+        });
+        await store.migrate();
+        assert.ok(proxy.cut(), "the proxy cut no connection");
+        // A lost connection handed back would crash the process at its
+        // next query (porsager/postgres#1154); the pool answers instead.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await store.createIntent({ id: "pi_1", state: "created" });
+        assert.equal(await store.recordHold("pi_1"), "pending");
+      } finally {
+        await sql.end({ timeout: 1 });
+        proxy.close();
+        await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+        await admin.end();
+      }
+    }),
+  });
+}
