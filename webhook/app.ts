@@ -1503,6 +1503,7 @@ export function createApp(deps: AppDeps): WebhookApp {
 
 export {
   ConfigError,
+  type DatabaseTls,
   loadConfig,
   type RouteOptions,
   routeOptions,

@@ -129,7 +129,12 @@ export interface Config {
    * The PostgreSQL database (`DATABASE_URL`): when set, the service keeps
    * its state there (PostgresStore) and `kv` is not used.
    */
-  readonly database?: { url: string; description: string };
+  readonly database?: {
+    url: string;
+    description: string;
+    /** The client's `ssl` option, as the URL asks (see {@linkcode DatabaseTls}). */
+    ssl: DatabaseTls;
+  };
   /** The request body limit, in bytes. */
   readonly maxBodyBytes: number;
   /** Whether unsigned deliveries are accepted on unconfigured routes. */
@@ -288,7 +293,7 @@ const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
  */
 function databaseUrl(
   env: Record<string, string | undefined>,
-): { url: string; description: string } | undefined {
+): Config["database"] | undefined {
   const value = env.DATABASE_URL;
   if (value === undefined || value === "") return undefined;
   const shape =
@@ -359,59 +364,131 @@ function databaseUrl(
       `${shape}: its user, password, host or database name has a malformed %-escape (the value is not shown: it may hold a password)`,
     );
   }
+  const tls = databaseTls(url.searchParams, shape);
   return {
     url: value,
     description: `PostgreSQL ${url.hostname}${url.port ? `:${url.port}` : ""}${
       database || "/"
-    }, ${databaseTls(url.searchParams, shape)}`,
+    }, ${tls.words}`,
+    ssl: tls.ssl,
   };
 }
 
 /**
- * What the PostgreSQL client (postgres.js 3.4.9) does about TLS with these
- * URL parameters, said as the start line says it; refuses what it would
- * read differently from libpq, or not at all.
+ * What the service's PostgreSQL client will do about TLS: the `ssl` option
+ * `main.ts` passes postgres.js (3.4.9), read from `DATABASE_URL`'s
+ * `sslmode` as postgres.js reads it, so the environment's `PGSSL` cannot
+ * change what the start line says.
+ *
+ * @example TLS with the server's certificate checked
+ * ```ts
+ * import { type DatabaseTls, loadConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-secret-of-16-chars",
+ *   DATABASE_URL: "postgres://relayer@db.example.com/payments?sslmode=verify-full",
+ * });
+ * const ssl: DatabaseTls | undefined = config.database?.ssl;
+ * assert.equal(ssl, "verify-full");
+ * ```
  */
-function databaseTls(params: URLSearchParams, shape: string): string {
+export type DatabaseTls =
+  | false
+  | "prefer"
+  | "require"
+  | "verify-full";
+
+/**
+ * Reads DATABASE_URL's TLS parameters; refuses what postgres.js would
+ * read differently from libpq, pass to the server as a setting (which the
+ * server refuses), or not read at all.
+ */
+function databaseTls(
+  params: URLSearchParams,
+  shape: string,
+): { ssl: DatabaseTls; words: string } {
+  const refuse = (why: string) =>
+    new ConfigError("DATABASE_URL", `${shape}: ${why}`);
+  for (const name of new Set(params.keys())) {
+    // postgres.js takes the last, a reader of the URL the first.
+    if (params.getAll(name).length > 1) {
+      throw refuse(`it sets ?${name}= more than once: give it once`);
+    }
+  }
   for (const name of ["sslcert", "sslkey", "sslpassword", "sslcrl"]) {
     if (params.has(name)) {
-      throw new ConfigError(
-        "DATABASE_URL",
-        `${shape}: it sets ?${name}=, which the PostgreSQL client does not read (client certificates are not supported): authenticate with a password`,
+      throw refuse(
+        `it sets ?${name}=, which the PostgreSQL client does not read (client certificates are not supported): authenticate with a password`,
       );
     }
   }
-  const root = params.get("sslrootcert");
-  if (root !== null && root !== "system") {
-    throw new ConfigError(
-      "DATABASE_URL",
-      `${shape}: it sets ?sslrootcert= to a file, which the PostgreSQL client does not read: give Deno the CA with DENO_CERT=<file> (or --cert <file>) and keep ?sslmode=verify-full, or set ?sslrootcert=system for the system's CAs`,
+  if (params.has("sslrootcert")) {
+    throw refuse(
+      "it sets ?sslrootcert=, which the PostgreSQL client does not read as a CA (it sends it to the server, which refuses it): keep ?sslmode=verify-full and give Deno the CA with DENO_CERT=<file> (or --cert <file>)",
     );
   }
-  // The client takes sslrootcert=system as verify-full, whatever sslmode says.
-  if (root === "system") return "TLS, server verified (sslrootcert=system)";
+  if (params.has("ssl")) {
+    throw refuse(
+      "it sets ?ssl=, which libpq does not know: use ?sslmode=disable, prefer, require or verify-full",
+    );
+  }
   const mode = params.get("sslmode");
+  let tls: { ssl: DatabaseTls; words: string };
   switch (mode) {
     case null:
     case "disable":
-      return "no TLS";
+      tls = { ssl: false, words: "no TLS" };
+      break;
     case "prefer":
-      return "TLS if the server offers it, server not verified (sslmode=prefer)";
+      tls = {
+        ssl: "prefer",
+        words:
+          "TLS if the server offers it, server not verified (sslmode=prefer)",
+      };
+      break;
+    // postgres.js asks for TLS on allow too, as on require.
     case "allow":
     case "require":
-      return `TLS, server not verified (sslmode=${mode})`;
+      tls = {
+        ssl: "require",
+        words: `TLS, server not verified (sslmode=${mode})`,
+      };
+      break;
+    // postgres.js checks the host name for verify-ca too.
     case "verify-ca":
     case "verify-full":
-      // The client checks the host name for verify-ca too.
-      return `TLS, server verified (sslmode=${mode})`;
+      tls = {
+        ssl: "verify-full",
+        words: `TLS, server verified (sslmode=${mode})`,
+      };
+      break;
     default:
-      throw new ConfigError(
-        "DATABASE_URL",
-        `${shape}: its ?sslmode= is ${
+      throw refuse(
+        `its ?sslmode= is ${
           JSON.stringify(mode)
         }: use disable, prefer, require or verify-full`,
       );
   }
+  const negotiation = params.get("sslnegotiation");
+  if (negotiation === null || negotiation === "postgres") return tls;
+  if (negotiation !== "direct") {
+    throw refuse(
+      `its ?sslnegotiation= is ${
+        JSON.stringify(negotiation)
+      }: use postgres (the default) or direct`,
+    );
+  }
+  if (tls.ssl === false || tls.ssl === "prefer") {
+    throw refuse(
+      "it sets ?sslnegotiation=direct, which needs ?sslmode=require or verify-full",
+    );
+  }
+  return {
+    ssl: tls.ssl,
+    words: `${tls.words}, direct TLS (PostgreSQL 17 and later)`,
+  };
 }
 
 /**

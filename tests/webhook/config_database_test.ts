@@ -54,10 +54,13 @@ Deno.test("loadConfig() says what DATABASE_URL's TLS parameters make the client 
       ["?sslmode=allow", "TLS, server not verified (sslmode=allow)"],
       ["?sslmode=verify-ca", "TLS, server verified (sslmode=verify-ca)"],
       ["?sslmode=verify-full", "TLS, server verified (sslmode=verify-full)"],
-      // postgres.js takes sslrootcert=system as verify-full, whatever sslmode says.
       [
-        "?sslmode=require&sslrootcert=system",
-        "TLS, server verified (sslrootcert=system)",
+        "?sslmode=verify-full&sslnegotiation=direct",
+        "TLS, server verified (sslmode=verify-full), direct TLS (PostgreSQL 17 and later)",
+      ],
+      [
+        "?sslmode=require&sslnegotiation=postgres",
+        "TLS, server not verified (sslmode=require)",
       ],
     ]
   ) {
@@ -74,13 +77,51 @@ Deno.test("loadConfig() says what DATABASE_URL's TLS parameters make the client 
   }
 });
 
+Deno.test("loadConfig() hands the client the ssl option the URL asks for, so the environment's PGSSL cannot change it", () => {
+  for (
+    const [query, ssl] of [
+      ["", false],
+      ["?sslmode=disable", false],
+      ["?sslmode=prefer", "prefer"],
+      ["?sslmode=allow", "require"],
+      ["?sslmode=require", "require"],
+      ["?sslmode=verify-ca", "verify-full"],
+      ["?sslmode=verify-full", "verify-full"],
+    ] as const
+  ) {
+    const config = loadConfig({
+      ...base,
+      DATABASE_URL: `postgres://relayer@db.internal/payments${query}`,
+    });
+    assert.equal(config.database?.ssl, ssl, query);
+  }
+});
+
 Deno.test("loadConfig() refuses TLS parameters the client would not honour, and says what to give instead", () => {
   const url = "postgres://relayer:s3cret-pw@db.internal:5432/payments";
   for (
     const [query, why] of [
+      ...["/etc/ssl/rds-ca.pem", "system"].map((root) => [
+        `?sslmode=verify-full&sslrootcert=${root}`,
+        "it sets ?sslrootcert=, which the PostgreSQL client does not read as a CA (it sends it to the server, which refuses it): keep ?sslmode=verify-full and give Deno the CA with DENO_CERT=<file> (or --cert <file>)",
+      ]),
+      // postgres.js reads the last, a reader of the URL the first: the start
+      // line would say "verified" of a connection without TLS.
       [
-        "?sslmode=verify-full&sslrootcert=/etc/ssl/rds-ca.pem",
-        "it sets ?sslrootcert= to a file, which the PostgreSQL client does not read: give Deno the CA with DENO_CERT=<file> (or --cert <file>) and keep ?sslmode=verify-full, or set ?sslrootcert=system for the system's CAs",
+        "?sslmode=verify-full&sslmode=disable",
+        "it sets ?sslmode= more than once: give it once",
+      ],
+      [
+        "?ssl=require",
+        "it sets ?ssl=, which libpq does not know: use ?sslmode=disable, prefer, require or verify-full",
+      ],
+      [
+        "?sslnegotiation=direct",
+        "it sets ?sslnegotiation=direct, which needs ?sslmode=require or verify-full",
+      ],
+      [
+        "?sslmode=require&sslnegotiation=fast",
+        'its ?sslnegotiation= is "fast": use postgres (the default) or direct',
       ],
       [
         "?sslmode=verify-full&sslcert=client.crt",
