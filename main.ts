@@ -330,7 +330,8 @@ async function openPostgres(
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     // postgres() itself throws on a URL it cannot decode.
-    sql = postgres(database.url, { onnotice: () => {} });
+    // TLS as the URL says (and the start line tells), whatever PGSSL says.
+    sql = postgres(database.url, { onnotice: () => {}, ssl: database.ssl });
     const store = new PostgresStore(sql);
     // Something that takes the connection and never answers as PostgreSQL
     // does (another service on the port, a black-holing proxy) would hold
@@ -358,7 +359,7 @@ async function openPostgres(
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${message}${
-        openHint(message)
+        openHint(message, database.description)
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
   } finally {
@@ -367,7 +368,7 @@ async function openPostgres(
 }
 
 /** What to do about a database that could not be opened, where the error says. */
-function openHint(message: string): string {
+function openHint(message: string, description: string): string {
   if (/permission denied/i.test(message)) {
     return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
   }
@@ -375,7 +376,9 @@ function openHint(message: string): string {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
   }
   if (/before secure TLS connection/i.test(message)) {
-    return " (the server did not take TLS: make it offer TLS, or change ?sslmode= in DATABASE_URL)";
+    return description.includes("direct TLS")
+      ? " (the server did not take direct TLS, which needs PostgreSQL 17 or later: remove ?sslnegotiation=direct, or make it offer TLS)"
+      : " (the server did not take TLS: make it offer TLS, or change ?sslmode= in DATABASE_URL)";
   }
   return "";
 }

@@ -162,3 +162,61 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "main.ts connects as DATABASE_URL says, whatever the environment's PGSSL says",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    // This run's shared server serves no TLS; PGSSL=require would make
+    // postgres.js ask it for TLS, and the start line would not say so.
+    const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
+    const free = port();
+    const service = startMain({
+      ...base,
+      DATABASE_URL: await postgresUrl(),
+      PGSSL: "require",
+    }, { ...free, writeDir: dir });
+    try {
+      await Promise.race([
+        healthy(`http://127.0.0.1:${free.port}`),
+        service.ended().then(({ stderr }) => assert.fail(stderr)),
+      ]);
+      service.child.kill("SIGTERM");
+      const { code, stdout, stderr } = await service.ended();
+      assert.equal(code, 0, stderr);
+      assert.match(stdout.split("\n")[0]!, /; store PostgreSQL \S+, no TLS; /);
+    } finally {
+      service.kill();
+      await service.ended().catch(() => {});
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "main.ts says that direct TLS needs PostgreSQL 17 when the server did not take it",
+  ignore: !tlsAvailable,
+  fn: timeout(60_000, () =>
+    withTlsServer(async ({ port: pg, caFile }) => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
+      const service = startMain({
+        ...base,
+        DATABASE_URL:
+          `postgres://postgres@localhost:${pg}/postgres?sslmode=verify-full&sslnegotiation=direct`,
+        DENO_CERT: caFile,
+      }, { ...port(), writeDir: dir });
+      try {
+        const { code, stderr } = await service.ended();
+        assert.equal(code, 1, stderr);
+        assert.match(
+          stderr.trim(),
+          /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:\d+\/postgres, TLS, server verified \(sslmode=verify-full\), direct TLS \(PostgreSQL 17 and later\): .* \(the server did not take direct TLS, which needs PostgreSQL 17 or later: remove \?sslnegotiation=direct, or make it offer TLS\)$/,
+        );
+      } finally {
+        service.kill();
+        await Deno.remove(dir, { recursive: true });
+      }
+    })),
+});
