@@ -1,8 +1,10 @@
 /**
  * A throwaway PostgreSQL server for the tests, the crash test and the store
  * benchmark: `initdb` in a temp dir (as the `postgres` OS user when run as
- * root), trust authentication, listening on 127.0.0.1 at a free port, fsync
- * off.
+ * root), listening on 127.0.0.1 at a free port, fsync off. Logins over TCP
+ * take a password, checked with SCRAM-SHA-256 as managed servers check it
+ * (a fresh random one per server, in its URL), so every client that runs
+ * against it (Deno, Node, Bun, workerd) proves it can authenticate.
  *
  * A watchdog process started with the server stops it (`pg_ctl stop -m
  * immediate`) and deletes its dir as soon as the process that started it
@@ -19,8 +21,10 @@
 
 /** A running server. */
 export interface PostgresServer {
-  /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust auth, no password). */
+  /** `postgres://postgres:<password>@127.0.0.1:<port>/postgres` (SCRAM-SHA-256). */
   readonly url: string;
+  /** The `postgres` role's password. */
+  readonly password: string;
   /** The TCP port on 127.0.0.1. */
   readonly port: number;
   /** The server's own dir (data, socket and log). */
@@ -175,13 +179,22 @@ export async function startPostgres(
     } >/dev/null 2>&1; rm -rf ${quote(dir)}`,
   );
 
+  // Hex: nothing a URL must escape.
+  const password = Array.from(
+    crypto.getRandomValues(new Uint8Array(16)),
+    (byte) => byte.toString(16).padStart(2, "0"),
+  ).join("");
+  const pwfile = `${dir}/password`;
+  await Deno.writeTextFile(pwfile, `${password}\n`, { mode: 0o600 });
+  if (user !== null) await Deno.chown(pwfile, user.uid, user.gid);
   const init = await as("initdb", [
     "-D",
     data,
     "-U",
     "postgres",
-    "-A",
-    "trust",
+    `--pwfile=${pwfile}`,
+    "--auth-local=trust",
+    "--auth-host=scram-sha-256",
     "-E",
     "UTF8",
     "--locale=C",
@@ -237,7 +250,8 @@ export async function startPostgres(
     if (started.ok) {
       let stopped = false;
       return {
-        url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+        url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+        password,
         port,
         dir,
         async stop() {
@@ -302,6 +316,7 @@ export async function processPostgres(): Promise<ProcessPostgres> {
       const server = await startPostgres({ dir: base, bin });
       const shared: PostgresServer = {
         url: server.url,
+        password: server.password,
         port: server.port,
         dir: server.dir,
       };
@@ -351,7 +366,8 @@ export interface OwnedPgBouncer {
 
 /**
  * Starts PgBouncer (Debian's `pgbouncer` package) in front of `server`,
- * on 127.0.0.1 at a free port, trusting the `postgres` user, in the pool
+ * on 127.0.0.1 at a free port, trusting the `postgres` user (it logs in to
+ * the server with the server's password, over SCRAM-SHA-256), in the pool
  * mode asked for, with a pool of `poolSize` server connections. It hands
  * out the server connection used last (its default), as on a quiet
  * production pooler. Run as the `postgres` OS user when this process is
@@ -383,7 +399,13 @@ export async function startPgBouncer(
       quote(dir)
     }`,
   );
-  await Deno.writeTextFile(`${dir}/users.txt`, `"postgres" ""\n`);
+  // Clients are trusted; PgBouncer logs in to the server with this password.
+  await Deno.writeTextFile(
+    `${dir}/users.txt`,
+    `"postgres" "${server.password}"\n`,
+    { mode: 0o600 },
+  );
+  if (user !== null) await Deno.chown(`${dir}/users.txt`, user.uid, user.gid);
   let lastError = "";
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = freePort();

@@ -280,18 +280,19 @@ Deno.test({
 });
 
 /**
- * Runs `body` with a client logged in as a new role of its own (the test
- * server trusts every local login), then drops the role and whatever it
- * was granted or owns in the database.
+ * Runs `body` with a client logged in as a new role of its own (with a
+ * password, as the test server asks over TCP), then drops the role and
+ * whatever it was granted or owns in the database.
  */
 async function asNewRole(
   admin: postgres.Sql,
   body: (sql: postgres.Sql, role: string) => Promise<void>,
 ): Promise<void> {
   const role = `r${freshSchema()}`;
-  await admin.unsafe(`CREATE ROLE "${role}" LOGIN`);
+  await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
   const url = new URL(await postgresUrl());
   url.username = role;
+  url.password = `${role}-pw`;
   const sql = postgres(url.href, { max: 2, onnotice: () => {} });
   try {
     await body(sql, role);
@@ -991,12 +992,32 @@ Deno.test({
 });
 
 Deno.test({
-  name: "the Postgres test server answers on 127.0.0.1 with trust auth",
+  name:
+    "the Postgres test server answers on 127.0.0.1 and asks for a password, checked with SCRAM-SHA-256, as managed servers do",
   ignore,
   async fn() {
     const url = new URL(await postgresUrl());
     assert.equal(url.hostname, "127.0.0.1");
-    assert.equal(url.password, "");
+    assert.match(url.password, /^[0-9a-f]{32}$/);
+    const sql = postgres(url.href, { max: 1, onnotice: () => {} });
+    try {
+      const [row] = await sql<{ scram: boolean }[]>`
+        SELECT rolpassword LIKE 'SCRAM-SHA-256$%' AS scram
+        FROM pg_authid WHERE rolname = current_user`;
+      assert.equal(row?.scram, true);
+    } finally {
+      await sql.end();
+    }
+    url.password = "not-the-password";
+    const wrong = postgres(url.href, { max: 1, onnotice: () => {} });
+    try {
+      await assert.rejects(
+        wrong`SELECT 1`,
+        /password authentication failed for user "postgres"/,
+      );
+    } finally {
+      await wrong.end();
+    }
   },
 });
 
@@ -1146,7 +1167,7 @@ async function cuttingProxy(
   })().catch(() => {});
   const { port } = listener.addr as Deno.NetAddr;
   return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    url: `postgres://postgres:${target.password}@127.0.0.1:${port}/postgres`,
     cut: () => cut,
     close() {
       listener.close();

@@ -301,10 +301,11 @@ Deno.test({
     const database = await freshDatabase();
     const admin = await sharedClient();
     const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-    await admin.unsafe(`CREATE ROLE "${role}" LOGIN`);
+    await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
     try {
       const url = new URL(database.url);
       url.username = role;
+      url.password = `${role}-pw`;
       const config = loadConfig({ ...base, DATABASE_URL: url.href });
       await assert.rejects(openService(config), (error) => {
         assert.ok(error instanceof ConfigError, String(error));

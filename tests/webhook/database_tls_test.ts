@@ -44,14 +44,21 @@ const base = {
   WEBHOOK_SECRET: "a-webhook-secret-16",
 };
 
-/** A server over TLS, and its CA's file, for `fn`. */
+/** A server over TLS, its URL by the name its certificate holds, and its CA's file, for `fn`. */
 async function withTlsServer(
-  fn: (server: { port: number; caFile: string }) => Promise<void>,
+  fn: (
+    server: { port: number; url: (query?: string) => string; caFile: string },
+  ) => Promise<void>,
 ): Promise<void> {
   const certificates = await testCertificates(["localhost", "127.0.0.1"]);
   const server = await startPostgres({ tls: certificates });
+  const url = (query = "") => {
+    const named = new URL(server.url);
+    named.hostname = "localhost";
+    return `${named.href}${query}`;
+  };
   try {
-    await fn({ port: server.port, caFile: certificates.caFile });
+    await fn({ port: server.port, url, caFile: certificates.caFile });
   } finally {
     await server.stop();
     await certificates.remove();
@@ -63,19 +70,15 @@ Deno.test({
     "main.ts keeps every PostgreSQL connection on TLS with ?sslmode=verify-full and the CA in DENO_CERT, and says so at start",
   ignore: !tlsAvailable,
   fn: timeout(60_000, () =>
-    withTlsServer(async ({ port: pg, caFile }) => {
+    withTlsServer(async ({ port: pg, url, caFile }) => {
       const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
       const free = port();
       const service = startMain({
         ...base,
-        DATABASE_URL:
-          `postgres://postgres@localhost:${pg}/postgres?sslmode=verify-full`,
+        DATABASE_URL: url("?sslmode=verify-full"),
         DENO_CERT: caFile,
       }, { ...free, writeDir: dir });
-      const admin = postgres(`postgres://postgres@127.0.0.1:${pg}/postgres`, {
-        max: 1,
-        onnotice: () => {},
-      });
+      const admin = postgres(url(), { max: 1, onnotice: () => {} });
       try {
         const origin = `http://127.0.0.1:${free.port}`;
         await Promise.race([
@@ -113,12 +116,11 @@ Deno.test({
     "main.ts refuses to start, in one line naming DENO_CERT, when the server's certificate does not chain to a CA it trusts",
   ignore: !tlsAvailable,
   fn: timeout(60_000, () =>
-    withTlsServer(async ({ port: pg }) => {
+    withTlsServer(async ({ port: pg, url }) => {
       const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
       const service = startMain({
         ...base,
-        DATABASE_URL:
-          `postgres://postgres:pw-never-shown@localhost:${pg}/postgres?sslmode=verify-full`,
+        DATABASE_URL: url("?sslmode=verify-full"),
       }, { ...port(), writeDir: dir });
       try {
         const { code, stdout, stderr } = await service.ended();
@@ -131,7 +133,7 @@ Deno.test({
             `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
           ),
         );
-        assert.ok(!stderr.includes("pw-never-shown"));
+        assert.ok(!stderr.includes(new URL(url()).password));
       } finally {
         service.kill();
         await Deno.remove(dir, { recursive: true });
@@ -199,12 +201,11 @@ Deno.test({
     "main.ts says that direct TLS needs PostgreSQL 17 when the server did not take it",
   ignore: !tlsAvailable,
   fn: timeout(60_000, () =>
-    withTlsServer(async ({ port: pg, caFile }) => {
+    withTlsServer(async ({ url, caFile }) => {
       const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
       const service = startMain({
         ...base,
-        DATABASE_URL:
-          `postgres://postgres@localhost:${pg}/postgres?sslmode=verify-full&sslnegotiation=direct`,
+        DATABASE_URL: url("?sslmode=verify-full&sslnegotiation=direct"),
         DENO_CERT: caFile,
       }, { ...port(), writeDir: dir });
       try {
