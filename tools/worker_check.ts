@@ -11,14 +11,17 @@
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
  * its dead-letter queue and back to a resolved intent. Then `PostgresStore`
- * on workerd (`tools/_postgres_worker.ts`, with `nodejs_compat`): bundled
- * with postgres.js's Workers build (`cloudflare:sockets`), against a real
- * PostgreSQL server it starts (Debian's `postgresql` binaries; where they
- * are missing it says so, and under `CI=true` it fails), a client per
- * request: `migrate()`, the ops routes, a signed delivery and its replay,
- * the store's write-ahead and refusals called directly, the seed's three
- * payments on real Cloudflare Queues and a give-up on the dead-letter
- * queue, each end state read back by a new workerd from the database. A
+ * on workerd: `examples/cloudflare/postgres_worker.ts` as it is, wrapped by
+ * `tools/_postgres_worker.ts`, with `nodejs_compat`, bundled with
+ * postgres.js's Workers build (`cloudflare:sockets`; the bundle is checked
+ * to be it), against a real PostgreSQL server it starts (Debian's
+ * `postgresql` binaries; where they are missing it says so, and under
+ * `CI=true` it fails), a client per request: `migrate()`, the ops routes,
+ * a signed delivery and its replay, the store's write-ahead and refusals
+ * called directly, the seed's three payments on real Cloudflare Queues and
+ * a give-up on the dead-letter queue, each end state read back by a new
+ * workerd from the database, and no session PostgreSQL counts as dropped
+ * without its client ended. A
  * workerd that cannot run is told apart from a Worker that fails to load:
  * the first says to delete the cache, the second prints workerd's own
  * output (its `Uncaught` line) and blames the code
@@ -31,6 +34,7 @@
 
 // deno-lint-ignore-file no-console
 import { pathToFileURL } from "node:url";
+import postgres from "postgres";
 import { CheckError, firstLine, ROOT, runMain } from "./_check.ts";
 import {
   bundle,
@@ -111,22 +115,63 @@ async function postgresOnWorkerd(
   url: string,
 ): Promise<boolean> {
   // `deno bundle` has no --conditions: the import map stands in for the
-  // `workerd` export condition, which picks the Workers build.
-  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
-  await Deno.writeTextFile(
-    `${dir}/import_map.json`,
-    JSON.stringify({
-      imports: {
-        ...config.imports,
-        postgres: pathToFileURL(await postgresWorkersBuild()).href,
-      },
-    }),
-  );
-  await bundle("tools/_postgres_worker.ts", `${dir}/postgres_worker.js`, {
-    platform: "browser",
-    external: ["cloudflare:sockets"],
-    importMap: `${dir}/import_map.json`,
-  });
+  // `workerd` export condition, which picks the Workers build. It replaces
+  // deno.json's imports, so it carries them (a relative one made absolute,
+  // as the map lives elsewhere) and the package's own exports, which the
+  // example imports by name.
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
+    name: string;
+    imports: Record<string, string>;
+    exports: Record<string, string>;
+  };
+  const root = pathToFileURL(ROOT);
+  const absolute = (target: string) =>
+    target.startsWith("./") || target.startsWith("../")
+      ? new URL(target, root).href
+      : target;
+  const imports: Record<string, string> = {};
+  for (const [name, target] of Object.entries(config.imports)) {
+    imports[name] = absolute(target);
+  }
+  for (const [path, file] of Object.entries(config.exports)) {
+    imports[`${config.name}${path.slice(1)}`] = absolute(file);
+  }
+  imports.postgres = pathToFileURL(await postgresWorkersBuild()).href;
+  // Beside the repository's temp dirs: kept if the bundle fails, so the
+  // command its error gives can be run.
+  const map = `${dir}/import_map.json`;
+  await Deno.writeTextFile(map, JSON.stringify({ imports }, null, 2));
+  try {
+    await bundle("tools/_postgres_worker.ts", `${dir}/postgres_worker.js`, {
+      platform: "browser",
+      external: ["cloudflare:sockets", "cloudflare:workers"],
+      importMap: map,
+    });
+  } catch (error) {
+    const kept = await Deno.makeTempFile({
+      prefix: "relayer_worker_check_import_map_",
+      suffix: ".json",
+    });
+    await Deno.copyFile(map, kept);
+    throw new CheckError(
+      `${
+        (error as Error).message.replaceAll(map, kept)
+      } (the import map is kept at ${kept})`,
+      { cause: error },
+    );
+  }
+  // The Workers build, not the Node build (which workerd would also run
+  // under nodejs_compat): sockets from cloudflare:sockets (imported when the
+  // first connection opens), none from node:net or node:tls.
+  const bundled = await Deno.readTextFile(`${dir}/postgres_worker.js`);
+  if (
+    !/(?:from |import\()\s*["']cloudflare:sockets["']/.test(bundled) ||
+    /(?:from |import\()\s*["']node:(?:net|tls)["']/.test(bundled)
+  ) {
+    throw new CheckError(
+      "the PostgreSQL Worker's bundle is not postgres.js's Workers build (no cloudflare:sockets, or node:net and node:tls): check the import map in tools/worker_check.ts",
+    );
+  }
   const { code } = await run("node", ["worker_check.mjs"], {
     cwd: dir,
     env: {
@@ -139,7 +184,28 @@ async function postgresOnWorkerd(
     label: "PostgresStore on workerd (node worker_check.mjs)",
     inherit: true,
   });
-  return code === 0;
+  if (code !== 0) return false;
+  // Every client the Worker opened was ended (its Terminate sent), not
+  // dropped with the request: PostgreSQL counts the dropped ones.
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const [row] = await sql<{ abandoned: number }[]>`
+      SELECT sessions_abandoned::int AS abandoned FROM pg_stat_database
+      WHERE datname = current_database()`;
+    if (row?.abandoned !== 0) {
+      console.log(
+        `worker-check: FAIL ${row?.abandoned} PostgreSQL sessions of the Worker were dropped, not ended: end each request's client (ctx.waitUntil(sql.end()))`,
+      );
+      return false;
+    }
+    console.log(
+      "  [PostgresStore, nodejs_compat] every client the Worker opened was ended: PostgreSQL counts no abandoned session",
+    );
+    return true;
+  } finally {
+    await sql.end();
+  }
 }
 
 /**
@@ -167,6 +233,20 @@ async function workerCheck(): Promise<number> {
     `worker-check: miniflare ${MINIFLARE_VERSION}, workerd ${workerd.version}, compatibility date ${COMPATIBILITY_DATE}`,
   );
   const dir = await Deno.makeTempDir({ prefix: "relayer_worker_check_" });
+  // Interrupted, the dir goes too (the PostgreSQL server's watchdog stops it).
+  const interrupted = (signal: "SIGINT" | "SIGTERM") => () => {
+    try {
+      Deno.removeSync(dir, { recursive: true });
+    } catch {
+      // gone already
+    }
+    Deno.exit(signal === "SIGINT" ? 130 : 143);
+  };
+  const listeners = (["SIGINT", "SIGTERM"] as const).map((signal) => {
+    const listener = interrupted(signal);
+    Deno.addSignalListener(signal, listener);
+    return [signal, listener] as const;
+  });
   let ok = false;
   try {
     await bundle("examples/cloudflare/worker.ts", `${dir}/worker.js`, {
@@ -204,6 +284,9 @@ async function workerCheck(): Promise<number> {
       (url) => postgresOnWorkerd(dir, cache, url),
     ) && ok;
   } finally {
+    for (const [signal, listener] of listeners) {
+      Deno.removeSignalListener(signal, listener);
+    }
     await Deno.remove(dir, { recursive: true });
   }
   console.log(`worker-check: ${ok ? "ok" : "FAILED"}`);
