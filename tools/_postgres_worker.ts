@@ -1,31 +1,29 @@
 /**
- * A Worker for `deno task worker-check`'s PostgreSQL step: the webhook and
- * a Cloudflare Queues consumer (its jobs queue and its dead-letter queue)
- * with `PostgresStore` over postgres.js's Workers build (the package's
- * `workerd` export, which talks to the server over `cloudflare:sockets` and
- * needs `nodejs_compat`), on the real server at `DATABASE_URL`, and
- * `HttpSender` on `SENDER_URL`.
+ * A Worker for `deno task worker-check`'s PostgreSQL step:
+ * `examples/cloudflare/postgres_worker.ts` as it is (its default export
+ * answers every request but the two below, on a client of the request's
+ * own, with at most 5 connections), and its {@linkcode postgresWorker}
+ * consuming the jobs queue and its dead-letter queue with the check's own
+ * policy. All of it runs on `PostgresStore` over postgres.js's Workers
+ * build (the package's `workerd` export, which talks to the server over
+ * `cloudflare:sockets` and needs `nodejs_compat`), on the real server at
+ * `DATABASE_URL`, with `HttpSender` on `SENDER_URL`.
  *
- * Every request and every queue batch opens its own postgres.js client and
- * ends it after (in `ctx.waitUntil`): workerd ties a socket to the request
- * that opened it, and a client kept at module scope fails the next request
- * with "Cannot perform I/O on behalf of a different request".
- *
- * Routes besides the app's (the check's own; nothing here is for
+ * Routes besides the example's (the check's own; nothing here is for
  * production):
  * - `POST /migrate` runs `store.migrate()` and answers 204;
- * - `POST /store` calls the store directly, on intent `pw_0001`: the
- *   write-ahead with a lease and a replay record, and the refusals a
- *   PostgreSQL server raises (a duplicate, a stale version, another's
- *   lease, a replayed claim, a failure once money may have moved); it
- *   answers each step's result, or the error's name, as JSON.
+ * - `POST /store` calls the store directly, on intents `pw_0001` and
+ *   `pw_0002`: the write-ahead with a lease and a replay record, the
+ *   refusals the store decides on what it read (a stale version, another's
+ *   lease, a failure once money may have moved), those the server raises
+ *   (a duplicate, a replayed claim), and two writes on one version at once
+ *   from two clients, of which exactly one lands; it answers each step's
+ *   result, or the error's name, as JSON.
  *
- * The policy is the seed's with 1 s delays; `stuckAfterMs` outlasts the
- * check, so a settling payment is never rescued and each intent is sent
- * at most once, whatever the queue's latency. The queues' `max_retries` is
- * 2 (`tools/_worker_check.mjs` binds them to match).
- *
- * @module
+ * The queues' policy is the seed's with 1 s delays; its `stuckAfterMs`
+ * outlasts the check, so a settling payment is never rescued and each
+ * intent is sent at most once, whatever the queue's latency. The queues'
+ * `max_retries` is 2 (`tools/_worker_check.mjs` binds them to match).
  */
 
 // deno-lint-ignore-file no-console
@@ -33,18 +31,16 @@ import postgres from "postgres";
 import {
   BusyError,
   ConflictError,
-  createRelayer,
   HttpSender,
   type Intent,
   ReplayError,
   type Store,
 } from "../mod.ts";
 import { PostgresStore } from "../store/postgres.ts";
-import {
-  createQueueHandler,
-  type QueueBatch,
-} from "../cloudflare/queue_handler.ts";
-import { createApp } from "../webhook/app.ts";
+import type { QueueBatch } from "../cloudflare/queue_handler.ts";
+import example, {
+  postgresWorker,
+} from "../examples/cloudflare/postgres_worker.ts";
 
 /** The bindings `tools/_worker_check.mjs` gives the Worker. */
 interface Env {
@@ -84,19 +80,28 @@ async function withStore<T>(
   }
 }
 
-function deps(store: Store, env: Env) {
-  return {
-    store,
-    sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),
-    policy: POLICY,
-  };
+/** The example's handlers with the check's policy, for the queues. */
+function checked(env: Env) {
+  return postgresWorker({
+    database: { url: env.DATABASE_URL, ssl: false },
+    relayer: {
+      sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),
+      policy: POLICY,
+    },
+    app: {},
+    queue: { maxRetries: 2, deadLetterQueue: "pg-jobs-dlq" },
+    log: console.log,
+  });
 }
 
 /** A step's result: the intent's fields that step is about, or the error. */
 type Result = Record<string, unknown> | string;
 
-/** What `POST /store` runs: every step on a real server, none skipped. */
-async function storeSteps(store: Store): Promise<[string, Result][]> {
+/** What `POST /store` runs: every step on a real server, none skipped; `second` is another client's store. */
+async function storeSteps(
+  store: Store,
+  second: Store,
+): Promise<[string, Result][]> {
   const results: [string, Result][] = [];
   const step = async (
     name: string,
@@ -215,6 +220,35 @@ async function storeSteps(store: Store): Promise<[string, Result][]> {
       }),
   );
   await step("deliveries", () => store.deliveries(`${id}/settle`, 1800));
+  // Two stores on clients of their own, each with its connection open, as
+  // two isolates would be: exactly one write lands. Which layer refuses
+  // the other is timing: on workerd the second's read has so far come
+  // after the first's commit (the store's read refuses it); the suites on
+  // Deno race the server's own check (refuse_stale) between connections.
+  await step("two writes on one version at once", async () => {
+    const other = "pw_0002";
+    await store.createIntent({
+      id: other,
+      state: "authorized",
+      hold: "pending",
+    });
+    await Promise.all([store.getIntent(other), second.getIntent(other)]);
+    const move = (on: Store) =>
+      on.transition(other, {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 2000,
+      });
+    const outcomes = await Promise.allSettled([move(store), move(second)]);
+    return outcomes.map((outcome) =>
+      outcome.status === "fulfilled"
+        ? outcome.value.state
+        : outcome.reason instanceof ConflictError && !outcome.reason.refused
+        ? "ConflictError"
+        : `unexpected ${String(outcome.reason)}`
+    ).sort().join(", ");
+  });
   return results;
 }
 
@@ -224,38 +258,30 @@ async function fetch(
   ctx: Context,
 ): Promise<Response> {
   const { pathname } = new URL(request.url);
-  return await withStore(env, ctx, async (store) => {
-    if (request.method === "POST" && pathname === "/migrate") {
+  if (request.method === "POST" && pathname === "/migrate") {
+    return await withStore(env, ctx, async (store) => {
       await store.migrate();
       return new Response(null, { status: 204 });
-    }
-    if (request.method === "POST" && pathname === "/store") {
-      return Response.json(await storeSteps(store));
-    }
-    const app = createApp({
-      ...deps(store, env),
-      webhookSecret: env.WEBHOOK_SECRET,
-      opsToken: env.OPS_TOKEN,
-      log: console.log,
     });
-    return await app.fetch(request);
-  });
+  }
+  if (request.method === "POST" && pathname === "/store") {
+    return await withStore(
+      env,
+      ctx,
+      (store) =>
+        withStore(
+          env,
+          ctx,
+          async (second) => Response.json(await storeSteps(store, second)),
+        ),
+    );
+  }
+  // The example as deployed: its settings from the Worker's bindings.
+  return await example.fetch(request, env, ctx);
 }
 
-async function queue(
-  batch: QueueBatch,
-  env: Env,
-  ctx: Context,
-): Promise<void> {
-  await withStore(env, ctx, async (store) => {
-    const handle = createQueueHandler({
-      relayer: createRelayer(deps(store, env)),
-      maxRetries: 2,
-      deadLetterQueue: "pg-jobs-dlq",
-      log: console.log,
-    });
-    await handle(batch);
-  });
+function queue(batch: QueueBatch, env: Env, ctx: Context): Promise<void> {
+  return checked(env).queue(batch, env, ctx);
 }
 
 export default { fetch, queue };

@@ -743,6 +743,14 @@ async function startPostgresWorker(lines) {
         SENDER_URL: "http://signer.test",
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN: OPS,
+        // examples/cloudflare/postgres_worker.ts reads its policy here, as
+        // deployed: the seed's, with 1 s delays.
+        MAX_DELIVERIES: "3",
+        BASE: "1s",
+        CAP: "1s",
+        JITTER: "none",
+        STUCK_AFTER: "2s",
+        CLOUDFLARE_MAX_RETRIES: "2",
       },
       queueProducers: { JOBS: "pg-jobs", DEAD: "pg-jobs-dlq" },
       queueConsumers: {
@@ -788,6 +796,7 @@ const STORE_STEPS = [
   ["count it again", { value: 2 }],
   ["count it with a replayed claim", "ReplayError"],
   ["deliveries", { value: 2 }],
+  ["two writes on one version at once", { value: "ConflictError, settling" }],
 ];
 
 // The queues' lines for each job, in delivery order: the seed's payments
@@ -873,7 +882,7 @@ async function postgresCheck() {
       "POST /store: PostgresStore's writes and refusals",
     );
     console.log(
-      `  ${label} the store called directly: the write-ahead (lease and claim), its record, a review; refused: a duplicate, a stale version, another's lease, replayed claims (nothing of them committed), a void mid-broadcast, a failure once it may have sent`,
+      `  ${label} the store called directly: the write-ahead (lease and claim), its record, a review; refused: a duplicate, a stale version, another's lease, replayed claims (nothing of them committed), a void mid-broadcast, a failure once it may have sent; of two writes on one version at once from two clients, exactly one lands`,
     );
 
     // The replay record is a row in PostgreSQL: the same signed request

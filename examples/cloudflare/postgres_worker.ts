@@ -1,0 +1,135 @@
+/**
+ * A Cloudflare Worker on PostgreSQL: the webhook and a Cloudflare Queues
+ * consumer with its dead-letter queue, as `worker.ts` builds them, on
+ * `PostgresStore`, the durable store a Worker needs.
+ *
+ * workerd ties a socket to the request that opened it: a postgres.js client
+ * kept at module scope fails the next request ("Cannot perform I/O on
+ * behalf of a different request"). So each request and each queue batch
+ * opens a client of its own, with at most 5 connections (a Worker may hold
+ * six at once), and ends it once answered. Hyperdrive, where you use it,
+ * keeps the database's side of those connections warm: pass
+ * `env.HYPERDRIVE.connectionString` as `DATABASE_URL`.
+ *
+ * It needs the `nodejs_compat` compatibility flag (postgres.js's Workers
+ * build, which Wrangler picks, uses `node:buffer`, `node:events` and
+ * `node:stream`) and `DATABASE_URL` among the service's settings. Run
+ * `migrate()` once before deploying (`deno task start` with the same
+ * `DATABASE_URL` does it), not per request. `deno task worker-check` runs
+ * this file's {@linkcode postgresWorker} on workerd against a real server.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { env } from "cloudflare:workers";
+import postgres from "postgres";
+import {
+  createRelayer,
+  HttpSender,
+  type RelayerOptions,
+} from "@relayer/poison";
+import {
+  createQueueHandler,
+  type QueueBatch,
+} from "@relayer/poison/cloudflare";
+import { PostgresStore } from "@relayer/poison/postgres";
+import {
+  type AppDeps,
+  createApp,
+  type DatabaseTls,
+  loadConfig,
+  routeOptions,
+} from "@relayer/poison/webhook";
+
+/** The part of workerd's `ExecutionContext` the Worker uses. */
+interface Context {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+/** What {@linkcode postgresWorker} builds the Worker from. */
+export interface PostgresWorkerOptions {
+  /** The database, and the client's `ssl` option (`loadConfig` reads both from `DATABASE_URL`). */
+  readonly database: { readonly url: string; readonly ssl: DatabaseTls };
+  /** The relayer's options but its store: the Sender, the policy, the lease. */
+  readonly relayer: Omit<RelayerOptions, "store">;
+  /** The app's own options: the routes' keys, the ops token, the queue to publish to. */
+  readonly app: Omit<AppDeps, keyof RelayerOptions>;
+  /** The jobs queue's `max_retries`, and its dead-letter queue's name. */
+  readonly queue: {
+    readonly maxRetries?: number | undefined;
+    readonly deadLetterQueue: string;
+  };
+  /** Where the worker lines go. */
+  readonly log: (line: string) => void;
+}
+
+/**
+ * The Worker's `fetch` and `queue` handlers, on a `PostgresStore` over a
+ * client of each request's and each batch's own.
+ */
+export function postgresWorker(options: PostgresWorkerOptions): {
+  fetch(request: Request, env: unknown, ctx: Context): Promise<Response>;
+  queue(batch: QueueBatch, env: unknown, ctx: Context): Promise<void>;
+} {
+  async function withStore<T>(
+    ctx: Context,
+    use: (store: PostgresStore) => Promise<T>,
+  ): Promise<T> {
+    const sql = postgres(options.database.url, {
+      max: 5,
+      ssl: options.database.ssl,
+    });
+    try {
+      return await use(new PostgresStore(sql));
+    } finally {
+      ctx.waitUntil(sql.end());
+    }
+  }
+  return {
+    fetch: (request, _env, ctx) =>
+      withStore(ctx, async (store) =>
+        await createApp({
+          ...options.relayer,
+          ...options.app,
+          store,
+          log: options.log,
+        }).fetch(request)),
+    queue: (batch, _env, ctx) =>
+      withStore(ctx, (store) =>
+        createQueueHandler({
+          relayer: createRelayer({ ...options.relayer, store }),
+          ...options.queue,
+          log: options.log,
+        })(batch)),
+  };
+}
+
+const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env }); // unset: Cloudflare's 3
+if (config.insecureDev) { // it opens unsigned routes, with no start-up line
+  throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
+}
+if (config.database === undefined) {
+  throw new Error(
+    "DATABASE_URL is not set: bind it as a secret (wrangler secret put DATABASE_URL), or pass Hyperdrive's connectionString",
+  );
+}
+
+export default postgresWorker({
+  database: config.database,
+  relayer: {
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+    leaseMs: config.leaseMs,
+  },
+  app: {
+    ...routeOptions(config), // QStash, Pub/Sub, HMAC, ops, body limit, dev flag
+    enqueue: (job) => env.JOBS.send(job), // POST /v1/jobs
+    redriveTo: { publish: (job) => env.JOBS.send(job) }, // and a redrive
+  },
+  queue: {
+    maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
+    deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
+  },
+  log: console.log,
+});
