@@ -320,7 +320,10 @@ export async function processPostgres(): Promise<ProcessPostgres> {
         port: server.port,
         dir: server.dir,
       };
-      await Deno.writeTextFile(`${base}/server.json`, JSON.stringify(shared));
+      // It holds the superuser's password: for this user's eyes only.
+      await Deno.writeTextFile(`${base}/server.json`, JSON.stringify(shared), {
+        mode: 0o600,
+      });
       return { server: shared };
     } catch (error) {
       await Deno.writeTextFile(`${base}/error`, (error as Error).message);
@@ -358,7 +361,7 @@ export async function pgbouncerBin(): Promise<string | null> {
 
 /** A PgBouncer this process started in front of a server. */
 export interface OwnedPgBouncer {
-  /** `postgres://postgres@127.0.0.1:<port>/postgres`, through the pooler. */
+  /** `postgres://postgres:<password>@127.0.0.1:<port>/postgres`, through the pooler. */
   readonly url: string;
   /** Stops it and deletes its dir (the watchdog does it anyway at exit). */
   stop(): Promise<void>;
@@ -366,8 +369,8 @@ export interface OwnedPgBouncer {
 
 /**
  * Starts PgBouncer (Debian's `pgbouncer` package) in front of `server`,
- * on 127.0.0.1 at a free port, trusting the `postgres` user (it logs in to
- * the server with the server's password, over SCRAM-SHA-256), in the pool
+ * on 127.0.0.1 at a free port, asking for the `postgres` role's password
+ * (checked with SCRAM-SHA-256, and given to the server in turn), in the pool
  * mode asked for, with a pool of `poolSize` server connections. It hands
  * out the server connection used last (its default), as on a quiet
  * production pooler. Run as the `postgres` OS user when this process is
@@ -399,7 +402,8 @@ export async function startPgBouncer(
       quote(dir)
     }`,
   );
-  // Clients are trusted; PgBouncer logs in to the server with this password.
+  // The server's password, which clients give PgBouncer (checked with
+  // SCRAM-SHA-256) and PgBouncer gives the server.
   await Deno.writeTextFile(
     `${dir}/users.txt`,
     `"postgres" "${server.password}"\n`,
@@ -419,7 +423,7 @@ export async function startPgBouncer(
         "listen_addr = 127.0.0.1",
         `listen_port = ${port}`,
         "unix_socket_dir =",
-        "auth_type = trust",
+        "auth_type = scram-sha-256",
         `auth_file = ${dir}/users.txt`,
         `pool_mode = ${options.mode}`,
         `default_pool_size = ${options.poolSize ?? 8}`,
@@ -433,7 +437,8 @@ export async function startPgBouncer(
     const started = user === null
       ? await run(bin, args)
       : await run("runuser", ["-u", "postgres", "--", bin, ...args]);
-    const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+    const url =
+      `postgres://postgres:${server.password}@127.0.0.1:${port}/postgres`;
     if (started.ok && await listening(port)) {
       let stopped = false;
       return {

@@ -270,3 +270,21 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "PgBouncer asks for the password too (SCRAM-SHA-256): a client through it authenticates, as against a managed pooler",
+  ignore: !available,
+  async fn() {
+    const bouncer = await pooler("transaction");
+    const url = new URL(bouncer.url);
+    assert.notEqual(url.password, "");
+    url.password = "not-the-password";
+    const wrong = postgres(url.href, { max: 1, onnotice: () => {} });
+    try {
+      await assert.rejects(wrong`SELECT 1`, /SASL authentication failed/);
+    } finally {
+      await wrong.end();
+    }
+  },
+});
