@@ -196,6 +196,9 @@ const STALE = "RL002";
 /** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
 const ABSORB_ROUNDS = 20;
 const ABSORB_GAP_MS = 250;
+/** What to do about a pooler that loses prepared statements (see `#checkPooler`). */
+const POOLER_FIX =
+  "create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode";
 /** How long `migrate()`'s check of a pooler waits for a connection or an answer (see `#checkPooler`). */
 const POOLER_CHECK_MS = 3_000;
 /** How many times a hold change decides again after losing its compare-and-set. */
@@ -404,12 +407,13 @@ export class PostgresStore implements Store {
     const options = this.#sql.options as { prepare?: boolean; max?: number };
     if (
       options.prepare === false || this.#sql.options.fetch_types === false ||
-      !((Number(options.max) || 1) >= 2)
+      (Number(options.max) || 1) < 2
     ) return;
     const waitMs = Math.min(this.#waitMs, POOLER_CHECK_MS);
-    const first = await this.#tryReserve(waitMs);
+    // Without a connection in time (a busy pool), no check.
+    const first = await this.#reserve(waitMs).catch(() => null);
     if (first === null) return;
-    const second = await this.#tryReserve(waitMs);
+    const second = await this.#reserve(waitMs).catch(() => null);
     // A connection whose query failed for want of it is postgres.js's to
     // mend: released, or rolled back, it could crash the process
     // (porsager/postgres#1154).
@@ -447,7 +451,7 @@ export class PostgresStore implements Store {
       } catch (error) {
         if ((error as { code?: unknown })?.code === "26000") {
           refusal = new Error(
-            "Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode",
+            `Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: ${POOLER_FIX}`,
             { cause: error },
           );
         }
@@ -466,32 +470,6 @@ export class PostgresStore implements Store {
       if (!lost.has(first)) first.release();
     }
     if (refusal) throw refusal;
-  }
-
-  /**
-   * A connection of the client's within `ms`, or `null` (one that comes
-   * later is released at once).
-   */
-  async #tryReserve(ms: number): Promise<postgres.ReservedSql | null> {
-    const reserving = this.#sql.reserve();
-    const late = { value: false };
-    reserving.then((tx) => {
-      if (late.value) tx.release();
-    }, (error) => {
-      if (connectionLost(error)) this.#absorb();
-    });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<null>((resolve) => {
-      timer = setTimeout(() => {
-        late.value = true;
-        resolve(null);
-      }, ms);
-    });
-    try {
-      return await Promise.race([reserving.catch(() => null), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /** Runs `work`, turning the database's race errors into store errors. */
@@ -525,7 +503,7 @@ export class PostgresStore implements Store {
         // A prepared statement the server does not know: a pooler in
         // transaction mode gave this write another server session.
         throw new Error(
-          `Cannot ${what} as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode (PgBouncer, Supavisor) sent it to another server session. Create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode`,
+          `Cannot ${what} as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode (PgBouncer, Supavisor) sent it to another server session; ${POOLER_FIX}`,
           { cause: error },
         );
       }
@@ -771,18 +749,19 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * A connection of this write's own, or an error after `connectionWaitMs`.
-   * A reserve that settles after that is released at once; one postgres.js
-   * lost never settles, and holds nothing of ours.
+   * A connection of this write's own, or an error after `ms`
+   * (`connectionWaitMs` by default). A reserve that settles after that is
+   * released at once; one postgres.js lost never settles, and holds
+   * nothing of ours.
    */
-  #reserve(): Promise<postgres.ReservedSql> {
+  #reserve(ms: number = this.#waitMs): Promise<postgres.ReservedSql> {
     const reserving = this.#sql.reserve();
     reserving.catch((error) => {
       if (connectionLost(error)) this.#absorb();
     });
-    return bounded(reserving, this.#waitMs, () => {
+    return bounded(reserving, ms, () => {
       reserving.then((late) => late.release(), () => {});
-      return noConnection(this.#waitMs);
+      return noConnection(ms);
     });
   }
 
