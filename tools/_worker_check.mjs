@@ -253,6 +253,19 @@ function collectLines(lines) {
 }
 
 /**
+ * The seed's policy as the Workers read it from their bindings, with 1 s
+ * delays so real queues finish quickly; the queues' `max_retries` is 2.
+ */
+const SEED_POLICY = {
+  MAX_DELIVERIES: "3",
+  BASE: "1s",
+  CAP: "1s",
+  JITTER: "none",
+  STUCK_AFTER: "2s",
+  CLOUDFLARE_MAX_RETRIES: "2",
+};
+
+/**
  * A Miniflare running the bundled Worker with the compatibility flags
  * `flags`, once it is ready; workerd's output goes to `lines`.
  */
@@ -272,13 +285,7 @@ async function startMiniflare(flags, lines) {
       PUBSUB_AUDIENCE: PUSH_AUDIENCE,
       PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
       PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
-      // The seed's policy, with 1 s delays so real queues finish quickly.
-      MAX_DELIVERIES: "3",
-      BASE: "1s",
-      CAP: "1s",
-      JITTER: "none",
-      STUCK_AFTER: "2s",
-      CLOUDFLARE_MAX_RETRIES: "2",
+      ...SEED_POLICY,
     },
     queueProducers: { JOBS: "relayer-jobs", DEAD: "relayer-jobs-dlq" },
     queueConsumers: {
@@ -744,13 +751,8 @@ async function startPostgresWorker(lines) {
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN: OPS,
         // examples/cloudflare/postgres_worker.ts reads its policy here, as
-        // deployed: the seed's, with 1 s delays.
-        MAX_DELIVERIES: "3",
-        BASE: "1s",
-        CAP: "1s",
-        JITTER: "none",
-        STUCK_AFTER: "2s",
-        CLOUDFLARE_MAX_RETRIES: "2",
+        // deployed.
+        ...SEED_POLICY,
       },
       queueProducers: { JOBS: "pg-jobs", DEAD: "pg-jobs-dlq" },
       queueConsumers: {

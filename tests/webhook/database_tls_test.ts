@@ -65,6 +65,22 @@ async function withTlsServer(
   }
 }
 
+/** Starts `main.ts` with `env`, which must refuse to start: its one line on stderr. */
+async function refusedStart(env: Record<string, string>): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
+  const service = startMain(env, { ...port(), writeDir: dir });
+  try {
+    const { code, stdout, stderr } = await service.ended();
+    assert.equal(code, 1, stdout);
+    const lines = stderr.trim().split("\n");
+    assert.equal(lines.length, 1, stderr);
+    return lines[0]!;
+  } finally {
+    service.kill();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test({
   name:
     "main.ts keeps every PostgreSQL connection on TLS with ?sslmode=verify-full and the CA in DENO_CERT, and says so at start",
@@ -117,27 +133,17 @@ Deno.test({
   ignore: !tlsAvailable,
   fn: timeout(60_000, () =>
     withTlsServer(async ({ port: pg, url }) => {
-      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
-      const service = startMain({
+      const line = await refusedStart({
         ...base,
         DATABASE_URL: url("?sslmode=verify-full"),
-      }, { ...port(), writeDir: dir });
-      try {
-        const { code, stdout, stderr } = await service.ended();
-        assert.equal(code, 1, stdout);
-        const lines = stderr.trim().split("\n");
-        assert.equal(lines.length, 1, stderr);
-        assert.match(
-          lines[0]!,
-          new RegExp(
-            `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
-          ),
-        );
-        assert.ok(!stderr.includes(new URL(url()).password));
-      } finally {
-        service.kill();
-        await Deno.remove(dir, { recursive: true });
-      }
+      });
+      assert.match(
+        line,
+        new RegExp(
+          `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
+        ),
+      );
+      assert.ok(!line.includes(new URL(url()).password));
     })),
 });
 
@@ -202,22 +208,14 @@ Deno.test({
   ignore: !tlsAvailable,
   fn: timeout(60_000, () =>
     withTlsServer(async ({ url, caFile }) => {
-      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
-      const service = startMain({
+      const line = await refusedStart({
         ...base,
         DATABASE_URL: url("?sslmode=verify-full&sslnegotiation=direct"),
         DENO_CERT: caFile,
-      }, { ...port(), writeDir: dir });
-      try {
-        const { code, stderr } = await service.ended();
-        assert.equal(code, 1, stderr);
-        assert.match(
-          stderr.trim(),
-          /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:\d+\/postgres, TLS, server verified \(sslmode=verify-full\), direct TLS \(PostgreSQL 17 and later\): .* \(the server did not take direct TLS, which needs PostgreSQL 17 or later: remove \?sslnegotiation=direct, or make it offer TLS\)$/,
-        );
-      } finally {
-        service.kill();
-        await Deno.remove(dir, { recursive: true });
-      }
+      });
+      assert.match(
+        line,
+        /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:\d+\/postgres, TLS, server verified \(sslmode=verify-full\), direct TLS \(PostgreSQL 17 and later\): .* \(the server did not take direct TLS, which needs PostgreSQL 17 or later: remove \?sslnegotiation=direct, or make it offer TLS\)$/,
+      );
     })),
 });
