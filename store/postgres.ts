@@ -199,7 +199,7 @@ const ABSORB_GAP_MS = 250;
 /** What to do about a pooler that loses prepared statements (see `#checkPooler`). */
 const POOLER_FIX =
   "create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode";
-/** How long `migrate()`'s check of a pooler waits for a connection or an answer (see `#checkPooler`). */
+/** How long `migrate()`'s check of a pooler waits for a connection, and for each answer (see `#checkPooler`). */
 const POOLER_CHECK_MS = 3_000;
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
@@ -414,60 +414,73 @@ export class PostgresStore implements Store {
     const first = await this.#reserve(waitMs).catch(() => null);
     if (first === null) return;
     const second = await this.#reserve(waitMs).catch(() => null);
-    // A connection whose query failed for want of it is postgres.js's to
-    // mend: released, or rolled back, it could crash the process
-    // (porsager/postgres#1154).
-    const lost = new Set<postgres.ReservedSql>();
-    const on = async <T>(tx: postgres.ReservedSql, query: Promise<T>) => {
-      try {
-        return await this.#watched(query, "check");
-      } catch (error) {
-        if (connectionLost(error) || !(error as { code?: unknown })?.code) {
-          lost.add(tx);
-        }
-        throw error;
-      }
+    /** A connection of the check: its last query, whether it began a transaction, whether postgres.js lost it. */
+    type Probe = {
+      readonly tx: postgres.ReservedSql;
+      last: Promise<void>;
+      begun: boolean;
+      lost: boolean;
     };
-    const pid = (tx: postgres.ReservedSql) =>
+    const probe = (tx: postgres.ReservedSql): Probe => ({
+      tx,
+      last: Promise.resolve(),
+      begun: false,
+      lost: false,
+    });
+    const a = probe(first);
+    const b = second === null ? null : probe(second);
+    // Each query within `waitMs`; one that has not answered by then (a
+    // pooler with no free session for it) is left to run, and the
+    // cleanup waits for it.
+    const on = <T>(p: Probe, query: Promise<T>, begins = false) => {
+      p.last = query.then(() => {
+        if (begins) p.begun = true;
+      }, (error) => {
+        if (connectionLost(error)) p.lost = true;
+      });
+      return bounded(query, waitMs, () => new Error("no answer in time"));
+    };
+    const pid = (p: Probe) =>
       on(
-        tx,
-        tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid, ${1}::int AS one`,
-      )
-        .then(([row]) => row?.pid);
-    let inTransaction = false;
+        p,
+        p.tx<
+          { pid: number }[]
+        >`SELECT pg_backend_pid() AS pid, ${1}::int AS one`,
+      ).then(([row]) => row?.pid);
     let refusal: Error | undefined;
     try {
-      if (second === null) return;
-      const mine = await pid(first);
-      await on(second, second.unsafe(`BEGIN ${ISOLATION}`));
-      inTransaction = true;
-      const theirs = await on(second, second`SELECT pg_backend_pid() AS pid`)
+      if (b === null) return;
+      const mine = await pid(a);
+      await on(b, b.tx.unsafe(`BEGIN ${ISOLATION}`), true);
+      const theirs = await on(b, b.tx`SELECT pg_backend_pid() AS pid`)
         .then(([row]) => row?.pid);
       if (mine !== theirs) return;
       // The same statement, on whatever session the pooler gives now.
-      await on(first, first.unsafe(`BEGIN ${ISOLATION}`));
-      try {
-        await pid(first);
-      } catch (error) {
-        if ((error as { code?: unknown })?.code === "26000") {
-          refusal = new Error(
-            `Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: ${POOLER_FIX}`,
-            { cause: error },
-          );
-        }
-      } finally {
-        if (!lost.has(first)) await first`ROLLBACK`.catch(() => {});
-      }
+      await on(a, a.tx.unsafe(`BEGIN ${ISOLATION}`), true);
+      await pid(a).catch((error) => {
+        if ((error as { code?: unknown })?.code !== "26000") throw error;
+        refusal = new Error(
+          `Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements; Supavisor's transaction mode), where the store's writes would fail or hang: ${POOLER_FIX}`,
+          { cause: error },
+        );
+      });
     } catch {
       // Anything else (a connection lost, no answer in time) ends the
-      // probe, not the start: the store's own calls meet it, if it lasts.
-      if (lost.size > 0) this.#absorb();
+      // check, not the start: the store's own calls meet it, if it lasts.
     } finally {
-      if (second !== null && !lost.has(second)) {
-        if (inTransaction) await second`ROLLBACK`.catch(() => {});
-        second.release();
+      // The second first: its transaction may hold the session the first's
+      // last query waits for. A connection postgres.js lost is its to mend:
+      // rolled back or released, it could crash the process
+      // (porsager/postgres#1154); one still silent is left to it too.
+      for (const p of b === null ? [a] : [b, a]) {
+        if (!await this.#within(p.last, waitMs) || p.lost) continue;
+        if (p.begun) {
+          const rolledBack = p.tx`ROLLBACK`.then(() => {}, () => {});
+          if (!await this.#within(rolledBack, waitMs)) continue;
+        }
+        p.tx.release();
       }
-      if (!lost.has(first)) first.release();
+      if (a.lost || b?.lost) this.#absorb();
     }
     if (refusal) throw refusal;
   }
