@@ -330,8 +330,14 @@ async function openPostgres(
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     // postgres() itself throws on a URL it cannot decode.
-    // TLS as the URL says (and the start line tells), whatever PGSSL says.
-    sql = postgres(database.url, { onnotice: () => {}, ssl: database.ssl });
+    // TLS as the URL says (and the start line tells), whatever PGSSL or
+    // PGSSLNEGOTIATION say.
+    // postgres.js 3.4.9 reads `sslnegotiation`; its types do not name it.
+    const tls = {
+      ssl: database.ssl,
+      sslnegotiation: database.sslnegotiation,
+    } as Pick<postgres.Options<Record<string, never>>, "ssl">;
+    sql = postgres(database.url, { onnotice: () => {}, ...tls });
     const store = new PostgresStore(sql);
     // Something that takes the connection and never answers as PostgreSQL
     // does (another service on the port, a black-holing proxy) would hold
@@ -359,7 +365,7 @@ async function openPostgres(
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${message}${
-        openHint(message, database.description)
+        openHint(message, database.sslnegotiation === "direct")
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
   } finally {
@@ -368,7 +374,7 @@ async function openPostgres(
 }
 
 /** What to do about a database that could not be opened, where the error says. */
-function openHint(message: string, description: string): string {
+function openHint(message: string, direct: boolean): string {
   if (/permission denied/i.test(message)) {
     return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
   }
@@ -376,7 +382,7 @@ function openHint(message: string, description: string): string {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
   }
   if (/before secure TLS connection/i.test(message)) {
-    return description.includes("direct TLS")
+    return direct
       ? " (the server did not take direct TLS, which needs PostgreSQL 17 or later: remove ?sslnegotiation=direct, or make it offer TLS)"
       : " (the server did not take TLS: make it offer TLS, or change ?sslmode= in DATABASE_URL)";
   }

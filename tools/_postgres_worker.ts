@@ -83,7 +83,7 @@ async function withStore<T>(
 /** The example's handlers with the check's policy, for the queues. */
 function checked(env: Env) {
   return postgresWorker({
-    database: { url: env.DATABASE_URL, ssl: false },
+    database: { url: env.DATABASE_URL, ssl: false, sslnegotiation: null },
     relayer: {
       sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),
       policy: POLICY,

@@ -134,6 +134,12 @@ export interface Config {
     description: string;
     /** The client's `ssl` option, as the URL asks (see {@linkcode DatabaseTls}). */
     ssl: DatabaseTls;
+    /**
+     * The client's `sslnegotiation` option, as the URL asks: `"direct"`
+     * (TLS from the first byte, PostgreSQL 17 and later) or `null`, so the
+     * environment's `PGSSLNEGOTIATION` cannot change it either.
+     */
+    sslnegotiation: "direct" | null;
   };
   /** The request body limit, in bytes. */
   readonly maxBodyBytes: number;
@@ -371,6 +377,7 @@ function databaseUrl(
       database || "/"
     }, ${tls.words}`,
     ssl: tls.ssl,
+    sslnegotiation: tls.direct ? "direct" : null,
   };
 }
 
@@ -401,6 +408,32 @@ export type DatabaseTls =
   | "verify-full";
 
 /**
+ * libpq's connection parameters that postgres.js 3.4.9 does not read, and
+ * sends to the server as settings, which PostgreSQL refuses (checked
+ * against a real server: "unrecognized configuration parameter", or "cannot
+ * be changed now").
+ */
+const LIBPQ_ONLY = [
+  "channel_binding",
+  "sslsni",
+  "sslcompression",
+  "ssl_min_protocol_version",
+  "ssl_max_protocol_version",
+  "gssencmode",
+  "gsslib",
+  "krbsrvname",
+  "requirepeer",
+  "require_auth",
+  "keepalives",
+  "keepalives_idle",
+  "keepalives_interval",
+  "keepalives_count",
+  "load_balance_hosts",
+  "service",
+  "passfile",
+] as const;
+
+/**
  * Reads DATABASE_URL's TLS parameters; refuses what postgres.js would
  * read differently from libpq, pass to the server as a setting (which the
  * server refuses), or not read at all.
@@ -408,7 +441,7 @@ export type DatabaseTls =
 function databaseTls(
   params: URLSearchParams,
   shape: string,
-): { ssl: DatabaseTls; words: string } {
+): { ssl: DatabaseTls; direct: boolean; words: string } {
   const refuse = (why: string) =>
     new ConfigError("DATABASE_URL", `${shape}: ${why}`);
   for (const name of new Set(params.keys())) {
@@ -429,21 +462,36 @@ function databaseTls(
       "it sets ?sslrootcert=, which the PostgreSQL client does not read as a CA (it sends it to the server, which refuses it): keep ?sslmode=verify-full and give Deno the CA with DENO_CERT=<file> (or --cert <file>)",
     );
   }
+  // postgres.js sends a parameter it does not know to the server as a
+  // setting, and the server refuses these (a managed provider's URL may
+  // carry them: Neon's has channel_binding).
+  for (const name of LIBPQ_ONLY) {
+    if (params.has(name)) {
+      throw refuse(
+        `it sets ?${name}=, which the PostgreSQL client does not read (it sends it to the server, which refuses it)${
+          name === "channel_binding"
+            ? ": remove it; the client cannot bind SCRAM to the TLS channel, so keep ?sslmode=verify-full to check the server"
+            : ": remove it"
+        }`,
+      );
+    }
+  }
   if (params.has("ssl")) {
     throw refuse(
       "it sets ?ssl=, which libpq does not know: use ?sslmode=disable, prefer, require or verify-full",
     );
   }
   const mode = params.get("sslmode");
-  let tls: { ssl: DatabaseTls; words: string };
+  let tls: { ssl: DatabaseTls; direct: boolean; words: string };
   switch (mode) {
     case null:
     case "disable":
-      tls = { ssl: false, words: "no TLS" };
+      tls = { ssl: false, direct: false, words: "no TLS" };
       break;
     case "prefer":
       tls = {
         ssl: "prefer",
+        direct: false,
         words:
           "TLS if the server offers it, server not verified (sslmode=prefer)",
       };
@@ -453,6 +501,7 @@ function databaseTls(
     case "require":
       tls = {
         ssl: "require",
+        direct: false,
         words: `TLS, server not verified (sslmode=${mode})`,
       };
       break;
@@ -461,6 +510,7 @@ function databaseTls(
     case "verify-full":
       tls = {
         ssl: "verify-full",
+        direct: false,
         words: `TLS, server verified (sslmode=${mode})`,
       };
       break;
@@ -487,6 +537,7 @@ function databaseTls(
   }
   return {
     ssl: tls.ssl,
+    direct: true,
     words: `${tls.words}, direct TLS (PostgreSQL 17 and later)`,
   };
 }

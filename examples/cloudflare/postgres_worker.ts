@@ -49,8 +49,12 @@ interface Context {
 
 /** What {@linkcode postgresWorker} builds the Worker from. */
 export interface PostgresWorkerOptions {
-  /** The database, and the client's `ssl` option (`loadConfig` reads both from `DATABASE_URL`). */
-  readonly database: { readonly url: string; readonly ssl: DatabaseTls };
+  /** The database, and the client's TLS options (`loadConfig` reads them from `DATABASE_URL`). */
+  readonly database: {
+    readonly url: string;
+    readonly ssl: DatabaseTls;
+    readonly sslnegotiation: "direct" | null;
+  };
   /** The relayer's options but its store: the Sender, the policy, the lease. */
   readonly relayer: Omit<RelayerOptions, "store">;
   /** The app's own options: the routes' keys, the ops token, the queue to publish to. */
@@ -76,10 +80,12 @@ export function postgresWorker(options: PostgresWorkerOptions): {
     ctx: Context,
     use: (store: PostgresStore) => Promise<T>,
   ): Promise<T> {
-    const sql = postgres(options.database.url, {
-      max: 5,
+    // postgres.js reads `sslnegotiation`; its types do not name it.
+    const tls = {
       ssl: options.database.ssl,
-    });
+      sslnegotiation: options.database.sslnegotiation,
+    } as Pick<postgres.Options<Record<string, never>>, "ssl">;
+    const sql = postgres(options.database.url, { max: 5, ...tls });
     try {
       return await use(new PostgresStore(sql));
     } finally {

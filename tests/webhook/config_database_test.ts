@@ -77,7 +77,7 @@ Deno.test("loadConfig() says what DATABASE_URL's TLS parameters make the client 
   }
 });
 
-Deno.test("loadConfig() hands the client the ssl option the URL asks for, so the environment's PGSSL cannot change it", () => {
+Deno.test("loadConfig() hands the client the ssl and sslnegotiation options the URL asks for, so the environment's PGSSL and PGSSLNEGOTIATION cannot change them", () => {
   for (
     const [query, ssl] of [
       ["", false],
@@ -94,7 +94,16 @@ Deno.test("loadConfig() hands the client the ssl option the URL asks for, so the
       DATABASE_URL: `postgres://relayer@db.internal/payments${query}`,
     });
     assert.equal(config.database?.ssl, ssl, query);
+    assert.equal(config.database?.sslnegotiation, null, query);
   }
+  assert.equal(
+    loadConfig({
+      ...base,
+      DATABASE_URL:
+        "postgres://relayer@db.internal/payments?sslmode=require&sslnegotiation=direct",
+    }).database?.sslnegotiation,
+    "direct",
+  );
 });
 
 Deno.test("loadConfig() refuses TLS parameters the client would not honour, and says what to give instead", () => {
@@ -118,6 +127,14 @@ Deno.test("loadConfig() refuses TLS parameters the client would not honour, and 
       [
         "?sslnegotiation=direct",
         "it sets ?sslnegotiation=direct, which needs ?sslmode=require or verify-full",
+      ],
+      [
+        "?sslmode=require&channel_binding=require",
+        "it sets ?channel_binding=, which the PostgreSQL client does not read (it sends it to the server, which refuses it): remove it; the client cannot bind SCRAM to the TLS channel, so keep ?sslmode=verify-full to check the server",
+      ],
+      [
+        "?keepalives_idle=30",
+        "it sets ?keepalives_idle=, which the PostgreSQL client does not read (it sends it to the server, which refuses it): remove it",
       ],
       [
         "?sslmode=require&sslnegotiation=fast",

@@ -219,3 +219,31 @@ Deno.test({
       );
     })),
 });
+
+Deno.test({
+  name:
+    "main.ts negotiates TLS as DATABASE_URL says, whatever the environment's PGSSLNEGOTIATION says",
+  ignore: !tlsAvailable,
+  fn: timeout(60_000, () =>
+    withTlsServer(async ({ url, caFile }) => {
+      // PostgreSQL 15 refuses direct TLS: the start fails if it is asked for.
+      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
+      const free = port();
+      const service = startMain({
+        ...base,
+        DATABASE_URL: url("?sslmode=verify-full"),
+        DENO_CERT: caFile,
+        PGSSLNEGOTIATION: "direct",
+      }, { ...free, writeDir: dir });
+      try {
+        await Promise.race([
+          healthy(`http://127.0.0.1:${free.port}`),
+          service.ended().then(({ stderr }) => assert.fail(stderr)),
+        ]);
+      } finally {
+        service.kill();
+        await service.ended().catch(() => {});
+        await Deno.remove(dir, { recursive: true });
+      }
+    })),
+});
