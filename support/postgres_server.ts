@@ -392,6 +392,14 @@ export async function startPgBouncer(
       "Cannot start PgBouncer: no pgbouncer on the PATH or in /usr/sbin; install Debian's pgbouncer package",
     );
   }
+  // PgBouncer 1.21 and later can keep prepared statements itself (1.24 on
+  // by default); the suites want the pooler that does not, as Supavisor's
+  // transaction mode and older PgBouncers are. 1.18 refuses the setting.
+  const [, major, minor] = /PgBouncer (\d+)\.(\d+)/.exec(
+    (await run(bin, ["--version"])).out,
+  ) ?? [];
+  const keepsStatements = Number(major) > 1 ||
+    (Number(major) === 1 && Number(minor) >= 21);
   const dir = await Deno.makeTempDir({ prefix: "relayer-pgbouncer-" });
   const user = await serverUser();
   await Deno.chmod(dir, 0o755);
@@ -428,6 +436,7 @@ export async function startPgBouncer(
         `pool_mode = ${options.mode}`,
         `default_pool_size = ${options.poolSize ?? 8}`,
         "max_client_conn = 500",
+        ...(keepsStatements ? ["max_prepared_statements = 0"] : []),
         `logfile = ${dir}/pgbouncer.log`,
         `pidfile = ${pidfile}`,
         "",

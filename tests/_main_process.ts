@@ -5,6 +5,7 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { startArgs } from "../support/start_args.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -110,4 +111,14 @@ export async function healthy(base: string): Promise<void> {
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** One refusal line on stderr (Deno's own task and download lines aside), matching `pattern`, and no stack. */
+export function assertOneLine(stderr: string, pattern: RegExp): void {
+  const lines = stderr.trim().split("\n").filter((line) =>
+    !/^(Task|Download|Warning) /.test(line)
+  );
+  assert.equal(lines.length, 1, stderr);
+  assert.match(lines[0]!, pattern);
+  assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
 }

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import {
+  assertOneLine,
   freePort as port,
   healthy,
   type MainProcess,
@@ -26,16 +27,6 @@ function start(
   options: StartOptions,
 ): MainProcess {
   return startMain({ ...SETTINGS, ...env }, options);
-}
-
-/** One refusal line on stderr, and no stack. */
-function assertOneLine(stderr: string, pattern: RegExp): void {
-  const lines = stderr.trim().split("\n").filter((line) =>
-    !/^(Task|Download|Warning) /.test(line)
-  );
-  assert.equal(lines.length, 1, stderr);
-  assert.match(lines[0]!, pattern);
-  assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
 }
 
 Deno.test(
