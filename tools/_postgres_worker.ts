@@ -27,7 +27,6 @@
  */
 
 // deno-lint-ignore-file no-console
-import postgres from "postgres";
 import {
   BusyError,
   ConflictError,
@@ -36,10 +35,12 @@ import {
   ReplayError,
   type Store,
 } from "../mod.ts";
-import { PostgresStore } from "../store/postgres.ts";
+import type { PostgresStore } from "../store/postgres.ts";
 import type { QueueBatch } from "../cloudflare/queue_handler.ts";
 import example, {
+  type Context,
   postgresWorker,
+  withPostgresStore,
 } from "../examples/cloudflare/postgres_worker.ts";
 
 /** The bindings `tools/_worker_check.mjs` gives the Worker. */
@@ -50,11 +51,6 @@ interface Env {
   readonly OPS_TOKEN: string;
 }
 
-/** The part of workerd's `ExecutionContext` used here. */
-interface Context {
-  waitUntil(promise: Promise<unknown>): void;
-}
-
 const POLICY = {
   maxDeliveries: 3,
   baseMs: 1000,
@@ -63,27 +59,23 @@ const POLICY = {
   stuckAfterMs: 600_000,
 } as const;
 
-/**
- * Runs `use` on a `PostgresStore` over a client of this request's own,
- * ended once the request is done.
- */
-async function withStore<T>(
+/** The store over a client of this request's own, as the example opens it. */
+function withStore<T>(
   env: Env,
   ctx: Context,
   use: (store: PostgresStore) => Promise<T>,
 ): Promise<T> {
-  const sql = postgres(env.DATABASE_URL);
-  try {
-    return await use(new PostgresStore(sql));
-  } finally {
-    ctx.waitUntil(sql.end());
-  }
+  return withPostgresStore(database(env), ctx, use);
+}
+
+function database(env: Env) {
+  return { url: env.DATABASE_URL, ssl: false, sslnegotiation: null } as const;
 }
 
 /** The example's handlers with the check's policy, for the queues. */
 function checked(env: Env) {
   return postgresWorker({
-    database: { url: env.DATABASE_URL, ssl: false, sslnegotiation: null },
+    database: database(env),
     relayer: {
       sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),
       policy: POLICY,

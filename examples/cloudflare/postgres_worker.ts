@@ -43,7 +43,7 @@ import {
 } from "@relayer/poison/webhook";
 
 /** The part of workerd's `ExecutionContext` the Worker uses. */
-interface Context {
+export interface Context {
   waitUntil(promise: Promise<unknown>): void;
 }
 
@@ -69,6 +69,29 @@ export interface PostgresWorkerOptions {
 }
 
 /**
+ * Runs `use` on a `PostgresStore` over a client of its own, with at most 5
+ * connections, and ends the client once `use` is done (in
+ * `ctx.waitUntil`, so the answer need not wait for it).
+ */
+export async function withPostgresStore<T>(
+  database: PostgresWorkerOptions["database"],
+  ctx: Context,
+  use: (store: PostgresStore) => Promise<T>,
+): Promise<T> {
+  // postgres.js reads `sslnegotiation`; its types do not name it.
+  const tls = {
+    ssl: database.ssl,
+    sslnegotiation: database.sslnegotiation,
+  } as Pick<postgres.Options<Record<string, never>>, "ssl">;
+  const sql = postgres(database.url, { max: 5, ...tls });
+  try {
+    return await use(new PostgresStore(sql));
+  } finally {
+    ctx.waitUntil(sql.end());
+  }
+}
+
+/**
  * The Worker's `fetch` and `queue` handlers, on a `PostgresStore` over a
  * client of each request's and each batch's own.
  */
@@ -76,22 +99,10 @@ export function postgresWorker(options: PostgresWorkerOptions): {
   fetch(request: Request, env: unknown, ctx: Context): Promise<Response>;
   queue(batch: QueueBatch, env: unknown, ctx: Context): Promise<void>;
 } {
-  async function withStore<T>(
+  const withStore = <T>(
     ctx: Context,
     use: (store: PostgresStore) => Promise<T>,
-  ): Promise<T> {
-    // postgres.js reads `sslnegotiation`; its types do not name it.
-    const tls = {
-      ssl: options.database.ssl,
-      sslnegotiation: options.database.sslnegotiation,
-    } as Pick<postgres.Options<Record<string, never>>, "ssl">;
-    const sql = postgres(options.database.url, { max: 5, ...tls });
-    try {
-      return await use(new PostgresStore(sql));
-    } finally {
-      ctx.waitUntil(sql.end());
-    }
-  }
+  ) => withPostgresStore(options.database, ctx, use);
   return {
     fetch: (request, _env, ctx) =>
       withStore(ctx, async (store) =>
