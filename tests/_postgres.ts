@@ -20,23 +20,46 @@ import type { Backend, OpenStore } from "./_stores.ts";
 const MISSING =
   "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin";
 
-/** Whether the Postgres suites run: `false` only where the server binaries are missing, outside CI. */
-export const postgresAvailable: boolean = await (async () => {
-  if (await postgresBinDir() !== null) return true;
+/**
+ * Whether the suites that need `what` run: `true` where it was `found`.
+ * Where it is missing they are skipped with one loud line per run, except
+ * under `CI=true`, where that is an error: `.ci/run` installs it first.
+ *
+ * @param found Whether it is here.
+ * @param suites Which suites need it (`"the PgBouncer suites"`).
+ * @param missing What is missing (`"no pgbouncer on the PATH"`).
+ * @param install How to install it (`"apt-get install pgbouncer"`).
+ */
+export function suitesAvailable(
+  found: boolean,
+  suites: string,
+  missing: string,
+  install: string,
+): boolean {
+  if (found) return true;
   if (Deno.env.get("CI") === "true") {
     throw new Error(
-      `CI=true and ${MISSING}: .ci/run installs Debian's postgresql package; the Postgres suites must run in CI`,
+      `CI=true and ${missing}: .ci/run installs it (${install}); ${suites} must run in CI`,
     );
   }
   // One line per run: the env is the process's, shared by the test workers.
-  if (Deno.env.get("RELAYER_PG_SKIP_SAID") !== "1") {
-    Deno.env.set("RELAYER_PG_SKIP_SAID", "1");
+  const said = `RELAYER_SKIP_SAID_${suites.replace(/\W+/g, "_").toUpperCase()}`;
+  if (Deno.env.get(said) !== "1") {
+    Deno.env.set(said, "1");
     console.error(
-      `\n!!! SKIPPING the PostgresStore suites: ${MISSING}. Install Debian's postgresql package (apt-get install postgresql) to run them. !!!\n`,
+      `\n!!! SKIPPING ${suites}: ${missing}. Install it (${install}) to run them. !!!\n`,
     );
   }
   return false;
-})();
+}
+
+/** Whether the Postgres suites run: `false` only where the server binaries are missing, outside CI. */
+export const postgresAvailable: boolean = suitesAvailable(
+  await postgresBinDir() !== null,
+  "the PostgresStore suites",
+  MISSING,
+  "apt-get install postgresql",
+);
 
 /** This run's server URL (started on first use). */
 export async function postgresUrl(): Promise<string> {

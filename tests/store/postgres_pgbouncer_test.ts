@@ -14,7 +14,6 @@
  * @module
  */
 
-// deno-lint-ignore-file no-console
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService } from "../../main.ts";
@@ -31,6 +30,7 @@ import {
   freshSchema,
   postgresAvailable,
   sharedClient,
+  suitesAvailable,
 } from "../_postgres.ts";
 import { timeout, withTimeout } from "../_timeout.ts";
 import { storeContract } from "./_contract.ts";
@@ -39,18 +39,13 @@ const MISSING =
   "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)";
 
 /** Whether these suites run: `false` only where PostgreSQL or PgBouncer is missing, outside CI. */
-const available: boolean = postgresAvailable && await (async () => {
-  if (await pgbouncerBin() !== null) return true;
-  if (Deno.env.get("CI") === "true") {
-    throw new Error(
-      `CI=true and ${MISSING}: .ci/run installs it; the PgBouncer suites must run in CI`,
-    );
-  }
-  console.error(
-    `\n!!! SKIPPING the PgBouncer suites: ${MISSING}. Install it (apt-get install pgbouncer) to run them. !!!\n`,
+const available: boolean = postgresAvailable &&
+  suitesAvailable(
+    await pgbouncerBin() !== null,
+    "the PgBouncer suites",
+    MISSING,
+    "apt-get install pgbouncer",
   );
-  return false;
-})();
 
 /** This file's poolers in front of the run's server, started on first use. */
 const poolers = new Map<string, Promise<OwnedPgBouncer>>();

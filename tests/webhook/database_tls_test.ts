@@ -16,7 +16,11 @@ import { openService } from "../../main.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
 import { testCertificates } from "../../support/test_tls.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
-import { postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  postgresAvailable,
+  postgresUrl,
+  suitesAvailable,
+} from "../_postgres.ts";
 import {
   assertOneLine,
   freePort as port,
@@ -25,24 +29,15 @@ import {
 } from "../_main_process.ts";
 import { timeout } from "../_timeout.ts";
 
-/** Whether the TLS tests run: `false` only where `openssl` is missing, outside CI. */
-const tlsAvailable: boolean = postgresAvailable && await (async () => {
-  try {
+/** Whether the TLS tests run: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
+const tlsAvailable: boolean = postgresAvailable &&
+  suitesAvailable(
     await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
-      .output();
-    return true;
-  } catch {
-    if (Deno.env.get("CI") === "true") {
-      throw new Error(
-        "CI=true and no openssl on the PATH: .ci/run installs it; the TLS tests must run in CI",
-      );
-    }
-    console.error(
-      "\n!!! SKIPPING the PostgreSQL TLS tests: no openssl on the PATH (apt-get install openssl). !!!\n",
-    );
-    return false;
-  }
-})();
+      .output().then(() => true, () => false),
+    "the PostgreSQL TLS tests",
+    "no openssl on the PATH",
+    "apt-get install openssl",
+  );
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9",
