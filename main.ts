@@ -329,14 +329,14 @@ async function openPostgres(
   let sql: postgres.Sql | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    // postgres() itself throws on a URL it cannot decode.
     // TLS as the URL says (and the start line tells), whatever PGSSL or
-    // PGSSLNEGOTIATION say.
-    // postgres.js 3.4.9 reads `sslnegotiation`; its types do not name it.
+    // PGSSLNEGOTIATION say. postgres.js 3.4.9 reads `sslnegotiation`; its
+    // types do not name it.
     const tls = {
       ssl: database.ssl,
       sslnegotiation: database.sslnegotiation,
     } as Pick<postgres.Options<Record<string, never>>, "ssl">;
+    // postgres() itself throws on a URL it cannot decode.
     sql = postgres(database.url, { onnotice: () => {}, ...tls });
     const store = new PostgresStore(sql);
     // Something that takes the connection and never answers as PostgreSQL
