@@ -45,7 +45,8 @@ import example, {
 
 /** The bindings `tools/_worker_check.mjs` gives the Worker. */
 interface Env {
-  readonly DATABASE_URL: string;
+  /** The server, for the check's own routes and queues; the example reaches it through its Hyperdrive binding. */
+  readonly CHECK_DATABASE_URL: string;
   readonly SENDER_URL: string;
   readonly WEBHOOK_SECRET: string;
   readonly OPS_TOKEN: string;
@@ -69,13 +70,17 @@ function withStore<T>(
 }
 
 function database(env: Env) {
-  return { url: env.DATABASE_URL, ssl: false, sslnegotiation: null } as const;
+  return {
+    url: env.CHECK_DATABASE_URL,
+    ssl: false,
+    sslnegotiation: null,
+  } as const;
 }
 
 /** The example's handlers with the check's policy, for the queues. */
 function checked(env: Env) {
   return postgresWorker({
-    database: database(env),
+    database: () => database(env),
     relayer: {
       sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),
       policy: POLICY,

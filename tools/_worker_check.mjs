@@ -12,7 +12,8 @@
 // the give-up there outlasts the outage.
 // With POSTGRES_SCRIPT set, it runs PostgresStore on workerd instead
 // (tools/_postgres_worker.ts, nodejs_compat, on the real server at
-// DATABASE_URL): migrate(), the ops routes, a signed delivery and its
+// DATABASE_URL, which the example reaches through Miniflare's local
+// Hyperdrive): migrate(), the ops routes, a signed delivery and its
 // replay, the store's writes and refusals called directly, the seed's three
 // payments on real Queues and a give-up on the dead-letter queue, and the
 // end states read back by a new workerd.
@@ -746,7 +747,9 @@ async function startPostgresWorker(lines) {
       compatibilityDate: process.env.COMPAT_DATE,
       compatibilityFlags: ["nodejs_compat"],
       bindings: {
-        DATABASE_URL: process.env.DATABASE_URL,
+        // The example has no DATABASE_URL: it must reach the server
+        // through its Hyperdrive binding (Miniflare's local Hyperdrive).
+        CHECK_DATABASE_URL: process.env.DATABASE_URL,
         SENDER_URL: "http://signer.test",
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN: OPS,
@@ -754,6 +757,7 @@ async function startPostgresWorker(lines) {
         // deployed.
         ...SEED_POLICY,
       },
+      hyperdrives: { HYPERDRIVE: process.env.DATABASE_URL },
       queueProducers: { JOBS: "pg-jobs", DEAD: "pg-jobs-dlq" },
       queueConsumers: {
         "pg-jobs": { maxBatchTimeout: 1, maxRetries: 2 },

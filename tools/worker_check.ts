@@ -12,7 +12,8 @@
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
  * its dead-letter queue and back to a resolved intent. Then `PostgresStore`
  * on workerd: `examples/cloudflare/postgres_worker.ts` as it is, wrapped by
- * `tools/_postgres_worker.ts`, with `nodejs_compat`, bundled with
+ * `tools/_postgres_worker.ts`, reaching the server through Miniflare's local
+ * Hyperdrive, with `nodejs_compat`, bundled with
  * postgres.js's Workers build (`cloudflare:sockets`; the bundle is checked
  * to be it), against a real PostgreSQL server it starts (Debian's
  * `postgresql` binaries; where they are missing it says so, and under

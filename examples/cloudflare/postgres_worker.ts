@@ -8,8 +8,8 @@
  * behalf of a different request"). So each request and each queue batch
  * opens a client of its own, with at most 5 connections (a Worker may hold
  * six at once), and ends it once answered. Hyperdrive, where you use it,
- * keeps the database's side of those connections warm: pass
- * `env.HYPERDRIVE.connectionString` as `DATABASE_URL`.
+ * keeps the database's side of those connections warm: bind it as
+ * `HYPERDRIVE`, and its `connectionString` is the database's URL.
  *
  * It needs the `nodejs_compat` compatibility flag (postgres.js's Workers
  * build, which Wrangler picks, uses `node:buffer`, `node:events` and
@@ -47,14 +47,20 @@ export interface Context {
   waitUntil(promise: Promise<unknown>): void;
 }
 
+/** A database and the client's TLS options. */
+export interface Database {
+  readonly url: string;
+  readonly ssl: DatabaseTls;
+  readonly sslnegotiation: "direct" | null;
+}
+
 /** What {@linkcode postgresWorker} builds the Worker from. */
 export interface PostgresWorkerOptions {
-  /** The database, and the client's TLS options (`loadConfig` reads them from `DATABASE_URL`). */
-  readonly database: {
-    readonly url: string;
-    readonly ssl: DatabaseTls;
-    readonly sslnegotiation: "direct" | null;
-  };
+  /**
+   * The database, and the client's TLS options (`loadConfig` reads them
+   * from `DATABASE_URL`), read for each request and each batch.
+   */
+  readonly database: () => Database;
   /** The relayer's options but its store: the Sender, the policy, the lease. */
   readonly relayer: Omit<RelayerOptions, "store">;
   /** The app's own options: the routes' keys, the ops token, the queue to publish to. */
@@ -74,7 +80,7 @@ export interface PostgresWorkerOptions {
  * `ctx.waitUntil`, so the answer need not wait for it).
  */
 export async function withPostgresStore<T>(
-  database: PostgresWorkerOptions["database"],
+  database: Database,
   ctx: Context,
   use: (store: PostgresStore) => Promise<T>,
 ): Promise<T> {
@@ -102,7 +108,7 @@ export function postgresWorker(options: PostgresWorkerOptions): {
   const withStore = <T>(
     ctx: Context,
     use: (store: PostgresStore) => Promise<T>,
-  ) => withPostgresStore(options.database, ctx, use);
+  ) => withPostgresStore(options.database(), ctx, use);
   return {
     fetch: (request, _env, ctx) =>
       withStore(ctx, async (store) =>
@@ -126,14 +132,26 @@ const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env }); // unset: Cl
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
-if (config.database === undefined) {
+// A Hyperdrive binding named HYPERDRIVE, where there is one, gives the URL
+// (read in a handler: workerd makes its connection string per request).
+const hyperdrive = (env as { HYPERDRIVE?: { connectionString: string } })
+  .HYPERDRIVE;
+const { database } = config;
+if (database === undefined && hyperdrive === undefined) {
   throw new Error(
-    "DATABASE_URL is not set: bind it as a secret (wrangler secret put DATABASE_URL), or pass Hyperdrive's connectionString",
+    "DATABASE_URL is not set: bind it as a secret (wrangler secret put DATABASE_URL), or bind Hyperdrive as HYPERDRIVE",
   );
 }
 
 export default postgresWorker({
-  database: config.database,
+  // Hyperdrive encrypts to the database itself; the Worker talks to it
+  // inside Cloudflare, with no TLS of its own.
+  database: () =>
+    hyperdrive === undefined ? database! : {
+      url: hyperdrive.connectionString,
+      ssl: false,
+      sslnegotiation: null,
+    },
   relayer: {
     sender: new HttpSender(config.sender),
     policy: config.policy,
