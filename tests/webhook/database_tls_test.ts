@@ -76,16 +76,29 @@ async function withTlsServer(
   }
 }
 
-/** Starts `main.ts` with `env`, which must come up and answer `/healthz`, then stops it. */
-async function startsHealthy(env: Record<string, string>): Promise<void> {
+/**
+ * Starts `main.ts` with `env`, which must come up and answer `/healthz`;
+ * runs `whileUp` on its origin, then stops it with SIGTERM, which it must
+ * take cleanly. Returns its start-up line.
+ */
+async function startsHealthy(
+  env: Record<string, string>,
+  whileUp: (origin: string) => Promise<void> = () => Promise.resolve(),
+): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
   const free = port();
   const service = startMain(env, { ...free, writeDir: dir });
   try {
+    const origin = `http://127.0.0.1:${free.port}`;
     await Promise.race([
-      healthy(`http://127.0.0.1:${free.port}`),
+      healthy(origin),
       service.ended().then(({ stderr }) => assert.fail(stderr)),
     ]);
+    await whileUp(origin);
+    service.child.kill("SIGTERM");
+    const { code, stdout, stderr } = await service.ended();
+    assert.equal(code, 0, stderr);
+    return stdout.split("\n")[0]!;
   } finally {
     service.kill();
     await service.ended().catch(() => {});
@@ -117,42 +130,30 @@ Deno.test({
   ignore: !tlsAvailable,
   fn: timeout(60_000, () =>
     withTlsServer(async ({ port: pg, url, caFile }) => {
-      const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
-      const free = port();
-      const service = startMain({
-        ...base,
-        DATABASE_URL: url("?sslmode=verify-full"),
-        DENO_CERT: caFile,
-      }, { ...free, writeDir: dir });
       const admin = postgres(url(), { max: 1, onnotice: () => {} });
       try {
-        const origin = `http://127.0.0.1:${free.port}`;
-        await Promise.race([
-          healthy(origin),
-          service.ended().then(({ stderr }) => assert.fail(stderr)),
-        ]);
-        const ready = await fetch(`${origin}/readyz`);
-        assert.equal(ready.status, 200, await ready.text());
-        const [seen] = await admin<{ total: number; tls: number }[]>`
-          SELECT count(*)::int AS total, count(*) FILTER (WHERE s.ssl)::int AS tls
-          FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
-          WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`;
-        assert.ok(seen!.total >= 1, "the service holds no connection");
-        assert.equal(seen!.tls, seen!.total, "a connection without TLS");
-        service.child.kill("SIGTERM");
-        const { code, stdout, stderr } = await service.ended();
-        assert.equal(code, 0, stderr);
+        const line = await startsHealthy({
+          ...base,
+          DATABASE_URL: url("?sslmode=verify-full"),
+          DENO_CERT: caFile,
+        }, async (origin) => {
+          const ready = await fetch(`${origin}/readyz`);
+          assert.equal(ready.status, 200, await ready.text());
+          const [seen] = await admin<{ total: number; tls: number }[]>`
+            SELECT count(*)::int AS total, count(*) FILTER (WHERE s.ssl)::int AS tls
+            FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+            WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`;
+          assert.ok(seen!.total >= 1, "the service holds no connection");
+          assert.equal(seen!.tls, seen!.total, "a connection without TLS");
+        });
         assert.match(
-          stdout.split("\n")[0]!,
+          line,
           new RegExp(
             `; store PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\); `,
           ),
         );
       } finally {
-        service.kill();
-        await service.ended().catch(() => {});
         await admin.end();
-        await Deno.remove(dir, { recursive: true });
       }
     })),
 });
@@ -204,27 +205,12 @@ Deno.test({
   fn: timeout(60_000, async () => {
     // This run's shared server serves no TLS; PGSSL=require would make
     // postgres.js ask it for TLS, and the start line would not say so.
-    const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
-    const free = port();
-    const service = startMain({
+    const line = await startsHealthy({
       ...base,
       DATABASE_URL: await postgresUrl(),
       PGSSL: "require",
-    }, { ...free, writeDir: dir });
-    try {
-      await Promise.race([
-        healthy(`http://127.0.0.1:${free.port}`),
-        service.ended().then(({ stderr }) => assert.fail(stderr)),
-      ]);
-      service.child.kill("SIGTERM");
-      const { code, stdout, stderr } = await service.ended();
-      assert.equal(code, 0, stderr);
-      assert.match(stdout.split("\n")[0]!, /; store PostgreSQL \S+, no TLS; /);
-    } finally {
-      service.kill();
-      await service.ended().catch(() => {});
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
+    assert.match(line, /; store PostgreSQL \S+, no TLS; /);
   }),
 });
 
