@@ -1351,7 +1351,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // after the letter is gone must still find the message handled.
     await markGivenUp(letter.queue);
     try {
-      return await store.redrive(jobId, letter.version);
+      // The count is kept: the letter's own write reset the one it ended,
+      // and a job delivered since (for an intent created after the read
+      // above) counts on.
+      return await store.redrive(jobId, letter.version, { keepCount: true });
     } catch (error) {
       if (error instanceof ConflictError) throw changed();
       throw error;

@@ -28,7 +28,7 @@
  * |---|---|---|
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
- * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` |
+ * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
  * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring then | any write that carries a claim |
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
@@ -1069,13 +1069,14 @@ export class KvStore implements Store {
   }
 
   /**
-   * Takes out exactly the dead letter read, resets its job's count and,
-   * with `options.enqueue`, enqueues that message on Deno KV's queue, all
-   * in one commit.
+   * Takes out exactly the dead letter read, resets its job's count (left
+   * as it is with `options.keepCount`) and, with `options.enqueue`,
+   * enqueues that message on Deno KV's queue, all in one commit.
    *
    * @param jobId The job id.
    * @param version The version of the dead letter read.
-   * @param options The message to enqueue in the same commit.
+   * @param options The message to enqueue in the same commit, and whether
+   * to keep the count.
    * @returns The dead letter removed.
    * @throws {ConflictError} If the dead letter is gone or changed.
    * @throws {TypeError} If asked to enqueue on a handle without a queue.
@@ -1083,7 +1084,7 @@ export class KvStore implements Store {
   async redrive(
     jobId: string,
     version: string,
-    options?: { readonly enqueue?: unknown },
+    options?: { readonly enqueue?: unknown; readonly keepCount?: boolean },
   ): Promise<DeadLetter> {
     options ??= {};
     const key = this.#key("dead", jobId);
@@ -1094,8 +1095,10 @@ export class KvStore implements Store {
       );
     }
     const atomic = this.#group.atomic().check(entry).delete(key)
-      .delete(this.#timeKey(entry.value))
-      .delete(this.#key("deliveries", jobId));
+      .delete(this.#timeKey(entry.value));
+    if (options.keepCount !== true) {
+      atomic.delete(this.#key("deliveries", jobId));
+    }
     if (options.enqueue !== undefined) {
       if (typeof atomic.enqueue !== "function") {
         throw new TypeError(

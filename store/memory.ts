@@ -437,11 +437,13 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * Takes out exactly the dead letter read and resets its job's count.
+   * Takes out exactly the dead letter read and resets its job's count
+   * (left as it is with `keepCount`).
    *
    * @param jobId The job id.
    * @param version The version of the dead letter read.
-   * @param options Nothing to enqueue: this store has no queue.
+   * @param options Whether to keep the count; nothing to enqueue: this
+   * store has no queue.
    * @returns The dead letter removed.
    * @throws {ConflictError} If the dead letter is gone or changed.
    * @throws {TypeError} If asked to enqueue.
@@ -449,7 +451,7 @@ export class MemoryStore implements Store {
   redrive(
     jobId: string,
     version: string,
-    options?: { readonly enqueue?: unknown },
+    options?: { readonly enqueue?: unknown; readonly keepCount?: boolean },
   ): Promise<DeadLetter> {
     options ??= {};
     return attempt(() => {
@@ -465,7 +467,7 @@ export class MemoryStore implements Store {
         );
       }
       this.#deadLetters.delete(jobId);
-      this.#counts.delete(jobId);
+      if (options.keepCount !== true) this.#counts.delete(jobId);
       const { version: _, ...deadLetter } = stored;
       return deadLetter;
     });

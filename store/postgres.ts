@@ -1378,12 +1378,13 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Takes out exactly the dead letter read and resets its job's count, in
-   * one statement.
+   * Takes out exactly the dead letter read and resets its job's count
+   * (left as it is with `keepCount`), in one statement.
    *
    * @param jobId The job id.
    * @param version The version of the dead letter read.
-   * @param options Nothing to enqueue: this store has no queue.
+   * @param options Whether to keep the count; nothing to enqueue: this
+   * store has no queue.
    * @returns The dead letter removed.
    * @throws {ConflictError} If the dead letter is gone or changed.
    * @throws {TypeError} If asked to enqueue.
@@ -1391,7 +1392,7 @@ export class PostgresStore implements Store {
   redrive(
     jobId: string,
     version: string,
-    options: { readonly enqueue?: unknown } = {},
+    options: { readonly enqueue?: unknown; readonly keepCount?: boolean } = {},
   ): Promise<DeadLetter> {
     return this.#run(`redrive ${jobId}`, async () => {
       if (options.enqueue !== undefined) {
@@ -1405,6 +1406,7 @@ export class PostgresStore implements Store {
         );
       }
       const { dead_letters, counters } = this.#t;
+      const reset = options.keepCount !== true;
       // One statement: the letter read and its count go together, or nothing does.
       const [row] = await this.#one((sql) =>
         sql`
@@ -1414,7 +1416,8 @@ export class PostgresStore implements Store {
           RETURNING job_id, intent_id, deliveries, cause, reason, resolution,
             last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
         ), reset AS (
-          DELETE FROM ${counters} WHERE job_id IN (SELECT job_id FROM gone)
+          DELETE FROM ${counters}
+          WHERE ${reset} AND job_id IN (SELECT job_id FROM gone)
         )
         SELECT job_id, intent_id, deliveries, cause, reason, resolution,
           last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version

@@ -679,7 +679,11 @@ export interface Store {
    * Takes out exactly the dead letter that was read (`version`) and resets
    * its job's delivery count, in one commit, so the job can be delivered
    * afresh. A store with a queue of its own (Deno KV) enqueues
-   * `options.enqueue` in the same commit.
+   * `options.enqueue` in the same commit. With `options.keepCount`, the
+   * count is left as it is: a letter discarded, not redriven, must not
+   * reset the count of a job delivered since (the letter's own write
+   * already reset the count it ended). A store of one's own that ignores
+   * `keepCount` resets the count, as before.
    *
    * @returns The dead letter removed.
    * @throws {ConflictError} If the dead letter is gone or changed since it
@@ -689,6 +693,6 @@ export interface Store {
   redrive(
     jobId: string,
     version: string,
-    options?: { readonly enqueue?: unknown },
+    options?: { readonly enqueue?: unknown; readonly keepCount?: boolean },
   ): Promise<DeadLetter>;
 }

@@ -1671,6 +1671,40 @@ function suite(backend: Backend): void {
     assert.notEqual(await store.getDeadLetter("pi_0004/settle"), null);
   });
 
+  test("createRelayer() discards a letter without resetting the count of a job delivered after the discard read its intent", async () => {
+    // Between the discard's read of the intent (absent) and its removal of
+    // the letter, the intent is created and its new job delivered twice.
+    const { relayer, store } = await setup(
+      { state: "settled" },
+      undefined,
+      {},
+      (store) =>
+        overriding(store, {
+          async getIntent(id) {
+            const read = await store.getIntent(id);
+            if (id === "pi_0009") {
+              await store.createIntent({ id, state: "created" });
+              await store.admit({ count: "pi_0009/settle", now: 0 });
+              await store.admit({ count: "pi_0009/settle", now: 0 });
+            }
+            return read;
+          },
+        }),
+    );
+    // The letter of a job for an intent that did not exist.
+    await store.putDeadLetter({
+      ...deadLetter("pi_0009/settle", 0),
+      resolution: "job dropped, intent not found",
+    });
+    assert.equal(
+      (await relayer.discard("pi_0009/settle"))?.jobId,
+      "pi_0009/settle",
+    );
+    assert.equal(await store.getDeadLetter("pi_0009/settle"), null);
+    // The live job's count goes on: it is not handed fresh deliveries.
+    assert.equal(await store.deliveries("pi_0009/settle"), 2);
+  });
+
   test("createRelayer() discards a letter only once when two discards race", async () => {
     const { relayer, store } = await setup({ state: "settled" });
     await store.putDeadLetter(deadLetter("pi_0001/settle", 0));

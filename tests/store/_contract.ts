@@ -1594,6 +1594,26 @@ export function storeContract(
     assert.equal((await store.getDeadLetter("pi_2/settle"))?.poisonedAt, 3);
   });
 
+  test("removes a dead letter and keeps its job's delivery count with keepCount", async (store) => {
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    // A job delivered twice since the letter was written.
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    const read = (await store.getDeadLetter("pi_1/settle"))!;
+    const removed = await store.redrive("pi_1/settle", read.version, {
+      keepCount: true,
+    });
+    assert.equal(removed.jobId, "pi_1/settle");
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.deepEqual((await store.listDeadLetters()).items, []);
+    assert.equal(await store.deliveries("pi_1/settle"), 2);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 3);
+    await assert.rejects(
+      store.redrive("pi_1/settle", read.version, { keepCount: true }),
+      ConflictError,
+    );
+  });
+
   test("of two concurrent redrives of one dead letter, exactly one wins", async (store) => {
     await store.putDeadLetter(deadLetter("pi_1/settle", 1));
     const read = (await store.getDeadLetter("pi_1/settle"))!;
