@@ -33,8 +33,15 @@
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
  * | `[…prefix, "dead_by_time", MAX_SAFE_INTEGER − poisonedAt, jobId]` | the job id | with the dead letter: lists newest first |
+ * | `[…prefix, "redriven", jobId]` | `{ w }`, expiring after a day | `redrive` |
  *
  * An intent's version is its two versionstamps, `"<intent>:<hold>"`.
+ *
+ * A KV Connect client sends a commit again when the answer to the first
+ * was lost, and a commit that landed is then answered `{ ok: false }`. So
+ * the intent, a claim, a count and a dead letter also keep the id of the
+ * write that stored them (`w`, never shown in what a read returns), and a
+ * write answered `{ ok: false }` reads back whether it landed.
  *
  * @module
  */
@@ -293,7 +300,43 @@ type Entry<T> = {
   readonly versionstamp: string | null;
 };
 
-type StoredIntent = Omit<IntentRecord, "hold">;
+type StoredIntent = Omit<IntentRecord, "hold"> & Written;
+
+/**
+ * The id of the write that stored a record, kept in it (`w`): a commit
+ * answered `{ ok: false }` may have landed all the same. A KV Connect
+ * client (`Deno.openKv(url)`, `@deno/kv` on a URL) sends a commit again,
+ * on its own, when the answer to the first was lost (a network error, a
+ * 5xx), and the second then fails the checks the first passed. So a
+ * write answered so reads back what it wrote: its id on a record is the
+ * proof that it landed, and the record's versionstamp is its commit's.
+ */
+interface Written {
+  readonly w?: string;
+}
+
+/** A stored dead letter: the letter and the id of the write that kept it. */
+type StoredLetter = DeadLetter & Written;
+
+/** A delivery count as this store keeps it. */
+type StoredCount = CountRecord & Written;
+
+/** A redrive that landed, kept a day for its writer to find (see {@linkcode Written}). */
+const REDRIVEN_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** The versionstamp of the first entry written by `w`, or `null`. */
+function landedBy(w: string, ...entries: Entry<Written>[]): string | null {
+  for (const entry of entries) {
+    if (entry.value !== null && entry.value.w === w) return entry.versionstamp;
+  }
+  return null;
+}
+
+/** A dead letter as read, without the id of the write that kept it. */
+function letterOf(stored: StoredLetter): DeadLetter {
+  const { w: _, ...letter } = stored;
+  return letter;
+}
 
 // How many times a read-then-commit retries when another writer raced it
 // (counts and claims only: a versionstamp race on an intent is the
@@ -359,6 +402,10 @@ export class KvStore implements Store {
   // What reads and writes saw, by intent and version: a write on a version
   // this store saw commits on those versionstamps with no read first.
   #seen = new Map<string, Seen>();
+  // The ids of this store's writes (see `Written`): a prefix drawn at the
+  // first write (never at construction), then a count.
+  #writer: string | undefined;
+  #writes = 0;
 
   /**
    * Constructs a new instance.
@@ -380,6 +427,15 @@ export class KvStore implements Store {
     this.#reads = new GroupRead(kv);
     this.#prefix = options.prefix ?? ["relayer"];
     this.#enqueueOptions = options.enqueueOptions;
+  }
+
+  /** A new write id, unique to this write of this store. */
+  #writeId(): string {
+    this.#writer ??= Array.from(
+      crypto.getRandomValues(new Uint8Array(8)),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+    return `${this.#writer}.${++this.#writes}`;
   }
 
   #key(...parts: KvKeyPart[]): KvKey {
@@ -414,8 +470,9 @@ export class KvStore implements Store {
     intentStamp: string,
     holdStamp: string | null,
   ): Intent {
+    const { w: _, ...fields } = stored;
     return Object.freeze({
-      ...stored,
+      ...fields,
       lastBroadcast: frozenBroadcast(stored.lastBroadcast),
       // Kept since 0.2; an intent stored before has its last sent hash.
       txHashes: knownTxHashes(
@@ -427,28 +484,22 @@ export class KvStore implements Store {
     });
   }
 
-  /** Commits, or throws a `ConflictError`; returns the commit's versionstamp. */
-  async #commit(atomic: KvAtomic, what: string): Promise<string> {
-    const result = await atomic.commit();
-    if (!result.ok) {
-      throw new ConflictError(
-        `Cannot ${what} as it changed since it was read; re-read it`,
-      );
-    }
-    return result.versionstamp;
-  }
-
-  #stored(record: IntentRecord): StoredIntent {
+  #stored(record: IntentRecord, w: string): StoredIntent {
     const { hold: _, ...rest } = record;
-    return rest;
+    return { ...rest, w };
   }
 
   /** Adds a claim to `atomic`, checked against `existing` (read by the caller). */
-  #addClaim(atomic: KvAtomic, claim: Claim, existing: Entry<ClaimValue>): void {
+  #addClaim(
+    atomic: KvAtomic,
+    claim: Claim,
+    existing: Entry<ClaimValue>,
+    w: string,
+  ): void {
     assertClaimable(existing.value, claim);
     atomic.check(existing).set(
       this.#key("claim", claim.key),
-      { expiresAt: claim.expiresAt },
+      { expiresAt: claim.expiresAt, w } satisfies ClaimValue,
       { expireIn: Math.max(1, claim.expiresAt - claim.now) },
     );
   }
@@ -463,14 +514,20 @@ export class KvStore implements Store {
    */
   async createIntent(intent: NewIntent): Promise<Intent> {
     const record = newIntentRecord(intent);
+    const w = this.#writeId();
+    const key = this.#key("intent", record.id);
     const atomic = this.#group.atomic()
-      .check({ key: this.#key("intent", record.id), versionstamp: null })
-      .set(this.#key("intent", record.id), this.#stored(record));
+      .check({ key, versionstamp: null })
+      .set(key, this.#stored(record, w));
     if (record.hold !== null) {
       atomic.set(this.#key("hold", record.id), record.hold);
     } else atomic.delete(this.#key("hold", record.id));
     const result = await atomic.commit();
-    if (!result.ok) {
+    // Answered "exists": it may be this very write (see `Written`).
+    const stamp = result.ok
+      ? result.versionstamp
+      : landedBy(w, ...await this.#get<[StoredIntent]>(key));
+    if (stamp === null) {
       throw new ConflictError(
         `Cannot create intent ${record.id} as it exists`,
         {
@@ -478,9 +535,8 @@ export class KvStore implements Store {
         },
       );
     }
-    const stamp = result.versionstamp;
     return this.#intent(
-      this.#stored(record),
+      this.#stored(record, w),
       record.hold,
       stamp,
       record.hold === null ? null : stamp,
@@ -552,6 +608,7 @@ export class KvStore implements Store {
     const seen = deadLetter === undefined
       ? this.#seen.get(`${id}\n${version}`)
       : undefined;
+    let unanswered: Unanswered | undefined;
     if (seen !== undefined) {
       const unclaimed = {
         key: this.#key("claim", options.claim?.key ?? ""),
@@ -565,7 +622,8 @@ export class KvStore implements Store {
           update,
           options,
         );
-        if (written !== null) return written;
+        if (!("finish" in written)) return written;
+        unanswered = written;
       } catch (error) {
         // A lease the cache shows as taken may have been released since;
         // a rule the cached record broke may hold on a fresh one (another
@@ -582,6 +640,9 @@ export class KvStore implements Store {
       this.#key("claim", options.claim?.key ?? ""),
       this.#key("dead", deadLetter?.jobId ?? ""),
     );
+    // The write above, answered as a race lost, may have landed.
+    const landed = unanswered && landedBy(unanswered.w, intent, claim);
+    if (landed) return unanswered!.finish(landed);
     const current = this.#toIntent(intent, hold);
     if (current === null) {
       throw new ConflictError(
@@ -603,19 +664,26 @@ export class KvStore implements Store {
       options,
       deadLetter === undefined ? undefined : { deadLetter, old: dead },
     );
-    if (written === null) {
-      throw new ConflictError(
-        `Cannot write intent ${id} as it changed since it was read; re-read it`,
-      );
-    }
-    return written;
+    if (!("finish" in written)) return written;
+    const stamp = landedBy(
+      written.w,
+      ...await this.#get<[StoredIntent, ClaimValue]>(
+        this.#key("intent", id),
+        this.#key("claim", options.claim?.key ?? ""),
+      ),
+    );
+    if (stamp !== null) return written.finish(stamp);
+    throw new ConflictError(
+      `Cannot write intent ${id} as it changed since it was read; re-read it`,
+    );
   }
 
   /**
    * Builds and commits one delivery write on what was read: the intent
    * (checked on the versionstamps of the intent and its hold), the hold,
-   * the lease, the claim and the dead letter. `null` if the commit's
-   * checks failed.
+   * the lease, the claim and the dead letter. Answered `{ ok: false }`,
+   * it returns its write id and how to finish, for the caller to read
+   * back whether it landed all the same.
    */
   async #tryWrite(
     id: string,
@@ -623,15 +691,17 @@ export class KvStore implements Store {
     update: (record: IntentRecord) => IntentRecord,
     options: WriteOptions,
     dead?: { deadLetter: DeadLetter; old: Entry<DeadLetter> },
-  ): Promise<Intent | null> {
+  ): Promise<Intent | Unanswered> {
     const { intent, hold, lease } = read;
     const current = this.#toIntent(intent, hold)!;
     const { version: _, ...record } = current;
     const next = update(record);
     const leaseKey = this.#key("lease", id);
+    const w = this.#writeId();
+    const stored = this.#stored(next, w);
     const atomic = this.#group.atomic()
       .check(intent, hold)
-      .set(this.#key("intent", id), this.#stored(next));
+      .set(this.#key("intent", id), stored);
     const holdChanged = next.hold !== record.hold && next.hold !== null;
     if (holdChanged) atomic.set(this.#key("hold", id), next.hold);
     let leaseAfterWrite: LeaseRecord | null | undefined; // undefined: untouched
@@ -649,40 +719,40 @@ export class KvStore implements Store {
         leaseAfterWrite = null;
       }
     }
-    if (options.claim) this.#addClaim(atomic, options.claim, read.claim);
+    if (options.claim) {
+      this.#addClaim(atomic, options.claim, read.claim, w);
+    }
     if (dead) {
       this.#addDeadLetter(
         atomic,
         dead.deadLetter,
         dead.old,
         options.resetCount,
+        w,
       );
     }
+    const finish = (stamp: string): Intent => {
+      const written = this.#intent(
+        stored,
+        next.hold,
+        stamp,
+        holdChanged ? stamp : hold.versionstamp,
+      );
+      this.#remember(id, written.version, {
+        intent: { key: intent.key, value: stored, versionstamp: stamp },
+        hold: holdChanged
+          ? { key: hold.key, value: next.hold, versionstamp: stamp }
+          : hold,
+        lease: leaseAfterWrite === undefined
+          ? lease
+          : leaseAfterWrite === null
+          ? { key: lease.key, value: null, versionstamp: null }
+          : { key: lease.key, value: leaseAfterWrite, versionstamp: stamp },
+      });
+      return written;
+    };
     const result = await atomic.commit();
-    if (!result.ok) return null;
-    const stamp = result.versionstamp;
-    const written = this.#intent(
-      this.#stored(next),
-      next.hold,
-      stamp,
-      holdChanged ? stamp : hold.versionstamp,
-    );
-    this.#remember(id, written.version, {
-      intent: {
-        key: intent.key,
-        value: this.#stored(next),
-        versionstamp: stamp,
-      },
-      hold: holdChanged
-        ? { key: hold.key, value: next.hold, versionstamp: stamp }
-        : hold,
-      lease: leaseAfterWrite === undefined
-        ? lease
-        : leaseAfterWrite === null
-        ? { key: lease.key, value: null, versionstamp: null }
-        : { key: lease.key, value: leaseAfterWrite, versionstamp: stamp },
-    });
-    return written;
+    return result.ok ? finish(result.versionstamp) : { w, finish };
   }
 
   /**
@@ -848,32 +918,46 @@ export class KvStore implements Store {
     if (admission.claim) checkClaim(admission.claim);
     const countKey = this.#key("deliveries", admission.count ?? "");
     const claimKey = this.#key("claim", admission.claim?.key ?? "");
+    // The last write answered as a race lost, and what it returns if it
+    // landed all the same (see `Written`): each read below looks for it.
+    let unanswered: { w: string; n: number | null } | undefined;
+    if (admission.count === undefined && admission.claim === undefined) {
+      return null; // nothing to write
+    }
     if (admission.count === undefined && admission.claim !== undefined) {
       // A claim alone (a signed delivery that only looks): first try it as
       // a key that must be absent, with no read; only a claim that exists
       // (a replay, or a record past its expiry) reads it below.
       const atomic = this.#group.atomic();
+      const w = this.#writeId();
       this.#addClaim(atomic, admission.claim, {
         key: claimKey,
         value: null,
         versionstamp: null,
-      });
+      }, w);
       if ((await atomic.commit()).ok) return null;
+      unanswered = { w, n: null };
     }
-    for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
-      const [count, claim] = await this.#get<[CountRecord, ClaimValue]>(
+    for (let attempt = 0;; attempt++) {
+      const [count, claim] = await this.#get<[StoredCount, ClaimValue]>(
         countKey,
         claimKey,
       );
+      if (unanswered && landedBy(unanswered.w, count, claim) !== null) {
+        return unanswered.n;
+      }
+      if (attempt === RACE_RETRIES) break;
       const atomic = this.#group.atomic();
-      if (admission.claim) this.#addClaim(atomic, admission.claim, claim);
+      const w = this.#writeId();
+      if (admission.claim) this.#addClaim(atomic, admission.claim, claim, w);
       const next = admission.count === undefined
         ? null
-        : counted(count.value, admission.now);
+        : { ...counted(count.value, admission.now), w };
       if (next !== null) {
         atomic.check(count).set(countKey, next, { expireIn: COUNT_TTL_MS });
       }
       if ((await atomic.commit()).ok) return next?.n ?? null;
+      unanswered = { w, n: next?.n ?? null };
     }
     // Many copies of one job at once (a burst of redeliveries): busy, as a
     // held lease is, not a failure; nothing was written.
@@ -895,7 +979,7 @@ export class KvStore implements Store {
    */
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
-    const [entry] = await this.#get<[CountRecord]>(
+    const [entry] = await this.#get<[StoredCount]>(
       this.#key("deliveries", jobId),
     );
     const count = entry.value;
@@ -907,8 +991,9 @@ export class KvStore implements Store {
   #addDeadLetter(
     atomic: KvAtomic,
     deadLetter: DeadLetter,
-    old: Entry<DeadLetter>,
-    resetCount?: string,
+    old: Entry<StoredLetter>,
+    resetCount: string | undefined,
+    w: string,
   ): void {
     checkDeadLetter(deadLetter);
     checkResetCount(resetCount);
@@ -918,10 +1003,14 @@ export class KvStore implements Store {
     atomic.check(old)
       // A copy to its last field: a commit may wait behind another, and
       // the caller may change what it passed meanwhile.
-      .set(this.#key("dead", deadLetter.jobId), {
-        ...deadLetter,
-        ...(deadLetter.queue ? { queue: { ...deadLetter.queue } } : {}),
-      })
+      .set(
+        this.#key("dead", deadLetter.jobId),
+        {
+          ...deadLetter,
+          ...(deadLetter.queue ? { queue: { ...deadLetter.queue } } : {}),
+          w,
+        } satisfies StoredLetter,
+      )
       .set(this.#timeKey(deadLetter), deadLetter.jobId)
       // The poisoned run of deliveries ends here: a job published again
       // for the intent is counted from 1.
@@ -958,7 +1047,7 @@ export class KvStore implements Store {
     checkResetCount(options.resetCount);
     if (options.claim) checkClaim(options.claim);
     const [old, claim, intent, hold] = await this.#get<
-      [DeadLetter, ClaimValue, StoredIntent, HoldState]
+      [StoredLetter, ClaimValue, StoredIntent, HoldState]
     >(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
@@ -981,9 +1070,18 @@ export class KvStore implements Store {
       // Checked again at commit: a write in between refuses this one.
       atomic.check(intent, hold);
     }
-    if (options.claim) this.#addClaim(atomic, options.claim, claim);
-    this.#addDeadLetter(atomic, deadLetter, old, options.resetCount);
-    await this.#commit(atomic, `keep the dead letter of ${deadLetter.jobId}`);
+    const w = this.#writeId();
+    if (options.claim) this.#addClaim(atomic, options.claim, claim, w);
+    this.#addDeadLetter(atomic, deadLetter, old, options.resetCount, w);
+    if ((await atomic.commit()).ok) return;
+    // Answered as a race lost: it may have landed all the same (`Written`).
+    const [kept] = await this.#get<[StoredLetter]>(
+      this.#key("dead", deadLetter.jobId),
+    );
+    if (landedBy(w, kept) !== null) return;
+    throw new ConflictError(
+      `Cannot keep the dead letter of ${deadLetter.jobId} as it changed since it was read; re-read it`,
+    );
   }
 
   /**
@@ -993,10 +1091,10 @@ export class KvStore implements Store {
    * @returns The dead letter with its version, or `null`.
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
-    const [entry] = await this.#get<[DeadLetter]>(this.#key("dead", jobId));
+    const [entry] = await this.#get<[StoredLetter]>(this.#key("dead", jobId));
     return entry.value === null
       ? null
-      : { ...entry.value, version: entry.versionstamp! };
+      : { ...letterOf(entry.value), version: entry.versionstamp! };
   }
 
   /**
@@ -1058,10 +1156,13 @@ export class KvStore implements Store {
       const keys = jobIds.slice(i, i + 10).map((jobId) =>
         this.#key("dead", jobId)
       );
-      const entries = await this.#get<DeadLetter[]>(...keys);
+      const entries = await this.#get<StoredLetter[]>(...keys);
       for (const entry of entries) {
         if (entry.value) {
-          items.push({ ...entry.value, version: entry.versionstamp! });
+          items.push({
+            ...letterOf(entry.value),
+            version: entry.versionstamp!,
+          });
         }
       }
     }
@@ -1088,14 +1189,21 @@ export class KvStore implements Store {
   ): Promise<DeadLetter> {
     options ??= {};
     const key = this.#key("dead", jobId);
-    const [entry] = await this.#get<[DeadLetter]>(key);
-    if (entry.value === null || entry.versionstamp !== version) {
-      throw new ConflictError(
+    const [entry] = await this.#get<[StoredLetter]>(key);
+    const changed = () =>
+      new ConflictError(
         `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
       );
+    if (entry.value === null || entry.versionstamp !== version) {
+      throw changed();
     }
+    // The redrive leaves its id for a day: answered as a race lost, it
+    // reads it back to know it landed (see `Written`).
+    const w = this.#writeId();
+    const redriven = this.#key("redriven", jobId);
     const atomic = this.#group.atomic().check(entry).delete(key)
-      .delete(this.#timeKey(entry.value));
+      .delete(this.#timeKey(entry.value))
+      .set(redriven, { w } satisfies Written, { expireIn: REDRIVEN_TTL_MS });
     if (options.keepCount !== true) {
       atomic.delete(this.#key("deliveries", jobId));
     }
@@ -1107,8 +1215,11 @@ export class KvStore implements Store {
       }
       atomic.enqueue(options.enqueue, this.#enqueueOptions?.());
     }
-    await this.#commit(atomic, `redrive ${jobId}`);
-    return entry.value;
+    if (!(await atomic.commit()).ok) {
+      const [mark] = await this.#get<[Written]>(redriven);
+      if (landedBy(w, mark) === null) throw changed();
+    }
+    return letterOf(entry.value);
   }
 }
 
@@ -1123,6 +1234,16 @@ interface Seen {
 const SEEN_LIMIT = 1024;
 
 /** A replay record as this store keeps it. */
-interface ClaimValue {
+interface ClaimValue extends Written {
   readonly expiresAt: number;
+}
+
+/**
+ * A delivery write whose commit was answered `{ ok: false }`: `w` is the
+ * id it wrote, and `finish` gives what it wrote, at the versionstamp of
+ * the commit, if a read-back finds `w` (it landed all the same).
+ */
+interface Unanswered {
+  readonly w: string;
+  readonly finish: (versionstamp: string) => Intent;
 }

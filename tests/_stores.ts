@@ -1,6 +1,7 @@
 /**
  * Every Store the foundation tests run on: the memory store, Deno KV
- * (`:memory:`) and PostgresStore on a real server of the run (skipped with
+ * (`:memory:`, also with every commit answered as a race lost once it has
+ * landed) and PostgresStore on a real server of the run (skipped with
  * one loud line where there are no server binaries, outside CI).
  *
  * @module
@@ -9,6 +10,7 @@
 import { MemoryStore, type Store } from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
 import { postgresAvailable, postgresBackend } from "./_postgres.ts";
+import { resendingKv } from "./store/_resending_kv.ts";
 
 export { postgresAvailable, postgresBackend };
 
@@ -39,10 +41,23 @@ export const kvBackend: Backend = {
   },
 };
 
-/** All three (PostgresStore only where a server can run). */
+/**
+ * Deno KV in memory, each commit answered as a race lost once it has
+ * landed: what a KV Connect client that sent it again returns.
+ */
+export const resentKvBackend: Backend = {
+  name: "KvStore, every commit re-sent",
+  async open() {
+    const kv = await Deno.openKv(":memory:");
+    return { store: new KvStore(resendingKv(kv)), close: () => kv.close() };
+  },
+};
+
+/** All three, KvStore also with its commits re-sent (PostgresStore only where a server can run). */
 export const BACKENDS: readonly Backend[] = [
   memoryBackend,
   kvBackend,
+  resentKvBackend,
   ...(postgresAvailable ? [postgresBackend] : []),
 ];
 

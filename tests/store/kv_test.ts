@@ -6,10 +6,19 @@ import type { Intent } from "../../store/store.ts";
 import { deadLetter, storeContract } from "./_contract.ts";
 import { CountingKv } from "../../support/counting_kv.ts";
 import { hookedKvStore } from "./_hooked_kv.ts";
+import { resendingKv } from "./_resending_kv.ts";
 
 storeContract("KvStore", async () => {
   const kv = await Deno.openKv(":memory:");
   return { ...hookedKvStore(kv), close: () => kv.close() };
+}, { commitGap: true });
+
+// Every commit lands, and is answered as a race lost: what a KV Connect
+// client that sent it again (its answer lost) returns. The store must
+// still do what the contract says, as if each commit had been answered.
+storeContract("KvStore over a KV that re-sends its commits", async () => {
+  const kv = await Deno.openKv(":memory:");
+  return { ...hookedKvStore(resendingKv(kv)), close: () => kv.close() };
 }, { commitGap: true });
 
 /**

@@ -9,6 +9,8 @@
 import assert from "node:assert/strict";
 import { genericRequest, makeApp, NOW } from "./_app.ts";
 import { signQStash } from "./_signing.ts";
+import { KvStore } from "../../store/kv.ts";
+import { resendingKv } from "../store/_resending_kv.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const settling = {
@@ -133,4 +135,35 @@ Deno.test("POST /v1/deliveries: a fresh signature of the same body is a new deli
     await res.body?.cancel();
   }
   assert.equal(await store.deliveries("pi_0001/settle"), 2);
+});
+
+Deno.test("POST /v1/deliveries on a KV whose client sent each commit again (the answer lost) takes a genuine delivery as one, counted once, and still refuses its replay", async () => {
+  using kv = await Deno.openKv(":memory:");
+  // Every commit lands, and is answered { ok: false }: a KV Connect
+  // client's second send of it failed the checks the first passed.
+  const lossy = resendingKv(kv);
+  const store = new KvStore(lossy);
+  await new KvStore(kv).createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const { app, sender } = await makeApp({
+    deps: { store },
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+  });
+  const init = await genericRequest(JSON.stringify({ job }));
+  const first = await app.request("/v1/deliveries", { ...init });
+  const answer = await first.json();
+  assert.notEqual(first.status, 401, JSON.stringify(answer));
+  assert.ok(lossy.lost >= 3, `${lossy.lost} commits answered as lost`);
+  const sent = await store.getIntent("pi_0001");
+  assert.equal(sent?.state, "settling");
+  assert.equal(sent?.lastBroadcast?.txHash, "0xabc");
+  assert.equal(await store.deliveries("pi_0001/settle"), 1);
+  const replay = await app.request("/v1/deliveries", { ...init });
+  assert.equal(replay.status, 401);
+  assert.match((await replay.json()).detail, /already delivered/);
+  assert.equal(sender.calls.filter((c) => c.method === "send").length, 1);
+  assert.equal(await store.deliveries("pi_0001/settle"), 1);
 });

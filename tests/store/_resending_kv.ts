@@ -1,0 +1,43 @@
+/**
+ * A Deno KV handle whose commits land but answer `{ ok: false }`: what a
+ * KV Connect client (`Deno.openKv(url)`, `@deno/kv` on a URL) returns when
+ * the answer to a commit that landed was lost and it sent the commit
+ * again, on its own, and the second commit failed its checks (denokv's
+ * `remote/lib.rs` re-sends after a network error or a 5xx, as its
+ * protocol asks).
+ *
+ * @module
+ */
+
+import type { KvAtomic, KvLike } from "../../store/kv.ts";
+
+/**
+ * `kv`, with each commit for which `lose()` answers true (every one, by
+ * default) answered `{ ok: false }` once it has landed. A commit that
+ * fails on its own is answered as it failed.
+ */
+export function resendingKv(
+  kv: KvLike,
+  lose: () => boolean = () => true,
+): KvLike & { lost: number } {
+  const handle = {
+    lost: 0,
+    getMany: (keys: Parameters<KvLike["getMany"]>[0]) => kv.getMany(keys),
+    list: (
+      selector: Parameters<KvLike["list"]>[0],
+      options?: Parameters<KvLike["list"]>[1],
+    ) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const result = await commit();
+        if (!result.ok || !lose()) return result;
+        handle.lost++;
+        return { ok: false };
+      };
+      return atomic;
+    },
+  };
+  return handle;
+}
