@@ -599,24 +599,20 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /**
    * What failed for a reason of ours (the store or the Sender down): a log
-   * line naming it, and a 503 the queue retries (after 5 s, where the
-   * queue reads `Retry-After`). `detail` says so to the queue's operator;
-   * the error itself stays in the log.
+   * line naming it, and a 503 the queue retries. Nothing was decided, so
+   * there is no `Retry-After`: the queue waits as its own backoff says.
+   * QStash's grows to a day, so its retries, and its failure callback's,
+   * outlast an outage of days; a fixed short wait would spend them all in
+   * a minute, and strand the intent. `detail` says so to the queue's
+   * operator; the error itself stays in the log.
    */
   function failedUnexpectedly(
-    route: Route,
     what: string,
     error: unknown,
     detail: string,
   ): Response {
     log(`worker  ${what} unexpectedly: ${describeError(error)}`);
-    return problem(
-      503,
-      "delivery-failed",
-      "Delivery failed",
-      detail,
-      route === "pubsub" ? {} : { "retry-after": "5" },
-    );
+    return problem(503, "delivery-failed", "Delivery failed", detail);
   }
 
   /**
@@ -642,7 +638,6 @@ export function createApp(deps: AppDeps): WebhookApp {
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
       return failedUnexpectedly(
-        route,
         `${jobIdOf(job).padEnd(16)} failed`,
         error,
         "The delivery could not finish (the store or the Sender failed unexpectedly); the queue will redeliver it.",
@@ -953,7 +948,6 @@ export function createApp(deps: AppDeps): WebhookApp {
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
       return failedUnexpectedly(
-        route,
         `${jobIdOf(job).padEnd(16)} give-up failed`,
         error,
         "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",

@@ -1,0 +1,162 @@
+/**
+ * A store outage through QStash, as QStash's docs describe its retries:
+ * it honours a `Retry-After` (up to a day) and otherwise waits
+ * min(1 day, e^(2.5 n)) seconds before its n-th retry; the failure
+ * callback gets the same number of retries as the message. Every attempt
+ * is signed afresh, as QStash signs it. However long the outage (within
+ * what those retries span), the intent ends resolved or recorded, never
+ * stranded.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { MemoryStore, type Store } from "../../mod.ts";
+import { makeApp } from "./_app.ts";
+import { QSTASH, signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+const DAY_S = 86_400;
+/** `QSTASH_RETRIES`' default for the default policy: `MAX_DELIVERIES − 1`. */
+const RETRIES = 9;
+
+/** QStash's wait before its retry number `n` (from 1), in seconds. */
+function defaultBackoffS(n: number): number {
+  return Math.min(DAY_S, Math.exp(2.5 * n));
+}
+
+/** `Retry-After` as QStash reads it: seconds, honoured up to a day. */
+function waitS(retryAfter: string | null, n: number): number {
+  if (retryAfter === null) return defaultBackoffS(n);
+  const s = Number(retryAfter);
+  assert.ok(Number.isFinite(s) && s >= 0, `Retry-After: ${retryAfter}`);
+  return s > DAY_S ? defaultBackoffS(n) : s;
+}
+
+/**
+ * A store that fails every call while `down()` says so, as a database
+ * that cannot be reached does.
+ */
+function outage(store: Store, down: () => boolean): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        down()
+          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
+          : value.apply(target, args);
+    },
+  });
+}
+
+async function run(outageS: number) {
+  const memory = new MemoryStore();
+  // Mid-settlement: sent, and the receipt stays pending.
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: Date.now() - 1000,
+    lastBroadcast: { outcome: "sent", txHash: "0xabc", at: Date.now() - 1000 },
+  });
+  let t = 0; // seconds of QStash's time since the first delivery
+  const from = 10;
+  const down = () => t >= from && t < from + outageS;
+  const { app } = await makeApp({
+    deps: {
+      store: outage(memory, down),
+      now: Date.now,
+      policy: { maxDeliveries: RETRIES + 1 },
+    },
+  });
+  const log: string[] = [];
+  /** QStash delivering one message: true once it got a 2xx. */
+  async function deliver(path: string, body: string): Promise<boolean> {
+    for (let retried = 0; retried <= RETRIES; retried++) {
+      const res = await app.request(path, {
+        method: "POST",
+        body,
+        headers: {
+          "upstash-retried": String(retried),
+          "upstash-signature": await signQStash(body, {
+            url: `https://relayer.example.test${path}`,
+          }),
+        },
+      });
+      const retryAfter = res.headers.get("retry-after");
+      log.push(
+        `t=${Math.round(t)}s ${path} #${retried} ${
+          down() ? "down" : "up"
+        } ${res.status} retry-after=${retryAfter}`,
+      );
+      await res.body?.cancel();
+      if (res.status < 300) return true;
+      t += waitS(retryAfter, retried + 1);
+    }
+    return false;
+  }
+  const delivered = await deliver("/v1/qstash", JSON.stringify(job));
+  const resolved = delivered || await deliver(
+    "/v1/qstash/failed",
+    JSON.stringify({
+      sourceBody: btoa(JSON.stringify(job)),
+      retried: RETRIES,
+      sourceMessageId: "msg_1",
+      dlqId: "dlq_1",
+    }),
+  );
+  t = Infinity; // the store is back, to read what is left
+  return {
+    resolved,
+    intent: await memory.getIntent("pi_0001"),
+    letter: await memory.getDeadLetter("pi_0001/settle"),
+    log,
+  };
+}
+
+for (
+  const [name, outageS] of [
+    ["two minutes", 120],
+    ["an hour", 3600],
+    ["three days", 3 * DAY_S],
+    ["seven days", 7 * DAY_S],
+  ] as const
+) {
+  Deno.test(`QStash through a store outage of ${name}: the failure callback outlasts it, and the intent goes to review with its dead letter`, async () => {
+    const { resolved, intent, letter, log } = await run(outageS);
+    const trace = `\n${log.join("\n")}`;
+    assert.ok(resolved, `QStash gave up on its failure callback:${trace}`);
+    assert.equal(intent?.state, "needs_review", trace);
+    assert.ok(letter !== null, `no dead letter:${trace}`);
+  });
+}
+
+Deno.test("an unexpected failure on a QStash route answers 503 without Retry-After, so QStash waits as its own backoff says", async () => {
+  let down = true;
+  const memory = new MemoryStore();
+  const { app } = await makeApp({
+    deps: { store: outage(memory, () => down) },
+  });
+  for (const path of ["/v1/qstash", "/v1/qstash/failed"]) {
+    const body = path === "/v1/qstash" ? JSON.stringify(job) : JSON.stringify({
+      sourceBody: btoa(JSON.stringify(job)),
+      retried: 2,
+      sourceMessageId: "msg_1",
+    });
+    const res = await app.request(path, {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-retried": "0",
+        "upstash-signature": await signQStash(body, {
+          url: path === "/v1/qstash" ? QSTASH.url : `${QSTASH.url}/failed`,
+        }),
+      },
+    });
+    assert.equal(res.status, 503, path);
+    assert.equal(res.headers.get("retry-after"), null, path);
+    assert.match((await res.json()).detail, /the queue will/);
+  }
+  down = false;
+});
