@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import type { NewIntent } from "../../mod.ts";
-import { genericRequest, makeApp, OPS, theGoogle } from "./_app.ts";
+import { genericRequest, makeApp, NOW, OPS, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 const FAILED_URL = `${QSTASH.url}/failed`;
@@ -366,4 +366,27 @@ Deno.test("POST /v1/pubsub/dead-letter knows a second dead-lettered copy of a me
   assert.equal((await copy("copy-2")).status, 204);
   assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
   assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
+});
+
+Deno.test("POST /v1/deliveries is a bridge's give-up route: a job its queue gave up on, delivered once more with its count as `delivery` (at least MAX_DELIVERIES), is resolved, and a repeat changes nothing", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  // The bridge's queue delivered the job 7 times, then dead-lettered it.
+  const body = JSON.stringify({ job, delivery: 7 });
+  const res = await app.request("/v1/deliveries", await genericRequest(body));
+  assert.equal(res.status, 200);
+  const answer = await res.json();
+  assert.equal(answer.outcome, "poison", JSON.stringify(answer));
+  assert.match(answer.resolution, /needs review/);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+  assert.equal(
+    (await store.getDeadLetter("pi_0002/settle"))?.cause,
+    "exhausted",
+  );
+  const again = await app.request(
+    "/v1/deliveries",
+    await genericRequest(body, { timeS: NOW / 1000 - 1 }),
+  );
+  assert.equal(again.status, 200);
+  assert.equal((await again.json()).outcome, "done");
+  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
 });
