@@ -371,8 +371,8 @@ export interface GiveUpOptions {
  * ```
  */
 export interface UnreadableMessage {
-  /** The queue: `"pubsub"`, `"cloudflare"`, `"local"`. */
-  readonly queue: "pubsub" | "cloudflare" | "local";
+  /** The queue: `"pubsub"`, `"qstash"`, `"cloudflare"`, `"local"`. */
+  readonly queue: "pubsub" | "qstash" | "cloudflare" | "local";
   /** The queue's id of the message; one that is not 1-128 of A-Z a-z 0-9 _ . : - is replaced by a hash of `raw`. */
   readonly id?: unknown;
   /** The message as received, for the hash. */
@@ -386,6 +386,7 @@ export interface UnreadableMessage {
 /** How each queue is named in an unreadable message's reason. */
 const QUEUE_NAMES: Readonly<Record<UnreadableMessage["queue"], string>> = {
   pubsub: "Pub/Sub",
+  qstash: "QStash",
   cloudflare: "Cloudflare Queues",
   local: "local queue",
 };

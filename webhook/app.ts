@@ -90,7 +90,7 @@ export interface WebhookApp {
   ): Response | Promise<Response>;
 }
 
-/** What a Pub/Sub push showed before it proved unreadable (for `keepUnreadable`). */
+/** What a queue message showed before it proved unreadable (for `keepUnreadable`). */
 type PushSeen = { id?: unknown; attempt?: unknown; job?: unknown };
 
 /**
@@ -383,7 +383,7 @@ function letterNamed(jobId: string): "job" | "unreadable" | null {
     return isIntentId(parts[0]) && parts[1] === "settle" ? "job" : null;
   }
   if (parts.length === 3) {
-    return /^(pubsub|cloudflare|local)$/.test(parts[0]!) &&
+    return /^(pubsub|qstash|cloudflare|local)$/.test(parts[0]!) &&
         isIntentId(parts[1]) && parts[2] === "unreadable"
       ? "unreadable"
       : null;
@@ -749,8 +749,35 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (!verified.ok) throw unauthorized(verified.detail);
       claim = verified.claim;
     }
-    const job = jobFrom("qstash", parseJson("qstash", raw));
     const retried = c.req.header("upstash-retried");
+    let job: Job;
+    try {
+      job = jobFrom("qstash", parseJson("qstash", raw));
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      // Signed by QStash, and not a job: kept as a dead letter, as every
+      // queue's unreadable message is (it may be its intent's only job),
+      // then refused as QStash's docs ask (489: no retry, to its DLQ).
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw);
+      } catch {
+        parsed = undefined;
+      }
+      return await keepUnreadable(
+        "qstash",
+        raw,
+        {
+          id: c.req.header("upstash-message-id"),
+          attempt: retried !== undefined && /^\d{1,15}$/.test(retried)
+            ? Number(retried) + 1
+            : undefined,
+          job: parsed,
+        },
+        error.detail,
+        () => error.response,
+      );
+    }
     let delivery: number | undefined;
     if (retried !== undefined) {
       if (!/^\d{1,15}$/.test(retried)) {
@@ -897,7 +924,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       return read(readPush(raw, seen, route.requireId), seen);
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
-      return await keepUnreadable(raw, seen, error.detail);
+      return await keepUnreadable(
+        "pubsub",
+        raw,
+        seen,
+        error.detail,
+        () => new Response(null, { status: 204 }),
+      );
     }
   }
 
@@ -1033,21 +1066,26 @@ export function createApp(deps: AppDeps): WebhookApp {
   });
 
   /**
-   * An authenticated Pub/Sub message that cannot be read is acked (204):
-   * a 400 would make Pub/Sub redeliver it for up to its retention (7 days).
-   * It stays visible: a log line, and a dead letter `pubsub/<messageId>/unreadable`
-   * (three segments, so never a job's id, and never redriven) with the
-   * reason. A store failure is a 503, so Pub/Sub redelivers and we try again.
+   * An authenticated queue message that cannot be read is answered so that
+   * the queue does not deliver it again (`done`: Pub/Sub's 204, as a 400
+   * would make Pub/Sub redeliver it for up to its retention, 7 days;
+   * QStash's 489). It stays visible: a log line, and a dead letter
+   * `<queue>/<messageId>/unreadable` (three segments, so never a job's id,
+   * and never redriven) with the reason. A store failure is a 503, so the
+   * queue redelivers and we try again.
    */
   async function keepUnreadable(
+    queue: "pubsub" | "qstash",
     raw: string,
     seen: PushSeen,
     detail: string,
+    done: () => Response,
   ): Promise<Response> {
+    const name = queue === "pubsub" ? "Pub/Sub" : "QStash";
     let jobId: string;
     try {
       jobId = await relayer.keepUnreadable({
-        queue: "pubsub",
+        queue,
         id: seen.id,
         raw,
         seen: {
@@ -1060,7 +1098,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       log(
-        `pubsub  unreadable message, and its dead letter failed: ${
+        `${queue.padEnd(7)} unreadable message, and its dead letter failed: ${
           describeError(error)
         }`,
       );
@@ -1068,11 +1106,13 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "delivery-failed",
         "Delivery failed",
-        "The message is unreadable and could not be kept as a dead letter; Pub/Sub will redeliver it.",
+        `The message is unreadable and could not be kept as a dead letter; ${name} will redeliver it.`,
       );
     }
-    log(`pubsub  ${jobId} acked and kept as a dead letter: ${detail}`);
-    return new Response(null, { status: 204 });
+    log(
+      `${queue.padEnd(7)} ${jobId} acked and kept as a dead letter: ${detail}`,
+    );
+    return done();
   }
 
   app.post("/v1/deliveries", async (c) => {

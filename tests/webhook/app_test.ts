@@ -531,22 +531,72 @@ Deno.test("createApp() refuses a QStash delivery whose signature does not verify
   assert.equal(writes(), 0);
 });
 
-Deno.test("createApp() answers a malformed QStash job with 489 and Upstash-NonRetryable-Error", async () => {
-  const { app, writes } = await makeApp({ intents: [created] });
-  for (
-    const body of ["{", JSON.stringify({ intentId: "pi 1", kind: "settle" })]
-  ) {
-    const res = await app.request("/v1/qstash", await qstashRequest(body));
+Deno.test("createApp() answers a malformed QStash job with 489 and Upstash-NonRetryable-Error, and keeps it as a dead letter (it may be its intent's only job)", async () => {
+  const { app, store, writes } = await makeApp({ intents: [created] });
+  const bodies: [string, string, string][] = [
+    ["msg_A1", "{", ""],
+    [
+      "msg_B2",
+      JSON.stringify({ intentId: "pi_0001", kind: "sttle" }),
+      "pi_0001",
+    ],
+  ];
+  for (const [id, body, intentId] of bodies) {
+    const res = await app.request(
+      "/v1/qstash",
+      await qstashRequest(body, {
+        "upstash-message-id": id,
+        "upstash-retried": "2",
+      }),
+    );
     assert.equal(res.status, 489);
     assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
     await problemOf(res);
+    const letter = await store.getDeadLetter(`qstash/${id}/unreadable`);
+    assert.equal(letter?.intentId, intentId);
+    assert.equal(letter?.deliveries, 3);
+    assert.match(letter?.reason ?? "", /^unreadable QStash message: /);
   }
+  assert.equal(writes(), 2, "each letter, and nothing else");
+  // Not a message that cannot be read: a header QStash sets, malformed.
   const badCount = await app.request(
     "/v1/qstash",
     await qstashRequest(JSON.stringify(job), { "upstash-retried": "-1" }),
   );
   assert.equal(badCount.status, 489);
-  assert.equal(writes(), 0);
+  assert.equal(writes(), 2);
+  // Its intent is created, so a job can still move it: the letter stays
+  // until one has (DELETE is refused, 409).
+  const refused = await app.request(
+    "/v1/dead-letters/qstash/msg_B2/unreadable",
+    { method: "DELETE", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(refused.status, 409);
+  await refused.body?.cancel();
+  const removed = await app.request(
+    "/v1/dead-letters/qstash/msg_A1/unreadable",
+    { method: "DELETE", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(removed.status, 200);
+  await removed.body?.cancel();
+});
+
+Deno.test("createApp() answers 503 for an unreadable QStash message it cannot keep, so QStash redelivers it", async () => {
+  const memory = new MemoryStore();
+  const { app } = await makeApp({
+    deps: {
+      store: new Proxy(memory, {
+        get: (target, key) =>
+          key === "putDeadLetter"
+            ? () => Promise.reject(new Error("store down"))
+            : Reflect.get(target, key, target),
+      }),
+    },
+  });
+  const res = await app.request("/v1/qstash", await qstashRequest("{"));
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("upstash-nonretryable-error"), null);
+  assert.match((await problemOf(res)).detail, /QStash will redeliver it/);
 });
 
 // ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { runs } from "../_fc.ts";
+import { parseJob } from "../../mod.ts";
 import { makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
 import { timeout } from "../_timeout.ts";
@@ -151,10 +152,15 @@ async function fuzz(
     headers: Headers,
   ) => Promise<void>,
   /**
-   * For Pub/Sub: whether an authenticated body is unreadable, and so acked
-   * (204) with exactly one write, its dead letter.
+   * For Pub/Sub and QStash: whether an authenticated body is unreadable,
+   * and so answered `status` (Pub/Sub's 204, QStash's 489) with exactly
+   * one write, its dead letter `<queue>/…/unreadable`.
    */
-  unreadable?: (body: string) => boolean,
+  unreadable?: {
+    readonly is: (body: string) => boolean;
+    readonly status: number;
+    readonly queue: string;
+  },
 ): Promise<
   { requests: number; statuses: Map<number, number>; changed: number }
 > {
@@ -210,13 +216,20 @@ async function fuzz(
       }
       const changed = writes() !== before;
       if (changed) changedCount++;
-      if (sign === "good" && unreadable?.(body.text)) {
-        assert.equal(res.status, 204, "an unreadable message is acked");
+      if (sign === "good" && unreadable?.is(body.text)) {
+        assert.equal(
+          res.status,
+          unreadable.status,
+          "an unreadable message is answered so that it is not redelivered",
+        );
         assert.equal(writes() - before, 1, "only its dead letter is written");
         assert.equal(await intents(), intentsBefore, "no intent changed");
         const { items } = await store.listDeadLetters({ limit: 1000 });
         assert.ok(
-          items.some((d) => /^pubsub\/[^/]+\/unreadable$/.test(d.jobId)),
+          items.some((d) =>
+            d.jobId.startsWith(`${unreadable.queue}/`) &&
+            d.jobId.endsWith("/unreadable")
+          ),
         );
         return;
       }
@@ -305,6 +318,20 @@ Deno.test(
         };
         headers.set("upstash-signature", signature[sign]);
       },
+      {
+        status: 489,
+        queue: "qstash",
+        is: (text) => {
+          // 413 first: the route takes 64 KiB
+          if (new TextEncoder().encode(text).length > 65_536) return false;
+          try {
+            parseJob(JSON.parse(text.replace(/^\uFEFF/, "")));
+            return false;
+          } catch {
+            return true;
+          }
+        },
+      },
     );
     assertReached(result, [200, 401, 413, 489, 503]);
   }),
@@ -358,27 +385,33 @@ Deno.test(
         headers.set("authorization", `Bearer ${unverified}`);
       } else headers.set("authorization", tokens[sign]);
       return Promise.resolve();
-    }, (text) => {
-      // 413 first: an envelope may hold 4/3 of 64 KiB and 16 KiB more
-      if (new TextEncoder().encode(text).length > 103_768) return false;
-      try {
-        const { message, deliveryAttempt } = JSON.parse(text);
-        const id = message.messageId;
-        if (typeof id !== "string" || id === "" || id.length > 200) return true;
-        if (
-          deliveryAttempt !== undefined && deliveryAttempt !== 0 &&
-          !(Number.isSafeInteger(deliveryAttempt) && deliveryAttempt >= 1)
-        ) return true;
-        const job = JSON.parse(
-          new TextDecoder("utf-8", { fatal: true }).decode(
-            Uint8Array.from(atob(message.data), (ch) => ch.charCodeAt(0)),
-          ),
-        );
-        return !(/^[A-Za-z0-9_.:-]{1,128}$/.test(job.intentId) &&
-          job.kind === "settle");
-      } catch {
-        return true;
-      }
+    }, {
+      status: 204,
+      queue: "pubsub",
+      is: (text) => {
+        // 413 first: an envelope may hold 4/3 of 64 KiB and 16 KiB more
+        if (new TextEncoder().encode(text).length > 103_768) return false;
+        try {
+          const { message, deliveryAttempt } = JSON.parse(text);
+          const id = message.messageId;
+          if (typeof id !== "string" || id === "" || id.length > 200) {
+            return true;
+          }
+          if (
+            deliveryAttempt !== undefined && deliveryAttempt !== 0 &&
+            !(Number.isSafeInteger(deliveryAttempt) && deliveryAttempt >= 1)
+          ) return true;
+          const job = JSON.parse(
+            new TextDecoder("utf-8", { fatal: true }).decode(
+              Uint8Array.from(atob(message.data), (ch) => ch.charCodeAt(0)),
+            ),
+          );
+          return !(/^[A-Za-z0-9_.:-]{1,128}$/.test(job.intentId) &&
+            job.kind === "settle");
+        } catch {
+          return true;
+        }
+      },
     });
     assertReached(result, [204, 401, 413, 503]);
   }),
