@@ -18,6 +18,7 @@ import { timeout } from "./_timeout.ts";
 
 const SECRETS = {
   WEBHOOK_SECRET: "webhook-secret-AAAA-1111",
+  WEBHOOK_SECRET_NEXT: "webhook-next-EEEE-5555",
   OPS_TOKEN: "ops-token-BBBB-2222-xyz",
   QSTASH_CURRENT_SIGNING_KEY: "sig_current_CCCC_3333",
   QSTASH_NEXT_SIGNING_KEY: "sig_next_DDDD_4444_zz",
@@ -83,6 +84,7 @@ Deno.test(
           hmacSignature(SECRETS.WEBHOOK_SECRET, body, nowS() - 301),
           hmacSignature(SECRETS.WEBHOOK_SECRET, body, nowS() + 3600),
           hmacSignature(SECRETS.OPS_TOKEN, body, nowS()),
+          hmacSignature(SECRETS.WEBHOOK_SECRET_NEXT, `${body} `, nowS()),
           `t=${nowS()},v1=${"0".repeat(64)}`,
           `t=${nowS()}`,
           `sha256=${SECRETS.WEBHOOK_SECRET}`,

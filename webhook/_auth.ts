@@ -122,30 +122,44 @@ export function hmacSignature(
 
 const SIGNATURE = /^\s*t=(\d{1,12}),\s*v1=([0-9a-fA-F]{64})\s*$/;
 
-/**
- * A checker of generic-route `X-Signature` headers against the raw body:
- * well-formed, at most {@linkcode SIGNATURE_MAX_AGE_MS} old and at most
- * {@linkcode SIGNATURE_MAX_SKEW_MS} ahead by `now`, and the HMAC equal in
- * constant time. The claim's key is the lowercased `v1`: two accepted
- * headers with the same `v1` sign the same `t` and body.
- */
-export function hmacVerifier(
-  secret: string,
-  now: () => number,
-): (body: string | Uint8Array, header: string | undefined) => Verification {
+/** Refuses a generic route's secret anyone could find: empty, or short. */
+function checkSecret(secret: unknown, option: string, setting: string): void {
   if (typeof secret !== "string" || secret === "") {
     // Anyone can compute an HMAC under an empty key.
     throw new TypeError(
-      "Cannot verify generic deliveries as 'webhookSecret' is empty: set it to the shared secret the sender signs with, or leave it out to keep the route closed",
+      `Cannot verify generic deliveries as '${option}' is empty: set it to the shared secret the sender signs with, or leave it out${
+        option === "webhookSecret" ? " to keep the route closed" : ""
+      }`,
     );
   }
   if (secret.length < MIN_SECRET) {
     // A short key can be found from one signed request, offline.
     throw new TypeError(
-      `Cannot verify generic deliveries as 'webhookSecret' is ${secret.length} characters long: use a random secret of at least ${MIN_SECRET} (the service's WEBHOOK_SECRET has the same rule)`,
+      `Cannot verify generic deliveries as '${option}' is ${secret.length} characters long: use a random secret of at least ${MIN_SECRET} (the service's ${setting} has the same rule)`,
     );
   }
+}
+
+/**
+ * A checker of generic-route `X-Signature` headers against the raw body:
+ * well-formed, at most {@linkcode SIGNATURE_MAX_AGE_MS} old and at most
+ * {@linkcode SIGNATURE_MAX_SKEW_MS} ahead by `now`, and the HMAC equal in
+ * constant time, under `secret` or, while a rotation is under way, under
+ * `next` (both are computed, whichever matches). The claim's key is the
+ * lowercased `v1`: two accepted headers with the same `v1` sign the same
+ * `t` and body (a MAC under either secret is one signature).
+ */
+export function hmacVerifier(
+  secret: string,
+  now: () => number,
+  next?: string,
+): (body: string | Uint8Array, header: string | undefined) => Verification {
+  checkSecret(secret, "webhookSecret", "WEBHOOK_SECRET");
+  if (next !== undefined) {
+    checkSecret(next, "webhookSecretNext", "WEBHOOK_SECRET_NEXT");
+  }
   const sign = hmacSigner(secret);
+  const signNext = next === undefined ? undefined : hmacSigner(next);
   return (body, header) => {
     const match = SIGNATURE.exec(header ?? "");
     if (!match) {
@@ -169,7 +183,13 @@ export function hmacVerifier(
           "The X-Signature timestamp is more than 5 minutes old, or ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
       };
     }
-    if (!timingSafeEqual(`t=${timeS},v1=${v1}`, sign(body, timeS))) {
+    const given = `t=${timeS},v1=${v1}`;
+    // Both compared, whatever the first gave: the time taken says nothing
+    // of which secret, if any, signed it.
+    const current = timingSafeEqual(given, sign(body, timeS));
+    const upcoming = signNext !== undefined &&
+      timingSafeEqual(given, signNext(body, timeS));
+    if (!current && !upcoming) {
       return {
         ok: false,
         detail:

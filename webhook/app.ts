@@ -128,6 +128,12 @@ export interface AppDeps extends RelayerOptions {
   readonly pubsubDeadLetter?: PubSubKeys;
   /** The HMAC secret of `POST /v1/deliveries`, 16 characters or more; without it the route is refused. */
   readonly webhookSecret?: string;
+  /**
+   * A second HMAC secret `POST /v1/deliveries` takes while the senders
+   * move to it (a rotation): a delivery signed with either verifies. Only
+   * with `webhookSecret`.
+   */
+  readonly webhookSecretNext?: string;
   /** The bearer token of the ops routes, 16 characters or more; without it they are refused. */
   readonly opsToken?: string;
   /**
@@ -507,9 +513,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       `Cannot create app as 'opsToken' is ${opsToken.length} characters long: use a random token of at least ${MIN_SECRET} (the service's OPS_TOKEN has the same rule)`,
     );
   }
+  if (webhookSecret === undefined && deps.webhookSecretNext !== undefined) {
+    throw new TypeError(
+      "Cannot create app as 'webhookSecretNext' is set without 'webhookSecret': set the secret the senders sign with now as webhookSecret, and the one they move to as webhookSecretNext",
+    );
+  }
   const verifyHmac = webhookSecret === undefined
     ? undefined
-    : hmacVerifier(webhookSecret, now);
+    : hmacVerifier(webhookSecret, now, deps.webhookSecretNext);
 
   /** Refuses a route whose keys are missing (503), unless in insecure dev mode. */
   function requireConfigured(

@@ -14,6 +14,7 @@
  * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
  * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters) |
+ * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`) |
@@ -117,6 +118,8 @@ export interface Config {
   };
   /** The generic route's HMAC secret. */
   readonly webhookSecret?: string;
+  /** The secret the generic route also takes during a rotation. */
+  readonly webhookSecretNext?: string;
   /** The ops routes' bearer token. */
   readonly opsToken?: string;
   /** The signer service. */
@@ -763,6 +766,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
+  const webhookSecretNext = secret(env, "WEBHOOK_SECRET_NEXT");
+  if (webhookSecretNext !== undefined && webhookSecret === undefined) {
+    throw new ConfigError(
+      "WEBHOOK_SECRET_NEXT",
+      "WEBHOOK_SECRET_NEXT is set without WEBHOOK_SECRET: set the secret the senders sign with now as WEBHOOK_SECRET, and the one they move to as WEBHOOK_SECRET_NEXT",
+    );
+  }
   const opsToken = secret(env, "OPS_TOKEN");
   if (opsToken !== undefined) bearerToken(env, "OPS_TOKEN", true);
 
@@ -926,6 +936,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       }
       : {}),
     ...(webhookSecret !== undefined ? { webhookSecret } : {}),
+    ...(webhookSecretNext !== undefined ? { webhookSecretNext } : {}),
     ...(opsToken !== undefined ? { opsToken } : {}),
     sender: { url: senderUrl, timeoutMs },
     kv,
@@ -1221,6 +1232,9 @@ export function routeOptions(
       ? { pubsubDeadLetter: { ...config.pubsubDeadLetter, jwks } }
       : {}),
     ...(config.webhookSecret ? { webhookSecret: config.webhookSecret } : {}),
+    ...(config.webhookSecretNext
+      ? { webhookSecretNext: config.webhookSecretNext }
+      : {}),
     ...(config.opsToken ? { opsToken: config.opsToken } : {}),
     insecureDev: config.insecureDev,
     maxBodyBytes: config.maxBodyBytes,
@@ -1234,6 +1248,7 @@ export type RouteOptions = Pick<
   | "pubsub"
   | "pubsubDeadLetter"
   | "webhookSecret"
+  | "webhookSecretNext"
   | "opsToken"
   | "insecureDev"
   | "maxBodyBytes"

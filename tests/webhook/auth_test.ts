@@ -64,6 +64,39 @@ Deno.test("hmacVerifier() refuses, saying what was wrong, without the secret", (
   }
 });
 
+Deno.test("hmacVerifier() takes a signature under the next secret too, during a rotation, with the same replay key; never one under a third", () => {
+  const t = 1_764_504_000;
+  const next = "the-next-webhook-secret";
+  const verify = hmacVerifier(SECRET, () => t * 1000, next);
+  for (const secret of [SECRET, next]) {
+    const header = hmacSignature(secret, body, t);
+    const answer = verify(body, header);
+    assert.equal(answer.ok, true, secret);
+    if (answer.ok) {
+      assert.equal(answer.claim.key, `deliveries/${header.split("v1=")[1]}`);
+    }
+  }
+  const other = verify(body, hmacSignature("a-third-secret-000000", body, t));
+  assert.equal(other.ok, false);
+  if (!other.ok) {
+    assert.match(other.detail, /does not verify/);
+    assert.ok(!other.detail.includes(next));
+  }
+  // Without `next`, a signature under it does not verify.
+  assert.equal(
+    hmacVerifier(SECRET, () => t * 1000)(body, hmacSignature(next, body, t)).ok,
+    false,
+  );
+  assert.throws(
+    () => hmacVerifier(SECRET, () => t * 1000, "short"),
+    /'webhookSecretNext' is 5 characters long: .* WEBHOOK_SECRET_NEXT has the same rule/,
+  );
+  assert.throws(
+    () => hmacVerifier(SECRET, () => t * 1000, ""),
+    /'webhookSecretNext' is empty/,
+  );
+});
+
 Deno.test("qstashVerifier() gives the replay claim: the token's jti, for as long as the token could be accepted, on the app's clock", async () => {
   // The app's clock is far from the wall clock, which the Receiver reads.
   const appNow = 5_000;

@@ -11,6 +11,7 @@ import {
 } from "../../mod.ts";
 import { ConfigError, loadConfig, routeOptions } from "../../webhook/config.ts";
 import { createApp } from "../../webhook/app.ts";
+import { signHmac } from "./_signing.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -170,6 +171,42 @@ Deno.test("routeOptions() hands createApp every route setting loadConfig read: e
     body: "x".repeat(1025),
   });
   assert.equal(big.status, 413);
+});
+
+Deno.test("WEBHOOK_SECRET_NEXT: during a rotation the generic route takes a delivery signed with either secret, and no other", async () => {
+  const next = "the-next-webhook-secret";
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    ...routeOptions(loadConfig({ ...base, WEBHOOK_SECRET_NEXT: next }), {
+      jwks: [],
+    }),
+  });
+  const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" } });
+  for (
+    const [secret, status] of [
+      [base.WEBHOOK_SECRET, 503], // intent not found yet: a retry
+      [next, 503],
+      ["a-third-secret-000000", 401],
+    ] as const
+  ) {
+    const res = await app.request("/v1/deliveries", {
+      method: "POST",
+      body,
+      headers: { "x-signature": signHmac(secret, body) },
+    });
+    assert.equal(res.status, status, secret);
+    await res.body?.cancel();
+  }
+  assert.throws(
+    () =>
+      createApp({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        webhookSecretNext: next,
+      }),
+    /'webhookSecretNext' is set without 'webhookSecret'/,
+  );
 });
 
 Deno.test("loadConfig() picks Deno Deploy's KV there, and a KV Connect URL when given", () => {
@@ -413,9 +450,27 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     /refused/,
   );
 
+  refused(
+    {
+      SENDER_URL: "http://127.0.0.1:9000",
+      OPS_TOKEN: "an-ops-token-of-16",
+      QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+      QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abc",
+      PUBLIC_URL: "https://relayer.example.test",
+      WEBHOOK_SECRET_NEXT: "the-next-webhook-secret",
+    },
+    "WEBHOOK_SECRET_NEXT",
+    /^WEBHOOK_SECRET_NEXT is set without WEBHOOK_SECRET: set the secret the senders sign with now as WEBHOOK_SECRET, and the one they move to as WEBHOOK_SECRET_NEXT$/,
+  );
+
   const short = "short-secret";
   for (
-    const name of ["WEBHOOK_SECRET", "OPS_TOKEN", "QSTASH_CURRENT_SIGNING_KEY"]
+    const name of [
+      "WEBHOOK_SECRET",
+      "WEBHOOK_SECRET_NEXT",
+      "OPS_TOKEN",
+      "QSTASH_CURRENT_SIGNING_KEY",
+    ]
   ) {
     assert.throws(
       () => loadConfig({ ...base, [name]: short }),
