@@ -151,7 +151,7 @@ Deno.test(
       service.close();
       await Deno.remove(dir, { recursive: true });
     }
-    assert.equal(answers.length, 20);
+    assert.equal(answers.length, 21);
     assert.ok(
       logs.some((l) => l.includes("pubsub/m-1/unreadable")),
       "the unreadable message was logged",
