@@ -77,9 +77,14 @@ function database(env: Env) {
   } as const;
 }
 
-/** The example's handlers with the check's policy, for the queues. */
+let checkedWorker: ReturnType<typeof postgresWorker> | undefined;
+
+/**
+ * The example's handlers with the check's policy, for the queues: built
+ * once per isolate, as the example's own are.
+ */
 function checked(env: Env) {
-  return postgresWorker({
+  return checkedWorker ??= postgresWorker({
     database: () => database(env),
     relayer: {
       sender: new HttpSender({ url: env.SENDER_URL, timeoutMs: 5000 }),

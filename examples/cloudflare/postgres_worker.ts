@@ -3,31 +3,48 @@
  * consumer with its dead-letter queue, as `worker.ts` builds them, on
  * `PostgresStore`, the durable store a Worker needs.
  *
- * workerd ties a socket to the request that opened it: a postgres.js client
- * kept at module scope fails the next request ("Cannot perform I/O on
- * behalf of a different request"). So each request and each queue batch
- * opens a client of its own, with at most 5 connections (a Worker may hold
- * six at once), and ends it once answered. Hyperdrive, where you use it,
- * keeps the database's side of those connections warm: bind it as
- * `HYPERDRIVE`, and its `connectionString` is the database's URL.
+ * The app and the queue consumer are built once per isolate, as in
+ * `worker.ts`: the app keeps state that must outlast a request. It fetches
+ * Google's keys again for an unknown `kid` at most once a minute, probes
+ * the store for `/readyz` at most once a second whoever calls, and says at
+ * most once a minute that Google's keys cannot be had. An app built per
+ * request would forget all three: every unauthenticated push with a
+ * made-up `kid` would fetch Google's keys, and every `GET /readyz` would
+ * open a connection to the database.
+ *
+ * The store, though, is per request: workerd ties a socket to the request
+ * that opened it, and a postgres.js client kept at module scope fails the
+ * next request ("Cannot perform I/O on behalf of a different request"). So
+ * each request and each queue batch opens a client of its own, with at
+ * most 5 connections (a Worker may hold six at once), and ends it once
+ * answered; the app's store forwards each call to that client's
+ * `PostgresStore`, found through `AsyncLocalStorage`. postgres.js connects
+ * on a client's first query, so a request that never reaches the store
+ * (a refused push, a `/readyz` answered from the last probe) opens no
+ * connection. Hyperdrive, where you use it, keeps the database's side of
+ * those connections warm: bind it as `HYPERDRIVE`, and its
+ * `connectionString` is the database's URL.
  *
  * It needs the `nodejs_compat` compatibility flag (postgres.js's Workers
  * build, which Wrangler picks, uses `node:buffer`, `node:events` and
- * `node:stream`) and `DATABASE_URL` among the service's settings. Run
- * `migrate()` once before deploying (`deno task start` with the same
- * `DATABASE_URL` does it), not per request. `deno task worker-check` runs
- * this file's {@linkcode postgresWorker} on workerd against a real server.
+ * `node:stream`; this file uses `node:async_hooks`) and `DATABASE_URL`
+ * among the service's settings. Run `migrate()` once before deploying
+ * (`deno task start` with the same `DATABASE_URL` does it), not per
+ * request. `deno task worker-check` runs this file's
+ * {@linkcode postgresWorker} on workerd against a real server.
  *
  * @module
  */
 
 // deno-lint-ignore-file no-console
+import { AsyncLocalStorage } from "node:async_hooks";
 import { env } from "cloudflare:workers";
 import postgres from "postgres";
 import {
   createRelayer,
   HttpSender,
   type RelayerOptions,
+  type Store,
 } from "@relayer/poison";
 import {
   createQueueHandler,
@@ -89,6 +106,8 @@ export async function withPostgresStore<T>(
     ssl: database.ssl,
     sslnegotiation: database.sslnegotiation,
   } as Pick<postgres.Options<Record<string, never>>, "ssl">;
+  // No connection yet: postgres.js opens one on the first query, and
+  // ending a client that never queried sends nothing.
   const sql = postgres(database.url, { max: 5, ...tls });
   try {
     return await use(new PostgresStore(sql));
@@ -98,33 +117,109 @@ export async function withPostgresStore<T>(
 }
 
 /**
- * The Worker's `fetch` and `queue` handlers, on a `PostgresStore` over a
- * client of each request's and each batch's own.
+ * A `Store` that forwards each call to the store `stores` holds for the
+ * request or queue batch the call is made in (`stores.run(store, …)`):
+ * one app, built once, on each request's own client.
+ *
+ * @param stores Holds the current request's or batch's store.
+ * @returns The store to build the app and the relayer on; each of its
+ * calls rejects with an `Error` when made outside `stores.run`.
+ */
+export function forwardingStore(stores: AsyncLocalStorage<Store>): Store {
+  const current = (what: string): Store => {
+    const store = stores.getStore();
+    if (store === undefined) {
+      throw new Error(
+        `Cannot call ${what} on the Worker's store outside a request or a queue batch: each has a PostgreSQL client of its own, which only postgresWorker's handlers open (call the app through them)`,
+      );
+    }
+    return store;
+  };
+  return {
+    async createIntent(intent) {
+      return await current("createIntent").createIntent(intent);
+    },
+    async getIntent(id) {
+      return await current("getIntent").getIntent(id);
+    },
+    async transition(id, change, options) {
+      return await current("transition").transition(id, change, options);
+    },
+    async beginBroadcast(id, version, at, options) {
+      return await current("beginBroadcast")
+        .beginBroadcast(id, version, at, options);
+    },
+    async recordBroadcast(id, version, broadcast, options) {
+      return await current("recordBroadcast")
+        .recordBroadcast(id, version, broadcast, options);
+    },
+    async recordHold(id) {
+      return await current("recordHold").recordHold(id);
+    },
+    async voidHold(id) {
+      return await current("voidHold").voidHold(id);
+    },
+    async captureHold(id) {
+      return await current("captureHold").captureHold(id);
+    },
+    async admit(admission) {
+      return await current("admit").admit(admission);
+    },
+    async deliveries(jobId, now) {
+      return await current("deliveries").deliveries(jobId, now);
+    },
+    async putDeadLetter(deadLetter, options) {
+      return await current("putDeadLetter").putDeadLetter(deadLetter, options);
+    },
+    async getDeadLetter(jobId) {
+      return await current("getDeadLetter").getDeadLetter(jobId);
+    },
+    async listDeadLetters(options) {
+      return await current("listDeadLetters").listDeadLetters(options);
+    },
+    async redrive(jobId, version, options) {
+      return await current("redrive").redrive(jobId, version, options);
+    },
+  };
+}
+
+/**
+ * The Worker's `fetch` and `queue` handlers: the app and the queue
+ * consumer built once, on a store that forwards to a `PostgresStore` over
+ * a client of each request's and each batch's own.
  */
 export function postgresWorker(options: PostgresWorkerOptions): {
   fetch(request: Request, env: unknown, ctx: Context): Promise<Response>;
   queue(batch: QueueBatch, env: unknown, ctx: Context): Promise<void>;
 } {
-  const withStore = <T>(
-    ctx: Context,
-    use: (store: PostgresStore) => Promise<T>,
-  ) => withPostgresStore(options.database(), ctx, use);
+  const stores = new AsyncLocalStorage<Store>();
+  const store = forwardingStore(stores);
+  // Neither does I/O, timers or randomness when built: fine at a Worker's
+  // top level, as in worker.ts. The queue consumer keeps nothing across
+  // batches worth sharing; it is built once all the same, on the same
+  // store, so both handlers reach PostgreSQL the same way.
+  const app = createApp({
+    ...options.relayer,
+    ...options.app,
+    store,
+    log: options.log,
+  });
+  const queue = createQueueHandler({
+    relayer: createRelayer({ ...options.relayer, store }),
+    ...options.queue,
+    log: options.log,
+  });
+  /** Runs `use` with the store of a client of its own, ended after. */
+  const withStore = <T>(ctx: Context, use: () => Promise<T>) =>
+    withPostgresStore(
+      options.database(),
+      ctx,
+      (own) => stores.run(own, use),
+    );
   return {
     fetch: (request, _env, ctx) =>
-      withStore(ctx, async (store) =>
-        await createApp({
-          ...options.relayer,
-          ...options.app,
-          store,
-          log: options.log,
-        }).fetch(request)),
-    queue: (batch, _env, ctx) =>
-      withStore(ctx, (store) =>
-        createQueueHandler({
-          relayer: createRelayer({ ...options.relayer, store }),
-          ...options.queue,
-          log: options.log,
-        })(batch)),
+      withStore(ctx, async () => await app.fetch(request)),
+    queue: (batch, _env, ctx) => withStore(ctx, () => queue(batch)),
   };
 }
 
