@@ -1,7 +1,7 @@
 /**
  * A Worker for `deno task worker-check`'s PostgreSQL step:
  * `examples/cloudflare/postgres_worker.ts` as it is (its default export
- * answers every request but the two below, on a client of the request's
+ * answers every request but the three below, on a client of the request's
  * own, with at most 5 connections), and its {@linkcode postgresWorker}
  * consuming the jobs queue and its dead-letter queue with the check's own
  * policy. All of it runs on `PostgresStore` over postgres.js's Workers
@@ -18,7 +18,10 @@
  *   lease, a failure once money may have moved), those the server raises
  *   (a duplicate, a replayed claim), and two writes on one version at once
  *   from two clients, of which exactly one lands; it answers each step's
- *   result, or the error's name, as JSON.
+ *   result, or the error's name, as JSON;
+ * - `GET /sessions` answers `{ sessions }`, the sessions PostgreSQL has
+ *   counted on the database so far (`pg_stat_database.sessions`), once
+ *   none of them is open.
  *
  * The queues' policy is the seed's with 1 s delays; its `stuckAfterMs`
  * outlasts the check, so a settling payment is never rescued and each
@@ -27,6 +30,7 @@
  */
 
 // deno-lint-ignore-file no-console
+import postgres from "postgres";
 import {
   BusyError,
   ConflictError,
@@ -94,6 +98,39 @@ function checked(env: Env) {
     queue: { maxRetries: 2, deadLetterQueue: "pg-jobs-dlq" },
     log: console.log,
   });
+}
+
+/**
+ * The sessions PostgreSQL has counted on the checked database
+ * (`pg_stat_database.sessions`), read once none of its client sessions is
+ * open: a session's count is flushed when it ends at the latest. Read from
+ * `template1`, so the reading is no session of the database it counts.
+ */
+async function sessions(env: Env, ctx: Context): Promise<number> {
+  const url = new URL(env.CHECK_DATABASE_URL);
+  const database = decodeURIComponent(url.pathname.slice(1));
+  url.pathname = "/template1";
+  const sql = postgres(url.href, { max: 1 });
+  try {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const [open] = await sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = ${database} AND backend_type = 'client backend'`;
+      if (open?.n === 0) break;
+      if (Date.now() > deadline) {
+        throw new Error(`${open?.n} sessions still open after 10 s`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const [row] = await sql<{ sessions: number }[]>`
+      SELECT sessions::int AS sessions FROM pg_stat_database
+      WHERE datname = ${database}`;
+    if (row === undefined) throw new Error(`no database ${database}`);
+    return row.sessions;
+  } finally {
+    ctx.waitUntil(sql.end());
+  }
 }
 
 /** A step's result: the intent's fields that step is about, or the error. */
@@ -277,6 +314,9 @@ async function fetch(
           async (second) => Response.json(await storeSteps(store, second)),
         ),
     );
+  }
+  if (request.method === "GET" && pathname === "/sessions") {
+    return Response.json({ sessions: await sessions(env, ctx) });
   }
   // The example as deployed: its settings from the Worker's bindings.
   return await example.fetch(request, env, ctx);

@@ -13,10 +13,12 @@
 // With POSTGRES_SCRIPT set, it runs PostgresStore on workerd instead
 // (tools/_postgres_worker.ts, nodejs_compat, on the real server at
 // DATABASE_URL, which the example reaches through Miniflare's local
-// Hyperdrive): migrate(), the ops routes, a signed delivery and its
-// replay, the store's writes and refusals called directly, the seed's three
-// payments on real Queues and a give-up on the dead-letter queue, and the
-// end states read back by a new workerd.
+// Hyperdrive): what the app keeps across requests (the /readyz probe's
+// cache, counted in PostgreSQL sessions; the limit on fetching Google's
+// keys for an unknown kid), migrate(), the ops routes, a signed delivery
+// and its replay, the store's writes and refusals called directly, the
+// seed's three payments on real Queues and a give-up on the dead-letter
+// queue, and the end states read back by a new workerd.
 // It prints one line per step and exits 1 on the first wrong answer.
 //
 // Environment: WORKER_SCRIPT and OUTAGE_SCRIPT, or POSTGRES_SCRIPT and
@@ -156,13 +158,14 @@ function signQStash(body, url) {
   }`;
 }
 
-/** Google's OIDC token for `audience`, as a Pub/Sub push carries it (RS256). */
-function googleToken(audience) {
+/**
+ * Google's OIDC token for `audience`, as a Pub/Sub push carries it (RS256),
+ * naming the key `kid` (one Google never had, to make one up).
+ */
+function googleToken(audience, kid = GOOGLE_KID) {
   const now = Math.floor(Date.now() / 1000);
   const b64url = (x) => Buffer.from(x).toString("base64url");
-  const input = `${
-    b64url(JSON.stringify({ alg: "RS256", typ: "JWT", kid: GOOGLE_KID }))
-  }.${
+  const input = `${b64url(JSON.stringify({ alg: "RS256", typ: "JWT", kid }))}.${
     b64url(JSON.stringify({
       iss: "https://accounts.google.com",
       aud: audience,
@@ -204,6 +207,9 @@ function signGeneric(body) {
 /** How many times the signer was asked to send each intent. */
 const sends = {};
 
+/** How many times Google's keys were fetched. */
+let keyFetches = 0;
+
 /**
  * What the Worker calls out to: the signer service its HttpSender calls
  * (the seed's script), and Google's keys.
@@ -211,6 +217,7 @@ const sends = {};
 async function signer(request) {
   const url = new URL(request.url);
   if (request.method === "GET" && url.href === GOOGLE_CERTS_URL) {
+    keyFetches += 1;
     return Response.json({ keys: [GOOGLE_JWK] }, {
       headers: { "cache-control": "public, max-age=3600" },
     });
@@ -753,6 +760,9 @@ async function startPostgresWorker(lines) {
         SENDER_URL: "http://signer.test",
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN: OPS,
+        PUBLIC_URL,
+        PUBSUB_AUDIENCE: PUSH_AUDIENCE,
+        PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
         // examples/cloudflare/postgres_worker.ts reads its policy here, as
         // deployed.
         ...SEED_POLICY,
@@ -763,7 +773,8 @@ async function startPostgresWorker(lines) {
         "pg-jobs": { maxBatchTimeout: 1, maxRetries: 2 },
         "pg-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 2 },
       },
-      // The signer; the TCP connections to PostgreSQL do not come here.
+      // The signer and Google's keys; the TCP connections to PostgreSQL do
+      // not come here.
       outboundService: signer,
       handleRuntimeStdio: collectLines(lines),
     });
@@ -820,6 +831,66 @@ const PG_LINES = [
 ];
 
 /**
+ * What the example's app keeps across requests, as one app per isolate
+ * does, measured where it costs: 20 `GET /readyz` at once open at most 2
+ * PostgreSQL sessions (one probe a second, whoever calls; 2 if the burst
+ * straddles a second), counted by the server (`GET /sessions`); 10 pushes
+ * with made-up `kid`s fetch Google's keys at most once (once a minute),
+ * counted by the outbound service, once a push with Google's `kid` has
+ * fetched them. An app built per request forgets both: 20 sessions, 10
+ * fetches.
+ */
+async function sharedState(call) {
+  const label = "[PostgresStore, nodejs_compat]";
+  const sessions = async () => {
+    const { status, body } = await call("/sessions");
+    if (status !== 200) {
+      fail(`GET /sessions: ${status} ${JSON.stringify(body)}`);
+    }
+    return body.sessions;
+  };
+  const before = await sessions();
+  const probes = await Promise.all(
+    Array.from({ length: 20 }, () => call("/readyz")),
+  );
+  const opened = await sessions() - before;
+  assertEqual(
+    probes.map(({ status }) => status),
+    probes.map(() => 200),
+    "20 GET /readyz at once",
+  );
+  const push = pushEnvelope({ intentId: "pi_0404", kind: "settle" });
+  const known = await call("/v1/pubsub", {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${googleToken(DEAD_LETTER_AUDIENCE)}`,
+    },
+    body: push,
+  });
+  assertEqual(known.status, 401, "POST /v1/pubsub, another audience's token");
+  const fetched = keyFetches;
+  for (let n = 1; n <= 10; n++) {
+    const { status } = await call("/v1/pubsub", {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${googleToken(PUSH_AUDIENCE, `made-up-${n}`)}`,
+      },
+      body: push,
+    });
+    assertEqual(status, 401, `POST /v1/pubsub, made-up kid ${n}`);
+  }
+  const refetched = keyFetches - fetched;
+  if (opened > 2 || refetched > 1) {
+    fail(
+      `${label} 20 GET /readyz at once opened ${opened} PostgreSQL sessions (at most 2), and 10 pushes with made-up kids fetched Google's keys ${refetched} times (at most 1): build the app once per isolate, not per request`,
+    );
+  }
+  console.log(
+    `  ${label} 20 GET /readyz at once: ${opened} PostgreSQL session(s); 10 pushes with made-up kids: ${refetched} fetch(es) of Google's keys`,
+  );
+}
+
+/**
  * PostgresStore on workerd, over `cloudflare:sockets` to a real
  * PostgreSQL server: `tools/_postgres_worker.ts` migrates the schema,
  * answers the ops routes and a signed delivery (its replay refused from
@@ -845,6 +916,7 @@ async function postgresCheck() {
         `POST /migrate, ${round}`,
       );
     }
+    await sharedState(call);
     assertEqual((await call("/readyz")).status, 200, "GET /readyz");
     for (
       const [id, state, hold] of [

@@ -17,12 +17,14 @@
  * postgres.js's Workers build (`cloudflare:sockets`; the bundle is checked
  * to be it), against a real PostgreSQL server it starts (Debian's
  * `postgresql` binaries; where they are missing it says so, and under
- * `CI=true` it fails), a client per request: `migrate()`, the ops routes,
- * a signed delivery and its replay, the store's write-ahead and refusals
- * called directly, the seed's three payments on real Cloudflare Queues and
- * a give-up on the dead-letter queue, each end state read back by a new
- * workerd from the database, and no session PostgreSQL counts as dropped
- * without its client ended. A
+ * `CI=true` it fails), a client per request and one app per isolate: what
+ * the app keeps across requests (20 `GET /readyz` at once open at most 2
+ * server sessions, 10 pushes with made-up `kid`s fetch Google's keys at
+ * most once), `migrate()`, the ops routes, a signed delivery and its replay, the
+ * store's write-ahead and refusals called directly, the seed's three
+ * payments on real Cloudflare Queues and a give-up on the dead-letter
+ * queue, each end state read back by a new workerd from the database, and
+ * no session PostgreSQL counts as dropped without its client ended. A
  * workerd that cannot run is told apart from a Worker that fails to load:
  * the first says to delete the cache, the second prints workerd's own
  * output (its `Uncaught` line) and blames the code
