@@ -381,6 +381,11 @@ export interface UnreadableMessage {
   readonly seen?: { readonly intentId?: unknown; readonly attempt?: unknown };
   /** Why it is unreadable, in words. */
   readonly detail: string;
+  /**
+   * The verified request's replay record, claimed with the letter: a
+   * replay of the same signed message writes nothing (`ReplayError`).
+   */
+  readonly claim?: Claim;
 }
 
 /** How each queue is named in an unreadable message's reason. */
@@ -1363,7 +1368,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   async function keepUnreadable(message: UnreadableMessage): Promise<string> {
-    const { queue, id, raw, seen = {}, detail } = message;
+    const { queue, id, raw, seen = {}, detail, claim } = message;
     const name = isIntentId(id)
       ? id
       : `sha256-${
@@ -1387,7 +1392,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       resolution: "message acked unread; nothing else was touched",
       lastError: detail.slice(0, 300),
       poisonedAt: now(),
-    });
+    }, claim ? { claim } : {});
     return jobId;
   }
 

@@ -775,6 +775,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       } catch {
         parsed = undefined;
       }
+      // Claimed with the letter: its id is from a header the signature
+      // does not cover, so a replay of the signed request must write
+      // nothing, as a replayed job does.
       return await keepUnreadable(
         "qstash",
         raw,
@@ -787,6 +790,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         },
         error.detail,
         () => error.response,
+        claim,
       );
     }
     let delivery: number | undefined;
@@ -1091,11 +1095,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     seen: PushSeen,
     detail: string,
     done: () => Response,
+    claim?: ReplayClaim,
   ): Promise<Response> {
     const name = queue === "pubsub" ? "Pub/Sub" : "QStash";
     let jobId: string;
     try {
       jobId = await relayer.keepUnreadable({
+        ...(claim ? { claim: { ...claim, now: now() } } : {}),
         queue,
         id: seen.id,
         raw,
@@ -1108,6 +1114,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         detail,
       });
     } catch (error) {
+      if (error instanceof ReplayError) throw replayed();
       log(
         `${queue.padEnd(7)} unreadable message, and its dead letter failed: ${
           describeError(error)

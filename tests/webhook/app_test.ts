@@ -1471,3 +1471,31 @@ Deno.test("createApp() GET /readyz answers 200 while the store answers a read, a
   assert.equal((await app.request("/healthz")).status, 200);
   assert.equal((await app.request("/readyz", { method: "POST" })).status, 405);
 });
+
+Deno.test("createApp() refuses a replay of a signed QStash message that is not a job (401), whatever Upstash-Message-Id it carries: the header is not signed, and no letter is written or replaced", async () => {
+  const { app, store, writes } = await makeApp({ intents: [created] });
+  const init = await qstashRequest("{", { "upstash-message-id": "msg_A1" });
+  const first = await app.request("/v1/qstash", init);
+  assert.equal(first.status, 489);
+  await first.body?.cancel();
+  const letter = await store.getDeadLetter("qstash/msg_A1/unreadable");
+  assert.ok(letter !== null);
+  for (const id of ["msg_A1", "msg_victim", "anything"]) {
+    const replay = await app.request("/v1/qstash", {
+      ...init,
+      headers: { ...init.headers, "upstash-message-id": id },
+    });
+    assert.equal(replay.status, 401, id);
+    assert.match((await replay.json()).detail, /already delivered/);
+  }
+  // Each replay tried its letter's write, which its claim refused.
+  assert.equal(writes(), 4);
+  assert.deepEqual(
+    (await store.listDeadLetters()).items.map((d) => d.jobId),
+    ["qstash/msg_A1/unreadable"],
+  );
+  assert.equal(
+    (await store.getDeadLetter("qstash/msg_A1/unreadable"))?.version,
+    letter.version,
+  );
+});
