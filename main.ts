@@ -544,7 +544,12 @@ export async function openService(
     config.qstash ? "qstash and its failure callback" : undefined,
     config.pubsub ? "pubsub" : undefined,
     config.pubsubDeadLetter ? "pubsub dead-letter" : undefined,
-    config.webhookSecret ? "deliveries" : undefined,
+    config.webhookSecret
+      ? config.webhookSecretNext
+        // Said, so that a rotation left half done shows.
+        ? "deliveries (two secrets: WEBHOOK_SECRET_NEXT, a rotation under way)"
+        : "deliveries"
+      : undefined,
     // Without a token the ops routes answer 503, unless dev mode opens them.
     config.opsToken
       ? "ops"

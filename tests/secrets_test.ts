@@ -47,6 +47,10 @@ Deno.test(
       { log: (line) => logs.push(line), random: () => 0, jwks: google.jwks },
     );
     logs.push(service.description);
+    assert.match(
+      service.description,
+      /routes: .*deliveries \(two secrets: WEBHOOK_SECRET_NEXT, a rotation under way\)/,
+    );
     const answers: string[] = [];
     const ask = async (path: string, init: RequestInit = {}) => {
       const res = await service.app.request(path, init);
