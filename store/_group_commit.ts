@@ -30,6 +30,12 @@
  *   (the group, then two per halving), not 65. A back-end that refuses a
  *   group for its checks (`@deno/kv` and a self-hosted `denokv` allow 10,
  *   Deno's own 100) is grouped within 10 from then on;
+ *   One exception: a KV Connect client that sent the group again after a
+ *   lost answer gets `{ ok: false }` for a group that landed. The halves
+ *   then fail their checks too (each operation checks a key it writes, so
+ *   none lands twice), each operation ends answered `{ ok: false }`, and
+ *   `KvStore` reads back that its write landed: the answers are right, at
+ *   the cost of the halvings (about two commits per operation);
  * - any other error (the handle closed, the connection to a remote KV
  *   lost) leaves the outcome unknown, as it would for each operation
  *   alone: every operation of the group gets that error.

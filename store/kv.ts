@@ -28,7 +28,7 @@
  * |---|---|---|
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
- * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
+ * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
  * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring then | any write that carries a claim |
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
@@ -39,9 +39,10 @@
  *
  * A KV Connect client sends a commit again when the answer to the first
  * was lost, and a commit that landed is then answered `{ ok: false }`. So
- * the intent, a claim, a count and a dead letter also keep the id of the
- * write that stored them (`w`, never shown in what a read returns), and a
- * write answered `{ ok: false }` reads back whether it landed.
+ * the intent, a claim and a dead letter also keep the id of the write that
+ * stored them (`w`), and a count the ids of its last 8 writes (`ws`), never
+ * shown in what a read returns; a write answered `{ ok: false }` reads back
+ * whether it landed.
  *
  * @module
  */
@@ -318,8 +319,16 @@ interface Written {
 /** A stored dead letter: the letter and the id of the write that kept it. */
 type StoredLetter = DeadLetter & Written;
 
-/** A delivery count as this store keeps it. */
-type StoredCount = CountRecord & Written;
+/**
+ * A delivery count as this store keeps it: with the ids of its last few
+ * writes (`ws`, newest first), not only the last. Copies of one message
+ * count under one key, so another copy's count may land between a write
+ * answered `{ ok: false }` and its read-back.
+ */
+type StoredCount = CountRecord & { readonly ws?: readonly string[] };
+
+/** How many write ids a count keeps (see {@linkcode StoredCount}). */
+const COUNT_WRITES_KEPT = 8;
 
 /** A redrive that landed, kept a day for its writer to find (see {@linkcode Written}). */
 const REDRIVEN_TTL_MS = 24 * 60 * 60 * 1000;
@@ -943,16 +952,21 @@ export class KvStore implements Store {
         countKey,
         claimKey,
       );
-      if (unanswered && landedBy(unanswered.w, count, claim) !== null) {
+      if (
+        unanswered &&
+        (landedBy(unanswered.w, claim) !== null ||
+          count.value?.ws?.includes(unanswered.w) === true)
+      ) {
         return unanswered.n;
       }
       if (attempt === RACE_RETRIES) break;
       const atomic = this.#group.atomic();
       const w = this.#writeId();
       if (admission.claim) this.#addClaim(atomic, admission.claim, claim, w);
-      const next = admission.count === undefined
-        ? null
-        : { ...counted(count.value, admission.now), w };
+      const next = admission.count === undefined ? null : {
+        ...counted(count.value, admission.now),
+        ws: [w, ...(count.value?.ws ?? []).slice(0, COUNT_WRITES_KEPT - 1)],
+      };
       if (next !== null) {
         atomic.check(count).set(countKey, next, { expireIn: COUNT_TTL_MS });
       }

@@ -358,3 +358,31 @@ Deno.test("KvStore takes back its own cursor when its keys are near Deno KV's 2 
     kv.close();
   }
 });
+
+Deno.test("KvStore: a count answered { ok: false } that landed is not counted again when another copy's count lands before the read-back", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const other = new KvStore(kv);
+  let lose = true;
+  // The first commit lands and its answer is lost; before the writer reads
+  // back, a second copy of the message is counted by another instance.
+  const lossy = resendingKv(kv, () => {
+    const now = lose;
+    lose = false;
+    return now;
+  });
+  const atomic = lossy.atomic;
+  lossy.atomic = () => {
+    const a = atomic();
+    const commit = a.commit.bind(a);
+    a.commit = async () => {
+      const result = await commit();
+      if (!result.ok) await other.admit({ count: "m-1", now: 0 });
+      return result;
+    };
+    return a;
+  };
+  const store = new KvStore(lossy);
+  assert.equal(await store.admit({ count: "m-1", now: 0 }), 1);
+  assert.equal(await store.deliveries("m-1"), 2, "two copies, two counts");
+  assert.equal(lossy.lost, 1);
+});
