@@ -29,6 +29,7 @@
  */
 
 import { describeError } from "../policy/_walk.ts";
+import { backoff } from "../policy/backoff.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -610,20 +611,40 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /**
    * What failed for a reason of ours (the store or the Sender down): a log
-   * line naming it, and a 503 the queue retries. Nothing was decided, so
-   * there is no `Retry-After`: the queue waits as its own backoff says.
-   * QStash's grows to a day, so its retries, and its failure callback's,
-   * outlast an outage of days; a fixed short wait would spend them all in
-   * a minute, and strand the intent. `detail` says so to the queue's
+   * line naming it, and a 503 the queue retries. Nothing was decided. If
+   * the store is down (it fails a read now), there is no `Retry-After`:
+   * the queue waits as its own backoff says. QStash's grows to a day, so
+   * its retries, and its failure callback's, outlast an outage of days; a
+   * fixed short wait would spend them all in a minute, and strand the
+   * intent. A delivery whose store answers a read now (a blip) is asked
+   * back after the policy's delay for its number, before jitter, as a retry
+   * it decided would be, and not a day later. A give-up (`delivery`
+   * undefined) always gets the queue's own backoff: it is the last word,
+   * and patience is what it needs. `detail` says so to the queue's
    * operator; the error itself stays in the log.
    */
-  function failedUnexpectedly(
+  async function failedUnexpectedly(
     what: string,
     error: unknown,
     detail: string,
-  ): Response {
+    delivery?: { readonly route: Route; readonly n: number | undefined },
+  ): Promise<Response> {
     log(`worker  ${what} unexpectedly: ${describeError(error)}`);
-    return problem(503, "delivery-failed", "Delivery failed", detail);
+    const blip = delivery !== undefined && delivery.route !== "pubsub" &&
+      await storeAnswers();
+    return problem(
+      503,
+      "delivery-failed",
+      "Delivery failed",
+      detail,
+      blip
+        ? {
+          "retry-after": retryAfter(
+            backoff(delivery.n ?? 1, relayer.policy),
+          ),
+        }
+        : {},
+    );
   }
 
   /**
@@ -648,10 +669,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
-      return failedUnexpectedly(
+      return await failedUnexpectedly(
         `${jobIdOf(job).padEnd(16)} failed`,
         error,
         "The delivery could not finish (the store or the Sender failed unexpectedly); the queue will redeliver it.",
+        { route, n: delivery },
       );
     }
     log(`worker  ${formatOutcome(job, outcome)}`);
@@ -995,7 +1017,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
-      return failedUnexpectedly(
+      return await failedUnexpectedly(
         `${jobIdOf(job).padEnd(16)} give-up failed`,
         error,
         "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",

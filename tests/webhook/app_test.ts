@@ -429,8 +429,9 @@ Deno.test("createApp() answers a store that cannot write during a resolution wit
     await genericRequest(JSON.stringify({ job, delivery: 3 })),
   );
   assert.equal(res.status, 503);
-  // Nothing was decided: the queue waits as its own backoff says.
-  assert.equal(res.headers.get("retry-after"), null);
+  // The store answers a read: asked back after the policy's delay for
+  // delivery 3 (20 s before jitter), as a retry it decided would be.
+  assert.equal(res.headers.get("retry-after"), "20");
   const text = JSON.stringify(await problemOf(res));
   assert.doesNotMatch(text, /secret-host|connection reset|at /);
   assert.equal((await memory.getIntent("pi_0001"))?.state, "created");

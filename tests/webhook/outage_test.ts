@@ -33,24 +33,31 @@ function waitS(retryAfter: string | null, n: number): number {
   return s > DAY_S ? defaultBackoffS(n) : s;
 }
 
+const READS = new Set(["getIntent", "deliveries", "getDeadLetter"]);
+
 /**
  * A store that fails every call while `down()` says so, as a database
- * that cannot be reached does.
+ * that cannot be reached does; with `readsAnswer`, only its writes fail
+ * (a full disk, a primary gone read-only).
  */
-function outage(store: Store, down: () => boolean): Store {
+function outage(
+  store: Store,
+  down: () => boolean,
+  readsAnswer = false,
+): Store {
   return new Proxy(store, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
       if (typeof value !== "function") return value;
       return (...args: unknown[]) =>
-        down()
+        down() && !(readsAnswer && READS.has(String(key)))
           ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
           : value.apply(target, args);
     },
   });
 }
 
-async function run(outageS: number) {
+async function run(outageS: number, readsAnswer = false) {
   const memory = new MemoryStore();
   // Mid-settlement: sent, and the receipt stays pending.
   await memory.createIntent({
@@ -65,7 +72,7 @@ async function run(outageS: number) {
   const down = () => t >= from && t < from + outageS;
   const { app } = await makeApp({
     deps: {
-      store: outage(memory, down),
+      store: outage(memory, down, readsAnswer),
       now: Date.now,
       policy: { maxDeliveries: RETRIES + 1 },
     },
@@ -132,7 +139,53 @@ for (
   });
 }
 
-Deno.test("an unexpected failure on a QStash route answers 503 without Retry-After, so QStash waits as its own backoff says", async () => {
+Deno.test("QStash through a day when the store answers reads but refuses writes: the deliveries are asked back on the policy's schedule, and the failure callback, on QStash's own, outlasts it", async () => {
+  const { resolved, intent, letter, log } = await run(DAY_S, true);
+  const trace = `\n${log.join("\n")}`;
+  assert.ok(resolved, `QStash gave up on its failure callback:${trace}`);
+  assert.equal(intent?.state, "needs_review", trace);
+  assert.ok(letter !== null, `no dead letter:${trace}`);
+  // The message's own retries came back on the policy's delays (capped
+  // at 2 min), not after a day.
+  assert.ok(
+    log.some((line) => /\/v1\/qstash #\d down 503 retry-after=120$/.test(line)),
+    trace,
+  );
+});
+
+Deno.test("a store that fails one request (a blip) late in a QStash job's schedule: asked back after the policy's delay, not QStash's day", async () => {
+  let blip = false;
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: Date.now() - 1000,
+    lastBroadcast: { outcome: "sent", txHash: "0xabc", at: Date.now() - 1000 },
+  });
+  const { app } = await makeApp({
+    deps: {
+      store: outage(memory, () => blip, true),
+      now: Date.now,
+      policy: { maxDeliveries: RETRIES + 1 },
+    },
+  });
+  const body = JSON.stringify(job);
+  const signature = await signQStash(body);
+  blip = true; // the store's writes fail for this one request
+  const res = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-retried": "5", "upstash-signature": signature },
+  });
+  blip = false;
+  assert.equal(res.status, 503);
+  // Delivery 6: 5 s doubling five times is 160 s, capped at 2 min.
+  assert.equal(res.headers.get("retry-after"), "120");
+  assert.equal((await res.json()).type, "urn:relayer:problem:delivery-failed");
+});
+
+Deno.test("an unexpected failure on a QStash route answers 503 without Retry-After while the store is down, so QStash waits as its own backoff says", async () => {
   let down = true;
   const memory = new MemoryStore();
   const { app } = await makeApp({
