@@ -280,7 +280,7 @@ export interface DeadLetter {
  * ```
  */
 export interface QueueIds {
-  /** Which queue: `"qstash"`, `"pubsub"`, `"cloudflare"`. */
+  /** Which queue: `"qstash"`, `"pubsub"`, `"cloudflare"`, `"generic"` (a bridge on `POST /v1/deliveries`). */
   readonly queue: string;
   /** The queue's id of the message. */
   readonly messageId?: string;

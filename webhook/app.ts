@@ -297,6 +297,9 @@ const JOB_EXAMPLE = '{"intentId":"pi_0001","kind":"settle"}';
 /** The body of `POST /v1/deliveries`, as its refusals show one. */
 const DELIVERY_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"delivery":1} ('delivery' is optional)`;
+/** A bridge's give-up on `POST /v1/deliveries`, as its refusals show one. */
+const GAVE_UP_EXAMPLE =
+  `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}}`;
 
 /** What `raw` must hold, for the refusal: a job unless said otherwise. */
 function parseJson(
@@ -1171,7 +1174,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       claim = verified.claim;
     }
     const body = parseJson("deliveries", raw, DELIVERY_EXAMPLE);
-    const { job: rawJob, delivery } =
+    const { job: rawJob, delivery, gaveUp } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
         unknown
@@ -1187,6 +1190,37 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     const job = jobFrom("deliveries", rawJob);
+    if (gaveUp !== undefined) {
+      // A bridge's give-up: its queue stopped delivering the job. Resolved
+      // as QStash's failure callback is: poisoned as exhausted, the intent
+      // resolved by its state, nothing sent; a repeat changes nothing.
+      const { deliveries, messageId } = (typeof gaveUp === "object" &&
+          gaveUp !== null
+        ? gaveUp
+        : {}) as Record<string, unknown>;
+      if (delivery !== undefined) {
+        throw badInput(
+          "deliveries",
+          `'delivery' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
+        );
+      }
+      const id = idFrom(messageId);
+      if (id === undefined) {
+        throw badInput(
+          "deliveries",
+          `'gaveUp.messageId' must be your queue's id of the message (1-200 printable ASCII characters): current value is ${
+            JSON.stringify(messageId) ?? "undefined"
+          }. A give-up is ${GAVE_UP_EXAMPLE}.`,
+        );
+      }
+      return await giveUp(
+        "deliveries",
+        job,
+        deliveryFrom("deliveries", deliveries, "'gaveUp.deliveries'"),
+        { queue: "generic", messageId: id },
+        claim,
+      );
+    }
     return await deliver(
       "deliveries",
       job,

@@ -368,25 +368,84 @@ Deno.test("POST /v1/pubsub/dead-letter knows a second dead-lettered copy of a me
   assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
 });
 
-Deno.test("POST /v1/deliveries is a bridge's give-up route: a job its queue gave up on, delivered once more with its count as `delivery` (at least MAX_DELIVERIES), is resolved, and a repeat changes nothing", async () => {
-  const { app, store } = await makeApp({ intents: [settling] });
-  // The bridge's queue delivered the job 7 times, then dead-lettered it.
-  const body = JSON.stringify({ job, delivery: 7 });
-  const res = await app.request("/v1/deliveries", await genericRequest(body));
+Deno.test("POST /v1/deliveries with gaveUp is a bridge's give-up: resolved as QStash's failure callback is, nothing sent, its ids kept; a repeat changes nothing, a replay is refused", async () => {
+  const { app, store, sender } = await makeApp({
+    intents: [settling, {
+      id: "pi_0003",
+      state: "authorized",
+      hold: "pending",
+    }],
+    scripts: { pi_0003: { sends: [{ txHash: "0xabc" }] } },
+  });
+  const gaveUp = (intentId: string, messageId: string) =>
+    JSON.stringify({
+      job: { intentId, kind: "settle" },
+      gaveUp: { deliveries: 7, messageId },
+    });
+  const init = await genericRequest(gaveUp("pi_0002", "m-1"));
+  const res = await app.request("/v1/deliveries", init);
   assert.equal(res.status, 200);
-  const answer = await res.json();
-  assert.equal(answer.outcome, "poison", JSON.stringify(answer));
-  assert.match(answer.resolution, /needs review/);
-  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
-  assert.equal(
-    (await store.getDeadLetter("pi_0002/settle"))?.cause,
-    "exhausted",
-  );
-  const again = await app.request(
+  assert.deepEqual(await res.json(), {
+    outcome: "poison",
+    job: "pi_0002/settle",
+    delivery: 7,
+    reason: "the queue gave up after 7 deliveries",
+    resolution: "last broadcast unknown, needs review",
+  });
+  const letter = await store.getDeadLetter("pi_0002/settle");
+  assert.equal(letter?.cause, "exhausted");
+  assert.deepEqual(letter?.queue, { queue: "generic", messageId: "m-1" });
+  // The same signed request again: a replay.
+  const replay = await app.request("/v1/deliveries", init);
+  assert.equal(replay.status, 401);
+  await replay.body?.cancel();
+  // A repeat of the give-up, signed afresh: nothing changes.
+  const repeat = await app.request(
     "/v1/deliveries",
-    await genericRequest(body, { timeS: NOW / 1000 - 1 }),
+    await genericRequest(gaveUp("pi_0002", "m-1"), { timeS: NOW / 1000 - 1 }),
   );
-  assert.equal(again.status, 200);
-  assert.equal((await again.json()).outcome, "done");
+  assert.equal(repeat.status, 200);
+  await repeat.body?.cancel();
+  assert.deepEqual(await store.getDeadLetter("pi_0002/settle"), letter);
   assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+  // An authorized intent: the job is dropped, and nothing is sent, where a
+  // delivery would have sent it.
+  const dropped = await app.request(
+    "/v1/deliveries",
+    await genericRequest(gaveUp("pi_0003", "m-2")),
+  );
+  assert.equal(dropped.status, 200);
+  assert.match((await dropped.json()).resolution, /^job dropped/);
+  assert.equal((await store.getIntent("pi_0003"))?.state, "authorized");
+  assert.deepEqual(sender.calls, []);
+});
+
+Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and touches nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [settling] });
+  const job = { intentId: "pi_0002", kind: "settle" };
+  for (
+    const [body, words] of [
+      [
+        { job, delivery: 7, gaveUp: { deliveries: 7, messageId: "m-1" } },
+        /'delivery' and 'gaveUp' cannot both be given/,
+      ],
+      [
+        { job, gaveUp: { deliveries: 7 } },
+        /'gaveUp.messageId' must be your queue's id of the message/,
+      ],
+      [
+        { job, gaveUp: { deliveries: 0, messageId: "m-1" } },
+        /'gaveUp.deliveries' must be an integer >= 1/,
+      ],
+      [{ job, gaveUp: true }, /'gaveUp.messageId'/],
+    ] as const
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify(body)),
+    );
+    assert.equal(res.status, 400, JSON.stringify(body));
+    assert.match((await res.json()).detail, words);
+  }
+  assert.equal(writes(), 0);
 });
