@@ -513,17 +513,20 @@ function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
  * `gaveup/<queue>/message/<id>` and `gaveup/<queue>/dlq/<id>`. A repeat of
  * that give-up finds one even when the dead letter that recorded the
  * message is gone (redriven) or replaced (the job poisoned again since).
- * No job id has this shape (an intent id holds no `/`).
+ * No job id has this shape (an intent id holds no `/`). QStash's, Pub/Sub's
+ * and Cloudflare's ids are unique to a message; a bridge's (`generic`) are
+ * its own, and may come back for another job (RabbitMQ's delivery tags
+ * restart with each channel), so its marks are the job's:
+ * `gaveup/generic/<jobId>/message/<id>`.
  */
-function gaveUpKeys(ids: QueueIds | undefined): string[] {
+function gaveUpKeys(ids: QueueIds | undefined, jobId: string): string[] {
   if (ids === undefined) return [];
+  const scope = ids.queue === "generic" ? `generic/${jobId}` : ids.queue;
   return [
     ...(ids.messageId === undefined
       ? []
-      : [`gaveup/${ids.queue}/message/${ids.messageId}`]),
-    ...(ids.dlqId === undefined
-      ? []
-      : [`gaveup/${ids.queue}/dlq/${ids.dlqId}`]),
+      : [`gaveup/${scope}/message/${ids.messageId}`]),
+    ...(ids.dlqId === undefined ? [] : [`gaveup/${scope}/dlq/${ids.dlqId}`]),
   ];
 }
 
@@ -813,7 +816,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // changes nothing even once its letter is redriven or replaced. If
       // the mark fails, the queue repeats, and the repeat marks it. It
       // lives as long as a delivery count (8 days).
-      await markGivenUp(options.queue);
+      await markGivenUp(options.queue, jobId);
       return { ...poisoned, reason, resolution };
     } catch (error) {
       if (error instanceof BusyError) return await busy(job, n, d);
@@ -1169,7 +1172,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         await d.close();
         return letter.resolution;
       }
-      if (queue && await wasGivenUp(queue)) {
+      if (queue && await wasGivenUp(queue, jobId)) {
         // The same, after the letter that recorded this message was
         // redriven or replaced: a job published since owns the intent now.
         await d.close();
@@ -1280,15 +1283,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   /** Marks a give-up with these ids as resolved, for 8 days (see {@linkcode gaveUpKeys}). */
-  async function markGivenUp(ids: QueueIds | undefined): Promise<void> {
-    for (const key of gaveUpKeys(ids)) {
+  async function markGivenUp(
+    ids: QueueIds | undefined,
+    jobId: string,
+  ): Promise<void> {
+    for (const key of gaveUpKeys(ids, jobId)) {
       await store.admit({ count: key, now: now() });
     }
   }
 
   /** Whether a give-up with these ids was resolved before. */
-  async function wasGivenUp(ids: QueueIds): Promise<boolean> {
-    for (const key of gaveUpKeys(ids)) {
+  async function wasGivenUp(ids: QueueIds, jobId: string): Promise<boolean> {
+    for (const key of gaveUpKeys(ids, jobId)) {
       if (await store.deliveries(key, now()) > 0) return true;
     }
     return false;
@@ -1314,7 +1320,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // case it crashed between its resolution and its mark: a repeat after
     // the letter is gone must still find the message handled. Marked
     // first: a mark without the removal (a lost race) changes nothing.
-    await markGivenUp(deadLetter.queue);
+    await markGivenUp(deadLetter.queue, jobId);
     await store.redrive(
       jobId,
       deadLetter.version,
@@ -1355,7 +1361,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     // Marked first, as a redrive does: a repeat of the queue's give-up
     // after the letter is gone must still find the message handled.
-    await markGivenUp(letter.queue);
+    await markGivenUp(letter.queue, jobId);
     try {
       // The count is kept: the letter's own write reset the one it ended,
       // and a job delivered since (for an intent created after the read

@@ -48,8 +48,8 @@ export interface LocalQueueOptions {
  * A listener for `kv.listenQueue`. Deno KV's own redelivery has a fixed
  * schedule, passes no attempt count and drops the message after a few
  * tries, so every retry is a fresh message: the policy's delay after a
- * delivery that failed; after one that threw (the store or the signer was
- * unreachable), a wait that doubles from the policy's base to its cap,
+ * delivery that failed; after one that threw (the store was unreachable;
+ * the signer's failures are the policy's), a wait that doubles from the policy's base to its cap,
  * with no limit, as a dropped message would strand its intent. A message
  * that is not a job is kept as a dead letter (`relayer.keepUnreadable`)
  * and not retried; if the store cannot keep it, it comes back the same

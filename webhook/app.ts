@@ -30,6 +30,7 @@
 
 import { describeError } from "../policy/_walk.ts";
 import { backoff } from "../policy/backoff.ts";
+import { jitter } from "../policy/jitter.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -243,6 +244,12 @@ const READY_CACHE_MS = 1_000;
 /** The intent `/readyz` reads: any id will do, and none need exist. */
 const READY_PROBE_ID = "readyz";
 
+/**
+ * The count a failed delivery writes to learn whether the store takes a
+ * write now: no job has this id (an intent id holds no `/`).
+ */
+const WRITE_PROBE_COUNT = "relayer/write-probe";
+
 /** How often, at most, the log says that Google's keys cannot be fetched. */
 const KEYS_LOG_INTERVAL_MS = 60_000;
 
@@ -299,7 +306,7 @@ const DELIVERY_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"delivery":1} ('delivery' is optional)`;
 /** A bridge's give-up on `POST /v1/deliveries`, as its refusals show one. */
 const GAVE_UP_EXAMPLE =
-  `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}}`;
+  `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}} ('deliveries' is optional)`;
 
 /** What `raw` must hold, for the refusal: a job unless said otherwise. */
 function parseJson(
@@ -481,6 +488,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     maxBodyBytes = 64 * 1024,
     log = () => {},
     now = Date.now,
+    random = Math.random,
   } = deps;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new RangeError(
@@ -613,18 +621,19 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
 
   /**
-   * What failed for a reason of ours (the store or the Sender down): a log
-   * line naming it, and a 503 the queue retries. Nothing was decided. If
-   * the store is down (it fails a read now), there is no `Retry-After`:
-   * the queue waits as its own backoff says. QStash's grows to a day, so
-   * its retries, and its failure callback's, outlast an outage of days; a
-   * fixed short wait would spend them all in a minute, and strand the
-   * intent. A delivery whose store answers a read now (a blip) is asked
-   * back after the policy's delay for its number, before jitter, as a retry
-   * it decided would be, and not a day later. A give-up (`delivery`
-   * undefined) always gets the queue's own backoff: it is the last word,
-   * and patience is what it needs. `detail` says so to the queue's
-   * operator; the error itself stays in the log.
+   * What failed for a reason of ours (the store: the Sender's failures are
+   * the policy's to decide): a log line naming it, and a 503 the queue
+   * retries. Nothing was decided. While the store refuses a write (a probe,
+   * cached a second), there is no `Retry-After`: the queue waits as its own
+   * backoff says. QStash's grows to a day, so its retries, and its failure
+   * callback's, outlast an outage of days; a fixed short wait would spend
+   * them all in minutes, and leave the intent to a give-up. A delivery
+   * whose store takes the probe's write (a blip) is asked back after the
+   * policy's delay for its number, jittered, as a retry the policy decided
+   * would be, and not a day later. A delivery with no number (counted in
+   * the store, which failed) and a give-up get the queue's own backoff: the
+   * count cannot grow while the store fails, and a give-up is the last word.
+   * `detail` says so to the queue's operator; the error stays in the log.
    */
   async function failedUnexpectedly(
     what: string,
@@ -633,8 +642,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     delivery?: { readonly route: Route; readonly n: number | undefined },
   ): Promise<Response> {
     log(`worker  ${what} unexpectedly: ${describeError(error)}`);
-    const blip = delivery !== undefined && delivery.route !== "pubsub" &&
-      await storeAnswers();
+    const n = delivery?.route === "pubsub" ? undefined : delivery?.n;
+    const blip = n !== undefined && await storeWrites();
     return problem(
       503,
       "delivery-failed",
@@ -643,7 +652,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       blip
         ? {
           "retry-after": retryAfter(
-            backoff(delivery.n ?? 1, relayer.policy),
+            jitter(backoff(n, relayer.policy), relayer.policy.jitter, random),
           ),
         }
         : {},
@@ -675,7 +684,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       return await failedUnexpectedly(
         `${jobIdOf(job).padEnd(16)} failed`,
         error,
-        "The delivery could not finish (the store or the Sender failed unexpectedly); the queue will redeliver it.",
+        "The delivery could not finish (the store failed unexpectedly); the queue will redeliver it.",
         { route, n: delivery },
       );
     }
@@ -713,48 +722,67 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
 
-  /** The last readiness probe: when it started, and what it found. */
-  let readiness: { at: number; ready: Promise<boolean> } | undefined;
+  /**
+   * A probe of the store, run at most once per `READY_CACHE_MS` (one
+   * probe serves every call meanwhile, so an open route cannot be made to
+   * load the store), answering whether `run` finished within
+   * `READY_WAIT_MS`. `failed` says why not, for the log.
+   */
+  function cachedProbe(
+    run: () => Promise<unknown>,
+    failed?: (error: unknown) => void,
+  ): () => Promise<boolean> {
+    let last: { at: number; ok: Promise<boolean> } | undefined;
+    return () => {
+      const at = now();
+      // Within the second after the last probe; a clock stepped back is not.
+      if (
+        last !== undefined && at >= last.at && at - last.at < READY_CACHE_MS
+      ) {
+        return last.ok;
+      }
+      const ok = (async () => {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        try {
+          await Promise.race([
+            run(),
+            new Promise((_, reject) => {
+              timer = setTimeout(
+                () => reject(new Error(`no answer within ${READY_WAIT_MS}ms`)),
+                READY_WAIT_MS,
+              );
+            }),
+          ]);
+          return true;
+        } catch (error) {
+          failed?.(error);
+          return false;
+        } finally {
+          clearTimeout(timer);
+        }
+      })();
+      last = { at, ok };
+      return ok;
+    };
+  }
+
+  /** Whether the store answers a read (`/readyz`). */
+  const storeAnswers = cachedProbe(
+    () => store.getIntent(READY_PROBE_ID),
+    (error) =>
+      log(
+        `relayer not ready: the store failed a read: ${describeError(error)}`,
+      ),
+  );
 
   /**
-   * Whether the store answers a read within `READY_WAIT_MS`. One probe
-   * serves every call for `READY_CACHE_MS`, so an open route cannot be
-   * made to load the store.
+   * Whether the store takes a write: a store that answers reads may still
+   * refuse writes (a primary gone read-only, a full disk), and for a failed
+   * delivery that is an outage, not a blip.
    */
-  function storeAnswers(): Promise<boolean> {
-    const at = now();
-    // Within the second after the last probe; a clock stepped back is not.
-    if (
-      readiness !== undefined && at >= readiness.at &&
-      at - readiness.at < READY_CACHE_MS
-    ) {
-      return readiness.ready;
-    }
-    const ready = (async () => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      try {
-        await Promise.race([
-          store.getIntent(READY_PROBE_ID),
-          new Promise((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error(`no answer within ${READY_WAIT_MS}ms`)),
-              READY_WAIT_MS,
-            );
-          }),
-        ]);
-        return true;
-      } catch (error) {
-        log(
-          `relayer not ready: the store failed a read: ${describeError(error)}`,
-        );
-        return false;
-      } finally {
-        clearTimeout(timer);
-      }
-    })();
-    readiness = { at, ready };
-    return ready;
-  }
+  const storeWrites = cachedProbe(() =>
+    store.admit({ count: WRITE_PROBE_COUNT, now: now() })
+  );
 
   app.get(
     "/readyz",
@@ -1096,7 +1124,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
     const deliveries = Number.isSafeInteger(counted) && counted >= 1
       ? counted
-      : Math.max(1, await store.deliveries(jobIdOf(job), now()));
+      : await countedSoFar(job);
     const source = sourceMessage(attributes, job);
     return await giveUp("pubsub", job, deliveries, {
       queue: "pubsub",
@@ -1158,6 +1186,25 @@ export function createApp(deps: AppDeps): WebhookApp {
     return done();
   }
 
+  /**
+   * The deliveries the store counted for a job a queue gave up on without
+   * saying how many (at least 1); the store failing is a 503 the queue
+   * retries, as the give-up's own failure is.
+   */
+  async function countedSoFar(job: Job): Promise<number> {
+    try {
+      return Math.max(1, await store.deliveries(jobIdOf(job), now()));
+    } catch (error) {
+      throw new Refusal(
+        await failedUnexpectedly(
+          `${jobIdOf(job).padEnd(16)} give-up failed`,
+          error,
+          "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+        ),
+      );
+    }
+  }
+
   app.post("/v1/deliveries", async (c) => {
     requireConfigured(
       webhookSecret !== undefined,
@@ -1216,7 +1263,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       return await giveUp(
         "deliveries",
         job,
-        deliveryFrom("deliveries", deliveries, "'gaveUp.deliveries'"),
+        // A bridge that let the store count its deliveries has no count of
+        // its own: the store's, as for a Pub/Sub dead letter without one.
+        deliveries === undefined
+          ? await countedSoFar(job)
+          : deliveryFrom("deliveries", deliveries, "'gaveUp.deliveries'"),
         { queue: "generic", messageId: id },
         claim,
       );

@@ -420,6 +420,37 @@ Deno.test("POST /v1/deliveries with gaveUp is a bridge's give-up: resolved as QS
   assert.deepEqual(sender.calls, []);
 });
 
+Deno.test("POST /v1/deliveries: a bridge's message id marks its give-up for that job only (a bridge may use an id again for another job), and a give-up with no count takes the store's", async () => {
+  const { app, store } = await makeApp({
+    intents: [
+      { id: "pi_0003", state: "authorized", hold: "pending" },
+      { id: "pi_0004", state: "authorized", hold: "pending" },
+    ],
+  });
+  await store.admit({ count: "pi_0004/settle", now: NOW });
+  await store.admit({ count: "pi_0004/settle", now: NOW });
+  for (
+    const [intentId, deliveries] of [["pi_0003", 4], ["pi_0004", 2]] as const
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({
+        job: { intentId, kind: "settle" },
+        gaveUp: intentId === "pi_0003" ? { deliveries, messageId: "7" } : {
+          messageId: "7",
+        },
+      })),
+    );
+    assert.equal(res.status, 200, intentId);
+    const answer = await res.json();
+    assert.equal(answer.outcome, "poison", JSON.stringify(answer));
+    assert.equal(answer.delivery, deliveries);
+    const letter = await store.getDeadLetter(`${intentId}/settle`);
+    assert.equal(letter?.resolution, "job dropped, intent still authorized");
+    assert.deepEqual(letter?.queue, { queue: "generic", messageId: "7" });
+  }
+});
+
 Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and touches nothing", async () => {
   const { app, writes } = await makeApp({ intents: [settling] });
   const job = { intentId: "pi_0002", kind: "settle" };
