@@ -57,6 +57,19 @@ function outage(
   });
 }
 
+/** A store holding pi_0001 mid-settlement: sent as 0xabc a second ago. */
+async function settling(): Promise<MemoryStore> {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: Date.now() - 1000,
+    lastBroadcast: { outcome: "sent", txHash: "0xabc", at: Date.now() - 1000 },
+  });
+  return memory;
+}
+
 async function run(
   outageS: number,
   options: {
@@ -66,15 +79,8 @@ async function run(
   } = {},
 ) {
   const { readsAnswer = false, receipt = "pending", from = 10 } = options;
-  const memory = new MemoryStore();
   // Mid-settlement: sent, and the receipt stays pending (unless told).
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "settling",
-    hold: "pending",
-    settlingSince: Date.now() - 1000,
-    lastBroadcast: { outcome: "sent", txHash: "0xabc", at: Date.now() - 1000 },
-  });
+  const memory = await settling();
   let t = 0; // seconds of QStash's time since the first delivery
   const down = () => t >= from && t < from + outageS;
   const { app } = await makeApp({
@@ -169,14 +175,7 @@ Deno.test("QStash through an hour when the store answers reads but refuses write
 
 Deno.test("a store that fails one request (a blip) late in a QStash job's schedule: asked back after the policy's delay, not QStash's day", async () => {
   let failing = 0;
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "settling",
-    hold: "pending",
-    settlingSince: Date.now() - 1000,
-    lastBroadcast: { outcome: "sent", txHash: "0xabc", at: Date.now() - 1000 },
-  });
+  const memory = await settling();
   const { app } = await makeApp({
     deps: {
       store: outage(memory, () => failing-- > 0, true),
