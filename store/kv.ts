@@ -479,9 +479,10 @@ export class KvStore implements Store {
     intentStamp: string,
     holdStamp: string | null,
   ): Intent {
+    // One copy of the stored fields, without the write id, completed in
+    // place: a look builds one object, not two.
     const { w: _, ...fields } = stored;
-    return Object.freeze({
-      ...fields,
+    return Object.freeze(Object.assign(fields, {
       lastBroadcast: frozenBroadcast(stored.lastBroadcast),
       // Kept since 0.2; an intent stored before has its last sent hash.
       txHashes: knownTxHashes(
@@ -490,7 +491,7 @@ export class KvStore implements Store {
       ),
       hold,
       version: `${intentStamp}:${holdStamp ?? "-"}`,
-    });
+    }));
   }
 
   #stored(record: IntentRecord, w: string): StoredIntent {
