@@ -32,9 +32,13 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
+import { formatDuration } from "../policy/format_duration.ts";
 
 /** Cloudflare's largest `delaySeconds`: 12 hours. */
 const MAX_DELAY_SECONDS = 43_200;
+
+/** Cloudflare's longest message retention: 14 days, in seconds. */
+const MAX_RETENTION_SECONDS = 14 * 24 * 60 * 60;
 
 /**
  * One message of a Cloudflare Queues batch: the part of Cloudflare's
@@ -126,6 +130,17 @@ export interface QueueHandlerOptions {
    */
   readonly deadLetterQueue?: string;
   /**
+   * The dead-letter queue's own `max_retries` (its consumer's setting in
+   * `wrangler.toml`), checked when given: a give-up that fails (the store
+   * down) is retried with a wait doubling to 12 h, and running out of
+   * retries deletes the message and strands its intent. So its retries
+   * must span Cloudflare's longest retention, 14 days (41 with the default
+   * policy; `max_retries = 100` always does). Only with `deadLetterQueue`.
+   *
+   * @default {not checked}
+   */
+  readonly deadLetterMaxRetries?: number | undefined;
+  /**
    * Where the worker lines go: one per message, and one per unexpected
    * failure (its name and message, never a secret). A sink that throws
    * loses its line; every message is still acked or retried.
@@ -202,6 +217,52 @@ function delaySecondsOf(delayMs: number): number {
 }
 
 /**
+ * How long a give-up that keeps failing is retried on the dead-letter queue
+ * with `retries` retries (the waits the handler asks for), in seconds.
+ */
+function deadLetterSpanSeconds(retries: number, baseMs: number): number {
+  let total = 0;
+  for (let attempt = 1; attempt <= retries; attempt++) {
+    total += delaySecondsOf(
+      outageDelayMs(attempt, baseMs, MAX_DELAY_SECONDS * 1000),
+    );
+  }
+  return total;
+}
+
+/** Refuses a dead-letter queue whose retries end before its retention can. */
+function checkDeadLetterRetries(
+  options: QueueHandlerOptions,
+  baseMs: number,
+): void {
+  const retries = options.deadLetterMaxRetries;
+  if (retries === undefined) return;
+  if (options.deadLetterQueue === undefined) {
+    throw new TypeError(
+      "Cannot create queue handler as 'deadLetterMaxRetries' is given without 'deadLetterQueue': name the dead-letter queue this handler consumes",
+    );
+  }
+  if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
+    throw new RangeError(
+      `Cannot create queue handler as 'deadLetterMaxRetries' must be an integer in 0..100: current value is ${
+        String(retries)
+      }`,
+    );
+  }
+  const span = deadLetterSpanSeconds(retries, baseMs);
+  if (span >= MAX_RETENTION_SECONDS) return;
+  let needed = retries;
+  while (deadLetterSpanSeconds(needed, baseMs) < MAX_RETENTION_SECONDS) {
+    needed++;
+  }
+  throw new RangeError(
+    `Cannot create queue handler as 'deadLetterMaxRetries' is ${retries}: a give-up that fails while the store is down would be retried for only ${
+      formatDuration(span * 1000)
+    } before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least ${needed} (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)`,
+  );
+}
+
+/**
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at least 1 s and at most 12 h;
@@ -227,7 +288,10 @@ function delaySecondsOf(delayMs: number): number {
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
  * queue would stop delivering before the policy's `maxDeliveries`
  * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
- * still means to deliver.
+ * still means to deliver. If `deadLetterMaxRetries` is given and is not an
+ * integer in 0..100, or its retries span less than 14 days.
+ * @throws {TypeError} If `deadLetterMaxRetries` is given without
+ * `deadLetterQueue`.
  *
  * @example Consume a batch
  * ```ts
@@ -286,6 +350,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       } and pass the same number as maxRetries (the example Worker reads it from CLOUDFLARE_MAX_RETRIES)`,
     );
   }
+  checkDeadLetterRetries(options, relayer.policy.baseMs);
 
   async function handle(
     queue: string,

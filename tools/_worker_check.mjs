@@ -262,7 +262,7 @@ function collectLines(lines) {
 
 /**
  * The seed's policy as the Workers read it from their bindings, with 1 s
- * delays so real queues finish quickly; the queues' `max_retries` is 2.
+ * delays so real queues finish quickly; the jobs queues' `max_retries` is 2.
  */
 const SEED_POLICY = {
   MAX_DELIVERIES: "3",
@@ -271,6 +271,9 @@ const SEED_POLICY = {
   JITTER: "none",
   STUCK_AFTER: "2s",
   CLOUDFLARE_MAX_RETRIES: "2",
+  // The dead-letter queues' max_retries, as wrangler.toml sets it: fewer
+  // would fail the Worker at start (the handler checks it).
+  CLOUDFLARE_DLQ_MAX_RETRIES: "100",
 };
 
 /**
@@ -302,7 +305,7 @@ async function startMiniflare(flags, lines) {
         maxRetries: 2,
         deadLetterQueue: "relayer-jobs-dlq",
       },
-      "relayer-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 2 },
+      "relayer-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 100 },
     },
     outboundService: signer,
     handleRuntimeStdio: collectLines(lines),
@@ -771,7 +774,7 @@ async function startPostgresWorker(lines) {
       queueProducers: { JOBS: "pg-jobs", DEAD: "pg-jobs-dlq" },
       queueConsumers: {
         "pg-jobs": { maxBatchTimeout: 1, maxRetries: 2 },
-        "pg-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 2 },
+        "pg-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 100 },
       },
       // The signer and Google's keys; the TCP connections to PostgreSQL do
       // not come here.

@@ -28,6 +28,7 @@
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
+ * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer than span 14 days of retries |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
  * @module
@@ -148,6 +149,12 @@ export interface Config {
   readonly maxBodyBytes: number;
   /** Whether unsigned deliveries are accepted on unconfigured routes. */
   readonly insecureDev: boolean;
+  /**
+   * The Cloudflare dead-letter queue consumer's `max_retries`
+   * (`CLOUDFLARE_DLQ_MAX_RETRIES`), for `createQueueHandler`'s
+   * `deadLetterMaxRetries`, which checks it.
+   */
+  readonly cloudflareDeadLetterMaxRetries?: number;
   /**
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
    * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
@@ -766,6 +773,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
   const webhookSecret = secret(env, "WEBHOOK_SECRET");
+  const cloudflareDeadLetterMaxRetries = countIn(
+    env,
+    "CLOUDFLARE_DLQ_MAX_RETRIES",
+    0,
+    100,
+  );
   const webhookSecretNext = secret(env, "WEBHOOK_SECRET_NEXT");
   if (webhookSecretNext !== undefined && webhookSecret === undefined) {
     throw new ConfigError(
@@ -944,6 +957,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ...(database !== undefined ? { database } : {}),
     maxBodyBytes,
     insecureDev,
+    ...(cloudflareDeadLetterMaxRetries !== undefined
+      ? { cloudflareDeadLetterMaxRetries }
+      : {}),
     queues,
   };
 }

@@ -82,10 +82,11 @@ export interface PostgresWorkerOptions {
   readonly relayer: Omit<RelayerOptions, "store">;
   /** The app's own options: the routes' keys, the ops token, the queue to publish to. */
   readonly app: Omit<AppDeps, keyof RelayerOptions>;
-  /** The jobs queue's `max_retries`, and its dead-letter queue's name. */
+  /** The jobs queue's `max_retries`, and its dead-letter queue's name and `max_retries`. */
   readonly queue: {
     readonly maxRetries?: number | undefined;
     readonly deadLetterQueue: string;
+    readonly deadLetterMaxRetries?: number | undefined;
   };
   /** Where the worker lines go. */
   readonly log: (line: string) => void;
@@ -223,7 +224,8 @@ export function postgresWorker(options: PostgresWorkerOptions): {
   };
 }
 
-const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env }); // unset: Cloudflare's 3
+const unset = { CLOUDFLARE_MAX_RETRIES: "3", CLOUDFLARE_DLQ_MAX_RETRIES: "3" };
+const config = loadConfig({ ...unset, ...env }); // unset: Cloudflare's 3
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
@@ -260,6 +262,7 @@ export default postgresWorker({
   queue: {
     maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
     deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
+    deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries, // CLOUDFLARE_DLQ_MAX_RETRIES
   },
   log: console.log,
 });

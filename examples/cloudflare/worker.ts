@@ -28,7 +28,8 @@ import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
 import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
 
-const config = loadConfig({ CLOUDFLARE_MAX_RETRIES: "3", ...env }); // unset: Cloudflare's 3
+const unset = { CLOUDFLARE_MAX_RETRIES: "3", CLOUDFLARE_DLQ_MAX_RETRIES: "3" };
+const config = loadConfig({ ...unset, ...env }); // unset: Cloudflare's 3
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
@@ -46,6 +47,7 @@ const queue = createQueueHandler({
   relayer: createRelayer(deps),
   maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
   deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
+  deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries, // CLOUDFLARE_DLQ_MAX_RETRIES
   log: console.log,
 });
 

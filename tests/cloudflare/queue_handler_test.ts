@@ -351,6 +351,49 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
   createQueueHandler({ relayer, maxRetries: 100 });
 });
 
+Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would delete a failing give-up before 14 days (Cloudflare's longest retention), naming how many it needs", () => {
+  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 10 });
+  const dlq = (deadLetterMaxRetries: number) =>
+    createQueueHandler({
+      relayer,
+      maxRetries: 9,
+      deadLetterQueue: "jobs-dlq",
+      deadLetterMaxRetries,
+    });
+  assert.throws(() => dlq(3), {
+    name: "RangeError",
+    message:
+      "Cannot create queue handler as 'deadLetterMaxRetries' is 3: a give-up that fails while the store is down would be retried for only 35s before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least 41 (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)",
+  });
+  // 40 retries: 5 s doubling to 12 h spans 13 days 22 h 45 min.
+  assert.throws(() => dlq(40), /retried for only 334h45m15s .* at least 41/);
+  dlq(41);
+  dlq(100);
+  assert.throws(() => dlq(101), RangeError);
+  assert.throws(() => dlq(2.5), RangeError);
+  // A longer base spans 14 days with fewer retries.
+  createQueueHandler({
+    relayer: relayerOn(new MemoryStore(), {
+      maxDeliveries: 10,
+      baseMs: 60_000,
+      capMs: 120_000,
+    }),
+    maxRetries: 9,
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 37,
+  });
+  assert.throws(
+    () =>
+      createQueueHandler({ relayer, maxRetries: 9, deadLetterMaxRetries: 100 }),
+    {
+      name: "TypeError",
+      message: /'deadLetterMaxRetries' is given without 'deadLetterQueue'/,
+    },
+  );
+  // Not given: not checked (the example Worker gives it).
+  createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "jobs-dlq" });
+});
+
 Deno.test("createQueueHandler({ deadLetterQueue }) gives a dead-letter message up with the queue's delivery count, then acks", async () => {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });

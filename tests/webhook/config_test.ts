@@ -763,6 +763,38 @@ Deno.test("loadConfig() refuses a Pub/Sub dead-letter policy that stops before M
   );
 });
 
+Deno.test("loadConfig() reads CLOUDFLARE_DLQ_MAX_RETRIES for the queue handler, which checks it: Cloudflare's default of 3 is refused", async () => {
+  const { createQueueHandler } = await import(
+    "../../cloudflare/queue_handler.ts"
+  );
+  const { createRelayer } = await import("../../mod.ts");
+  assert.equal(loadConfig(base).cloudflareDeadLetterMaxRetries, undefined);
+  refused(
+    { ...base, CLOUDFLARE_DLQ_MAX_RETRIES: "101" },
+    "CLOUDFLARE_DLQ_MAX_RETRIES",
+    /^CLOUDFLARE_DLQ_MAX_RETRIES must be a whole number from 0 to 100: current value is 101$/,
+  );
+  const handler = (value: string) => {
+    const config = loadConfig({
+      ...base,
+      CLOUDFLARE_MAX_RETRIES: "9",
+      CLOUDFLARE_DLQ_MAX_RETRIES: value,
+    });
+    return createQueueHandler({
+      relayer: createRelayer({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        policy: config.policy,
+      }),
+      maxRetries: config.queues.cloudflare?.maxRetries,
+      deadLetterQueue: "relayer-jobs-dlq",
+      deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
+    });
+  };
+  assert.throws(() => handler("3"), /CLOUDFLARE_DLQ_MAX_RETRIES/);
+  handler("100");
+});
+
 Deno.test("loadConfig() checks CLOUDFLARE_MAX_RETRIES when it is set", () => {
   refused(
     { ...base, CLOUDFLARE_MAX_RETRIES: "3" },
