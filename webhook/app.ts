@@ -780,20 +780,28 @@ export function createApp(deps: AppDeps): WebhookApp {
    * refuse writes (a primary gone read-only, a full disk), and for a failed
    * delivery that is an outage, not a blip.
    */
-  const storeWrites = cachedProbe(() =>
-    store.admit({ count: WRITE_PROBE_COUNT, now: now() })
+  const storeWrites = cachedProbe(
+    () => store.admit({ count: WRITE_PROBE_COUNT, now: now() }),
+    (error) =>
+      log(
+        `relayer not ready: the store refused a write: ${describeError(error)}`,
+      ),
   );
 
   app.get(
     "/readyz",
     async (c) =>
-      await storeAnswers() ? c.json({ status: "ready" }) : problem(
-        503,
-        "not-ready",
-        "Not ready",
-        "The store did not answer a read (the relayer's log says why): deliveries would be answered 503 now.",
-        { "retry-after": "5" },
-      ),
+      // A read, then a write: a store that answers reads but refuses
+      // writes (a primary gone read-only) fails every delivery too.
+      await storeAnswers() && await storeWrites()
+        ? c.json({ status: "ready" })
+        : problem(
+          503,
+          "not-ready",
+          "Not ready",
+          "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
+          { "retry-after": "5" },
+        ),
   );
 
   app.post("/v1/qstash", async (c) => {

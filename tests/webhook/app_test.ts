@@ -1418,6 +1418,12 @@ Deno.test("createApp() answers 503 when Google's keys cannot be fetched, so Pub/
   assert.equal(lines.filter((line) => said.test(line)).length, 2);
 });
 
+/** A store's property, its methods bound to it (they read private fields). */
+function bound(target: object, key: string | symbol): unknown {
+  const value = Reflect.get(target, key, target);
+  return typeof value === "function" ? value.bind(target) : value;
+}
+
 Deno.test("createApp() GET /readyz answers 200 while the store answers a read, and 503 with Retry-After, logged, while it fails or hangs; one probe serves a second", async () => {
   let clock = 1_000_000;
   let reads = 0;
@@ -1434,7 +1440,7 @@ Deno.test("createApp() GET /readyz answers 200 while the store answers a read, a
             if (mode === "hang") return new Promise(() => {});
             return target.getIntent(id);
           }
-          : Reflect.get(target, key),
+          : bound(target, key),
     }),
     sender: new ScriptedSender({}),
     now: () => clock,
@@ -1471,6 +1477,36 @@ Deno.test("createApp() GET /readyz answers 200 while the store answers a read, a
   // /healthz says only that the process answers.
   assert.equal((await app.request("/healthz")).status, 200);
   assert.equal((await app.request("/readyz", { method: "POST" })).status, 405);
+});
+
+Deno.test("createApp() GET /readyz answers 503 for a store that answers reads but refuses writes (a primary gone read-only), as deliveries treat it, and logs why", async () => {
+  let readOnly = false;
+  const lines: string[] = [];
+  const memory = new MemoryStore();
+  let clock = 1_000_000;
+  const app = createApp({
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "admit" && readOnly
+          ? () =>
+            Promise.reject(
+              new Error("cannot execute INSERT in a read-only transaction"),
+            )
+          : bound(target, key),
+    }),
+    sender: new ScriptedSender({}),
+    now: () => clock,
+    log: (line) => lines.push(line),
+  });
+  assert.equal((await app.request("/readyz")).status, 200);
+  readOnly = true;
+  clock += 1_000;
+  const refused = await app.request("/readyz");
+  assert.equal(refused.status, 503);
+  assert.match((await problemOf(refused)).detail, /refused a write/);
+  assert.deepEqual(lines, [
+    "relayer not ready: the store refused a write: Error: cannot execute INSERT in a read-only transaction",
+  ]);
 });
 
 Deno.test("createApp() refuses a replay of a signed QStash message that is not a job (401), whatever Upstash-Message-Id it carries: the header is not signed, and no letter is written or replaced", async () => {
