@@ -435,6 +435,16 @@ export interface RedriveOptions {
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
 
+/**
+ * A queue's give-up repeated for the message a dead letter records: the
+ * first resolution stands, and the repeat answers as that one did.
+ */
+class Repeated extends Error {
+  constructor(readonly letter: DeadLetter) {
+    super("the queue repeated its give-up");
+  }
+}
+
 /** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
 function clip(text: string, max = 1000): string {
   return text.length <= max
@@ -823,6 +833,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
       if (error instanceof Finished) {
         return { action: "done", delivery: n, reason: error.message };
       }
+      if (error instanceof Repeated) {
+        // Answered as the first was, from its letter: a repeat whose count
+        // the store gave has a count the letter's write reset. Marked again,
+        // in case the first crashed before its mark.
+        const { letter } = error;
+        await markGivenUp(options.queue, jobId);
+        return {
+          action: "poison",
+          delivery: letter.deliveries,
+          cause: letter.cause,
+          reason: letter.reason,
+          resolution: letter.resolution,
+        };
+      }
       throw error;
     }
   }
@@ -1170,7 +1194,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // records, whatever the intent does now (a job published since may
         // be settling it): the first resolution stands.
         await d.close();
-        return letter.resolution;
+        throw new Repeated(letter);
       }
       if (queue && await wasGivenUp(queue, jobId)) {
         // The same, after the letter that recorded this message was

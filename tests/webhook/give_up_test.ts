@@ -451,6 +451,30 @@ Deno.test("POST /v1/deliveries: a bridge's message id marks its give-up for that
   }
 });
 
+Deno.test("POST /v1/deliveries: a repeated give-up with no count answers as the first did, with the first's count (the letter's write reset the store's)", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0003", state: "authorized", hold: "pending" }],
+  });
+  await store.admit({ count: "pi_0003/settle", now: NOW });
+  await store.admit({ count: "pi_0003/settle", now: NOW });
+  const body = JSON.stringify({
+    job: { intentId: "pi_0003", kind: "settle" },
+    gaveUp: { messageId: "m-9" },
+  });
+  const answers = [];
+  for (const timeS of [NOW / 1000, NOW / 1000 - 1]) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(body, { timeS }),
+    );
+    assert.equal(res.status, 200);
+    answers.push(await res.json());
+  }
+  assert.equal(answers[0].delivery, 2);
+  assert.deepEqual(answers[1], answers[0]);
+  assert.equal((await store.getDeadLetter("pi_0003/settle"))?.deliveries, 2);
+});
+
 Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and touches nothing", async () => {
   const { app, writes } = await makeApp({ intents: [settling] });
   const job = { intentId: "pi_0002", kind: "settle" };
