@@ -258,7 +258,7 @@ function checkDeadLetterRetries(
   throw new RangeError(
     `Cannot create queue handler as 'deadLetterMaxRetries' is ${retries}: a give-up that fails while the store is down would be retried for only ${
       formatDuration(span * 1000)
-    } before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least ${needed} (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)`,
+    } (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least ${needed} (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)`,
   );
 }
 
