@@ -582,6 +582,20 @@ export class PostgresStore implements Store {
     if (this.#sql.options.fetch_types === false) return await this.#begin(work);
     const tx = await this.#reserve();
     let lost = false;
+    // Kept from the pool until the flight's answers come, if they do; then
+    // handed back, unless the connection was lost meanwhile.
+    const handBackLater = (
+      answers: Promise<PromiseSettledResult<unknown>[]>,
+    ) => {
+      lost = true;
+      void answers.then((settled) => {
+        const gone = settled.some((answer) =>
+          answer.status === "rejected" && connectionLost(answer.reason)
+        );
+        if (gone) this.#absorb();
+        else tx.release();
+      });
+    };
     const commit = async (
       writes: readonly postgres.PendingQuery<postgres.Row[]>[],
     ) => {
@@ -590,11 +604,24 @@ export class PostgresStore implements Store {
         ...writes.map((q) => q.execute()),
         tx`COMMIT`.execute(),
       ];
+      let unanswered = false;
       try {
         // Answers come in order: the first to fail is the first statement
         // that failed (the ones behind it fail as the transaction aborted).
-        return (await Promise.all(sent)).slice(1, -1);
+        // Waited for within `connectionWaitMs`, as a read is: a write held
+        // up longer (a row lock, a server or client that stopped) answers
+        // that it may have landed, and never hangs its delivery.
+        return (await bounded(Promise.all(sent), this.#waitMs, () => {
+          unanswered = true;
+          return new Error(
+            `PostgreSQL did not answer the write within ${this.#waitMs}ms: it may have landed or not; the next read says which`,
+          );
+        })).slice(1, -1);
       } catch (error) {
+        if (unanswered) {
+          handBackLater(Promise.allSettled(sent));
+          throw error;
+        }
         if (connectionLost(error)) {
           lost = true;
           this.#absorb();
@@ -609,18 +636,7 @@ export class PostgresStore implements Store {
         // transaction aborted. Waited for within a bound all the same: one
         // never answered means the connection is not alive after all.
         const rest = Promise.allSettled(sent);
-        if (!await this.#within(rest)) {
-          // Kept from the pool until its answers come, if they do; never
-          // handed back lost.
-          lost = true;
-          void rest.then((answers) => {
-            const gone = answers.some((answer) =>
-              answer.status === "rejected" && connectionLost(answer.reason)
-            );
-            if (gone) this.#absorb();
-            else tx.release();
-          });
-        }
+        if (!await this.#within(rest)) handBackLater(rest);
         throw error;
       }
     };

@@ -161,6 +161,63 @@ const PATHS: {
   },
 ];
 
+Deno.test({
+  name:
+    "PostgresStore answers a write held up past connectionWaitMs (a row lock) that it may have landed, never hangs it, and goes on once the lock goes",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const { admin, store, table, tearDown } = await setUp({
+      connectionWaitMs: 1000,
+    });
+    try {
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      const path = PATHS[0]!;
+      const blocker = await admin.reserve();
+      try {
+        await blocker.unsafe("BEGIN");
+        await blocker.unsafe(path.blocks(table));
+        const started = Date.now();
+        const outcome = await within(
+          path.write(store).then(() => "written", (error: Error) => error),
+          5000,
+        );
+        assert.ok(outcome instanceof Error, String(outcome));
+        assert.match(
+          outcome.message,
+          /^PostgreSQL did not answer the write within 1000ms: it may have landed or not; the next read says which$/,
+        );
+        assert.ok(Date.now() - started < 3000);
+        await blocker.unsafe("COMMIT");
+      } finally {
+        blocker.release();
+      }
+      // The held write lands once the lock goes (the next read says so),
+      // and its connection comes back to the pool of one: the store goes on.
+      const landed = await within(
+        (async () => {
+          for (;;) {
+            const read = await store.getIntent("a");
+            if (read?.state === "settling") return read;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        })(),
+        4000,
+      );
+      assert.equal(landed.state, "settling");
+      assert.equal(
+        await within(store.admit({ count: "c/settle", now: 5 }), 4000),
+        1,
+      );
+    } finally {
+      await tearDown();
+    }
+  }),
+});
+
 for (const path of PATHS) {
   Deno.test({
     name:
