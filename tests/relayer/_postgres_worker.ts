@@ -40,6 +40,28 @@ const relayer = createRelayer({
 
 const deliveries: Record<string, number> = {};
 const outcomes: Record<string, number> = {};
+// Deliveries not answered yet. A run takes a few seconds; one that has not
+// ended within a minute says what it waits on and fails, rather than
+// hanging the test run.
+const pending = new Map<number, { jobId: string; at: number }>();
+let started = 0;
+let phase = "delivering";
+const watchdog = setTimeout(() => {
+  const waiting = [...pending.values()].map(({ jobId, at }) =>
+    `${jobId} for ${Date.now() - at}ms`
+  );
+  console.error(
+    `worker stuck while ${phase}; deliveries unanswered: ${
+      waiting.join(", ") || "none"
+    }`,
+  );
+  Deno.exit(3);
+}, 60_000);
+function tracked<T>(jobId: string, delivery: Promise<T>): Promise<T> {
+  const n = ++started;
+  pending.set(n, { jobId, at: Date.now() });
+  return delivery.finally(() => pending.delete(n));
+}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 await Promise.all(args.jobs.map(async (intentId) => {
@@ -47,7 +69,10 @@ await Promise.all(args.jobs.map(async (intentId) => {
   const id = jobIdOf(job);
   for (let round = 0; round < 2_000; round++) {
     const results = await Promise.all(
-      Array.from({ length: args.copies }, () => relayer.deliver(job)),
+      Array.from(
+        { length: args.copies },
+        () => tracked(id, relayer.deliver(job)),
+      ),
     );
     deliveries[id] = (deliveries[id] ?? 0) + results.length;
     for (const outcome of results) {
@@ -59,5 +84,7 @@ await Promise.all(args.jobs.map(async (intentId) => {
   throw new Error(`${id} did not end after 2000 rounds`);
 }));
 
-await sql.end();
+phase = "ending the client";
+await sql.end({ timeout: 5 });
+clearTimeout(watchdog);
 console.log(JSON.stringify({ deliveries, outcomes }));
