@@ -526,9 +526,10 @@ export class KvStore implements Store {
     const record = newIntentRecord(intent);
     const w = this.#writeId();
     const key = this.#key("intent", record.id);
+    const stored = this.#stored(record, w);
     const atomic = this.#group.atomic()
       .check({ key, versionstamp: null })
-      .set(key, this.#stored(record, w));
+      .set(key, stored);
     if (record.hold !== null) {
       atomic.set(this.#key("hold", record.id), record.hold);
     } else atomic.delete(this.#key("hold", record.id));
@@ -546,7 +547,7 @@ export class KvStore implements Store {
       );
     }
     return this.#intent(
-      this.#stored(record, w),
+      stored,
       record.hold,
       stamp,
       record.hold === null ? null : stamp,
