@@ -18,7 +18,12 @@
  *   which `deno task worker-check` runs on workerd;
  * - a block with no language after "`deno task demo`": must equal
  *   `testdata/poison_job.golden.txt`;
- * - `sh` and other output blocks are listed, not run (the install lines
+ * - `sh local`: run verbatim by bash, from a copy of this repository's
+ *   tracked files, as a new user would from a clone; its background jobs
+ *   are stopped afterwards. It must end by listing the dead letter it
+ *   promises (see {@linkcode checkLocalRun}). Ports 8000 and 9000 must be
+ *   free, and `curl` installed;
+ * - other `sh` and output blocks are listed, not run (the install lines
  *   need JSR; CI runs the task commands itself).
  *
  * `deno task snippets`; exits 1 if any snippet fails.
@@ -73,6 +78,134 @@ function bareImports(code: string): string[] {
     names.add(spec!);
   }
   return [...names];
+}
+
+/** The job the README's local run poisons, and what its dead letter must say. */
+const LOCAL_RUN_LETTER = {
+  jobId: "pi_0002_notsent/settle",
+  resolution: "nothing was sent, so the intent failed",
+} as const;
+
+/**
+ * Where the JSON object that starts at `start` ends (its closing brace,
+ * plus one), or the text's length if it does not close.
+ */
+function jsonEnd(text: string, start: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const char = text[i];
+    if (inString) {
+      if (char === "\\") i++;
+      else if (char === '"') inString = false;
+    } else if (char === '"') inString = true;
+    else if (char === "{" || char === "[") depth++;
+    else if ((char === "}" || char === "]") && --depth === 0) return i + 1;
+  }
+  return text.length;
+}
+
+/**
+ * Whether the output of the README's local run ends as the README says:
+ * its last line that lists dead letters holds the letter of
+ * `pi_0002_notsent/settle`, failed because nothing was sent.
+ *
+ * @param out What the block printed, stdout and stderr.
+ * @returns `null` if it did, else what is wrong.
+ */
+export function checkLocalRun(out: string): string | null {
+  // The server's own lines share the terminal, so the list may be followed
+  // on its line by theirs: take the one JSON object that starts there.
+  const start = out.lastIndexOf('{"items"');
+  if (start < 0) return "it listed no dead letters";
+  const listed = out.slice(start, jsonEnd(out, start));
+  let items: unknown;
+  try {
+    items = (JSON.parse(listed) as { items?: unknown }).items;
+  } catch {
+    return `its dead-letter list is not JSON: ${listed.slice(0, 200)}`;
+  }
+  const letter = Array.isArray(items)
+    ? (items as { jobId?: unknown; resolution?: unknown }[]).find((item) =>
+      item?.jobId === LOCAL_RUN_LETTER.jobId
+    )
+    : undefined;
+  if (letter === undefined) {
+    return `no dead letter for ${LOCAL_RUN_LETTER.jobId}: ${
+      listed.slice(0, 200)
+    }`;
+  }
+  return letter.resolution === LOCAL_RUN_LETTER.resolution
+    ? null
+    : `the dead letter of ${LOCAL_RUN_LETTER.jobId} says ${
+      JSON.stringify(letter.resolution)
+    }, not ${JSON.stringify(LOCAL_RUN_LETTER.resolution)}`;
+}
+
+/** The ports the README's local run listens on. */
+const LOCAL_RUN_PORTS = [8000, 9000] as const;
+
+/**
+ * Runs a `sh local` block as a new user would, from a copy of the
+ * repository's tracked files, with this Deno first on PATH; stops its
+ * background jobs (each in a process group of its own) when it ends.
+ *
+ * @returns Its exit code and output, or why it could not run.
+ */
+async function runLocalBlock(
+  code: string,
+  env: Record<string, string>,
+): Promise<{ code: number; out: string } | { cannot: string }> {
+  for (const port of LOCAL_RUN_PORTS) {
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+    } catch (error) {
+      if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+      return {
+        cannot: `port ${port} is taken, and the README's local run listens on ${
+          LOCAL_RUN_PORTS.join(" and ")
+        }: stop what uses it and run again`,
+      };
+    }
+  }
+  const curl = await run("sh", ["-c", "command -v curl"]);
+  if (curl.code !== 0) {
+    return {
+      cannot: "curl is not installed, and the README's local run uses it",
+    };
+  }
+  const files = await run("git", ["-C", ROOT, "ls-files", "-z"], {
+    ifMissing:
+      "install git: the local run copies the repository's tracked files",
+  });
+  if (files.code !== 0) return { cannot: `git ls-files: ${files.out}` };
+  const copy = await Deno.makeTempDir({ prefix: "relayer_local_run_" });
+  try {
+    for (const file of files.out.split("\0").filter(Boolean)) {
+      const to = `${copy}/${file}`;
+      await Deno.mkdir(to.slice(0, to.lastIndexOf("/")), { recursive: true });
+      await Deno.copyFile(`${ROOT}${file}`, to);
+    }
+    // `deno` in the block is this Deno, also where only `npx deno` exists.
+    await Deno.mkdir(`${copy}/.bin`);
+    await Deno.symlink(Deno.execPath(), `${copy}/.bin/deno`);
+    await Deno.writeTextFile(`${copy}/.local_run.sh`, code);
+    const wrapper = [
+      "set -m", // each background job in a process group of its own
+      'stop() { for job in $(jobs -p); do kill -TERM -- "-$job" 2>/dev/null; done; wait; }',
+      "trap stop EXIT",
+      "trap 'exit 143' TERM",
+      "source ./.local_run.sh",
+    ].join("\n");
+    return await run("bash", ["-c", wrapper], {
+      cwd: copy,
+      env: { ...env, PATH: `${copy}/.bin:${env.PATH ?? ""}` },
+      label: "the README's local run",
+      timeoutMs: 90_000,
+    });
+  } finally {
+    await Deno.remove(copy, { recursive: true });
+  }
 }
 
 /**
@@ -178,6 +311,17 @@ async function checkSnippets(): Promise<number> {
         snippet.code === golden
           ? report("ok", "")
           : report("FAIL", "  differs from testdata/poison_job.golden.txt");
+      } else if (snippet.lang === "sh" && snippet.tags.includes("local")) {
+        const ran = await runLocalBlock(snippet.code, env);
+        if ("cannot" in ran) report("FAIL", `  ${ran.cannot}`);
+        else if (ran.code !== 0) {
+          report("FAIL", `  exited ${ran.code}:\n${ran.out}`);
+        } else {
+          const wrong = checkLocalRun(ran.out);
+          wrong === null
+            ? report("ok")
+            : report("FAIL", `  ${wrong}:\n${ran.out}`);
+        }
       } else {
         report("not run");
       }

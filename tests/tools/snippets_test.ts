@@ -1,0 +1,67 @@
+/**
+ * The README's local run is checked as it ends: `deno task snippets` runs
+ * the `sh local` block and reads its last dead-letter list with
+ * `checkLocalRun`.
+ */
+import assert from "node:assert/strict";
+import { checkLocalRun, snippetsOf } from "../../tools/snippets.ts";
+
+const LETTER = {
+  jobId: "pi_0002_notsent/settle",
+  intentId: "pi_0002_notsent",
+  resolution: "nothing was sent, so the intent failed",
+};
+
+Deno.test("the README has one local run, which lists dead letters at its end", async () => {
+  const readme = await Deno.readTextFile(
+    new URL("../../README.md", import.meta.url),
+  );
+  const local = snippetsOf(readme).filter((s) =>
+    s.lang === "sh" && s.tags.includes("local")
+  );
+  assert.equal(local.length, 1);
+  const last = local[0]!.code.trimEnd().split("\n").pop()!;
+  assert.match(last, /\/v1\/dead-letters/);
+  assert.match(local[0]!.code, /pi_0002_notsent/);
+});
+
+Deno.test("checkLocalRun takes the list even when the server's lines follow it on its line", () => {
+  const list = JSON.stringify({ items: [LETTER], cursor: null });
+  assert.equal(checkLocalRun(`{"intent":{}}\n${list}`), null);
+  assert.equal(
+    checkLocalRun(`${list}relayer: SIGTERM: draining (at most 8s)\n`),
+    null,
+  );
+  // A brace inside a string does not end the list early.
+  const braced = { ...LETTER, lastError: "send: } {" };
+  assert.equal(
+    checkLocalRun(JSON.stringify({ items: [braced], cursor: null }) + "}x"),
+    null,
+  );
+});
+
+Deno.test("checkLocalRun says what is wrong when the run did not end as promised", () => {
+  assert.equal(
+    checkLocalRun("relayer: listening\n"),
+    "it listed no dead letters",
+  );
+  assert.match(
+    checkLocalRun(`{"items":[],"cursor":null}`)!,
+    /^no dead letter for pi_0002_notsent\/settle/,
+  );
+  const review = {
+    ...LETTER,
+    resolution: "last broadcast unknown, needs review",
+  };
+  assert.match(
+    checkLocalRun(JSON.stringify({ items: [review], cursor: null }))!,
+    /says "last broadcast unknown, needs review", not "nothing was sent/,
+  );
+  assert.match(checkLocalRun(`{"items":[{"jobId"`)!, /is not JSON/);
+  // The last list counts: an earlier good one does not hide a later empty one.
+  const good = JSON.stringify({ items: [LETTER], cursor: null });
+  assert.match(
+    checkLocalRun(`${good}\n{"items":[],"cursor":null}`)!,
+    /^no dead letter/,
+  );
+});
