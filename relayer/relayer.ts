@@ -159,8 +159,11 @@ export interface RelayerOptions {
   readonly random?: () => number;
   /**
    * How long one delivery holds the per-intent lease while it acts, in
-   * milliseconds. It must outlast the Sender's own timeout; a crashed
-   * delivery's lease blocks others until it expires.
+   * milliseconds. It must outlast the Sender's own timeout, with room for
+   * the writes around the send: the lease is timed from before the
+   * write-ahead, and a write-ahead that took more than half of it sends
+   * nothing (recorded as not sent, and retried). A crashed delivery's lease
+   * blocks others until it expires.
    *
    * @default {30000}
    */
@@ -1117,6 +1120,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * send, which `leaseMs` must outlast; the second records the outcome and
    * releases the lease. A crash between the send and its record leaves
    * "may have left" on record, never a stale "not sent".
+   *
+   * The lease is timed from before the write-ahead, so a write-ahead held
+   * up in the store (a locked row, a busy pool, a queued commit) eats into
+   * it. One that took more than half the lease does not send: what is left
+   * might lapse mid-send, and another delivery could then act on the
+   * intent while this one sends (I5). Nothing left the process, so it is
+   * recorded `not_sent`, and the delivery fails as any failed send does.
    */
   async function broadcast(
     intent: Intent,
@@ -1125,7 +1135,24 @@ export function createRelayer(options: RelayerOptions): Relayer {
     writeAhead: (options: WriteOptions) => Promise<Intent> = (options) =>
       store.beginBroadcast(intent.id, intent.version, now(), options),
   ): Promise<never> {
+    const leaseFrom = now();
     const current = await d.write(writeAhead, true);
+    const tookMs = now() - leaseFrom;
+    if (tookMs > leaseMs / 2) {
+      const why = `the write ahead of the send took ${
+        formatDuration(tookMs)
+      } of the ${formatDuration(leaseMs)} lease`;
+      await d.write((options) =>
+        store.recordBroadcast(current.id, current.version, {
+          outcome: "not_sent",
+          at: now(),
+          error: why,
+        }, options)
+      );
+      throw new Error(
+        `not sent: ${why}, and what is left might lapse mid-send`,
+      );
+    }
     let txHash: string;
     try {
       ({ txHash } = await sender.send(current, { replace }));
