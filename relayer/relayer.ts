@@ -213,18 +213,21 @@ export interface Relayer {
    * The queue gave up on `job` (its failure callback, dead-letter topic or
    * dead-letter queue): poisons it as exhausted, "the queue gave up after
    * N deliveries", and resolves the intent exactly as a poison decision
-   * does. Idempotent: when a dead letter of the job exists (a repeat, or
-   * the relayer poisoned it first), nothing changes; when the intent is
-   * settled or failed (the job finished, its ack lost), nothing changes and
-   * the outcome is `done`. Once resolved, the message's queue ids are
+   * does. A `settling` intent is first settled instead if one of its txs
+   * confirmed (its receipts are asked once): a queue that timed out the
+   * delivery reading that receipt gives up while it still runs, and a
+   * paid payment must not go to review. Idempotent: when a dead letter of
+   * the job exists (a repeat, or the relayer poisoned it first), nothing
+   * changes; when the intent is settled or failed (the job finished, its
+   * ack lost), nothing changes and the outcome is `done`. Once resolved, the message's queue ids are
    * marked for 8 days: a repeat after its letter was redriven or replaced
    * changes nothing either, and is `done`.
    *
    * @param job The job the queue gave up on.
    * @param options How many deliveries the queue made, and its ids.
-   * @returns A poison outcome; `done` if the intent is settled or failed,
-   * or the message was given up before; a retry if another delivery holds
-   * the intent's lease.
+   * @returns A poison outcome; `done` if the intent is settled or failed
+   * (or settled now, on a confirmed tx), or the message was given up
+   * before; a retry if another delivery holds the intent's lease.
    * @throws {TypeError} If the job is malformed.
    * @throws {RangeError} If `deliveries` is not an integer >= 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
@@ -817,6 +820,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
       cause: "exhausted",
     } as const;
     try {
+      const settled = await settledBeforeReview(job.intentId, d);
+      if (settled !== undefined) {
+        return { action: "done", delivery: n, reason: `${reason}: ${settled}` };
+      }
       const resolution = await resolve(job, jobId, d, {
         cause: "exhausted",
         reason,
@@ -1024,6 +1031,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
       last.outcome === "unknown"
     ) {
       // A broadcast may be out there: wait for it, then rescue it.
+      if (
+        intent.broadcasting !== null && now() - intent.broadcasting < leaseMs
+      ) {
+        // Begun less than a lease ago: its delivery may still hold the
+        // lease and be sending. Busy, not this job's failure (§13).
+        throw new BusyError(
+          `intent ${intent.id} is being sent by another delivery (for ${
+            formatDuration(now() - intent.broadcasting)
+          })`,
+        );
+      }
       if (stuckMs < policy.stuckAfterMs) {
         throw new Error(
           `settling for ${formatDuration(stuckMs)} without tx hash, waiting`,
@@ -1087,6 +1105,34 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }));
     const newest = statuses.lastIndexOf("confirmed");
     return newest === -1 ? undefined : hashes[newest];
+  }
+
+  /**
+   * Before a give-up resolves a `settling` intent (to review, as it may
+   * have sent), asks its txs' receipts once, and settles on one that
+   * confirmed: the queue may have timed out the very delivery that read
+   * it, and gives up while that delivery still runs. Returns why it
+   * settled; `undefined` to resolve as before (nothing confirmed, a send
+   * in flight, or the intent moved meanwhile: the resolution reads it
+   * again).
+   */
+  async function settledBeforeReview(
+    intentId: string,
+    d: Delivery,
+  ): Promise<string | undefined> {
+    const intent = await store.getIntent(intentId);
+    if (
+      intent?.state !== "settling" || intent.broadcasting !== null ||
+      intent.txHashes.length === 0
+    ) return undefined;
+    const confirmed = await confirmedAmong(intent.txHashes, d);
+    if (confirmed === undefined) return undefined;
+    try {
+      return await settledOn(confirmed)(intent, d);
+    } catch (error) {
+      if (error instanceof ConflictError) return undefined;
+      throw error;
+    }
   }
 
   /** The step that settles on a confirmed tx. */

@@ -1,0 +1,138 @@
+/**
+ * A copy of a job that arrives while the first delivery is still at work:
+ * a queue that timed the first out (Pub/Sub's acknowledgement deadline,
+ * QStash's timeout) delivers again, or gives up, while it runs.
+ */
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Intent,
+  type ReceiptStatus,
+  type Sender,
+} from "../../mod.ts";
+import { BACKENDS } from "../_stores.ts";
+
+/** A signer that answers sends and receipts after a pause. */
+class SlowSigner implements Sender {
+  sends = 0;
+  receipts = 0;
+  constructor(
+    readonly sendMs: number,
+    readonly receiptMs: number,
+    readonly status: ReceiptStatus,
+  ) {}
+  async send(_intent: Intent): Promise<{ txHash: string }> {
+    this.sends++;
+    await new Promise((r) => setTimeout(r, this.sendMs));
+    return { txHash: `0x${this.sends}` };
+  }
+  async receipt(): Promise<ReceiptStatus> {
+    this.receipts++;
+    await new Promise((r) => setTimeout(r, this.receiptMs));
+    return this.status;
+  }
+}
+
+const JOB = { intentId: "pi_0001", kind: "settle" } as const;
+const policy = { maxDeliveries: 3, jitter: "none" } as const;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a copy that finds a send in flight is busy, not failed, even at the last delivery`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "authorized",
+        hold: "pending",
+      });
+      const sender = new SlowSigner(400, 0, "pending");
+      const relayer = createRelayer({ store, sender, policy });
+      const first = relayer.deliver(JOB, 1);
+      await sleep(150); // the queue timed it out, and delivers again
+      for (const n of [2, 3]) {
+        const copy = await relayer.deliver(JOB, n);
+        assert.equal(copy.action, "retry");
+        assert.match(
+          copy.reason,
+          /^intent pi_0001 is busy with another delivery/,
+        );
+      }
+      assert.match((await first).reason, /^sent 0x1, waiting for confirmation/);
+      assert.equal(sender.sends, 1);
+      assert.equal(await store.getDeadLetter(`${JOB.intentId}/settle`), null);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${backend.name}: a give-up while the last delivery reads a confirmed receipt settles, not reviews`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const at = Date.now() - 1_000;
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: at,
+        mayHaveSent: true,
+        txHashes: ["0xabc"],
+        lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
+      });
+      const sender = new SlowSigner(0, 300, "confirmed");
+      const relayer = createRelayer({ store, sender, policy });
+      const last = relayer.deliver(JOB, 3);
+      await sleep(100); // past the queue's deadline: it gives up
+      const gaveUp = await relayer.giveUp(JOB, {
+        deliveries: 3,
+        queue: { queue: "pubsub", messageId: "m-1" },
+      });
+      await last;
+      assert.equal(gaveUp.action, "done");
+      const intent = await store.getIntent(JOB.intentId);
+      assert.equal(intent?.state, "settled");
+      assert.equal(intent?.hold, "captured");
+      assert.equal(await store.getDeadLetter(`${JOB.intentId}/settle`), null);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${backend.name}: a give-up settles a payment whose tx confirmed since the last delivery`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const at = Date.now() - 1_000;
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: at,
+        mayHaveSent: true,
+        txHashes: ["0xold", "0xabc"],
+        lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
+      });
+      const sender = new SlowSigner(0, 0, "confirmed");
+      const relayer = createRelayer({ store, sender, policy });
+      const gaveUp = await relayer.giveUp(JOB, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "m-1" },
+      });
+      assert.deepEqual(gaveUp, {
+        action: "done",
+        delivery: 3,
+        reason:
+          "the queue gave up after 3 deliveries: 0xabc confirmed, intent settled",
+      });
+      assert.equal((await store.getIntent(JOB.intentId))?.state, "settled");
+      // A repeat of the give-up finds it settled: nothing more.
+      const again = await relayer.giveUp(JOB, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "m-1" },
+      });
+      assert.equal(again.action, "done");
+      assert.equal(sender.receipts, 2);
+    } finally {
+      await close();
+    }
+  });
+}
