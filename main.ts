@@ -30,6 +30,7 @@ import {
 import { HttpSender } from "./relayer/http_sender.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
+import { formatDuration } from "./policy/format_duration.ts";
 import { PostgresStore } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
@@ -116,6 +117,12 @@ export interface Service {
  * cut short is a crash the relayer is built for (write-ahead, lease TTL).
  */
 export const DRAIN_MS = 8_000;
+
+/**
+ * The drain on Deno Deploy (`DENO_DEPLOYMENT_ID` set), which kills an
+ * instance 5 s after its `SIGINT`: the drain and the exit grace end before.
+ */
+export const DEPLOY_DRAIN_MS = 3_500;
 
 /**
  * How long the process may outlive a drain, for `deno serve` to finish
@@ -753,8 +760,12 @@ if (import.meta.main) {
   const stdout = batchedLog(Deno.stdout);
   globalThis.addEventListener("unload", () => stdout.flush());
   let config: Config;
+  let drainMs = DRAIN_MS;
   try {
-    config = loadConfig(Deno.env.toObject());
+    const env = Deno.env.toObject();
+    config = loadConfig(env);
+    // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
+    if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
     if (
       error instanceof Deno.errors.NotCapable ||
@@ -805,8 +816,10 @@ if (import.meta.main) {
       Deno.exit(1);
     }
     stopping = true;
-    stdout.line(`relayer: ${signal}: draining (at most ${DRAIN_MS / 1000}s)`);
-    const left = await running.drain(DRAIN_MS);
+    stdout.line(
+      `relayer: ${signal}: draining (at most ${formatDuration(drainMs)})`,
+    );
+    const left = await running.drain(drainMs);
     const closed = running.kv ? "KV closed" : "PostgreSQL connections closed";
     stdout.line(
       left === 0

@@ -51,7 +51,7 @@ function slowSigner(holdMs: number) {
 const SECRET = "shutdown-secret-0123456789";
 
 /**
- * `main.ts` on KV in a temp dir, with a signer whose sends take 1.5 s and
+ * `main.ts` on KV in a temp dir, with a signer whose sends take `holdMs` (1.5 s) and
  * an authorized intent `intentId`, healthy; `body` runs against it, and
  * everything is stopped and removed after, whatever happens.
  */
@@ -65,9 +65,10 @@ async function withServedMain(
     base: string;
     dir: string;
   }) => Promise<void>,
+  holdMs = 1500,
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
-  const signer = slowSigner(1500);
+  const signer = slowSigner(holdMs);
   const { port } = freePort();
   const service = startMain({
     SENDER_URL: signer.url,
@@ -144,6 +145,50 @@ Deno.test(
         }
       },
     )),
+);
+
+Deno.test(
+  "main.ts on Deno Deploy (DENO_DEPLOYMENT_ID) drains for 3.5 s on SIGINT and exits before Deploy's SIGKILL at 5 s",
+  timeout(
+    30_000,
+    (_t, signal) =>
+      withServedMain(
+        { DENO_DEPLOYMENT_ID: "test-deployment" },
+        "pi_deploy",
+        signal,
+        async ({ service, signer, base }) => {
+          const body = JSON.stringify({
+            job: { intentId: "pi_deploy", kind: "settle" },
+            delivery: 1,
+          });
+          const inFlight = fetch(`${base}/v1/deliveries`, {
+            method: "POST",
+            body,
+            headers: {
+              "x-signature": hmacSignature(
+                SECRET,
+                body,
+                Math.floor(Date.now() / 1000),
+              ),
+            },
+          }).then((r) => r.body?.cancel(), () => {});
+          await signer.firstStarted; // mid-send, for longer than the drain
+          const sentAt = performance.now();
+          service.child.kill("SIGINT");
+          const { code, stdout, stderr } = await service.ended();
+          const tookMs = performance.now() - sentAt;
+          await inFlight;
+          assert.equal(code, 0, `${stdout}\n${stderr}`);
+          assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
+          assert.match(stdout, /relayer: SIGINT: draining \(at most 3\.5s\)/);
+          assert.match(
+            stdout,
+            /relayer: 1 delivery still running was cut short .*; KV closed/,
+          );
+        },
+        6_000,
+      ),
+  ),
 );
 
 Deno.test(
