@@ -10,8 +10,8 @@
  * `--host 0.0.0.0` (see docs/webhook.md). SIGTERM (or SIGINT) drains: the
  * local queue's new messages go back to the queue, new requests get a 503
  * that the queue retries, deliveries in flight finish (for at most
- * {@linkcode DRAIN_MS}), then the store closes and the process exits 0. A second
- * signal exits at once.
+ * {@linkcode DRAIN_MS}, or {@linkcode DEPLOY_DRAIN_MS} on Deno Deploy), then
+ * the store closes and the process exits 0. A second signal exits at once.
  *
  * This file and `store/kv.ts` are the only places that touch `Deno.*`.
  *
