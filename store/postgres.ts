@@ -201,6 +201,15 @@ const POOLER_FIX =
   "create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode";
 /** How long `migrate()`'s check of a pooler waits for a connection, and for each answer (see `#checkPooler`). */
 const POOLER_CHECK_MS = 3_000;
+/**
+ * How long a migration waits for each table lock (`lock_timeout`), and how
+ * many times it tries. A schema change waits for every open transaction on
+ * its table (a report, a `pg_dump`, an open psql), and every read and write
+ * of the table then queues behind it: bounded, a busy table holds the
+ * service's live instances up for at most this long per try.
+ */
+const MIGRATION_LOCK_MS = 2_000;
+const MIGRATION_TRIES = 3;
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
 
@@ -337,6 +346,10 @@ export class PostgresStore implements Store {
    *
    * @throws {Error} If the database is read-only (a standby, or
    * `default_transaction_read_only = on`): every write would fail.
+   * @throws {Error} If a migration the schema needs (a first start, an
+   * upgrade) cannot get a table's lock within 2 s, three times: another
+   * session keeps a transaction open on it. Live instances wait no longer
+   * than that behind it.
    * @throws {Error} If the client goes through a pooler in transaction mode
    * that does not keep prepared statements: create it with
    * `prepare: false`.
@@ -365,17 +378,45 @@ export class PostgresStore implements Store {
         "Cannot use this PostgreSQL database as it is read-only (a standby, or default_transaction_read_only = on): connect to the primary",
       );
     }
-    if (current?.current !== true) {
-      await this.#sql.begin(ISOLATION, async (tx) => {
-        // Concurrent `CREATE … IF NOT EXISTS` of one name can still collide
-        // in the catalog; this lock, released at commit, lines migrations up.
-        await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
-        for (const statement of migration(this.#schema)) {
-          await tx.unsafe(statement);
-        }
-      });
-    }
+    if (current?.current !== true) await this.#migrateBounded();
     await this.#checkPooler();
+  }
+
+  /**
+   * Runs the migration in one transaction, each table lock waited for at
+   * most `MIGRATION_LOCK_MS`, up to `MIGRATION_TRIES` times. An upgrade's
+   * `ALTER TABLE` waits for every open transaction on its table, and every
+   * read and write of live instances would queue behind it for as long:
+   * bounded, they wait at most that, and a table that stays busy fails the
+   * start with what to do.
+   */
+  async #migrateBounded(): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        await this.#sql.begin(ISOLATION, async (tx) => {
+          // Concurrent `CREATE … IF NOT EXISTS` of one name can still
+          // collide in the catalog; this lock, released at commit, lines
+          // migrations up (waited for without the bound below).
+          await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
+          await tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
+          for (const statement of migration(this.#schema)) {
+            await tx.unsafe(statement);
+          }
+        });
+        return;
+      } catch (error) {
+        if ((error as { code?: unknown })?.code !== "55P03") throw error;
+        if (attempt === MIGRATION_TRIES) {
+          throw new Error(
+            `Cannot migrate the PostgreSQL schema "${this.#schema}" as another session keeps a lock on its tables (${MIGRATION_TRIES} tries of ${
+              MIGRATION_LOCK_MS / 1000
+            }s each; live instances waited no longer): end the long transaction (a report, a pg_dump, an open psql session; see pg_stat_activity) or migrate at a quieter moment, then start again`,
+            { cause: error },
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+      }
+    }
   }
 
   /**

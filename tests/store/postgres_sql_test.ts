@@ -213,6 +213,62 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() of an older schema holds live instances up for at most 2 s per try behind a long transaction, then says what to do",
+  ignore,
+  fn: () =>
+    inFreshSchema(6, async (sql, schema) => {
+      const live = new PostgresStore(sql, { schema });
+      await live.migrate();
+      await live.createIntent({ id: "pi_1", state: "authorized" });
+      // The schema as a revision before tx_hashes left it.
+      await sql.unsafe(`ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes`);
+      const reader = await sql.reserve();
+      let migrating: Promise<string> | undefined;
+      try {
+        // A report (or pg_dump) holds a share lock on intents until it ends.
+        await reader.unsafe("BEGIN");
+        await reader.unsafe(`SELECT count(*) FROM "${schema}".intents`);
+        const started = performance.now();
+        migrating = new PostgresStore(sql, { schema }).migrate().then(
+          () => "migrated",
+          (error: Error) => error.message,
+        );
+        await new Promise((r) => setTimeout(r, 300));
+        // A live instance's read (an older revision's: no tx_hashes)
+        // queues behind the migration's lock request.
+        const readAt = performance.now();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const read = await Promise.race([
+          sql.unsafe(`SELECT state FROM "${schema}".intents WHERE id = 'pi_1'`)
+            .then(([row]) => row?.state),
+          new Promise((r) => timer = setTimeout(() => r("blocked"), 5_000)),
+        ]);
+        clearTimeout(timer);
+        assert.equal(read, "authorized");
+        const readMs = performance.now() - readAt;
+        assert.ok(
+          readMs < 2_500,
+          `a live read waited ${Math.round(readMs)} ms`,
+        );
+        const refused = await migrating;
+        assert.match(
+          refused,
+          /^Cannot migrate the PostgreSQL schema "[^"]+" as another session keeps a lock on its tables \(3 tries of 2s each; live instances waited no longer\): end the long transaction/,
+        );
+        assert.ok(performance.now() - started < 10_000);
+      } finally {
+        await reader.unsafe("ROLLBACK");
+        reader.release();
+        await migrating;
+      }
+      // Once the transaction ended, the migration goes through.
+      await new PostgresStore(sql, { schema }).migrate();
+      assert.deepEqual((await live.getIntent("pi_1"))?.txHashes, []);
+    }),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() does not wait on an open write once the tables are there (it runs at every start)",
   ignore,
   fn: () =>
