@@ -341,6 +341,23 @@ function landedBy(w: string, ...entries: Entry<Written>[]): string | null {
   return null;
 }
 
+/**
+ * The versionstamp of `entry` if it holds exactly the intent record a
+ * write stored, else `null`. The write id alone is not enough for an
+ * intent: a revision of this store from before write ids copies every
+ * field it reads, `w` included, into its own writes, so a record another
+ * writer changed since can carry this write's id.
+ */
+function landedAs(
+  stored: StoredIntent,
+  entry: Entry<StoredIntent>,
+): string | null {
+  return entry.value !== null && entry.value.w === stored.w &&
+      JSON.stringify(entry.value) === JSON.stringify(stored)
+    ? entry.versionstamp
+    : null;
+}
+
 /** A dead letter as read, without the id of the write that kept it. */
 function letterOf(stored: StoredLetter): DeadLetter {
   const { w: _, ...letter } = stored;
@@ -537,7 +554,7 @@ export class KvStore implements Store {
     // Answered "exists": it may be this very write (see `Written`).
     const stamp = result.ok
       ? result.versionstamp
-      : landedBy(w, ...await this.#get<[StoredIntent]>(key));
+      : landedAs(stored, ...await this.#get<[StoredIntent]>(key));
     if (stamp === null) {
       throw new ConflictError(
         `Cannot create intent ${record.id} as it exists`,
@@ -652,7 +669,8 @@ export class KvStore implements Store {
       this.#key("dead", deadLetter?.jobId ?? ""),
     );
     // The write above, answered as a race lost, may have landed.
-    const landed = unanswered && landedBy(unanswered.w, intent, claim);
+    const landed = unanswered &&
+      (landedAs(unanswered.stored, intent) ?? landedBy(unanswered.w, claim));
     if (landed) return unanswered!.finish(landed);
     const current = this.#toIntent(intent, hold);
     if (current === null) {
@@ -676,13 +694,12 @@ export class KvStore implements Store {
       deadLetter === undefined ? undefined : { deadLetter, old: dead },
     );
     if (!("finish" in written)) return written;
-    const stamp = landedBy(
-      written.w,
-      ...await this.#get<[StoredIntent, ClaimValue]>(
-        this.#key("intent", id),
-        this.#key("claim", options.claim?.key ?? ""),
-      ),
+    const [after, claimAfter] = await this.#get<[StoredIntent, ClaimValue]>(
+      this.#key("intent", id),
+      this.#key("claim", options.claim?.key ?? ""),
     );
+    const stamp = landedAs(written.stored, after) ??
+      landedBy(written.w, claimAfter);
     if (stamp !== null) return written.finish(stamp);
     throw new ConflictError(
       `Cannot write intent ${id} as it changed since it was read; re-read it`,
@@ -763,7 +780,7 @@ export class KvStore implements Store {
       return written;
     };
     const result = await atomic.commit();
-    return result.ok ? finish(result.versionstamp) : { w, finish };
+    return result.ok ? finish(result.versionstamp) : { w, stored, finish };
   }
 
   /**
@@ -1261,5 +1278,7 @@ interface ClaimValue extends Written {
  */
 interface Unanswered {
   readonly w: string;
+  /** The intent record it stored. */
+  readonly stored: StoredIntent;
   readonly finish: (versionstamp: string) => Intent;
 }

@@ -1,0 +1,121 @@
+/**
+ * KvStore beside an older revision of itself on one Deno KV, as during a
+ * rolling deploy. Revisions before write ids copy every field they read
+ * into what they write, the write id `w` included; a write answered
+ * `{ ok: false }` (a KV Connect client's re-send) must not take such a
+ * record for its own, and answer another writer's intent as if it were.
+ */
+import assert from "node:assert/strict";
+import { ConflictError } from "../../mod.ts";
+import { KvStore } from "../../store/kv.ts";
+
+const T = 1_000_000;
+const lease = (keep: boolean) => ({
+  owner: "new:1",
+  ttlMs: 30_000,
+  now: T,
+  keep,
+});
+
+/** Deno KV whose next commit, once armed, lands, lets `after` run, and is answered `{ ok: false }`. */
+function answeredLost(kv: Deno.Kv) {
+  let after: (() => Promise<void>) | null = null;
+  const handle = {
+    getMany: kv.getMany.bind(kv),
+    list: kv.list.bind(kv),
+    atomic() {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const result = await commit();
+        if (!result.ok || after === null) return result;
+        const run = after;
+        after = null;
+        await run();
+        return { ok: false } as const;
+      };
+      return atomic;
+    },
+  };
+  return { handle, arm: (run: () => Promise<void>) => after = run };
+}
+
+/** What a revision before write ids stores over the intent: every field it read, `w` included, and its own lease. */
+async function oldRevisionWrites(kv: Deno.Kv, id: string): Promise<void> {
+  const key = ["relayer", "intent", id];
+  const entry = await kv.get<Record<string, unknown>>(key);
+  assert.ok(typeof entry.value?.w === "string", "the new write's id is there");
+  const done = await kv.atomic().check(entry)
+    .set(key, { ...entry.value, broadcasting: T + 5 })
+    .set(["relayer", "lease", id], { owner: "old:1", expiresAt: T + 30_005 })
+    .commit();
+  assert.ok(done.ok);
+}
+
+Deno.test("KvStore: a write answered { ok: false } does not take an older revision's record, which copied its id, for its own", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const { handle, arm } = answeredLost(kv);
+    const store = new KvStore(handle);
+    await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: T,
+    });
+    const read = await store.getIntent("pi_1");
+    const ahead = await store.beginBroadcast("pi_1", read!.version, T, {
+      lease: lease(true),
+    });
+    arm(() => oldRevisionWrites(kv, "pi_1"));
+    let answered: Awaited<ReturnType<KvStore["recordBroadcast"]>> | null = null;
+    try {
+      answered = await store.recordBroadcast("pi_1", ahead.version, {
+        outcome: "sent",
+        txHash: "0xN",
+        at: T + 1,
+      }, { lease: lease(false) });
+    } catch (error) {
+      assert.ok(error instanceof ConflictError, String(error));
+    }
+    const now = await store.getIntent("pi_1");
+    if (answered !== null) {
+      // Answered as landed: then at a version whose record it wrote.
+      assert.notEqual(answered.version, now!.version);
+    }
+    assert.equal(now?.broadcasting, T + 5, "the older revision's write stands");
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("KvStore: a create answered { ok: false } that an older revision then changed is not answered with that revision's version", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const { handle, arm } = answeredLost(kv);
+    const store = new KvStore(handle);
+    arm(() => oldRevisionWrites(kv, "pi_2"));
+    let created: Awaited<ReturnType<KvStore["createIntent"]>> | null = null;
+    try {
+      created = await store.createIntent({
+        id: "pi_2",
+        state: "settling",
+        hold: "pending",
+        settlingSince: T,
+      });
+    } catch (error) {
+      assert.ok(error instanceof ConflictError, String(error));
+    }
+    const now = await store.getIntent("pi_2");
+    if (created !== null) {
+      // KvStore's version is the intent's versionstamp, then the hold's:
+      // the answer's record is not the one the older revision wrote.
+      assert.notEqual(
+        created.version.split(":")[0],
+        now!.version.split(":")[0],
+      );
+    }
+  } finally {
+    kv.close();
+  }
+});
