@@ -382,7 +382,7 @@ async function openPostgres(
 
 /** What to do about a database that could not be opened, where the error says. */
 function openHint(message: string, direct: boolean): string {
-  if (/permission denied/i.test(message)) {
+  if (/permission denied/i.test(message) && !/schema's owner/.test(message)) {
     return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
   }
   if (/certificate|self[- ]signed/i.test(message)) {

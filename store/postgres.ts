@@ -350,6 +350,9 @@ export class PostgresStore implements Store {
    * upgrade) cannot get a table's lock within 2 s, three times: another
    * session keeps a transaction open on it. Live instances wait no longer
    * than that behind it.
+   * @throws {Error} If a migration the schema needs is refused to this
+   * role (a least-privilege service role after an upgrade): run it once as
+   * the schema's owner.
    * @throws {Error} If the client goes through a pooler in transaction mode
    * that does not keep prepared statements: create it with
    * `prepare: false`.
@@ -405,7 +408,17 @@ export class PostgresStore implements Store {
         });
         return;
       } catch (error) {
-        if ((error as { code?: unknown })?.code !== "55P03") throw error;
+        const code = (error as { code?: unknown })?.code;
+        if (code === "42501") {
+          // A least-privilege role on a schema an upgrade changes.
+          throw new Error(
+            `Cannot migrate the PostgreSQL schema "${this.#schema}" as this role may not change it (${
+              (error as Error).message
+            }): run migrate() once as the schema's owner before starting this version (docs/postgres.md lists the grants a service role needs)`,
+            { cause: error },
+          );
+        }
+        if (code !== "55P03") throw error;
         if (attempt === MIGRATION_TRIES) {
           throw new Error(
             `Cannot migrate the PostgreSQL schema "${this.#schema}" as another session keeps a lock on its tables (${MIGRATION_TRIES} tries of ${

@@ -382,6 +382,37 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() as a service role on a schema an upgrade changes says to run it once as the schema's owner",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      // The schema as a revision before tx_hashes left it.
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes`,
+      );
+      await asNewRole(admin, async (sql, role) => {
+        await admin.unsafe(`
+          GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
+          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`);
+        await assert.rejects(
+          new PostgresStore(sql, { schema }).migrate(),
+          (error: Error) => {
+            assert.match(
+              error.message,
+              /^Cannot migrate the PostgreSQL schema "[^"]+" as this role may not change it \(.*permission denied.*\): run migrate\(\) once as the schema's owner before starting this version/,
+            );
+            return true;
+          },
+        );
+      });
+      await new PostgresStore(admin, { schema }).migrate(); // the owner can
+    }),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() migrates a schema its role owns but could not have created (no CREATE on the database)",
   ignore,
   fn: () =>
