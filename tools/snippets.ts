@@ -11,7 +11,10 @@
  * package pins, as `deno add npm:…` would.
  *
  * By the fence's info string:
- * - `ts`: written to a file and run with `deno run`, no permissions;
+ * - `ts`: written to a file and run with `deno run`, no permissions; a
+ *   line `expression; // { key: value, … }` must give those fields
+ *   (see {@linkcode withPromisesChecked}), and a `console.log(x); // 503: …`
+ *   must print a line that starts so;
  * - `ts postgres`: type-checked only (it needs a database); skipped, loudly,
  *   while the package does not export `./postgres`;
  * - `ts worker`: must be a verbatim part of `examples/cloudflare/worker.ts`,
@@ -85,6 +88,50 @@ const LOCAL_RUN_LETTER = {
   jobId: "pi_0002_notsent/settle",
   resolution: "nothing was sent, so the intent failed",
 } as const;
+
+/**
+ * What a snippet's `expression; // { key: value, … }` comments promise,
+ * made checkable: each such line becomes a call that compares the value's
+ * fields with the comment's (a string in quotes, a bare word or number, or
+ * an inclusive range `a…b`) and throws, naming the README line, when one
+ * differs. Other lines stay as they are.
+ *
+ * @param code The snippet.
+ * @param firstLine The README line of the snippet's first line.
+ * @returns The code to run.
+ */
+export function withPromisesChecked(code: string, firstLine: number): string {
+  let checked = 0;
+  const lines = code.split("\n").map((line, i) => {
+    const match = /^(\s*)(.+?);\s*\/\/\s*\{(.+)\}\s*$/.exec(line);
+    if (!match || /^(const|let|var|import|export|return)\b/.test(match[2]!)) {
+      return line;
+    }
+    checked++;
+    return `${match[1]}__promised(${firstLine + i}, ${match[2]}, ${
+      JSON.stringify(match[3]!.trim())
+    });`;
+  });
+  if (checked === 0) return code;
+  return `${lines.join("\n")}
+function __promised(line: number, value: unknown, promised: string): void {
+  const fields = value as Record<string, unknown>;
+  for (const [, key, raw] of promised.matchAll(/(\\w+):\\s*("(?:[^"\\\\]|\\\\.)*"|[^,]+)/g)) {
+    const text = raw!.trim();
+    const actual = fields?.[key!];
+    const range = /^(-?[\\d.]+)…(-?[\\d.]+)$/.exec(text);
+    const ok = range
+      ? typeof actual === "number" && actual >= Number(range[1]) && actual <= Number(range[2])
+      : text.startsWith('"')
+      ? actual === JSON.parse(text)
+      : String(actual) === text;
+    if (!ok) {
+      throw new Error(\`README.md:\${line}: \${key} is \${JSON.stringify(actual)}, its comment says \${text}\`);
+    }
+  }
+}
+`;
+}
 
 /**
  * Where the JSON object that starts at `start` ends (its closing brace,
@@ -272,7 +319,10 @@ async function checkSnippets(): Promise<number> {
           continue;
         }
         const file = `${dir}/snippet_${index}.${snippet.lang}`;
-        await Deno.writeTextFile(file, snippet.code);
+        await Deno.writeTextFile(
+          file,
+          withPromisesChecked(snippet.code, snippet.line + 1),
+        );
         if (snippet.tags.includes("postgres")) {
           if (!config.exports["./postgres"]) {
             report("SKIP", "  the package does not export ./postgres yet");

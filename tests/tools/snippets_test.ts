@@ -4,7 +4,11 @@
  * `checkLocalRun`.
  */
 import assert from "node:assert/strict";
-import { checkLocalRun, snippetsOf } from "../../tools/snippets.ts";
+import {
+  checkLocalRun,
+  snippetsOf,
+  withPromisesChecked,
+} from "../../tools/snippets.ts";
 
 const LETTER = {
   jobId: "pi_0002_notsent/settle",
@@ -63,5 +67,51 @@ Deno.test("checkLocalRun says what is wrong when the run did not end as promised
   assert.match(
     checkLocalRun(`${good}\n{"items":[],"cursor":null}`)!,
     /^no dead letter/,
+  );
+});
+
+/** Runs `code` as a module of its own. */
+async function runModule(code: string): Promise<void> {
+  const file = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(file, code);
+    await import(`file://${file}`);
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+Deno.test("withPromisesChecked makes a snippet's `expression; // { … }` comments checks", async () => {
+  const code = [
+    'const value = { action: "retry", delayMs: 3000, reason: "rpc timeout" };',
+    'const same = value; // { action: "poison" } is not a promise: a declaration',
+    'value; // { action: "retry", delayMs: 2500…5000, reason: "rpc timeout" }',
+  ].join("\n");
+  const checked = withPromisesChecked(code, 10);
+  assert.match(checked, /^__promised\(12, value, "action: \\"retry\\", /m);
+  assert.match(checked, /^const same = value; \/\/ \{ action/m);
+  await runModule(checked);
+  // A field that differs, a number out of its range: named with the line.
+  await assert.rejects(
+    runModule(
+      withPromisesChecked(
+        code.replace("delayMs: 2500…5000", "delayMs: 1…2"),
+        10,
+      ),
+    ),
+    /README\.md:12: delayMs is 3000, its comment says 1…2/,
+  );
+  await assert.rejects(
+    runModule(
+      withPromisesChecked(
+        code.replace('// { action: "retry"', '// { action: "poison"'),
+        10,
+      ),
+    ),
+    /README\.md:12: action is "retry", its comment says "poison"/,
+  );
+  assert.equal(
+    withPromisesChecked("console.log(1);\n", 1),
+    "console.log(1);\n",
   );
 });
