@@ -914,6 +914,21 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
 
+  if (
+    audience !== undefined && pushAnswerMs(timeoutMs) > MAX_ACK_DEADLINE_MS
+  ) {
+    // No acknowledgement deadline Pub/Sub allows would cover a push.
+    throw new ConfigError(
+      "SENDER_TIMEOUT",
+      `SENDER_TIMEOUT (${
+        formatDuration(timeoutMs)
+      }) is too long for Pub/Sub push: a push is answered within about 2 × SENDER_TIMEOUT + 5s (${
+        formatDuration(pushAnswerMs(timeoutMs))
+      }), and Pub/Sub waits at most 10m (the acknowledgement deadline's maximum), so it would count pushes still at work as failed. Set SENDER_TIMEOUT to at most ${
+        formatDuration((MAX_ACK_DEADLINE_MS - 5_000) / 2)
+      }`,
+    );
+  }
   const queues = readQueues(env, policy, timeoutMs);
   checkQueues(policy, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
@@ -1002,6 +1017,9 @@ function backoffIn(
   }
   return ms;
 }
+
+/** The longest acknowledgement deadline Pub/Sub allows (600 s), which is also a push's request timeout. */
+const MAX_ACK_DEADLINE_MS = 600_000;
 
 /**
  * The longest this service takes to answer a push: the receipts, then one

@@ -666,6 +666,32 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
   );
 });
 
+Deno.test("loadConfig() refuses, with Pub/Sub push, a SENDER_TIMEOUT no acknowledgement deadline can cover", () => {
+  const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
+  refused(
+    { ...ok, SENDER_TIMEOUT: "5m", LEASE: "10m", STUCK_AFTER: "5m" },
+    "SENDER_TIMEOUT",
+    /^SENDER_TIMEOUT \(5m0s\) is too long for Pub\/Sub push: a push is answered within about 2 × SENDER_TIMEOUT \+ 5s \(10m5s\), and Pub\/Sub waits at most 10m .*Set SENDER_TIMEOUT to at most 4m57\.5s$/,
+  );
+  assert.doesNotThrow(() =>
+    loadConfig({
+      ...ok,
+      SENDER_TIMEOUT: "297500ms",
+      LEASE: "10m",
+      STUCK_AFTER: "5m",
+    })
+  );
+  // Without Pub/Sub, no such bound.
+  assert.doesNotThrow(() =>
+    loadConfig({
+      ...base,
+      SENDER_TIMEOUT: "5m",
+      LEASE: "10m",
+      STUCK_AFTER: "5m",
+    })
+  );
+});
+
 Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: an expired message is dropped with no dead letter", () => {
   const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
   // Ten deliveries, each failed push up to 25s (2 × SENDER_TIMEOUT + 5s)
