@@ -414,7 +414,7 @@ export class PostgresStore implements Store {
           throw new Error(
             `Cannot migrate the PostgreSQL schema "${this.#schema}" as this role may not change it (${
               (error as Error).message
-            }): run migrate() once as the schema's owner before starting this version (docs/postgres.md lists the grants a service role needs)`,
+            }): run migrate() once as the schema's owner (at the first start, and before starting a version that changes the schema); docs/postgres.md lists the grants a service role needs after that`,
             { cause: error },
           );
         }

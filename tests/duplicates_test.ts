@@ -474,13 +474,20 @@ for (const backend of STORES) {
 
 /**
  * The broken twin: a KvStore that ignores every lease, and counts a
- * delivery by a read and a blind write (no compare-and-set).
+ * delivery by a read and a blind write (no compare-and-set). It also
+ * reads an intent without its send in flight (`broadcasting`): the
+ * relayer answers busy on its own when it sees one begun less than a
+ * lease ago, so only a store that hides it leaves the lease as the guard.
  */
 class CarelessStore extends KvStore {
   #kv: Deno.Kv;
   constructor(kv: Deno.Kv) {
     super(kv);
     this.#kv = kv;
+  }
+  override async getIntent(id: string): Promise<Intent | null> {
+    const intent = await super.getIntent(id);
+    return intent === null ? null : { ...intent, broadcasting: null };
   }
   override beginBroadcast(
     id: string,

@@ -401,7 +401,7 @@ Deno.test({
           (error: Error) => {
             assert.match(
               error.message,
-              /^Cannot migrate the PostgreSQL schema "[^"]+" as this role may not change it \(.*permission denied.*\): run migrate\(\) once as the schema's owner before starting this version/,
+              /^Cannot migrate the PostgreSQL schema "[^"]+" as this role may not change it \(.*permission denied.*\): run migrate\(\) once as the schema's owner \(at the first start, and before starting a version that changes the schema\)/,
             );
             return true;
           },

@@ -328,7 +328,7 @@ Deno.test({
         assert.ok(error instanceof ConfigError, String(error));
         assert.match(
           error.message,
-          /^DATABASE_URL: cannot open PostgreSQL .*: permission denied for database .* \(the role needs the grants docs\/postgres\.md lists, or a migration run once by the schema's owner\)$/,
+          /^DATABASE_URL: cannot open PostgreSQL .*: Cannot migrate the PostgreSQL schema "relayer" as this role may not change it \(permission denied for database [^)]*\): run migrate\(\) once as the schema's owner \(at the first start, and before starting a version that changes the schema\); docs\/postgres\.md lists the grants a service role needs after that$/,
         );
         return true;
       });
