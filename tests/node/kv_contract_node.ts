@@ -6,12 +6,13 @@
  * @module
  */
 
-import "./_deno_test_shim.ts";
 import { openKv } from "@deno/kv";
 import { storeContract } from "../store/_contract.ts";
 import { hookedKvStore } from "../store/_hooked_kv.ts";
+import { runner } from "./_runner.ts";
 
+const { test } = await runner();
 storeContract("KvStore on Node (@deno/kv)", async () => {
   const kv = await openKv(":memory:");
   return { ...hookedKvStore(kv), close: () => kv.close() };
-}, { commitGap: true });
+}, { test, commitGap: true });

@@ -2,19 +2,18 @@
  * The store contract suite on Node and on Bun: `PostgresStore` over the npm
  * client `postgres` (postgres.js, bundled in) against the real server whose
  * URL `deno task node-check` or `deno task bun-check` passes as
- * `RELAYER_PG_URL`, run by `node --test` or by `bun test` (which runs
- * `node:test` suites). Each store gets a schema of its own, dropped when it
- * closes.
+ * `RELAYER_PG_URL`, run by `node --test` or by `bun test`, each through its
+ * own runner (`_runner.ts`). Each store gets a schema of its own, dropped
+ * when it closes.
  *
  * @module
  */
 
-import "./_deno_test_shim.ts";
-import { after } from "node:test";
 import process from "node:process";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { storeContract } from "../store/_contract.ts";
+import { runner } from "./_runner.ts";
 
 const url = process.env.RELAYER_PG_URL;
 if (!url) {
@@ -23,6 +22,7 @@ if (!url) {
   );
 }
 const runtime = process.versions.bun === undefined ? "Node" : "Bun";
+const { test, after } = await runner();
 const admin = postgres(url, { max: 2, onnotice: () => {} });
 after(() => admin.end());
 
@@ -39,4 +39,4 @@ storeContract(`PostgresStore on ${runtime} (postgres.js)`, async () => {
       await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
     },
   };
-});
+}, { test });

@@ -4,8 +4,13 @@
  *
  * ```ts ignore
  * import { storeContract } from "./_contract.ts";
- * storeContract("MyStore", async () => ({ store: new MyStore(), close: () => {} }));
+ * storeContract("MyStore", async () => ({ store: new MyStore(), close: () => {} }), { test: Deno.test });
  * ```
+ *
+ * The suite registers its tests with the function its caller hands it
+ * (`Deno.test`; on Node and Bun an adapter of their own runner,
+ * `tests/node/_runner.ts`) and names `Deno` nowhere, so on Node and Bun a
+ * store that needs a global `Deno` fails there as it would in production.
  *
  * @module
  */
@@ -43,6 +48,41 @@ export interface OpenStore {
 
 /** Opens a fresh, empty store. */
 export type OpenStoreFn = () => Promise<OpenStore>;
+
+/** What the contract uses of a test's context: Deno's `t.step`. */
+export interface StepContext {
+  /** Runs `fn` as a named step of the test: its failure fails the test. */
+  step(name: string, fn: () => Promise<void> | void): Promise<unknown>;
+}
+
+/**
+ * Registers one test, as `Deno.test({ name, ignore }, fn)` does: a test
+ * whose `ignore` is true is reported skipped.
+ */
+export type RegisterTest = (
+  definition: { name: string; ignore: boolean },
+  fn: (t: StepContext) => Promise<void>,
+) => void;
+
+/** How {@linkcode storeContract} runs. */
+export interface StoreContractOptions {
+  /**
+   * Registers each test: `Deno.test`, or an adapter of Node's or Bun's
+   * runner (`tests/node/_runner.ts`). No default: the suite never reaches
+   * for a global `Deno`, which would mask a store that needs one.
+   */
+  readonly test: RegisterTest;
+  /**
+   * Whether its writes read, then commit, so that `open` gives
+   * `beforeNextCommit` and the test of that gap runs (MemoryStore has no
+   * gap; PostgresStore's, between a write's read and its flight, is closed
+   * by the flight's compare-and-set and raced in `postgres_sql_test.ts`
+   * and `postgres_faults_test.ts`).
+   *
+   * @default {false}
+   */
+  readonly commitGap?: boolean;
+}
 
 /** The hold each state needs for the store to accept entering it. */
 function holdFor(state: IntentState): HoldState | null {
@@ -82,19 +122,17 @@ export function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
  *
  * @param name The store's name, prefixed to every test name.
  * @param open Opens a fresh, empty store.
- * @param options `commitGap`: whether its writes read, then commit, so
- * that `open` gives `beforeNextCommit` and the test of that gap runs
- * (MemoryStore has no gap; PostgresStore's, between a write's read and
- * its flight, is closed by the flight's compare-and-set and raced in
- * `postgres_sql_test.ts` and `postgres_faults_test.ts`).
+ * @param options `test`, the function that registers each test, and
+ * `commitGap`.
  */
 export function storeContract(
   name: string,
   open: OpenStoreFn,
-  options: { commitGap?: boolean } = {},
+  options: StoreContractOptions,
 ): void {
+  const { test: register, commitGap = false } = options;
   const test = (title: string, body: (store: Store) => Promise<void>) =>
-    Deno.test(`${name} ${title}`, async () => {
+    register({ name: `${name} ${title}`, ignore: false }, async () => {
       const { store, close } = await open();
       try {
         await body(store);
@@ -105,9 +143,9 @@ export function storeContract(
 
   // Every method that writes an intent, with a write that lands between its
   // read and its commit: the commit itself must check what was read.
-  Deno.test({
+  register({
     name: `${name} checks at commit time what every write read`,
-    ignore: !options.commitGap,
+    ignore: !commitGap,
   }, async (t) => {
     const opened = await open();
     const { store } = opened;

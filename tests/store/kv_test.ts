@@ -11,7 +11,7 @@ import { resendingKv } from "./_resending_kv.ts";
 storeContract("KvStore", async () => {
   const kv = await Deno.openKv(":memory:");
   return { ...hookedKvStore(kv), close: () => kv.close() };
-}, { commitGap: true });
+}, { test: Deno.test, commitGap: true });
 
 // Every commit lands, and is answered as a race lost: what a KV Connect
 // client that sent it again (its answer lost) returns. The store must
@@ -19,7 +19,7 @@ storeContract("KvStore", async () => {
 storeContract("KvStore over a KV that re-sends its commits", async () => {
   const kv = await Deno.openKv(":memory:");
   return { ...hookedKvStore(resendingKv(kv)), close: () => kv.close() };
-}, { commitGap: true });
+}, { test: Deno.test, commitGap: true });
 
 /**
  * Creates `pi_1` settling and has `store` write ahead for `owner` at `now`,

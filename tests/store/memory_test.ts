@@ -4,4 +4,5 @@ import { storeContract } from "./_contract.ts";
 storeContract(
   "MemoryStore",
   () => Promise.resolve({ store: new MemoryStore(), close: () => {} }),
+  { test: Deno.test },
 );

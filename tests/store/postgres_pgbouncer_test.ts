@@ -105,6 +105,7 @@ if (available) {
         },
       };
     },
+    { test: Deno.test },
   );
 }
 
