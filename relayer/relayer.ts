@@ -214,7 +214,8 @@ export interface Relayer {
    * dead-letter queue): poisons it as exhausted, "the queue gave up after
    * N deliveries", and resolves the intent exactly as a poison decision
    * does. A `settling` intent is first settled instead if one of its txs
-   * confirmed (its receipts are asked once): a queue that timed out the
+   * confirmed (its receipts are asked once, for at most 5 s or half the
+   * lease; past that it resolves without them): a queue that timed out the
    * delivery reading that receipt gives up while it still runs, and a
    * paid payment must not go to review. Idempotent: when a dead letter of
    * the job exists (a repeat, or the relayer poisoned it first), nothing
@@ -438,6 +439,14 @@ export interface RedriveOptions {
   readonly message?: (job: Job) => unknown;
 }
 
+/**
+ * How long a give-up waits for a settling intent's receipts before it
+ * resolves the intent without them (see `giveUp`): a Sender's own
+ * timeout may be longer, or absent, and a queue's give-up push has a
+ * deadline of its own (Pub/Sub's 10 s unless set).
+ */
+const GIVE_UP_RECEIPTS_MS = 5_000;
+
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
 
@@ -646,6 +655,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   } = options;
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
+  const giveUpReceiptsMs = Math.min(GIVE_UP_RECEIPTS_MS, leaseMs / 2);
   // Drawn on the first delivery, not here: building a relayer at a
   // Worker's top level must not draw random numbers.
   let instance: string | undefined;
@@ -1109,8 +1119,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
   /**
    * Before a give-up resolves a `settling` intent (to review, as it may
-   * have sent), asks its txs' receipts once, and settles on one that
-   * confirmed: the queue may have timed out the very delivery that read
+   * have sent), asks its txs' receipts once (waiting at most 5 s, or half
+   * the lease if shorter), and
+   * settles on one that confirmed: the queue may have timed out the very delivery that read
    * it, and gives up while that delivery still runs. Returns why it
    * settled; `undefined` to resolve as before (nothing confirmed, a send
    * in flight, or the intent moved meanwhile: the resolution reads it
@@ -1125,7 +1136,16 @@ export function createRelayer(options: RelayerOptions): Relayer {
       intent?.state !== "settling" || intent.broadcasting !== null ||
       intent.txHashes.length === 0
     ) return undefined;
-    const confirmed = await confirmedAmong(intent.txHashes, d);
+    // A give-up is the queue's last word, and needed only the store: a
+    // Sender that does not answer must not hold it up. Past the budget,
+    // resolve as before.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const confirmed = await Promise.race([
+      confirmedAmong(intent.txHashes, d),
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), giveUpReceiptsMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
     if (confirmed === undefined) return undefined;
     try {
       return await settledOn(confirmed)(intent, d);

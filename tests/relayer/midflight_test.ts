@@ -136,3 +136,43 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test("a give-up whose Sender never answers a receipt resolves without it, after half the lease at most", async () => {
+  const { store, close } = await BACKENDS[0]!.open();
+  try {
+    const at = Date.now() - 1_000;
+    await store.createIntent({
+      id: JOB.intentId,
+      state: "settling",
+      hold: "pending",
+      settlingSince: at,
+      mayHaveSent: true,
+      txHashes: ["0xabc"],
+      lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
+    });
+    const silent: Sender = {
+      send: () => new Promise(() => {}),
+      receipt: () => new Promise(() => {}),
+    };
+    const relayer = createRelayer({
+      store,
+      sender: silent,
+      policy,
+      leaseMs: 400,
+    });
+    const started = performance.now();
+    const gaveUp = await relayer.giveUp(JOB, {
+      deliveries: 3,
+      queue: { queue: "pubsub", messageId: "m-1" },
+    });
+    const tookMs = performance.now() - started;
+    assert.ok(tookMs >= 190 && tookMs < 1_000, `took ${Math.round(tookMs)} ms`);
+    assert.equal(gaveUp.action, "poison");
+    assert.equal(
+      (await store.getIntent(JOB.intentId))?.state,
+      "needs_review",
+    );
+  } finally {
+    await close();
+  }
+});
