@@ -347,9 +347,9 @@ export class PostgresStore implements Store {
    * @throws {Error} If the database is read-only (a standby, or
    * `default_transaction_read_only = on`): every write would fail.
    * @throws {Error} If a migration the schema needs (a first start, an
-   * upgrade) cannot get a table's lock within 2 s, three times: another
-   * session keeps a transaction open on it. Live instances wait no longer
-   * than that behind it.
+   * upgrade) cannot get its locks within 2 s each, three times: another
+   * session keeps a transaction open on a table. Live instances wait no
+   * longer than that at a time behind it.
    * @throws {Error} If a migration the schema needs is refused to this
    * role (a least-privilege service role after an upgrade): run it once as
    * the schema's owner.
@@ -397,11 +397,17 @@ export class PostgresStore implements Store {
     for (let attempt = 1;; attempt++) {
       try {
         await this.#sql.begin(ISOLATION, async (tx) => {
+          // Every lock wait of this transaction is bounded, the advisory
+          // lock's too: instances starting at once wait their turn at most
+          // that long each, never in a queue as long as the fleet.
+          await tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
           // Concurrent `CREATE … IF NOT EXISTS` of one name can still
           // collide in the catalog; this lock, released at commit, lines
-          // migrations up (waited for without the bound below).
+          // migrations up.
           await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
-          await tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
+          // Another instance may have migrated while this one waited.
+          const [now] = await tx.unsafe(migrated(this.#schema));
+          if (now?.current === true) return;
           for (const statement of migration(this.#schema)) {
             await tx.unsafe(statement);
           }
@@ -421,9 +427,9 @@ export class PostgresStore implements Store {
         if (code !== "55P03") throw error;
         if (attempt === MIGRATION_TRIES) {
           throw new Error(
-            `Cannot migrate the PostgreSQL schema "${this.#schema}" as another session keeps a lock on its tables (${MIGRATION_TRIES} tries of ${
+            `Cannot migrate the PostgreSQL schema "${this.#schema}" as another session keeps a lock on its tables (${MIGRATION_TRIES} tries, each lock waited for at most ${
               MIGRATION_LOCK_MS / 1000
-            }s each; live instances waited no longer): end the long transaction (a report, a pg_dump, an open psql session; see pg_stat_activity) or migrate at a quieter moment, then start again`,
+            }s; live instances waited no longer at a time): end the long transaction (a report, a pg_dump, an open psql session; see pg_stat_activity) or migrate at a quieter moment, then start again`,
             { cause: error },
           );
         }
