@@ -353,9 +353,28 @@ function landedAs(
   entry: Entry<StoredIntent>,
 ): string | null {
   return entry.value !== null && entry.value.w === stored.w &&
-      JSON.stringify(entry.value) === JSON.stringify(stored)
+      sameValue(entry.value, stored)
     ? entry.versionstamp
     : null;
+}
+
+/**
+ * Whether two records read back from a store hold the same values, in any
+ * key order (an adapter behind `KvLike` need not keep it); a field set to
+ * `undefined` counts as absent.
+ */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (
+    typeof a !== "object" || typeof b !== "object" || a === null ||
+    b === null || Array.isArray(a) !== Array.isArray(b)
+  ) return false;
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  const keys = Object.keys(left).filter((key) => left[key] !== undefined);
+  return keys.length ===
+      Object.keys(right).filter((key) => right[key] !== undefined).length &&
+    keys.every((key) => sameValue(left[key], right[key]));
 }
 
 /** A dead letter as read, without the id of the write that kept it. */

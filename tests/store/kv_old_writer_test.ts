@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { ConflictError } from "../../mod.ts";
-import { KvStore } from "../../store/kv.ts";
+import { type KvLike, KvStore } from "../../store/kv.ts";
+import { resendingKv } from "./_resending_kv.ts";
 
 const T = 1_000_000;
 const lease = (keep: boolean) => ({
@@ -115,6 +116,62 @@ Deno.test("KvStore: a create answered { ok: false } that an older revision then 
         now!.version.split(":")[0],
       );
     }
+  } finally {
+    kv.close();
+  }
+});
+
+/** A Deno KV whose values come back with their keys in another order (a JSONB-backed adapter, say). */
+function reordering(kv: Deno.Kv): KvLike {
+  const sorted = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(sorted)
+      : value !== null && typeof value === "object"
+      ? Object.fromEntries(
+        Object.keys(value).sort().map((key) => [
+          key,
+          sorted((value as Record<string, unknown>)[key]),
+        ]),
+      )
+      : value;
+  return {
+    getMany: async (keys: Parameters<KvLike["getMany"]>[0]) =>
+      (await kv.getMany(keys)).map((entry) => ({
+        ...entry,
+        value: sorted(entry.value),
+      })) as never,
+    list: kv.list.bind(kv) as KvLike["list"],
+    atomic: kv.atomic.bind(kv) as KvLike["atomic"],
+  } as KvLike;
+}
+
+Deno.test("KvStore: a write answered { ok: false } that landed is known in any key order, and with odd values", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(resendingKv(reordering(kv)));
+    const made = await store.createIntent({
+      id: "pi_3",
+      state: "settling",
+      hold: "pending",
+      settlingSince: -0,
+      mayHaveSent: true,
+      txHashes: [`0x${"f".repeat(64)}`],
+      lastBroadcast: {
+        outcome: "unknown",
+        at: Number.MAX_SAFE_INTEGER - 1,
+        error: `${"x".repeat(300)}\u0000é😀`,
+      },
+    });
+    const ahead = await store.beginBroadcast("pi_3", made.version, T, {
+      lease: lease(true),
+    });
+    const sent = await store.recordBroadcast("pi_3", ahead.version, {
+      outcome: "sent",
+      txHash: "0x1",
+      at: T + 2,
+    }, { lease: lease(false) });
+    assert.equal(sent.lastBroadcast?.txHash, "0x1");
+    assert.equal((await store.getIntent("pi_3"))?.version, sent.version);
   } finally {
     kv.close();
   }
