@@ -90,11 +90,13 @@ const LOCAL_RUN_LETTER = {
 } as const;
 
 /**
- * What a snippet's `expression; // { key: value, … }` comments promise,
- * made checkable: each such line becomes a call that compares the value's
- * fields with the comment's (a string in quotes, a bare word or number, or
- * an inclusive range `a…b`) and throws, naming the README line, when one
- * differs. Other lines stay as they are.
+ * What a snippet's `// { key: value, … }` comments promise, made
+ * checkable: after `expression;` on its line, on the line after such a
+ * statement, or after `const x = expression;` (the value given to `x`).
+ * Each becomes a call that compares the value's fields with the
+ * comment's (a string in quotes, a bare word or number, or an inclusive
+ * range `a…b`) and throws, naming the README line, when one differs. Other
+ * lines stay as they are.
  *
  * @param code The snippet.
  * @param firstLine The README line of the snippet's first line.
@@ -102,19 +104,42 @@ const LOCAL_RUN_LETTER = {
  */
 export function withPromisesChecked(code: string, firstLine: number): string {
   let checked = 0;
-  const lines = code.split("\n").map((line, i) => {
-    const match = /^(\s*)(.+?);\s*\/\/\s*\{(.+)\}\s*$/.exec(line);
-    if (!match || /^(const|let|var|import|export|return)\b/.test(match[2]!)) {
-      return line;
-    }
+  const lines = code.split("\n");
+  const call = (i: number, expression: string, promise: string) => {
     checked++;
-    return `${match[1]}__promised(${firstLine + i}, ${match[2]}, ${
-      JSON.stringify(match[3]!.trim())
-    });`;
-  });
+    return `__promised(${firstLine + i}, ${expression}, ${
+      JSON.stringify(promise.trim())
+    })`;
+  };
+  for (const [i, line] of lines.entries()) {
+    // `const x = expression; // { … }`: the value given to x.
+    const declared =
+      /^(\s*(?:const|let|var)\s+[\w$]+\s*=\s*)(.+?);\s*\/\/\s*\{(.+)\}\s*$/
+        .exec(line);
+    if (declared) {
+      lines[i] = `${declared[1]}${call(i, declared[2]!, declared[3]!)};`;
+      continue;
+    }
+    // `expression; // { … }`, or the comment alone on the line after it.
+    const same = /^(\s*)(.+?);\s*\/\/\s*\{(.+)\}\s*$/.exec(line);
+    const next = /^\s*\/\/\s*\{(.+)\}\s*$/.exec(line);
+    const before = next && i > 0
+      ? /^(\s*)([^/].*?);\s*$/.exec(lines[i - 1]!)
+      : null;
+    const [at, indent, expression, promise] = same
+      ? [i, same[1]!, same[2]!, same[3]!]
+      : before
+      ? [i - 1, before[1]!, before[2]!, next![1]!]
+      : [];
+    if (
+      at === undefined || lines[at]!.includes("__promised(") ||
+      /^(const|let|var|import|export|return|type|interface)\b/.test(expression!)
+    ) continue;
+    lines[at] = `${indent}${call(at, expression!, promise!)};`;
+  }
   if (checked === 0) return code;
   return `${lines.join("\n")}
-function __promised(line: number, value: unknown, promised: string): void {
+function __promised<T>(line: number, value: T, promised: string): T {
   const fields = value as Record<string, unknown>;
   for (const [, key, raw] of promised.matchAll(/(\\w+):\\s*("(?:[^"\\\\]|\\\\.)*"|[^,]+)/g)) {
     const text = raw!.trim();
@@ -129,6 +154,7 @@ function __promised(line: number, value: unknown, promised: string): void {
       throw new Error(\`README.md:\${line}: \${key} is \${JSON.stringify(actual)}, its comment says \${text}\`);
     }
   }
+  return value;
 }
 `;
 }

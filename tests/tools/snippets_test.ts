@@ -115,3 +115,41 @@ Deno.test("withPromisesChecked makes a snippet's `expression; // { … }` commen
     "console.log(1);\n",
   );
 });
+
+Deno.test("withPromisesChecked also checks a comment on the line after a statement, and a declared value", async () => {
+  const code = [
+    'const fail = () => ({ action: "fail", text: "nothing was sent" });',
+    "fail();",
+    '// { action: "fail", text: "nothing was sent" }',
+    'const kept = fail(); // { action: "fail" }',
+    "console.log(kept.action);",
+  ].join("\n");
+  const checked = withPromisesChecked(code, 1);
+  assert.match(checked, /^__promised\(2, fail\(\), "action: \\"fail\\", /m);
+  assert.match(checked, /^const kept = __promised\(4, fail\(\), /m);
+  await runModule(checked);
+  await assert.rejects(
+    runModule(
+      withPromisesChecked(
+        code.replace(
+          '// { action: "fail", text',
+          '// { action: "review", text',
+        ),
+        1,
+      ),
+    ),
+    /README\.md:2: action is "fail", its comment says "review"/,
+  );
+  await assert.rejects(
+    runModule(
+      withPromisesChecked(
+        code.replace(
+          'kept = fail(); // { action: "fail" }',
+          'kept = fail(); // { text: "sent" }',
+        ),
+        1,
+      ),
+    ),
+    /README\.md:4: text is "nothing was sent", its comment says "sent"/,
+  );
+});
