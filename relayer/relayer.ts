@@ -162,7 +162,8 @@ export interface RelayerOptions {
    * milliseconds. It must outlast the Sender's own timeout, with room for
    * the writes around the send: the lease is timed from before the
    * write-ahead, and a write-ahead that took more than half of it sends
-   * nothing (recorded as not sent, and retried). A crashed delivery's lease
+   * nothing (recorded as not sent; the delivery fails as a failed send
+   * does, poisoned on the last delivery). A crashed delivery's lease
    * blocks others until it expires.
    *
    * @default {30000}
