@@ -9,7 +9,14 @@ import {
   SECRET,
   theGoogle,
 } from "./_app.ts";
-import { envelope, PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import {
+  envelope,
+  fakeGoogle,
+  PUBSUB,
+  QSTASH,
+  signHmac,
+  signQStash,
+} from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const created = { id: "pi_0001", state: "created" } as const;
@@ -665,6 +672,12 @@ Deno.test("createApp() refuses a Pub/Sub push without a valid Google token for t
     ["wrong issuer", await google.token({ iss: "https://evil.test" })],
     ["expired", await google.token({ iat: now - 7200, exp: now - 3600 })],
     ["unknown key", await google.token({}, { kid: "another-key" })],
+    // Every claim and the kid right, signed by another key pair: only the
+    // signature tells it apart.
+    [
+      "another key under the configured kid",
+      await (await fakeGoogle()).token(),
+    ],
     [
       "wrong service account",
       await google.token({ email: "someone@else.test" }),
