@@ -4,7 +4,11 @@
  * `routeOptions`, `HttpSender`, `qstashPublisher`), served by
  * `@hono/node-server` on a loopback port, answers a signed QStash delivery,
  * a signed generic delivery, QStash's failure callback, a Pub/Sub push and a push from Pub/Sub's
- * dead-letter topic, and publishes a job through QStash. What the service
+ * dead-letter topic, and publishes a job through QStash. It refuses
+ * forgeries that only the signature check can catch: a generic delivery
+ * with a current timestamp and a wrong MAC (or another secret's), a QStash
+ * token with the right claims signed with another key, and a Google token
+ * with the right claims and `kid` signed by another RSA key. What the service
  * calls out to is one `node:http` server on another loopback port: the
  * signer (`HttpSender`'s protocol, as `examples/signer_stub.ts` speaks it),
  * Google's keys (fetched by `googleJwks`) and QStash's publish API.
@@ -132,7 +136,9 @@ before(async () => {
     WEBHOOK_SECRET: SECRET,
   });
   store = new MemoryStore();
-  for (const id of ["pi_0001", "pi_0002", "pi_0004", "pi_0005_notsent"]) {
+  for (
+    const id of ["pi_0001", "pi_0002", "pi_0004", "pi_0005_notsent", "pi_0007"]
+  ) {
     await store.createIntent({ id, state: "authorized", hold: "pending" });
   }
   await store.createIntent({ id: "pi_0003", state: "created" });
@@ -230,6 +236,24 @@ test("POST /v1/qstash, signed: HttpSender asks the signer (node:http), then its 
   );
 });
 
+test("POST /v1/qstash: a token with QStash's claims for this URL and body, signed with another key: 401, nothing sent", async () => {
+  const job = JSON.stringify({ intentId: "pi_0007", kind: "settle" });
+  const sends = calls.filter((c) => c.path === "/send").length;
+  const forged = await post("/v1/qstash", job, {
+    "upstash-signature": await signQStash(job, {
+      key: "sig_someone_else_0123456789",
+      url: `${PUBLIC_URL}/v1/qstash`,
+    }),
+  });
+  assert.equal(forged.status, 401);
+  assert.equal(
+    (json(forged.body) as { detail: string }).detail,
+    "The Upstash-Signature header is missing or does not verify against this URL and body.",
+  );
+  assert.equal(calls.filter((c) => c.path === "/send").length, sends);
+  assert.equal((await store.getIntent("pi_0007"))?.state, "authorized");
+});
+
 test("POST /v1/qstash, signed: a signer's declared poison fails the intent and voids its hold", async () => {
   const job = JSON.stringify({ intentId: "pi_0005_notsent", kind: "settle" });
   const res = await post("/v1/qstash", job, {
@@ -250,7 +274,7 @@ test("POST /v1/qstash, signed: a signer's declared poison fails the intent and v
   assert.deepEqual([intent?.state, intent?.hold], ["failed", "voided"]);
 });
 
-test("POST /v1/deliveries, signed t=…,v1=…; badly signed: 401", async () => {
+test("POST /v1/deliveries, signed t=…,v1=…; badly signed, with a current timestamp: 401", async () => {
   const body = JSON.stringify({
     job: { intentId: "pi_0006", kind: "settle" },
     delivery: 1,
@@ -267,11 +291,35 @@ test("POST /v1/deliveries, signed t=…,v1=…; badly signed: 401", async () => 
     reason: "not authorized yet",
     delayMs: 2500,
   });
-  const bad = await post("/v1/deliveries", body, {
+  const malformed = await post("/v1/deliveries", body, {
     "x-signature": "t=1,v1=00",
   });
-  assert.equal(bad.status, 401);
-  assert.equal(bad.headers.get("content-type"), "application/problem+json");
+  assert.equal(malformed.status, 401);
+  assert.equal(
+    malformed.headers.get("content-type"),
+    "application/problem+json",
+  );
+  // Current timestamps, so the refusal comes from comparing the MAC: a
+  // wrong one, and one signed with another secret.
+  const nowS = Math.floor(Date.now() / 1000);
+  for (
+    const [name, signature] of [
+      ["a wrong MAC", `t=${nowS},v1=${"0".repeat(64)}`],
+      ["another secret", signHmac("another-secret-for-node-0123", body, nowS)],
+    ]
+  ) {
+    const bad = await post("/v1/deliveries", body, {
+      "x-signature": signature!,
+    });
+    assert.equal(bad.status, 401, name);
+    assert.equal(bad.headers.get("content-type"), "application/problem+json");
+    assert.match(
+      (json(bad.body) as { detail: string }).detail,
+      /^The X-Signature does not verify against this body and timestamp/,
+      name,
+    );
+  }
+  assert.equal((await store.getIntent("pi_0006"))?.state, "created");
 });
 
 test("POST /v1/qstash/failed, signed: QStash gave up, so the job is poisoned and the intent resolved", async () => {
@@ -334,6 +382,27 @@ test("POST /v1/pubsub: Google's RS256 token, checked against keys fetched over n
   });
   assert.equal(wrong.status, 401);
   assert.equal(wrong.headers.get("content-type"), "application/problem+json");
+
+  // Google's claims and the kid of the keys the service fetched, signed by
+  // another RSA key: only the signature tells it apart.
+  const forger = await fakeGoogle();
+  const forgedToken = await forger.token({ aud: PUSH_AUDIENCE });
+  assert.equal(
+    JSON.parse(
+      atob(
+        forgedToken.split(".")[0]!.replaceAll("-", "+").replaceAll("_", "/"),
+      ),
+    ).kid,
+    (google.jwks[0] as { kid?: string }).kid,
+  );
+  const forged = await post("/v1/pubsub", push, {
+    authorization: `Bearer ${forgedToken}`,
+  });
+  assert.equal(forged.status, 401);
+  assert.equal(
+    (json(forged.body) as { detail: string }).detail,
+    "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+  );
 });
 
 test("POST /v1/pubsub/dead-letter: Pub/Sub gave up, so the job is poisoned and the intent resolved", async () => {
