@@ -5,9 +5,12 @@
  * the socket, two signed deliveries (QStash's JWT, and the generic route's
  * `t=…,v1=…` HMAC), QStash's signed failure callback, a Pub/Sub push and a
  * push from Pub/Sub's dead-letter topic, with Google's RS256 tokens (a
- * local key pair, its JWKS handed to the app);
- * prints one JSON line per answer, and exits 0 when each is exactly the
- * expected one.
+ * local key pair, its JWKS handed to the app), and forgeries only the
+ * signature check can refuse (a current timestamp with a wrong MAC, or
+ * another secret's; a QStash token with the right claims signed with
+ * another key; a Google token with the right claims and `kid` signed by
+ * another RSA key); prints one JSON line per answer, and exits 0 when each
+ * is exactly the expected one.
  *
  * @module
  */
@@ -38,6 +41,9 @@ const DEAD_LETTER_AUDIENCE = `${PUSH_AUDIENCE}/dead-letter`;
 const SERVICE_ACCOUNT = "pusher@bun-check.iam.gserviceaccount.com";
 
 const google = await googleIssuer();
+// Another key pair under the same kid: its tokens differ from Google's
+// only in their signature.
+const forger = await googleIssuer();
 const store = new MemoryStore();
 await store.createIntent({ id: "pi_0001", state: "created" });
 for (const id of ["pi_0002", "pi_0003"]) {
@@ -74,6 +80,14 @@ const retry = {
   reason: "not authorized yet",
   delayMs: 2500,
 };
+
+/** The 401 problem the app answers a refused delivery with. */
+const unauthorized = (detail: string) => ({
+  type: "urn:relayer:problem:unauthorized",
+  title: "Unauthorized",
+  status: 401,
+  detail,
+});
 
 let ok = true;
 /**
@@ -119,6 +133,24 @@ try {
     "3",
     retry,
   );
+  await expect(
+    "/v1/qstash",
+    {
+      body: job,
+      headers: {
+        "upstash-signature": await signQStash(
+          job,
+          QSTASH_URL,
+          "sig_someone_else_0123456789",
+        ),
+      },
+    },
+    401,
+    null,
+    unauthorized(
+      "The Upstash-Signature header is missing or does not verify against this URL and body.",
+    ),
+  );
   const delivery = JSON.stringify({
     job: { intentId: "pi_0001", kind: "settle" },
     delivery: 1,
@@ -133,6 +165,24 @@ try {
     "3",
     retry,
   );
+  // Current timestamps: refused by comparing the MAC, not by the age check.
+  const nowS = Math.floor(Date.now() / 1000);
+  for (
+    const signature of [
+      `t=${nowS},v1=${"0".repeat(64)}`,
+      await signGeneric(delivery, "another-secret-0123456789", nowS),
+    ]
+  ) {
+    await expect(
+      "/v1/deliveries",
+      { body: delivery, headers: { "x-signature": signature } },
+      401,
+      null,
+      unauthorized(
+        `The X-Signature does not verify against this body and timestamp: send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<raw body>" with WEBHOOK_SECRET>'.`,
+      ),
+    );
+  }
   const failed = JSON.stringify({
     status: 503,
     retried: 9,
@@ -187,6 +237,23 @@ try {
       note:
         "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
     },
+  );
+  await expect(
+    "/v1/pubsub",
+    {
+      body: push,
+      headers: {
+        authorization: `Bearer ${await forger.token(
+          PUSH_AUDIENCE,
+          SERVICE_ACCOUNT,
+        )}`,
+      },
+    },
+    401,
+    null,
+    unauthorized(
+      "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+    ),
   );
   await expect(
     "/v1/pubsub/dead-letter",

@@ -6,7 +6,9 @@
  * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
  * graph, so every class exists once) and answers signed QStash and generic
  * deliveries, QStash's failure callback, a Pub/Sub push and a push from
- * Pub/Sub's dead-letter topic, each exactly; then runs the store contract
+ * Pub/Sub's dead-letter topic, each exactly, and refuses forgeries that
+ * only the signature check can catch (a wrong MAC at the current time,
+ * QStash's and Google's claims signed with another key); then runs the store contract
  * on `PostgresStore` over postgres.js (bundled in) under `bun test`,
  * against a real PostgreSQL server it starts (Debian's `postgresql`
  * binaries; where they are missing it says so, and under `CI=true` it
@@ -84,7 +86,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz, and refused the forged generic, QStash and Pub/Sub deliveries with 401",
       );
     } else {
       ok = false;
