@@ -1,7 +1,10 @@
 // The Node side of `deno task worker-check`: runs the bundled Worker
 // (examples/cloudflare/worker.ts) on workerd through Miniflare, with and
 // without nodejs_compat, and drives it as Cloudflare and the queues would:
-// signed QStash and generic deliveries over HTTP, QStash's failure callback,
+// signed QStash and generic deliveries over HTTP (and forgeries only the
+// signature check refuses: a wrong MAC at the current time, QStash's claims
+// signed with another key, Google's claims and kid signed by another RSA
+// key), QStash's failure callback,
 // a Pub/Sub push and a push from Pub/Sub's dead-letter topic (Google's
 // RS256 tokens, checked against keys the Worker fetches from Google's URL,
 // which Miniflare's outbound service answers here), the seed's three payments
@@ -122,6 +125,9 @@ const GOOGLE_JWK = {
   alg: "RS256",
   use: "sig",
 };
+// Another key pair: a token it signs under GOOGLE_KID differs from
+// Google's only in its signature.
+const forger = generateKeyPairSync("rsa", { modulusLength: 2048 });
 
 /** Prints a failed step and exits 1. */
 function fail(message) {
@@ -136,8 +142,30 @@ function assertEqual(actual, expected, what) {
   if (a !== e) fail(`${what}: expected ${e}, got ${a}`);
 }
 
-/** QStash's Upstash-Signature: HS256 JWT over the body hash, `sub` the URL. */
-function signQStash(body, url) {
+/** The 401 problem the Worker answers a refused delivery with. */
+function unauthorized(detail) {
+  return {
+    type: "urn:relayer:problem:unauthorized",
+    title: "Unauthorized",
+    status: 401,
+    detail,
+  };
+}
+const QSTASH_REFUSED = unauthorized(
+  "The Upstash-Signature header is missing or does not verify against this URL and body.",
+);
+const HMAC_REFUSED = unauthorized(
+  `The X-Signature does not verify against this body and timestamp: send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of "<t>.<raw body>" with WEBHOOK_SECRET>'.`,
+);
+const PUBSUB_REFUSED = unauthorized(
+  "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+);
+
+/**
+ * QStash's Upstash-Signature: HS256 JWT over the body hash, `sub` the URL,
+ * signed with `key` (another than the Worker's, to forge one).
+ */
+function signQStash(body, url, key = QSTASH_KEY) {
   const now = Math.floor(Date.now() / 1000);
   const b64url = (x) => Buffer.from(x).toString("base64url");
   const claims = {
@@ -154,15 +182,20 @@ function signQStash(body, url) {
     b64url(JSON.stringify(claims))
   }`;
   return `${input}.${
-    createHmac("sha256", QSTASH_KEY).update(input).digest("base64url")
+    createHmac("sha256", key).update(input).digest("base64url")
   }`;
 }
 
 /**
  * Google's OIDC token for `audience`, as a Pub/Sub push carries it (RS256),
- * naming the key `kid` (one Google never had, to make one up).
+ * naming the key `kid` (one Google never had, to make one up), signed with
+ * `privateKey` (another than Google's, to forge one).
  */
-function googleToken(audience, kid = GOOGLE_KID) {
+function googleToken(
+  audience,
+  kid = GOOGLE_KID,
+  privateKey = google.privateKey,
+) {
   const now = Math.floor(Date.now() / 1000);
   const b64url = (x) => Buffer.from(x).toString("base64url");
   const input = `${b64url(JSON.stringify({ alg: "RS256", typ: "JWT", kid }))}.${
@@ -177,7 +210,7 @@ function googleToken(audience, kid = GOOGLE_KID) {
     }))
   }`;
   return `${input}.${
-    signWith("sha256", Buffer.from(input), google.privateKey).toString(
+    signWith("sha256", Buffer.from(input), privateKey).toString(
       "base64url",
     )
   }`;
@@ -197,10 +230,13 @@ function pushEnvelope(job, message = {}, fields = {}) {
   });
 }
 
-/** The generic route's signature: `t=<unix s>,v1=<hex HMAC-SHA-256 of "<t>.<body>">`. */
-function signGeneric(body) {
+/**
+ * The generic route's signature: `t=<unix s>,v1=<hex HMAC-SHA-256 of
+ * "<t>.<body>">`, now, with `secret` (another than the Worker's, to forge one).
+ */
+function signGeneric(body, secret = SECRET) {
   const t = Math.floor(Date.now() / 1000);
-  const v1 = createHmac("sha256", SECRET).update(`${t}.${body}`).digest("hex");
+  const v1 = createHmac("sha256", secret).update(`${t}.${body}`).digest("hex");
   return `t=${t},v1=${v1}`;
 }
 
@@ -397,8 +433,27 @@ async function check(flags) {
     );
     const qBad = await call("/v1/qstash", { method: "POST", body: qbody });
     assertEqual(qBad.status, 401, "POST /v1/qstash, unsigned");
+    // QStash's claims for this URL and body, signed with another key: only
+    // the signature tells it apart.
+    const qForged = await call("/v1/qstash", {
+      method: "POST",
+      headers: {
+        "upstash-signature": signQStash(
+          qbody,
+          `${PUBLIC_URL}/v1/qstash`,
+          "sig_someone_else_0123456789",
+        ),
+        "content-type": "application/json",
+      },
+      body: qbody,
+    });
+    assertEqual(
+      [qForged.status, qForged.body],
+      [401, QSTASH_REFUSED],
+      "POST /v1/qstash, the right claims signed with another key",
+    );
     console.log(
-      `  [${label}] QStash delivery, signed: 503 retry; unsigned: 401`,
+      `  [${label}] QStash delivery, signed: 503 retry; unsigned, or signed with another key: 401`,
     );
 
     // The generic route: signed with a timestamp, then with a wrong key.
@@ -422,8 +477,27 @@ async function check(flags) {
       body: gbody,
     });
     assertEqual(gBad.status, 401, "POST /v1/deliveries, badly signed");
+    // Current timestamps: refused by comparing the MAC, not by the age check.
+    const nowS = Math.floor(Date.now() / 1000);
+    for (
+      const [name, signature] of [
+        ["a wrong MAC", `t=${nowS},v1=${"0".repeat(64)}`],
+        ["another secret", signGeneric(gbody, "another-secret-0123456789")],
+      ]
+    ) {
+      const forged = await call("/v1/deliveries", {
+        method: "POST",
+        headers: { "x-signature": signature },
+        body: gbody,
+      });
+      assertEqual(
+        [forged.status, forged.body],
+        [401, HMAC_REFUSED],
+        `POST /v1/deliveries, the current time with ${name}`,
+      );
+    }
     console.log(
-      `  [${label}] generic delivery, signed: 503 retry; badly signed: 401`,
+      `  [${label}] generic delivery, signed: 503 retry; t=1: 401; the current time with a wrong MAC, or another secret's: 401`,
     );
 
     // QStash's failure callback: QStash gave up after its retries.
@@ -500,8 +574,23 @@ async function check(flags) {
       body: push,
     });
     assertEqual(pBad.status, 401, "POST /v1/pubsub, another audience's token");
+    // Google's claims and kid, signed by another RSA key.
+    const pForged = await call("/v1/pubsub", {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${
+          googleToken(PUSH_AUDIENCE, GOOGLE_KID, forger.privateKey)
+        }`,
+      },
+      body: push,
+    });
+    assertEqual(
+      [pForged.status, pForged.body],
+      [401, PUBSUB_REFUSED],
+      "POST /v1/pubsub, Google's claims and kid signed by another key",
+    );
     console.log(
-      `  [${label}] Pub/Sub push, Google's token: 503 retry; another audience's token: 401`,
+      `  [${label}] Pub/Sub push, Google's token: 503 retry; another audience's token, or Google's claims and kid signed by another key: 401`,
     );
 
     // Pub/Sub's dead-letter topic: Pub/Sub gave up after 3 deliveries.
@@ -871,6 +960,20 @@ async function sharedState(call) {
     body: push,
   });
   assertEqual(known.status, 401, "POST /v1/pubsub, another audience's token");
+  const forged = await call("/v1/pubsub", {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${
+        googleToken(PUSH_AUDIENCE, GOOGLE_KID, forger.privateKey)
+      }`,
+    },
+    body: push,
+  });
+  assertEqual(
+    [forged.status, forged.body],
+    [401, PUBSUB_REFUSED],
+    `${label} POST /v1/pubsub, Google's claims and kid signed by another key`,
+  );
   const fetched = keyFetches;
   for (let n = 1; n <= 10; n++) {
     const { status } = await call("/v1/pubsub", {
@@ -993,8 +1096,19 @@ async function postgresCheck() {
       detail:
         "This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
     }], "POST /v1/deliveries, the same signed request again");
+    const forged = await call("/v1/deliveries", {
+      ...signed,
+      headers: {
+        "x-signature": signGeneric(gbody, "another-secret-0123456789"),
+      },
+    });
+    assertEqual(
+      [forged.status, forged.body],
+      [401, HMAC_REFUSED],
+      `${label} POST /v1/deliveries, the current time with another secret`,
+    );
     console.log(
-      `  ${label} generic delivery, signed: 503 retry; the same request again: 401 replay`,
+      `  ${label} generic delivery, signed: 503 retry; the same request again: 401 replay; signed now with another secret: 401`,
     );
 
     // The seed's three payments on the jobs queue, and a give-up on the

@@ -7,7 +7,10 @@
  * generic deliveries, QStash's failure callback, a Pub/Sub push and a push
  * from Pub/Sub's dead-letter topic (Google's RS256 tokens, the keys fetched
  * from Google's URL, which Miniflare's outbound service answers with a test
- * key), the seed's three payments through Cloudflare Queues
+ * key), forgeries only the signature check refuses (a wrong MAC, or another
+ * secret's, at the current time; QStash's claims signed with another key;
+ * Google's claims and `kid` signed by another RSA key), the seed's three
+ * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
  * its dead-letter queue and back to a resolved intent. Then `PostgresStore`
@@ -20,7 +23,8 @@
  * `CI=true` it fails), a client per request and one app per isolate: what
  * the app keeps across requests (20 `GET /readyz` at once open at most 2
  * server sessions, 10 pushes with made-up `kid`s fetch Google's keys at
- * most once), `migrate()`, the ops routes, a signed delivery and its replay, the
+ * most once, a forged Google token is refused), `migrate()`, the ops
+ * routes, a signed delivery, its replay and a forgery, the
  * store's write-ahead and refusals called directly, the seed's three
  * payments on real Cloudflare Queues and a give-up on the dead-letter
  * queue, each end state read back by a new workerd from the database, and
