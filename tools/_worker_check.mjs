@@ -243,6 +243,14 @@ function signGeneric(body, secret = SECRET) {
 /** How many times the signer was asked to send each intent. */
 const sends = {};
 
+/** The policy's delay between deliveries: BASE, CAP. */
+const DELAY_MS = 3000;
+/**
+ * How much later than DELAY_MS a retried message may come back: the
+ * consumer's maxBatchTimeout (1 s) and the Worker's own time.
+ */
+const DELAY_SLACK_MS = 3000;
+
 /** How many times Google's keys were fetched. */
 let keyFetches = 0;
 
@@ -281,8 +289,11 @@ async function signer(request) {
   return Response.json({ error: "not found" }, { status: 404 });
 }
 
-/** A `handleRuntimeStdio` that pushes workerd's output to `lines`, line by line. */
-function collectLines(lines) {
+/**
+ * A `handleRuntimeStdio` that pushes workerd's output to `lines`, line by
+ * line, and when each arrived (`Date.now()`) to `times`, at the same index.
+ */
+function collectLines(lines, times = []) {
   return (stdout, stderr) => {
     for (const stream of [stdout, stderr]) {
       let rest = "";
@@ -291,21 +302,26 @@ function collectLines(lines) {
         const parts = text.split("\n");
         rest = parts.pop() ?? "";
         lines.push(...parts);
+        times.push(...parts.map(() => Date.now()));
       });
     }
   };
 }
 
 /**
- * The seed's policy as the Workers read it from their bindings, with 1 s
- * delays so real queues finish quickly; the jobs queues' `max_retries` is 2.
+ * The seed's policy as the Workers read it from their bindings, with 3 s
+ * delays so real queues finish quickly: longer than the consumers'
+ * maxBatchTimeout (1 s), which is when a retry without a delay comes back,
+ * so the gap between deliveries shows the delay was ours. STUCK_AFTER is
+ * the rescue window (two gaps), as it was at 1 s delays. The jobs queues'
+ * `max_retries` is 2.
  */
 const SEED_POLICY = {
   MAX_DELIVERIES: "3",
-  BASE: "1s",
-  CAP: "1s",
+  BASE: "3s",
+  CAP: "3s",
   JITTER: "none",
-  STUCK_AFTER: "2s",
+  STUCK_AFTER: "6s",
   CLOUDFLARE_MAX_RETRIES: "2",
   // The dead-letter queues' max_retries, as wrangler.toml sets it: fewer
   // would fail the Worker at start (the handler checks it).
@@ -316,7 +332,7 @@ const SEED_POLICY = {
  * A Miniflare running the bundled Worker with the compatibility flags
  * `flags`, once it is ready; workerd's output goes to `lines`.
  */
-async function startMiniflare(flags, lines) {
+async function startMiniflare(flags, lines, times) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: process.env.WORKER_SCRIPT,
@@ -344,7 +360,7 @@ async function startMiniflare(flags, lines) {
       "relayer-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 100 },
     },
     outboundService: signer,
-    handleRuntimeStdio: collectLines(lines),
+    handleRuntimeStdio: collectLines(lines, times),
   });
   try {
     await mf.ready;
@@ -374,10 +390,11 @@ function caller(mf) {
 /** Runs every step on workerd with the compatibility flags `flags`. */
 async function check(flags) {
   const lines = [];
+  const times = [];
   const label = flags.length ? flags.join(",") : "no compatibility flags";
   let mf;
   try {
-    mf = await startMiniflare(flags, lines);
+    mf = await startMiniflare(flags, lines, times);
   } catch (error) {
     workerFailed(`examples/cloudflare/worker.ts, ${label}`, error, lines);
   }
@@ -428,7 +445,7 @@ async function check(flags) {
     });
     assertEqual(
       [q.status, q.headers.get("retry-after"), q.body.outcome, q.body.reason],
-      [503, "1", "retry", "not authorized yet"],
+      [503, String(DELAY_MS / 1000), "retry", "not authorized yet"],
       "POST /v1/qstash, signed",
     );
     const qBad = await call("/v1/qstash", { method: "POST", body: qbody });
@@ -561,7 +578,7 @@ async function check(flags) {
       job: "pi_0008/settle",
       delivery: 1,
       reason: "not authorized yet",
-      delayMs: 1000,
+      delayMs: DELAY_MS,
       note:
         "Pub/Sub waits by its subscription's retry policy; delayMs is what this policy asked for",
     }], "POST /v1/pubsub, Google's token");
@@ -664,6 +681,33 @@ async function check(flags) {
       console.log(`    ${line.trim()}`);
     }
     for (const line of states) console.log(`    ${line}`);
+    // pi_0003 is retried twice ("not authorized yet"), each time with
+    // retry({ delaySeconds: 3 }): a retry without it would come back at
+    // the next batch, within maxBatchTimeout (1 s).
+    const deliveredAt = (n) => {
+      const at = lines.findIndex((line) =>
+        new RegExp(`pi_0003/settle +#${n} `).test(line)
+      );
+      if (at < 0) fail(`pi_0003/settle #${n} not seen\n${lines.join("\n")}`);
+      return times[at];
+    };
+    const gaps = [2, 3].map((n) => deliveredAt(n) - deliveredAt(n - 1));
+    if (
+      gaps.some((gap) =>
+        gap < DELAY_MS - 500 || gap > DELAY_MS + DELAY_SLACK_MS
+      )
+    ) {
+      fail(
+        `pi_0003/settle's deliveries came ${
+          gaps.join(" ms and ")
+        } ms apart: expected the policy's ${DELAY_MS} ms (at most ${DELAY_SLACK_MS} ms more), so message.retry() is not given the policy's delaySeconds`,
+      );
+    }
+    console.log(
+      `  [${label}] pi_0003/settle's deliveries came ${
+        gaps.join(" ms and ")
+      } ms apart: the policy's ${DELAY_MS / 1000} s delay`,
+    );
 
     // The dead-letter queue: the queue gave up on pi_0004's job.
     const dead = await mf.getQueueProducer("DEAD");
@@ -676,7 +720,9 @@ async function check(flags) {
       }
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    await new Promise((resolve) => setTimeout(resolve, 2500)); // a retry would show by now
+    // A retry would show by now, even one after the policy's delay (it
+    // came back 4 s after, the delay and a batch, above).
+    await new Promise((resolve) => setTimeout(resolve, DELAY_MS + 1500));
     const giveUp = lines.filter((line) => line.includes("pi_0004/settle"));
     assertEqual(giveUp.length, 1, "dead-letter message consumed once (acked)");
     if (!/poison/.test(giveUp[0])) fail(`dead-letter line: ${giveUp[0]}`);
@@ -1086,7 +1132,7 @@ async function postgresCheck() {
       job: "pi_0005/settle",
       delivery: 1,
       reason: "not authorized yet",
-      delayMs: 1000,
+      delayMs: DELAY_MS,
     }], "POST /v1/deliveries, signed");
     const replay = await call("/v1/deliveries", signed);
     assertEqual([replay.status, replay.body], [401, {

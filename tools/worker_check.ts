@@ -13,7 +13,11 @@
  * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
- * its dead-letter queue and back to a resolved intent. Then `PostgresStore`
+ * its dead-letter queue and back to a resolved intent. The policy's delays
+ * are 3 s, longer than the consumers' batch timeout (1 s), and the gap
+ * between two deliveries of a retried job must show them: a
+ * `message.retry()` without `delaySeconds` comes back at the next batch.
+ * Then `PostgresStore`
  * on workerd: `examples/cloudflare/postgres_worker.ts` as it is, wrapped by
  * `tools/_postgres_worker.ts`, reaching the server through Miniflare's local
  * Hyperdrive, with `nodejs_compat`, bundled with
