@@ -97,7 +97,7 @@ async function bunCheck(): Promise<number> {
     }
 
     // PostgresStore over postgres.js (bundled in), on a real server, under
-    // Bun's own runner (it runs node:test suites).
+    // Bun's own runner (the contract registers through bun:test).
     const title = "bun-check: PostgresStore contract under bun test";
     ok = await withPostgres(title, async (url) => {
       postgresRan = true;

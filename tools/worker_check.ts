@@ -30,7 +30,7 @@
  * most once, a forged Google token is refused), `migrate()`, the ops
  * routes, a signed delivery, its replay and a forgery, the
  * store's write-ahead and refusals called directly, the seed's three
- * payments on real Cloudflare Queues and a give-up on the dead-letter
+ * payments on Miniflare's local Queues and a give-up on the dead-letter
  * queue, each end state read back by a new workerd from the database, and
  * no session PostgreSQL counts as dropped without its client ended. A
  * workerd that cannot run is told apart from a Worker that fails to load:
