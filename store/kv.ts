@@ -1084,29 +1084,51 @@ export class KvStore implements Store {
    * Keeps a dead letter, replacing an older one for the same job.
    *
    * @param deadLetter The dead letter.
-   * @param options The delivery's replay record, and the intent's version
-   * the caller read (the letter is kept only if it still holds).
+   * @param options The delivery's replay record and lease, and the
+   * intent's version the caller read (the letter is kept only if it still
+   * holds).
    * @throws {ReplayError} If the claim was already used.
+   * @throws {BusyError} If another owner holds the intent's lease.
    */
   async putDeadLetter(
     deadLetter: DeadLetter,
     options?:
-      & Pick<WriteOptions, "claim" | "resetCount">
+      & Pick<WriteOptions, "claim" | "resetCount" | "lease">
       & { readonly intentVersion?: string },
   ): Promise<void> {
     options ??= {};
     checkDeadLetter(deadLetter);
     checkResetCount(options.resetCount);
     if (options.claim) checkClaim(options.claim);
-    const [old, claim, intent, hold] = await this.#get<
-      [StoredLetter, ClaimValue, StoredIntent, HoldState]
+    const [old, claim, intent, hold, held] = await this.#get<
+      [StoredLetter, ClaimValue, StoredIntent, HoldState, LeaseRecord]
     >(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
       this.#key("intent", deadLetter.intentId),
       this.#key("hold", deadLetter.intentId),
+      this.#key("lease", deadLetter.intentId),
     );
     const atomic = this.#group.atomic();
+    if (options.lease && intent.value === null) {
+      throw new ConflictError(
+        `Cannot keep the dead letter of ${deadLetter.jobId} as the intent does not exist`,
+        { refused: true },
+      );
+    }
+    if (options.lease) {
+      // As a delivery write: another's live lease refuses it; its own is
+      // kept or released, and another's that lapsed is cleared. Checked
+      // at commit too, so a lease taken since the read refuses it.
+      const after = leaseAfter(
+        deadLetter.intentId,
+        held.value,
+        options.lease,
+      );
+      atomic.check(held);
+      if (after !== null) atomic.set(held.key, after);
+      else if (held.value !== null) atomic.delete(held.key);
+    }
     if (options.intentVersion !== undefined) {
       const version = intent.value === null ? null : this.#intent(
         intent.value,

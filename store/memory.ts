@@ -374,24 +374,38 @@ export class MemoryStore implements Store {
    * resets the job's delivery count.
    *
    * @param deadLetter The dead letter.
-   * @param options The delivery's replay record, and the intent's version
-   * the caller read (the letter is kept only if it still holds).
+   * @param options The delivery's replay record and lease, and the
+   * intent's version the caller read (the letter is kept only if it still
+   * holds).
    * @throws {ReplayError} If the claim was already used.
+   * @throws {BusyError} If another owner holds the intent's lease.
    */
   putDeadLetter(
     deadLetter: DeadLetter,
     options?:
-      & Pick<WriteOptions, "claim" | "resetCount">
+      & Pick<WriteOptions, "claim" | "resetCount" | "lease">
       & { readonly intentVersion?: string },
   ): Promise<void> {
     options ??= {};
     return attempt(() => {
       checkDeadLetter(deadLetter);
       checkResetCount(options.resetCount);
+      const id = deadLetter.intentId;
       if (options.intentVersion !== undefined) {
-        this.#expect(deadLetter.intentId, options.intentVersion);
+        this.#expect(id, options.intentVersion);
       }
+      if (options.lease && !this.#intents.has(id)) {
+        throw new ConflictError(
+          `Cannot keep the dead letter of ${deadLetter.jobId} as the intent does not exist`,
+          { refused: true },
+        );
+      }
+      const lease = options.lease
+        ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
+        : undefined;
       if (options.claim) this.#checkClaim(options.claim);
+      if (lease) this.#leases.set(id, lease);
+      else if (lease === null) this.#leases.delete(id);
       if (options.claim) this.#claim(options.claim);
       this.#putDeadLetter(deadLetter, options.resetCount);
     });

@@ -1358,41 +1358,79 @@ export class PostgresStore implements Store {
    * new version).
    *
    * @param deadLetter The dead letter.
-   * @param options The delivery's replay record, and the intent's version
-   * the caller read (the letter is kept only if it still holds).
+   * @param options The delivery's replay record and lease, and the
+   * intent's version the caller read (the letter is kept only if it still
+   * holds).
    * @throws {ReplayError} If the claim was already used.
+   * @throws {BusyError} If another owner holds the intent's lease.
    */
   putDeadLetter(
     deadLetter: DeadLetter,
     options:
-      & Pick<WriteOptions, "claim" | "resetCount">
+      & Pick<WriteOptions, "claim" | "resetCount" | "lease">
       & { readonly intentVersion?: string } = {},
   ): Promise<void> {
     return this.#run(
       `keep the dead letter of ${String(deadLetter?.jobId)}`,
       async () => {
         checkDeadLetter(deadLetter);
-        const { claim, intentVersion, resetCount } = options;
+        const { claim, resetCount, lease } = options;
+        let { intentVersion } = options;
+        const id = deadLetter.intentId;
         checkResetCount(resetCount);
-        if (intentVersion !== undefined) {
-          checkVersion(deadLetter.intentId, intentVersion);
-        }
-        if (claim === undefined && intentVersion === undefined) {
+        if (intentVersion !== undefined) checkVersion(id, intentVersion);
+        if (
+          claim === undefined && intentVersion === undefined &&
+          lease === undefined
+        ) {
           await this.#one((sql) =>
             this.#putDeadLetter(sql, deadLetter, resetCount)
           );
           return;
         }
-        if (claim !== undefined) {
-          checkClaim(claim);
-          await this.#sweep(claim.now);
+        if (claim !== undefined) checkClaim(claim);
+        // With a lease, as a delivery write: the intent's row read with its
+        // lease, another's live lease a BusyError here, and the lease's
+        // write moves the intent's version, as every lease write does.
+        let leaseWrites: (tx: Sql) => postgres.PendingQuery<postgres.Row[]>[] =
+          () => [];
+        if (lease !== undefined) {
+          checkLease(lease);
+          const row = await this.#read(
+            id,
+            intentVersion ?? null,
+            `keep the dead letter of ${deadLetter.jobId}`,
+          );
+          intentVersion = String(row.version);
+          const held = row.lease_owner === null ? null : {
+            owner: String(row.lease_owner),
+            expiresAt: Number(row.lease_expires_at),
+          };
+          const after = leaseAfter(id, held, lease);
+          leaseWrites = (tx) => [
+            ...(after !== null
+              ? [this.#keepLease(tx, id, after)]
+              : held !== null
+              ? [
+                tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
+              ]
+              : []),
+            tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`,
+          ];
         }
+        if (claim !== undefined) await this.#sweep(claim.now);
         // The check first: if it fails, nothing behind it commits.
         await this.#transaction((tx, commit) =>
           commit([
-            ...(intentVersion === undefined
-              ? []
-              : [this.#stillAt(tx, deadLetter.intentId, intentVersion)]),
+            ...(intentVersion === undefined ? [] : [
+              this.#stillAt(
+                tx,
+                id,
+                intentVersion,
+                lease === undefined ? "SHARE" : "UPDATE",
+              ),
+            ]),
+            ...leaseWrites(tx),
             ...(claim === undefined ? [] : [this.#claim(tx, claim)]),
             this.#putDeadLetter(tx, deadLetter, resetCount),
           ])

@@ -1528,6 +1528,61 @@ export function storeContract(
     assert.equal(await store.deliveries("pi_1/settle"), 0);
   });
 
+  test("keeps a dead letter with a lease: held, it refuses another's write-ahead; another's live lease refuses the letter", async (store) => {
+    const read = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const giveUp = { owner: "give-up", ttlMs: 1000, now: 10, keep: true };
+    await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+      intentVersion: read.version,
+      lease: giveUp,
+    });
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    // A delivery that read the intent before the letter: no write-ahead
+    // while the lease is held, from the version it read or a fresh one.
+    const fresh = (await store.getIntent("pi_1"))!;
+    for (const version of new Set([read.version, fresh.version])) {
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version,
+          at: 20,
+        }, { lease: { owner: "delivery", ttlMs: 1000, now: 20, keep: true } }),
+        (error) =>
+          error instanceof BusyError ||
+          (error instanceof ConflictError && !error.refused),
+      );
+    }
+    assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+    // Once it lapses, a delivery acts.
+    const later = (await store.getIntent("pi_1"))!;
+    await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: later.version,
+      at: 1011,
+    }, { lease: { owner: "delivery", ttlMs: 1000, now: 1011, keep: true } });
+    // Another's live lease refuses a letter that carries one: nothing kept.
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 1020), {
+        lease: { owner: "give-up-2", ttlMs: 1000, now: 1020, keep: true },
+      }),
+      BusyError,
+    );
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    // A lease for an intent that does not exist is refused.
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_9/settle", 5), {
+        lease: { owner: "give-up", ttlMs: 1000, now: 5, keep: true },
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    assert.equal(await store.getDeadLetter("pi_9/settle"), null);
+  });
+
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
     const i = await store.createIntent({
       id: "pi_1",
