@@ -1324,10 +1324,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
           // Only on the intent this plan read: another delivery that moved
           // it since (and kept the letter that says why it is in review,
           // say) must not be overwritten by a stale "job dropped".
+          // A queue's give-up on an authorized intent also holds its lease
+          // (until it lapses): a delivery of the job still in flight, that
+          // read the intent before this drop, must not start a send behind
+          // it, with no job left to follow it up. A job published again
+          // meanwhile is busy until then. A store of one's own that ignores
+          // the lease keeps the letter, as before.
           await d.write((options) =>
             store.putDeadLetter(deadLetter, {
               ...(options.claim ? { claim: options.claim } : {}),
               ...(intent === null ? {} : { intentVersion: intent.version }),
+              ...(intent?.state === "authorized" && onlyOnce && options.lease
+                ? { lease: { ...options.lease, keep: true } }
+                : {}),
               ...reset,
             })
           );

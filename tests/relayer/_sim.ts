@@ -55,6 +55,13 @@ export interface Scenario {
   readonly queueCounts: boolean;
   /** Whether the store writes the ledger and the state in two steps. */
   readonly splitLedger: boolean;
+  /**
+   * Whether the queue gives up once it made its last delivery
+   * (`maxDeliveries`, by its own count): its give-up runs beside that
+   * delivery and every later copy, as when it timed the delivery out, and
+   * is repeated until answered.
+   */
+  readonly giveUps: boolean;
   readonly seed: number;
 }
 
@@ -64,6 +71,8 @@ export interface Report {
   readonly stats: {
     crashes: number;
     busy: number;
+    /** Jobs a give-up ended. */
+    gaveUp: number;
     interruptedFinished: number;
     finalStates: Partial<Record<IntentState, number>>;
   };
@@ -127,6 +136,7 @@ export const anyScenario: fc.Arbitrary<Scenario> = fc.record({
   duplicates: fc.uniqueArray(fc.nat({ max: 12 }), { maxLength: 3 }),
   queueCounts: fc.boolean(),
   splitLedger: fc.boolean(),
+  giveUps: fc.boolean(),
   seed: fc.integer(),
 });
 
@@ -332,6 +342,7 @@ export async function simulate(
   const stats: Report["stats"] = {
     crashes: 0,
     busy: 0,
+    gaveUp: 0,
     interruptedFinished: 0,
     finalStates: {},
   };
@@ -374,6 +385,7 @@ export async function simulate(
     extra: 0, // deliveries beyond the job's own: duplicate copies and busy answers
     crashes: 0,
     alive: true,
+    gaveUp: false,
   }));
   const history = new Map<string, IntentState[]>(
     [...plans].map(([id, p]) => [id, [p.start]]),
@@ -432,8 +444,10 @@ export async function simulate(
       break;
     }
     const copies = scenario.duplicates.includes(deliveryIndex++) ? 2 : 1;
-    const results = await Promise.allSettled(
-      Array.from(
+    const givingUp = scenario.giveUps &&
+      job.count >= scenario.policy.maxDeliveries;
+    const results = await Promise.allSettled([
+      ...Array.from(
         { length: copies },
         () =>
           process.relayer.deliver(
@@ -441,7 +455,13 @@ export async function simulate(
             scenario.queueCounts ? job.count : undefined,
           ),
       ),
-    );
+      ...(givingUp
+        ? [process.relayer.giveUp({ intentId: job.id, kind: "settle" }, {
+          deliveries: job.count,
+          queue: { queue: "sim", messageId: `${job.id}-message` },
+        })]
+        : []),
+    ]);
     if (process.store.dead) {
       stats.crashes++;
       job.crashes += copies; // every copy in the dead process used a delivery
@@ -455,9 +475,18 @@ export async function simulate(
           );
         }
       }
-      const outcomes = results.flatMap((
+      const fulfilled = results.flatMap((
         r,
       ) => (r.status === "fulfilled" ? [r.value] : []));
+      // The give-up's answer ends the job unless it is a retry (busy):
+      // the queue stops delivering once it gave up.
+      const giveUp = givingUp ? fulfilled.at(-1) : undefined;
+      const outcomes = givingUp ? fulfilled.slice(0, -1) : fulfilled;
+      if (giveUp !== undefined && giveUp.action !== "retry") {
+        job.alive = false;
+        job.gaveUp = true;
+        stats.gaveUp++;
+      }
       const busy = outcomes.filter((o) =>
         o.action === "retry" && o.reason.includes("busy")
       ).length;
@@ -467,7 +496,9 @@ export async function simulate(
       stats.busy += outcomes.filter((o) =>
         o.action === "retry" && o.reason.includes("busy")
       ).length;
-      if (
+      if (!job.alive) {
+        // Given up: the queue delivers no more.
+      } else if (
         outcomes.some((o) =>
           o.action !== "retry"
         )
@@ -493,10 +524,14 @@ export async function simulate(
     const intent = await inner.getIntent(job.id);
     const state = intent?.state ?? "created";
     stats.finalStates[state] = (stats.finalStates[state] ?? 0) + 1;
-    if (state === "authorized" || state === "settling") {
+    const dead = await inner.getDeadLetter(`${job.id}/settle`);
+    // A give-up drops the job of an authorized intent (nothing was sent),
+    // as DESIGN §5 says: that intent waits for a job published again.
+    const dropped = job.gaveUp && state === "authorized" &&
+      dead?.resolution.startsWith("job dropped");
+    if ((state === "authorized" && !dropped) || state === "settling") {
       violations.push(`end: ${job.id} left ${state} with no job to move it`);
     }
-    const dead = await inner.getDeadLetter(`${job.id}/settle`);
     if (dead?.lastError.includes("the hold is voided")) {
       stats.interruptedFinished++;
     }
@@ -508,6 +543,9 @@ export async function simulate(
   const late = boot();
   for (const job of jobs) {
     const before = await inner.getIntent(job.id);
+    // A job a give-up dropped left its authorized intent to a job published
+    // again (DESIGN §5): a late copy of it may act, as such a job would.
+    if (job.gaveUp && before?.state === "authorized") continue;
     const sends = chain.sends.get(job.id) ?? 0;
     await late.relayer.deliver(
       { intentId: job.id, kind: "settle" },

@@ -1,13 +1,15 @@
 /**
  * I1–I6 of DESIGN §5 over generated histories: sender outcomes, crashes
  * before and after every store write, duplicate deliveries, store-counted
- * and queue-counted deliveries, atomic and ledger-first stores.
+ * and queue-counted deliveries, atomic and ledger-first stores, and queues
+ * that give up beside their last delivery.
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { MemoryStore, type Store } from "../../mod.ts";
+import { definePolicy, MemoryStore, type Store } from "../../mod.ts";
 import {
   type Backend,
+  BACKENDS,
   kvBackend,
   memoryBackend,
   postgresAvailable,
@@ -48,6 +50,42 @@ Deno.test({
     await fc.assert(invariantsHold(postgresBackend), { numRuns: runs(100) });
   },
 });
+
+for (const backend of BACKENDS) {
+  Deno.test(`a queue's give-up beside a delivery whose store count lags (a crash before it was counted) strands nothing [${backend.name}]`, async () => {
+    // Found by the generated histories: the give-up dropped the job of the
+    // authorized intent, then the delivery it raced (delivery 1 by the
+    // store's count, 2 by the queue's) sent, and answered a retry the
+    // queue no longer heard: settling, with no job.
+    const { store, close } = await backend.open();
+    try {
+      const { violations, stats } = await simulate({
+        policy: definePolicy({
+          maxDeliveries: 2,
+          baseMs: 1000,
+          capMs: 10_000,
+          jitter: "equal",
+          stuckAfterMs: 0,
+        }),
+        intents: [{
+          start: "authorized",
+          sends: ["sent"],
+          receipts: ["confirmed"],
+        }],
+        crashes: [{ at: 0, when: "before" }],
+        duplicates: [],
+        queueCounts: false,
+        splitLedger: false,
+        giveUps: true,
+        seed: 0,
+      }, store);
+      assert.deepEqual(violations, []);
+      assert.equal(stats.gaveUp, 1);
+    } finally {
+      await close();
+    }
+  });
+}
 
 Deno.test("the generated histories reach crashes between ledger and state, duplicates and every ending", async () => {
   const totals = {

@@ -176,3 +176,58 @@ Deno.test("a give-up whose Sender never answers a receipt resolves without it, a
     await close();
   }
 });
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a give-up that drops the job of an authorized intent keeps a delivery that looked before it from sending`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "authorized",
+        hold: "pending",
+      });
+      // The delivery reads the intent, then its write-ahead waits until
+      // the queue's give-up has landed: a delivery whose store count lags
+      // the queue's (a crash before it was counted), still at work when
+      // the queue gave up.
+      let looked!: () => void;
+      const lookedAt = new Promise<void>((r) => looked = r);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => release = r);
+      const gated = new Proxy(store, {
+        get(target, key) {
+          const value = Reflect.get(target, key, target);
+          if (typeof value !== "function") return value;
+          if (key !== "transition") return value.bind(target);
+          return async (...args: unknown[]) => {
+            looked();
+            await gate;
+            return await value.apply(target, args);
+          };
+        },
+      });
+      const sender = new SlowSigner(0, 0, "pending");
+      const delivering = createRelayer({ store: gated, sender, policy });
+      const givingUp = createRelayer({ store, sender, policy });
+      const delivery = delivering.deliver(JOB, 1);
+      await lookedAt;
+      const gaveUp = await givingUp.giveUp(JOB, {
+        deliveries: 3,
+        queue: { queue: "pubsub", messageId: "m-1" },
+      });
+      release();
+      const outcome = await delivery;
+      assert.equal(gaveUp.action, "poison");
+      assert.match(gaveUp.resolution ?? "", /^job dropped/);
+      assert.equal(outcome.action, "retry");
+      assert.match(outcome.reason, /busy/);
+      assert.equal(sender.sends, 0, "nothing sent behind the give-up");
+      assert.equal(
+        (await store.getIntent(JOB.intentId))?.state,
+        "authorized",
+      );
+    } finally {
+      await close();
+    }
+  });
+}

@@ -24,6 +24,8 @@ import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
 import { deadLetter } from "../store/_contract.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
+/** Past the default lease (30 s): a give-up that dropped a job of an authorized intent holds it until then. */
+const LEASE_LAPSED_MS = 30_000;
 
 /**
  * A chain for pi_0001: sends play `script` in order; each receipt answers
@@ -119,8 +121,10 @@ function suite(backend: Backend): void {
     relayer: Relayer,
     store: Store,
     queue: QueueIds,
+    clock: { now: number },
   ): Promise<void> {
     await relayer.redrive("pi_0001/settle");
+    clock.now += LEASE_LAPSED_MS; // the give-up's lease, if it took one
     assert.equal((await relayer.deliver(job, 1)).action, "retry");
     assert.equal((await intent(store)).state, "settling");
     const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
@@ -413,7 +417,7 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() changes nothing on a queue's repeated give-up for a message it already resolved, though a job published since is settling the intent", async () => {
-    const { relayer, store } = await setup(
+    const { relayer, store, clock } = await setup(
       { state: "authorized", hold: "pending" },
       { sends: [{ txHash: "0xabc" }] },
     );
@@ -444,7 +448,9 @@ function suite(backend: Backend): void {
         (first as { resolution: string }).resolution,
         "job dropped, intent still authorized",
       );
-      // A job published since: it sends, and waits for the receipt.
+      // A job published since, once the give-up's lease lapsed: it sends,
+      // and waits for the receipt.
+      clock.now += LEASE_LAPSED_MS;
       if (queue.queue === "cloudflare") {
         await store.transition(id, {
           from: "authorized",
@@ -475,7 +481,7 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() changes nothing on a queue's repeated give-up that arrives after its dead letter was redriven, while the redriven job settles the intent", async () => {
-    const { relayer, store } = await setup(
+    const { relayer, store, clock } = await setup(
       { state: "authorized", hold: "pending" },
       { sends: [{ txHash: "0xabc" }] },
     );
@@ -485,10 +491,17 @@ function suite(backend: Backend): void {
       (first as { resolution: string }).resolution,
       "job dropped, intent still authorized",
     );
-    // The operator redrives; the redriven job sends and waits.
+    // The operator redrives. Within the give-up's lease the redriven job
+    // is busy (a delivery of the old one may still be in flight), never
+    // failed; once it lapsed, it sends and waits.
     assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
     assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
-    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    const early = await relayer.deliver(job, 1);
+    assert.equal(early.action, "retry");
+    assert.match(early.reason, /busy/);
+    assert.equal((await store.getIntent("pi_0001"))!.state, "authorized");
+    clock.now += LEASE_LAPSED_MS;
+    assert.equal((await relayer.deliver(job, 2)).action, "retry");
     assert.equal((await store.getIntent("pi_0001"))!.state, "settling");
     // QStash repeats the old message's callback, by either of its ids.
     for (
@@ -622,9 +635,10 @@ function suite(backend: Backend): void {
     const queue = { queue: "qstash", messageId: "msg_A" };
     await relayer.giveUp(job, { deliveries: 3, queue });
     await relayer.redrive("pi_0001/settle");
+    clock.now += LEASE_LAPSED_MS; // the give-up's lease
     assert.equal((await relayer.deliver(job, 1)).action, "retry");
     // Within the 8 days: a repeat changes nothing.
-    clock.now += 8 * 24 * 60 * 60 * 1000 - 1;
+    clock.now += 8 * 24 * 60 * 60 * 1000 - 1 - LEASE_LAPSED_MS;
     assert.match(
       (await relayer.giveUp(job, { deliveries: 3, queue })).reason,
       /already resolved: nothing changed/,
@@ -636,7 +650,7 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() changes nothing on a queue's repeated give-up after its letter was replaced by a later poison and that one redriven", async () => {
-    const { relayer, store } = await setup(
+    const { relayer, store, clock } = await setup(
       { state: "created" },
       { sends: [{ txHash: "0xabc" }] },
     );
@@ -658,12 +672,12 @@ function suite(backend: Backend): void {
       at: 1,
     });
     // QStash repeats the first message's failure callback.
-    await redriveThenRepeat(relayer, store, queue);
+    await redriveThenRepeat(relayer, store, queue, clock);
   });
 
   test("createRelayer() changes nothing on a queue's repeated give-up after a redrive, when the first give-up crashed before it marked the message", async () => {
     let crash = true;
-    const { relayer, store } = await setup(
+    const { relayer, store, clock } = await setup(
       { state: "authorized", hold: "pending" },
       { sends: [{ txHash: "0xabc" }] },
       {},
@@ -690,7 +704,7 @@ function suite(backend: Backend): void {
       "msg_A",
     );
     // The operator redrives; QStash repeats the message's failure callback.
-    await redriveThenRepeat(relayer, store, queue);
+    await redriveThenRepeat(relayer, store, queue, clock);
   });
 
   test("createRelayer() publishes each redrive of a job under its own deduplication id, so a second dead letter's redrive is not dropped as the first one's duplicate", async () => {

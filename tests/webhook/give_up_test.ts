@@ -308,10 +308,12 @@ Deno.test("POST /v1/qstash/failed takes the callback of any job /v1/qstash takes
 
 Deno.test("POST /v1/pubsub/dead-letter knows a second dead-lettered copy of a message by its source, though Pub/Sub gives the copy a new id: after a redrive it changes nothing", async () => {
   const g = await theGoogle();
+  const clock = { now: NOW };
   const { app, store } = await makeApp({
     intents: [{ id: "pi_0002", state: "authorized", hold: "pending" }],
     scripts: { pi_0002: { sends: [{ txHash: "0xabc" }] } },
     deps: {
+      now: () => clock.now,
       pubsubDeadLetter: {
         audience: DEAD_LETTER_AUDIENCE,
         jwks: g.jwks,
@@ -355,6 +357,7 @@ Deno.test("POST /v1/pubsub/dead-letter knows a second dead-lettered copy of a me
     },
   );
   assert.equal(redriven.status, 202);
+  clock.now += 30_000; // past the lease the give-up held on the intent
   const sent = await app.request(
     "/v1/deliveries",
     await genericRequest(JSON.stringify({ job, delivery: 1 })),
