@@ -87,10 +87,11 @@ for (const backend of BACKENDS) {
   });
 }
 
-Deno.test("the generated histories reach crashes between ledger and state, duplicates and every ending", async () => {
+Deno.test("the generated histories reach crashes between ledger and state, duplicates, give-ups and every ending", async () => {
   const totals = {
     crashes: 0,
     busy: 0,
+    gaveUp: 0,
     interruptedFinished: 0,
     failed: 0,
     needs_review: 0,
@@ -100,6 +101,7 @@ Deno.test("the generated histories reach crashes between ledger and state, dupli
   for (const scenario of fc.sample(anyScenario, { numRuns: 300, seed: 42 })) {
     const { stats } = await simulate(scenario, new MemoryStore());
     totals.crashes += stats.crashes;
+    totals.gaveUp += stats.gaveUp;
     totals.busy += stats.busy;
     totals.interruptedFinished += stats.interruptedFinished;
     for (
