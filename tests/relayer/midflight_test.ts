@@ -9,6 +9,7 @@ import {
   type Intent,
   type ReceiptStatus,
   type Sender,
+  type Store,
 } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 
@@ -36,6 +37,20 @@ class SlowSigner implements Sender {
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 const policy = { maxDeliveries: 3, jitter: "none" } as const;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A settling intent whose last send, `0xabc`, left a second ago (`txHashes` all sent). */
+async function sentAndWaiting(store: Store, txHashes: string[]): Promise<void> {
+  const at = Date.now() - 1_000;
+  await store.createIntent({
+    id: JOB.intentId,
+    state: "settling",
+    hold: "pending",
+    settlingSince: at,
+    mayHaveSent: true,
+    txHashes,
+    lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
+  });
+}
 
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a copy that finds a send in flight is busy, not failed, even at the last delivery`, async () => {
@@ -69,16 +84,7 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a give-up while the last delivery reads a confirmed receipt settles, not reviews`, async () => {
     const { store, close } = await backend.open();
     try {
-      const at = Date.now() - 1_000;
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "settling",
-        hold: "pending",
-        settlingSince: at,
-        mayHaveSent: true,
-        txHashes: ["0xabc"],
-        lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
-      });
+      await sentAndWaiting(store, ["0xabc"]);
       const sender = new SlowSigner(0, 300, "confirmed");
       const relayer = createRelayer({ store, sender, policy });
       const last = relayer.deliver(JOB, 3);
@@ -101,16 +107,7 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a give-up settles a payment whose tx confirmed since the last delivery`, async () => {
     const { store, close } = await backend.open();
     try {
-      const at = Date.now() - 1_000;
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "settling",
-        hold: "pending",
-        settlingSince: at,
-        mayHaveSent: true,
-        txHashes: ["0xold", "0xabc"],
-        lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
-      });
+      await sentAndWaiting(store, ["0xold", "0xabc"]);
       const sender = new SlowSigner(0, 0, "confirmed");
       const relayer = createRelayer({ store, sender, policy });
       const gaveUp = await relayer.giveUp(JOB, {
@@ -140,16 +137,7 @@ for (const backend of BACKENDS) {
 Deno.test("a give-up whose Sender never answers a receipt resolves without it, after half the lease at most", async () => {
   const { store, close } = await BACKENDS[0]!.open();
   try {
-    const at = Date.now() - 1_000;
-    await store.createIntent({
-      id: JOB.intentId,
-      state: "settling",
-      hold: "pending",
-      settlingSince: at,
-      mayHaveSent: true,
-      txHashes: ["0xabc"],
-      lastBroadcast: { outcome: "sent", txHash: "0xabc", at },
-    });
+    await sentAndWaiting(store, ["0xabc"]);
     const silent: Sender = {
       send: () => new Promise(() => {}),
       receipt: () => new Promise(() => {}),
