@@ -50,6 +50,21 @@ function slowSigner(holdMs: number) {
 
 const SECRET = "shutdown-secret-0123456789";
 
+/** Delivery 1 of `intentId`'s settle job, signed for the generic route now. */
+function signedDelivery(base: string, intentId: string): Promise<Response> {
+  const body = JSON.stringify({
+    job: { intentId, kind: "settle" },
+    delivery: 1,
+  });
+  return fetch(`${base}/v1/deliveries`, {
+    method: "POST",
+    body,
+    headers: {
+      "x-signature": hmacSignature(SECRET, body, Math.floor(Date.now() / 1000)),
+    },
+  });
+}
+
 /**
  * `main.ts` on KV in a temp dir, with a signer whose sends take `holdMs` (1.5 s) and
  * an authorized intent `intentId`, healthy; `body` runs against it, and
@@ -157,21 +172,10 @@ Deno.test(
         "pi_deploy",
         signal,
         async ({ service, signer, base }) => {
-          const body = JSON.stringify({
-            job: { intentId: "pi_deploy", kind: "settle" },
-            delivery: 1,
-          });
-          const inFlight = fetch(`${base}/v1/deliveries`, {
-            method: "POST",
-            body,
-            headers: {
-              "x-signature": hmacSignature(
-                SECRET,
-                body,
-                Math.floor(Date.now() / 1000),
-              ),
-            },
-          }).then((r) => r.body?.cancel(), () => {});
+          const inFlight = signedDelivery(base, "pi_deploy").then(
+            (r) => r.body?.cancel(),
+            () => {},
+          );
           await signer.firstStarted; // mid-send, for longer than the drain
           const sentAt = performance.now();
           service.child.kill("SIGINT");
@@ -201,22 +205,7 @@ Deno.test(
         "pi_answered",
         signal,
         async ({ service, signer, base }) => {
-          const { hmacSignature } = await import("../webhook/_auth.ts");
-          const body = JSON.stringify({
-            job: { intentId: "pi_answered", kind: "settle" },
-            delivery: 1,
-          });
-          const inFlight = fetch(`${base}/v1/deliveries`, {
-            method: "POST",
-            body,
-            headers: {
-              "x-signature": hmacSignature(
-                SECRET,
-                body,
-                Math.floor(Date.now() / 1000),
-              ),
-            },
-          });
+          const inFlight = signedDelivery(base, "pi_answered");
           await signer.firstStarted; // the delivery is mid-send
           service.child.kill("SIGTERM");
           const answer = await inFlight;

@@ -187,6 +187,27 @@ function signQStash(body, url, key = QSTASH_KEY) {
 }
 
 /**
+ * A Pub/Sub push whose token has Google's claims and kid, signed by
+ * another RSA key, must be refused with the exact 401 problem.
+ */
+async function refusesForgedPush(call, push, label) {
+  const forged = await call("/v1/pubsub", {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${
+        googleToken(PUSH_AUDIENCE, GOOGLE_KID, forger.privateKey)
+      }`,
+    },
+    body: push,
+  });
+  assertEqual(
+    [forged.status, forged.body],
+    [401, PUBSUB_REFUSED],
+    `${label}POST /v1/pubsub, Google's claims and kid signed by another key`,
+  );
+}
+
+/**
  * Google's OIDC token for `audience`, as a Pub/Sub push carries it (RS256),
  * naming the key `kid` (one Google never had, to make one up), signed with
  * `privateKey` (another than Google's, to forge one).
@@ -592,20 +613,7 @@ async function check(flags) {
     });
     assertEqual(pBad.status, 401, "POST /v1/pubsub, another audience's token");
     // Google's claims and kid, signed by another RSA key.
-    const pForged = await call("/v1/pubsub", {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${
-          googleToken(PUSH_AUDIENCE, GOOGLE_KID, forger.privateKey)
-        }`,
-      },
-      body: push,
-    });
-    assertEqual(
-      [pForged.status, pForged.body],
-      [401, PUBSUB_REFUSED],
-      "POST /v1/pubsub, Google's claims and kid signed by another key",
-    );
+    await refusesForgedPush(call, push, "");
     console.log(
       `  [${label}] Pub/Sub push, Google's token: 503 retry; another audience's token, or Google's claims and kid signed by another key: 401`,
     );
@@ -1006,20 +1014,7 @@ async function sharedState(call) {
     body: push,
   });
   assertEqual(known.status, 401, "POST /v1/pubsub, another audience's token");
-  const forged = await call("/v1/pubsub", {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${
-        googleToken(PUSH_AUDIENCE, GOOGLE_KID, forger.privateKey)
-      }`,
-    },
-    body: push,
-  });
-  assertEqual(
-    [forged.status, forged.body],
-    [401, PUBSUB_REFUSED],
-    `${label} POST /v1/pubsub, Google's claims and kid signed by another key`,
-  );
+  await refusesForgedPush(call, push, `${label} `);
   const fetched = keyFetches;
   for (let n = 1; n <= 10; n++) {
     const { status } = await call("/v1/pubsub", {
