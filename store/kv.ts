@@ -1100,6 +1100,11 @@ export class KvStore implements Store {
     checkDeadLetter(deadLetter);
     checkResetCount(options.resetCount);
     if (options.claim) checkClaim(options.claim);
+    if (options.lease && options.intentVersion === undefined) {
+      throw new TypeError(
+        "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
+      );
+    }
     const [old, claim, intent, hold, held] = await this.#get<
       [StoredLetter, ClaimValue, StoredIntent, HoldState, LeaseRecord]
     >(
@@ -1149,10 +1154,12 @@ export class KvStore implements Store {
     this.#addDeadLetter(atomic, deadLetter, old, options.resetCount, w);
     if ((await atomic.commit()).ok) return;
     // Answered as a race lost: it may have landed all the same (`Written`).
-    const [kept] = await this.#get<[StoredLetter]>(
+    // Its claim tells too, when another letter replaced this one since.
+    const [kept, claimed] = await this.#get<[StoredLetter, ClaimValue]>(
       this.#key("dead", deadLetter.jobId),
+      this.#key("claim", options.claim?.key ?? ""),
     );
-    if (landedBy(w, kept) !== null) return;
+    if (landedBy(w, kept, claimed) !== null) return;
     throw new ConflictError(
       `Cannot keep the dead letter of ${deadLetter.jobId} as it changed since it was read; re-read it`,
     );

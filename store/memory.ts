@@ -391,6 +391,11 @@ export class MemoryStore implements Store {
       checkDeadLetter(deadLetter);
       checkResetCount(options.resetCount);
       const id = deadLetter.intentId;
+      if (options.lease && options.intentVersion === undefined) {
+        throw new TypeError(
+          "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
+        );
+      }
       if (options.intentVersion !== undefined) {
         this.#expect(id, options.intentVersion);
       }

@@ -1375,7 +1375,7 @@ export class PostgresStore implements Store {
       async () => {
         checkDeadLetter(deadLetter);
         const { claim, resetCount, lease } = options;
-        let { intentVersion } = options;
+        const { intentVersion } = options;
         const id = deadLetter.intentId;
         checkResetCount(resetCount);
         if (intentVersion !== undefined) checkVersion(id, intentVersion);
@@ -1395,13 +1395,17 @@ export class PostgresStore implements Store {
         let leaseWrites: (tx: Sql) => postgres.PendingQuery<postgres.Row[]>[] =
           () => [];
         if (lease !== undefined) {
+          if (intentVersion === undefined) {
+            throw new TypeError(
+              "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
+            );
+          }
           checkLease(lease);
           const row = await this.#read(
             id,
-            intentVersion ?? null,
+            intentVersion,
             `keep the dead letter of ${deadLetter.jobId}`,
           );
-          intentVersion = String(row.version);
           const held = row.lease_owner === null ? null : {
             owner: String(row.lease_owner),
             expiresAt: Number(row.lease_expires_at),

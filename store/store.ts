@@ -643,16 +643,20 @@ export interface Store {
    * after another delivery moved the intent on (and kept the letter that
    * says why it is in review, say).
    *
-   * With `options.lease`, the write takes (`keep: true`) or releases the
-   * intent's lease as a delivery write does, and is refused with a
-   * `BusyError` while another owner holds a live one. A queue's give-up
+   * With `options.lease` (and `options.intentVersion`, which it needs), the
+   * write takes (`keep: true`) or releases the intent's lease as a
+   * delivery write does, and is refused with a `BusyError` while another
+   * owner holds a live one. A queue's give-up
    * that drops a job holds it: a delivery of the job still in flight, that
-   * read the intent before the drop, then cannot start a send behind it.
-   * A store of one's own that ignores it keeps the letter, as before.
+   * read the intent before the drop, then cannot start a send behind it
+   * for as long as the lease lives. A store of one's own that ignores it
+   * keeps the letter, as before.
    *
    * @throws {ReplayError} If `options.claim` was already claimed.
    * @throws {BusyError} If `options.lease` is given and another owner
    * holds the intent's lease (nothing is written).
+   * @throws {TypeError} If `options.lease` is given without
+   * `options.intentVersion`.
    * @throws {ConflictError} If the intent is no longer at
    * `options.intentVersion` (nothing is written, the claim included), or if
    * a store that reads before it commits (`KvStore`) saw another letter for

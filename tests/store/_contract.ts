@@ -1566,21 +1566,31 @@ export function storeContract(
       at: 1011,
     }, { lease: { owner: "delivery", ttlMs: 1000, now: 1011, keep: true } });
     // Another's live lease refuses a letter that carries one: nothing kept.
+    const settling = (await store.getIntent("pi_1"))!;
     await assert.rejects(
       store.putDeadLetter(deadLetter("pi_1/settle", 1020), {
+        intentVersion: settling.version,
         lease: { owner: "give-up-2", ttlMs: 1000, now: 1020, keep: true },
       }),
       BusyError,
     );
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
-    // A lease for an intent that does not exist is refused.
+    // A lease needs the version read, and an intent that exists.
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 1030), {
+        lease: { owner: "give-up-2", ttlMs: 1000, now: 1030, keep: true },
+      }),
+      TypeError,
+    );
     await assert.rejects(
       store.putDeadLetter(deadLetter("pi_9/settle", 5), {
+        intentVersion: settling.version,
         lease: { owner: "give-up", ttlMs: 1000, now: 5, keep: true },
       }),
-      (error) => error instanceof ConflictError && error.refused,
+      ConflictError,
     );
     assert.equal(await store.getDeadLetter("pi_9/settle"), null);
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
   });
 
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {

@@ -176,3 +176,37 @@ Deno.test("KvStore: a write answered { ok: false } that landed is known in any k
     kv.close();
   }
 });
+
+Deno.test("KvStore: a dead letter answered { ok: false } that landed, then replaced by another's, is known as landed by its claim", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const { handle, arm } = answeredLost(kv);
+    const store = new KvStore(handle);
+    const other = new KvStore(kv);
+    const intent = await store.createIntent({
+      id: "pi_4",
+      state: "authorized",
+      hold: "pending",
+    });
+    const letter = {
+      jobId: "pi_4/settle",
+      intentId: "pi_4",
+      deliveries: 3,
+      cause: "exhausted",
+      reason: "the queue gave up after 3 deliveries",
+      resolution: "job dropped, intent still authorized",
+      lastError: "the qstash queue gave up",
+      poisonedAt: T,
+    } as const;
+    // Once the letter landed, another writer's letter replaces it.
+    arm(() => other.putDeadLetter({ ...letter, poisonedAt: T + 1 }));
+    const claim = { key: "sig-4", now: T, expiresAt: T + 360_000 };
+    await store.putDeadLetter(letter, {
+      intentVersion: intent.version,
+      claim,
+    });
+    assert.equal((await store.getDeadLetter("pi_4/settle"))?.poisonedAt, T + 1);
+  } finally {
+    kv.close();
+  }
+});
