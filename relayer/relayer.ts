@@ -221,9 +221,12 @@ export interface Relayer {
    * paid payment must not go to review. Idempotent: when a dead letter of
    * the job exists (a repeat, or the relayer poisoned it first), nothing
    * changes; when the intent is settled or failed (the job finished, its
-   * ack lost), nothing changes and the outcome is `done`. Once resolved, the message's queue ids are
-   * marked for 8 days: a repeat after its letter was redriven or replaced
-   * changes nothing either, and is `done`.
+   * ack lost), nothing changes and the outcome is `done`. Once resolved,
+   * the message's queue ids are marked for 8 days: a repeat after its
+   * letter was redriven or replaced changes nothing either, and is `done`.
+   * A drop of an authorized intent's job holds the intent's lease until it
+   * lapses, so a delivery of the job still in flight sends nothing behind
+   * it.
    *
    * @param job The job the queue gave up on.
    * @param options How many deliveries the queue made, and its ids.
@@ -1121,12 +1124,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /**
    * Before a give-up resolves a `settling` intent (to review, as it may
    * have sent), asks its txs' receipts once (waiting at most 5 s, or half
-   * the lease if shorter), and
-   * settles on one that confirmed: the queue may have timed out the very delivery that read
-   * it, and gives up while that delivery still runs. Returns why it
-   * settled; `undefined` to resolve as before (nothing confirmed, a send
-   * in flight, or the intent moved meanwhile: the resolution reads it
-   * again).
+   * the lease if shorter), and settles on one that confirmed: the queue
+   * may have timed out the very delivery that read it, and gives up while
+   * that delivery still runs. Returns why it settled; `undefined` to
+   * resolve as before (nothing confirmed, a send in flight, or the intent
+   * moved meanwhile: the resolution reads it again).
    */
   async function settledBeforeReview(
     intentId: string,
