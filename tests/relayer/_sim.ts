@@ -11,6 +11,7 @@
 import {
   createRelayer,
   notSent,
+  type Outcome,
   poison,
   type Policy,
   type ReceiptStatus,
@@ -21,6 +22,7 @@ import {
 } from "../../mod.ts";
 import type { IntentState } from "../../mod.ts";
 import fc from "fast-check";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { mulberry32 } from "../../support/prng.ts";
 
 /** What one broadcast does on the simulated chain. */
@@ -56,12 +58,18 @@ export interface Scenario {
   /** Whether the store writes the ledger and the state in two steps. */
   readonly splitLedger: boolean;
   /**
-   * Whether the queue gives up once it made its last delivery
-   * (`maxDeliveries`, by its own count): its give-up runs beside that
-   * delivery and every later copy, as when it timed the delivery out, and
-   * is repeated until answered.
+   * Whether the queue gives up, once its own count reaches `giveUpAt`: its
+   * give-up runs beside that delivery (or while the delivery is held
+   * before its store call number `pauseAt`), as when it timed the
+   * delivery out, and is repeated, alone, until answered.
    */
   readonly giveUps: boolean;
+  /** The queue's count at which it gives up (a queue of its own limit, or one whose count ran ahead of the store's). */
+  readonly giveUpAt: number;
+  /** The store call of the delivery before which the give-up runs whole; -1: beside it. */
+  readonly pauseAt: number;
+  /** Whether a second give-up (another queue's, a bridge's) comes at once. */
+  readonly twoGiveUps: boolean;
   readonly seed: number;
 }
 
@@ -137,8 +145,25 @@ export const anyScenario: fc.Arbitrary<Scenario> = fc.record({
   queueCounts: fc.boolean(),
   splitLedger: fc.boolean(),
   giveUps: fc.boolean(),
+  giveUpAt: fc.integer({ min: 1, max: 7 }),
+  pauseAt: fc.integer({ min: -1, max: 6 }),
+  twoGiveUps: fc.boolean(),
   seed: fc.integer(),
 });
+
+/**
+ * A hook on the store calls of one delivery (see `Scenario.pauseAt`):
+ * each read and write of an incarnation awaits it first, with its number.
+ */
+const storeCalls = new AsyncLocalStorage<{
+  calls: number;
+  readonly before: (call: number) => Promise<void>;
+}>();
+
+async function beforeStoreCall(): Promise<void> {
+  const hook = storeCalls.getStore();
+  if (hook) await hook.before(hook.calls++);
+}
 
 /** The world's memory: it survives the process's crashes. */
 interface World {
@@ -156,6 +181,7 @@ function incarnation(inner: Store, world: World): Store & { dead: boolean } {
   const handle = {
     dead: false,
     async write<T>(run: () => Promise<T>): Promise<T> {
+      await beforeStoreCall();
       if (handle.dead) throw new Crashed();
       const index = world.writes++;
       const crash = world.crashes.find((c) => c.at === index);
@@ -170,8 +196,10 @@ function incarnation(inner: Store, world: World): Store & { dead: boolean } {
       }
       return result;
     },
-    read<T>(run: () => Promise<T>): Promise<T> {
-      return handle.dead ? Promise.reject(new Crashed()) : run();
+    async read<T>(run: () => Promise<T>): Promise<T> {
+      await beforeStoreCall();
+      if (handle.dead) throw new Crashed();
+      return await run();
     },
   };
   const store: Store & { dead: boolean } = {
@@ -386,6 +414,8 @@ export async function simulate(
     crashes: 0,
     alive: true,
     gaveUp: false,
+    givingUp: false, // the queue gave up: it repeats its give-up, and delivers no more
+    giveUpRepeats: 0,
   }));
   const history = new Map<string, IntentState[]>(
     [...plans].map(([id, p]) => [id, [p.start]]),
@@ -436,53 +466,72 @@ export async function simulate(
       b,
     ) => (b.due < a.due ? b : a));
     world.clock = Math.max(world.clock, job.due);
-    job.count++;
-    if (job.count > limit) {
+    // A repeated give-up is not a delivery: the queue's count stands.
+    if (job.givingUp) job.giveUpRepeats++;
+    else job.count++;
+    if (job.count + job.giveUpRepeats > limit) {
       violations.push(
-        `end: ${job.id}/settle still delivered after ${limit} deliveries`,
+        `end: ${job.id}/settle still delivered or given up after ${limit} tries`,
       );
       break;
     }
     const copies = scenario.duplicates.includes(deliveryIndex++) ? 2 : 1;
+    const job0 = { intentId: job.id, kind: "settle" } as const;
     const givingUp = scenario.giveUps &&
-      job.count >= scenario.policy.maxDeliveries;
-    const results = await Promise.allSettled([
-      ...Array.from(
-        { length: copies },
-        () =>
+      (job.givingUp || job.count >= scenario.giveUpAt);
+    // Once the queue gave up, it only repeats its give-up.
+    const deliveries = job.givingUp ? 0 : copies;
+    job.givingUp ||= givingUp;
+    let giveUps: Promise<PromiseSettledResult<Outcome>[]> | undefined;
+    const giveUp = () =>
+      giveUps ??= Promise.allSettled(
+        ["sim", ...(scenario.twoGiveUps ? ["bridge"] : [])].map((queue) =>
+          process.relayer.giveUp(job0, {
+            deliveries: job.count,
+            queue: { queue, messageId: `${job.id}-${queue}` },
+          })
+        ),
+      );
+    const pauseAt = givingUp ? scenario.pauseAt : -1;
+    const delivered = Promise.allSettled(
+      Array.from({ length: deliveries }, (_, copy) =>
+        storeCalls.run({
+          calls: 0,
+          // The first copy is held before its store call `pauseAt` while
+          // the whole give-up runs.
+          before: async (call) => {
+            if (copy === 0 && call === pauseAt) await giveUp();
+          },
+        }, () =>
           process.relayer.deliver(
-            { intentId: job.id, kind: "settle" },
+            job0,
             scenario.queueCounts ? job.count : undefined,
-          ),
-      ),
-      ...(givingUp
-        ? [process.relayer.giveUp({ intentId: job.id, kind: "settle" }, {
-          deliveries: job.count,
-          queue: { queue: "sim", messageId: `${job.id}-message` },
-        })]
-        : []),
-    ]);
+          ))),
+    );
+    if (givingUp && pauseAt < 0) giveUp();
+    const deliveryResults = await delivered;
+    // A delivery that ended before its call `pauseAt`: the give-up after.
+    const giveUpResults = givingUp ? await giveUp() : [];
     if (process.store.dead) {
       stats.crashes++;
-      job.crashes += copies; // every copy in the dead process used a delivery
+      job.crashes += deliveries; // every copy in the dead process used a delivery
       job.due = world.clock + VISIBILITY_MS;
       process = boot();
     } else {
-      for (const result of results) {
+      for (const result of [...deliveryResults, ...giveUpResults]) {
         if (result.status === "rejected") {
           violations.push(
-            `a delivery of ${job.id} threw: ${String(result.reason)}`,
+            `a delivery or give-up of ${job.id} threw: ${
+              String(result.reason)
+            }`,
           );
         }
       }
-      const fulfilled = results.flatMap((
-        r,
-      ) => (r.status === "fulfilled" ? [r.value] : []));
-      // The give-up's answer ends the job unless it is a retry (busy):
-      // the queue stops delivering once it gave up.
-      const giveUp = givingUp ? fulfilled.at(-1) : undefined;
-      const outcomes = givingUp ? fulfilled.slice(0, -1) : fulfilled;
-      if (giveUp !== undefined && giveUp.action !== "retry") {
+      const fulfilled = (results: PromiseSettledResult<Outcome>[]) =>
+        results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+      const outcomes = fulfilled(deliveryResults);
+      // A give-up answered (not busy) ends the job: the queue stops.
+      if (fulfilled(giveUpResults).some((o) => o.action !== "retry")) {
         job.alive = false;
         job.gaveUp = true;
         stats.gaveUp++;
@@ -492,7 +541,7 @@ export async function simulate(
       ).length;
       // A duplicate copy is a delivery too, whether it found the lease busy
       // or only looked; a lone busy answer is one the job did not fail.
-      job.extra += Math.max(copies - 1, busy);
+      job.extra += Math.max(deliveries - 1, busy);
       stats.busy += outcomes.filter((o) =>
         o.action === "retry" && o.reason.includes("busy")
       ).length;
@@ -506,7 +555,9 @@ export async function simulate(
       else {job.due = world.clock +
           Math.max(
             0,
-            ...outcomes.map((o) => (o.action === "retry" ? o.delayMs : 0)),
+            ...[...outcomes, ...fulfilled(giveUpResults)].map((o) =>
+              o.action === "retry" ? o.delayMs : 0
+            ),
           );}
     }
     await checkNow(`after delivery ${job.count} of ${job.id}`);

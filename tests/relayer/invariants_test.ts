@@ -77,6 +77,9 @@ for (const backend of BACKENDS) {
         queueCounts: false,
         splitLedger: false,
         giveUps: true,
+        giveUpAt: 2,
+        pauseAt: -1,
+        twoGiveUps: false,
         seed: 0,
       }, store);
       assert.deepEqual(violations, []);
