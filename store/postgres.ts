@@ -1481,8 +1481,11 @@ export class PostgresStore implements Store {
         ${
         after === null
           ? this.#sql``
-          : this.#sql`WHERE poisoned_at < ${after.poisonedAt}
-              OR (poisoned_at = ${after.poisonedAt} AND job_id > ${after.jobId})`
+          // The same keyset as "older, or as old and after", written so
+          // that its first bound is an index condition: a deep page starts
+          // at its place in the index instead of filtering every newer row.
+          : this.#sql`WHERE poisoned_at <= ${after.poisonedAt}
+              AND (poisoned_at < ${after.poisonedAt} OR job_id > ${after.jobId})`
       }
         ORDER BY poisoned_at DESC, job_id
         LIMIT ${limit + 1}`);

@@ -121,6 +121,53 @@ async function inFreshSchema(
 }
 
 Deno.test({
+  name:
+    "PostgresStore.listDeadLetters() starts a deep page at its place in the index, not by filtering every newer letter",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (sql, schema) => {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      await sql.unsafe(`
+        INSERT INTO "${schema}".dead_letters (job_id, intent_id, deliveries,
+          cause, reason, resolution, last_error, poisoned_at)
+        SELECT 'pi_' || i || '/settle', 'pi_' || i, 3, 'exhausted', 'r', 'x',
+          'e', i FROM generate_series(1, 3000) AS i`);
+      await sql.unsafe(`ANALYZE "${schema}".dead_letters`);
+      // Walk to a page near the end, then explain the query the store sends
+      // for the next one.
+      let page = await store.listDeadLetters({ limit: 1000 });
+      page = await store.listDeadLetters({ limit: 1000, cursor: page.cursor });
+      const seen: { query: string; params: unknown[] }[] = [];
+      const watched = postgres(await postgresUrl(), {
+        max: 1,
+        onnotice: () => {},
+        debug: (_connection, query, params) => seen.push({ query, params }),
+      });
+      try {
+        await new PostgresStore(watched, { schema }).listDeadLetters({
+          limit: 50,
+          cursor: page.cursor,
+        });
+        const listed = seen.find((q) => /FROM .*dead_letters/s.test(q.query))!;
+        const [plan] = await sql.unsafe(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${listed.query}`,
+          listed.params as never[],
+        );
+        const text = JSON.stringify(plan);
+        const removed = [...text.matchAll(/"Rows Removed by Filter":(\d+)/g)]
+          .reduce((sum, m) => sum + Number(m[1]), 0);
+        assert.ok(
+          removed < 100,
+          `the page filtered ${removed} rows out: the cursor is not an index bound`,
+        );
+      } finally {
+        await watched.end();
+      }
+    }),
+});
+
+Deno.test({
   name: "PostgresStore.migrate() is idempotent, also when many run at once",
   ignore,
   fn: () =>
