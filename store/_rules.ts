@@ -316,11 +316,28 @@ export interface CountRecord {
   readonly expiresAt: number;
 }
 
-/** The count after one more delivery at `now`. */
-export function counted(current: CountRecord | null, now: number): CountRecord {
+/** The count after one more delivery at `now`, living `ttlMs` from then. */
+export function counted(
+  current: CountRecord | null,
+  now: number,
+  ttlMs: number = COUNT_TTL_MS,
+): CountRecord {
   checkMs("now", now);
+  checkCountTtl(ttlMs);
   const n = current !== null && current.expiresAt > now ? current.n + 1 : 1;
-  return { n, expiresAt: now + COUNT_TTL_MS };
+  return { n, expiresAt: now + ttlMs };
+}
+
+/** Throws a `TypeError` unless `ttlMs` is a whole number of milliseconds above 0. */
+export function checkCountTtl(ttlMs: unknown): asserts ttlMs is number {
+  checkMs("ttlMs", ttlMs);
+  if ((ttlMs as number) < 1) {
+    throw new TypeError(
+      `Cannot count a delivery as 'ttlMs' must be at least 1: current value is ${
+        String(ttlMs)
+      }`,
+    );
+  }
 }
 
 /**

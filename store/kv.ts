@@ -1002,11 +1002,13 @@ export class KvStore implements Store {
       const w = this.#writeId();
       if (admission.claim) this.#addClaim(atomic, admission.claim, claim, w);
       const next = admission.count === undefined ? null : {
-        ...counted(count.value, admission.now),
+        ...counted(count.value, admission.now, admission.ttlMs),
         ws: [w, ...(count.value?.ws ?? []).slice(0, COUNT_WRITES_KEPT - 1)],
       };
       if (next !== null) {
-        atomic.check(count).set(countKey, next, { expireIn: COUNT_TTL_MS });
+        atomic.check(count).set(countKey, next, {
+          expireIn: admission.ttlMs ?? COUNT_TTL_MS,
+        });
       }
       if ((await atomic.commit()).ok) return next?.n ?? null;
       unanswered = { w, n: next?.n ?? null };

@@ -343,6 +343,7 @@ export class MemoryStore implements Store {
       const next = counted(
         this.#counts.get(admission.count) ?? null,
         admission.now,
+        admission.ttlMs,
       );
       this.#counts.delete(admission.count);
       this.#counts.set(admission.count, next);

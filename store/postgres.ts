@@ -52,6 +52,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   checkClaim,
+  checkCountTtl,
   checkDeadLetter,
   checkLease,
   checkMs,
@@ -1253,12 +1254,12 @@ export class PostgresStore implements Store {
     return this.#hold(id, "capture");
   }
 
-  #count(sql: Sql, jobId: string, now: number) {
+  #count(sql: Sql, jobId: string, now: number, ttlMs = COUNT_TTL_MS) {
     const { counters } = this.#t;
     this.#written++;
     return sql`
       INSERT INTO ${counters} (job_id, deliveries, expires_at)
-      VALUES (${jobId}, 1, ${now + COUNT_TTL_MS})
+      VALUES (${jobId}, 1, ${now + ttlMs})
       ON CONFLICT (job_id) DO UPDATE SET
         deliveries = CASE WHEN ${counters}.expires_at > ${now}
           THEN ${counters}.deliveries + 1 ELSE 1 END,
@@ -1301,8 +1302,9 @@ export class PostgresStore implements Store {
    */
   admit(admission: Admission): Promise<number | null> {
     return this.#run("admit a delivery", async () => {
-      const { count, claim, now } = admission;
+      const { count, claim, now, ttlMs = COUNT_TTL_MS } = admission;
       checkMs("now", now);
+      checkCountTtl(ttlMs);
       if (claim) checkClaim(claim);
       if (count !== undefined && typeof count !== "string") {
         throw new TypeError(
@@ -1314,7 +1316,9 @@ export class PostgresStore implements Store {
       await this.#sweep(now);
       if (claim === undefined) {
         if (count === undefined) return null;
-        const [row] = await this.#one((sql) => this.#count(sql, count, now));
+        const [row] = await this.#one((sql) =>
+          this.#count(sql, count, now, ttlMs)
+        );
         return Number(row!.deliveries);
       }
       if (count === undefined) {
@@ -1325,7 +1329,7 @@ export class PostgresStore implements Store {
       return await this.#transaction(async (tx, commit) => {
         const [, counted] = await commit([
           this.#claim(tx, claim),
-          this.#count(tx, count, now),
+          this.#count(tx, count, now, ttlMs),
         ]);
         return Number(counted![0]!.deliveries);
       });

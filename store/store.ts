@@ -443,8 +443,17 @@ export interface WriteOptions {
  * ```
  */
 export interface Admission {
-  /** Count one more delivery of this job id (1-based); the count expires 8 days after its last write. */
+  /** Count one more delivery of this job id (1-based); the count expires 8 days after its last write (`ttlMs`). */
   readonly count?: string;
+  /**
+   * How long the count lives after this write, in milliseconds. The
+   * relayer keeps a queue's give-up mark (a count under `gaveup/…`) 32
+   * days, as long as a Pub/Sub message can be kept and dead-lettered
+   * again. A store of one's own that ignores it keeps the default.
+   *
+   * @default {691200000} (8 days)
+   */
+  readonly ttlMs?: number;
   /** A replay record to claim in the same commit. */
   readonly claim?: Claim;
   /** The current time of the injected clock, in milliseconds. */

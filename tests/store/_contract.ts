@@ -1044,6 +1044,34 @@ export function storeContract(
     assert.equal(await store.deliveries("pubsub/m-3"), 1);
   });
 
+  test("keeps a count as long as its admission's ttlMs says, and refuses a ttlMs below 1 ms", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    assert.equal(
+      await store.admit({
+        count: "gaveup/q/message/m1",
+        now: 0,
+        ttlMs: 32 * day,
+      }),
+      1,
+    );
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    // Past the default 8 days, only the one with its own ttlMs lives.
+    assert.equal(await store.deliveries("pi_1/settle", 8 * day), 0);
+    assert.equal(await store.deliveries("gaveup/q/message/m1", 8 * day), 1);
+    assert.equal(
+      await store.deliveries("gaveup/q/message/m1", 32 * day - 1),
+      1,
+    );
+    assert.equal(await store.deliveries("gaveup/q/message/m1", 32 * day), 0);
+    for (const ttlMs of [0, -1, 1.5]) {
+      await assert.rejects(
+        store.admit({ count: "pi_2/settle", now: 0, ttlMs }),
+        TypeError,
+      );
+    }
+    assert.equal(await store.deliveries("pi_2/settle", 0), 0);
+  });
+
   test("reads a delivery count as 0 once it has lapsed, when given the time, swept or not", async (store) => {
     const day = 24 * 60 * 60 * 1000;
     await store.admit({ count: "gaveup/qstash/message/m1", now: 0 });
