@@ -222,7 +222,7 @@ export interface Relayer {
    * the job exists (a repeat, or the relayer poisoned it first), nothing
    * changes; when the intent is settled or failed (the job finished, its
    * ack lost), nothing changes and the outcome is `done`. Once resolved,
-   * the message's queue ids are marked for 8 days: a repeat after its
+   * the message's queue ids are marked for 32 days: a repeat after its
    * letter was redriven or replaced changes nothing either, and is `done`.
    * A drop of an authorized intent's job holds the intent's lease until it
    * lapses, so a delivery of the job still in flight sends nothing behind
@@ -450,6 +450,15 @@ export interface RedriveOptions {
  * deadline of its own (Pub/Sub's 10 s unless set).
  */
 const GIVE_UP_RECEIPTS_MS = 5_000;
+
+/**
+ * How long a give-up's mark lives: longer than a queue can send the same
+ * message's give-up again. Pub/Sub keeps a message up to 31 days (a
+ * subscription's `messageRetentionDuration`) and may dead-letter it more
+ * than once; a mark that lapsed first would let that copy resolve a
+ * payment a job published since is settling.
+ */
+const GIVE_UP_MARK_MS = 32 * 24 * 60 * 60 * 1000;
 
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
@@ -849,7 +858,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // Resolved: the message is marked, so that a repeat of this give-up
       // changes nothing even once its letter is redriven or replaced. If
       // the mark fails, the queue repeats, and the repeat marks it. It
-      // lives as long as a delivery count (8 days).
+      // lives 32 days, longer than Pub/Sub keeps a message.
       await markGivenUp(options.queue, jobId);
       return { ...poisoned, reason, resolution };
     } catch (error) {
@@ -1411,13 +1420,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     );
   }
 
-  /** Marks a give-up with these ids as resolved, for 8 days (see {@linkcode gaveUpKeys}). */
+  /** Marks a give-up with these ids as resolved, for 32 days (see {@linkcode gaveUpKeys}). */
   async function markGivenUp(
     ids: QueueIds | undefined,
     jobId: string,
   ): Promise<void> {
     for (const key of gaveUpKeys(ids, jobId)) {
-      await store.admit({ count: key, now: now() });
+      await store.admit({ count: key, now: now(), ttlMs: GIVE_UP_MARK_MS });
     }
   }
 

@@ -627,24 +627,30 @@ function suite(backend: Backend): void {
     }
   });
 
-  test("createRelayer() takes a give-up's mark as gone once it lapsed (8 days), whether or not the store has swept it", async () => {
+  test("createRelayer() keeps a give-up's mark 32 days, past a delivery count's 8 (Pub/Sub keeps a message up to 31), and takes it as gone once it lapsed, whether or not the store has swept it", async () => {
     const { relayer, store, clock } = await setup(
       { state: "authorized", hold: "pending" },
       { sends: [{ txHash: "0xabc" }] },
     );
     const queue = { queue: "qstash", messageId: "msg_A" };
+    const gaveUpAt = clock.now;
     await relayer.giveUp(job, { deliveries: 3, queue });
     await relayer.redrive("pi_0001/settle");
     clock.now += LEASE_LAPSED_MS; // the give-up's lease
     assert.equal((await relayer.deliver(job, 1)).action, "retry");
-    // Within the 8 days: a repeat changes nothing.
-    clock.now += 8 * 24 * 60 * 60 * 1000 - 1 - LEASE_LAPSED_MS;
-    assert.match(
-      (await relayer.giveUp(job, { deliveries: 3, queue })).reason,
-      /already resolved: nothing changed/,
-    );
+    // After 9 days (a count would have lapsed) and up to 32: a repeat
+    // changes nothing.
+    const day = 24 * 60 * 60 * 1000;
+    for (const after of [9 * day, 32 * day - 1]) {
+      clock.now = gaveUpAt + after;
+      assert.match(
+        (await relayer.giveUp(job, { deliveries: 3, queue })).reason,
+        /already resolved: nothing changed/,
+      );
+      assert.equal((await store.getIntent("pi_0001"))!.state, "settling");
+    }
     // Past them, the mark is no more: the give-up resolves what it finds.
-    clock.now += 1;
+    clock.now = gaveUpAt + 32 * day;
     await relayer.giveUp(job, { deliveries: 3, queue });
     assert.equal((await store.getIntent("pi_0001"))!.state, "needs_review");
   });
