@@ -22,6 +22,7 @@ import { messageOf, secretForms } from "../policy/_walk.ts";
 import { show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { notSent, poison } from "../policy/sentinels.ts";
+import { MAX_TX_HASH } from "./_tx_hash.ts";
 import type { Intent } from "../store/store.ts";
 import type { ReceiptStatus, Sender } from "./sender.ts";
 
@@ -90,13 +91,11 @@ const MAX_BODY_BYTES = 64 * 1024;
 /** The most characters of signer-supplied text in an error message. */
 const MAX_TEXT = 200;
 /**
- * The longest `txHash` a signer may report, and its characters (hex, base58,
- * base64 and base32 hashes of the chains we know, with room to spare). A
- * longer or stranger one is not recorded: it would bloat every write of the
- * intent (or exceed the store's value limit) and every log line.
+ * The characters of a `txHash` a signer may report (its length:
+ * {@linkcode MAX_TX_HASH}). A stranger one is not recorded: it would be a
+ * path segment of its receipt's URL, and land in every log line. Not `.` or
+ * `..`: as a URL path segment (`/receipt/..`), it would be resolved away.
  */
-const MAX_TX_HASH = 256;
-/** Not `.` or `..`: as a URL path segment (`/receipt/..`), it would be resolved away. */
 const TX_HASH = /^(?!\.\.?$)[A-Za-z0-9._:+/=-]+$/;
 /** The largest delay `setTimeout` (and so `AbortSignal.timeout`) keeps; above it, it fires at once. */
 const MAX_TIMEOUT_MS = 2_147_483_647;

@@ -23,6 +23,7 @@ import {
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
+import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import type {
@@ -1237,6 +1238,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
       if (typeof txHash !== "string" || txHash === "") {
         throw new Error(
           `sender returned no txHash: ${JSON.stringify(txHash) ?? "undefined"}`,
+        );
+      }
+      if (txHash.length > MAX_TX_HASH) {
+        // Not recorded (it could exceed the store's value limit): the
+        // broadcast may have left, so it is recorded as unknown.
+        throw new Error(
+          `sender returned a txHash of ${txHash.length} characters (at most ${MAX_TX_HASH}), starting ${
+            JSON.stringify(txHash.slice(0, 16))
+          }: the broadcast may have been sent`,
         );
       }
     } catch (error) {

@@ -787,6 +787,30 @@ function suite(backend: Backend): void {
     assert.equal((await intent(store)).lastBroadcast?.outcome, "unknown");
   });
 
+  test("createRelayer() records a Sender's txHash over 256 characters as unknown, never in the store", async () => {
+    const long = `0x${"f".repeat(70_000)}`;
+    const { relayer, store } = await setup({
+      state: "authorized",
+      hold: "pending",
+    }, { sends: [{ txHash: long }] });
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(
+      outcome.reason,
+      'send: sender returned a txHash of 70002 characters (at most 256), starting "0xffffffffffffff": the broadcast may have been sent',
+    );
+    const after = await intent(store);
+    assert.equal(after.lastBroadcast?.outcome, "unknown");
+    assert.deepEqual(after.txHashes, []);
+    assert.equal(after.mayHaveSent, true);
+    // Exactly 256 is recorded.
+    const { relayer: ok, store: okStore } = await setup({
+      state: "authorized",
+      hold: "pending",
+    }, { sends: [{ txHash: "a".repeat(256) }] });
+    assert.match((await ok.deliver(job, 1)).reason, /^sent a{16}/);
+    assert.equal((await intent(okStore)).txHashes[0]?.length, 256);
+  });
+
   test("createRelayer() re-sends a dropped tx with the same nonce and rescues a pending one past stuckAfter", async () => {
     const { relayer, sender, clock } = await setup(
       {
