@@ -219,6 +219,22 @@ const SWEEP_EVERY = 64;
 /** The most expired rows of each table one sweep deletes: more than it follows. */
 const SWEEP_LIMIT = 100;
 
+/** Counters and replay records written so far, and the count at which the next sweep is due. */
+interface SweepSchedule {
+  written: number;
+  sweepAt: number;
+}
+
+/**
+ * The sweep schedules of this process (an isolate on Workers), one per
+ * schema, shared by every store on it: a store made per request (a
+ * Worker's, over its request's client) sweeps once every
+ * {@linkcode SWEEP_EVERY} writes, not on every request. A new process
+ * starts at 0: its first write that counts or claims sweeps, so one that
+ * restarts before its 64th (a crash loop, a cold isolate) still sweeps.
+ */
+const SWEEPS = new Map<string, SweepSchedule>();
+
 /**
  * A {@linkcode Store} on PostgreSQL. Construction does no I/O; call
  * {@linkcode PostgresStore.migrate} once before use.
@@ -261,11 +277,8 @@ export class PostgresStore implements Store {
   /** Whether a round of {@linkcode PostgresStore.#absorb} runs, and whether another should follow. */
   #absorbing = false;
   #absorbAgain = false;
-  /** Counters and replay records written so far, and when to sweep next. */
-  #written = 0;
-  // 0: the first write that counts or claims sweeps, so a process that
-  // restarts before its 64th (a crash loop, an isolate) still sweeps.
-  #sweepAt = 0;
+  /** Counters and replay records written so far, and when to sweep next (see `SWEEPS`). */
+  #sweeps: SweepSchedule;
 
   /**
    * Constructs a new instance. No I/O.
@@ -316,6 +329,12 @@ export class PostgresStore implements Store {
     const client = sql as unknown as postgres.Sql;
     this.#sql = client;
     this.#schema = schema;
+    let sweeps = SWEEPS.get(schema);
+    if (sweeps === undefined) {
+      sweeps = { written: 0, sweepAt: 0 };
+      SWEEPS.set(schema, sweeps);
+    }
+    this.#sweeps = sweeps;
     this.#waitMs = waitMs;
     const table = (name: string) => client(`${schema}.${name}`);
     this.#t = {
@@ -1034,7 +1053,7 @@ export class PostgresStore implements Store {
    */
   #claim(sql: Sql, claim: Claim): postgres.PendingQuery<postgres.Row[]> {
     const { claims } = this.#t;
-    this.#written++;
+    this.#sweeps.written++;
     return sql`
       WITH claimed AS (
         INSERT INTO ${claims} (key, expires_at)
@@ -1256,7 +1275,7 @@ export class PostgresStore implements Store {
 
   #count(sql: Sql, jobId: string, now: number, ttlMs = COUNT_TTL_MS) {
     const { counters } = this.#t;
-    this.#written++;
+    this.#sweeps.written++;
     return sql`
       INSERT INTO ${counters} (job_id, deliveries, expires_at)
       VALUES (${jobId}, 1, ${now + ttlMs})
@@ -1268,17 +1287,19 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * On the first write of this instance, and after every
-   * {@linkcode SWEEP_EVERY} counters and replay records written since (by
-   * an admission or inside a delivery's write), the next write that
+   * On the first write of this process to this schema (see `SWEEPS`), and
+   * after every {@linkcode SWEEP_EVERY} counters and replay records written
+   * since by its stores (by an admission or inside a delivery's write),
+   * the next write that
    * counts or claims first deletes up to {@linkcode SWEEP_LIMIT} expired
    * rows of each table (each expired row is already as good as absent).
    * Each row written expires at most once, and more are deleted than were
    * written since the last sweep, so the tables do not grow without bound.
    */
   async #sweep(now: number): Promise<void> {
-    if (this.#written < this.#sweepAt) return;
-    this.#sweepAt = this.#written + SWEEP_EVERY;
+    const sweeps = this.#sweeps;
+    if (sweeps.written < sweeps.sweepAt) return;
+    sweeps.sweepAt = sweeps.written + SWEEP_EVERY;
     const { counters, claims } = this.#t;
     await this.#one((sql) =>
       sql`

@@ -6,8 +6,13 @@
  */
 
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
+import {
+  openPostgresStore,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -53,7 +58,36 @@ Deno.test({
 
 Deno.test({
   name:
-    "PostgresStore: a new instance sweeps expired counts and replay records on its first write, so a process that restarts often still sweeps",
+    "PostgresStore: stores made per request (a Worker's) share the process's sweep schedule: one sweep for their first writes, not one each",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { schema, close } = await openPostgresStore();
+    const sweeps: string[] = [];
+    const watched = postgres(await postgresUrl(), {
+      max: 2,
+      onnotice: () => {},
+      debug: (_connection, query) => {
+        if (/DELETE FROM .*claims/s.test(query)) sweeps.push(query);
+      },
+    });
+    try {
+      for (let n = 0; n < 20; n++) {
+        await new PostgresStore(watched, { schema }).admit({
+          count: `pi_${n}/settle`,
+          now: 0,
+        });
+      }
+      assert.ok(sweeps.length <= 1, `${sweeps.length} sweeps for 20 writes`);
+    } finally {
+      await watched.end();
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a new process sweeps expired counts and replay records on its first write, so one that restarts often still sweeps",
   ignore: !postgresAvailable,
   async fn() {
     const { store, sql, schema, close } = await openPostgresStore();
@@ -74,8 +108,12 @@ Deno.test({
         return { counters: row!.counters, claims: row!.claims };
       };
       assert.deepEqual(await rows(), { counters: 5, claims: 5 });
-      // The next process, 9 days later: its first write sweeps.
-      const next = new PostgresStore(sql, { schema });
+      // The next process, 9 days later (a fresh copy of the module: the
+      // sweep schedule is per process): its first write sweeps.
+      const { PostgresStore: Restarted } = await import(
+        "../../store/postgres.ts?restarted"
+      );
+      const next = new Restarted(sql, { schema });
       await next.admit({ count: "pi_9/settle", now: 9 * DAY });
       assert.deepEqual(await rows(), { counters: 1, claims: 0 });
     } finally {
