@@ -377,6 +377,29 @@ function sameValue(a: unknown, b: unknown): boolean {
     keys.every((key) => sameValue(left[key], right[key]));
 }
 
+/**
+ * Adds a delivery write's lease to `atomic`: another's live lease throws a
+ * `BusyError`; the writer's own is kept (set) or released, and another's
+ * that lapsed is cleared, so the next look's "absent" holds. Checked at
+ * commit even when untouched: a lease taken since the read refuses it.
+ *
+ * @returns The lease after the write: kept, `null` if cleared, or
+ * `undefined` if there was none to clear.
+ */
+function addLease(
+  atomic: KvAtomic,
+  intentId: string,
+  held: Entry<LeaseRecord>,
+  lease: NonNullable<WriteOptions["lease"]>,
+): LeaseRecord | null | undefined {
+  const after = leaseAfter(intentId, held.value, lease);
+  atomic.check(held);
+  if (after !== null) atomic.set(held.key, after);
+  else if (held.value !== null) atomic.delete(held.key);
+  else return undefined;
+  return after;
+}
+
 /** A dead letter as read, without the id of the write that kept it. */
 function letterOf(stored: StoredLetter): DeadLetter {
   const { w: _, ...letter } = stored;
@@ -743,7 +766,6 @@ export class KvStore implements Store {
     const current = this.#toIntent(intent, hold)!;
     const { version: _, ...record } = current;
     const next = update(record);
-    const leaseKey = this.#key("lease", id);
     const w = this.#writeId();
     const stored = this.#stored(next, w);
     const atomic = this.#group.atomic()
@@ -751,21 +773,9 @@ export class KvStore implements Store {
       .set(this.#key("intent", id), stored);
     const holdChanged = next.hold !== record.hold && next.hold !== null;
     if (holdChanged) atomic.set(this.#key("hold", id), next.hold);
-    let leaseAfterWrite: LeaseRecord | null | undefined; // undefined: untouched
-    if (options.lease) {
-      // Checked even when untouched: a lease taken since the read refuses this commit.
-      const after = leaseAfter(id, lease.value, options.lease);
-      atomic.check(lease);
-      if (after !== null) {
-        atomic.set(leaseKey, after);
-        leaseAfterWrite = after;
-      } else if (lease.value !== null) {
-        // Its own lease, released; or another's that lapsed (a live one
-        // threw above), cleared, so the next look's "absent" holds.
-        atomic.delete(leaseKey);
-        leaseAfterWrite = null;
-      }
-    }
+    const leaseAfterWrite = options.lease
+      ? addLease(atomic, id, lease, options.lease)
+      : undefined; // undefined: untouched
     if (options.claim) {
       this.#addClaim(atomic, options.claim, read.claim, w);
     }
@@ -1124,17 +1134,7 @@ export class KvStore implements Store {
       );
     }
     if (options.lease) {
-      // As a delivery write: another's live lease refuses it; its own is
-      // kept or released, and another's that lapsed is cleared. Checked
-      // at commit too, so a lease taken since the read refuses it.
-      const after = leaseAfter(
-        deadLetter.intentId,
-        held.value,
-        options.lease,
-      );
-      atomic.check(held);
-      if (after !== null) atomic.set(held.key, after);
-      else if (held.value !== null) atomic.delete(held.key);
+      addLease(atomic, deadLetter.intentId, held, options.lease);
     }
     if (options.intentVersion !== undefined) {
       const version = intent.value === null ? null : this.#intent(

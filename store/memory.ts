@@ -126,14 +126,21 @@ export class MemoryStore implements Store {
     if (options.claim) this.#checkClaim(options.claim);
     if (deadLetter) checkDeadLetter(deadLetter);
     if (deadLetter) checkResetCount(options.resetCount);
-    // Its own lease kept or released; another's that lapsed (a live one
-    // threw in `leaseAfter`) cleared too: a crashed delivery's lease must
-    // not outlive it on an intent nobody writes again.
-    if (lease) this.#leases.set(id, lease);
-    else if (lease === null) this.#leases.delete(id);
+    this.#setLease(id, lease);
     if (options.claim) this.#claim(options.claim);
     if (deadLetter) this.#putDeadLetter(deadLetter, options.resetCount);
     return this.#write(id, next);
+  }
+
+  /**
+   * Leaves the intent's lease as a write's `leaseAfter` says: its own kept,
+   * or (`null`) removed: its own released, or another's that lapsed (a live
+   * one threw), so a crashed delivery's lease does not outlive it on an
+   * intent nobody writes again. `undefined`: the write carried none.
+   */
+  #setLease(id: string, lease: LeaseRecord | null | undefined): void {
+    if (lease) this.#leases.set(id, lease);
+    else if (lease === null) this.#leases.delete(id);
   }
 
   #checkClaim(claim: Claim): void {
@@ -410,8 +417,7 @@ export class MemoryStore implements Store {
         ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
         : undefined;
       if (options.claim) this.#checkClaim(options.claim);
-      if (lease) this.#leases.set(id, lease);
-      else if (lease === null) this.#leases.delete(id);
+      this.#setLease(id, lease);
       if (options.claim) this.#claim(options.claim);
       this.#putDeadLetter(deadLetter, options.resetCount);
     });

@@ -65,6 +65,7 @@ import {
   type IntentRecord,
   knownTxHashes,
   leaseAfter,
+  type LeaseRecord,
   newIntentRecord,
   pageLimit,
   readCursor,
@@ -991,14 +992,8 @@ export class PostgresStore implements Store {
         // (its hold and lease with it, since each of their writes moves
         // it), locked until the commit.
         const writes = [this.#stillAt(tx, id, version, "UPDATE")];
-        if (lease) writes.push(this.#keepLease(tx, id, lease));
-        else if (lease === null && held !== null) {
-          // Its own lease, released; or another's that lapsed (a live one
-          // threw above), deleted too: a crashed delivery's lease must not
-          // outlive it on an intent nobody writes again.
-          writes.push(
-            tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
-          );
+        if (lease !== undefined) {
+          writes.push(...this.#leaseWrites(tx, id, held, lease));
         }
         if (options.claim) writes.push(this.#claim(tx, options.claim));
         // The row is locked by the check at the head of this flight: this
@@ -1022,6 +1017,25 @@ export class PostgresStore implements Store {
         return toIntent(next, results[updated]![0]!.version);
       });
     });
+  }
+
+  /**
+   * The statements that leave the intent's lease as `after` says: kept
+   * (written), or, when `null`, the one `held` deleted: its own, released,
+   * or another's that lapsed (a live one threw in `leaseAfter`), so a
+   * crashed delivery's lease does not outlive it on an intent nobody
+   * writes again.
+   */
+  #leaseWrites(
+    tx: Sql,
+    id: string,
+    held: LeaseRecord | null,
+    after: LeaseRecord | null,
+  ): postgres.PendingQuery<postgres.Row[]>[] {
+    if (after !== null) return [this.#keepLease(tx, id, after)];
+    return held === null ? [] : [
+      tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
+    ];
   }
 
   #keepLease(
@@ -1437,13 +1451,7 @@ export class PostgresStore implements Store {
           };
           const after = leaseAfter(id, held, lease);
           leaseWrites = (tx) => [
-            ...(after !== null
-              ? [this.#keepLease(tx, id, after)]
-              : held !== null
-              ? [
-                tx`DELETE FROM ${this.#t.leases} WHERE intent_id = ${id} AND owner = ${held.owner}`,
-              ]
-              : []),
+            ...this.#leaseWrites(tx, id, held, after),
             tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`,
           ];
         }
