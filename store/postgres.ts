@@ -228,13 +228,31 @@ interface SweepSchedule {
 
 /**
  * The sweep schedules of this process (an isolate on Workers), one per
- * schema, shared by every store on it: a store made per request (a
+ * database and schema (see {@linkcode sweepKey}), shared by every store on
+ * it: a store made per request (a
  * Worker's, over its request's client) sweeps once every
  * {@linkcode SWEEP_EVERY} writes, not on every request. A new process
  * starts at 0: its first write that counts or claims sweeps, so one that
  * restarts before its 64th (a crash loop, a cold isolate) still sweeps.
  */
 const SWEEPS = new Map<string, SweepSchedule>();
+
+/**
+ * The key of a store's sweep schedule: the servers, port, database and
+ * schema its client names, so two databases with one schema name in one
+ * process (a tenant each, say) keep a schedule each and neither sweeps on
+ * the other's writes.
+ */
+function sweepKey(client: postgres.Sql, schema: string): string {
+  const options = (client as { options?: Partial<postgres.Sql["options"]> })
+    .options;
+  return JSON.stringify([
+    options?.host ?? null,
+    options?.port ?? null,
+    options?.database ?? null,
+    schema,
+  ]);
+}
 
 /**
  * A {@linkcode Store} on PostgreSQL. Construction does no I/O; call
@@ -330,10 +348,11 @@ export class PostgresStore implements Store {
     const client = sql as unknown as postgres.Sql;
     this.#sql = client;
     this.#schema = schema;
-    let sweeps = SWEEPS.get(schema);
+    const key = sweepKey(client, schema);
+    let sweeps = SWEEPS.get(key);
     if (sweeps === undefined) {
       sweeps = { written: 0, sweepAt: 0 };
-      SWEEPS.set(schema, sweeps);
+      SWEEPS.set(key, sweeps);
     }
     this.#sweeps = sweeps;
     this.#waitMs = waitMs;
@@ -1301,11 +1320,10 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * On the first write of this process to this schema (see `SWEEPS`), and
-   * after every {@linkcode SWEEP_EVERY} counters and replay records written
-   * since by its stores (by an admission or inside a delivery's write),
-   * the next write that
-   * counts or claims first deletes up to {@linkcode SWEEP_LIMIT} expired
+   * On the first write of this process to this database and schema (see
+   * `SWEEPS`), and after every {@linkcode SWEEP_EVERY} counters and replay
+   * records written since by its stores (by an admission or inside a
+   * delivery's write), the next write that counts or claims first deletes up to {@linkcode SWEEP_LIMIT} expired
    * rows of each table (each expired row is already as good as absent).
    * Each row written expires at most once, and more are deleted than were
    * written since the last sweep, so the tables do not grow without bound.

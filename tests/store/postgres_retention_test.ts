@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
+  freshDatabase,
   openPostgresStore,
   postgresAvailable,
   postgresUrl,
@@ -81,6 +82,46 @@ Deno.test({
     } finally {
       await watched.end();
       await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: two databases with one schema name in one process keep a sweep schedule each: one's writes do not use up the other's sweep",
+  ignore: !postgresAvailable,
+  async fn() {
+    const first = await freshDatabase();
+    const second = await freshDatabase();
+    const a = postgres(first.url, { max: 1, onnotice: () => {} });
+    const b = postgres(second.url, { max: 1, onnotice: () => {} });
+    try {
+      const schema = "tenant";
+      await new PostgresStore(a, { schema }).migrate();
+      await new PostgresStore(b, { schema }).migrate();
+      // Expired counts in the second database, left by an earlier process.
+      for (let n = 0; n < 5; n++) {
+        await b.unsafe(
+          `INSERT INTO tenant.counters (job_id, deliveries, expires_at) VALUES ($1, 1, 0)`,
+          [`pi_${n}/settle`],
+        );
+      }
+      // This process (a fresh copy of the module: the schedules are per
+      // process) writes to the first database, then to the second.
+      const { PostgresStore: Fresh } = await import(
+        "../../store/postgres.ts?two-databases"
+      );
+      await new Fresh(a, { schema }).admit({ count: "pi_a/settle", now: DAY });
+      await new Fresh(b, { schema }).admit({ count: "pi_b/settle", now: DAY });
+      const [row] = await b.unsafe(
+        `SELECT count(*)::int AS n FROM tenant.counters`,
+      );
+      assert.equal(row!.n, 1, "the second database's first write swept it");
+    } finally {
+      await a.end();
+      await b.end();
+      await first.drop();
+      await second.drop();
     }
   },
 });
