@@ -30,7 +30,7 @@
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
  * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
  * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring then | any write that carries a claim |
- * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }` | any intent write that carries a lease |
+ * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }`, expiring an hour after it lapses | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
  * | `[…prefix, "dead_by_time", MAX_SAFE_INTEGER − poisonedAt, jobId]` | the job id | with the dead letter: lists newest first |
  * | `[…prefix, "redriven", jobId]` | `{ w }`, expiring after a day | `redrive` |
@@ -394,11 +394,21 @@ function addLease(
 ): LeaseRecord | null | undefined {
   const after = leaseAfter(intentId, held.value, lease);
   atomic.check(held);
-  if (after !== null) atomic.set(held.key, after);
-  else if (held.value !== null) atomic.delete(held.key);
+  if (after !== null) {
+    atomic.set(held.key, after, { expireIn: lease.ttlMs + LEASE_KEY_GRACE_MS });
+  } else if (held.value !== null) atomic.delete(held.key);
   else return undefined;
   return after;
 }
+
+/**
+ * How long past its lapse a lease key stays: Deno KV deletes an expired
+ * key at the earliest when `expireIn` has passed on its own clock, so a
+ * writer's clock would have to run an hour behind the database's for a
+ * live lease to go. A lease a crashed delivery or a give-up left is so
+ * gone an hour after it lapsed, not kept until its intent's next write.
+ */
+const LEASE_KEY_GRACE_MS = 60 * 60 * 1000;
 
 /** A dead letter as read, without the id of the write that kept it. */
 function letterOf(stored: StoredLetter): DeadLetter {

@@ -285,6 +285,40 @@ Deno.test("KvStore has Deno KV expire a replay record when it lapses and a deliv
   }
 });
 
+Deno.test("KvStore has Deno KV expire a lease key an hour after the lease lapses, so one a crashed delivery left does not stay until the intent's next write", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const leases: (number | undefined)[] = [];
+    const recording: KvLike = {
+      getMany: (keys) => kv.getMany(keys),
+      list: (selector, options) => kv.list(selector, options),
+      atomic(): KvAtomic {
+        const atomic = kv.atomic();
+        const set = atomic.set.bind(atomic);
+        atomic.set = (key, value, options) => {
+          if (key.at(-2) === "lease") leases.push(options?.expireIn);
+          return set(key, value, options);
+        };
+        return atomic;
+      },
+    };
+    const store = new KvStore(recording);
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    // A delivery writes ahead with a 30 s lease, and dies holding it.
+    await store.beginBroadcast("pi_1", i.version, 4000, {
+      lease: { owner: "a", ttlMs: 30_000, now: 4000, keep: true },
+    });
+    assert.deepEqual(leases, [30_000 + 60 * 60 * 1000]);
+  } finally {
+    kv.close();
+  }
+});
+
 Deno.test("KvStore refuses a cursor whose job id no key of its can hold, in its own words rather than Deno KV's, whatever its prefix", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
