@@ -220,6 +220,15 @@ const SWEEP_EVERY = 64;
 /** The most expired rows of each table one sweep deletes: more than it follows. */
 const SWEEP_LIMIT = 100;
 
+/**
+ * How long past its lapse a lease row waits for a sweep: a lapsed lease is
+ * already free to take, and the hour keeps a writer whose clock runs
+ * behind the sweeper's from losing a live one. A lease a crashed delivery
+ * or a give-up left on an intent nobody writes again so goes too (the
+ * table holds only leases in flight, so the sweep's scan of it is short).
+ */
+const LEASE_ROW_GRACE_MS = 60 * 60 * 1000;
+
 /** Counters and replay records written so far, and the count at which the next sweep is due. */
 interface SweepSchedule {
   written: number;
@@ -1332,12 +1341,17 @@ export class PostgresStore implements Store {
     const sweeps = this.#sweeps;
     if (sweeps.written < sweeps.sweepAt) return;
     sweeps.sweepAt = sweeps.written + SWEEP_EVERY;
-    const { counters, claims } = this.#t;
+    const { counters, claims, leases } = this.#t;
     await this.#one((sql) =>
       sql`
       WITH c AS (
         DELETE FROM ${counters} WHERE job_id IN (
           SELECT job_id FROM ${counters} WHERE expires_at <= ${now}
+          LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)
+      ), l AS (
+        DELETE FROM ${leases} WHERE intent_id IN (
+          SELECT intent_id FROM ${leases}
+          WHERE expires_at <= ${now - LEASE_ROW_GRACE_MS}
           LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)
       )
       DELETE FROM ${claims} WHERE key IN (

@@ -59,6 +59,52 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore: a lease left on an intent nobody writes again (a crash, a give-up) is swept an hour after it lapsed, not kept for ever",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      const created = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      await store.beginBroadcast("pi_1", created.version, 0, {
+        lease: { owner: "a", ttlMs: 60_000, now: 0, keep: true },
+      });
+      const leases = async () => {
+        const [row] = await sql.unsafe(
+          `SELECT count(*)::int AS n FROM "${schema}".leases`,
+        );
+        return row!.n;
+      };
+      // A new process's first write sweeps: 59 minutes after the lapse the
+      // lease stays, an hour after it goes.
+      const { PostgresStore: Early } = await import(
+        "../../store/postgres.ts?lease-early"
+      );
+      await new Early(sql, { schema }).admit({
+        count: "pi_2/settle",
+        now: 60_000 + 59 * 60_000,
+      });
+      assert.equal(await leases(), 1, "kept within the hour");
+      const { PostgresStore: Late } = await import(
+        "../../store/postgres.ts?lease-late"
+      );
+      await new Late(sql, { schema }).admit({
+        count: "pi_3/settle",
+        now: 60_000 + 60 * 60_000,
+      });
+      assert.equal(await leases(), 0, "swept after the hour");
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "PostgresStore: stores made per request (a Worker's) share the process's sweep schedule: one sweep for their first writes, not one each",
   ignore: !postgresAvailable,
   async fn() {
