@@ -1,0 +1,1767 @@
+/**
+ * The contract every {@linkcode Store} keeps, as a test suite: the one
+ * `MemoryStore`, `KvStore` and `PostgresStore` pass. A store of your own (a
+ * database this package does not ship) runs it too, from a three-line test
+ * file; a store that gets a rule wrong (a lease, a version, `BusyError`
+ * against `ConflictError`) type-checks, and only this suite tells.
+ *
+ * ```ts ignore
+ * import { storeContract } from "@relayer/poison/testing";
+ * storeContract("MyStore", async () => ({ store: new MyStore(), close: () => {} }), { test: Deno.test });
+ * ```
+ *
+ * The suite registers its tests with the function its caller hands it
+ * (`Deno.test`; on Node and Bun an adapter of their own runner, as
+ * `tests/node/_runner.ts` in the repository does) and names `Deno` nowhere,
+ * so on Node and Bun a store that needs a global `Deno` fails there as it
+ * would in production.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  type Broadcast,
+  BusyError,
+  ConflictError,
+  type DeadLetter,
+  type HoldState,
+  INTENT_STATES,
+  type IntentState,
+  type NewIntent,
+  ReplayError,
+  type Store,
+  TRANSITIONS,
+} from "../mod.ts";
+
+/** An open store and how to close it. */
+export interface OpenStore {
+  /** The store under test, fresh and empty. */
+  readonly store: Store;
+  /** Releases what `store` holds (a connection, a KV handle); called after each test. */
+  close(): void | Promise<void>;
+  /**
+   * For stores whose writes read, then commit (Deno KV): runs `write` once,
+   * right before the next commit, on `other`, another instance over the
+   * same database (another process, as it were), so a test can land a
+   * write between a method's read and its commit. Absent where a write
+   * has no such gap.
+   */
+  readonly beforeNextCommit?: (
+    write: (other: Store) => Promise<unknown>,
+  ) => void;
+}
+
+/** Opens a fresh, empty store. */
+export type OpenStoreFn = () => Promise<OpenStore>;
+
+/** What the contract uses of a test's context: Deno's `t.step`. */
+export interface StepContext {
+  /** Runs `fn` as a named step of the test: its failure fails the test. */
+  step(name: string, fn: () => Promise<void> | void): Promise<unknown>;
+}
+
+/**
+ * Registers one test, as `Deno.test({ name, ignore }, fn)` does: a test
+ * whose `ignore` is true is reported skipped.
+ */
+export type RegisterTest = (
+  definition: { name: string; ignore: boolean },
+  fn: (t: StepContext) => Promise<void>,
+) => void;
+
+/** How {@linkcode storeContract} runs. */
+export interface StoreContractOptions {
+  /**
+   * Registers each test: `Deno.test`, or an adapter of Node's or Bun's
+   * runner (`tests/node/_runner.ts`). No default: the suite never reaches
+   * for a global `Deno`, which would mask a store that needs one.
+   */
+  readonly test: RegisterTest;
+  /**
+   * Whether its writes read, then commit, so that `open` gives
+   * `beforeNextCommit` and the test of that gap runs (MemoryStore has no
+   * gap; PostgresStore's, between a write's read and its flight, is closed
+   * by the flight's compare-and-set and raced in `postgres_sql_test.ts`
+   * and `postgres_faults_test.ts`).
+   *
+   * @default {false}
+   */
+  readonly commitGap?: boolean;
+}
+
+/** The hold each state needs for the store to accept entering it. */
+function holdFor(state: IntentState): HoldState | null {
+  switch (state) {
+    case "created":
+      return null;
+    case "settled":
+      return "captured";
+    case "failed":
+      return "voided";
+    default:
+      return "pending";
+  }
+}
+
+/** A last broadcast the Sender declared `not_sent`: the chain is clean. */
+export const NOT_SENT = { outcome: "not_sent", at: 0 } as const;
+/** A last broadcast the node accepted. */
+export const SENT = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
+
+/** A dead letter for `jobId`, poisoned at `poisonedAt`: a fixture for store tests. */
+export function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
+  return {
+    jobId,
+    intentId: jobId.split("/")[0]!,
+    deliveries: 3,
+    cause: "exhausted",
+    reason: "no luck after 3 deliveries",
+    resolution: "job dropped, intent still created",
+    lastError: "not authorized yet",
+    poisonedAt,
+  };
+}
+
+/**
+ * Registers the contract tests for a store.
+ *
+ * @param name The store's name, prefixed to every test name.
+ * @param open Opens a fresh, empty store.
+ * @param options `test`, the function that registers each test, and
+ * `commitGap`.
+ */
+export function storeContract(
+  name: string,
+  open: OpenStoreFn,
+  options: StoreContractOptions,
+): void {
+  const { test: register, commitGap = false } = options;
+  const test = (title: string, body: (store: Store) => Promise<void>) =>
+    register({ name: `${name} ${title}`, ignore: false }, async () => {
+      const { store, close } = await open();
+      try {
+        await body(store);
+      } finally {
+        await close();
+      }
+    });
+
+  // Every method that writes an intent, with a write that lands between its
+  // read and its commit: the commit itself must check what was read.
+  register({
+    name: `${name} checks at commit time what every write read`,
+    ignore: !commitGap,
+  }, async (t) => {
+    const opened = await open();
+    const { store } = opened;
+    const { beforeNextCommit } = opened;
+    try {
+      if (beforeNextCommit === undefined) {
+        throw new Error(
+          `${name}: commitGap is set, but open() gives no beforeNextCommit`,
+        );
+      }
+      let n = 0;
+      const settling = async () => {
+        const id = `pi_race_${n++}`;
+        const intent = await store.createIntent({
+          id,
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          mayHaveSent: false, // nothing left yet: every write may run
+        });
+        return { id, intent };
+      };
+      // The interloper: another delivery records a send meanwhile (state kept).
+      const interlope = (id: string) =>
+        beforeNextCommit(async (other) => {
+          const now = (await other.getIntent(id))!;
+          await other.recordBroadcast(id, now.version, {
+            outcome: "sent",
+            txHash: "0xother",
+            at: 1,
+          });
+        });
+      const cases: Record<
+        string,
+        (id: string, version: string) => Promise<unknown>
+      > = {
+        transition: (id, version) =>
+          store.transition(id, {
+            from: "settling",
+            to: "needs_review",
+            version,
+            at: 2,
+          }),
+        beginBroadcast: (id, version) => store.beginBroadcast(id, version, 2),
+        recordBroadcast: (id, version) =>
+          store.recordBroadcast(id, version, { outcome: "not_sent", at: 2 }),
+        voidHold: (id) => store.voidHold(id),
+      };
+      for (const [method, write] of Object.entries(cases)) {
+        await t.step(method, async () => {
+          const { id, intent } = await settling();
+          interlope(id);
+          await assert.rejects(write(id, intent.version), ConflictError);
+          const after = (await store.getIntent(id))!;
+          assert.equal(
+            after.lastBroadcast?.txHash,
+            "0xother",
+            "the interloper's write stands",
+          );
+          assert.equal(
+            after.hold,
+            "pending",
+            "and nothing of the refused write",
+          );
+        });
+      }
+      await t.step("captureHold", async () => {
+        // Capturable: its tx was sent and nothing else is in flight.
+        const id = `pi_race_${n++}`;
+        await store.createIntent({
+          id,
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          lastBroadcast: SENT,
+        });
+        // Another delivery starts a send meanwhile: no capture may land
+        // while one is in flight. The store decides again on what won
+        // (holds are idempotent) and refuses it by the rules.
+        beforeNextCommit(async (other) => {
+          const now = (await other.getIntent(id))!;
+          await other.beginBroadcast(id, now.version, 1);
+        });
+        await assert.rejects(
+          store.captureHold(id),
+          (error) =>
+            error instanceof ConflictError &&
+            /with a broadcast in flight/.test(error.message),
+        );
+        const after = (await store.getIntent(id))!;
+        assert.deepEqual([after.broadcasting, after.hold], [1, "pending"]);
+      });
+      await t.step("putDeadLetter", async () => {
+        beforeNextCommit((other) =>
+          other.putDeadLetter(deadLetter("pi_x/settle", 5))
+        );
+        await assert.rejects(
+          store.putDeadLetter(deadLetter("pi_x/settle", 4)),
+          ConflictError,
+        );
+        assert.equal((await store.getDeadLetter("pi_x/settle"))?.poisonedAt, 5);
+      });
+      await t.step("putDeadLetter on the intent's version", async () => {
+        const { id, intent } = await settling();
+        interlope(id);
+        await assert.rejects(
+          store.putDeadLetter(
+            { ...deadLetter(`${id}/settle`, 6), intentId: id },
+            { intentVersion: intent.version },
+          ),
+          ConflictError,
+        );
+        assert.equal(await store.getDeadLetter(`${id}/settle`), null);
+      });
+      await t.step("redrive", async () => {
+        await store.putDeadLetter(deadLetter("pi_y/settle", 1));
+        const read = (await store.getDeadLetter("pi_y/settle"))!;
+        beforeNextCommit((other) =>
+          other.putDeadLetter(deadLetter("pi_y/settle", 2))
+        );
+        await assert.rejects(
+          store.redrive("pi_y/settle", read.version),
+          ConflictError,
+        );
+        assert.equal((await store.getDeadLetter("pi_y/settle"))?.poisonedAt, 2);
+      });
+      await t.step("admit (a count retries, never loses one)", async () => {
+        beforeNextCommit((other) =>
+          other.admit({ count: "pi_z/settle", now: 0 })
+        );
+        assert.equal(await store.admit({ count: "pi_z/settle", now: 0 }), 2);
+        assert.equal(await store.deliveries("pi_z/settle"), 2);
+      });
+    } finally {
+      await opened.close();
+    }
+  });
+
+  test("creates an intent and reads it back with its hold and no broadcast", async (store) => {
+    const created = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const read = await store.getIntent("pi_1");
+    assert.deepEqual(read, created);
+    assert.equal(read?.state, "authorized");
+    assert.equal(read?.hold, "pending");
+    assert.equal(read?.lastBroadcast, null);
+    assert.equal(read?.broadcasting, null);
+    assert.equal(read?.mayHaveSent, false);
+    assert.equal(read?.settlingSince, null);
+    assert.equal(typeof read?.version, "string");
+    assert.equal(await store.getIntent("pi_missing"), null);
+  });
+
+  test("refuses to create an intent twice, or with a bad id or state", async (store) => {
+    await store.createIntent({ id: "pi_1" });
+    await assert.rejects(store.createIntent({ id: "pi_1" }), ConflictError);
+    await assert.rejects(store.createIntent({ id: "" }), TypeError);
+    await assert.rejects(
+      store.createIntent({ id: "pi 1" }),
+      /'id' must be 1-128 characters/,
+    );
+    await assert.rejects(
+      store.createIntent({ id: "pi_2", state: "paid" as IntentState }),
+      TypeError,
+    );
+    await assert.rejects(
+      store.createIntent({ id: "pi_3", state: "settling" }),
+      /without a finite 'settlingSince'/,
+    );
+  });
+
+  test("accepts every move of the transition table and rejects every other one", async (store) => {
+    let n = 0;
+    for (const from of INTENT_STATES) {
+      for (const to of INTENT_STATES) {
+        const id = `pi_${n++}`;
+        const intent = await store.createIntent({
+          id,
+          state: from,
+          hold: holdFor(to) ?? holdFor(from),
+          ...(from === "settling"
+            ? {
+              settlingSince: 0,
+              // Only a payment whose broadcast stayed home can fail.
+              lastBroadcast: to === "failed" ? NOT_SENT : SENT,
+            }
+            : {}),
+        });
+        const move = store.transition(id, {
+          from,
+          to,
+          version: intent.version,
+          at: 7,
+        });
+        if (TRANSITIONS[from].includes(to)) {
+          const moved = await move;
+          assert.equal(moved.state, to, `${from} → ${to}`);
+          assert.notEqual(moved.version, intent.version);
+        } else {
+          await assert.rejects(
+            move,
+            ConflictError,
+            `${from} → ${to} must be refused`,
+          );
+          assert.equal((await store.getIntent(id))?.state, from);
+        }
+      }
+    }
+  });
+
+  test("records settlingSince and a write-ahead when an intent enters settling", async (store) => {
+    const intent = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const settling = await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: intent.version,
+      at: 42,
+    });
+    assert.equal(settling.settlingSince, 42);
+    assert.equal(settling.broadcasting, 42);
+  });
+
+  test("rejects a transition on a stale version or from the wrong state", async (store) => {
+    const v1 = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const v2 = await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: v1.version,
+      at: 1,
+    });
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: v1.version,
+        at: 2,
+      }),
+      ConflictError,
+    );
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: v2.version,
+        at: 2,
+      }),
+      /as it is settling/,
+    );
+    await assert.rejects(
+      store.transition("pi_missing", {
+        from: "created",
+        to: "authorized",
+        version: "x",
+        at: 2,
+      }),
+      ConflictError,
+    );
+  });
+
+  test("sees a hold change as a new version of the intent", async (store) => {
+    const v1 = await store.createIntent({ id: "pi_1", state: "created" });
+    await store.recordHold("pi_1");
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "created",
+        to: "authorized",
+        version: v1.version,
+        at: 1,
+      }),
+      ConflictError,
+    );
+    const v2 = await store.getIntent("pi_1");
+    const authorized = await store.transition("pi_1", {
+      from: "created",
+      to: "authorized",
+      version: v2!.version,
+      at: 1,
+    });
+    assert.equal(authorized.state, "authorized");
+  });
+
+  test("fails a settling intent only when every broadcast stayed home (I1), and broadcasts only behind a pending hold (I6)", async (store) => {
+    // Each of these may have moved money, so the move to failed (with its
+    // void) is refused, whoever asks: the store is the last line.
+    const doubtful = {
+      "a sent last broadcast": { lastBroadcast: SENT },
+      "an unknown last broadcast": {
+        lastBroadcast: { outcome: "unknown", error: "timeout", at: 0 },
+      },
+      "no broadcast on record": {},
+      "a broadcast in flight": { lastBroadcast: NOT_SENT, broadcasting: 3 },
+      "an earlier broadcast that may have left": {
+        lastBroadcast: NOT_SENT,
+        mayHaveSent: true,
+      },
+      // The caller's "nothing was sent" does not outweigh the record.
+      "an unknown last broadcast, imported as unsent": {
+        lastBroadcast: { outcome: "unknown", error: "timeout", at: 0 },
+        mayHaveSent: false,
+      },
+      "no broadcast on record, imported as unsent": { mayHaveSent: false },
+    } as const;
+    let n = 0;
+    for (const [why, fields] of Object.entries(doubtful)) {
+      const id = `pi_${n++}`;
+      const intent = await store.createIntent({
+        id,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        ...fields,
+      });
+      await assert.rejects(
+        store.transition(id, {
+          from: "settling",
+          to: "failed",
+          version: intent.version,
+          at: 1,
+          ledger: "void",
+          deadLetter: deadLetter(`${id}/settle`, 1),
+        }),
+        ConflictError,
+        why,
+      );
+      const after = (await store.getIntent(id))!;
+      assert.deepEqual([after.state, after.hold], ["settling", "pending"], why);
+      assert.equal(await store.getDeadLetter(`${id}/settle`), null, why);
+      // With the hold already voided (a resolution interrupted after its
+      // void), no void rule stands in front: I1 alone refuses the move.
+      const voidedId = `pi_${n++}`;
+      const voidedFirst = await store.createIntent({
+        id: voidedId,
+        state: "settling",
+        hold: "voided",
+        settlingSince: 0,
+        ...fields,
+      });
+      await assert.rejects(
+        store.transition(voidedId, {
+          from: "settling",
+          to: "failed",
+          version: voidedFirst.version,
+          at: 1,
+        }),
+        /Cannot fail pi_\d+ unless its last broadcast was declared not_sent/,
+        `${why}, hold voided`,
+      );
+      assert.equal((await store.getIntent(voidedId))!.state, "settling", why);
+    }
+    // A voided hold (an interrupted resolution) admits no new send.
+    const voided = await store.createIntent({
+      id: "pi_v",
+      state: "settling",
+      hold: "voided",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    await assert.rejects(
+      store.beginBroadcast("pi_v", voided.version, 2),
+      /nothing may be broadcast without reserved funds/,
+    );
+    assert.equal((await store.getIntent("pi_v"))?.broadcasting, null);
+  });
+
+  test("answers a write on a stale version as a lost race (refused: false), even one the rules would refuse on what the writer read", async (store) => {
+    // The writer read `created` with no hold; meanwhile the hold is recorded.
+    await store.createIntent({ id: "pi_1", state: "created" });
+    const read = (await store.getIntent("pi_1"))!;
+    await store.recordHold("pi_1");
+    const stale = store.transition("pi_1", {
+      from: "created",
+      to: "authorized",
+      version: read.version,
+      at: 1,
+    });
+    await assert.rejects(
+      stale,
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    // On its own version, the rule's refusal is marked as one.
+    const fresh = await store.createIntent({ id: "pi_2", state: "created" });
+    await assert.rejects(
+      store.transition("pi_2", {
+        from: "created",
+        to: "authorized",
+        version: fresh.version,
+        at: 1,
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+  });
+
+  test("keeps every tx hash a send returned, so a rescue on record does not erase the tx that may confirm", async (store) => {
+    const imported = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: SENT,
+    });
+    assert.deepEqual(imported.txHashes, ["0xabc"]); // from the last broadcast
+    assert.deepEqual(
+      (await store.createIntent({ id: "pi_2" })).txHashes,
+      [],
+    );
+    let intent = await store.beginBroadcast("pi_1", imported.version, 1);
+    intent = await store.recordBroadcast("pi_1", intent.version, {
+      outcome: "unknown",
+      error: "timeout",
+      at: 2,
+    });
+    intent = await store.beginBroadcast("pi_1", intent.version, 3);
+    intent = await store.recordBroadcast("pi_1", intent.version, {
+      outcome: "sent",
+      txHash: "0xdef",
+      at: 4,
+    });
+    intent = await store.beginBroadcast("pi_1", intent.version, 5);
+    intent = await store.recordBroadcast("pi_1", intent.version, {
+      outcome: "not_sent",
+      error: "nonce too low",
+      at: 6,
+    });
+    assert.deepEqual(intent.txHashes, ["0xabc", "0xdef"]);
+    assert.deepEqual((await store.getIntent("pi_1"))?.txHashes, [
+      "0xabc",
+      "0xdef",
+    ]);
+    // The last broadcast stayed home, but an earlier tx may be the one that
+    // confirmed: its hold can be captured.
+    assert.equal(await store.captureHold("pi_1"), "captured");
+  });
+
+  test("keeps the ledger rules: authorize needs a hold, fail a void, settle a capture", async (store) => {
+    const created = await store.createIntent({ id: "pi_1", state: "created" });
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "created",
+        to: "authorized",
+        version: created.version,
+        at: 1,
+      }),
+      /before its hold is recorded/,
+    );
+    const base = {
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    } as const;
+    const a = await store.createIntent({ id: "pi_2", ...base });
+    await assert.rejects(
+      store.transition("pi_2", {
+        from: "settling",
+        to: "failed",
+        version: a.version,
+        at: 1,
+      }),
+      /void the hold first/,
+    );
+    await assert.rejects(
+      store.transition("pi_2", {
+        from: "settling",
+        to: "settled",
+        version: a.version,
+        at: 1,
+      }),
+      /capture the hold first/,
+    );
+    const failed = await store.transition("pi_2", {
+      from: "settling",
+      to: "failed",
+      version: a.version,
+      at: 1,
+      ledger: "void",
+    });
+    assert.deepEqual([failed.state, failed.hold], ["failed", "voided"]);
+
+    const b = await store.createIntent({
+      id: "pi_3",
+      ...base,
+      lastBroadcast: SENT,
+    });
+    const settled = await store.transition("pi_3", {
+      from: "settling",
+      to: "settled",
+      version: b.version,
+      at: 1,
+      ledger: "capture",
+    });
+    assert.deepEqual([settled.state, settled.hold], ["settled", "captured"]);
+
+    // A voided hold can never be captured: nothing is settled behind it (I6).
+    const c = await store.createIntent({
+      id: "pi_4",
+      state: "settling",
+      hold: "voided",
+      settlingSince: 0,
+    });
+    await assert.rejects(
+      store.transition("pi_4", {
+        from: "settling",
+        to: "settled",
+        version: c.version,
+        at: 1,
+        ledger: "capture",
+      }),
+      ConflictError,
+    );
+    assert.deepEqual([
+      (await store.getIntent("pi_4"))?.state,
+      (await store.getIntent("pi_4"))?.hold,
+    ], ["settling", "voided"]);
+  });
+
+  test("records and voids a hold idempotently when two callers do it at once", async (store) => {
+    await store.createIntent({ id: "pi_1", state: "created" });
+    assert.deepEqual(
+      await Promise.all([store.recordHold("pi_1"), store.recordHold("pi_1")]),
+      ["pending", "pending"],
+    );
+    assert.deepEqual(
+      await Promise.all([store.voidHold("pi_1"), store.voidHold("pi_1")]),
+      ["voided", "voided"],
+    );
+    assert.equal((await store.getIntent("pi_1"))!.hold, "voided");
+  });
+
+  test("refuses a time that is not a whole number of milliseconds, and an imported broadcast that is not one, with a TypeError before writing", async (store) => {
+    const refused = (write: () => Promise<unknown>, name: string) =>
+      assert.rejects(
+        write(),
+        (error) => error instanceof TypeError && error.message.includes(name),
+        name,
+      );
+    const imported: [Partial<NewIntent>, string][] = [
+      [
+        { lastBroadcast: { outcome: "bogus" as "sent", at: 0 } },
+        "'lastBroadcast.outcome'",
+      ],
+      [
+        { lastBroadcast: { outcome: "unknown" } as Broadcast },
+        "'lastBroadcast.at'",
+      ],
+      [{ settlingSince: 1.5 }, "'settlingSince'"],
+    ];
+    for (const [fields, name] of imported) {
+      await refused(
+        () =>
+          store.createIntent({
+            id: "pi_1",
+            state: "settling",
+            hold: "pending",
+            settlingSince: 0,
+            ...fields,
+          }),
+        name,
+      );
+    }
+    assert.equal(await store.getIntent("pi_1"), null);
+    const created = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const change = {
+      from: "authorized",
+      to: "settling",
+      version: created.version,
+    } as const;
+    await refused(
+      () => store.transition("pi_1", { ...change, at: 1000.5 }),
+      "'settlingSince'",
+    );
+    await refused(
+      () =>
+        store.transition("pi_1", { ...change, at: 1000 }, {
+          lease: { owner: "a", ttlMs: 1.5, now: 0, keep: true },
+        }),
+      "'lease.ttlMs'",
+    );
+    await refused(
+      () =>
+        store.transition("pi_1", { ...change, at: 1000 }, {
+          claim: { key: "k", now: 0, expiresAt: 1000.5 },
+        }),
+      "'claim.expiresAt'",
+    );
+    assert.equal((await store.getIntent("pi_1"))!.version, created.version);
+    await refused(
+      () => store.admit({ count: "pi_1/settle", now: 1.5 }),
+      "'now'",
+    );
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    await refused(
+      () => store.putDeadLetter(deadLetter("pi_1/settle", 1.5)),
+      "'poisonedAt'",
+    );
+    await refused(
+      () => store.putDeadLetter(deadLetter("pi_1/settle", 1e300)),
+      "'poisonedAt'",
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+  });
+
+  test("lists dead letters of the same time by their job ids' code points", async (store) => {
+    await store.putDeadLetter(deadLetter("\u{1F600}/settle", 10));
+    await store.putDeadLetter(deadLetter("\uFF01/settle", 10));
+    assert.deepEqual(
+      (await store.listDeadLetters()).items.map((d) => d.jobId),
+      ["\uFF01/settle", "\u{1F600}/settle"],
+    );
+    const first = await store.listDeadLetters({ limit: 1 });
+    const rest = await store.listDeadLetters({ cursor: first.cursor });
+    assert.deepEqual(rest.items.map((d) => d.jobId), ["\u{1F600}/settle"]);
+  });
+
+  test("voids, captures and records holds idempotently, and refuses to reverse them", async (store) => {
+    await store.createIntent({ id: "pi_1", state: "created" });
+    assert.equal(await store.recordHold("pi_1"), "pending");
+    const v = (await store.getIntent("pi_1"))!.version;
+    assert.equal(await store.recordHold("pi_1"), "pending");
+    assert.equal(
+      (await store.getIntent("pi_1"))!.version,
+      v,
+      "an idempotent write writes nothing",
+    );
+    assert.equal(await store.voidHold("pi_1"), "voided");
+    assert.equal(await store.voidHold("pi_1"), "voided");
+    await assert.rejects(
+      store.captureHold("pi_1"),
+      /Cannot capture the hold of pi_1 as it is voided/,
+    );
+    await assert.rejects(store.recordHold("pi_1"), ConflictError);
+
+    await store.createIntent({
+      id: "pi_2",
+      state: "needs_review",
+      hold: "pending",
+    });
+    assert.equal(await store.captureHold("pi_2"), "captured");
+    assert.equal(await store.captureHold("pi_2"), "captured");
+    await assert.rejects(store.voidHold("pi_2"), /as it is captured/);
+
+    await store.createIntent({ id: "pi_3", state: "created" });
+    await assert.rejects(store.voidHold("pi_3"), /as it is not recorded/);
+
+    // A hold is recorded before authorization, never behind a terminal intent.
+    await store.createIntent({
+      id: "pi_4",
+      state: "settling",
+      settlingSince: 0,
+    });
+    await assert.rejects(
+      store.recordHold("pi_4"),
+      /holds are recorded before authorization/,
+    );
+    await assert.rejects(store.voidHold("pi_missing"), ConflictError);
+  });
+
+  test("creates an intent that may have sent unless told otherwise: with a tx hash on record, or settling with no broadcast on record (a crash may have hidden one)", async (store) => {
+    const cases: [string, NewIntent, boolean][] = [
+      ["authorized", { id: "pi_m1", state: "authorized" }, false],
+      [
+        "settling, nothing on record",
+        { id: "pi_m2", state: "settling", settlingSince: 0 },
+        true,
+      ],
+      [
+        "settling, declared not sent, a tx hash on record",
+        {
+          id: "pi_m3",
+          state: "settling",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "not_sent", at: 1 },
+          txHashes: ["0xold"],
+        },
+        true,
+      ],
+      [
+        "settling, declared not sent, no tx hash",
+        {
+          id: "pi_m4",
+          state: "settling",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "not_sent", at: 1 },
+        },
+        false,
+      ],
+      [
+        "settling, nothing on record, told nothing left",
+        {
+          id: "pi_m5",
+          state: "settling",
+          settlingSince: 0,
+          mayHaveSent: false,
+        },
+        false,
+      ],
+    ];
+    for (const [name, intent, mayHaveSent] of cases) {
+      assert.equal(
+        (await store.createIntent(intent)).mayHaveSent,
+        mayHaveSent,
+        name,
+      );
+      assert.equal(
+        (await store.getIntent(intent.id))?.mayHaveSent,
+        mayHaveSent,
+        name,
+      );
+    }
+  });
+
+  test("records broadcasts as compare-and-set, and remembers a send that may have left", async (store) => {
+    const i0 = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      mayHaveSent: false,
+    });
+    const i1 = await store.beginBroadcast("pi_1", i0.version, 5);
+    assert.deepEqual([i1.broadcasting, i1.mayHaveSent], [5, false]);
+    const i2 = await store.recordBroadcast("pi_1", i1.version, {
+      outcome: "not_sent",
+      at: 6,
+      error: "nonce",
+    });
+    assert.deepEqual(i2.lastBroadcast, {
+      outcome: "not_sent",
+      at: 6,
+      error: "nonce",
+    });
+    assert.deepEqual([i2.broadcasting, i2.mayHaveSent], [null, false]);
+    await assert.rejects(
+      store.recordBroadcast("pi_1", i1.version, {
+        outcome: "sent",
+        txHash: "0x1",
+        at: 7,
+      }),
+      ConflictError,
+    );
+    // A write-ahead over an unrecorded one: the earlier send may have left.
+    const i3 = await store.beginBroadcast("pi_1", i2.version, 8);
+    const i4 = await store.beginBroadcast("pi_1", i3.version, 9);
+    assert.equal(i4.mayHaveSent, true);
+    const i5 = await store.recordBroadcast("pi_1", i4.version, {
+      outcome: "not_sent",
+      at: 10,
+    });
+    assert.equal(i5.mayHaveSent, true, "a later not-sent does not unsend");
+
+    const j0 = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const j1 = await store.recordBroadcast("pi_2", j0.version, {
+      outcome: "sent",
+      txHash: "0xa",
+      at: 1,
+    });
+    assert.equal(j1.mayHaveSent, true);
+    await assert.rejects(
+      store.recordBroadcast(
+        "pi_2",
+        j1.version,
+        { outcome: "sent", at: 2 } as never,
+      ),
+      /without its 'txHash'/,
+    );
+
+    const k0 = await store.createIntent({
+      id: "pi_3",
+      state: "authorized",
+      hold: "pending",
+    });
+    await assert.rejects(
+      store.beginBroadcast("pi_3", k0.version, 1),
+      /not settling/,
+    );
+    await assert.rejects(
+      store.recordBroadcast("pi_3", k0.version, { outcome: "unknown", at: 1 }),
+      /not settling/,
+    );
+  });
+
+  test("counts deliveries atomically, also under concurrent calls", async (store) => {
+    const count = (jobId: string, now = 0) =>
+      store.admit({ count: jobId, now });
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    assert.equal(await count("pi_1/settle"), 1);
+    assert.equal(await count("pi_1/settle"), 2);
+    const concurrent = await Promise.all(
+      Array.from({ length: 12 }, () => count("pi_2/settle")),
+    );
+    assert.deepEqual(
+      [...concurrent].sort((a, b) => a! - b!),
+      Array.from({ length: 12 }, (_, i) => i + 1),
+    );
+    assert.equal(await store.deliveries("pi_2/settle"), 12);
+    assert.equal(await store.deliveries("pi_1/settle"), 2);
+    assert.equal(await store.admit({ now: 0 }), null, "nothing to count");
+  });
+
+  test("forgets a delivery count 8 days after its last write", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 7 * day }), 2);
+    // Counted from the last write: still alive just before 15 days.
+    assert.equal(
+      await store.admit({ count: "pi_1/settle", now: 15 * day - 1 }),
+      3,
+    );
+    assert.equal(
+      await store.admit({ count: "pi_1/settle", now: 23 * day }),
+      1,
+      "expired: counting starts again",
+    );
+  });
+
+  test("counts from 1 again at the very instant a count lapses, when deliveries() reads it as 0", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 2);
+    assert.equal(await store.deliveries("pi_1/settle", 8 * day), 0);
+    assert.equal(
+      await store.admit({ count: "pi_1/settle", now: 8 * day }),
+      1,
+      "lapsed at its expiry: counting starts again",
+    );
+    assert.equal(await store.admit({ count: "pi_2/settle", now: 0 }), 1);
+    assert.equal(
+      await store.admit({ count: "pi_2/settle", now: 8 * day - 1 }),
+      2,
+      "alive a millisecond before",
+    );
+  });
+
+  test("resets, with a dead letter, the job's count and the one named resetCount, in putDeadLetter and in a transition", async (store) => {
+    const count = (key: string) => store.admit({ count: key, now: 0 });
+    for (const key of ["pi_1/settle", "pubsub/m-1", "pubsub/m-2"]) {
+      await count(key);
+      await count(key);
+    }
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1), {
+      resetCount: "pubsub/m-1",
+    });
+    assert.deepEqual(
+      [
+        await store.deliveries("pi_1/settle"),
+        await store.deliveries("pubsub/m-1"),
+        await store.deliveries("pubsub/m-2"),
+      ],
+      [0, 0, 2],
+    );
+    const i = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await count("pi_2/settle");
+    await store.transition("pi_2", {
+      from: "settling",
+      to: "needs_review",
+      version: i.version,
+      at: 2,
+      deadLetter: { ...deadLetter("pi_2/settle", 2), intentId: "pi_2" },
+    }, { resetCount: "pubsub/m-2" });
+    assert.equal(await store.deliveries("pi_2/settle"), 0);
+    assert.equal(await store.deliveries("pubsub/m-2"), 0);
+    // Only a string names a count; nothing is written otherwise.
+    await count("pubsub/m-3");
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_3/settle", 3), {
+        resetCount: 7 as unknown as string,
+      }),
+      (error) =>
+        error instanceof TypeError && error.message.includes("'resetCount'"),
+    );
+    assert.equal(await store.getDeadLetter("pi_3/settle"), null);
+    assert.equal(await store.deliveries("pubsub/m-3"), 1);
+  });
+
+  test("keeps a count as long as its admission's ttlMs says, and refuses a ttlMs below 1 ms", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    assert.equal(
+      await store.admit({
+        count: "gaveup/q/message/m1",
+        now: 0,
+        ttlMs: 32 * day,
+      }),
+      1,
+    );
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    // Past the default 8 days, only the one with its own ttlMs lives.
+    assert.equal(await store.deliveries("pi_1/settle", 8 * day), 0);
+    assert.equal(await store.deliveries("gaveup/q/message/m1", 8 * day), 1);
+    assert.equal(
+      await store.deliveries("gaveup/q/message/m1", 32 * day - 1),
+      1,
+    );
+    assert.equal(await store.deliveries("gaveup/q/message/m1", 32 * day), 0);
+    for (const ttlMs of [0, -1, 1.5]) {
+      await assert.rejects(
+        store.admit({ count: "pi_2/settle", now: 0, ttlMs }),
+        TypeError,
+      );
+    }
+    assert.equal(await store.deliveries("pi_2/settle", 0), 0);
+  });
+
+  test("reads a delivery count as 0 once it has lapsed, when given the time, swept or not", async (store) => {
+    const day = 24 * 60 * 60 * 1000;
+    await store.admit({ count: "gaveup/qstash/message/m1", now: 0 });
+    await store.admit({ count: "gaveup/qstash/message/m1", now: day });
+    // Lapses 8 days after its last write.
+    assert.equal(
+      await store.deliveries("gaveup/qstash/message/m1", 9 * day - 1),
+      2,
+    );
+    assert.equal(
+      await store.deliveries("gaveup/qstash/message/m1", 9 * day),
+      0,
+    );
+    assert.equal(
+      await store.deliveries("gaveup/qstash/message/m1", 20 * day),
+      0,
+    );
+    // Without a time, what is on record (as before).
+    assert.equal(await store.deliveries("gaveup/qstash/message/m1"), 2);
+    assert.equal(await store.deliveries("nothing/settle", 0), 0);
+    await assert.rejects(
+      store.deliveries("gaveup/qstash/message/m1", 1.5),
+      (error) => error instanceof TypeError && error.message.includes("'now'"),
+    );
+  });
+
+  test("refuses a replayed claim until it expires, in admit and in every write", async (store) => {
+    const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
+    assert.equal(await store.admit({ claim, now: 0 }), null);
+    await assert.rejects(
+      store.admit({ claim: { ...claim, now: 999 }, now: 999 }),
+      ReplayError,
+    );
+    // A refused admission counts nothing.
+    await assert.rejects(
+      store.admit({
+        count: "pi_1/settle",
+        claim: { ...claim, now: 1 },
+        now: 1,
+      }),
+      ReplayError,
+    );
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    // Expired: the key may be claimed again (its signature is refused by age by then).
+    assert.equal(
+      await store.admit({
+        claim: { ...claim, now: 1000, expiresAt: 2000 },
+        now: 1000,
+      }),
+      null,
+    );
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const used = { key: "sig-2", now: 0, expiresAt: 1000 };
+    await store.admit({ claim: used, now: 0 });
+    await assert.rejects(
+      store.beginBroadcast("pi_1", i.version, 1, { claim: used }),
+      ReplayError,
+    );
+    await assert.rejects(
+      store.recordBroadcast("pi_1", i.version, { outcome: "unknown", at: 1 }, {
+        claim: used,
+      }),
+      ReplayError,
+    );
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: i.version,
+        at: 1,
+      }, { claim: used }),
+      ReplayError,
+    );
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 1), { claim: used }),
+      ReplayError,
+    );
+    assert.deepEqual(await store.getIntent("pi_1"), i, "nothing written");
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    // A claim rides in the write it was given to: once, and only if the write lands.
+    const fresh = { key: "sig-3", now: 0, expiresAt: 1000 };
+    await assert.rejects(
+      store.beginBroadcast("pi_1", "stale", 1, { claim: fresh }),
+      ConflictError,
+    );
+    const begun = await store.beginBroadcast("pi_1", i.version, 1, {
+      claim: fresh,
+    });
+    assert.equal(begun.broadcasting, 1);
+    await assert.rejects(store.admit({ claim: fresh, now: 2 }), ReplayError);
+  });
+
+  test("a write that carries a lease refuses another owner's live lease, and keeps or releases its own", async (store) => {
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const a = { owner: "a", ttlMs: 1000, now: 0 };
+    const ahead = await store.beginBroadcast("pi_1", i.version, 0, {
+      lease: { ...a, keep: true },
+    });
+    const sent = { outcome: "unknown", at: 500 } as const;
+    await assert.rejects(
+      store.recordBroadcast("pi_1", ahead.version, sent, {
+        lease: { owner: "b", ttlMs: 1000, now: 999 },
+      }),
+      BusyError,
+    );
+    // Per intent: another intent's writes are free.
+    const other = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await store.beginBroadcast("pi_2", other.version, 0, {
+      lease: { owner: "b", ttlMs: 1000, now: 999 },
+    });
+    // The owner writes, and releases.
+    const recorded = await store.recordBroadcast("pi_1", ahead.version, sent, {
+      lease: { ...a, now: 500 },
+    });
+    // Released: b may write at once.
+    const b1 = await store.beginBroadcast("pi_1", recorded.version, 600, {
+      lease: { owner: "b", ttlMs: 1000, now: 600, keep: true },
+    });
+    // b's lease (to 1600) is live at 1599 and lapses at 1600.
+    await assert.rejects(
+      store.recordBroadcast("pi_1", b1.version, sent, {
+        lease: { owner: "c", ttlMs: 1000, now: 1599 },
+      }),
+      BusyError,
+    );
+    const c1 = await store.recordBroadcast("pi_1", b1.version, sent, {
+      lease: { owner: "c", ttlMs: 1000, now: 1600, keep: true },
+    });
+    // c renewed (kept) it: b, whose lease lapsed, is now the one refused.
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: c1.version,
+        at: 1700,
+      }, { lease: { owner: "b", ttlMs: 1000, now: 1700 } }),
+      BusyError,
+    );
+    // A write without a lease (admin) ignores leases.
+    const reviewed = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: c1.version,
+      at: 1700,
+    });
+    assert.equal(reviewed.state, "needs_review");
+  });
+
+  test("gives a contested write-ahead to exactly one of many concurrent deliveries", async (store) => {
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const results = await Promise.allSettled(
+      Array.from(
+        { length: 8 },
+        (_, n) =>
+          store.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: i.version,
+            at: n,
+          }, { lease: { owner: `o${n}`, ttlMs: 1000, now: 0, keep: true } }),
+      ),
+    );
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+    for (const r of results) {
+      if (r.status === "rejected") {
+        assert.ok(
+          r.reason instanceof ConflictError || r.reason instanceof BusyError,
+        );
+      }
+    }
+  });
+
+  test("lands concurrent write-aheads on many intents, each with its lease and replay record", async (store) => {
+    // Enough at once to be grouped into one commit where a store groups,
+    // with more checks than the strictest Deno KV back-end allows in one.
+    const ids = Array.from({ length: 12 }, (_, n) => `pi_${n}`);
+    const created = await Promise.all(
+      ids.map((id) =>
+        store.createIntent({ id, state: "authorized", hold: "pending" })
+      ),
+    );
+    const results = await Promise.allSettled(
+      ids.map((id, n) =>
+        store.transition(id, {
+          from: "authorized",
+          to: "settling",
+          version: created[n]!.version,
+          at: 1,
+        }, {
+          lease: { owner: `d${n}`, ttlMs: 1000, now: 0, keep: true },
+          claim: { key: `sig_${n}`, now: 0, expiresAt: 60_000 },
+        })
+      ),
+    );
+    const failed = results.find((r) => r.status === "rejected");
+    assert.equal(failed, undefined, String(failed?.reason));
+    for (const id of ids) {
+      assert.equal((await store.getIntent(id))?.state, "settling");
+    }
+  });
+
+  test("holds: voids and captures only where the intent's state allows", async (store) => {
+    await store.createIntent({
+      id: "pi_a",
+      state: "authorized",
+      hold: "pending",
+    });
+    await assert.rejects(
+      store.captureHold("pi_a"),
+      /only a settling or needs_review/,
+    );
+    assert.equal(
+      await store.voidHold("pi_a"),
+      "voided",
+      "the payments API may release an authorized hold",
+    );
+    // A settling intent with nothing that may have left may be voided...
+    await store.createIntent({
+      id: "pi_b",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      broadcasting: null,
+      mayHaveSent: false,
+    });
+    assert.equal(await store.voidHold("pi_b"), "voided");
+    // ...but not once a broadcast may have left, or is under way.
+    await store.createIntent({
+      id: "pi_c",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "sent", txHash: "0xc", at: 1 },
+    });
+    await assert.rejects(store.voidHold("pi_c"), /money may have moved/);
+    await store.createIntent({
+      id: "pi_d",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      txHashes: ["0xd"],
+      broadcasting: 5,
+    });
+    await assert.rejects(store.voidHold("pi_d"), /money may have moved/);
+    // A settling hold is captured only behind a sent tx, with none in flight:
+    // not while a send is under way, nor when every send stayed home.
+    await assert.rejects(
+      store.captureHold("pi_d"),
+      /with a broadcast in flight/,
+    );
+    await store.createIntent({
+      id: "pi_f",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    await assert.rejects(
+      store.captureHold("pi_f"),
+      /without a sent broadcast on record/,
+    );
+    assert.equal(await store.captureHold("pi_c"), "captured");
+    await store.createIntent({
+      id: "pi_e",
+      state: "needs_review",
+      hold: "pending",
+    });
+    assert.equal(await store.captureHold("pi_e"), "captured");
+    await assert.rejects(store.captureHold("pi_missing"), ConflictError);
+    await assert.rejects(store.voidHold("pi_missing"), ConflictError);
+    // Idempotent where the ledger already says so.
+    assert.equal(await store.captureHold("pi_e"), "captured");
+    assert.equal(await store.voidHold("pi_a"), "voided");
+  });
+
+  test("keeps dead letters, replaces one per job, and lists them newest first in pages", async (store) => {
+    for (let i = 0; i < 7; i++) {
+      await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
+    }
+    await store.putDeadLetter(deadLetter("pi_0/settle", 5000)); // poisoned again, later
+    assert.equal((await store.getDeadLetter("pi_0/settle"))?.poisonedAt, 5000);
+    assert.equal(await store.getDeadLetter("pi_9/settle"), null);
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Awaited<ReturnType<Store["listDeadLetters"]>> = await store
+        .listDeadLetters({ limit: 3, cursor });
+      assert.ok(page.items.length <= 3);
+      seen.push(...page.items.map((d) => d.jobId));
+      cursor = page.cursor;
+    } while (cursor !== null);
+    assert.deepEqual(seen, [
+      "pi_0/settle",
+      "pi_6/settle",
+      "pi_5/settle",
+      "pi_4/settle",
+      "pi_3/settle",
+      "pi_2/settle",
+      "pi_1/settle",
+    ]);
+    await assert.rejects(store.listDeadLetters({ limit: 0 }), RangeError);
+  });
+
+  test("keeps what it stored whatever a caller does to what it passed or read", async (store) => {
+    const broadcast = { outcome: "sent" as const, txHash: "0xabc", at: 1 };
+    await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: broadcast,
+    });
+    const letter = {
+      ...deadLetter("pi_1/settle", 9),
+      queue: { queue: "qstash", messageId: "msg_1" },
+    };
+    await store.putDeadLetter(letter);
+    // Changed where they can be (a store may hand out frozen objects).
+    const change = (object: object, field: string, value: unknown) => {
+      try {
+        (object as Record<string, unknown>)[field] = value;
+      } catch {
+        // Frozen: nothing to change.
+      }
+    };
+    change(broadcast, "txHash", "0xchanged");
+    change(letter, "reason", "changed");
+    change(letter.queue, "messageId", "changed");
+    const read = (await store.getIntent("pi_1"))!;
+    change(read.lastBroadcast!, "txHash", "0xchanged");
+    const stored = (await store.getDeadLetter("pi_1/settle"))!;
+    change(stored, "reason", "changed");
+    change(stored.queue!, "messageId", "changed");
+    const [listed] = (await store.listDeadLetters()).items;
+    change(listed!, "lastError", "changed");
+    assert.equal(
+      (await store.getIntent("pi_1"))!.lastBroadcast?.txHash,
+      "0xabc",
+    );
+    const again = (await store.getDeadLetter("pi_1/settle"))!;
+    assert.equal(again.reason, deadLetter("pi_1/settle", 9).reason);
+    assert.equal(again.lastError, deadLetter("pi_1/settle", 9).lastError);
+    assert.equal(again.queue?.messageId, "msg_1");
+    // Nor does the next write, which a store may build on what it read.
+    const moved = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: read.version,
+      at: 2,
+    });
+    change(moved.lastBroadcast!, "txHash", "0xchanged");
+    change(moved.txHashes, "0", "0xchanged");
+    assert.equal(moved.lastBroadcast?.txHash, "0xabc");
+    const after = (await store.getIntent("pi_1"))!;
+    assert.equal(after.lastBroadcast?.txHash, "0xabc");
+    assert.deepEqual(after.txHashes, ["0xabc"]);
+  });
+
+  test("ends the pages with a null cursor when the last page is full, and pages never repeat a letter", async (store) => {
+    for (let i = 0; i < 4; i++) {
+      await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
+    }
+    const first = await store.listDeadLetters({ limit: 2 });
+    assert.deepEqual(first.items.map((d) => d.jobId), [
+      "pi_3/settle",
+      "pi_2/settle",
+    ]);
+    assert.notEqual(first.cursor, null);
+    const last = await store.listDeadLetters({
+      limit: 2,
+      cursor: first.cursor,
+    });
+    assert.deepEqual(last.items.map((d) => d.jobId), [
+      "pi_1/settle",
+      "pi_0/settle",
+    ]);
+    assert.equal(last.cursor, null);
+    const all = await store.listDeadLetters({ limit: 4 });
+    assert.equal(all.items.length, 4);
+    assert.equal(all.cursor, null);
+  });
+
+  test("refuses a cursor it did not return with a TypeError naming 'cursor', on an empty store too", async (store) => {
+    const bad = [
+      "🙂",
+      "null",
+      "W10=",
+      "12",
+      "1000|",
+      "|pi_1/settle",
+      "1e3|pi_1/settle",
+      "9007199254740993|pi_1/settle",
+      "1000|pi_1\0/settle",
+    ];
+    for (const cursor of bad) {
+      await assert.rejects(
+        store.listDeadLetters({ cursor }),
+        (error) =>
+          error instanceof TypeError && error.message.includes("'cursor'"),
+        cursor.slice(0, 20),
+      );
+    }
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1000));
+    for (const cursor of bad) {
+      await assert.rejects(store.listDeadLetters({ cursor }), TypeError);
+    }
+  });
+
+  test("goes on from a cursor whose letter is gone, and lists the letters after it once", async (store) => {
+    for (let i = 0; i < 4; i++) {
+      await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
+    }
+    // Two letters at the same time: the job id orders them.
+    await store.putDeadLetter(deadLetter("pi_2b/settle", 1002));
+    const first = await store.listDeadLetters({ limit: 2 });
+    assert.deepEqual(first.items.map((d) => d.jobId), [
+      "pi_3/settle",
+      "pi_2/settle",
+    ]);
+    const gone = await store.getDeadLetter("pi_2/settle");
+    await store.redrive("pi_2/settle", gone!.version);
+    const rest = await store.listDeadLetters({ cursor: first.cursor });
+    assert.deepEqual(rest.items.map((d) => d.jobId), [
+      "pi_2b/settle",
+      "pi_1/settle",
+      "pi_0/settle",
+    ]);
+    assert.equal(rest.cursor, null);
+  });
+
+  test("keeps a dead letter only while its intent is at the version given, and writes nothing of it otherwise", async (store) => {
+    const read = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    // Another delivery moves the intent on after this one read it.
+    await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: read.version,
+      at: 1,
+    });
+    const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 2), {
+        intentVersion: read.version,
+        claim,
+      }),
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.equal(await store.deliveries("pi_1/settle"), 1, "count kept");
+    assert.equal(await store.admit({ claim, now: 0 }), null, "claim not used");
+    // At the version read now, it is kept.
+    const now = (await store.getIntent("pi_1"))!;
+    await store.putDeadLetter(deadLetter("pi_1/settle", 3), {
+      intentVersion: now.version,
+    });
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 3);
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+  });
+
+  test("keeps a dead letter with a lease: held, it refuses another's write-ahead; another's live lease refuses the letter", async (store) => {
+    const read = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const giveUp = { owner: "give-up", ttlMs: 1000, now: 10, keep: true };
+    await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+      intentVersion: read.version,
+      lease: giveUp,
+    });
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    // A delivery that read the intent before the letter: no write-ahead
+    // while the lease is held, from the version it read or a fresh one.
+    const fresh = (await store.getIntent("pi_1"))!;
+    for (const version of new Set([read.version, fresh.version])) {
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version,
+          at: 20,
+        }, { lease: { owner: "delivery", ttlMs: 1000, now: 20, keep: true } }),
+        (error) =>
+          error instanceof BusyError ||
+          (error instanceof ConflictError && !error.refused),
+      );
+    }
+    assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+    // Once it lapses, a delivery acts.
+    const later = (await store.getIntent("pi_1"))!;
+    await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: later.version,
+      at: 1011,
+    }, { lease: { owner: "delivery", ttlMs: 1000, now: 1011, keep: true } });
+    // Another's live lease refuses a letter that carries one: nothing kept.
+    const settling = (await store.getIntent("pi_1"))!;
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 1020), {
+        intentVersion: settling.version,
+        lease: { owner: "give-up-2", ttlMs: 1000, now: 1020, keep: true },
+      }),
+      BusyError,
+    );
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    // A lease needs the version read, and an intent that exists.
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 1030), {
+        lease: { owner: "give-up-2", ttlMs: 1000, now: 1030, keep: true },
+      }),
+      TypeError,
+    );
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_9/settle", 5), {
+        intentVersion: settling.version,
+        lease: { owner: "give-up", ttlMs: 1000, now: 5, keep: true },
+      }),
+      ConflictError,
+    );
+    assert.equal(await store.getDeadLetter("pi_9/settle"), null);
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+  });
+
+  test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    const letter = {
+      ...deadLetter("pi_1/settle", 9),
+      resolution: "nothing was sent, so the intent failed",
+    };
+    await store.transition("pi_1", {
+      from: "settling",
+      to: "failed",
+      version: i.version,
+      at: 9,
+      ledger: "void",
+      deadLetter: letter,
+    });
+    const { version: _, ...kept } = (await store.getDeadLetter("pi_1/settle"))!;
+    assert.deepEqual(kept, letter);
+    // A refused move keeps no dead letter.
+    const j = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    await assert.rejects(
+      store.transition("pi_2", {
+        from: "settling",
+        to: "failed",
+        version: j.version,
+        at: 9,
+        deadLetter: deadLetter("pi_2/settle", 9),
+      }),
+      ConflictError,
+    );
+    assert.equal(await store.getDeadLetter("pi_2/settle"), null);
+  });
+
+  test("a dead letter resets its job's delivery count in the same write, alone or with a poison move; other jobs keep theirs", async (store) => {
+    for (let n = 0; n < 3; n++) {
+      await store.admit({ count: "pi_1/settle", now: 0 });
+      await store.admit({ count: "pi_2/settle", now: 0 });
+      await store.admit({ count: "pi_3/settle", now: 0 });
+    }
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+    const i = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    await store.transition("pi_2", {
+      from: "settling",
+      to: "failed",
+      version: i.version,
+      at: 2,
+      ledger: "void",
+      deadLetter: deadLetter("pi_2/settle", 2),
+    });
+    assert.equal(await store.deliveries("pi_2/settle"), 0);
+    assert.equal(await store.deliveries("pi_3/settle"), 3);
+  });
+
+  test("redrives exactly the dead letter read: removes it and resets the delivery count in one write", async (store) => {
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    await store.putDeadLetter(deadLetter("pi_2/settle", 2));
+    // Duplicates of the poisoned job, delivered after its letter.
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    const read = (await store.getDeadLetter("pi_1/settle"))!;
+    assert.equal(typeof read.version, "string");
+    assert.equal(
+      (await store.redrive("pi_1/settle", read.version)).jobId,
+      "pi_1/settle",
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.equal(await store.deliveries("pi_1/settle"), 0);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
+    assert.deepEqual(
+      (await store.listDeadLetters()).items.map((d) => d.jobId),
+      ["pi_2/settle"],
+    );
+    await assert.rejects(
+      store.redrive("pi_1/settle", read.version),
+      ConflictError,
+      "gone",
+    );
+    // A letter replaced since it was read is not the one to remove.
+    const old = (await store.getDeadLetter("pi_2/settle"))!;
+    await store.putDeadLetter(deadLetter("pi_2/settle", 3));
+    await assert.rejects(
+      store.redrive("pi_2/settle", old.version),
+      ConflictError,
+    );
+    assert.equal((await store.getDeadLetter("pi_2/settle"))?.poisonedAt, 3);
+  });
+
+  test("removes a dead letter and keeps its job's delivery count with keepCount", async (store) => {
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    // A job delivered twice since the letter was written.
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    await store.admit({ count: "pi_1/settle", now: 0 });
+    const read = (await store.getDeadLetter("pi_1/settle"))!;
+    const removed = await store.redrive("pi_1/settle", read.version, {
+      keepCount: true,
+    });
+    assert.equal(removed.jobId, "pi_1/settle");
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.deepEqual((await store.listDeadLetters()).items, []);
+    assert.equal(await store.deliveries("pi_1/settle"), 2);
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 3);
+    await assert.rejects(
+      store.redrive("pi_1/settle", read.version, { keepCount: true }),
+      ConflictError,
+    );
+  });
+
+  test("of two concurrent redrives of one dead letter, exactly one wins", async (store) => {
+    await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+    const read = (await store.getDeadLetter("pi_1/settle"))!;
+    const results = await Promise.allSettled([
+      store.redrive("pi_1/settle", read.version),
+      store.redrive("pi_1/settle", read.version),
+    ]);
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+    const lost = results.find((r) => r.status === "rejected");
+    assert.ok(
+      lost?.status === "rejected" && lost.reason instanceof ConflictError,
+    );
+  });
+}
