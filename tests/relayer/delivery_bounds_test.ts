@@ -1,0 +1,47 @@
+/**
+ * A library user's own queue loop hands `deliver` and `giveUp` the queue's
+ * number. The webhook refuses one over 2^53 − 1 as bad input; the library
+ * entry must refuse it too, before anything is sent: past the send, the
+ * resolution cannot keep it in a dead letter, and the payment was left
+ * settling, sent, with no letter and a TypeError about milliseconds.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
+
+Deno.test("deliver() and giveUp() refuse a delivery number the store cannot keep with a RangeError, before anything is sent", async () => {
+  for (const delivery of [2 ** 53, 1e300]) {
+    const store = new MemoryStore();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    let sends = 0;
+    const sender = new ScriptedSender({
+      pi_0001: { sends: [{ txHash: "0xabc" }] },
+    });
+    const counted = {
+      send: (...args: Parameters<typeof sender.send>) => {
+        sends++;
+        return sender.send(...args);
+      },
+      receipt: (hash: string) => sender.receipt(hash),
+    };
+    const relayer = createRelayer({ store, sender: counted, now: () => 0 });
+    const job = { intentId: "pi_0001", kind: "settle" } as const;
+    await assert.rejects(
+      relayer.deliver(job, delivery),
+      (error: Error) =>
+        error instanceof RangeError && error.message.includes("'delivery'"),
+    );
+    await assert.rejects(
+      relayer.giveUp(job, { deliveries: delivery, queue: { queue: "mine" } }),
+      RangeError,
+    );
+    assert.equal(sends, 0);
+    assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+  }
+});
