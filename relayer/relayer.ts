@@ -6,7 +6,7 @@
  */
 
 import { messageOf } from "../policy/_walk.ts";
-import { assertDelivery, assertMs } from "../policy/_validate.ts";
+import { assertDelivery, assertMs, show } from "../policy/_validate.ts";
 import { backoff } from "../policy/backoff.ts";
 import { decide } from "../policy/decide.ts";
 import { jitter } from "../policy/jitter.ts";
@@ -203,7 +203,7 @@ export interface Relayer {
    * @param options The delivery's replay record, which rides in its first write.
    * @returns What the queue should do next.
    * @throws {TypeError} If the job is malformed.
-   * @throws {RangeError} If `delivery` is not an integer >= 1.
+   * @throws {RangeError} If `delivery` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */
   deliver(
@@ -235,7 +235,7 @@ export interface Relayer {
    * (or settled now, on a confirmed tx), or the message was given up
    * before; a retry if another delivery holds the intent's lease.
    * @throws {TypeError} If the job is malformed.
-   * @throws {RangeError} If `deliveries` is not an integer >= 1.
+   * @throws {RangeError} If `deliveries` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */
   giveUp(job: Job, options: GiveUpOptions): Promise<Outcome>;
@@ -614,6 +614,23 @@ export function parseJob(job: unknown): Job {
 }
 
 /**
+ * Checks a delivery number the relayer may keep in a dead letter: an
+ * integer from 1 to 2^53 − 1. `decide` and `backoff` take any integer >= 1,
+ * but a number past that cannot be stored, and the resolution that keeps it
+ * comes after the send: refused here, before anything is read or sent.
+ */
+function assertKeptDelivery(what: string, delivery: unknown): void {
+  assertDelivery(what, delivery);
+  if (!Number.isSafeInteger(delivery)) {
+    throw new RangeError(
+      `Cannot ${what} as 'delivery' must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}: current value is ${
+        show(delivery)
+      }`,
+    );
+  }
+}
+
+/**
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
  *
@@ -757,7 +774,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   ): Promise<Outcome> {
     const job = parseJob(input);
     const jobId = jobIdOf(job);
-    if (delivery !== undefined) assertDelivery("deliver", delivery);
+    if (delivery !== undefined) assertKeptDelivery("deliver", delivery);
     let claim = options.claim;
     let n = delivery;
     if (n === undefined) {
@@ -833,7 +850,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const job = parseJob(input);
     const jobId = jobIdOf(job);
     const n = options.deliveries;
-    assertDelivery("give up", n);
+    assertKeptDelivery("give up", n);
     const d = begin(options.claim);
     const reason = `the queue gave up after ${n} deliver${
       n === 1 ? "y" : "ies"
