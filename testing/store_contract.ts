@@ -24,7 +24,6 @@ import {
   type Broadcast,
   BusyError,
   ConflictError,
-  type DeadLetter,
   type HoldState,
   INTENT_STATES,
   type IntentState,
@@ -33,6 +32,7 @@ import {
   type Store,
   TRANSITIONS,
 } from "../mod.ts";
+import { deadLetter } from "./_fixtures.ts";
 
 /** An open store and how to close it. */
 export interface OpenStore {
@@ -105,26 +105,28 @@ function holdFor(state: IntentState): HoldState | null {
 }
 
 /** A last broadcast the Sender declared `not_sent`: the chain is clean. */
-export const NOT_SENT = { outcome: "not_sent", at: 0 } as const;
+const NOT_SENT = { outcome: "not_sent", at: 0 } as const;
 /** A last broadcast the node accepted. */
-export const SENT = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
-
-/** A dead letter for `jobId`, poisoned at `poisonedAt`: a fixture for store tests. */
-export function deadLetter(jobId: string, poisonedAt: number): DeadLetter {
-  return {
-    jobId,
-    intentId: jobId.split("/")[0]!,
-    deliveries: 3,
-    cause: "exhausted",
-    reason: "no luck after 3 deliveries",
-    resolution: "job dropped, intent still created",
-    lastError: "not authorized yet",
-    poisonedAt,
-  };
-}
+const SENT = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
 
 /**
  * Registers the contract tests for a store.
+ *
+ * @example Run the contract against a store
+ * ```ts
+ * import { MemoryStore } from "@relayer/poison";
+ * import { storeContract } from "@relayer/poison/testing";
+ * import assert from "node:assert/strict";
+ *
+ * // In a test file, pass `Deno.test`; here the tests are only listed.
+ * const names: string[] = [];
+ * storeContract(
+ *   "MemoryStore",
+ *   () => Promise.resolve({ store: new MemoryStore(), close: () => {} }),
+ *   { test: ({ name }) => void names.push(name) },
+ * );
+ * assert.ok(names.includes("MemoryStore keeps the ledger rules: authorize needs a hold, fail a void, settle a capture"));
+ * ```
  *
  * @param name The store's name, prefixed to every test name.
  * @param open Opens a fresh, empty store.
