@@ -630,6 +630,67 @@ function assertKeptDelivery(what: string, delivery: unknown): void {
   }
 }
 
+/** The methods a `Store` has, each of which the relayer may call. */
+const STORE_METHODS = [
+  "createIntent",
+  "getIntent",
+  "transition",
+  "beginBroadcast",
+  "recordBroadcast",
+  "recordHold",
+  "voidHold",
+  "captureHold",
+  "admit",
+  "deliveries",
+  "putDeadLetter",
+  "getDeadLetter",
+  "listDeadLetters",
+  "redrive",
+] as const;
+
+/**
+ * Checks, at construction, what the relayer calls on each delivery: a
+ * missing Sender would otherwise fail every send as "may have been sent",
+ * and so send every payment to review, from JavaScript or past a cast.
+ */
+function assertDependencies(
+  store: unknown,
+  sender: unknown,
+  now: unknown,
+  random: unknown,
+): void {
+  const missing = (what: unknown, names: readonly string[]) =>
+    names.filter((name) =>
+      typeof (what as Record<string, unknown> | null | undefined)?.[name] !==
+        "function"
+    );
+  const storeMissing = missing(store, STORE_METHODS);
+  if (storeMissing.length > 0) {
+    throw new TypeError(
+      `Cannot create relayer as 'store' is not a Store: it lacks ${
+        storeMissing.join(", ")
+      }; pass a MemoryStore, KvStore, PostgresStore or a store of your own`,
+    );
+  }
+  const senderMissing = missing(sender, ["send", "receipt"]);
+  if (senderMissing.length > 0) {
+    throw new TypeError(
+      `Cannot create relayer as 'sender' is not a Sender: it lacks ${
+        senderMissing.join(" and ")
+      }; pass an HttpSender or an object with send() and receipt()`,
+    );
+  }
+  for (const [name, value] of [["now", now], ["random", random]] as const) {
+    if (typeof value !== "function") {
+      throw new TypeError(
+        `Cannot create relayer as '${name}' must be a function: current value is ${
+          show(value)
+        }`,
+      );
+    }
+  }
+}
+
 /**
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
@@ -650,6 +711,8 @@ function assertKeptDelivery(what: string, delivery: unknown): void {
  * source of randomness.
  * @returns The relayer.
  * @throws {RangeError} If the policy or `leaseMs` is invalid.
+ * @throws {TypeError} If `store` lacks a `Store` method, `sender` lacks
+ * `send` or `receipt`, or `now` or `random` is not a function.
  *
  * @example A payment whose Sender declares nothing was sent
  * ```ts
@@ -684,6 +747,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     random = Math.random,
     leaseMs = 30_000,
   } = options;
+  assertDependencies(store, sender, now, random);
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
   const giveUpReceiptsMs = Math.min(GIVE_UP_RECEIPTS_MS, leaseMs / 2);

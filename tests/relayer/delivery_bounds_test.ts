@@ -45,3 +45,42 @@ Deno.test("deliver() and giveUp() refuse a delivery number the store cannot keep
     assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
   }
 });
+
+Deno.test("createRelayer() refuses a store, Sender, clock or random source it cannot call, naming what is missing, instead of sending every payment to review", async () => {
+  const store = new MemoryStore();
+  const sender = new ScriptedSender({});
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [
+      { store, sender: undefined },
+      /'sender' is not a Sender: it lacks send and receipt/,
+    ],
+    [
+      { store, sender: { send: () => {} } },
+      /'sender' is not a Sender: it lacks receipt;/,
+    ],
+    [
+      { store: {}, sender },
+      /'store' is not a Store: it lacks createIntent, getIntent, .*redrive;/,
+    ],
+    [{ store: null, sender }, /'store' is not a Store/],
+    [{ store, sender, now: 5 }, /'now' must be a function: current value is 5/],
+    [{ store, sender, random: "x" }, /'random' must be a function/],
+  ];
+  for (const [options, message] of cases) {
+    assert.throws(
+      () =>
+        createRelayer(
+          options as unknown as Parameters<typeof createRelayer>[0],
+        ),
+      (error: unknown) =>
+        error instanceof TypeError && message.test(error.message),
+    );
+  }
+  // What it takes still works.
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  assert.ok(createRelayer({ store, sender }));
+});
