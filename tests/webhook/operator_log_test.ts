@@ -1,0 +1,151 @@
+/**
+ * What the operator on call reads in the log: a queue whose deliveries are
+ * all refused (a PUBLIC_URL that does not match the URL QStash calls, a
+ * rotated secret, a server clock off by minutes) must show in the log,
+ * bounded under a flood; and an operator's redrive or discard of a dead
+ * letter, the record of a payment, leaves a line naming it.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import { QSTASH, signHmac, signQStash } from "./_signing.ts";
+
+const SECRET = "webhook-secret-for-tests";
+const OPS = "ops-token-for-tests";
+const ops = { authorization: `Bearer ${OPS}` };
+const job = { intentId: "pi_0001", kind: "settle" };
+
+function app(now: { ms: number }, lines: string[], store = new MemoryStore()) {
+  return createApp({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+    now: () => now.ms,
+    random: () => 0,
+    qstash: QSTASH,
+    webhookSecret: SECRET,
+    opsToken: OPS,
+    redriveTo: { publish: () => Promise.resolve() },
+    log: (line) => void lines.push(line),
+  });
+}
+
+Deno.test("createApp() logs a refused delivery: a QStash token signed for another URL is said in the log, not only in the answer", async () => {
+  const lines: string[] = [];
+  const now = { ms: Date.now() };
+  const webhook = app(now, lines);
+  const body = JSON.stringify(job);
+  // QStash's own token, for the URL QStash calls behind a proxy.
+  const signature = await signQStash(body, {
+    url: "https://proxy.example.test/v1/qstash",
+  });
+  const res = await webhook.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature },
+  });
+  assert.equal(res.status, 401);
+  await res.body?.cancel();
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(lines[0]!, /POST \/v1\/qstash/);
+  assert.match(lines[0]!, /401/);
+  assert.match(lines[0]!, /signed for https:\/\/proxy\.example\.test/);
+});
+
+Deno.test("createApp() logs refused requests at most once a minute per route, with the count, and never the secret", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const webhook = app(now, lines);
+  const body = JSON.stringify({ job });
+  const forged = () =>
+    webhook.request("/v1/deliveries", {
+      method: "POST",
+      body,
+      headers: {
+        "x-signature": signHmac("not-the-secret-000", body, now.ms / 1000),
+      },
+    });
+  for (let i = 0; i < 500; i++) {
+    const res = await forged();
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  }
+  // A flood of forgeries is one line, not 500.
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(lines[0]!, /POST \/v1\/deliveries/);
+  assert.match(lines[0]!, /does not verify/);
+  // A minute later, the next refusal says how many came meanwhile.
+  now.ms += 60_000;
+  await (await forged()).body?.cancel();
+  assert.equal(lines.length, 2, lines.join("\n"));
+  assert.match(lines[1]!, /500 refused/);
+  // A wrong ops token: its own route, its own line.
+  const res = await webhook.request("/v1/dead-letters", {
+    headers: { authorization: "Bearer guessing-the-token-000" },
+  });
+  assert.equal(res.status, 401);
+  await res.body?.cancel();
+  assert.equal(lines.length, 3, lines.join("\n"));
+  assert.match(lines[2]!, /GET \/v1\/dead-letters/);
+  for (const line of lines) {
+    assert.ok(!line.includes(SECRET) && !line.includes(OPS), line);
+    assert.ok(!line.includes("guessing-the-token"), line);
+  }
+});
+
+Deno.test("createApp() logs no line of a refused request with an id an attacker chose in its path", async () => {
+  const lines: string[] = [];
+  const webhook = app({ ms: 1_764_504_000_000 }, lines);
+  const res = await webhook.request(
+    "/v1/intents/pi_0001%0Aworker%20%20pi_0002%2Fsettle",
+    { headers: { authorization: "Bearer wrong-token-000000000" } },
+  );
+  assert.equal(res.status, 401);
+  await res.body?.cancel();
+  assert.equal(lines.length, 1);
+  assert.ok(!lines[0]!.includes("\n"), lines[0]);
+  assert.ok(!lines[0]!.includes("pi_0002"), lines[0]);
+});
+
+Deno.test("createApp() logs an operator's redrive and discard of a dead letter, naming the job", async () => {
+  const lines: string[] = [];
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const now = { ms: 1_764_504_000_000 };
+  const webhook = app(now, lines, store);
+  // pi_0001 is still created; pi_0404 is gone: both jobs are poisoned.
+  for (const intentId of ["pi_0001", "pi_0404"]) {
+    const body = JSON.stringify({
+      job: { intentId, kind: "settle" },
+      delivery: 1,
+    });
+    const res = await webhook.request("/v1/deliveries", {
+      method: "POST",
+      body,
+      headers: { "x-signature": signHmac(SECRET, body, now.ms / 1000) },
+    });
+    assert.equal((await res.json()).outcome, "poison");
+  }
+  lines.length = 0;
+  const redriven = await webhook.request(
+    "/v1/dead-letters/pi_0001/settle/redrive",
+    { method: "POST", headers: ops },
+  );
+  assert.equal(redriven.status, 202);
+  await redriven.body?.cancel();
+  assert.equal(lines.length, 1, "a redrive leaves a line");
+  assert.match(lines[0]!, /redriv.*pi_0001\/settle/);
+  const discarded = await webhook.request("/v1/dead-letters/pi_0404/settle", {
+    method: "DELETE",
+    headers: ops,
+  });
+  assert.equal(discarded.status, 200);
+  await discarded.body?.cancel();
+  assert.equal(lines.length, 2, "a discard leaves a line");
+  assert.match(lines[1]!, /discard.*pi_0404\/settle/);
+  // What the letter said goes with it into the log: it is gone from the store.
+  assert.match(lines[1]!, /job dropped, intent not found/);
+});
