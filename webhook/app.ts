@@ -157,7 +157,9 @@ export interface AppDeps extends RelayerOptions {
   /**
    * Where the worker lines go: one per delivery (`worker  pi_0001/settle
    * #1  retry  (reason)`) and one per unexpected failure (its name and
-   * message; never a secret, never a stack over HTTP).
+   * message; never a secret, never a stack over HTTP); one per redrive and
+   * discard of a dead letter; and, at most once a minute per route, one
+   * for refused (401) requests, with their count.
    *
    * @default {a function that discards them}
    */
@@ -252,6 +254,15 @@ const WRITE_PROBE_COUNT = "relayer/write-probe";
 
 /** How often, at most, the log says that Google's keys cannot be fetched. */
 const KEYS_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * How often, at most, the log says that a route refuses requests (401),
+ * per route: a queue whose every delivery is refused (a PUBLIC_URL that is
+ * not the URL QStash calls, a secret rotated on one side only, a clock off
+ * by minutes) strands its jobs, and the operator must see it; a flood of
+ * forgeries must not flood the log.
+ */
+const REFUSALS_LOG_INTERVAL_MS = 60_000;
 
 /** A refusal the app answers as a problem; thrown inside handlers. */
 class Refusal extends Error {
@@ -560,6 +571,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       problem(401, "unauthorized", "Unauthorized", detail, {
         "www-authenticate": 'Bearer realm="relayer"',
       }),
+      detail,
     );
   }
 
@@ -1492,6 +1504,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     if (job === null) return noDeadLetter(jobId);
+    log(
+      `relayer redrive of ${jobId}: its dead letter removed, a fresh job queued`,
+    );
     return c.json({ job, enqueued: true }, 202);
   }
 
@@ -1549,6 +1564,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         version === undefined ? {} : { version },
       );
       if (removed === null) return noDeadLetter(jobId);
+      // The letter was the record: what it said stays in the log.
+      log(
+        `relayer discarded the dead letter of ${jobId} (${removed.cause}, ${removed.deliveries} deliveries: ${removed.reason}; ${removed.resolution})`,
+      );
       return c.json({ discarded: removed });
     } catch (error) {
       if (error instanceof ConflictError) {
@@ -1643,8 +1662,40 @@ export function createApp(deps: AppDeps): WebhookApp {
     )
   );
 
+  /** Per route: when a refusal was last logged, and how many came since. */
+  const refusals = new Map<string, { at: number; since: number }>();
+
+  /**
+   * One line for a refused request, at most once a minute per route, with
+   * the count since the last line. The route is the pattern it matched,
+   * never the path as sent: an id in the path is the caller's to choose.
+   * The detail is ours, and never holds a secret.
+   */
+  function logRefusal(c: Context, refusal: Refusal): void {
+    const route = `${c.req.method} ${c.req.routePath}`;
+    const at = now();
+    const seen = refusals.get(route);
+    if (
+      seen !== undefined && at >= seen.at &&
+      at - seen.at < REFUSALS_LOG_INTERVAL_MS
+    ) {
+      seen.since++;
+      return;
+    }
+    const more = seen === undefined || seen.since === 0
+      ? ""
+      : ` (${seen.since + 1} refused since the last line)`;
+    refusals.set(route, { at, since: 0 });
+    log(
+      `relayer ${route} refused ${refusal.response.status}${more}: ${refusal.detail}`,
+    );
+  }
+
   app.onError((error, c) => {
-    if (error instanceof Refusal) return error.response;
+    if (error instanceof Refusal) {
+      if (error.response.status === 401) logRefusal(c, error);
+      return error.response;
+    }
     if (error instanceof HTTPException) {
       return problem(
         error.status,
