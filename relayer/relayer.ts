@@ -1340,13 +1340,25 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
       throw new Error(`send: ${messageOf(error)}`, { cause: error });
     }
-    await d.write((options) =>
-      store.recordBroadcast(current.id, current.version, {
-        outcome: "sent",
-        txHash,
-        at: now(),
-      }, options)
-    );
+    try {
+      await d.write((options) =>
+        store.recordBroadcast(current.id, current.version, {
+          outcome: "sent",
+          txHash,
+          at: now(),
+        }, options)
+      );
+    } catch (error) {
+      if (error instanceof BusyError) throw error;
+      // The hash is in no store now (the record failed; "broadcasting"
+      // stays, so the payment waits, then is rescued with the same nonce,
+      // or goes to review): the delivery's reason, the worker's log line,
+      // is the only place an operator can find the tx that left.
+      throw new Error(
+        `sent ${txHash}, but its record failed: ${messageOf(error)}`,
+        { cause: error },
+      );
+    }
     // Sent is not settled: the queue brings the job back to read the receipt.
     throw new Error(`sent ${txHash}, waiting for confirmation`);
   }
