@@ -1414,6 +1414,106 @@ export function createApp(deps: AppDeps): WebhookApp {
     return c.json(read);
   });
 
+  // An operator's answer to a review (DESIGN §2): after checking the chain,
+  // settle (the hold captured first) or fail (the hold voided first), in
+  // one write on the version the operator read.
+  app.post("/v1/intents/:id/resolve", async (c) => {
+    requireOps(c);
+    const id = c.req.param("id");
+    const bad = (detail: string) =>
+      problem(400, "bad-resolution", "Bad resolution", detail);
+    if (!isIntentId(id)) return bad(`An intent id is ${INTENT_ID_RULE}.`);
+    let body: unknown;
+    try {
+      body = JSON.parse(await c.req.text());
+    } catch {
+      body = undefined;
+    }
+    const { to, version, ...rest } =
+      (typeof body === "object" && body !== null ? body : {}) as Record<
+        string,
+        unknown
+      >;
+    if (to !== "settled" && to !== "failed") {
+      return bad(
+        `Send {"to":"settled","version":"…"} once the chain shows one of its txs confirmed, or {"to":"failed","version":"…"} once it shows none can land; 'version' is the intent's as GET /v1/intents/${id} read it. 'to' must be "settled" or "failed": current value is ${
+          show(to)
+        }.`,
+      );
+    }
+    if (typeof version !== "string" || !/^[0-9a-f]{1,64}$/.test(version)) {
+      return bad(
+        `'version' must be the intent's version as GET /v1/intents/${id} read it: current value is ${
+          show(version)
+        }.`,
+      );
+    }
+    const extra = Object.keys(rest);
+    if (extra.length > 0) {
+      return bad(
+        `${
+          show(extra[0])
+        } is not a field of a resolution: send 'to' and 'version'.`,
+      );
+    }
+    let intent;
+    try {
+      intent = await store.getIntent(id);
+    } catch (error) {
+      return storeFailed(`read of intent ${id}`, error);
+    }
+    if (intent === null) {
+      return problem(
+        404,
+        "not-found",
+        "No such intent",
+        `There is no intent ${id}.`,
+      );
+    }
+    if (intent.state !== "needs_review") {
+      return problem(
+        409,
+        "not-in-review",
+        "Not in review",
+        `Intent ${id} is ${intent.state}, not needs_review: only a payment in review is resolved by hand.`,
+      );
+    }
+    if (intent.version !== version) {
+      return problem(
+        409,
+        "changed",
+        "Intent changed",
+        `Intent ${id} changed since it was read (version ${intent.version}, not ${version}): read it again, and decide on what it is now.`,
+      );
+    }
+    const ledger = to === "settled" ? "capture" : "void";
+    try {
+      const resolved = await store.transition(id, {
+        from: "needs_review",
+        to,
+        version,
+        at: now(),
+        ledger,
+      });
+      log(
+        `relayer review of ${id} resolved by an operator: ${to}, its hold ${
+          ledger === "capture" ? "captured" : "voided"
+        } first`,
+      );
+      return c.json({ intent: resolved });
+    } catch (error) {
+      if (error instanceof ConflictError) {
+        return problem(
+          409,
+          "refused",
+          "Resolution refused",
+          `Intent ${id} was not ${to}: ${error.message}.`,
+        );
+      }
+      return storeFailed(`resolution of intent ${id}`, error);
+    }
+  });
+
   app.get("/v1/dead-letters", async (c) => {
     requireOps(c);
     const limitText = c.req.query("limit");
@@ -1621,6 +1721,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/jobs": "POST",
     "/v1/intents": "POST",
     "/v1/intents/:id": "GET",
+    "/v1/intents/:id/resolve": "POST",
     "/v1/dead-letters": "GET",
     "/v1/dead-letters/:jobId/redrive": "POST",
     "/v1/dead-letters/:intentId/:kind/redrive": "POST",

@@ -1,0 +1,107 @@
+/**
+ * `POST /v1/intents/:id/resolve`: an operator settles or fails a payment in
+ * review (DESIGN §2, the hold captured or voided first), on the version
+ * they read, and nothing else.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
+
+const OPS = "ops-token-for-review-tests";
+const headers = { authorization: `Bearer ${OPS}` };
+
+/** An app whose store holds `pi_1` in review, its hold pending. */
+async function inReview() {
+  const store = new MemoryStore();
+  const lines: string[] = [];
+  const created = await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  const reviewed = await store.transition("pi_1", {
+    from: "settling",
+    to: "needs_review",
+    version: created.version,
+    at: 1,
+  });
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+    log: (line) => void lines.push(line),
+  });
+  const resolve = (body: unknown, id = "pi_1") =>
+    app.request(`/v1/intents/${id}/resolve`, {
+      method: "POST",
+      headers,
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+  return { store, app, lines, resolve, version: reviewed.version };
+}
+
+Deno.test("POST /v1/intents/:id/resolve settles a payment in review with its hold captured first, and fails one with its hold voided first, and says so in the log", async () => {
+  for (const [to, hold] of [["settled", "captured"], ["failed", "voided"]]) {
+    const { store, lines, resolve, version } = await inReview();
+    const res = await resolve({ to, version });
+    assert.equal(res.status, 200);
+    const { intent } = await res.json();
+    assert.equal(intent.state, to);
+    assert.equal(intent.hold, hold);
+    const stored = await store.getIntent("pi_1");
+    assert.equal(stored?.state, to);
+    assert.equal(stored?.hold, hold);
+    assert.ok(
+      lines.some((line) =>
+        line.includes(`review of pi_1 resolved by an operator: ${to}`)
+      ),
+      lines.join("\n"),
+    );
+  }
+});
+
+Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not in review, a hold that cannot move, a bad body, and no token, changing nothing", async () => {
+  const { store, app, resolve, version } = await inReview();
+  const stale = await resolve({ to: "failed", version: "0" });
+  assert.equal(stale.status, 409);
+  assert.match((await stale.json()).type, /changed$/);
+  for (
+    const [body, pattern] of [
+      [{ to: "settle", version }, /'to' must be "settled" or "failed"/],
+      [{ to: "failed" }, /'version' must be the intent's version/],
+      [{ to: "failed", version, note: "x" }, /"note" is not a field/],
+      ["not json", /'to' must be "settled" or "failed"/],
+    ] as const
+  ) {
+    const res = await resolve(body);
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).detail, pattern);
+  }
+  const unauthorized = await app.request("/v1/intents/pi_1/resolve", {
+    method: "POST",
+    body: JSON.stringify({ to: "failed", version }),
+  });
+  assert.equal(unauthorized.status, 401);
+  assert.equal((await resolve({ to: "failed", version }, "pi_2")).status, 404);
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // Voided by hand elsewhere: the funds were released, so it cannot settle.
+  await store.voidHold("pi_1");
+  const read = (await store.getIntent("pi_1"))!;
+  const refused = await resolve({ to: "settled", version: read.version });
+  assert.equal(refused.status, 409);
+  assert.match((await refused.json()).type, /refused$/);
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+  // Resolved once, it is no longer in review.
+  assert.equal(
+    (await resolve({ to: "failed", version: read.version })).status,
+    200,
+  );
+  const again = await resolve({ to: "failed", version: read.version });
+  assert.equal(again.status, 409);
+  assert.match((await again.json()).type, /not-in-review$/);
+});
