@@ -29,6 +29,18 @@
  *   used, and the job comes back with the next number once the server is
  *   up. At most `--concurrency` deliveries are in flight; about one in
  *   twelve is sent twice at once (same job, same number).
+ * - **The queue gives up** on about 45% of the jobs at a drawn count (1 to
+ *   `maxDeliveries + 1`): `POST /v1/deliveries` with `gaveUp` (a bridge's
+ *   give-up), sometimes two copies at once, repeated until acked and
+ *   sometimes once more later (which must change nothing). Mostly it gives
+ *   up while its last delivery is still in flight, and half of those
+ *   deliveries are held up until after the give-up was acked (a delivery
+ *   queued before its first store call): the give-up's lease must keep
+ *   them from sending. A job that ended with a dead letter on an intent
+ *   still created or authorized is sometimes published again (what the
+ *   redrive route advises for a queue of one's own), with a new message id
+ *   and a fresh count; the old letter stays until a new poisoning
+ *   replaces it.
  * - **The kills** come after a seeded number of answers since the last
  *   start, plus a seeded few milliseconds so they land mid-request; after
  *   the last one the run goes on, without kills, until every job has ended.
@@ -40,6 +52,10 @@
  * - I3: the states seen for an intent (at creation, sampled during the run,
  *   at the end) only move forward along the relayer's edges; a `created`
  *   intent never moves and never reaches the signer.
+ * - One nonce: once a `/send` for an intent may have left, every later
+ *   one is a rescue (`replace: true`); a fresh one could pay twice. No two
+ *   `/send` for one intent overlap at the signer (I5), unless one was in
+ *   flight at a kill.
  * - I6: every `/send` carried a `settling` intent with a `pending` hold;
  *   no intent is `settled` without a `captured` hold and a receipt the
  *   signer confirmed for one of its tx hashes (the last, or one a rescue
@@ -54,7 +70,7 @@
  *   poison whose resolution left `settling` in the same commit as its dead
  *   letter), and it is `authorized` only if its dead letter says "job
  *   dropped, intent still authorized" (the relayer leaves it to a later
- *   job). The one exception the at-least-once contract allows: a duplicate
+ *   job); `created` only with a dead letter. The one exception the at-least-once contract allows: a duplicate
  *   copy that died with the server after the other copy was acked; such an
  *   intent is reported, not counted as a violation.
  *
@@ -604,6 +620,14 @@ interface JobRecord {
   readonly lost: Set<number>;
   /** A copy died with the server after another copy of the same delivery was acked. */
   lostCopyAfterAck: boolean;
+  /** Which publication of the job this is: 1, then 2 after a re-publish. */
+  generation: number;
+  /** The queue's own limit: it gives up after this delivery (`null`: never). */
+  queueLimit: number | null;
+  /** Whether the give-up comes while the limit's delivery is still in flight. */
+  giveUpInFlight: boolean;
+  /** The queue's id of the message of this generation (for its give-up). */
+  messageId: string;
 }
 
 /** What the run counted. */
@@ -616,6 +640,11 @@ interface Stats {
   restarts: number;
   kills: KillWindow[];
   samples: number;
+  giveUps: number;
+  giveUpsInFlight: number;
+  giveUpRepeats: number;
+  republished: number;
+  heldUp: number;
 }
 
 // ---------------------------------------------------------------- the checks
@@ -780,6 +809,44 @@ function check(input: CheckInput): CheckResult {
         );
       }
     }
+    // One payment, one nonce: once a send may have left, every later send
+    // for the intent is a rescue (replace: same nonce); a fresh one could
+    // pay twice. And no two sends overlap at the signer (I5), unless one
+    // was in flight at a kill (its lease died with the process).
+    const spansKill = (send: SendRecord) =>
+      input.kills.some(({ from, to }) =>
+        send.arrivedAt <= to && (send.answeredAt ?? Infinity) >= from
+      );
+    const ordered = [...sends].sort((a, b) => a.arrivedAt - b.arrivedAt);
+    let mayHaveLeft = false;
+    for (const [i, send] of ordered.entries()) {
+      if (mayHaveLeft && !send.replace) {
+        flag(
+          id,
+          `double spend: /send ${
+            i + 1
+          } of ${ordered.length} is fresh (replace false) after one that may have left`,
+        );
+        break;
+      }
+      if (send.status === null || !send.notSent || spansKill(send)) {
+        mayHaveLeft = true;
+      }
+    }
+    for (let i = 0; i + 1 < ordered.length; i++) {
+      const a = ordered[i]!;
+      const b = ordered[i + 1]!;
+      if (
+        b.arrivedAt < (a.answeredAt ?? Infinity) && !spansKill(a) &&
+        !spansKill(b)
+      ) {
+        flag(
+          id,
+          `I5: /send ${i + 2} arrived while /send ${i + 1} was in flight`,
+        );
+        break;
+      }
+    }
     if (intent.state === "settled") {
       if (intent.hold !== "captured") {
         flag(id, `I6: settled with hold ${intent.hold ?? "none"}`);
@@ -816,9 +883,21 @@ function check(input: CheckInput): CheckResult {
           }
         }
       }
+      if (intent.state === "created" && view.deadLetter === null) {
+        if (job.lostCopyAfterAck) orphans.push(`${id} (created)`);
+        else flag(id, "left created after its job ended, with no dead letter");
+      }
       const final = job.final;
-      if (final?.outcome === "done") {
-        const reason = final.reason ?? "";
+      if (
+        final?.outcome === "done" &&
+        final.reason !==
+          "the queue repeated its give-up for a message already resolved: nothing changed"
+      ) {
+        // A give-up that found the payment paid says so after its own words.
+        const reason = (final.reason ?? "").replace(
+          /^the queue gave up after \d+ deliver(y|ies): /,
+          "",
+        );
         const settledBy = /^\S+ confirmed, intent settled$/.test(reason);
         const already = /^intent already (settled|failed|needs_review)$/.exec(
           reason,
@@ -937,6 +1016,8 @@ const SENDER_TIMEOUT_MS = 200;
 const LEASE_MS = 500;
 const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
+/** How many publications of a job have a queue that gives up (at a drawn count). */
+const GIVE_UP_RATE = 0.45;
 
 /**
  * Runs the crash test in a temp dir of its own (and, with `--store
@@ -1070,6 +1151,11 @@ async function runCrashTest(
     restarts: 0,
     kills: [],
     samples: 0,
+    giveUps: 0,
+    giveUpsInFlight: 0,
+    giveUpRepeats: 0,
+    republished: 0,
+    heldUp: 0,
   };
   const jobs = new Map<string, JobRecord>();
   const observed = new Map<string, State[]>();
@@ -1141,7 +1227,148 @@ async function runCrashTest(
   const unexpected: string[] = [];
   const limiter = new Limiter(options.concurrency);
 
-  const runJob = async (job: JobRecord): Promise<void> => {
+  /**
+   * Requests the queue no longer waits for: a delivery still in flight when
+   * it gave up, a give-up it repeats later. Awaited before the read-back.
+   */
+  const inflight = new Set<Promise<void>>();
+  const detach = (work: Promise<void>) => {
+    const tracked: Promise<void> = work.catch((error) => {
+      if (!(error instanceof DeadlineExceeded) && !failure) {
+        unexpected.push(
+          `a detached request failed: ${(error as Error).message}`,
+        );
+      }
+    }).finally(() => inflight.delete(tracked));
+    inflight.add(tracked);
+  };
+  /** Each give-up's first resolution, by message id: a repeat must answer the same. */
+  const firstResolution = new Map<string, string>();
+
+  /** Books the answers to one delivery (or give-up) numbered `n` into its job. */
+  const book = (
+    job: JobRecord,
+    n: number,
+    attempts: readonly Attempt[],
+    live: boolean,
+  ): { delayMs: number; acked: boolean; lostCopy: boolean } => {
+    let delayMs = 0;
+    let acked = false;
+    let lostCopy = false;
+    for (const attempt of attempts) {
+      if (attempt.kind === "lost") {
+        lostCopy = true;
+        job.lost.add(n);
+        delayMs = Math.max(delayMs, 50);
+        continue;
+      }
+      const { status, body: answer } = attempt;
+      if (answer.outcome === "poison") {
+        job.poisoned.push({
+          delivery: answer.delivery ?? n,
+          resolution: answer.resolution ?? "",
+        });
+      }
+      if (status === 200) {
+        acked = true;
+        if (live) job.final = answer;
+      } else if (status === 503) {
+        // delayMs is the policy's own delay; Retry-After is whole seconds
+        // rounded up, which would stretch a 20 ms policy into seconds.
+        const wait = typeof answer.delayMs === "number"
+          ? answer.delayMs
+          : Number(attempt.retryAfter ?? "1") * 1000 / 50;
+        delayMs = Math.max(delayMs, wait);
+      } else {
+        unexpected.push(
+          `${job.intentId}: delivery ${n} answered ${status} ${
+            JSON.stringify(answer)
+          }`,
+        );
+        delayMs = Math.max(delayMs, 100);
+      }
+    }
+    return { delayMs, acked, lostCopy };
+  };
+
+  /** `copies` requests at once, each signed afresh, once a server is up. */
+  const postCopies = (bodies: (copy: number) => string, copies: number) =>
+    Array.from({ length: copies }, (_, copy) => {
+      const body = bodies(copy);
+      return post(body, sign(body, Math.floor(Date.now() / 1000)));
+    });
+
+  /**
+   * The queue gives up on the job after delivery `n` (POST /v1/deliveries
+   * with `gaveUp`, as a bridge does), sometimes twice at once, until a copy
+   * is acked; sometimes it repeats the give-up later (best effort, as
+   * Pub/Sub's dead-lettering is), which must change nothing.
+   */
+  const giveUp = async (
+    job: JobRecord,
+    n: number,
+    messageId: string,
+    live: boolean,
+  ): Promise<void> => {
+    const payload = { intentId: job.intentId, kind: "settle" };
+    for (let tries = 1;; tries++) {
+      checkAlive();
+      if (tries > 200) {
+        unexpected.push(`${job.intentId}: give-up ${messageId} never acked`);
+        if (live) job.ended = true;
+        return;
+      }
+      const attempts = await limiter.run(async () => {
+        await Promise.race([server.waitUp(), failed.promise]);
+        checkAlive();
+        const copies = queueRandom() < 0.2 ? 2 : 1;
+        return await Promise.all(postCopies(
+          (copy) =>
+            JSON.stringify({
+              job: payload,
+              gaveUp: { deliveries: n, messageId },
+              copy,
+              // A queue's repeat is a new request, signed afresh.
+              nonce: crypto.randomUUID(),
+            }),
+          copies,
+        ));
+      });
+      const { acked, delayMs } = book(job, n, attempts, live);
+      for (const attempt of attempts) {
+        if (attempt.kind !== "answer" || attempt.status !== 200) continue;
+        const { outcome, resolution } = attempt.body;
+        if (outcome !== "poison") continue;
+        const first = firstResolution.get(messageId);
+        if (first === undefined) {
+          firstResolution.set(messageId, resolution ?? "");
+        } else if (first !== resolution) {
+          unexpected.push(
+            `${job.intentId}: give-up ${messageId} resolved ${
+              JSON.stringify(first)
+            }, and a repeat of it ${JSON.stringify(resolution)}`,
+          );
+        }
+      }
+      if (acked) {
+        if (!live) return;
+        job.ended = true;
+        if (queueRandom() < 0.25) {
+          stats.giveUpRepeats++;
+          const wait = Math.floor(queueRandom() * 150);
+          detach((async () => {
+            await sleep(wait);
+            if (!failure) await giveUp(job, n, messageId, false);
+          })());
+        }
+        return;
+      }
+      await Promise.race([sleep(delayMs), failed.promise]);
+    }
+  };
+
+  /** One publication of the job: deliveries until acked, or the queue's give-up. */
+  const runGeneration = async (job: JobRecord): Promise<void> => {
     const payload = { intentId: job.intentId, kind: "settle" };
     while (!job.ended) {
       checkAlive();
@@ -1152,68 +1379,120 @@ async function runCrashTest(
         job.ended = true;
         return;
       }
+      const last = job.queueLimit !== null &&
+        job.delivery + 1 >= job.queueLimit;
+      const early = last && job.giveUpInFlight;
+      // Sometimes the last delivery is held up before it reaches the
+      // service (or before its first store call) while the queue, which
+      // timed it out, gives up: the give-up lands first, within the lease.
+      const heldUp = early && queueRandom() < 0.5;
+      const giveUpAcked = deferred();
       // The slot first, then the gate: a delivery waiting for a slot must
       // not fire into a server that died meanwhile. Only requests already
       // in flight at a kill are lost, and the queue counts them.
-      const { n, attempts } = await limiter.run(async () => {
+      const { n, sent } = await limiter.run(async () => {
         await Promise.race([server.waitUp(), failed.promise]);
         checkAlive();
         const n = ++job.delivery;
+        const publication = job.generation;
         stats.deliveries++;
         const copies = queueRandom() < DUPLICATE_RATE ? 2 : 1;
         if (copies === 2) stats.duplicates++;
+        const holdMs = heldUp ? Math.floor(queueRandom() * 100) : 0;
         // Each copy is signed afresh, as a queue's redelivery is: the same
         // signed request twice is a replay, refused with 401 (DESIGN §15).
-        const attempts = await Promise.all(
-          Array.from({ length: copies }, (_, copy) => {
-            const body = JSON.stringify({ job: payload, delivery: n, copy });
-            return post(body, sign(body, Math.floor(Date.now() / 1000)));
-          }),
-        );
-        return { n, attempts };
-      });
-      let delayMs = 0;
-      let acked = false;
-      let lostCopy = false;
-      for (const attempt of attempts) {
-        if (attempt.kind === "lost") {
-          lostCopy = true;
-          job.lost.add(n);
-          delayMs = Math.max(delayMs, 50);
-          continue;
-        }
-        const { status, body: answer } = attempt;
-        if (answer.outcome === "poison") {
-          job.poisoned.push({
-            delivery: n,
-            resolution: answer.resolution ?? "",
+        const sent = (heldUp
+          ? giveUpAcked.promise.then(() =>
+            sleep(holdMs)
+          )
+          : Promise.resolve()).then(() => {
+            return Promise.all(postCopies(
+              (copy) =>
+                JSON.stringify({
+                  job: payload,
+                  delivery: n,
+                  copy,
+                  // A publication's delivery n is not an earlier one's: signed afresh.
+                  publication,
+                }),
+              copies,
+            ));
           });
-        }
-        if (status === 200) {
-          acked = true;
-          job.final = answer;
-        } else if (status === 503) {
-          // delayMs is the policy's own delay; Retry-After is whole seconds
-          // rounded up, which would stretch a 20 ms policy into seconds.
-          const wait = typeof answer.delayMs === "number"
-            ? answer.delayMs
-            : Number(attempt.retryAfter ?? "1") * 1000 / 50;
-          delayMs = Math.max(delayMs, wait);
-        } else {
-          unexpected.push(
-            `${job.intentId}: delivery ${n} answered ${status} ${
-              JSON.stringify(answer)
-            }`,
-          );
-          delayMs = Math.max(delayMs, 100);
-        }
+        if (!early) await sent;
+        return { n, sent };
+      });
+      if (early) {
+        // The queue's deadline for this delivery passed while it runs (its
+        // answer comes too late to count) and this was its last: it gives
+        // up with the delivery still in flight, at some point of it.
+        stats.giveUpsInFlight++;
+        detach(sent.then((attempts) => {
+          book(job, n, attempts, false);
+        }));
+        if (!heldUp) await sleep(Math.floor(queueRandom() * 40));
+        else stats.heldUp++;
+        stats.giveUps++;
+        await giveUp(job, n, job.messageId, true).finally(giveUpAcked.resolve);
+        return;
       }
+      const { delayMs, acked, lostCopy } = book(job, n, await sent, true);
       if (acked) {
         job.ended = true;
         if (lostCopy) job.lostCopyAfterAck = true;
         return;
       }
+      if (last) {
+        stats.giveUps++;
+        await giveUp(job, n, job.messageId, true);
+        return;
+      }
       await Promise.race([sleep(delayMs), failed.promise]);
+    }
+  };
+
+  /** The intent's view over the ops API, waiting out kills. */
+  const readIntent = async (id: string): Promise<IntentView | null> => {
+    for (let tries = 0; tries < 100; tries++) {
+      checkAlive();
+      await Promise.race([server.waitUp(), failed.promise]);
+      try {
+        const { status, body } = await ops(`/v1/intents/${id}`);
+        if (status === 200) return body as IntentView;
+        if (status === 404) return null;
+      } catch {
+        // the server died under the read
+      }
+      await sleep(20);
+    }
+    return null;
+  };
+
+  /**
+   * A job, and its publications: once one ends with a dead letter on an
+   * intent still created or authorized, an operator sometimes publishes the
+   * job afresh (what the redrive route advises for a queue of one's own),
+   * with a new message id and a fresh count.
+   */
+  const runJob = async (job: JobRecord): Promise<void> => {
+    for (;;) {
+      await runGeneration(job);
+      if (job.generation >= 2 || queueRandom() >= 0.5) return;
+      const view = await readIntent(job.intentId);
+      if (
+        view === null || view.deadLetter === null ||
+        (view.intent.state !== "created" && view.intent.state !== "authorized")
+      ) return;
+      stats.republished++;
+      job.generation++;
+      job.delivery = 0;
+      job.ended = false;
+      delete job.final;
+      job.lostCopyAfterAck = false;
+      job.messageId = `m-${job.intentId}-${job.generation}`;
+      job.queueLimit = queueRandom() < GIVE_UP_RATE
+        ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
+        : null;
+      job.giveUpInFlight = queueRandom() < 0.6;
     }
   };
 
@@ -1293,6 +1572,12 @@ async function runCrashTest(
         poisoned: [],
         lost: new Set(),
         lostCopyAfterAck: false,
+        generation: 1,
+        queueLimit: behaviourRandom() < GIVE_UP_RATE
+          ? 1 + Math.floor(behaviourRandom() * (policy.maxDeliveries + 1))
+          : null,
+        giveUpInFlight: behaviourRandom() < 0.6,
+        messageId: `m-${id}-1`,
       });
     }
     await Promise.all(plans.map((plan) =>
@@ -1319,6 +1604,16 @@ async function runCrashTest(
         throw failure;
       }),
     ]);
+    // A queue that gave up does not wait for the deliveries it left in
+    // flight; the check does: one may still move the intent.
+    while (inflight.size > 0) {
+      await Promise.race([
+        Promise.all([...inflight]),
+        failed.promise.then(() => {
+          throw failure;
+        }),
+      ]);
+    }
     allEnded = true;
     const runMs = now() - started;
 
@@ -1399,6 +1694,7 @@ async function runCrashTest(
         `answers      ${show(new Map([...stats.statuses].sort()))}`,
         `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed`,
         `samples      ${stats.samples} intent reads during the run`,
+        `give-ups     ${stats.giveUps} (${stats.giveUpsInFlight} with the last delivery in flight, ${stats.heldUp} of them held up until after the give-up, ${stats.giveUpRepeats} repeated later), ${stats.republished} jobs published again`,
         `final        ${show(states)}`,
         ...[...byBehaviour].sort().map(([behaviour, row]) =>
           `  ${behaviour.padEnd(21)}${show(row)}`
