@@ -1412,9 +1412,16 @@ export function createRelayer(options: RelayerOptions): Relayer {
           "the queue repeated its give-up for a message already resolved: nothing changed",
         );
       }
-      if (letter !== null && intent?.state !== "settling") {
+      if (
+        letter !== null && intent?.state !== "settling" &&
+        !(onlyOnce && intent?.state === "authorized")
+      ) {
         // A late duplicate, or a queue repeating its give-up: the dead
-        // letter on record says what the first resolution did.
+        // letter on record says what the first resolution did. Not a give-up
+        // of another message on an authorized intent (a job published again
+        // after a drop): it drops that job, so it writes its own letter and
+        // holds the lease below, or a delivery of that job still at work
+        // could send behind it and leave the intent settling with no job.
         await d.close();
         return plan.text;
       }

@@ -117,7 +117,12 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/fail
         // written then, though the call was made.
         if (sign === "replay") {
           assert.ok(res.status >= 400, `replay ${res.status}`);
-        } else assert.equal(writes(), before, `${sign} ${res.status} wrote`);
+        } else if (sign !== "good" || res.status !== 503) {
+          assert.equal(writes(), before, `${sign} ${res.status} wrote`);
+        }
+        // A good give-up answered 503 is busy: another message's give-up
+        // dropped the job of an authorized intent and holds its lease. It
+        // uses its signature (the replay record), and changes nothing else.
         assert.deepEqual(
           (await store.listDeadLetters({ limit: 1000 })).items,
           letters,
