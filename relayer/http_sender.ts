@@ -608,8 +608,11 @@ async function readText(
 ): Promise<{ text: string; truncated: boolean }> {
   if (response.body === null) return { text: "", truncated: false };
   const length = response.headers.get("content-length");
+  // Content-Length counts the bytes on the wire: with a Content-Encoding,
+  // fetch hands over the decoded body, which may be a thousand times more.
   if (
-    length !== null && /^\d{1,5}$/.test(length) && +length <= MAX_BODY_BYTES
+    length !== null && /^\d{1,5}$/.test(length) &&
+    +length <= MAX_BODY_BYTES && !response.headers.has("content-encoding")
   ) {
     // The usual answer, a short JSON body of a declared length: read whole
     // in one call (the chunk-by-chunk loop below cost more than the rest of
