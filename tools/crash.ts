@@ -236,10 +236,12 @@ type Behaviour =
   | "refused"
   | "pending"
   | "refused_then_poison"
-  | "notsent_then_confirm";
+  | "notsent_then_confirm"
+  | "refused_notsent_confirm";
 
 const BEHAVIOURS: readonly [Behaviour, number][] = [
-  ["confirm", 0.36],
+  ["confirm", 0.3],
+  ["refused_notsent_confirm", 0.06],
   ["slow", 0.1],
   ["poison", 0.16],
   ["refused", 0.1],
@@ -383,6 +385,14 @@ class SignerStub {
         return refused();
       case "refused_then_poison":
         return nth === 1 ? refused() : declaredPoison();
+      case "refused_notsent_confirm":
+        // Maybe sent, then a rescue that stayed home: the next send must
+        // still be a rescue (same nonce), or it could pay twice.
+        return nth === 1
+          ? refused()
+          : nth === 2
+          ? answer(503, { error: "replacement underpriced", notSent: true })
+          : accept();
       case "notsent_then_confirm":
         return nth === 1
           ? answer(503, { error: "nonce too low", notSent: true })
@@ -1697,7 +1707,7 @@ async function runCrashTest(
         `give-ups     ${stats.giveUps} (${stats.giveUpsInFlight} with the last delivery in flight, ${stats.heldUp} of them held up until after the give-up, ${stats.giveUpRepeats} repeated later), ${stats.republished} jobs published again`,
         `final        ${show(states)}`,
         ...[...byBehaviour].sort().map(([behaviour, row]) =>
-          `  ${behaviour.padEnd(21)}${show(row)}`
+          `  ${behaviour.padEnd(24)}${show(row)}`
         ),
         `dead letters ${deadLetters.length} in ${pages} pages (${
           show(causes)
