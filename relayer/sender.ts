@@ -7,20 +7,33 @@
 import type { Intent } from "../store/store.ts";
 
 /**
- * What a transaction's receipt says.
+ * What a transaction's receipt says: `confirmed` only for a tx mined **and
+ * successful** (the relayer then captures the hold and settles), `pending`
+ * while it may still be mined, `dropped` when the node no longer knows it
+ * (the relayer re-sends with the same nonce). A tx mined but reverted is
+ * none of these: the payment did not happen and its nonce is spent, so
+ * `receipt` throws, marked `poison()`, and the intent goes to review.
  *
  * @example Map a node's answer
  * ```ts
- * import type { ReceiptStatus } from "@relayer/poison";
+ * import { poison, type ReceiptStatus } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
- * // A node knows a mined receipt or a mempool entry; the relayer knows three words.
- * function statusOf(receipt: { blockNumber: number } | null, inMempool: boolean): ReceiptStatus {
+ * // A node knows a mined receipt (with its status) or a mempool entry.
+ * function statusOf(
+ *   receipt: { blockNumber: number; status: "success" | "reverted" } | null,
+ *   inMempool: boolean,
+ * ): ReceiptStatus {
+ *   if (receipt?.status === "reverted") {
+ *     // Never "confirmed": that would settle a payment that did not happen.
+ *     throw poison(new Error(`reverted in block ${receipt.blockNumber}`));
+ *   }
  *   if (receipt !== null) return "confirmed";
  *   return inMempool ? "pending" : "dropped";
  * }
- * assert.equal(statusOf({ blockNumber: 42 }, false), "confirmed");
+ * assert.equal(statusOf({ blockNumber: 42, status: "success" }, false), "confirmed");
  * assert.equal(statusOf(null, false), "dropped");
+ * assert.throws(() => statusOf({ blockNumber: 43, status: "reverted" }, false), /reverted/);
  * ```
  */
 export type ReceiptStatus = "confirmed" | "pending" | "dropped";
@@ -32,6 +45,16 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  * `notSent()` only when nothing left the process (the chain is clean), and
  * with `poison()` when no retry can help. Any other error is taken as
  * "maybe sent".
+ *
+ * The nonce is the Sender's to keep, one per intent:
+ * - `replace: false` comes only while nothing of the intent may have left:
+ *   sign with a fresh nonce and keep it with the intent's id;
+ * - `replace: true` is a rescue (a tx stuck or dropped, or a send whose
+ *   outcome is unknown): sign again with the nonce kept for the intent, at
+ *   a higher fee, so at most one of its txs can land. If none is kept (its
+ *   first send never reached the signer), nothing of it can be on the
+ *   chain, and a fresh nonce is safe; a signer that cannot tell must throw
+ *   (not `notSent`), and the intent ends in review, never paid twice.
  *
  * @example A Sender that marks what it knows
  * ```ts

@@ -1,15 +1,21 @@
 /**
- * A library user's own queue loop hands `deliver` and `giveUp` the queue's
- * number. The webhook refuses one over 2^53 − 1 as bad input; the library
- * entry must refuse it too, before anything is sent: past the send, the
- * resolution cannot keep it in a dead letter, and the payment was left
- * settling, sent, with no letter and a TypeError about milliseconds.
+ * What a library user's own code hands the relayer, and how it answers:
+ * their queue loop's delivery numbers (one over 2^53 − 1 is refused before
+ * anything is sent: past the send, the resolution could not keep it in a
+ * dead letter, and the payment was left settling with no letter), their
+ * dependencies (checked when the relayer is made), and their Sender's
+ * receipts as its docs say to write them.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
+import {
+  createRelayer,
+  MemoryStore,
+  poison,
+  ScriptedSender,
+} from "../../mod.ts";
 
 Deno.test("deliver() and giveUp() refuse a delivery number the store cannot keep with a RangeError, before anything is sent", async () => {
   for (const delivery of [2 ** 53, 1e300]) {
@@ -83,4 +89,29 @@ Deno.test("createRelayer() refuses a store, Sender, clock or random source it ca
     hold: "pending",
   });
   assert.ok(createRelayer({ store, sender }));
+});
+
+Deno.test("a Sender whose receipt() throws poison for a reverted tx, as the ReceiptStatus docs say, sends the intent to review at once, its hold pending, never settled", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = {
+    send: () => Promise.resolve({ txHash: "0xabc" }),
+    receipt: () => Promise.reject(poison(new Error("reverted in block 43"))),
+  };
+  const relayer = createRelayer({ store, sender });
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  assert.equal((await relayer.deliver(job, 1)).action, "retry"); // sent
+  const outcome = await relayer.deliver(job, 2);
+  assert.equal(outcome.action, "poison");
+  const intent = await store.getIntent("pi_0001");
+  assert.equal(intent?.state, "needs_review");
+  assert.equal(intent?.hold, "pending");
+  assert.match(
+    (await store.getDeadLetter("pi_0001/settle"))!.lastError,
+    /reverted in block 43/,
+  );
 });
