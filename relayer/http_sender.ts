@@ -5,7 +5,8 @@
  * - `POST {url}/send` with `{ intentId, replace, intent }` answers 2xx
  *   `{ txHash }`, or an error with `{ error, notSent?, poison? }`.
  * - `GET {url}/receipt/{txHash}` answers 2xx
- *   `{ status: "confirmed" | "pending" | "dropped" }`.
+ *   `{ status: "confirmed" | "pending" | "dropped" }`, or an error with
+ *   `{ error, poison? }` (`poison: true` for a tx mined but reverted).
  *
  * Only a flag the signer declares marks an error `notSent` or `poison`. A
  * timeout, a refused connection, a redirect, a 5xx or a 4xx without flags
@@ -128,8 +129,11 @@ interface Answer {
  * JSON, a 2xx without a `txHash`) throws a plain `Error`: the signer may
  * have sent, so the relayer never fails the payment on it.
  *
- * `receipt` reads `{url}/receipt/{txHash}` and returns its `status`; any
- * other answer throws a plain `Error`, which the relayer retries.
+ * `receipt` reads `{url}/receipt/{txHash}` and returns its `status`. An
+ * error answer that says `poison: true` (a tx mined but reverted: the
+ * payment did not happen, and its nonce is spent) throws `poison(...)`, and
+ * the intent goes to review; any other answer throws a plain `Error`, which
+ * the relayer retries.
  *
  * Redirects are not followed: a redirected POST may be re-sent or turned
  * into a GET, and the answer would not say which.
@@ -382,12 +386,20 @@ export class HttpSender implements Sender {
     );
     const json = parseJson(answer);
     if (!answer.ok) {
-      const error = (json as { error?: unknown } | undefined)?.error;
-      throw new Error(
+      const { error, poison: declared } =
+        (typeof json === "object" && json !== null ? json : {}) as Record<
+          string,
+          unknown
+        >;
+      const failure = new Error(
         `signer answered ${answer.status}: ${
           errorText(answer, error, (t) => this.#scrub(t))
         }`,
       );
+      // Only `poison`, and not on a redirect (not followed: its body is not
+      // the signer's answer); `notSent` says nothing of a receipt.
+      const redirect = answer.status >= 300 && answer.status < 400;
+      throw declared === true && !redirect ? poison(failure) : failure;
     }
     const status = (json as { status?: unknown } | undefined)?.status;
     if (RECEIPT_STATUSES.has(status)) return status as ReceiptStatus;

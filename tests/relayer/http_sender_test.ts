@@ -419,12 +419,21 @@ Deno.test("HttpSender.receipt() throws a plain Error on a bad answer", async () 
         /^signer answered 200 without a valid receipt status: ok$/,
       ],
       [
-        // Flags mean nothing on a receipt: it is retried like any failure.
+        // `notSent` means nothing on a receipt: retried like any failure.
         () =>
-          Response.json({ error: "no such tx", poison: true, notSent: true }, {
+          Response.json({ error: "no such tx", notSent: true }, {
             status: 404,
           }),
         /^signer answered 404: no such tx$/,
+      ],
+      [
+        // Nor does a redirect's body, whatever it flags.
+        () =>
+          Response.json({ error: "moved", poison: true }, {
+            status: 302,
+            headers: { location: "/elsewhere" },
+          }),
+        /^signer answered 302: moved$/,
       ],
       [
         () => new Response(null, { status: 502 }),
@@ -442,6 +451,30 @@ Deno.test("HttpSender.receipt() throws a plain Error on a bad answer", async () 
   await assert.rejects(
     new HttpSender({ url: "https://signer.example" }).receipt(""),
     TypeError,
+  );
+});
+
+Deno.test("HttpSender.receipt() throws poison when the signer declares it (a tx mined but reverted), so the intent goes to review at once, never settled", async () => {
+  await withSigner(
+    () =>
+      Response.json({ error: "reverted in block 43", poison: true }, {
+        status: 409,
+      }),
+    async (url) => {
+      await assert.rejects(
+        new HttpSender({ url }).receipt("0xabc"),
+        (error: unknown) => {
+          assert.ok(error instanceof Error);
+          assert.equal(
+            error.message,
+            "signer answered 409: reverted in block 43",
+          );
+          assert.equal(isPoison(error), true);
+          assert.equal(isNotSent(error), false);
+          return true;
+        },
+      );
+    },
   );
 });
 
