@@ -130,6 +130,7 @@ Deno.test(
     };
     try {
       await withLocalQueue(async (service) => {
+        await service.store.createIntent({ id: "pi_0001" });
         const res = await service.app.request("/v1/jobs", {
           method: "POST",
           headers: { authorization: `Bearer ${QUEUE_OPS_TOKEN}` },

@@ -108,7 +108,7 @@ export function localQueueConsumer(
           jobIdOf(job).padEnd(16)
         } failed unexpectedly (${failures} in a row), again in ${
           delayMs / 1000
-        }s: ${(error as Error)?.message ?? String(error)}`,
+        }s: ${describeError(error)}`,
       );
       await enqueue({ job, failures }, delayMs);
       return;

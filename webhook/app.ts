@@ -1658,6 +1658,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     const version = c.req.query("version");
+    if (version === "") {
+      return problem(
+        400,
+        "bad-version",
+        "Bad version",
+        "'version' is empty: take it from GET /v1/dead-letters, or leave it out to remove whatever letter is there.",
+      );
+    }
     try {
       const removed = await relayer.discard(
         jobId,
@@ -1690,6 +1698,21 @@ export function createApp(deps: AppDeps): WebhookApp {
         "no-local-queue",
         "No queue",
         "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL; in code: give createApp an enqueue).",
+      );
+    }
+    // A job for no intent would only retry "not found" until poisoned.
+    let intent;
+    try {
+      intent = await store.getIntent(job.intentId);
+    } catch (error) {
+      return storeFailed(`read of intent ${job.intentId}`, error);
+    }
+    if (intent === null) {
+      return problem(
+        404,
+        "not-found",
+        "No such intent",
+        `There is no intent ${job.intentId}: create it first (POST /v1/intents), then put its job on the queue.`,
       );
     }
     try {

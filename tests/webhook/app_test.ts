@@ -1171,9 +1171,22 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
   assert.equal(badOff.status, 400);
 
   const enqueued: unknown[] = [];
-  const { app } = await makeApp({
+  const { app, store } = await makeApp({
     deps: { enqueue: (j) => Promise.resolve(void enqueued.push(j)) },
   });
+  // A job for no intent would only retry "not found" until poisoned.
+  const missing = await app.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify(job),
+  });
+  assert.equal(missing.status, 404);
+  assert.match(
+    (await problemOf(missing)).detail,
+    /^There is no intent pi_0001: create it first/,
+  );
+  assert.deepEqual(enqueued, []);
+  await store.createIntent({ id: "pi_0001" });
   const ok = await app.request("/v1/jobs", {
     method: "POST",
     headers: ops,
@@ -1191,13 +1204,14 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
 
 Deno.test("createApp() POST /v1/jobs answers 503 when the queue refuses the job, logs why, and never shows the error", async () => {
   const lines: string[] = [];
-  const { app } = await makeApp({
+  const { app, store } = await makeApp({
     deps: {
       enqueue: () =>
         Promise.reject(new Error("QStash publish failed: 401 token=secret-x")),
       log: (line) => lines.push(line),
     },
   });
+  await store.createIntent({ id: "pi_0001" });
   const res = await app.request("/v1/jobs", {
     method: "POST",
     headers: ops,

@@ -69,7 +69,7 @@ Deno.test("localQueueConsumer() backs off a job that keeps failing unexpectedly,
   assert.ok(sent.every(([m]) => m.job.intentId === "pi_0001"));
   assert.equal(
     lines[2],
-    "queue   pi_0001/settle   failed unexpectedly (3 in a row), again in 20s: store unreachable",
+    "queue   pi_0001/settle   failed unexpectedly (3 in a row), again in 20s: Error: store unreachable",
   );
   // Back up: the next delivery is the policy's, and the count of failures
   // in a row starts again.

@@ -200,6 +200,13 @@ Deno.test("createApp() discards a dead letter no job can act on (DELETE), and re
       headers: ops,
     });
     assert.equal(stale.status, 409, url);
+    // An empty version is a mistake, not a letter that changed.
+    const empty = await app.request(`${url}?version=`, {
+      method: "DELETE",
+      headers: ops,
+    });
+    assert.equal(empty.status, 400, url);
+    assert.match((await empty.json()).detail, /^'version' is empty/);
     const res = await app.request(url, { method: "DELETE", headers: ops });
     assert.equal(res.status, 200, url);
     assert.equal(
