@@ -489,3 +489,104 @@ Deno.test("createQueueHandler() on a fake queue ends the seed's three payments a
   }
   assert.deepEqual(states, golden.trimEnd().split("\n").slice(-3));
 });
+
+/**
+ * A Sender whose first send waits until `release()`, then answers
+ * `0xbusy`; every receipt answers `receipt`.
+ */
+function heldSender(receipt: "pending" | "confirmed") {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let sends = 0;
+  let started!: () => void;
+  const sending = new Promise<void>((resolve) => (started = resolve));
+  return {
+    release,
+    sending,
+    get sends() {
+      return sends;
+    },
+    sender: {
+      async send() {
+        sends++;
+        started();
+        await released;
+        return { txHash: "0xbusy" };
+      },
+      receipt: () => Promise.resolve(receipt),
+    },
+  };
+}
+
+Deno.test("createQueueHandler() retries a busy copy with a delay, never acks it, even on the queue's last delivery: an acked copy may be the job's only one", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const held = heldSender("confirmed");
+  const relayer = createRelayer({
+    store,
+    sender: held.sender,
+    policy: { maxDeliveries: 3 },
+    random: () => 0,
+  });
+  const queue = createQueueHandler({ relayer, maxRetries: 2 });
+  const first = fakeMessage(job, 1, "a");
+  const sending = queue({ queue: "jobs", messages: [first] });
+  await held.sending; // the first copy's send is in flight, its lease held
+  // A copy on the queue's last delivery (max_retries 2 + 1), past the
+  // policy's maxDeliveries: busy is not failure, so no poison and no ack.
+  const copy = fakeMessage(job, 3, "b");
+  await queue({ queue: "jobs", messages: [copy] });
+  assert.equal(copy.calls.length, 1);
+  assert.match(copy.calls[0]!, /^retry [1-9][0-9]*$/);
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  held.release();
+  await sending;
+  assert.deepEqual(first.calls, ["retry 3"]); // sent, waiting for confirmation
+  assert.equal(held.sends, 1);
+});
+
+Deno.test("createQueueHandler({ deadLetterQueue }) retries a give-up that finds a send in flight, never acks it: acked, a give-up that was the job's last message would leave its intent settling with no job and no dead letter", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const held = heldSender("confirmed");
+  const relayer = createRelayer({
+    store,
+    sender: held.sender,
+    policy: { maxDeliveries: 3 },
+    random: () => 0,
+  });
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    relayer,
+    maxRetries: 2,
+    deadLetterQueue: "jobs-dlq",
+    log: (line) => lines.push(line),
+  });
+  // A delivery of the job sends; the queue meanwhile gives up on another
+  // copy of it (published twice, or redriven), which was busy to the end.
+  const delivery = fakeMessage(job, 1, "a");
+  const sending = queue({ queue: "jobs", messages: [delivery] });
+  await held.sending;
+  const giveUp = fakeMessage(job, 1, "dlq-1");
+  await queue({ queue: "jobs-dlq", messages: [giveUp] });
+  assert.equal(giveUp.calls.length, 1);
+  assert.match(giveUp.calls[0]!, /^retry [1-9][0-9]*$/);
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  held.release();
+  await sending;
+  assert.deepEqual(delivery.calls, ["retry 3"]); // sent, waiting for confirmation
+  // The give-up comes back: the tx confirmed, so it settles and acks.
+  const again = fakeMessage(job, 2, "dlq-1");
+  await queue({ queue: "jobs-dlq", messages: [again] });
+  assert.deepEqual(again.calls, ["ack"]);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "settled");
+  assert.equal(held.sends, 1);
+});
