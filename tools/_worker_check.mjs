@@ -763,6 +763,35 @@ async function check(flags) {
     console.log(
       `  [${label}] redrive, then the queue: ${redelivered().trim()}`,
     );
+    // The give-up above holds pi_0004's lease (for LEASE, 30 s), so the
+    // redriven job is busy: a retry, never an ack. It comes back, busy,
+    // until the queue gives up on it, and that give-up, busy too until the
+    // lease lapses, is retried on the dead-letter queue until it can keep
+    // its letter. Either busy answer acked (the log line reads the same)
+    // would leave the intent with no job and no dead letter: stranded.
+    const again = () =>
+      lines.find((line) => /pi_0004\/settle\s+#2 /.test(line));
+    const lettered = async () =>
+      (await call("/v1/intents/pi_0004", { headers: ops })).body.deadLetter;
+    const since = Date.now();
+    let letter;
+    while (!again() || !(letter = await lettered())) {
+      if (Date.now() > since + 60_000) {
+        fail(
+          `the redriven job of pi_0004, busy, ${
+            again() ? "was given up" : "was not delivered again"
+          }, and no dead letter followed: a busy answer was acked, and the intent is stranded\n${
+            lines.join("\n")
+          }`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    console.log(
+      `  [${label}] the redriven job, busy while the give-up's lease lasts: retried, given up, kept again (${letter.resolution}, ${
+        lines.filter((line) => /pi_0004\/settle.*busy/.test(line)).length
+      } busy answers)`,
+    );
   } finally {
     await mf.dispose();
   }
