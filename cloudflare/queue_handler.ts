@@ -141,6 +141,18 @@ export interface QueueHandlerOptions {
    */
   readonly deadLetterMaxRetries?: number | undefined;
   /**
+   * How many messages of a batch are handled at once. Cloudflare lets an
+   * invocation hold 6 connections at a time (fetches waiting for headers,
+   * and sockets such as a PostgreSQL client's) and queues the rest: a send
+   * queued there spends its `SENDER_TIMEOUT` waiting, and a send that
+   * timed out may have been sent, so its payment ends in review. Keep this
+   * plus the store's connections (postgres.js `max`) at 6 or below: 4 with
+   * a client of 2, as the PostgreSQL example Worker does.
+   *
+   * @default {4}
+   */
+  readonly concurrency?: number | undefined;
+  /**
    * Where the worker lines go: one per message, and one per unexpected
    * failure (its name and message, never a secret). A sink that throws
    * loses its line; every message is still acked or retried.
@@ -319,7 +331,7 @@ function checkDeadLetterRetries(
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
-  const { relayer, maxRetries = 3, deadLetterQueue } = options;
+  const { relayer, maxRetries = 3, deadLetterQueue, concurrency = 4 } = options;
   const sink = options.log ?? (() => {});
   // A log line is never a reason for a message to go unsettled: a sink
   // that throws loses the line, not the message.
@@ -334,6 +346,13 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     throw new RangeError(
       `Cannot create queue handler as 'maxRetries' must be an integer in 0..100: current value is ${
         String(maxRetries)
+      }`,
+    );
+  }
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 6) {
+    throw new RangeError(
+      `Cannot create queue handler as 'concurrency' must be an integer in 1..6 (a Worker holds 6 connections at a time): current value is ${
+        String(concurrency)
       }`,
     );
   }
@@ -443,8 +462,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
 
   return async function queue(batch: QueueBatch): Promise<void> {
     const unsettled: string[] = [];
-    await Promise.all(
-      batch.messages.map(async (message) => {
+    // `concurrency` lanes, each taking the next message when it is done.
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < batch.messages.length) {
+        const message = batch.messages[next++]!;
         try {
           await handle(
             batch.queue,
@@ -461,7 +483,13 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
             }`,
           );
         }
-      }),
+      }
+    };
+    await Promise.all(
+      Array.from(
+        { length: Math.min(concurrency, batch.messages.length) },
+        lane,
+      ),
     );
     if (unsettled.length > 0) {
       // A message neither acked nor retried when the handler returns counts

@@ -93,7 +93,7 @@ export interface PostgresWorkerOptions {
 }
 
 /**
- * Runs `use` on a `PostgresStore` over a client of its own, with at most 5
+ * Runs `use` on a `PostgresStore` over a client of its own, with at most 2
  * connections, and ends the client once `use` is done (in
  * `ctx.waitUntil`, so the answer need not wait for it).
  */
@@ -109,7 +109,9 @@ export async function withPostgresStore<T>(
   } as Pick<postgres.Options<Record<string, never>>, "ssl">;
   // No connection yet: postgres.js opens one on the first query, and
   // ending a client that never queried sends nothing.
-  const sql = postgres(database.url, { max: 5, ...tls });
+  // Two connections, and the queue handler's 4 lanes of signer calls: 6, the
+  // connections a Worker holds at a time (more wait, on the send's clock).
+  const sql = postgres(database.url, { max: 2, ...tls });
   try {
     return await use(new PostgresStore(sql));
   } finally {

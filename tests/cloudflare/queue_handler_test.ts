@@ -590,3 +590,47 @@ Deno.test("createQueueHandler({ deadLetterQueue }) retries a give-up that finds 
   assert.equal((await store.getIntent("pi_0001"))?.state, "settled");
   assert.equal(held.sends, 1);
 });
+
+Deno.test("createQueueHandler() handles at most `concurrency` messages of a batch at once (4 by default), so its sends and a store's connections stay within a Worker's 6, and refuses a concurrency outside 1..6", async () => {
+  for (const [concurrency, expected] of [[undefined, 4], [2, 2], [6, 6]]) {
+    const store = new MemoryStore();
+    let inFlight = 0;
+    let most = 0;
+    const ids = Array.from({ length: 10 }, (_, n) => `pi_${n}`);
+    for (const id of ids) {
+      await store.createIntent({ id, state: "authorized", hold: "pending" });
+    }
+    const sender = {
+      async send() {
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight--;
+        return { txHash: `0x${crypto.randomUUID().slice(0, 8)}` };
+      },
+      receipt: () => Promise.resolve("pending" as const),
+    };
+    const queue = createQueueHandler({
+      relayer: createRelayer({ store, sender, random: () => 0 }),
+      maxRetries: 9,
+      ...(concurrency === undefined ? {} : { concurrency }),
+    });
+    const messages = ids.map((id, n) =>
+      fakeMessage({ intentId: id, kind: "settle" }, 1, `m-${n}`)
+    );
+    await queue({ queue: "jobs", messages });
+    assert.equal(most, expected, `concurrency ${concurrency}`);
+    // Every message settled, each once.
+    assert.ok(messages.every((m) => m.calls.length === 1), "all settled");
+  }
+  for (const concurrency of [0, 7, 1.5, Number.NaN]) {
+    assert.throws(
+      () =>
+        createQueueHandler({
+          relayer: relayerOn(),
+          maxRetries: 9,
+          concurrency,
+        }),
+      /'concurrency' must be an integer in 1\.\.6/,
+    );
+  }
+});
