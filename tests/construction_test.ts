@@ -91,7 +91,7 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler() 
   const sql = postgres("postgres://relayer@127.0.0.1:9/payments", { max: 1 });
   const logged: string[] = [];
   const enqueued: Job[] = [];
-  const { app, queue } = await withoutSideEffects(() => {
+  const { app, queue, store } = await withoutSideEffects(() => {
     const store = new MemoryStore();
     new KvStore(
       {
@@ -151,11 +151,12 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler() 
       }),
       maxRetries: 3,
     });
-    return { app, queue };
+    return { app, queue, store };
   });
   await sql.end();
   // Built lazily, they still work once a request comes.
   assert.equal((await app.request("/healthz")).status, 200);
+  await store.createIntent({ id: "pi_0001" });
   const jobs = await app.request("/v1/jobs", {
     method: "POST",
     headers: { authorization: "Bearer an-ops-token-0123456789" },

@@ -57,6 +57,7 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
     try {
       const ops = { authorization: `Bearer ${OPS}` };
       const job = { intentId: "pi_0001", kind: "settle" };
+      await service.store.createIntent({ id: "pi_0001" });
       const posted = await service.app.request("/v1/jobs", {
         method: "POST",
         headers: ops,
