@@ -681,8 +681,13 @@ function errorText(
   if (typeof error === "string" && clip(error) !== "") {
     return clip(scrub(error));
   }
-  return clip(answer.statusText) || shownBody(answer, scrub) ||
+  const text = clip(answer.statusText) || shownBody(answer, scrub) ||
     "no error message";
+  // A 404 the signer did not explain is most often a base URL with a path
+  // the signer does not serve: every send would so end in review.
+  return answer.status === 404
+    ? `${text} (no such route: is the Sender's url the signer's base URL? It posts to <url>/send and reads <url>/receipt/<txHash>)`
+    : text;
 }
 
 /**

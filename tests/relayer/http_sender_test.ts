@@ -665,3 +665,25 @@ Deno.test("HttpSender.receipt() reads no more than 64 KiB of a body whose declar
     /signer answered 200 without a valid receipt status/,
   );
 });
+
+Deno.test("HttpSender says what a bare 404 most often means, a url the signer does not serve, so a wrong SENDER_URL is found from the first review's reason", async () => {
+  await withSigner(
+    () => new Response("", { status: 404, statusText: "Not Found" }),
+    async (url) => {
+      const sender = new HttpSender({ url: `${url}/wrong-path` });
+      for (
+        const call of [
+          async () => sender.send(await intent(), { replace: false }),
+          () => sender.receipt("0xabc"),
+        ]
+      ) {
+        await assert.rejects(
+          call(),
+          unknown(
+            "signer answered 404: Not Found (no such route: is the Sender's url the signer's base URL? It posts to <url>/send and reads <url>/receipt/<txHash>)",
+          ),
+        );
+      }
+    },
+  );
+});
