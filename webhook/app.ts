@@ -31,6 +31,7 @@
 import { describeError } from "../policy/_walk.ts";
 import { backoff } from "../policy/backoff.ts";
 import { jitter } from "../policy/jitter.ts";
+import { isPoison } from "../policy/sentinels.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -251,6 +252,9 @@ const READY_PROBE_ID = "readyz";
  * write now: no job has this id (an intent id holds no `/`).
  */
 const WRITE_PROBE_COUNT = "relayer/write-probe";
+
+/** How long an operator's failing of a payment in review waits for its txs' receipts, in all. */
+const RESOLVE_RECEIPTS_MS = 5_000;
 
 /** How often, at most, the log says that Google's keys cannot be fetched. */
 const KEYS_LOG_INTERVAL_MS = 60_000;
@@ -1486,6 +1490,26 @@ export function createApp(deps: AppDeps): WebhookApp {
         `Intent ${id} changed since it was read (version ${intent.version}, not ${version}): read it again, and decide on what it is now.`,
       );
     }
+    if (to === "failed" && intent.txHashes.length > 0) {
+      const seen = await receiptsOf(intent.txHashes);
+      if (seen.confirmed !== undefined) {
+        return problem(
+          409,
+          "tx-confirmed",
+          "A tx confirmed",
+          `Intent ${id}'s tx ${seen.confirmed} confirmed: the payment happened, so settle it ({"to":"settled"}) rather than fail it.`,
+        );
+      }
+      if (seen.unread !== undefined) {
+        return problem(
+          503,
+          "receipts-unread",
+          "Receipts unread",
+          `The receipt of ${seen.unread} could not be read (the relayer's log says why), and a payment with a tx that confirmed must not fail: try again.`,
+          { "retry-after": "5" },
+        );
+      }
+    }
     const ledger = to === "settled" ? "capture" : "void";
     try {
       const resolved = await store.transition(id, {
@@ -1513,6 +1537,45 @@ export function createApp(deps: AppDeps): WebhookApp {
       return storeFailed(`resolution of intent ${id}`, error);
     }
   });
+
+  /**
+   * Reads the receipts of `txHashes` one by one, within 5 s in all: the
+   * first confirmed, or the first that could not be read (a receipt the
+   * Sender declares poison, a tx mined but reverted, is read: not
+   * confirmed).
+   */
+  async function receiptsOf(
+    txHashes: readonly string[],
+  ): Promise<{ confirmed?: string; unread?: string }> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), RESOLVE_RECEIPTS_MS);
+    });
+    try {
+      for (const txHash of txHashes) {
+        let status;
+        try {
+          status = await Promise.race([deps.sender.receipt(txHash), late]);
+        } catch (error) {
+          if (isPoison(error)) continue;
+          log(`relayer receipt of ${txHash} failed: ${describeError(error)}`);
+          return { unread: txHash };
+        }
+        if (status === "late") {
+          log(
+            `relayer receipt of ${txHash} failed: no answer within ${
+              RESOLVE_RECEIPTS_MS / 1000
+            }s`,
+          );
+          return { unread: txHash };
+        }
+        if (status === "confirmed") return { confirmed: txHash };
+      }
+      return {};
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   app.get("/v1/dead-letters", async (c) => {
     requireOps(c);

@@ -8,13 +8,21 @@
 
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import {
+  MemoryStore,
+  poison,
+  type ReceiptStatus,
+  ScriptedSender,
+  type Sender,
+} from "../../mod.ts";
 
 const OPS = "ops-token-for-review-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 
 /** An app whose store holds `pi_1` in review, its hold pending. */
-async function inReview() {
+async function inReview(
+  options: { txHashes?: string[]; sender?: Sender } = {},
+) {
   const store = new MemoryStore();
   const lines: string[] = [];
   const created = await store.createIntent({
@@ -22,6 +30,7 @@ async function inReview() {
     state: "settling",
     hold: "pending",
     settlingSince: 0,
+    ...(options.txHashes ? { txHashes: options.txHashes } : {}),
   });
   const reviewed = await store.transition("pi_1", {
     from: "settling",
@@ -31,7 +40,7 @@ async function inReview() {
   });
   const app = createApp({
     store,
-    sender: new ScriptedSender({}),
+    sender: options.sender ?? new ScriptedSender({}),
     opsToken: OPS,
     log: (line) => void lines.push(line),
   });
@@ -104,4 +113,53 @@ Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not i
   const again = await resolve({ to: "failed", version: read.version });
   assert.equal(again.status, 409);
   assert.match((await again.json()).type, /not-in-review$/);
+});
+
+Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs confirmed, nor one whose receipts cannot be read, and fails one whose tx reverted or is pending", async () => {
+  const senderOf = (
+    receipts: Record<string, () => Promise<ReceiptStatus>>,
+  ): Sender => ({
+    send: () => Promise.reject(new Error("no sends here")),
+    receipt: (txHash) => receipts[txHash]!(),
+  });
+  const pending = () => Promise.resolve("pending" as const);
+  const confirmed = () => Promise.resolve("confirmed" as const);
+  const reverted = () => Promise.reject(poison(new Error("reverted")));
+  const down = () => Promise.reject(new Error("signer down"));
+  const cases: [
+    Record<string, () => Promise<ReceiptStatus>>,
+    number,
+    string,
+  ][] = [
+    [{ "0xa": pending, "0xb": confirmed }, 409, "tx-confirmed"],
+    [{ "0xa": down, "0xb": pending }, 503, "receipts-unread"],
+    [{ "0xa": reverted, "0xb": pending }, 200, "failed"],
+  ];
+  for (const [receipts, status, what] of cases) {
+    const { store, resolve, version, lines } = await inReview({
+      txHashes: ["0xa", "0xb"],
+      sender: senderOf(receipts),
+    });
+    const res = await resolve({ to: "failed", version });
+    assert.equal(res.status, status, what);
+    const body = await res.json();
+    if (status === 200) {
+      assert.equal(body.intent.state, "failed");
+      assert.equal(body.intent.hold, "voided");
+    } else {
+      assert.match(body.type, new RegExp(`${what}$`));
+      assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+      assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+    }
+    if (status === 409) assert.match(body.detail, /tx 0xb confirmed/);
+    if (status === 503) {
+      assert.ok(lines.some((line) => line.includes("signer down")));
+    }
+  }
+  // Settling asks no receipt: the operator has seen the chain.
+  const { resolve, version } = await inReview({
+    txHashes: ["0xa"],
+    sender: senderOf({ "0xa": down }),
+  });
+  assert.equal((await resolve({ to: "settled", version })).status, 200);
 });
