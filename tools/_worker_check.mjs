@@ -1274,11 +1274,22 @@ async function postgresCheck() {
       "the dead letters, read back from PostgreSQL",
     );
     assertEqual(queued(), PG_LINES, `${label} the queues' deliveries`);
+    // The forgeries above were refused, and the log said so (once a
+    // minute per route): the lines an operator reads for a queue that
+    // cannot get in.
+    const output = [...lines, ...after].map((line) => line.trim());
+    const refused = /^relayer POST \/v1\/\S+ refused 401: /;
+    assertEqual(
+      output.some((line) => refused.test(line)),
+      true,
+      `${label} a log line for the refused requests`,
+    );
     // Nothing else from workerd: no uncaught error (a client's end that
     // failed in waitUntil, I/O refused on behalf of another request).
     assertEqual(
-      [...lines, ...after].map((line) => line.trim()).filter((line) =>
-        line !== "" && !/^worker +pi_000[1-5]\/settle /.test(line)
+      output.filter((line) =>
+        line !== "" && !/^worker +pi_000[1-5]\/settle /.test(line) &&
+        !refused.test(line)
       ),
       [],
       `${label} workerd's other output`,
