@@ -1445,7 +1445,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         }.`,
       );
     }
-    if (typeof version !== "string" || !/^[0-9a-f]{1,64}$/.test(version)) {
+    // A store's version is opaque (KvStore's is "<stamp>:<stamp>", a
+    // store of one's own may use any text): only its shape is checked here,
+    // the store compares it.
+    if (typeof version !== "string" || !/^[\x21-\x7e]{1,200}$/.test(version)) {
       return bad(
         `'version' must be the intent's version as GET /v1/intents/${id} read it: current value is ${
           show(version)
