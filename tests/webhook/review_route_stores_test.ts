@@ -1,11 +1,12 @@
 /**
- * Review: POST /v1/intents/:id/resolve must accept the version that
- * GET /v1/intents/:id shows, on every shipped store. A store's version is
- * opaque (store.ts: "An opaque version of the intent and its hold"); KvStore's
- * is "<intent versionstamp>:<hold versionstamp>", which the route's
- * /^[0-9a-f]{1,64}$/ check refuses with a 400, so on the default deployment
- * (main.ts runs KvStore) no payment in review can be resolved.
+ * `POST /v1/intents/:id/resolve` takes the version `GET /v1/intents/:id`
+ * shows, on every shipped store: a store's version is opaque, and
+ * KvStore's ("<intent versionstamp>:<hold versionstamp>") was refused as
+ * not hex, so on main.ts's store no payment in review could be resolved.
+ *
+ * @module
  */
+
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { ScriptedSender } from "../../mod.ts";
