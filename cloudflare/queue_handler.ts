@@ -147,7 +147,11 @@ export interface QueueHandlerOptions {
    * queued there spends its `SENDER_TIMEOUT` waiting, and a send that
    * timed out may have been sent, so its payment ends in review. Keep this
    * plus the store's connections (postgres.js `max`) at 6 or below: 4 with
-   * a client of 2, as the PostgreSQL example Worker does.
+   * a client of 2, as the PostgreSQL example Worker does. A message makes
+   * one signer call at a time, except when it reads the receipts of an
+   * intent that was rescued (one per tx on record, at once, so the
+   * delivery waits one timeout for them): where rescues are common, lower
+   * this.
    *
    * @default {4}
    */

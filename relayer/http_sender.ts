@@ -333,7 +333,7 @@ export class HttpSender implements Sender {
       >;
     const failure = new Error(
       `signer answered ${answer.status}: ${
-        errorText(answer, error, (t) => this.#scrub(t))
+        errorText(answer, error, (t) => this.#scrub(t), "send")
       }`,
     );
     // Only a flag the signer set explicitly counts: a wrong "not sent"
@@ -393,7 +393,7 @@ export class HttpSender implements Sender {
         >;
       const failure = new Error(
         `signer answered ${answer.status}: ${
-          errorText(answer, error, (t) => this.#scrub(t))
+          errorText(answer, error, (t) => this.#scrub(t), "receipt")
         }`,
       );
       // Only `poison`, and not on a redirect (not followed: its body is not
@@ -675,6 +675,7 @@ function errorText(
   answer: Answer,
   error: unknown,
   scrub: (text: string) => string,
+  route: "send" | "receipt",
 ): string {
   // The signer's `error`, decoded from JSON: scrubbed again, since its
   // escapes (`\u0073`) hid it from the scrub of the raw body.
@@ -683,9 +684,10 @@ function errorText(
   }
   const text = clip(answer.statusText) || shownBody(answer, scrub) ||
     "no error message";
-  // A 404 the signer did not explain is most often a base URL with a path
-  // the signer does not serve: every send would so end in review.
-  return answer.status === 404
+  // A 404 the signer did not explain, on /send, is most often a base URL
+  // with a path the signer does not serve: every send would so end in
+  // review. (On /receipt it may only mean a tx the node does not know.)
+  return answer.status === 404 && route === "send"
     ? `${text} (no such route: is the Sender's url the signer's base URL? It posts to <url>/send and reads <url>/receipt/<txHash>)`
     : text;
 }

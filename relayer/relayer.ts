@@ -692,6 +692,19 @@ function assertDependencies(
 }
 
 /**
+ * A send the signer accepted whose record then met another delivery's
+ * lease: busy, as any held lease is, with the hash kept for the log line,
+ * the only place it is then found.
+ */
+class SentBusyError extends BusyError {
+  constructor(readonly txHash: string, cause: BusyError) {
+    super(`sent ${txHash}, but its record failed: ${cause.message}`, {
+      cause,
+    });
+  }
+}
+
+/**
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
  *
@@ -873,7 +886,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } catch (error) {
       failure = error;
     }
-    if (failure instanceof BusyError) return await busy(job, n, d);
+    if (failure instanceof BusyError) return await busy(job, n, d, failure);
     const decision = decide(failure, n, policy, { random });
     if (decision.action === "retry" || d.claimMaybeUsed) {
       // After a write whose answer was lost, no resolution: whether the
@@ -972,13 +985,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * the holder may crash and leave the intent to us. The lease's TTL bounds
    * how long this can last.
    */
-  async function busy(job: Job, n: number, d: Delivery): Promise<Outcome> {
+  async function busy(
+    job: Job,
+    n: number,
+    d: Delivery,
+    failure?: BusyError,
+  ): Promise<Outcome> {
     await d.close();
+    const sent = failure instanceof SentBusyError
+      ? `; sent ${failure.txHash} first, but its record failed`
+      : "";
     return {
       action: "retry",
       delivery: n,
       delayMs: retryDelayMs(n),
-      reason: `intent ${job.intentId} is busy with another delivery`,
+      reason: `intent ${job.intentId} is busy with another delivery${sent}`,
     };
   }
 
@@ -1163,13 +1184,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
     await d.close(); // a replay stops here, before the signer
     // Every receipt at once: a delivery waits one Sender timeout for them,
     // not one per tx (up to 32), and stays within its queue's deadline.
-    const [status, confirmed] = await Promise.all([
-      sender.receipt(txHash),
+    const [read, confirmed] = await Promise.all([
+      sender.receipt(txHash).then(
+        (status) => ({ status }),
+        (error: unknown) => ({ error }),
+      ),
       earlier.length > 0 ? confirmedAmong(earlier, d) : undefined,
     ]);
-    if (status !== "confirmed" && confirmed !== undefined) {
+    // An earlier tx that confirmed settles, whatever the last one's receipt
+    // says (even a failure to read it, or a revert declared poison).
+    if (
+      (!("status" in read) || read.status !== "confirmed") &&
+      confirmed !== undefined
+    ) {
       return settledOn(confirmed);
     }
+    if (!("status" in read)) throw read.error;
+    const { status } = read;
     switch (status) {
       case "confirmed":
         return settledOn(txHash);
@@ -1349,7 +1380,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
         }, options)
       );
     } catch (error) {
-      if (error instanceof BusyError) throw error;
+      if (error instanceof BusyError) {
+        // Busy, as any held lease is, and the hash still goes in the log.
+        throw new SentBusyError(txHash, error);
+      }
       // The hash is in no store now (the record failed; "broadcasting"
       // stays, so the payment waits, then is rescued with the same nonce,
       // or goes to review): the delivery's reason, the worker's log line,

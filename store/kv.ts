@@ -404,8 +404,8 @@ function addLease(
 /**
  * How long past its lapse a lease key stays: Deno KV deletes an expired
  * key at the earliest when `expireIn` has passed on its own clock, so a
- * writer's clock would have to run an hour behind the database's for a
- * live lease to go. A lease a crashed delivery or a give-up left is so
+ * live lease could go only if the writer's clock ran an hour ahead of the
+ * clocks that read it. A lease a crashed delivery or a give-up left is so
  * gone an hour after it lapsed, not kept until its intent's next write.
  */
 const LEASE_KEY_GRACE_MS = 60 * 60 * 1000;

@@ -115,3 +115,36 @@ Deno.test("a Sender whose receipt() throws poison for a reverted tx, as the Rece
     /reverted in block 43/,
   );
 });
+
+Deno.test("an earlier tx that confirmed settles the payment even when the last one's receipt fails or is declared poison", async () => {
+  for (
+    const failure of [
+      () => poison(new Error("reverted in block 43")),
+      () => new Error("node unreachable"),
+    ]
+  ) {
+    const store = new MemoryStore();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      txHashes: ["0xold", "0xnew"],
+      lastBroadcast: { outcome: "sent", txHash: "0xnew", at: 0 },
+    });
+    const sender = {
+      send: () => Promise.reject(new Error("no sends here")),
+      receipt: (txHash: string) =>
+        txHash === "0xold"
+          ? Promise.resolve("confirmed" as const)
+          : Promise.reject(failure()),
+    };
+    const relayer = createRelayer({ store, sender, now: () => 1 });
+    const outcome = await relayer.deliver(
+      { intentId: "pi_0001", kind: "settle" },
+      1,
+    );
+    assert.equal(outcome.action, "done", outcome.reason);
+    assert.equal((await store.getIntent("pi_0001"))?.state, "settled");
+  }
+});
