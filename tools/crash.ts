@@ -843,18 +843,20 @@ function check(input: CheckInput): CheckResult {
         mayHaveLeft = true;
       }
     }
-    for (let i = 0; i + 1 < ordered.length; i++) {
-      const a = ordered[i]!;
-      const b = ordered[i + 1]!;
-      if (
-        b.arrivedAt < (a.answeredAt ?? Infinity) && !spansKill(a) &&
-        !spansKill(b)
-      ) {
-        flag(
-          id,
-          `I5: /send ${i + 2} arrived while /send ${i + 1} was in flight`,
-        );
-        break;
+    // Every pair, not only neighbours: a send that spans a kill between two
+    // others must not hide their overlap.
+    overlap: for (let j = 1; j < ordered.length; j++) {
+      const b = ordered[j]!;
+      if (spansKill(b)) continue;
+      for (let i = 0; i < j; i++) {
+        const a = ordered[i]!;
+        if (b.arrivedAt < (a.answeredAt ?? Infinity) && !spansKill(a)) {
+          flag(
+            id,
+            `I5: /send ${j + 1} arrived while /send ${i + 1} was in flight`,
+          );
+          break overlap;
+        }
       }
     }
     if (intent.state === "settled") {
