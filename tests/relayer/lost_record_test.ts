@@ -19,20 +19,23 @@ import {
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
-Deno.test("createRelayer() names the tx hash of a send whose record failed, in the delivery's reason", async () => {
+/**
+ * An authorized pi_0001 on a MemoryStore whose record of a sent broadcast
+ * fails with `error`, and a relayer whose Sender sends `txHash`.
+ */
+async function recordFails(error: Error, txHash: string) {
   const memory = new MemoryStore();
   await memory.createIntent({
     id: "pi_0001",
     state: "authorized",
     hold: "pending",
   });
-  // The real store, but its record of a sent broadcast fails.
   const store: Store = new Proxy(memory, {
     get(target, key) {
       if (key === "recordBroadcast") {
         return (...args: Parameters<Store["recordBroadcast"]>) =>
           args[2].outcome === "sent"
-            ? Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:5432"))
+            ? Promise.reject(error)
             : target.recordBroadcast(...args);
       }
       const value = Reflect.get(target, key, target);
@@ -41,10 +44,19 @@ Deno.test("createRelayer() names the tx hash of a send whose record failed, in t
   });
   const relayer = createRelayer({
     store,
-    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xfeed" }] } }),
+    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash }] } }),
     now: () => 0,
     random: () => 0,
   });
+  return { memory, relayer };
+}
+
+Deno.test("createRelayer() names the tx hash of a send whose record failed, in the delivery's reason", async () => {
+  // The real store, but its record of a sent broadcast fails.
+  const { memory, relayer } = await recordFails(
+    new Error("connect ECONNREFUSED 127.0.0.1:5432"),
+    "0xfeed",
+  );
   const outcome = await relayer.deliver(job, 1);
   assert.equal(outcome.action, "retry");
   // The store kept no hash: the send is on record only as begun.
@@ -58,34 +70,12 @@ Deno.test("createRelayer() names the tx hash of a send whose record failed, in t
 });
 
 Deno.test("createRelayer() names the tx hash of a send whose record met another delivery's lease, and answers busy", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
   // A store of one's own that checks the lease before the version: the
   // record of the send meets another delivery's lease.
-  const store: Store = new Proxy(memory, {
-    get(target, key) {
-      if (key === "recordBroadcast") {
-        return (...args: Parameters<Store["recordBroadcast"]>) =>
-          args[2].outcome === "sent"
-            ? Promise.reject(
-              new BusyError("Cannot write pi_0001 as another holds its lease"),
-            )
-            : target.recordBroadcast(...args);
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  const relayer = createRelayer({
-    store,
-    sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xbeef" }] } }),
-    now: () => 0,
-    random: () => 0,
-  });
+  const { relayer } = await recordFails(
+    new BusyError("Cannot write pi_0001 as another holds its lease"),
+    "0xbeef",
+  );
   const outcome = await relayer.deliver(job, 1);
   assert.equal(outcome.action, "retry");
   assert.match(outcome.reason, /is busy with another delivery/);

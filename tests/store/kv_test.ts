@@ -229,25 +229,31 @@ Deno.test("KvStore reads an intent stored without mayHaveSent as one that may ha
   }
 });
 
+/** `kv`, recording each set's key and `expireIn` as `seen`, in order. */
+function recordingSets(kv: Deno.Kv) {
+  const seen: [Deno.KvKey, number | undefined][] = [];
+  const recording: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const set = atomic.set.bind(atomic);
+      atomic.set = (key, value, options) => {
+        seen.push([key, options?.expireIn]);
+        return set(key, value, options);
+      };
+      return atomic;
+    },
+  };
+  return { kv: recording, seen };
+}
+
 Deno.test("KvStore has Deno KV expire a replay record when it lapses and a delivery count 8 days after its last write, so neither outlives its use nor goes early", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
     // What each set asks of Deno KV: the key's last part and its expireIn.
-    const expiries: [unknown, number | undefined][] = [];
-    const recording: KvLike = {
-      getMany: (keys) => kv.getMany(keys),
-      list: (selector, options) => kv.list(selector, options),
-      atomic(): KvAtomic {
-        const atomic = kv.atomic();
-        const set = atomic.set.bind(atomic);
-        atomic.set = (key, value, options) => {
-          expiries.push([key.at(-1), options?.expireIn]);
-          return set(key, value, options);
-        };
-        return atomic;
-      },
-    };
-    const store = new KvStore(recording);
+    const sets = recordingSets(kv);
+    const store = new KvStore(sets.kv);
     const day = 24 * 60 * 60 * 1000;
     // A claim alone, a count alone, and both in one admission.
     await store.admit({
@@ -271,7 +277,9 @@ Deno.test("KvStore has Deno KV expire a replay record when it lapses and a deliv
       claim: { key: "sig-3", now: 4000, expiresAt: 304_000 },
     });
     assert.deepEqual(
-      expiries.filter(([, expireIn]) => expireIn !== undefined),
+      sets.seen.filter(([, expireIn]) => expireIn !== undefined).map((
+        [key, expireIn],
+      ) => [key.at(-1), expireIn]),
       [
         ["sig-1", 360_000],
         ["pi_1/settle", 8 * day],
@@ -288,21 +296,8 @@ Deno.test("KvStore has Deno KV expire a replay record when it lapses and a deliv
 Deno.test("KvStore has Deno KV expire a lease key an hour after the lease lapses, so one a crashed delivery left does not stay until the intent's next write", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
-    const leases: (number | undefined)[] = [];
-    const recording: KvLike = {
-      getMany: (keys) => kv.getMany(keys),
-      list: (selector, options) => kv.list(selector, options),
-      atomic(): KvAtomic {
-        const atomic = kv.atomic();
-        const set = atomic.set.bind(atomic);
-        atomic.set = (key, value, options) => {
-          if (key.at(-2) === "lease") leases.push(options?.expireIn);
-          return set(key, value, options);
-        };
-        return atomic;
-      },
-    };
-    const store = new KvStore(recording);
+    const sets = recordingSets(kv);
+    const store = new KvStore(sets.kv);
     const i = await store.createIntent({
       id: "pi_1",
       state: "settling",
@@ -313,7 +308,10 @@ Deno.test("KvStore has Deno KV expire a lease key an hour after the lease lapses
     await store.beginBroadcast("pi_1", i.version, 4000, {
       lease: { owner: "a", ttlMs: 30_000, now: 4000, keep: true },
     });
-    assert.deepEqual(leases, [30_000 + 60 * 60 * 1000]);
+    assert.deepEqual(
+      sets.seen.filter(([key]) => key.at(-2) === "lease").map(([, e]) => e),
+      [30_000 + 60 * 60 * 1000],
+    );
   } finally {
     kv.close();
   }

@@ -17,6 +17,22 @@ import {
 
 const DAY = 24 * 60 * 60 * 1000;
 
+/**
+ * A settling pi_1 whose delivery "a" wrote ahead at 0, keeping its lease
+ * for 60 s, and died: the intent as that write left it.
+ */
+async function leaseLeft(store: PostgresStore) {
+  const created = await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  return await store.beginBroadcast("pi_1", created.version, 0, {
+    lease: { owner: "a", ttlMs: 60_000, now: 0, keep: true },
+  });
+}
+
 Deno.test({
   name:
     "PostgresStore: a lease a crashed delivery left is deleted by the next write that releases, once it has lapsed",
@@ -24,16 +40,8 @@ Deno.test({
   async fn() {
     const { store, sql, schema, close } = await openPostgresStore();
     try {
-      const created = await store.createIntent({
-        id: "pi_1",
-        state: "settling",
-        hold: "pending",
-        settlingSince: 0,
-      });
       // Delivery a writes ahead, keeps its lease for 60 s, and dies.
-      const ahead = await store.beginBroadcast("pi_1", created.version, 0, {
-        lease: { owner: "a", ttlMs: 60_000, now: 0, keep: true },
-      });
+      const ahead = await leaseLeft(store);
       // Delivery b, after the lease lapsed, records and ends the intent.
       const recorded = await store.recordBroadcast(
         "pi_1",
@@ -64,15 +72,7 @@ Deno.test({
   async fn() {
     const { store, sql, schema, close } = await openPostgresStore();
     try {
-      const created = await store.createIntent({
-        id: "pi_1",
-        state: "settling",
-        hold: "pending",
-        settlingSince: 0,
-      });
-      await store.beginBroadcast("pi_1", created.version, 0, {
-        lease: { owner: "a", ttlMs: 60_000, now: 0, keep: true },
-      });
+      await leaseLeft(store);
       const leases = async () => {
         const [row] = await sql.unsafe(
           `SELECT count(*)::int AS n FROM "${schema}".leases`,
