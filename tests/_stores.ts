@@ -83,3 +83,32 @@ export function watchWrites(store: Store): { store: Store; writes(): number } {
   });
   return { store: watched, writes: () => writes };
 }
+
+/**
+ * A store whose `transition` calls wait at the gate: `reached` resolves
+ * when the first one arrives (a delivery that read the intent is at its
+ * write-ahead), and `release()` lets them all through.
+ */
+export function gateTransitions(store: Store): {
+  store: Store;
+  reached: Promise<void>;
+  release(): void;
+} {
+  let reach!: () => void;
+  const reached = new Promise<void>((r) => reach = r);
+  let release!: () => void;
+  const gate = new Promise<void>((r) => release = r);
+  const gated = new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key !== "transition") return value.bind(target);
+      return async (...args: unknown[]) => {
+        reach();
+        await gate;
+        return await value.apply(target, args);
+      };
+    },
+  });
+  return { store: gated, reached, release };
+}

@@ -14,7 +14,7 @@ import {
   type ReceiptStatus,
   type Sender,
 } from "../../mod.ts";
-import { BACKENDS } from "../_stores.ts";
+import { BACKENDS, gateTransitions } from "../_stores.ts";
 
 /** A signer that counts sends and leaves every tx pending. */
 class CountingSigner implements Sender {
@@ -77,32 +77,21 @@ for (const backend of BACKENDS) {
         });
         // The new job's delivery reads the intent, then its write-ahead
         // waits until the new message's give-up has landed.
-        let looked!: () => void;
-        const lookedAt = new Promise<void>((r) => looked = r);
-        let release!: () => void;
-        const gate = new Promise<void>((r) => release = r);
-        const gated = new Proxy(store, {
-          get(target, key) {
-            const value = Reflect.get(target, key, target);
-            if (typeof value !== "function") return value;
-            if (key !== "transition") return value.bind(target);
-            return async (...args: unknown[]) => {
-              looked();
-              await gate;
-              return await value.apply(target, args);
-            };
-          },
-        });
+        const gated = gateTransitions(store);
         const sender = new CountingSigner();
-        const delivering = createRelayer({ store: gated, sender, policy });
+        const delivering = createRelayer({
+          store: gated.store,
+          sender,
+          policy,
+        });
         const givingUp = createRelayer({ store, sender, policy });
         const delivery = delivering.deliver(JOB, 1);
-        await lookedAt;
+        await gated.reached;
         const gaveUp = await givingUp.giveUp(JOB, {
           deliveries: 3,
           queue: { queue: "pubsub", messageId: "m-1" },
         });
-        release();
+        gated.release();
         const outcome = await delivery;
         assert.equal(gaveUp.action, "poison");
         assert.match(gaveUp.resolution ?? "", /^job dropped/);

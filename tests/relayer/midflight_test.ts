@@ -11,7 +11,7 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { BACKENDS } from "../_stores.ts";
+import { BACKENDS, gateTransitions } from "../_stores.ts";
 
 /** A signer that answers sends and receipts after a pause. */
 class SlowSigner implements Sender {
@@ -178,32 +178,17 @@ for (const backend of BACKENDS) {
       // the queue's give-up has landed: a delivery whose store count lags
       // the queue's (a crash before it was counted), still at work when
       // the queue gave up.
-      let looked!: () => void;
-      const lookedAt = new Promise<void>((r) => looked = r);
-      let release!: () => void;
-      const gate = new Promise<void>((r) => release = r);
-      const gated = new Proxy(store, {
-        get(target, key) {
-          const value = Reflect.get(target, key, target);
-          if (typeof value !== "function") return value;
-          if (key !== "transition") return value.bind(target);
-          return async (...args: unknown[]) => {
-            looked();
-            await gate;
-            return await value.apply(target, args);
-          };
-        },
-      });
+      const gated = gateTransitions(store);
       const sender = new SlowSigner(0, 0, "pending");
-      const delivering = createRelayer({ store: gated, sender, policy });
+      const delivering = createRelayer({ store: gated.store, sender, policy });
       const givingUp = createRelayer({ store, sender, policy });
       const delivery = delivering.deliver(JOB, 1);
-      await lookedAt;
+      await gated.reached;
       const gaveUp = await givingUp.giveUp(JOB, {
         deliveries: 3,
         queue: { queue: "pubsub", messageId: "m-1" },
       });
-      release();
+      gated.release();
       const outcome = await delivery;
       assert.equal(gaveUp.action, "poison");
       assert.match(gaveUp.resolution ?? "", /^job dropped/);

@@ -27,21 +27,9 @@ import {
   postgresUrl,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { deadLetter } from "./_contract.ts";
 
 const ignore = !postgresAvailable;
-
-function letter(jobId: string, poisonedAt: number): DeadLetter {
-  return {
-    jobId,
-    intentId: jobId.split("/")[0]!,
-    deliveries: 3,
-    cause: "exhausted",
-    reason: "no luck after 3 deliveries",
-    resolution: "job dropped, intent still created",
-    lastError: "not authorized yet",
-    poisonedAt,
-  };
-}
 
 Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client that transforms what it reads", async () => {
   // A client on a port nothing listens on: construction must not touch it.
@@ -464,7 +452,7 @@ Deno.test({
         const store = new PostgresStore(sql, { schema });
         await store.migrate();
         await store.createIntent({ id: "pi_1", hold: "pending" });
-        await store.putDeadLetter(letter("pi_1/settle", 1));
+        await store.putDeadLetter(deadLetter("pi_1/settle", 1));
         assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
       });
     }),
@@ -682,7 +670,7 @@ Deno.test({
         );
 
         // Two redrives of one letter: one wins, and the count is reset.
-        await first.putDeadLetter(letter(`${id}/settle`, round));
+        await first.putDeadLetter(deadLetter(`${id}/settle`, round));
         const stored = (await first.getDeadLetter(`${id}/settle`))!;
         const redrives = await settled(
           stores.map((store) => store.redrive(stored.jobId, stored.version)),
@@ -885,7 +873,7 @@ Deno.test({
           ...(deadLetter ? { deadLetter } : {}),
         }, options);
       const noLastError = await refused(fail({
-        ...letter("pi_1/settle", 5),
+        ...deadLetter("pi_1/settle", 5),
         lastError: undefined as unknown as string,
       }));
       assert.ok(noLastError instanceof TypeError);
@@ -899,7 +887,9 @@ Deno.test({
         const write of [
           () => store.admit({ count: "pi_1/settle", claim: keyless, now: 5 }),
           () =>
-            store.putDeadLetter(letter("pi_1/settle", 5), { claim: keyless }),
+            store.putDeadLetter(deadLetter("pi_1/settle", 5), {
+              claim: keyless,
+            }),
         ]
       ) {
         const error = await refused(write());
@@ -921,7 +911,7 @@ Deno.test({
       );
       assert.match(ownerless.message, /'lease\.owner' must be a string/);
       const causeless = await refused(fail({
-        ...letter("pi_1/settle", 5),
+        ...deadLetter("pi_1/settle", 5),
         cause: "bored" as DeadLetter["cause"],
       }));
       assert.match(
@@ -1155,7 +1145,7 @@ Deno.test({
   async fn() {
     const { store, close } = await openPostgresStore();
     try {
-      await store.putDeadLetter(letter("pi_1/settle", 1));
+      await store.putDeadLetter(deadLetter("pi_1/settle", 1));
       const { version } = (await store.getDeadLetter("pi_1/settle"))!;
       await assert.rejects(
         store.redrive("pi_1/settle", version, { enqueue: { job: 1 } }),
