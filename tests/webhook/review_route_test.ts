@@ -201,3 +201,66 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+// A pending tx "may still be mined" (ReceiptStatus): failing the payment
+// voids its hold while the tx can still pay the payee, which is what
+// routes.md's "none can land any more" rules out. A Sender whose node has
+// mined a tx it has not indexed yet answers pending too.
+Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs is still pending, and fails one whose txs were all dropped or reverted", async () => {
+  const sender = (receipts: Record<string, () => Promise<ReceiptStatus>>) => ({
+    send: () => Promise.reject(new Error("no sends here")),
+    receipt: (txHash: string) => receipts[txHash]!(),
+  });
+  const dropped = () => Promise.resolve("dropped" as const);
+  const pending = () => Promise.resolve("pending" as const);
+  const reverted = () => Promise.reject(poison(new Error("reverted")));
+  for (const last of [pending, dropped]) {
+    const { store, resolve, version } = await inReview({
+      txHashes: ["0xa", "0xb"],
+      sender: sender({ "0xa": reverted, "0xb": last }),
+    });
+    const res = await resolve({ to: "failed", version });
+    const body = await res.json();
+    if (last === pending) {
+      assert.equal(res.status, 409, JSON.stringify(body));
+      assert.match(body.type, /tx-pending$/);
+      assert.match(body.detail, /0xb/);
+      assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+      assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+    } else {
+      assert.equal(res.status, 200, JSON.stringify(body));
+      assert.equal(body.intent.state, "failed");
+    }
+  }
+});
+
+// Up to 32 txs on record, each read in turn against one 5 s budget: a
+// signer that answers every receipt in 2 s can never let an operator fail
+// a payment with 3 txs (503 on every try). The relayer reads them at once
+// for this very reason.
+Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5 s, not one after another", async () => {
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+  const slowDropped = () =>
+    new Promise<ReceiptStatus>((resolve) => {
+      const id = setTimeout(() => {
+        timers.delete(id);
+        resolve("dropped");
+      }, 2_000);
+      timers.add(id);
+    });
+  const { resolve, version } = await inReview({
+    txHashes: ["0xa", "0xb", "0xc"],
+    sender: {
+      send: () => Promise.reject(new Error("no sends here")),
+      receipt: slowDropped,
+    },
+  });
+  try {
+    const res = await resolve({ to: "failed", version });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(body.intent.state, "failed");
+  } finally {
+    for (const id of timers) clearTimeout(id);
+  }
+});
