@@ -1512,6 +1512,16 @@ export function createApp(deps: AppDeps): WebhookApp {
           { "retry-after": "5" },
         );
       }
+      if (seen.pending !== undefined) {
+        // Pending "may still be mined" (ReceiptStatus): voiding the hold
+        // now could leave a payment made behind a voided hold.
+        return problem(
+          409,
+          "tx-pending",
+          "A tx is pending",
+          `Intent ${id}'s tx ${seen.pending} is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
+        );
+      }
     }
     const ledger = to === "settled" ? "capture" : "void";
     try {
@@ -1542,39 +1552,48 @@ export function createApp(deps: AppDeps): WebhookApp {
   });
 
   /**
-   * Reads the receipts of `txHashes` one by one, within 5 s in all: the
-   * first confirmed, or the first that could not be read (a receipt the
-   * Sender declares poison, a tx mined but reverted, is read: not
-   * confirmed).
+   * Reads the receipts of `txHashes`, all at once and within 5 s in all
+   * (up to 32: one after another, a slow signer would never let a review
+   * fail): one confirmed, else one that could not be read, else one still
+   * pending. A receipt the Sender declares poison (a tx mined but
+   * reverted) is read: not confirmed, and it cannot land.
    */
   async function receiptsOf(
     txHashes: readonly string[],
-  ): Promise<{ confirmed?: string; unread?: string }> {
+  ): Promise<{ confirmed?: string; unread?: string; pending?: string }> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), RESOLVE_RECEIPTS_MS);
     });
     try {
-      for (const txHash of txHashes) {
-        let status;
+      const read = await Promise.all(txHashes.map(async (txHash) => {
         try {
-          status = await Promise.race([deps.sender.receipt(txHash), late]);
-        } catch (error) {
-          if (isPoison(error)) continue;
-          log(`relayer receipt of ${txHash} failed: ${describeError(error)}`);
-          return { unread: txHash };
-        }
-        if (status === "late") {
+          const status = await Promise.race([
+            deps.sender.receipt(txHash),
+            late,
+          ]);
+          if (status !== "late") return status;
           log(
             `relayer receipt of ${txHash} failed: no answer within ${
               RESOLVE_RECEIPTS_MS / 1000
             }s`,
           );
-          return { unread: txHash };
+        } catch (error) {
+          if (isPoison(error)) return "reverted";
+          log(`relayer receipt of ${txHash} failed: ${describeError(error)}`);
         }
-        if (status === "confirmed") return { confirmed: txHash };
-      }
-      return {};
+        return "unread";
+      }));
+      const first = (status: string) => {
+        const i = read.indexOf(status as (typeof read)[number]);
+        return i === -1 ? undefined : txHashes[i];
+      };
+      const confirmed = first("confirmed");
+      if (confirmed !== undefined) return { confirmed };
+      const unread = first("unread");
+      if (unread !== undefined) return { unread };
+      const pending = first("pending");
+      return pending === undefined ? {} : { pending };
     } finally {
       clearTimeout(timer);
     }

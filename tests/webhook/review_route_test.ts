@@ -122,7 +122,7 @@ Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not i
   assert.match((await again.json()).type, /not-in-review$/);
 });
 
-Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs confirmed, nor one whose receipts cannot be read, and fails one whose tx reverted or is pending", async () => {
+Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs confirmed, nor one whose receipts cannot be read, and fails one whose tx reverted or was dropped", async () => {
   const senderOf = (
     receipts: Record<string, () => Promise<ReceiptStatus>>,
   ): Sender => ({
@@ -133,6 +133,7 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs
   const confirmed = () => Promise.resolve("confirmed" as const);
   const reverted = () => Promise.reject(poison(new Error("reverted")));
   const down = () => Promise.reject(new Error("signer down"));
+  const dropped = () => Promise.resolve("dropped" as const);
   const cases: [
     Record<string, () => Promise<ReceiptStatus>>,
     number,
@@ -140,7 +141,7 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs
   ][] = [
     [{ "0xa": pending, "0xb": confirmed }, 409, "tx-confirmed"],
     [{ "0xa": down, "0xb": pending }, 503, "receipts-unread"],
-    [{ "0xa": reverted, "0xb": pending }, 200, "failed"],
+    [{ "0xa": reverted, "0xb": dropped }, 200, "failed"],
   ];
   for (const [receipts, status, what] of cases) {
     const { store, resolve, version, lines } = await inReview({
@@ -263,4 +264,24 @@ Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5
   } finally {
     for (const id of timers) clearTimeout(id);
   }
+});
+
+Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come within 5 s, and leaves no timer behind", async () => {
+  const { store, resolve, version, lines } = await inReview({
+    txHashes: ["0xa", "0xb"],
+    sender: {
+      send: () => Promise.reject(new Error("no sends here")),
+      receipt: (txHash) =>
+        txHash === "0xa"
+          ? Promise.resolve("dropped")
+          : new Promise<ReceiptStatus>(() => {}),
+    },
+  });
+  const res = await resolve({ to: "failed", version });
+  const body = await res.json();
+  assert.equal(res.status, 503, JSON.stringify(body));
+  assert.match(body.type, /receipts-unread$/);
+  assert.match(body.detail, /0xb/);
+  assert.ok(lines.some((line) => /0xb failed: no answer within 5s/.test(line)));
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
 });
