@@ -744,6 +744,42 @@ interface CheckResult {
 }
 
 /** Every check of the run; pure over what was collected. */
+/** Whether `send` was in flight while the service was down (a kill). */
+function spansKill(
+  send: { readonly arrivedAt: number; readonly answeredAt: number | null },
+  kills: readonly { readonly from: number; readonly to: number }[],
+): boolean {
+  return kills.some(({ from, to }) =>
+    send.arrivedAt <= to && (send.answeredAt ?? Infinity) >= from
+  );
+}
+
+/**
+ * The first two of `sends` (ordered by arrival) that overlap at the signer
+ * (I5), as their indexes, neither in flight at a kill (its lease died with
+ * the process); every pair, not only neighbours, so a send that spans a
+ * kill between two others does not hide their overlap.
+ */
+export function overlappingSends(
+  sends: readonly {
+    readonly arrivedAt: number;
+    readonly answeredAt: number | null;
+  }[],
+  kills: readonly { readonly from: number; readonly to: number }[],
+): [number, number] | undefined {
+  for (let j = 1; j < sends.length; j++) {
+    const b = sends[j]!;
+    if (spansKill(b, kills)) continue;
+    for (let i = 0; i < j; i++) {
+      const a = sends[i]!;
+      if (b.arrivedAt < (a.answeredAt ?? Infinity) && !spansKill(a, kills)) {
+        return [i, j];
+      }
+    }
+  }
+  return undefined;
+}
+
 function check(input: CheckInput): CheckResult {
   const violations: string[] = [];
   const orphans: string[] = [];
@@ -823,10 +859,6 @@ function check(input: CheckInput): CheckResult {
     // for the intent is a rescue (replace: same nonce); a fresh one could
     // pay twice. And no two sends overlap at the signer (I5), unless one
     // was in flight at a kill (its lease died with the process).
-    const spansKill = (send: SendRecord) =>
-      input.kills.some(({ from, to }) =>
-        send.arrivedAt <= to && (send.answeredAt ?? Infinity) >= from
-      );
     const ordered = [...sends].sort((a, b) => a.arrivedAt - b.arrivedAt);
     let mayHaveLeft = false;
     for (const [i, send] of ordered.entries()) {
@@ -839,25 +871,20 @@ function check(input: CheckInput): CheckResult {
         );
         break;
       }
-      if (send.status === null || !send.notSent || spansKill(send)) {
+      if (
+        send.status === null || !send.notSent || spansKill(send, input.kills)
+      ) {
         mayHaveLeft = true;
       }
     }
-    // Every pair, not only neighbours: a send that spans a kill between two
-    // others must not hide their overlap.
-    overlap: for (let j = 1; j < ordered.length; j++) {
-      const b = ordered[j]!;
-      if (spansKill(b)) continue;
-      for (let i = 0; i < j; i++) {
-        const a = ordered[i]!;
-        if (b.arrivedAt < (a.answeredAt ?? Infinity) && !spansKill(a)) {
-          flag(
-            id,
-            `I5: /send ${j + 1} arrived while /send ${i + 1} was in flight`,
-          );
-          break overlap;
-        }
-      }
+    const overlap = overlappingSends(ordered, input.kills);
+    if (overlap !== undefined) {
+      flag(
+        id,
+        `I5: /send ${overlap[1] + 1} arrived while /send ${
+          overlap[0] + 1
+        } was in flight`,
+      );
     }
     if (intent.state === "settled") {
       if (intent.hold !== "captured") {
