@@ -1373,6 +1373,11 @@ export function createApp(deps: AppDeps): WebhookApp {
           ? { hold: "pending" as const }
           : {}),
       });
+      log(
+        `relayer intent ${intent.id} created by an operator: ${intent.state}, hold ${
+          intent.hold ?? "none"
+        }`,
+      );
       return c.json({ intent }, 201);
     } catch (error) {
       // Every field is checked above: a TypeError now is the store's own
@@ -1814,6 +1819,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         { "retry-after": "5" },
       );
     }
+    log(`relayer job ${jobIdOf(job)} queued by an operator`);
     return c.json({ job: jobIdOf(job), enqueued: true }, 202);
   });
 

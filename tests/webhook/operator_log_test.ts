@@ -149,3 +149,31 @@ Deno.test("createApp() logs an operator's redrive and discard of a dead letter, 
   // What the letter said goes with it into the log: it is gone from the store.
   assert.match(lines[1]!, /job dropped, intent not found/);
 });
+
+Deno.test("createApp() logs an operator's intent and job, naming them", async () => {
+  const lines: string[] = [];
+  const enqueued: unknown[] = [];
+  const webhook = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+    enqueue: (job) => Promise.resolve(void enqueued.push(job)),
+    log: (line) => void lines.push(line),
+  });
+  const created = await webhook.request("/v1/intents", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+  });
+  assert.equal(created.status, 201);
+  const queued = await webhook.request("/v1/jobs", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify(job),
+  });
+  assert.equal(queued.status, 202);
+  assert.deepEqual(lines, [
+    "relayer intent pi_0001 created by an operator: authorized, hold pending",
+    "relayer job pi_0001/settle queued by an operator",
+  ]);
+});
