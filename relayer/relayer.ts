@@ -630,7 +630,7 @@ function assertKeptDelivery(what: string, delivery: unknown): void {
   }
 }
 
-/** The methods a `Store` has, each of which the relayer may call. */
+/** The methods of a `Store`: an object lacking one is not a store. */
 const STORE_METHODS = [
   "createIntent",
   "getIntent",

@@ -158,9 +158,10 @@ export interface AppDeps extends RelayerOptions {
   /**
    * Where the worker lines go: one per delivery (`worker  pi_0001/settle
    * #1  retry  (reason)`) and one per unexpected failure (its name and
-   * message; never a secret, never a stack over HTTP); one per redrive and
-   * discard of a dead letter; and, at most once a minute per route, one
-   * for refused (401) requests, with their count.
+   * message; never a secret, never a stack over HTTP); one per operator's
+   * new intent, job, redrive, discard and resolution of a review; and, at
+   * most once a minute per route, one for refused (401) requests, with
+   * their count.
    *
    * @default {a function that discards them}
    */
@@ -1365,20 +1366,15 @@ export function createApp(deps: AppDeps): WebhookApp {
         } is not a field of a new intent: send 'id', and 'state' ("created" or "authorized") and 'hold' ("pending") if you need them.`,
       );
     }
+    let intent: Intent;
     try {
-      const intent = await store.createIntent({
+      intent = await store.createIntent({
         id: id as string,
         ...(state ? { state } : {}),
         ...(state === "authorized" || hold === "pending"
           ? { hold: "pending" as const }
           : {}),
       });
-      log(
-        `relayer intent ${intent.id} created by an operator: ${intent.state}, hold ${
-          intent.hold ?? "none"
-        }`,
-      );
-      return c.json({ intent }, 201);
     } catch (error) {
       // Every field is checked above: a TypeError now is the store's own
       // failure (fetch throws one when the network fails), not the caller's.
@@ -1387,6 +1383,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
       return storeFailed(`creation of intent ${id}`, error);
     }
+    log(
+      `relayer intent ${intent.id} created by an operator: ${intent.state}, hold ${
+        intent.hold ?? "none"
+      }`,
+    );
+    return c.json({ intent }, 201);
   });
 
   app.get("/v1/intents/:id", async (c) => {
@@ -1529,20 +1531,15 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
     }
     const ledger = to === "settled" ? "capture" : "void";
+    let resolved: Intent;
     try {
-      const resolved = await store.transition(id, {
+      resolved = await store.transition(id, {
         from: "needs_review",
         to,
         version,
         at: now(),
         ledger,
       });
-      log(
-        `relayer review of ${id} resolved by an operator: ${to}, its hold ${
-          ledger === "capture" ? "captured" : "voided"
-        } first`,
-      );
-      return c.json({ intent: resolved });
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(
@@ -1554,6 +1551,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
       return storeFailed(`resolution of intent ${id}`, error);
     }
+    log(
+      `relayer review of ${id} resolved by an operator: ${to}, its hold ${
+        ledger === "capture" ? "captured" : "voided"
+      } first`,
+    );
+    return c.json({ intent: resolved });
   });
 
   /**
@@ -1756,23 +1759,24 @@ export function createApp(deps: AppDeps): WebhookApp {
         "'version' is empty: take it from GET /v1/dead-letters, or leave it out to remove whatever letter is there.",
       );
     }
+    let removed: DeadLetter | null;
     try {
-      const removed = await relayer.discard(
+      removed = await relayer.discard(
         jobId,
         version === undefined ? {} : { version },
       );
-      if (removed === null) return noDeadLetter(jobId);
-      // The letter was the record: what it said stays in the log.
-      log(
-        `relayer discarded the dead letter of ${jobId} (${removed.cause}, ${removed.deliveries} deliveries: ${removed.reason}; ${removed.resolution})`,
-      );
-      return c.json({ discarded: removed });
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-discard", "Cannot discard", error.message);
       }
       return storeFailed(`discard of ${jobId}`, error);
     }
+    if (removed === null) return noDeadLetter(jobId);
+    // The letter was the record: what it said stays in the log.
+    log(
+      `relayer discarded the dead letter of ${jobId} (${removed.cause}, ${removed.deliveries} deliveries: ${removed.reason}; ${removed.resolution})`,
+    );
+    return c.json({ discarded: removed });
   }
 
   app.post("/v1/jobs", async (c) => {
