@@ -1332,10 +1332,12 @@ export class PostgresStore implements Store {
    * On the first write of this process to this database and schema (see
    * `SWEEPS`), and after every {@linkcode SWEEP_EVERY} counters and replay
    * records written since by its stores (by an admission or inside a
-   * delivery's write), the next write that counts or claims first deletes up to {@linkcode SWEEP_LIMIT} expired
-   * rows of each table (each expired row is already as good as absent).
-   * Each row written expires at most once, and more are deleted than were
-   * written since the last sweep, so the tables do not grow without bound.
+   * delivery's write), the next write that counts or claims first deletes
+   * up to {@linkcode SWEEP_LIMIT} expired rows of each table (each expired
+   * row is already as good as absent), and as many leases that lapsed over
+   * an hour ago. Each row written expires at most once, and more are
+   * deleted than were written since the last sweep, so the tables do not
+   * grow without bound.
    */
   async #sweep(now: number): Promise<void> {
     const sweeps = this.#sweeps;
