@@ -238,9 +238,9 @@ interface SweepSchedule {
 /**
  * The sweep schedules of this process (an isolate on Workers), one per
  * database and schema (see {@linkcode sweepKey}), shared by every store on
- * it: a store made per request (a
- * Worker's, over its request's client) sweeps once every
- * {@linkcode SWEEP_EVERY} writes, not on every request. A new process
+ * it: a store made per request (a Worker's, over its request's client)
+ * sweeps once every {@linkcode SWEEP_EVERY} writes, not on every request.
+ * A new process
  * starts at 0: its first write that counts or claims sweeps, so one that
  * restarts before its 64th (a crash loop, a cold isolate) still sweeps.
  */
