@@ -170,6 +170,18 @@ export interface RelayerOptions {
    * @default {30000}
    */
   readonly leaseMs?: number;
+  /**
+   * How far apart the clocks of the instances sharing a store may be, in
+   * milliseconds. A lease's expiry and a send's `broadcasting` are written
+   * by one instance's clock and read by another's: another delivery's
+   * lease and send in flight are taken as live this much longer, so a
+   * contender whose clock runs ahead (or a holder's behind) by up to this
+   * never acts while a send may still be in flight (I5). A crashed
+   * delivery's lease so blocks others this much longer.
+   *
+   * @default {5000}
+   */
+  readonly clockSkewMs?: number;
 }
 
 /**
@@ -759,10 +771,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
     now = Date.now,
     random = Math.random,
     leaseMs = 30_000,
+    clockSkewMs = 5_000,
   } = options;
   assertDependencies(store, sender, now, random);
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
+  assertMs("create relayer", "clockSkewMs", clockSkewMs, 0);
   const giveUpReceiptsMs = Math.min(GIVE_UP_RECEIPTS_MS, leaseMs / 2);
   // Drawn on the first delivery, not here: building a relayer at a
   // Worker's top level must not draw random numbers.
@@ -784,10 +798,22 @@ export function createRelayer(options: RelayerOptions): Relayer {
     claimMaybeUsed = false;
     constructor(readonly owner: string, public claim: Claim | undefined) {}
 
-    /** The options of the next write: `keep` holds the lease across a send. */
+    /**
+     * The options of the next write: `keep` holds the lease across a send.
+     * Its time is read `clockSkewMs` early and its life that much longer:
+     * the expiry written is the same, and another's lease counts as live
+     * for `clockSkewMs` more, whatever its holder's clock said.
+     */
     options(keep = false): WriteOptions {
+      const at = now();
+      const early = Math.min(clockSkewMs, at);
       return {
-        lease: { owner: this.owner, ttlMs: leaseMs, now: now(), keep },
+        lease: {
+          owner: this.owner,
+          ttlMs: leaseMs + early,
+          now: at - early,
+          keep,
+        },
         ...(this.claim ? { claim: this.claim } : {}),
       };
     }
@@ -1158,7 +1184,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
     ) {
       // A broadcast may be out there: wait for it, then rescue it.
       if (
-        intent.broadcasting !== null && now() - intent.broadcasting < leaseMs
+        intent.broadcasting !== null &&
+        now() - intent.broadcasting < leaseMs + clockSkewMs
       ) {
         // Begun less than a lease ago: its delivery may still hold the
         // lease and be sending. Busy, not this job's failure (§13).

@@ -24,8 +24,12 @@ import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
 import { deadLetter } from "../store/_contract.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-/** Past the default lease (30 s): a give-up that dropped a job of an authorized intent holds it until then. */
-const LEASE_LAPSED_MS = 30_000;
+/**
+ * Past the default lease (30 s) and the clock skew another instance may
+ * have (5 s): a give-up that dropped a job of an authorized intent holds
+ * it until then.
+ */
+const LEASE_LAPSED_MS = 35_000;
 
 /**
  * A chain for pi_0001: sends play `script` in order; each receipt answers

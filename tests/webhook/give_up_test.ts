@@ -357,7 +357,7 @@ Deno.test("POST /v1/pubsub/dead-letter knows a second dead-lettered copy of a me
     },
   );
   assert.equal(redriven.status, 202);
-  clock.now += 30_000; // past the lease the give-up held on the intent
+  clock.now += 35_000; // past the lease the give-up held (30 s), and the clock skew (5 s)
   const sent = await app.request(
     "/v1/deliveries",
     await genericRequest(JSON.stringify({ job, delivery: 1 })),
