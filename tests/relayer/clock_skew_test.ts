@@ -1,0 +1,174 @@
+/**
+ * Clocks (review): two instances share one store, each with its own clock.
+ * A lease's expiry is written by the holder's clock and read by the
+ * contender's; `broadcasting` likewise. A contender whose clock runs ahead
+ * (or a holder whose clock runs behind) must not take over an intent whose
+ * send is still in flight by real time (I5).
+ */
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Intent,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+  type WriteOptions,
+} from "../../mod.ts";
+import { BACKENDS } from "../_stores.ts";
+
+const JOB = { intentId: "pi_0001", kind: "settle" } as const;
+
+/** A Sender whose sends hang until released, counting sends in flight. */
+function gatedSender() {
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const releases: Array<() => void> = [];
+  const started: Array<() => void> = [];
+  let sends = 0;
+  const sender: Sender = {
+    async send(_intent: Intent) {
+      const n = ++sends;
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      started.shift()?.();
+      await new Promise<void>((resolve) => releases.push(resolve));
+      inFlight--;
+      return { txHash: `0x${n.toString(16).padStart(4, "0")}` };
+    },
+    receipt(): Promise<ReceiptStatus> {
+      return Promise.resolve("pending");
+    },
+  };
+  return {
+    sender,
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    get sends() {
+      return sends;
+    },
+    nextStart: () => new Promise<void>((resolve) => started.push(resolve)),
+    releaseAll() {
+      for (const release of releases.splice(0)) release();
+    },
+  };
+}
+
+/** The write-ahead (the write that keeps the lease) takes `delayMs` of real time. */
+function slowWriteAhead(store: Store, clock: { t: number }, delayMs: number) {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        const written = await value.apply(target, args);
+        const options = args.at(-1) as WriteOptions | undefined;
+        if (options?.lease?.keep) clock.t += delayMs;
+        return written;
+      };
+    },
+  });
+}
+
+interface Case {
+  readonly name: string;
+  readonly leaseMs: number;
+  readonly stuckAfterMs: number;
+  /** The Sender's timeout: the longest a send stays in flight. */
+  readonly senderTimeoutMs: number;
+  /** How long the holder's write-ahead took (under half the lease: it sends). */
+  readonly writeAheadMs: number;
+  /** How far the contender's clock runs ahead of the holder's. */
+  readonly skewMs: number;
+}
+
+const CASES: readonly Case[] = [
+  {
+    // The control: the same timings on one clock are busy, as they must be.
+    name: "no skew, LEASE 20s = 2 × SENDER_TIMEOUT, STUCK_AFTER 10s",
+    leaseMs: 20_000,
+    stuckAfterMs: 10_000,
+    senderTimeoutMs: 10_000,
+    writeAheadMs: 9_000,
+    skewMs: 0,
+  },
+  {
+    // LEASE = 2 × SENDER_TIMEOUT (the least loadConfig allows), STUCK_AFTER
+    // below LEASE (allowed): two seconds of skew.
+    name: "2s of skew, LEASE 20s = 2 × SENDER_TIMEOUT, STUCK_AFTER 10s",
+    leaseMs: 20_000,
+    stuckAfterMs: 10_000,
+    senderTimeoutMs: 10_000,
+    writeAheadMs: 9_000,
+    skewMs: 2_000,
+  },
+  {
+    // The defaults (LEASE 30s, SENDER_TIMEOUT 10s, STUCK_AFTER 5m) and a
+    // clock 5 minutes off (a VM resumed before NTP stepped it).
+    name: "5m of skew, the defaults",
+    leaseMs: 30_000,
+    stuckAfterMs: 300_000,
+    senderTimeoutMs: 10_000,
+    writeAheadMs: 1_000,
+    skewMs: 300_000,
+  },
+];
+
+for (const backend of BACKENDS) {
+  for (const c of CASES) {
+    Deno.test(`${backend.name}: a contender whose clock runs ahead does not send while the holder's send is in flight (${c.name})`, async () => {
+      const { store, close } = await backend.open();
+      try {
+        await store.createIntent({
+          id: JOB.intentId,
+          state: "authorized",
+          hold: "pending",
+        });
+        const real = { t: 1_800_000_000_000 };
+        const gate = gatedSender();
+        const policy = {
+          maxDeliveries: 10,
+          baseMs: 5_000,
+          capMs: 120_000,
+          jitter: "none" as const,
+          stuckAfterMs: c.stuckAfterMs,
+        };
+        const holder = createRelayer({
+          store: slowWriteAhead(store, real, c.writeAheadMs),
+          sender: gate.sender,
+          now: () => real.t,
+          leaseMs: c.leaseMs,
+          policy,
+        });
+        const contender = createRelayer({
+          store,
+          sender: gate.sender,
+          now: () => real.t + c.skewMs,
+          leaseMs: c.leaseMs,
+          policy,
+        });
+        const started = gate.nextStart();
+        const first = holder.deliver(JOB, 1);
+        await started; // the holder's send is in flight
+        // Still in flight by real time: within the Sender's timeout of its start.
+        real.t += c.senderTimeoutMs - 1_000;
+        const second = await Promise.race([
+          contender.deliver(JOB, 2),
+          gate.nextStart().then(() => "sent" as const),
+        ]);
+        gate.releaseAll();
+        await first;
+        if (second === "sent") gate.releaseAll();
+        assert.equal(
+          gate.maxInFlight,
+          1,
+          `two sends in flight at once for ${JOB.intentId} (${gate.sends} sends; the contender answered ${
+            typeof second === "string" ? second : JSON.stringify(second)
+          })`,
+        );
+      } finally {
+        await close();
+      }
+    });
+  }
+}
