@@ -305,6 +305,18 @@ export function assertClaimable(
   }
 }
 
+/**
+ * How long past its `expiresAt` a replay record stays before a store may
+ * delete it. The record's expiry is compared with the admitting instance's
+ * clock, which decides a replay; deleting it is another matter: Deno KV's
+ * `expireIn` counts from the writer's clock and PostgreSQL's sweep deletes
+ * by the sweeper's. Without the grace, an instance whose clock ran more
+ * than the record's minute of margin ahead of another's would forget it
+ * while that other still accepts its signature, and admit a replay. (A
+ * lease's key or row waits an hour for the same reason.)
+ */
+export const CLAIM_GRACE_MS = 10 * 60 * 1000;
+
 /** How long a delivery count lives after its last write: a Pub/Sub subscription keeps a message at most 7 days. */
 export const COUNT_TTL_MS = 8 * 24 * 60 * 60 * 1000;
 

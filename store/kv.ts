@@ -29,7 +29,7 @@
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
  * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
- * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring then | any write that carries a claim |
+ * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring 10 minutes after then (`CLAIM_GRACE_MS`: clocks differ) | any write that carries a claim |
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }`, expiring an hour after it lapses | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
  * | `[…prefix, "dead_by_time", MAX_SAFE_INTEGER − poisonedAt, jobId]` | the job id | with the dead letter: lists newest first |
@@ -60,6 +60,7 @@ import {
   checkDeadLetter,
   checkMs,
   checkResetCount,
+  CLAIM_GRACE_MS,
   COUNT_TTL_MS,
   counted,
   type CountRecord,
@@ -579,7 +580,9 @@ export class KvStore implements Store {
     atomic.check(existing).set(
       this.#key("claim", claim.key),
       { expiresAt: claim.expiresAt, w } satisfies ClaimValue,
-      { expireIn: Math.max(1, claim.expiresAt - claim.now) },
+      // Deleted a grace after it lapses by the writer's clock: it must stay
+      // while another instance's clock, a little behind, still needs it.
+      { expireIn: Math.max(1, claim.expiresAt - claim.now + CLAIM_GRACE_MS) },
     );
   }
 

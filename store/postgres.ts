@@ -58,6 +58,7 @@ import {
   checkMs,
   checkRecord,
   checkResetCount,
+  CLAIM_GRACE_MS,
   COUNT_TTL_MS,
   cursorAfter,
   frozenBroadcast,
@@ -1357,7 +1358,7 @@ export class PostgresStore implements Store {
           LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)
       )
       DELETE FROM ${claims} WHERE key IN (
-        SELECT key FROM ${claims} WHERE expires_at <= ${now}
+        SELECT key FROM ${claims} WHERE expires_at <= ${now - CLAIM_GRACE_MS}
         LIMIT ${SWEEP_LIMIT} FOR UPDATE SKIP LOCKED)`
     );
   }
