@@ -7,7 +7,7 @@
  * @module
  */
 
-import { MemoryStore, type Store } from "../mod.ts";
+import { MemoryStore, type Store, type WriteOptions } from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
 import { postgresAvailable, postgresBackend } from "./_postgres.ts";
 import { resendingKv } from "./store/_resending_kv.ts";
@@ -111,4 +111,27 @@ export function gateTransitions(store: Store): {
     },
   });
   return { store: gated, reached, release };
+}
+
+/**
+ * A store whose write-ahead (the write that keeps the lease across the
+ * send) takes `delayMs` of the injected clock `clock`.
+ */
+export function slowWriteAhead(
+  store: Store,
+  clock: { t: number },
+  delayMs: number,
+): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        const written = await value.apply(target, args);
+        const options = args.at(-1) as WriteOptions | undefined;
+        if (options?.lease?.keep) clock.t += delayMs;
+        return written;
+      };
+    },
+  });
 }

@@ -16,10 +16,8 @@ import {
   type Intent,
   type ReceiptStatus,
   type Sender,
-  type Store,
-  type WriteOptions,
 } from "../../mod.ts";
-import { BACKENDS } from "../_stores.ts";
+import { BACKENDS, slowWriteAhead } from "../_stores.ts";
 
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -57,22 +55,6 @@ function gatedSender() {
       for (const release of releases.splice(0)) release();
     },
   };
-}
-
-/** The write-ahead (the write that keeps the lease) takes `delayMs` of real time. */
-function slowWriteAhead(store: Store, clock: { t: number }, delayMs: number) {
-  return new Proxy(store, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        const written = await value.apply(target, args);
-        const options = args.at(-1) as WriteOptions | undefined;
-        if (options?.lease?.keep) clock.t += delayMs;
-        return written;
-      };
-    },
-  });
 }
 
 interface Case {

@@ -12,10 +12,8 @@ import {
   type ReceiptStatus,
   ScriptedSender,
   type Sender,
-  type Store,
-  type WriteOptions,
 } from "../../mod.ts";
-import { BACKENDS } from "../_stores.ts";
+import { BACKENDS, slowWriteAhead } from "../_stores.ts";
 import {
   openPostgresStore,
   postgresAvailable,
@@ -24,25 +22,6 @@ import {
 
 const LEASE = 30_000;
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
-
-/**
- * A store whose write-ahead (the write that keeps the lease across the
- * send) takes `delayMs` of the injected clock.
- */
-function slowWriteAhead(store: Store, clock: { t: number }, delayMs: number) {
-  return new Proxy(store, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        const written = await value.apply(target, args);
-        const options = args.at(-1) as WriteOptions | undefined;
-        if (options?.lease?.keep) clock.t += delayMs;
-        return written;
-      };
-    },
-  });
-}
 
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a write-ahead that took over half the lease sends nothing, and says so`, async () => {

@@ -42,3 +42,22 @@ export function hookedKvStore(
     },
   };
 }
+
+/** `kv`, recording each set's key and `expireIn` as `seen`, in order. */
+export function recordingSets(kv: KvLike) {
+  const seen: [Deno.KvKey, number | undefined][] = [];
+  const recording: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const set = atomic.set.bind(atomic);
+      atomic.set = (key, value, options) => {
+        seen.push([key, options?.expireIn]);
+        return set(key, value, options);
+      };
+      return atomic;
+    },
+  };
+  return { kv: recording, seen };
+}

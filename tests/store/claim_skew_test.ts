@@ -12,7 +12,8 @@
  */
 import assert from "node:assert/strict";
 import { type Claim, ReplayError } from "../../mod.ts";
-import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
+import { KvStore } from "../../store/kv.ts";
+import { recordingSets } from "./_hooked_kv.ts";
 import {
   SIGNATURE_MAX_AGE_MS,
   SIGNATURE_REPLAY_TTL_MS,
@@ -32,25 +33,9 @@ const claimAt = (now: number): Claim => ({
 Deno.test("KvStore: a replay record's key outlives the signature at every instance, though its writer's clock ran 90s ahead", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
-    // Records what `expireIn` each claim key was set with.
-    const expireIns: number[] = [];
-    const watched: KvLike = {
-      getMany: (keys) => kv.getMany(keys),
-      list: (selector, options) => kv.list(selector, options),
-      atomic(): KvAtomic {
-        const atomic = kv.atomic();
-        const set = atomic.set.bind(atomic);
-        atomic.set = (key, value, options) => {
-          if (key.includes("claim") && options?.expireIn !== undefined) {
-            expireIns.push(options.expireIn);
-          }
-          set(key, value, options);
-          return atomic;
-        };
-        return atomic;
-      },
-    };
-    const store = new KvStore(watched);
+    // Records what `expireIn` each key was set with.
+    const sets = recordingSets(kv);
+    const store = new KvStore(sets.kv);
     // Admitted at real time SIGNED_AT + 1s by an instance 90 s ahead (it
     // accepts: the signature is 91 s old by its clock).
     const realAtWrite = SIGNED_AT + 1_000;
@@ -58,6 +43,9 @@ Deno.test("KvStore: a replay record's key outlives the signature at every instan
       claim: claimAt(realAtWrite + AHEAD_MS),
       now: realAtWrite + AHEAD_MS,
     });
+    const expireIns = sets.seen.filter(([key]) => key.includes("claim")).map((
+      [, expireIn],
+    ) => expireIn);
     assert.equal(expireIns.length, 1);
     // Deno KV deletes the key from (its) real time of the commit + expireIn.
     const deletedFrom = realAtWrite + expireIns[0]!;

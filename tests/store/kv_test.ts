@@ -5,7 +5,7 @@ import { ConflictError } from "../../store/conflict_error.ts";
 import type { Intent } from "../../store/store.ts";
 import { deadLetter, storeContract } from "./_contract.ts";
 import { CountingKv } from "../../support/counting_kv.ts";
-import { hookedKvStore } from "./_hooked_kv.ts";
+import { hookedKvStore, recordingSets } from "./_hooked_kv.ts";
 import { resendingKv } from "./_resending_kv.ts";
 import { CLAIM_GRACE_MS } from "../../store/_rules.ts";
 
@@ -229,25 +229,6 @@ Deno.test("KvStore reads an intent stored without mayHaveSent as one that may ha
     kv.close();
   }
 });
-
-/** `kv`, recording each set's key and `expireIn` as `seen`, in order. */
-function recordingSets(kv: Deno.Kv) {
-  const seen: [Deno.KvKey, number | undefined][] = [];
-  const recording: KvLike = {
-    getMany: (keys) => kv.getMany(keys),
-    list: (selector, options) => kv.list(selector, options),
-    atomic(): KvAtomic {
-      const atomic = kv.atomic();
-      const set = atomic.set.bind(atomic);
-      atomic.set = (key, value, options) => {
-        seen.push([key, options?.expireIn]);
-        return set(key, value, options);
-      };
-      return atomic;
-    },
-  };
-  return { kv: recording, seen };
-}
 
 Deno.test("KvStore has Deno KV expire a replay record when it lapses and a delivery count 8 days after its last write, so neither outlives its use nor goes early", async () => {
   const kv = await Deno.openKv(":memory:");
