@@ -471,6 +471,7 @@ export async function openService(
     now,
     random,
     leaseMs: config.leaseMs,
+    clockSkewMs: config.clockSkewMs,
   };
   // Jobs published through QStash carry the retries the start-up check
   // accepted and the failure callback that resolves what QStash gives up on.

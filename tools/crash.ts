@@ -441,6 +441,7 @@ const SERVICE_SETTINGS = [
   "JITTER",
   "STUCK_AFTER",
   "LEASE",
+  "CLOCK_SKEW",
   "MAX_BODY_BYTES",
   "RELAYER_INSECURE_DEV",
   "DENO_DEPLOYMENT_ID",
@@ -1178,6 +1179,7 @@ async function runCrashTest(
     STUCK_AFTER: `${policy.stuckAfterMs}ms`,
     SENDER_TIMEOUT: `${SENDER_TIMEOUT_MS}ms`,
     LEASE: `${LEASE_MS}ms`,
+    CLOCK_SKEW: "0ms", // every process here reads one clock
   });
   const server = new ServerProcess(ROOT, dir, env, fail);
 

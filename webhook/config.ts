@@ -21,7 +21,7 @@
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy) |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
- * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE` | policy overrides (durations as `5s`, `2m` or milliseconds) |
+ * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
  * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE` |
@@ -101,6 +101,8 @@ export interface Config {
   readonly policy: Policy;
   /** How long a delivery holds its intent's lease, in milliseconds. */
   readonly leaseMs: number;
+  /** How far apart the instances' clocks may be, in milliseconds (`CLOCK_SKEW`). */
+  readonly clockSkewMs: number;
   /** QStash's keys and the URL its tokens name. */
   readonly qstash?: {
     currentSigningKey: string;
@@ -842,6 +844,16 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
 
+  const clockSkewMs = duration(env, "CLOCK_SKEW") ?? 5_000;
+  if (clockSkewMs > 3_600_000) {
+    throw new ConfigError(
+      "CLOCK_SKEW",
+      `CLOCK_SKEW must be at most 1h, the grace a lease's key or row keeps after it lapses: current value is ${
+        formatDuration(clockSkewMs)
+      }. Synchronise the instances' clocks (NTP) instead`,
+    );
+  }
+
   const kvUrl = httpUrl(env, "KV_URL");
   if (kvUrl !== undefined) bearerToken(env, "DENO_KV_ACCESS_TOKEN");
   const kvPath = env.KV_PATH || undefined;
@@ -939,6 +951,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   return {
     policy,
     leaseMs,
+    clockSkewMs,
     ...(current !== undefined && next !== undefined && publicUrl !== undefined
       ? {
         qstash: {

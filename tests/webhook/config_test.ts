@@ -951,3 +951,14 @@ Deno.test("loadConfig() refuses a SENDER_TIMEOUT longer than a timer can wait, a
     31 * 86_400_000,
   );
 });
+
+Deno.test("loadConfig() reads CLOCK_SKEW (default 5s, 0 for one machine's clock) and refuses one over an hour", () => {
+  assert.equal(loadConfig(base).clockSkewMs, 5_000);
+  assert.equal(loadConfig({ ...base, CLOCK_SKEW: "0ms" }).clockSkewMs, 0);
+  assert.equal(loadConfig({ ...base, CLOCK_SKEW: "250ms" }).clockSkewMs, 250);
+  refused(
+    { ...base, CLOCK_SKEW: "2h" },
+    "CLOCK_SKEW",
+    /^CLOCK_SKEW must be at most 1h, .*: current value is 2h0m0s\. Synchronise the instances' clocks \(NTP\) instead$/,
+  );
+});
