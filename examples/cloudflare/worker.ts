@@ -35,7 +35,8 @@ if (config.insecureDev) { // it opens unsigned routes, with no start-up line
 }
 const store = new MemoryStore(); // per isolate: use a durable Store in production
 const sender = new HttpSender(config.sender);
-const deps = { store, sender, policy: config.policy, leaseMs: config.leaseMs };
+const { policy, leaseMs, clockSkewMs } = config; // LEASE, CLOCK_SKEW too
+const deps = { store, sender, policy, leaseMs, clockSkewMs };
 const app = createApp({
   ...deps,
   ...routeOptions(config), // QStash, Pub/Sub, HMAC, ops, body limit, dev flag
