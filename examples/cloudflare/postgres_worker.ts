@@ -16,7 +16,8 @@
  * that opened it, and a postgres.js client kept at module scope fails the
  * next request ("Cannot perform I/O on behalf of a different request"). So
  * each request and each queue batch opens a client of its own, with at
- * most 5 connections (a Worker may hold six at once), and ends it once
+ * most 2 connections (a Worker holds six at once, and the queue handler's
+ * 4 lanes each make a signer call), and ends it once
  * answered; the app's store forwards each call to that client's
  * `PostgresStore`, found through `AsyncLocalStorage`. postgres.js connects
  * on a client's first query, so a request that never reaches the store
@@ -255,6 +256,7 @@ export default postgresWorker({
     sender: new HttpSender(config.sender),
     policy: config.policy,
     leaseMs: config.leaseMs,
+    clockSkewMs: config.clockSkewMs,
   },
   app: {
     ...routeOptions(config), // QStash, Pub/Sub, HMAC, ops, body limit, dev flag
