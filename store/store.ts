@@ -357,8 +357,12 @@ export interface LeaseRequest {
 /**
  * A replay record: the proof that a signed delivery was used. Claiming a
  * key that is already claimed, and not expired, is refused with a
- * `ReplayError`. The record is forgotten after `expiresAt` (the signature
- * is refused by its age from then on).
+ * `ReplayError`. The record is void after `expiresAt` (the signature is
+ * refused by its age from then on). A store that deletes expired records
+ * by a clock of its own (a database's TTL or sweep) keeps each 10 minutes
+ * longer, as the shipped stores do: a deleting clock that runs ahead of
+ * the admitting instance's would otherwise forget a record still needed,
+ * and admit a replay.
  *
  * @example A signature used twice
  * ```ts
@@ -376,7 +380,7 @@ export interface Claim {
   readonly key: string;
   /** The current time of the injected clock, in milliseconds. */
   readonly now: number;
-  /** When the record may be forgotten, in milliseconds of the same clock. */
+  /** When the record stops refusing its key, in milliseconds of the same clock. */
   readonly expiresAt: number;
 }
 
