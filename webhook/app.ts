@@ -11,14 +11,16 @@
  * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by job id | 200 | 503 + `Retry-After` | 200 |
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
- * `GET /v1/intents/:id`,
+ * `GET /v1/intents/:id`, `POST /v1/intents/:id/resolve` (settle or fail a
+ * payment in review, `{ to, version }`, its hold captured or voided first),
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
  * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
  * `DELETE /v1/dead-letters/:jobId` (likewise, or
  * `/v1/dead-letters/:queue/:id/unreadable`) for a letter no job can act on,
  * `POST /v1/jobs` (QStash with `QSTASH_TOKEN`, or the local queue with
  * `KV_QUEUE=1`). `GET /healthz` is open, for liveness probes (the process
- * answers); `GET /readyz` too, for readiness (the store answers a read).
+ * answers); `GET /readyz` too, for readiness (the store answers a read and
+ * takes a write).
  *
  * An authenticated Pub/Sub message that cannot be read (bad JSON, bad
  * base64, not a job) is acked with 204, logged, and kept as the dead letter
