@@ -43,6 +43,7 @@ import { checkQueue } from "../policy/check_queue.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
 import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
+import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { googleJwks } from "./google_jwks.ts";
 
 /**
@@ -845,10 +846,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
 
   const clockSkewMs = duration(env, "CLOCK_SKEW") ?? 5_000;
-  if (clockSkewMs > 3_600_000) {
+  if (clockSkewMs > CLAIM_GRACE_MS) {
     throw new ConfigError(
       "CLOCK_SKEW",
-      `CLOCK_SKEW must be at most 1h, the grace a lease's key or row keeps after it lapses: current value is ${
+      `CLOCK_SKEW must be at most ${
+        formatDuration(CLAIM_GRACE_MS)
+      }, the grace a replay record keeps after it expires (a lease's key or row keeps an hour): current value is ${
         formatDuration(clockSkewMs)
       }. Synchronise the instances' clocks (NTP) instead`,
     );

@@ -952,13 +952,17 @@ Deno.test("loadConfig() refuses a SENDER_TIMEOUT longer than a timer can wait, a
   );
 });
 
-Deno.test("loadConfig() reads CLOCK_SKEW (default 5s, 0 for one machine's clock) and refuses one over an hour", () => {
+Deno.test("loadConfig() reads CLOCK_SKEW (default 5s, 0 for one machine's clock) and refuses more than its replay records cover (10m)", () => {
   assert.equal(loadConfig(base).clockSkewMs, 5_000);
   assert.equal(loadConfig({ ...base, CLOCK_SKEW: "0ms" }).clockSkewMs, 0);
   assert.equal(loadConfig({ ...base, CLOCK_SKEW: "250ms" }).clockSkewMs, 250);
+  assert.equal(loadConfig({ ...base, CLOCK_SKEW: "10m" }).clockSkewMs, 600_000);
+  // A replay record is deleted 10 minutes after it expires, by the
+  // deleting instance's clock: with clocks 30 minutes apart, one ahead
+  // deletes it while one behind still accepts the signature.
   refused(
-    { ...base, CLOCK_SKEW: "2h" },
+    { ...base, CLOCK_SKEW: "30m" },
     "CLOCK_SKEW",
-    /^CLOCK_SKEW must be at most 1h, .*: current value is 2h0m0s\. Synchronise the instances' clocks \(NTP\) instead$/,
+    /^CLOCK_SKEW must be at most 10m0s, the grace a replay record keeps after it expires .*: current value is 30m0s\. Synchronise the instances' clocks \(NTP\) instead$/,
   );
 });
