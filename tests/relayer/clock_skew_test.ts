@@ -160,3 +160,45 @@ for (const backend of BACKENDS) {
     });
   }
 }
+
+// The lease a give-up holds has no `broadcasting` beside it: only the
+// lease's own arithmetic keeps a contender whose clock runs ahead from
+// sending behind the drop while, by real time, the lease still holds.
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a give-up's lease holds against a contender whose clock runs up to clockSkewMs ahead`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "authorized",
+        hold: "pending",
+      });
+      const real = { t: 1_800_000_000_000 };
+      let sends = 0;
+      const sender: Sender = {
+        send: () => Promise.resolve({ txHash: `0x${++sends}` }),
+        receipt: () => Promise.resolve("pending"),
+      };
+      const giver = createRelayer({ store, sender, now: () => real.t });
+      const dropped = await giver.giveUp(JOB, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "msg_A" },
+      });
+      assert.equal(dropped.action, "poison");
+      // 2 s of the give-up's 30 s lease left by real time; the contender's
+      // clock, 4 s ahead, reads it as lapsed 2 s ago.
+      real.t += 28_000;
+      const contender = createRelayer({
+        store,
+        sender,
+        now: () => real.t + 4_000,
+      });
+      const outcome = await contender.deliver(JOB, 1);
+      assert.equal(outcome.action, "retry");
+      assert.match(outcome.reason, /busy with another delivery/);
+      assert.equal(sends, 0, "nothing sent behind the give-up's drop");
+    } finally {
+      await close();
+    }
+  });
+}
