@@ -5,6 +5,10 @@
  * @module
  */
 
+import { brand, isBranded } from "./_brand.ts";
+
+const BRAND = Symbol.for("@relayer/poison.BusyError");
+
 /**
  * A write was refused because another delivery holds the intent's lease
  * (it is acting on the intent right now). Not a failure of the job: the
@@ -27,6 +31,17 @@
  */
 export class BusyError extends Error {
   /**
+   * Whether `value` is a BusyError, thrown by this copy of the package or by
+   * another (a store of one's own built against another version).
+   *
+   * @param value What to test.
+   * @returns `true` for a BusyError of any copy of the package.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isBranded(BusyError, this, BRAND, value);
+  }
+
+  /**
    * Constructs a new instance.
    *
    * @param message Which intent is busy.
@@ -35,5 +50,6 @@ export class BusyError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "BusyError";
+    brand(this, BRAND);
   }
 }

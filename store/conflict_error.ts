@@ -4,6 +4,10 @@
  * @module
  */
 
+import { brand, isBranded } from "./_brand.ts";
+
+const BRAND = Symbol.for("@relayer/poison.ConflictError");
+
 /**
  * A store write was refused: the record changed since the writer read it
  * (a compare-and-set lost), or the write breaks a rule of the intent state
@@ -31,6 +35,17 @@
  */
 export class ConflictError extends Error {
   /**
+   * Whether `value` is a ConflictError, thrown by this copy of the package or by
+   * another (a store of one's own built against another version).
+   *
+   * @param value What to test.
+   * @returns `true` for a ConflictError of any copy of the package.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isBranded(ConflictError, this, BRAND, value);
+  }
+
+  /**
    * `true` when the write breaks a rule (a fresh read meets the same
    * refusal, so the relayer does not count it as a race); `false` when it
    * lost a compare-and-set to another writer.
@@ -50,6 +65,7 @@ export class ConflictError extends Error {
   ) {
     super(message, options);
     this.name = "ConflictError";
+    brand(this, BRAND);
     this.refused = options?.refused ?? false;
   }
 }

@@ -4,6 +4,10 @@
  * @module
  */
 
+import { brand, isBranded } from "./_brand.ts";
+
+const BRAND = Symbol.for("@relayer/poison.ReplayError");
+
 /**
  * A replay record was already claimed: the signed request was delivered
  * before. The webhook answers 401 and nothing else is written (the claim
@@ -22,6 +26,17 @@
  */
 export class ReplayError extends Error {
   /**
+   * Whether `value` is a ReplayError, thrown by this copy of the package or by
+   * another (a store of one's own built against another version).
+   *
+   * @param value What to test.
+   * @returns `true` for a ReplayError of any copy of the package.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isBranded(ReplayError, this, BRAND, value);
+  }
+
+  /**
    * Constructs a new instance.
    *
    * @param message Which record was already claimed.
@@ -30,5 +45,6 @@ export class ReplayError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "ReplayError";
+    brand(this, BRAND);
   }
 }

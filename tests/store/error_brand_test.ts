@@ -1,0 +1,87 @@
+/**
+ * The stores' errors are known across copies of the package: a store of
+ * one's own built against another version throws its own `BusyError`, and
+ * the relayer must still take it as a busy intent, not a failure of the
+ * job (which on the last delivery would poison it while another delivery
+ * holds the intent).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  BusyError,
+  ConflictError,
+  createRelayer,
+  MemoryStore,
+  ReplayError,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
+
+// Another copy of each module, as a second version of the package would be.
+const other = {
+  BusyError: (await import("../../store/busy_error.ts?another-copy"))
+    .BusyError as typeof BusyError,
+  ConflictError: (await import("../../store/conflict_error.ts?another-copy"))
+    .ConflictError as typeof ConflictError,
+  ReplayError: (await import("../../store/replay_error.ts?another-copy"))
+    .ReplayError as typeof ReplayError,
+};
+
+Deno.test("BusyError, ConflictError and ReplayError know each other's copies, and nothing else", () => {
+  assert.notEqual(other.BusyError, BusyError, "a second copy indeed");
+  assert.ok(new other.BusyError("x") instanceof BusyError);
+  assert.ok(new BusyError("x") instanceof other.BusyError);
+  assert.ok(new other.ConflictError("x") instanceof ConflictError);
+  assert.ok(new other.ReplayError("x") instanceof ReplayError);
+  assert.ok(!(new other.BusyError("x") instanceof ConflictError));
+  assert.ok(!(new Error("x") instanceof BusyError));
+  for (const value of [null, "BusyError", { name: "BusyError" }] as unknown[]) {
+    assert.ok(!(value instanceof BusyError));
+  }
+  assert.ok(new BusyError("x") instanceof Error);
+  // A subclass keeps the usual test: a plain BusyError is not one.
+  class Narrower extends BusyError {}
+  assert.ok(new Narrower("x") instanceof BusyError);
+  assert.ok(!(new BusyError("x") instanceof Narrower));
+  // The brand is out of sight.
+  const error = new BusyError("x");
+  assert.ok(
+    Object.getOwnPropertySymbols(error).every((key) =>
+      !Object.prototype.propertyIsEnumerable.call(error, key)
+    ),
+  );
+  assert.equal(JSON.stringify(error), '{"name":"BusyError"}');
+});
+
+Deno.test("createRelayer() answers busy, never poison, when a store of one's own throws another copy's BusyError on the last delivery", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const store: Store = new Proxy(memory, {
+    get(target, key) {
+      if (key === "transition") {
+        return () =>
+          Promise.reject(new other.BusyError("another delivery holds it"));
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+  });
+  const outcome = await relayer.deliver(
+    { intentId: "pi_0001", kind: "settle" },
+    1,
+  );
+  assert.equal(outcome.action, "retry");
+  assert.match(outcome.reason, /busy with another delivery/);
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+});
