@@ -135,3 +135,19 @@ export function slowWriteAhead(
     },
   });
 }
+
+/**
+ * `store` with some of its methods replaced; the others are its own,
+ * bound to it (its private fields need the real receiver).
+ */
+export function overriding(store: Store, methods: Partial<Store>): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      if (Object.hasOwn(methods, key)) {
+        return methods[key as keyof Store];
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}

@@ -14,8 +14,8 @@ import {
   formatOutcome,
   MemoryStore,
   ScriptedSender,
-  type Store,
 } from "../../mod.ts";
+import { overriding } from "../_stores.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -30,17 +30,11 @@ async function recordFails(error: Error, txHash: string) {
     state: "authorized",
     hold: "pending",
   });
-  const store: Store = new Proxy(memory, {
-    get(target, key) {
-      if (key === "recordBroadcast") {
-        return (...args: Parameters<Store["recordBroadcast"]>) =>
-          args[2].outcome === "sent"
-            ? Promise.reject(error)
-            : target.recordBroadcast(...args);
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const store = overriding(memory, {
+    recordBroadcast: (id, version, broadcast, options) =>
+      broadcast.outcome === "sent"
+        ? Promise.reject(error)
+        : memory.recordBroadcast(id, version, broadcast, options),
   });
   const relayer = createRelayer({
     store,

@@ -20,7 +20,12 @@ import {
   type Store,
   type StoredDeadLetter,
 } from "../../mod.ts";
-import { type Backend, BACKENDS, type OpenStore } from "../_stores.ts";
+import {
+  type Backend,
+  BACKENDS,
+  type OpenStore,
+  overriding,
+} from "../_stores.ts";
 import { deadLetter } from "../store/_contract.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -53,22 +58,6 @@ function perHash(script: SenderScript["sends"]) {
   const sends = () =>
     scripted.calls.filter((call) => call.method === "send").length;
   return { sender, receipts, asked, sends };
-}
-
-/**
- * `store` with some of its methods replaced; the others are its own,
- * bound to it (its private fields need the real receiver).
- */
-function overriding(store: Store, methods: Partial<Store>): Store {
-  return new Proxy(store, {
-    get(target, key) {
-      if (Object.hasOwn(methods, key)) {
-        return methods[key as keyof Store];
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
 }
 
 function suite(backend: Backend): void {

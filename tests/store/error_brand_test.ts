@@ -16,8 +16,8 @@ import {
   MemoryStore,
   ReplayError,
   ScriptedSender,
-  type Store,
 } from "../../mod.ts";
+import { overriding } from "../_stores.ts";
 
 // Another copy of each module, as a second version of the package would be.
 const other = {
@@ -62,15 +62,9 @@ Deno.test("createRelayer() answers busy, never poison, when a store of one's own
     state: "authorized",
     hold: "pending",
   });
-  const store: Store = new Proxy(memory, {
-    get(target, key) {
-      if (key === "transition") {
-        return () =>
-          Promise.reject(new other.BusyError("another delivery holds it"));
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const store = overriding(memory, {
+    transition: () =>
+      Promise.reject(new other.BusyError("another delivery holds it")),
   });
   const relayer = createRelayer({
     store,
