@@ -380,10 +380,10 @@ export function envOf(
     SENDER_URL: "http://127.0.0.1:9000",
     WEBHOOK_SECRET: "a-webhook-secret-16",
     MAX_DELIVERIES: String(policy.maxDeliveries),
-    BASE: String(policy.baseMs),
-    CAP: String(policy.capMs),
+    BASE: `${policy.baseMs}ms`,
+    CAP: `${policy.capMs}ms`,
     JITTER: policy.jitter,
-    STUCK_AFTER: String(policy.stuckAfterMs),
+    STUCK_AFTER: `${policy.stuckAfterMs}ms`,
   };
   switch (queue.kind) {
     case "qstash":
@@ -399,8 +399,8 @@ export function envOf(
         ...env,
         PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
         PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
-        PUBSUB_MIN_BACKOFF: String(queue.minBackoffMs),
-        PUBSUB_MAX_BACKOFF: String(queue.maxBackoffMs),
+        PUBSUB_MIN_BACKOFF: `${queue.minBackoffMs}ms`,
+        PUBSUB_MAX_BACKOFF: `${queue.maxBackoffMs}ms`,
         ...(queue.maxDeliveryAttempts !== undefined
           ? {
             PUBSUB_MAX_DELIVERY_ATTEMPTS: String(queue.maxDeliveryAttempts),

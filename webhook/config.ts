@@ -21,7 +21,7 @@
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy) |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
- * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds) |
+ * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
  * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE` |
@@ -574,8 +574,9 @@ function duration(
 ): number | undefined {
   const value = env[name];
   if (value === undefined || value === "") return undefined;
+  let ms: number;
   try {
-    return parseDuration(value);
+    ms = parseDuration(value);
   } catch (error) {
     throw new ConfigError(
       name,
@@ -584,6 +585,19 @@ function duration(
       }: current value is ${JSON.stringify(value)}`,
     );
   }
+  // A plain number under a second is most likely seconds written without
+  // their unit ("30" for 30s): taken as milliseconds, a SENDER_TIMEOUT of
+  // 30 would time out every send and put every payment in review.
+  const plain = value.trim();
+  if (/^\d+$/.test(plain) && ms > 0 && ms < 1000) {
+    throw new ConfigError(
+      name,
+      `${name} is ${
+        JSON.stringify(value)
+      }, a plain number, which would be ${ms} milliseconds: write ${plain}s for seconds, or ${plain}ms if you do mean milliseconds`,
+    );
+  }
+  return ms;
 }
 
 function integer(

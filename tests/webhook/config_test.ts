@@ -557,6 +557,25 @@ Deno.test("loadConfig() says why a value that looks like a duration is not one",
   );
 });
 
+Deno.test("loadConfig() refuses a plain number under a second, most likely seconds without their unit", () => {
+  // SENDER_TIMEOUT=30 taken as 30 ms would time out every send, and every
+  // payment would go to review.
+  refused(
+    { ...base, SENDER_TIMEOUT: "30" },
+    "SENDER_TIMEOUT",
+    /^SENDER_TIMEOUT is "30", a plain number, which would be 30 milliseconds: write 30s for seconds, or 30ms if you do mean milliseconds$/,
+  );
+  for (const name of ["BASE", "STUCK_AFTER", "CLOCK_SKEW", "LEASE"]) {
+    refused({ ...base, [name]: "5" }, name, /write 5s for seconds/);
+  }
+  assert.equal(loadConfig({ ...base, CLOCK_SKEW: "5ms" }).clockSkewMs, 5);
+  assert.equal(loadConfig({ ...base, CLOCK_SKEW: "0" }).clockSkewMs, 0);
+  assert.equal(
+    loadConfig({ ...base, SENDER_TIMEOUT: "1000" }).sender.timeoutMs,
+    1000,
+  );
+});
+
 Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   const config = loadConfig(base);
   assert.deepEqual(config.queues, {
@@ -869,13 +888,13 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
         ...base,
         MAX_DELIVERIES: String(s.maxDeliveries),
         CAP: "1h",
-        STUCK_AFTER: String(s.stuckAfterMs),
+        STUCK_AFTER: `${s.stuckAfterMs}ms`,
         ...(s.queue === "qstash"
           ? { ...qstash, QSTASH_RETRIES: String(s.retries) }
           : s.queue === "pubsub"
           ? {
             ...pubsub,
-            PUBSUB_MIN_BACKOFF: String(s.minBackoffMs),
+            PUBSUB_MIN_BACKOFF: `${s.minBackoffMs}ms`,
             ...(s.attempts === undefined ? {} : {
               PUBSUB_MAX_DELIVERY_ATTEMPTS: String(s.attempts),
               ...deadLetter,
