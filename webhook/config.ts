@@ -224,6 +224,15 @@ function secret(
       `${name} must be at least ${MIN_SECRET} characters long`,
     );
   }
+  if (value.trim() !== value) {
+    // A secret read from a file or a console often keeps its line break:
+    // the service would then sign or verify with a key no sender holds, and
+    // refuse every delivery with a 401 that cannot say why.
+    throw new ConfigError(
+      name,
+      `${name} starts or ends with a space or line break (as a value written with echo, or copied from a console, can): remove it, since the key is used exactly as set`,
+    );
+  }
   return value;
 }
 
@@ -803,8 +812,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       "WEBHOOK_SECRET_NEXT is set without WEBHOOK_SECRET: set the secret the senders sign with now as WEBHOOK_SECRET, and the one they move to as WEBHOOK_SECRET_NEXT",
     );
   }
+  bearerToken(env, "OPS_TOKEN", true); // its own message for spaces
   const opsToken = secret(env, "OPS_TOKEN");
-  if (opsToken !== undefined) bearerToken(env, "OPS_TOKEN", true);
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
   if (qstashToken !== undefined && current === undefined && !insecureDev) {

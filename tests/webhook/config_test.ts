@@ -576,6 +576,27 @@ Deno.test("loadConfig() refuses a plain number under a second, most likely secon
   );
 });
 
+Deno.test("loadConfig() refuses a secret with a space or line break at either end, never echoing it", () => {
+  // With the newline kept, every delivery signed with the secret is a 401.
+  const qstash = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBLIC_URL: "https://relayer.example.test",
+  };
+  for (
+    const [name, value] of [
+      ["WEBHOOK_SECRET", "a-webhook-secret-16\n"],
+      ["WEBHOOK_SECRET_NEXT", " a-webhook-secret-17"],
+      ["QSTASH_CURRENT_SIGNING_KEY", "sig_current_0123456789\n"],
+      ["QSTASH_NEXT_SIGNING_KEY", "sig_next_0123456789ab "],
+    ] as const
+  ) {
+    const message = refusal({ ...base, ...qstash, [name]: value });
+    assert.match(message, new RegExp(`^${name} starts or ends with a space`));
+    assert.ok(!message.includes(value.trim()), message);
+  }
+});
+
 Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   const config = loadConfig(base);
   assert.deepEqual(config.queues, {
