@@ -728,6 +728,18 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const current = secret(env, "QSTASH_CURRENT_SIGNING_KEY");
   const next = secret(env, "QSTASH_NEXT_SIGNING_KEY");
   const publicUrl = httpUrl(env, "PUBLIC_URL");
+  const route = publicUrl === undefined
+    ? undefined
+    : /\/v1\/(?:qstash(?:\/failed)?|pubsub(?:\/dead-letter)?|deliveries)$/
+      .exec(new URL(publicUrl).pathname)?.[0];
+  if (route !== undefined) {
+    // The routes are appended to it: QStash would deliver to one URL and
+    // sign another, and a published job would go to …/v1/qstash/v1/qstash.
+    throw new ConfigError(
+      "PUBLIC_URL",
+      `PUBLIC_URL ends with the route ${route}: give the service's base URL, without it (the service adds /v1/qstash and /v1/qstash/failed)`,
+    );
+  }
   if ((current === undefined) !== (next === undefined)) {
     const missing = current === undefined
       ? "QSTASH_CURRENT_SIGNING_KEY"

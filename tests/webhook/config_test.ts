@@ -132,6 +132,29 @@ Deno.test("loadConfig() checks QStash's subject against the URL the publisher pu
   }
 });
 
+Deno.test("loadConfig() refuses a PUBLIC_URL that names a route: the service adds the routes to it", () => {
+  const qstash = {
+    ...base,
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  for (const route of ["/v1/qstash", "/v1/qstash/failed", "/v1/deliveries"]) {
+    refused(
+      { ...qstash, PUBLIC_URL: `https://relayer.example.com${route}/` },
+      "PUBLIC_URL",
+      new RegExp(
+        `^PUBLIC_URL ends with the route ${route}: give the service's base URL`,
+      ),
+    );
+  }
+  // A base path of its own is a base URL.
+  assert.equal(
+    loadConfig({ ...qstash, PUBLIC_URL: "https://example.com/relayer" }).qstash
+      ?.url,
+    "https://example.com/relayer/v1/qstash",
+  );
+});
+
 Deno.test("routeOptions() hands createApp every route setting loadConfig read: each route is on and signed, the body limit holds", async () => {
   const config = loadConfig({
     ...base,
