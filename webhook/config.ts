@@ -872,11 +872,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   if (leaseMs < 2 * timeoutMs) {
     throw new ConfigError(
       "LEASE",
-      `LEASE (${
-        formatDuration(leaseMs)
+      `LEASE (${formatDuration(leaseMs)}${
+        env.LEASE ? "" : ", its default"
       }) must be at least twice SENDER_TIMEOUT (${
         formatDuration(timeoutMs)
-      }): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once`,
+      }): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set LEASE to at least ${
+        formatDuration(2 * timeoutMs)
+      }, or lower SENDER_TIMEOUT`,
     );
   }
 

@@ -87,7 +87,13 @@ Deno.test("loadConfig() accepts LEASE exactly 2 × SENDER_TIMEOUT and refuses 1 
   assert.deepEqual([at.leaseMs, at.sender.timeoutMs], [16_000, 8000]);
   assert.equal(
     refusal({ ...base, SENDER_TIMEOUT: "8s", LEASE: "15999" }, "LEASE"),
-    "LEASE (15.999s) must be at least twice SENDER_TIMEOUT (8s): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once",
+    "LEASE (15.999s) must be at least twice SENDER_TIMEOUT (8s): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set LEASE to at least 16s, or lower SENDER_TIMEOUT",
+  );
+  // Only SENDER_TIMEOUT set: the refusal says LEASE was its default, and
+  // what to set it to.
+  assert.equal(
+    refusal({ ...base, SENDER_TIMEOUT: "30s" }, "LEASE"),
+    "LEASE (30s, its default) must be at least twice SENDER_TIMEOUT (30s): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set LEASE to at least 1m0s, or lower SENDER_TIMEOUT",
   );
   // The defaults sit above the bound: 30 s ≥ 2 × 10 s.
   const defaults = loadConfig(base);
