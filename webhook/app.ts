@@ -597,8 +597,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       "opsToken",
     );
     if (opsToken === undefined) return;
+    // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is Bearer.
     const header = c.req.header("authorization") ?? "";
-    if (!timingSafeEqual(header, `Bearer ${opsToken}`)) {
+    const token = /^Bearer +(.*)$/i.exec(header)?.[1];
+    if (token === undefined || !timingSafeEqual(token, opsToken)) {
       throw unauthorized(
         "Send the ops token as 'Authorization: Bearer <OPS_TOKEN>'.",
       );

@@ -1058,6 +1058,22 @@ Deno.test("createApp() ops routes refuse a missing or wrong token", async () => 
   }
 });
 
+Deno.test("createApp() ops routes take the Bearer scheme in any case, as HTTP does", async () => {
+  const { app } = await makeApp({ intents: [created] });
+  for (const scheme of ["Bearer", "bearer", "BEARER"]) {
+    const res = await app.request("/v1/intents/pi_0001", {
+      headers: { authorization: `${scheme} ${OPS}` },
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  }
+  const res = await app.request("/v1/intents/pi_0001", {
+    headers: { authorization: `Basic ${OPS}` },
+  });
+  assert.equal(res.status, 401);
+  await problemOf(res);
+});
+
 Deno.test("createApp() GET /v1/intents/:id shows the intent, its deliveries and dead letter", async () => {
   const { app } = await makeApp({ intents: [created] });
   await app.request(
