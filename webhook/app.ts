@@ -454,7 +454,7 @@ function idFrom(value: unknown): string | undefined {
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an empty QStash signing key, a QStash
  * `url` that is not an http(s) URL, or `pubsub` without its
- * `serviceAccount` or `audience`.
+ * `serviceAccount` or `audience`; or if `insecureDev` is not a boolean.
  *
  * @example Deliver a signed job on the generic route
  * ```ts
@@ -513,6 +513,15 @@ export function createApp(deps: AppDeps): WebhookApp {
       `Cannot create app as 'maxBodyBytes' must be an integer >= 1: current value is ${
         String(maxBodyBytes)
       }`,
+    );
+  }
+  if (typeof insecureDev !== "boolean") {
+    // Truthy is not enough: a setting read as text ("false", "0") would
+    // open every unconfigured route, the ops routes among them.
+    throw new TypeError(
+      `Cannot create app as 'insecureDev' must be true or false: current value is ${
+        show(insecureDev)
+      }. Leave it out (or false) outside local development`,
     );
   }
   const relayer: Relayer = createRelayer(deps);

@@ -1579,3 +1579,28 @@ Deno.test("createApp() refuses a replay of a signed QStash message that is not a
     letter.version,
   );
 });
+
+Deno.test("createApp() refuses an insecureDev that is not a boolean, such as the text of a setting", async () => {
+  for (const insecureDev of ["false", "0", "no", 1, {}]) {
+    assert.throws(
+      () =>
+        createApp({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          insecureDev: insecureDev as unknown as boolean,
+        }),
+      (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, /'insecureDev' must be true or false/);
+        return true;
+      },
+    );
+  }
+  // Left out or false, an unconfigured route stays closed.
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    insecureDev: false,
+  });
+  assert.equal((await app.request("/v1/dead-letters")).status, 503);
+});
