@@ -47,6 +47,7 @@
  * @module
  */
 
+import { show } from "../policy/_validate.ts";
 import { BusyError } from "./busy_error.ts";
 import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
@@ -454,6 +455,29 @@ function keyBytes(key: KvKey): number {
 }
 
 /**
+ * A checked copy of a key prefix: every key of the store starts with it,
+ * so a caller that changes its array later (to build another tenant's, say)
+ * must not move this store's keys, and a string must not be spread into
+ * one key part per character.
+ */
+function keyPrefix(prefix: unknown): KvKey {
+  const part = (value: unknown) =>
+    typeof value === "string" || typeof value === "number" ||
+    typeof value === "bigint" || typeof value === "boolean" ||
+    value instanceof Uint8Array;
+  if (!Array.isArray(prefix) || !prefix.every(part)) {
+    throw new TypeError(
+      `Cannot create KvStore as 'prefix' must be an array of key parts (strings, numbers, bigints, booleans or Uint8Arrays), such as ["relayer"]: current value is ${
+        show(prefix)
+      }`,
+    );
+  }
+  return Object.freeze(
+    prefix.map((p) => p instanceof Uint8Array ? p.slice() : p),
+  );
+}
+
+/**
  * A {@linkcode Store} on Deno KV.
  *
  * @example On an in-memory Deno KV
@@ -491,8 +515,10 @@ export class KvStore implements Store {
    *
    * @param kv An open Deno KV handle (`Deno.openKv()`, or `openKv` from
    * `@deno/kv`); the caller opens and closes it.
-   * @param options The key prefix.
-   * @throws {TypeError} If `kv` does not look like a Deno KV handle.
+   * @param options The key prefix (copied) and the enqueue options.
+   * @throws {TypeError} If `kv` does not look like a Deno KV handle,
+   * `prefix` is not an array of key parts, or `enqueueOptions` is not a
+   * function.
    */
   constructor(kv: KvLike, options?: KvStoreOptions) {
     options ??= {};
@@ -504,7 +530,17 @@ export class KvStore implements Store {
     this.#kv = kv;
     this.#group = new GroupCommit(kv);
     this.#reads = new GroupRead(kv);
-    this.#prefix = options.prefix ?? ["relayer"];
+    this.#prefix = keyPrefix(options.prefix ?? ["relayer"]);
+    if (
+      options.enqueueOptions !== undefined &&
+      typeof options.enqueueOptions !== "function"
+    ) {
+      throw new TypeError(
+        `Cannot create KvStore as 'enqueueOptions' must be a function that returns the options: current value is ${
+          show(options.enqueueOptions)
+        }`,
+      );
+    }
     this.#enqueueOptions = options.enqueueOptions;
   }
 

@@ -1,4 +1,10 @@
-import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
+import {
+  type KvAtomic,
+  type KvEnqueueOptions,
+  type KvKey,
+  type KvLike,
+  KvStore,
+} from "../../store/kv.ts";
 import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
 import { ConflictError } from "../../store/conflict_error.ts";
@@ -401,4 +407,36 @@ Deno.test("KvStore: a count answered { ok: false } that landed is not counted ag
   assert.equal(await store.admit({ count: "m-1", now: 0 }), 1);
   assert.equal(await store.deliveries("m-1"), 2, "two copies, two counts");
   assert.equal(lossy.lost, 1);
+});
+
+Deno.test("KvStore refuses a prefix that is not an array of key parts, and keeps a copy of the one it is given", async () => {
+  using kv = await Deno.openKv(":memory:");
+  for (const prefix of ["relayer", 5, [{}], [null]]) {
+    assert.throws(
+      () => new KvStore(kv, { prefix: prefix as unknown as KvKey }),
+      (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, /'prefix' must be an array of key parts/);
+        return true;
+      },
+    );
+  }
+  assert.throws(
+    () =>
+      new KvStore(kv, {
+        enqueueOptions: { delay: 0 } as unknown as () => KvEnqueueOptions,
+      }),
+    /'enqueueOptions' must be a function/,
+  );
+  // A caller building the next tenant's prefix in the same array does not
+  // move this store's keys: its intent is still found.
+  const prefix = ["tenants", "a"];
+  const store = new KvStore(kv, { prefix });
+  await store.createIntent({ id: "pi_0001", state: "authorized" });
+  prefix[1] = "b";
+  assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+  assert.notEqual(
+    (await kv.get(["tenants", "a", "intent", "pi_0001"])).versionstamp,
+    null,
+  );
 });
