@@ -7,7 +7,7 @@
 
 import { backoff } from "./backoff.ts";
 import { assertDelivery, show } from "./_validate.ts";
-import type { Policy } from "./policy.ts";
+import { definePolicy, type Policy } from "./policy.ts";
 
 /**
  * The limits and delays of the queue that delivers a job (DESIGN §14). A
@@ -241,8 +241,10 @@ function retentionLimit(
  * @param queue The queue's limits.
  * @param delivery The delivery that failed, 1-based.
  * @returns The shortest and longest gap, in milliseconds.
- * @throws {RangeError} If `delivery` is not an integer >= 1, or a limit is
- * out of range.
+ * @throws {RangeError} If `delivery` is not an integer >= 1, or a number in
+ * the policy or a limit is out of range.
+ * @throws {TypeError} If the policy is not a valid policy (see
+ * {@linkcode definePolicy}) or `kind` is not a known queue.
  *
  * @example Pub/Sub ignores our backoff
  * ```ts
@@ -259,6 +261,9 @@ export function queueGap(
   queue: QueueLimits,
   delivery: number,
 ): { minMs: number; maxMs: number } {
+  // What decide would use, or its error: read as it is, a partial policy's
+  // missing jitter counted as none, and overstated the guaranteed gap.
+  policy = definePolicy(policy);
   assertQueue(queue);
   assertDelivery("compute queue gap", delivery);
   if (queue.kind === "pubsub") {

@@ -413,3 +413,21 @@ Deno.test("queueLimit() on Pub/Sub with a retention counts the deliveries that s
   });
   assert.deepEqual([check.problem, check.limit], ["stops_early", 6]);
 });
+
+Deno.test("queueGap() reads a partial policy as decide does: the default jitter's floor, not the whole delay", () => {
+  const partial = {} as unknown as Policy;
+  assert.deepEqual(
+    queueGap(partial, { kind: "kv" }, 1),
+    queueGap(DEFAULT_POLICY, { kind: "kv" }, 1),
+  );
+  assert.deepEqual(queueGap(partial, { kind: "kv" }, 1), {
+    minMs: 2500,
+    maxMs: 5000,
+  });
+  for (const policy of [null, { jitter: "Equal" }]) {
+    assert.throws(
+      () => queueGap(policy as unknown as Policy, { kind: "kv" }, 1),
+      /Cannot define policy/,
+    );
+  }
+});
