@@ -611,14 +611,14 @@ export function parseJob(job: unknown): Job {
   if (!isIntentId(intentId)) {
     throw new TypeError(
       `Cannot read job as 'intentId' must be ${INTENT_ID_RULE}: current value is ${
-        JSON.stringify(intentId) ?? "undefined"
+        show(intentId)
       }`,
     );
   }
   if (kind !== "settle") {
     throw new TypeError(
       `Cannot read job as 'kind' must be "settle": current value is ${
-        JSON.stringify(kind) ?? "undefined"
+        show(kind)
       }`,
     );
   }

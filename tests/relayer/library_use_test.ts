@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import {
   createRelayer,
   MemoryStore,
+  parseJob,
   poison,
   ScriptedSender,
 } from "../../mod.ts";
@@ -146,5 +147,29 @@ Deno.test("an earlier tx that confirmed settles the payment even when the last o
     );
     assert.equal(outcome.action, "done", outcome.reason);
     assert.equal((await store.getIntent("pi_0001"))?.state, "settled");
+  }
+});
+
+Deno.test("parseJob() names any intent id or kind it refuses in its own words, cut short, whatever its type", () => {
+  const refusals: [unknown, RegExp][] = [
+    [{ intentId: 10n }, /'intentId' must be .*: current value is 10n$/],
+    [{ intentId: "x".repeat(100_000) }, /…\(100000 characters\)$/],
+    [
+      { intentId: "pi_1", kind: 10n },
+      /'kind' must be "settle": current value is 10n$/,
+    ],
+    [{ intentId: "pi_1", kind: ["y".repeat(100_000)] }, /…\(\d+ characters\)$/],
+  ];
+  for (const [job, message] of refusals) {
+    assert.throws(() => parseJob(job), (error: Error) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /^Cannot read job as /);
+      assert.match(error.message, message);
+      assert.ok(
+        error.message.length < 400,
+        `${error.message.length} characters`,
+      );
+      return true;
+    });
   }
 });
