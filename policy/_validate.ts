@@ -67,3 +67,20 @@ export function assertMs(
     );
   }
 }
+
+/**
+ * Checks a source of randomness: a function (its outputs are clamped into
+ * `[0, 1)` where they are used), nothing else.
+ */
+export function assertRandom(
+  what: string,
+  random: unknown,
+): asserts random is () => number {
+  if (typeof random !== "function") {
+    throw new TypeError(
+      `Cannot ${what} as 'random' must be a function returning numbers in [0, 1), such as Math.random: current value is ${
+        show(random)
+      }`,
+    );
+  }
+}

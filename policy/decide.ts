@@ -5,7 +5,7 @@
  */
 
 import { messageOf } from "./_walk.ts";
-import { assertDelivery } from "./_validate.ts";
+import { assertDelivery, assertRandom } from "./_validate.ts";
 import { doubled } from "./_doubled.ts";
 import { jittered } from "./_jittered.ts";
 import type { Jitter } from "./jitter.ts";
@@ -101,7 +101,8 @@ export interface DecideOptions {
  * @throws {RangeError} If `delivery` is not an integer >= 1, or a number
  * in the policy is out of range.
  * @throws {TypeError} If the policy is neither an object nor `undefined`,
- * has a field that is not a policy field, or an unknown `jitter`.
+ * has a field that is not a policy field, or an unknown `jitter`; or if a
+ * retry's `options.random` is not a function.
  *
  * @example Three deliveries, then poison
  * ```ts
@@ -171,6 +172,7 @@ export function decide(
   const delayMs = doubled(delivery, baseMs, capMs);
   const given = options?.random;
   const random = given === undefined ? Math.random : given;
+  if (typeof random !== "function") assertRandom("decide", random);
   return {
     action: "retry",
     delayMs: jittered(delayMs, strategy, random),

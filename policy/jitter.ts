@@ -6,7 +6,7 @@
  */
 
 import { jittered } from "./_jittered.ts";
-import { show } from "./_validate.ts";
+import { assertRandom, show } from "./_validate.ts";
 
 /**
  * How a delay is randomised:
@@ -61,7 +61,8 @@ export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
  * Defaults to `Math.random`.
  * @returns The delay to wait, in milliseconds.
  * @throws {RangeError} If `delayMs` is not a finite number >= 0.
- * @throws {TypeError} If `strategy` is not one of the three.
+ * @throws {TypeError} If `strategy` is not one of the three, or `random`
+ * is not a function.
  *
  * @example Equal jitter never goes below half
  * ```ts
@@ -95,5 +96,6 @@ export function jitter(
       }`,
     );
   }
+  assertRandom("apply jitter", random);
   return jittered(delayMs, strategy, random);
 }

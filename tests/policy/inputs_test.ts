@@ -82,3 +82,30 @@ Deno.test("parseDuration does not count leading zeros against the 15 digits", ()
   assert.equal(parseDuration("0"), 0);
   assert.throws(() => parseDuration("1000000000000000"), /at most 15 digits/);
 });
+
+Deno.test("decide and jitter refuse a random source that is not a function, in their own words", () => {
+  for (const random of ["0.5", 0.5, null, {}]) {
+    const given = random as unknown as () => number;
+    assert.throws(
+      () => decide(new Error("rpc timeout"), 1, {}, { random: given }),
+      (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(
+          error.message,
+          /^Cannot decide as 'random' must be a function returning numbers in \[0, 1\), such as Math\.random: current value is /,
+        );
+        return true;
+      },
+    );
+  }
+  assert.throws(
+    () => jitter(5000, "equal", "0.5" as unknown as () => number),
+    /^TypeError: Cannot apply jitter as 'random' must be a function/,
+  );
+  // A poison needs no random number: a bad source is not consulted.
+  assert.equal(
+    decide(new Error("x"), 10, {}, { random: null as unknown as () => number })
+      .action,
+    "poison",
+  );
+});
