@@ -147,7 +147,9 @@ export interface RelayerOptions {
    */
   readonly policy?: Partial<Policy>;
   /**
-   * The clock, in milliseconds.
+   * The clock: whole milliseconds, as `Date.now()` returns them. A delivery
+   * that reads anything else (a fraction, `NaN`, a `Date`) fails, naming
+   * the clock, before it writes or sends.
    *
    * @default {Date.now}
    */
@@ -768,12 +770,26 @@ export function createRelayer(options: RelayerOptions): Relayer {
   const {
     store,
     sender,
-    now = Date.now,
+    now: clock = Date.now,
     random = Math.random,
     leaseMs = 30_000,
     clockSkewMs = 5_000,
   } = options;
-  assertDependencies(store, sender, now, random);
+  assertDependencies(store, sender, clock, random);
+  // Checked on every read: a clock off by its type (`performance.now()`'s
+  // fractions, a `Date`, `NaN`) took a payment for stuck at once, and the
+  // store's refusal of the time it wrote named a field, not the clock.
+  const now = (): number => {
+    const at = clock();
+    if (!Number.isSafeInteger(at)) {
+      throw new TypeError(
+        `Cannot run a delivery as 'now' must return a whole number of milliseconds, as Date.now() does: it returned ${
+          show(at)
+        }`,
+      );
+    }
+    return at;
+  };
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
   assertMs("create relayer", "clockSkewMs", clockSkewMs, 0);

@@ -173,3 +173,37 @@ Deno.test("parseJob() names any intent id or kind it refuses in its own words, c
     });
   }
 });
+
+Deno.test("a clock that does not return whole milliseconds fails the delivery naming 'now', and nothing is written or sent, nor a settling payment rescued", async () => {
+  for (const reading of [1000.5, Number.NaN, "1000", new Date(1000)]) {
+    for (const state of ["authorized", "settling"] as const) {
+      const store = new MemoryStore();
+      await store.createIntent({
+        id: "pi_0001",
+        state,
+        hold: "pending",
+        ...(state === "settling" ? { settlingSince: 0 } : {}),
+      });
+      const before = await store.getIntent("pi_0001");
+      const sender = new ScriptedSender({
+        pi_0001: { sends: [{ txHash: "0xabc" }] },
+      });
+      const relayer = createRelayer({
+        store,
+        sender,
+        now: () => reading as number,
+        random: () => 0,
+        policy: { maxDeliveries: 3 },
+      });
+      const job = { intentId: "pi_0001", kind: "settle" } as const;
+      const outcome = await relayer.deliver(job, 1);
+      assert.equal(outcome.action, "retry", String(reading));
+      assert.match(
+        outcome.reason,
+        /^Cannot run a delivery as 'now' must return a whole number of milliseconds, as Date\.now\(\) does: it returned /,
+      );
+      assert.deepEqual(sender.calls, []);
+      assert.deepEqual(await store.getIntent("pi_0001"), before);
+    }
+  }
+});
