@@ -166,6 +166,43 @@ export interface QueueHandlerOptions {
   readonly log?: (line: string) => void;
 }
 
+/** The options `createQueueHandler` reads; any other is a typo. */
+const OPTION_NAMES: readonly string[] = [
+  "relayer",
+  "maxRetries",
+  "deadLetterQueue",
+  "deadLetterMaxRetries",
+  "concurrency",
+  "log",
+] satisfies readonly (keyof QueueHandlerOptions)[];
+
+/**
+ * Refuses options that are not an object, or that name an option the
+ * handler does not read: a misspelt `deadLetterQueue` would take every
+ * give-up from the dead-letter queue for a delivery, and no intent whose
+ * job the queue gave up on would be resolved.
+ */
+function checkOptionNames(options: QueueHandlerOptions): void {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(
+      `Cannot create queue handler as its options must be an object such as { relayer, maxRetries }: current value is ${
+        options === null ? "null" : typeof options
+      }`,
+    );
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.includes(name)) {
+      throw new TypeError(
+        `Cannot create queue handler as ${
+          JSON.stringify(name.slice(0, 40))
+        } is not one of its options (${
+          OPTION_NAMES.join(", ")
+        }): check its spelling`,
+      );
+    }
+  }
+}
+
 /**
  * A Worker's `queue` handler. It throws only if a message's own `ack()` or
  * `retry()` threw, after the whole batch, so that Cloudflare delivers again
@@ -307,7 +344,9 @@ function checkDeadLetterRetries(
  * still means to deliver. If `deadLetterMaxRetries` is given and is not an
  * integer in 0..100, or its retries span less than 14 days.
  * @throws {TypeError} If `deadLetterMaxRetries` is given without
- * `deadLetterQueue`.
+ * `deadLetterQueue`, or if the options are not an object or name an
+ * option it does not read (a misspelt `deadLetterQueue` would take every
+ * give-up for a delivery).
  *
  * @example Consume a batch
  * ```ts
@@ -335,6 +374,7 @@ function checkDeadLetterRetries(
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
+  checkOptionNames(options);
   const { relayer, maxRetries = 3, deadLetterQueue, concurrency = 4 } = options;
   const sink = options.log ?? (() => {});
   // A log line is never a reason for a message to go unsettled: a sink

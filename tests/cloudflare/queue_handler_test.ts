@@ -11,6 +11,7 @@ import {
 } from "../../mod.ts";
 import {
   createQueueHandler,
+  type QueueHandlerOptions,
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
 
@@ -319,6 +320,32 @@ Deno.test("createQueueHandler() backs off on message.attempts after an unexpecte
     "retry 5",
     "retry 5",
   ]);
+});
+
+Deno.test("createQueueHandler() refuses a misspelt option, which would have taken the dead-letter queue's give-ups for deliveries", () => {
+  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 3 });
+  const misspelt = { relayer, maxRetries: 2, deadLetterQeue: "jobs-dlq" };
+  assert.throws(
+    () => createQueueHandler(misspelt as QueueHandlerOptions),
+    {
+      name: "TypeError",
+      message:
+        'Cannot create queue handler as "deadLetterQeue" is not one of its options (relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, concurrency, log): check its spelling',
+    },
+  );
+  for (const options of [null, undefined, "jobs-dlq"]) {
+    assert.throws(
+      () => createQueueHandler(options as unknown as QueueHandlerOptions),
+      { name: "TypeError", message: /its options must be an object/ },
+    );
+  }
+  // Spelt right, the same options make a handler.
+  const handler = createQueueHandler({
+    relayer,
+    maxRetries: 2,
+    deadLetterQueue: "jobs-dlq",
+  });
+  assert.equal(typeof handler, "function");
 });
 
 Deno.test("createQueueHandler() refuses a queue that stops before the policy does", () => {
