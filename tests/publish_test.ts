@@ -251,3 +251,29 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the API
     await server.shutdown();
   }
 });
+
+Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the /v1/qstash route, which the routes would be appended after", () => {
+  for (
+    const publicUrl of [
+      "https://relayer.example.com/v1/qstash",
+      "https://relayer.example.com/v1/qstash/failed/",
+      "https://relayer.example.com/base?token=s3cr3t",
+      "https://relayer.example.com/#top",
+    ]
+  ) {
+    assert.throws(
+      () => qstashPublisher({ token: "t", publicUrl, retries: 2 }),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        error.message.includes("'publicUrl' must be the service's base URL") &&
+        !error.message.includes("s3cr3t"),
+      publicUrl,
+    );
+  }
+  // A base URL with a path of its own is fine.
+  qstashPublisher({
+    token: "t",
+    publicUrl: "https://relayer.example.com/base/",
+    retries: 2,
+  });
+});

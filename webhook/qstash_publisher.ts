@@ -128,6 +128,16 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
     );
   }
   const base = httpUrl("publicUrl", options.publicUrl).replace(/\/+$/, "");
+  const { search, hash, pathname } = new URL(base);
+  if (
+    search !== "" || hash !== "" || /\/v1\/qstash(?:\/failed)?$/.test(pathname)
+  ) {
+    // The routes are appended to it: a query would end up before them, and
+    // a route already there would be doubled (…/v1/qstash/v1/qstash, a 404).
+    throw new TypeError(
+      "Cannot build a QStash publisher as 'publicUrl' must be the service's base URL, without a query, a fragment or the /v1/qstash route (the publisher adds /v1/qstash and /v1/qstash/failed)",
+    );
+  }
   const baseUrl = httpUrl(
     "baseUrl",
     options.baseUrl ?? "https://qstash.upstash.io",
