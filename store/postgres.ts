@@ -160,6 +160,8 @@ export interface PostgresStoreOptions {
    * closes (a server restart, a failover, `pg_terminate_backend`): without
    * this bound, that write would wait forever
    * ([porsager/postgres#1195](https://github.com/porsager/postgres/issues/1195)).
+   * A write's lock waits are bounded at half of it (`lock_timeout`), so a
+   * write held up by another session's lock fails with nothing written.
    *
    * @default {10000}
    */
@@ -290,6 +292,8 @@ function sweepKey(client: postgres.Sql, schema: string): string {
 export class PostgresStore implements Store {
   #sql: postgres.Sql;
   #waitMs: number;
+  /** The `lock_timeout` of a write's flight: half of `connectionWaitMs`. */
+  #lockMs: number;
   #schema: string;
   #t: Record<
     | "intents"
@@ -366,6 +370,7 @@ export class PostgresStore implements Store {
     }
     this.#sweeps = sweeps;
     this.#waitMs = waitMs;
+    this.#lockMs = Math.max(1, Math.floor(waitMs / 2));
     const table = (name: string) => client(`${schema}.${name}`);
     this.#t = {
       intents: table("intents"),
@@ -630,6 +635,14 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
+      if (code === "55P03") {
+        // A lock waited for longer than the flight's `lock_timeout`: the
+        // transaction aborted, so nothing of the write committed.
+        throw new Error(
+          `Cannot ${what} as another session held a lock it needed for over ${this.#lockMs}ms (lock_timeout; see pg_locks and pg_stat_activity): nothing was written; retry`,
+          { cause: error },
+        );
+      }
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
         // writer won; the caller re-reads.
@@ -710,7 +723,14 @@ export class PostgresStore implements Store {
       writes: readonly postgres.PendingQuery<postgres.Row[]>[],
     ) => {
       const sent = [
-        tx.unsafe(`BEGIN ${ISOLATION}`).execute(),
+        // One simple query of two statements: the flight's lock waits are
+        // bounded below `connectionWaitMs`, so a write held up by another
+        // session's lock (an open psql, a long report) fails with nothing
+        // written and hands its connection back, instead of keeping it
+        // from the pool for as long as the lock lasts.
+        tx.unsafe(
+          `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}`,
+        ).execute(),
         ...writes.map((q) => q.execute()),
         tx`COMMIT`.execute(),
       ];
