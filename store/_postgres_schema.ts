@@ -33,6 +33,19 @@ const RELATIONS = [
 ] as const;
 const FUNCTIONS = ["refuse_replay(bigint)", "refuse_stale(bigint)"] as const;
 const COLUMNS = [["intents", "tx_hashes"]] as const;
+/**
+ * The privileges the store's calls use, which a service role that does
+ * not own the schema needs granted (see docs/postgres.md): what
+ * {@linkcode migrated} reports missing. Intents and holds are never
+ * deleted; the sweep and a redrive delete the rest.
+ */
+const TABLE_PRIVILEGES: readonly (readonly [string, readonly string[]])[] = [
+  ["intents", ["SELECT", "INSERT", "UPDATE"]],
+  ["holds", ["SELECT", "INSERT", "UPDATE"]],
+  ...(["leases", "counters", "claims", "dead_letters"] as const).map((
+    table,
+  ) => [table, ["SELECT", "INSERT", "UPDATE", "DELETE"]] as const),
+];
 
 function checked(schema: string, what: string): string {
   if (!SCHEMA_NAME.test(schema)) {
@@ -47,9 +60,12 @@ function checked(schema: string, what: string): string {
 
 /**
  * One catalog query, answering one row whose `current` says whether
- * everything the migration creates exists in `schema`, and `read_only`
+ * everything the migration creates exists in `schema`, `read_only`
  * whether this connection may write at all (a standby, or
- * `default_transaction_read_only`). `migrate()` asks it
+ * `default_transaction_read_only`), and `missing` which privileges the
+ * store's calls use this role lacks on what exists (`SELECT on
+ * relayer.claims`, …): granted to a schema's owner, and needed by a
+ * service role that is not. `migrate()` asks it
  * first, at every start, and runs no DDL when it is true: even an
  * `IF NOT EXISTS` statement locks (`CREATE INDEX` takes a share lock on
  * its table, waiting for every open write on it and stalling every write
@@ -72,7 +88,35 @@ export function migrated(schema: string): string {
       ),
     ].join("\n    AND ")
   } AS current,
-  current_setting('transaction_read_only') = 'on' AS read_only`;
+  current_setting('transaction_read_only') = 'on' AS read_only,
+  array_remove(ARRAY[${
+    [
+      ...TABLE_PRIVILEGES.flatMap(([table, privileges]) =>
+        privileges.map((privilege) =>
+          lacks(
+            `has_table_privilege(to_regclass('${s}.${table}')::oid, '${privilege}')`,
+            `${privilege} on ${schema}.${table}`,
+          )
+        )
+      ),
+      // nextval takes USAGE or UPDATE.
+      lacks(
+        `has_sequence_privilege(to_regclass('${s}.dead_letter_versions')::oid, 'USAGE, UPDATE')`,
+        `USAGE on ${schema}.dead_letter_versions`,
+      ),
+      ...FUNCTIONS.map((name) =>
+        lacks(
+          `has_function_privilege(to_regprocedure('${s}.${name}')::oid, 'EXECUTE')`,
+          `EXECUTE on ${schema}.${name}`,
+        )
+      ),
+    ].join(",\n    ")
+  }]::text[], NULL) AS missing`;
+}
+
+/** `what` when `held` is false; NULL when it is true, or NULL (the object is missing). */
+function lacks(held: string, what: string): string {
+  return `CASE WHEN NOT ${held} THEN '${what}' END`;
 }
 
 /**

@@ -401,6 +401,9 @@ export class PostgresStore implements Store {
    *
    * @throws {Error} If the database is read-only (a standby, or
    * `default_transaction_read_only = on`): every write would fail.
+   * @throws {Error} If this role lacks a privilege the store's calls use
+   * on a schema that is current (a service role not granted one): those
+   * writes would fail.
    * @throws {Error} If a migration the schema needs (a first start, an
    * upgrade) cannot get its locks within 2 s each, three times: another
    * session keeps a transaction open on a table. Live instances wait no
@@ -434,6 +437,16 @@ export class PostgresStore implements Store {
       // healthy and answer every delivery "retry".
       throw new Error(
         "Cannot use this PostgreSQL database as it is read-only (a standby, or default_transaction_read_only = on): connect to the primary",
+      );
+    }
+    const missing = (current?.missing ?? []) as string[];
+    if (current?.current === true && missing.length > 0) {
+      // Every write that needs one would fail at run time, some only on
+      // a poisoned job (a dead letter's sequence): say so at start.
+      throw new Error(
+        `Cannot use the PostgreSQL schema "${this.#schema}" as this role lacks ${
+          missing.join(", ")
+        }: grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`,
       );
     }
     if (current?.current !== true) await this.#migrateBounded();

@@ -461,6 +461,43 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() as a service role lacking a grant the store's writes use says which at start, not at the first poisoned job",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      await asNewRole(admin, async (sql, role) => {
+        // No DELETE on claims, no USAGE on the dead letters' sequence (only
+        // a poison needs it), and a database that revokes EXECUTE from
+        // PUBLIC by default.
+        await admin.unsafe(`
+          GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
+          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+          REVOKE DELETE ON "${schema}".claims FROM "${role}";
+          REVOKE EXECUTE ON FUNCTION "${schema}".refuse_stale(bigint) FROM PUBLIC;`);
+        await assert.rejects(
+          new PostgresStore(sql, { schema }).migrate(),
+          (error: Error) => {
+            assert.equal(
+              error.message,
+              `Cannot use the PostgreSQL schema "${schema}" as this role lacks DELETE on ${schema}.claims, USAGE on ${schema}.dead_letter_versions, EXECUTE on ${schema}.refuse_stale(bigint): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`,
+            );
+            return true;
+          },
+        );
+        // Granted what the store uses, and no more, it starts.
+        await admin.unsafe(`
+          REVOKE DELETE ON "${schema}".intents, "${schema}".holds FROM "${role}";
+          GRANT DELETE ON "${schema}".claims TO "${role}";
+          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";
+          GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "${schema}" TO "${role}";`);
+        await new PostgresStore(sql, { schema }).migrate();
+      });
+    }),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() as a service role on a schema an upgrade changes says to run it once as the schema's owner",
   ignore,
   fn: () =>
