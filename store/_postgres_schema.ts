@@ -64,8 +64,10 @@ function checked(schema: string, what: string): string {
  * whether this connection may write at all (a standby, or
  * `default_transaction_read_only`), and `missing` which privileges the
  * store's calls use this role lacks on what exists (`SELECT on
- * relayer.claims`, …): granted to a schema's owner, and needed by a
- * service role that is not. `migrate()` asks it
+ * relayer.claims, …`, or empty): granted to a schema's owner, and needed
+ * by a service role that is not. Text, not an array: a client without
+ * the server's types (through a pooler in transaction mode) reads an
+ * array as its literal `{…}`. `migrate()` asks it
  * first, at every start, and runs no DDL when it is true: even an
  * `IF NOT EXISTS` statement locks (`CREATE INDEX` takes a share lock on
  * its table, waiting for every open write on it and stalling every write
@@ -89,7 +91,7 @@ export function migrated(schema: string): string {
     ].join("\n    AND ")
   } AS current,
   current_setting('transaction_read_only') = 'on' AS read_only,
-  array_remove(ARRAY[${
+  array_to_string(ARRAY[${
     [
       ...TABLE_PRIVILEGES.flatMap(([table, privileges]) =>
         privileges.map((privilege) =>
@@ -111,7 +113,7 @@ export function migrated(schema: string): string {
         )
       ),
     ].join(",\n    ")
-  }]::text[], NULL) AS missing`;
+  }]::text[], ', ') AS missing`;
 }
 
 /** `what` when `held` is false; NULL when it is true, or NULL (the object is missing). */

@@ -439,14 +439,12 @@ export class PostgresStore implements Store {
         "Cannot use this PostgreSQL database as it is read-only (a standby, or default_transaction_read_only = on): connect to the primary",
       );
     }
-    const missing = (current?.missing ?? []) as string[];
-    if (current?.current === true && missing.length > 0) {
+    const missing = String(current?.missing ?? "");
+    if (current?.current === true && missing !== "") {
       // Every write that needs one would fail at run time, some only on
       // a poisoned job (a dead letter's sequence): say so at start.
       throw new Error(
-        `Cannot use the PostgreSQL schema "${this.#schema}" as this role lacks ${
-          missing.join(", ")
-        }: grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`,
+        `Cannot use the PostgreSQL schema "${this.#schema}" as this role lacks ${missing}: grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`,
       );
     }
     if (current?.current !== true) await this.#migrateBounded();
