@@ -517,7 +517,9 @@ export function jobIdOf(job: Job): string {
 /**
  * The worker's line for one delivery: job, delivery number, action, and
  * why (for a poison, `"<decision reason>; <resolution text>"`, DESIGN §5).
- * The demo, the webhook's log and the local queue's log all print it.
+ * The demo, the webhook's log and the local queue's log all print it. It
+ * is one line: control characters in the reason (a Sender's multi-line
+ * error) become spaces, and a reason is cut at 500 characters.
  *
  * @param job The job delivered.
  * @param outcome What the delivery answered.
@@ -547,7 +549,28 @@ export function formatOutcome(job: Job, outcome: Outcome): string {
     : outcome.reason;
   return `${jobIdOf(job).padEnd(16)} #${outcome.delivery}  ${
     outcome.action.padEnd(13)
-  }(${text})`;
+  }(${
+    text.length > LINE_TEXT_MAX || CONTROL.test(text) ? oneLine(text) : text
+  })`;
+}
+
+/** How much of a reason a worker line shows; the dead letter keeps it all. */
+const LINE_TEXT_MAX = 500;
+
+// deno-lint-ignore no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * A reason made fit for one log line: a Sender's own error may span lines
+ * (viem's carry "Request Arguments:" and "Details:" on lines of their
+ * own), and a line break in a log line starts what reads as another line.
+ */
+function oneLine(text: string): string {
+  // deno-lint-ignore no-control-regex
+  const flat = text.replace(/[\u0000-\u001f\u007f]+/g, " ");
+  return flat.length > LINE_TEXT_MAX
+    ? `${flat.slice(0, LINE_TEXT_MAX - 1)}…`
+    : flat;
 }
 
 /**

@@ -1900,6 +1900,40 @@ Deno.test("formatOutcome() keeps a space after a job id of any length", () => {
   );
 });
 
+Deno.test("formatOutcome() keeps a Sender's multi-line error on one log line, cut at 500 characters, while the delivery keeps all of it", async () => {
+  // viem's errors span lines: "Request Arguments:", "Details:", "Version:".
+  const viem = [
+    "The request took too long to respond.",
+    "",
+    "URL: http://rpc.example",
+    "Request body: " + "x".repeat(600),
+    "",
+    "Details: The request timed out.\r\nVersion: viem@2.21.0",
+  ].join("\n");
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({
+      pi_0001: { sends: [{ error: new Error(viem) }] },
+    }),
+    random: () => 0,
+  });
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.action, "retry");
+  assert.ok(outcome.reason.includes("\nURL: http://rpc.example"));
+  const line = formatOutcome(job, outcome);
+  assert.doesNotMatch(line, /[\r\n\u0000-\u001f]/);
+  assert.match(line, /\(send: The request took too long to respond\. URL: /);
+  assert.ok(line.endsWith("…)"), line.slice(-20));
+  assert.equal(line.length, "pi_0001/settle   #1  retry        (".length + 501);
+});
+
 /**
  * An authorized pi_0001 on a MemoryStore whose first `transition` (the
  * write-ahead, authorized to settling) commits, then loses its answer (the
