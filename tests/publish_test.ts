@@ -19,12 +19,22 @@ interface Publish {
   readonly body: unknown;
 }
 
-/** A local stand-in for QStash's publish API. */
+/**
+ * A local stand-in for QStash's publish API. Like QStash, it refuses a
+ * deduplication id with a colon (400 "DeduplicationId cannot contain ':'",
+ * as reported in lobehub/lobehub#18778 and superset-sh/superset#3591).
+ */
 function standIn() {
   const publishes: Publish[] = [];
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     async (req) => {
+      if (req.headers.get("upstash-deduplication-id")?.includes(":")) {
+        await req.body?.cancel();
+        return Response.json({ error: "DeduplicationId cannot contain ':'" }, {
+          status: 400,
+        });
+      }
       publishes.push({
         path: decodeURIComponent(new URL(req.url).pathname),
         headers: req.headers,
@@ -102,9 +112,10 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
       assert.equal((await redriven.json()).enqueued, true);
       const second = qstash.publishes[1];
       assert.deepEqual(second?.body, { intentId: "pi_0002", kind: "settle" });
+      // QStash refuses a colon: the id (pi_0002/settle:<version>) goes hashed.
       assert.match(
         second?.headers.get("upstash-deduplication-id") ?? "",
-        /^pi_0002\/settle:/,
+        /^[0-9a-f]{64}$/,
       );
       assert.equal(
         (await kv.get(["relayer", "dead", "pi_0002/settle"])).value,
@@ -276,4 +287,31 @@ Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the
     publicUrl: "https://relayer.example.com/base/",
     retries: 2,
   });
+});
+
+Deno.test("qstashPublisher() sends a deduplication id QStash takes: a colon-free form of the id, equal for equal ids (an intent id may hold colons too)", async () => {
+  const qstash = standIn();
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token-for-tests",
+      publicUrl: "https://relayer.example.test",
+      retries: 2,
+      baseUrl: qstash.url,
+    });
+    const job = { intentId: "acct:42:pi_0001", kind: "settle" } as const;
+    for (const id of ["acct:42:pi_0001/settle:7", "acct:42:pi_0001/settle:7"]) {
+      await publisher.publish(job, { deduplicationId: id });
+    }
+    await publisher.publish(job, {
+      deduplicationId: "acct:42:pi_0001/settle:8",
+    });
+    const ids = qstash.publishes.map((p) =>
+      p.headers.get("upstash-deduplication-id")
+    );
+    assert.equal(ids.length, 3, "QStash refused a publish");
+    assert.equal(ids[0], ids[1]);
+    assert.notEqual(ids[0], ids[2]);
+  } finally {
+    await qstash.server.shutdown();
+  }
 });

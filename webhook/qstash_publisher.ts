@@ -8,6 +8,8 @@
 
 import { secretForms } from "../policy/_walk.ts";
 import { Client } from "@upstash/qstash";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 import { type Job, jobIdOf, parseJob } from "../relayer/relayer.ts";
 
 /**
@@ -163,7 +165,9 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
           body: job,
           retries,
           failureCallback: `${base}/v1/qstash/failed`,
-          ...(deduplicationId ? { deduplicationId } : {}),
+          ...(deduplicationId
+            ? { deduplicationId: qstashDeduplicationId(deduplicationId) }
+            : {}),
         });
       } catch (error) {
         throw publishError(error, token, jobIdOf(job));
@@ -175,6 +179,17 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
       return { messageId };
     },
   };
+}
+
+/**
+ * A deduplication id QStash takes: the hex SHA-256 of `id`. QStash refuses
+ * an `Upstash-Deduplication-Id` with a colon (400 "DeduplicationId cannot
+ * contain ':'"), and a redrive's id is `<intentId>/settle:<version>`, an
+ * intent id may hold colons too; the hash keeps equal ids equal (the loser
+ * of two redrives is still dropped) in 64 characters QStash accepts.
+ */
+function qstashDeduplicationId(id: string): string {
+  return bytesToHex(sha256(new TextEncoder().encode(id)));
 }
 
 /**
