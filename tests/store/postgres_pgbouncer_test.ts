@@ -69,7 +69,11 @@ function pooler(
 /** A client through `pooler`, quiet about notices. */
 function through(
   pooler: OwnedPgBouncer,
-  options: { prepare: boolean; max: number },
+  options: {
+    prepare: boolean;
+    max: number;
+    connection?: { application_name: string };
+  },
 ): postgres.Sql {
   return postgres(pooler.url, { ...options, onnotice: () => {} });
 }
@@ -294,21 +298,31 @@ Deno.test({
     // first's next statement waits for it: the check gives up in time,
     // rolls the second back, and lets the first finish and roll back too.
     const bouncer = await pooler("transaction", 1);
-    const sql = through(bouncer, { prepare: true, max: 4 });
-    const other = through(bouncer, { prepare: false, max: 1 });
     const schema = freshSchema();
+    // Named, so that only its sessions are counted below: the server is
+    // shared, and other test files hold transactions open on purpose.
+    const sql = through(bouncer, {
+      prepare: true,
+      max: 4,
+      connection: { application_name: schema },
+    });
+    const other = through(bouncer, { prepare: false, max: 1 });
     try {
+      const [named] = await sql<{ name: string }[]>`
+        SELECT current_setting('application_name') AS name`;
+      assert.equal(named?.name, schema, "PgBouncer passes the name on");
       const started = performance.now();
       await new PostgresStore(sql, { schema }).migrate();
       const took = performance.now() - started;
       assert.ok(took < 8_000, `migrate() took ${Math.round(took)} ms`);
       // Nothing is left holding the session: another client is answered,
-      // and no session idles in a transaction.
+      // and no session of the checked client idles in a transaction.
       const [row] = await withTimeout(
         () =>
           other<{ stuck: number }[]>`
             SELECT count(*)::int AS stuck FROM pg_stat_activity
-            WHERE state LIKE 'idle in transaction%'`,
+            WHERE state LIKE 'idle in transaction%'
+              AND application_name = ${schema}`,
         3_000,
       );
       assert.equal(row?.stuck, 0);
