@@ -35,6 +35,17 @@ export interface PostgresServer {
 export interface OwnedPostgresServer extends PostgresServer {
   /** Stops the server and deletes its dir (the watchdog does it anyway at exit). */
   stop(): Promise<void>;
+  /**
+   * Stops the server and keeps its data (`pg_ctl stop -m <mode>`), as a
+   * failover or maintenance does; {@linkcode OwnedPostgresServer.resume}
+   * starts it again on the same port. `immediate` leaves crash recovery to
+   * the next start.
+   */
+  halt(mode: "fast" | "immediate"): Promise<void>;
+  /** Starts a halted server again, on the same port and data; waits until it accepts connections. */
+  resume(): Promise<void>;
+  /** Runs `query` as the superuser over the server's Unix socket (psql); returns its output. */
+  psql(query: string): Promise<string>;
 }
 
 const WHERE = "/usr/lib/postgresql";
@@ -150,6 +161,12 @@ export async function startPostgres(
     bin?: string;
     /** Serve TLS too, with this certificate and key (PEM). */
     tls?: { cert: string; key: string };
+    /**
+     * Keep `synchronous_commit` on, so a commit the server acknowledged
+     * survives its crash (`pg_ctl stop -m immediate`); off by default, for
+     * speed, where the server is never crashed.
+     */
+    durable?: boolean;
   } = {},
 ): Promise<OwnedPostgresServer> {
   const bin = options.bin ?? await postgresBinDir();
@@ -225,28 +242,30 @@ export async function startPostgres(
   let lastError = "";
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = freePort();
-    const started = await as("pg_ctl", [
-      "-D",
-      data,
-      "-l",
-      log,
-      "-w",
-      "-t",
-      "60",
-      "-o",
-      [
-        `-p ${port}`,
-        "-h 127.0.0.1",
-        `-k ${dir}`,
-        "-F", // fsync off: the tests kill the service, never the database
-        "-c max_connections=300",
-        "-c shared_buffers=32MB",
-        "-c synchronous_commit=off",
-        "-c full_page_writes=off",
-        ...tls,
-      ].join(" "),
-      "start",
-    ]);
+    const start = () =>
+      as("pg_ctl", [
+        "-D",
+        data,
+        "-l",
+        log,
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        [
+          `-p ${port}`,
+          "-h 127.0.0.1",
+          `-k ${dir}`,
+          "-F", // fsync off: the tests kill the service, never the database
+          "-c max_connections=300",
+          "-c shared_buffers=32MB",
+          `-c synchronous_commit=${options.durable ? "on" : "off"}`,
+          "-c full_page_writes=off",
+          ...tls,
+        ].join(" "),
+        "start",
+      ]);
+    const started = await start();
     if (started.ok) {
       let stopped = false;
       return {
@@ -259,6 +278,40 @@ export async function startPostgres(
           stopped = true;
           await as("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
           await Deno.remove(dir, { recursive: true }).catch(() => {});
+        },
+        async halt(mode) {
+          const halted = await as("pg_ctl", [
+            "-D",
+            data,
+            "-m",
+            mode,
+            "-w",
+            "stop",
+          ]);
+          if (!halted.ok) throw new Error(`pg_ctl stop failed:\n${halted.out}`);
+        },
+        async resume() {
+          const resumed = await start();
+          if (!resumed.ok) {
+            throw new Error(`pg_ctl start failed:\n${resumed.out}`);
+          }
+        },
+        async psql(query) {
+          const out = await as(`psql`, [
+            "-h",
+            dir,
+            "-p",
+            String(port),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-XAtq",
+            "-c",
+            query,
+          ]);
+          if (!out.ok) throw new Error(`psql failed:\n${out.out}`);
+          return out.out;
         },
       };
     }

@@ -9,7 +9,7 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10]
  * ```
  *
  * - **The signer** is a stub on loopback inside this process. Each intent
@@ -41,6 +41,18 @@
  *   redrive route advises for a queue of one's own), with a new message id
  *   and a fresh count; the old letter stays until a new poisoning
  *   replaces it.
+ * - **The database faults** (`--db-faults`, PostgreSQL only, on a server
+ *   with synchronous commits) come in the order given, each a seeded 0.3 to
+ *   1.5 s after the last one's recovery: `fast` and `immediate` stop the
+ *   server in that `pg_ctl` mode and start it again (`immediate` leaves crash
+ *   recovery to the start), `down` keeps it stopped `--db-down` seconds,
+ *   `terminate` ends every client session five times 200 ms apart. The jobs
+ *   are published over the faults' span. After each, `/readyz` must answer
+ *   200 and a delivery sent after the database came back must be answered 200
+ *   within 30 s, with the same relayer process (one that exits fails the
+ *   run); the summary says how long each took, and what the service answered
+ *   meanwhile. Every delivery must be answered within 30 s, and anything but
+ *   a 200 or a 503 is a violation.
  * - **The kills** come after a seeded number of answers since the last
  *   start, plus a seeded few milliseconds so they land mid-request; after
  *   the last one the run goes on, without kills, until every job has ended.
@@ -121,10 +133,29 @@ export interface CrashTestOptions {
    * front (transaction mode, `?prepare=false`).
    */
   readonly store: "kv" | "postgres" | "pgbouncer";
+  /**
+   * What happens to the database during the run, in this order, at seeded
+   * moments (PostgreSQL only): `fast` and `immediate` restart it (`pg_ctl`
+   * stop mode; `immediate` leaves crash recovery to the start), `down`
+   * stops it for `dbDownS`, `terminate` ends every client session
+   * (`pg_terminate_backend`) five times 200 ms apart.
+   */
+  readonly dbFaults: readonly DbFault[];
+  /** How long a `down` fault keeps the database stopped, in seconds. */
+  readonly dbDownS: number;
 }
 
+/** One thing done to the database during the run. */
+export type DbFault = "fast" | "immediate" | "down" | "terminate";
+const DB_FAULTS: readonly DbFault[] = [
+  "fast",
+  "immediate",
+  "down",
+  "terminate",
+];
+
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -137,12 +168,27 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     seed: Math.floor(Math.random() * 2 ** 31),
     concurrency: 16,
     deadline: 180,
+    "db-down": 10,
   };
   let store: CrashTestOptions["store"] = "kv";
+  let dbFaults: DbFault[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") throw new HelpRequested(USAGE);
-    const match = /^--([a-z]+)(?:=(.*))?$/.exec(arg);
+    const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    if (match?.[1] === "db-faults") {
+      const text = match[2] ?? args[++i] ?? "";
+      dbFaults = text.split(",").filter((kind) => kind !== "") as DbFault[];
+      const bad = dbFaults.find((kind) => !DB_FAULTS.includes(kind));
+      if (bad !== undefined || dbFaults.length === 0) {
+        throw new RangeError(
+          `--db-faults must list ${DB_FAULTS.join(", ")}: current value is ${
+            JSON.stringify(text)
+          }`,
+        );
+      }
+      continue;
+    }
     if (match?.[1] === "store") {
       const text = match[2] ?? args[++i];
       if (text !== "kv" && text !== "postgres" && text !== "pgbouncer") {
@@ -175,6 +221,11 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     }
     values[name] = value;
   }
+  if (dbFaults.length > 0 && store === "kv") {
+    throw new RangeError(
+      "--db-faults needs --store postgres or pgbouncer: current value is kv",
+    );
+  }
   return {
     intents: values.intents!,
     kills: values.kills!,
@@ -182,6 +233,8 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     concurrency: values.concurrency!,
     deadlineS: values.deadline!,
     store,
+    dbFaults,
+    dbDownS: values["db-down"]!,
   };
 }
 
@@ -656,6 +709,28 @@ interface Stats {
   giveUpRepeats: number;
   republished: number;
   heldUp: number;
+  /** The database faults, as they happened. */
+  dbFaults: DbFaultRecord[];
+  /** Delivery answers received, across every server. */
+  answeredTotal: number;
+  /** The longest a delivery request took to be answered, in ms. */
+  slowestMs: number;
+}
+
+/** One database fault: when, and how the service came back. */
+interface DbFaultRecord {
+  readonly kind: DbFault;
+  readonly from: number;
+  /** When the database accepted connections again (`null`: not yet). */
+  up: number | null;
+  /** When `/readyz` first answered 200 after `up`. */
+  ready: number | null;
+  /** When a delivery was first answered 200 after `up`. */
+  firstOk: number | null;
+  /** Answers from `from` until `ready`, by status. */
+  readonly statuses: Map<number, number>;
+  /** The non-200 answers' titles and reasons from `from` until `ready`, with counts. */
+  readonly texts: Map<string, number>;
 }
 
 // ---------------------------------------------------------------- the checks
@@ -1053,6 +1128,16 @@ function fastPolicy() {
 }
 
 const SENDER_TIMEOUT_MS = 200;
+/** A dead letter's last error that is the store's, not the signer's. */
+const STORE_ERROR =
+  /PostgreSQL|ECONNRESET|ECONNREFUSED|EPIPE|CONNECTION_|terminating connection|the database system/;
+/**
+ * How long a delivery may take before the queue calls it hung: a store
+ * call waits at most `connectionWaitMs` (10 s) and a delivery makes a few.
+ */
+const DELIVERY_BOUND_MS = 30_000;
+/** How long the service has to be ready again, and deliver, after the database is back. */
+const RECOVERY_BOUND_MS = 30_000;
 const LEASE_MS = 500;
 const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
@@ -1089,7 +1174,11 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
     if (options.store !== "kv") {
       // Its own server, stopped below (and by its watchdog if this process dies).
       try {
-        database = await startPostgres();
+        // Synchronous commits when the database is to crash: a commit it
+        // acknowledged must survive its restart, as on a managed server.
+        database = await startPostgres({
+          durable: options.dbFaults.length > 0,
+        });
       } catch (error) {
         throw new CheckError(
           `PostgreSQL did not start for --store postgres (${
@@ -1114,7 +1203,7 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
       // What a pooler in transaction mode needs (docs/postgres.md).
       databaseUrl = `${pooler.url}?prepare=false`;
     }
-    return await runCrashTest(options, { dir, databaseUrl });
+    return await runCrashTest(options, { dir, databaseUrl, database });
   } finally {
     await pooler?.stop();
     await database?.stop();
@@ -1132,9 +1221,13 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
  */
 async function runCrashTest(
   options: CrashTestOptions,
-  where: { dir: string; databaseUrl: string | null },
+  where: {
+    dir: string;
+    databaseUrl: string | null;
+    database: OwnedPostgresServer | null;
+  },
 ): Promise<number> {
-  const { dir, databaseUrl } = where;
+  const { dir, databaseUrl, database } = where;
   const started = now();
   const deadline = started + options.deadlineS * 1000;
   const seeds = mulberry32(options.seed);
@@ -1197,6 +1290,9 @@ async function runCrashTest(
     giveUpRepeats: 0,
     republished: 0,
     heldUp: 0,
+    answeredTotal: 0,
+    dbFaults: [],
+    slowestMs: 0,
   };
   const jobs = new Map<string, JobRecord>();
   const observed = new Map<string, State[]>();
@@ -1234,6 +1330,7 @@ async function runCrashTest(
   const post = async (body: string, signature: string): Promise<Attempt> => {
     stats.requests++;
     const base = server.base;
+    const sentAt = now();
     try {
       const res = await fetch(`${base}/v1/deliveries`, {
         method: "POST",
@@ -1242,10 +1339,36 @@ async function runCrashTest(
           "content-type": "application/json",
           "x-signature": signature,
         },
-        signal: AbortSignal.timeout(10_000),
+        signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
       });
       const text = await res.text();
+      const answeredAt = now();
+      stats.slowestMs = Math.max(stats.slowestMs, answeredAt - sentAt);
       if (base === server.base) server.answered++;
+      stats.answeredTotal++;
+      const fault = stats.dbFaults.at(-1);
+      if (fault !== undefined && fault.ready === null) {
+        fault.statuses.set(
+          res.status,
+          (fault.statuses.get(res.status) ?? 0) + 1,
+        );
+        if (res.status !== 200) {
+          let key = text.slice(0, 160);
+          try {
+            const json = JSON.parse(text);
+            key = `${res.status} ${json.title ?? json.outcome}: ${
+              String(json.reason ?? json.detail ?? "").slice(0, 160)
+            }`;
+          } catch {
+            // not JSON: kept as it came
+          }
+          fault.texts.set(key, (fault.texts.get(key) ?? 0) + 1);
+        }
+      }
+      if (
+        fault !== undefined && fault.up !== null && fault.firstOk === null &&
+        res.status === 200 && sentAt >= fault.up
+      ) fault.firstOk = answeredAt;
       stats.statuses.set(res.status, (stats.statuses.get(res.status) ?? 0) + 1);
       let parsed: AnswerBody = {};
       try {
@@ -1261,6 +1384,15 @@ async function runCrashTest(
       };
     } catch (error) {
       stats.lostRequests++;
+      if ((error as Error).name === "TimeoutError") {
+        // A kill closes the socket; only a delivery the live service never
+        // answered times out.
+        unexpected.push(
+          `a delivery got no answer within ${DELIVERY_BOUND_MS}ms (sent ${
+            ((sentAt - started) / 1000).toFixed(1)
+          }s into the run)`,
+        );
+      }
       return { kind: "lost", error: (error as Error).message };
     }
   };
@@ -1585,6 +1717,82 @@ async function runCrashTest(
     }
   };
 
+  /** Whether `GET /readyz` answers 200 now. */
+  const ready = async (): Promise<boolean> => {
+    try {
+      const res = await fetch(`${server.base}/readyz`, {
+        signal: AbortSignal.timeout(5000),
+      });
+      await res.body?.cancel();
+      return res.status === 200;
+    } catch {
+      return false;
+    }
+  };
+
+  /**
+   * The database faults, each a seeded 0.3 to 1.5 s after the last one's
+   * recovery; each waits until `/readyz` answers 200 and a
+   * delivery sent after the database came back is answered 200 (or every
+   * job has ended), within {@linkcode RECOVERY_BOUND_MS}.
+   */
+  const faulter = async (): Promise<void> => {
+    if (options.dbFaults.length === 0 || database === null) return;
+    for (const kind of options.dbFaults) {
+      // Time, not answers: the answer rate swings with the retry delays.
+      const waitMs = 300 + Math.floor(killRandom() * 1200);
+      const until = now() + waitMs;
+      while (now() < until && !allEnded) {
+        checkAlive();
+        await Promise.race([sleep(5), failed.promise]);
+      }
+      if (allEnded) return;
+      await sleep(Math.floor(killRandom() * 25));
+      const fault: DbFaultRecord = {
+        kind,
+        from: now(),
+        up: null,
+        ready: null,
+        firstOk: null,
+        statuses: new Map(),
+        texts: new Map(),
+      };
+      stats.dbFaults.push(fault);
+      if (kind === "terminate") {
+        for (let round = 0; round < 5; round++) {
+          await database.psql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+          );
+          if (round < 4) await sleep(200);
+        }
+      } else {
+        await database.halt(kind === "immediate" ? "immediate" : "fast");
+        if (kind === "down") await sleep(options.dbDownS * 1000);
+        await database.resume();
+      }
+      fault.up = now();
+      for (;;) {
+        checkAlive();
+        if (fault.ready === null && await ready()) fault.ready = now();
+        if (fault.ready !== null && (fault.firstOk !== null || allEnded)) {
+          break;
+        }
+        if (now() - fault.up > RECOVERY_BOUND_MS) {
+          unexpected.push(
+            `database fault ${kind}: ${
+              fault.ready === null
+                ? "/readyz did not answer 200"
+                : "no delivery was answered 200"
+            } within ${RECOVERY_BOUND_MS}ms of the database being back`,
+          );
+          fault.ready ??= now();
+          break;
+        }
+        await sleep(100);
+      }
+    }
+  };
+
   let exitCode = 1;
   try {
     await Promise.race([
@@ -1635,10 +1843,21 @@ async function runCrashTest(
       })
     ));
 
-    const work = Promise.all([...jobs.values()].map(runJob)).then(() => {
+    // With database faults, the jobs are published over the faults' span,
+    // so that deliveries meet every fault and every recovery.
+    const spreadMs = options.dbFaults.reduce(
+      (ms, kind) => ms + 1500 + (kind === "down" ? options.dbDownS * 1000 : 0),
+      0,
+    );
+    const work = Promise.all(
+      [...jobs.values()].map(async (job) => {
+        if (spreadMs > 0) await sleep(Math.floor(queueRandom() * spreadMs));
+        await runJob(job);
+      }),
+    ).then(() => {
       allEnded = true;
     });
-    const background = Promise.all([killer(), sampler()]);
+    const background = Promise.all([killer(), sampler(), faulter()]);
     await Promise.race([
       Promise.all([work, background]),
       failed.promise.then(() => {
@@ -1712,6 +1931,9 @@ async function runCrashTest(
       causes.set(letter.cause, (causes.get(letter.cause) ?? 0) + 1);
     }
     const authorized = plans.filter((p) => p.initial === "authorized").length;
+    const storeLetters = deadLetters.filter((l) =>
+      STORE_ERROR.test(l.lastError)
+    );
     const sends = [...stub.sends.values()].reduce((n, s) => n + s.length, 0);
     console.log(
       [
@@ -1731,6 +1953,31 @@ async function runCrashTest(
           formatDuration(LEASE_MS)
         }; sender timeout ${formatDuration(SENDER_TIMEOUT_MS)}`,
         `kills        ${stats.kills.length} of ${options.kills} (SIGKILL), server restarts ${stats.restarts}`,
+        ...(stats.dbFaults.length === 0 ? [] : [
+          `db faults    ${stats.dbFaults.length} of ${options.dbFaults.length}; slowest delivery answer ${
+            (stats.slowestMs / 1000).toFixed(1)
+          }s`,
+          ...stats.dbFaults.map((f) => {
+            const after = (t: number | null) =>
+              t === null || f.up === null
+                ? "never"
+                : `${((t - f.up) / 1000).toFixed(2)}s`;
+            return [
+              `  ${f.kind.padEnd(9)} at ${
+                ((f.from - started) / 1000).toFixed(1)
+              }s, database out ${
+                f.up === null ? "?" : ((f.up - f.from) / 1000).toFixed(2)
+              }s; then /readyz 200 after ${
+                after(f.ready)
+              }, a delivery 200 after ${after(f.firstOk)}; answers meanwhile: ${
+                show(new Map([...f.statuses].sort()))
+              }`,
+              ...[...f.texts].sort((a, b) => b[1] - a[1]).slice(0, 6).map((
+                [text, count],
+              ) => `    ${count}× ${text}`),
+            ].join("\n");
+          }),
+        ]),
         `deliveries   ${stats.deliveries} (requests ${stats.requests}, duplicates ${stats.duplicates}, requests lost to kills ${stats.lostRequests})`,
         `answers      ${show(new Map([...stats.statuses].sort()))}`,
         `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed`,
@@ -1742,7 +1989,17 @@ async function runCrashTest(
         ),
         `dead letters ${deadLetters.length} in ${pages} pages (${
           show(causes)
-        })`,
+        })${
+          storeLetters.length === 0
+            ? ""
+            : `; ${storeLetters.length} poisoned on a store error: ${
+              storeLetters.slice(0, 5).map((l) =>
+                `${l.intentId} ${
+                  JSON.stringify(l.lastError.slice(0, 120))
+                } → ${l.resolution}`
+              ).join("; ")
+            }`
+        }`,
         `orphans      ${
           orphans.length === 0
             ? "0"
@@ -1768,7 +2025,16 @@ async function runCrashTest(
         } --kills ${options.kills})`,
       );
     }
-    exitCode = violations.length === 0 && killed >= options.kills ? 0 : 1;
+    const faulted = stats.dbFaults.length;
+    if (faulted < options.dbFaults.length) {
+      console.error(
+        `crash: only ${faulted} of ${options.dbFaults.length} database faults happened before every job had ended: run more intents`,
+      );
+    }
+    exitCode = violations.length === 0 && killed >= options.kills &&
+        faulted >= options.dbFaults.length
+      ? 0
+      : 1;
   } catch (error) {
     const reason = failure ?? error as Error;
     allEnded = true;
