@@ -325,6 +325,28 @@ export async function requeueUndelivered(
 }
 
 /**
+ * How long postgres.js waits before it connects again a connection that
+ * closed on an error, in seconds, given how many connects failed in a row
+ * (across the pool, reset by one that succeeds): from 25–50 ms, doubling,
+ * at most 0.5–1 s. postgres.js's own grows as 3ⁿ/100 s to 20 s, and each
+ * connection keeps the wait it drew when it closed: after a database
+ * outage of 10 s or more (a failover, a restart for maintenance) the
+ * service answered 503 for up to 20 s more with the database back. A
+ * connect to a database that is down fails at once, so a pool of 10 tries
+ * at most 10 times a second.
+ *
+ * @param retries Connects that failed in a row.
+ * @param random Jitter, so instances that lost the database together do not reconnect together.
+ * @returns The wait in seconds.
+ */
+export function reconnectBackoffS(
+  retries: number,
+  random: () => number = Math.random,
+): number {
+  return (0.5 + random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+}
+
+/**
  * Opens PostgreSQL and migrates it. A database that cannot be reached or
  * migrated stops the start like a bad setting: one line naming
  * `DATABASE_URL`, without the URL (it holds the password).
@@ -344,7 +366,11 @@ async function openPostgres(
       sslnegotiation: database.sslnegotiation,
     } as Pick<postgres.Options<Record<string, never>>, "ssl">;
     // postgres() itself throws on a URL it cannot decode.
-    sql = postgres(database.url, { onnotice: () => {}, ...tls });
+    sql = postgres(database.url, {
+      onnotice: () => {},
+      backoff: reconnectBackoffS,
+      ...tls,
+    });
     const store = new PostgresStore(sql);
     // Something that takes the connection and never answers as PostgreSQL
     // does (another service on the port, a black-holing proxy) would hold
