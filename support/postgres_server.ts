@@ -489,6 +489,7 @@ export async function startPgBouncer(
         `pool_mode = ${options.mode}`,
         `default_pool_size = ${options.poolSize ?? 8}`,
         "max_client_conn = 500",
+        "server_login_retry = 1",
         ...(keepsStatements ? ["max_prepared_statements = 0"] : []),
         `logfile = ${dir}/pgbouncer.log`,
         `pidfile = ${pidfile}`,
