@@ -31,7 +31,7 @@ import { HttpSender } from "./relayer/http_sender.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
-import { PostgresStore } from "./store/postgres.ts";
+import { PostgresStore, reconnectBackoffS } from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
   type Config,
@@ -322,28 +322,6 @@ export async function requeueUndelivered(
     );
   }
   return requeued;
-}
-
-/**
- * How long postgres.js waits before it connects again a connection that
- * closed on an error, in seconds, given how many connects failed in a row
- * (across the pool, reset by one that succeeds): from 25–50 ms, doubling,
- * at most 0.5–1 s. postgres.js's own grows as 3ⁿ/100 s to 20 s, and each
- * connection keeps the wait it drew when it closed: after a database
- * outage of 10 s or more (a failover, a restart for maintenance) the
- * service answered 503 for up to 20 s more with the database back. A
- * connect to a database that is down fails at once, so a pool of 10 tries
- * at most 10 times a second.
- *
- * @param retries Connects that failed in a row.
- * @param random Jitter, so instances that lost the database together do not reconnect together.
- * @returns The wait in seconds.
- */
-export function reconnectBackoffS(
-  retries: number,
-  random: () => number = Math.random,
-): number {
-  return (0.5 + random() / 2) * Math.min(0.05 * 2 ** retries, 1);
 }
 
 /**

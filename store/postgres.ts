@@ -89,6 +89,47 @@ import type {
 import type { IntentState } from "./transitions.ts";
 
 /**
+ * How long postgres.js waits before it connects again a connection that
+ * closed on an error, in seconds, given how many connects failed in a row
+ * (across the pool, reset by one that succeeds): from 25–50 ms, doubling,
+ * at most 0.5–1 s. postgres.js's own grows as 3ⁿ/100 s to 20 s, and each
+ * connection keeps the wait it drew when it closed: after a database
+ * outage of 10 s or more (a failover, a restart for maintenance) the
+ * service answered 503 for up to 20 s more with the database back. A
+ * connect to a database that is down fails at once, so a pool of 10 tries
+ * at most 10 times a second. `main.ts` gives it to its client; give it to
+ * yours as postgres.js's `backoff`.
+ *
+ * @param retries Connects that failed in a row.
+ * @param random Jitter, so instances that lost the database together do not reconnect together.
+ * @returns The wait in seconds.
+ *
+ * @example A client that reconnects within a second of the database's return
+ * ```ts ignore
+ * import postgres from "postgres";
+ * import { PostgresStore, reconnectBackoffS } from "@relayer/poison/postgres";
+ *
+ * const sql = postgres(Deno.env.get("DATABASE_URL")!, { backoff: reconnectBackoffS });
+ * const store = new PostgresStore(sql);
+ * ```
+ *
+ * @example The waits
+ * ```ts
+ * import { reconnectBackoffS } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(reconnectBackoffS(0, () => 0), 0.025); // 25 ms after the first failed connect
+ * assert.equal(reconnectBackoffS(20, () => 0.5), 0.75); // never over 1 s
+ * ```
+ */
+export function reconnectBackoffS(
+  retries: number,
+  random: () => number = Math.random,
+): number {
+  return (0.5 + random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+}
+
+/**
  * A postgres.js client (`postgres(url)`), whatever custom types it was
  * given: the shape the constructor checks. Declared here rather than
  * imported, so this module's public types do not depend on the client's

@@ -8,7 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import { openService, reconnectBackoffS } from "../../main.ts";
+import { openService } from "../../main.ts";
+import { reconnectBackoffS } from "../../store/postgres.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
 import { postgresAvailable } from "../_postgres.ts";
