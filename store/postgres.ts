@@ -936,7 +936,14 @@ export class PostgresStore implements Store {
     const begun = this.#sql.begin(ISOLATION, (tx) => {
       if (abandoned) throw new Error("abandoned: no connection in time");
       started = true;
-      return work(tx, (writes) => Promise.all(writes.map((q) => q.execute())));
+      // The writes' lock waits are bounded as on the flight's path: else a
+      // write held up by another session's lock would keep its connection,
+      // and its delivery, for as long as the lock lasts.
+      return work(tx, async (writes) =>
+        (await Promise.all([
+          tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
+          ...writes.map((q) => q.execute()),
+        ])).slice(1));
     }) as Promise<T>;
     return await bounded(begun, this.#waitMs, () => {
       if (started) return undefined; // it has its connection: its answer stands

@@ -161,14 +161,24 @@ const PATHS: {
   },
 ];
 
-for (const path of PATHS) {
+// Both write paths: the flight, and `sql.begin` (a client made with
+// `fetch_types: false`, as through a pooler), which must bound its lock
+// waits too.
+for (
+  const [path, fetchTypes] of PATHS.flatMap((p) =>
+    [[p, true], [p, false]] as const
+  )
+) {
   Deno.test({
     name:
-      `PostgresStore fails a write held up by another session's lock within connectionWaitMs with nothing written, and gives its connection back while the lock lasts: ${path.name}`,
+      `PostgresStore fails a write held up by another session's lock within connectionWaitMs with nothing written, and gives its connection back while the lock lasts: ${path.name}${
+        fetchTypes ? "" : " (fetch_types: false)"
+      }`,
     ignore,
     fn: timeout(30_000, async () => {
       const { admin, store, table, tearDown } = await setUp({
         connectionWaitMs: 1000,
+        fetchTypes,
       });
       try {
         await store.createIntent({
