@@ -1928,6 +1928,7 @@ Deno.test("formatOutcome() keeps a Sender's multi-line error on one log line, cu
   assert.equal(outcome.action, "retry");
   assert.ok(outcome.reason.includes("\nURL: http://rpc.example"));
   const line = formatOutcome(job, outcome);
+  // deno-lint-ignore no-control-regex
   assert.doesNotMatch(line, /[\r\n\u0000-\u001f]/);
   assert.match(line, /\(send: The request took too long to respond\. URL: /);
   assert.ok(line.endsWith("…)"), line.slice(-20));
