@@ -568,9 +568,13 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 function oneLine(text: string): string {
   // deno-lint-ignore no-control-regex
   const flat = text.replace(/[\u0000-\u001f\u007f]+/g, " ");
-  return flat.length > LINE_TEXT_MAX
-    ? `${flat.slice(0, LINE_TEXT_MAX - 1)}…`
-    : flat;
+  if (flat.length <= LINE_TEXT_MAX) return flat;
+  // Never half of a surrogate pair (an emoji, say): a lone one is not
+  // text, and a log sink writes it as U+FFFD or refuses the line.
+  const cut = /[\ud800-\udbff]/.test(flat[LINE_TEXT_MAX - 2]!)
+    ? LINE_TEXT_MAX - 2
+    : LINE_TEXT_MAX - 1;
+  return `${flat.slice(0, cut)}…`;
 }
 
 /**

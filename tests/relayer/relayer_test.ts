@@ -1900,6 +1900,25 @@ Deno.test("formatOutcome() keeps a space after a job id of any length", () => {
   );
 });
 
+Deno.test("formatOutcome() never cuts a long reason inside a surrogate pair", () => {
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  // The emoji's two halves at 499 and 500: the cut keeps neither.
+  for (const at of [497, 498, 499]) {
+    const reason = `${"a".repeat(at)}\u{1F600}${"b".repeat(20)}`;
+    const line = formatOutcome(job, {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason,
+    });
+    assert.ok(
+      line.isWellFormed(),
+      `at ${at}: ${JSON.stringify(line.slice(-4))}`,
+    );
+    assert.ok(line.endsWith("…)"));
+  }
+});
+
 Deno.test("formatOutcome() keeps a Sender's multi-line error on one log line, cut at 500 characters, while the delivery keeps all of it", async () => {
   // viem's errors span lines: "Request Arguments:", "Details:", "Version:".
   const viem = [
