@@ -270,6 +270,12 @@ Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the
       "https://relayer.example.com/v1/qstash/failed/",
       "https://relayer.example.com/base?token=s3cr3t",
       "https://relayer.example.com/#top",
+      // An empty query or fragment: the URL parser answers "" for both.
+      "https://relayer.example.com/?",
+      "https://relayer.example.com#",
+      // Another route of the service, which PUBLIC_URL refuses too.
+      "https://relayer.example.com/v1/deliveries",
+      "https://relayer.example.com/v1/pubsub/dead-letter",
     ]
   ) {
     assert.throws(

@@ -90,7 +90,9 @@ export interface Publisher {
  * @param options The token, the public URL, the retries and the API base.
  * @returns The publisher.
  * @throws {RangeError} If `retries` is not an integer in 0..100.
- * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL, or `token` is empty.
+ * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL,
+ * `publicUrl` has a query, a fragment or one of the service's routes
+ * (`/v1/qstash`, …) at its end, or `token` is empty.
  *
  * @example Publish a job (to a local stand-in of QStash's API)
  * ```ts
@@ -130,14 +132,18 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
     );
   }
   const base = httpUrl("publicUrl", options.publicUrl).replace(/\/+$/, "");
-  const { search, hash, pathname } = new URL(base);
+  // `href` keeps an empty query or fragment ("…/?", "…#"), which the URL
+  // parser's `search` and `hash` answer as "": read the text itself.
   if (
-    search !== "" || hash !== "" || /\/v1\/qstash(?:\/failed)?$/.test(pathname)
+    /[?#]/.test(base) ||
+    /\/v1\/(?:qstash(?:\/failed)?|pubsub(?:\/dead-letter)?|deliveries)$/.test(
+      new URL(base).pathname,
+    )
   ) {
     // The routes are appended to it: a query would end up before them, and
     // a route already there would be doubled (…/v1/qstash/v1/qstash, a 404).
     throw new TypeError(
-      "Cannot build a QStash publisher as 'publicUrl' must be the service's base URL, without a query, a fragment or the /v1/qstash route (the publisher adds /v1/qstash and /v1/qstash/failed)",
+      "Cannot build a QStash publisher as 'publicUrl' must be the service's base URL, without a query, a fragment or a route such as /v1/qstash (the publisher adds /v1/qstash and /v1/qstash/failed)",
     );
   }
   const baseUrl = httpUrl(
