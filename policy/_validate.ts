@@ -84,3 +84,26 @@ export function assertRandom(
     );
   }
 }
+
+/**
+ * A clock that checks each of its readings: whole milliseconds, as
+ * `Date.now()` returns them. A clock off by its type (`performance.now()`'s
+ * fractions, a `Date`, `NaN`) would otherwise make a payment look stuck, or
+ * fail on a store's refusal of a field the caller never set.
+ */
+export function checkedClock(
+  what: string,
+  clock: () => number,
+): () => number {
+  return () => {
+    const at = clock();
+    if (!Number.isSafeInteger(at)) {
+      throw new TypeError(
+        `Cannot ${what} as 'now' must return a whole number of milliseconds, as Date.now() does: it returned ${
+          show(at)
+        }`,
+      );
+    }
+    return at;
+  };
+}

@@ -6,7 +6,12 @@
  */
 
 import { messageOf } from "../policy/_walk.ts";
-import { assertDelivery, assertMs, show } from "../policy/_validate.ts";
+import {
+  assertDelivery,
+  assertMs,
+  checkedClock,
+  show,
+} from "../policy/_validate.ts";
 import { backoff } from "../policy/backoff.ts";
 import { decide } from "../policy/decide.ts";
 import { jitter } from "../policy/jitter.ts";
@@ -148,8 +153,9 @@ export interface RelayerOptions {
   readonly policy?: Partial<Policy>;
   /**
    * The clock: whole milliseconds, as `Date.now()` returns them. A delivery
-   * that reads anything else (a fraction, `NaN`, a `Date`) fails, naming
-   * the clock, before it writes or sends.
+   * (or a request to `createApp`'s routes) that reads anything else (a
+   * fraction, `NaN`, a `Date`) fails, naming the clock, before it writes or
+   * sends.
    *
    * @default {Date.now}
    */
@@ -806,17 +812,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // Checked on every read: a clock off by its type (`performance.now()`'s
   // fractions, a `Date`, `NaN`) took a payment for stuck at once, and the
   // store's refusal of the time it wrote named a field, not the clock.
-  const now = (): number => {
-    const at = clock();
-    if (!Number.isSafeInteger(at)) {
-      throw new TypeError(
-        `Cannot run a delivery as 'now' must return a whole number of milliseconds, as Date.now() does: it returned ${
-          show(at)
-        }`,
-      );
-    }
-    return at;
-  };
+  const now = checkedClock("run a delivery", clock);
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
   assertMs("create relayer", "clockSkewMs", clockSkewMs, 0);

@@ -39,7 +39,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
-import { show } from "../policy/_validate.ts";
+import { checkedClock, show } from "../policy/_validate.ts";
 import type { DeadLetter, Intent, QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
@@ -505,7 +505,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     insecureDev = false,
     maxBodyBytes = 64 * 1024,
     log = () => {},
-    now = Date.now,
+    now: clock = Date.now,
     random = Math.random,
   } = deps;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
@@ -525,6 +525,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
   const relayer: Relayer = createRelayer(deps);
+  // Checked on every read, as the relayer's is: the routes write the time
+  // too (a count, a replay record, an operator's resolution), and a store
+  // refusing it would name a field, not the clock.
+  const now = checkedClock("answer a request", clock);
   const verifyQStash = deps.qstash
     ? qstashVerifier(deps.qstash, now)
     : undefined;

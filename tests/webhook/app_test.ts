@@ -1604,3 +1604,41 @@ Deno.test("createApp() refuses an insecureDev that is not a boolean, such as the
   });
   assert.equal((await app.request("/v1/dead-letters")).status, 503);
 });
+
+Deno.test("createApp() checks its clock's readings as the relayer does: an operator's resolution and a counted delivery fail naming 'now', and nothing is written", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [
+      { id: "pi_0002", state: "needs_review", hold: "pending" },
+      authorized,
+    ],
+    deps: { now: () => NOW + 0.5, log: (line) => lines.push(line) },
+  });
+  const before = await store.getIntent("pi_0002");
+  const resolve = await app.request("/v1/intents/pi_0002/resolve", {
+    method: "POST",
+    headers: { authorization: `Bearer ${OPS}` },
+    body: JSON.stringify({ to: "failed", version: before?.version }),
+  });
+  assert.ok(resolve.status >= 500, await resolve.text());
+  assert.deepEqual(await store.getIntent("pi_0002"), before);
+  // A delivery without its number: the store counts it, at the app's time.
+  const body = JSON.stringify({ job });
+  const delivered = await app.request(
+    "/v1/deliveries",
+    await genericRequest(body),
+  );
+  assert.ok(delivered.status >= 500, await delivered.text());
+  assert.equal(await store.deliveries("pi_0001/settle"), 0);
+  for (const route of ["resolution of intent pi_0002", "/v1/deliveries"]) {
+    assert.ok(
+      lines.some((line) =>
+        line.includes(route) &&
+        line.includes(
+          "'now' must return a whole number of milliseconds, as Date.now() does: it returned 1000000.5",
+        )
+      ),
+      `${route}:\n${lines.join("\n")}`,
+    );
+  }
+});
