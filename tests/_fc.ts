@@ -88,3 +88,21 @@ export const anyRandomOutput: fc.Arbitrary<number> = fc.oneof(
   ),
   fc.double(),
 );
+
+/**
+ * `fn`, whose promise counts as handled from the start, for
+ * `fc.scheduler().scheduleFunction`: the scheduler attaches its handler
+ * only when it releases the call, and a store may reject before that (an
+ * unhandled rejection would end the test file).
+ */
+export function handled<A extends unknown[], R>(
+  fn: (...args: A) => Promise<R>,
+): (...args: A) => Promise<R> {
+  const wrapped = (...args: A) => {
+    const promise = fn(...args);
+    promise.catch(() => {});
+    return promise;
+  };
+  Object.defineProperty(wrapped, "name", { value: fn.name });
+  return wrapped;
+}

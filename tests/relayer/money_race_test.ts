@@ -24,7 +24,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { catchesAsync, runs } from "../_fc.ts";
+import { catchesAsync, handled, runs } from "../_fc.ts";
 import { type Backend, kvBackend, memoryBackend } from "../_stores.ts";
 
 type SendKind = "sent" | "not_sent" | "unknown" | "sent_then_throw";
@@ -150,18 +150,6 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
     }),
     maxDeliveries: fc.integer({ min: 1, max: 3 }),
   });
-
-function handled<A extends unknown[], R>(
-  fn: (...args: A) => Promise<R>,
-): (...args: A) => Promise<R> {
-  const wrapped = (...args: A) => {
-    const promise = fn(...args);
-    promise.catch(() => {});
-    return promise;
-  };
-  Object.defineProperty(wrapped, "name", { value: fn.name });
-  return wrapped;
-}
 
 function scheduled(s: fc.Scheduler, store: Store): Store {
   return new Proxy(store, {

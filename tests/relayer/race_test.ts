@@ -20,7 +20,7 @@ import {
   type Store,
   type WriteOptions,
 } from "../../mod.ts";
-import { catchesAsync, runs } from "../_fc.ts";
+import { catchesAsync, handled, runs } from "../_fc.ts";
 import {
   type Backend,
   memoryBackend,
@@ -85,23 +85,6 @@ function scheduled(s: fc.Scheduler, store: Store): Store {
         : value;
     },
   });
-}
-
-/**
- * `fn`, whose promise counts as handled from the start: the scheduler
- * attaches its handler only when it releases the call, and a database may
- * reject before that (an unhandled rejection would end the test file).
- */
-function handled<A extends unknown[], R>(
-  fn: (...args: A) => Promise<R>,
-): (...args: A) => Promise<R> {
-  const wrapped = (...args: A) => {
-    const promise = fn(...args);
-    promise.catch(() => {});
-    return promise;
-  };
-  Object.defineProperty(wrapped, "name", { value: fn.name });
-  return wrapped;
 }
 
 function raceKeepsInvariants(

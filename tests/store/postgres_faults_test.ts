@@ -102,6 +102,19 @@ async function waitingOnLock(admin: postgres.Sql): Promise<number> {
   throw new Error("the write never waited on the lock");
 }
 
+/** Rows for another session to lock: an expired replay record, and an old letter of `a`. */
+async function lockableRows(
+  admin: postgres.Sql,
+  table: (name: string) => string,
+): Promise<void> {
+  await admin.unsafe(
+    `INSERT INTO ${table("claims")} VALUES ('sig-1', 0);
+     INSERT INTO ${table("dead_letters")}
+       (job_id, intent_id, deliveries, cause, reason, resolution, last_error, poisoned_at)
+       VALUES ('a/settle', 'a', 1, 'declared', 'r', 'old', 'e', 0)`,
+  );
+}
+
 type Store = PostgresStore;
 
 /** Each write path, the row another session locks to hold it up, and what it wrote if it landed. */
@@ -186,13 +199,7 @@ for (
           state: "authorized",
           hold: "pending",
         });
-        // Rows for another session to lock (an expired record, an old letter).
-        await admin.unsafe(
-          `INSERT INTO ${table("claims")} VALUES ('sig-1', 0);
-           INSERT INTO ${table("dead_letters")}
-             (job_id, intent_id, deliveries, cause, reason, resolution, last_error, poisoned_at)
-             VALUES ('a/settle', 'a', 1, 'declared', 'r', 'old', 'e', 0)`,
-        );
+        await lockableRows(admin, table);
         const snapshot = () =>
           admin.unsafe(
             `SELECT (SELECT row_to_json(i) FROM ${
@@ -268,13 +275,7 @@ for (const path of PATHS) {
           state: "authorized",
           hold: "pending",
         });
-        // Rows for another session to lock (an expired record, an old letter).
-        await admin.unsafe(
-          `INSERT INTO ${table("claims")} VALUES ('sig-1', 0);
-           INSERT INTO ${table("dead_letters")}
-             (job_id, intent_id, deliveries, cause, reason, resolution, last_error, poisoned_at)
-             VALUES ('a/settle', 'a', 1, 'declared', 'r', 'old', 'e', 0)`,
-        );
+        await lockableRows(admin, table);
         const before = await admin.unsafe(
           `SELECT (SELECT row_to_json(i) FROM ${
             table("intents")
