@@ -153,7 +153,18 @@ export function describeError(error: unknown): string {
   const text = error instanceof Error
     ? `${error.name}: ${error.message}`
     : String(error);
-  return text.replace(/\s+/g, " ").slice(0, 300);
+  return cutAt(text.replace(/\s+/g, " "), 300);
+}
+
+/**
+ * The first `max` UTF-16 units of `text`, or one fewer where the cut
+ * would split a surrogate pair (an emoji, say): a lone half is not text,
+ * and a log sink writes it as U+FFFD or refuses the line.
+ */
+export function cutAt(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
 
 /**

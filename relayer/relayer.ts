@@ -5,7 +5,7 @@
  * @module
  */
 
-import { messageOf } from "../policy/_walk.ts";
+import { cutAt, messageOf } from "../policy/_walk.ts";
 import {
   assertDelivery,
   assertMs,
@@ -496,9 +496,9 @@ class Repeated extends Error {
 
 /** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
 function clip(text: string, max = 1000): string {
-  return text.length <= max
-    ? text
-    : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+  if (text.length <= max) return text;
+  const kept = cutAt(text, max);
+  return `${kept}… (${text.length - kept.length} more characters)`;
 }
 
 /**
@@ -563,8 +563,12 @@ export function formatOutcome(job: Job, outcome: Outcome): string {
 /** How much of a reason a worker line shows; the dead letter keeps it all. */
 const LINE_TEXT_MAX = 500;
 
+/**
+ * What ends or breaks a line somewhere: the C0 and C1 controls, and the
+ * line and paragraph separators some log viewers break on.
+ */
 // deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
 /**
  * A reason made fit for one log line: a Sender's own error may span lines
@@ -572,15 +576,10 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
  * own), and a line break in a log line starts what reads as another line.
  */
 function oneLine(text: string): string {
-  // deno-lint-ignore no-control-regex
-  const flat = text.replace(/[\u0000-\u001f\u007f]+/g, " ");
-  if (flat.length <= LINE_TEXT_MAX) return flat;
-  // Never half of a surrogate pair (an emoji, say): a lone one is not
-  // text, and a log sink writes it as U+FFFD or refuses the line.
-  const cut = /[\ud800-\udbff]/.test(flat[LINE_TEXT_MAX - 2]!)
-    ? LINE_TEXT_MAX - 2
-    : LINE_TEXT_MAX - 1;
-  return `${flat.slice(0, cut)}…`;
+  const flat = text.replace(new RegExp(`${CONTROL.source}+`, "g"), " ");
+  return flat.length <= LINE_TEXT_MAX
+    ? flat
+    : `${cutAt(flat, LINE_TEXT_MAX - 1)}…`;
 }
 
 /**

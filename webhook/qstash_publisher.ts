@@ -6,7 +6,7 @@
  * @module
  */
 
-import { secretForms } from "../policy/_walk.ts";
+import { cutAt, secretForms } from "../policy/_walk.ts";
 import { Client } from "@upstash/qstash";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -213,7 +213,7 @@ function publishError(error: unknown, token: string, jobId: string): Error {
   return new Error(
     `QStash did not take the job ${jobId}${
       typeof status === "number" ? ` (HTTP ${status})` : ""
-    }: ${text.length > 200 ? `${text.slice(0, 200)}…` : text}`,
+    }: ${text.length > 200 ? `${cutAt(text, 200)}…` : text}`,
   );
 }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { catches } from "../_fc.ts";
-import { MAX_WALKED } from "../../policy/_walk.ts";
+import { cutAt, describeError, MAX_WALKED } from "../../policy/_walk.ts";
 import {
   isNotSent,
   isPoison,
@@ -241,4 +241,17 @@ Deno.test("isPoison() never throws, whatever is thrown at it", () => {
       },
     ),
   );
+});
+
+Deno.test("describeError() cuts at 300 characters, never inside a surrogate pair", () => {
+  for (const at of [298, 299]) {
+    const text = describeError(
+      new Error(`${"a".repeat(at - "Error: ".length)}\u{1F600}tail`),
+    );
+    assert.ok(text.isWellFormed(), `at ${at}`);
+    assert.ok(text.length <= 300);
+  }
+  assert.equal(cutAt("ab\u{1F600}", 3), "ab");
+  assert.equal(cutAt("ab\u{1F600}", 4), "ab\u{1F600}");
+  assert.equal(cutAt("abc", 2), "ab");
 });

@@ -1919,6 +1919,47 @@ Deno.test("formatOutcome() never cuts a long reason inside a surrogate pair", ()
   }
 });
 
+Deno.test("formatOutcome() flattens the line breaks of every kind: C1 controls (NEL) and the line and paragraph separators some log viewers break on", () => {
+  const line = formatOutcome({ intentId: "pi_0001", kind: "settle" }, {
+    action: "retry",
+    delivery: 1,
+    delayMs: 5000,
+    reason: "rpc down\u0085next\u2028line\u2029para\u009bx",
+  });
+  assert.equal(
+    line,
+    "pi_0001/settle   #1  retry        (rpc down next line para x)",
+  );
+});
+
+Deno.test("a retry's reason clipped at 1,000 characters never ends inside a surrogate pair", async () => {
+  for (const at of [998, 999]) {
+    const store = new MemoryStore();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    const message = `${"a".repeat(at - "send: ".length)}\u{1F600}${
+      "b".repeat(50)
+    }`;
+    const relayer = createRelayer({
+      store,
+      sender: new ScriptedSender({
+        pi_0001: { sends: [{ error: new Error(message) }] },
+      }),
+      random: () => 0,
+    });
+    const outcome = await relayer.deliver(
+      { intentId: "pi_0001", kind: "settle" },
+      1,
+    );
+    assert.equal(outcome.action, "retry");
+    assert.ok(outcome.reason.isWellFormed(), `at ${at}`);
+    assert.match(outcome.reason, /… \(\d+ more characters\)$/);
+  }
+});
+
 Deno.test("formatOutcome() keeps a Sender's multi-line error on one log line, cut at 500 characters, while the delivery keeps all of it", async () => {
   // viem's errors span lines: "Request Arguments:", "Details:", "Version:".
   const viem = [
