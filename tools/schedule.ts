@@ -697,6 +697,7 @@ function queueFrom(
     } catch (error) {
       throw bad(flag, error);
     }
+    refusePlainMs(flag, text, ms);
     if (ms > 600_000) throw bad(flag);
     return ms;
   };
@@ -733,6 +734,21 @@ function queueFrom(
       return { kind };
     default:
       throw bad("--queue");
+  }
+}
+
+/**
+ * Refuses a plain number under a second, as the service refuses such a
+ * setting: most likely seconds written without their unit (`--base 30`).
+ */
+function refusePlainMs(flag: string, text: string, ms: number): void {
+  const plain = text.trim();
+  if (/^\d+$/.test(plain) && ms > 0 && ms < 1000) {
+    throw new UsageError(
+      `${flag} is ${
+        JSON.stringify(text)
+      }, a plain number, which would be ${ms} milliseconds: write ${plain}s for seconds, or ${plain}ms if you do mean milliseconds`,
+    );
   }
 }
 
@@ -809,11 +825,14 @@ export function parseFlags(args: readonly string[]): Flags {
       if (!/^\d{1,15}$/.test(text.trim())) throw bad(flag);
       overrides.maxDeliveries = Number(text.trim());
     } else {
+      let ms: number;
       try {
-        overrides[field] = parseDuration(text);
+        ms = parseDuration(text);
       } catch (error) {
         throw bad(flag, error);
       }
+      refusePlainMs(flag, text, ms);
+      overrides[field] = ms;
     }
   }
   let policy: Policy;

@@ -608,3 +608,28 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
     "schedule: --retries is a flag of --queue qstash: see --help\n",
   );
 });
+
+Deno.test("parseFlags() refuses a plain-number duration under a second, as the service refuses such a setting", () => {
+  for (
+    const args of [
+      ["--base", "30"],
+      ["--stuck-after=300"],
+      ["--queue", "pubsub", "--min-backoff", "10"],
+    ]
+  ) {
+    assert.throws(
+      () => parseFlags(args),
+      (error: unknown) =>
+        error instanceof UsageError &&
+        /a plain number, which would be \d+ milliseconds: write \d+s for seconds, or \d+ms/
+          .test(error.message),
+      args.join(" "),
+    );
+  }
+  // Written with a unit, or 1000 and more, or 0: taken as before.
+  for (const [text, ms] of [["30ms", 30], ["5000", 5000]] as const) {
+    const flags = parseFlags(["--base", text]);
+    assert.ok("policy" in flags);
+    assert.equal(flags.policy.baseMs, ms);
+  }
+});
