@@ -90,14 +90,15 @@ import type { IntentState } from "./transitions.ts";
 
 /**
  * How long postgres.js waits before it connects again a connection that
- * closed on an error, in seconds, given how many connects failed in a row
- * (across the pool, reset by one that succeeds): from 25–50 ms, doubling,
- * at most 0.5–1 s. postgres.js's own grows as 3ⁿ/100 s to 20 s, and each
- * connection keeps the wait it drew when it closed: after a database
- * outage of 10 s or more (a failover, a restart for maintenance) the
- * service answered 503 for up to 20 s more with the database back. A
+ * closed, in seconds, given how many connects failed in a row (across the
+ * pool, reset by one that succeeds; postgres.js counts the one that just
+ * failed): from 25–50 ms, doubling, at most 0.5–1 s. postgres.js's own
+ * grows as 3ⁿ/100 s to 20 s, and each connection keeps the wait it drew
+ * when it closed: after a database outage of 10 s or more (a failover,
+ * a restart for maintenance) the service answered 503 for up to 20 s
+ * more with the database back. A
  * connect to a database that is down fails at once, so a pool of 10 tries
- * at most 10 times a second. `main.ts` gives it to its client; give it to
+ * at most 20 times a second. `main.ts` gives it to its client; give it to
  * yours as postgres.js's `backoff`.
  *
  * @param retries Connects that failed in a row.
@@ -118,7 +119,8 @@ import type { IntentState } from "./transitions.ts";
  * import { reconnectBackoffS } from "@relayer/poison/postgres";
  * import assert from "node:assert/strict";
  *
- * assert.equal(reconnectBackoffS(0, () => 0), 0.025); // 25 ms after the first failed connect
+ * assert.equal(reconnectBackoffS(0, () => 0), 0.025); // 25 ms: the server closed it, no connect failed yet
+ * assert.equal(reconnectBackoffS(1, () => 0), 0.05); // 50 ms after the first failed connect
  * assert.equal(reconnectBackoffS(20, () => 0.5), 0.75); // never over 1 s
  * ```
  */
