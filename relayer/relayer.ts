@@ -222,7 +222,9 @@ export interface Relayer {
    * counting the first try); omitted, the relayer counts it in the store.
    * @param options The delivery's replay record, which rides in its first write.
    * @returns What the queue should do next.
-   * @throws {TypeError} If the job is malformed.
+   * @throws {TypeError} If the job is malformed, or the clock (`now`)
+   * returns anything but whole milliseconds where the delivery cannot
+   * answer a retry (uncounted, or on its last delivery).
    * @throws {RangeError} If `delivery` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */
@@ -254,7 +256,8 @@ export interface Relayer {
    * @returns A poison outcome; `done` if the intent is settled or failed
    * (or settled now, on a confirmed tx), or the message was given up
    * before; a retry if another delivery holds the intent's lease.
-   * @throws {TypeError} If the job is malformed.
+   * @throws {TypeError} If the job is malformed, or the clock (`now`)
+   * returns anything but whole milliseconds.
    * @throws {RangeError} If `deliveries` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */
