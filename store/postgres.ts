@@ -433,8 +433,10 @@ export class PostgresStore implements Store {
    * transaction; idempotent, and safe when several processes start at once.
    * When nothing is missing (one catalog query says so) it runs no DDL and
    * takes no lock, so it does not wait on live writers at a start, and a
-   * role with only `USAGE` on the schema and read and write grants on its
-   * tables can run it on a database its owner migrated.
+   * role with only `USAGE` on the schema and its sequence, read and write
+   * grants on its tables and `EXECUTE` on its functions (PUBLIC's, unless
+   * revoked) can run it on a database its owner migrated; one lacking any
+   * of these is refused here (see docs/postgres.md).
    *
    * It then looks for a pooler in transaction mode that would lose the
    * client's prepared statements (see docs/postgres.md, "Behind a
