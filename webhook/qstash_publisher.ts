@@ -84,8 +84,10 @@ export interface Publisher {
  * A {@linkcode Publisher} through QStash (`@upstash/qstash`'s `Client`):
  * every job goes to `PUBLIC_URL/v1/qstash` with `retries` and
  * `failureCallback: PUBLIC_URL/v1/qstash/failed`, so a job QStash gives up
- * on is still resolved. Building it does no I/O; the client is made on the
- * first publish.
+ * on is still resolved. A deduplication id goes out as its hex SHA-256
+ * (`Upstash-Deduplication-Id`): QStash refuses one with a colon, which a
+ * redrive's `<jobId>:<version>` has. Building it does no I/O; the client
+ * is made on the first publish.
  *
  * @param options The token, the public URL, the retries and the API base.
  * @returns The publisher.
