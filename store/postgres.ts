@@ -6,9 +6,9 @@
  *
  * ```ts ignore
  * import postgres from "postgres";
- * import { PostgresStore } from "@relayer/poison/postgres";
+ * import { PostgresStore, reconnectBackoffS } from "@relayer/poison/postgres";
  *
- * const sql = postgres(Deno.env.get("DATABASE_URL")!);
+ * const sql = postgres(Deno.env.get("DATABASE_URL")!, { backoff: reconnectBackoffS });
  * const store = new PostgresStore(sql);
  * await store.migrate();
  * ```
@@ -781,7 +781,7 @@ export class PostgresStore implements Store {
       const sent = [
         // One simple query of two statements: the flight's lock waits are
         // bounded below `connectionWaitMs`, so a write held up by another
-        // session's lock (an open psql, a long report) fails with nothing
+        // session's lock (an open psql, a schema change) fails with nothing
         // written and hands its connection back, instead of keeping it
         // from the pool for as long as the lock lasts.
         tx.unsafe(
