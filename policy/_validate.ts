@@ -86,6 +86,13 @@ export function assertRandom(
 }
 
 /**
+ * A clock's reading that is not whole milliseconds: a caller's mistake,
+ * not a delivery's failure, so no policy decides on it (a delivery throws
+ * it, whatever its number). Named `TypeError`, as it is one.
+ */
+export class ClockError extends TypeError {}
+
+/**
  * A clock that checks each of its readings: whole milliseconds, as
  * `Date.now()` returns them. A clock off by its type (`performance.now()`'s
  * fractions, a `Date`, `NaN`) would otherwise make a payment look stuck, or
@@ -98,7 +105,7 @@ export function checkedClock(
   return () => {
     const at = clock();
     if (!Number.isSafeInteger(at)) {
-      throw new TypeError(
+      throw new ClockError(
         `Cannot ${what} as 'now' must return a whole number of milliseconds, as Date.now() does: it returned ${
           show(at)
         }`,

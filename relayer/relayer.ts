@@ -10,6 +10,7 @@ import {
   assertDelivery,
   assertMs,
   checkedClock,
+  ClockError,
   show,
 } from "../policy/_validate.ts";
 import { backoff } from "../policy/backoff.ts";
@@ -223,8 +224,8 @@ export interface Relayer {
    * @param options The delivery's replay record, which rides in its first write.
    * @returns What the queue should do next.
    * @throws {TypeError} If the job is malformed, or the clock (`now`)
-   * returns anything but whole milliseconds where the delivery cannot
-   * answer a retry (uncounted, or on its last delivery).
+   * returns anything but whole milliseconds (on any delivery: no policy
+   * decides on a caller's mistake).
    * @throws {RangeError} If `delivery` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */
@@ -865,9 +866,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
      * more: `deliver` answers retry, and a give-up's error goes out as it is.
      */
     async write<T>(write: (options: WriteOptions) => Promise<T>, keep = false) {
+      // Outside the try: a clock that cannot be read wrote nothing.
+      const options = this.options(keep);
       let result: T;
       try {
-        result = await write(this.options(keep));
+        result = await write(options);
       } catch (error) {
         // A store's refusal (a replay, a lost race) says nothing landed.
         if (
@@ -953,6 +956,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } catch (error) {
       failure = error;
     }
+    // A clock that cannot be read is the caller's mistake, not this
+    // delivery's failure: no policy decides on it, whatever the number.
+    if (failure instanceof ClockError) throw failure;
     if (failure instanceof BusyError) return await busy(job, n, d, failure);
     const decision = decide(failure, n, policy, { random });
     if (decision.action === "retry" || d.claimMaybeUsed) {

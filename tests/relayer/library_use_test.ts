@@ -174,7 +174,7 @@ Deno.test("parseJob() names any intent id or kind it refuses in its own words, c
   }
 });
 
-Deno.test("a clock that does not return whole milliseconds fails the delivery naming 'now', and nothing is written or sent, nor a settling payment rescued", async () => {
+Deno.test("a clock that does not return whole milliseconds fails the delivery naming 'now', on any delivery (no policy decides on it), and nothing is written or sent, nor a settling payment rescued", async () => {
   for (const reading of [1000.5, Number.NaN, "1000", new Date(1000)]) {
     for (const state of ["authorized", "settling"] as const) {
       const store = new MemoryStore();
@@ -196,12 +196,17 @@ Deno.test("a clock that does not return whole milliseconds fails the delivery na
         policy: { maxDeliveries: 3 },
       });
       const job = { intentId: "pi_0001", kind: "settle" } as const;
-      const outcome = await relayer.deliver(job, 1);
-      assert.equal(outcome.action, "retry", String(reading));
-      assert.match(
-        outcome.reason,
-        /^Cannot run a delivery as 'now' must return a whole number of milliseconds, as Date\.now\(\) does: it returned /,
-      );
+      for (const n of [1, 3, undefined]) {
+        await assert.rejects(
+          relayer.deliver(job, n),
+          {
+            name: "TypeError",
+            message:
+              /^Cannot run a delivery as 'now' must return a whole number of milliseconds, as Date\.now\(\) does: it returned /,
+          },
+          `${String(reading)} at ${n}`,
+        );
+      }
       assert.deepEqual(sender.calls, []);
       assert.deepEqual(await store.getIntent("pi_0001"), before);
     }
