@@ -1932,28 +1932,30 @@ Deno.test("formatOutcome() flattens the line breaks of every kind: C1 controls (
   );
 });
 
+/** The first delivery of an authorized pi_0001 whose send fails with `message`. */
+async function firstDeliveryFailingWith(message: string) {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({
+      pi_0001: { sends: [{ error: new Error(message) }] },
+    }),
+    random: () => 0,
+  });
+  return await relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 1);
+}
+
 Deno.test("a retry's reason clipped at 1,000 characters never ends inside a surrogate pair", async () => {
   for (const at of [998, 999]) {
-    const store = new MemoryStore();
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
     const message = `${"a".repeat(at - "send: ".length)}\u{1F600}${
       "b".repeat(50)
     }`;
-    const relayer = createRelayer({
-      store,
-      sender: new ScriptedSender({
-        pi_0001: { sends: [{ error: new Error(message) }] },
-      }),
-      random: () => 0,
-    });
-    const outcome = await relayer.deliver(
-      { intentId: "pi_0001", kind: "settle" },
-      1,
-    );
+    const outcome = await firstDeliveryFailingWith(message);
     assert.equal(outcome.action, "retry");
     assert.ok(outcome.reason.isWellFormed(), `at ${at}`);
     assert.match(outcome.reason, /… \(\d+ more characters\)$/);
@@ -1970,21 +1972,8 @@ Deno.test("formatOutcome() keeps a Sender's multi-line error on one log line, cu
     "",
     "Details: The request timed out.\r\nVersion: viem@2.21.0",
   ].join("\n");
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  const relayer = createRelayer({
-    store,
-    sender: new ScriptedSender({
-      pi_0001: { sends: [{ error: new Error(viem) }] },
-    }),
-    random: () => 0,
-  });
   const job = { intentId: "pi_0001", kind: "settle" } as const;
-  const outcome = await relayer.deliver(job, 1);
+  const outcome = await firstDeliveryFailingWith(viem);
   assert.equal(outcome.action, "retry");
   assert.ok(outcome.reason.includes("\nURL: http://rpc.example"));
   const line = formatOutcome(job, outcome);
