@@ -151,3 +151,25 @@ export function overriding(store: Store, methods: Partial<Store>): Store {
     },
   });
 }
+
+/**
+ * A fresh store on `backend` holding one authorized intent with its hold
+ * pending: where most relayer tests start. Closed again if that fails.
+ */
+export async function openAuthorized(
+  backend: Backend,
+  id: string,
+): Promise<OpenStore> {
+  const opened = await backend.open();
+  try {
+    await opened.store.createIntent({
+      id,
+      state: "authorized",
+      hold: "pending",
+    });
+  } catch (error) {
+    await opened.close();
+    throw error;
+  }
+  return opened;
+}

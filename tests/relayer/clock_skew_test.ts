@@ -17,7 +17,7 @@ import {
   type ReceiptStatus,
   type Sender,
 } from "../../mod.ts";
-import { BACKENDS, slowWriteAhead } from "../_stores.ts";
+import { BACKENDS, openAuthorized, slowWriteAhead } from "../_stores.ts";
 
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -105,13 +105,8 @@ const CASES: readonly Case[] = [
 for (const backend of BACKENDS) {
   for (const c of CASES) {
     Deno.test(`${backend.name}: a contender whose clock runs ahead does not send while the holder's send is in flight (${c.name})`, async () => {
-      const { store, close } = await backend.open();
+      const { store, close } = await openAuthorized(backend, JOB.intentId);
       try {
-        await store.createIntent({
-          id: JOB.intentId,
-          state: "authorized",
-          hold: "pending",
-        });
         const real = { t: 1_800_000_000_000 };
         const gate = gatedSender();
         const policy = {
@@ -166,13 +161,8 @@ for (const backend of BACKENDS) {
 // sending behind the drop while, by real time, the lease still holds.
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a give-up's lease holds against a contender whose clock runs up to clockSkewMs ahead`, async () => {
-    const { store, close } = await backend.open();
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "authorized",
-        hold: "pending",
-      });
       const real = { t: 1_800_000_000_000 };
       let sends = 0;
       const sender: Sender = {

@@ -14,7 +14,7 @@ import {
   type ReceiptStatus,
   type Sender,
 } from "../../mod.ts";
-import { BACKENDS, gateTransitions } from "../_stores.ts";
+import { BACKENDS, gateTransitions, openAuthorized } from "../_stores.ts";
 
 /** A signer that counts sends and leaves every tx pending. */
 class CountingSigner implements Sender {
@@ -58,13 +58,8 @@ const EARLIER = [
 for (const backend of BACKENDS) {
   for (const { what, letter } of EARLIER) {
     Deno.test(`${backend.name}: a give-up of a job published again after ${what} keeps a delivery that looked before it from sending`, async () => {
-      const { store, close } = await backend.open();
+      const { store, close } = await openAuthorized(backend, JOB.intentId);
       try {
-        await store.createIntent({
-          id: JOB.intentId,
-          state: "authorized",
-          hold: "pending",
-        });
         // The letter of the job's earlier life, long enough ago that its
         // lease (if any) has lapsed; the job is then published again (as
         // the redrive route advises for a queue of one's own, or by the

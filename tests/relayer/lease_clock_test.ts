@@ -13,7 +13,7 @@ import {
   ScriptedSender,
   type Sender,
 } from "../../mod.ts";
-import { BACKENDS, slowWriteAhead } from "../_stores.ts";
+import { BACKENDS, openAuthorized, slowWriteAhead } from "../_stores.ts";
 import {
   openPostgresStore,
   postgresAvailable,
@@ -25,13 +25,8 @@ const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a write-ahead that took over half the lease sends nothing, and says so`, async () => {
-    const { store, close } = await backend.open();
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "authorized",
-        hold: "pending",
-      });
       const clock = { t: 1_000_000 };
       const sender = new ScriptedSender({
         [JOB.intentId]: { sends: [{ txHash: "0xabc" }] },

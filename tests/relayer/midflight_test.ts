@@ -11,7 +11,7 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { BACKENDS, gateTransitions } from "../_stores.ts";
+import { BACKENDS, gateTransitions, openAuthorized } from "../_stores.ts";
 
 /** A signer that answers sends and receipts after a pause. */
 class SlowSigner implements Sender {
@@ -54,13 +54,8 @@ async function sentAndWaiting(store: Store, txHashes: string[]): Promise<void> {
 
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a copy that finds a send in flight is busy, not failed, even at the last delivery`, async () => {
-    const { store, close } = await backend.open();
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "authorized",
-        hold: "pending",
-      });
       const sender = new SlowSigner(400, 0, "pending");
       const relayer = createRelayer({ store, sender, policy });
       const first = relayer.deliver(JOB, 1);
@@ -167,13 +162,8 @@ Deno.test("a give-up whose Sender never answers a receipt resolves without it, a
 
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a give-up that drops the job of an authorized intent keeps a delivery that looked before it from sending`, async () => {
-    const { store, close } = await backend.open();
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "authorized",
-        hold: "pending",
-      });
       // The delivery reads the intent, then its write-ahead waits until
       // the queue's give-up has landed: a delivery whose store count lags
       // the queue's (a crash before it was counted), still at work when
