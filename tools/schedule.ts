@@ -22,6 +22,7 @@
  */
 
 // deno-lint-ignore-file no-console
+import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import {
   backoff,
   definePolicy,
@@ -742,14 +743,8 @@ function queueFrom(
  * setting: most likely seconds written without their unit (`--base 30`).
  */
 function refusePlainMs(flag: string, text: string, ms: number): void {
-  const plain = text.trim();
-  if (/^\d+$/.test(plain) && ms > 0 && ms < 1000) {
-    throw new UsageError(
-      `${flag} is ${
-        JSON.stringify(text)
-      }, a plain number, which would be ${ms} milliseconds: write ${plain}s for seconds, or ${plain}ms if you do mean milliseconds`,
-    );
-  }
+  const refused = plainMsRefusal(flag, text, ms);
+  if (refused !== undefined) throw new UsageError(refused);
 }
 
 /**

@@ -34,6 +34,7 @@
  * @module
  */
 
+import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import { parseDuration } from "../policy/parse_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
@@ -594,18 +595,8 @@ function duration(
       }: current value is ${JSON.stringify(value)}`,
     );
   }
-  // A plain number under a second is most likely seconds written without
-  // their unit ("30" for 30s): taken as milliseconds, a SENDER_TIMEOUT of
-  // 30 would time out every send and put every payment in review.
-  const plain = value.trim();
-  if (/^\d+$/.test(plain) && ms > 0 && ms < 1000) {
-    throw new ConfigError(
-      name,
-      `${name} is ${
-        JSON.stringify(value)
-      }, a plain number, which would be ${ms} milliseconds: write ${plain}s for seconds, or ${plain}ms if you do mean milliseconds`,
-    );
-  }
+  const refused = plainMsRefusal(name, value, ms);
+  if (refused !== undefined) throw new ConfigError(name, refused);
   return ms;
 }
 
