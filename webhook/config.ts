@@ -34,6 +34,7 @@
  * @module
  */
 
+import { ROUTE_AT_END } from "./_routes.ts";
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import { parseDuration } from "../policy/parse_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
@@ -721,8 +722,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const publicUrl = httpUrl(env, "PUBLIC_URL");
   const route = publicUrl === undefined
     ? undefined
-    : /\/v1\/(?:qstash(?:\/failed)?|pubsub(?:\/dead-letter)?|deliveries)$/
-      .exec(new URL(publicUrl).pathname)?.[0];
+    : ROUTE_AT_END.exec(new URL(publicUrl).pathname)?.[0];
   if (route !== undefined) {
     // The routes are appended to it: QStash would deliver to one URL and
     // sign another, and a published job would go to …/v1/qstash/v1/qstash.

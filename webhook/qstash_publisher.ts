@@ -6,6 +6,7 @@
  * @module
  */
 
+import { ROUTE_AT_END } from "./_routes.ts";
 import { cutAt, secretForms } from "../policy/_walk.ts";
 import { Client } from "@upstash/qstash";
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -138,9 +139,7 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
   // parser's `search` and `hash` answer as "": read the text itself.
   if (
     /[?#]/.test(base) ||
-    /\/v1\/(?:qstash(?:\/failed)?|pubsub(?:\/dead-letter)?|deliveries)$/.test(
-      new URL(base).pathname,
-    )
+    ROUTE_AT_END.test(new URL(base).pathname)
   ) {
     // The routes are appended to it: a query would end up before them, and
     // a route already there would be doubled (…/v1/qstash/v1/qstash, a 404).
