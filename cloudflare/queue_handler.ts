@@ -32,6 +32,7 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
+import { assertOptionNames } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 
 /** Cloudflare's largest `delaySeconds`: 12 hours. */
@@ -167,41 +168,16 @@ export interface QueueHandlerOptions {
 }
 
 /** The options `createQueueHandler` reads; any other is a typo. */
-const OPTION_NAMES: readonly string[] = [
-  "relayer",
-  "maxRetries",
-  "deadLetterQueue",
-  "deadLetterMaxRetries",
-  "concurrency",
-  "log",
-] satisfies readonly (keyof QueueHandlerOptions)[];
-
-/**
- * Refuses options that are not an object, or that name an option the
- * handler does not read: a misspelt `deadLetterQueue` would take every
- * give-up from the dead-letter queue for a delivery, and no intent whose
- * job the queue gave up on would be resolved.
- */
-function checkOptionNames(options: QueueHandlerOptions): void {
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError(
-      `Cannot create queue handler as its options must be an object such as { relayer, maxRetries }: current value is ${
-        options === null ? "null" : typeof options
-      }`,
-    );
-  }
-  for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.includes(name)) {
-      throw new TypeError(
-        `Cannot create queue handler as ${
-          JSON.stringify(name.slice(0, 40))
-        } is not one of its options (${
-          OPTION_NAMES.join(", ")
-        }): check its spelling`,
-      );
-    }
-  }
-}
+const OPTION_NAMES: readonly string[] = Object.keys(
+  {
+    relayer: true,
+    maxRetries: true,
+    deadLetterQueue: true,
+    deadLetterMaxRetries: true,
+    concurrency: true,
+    log: true,
+  } satisfies Record<keyof QueueHandlerOptions, true>,
+);
 
 /**
  * A Worker's `queue` handler. It throws only if a message's own `ack()` or
@@ -374,7 +350,12 @@ function checkDeadLetterRetries(
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
-  checkOptionNames(options);
+  // A misspelt `deadLetterQueue` would take every give-up from the
+  // dead-letter queue for a delivery: no intent whose job the queue gave
+  // up on would be resolved.
+  assertOptionNames("create queue handler", options, OPTION_NAMES, {
+    example: "{ relayer, maxRetries }",
+  });
   const { relayer, maxRetries = 3, deadLetterQueue, concurrency = 4 } = options;
   const sink = options.log ?? (() => {});
   // A log line is never a reason for a message to go unsettled: a sink

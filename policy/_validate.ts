@@ -52,6 +52,42 @@ export function assertDelivery(
   }
 }
 
+/**
+ * Checks an options bag: an object (or `undefined` when `optional`) whose
+ * own keys are all among `names`. A misspelt option (`leaseMS`,
+ * `deadLetterQeue`) would otherwise fall back to its default in silence,
+ * which TypeScript catches only in an object literal.
+ */
+export function assertOptionNames(
+  what: string,
+  options: unknown,
+  names: readonly string[],
+  { optional = false, example = "" }: {
+    /** `undefined` is taken for no options. */
+    optional?: boolean;
+    /** Shown after "must be an object", such as `{ relayer, maxRetries }`. */
+    example?: string;
+  } = {},
+): void {
+  if (optional && options === undefined) return;
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(
+      `Cannot ${what} as its options must be an object${
+        example && ` such as ${example}`
+      }: current value is ${options === null ? "null" : typeof options}`,
+    );
+  }
+  for (const name of Object.keys(options)) {
+    if (!names.includes(name)) {
+      throw new TypeError(
+        `Cannot ${what} as ${
+          JSON.stringify(name.slice(0, 40))
+        } is not one of its options (${names.join(", ")}): check its spelling`,
+      );
+    }
+  }
+}
+
 /** Checks a whole number of milliseconds >= `min`. */
 export function assertMs(
   what: string,

@@ -20,7 +20,7 @@
  */
 
 import { messageOf, secretForms } from "../policy/_walk.ts";
-import { show } from "../policy/_validate.ts";
+import { assertOptionNames, show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { notSent, poison } from "../policy/sentinels.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
@@ -86,6 +86,14 @@ export interface HttpSenderOptions {
    */
   readonly headers?: HeadersInit;
 }
+
+/** The options `HttpSender` reads; any other is a typo. */
+const HTTP_SENDER_OPTIONS: readonly string[] = Object.keys(
+  { url: true, timeoutMs: true, fetch: true, headers: true } satisfies Record<
+    keyof HttpSenderOptions,
+    true
+  >,
+);
 
 /** The most text read from an answer body: a hostile signer cannot make us buffer more. */
 const MAX_BODY_BYTES = 64 * 1024;
@@ -193,13 +201,10 @@ export class HttpSender implements Sender {
    * 2147483647.
    */
   constructor(options: HttpSenderOptions) {
-    if (typeof options !== "object" || options === null) {
-      throw new TypeError(
-        `Cannot create HttpSender as 'options' must be an object: current value is ${
-          show(options)
-        }`,
-      );
-    }
+    // A misspelt `timeoutMs` would fall back to 10 s.
+    assertOptionNames("create HttpSender", options, HTTP_SENDER_OPTIONS, {
+      example: '{ url: "https://signer.internal" }',
+    });
     const {
       url,
       timeoutMs = 10_000,

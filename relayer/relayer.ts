@@ -9,6 +9,7 @@ import { cutAt, messageOf } from "../policy/_walk.ts";
 import {
   assertDelivery,
   assertMs,
+  assertOptionNames,
   checkedClock,
   ClockError,
   show,
@@ -18,6 +19,7 @@ import { decide } from "../policy/decide.ts";
 import { jitter } from "../policy/jitter.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
+import { RELAYER_OPTIONS } from "./_options.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import {
@@ -775,7 +777,9 @@ class SentBusyError extends BusyError {
  * @returns The relayer.
  * @throws {RangeError} If the policy or `leaseMs` is invalid.
  * @throws {TypeError} If `store` lacks a `Store` method, `sender` lacks
- * `send` or `receipt`, or `now` or `random` is not a function.
+ * `send` or `receipt`, `now` or `random` is not a function, or the options
+ * are not an object or name an option it does not read (a misspelt
+ * `leaseMs` would fall back to its default).
  *
  * @example A payment whose Sender declares nothing was sent
  * ```ts
@@ -803,6 +807,10 @@ class SentBusyError extends BusyError {
  * ```
  */
 export function createRelayer(options: RelayerOptions): Relayer {
+  // A misspelt option (`leaseMS`, `polcy`) would fall back to its default.
+  assertOptionNames("create relayer", options, RELAYER_OPTIONS, {
+    example: "{ store, sender }",
+  });
   const {
     store,
     sender,

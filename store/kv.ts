@@ -47,7 +47,7 @@
  * @module
  */
 
-import { show } from "../policy/_validate.ts";
+import { assertOptionNames, show } from "../policy/_validate.ts";
 import { BusyError } from "./busy_error.ts";
 import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
@@ -270,6 +270,14 @@ export interface KvStoreOptions {
    */
   enqueueOptions?: () => KvEnqueueOptions;
 }
+
+/** The options `KvStore` reads; any other is a typo. */
+const KV_STORE_OPTIONS: readonly string[] = Object.keys(
+  { prefix: true, enqueueOptions: true } satisfies Record<
+    keyof KvStoreOptions,
+    true
+  >,
+);
 
 /**
  * What Deno KV's `enqueue` takes besides the message (its delay, its
@@ -521,6 +529,11 @@ export class KvStore implements Store {
    * function.
    */
   constructor(kv: KvLike, options?: KvStoreOptions) {
+    // A misspelt `prefix` would put a tenant's intents under the default.
+    assertOptionNames("create KvStore", options, KV_STORE_OPTIONS, {
+      optional: true,
+      example: '{ prefix: ["relayer"] }',
+    });
     options ??= {};
     if (typeof kv?.atomic !== "function" || typeof kv?.getMany !== "function") {
       throw new TypeError(

@@ -47,6 +47,7 @@ import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
 import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import { describeError } from "../policy/_walk.ts";
+import { assertOptionNames } from "../policy/_validate.ts";
 import { connectionLost } from "./_postgres_errors.ts";
 import {
   broadcastBegun,
@@ -211,6 +212,14 @@ export interface PostgresStoreOptions {
   readonly connectionWaitMs?: number;
 }
 
+/** The options `PostgresStore` reads; any other is a typo. */
+const POSTGRES_STORE_OPTIONS: readonly string[] = Object.keys(
+  { schema: true, connectionWaitMs: true } satisfies Record<
+    keyof PostgresStoreOptions,
+    true
+  >,
+);
+
 type Sql = postgres.Sql | postgres.TransactionSql;
 type Transaction = postgres.ReservedSql | postgres.TransactionSql;
 /** A write's body: it builds its statements on `tx` and hands them to `commit`. */
@@ -366,6 +375,10 @@ export class PostgresStore implements Store {
    * rows), or `schema` is not a lower-case SQL identifier.
    */
   constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
+    // A misspelt `schema` would put the store's tables in `relayer`.
+    assertOptionNames("create PostgresStore", options, POSTGRES_STORE_OPTIONS, {
+      example: '{ schema: "relayer" }',
+    });
     if (typeof sql !== "function" || typeof sql?.begin !== "function") {
       throw new TypeError(
         "Cannot create PostgresStore as 'sql' is not a postgres.js client: pass the result of postgres(url)",

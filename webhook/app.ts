@@ -39,7 +39,8 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
-import { checkedClock, show } from "../policy/_validate.ts";
+import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
+import { RELAYER_OPTIONS } from "../relayer/_options.ts";
 import type { DeadLetter, Intent, QueueIds } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
@@ -178,6 +179,37 @@ export interface AppDeps extends RelayerOptions {
    * §14).
    */
   readonly redriveTo?: RedriveOptions;
+}
+
+/** Every option `createApp` reads: the relayer's and its own. */
+const APP_OPTIONS: readonly string[] = [
+  ...RELAYER_OPTIONS,
+  ...Object.keys(
+    {
+      qstash: true,
+      pubsub: true,
+      pubsubDeadLetter: true,
+      webhookSecret: true,
+      webhookSecretNext: true,
+      opsToken: true,
+      insecureDev: true,
+      maxBodyBytes: true,
+      log: true,
+      enqueue: true,
+      redriveTo: true,
+    } satisfies Record<Exclude<keyof AppDeps, keyof RelayerOptions>, true>,
+  ),
+];
+
+/** The relayer's own options out of the app's. */
+function relayerOptions(deps: AppDeps): RelayerOptions {
+  const options: Record<string, unknown> = {};
+  for (const name of RELAYER_OPTIONS) {
+    if (Object.hasOwn(deps, name)) {
+      options[name] = (deps as unknown as Record<string, unknown>)[name];
+    }
+  }
+  return options as unknown as RelayerOptions;
 }
 
 /**
@@ -500,6 +532,11 @@ function idFrom(value: unknown): string | undefined {
  * ```
  */
 export function createApp(deps: AppDeps): WebhookApp {
+  // A misspelt option would fall back to its default: `opsTokn` would
+  // close the ops routes, `maxBodyByte` keep the default limit.
+  assertOptionNames("create app", deps, APP_OPTIONS, {
+    example: "{ store, sender, webhookSecret }",
+  });
   const {
     store,
     insecureDev = false,
@@ -524,7 +561,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       }. Leave it out (or false) outside local development`,
     );
   }
-  const relayer: Relayer = createRelayer(deps);
+  const relayer: Relayer = createRelayer(relayerOptions(deps));
   // Checked on every read, as the relayer's is: the routes write the time
   // too (a count, a replay record, an operator's resolution), and a store
   // refusing it would name a field, not the clock.

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { assertOptionNames } from "../policy/_validate.ts";
+
 /**
  * Where Google publishes the keys that sign its OIDC tokens.
  *
@@ -78,6 +80,14 @@ export interface GoogleJwksOptions {
   readonly now?: () => number;
 }
 
+/** The options `googleJwks` reads; any other is a typo. */
+const JWKS_OPTIONS: readonly string[] = Object.keys(
+  { url: true, fetch: true, now: true } satisfies Record<
+    keyof GoogleJwksOptions,
+    true
+  >,
+);
+
 /**
  * A source of Google's signing keys that fetches them once and keeps them
  * for the `max-age` Google sends (at least a minute, at most a day). Called
@@ -142,6 +152,11 @@ export interface GoogleJwksOptions {
 export function googleJwks(
   options?: GoogleJwksOptions,
 ): (options?: { refresh?: boolean }) => Promise<readonly JsonWebKey[]> {
+  // A misspelt `url` would fetch Google's keys instead of the ones meant.
+  assertOptionNames("build a Google JWKS source", options, JWKS_OPTIONS, {
+    optional: true,
+    example: "{ fetch }",
+  });
   const {
     url = GOOGLE_CERTS_URL,
     fetch: fetcher = globalThis.fetch,

@@ -8,6 +8,7 @@
 
 import { ROUTE_AT_END } from "./_routes.ts";
 import { cutAt, secretForms } from "../policy/_walk.ts";
+import { assertOptionNames } from "../policy/_validate.ts";
 import { Client } from "@upstash/qstash";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -47,6 +48,16 @@ export interface QStashPublisherOptions {
    */
   readonly baseUrl?: string;
 }
+
+/** The options `qstashPublisher` reads; any other is a typo. */
+const PUBLISHER_OPTIONS: readonly string[] = Object.keys(
+  {
+    token: true,
+    publicUrl: true,
+    retries: true,
+    baseUrl: true,
+  } satisfies Record<keyof QStashPublisherOptions, true>,
+);
 
 /**
  * Publishes jobs to a queue.
@@ -121,6 +132,10 @@ export interface Publisher {
  * ```
  */
 export function qstashPublisher(options: QStashPublisherOptions): Publisher {
+  // A misspelt `baseUrl` would publish through QStash's default region.
+  assertOptionNames("build a QStash publisher", options, PUBLISHER_OPTIONS, {
+    example: "{ token, publicUrl, retries }",
+  });
   const { token, retries } = options;
   if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
     throw new RangeError(

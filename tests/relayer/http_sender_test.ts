@@ -492,7 +492,12 @@ Deno.test("HttpSender() checks its options", () => {
     [
       null,
       TypeError,
-      "Cannot create HttpSender as 'options' must be an object: current value is null",
+      `Cannot create HttpSender as its options must be an object such as { url: "https://signer.internal" }: current value is null`,
+    ],
+    [
+      { url: "https://signer.local", timeoutMS: 30_000 },
+      TypeError,
+      'Cannot create HttpSender as "timeoutMS" is not one of its options (url, timeoutMs, fetch, headers): check its spelling',
     ],
     [
       { url: "signer.local" },

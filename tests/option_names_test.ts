@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import {
+  createRelayer,
+  HttpSender,
+  MemoryStore,
+  ScriptedSender,
+} from "../mod.ts";
+import { createQueueHandler } from "../cloudflare/queue_handler.ts";
+import { KvStore } from "../store/kv.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import { createApp, googleJwks, qstashPublisher } from "../webhook/app.ts";
+
+// Each constructor is given its options with one name misspelt, the kind of
+// slip TypeScript catches only in an object literal (a JavaScript caller,
+// options spread from a settings object). Before this check, each fell back
+// to its default in silence.
+
+const store = new MemoryStore();
+const sender = new ScriptedSender({});
+const kv = {
+  atomic: () => {
+    throw new Error("no I/O");
+  },
+  getMany: () => Promise.reject(new Error("no I/O")),
+} as unknown as ConstructorParameters<typeof KvStore>[0];
+// Never connects: postgres.js opens a connection on the first query.
+const sql = postgres("postgres://user@127.0.0.1:9/db", { max: 1 });
+
+/** Calls `build` with `options` and returns the TypeError's message. */
+function refusal(build: (options: never) => unknown, options: unknown) {
+  try {
+    build(options as never);
+  } catch (error) {
+    assert.ok(error instanceof TypeError, String(error));
+    return error.message;
+  }
+  assert.fail("it took the options");
+}
+
+const cases: {
+  name: string;
+  build: (options: never) => unknown;
+  good: Record<string, unknown>;
+  typo: string;
+  names: string;
+}[] = [
+  {
+    name: "createRelayer()",
+    build: (options) => createRelayer(options),
+    good: { store, sender, leaseMs: 30_000 },
+    typo: "leaseMS",
+    names: "store, sender, policy, now, random, leaseMs, clockSkewMs",
+  },
+  {
+    name: "createApp()",
+    build: (options) => createApp(options),
+    good: { store, sender, leaseMs: 30_000, opsToken: "t".repeat(32) },
+    typo: "opsTokn",
+    names:
+      "store, sender, policy, now, random, leaseMs, clockSkewMs, qstash, pubsub, pubsubDeadLetter, webhookSecret, webhookSecretNext, opsToken, insecureDev, maxBodyBytes, log, enqueue, redriveTo",
+  },
+  {
+    name: "KvStore",
+    build: (options) => new KvStore(kv, options),
+    good: { prefix: ["tenant"] },
+    typo: "prefx",
+    names: "prefix, enqueueOptions",
+  },
+  {
+    name: "PostgresStore",
+    build: (options) => new PostgresStore(sql, options),
+    good: { schema: "tenant" },
+    typo: "schemaName",
+    names: "schema, connectionWaitMs",
+  },
+  {
+    name: "HttpSender",
+    build: (options) => new HttpSender(options),
+    good: { url: "http://127.0.0.1:9", timeoutMs: 1_000 },
+    typo: "timeout",
+    names: "url, timeoutMs, fetch, headers",
+  },
+  {
+    name: "qstashPublisher()",
+    build: (options) => qstashPublisher(options),
+    good: { token: "t", publicUrl: "https://relayer.example", retries: 3 },
+    typo: "baseURL",
+    names: "token, publicUrl, retries, baseUrl",
+  },
+  {
+    name: "googleJwks()",
+    build: (options) => googleJwks(options),
+    good: { url: "https://keys.example/certs" },
+    typo: "uri",
+    names: "url, fetch, now",
+  },
+  {
+    name: "createQueueHandler()",
+    build: (options) => createQueueHandler(options),
+    good: { relayer: createRelayer({ store, sender }), maxRetries: 9 },
+    typo: "deadLetterQeue",
+    names:
+      "relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, concurrency, log",
+  },
+];
+
+for (const { name, build, good, typo, names } of cases) {
+  Deno.test(`${name} refuses an option it does not read, naming it and the ones it reads, instead of falling back to a default`, () => {
+    assert.ok(build(good as never)); // the same options, spelt right
+    const what = refusal(build, { ...good, [typo]: 1 });
+    assert.match(
+      what,
+      new RegExp(`as "${typo}" is not one of its options \\(`),
+    );
+    assert.ok(what.endsWith(`(${names}): check its spelling`), what);
+    // Options that are not an object say so, not the engine.
+    assert.match(
+      refusal(build, null),
+      /as its options must be an object such as \{.*\}: current value is null/,
+    );
+  });
+}
+
+Deno.test("createApp() hands the relayer's own options to it", () => {
+  // Each reaches createRelayer's checks: none is lost on the way.
+  assert.throws(
+    () => createApp({ store, sender, leaseMs: 0 }),
+    /Cannot create relayer as 'leaseMs'/,
+  );
+  assert.throws(
+    () => createApp({ store, sender, policy: { maxDeliveries: 0 } }),
+    /maxDeliveries/,
+  );
+  assert.throws(
+    () => createApp({ store, sender, random: 5 as unknown as () => number }),
+    /Cannot create relayer as 'random' must be a function/,
+  );
+});
