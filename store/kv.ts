@@ -405,7 +405,9 @@ function addLease(
   const after = leaseAfter(intentId, held.value, lease);
   atomic.check(held);
   if (after !== null) {
-    atomic.set(held.key, after, { expireIn: lease.ttlMs + LEASE_KEY_GRACE_MS });
+    atomic.set(held.key, after, {
+      expireIn: expireIn(lease.ttlMs + LEASE_KEY_GRACE_MS),
+    });
   } else if (held.value !== null) atomic.delete(held.key);
   else return undefined;
   return after;
@@ -463,6 +465,38 @@ function keyBytes(key: KvKey): number {
 }
 
 /**
+ * An upper bound of {@linkcode keyBytes} for the parts of `key` from
+ * `from` on, without encoding a string (at most 3 bytes per UTF-16 unit,
+ * a NUL's 2 included): the check of a short key costs a few additions.
+ */
+function keyBytesAtMost(key: KvKey, from: number): number {
+  let n = 0;
+  for (let i = from; i < key.length; i++) {
+    const part = key[i];
+    n += typeof part === "string"
+      ? 2 + 3 * part.length
+      : typeof part === "number"
+      ? 9
+      : MAX_KEY_BYTES + 1; // not one this store adds: counted exactly
+  }
+  return n;
+}
+
+/**
+ * The longest `expireIn` this store asks for. Deno KV adds `expireIn` to
+ * its clock and refuses a sum past its calendar ("expireIn is too large",
+ * about 8.2 × 10^15 ms from 1970); any `ttlMs` or `expiresAt` of a safe
+ * integer is taken by the other stores. A key kept 1,000 years is kept
+ * for good, and each record carries its own `expiresAt`, which decides.
+ */
+const MAX_EXPIRE_IN_MS = 1000 * 365 * 24 * 60 * 60 * 1000;
+
+/** `ms` as an `expireIn` Deno KV takes: a whole number from 1 to {@linkcode MAX_EXPIRE_IN_MS}. */
+function expireIn(ms: number): number {
+  return Math.min(MAX_EXPIRE_IN_MS, Math.max(1, ms));
+}
+
+/**
  * A checked copy of a key prefix: every key of the store starts with it,
  * so a caller that changes its array later (to build another tenant's, say)
  * must not move this store's keys, and a string must not be spread into
@@ -509,6 +543,8 @@ export class KvStore implements Store {
   // out together, as one `getMany` (see `_group_read.ts`).
   #reads: GroupRead;
   #prefix: KvKey;
+  // The prefix's share of every key, encoded (see `#fits`).
+  #prefixBytes: number;
   #enqueueOptions: (() => KvEnqueueOptions) | undefined;
   // What reads and writes saw, by intent and version: a write on a version
   // this store saw commits on those versionstamps with no read first.
@@ -544,6 +580,7 @@ export class KvStore implements Store {
     this.#group = new GroupCommit(kv);
     this.#reads = new GroupRead(kv);
     this.#prefix = keyPrefix(options.prefix ?? ["relayer"]);
+    this.#prefixBytes = keyBytes(this.#prefix);
     if (
       options.enqueueOptions !== undefined &&
       typeof options.enqueueOptions !== "function"
@@ -570,13 +607,86 @@ export class KvStore implements Store {
     return [...this.#prefix, ...parts];
   }
 
-  /** Reads keys in one round trip, typed by what this store writes there. */
+  /**
+   * Whether Deno KV can write `key`: at most 2,048 bytes encoded. Exact
+   * only for a key that may be over it; a short one costs a few additions.
+   */
+  #fits(key: KvKey): boolean {
+    return this.#prefixBytes + keyBytesAtMost(key, this.#prefix.length) <=
+        MAX_KEY_BYTES || keyBytes(key) <= MAX_KEY_BYTES;
+  }
+
+  /**
+   * Refuses, before anything is read or written, a key made of a caller's
+   * `field` that Deno KV could not write: its own words ("Key too large
+   * for write") name neither the field nor the fix, and a read of a key
+   * one byte longer (2,049) passes, so the refusal came only at a write.
+   */
+  #assertFits(op: string, field: string, key: KvKey): void {
+    if (this.#fits(key)) return;
+    const n = keyBytes(key);
+    throw new TypeError(
+      `Cannot ${op} as '${field}' makes a Deno KV key of ${n} bytes, over Deno KV's limit of ${MAX_KEY_BYTES}: shorten '${field}' by at least ${
+        n - MAX_KEY_BYTES
+      } bytes of UTF-8${
+        this.#prefixBytes > 64
+          ? `, or the store's prefix (${this.#prefixBytes} bytes of every key)`
+          : ""
+      }. Nothing was written.`,
+    );
+  }
+
+  /** Refuses the keys a delivery write would make of what the caller passed (see `#assertFits`). */
+  #assertWritable(
+    op: string,
+    options: Pick<WriteOptions, "claim" | "resetCount">,
+    deadLetter?: Pick<DeadLetter, "jobId" | "poisonedAt">,
+  ): void {
+    if (options.claim && typeof options.claim.key === "string") {
+      this.#assertFits(op, "claim.key", this.#key("claim", options.claim.key));
+    }
+    if (typeof options.resetCount === "string") {
+      this.#assertFits(
+        op,
+        "resetCount",
+        this.#key("deliveries", options.resetCount),
+      );
+    }
+    if (
+      deadLetter && typeof deadLetter.jobId === "string" &&
+      Number.isSafeInteger(deadLetter.poisonedAt)
+    ) {
+      // Its longest key: the index by time.
+      this.#assertFits(op, "jobId", this.#timeKey(deadLetter));
+    }
+  }
+
+  /**
+   * Reads keys in one round trip, typed by what this store writes there.
+   * A key Deno KV could not write is absent, as it is in any store, without
+   * being sent: Deno KV would refuse the whole read.
+   */
   #get<T extends unknown[]>(
     ...keys: KvKey[]
   ): Promise<{ [K in keyof T]: Entry<T[K]> }> {
-    return this.#reads.getMany(keys) as Promise<
-      { [K in keyof T]: Entry<T[K]> }
-    >;
+    const read = keys.every((key) => this.#fits(key))
+      ? this.#reads.getMany(keys)
+      : this.#getFitting(keys);
+    return read as Promise<{ [K in keyof T]: Entry<T[K]> }>;
+  }
+
+  /** {@linkcode #get} with some keys over Deno KV's limit: those are absent. */
+  async #getFitting(keys: readonly KvKey[]): Promise<KvEntryMaybe<unknown>[]> {
+    const fitting = keys.filter((key) => this.#fits(key));
+    const entries = fitting.length === 0
+      ? []
+      : await this.#reads.getMany(fitting);
+    let at = 0;
+    return keys.map((key) =>
+      this.#fits(key)
+        ? entries[at++]!
+        : { key, value: null, versionstamp: null }
+    );
   }
 
   #toIntent(
@@ -631,7 +741,7 @@ export class KvStore implements Store {
       { expiresAt: claim.expiresAt, w } satisfies ClaimValue,
       // Deleted a grace after it lapses by the writer's clock: it must stay
       // while another instance's clock, a little behind, still needs it.
-      { expireIn: Math.max(1, claim.expiresAt - claim.now + CLAIM_GRACE_MS) },
+      { expireIn: expireIn(claim.expiresAt - claim.now + CLAIM_GRACE_MS) },
     );
   }
 
@@ -645,8 +755,9 @@ export class KvStore implements Store {
    */
   async createIntent(intent: NewIntent): Promise<Intent> {
     const record = newIntentRecord(intent);
-    const w = this.#writeId();
     const key = this.#key("intent", record.id);
+    this.#assertFits("create intent", "id", key);
+    const w = this.#writeId();
     const stored = this.#stored(record, w);
     const atomic = this.#group.atomic()
       .check({ key, versionstamp: null })
@@ -733,6 +844,7 @@ export class KvStore implements Store {
     options: WriteOptions,
     deadLetter?: DeadLetter,
   ): Promise<Intent> {
+    this.#assertWritable("write an intent", options, deadLetter);
     // The fast path: the versionstamps this store saw at `version` are the
     // checks, so the commit needs no read first. Anything that changed
     // since (the intent, its hold, the lease, a claim already made) fails
@@ -1037,6 +1149,8 @@ export class KvStore implements Store {
     if (admission.claim) checkClaim(admission.claim);
     const countKey = this.#key("deliveries", admission.count ?? "");
     const claimKey = this.#key("claim", admission.claim?.key ?? "");
+    this.#assertFits("admit a delivery", "count", countKey);
+    this.#assertFits("admit a delivery", "claim.key", claimKey);
     // The last write answered as a race lost, and what it returns if it
     // landed all the same (see `Written`): each read below looks for it.
     let unanswered: { w: string; n: number | null } | undefined;
@@ -1079,7 +1193,7 @@ export class KvStore implements Store {
       };
       if (next !== null) {
         atomic.check(count).set(countKey, next, {
-          expireIn: admission.ttlMs ?? COUNT_TTL_MS,
+          expireIn: expireIn(admission.ttlMs ?? COUNT_TTL_MS),
         });
       }
       if ((await atomic.commit()).ok) return next?.n ?? null;
@@ -1174,6 +1288,7 @@ export class KvStore implements Store {
     checkDeadLetter(deadLetter);
     checkResetCount(options.resetCount);
     if (options.claim) checkClaim(options.claim);
+    this.#assertWritable("keep a dead letter", options, deadLetter);
     if (options.lease && options.intentVersion === undefined) {
       throw new TypeError(
         "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
