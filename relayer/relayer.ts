@@ -599,6 +599,38 @@ function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
     (given.dlqId !== undefined && recorded.dlqId === given.dlqId);
 }
 
+/** The most bytes of UTF-8 a queue's id is kept with (see {@linkcode keptIds}). */
+const QUEUE_ID_MAX_BYTES = 1024;
+
+/**
+ * A queue's ids as a give-up keeps them: an id over
+ * {@linkcode QUEUE_ID_MAX_BYTES} bytes (no queue we know of makes one; a
+ * bridge's bug may) is kept as `sha256:<hex of its UTF-8>`. Its mark is a
+ * store key (Deno KV takes 2 KiB, a PostgreSQL index about 2.7) and its
+ * letter a value (Deno KV takes 64 KiB): kept as it is, a long id would
+ * fail the give-up on every repeat, the intent's resolution with it.
+ * The same id always gives the same hash, so repeats are still known.
+ */
+function keptIds(ids: QueueIds): QueueIds {
+  // Anything else is left to the store's checks, which refuse it.
+  const kept = <T>(id: T): T | string => {
+    // A UTF-16 unit is at most 3 bytes of UTF-8: most ids need no encoding.
+    if (typeof id !== "string" || id.length * 3 <= QUEUE_ID_MAX_BYTES) {
+      return id;
+    }
+    const bytes = new TextEncoder().encode(id);
+    return bytes.length <= QUEUE_ID_MAX_BYTES
+      ? id
+      : `sha256:${bytesToHex(sha256(bytes))}`;
+  };
+  return {
+    ...ids,
+    queue: kept(ids.queue),
+    ...(ids.messageId === undefined ? {} : { messageId: kept(ids.messageId) }),
+    ...(ids.dlqId === undefined ? {} : { dlqId: kept(ids.dlqId) }),
+  };
+}
+
 /**
  * The count keys that mark a queue's message as given up and resolved:
  * `gaveup/<queue>/message/<id>` and `gaveup/<queue>/dlq/<id>`. A repeat of
@@ -1009,6 +1041,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const jobId = jobIdOf(job);
     const n = options.deliveries;
     assertKeptDelivery("give up", n);
+    const queue = keptIds(options.queue);
     const d = begin(options.claim);
     const reason = `the queue gave up after ${n} deliver${
       n === 1 ? "y" : "ies"
@@ -1027,15 +1060,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
         cause: "exhausted",
         reason,
         deliveries: n,
-        lastError: `the ${options.queue.queue} queue gave up`,
-        queue: options.queue,
+        lastError: `the ${queue.queue} queue gave up`,
+        queue,
         onlyOnce: true,
       });
       // Resolved: the message is marked, so that a repeat of this give-up
       // changes nothing even once its letter is redriven or replaced. If
       // the mark fails, the queue repeats, and the repeat marks it. It
       // lives 32 days, longer than Pub/Sub keeps a message.
-      await markGivenUp(options.queue, jobId);
+      await markGivenUp(queue, jobId);
       return { ...poisoned, reason, resolution };
     } catch (error) {
       if (error instanceof BusyError) return await busy(job, n, d);
@@ -1047,7 +1080,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // the store gave has a count the letter's write reset. Marked again,
         // in case the first crashed before its mark.
         const { letter } = error;
-        await markGivenUp(options.queue, jobId);
+        await markGivenUp(queue, jobId);
         return {
           action: "poison",
           delivery: letter.deliveries,

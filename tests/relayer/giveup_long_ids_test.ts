@@ -1,0 +1,46 @@
+/**
+ * A queue's give-up with ids no store key or value can hold as they are
+ * (a bridge's bug: Deno KV writes keys of at most 2,048 bytes and values
+ * of at most 64 KiB): the give-up still resolves the intent, keeps its
+ * letter, and knows its repeats, on every store.
+ */
+import assert from "node:assert/strict";
+import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { kvBackend, memoryBackend, openAuthorized } from "../_stores.ts";
+
+const JOB = { intentId: "pi_0001", kind: "settle" } as const;
+
+for (const backend of [memoryBackend, kvBackend]) {
+  Deno.test(`Relayer.giveUp() keeps a queue's id over 1 KiB as its sha256, so the give-up resolves and its repeat is known (${backend.name})`, async () => {
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
+    try {
+      const relayer = createRelayer({
+        store,
+        sender: new ScriptedSender({}),
+        now: () => 1_000,
+      });
+      const queue = {
+        queue: "generic",
+        messageId: "m".repeat(3_000),
+        dlqId: "d".repeat(70_000),
+      };
+      const first = await relayer.giveUp(JOB, { deliveries: 3, queue });
+      assert.equal(first.action, "poison");
+      const letter = await store.getDeadLetter("pi_0001/settle");
+      assert.match(letter?.queue?.messageId ?? "", /^sha256:[0-9a-f]{64}$/);
+      assert.match(letter?.queue?.dlqId ?? "", /^sha256:[0-9a-f]{64}$/);
+      // The queue repeats its give-up: answered as the first was.
+      assert.deepEqual(
+        await relayer.giveUp(JOB, { deliveries: 3, queue }),
+        first,
+      );
+      // And once the letter is redriven, the mark still knows the message.
+      await relayer.redrive("pi_0001/settle");
+      const late = await relayer.giveUp(JOB, { deliveries: 3, queue });
+      assert.equal(late.action, "done");
+      assert.match(late.reason, /already resolved/);
+    } finally {
+      await close();
+    }
+  });
+}
