@@ -64,9 +64,10 @@ const MAX_MUTATIONS = 1000;
  */
 export const STRICT_CHECKS = 10;
 /**
- * At most this many operations in one group. (Deno KV's 800 KiB limit on
- * a commit's mutations is not counted here: a group over it is refused
- * and halved.)
+ * At most this many operations in one group. (Deno KV's 800 KiB on a
+ * commit's keys and values, and its 80 KiB on the keys it sets, are not
+ * counted here: a group over either is refused before any I/O and halved.
+ * Only keys under a prefix of a kilobyte or more reach 80 KiB in 64 writes.)
  */
 const MAX_OPS = 64;
 

@@ -143,3 +143,17 @@ Deno.test("KvStore keeps a count, claim or lease whose time to live runs past De
     assert.equal(taken.state, "settling");
   }
 });
+
+Deno.test("KvStore under a long prefix: a group of writes over Deno KV's 80 KiB of keys set is refused whole and halved, and every write lands", async () => {
+  using kv = await Deno.openKv(":memory:");
+  // Each create sets two keys of about 1,520 bytes: 64 of them, 190 KiB.
+  const store = new KvStore(kv, { prefix: ["t".repeat(1500)] });
+  const created = await Promise.all(
+    Array.from(
+      { length: 65 },
+      (_, i) => store.createIntent({ id: `pi_${i}`, hold: "pending" }),
+    ),
+  );
+  assert.equal(created.length, 65);
+  assert.equal((await keysOf(kv)).length, 130);
+});
