@@ -440,7 +440,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
           deliveries: maxRetries + 1,
           queue: { queue: "cloudflare", dlqId: message.id },
         })
-        : await relayer.deliver(job, message.attempts);
+        // The dead-letter queue keeps the message's id: its give-up marks
+        // ride in the write ahead of a send, so a late copy sends nothing.
+        : await relayer.deliver(job, message.attempts, {
+          message: { queue: "cloudflare", dlqId: message.id },
+        });
     } catch (error) {
       log(
         `worker  ${jobIdOf(job).padEnd(16)} failed unexpectedly: ${

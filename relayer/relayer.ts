@@ -252,7 +252,8 @@ export interface Relayer {
    * letter was redriven or replaced changes nothing either, and is `done`.
    * A drop of an authorized intent's job holds the intent's lease until it
    * lapses, so a delivery of the job still in flight sends nothing behind
-   * it.
+   * it; past that, a late copy of the message (`deliver` with
+   * `options.message`) finds the marks and sends nothing either.
    *
    * @param job The job the queue gave up on.
    * @param options How many deliveries the queue made, and its ids.
@@ -358,6 +359,14 @@ export interface DeliverOptions {
    * @default {the job id}
    */
   readonly countAs?: string;
+  /**
+   * The ids the queue's give-up of this message would carry (QStash's
+   * message id, Cloudflare's message id as `dlqId`, a Pub/Sub message's
+   * source as `dlqId`): once that give-up has been resolved, a late copy
+   * of the message sends nothing and is `done`. Checked in the write ahead
+   * of the send: no store round trip of its own.
+   */
+  readonly message?: QueueIds;
 }
 
 /**
@@ -489,6 +498,12 @@ const GIVE_UP_MARK_MS = 32 * 24 * 60 * 60 * 1000;
 
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
+
+/**
+ * A delivery of a message whose give-up was resolved: the queue's late
+ * copy. Its write ahead of the send was refused; nothing was written.
+ */
+class LateCopy extends Error {}
 
 /**
  * A queue's give-up repeated for the message a dead letter records: the
@@ -645,12 +660,28 @@ function keptIds(ids: QueueIds): QueueIds {
 function gaveUpKeys(ids: QueueIds | undefined, jobId: string): string[] {
   if (ids === undefined) return [];
   const scope = ids.queue === "generic" ? `generic/${jobId}` : ids.queue;
+  const source = ids.queue === "pubsub" ? pubSubSource(ids.dlqId) : undefined;
   return [
     ...(ids.messageId === undefined
       ? []
       : [`gaveup/${scope}/message/${ids.messageId}`]),
     ...(ids.dlqId === undefined ? [] : [`gaveup/${scope}/dlq/${ids.dlqId}`]),
+    ...(source === undefined ? [] : [`gaveup/pubsub/source/${source}`]),
   ];
+}
+
+/**
+ * A Pub/Sub source message (`<project>/<subscription>@<publish time>#<intent>`)
+ * with its publish time as whole milliseconds: the dead-letter copy names
+ * it in an attribute of its own format ("…T11:00:00.123+00:00"), a push of
+ * the message itself in its `publishTime` ("…T11:00:00.123Z"), and a late
+ * copy of the message is known by it. `undefined` if it is not one.
+ */
+function pubSubSource(dlqId: string | undefined): string | undefined {
+  const match = dlqId?.match(/^([^@]*)@(.*)#([^#]*)$/);
+  if (!match) return undefined;
+  const at = Date.parse(match[2]!);
+  return Number.isSafeInteger(at) ? `${match[1]}@${at}#${match[3]}` : undefined;
 }
 
 /**
@@ -878,7 +909,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
      * on record already, by this very delivery.
      */
     claimMaybeUsed = false;
-    constructor(readonly owner: string, public claim: Claim | undefined) {}
+    constructor(
+      readonly owner: string,
+      public claim: Claim | undefined,
+      /** The give-up marks of the message delivered (see `DeliverOptions.message`). */
+      readonly marks: readonly string[] = [],
+    ) {}
 
     /**
      * The options of the next write: `keep` holds the lease across a send.
@@ -949,9 +985,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return jitter(backoff(n, policy), policy.jitter, random);
   }
 
-  function begin(claim: Claim | undefined): Delivery {
+  function begin(
+    claim: Claim | undefined,
+    marks: readonly string[] = [],
+  ): Delivery {
     instance ??= crypto.randomUUID();
-    return new Delivery(`${instance}:${++deliveriesStarted}`, claim);
+    return new Delivery(`${instance}:${++deliveriesStarted}`, claim, marks);
   }
 
   async function deliver(
@@ -987,7 +1026,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       claim = undefined;
     }
-    const d = begin(claim);
+    const d = begin(claim, gaveUpKeys(options.message, jobId));
     let failure: unknown;
     try {
       const reason = await settle(job.intentId, d);
@@ -995,6 +1034,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return { action: "done", delivery: n, reason };
     } catch (error) {
       failure = error;
+    }
+    if (failure instanceof LateCopy) {
+      await d.close();
+      return { action: "done", delivery: n, reason: failure.message };
     }
     // A clock that cannot be read is the caller's mistake, not this
     // delivery's failure: no policy decides on it, whatever the number.
@@ -1178,15 +1221,43 @@ export function createRelayer(options: RelayerOptions): Relayer {
             ),
           );
         }
-        // Entering settling is the write-ahead of the first send.
-        return (current, d) =>
-          broadcast(current, d, false, (options) =>
-            store.transition(id, {
-              from: "authorized",
-              to: "settling",
-              version: current.version,
-              at: now(),
-            }, options));
+        // Entering settling is the write-ahead of the first send. A copy
+        // of a message the queue gave up on (its job dropped, the intent
+        // left authorized) must not send behind that give-up: the write
+        // carries the message's give-up marks, refused if one is on record.
+        return async (current, d) => {
+          try {
+            return await broadcast(
+              current,
+              d,
+              false,
+              (options) =>
+                store.transition(
+                  id,
+                  {
+                    from: "authorized",
+                    to: "settling",
+                    version: current.version,
+                    at: now(),
+                  },
+                  d.marks.length === 0 ? options : {
+                    ...options,
+                    unlessCounted: d.marks,
+                  },
+                ),
+            );
+          } catch (error) {
+            if (
+              d.marks.length > 0 && !d.committed && isRefusal(error) &&
+              await wasMarked(d.marks)
+            ) {
+              throw new LateCopy(
+                "the queue gave up on this message before: a late copy, nothing sent",
+              );
+            }
+            throw error;
+          }
+        };
       case "settling":
         return await planSettling(intent, d);
       default:
@@ -1690,8 +1761,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   /** Whether a give-up with these ids was resolved before. */
-  async function wasGivenUp(ids: QueueIds, jobId: string): Promise<boolean> {
-    for (const key of gaveUpKeys(ids, jobId)) {
+  function wasGivenUp(ids: QueueIds, jobId: string): Promise<boolean> {
+    return wasMarked(gaveUpKeys(ids, jobId));
+  }
+
+  /** Whether one of these give-up marks is on record. */
+  async function wasMarked(keys: readonly string[]): Promise<boolean> {
+    for (const key of keys) {
       if (await store.deliveries(key, now()) > 0) return true;
     }
     return false;

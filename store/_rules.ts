@@ -340,6 +340,45 @@ export function counted(
   return { n, expiresAt: now + ttlMs };
 }
 
+/**
+ * Throws the refusal of a write whose `unlessCounted` names `key`, a count
+ * on record (`count`) that has not lapsed by `now` (any count, without a
+ * time). Nothing otherwise.
+ */
+export function checkUncounted(
+  id: string,
+  key: string,
+  count: CountRecord | null,
+  now: number | undefined,
+): void {
+  if (count === null || (now !== undefined && count.expiresAt <= now)) return;
+  throw countedRefusal(id, key);
+}
+
+/** The refusal of a write whose `unlessCounted` names `key`, on record. */
+export function countedRefusal(id: string, key: string): ConflictError {
+  return new ConflictError(
+    `Cannot write intent ${id} as ${key} is on record: the queue gave up on the message this delivery carries, so a late copy of it writes and sends nothing`,
+    { refused: true },
+  );
+}
+
+/** The keys of a write's `unlessCounted`, checked: strings, at most 8. */
+export function uncountedKeys(options: WriteOptions): readonly string[] {
+  const keys = options.unlessCounted ?? [];
+  if (
+    !Array.isArray(keys) || keys.length > 8 ||
+    !keys.every((key) => typeof key === "string" && key !== "")
+  ) {
+    throw new TypeError(
+      `Cannot write intent as 'unlessCounted' must be at most 8 count keys: current value is ${
+        JSON.stringify(keys)
+      }`,
+    );
+  }
+  return keys;
+}
+
 /** Throws a `TypeError` unless `ttlMs` is a whole number of milliseconds above 0. */
 export function checkCountTtl(ttlMs: unknown): asserts ttlMs is number {
   checkMs("ttlMs", ttlMs);

@@ -61,6 +61,7 @@ import {
   checkDeadLetter,
   checkMs,
   checkResetCount,
+  checkUncounted,
   CLAIM_GRACE_MS,
   COUNT_TTL_MS,
   counted,
@@ -78,6 +79,7 @@ import {
   pageLimit,
   readCursor,
   transitioned,
+  uncountedKeys,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -849,6 +851,7 @@ export class KvStore implements Store {
     // checks, so the commit needs no read first. Anything that changed
     // since (the intent, its hold, the lease, a claim already made) fails
     // the commit, and the write is decided again on a fresh read below.
+    const uncounted = uncountedKeys(options);
     const seen = deadLetter === undefined
       ? this.#seen.get(`${id}\n${version}`)
       : undefined;
@@ -862,7 +865,17 @@ export class KvStore implements Store {
       try {
         const written = await this.#tryWrite(
           id,
-          { ...seen, claim: unclaimed },
+          {
+            ...seen,
+            claim: unclaimed,
+            // Checked absent in the commit: a give-up's mark fails it, and
+            // the read below decides.
+            counts: uncounted.map((key) => ({
+              key: this.#key("deliveries", key),
+              value: null,
+              versionstamp: null,
+            })),
+          },
           update,
           options,
         );
@@ -875,14 +888,22 @@ export class KvStore implements Store {
         if (!(error instanceof BusyError) && !isRefusal(error)) throw error;
       }
     }
-    const [intent, hold, lease, claim, dead] = await this.#get<
-      [StoredIntent, HoldState, LeaseRecord, ClaimValue, DeadLetter]
+    const [intent, hold, lease, claim, dead, ...counts] = await this.#get<
+      [
+        StoredIntent,
+        HoldState,
+        LeaseRecord,
+        ClaimValue,
+        DeadLetter,
+        ...StoredCount[],
+      ]
     >(
       this.#key("intent", id),
       this.#key("hold", id),
       this.#key("lease", id),
       this.#key("claim", options.claim?.key ?? ""),
       this.#key("dead", deadLetter?.jobId ?? ""),
+      ...uncounted.map((key) => this.#key("deliveries", key)),
     );
     // The write above, answered as a race lost, may have landed.
     const landed = unanswered &&
@@ -904,7 +925,7 @@ export class KvStore implements Store {
     }
     const written = await this.#tryWrite(
       id,
-      { intent, hold, lease, claim },
+      { intent, hold, lease, claim, counts },
       update,
       options,
       deadLetter === undefined ? undefined : { deadLetter, old: dead },
@@ -931,19 +952,30 @@ export class KvStore implements Store {
    */
   async #tryWrite(
     id: string,
-    read: Seen & { claim: Entry<ClaimValue> },
+    read: Seen & {
+      claim: Entry<ClaimValue>;
+      counts: readonly Entry<StoredCount>[];
+    },
     update: (record: IntentRecord) => IntentRecord,
     options: WriteOptions,
     dead?: { deadLetter: DeadLetter; old: Entry<DeadLetter> },
   ): Promise<Intent | Unanswered> {
-    const { intent, hold, lease } = read;
+    const { intent, hold, lease, counts } = read;
+    for (const count of counts) {
+      checkUncounted(
+        id,
+        String(count.key.at(-1)),
+        count.value,
+        options.lease?.now,
+      );
+    }
     const current = this.#toIntent(intent, hold)!;
     const { version: _, ...record } = current;
     const next = update(record);
     const w = this.#writeId();
     const stored = this.#stored(next, w);
     const atomic = this.#group.atomic()
-      .check(intent, hold)
+      .check(intent, hold, ...counts)
       .set(this.#key("intent", id), stored);
     const holdChanged = next.hold !== record.hold && next.hold !== null;
     if (holdChanged) atomic.set(this.#key("hold", id), next.hold);

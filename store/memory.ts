@@ -15,6 +15,7 @@ import {
   checkDeadLetter,
   checkMs,
   checkResetCount,
+  checkUncounted,
   counted,
   type CountRecord,
   cursorAfter,
@@ -27,6 +28,7 @@ import {
   pageLimit,
   readCursor,
   transitioned,
+  uncountedKeys,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -126,6 +128,14 @@ export class MemoryStore implements Store {
     if (options.claim) this.#checkClaim(options.claim);
     if (deadLetter) checkDeadLetter(deadLetter);
     if (deadLetter) checkResetCount(options.resetCount);
+    for (const key of uncountedKeys(options)) {
+      checkUncounted(
+        id,
+        key,
+        this.#counts.get(key) ?? null,
+        options.lease?.now,
+      );
+    }
     this.#setLease(id, lease);
     if (options.claim) this.#claim(options.claim);
     if (deadLetter) this.#putDeadLetter(deadLetter, options.resetCount);

@@ -61,6 +61,7 @@ import {
   checkResetCount,
   CLAIM_GRACE_MS,
   COUNT_TTL_MS,
+  countedRefusal,
   cursorAfter,
   frozenBroadcast,
   heldBy,
@@ -72,6 +73,7 @@ import {
   pageLimit,
   readCursor,
   transitioned,
+  uncountedKeys,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -724,14 +726,32 @@ export class PostgresStore implements Store {
     }
   }
 
-  #intentQuery(sql: Sql, id: string, withLease: boolean) {
-    const { intents, holds, leases } = this.#t;
+  /**
+   * The intent's read; `withLease`, with its lease, and the first of
+   * `uncounted` on record, not lapsed at `now` (`counted`): a write's
+   * `unlessCounted`, checked in the read the write makes anyway. (A mark
+   * written between this read and the commit is not seen: the relayer's
+   * marks are written before the lease the give-up holds lapses.)
+   */
+  #intentQuery(
+    sql: Sql,
+    id: string,
+    withLease: boolean,
+    uncounted: readonly string[] = [],
+    now = 0,
+  ) {
+    const { intents, holds, leases, counters } = this.#t;
     return withLease
       ? sql`
         SELECT i.id, i.state, i.settling_since, i.broadcasting, i.may_have_sent,
           i.last_outcome, i.last_tx_hash, i.last_at, i.last_error, i.tx_hashes,
           i.version, h.state AS hold, l.owner AS lease_owner,
-          l.expires_at AS lease_expires_at
+          l.expires_at AS lease_expires_at${
+        uncounted.length === 0 ? sql`` : sql`,
+          (SELECT c.job_id FROM ${counters} c
+            WHERE c.job_id IN ${sql(uncounted)} AND c.expires_at > ${now}
+            LIMIT 1) AS counted`
+      }
         FROM ${intents} i
         LEFT JOIN ${holds} h ON h.intent_id = i.id
         LEFT JOIN ${leases} l ON l.intent_id = i.id
@@ -1009,8 +1029,22 @@ export class PostgresStore implements Store {
    * decision lands only on what was read (see
    * {@linkcode PostgresStore.#transaction}).
    */
-  async #read(id: string, version: string | null, what: string) {
-    const [row] = await this.#watched(this.#intentQuery(this.#sql, id, true));
+  async #read(
+    id: string,
+    version: string | null,
+    what: string,
+    options: WriteOptions = {},
+  ) {
+    const uncounted = uncountedKeys(options);
+    const [row] = await this.#watched(
+      this.#intentQuery(
+        this.#sql,
+        id,
+        true,
+        uncounted,
+        options.lease?.now ?? Number.MIN_SAFE_INTEGER,
+      ),
+    );
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
         refused: true,
@@ -1020,6 +1054,9 @@ export class PostgresStore implements Store {
       throw new ConflictError(
         `Cannot write intent ${id} as it changed since it was read; re-read it`,
       );
+    }
+    if (row.counted !== undefined && row.counted !== null) {
+      throw countedRefusal(id, String(row.counted));
     }
     return row;
   }
@@ -1099,7 +1136,7 @@ export class PostgresStore implements Store {
       if (deadLetter) checkDeadLetter(deadLetter);
       if (deadLetter) checkResetCount(options.resetCount);
       if (options.claim) await this.#sweep(options.claim.now);
-      const row = await this.#read(id, version, `write intent ${id}`);
+      const row = await this.#read(id, version, `write intent ${id}`, options);
       const current = recordOf(row);
       const next = update(current);
       checkRecord(next);

@@ -429,6 +429,19 @@ export interface WriteOptions {
    * keeps no dead letter.
    */
   readonly resetCount?: string;
+  /**
+   * Count keys (as {@linkcode Store.admit} writes them) that refuse the
+   * write while one is on record and not lapsed at the lease's `now` (any
+   * on record, without a lease): a `ConflictError` with `refused`, nothing
+   * written. The relayer passes a queue's give-up marks of the message it
+   * delivers (`gaveup/…`) on the write ahead of a send, so a late copy of a
+   * message the queue gave up on sends nothing. Checked in the write's own
+   * commit (or, on PostgreSQL, in the read it makes anyway): no round trip
+   * of its own. A store of one's own that ignores it leaves that guard out.
+   *
+   * @default {[]}
+   */
+  readonly unlessCounted?: readonly string[];
 }
 
 /**

@@ -1106,6 +1106,39 @@ export function storeContract(
     );
   });
 
+  test("refuses a write whose unlessCounted names a count on record, and writes nothing", async (store) => {
+    const i = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const mark = "gaveup/qstash/message/m1";
+    await store.admit({ count: mark, now: 0, ttlMs: 1000 });
+    // Read first, as a delivery looks before it writes.
+    assert.equal((await store.getIntent("pi_1"))?.version, i.version);
+    const lease = { owner: "d1", ttlMs: 100, now: 10, keep: true };
+    const move = {
+      from: "authorized",
+      to: "settling",
+      version: i.version,
+      at: 10,
+    } as const;
+    await assert.rejects(
+      store.transition("pi_1", move, {
+        lease,
+        unlessCounted: ["gaveup/qstash/message/m0", mark],
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    assert.equal((await store.getIntent("pi_1"))?.version, i.version);
+    // Another message's marks do not refuse it, nor does a lapsed mark.
+    const moved = await store.transition("pi_1", { ...move, at: 1000 }, {
+      lease: { ...lease, now: 1000 },
+      unlessCounted: [mark, "gaveup/qstash/message/m2"],
+    });
+    assert.equal(moved.state, "settling");
+  });
+
   test("refuses a replayed claim until it expires, in admit and in every write", async (store) => {
     const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
     assert.equal(await store.admit({ claim, now: 0 }), null);

@@ -742,13 +742,16 @@ export function createApp(deps: AppDeps): WebhookApp {
     delivery: number | undefined,
     claim: ReplayClaim | undefined,
     countAs?: string,
+    message?: QueueIds,
   ): Promise<Response> {
     let outcome: Outcome;
     try {
-      // The replay record rides in the delivery's first write.
+      // The replay record rides in the delivery's first write, and so do
+      // the message's give-up marks: a late copy sends nothing.
       outcome = await relayer.deliver(job, delivery, {
         ...(claim ? { claim: { ...claim, now: now() } } : {}),
         ...(countAs === undefined ? {} : { countAs }),
+        ...(message === undefined ? {} : { message }),
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
@@ -937,7 +940,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
       delivery = Number(retried) + 1; // QStash counts retries from 0; we count deliveries from 1
     }
-    return await deliver("qstash", job, delivery, claim);
+    const messageId = idFrom(c.req.header("upstash-message-id"));
+    return await deliver(
+      "qstash",
+      job,
+      delivery,
+      claim,
+      undefined,
+      // The failure callback names this id as its source message.
+      messageId === undefined ? undefined : { queue: "qstash", messageId },
+    );
   });
 
   /** When a failure to fetch Google's keys was last logged. */
@@ -994,13 +1006,18 @@ export function createApp(deps: AppDeps): WebhookApp {
     raw: string,
     seen: PushSeen,
     requireId: boolean,
-  ): { job: Job; id: string | undefined; attributes: Record<string, unknown> } {
+  ): {
+    job: Job;
+    id: string | undefined;
+    attributes: Record<string, unknown>;
+    source: string | undefined;
+  } {
     const envelope = parseJson(
       "pubsub",
       raw,
       'Pub/Sub\'s push envelope, {"message":{"data":"<the job as base64>","messageId":"…"},"subscription":"…"}',
     );
-    const { message, deliveryAttempt, delivery_attempt } =
+    const { message, deliveryAttempt, delivery_attempt, subscription } =
       (typeof envelope === "object" && envelope !== null
         ? envelope
         : {}) as Record<string, unknown>;
@@ -1011,10 +1028,14 @@ export function createApp(deps: AppDeps): WebhookApp {
         "The body must be a Pub/Sub push envelope with a 'message' object.",
       );
     }
-    const { data, messageId, message_id, attributes } = message as Record<
-      string,
-      unknown
-    >;
+    const {
+      data,
+      messageId,
+      message_id,
+      attributes,
+      publishTime,
+      publish_time,
+    } = message as Record<string, unknown>;
     seen.id = messageId ?? message_id;
     const id = idFrom(seen.id);
     if (requireId && id === undefined) {
@@ -1024,13 +1045,22 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
+    const job = jobFrom("pubsub", seen.job);
+    // The message as its dead-letter copy names it (`sourceMessage`).
+    const names = typeof subscription === "string"
+      ? subscription.match(/^projects\/([^/]+)\/subscriptions\/([^/]+)$/)
+      : null;
+    const published = idFrom(publishTime ?? publish_time);
     return {
-      job: jobFrom("pubsub", seen.job),
+      job,
       id,
       attributes:
         (typeof attributes === "object" && attributes !== null
           ? attributes
           : {}) as Record<string, unknown>,
+      source: names === null || published === undefined
+        ? undefined
+        : `${names[1]}/${names[2]}@${published}#${job.intentId}`,
     };
   }
 
@@ -1087,13 +1117,22 @@ export function createApp(deps: AppDeps): WebhookApp {
       settings: "PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
       option: "pubsub",
       requireId: true,
-    }, (push, seen): { job: Job; delivery?: number; countAs?: string } => {
+    }, (push, seen): {
+      job: Job;
+      delivery?: number;
+      countAs?: string;
+      source?: string;
+    } => {
       const attempt = seen.attempt ?? 0;
+      const source = push.source === undefined ? {} : { source: push.source };
       // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
-      return attempt === 0 ? { job: push.job, countAs: `pubsub/${push.id}` } : {
-        job: push.job,
-        delivery: deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
-      };
+      return attempt === 0
+        ? { job: push.job, countAs: `pubsub/${push.id}`, ...source }
+        : {
+          job: push.job,
+          delivery: deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
+          ...source,
+        };
     });
     if (got instanceof Response) return got;
     return await deliver(
@@ -1102,6 +1141,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       got.delivery,
       undefined,
       got.countAs,
+      // A dead-letter copy names its source message, not its id.
+      got.source === undefined
+        ? undefined
+        : { queue: "pubsub", dlqId: got.source },
     );
   });
 
