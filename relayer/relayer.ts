@@ -1026,7 +1026,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       claim = undefined;
     }
-    const d = begin(claim, gaveUpKeys(options.message, jobId));
+    // Kept as a give-up keeps them: a long id's marks are its hash.
+    const d = begin(
+      claim,
+      gaveUpKeys(options.message && keptIds(options.message), jobId),
+    );
     let failure: unknown;
     try {
       const reason = await settle(job.intentId, d);

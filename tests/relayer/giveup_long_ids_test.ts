@@ -44,3 +44,30 @@ for (const backend of [memoryBackend, kvBackend]) {
     }
   });
 }
+
+for (const backend of [memoryBackend, kvBackend]) {
+  Deno.test(`Relayer.deliver() knows a late copy of a message with an id over 1 KiB the queue gave up on, by the same sha256, and sends nothing (${backend.name})`, async () => {
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
+    try {
+      let clock = 1_000;
+      const relayer = createRelayer({
+        store,
+        sender: new ScriptedSender({ pi_0001: { sends: [{ txHash: "0xa" }] } }),
+        now: () => clock,
+      });
+      const message = { queue: "cloudflare", dlqId: "d".repeat(3_000) };
+      const gaveUp = await relayer.giveUp(JOB, {
+        deliveries: 3,
+        queue: message,
+      });
+      assert.equal(gaveUp.action, "poison");
+      clock += 10 * 60_000; // past the give-up's lease
+      const late = await relayer.deliver(JOB, 4, { message });
+      assert.equal(late.action, "done");
+      assert.match(late.reason, /a late copy, nothing sent/);
+      assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+    } finally {
+      await close();
+    }
+  });
+}
