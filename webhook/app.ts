@@ -341,12 +341,42 @@ function badInput(route: Route, detail: string): Refusal {
  */
 const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
+/**
+ * A body that could not be read to its end: the client's connection failed
+ * while it sent it. The failure is the client's, so a 400, not a 500, and
+ * no log line: one would hold the path the client chose (a line break in
+ * it forges a line), and anyone could write one per request.
+ */
+function unreadableBody(): Refusal {
+  const detail =
+    "The request body could not be read to its end (the connection failed while it was sent): send the request again.";
+  return new Refusal(
+    problem(400, "unreadable-body", "Body unreadable", detail),
+    detail,
+  );
+}
+
 /** A request's body: its bytes, and its text as {@linkcode UTF8} decodes it. */
 async function bodyOf(
   c: Context,
 ): Promise<{ bytes: Uint8Array; text: string }> {
-  const bytes = new Uint8Array(await c.req.arrayBuffer());
+  let buffer: ArrayBuffer;
+  try {
+    buffer = await c.req.arrayBuffer();
+  } catch {
+    throw unreadableBody();
+  }
+  const bytes = new Uint8Array(buffer);
   return { bytes, text: UTF8.decode(bytes) };
+}
+
+/** A request's body as text (an ops route's JSON). */
+async function textOf(c: Context): Promise<string> {
+  try {
+    return await c.req.text();
+  } catch {
+    throw unreadableBody();
+  }
 }
 
 /** A job, as the refusals show one. */
@@ -786,13 +816,23 @@ export function createApp(deps: AppDeps): WebhookApp {
     Math.ceil(maxBodyBytes / 3) * 4 + ENVELOPE_HEADROOM_BYTES,
   );
   const directLimit = limit(maxBodyBytes);
-  app.use(
-    "/v1/*",
-    (c, next) =>
-      ENVELOPE_ROUTES.has(c.req.path)
-        ? envelopeLimit(c, next)
-        : directLimit(c, next),
-  );
+  app.use("/v1/*", async function limitBody(c, next) {
+    const within = ENVELOPE_ROUTES.has(c.req.path)
+      ? envelopeLimit
+      : directLimit;
+    // A body without a Content-Length is read here, before any route: if
+    // its upload fails, that is the client's failure, as in bodyOf.
+    let read = false;
+    try {
+      return await within(c, () => {
+        read = true;
+        return next();
+      });
+    } catch (error) {
+      if (read) throw error;
+      throw unreadableBody();
+    }
+  });
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
 
@@ -1408,9 +1448,10 @@ export function createApp(deps: AppDeps): WebhookApp {
   // API; this lets an operator (or a local trial) create one.
   app.post("/v1/intents", async (c) => {
     requireOps(c);
+    const text = await textOf(c);
     let body: unknown;
     try {
-      body = JSON.parse(await c.req.text());
+      body = JSON.parse(text);
     } catch {
       return problem(
         400,
@@ -1531,9 +1572,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     const bad = (detail: string) =>
       problem(400, "bad-resolution", "Bad resolution", detail);
     if (!isIntentId(id)) return bad(`An intent id is ${INTENT_ID_RULE}.`);
+    const text = await textOf(c);
     let body: unknown;
     try {
-      body = JSON.parse(await c.req.text());
+      body = JSON.parse(text);
     } catch {
       body = undefined;
     }
@@ -1881,7 +1923,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The job first: a bad one is the caller's to fix, queue or not.
     const job = jobFrom(
       "deliveries",
-      parseJson("deliveries", await c.req.text()),
+      parseJson("deliveries", await textOf(c)),
     );
     if (!deps.enqueue) {
       return problem(

@@ -344,6 +344,53 @@ Deno.test("createApp() refuses a body over the limit with 413, touching nothing"
   assert.equal(writes(), 0);
 });
 
+Deno.test("createApp() answers a body whose upload failed with a 400 problem, touching and logging nothing: not a 500, nor a log line holding the path the caller chose", async () => {
+  const lines: string[] = [];
+  const { app, writes } = await makeApp({
+    intents: [created],
+    deps: { log: (line) => lines.push(line) },
+  });
+  // Some bytes, then the connection fails (a client that went away).
+  const failing = () =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"job":'));
+      },
+      pull(controller) {
+        controller.error(new Error("connection reset"));
+      },
+    });
+  const forged =
+    "/v1/x%0Arelayer%20review%20of%20pi_0001%20resolved%20by%20an%20operator:%20settled";
+  const ops = { authorization: `Bearer ${OPS}` };
+  // Without a Content-Length the body limit reads the body; with one, the route does.
+  const cases: [string, Record<string, string>][] = [
+    ["/v1/deliveries", {}],
+    ["/v1/deliveries", { "content-length": "100" }],
+    ["/v1/qstash", { "content-length": "100" }],
+    ["/v1/pubsub", {}],
+    [forged, {}],
+    ["/v1/jobs", { ...ops, "content-length": "100" }],
+    ["/v1/intents", { ...ops, "content-length": "100" }],
+  ];
+  for (const [path, headers] of cases) {
+    const res = await app.request(path, {
+      method: "POST",
+      body: failing(),
+      headers,
+    });
+    const name = `${path} ${JSON.stringify(headers)}`;
+    assert.equal(res.status, 400, name);
+    assert.equal(
+      (await problemOf(res)).type,
+      "urn:relayer:problem:unreadable-body",
+      name,
+    );
+  }
+  assert.deepEqual(lines, []);
+  assert.equal(writes(), 0);
+});
+
 Deno.test("createApp() answers 404 and 405 problems for unknown routes and methods", async () => {
   const { app } = await makeApp();
   const missing = await app.request("/v2/nothing", { method: "POST" });
