@@ -32,6 +32,14 @@ export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
 const RETRY_AFTER_FAILURE_MS = 60_000;
 
 /**
+ * How long, with no keys at all, a failed fetch is answered again before
+ * the next try: any caller can send a token naming a key, and each would
+ * otherwise cost a fetch while Google cannot be reached. Shorter than
+ * {@linkcode RETRY_AFTER_FAILURE_MS}: without keys every push is refused.
+ */
+const RETRY_WITHOUT_KEYS_MS = 5_000;
+
+/**
  * Options for {@linkcode googleJwks}.
  *
  * @example Refresh when max-age runs out
@@ -95,7 +103,8 @@ const JWKS_OPTIONS: readonly string[] = Object.keys(
  * verifier does (rate-limited there) for a token signed by a key it does
  * not know yet. When a refresh fails it keeps serving the keys it has, and
  * tries again a minute later (not on every delivery while Google's endpoint
- * fails); with none, it throws.
+ * fails); with none, it throws, and throws that failure again for 5 seconds
+ * before it tries again (a push, forged or not, costs no fetch meanwhile).
  *
  * @param options The URL, fetch and clock (Google's, `globalThis.fetch`,
  * `Date.now`).
@@ -164,6 +173,8 @@ export function googleJwks(
   } = options ?? {};
   let cached: { keys: readonly JsonWebKey[]; until: number } | undefined;
   let refreshing: Promise<readonly JsonWebKey[]> | undefined;
+  /** The last failure while there were no keys, and until when it stands. */
+  let failed: { error: unknown; until: number } | undefined;
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
     const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
@@ -182,11 +193,17 @@ export function googleJwks(
 
   return async ({ refresh: force = false } = {}) => {
     if (!force && cached && cached.until > now()) return cached.keys;
+    if (cached === undefined && failed !== undefined && failed.until > now()) {
+      throw failed.error;
+    }
     refreshing ??= refresh().finally(() => (refreshing = undefined));
     try {
       return await refreshing;
     } catch (error) {
-      if (cached === undefined) throw error;
+      if (cached === undefined) {
+        failed = { error, until: now() + RETRY_WITHOUT_KEYS_MS };
+        throw error;
+      }
       // Stale keys beat no keys; the next try waits, so an outage at
       // Google does not cost every delivery a fetch.
       cached = {
