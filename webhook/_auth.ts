@@ -512,7 +512,8 @@ export function pubsubVerifier(
   }
 
   return async (authorization) => {
-    const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/
+    // The scheme is case-insensitive (RFC 9110 §11.1), as on the ops routes.
+    const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i
       .exec(authorization ?? "");
     if (!match) return false;
     const kid = jwtKid(match[1]!);

@@ -685,6 +685,23 @@ Deno.test("createApp() takes a Pub/Sub push with deliveryAttempt and answers 503
   assert.match(answer.note, /subscription's retry policy/);
 });
 
+Deno.test("createApp() takes a Pub/Sub token under the Bearer scheme in any case, as HTTP does", async () => {
+  const google = await theGoogle();
+  for (const scheme of ["bearer", "BEARER"]) {
+    const { app } = await makeApp({ intents: [created] });
+    const init = await pubsubRequest(envelope(job, { deliveryAttempt: 2 }));
+    const res = await app.request("/v1/pubsub", {
+      ...init,
+      headers: {
+        ...init.headers as Record<string, string>,
+        authorization: `${scheme} ${await google.token()}`,
+      },
+    });
+    assert.equal(res.status, 503, scheme); // verified, and retried
+    assert.equal((await res.json()).delivery, 2, scheme);
+  }
+});
+
 Deno.test("createApp() counts Pub/Sub deliveries by message id when deliveryAttempt is absent or 0", async () => {
   const { app, store } = await makeApp({ intents: [created] });
   for (const [attempt, n] of [[undefined, 1], [0, 2]] as const) {
