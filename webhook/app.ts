@@ -31,6 +31,7 @@
  */
 
 import { describeError } from "../policy/_walk.ts";
+import { formatDuration } from "../policy/format_duration.ts";
 import { backoff } from "../policy/backoff.ts";
 import { jitter } from "../policy/jitter.ts";
 import { isPoison } from "../policy/sentinels.ts";
@@ -840,13 +841,31 @@ export function createApp(deps: AppDeps): WebhookApp {
    * A probe of the store, run at most once per `READY_CACHE_MS` (one
    * probe serves every call meanwhile, so an open route cannot be made to
    * load the store), answering whether `run` finished within
-   * `READY_WAIT_MS`. `failed` says why not, for the log.
+   * `READY_WAIT_MS`. `failed` says why not, for the log; `recovered` is
+   * called once when a probe passes after one failed, with how long since
+   * the first failure, so the log says when an outage ended, not only
+   * that it began.
    */
   function cachedProbe(
     run: () => Promise<unknown>,
-    failed?: (error: unknown) => void,
+    failed: (error: unknown) => void,
+    recovered: (downMs: number) => void,
   ): () => Promise<boolean> {
     let last: { at: number; ok: Promise<boolean> } | undefined;
+    /** When the first failed probe of the outage now running began. */
+    let failingSince: number | undefined;
+    /** Probes in the order they began: one that settles after a later one (a hang) says nothing of now. */
+    let begun = 0;
+    let counted = 0;
+    const settled = (probe: number, at: number, ok: boolean) => {
+      if (probe < counted) return;
+      counted = probe;
+      if (!ok) failingSince ??= at;
+      else if (failingSince !== undefined) {
+        recovered(Math.max(0, at - failingSince));
+        failingSince = undefined;
+      }
+    };
     return () => {
       const at = now();
       // Within the second after the last probe; a clock stepped back is not.
@@ -855,6 +874,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       ) {
         return last.ok;
       }
+      const probe = ++begun;
       const ok = (async () => {
         let timer: ReturnType<typeof setTimeout> | undefined;
         try {
@@ -867,9 +887,11 @@ export function createApp(deps: AppDeps): WebhookApp {
               );
             }),
           ]);
+          settled(probe, at, true);
           return true;
         } catch (error) {
-          failed?.(error);
+          failed(error);
+          settled(probe, at, false);
           return false;
         } finally {
           clearTimeout(timer);
@@ -887,6 +909,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       log(
         `relayer not ready: the store failed a read: ${describeError(error)}`,
       ),
+    (downMs) =>
+      log(
+        `relayer ready again: the store answers a read (it failed for ${
+          formatDuration(downMs)
+        })`,
+      ),
   );
 
   /**
@@ -899,6 +927,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     (error) =>
       log(
         `relayer not ready: the store refused a write: ${describeError(error)}`,
+      ),
+    (downMs) =>
+      log(
+        `relayer ready again: the store takes a write (it refused for ${
+          formatDuration(downMs)
+        })`,
       ),
   );
 

@@ -177,3 +177,49 @@ Deno.test("createApp() logs an operator's intent and job, naming them", async ()
     "relayer job pi_0001/settle queued by an operator",
   ]);
 });
+
+Deno.test("createApp() logs when the store is ready again after /readyz found it failing, with how long, so the log says when an outage ended", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const memory = new MemoryStore();
+  let down: "read" | "write" | undefined;
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (
+        (key === "getIntent" && down === "read") ||
+        (key === "admit" && down === "write")
+      ) {
+        return () => Promise.reject(new Error("database is locked"));
+      }
+      return value.bind(target);
+    },
+  });
+  const webhook = app(now, lines, store);
+  const ready = async () => {
+    const res = await webhook.request("/readyz");
+    await res.body?.cancel();
+    now.ms += 1_000;
+    return res.status;
+  };
+  assert.equal(await ready(), 200);
+  down = "read";
+  assert.equal(await ready(), 503);
+  now.ms += 24_000;
+  assert.equal(await ready(), 503);
+  down = undefined;
+  assert.equal(await ready(), 200);
+  assert.equal(await ready(), 200);
+  down = "write";
+  assert.equal(await ready(), 503);
+  down = undefined;
+  assert.equal(await ready(), 200);
+  assert.deepEqual(lines, [
+    "relayer not ready: the store failed a read: Error: database is locked",
+    "relayer not ready: the store failed a read: Error: database is locked",
+    "relayer ready again: the store answers a read (it failed for 26s)",
+    "relayer not ready: the store refused a write: Error: database is locked",
+    "relayer ready again: the store takes a write (it refused for 1s)",
+  ]);
+});
