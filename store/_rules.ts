@@ -47,11 +47,13 @@ export function redriveRefusal(
   if (state !== "settled" && state !== "failed" && state !== "needs_review") {
     return null;
   }
+  // What to do instead, said here: an operator who redrives every letter
+  // of a burst meets this refusal for each one that needs something else.
   return refusal(
     `Cannot redrive ${jobId} as intent ${intentId} is already ${state}: no job can help it${
       state === "needs_review"
-        ? " (its dead letter is the record of why it is in review)"
-        : ""
+        ? " (its dead letter is the record of why it is in review). Check the chain, resolve the review by hand (settle or fail the intent), then discard the letter"
+        : ". Discard the letter once nobody needs the record"
     }`,
   );
 }

@@ -1860,7 +1860,7 @@ Deno.test("createRelayer() redrive loses nothing when a prompt queue delivers th
   assert.equal(kept?.deliveries, 1);
 });
 
-Deno.test("createRelayer() refuses to redrive a needs_review intent's dead letter: it is the record of why", async () => {
+Deno.test("createRelayer() refuses to redrive a needs_review intent's dead letter: it is the record of why, and the refusal says to resolve the review, then discard it", async () => {
   const store = new MemoryStore();
   await store.createIntent({
     id: "pi_0001",
@@ -1879,6 +1879,12 @@ Deno.test("createRelayer() refuses to redrive a needs_review intent's dead lette
   await assert.rejects(
     relayer.redrive("pi_0001/settle"),
     /already needs_review: no job can help it/,
+  );
+  // The refusal says what to do instead: on call meets it for each review
+  // in a burst of letters it redrives.
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle"),
+    /resolve the review by hand \(settle or fail the intent\), then discard the letter$/,
   );
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
 });
