@@ -12,7 +12,8 @@
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`, `POST /v1/intents/:id/resolve` (settle or fail a
- * payment in review, `{ to, version }`, its hold captured or voided first),
+ * payment in review, `{ to, version }`, its hold captured or voided first;
+ * the answer names the job's dead letter and the `DELETE` that discards it),
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
  * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
  * `DELETE /v1/dead-letters/:jobId` (likewise, or
@@ -42,7 +43,12 @@ import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { RELAYER_OPTIONS } from "../relayer/_options.ts";
-import type { DeadLetter, Intent, QueueIds } from "../store/store.ts";
+import type {
+  DeadLetter,
+  Intent,
+  QueueIds,
+  StoredDeadLetter,
+} from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
@@ -1729,7 +1735,41 @@ export function createApp(deps: AppDeps): WebhookApp {
         ledger === "capture" ? "captured" : "voided"
       } first`,
     );
-    return c.json({ intent: resolved });
+    // The job's dead letter stays, the record of why the payment was in
+    // review: the answer names it and how to remove it, or a burst of
+    // reviews resolved leaves every letter listed as if still open.
+    const jobId = jobIdOf({ intentId: id, kind: "settle" });
+    let letter: StoredDeadLetter | null | undefined;
+    try {
+      letter = await store.getDeadLetter(jobId);
+    } catch (error) {
+      // Resolved all the same: only the advice is the poorer for it.
+      log(
+        `relayer read of the dead letter of ${jobId} failed: ${
+          describeError(error)
+        }`,
+      );
+    }
+    const discard = `DELETE /v1/dead-letters/${jobId}${
+      letter ? `?version=${encodeURIComponent(letter.version)}` : ""
+    }`;
+    return c.json({
+      intent: resolved,
+      ...(letter === null ? { deadLetter: null } : {}),
+      ...(letter
+        ? {
+          deadLetter: letter,
+          next:
+            `Discard the dead letter ${jobId}, the record of why the intent was in review, once nobody needs it: ${discard} (its text goes to the log).`,
+        }
+        : {}),
+      ...(letter === undefined
+        ? {
+          next:
+            `The dead letter of ${jobId} could not be read (the relayer's log says why): if GET /v1/intents/${id} shows one, discard it with ${discard}.`,
+        }
+        : {}),
+    });
   });
 
   /**

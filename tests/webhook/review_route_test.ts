@@ -80,6 +80,45 @@ Deno.test("POST /v1/intents/:id/resolve settles a payment in review with its hol
   }
 });
 
+Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the record of the review, and the request that discards it, which works as given", async () => {
+  const { store, app, resolve, version } = await inReview();
+  await store.putDeadLetter({
+    jobId: "pi_1/settle",
+    intentId: "pi_1",
+    deliveries: 10,
+    cause: "exhausted",
+    reason: "no luck after 10 deliveries",
+    resolution: "last broadcast unknown, needs review",
+    lastError: "send: signer answered 503: Service Unavailable",
+    poisonedAt: 1,
+  });
+  const stored = await store.getDeadLetter("pi_1/settle");
+  const res = await resolve({ to: "failed", version });
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.equal(body.intent.state, "failed");
+  assert.deepEqual(body.deadLetter, stored);
+  const discard = /(DELETE) (\/v1\/dead-letters\/\S+\?version=[^\s)]+)/.exec(
+    body.next,
+  );
+  assert.ok(discard, body.next);
+  const removed = await app.request(discard[2]!, {
+    method: discard[1]!,
+    headers,
+  });
+  assert.equal(removed.status, 200);
+  await removed.body?.cancel();
+  assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+  // Without a letter, nothing is left to do.
+  const bare = await inReview();
+  const plain = await (await bare.resolve({
+    to: "settled",
+    version: bare.version,
+  })).json();
+  assert.equal(plain.deadLetter, null);
+  assert.equal(plain.next, undefined);
+});
+
 Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not in review, a hold that cannot move, a bad body, and no token, changing nothing", async () => {
   const { store, app, resolve, version } = await inReview();
   const stale = await resolve({ to: "failed", version: "0" });
