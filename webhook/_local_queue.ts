@@ -134,8 +134,17 @@ export function quietly(
       await handler(message);
     } catch (error) {
       const line = describeError(error);
+      // The job named, as every other queue line names it: an operator
+      // looking for what an outage held up greps the log by job id.
+      let what = "a message";
+      try {
+        what = jobIdOf(parseJob((message as LocalQueueMessage | null)?.job))
+          .padEnd(16);
+      } catch {
+        // Not a job: it was kept as a dead letter, or is being.
+      }
       log(
-        `queue   a message could not be handled; Deno KV redelivers it: ${line}`,
+        `queue   ${what} could not be handled; Deno KV redelivers it: ${line}`,
       );
       const quiet = new Error(line);
       quiet.stack = line;
