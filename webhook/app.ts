@@ -286,6 +286,9 @@ const READY_WAIT_MS = 2_000;
 /** How long one `/readyz` probe of the store answers for. */
 const READY_CACHE_MS = 1_000;
 
+/** How often a store probe that keeps failing with the same error is logged again. */
+const PROBE_LOG_INTERVAL_MS = 60_000;
+
 /** The intent `/readyz` reads: any id will do, and none need exist. */
 const READY_PROBE_ID = "readyz";
 
@@ -847,30 +850,54 @@ export function createApp(deps: AppDeps): WebhookApp {
    * A probe of the store, run at most once per `READY_CACHE_MS` (one
    * probe serves every call meanwhile, so an open route cannot be made to
    * load the store), answering whether `run` finished within
-   * `READY_WAIT_MS`. `failed` says why not, for the log; `recovered` is
-   * called once when a probe passes after one failed, with how long since
-   * the first failure, so the log says when an outage ended, not only
-   * that it began.
+   * `READY_WAIT_MS`. `failed` says why not, for the log: on the first
+   * failure of an outage, when the error changes, and at most once a
+   * `PROBE_LOG_INTERVAL_MS` otherwise, with how many failed unsaid
+   * (`more`), so a probe polled every second through an outage of an hour
+   * writes a few dozen lines, not thousands. `recovered` is called once
+   * when a probe passes after one failed, with how long since the first
+   * failure, so the log says when an outage ended, not only that it began.
    */
   function cachedProbe(
     run: () => Promise<unknown>,
-    failed: (error: unknown) => void,
+    failed: (error: unknown, more: number) => void,
     recovered: (downMs: number) => void,
   ): () => Promise<boolean> {
     let last: { at: number; ok: Promise<boolean> } | undefined;
     /** When the first failed probe of the outage now running began. */
     let failingSince: number | undefined;
+    /** The last failure logged, and how many failed unsaid since. */
+    let said: { at: number; text: string; more: number } | undefined;
     /** Probes in the order they began: one that settles after a later one (a hang) says nothing of now. */
     let begun = 0;
     let counted = 0;
-    const settled = (probe: number, at: number, ok: boolean) => {
+    const settled = (
+      probe: number,
+      at: number,
+      ok: boolean,
+      error?: unknown,
+    ) => {
       if (probe < counted) return;
       counted = probe;
-      if (!ok) failingSince ??= at;
-      else if (failingSince !== undefined) {
-        recovered(Math.max(0, at - failingSince));
+      if (ok) {
+        if (failingSince !== undefined) {
+          recovered(Math.max(0, at - failingSince));
+        }
         failingSince = undefined;
+        said = undefined;
+        return;
       }
+      failingSince ??= at;
+      const text = describeError(error);
+      if (
+        said !== undefined && said.text === text && at >= said.at &&
+        at - said.at < PROBE_LOG_INTERVAL_MS
+      ) {
+        said.more++;
+        return;
+      }
+      failed(error, said?.more ?? 0);
+      said = { at, text, more: 0 };
     };
     return () => {
       const at = now();
@@ -896,8 +923,7 @@ export function createApp(deps: AppDeps): WebhookApp {
           settled(probe, at, true);
           return true;
         } catch (error) {
-          failed(error);
-          settled(probe, at, false);
+          settled(probe, at, false, error);
           return false;
         } finally {
           clearTimeout(timer);
@@ -911,9 +937,11 @@ export function createApp(deps: AppDeps): WebhookApp {
   /** Whether the store answers a read (`/readyz`). */
   const storeAnswers = cachedProbe(
     () => store.getIntent(READY_PROBE_ID),
-    (error) =>
+    (error, more) =>
       log(
-        `relayer not ready: the store failed a read: ${describeError(error)}`,
+        `relayer not ready: the store failed a read: ${describeError(error)}${
+          more === 0 ? "" : ` (and ${more} more probe(s) since the last line)`
+        }`,
       ),
     (downMs) =>
       log(
@@ -930,9 +958,11 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   const storeWrites = cachedProbe(
     () => store.admit({ count: WRITE_PROBE_COUNT, now: now() }),
-    (error) =>
+    (error, more) =>
       log(
-        `relayer not ready: the store refused a write: ${describeError(error)}`,
+        `relayer not ready: the store refused a write: ${describeError(error)}${
+          more === 0 ? "" : ` (and ${more} more probe(s) since the last line)`
+        }`,
       ),
     (downMs) =>
       log(

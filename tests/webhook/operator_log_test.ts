@@ -217,9 +217,43 @@ Deno.test("createApp() logs when the store is ready again after /readyz found it
   assert.equal(await ready(), 200);
   assert.deepEqual(lines, [
     "relayer not ready: the store failed a read: Error: database is locked",
-    "relayer not ready: the store failed a read: Error: database is locked",
     "relayer ready again: the store answers a read (it failed for 26s)",
     "relayer not ready: the store refused a write: Error: database is locked",
     "relayer ready again: the store takes a write (it refused for 1s)",
+  ]);
+});
+
+Deno.test("createApp() logs a store probe that keeps failing the same way once a minute, with the count, not on every probe: /readyz polled each second through a long outage", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const memory = new MemoryStore();
+  let error = "database is locked";
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key === "getIntent") {
+        return () => Promise.reject(new Error(error));
+      }
+      return value.bind(target);
+    },
+  });
+  const webhook = app(now, lines, store);
+  // 150 probes a second apart: the first, then one a minute.
+  for (let i = 0; i < 150; i++) {
+    const res = await webhook.request("/readyz");
+    assert.equal(res.status, 503);
+    await res.body?.cancel();
+    now.ms += 1_000;
+  }
+  // Another error is said at once.
+  error = "connection refused";
+  const res = await webhook.request("/readyz");
+  await res.body?.cancel();
+  assert.deepEqual(lines, [
+    "relayer not ready: the store failed a read: Error: database is locked",
+    "relayer not ready: the store failed a read: Error: database is locked (and 59 more probe(s) since the last line)",
+    "relayer not ready: the store failed a read: Error: database is locked (and 59 more probe(s) since the last line)",
+    "relayer not ready: the store failed a read: Error: connection refused (and 29 more probe(s) since the last line)",
   ]);
 });
