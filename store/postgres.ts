@@ -269,6 +269,21 @@ const POOLER_CHECK_MS = 3_000;
  */
 const MIGRATION_LOCK_MS = 2_000;
 const MIGRATION_TRIES = 3;
+/**
+ * The longest key the store writes into a btree index, in bytes of UTF-8:
+ * an index entry holds at most 2,704 bytes on PostgreSQL's default 8 KiB
+ * pages (`BTMaxItemSize`), of which a text key's takes 12 (the entry's
+ * header and the text's length), and a dead letter's job id in the index
+ * by time 8 more (its `poisoned_at`). PostgreSQL compresses a long entry
+ * first, so whether a longer one fits depends on its content: the store
+ * counts bytes as written, and refuses every value over these, before
+ * anything is read or written.
+ */
+const KEY_BYTES = 2692;
+const JOB_ID_BYTES = 2684;
+
+const UTF8 = new TextEncoder();
+
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
 
@@ -1135,6 +1150,13 @@ export class PostgresStore implements Store {
       if (options.claim) checkClaim(options.claim);
       if (deadLetter) checkDeadLetter(deadLetter);
       if (deadLetter) checkResetCount(options.resetCount);
+      assertIndexable("write an intent", "claim.key", options.claim?.key);
+      assertIndexable(
+        "write an intent",
+        "jobId",
+        deadLetter?.jobId,
+        JOB_ID_BYTES,
+      );
       if (options.claim) await this.#sweep(options.claim.now);
       const row = await this.#read(id, version, `write intent ${id}`, options);
       const current = recordOf(row);
@@ -1516,6 +1538,8 @@ export class PostgresStore implements Store {
           }`,
         );
       }
+      assertIndexable("admit a delivery", "count", count);
+      assertIndexable("admit a delivery", "claim.key", claim?.key);
       await this.#sweep(now);
       if (claim === undefined) {
         if (count === undefined) return null;
@@ -1581,6 +1605,12 @@ export class PostgresStore implements Store {
       `keep the dead letter of ${String(deadLetter?.jobId)}`,
       async () => {
         checkDeadLetter(deadLetter);
+        assertIndexable(
+          "keep a dead letter",
+          "jobId",
+          deadLetter.jobId,
+          JOB_ID_BYTES,
+        );
         const { claim, resetCount, lease } = options;
         const { intentVersion } = options;
         const id = deadLetter.intentId;
@@ -1596,6 +1626,7 @@ export class PostgresStore implements Store {
           return;
         }
         if (claim !== undefined) checkClaim(claim);
+        assertIndexable("keep a dead letter", "claim.key", claim?.key);
         // With a lease, as a delivery write: the intent's row read with its
         // lease, another's live lease a BusyError here, and the lease's
         // write moves the intent's version, as every lease write does.
@@ -1780,6 +1811,29 @@ function intentColumns(record: IntentRecord): Record<
     last_error: last?.error ?? null,
     tx_hashes: JSON.stringify(record.txHashes),
   };
+}
+
+/**
+ * Refuses, before anything is read or written, a caller's `field` longer
+ * than `limit` bytes of UTF-8 ({@linkcode KEY_BYTES}): PostgreSQL's own
+ * words ("index row size … exceeds btree version 4 maximum 2704 for index
+ * …") name neither the field nor the fix. A short value costs a
+ * multiplication (at most 3 bytes per UTF-16 unit).
+ */
+function assertIndexable(
+  op: string,
+  field: string,
+  value: unknown,
+  limit: number = KEY_BYTES,
+): void {
+  if (typeof value !== "string" || value.length * 3 <= limit) return;
+  const n = UTF8.encode(value).length;
+  if (n <= limit) return;
+  throw new TypeError(
+    `Cannot ${op} as '${field}' is ${n} bytes of UTF-8, over PostgresStore's limit of ${limit} (a PostgreSQL index entry holds at most 2,704 bytes on its default 8 KiB pages): shorten '${field}' by at least ${
+      n - limit
+    } bytes. Nothing was written.`,
+  );
 }
 
 /** Whether `text` holds U+0000, which PostgreSQL text cannot. */
