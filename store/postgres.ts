@@ -744,9 +744,9 @@ export class PostgresStore implements Store {
   /**
    * The intent's read; `withLease`, with its lease, and the first of
    * `uncounted` on record, not lapsed at `now` (`counted`): a write's
-   * `unlessCounted`, checked in the read the write makes anyway. (A mark
-   * written between this read and the commit is not seen: the relayer's
-   * marks are written before the lease the give-up holds lapses.)
+   * `unlessCounted`, checked in the read the write makes anyway, so a
+   * marked copy takes no connection; one written between this read and
+   * the flight is refused in the flight (see `#unmarked`).
    */
   #intentQuery(
     sql: Sql,
@@ -1057,7 +1057,7 @@ export class PostgresStore implements Store {
         id,
         true,
         uncounted,
-        options.lease?.now ?? Number.MIN_SAFE_INTEGER,
+        markedAt(options),
       ),
     );
     if (row === undefined) {
@@ -1150,6 +1150,7 @@ export class PostgresStore implements Store {
       if (options.claim) checkClaim(options.claim);
       if (deadLetter) checkDeadLetter(deadLetter);
       if (deadLetter) checkResetCount(options.resetCount);
+      const uncounted = uncountedKeys(options);
       assertIndexable("write an intent", "claim.key", options.claim?.key);
       assertIndexable(
         "write an intent",
@@ -1171,7 +1172,7 @@ export class PostgresStore implements Store {
       const lease = options.lease
         ? leaseAfter(id, held, options.lease)
         : undefined;
-      return await this.#transaction(async (tx, commit) => {
+      const flight = this.#transaction(async (tx, commit) => {
         // First, the compare-and-set: the intent still at the version read
         // (its hold and lease with it, since each of their writes moves
         // it), locked until the commit.
@@ -1187,7 +1188,7 @@ export class PostgresStore implements Store {
           UPDATE ${intents} SET ${
           tx(intentColumns(next))
         }, version = version + 1
-          WHERE id = ${id}
+          WHERE id = ${id}${this.#unmarked(tx, uncounted, options)}
           RETURNING version`) - 1;
         if (next.hold !== current.hold && next.hold !== null) {
           writes.push(this.#setHold(tx, id, next.hold));
@@ -1200,7 +1201,42 @@ export class PostgresStore implements Store {
         const results = await commit(writes);
         return toIntent(next, results[updated]![0]!.version);
       });
+      if (uncounted.length === 0) return await flight;
+      try {
+        return await flight;
+      } catch (error) {
+        // A mark committed since the read fails the flight as an intent
+        // that moved on does: a read, on this refusal only, says which.
+        if ((error as { code?: unknown })?.code !== STALE) throw error;
+        throw await this.#read(id, version, `write intent ${id}`, options)
+          .then(
+            () => error,
+            (read) => read instanceof ConflictError ? read : error,
+          );
+      }
     });
+  }
+
+  /**
+   * A write's `unlessCounted` in its commit: a condition of the intent's
+   * `UPDATE` that fails it (`refuse_stale`, which aborts the transaction)
+   * while one of `uncounted` is on record, not lapsed at the lease's `now`
+   * (any, without a lease), as the read checks. The `UPDATE` runs once
+   * the check at the head of the flight holds the intent's lock, on a
+   * snapshot of its own: a mark committed after the write's read, or while
+   * it waited for the lock, refuses it. Nothing without keys.
+   */
+  #unmarked(
+    sql: Sql,
+    uncounted: readonly string[],
+    options: WriteOptions,
+  ): postgres.PendingQuery<postgres.Row[]> {
+    if (uncounted.length === 0) return sql``;
+    return sql`
+          AND ${this.#refuseStale}((NOT EXISTS (
+            SELECT 1 FROM ${this.#t.counters}
+            WHERE job_id IN ${sql(uncounted)}
+              AND expires_at > ${markedAt(options)}))::int) = 1`;
   }
 
   /**
@@ -1785,6 +1821,14 @@ export class PostgresStore implements Store {
       return deadLetter;
     });
   }
+}
+
+/**
+ * The time a write's `unlessCounted` marks are checked at: its lease's
+ * `now`, or, without a lease, before every expiry (any mark on record).
+ */
+function markedAt(options: WriteOptions): number {
+  return options.lease?.now ?? Number.MIN_SAFE_INTEGER;
 }
 
 function checkVersion(id: string, version: unknown): void {

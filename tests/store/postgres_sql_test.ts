@@ -728,6 +728,95 @@ Deno.test({
   },
 });
 
+for (const fetchTypes of [true, false]) {
+  Deno.test({
+    name:
+      `PostgresStore refuses a write whose unlessCounted names a mark committed between its read and its flight, and writes nothing${
+        fetchTypes ? "" : " (fetch_types: false)"
+      }`,
+    ignore,
+    async fn() {
+      const { schema, close } = await openPostgresStore();
+      // Without type fetching, the store takes its sql.begin path.
+      const sql = await connect(2, { fetchTypes });
+      try {
+        const store = new PostgresStore(sql, { schema });
+        const other = new PostgresStore(sql, { schema });
+        const created = await store.createIntent({
+          id: "pi_1",
+          state: "authorized",
+          hold: "pending",
+        });
+        const lease = { owner: "d1", ttlMs: 60_000, now: 2000, keep: true };
+        /** Moves pi_1 on `version`, marks checked; `gap` runs once its read has answered. */
+        const write = (
+          version: string,
+          to: "settling" | "needs_review",
+          gap: () => Promise<unknown>,
+        ) =>
+          new PostgresStore(afterFirstRead(sql, async () => void await gap()), {
+            schema,
+          }).transition("pi_1", {
+            from: to === "settling" ? "authorized" : "settling",
+            to,
+            version,
+            at: 2000,
+          }, {
+            lease,
+            unlessCounted: [
+              "gaveup/qstash/message/m0",
+              "gaveup/qstash/message/m1",
+            ],
+          });
+        // Another instance's give-up marks the message in the gap.
+        const mark = (now: number) =>
+          other.admit({
+            count: "gaveup/qstash/message/m1",
+            now,
+            ttlMs: 1000,
+          });
+        await assert.rejects(
+          write(created.version, "settling", () => mark(1500)),
+          (error) =>
+            error instanceof ConflictError && error.refused &&
+            error.message.includes("as gaveup/qstash/message/m1 is on record"),
+        );
+        const after = (await store.getIntent("pi_1"))!;
+        assert.deepEqual([after.state, after.version], [
+          "authorized",
+          created.version,
+        ]);
+        const [leases] = await sql.unsafe(
+          `SELECT count(*)::int AS n FROM "${schema}".leases`,
+        );
+        assert.equal(leases!.n, 0, "nothing of the refused write");
+        // A mark that lapsed by the write's time refuses nothing.
+        await sql.unsafe(`DELETE FROM "${schema}".counters`);
+        const moved = await write(created.version, "settling", () => mark(0));
+        assert.equal(moved.state, "settling");
+        // A write with marks to check that lost its race in the gap is a
+        // race lost, not a refusal.
+        await assert.rejects(
+          write(
+            moved.version,
+            "needs_review",
+            () =>
+              other.beginBroadcast("pi_1", moved.version, 2001, {
+                lease: { ...lease, now: 2001 },
+              }),
+          ),
+          (error) =>
+            error instanceof ConflictError && !error.refused &&
+            error.message.includes("changed since it was read"),
+        );
+      } finally {
+        await sql.end();
+        await close();
+      }
+    },
+  });
+}
+
 Deno.test({
   name:
     "PostgresStore: a hold change that waited for another's lock sees what that one wrote (a captured hold is never then voided)",
