@@ -436,8 +436,11 @@ export interface WriteOptions {
    * written. The relayer passes a queue's give-up marks of the message it
    * delivers (`gaveup/…`) on the write ahead of a send, so a late copy of a
    * message the queue gave up on sends nothing. Checked in the write's own
-   * commit (or, on PostgreSQL, in the read it makes anyway): no round trip
-   * of its own. A store of one's own that ignores it leaves that guard out.
+   * commit (on PostgreSQL also in the read it makes anyway): no round trip
+   * of its own. A mark committed between a write's read and its commit may
+   * answer as a race lost (`refused: false`), with nothing written; the
+   * caller's fresh look then meets it. A store of one's own that ignores it
+   * leaves that guard out.
    *
    * @default {[]}
    */

@@ -220,6 +220,38 @@ export function storeContract(
           );
         });
       }
+      await t.step("transition with unlessCounted", async () => {
+        const id = `pi_race_${n++}`;
+        const intent = await store.createIntent({
+          id,
+          state: "authorized",
+          hold: "pending",
+        });
+        // A give-up marks the message meanwhile: the write ahead of the
+        // send must not land behind it (a refusal, or a race lost: the
+        // caller's fresh look then meets the mark).
+        const mark = `gaveup/qstash/message/${id}`;
+        beforeNextCommit((other) =>
+          other.admit({ count: mark, now: 5, ttlMs: 1000 })
+        );
+        await assert.rejects(
+          store.transition(id, {
+            from: "authorized",
+            to: "settling",
+            version: intent.version,
+            at: 10,
+          }, {
+            lease: { owner: "d1", ttlMs: 100, now: 10, keep: true },
+            unlessCounted: [mark],
+          }),
+          ConflictError,
+        );
+        const after = (await store.getIntent(id))!;
+        assert.deepEqual([after.state, after.version], [
+          "authorized",
+          intent.version,
+        ]);
+      });
       await t.step("captureHold", async () => {
         // Capturable: its tx was sent and nothing else is in flight.
         const id = `pi_race_${n++}`;
