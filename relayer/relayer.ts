@@ -1225,43 +1225,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
             ),
           );
         }
-        // Entering settling is the write-ahead of the first send. A copy
-        // of a message the queue gave up on (its job dropped, the intent
-        // left authorized) must not send behind that give-up: the write
-        // carries the message's give-up marks, refused if one is on record.
-        return async (current, d) => {
-          try {
-            return await broadcast(
-              current,
-              d,
-              false,
-              (options) =>
-                store.transition(
-                  id,
-                  {
-                    from: "authorized",
-                    to: "settling",
-                    version: current.version,
-                    at: now(),
-                  },
-                  d.marks.length === 0 ? options : {
-                    ...options,
-                    unlessCounted: d.marks,
-                  },
-                ),
-            );
-          } catch (error) {
-            if (
-              d.marks.length > 0 && !d.committed && isRefusal(error) &&
-              await wasMarked(d.marks)
-            ) {
-              throw new LateCopy(
-                "the queue gave up on this message before: a late copy, nothing sent",
-              );
-            }
-            throw error;
-          }
-        };
+        // Entering settling is the write-ahead of the first send.
+        return (current, d) =>
+          broadcast(current, d, false, (options) =>
+            store.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: current.version,
+              at: now(),
+            }, options));
       case "settling":
         return await planSettling(intent, d);
       default:
@@ -1495,6 +1467,41 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   /**
+   * The write ahead of a send, with the lease kept across it. It carries
+   * the give-up marks of the message delivered: a copy of a message the
+   * queue gave up on sends nothing, whether it would make the first send
+   * (the job dropped, the intent left authorized) or, having lost the race
+   * for that write to a job published since, a rescue beside that job's.
+   * Refused while a mark is on record: a `LateCopy`, nothing written.
+   */
+  async function wroteAhead(
+    d: Delivery,
+    writeAhead: (options: WriteOptions) => Promise<Intent>,
+  ): Promise<Intent> {
+    try {
+      return await d.write(
+        (options) =>
+          writeAhead(
+            d.marks.length === 0
+              ? options
+              : { ...options, unlessCounted: d.marks },
+          ),
+        true,
+      );
+    } catch (error) {
+      if (
+        d.marks.length > 0 && !d.committed && isRefusal(error) &&
+        await wasMarked(d.marks)
+      ) {
+        throw new LateCopy(
+          "the queue gave up on this message before: a late copy, nothing sent",
+        );
+      }
+      throw error;
+    }
+  }
+
+  /**
    * Broadcasts and records the outcome *before* reacting to it: two
    * commits. The first writes ahead of the send (`broadcasting`), checks
    * the version the look read and takes (or renews) the lease for the whole
@@ -1517,7 +1524,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       store.beginBroadcast(intent.id, intent.version, now(), options),
   ): Promise<never> {
     const leaseFrom = now();
-    const current = await d.write(writeAhead, true);
+    const current = await wroteAhead(d, writeAhead);
     const tookMs = now() - leaseFrom;
     if (tookMs > leaseMs / 2) {
       const why = `the write ahead of the send took ${

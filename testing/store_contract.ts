@@ -1169,6 +1169,20 @@ export function storeContract(
       unlessCounted: [mark, "gaveup/qstash/message/m2"],
     });
     assert.equal(moved.state, "settling");
+    // A rescue's write ahead of its send is refused alike.
+    await store.admit({
+      count: "gaveup/qstash/message/m3",
+      now: 1000,
+      ttlMs: 1000,
+    });
+    await assert.rejects(
+      store.beginBroadcast("pi_1", moved.version, 1001, {
+        lease: { ...lease, now: 1001 },
+        unlessCounted: ["gaveup/qstash/message/m3"],
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    assert.equal((await store.getIntent("pi_1"))?.version, moved.version);
   });
 
   test("refuses a replayed claim until it expires, in admit and in every write", async (store) => {
