@@ -82,6 +82,8 @@ export interface Report {
     /** Jobs a give-up ended. */
     gaveUp: number;
     interruptedFinished: number;
+    /** Intents a give-up left authorized that a job published afresh sent. */
+    publishedAgain: number;
     finalStates: Partial<Record<IntentState, number>>;
   };
 }
@@ -372,6 +374,7 @@ export async function simulate(
     busy: 0,
     gaveUp: 0,
     interruptedFinished: 0,
+    publishedAgain: 0,
     finalStates: {},
   };
   const world: World = {
@@ -415,6 +418,7 @@ export async function simulate(
     alive: true,
     gaveUp: false,
     givingUp: false, // the queue gave up: it repeats its give-up, and delivers no more
+    ownGivenUp: false, // the give-up of the job's own message (`<id>-sim`) was answered
     giveUpRepeats: 0,
   }));
   const history = new Map<string, IntentState[]>(
@@ -506,6 +510,7 @@ export async function simulate(
           process.relayer.deliver(
             job0,
             scenario.queueCounts ? job.count : undefined,
+            { message: { queue: "sim", messageId: `${job.id}-sim` } },
           ))),
     );
     if (givingUp && pauseAt < 0) giveUp();
@@ -530,6 +535,11 @@ export async function simulate(
       const fulfilled = (results: PromiseSettledResult<Outcome>[]) =>
         results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
       const outcomes = fulfilled(deliveryResults);
+      // Whether the give-up of the job's own message was answered (the
+      // first; a bridge's may be answered instead).
+      const own = giveUpResults[0];
+      job.ownGivenUp ||= own?.status === "fulfilled" &&
+        own.value.action !== "retry";
       // A give-up answered (not busy) ends the job: the queue stops.
       if (fulfilled(giveUpResults).some((o) => o.action !== "retry")) {
         job.alive = false;
@@ -589,18 +599,33 @@ export async function simulate(
   }
 
   // I4: a late duplicate of every job changes nothing and sends nothing
-  // (delivered by a process that no longer crashes).
+  // (delivered by a process that no longer crashes, past every lease). A
+  // job a give-up dropped left its authorized intent to a job published
+  // again (DESIGN §5): a late copy of the message given up on sends
+  // nothing either, and a job published afresh still sends.
   world.crashes = [];
+  world.clock += VISIBILITY_MS;
   const late = boot();
   for (const job of jobs) {
+    // A give-up is repeated until answered: the job's own message's too,
+    // when a bridge's answered first.
+    for (let i = 0; i < 3 && job.gaveUp && !job.ownGivenUp; i++) {
+      const repeat = await late.relayer.giveUp(
+        { intentId: job.id, kind: "settle" },
+        {
+          deliveries: job.count,
+          queue: { queue: "sim", messageId: `${job.id}-sim` },
+        },
+      );
+      job.ownGivenUp = repeat.action !== "retry";
+      world.clock += VISIBILITY_MS;
+    }
     const before = await inner.getIntent(job.id);
-    // A job a give-up dropped left its authorized intent to a job published
-    // again (DESIGN §5): a late copy of it may act, as such a job would.
-    if (job.gaveUp && before?.state === "authorized") continue;
     const sends = chain.sends.get(job.id) ?? 0;
-    await late.relayer.deliver(
+    const copy = await late.relayer.deliver(
       { intentId: job.id, kind: "settle" },
       scenario.policy.maxDeliveries,
+      { message: { queue: "sim", messageId: `${job.id}-sim` } },
     );
     const after = await inner.getIntent(job.id);
     if (
@@ -608,8 +633,23 @@ export async function simulate(
       (chain.sends.get(job.id) ?? 0) !== sends
     ) {
       violations.push(
-        `I4: a late duplicate of ${job.id}/settle moved ${before?.state}/${before?.hold} to ${after?.state}/${after?.hold}`,
+        `I4: a late duplicate of ${job.id}/settle moved ${before?.state}/${before?.hold} to ${after?.state}/${after?.hold}${
+          (chain.sends.get(job.id) ?? 0) === sends ? "" : " and sent"
+        }: ${copy.reason}`,
       );
+    }
+    if (
+      job.gaveUp && after?.state === "authorized" && after.hold === "pending"
+    ) {
+      await late.relayer.deliver({ intentId: job.id, kind: "settle" }, 1, {
+        message: { queue: "sim", messageId: `${job.id}-again` },
+      });
+      if ((chain.sends.get(job.id) ?? 0) === sends) {
+        violations.push(
+          `end: a job for ${job.id} published after its give-up sent nothing`,
+        );
+      }
+      stats.publishedAgain++;
     }
   }
   await checkNow("after the late duplicates");
