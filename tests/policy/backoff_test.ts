@@ -95,6 +95,10 @@ Deno.test("backoff() rejects a delivery that is not an integer >= 1 and names it
     /'baseMs' must be an integer number of milliseconds >= 1/,
   );
   assert.throws(
+    () => backoff(1, { capMs: 0 }),
+    /'capMs' must be an integer number of milliseconds >= 1/,
+  );
+  assert.throws(
     () => backoff(1, { capMs: Number.NaN }),
     /'capMs'.*current value is NaN/,
   );

@@ -168,6 +168,29 @@ Deno.test("decide() rejects a bad delivery number or policy", () => {
   );
 });
 
+Deno.test("decide() rejects every non-integer or < 1 delivery with a RangeError, before reading the error", () => {
+  const invalid = fc.oneof(
+    fc.integer({ max: 0 }),
+    fc.double({ noInteger: true }),
+    fc.constantFrom(Number.NaN, Infinity, -Infinity),
+  );
+  const anyError = fc.constantFrom(new Error("x"), poison(new Error("x")));
+  fc.assert(fc.property(invalid, anyError, (delivery, error) => {
+    assert.throws(() => decide(error, delivery), RangeError);
+  }));
+});
+
+Deno.test("decide() draws its jitter from Math.random when given no source", () => {
+  // 32 draws over [0, 1e9]: all alike only if the source is fixed.
+  const policy = { baseMs: 1e9, capMs: 1e9, jitter: "full" } as const;
+  const seen = new Set<number>();
+  for (let i = 0; i < 32; i++) {
+    const d = decide(new Error("x"), 1, policy);
+    if (d.action === "retry") seen.add(d.delayMs);
+  }
+  assert.ok(seen.size > 1, `32 draws gave ${[...seen]}`);
+});
+
 Deno.test("decide() lets a declared poison win at every delivery, at any depth, in cycles", () => {
   fc.assert(declaredWinsProperty(decide));
 });

@@ -70,6 +70,13 @@ Deno.test("jitter() spreads equal jitter over the upper half", () => {
   assert.deepEqual([...seen].sort((a, b) => a - b), [5, 6, 7, 8, 9, 10]);
 });
 
+Deno.test("jitter() draws from Math.random when given no source", () => {
+  // 32 draws over a billion values: all alike only if the source is fixed.
+  const seen = new Set<number>();
+  for (let i = 0; i < 32; i++) seen.add(jitter(1e9, "full"));
+  assert.ok(seen.size > 1, `32 draws gave ${[...seen]}`);
+});
+
 Deno.test("jitter() rejects a bad delay or strategy", () => {
   assert.throws(() => jitter(-1, "equal"), RangeError);
   assert.throws(
