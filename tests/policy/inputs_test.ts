@@ -38,11 +38,13 @@ Deno.test("an error message shows at most the start of a huge input, and says ho
 });
 
 Deno.test("describePolicy, rescueWindow and checkQueue check their policy as decide does", () => {
-  const bad = { ...DEFAULT_POLICY, maxDeliveries: Number.NaN } as Policy;
-  assert.throws(() => decide(new Error("e"), 1, bad), RangeError);
-  assert.throws(() => checkQueue(bad, { kind: "kv" }), RangeError);
-  assert.throws(() => rescueWindow(bad), RangeError);
-  assert.throws(() => describePolicy(bad), RangeError);
+  for (const maxDeliveries of [Number.NaN, 0]) {
+    const bad = { ...DEFAULT_POLICY, maxDeliveries } as Policy;
+    assert.throws(() => decide(new Error("e"), 1, bad), RangeError);
+    assert.throws(() => checkQueue(bad, { kind: "kv" }), RangeError);
+    assert.throws(() => rescueWindow(bad), RangeError);
+    assert.throws(() => describePolicy(bad), RangeError);
+  }
   // A partial policy is completed as decide completes it (equal jitter).
   const partial = { maxDeliveries: 10 } as Policy;
   assert.equal(rescueWindow(partial), rescueWindow(definePolicy(partial)));

@@ -244,6 +244,19 @@ Deno.test("queueGap() caps our delays at 1 day on QStash and 12h on Cloudflare, 
   );
 });
 
+Deno.test("queueGap() refuses a delivery below 1 on every queue, in its own words", () => {
+  const queues: QueueLimits[] = [
+    { kind: "kv" },
+    { kind: "pubsub", minBackoffMs: 5, maxBackoffMs: 7 },
+  ];
+  for (const queue of queues) {
+    assert.throws(
+      () => queueGap(DEFAULT_POLICY, queue, 0),
+      /Cannot compute queue gap as 'delivery' must be an integer >= 1: current value is 0/,
+    );
+  }
+});
+
 Deno.test("queueLimit() refuses limits outside the queue's documented range", () => {
   assert.throws(
     () => queueLimit({ kind: "qstash", retries: 101 }),

@@ -92,7 +92,8 @@ Deno.test("planResolution() fails an intent only from settling, not sent, with n
   for (const state of INTENT_STATES) {
     for (const outcome of outcomes) {
       for (const mayHaveSent of [false, true]) {
-        for (const broadcasting of [null, 5]) {
+        // 0 is a time like any other: a clock may start there.
+        for (const broadcasting of [null, 0, 5]) {
           const lastBroadcast = outcome === null
             ? null
             : { outcome, txHash: "0x1", at: 0 };
