@@ -346,9 +346,20 @@ export function storeContract(
     await store.createIntent({ id: "pi_1" });
     await assert.rejects(store.createIntent({ id: "pi_1" }), ConflictError);
     await assert.rejects(store.createIntent({ id: "" }), TypeError);
+    for (const id of ["pi 1", ".", "..", "p".repeat(129)]) {
+      await assert.rejects(
+        store.createIntent({ id }),
+        /'id' must be 1-128 characters/,
+        id,
+      );
+    }
+    assert.equal(
+      (await store.createIntent({ id: "p".repeat(128) })).state,
+      "created",
+    );
     await assert.rejects(
-      store.createIntent({ id: "pi 1" }),
-      /'id' must be 1-128 characters/,
+      store.createIntent({ id: "pi_4", hold: "held" as "pending" }),
+      /'hold' must be "pending", "voided", "captured" or null/,
     );
     await assert.rejects(
       store.createIntent({ id: "pi_2", state: "paid" as IntentState }),
@@ -630,6 +641,31 @@ export function storeContract(
     assert.equal(await store.captureHold("pi_1"), "captured");
   });
 
+  test("keeps the newest 32 tx hashes, oldest first", async (store) => {
+    const hashes = Array.from({ length: 40 }, (_, i) => `0x${i}`);
+    let intent = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      txHashes: hashes.slice(0, 35),
+    });
+    assert.deepEqual(intent.txHashes, hashes.slice(3, 35));
+    for (const txHash of hashes.slice(35)) {
+      intent = await store.beginBroadcast("pi_1", intent.version, 1);
+      intent = await store.recordBroadcast("pi_1", intent.version, {
+        outcome: "sent",
+        txHash,
+        at: 2,
+      });
+    }
+    assert.deepEqual(intent.txHashes, hashes.slice(8));
+    assert.deepEqual(
+      (await store.getIntent("pi_1"))?.txHashes,
+      hashes.slice(8),
+    );
+  });
+
   test("keeps the ledger rules: authorize needs a hold, fail a void, settle a capture", async (store) => {
     const created = await store.createIntent({ id: "pi_1", state: "created" });
     await assert.rejects(
@@ -742,6 +778,11 @@ export function storeContract(
         "'lastBroadcast.at'",
       ],
       [{ settlingSince: 1.5 }, "'settlingSince'"],
+      [{ broadcasting: 1.5 }, "'broadcasting'"],
+      [
+        { lastBroadcast: { outcome: "sent", at: 0 } as Broadcast },
+        "'lastBroadcast.txHash'",
+      ],
     ];
     for (const [fields, name] of imported) {
       await refused(
@@ -798,6 +839,14 @@ export function storeContract(
     await refused(
       () => store.putDeadLetter(deadLetter("pi_1/settle", 1e300)),
       "'poisonedAt'",
+    );
+    await refused(
+      () =>
+        store.putDeadLetter({
+          ...deadLetter("pi_1/settle", 1000),
+          cause: "bogus" as "declared",
+        }),
+      "'cause'",
     );
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
   });
@@ -885,6 +934,17 @@ export function storeContract(
           lastBroadcast: { outcome: "not_sent", at: 1 },
         },
         false,
+      ],
+      [
+        "settling, declared not sent, a broadcast in flight since",
+        {
+          id: "pi_m6",
+          state: "settling",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "not_sent", at: 1 },
+          broadcasting: 2,
+        },
+        true,
       ],
       [
         "settling, nothing on record, told nothing left",
@@ -1422,6 +1482,14 @@ export function storeContract(
       broadcasting: 5,
     });
     await assert.rejects(store.voidHold("pi_d"), /money may have moved/);
+    // Nor once it settled, whatever its hold says.
+    await store.createIntent({
+      id: "pi_s",
+      state: "settled",
+      hold: "pending",
+      mayHaveSent: false,
+    });
+    await assert.rejects(store.voidHold("pi_s"), /money may have moved/);
     // A settling hold is captured only behind a sent tx, with none in flight:
     // not while a send is under way, nor when every send stayed home.
     await assert.rejects(
@@ -1480,6 +1548,11 @@ export function storeContract(
       "pi_1/settle",
     ]);
     await assert.rejects(store.listDeadLetters({ limit: 0 }), RangeError);
+    await assert.rejects(store.listDeadLetters({ limit: 1001 }), RangeError);
+    assert.equal(
+      (await store.listDeadLetters({ limit: 1000 })).items.length,
+      7,
+    );
   });
 
   test("keeps what it stored whatever a caller does to what it passed or read", async (store) => {
