@@ -46,7 +46,13 @@ export type Jitter = "equal" | "full" | "none";
  * assert.throws(() => parseJitter("half"), TypeError);
  * ```
  */
-export const JITTERS: readonly Jitter[] = ["equal", "full", "none"];
+// Frozen: `definePolicy` checks a jitter against it, so a caller's push must
+// not make it accept a strategy `jittered` does not know.
+export const JITTERS: readonly Jitter[] = Object.freeze([
+  "equal",
+  "full",
+  "none",
+]);
 
 /**
  * Randomises a delay within the bounds of `strategy`, using `random` (a

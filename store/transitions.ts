@@ -44,14 +44,16 @@ export type IntentState =
  * assert.deepEqual(terminal, ["settled", "failed"]);
  * ```
  */
-export const INTENT_STATES: readonly IntentState[] = [
+// Frozen, as TRANSITIONS: the stores check a state against this list, so a
+// caller's push must not widen what every store in the process accepts.
+export const INTENT_STATES: readonly IntentState[] = Object.freeze([
   "created",
   "authorized",
   "settling",
   "settled",
   "failed",
   "needs_review",
-];
+]);
 
 /**
  * The transition table: for each state, the states it may move to. No
@@ -78,13 +80,19 @@ export const INTENT_STATES: readonly IntentState[] = [
 export const TRANSITIONS: Readonly<
   Record<IntentState, readonly IntentState[]>
 > = Object.freeze({
-  created: ["authorized"],
-  authorized: ["settling"],
-  settling: ["settled", "failed", "needs_review"],
-  settled: [],
-  failed: [],
-  needs_review: ["settled", "failed"],
+  // Each list frozen too: `canTransition` reads them, so a caller's push
+  // must not open a move (failed → settling) for every store in the process.
+  created: moves("authorized"),
+  authorized: moves("settling"),
+  settling: moves("settled", "failed", "needs_review"),
+  settled: moves(),
+  failed: moves(),
+  needs_review: moves("settled", "failed"),
 });
+
+function moves(...to: IntentState[]): readonly IntentState[] {
+  return Object.freeze(to);
+}
 
 /**
  * Whether `from` → `to` is in the {@linkcode TRANSITIONS} table.

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { jitter } from "../../mod.ts";
+import { definePolicy, type Jitter, jitter, JITTERS } from "../../mod.ts";
 import { anyRandomOutput, catches } from "../_fc.ts";
 
 const anyDelay = fc.oneof(
@@ -90,4 +90,9 @@ Deno.test("jitter() properties catch a floor that is not one and a random taken 
   assert.equal(catches(equalProperty(noFloor)), true);
   assert.equal(catches(equalProperty(trusting)), true);
   assert.equal(catches(fullProperty(trusting)), true);
+});
+
+Deno.test("JITTERS cannot be changed at run time: no caller adds a strategy definePolicy accepts", () => {
+  assert.throws(() => (JITTERS as string[]).push("half"), TypeError);
+  assert.throws(() => definePolicy({ jitter: "half" as Jitter }), TypeError);
 });

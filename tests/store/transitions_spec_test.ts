@@ -100,3 +100,20 @@ Deno.test("canTransition() answers false for a name that is no state, even one O
     assert.equal(canTransition("settling", name as IntentState), false, name);
   }
 });
+
+Deno.test("TRANSITIONS and INTENT_STATES cannot be changed at run time: no caller adds a move or a state every store obeys", () => {
+  assert.ok(Object.isFrozen(TRANSITIONS));
+  for (const state of INTENT_STATES) {
+    assert.throws(
+      () => (TRANSITIONS[state] as IntentState[]).push("settling"),
+      TypeError,
+      state,
+    );
+  }
+  assert.throws(
+    () => (INTENT_STATES as IntentState[]).push("created"),
+    TypeError,
+  );
+  assert.equal(canTransition("failed", "settling"), false);
+  assert.equal(INTENT_STATES.length, 6);
+});
