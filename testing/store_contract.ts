@@ -426,6 +426,27 @@ export function storeContract(
     assert.equal(settling.broadcasting, 42);
   });
 
+  test("refuses a write to an intent that does not exist (refused: true): no retry can help it", async (store) => {
+    const writes = [
+      () =>
+        store.transition("pi_missing", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        }),
+      () => store.beginBroadcast("pi_missing", "1", 1),
+      () =>
+        store.recordBroadcast("pi_missing", "1", { outcome: "unknown", at: 1 }),
+    ];
+    for (const write of writes) {
+      await assert.rejects(
+        write(),
+        (error) => error instanceof ConflictError && error.refused,
+      );
+    }
+  });
+
   test("rejects a transition on a stale version or from the wrong state", async (store) => {
     const v1 = await store.createIntent({
       id: "pi_1",
@@ -861,6 +882,13 @@ export function storeContract(
     const first = await store.listDeadLetters({ limit: 1 });
     const rest = await store.listDeadLetters({ cursor: first.cursor });
     assert.deepEqual(rest.items.map((d) => d.jobId), ["\u{1F600}/settle"]);
+    // A job id before every longer one it begins.
+    await store.putDeadLetter(deadLetter("pi_1/settle/2", 5));
+    await store.putDeadLetter(deadLetter("pi_1/settle", 5));
+    assert.deepEqual(
+      (await store.listDeadLetters()).items.slice(2).map((d) => d.jobId),
+      ["pi_1/settle", "pi_1/settle/2"],
+    );
   });
 
   test("voids, captures and records holds idempotently, and refuses to reverse them", async (store) => {
@@ -1314,6 +1342,26 @@ export function storeContract(
     });
     assert.equal(begun.broadcasting, 1);
     await assert.rejects(store.admit({ claim: fresh, now: 2 }), ReplayError);
+    // A dead letter kept with a claim uses it up too.
+    const kept = { key: "sig-4", now: 0, expiresAt: 1000 };
+    await store.putDeadLetter(deadLetter("pi_2/settle", 1), { claim: kept });
+    await assert.rejects(store.admit({ claim: kept, now: 2 }), ReplayError);
+    // A write refused for its replayed claim takes no lease either.
+    await assert.rejects(
+      store.recordBroadcast("pi_1", begun.version, {
+        outcome: "unknown",
+        at: 2,
+      }, {
+        claim: used,
+        lease: { owner: "a", ttlMs: 60_000, now: 2, keep: true },
+      }),
+      ReplayError,
+    );
+    const other = await store.recordBroadcast("pi_1", begun.version, {
+      outcome: "unknown",
+      at: 2,
+    }, { lease: { owner: "b", ttlMs: 60_000, now: 2, keep: false } });
+    assert.equal(other.broadcasting, null);
   });
 
   test("a write that carries a lease refuses another owner's live lease, and keeps or releases its own", async (store) => {
