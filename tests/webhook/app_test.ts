@@ -863,7 +863,7 @@ Deno.test("createApp() refuses a token of another Google account for the right a
   assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
 });
 
-Deno.test("createApp() allows Google's clock to differ from ours by up to 30 s on a Pub/Sub token: issued 5 s ahead, or 10 s past its exp, verifies; 31 s past, 32 s ahead, or without exp, does not", async () => {
+Deno.test("createApp() allows Google's clock to differ from ours by up to 30 s on a Pub/Sub token: issued 5 s ahead, or 10 s past its exp, verifies; 30 s past (the bound itself), 31 s past, 32 s ahead, or without exp, does not", async () => {
   const google = await theGoogle();
   // Claims are whole seconds of the wall clock (the verifier reads it), so
   // each case is signed just before it is sent; "ahead" keeps a second
@@ -872,6 +872,8 @@ Deno.test("createApp() allows Google's clock to differ from ours by up to 30 s o
   const cases: [string, (nowS: number) => Record<string, unknown>, number][] = [
     ["issued 5 s ahead", (nowS) => ({ iat: nowS + 5, nbf: nowS + 5 }), 503],
     ["10 s past its exp", (n) => ({ iat: n - 3610, exp: n - 10 }), 503],
+    // exp + 30 s is at most now: refused whenever the request is sent.
+    ["30 s past its exp", (n) => ({ iat: n - 3630, exp: n - 30 }), 401],
     ["31 s past its exp", (n) => ({ iat: n - 3631, exp: n - 31 }), 401],
     ["issued 32 s ahead", (nowS) => ({ iat: nowS + 32 }), 401],
     ["no exp", () => ({ exp: undefined }), 401],
