@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  BusyError,
   ConflictError,
   createRelayer,
   type DeadLetter,
@@ -618,6 +619,23 @@ function suite(backend: Backend): void {
       assert.ok(outcome.delivery >= 1);
       if (outcome.action === "retry") assert.ok(outcome.delayMs >= 0);
     }
+  });
+
+  test("createRelayer() answers a first copy the store counts as busy before any count is on record as delivery 1, never as an error", async () => {
+    // Every copy lost the count's compare-and-set: none is on record yet.
+    const { relayer } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [] },
+      {},
+      (store) =>
+        overriding(store, {
+          admit: () => Promise.reject(new BusyError("count contended")),
+        }),
+    );
+    const outcome = await relayer.deliver(job);
+    assert.equal(outcome.action, "retry");
+    assert.equal(outcome.delivery, 1);
+    assert.equal(outcome.action === "retry" && outcome.delayMs, 5000);
   });
 
   test("createRelayer() keeps a give-up's mark 32 days, past a delivery count's 8 (Pub/Sub keeps a message up to 31), and takes it as gone once it lapsed, whether or not the store has swept it", async () => {
