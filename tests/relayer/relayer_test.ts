@@ -621,6 +621,20 @@ function suite(backend: Backend): void {
     }
   });
 
+  test("createRelayer() uses up the signature of a delivery that finds its intent already settled, though it writes nothing", async () => {
+    const { relayer, store } = await setup({
+      state: "settled",
+      hold: "captured",
+    });
+    const claim = { key: "v1=done", now: 1_000_000, expiresAt: 1_360_000 };
+    const outcome = await relayer.deliver(job, 2, { claim });
+    assert.equal(outcome.action, "done");
+    await assert.rejects(
+      store.admit({ claim: { ...claim, now: 1_000_001 }, now: 1_000_001 }),
+      ReplayError,
+    );
+  });
+
   test("createRelayer() answers a first copy the store counts as busy before any count is on record as delivery 1, never as an error", async () => {
     // Every copy lost the count's compare-and-set: none is on record yet.
     const { relayer } = await setup(
