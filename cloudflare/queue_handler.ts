@@ -440,8 +440,10 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
           deliveries: maxRetries + 1,
           queue: { queue: "cloudflare", dlqId: message.id },
         })
-        // The dead-letter queue keeps the message's id: its give-up marks
-        // ride in the write ahead of a send, so a late copy sends nothing.
+        // The dead-letter queue keeps the message's id (Miniflare's does:
+        // deno task worker-check; Cloudflare does not document it): its
+        // give-up marks ride in the write ahead of a send, so a late copy
+        // sends nothing.
         : await relayer.deliver(job, message.attempts, {
           message: { queue: "cloudflare", dlqId: message.id },
         });

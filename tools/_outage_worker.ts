@@ -5,13 +5,19 @@
  * `max_retries`, move the message to the dead-letter queue by their own
  * rules, and retry the give-up there until the store is back.
  *
+ * Then the check delivers a late copy of that message (its id, as
+ * Miniflare gave it) on the jobs queue, which must send nothing.
+ *
  * Routes (the check's only; nothing here is for production):
  * - `POST /seed` creates `pi_0001`, authorized with a pending hold;
  * - `POST /down` and `POST /up` take the store down and bring it back;
- * - `GET /state` answers the intent, its dead letter and the log lines.
+ * - `GET /state` answers the intent, its dead letter, the log lines, each
+ *   message the handler was given (its queue, id and attempts) and the
+ *   signer's sends.
  *
- * The policy is the seed's with 1 s delays, and the queue's `max_retries`
- * is 2 (`tools/_worker_check.mjs` binds the queues to match).
+ * The policy is the seed's with 1 s delays, the lease 1 s with no clock
+ * skew (so a late copy need not wait out 35 s), and the queue's `max_retries` is 2
+ * (`tools/_worker_check.mjs` binds the queues to match).
  *
  * @module
  */
@@ -23,7 +29,10 @@ import {
   ScriptedSender,
   type Store,
 } from "../mod.ts";
-import { createQueueHandler } from "../cloudflare/queue_handler.ts";
+import {
+  createQueueHandler,
+  type QueueBatch,
+} from "../cloudflare/queue_handler.ts";
 
 const real = new MemoryStore();
 let down = false;
@@ -40,9 +49,13 @@ const store = new Proxy(real, {
 }) as Store;
 
 const lines: string[] = [];
+// A send of pi_0001 succeeds, so one shows in `sender.calls`.
+const sender = new ScriptedSender({ pi_0001: { sends: [{ txHash: "0x01" }] } });
 const relayer = createRelayer({
   store,
-  sender: new ScriptedSender({}),
+  sender,
+  leaseMs: 1000,
+  clockSkewMs: 0, // one isolate, one clock
   policy: {
     maxDeliveries: 3,
     baseMs: 1000,
@@ -51,7 +64,7 @@ const relayer = createRelayer({
     stuckAfterMs: 2000,
   },
 });
-const queue = createQueueHandler({
+const handler = createQueueHandler({
   relayer,
   maxRetries: 2,
   deadLetterQueue: "outage-jobs-dlq",
@@ -60,6 +73,16 @@ const queue = createQueueHandler({
     console.log(line);
   },
 });
+
+/** Each message the handler was given: its queue, id and attempts. */
+const seen: { queue: string; id: string; attempts: number }[] = [];
+
+async function queue(batch: QueueBatch): Promise<void> {
+  for (const { id, attempts } of batch.messages) {
+    seen.push({ queue: batch.queue, id, attempts });
+  }
+  await handler(batch);
+}
 
 async function fetch(request: Request): Promise<Response> {
   const { pathname } = new URL(request.url);
@@ -84,6 +107,8 @@ async function fetch(request: Request): Promise<Response> {
       intent: await real.getIntent("pi_0001"),
       deadLetter: await real.getDeadLetter("pi_0001/settle"),
       lines,
+      seen,
+      sends: sender.calls.filter((call) => call.method === "send").length,
     });
   }
   return new Response("not found", { status: 404 });

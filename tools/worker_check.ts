@@ -13,7 +13,11 @@
  * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
- * its dead-letter queue and back to a resolved intent. The policy's delays
+ * its dead-letter queue and back to a resolved intent; that message must
+ * reach the dead-letter queue with its `message.id` (what the give-up
+ * marks), and a late copy of it on the jobs queue (a `queue` event with
+ * that id) must be acked and send nothing, where a message with another id
+ * sends. The policy's delays
  * are 3 s, longer than the consumers' batch timeout (1 s), and the gap
  * between two deliveries of a retried job must show them: a
  * `message.retry()` without `delaySeconds` comes back at the next batch.
