@@ -365,15 +365,24 @@ export function countedRefusal(id: string, key: string): ConflictError {
   );
 }
 
-/** The keys of a write's `unlessCounted`, checked: strings, at most 8. */
+/**
+ * The most count keys a write's `unlessCounted` may name: `KvStore` reads
+ * them with the intent, its hold, lease, claim and dead letter in one
+ * `getMany` (Deno KV reads 10 keys at most), and checks them beside those
+ * in one commit (`@deno/kv` and `denokv` take 10 checks). A delivery names
+ * at most 3 (`gaveUpKeys` in relayer/relayer.ts).
+ */
+export const MAX_UNLESS_COUNTED = 5;
+
+/** The keys of a write's `unlessCounted`, checked: strings, at most {@linkcode MAX_UNLESS_COUNTED}. */
 export function uncountedKeys(options: WriteOptions): readonly string[] {
   const keys = options.unlessCounted ?? [];
   if (
-    !Array.isArray(keys) || keys.length > 8 ||
+    !Array.isArray(keys) || keys.length > MAX_UNLESS_COUNTED ||
     !keys.every((key) => typeof key === "string" && key !== "")
   ) {
     throw new TypeError(
-      `Cannot write intent as 'unlessCounted' must be at most 8 count keys: current value is ${
+      `Cannot write intent as 'unlessCounted' must be at most ${MAX_UNLESS_COUNTED} count keys (non-empty strings): current value is ${
         JSON.stringify(keys)
       }`,
     );

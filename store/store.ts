@@ -440,7 +440,8 @@ export interface WriteOptions {
    * of its own. A mark committed between a write's read and its commit may
    * answer as a race lost (`refused: false`), with nothing written; the
    * caller's fresh look then meets it. A store of one's own that ignores it
-   * leaves that guard out.
+   * leaves that guard out. At most 5 keys (Deno KV reads them with 5
+   * others, in one `getMany` of at most 10): more is a `TypeError`.
    *
    * @default {[]}
    */

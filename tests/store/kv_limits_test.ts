@@ -15,6 +15,7 @@ import { ReplayError } from "../../store/replay_error.ts";
 import type { Store } from "../../store/store.ts";
 import assert from "node:assert/strict";
 import { deadLetter } from "./_contract.ts";
+import { kvMarksTests } from "./_kv_marks.ts";
 
 /** Every key of `kv`, encoded as text, to show that nothing was written. */
 async function keysOf(kv: Deno.Kv): Promise<string[]> {
@@ -157,3 +158,9 @@ Deno.test("KvStore under a long prefix: a group of writes over Deno KV's 80 KiB 
   assert.equal(created.length, 65);
   assert.equal((await keysOf(kv)).length, 130);
 });
+
+kvMarksTests(
+  "KvStore on Deno KV",
+  () => Deno.openKv(":memory:"),
+  Deno.test,
+);
