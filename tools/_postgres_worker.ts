@@ -259,6 +259,34 @@ async function storeSteps(
       }),
   );
   await step("deliveries", () => store.deliveries(`${id}/settle`, 1800));
+  // A late copy of a message the queue gave up on: its give-up mark on
+  // record refuses the write ahead of its send, in the write's own read.
+  const late = "pw_0003";
+  const mark = "gaveup/cloudflare/dlq/m-late";
+  const aheadOf = (marks: string[]) => () =>
+    store.transition(late, {
+      from: "authorized",
+      to: "settling",
+      version: "1",
+      at: 1900,
+    }, { ...lease("d3", 1900, true), unlessCounted: marks });
+  await step(
+    "a give-up mark",
+    () => store.admit({ count: mark, now: 1850 }),
+  );
+  await step(
+    "create another",
+    () =>
+      store.createIntent({ id: late, state: "authorized", hold: "pending" }),
+  );
+  await step(
+    "write ahead with its message's mark on record",
+    aheadOf(["gaveup/cloudflare/dlq/m-0", mark]),
+  );
+  await step(
+    "write ahead with other messages' marks",
+    aheadOf(["gaveup/cloudflare/dlq/m-0", "gaveup/qstash/message/m-1"]),
+  );
   // Two stores on clients of their own, each with its connection open, as
   // two isolates would be: exactly one write lands. Which layer refuses
   // the other is timing: on workerd the second's read has so far come

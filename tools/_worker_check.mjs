@@ -1064,7 +1064,8 @@ const pw = (state, version, broadcasting, mayHaveSent) => ({
 });
 
 // What `POST /store` must answer: each direct call on PostgresStore, and
-// the error a real server's refusal becomes (a version is the bigint's).
+// the error a real server's refusal becomes (a version is the bigint's);
+// a give-up mark on record refuses the write ahead of a send.
 const STORE_STEPS = [
   ["create", pw("authorized", "1", null, false)],
   ["create again", "ConflictError (refused)"],
@@ -1081,6 +1082,10 @@ const STORE_STEPS = [
   ["count it again", { value: 2 }],
   ["count it with a replayed claim", "ReplayError"],
   ["deliveries", { value: 2 }],
+  ["a give-up mark", { value: 1 }],
+  ["create another", pw("authorized", "1", null, false)],
+  ["write ahead with its message's mark on record", "ConflictError (refused)"],
+  ["write ahead with other messages' marks", pw("settling", "2", 1900, false)],
   ["two writes on one version at once", { value: "ConflictError, settling" }],
 ];
 
@@ -1229,7 +1234,7 @@ async function postgresCheck() {
       "POST /store: PostgresStore's writes and refusals",
     );
     console.log(
-      `  ${label} the store called directly: the write-ahead (lease and claim), its record, a review; refused: a duplicate, a stale version, another's lease, replayed claims (nothing of them committed), a void mid-broadcast, a failure once it may have sent; of two writes on one version at once from two clients, exactly one lands`,
+      `  ${label} the store called directly: the write-ahead (lease and claim), its record, a review; refused: a duplicate, a stale version, another's lease, replayed claims (nothing of them committed), a void mid-broadcast, a failure once it may have sent, a write-ahead whose message's give-up mark is on record; of two writes on one version at once from two clients, exactly one lands`,
     );
 
     // The replay record is a row in PostgreSQL: the same signed request

@@ -33,7 +33,8 @@
  * server sessions, 10 pushes with made-up `kid`s fetch Google's keys at
  * most once, a forged Google token is refused), `migrate()`, the ops
  * routes, a signed delivery, its replay and a forgery, the
- * store's write-ahead and refusals called directly, the seed's three
+ * store's write-ahead and refusals called directly (one of them a
+ * write-ahead refused by its message's give-up mark), the seed's three
  * payments on Miniflare's local Queues and a give-up on the dead-letter
  * queue, each end state read back by a new workerd from the database, and
  * no session PostgreSQL counts as dropped without its client ended. A
