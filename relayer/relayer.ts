@@ -671,6 +671,26 @@ function gaveUpKeys(ids: QueueIds | undefined, jobId: string): string[] {
 }
 
 /**
+ * The marks a delivery of a message carries in its write ahead of a send,
+ * refused while one is on record: `givingup/…`, each of
+ * {@linkcode gaveUpKeys} that a delivery can name, which a give-up writes
+ * before it drops the job (see `giveUp`). For a Pub/Sub push whose source
+ * parses, only its source with the time in milliseconds: the push writes
+ * its publish time in a format of its own ("…Z"), the dead-letter copy in
+ * another ("…+00:00"), so its `dlq` mark could match only where the source
+ * does, and one check fewer lets two write-aheads share a commit on Deno
+ * KV back-ends that take 10 checks (`@deno/kv`, `denokv`).
+ */
+function deliveryMarks(ids: QueueIds | undefined, jobId: string): string[] {
+  const keys = gaveUpKeys(ids, jobId);
+  const sourced = ids?.queue === "pubsub" &&
+    keys.some((key) => key.startsWith("gaveup/pubsub/source/"));
+  return (sourced
+    ? keys.filter((key) => !key.startsWith("gaveup/pubsub/dlq/"))
+    : keys).map((key) => `givingup/${key.slice("gaveup/".length)}`);
+}
+
+/**
  * A Pub/Sub source message (`<project>/<subscription>@<publish time>#<intent>`)
  * with its publish time as whole milliseconds: the dead-letter copy names
  * it in an attribute of its own format ("…T11:00:00.123+00:00"), a push of
@@ -909,6 +929,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
      * on record already, by this very delivery.
      */
     claimMaybeUsed = false;
+    /** A give-up's: its message is marked as given up on (see `markGivingUp`). */
+    givingMarked = false;
     constructor(
       readonly owner: string,
       public claim: Claim | undefined,
@@ -1029,7 +1051,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // Kept as a give-up keeps them: a long id's marks are its hash.
     const d = begin(
       claim,
-      gaveUpKeys(options.message && keptIds(options.message), jobId),
+      deliveryMarks(options.message && keptIds(options.message), jobId),
     );
     let failure: unknown;
     try {
@@ -1115,6 +1137,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // changes nothing even once its letter is redriven or replaced. If
       // the mark fails, the queue repeats, and the repeat marks it. It
       // lives 32 days, longer than Pub/Sub keeps a message.
+      // Given up on too, if the resolution dropped no job: its deliveries
+      // look for those marks.
+      await markGivingUp(queue, jobId, d);
       await markGivenUp(queue, jobId);
       return { ...poisoned, reason, resolution };
     } catch (error) {
@@ -1127,6 +1152,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // the store gave has a count the letter's write reset. Marked again,
         // in case the first crashed before its mark.
         const { letter } = error;
+        await markGivingUp(queue, jobId, d);
         await markGivenUp(queue, jobId);
         return {
           action: "poison",
@@ -1682,6 +1708,16 @@ export function createRelayer(options: RelayerOptions): Relayer {
           // it, with no job left to follow it up. A job published again
           // meanwhile is busy until then. A store of one's own that ignores
           // the lease keeps the letter, as before.
+          if (onlyOnce && queue) {
+            // And before the drop, the message is marked as given up on: a
+            // delivery of it writing ahead of a send from now on is
+            // refused. Marked only after it, a delivery that read the
+            // intent before the drop and wrote ahead once the drop's lease
+            // had lapsed (this give-up held up between its writes) sent
+            // under a letter that says the job was dropped, and the queue,
+            // done with the message, left the intent settling.
+            await markGivingUp(queue, jobId, d);
+          }
           await d.write((options) =>
             store.putDeadLetter(deadLetter, {
               ...(options.claim ? { claim: options.claim } : {}),
@@ -1769,6 +1805,24 @@ export function createRelayer(options: RelayerOptions): Relayer {
     for (const key of gaveUpKeys(ids, jobId)) {
       await store.admit({ count: key, now: now(), ttlMs: GIVE_UP_MARK_MS });
     }
+  }
+
+  /**
+   * Marks a message the queue is giving up on, before its job is dropped:
+   * the marks its deliveries carry (see {@linkcode deliveryMarks}). Not the
+   * marks of a resolved give-up: a give-up that stops between the two is
+   * repeated by the queue, and the repeat must not read as resolved.
+   */
+  async function markGivingUp(
+    ids: QueueIds,
+    jobId: string,
+    d: Delivery,
+  ): Promise<void> {
+    if (d.givingMarked) return;
+    for (const key of deliveryMarks(ids, jobId)) {
+      await store.admit({ count: key, now: now(), ttlMs: GIVE_UP_MARK_MS });
+    }
+    d.givingMarked = true;
   }
 
   /** Whether a give-up with these ids was resolved before. */

@@ -696,6 +696,20 @@ Deno.test("the money race's first late copy that sent: a copy that lost the race
   });
 });
 
+Deno.test("the money race's give-up held up between its letter and its mark: a delivery of its message wrote ahead once the drop's lease lapsed, and sent under the letter (stranded)", async () => {
+  // Found by the race once late copies were refused: the give-up of
+  // qstash/m2 dropped the job (its letter and lease), the clock passed the
+  // lease before it marked the message, and a delivery of m2 that had read
+  // the intent before the drop wrote ahead and sent; the late copy after
+  // was refused, and nothing was left to finish the settling intent. The
+  // give-up now marks the message before it drops the job.
+  await fc.assert(moneyRace(memoryBackend, SKEW_MS), {
+    seed: -1010082791,
+    path: "1096:0:0:3:5:7:10:10:10:10:11:11",
+    endOnFailure: true,
+  });
+});
+
 Deno.test("the money race catches a store that ignores a late copy's give-up marks (L1)", async () => {
   // Proof the property can fail: past the give-up's lease, only the marks
   // in the write ahead of the send keep a late copy from sending.

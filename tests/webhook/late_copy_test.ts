@@ -14,6 +14,7 @@ import { MemoryStore, ScriptedSender, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { KvStore } from "../../store/kv.ts";
 import { theGoogle } from "./_app.ts";
+import { overriding } from "../_stores.ts";
 import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 const DEAD_LETTER_AUDIENCE =
@@ -205,3 +206,36 @@ for (const { name, open } of STORES) {
     }
   });
 }
+
+Deno.test("a Pub/Sub push's write ahead of its send carries one give-up mark, its source with the time in milliseconds: two such writes fit a commit of 10 checks", async () => {
+  const memory = new MemoryStore();
+  const marks: (readonly string[] | undefined)[] = [];
+  const store = overriding(memory, {
+    transition: (id, change, options) => {
+      marks.push(options?.unlessCounted);
+      return memory.transition(id, change, options);
+    },
+  });
+  const { app, sender } = await authorizedApp(store);
+  const g = await theGoogle();
+  const res = await app.request("/v1/pubsub", {
+    method: "POST",
+    body: JSON.stringify({
+      message: {
+        data: btoa(JSON.stringify(job)),
+        messageId: "2070443601311540",
+        publishTime: "2026-11-30T11:00:00.123Z",
+      },
+      subscription: "projects/p/subscriptions/relayer",
+      deliveryAttempt: 1,
+    }),
+    headers: { authorization: `Bearer ${await g.token()}` },
+  });
+  assert.equal(res.status, 503); // sent, waiting for its receipt
+  assert.equal(sends(sender), 1);
+  assert.deepEqual(marks, [[
+    `givingup/pubsub/source/p/relayer@${
+      Date.parse("2026-11-30T11:00:00.123Z")
+    }#pi_0002`,
+  ]]);
+});
