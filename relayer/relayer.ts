@@ -1747,8 +1747,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // or a broadcast may have left). When in doubt, review; never retry
         // a refusal forever. On the third try, one a store of one's own did
         // not mark counts too, if nobody wrote meanwhile.
+        // Not for a drop: its letter is written by every delivery that
+        // drops the job, and theirs race on the letter, not the intent.
         const refused = isRefusal(error) ||
-          (attempt === 3 && intent !== null &&
+          (attempt === 3 && intent !== null && plan.action !== "drop" &&
             (await store.getIntent(intent.id))?.version === intent.version);
         if (refused && plan.action === "fail" && intent !== null) {
           return await reviewRefused(intent, deadLetter, d, error, reset);

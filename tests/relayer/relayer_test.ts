@@ -2153,3 +2153,44 @@ Deno.test("createRelayer() records the signature of a delivery whose write faile
   assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
   await assert.rejects(relayer.deliver(job, 1, { claim }), ReplayError);
 });
+
+Deno.test("createRelayer() answers busy, and throws nothing, when deliveries that drop the job keep racing on its dead letter while the intent stays as read", async () => {
+  // Found by the money race on KvStore: four deliveries of a job whose hold
+  // was voided each dropped it; three lost the race on the letter (a store
+  // answers that as changed since read, not refused), and the third try
+  // took the intent's unchanged version for a store's unmarked refusal and
+  // threw the race out of deliver().
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "voided",
+  });
+  let lost = 0;
+  const store = overriding(memory, {
+    putDeadLetter: (letter, options) => {
+      lost++;
+      if (lost <= 3) {
+        return Promise.reject(
+          new ConflictError(
+            "Cannot keep the dead letter of pi_1/settle as it changed since it was read; re-read it",
+          ),
+        );
+      }
+      return memory.putDeadLetter(letter, options);
+    },
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    now: () => 1_000,
+    random: () => 0,
+  });
+  const outcome = await relayer.deliver(
+    { intentId: "pi_1", kind: "settle" },
+    1,
+  );
+  assert.equal(outcome.action, "retry");
+  assert.match(outcome.reason, /busy with another delivery/);
+  assert.equal(lost, 3);
+});
