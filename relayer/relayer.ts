@@ -500,10 +500,20 @@ const GIVE_UP_MARK_MS = 32 * 24 * 60 * 60 * 1000;
 class Finished extends Error {}
 
 /**
- * A delivery of a message whose give-up was resolved: the queue's late
- * copy. Its write ahead of the send was refused; nothing was written.
+ * A delivery of a message the queue gave up on: its write ahead of the
+ * send was refused, and nothing was written. `resolved`: the give-up was
+ * resolved, and this is the queue's late copy; otherwise the give-up is
+ * still at work (busy, or stopped before its resolution, to be repeated).
  */
-class LateCopy extends Error {}
+class LateCopy extends Error {
+  constructor(readonly resolved: boolean) {
+    super(
+      resolved
+        ? "the queue gave up on this message before: a late copy, nothing sent"
+        : "the queue is giving up on this message: nothing sent, and nothing until its give-up resolves",
+    );
+  }
+}
 
 /**
  * A queue's give-up repeated for the message a dead letter records: the
@@ -1063,7 +1073,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     if (failure instanceof LateCopy) {
       await d.close();
-      return { action: "done", delivery: n, reason: failure.message };
+      // Until the give-up resolves, the copy is not done: acked, it could
+      // end the message while the intent it left settling (a send made
+      // before the give-up began) waits for the give-up to resolve it.
+      return failure.resolved
+        ? { action: "done", delivery: n, reason: failure.message }
+        : {
+          action: "retry",
+          delivery: n,
+          delayMs: retryDelayMs(n),
+          reason: failure.message,
+        };
     }
     // A clock that cannot be read is the caller's mistake, not this
     // delivery's failure: no policy decides on it, whatever the number.
@@ -1519,8 +1539,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
         d.marks.length > 0 && !d.committed && isRefusal(error) &&
         await wasMarked(d.marks)
       ) {
+        // Marked as given up on; resolved too, if its give-up's own marks
+        // are on record (`gaveup/…` for each `givingup/…`).
         throw new LateCopy(
-          "the queue gave up on this message before: a late copy, nothing sent",
+          await wasMarked(
+            d.marks.map((key) => `gaveup/${key.slice("givingup/".length)}`),
+          ),
         );
       }
       throw error;
