@@ -853,14 +853,16 @@ export function createApp(deps: AppDeps): WebhookApp {
    * `READY_WAIT_MS`. `failed` says why not, for the log: on the first
    * failure of an outage, when the error changes, and at most once a
    * `PROBE_LOG_INTERVAL_MS` otherwise, with how many failed unsaid
-   * (`more`), so a probe polled every second through an outage of an hour
-   * writes a few dozen lines, not thousands. `recovered` is called once
+   * (`note`), so a probe polled every second through an outage of an hour
+   * writes a few dozen lines, not thousands. Those unsaid failed as the
+   * last line said: on a new error the note says so, or an operator would
+   * count them as failures of the new one. `recovered` is called once
    * when a probe passes after one failed, with how long since the first
    * failure, so the log says when an outage ended, not only that it began.
    */
   function cachedProbe(
     run: () => Promise<unknown>,
-    failed: (error: unknown, more: number) => void,
+    failed: (error: unknown, note: string) => void,
     recovered: (downMs: number) => void,
   ): () => Promise<boolean> {
     let last: { at: number; ok: Promise<boolean> } | undefined;
@@ -896,7 +898,14 @@ export function createApp(deps: AppDeps): WebhookApp {
         said.more++;
         return;
       }
-      failed(error, said?.more ?? 0);
+      failed(
+        error,
+        said === undefined || said.more === 0
+          ? ""
+          : said.text === text
+          ? ` (and ${said.more} more probe(s) since the last line)`
+          : ` (after ${said.more} more probe(s) that failed as the last line said)`,
+      );
       said = { at, text, more: 0 };
     };
     return () => {
@@ -937,11 +946,11 @@ export function createApp(deps: AppDeps): WebhookApp {
   /** Whether the store answers a read (`/readyz`). */
   const storeAnswers = cachedProbe(
     () => store.getIntent(READY_PROBE_ID),
-    (error, more) =>
+    (error, note) =>
       log(
-        `relayer not ready: the store failed a read: ${describeError(error)}${
-          more === 0 ? "" : ` (and ${more} more probe(s) since the last line)`
-        }`,
+        `relayer not ready: the store failed a read: ${
+          describeError(error)
+        }${note}`,
       ),
     (downMs) =>
       log(
@@ -958,11 +967,11 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   const storeWrites = cachedProbe(
     () => store.admit({ count: WRITE_PROBE_COUNT, now: now() }),
-    (error, more) =>
+    (error, note) =>
       log(
-        `relayer not ready: the store refused a write: ${describeError(error)}${
-          more === 0 ? "" : ` (and ${more} more probe(s) since the last line)`
-        }`,
+        `relayer not ready: the store refused a write: ${
+          describeError(error)
+        }${note}`,
       ),
     (downMs) =>
       log(

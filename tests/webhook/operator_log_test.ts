@@ -246,7 +246,9 @@ Deno.test("createApp() logs a store probe that keeps failing the same way once a
     await res.body?.cancel();
     now.ms += 1_000;
   }
-  // Another error is said at once.
+  // Another error is said at once, and the probes unsaid since the last
+  // line are said as what they were: failures of the error it names, not
+  // of the new one (an operator would read 30 refused connections).
   error = "connection refused";
   const res = await webhook.request("/readyz");
   await res.body?.cancel();
@@ -254,6 +256,6 @@ Deno.test("createApp() logs a store probe that keeps failing the same way once a
     "relayer not ready: the store failed a read: Error: database is locked",
     "relayer not ready: the store failed a read: Error: database is locked (and 59 more probe(s) since the last line)",
     "relayer not ready: the store failed a read: Error: database is locked (and 59 more probe(s) since the last line)",
-    "relayer not ready: the store failed a read: Error: connection refused (and 29 more probe(s) since the last line)",
+    "relayer not ready: the store failed a read: Error: connection refused (after 29 more probe(s) that failed as the last line said)",
   ]);
 });
