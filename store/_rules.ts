@@ -370,7 +370,7 @@ export function countedRefusal(id: string, key: string): ConflictError {
  * them with the intent, its hold, lease, claim and dead letter in one
  * `getMany` (Deno KV reads 10 keys at most), and checks them beside those
  * in one commit (`@deno/kv` and `denokv` take 10 checks). A delivery names
- * at most 3 (`gaveUpKeys` in relayer/relayer.ts).
+ * at most 2 (`deliveryMarks` in relayer/relayer.ts), a Pub/Sub push 1.
  */
 export const MAX_UNLESS_COUNTED = 5;
 

@@ -921,7 +921,7 @@ async function outage() {
  * the message the jobs queue ran out of reached the dead-letter queue with
  * the same `message.id` (Miniflare's queue broker, on workerd, moved it;
  * the handler recorded the id of every message it was given), so the
- * give-up marked `gaveup/cloudflare/dlq/<that id>`. Then a copy of that
+ * give-up marked `givingup/cloudflare/dlq/<that id>`. Then a copy of that
  * message arrives late on the jobs queue, a real `queue` event on workerd
  * (`Fetcher.queue()`) carrying the id Miniflare gave it: it must be acked
  * and send nothing, the intent left authorized. A copy with another id, on
