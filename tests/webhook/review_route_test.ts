@@ -119,6 +119,27 @@ Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the
   assert.equal(plain.next, undefined);
 });
 
+Deno.test("POST /v1/intents/:id/resolve stands when the dead letter cannot be read after it: no deadLetter, a next that says to look it up, and a log line", async () => {
+  const { store, lines, resolve, version } = await inReview();
+  store.getDeadLetter = () => Promise.reject(new Error("kv: connection reset"));
+  const res = await resolve({ to: "failed", version });
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.equal(body.intent.state, "failed");
+  assert.equal("deadLetter" in body, false);
+  assert.match(
+    body.next,
+    /could not be read .*GET \/v1\/intents\/pi_1 .*DELETE \/v1\/dead-letters\/pi_1\/settle\.$/,
+  );
+  assert.ok(
+    lines.some((line) =>
+      line.includes("read of the dead letter of pi_1/settle failed") &&
+      line.includes("kv: connection reset")
+    ),
+    lines.join("\n"),
+  );
+});
+
 Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not in review, a hold that cannot move, a bad body, and no token, changing nothing", async () => {
   const { store, app, resolve, version } = await inReview();
   const stale = await resolve({ to: "failed", version: "0" });
