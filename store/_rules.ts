@@ -370,7 +370,8 @@ export function countedRefusal(id: string, key: string): ConflictError {
  * them with the intent, its hold, lease, claim and dead letter in one
  * `getMany` (Deno KV reads 10 keys at most), and checks them beside those
  * in one commit (`@deno/kv` and `denokv` take 10 checks). A delivery names
- * at most 2 (`deliveryMarks` in relayer/relayer.ts), a Pub/Sub push 1.
+ * one from the webhook or the Cloudflare handler, at most 2 from a
+ * library caller naming both ids (`deliveryMarks` in relayer/relayer.ts).
  */
 export const MAX_UNLESS_COUNTED = 5;
 

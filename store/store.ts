@@ -433,12 +433,12 @@ export interface WriteOptions {
    * Count keys (as {@linkcode Store.admit} writes them) that refuse the
    * write while one is on record and not lapsed at the lease's `now` (any
    * on record, without a lease): a `ConflictError` with `refused`, nothing
-   * written. The relayer passes the marks a queue's give-up of the message
-   * it delivers writes before it drops the job (`givingup/…`) on the write
-   * ahead of a send, so a late copy of a message the queue gave up on sends
-   * nothing. Checked in the write's own
-   * commit (on PostgreSQL also in the read it makes anyway): no round trip
-   * of its own. A mark committed between a write's read and its commit may
+   * written. The relayer passes the give-up mark of the message it
+   * delivers (`givingup/…`, which `Relayer.giveUp` writes before it
+   * drops the job, or once it resolved) on the write ahead of a send, so a
+   * late copy of a message the queue gave up on sends nothing. Checked in
+   * the write's own commit (on PostgreSQL also in the read it makes
+   * anyway): no round trip of its own. A mark committed between a write's read and its commit may
    * answer as a race lost (`refused: false`), with nothing written; the
    * caller's fresh look then meets it. A store of one's own that ignores it
    * leaves that guard out. At most 5 keys (Deno KV reads them with 5
