@@ -223,7 +223,8 @@ export interface Relayer {
    * @param job The job as the queue delivered it.
    * @param delivery The delivery number the queue reports (1-based,
    * counting the first try); omitted, the relayer counts it in the store.
-   * @param options The delivery's replay record, which rides in its first write.
+   * @param options The delivery's replay record, which rides in its first
+   * write; the key it is counted under; the queue's ids of its message.
    * @returns What the queue should do next.
    * @throws {TypeError} If the job is malformed, or the clock (`now`)
    * returns anything but whole milliseconds (on any delivery: no policy
@@ -362,9 +363,14 @@ export interface DeliverOptions {
   /**
    * The ids the queue's give-up of this message would carry (QStash's
    * message id, Cloudflare's message id as `dlqId`, a Pub/Sub message's
-   * source as `dlqId`): once that give-up has been resolved, a late copy
-   * of the message sends nothing and is `done`. Checked in the write ahead
-   * of the send: no store round trip of its own.
+   * source as `dlqId`, `<project>/<subscription>@<publish time>#<intent
+   * id>` as its dead-letter copy names it): once `giveUp` has marked that
+   * message (before it drops the job, or once it resolved), a copy of the
+   * message that would send (the first send, or a rescue) sends nothing
+   * and is `done`, "the queue gave up on this message before: a late copy,
+   * nothing sent".
+   * Checked in the write ahead of the send: no store round trip of its
+   * own. Without it, a late copy is not told from any other delivery.
    */
   readonly message?: QueueIds;
 }
