@@ -169,9 +169,12 @@ export interface AppDeps extends RelayerOptions {
    * Where the worker lines go: one per delivery (`worker  pi_0001/settle
    * #1  retry  (reason)`) and one per unexpected failure (its name and
    * message; never a secret, never a stack over HTTP); one per operator's
-   * new intent, job, redrive, discard and resolution of a review; and, at
-   * most once a minute per route, one for refused (401) requests, with
-   * their count.
+   * new intent, job, redrive, discard and resolution of a review; at most
+   * once a minute per route, one for refused (401) requests, with their
+   * count; and the store's readiness (`/readyz`, a delivery's failure):
+   * `relayer not ready: …` when a probe fails (again at most once a minute
+   * while its error stays the same), `relayer ready again: …` at the first
+   * that passes after.
    *
    * @default {a function that discards them}
    */
