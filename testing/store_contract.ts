@@ -80,10 +80,12 @@ export interface StoreContractOptions {
   readonly test: RegisterTest;
   /**
    * Whether its writes read, then commit, so that `open` gives
-   * `beforeNextCommit` and the test of that gap runs (MemoryStore has no
-   * gap; PostgresStore's, between a write's read and its flight, is closed
-   * by the flight's compare-and-set and raced in `postgres_sql_test.ts`
-   * and `postgres_faults_test.ts`).
+   * `beforeNextCommit` and the test of that gap runs: a write landed in
+   * it, or a give-up's mark a write's `unlessCounted` names, must fail the
+   * commit (MemoryStore has no gap; PostgresStore's, between a write's
+   * read and its flight, is closed by the flight's compare-and-set and its
+   * `NOT EXISTS` on the marks, and raced in `postgres_sql_test.ts` and
+   * `postgres_faults_test.ts`).
    *
    * @default {false}
    */
