@@ -366,9 +366,11 @@ export interface DeliverOptions {
    * source as `dlqId`, `<project>/<subscription>@<publish time>#<intent
    * id>` as its dead-letter copy names it): once `giveUp` has marked that
    * message (before it drops the job, or once it resolved), a copy of the
-   * message that would send (the first send, or a rescue) sends nothing
-   * and is `done`, "the queue gave up on this message before: a late copy,
-   * nothing sent".
+   * message that would send (the first send, or a rescue) sends nothing.
+   * It is `done` once the give-up resolved ("the queue gave up on this
+   * message before: a late copy, nothing sent"), and a retry while the
+   * give-up is still at work ("the queue is giving up on this message:
+   * nothing sent, and nothing until its give-up resolves").
    * Checked in the write ahead of the send: no store round trip of its
    * own. Without it, a late copy is not told from any other delivery.
    */
