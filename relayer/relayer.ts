@@ -504,6 +504,9 @@ const GIVE_UP_RECEIPTS_MS = 5_000;
  */
 const GIVE_UP_MARK_MS = 32 * 24 * 60 * 60 * 1000;
 
+/** The marks of a delivery that names no message: one array for all of them. */
+const NO_MARKS: readonly string[] = Object.freeze([]);
+
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
 
@@ -953,7 +956,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       readonly owner: string,
       public claim: Claim | undefined,
       /** The give-up marks of the message delivered (see `DeliverOptions.message`). */
-      readonly marks: readonly string[] = [],
+      readonly marks: readonly string[] = NO_MARKS,
     ) {}
 
     /**
@@ -1027,7 +1030,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
   function begin(
     claim: Claim | undefined,
-    marks: readonly string[] = [],
+    marks: readonly string[] = NO_MARKS,
   ): Delivery {
     instance ??= crypto.randomUUID();
     return new Delivery(`${instance}:${++deliveriesStarted}`, claim, marks);
@@ -1066,10 +1069,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       claim = undefined;
     }
-    // Kept as a give-up keeps them: a long id's marks are its hash.
+    // Kept as a give-up keeps them: a long id's marks are its hash. No
+    // message, no marks: nothing built on a delivery that carries none.
     const d = begin(
       claim,
-      deliveryMarks(options.message && keptIds(options.message), jobId),
+      options.message === undefined
+        ? undefined
+        : deliveryMarks(keptIds(options.message), jobId),
     );
     let failure: unknown;
     try {
