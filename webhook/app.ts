@@ -1325,7 +1325,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       raw,
       'QStash\'s failure callback, {"sourceBody":"<the job as base64>","retried":…}',
     );
-    const { sourceBody, retried, sourceMessageId, dlqId } =
+    const { sourceBody, retried, sourceMessageId, sourceMessasgeId, dlqId } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
         unknown
@@ -1345,7 +1345,9 @@ export function createApp(deps: AppDeps): WebhookApp {
         }`,
       );
     }
-    const messageId = idFrom(sourceMessageId);
+    // QStash's callback docs have spelt it `sourceMessasgeId`: either
+    // names the message a late copy carries as its Upstash-Message-Id.
+    const messageId = idFrom(sourceMessageId ?? sourceMessasgeId);
     const dlq = idFrom(dlqId);
     return await giveUp("qstash", job, retried + 1, {
       queue: "qstash",

@@ -90,14 +90,14 @@ async function qstash(messageId: string, retried: string) {
   };
 }
 
-async function qstashFailed(sourceMessageId: string) {
+async function qstashFailed(sourceMessageId: string, key = "sourceMessageId") {
   const url = `${QSTASH.url}/failed`;
   const body = JSON.stringify({
     status: 503,
     retried: 4,
     maxRetries: 4,
     dlqId: `dlq_${sourceMessageId}`,
-    sourceMessageId,
+    [key]: sourceMessageId,
     url: QSTASH.url,
     method: "POST",
     sourceBody: btoa(JSON.stringify(job)),
@@ -238,4 +238,18 @@ Deno.test("a Pub/Sub push's write ahead of its send carries one give-up mark, it
       Date.parse("2026-11-30T11:00:00.123Z")
     }#pi_0002`,
   ]]);
+});
+
+Deno.test("a late QStash copy is known when the failure callback spells the source message's id as QStash's docs have, sourceMessasgeId", async () => {
+  const { app, clock, sender } = await authorizedApp(new MemoryStore());
+  const gaveUp = await app.request(
+    "/v1/qstash/failed",
+    await qstashFailed("msg_1", "sourceMessasgeId"),
+  );
+  assert.equal(gaveUp.status, 200);
+  clock.now += LATER_MS;
+  const late = await app.request("/v1/qstash", await qstash("msg_1", "4"));
+  assert.equal(late.status, 200);
+  assert.equal((await late.json()).outcome, "done");
+  assert.equal(sends(sender), 0);
 });
