@@ -691,6 +691,16 @@ function gaveUpKeys(ids: QueueIds | undefined, jobId: string): string[] {
   ];
 }
 
+/** A resolved give-up's mark (`gaveup/…`) as the one written before its drop (`givingup/…`). */
+function givingUpKey(key: string): string {
+  return `givingup/${key.slice("gaveup/".length)}`;
+}
+
+/** The reverse of {@linkcode givingUpKey}. */
+function resolvedKey(key: string): string {
+  return `gaveup/${key.slice("givingup/".length)}`;
+}
+
 /**
  * The marks a delivery of a message carries in its write ahead of a send,
  * refused while one is on record: `givingup/…`, each of
@@ -708,7 +718,7 @@ function deliveryMarks(ids: QueueIds | undefined, jobId: string): string[] {
     keys.some((key) => key.startsWith("gaveup/pubsub/source/"));
   return (sourced
     ? keys.filter((key) => !key.startsWith("gaveup/pubsub/dlq/"))
-    : keys).map((key) => `givingup/${key.slice("gaveup/".length)}`);
+    : keys).map(givingUpKey);
 }
 
 /**
@@ -1557,7 +1567,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // are on record (`gaveup/…` for each `givingup/…`).
         throw new LateCopy(
           await wasMarked(
-            d.marks.map((key) => `gaveup/${key.slice("givingup/".length)}`),
+            d.marks.map(resolvedKey),
           ),
         );
       }
@@ -1842,9 +1852,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     ids: QueueIds | undefined,
     jobId: string,
   ): Promise<void> {
-    for (const key of gaveUpKeys(ids, jobId)) {
-      await store.admit({ count: key, now: now(), ttlMs: GIVE_UP_MARK_MS });
-    }
+    await mark(gaveUpKeys(ids, jobId));
   }
 
   /**
@@ -1859,10 +1867,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
     d: Delivery,
   ): Promise<void> {
     if (d.givingMarked) return;
-    for (const key of deliveryMarks(ids, jobId)) {
+    await mark(deliveryMarks(ids, jobId));
+    d.givingMarked = true;
+  }
+
+  /** Writes these give-up marks, each for 32 days. */
+  async function mark(keys: readonly string[]): Promise<void> {
+    for (const key of keys) {
       await store.admit({ count: key, now: now(), ttlMs: GIVE_UP_MARK_MS });
     }
-    d.givingMarked = true;
   }
 
   /** Whether a give-up with these ids was resolved before. */
