@@ -1,10 +1,17 @@
 /**
- * The names of `createRelayer`'s options, which `createApp` reads too.
+ * The names of `createRelayer`'s options, which `createApp` reads too, and
+ * of the options each of the relayer's calls reads.
  *
  * @module
  */
 
-import type { RelayerOptions } from "./relayer.ts";
+import type {
+  DeliverOptions,
+  GiveUpOptions,
+  RedriveOptions,
+  RelayerOptions,
+  UnreadableMessage,
+} from "./relayer.ts";
 
 /**
  * Every option `createRelayer` reads; any other name is a misspelling. A
@@ -20,4 +27,50 @@ export const RELAYER_OPTIONS: readonly string[] = Object.keys(
     leaseMs: true,
     clockSkewMs: true,
   } satisfies Record<keyof RelayerOptions, true>,
+);
+
+/**
+ * The options `deliver` reads. A misspelt `message` would turn the
+ * late-copy guard off for that delivery, in silence.
+ */
+export const DELIVER_OPTIONS: readonly string[] = Object.keys(
+  {
+    claim: true,
+    countAs: true,
+    message: true,
+  } satisfies Record<keyof DeliverOptions, true>,
+);
+
+/** The options `giveUp` reads. */
+export const GIVE_UP_OPTIONS: readonly string[] = Object.keys(
+  {
+    deliveries: true,
+    queue: true,
+    claim: true,
+  } satisfies Record<keyof GiveUpOptions, true>,
+);
+
+/** The options `redrive` reads. */
+export const REDRIVE_OPTIONS: readonly string[] = Object.keys(
+  {
+    publish: true,
+    message: true,
+  } satisfies Record<keyof RedriveOptions, true>,
+);
+
+/** The options `discard` reads. */
+export const DISCARD_OPTIONS: readonly string[] = Object.keys(
+  { version: true } satisfies Record<"version", true>,
+);
+
+/** The fields `keepUnreadable` reads. */
+export const UNREADABLE_FIELDS: readonly string[] = Object.keys(
+  {
+    queue: true,
+    id: true,
+    raw: true,
+    seen: true,
+    detail: true,
+    claim: true,
+  } satisfies Record<keyof UnreadableMessage, true>,
 );

@@ -19,7 +19,14 @@ import { decide } from "../policy/decide.ts";
 import { jitter } from "../policy/jitter.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
-import { RELAYER_OPTIONS } from "./_options.ts";
+import {
+  DELIVER_OPTIONS,
+  DISCARD_OPTIONS,
+  GIVE_UP_OPTIONS,
+  REDRIVE_OPTIONS,
+  RELAYER_OPTIONS,
+  UNREADABLE_FIELDS,
+} from "./_options.ts";
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import {
@@ -506,6 +513,9 @@ const GIVE_UP_MARK_MS = 32 * 24 * 60 * 60 * 1000;
 
 /** The marks of a delivery that names no message: one array for all of them. */
 const NO_MARKS: readonly string[] = Object.freeze([]);
+
+/** `deliver`'s options when none are given: nothing to check. */
+const NO_OPTIONS: DeliverOptions = Object.freeze({});
 
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
@@ -1049,8 +1059,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
   async function deliver(
     input: Job,
     delivery?: number,
-    options: DeliverOptions = {},
+    options: DeliverOptions = NO_OPTIONS,
   ): Promise<Outcome> {
+    if (options !== NO_OPTIONS) {
+      assertOptionNames("deliver", options, DELIVER_OPTIONS, {
+        example: "{ message }",
+      });
+    }
     const job = parseJob(input);
     const jobId = jobIdOf(job);
     if (delivery !== undefined) assertKeptDelivery("deliver", delivery);
@@ -1150,6 +1165,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   async function giveUp(input: Job, options: GiveUpOptions): Promise<Outcome> {
+    assertOptionNames("give up", options, GIVE_UP_OPTIONS, {
+      example: "{ deliveries, queue }",
+    });
     const job = parseJob(input);
     const jobId = jobIdOf(job);
     const n = options.deliveries;
@@ -1895,6 +1913,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     jobId: string,
     options: RedriveOptions = {},
   ): Promise<Job | null> {
+    assertOptionNames("redrive", options, REDRIVE_OPTIONS, {
+      example: "{ publish }",
+    });
     const deadLetter = await store.getDeadLetter(jobId);
     if (deadLetter === null) return null;
     const intent = await store.getIntent(deadLetter.intentId);
@@ -1924,6 +1945,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     jobId: string,
     options: { readonly version?: string } = {},
   ): Promise<DeadLetter | null> {
+    assertOptionNames("discard", options, DISCARD_OPTIONS, {
+      example: "{ version }",
+    });
     const letter = await store.getDeadLetter(jobId);
     if (letter === null) return null;
     const changed = () =>
@@ -1965,6 +1989,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   async function keepUnreadable(message: UnreadableMessage): Promise<string> {
+    assertOptionNames(
+      "keep an unreadable message",
+      message,
+      UNREADABLE_FIELDS,
+      {
+        example: "{ queue, raw, detail }",
+      },
+    );
     const { queue, id, raw, seen = {}, detail, claim } = message;
     const name = isIntentId(id)
       ? id

@@ -137,3 +137,103 @@ Deno.test("createApp() hands the relayer's own options to it", () => {
     /Cannot create relayer as 'random' must be a function/,
   );
 });
+
+// The relayer's per-call option bags, the same slip one call later: a
+// misspelt `message` turned the late-copy guard off for that delivery, and
+// a misspelt `deliveries` reached the count check as undefined.
+const relayer = createRelayer({ store, sender });
+const job = { kind: "settle", intentId: "pi_0001" } as const;
+const calls: {
+  name: string;
+  call: (options: unknown) => Promise<unknown>;
+  good: Record<string, unknown>;
+  typo: string;
+  names: string;
+  optional: boolean;
+}[] = [
+  {
+    name: "deliver()",
+    call: (options) => relayer.deliver(job, 1, options as never),
+    good: { countAs: "pi_0001/settle" },
+    typo: "mesage",
+    names: "claim, countAs, message",
+    optional: true,
+  },
+  {
+    name: "giveUp()",
+    call: (options) => relayer.giveUp(job, options as never),
+    good: { deliveries: 3, queue: { queue: "generic", messageId: "m1" } },
+    typo: "delivery",
+    names: "deliveries, queue, claim",
+    optional: false,
+  },
+  {
+    name: "redrive()",
+    call: (options) => relayer.redrive("pi_0001/settle", options as never),
+    good: {},
+    typo: "dedupe",
+    names: "publish, message",
+    optional: true,
+  },
+  {
+    name: "discard()",
+    call: (options) => relayer.discard("pi_0001/settle", options as never),
+    good: { version: "1" },
+    typo: "versoin",
+    names: "version",
+    optional: true,
+  },
+  {
+    name: "keepUnreadable()",
+    call: (options) => relayer.keepUnreadable(options as never),
+    good: { queue: "local", raw: "{", detail: "not JSON" },
+    typo: "detials",
+    names: "queue, id, raw, seen, detail, claim",
+    optional: false,
+  },
+];
+
+for (const { name, call, good, typo, names, optional } of calls) {
+  Deno.test(`relayer.${name} refuses an option it does not read, before it reads or writes anything`, async () => {
+    await call(good); // the same options, spelt right
+    const before = JSON.stringify(await store.getDeadLetter("pi_0001/settle"));
+    await assert.rejects(
+      () => call({ ...good, [typo]: 1 }),
+      (error: unknown) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.match(
+          error.message,
+          new RegExp(`as "${typo}" is not one of its options \\(`),
+        );
+        assert.ok(
+          error.message.endsWith(`(${names}): check its spelling`),
+          error.message,
+        );
+        return true;
+      },
+    );
+    assert.equal(
+      JSON.stringify(await store.getDeadLetter("pi_0001/settle")),
+      before,
+    );
+    if (optional) await call(undefined);
+    await assert.rejects(() => call(null), /its options must be an object/);
+  });
+}
+
+Deno.test("createApp() refuses a misspelt redriveTo option at once, not at an operator's first redrive", () => {
+  assert.equal(
+    refusal(
+      (options) => createApp({ store, sender, redriveTo: options }),
+      { publsh: () => Promise.resolve() },
+    ),
+    'Cannot create app with this redriveTo as "publsh" is not one of its options (publish, message): check its spelling',
+  );
+  assert.ok(
+    createApp({
+      store,
+      sender,
+      redriveTo: { publish: () => Promise.resolve() },
+    }),
+  );
+});

@@ -42,7 +42,7 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
-import { RELAYER_OPTIONS } from "../relayer/_options.ts";
+import { REDRIVE_OPTIONS, RELAYER_OPTIONS } from "../relayer/_options.ts";
 import type {
   DeadLetter,
   Intent,
@@ -580,6 +580,17 @@ export function createApp(deps: AppDeps): WebhookApp {
   assertOptionNames("create app", deps, APP_OPTIONS, {
     example: "{ store, sender, webhookSecret }",
   });
+  // Checked here, not at the first redrive: a misspelt `publish` would
+  // otherwise be a 500 on an operator's redrive, long after the deploy.
+  assertOptionNames(
+    "create app with this redriveTo",
+    deps.redriveTo,
+    REDRIVE_OPTIONS,
+    {
+      optional: true,
+      example: "{ publish }",
+    },
+  );
   const {
     store,
     insecureDev = false,
