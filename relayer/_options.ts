@@ -12,6 +12,7 @@ import type {
   RelayerOptions,
   UnreadableMessage,
 } from "./relayer.ts";
+import type { QueueIds } from "../store/store.ts";
 
 /**
  * Every option `createRelayer` reads; any other name is a misspelling. A
@@ -73,4 +74,17 @@ export const UNREADABLE_FIELDS: readonly string[] = Object.keys(
     detail: true,
     claim: true,
   } satisfies Record<keyof UnreadableMessage, true>,
+);
+
+/**
+ * The fields of a queue message's ids (`DeliverOptions.message`,
+ * `GiveUpOptions.queue`): a misspelt `messageId` would leave the message
+ * without the marks that keep a late copy of it from sending.
+ */
+export const QUEUE_ID_NAMES: readonly string[] = Object.keys(
+  {
+    queue: true,
+    messageId: true,
+    dlqId: true,
+  } satisfies Record<keyof QueueIds, true>,
 );

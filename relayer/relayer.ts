@@ -23,6 +23,7 @@ import {
   DELIVER_OPTIONS,
   DISCARD_OPTIONS,
   GIVE_UP_OPTIONS,
+  QUEUE_ID_NAMES,
   REDRIVE_OPTIONS,
   RELAYER_OPTIONS,
   UNREADABLE_FIELDS,
@@ -657,7 +658,11 @@ const QUEUE_ID_MAX_BYTES = 1024;
  * fail the give-up on every repeat, the intent's resolution with it.
  * The same id always gives the same hash, so repeats are still known.
  */
-function keptIds(ids: QueueIds): QueueIds {
+function keptIds(what: string, ids: QueueIds): QueueIds {
+  // A misspelt `messageId` would leave the message without its marks.
+  assertOptionNames(what, ids, QUEUE_ID_NAMES, {
+    example: '{ queue: "qstash", messageId }',
+  });
   // Anything else is left to the store's checks, which refuse it.
   const kept = <T>(id: T): T | string => {
     // A UTF-16 unit is at most 3 bytes of UTF-8: most ids need no encoding.
@@ -1098,9 +1103,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // message, no marks: nothing built on a delivery that carries none.
     const d = begin(
       claim,
-      options.message === undefined
-        ? undefined
-        : deliveryMarks(keptIds(options.message), jobId),
+      options.message === undefined ? undefined : deliveryMarks(
+        keptIds("deliver this message", options.message),
+        jobId,
+      ),
     );
     let failure: unknown;
     try {
@@ -1172,7 +1178,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const jobId = jobIdOf(job);
     const n = options.deliveries;
     assertKeptDelivery("give up", n);
-    const queue = keptIds(options.queue);
+    const queue = keptIds("give up on this queue message", options.queue);
     const d = begin(options.claim);
     const reason = `the queue gave up after ${n} deliver${
       n === 1 ? "y" : "ies"

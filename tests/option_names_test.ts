@@ -237,3 +237,22 @@ Deno.test("createApp() refuses a misspelt redriveTo option at once, not at an op
     }),
   );
 });
+
+Deno.test("deliver() and giveUp() refuse a queue message's ids with a misspelt field: the message would have no marks, and a late copy of it would send", async () => {
+  const typo = { queue: "qstash", mesageId: "msg_1" };
+  await assert.rejects(
+    () => relayer.deliver(job, 1, { message: typo as never }),
+    new TypeError(
+      'Cannot deliver this message as "mesageId" is not one of its options (queue, messageId, dlqId): check its spelling',
+    ),
+  );
+  await assert.rejects(
+    () => relayer.giveUp(job, { deliveries: 3, queue: typo as never }),
+    new TypeError(
+      'Cannot give up on this queue message as "mesageId" is not one of its options (queue, messageId, dlqId): check its spelling',
+    ),
+  );
+  await relayer.deliver(job, 1, {
+    message: { queue: "qstash", messageId: "msg_1" },
+  });
+});
