@@ -380,7 +380,10 @@ export interface DeliverOptions {
    * give-up is still at work ("the queue is giving up on this message:
    * nothing sent, and nothing until its give-up resolves").
    * Checked in the write ahead of the send: no store round trip of its
-   * own. Without it, a late copy is not told from any other delivery.
+   * own; and before a poison of a delivery that wrote nothing, which such
+   * a copy answers the same way instead of resolving the intent (a job
+   * published since may be settling it). Without it, a late copy is not
+   * told from any other delivery.
    */
   readonly message?: QueueIds;
 }
@@ -1116,20 +1119,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } catch (error) {
       failure = error;
     }
-    if (failure instanceof LateCopy) {
-      await d.close();
-      // Until the give-up resolves, the copy is not done: acked, it could
-      // end the message while the intent it left settling (a send made
-      // before the give-up began) waits for the give-up to resolve it.
-      return failure.resolved
-        ? { action: "done", delivery: n, reason: failure.message }
-        : {
-          action: "retry",
-          delivery: n,
-          delayMs: retryDelayMs(n),
-          reason: failure.message,
-        };
-    }
+    if (failure instanceof LateCopy) return await lateCopy(n, d, failure);
     // A clock that cannot be read is the caller's mistake, not this
     // delivery's failure: no policy decides on it, whatever the number.
     if (failure instanceof ClockError) throw failure;
@@ -1150,6 +1140,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
           decision.action === "retry" ? decision.reason : messageOf(failure),
         ),
       };
+    }
+    if (!d.committed && d.marks.length > 0 && await wasMarked(d.marks)) {
+      // A copy of a message the queue gave up on, poisoned on a failure
+      // that wrote nothing (a receipt still pending, its number past the
+      // policy's): the give-up was the queue's last word on the message,
+      // and a job published since (a redrive) may be settling the intent.
+      // Resolved here, it would send that payment to review and replace
+      // the give-up's letter. Answered as its write ahead would have been.
+      return lateCopy(
+        n,
+        d,
+        new LateCopy(await wasMarked(d.marks.map(resolvedKey))),
+      );
     }
     try {
       const resolution = await resolve(job, jobId, d, {
@@ -1232,6 +1235,26 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       throw error;
     }
+  }
+
+  /** A copy of a message the queue gave up on: it sent nothing, and resolves nothing. */
+  async function lateCopy(
+    n: number,
+    d: Delivery,
+    late: LateCopy,
+  ): Promise<Outcome> {
+    await d.close();
+    // Until the give-up resolves, the copy is not done: acked, it could
+    // end the message while the intent it left settling (a send made
+    // before the give-up began) waits for the give-up to resolve it.
+    return late.resolved
+      ? { action: "done", delivery: n, reason: late.message }
+      : {
+        action: "retry",
+        delivery: n,
+        delayMs: retryDelayMs(n),
+        reason: late.message,
+      };
   }
 
   /**
