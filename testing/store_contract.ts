@@ -106,6 +106,18 @@ function holdFor(state: IntentState): HoldState | null {
   }
 }
 
+/**
+ * `assert.rejects`'s check that an error is a `cls`, by `instanceof`: the
+ * package's errors answer it for every copy of the package (a store built
+ * against another version throws its own), where Deno's `node:assert`,
+ * handed the class, compares prototypes and refuses them.
+ */
+function instanceOf(
+  cls: typeof BusyError | typeof ConflictError | typeof ReplayError,
+): (error: unknown) => boolean {
+  return (error) => error instanceof cls;
+}
+
 /** A last broadcast the Sender declared `not_sent`: the chain is clean. */
 const NOT_SENT = { outcome: "not_sent", at: 0 } as const;
 /** A last broadcast the node accepted. */
@@ -208,7 +220,10 @@ export function storeContract(
         await t.step(method, async () => {
           const { id, intent } = await settling();
           interlope(id);
-          await assert.rejects(write(id, intent.version), ConflictError);
+          await assert.rejects(
+            write(id, intent.version),
+            instanceOf(ConflictError),
+          );
           const after = (await store.getIntent(id))!;
           assert.equal(
             after.lastBroadcast?.txHash,
@@ -246,7 +261,7 @@ export function storeContract(
             lease: { owner: "d1", ttlMs: 100, now: 10, keep: true },
             unlessCounted: [mark],
           }),
-          ConflictError,
+          instanceOf(ConflictError),
         );
         const after = (await store.getIntent(id))!;
         assert.deepEqual([after.state, after.version], [
@@ -286,7 +301,7 @@ export function storeContract(
         );
         await assert.rejects(
           store.putDeadLetter(deadLetter("pi_x/settle", 4)),
-          ConflictError,
+          instanceOf(ConflictError),
         );
         assert.equal((await store.getDeadLetter("pi_x/settle"))?.poisonedAt, 5);
       });
@@ -298,7 +313,7 @@ export function storeContract(
             { ...deadLetter(`${id}/settle`, 6), intentId: id },
             { intentVersion: intent.version },
           ),
-          ConflictError,
+          instanceOf(ConflictError),
         );
         assert.equal(await store.getDeadLetter(`${id}/settle`), null);
       });
@@ -310,7 +325,7 @@ export function storeContract(
         );
         await assert.rejects(
           store.redrive("pi_y/settle", read.version),
-          ConflictError,
+          instanceOf(ConflictError),
         );
         assert.equal((await store.getDeadLetter("pi_y/settle"))?.poisonedAt, 2);
       });
@@ -346,7 +361,10 @@ export function storeContract(
 
   test("refuses to create an intent twice, or with a bad id or state", async (store) => {
     await store.createIntent({ id: "pi_1" });
-    await assert.rejects(store.createIntent({ id: "pi_1" }), ConflictError);
+    await assert.rejects(
+      store.createIntent({ id: "pi_1" }),
+      instanceOf(ConflictError),
+    );
     await assert.rejects(store.createIntent({ id: "" }), TypeError);
     for (const id of ["pi 1", ".", "..", "p".repeat(129)]) {
       await assert.rejects(
@@ -401,10 +419,11 @@ export function storeContract(
           assert.equal(moved.state, to, `${from} → ${to}`);
           assert.notEqual(moved.version, intent.version);
         } else {
+          // By rule (refused: true): the relayer retries only a race.
           await assert.rejects(
             move,
-            ConflictError,
-            `${from} → ${to} must be refused`,
+            (error) => error instanceof ConflictError && error.refused,
+            `${from} → ${to} must be refused, by rule`,
           );
           assert.equal((await store.getIntent(id))?.state, from);
         }
@@ -468,7 +487,7 @@ export function storeContract(
         version: v1.version,
         at: 2,
       }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     await assert.rejects(
       store.transition("pi_1", {
@@ -477,7 +496,9 @@ export function storeContract(
         version: v2.version,
         at: 2,
       }),
-      /as it is settling/,
+      (error) =>
+        error instanceof ConflictError && error.refused &&
+        /as it is settling/.test(error.message),
     );
     await assert.rejects(
       store.transition("pi_missing", {
@@ -486,7 +507,7 @@ export function storeContract(
         version: "x",
         at: 2,
       }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
   });
 
@@ -500,7 +521,7 @@ export function storeContract(
         version: v1.version,
         at: 1,
       }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     const v2 = await store.getIntent("pi_1");
     const authorized = await store.transition("pi_1", {
@@ -522,6 +543,12 @@ export function storeContract(
       },
       "no broadcast on record": {},
       "a broadcast in flight": { lastBroadcast: NOT_SENT, broadcasting: 3 },
+      // As the store's own write-ahead leaves it: nothing else may have left.
+      "a broadcast in flight, imported as unsent": {
+        lastBroadcast: NOT_SENT,
+        broadcasting: 3,
+        mayHaveSent: false,
+      },
       "an earlier broadcast that may have left": {
         lastBroadcast: NOT_SENT,
         mayHaveSent: true,
@@ -552,7 +579,8 @@ export function storeContract(
           ledger: "void",
           deadLetter: deadLetter(`${id}/settle`, 1),
         }),
-        ConflictError,
+        // By rule (refused: true): the relayer sends it to review at once.
+        (error) => error instanceof ConflictError && error.refused,
         why,
       );
       const after = (await store.getIntent(id))!;
@@ -590,9 +618,84 @@ export function storeContract(
     });
     await assert.rejects(
       store.beginBroadcast("pi_v", voided.version, 2),
-      /nothing may be broadcast without reserved funds/,
+      (error) =>
+        error instanceof ConflictError && error.refused &&
+        /nothing may be broadcast without reserved funds/.test(error.message),
     );
     assert.equal((await store.getIntent("pi_v"))?.broadcasting, null);
+  });
+
+  test("neither voids nor fails while a send is in flight, though nothing is on record as sent yet", async (store) => {
+    // Reached by the store's own writes, as the relayer reaches them: the
+    // move to settling (the first send's write-ahead), and a write-ahead
+    // after a send declared not_sent. Each leaves `mayHaveSent` false and a
+    // send in flight (`broadcasting`), which may be leaving right now.
+    const authorized = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const first = await store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: authorized.version,
+      at: 1,
+    });
+    const clean = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    const rescue = await store.beginBroadcast("pi_2", clean.version, 1);
+    for (const intent of [first, rescue]) {
+      assert.deepEqual(
+        [intent.mayHaveSent, intent.broadcasting],
+        [false, 1],
+        intent.id,
+      );
+      await assert.rejects(
+        store.voidHold(intent.id),
+        /money may have moved/,
+        intent.id,
+      );
+      await assert.rejects(
+        store.transition(intent.id, {
+          from: "settling",
+          to: "failed",
+          version: intent.version,
+          at: 2,
+          ledger: "void",
+        }),
+        (error) => error instanceof ConflictError && error.refused,
+        intent.id,
+      );
+      assert.deepEqual(await store.getIntent(intent.id), intent, intent.id);
+    }
+  });
+
+  test("refuses the move to settling, the first send's write-ahead, unless the hold is pending (I6)", async (store) => {
+    // The payments API released an authorized intent's funds.
+    await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    assert.equal(await store.voidHold("pi_1"), "voided");
+    const voided = (await store.getIntent("pi_1"))!;
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: voided.version,
+        at: 1,
+      }),
+      (error) =>
+        error instanceof ConflictError && error.refused &&
+        /nothing may be broadcast without reserved funds/.test(error.message),
+    );
+    assert.deepEqual(await store.getIntent("pi_1"), voided);
   });
 
   test("answers a write on a stale version as a lost race (refused: false), even one the rules would refuse on what the writer read", async (store) => {
@@ -763,12 +866,55 @@ export function storeContract(
         at: 1,
         ledger: "capture",
       }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     assert.deepEqual([
       (await store.getIntent("pi_4"))?.state,
       (await store.getIntent("pi_4"))?.hold,
     ], ["settling", "voided"]);
+  });
+
+  test("takes a ledger change that rides in a move by the direct change's rules: no capture of a settling hold without a sent tx or with a send in flight, and no failure behind a capture", async (store) => {
+    const capture = async (fields: Partial<NewIntent>, why: string) => {
+      const id = `pi_${why.length}_${Object.keys(fields).length}`;
+      const intent = await store.createIntent({
+        id,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        ...fields,
+      });
+      await assert.rejects(
+        store.transition(id, {
+          from: "settling",
+          to: "settled",
+          version: intent.version,
+          at: 1,
+          ledger: "capture",
+        }),
+        (error) => error instanceof ConflictError && error.refused,
+        why,
+      );
+      assert.deepEqual(await store.getIntent(id), intent, why);
+    };
+    await capture({ lastBroadcast: NOT_SENT }, "every send stayed home");
+    await capture({ lastBroadcast: SENT, broadcasting: 2 }, "a send in flight");
+    // The money moved: the payment cannot fail, by rule.
+    const captured = await store.createIntent({
+      id: "pi_c",
+      state: "needs_review",
+      hold: "captured",
+    });
+    await assert.rejects(
+      store.transition("pi_c", {
+        from: "needs_review",
+        to: "failed",
+        version: captured.version,
+        at: 1,
+      }),
+      /as its hold is captured/,
+    );
+    assert.deepEqual(await store.getIntent("pi_c"), captured);
   });
 
   test("records and voids a hold idempotently when two callers do it at once", async (store) => {
@@ -909,7 +1055,7 @@ export function storeContract(
       store.captureHold("pi_1"),
       /Cannot capture the hold of pi_1 as it is voided/,
     );
-    await assert.rejects(store.recordHold("pi_1"), ConflictError);
+    await assert.rejects(store.recordHold("pi_1"), instanceOf(ConflictError));
 
     await store.createIntent({
       id: "pi_2",
@@ -933,7 +1079,10 @@ export function storeContract(
       store.recordHold("pi_4"),
       /holds are recorded before authorization/,
     );
-    await assert.rejects(store.voidHold("pi_missing"), ConflictError);
+    await assert.rejects(
+      store.voidHold("pi_missing"),
+      instanceOf(ConflictError),
+    );
   });
 
   test("creates an intent that may have sent unless told otherwise: with a tx hash on record, or settling with no broadcast on record (a crash may have hidden one)", async (store) => {
@@ -1028,7 +1177,7 @@ export function storeContract(
         txHash: "0x1",
         at: 7,
       }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     // A write-ahead over an unrecorded one: the earlier send may have left.
     const i3 = await store.beginBroadcast("pi_1", i2.version, 8);
@@ -1039,6 +1188,37 @@ export function storeContract(
       at: 10,
     });
     assert.equal(i5.mayHaveSent, true, "a later not-sent does not unsend");
+    // An unknown outcome may have left too, and a later not-sent does not
+    // unsend it: the payment can no longer fail.
+    const u0 = await store.createIntent({
+      id: "pi_u",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      mayHaveSent: false,
+    });
+    let u = await store.recordBroadcast("pi_u", u0.version, {
+      outcome: "unknown",
+      error: "timeout",
+      at: 1,
+    });
+    assert.equal(u.mayHaveSent, true, "an unknown outcome may have left");
+    u = await store.beginBroadcast("pi_u", u.version, 2);
+    u = await store.recordBroadcast("pi_u", u.version, {
+      outcome: "not_sent",
+      at: 3,
+    });
+    assert.equal(u.mayHaveSent, true, "a not-sent after an unknown");
+    await assert.rejects(
+      store.transition("pi_u", {
+        from: "settling",
+        to: "failed",
+        version: u.version,
+        at: 4,
+        ledger: "void",
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
 
     const j0 = await store.createIntent({
       id: "pi_2",
@@ -1273,6 +1453,39 @@ export function storeContract(
       (error) => error instanceof ConflictError && error.refused,
     );
     assert.equal((await store.getIntent("pi_1"))?.version, moved.version);
+    // Nothing written means no lease taken and no replay record used: the
+    // job published since, delivered now, writes ahead at once, and the
+    // late copy's signature is still unclaimed.
+    const j = await store.createIntent({
+      id: "pi_2",
+      state: "authorized",
+      hold: "pending",
+    });
+    const m4 = "gaveup/qstash/message/m4";
+    await store.admit({ count: m4, now: 2000, ttlMs: 1000 });
+    const late = { key: "sig-late", now: 2000, expiresAt: 3000 };
+    const ahead = { from: "authorized", to: "settling", at: 2000 } as const;
+    await assert.rejects(
+      store.transition("pi_2", { ...ahead, version: j.version }, {
+        lease: { owner: "late", ttlMs: 1000, now: 2000, keep: true },
+        claim: late,
+        unlessCounted: [m4],
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    // Without a lease (admin), a mark on record refuses the write too.
+    await assert.rejects(
+      store.transition("pi_2", { ...ahead, version: j.version }, {
+        unlessCounted: [m4],
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    assert.equal(await store.admit({ claim: late, now: 2000 }), null);
+    const published = await store.transition("pi_2", {
+      ...ahead,
+      version: j.version,
+    }, { lease: { owner: "d2", ttlMs: 1000, now: 2000, keep: true } });
+    assert.equal(published.state, "settling");
   });
 
   test("refuses a replayed claim until it expires, in admit and in every write", async (store) => {
@@ -1280,7 +1493,7 @@ export function storeContract(
     assert.equal(await store.admit({ claim, now: 0 }), null);
     await assert.rejects(
       store.admit({ claim: { ...claim, now: 999 }, now: 999 }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     // A refused admission counts nothing.
     await assert.rejects(
@@ -1289,7 +1502,7 @@ export function storeContract(
         claim: { ...claim, now: 1 },
         now: 1,
       }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     assert.equal(await store.deliveries("pi_1/settle"), 0);
     // Expired: the key may be claimed again (its signature is refused by age by then).
@@ -1310,13 +1523,13 @@ export function storeContract(
     await store.admit({ claim: used, now: 0 });
     await assert.rejects(
       store.beginBroadcast("pi_1", i.version, 1, { claim: used }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     await assert.rejects(
       store.recordBroadcast("pi_1", i.version, { outcome: "unknown", at: 1 }, {
         claim: used,
       }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     await assert.rejects(
       store.transition("pi_1", {
@@ -1325,11 +1538,11 @@ export function storeContract(
         version: i.version,
         at: 1,
       }, { claim: used }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     await assert.rejects(
       store.putDeadLetter(deadLetter("pi_1/settle", 1), { claim: used }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     assert.deepEqual(await store.getIntent("pi_1"), i, "nothing written");
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
@@ -1337,17 +1550,23 @@ export function storeContract(
     const fresh = { key: "sig-3", now: 0, expiresAt: 1000 };
     await assert.rejects(
       store.beginBroadcast("pi_1", "stale", 1, { claim: fresh }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     const begun = await store.beginBroadcast("pi_1", i.version, 1, {
       claim: fresh,
     });
     assert.equal(begun.broadcasting, 1);
-    await assert.rejects(store.admit({ claim: fresh, now: 2 }), ReplayError);
+    await assert.rejects(
+      store.admit({ claim: fresh, now: 2 }),
+      instanceOf(ReplayError),
+    );
     // A dead letter kept with a claim uses it up too.
     const kept = { key: "sig-4", now: 0, expiresAt: 1000 };
     await store.putDeadLetter(deadLetter("pi_2/settle", 1), { claim: kept });
-    await assert.rejects(store.admit({ claim: kept, now: 2 }), ReplayError);
+    await assert.rejects(
+      store.admit({ claim: kept, now: 2 }),
+      instanceOf(ReplayError),
+    );
     // A write refused for its replayed claim takes no lease either.
     await assert.rejects(
       store.recordBroadcast("pi_1", begun.version, {
@@ -1357,7 +1576,7 @@ export function storeContract(
         claim: used,
         lease: { owner: "a", ttlMs: 60_000, now: 2, keep: true },
       }),
-      ReplayError,
+      instanceOf(ReplayError),
     );
     const other = await store.recordBroadcast("pi_1", begun.version, {
       outcome: "unknown",
@@ -1382,7 +1601,7 @@ export function storeContract(
       store.recordBroadcast("pi_1", ahead.version, sent, {
         lease: { owner: "b", ttlMs: 1000, now: 999 },
       }),
-      BusyError,
+      instanceOf(BusyError),
     );
     // Per intent: another intent's writes are free.
     const other = await store.createIntent({
@@ -1407,7 +1626,7 @@ export function storeContract(
       store.recordBroadcast("pi_1", b1.version, sent, {
         lease: { owner: "c", ttlMs: 1000, now: 1599 },
       }),
-      BusyError,
+      instanceOf(BusyError),
     );
     const c1 = await store.recordBroadcast("pi_1", b1.version, sent, {
       lease: { owner: "c", ttlMs: 1000, now: 1600, keep: true },
@@ -1420,7 +1639,7 @@ export function storeContract(
         version: c1.version,
         at: 1700,
       }, { lease: { owner: "b", ttlMs: 1000, now: 1700 } }),
-      BusyError,
+      instanceOf(BusyError),
     );
     // A write without a lease (admin) ignores leases.
     const reviewed = await store.transition("pi_1", {
@@ -1564,8 +1783,14 @@ export function storeContract(
       hold: "pending",
     });
     assert.equal(await store.captureHold("pi_e"), "captured");
-    await assert.rejects(store.captureHold("pi_missing"), ConflictError);
-    await assert.rejects(store.voidHold("pi_missing"), ConflictError);
+    await assert.rejects(
+      store.captureHold("pi_missing"),
+      instanceOf(ConflictError),
+    );
+    await assert.rejects(
+      store.voidHold("pi_missing"),
+      instanceOf(ConflictError),
+    );
     // Idempotent where the ledger already says so.
     assert.equal(await store.captureHold("pi_e"), "captured");
     assert.equal(await store.voidHold("pi_a"), "voided");
@@ -1757,8 +1982,21 @@ export function storeContract(
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
     assert.equal(await store.deliveries("pi_1/settle"), 1, "count kept");
     assert.equal(await store.admit({ claim, now: 0 }), null, "claim not used");
+    // Nor with a lease, which it takes only if the letter is kept.
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 2), {
+        intentVersion: read.version,
+        lease: { owner: "give-up", ttlMs: 1000, now: 0, keep: true },
+      }),
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    // No lease taken: the delivery that moved it writes on at once.
+    const moved = (await store.getIntent("pi_1"))!;
+    const now = await store.beginBroadcast("pi_1", moved.version, 1, {
+      lease: { owner: "delivery", ttlMs: 1000, now: 1 },
+    });
     // At the version read now, it is kept.
-    const now = (await store.getIntent("pi_1"))!;
     await store.putDeadLetter(deadLetter("pi_1/settle", 3), {
       intentVersion: now.version,
     });
@@ -1810,7 +2048,7 @@ export function storeContract(
         intentVersion: settling.version,
         lease: { owner: "give-up-2", ttlMs: 1000, now: 1020, keep: true },
       }),
-      BusyError,
+      instanceOf(BusyError),
     );
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
     // A lease needs the version read, and an intent that exists.
@@ -1825,7 +2063,7 @@ export function storeContract(
         intentVersion: settling.version,
         lease: { owner: "give-up", ttlMs: 1000, now: 5, keep: true },
       }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     assert.equal(await store.getDeadLetter("pi_9/settle"), null);
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
@@ -1853,7 +2091,9 @@ export function storeContract(
     });
     const { version: _, ...kept } = (await store.getDeadLetter("pi_1/settle"))!;
     assert.deepEqual(kept, letter);
-    // A refused move keeps no dead letter.
+    // A refused move keeps no dead letter, and resets no count.
+    await store.admit({ count: "pi_2/settle", now: 0 });
+    await store.admit({ count: "pubsub/m-2", now: 0 });
     const j = await store.createIntent({
       id: "pi_2",
       state: "settling",
@@ -1867,10 +2107,14 @@ export function storeContract(
         version: j.version,
         at: 9,
         deadLetter: deadLetter("pi_2/settle", 9),
-      }),
-      ConflictError,
+      }, { resetCount: "pubsub/m-2" }),
+      instanceOf(ConflictError),
     );
     assert.equal(await store.getDeadLetter("pi_2/settle"), null);
+    assert.deepEqual([
+      await store.deliveries("pi_2/settle"),
+      await store.deliveries("pubsub/m-2"),
+    ], [1, 1]);
   });
 
   test("a dead letter resets its job's delivery count in the same write, alone or with a poison move; other jobs keep theirs", async (store) => {
@@ -1922,7 +2166,7 @@ export function storeContract(
     );
     await assert.rejects(
       store.redrive("pi_1/settle", read.version),
-      ConflictError,
+      instanceOf(ConflictError),
       "gone",
     );
     // A letter replaced since it was read is not the one to remove.
@@ -1930,7 +2174,7 @@ export function storeContract(
     await store.putDeadLetter(deadLetter("pi_2/settle", 3));
     await assert.rejects(
       store.redrive("pi_2/settle", old.version),
-      ConflictError,
+      instanceOf(ConflictError),
     );
     assert.equal((await store.getDeadLetter("pi_2/settle"))?.poisonedAt, 3);
   });
@@ -1951,7 +2195,7 @@ export function storeContract(
     assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 3);
     await assert.rejects(
       store.redrive("pi_1/settle", read.version, { keepCount: true }),
-      ConflictError,
+      instanceOf(ConflictError),
     );
   });
 

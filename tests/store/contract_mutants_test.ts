@@ -1,0 +1,205 @@
+/**
+ * The store contract catches a store that breaks one rule the relayer
+ * relies on: each mutant below is `MemoryStore` with one rule broken (its
+ * source edited in a copy), and the contract must fail on it. And it
+ * passes a store whose errors come from another copy of the package, as
+ * the relayer accepts them.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  BusyError,
+  ConflictError,
+  MemoryStore,
+  ReplayError,
+  type Store,
+} from "../../mod.ts";
+import { type RegisterTest, storeContract } from "./_contract.ts";
+
+/** Runs the contract on `make`'s stores; returns the names of the tests that fail. */
+async function failing(make: () => Store): Promise<string[]> {
+  const tests: { name: string; fn: Parameters<RegisterTest>[1] }[] = [];
+  storeContract(
+    "S",
+    () => Promise.resolve({ store: make(), close: () => {} }),
+    {
+      test: ({ name, ignore }, fn) => void (ignore || tests.push({ name, fn })),
+    },
+  );
+  const failed: string[] = [];
+  for (const { name, fn } of tests) {
+    await fn({ step: async (_, step) => await step() }).catch(() =>
+      failed.push(name)
+    );
+  }
+  return failed;
+}
+
+/** One rule broken: `find` in `store/<file>` replaced by `replace`. */
+interface Mutant {
+  readonly file: "_rules.ts" | "memory.ts";
+  readonly find: string;
+  readonly replace: string;
+}
+
+// Each of these passed the contract once, and breaks a rule the relayer
+// relies on (see docs/stores.md, "What every store refuses").
+const MUTANTS: Record<string, Mutant> = {
+  "voids a hold while a send is in flight (only mayHaveSent counted)": {
+    file: "_rules.ts",
+    find:
+      "return intent.mayHaveSent !== false || intent.broadcasting !== null;",
+    replace: "return intent.mayHaveSent !== false;",
+  },
+  "fails a settling intent while a send is in flight": {
+    file: "_rules.ts",
+    find:
+      '(mayHaveMoved(current) || current.lastBroadcast?.outcome !== "not_sent")',
+    replace:
+      '(current.mayHaveSent || current.lastBroadcast?.outcome !== "not_sent")',
+  },
+  "moves to settling behind a voided hold (I6)": {
+    file: "_rules.ts",
+    find: 'if (change.to === "settling" && hold !== "pending") {',
+    replace: "if (false) {",
+  },
+  "captures in a move by the ledger only, not the state's rules": {
+    file: "_rules.ts",
+    find: ": heldBy(current, change.ledger);",
+    replace: ": nextHold(current, change.ledger);",
+  },
+  "fails an intent whose hold is captured": {
+    file: "_rules.ts",
+    find:
+      'if (change.to === "failed" && (hold === "pending" || hold === "captured")) {',
+    replace: 'if (change.to === "failed" && hold === "pending") {',
+  },
+  "records an unknown outcome as one that cannot have left": {
+    file: "_rules.ts",
+    find:
+      'mayHaveSent: current.mayHaveSent || broadcast.outcome !== "not_sent",',
+    replace:
+      'mayHaveSent: current.mayHaveSent || broadcast.outcome === "sent",',
+  },
+  "marks an I6 refusal as a race": {
+    file: "_rules.ts",
+    find:
+      "// I6: nothing is broadcast without reserved funds.\n    throw refusal(",
+    replace: "throw new ConflictError(",
+  },
+  "marks a move from the wrong state as a race": {
+    file: "_rules.ts",
+    find: "if (current.state !== change.from) {\n    throw refusal(",
+    replace:
+      "if (current.state !== change.from) {\n    throw new ConflictError(",
+  },
+  "checks unlessCounted only with a lease": {
+    file: "memory.ts",
+    find: "for (const key of uncountedKeys(options)) {",
+    replace: "if (options.lease) for (const key of uncountedKeys(options)) {",
+  },
+  "uses the claim of a write a give-up mark refuses": {
+    file: "memory.ts",
+    find: "for (const key of uncountedKeys(options)) {",
+    replace:
+      "if (options.claim) this.#claim(options.claim);\n    for (const key of uncountedKeys(options)) {",
+  },
+  "takes the lease of a write a give-up mark refuses": {
+    file: "memory.ts",
+    find: "for (const key of uncountedKeys(options)) {",
+    replace:
+      "this.#setLease(id, lease);\n    for (const key of uncountedKeys(options)) {",
+  },
+  "resets counts for a poison move it refuses": {
+    file: "memory.ts",
+    find: "const next = update(this.#expect(id, version));",
+    replace:
+      "if (deadLetter) this.#counts.delete(deadLetter.jobId);\n    const next = update(this.#expect(id, version));",
+  },
+  "takes the lease of a dead letter it refuses for its version": {
+    file: "memory.ts",
+    find:
+      "if (options.intentVersion !== undefined) {\n        this.#expect(id, options.intentVersion);",
+    replace:
+      "if (options.lease) this.#setLease(id, leaseAfter(id, this.#leases.get(id) ?? null, options.lease));\n      if (options.intentVersion !== undefined) {\n        this.#expect(id, options.intentVersion);",
+  },
+};
+
+/** `MemoryStore` with `mutant` applied, from a copy of `store/` in `dir`. */
+async function mutated(dir: string, mutant: Mutant): Promise<() => Store> {
+  const store = new URL("../../store/", import.meta.url);
+  for (const file of ["memory.ts", "_rules.ts", "_sweep.ts", "store.ts"]) {
+    let text = await Deno.readTextFile(new URL(file, store));
+    if (file === mutant.file) {
+      assert.ok(
+        text.includes(mutant.find),
+        `the mutant no longer applies to store/${file}: update its 'find'`,
+      );
+      text = text.replace(mutant.find, mutant.replace);
+    }
+    // Everything else from the real store/: the same errors and table.
+    text = text.replaceAll(
+      /from "\.\/((?:busy|conflict|replay)_error|transitions)\.ts"/g,
+      (_, name) => `from "${new URL(`${name}.ts`, store).href}"`,
+    );
+    await Deno.writeTextFile(`${dir}/${file}`, text);
+  }
+  const module = await import(`file://${dir}/memory.ts`);
+  return () => new module.MemoryStore() as Store;
+}
+
+Deno.test("the store contract fails a MemoryStore that breaks any one rule the relayer relies on", async (t) => {
+  assert.deepEqual(await failing(() => new MemoryStore()), []);
+  for (const [name, mutant] of Object.entries(MUTANTS)) {
+    await t.step(name, async () => {
+      const dir = await Deno.makeTempDir({ prefix: "contract_mutant_" });
+      try {
+        const failed = await failing(await mutated(dir, mutant));
+        assert.ok(
+          failed.length > 0,
+          `the contract passes a store that ${name}`,
+        );
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    });
+  }
+});
+
+Deno.test("the store contract passes a store whose errors come from another copy of the package", async () => {
+  const other = {
+    BusyError: (await import("../../store/busy_error.ts?another-copy"))
+      .BusyError as typeof BusyError,
+    ConflictError: (await import("../../store/conflict_error.ts?another-copy"))
+      .ConflictError as typeof ConflictError,
+    ReplayError: (await import("../../store/replay_error.ts?another-copy"))
+      .ReplayError as typeof ReplayError,
+  };
+  // Each error MemoryStore throws, thrown again as the other copy's.
+  const translate = (error: unknown): never => {
+    if (error instanceof ConflictError) {
+      throw new other.ConflictError(error.message, { refused: error.refused });
+    }
+    if (error instanceof BusyError) throw new other.BusyError(error.message);
+    if (error instanceof ReplayError) {
+      throw new other.ReplayError(error.message);
+    }
+    throw error;
+  };
+  const make = (): Store => {
+    const inner = new MemoryStore();
+    return new Proxy(inner, {
+      get: (target, key) => {
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function"
+          ? (...args: unknown[]) =>
+            (value as (...a: unknown[]) => Promise<unknown>)
+              .apply(target, args).catch(translate)
+          : value;
+      },
+    });
+  };
+  assert.deepEqual(await failing(make), []);
+});
