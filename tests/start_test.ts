@@ -171,6 +171,36 @@ Deno.test(
   }),
 );
 
+Deno.test(
+  "main.ts on Deno Deploy refuses in one line to start without a Deno KV database attached to the app, rather than serve on a store of each isolate's own",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const free = port();
+    // What Deploy sets when no database is assigned: no DENO_KV_DEFAULT_PATH.
+    const service = start({ DENO_DEPLOYMENT_ID: "test-deployment" }, {
+      ...free,
+      writeDir: dir,
+    });
+    try {
+      const outcome = await Promise.race([
+        service.ended(),
+        healthy(`http://127.0.0.1:${free.port}`).then(() => "served" as const),
+      ]);
+      assert.notEqual(outcome, "served", "it served on an isolate's own KV");
+      const { code, stderr } = outcome as { code: number; stderr: string };
+      assert.equal(code, 1);
+      assertOneLine(
+        stderr,
+        /^relayer: cannot start: No Deno KV database is attached to this app on Deno Deploy: .*Provision Database \(Deno KV\), then Assign it to this app, and redeploy/,
+      );
+    } finally {
+      service.kill();
+      await service.ended().catch(() => {});
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
 const STORES = [
   {
     name: "KvStore",

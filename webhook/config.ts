@@ -19,6 +19,7 @@
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
+ * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL`, `KV_PATH` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy) |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
@@ -619,6 +620,20 @@ function integer(
 }
 
 /**
+ * Whether Deno Deploy attached a Deno KV database to this app. Deploy names
+ * it in `DENO_KV_DEFAULT_PATH` (after `DENO_KV_PATH_PREFIX`), which
+ * `Deno.openKv()` opens when given no path; anything but an http(s) URL
+ * there is a store of the isolate's own, in memory or in a file. The same
+ * test as Deno's own `DENO_KV_REQUIRES_DISTRIBUTED_DATABASE` check.
+ */
+function deployKvAttached(env: Record<string, string | undefined>): boolean {
+  const path = env.DENO_KV_DEFAULT_PATH;
+  if (path === undefined || path === "") return false;
+  const full = `${env.DENO_KV_PATH_PREFIX ?? ""}${path}`;
+  return full.startsWith("https://") || full.startsWith("http://");
+}
+
+/**
  * Reads and checks the service's settings. Refuses a policy whose rescue
  * window (the guaranteed time from a job's first delivery to its last) is
  * shorter than `STUCK_AFTER`: a settling payment would be poisoned before
@@ -937,6 +952,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(
       "KV_QUEUE",
       "KV_QUEUE is refused with DATABASE_URL: the local queue enqueues in the same commit as the store's writes, and those are in PostgreSQL; use QStash or POST /v1/deliveries",
+    );
+  }
+  if ("platform" in kv && database === undefined && !deployKvAttached(env)) {
+    // Deno.openKv() would not fail: it would open a store of this isolate's
+    // own, and every lease, write-ahead record and replay record with it.
+    throw new ConfigError(
+      "DENO_KV_DEFAULT_PATH",
+      "No Deno KV database is attached to this app on Deno Deploy: Deno.openKv() would open an in-memory store of each isolate's own, which loses the relayer's state on every restart and is not shared between instances, so two of them could send one payment. In the Deno Deploy dashboard, Databases: Provision Database (Deno KV), then Assign it to this app, and redeploy; or keep the state in PostgreSQL with DATABASE_URL",
     );
   }
   if (kvQueue && policy.capMs > MAX_KV_DELAY_MS) {

@@ -233,7 +233,12 @@ Deno.test("WEBHOOK_SECRET_NEXT: during a rotation the generic route takes a deli
 });
 
 Deno.test("loadConfig() picks Deno Deploy's KV there, and a KV Connect URL when given", () => {
-  assert.deepEqual(loadConfig({ ...base, DENO_DEPLOYMENT_ID: "abc" }).kv, {
+  // Deploy names the database it attached in DENO_KV_DEFAULT_PATH.
+  const attached = {
+    DENO_DEPLOYMENT_ID: "abc",
+    DENO_KV_DEFAULT_PATH: "https://api.deno.com/v2/databases/0123/connect",
+  };
+  assert.deepEqual(loadConfig({ ...base, ...attached }).kv, {
     platform: true,
   });
   assert.deepEqual(
@@ -457,7 +462,7 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     /PUBSUB_MIN_BACKOFF \(10s\) must be at most PUBSUB_MAX_BACKOFF \(5s\)/,
   );
   refused(
-    { ...base, DENO_DEPLOYMENT_ID: "x", KV_QUEUE: "1" },
+    { ...base, DENO_DEPLOYMENT_ID: "x", KV_QUEUE: "1", KV_PATH: "./kv" },
     "KV_QUEUE",
     /Deno Deploy/,
   );
@@ -468,7 +473,12 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     /KV_QUEUE is refused with KV_URL: a Deno KV reached over KV Connect runs no queue/,
   );
   refused(
-    { ...base, DENO_DEPLOYMENT_ID: "x", RELAYER_INSECURE_DEV: "1" },
+    {
+      ...base,
+      DENO_DEPLOYMENT_ID: "x",
+      DENO_KV_DEFAULT_PATH: "https://kv.test/db",
+      RELAYER_INSECURE_DEV: "1",
+    },
     "RELAYER_INSECURE_DEV",
     /refused/,
   );
@@ -1028,4 +1038,53 @@ Deno.test("loadConfig() reads CLOCK_SKEW (default 5s, 0 for one machine's clock)
     "CLOCK_SKEW",
     /^CLOCK_SKEW must be at most 10m0s, the grace a replay record keeps after it expires .*: current value is 30m0s\. Synchronise the instances' clocks \(NTP\) instead$/,
   );
+});
+
+Deno.test("loadConfig() on Deno Deploy refuses to start without a Deno KV database attached to the app: Deno.openKv() would fall back to a store of each isolate's own", () => {
+  const deploy = { ...base, DENO_DEPLOYMENT_ID: "abc" };
+  const notAttached =
+    /^No Deno KV database is attached to this app on Deno Deploy: .*in-memory store of each isolate's own.*Provision Database.*Assign.*redeploy.*DATABASE_URL/;
+  refused(deploy, "DENO_KV_DEFAULT_PATH", notAttached);
+  refused(
+    { ...deploy, DENO_KV_DEFAULT_PATH: "" },
+    "DENO_KV_DEFAULT_PATH",
+    notAttached,
+  );
+  // A file, or memory, is the isolate's own too: what Deno itself checks.
+  for (const path of ["/tmp/kv.sqlite3", ":memory:", "default"]) {
+    refused(
+      { ...deploy, DENO_KV_DEFAULT_PATH: path },
+      "DENO_KV_DEFAULT_PATH",
+      notAttached,
+    );
+  }
+  refused(
+    { ...deploy, DENO_KV_PATH_PREFIX: "https://kv.test/databases/" },
+    "DENO_KV_DEFAULT_PATH",
+    notAttached,
+  );
+  // Attached: an http(s) database, written whole or after Deno's prefix.
+  for (
+    const env of [
+      { DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect" },
+      { DENO_KV_DEFAULT_PATH: "http://127.0.0.1:4512/kv" },
+      {
+        DENO_KV_PATH_PREFIX: "https://kv.test/databases/",
+        DENO_KV_DEFAULT_PATH: "0123/connect",
+      },
+    ]
+  ) {
+    assert.deepEqual(loadConfig({ ...deploy, ...env }).kv, { platform: true });
+  }
+  // Another store, named by the operator, needs no attached database.
+  assert.deepEqual(
+    loadConfig({ ...deploy, KV_URL: "https://kv.test/db" }).kv,
+    { url: "https://kv.test/db" },
+  );
+  assert.ok(
+    loadConfig({ ...deploy, DATABASE_URL: "postgres://u:p@db.test/relayer" })
+      .database,
+  );
+  // Not on Deploy: the local file, whatever DENO_KV_DEFAULT_PATH says.
+  assert.deepEqual(loadConfig(base).kv, { path: "./data/relayer.kv" });
 });
