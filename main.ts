@@ -199,27 +199,47 @@ export function withoutToken(kv: Deno.Kv, token: string): KvLike {
   };
 }
 
+/**
+ * Why a KV Connect database could not be opened, in one line of at most
+ * 300 characters. Deno's error quotes the metadata endpoint's answer, which
+ * may echo the Authorization header: the access token is replaced.
+ */
+function remoteKvRefusal(error: unknown): string {
+  const token = Deno.env.get("DENO_KV_ACCESS_TOKEN");
+  const message = error instanceof Error ? error.message : String(error);
+  // Masked before white space is collapsed: a token may hold a run of it.
+  const text = (token ? maskToken(message, token) : message)
+    .replace(/\s+/g, " ");
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}
+
 async function openKv(config: Config): Promise<Deno.Kv> {
   if ("url" in config.kv) {
     try {
       return await Deno.openKv(config.kv.url);
     } catch (error) {
-      // Deno's error quotes the metadata endpoint's answer, which may echo
-      // the Authorization header: the access token is replaced.
-      const token = Deno.env.get("DENO_KV_ACCESS_TOKEN");
-      const message = error instanceof Error ? error.message : String(error);
-      // Masked before white space is collapsed: a token may hold a run of it.
-      const text = (token ? maskToken(message, token) : message)
-        .replace(/\s+/g, " ");
       throw new ConfigError(
         "KV_URL",
         `KV_URL: cannot open the KV Connect database (${
-          text.length > 300 ? `${text.slice(0, 300)}…` : text
+          remoteKvRefusal(error)
         }): check KV_URL and DENO_KV_ACCESS_TOKEN.`,
       );
     }
   }
-  if ("platform" in config.kv) return await Deno.openKv();
+  if ("platform" in config.kv) {
+    // The database Deno Deploy attached (loadConfig checked there is one),
+    // reached over KV Connect with the token Deploy set.
+    try {
+      return await Deno.openKv();
+    } catch (error) {
+      throw new ConfigError(
+        "DENO_KV_DEFAULT_PATH",
+        `Deno Deploy KV: cannot open the Deno KV database attached to this app (${
+          remoteKvRefusal(error)
+        }): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected (Fix retries a failed one), then redeploy.`,
+      );
+    }
+  }
   const { path } = config.kv;
   const dir = path.replace(/[^/]*$/, "");
   try {

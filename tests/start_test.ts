@@ -201,6 +201,44 @@ Deno.test(
   }),
 );
 
+Deno.test(
+  "main.ts on Deno Deploy refuses the attached KV database it cannot open in one line, without the access token an answer echoed",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const token = "DEPLOYTOK/0123  456789abcdef";
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      (req) =>
+        new Response(
+          `unauthorized: you sent ${req.headers.get("authorization")}`,
+          { status: 401 },
+        ),
+    );
+    try {
+      // As Deploy attaches a database: its URL and token, set by Deploy.
+      const service = start({
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: token,
+      }, { ...port(), writeDir: dir });
+      try {
+        const { code, stderr } = await service.ended();
+        assert.equal(code, 1);
+        assertOneLine(
+          stderr,
+          /^relayer: cannot start: Deno Deploy KV: cannot open the Deno KV database attached to this app \(.*401.*\): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected/,
+        );
+        assert.ok(!stderr.includes("456789abcdef"), stderr);
+      } finally {
+        service.kill();
+      }
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
 const STORES = [
   {
     name: "KvStore",
