@@ -53,9 +53,24 @@
  *   run); the summary says how long each took, and what the service answered
  *   meanwhile. Every delivery must be answered within 30 s, and anything but
  *   a 200 or a 503 is a violation.
+ * - **Two queues**: half the publications go through QStash's routes
+ *   (`/v1/qstash` with `Upstash-Message-Id` and `Upstash-Retried`, the
+ *   give-up as its failure callback on `/v1/qstash/failed`, each signed as
+ *   QStash signs), the rest through the generic route. After an acked
+ *   QStash give-up (always one that dropped the job of an authorized
+ *   intent) a late copy of its message comes, mostly past the give-up's
+ *   lease: only the message's marks keep it from sending.
+ * - **Replays**: about one answered request in 25 is sent again byte for
+ *   byte, and must be answered 401.
+ * - **An operator** resolves payments in review through
+ *   `POST /v1/intents/:id/resolve`: settled once the signer confirmed one
+ *   of its txs, failed when nothing may have left or a tx is on record
+ *   (then the route must refuse a pending one with 409).
  * - **The kills** come after a seeded number of answers since the last
- *   start, plus a seeded few milliseconds so they land mid-request; after
- *   the last one the run goes on, without kills, until every job has ended.
+ *   start, plus a seeded few milliseconds so they land mid-request (every
+ *   other one waits up to 300 ms for a give-up or a late copy in flight);
+ *   after the last one the run goes on, without kills, until every job has
+ *   ended.
  *
  * The checks, with what is actually guaranteed:
  * - I1: no intent is `failed` unless its last broadcast is `not_sent` and
@@ -77,6 +92,9 @@
  *   intent exists; its resolution is one of the specification's texts and
  *   agrees with the intent's final state; `declared` only where the signer
  *   declared poison. Every job that answered poison has one.
+ * - Quiet after a give-up: no `/send` arrives once the queue's give-up was
+ *   acked until the job is published again, and no late copy answers that
+ *   it sent.
  * - Nothing stuck: every job ends. Once it has, its intent is not
  *   `settling` (an ack means done, seen settled, failed or in review, or a
  *   poison whose resolution left `settling` in the same commit as its dead
@@ -250,6 +268,48 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+const encoder = new TextEncoder();
+
+/** Base64url without padding, of bytes or a string's UTF-8. */
+function base64url(bytes: Uint8Array | string): string {
+  const raw = typeof bytes === "string" ? encoder.encode(bytes) : bytes;
+  return btoa(String.fromCharCode(...raw)).replaceAll("+", "-")
+    .replaceAll("/", "_").replace(/=+$/, "");
+}
+
+/**
+ * An `Upstash-Signature` as QStash makes it for `url`: HS256 over `iss`
+ * "Upstash", `sub` the URL, a fresh `jti` and the body's SHA-256.
+ */
+async function signQStash(
+  key: CryptoKey,
+  url: string,
+  body: string,
+): Promise<string> {
+  const nowS = Math.floor(Date.now() / 1000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", encoder.encode(body)),
+  );
+  const claims = {
+    iss: "Upstash",
+    sub: url,
+    iat: nowS,
+    nbf: nowS,
+    exp: nowS + 300,
+    jti: `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
+    // QStash pads this one claim.
+    body: btoa(String.fromCharCode(...hash)).replaceAll("+", "-")
+      .replaceAll("/", "_"),
+  };
+  const input = `${base64url(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${
+    base64url(JSON.stringify(claims))
+  }`;
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, encoder.encode(input)),
+  );
+  return `${input}.${base64url(mac)}`;
 }
 
 /** A counting semaphore. */
@@ -692,6 +752,17 @@ interface JobRecord {
   giveUpInFlight: boolean;
   /** The queue's id of the message of this generation (for its give-up). */
   messageId: string;
+  /**
+   * The queue this publication goes through: the generic route (a bridge,
+   * whose deliveries name no message) or QStash (each delivery carries its
+   * `Upstash-Message-Id`, and the give-up is QStash's failure callback).
+   */
+  lane: "generic" | "qstash";
+  /**
+   * From each acked give-up to the next publication (or the end): no
+   * `/send` may arrive for the intent then, whatever copies come late.
+   */
+  readonly quiet: { from: number; to: number }[];
 }
 
 /** What the run counted. */
@@ -709,6 +780,16 @@ interface Stats {
   giveUpRepeats: number;
   republished: number;
   heldUp: number;
+  /** QStash publications (the rest go through the generic route). */
+  qstashJobs: number;
+  /** Late copies of a message after its give-up was acked. */
+  lateCopies: number;
+  /** Signed requests sent again, byte for byte, after their answer. */
+  replays: number;
+  /** Operator resolutions of needs_review intents, by target. */
+  resolved: Map<string, number>;
+  /** Kills that landed while a give-up or a late copy was in flight. */
+  killsInGiveUp: number;
   /** The database faults, as they happened. */
   dbFaults: DbFaultRecord[];
   /** Delivery answers received, across every server. */
@@ -811,6 +892,8 @@ interface CheckInput {
   readonly observed: ReadonlyMap<string, State[]>;
   readonly stub: SignerStub;
   readonly kills: readonly KillWindow[];
+  /** The intents an operator resolved (or tried to), and to what. */
+  readonly resolvedBy: ReadonlyMap<string, State>;
 }
 
 interface CheckResult {
@@ -867,6 +950,12 @@ function check(input: CheckInput): CheckResult {
 
   for (const plan of input.plans) {
     const { id } = plan;
+    // The operator's move out of review, where it made one.
+    const operatorTo = input.resolvedBy.get(id);
+    const reaches = (from: State, to: State) =>
+      REACHABLE[from].includes(to) ||
+      (operatorTo !== undefined && REACHABLE[from].includes("needs_review") &&
+        REACHABLE[operatorTo].includes(to));
     const view = input.finals.get(id);
     const job = input.jobs.get(id)!;
     const sends = input.stub.sends.get(id) ?? [];
@@ -886,7 +975,7 @@ function check(input: CheckInput): CheckResult {
     for (let i = 1; i < seen.length; i++) {
       const from = seen[i - 1]!;
       const to = seen[i]!;
-      if (!REACHABLE[from].includes(to)) {
+      if (!reaches(from, to)) {
         flag(id, `I3: moved ${from} → ${to} (seen ${seen.join(" → ")})`);
         break;
       }
@@ -897,7 +986,11 @@ function check(input: CheckInput): CheckResult {
 
     // I1 and I2.
     if (intent.state === "failed") {
-      if (intent.lastBroadcast?.outcome !== "not_sent") {
+      // An operator fails a payment in review on the chain's word (here:
+      // the signer's, that nothing may have left), whatever the record says.
+      if (
+        operatorTo !== "failed" && intent.lastBroadcast?.outcome !== "not_sent"
+      ) {
         flag(
           id,
           `I1: failed with last broadcast ${
@@ -1020,9 +1113,7 @@ function check(input: CheckInput): CheckResult {
         if (!settledBy && !already) {
           flag(id, `its job ended done with reason ${JSON.stringify(reason)}`);
         } else if (
-          !REACHABLE[settledBy ? "settled" : already![1] as State].includes(
-            intent.state,
-          )
+          !reaches(settledBy ? "settled" : already![1] as State, intent.state)
         ) {
           flag(
             id,
@@ -1031,6 +1122,24 @@ function check(input: CheckInput): CheckResult {
             } but it is ${intent.state}`,
           );
         }
+      }
+    }
+
+    // Nothing sent once the queue's give-up was acked, until the job is
+    // published again: not by a delivery it left in flight, a late copy of
+    // its message, nor a repeat of the give-up.
+    for (const { from, to } of job.quiet) {
+      const late = sends.find((send) =>
+        send.arrivedAt > from && send.arrivedAt < to
+      );
+      if (late !== undefined) {
+        flag(
+          id,
+          `a /send arrived ${
+            Math.round(late.arrivedAt - from)
+          }ms after the queue's give-up was acked, with no job published since`,
+        );
+        break;
       }
     }
 
@@ -1076,7 +1185,12 @@ function check(input: CheckInput): CheckResult {
           JSON.stringify(letter.resolution)
         } is not the specification's`,
       );
-    } else if (!REACHABLE[after].includes(view.intent.state)) {
+    } else if (
+      !REACHABLE[after].includes(view.intent.state) &&
+      !(input.resolvedBy.get(id) !== undefined &&
+        REACHABLE[after].includes("needs_review") &&
+        input.resolvedBy.get(id) === view.intent.state)
+    ) {
       flag(
         id,
         `dead letter says ${
@@ -1143,6 +1257,19 @@ const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
 /** How many publications of a job have a queue that gives up (at a drawn count). */
 const GIVE_UP_RATE = 0.45;
+/** How many publications go through QStash's routes rather than the generic one. */
+const QSTASH_RATE = 0.5;
+/**
+ * How many acked QStash give-ups are followed by a late copy of their
+ * message (all that dropped the job of an authorized intent).
+ */
+const LATE_COPY_RATE = 0.5;
+/** How many QStash publications it gives up on with their first delivery in flight. */
+const QSTASH_EARLY_GIVE_UP = 0.25;
+/** How many answered requests are sent again byte for byte (a replay). */
+const REPLAY_RATE = 1 / 25;
+/** The base URL QStash signs (its `sub`); the service is reached on loopback. */
+const PUBLIC_URL = "https://relayer.crash.test";
 
 /**
  * Runs the crash test in a temp dir of its own (and, with `--store
@@ -1240,6 +1367,17 @@ async function runCrashTest(
   const secret = `crash-secret-${crypto.randomUUID()}`;
   const opsToken = `crash-ops-${crypto.randomUUID()}`;
   const sign = hmacSigner(secret);
+  const qstashSecret = `crash-qstash-${crypto.randomUUID()}`;
+  const qstashKey = await crypto.subtle.importKey(
+    "raw",
+    encoder.encode(qstashSecret),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  let operatorDone = false;
+  /** Give-ups and late copies in flight now (a kill may wait for one). */
+  let givingUpNow = 0;
 
   const stub = new SignerStub(stubRandom);
   const signer = Deno.serve(
@@ -1247,6 +1385,7 @@ async function runCrashTest(
     stub.handler,
   );
 
+  const signerBase = `http://127.0.0.1:${signer.addr.port}`;
   let failure: Error | null = null;
   const failed = deferred();
   const fail = (error: Error) => {
@@ -1264,6 +1403,9 @@ async function runCrashTest(
       ? { DATABASE_URL: databaseUrl }
       : { KV_PATH: `${dir}/relayer.kv` }),
     WEBHOOK_SECRET: secret,
+    QSTASH_CURRENT_SIGNING_KEY: qstashSecret,
+    QSTASH_NEXT_SIGNING_KEY: `${qstashSecret}-next`,
+    PUBLIC_URL,
     OPS_TOKEN: opsToken,
     MAX_DELIVERIES: String(policy.maxDeliveries),
     BASE: `${policy.baseMs}ms`,
@@ -1290,6 +1432,11 @@ async function runCrashTest(
     giveUpRepeats: 0,
     republished: 0,
     heldUp: 0,
+    qstashJobs: 0,
+    lateCopies: 0,
+    replays: 0,
+    resolved: new Map(),
+    killsInGiveUp: 0,
     answeredTotal: 0,
     dbFaults: [],
     slowestMs: 0,
@@ -1297,6 +1444,8 @@ async function runCrashTest(
   const jobs = new Map<string, JobRecord>();
   const observed = new Map<string, State[]>();
   const plans: { id: string; initial: State; behaviour: Behaviour }[] = [];
+  /** The intents an operator resolved (or tried to), and to what. */
+  const resolvedBy = new Map<string, "settled" | "failed">();
   let allEnded = false;
 
   const onSignal = () => {
@@ -1327,21 +1476,48 @@ async function runCrashTest(
   };
 
   /** One delivery of a job (one copy): an answer, or lost with the server. */
-  const post = async (body: string, signature: string): Promise<Attempt> => {
+  const post = async (
+    path: string,
+    body: string,
+    signed: Record<string, string>,
+  ): Promise<Attempt> => {
     stats.requests++;
     const base = server.base;
     const sentAt = now();
+    const headers = { "content-type": "application/json", ...signed };
     try {
-      const res = await fetch(`${base}/v1/deliveries`, {
+      const res = await fetch(`${base}${path}`, {
         method: "POST",
         body,
-        headers: {
-          "content-type": "application/json",
-          "x-signature": signature,
-        },
+        headers,
         signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
       });
       const text = await res.text();
+      if (queueRandom() < REPLAY_RATE) {
+        // The same signed request again (an attacker's, or a proxy's
+        // retry): refused with 401 once its first copy was answered, and
+        // it touches nothing (a replay that acted would show as a second
+        // delivery, a second send or a second resolution).
+        stats.replays++;
+        try {
+          const again = await fetch(`${base}${path}`, {
+            method: "POST",
+            body,
+            headers,
+            signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
+          });
+          const detail = await again.text();
+          if (again.status !== 401) {
+            unexpected.push(
+              `a replay of a signed ${path} request answered ${again.status} ${
+                detail.slice(0, 200)
+              }, not 401 (its first copy answered ${res.status})`,
+            );
+          }
+        } catch {
+          // the server died under the replay
+        }
+      }
       const answeredAt = now();
       stats.slowestMs = Math.max(stats.slowestMs, answeredAt - sentAt);
       if (base === server.base) server.answered++;
@@ -1464,11 +1640,72 @@ async function runCrashTest(
     return { delayMs, acked, lostCopy };
   };
 
-  /** `copies` requests at once, each signed afresh, once a server is up. */
-  const postCopies = (bodies: (copy: number) => string, copies: number) =>
-    Array.from({ length: copies }, (_, copy) => {
-      const body = bodies(copy);
-      return post(body, sign(body, Math.floor(Date.now() / 1000)));
+  /**
+   * `copies` requests at once, each signed afresh, of delivery `n` (or, with
+   * `gaveUp`, of the queue's give-up after delivery `n`), through the job's
+   * lane: the generic route, or QStash's routes with the message's id.
+   */
+  const postCopies = (
+    job: JobRecord,
+    n: number,
+    copies: number,
+    what: { gaveUp?: string; publication?: number },
+  ) =>
+    Array.from({ length: copies }, async (_, copy) => {
+      const payload = { intentId: job.intentId, kind: "settle" };
+      if (job.lane === "generic") {
+        const body = JSON.stringify(
+          what.gaveUp === undefined
+            ? {
+              job: payload,
+              delivery: n,
+              copy,
+              // A publication's delivery n is not an earlier one's: signed afresh.
+              publication: what.publication,
+            }
+            : {
+              job: payload,
+              gaveUp: { deliveries: n, messageId: what.gaveUp },
+              copy,
+              // A queue's repeat is a new request, signed afresh.
+              nonce: crypto.randomUUID(),
+            },
+        );
+        return await post("/v1/deliveries", body, {
+          "x-signature": sign(body, Math.floor(Date.now() / 1000)),
+        });
+      }
+      if (what.gaveUp === undefined) {
+        // QStash's delivery: the job as the body, its count in
+        // Upstash-Retried (from 0), its message id in a header the
+        // signature does not cover (a fresh jti keeps copies apart).
+        const body = JSON.stringify(payload);
+        return await post("/v1/qstash", body, {
+          "upstash-signature": await signQStash(
+            qstashKey,
+            `${PUBLIC_URL}/v1/qstash`,
+            body,
+          ),
+          "upstash-message-id": job.messageId,
+          "upstash-retried": String(n - 1),
+        });
+      }
+      // QStash's failure callback: the job base64 in sourceBody.
+      const body = JSON.stringify({
+        status: 500,
+        sourceMessageId: what.gaveUp,
+        sourceBody: btoa(JSON.stringify(payload)),
+        retried: n - 1,
+        maxRetries: policy.maxDeliveries - 1,
+        copy,
+      });
+      return await post("/v1/qstash/failed", body, {
+        "upstash-signature": await signQStash(
+          qstashKey,
+          `${PUBLIC_URL}/v1/qstash/failed`,
+          body,
+        ),
+      });
     });
 
   /**
@@ -1482,8 +1719,10 @@ async function runCrashTest(
     n: number,
     messageId: string,
     live: boolean,
+    // The publication given up on, as it was (a repeat comes through its
+    // queue even once the job is published again, maybe through another).
+    message: JobRecord = { ...job, quiet: [] },
   ): Promise<void> => {
-    const payload = { intentId: job.intentId, kind: "settle" };
     for (let tries = 1;; tries++) {
       checkAlive();
       if (tries > 200) {
@@ -1495,17 +1734,14 @@ async function runCrashTest(
         await Promise.race([server.waitUp(), failed.promise]);
         checkAlive();
         const copies = queueRandom() < 0.2 ? 2 : 1;
-        return await Promise.all(postCopies(
-          (copy) =>
-            JSON.stringify({
-              job: payload,
-              gaveUp: { deliveries: n, messageId },
-              copy,
-              // A queue's repeat is a new request, signed afresh.
-              nonce: crypto.randomUUID(),
-            }),
-          copies,
-        ));
+        givingUpNow++;
+        try {
+          return await Promise.all(
+            postCopies(message, n, copies, { gaveUp: messageId }),
+          );
+        } finally {
+          givingUpNow--;
+        }
       });
       const { acked, delayMs } = book(job, n, attempts, live);
       for (const attempt of attempts) {
@@ -1517,7 +1753,7 @@ async function runCrashTest(
           firstResolution.set(messageId, resolution ?? "");
         } else if (first !== resolution) {
           unexpected.push(
-            `${job.intentId}: give-up ${messageId} resolved ${
+            `${job.intentId}: give-up ${messageId} (${message.lane}) resolved ${
               JSON.stringify(first)
             }, and a repeat of it ${JSON.stringify(resolution)}`,
           );
@@ -1526,12 +1762,34 @@ async function runCrashTest(
       if (acked) {
         if (!live) return;
         job.ended = true;
+        job.quiet.push({ from: now(), to: Infinity });
+        // Always after a give-up that dropped the job of an authorized
+        // intent (only the marks stand between a late copy and a send).
+        const dropped = attempts.some((a) =>
+          a.kind === "answer" &&
+          a.body.resolution === "job dropped, intent still authorized"
+        );
+        if (
+          message.lane === "qstash" &&
+          (dropped || queueRandom() < LATE_COPY_RATE)
+        ) {
+          stats.lateCopies++;
+          // Mostly past the give-up's lease (only the marks hold it off),
+          // sometimes within it.
+          const wait = dropped || queueRandom() < 0.7
+            ? LEASE_MS + 20 + Math.floor(queueRandom() * 200)
+            : Math.floor(queueRandom() * LEASE_MS);
+          detach((async () => {
+            await sleep(wait);
+            if (!failure) await lateCopy(job, message, n + 1);
+          })());
+        }
         if (queueRandom() < 0.25) {
           stats.giveUpRepeats++;
           const wait = Math.floor(queueRandom() * 150);
           detach((async () => {
             await sleep(wait);
-            if (!failure) await giveUp(job, n, messageId, false);
+            if (!failure) await giveUp(job, n, messageId, false, message);
           })());
         }
         return;
@@ -1540,9 +1798,44 @@ async function runCrashTest(
     }
   };
 
+  /**
+   * A copy of a message the queue gave up on, arriving late (Pub/Sub may
+   * push one after it dead-lettered the message; a delivery timed out by
+   * the queue may land after its give-up): numbered `n`, past the count
+   * the give-up named. It must send nothing: the give-up's marks refuse
+   * its write-ahead. `message` is the publication as it was then.
+   */
+  const lateCopy = async (
+    job: JobRecord,
+    message: JobRecord,
+    n: number,
+  ): Promise<void> => {
+    const attempts = await limiter.run(async () => {
+      await Promise.race([server.waitUp(), failed.promise]);
+      checkAlive();
+      givingUpNow++;
+      try {
+        return await Promise.all(postCopies(message, n, 1, {}));
+      } finally {
+        givingUpNow--;
+      }
+    });
+    book(job, n, attempts, false);
+    for (const attempt of attempts) {
+      if (attempt.kind !== "answer") continue;
+      const reason = attempt.body.reason ?? "";
+      if (/^(sent |send: )/.test(reason)) {
+        unexpected.push(
+          `${job.intentId}: a late copy of ${message.messageId} (delivery ${n}, after its give-up was acked) sent: ${attempt.status} ${
+            JSON.stringify(reason)
+          }`,
+        );
+      }
+    }
+  };
+
   /** One publication of the job: deliveries until acked, or the queue's give-up. */
   const runGeneration = async (job: JobRecord): Promise<void> => {
-    const payload = { intentId: job.intentId, kind: "settle" };
     while (!job.ended) {
       checkAlive();
       if (job.delivery >= MAX_DELIVERIES_PER_JOB) {
@@ -1579,17 +1872,8 @@ async function runCrashTest(
             sleep(holdMs)
           )
           : Promise.resolve()).then(() => {
-            return Promise.all(postCopies(
-              (copy) =>
-                JSON.stringify({
-                  job: payload,
-                  delivery: n,
-                  copy,
-                  // A publication's delivery n is not an earlier one's: signed afresh.
-                  publication,
-                }),
-              copies,
-            ));
+            // Each copy is signed afresh, as a queue's redelivery is.
+            return Promise.all(postCopies(job, n, copies, { publication }));
           });
         if (!early) await sent;
         return { n, sent };
@@ -1621,6 +1905,17 @@ async function runCrashTest(
       }
       await Promise.race([sleep(delayMs), failed.promise]);
     }
+  };
+
+  /**
+   * QStash gives up with its first delivery still at work (timed out on
+   * its side): the give-up mostly finds the intent authorized and drops
+   * the job, and then only the message's marks keep a late copy from
+   * sending.
+   */
+  const earlyGiveUp = (job: JobRecord) => {
+    job.queueLimit = 1;
+    job.giveUpInFlight = true;
   };
 
   /** The intent's view over the ops API, waiting out kills. */
@@ -1656,12 +1951,19 @@ async function runCrashTest(
         (view.intent.state !== "created" && view.intent.state !== "authorized")
       ) return;
       stats.republished++;
+      const quiet = job.quiet.at(-1);
+      if (quiet !== undefined && quiet.to === Infinity) quiet.to = now();
       job.generation++;
       job.delivery = 0;
       job.ended = false;
       delete job.final;
       job.lostCopyAfterAck = false;
       job.messageId = `m-${job.intentId}-${job.generation}`;
+      job.lane = queueRandom() < QSTASH_RATE ? "qstash" : "generic";
+      if (job.lane === "qstash") {
+        stats.qstashJobs++;
+        if (queueRandom() < QSTASH_EARLY_GIVE_UP) earlyGiveUp(job);
+      }
       job.queueLimit = queueRandom() < GIVE_UP_RATE
         ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
         : null;
@@ -1693,6 +1995,79 @@ async function runCrashTest(
     }
   };
 
+  /**
+   * An operator resolving payments in review as one should: settled once
+   * the signer confirmed one of its txs, failed once nothing may have left
+   * (the route itself refuses a failure behind a confirmed or pending tx);
+   * any other stays in review. Kills land in the middle of some.
+   */
+  const operator = async (): Promise<void> => {
+    while (!operatorDone && !failure) {
+      await Promise.race([sleep(30), failed.promise]);
+      await Promise.race([server.waitUp(), failed.promise]);
+      if (operatorDone || failure) return;
+      // Payments seen in review, or whose job has ended (in review, most
+      // likely), a few at a time.
+      const inReview = plans.filter((p) =>
+        !resolvedBy.has(p.id) &&
+        (observed.get(p.id)!.at(-1) === "needs_review" ||
+          jobs.get(p.id)!.ended)
+      );
+      for (let i = 0; i < 4 && inReview.length > 0; i++) {
+        const plan = inReview.splice(
+          Math.floor(Math.random() * inReview.length),
+          1,
+        )[0]!;
+        try {
+          const read = await ops(`/v1/intents/${plan.id}`);
+          if (read.status !== 200) continue;
+          const { intent } = read.body as IntentView & {
+            intent: { version: string };
+          };
+          observed.get(plan.id)!.push(intent.state);
+          if (intent.state !== "needs_review") continue;
+          // The operator looks at the chain first (the signer's receipts).
+          for (const hash of intent.txHashes) {
+            const res = await fetch(
+              `${signerBase}/receipt/${encodeURIComponent(hash)}`,
+            );
+            await res.body?.cancel();
+          }
+          const to = intent.txHashes.some((h) => stub.confirmed.has(h))
+            ? "settled"
+            : stub.mayHaveLeft(plan.id, stats.kills) &&
+                intent.txHashes.length === 0
+            ? null
+            // With a tx on record, the route reads its receipt: a pending
+            // one must be refused (409), or money could land behind a void.
+            : "failed";
+          if (to === null) continue;
+          resolvedBy.set(plan.id, to);
+          const { status, body } = await ops(
+            `/v1/intents/${plan.id}/resolve`,
+            {
+              method: "POST",
+              body: JSON.stringify({ to, version: intent.version }),
+            },
+          );
+          stats.resolved.set(
+            `${to} ${status}`,
+            (stats.resolved.get(`${to} ${status}`) ?? 0) + 1,
+          );
+          if (status !== 200 && status !== 409) {
+            unexpected.push(
+              `${plan.id}: resolving it ${to} answered ${status} ${
+                JSON.stringify(body)
+              }`,
+            );
+          }
+        } catch {
+          // the server died under the resolution (it may have landed)
+        }
+      }
+    }
+  };
+
   const killer = async (): Promise<void> => {
     const expected = options.intents * 3;
     const segment = Math.max(8, Math.floor(expected / (options.kills + 1)));
@@ -1707,7 +2082,17 @@ async function runCrashTest(
         await Promise.race([sleep(5), failed.promise]);
       }
       if (allEnded) return;
-      await sleep(extraMs);
+      // Every other kill waits (a little) for a give-up or a late copy to
+      // be in flight, so that some land inside one.
+      if (killRandom() < 0.5) {
+        const until = now() + 300;
+        while (givingUpNow === 0 && now() < until && !allEnded) {
+          checkAlive();
+          await Promise.race([sleep(2), failed.promise]);
+        }
+        if (givingUpNow > 0) stats.killsInGiveUp++;
+        await sleep(Math.floor(extraMs / 3));
+      } else await sleep(extraMs);
       if (allEnded) return;
       const from = now();
       await server.kill();
@@ -1827,7 +2212,15 @@ async function runCrashTest(
           : null,
         giveUpInFlight: behaviourRandom() < 0.6,
         messageId: `m-${id}-1`,
+        lane: behaviourRandom() < QSTASH_RATE ? "qstash" : "generic",
+        quiet: [],
       });
+      if (jobs.get(id)!.lane === "qstash") {
+        stats.qstashJobs++;
+        if (behaviourRandom() < QSTASH_EARLY_GIVE_UP) {
+          earlyGiveUp(jobs.get(id)!);
+        }
+      }
     }
     await Promise.all(plans.map((plan) =>
       limiter.run(async () => {
@@ -1858,6 +2251,8 @@ async function runCrashTest(
       allEnded = true;
     });
     const background = Promise.all([killer(), sampler(), faulter()]);
+    // The operator works on until the last late copy is answered.
+    const operating = operator();
     await Promise.race([
       Promise.all([work, background]),
       failed.promise.then(() => {
@@ -1875,6 +2270,8 @@ async function runCrashTest(
       ]);
     }
     allEnded = true;
+    operatorDone = true;
+    await operating;
     const runMs = now() - started;
 
     // Read everything back over the ops API (the last server is healthy).
@@ -1910,6 +2307,7 @@ async function runCrashTest(
       observed,
       stub,
       kills: stats.kills,
+      resolvedBy,
     });
     violations.push(...unexpected);
 
@@ -1983,6 +2381,11 @@ async function runCrashTest(
         `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed`,
         `samples      ${stats.samples} intent reads during the run`,
         `give-ups     ${stats.giveUps} (${stats.giveUpsInFlight} with the last delivery in flight, ${stats.heldUp} of them held up until after the give-up, ${stats.giveUpRepeats} repeated later), ${stats.republished} jobs published again`,
+        `qstash       ${stats.qstashJobs} publications through /v1/qstash (give-ups on /v1/qstash/failed), ${stats.lateCopies} late copies after an acked give-up; ${stats.killsInGiveUp} kills during a give-up or late copy`,
+        `replays      ${stats.replays} signed requests sent again (each must be 401)`,
+        `operator     ${
+          stats.resolved.size === 0 ? "0" : show(stats.resolved)
+        } resolutions of needs_review (to, status)`,
         `final        ${show(states)}`,
         ...[...byBehaviour].sort().map(([behaviour, row]) =>
           `  ${behaviour.padEnd(24)}${show(row)}`
