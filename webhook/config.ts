@@ -634,6 +634,35 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
 }
 
 /**
+ * The settings as text. A Worker's environment holds wrangler.toml's
+ * `[vars]` as text or JSON values, so `SENDER_TIMEOUT = 10000` unquoted
+ * arrives as the number 10000: a number or boolean is read as its text
+ * (what the quoted value would be). Any other value (an object, a list) is
+ * refused by name once read, never echoed (it may be a secret); one that
+ * is not read (the Worker's bindings: a queue, Hyperdrive) is left alone.
+ */
+function asText(
+  env: Record<string, string | undefined>,
+): Record<string, string | undefined> {
+  return new Proxy(env, {
+    get(target, name) {
+      const value: unknown = Reflect.get(target, name);
+      if (value === undefined || typeof value === "string") return value;
+      if (typeof value === "number" || typeof value === "boolean") {
+        return String(value);
+      }
+      if (typeof name !== "string") return value;
+      throw new ConfigError(
+        name,
+        `${name} must be text, as wrangler.toml's [vars] quote it (${name} = "…"), or a secret: current value is ${
+          Array.isArray(value) ? "a list" : `of type ${typeof value}`
+        }`,
+      );
+    },
+  });
+}
+
+/**
  * Reads and checks the service's settings. Refuses a policy whose rescue
  * window (the guaranteed time from a job's first delivery to its last) is
  * shorter than `STUCK_AFTER`: a settling payment would be poisoned before
@@ -651,7 +680,8 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
  * `QSTASH_RETRIES` can be at most your QStash plan's retry cap: QStash
  * lowers a higher value to the cap, and the job then stops early.
  *
- * @param env The environment variables (`Deno.env.toObject()`).
+ * @param variables The environment variables (`Deno.env.toObject()`, or a
+ * Worker's `env`: a number or boolean of its `[vars]` is read as its text).
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
  *
@@ -673,7 +703,10 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
  * );
  * ```
  */
-export function loadConfig(env: Record<string, string | undefined>): Config {
+export function loadConfig(
+  variables: Record<string, string | undefined>,
+): Config {
+  const env = asText(variables);
   const onDeploy = (env.DENO_DEPLOYMENT_ID ?? "") !== "";
 
   const policy = ((): Policy => {

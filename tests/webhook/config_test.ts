@@ -1088,3 +1088,64 @@ Deno.test("loadConfig() on Deno Deploy refuses to start without a Deno KV databa
   // Not on Deploy: the local file, whatever DENO_KV_DEFAULT_PATH says.
   assert.deepEqual(loadConfig(base).kv, { path: "./data/relayer.kv" });
 });
+
+Deno.test("loadConfig() reads a Worker's [vars] written as TOML numbers or booleans as their text, and refuses any other JSON value by name", () => {
+  // wrangler.toml's [vars] holds text or JSON values: `SENDER_TIMEOUT =
+  // 10000` unquoted reaches the Worker's env as the number 10000.
+  const env = {
+    ...base,
+    MAX_DELIVERIES: 10,
+    SENDER_TIMEOUT: 12_000,
+    LEASE: 60_000,
+    CLOUDFLARE_MAX_RETRIES: 9,
+    CLOUDFLARE_DLQ_MAX_RETRIES: 100,
+    KV_QUEUE: false,
+  } as unknown as Record<string, string>;
+  const config = loadConfig(env);
+  assert.equal(config.sender.timeoutMs, 12_000);
+  assert.equal(config.leaseMs, 60_000);
+  assert.equal(config.queues.cloudflare?.maxRetries, 9);
+  assert.equal(config.cloudflareDeadLetterMaxRetries, 100);
+  assert.equal(config.kvQueue, false);
+  // A number means what its text means, refusals included.
+  refused(
+    { ...base, BASE: 5 } as unknown as Record<string, string>,
+    "BASE",
+    /a plain number, which would be 5 milliseconds: write 5s/,
+  );
+  // The Worker's bindings (a queue, Hyperdrive) sit in the same env, unread.
+  const bindings = { ...base, JOBS: { send() {} }, HYPERDRIVE: {} };
+  loadConfig(bindings as unknown as Record<string, string>);
+  // Any other JSON value under a setting's name is named, not a TypeError,
+  // and a secret's value is not echoed.
+  for (const name of ["WEBHOOK_SECRET", "SENDER_URL", "RELAYER_INSECURE_DEV"]) {
+    refused(
+      {
+        ...base,
+        [name]: { value: "a-webhook-secret-16" },
+      } as unknown as Record<
+        string,
+        string
+      >,
+      name,
+      new RegExp(
+        `^${name} must be text, as wrangler\\.toml's \\[vars\\] quote it`,
+      ),
+    );
+  }
+  assert.throws(
+    () =>
+      loadConfig(
+        {
+          ...base,
+          WEBHOOK_SECRET: ["a-webhook-secret-16"],
+        } as unknown as Record<
+          string,
+          string
+        >,
+      ),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      !error.message.includes("a-webhook-secret-16"),
+  );
+});
