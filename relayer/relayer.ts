@@ -301,8 +301,8 @@ export interface Relayer {
    * (`giveUp` answers "done").
    *
    * @returns The job, or `null` if there is no such dead letter.
-   * @throws {ConflictError} If the intent is settled, failed or in review
-   * (no job can help it), or another redrive won.
+   * @throws {ConflictError} If the intent is settled, failed, in review or
+   * gone (no job can help it), or another redrive won.
    */
   redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
   /**

@@ -38,12 +38,19 @@ export function isRefusal(error: unknown): boolean {
 /**
  * Why the dead letter of `jobId` cannot be redriven, its intent being in
  * `state` (absent when the intent is gone), or `null` when a job can help.
+ * A gone intent's job would only retry "not found" until it is poisoned
+ * again, and its letter come back: `POST /v1/jobs` refuses such a job too.
  */
 export function redriveRefusal(
   jobId: string,
   intentId: string,
   state: Intent["state"] | undefined,
 ): ConflictError | null {
+  if (state === undefined) {
+    return refusal(
+      `Cannot redrive ${jobId} as intent ${intentId} does not exist: a job for it would only retry "not found" until poisoned again. Create the intent (POST /v1/intents), then redrive, or discard the letter`,
+    );
+  }
   if (state !== "settled" && state !== "failed" && state !== "needs_review") {
     return null;
   }

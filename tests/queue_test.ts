@@ -212,6 +212,8 @@ Deno.test(
     };
     try {
       await withLocalQueue(async (service) => {
+        // A letter's intent must exist: a gone intent's letter is refused.
+        await service.store.createIntent({ id: "pi_0001", state: "created" });
         await service.store.putDeadLetter(deadLetter("pi_0001/settle", 0));
         const res = await service.app.request(
           "/v1/dead-letters/pi_0001/settle/redrive",

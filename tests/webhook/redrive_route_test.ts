@@ -319,3 +319,23 @@ Deno.test("createApp() answers 400 for a discard of an id no dead letter can hav
   }
   assert.deepEqual(lines, []);
 });
+
+Deno.test("createApp() refuses (409) the redrive of a dead letter whose intent does not exist, keeps the letter and queues nothing, with a queue or without", async () => {
+  for (const queue of [true, false]) {
+    const { app, enqueued, store } = await withDeadLetter({ queue });
+    await store.putDeadLetter(deadLetter("pi_gone/settle", 0));
+    const res = await app.request("/v1/dead-letters/pi_gone/settle/redrive", {
+      method: "POST",
+      headers: ops,
+    });
+    assert.equal(res.status, 409, `queue: ${queue}`);
+    const problem = await res.json();
+    assert.equal(problem.type, "urn:relayer:problem:cannot-redrive");
+    assert.match(
+      problem.detail,
+      /^Cannot redrive pi_gone\/settle as intent pi_gone does not exist: a job for it would only retry "not found" until poisoned again\. Create the intent \(POST \/v1\/intents\), then redrive, or discard the letter$/,
+    );
+    assert.deepEqual(enqueued, []);
+    assert.notEqual(await store.getDeadLetter("pi_gone/settle"), null);
+  }
+});
