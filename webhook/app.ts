@@ -1668,20 +1668,30 @@ export function createApp(deps: AppDeps): WebhookApp {
       problem(400, "bad-resolution", "Bad resolution", detail);
     if (!isIntentId(id)) return bad(`An intent id is ${INTENT_ID_RULE}.`);
     const text = await textOf(c);
+    const how =
+      `{"to":"settled","version":"…"} once the chain shows one of its txs confirmed, or {"to":"failed","version":"…"} once it shows none can land; 'version' is the intent's as GET /v1/intents/${id} read it`;
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch {
-      body = undefined;
+      // Said as such: "'to' is undefined" would send a script that posted
+      // a form, or a body cut short, looking for a field it did send.
+      return bad(
+        `The body is not JSON: send ${how} ('to' must be "settled" or "failed").`,
+      );
     }
-    const { to, version, ...rest } =
-      (typeof body === "object" && body !== null ? body : {}) as Record<
-        string,
-        unknown
-      >;
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      const what = body === null
+        ? "JSON null"
+        : Array.isArray(body)
+        ? "a JSON array"
+        : `a JSON ${typeof body}`;
+      return bad(`The body is ${what}, not an object: send ${how}.`);
+    }
+    const { to, version, ...rest } = body as Record<string, unknown>;
     if (to !== "settled" && to !== "failed") {
       return bad(
-        `Send {"to":"settled","version":"…"} once the chain shows one of its txs confirmed, or {"to":"failed","version":"…"} once it shows none can land; 'version' is the intent's as GET /v1/intents/${id} read it. 'to' must be "settled" or "failed": current value is ${
+        `Send ${how}. 'to' must be "settled" or "failed": current value is ${
           show(to)
         }.`,
       );
@@ -1719,11 +1729,19 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     if (intent.state !== "needs_review") {
+      // A script that timed out and sent its resolution again, or a second
+      // operator, meets the first one's answer: say whether it is theirs.
       return problem(
         409,
         "not-in-review",
         "Not in review",
-        `Intent ${id} is ${intent.state}, not needs_review: only a payment in review is resolved by hand.`,
+        intent.state === to
+          ? `Intent ${id} is already ${to}: a resolution to ${to} landed before this one (an earlier send of this request, or another operator's); nothing to do.`
+          : `Intent ${id} is ${intent.state}, not needs_review: only a payment in review is resolved by hand.${
+            intent.state === "settled" || intent.state === "failed"
+              ? ` Another resolution (or the relayer) moved it since it was read: read it again (GET /v1/intents/${id}).`
+              : ""
+          }`,
       );
     }
     if (intent.version !== version) {

@@ -345,3 +345,43 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come
   assert.ok(lines.some((line) => /0xb failed: no answer within 5s/.test(line)));
   assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
 });
+
+Deno.test("POST /v1/intents/:id/resolve says when its body is not JSON, or not a JSON object, rather than that 'to' is undefined", async () => {
+  const { store, resolve } = await inReview();
+  for (
+    const [body, pattern] of [
+      ["to=failed&version=1", /^The body is not JSON: send \{"to":/],
+      ['{"to":"failed"', /^The body is not JSON: send \{"to":/],
+      ['["failed"]', /^The body is a JSON array, not an object: send \{"to":/],
+      ["null", /^The body is JSON null, not an object: send \{"to":/],
+    ] as const
+  ) {
+    const res = await resolve(body);
+    assert.equal(res.status, 400, body);
+    const problem = await res.json();
+    assert.equal(problem.type, "urn:relayer:problem:bad-resolution");
+    assert.match(problem.detail, pattern, body);
+    assert.doesNotMatch(problem.detail, /undefined/, body);
+  }
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+});
+
+Deno.test("POST /v1/intents/:id/resolve sent again after it landed answers 409 not-in-review saying the payment is already resolved as asked, with nothing to do", async () => {
+  const { resolve, version } = await inReview();
+  assert.equal((await resolve({ to: "failed", version })).status, 200);
+  // A script that timed out and sent it again, or a second operator.
+  const same = await resolve({ to: "failed", version });
+  assert.equal(same.status, 409);
+  const problem = await same.json();
+  assert.equal(problem.type, "urn:relayer:problem:not-in-review");
+  assert.match(
+    problem.detail,
+    /^Intent pi_1 is already failed: a resolution to failed landed before this one \(an earlier send of this request, or another operator's\); nothing to do\.$/,
+  );
+  const other = await resolve({ to: "settled", version });
+  assert.equal(other.status, 409);
+  assert.match(
+    (await other.json()).detail,
+    /^Intent pi_1 is failed, not needs_review: only a payment in review is resolved by hand\. Another resolution \(or the relayer\) moved it since it was read: read it again \(GET \/v1\/intents\/pi_1\)\.$/,
+  );
+});
