@@ -314,8 +314,10 @@ export interface Relayer {
    * the record that the intent may have no job, so redrive it (or publish
    * a job) first. A letter whose intent is in review is refused too: it is
    * the record of why. Like `redrive`, it marks the queue ids the letter
-   * kept first, so a queue repeating that give-up later changes nothing,
-   * and resets the job's delivery count in the removal's commit.
+   * kept first, so a queue repeating that give-up later changes nothing.
+   * Unlike a redrive it keeps the job's delivery count: the letter's own
+   * write reset the count of the job it ended, and a job delivered since
+   * counts on.
    *
    * @param jobId The dead letter's job id.
    * @param options `version`: remove the letter only if it is still the
