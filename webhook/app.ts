@@ -324,6 +324,19 @@ class Refusal extends Error {
 }
 
 /**
+ * Whether a send of this intent may have left with no hash kept: a
+ * broadcast in flight (a crash between the write ahead and its record), a
+ * last broadcast `unknown` (an answer lost), or a payment that may have
+ * sent with no tx on record. An earlier `unknown` followed by a recorded
+ * send is not seen: the intent keeps its last broadcast only.
+ */
+function hashless(intent: Intent): boolean {
+  return intent.broadcasting !== null ||
+    intent.lastBroadcast?.outcome === "unknown" ||
+    (intent.mayHaveSent && intent.txHashes.length === 0);
+}
+
+/**
  * Seconds for `Retry-After`, rounded up (rounding down would break the
  * floor of equal jitter), and at least 1: a 0 (a full-jitter draw, or a
  * BASE of 1 ms) would ask the queue back at once, in a tight loop.
@@ -1688,7 +1701,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         : `a JSON ${typeof body}`;
       return bad(`The body is ${what}, not an object: send ${how}.`);
     }
-    const { to, version, ...rest } = body as Record<string, unknown>;
+    const { to, version, nonceChecked, ...rest } = body as Record<
+      string,
+      unknown
+    >;
     if (to !== "settled" && to !== "failed") {
       return bad(
         `Send ${how}. 'to' must be "settled" or "failed": current value is ${
@@ -1706,12 +1722,19 @@ export function createApp(deps: AppDeps): WebhookApp {
         }.`,
       );
     }
+    if (nonceChecked !== undefined && typeof nonceChecked !== "boolean") {
+      return bad(
+        `'nonceChecked' must be true (you looked the payment's nonce up on the chain) or absent: current value is ${
+          show(nonceChecked)
+        }.`,
+      );
+    }
     const extra = Object.keys(rest);
     if (extra.length > 0) {
       return bad(
         `${
           show(extra[0])
-        } is not a field of a resolution: send 'to' and 'version'.`,
+        } is not a field of a resolution: send 'to' and 'version' (and 'nonceChecked').`,
       );
     }
     let intent;
@@ -1750,6 +1773,23 @@ export function createApp(deps: AppDeps): WebhookApp {
         "changed",
         "Intent changed",
         `Intent ${id} changed since it was read (version ${intent.version}, not ${version}): read it again, and decide on what it is now.`,
+      );
+    }
+    if (to === "failed" && nonceChecked !== true && hashless(intent)) {
+      // The receipts on record cannot clear it: a send whose answer was
+      // lost kept no hash, and if it landed, the txs on record read
+      // dropped because it used their nonce. Only the chain can tell.
+      return problem(
+        409,
+        "nonce-unchecked",
+        "Nonce not checked",
+        `A send of intent ${id} may have left with no hash kept (${
+          intent.broadcasting !== null
+            ? "a broadcast in flight"
+            : intent.lastBroadcast?.outcome === "unknown"
+            ? "its last broadcast unknown"
+            : "no broadcast on record"
+        }): failing it voids the hold, and if that tx landed the payee is paid with the payer's funds released. Look its nonce up on the chain: if a tx of it confirmed, settle it ({"to":"settled"}); if none landed and none can (the nonce is used by another tx, or the signer dropped it), send this again with "nonceChecked":true.`,
       );
     }
     if (to === "failed" && intent.txHashes.length > 0) {

@@ -63,7 +63,7 @@ async function inReview(
 Deno.test("POST /v1/intents/:id/resolve settles a payment in review with its hold captured first, and fails one with its hold voided first, and says so in the log", async () => {
   for (const [to, hold] of [["settled", "captured"], ["failed", "voided"]]) {
     const { store, lines, resolve, version } = await inReview();
-    const res = await resolve({ to, version });
+    const res = await resolve({ to, version, nonceChecked: true });
     assert.equal(res.status, 200);
     const { intent } = await res.json();
     assert.equal(intent.state, to);
@@ -93,7 +93,7 @@ Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the
     poisonedAt: 1,
   });
   const stored = await store.getDeadLetter("pi_1/settle");
-  const res = await resolve({ to: "failed", version });
+  const res = await resolve({ to: "failed", nonceChecked: true, version });
   assert.equal(res.status, 200);
   const body = await res.json();
   assert.equal(body.intent.state, "failed");
@@ -122,7 +122,7 @@ Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the
 Deno.test("POST /v1/intents/:id/resolve stands when the dead letter cannot be read after it: no deadLetter, a next that says to look it up, and a log line", async () => {
   const { store, lines, resolve, version } = await inReview();
   store.getDeadLetter = () => Promise.reject(new Error("kv: connection reset"));
-  const res = await resolve({ to: "failed", version });
+  const res = await resolve({ to: "failed", nonceChecked: true, version });
   assert.equal(res.status, 200);
   const body = await res.json();
   assert.equal(body.intent.state, "failed");
@@ -174,10 +174,15 @@ Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not i
   assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
   // Resolved once, it is no longer in review.
   assert.equal(
-    (await resolve({ to: "failed", version: read.version })).status,
+    (await resolve({ to: "failed", nonceChecked: true, version: read.version }))
+      .status,
     200,
   );
-  const again = await resolve({ to: "failed", version: read.version });
+  const again = await resolve({
+    to: "failed",
+    nonceChecked: true,
+    version: read.version,
+  });
   assert.equal(again.status, 409);
   assert.match((await again.json()).type, /not-in-review$/);
 });
@@ -251,7 +256,11 @@ for (const backend of BACKENDS) {
       const res = await app.request("/v1/intents/pi_1/resolve", {
         method: "POST",
         headers,
-        body: JSON.stringify({ to: "failed", version: intent.version }),
+        body: JSON.stringify({
+          to: "failed",
+          nonceChecked: true,
+          version: intent.version,
+        }),
       });
       const body = await res.json();
       assert.equal(res.status, 200, JSON.stringify(body));
@@ -368,9 +377,12 @@ Deno.test("POST /v1/intents/:id/resolve says when its body is not JSON, or not a
 
 Deno.test("POST /v1/intents/:id/resolve sent again after it landed answers 409 not-in-review saying the payment is already resolved as asked, with nothing to do", async () => {
   const { resolve, version } = await inReview();
-  assert.equal((await resolve({ to: "failed", version })).status, 200);
+  assert.equal(
+    (await resolve({ to: "failed", nonceChecked: true, version })).status,
+    200,
+  );
   // A script that timed out and sent it again, or a second operator.
-  const same = await resolve({ to: "failed", version });
+  const same = await resolve({ to: "failed", nonceChecked: true, version });
   assert.equal(same.status, 409);
   const problem = await same.json();
   assert.equal(problem.type, "urn:relayer:problem:not-in-review");
@@ -384,4 +396,91 @@ Deno.test("POST /v1/intents/:id/resolve sent again after it landed answers 409 n
     (await other.json()).detail,
     /^Intent pi_1 is failed, not needs_review: only a payment in review is resolved by hand\. Another resolution \(or the relayer\) moved it since it was read: read it again \(GET \/v1\/intents\/pi_1\)\.$/,
   );
+});
+
+Deno.test("POST /v1/intents/:id/resolve will not fail a payment a send of which may have left with no hash kept, until the operator says they looked its nonce up", async () => {
+  // The last broadcast unknown (a rescue whose answer was lost): its tx, if
+  // it landed, is on no record, and the tx on record reads dropped because
+  // that one used the nonce. The receipts cannot tell: only the chain can.
+  const sender: Sender = {
+    send: () => Promise.reject(new Error("no sends here")),
+    receipt: () => Promise.resolve("dropped" as const),
+  };
+  const store = new MemoryStore();
+  const settling = await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    txHashes: ["0xa"],
+    lastBroadcast: { outcome: "unknown", error: "timed out", at: 0 },
+  });
+  const reviewed = await store.transition("pi_1", {
+    from: "settling",
+    to: "needs_review",
+    version: settling.version,
+    at: 1,
+  });
+  const app = createApp({ store, sender, opsToken: OPS });
+  const resolve = (body: unknown) =>
+    app.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+    });
+  const refused = await resolve({ to: "failed", version: reviewed.version });
+  assert.equal(refused.status, 409);
+  const problem = await refused.json();
+  assert.equal(problem.type.endsWith("nonce-unchecked"), true, problem.type);
+  assert.match(problem.detail, /nonce/);
+  assert.match(problem.detail, /"nonceChecked":true/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // Not a boolean: a bad body.
+  const bad = await resolve({
+    to: "failed",
+    version: reviewed.version,
+    nonceChecked: "yes",
+  });
+  assert.equal(bad.status, 400);
+  // Said, it fails the payment (the receipts on record are still read).
+  const failed = await resolve({
+    to: "failed",
+    version: reviewed.version,
+    nonceChecked: true,
+  });
+  assert.equal(failed.status, 200, await failed.text());
+  assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
+});
+
+Deno.test("POST /v1/intents/:id/resolve fails without the nonce check a payment whose every send kept its hash, and settles any payment without it", async () => {
+  // Every send recorded as sent with its hash: the receipts say it all.
+  const sender: Sender = {
+    send: () => Promise.reject(new Error("no sends here")),
+    receipt: () => Promise.resolve("dropped" as const),
+  };
+  const store = new MemoryStore();
+  const settling = await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    txHashes: ["0xa"],
+    lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
+  });
+  const reviewed = await store.transition("pi_1", {
+    from: "settling",
+    to: "needs_review",
+    version: settling.version,
+    at: 1,
+  });
+  const app = createApp({ store, sender, opsToken: OPS });
+  const res = await app.request("/v1/intents/pi_1/resolve", {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ to: "failed", version: reviewed.version }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  const { store: other, resolve, version } = await inReview();
+  assert.equal((await resolve({ to: "settled", version })).status, 200);
+  assert.equal((await other.getIntent("pi_1"))?.hold, "captured");
 });
