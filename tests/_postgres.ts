@@ -171,28 +171,55 @@ const idle: string[] = [];
  * property's hundreds of runs cost a millisecond each, not a migration
  * each); stores open at the same time never share one.
  */
-export const postgresBackend: Backend = {
-  name: "PostgresStore",
-  async open() {
-    const sql = await sharedClient();
-    let schema = idle.pop();
-    if (schema === undefined) {
-      schema = freshSchema();
-      await new PostgresStore(sql, { schema }).migrate();
-    } else {
-      await sql.unsafe(
-        TABLES.map((table) => `DELETE FROM "${schema}".${table};`).join(" "),
-      );
-    }
-    const taken = schema;
-    return {
-      store: new PostgresStore(sql, { schema: taken }),
-      close: () => {
-        idle.push(taken);
-      },
-    };
-  },
-};
+export const postgresBackend: Backend = pooledBackend(
+  "PostgresStore",
+  (sql) => sql,
+);
+
+/**
+ * {@linkcode postgresBackend}, each write's read held at `pause()` between
+ * its rows' arrival and its flight (see {@linkcode betweenReadAndFlight}):
+ * a scheduler's way to run whole writes of others in that gap.
+ */
+export function gappedPostgresBackend(pause: () => Promise<void>): Backend {
+  return pooledBackend(
+    "PostgresStore, every write held between its read and its flight",
+    (sql) => betweenReadAndFlight(sql, pause),
+  );
+}
+
+function pooledBackend(
+  name: string,
+  wrap: (sql: postgres.Sql) => postgres.Sql,
+): Backend {
+  return {
+    name,
+    async open() {
+      const sql = await sharedClient();
+      const schema = await takeSchema(sql);
+      return {
+        store: new PostgresStore(wrap(sql), { schema }),
+        close: () => {
+          idle.push(schema);
+        },
+      };
+    },
+  };
+}
+
+/** A migrated schema of this file's pool, emptied, or a fresh one. */
+async function takeSchema(sql: postgres.Sql): Promise<string> {
+  let schema = idle.pop();
+  if (schema === undefined) {
+    schema = freshSchema();
+    await new PostgresStore(sql, { schema }).migrate();
+  } else {
+    await sql.unsafe(
+      TABLES.map((table) => `DELETE FROM "${schema}".${table};`).join(" "),
+    );
+  }
+  return schema;
+}
 
 /**
  * `sql`, but the first query that reads a lease (a store write's read of
@@ -203,6 +230,27 @@ export const postgresBackend: Backend = {
 export function afterFirstRead(
   sql: postgres.Sql,
   then: () => Promise<void>,
+): postgres.Sql {
+  return afterReads(sql, then, true);
+}
+
+/**
+ * `sql`, but every query that reads a lease (a store write's read of its
+ * intent) waits for `pause()` once its rows have arrived and before they
+ * are handed over: the write's flight starts only then, and whatever runs
+ * meanwhile lands in the gap its commit must check.
+ */
+export function betweenReadAndFlight(
+  sql: postgres.Sql,
+  pause: () => Promise<void>,
+): postgres.Sql {
+  return afterReads(sql, pause, false);
+}
+
+function afterReads(
+  sql: postgres.Sql,
+  then: () => Promise<void>,
+  once: boolean,
 ): postgres.Sql {
   let armed = true;
   const hook = <T extends object>(target: T): T =>
@@ -215,7 +263,7 @@ export function afterFirstRead(
         ) as PromiseLike<unknown>;
         const text = Array.isArray(args[0]) ? args[0].join("?") : "";
         if (!armed || !text.includes("lease_owner")) return query;
-        armed = false;
+        if (once) armed = false;
         const answer = query.then.bind(query);
         (query as { then: unknown }).then = (
           resolve: (value: unknown) => unknown,

@@ -48,7 +48,7 @@ Deno.test({
     "createRelayer() keeps I1–I6 over generated histories with crashes and duplicates [PostgresStore]",
   ignore: !postgresAvailable,
   async fn() {
-    await fc.assert(invariantsHold(postgresBackend), { numRuns: runs(30) });
+    await fc.assert(invariantsHold(postgresBackend), { numRuns: runs(100) });
   },
 });
 

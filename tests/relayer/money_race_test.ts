@@ -21,6 +21,11 @@
  * settling or authorized with no job and no letter; an intent left
  * authorized still sends for a job published afresh.
  *
+ * On PostgresStore the races are real: calls run together on connections
+ * of their own (READ COMMITTED, row locks), and in one variant every
+ * write is held between its read and its flight while the scheduler runs
+ * whole writes of others in that gap.
+ *
  * @module
  */
 import assert from "node:assert/strict";
@@ -44,7 +49,10 @@ import {
   ignoringUnlessCounted,
   kvBackend,
   memoryBackend,
+  postgresAvailable,
+  postgresBackend,
 } from "../_stores.ts";
+import { gappedPostgresBackend } from "../_postgres.ts";
 
 type SendKind = "sent" | "not_sent" | "unknown" | "sent_then_throw";
 type Read = "pending" | "dropped" | "confirmed" | "reverted" | "error";
@@ -210,6 +218,29 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
     maxDeliveries: fc.integer({ min: 1, max: 3 }),
   });
 
+/**
+ * `store`, each call started when the scheduler says and answered when
+ * the store answers: on a real server, calls started together run
+ * together, on connections of their own, and land in the server's order.
+ */
+function started(s: fc.Scheduler, store: Store): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      const call = value.bind(target);
+      return async (...args: unknown[]) => {
+        await s.schedule(Promise.resolve(), `start ${String(key)}`);
+        return await call(...args);
+      };
+    },
+  });
+}
+
+/**
+ * `store`, each call started at once and answered when the scheduler
+ * says: on MemoryStore, a call acts in the order it is made.
+ */
 function scheduled(s: fc.Scheduler, store: Store): Store {
   return new Proxy(store, {
     get(target, key) {
@@ -243,19 +274,21 @@ interface Reach {
 }
 
 /**
- * The race on `backend`, its store seen through `wrap` if given; only the
+ * The race on `backend` (or the one made for the race's scheduler), its
+ * store seen through `wrap` if given; only the
  * violations matching `which` count, if given. What it reached is added
  * to `reach`, if given.
  */
 function moneyRace(
-  backend: Backend,
+  backend: Backend | ((s: fc.Scheduler) => Backend),
   skewMs: number,
   wrap?: (store: Store) => Store,
   which?: RegExp,
   reach?: Reach,
 ) {
   return fc.asyncProperty(anyRace(skewMs), fc.scheduler(), async (race, s) => {
-    const { store: truth, close } = await backend.open();
+    const { store: truth, close } =
+      await (typeof backend === "function" ? backend(s) : backend).open();
     try {
       await truth.createIntent({ id: "pi_1", ...race.start });
       const violations: string[] = [];
@@ -344,7 +377,10 @@ function moneyRace(
         ),
       };
 
-      const store = scheduled(s, wrap ? wrap(truth) : truth);
+      const store = (typeof backend === "function" ? started : scheduled)(
+        s,
+        wrap ? wrap(truth) : truth,
+      );
       const policy = {
         maxDeliveries: race.maxDeliveries,
         stuckAfterMs: STUCK_MS,
@@ -660,6 +696,41 @@ Deno.test("MemoryStore: no race of deliveries, give-ups, voids, an operator and 
 
 Deno.test("KvStore: no race of deliveries, give-ups, voids, an operator and a jumping clock loses or doubles money (clocks within clockSkewMs)", async () => {
   await fc.assert(moneyRace(kvBackend, SKEW_MS), { numRuns: runs(1000) });
+});
+
+Deno.test({
+  name:
+    "PostgresStore: no race of deliveries, give-ups, voids, an operator and a jumping clock loses or doubles money (clocks within clockSkewMs)",
+  ignore: !postgresAvailable,
+  async fn() {
+    await fc.assert(moneyRace(postgresBackend, SKEW_MS), {
+      numRuns: runs(200),
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore, every write held between its read and its flight: no race loses or doubles money (calls started in the scheduler's order, landing in the server's)",
+  ignore: !postgresAvailable,
+  async fn() {
+    // Whole writes of other actors (a give-up's mark, a rescue's write
+    // ahead, a void) land between a write's read and its flight, where
+    // only the flight's compare-and-set and its check of the marks stand.
+    // A void that re-reads the intent in review (its flight lost to the
+    // give-up's) voids it: today's rule, kept out of the suite (see the
+    // ignored voidHold test below), so that one line is not counted.
+    await fc.assert(
+      moneyRace(
+        (s) =>
+          gappedPostgresBackend(() => s.schedule(Promise.resolve(), "gap")),
+        SKEW_MS,
+        undefined,
+        /^(?!hold voided while needs_review )/,
+      ),
+      { numRuns: runs(200) },
+    );
+  },
 });
 
 Deno.test("MemoryStore: clocks apart by half a lease more than clockSkewMs still keep one send at a time (a Sender within half the lease)", async () => {
