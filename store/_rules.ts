@@ -218,8 +218,11 @@ export function nextHold(
  * Checks that an operator's (or the payments API's) direct hold change
  * fits the intent's state, then returns the hold after it. Voiding is
  * refused where money may have moved (`settled`, or `settling` with a
- * broadcast that may have left); capturing only fits the states that move
- * to `settled` (`settling`, `needs_review`).
+ * broadcast that may have left); a `needs_review` intent with one is
+ * voided only in a move out of review (`to`, the state of the move the
+ * change rides in: the resolution's move to `failed`), never alone.
+ * Capturing only fits the states that move to `settled` (`settling`,
+ * `needs_review`).
  */
 export function heldBy(
   intent: Pick<
@@ -227,6 +230,7 @@ export function heldBy(
     "id" | "state" | "hold" | "mayHaveSent" | "broadcasting" | "txHashes"
   >,
   op: "record" | "void" | "capture",
+  to?: Intent["state"],
 ): HoldState {
   const next = nextHold(intent, op);
   if (next === intent.hold) return next;
@@ -237,6 +241,17 @@ export function heldBy(
   ) {
     throw refusal(
       `Cannot void the hold of ${id} as it is ${state} and money may have moved: resolve it through review`,
+    );
+  }
+  if (
+    op === "void" && state === "needs_review" && to === undefined &&
+    mayHaveMoved(intent)
+  ) {
+    // A void alone skips what the resolution checks first (the receipts,
+    // the nonce): a tx that confirms after it pays the payee with the
+    // payer's funds released, and the payment can never settle.
+    throw refusal(
+      `Cannot void the hold of ${id} alone as it is needs_review and money may have moved: a tx of it that confirms after the void would pay the payee with the payer's funds released. Check the chain, then resolve it through the resolve route (POST /v1/intents/${id}/resolve with "to":"failed"), or transition it to failed with ledger "void", which voids the hold in the same write`,
     );
   }
   if (op === "capture" && state !== "settling" && state !== "needs_review") {
@@ -261,7 +276,7 @@ export function heldBy(
   return next;
 }
 
-/** Whether a broadcast of a settling intent may have left: one in flight, or one on record that was not declared `not_sent`. */
+/** Whether a broadcast of the intent may have left: one in flight, or one on record that was not declared `not_sent`. */
 function mayHaveMoved(
   intent: Pick<IntentRecord, "mayHaveSent" | "broadcasting">,
 ): boolean {
@@ -429,10 +444,11 @@ export function transitioned(
       `Cannot move ${id} from ${change.from} to ${change.to}: the transition table has no such move`,
     );
   }
-  // A hold change that rides in the move obeys the rules of a direct one.
+  // A hold change that rides in the move obeys the rules of a direct one,
+  // but a review's void, which only a move out of review may carry.
   const hold = change.ledger === undefined
     ? current.hold
-    : heldBy(current, change.ledger);
+    : heldBy(current, change.ledger, change.to);
   if (change.to === "settling" && hold !== "pending") {
     throw refusal(
       `Cannot settle ${id} as its hold is ${

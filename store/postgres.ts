@@ -1466,7 +1466,8 @@ export class PostgresStore implements Store {
           });
         } catch (error) {
           // Another write moved the intent since the read: decide again on
-          // what it is now (a captured hold is then never voided).
+          // what it is now (a captured hold is then never voided, nor the
+          // hold of a payment a give-up sent to review meanwhile).
           if ((error as { code?: unknown })?.code !== STALE) throw error;
           if (attempt === HOLD_ATTEMPTS) throw error;
         }

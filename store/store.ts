@@ -551,9 +551,11 @@ export interface Store {
    * one commit. Refuses `failed` unless the hold is voided (after
    * `ledger: "void"`) or absent, and `settled` unless it is captured. A
    * ledger change that rides in the move obeys `voidHold`'s and
-   * `captureHold`'s rules, and a `settling` intent fails only when its
-   * last broadcast was declared `not_sent` and no earlier one may have
-   * left (I1): otherwise it goes to review.
+   * `captureHold`'s rules, but for one: a `needs_review` intent that may
+   * have sent is voided in its move to `failed` (the resolution, once the
+   * chain was checked), where `voidHold` alone refuses. A `settling`
+   * intent fails only when its last broadcast was declared `not_sent` and
+   * no earlier one may have left (I1): otherwise it goes to review.
    *
    * @returns The intent after the move.
    * @throws {ConflictError} If the intent changed since it was read, the
@@ -618,10 +620,15 @@ export interface Store {
   /**
    * Voids the hold (an operator or the payments API releasing the funds).
    * Idempotent: a voided hold stays voided. Refused where money may have
-   * moved: a `settling` intent that may have sent, or a settled one.
+   * moved: a `settling` or `needs_review` intent that may have sent, or a
+   * settled one. A payment in review that may have sent is failed with its
+   * hold voided in one write, once the chain was checked:
+   * `POST /v1/intents/:id/resolve` with `"to":"failed"`, or
+   * `transition(id, { from: "needs_review", to: "failed", ledger: "void", … })`.
    *
    * @throws {ConflictError} If the hold is captured, the intent is missing,
-   * `settled`, or `settling` with a broadcast that may have left.
+   * `settled`, or `settling` or `needs_review` with a broadcast that may
+   * have left (with `refused: true`).
    */
   voidHold(id: string): Promise<HoldState>;
 

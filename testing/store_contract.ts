@@ -675,6 +675,82 @@ export function storeContract(
     }
   });
 
+  test("voids the hold of a payment in review that may have sent only in its move to failed, never alone", async (store) => {
+    // Sent 0xa, then to review: a void alone skips the resolution's checks
+    // of the chain, and 0xa confirming after it would leave the payee paid,
+    // the payer's funds released, and a payment that can never settle.
+    const refusedAlone = async (id: string, why: string) => {
+      const before = (await store.getIntent(id))!;
+      await assert.rejects(
+        store.voidHold(id),
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /money may have moved/.test(error.message) &&
+          /resolve/.test(error.message) &&
+          /ledger "void"/.test(error.message),
+        why,
+      );
+      assert.deepEqual(await store.getIntent(id), before, why);
+    };
+    const toReview = async (id: string, fields: Partial<NewIntent>) => {
+      const settling = await store.createIntent({
+        id,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        ...fields,
+      });
+      return await store.transition(id, {
+        from: "settling",
+        to: "needs_review",
+        version: settling.version,
+        at: 2,
+      });
+    };
+    const sent = { outcome: "sent", txHash: "0xa", at: 1 } as const;
+    await toReview("pi_sent", { lastBroadcast: sent });
+    await refusedAlone("pi_sent", "a sent tx on record");
+    // A send in flight when it went to review may be leaving, even with
+    // nothing on record as sent yet.
+    await toReview("pi_flight", {
+      lastBroadcast: NOT_SENT,
+      broadcasting: 1,
+      mayHaveSent: false,
+    });
+    await refusedAlone("pi_flight", "a broadcast in flight");
+    // 0xa confirmed: the hold is still there to capture.
+    const paid = (await store.getIntent("pi_sent"))!;
+    const settled = await store.transition("pi_sent", {
+      from: "needs_review",
+      to: "settled",
+      version: paid.version,
+      at: 3,
+      ledger: "capture",
+    });
+    assert.deepEqual([settled.state, settled.hold], ["settled", "captured"]);
+    // The chain shows none can land: failed with its hold voided, in one
+    // write (what the resolve route does once it checked).
+    const read = (await store.getIntent("pi_flight"))!;
+    const failed = await store.transition("pi_flight", {
+      from: "needs_review",
+      to: "failed",
+      version: read.version,
+      at: 3,
+      ledger: "void",
+    });
+    assert.deepEqual([failed.state, failed.hold], ["failed", "voided"]);
+    assert.equal(await store.voidHold("pi_flight"), "voided", "idempotent");
+    // In review with nothing that may have left, a void alone is allowed,
+    // as on a settling intent.
+    await store.createIntent({
+      id: "pi_clean",
+      state: "needs_review",
+      hold: "pending",
+      mayHaveSent: false,
+    });
+    assert.equal(await store.voidHold("pi_clean"), "voided");
+  });
+
   test("refuses the move to settling, the first send's write-ahead, unless the hold is pending (I6)", async (store) => {
     // The payments API released an authorized intent's funds.
     await store.createIntent({

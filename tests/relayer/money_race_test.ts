@@ -31,6 +31,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  ConflictError,
   createRelayer,
   type Intent,
   type NewIntent,
@@ -717,16 +718,13 @@ Deno.test({
     // Whole writes of other actors (a give-up's mark, a rescue's write
     // ahead, a void) land between a write's read and its flight, where
     // only the flight's compare-and-set and its check of the marks stand.
-    // A void that re-reads the intent in review (its flight lost to the
-    // give-up's) voids it: today's rule, kept out of the suite (see the
-    // ignored voidHold test below), so that one line is not counted.
+    // A void whose flight lost to the give-up's move to review re-reads
+    // the intent there, and is refused.
     await fc.assert(
       moneyRace(
         (s) =>
           gappedPostgresBackend(() => s.schedule(Promise.resolve(), "gap")),
         SKEW_MS,
-        undefined,
-        /^(?!hold voided while needs_review )/,
       ),
       { numRuns: runs(200) },
     );
@@ -799,36 +797,46 @@ Deno.test("the money race catches a store that ignores a late copy's give-up mar
   );
 });
 
-Deno.test({
-  name:
-    "a direct voidHold() is refused on a payment in review whose tx may have left",
-  // Kept out of the suite: today's stores allow it (the model test and the
-  // review route test rely on a void "by hand elsewhere"), and changing
-  // that is a rule change for every store, not a fix. Reviewers' finding:
-  // the void skips the route's receipt checks, and a tx that then confirms
-  // leaves a paid payment that can never settle, its payer's funds released.
-  ignore: true,
-  async fn() {
-    for (const backend of [memoryBackend, kvBackend]) {
-      const { store, close } = await backend.open();
-      try {
-        const sent = await store.createIntent({
-          id: "pi_1",
-          state: "settling",
-          hold: "pending",
-          settlingSince: 0,
-          lastBroadcast: { outcome: "sent", txHash: "0xa", at: 1 },
-        });
-        await store.transition("pi_1", {
-          from: "settling",
-          to: "needs_review",
-          version: sent.version,
-          at: 2,
-        });
-        await assert.rejects(store.voidHold("pi_1"), /money may have moved/);
-      } finally {
-        await close();
-      }
+Deno.test("a direct voidHold() is refused on a payment in review whose tx may have left, on every store", async () => {
+  // Reviewers' finding: the void skipped the resolve route's checks of the
+  // chain, and a tx that then confirmed left a paid payment that could
+  // never settle, its payer's funds released. The void rides in the
+  // resolution's move to failed instead.
+  const backends = [memoryBackend, kvBackend];
+  if (postgresAvailable) backends.push(postgresBackend);
+  for (const backend of backends) {
+    const { store, close } = await backend.open();
+    try {
+      const sent = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "sent", txHash: "0xa", at: 1 },
+      });
+      const review = await store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: sent.version,
+        at: 2,
+      });
+      await assert.rejects(
+        store.voidHold("pi_1"),
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /money may have moved/.test(error.message),
+      );
+      // 0xa confirms: the operator's "settled" still finds the hold.
+      const settled = await store.transition("pi_1", {
+        from: "needs_review",
+        to: "settled",
+        version: review.version,
+        at: 3,
+        ledger: "capture",
+      });
+      assert.deepEqual([settled.state, settled.hold], ["settled", "captured"]);
+    } finally {
+      await close();
     }
-  },
+  }
 });

@@ -67,9 +67,22 @@ const MUTANTS: Record<string, Mutant> = {
   },
   "captures in a move by the ledger only, not the state's rules": {
     file: "_rules.ts",
-    find: ": heldBy(current, change.ledger);",
+    find: ": heldBy(current, change.ledger, change.to);",
     replace: ": nextHold(current, change.ledger);",
   },
+  "voids the hold of a payment in review that may have sent, alone": {
+    file: "_rules.ts",
+    find: 'op === "void" && state === "needs_review" && to === undefined &&',
+    replace: "false &&",
+  },
+  "voids a review's hold alone while a send is in flight (only mayHaveSent counted)":
+    {
+      file: "_rules.ts",
+      find:
+        'op === "void" && state === "needs_review" && to === undefined &&\n    mayHaveMoved(intent)',
+      replace:
+        'op === "void" && state === "needs_review" && to === undefined &&\n    intent.mayHaveSent !== false',
+    },
   "fails an intent whose hold is captured": {
     file: "_rules.ts",
     find:

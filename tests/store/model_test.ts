@@ -82,18 +82,22 @@ type Broadcasts = Pick<
 
 /**
  * Whether the state and the broadcasts on record allow a hold change by
- * `op` (the hold itself aside): no void where money may have moved, a
- * capture only of a settling or needs_review intent, and of a settling
- * one only once a send returned a tx hash, with none in flight.
+ * `op` (the hold itself aside): no void where money may have moved (a
+ * review's only in a move, `alone` false), a capture only of a settling
+ * or needs_review intent, and of a settling one only once a send returned
+ * a tx hash, with none in flight.
  */
 function stateAllows(
   state: IntentState,
   seen: Broadcasts,
   op: "record" | "void" | "capture",
+  alone: boolean,
 ): boolean {
   const sentMaybe = seen.mayHaveSent || seen.broadcasting !== null;
   if (op === "void") {
-    return !(state === "settled" || (state === "settling" && sentMaybe));
+    return !(state === "settled" ||
+      ((state === "settling" || (state === "needs_review" && alone)) &&
+        sentMaybe));
   }
   if (op === "capture") {
     if (state === "settling") {
@@ -179,7 +183,8 @@ class Move implements fc.AsyncCommand<Model, Real> {
     const hold = this.ledger ? modelHold(model.hold, this.ledger) : model.hold;
     const allowed = TRANSITIONS[model.state].includes(this.to) &&
       hold !== "conflict" &&
-      (hold === model.hold || stateAllows(model.state, seen, this.ledger!)) &&
+      (hold === model.hold ||
+        stateAllows(model.state, seen, this.ledger!, false)) &&
       // I1: a settling intent fails only when every broadcast stayed home.
       !(model.state === "settling" && this.to === "failed" &&
         (seen.mayHaveSent || seen.broadcasting !== null ||
@@ -215,7 +220,7 @@ class StaleMove implements fc.AsyncCommand<Model, Real> {
     // staleness can refuse one.
     const ledgerAllows = (op: "void" | "capture") =>
       modelHold(model.hold, op) === model.hold ||
-      stateAllows(model.state, seen, op);
+      stateAllows(model.state, seen, op, false);
     const valid = TRANSITIONS[model.state].flatMap(
       (to): { to: IntentState; ledger?: "void" | "capture" }[] => {
         if (to === "authorized") {
@@ -273,7 +278,8 @@ class Hold implements fc.AsyncCommand<Model, Real> {
       : r.store.captureHold(this.id);
     let expected = modelHold(model.hold, this.op, model.state);
     if (
-      expected !== model.hold && !stateAllows(model.state, seen, this.op)
+      expected !== model.hold &&
+      !stateAllows(model.state, seen, this.op, true)
     ) expected = "conflict";
     if (expected === "conflict") await rejectsConflict(call, this.toString());
     else {

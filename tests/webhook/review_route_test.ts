@@ -165,24 +165,32 @@ Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not i
   assert.equal((await resolve({ to: "failed", version }, "pi_2")).status, 404);
   assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
-  // Voided by hand elsewhere: the funds were released, so it cannot settle.
-  await store.voidHold("pi_1");
-  const read = (await store.getIntent("pi_1"))!;
-  const refused = await resolve({ to: "settled", version: read.version });
+  // The store refuses a void alone of a payment in review that may have
+  // sent: the route's checks come first, and the void rides in the move.
+  await assert.rejects(store.voidHold("pi_1"), /resolve route/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // Voided before it went to review (nothing could have left): the funds
+  // were released, so it cannot settle.
+  const voided = await store.createIntent({
+    id: "pi_3",
+    state: "needs_review",
+    hold: "voided",
+    mayHaveSent: false,
+  });
+  const refused = await resolve(
+    { to: "settled", version: voided.version },
+    "pi_3",
+  );
   assert.equal(refused.status, 409);
   assert.match((await refused.json()).type, /refused$/);
-  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+  assert.equal((await store.getIntent("pi_3"))?.state, "needs_review");
   // Resolved once, it is no longer in review.
   assert.equal(
-    (await resolve({ to: "failed", nonceChecked: true, version: read.version }))
-      .status,
+    (await resolve({ to: "failed", nonceChecked: true, version })).status,
     200,
   );
-  const again = await resolve({
-    to: "failed",
-    nonceChecked: true,
-    version: read.version,
-  });
+  assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
+  const again = await resolve({ to: "failed", nonceChecked: true, version });
   assert.equal(again.status, 409);
   assert.match((await again.json()).type, /not-in-review$/);
 });
