@@ -295,6 +295,46 @@ export function storeContract(
         const after = (await store.getIntent(id))!;
         assert.deepEqual([after.broadcasting, after.hold], [1, "pending"]);
       });
+      await t.step(
+        "voidHold, lost to a send and a give-up's move to review",
+        async () => {
+          // Voidable when read (authorized); meanwhile the first send's
+          // write-ahead and a give-up's move to review. The store decides
+          // again on the payment in review, which a void alone must not
+          // release: a tx of it may have left.
+          const id = `pi_race_${n++}`;
+          const intent = await store.createIntent({
+            id,
+            state: "authorized",
+            hold: "pending",
+          });
+          beforeNextCommit(async (other) => {
+            const settling = await other.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: intent.version,
+              at: 1,
+            });
+            await other.transition(id, {
+              from: "settling",
+              to: "needs_review",
+              version: settling.version,
+              at: 2,
+            });
+          });
+          await assert.rejects(
+            store.voidHold(id),
+            (error) =>
+              error instanceof ConflictError && error.refused &&
+              /money may have moved/.test(error.message),
+          );
+          const after = (await store.getIntent(id))!;
+          assert.deepEqual([after.state, after.hold], [
+            "needs_review",
+            "pending",
+          ]);
+        },
+      );
       await t.step("putDeadLetter", async () => {
         beforeNextCommit((other) =>
           other.putDeadLetter(deadLetter("pi_x/settle", 5))

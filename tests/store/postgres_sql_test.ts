@@ -957,6 +957,53 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore's voidHold whose flight lost to a send and a give-up's move to review decides again on the payment in review, and refuses",
+  ignore,
+  async fn() {
+    const { store: other, schema, close } = await openPostgresStore();
+    const sql = await connect(2);
+    try {
+      const created = await other.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      // Between the void's read (authorized: voidable) and its flight, the
+      // first send's write-ahead and a give-up's move to review land.
+      const store = new PostgresStore(
+        afterFirstRead(sql, async () => {
+          const settling = await other.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: created.version,
+            at: 1,
+          });
+          await other.transition("pi_1", {
+            from: "settling",
+            to: "needs_review",
+            version: settling.version,
+            at: 2,
+          });
+        }),
+        { schema },
+      );
+      await assert.rejects(
+        store.voidHold("pi_1"),
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /money may have moved/.test(error.message),
+      );
+      const after = (await other.getIntent("pi_1"))!;
+      assert.deepEqual([after.state, after.hold], ["needs_review", "pending"]);
+    } finally {
+      await sql.end();
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "PostgresStore sends nothing of a write that has a value it cannot send (no partial commit)",
   ignore,
   // A statement postgres.js refuses inside a pipeline can leave the calls
