@@ -22,7 +22,7 @@
  * @module
  */
 
-import { describeError } from "../policy/_walk.ts";
+import { describeError, oneLine } from "../policy/_walk.ts";
 import {
   formatOutcome,
   type Job,
@@ -362,7 +362,8 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   // that throws loses the line, not the message.
   const log = (line: string): void => {
     try {
-      sink(line);
+      // One line, whatever a message's body put in the text it quotes.
+      sink(oneLine(line));
     } catch {
       // the line is lost; the message is still acked or retried
     }

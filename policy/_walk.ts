@@ -146,6 +146,27 @@ export function messageOf(error: unknown): string {
 }
 
 /**
+ * What ends or breaks a line somewhere: the C0 and C1 controls, DEL, and
+ * the line and paragraph separators some log viewers break on.
+ */
+// deno-lint-ignore no-control-regex
+export const LINE_BREAKING = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+const LINE_BREAKING_RUNS = new RegExp(`${LINE_BREAKING.source}+`, "g");
+
+/**
+ * `line` fit for a log: each run of {@linkcode LINE_BREAKING} characters
+ * a space. A client's text (a job's field quoted in a refusal, as
+ * JSON.stringify writes it, keeps a NEL or U+2028 raw) could otherwise
+ * end the line and start one that reads as the service's own.
+ */
+export function oneLine(line: string): string {
+  return LINE_BREAKING.test(line)
+    ? line.replace(LINE_BREAKING_RUNS, " ")
+    : line;
+}
+
+/**
  * An error's name and message on one short line, for a log: white space
  * collapsed, at most 300 characters. Never a stack.
  */

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { cutAt, messageOf } from "../policy/_walk.ts";
+import { cutAt, LINE_BREAKING, messageOf, oneLine } from "../policy/_walk.ts";
 import {
   assertDelivery,
   assertMs,
@@ -614,7 +614,9 @@ export function formatOutcome(job: Job, outcome: Outcome): string {
   return `${jobIdOf(job).padEnd(16)} #${outcome.delivery}  ${
     outcome.action.padEnd(13)
   }(${
-    text.length > LINE_TEXT_MAX || CONTROL.test(text) ? oneLine(text) : text
+    text.length > LINE_TEXT_MAX || LINE_BREAKING.test(text)
+      ? lineText(text)
+      : text
   })`;
 }
 
@@ -622,19 +624,12 @@ export function formatOutcome(job: Job, outcome: Outcome): string {
 const LINE_TEXT_MAX = 500;
 
 /**
- * What ends or breaks a line somewhere: the C0 and C1 controls, and the
- * line and paragraph separators some log viewers break on.
- */
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
-
-/**
  * A reason made fit for one log line: a Sender's own error may span lines
  * (viem's carry "Request Arguments:" and "Details:" on lines of their
  * own), and a line break in a log line starts what reads as another line.
  */
-function oneLine(text: string): string {
-  const flat = text.replace(new RegExp(`${CONTROL.source}+`, "g"), " ");
+function lineText(text: string): string {
+  const flat = oneLine(text);
   return flat.length <= LINE_TEXT_MAX
     ? flat
     : `${cutAt(flat, LINE_TEXT_MAX - 1)}…`;

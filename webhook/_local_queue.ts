@@ -6,7 +6,7 @@
  * @module
  */
 
-import { describeError } from "../policy/_walk.ts";
+import { describeError, oneLine } from "../policy/_walk.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import {
   formatOutcome,
@@ -59,7 +59,9 @@ export interface LocalQueueOptions {
 export function localQueueConsumer(
   options: LocalQueueOptions,
 ): (message: unknown) => Promise<void> {
-  const { relayer, enqueue, log } = options;
+  const { relayer, enqueue } = options;
+  // One line, whatever a message put in the text it quotes.
+  const log = (line: string): void => options.log(oneLine(line));
   return async (message: unknown): Promise<void> => {
     let job: Job;
     try {

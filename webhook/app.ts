@@ -31,7 +31,7 @@
  * @module
  */
 
-import { describeError } from "../policy/_walk.ts";
+import { describeError, oneLine } from "../policy/_walk.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { backoff } from "../policy/backoff.ts";
 import { jitter } from "../policy/jitter.ts";
@@ -608,7 +608,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     store,
     insecureDev = false,
     maxBodyBytes = 64 * 1024,
-    log = () => {},
+    log: sink = () => {},
     now: clock = Date.now,
     random = Math.random,
   } = deps;
@@ -628,6 +628,8 @@ export function createApp(deps: AppDeps): WebhookApp {
       }. Leave it out (or false) outside local development`,
     );
   }
+  // One line each, whatever a client put in the text a line quotes.
+  const log = (line: string): void => sink(oneLine(line));
   const relayer: Relayer = createRelayer(relayerOptions(deps));
   // Checked on every read, as the relayer's is: the routes write the time
   // too (a count, a replay record, an operator's resolution), and a store
@@ -2100,7 +2102,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (removed === null) return noDeadLetter(jobId);
     // The letter was the record: what it said stays in the log.
     log(
-      `relayer discarded the dead letter of ${jobId} (${removed.cause}, ${removed.deliveries} deliveries: ${removed.reason}; ${removed.resolution})`,
+      `relayer discarded the dead letter of ${jobId} (${removed.cause}, ${removed.deliveries} deliver${
+        removed.deliveries === 1 ? "y" : "ies"
+      }: ${removed.reason}; ${removed.resolution})`,
     );
     return c.json({ discarded: removed });
   }

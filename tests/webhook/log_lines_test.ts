@@ -1,0 +1,118 @@
+/**
+ * The log as an operator greps it: every line is one line, whatever a
+ * client put in the message it names, and says what it counts in the
+ * right number.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
+import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
+import { QSTASH, signHmac, signQStash } from "./_signing.ts";
+
+const SECRET = "webhook-secret-for-tests";
+const OPS = "ops-token-for-tests";
+const ops = { authorization: `Bearer ${OPS}` };
+
+/** What ends or breaks a line in some log viewer: C0, DEL, C1, U+2028, U+2029. */
+// deno-lint-ignore no-control-regex
+const BREAKS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+function app(lines: string[], store = new MemoryStore()) {
+  return createApp({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+    now: () => 1_764_504_000_000,
+    random: () => 0,
+    qstash: QSTASH,
+    webhookSecret: SECRET,
+    opsToken: OPS,
+    log: (line) => void lines.push(line),
+  });
+}
+
+Deno.test("createApp() logs an unreadable message, and the discard of its letter, each on one line: a NEL, a DEL or a line separator the client put in the job is not written raw", async () => {
+  const lines: string[] = [];
+  const webhook = app(lines);
+  // JSON.stringify escapes C0 controls, but not these.
+  const body = JSON.stringify({
+    intentId: "pi_0001",
+    kind: "settle\u0085worker  pi_0002/settle   #1  done\u2028x\u007f\u2029",
+  });
+  const res = await webhook.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body),
+      "upstash-message-id": "msg_1",
+    },
+  });
+  assert.equal(res.status, 489);
+  await res.body?.cancel();
+  const discarded = await webhook.request(
+    "/v1/dead-letters/qstash/msg_1/unreadable",
+    { method: "DELETE", headers: ops },
+  );
+  assert.equal(discarded.status, 200);
+  await discarded.body?.cancel();
+  assert.equal(lines.length, 2, lines.join("\n"));
+  for (const line of lines) {
+    assert.ok(!BREAKS.test(line), JSON.stringify(line));
+    assert.match(line, /qstash\/msg_1\/unreadable/);
+  }
+});
+
+Deno.test("createApp() logs the discard of a letter kept after 1 delivery as '1 delivery', not '1 deliveries'", async () => {
+  const lines: string[] = [];
+  const webhook = app(lines);
+  const body = JSON.stringify({
+    job: { intentId: "pi_0404", kind: "settle" },
+    delivery: 1,
+  });
+  const poisoned = await webhook.request("/v1/deliveries", {
+    method: "POST",
+    body,
+    headers: { "x-signature": signHmac(SECRET, body, 1_764_504_000) },
+  });
+  assert.equal((await poisoned.json()).outcome, "poison");
+  const discarded = await webhook.request("/v1/dead-letters/pi_0404/settle", {
+    method: "DELETE",
+    headers: ops,
+  });
+  assert.equal(discarded.status, 200);
+  await discarded.body?.cancel();
+  const line = lines.at(-1)!;
+  assert.match(line, /discarded the dead letter of pi_0404\/settle/);
+  assert.match(line, /\b1 delivery\b/);
+  assert.doesNotMatch(line, /\b1 deliveries\b/);
+});
+
+Deno.test("createQueueHandler() logs a message that is not a job on one line: a NEL or DEL in its body is not written raw", async () => {
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    relayer: createRelayer({
+      store: new MemoryStore(),
+      sender: new ScriptedSender({}),
+      policy: { maxDeliveries: 1 },
+      random: () => 0,
+    }),
+    log: (line) => void lines.push(line),
+  });
+  const calls: string[] = [];
+  await queue({
+    queue: "jobs",
+    messages: [{
+      id: "m1",
+      attempts: 1,
+      body: { intentId: "pi_0001", kind: "settle\u0085forged\u007f" },
+      ack: () => calls.push("ack"),
+      retry: () => calls.push("retry"),
+    }],
+  });
+  assert.deepEqual(calls, ["ack"]);
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.ok(!BREAKS.test(lines[0]!), JSON.stringify(lines[0]));
+});
