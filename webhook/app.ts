@@ -527,6 +527,20 @@ function idFrom(value: unknown): string | undefined {
 }
 
 /**
+ * The end of a delivery's log line naming the queue's message, as
+ * ` message <queue>/<id>` (its id, else its dead-letter id), or nothing.
+ * Ids are checked printable ASCII without spaces (see `idFrom`).
+ */
+function messageNote(
+  message: QueueIds | undefined,
+  pushId?: string,
+): string {
+  const id = pushId ?? message?.messageId ?? message?.dlqId;
+  if (id === undefined) return "";
+  return ` message ${message?.queue ?? "pubsub"}/${id}`;
+}
+
+/**
  * Builds the webhook: delivery routes for QStash, Pub/Sub and a generic
  * HMAC-signed route, ops routes, and `/healthz`. Every answer is JSON (a
  * `application/problem+json` for errors, RFC 9457), except Pub/Sub's 204.
@@ -780,8 +794,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     error: unknown,
     detail: string,
     delivery?: { readonly route: Route; readonly n: number | undefined },
+    seen = "",
   ): Promise<Response> {
-    log(`worker  ${what} unexpectedly: ${describeError(error)}`);
+    log(`worker  ${what} unexpectedly: ${describeError(error)}${seen}`);
     const n = delivery?.route === "pubsub" ? undefined : delivery?.n;
     const blip = n !== undefined && await storeWrites();
     return problem(
@@ -812,7 +827,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     claim: ReplayClaim | undefined,
     countAs?: string,
     message?: QueueIds,
+    pushId?: string,
   ): Promise<Response> {
+    // The queue's own id of the message, so a line can be found from the
+    // queue's console (and a give-up's repeat told from a late copy).
+    const seen = messageNote(message, pushId);
     let outcome: Outcome;
     try {
       // The replay record rides in the delivery's first write, and so do
@@ -829,9 +848,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         error,
         "The delivery could not finish (the store failed unexpectedly); the queue will redeliver it.",
         { route, n: delivery },
+        seen,
       );
     }
-    log(`worker  ${formatOutcome(job, outcome)}`);
+    log(`worker  ${formatOutcome(job, outcome)}${seen}`);
     return answer(route, job, outcome);
   }
 
@@ -1267,12 +1287,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       requireId: true,
     }, (push, seen): {
       job: Job;
+      id?: string;
       delivery?: number;
       countAs?: string;
       source?: string;
     } => {
       const attempt = seen.attempt ?? 0;
-      const source = push.source === undefined ? {} : { source: push.source };
+      const source = {
+        ...(push.id === undefined ? {} : { id: push.id }),
+        ...(push.source === undefined ? {} : { source: push.source }),
+      };
       // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
       return attempt === 0
         ? { job: push.job, countAs: `pubsub/${push.id}`, ...source }
@@ -1293,6 +1317,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       got.source === undefined
         ? undefined
         : { queue: "pubsub", dlqId: got.source },
+      got.id,
     );
   });
 
@@ -1309,6 +1334,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     queue: QueueIds,
     claim?: ReplayClaim,
   ): Promise<Response> {
+    const seen = messageNote(queue);
     let outcome: Outcome;
     try {
       outcome = await relayer.giveUp(job, {
@@ -1322,9 +1348,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         `${jobIdOf(job).padEnd(16)} give-up failed`,
         error,
         "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+        undefined,
+        seen,
       );
     }
-    log(`worker  ${formatOutcome(job, outcome)}`);
+    log(`worker  ${formatOutcome(job, outcome)}${seen}`);
     return answer(route, job, outcome);
   }
 

@@ -116,3 +116,57 @@ Deno.test("createQueueHandler() logs a message that is not a job on one line: a 
   assert.equal(lines.length, 1, lines.join("\n"));
   assert.ok(!BREAKS.test(lines[0]!), JSON.stringify(lines[0]));
 });
+
+Deno.test("createApp() names the queue's message in a delivery's line and a give-up's, so a line is found from the queue's console and a late copy is told apart", async () => {
+  const lines: string[] = [];
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const webhook = app(lines, store);
+  const body = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
+  const delivered = await webhook.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body),
+      "upstash-message-id": "msg_7",
+      "upstash-retried": "0",
+    },
+  });
+  await delivered.body?.cancel();
+  const callback = JSON.stringify({
+    sourceMessageId: "msg_8",
+    retried: 0,
+    sourceBody: btoa(body),
+  });
+  const gaveUp = await webhook.request("/v1/qstash/failed", {
+    method: "POST",
+    body: callback,
+    headers: {
+      "upstash-signature": await signQStash(callback, {
+        url: `${QSTASH.url}/failed`,
+      }),
+    },
+  });
+  await gaveUp.body?.cancel();
+  const unnamed = JSON.stringify({
+    job: { intentId: "pi_0001", kind: "settle" },
+    delivery: 1,
+  });
+  const generic = await webhook.request("/v1/deliveries", {
+    method: "POST",
+    body: unnamed,
+    headers: { "x-signature": signHmac(SECRET, unnamed, 1_764_504_000) },
+  });
+  await generic.body?.cancel();
+  assert.equal(lines.length, 3, lines.join("\n"));
+  assert.match(
+    lines[0]!,
+    /^worker  pi_0001\/settle +#1 .* message qstash\/msg_7$/,
+  );
+  assert.match(
+    lines[1]!,
+    /^worker  pi_0001\/settle +#1 .* message qstash\/msg_8$/,
+  );
+  // No message id, nothing added: the line is as before.
+  assert.match(lines[2]!, /^worker  pi_0001\/settle +#1 +\w+ +\(.*\)$/);
+});
