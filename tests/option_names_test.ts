@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import {
+  ConflictError,
   createRelayer,
   HttpSender,
   MemoryStore,
@@ -169,7 +170,12 @@ const calls: {
   },
   {
     name: "redrive()",
-    call: (options) => relayer.redrive("pi_0001/settle", options as never),
+    // The letter's intent does not exist: refused once the options pass.
+    call: (options) =>
+      relayer.redrive("pi_0001/settle", options as never).catch((error) => {
+        if (error instanceof ConflictError) return null;
+        throw error;
+      }),
     good: {},
     typo: "dedupe",
     names: "publish, message",

@@ -93,6 +93,7 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
       );
 
       // A dead letter, then its redrive: published before the letter is removed.
+      await service.store.createIntent({ id: "pi_0002" });
       const kv = service.kv!; // KV_PATH: a KvStore service
       await kv.set(["relayer", "dead", "pi_0002/settle"], {
         jobId: "pi_0002/settle",
@@ -100,8 +101,8 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
         deliveries: 10,
         cause: "exhausted",
         reason: "no luck after 10 deliveries",
-        resolution: "job dropped, intent not found",
-        lastError: "intent pi_0002 not found",
+        resolution: "job dropped, intent still created",
+        lastError: "signer unreachable",
         poisonedAt: 1,
       });
       const redriven = await service.app.request(
