@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import {
+  type Broadcast,
   MemoryStore,
   poison,
   type ReceiptStatus,
@@ -22,13 +23,18 @@ const OPS = "ops-token-for-review-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 
 /** Puts `pi_1` in review on `store`, its hold pending; its version after. */
-async function putInReview(store: Store, txHashes?: string[]) {
+async function putInReview(
+  store: Store,
+  txHashes?: string[],
+  lastBroadcast?: Broadcast,
+) {
   const created = await store.createIntent({
     id: "pi_1",
     state: "settling",
     hold: "pending",
     settlingSince: 0,
     ...(txHashes ? { txHashes } : {}),
+    ...(lastBroadcast ? { lastBroadcast } : {}),
   });
   return await store.transition("pi_1", {
     from: "settling",
@@ -40,11 +46,19 @@ async function putInReview(store: Store, txHashes?: string[]) {
 
 /** An app whose store holds `pi_1` in review, its hold pending. */
 async function inReview(
-  options: { txHashes?: string[]; sender?: Sender } = {},
+  options: {
+    txHashes?: string[];
+    lastBroadcast?: Broadcast;
+    sender?: Sender;
+  } = {},
 ) {
   const store = new MemoryStore();
   const lines: string[] = [];
-  const reviewed = await putInReview(store, options.txHashes);
+  const reviewed = await putInReview(
+    store,
+    options.txHashes,
+    options.lastBroadcast,
+  );
   const app = createApp({
     store,
     sender: options.sender ?? new ScriptedSender({}),
@@ -406,89 +420,47 @@ Deno.test("POST /v1/intents/:id/resolve sent again after it landed answers 409 n
   );
 });
 
+/** A Sender that reads every receipt as dropped, and sends nothing. */
+const allDropped: Sender = {
+  send: () => Promise.reject(new Error("no sends here")),
+  receipt: () => Promise.resolve("dropped" as const),
+};
+
 Deno.test("POST /v1/intents/:id/resolve will not fail a payment a send of which may have left with no hash kept, until the operator says they looked its nonce up", async () => {
   // The last broadcast unknown (a rescue whose answer was lost): its tx, if
   // it landed, is on no record, and the tx on record reads dropped because
   // that one used the nonce. The receipts cannot tell: only the chain can.
-  const sender: Sender = {
-    send: () => Promise.reject(new Error("no sends here")),
-    receipt: () => Promise.resolve("dropped" as const),
-  };
-  const store = new MemoryStore();
-  const settling = await store.createIntent({
-    id: "pi_1",
-    state: "settling",
-    hold: "pending",
-    settlingSince: 0,
+  const { store, resolve, version } = await inReview({
     txHashes: ["0xa"],
     lastBroadcast: { outcome: "unknown", error: "timed out", at: 0 },
+    sender: allDropped,
   });
-  const reviewed = await store.transition("pi_1", {
-    from: "settling",
-    to: "needs_review",
-    version: settling.version,
-    at: 1,
-  });
-  const app = createApp({ store, sender, opsToken: OPS });
-  const resolve = (body: unknown) =>
-    app.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify(body),
-    });
-  const refused = await resolve({ to: "failed", version: reviewed.version });
+  const refused = await resolve({ to: "failed", version });
   assert.equal(refused.status, 409);
   const problem = await refused.json();
   assert.equal(problem.type.endsWith("nonce-unchecked"), true, problem.type);
-  assert.match(problem.detail, /nonce/);
+  assert.match(problem.detail, /its last broadcast unknown/);
   assert.match(problem.detail, /"nonceChecked":true/);
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
   // Not a boolean: a bad body.
-  const bad = await resolve({
-    to: "failed",
-    version: reviewed.version,
-    nonceChecked: "yes",
-  });
+  const bad = await resolve({ to: "failed", version, nonceChecked: "yes" });
   assert.equal(bad.status, 400);
   // Said, it fails the payment (the receipts on record are still read).
-  const failed = await resolve({
-    to: "failed",
-    version: reviewed.version,
-    nonceChecked: true,
-  });
+  const failed = await resolve({ to: "failed", version, nonceChecked: true });
   assert.equal(failed.status, 200, await failed.text());
   assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
 });
 
 Deno.test("POST /v1/intents/:id/resolve fails without the nonce check a payment whose every send kept its hash, and settles any payment without it", async () => {
   // Every send recorded as sent with its hash: the receipts say it all.
-  const sender: Sender = {
-    send: () => Promise.reject(new Error("no sends here")),
-    receipt: () => Promise.resolve("dropped" as const),
-  };
-  const store = new MemoryStore();
-  const settling = await store.createIntent({
-    id: "pi_1",
-    state: "settling",
-    hold: "pending",
-    settlingSince: 0,
+  const sent = await inReview({
     txHashes: ["0xa"],
     lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
+    sender: allDropped,
   });
-  const reviewed = await store.transition("pi_1", {
-    from: "settling",
-    to: "needs_review",
-    version: settling.version,
-    at: 1,
-  });
-  const app = createApp({ store, sender, opsToken: OPS });
-  const res = await app.request("/v1/intents/pi_1/resolve", {
-    method: "POST",
-    headers,
-    body: JSON.stringify({ to: "failed", version: reviewed.version }),
-  });
+  const res = await sent.resolve({ to: "failed", version: sent.version });
   assert.equal(res.status, 200, await res.text());
-  const { store: other, resolve, version } = await inReview();
+  const { store, resolve, version } = await inReview();
   assert.equal((await resolve({ to: "settled", version })).status, 200);
-  assert.equal((await other.getIntent("pi_1"))?.hold, "captured");
+  assert.equal((await store.getIntent("pi_1"))?.hold, "captured");
 });
