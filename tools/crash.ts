@@ -130,6 +130,7 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
+import { signQStash } from "./_sign.ts";
 
 // ---------------------------------------------------------------- options
 
@@ -268,48 +269,6 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
-}
-
-const encoder = new TextEncoder();
-
-/** Base64url without padding, of bytes or a string's UTF-8. */
-function base64url(bytes: Uint8Array | string): string {
-  const raw = typeof bytes === "string" ? encoder.encode(bytes) : bytes;
-  return btoa(String.fromCharCode(...raw)).replaceAll("+", "-")
-    .replaceAll("/", "_").replace(/=+$/, "");
-}
-
-/**
- * An `Upstash-Signature` as QStash makes it for `url`: HS256 over `iss`
- * "Upstash", `sub` the URL, a fresh `jti` and the body's SHA-256.
- */
-async function signQStash(
-  key: CryptoKey,
-  url: string,
-  body: string,
-): Promise<string> {
-  const nowS = Math.floor(Date.now() / 1000);
-  const hash = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", encoder.encode(body)),
-  );
-  const claims = {
-    iss: "Upstash",
-    sub: url,
-    iat: nowS,
-    nbf: nowS,
-    exp: nowS + 300,
-    jti: `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
-    // QStash pads this one claim.
-    body: btoa(String.fromCharCode(...hash)).replaceAll("+", "-")
-      .replaceAll("/", "_"),
-  };
-  const input = `${base64url(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${
-    base64url(JSON.stringify(claims))
-  }`;
-  const mac = new Uint8Array(
-    await crypto.subtle.sign("HMAC", key, encoder.encode(input)),
-  );
-  return `${input}.${base64url(mac)}`;
 }
 
 /** A counting semaphore. */
@@ -1368,13 +1327,6 @@ async function runCrashTest(
   const opsToken = `crash-ops-${crypto.randomUUID()}`;
   const sign = hmacSigner(secret);
   const qstashSecret = `crash-qstash-${crypto.randomUUID()}`;
-  const qstashKey = await crypto.subtle.importKey(
-    "raw",
-    encoder.encode(qstashSecret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
   let operatorDone = false;
   /** Give-ups and late copies in flight now (a kill may wait for one). */
   let givingUpNow = 0;
@@ -1687,9 +1639,9 @@ async function runCrashTest(
         const body = JSON.stringify(payload);
         return await post("/v1/qstash", body, {
           "upstash-signature": await signQStash(
-            qstashKey,
-            `${PUBLIC_URL}/v1/qstash`,
             body,
+            `${PUBLIC_URL}/v1/qstash`,
+            qstashSecret,
           ),
           "upstash-message-id": job.messageId,
           "upstash-retried": String(n - 1),
@@ -1706,9 +1658,9 @@ async function runCrashTest(
       });
       return await post("/v1/qstash/failed", body, {
         "upstash-signature": await signQStash(
-          qstashKey,
-          `${PUBLIC_URL}/v1/qstash/failed`,
           body,
+          `${PUBLIC_URL}/v1/qstash/failed`,
+          qstashSecret,
         ),
       });
     });
