@@ -40,12 +40,20 @@ export function isRefusal(error: unknown): boolean {
  * `state` (absent when the intent is gone), or `null` when a job can help.
  * A gone intent's job would only retry "not found" until it is poisoned
  * again, and its letter come back: `POST /v1/jobs` refuses such a job too.
+ * A letter that records an unreadable message, not a job, is refused too.
  */
 export function redriveRefusal(
   jobId: string,
   intentId: string,
   state: Intent["state"] | undefined,
 ): ConflictError | null {
+  if (jobId !== `${intentId}/settle`) {
+    // `<queue>/<id>/unreadable` records a message no job was read from:
+    // its intentId is empty, or only what could be read of the message.
+    return refusal(
+      `Cannot redrive ${jobId} as it records an unreadable queue message, not a job: there is nothing to redrive. Publish a readable job for its intent (POST /v1/jobs) if it needs one, then discard the letter`,
+    );
+  }
   if (state === undefined) {
     return refusal(
       `Cannot redrive ${jobId} as intent ${intentId} does not exist: a job for it would only retry "not found" until poisoned again. Create the intent (POST /v1/intents), then redrive, or discard the letter`,

@@ -1921,6 +1921,51 @@ Deno.test("createRelayer() refuses to redrive a needs_review intent's dead lette
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
 });
 
+Deno.test("createRelayer() refuses to redrive an unreadable message's dead letter, saying it records no job, and publishes nothing", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+  const published: unknown[] = [];
+  const publish = (job: unknown) => {
+    published.push(job);
+    return Promise.resolve();
+  };
+  // One that names no intent, and one whose intent could be read.
+  const nameless = await relayer.keepUnreadable({
+    queue: "local",
+    id: "m-1",
+    raw: "{",
+    detail: "not JSON",
+  });
+  const named = await relayer.keepUnreadable({
+    queue: "pubsub",
+    id: "m-2",
+    raw: '{"intentId":"pi_0001","kind":"refund"}',
+    seen: { intentId: "pi_0001" },
+    detail: "'kind' must be \"settle\"",
+  });
+  for (const jobId of [nameless, named]) {
+    await assert.rejects(
+      relayer.redrive(jobId, { publish }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConflictError, String(error));
+        assert.equal(error.refused, true);
+        assert.equal(
+          error.message,
+          `Cannot redrive ${jobId} as it records an unreadable queue message, not a job: there is nothing to redrive. Publish a readable job for its intent (POST /v1/jobs) if it needs one, then discard the letter`,
+        );
+        return true;
+      },
+    );
+    assert.notEqual(await store.getDeadLetter(jobId), null, jobId);
+  }
+  assert.deepEqual(published, []);
+});
+
 Deno.test("formatOutcome() keeps a space after a job id of any length", () => {
   const outcome = {
     action: "retry",
