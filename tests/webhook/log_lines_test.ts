@@ -161,12 +161,12 @@ Deno.test("createApp() names the queue's message in a delivery's line and a give
   assert.equal(lines.length, 3, lines.join("\n"));
   assert.match(
     lines[0]!,
-    /^worker  pi_0001\/settle +#1 .* message qstash\/msg_7$/,
+    /^worker {2}pi_0001\/settle +#1 .* message qstash\/msg_7$/,
   );
   assert.match(
     lines[1]!,
-    /^worker  pi_0001\/settle +#1 .* message qstash\/msg_8$/,
+    /^worker {2}pi_0001\/settle +#1 .* message qstash\/msg_8$/,
   );
   // No message id, nothing added: the line is as before.
-  assert.match(lines[2]!, /^worker  pi_0001\/settle +#1 +\w+ +\(.*\)$/);
+  assert.match(lines[2]!, /^worker {2}pi_0001\/settle +#1 +\w+ +\(.*\)$/);
 });
