@@ -234,7 +234,8 @@ export interface Relayer {
    * @param options The delivery's replay record, which rides in its first
    * write; the key it is counted under; the queue's ids of its message.
    * @returns What the queue should do next.
-   * @throws {TypeError} If the job is malformed, or the clock (`now`)
+   * @throws {TypeError} If the job is malformed, `options` (or its
+   * `message`) holds a name it does not read, or the clock (`now`)
    * returns anything but whole milliseconds (on any delivery: no policy
    * decides on a caller's mistake).
    * @throws {RangeError} If `delivery` is not an integer from 1 to 2^53 − 1.
@@ -269,8 +270,9 @@ export interface Relayer {
    * @returns A poison outcome; `done` if the intent is settled or failed
    * (or settled now, on a confirmed tx), or the message was given up
    * before; a retry if another delivery holds the intent's lease.
-   * @throws {TypeError} If the job is malformed, or the clock (`now`)
-   * returns anything but whole milliseconds.
+   * @throws {TypeError} If the job is malformed, `options` (or its
+   * `queue`) holds a name it does not read, or the clock (`now`) returns
+   * anything but whole milliseconds.
    * @throws {RangeError} If `deliveries` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
    */

@@ -1754,7 +1754,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     if (nonceChecked !== undefined && typeof nonceChecked !== "boolean") {
       return bad(
-        `'nonceChecked' must be true (you looked the payment's nonce up on the chain) or absent: current value is ${
+        `'nonceChecked' must be true (you looked the payment's nonce up on the chain), false or absent: current value is ${
           show(nonceChecked)
         }.`,
       );
@@ -1789,7 +1789,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         "not-in-review",
         "Not in review",
         intent.state === to
-          ? `Intent ${id} is already ${to}: a resolution to ${to} landed before this one (an earlier send of this request, or another operator's); nothing to do.`
+          ? `Intent ${id} is already ${to}: a resolution to ${to} landed before this one (an earlier send of this request, or another operator's), unless it was never in review; nothing to do.`
           : `Intent ${id} is ${intent.state}, not needs_review: only a payment in review is resolved by hand.${
             intent.state === "settled" || intent.state === "failed"
               ? ` Another resolution (or the relayer) moved it since it was read: read it again (GET /v1/intents/${id}).`
