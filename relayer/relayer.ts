@@ -287,6 +287,7 @@ export interface Relayer {
    * @param message The queue, the message's id, what could be read of it,
    * and why it is unreadable.
    * @returns The dead letter's job id.
+   * @throws {TypeError} If `message` has a field it does not read.
    * @throws {Error} If the store fails: the queue should redeliver the
    * message, not drop it.
    */
@@ -305,6 +306,7 @@ export interface Relayer {
    * @returns The job, or `null` if there is no such dead letter.
    * @throws {ConflictError} If the intent is settled, failed, in review or
    * gone (no job can help it), or another redrive won.
+   * @throws {TypeError} If `options` has a field it does not read.
    */
   redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
   /**
@@ -328,6 +330,7 @@ export interface Relayer {
    * @throws {ConflictError} If a job can still move the intent, it is in
    * review, or the letter changed since `version` was read (or during the
    * removal).
+   * @throws {TypeError} If `options` has a field it does not read.
    *
    * @example Discard an unreadable message's letter
    * ```ts

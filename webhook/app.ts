@@ -12,7 +12,9 @@
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`, `POST /v1/intents/:id/resolve` (settle or fail a
- * payment in review, `{ to, version }`, its hold captured or voided first;
+ * payment in review, `{ to, version }`, and `nonceChecked: true` to fail
+ * one a send of which may have left with no hash kept; its hold captured,
+ * or voided in the same write as the move to failed;
  * the answer names the job's dead letter and the `DELETE` that discards it),
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
  * id `%2F`-encoded, or as `/v1/dead-letters/:intentId/:kind/redrive`),
