@@ -1820,7 +1820,7 @@ export function createApp(deps: AppDeps): WebhookApp {
             ? "a broadcast in flight"
             : intent.lastBroadcast?.outcome === "unknown"
             ? "its last broadcast unknown"
-            : "no broadcast on record"
+            : "no tx on record"
         }): failing it voids the hold, and if that tx landed the payee is paid with the payer's funds released. Look its nonce up on the chain: if a tx of it confirmed, settle it ({"to":"settled"}); if none landed and none can (the nonce is used by another tx, or the signer dropped it), send this again with "nonceChecked":true.`,
       );
     }
