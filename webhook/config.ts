@@ -636,10 +636,11 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
 /**
  * The settings as text. A Worker's environment holds wrangler.toml's
  * `[vars]` as text or JSON values, so `SENDER_TIMEOUT = 10000` unquoted
- * arrives as the number 10000: a number or boolean is read as its text
- * (what the quoted value would be). Any other value (an object, a list) is
- * refused by name once read, never echoed (it may be a secret); one that
- * is not read (the Worker's bindings: a queue, Hyperdrive) is left alone.
+ * arrives as the number 10000: a boolean, or a whole number below 2^53, is
+ * read as its text (what the quoted value would be). Any other value (a
+ * number the Worker may hold rounded, an object, a list) is refused by
+ * name once read, never echoed (it may be a secret); one that is not read
+ * (the Worker's bindings: a queue, Hyperdrive) is left alone.
  */
 function asText(
   env: Record<string, string | undefined>,
@@ -648,10 +649,22 @@ function asText(
     get(target, name) {
       const value: unknown = Reflect.get(target, name);
       if (value === undefined || typeof value === "string") return value;
-      if (typeof value === "number" || typeof value === "boolean") {
+      if (
+        typeof value === "boolean" ||
+        (typeof value === "number" && Number.isSafeInteger(value))
+      ) {
         return String(value);
       }
       if (typeof name !== "string") return value;
+      if (typeof value === "number") {
+        // Past 2^53, or with a fraction, the Worker may hold the number
+        // rounded, not the digits written: read as its text, a secret
+        // would be a key no sender holds. Not echoed: it may be a secret.
+        throw new ConfigError(
+          name,
+          `${name} is a number other than a whole one below 2^53, which the Worker may hold rounded, not as written: write it quoted (${name} = "…"), or set it as a secret`,
+        );
+      }
       throw new ConfigError(
         name,
         `${name} must be text, as wrangler.toml's [vars] quote it (${name} = "…"), or a secret: current value is ${
@@ -681,7 +694,7 @@ function asText(
  * lowers a higher value to the cap, and the job then stops early.
  *
  * @param variables The environment variables (`Deno.env.toObject()`, or a
- * Worker's `env`: a number or boolean of its `[vars]` is read as its text).
+ * Worker's `env`: a boolean or whole number of its `[vars]` is read as its text).
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
  *

@@ -1149,3 +1149,36 @@ Deno.test("loadConfig() reads a Worker's [vars] written as TOML numbers or boole
       !error.message.includes("a-webhook-secret-16"),
   );
 });
+
+Deno.test("loadConfig() refuses a Worker [vars] number whose text is not what was written (past 2^53, or with a fraction), by name and unechoed", () => {
+  // `WEBHOOK_SECRET = 1234567890123456789` unquoted reaches the Worker as
+  // 1234567890123456800: read as that text, the service would verify with
+  // a key no sender holds and refuse every delivery with a 401.
+  const cases: [string, number][] = [
+    ["WEBHOOK_SECRET", Number("1234567890123456789")],
+    ["OPS_TOKEN", Number("3.14159265358979323846")],
+    ["SENDER_TIMEOUT", 2 ** 60],
+  ];
+  for (const [name, value] of cases) {
+    assert.throws(
+      () =>
+        loadConfig(
+          { ...base, [name]: value } as unknown as Record<string, string>,
+        ),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.setting, name);
+        assert.match(error.message, /write it quoted/);
+        assert.ok(!error.message.includes(String(value)), error.message);
+        return true;
+      },
+    );
+  }
+  // A safe integer is its own text: taken, as before.
+  assert.equal(
+    loadConfig(
+      { ...base, SENDER_TIMEOUT: 12_000 } as unknown as Record<string, string>,
+    ).sender.timeoutMs,
+    12_000,
+  );
+});
