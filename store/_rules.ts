@@ -481,9 +481,13 @@ export function transitioned(
   if (change.to === "failed" && (hold === "pending" || hold === "captured")) {
     // A captured hold means the money moved: that payment cannot fail.
     throw refusal(
-      hold === "pending"
-        ? `Cannot fail ${id} while its hold is pending: void the hold first`
-        : `Cannot fail ${id} as its hold is captured: the money moved`,
+      hold === "captured"
+        ? `Cannot fail ${id} as its hold is captured: the money moved`
+        : current.state === "needs_review"
+        // A void alone is refused on a review that may have sent: the move
+        // carries it, after the chain was checked.
+        ? `Cannot fail ${id} while its hold is pending: once the chain shows none of its txs can land, fail it with ledger "void", which voids the hold in the same write (as the resolve route does)`
+        : `Cannot fail ${id} while its hold is pending: void the hold first`,
     );
   }
   if (change.to === "settled" && hold !== "captured") {

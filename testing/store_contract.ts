@@ -758,6 +758,22 @@ export function storeContract(
       mayHaveSent: false,
     });
     await refusedAlone("pi_flight", "a broadcast in flight");
+    // Failed without the void, it is refused with the way that works:
+    // "void the hold first" would send a script to the void refused above.
+    const unvoided = (await store.getIntent("pi_sent"))!;
+    await assert.rejects(
+      store.transition("pi_sent", {
+        from: "needs_review",
+        to: "failed",
+        version: unvoided.version,
+        at: 3,
+      }),
+      (error) =>
+        error instanceof ConflictError && error.refused &&
+        /ledger "void"/.test(error.message) &&
+        !/void the hold first/.test(error.message),
+    );
+    assert.deepEqual(await store.getIntent("pi_sent"), unvoided);
     // 0xa confirmed: the hold is still there to capture.
     const paid = (await store.getIntent("pi_sent"))!;
     const settled = await store.transition("pi_sent", {
