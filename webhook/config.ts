@@ -645,9 +645,15 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
 function asText(
   env: Record<string, string | undefined>,
 ): Record<string, string | undefined> {
-  return new Proxy(env, {
-    get(target, name) {
-      const value: unknown = Reflect.get(target, name);
+  // Over an empty object, not `env`: a Proxy must return a read-only,
+  // non-configurable property's own value, so over a frozen env the
+  // number 10000 read as "10000" would be a TypeError at start.
+  return new Proxy({}, {
+    has(_, name) {
+      return Reflect.has(env, name);
+    },
+    get(_, name) {
+      const value: unknown = Reflect.get(env, name);
       if (value === undefined || typeof value === "string") return value;
       if (
         typeof value === "boolean" ||

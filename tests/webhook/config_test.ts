@@ -1182,3 +1182,25 @@ Deno.test("loadConfig() refuses a Worker [vars] number whose text is not what wa
     12_000,
   );
 });
+
+Deno.test("loadConfig() reads a frozen environment, numbers of its [vars] included", () => {
+  // A caller may freeze what it hands over (a Worker's env as a module
+  // constant, a test's fixture): its read-only settings must still be read
+  // as text, not fail the start with a Proxy's invariant TypeError.
+  const env = Object.freeze({
+    ...base,
+    SENDER_TIMEOUT: 12_000,
+    KV_QUEUE: false,
+  }) as unknown as Record<string, string>;
+  const config = loadConfig(env);
+  assert.equal(config.sender.timeoutMs, 12_000);
+  assert.equal(config.kvQueue, false);
+  refused(
+    Object.freeze({
+      ...base,
+      WEBHOOK_SECRET: ["a-webhook-secret-16"],
+    }) as unknown as Record<string, string>,
+    "WEBHOOK_SECRET",
+    /must be text/,
+  );
+});
