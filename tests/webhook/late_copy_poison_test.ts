@@ -10,88 +10,19 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
-import { theGoogle } from "./_app.ts";
-import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
-
-const DEAD_LETTER_AUDIENCE =
-  "https://relayer.example.test/v1/pubsub/dead-letter";
-const job = { intentId: "pi_0002", kind: "settle" } as const;
-/** Past the give-up's lease: `leaseMs` + `clockSkewMs` (defaults), and a second. */
-const LATER_MS = 30_000 + 5_000 + 1_000;
-
-async function authorizedApp() {
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_0002",
-    state: "authorized",
-    hold: "pending",
-  });
-  const clock = { now: 1_000_000 };
-  const sender = new ScriptedSender({
-    pi_0002: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-  });
-  const g = await theGoogle();
-  const app = createApp({
-    store,
-    sender,
-    policy: { maxDeliveries: 3 },
-    now: () => clock.now,
-    random: () => 0,
-    qstash: QSTASH,
-    pubsub: {
-      audience: PUBSUB.audience,
-      jwks: g.jwks,
-      serviceAccount: PUBSUB.serviceAccount,
-    },
-    pubsubDeadLetter: {
-      audience: DEAD_LETTER_AUDIENCE,
-      jwks: g.jwks,
-      serviceAccount: PUBSUB.serviceAccount,
-    },
-  });
-  return { app, clock, sender, store };
-}
-
-async function qstash(messageId: string, retried: string) {
-  const body = JSON.stringify(job);
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body),
-      "upstash-message-id": messageId,
-      "upstash-retried": retried,
-    },
-  };
-}
-
-async function qstashFailed(sourceMessageId: string) {
-  const url = `${QSTASH.url}/failed`;
-  const body = JSON.stringify({
-    status: 503,
-    retried: 4,
-    maxRetries: 4,
-    dlqId: `dlq_${sourceMessageId}`,
-    sourceMessageId,
-    url: QSTASH.url,
-    method: "POST",
-    sourceBody: btoa(JSON.stringify(job)),
-  });
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, { url }),
-    },
-  };
-}
+import { MemoryStore } from "../../mod.ts";
+import {
+  authorizedApp,
+  deadLetterPush,
+  LATER_MS,
+  pubsubPush,
+  qstash,
+  qstashFailed,
+  sends,
+} from "./_late_copy.ts";
 
 Deno.test("a late QStash copy at its delivery limit leaves a payment that a job published since is settling to that job", async () => {
-  const { app, clock, sender, store } = await authorizedApp();
+  const { app, clock, sender, store } = await authorizedApp(new MemoryStore());
   const gaveUp = await app.request(
     "/v1/qstash/failed",
     await qstashFailed("msg_1"),
@@ -113,7 +44,7 @@ Deno.test("a late QStash copy at its delivery limit leaves a payment that a job 
       "the queue gave up on this message before: a late copy, nothing sent",
   });
   assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
-  assert.equal(sender.calls.filter((c) => c.method === "send").length, 1);
+  assert.equal(sends(sender), 1);
   // The letter still records the give-up, not a review.
   assert.equal(
     (await store.getDeadLetter("pi_0002/settle"))?.resolution,
@@ -122,30 +53,11 @@ Deno.test("a late QStash copy at its delivery limit leaves a payment that a job 
 });
 
 Deno.test("a late Pub/Sub copy of a dead-lettered message leaves a payment that a job published since is settling to that job", async () => {
-  const { app, clock, store } = await authorizedApp();
-  const g = await theGoogle();
-  const data = btoa(JSON.stringify(job));
-  const gaveUp = await app.request("/v1/pubsub/dead-letter", {
-    method: "POST",
-    body: JSON.stringify({
-      message: {
-        data,
-        messageId: "dead-letter-copy-1",
-        publishTime: "2026-11-30T12:00:09.000Z",
-        attributes: {
-          CloudPubSubDeadLetterSourceDeliveryCount: "5",
-          CloudPubSubDeadLetterSourceSubscription: "relayer",
-          CloudPubSubDeadLetterSourceSubscriptionProject: "p",
-          CloudPubSubDeadLetterSourceTopicPublishTime:
-            "2026-11-30T11:00:00.123+00:00",
-        },
-      },
-      subscription: "projects/p/subscriptions/relayer-dead-letter",
-    }),
-    headers: {
-      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
-    },
-  });
+  const { app, clock, store } = await authorizedApp(new MemoryStore());
+  const gaveUp = await app.request(
+    "/v1/pubsub/dead-letter",
+    await deadLetterPush(),
+  );
   assert.equal(gaveUp.status, 204);
   clock.now += LATER_MS;
   const push = async (
@@ -153,15 +65,10 @@ Deno.test("a late Pub/Sub copy of a dead-lettered message leaves a payment that 
     publishTime: string,
     attempt: number,
   ) =>
-    await app.request("/v1/pubsub", {
-      method: "POST",
-      body: JSON.stringify({
-        message: { data, messageId, publishTime },
-        subscription: "projects/p/subscriptions/relayer",
-        deliveryAttempt: attempt,
-      }),
-      headers: { authorization: `Bearer ${await g.token()}` },
-    });
+    await app.request(
+      "/v1/pubsub",
+      await pubsubPush(messageId, publishTime, attempt),
+    );
   // A job published since sends, and waits for its receipt.
   assert.equal((await push("3000", "2026-11-30T12:30:00.000Z", 1)).status, 503);
   assert.equal((await store.getIntent("pi_0002"))?.state, "settling");

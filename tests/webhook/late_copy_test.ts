@@ -10,18 +10,18 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender, type Store } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { MemoryStore, type Store } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
-import { theGoogle } from "./_app.ts";
 import { overriding } from "../_stores.ts";
-import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
-
-const DEAD_LETTER_AUDIENCE =
-  "https://relayer.example.test/v1/pubsub/dead-letter";
-const job = { intentId: "pi_0002", kind: "settle" } as const;
-/** Past the give-up's lease: `leaseMs` + `clockSkewMs` (defaults), and a second. */
-const LATER_MS = 30_000 + 5_000 + 1_000;
+import {
+  authorizedApp,
+  deadLetterPush,
+  LATER_MS,
+  pubsubPush,
+  qstash,
+  qstashFailed,
+  sends,
+} from "./_late_copy.ts";
 
 const STORES: readonly {
   name: string;
@@ -39,78 +39,6 @@ const STORES: readonly {
     },
   },
 ];
-
-function sends(sender: ScriptedSender): number {
-  return sender.calls.filter((call) => call.method === "send").length;
-}
-
-async function authorizedApp(store: Store) {
-  await store.createIntent({
-    id: "pi_0002",
-    state: "authorized",
-    hold: "pending",
-  });
-  const clock = { now: 1_000_000 };
-  const sender = new ScriptedSender({
-    pi_0002: { sends: [{ txHash: "0xabc" }] },
-  });
-  const g = await theGoogle();
-  const app = createApp({
-    store,
-    sender,
-    policy: { maxDeliveries: 3 },
-    now: () => clock.now,
-    random: () => 0,
-    qstash: QSTASH,
-    pubsub: {
-      audience: PUBSUB.audience,
-      jwks: g.jwks,
-      serviceAccount: PUBSUB.serviceAccount,
-    },
-    pubsubDeadLetter: {
-      audience: DEAD_LETTER_AUDIENCE,
-      jwks: g.jwks,
-      serviceAccount: PUBSUB.serviceAccount,
-    },
-  });
-  return { app, clock, sender };
-}
-
-async function qstash(messageId: string, retried: string) {
-  const body = JSON.stringify(job);
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body),
-      "upstash-message-id": messageId,
-      "upstash-retried": retried,
-    },
-  };
-}
-
-async function qstashFailed(sourceMessageId: string, key = "sourceMessageId") {
-  const url = `${QSTASH.url}/failed`;
-  const body = JSON.stringify({
-    status: 503,
-    retried: 4,
-    maxRetries: 4,
-    dlqId: `dlq_${sourceMessageId}`,
-    [key]: sourceMessageId,
-    url: QSTASH.url,
-    method: "POST",
-    sourceBody: btoa(JSON.stringify(job)),
-  });
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, { url }),
-    },
-  };
-}
 
 for (const { name, open } of STORES) {
   Deno.test(`a late QStash copy of a message its failure callback gave up on sends nothing; another message's job still sends [${name}]`, async () => {
@@ -157,47 +85,17 @@ for (const { name, open } of STORES) {
     const { store, close } = await open();
     try {
       const { app, clock, sender } = await authorizedApp(store);
-      const g = await theGoogle();
-      const data = btoa(JSON.stringify(job));
-      const gaveUp = await app.request("/v1/pubsub/dead-letter", {
-        method: "POST",
-        body: JSON.stringify({
-          message: {
-            data,
-            messageId: "dead-letter-copy-1",
-            publishTime: "2026-11-30T12:00:09.000Z",
-            attributes: {
-              CloudPubSubDeadLetterSourceDeliveryCount: "5",
-              CloudPubSubDeadLetterSourceSubscription: "relayer",
-              CloudPubSubDeadLetterSourceSubscriptionProject: "p",
-              CloudPubSubDeadLetterSourceTopicPublishTime:
-                "2026-11-30T11:00:00.123+00:00",
-            },
-          },
-          subscription: "projects/p/subscriptions/relayer-dead-letter",
-        }),
-        headers: {
-          authorization: `Bearer ${await g.token({
-            aud: DEAD_LETTER_AUDIENCE,
-          })}`,
-        },
-      });
+      const gaveUp = await app.request(
+        "/v1/pubsub/dead-letter",
+        await deadLetterPush(),
+      );
       assert.equal(gaveUp.status, 204);
       clock.now += LATER_MS;
       // The source message itself, pushed again after it was dead-lettered.
-      const late = await app.request("/v1/pubsub", {
-        method: "POST",
-        body: JSON.stringify({
-          message: {
-            data,
-            messageId: "2070443601311540",
-            publishTime: "2026-11-30T11:00:00.123Z",
-          },
-          subscription: "projects/p/subscriptions/relayer",
-          deliveryAttempt: 5,
-        }),
-        headers: { authorization: `Bearer ${await g.token()}` },
-      });
+      const late = await app.request(
+        "/v1/pubsub",
+        await pubsubPush("2070443601311540", "2026-11-30T11:00:00.123Z", 5),
+      );
       assert.equal(late.status, 204);
       assert.equal(sends(sender), 0);
       assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
@@ -217,20 +115,10 @@ Deno.test("a Pub/Sub push's write ahead of its send carries one give-up mark, it
     },
   });
   const { app, sender } = await authorizedApp(store);
-  const g = await theGoogle();
-  const res = await app.request("/v1/pubsub", {
-    method: "POST",
-    body: JSON.stringify({
-      message: {
-        data: btoa(JSON.stringify(job)),
-        messageId: "2070443601311540",
-        publishTime: "2026-11-30T11:00:00.123Z",
-      },
-      subscription: "projects/p/subscriptions/relayer",
-      deliveryAttempt: 1,
-    }),
-    headers: { authorization: `Bearer ${await g.token()}` },
-  });
+  const res = await app.request(
+    "/v1/pubsub",
+    await pubsubPush("2070443601311540", "2026-11-30T11:00:00.123Z", 1),
+  );
   assert.equal(res.status, 503); // sent, waiting for its receipt
   assert.equal(sends(sender), 1);
   assert.deepEqual(marks, [[

@@ -1,0 +1,150 @@
+/**
+ * What the late-copy tests share: an app whose intent `pi_0002` is
+ * authorized, with every queue's route, and the requests each queue sends
+ * (QStash's delivery and failure callback, a Pub/Sub push and its
+ * dead-letter push), signed as that queue signs them.
+ *
+ * @module
+ */
+
+import { ScriptedSender, type Store } from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+import { theGoogle } from "./_app.ts";
+import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
+
+/** The dead-letter route's OIDC audience. */
+export const DEAD_LETTER_AUDIENCE =
+  "https://relayer.example.test/v1/pubsub/dead-letter";
+
+/** The job every request carries. */
+export const job = { intentId: "pi_0002", kind: "settle" } as const;
+
+/** Past the give-up's lease: `leaseMs` + `clockSkewMs` (defaults), and a second. */
+export const LATER_MS = 30_000 + 5_000 + 1_000;
+
+/** Puts `pi_0002` authorized on `store`; an app on it whose send is `0xabc`, its receipt pending. */
+export async function authorizedApp(store: Store) {
+  await store.createIntent({
+    id: "pi_0002",
+    state: "authorized",
+    hold: "pending",
+  });
+  const clock = { now: 1_000_000 };
+  const sender = new ScriptedSender({
+    pi_0002: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
+  });
+  const g = await theGoogle();
+  const app = createApp({
+    store,
+    sender,
+    policy: { maxDeliveries: 3 },
+    now: () => clock.now,
+    random: () => 0,
+    qstash: QSTASH,
+    pubsub: {
+      audience: PUBSUB.audience,
+      jwks: g.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+    pubsubDeadLetter: {
+      audience: DEAD_LETTER_AUDIENCE,
+      jwks: g.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+  });
+  return { app, clock, sender, store };
+}
+
+/** How many sends `sender` was asked for. */
+export function sends(sender: ScriptedSender): number {
+  return sender.calls.filter((call) => call.method === "send").length;
+}
+
+/** QStash's delivery of the job as message `messageId`, `retried` times before. */
+export async function qstash(messageId: string, retried: string) {
+  const body = JSON.stringify(job);
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "upstash-signature": await signQStash(body),
+      "upstash-message-id": messageId,
+      "upstash-retried": retried,
+    },
+  };
+}
+
+/** QStash's failure callback for message `sourceMessageId`, its id under `key`. */
+export async function qstashFailed(
+  sourceMessageId: string,
+  key = "sourceMessageId",
+) {
+  const url = `${QSTASH.url}/failed`;
+  const body = JSON.stringify({
+    status: 503,
+    retried: 4,
+    maxRetries: 4,
+    dlqId: `dlq_${sourceMessageId}`,
+    [key]: sourceMessageId,
+    url: QSTASH.url,
+    method: "POST",
+    sourceBody: btoa(JSON.stringify(job)),
+  });
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "upstash-signature": await signQStash(body, { url }),
+    },
+  };
+}
+
+/** A push of the job on the jobs subscription, with Google's token. */
+export async function pubsubPush(
+  messageId: string,
+  publishTime: string,
+  deliveryAttempt: number,
+) {
+  const g = await theGoogle();
+  return {
+    method: "POST",
+    body: JSON.stringify({
+      message: { data: btoa(JSON.stringify(job)), messageId, publishTime },
+      subscription: "projects/p/subscriptions/relayer",
+      deliveryAttempt,
+    }),
+    headers: { authorization: `Bearer ${await g.token()}` },
+  };
+}
+
+/**
+ * The dead-letter topic's push of the job's message `2070443601311540`
+ * (published 11:00:00.123, given up after 5 deliveries), with Google's
+ * token for the dead-letter route.
+ */
+export async function deadLetterPush() {
+  const g = await theGoogle();
+  return {
+    method: "POST",
+    body: JSON.stringify({
+      message: {
+        data: btoa(JSON.stringify(job)),
+        messageId: "dead-letter-copy-1",
+        publishTime: "2026-11-30T12:00:09.000Z",
+        attributes: {
+          CloudPubSubDeadLetterSourceDeliveryCount: "5",
+          CloudPubSubDeadLetterSourceSubscription: "relayer",
+          CloudPubSubDeadLetterSourceSubscriptionProject: "p",
+          CloudPubSubDeadLetterSourceTopicPublishTime:
+            "2026-11-30T11:00:00.123+00:00",
+        },
+      },
+      subscription: "projects/p/subscriptions/relayer-dead-letter",
+    }),
+    headers: {
+      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  };
+}
