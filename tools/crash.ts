@@ -52,16 +52,30 @@
  *   within 5 s, with the same relayer process (one that exits fails the
  *   run); the summary says how long each took, and what the service answered
  *   meanwhile. Every delivery must be answered within 30 s, and anything but
- *   a 200 or a 503 is a violation.
- * - **Two queues**: half the publications go through QStash's routes
+ *   a 200 or a 503 (a 204 or a 503 on Pub/Sub's routes) is a violation.
+ * - **Three queues**: 40% of the publications go through QStash's routes
  *   (`/v1/qstash` with `Upstash-Message-Id` and `Upstash-Retried`, the
  *   give-up as its failure callback on `/v1/qstash/failed`, each signed as
- *   QStash signs), the rest through the generic route. After an acked
- *   QStash give-up (always one that dropped the job of an authorized
- *   intent) a late copy of its message comes, mostly past the give-up's
- *   lease: only the message's marks keep it from sending.
- * - **Replays**: about one answered request in 25 is sent again byte for
- *   byte, and must be answered 401.
+ *   QStash signs), 40% through Pub/Sub's, the rest through the generic
+ *   route. After an acked QStash give-up (always one that dropped the job
+ *   of an authorized intent) a late copy of its message comes, mostly past
+ *   the give-up's lease: only the message's marks keep it from sending.
+ * - **Pub/Sub**: pushes in Google's envelope (message id, publish time,
+ *   `deliveryAttempt`, the subscription having a dead-letter policy) with
+ *   Google's OIDC token, redelivered on Pub/Sub's own backoff (not the
+ *   policy's `delayMs`); a 204 acks, and says nothing of done or poison.
+ *   The give-up is the dead-letter topic's push to `/v1/pubsub/dead-letter`
+ *   (a new message naming the source subscription, delivery count and
+ *   publish time, in Google's `+00:00` form), sometimes repeated as the
+ *   same copy or as a new one; every acked one is followed by a late push
+ *   of its source message. About one push in 25 also comes with a token
+ *   for the dead-letter route's audience, and must be answered 401. The
+ *   service fetches Google's keys as in production: `HTTPS_PROXY` and
+ *   `DENO_CERT` (Deno's settings) route that one request to a stand-in of
+ *   this run (`tools/_google_stand_in.ts`), which refuses any other host.
+ * - **Replays**: about one answered request in 25 (not Pub/Sub's, which
+ *   cannot refuse one) is sent again byte for byte, and must be answered
+ *   401.
  * - **An operator** resolves payments in review through
  *   `POST /v1/intents/:id/resolve`: settled once the signer confirmed one
  *   of its txs, failed when nothing may have left or a tx is on record
@@ -88,10 +102,12 @@
  *   signer confirmed for one of its tx hashes (the last, or one a rescue
  *   replaced on record).
  * - Dead letters: each belongs to a job that answered poison at that
- *   delivery, or whose delivery of that number died with the server; its
+ *   delivery (or, on Pub/Sub, was acked with its bodiless 204), or whose
+ *   delivery of that number died with the server; its
  *   intent exists; its resolution is one of the specification's texts and
  *   agrees with the intent's final state; `declared` only where the signer
- *   declared poison. Every job that answered poison has one.
+ *   declared poison. Every job that answered poison has one (not known of
+ *   Pub/Sub's 204s).
  * - Quiet after a give-up: no `/send` arrives once the queue's give-up was
  *   acked until the job is published again, and no late copy answers that
  *   it sent.
@@ -130,7 +146,12 @@ import {
   startPostgres,
 } from "../support/postgres_server.ts";
 import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
-import { signQStash } from "./_sign.ts";
+import { type GoogleIssuer, googleIssuer, signQStash } from "./_sign.ts";
+import {
+  type GoogleStandIn,
+  PROXY_SETTINGS,
+  startGoogleStandIn,
+} from "./_google_stand_in.ts";
 
 // ---------------------------------------------------------------- options
 
@@ -498,6 +519,10 @@ const SERVICE_SETTINGS = [
   "PUBLIC_URL",
   "PUBSUB_AUDIENCE",
   "PUBSUB_SERVICE_ACCOUNT",
+  "PUBSUB_DEAD_LETTER_AUDIENCE",
+  "PUBSUB_MESSAGE_RETENTION",
+  "QSTASH_TOKEN",
+  "QSTASH_URL",
   "WEBHOOK_SECRET",
   "WEBHOOK_SECRET_NEXT",
   "OPS_TOKEN",
@@ -682,11 +707,13 @@ interface AnswerBody {
 type Attempt =
   | {
     readonly kind: "answer";
+    /** The route it went to. */
+    readonly path: string;
     readonly status: number;
     readonly body: AnswerBody;
     readonly retryAfter: string | null;
   }
-  | { readonly kind: "lost"; readonly error: string };
+  | { readonly kind: "lost"; readonly path: string; readonly error: string };
 
 /** One job as the queue tracks it. */
 interface JobRecord {
@@ -701,6 +728,11 @@ interface JobRecord {
   readonly poisoned: { delivery: number; resolution: string }[];
   /** Delivery numbers of which no copy got an answer, or one copy did not. */
   readonly lost: Set<number>;
+  /**
+   * Delivery numbers acked by Pub/Sub's 204, which has no body: done and
+   * poison look alike there, so a dead letter at one of them is allowed.
+   */
+  readonly unread: Set<number>;
   /** A copy died with the server after another copy of the same delivery was acked. */
   lostCopyAfterAck: boolean;
   /** Which publication of the job this is: 1, then 2 after a re-publish. */
@@ -712,17 +744,28 @@ interface JobRecord {
   /** The queue's id of the message of this generation (for its give-up). */
   messageId: string;
   /**
-   * The queue this publication goes through: the generic route (a bridge,
-   * whose deliveries name no message) or QStash (each delivery carries its
-   * `Upstash-Message-Id`, and the give-up is QStash's failure callback).
+   * The message's publish time, as a Pub/Sub push names it
+   * (`…T11:00:00.123Z`); its dead-letter copy names it `…+00:00`.
    */
-  lane: "generic" | "qstash";
+  publishTime: string;
+  /**
+   * The queue this publication goes through: the generic route (a bridge,
+   * whose deliveries name no message), QStash (each delivery carries its
+   * `Upstash-Message-Id`, and the give-up is QStash's failure callback) or
+   * Pub/Sub push (each push carries its message id, publish time and
+   * `deliveryAttempt`, its own backoff applies, and the give-up is the
+   * dead-letter topic's push).
+   */
+  lane: Lane;
   /**
    * From each acked give-up to the next publication (or the end): no
    * `/send` may arrive for the intent then, whatever copies come late.
    */
   readonly quiet: { from: number; to: number }[];
 }
+
+/** The queues a publication may go through. */
+type Lane = "generic" | "qstash" | "pubsub";
 
 /** What the run counted. */
 interface Stats {
@@ -739,10 +782,17 @@ interface Stats {
   giveUpRepeats: number;
   republished: number;
   heldUp: number;
-  /** QStash publications (the rest go through the generic route). */
+  /** QStash publications. */
   qstashJobs: number;
-  /** Late copies of a message after its give-up was acked. */
+  /** Pub/Sub publications. */
+  pubsubJobs: number;
+  /** Late copies of a message after its give-up was acked, by lane. */
   lateCopies: number;
+  pubsubLateCopies: number;
+  /** Dead-letter pushes (Pub/Sub's give-ups, repeats included). */
+  deadLetterPushes: number;
+  /** Pushes sent with a token for another audience (each must be 401). */
+  misdirected: number;
   /** Signed requests sent again, byte for byte, after their answer. */
   replays: number;
   /** Operator resolutions of needs_review intents, by target. */
@@ -1130,10 +1180,13 @@ function check(input: CheckInput): CheckResult {
     const poisonedThere = job.poisoned.some((p) =>
       p.delivery === letter.deliveries
     );
-    if (!poisonedThere && !job.lost.has(letter.deliveries)) {
+    if (
+      !poisonedThere && !job.lost.has(letter.deliveries) &&
+      !job.unread.has(letter.deliveries)
+    ) {
       flag(
         id,
-        `dead letter at delivery ${letter.deliveries}, which neither answered poison nor died with the server`,
+        `dead letter at delivery ${letter.deliveries}, which neither answered poison, nor was acked by Pub/Sub's bodiless 204, nor died with the server`,
       );
     }
     const after = stateAfter(letter.resolution);
@@ -1216,19 +1269,46 @@ const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
 /** How many publications of a job have a queue that gives up (at a drawn count). */
 const GIVE_UP_RATE = 0.45;
-/** How many publications go through QStash's routes rather than the generic one. */
-const QSTASH_RATE = 0.5;
+/** How many publications go through QStash's routes. */
+const QSTASH_RATE = 0.4;
+/** How many go through Pub/Sub's push routes (the rest: the generic route). */
+const PUBSUB_RATE = 0.4;
+
+/** The lane drawn by `x` in [0, 1): QStash, Pub/Sub, or the generic route. */
+function laneOf(x: number): Lane {
+  return x < QSTASH_RATE
+    ? "qstash"
+    : x < QSTASH_RATE + PUBSUB_RATE
+    ? "pubsub"
+    : "generic";
+}
 /**
  * How many acked QStash give-ups are followed by a late copy of their
  * message (all that dropped the job of an authorized intent).
  */
 const LATE_COPY_RATE = 0.5;
-/** How many QStash publications it gives up on with their first delivery in flight. */
-const QSTASH_EARLY_GIVE_UP = 0.25;
+/**
+ * How many QStash and Pub/Sub publications their queue gives up on with
+ * their first delivery in flight (QStash timed it out; Pub/Sub counted
+ * pushes the service never answered, while it was down).
+ */
+const EARLY_GIVE_UP = 0.25;
 /** How many answered requests are sent again byte for byte (a replay). */
 const REPLAY_RATE = 1 / 25;
 /** The base URL QStash signs (its `sub`); the service is reached on loopback. */
 const PUBLIC_URL = "https://relayer.crash.test";
+/** The account Pub/Sub pushes as, in Google's token's `email`. */
+const PUBSUB_ACCOUNT = "crash-pusher@crash-test.iam.gserviceaccount.com";
+/** The jobs' push subscription, as a push names it. */
+const PUBSUB_PROJECT = "crash-test";
+const PUBSUB_SUBSCRIPTION = "relayer-jobs";
+/**
+ * Pub/Sub's dead-letter policy: at least `MAX_DELIVERIES` (the service
+ * refuses fewer). Pub/Sub counts pushes the service never answered (it
+ * was down, a push timed out), so its give-up comes at any count the
+ * service sees, drawn as for the other queues.
+ */
+const PUBSUB_MAX_DELIVERY_ATTEMPTS = 7;
 
 /**
  * Runs the crash test in a temp dir of its own (and, with `--store
@@ -1256,7 +1336,21 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
   let database: OwnedPostgresServer | null = null;
   let pooler: OwnedPgBouncer | null = null;
   let databaseUrl: string | null = null;
+  let google: GoogleStandIn | null = null;
   try {
+    // Google's OIDC issuer for the Pub/Sub lane: its keys are served where
+    // the service fetches them in production (see tools/_google_stand_in.ts).
+    const issuer = await googleIssuer();
+    try {
+      google = await startGoogleStandIn(issuer.jwks);
+    } catch (error) {
+      throw new CheckError(
+        `Google's key endpoint could not be stood in for (${
+          errorLine((error as Error).message)
+        }): the Pub/Sub lane needs openssl on the PATH (Debian's openssl package)`,
+        { cause: error },
+      );
+    }
     if (options.store !== "kv") {
       // Its own server, stopped below (and by its watchdog if this process dies).
       try {
@@ -1289,8 +1383,14 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
       // What a pooler in transaction mode needs (docs/postgres.md).
       databaseUrl = `${pooler.url}?prepare=false`;
     }
-    return await runCrashTest(options, { dir, databaseUrl, database });
+    return await runCrashTest(options, {
+      dir,
+      databaseUrl,
+      database,
+      google: { issuer, standIn: google },
+    });
   } finally {
+    await google?.stop();
     await pooler?.stop();
     await database?.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -1302,7 +1402,8 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
  * the checks and the summary.
  *
  * @param options The command line.
- * @param where The run's temp dir, and the database's URL with `--store postgres`.
+ * @param where The run's temp dir, the database's URL with `--store
+ * postgres`, and Google's issuer with the stand-in serving its keys.
  * @returns The process exit code.
  */
 async function runCrashTest(
@@ -1311,9 +1412,10 @@ async function runCrashTest(
     dir: string;
     databaseUrl: string | null;
     database: OwnedPostgresServer | null;
+    google: { issuer: GoogleIssuer; standIn: GoogleStandIn };
   },
 ): Promise<number> {
-  const { dir, databaseUrl, database } = where;
+  const { dir, databaseUrl, database, google } = where;
   const started = now();
   const deadline = started + options.deadlineS * 1000;
   const seeds = mulberry32(options.seed);
@@ -1346,9 +1448,27 @@ async function runCrashTest(
   };
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(Deno.env.toObject())) {
-    if (!SERVICE_SETTINGS.includes(name)) env[name] = value;
+    if (!SERVICE_SETTINGS.includes(name) && !PROXY_SETTINGS.includes(name)) {
+      env[name] = value;
+    }
   }
+  // Pub/Sub's own retry policy, as the service is told it: the least
+  // minimum backoff whose guaranteed window covers STUCK_AFTER.
+  const pubsubMinBackoffMs = Math.ceil(
+    policy.stuckAfterMs / (policy.maxDeliveries - 1),
+  );
+  const pubsubMaxBackoffMs = policy.capMs;
   Object.assign(env, {
+    ...google.standIn.env,
+    // Deno's own update check would go through the proxy too (and be
+    // refused there, as any host but Google's key endpoint is).
+    DENO_NO_UPDATE_CHECK: "1",
+    PUBSUB_AUDIENCE: `${PUBLIC_URL}/v1/pubsub`,
+    PUBSUB_DEAD_LETTER_AUDIENCE: `${PUBLIC_URL}/v1/pubsub/dead-letter`,
+    PUBSUB_SERVICE_ACCOUNT: PUBSUB_ACCOUNT,
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: String(PUBSUB_MAX_DELIVERY_ATTEMPTS),
+    PUBSUB_MIN_BACKOFF: `${pubsubMinBackoffMs}ms`,
+    PUBSUB_MAX_BACKOFF: `${pubsubMaxBackoffMs}ms`,
     NO_COLOR: "1",
     SENDER_URL: `http://127.0.0.1:${signer.addr.port}`,
     ...(databaseUrl !== null
@@ -1385,7 +1505,11 @@ async function runCrashTest(
     republished: 0,
     heldUp: 0,
     qstashJobs: 0,
+    pubsubJobs: 0,
     lateCopies: 0,
+    pubsubLateCopies: 0,
+    deadLetterPushes: 0,
+    misdirected: 0,
     replays: 0,
     resolved: new Map(),
     killsInGiveUp: 0,
@@ -1445,7 +1569,9 @@ async function runCrashTest(
         signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
       });
       const text = await res.text();
-      if (queueRandom() < REPLAY_RATE) {
+      // Not Pub/Sub's: Google's token does not cover the body and is reused
+      // for up to an hour, so its routes cannot refuse a replay (DESIGN §15).
+      if (!path.startsWith("/v1/pubsub") && queueRandom() < REPLAY_RATE) {
         // The same signed request again (an attacker's, or a proxy's
         // retry): refused with 401 once its first copy was answered, and
         // it touches nothing (a replay that acted would show as a second
@@ -1511,6 +1637,7 @@ async function runCrashTest(
       }
       return {
         kind: "answer",
+        path,
         status: res.status,
         body: parsed,
         retryAfter: res.headers.get("retry-after"),
@@ -1526,7 +1653,7 @@ async function runCrashTest(
           }s into the run)`,
         );
       }
-      return { kind: "lost", error: (error as Error).message };
+      return { kind: "lost", path, error: (error as Error).message };
     }
   };
 
@@ -1551,6 +1678,17 @@ async function runCrashTest(
   /** Each give-up's first resolution, by message id: a repeat must answer the same. */
   const firstResolution = new Map<string, string>();
 
+  /**
+   * How long Pub/Sub waits before it pushes again after push `n` was
+   * refused: its subscription's retry policy, exponential between the
+   * bounds the service was told (best effort: never below the minimum).
+   */
+  const pubsubBackoff = (n: number): number =>
+    Math.min(
+      pubsubMaxBackoffMs,
+      pubsubMinBackoffMs * 2 ** Math.min(n - 1, 20),
+    ) + Math.floor(queueRandom() * 10);
+
   /** Books the answers to one delivery (or give-up) numbered `n` into its job. */
   const book = (
     job: JobRecord,
@@ -1569,6 +1707,25 @@ async function runCrashTest(
         continue;
       }
       const { status, body: answer } = attempt;
+      if (attempt.path.startsWith("/v1/pubsub")) {
+        // Pub/Sub's answers: 204 acks (done or poison, no body), 503 asks
+        // again after the subscription's own backoff, not delayMs.
+        if (status === 204) {
+          acked = true;
+          job.unread.add(n);
+          if (live) job.final = {};
+        } else if (status === 503) {
+          delayMs = Math.max(delayMs, pubsubBackoff(n));
+        } else {
+          unexpected.push(
+            `${job.intentId}: Pub/Sub push ${n} to ${attempt.path} answered ${status} ${
+              JSON.stringify(answer)
+            }`,
+          );
+          delayMs = Math.max(delayMs, 100);
+        }
+        continue;
+      }
       if (answer.outcome === "poison") {
         job.poisoned.push({
           delivery: answer.delivery ?? n,
@@ -1606,10 +1763,11 @@ async function runCrashTest(
     job: JobRecord,
     n: number,
     copies: number,
-    what: { gaveUp?: string; publication?: number },
+    what: { gaveUp?: string; publication?: number; deadLetterId?: string },
   ) =>
     Array.from({ length: copies }, async (_, copy) => {
       const payload = { intentId: job.intentId, kind: "settle" };
+      if (job.lane === "pubsub") return await pushPubSub(job, n, payload, what);
       if (job.lane === "generic") {
         const body = JSON.stringify(
           what.gaveUp === undefined
@@ -1665,6 +1823,98 @@ async function runCrashTest(
       });
     });
 
+  /** Google's token for `audience`, made once and reused, as Google reuses its tokens for up to an hour. */
+  const tokens = new Map<string, Promise<string>>();
+  const googleToken = (audience: string): Promise<string> => {
+    let token = tokens.get(audience);
+    if (token === undefined) {
+      token = google.issuer.token(audience, PUBSUB_ACCOUNT);
+      tokens.set(audience, token);
+    }
+    return token;
+  };
+
+  /**
+   * Pub/Sub's push of the job's message (`deliveryAttempt` `n`, the
+   * subscription's dead-letter policy being set), or, with `gaveUp`, the
+   * dead-letter topic's push of it: a message of its own (`deadLetterId`)
+   * whose attributes name the source subscription, its delivery count and
+   * the source's publish time (in Google's other format, `+00:00`).
+   */
+  const pushPubSub = async (
+    job: JobRecord,
+    n: number,
+    payload: { intentId: string; kind: string },
+    what: { gaveUp?: string; deadLetterId?: string },
+  ): Promise<Attempt> => {
+    const data = btoa(JSON.stringify(payload));
+    if (what.gaveUp === undefined) {
+      const body = JSON.stringify({
+        message: {
+          data,
+          messageId: job.messageId,
+          publishTime: job.publishTime,
+        },
+        subscription:
+          `projects/${PUBSUB_PROJECT}/subscriptions/${PUBSUB_SUBSCRIPTION}`,
+        deliveryAttempt: n,
+      });
+      if (queueRandom() < REPLAY_RATE) {
+        // A Google token for another audience (the dead-letter route's):
+        // Google issues tokens for any audience, so only the audience
+        // check refuses it, and it must touch nothing.
+        stats.misdirected++;
+        try {
+          const res = await fetch(`${server.base}/v1/pubsub`, {
+            method: "POST",
+            body,
+            headers: {
+              "content-type": "application/json",
+              authorization: `Bearer ${await googleToken(
+                `${PUBLIC_URL}/v1/pubsub/dead-letter`,
+              )}`,
+            },
+            signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
+          });
+          await res.body?.cancel();
+          if (res.status !== 401) {
+            unexpected.push(
+              `${job.intentId}: a push with a token for the dead-letter route's audience answered ${res.status} on /v1/pubsub, not 401`,
+            );
+          }
+        } catch {
+          // the server died under it
+        }
+      }
+      return await post("/v1/pubsub", body, {
+        authorization: `Bearer ${await googleToken(
+          `${PUBLIC_URL}/v1/pubsub`,
+        )}`,
+      });
+    }
+    stats.deadLetterPushes++;
+    const body = JSON.stringify({
+      message: {
+        data,
+        messageId: what.deadLetterId ?? `dl-${what.gaveUp}`,
+        publishTime: new Date().toISOString(),
+        attributes: {
+          CloudPubSubDeadLetterSourceDeliveryCount: String(n),
+          CloudPubSubDeadLetterSourceSubscription: PUBSUB_SUBSCRIPTION,
+          CloudPubSubDeadLetterSourceSubscriptionProject: PUBSUB_PROJECT,
+          CloudPubSubDeadLetterSourceTopicPublishTime: job.publishTime
+            .replace(/Z$/, "+00:00"),
+        },
+      },
+      subscription: `projects/${PUBSUB_PROJECT}/subscriptions/relayer-dead`,
+    });
+    return await post("/v1/pubsub/dead-letter", body, {
+      authorization: `Bearer ${await googleToken(
+        `${PUBLIC_URL}/v1/pubsub/dead-letter`,
+      )}`,
+    });
+  };
+
   /**
    * The queue gives up on the job after delivery `n` (POST /v1/deliveries
    * with `gaveUp`, as a bridge does), sometimes twice at once, until a copy
@@ -1679,6 +1929,9 @@ async function runCrashTest(
     // The publication given up on, as it was (a repeat comes through its
     // queue even once the job is published again, maybe through another).
     message: JobRecord = { ...job, quiet: [] },
+    // Pub/Sub's dead-letter copy: each forward is a message of its own,
+    // pushed again (same id) until acked.
+    deadLetterId = `dl-${messageId}-1`,
   ): Promise<void> => {
     for (let tries = 1;; tries++) {
       checkAlive();
@@ -1694,7 +1947,7 @@ async function runCrashTest(
         givingUpNow++;
         try {
           return await Promise.all(
-            postCopies(message, n, copies, { gaveUp: messageId }),
+            postCopies(message, n, copies, { gaveUp: messageId, deadLetterId }),
           );
         } finally {
           givingUpNow--;
@@ -1726,11 +1979,15 @@ async function runCrashTest(
           a.kind === "answer" &&
           a.body.resolution === "job dropped, intent still authorized"
         );
+        // Pub/Sub's 204 says nothing of the resolution: every acked
+        // dead-letter push is followed by a late push of its source.
         if (
-          message.lane === "qstash" &&
-          (dropped || queueRandom() < LATE_COPY_RATE)
+          message.lane === "pubsub" ||
+          (message.lane === "qstash" &&
+            (dropped || queueRandom() < LATE_COPY_RATE))
         ) {
-          stats.lateCopies++;
+          if (message.lane === "pubsub") stats.pubsubLateCopies++;
+          else stats.lateCopies++;
           // Mostly past the give-up's lease (only the marks hold it off),
           // sometimes within it.
           const wait = dropped || queueRandom() < 0.7
@@ -1744,9 +2001,16 @@ async function runCrashTest(
         if (queueRandom() < 0.25) {
           stats.giveUpRepeats++;
           const wait = Math.floor(queueRandom() * 150);
+          // Pub/Sub's repeat: the same dead-letter copy pushed again, or
+          // the message dead-lettered again (best effort), a new copy.
+          const again = queueRandom() < 0.5
+            ? deadLetterId
+            : `dl-${messageId}-${stats.giveUpRepeats + 1}`;
           detach((async () => {
             await sleep(wait);
-            if (!failure) await giveUp(job, n, messageId, false, message);
+            if (!failure) {
+              await giveUp(job, n, messageId, false, message, again);
+            }
           })());
         }
         return;
@@ -1865,10 +2129,10 @@ async function runCrashTest(
   };
 
   /**
-   * QStash gives up with its first delivery still at work (timed out on
-   * its side): the give-up mostly finds the intent authorized and drops
-   * the job, and then only the message's marks keep a late copy from
-   * sending.
+   * QStash or Pub/Sub gives up with its first delivery still at work
+   * (timed out on its side; pushes the service never answered counted
+   * too): the give-up mostly finds the intent authorized and drops the
+   * job, and then only the message's marks keep a late copy from sending.
    */
   const earlyGiveUp = (job: JobRecord) => {
     job.queueLimit = 1;
@@ -1916,10 +2180,17 @@ async function runCrashTest(
       delete job.final;
       job.lostCopyAfterAck = false;
       job.messageId = `m-${job.intentId}-${job.generation}`;
-      job.lane = queueRandom() < QSTASH_RATE ? "qstash" : "generic";
-      if (job.lane === "qstash") {
-        stats.qstashJobs++;
-        if (queueRandom() < QSTASH_EARLY_GIVE_UP) earlyGiveUp(job);
+      job.publishTime = new Date().toISOString();
+      job.lane = laneOf(queueRandom());
+      job.queueLimit = null;
+      job.giveUpInFlight = false;
+      if (job.lane !== "generic") {
+        if (job.lane === "qstash") stats.qstashJobs++;
+        else stats.pubsubJobs++;
+        if (queueRandom() < EARLY_GIVE_UP) {
+          earlyGiveUp(job);
+          continue;
+        }
       }
       job.queueLimit = queueRandom() < GIVE_UP_RATE
         ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
@@ -2170,6 +2441,7 @@ async function runCrashTest(
         ended: false,
         poisoned: [],
         lost: new Set(),
+        unread: new Set(),
         lostCopyAfterAck: false,
         generation: 1,
         queueLimit: behaviourRandom() < GIVE_UP_RATE
@@ -2177,14 +2449,15 @@ async function runCrashTest(
           : null,
         giveUpInFlight: behaviourRandom() < 0.6,
         messageId: `m-${id}-1`,
-        lane: behaviourRandom() < QSTASH_RATE ? "qstash" : "generic",
+        publishTime: new Date().toISOString(),
+        lane: laneOf(behaviourRandom()),
         quiet: [],
       });
-      if (jobs.get(id)!.lane === "qstash") {
-        stats.qstashJobs++;
-        if (behaviourRandom() < QSTASH_EARLY_GIVE_UP) {
-          earlyGiveUp(jobs.get(id)!);
-        }
+      const lane = jobs.get(id)!.lane;
+      if (lane !== "generic") {
+        if (lane === "qstash") stats.qstashJobs++;
+        else stats.pubsubJobs++;
+        if (behaviourRandom() < EARLY_GIVE_UP) earlyGiveUp(jobs.get(id)!);
       }
     }
     await Promise.all(plans.map((plan) =>
@@ -2275,6 +2548,16 @@ async function runCrashTest(
       resolvedBy,
     });
     violations.push(...unexpected);
+    for (const what of google.standIn.refused) {
+      violations.push(
+        `the service reached past Google's key endpoint through the proxy: ${what}`,
+      );
+    }
+    if (stats.pubsubJobs > 0 && google.standIn.fetches === 0) {
+      violations.push(
+        "Pub/Sub pushes were answered, yet the service never fetched Google's keys: the lane did not verify what it claims",
+      );
+    }
 
     // Summary.
     const states = new Map<string, number>();
@@ -2347,6 +2630,11 @@ async function runCrashTest(
         `samples      ${stats.samples} intent reads during the run`,
         `give-ups     ${stats.giveUps} (${stats.giveUpsInFlight} with the last delivery in flight, ${stats.heldUp} of them held up until after the give-up, ${stats.giveUpRepeats} repeated later), ${stats.republished} jobs published again`,
         `qstash       ${stats.qstashJobs} publications through /v1/qstash (give-ups on /v1/qstash/failed), ${stats.lateCopies} late copies after an acked give-up; ${stats.killsInGiveUp} kills during a give-up or late copy`,
+        `pubsub       ${stats.pubsubJobs} publications through /v1/pubsub (deliveryAttempt; Pub/Sub's own backoff, ${
+          formatDuration(pubsubMinBackoffMs)
+        } to ${
+          formatDuration(pubsubMaxBackoffMs)
+        }), ${stats.deadLetterPushes} dead-letter pushes, ${stats.pubsubLateCopies} late copies after an acked one, ${stats.misdirected} with another audience's token (each must be 401); Google's keys fetched ${google.standIn.fetches} times through the stand-in`,
         `replays      ${stats.replays} signed requests sent again (each must be 401)`,
         `operator     ${
           stats.resolved.size === 0 ? "0" : show(stats.resolved)
