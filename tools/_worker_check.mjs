@@ -1,6 +1,9 @@
 // The Node side of `deno task worker-check`: runs the bundled Worker
 // (examples/cloudflare/worker.ts) on workerd through Miniflare, with and
-// without nodejs_compat, and drives it as Cloudflare and the queues would:
+// without nodejs_compat (without it, on wrangler.toml's [vars] written
+// unquoted: numbers and booleans as JSON bindings; and refused at start on
+// RELAYER_INSECURE_DEV = true and on a WEBHOOK_SECRET past 2^53), and
+// drives it as Cloudflare and the queues would:
 // signed QStash and generic deliveries over HTTP (and forgeries only the
 // signature check refuses: a wrong MAC at the current time, QStash's claims
 // signed with another key, Google's claims and kid signed by another RSA
@@ -351,10 +354,30 @@ const SEED_POLICY = {
 };
 
 /**
- * A Miniflare running the bundled Worker with the compatibility flags
- * `flags`, once it is ready; workerd's output goes to `lines`.
+ * The seed's policy as wrangler.toml's `[vars]` would hold it written
+ * unquoted (`MAX_DELIVERIES = 3`, `SENDER_TIMEOUT = 10000`,
+ * `RELAYER_INSECURE_DEV = false`): a TOML number or boolean is a JSON
+ * binding, which is what wrangler uploads for a `[vars]` value that is not
+ * text and what Miniflare makes of a binding that is not a string, so the
+ * Worker's `env` holds the number or boolean itself. The run without
+ * compatibility flags takes these; the one with `nodejs_compat` the quoted
+ * ones. The policy's numbers are what the run shows (3 deliveries, 2 and
+ * 100 retries, or the Worker does not start).
  */
-async function startMiniflare(flags, lines, times) {
+const UNQUOTED_VARS = {
+  MAX_DELIVERIES: 3,
+  CLOUDFLARE_MAX_RETRIES: 2,
+  CLOUDFLARE_DLQ_MAX_RETRIES: 100,
+  SENDER_TIMEOUT: 10000,
+  RELAYER_INSECURE_DEV: false,
+};
+
+/**
+ * A Miniflare running the bundled Worker with the compatibility flags
+ * `flags`, once it is ready; workerd's output goes to `lines`. `vars`
+ * replace or add bindings (a value other than a string is a JSON binding).
+ */
+async function startMiniflare(flags, lines, times, vars = {}) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: process.env.WORKER_SCRIPT,
@@ -371,6 +394,7 @@ async function startMiniflare(flags, lines, times) {
       PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
       PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
       ...SEED_POLICY,
+      ...vars,
     },
     queueProducers: { JOBS: "relayer-jobs", DEAD: "relayer-jobs-dlq" },
     queueConsumers: {
@@ -416,12 +440,26 @@ async function check(flags) {
   const label = flags.length ? flags.join(",") : "no compatibility flags";
   let mf;
   try {
-    mf = await startMiniflare(flags, lines, times);
+    mf = await startMiniflare(
+      flags,
+      lines,
+      times,
+      flags.length ? {} : UNQUOTED_VARS,
+    );
   } catch (error) {
     workerFailed(`examples/cloudflare/worker.ts, ${label}`, error, lines);
   }
   try {
     const call = caller(mf);
+    if (!flags.length) {
+      console.log(
+        `  [${label}] started on [vars] written unquoted, as JSON bindings: ${
+          Object.entries(UNQUOTED_VARS).map(([name, value]) =>
+            `${name} = ${value}`
+          ).join(", ")
+        }`,
+      );
+    }
 
     assertEqual((await call("/healthz")).status, 200, "GET /healthz");
     // The readiness probe reads the store and races a timer, in a request.
@@ -1413,10 +1451,53 @@ async function postgresCheck() {
   }
 }
 
+/**
+ * The Worker must not start on `vars` (unquoted `[vars]`, JSON bindings):
+ * workerd's `Uncaught …` line must match `uncaught`. Shows that workerd
+ * hands the Worker the number or boolean itself (only a number is refused
+ * as one the Worker may hold rounded) and that a refused setting stops
+ * the Worker with a line that names it, as docs/queues.md says.
+ */
+async function refusesToStart(vars, uncaught, what) {
+  const lines = [];
+  const label = `examples/cloudflare/worker.ts, ${what}`;
+  let mf;
+  try {
+    mf = await startMiniflare([], lines, [], vars);
+  } catch (error) {
+    const said = startFailure(label, error, lines, process.env.COMPAT_DATE);
+    const line = said.find((l) => /\bUncaught\b/.test(l));
+    if (line === undefined || !uncaught.test(line)) {
+      for (const l of said) console.error(l);
+      fail(`${what}: expected workerd's line to match ${uncaught}`);
+    }
+    console.log(`  [${what}] refused at start: ${line.trim()}`);
+    return;
+  }
+  await mf.dispose();
+  fail(`${what}: the Worker started`);
+}
+
+/** Unquoted `[vars]` the Worker must refuse at its start, on workerd. */
+async function refusedVars() {
+  await refusesToStart(
+    { RELAYER_INSECURE_DEV: true },
+    /Uncaught Error: RELAYER_INSECURE_DEV is for local runs: unset it$/,
+    "RELAYER_INSECURE_DEV = true",
+  );
+  // 1234567890123456789 unquoted: the Worker holds 1234567890123456800.
+  await refusesToStart(
+    { WEBHOOK_SECRET: Number("1234567890123456789") },
+    /Uncaught Error: ConfigError: WEBHOOK_SECRET is a number other than a whole one below 2\^53, which the Worker may hold rounded, not as written: write it quoted/,
+    "WEBHOOK_SECRET = 1234567890123456789",
+  );
+}
+
 try {
   if (process.env.POSTGRES_SCRIPT) {
     await postgresCheck();
   } else {
+    await refusedVars();
     for (const flags of [[], ["nodejs_compat"]]) await check(flags);
     await outage();
   }

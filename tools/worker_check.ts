@@ -3,7 +3,11 @@
  * `examples/cloudflare/worker.ts` with `deno bundle` (one bundle graph, so
  * every class exists once), installs the npm package `miniflare` (pinned;
  * it brings workerd) into a cache outside the repository, and runs the
- * Worker on workerd with and without `nodejs_compat`: signed QStash and
+ * Worker on workerd with and without `nodejs_compat` (without, its policy,
+ * `SENDER_TIMEOUT` and `RELAYER_INSECURE_DEV` as wrangler.toml's `[vars]`
+ * written unquoted: JSON bindings, numbers and booleans; and two such
+ * values it must refuse at start, `RELAYER_INSECURE_DEV = true` and a
+ * `WEBHOOK_SECRET` past 2^53, each with its `Uncaught` line): signed QStash and
  * generic deliveries, QStash's failure callback, a Pub/Sub push and a push
  * from Pub/Sub's dead-letter topic (Google's RS256 tokens, the keys fetched
  * from Google's URL, which Miniflare's outbound service answers with a test
