@@ -8,7 +8,8 @@
  * `@hono/node-server` against a `node:http` stand-in for the signer,
  * Google's keys and QStash's API (`tests/node/webhook_routes_node.ts`);
  * then the store contract suite on Node against `KvStore` over
- * `openKv(":memory:")` from the npm package `@deno/kv` (the version
+ * `openKv(":memory:")` and over `openKv` on a SQLite file (kept across a
+ * reopen) from the npm package `@deno/kv` (the version
  * `deno.json` pins, installed into the cache outside the repository), and
  * against `PostgresStore` over the npm client `postgres` (bundled in) on a
  * real PostgreSQL server it starts (Debian's `postgresql` binaries; where

@@ -1,13 +1,20 @@
 /**
  * The store contract suite on Node: `KvStore` over `openKv(":memory:")` from
  * the npm package `@deno/kv`, run by `node --test` after
- * `deno task node-check` bundles this file; then writes carrying give-up
- * marks against `@deno/kv`'s 10 checks a commit.
+ * `deno task node-check` bundles this file, and over `openKv` on a SQLite
+ * file (what docs/api.md's Node setup opens), which must keep what it wrote
+ * across a reopen; then writes carrying give-up marks against `@deno/kv`'s
+ * 10 checks a commit.
  *
  * @module
  */
 
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { openKv } from "@deno/kv";
+import { KvStore } from "../../store/kv.ts";
 import { storeContract } from "../store/_contract.ts";
 import { hookedKvStore } from "../store/_hooked_kv.ts";
 import { kvMarksTests } from "../store/_kv_marks.ts";
@@ -18,4 +25,46 @@ storeContract("KvStore on Node (@deno/kv)", async () => {
   const kv = await openKv(":memory:");
   return { ...hookedKvStore(kv), close: () => kv.close() };
 }, { test, commitGap: true });
+storeContract("KvStore on Node (@deno/kv), a SQLite file", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "relayer_kv_node_"));
+  const kv = await openKv(join(dir, "relayer.kv"));
+  return {
+    ...hookedKvStore(kv),
+    close: () => {
+      kv.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}, { test, commitGap: true });
+test({
+  name:
+    "KvStore on Node (@deno/kv): a SQLite file keeps what it wrote once closed and opened again",
+  ignore: false,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "relayer_kv_node_"));
+  try {
+    const path = join(dir, "relayer.kv");
+    const first = await openKv(path);
+    try {
+      const store = new KvStore(first);
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      await store.voidHold("pi_0001");
+    } finally {
+      first.close();
+    }
+    const again = await openKv(path);
+    try {
+      const intent = await new KvStore(again).getIntent("pi_0001");
+      assert.deepEqual([intent?.state, intent?.hold], ["authorized", "voided"]);
+    } finally {
+      again.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 kvMarksTests("KvStore on Node (@deno/kv)", () => openKv(":memory:"), test);
