@@ -39,6 +39,7 @@ import {
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
+import { isHeldBySession } from "../store/_held_lock.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
@@ -878,6 +879,22 @@ function assertDependencies(
 }
 
 /**
+ * Why a delivery is busy. Another database session holding what the write
+ * needs (a lock past the store's bound) is said as the store said it, so
+ * the log line sends the operator to the database's sessions; the hash of
+ * a send whose record it held up stays in the line.
+ */
+function busyReason(job: Job, failure?: BusyError): string {
+  if (isHeldBySession(failure)) {
+    return clip(`intent ${job.intentId} is busy: ${oneLine(failure!.message)}`);
+  }
+  const sent = failure instanceof SentBusyError
+    ? `; sent ${failure.txHash} first, but its record failed`
+    : "";
+  return `intent ${job.intentId} is busy with another delivery${sent}`;
+}
+
+/**
  * A send the signer accepted whose record then met another delivery's
  * lease: busy, as any held lease is, with the hash kept for the log line,
  * the only place it is then found.
@@ -1092,14 +1109,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
         }))!;
       } catch (error) {
         if (!(error instanceof BusyError)) throw error;
-        // Not counted: copies of this job arriving at once won the count.
-        // Busy, as a held lease is; it answers the count on record.
+        // Not counted: copies of this job arriving at once won the count
+        // (or a database session held its row). Busy, as a held lease is;
+        // it answers the count on record.
         const seen = Math.max(1, await store.deliveries(count, now()));
         return {
           action: "retry",
           delivery: seen,
           delayMs: retryDelayMs(seen),
-          reason: `intent ${job.intentId} is busy with another delivery`,
+          reason: busyReason(job, error),
         };
       }
       claim = undefined;
@@ -1170,7 +1188,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       });
       return { ...decision, delivery: n, resolution };
     } catch (error) {
-      if (error instanceof BusyError) return await busy(job, n, d);
+      if (error instanceof BusyError) return await busy(job, n, d, error);
       throw error;
     }
   }
@@ -1216,7 +1234,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       await markGivenUp(queue, jobId);
       return { ...poisoned, reason, resolution };
     } catch (error) {
-      if (error instanceof BusyError) return await busy(job, n, d);
+      if (error instanceof BusyError) return await busy(job, n, d, error);
       if (error instanceof Finished) {
         return { action: "done", delivery: n, reason: error.message };
       }
@@ -1272,14 +1290,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     failure?: BusyError,
   ): Promise<Outcome> {
     await d.close();
-    const sent = failure instanceof SentBusyError
-      ? `; sent ${failure.txHash} first, but its record failed`
-      : "";
     return {
       action: "retry",
       delivery: n,
       delayMs: retryDelayMs(n),
-      reason: `intent ${job.intentId} is busy with another delivery${sent}`,
+      reason: busyReason(job, failure),
     };
   }
 

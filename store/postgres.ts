@@ -46,9 +46,10 @@ import type postgres from "postgres";
 import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
 import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
-import { describeError } from "../policy/_walk.ts";
+import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import { connectionLost } from "./_postgres_errors.ts";
+import { heldBySession } from "./_held_lock.ts";
 import {
   broadcastBegun,
   broadcastRecorded,
@@ -207,7 +208,9 @@ export interface PostgresStoreOptions {
    * this bound, that write would wait forever
    * ([porsager/postgres#1195](https://github.com/porsager/postgres/issues/1195)).
    * A write's lock waits are bounded at half of it (`lock_timeout`), so a
-   * write held up by another session's lock fails with nothing written.
+   * write held up by another session's lock fails with nothing written, a
+   * `BusyError` (as is one whose statement `statement_timeout` cancelled):
+   * the relayer retries it, and never poisons a payment on it.
    *
    * @default {10000}
    */
@@ -723,10 +726,25 @@ export class PostgresStore implements Store {
       }
       if (code === "55P03") {
         // A lock waited for longer than the flight's `lock_timeout`: the
-        // transaction aborted, so nothing of the write committed.
-        throw new Error(
+        // transaction aborted, so nothing of the write committed. Another
+        // session holds the intent up (a long transaction, an operator's
+        // psql), as another delivery's lease would: busy, not the job's
+        // failure, so the relayer never poisons a payment on it.
+        throw heldBySession(
           `Cannot ${what} as another session held a lock it needed for over ${this.#lockMs}ms (lock_timeout; see pg_locks and pg_stat_activity): nothing was written; retry`,
-          { cause: error },
+          error,
+        );
+      }
+      if (code === "57014") {
+        // A statement cancelled: the role's or database's
+        // `statement_timeout` (often below the write's `lock_timeout`, so
+        // a lock wait ends here), or `pg_cancel_backend`. The transaction
+        // aborted, so nothing committed; busy, as a lock past its bound is.
+        throw heldBySession(
+          `Cannot ${what} as PostgreSQL cancelled its statement (${
+            oneLine(String((error as Error).message))
+          }: statement_timeout or pg_cancel_backend; see pg_stat_activity): nothing was written; retry`,
+          error,
         );
       }
       if (code === "23505" || code === "40001" || code === "40P01") {

@@ -1,0 +1,207 @@
+/**
+ * PostgresStore when another database session holds a delivery up, on a
+ * real server: a lock past the write's `lock_timeout` (55P03) and a
+ * statement cancelled by `statement_timeout` (57014) are busy answers, as
+ * another delivery's lease is. The relayer retries them, never poisons a
+ * payment on them whatever the delivery's number, and the webhook's log
+ * line says what held it, on one line, without the database's URL.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { BusyError, createRelayer, ScriptedSender } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { createApp } from "../../webhook/app.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+import { genericRequest, NOW, SECRET } from "../webhook/_app.ts";
+
+const ignore = !postgresAvailable;
+const job = { intentId: "a", kind: "settle" } as const;
+const policy = { maxDeliveries: 3 };
+const LOCK_TIMEOUT =
+  /as another session held a lock it needed for over 500ms \(lock_timeout; see pg_locks and pg_stat_activity\): nothing was written; retry$/;
+const STATEMENT_TIMEOUT =
+  /as PostgreSQL cancelled its statement \(canceling statement due to statement timeout: statement_timeout or pg_cancel_backend; see pg_stat_activity\): nothing was written; retry$/;
+
+/**
+ * A store on a fresh schema with intent `a` authorized (its writes' locks
+ * waited for at most 500 ms), a relayer and a webhook over it, and an
+ * admin client to hold rows with. `connection` sets the store's sessions'
+ * defaults (`statement_timeout`).
+ */
+async function setUp(connection: Record<string, number> = {}) {
+  const admin = await connect(2);
+  const schema = freshSchema();
+  await new PostgresStore(admin, { schema }).migrate();
+  const url = await postgresUrl();
+  const sql = postgres(url, { max: 2, onnotice: () => {}, connection });
+  const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+  await store.createIntent({ id: "a", state: "authorized", hold: "pending" });
+  const sender = new ScriptedSender({ a: { sends: [{ txHash: "0x1" }] } });
+  const deps = { store, sender, policy, now: () => NOW, random: () => 0 };
+  const lines: string[] = [];
+  const app = createApp({
+    ...deps,
+    webhookSecret: SECRET,
+    log: (line) => lines.push(line),
+  });
+  const table = (name: string) => `"${schema}".${name}`;
+  return {
+    url,
+    admin,
+    store,
+    sender,
+    table,
+    relayer: createRelayer(deps),
+    app,
+    lines,
+    /** Runs `body` while another session holds what `statement` locks. */
+    async holding<T>(statement: string, body: () => Promise<T>): Promise<T> {
+      const other = await admin.reserve();
+      try {
+        await other.unsafe("BEGIN");
+        await other.unsafe(statement);
+        return await body();
+      } finally {
+        await other.unsafe("ROLLBACK").catch(() => {});
+        other.release();
+      }
+    },
+    async tearDown() {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "PostgresStore answers a write whose statement statement_timeout cancelled (waiting on another session's lock) with a BusyError that says so, and nothing of it lands",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const t = await setUp({ statement_timeout: 200 });
+    try {
+      const outcome = await t.holding(
+        `SELECT 1 FROM ${t.table("intents")} WHERE id = 'a' FOR UPDATE`,
+        () =>
+          t.store.transition("a", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 1,
+          }).then(() => "written", (error: Error) => error),
+      );
+      assert.ok(outcome instanceof BusyError, String(outcome));
+      assert.match(
+        outcome.message,
+        /^Cannot move a from authorized to settling as PostgreSQL cancelled/,
+      );
+      assert.match(outcome.message, STATEMENT_TIMEOUT);
+      const a = await t.store.getIntent("a");
+      assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
+    } finally {
+      await t.tearDown();
+    }
+  }),
+});
+
+for (
+  const [held, connection, pattern] of [
+    ["past lock_timeout", {}, LOCK_TIMEOUT],
+    ["past statement_timeout", { statement_timeout: 200 }, STATEMENT_TIMEOUT],
+  ] as const
+) {
+  Deno.test({
+    name:
+      `A delivery past maxDeliveries whose write another session held up ${held} is a retry that says so, never a poison: the next delivery sends once the session lets go`,
+    ignore,
+    fn: timeout(30_000, async () => {
+      const t = await setUp(connection);
+      try {
+        // A lapsed lease row of the intent, which an operator's session
+        // holds: the delivery's write waits at its lease, and the drop of
+        // its job (a poison's resolution) would not.
+        await t.admin.unsafe(
+          `INSERT INTO ${t.table("leases")} VALUES ('a', 'gone', 0)`,
+        );
+        // No claim, as a Pub/Sub push or a Cloudflare message: nothing but
+        // the busy answer keeps the last delivery from a poison.
+        const outcome = await t.holding(
+          `SELECT 1 FROM ${t.table("leases")} WHERE intent_id = 'a' FOR UPDATE`,
+          () => t.relayer.deliver(job, policy.maxDeliveries),
+        );
+        assert.equal(outcome.action, "retry", JSON.stringify(outcome));
+        assert.match(
+          outcome.reason,
+          /^intent a is busy: Cannot move a from authorized to settling as /,
+        );
+        assert.match(outcome.reason, pattern);
+        assert.deepEqual((await t.store.listDeadLetters()).items, []);
+        assert.equal((await t.store.getIntent("a"))?.state, "authorized");
+        assert.equal(t.sender.calls.length, 0);
+        // The session let go: the next delivery writes ahead and sends.
+        await t.relayer.deliver(job, policy.maxDeliveries + 1);
+        assert.equal(t.sender.calls.length, 1);
+        assert.deepEqual((await t.store.getIntent("a"))?.txHashes, ["0x1"]);
+      } finally {
+        await t.tearDown();
+      }
+    }),
+  });
+}
+
+Deno.test({
+  name:
+    "The webhook answers a delivery whose count another session holds past lock_timeout with a retry and Retry-After, and logs one line that says so, without the database's URL",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const t = await setUp();
+    try {
+      await t.admin.unsafe(
+        `INSERT INTO ${t.table("counters")} VALUES ('a/settle', 1, 9e15)`,
+      );
+      const res = await t.holding(
+        `SELECT 1 FROM ${
+          t.table("counters")
+        } WHERE job_id = 'a/settle' FOR UPDATE`,
+        async () =>
+          // No delivery number: the store counts it, in the held row.
+          await t.app.request(
+            "/v1/deliveries",
+            await genericRequest(JSON.stringify({ job })),
+          ),
+      );
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get("retry-after"), "3"); // 2.5 s for #1
+      const body = await res.json();
+      assert.equal(body.outcome, "retry", JSON.stringify(body));
+      assert.equal(body.delivery, 1);
+      assert.match(
+        body.reason,
+        /^intent a is busy: Cannot admit a delivery as another session held a lock/,
+      );
+      assert.equal(t.lines.length, 1, t.lines.join("\n"));
+      const [line] = t.lines;
+      assert.match(
+        line!,
+        /^worker {2}a\/settle +#1 +retry +\(intent a is busy: Cannot admit a delivery as another session held a lock it needed for over 500ms \(lock_timeout; see pg_locks and pg_stat_activity\): nothing was written; retry\)$/,
+      );
+      const url = new URL(t.url);
+      for (const secret of [t.url, url.password, url.host]) {
+        assert.ok(!line!.includes(secret), `the log names ${secret}`);
+      }
+      assert.equal(await t.store.deliveries("a/settle"), 1);
+    } finally {
+      await t.tearDown();
+    }
+  }),
+});
