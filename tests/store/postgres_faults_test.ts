@@ -569,3 +569,40 @@ for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
     }),
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore goes on when the server ends its idle connections (idle_session_timeout) and bounds idle transactions (idle_in_transaction_session_timeout): a write's transaction is one flight, never idle",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    await new PostgresStore(admin, { schema }).migrate();
+    const sql = postgres(await postgresUrl(), {
+      max: 2,
+      onnotice: () => {},
+      connection: {
+        idle_session_timeout: 200,
+        idle_in_transaction_session_timeout: 1,
+      },
+    });
+    const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
+    try {
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      for (let n = 1; n <= 4; n++) {
+        // Every connection of the pool ended by the server meanwhile.
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        assert.equal(await store.admit({ count: "a/settle", now: 1 }), n);
+        assert.equal((await store.getIntent("a"))?.state, "authorized");
+      }
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});

@@ -205,3 +205,78 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "The webhook answers a delivery that gets no connection (too many connections for its role, 53300) as a store outage: 503, nothing decided, one line naming the limit and not the URL, and the store goes on once a slot frees",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const role = `r${schema}`;
+    await admin.unsafe(
+      `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' CONNECTION LIMIT 2;
+       CREATE SCHEMA "${schema}" AUTHORIZATION "${role}"`,
+    );
+    const url = new URL(await postgresUrl());
+    url.username = role;
+    url.password = `${role}-pw`;
+    const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+    const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+    const others = postgres(url.href, { max: 2, onnotice: () => {} });
+    try {
+      await store.migrate();
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      await sql.end();
+      const fresh = postgres(url.href, { max: 2, onnotice: () => {} });
+      const held = new PostgresStore(fresh, { schema, connectionWaitMs: 1000 });
+      // Another client of the role takes both its slots.
+      const slots = await Promise.all([others.reserve(), others.reserve()]);
+      const lines: string[] = [];
+      const app = createApp({
+        store: held,
+        sender: new ScriptedSender({ a: { sends: [{ txHash: "0x1" }] } }),
+        policy: { maxDeliveries: 3 },
+        now: () => NOW,
+        random: () => 0,
+        webhookSecret: SECRET,
+        log: (line) => lines.push(line),
+      });
+      const res = await app.request(
+        "/v1/deliveries",
+        await genericRequest(JSON.stringify({ job, delivery: 3 })),
+      );
+      assert.equal(res.status, 503);
+      assert.equal(
+        (await res.json()).type,
+        "urn:relayer:problem:delivery-failed",
+      );
+      const line = lines.find((l) => l.startsWith("worker"));
+      assert.match(
+        line ?? "",
+        /^worker {2}a\/settle +failed unexpectedly: PostgresError: too many connections for role "r/,
+      );
+      for (const l of lines) {
+        assert.ok(!l.includes(`${role}-pw`) && !l.includes(url.host), l);
+        assert.doesNotMatch(l, /\n/);
+      }
+      for (const slot of slots) slot.release();
+      await others.end();
+      // Nothing was decided or written, and the store goes on.
+      assert.deepEqual((await held.listDeadLetters()).items, []);
+      const a = await held.getIntent("a");
+      assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
+      await fresh.end();
+    } finally {
+      await others.end({ timeout: 1 });
+      await admin.unsafe(
+        `DROP SCHEMA IF EXISTS "${schema}" CASCADE; DROP OWNED BY "${role}" CASCADE; DROP ROLE "${role}"`,
+      );
+      await admin.end();
+    }
+  }),
+});
