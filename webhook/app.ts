@@ -13,7 +13,8 @@
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`, `POST /v1/intents/:id/resolve` (settle or fail a
  * payment in review, `{ to, version }`, and `nonceChecked: true` to fail
- * one a send of which may have left with no hash kept; its hold captured,
+ * one a send of which may have left, unless a tx of it on record reverted
+ * (the intent keeps its last broadcast only); its hold captured,
  * or voided in the same write as the move to failed;
  * the answer names the job's dead letter and the `DELETE` that discards it),
  * `GET /v1/dead-letters`, `POST /v1/dead-letters/:jobId/redrive` (the job
@@ -326,16 +327,28 @@ class Refusal extends Error {
 }
 
 /**
- * Whether a send of this intent may have left with no hash kept: a
- * broadcast in flight (a crash between the write ahead and its record), a
- * last broadcast `unknown` (an answer lost), or a payment that may have
- * sent with no tx on record. An earlier `unknown` followed by a recorded
- * send is not seen: the intent keeps its last broadcast only.
+ * Whether a send of this intent may have left: a broadcast in flight, one
+ * on record not declared `not_sent`, a tx hash on record, or the sticky
+ * `mayHaveSent`. Any tx of its nonce may then be one with no hash kept:
+ * the intent keeps its last broadcast only, so an `unknown` send followed
+ * by a recorded rescue reads as if the rescue were the only send.
  */
-function hashless(intent: Intent): boolean {
-  return intent.broadcasting !== null ||
-    intent.lastBroadcast?.outcome === "unknown" ||
-    (intent.mayHaveSent && intent.txHashes.length === 0);
+function mayHaveLeft(intent: Intent): boolean {
+  return intent.mayHaveSent || intent.broadcasting !== null ||
+    intent.txHashes.length > 0 ||
+    (intent.lastBroadcast !== null &&
+      intent.lastBroadcast.outcome !== "not_sent");
+}
+
+/** Why a send of `intent` may have left with no hash kept, for a refusal. */
+function hashlessWhy(intent: Intent): string {
+  return intent.broadcasting !== null
+    ? "a broadcast in flight"
+    : intent.lastBroadcast?.outcome === "unknown"
+    ? "its last broadcast unknown"
+    : intent.txHashes.length === 0
+    ? "no tx on record"
+    : "every tx on record reads dropped, as it would if an earlier send whose answer was lost had landed on its nonce: the intent keeps its last broadcast only";
 }
 
 /**
@@ -1807,25 +1820,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         `Intent ${id} changed since it was read (version ${intent.version}, not ${version}): read it again, and decide on what it is now.`,
       );
     }
-    if (to === "failed" && nonceChecked !== true && hashless(intent)) {
-      // The receipts on record cannot clear it: a send whose answer was
-      // lost kept no hash, and if it landed, the txs on record read
-      // dropped because it used their nonce. Only the chain can tell.
-      return problem(
-        409,
-        "nonce-unchecked",
-        "Nonce not checked",
-        `A send of intent ${id} may have left with no hash kept (${
-          intent.broadcasting !== null
-            ? "a broadcast in flight"
-            : intent.lastBroadcast?.outcome === "unknown"
-            ? "its last broadcast unknown"
-            : "no tx on record"
-        }): failing it voids the hold, and if that tx landed the payee is paid with the payer's funds released. Look its nonce up on the chain: if a tx of it confirmed, settle it ({"to":"settled"}); if none landed and none can (the nonce is used by another tx, or the signer dropped it), send this again with "nonceChecked":true.`,
-      );
-    }
-    if (to === "failed" && intent.txHashes.length > 0) {
-      const seen = await receiptsOf(intent.txHashes);
+    if (to === "failed") {
+      const seen = intent.txHashes.length > 0
+        ? await receiptsOf(intent.txHashes)
+        : {};
       if (seen.confirmed !== undefined) {
         return problem(
           409,
@@ -1851,6 +1849,26 @@ export function createApp(deps: AppDeps): WebhookApp {
           "tx-pending",
           "A tx is pending",
           `Intent ${id}'s tx ${seen.pending} is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
+        );
+      }
+      if (
+        nonceChecked !== true && seen.reverted === undefined &&
+        mayHaveLeft(intent)
+      ) {
+        // The receipts on record cannot clear it: a send whose answer was
+        // lost kept no hash, and if it landed, the txs on record read
+        // dropped because it used their nonce (and a tx that reads
+        // dropped may itself still land while its nonce is unused). Only
+        // a tx on record mined and reverted proves the nonce spent
+        // without paying: every send of an intent after one that may have
+        // left shares its nonce (Sender), and a nonce is mined once.
+        return problem(
+          409,
+          "nonce-unchecked",
+          "Nonce not checked",
+          `A send of intent ${id} may have left with no hash kept (${
+            hashlessWhy(intent)
+          }): failing it voids the hold, and if that tx landed the payee is paid with the payer's funds released. Look its nonce up on the chain: if a tx of it confirmed, settle it ({"to":"settled"}); if none landed and none can (the nonce is used by another tx, or the signer dropped it), send this again with "nonceChecked":true.`,
         );
       }
     }
@@ -1921,12 +1939,15 @@ export function createApp(deps: AppDeps): WebhookApp {
    * Reads the receipts of `txHashes`, all at once and within 5 s in all
    * (up to 32: one after another, a slow signer would never let a review
    * fail): one confirmed, else one that could not be read, else one still
-   * pending. A receipt the Sender declares poison (a tx mined but
-   * reverted) is read: not confirmed, and it cannot land.
+   * pending, else none of these, with one reverted if there is one. A
+   * receipt the Sender declares poison (a tx mined but reverted) is read:
+   * not confirmed, and no tx of its nonce can land any more.
    */
   async function receiptsOf(
     txHashes: readonly string[],
-  ): Promise<{ confirmed?: string; unread?: string; pending?: string }> {
+  ): Promise<
+    { confirmed?: string; unread?: string; pending?: string; reverted?: string }
+  > {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), RESOLVE_RECEIPTS_MS);
@@ -1959,7 +1980,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       const unread = first("unread");
       if (unread !== undefined) return { unread };
       const pending = first("pending");
-      return pending === undefined ? {} : { pending };
+      if (pending !== undefined) return { pending };
+      const reverted = first("reverted");
+      return reverted === undefined ? {} : { reverted };
     } finally {
       clearTimeout(timer);
     }

@@ -348,7 +348,8 @@ Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5
     },
   });
   try {
-    const res = await resolve({ to: "failed", version });
+    // The nonce looked up: every tx reads dropped, which alone is no proof.
+    const res = await resolve({ to: "failed", version, nonceChecked: true });
     const body = await res.json();
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.equal(body.intent.state, "failed");
@@ -451,16 +452,118 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment a send of which 
   assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
 });
 
-Deno.test("POST /v1/intents/:id/resolve fails without the nonce check a payment whose every send kept its hash, and settles any payment without it", async () => {
-  // Every send recorded as sent with its hash: the receipts say it all.
+// A tx on record mined and reverted spent the intent's nonce without
+// paying: every send after one that may have left shares that nonce
+// (Sender), and a nonce is mined once, so no send of it can land, hashless
+// or not. A tx that reads dropped proves nothing of the kind.
+Deno.test("POST /v1/intents/:id/resolve fails without the nonce check a payment one of whose txs on record reverted, refuses one whose every tx kept its hash and reads dropped, and settles any payment without it", async () => {
+  const senderOf = (receipt: Sender["receipt"]): Sender => ({
+    send: () => Promise.reject(new Error("no sends here")),
+    receipt,
+  });
+  const reverted = senderOf((txHash) =>
+    txHash === "0xa"
+      ? Promise.reject(poison(new Error("reverted")))
+      : Promise.resolve("dropped")
+  );
+  for (
+    const lastBroadcast of [
+      { outcome: "sent", txHash: "0xb", at: 0 },
+      { outcome: "unknown", error: "timed out", at: 0 },
+    ] as const
+  ) {
+    const { resolve, version } = await inReview({
+      txHashes: ["0xa", "0xb"],
+      lastBroadcast,
+      sender: reverted,
+    });
+    const res = await resolve({ to: "failed", version });
+    assert.equal(res.status, 200, await res.text());
+  }
+  // Every send recorded as sent with its hash, as far as the record goes:
+  // an earlier one whose answer was lost would leave the same record.
   const sent = await inReview({
     txHashes: ["0xa"],
     lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
     sender: allDropped,
   });
   const res = await sent.resolve({ to: "failed", version: sent.version });
-  assert.equal(res.status, 200, await res.text());
+  assert.equal(res.status, 409);
+  assert.match((await res.json()).type, /nonce-unchecked$/);
+  assert.equal((await sent.store.getIntent("pi_1"))?.hold, "pending");
   const { store, resolve, version } = await inReview();
   assert.equal((await resolve({ to: "settled", version })).status, 200);
   assert.equal((await store.getIntent("pi_1"))?.hold, "captured");
+});
+
+/**
+ * Puts `pi_1` in review as the relayer leaves it after a send whose answer
+ * was lost (no hash kept) and a rescue on the same nonce recorded as sent
+ * 0xb: its last broadcast is that rescue, as if it were the only send.
+ */
+async function afterLostSend(store: Store) {
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  let intent = await store.transition("pi_1", {
+    from: "authorized",
+    to: "settling",
+    version: (await store.getIntent("pi_1"))!.version,
+    at: 0,
+  });
+  intent = await store.recordBroadcast("pi_1", intent.version, {
+    outcome: "unknown",
+    error: "timed out",
+    at: 1,
+  });
+  intent = await store.beginBroadcast("pi_1", intent.version, 2);
+  intent = await store.recordBroadcast("pi_1", intent.version, {
+    outcome: "sent",
+    txHash: "0xb",
+    at: 3,
+  });
+  return await store.transition("pi_1", {
+    from: "settling",
+    to: "needs_review",
+    version: intent.version,
+    at: 4,
+  });
+}
+
+// The intent keeps its last broadcast only: the lost send is on no
+// record. If it landed, 0xb reads dropped (its nonce was used), and the
+// receipts on record read as if no tx of the payment could land. Only a
+// tx on record mined and reverted proves the nonce spent without paying.
+Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a payment whose txs on record all read dropped after an earlier send kept no hash", async () => {
+  const store = new MemoryStore();
+  const reviewed = await afterLostSend(store);
+  assert.deepEqual(
+    [reviewed.lastBroadcast?.outcome, reviewed.txHashes, reviewed.mayHaveSent],
+    ["sent", ["0xb"], true],
+  );
+  const app = createApp({ store, sender: allDropped, opsToken: OPS });
+  const resolve = (body: unknown) =>
+    app.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+    });
+  const refused = await resolve({ to: "failed", version: reviewed.version });
+  assert.equal(refused.status, 409);
+  const problem = await refused.json();
+  assert.match(problem.type, /nonce-unchecked$/);
+  assert.match(problem.detail, /every tx on record reads dropped/);
+  assert.match(problem.detail, /"nonceChecked":true/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+  // Said, it fails the payment.
+  const failed = await resolve({
+    to: "failed",
+    version: reviewed.version,
+    nonceChecked: true,
+  });
+  assert.equal(failed.status, 200, await failed.text());
+  assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
 });
