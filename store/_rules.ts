@@ -134,14 +134,18 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     );
   }
   // Unless the caller says, anything that could have left counts: a send
-  // in flight or not declared unsent, a tx hash on record, or a settling
+  // in flight or not declared unsent, a tx hash on record, a settling
   // intent with no broadcast on record (entering settling is the
-  // write-ahead of a send, so one may be hidden; DESIGN §5).
+  // write-ahead of a send, so one may be hidden; DESIGN §5), or an intent
+  // in review, whatever its record: it is there because money may have
+  // moved (DESIGN §2), and false would let its hold be voided alone and
+  // the resolve route fail it without a look at its nonce.
   const mayHaveSent = intent.mayHaveSent ??
     (broadcasting !== null ||
       (lastBroadcast !== null && lastBroadcast.outcome !== "not_sent") ||
       txHashes.length > 0 ||
-      (state === "settling" && lastBroadcast === null));
+      (state === "settling" && lastBroadcast === null) ||
+      state === "needs_review");
   return checkRecord({
     id: intent.id,
     state,

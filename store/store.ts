@@ -164,7 +164,7 @@ export interface NewIntent {
    * Leave it out unless you know: the default counts anything that could
    * have left.
    *
-   * @default {true if a broadcast is in flight, lastBroadcast is sent or unknown, txHashes is not empty, or the intent is settling with no lastBroadcast (a crash may have hidden a send)}
+   * @default {true if a broadcast is in flight, lastBroadcast is sent or unknown, txHashes is not empty, the intent is settling with no lastBroadcast (a crash may have hidden a send), or it is needs_review (money may have moved)}
    */
   readonly mayHaveSent?: boolean;
   /**

@@ -758,6 +758,14 @@ export function storeContract(
       mayHaveSent: false,
     });
     await refusedAlone("pi_flight", "a broadcast in flight");
+    // Imported in review with nothing on record (a caller's own migration):
+    // it is there because money may have moved, and nothing says it did not.
+    await store.createIntent({
+      id: "pi_imported",
+      state: "needs_review",
+      hold: "pending",
+    });
+    await refusedAlone("pi_imported", "imported in review, nothing on record");
     // Failed without the void, it is refused with the way that works:
     // "void the hold first" would send a script to the void refused above.
     const unvoided = (await store.getIntent("pi_sent"))!;
@@ -1217,7 +1225,7 @@ export function storeContract(
     );
   });
 
-  test("creates an intent that may have sent unless told otherwise: with a tx hash on record, or settling with no broadcast on record (a crash may have hidden one)", async (store) => {
+  test("creates an intent that may have sent unless told otherwise: with a tx hash on record, settling with no broadcast on record (a crash may have hidden one), or in review (it is there because money may have moved)", async (store) => {
     const cases: [string, NewIntent, boolean][] = [
       ["authorized", { id: "pi_m1", state: "authorized" }, false],
       [
@@ -1263,6 +1271,31 @@ export function storeContract(
           id: "pi_m5",
           state: "settling",
           settlingSince: 0,
+          mayHaveSent: false,
+        },
+        false,
+      ],
+      [
+        "needs_review, nothing on record",
+        { id: "pi_m7", state: "needs_review", hold: "pending" },
+        true,
+      ],
+      [
+        "needs_review, declared not sent, no tx hash",
+        {
+          id: "pi_m8",
+          state: "needs_review",
+          hold: "pending",
+          lastBroadcast: { outcome: "not_sent", at: 1 },
+        },
+        true,
+      ],
+      [
+        "needs_review, nothing on record, told nothing left",
+        {
+          id: "pi_m9",
+          state: "needs_review",
+          hold: "pending",
           mayHaveSent: false,
         },
         false,

@@ -836,10 +836,13 @@ Deno.test({
     try {
       for (const [n, [store, first, second]] of cases.entries()) {
         const id = `pi_${n}`;
+        // Nothing left (a review may be voided alone then): the void's
+        // refusal comes from the lock it waited for, not from the rule.
         await store.createIntent({
           id,
           state: "needs_review",
           hold: "pending",
+          mayHaveSent: false,
         });
         let waited!: Promise<unknown>;
         await other.begin(async (tx) => {
@@ -901,10 +904,13 @@ Deno.test({
           `SELECT count(*)::int AS n FROM pg_locks
           WHERE NOT granted AND relation = '"${schema}".leases'::regclass`,
         ));
+      // Nothing left (a review may be voided alone then): only the
+      // capture committed meanwhile refuses the void.
       await store.createIntent({
         id: "pi_1",
         state: "needs_review",
         hold: "pending",
+        mayHaveSent: false,
       });
       await ry.unsafe("BEGIN");
       await ry.unsafe(

@@ -567,3 +567,39 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
   assert.equal(failed.status, 200, await failed.text());
   assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
 });
+
+// Imported in review by a library caller (a migration, a payments API of
+// one's own) with nothing on record: nothing says no send left, and it is
+// in review because money may have moved.
+Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a payment imported in review with nothing on record, unless told nothing left", async () => {
+  const { store, resolve } = await inReview({ sender: allDropped });
+  const imported = await store.createIntent({
+    id: "pi_2",
+    state: "needs_review",
+    hold: "pending",
+  });
+  assert.equal(imported.mayHaveSent, true);
+  const refused = await resolve(
+    { to: "failed", version: imported.version },
+    "pi_2",
+  );
+  assert.equal(refused.status, 409);
+  const problem = await refused.json();
+  assert.match(problem.type, /nonce-unchecked$/);
+  assert.match(problem.detail, /no tx on record/);
+  assert.equal((await store.getIntent("pi_2"))?.hold, "pending");
+  await assert.rejects(store.voidHold("pi_2"), /resolve route/);
+  // Told nothing left, it fails on the record alone.
+  const clean = await store.createIntent({
+    id: "pi_3",
+    state: "needs_review",
+    hold: "pending",
+    mayHaveSent: false,
+  });
+  const failed = await resolve(
+    { to: "failed", version: clean.version },
+    "pi_3",
+  );
+  assert.equal(failed.status, 200, await failed.text());
+  assert.equal((await store.getIntent("pi_3"))?.hold, "voided");
+});
