@@ -12,7 +12,10 @@ import type { Intent } from "../store/store.ts";
  * while it may still be mined, `dropped` when the node no longer knows it
  * (the relayer re-sends with the same nonce). A tx mined but reverted is
  * none of these: the payment did not happen and its nonce is spent, so
- * `receipt` throws, marked `poison()`, and the intent goes to review.
+ * `receipt` throws, marked `poison()`, and the intent goes to review. Mark
+ * nothing else so: failing a review, the webhook's resolve route reads a
+ * receipt's `poison()` as the intent's nonce spent, and asks for no nonce
+ * check.
  *
  * @example Map a node's answer
  * ```ts
