@@ -570,8 +570,9 @@ function messageNote(
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an empty QStash signing key, a QStash
- * `url` that is not an http(s) URL, or `pubsub` without its
- * `serviceAccount` or `audience`; or if `insecureDev` is not a boolean.
+ * `url` that is not an http(s) URL, `pubsub` without its
+ * `serviceAccount` or `audience`, or `pubsubDeadLetter` with `pubsub`'s
+ * audience; or if `insecureDev` is not a boolean.
  *
  * @example Deliver a signed job on the generic route
  * ```ts
@@ -677,6 +678,16 @@ export function createApp(deps: AppDeps): WebhookApp {
   const verifyPubSubDeadLetter = deps.pubsubDeadLetter
     ? pubsubVerifier(deps.pubsubDeadLetter, now)
     : undefined;
+  if (
+    deps.pubsub !== undefined && deps.pubsubDeadLetter !== undefined &&
+    deps.pubsubDeadLetter.audience === deps.pubsub.audience
+  ) {
+    // The audience is all that tells the two subscriptions' tokens apart
+    // (one service account pushes both), and a push token lives an hour.
+    throw new TypeError(
+      "Cannot create app as 'pubsubDeadLetter.audience' is 'pubsub.audience': a token Google issues for the push subscription would also open POST /v1/pubsub/dead-letter, which poisons the job it names. Give the dead-letter push subscription its own audience (its push endpoint's URL, such as https://relayer.example.com/v1/pubsub/dead-letter)",
+    );
+  }
   const { webhookSecret, opsToken } = deps;
   if (
     opsToken !== undefined && (typeof opsToken !== "string" || opsToken === "")

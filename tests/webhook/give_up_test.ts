@@ -258,6 +258,43 @@ Deno.test("POST /v1/pubsub/dead-letter refuses the main route's audience (401) a
   assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
 });
 
+Deno.test("createApp() refuses one audience for both Pub/Sub routes, as loadConfig does: a token for pushes would open the give-up route", async () => {
+  const g = await theGoogle();
+  const keys = {
+    audience: PUBSUB.audience,
+    jwks: g.jwks,
+    serviceAccount: PUBSUB.serviceAccount,
+  };
+  // The push subscription's token, as any push carries it for up to an hour.
+  const pushToken = await g.token();
+  let app: Awaited<ReturnType<typeof makeApp>>["app"] | undefined;
+  let refusal: unknown;
+  try {
+    ({ app } = await makeApp({
+      intents: [settling],
+      deps: { pubsub: keys, pubsubDeadLetter: keys },
+    }));
+  } catch (error) {
+    refusal = error;
+  }
+  if (app !== undefined) {
+    // Without the check: the push token poisons the job it names.
+    const res = await app.request("/v1/pubsub/dead-letter", {
+      method: "POST",
+      body: deadLetterEnvelope(job),
+      headers: { authorization: `Bearer ${pushToken}` },
+    });
+    assert.fail(
+      `built with one audience for both routes; a push token on /v1/pubsub/dead-letter answered ${res.status}`,
+    );
+  }
+  assert.ok(refusal instanceof TypeError);
+  assert.equal(
+    refusal.message,
+    "Cannot create app as 'pubsubDeadLetter.audience' is 'pubsub.audience': a token Google issues for the push subscription would also open POST /v1/pubsub/dead-letter, which poisons the job it names. Give the dead-letter push subscription its own audience (its push endpoint's URL, such as https://relayer.example.com/v1/pubsub/dead-letter)",
+  );
+});
+
 Deno.test("the give-up routes are refused (503) where their keys are not set", async () => {
   const { app } = await makeApp({ deps: { qstash: undefined } as never });
   const res = await app.request("/v1/pubsub/dead-letter", {
