@@ -154,3 +154,64 @@ Deno.test("qstashVerifier() refuses a verified token without a jti: its replay c
   );
   assert.equal(bad.ok, false);
 });
+
+/** Runs `run` counting the Web Crypto calls made meanwhile (imports, signs, verifies, digests). */
+async function webCryptoCalls(run: () => Promise<unknown>): Promise<number> {
+  const subtle = crypto.subtle as unknown as Record<string, unknown>;
+  const methods = ["importKey", "sign", "verify", "digest"] as const;
+  let calls = 0;
+  for (const name of methods) {
+    const real = (subtle[name] as (...args: unknown[]) => unknown).bind(
+      crypto.subtle,
+    );
+    subtle[name] = (...args: unknown[]) => {
+      calls++;
+      return real(...args);
+    };
+  }
+  try {
+    await run();
+  } finally {
+    for (const name of methods) delete subtle[name];
+  }
+  return calls;
+}
+
+Deno.test("qstashVerifier() refuses a token signed by neither key before any key is imported: a forged token costs no Web Crypto call, whatever URL it names", async () => {
+  const verify = qstashVerifier(QSTASH);
+  // A forger copies a real token's header and claims and makes up the
+  // MAC, or signs with a key of its own; naming another URL as sub used
+  // to cost two more verifications (the check for a PUBLIC_URL slip).
+  const forged: [string, string][] = [];
+  for (const url of [QSTASH.url, "https://elsewhere.example/v1/qstash"]) {
+    const [header, claims] = (await signQStash(body, { url })).split(".");
+    forged.push([`made-up MAC, sub ${url}`, `${header}.${claims}.AAAA`]);
+    forged.push([
+      `another key, sub ${url}`,
+      await signQStash(body, { url, key: "sig_forger_0123456789abcdef" }),
+    ]);
+  }
+  for (const [name, token] of forged) {
+    let answer: Awaited<ReturnType<typeof verify>> | undefined;
+    const calls = await webCryptoCalls(async () => {
+      answer = await verify(token, body);
+    });
+    assert.equal(answer?.ok, false, name);
+    if (answer?.ok === false) {
+      assert.match(answer.detail, /does not verify/, name);
+    }
+    assert.equal(calls, 0, `${name}: ${calls} Web Crypto call(s)`);
+  }
+  // A token signed by either key still goes to the Receiver, and verifies.
+  for (const key of [QSTASH.currentSigningKey, QSTASH.nextSigningKey]) {
+    const answer = await verify(await signQStash(body, { key }), body);
+    assert.equal(answer.ok, true, key);
+  }
+  // Signed by our key for another URL: still told apart, as a set-up slip.
+  const slip = await verify(
+    await signQStash(body, { url: "https://elsewhere.example/v1/qstash" }),
+    body,
+  );
+  assert.equal(slip.ok, false);
+  if (!slip.ok) assert.match(slip.detail, /signed for https:\/\/elsewhere/);
+});
