@@ -1,0 +1,203 @@
+/**
+ * What a forger who can reach the webhook but holds no secret may try with
+ * requests it captured or made up: a valid delivery replayed on another
+ * instance, after a restart or past its window; a signature of one route
+ * on another; headers sent twice; tokens whose algorithm, issuer or times
+ * are bent. Each is refused, and the store is not touched.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { sign } from "hono/jwt";
+import { KvStore } from "../../store/kv.ts";
+import { genericRequest, makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
+import { envelope, PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+const authorized = {
+  id: "pi_0001",
+  state: "authorized",
+  hold: "pending",
+} as const;
+
+function base64url(value: unknown): string {
+  return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_")
+    .replace(/=+$/, "");
+}
+
+Deno.test("a captured generic delivery is refused on another instance over the same store, after a restart, and past its window", async () => {
+  using kv = await Deno.openKv(":memory:");
+  await new KvStore(kv).createIntent(authorized);
+  const scripts = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
+  const first = await makeApp({ deps: { store: new KvStore(kv) }, scripts });
+  const init = await genericRequest(JSON.stringify({ job, delivery: 1 }));
+  const delivered = await first.app.request("/v1/deliveries", { ...init });
+  assert.equal(delivered.status, 503, "sent, waiting for the receipt");
+  await delivered.body?.cancel();
+  // Another instance, and one started afresh: the record is in the store.
+  for (const name of ["another instance", "after a restart"]) {
+    const { app, sender } = await makeApp({
+      deps: { store: new KvStore(kv) },
+      scripts,
+    });
+    const replay = await app.request("/v1/deliveries", { ...init });
+    assert.equal(replay.status, 401, name);
+    assert.match((await replay.json()).detail, /already delivered/, name);
+    assert.deepEqual(sender.calls, [], name);
+  }
+  // Past the window, the timestamp refuses it before any record is read.
+  const later = await makeApp({
+    deps: { store: new KvStore(kv), now: () => NOW + 5 * 60_000 + 1000 },
+  });
+  const stale = await later.app.request("/v1/deliveries", { ...init });
+  assert.equal(stale.status, 401);
+  assert.match((await stale.json()).detail, /more than 5 minutes old/);
+  assert.equal(await new KvStore(kv).deliveries("pi_0001/settle"), 0);
+});
+
+Deno.test("a signature of one route is refused on another: QStash's on the generic route and back, the failure callback's on /v1/qstash and back", async () => {
+  const { app, writes } = await makeApp({ intents: [authorized] });
+  const body = JSON.stringify(job);
+  const generic = JSON.stringify({ job });
+  const failed = JSON.stringify({
+    retried: 3,
+    sourceMessageId: "msg_1",
+    sourceBody: btoa(body),
+  });
+  const cases: [string, string, string, Record<string, string>][] = [
+    ["QStash's token as X-Signature", "/v1/deliveries", generic, {
+      "x-signature": await signQStash(generic),
+    }],
+    ["an HMAC as Upstash-Signature", "/v1/qstash", body, {
+      "upstash-signature": signHmac(SECRET, body, NOW / 1000),
+    }],
+    ["the failure callback's token on /v1/qstash", "/v1/qstash", body, {
+      "upstash-signature": await signQStash(body, {
+        url: `${QSTASH.url}/failed`,
+      }),
+    }],
+    ["a delivery's token on /v1/qstash/failed", "/v1/qstash/failed", failed, {
+      "upstash-signature": await signQStash(failed),
+    }],
+    ["a token for the URL with a trailing slash", "/v1/qstash", body, {
+      "upstash-signature": await signQStash(body, { url: `${QSTASH.url}/` }),
+    }],
+    ["a token for the URL in capitals", "/v1/qstash", body, {
+      "upstash-signature": await signQStash(body, {
+        url: QSTASH.url.toUpperCase(),
+      }),
+    }],
+  ];
+  for (const [name, path, sent, headers] of cases) {
+    const res = await app.request(path, {
+      method: "POST",
+      body: sent,
+      headers,
+    });
+    assert.equal(res.status, 401, name);
+    await res.body?.cancel();
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("a valid signature sent twice in one request is refused: two Upstash-Signature or X-Signature headers are one value, which verifies as neither", async () => {
+  const { app, writes } = await makeApp({ intents: [authorized] });
+  const body = JSON.stringify(job);
+  const token = await signQStash(body);
+  const qstash = new Headers();
+  qstash.append("upstash-signature", token);
+  qstash.append("upstash-signature", token);
+  const generic = JSON.stringify({ job });
+  const mac = signHmac(SECRET, generic, NOW / 1000);
+  const hmac = new Headers();
+  hmac.append("x-signature", mac);
+  hmac.append("x-signature", mac);
+  for (
+    const [path, sent, headers] of [
+      ["/v1/qstash", body, qstash],
+      ["/v1/deliveries", generic, hmac],
+    ] as const
+  ) {
+    const res = await app.request(path, {
+      method: "POST",
+      body: sent,
+      headers,
+    });
+    assert.equal(res.status, 401, path);
+    await res.body?.cancel();
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("tokens with a bent algorithm, issuer or time are refused: alg none, HS256 keyed with Google's public key, an http issuer, no exp, a future nbf; QStash's alg none and a lower-case issuer", async () => {
+  const { app, writes } = await makeApp({ intents: [authorized] });
+  const google = await theGoogle();
+  const key = google.jwks[0] as JsonWebKey & { kid: string; n: string };
+  const nowS = Math.floor(Date.now() / 1000);
+  const claims = {
+    iss: "https://accounts.google.com",
+    aud: PUBSUB.audience,
+    email: PUBSUB.serviceAccount,
+    email_verified: true,
+    iat: nowS,
+    exp: nowS + 3600,
+  };
+  const unsigned = `${base64url({ alg: "none", typ: "JWT", kid: key.kid })}.${
+    base64url(claims)
+  }`;
+  // The classic confusion: the public key's bytes as an HMAC secret.
+  const asSecret = async (secret: string) => {
+    const [, payload, mac] = (await sign(claims, secret, "HS256")).split(".");
+    return `${
+      base64url({ alg: "HS256", typ: "JWT", kid: key.kid })
+    }.${payload}.${mac}`;
+  };
+  const pushes: [string, string][] = [
+    ["alg none, no signature", `${unsigned}.`],
+    ["alg none, a signature", `${unsigned}.AAAA`],
+    ["HS256 keyed with the key's n", await asSecret(key.n)],
+    ["HS256 keyed with the JWK", await asSecret(JSON.stringify(key))],
+    [
+      "an http issuer",
+      await google.token({ iss: "http://accounts.google.com" }),
+    ],
+    ["no exp", await google.token({ exp: undefined })],
+    ["nbf an hour ahead", await google.token({ nbf: nowS + 3600 })],
+    ["iat an hour ahead", await google.token({ iat: nowS + 3600 })],
+  ];
+  for (const [name, token] of pushes) {
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job, { deliveryAttempt: 1 }),
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 401, name);
+    await res.body?.cancel();
+  }
+  const body = JSON.stringify(job);
+  const [, qstashClaims] = (await signQStash(body)).split(".");
+  const upstash = JSON.parse(atob(
+    qstashClaims!.replaceAll("-", "+").replaceAll("_", "/"),
+  ));
+  const qstash: [string, string][] = [
+    [
+      "alg none",
+      `${base64url({ alg: "none", typ: "JWT" })}.${qstashClaims}.`,
+    ],
+    [
+      "issuer 'upstash'",
+      await sign({ ...upstash, iss: "upstash" }, QSTASH.currentSigningKey),
+    ],
+  ];
+  for (const [name, token] of qstash) {
+    const res = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: { "upstash-signature": token },
+    });
+    assert.equal(res.status, 401, name);
+    await res.body?.cancel();
+  }
+  assert.equal(writes(), 0);
+});
