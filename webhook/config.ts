@@ -15,7 +15,7 @@
  * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation) |
- * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters) |
+ * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
@@ -884,6 +884,25 @@ export function loadConfig(
   }
   bearerToken(env, "OPS_TOKEN", true); // its own message for spaces
   const opsToken = secret(env, "OPS_TOKEN");
+  // The bearer token opens the routes that resolve payments: a bridge that
+  // holds the HMAC secret, or whoever reads QStash's console, must not.
+  const signing = [
+    ["WEBHOOK_SECRET", webhookSecret],
+    ["WEBHOOK_SECRET_NEXT", webhookSecretNext],
+    ["QSTASH_CURRENT_SIGNING_KEY", current],
+    ["QSTASH_NEXT_SIGNING_KEY", next],
+  ] as const;
+  const reused = signing.find(([, value]) =>
+    opsToken !== undefined && value === opsToken
+  );
+  if (reused !== undefined) {
+    throw new ConfigError(
+      "OPS_TOKEN",
+      `OPS_TOKEN must differ from ${
+        reused[0]
+      }: whoever holds a signing secret (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
+    );
+  }
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
   if (qstashToken !== undefined && current === undefined && !insecureDev) {

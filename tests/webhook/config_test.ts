@@ -1204,3 +1204,48 @@ Deno.test("loadConfig() reads a frozen environment, numbers of its [vars] includ
     /must be text/,
   );
 });
+
+Deno.test("loadConfig() refuses an OPS_TOKEN that is also a signing secret, by name and without echoing it: whoever signs deliveries would hold the operator's routes", () => {
+  const token = "shared-secret-0123456789";
+  const qstash = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abc",
+    PUBLIC_URL: "https://relayer.example.test",
+  };
+  for (
+    const [env, reused] of [
+      [{ ...base, WEBHOOK_SECRET: token }, "WEBHOOK_SECRET"],
+      [
+        { ...base, WEBHOOK_SECRET_NEXT: token },
+        "WEBHOOK_SECRET_NEXT",
+      ],
+      [
+        { ...base, ...qstash, QSTASH_CURRENT_SIGNING_KEY: token },
+        "QSTASH_CURRENT_SIGNING_KEY",
+      ],
+      [
+        { ...base, ...qstash, QSTASH_NEXT_SIGNING_KEY: token },
+        "QSTASH_NEXT_SIGNING_KEY",
+      ],
+    ] as const
+  ) {
+    assert.throws(
+      () => loadConfig({ ...env, OPS_TOKEN: token }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.setting, "OPS_TOKEN");
+        assert.equal(
+          error.message,
+          `OPS_TOKEN must differ from ${reused}: whoever holds a signing secret (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
+        );
+        assert.ok(!error.message.includes(token));
+        return true;
+      },
+    );
+  }
+  // Each on its own is taken.
+  assert.equal(
+    loadConfig({ ...base, OPS_TOKEN: token }).opsToken,
+    token,
+  );
+});
