@@ -53,6 +53,7 @@ import type {
   StoredDeadLetter,
 } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
+import { isHeldBySession } from "../store/_held_lock.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
   createRelayer,
@@ -2102,7 +2103,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       503,
       "store-failed",
       "Store unavailable",
-      `The ${what} could not reach the store (the relayer's log says why): try again.`,
+      isHeldBySession(error)
+        ? `The ${what} was held up by another database session (a lock, or a statement cancelled; the relayer's log names it): nothing changed; try again.`
+        : `The ${what} could not reach the store (the relayer's log says why): try again.`,
       { "retry-after": "5" },
     );
   }

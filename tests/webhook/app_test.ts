@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
 import { createApp, type PubSubKeys } from "../../webhook/app.ts";
+import { heldBySession } from "../../store/_held_lock.ts";
 import {
   genericRequest,
   makeApp,
@@ -1433,6 +1434,32 @@ Deno.test("createApp() answers a bad cursor or intent id with a 400, and the sto
     assert.equal(problem.type, "urn:relayer:problem:store-failed");
     assert.match(problem.detail, /could not reach the store .*: try again\.$/);
   }
+  // A lock another database session held (PostgresStore's 55P03, 57014)
+  // is not an unreachable store: the answer sends the operator to it.
+  const held = createApp({
+    store: new Proxy(memory, {
+      get: (target, key) =>
+        key === "getIntent"
+          ? () =>
+            Promise.reject(
+              heldBySession(
+                "Cannot read intent pi_1 as another session held a lock it needed for over 5000ms (lock_timeout; see pg_locks and pg_stat_activity): nothing was written; retry",
+                new Error("canceling statement due to lock timeout"),
+              ),
+            )
+          : Reflect.get(target, key),
+    }),
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+    log: () => {},
+  });
+  const answer = await held.request("/v1/intents/pi_1", { headers: ops });
+  assert.equal(answer.status, 503);
+  assert.equal(answer.headers.get("retry-after"), "5");
+  assert.equal(
+    (await problemOf(answer)).detail,
+    "The read of intent pi_1 was held up by another database session (a lock, or a statement cancelled; the relayer's log names it): nothing changed; try again.",
+  );
 });
 
 Deno.test("createApp() validates maxBodyBytes", () => {
