@@ -1783,7 +1783,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       if (
         letter !== null && intent?.state !== "settling" &&
-        !(onlyOnce && intent?.state === "authorized")
+        !(onlyOnce &&
+          (intent?.state === "authorized" ||
+            (intent?.state === "created" && queue !== undefined &&
+              letter.queue !== undefined)))
       ) {
         // A late duplicate, or a queue repeating its give-up: the dead
         // letter on record says what the first resolution did. Not a give-up
@@ -1791,6 +1794,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // after a drop): it drops that job, so it writes its own letter and
         // holds the lease below, or a delivery of that job still at work
         // could send behind it and leave the intent settling with no job.
+        // Nor on a created one, when the letter names another message: a
+        // redrive that published the job and did not remove the letter (it
+        // crashed, or the queue's answer was lost) leaves it on record;
+        // kept, its next redrive would publish under the same
+        // deduplication id, which QStash drops for 10 minutes, and remove
+        // the letter with no job on the queue. (A letter that names no
+        // message may record this very message: it stands.)
         await d.close();
         return plan.text;
       }

@@ -755,6 +755,47 @@ function suite(backend: Backend): void {
     assert.notEqual(ids[0], ids[1]);
   });
 
+  test("createRelayer() writes a new dead letter when the queue gives up on a job redriven over a letter still on record, so the next redrive is not dropped as a repeat of the first", async () => {
+    const { relayer, store } = await setup({ state: "created" });
+    const ids: string[] = [];
+    // QStash takes the job, and the answer is lost: the redrive fails and
+    // the letter stays, with the job on the queue.
+    const lostAnswer = (_job: unknown, id: string) => {
+      ids.push(id);
+      return Promise.reject(new Error("QStash's answer was lost"));
+    };
+    await relayer.giveUp(job, {
+      deliveries: 3,
+      queue: { queue: "pubsub", messageId: "dl-1" },
+    });
+    await assert.rejects(
+      relayer.redrive("pi_0001/settle", { publish: lostAnswer }),
+      /answer was lost/,
+    );
+    const first = await store.getDeadLetter("pi_0001/settle");
+    assert.ok(first);
+    // QStash gives up on that job in turn: the intent is still created.
+    await relayer.giveUp(job, {
+      deliveries: 6,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    });
+    const second = await store.getDeadLetter("pi_0001/settle");
+    assert.equal(second?.queue?.messageId, "msg_1");
+    assert.notEqual(second?.version, first.version);
+    // The next redrive publishes under an id of its own: QStash drops a
+    // repeat within 10 minutes, and the route would remove the letter with
+    // no job on the queue.
+    await relayer.redrive("pi_0001/settle", {
+      publish: (_job, id) => {
+        ids.push(id);
+        return Promise.resolve();
+      },
+    });
+    assert.equal(ids.length, 2);
+    assert.notEqual(ids[0], ids[1]);
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  });
+
   test("createRelayer() keeps the letter that says why an intent is in review when a give-up that read it authorized lands its 'job dropped' late", async () => {
     let entered!: () => void;
     const reached = new Promise<void>((resolve) => entered = resolve);
