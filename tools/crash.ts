@@ -80,9 +80,23 @@
  *   `POST /v1/intents/:id/resolve`: settled once the signer confirmed one
  *   of its txs, failed when nothing may have left or a tx is on record
  *   (then the route must refuse a pending one with 409).
+ * - **An operator redrives** through the route
+ *   (`POST /v1/dead-letters/:intentId/:kind/redrive`): every 60 ms it lists
+ *   the dead letters and redrives about a third of those whose job is idle
+ *   (at most twice a job), whatever the intent's state, a third of them
+ *   two at once, and after a 503 or an answer lost to a kill mostly once
+ *   more. The service publishes through QStash's API as in production
+ *   (`QSTASH_TOKEN`, `QSTASH_URL` at a loopback stand-in,
+ *   `tools/_qstash_stand_in.ts`), which drops a repeated
+ *   `Upstash-Deduplication-Id` (202, the first message's id), is down for
+ *   one publish in ten (503) and loses the answer to one in ten after
+ *   taking the message. Each message taken becomes a QStash publication
+ *   of the job (its own message id, a fresh count, a give-up drawn as for
+ *   the others) once the round is over.
  * - **The kills** come after a seeded number of answers since the last
  *   start, plus a seeded few milliseconds so they land mid-request (every
- *   other one waits up to 300 ms for a give-up or a late copy in flight);
+ *   other one waits up to 300 ms for a give-up, a late copy or a redrive
+ *   in flight);
  *   after the last one the run goes on, without kills, until every job has
  *   ended.
  *
@@ -109,8 +123,16 @@
  *   declared poison. Every job that answered poison has one (not known of
  *   Pub/Sub's 204s).
  * - Quiet after a give-up: no `/send` arrives once the queue's give-up was
- *   acked until the job is published again, and no late copy answers that
- *   it sent.
+ *   acked until the job is published again (by the tool or by a redrive),
+ *   and no late copy answers that it sent.
+ * - Redrives: QStash takes at most one message per dead letter, whatever
+ *   the concurrent redrives and retries (no job published twice); at most
+ *   one redrive of a letter answers 202, the other 409 (or 404 once the
+ *   winner removed it); a 202 only once QStash has the job; a letter gone
+ *   only once QStash has its job (nothing stranded; the job published then
+ *   runs to its end like any other); a round whose every answer was an
+ *   error (a refusal, a 503) leaves the letter in place. Only the service's
+ *   redrives publish to QStash: any other publish is a violation.
  * - Nothing stuck: every job ends. Once it has, its intent is not
  *   `settling` (an ack means done, seen settled, failed or in review, or a
  *   poison whose resolution left `settling` in the same commit as its dead
@@ -152,6 +174,11 @@ import {
   PROXY_SETTINGS,
   startGoogleStandIn,
 } from "./_google_stand_in.ts";
+import {
+  type Publication,
+  type QStashStandIn,
+  startQStashStandIn,
+} from "./_qstash_stand_in.ts";
 
 // ---------------------------------------------------------------- options
 
@@ -724,8 +751,15 @@ interface JobRecord {
   ended: boolean;
   /** The answer that ended it. */
   final?: AnswerBody;
-  /** Delivery numbers that got a poison answer, with the resolution. */
-  readonly poisoned: { delivery: number; resolution: string }[];
+  /**
+   * Delivery numbers that got a poison answer, with the resolution and the
+   * publication (`generation`) they came in.
+   */
+  readonly poisoned: {
+    delivery: number;
+    resolution: string;
+    generation: number;
+  }[];
   /** Delivery numbers of which no copy got an answer, or one copy did not. */
   readonly lost: Set<number>;
   /**
@@ -762,6 +796,18 @@ interface JobRecord {
    * `/send` may arrive for the intent then, whatever copies come late.
    */
   readonly quiet: { from: number; to: number }[];
+  /**
+   * Whether no publication of the job is being delivered and none is being
+   * made: only then may the operator redrive its dead letter.
+   */
+  idle: boolean;
+  /** How many redrive rounds its dead letters had. */
+  redrives: number;
+  /**
+   * The last publication a redrive made (0: none): a redrive removes the
+   * dead letter, so a poison answer before it need not have one at the end.
+   */
+  redrivenGeneration: number;
 }
 
 /** The queues a publication may go through. */
@@ -799,6 +845,16 @@ interface Stats {
   resolved: Map<string, number>;
   /** Kills that landed while a give-up or a late copy was in flight. */
   killsInGiveUp: number;
+  /** The operator's redrive rounds (one letter each), pairs among them, retries after an error. */
+  redriveRounds: number;
+  redrivePairs: number;
+  redriveRetries: number;
+  /** Redrive answers, by status (`lost`: the server died under it). */
+  redriveStatuses: Map<string, number>;
+  /** Jobs the redrives published (messages QStash took), and how many were delivered. */
+  redrivePublished: number;
+  /** Kills that landed while a redrive was in flight. */
+  killsInRedrive: number;
   /** The database faults, as they happened. */
   dbFaults: DbFaultRecord[];
   /** Delivery answers received, across every server. */
@@ -1152,8 +1208,12 @@ function check(input: CheckInput): CheckResult {
       }
     }
 
-    // Every poison answer left a dead letter.
-    if (job.poisoned.length > 0 && view.deadLetter === null) {
+    // Every poison answer left a dead letter (one before the last
+    // redrive's publication was removed by that redrive).
+    if (
+      job.poisoned.some((p) => p.generation >= job.redrivenGeneration) &&
+      view.deadLetter === null
+    ) {
       flag(id, "its job answered poison, but it has no dead letter");
     }
   }
@@ -1309,6 +1369,17 @@ const PUBSUB_SUBSCRIPTION = "relayer-jobs";
  * service sees, drawn as for the other queues.
  */
 const PUBSUB_MAX_DELIVERY_ATTEMPTS = 7;
+/** How often the operator lists the dead letters to redrive some. */
+const REDRIVE_EVERY_MS = 60;
+/** How many of the listed letters whose job is idle a pass redrives. */
+const REDRIVE_RATE = 0.35;
+/** How many redrive rounds send two redrives of the letter at once. */
+const REDRIVE_PAIR_RATE = 0.35;
+/** Redrive rounds per job, at most (each may publish it again). */
+const MAX_REDRIVES = 2;
+/** What QStash's API does with a publish: down (503) or taken with its answer lost, sometimes. */
+const QSTASH_DOWN_RATE = 0.1;
+const QSTASH_LOST_ANSWER_RATE = 0.1;
 
 /**
  * Runs the crash test in a temp dir of its own (and, with `--store
@@ -1423,6 +1494,8 @@ async function runCrashTest(
   const stubRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
   const queueRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
   const killRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
+  // Drawn last: the other streams are as they were before the redrives.
+  const redriveRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
 
   const policy = fastPolicy();
   const secret = `crash-secret-${crypto.randomUUID()}`;
@@ -1432,6 +1505,57 @@ async function runCrashTest(
   let operatorDone = false;
   /** Give-ups and late copies in flight now (a kill may wait for one). */
   let givingUpNow = 0;
+  /** Redrives in flight now (a kill may wait for one). */
+  let redrivingNow = 0;
+  /** The redrive round under way for an intent: what QStash took meanwhile. */
+  const redriveRoundsNow = new Map<string, { publications: Publication[] }>();
+  /** Letters (`<jobId>@<version>`) whose job QStash took. */
+  const publishedLetters = new Set<string>();
+  /** Publications the redrives made, being delivered. */
+  const redriven = new Set<Promise<void>>();
+  /** Whether every first job (and the tool's own re-publications) ended. */
+  let jobsDone = false;
+  const qstashToken = `crash-qstash-token-${crypto.randomUUID()}`;
+  // QStash's publish API: the service publishes redriven jobs there
+  // (QSTASH_TOKEN, QSTASH_URL), and each message taken comes back to it as
+  // QStash's deliveries, once the redrive round that made it is over.
+  const qstash: QStashStandIn = startQStashStandIn({
+    token: qstashToken,
+    fate: () => {
+      const x = redriveRandom();
+      return x < QSTASH_DOWN_RATE
+        ? "down"
+        : x < QSTASH_DOWN_RATE + QSTASH_LOST_ANSWER_RATE
+        ? "lose-answer"
+        : "take";
+    },
+    latencyMs: () => 5 + Math.floor(redriveRandom() * 35),
+    onPublish: (publication) => {
+      let job: { intentId?: unknown; kind?: unknown } = {};
+      try {
+        job = JSON.parse(publication.body);
+      } catch {
+        // reported below
+      }
+      const what = `QStash took ${
+        publication.body.slice(0, 120)
+      } for ${publication.url}`;
+      if (
+        publication.url !== `${PUBLIC_URL}/v1/qstash` ||
+        publication.failureCallback !== `${PUBLIC_URL}/v1/qstash/failed` ||
+        publication.retries !== String(policy.maxDeliveries - 1) ||
+        Object.keys(job).length !== 2 || job.kind !== "settle"
+      ) {
+        unexpected.push(
+          `${what} (retries ${publication.retries}, failure callback ${publication.failureCallback}): not the job, destination, retries and callback a redrive publishes`,
+        );
+      }
+      const round = redriveRoundsNow.get(String(job.intentId));
+      if (round === undefined) {
+        unexpected.push(`${what}, which no redrive under way asked for`);
+      } else round.publications.push(publication);
+    },
+  });
 
   const stub = new SignerStub(stubRandom);
   const signer = Deno.serve(
@@ -1475,6 +1599,8 @@ async function runCrashTest(
       ? { DATABASE_URL: databaseUrl }
       : { KV_PATH: `${dir}/relayer.kv` }),
     WEBHOOK_SECRET: secret,
+    QSTASH_TOKEN: qstashToken,
+    QSTASH_URL: qstash.url,
     QSTASH_CURRENT_SIGNING_KEY: qstashSecret,
     QSTASH_NEXT_SIGNING_KEY: `${qstashSecret}-next`,
     PUBLIC_URL,
@@ -1513,6 +1639,12 @@ async function runCrashTest(
     replays: 0,
     resolved: new Map(),
     killsInGiveUp: 0,
+    redriveRounds: 0,
+    redrivePairs: 0,
+    redriveRetries: 0,
+    redriveStatuses: new Map(),
+    redrivePublished: 0,
+    killsInRedrive: 0,
     answeredTotal: 0,
     dbFaults: [],
     slowestMs: 0,
@@ -1730,6 +1862,7 @@ async function runCrashTest(
         job.poisoned.push({
           delivery: answer.delivery ?? n,
           resolution: answer.resolution ?? "",
+          generation: job.generation,
         });
       }
       if (status === 200) {
@@ -2157,45 +2290,247 @@ async function runCrashTest(
   };
 
   /**
+   * The job published again (its message taken by the queue at `at`): a new
+   * message id, a fresh count, a lane, and whether and when the queue gives
+   * up on it, drawn as for a first publication. Ends the quiet that the
+   * last acked give-up began.
+   */
+  const publishAgain = (
+    job: JobRecord,
+    lane: Lane,
+    messageId: string,
+    at: number,
+  ): void => {
+    const quiet = job.quiet.at(-1);
+    if (quiet !== undefined && quiet.to === Infinity) quiet.to = at;
+    job.generation++;
+    job.delivery = 0;
+    job.ended = false;
+    delete job.final;
+    job.lostCopyAfterAck = false;
+    job.messageId = messageId;
+    job.publishTime = new Date().toISOString();
+    job.lane = lane;
+    job.queueLimit = null;
+    job.giveUpInFlight = false;
+    if (lane !== "generic") {
+      if (lane === "qstash") stats.qstashJobs++;
+      else stats.pubsubJobs++;
+      if (queueRandom() < EARLY_GIVE_UP) {
+        earlyGiveUp(job);
+        return;
+      }
+    }
+    job.queueLimit = queueRandom() < GIVE_UP_RATE
+      ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
+      : null;
+    job.giveUpInFlight = queueRandom() < 0.6;
+  };
+
+  /**
    * A job, and its publications: once one ends with a dead letter on an
    * intent still created or authorized, an operator sometimes publishes the
    * job afresh (what the redrive route advises for a queue of one's own),
-   * with a new message id and a fresh count.
+   * with a new message id and a fresh count. Then the job is idle: the
+   * operator may redrive its dead letter through the route.
    */
   const runJob = async (job: JobRecord): Promise<void> => {
     for (;;) {
       await runGeneration(job);
-      if (job.generation >= 2 || queueRandom() >= 0.5) return;
+      if (job.generation >= 2 || queueRandom() >= 0.5) break;
       const view = await readIntent(job.intentId);
       if (
         view === null || view.deadLetter === null ||
         (view.intent.state !== "created" && view.intent.state !== "authorized")
-      ) return;
+      ) break;
       stats.republished++;
-      const quiet = job.quiet.at(-1);
-      if (quiet !== undefined && quiet.to === Infinity) quiet.to = now();
-      job.generation++;
-      job.delivery = 0;
-      job.ended = false;
-      delete job.final;
-      job.lostCopyAfterAck = false;
-      job.messageId = `m-${job.intentId}-${job.generation}`;
-      job.publishTime = new Date().toISOString();
-      job.lane = laneOf(queueRandom());
-      job.queueLimit = null;
-      job.giveUpInFlight = false;
-      if (job.lane !== "generic") {
-        if (job.lane === "qstash") stats.qstashJobs++;
-        else stats.pubsubJobs++;
-        if (queueRandom() < EARLY_GIVE_UP) {
-          earlyGiveUp(job);
-          continue;
-        }
+      publishAgain(
+        job,
+        laneOf(queueRandom()),
+        `m-${job.intentId}-${job.generation + 1}`,
+        now(),
+      );
+    }
+    job.idle = true;
+  };
+
+  /**
+   * One redrive round of `letter` by the operator
+   * (`POST /v1/dead-letters/:intentId/:kind/redrive`, or the job id as one
+   * encoded segment): sometimes two at once, and after a 503 or an answer
+   * lost to a kill, mostly once more (the answer says to try again). What
+   * QStash takes meanwhile is held until the round is over (the letter
+   * cannot change under it), then delivered as a QStash publication of its
+   * own. Then the checks: at most one message taken and one 202 for the
+   * letter; a 404 only once another redrive of it may have won; a letter
+   * gone only once its job is on the queue; a refusal, or a 503 with
+   * nothing lost, leaves it in place.
+   */
+  const redriveRound = async (
+    job: JobRecord,
+    letter: DeadLetterView & { version: string },
+  ): Promise<void> => {
+    const id = job.intentId;
+    job.idle = false;
+    job.redrives++;
+    stats.redriveRounds++;
+    const round: { publications: Publication[] } = { publications: [] };
+    redriveRoundsNow.set(id, round);
+    const key = `${letter.jobId}@${letter.version}`;
+    type Answer = { status: number; title: string } | "lost";
+    const redrive = async (copy: number): Promise<Answer> => {
+      await Promise.race([server.waitUp(), failed.promise]);
+      checkAlive();
+      const path = copy % 2 === 0
+        ? `/v1/dead-letters/${id}/settle/redrive`
+        : `/v1/dead-letters/${encodeURIComponent(letter.jobId)}/redrive`;
+      redrivingNow++;
+      let answer: Answer;
+      try {
+        const res = await fetch(`${server.base}${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${opsToken}` },
+          signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
+        });
+        const body = await res.json().catch(() => ({}));
+        answer = { status: res.status, title: String(body.title ?? "") };
+      } catch {
+        answer = "lost";
+      } finally {
+        redrivingNow--;
       }
-      job.queueLimit = queueRandom() < GIVE_UP_RATE
-        ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
-        : null;
-      job.giveUpInFlight = queueRandom() < 0.6;
+      const label = answer === "lost" ? "lost" : String(answer.status);
+      stats.redriveStatuses.set(
+        label,
+        (stats.redriveStatuses.get(label) ?? 0) + 1,
+      );
+      return answer;
+    };
+    const copies = redriveRandom() < REDRIVE_PAIR_RATE ? 2 : 1;
+    if (copies === 2) stats.redrivePairs++;
+    const answers = await Promise.all(
+      Array.from({ length: copies }, (_, copy) => redrive(copy)),
+    );
+    const status = (a: Answer) => a === "lost" ? 0 : a.status;
+    if (
+      !answers.some((a) => status(a) === 202) &&
+      answers.some((a) => a === "lost" || a.status === 503) &&
+      redriveRandom() < 0.7
+    ) {
+      stats.redriveRetries++;
+      answers.push(await redrive(0));
+    }
+    // A publish the service sent before a kill may still be on its way, or
+    // being read: the restart takes far longer than loopback.
+    if (answers.includes("lost")) {
+      await Promise.race([server.waitUp(), failed.promise]);
+      await sleep(20);
+    }
+    await qstash.idle();
+    redriveRoundsNow.delete(id);
+    const { publications } = round;
+    if (publications.length > 0) publishedLetters.add(key);
+    const onQueue = publishedLetters.has(key);
+    const won = answers.filter((a) => status(a) === 202).length;
+    const lost = answers.some((a) => a === "lost");
+    const shown = answers.map((a) => a === "lost" ? "lost" : a.status).join(
+      ", ",
+    );
+    const flag = (text: string) =>
+      unexpected.push(`${id}: redrive of its dead letter (${shown}): ${text}`);
+    if (publications.length > 1) {
+      flag(
+        `QStash took ${publications.length} messages for one dead letter (${
+          publications.map((p) => p.messageId).join(", ")
+        }): its redrives published the job more than once`,
+      );
+    }
+    if (won > 1) flag(`${won} redrives of one dead letter answered 202`);
+    for (const answer of answers) {
+      if (answer === "lost") continue;
+      if (![202, 404, 409, 503].includes(answer.status)) {
+        flag(`answered ${answer.status} ${JSON.stringify(answer.title)}`);
+      }
+      if (answer.status === 404 && won === 0 && !lost) {
+        flag("answered 404, yet the letter was listed and no redrive won");
+      }
+    }
+    if (won > 0 && !onQueue) {
+      flag("answered 202, yet QStash never took a job for the letter");
+    }
+    const view = await readIntent(id);
+    if (view !== null && view.deadLetter === null) {
+      if (!onQueue) {
+        flag(
+          `its dead letter is gone and QStash took no job for it: the intent (${view.intent.state}) is stranded`,
+        );
+      }
+      // Every answer an error (a refusal, or the queue or the store
+      // failing): the letter stays. Not under database faults, where a
+      // removal may commit unseen and answer 503 (a retry then finds 404).
+      if (won === 0 && !lost && options.dbFaults.length === 0) {
+        flag("no redrive of it answered 202, yet its dead letter is gone");
+      }
+    }
+    if (publications.length > 0) {
+      const publication = publications[0]!;
+      stats.redrivePublished++;
+      publishAgain(job, "qstash", publication.messageId, publication.at);
+      job.redrivenGeneration = job.generation;
+      const run = runGeneration(job).then(() => {
+        job.idle = true;
+      });
+      const tracked: Promise<void> = run.catch((error) => {
+        if (!(error instanceof DeadlineExceeded) && !failure) {
+          unexpected.push(
+            `${id}: a redriven job failed: ${(error as Error).message}`,
+          );
+        }
+      }).finally(() => redriven.delete(tracked));
+      redriven.add(tracked);
+    } else job.idle = true;
+  };
+
+  /**
+   * The operator: every {@linkcode REDRIVE_EVERY_MS}, lists the dead
+   * letters and redrives some whose job is idle (at most
+   * {@linkcode MAX_REDRIVES} rounds a job), whatever the intent's state (a
+   * settled, failed or reviewed one must be refused with its letter kept);
+   * once every first job has ended, one pass more, then it waits for the
+   * jobs its redrives published.
+   */
+  const redriver = async (): Promise<void> => {
+    for (;;) {
+      const last = jobsDone;
+      await Promise.race([sleep(REDRIVE_EVERY_MS), failed.promise]);
+      await Promise.race([server.waitUp(), failed.promise]);
+      checkAlive();
+      let page: { status: number; body: unknown } | null = null;
+      try {
+        page = await ops("/v1/dead-letters?limit=1000");
+      } catch {
+        // the server died under the list
+      }
+      if (page?.status === 200) {
+        const { items } = page.body as {
+          items: (DeadLetterView & { version: string })[];
+        };
+        const rounds: Promise<void>[] = [];
+        for (const letter of items) {
+          const job = jobs.get(letter.intentId);
+          if (
+            job === undefined || !job.idle || job.redrives >= MAX_REDRIVES ||
+            redriveRandom() >= REDRIVE_RATE
+          ) continue;
+          rounds.push(redriveRound(job, letter));
+        }
+        await Promise.all(rounds);
+      }
+      if (last) break;
+    }
+    while (redriven.size > 0) {
+      await Promise.race([Promise.all([...redriven]), failed.promise]);
+      checkAlive();
     }
   };
 
@@ -2319,16 +2654,21 @@ async function runCrashTest(
       }
       if (allEnded) return;
       // Every other kill waits (a little) for a give-up or a late copy to
-      // be in flight, so that some land inside one.
+      // be in flight, or for a redrive, so that some land inside one.
       if (killRandom() < 0.5) {
         const until = now() + 300;
-        while (givingUpNow === 0 && now() < until && !allEnded) {
+        const forRedrive = killRandom() < 0.5;
+        while (
+          (forRedrive ? redrivingNow : givingUpNow) === 0 && now() < until &&
+          !allEnded
+        ) {
           checkAlive();
           await Promise.race([sleep(2), failed.promise]);
         }
-        if (givingUpNow > 0) stats.killsInGiveUp++;
         await sleep(Math.floor(extraMs / 3));
       } else await sleep(extraMs);
+      if (givingUpNow > 0) stats.killsInGiveUp++;
+      if (redrivingNow > 0) stats.killsInRedrive++;
       if (allEnded) return;
       const from = now();
       await server.kill();
@@ -2452,6 +2792,9 @@ async function runCrashTest(
         publishTime: new Date().toISOString(),
         lane: laneOf(behaviourRandom()),
         quiet: [],
+        idle: false,
+        redrives: 0,
+        redrivenGeneration: 0,
       });
       const lane = jobs.get(id)!.lane;
       if (lane !== "generic") {
@@ -2480,12 +2823,17 @@ async function runCrashTest(
       (ms, kind) => ms + 1500 + (kind === "down" ? options.dbDownS * 1000 : 0),
       0,
     );
-    const work = Promise.all(
-      [...jobs.values()].map(async (job) => {
-        if (spreadMs > 0) await sleep(Math.floor(queueRandom() * spreadMs));
-        await runJob(job);
+    const work = Promise.all([
+      Promise.all(
+        [...jobs.values()].map(async (job) => {
+          if (spreadMs > 0) await sleep(Math.floor(queueRandom() * spreadMs));
+          await runJob(job);
+        }),
+      ).then(() => {
+        jobsDone = true;
       }),
-    ).then(() => {
+      redriver(),
+    ]).then(() => {
       allEnded = true;
     });
     const background = Promise.all([killer(), sampler(), faulter()]);
@@ -2552,6 +2900,9 @@ async function runCrashTest(
       violations.push(
         `the service reached past Google's key endpoint through the proxy: ${what}`,
       );
+    }
+    for (const what of qstash.refused) {
+      violations.push(`QStash's API refused a publish: ${what}`);
     }
     if (stats.pubsubJobs > 0 && google.standIn.fetches === 0) {
       violations.push(
@@ -2635,6 +2986,9 @@ async function runCrashTest(
         } to ${
           formatDuration(pubsubMaxBackoffMs)
         }), ${stats.deadLetterPushes} dead-letter pushes, ${stats.pubsubLateCopies} late copies after an acked one, ${stats.misdirected} with another audience's token (each must be 401); Google's keys fetched ${google.standIn.fetches} times through the stand-in`,
+        `redrives     ${stats.redriveRounds} rounds on listed letters (${stats.redrivePairs} two at once, ${stats.redriveRetries} tried again after a 503 or a lost answer): answers ${
+          show(new Map([...stats.redriveStatuses].sort()))
+        }; QStash took ${stats.redrivePublished} jobs (delivered through /v1/qstash), dropped ${qstash.deduplicated} repeated deduplication ids, was down for ${qstash.down} and lost the answer to ${qstash.lostAnswers}; ${stats.killsInRedrive} kills during a redrive`,
         `replays      ${stats.replays} signed requests sent again (each must be 401)`,
         `operator     ${
           stats.resolved.size === 0 ? "0" : show(stats.resolved)
@@ -2711,6 +3065,7 @@ async function runCrashTest(
     Deno.removeSignalListener("SIGTERM", onSignal);
     await server.stop();
     await signer.shutdown();
+    await qstash.stop();
   }
   return exitCode;
 }
