@@ -1421,6 +1421,63 @@ export function storeContract(
     );
   });
 
+  test("never forgets that a send may have left: the move to review keeps mayHaveSent, so the hold is not voided alone", async (store) => {
+    // Each may have sent, by the store's own writes: an unknown outcome,
+    // and a write-ahead over one never recorded (a crash mid-send).
+    const unknown = await store.createIntent({
+      id: "pi_unknown",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      mayHaveSent: false,
+    });
+    const timedOut = await store.recordBroadcast(
+      "pi_unknown",
+      unknown.version,
+      {
+        outcome: "unknown",
+        error: "timeout",
+        at: 1,
+      },
+    );
+    const crashed = await store.createIntent({
+      id: "pi_crashed",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+    });
+    const first = await store.beginBroadcast("pi_crashed", crashed.version, 1);
+    const again = await store.beginBroadcast("pi_crashed", first.version, 2);
+    const declared = await store.recordBroadcast("pi_crashed", again.version, {
+      outcome: "not_sent",
+      at: 3,
+    });
+    for (const intent of [timedOut, declared]) {
+      assert.equal(intent.mayHaveSent, true, intent.id);
+      const reviewed = await store.transition(intent.id, {
+        from: "settling",
+        to: "needs_review",
+        version: intent.version,
+        at: 4,
+      });
+      assert.equal(reviewed.mayHaveSent, true, intent.id);
+      assert.equal(
+        (await store.getIntent(intent.id))?.mayHaveSent,
+        true,
+        intent.id,
+      );
+      await assert.rejects(
+        store.voidHold(intent.id),
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /money may have moved/.test(error.message),
+        intent.id,
+      );
+      assert.equal((await store.getIntent(intent.id))?.hold, "pending");
+    }
+  });
+
   test("counts deliveries atomically, also under concurrent calls", async (store) => {
     const count = (jobId: string, now = 0) =>
       store.admit({ count: jobId, now });
@@ -1471,6 +1528,61 @@ export function storeContract(
       2,
       "alive a millisecond before",
     );
+  });
+
+  test("keeps intents, dead letters and counts apart by their whole id: case, every part, and the end of a long key", async (store) => {
+    // Intent ids are case-sensitive (two payments), and so are queue
+    // message ids. A give-up writes `givingup/…` before its drop and
+    // `gaveup/…` once resolved: one read for the other is a repeated
+    // give-up taken as resolved, and a job dropped with no letter. A
+    // Pub/Sub source mark is long, and shares all but its end with the
+    // marks of its subscription's other messages.
+    const source = `gaveup/pubsub/source/projects/p/subscriptions/${
+      "s".repeat(900)
+    }@1700000000000#`;
+    const keys = [
+      "pi_A/settle",
+      "pi_a/settle",
+      "givingup/qstash/message/msg_1",
+      "gaveup/qstash/message/msg_1",
+      "gaveup/qstash/message/msg_A",
+      "gaveup/qstash/message/msg_a",
+      "gaveup/pubsub/message/msg_1",
+      "gaveup/qstash/dlq/msg_1",
+      `${source}pi_1`,
+      `${source}pi_2`,
+    ];
+    for (const [n, key] of keys.entries()) {
+      for (let k = 0; k <= n; k++) await store.admit({ count: key, now: 0 });
+    }
+    for (const [n, key] of keys.entries()) {
+      assert.equal(await store.deliveries(key, 0), n + 1, key.slice(0, 40));
+    }
+    const upper = await store.createIntent({
+      id: "pi_A",
+      state: "authorized",
+      hold: "pending",
+    });
+    const lower = await store.createIntent({ id: "pi_a" });
+    assert.deepEqual(
+      [(await store.getIntent("pi_A"))?.state, upper.state],
+      ["authorized", "authorized"],
+    );
+    assert.equal((await store.getIntent("pi_a"))?.version, lower.version);
+    await store.putDeadLetter(deadLetter("pi_A/settle", 1));
+    await store.putDeadLetter(deadLetter("pi_a/settle", 2));
+    assert.equal((await store.getDeadLetter("pi_A/settle"))?.poisonedAt, 1);
+    assert.equal((await store.getDeadLetter("pi_a/settle"))?.poisonedAt, 2);
+    // Each letter reset its own job's count only.
+    assert.deepEqual(
+      [
+        await store.deliveries("pi_A/settle", 0),
+        await store.deliveries("pi_a/settle", 0),
+        await store.deliveries("givingup/qstash/message/msg_1", 0),
+      ],
+      [0, 0, 3],
+    );
+    assert.equal((await store.listDeadLetters()).items.length, 2);
   });
 
   test("resets, with a dead letter, the job's count and the one named resetCount, in putDeadLetter and in a transition", async (store) => {
@@ -1594,6 +1706,14 @@ export function storeContract(
       store.transition("pi_1", move, {
         lease,
         unlessCounted: ["gaveup/qstash/message/m0", mark],
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    // Any one key on record refuses it, first in the list or last.
+    await assert.rejects(
+      store.transition("pi_1", move, {
+        lease,
+        unlessCounted: [mark, "gaveup/qstash/message/m0"],
       }),
       (error) => error instanceof ConflictError && error.refused,
     );
@@ -1748,6 +1868,58 @@ export function storeContract(
       at: 2,
     }, { lease: { owner: "b", ttlMs: 60_000, now: 2, keep: false } });
     assert.equal(other.broadcasting, null);
+  });
+
+  test("accepts one of concurrent uses of a replay record, in admit and in writes", async (store) => {
+    // A replay sent alongside the genuine request: a store that reads the
+    // record, then writes it, in two steps admits both.
+    const claim = { key: "sig-1", now: 0, expiresAt: 60_000 };
+    const admits = await Promise.allSettled(
+      Array.from(
+        { length: 4 },
+        () => store.admit({ count: "pi_1/settle", claim, now: 0 }),
+      ),
+    );
+    assert.equal(admits.filter((r) => r.status === "fulfilled").length, 1);
+    for (const r of admits) {
+      if (r.status === "rejected") {
+        assert.ok(r.reason instanceof ReplayError, String(r.reason));
+      }
+    }
+    assert.equal(await store.deliveries("pi_1/settle"), 1);
+    // The same record in writes to two intents: one lands.
+    const ids = ["pi_a", "pi_b", "pi_c"];
+    const created = await Promise.all(
+      ids.map((id) =>
+        store.createIntent({ id, state: "authorized", hold: "pending" })
+      ),
+    );
+    const twice = { key: "sig-2", now: 0, expiresAt: 60_000 };
+    const writes = await Promise.allSettled(
+      ids.map((id, n) =>
+        store.transition(id, {
+          from: "authorized",
+          to: "settling",
+          version: created[n]!.version,
+          at: 1,
+        }, {
+          lease: { owner: `d${n}`, ttlMs: 1000, now: 0, keep: true },
+          claim: twice,
+        })
+      ),
+    );
+    // The others: a replay, or a race lost (the caller's fresh read then
+    // meets the record), with nothing written.
+    assert.equal(writes.filter((r) => r.status === "fulfilled").length, 1);
+    for (const [n, r] of writes.entries()) {
+      if (r.status === "fulfilled") continue;
+      assert.ok(
+        r.reason instanceof ReplayError ||
+          (r.reason instanceof ConflictError && !r.reason.refused),
+        String(r.reason),
+      );
+      assert.equal((await store.getIntent(ids[n]!))?.state, "authorized");
+    }
   });
 
   test("a write that carries a lease refuses another owner's live lease, and keeps or releases its own", async (store) => {
@@ -2198,24 +2370,33 @@ export function storeContract(
       );
     }
     assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-    // Once it lapses, a delivery acts.
+    // Held until now + ttlMs, as a delivery's own lease is: a store that
+    // lets it lapse sooner opens the window the drop's lease closes.
     const later = (await store.getIntent("pi_1"))!;
-    await store.transition("pi_1", {
-      from: "authorized",
-      to: "settling",
-      version: later.version,
-      at: 1011,
-    }, { lease: { owner: "delivery", ttlMs: 1000, now: 1011, keep: true } });
-    // Another's live lease refuses a letter that carries one: nothing kept.
+    const ahead = (now: number) =>
+      store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: later.version,
+        at: now,
+      }, { lease: { owner: "delivery", ttlMs: 1000, now, keep: true } });
+    await assert.rejects(ahead(1009), instanceOf(BusyError));
+    // Once it lapses, a delivery acts.
+    await ahead(1010);
+    // Another's live lease refuses a letter that carries one: nothing kept,
+    // its replay record unused (the give-up, answered busy, is retried).
     const settling = (await store.getIntent("pi_1"))!;
+    const claim = { key: "sig-give-up-2", now: 1020, expiresAt: 60_000 };
     await assert.rejects(
       store.putDeadLetter(deadLetter("pi_1/settle", 1020), {
         intentVersion: settling.version,
         lease: { owner: "give-up-2", ttlMs: 1000, now: 1020, keep: true },
+        claim,
       }),
       instanceOf(BusyError),
     );
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    assert.equal(await store.admit({ claim, now: 1020 }), null);
     // A lease needs the version read, and an intent that exists.
     await assert.rejects(
       store.putDeadLetter(deadLetter("pi_1/settle", 1030), {
@@ -2282,6 +2463,43 @@ export function storeContract(
     ], [1, 1]);
   });
 
+  test("keeps a dead letter's queue ids as given, in putDeadLetter and in a move: a repeated give-up is known by them", async (store) => {
+    // Pub/Sub may dead-letter a message more than once, each copy with a
+    // messageId of its own: only dlqId (its source) names every copy.
+    const letter = (jobId: string, messageId: string) => ({
+      ...deadLetter(jobId, 9),
+      queue: {
+        queue: "pubsub",
+        messageId,
+        dlqId: `projects/p/subscriptions/s@1700000000000#${jobId}`,
+      },
+    });
+    const dropped = letter("pi_1/settle", "m-1");
+    await store.putDeadLetter(dropped);
+    const i = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const reviewed = letter("pi_2/settle", "m-2");
+    await store.transition("pi_2", {
+      from: "settling",
+      to: "needs_review",
+      version: i.version,
+      at: 9,
+      deadLetter: reviewed,
+    });
+    for (const given of [dropped, reviewed]) {
+      const { version: _, ...kept } = (await store.getDeadLetter(given.jobId))!;
+      assert.deepEqual(kept, given, given.jobId);
+    }
+    assert.deepEqual(
+      (await store.listDeadLetters()).items.map((d) => d.queue),
+      [dropped.queue, reviewed.queue],
+    );
+  });
+
   test("a dead letter resets its job's delivery count in the same write, alone or with a poison move; other jobs keep theirs", async (store) => {
     for (let n = 0; n < 3; n++) {
       await store.admit({ count: "pi_1/settle", now: 0 });
@@ -2316,6 +2534,10 @@ export function storeContract(
     // Duplicates of the poisoned job, delivered after its letter.
     await store.admit({ count: "pi_1/settle", now: 0 });
     await store.admit({ count: "pi_1/settle", now: 0 });
+    // Counts that are not its job's: another job's, and a give-up's mark.
+    const mark = "gaveup/qstash/message/m1";
+    await store.admit({ count: "pi_2/settle", now: 0 });
+    await store.admit({ count: mark, now: 0, ttlMs: 32 * 24 * 3_600_000 });
     const read = (await store.getDeadLetter("pi_1/settle"))!;
     assert.equal(typeof read.version, "string");
     assert.equal(
@@ -2324,6 +2546,12 @@ export function storeContract(
     );
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
     assert.equal(await store.deliveries("pi_1/settle"), 0);
+    // Only its job's: a mark reset here would let a late copy of a message
+    // the queue gave up on send again.
+    assert.deepEqual(
+      [await store.deliveries("pi_2/settle"), await store.deliveries(mark, 0)],
+      [1, 1],
+    );
     assert.equal(await store.admit({ count: "pi_1/settle", now: 0 }), 1);
     assert.deepEqual(
       (await store.listDeadLetters()).items.map((d) => d.jobId),

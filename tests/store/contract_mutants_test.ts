@@ -44,6 +44,28 @@ interface Mutant {
   readonly replace: string;
 }
 
+/**
+ * MemoryStore with `field`, a `Map` of `type` by id, keyed by `normal(k)`
+ * instead of the id `k`: ids it makes one share an entry, as in a
+ * database whose collation ignores case, or a key cut short.
+ */
+function keyedBy(field: string, type: string, normal: string): Mutant {
+  const key = `(${normal})`;
+  return {
+    file: "memory.ts",
+    find: `  ${field} = new Map<string, ${type}>();`,
+    replace: `  ${field} = new (class extends Map<string, ${type}> {
+    override get(k: string) { return super.get${key}; }
+    override set(k: string, v: ${type}) { return super.set(${normal}, v); }
+    override delete(k: string) { return super.delete${key}; }
+    override has(k: string) { return super.has${key}; }
+  })();`,
+  };
+}
+
+const PUT_DEAD_LETTER_LEASE =
+  "      if (options.claim) this.#checkClaim(options.claim);\n      this.#setLease(id, lease);";
+
 // Each of these passed the contract once, and breaks a rule the relayer
 // relies on (see docs/stores.md, "What every store refuses").
 const MUTANTS: Record<string, Mutant> = {
@@ -137,6 +159,82 @@ const MUTANTS: Record<string, Mutant> = {
       "if (options.intentVersion !== undefined) {\n        this.#expect(id, options.intentVersion);",
     replace:
       "if (options.lease) this.#setLease(id, leaseAfter(id, this.#leases.get(id) ?? null, options.lease));\n      if (options.intentVersion !== undefined) {\n        this.#expect(id, options.intentVersion);",
+  },
+  "lets the lease a dead letter takes lapse before now + ttlMs": {
+    file: "memory.ts",
+    find: PUT_DEAD_LETTER_LEASE,
+    replace: PUT_DEAD_LETTER_LEASE.replace(
+      "this.#setLease(id, lease);",
+      "this.#setLease(id, lease && { ...lease, expiresAt: lease.expiresAt - 500 });",
+    ),
+  },
+  "uses the claim of a dead letter another's lease refuses": {
+    file: "memory.ts",
+    find:
+      "      const lease = options.lease\n        ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)\n        : undefined;\n      if (options.claim) this.#checkClaim(options.claim);",
+    replace:
+      "      if (options.claim) {\n        this.#checkClaim(options.claim);\n        this.#claim(options.claim);\n      }\n      const lease = options.lease\n        ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)\n        : undefined;",
+  },
+  "refuses a write by its last unlessCounted key only": {
+    file: "memory.ts",
+    find: "for (const key of uncountedKeys(options)) {",
+    replace: "for (const key of uncountedKeys(options).slice(-1)) {",
+  },
+  "keeps counts by a case-insensitive key": keyedBy(
+    "#counts",
+    "CountRecord",
+    "k.toLowerCase()",
+  ),
+  "keeps counts by a key's first 64 characters": keyedBy(
+    "#counts",
+    "CountRecord",
+    "k.slice(0, 64)",
+  ),
+  "counts a give-up's givingup/ and gaveup/ marks as one": keyedBy(
+    "#counts",
+    "CountRecord",
+    'k.replace(/^givingup\\//, "gaveup/")',
+  ),
+  "keeps dead letters by a case-insensitive job id": keyedBy(
+    "#deadLetters",
+    "StoredDeadLetter",
+    "k.toLowerCase()",
+  ),
+  "keeps intents by a case-insensitive id": keyedBy(
+    "#intents",
+    "{ record: IntentRecord; version: number }",
+    "k.toLowerCase()",
+  ),
+  "resets every count in a redrive, give-up marks too": {
+    file: "memory.ts",
+    find: "if (options.keepCount !== true) this.#counts.delete(jobId);",
+    replace: "if (options.keepCount !== true) this.#counts.clear();",
+  },
+  "keeps a dead letter without its queue's dlqId": {
+    file: "memory.ts",
+    find: "...(queue ? { queue: Object.freeze({ ...queue }) } : {}),",
+    replace:
+      "...(queue ? { queue: Object.freeze({ queue: queue.queue, messageId: queue.messageId! }) } : {}),",
+  },
+  "keeps a poison move's dead letter without its queue ids": {
+    file: "memory.ts",
+    find:
+      "    if (deadLetter) this.#putDeadLetter(deadLetter, options.resetCount);",
+    replace:
+      "    if (deadLetter) {\n      const { queue: _, ...rest } = deadLetter;\n      this.#putDeadLetter(rest, options.resetCount);\n    }",
+  },
+  "reads a replay record, then writes it, in two steps": {
+    file: "memory.ts",
+    find:
+      '  admit(admission: Admission): Promise<number | null> {\n    return attempt(() => {\n      checkMs("now", admission.now);\n      if (admission.claim) this.#checkClaim(admission.claim);\n      if (admission.claim) this.#claim(admission.claim);',
+    replace:
+      '  async admit(admission: Admission): Promise<number | null> {\n    checkMs("now", admission.now);\n    if (admission.claim) this.#checkClaim(admission.claim);\n    await Promise.resolve();\n    return await attempt(() => {\n      if (admission.claim) this.#claim(admission.claim);',
+  },
+  "forgets in the move to review that an unknown send may have left": {
+    file: "_rules.ts",
+    find: '    ...(change.to === "settling"\n',
+    replace:
+      '    ...(change.to === "needs_review"\n      ? { mayHaveSent: current.lastBroadcast?.outcome === "sent" }\n      : {}),\n    ...(change.to === "settling"\n',
   },
 };
 
