@@ -49,6 +49,7 @@ import type {
   Intent,
   QueueIds,
   Store,
+  StoredDeadLetter,
   WriteOptions,
 } from "../store/store.ts";
 import type { Sender } from "./sender.ts";
@@ -650,6 +651,18 @@ function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
   return (given.messageId !== undefined &&
     recorded.messageId === given.messageId) ||
     (given.dlqId !== undefined && recorded.dlqId === given.dlqId);
+}
+
+/**
+ * A dead letter its job's deliveries wrote (it names no message), kept as
+ * the first resolution recorded it, with the ids of the queue's give-up
+ * that rewrites it: a repeat of that give-up is then known by them, and
+ * the rewrite gives the letter a new version, so that a redrive of it
+ * publishes under a deduplication id of its own.
+ */
+function firstRecord(letter: StoredDeadLetter, queue: QueueIds): DeadLetter {
+  const { version: _, ...first } = letter;
+  return { ...first, queue };
 }
 
 /** The most bytes of UTF-8 a queue's id is kept with (see {@linkcode keptIds}). */
@@ -1784,9 +1797,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       if (
         letter !== null && intent?.state !== "settling" &&
         !(onlyOnce &&
-          (intent?.state === "authorized" ||
-            (intent?.state === "created" && queue !== undefined &&
-              letter.queue !== undefined)))
+          (intent?.state === "authorized" || intent?.state === "created"))
       ) {
         // A late duplicate, or a queue repeating its give-up: the dead
         // letter on record says what the first resolution did. Not a give-up
@@ -1794,13 +1805,16 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // after a drop): it drops that job, so it writes its own letter and
         // holds the lease below, or a delivery of that job still at work
         // could send behind it and leave the intent settling with no job.
-        // Nor on a created one, when the letter names another message: a
-        // redrive that published the job and did not remove the letter (it
-        // crashed, or the queue's answer was lost) leaves it on record;
-        // kept, its next redrive would publish under the same
-        // deduplication id, which QStash drops for 10 minutes, and remove
-        // the letter with no job on the queue. (A letter that names no
-        // message may record this very message: it stands.)
+        // Nor on a created one (the letter names another message, or none:
+        // one that names this message was answered above): a redrive that
+        // published the job and did not remove the letter (it crashed, or
+        // the queue's answer was lost) leaves it on record; kept as it is,
+        // its next redrive would publish under the same deduplication id,
+        // which QStash drops for 10 minutes, and remove the letter with no
+        // job on the queue. A letter that names no message (the job's own
+        // deliveries poisoned it) may record this very message, its answer
+        // lost: it is written again as it was, with this message's ids
+        // (see firstRecord), so its record stands under a new version.
         await d.close();
         return plan.text;
       }
@@ -1811,14 +1825,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
         await d.close();
         throw new Finished(`intent already ${intent.state}`);
       }
-      const deadLetter: DeadLetter = {
-        jobId,
-        intentId: job.intentId,
-        ...rest,
-        resolution: plan.text,
-        poisonedAt: now(),
-        ...(queue ? { queue } : {}),
-      };
+      const deadLetter: DeadLetter = letter !== null && onlyOnce && queue &&
+          intent?.state === "created" && letter.queue === undefined
+        ? firstRecord(letter, queue)
+        : {
+          jobId,
+          intentId: job.intentId,
+          ...rest,
+          resolution: plan.text,
+          poisonedAt: now(),
+          ...(queue ? { queue } : {}),
+        };
       try {
         if (intent === null || plan.action === "drop") {
           // Only on the intent this plan read: another delivery that moved

@@ -796,6 +796,62 @@ function suite(backend: Backend): void {
     assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
   });
 
+  test("createRelayer() writes a new dead letter when the queue gives up on a job redriven over a letter its own deliveries poisoned (no queue ids on it), so the next redrive is not dropped as a repeat of the first", async () => {
+    const { relayer, store } = await setup({ state: "created" });
+    const ids: string[] = [];
+    // The job poisoned on its last delivery: a letter that names no message.
+    assert.equal((await relayer.deliver(job, 5)).action, "poison");
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.queue,
+      undefined,
+    );
+    // Redriven: QStash takes the job, and its answer is lost, so the
+    // letter stays, with the job on the queue.
+    await assert.rejects(
+      relayer.redrive("pi_0001/settle", {
+        publish: (_job, id) => {
+          ids.push(id);
+          return Promise.reject(new Error("QStash's answer was lost"));
+        },
+      }),
+      /answer was lost/,
+    );
+    const first = await store.getDeadLetter("pi_0001/settle");
+    assert.ok(first);
+    // Its last delivery unanswered (the service down), QStash gives up on
+    // the job it took: the intent is still created.
+    await relayer.giveUp(job, {
+      deliveries: 5,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    });
+    const second = await store.getDeadLetter("pi_0001/settle");
+    assert.equal(second?.queue?.messageId, "msg_1");
+    assert.notEqual(second?.version, first.version);
+    // The first resolution's record stands (it may be this very message's,
+    // its answer lost): only the queue's ids and the version are new.
+    const { version: _1, ...kept } = first;
+    const { version: _2, queue: _3, ...rewritten } = second!;
+    assert.deepEqual(rewritten, kept);
+    // The next redrive publishes under an id of its own: under the first
+    // one's, QStash drops it, and the route removes the letter with no job
+    // on the queue (the intent stranded).
+    await relayer.redrive("pi_0001/settle", {
+      publish: (_job, id) => {
+        ids.push(id);
+        return Promise.resolve();
+      },
+    });
+    assert.equal(ids.length, 2);
+    assert.notEqual(ids[0], ids[1]);
+    // The queue repeating that give-up changes nothing.
+    const repeat = await relayer.giveUp(job, {
+      deliveries: 5,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    });
+    assert.equal(repeat.action, "done");
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  });
+
   test("createRelayer() keeps the letter that says why an intent is in review when a give-up that read it authorized lands its 'job dropped' late", async () => {
     let entered!: () => void;
     const reached = new Promise<void>((resolve) => entered = resolve);

@@ -161,7 +161,11 @@ Deno.test("POST /v1/qstash/failed changes nothing for a settled intent, nor for 
   assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
 
   // The relayer poisoned pi_0003's job itself (its third delivery); the
-  // queue's callback afterwards must not overwrite that record.
+  // queue's callback afterwards (that answer lost) must not overwrite that
+  // record. It is written again as it was, with the callback's ids and a
+  // new version: the letter might be another message's, left by a
+  // redrive whose answer was lost, and redriven again under its old
+  // version, QStash would drop the job as that redrive's duplicate.
   const { app: app3, store: store3 } = await makeApp({
     intents: [{ id: "pi_0003", state: "created" }],
   });
@@ -182,7 +186,23 @@ Deno.test("POST /v1/qstash/failed changes nothing for a settled intent, nor for 
     await failedRequest(callback(job3, { retried: 2 })),
   );
   assert.equal(res3.status, 200);
-  assert.deepEqual(await store3.getDeadLetter("pi_0003/settle"), own);
+  const rewritten = await store3.getDeadLetter("pi_0003/settle");
+  assert.ok(own && rewritten);
+  assert.notEqual(rewritten.version, own.version);
+  assert.equal(
+    rewritten.queue?.messageId,
+    "msg_26hZCxZCuWyyTWPmSVBrNCtiJGNsULZ",
+  );
+  const { version: _1, ...first } = own;
+  const { version: _2, queue: _3, ...kept } = rewritten;
+  assert.deepEqual(kept, first);
+  // Repeated, the callback changes nothing now.
+  const res4 = await app3.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job3, { retried: 2 })),
+  );
+  assert.equal(res4.status, 200);
+  assert.deepEqual(await store3.getDeadLetter("pi_0003/settle"), rewritten);
 });
 
 Deno.test("POST /v1/qstash/failed refuses a callback signed for another URL (401) and an unreadable job (489), touching nothing", async () => {
