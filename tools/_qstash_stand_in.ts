@@ -11,7 +11,8 @@
  * as QStash answers "DeduplicationId cannot contain ':'"). The caller
  * decides, publish by publish, whether QStash is down (`503`, nothing
  * taken) or takes the message and the answer is lost on the way back (cut
- * off mid-body), and turns each message taken into deliveries of its own.
+ * off mid-body), and turns each message taken into deliveries of its own;
+ * it may watch every publish's fate (`observe`).
  *
  * @module
  */
@@ -36,6 +37,21 @@ export interface Publication {
 
 /** What QStash does with one publish, drawn by the caller. */
 export type PublishFate = "take" | "down" | "lose-answer";
+
+/**
+ * What became of one publish that was read whole, for a trail: taken (its
+ * answer sent or lost), answered 503, or dropped as a repeat of a
+ * deduplication id (answered 202 with the first message's id).
+ */
+export interface PublishEvent {
+  readonly fate: PublishFate | "deduplicated";
+  /** The body as published (the job). */
+  readonly body: string;
+  /** `Upstash-Deduplication-Id`, if any. */
+  readonly deduplicationId: string | null;
+  /** The message's id: the new one, or the first one's for a repeat. */
+  readonly messageId: string | null;
+}
 
 /** A running stand-in for QStash's publish API. */
 export interface QStashStandIn {
@@ -64,7 +80,8 @@ export const DEDUPLICATION_WINDOW_MS = 10 * 60_000;
  * @param options `token`: the bearer token it takes (`QSTASH_TOKEN`);
  * `fate`: what happens to a publish that is not a repeat; `onPublish`:
  * called with each message taken (not with a repeat); `latencyMs`: how
- * long an answer takes (an API round trip), drawn per publish.
+ * long an answer takes (an API round trip), drawn per publish; `observe`:
+ * called with what became of each publish read whole (a trail's).
  * @returns The stand-in.
  */
 export function startQStashStandIn(options: {
@@ -72,6 +89,7 @@ export function startQStashStandIn(options: {
   readonly fate: () => PublishFate;
   readonly onPublish: (publication: Publication) => void;
   readonly latencyMs: () => number;
+  readonly observe?: (event: PublishEvent) => void;
 }): QStashStandIn {
   const seen = new Map<string, { messageId: string; at: number }>();
   const refused: string[] = [];
@@ -134,6 +152,12 @@ export function startQStashStandIn(options: {
       const earlier = seen.get(deduplicationId);
       if (earlier !== undefined && at - earlier.at < DEDUPLICATION_WINDOW_MS) {
         deduplicated++;
+        options.observe?.({
+          fate: "deduplicated",
+          body,
+          deduplicationId,
+          messageId: earlier.messageId,
+        });
         return answer(
           Response.json({ messageId: earlier.messageId }, { status: 202 }),
         );
@@ -142,6 +166,7 @@ export function startQStashStandIn(options: {
     const fate = options.fate();
     if (fate === "down") {
       down++;
+      options.observe?.({ fate, body, deduplicationId, messageId: null });
       return answer(
         Response.json({ error: "service unavailable" }, { status: 503 }),
       );
@@ -150,6 +175,7 @@ export function startQStashStandIn(options: {
     if (deduplicationId !== null) {
       seen.set(deduplicationId, { messageId, at });
     }
+    options.observe?.({ fate, body, deduplicationId, messageId });
     options.onPublish({
       messageId,
       url: decodeURIComponent(path.slice("/v2/publish/".length)),

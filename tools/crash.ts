@@ -9,8 +9,13 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--trace]
  * ```
+ *
+ * With `--trace`, each intent a check flags (or reports as an orphan) is
+ * followed by its trail: every request the queue, the redriving operator
+ * and the QStash stand-in made or took for it, each answer, the kills, and
+ * the service's log lines that name it, with their times into the run.
  *
  * - **The signer** is a stub on loopback inside this process. Each intent
  *   gets a behaviour from the seeded PRNG (accept and confirm from the intent's
@@ -210,6 +215,8 @@ export interface CrashTestOptions {
   readonly dbFaults: readonly DbFault[];
   /** How long a `down` fault keeps the database stopped, in seconds. */
   readonly dbDownS: number;
+  /** Whether to print the trail of each flagged intent (`--trace`). */
+  readonly trace: boolean;
 }
 
 /** One thing done to the database during the run. */
@@ -222,7 +229,7 @@ const DB_FAULTS: readonly DbFault[] = [
 ];
 
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--trace]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -239,9 +246,14 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
   };
   let store: CrashTestOptions["store"] = "kv";
   let dbFaults: DbFault[] = [];
+  let trace = false;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") throw new HelpRequested(USAGE);
+    if (arg === "--trace") {
+      trace = true;
+      continue;
+    }
     const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
     if (match?.[1] === "db-faults") {
       const text = match[2] ?? args[++i] ?? "";
@@ -302,6 +314,7 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     store,
     dbFaults,
     dbDownS: values["db-down"]!,
+    trace,
   };
 }
 
@@ -345,6 +358,66 @@ class Limiter {
 class DeadlineExceeded extends Error {}
 
 const now = () => performance.now();
+
+/**
+ * What happened to each intent, in order, for `--trace`: kept for every
+ * intent (a few dozen short lines each), printed for the flagged ones. A
+ * failure that a rerun of its seed may not repeat (the kills' timing is
+ * not seeded) is explained by the run that had it.
+ */
+class Trails {
+  readonly #started: number;
+  readonly #byIntent = new Map<string, { at: number; text: string }[]>();
+  readonly #everyone: { at: number; text: string }[] = [];
+
+  /** @param started The run's start (`performance.now()`). */
+  constructor(started: number) {
+    this.#started = started;
+  }
+
+  /** Adds an event to an intent's trail (an unknown id starts one). */
+  add(id: string, text: string): void {
+    let trail = this.#byIntent.get(id);
+    if (trail === undefined) this.#byIntent.set(id, trail = []);
+    trail.push({ at: now(), text });
+  }
+
+  /** Adds an event every trail shows (a kill, a restart). */
+  everyone(text: string): void {
+    this.#everyone.push({ at: now(), text });
+  }
+
+  /** The intent's trail, one indented line an event, the run's own events merged in. */
+  show(id: string): string {
+    const events = [...(this.#byIntent.get(id) ?? []), ...this.#everyone]
+      .sort((a, b) => a.at - b.at);
+    return events.map(({ at, text }) =>
+      `    ${((at - this.#started) / 1000).toFixed(3).padStart(7)}s ${text}`
+    ).join("\n");
+  }
+}
+
+/** A plan as a trail's heading shows it: created, or the signer's behaviour. */
+function describePlan(
+  plan: { initial: State; behaviour: Behaviour } | undefined,
+): string {
+  if (plan === undefined) return "not planned";
+  return plan.initial === "created"
+    ? "created, never authorized"
+    : `authorized, signer ${plan.behaviour}`;
+}
+
+/** An answer body, shortened for a trail line. */
+function brief(body: AnswerBody): string {
+  const parts = [
+    body.outcome,
+    body.delivery === undefined ? undefined : `#${body.delivery}`,
+    body.resolution === undefined ? undefined : `→ ${body.resolution}`,
+    body.reason === undefined ? undefined : `(${body.reason.slice(0, 100)})`,
+    body.title,
+  ].filter((part) => part !== undefined && part !== "");
+  return parts.join(" ");
+}
 
 // ---------------------------------------------------------------- the signer stub
 
@@ -597,6 +670,8 @@ class ServerProcess {
   generation = 0;
   /** Answers received from the current generation. */
   answered = 0;
+  /** Called with each line a server prints, as it comes (a trail's). */
+  onLine: ((line: string, generation: number) => void) | null = null;
 
   /**
    * @param root Where `main.ts` is (the repository root).
@@ -635,10 +710,14 @@ class ServerProcess {
           rest = lines.pop() ?? "";
           for (const line of lines) {
             this.#output.push(`[server ${generation}] ${line}`);
+            this.onLine?.(line, generation);
           }
           if (this.#output.length > 400) this.#output.splice(0, 200);
         }
-        if (rest) this.#output.push(`[server ${generation}] ${rest}`);
+        if (rest) {
+          this.#output.push(`[server ${generation}] ${rest}`);
+          this.onLine?.(rest, generation);
+        }
       })().catch(() => {}),
     );
   }
@@ -1488,6 +1567,7 @@ async function runCrashTest(
 ): Promise<number> {
   const { dir, databaseUrl, database, google } = where;
   const started = now();
+  const trails = new Trails(started);
   const deadline = started + options.deadlineS * 1000;
   const seeds = mulberry32(options.seed);
   const behaviourRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
@@ -1530,6 +1610,28 @@ async function runCrashTest(
         : "take";
     },
     latencyMs: () => 5 + Math.floor(redriveRandom() * 35),
+    observe: ({ fate, body, deduplicationId, messageId }) => {
+      let intentId = "";
+      try {
+        intentId = String(JSON.parse(body).intentId);
+      } catch {
+        // not a job: onPublish reports it
+      }
+      trails.add(
+        intentId,
+        `qstash   ${
+          fate === "deduplicated"
+            ? `dropped a repeat of deduplication id ${
+              deduplicationId?.slice(0, 12)
+            }… (202 ${messageId})`
+            : fate === "down"
+            ? "down (503), took nothing"
+            : `took ${messageId}${
+              fate === "lose-answer" ? ", answer lost" : ""
+            } (deduplication id ${deduplicationId?.slice(0, 12)}…)`
+        }`,
+      );
+    },
     onPublish: (publication) => {
       let job: { intentId?: unknown; kind?: unknown } = {};
       try {
@@ -1615,6 +1717,11 @@ async function runCrashTest(
     CLOCK_SKEW: "0ms", // every process here reads one clock
   });
   const server = new ServerProcess(ROOT, dir, env, fail);
+  server.onLine = (line, generation) => {
+    for (const id of new Set(line.match(/\bpi_\w+/g) ?? [])) {
+      trails.add(id, `log[${generation}] ${line.trim().slice(0, 220)}`);
+    }
+  };
 
   const stats: Stats = {
     deliveries: 0,
@@ -1899,62 +2006,89 @@ async function runCrashTest(
     what: { gaveUp?: string; publication?: number; deadLetterId?: string },
   ) =>
     Array.from({ length: copies }, async (_, copy) => {
-      const payload = { intentId: job.intentId, kind: "settle" };
-      if (job.lane === "pubsub") return await pushPubSub(job, n, payload, what);
-      if (job.lane === "generic") {
-        const body = JSON.stringify(
-          what.gaveUp === undefined
-            ? {
-              job: payload,
-              delivery: n,
-              copy,
-              // A publication's delivery n is not an earlier one's: signed afresh.
-              publication: what.publication,
-            }
-            : {
-              job: payload,
-              gaveUp: { deliveries: n, messageId: what.gaveUp },
-              copy,
-              // A queue's repeat is a new request, signed afresh.
-              nonce: crypto.randomUUID(),
-            },
-        );
-        return await post("/v1/deliveries", body, {
-          "x-signature": sign(body, Math.floor(Date.now() / 1000)),
-        });
-      }
-      if (what.gaveUp === undefined) {
-        // QStash's delivery: the job as the body, its count in
-        // Upstash-Retried (from 0), its message id in a header the
-        // signature does not cover (a fresh jti keeps copies apart).
-        const body = JSON.stringify(payload);
-        return await post("/v1/qstash", body, {
-          "upstash-signature": await signQStash(
-            body,
-            `${PUBLIC_URL}/v1/qstash`,
-            qstashSecret,
-          ),
-          "upstash-message-id": job.messageId,
-          "upstash-retried": String(n - 1),
-        });
-      }
-      // QStash's failure callback: the job base64 in sourceBody.
-      const body = JSON.stringify({
-        status: 500,
-        sourceMessageId: what.gaveUp,
-        sourceBody: btoa(JSON.stringify(payload)),
-        retried: n - 1,
-        maxRetries: policy.maxDeliveries - 1,
-        copy,
+      const label = `${job.lane} ${
+        what.gaveUp === undefined
+          ? `delivery ${n}`
+          : `give-up after ${n} of ${what.gaveUp}`
+      } (${job.messageId}, publication ${job.generation}${
+        copies > 1 ? `, copy ${copy + 1} of ${copies}` : ""
+      })`;
+      trails.add(job.intentId, `→ ${label}`);
+      const attempt = await postCopy(job, n, copy, what);
+      trails.add(
+        job.intentId,
+        `← ${label}: ${
+          attempt.kind === "lost"
+            ? `lost (${attempt.error.slice(0, 80)})`
+            : `${attempt.status} ${brief(attempt.body)}`
+        }`,
+      );
+      return attempt;
+    });
+
+  /** One copy of delivery `n` (or of the give-up after it): see {@linkcode postCopies}. */
+  const postCopy = async (
+    job: JobRecord,
+    n: number,
+    copy: number,
+    what: { gaveUp?: string; publication?: number; deadLetterId?: string },
+  ): Promise<Attempt> => {
+    const payload = { intentId: job.intentId, kind: "settle" };
+    if (job.lane === "pubsub") return await pushPubSub(job, n, payload, what);
+    if (job.lane === "generic") {
+      const body = JSON.stringify(
+        what.gaveUp === undefined
+          ? {
+            job: payload,
+            delivery: n,
+            copy,
+            // A publication's delivery n is not an earlier one's: signed afresh.
+            publication: what.publication,
+          }
+          : {
+            job: payload,
+            gaveUp: { deliveries: n, messageId: what.gaveUp },
+            copy,
+            // A queue's repeat is a new request, signed afresh.
+            nonce: crypto.randomUUID(),
+          },
+      );
+      return await post("/v1/deliveries", body, {
+        "x-signature": sign(body, Math.floor(Date.now() / 1000)),
       });
-      return await post("/v1/qstash/failed", body, {
+    }
+    if (what.gaveUp === undefined) {
+      // QStash's delivery: the job as the body, its count in
+      // Upstash-Retried (from 0), its message id in a header the
+      // signature does not cover (a fresh jti keeps copies apart).
+      const body = JSON.stringify(payload);
+      return await post("/v1/qstash", body, {
         "upstash-signature": await signQStash(
           body,
-          `${PUBLIC_URL}/v1/qstash/failed`,
+          `${PUBLIC_URL}/v1/qstash`,
           qstashSecret,
         ),
+        "upstash-message-id": job.messageId,
+        "upstash-retried": String(n - 1),
       });
+    }
+    // QStash's failure callback: the job base64 in sourceBody.
+    const body = JSON.stringify({
+      status: 500,
+      sourceMessageId: what.gaveUp,
+      sourceBody: btoa(JSON.stringify(payload)),
+      retried: n - 1,
+      maxRetries: policy.maxDeliveries - 1,
+      copy,
     });
+    return await post("/v1/qstash/failed", body, {
+      "upstash-signature": await signQStash(
+        body,
+        `${PUBLIC_URL}/v1/qstash/failed`,
+        qstashSecret,
+      ),
+    });
+  };
 
   /** Google's token for `audience`, made once and reused, as Google reuses its tokens for up to an hour. */
   const tokens = new Map<string, Promise<string>>();
@@ -2103,6 +2237,12 @@ async function runCrashTest(
         }
       }
       if (acked) {
+        trails.add(
+          job.intentId,
+          `give-up of ${messageId} acked${
+            live ? ": job ended" : " (a repeat)"
+          }`,
+        );
         if (!live) return;
         job.ended = true;
         job.quiet.push({ from: now(), to: Infinity });
@@ -2164,6 +2304,10 @@ async function runCrashTest(
     message: JobRecord,
     n: number,
   ): Promise<void> => {
+    trails.add(
+      job.intentId,
+      `a late copy of ${message.messageId} comes (after its give-up was acked)`,
+    );
     const attempts = await limiter.run(async () => {
       await Promise.race([server.waitUp(), failed.promise]);
       checkAlive();
@@ -2237,6 +2381,12 @@ async function runCrashTest(
         // answer comes too late to count) and this was its last: it gives
         // up with the delivery still in flight, at some point of it.
         stats.giveUpsInFlight++;
+        trails.add(
+          job.intentId,
+          `queue gives up with delivery ${n} in flight${
+            heldUp ? " (held up until the give-up is acked)" : ""
+          }`,
+        );
         detach(sent.then((attempts) => {
           book(job, n, attempts, false);
         }));
@@ -2248,6 +2398,7 @@ async function runCrashTest(
       }
       const { delayMs, acked, lostCopy } = book(job, n, await sent, true);
       if (acked) {
+        trails.add(job.intentId, `job ended at delivery ${n}`);
         job.ended = true;
         if (lostCopy) job.lostCopyAfterAck = true;
         return;
@@ -2303,6 +2454,12 @@ async function runCrashTest(
   ): void => {
     const quiet = job.quiet.at(-1);
     if (quiet !== undefined && quiet.to === Infinity) quiet.to = at;
+    trails.add(
+      job.intentId,
+      `published again through ${lane} as ${messageId} (publication ${
+        job.generation + 1
+      })`,
+    );
     job.generation++;
     job.delivery = 0;
     job.ended = false;
@@ -2377,6 +2534,12 @@ async function runCrashTest(
     const round: { publications: Publication[] } = { publications: [] };
     redriveRoundsNow.set(id, round);
     const key = `${letter.jobId}@${letter.version}`;
+    trails.add(
+      id,
+      `operator redrives the letter listed at version ${letter.version} (#${letter.deliveries} ${letter.cause}, ${
+        JSON.stringify(letter.reason.slice(0, 80))
+      } → ${letter.resolution})`,
+    );
     type Answer = { status: number; title: string } | "lost";
     const redrive = async (copy: number): Promise<Answer> => {
       await Promise.race([server.waitUp(), failed.promise]);
@@ -2385,6 +2548,7 @@ async function runCrashTest(
         ? `/v1/dead-letters/${id}/settle/redrive`
         : `/v1/dead-letters/${encodeURIComponent(letter.jobId)}/redrive`;
       redrivingNow++;
+      trails.add(id, `→ redrive ${path}`);
       let answer: Answer;
       try {
         const res = await fetch(`${server.base}${path}`, {
@@ -2400,6 +2564,12 @@ async function runCrashTest(
         redrivingNow--;
       }
       const label = answer === "lost" ? "lost" : String(answer.status);
+      trails.add(
+        id,
+        `← redrive ${path}: ${
+          answer === "lost" ? "lost" : `${answer.status} ${answer.title}`
+        }`,
+      );
       stats.redriveStatuses.set(
         label,
         (stats.redriveStatuses.get(label) ?? 0) + 1,
@@ -2430,6 +2600,14 @@ async function runCrashTest(
     redriveRoundsNow.delete(id);
     const { publications } = round;
     if (publications.length > 0) publishedLetters.add(key);
+    trails.add(
+      id,
+      `redrive round over: QStash took ${
+        publications.map((p) => p.messageId).join(", ") || "nothing"
+      }; a job on the queue for this letter ${
+        publishedLetters.has(key) ? "(this round or an earlier one)" : "never"
+      }`,
+    );
     const onQueue = publishedLetters.has(key);
     const won = answers.filter((a) => status(a) === 202).length;
     const lost = answers.some((a) => a === "lost");
@@ -2671,10 +2849,12 @@ async function runCrashTest(
       if (redrivingNow > 0) stats.killsInRedrive++;
       if (allEnded) return;
       const from = now();
+      trails.everyone(`SIGKILL server ${server.generation}`);
       await server.kill();
       stats.kills.push({ from, to: now() });
       stats.restarts++;
       await server.start(deadline);
+      trails.everyone(`server ${server.generation} up`);
     }
   };
 
@@ -3024,6 +3204,27 @@ async function runCrashTest(
         }s in all`,
       ].join("\n"),
     );
+    if (options.trace) {
+      // The trail of every intent named by a violation or an orphan.
+      const flagged = new Set(
+        [...violations, ...orphans].flatMap((line) =>
+          /^(pi_\w+)/.exec(line)?.[1] ?? []
+        ),
+      );
+      for (const id of flagged) {
+        const view = finals.get(id);
+        const letter = view?.deadLetter;
+        console.log(
+          `trail of ${id} (${
+            describePlan(plans.find((p) => p.id === id))
+          }; ends ${view?.intent.state ?? "missing"}, ${
+            letter
+              ? `dead letter #${letter.deliveries} ${letter.cause} → ${letter.resolution}`
+              : "no dead letter"
+          }):\n${trails.show(id)}`,
+        );
+      }
+    }
     // A run that crashed the service fewer times than asked proves less than
     // it says: the kills come after a number of answers sized from
     // --intents, and every job ended first.

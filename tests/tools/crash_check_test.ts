@@ -1,12 +1,13 @@
 /**
  * The crash test's overlap check (I5): every pair of sends, so a send in
- * flight at a kill, between two others, does not hide their overlap.
+ * flight at a kill, between two others, does not hide their overlap; and
+ * its `--trace` flag.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { overlappingSends } from "../../tools/crash.ts";
+import { overlappingSends, parseOptions } from "../../tools/crash.ts";
 
 const send = (arrivedAt: number, answeredAt: number | null) => ({
   arrivedAt,
@@ -32,4 +33,13 @@ Deno.test("overlappingSends() passes sends one after another, and pairs where on
     overlappingSends([send(0, null), send(50, 60)], [{ from: 20, to: 30 }]),
     undefined,
   );
+});
+
+Deno.test("parseOptions() takes --trace as a flag without a value, off unless given", () => {
+  assert.equal(parseOptions(["--seed", "7"]).trace, false);
+  const options = parseOptions(["--trace", "--seed", "7", "--intents=60"]);
+  assert.equal(options.trace, true);
+  assert.equal(options.seed, 7);
+  assert.equal(options.intents, 60);
+  assert.throws(() => parseOptions(["--trace=yes"]), /Unknown argument/);
 });
