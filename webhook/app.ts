@@ -352,6 +352,10 @@ function hashlessWhy(intent: Intent): string {
     : "every tx on record reads dropped, as it would if an earlier send whose answer was lost had landed on its nonce: the intent keeps its last broadcast only";
 }
 
+/** What held a call up when the store says another session did (PostgreSQL's 55P03, 57014). */
+const HELD_UP =
+  "another session's lock, or a statement cancelled by statement_timeout or pg_cancel_backend; the relayer's log names it";
+
 /**
  * Seconds for `Retry-After`, rounded up (rounding down would break the
  * floor of equal jitter), and at least 1: a 0 (a full-jitter draw, or a
@@ -2085,7 +2089,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "redrive-failed",
         "Redrive failed",
-        `The redrive of ${jobId} did not complete (the relayer's log says why): try again. If it did complete after all, the retry answers 404 and the job is on its queue; a job that reaches the queue twice is harmless, as it only says "go and look".`,
+        `The redrive of ${jobId} did not complete (${
+          isHeldBySession(error)
+            ? `held up in the database: ${HELD_UP}`
+            : "the relayer's log says why"
+        }): try again. If it did complete after all, the retry answers 404 and the job is on its queue; a job that reaches the queue twice is harmless, as it only says "go and look".`,
         { "retry-after": "5" },
       );
     }
@@ -2104,7 +2112,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       "store-failed",
       "Store unavailable",
       isHeldBySession(error)
-        ? `The ${what} was held up by another database session (a lock, or a statement cancelled; the relayer's log names it): nothing changed; try again.`
+        ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
         : `The ${what} could not reach the store (the relayer's log says why): try again.`,
       { "retry-after": "5" },
     );

@@ -1458,7 +1458,7 @@ Deno.test("createApp() answers a bad cursor or intent id with a 400, and the sto
   assert.equal(answer.headers.get("retry-after"), "5");
   assert.equal(
     (await problemOf(answer)).detail,
-    "The read of intent pi_1 was held up by another database session (a lock, or a statement cancelled; the relayer's log names it): nothing changed; try again.",
+    "The read of intent pi_1 was held up in the database (another session's lock, or a statement cancelled by statement_timeout or pg_cancel_backend; the relayer's log names it): nothing changed; try again.",
   );
 });
 

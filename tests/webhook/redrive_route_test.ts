@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { type Job, MemoryStore, ScriptedSender } from "../../mod.ts";
 import { deadLetter } from "../store/_contract.ts";
+import { heldBySession } from "../../store/_held_lock.ts";
 
 const OPS = "ops-token-for-redrive-tests";
 const ops = { authorization: `Bearer ${OPS}` };
@@ -129,6 +130,29 @@ Deno.test("createApp() answers 503 when the redrive's queue fails, keeps the dea
     lines.join("\n"),
   );
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+});
+
+Deno.test("createApp() answers a redrive the database held up (another session's lock, a cancelled statement) with 503 redrive-failed saying so", async () => {
+  const { app } = await withDeadLetter({
+    publish: () =>
+      Promise.reject(
+        heldBySession(
+          "Cannot redrive pi_0001/settle as another session held a lock it needed for over 5000ms (lock_timeout; see pg_locks and pg_stat_activity): nothing was written; retry",
+          new Error("canceling statement due to lock timeout"),
+        ),
+      ),
+  });
+  const res = await app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+    method: "POST",
+    headers: ops,
+  });
+  assert.equal(res.status, 503);
+  const body = await res.json();
+  assert.equal(body.type, "urn:relayer:problem:redrive-failed");
+  assert.match(
+    body.detail,
+    /^The redrive of pi_0001\/settle did not complete \(held up in the database: another session's lock, or a statement cancelled by statement_timeout or pg_cancel_backend; the relayer's log names it\): try again\./,
+  );
 });
 
 Deno.test("createApp() redrives a dead letter named by intent and kind, as two path segments", async () => {
