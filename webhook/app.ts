@@ -576,8 +576,9 @@ function messageNote(
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an empty QStash signing key, a QStash
  * `url` that is not an http(s) URL, `pubsub` without its
- * `serviceAccount` or `audience`, or `pubsubDeadLetter` with `pubsub`'s
- * audience; or if `insecureDev` is not a boolean.
+ * `serviceAccount` or `audience`, `pubsubDeadLetter` with `pubsub`'s
+ * audience, or an `opsToken` equal to a signing secret; or if
+ * `insecureDev` is not a boolean.
  *
  * @example Deliver a signed job on the generic route
  * ```ts
@@ -705,6 +706,19 @@ export function createApp(deps: AppDeps): WebhookApp {
   if (opsToken !== undefined && opsToken.length < MIN_SECRET) {
     throw new TypeError(
       `Cannot create app as 'opsToken' is ${opsToken.length} characters long: use a random token of at least ${MIN_SECRET} (the service's OPS_TOKEN has the same rule)`,
+    );
+  }
+  const reused = opsToken === undefined ? undefined : ([
+    ["webhookSecret", webhookSecret],
+    ["webhookSecretNext", deps.webhookSecretNext],
+    ["qstash.currentSigningKey", deps.qstash?.currentSigningKey],
+    ["qstash.nextSigningKey", deps.qstash?.nextSigningKey],
+  ] as const).find(([, secret]) => secret === opsToken)?.[0];
+  if (reused !== undefined) {
+    // The bearer token opens the routes that resolve payments: a bridge
+    // holding the HMAC secret, or whoever reads QStash's console, must not.
+    throw new TypeError(
+      `Cannot create app as 'opsToken' is '${reused}': whoever holds a signing secret would also hold the ops routes, which resolve payments and redrive jobs. Give them a token of their own (the service's OPS_TOKEN has the same rule)`,
     );
   }
   if (webhookSecret === undefined && deps.webhookSecretNext !== undefined) {

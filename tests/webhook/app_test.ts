@@ -825,6 +825,24 @@ Deno.test("createApp() refuses keys that would turn a check off or can be guesse
       /'url' is not an http\(s\) URL/,
     ],
     [{ qstash: { ...QSTASH, url: "relayer.example" } }, /'url' is not/],
+    // Whoever signs deliveries would hold the ops routes: the service's
+    // OPS_TOKEN rule, held in code too.
+    [
+      { webhookSecret: SECRET, opsToken: SECRET },
+      /^Cannot create app as 'opsToken' is 'webhookSecret': whoever holds a signing secret would also hold the ops routes/,
+    ],
+    [
+      {
+        webhookSecret: "another-secret-of-16",
+        webhookSecretNext: SECRET,
+        opsToken: SECRET,
+      },
+      /'opsToken' is 'webhookSecretNext'/,
+    ],
+    [
+      { qstash: QSTASH, opsToken: QSTASH.nextSigningKey },
+      /'opsToken' is 'qstash\.nextSigningKey'/,
+    ],
   ];
   for (const [keys, message] of cases) {
     assert.throws(
