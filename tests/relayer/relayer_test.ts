@@ -755,58 +755,20 @@ function suite(backend: Backend): void {
     assert.notEqual(ids[0], ids[1]);
   });
 
-  test("createRelayer() writes a new dead letter when the queue gives up on a job redriven over a letter still on record, so the next redrive is not dropped as a repeat of the first", async () => {
-    const { relayer, store } = await setup({ state: "created" });
+  /**
+   * A redrive of `pi_0001/settle` whose publish QStash took and whose
+   * answer was lost (the letter stays, the job on the queue), then
+   * QStash's give-up of that job as `msg_1` with the intent still
+   * created, then a redrive that goes through: the letter before and
+   * after the give-up, and the two deduplication ids published.
+   */
+  async function redriveOverGiveUp(
+    relayer: Relayer,
+    store: Store,
+  ): Promise<
+    { first: StoredDeadLetter; second: StoredDeadLetter; ids: string[] }
+  > {
     const ids: string[] = [];
-    // QStash takes the job, and the answer is lost: the redrive fails and
-    // the letter stays, with the job on the queue.
-    const lostAnswer = (_job: unknown, id: string) => {
-      ids.push(id);
-      return Promise.reject(new Error("QStash's answer was lost"));
-    };
-    await relayer.giveUp(job, {
-      deliveries: 3,
-      queue: { queue: "pubsub", messageId: "dl-1" },
-    });
-    await assert.rejects(
-      relayer.redrive("pi_0001/settle", { publish: lostAnswer }),
-      /answer was lost/,
-    );
-    const first = await store.getDeadLetter("pi_0001/settle");
-    assert.ok(first);
-    // QStash gives up on that job in turn: the intent is still created.
-    await relayer.giveUp(job, {
-      deliveries: 6,
-      queue: { queue: "qstash", messageId: "msg_1" },
-    });
-    const second = await store.getDeadLetter("pi_0001/settle");
-    assert.equal(second?.queue?.messageId, "msg_1");
-    assert.notEqual(second?.version, first.version);
-    // The next redrive publishes under an id of its own: QStash drops a
-    // repeat within 10 minutes, and the route would remove the letter with
-    // no job on the queue.
-    await relayer.redrive("pi_0001/settle", {
-      publish: (_job, id) => {
-        ids.push(id);
-        return Promise.resolve();
-      },
-    });
-    assert.equal(ids.length, 2);
-    assert.notEqual(ids[0], ids[1]);
-    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
-  });
-
-  test("createRelayer() writes a new dead letter when the queue gives up on a job redriven over a letter its own deliveries poisoned (no queue ids on it), so the next redrive is not dropped as a repeat of the first", async () => {
-    const { relayer, store } = await setup({ state: "created" });
-    const ids: string[] = [];
-    // The job poisoned on its last delivery: a letter that names no message.
-    assert.equal((await relayer.deliver(job, 5)).action, "poison");
-    assert.equal(
-      (await store.getDeadLetter("pi_0001/settle"))?.queue,
-      undefined,
-    );
-    // Redriven: QStash takes the job, and its answer is lost, so the
-    // letter stays, with the job on the queue.
     await assert.rejects(
       relayer.redrive("pi_0001/settle", {
         publish: (_job, id) => {
@@ -818,23 +780,17 @@ function suite(backend: Backend): void {
     );
     const first = await store.getDeadLetter("pi_0001/settle");
     assert.ok(first);
-    // Its last delivery unanswered (the service down), QStash gives up on
-    // the job it took: the intent is still created.
     await relayer.giveUp(job, {
       deliveries: 5,
       queue: { queue: "qstash", messageId: "msg_1" },
     });
     const second = await store.getDeadLetter("pi_0001/settle");
-    assert.equal(second?.queue?.messageId, "msg_1");
-    assert.notEqual(second?.version, first.version);
-    // The first resolution's record stands (it may be this very message's,
-    // its answer lost): only the queue's ids and the version are new.
-    const { version: _1, ...kept } = first;
-    const { version: _2, queue: _3, ...rewritten } = second!;
-    assert.deepEqual(rewritten, kept);
+    assert.ok(second);
+    assert.equal(second.queue?.messageId, "msg_1");
+    assert.notEqual(second.version, first.version);
     // The next redrive publishes under an id of its own: under the first
-    // one's, QStash drops it, and the route removes the letter with no job
-    // on the queue (the intent stranded).
+    // one's, QStash drops it (a repeat within 10 minutes), and the route
+    // removes the letter with no job on the queue (the intent stranded).
     await relayer.redrive("pi_0001/settle", {
       publish: (_job, id) => {
         ids.push(id);
@@ -843,6 +799,33 @@ function suite(backend: Backend): void {
     });
     assert.equal(ids.length, 2);
     assert.notEqual(ids[0], ids[1]);
+    return { first, second, ids };
+  }
+
+  test("createRelayer() writes a new dead letter when the queue gives up on a job redriven over a letter naming another message, so the next redrive is not dropped as a repeat of the first", async () => {
+    const { relayer, store } = await setup({ state: "created" });
+    await relayer.giveUp(job, {
+      deliveries: 3,
+      queue: { queue: "pubsub", messageId: "dl-1" },
+    });
+    await redriveOverGiveUp(relayer, store);
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  });
+
+  test("createRelayer() writes a new dead letter when the queue gives up on a job redriven over a letter its own deliveries poisoned (no queue ids on it), so the next redrive is not dropped as a repeat of the first", async () => {
+    const { relayer, store } = await setup({ state: "created" });
+    // The job poisoned on its last delivery: a letter that names no message.
+    assert.equal((await relayer.deliver(job, 5)).action, "poison");
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.queue,
+      undefined,
+    );
+    const { first, second } = await redriveOverGiveUp(relayer, store);
+    // The first resolution's record stands (it may be this very message's,
+    // its answer lost): only the queue's ids and the version are new.
+    const { version: _1, ...kept } = first;
+    const { version: _2, queue: _3, ...rewritten } = second;
+    assert.deepEqual(rewritten, kept);
     // The queue repeating that give-up changes nothing.
     const repeat = await relayer.giveUp(job, {
       deliveries: 5,
