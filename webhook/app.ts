@@ -1867,7 +1867,11 @@ export function createApp(deps: AppDeps): WebhookApp {
           503,
           "receipts-unread",
           "Receipts unread",
-          `The receipt of ${seen.unread} could not be read (the relayer's log says why), and a payment with a tx that confirmed must not fail: try again.`,
+          `The receipt of ${seen.unread} could not be read (the relayer's log says why), and a payment with a tx that confirmed must not fail: try again.${
+            nonceChecked !== true && mayHaveLeft(intent)
+              ? ` Unless a tx on record reads mined and reverted, failing it will then also need "nonceChecked":true (a send of it may have left with no hash kept): look its nonce up on the chain while the Sender is away.`
+              : ""
+          }`,
           { "retry-after": "5" },
         );
       }

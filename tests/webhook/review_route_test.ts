@@ -249,6 +249,18 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs
     if (status === 409) assert.match(body.detail, /tx 0xb confirmed/);
     if (status === 503) {
       assert.ok(lines.some((line) => line.includes("signer down")));
+      // The retry will meet the nonce rule too: said now, while the Sender
+      // is away, not after the operator waited for it; with the nonce
+      // looked up, only a retry is asked for.
+      assert.match(body.detail, /also need "nonceChecked":true/);
+      const checked = await resolve({
+        to: "failed",
+        version,
+        nonceChecked: true,
+      });
+      const again = await checked.json();
+      assert.equal(checked.status, 503, JSON.stringify(again));
+      assert.doesNotMatch(again.detail, /nonceChecked/);
     }
   }
   // Settling asks no receipt: the operator has seen the chain.
@@ -374,6 +386,9 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come
   assert.equal(res.status, 503, JSON.stringify(body));
   assert.match(body.type, /receipts-unread$/);
   assert.match(body.detail, /0xb/);
+  // The retry will meet the nonce rule too: say so now, while the Sender is
+  // away, rather than after the operator waited for it.
+  assert.match(body.detail, /also need "nonceChecked":true/);
   assert.ok(lines.some((line) => /0xb failed: no answer within 5s/.test(line)));
   assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
 });
