@@ -996,6 +996,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // Worker's top level must not draw random numbers.
   let instance: string | undefined;
   let deliveriesStarted = 0;
+  // The sends this relayer has in flight, by intent (how many deliveries
+  // are between their write-ahead and its record). A copy delivered here
+  // while one runs is busy whatever the clock says: a wall clock that
+  // steps forward mid-send (a VM resumed, NTP stepped it) reads the send's
+  // lease as lapsed and the payment as stuck, and the copy would rescue
+  // beside the send (I5). On the local Deno KV queue that copy is certain:
+  // Deno KV redelivers a message whose handler still runs once the wall
+  // clock passes its deadline.
+  const sending = new Map<string, number>();
 
   /**
    * One delivery's writes: each carries the delivery's lease, and the
@@ -1467,10 +1476,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // A broadcast may be out there: wait for it, then rescue it.
       if (
         intent.broadcasting !== null &&
-        now() - intent.broadcasting < leaseMs + clockSkewMs
+        (sending.has(intent.id) ||
+          now() - intent.broadcasting < leaseMs + clockSkewMs)
       ) {
-        // Begun less than a lease ago: its delivery may still hold the
-        // lease and be sending. Busy, not this job's failure (§13).
+        // Begun less than a lease ago, or still running here: its delivery
+        // may still hold the lease and be sending. Busy, not this job's
+        // failure (§13).
         throw new BusyError(
           `intent ${intent.id} is being sent by another delivery (for ${
             formatDuration(now() - intent.broadcasting)
@@ -1673,6 +1684,24 @@ export function createRelayer(options: RelayerOptions): Relayer {
     replace: boolean,
     writeAhead: (options: WriteOptions) => Promise<Intent> = (options) =>
       store.beginBroadcast(intent.id, intent.version, now(), options),
+  ): Promise<never> {
+    // Counted before the write-ahead can land: a copy that reads it here
+    // finds the send in flight.
+    sending.set(intent.id, (sending.get(intent.id) ?? 0) + 1);
+    try {
+      return await sendRecorded(d, replace, writeAhead);
+    } finally {
+      const left = sending.get(intent.id)! - 1;
+      if (left > 0) sending.set(intent.id, left);
+      else sending.delete(intent.id);
+    }
+  }
+
+  /** {@linkcode broadcast}'s two commits and the send between them. */
+  async function sendRecorded(
+    d: Delivery,
+    replace: boolean,
+    writeAhead: (options: WriteOptions) => Promise<Intent>,
   ): Promise<never> {
     const leaseFrom = now();
     const current = await wroteAhead(d, writeAhead);

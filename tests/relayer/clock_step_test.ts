@@ -1,0 +1,111 @@
+/**
+ * A clock that steps: one process, one clock, and the wall clock jumps
+ * forward while a send is in flight (a VM resumed, NTP stepped it). By the
+ * stepped clock the send's lease has lapsed and the payment looks stuck,
+ * but the send is still running in this very process, so a copy of the job
+ * delivered here must answer busy, not rescue beside it (I5). On the local
+ * Deno KV queue such a copy is certain: Deno KV redelivers a message whose
+ * handler is still running once the wall clock passes its deadline
+ * (`tests/queue_clock_test.ts`).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Intent,
+  type ReceiptStatus,
+  type Sender,
+} from "../../mod.ts";
+import { BACKENDS, openAuthorized } from "../_stores.ts";
+
+const JOB = { intentId: "pi_0001", kind: "settle" } as const;
+
+/** A Sender whose sends hang until released, counting sends in flight. */
+function gatedSender() {
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let sends = 0;
+  const releases: Array<() => void> = [];
+  let onStart: (() => void) | undefined;
+  const sender: Sender = {
+    async send(_intent: Intent) {
+      const n = ++sends;
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      onStart?.();
+      await new Promise<void>((resolve) => releases.push(resolve));
+      inFlight--;
+      return { txHash: `0x${n.toString(16).padStart(4, "0")}` };
+    },
+    receipt(): Promise<ReceiptStatus> {
+      return Promise.resolve("pending");
+    },
+  };
+  return {
+    sender,
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    get sends() {
+      return sends;
+    },
+    nextStart: () => new Promise<void>((resolve) => (onStart = resolve)),
+    releaseAll() {
+      for (const release of releases.splice(0)) release();
+    },
+  };
+}
+
+for (const backend of BACKENDS) {
+  for (const stepMs of [60_000, 6 * 60_000, 24 * 3_600_000]) {
+    Deno.test(`${backend.name}: a copy delivered to the process whose send is in flight answers busy when the clock steps ${stepMs / 60_000} min forward mid-send`, async () => {
+      const { store, close } = await openAuthorized(backend, JOB.intentId);
+      try {
+        const clock = { t: 1_800_000_000_000 };
+        const gate = gatedSender();
+        const relayer = createRelayer({
+          store,
+          sender: gate.sender,
+          now: () => clock.t,
+        });
+        const started = gate.nextStart();
+        const first = relayer.deliver(JOB, 1);
+        await started; // the first delivery's send is in flight
+        clock.t += stepMs; // past the lease (30 s) and STUCK_AFTER (5 min)
+        const second = await Promise.race([
+          relayer.deliver(JOB, 2),
+          gate.nextStart().then(() => "sent" as const),
+        ]);
+        gate.releaseAll();
+        const firstOutcome = await first;
+        if (second === "sent") gate.releaseAll();
+        assert.equal(
+          gate.maxInFlight,
+          1,
+          `two sends in flight at once for ${JOB.intentId} (the copy answered ${
+            typeof second === "string" ? second : JSON.stringify(second)
+          })`,
+        );
+        assert.ok(second !== "sent");
+        assert.equal(second.action, "retry");
+        assert.match(second.reason, /busy with another delivery/);
+        // The first send is recorded: nothing raced its record.
+        assert.equal(firstOutcome.action, "retry");
+        assert.equal(
+          firstOutcome.reason,
+          "sent 0x0001, waiting for confirmation",
+        );
+        const intent = await store.getIntent(JOB.intentId);
+        assert.deepEqual(intent?.txHashes, ["0x0001"]);
+        assert.equal(intent?.broadcasting, null);
+        // Once the send is over, a copy finds it recorded and reads its receipt.
+        const third = await relayer.deliver(JOB, 3);
+        assert.equal(third.reason, "waiting for 0x0001 to confirm");
+        assert.equal(gate.sends, 1);
+      } finally {
+        await close();
+      }
+    });
+  }
+}
