@@ -478,7 +478,8 @@ export async function openService(
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
   const send: LocalEnqueue | undefined = config.kvQueue && kv
     ? async (message, delay) => {
-      const { ok } = await kv.enqueue(message, {
+      // An id of its own, kept through Deno KV's redeliveries of it.
+      const { ok } = await kv.enqueue({ ...message, id: crypto.randomUUID() }, {
         delay,
         ...undeliveredOptions(),
       });
@@ -522,7 +523,8 @@ export async function openService(
         enqueue: (job: Job) => enqueue(job),
         // A redrive enqueues in the commit that removes the dead letter.
         redriveTo: {
-          message: (job: Job) => ({ job }) satisfies LocalQueueMessage,
+          message: (job: Job) =>
+            ({ job, id: crypto.randomUUID() }) satisfies LocalQueueMessage,
         },
       }
       : {}),

@@ -125,9 +125,11 @@ Deno.test(
   "openService() with KV_QUEUE=1 enqueues every message with Deno KV's longest redelivery schedule and a key it is kept under if that runs out",
   timeout(30_000, async () => {
     const seen: (Parameters<Deno.Kv["enqueue"]>[1])[] = [];
+    const values: unknown[] = [];
     const enqueue = Deno.Kv.prototype.enqueue;
     Deno.Kv.prototype.enqueue = function (this: Deno.Kv, value, options) {
       seen.push(options);
+      values.push(value);
       return enqueue.call(this, value, options);
     };
     try {
@@ -144,6 +146,11 @@ Deno.test(
       Deno.Kv.prototype.enqueue = enqueue;
     }
     assertUndeliveredOptions(seen[0]);
+    // An id of its own, which Deno KV's redeliveries of it keep.
+    assert.match(
+      (values[0] as { id?: string }).id ?? "",
+      /^[0-9a-f-]{36}$/,
+    );
     assert.deepEqual(KV_BACKOFF_SCHEDULE, [
       1_000,
       60_000,

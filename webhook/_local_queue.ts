@@ -26,6 +26,13 @@ export interface LocalQueueMessage {
    * was down); absent on a message of the policy's own retries.
    */
   readonly failures?: number;
+  /**
+   * The message's own id, set where it is enqueued and the same on each of
+   * Deno KV's redeliveries of it: a redelivery that arrives while the
+   * message is still being handled here waits for that, and starts no
+   * second line of retries.
+   */
+  readonly id?: string;
 }
 
 /** Puts a message on the queue after `delayMs`. */
@@ -62,7 +69,30 @@ export function localQueueConsumer(
   const { relayer, enqueue } = options;
   // One line, whatever a message put in the text it quotes.
   const log = (line: string): void => options.log(oneLine(line));
-  return async (message: unknown): Promise<void> => {
+  // The messages being handled, by id. Deno KV delivers a message again
+  // while its handler still runs once the wall clock passes the deadline it
+  // keeps renewing (a clock stepped forward, a VM resumed). Handled again,
+  // the copy would re-enqueue a retry of its own, and the job would go on
+  // as two messages counted under one id, its deliveries running out in
+  // half the policy's window. The copy waits for the first and ends as it
+  // ends: acked once that one enqueued its retry, redelivered if it threw.
+  const running = new Map<string, Promise<void>>();
+  return (message: unknown): Promise<void> => {
+    const id = (message as LocalQueueMessage | null)?.id;
+    if (typeof id !== "string") return handle(message);
+    const first = running.get(id);
+    if (first !== undefined) {
+      log(
+        `queue   message ${id} delivered again while it is being handled (the wall clock stepped?): it ends as that delivery ends`,
+      );
+      return first;
+    }
+    const handled = handle(message).finally(() => running.delete(id));
+    running.set(id, handled);
+    return handled;
+  };
+
+  async function handle(message: unknown): Promise<void> {
     let job: Job;
     try {
       job = parseJob((message as LocalQueueMessage | null)?.job);
@@ -117,7 +147,7 @@ export function localQueueConsumer(
     }
     log(`queue   ${formatOutcome(job, outcome)}`);
     if (outcome.action === "retry") await enqueue({ job }, outcome.delayMs);
-  };
+  }
 }
 
 /**

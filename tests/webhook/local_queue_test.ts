@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import {
   type Admission,
   createRelayer,
+  definePolicy,
+  type Job,
   MemoryStore,
   ScriptedSender,
 } from "../../mod.ts";
@@ -195,4 +197,71 @@ Deno.test("quietly() lets Deno KV redeliver a message whose handler failed, with
   assert.equal(new TextDecoder().decode(stdout), "delivered again\n");
   assert.doesNotMatch(err, /\n\s+at /, err);
   assert.match(err, /database is locked/);
+});
+
+Deno.test("localQueueConsumer() on a Deno KV file: a message delivered again while it is being handled (the wall clock stepped) is not handled twice, and ends as the first delivery ends", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_local_queue_" });
+  const kv = await Deno.openKv(`${dir}/queue.kv`);
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let began: () => void = () => {};
+  const firstBegan = new Promise<void>((resolve) => (began = resolve));
+  const deliveries: Job[] = [];
+  const followUps: LocalQueueMessage[] = [];
+  const lines: string[] = [];
+  const ended: string[] = [];
+  const consume = localQueueConsumer({
+    relayer: {
+      policy: definePolicy(),
+      keepUnreadable: () => Promise.reject(new Error("not used")),
+      async deliver(job: Job) {
+        deliveries.push(job);
+        began();
+        await released;
+        return {
+          action: "retry",
+          delivery: deliveries.length,
+          delayMs: 5_000,
+          reason: "sent 0x1, waiting for confirmation",
+        };
+      },
+    } as Parameters<typeof localQueueConsumer>[0]["relayer"],
+    enqueue: (message) => {
+      followUps.push(message);
+      return Promise.resolve();
+    },
+    log: (line) => void lines.push(line),
+  });
+  const listening = kv.listenQueue(async (message) => {
+    await consume(message);
+    ended.push((message as LocalQueueMessage).id ?? "");
+  });
+  try {
+    const message: LocalQueueMessage = { job, id: "m-1" };
+    await kv.enqueue(message);
+    await firstBegan;
+    // Deno KV's redelivery of the same message while its handler runs.
+    await kv.enqueue(message);
+    const deadline = Date.now() + 10_000;
+    while (lines.length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.deepEqual(ended, [], "the copy waits for the first delivery");
+    release();
+    while (ended.length < 2 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.equal(deliveries.length, 1, "one delivery of the message");
+    assert.deepEqual(followUps, [{ job }], "one retry enqueued, not two");
+    assert.deepEqual(ended, ["m-1", "m-1"]);
+    assert.equal(
+      lines[0],
+      "queue   message m-1 delivered again while it is being handled (the wall clock stepped?): it ends as that delivery ends",
+    );
+  } finally {
+    release();
+    kv.close();
+    await listening;
+    await Deno.remove(dir, { recursive: true });
+  }
 });
