@@ -1381,15 +1381,22 @@ export function createRelayer(options: RelayerOptions): Relayer {
             ),
           );
         }
-        // Entering settling is the write-ahead of the first send.
+        // Entering settling is the write-ahead of the first send. An intent
+        // imported with a send on record (mayHaveSent) reuses its nonce: a
+        // fresh one could land beside the tx that may be out there.
         return (current, d) =>
-          broadcast(current, d, false, (options) =>
-            store.transition(id, {
-              from: "authorized",
-              to: "settling",
-              version: current.version,
-              at: now(),
-            }, options));
+          broadcast(
+            current,
+            d,
+            current.mayHaveSent,
+            (options) =>
+              store.transition(id, {
+                from: "authorized",
+                to: "settling",
+                version: current.version,
+                at: now(),
+              }, options),
+          );
       case "settling":
         return await planSettling(intent, d);
       default:

@@ -52,8 +52,10 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  * The nonce is the Sender's to keep, one per intent:
  * - `replace: false` comes only while nothing of the intent may have left:
  *   sign with a fresh nonce and keep it with the intent's id;
- * - `replace: true` is a rescue (a tx stuck or dropped, or a send whose
- *   outcome is unknown): sign again with the nonce kept for the intent, at
+ * - `replace: true` is a rescue (a tx stuck or dropped, a send whose
+ *   outcome is unknown, a send after one declared not sent when an earlier
+ *   one may have left, or an intent imported with a send on record): sign
+ *   again with the nonce kept for the intent, at
  *   a higher fee, so at most one of its txs can land. If none is kept (its
  *   first send never reached the signer), nothing of it can be on the
  *   chain, and a fresh nonce is safe; a signer that cannot tell must throw

@@ -255,6 +255,34 @@ function suite(backend: Backend): void {
     assert.deepEqual([after.state, after.hold], ["needs_review", "pending"]);
   });
 
+  test("createRelayer() sends an imported authorized intent that may have sent with the same nonce (replace: true), and one that has not with a fresh one", async () => {
+    // The Sender signs a `replace: false` send with a fresh nonce: for an
+    // intent whose record says a tx of it may be out there, that tx and
+    // the new one could both land, and the payee be paid twice.
+    const mayHave: Omit<NewIntent, "id">[] = [
+      { mayHaveSent: true },
+      { txHashes: ["0xold"] },
+      { lastBroadcast: { outcome: "sent", txHash: "0xold", at: 0 } },
+      { lastBroadcast: { outcome: "unknown", at: 0, error: "timeout" } },
+    ];
+    for (const record of [...mayHave, {}]) {
+      const { relayer, sender } = await setup(
+        { state: "authorized", hold: "pending", ...record },
+        { sends: [{ txHash: "0xnew" }] },
+      );
+      await relayer.deliver(job, 1);
+      assert.deepEqual(
+        sender.calls.filter((call) => call.method === "send"),
+        [{
+          method: "send",
+          intentId: "pi_0001",
+          replace: Object.keys(record).length > 0,
+        }],
+        JSON.stringify(record),
+      );
+    }
+  });
+
   test("createRelayer() rescues an unknown broadcast only after stuckAfter", async () => {
     const { relayer, sender, clock } = await setup(
       {
