@@ -7,6 +7,9 @@
  * - `GET {url}/receipt/{txHash}` answers 2xx
  *   `{ status: "confirmed" | "pending" | "dropped" }`, or an error with
  *   `{ error, poison? }` (`poison: true` for a tx mined but reverted).
+ *   `confirmed` and a revert only once final (no reorg can undo them),
+ *   `pending` until then; a tx the node does not know is `dropped`, not an
+ *   error (an error is retried, never rescued). See {@linkcode ReceiptStatus}.
  *
  * Only a flag the signer declares marks an error `notSent` or `poison`. A
  * timeout, a refused connection, a redirect, a 5xx or a 4xx without flags

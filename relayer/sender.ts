@@ -8,35 +8,52 @@ import type { Intent } from "../store/store.ts";
 
 /**
  * What a transaction's receipt says: `confirmed` only for a tx mined **and
- * successful** (the relayer then captures the hold and settles), `pending`
- * while it may still be mined, `dropped` when the node no longer knows it
- * (the relayer re-sends with the same nonce). A tx mined but reverted is
- * none of these: the payment did not happen and its nonce is spent, so
- * `receipt` throws, marked `poison()`, and the intent goes to review. Mark
- * nothing else so: failing a review, the webhook's resolve route reads a
- * receipt's `poison()` as the intent's nonce spent, and asks for no nonce
- * check.
+ * successful** and **final** (deep enough that no reorg can undo it; the
+ * relayer then captures the hold and settles, and never reads that receipt
+ * again), `pending` while it may still be mined or is mined but not final
+ * yet, `dropped` when the node no longer knows it (the relayer re-sends
+ * with the same nonce; a tx the node does not know is `dropped`, not an
+ * error: an error is retried, never rescued). A tx mined but reverted,
+ * once final, is none of these: the payment did not happen and its nonce
+ * is spent, so `receipt` throws, marked `poison()`, and the intent goes to
+ * review. Mark nothing else so, and no revert before it is final (a reorg
+ * may replay it, or a replacement of the same nonce, successfully):
+ * failing a review, the webhook's resolve route reads a receipt's
+ * `poison()` as the intent's nonce spent, and asks for no nonce check.
+ *
+ * A reorg after `confirmed` is outside the relayer: the intent is settled
+ * and its hold captured. Choose the depth so that cannot happen, and so
+ * that a tx reaches it well within the policy's rescue window (a payment
+ * still `pending` when the deliveries run out goes to review, paid or not).
  *
  * @example Map a node's answer
  * ```ts
  * import { poison, type ReceiptStatus } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
+ * // Blocks on top of a tx's block before a reorg cannot undo it: your chain's.
+ * const FINAL_DEPTH = 12;
+ *
  * // A node knows a mined receipt (with its status) or a mempool entry.
  * function statusOf(
  *   receipt: { blockNumber: number; status: "success" | "reverted" } | null,
+ *   head: number,
  *   inMempool: boolean,
  * ): ReceiptStatus {
- *   if (receipt?.status === "reverted") {
+ *   if (receipt === null) return inMempool ? "pending" : "dropped";
+ *   // Mined, but a reorg may still undo it (or replay it otherwise).
+ *   if (head - receipt.blockNumber < FINAL_DEPTH) return "pending";
+ *   if (receipt.status === "reverted") {
  *     // Never "confirmed": that would settle a payment that did not happen.
  *     throw poison(new Error(`reverted in block ${receipt.blockNumber}`));
  *   }
- *   if (receipt !== null) return "confirmed";
- *   return inMempool ? "pending" : "dropped";
+ *   return "confirmed";
  * }
- * assert.equal(statusOf({ blockNumber: 42, status: "success" }, false), "confirmed");
- * assert.equal(statusOf(null, false), "dropped");
- * assert.throws(() => statusOf({ blockNumber: 43, status: "reverted" }, false), /reverted/);
+ * const mined = { blockNumber: 42, status: "success" } as const;
+ * assert.equal(statusOf(mined, 43, false), "pending");
+ * assert.equal(statusOf(mined, 54, false), "confirmed");
+ * assert.equal(statusOf(null, 54, false), "dropped");
+ * assert.throws(() => statusOf({ blockNumber: 30, status: "reverted" }, 54, false), /reverted/);
  * ```
  */
 export type ReceiptStatus = "confirmed" | "pending" | "dropped";
@@ -59,7 +76,18 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  *   a higher fee, so at most one of its txs can land. If none is kept (its
  *   first send never reached the signer), nothing of it can be on the
  *   chain, and a fresh nonce is safe; a signer that cannot tell must throw
- *   (not `notSent`), and the intent ends in review, never paid twice.
+ *   (not `notSent`), and the intent ends in review, never paid twice. That
+ *   holds only if the nonce is kept **durably before the tx leaves**: a
+ *   signer that keeps it once the node accepted the tx, and dies between
+ *   the two, finds none kept for a tx that is out there, and a fresh nonce
+ *   pays twice.
+ * - a rescue may come for a tx already mined (a receipt `pending` until
+ *   final, or a send whose answer was lost): if the kept nonce is used by
+ *   a tx of this intent, return that tx's hash rather than throw. The
+ *   relayer then reads its receipt and settles. Thrown ("nonce too low",
+ *   even marked `notSent`, which is true of the rescue itself), it finds
+ *   that tx only if its hash is on record: one whose answer was lost, it
+ *   never reads, and the payment ends in review, paid.
  *
  * @example A Sender that marks what it knows
  * ```ts
