@@ -1902,7 +1902,7 @@ export function createApp(deps: AppDeps): WebhookApp {
           "Nonce not checked",
           `A send of intent ${id} may have left with no hash kept (${
             hashlessWhy(intent)
-          }): failing it voids the hold, and if that tx landed the payee is paid with the payer's funds released. Look its nonce up on the chain: if a tx of it confirmed, settle it ({"to":"settled"}); if none landed and none can (the nonce is used by another tx, or the signer dropped it), send this again with "nonceChecked":true.`,
+          }): failing it voids the hold, and if that tx landed the payee is paid with the payer's funds released. Look its nonce up on the chain: if a tx of it confirmed, settle it ({"to":"settled"}); if none landed and none can (its nonce is used by a tx not of this payment, such as a cancel of your own on it, or every tx of it expired where your chain enforces an expiry: a dropped tx can still land while its nonce is unused), send this again with "nonceChecked":true.`,
         );
       }
     }

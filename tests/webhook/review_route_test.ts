@@ -618,3 +618,22 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
   assert.equal(failed.status, 200, await failed.text());
   assert.equal((await store.getIntent("pi_3"))?.hold, "voided");
 });
+
+// On a chain of account nonces (EVM), a tx the node dropped stays valid:
+// whoever holds its bytes can broadcast it again, and it lands while its
+// nonce is unused. An operator told "none can land (… or the signer
+// dropped it)" fails a payment whose tx then pays the payee behind a
+// voided hold (a review's simulated EVM chain showed it).
+Deno.test("POST /v1/intents/:id/resolve's nonce-unchecked answer does not take a dropped tx for one that cannot land: only its nonce used by another tx, or an expiry the chain enforces", async () => {
+  const { resolve, version } = await inReview({
+    txHashes: ["0xa"],
+    sender: allDropped,
+  });
+  const res = await resolve({ to: "failed", version });
+  assert.equal(res.status, 409);
+  const { type, detail } = await res.json();
+  assert.match(type, /nonce-unchecked$/);
+  assert.doesNotMatch(detail, /signer dropped it/);
+  assert.match(detail, /a dropped tx can still land while its nonce is unused/);
+  assert.match(detail, /cancel/);
+});
