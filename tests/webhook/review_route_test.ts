@@ -623,7 +623,7 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
 // whoever holds its bytes can broadcast it again, and it lands while its
 // nonce is unused. An operator told "none can land (… or the signer
 // dropped it)" fails a payment whose tx then pays the payee behind a
-// voided hold (a review's simulated EVM chain showed it).
+// voided hold (tests/relayer/evm_signer_test.ts shows it).
 Deno.test("POST /v1/intents/:id/resolve's nonce-unchecked answer does not take a dropped tx for one that cannot land: only its nonce used by another tx, or an expiry the chain enforces", async () => {
   const { resolve, version } = await inReview({
     txHashes: ["0xa"],
