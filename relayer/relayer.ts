@@ -242,6 +242,12 @@ export interface Relayer {
    * decides on a caller's mistake).
    * @throws {RangeError} If `delivery` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
+   * @throws The store's own error when it fails the delivery's first read
+   * of the intent (a lost connection, a statement cut by a timeout, no
+   * connection to be had), or its count: nothing was done or decided,
+   * whatever the delivery's number, and the queue should redeliver (the
+   * webhook answers 503). Not the job's failure: at the queue's last
+   * delivery a blip would otherwise poison the job.
    */
   deliver(
     job: Job,
@@ -532,6 +538,17 @@ const NO_OPTIONS: DeliverOptions = Object.freeze({});
 
 /** A queue gave up on a job whose intent is already settled or failed: nothing to do. */
 class Finished extends Error {}
+
+/**
+ * The store failed a delivery's look, its first read of the intent:
+ * nothing was written, and the job has not been looked at. `deliver`
+ * throws `error` as the store threw it.
+ */
+class LookFailed extends Error {
+  constructor(readonly error: unknown) {
+    super("the store failed the delivery's look");
+  }
+}
 
 /**
  * A delivery of a message the queue gave up on: its write ahead of the
@@ -1161,6 +1178,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } catch (error) {
       failure = error;
     }
+    // The store failing the look is not the job's failure, and no policy
+    // decides on it: counted as one, a blip at the queue's last delivery
+    // poisoned the job, and its resolution, reading the intent once the
+    // blip was over, sent a payment whose tx had confirmed to review. Out
+    // as the store threw it, it is the caller's 503 (nothing decided), and
+    // at the queue's last delivery its give-up resolves, receipts first.
+    if (failure instanceof LookFailed) throw failure.error;
     if (failure instanceof LateCopy) return await lateCopy(n, d, failure);
     // A clock that cannot be read is the caller's mistake, not this
     // delivery's failure: no policy decides on it, whatever the number.
@@ -1332,7 +1356,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * on what the intent is now.
    */
   async function settle(id: string, d: Delivery): Promise<string> {
-    let seen = await store.getIntent(id);
+    let seen: Intent | null;
+    try {
+      seen = await store.getIntent(id);
+    } catch (error) {
+      // A store's busy answer stays one (§13); anything else is the store failing.
+      if (error instanceof BusyError) throw error;
+      throw new LookFailed(error);
+    }
     for (let attempt = 1;; attempt++) {
       const step = await plan(id, seen, d);
       if (typeof step === "string") return step;
