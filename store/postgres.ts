@@ -739,13 +739,12 @@ export class PostgresStore implements Store {
         // A statement cancelled: the role's or database's
         // `statement_timeout` (often below the write's `lock_timeout`, so
         // a lock wait ends here), or `pg_cancel_backend`. The transaction
-        // aborted, so nothing committed; busy, as a lock past its bound is.
-        throw heldBySession(
-          `Cannot ${what} as PostgreSQL cancelled its statement (${
-            oneLine(String((error as Error).message))
-          }: statement_timeout or pg_cancel_backend; see pg_stat_activity): nothing was written; retry`,
-          error,
-        );
+        // aborted, so nothing committed; busy, as a lock past its bound is
+        // (a poison's resolution would write, and be cut, too). Said apart,
+        // so that an operator does not look for a session that holds
+        // nothing: a wait for another session's row carries the server's
+        // context ("while locking tuple (0,1) in relation …").
+        throw heldBySession(`Cannot ${what} as ${cancelled(error)}`, error);
       }
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
@@ -2006,4 +2005,31 @@ function noConnection(waitMs: number): Error {
   return new Error(
     `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); nothing was written, so try again`,
   );
+}
+
+/** A row-lock wait's context, as the server names it ("while locking tuple (0,1) in relation \"leases\""). */
+const ROW_WAIT = /^while [^\n]*tuple[^\n]* in relation "[^\n]*"/;
+
+/**
+ * Why PostgreSQL cancelled a write's statement (`57014`), for its
+ * `BusyError`: another session's `pg_cancel_backend`, `statement_timeout`
+ * ending a wait for a row another session held, or `statement_timeout`
+ * with no such wait (too short for the write, or a table lock).
+ */
+function cancelled(error: unknown): string {
+  const { message, where } = error as { message?: unknown; where?: unknown };
+  const said = oneLine(String(message));
+  const end = "nothing was written; retry";
+  if (/user request/.test(said)) {
+    return `another session cancelled its statement (${said}: pg_cancel_backend; see pg_stat_activity): ${end}`;
+  }
+  const wait = typeof where === "string"
+    ? ROW_WAIT.exec(where)?.[0]
+    : undefined;
+  if (wait !== undefined) {
+    return `statement_timeout ended its wait for a row another session held (${said} ${
+      oneLine(wait)
+    }; see pg_locks and pg_stat_activity): ${end}`;
+  }
+  return `statement_timeout cancelled its statement, which waited for no row another session held (${said}): the role's statement_timeout is too short for the store's writes (SHOW statement_timeout; raise it with ALTER ROLE … SET statement_timeout), or a table lock held it up (a schema change; see pg_stat_activity): ${end}`;
 }

@@ -29,7 +29,11 @@ const policy = { maxDeliveries: 3 };
 const LOCK_TIMEOUT =
   /as another session held a lock it needed for over 500ms \(lock_timeout; see pg_locks and pg_stat_activity\): nothing was written; retry$/;
 const STATEMENT_TIMEOUT =
-  /as PostgreSQL cancelled its statement \(canceling statement due to statement timeout: statement_timeout or pg_cancel_backend; see pg_stat_activity\): nothing was written; retry$/;
+  /as statement_timeout ended its wait for a row another session held \(canceling statement due to statement timeout while (locking|updating|inserting index) tuple \(\d+,\d+\) in relation "(intents|leases)"; see pg_locks and pg_stat_activity\): nothing was written; retry$/;
+const TOO_SHORT =
+  /as statement_timeout cancelled its statement, which waited for no row another session held \(canceling statement due to statement timeout\): the role's statement_timeout is too short for the store's writes \(SHOW statement_timeout; raise it with ALTER ROLE … SET statement_timeout\), or a table lock held it up \(a schema change; see pg_stat_activity\): nothing was written; retry$/;
+const CANCELLED =
+  /as another session cancelled its statement \(canceling statement due to user request: pg_cancel_backend; see pg_stat_activity\): nothing was written; retry$/;
 
 /**
  * A store on a fresh schema with intent `a` authorized (its writes' locks
@@ -103,9 +107,92 @@ Deno.test({
       assert.ok(outcome instanceof BusyError, String(outcome));
       assert.match(
         outcome.message,
-        /^Cannot move a from authorized to settling as PostgreSQL cancelled/,
+        /^Cannot move a from authorized to settling as statement_timeout ended/,
       );
       assert.match(outcome.message, STATEMENT_TIMEOUT);
+      const a = await t.store.getIntent("a");
+      assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
+    } finally {
+      await t.tearDown();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore says apart a write statement_timeout cut while no other session held anything it needed (a statement_timeout too short for the write): busy, never a poison, and nothing lands",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const t = await setUp({ statement_timeout: 200 });
+    try {
+      // A write slower than the role's statement_timeout with no lock in
+      // its way: an audit trigger, a disk stalling.
+      await t.admin.unsafe(
+        `CREATE FUNCTION ${t.table("slow")}() RETURNS trigger LANGUAGE plpgsql
+           AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN NEW; END $$;
+         CREATE TRIGGER slow BEFORE UPDATE ON ${t.table("intents")}
+           FOR EACH ROW EXECUTE FUNCTION ${t.table("slow")}()`,
+      );
+      const move = () =>
+        t.store.transition("a", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        }).then(() => "written", (error: Error) => error);
+      const slow = await move();
+      assert.ok(slow instanceof BusyError, String(slow));
+      assert.match(
+        slow.message,
+        /^Cannot move a from authorized to settling as statement_timeout cancelled its statement, which waited for no row/,
+      );
+      assert.match(slow.message, TOO_SHORT);
+      // The relayer's line says so, at the last delivery as at any: busy.
+      const outcome = await t.relayer.deliver(job, policy.maxDeliveries);
+      assert.equal(outcome.action, "retry", JSON.stringify(outcome));
+      assert.match(outcome.reason, /^intent a is busy: Cannot move a from /);
+      assert.match(outcome.reason, TOO_SHORT);
+      assert.deepEqual((await t.store.listDeadLetters()).items, []);
+      await t.admin.unsafe(
+        `DROP TRIGGER slow ON ${t.table("intents")}`,
+      );
+      const a = await t.store.getIntent("a");
+      assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
+    } finally {
+      await t.tearDown();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore says apart a write another session cancelled (pg_cancel_backend) while it waited on a row: busy, and nothing lands",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const t = await setUp();
+    try {
+      const outcome = await t.holding(
+        `SELECT 1 FROM ${t.table("intents")} WHERE id = 'a' FOR UPDATE`,
+        async () => {
+          const writing = t.store.transition("a", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 1,
+          }).then(() => "written", (error: Error) => error);
+          for (let tries = 0; tries < 200; tries++) {
+            const [waiting] = await t.admin`
+              SELECT pg_cancel_backend(pid) AS done FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'
+                AND query LIKE '%intents%'`;
+            if (waiting?.done) break;
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+          return await writing;
+        },
+      );
+      assert.ok(outcome instanceof BusyError, String(outcome));
+      assert.match(outcome.message, CANCELLED);
       const a = await t.store.getIntent("a");
       assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
     } finally {
