@@ -800,7 +800,7 @@ class ServerProcess {
 // ---------------------------------------------------------------- the queue
 
 /** A delivery answer body, as the webhook sends it. */
-interface AnswerBody {
+export interface AnswerBody {
   outcome?: string;
   job?: string;
   delivery?: number;
@@ -810,7 +810,8 @@ interface AnswerBody {
   title?: string;
 }
 
-type Attempt =
+/** What one request of the queue got: an answer, or none (the server died under it). */
+export type Attempt =
   | {
     readonly kind: "answer";
     /** The route it went to. */
@@ -822,7 +823,7 @@ type Attempt =
   | { readonly kind: "lost"; readonly path: string; readonly error: string };
 
 /** One job as the queue tracks it. */
-interface JobRecord {
+export interface JobRecord {
   readonly intentId: string;
   readonly jobId: string;
   /** The last delivery number used. */
@@ -956,6 +957,85 @@ interface DbFaultRecord {
   readonly statuses: Map<number, number>;
   /** The non-200 answers' titles and reasons from `from` until `ready`, with counts. */
   readonly texts: Map<string, number>;
+}
+
+/**
+ * Books the answers to one delivery (or give-up) numbered `n` into its job:
+ * `live` when they decide the job's end (not a copy the queue no longer
+ * waits for), `generation` the publication they belong to (a give-up
+ * repeated, a late copy or a delivery left in flight belongs to an earlier
+ * one than a redrive may since have published). Pub/Sub's refusals wait
+ * `pubsubBackoff`; answers no queue should get go to `unexpected`.
+ */
+export function bookAnswers(
+  job: JobRecord,
+  n: number,
+  attempts: readonly Attempt[],
+  options: {
+    live: boolean;
+    generation: number;
+    pubsubBackoff: (n: number) => number;
+    unexpected: string[];
+  },
+): { delayMs: number; acked: boolean; lostCopy: boolean } {
+  const { live, generation, pubsubBackoff, unexpected } = options;
+  let delayMs = 0;
+  let acked = false;
+  let lostCopy = false;
+  for (const attempt of attempts) {
+    if (attempt.kind === "lost") {
+      lostCopy = true;
+      job.lost.add(n);
+      delayMs = Math.max(delayMs, 50);
+      continue;
+    }
+    const { status, body: answer } = attempt;
+    if (attempt.path.startsWith("/v1/pubsub")) {
+      // Pub/Sub's answers: 204 acks (done or poison, no body), 503 asks
+      // again after the subscription's own backoff, not delayMs.
+      if (status === 204) {
+        acked = true;
+        job.unread.add(n);
+        if (live) job.final = {};
+      } else if (status === 503) {
+        delayMs = Math.max(delayMs, pubsubBackoff(n));
+      } else {
+        unexpected.push(
+          `${job.intentId}: Pub/Sub push ${n} to ${attempt.path} answered ${status} ${
+            JSON.stringify(answer)
+          }`,
+        );
+        delayMs = Math.max(delayMs, 100);
+      }
+      continue;
+    }
+    if (answer.outcome === "poison") {
+      job.poisoned.push({
+        delivery: answer.delivery ?? n,
+        resolution: answer.resolution ?? "",
+        generation,
+      });
+    }
+    if (status === 200) {
+      acked = true;
+      if (live) job.final = answer;
+    } else if (status === 503) {
+      // delayMs is the policy's own delay; Retry-After is whole seconds
+      // rounded up, which would stretch a 20 ms policy into seconds.
+      const wait = typeof answer.delayMs === "number"
+        ? answer.delayMs
+        : Number(attempt.retryAfter ?? "1") * 1000 / 50;
+      delayMs = Math.max(delayMs, wait);
+    } else {
+      unexpected.push(
+        `${job.intentId}: delivery ${n} answered ${status} ${
+          JSON.stringify(answer)
+        }`,
+      );
+      delayMs = Math.max(delayMs, 100);
+    }
+  }
+  return { delayMs, acked, lostCopy };
 }
 
 // ---------------------------------------------------------------- the checks
@@ -1928,71 +2008,20 @@ async function runCrashTest(
       pubsubMinBackoffMs * 2 ** Math.min(n - 1, 20),
     ) + Math.floor(queueRandom() * 10);
 
-  /** Books the answers to one delivery (or give-up) numbered `n` into its job. */
+  /** {@linkcode bookAnswers}, for the answers of `generation` (the job's current one by default). */
   const book = (
     job: JobRecord,
     n: number,
     attempts: readonly Attempt[],
     live: boolean,
-  ): { delayMs: number; acked: boolean; lostCopy: boolean } => {
-    let delayMs = 0;
-    let acked = false;
-    let lostCopy = false;
-    for (const attempt of attempts) {
-      if (attempt.kind === "lost") {
-        lostCopy = true;
-        job.lost.add(n);
-        delayMs = Math.max(delayMs, 50);
-        continue;
-      }
-      const { status, body: answer } = attempt;
-      if (attempt.path.startsWith("/v1/pubsub")) {
-        // Pub/Sub's answers: 204 acks (done or poison, no body), 503 asks
-        // again after the subscription's own backoff, not delayMs.
-        if (status === 204) {
-          acked = true;
-          job.unread.add(n);
-          if (live) job.final = {};
-        } else if (status === 503) {
-          delayMs = Math.max(delayMs, pubsubBackoff(n));
-        } else {
-          unexpected.push(
-            `${job.intentId}: Pub/Sub push ${n} to ${attempt.path} answered ${status} ${
-              JSON.stringify(answer)
-            }`,
-          );
-          delayMs = Math.max(delayMs, 100);
-        }
-        continue;
-      }
-      if (answer.outcome === "poison") {
-        job.poisoned.push({
-          delivery: answer.delivery ?? n,
-          resolution: answer.resolution ?? "",
-          generation: job.generation,
-        });
-      }
-      if (status === 200) {
-        acked = true;
-        if (live) job.final = answer;
-      } else if (status === 503) {
-        // delayMs is the policy's own delay; Retry-After is whole seconds
-        // rounded up, which would stretch a 20 ms policy into seconds.
-        const wait = typeof answer.delayMs === "number"
-          ? answer.delayMs
-          : Number(attempt.retryAfter ?? "1") * 1000 / 50;
-        delayMs = Math.max(delayMs, wait);
-      } else {
-        unexpected.push(
-          `${job.intentId}: delivery ${n} answered ${status} ${
-            JSON.stringify(answer)
-          }`,
-        );
-        delayMs = Math.max(delayMs, 100);
-      }
-    }
-    return { delayMs, acked, lostCopy };
-  };
+    generation: number = job.generation,
+  ) =>
+    bookAnswers(job, n, attempts, {
+      live,
+      generation,
+      pubsubBackoff,
+      unexpected,
+    });
 
   /**
    * `copies` requests at once, each signed afresh, of delivery `n` (or, with
@@ -2220,7 +2249,13 @@ async function runCrashTest(
           givingUpNow--;
         }
       });
-      const { acked, delayMs } = book(job, n, attempts, live);
+      const { acked, delayMs } = book(
+        job,
+        n,
+        attempts,
+        live,
+        message.generation,
+      );
       for (const attempt of attempts) {
         if (attempt.kind !== "answer" || attempt.status !== 200) continue;
         const { outcome, resolution } = attempt.body;
@@ -2318,7 +2353,7 @@ async function runCrashTest(
         givingUpNow--;
       }
     });
-    book(job, n, attempts, false);
+    book(job, n, attempts, false, message.generation);
     for (const attempt of attempts) {
       if (attempt.kind !== "answer") continue;
       const reason = attempt.body.reason ?? "";
@@ -2354,7 +2389,7 @@ async function runCrashTest(
       // The slot first, then the gate: a delivery waiting for a slot must
       // not fire into a server that died meanwhile. Only requests already
       // in flight at a kill are lost, and the queue counts them.
-      const { n, sent } = await limiter.run(async () => {
+      const { n, sent, publication } = await limiter.run(async () => {
         await Promise.race([server.waitUp(), failed.promise]);
         checkAlive();
         const n = ++job.delivery;
@@ -2374,7 +2409,7 @@ async function runCrashTest(
             return Promise.all(postCopies(job, n, copies, { publication }));
           });
         if (!early) await sent;
-        return { n, sent };
+        return { n, sent, publication };
       });
       if (early) {
         // The queue's deadline for this delivery passed while it runs (its
@@ -2388,7 +2423,7 @@ async function runCrashTest(
           }`,
         );
         detach(sent.then((attempts) => {
-          book(job, n, attempts, false);
+          book(job, n, attempts, false, publication);
         }));
         if (!heldUp) await sleep(Math.floor(queueRandom() * 40));
         else stats.heldUp++;

@@ -1,13 +1,21 @@
 /**
  * The crash test's overlap check (I5): every pair of sends, so a send in
- * flight at a kill, between two others, does not hide their overlap; and
- * its `--trace` flag.
+ * flight at a kill, between two others, does not hide their overlap; its
+ * booking of answers (under the publication they came in); and its
+ * `--trace` flag.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { overlappingSends, parseOptions } from "../../tools/crash.ts";
+import {
+  type AnswerBody,
+  type Attempt,
+  bookAnswers,
+  type JobRecord,
+  overlappingSends,
+  parseOptions,
+} from "../../tools/crash.ts";
 
 const send = (arrivedAt: number, answeredAt: number | null) => ({
   arrivedAt,
@@ -42,4 +50,60 @@ Deno.test("parseOptions() takes --trace as a flag without a value, off unless gi
   assert.equal(options.seed, 7);
   assert.equal(options.intents, 60);
   assert.throws(() => parseOptions(["--trace=yes"]), /Unknown argument/);
+});
+
+/** A job as the queue tracks it, at its `generation`'th publication. */
+const job = (generation: number, lane: JobRecord["lane"] = "qstash") => ({
+  intentId: "pi_0035",
+  jobId: "pi_0035/settle",
+  delivery: 1,
+  ended: false,
+  poisoned: [],
+  lost: new Set<number>(),
+  unread: new Set<number>(),
+  lostCopyAfterAck: false,
+  generation,
+  queueLimit: null,
+  giveUpInFlight: false,
+  messageId: `m-pi_0035-${generation}`,
+  publishTime: "2026-01-01T11:00:00.123Z",
+  lane,
+  quiet: [],
+  idle: false,
+  redrives: 0,
+  redrivenGeneration: 0,
+} satisfies JobRecord);
+
+const answer = (
+  path: string,
+  status: number,
+  body: AnswerBody = {},
+): Attempt => ({
+  kind: "answer",
+  path,
+  status,
+  body,
+  retryAfter: null,
+});
+
+Deno.test("bookAnswers() books a poison answer under the publication it came in, not one a redrive made since", () => {
+  // Seed 257: publication 1's give-up, repeated, was answered (poison, as
+  // its first copy was) once a redrive had removed the letter and published
+  // the job again; booked under publication 2, the check wanted a dead
+  // letter that nothing was meant to write.
+  const record = job(2);
+  const unexpected: string[] = [];
+  bookAnswers(record, 1, [
+    answer("/v1/qstash/failed", 200, {
+      outcome: "poison",
+      delivery: 1,
+      resolution: "job dropped, intent still authorized",
+    }),
+  ], { live: false, generation: 1, pubsubBackoff: () => 0, unexpected });
+  assert.deepEqual(record.poisoned, [{
+    delivery: 1,
+    resolution: "job dropped, intent still authorized",
+    generation: 1,
+  }]);
+  assert.deepEqual(unexpected, []);
 });
