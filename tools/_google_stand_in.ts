@@ -26,6 +26,13 @@ export interface GoogleStandIn {
   readonly env: Readonly<Record<string, string>>;
   /** How many times the keys were fetched. */
   readonly fetches: number;
+  /** When each fetch was answered (`performance.now()`), in order. */
+  readonly fetchedAt: readonly number[];
+  /**
+   * Serves `jwks` from now on, as Google's endpoint does when it rotates
+   * its keys: a new key listed beside the old, then the old withdrawn.
+   */
+  serve(jwks: readonly JsonWebKey[]): void;
   /**
    * What the stand-in refused: a tunnel to another host, a request for
    * another path. Each would mean the service reached for something else
@@ -54,9 +61,10 @@ const encoder = new TextEncoder();
 /**
  * Starts the stand-in: a CA and a certificate for Google's key host, a TLS
  * server that answers `GET` of the keys' path with `jwks` (cached an hour,
- * as Google says), and a loopback `CONNECT` proxy in front.
+ * as Google says) until {@linkcode GoogleStandIn.serve} changes them, and a
+ * loopback `CONNECT` proxy in front.
  *
- * @param jwks The keys to serve, as Google's endpoint lists them.
+ * @param jwks The keys to serve first, as Google's endpoint lists them.
  * @returns The stand-in, and the environment that routes the service to it.
  * @throws {Error} If `openssl` is missing or fails.
  */
@@ -66,7 +74,8 @@ export async function startGoogleStandIn(
   const target = new URL(GOOGLE_CERTS_URL);
   const authority = `${target.hostname}:${target.port || "443"}`;
   const certs = await testCertificates([target.hostname]);
-  let fetches = 0;
+  let served = jwks;
+  const fetchedAt: number[] = [];
   const refused: string[] = [];
   const tls = Deno.serve({
     hostname: "127.0.0.1",
@@ -80,8 +89,8 @@ export async function startGoogleStandIn(
       refused.push(`${request.method} ${url.pathname}`);
       return Response.json({ error: "not found" }, { status: 404 });
     }
-    fetches++;
-    return Response.json({ keys: jwks }, {
+    fetchedAt.push(performance.now());
+    return Response.json({ keys: served }, {
       headers: { "cache-control": "public, max-age=3600" },
     });
   });
@@ -151,7 +160,11 @@ export async function startGoogleStandIn(
       DENO_CERT: certs.caFile,
     },
     get fetches() {
-      return fetches;
+      return fetchedAt.length;
+    },
+    fetchedAt,
+    serve(jwks) {
+      served = jwks;
     },
     refused,
     async stop() {

@@ -69,15 +69,26 @@ export async function signGeneric(
 
 /** A local stand-in for Google's OIDC issuer: its JWKS, and tokens it signs. */
 export interface GoogleIssuer {
+  /** The key's id, as its tokens' header names it. */
+  readonly kid: string;
   /** The public key, as Google's certs endpoint lists it. */
   readonly jwks: JsonWebKey[];
-  /** An RS256 token for `audience`, naming `email` (verified), valid for an hour. */
-  token(audience: string, email: string): Promise<string>;
+  /**
+   * An RS256 token for `audience`, naming `email` (verified), valid for an
+   * hour from `issuedS` (unix seconds; now by default: one issued more than
+   * an hour ago has expired).
+   */
+  token(audience: string, email: string, issuedS?: number): Promise<string>;
 }
 
-/** Makes an RSA key pair and a signer of Google-shaped OIDC tokens. */
-export async function googleIssuer(): Promise<GoogleIssuer> {
-  const kid = "check-key-1";
+/**
+ * Makes an RSA key pair and a signer of Google-shaped OIDC tokens.
+ *
+ * @param kid The key's id (Google rotates its keys: each has its own).
+ */
+export async function googleIssuer(
+  kid: string = "check-key-1",
+): Promise<GoogleIssuer> {
   const pair = await crypto.subtle.generateKey(
     {
       name: "RSASSA-PKCS1-v1_5",
@@ -90,9 +101,10 @@ export async function googleIssuer(): Promise<GoogleIssuer> {
   );
   const jwk = await crypto.subtle.exportKey("jwk", pair.publicKey);
   return {
+    kid,
     jwks: [{ ...jwk, kid, alg: "RS256", use: "sig" } as JsonWebKey],
-    async token(audience, email) {
-      const now = Math.floor(Date.now() / 1000);
+    async token(audience, email, issuedS = Math.floor(Date.now() / 1000)) {
+      const now = issuedS;
       const part = (value: unknown) =>
         base64url(encoder.encode(JSON.stringify(value)));
       const input = `${part({ alg: "RS256", typ: "JWT", kid })}.${
