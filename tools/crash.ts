@@ -78,6 +78,15 @@
  *   service fetches Google's keys as in production: `HTTPS_PROXY` and
  *   `DENO_CERT` (Deno's settings) route that one request to a stand-in of
  *   this run (`tools/_google_stand_in.ts`), which refuses any other host.
+ *   About a third of the publications go through a subscription without a
+ *   dead-letter policy: no `deliveryAttempt` (the service counts the
+ *   pushes by message id and must poison on its own count) and no give-up.
+ * - **Google rotates its keys**: mid-run the stand-in lists a second key
+ *   and new tokens are signed by it (some pushes still carry the first
+ *   key's, reused); later the first key's tokens expire and the key is
+ *   withdrawn. Then some pushes come first with an expired token of it
+ *   (401, and Pub/Sub pushes again, the refusal counted as an attempt),
+ *   and some also with a token of a key never listed (401).
  * - **Replays**: about one answered request in 25 (not Pub/Sub's, which
  *   cannot refuse one) is sent again byte for byte, and must be answered
  *   401.
@@ -138,6 +147,13 @@
  *   runs to its end like any other); a round whose every answer was an
  *   error (a refusal, a 503) leaves the letter in place. Only the service's
  *   redrives publish to QStash: any other publish is a violation.
+ * - Pub/Sub without `deliveryAttempt`: a message is acked within
+ *   4 × `MAX_DELIVERIES` pushes (the service's own count poisons it), and
+ *   a dead letter's number is at most the pushes of one message sent.
+ * - Google's keys: every push with a valid token of either key is
+ *   accepted (the service refetches for the new `kid`); an expired token
+ *   of the withdrawn key, or a made-up `kid`, is refused; each process
+ *   fetches the keys once, then at most once per verifier a minute.
  * - Nothing stuck: every job ends. Once it has, its intent is not
  *   `settling` (an ack means done, seen settled, failed or in review, or a
  *   poison whose resolution left `settling` in the same commit as its dead
@@ -165,7 +181,7 @@ import { INTENT_STATES, type IntentState, TRANSITIONS } from "../mod.ts";
 import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
-import { hmacSigner } from "../webhook/_auth.ts";
+import { hmacSigner, JWKS_REFETCH_INTERVAL_MS } from "../webhook/_auth.ts";
 import {
   type OwnedPgBouncer,
   type OwnedPostgresServer,
@@ -819,6 +835,13 @@ export type Attempt =
     readonly status: number;
     readonly body: AnswerBody;
     readonly retryAfter: string | null;
+    /** A Pub/Sub push without `deliveryAttempt` (the service counts it). */
+    readonly counted?: boolean;
+    /**
+     * A Pub/Sub push whose token expired and was signed by a key Google
+     * has withdrawn: it must be refused (401), and Pub/Sub pushes again.
+     */
+    readonly stale?: boolean;
   }
   | { readonly kind: "lost"; readonly path: string; readonly error: string };
 
@@ -853,6 +876,19 @@ export interface JobRecord {
   generation: number;
   /** The queue's own limit: it gives up after this delivery (`null`: never). */
   queueLimit: number | null;
+  /**
+   * Whether this publication's Pub/Sub subscription has no dead-letter
+   * policy: its pushes carry no `deliveryAttempt` (the service counts them
+   * by message id), and Pub/Sub never gives up on it (it pushes until the
+   * message's retention runs out).
+   */
+  counted: boolean;
+  /**
+   * The pushes sent of each message without `deliveryAttempt`, copies
+   * included: the service's count of that message, so the delivery number
+   * of a dead letter it writes, is at most that.
+   */
+  readonly countedPushes: Map<string, number>;
   /** Whether the give-up comes while the limit's delivery is still in flight. */
   giveUpInFlight: boolean;
   /** The queue's id of the message of this generation (for its give-up). */
@@ -919,6 +955,18 @@ interface Stats {
   deadLetterPushes: number;
   /** Pushes sent with a token for another audience (each must be 401). */
   misdirected: number;
+  /** Pub/Sub publications through the subscription without a dead-letter policy (no `deliveryAttempt`). */
+  pubsubCounted: number;
+  /** The most pushes one such publication had before the service acked it. */
+  countedMostPushes: number;
+  /** Pushes with the old key's token after the new key was listed (each must be accepted). */
+  oldKeyPushes: number;
+  /** Pushes with the new key's token (each must be accepted). */
+  newKeyPushes: number;
+  /** Pushes with an expired token of the withdrawn key (each must be 401, then pushed again). */
+  stalePushes: number;
+  /** Pushes also sent with a token of a key Google never listed (each must be 401). */
+  forgedPushes: number;
   /** Signed requests sent again, byte for byte, after their answer. */
   replays: number;
   /** Operator resolutions of needs_review intents, by target. */
@@ -992,12 +1040,14 @@ export function bookAnswers(
     const { status, body: answer } = attempt;
     if (attempt.path.startsWith("/v1/pubsub")) {
       // Pub/Sub's answers: 204 acks (done or poison, no body), 503 asks
-      // again after the subscription's own backoff, not delayMs.
+      // again after the subscription's own backoff, not delayMs, and so
+      // does a refused push (an expired token, which it was meant to be).
       if (status === 204) {
         acked = true;
-        job.unread.add(n);
+        // Without deliveryAttempt the count is the service's, not n.
+        if (!attempt.counted) job.unread.add(n);
         if (live) job.final = {};
-      } else if (status === 503) {
+      } else if (status === 503 || (status === 401 && attempt.stale)) {
         delayMs = Math.max(delayMs, pubsubBackoff(n));
       } else {
         unexpected.push(
@@ -1161,6 +1211,32 @@ export function overlappingSends(
     }
   }
   return undefined;
+}
+
+/**
+ * How many times each server process fetched Google's keys, and how long
+ * it lived: process g runs from the end of kill g - 1 (or `started`) to the
+ * end of kill g (or `ended`), and the next starts only after; a fetch at
+ * that kill's end or before it is the dying process's.
+ */
+export function fetchesByGeneration(
+  fetchedAt: readonly number[],
+  kills: readonly { readonly from: number; readonly to: number }[],
+  started: number,
+  ended: number,
+): { generation: number; fetches: number; lifeMs: number }[] {
+  const ends = [...kills.map((kill) => kill.to), ended];
+  return ends.map((to, i) => {
+    const from = i === 0 ? started : ends[i - 1]!;
+    return {
+      generation: i + 1,
+      fetches: fetchedAt.filter((at) =>
+        (i === 0 ? at >= from : at > from) &&
+        (at <= to || i === ends.length - 1)
+      ).length,
+      lifeMs: to - from,
+    };
+  });
 }
 
 function check(input: CheckInput): CheckResult {
@@ -1399,13 +1475,20 @@ function check(input: CheckInput): CheckResult {
     const poisonedThere = job.poisoned.some((p) =>
       p.delivery === letter.deliveries
     );
+    // Pushes without deliveryAttempt are numbered by the service's count of
+    // their message: at most the pushes of it that were sent.
+    const counted = Math.max(0, ...job.countedPushes.values());
     if (
       !poisonedThere && !job.lost.has(letter.deliveries) &&
-      !job.unread.has(letter.deliveries)
+      !job.unread.has(letter.deliveries) && letter.deliveries > counted
     ) {
       flag(
         id,
-        `dead letter at delivery ${letter.deliveries}, which neither answered poison, nor was acked by Pub/Sub's bodiless 204, nor died with the server`,
+        `dead letter at delivery ${letter.deliveries}, which neither answered poison, nor was acked by Pub/Sub's bodiless 204, nor died with the server${
+          counted === 0
+            ? ""
+            : `, nor is within the ${counted} pushes of a message sent without deliveryAttempt (the service's own count)`
+        }`,
       );
     }
     const after = stateAfter(letter.resolution);
@@ -1528,6 +1611,48 @@ const PUBSUB_SUBSCRIPTION = "relayer-jobs";
  * service sees, drawn as for the other queues.
  */
 const PUBSUB_MAX_DELIVERY_ATTEMPTS = 7;
+/**
+ * How many Pub/Sub publications go through a second push subscription of
+ * the topic, one without a dead-letter policy: Google sends no
+ * `deliveryAttempt` then, so the service counts the pushes itself, by
+ * message id, and poisons at `MAX_DELIVERIES` on its own count; Pub/Sub
+ * never gives up (it pushes until the message's retention runs out).
+ */
+const PUBSUB_COUNTED_RATE = 0.35;
+/** That subscription, as its pushes name it. */
+const PUBSUB_COUNTED_SUBSCRIPTION = "relayer-jobs-counted";
+/**
+ * How many pushes of one message without `deliveryAttempt` may go unacked,
+ * in `MAX_DELIVERIES`: the service's own count poisons the job at
+ * `MAX_DELIVERIES`, and only busy answers (a lease a killed process left,
+ * copies racing the count) and refused pushes (an expired token) come on
+ * past it.
+ */
+const COUNTED_PUSH_BOUND = 4;
+/**
+ * When Google lists its next key beside the first (and its new tokens are
+ * signed by it), and when it withdraws the first (its tokens expired), as
+ * shares of the answers the run expects (three a job).
+ */
+const ROTATE_AT = 0.15;
+const WITHDRAW_AT = 0.35;
+/**
+ * Between the two, how many pushes still carry a token of the first key
+ * (Google reuses a token for up to an hour): each must be accepted.
+ */
+const OLD_TOKEN_RATE = 0.3;
+/**
+ * Once the first key is withdrawn, how many pushes come first with an
+ * expired token of it: each must be 401, and Pub/Sub pushes again (the
+ * refused push counts as an attempt).
+ */
+const STALE_TOKEN_RATE = 0.08;
+/**
+ * Once the next key is listed, how many pushes also come with a token of a
+ * key Google never listed (a made-up `kid`): each must be 401, and costs
+ * at most the verifier's rate-limited refetch.
+ */
+const FORGED_KID_RATE = 1 / 25;
 /** How often the operator lists the dead letters to redrive some. */
 const REDRIVE_EVERY_MS = 60;
 /** How many of the listed letters whose job is idle a pass redrives. */
@@ -1570,7 +1695,13 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
   try {
     // Google's OIDC issuer for the Pub/Sub lane: its keys are served where
     // the service fetches them in production (see tools/_google_stand_in.ts).
-    const issuer = await googleIssuer();
+    // Its next key (listed mid-run, then the first withdrawn), and a key
+    // Google never lists (a forger's made-up kid).
+    const [issuer, next, forger] = await Promise.all([
+      googleIssuer("crash-key-1"),
+      googleIssuer("crash-key-2"),
+      googleIssuer("crash-made-up-key"),
+    ]);
     try {
       google = await startGoogleStandIn(issuer.jwks);
     } catch (error) {
@@ -1617,7 +1748,7 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
       dir,
       databaseUrl,
       database,
-      google: { issuer, standIn: google },
+      google: { issuer, next, forger, standIn: google },
     });
   } finally {
     await google?.stop();
@@ -1633,7 +1764,8 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
  *
  * @param options The command line.
  * @param where The run's temp dir, the database's URL with `--store
- * postgres`, and Google's issuer with the stand-in serving its keys.
+ * postgres`, and Google's issuer (its first key, the next one it rotates
+ * to, and a forger's) with the stand-in serving its keys.
  * @returns The process exit code.
  */
 async function runCrashTest(
@@ -1642,7 +1774,12 @@ async function runCrashTest(
     dir: string;
     databaseUrl: string | null;
     database: OwnedPostgresServer | null;
-    google: { issuer: GoogleIssuer; standIn: GoogleStandIn };
+    google: {
+      issuer: GoogleIssuer;
+      next: GoogleIssuer;
+      forger: GoogleIssuer;
+      standIn: GoogleStandIn;
+    };
   },
 ): Promise<number> {
   const { dir, databaseUrl, database, google } = where;
@@ -1656,6 +1793,9 @@ async function runCrashTest(
   const killRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
   // Drawn last: the other streams are as they were before the redrives.
   const redriveRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
+  // Drawn after: Pub/Sub's subscriptions without a dead-letter policy and
+  // Google's key rotation leave the other streams as they were.
+  const pubsubRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
 
   const policy = fastPolicy();
   const secret = `crash-secret-${crypto.randomUUID()}`;
@@ -1823,6 +1963,12 @@ async function runCrashTest(
     pubsubLateCopies: 0,
     deadLetterPushes: 0,
     misdirected: 0,
+    pubsubCounted: 0,
+    countedMostPushes: 0,
+    oldKeyPushes: 0,
+    newKeyPushes: 0,
+    stalePushes: 0,
+    forgedPushes: 0,
     replays: 0,
     resolved: new Map(),
     killsInGiveUp: 0,
@@ -2035,7 +2181,7 @@ async function runCrashTest(
     what: { gaveUp?: string; publication?: number; deadLetterId?: string },
   ) =>
     Array.from({ length: copies }, async (_, copy) => {
-      const label = `${job.lane} ${
+      const label = `${job.lane}${job.counted ? " (no deliveryAttempt)" : ""} ${
         what.gaveUp === undefined
           ? `delivery ${n}`
           : `give-up after ${n} of ${what.gaveUp}`
@@ -2049,7 +2195,9 @@ async function runCrashTest(
         `← ${label}: ${
           attempt.kind === "lost"
             ? `lost (${attempt.error.slice(0, 80)})`
-            : `${attempt.status} ${brief(attempt.body)}`
+            : `${attempt.status} ${brief(attempt.body)}${
+              attempt.stale ? " (an expired token of the withdrawn key)" : ""
+            }`
         }`,
       );
       return attempt;
@@ -2119,20 +2267,141 @@ async function runCrashTest(
     });
   };
 
-  /** Google's token for `audience`, made once and reused, as Google reuses its tokens for up to an hour. */
+  /**
+   * Google's keys as the run rotates them: `signing` signs new tokens; the
+   * next key is listed beside the first at `listedAt`; the first key's
+   * tokens expire at `expiredAt` (no push carries one after), and once
+   * none is in flight (`oldInFlight`) the key is withdrawn, at
+   * `withdrawnAt`.
+   */
+  const rotation: {
+    signing: GoogleIssuer;
+    listedAt: number | null;
+    expiredAt: number | null;
+    withdrawnAt: number | null;
+    oldInFlight: number;
+    newKeyAnsweredAt: number | null;
+    staleAnsweredAt: number | null;
+  } = {
+    signing: google.issuer,
+    listedAt: null,
+    expiredAt: null,
+    withdrawnAt: null,
+    oldInFlight: 0,
+    newKeyAnsweredAt: null,
+    staleAnsweredAt: null,
+  };
+  /**
+   * Google's token for `audience` by `key` (the signing one by default),
+   * made once and reused, as Google reuses its tokens for up to an hour.
+   */
   const tokens = new Map<string, Promise<string>>();
-  const googleToken = (audience: string): Promise<string> => {
-    let token = tokens.get(audience);
+  const googleToken = (
+    audience: string,
+    key: GoogleIssuer = rotation.signing,
+  ): Promise<string> => {
+    let token = tokens.get(`${key.kid} ${audience}`);
     if (token === undefined) {
-      token = google.issuer.token(audience, PUBSUB_ACCOUNT);
-      tokens.set(audience, token);
+      token = key.token(audience, PUBSUB_ACCOUNT);
+      tokens.set(`${key.kid} ${audience}`, token);
     }
     return token;
+  };
+  /**
+   * The token a push to `audience` carries: the signing key's; between the
+   * listing and the expiry of the first key's tokens sometimes one the
+   * first key signed before (reused: `old`); after the withdrawal sometimes
+   * an expired one of the first key (`stale`: it must be refused).
+   */
+  const pushToken = async (
+    audience: string,
+  ): Promise<{ token: string; stale: boolean; old: boolean }> => {
+    // The first push after the withdrawal, then some.
+    if (
+      rotation.withdrawnAt !== null &&
+      (stats.stalePushes === 0 || pubsubRandom() < STALE_TOKEN_RATE)
+    ) {
+      stats.stalePushes++;
+      // Issued an hour and a minute ago: expired, past the clock tolerance.
+      const issuedS = Math.floor(Date.now() / 1000) - 3660;
+      return {
+        token: await google.issuer.token(audience, PUBSUB_ACCOUNT, issuedS),
+        stale: true,
+        old: false,
+      };
+    }
+    const old = tokens.get(`${google.issuer.kid} ${audience}`);
+    if (
+      rotation.listedAt !== null && rotation.expiredAt === null &&
+      old !== undefined && pubsubRandom() < OLD_TOKEN_RATE
+    ) {
+      stats.oldKeyPushes++;
+      return { token: await old, stale: false, old: true };
+    }
+    if (rotation.signing === google.next) stats.newKeyPushes++;
+    return { token: await googleToken(audience), stale: false, old: false };
+  };
+
+  /**
+   * `post`, counting a push with the first key's token in flight (the key
+   * is withdrawn only once none is), and noting the first answer to one
+   * signed by the next key, and to one with an expired token of the first.
+   */
+  const postPush = async (
+    path: string,
+    body: string,
+    token: { token: string; old: boolean; stale: boolean },
+  ): Promise<Attempt> => {
+    if (token.old) rotation.oldInFlight++;
+    const next = !token.old && !token.stale &&
+      rotation.signing === google.next;
+    try {
+      const attempt = await post(path, body, {
+        authorization: `Bearer ${token.token}`,
+      });
+      if (attempt.kind === "answer") {
+        if (next) rotation.newKeyAnsweredAt ??= now();
+        if (token.stale) rotation.staleAnsweredAt ??= now();
+      }
+      return attempt;
+    } finally {
+      if (token.old) rotation.oldInFlight--;
+    }
+  };
+
+  /** One push with `token` to `path`, which must be refused (401) and touch nothing. */
+  const refusedPush = async (
+    job: JobRecord,
+    path: string,
+    body: string,
+    token: string,
+    what: string,
+  ): Promise<void> => {
+    try {
+      const res = await fetch(`${server.base}${path}`, {
+        method: "POST",
+        body,
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${token}`,
+        },
+        signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
+      });
+      await res.body?.cancel();
+      if (res.status !== 401) {
+        unexpected.push(
+          `${job.intentId}: a push with ${what} answered ${res.status} on ${path}, not 401`,
+        );
+      }
+    } catch {
+      // the server died under it
+    }
   };
 
   /**
    * Pub/Sub's push of the job's message (`deliveryAttempt` `n`, the
-   * subscription's dead-letter policy being set), or, with `gaveUp`, the
+   * subscription's dead-letter policy being set; none on the subscription
+   * without one, whose pushes the service counts), or, with `gaveUp`, the
    * dead-letter topic's push of it: a message of its own (`deadLetterId`)
    * whose attributes name the source subscription, its delivery count and
    * the source's publish time (in Google's other format, `+00:00`).
@@ -2151,42 +2420,55 @@ async function runCrashTest(
           messageId: job.messageId,
           publishTime: job.publishTime,
         },
-        subscription:
-          `projects/${PUBSUB_PROJECT}/subscriptions/${PUBSUB_SUBSCRIPTION}`,
-        deliveryAttempt: n,
+        subscription: `projects/${PUBSUB_PROJECT}/subscriptions/${
+          job.counted ? PUBSUB_COUNTED_SUBSCRIPTION : PUBSUB_SUBSCRIPTION
+        }`,
+        ...(job.counted ? {} : { deliveryAttempt: n }),
       });
       if (queueRandom() < REPLAY_RATE) {
         // A Google token for another audience (the dead-letter route's):
         // Google issues tokens for any audience, so only the audience
         // check refuses it, and it must touch nothing.
         stats.misdirected++;
-        try {
-          const res = await fetch(`${server.base}/v1/pubsub`, {
-            method: "POST",
-            body,
-            headers: {
-              "content-type": "application/json",
-              authorization: `Bearer ${await googleToken(
-                `${PUBLIC_URL}/v1/pubsub/dead-letter`,
-              )}`,
-            },
-            signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
-          });
-          await res.body?.cancel();
-          if (res.status !== 401) {
-            unexpected.push(
-              `${job.intentId}: a push with a token for the dead-letter route's audience answered ${res.status} on /v1/pubsub, not 401`,
-            );
-          }
-        } catch {
-          // the server died under it
-        }
+        await refusedPush(
+          job,
+          "/v1/pubsub",
+          body,
+          await googleToken(`${PUBLIC_URL}/v1/pubsub/dead-letter`),
+          "a token for the dead-letter route's audience",
+        );
       }
-      return await post("/v1/pubsub", body, {
-        authorization: `Bearer ${await googleToken(
-          `${PUBLIC_URL}/v1/pubsub`,
-        )}`,
-      });
+      if (
+        rotation.listedAt !== null &&
+        (rotation.withdrawnAt === null || rotation.staleAnsweredAt !== null) &&
+        pubsubRandom() < FORGED_KID_RATE
+      ) {
+        // A key Google never listed: the unknown kid may cost a refetch,
+        // rate-limited, and the push is refused. Not between the withdrawal
+        // and the first expired token's answer: its refetch would drop the
+        // withdrawn key from the process that must still hold it.
+        stats.forgedPushes++;
+        await refusedPush(
+          job,
+          "/v1/pubsub",
+          body,
+          await google.forger.token(`${PUBLIC_URL}/v1/pubsub`, PUBSUB_ACCOUNT),
+          `a token of a key Google never listed (kid ${google.forger.kid})`,
+        );
+      }
+      const token = await pushToken(`${PUBLIC_URL}/v1/pubsub`);
+      if (job.counted) {
+        job.countedPushes.set(
+          job.messageId,
+          (job.countedPushes.get(job.messageId) ?? 0) + 1,
+        );
+      }
+      return markPush(
+        job,
+        await postPush("/v1/pubsub", body, token),
+        token.stale,
+        job.counted,
+      );
     }
     stats.deadLetterPushes++;
     const body = JSON.stringify({
@@ -2204,11 +2486,32 @@ async function runCrashTest(
       },
       subscription: `projects/${PUBSUB_PROJECT}/subscriptions/relayer-dead`,
     });
-    return await post("/v1/pubsub/dead-letter", body, {
-      authorization: `Bearer ${await googleToken(
-        `${PUBLIC_URL}/v1/pubsub/dead-letter`,
-      )}`,
-    });
+    const token = await pushToken(`${PUBLIC_URL}/v1/pubsub/dead-letter`);
+    return markPush(
+      job,
+      await postPush("/v1/pubsub/dead-letter", body, token),
+      token.stale,
+      false,
+    );
+  };
+
+  /**
+   * A push's answer, marked as counted (no `deliveryAttempt`) or stale (an
+   * expired token of the withdrawn key), which must have been refused.
+   */
+  const markPush = (
+    job: JobRecord,
+    attempt: Attempt,
+    stale: boolean,
+    counted: boolean,
+  ): Attempt => {
+    if (attempt.kind !== "answer") return attempt;
+    if (stale && attempt.status !== 401) {
+      unexpected.push(
+        `${job.intentId}: a push with an expired token of Google's withdrawn key (kid ${google.issuer.kid}) answered ${attempt.status} on ${attempt.path}, not 401`,
+      );
+    }
+    return { ...attempt, stale, counted };
   };
 
   /**
@@ -2378,6 +2681,18 @@ async function runCrashTest(
         job.ended = true;
         return;
       }
+      if (
+        job.counted &&
+        job.delivery >= COUNTED_PUSH_BOUND * policy.maxDeliveries
+      ) {
+        // Pub/Sub would push on for days; the service's count should have
+        // poisoned it at MAX_DELIVERIES.
+        unexpected.push(
+          `${job.intentId}: Pub/Sub pushed ${job.messageId} ${job.delivery} times without deliveryAttempt and the service never acked it: its own count (by message id) never poisoned the job`,
+        );
+        job.ended = true;
+        return;
+      }
       const last = job.queueLimit !== null &&
         job.delivery + 1 >= job.queueLimit;
       const early = last && job.giveUpInFlight;
@@ -2432,6 +2747,9 @@ async function runCrashTest(
         return;
       }
       const { delayMs, acked, lostCopy } = book(job, n, await sent, true);
+      if (acked && job.counted) {
+        stats.countedMostPushes = Math.max(stats.countedMostPushes, n);
+      }
       if (acked) {
         trails.add(job.intentId, `job ended at delivery ${n}`);
         job.ended = true;
@@ -2456,6 +2774,19 @@ async function runCrashTest(
   const earlyGiveUp = (job: JobRecord) => {
     job.queueLimit = 1;
     job.giveUpInFlight = true;
+  };
+
+  /**
+   * Sometimes a Pub/Sub publication goes through the subscription without
+   * a dead-letter policy: no `deliveryAttempt`, no give-up.
+   */
+  const drawSubscription = (job: JobRecord) => {
+    job.counted = job.lane === "pubsub" &&
+      pubsubRandom() < PUBSUB_COUNTED_RATE;
+    if (!job.counted) return;
+    stats.pubsubCounted++;
+    job.queueLimit = null;
+    job.giveUpInFlight = false;
   };
 
   /** The intent's view over the ops API, waiting out kills. */
@@ -2508,15 +2839,15 @@ async function runCrashTest(
     if (lane !== "generic") {
       if (lane === "qstash") stats.qstashJobs++;
       else stats.pubsubJobs++;
-      if (queueRandom() < EARLY_GIVE_UP) {
-        earlyGiveUp(job);
-        return;
-      }
     }
-    job.queueLimit = queueRandom() < GIVE_UP_RATE
-      ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
-      : null;
-    job.giveUpInFlight = queueRandom() < 0.6;
+    if (lane !== "generic" && queueRandom() < EARLY_GIVE_UP) earlyGiveUp(job);
+    else {
+      job.queueLimit = queueRandom() < GIVE_UP_RATE
+        ? 1 + Math.floor(queueRandom() * (policy.maxDeliveries + 1))
+        : null;
+      job.giveUpInFlight = queueRandom() < 0.6;
+    }
+    drawSubscription(job);
   };
 
   /**
@@ -2852,6 +3183,8 @@ async function runCrashTest(
     }
   };
 
+  /** Whether the killer is killing the server, or starting the next. */
+  let killing = false;
   const killer = async (): Promise<void> => {
     const expected = options.intents * 3;
     const segment = Math.max(8, Math.floor(expected / (options.kills + 1)));
@@ -2880,16 +3213,85 @@ async function runCrashTest(
         }
         await sleep(Math.floor(extraMs / 3));
       } else await sleep(extraMs);
+      // Nor before the process that held only the first key has answered a
+      // push signed by the next (it has to refetch), nor before the one
+      // that still holds the withdrawn key has answered one of its expired
+      // tokens (only the token's exp refuses it there).
+      const rotating = now() + 300;
+      while (
+        ((rotation.listedAt !== null && rotation.newKeyAnsweredAt === null) ||
+          (rotation.withdrawnAt !== null &&
+            rotation.staleAnsweredAt === null)) &&
+        now() < rotating && !allEnded
+      ) {
+        checkAlive();
+        await Promise.race([sleep(2), failed.promise]);
+      }
       if (givingUpNow > 0) stats.killsInGiveUp++;
       if (redrivingNow > 0) stats.killsInRedrive++;
       if (allEnded) return;
       const from = now();
       trails.everyone(`SIGKILL server ${server.generation}`);
+      killing = true;
       await server.kill();
       stats.kills.push({ from, to: now() });
       stats.restarts++;
       await server.start(deadline);
+      killing = false;
       trails.everyone(`server ${server.generation} up`);
+    }
+  };
+
+  /**
+   * Google rotates its keys mid-run: once {@linkcode ROTATE_AT} of the
+   * answers the run expects came, it lists its next key beside the first
+   * and signs new tokens with it; once {@linkcode WITHDRAW_AT} came, the
+   * first key's tokens have expired (no push carries one), and once none
+   * is in flight it is withdrawn (as Google withdraws a key only after its
+   * last token expired).
+   */
+  const rotator = async (): Promise<void> => {
+    const expected = options.intents * 3;
+    // Each step once the process at work has Google's keys cached (and is
+    // not being killed): the listing finds it holding the first key only,
+    // the withdrawal still holding the first key.
+    const cached = () =>
+      !killing &&
+      (google.standIn.fetchedAt.at(-1) ?? -Infinity) >
+        (stats.kills.at(-1)?.to ?? -Infinity) &&
+      server.answered > 0;
+    const steps: [number, () => Promise<void>][] = [
+      [ROTATE_AT, () => {
+        google.standIn.serve([...google.issuer.jwks, ...google.next.jwks]);
+        rotation.signing = google.next;
+        rotation.listedAt = now();
+        trails.everyone(
+          `Google lists key ${google.next.kid} beside ${google.issuer.kid}, and signs new tokens with it`,
+        );
+        return Promise.resolve();
+      }],
+      [WITHDRAW_AT, async () => {
+        rotation.expiredAt = now();
+        while ((rotation.oldInFlight > 0 || !cached()) && !allEnded) {
+          checkAlive();
+          await Promise.race([sleep(2), failed.promise]);
+        }
+        google.standIn.serve(google.next.jwks);
+        rotation.withdrawnAt = now();
+        trails.everyone(
+          `Google withdraws key ${google.issuer.kid} (its tokens expired)`,
+        );
+      }],
+    ];
+    for (const [share, step] of steps) {
+      while (
+        (stats.answeredTotal < expected * share || !cached()) && !allEnded
+      ) {
+        checkAlive();
+        await Promise.race([sleep(5), failed.promise]);
+      }
+      if (allEnded) return;
+      await step();
     }
   };
 
@@ -3002,6 +3404,8 @@ async function runCrashTest(
         queueLimit: behaviourRandom() < GIVE_UP_RATE
           ? 1 + Math.floor(behaviourRandom() * (policy.maxDeliveries + 1))
           : null,
+        counted: false,
+        countedPushes: new Map(),
         giveUpInFlight: behaviourRandom() < 0.6,
         messageId: `m-${id}-1`,
         publishTime: new Date().toISOString(),
@@ -3017,6 +3421,7 @@ async function runCrashTest(
         else stats.pubsubJobs++;
         if (behaviourRandom() < EARLY_GIVE_UP) earlyGiveUp(jobs.get(id)!);
       }
+      drawSubscription(jobs.get(id)!);
     }
     await Promise.all(plans.map((plan) =>
       limiter.run(async () => {
@@ -3051,7 +3456,12 @@ async function runCrashTest(
     ]).then(() => {
       allEnded = true;
     });
-    const background = Promise.all([killer(), sampler(), faulter()]);
+    const background = Promise.all([
+      killer(),
+      sampler(),
+      faulter(),
+      rotator(),
+    ]);
     // The operator works on until the last late copy is answered.
     const operating = operator();
     await Promise.race([
@@ -3123,6 +3533,34 @@ async function runCrashTest(
       violations.push(
         "Pub/Sub pushes were answered, yet the service never fetched Google's keys: the lane did not verify what it claims",
       );
+    }
+    if (stats.pubsubJobs > 0 && rotation.withdrawnAt === null) {
+      violations.push(
+        "every job ended before Google's keys were rotated and the old one withdrawn: the lane did not check what it claims (run more intents)",
+      );
+    }
+    // Each process fetches Google's keys once, then each of its two
+    // verifiers at most once a refetch interval for a kid it does not
+    // know (the rotation's, a forger's). Generation g runs from the end of
+    // kill g - 1 to the end of kill g (the next starts after it).
+    const fetchesBy = fetchesByGeneration(
+      google.standIn.fetchedAt,
+      stats.kills,
+      started,
+      now(),
+    );
+    for (const { generation, fetches, lifeMs } of fetchesBy) {
+      const allowed = 1 +
+        2 * (1 + Math.floor(lifeMs / JWKS_REFETCH_INTERVAL_MS));
+      if (fetches > allowed) {
+        violations.push(
+          `server ${generation} fetched Google's keys ${fetches} times in ${
+            (lifeMs / 1000).toFixed(1)
+          }s (at most ${allowed}: once, then once per verifier and ${
+            formatDuration(JWKS_REFETCH_INTERVAL_MS)
+          } for an unknown kid): the refetch is not rate-limited`,
+        );
+      }
     }
 
     // Summary.
@@ -3196,11 +3634,24 @@ async function runCrashTest(
         `samples      ${stats.samples} intent reads during the run`,
         `give-ups     ${stats.giveUps} (${stats.giveUpsInFlight} with the last delivery in flight, ${stats.heldUp} of them held up until after the give-up, ${stats.giveUpRepeats} repeated later), ${stats.republished} jobs published again`,
         `qstash       ${stats.qstashJobs} publications through /v1/qstash (give-ups on /v1/qstash/failed), ${stats.lateCopies} late copies after an acked give-up; ${stats.killsInGiveUp} kills during a give-up or late copy`,
-        `pubsub       ${stats.pubsubJobs} publications through /v1/pubsub (deliveryAttempt; Pub/Sub's own backoff, ${
+        `pubsub       ${stats.pubsubJobs} publications through /v1/pubsub (Pub/Sub's own backoff, ${
           formatDuration(pubsubMinBackoffMs)
         } to ${
           formatDuration(pubsubMaxBackoffMs)
-        }), ${stats.deadLetterPushes} dead-letter pushes, ${stats.pubsubLateCopies} late copies after an acked one, ${stats.misdirected} with another audience's token (each must be 401); Google's keys fetched ${google.standIn.fetches} times through the stand-in`,
+        }; ${stats.pubsubCounted} without deliveryAttempt, counted by the service and acked within ${stats.countedMostPushes} pushes), ${stats.deadLetterPushes} dead-letter pushes, ${stats.pubsubLateCopies} late copies after an acked one, ${stats.misdirected} with another audience's token (each must be 401)`,
+        `google keys  ${
+          rotation.listedAt === null
+            ? "never rotated"
+            : `${google.next.kid} listed at ${
+              ((rotation.listedAt - started) / 1000).toFixed(2)
+            }s, ${google.issuer.kid} withdrawn at ${
+              rotation.withdrawnAt === null
+                ? "never"
+                : `${((rotation.withdrawnAt - started) / 1000).toFixed(2)}s`
+            }`
+        }; pushes with ${google.issuer.kid}'s token after the listing ${stats.oldKeyPushes}, with ${google.next.kid}'s ${stats.newKeyPushes}, with an expired token of the withdrawn key ${stats.stalePushes} (each must be 401, then pushed again), with a made-up kid ${stats.forgedPushes} (each must be 401); fetched ${google.standIn.fetches} times through the stand-in (by server: ${
+          fetchesBy.map((g) => g.fetches).join(", ")
+        })`,
         `redrives     ${stats.redriveRounds} rounds on listed letters (${stats.redrivePairs} two at once, ${stats.redriveRetries} tried again after a 503 or a lost answer): answers ${
           show(new Map([...stats.redriveStatuses].sort()))
         }; QStash took ${stats.redrivePublished} jobs (delivered through /v1/qstash), dropped ${qstash.deduplicated} repeated deduplication ids, was down for ${qstash.down} and lost the answer to ${qstash.lostAnswers}; ${stats.killsInRedrive} kills during a redrive`,

@@ -1,8 +1,9 @@
 /**
  * The crash test's overlap check (I5): every pair of sends, so a send in
  * flight at a kill, between two others, does not hide their overlap; its
- * booking of answers (under the publication they came in); and its
- * `--trace` flag.
+ * booking of answers (under the publication they came in; Pub/Sub's
+ * counted pushes and refused stale tokens); its count of each process's
+ * fetches of Google's keys; and its `--trace` flag.
  *
  * @module
  */
@@ -12,6 +13,7 @@ import {
   type AnswerBody,
   type Attempt,
   bookAnswers,
+  fetchesByGeneration,
   type JobRecord,
   overlappingSends,
   parseOptions,
@@ -64,6 +66,8 @@ const job = (generation: number, lane: JobRecord["lane"] = "qstash") => ({
   lostCopyAfterAck: false,
   generation,
   queueLimit: null,
+  counted: false,
+  countedPushes: new Map<string, number>(),
   giveUpInFlight: false,
   messageId: `m-pi_0035-${generation}`,
   publishTime: "2026-01-01T11:00:00.123Z",
@@ -78,12 +82,14 @@ const answer = (
   path: string,
   status: number,
   body: AnswerBody = {},
+  marks: { counted?: boolean; stale?: boolean } = {},
 ): Attempt => ({
   kind: "answer",
   path,
   status,
   body,
   retryAfter: null,
+  ...marks,
 });
 
 Deno.test("bookAnswers() books a poison answer under the publication it came in, not one a redrive made since", () => {
@@ -106,4 +112,43 @@ Deno.test("bookAnswers() books a poison answer under the publication it came in,
     generation: 1,
   }]);
   assert.deepEqual(unexpected, []);
+});
+
+Deno.test("bookAnswers() keeps a counted push's 204 off the delivery numbers, and waits out a stale token's 401", () => {
+  const record = job(1, "pubsub");
+  const unexpected: string[] = [];
+  const options = {
+    live: true,
+    generation: 1,
+    pubsubBackoff: () => 70,
+    unexpected,
+  };
+  // Refused, as an expired token must be: Pub/Sub pushes again.
+  const refused = bookAnswers(record, 3, [
+    answer("/v1/pubsub", 401, {}, { stale: true }),
+  ], options);
+  assert.deepEqual(refused, { delayMs: 70, acked: false, lostCopy: false });
+  assert.deepEqual(unexpected, []);
+  // Without deliveryAttempt the service's count is not 4.
+  const acked = bookAnswers(record, 4, [
+    answer("/v1/pubsub", 204, {}, { counted: true }),
+  ], options);
+  assert.equal(acked.acked, true);
+  assert.deepEqual([...record.unread], []);
+  // A 401 to a push with a valid token is a violation.
+  bookAnswers(record, 5, [answer("/v1/pubsub", 401)], options);
+  assert.equal(unexpected.length, 1);
+  assert.match(unexpected[0]!, /Pub\/Sub push 5 to \/v1\/pubsub answered 401/);
+});
+
+Deno.test("fetchesByGeneration() counts each process's fetches of Google's keys, a fetch until its kill ended being the dying one's", () => {
+  const kills = [{ from: 100, to: 120 }, { from: 300, to: 310 }];
+  assert.deepEqual(
+    fetchesByGeneration([5, 60, 110, 120, 130, 400, 999], kills, 0, 1000),
+    [
+      { generation: 1, fetches: 4, lifeMs: 120 },
+      { generation: 2, fetches: 1, lifeMs: 190 },
+      { generation: 3, fetches: 2, lifeMs: 690 },
+    ],
+  );
 });
