@@ -836,7 +836,14 @@ function suite(backend: Backend): void {
       deliveries: 3,
       queue: { queue: "pubsub", messageId: "dl-1" },
     });
-    await redriveOverGiveUp(relayer, store);
+    const { first, second } = await redriveOverGiveUp(relayer, store);
+    // Its own letter: this give-up's count, reason and time, not the
+    // letter of the message it replaced with only the ids changed.
+    assert.deepEqual(
+      [second.deliveries, second.reason, second.cause],
+      [5, "the queue gave up after 5 deliveries", "exhausted"],
+    );
+    assert.equal(first.deliveries, 3);
     assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
   });
 
@@ -1154,6 +1161,64 @@ function suite(backend: Backend): void {
       );
     }
     assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() backs a busy delivery off by the policy's delay for its number, as a failure would be: busy answers spend a queue's retries no faster", async () => {
+    const { relayer, store } = await setup(
+      { state: "settling", hold: "pending", settlingSince: 0 },
+    );
+    const seen = await intent(store);
+    await store.beginBroadcast("pi_0001", seen.version, 0, {
+      lease: { owner: "someone else", ttlMs: 10_000_000, now: 0, keep: true },
+    });
+    // 5 s doubling to the 2 min cap, unjittered: a busy delivery waiting
+    // only the first delay would use up a queue's retry limit (QStash's
+    // Upstash-Retries) in the lease's time, long before the rescue window.
+    for (const [n, delayMs] of [[1, 5_000], [3, 20_000], [9, 120_000]]) {
+      const outcome = await relayer.deliver(job, n);
+      assert.deepEqual(
+        outcome.action === "retry" && [outcome.reason, outcome.delayMs],
+        ["intent pi_0001 is busy with another delivery", delayMs],
+        `#${n}`,
+      );
+    }
+  });
+
+  test("createRelayer() takes a queue's give-up for a message id another queue's letter names as a give-up of another message: the settling payment is resolved", async () => {
+    const { relayer, store, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0x1" }] },
+    );
+    // A bridge gave up on its message 4242 while the intent was
+    // authorized: the job dropped, its letter naming that message.
+    const dropped = await relayer.giveUp(job, {
+      deliveries: 3,
+      queue: { queue: "generic", messageId: "4242" },
+    });
+    assert.equal(dropped.action, "poison");
+    clock.now += LEASE_LAPSED_MS;
+    // A job published through Pub/Sub sends; Pub/Sub then gives up on
+    // its own message 4242 (its ids are numbers too).
+    assert.equal((await relayer.deliver(job, 1)).action, "retry");
+    assert.equal((await intent(store)).state, "settling");
+    const outcome = await relayer.giveUp(job, {
+      deliveries: 5,
+      queue: { queue: "pubsub", messageId: "4242" },
+    });
+    // Not the bridge's give-up repeated: the first resolution does not
+    // stand for it, or the payment would stay settling with no job.
+    assert.deepEqual(
+      outcome.action === "poison" && [outcome.reason, outcome.resolution],
+      [
+        "the queue gave up after 5 deliveries",
+        "last broadcast sent as 0x1, needs review",
+      ],
+    );
+    assert.equal((await intent(store)).state, "needs_review");
+    assert.deepEqual((await store.getDeadLetter("pi_0001/settle"))?.queue, {
+      queue: "pubsub",
+      messageId: "4242",
+    });
   });
 
   test("createRelayer() never sends twice when a race is lost after a send: the record's lost race fails the delivery instead of planning again", async () => {
