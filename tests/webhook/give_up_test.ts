@@ -250,6 +250,30 @@ Deno.test("POST /v1/pubsub/dead-letter resolves the job with the source's delive
   assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
 });
 
+Deno.test("POST /v1/pubsub/dead-letter takes a source delivery count under 1 or unreadable as missing: resolved with the store's count, never refused for good", async () => {
+  for (const count of ["0", "-3", "1.5", "five"]) {
+    const { app, store } = await withDeadLetterRoute([settling]);
+    const g = await theGoogle();
+    const res = await app.request("/v1/pubsub/dead-letter", {
+      method: "POST",
+      body: deadLetterEnvelope(job, {
+        CloudPubSubDeadLetterSourceDeliveryCount: count,
+      }),
+      headers: {
+        authorization: `Bearer ${await g.token({
+          aud: DEAD_LETTER_AUDIENCE,
+        })}`,
+      },
+    });
+    // A 503 here would come back on every push of the dead-letter
+    // topic: the give-up never resolved, the payment left settling.
+    assert.equal(res.status, 204, count);
+    const letter = await store.getDeadLetter("pi_0002/settle");
+    assert.equal(letter?.reason, "the queue gave up after 1 delivery", count);
+    assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+  }
+});
+
 Deno.test("POST /v1/pubsub/dead-letter refuses the main route's audience (401) and acks an unreadable job (204), kept visible as a dead letter", async () => {
   const { app, store, writes } = await withDeadLetterRoute([settling]);
   const g = await theGoogle();
