@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { DEFAULT_POLICY, parseDuration } from "../../mod.ts";
 
 /**
  * The tables of `examples/cloudflare/wrangler.toml`, read as this file
@@ -62,5 +63,23 @@ Deno.test("wrangler.toml's dead-letter consumer retries a batch the handler neve
     `the dead-letter queue retries a failed batch for ${
       retries * delaySeconds
     } s (max_retries ${retries} × retry_delay ${delaySeconds}), less than 14 days`,
+  );
+});
+
+Deno.test("wrangler.toml's jobs consumer retries a batch the handler never settled no sooner than the policy's cap, so such attempts keep the rescue window", () => {
+  // Each such retry is an attempt, the delivery number the policy counts.
+  // At the default retry_delay of 0 a run of them (a bad deploy, batches out
+  // of wall time) spends the policy's deliveries in seconds, and a settling
+  // payment is poisoned to review before it could be rescued. No gap
+  // shorter than the policy's cap keeps every gap at least the policy's own.
+  const capMs = vars.has("CAP")
+    ? parseDuration(vars.get("CAP")!)
+    : DEFAULT_POLICY.capMs;
+  const delaySeconds = Number(jobs.get("retry_delay") ?? "0");
+  assert.ok(
+    delaySeconds * 1000 >= capMs && delaySeconds <= 43_200,
+    `the jobs consumer's retry_delay is ${delaySeconds} s: set it to the policy's cap (${
+      capMs / 1000
+    } s) or more, and at most 12 h`,
   );
 });
