@@ -17,6 +17,10 @@
 // max_retries, Cloudflare moves the message to the dead-letter queue, and
 // the give-up there outlasts the outage; the message kept its id into the
 // dead-letter queue, and a late copy of it on the jobs queue sends nothing.
+// Then what the queues do with a batch the handler never settles (a
+// consumer that throws comes back after its retryDelay, into the
+// dead-letter queue and then nowhere; an explicit delaySeconds wins over
+// retryDelay), which wrangler.toml's retry_delay rests on.
 // With POSTGRES_SCRIPT set, it runs PostgresStore on workerd instead
 // (tools/_postgres_worker.ts, nodejs_compat, on the real server at
 // DATABASE_URL, which the example reaches through Miniflare's local
@@ -1452,6 +1456,87 @@ async function postgresCheck() {
 }
 
 /**
+ * What the queues do with a batch the handler never settles, which
+ * docs/queues.md ("A batch the handler never settles") and
+ * examples/cloudflare/wrangler.toml's `retry_delay` rest on, on a Worker of
+ * its own: a consumer that throws (the Worker failing before the handler
+ * runs) gets each message back after the consumer's `retryDelay`, one
+ * attempt each, into the dead-letter queue and, out of retries there,
+ * nowhere; a consumer that retries with `delaySeconds: 1` gets it back
+ * after 1 s, whatever its `retryDelay`.
+ */
+async function unsettledBatches() {
+  const script = `
+    const seen = [];
+    export default {
+      fetch: () => Response.json(seen),
+      async queue(batch) {
+        for (const m of batch.messages) {
+          seen.push({ queue: batch.queue, attempts: m.attempts, at: Date.now() });
+        }
+        if (batch.queue === "explicit") {
+          for (const m of batch.messages) m.retry({ delaySeconds: 1 });
+          return;
+        }
+        throw new Error("the Worker failed before the handler ran");
+      },
+    };`;
+  const mf = new Miniflare({
+    modules: true,
+    script,
+    compatibilityDate: process.env.COMPAT_DATE,
+    queueProducers: { BYPASS: "bypass", EXPLICIT: "explicit" },
+    queueConsumers: {
+      bypass: {
+        maxBatchTimeout: 1,
+        maxRetries: 1,
+        retryDelay: 3,
+        deadLetterQueue: "bypass-dlq",
+      },
+      "bypass-dlq": { maxBatchTimeout: 1, maxRetries: 1, retryDelay: 3 },
+      explicit: { maxBatchTimeout: 1, maxRetries: 1, retryDelay: 6 },
+    },
+  });
+  try {
+    await mf.ready;
+    const body = { intentId: "pi_0001", kind: "settle" };
+    await (await mf.getQueueProducer("BYPASS")).send(body);
+    await (await mf.getQueueProducer("EXPLICIT")).send(body);
+    // bypass: 1 s batch + 3 s, 3 times; then nothing. explicit: 1 s + 1 s.
+    await new Promise((resolve) => setTimeout(resolve, 17_000));
+    const seen = await (await mf.dispatchFetch(`${PUBLIC_URL}/`)).json();
+    const on = (queue) => seen.filter((m) => m.queue === queue);
+    const gaps = (list) => list.slice(1).map((m, i) => m.at - list[i].at);
+    const bypassed = [...on("bypass"), ...on("bypass-dlq")];
+    assertEqual(
+      bypassed.map((m) => `${m.queue} #${m.attempts}`),
+      ["bypass #1", "bypass #2", "bypass-dlq #1", "bypass-dlq #2"],
+      "a batch that throws: retried, an attempt each, into the dead-letter queue and then dropped",
+    );
+    // The move to the dead-letter queue waits no retryDelay: gaps 1 and 3.
+    const [first, , third] = gaps(bypassed);
+    if (first < 3000 || third < 3000) {
+      fail(
+        `a batch that throws came back after ${first} ms and ${third} ms, not the consumer's retryDelay (3 s): wrangler.toml's retry_delay would not hold a give-up the handler never settled`,
+      );
+    }
+    const explicit = gaps(on("explicit"));
+    if (explicit.length !== 1 || explicit[0] >= 6000) {
+      fail(
+        `retry({ delaySeconds: 1 }) on a consumer with retryDelay 6 came back after ${explicit} ms: retry_delay would override the handler's own delays`,
+      );
+    }
+    console.log(
+      `  [unsettled batches] a consumer that throws: back after ${first} ms and ${third} ms (retryDelay 3 s), then dropped; retry({ delaySeconds: 1 }) over retryDelay 6 s: back after ${
+        explicit[0]
+      } ms`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
+/**
  * The Worker must not start on `vars` (unquoted `[vars]`, JSON bindings):
  * workerd's `Uncaught …` line must match `uncaught`. Shows that workerd
  * hands the Worker the number or boolean itself (only a number is refused
@@ -1500,6 +1585,7 @@ try {
     await refusedVars();
     for (const flags of [[], ["nodejs_compat"]]) await check(flags);
     await outage();
+    await unsettledBatches();
   }
 } catch (error) {
   console.error(

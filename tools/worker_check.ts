@@ -21,7 +21,10 @@
  * reach the dead-letter queue with its `message.id` (what the give-up
  * marks), and a late copy of it on the jobs queue (a `queue` event with
  * that id) must be acked and send nothing, where a message with another id
- * sends. The policy's delays
+ * sends; and a consumer that throws (the handler never runs) must get each
+ * message back after the consumer's `retryDelay`, and one that retries
+ * with `delaySeconds` after that delay, whatever its `retryDelay`
+ * (what `wrangler.toml`'s `retry_delay` rests on). The policy's delays
  * are 3 s, longer than the consumers' batch timeout (1 s), and the gap
  * between two deliveries of a retried job must show them: a
  * `message.retry()` without `delaySeconds` comes back at the next batch.
