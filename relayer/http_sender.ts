@@ -157,7 +157,7 @@ interface Answer {
  * // Canned answers instead of a network: a broadcast, then a declared refusal.
  * const answers = [
  *   Response.json({ txHash: "0xabc" }),
- *   Response.json({ error: "nonce too low", notSent: true }, { status: 409 }),
+ *   Response.json({ error: "signer is locked: nothing signed", notSent: true }, { status: 503 }),
  *   Response.json({ status: "confirmed" }),
  * ];
  * const sender = new HttpSender({
@@ -174,7 +174,7 @@ interface Answer {
  *
  * assert.deepEqual(await sender.send(intent, { replace: false }), { txHash: "0xabc" });
  * await assert.rejects(sender.send(intent, { replace: false }), (error: Error) => {
- *   assert.equal(error.message, "signer answered 409: nonce too low");
+ *   assert.equal(error.message, "signer answered 503: signer is locked: nothing signed");
  *   assert.equal(isNotSent(error), true);
  *   assert.equal(isPoison(error), false);
  *   return true;
@@ -366,9 +366,9 @@ export class HttpSender implements Sender {
    *
    * const sender = new HttpSender({
    *   url: "https://signer.example",
-   *   fetch: () => Promise.resolve(Response.json({ error: "no such tx" }, { status: 404 })),
+   *   fetch: () => Promise.resolve(Response.json({ error: "node unreachable" }, { status: 502 })),
    * });
-   * await assert.rejects(sender.receipt("0xabc"), /signer answered 404: no such tx/);
+   * await assert.rejects(sender.receipt("0xabc"), /signer answered 502: node unreachable/);
    * ```
    */
   async receipt(txHash: string): Promise<ReceiptStatus> {

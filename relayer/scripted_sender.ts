@@ -15,7 +15,7 @@ import type { ReceiptStatus, Sender } from "./sender.ts";
  * import { isNotSent, MemoryStore, notSent, ScriptedSender, type SendStep } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
- * const refused: SendStep = { error: notSent(new Error("nonce too low")) };
+ * const refused: SendStep = { error: notSent(new Error("signer is locked: nothing signed")) };
  * const accepted: SendStep = { txHash: "0xabc" };
  * const sender = new ScriptedSender({ pi_0001: { sends: [refused, accepted] } });
  * const intent = await new MemoryStore().createIntent({ id: "pi_0001" });

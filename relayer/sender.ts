@@ -68,7 +68,8 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  *
  * The nonce is the Sender's to keep, one per intent:
  * - `replace: false` comes only while nothing of the intent may have left:
- *   sign with a fresh nonce and keep it with the intent's id;
+ *   sign with a fresh nonce and keep it with the intent's id before the
+ *   tx leaves;
  * - `replace: true` is a rescue (a tx stuck or dropped, a send whose
  *   outcome is unknown, a send after one declared not sent when an earlier
  *   one may have left, or an intent imported with a send on record): sign
@@ -80,7 +81,10 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  *   holds only if the nonce is kept **durably before the tx leaves**: a
  *   signer that keeps it once the node accepted the tx, and dies between
  *   the two, finds none kept for a tx that is out there, and a fresh nonce
- *   pays twice.
+ *   pays twice. An intent imported with a send on record (`createIntent`
+ *   with `mayHaveSent`) was sent by another process, whose send never
+ *   reached this signer: keep its tx's nonce for the intent before you
+ *   import it, or the signer finds none kept and a fresh nonce pays twice.
  * - a rescue may come for a tx already mined (a receipt `pending` until
  *   final, or a send whose answer was lost): if the kept nonce is used by
  *   a tx of this intent, return that tx's hash rather than throw. The

@@ -76,7 +76,7 @@ Deno.test("a Sender written from its docs on an EVM-like chain never pays twice,
     fc.asyncProperty(plans(asDocumented, "route"), moneyHolds),
     { numRuns: 300 },
   );
-  // "nonce too low" answered notSent, as HttpSender's example does: no
+  // "nonce too low" answered notSent (409) rather than the own tx's hash: no
   // money lost, only paid payments left to review.
   await fc.assert(
     fc.asyncProperty(
