@@ -141,10 +141,11 @@ interface Answer {
  * have sent, so the relayer never fails the payment on it.
  *
  * `receipt` reads `{url}/receipt/{txHash}` and returns its `status`. An
- * error answer that says `poison: true` (a tx mined but reverted: the
- * payment did not happen, and its nonce is spent) throws `poison(...)`, and
- * the intent goes to review; any other answer throws a plain `Error`, which
- * the relayer retries.
+ * error answer that says `poison: true` (a tx mined but reverted, once
+ * final: the payment did not happen, and its nonce is spent) throws
+ * `poison(...)`, and the intent goes to review; any other answer throws a
+ * plain `Error`, which the relayer retries (a tx the node does not know is
+ * `dropped`, not an error).
  *
  * Redirects are not followed: a redirected POST may be re-sent or turned
  * into a GET, and the answer would not say which.
