@@ -1,6 +1,7 @@
 /**
  * I1–I6 of DESIGN §5 over generated histories: sender outcomes, crashes
- * before and after every store write, duplicate deliveries, store-counted
+ * before and after every store write, store faults on every kind of write,
+ * duplicate deliveries, store-counted
  * and queue-counted deliveries, atomic and ledger-first stores, and queues
  * that give up beside their last delivery.
  */
@@ -134,6 +135,12 @@ for (const backend of BACKENDS) {
 Deno.test("the generated histories reach crashes between ledger and state, duplicates, give-ups and every ending", async () => {
   const totals = {
     crashes: 0,
+    faults: 0,
+    "after writeAhead": 0,
+    "before record": 0,
+    "after ledger": 0,
+    "fault after record": 0,
+    "fault before mark": 0,
     busy: 0,
     gaveUp: 0,
     interruptedFinished: 0,
@@ -146,6 +153,16 @@ Deno.test("the generated histories reach crashes between ledger and state, dupli
   for (const scenario of fc.sample(anyScenario, { numRuns: 300, seed: 42 })) {
     const { stats } = await simulate(scenario, new MemoryStore());
     totals.crashes += stats.crashes;
+    totals.faults += stats.faults;
+    for (
+      const at of [
+        "after writeAhead",
+        "before record",
+        "after ledger",
+        "fault after record",
+        "fault before mark",
+      ] as const
+    ) totals[at] += stats.crashedAt[at] ?? 0;
     totals.gaveUp += stats.gaveUp;
     totals.busy += stats.busy;
     totals.interruptedFinished += stats.interruptedFinished;
