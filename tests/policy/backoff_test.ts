@@ -44,12 +44,34 @@ function saturationProperty(impl: typeof backoff) {
   });
 }
 
+/**
+ * The schedule itself, against DESIGN §4's formula: min(cap, base × 2^(n−1))
+ * is exact in doubles for every finite n (a power of two scales exactly,
+ * and overflows to Infinity, whose min is the cap). Bounds, monotonicity
+ * and saturation alone accept a schedule that starts one doubling early.
+ */
+function formulaProperty(impl: typeof backoff) {
+  return fc.property(
+    anyDelivery,
+    anyBase,
+    anyCap,
+    (delivery, baseMs, capMs) =>
+      impl(delivery, { baseMs, capMs }) ===
+        Math.min(capMs, baseMs * 2 ** (delivery - 1)),
+  );
+}
+
 // The classic bug the loop avoids: a shift wraps at 32 and the delay
 // silently becomes tiny (or negative).
 const shifted: typeof backoff = (
   delivery,
   { baseMs = 5000, capMs = 120_000 } = {},
 ) => Math.min(capMs, baseMs * (1 << (delivery - 1)));
+// One that doubles from delivery 0: 10 s after the first delivery.
+const earlyDoubling: typeof backoff = (
+  delivery,
+  { baseMs = 5000, capMs = 120_000 } = {},
+) => Math.min(capMs, baseMs * 2 ** Math.min(delivery, 1100));
 // And one that stops one millisecond short of the cap until delivery 40.
 const offByOne: typeof backoff = (
   delivery,
@@ -104,6 +126,10 @@ Deno.test("backoff() rejects a delivery that is not an integer >= 1 and names it
   );
 });
 
+Deno.test("backoff() is min(cap, base × 2^(delivery − 1)) for any delivery, base and cap", () => {
+  fc.assert(formulaProperty(backoff));
+});
+
 Deno.test("backoff() stays within [min(base, cap), cap] for any delivery", () => {
   fc.assert(boundsProperty(backoff));
 });
@@ -131,4 +157,11 @@ Deno.test("backoff() properties catch a shift that wraps at 32 and a cap off by 
   assert.equal(catches(boundsProperty(shifted)), true);
   assert.equal(catches(saturationProperty(offByOne)), true);
   assert.equal(catches(monotoneProperty(shifted)), true);
+});
+
+Deno.test("backoff() formula property catches a schedule that starts one doubling early, which the bounds, monotone and saturation properties miss", () => {
+  assert.equal(catches(formulaProperty(earlyDoubling)), true);
+  assert.equal(catches(boundsProperty(earlyDoubling)), false);
+  assert.equal(catches(monotoneProperty(earlyDoubling)), false);
+  assert.equal(catches(saturationProperty(earlyDoubling)), false);
 });

@@ -214,7 +214,9 @@ Deno.test("decide() delays a retry within the jitter bounds of backoff()", () =>
           : policy.jitter === "full"
           ? 0
           : full;
-        return d.delayMs >= floor && d.delayMs <= full;
+        // Whole milliseconds (half + randomInt, DESIGN §4).
+        return Number.isSafeInteger(d.delayMs) && d.delayMs >= floor &&
+          d.delayMs <= full;
       },
     ),
   );
