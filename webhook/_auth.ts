@@ -472,11 +472,11 @@ export class KeysUnavailable extends Error {
  */
 export const JWKS_REFETCH_INTERVAL_MS = 60_000;
 
-/** The `kid` of a JWT's header, unverified; `undefined` if unreadable. */
-function jwtKid(token: string): string | undefined {
+/** Part `index` of a JWT (0 the header, 1 the claims), unverified; `undefined` if unreadable. */
+function jwtPart(token: string, index: 0 | 1): unknown {
   try {
-    const part = token.split(".")[0] ?? "";
-    const header: unknown = JSON.parse(
+    const part = token.split(".")[index] ?? "";
+    return JSON.parse(
       atob(
         part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
           Math.ceil(part.length / 4) * 4,
@@ -484,11 +484,16 @@ function jwtKid(token: string): string | undefined {
         ),
       ),
     );
-    const kid = (header as { kid?: unknown } | null)?.kid;
-    return typeof kid === "string" ? kid : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The `kid` of a JWT's header, unverified; `undefined` if unreadable. */
+function jwtKid(token: string): string | undefined {
+  const kid = (jwtPart(token, 0) as { kid?: unknown } | null | undefined)
+    ?.kid;
+  return typeof kid === "string" ? kid : undefined;
 }
 
 /**
@@ -499,7 +504,9 @@ function jwtKid(token: string): string | undefined {
  * clock within {@linkcode TOKEN_CLOCK_TOLERANCE_MS}. A
  * token whose `kid` is not among the keys makes the keys be fetched again
  * once (at most once per {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`)
- * before it is refused. Throws {@linkcode KeysUnavailable} when the keys
+ * before it is refused, if its claims, read unverified, are those of a
+ * push to this route (issuer, audience, account, in time); any other is
+ * refused without a fetch. Throws {@linkcode KeysUnavailable} when the keys
  * cannot be fetched.
  */
 export function pubsubVerifier(
@@ -533,13 +540,40 @@ export function pubsubVerifier(
     }
   }
 
-  /** The keys, fetched again once when none has `kid`. */
-  async function keysFor(kid: string): Promise<readonly JsonWebKey[]> {
+  /**
+   * Whether a token's claims, unverified, are those of a push to this
+   * route: Google's issuer, this audience, this account, in time. Only
+   * such a token may spend the refetch a minute allows, so a forger who
+   * does not know them cannot use it up just before Google rotates its
+   * keys (every push of the new key then refused until the next one).
+   */
+  function mayBeOurs(token: string): boolean {
+    const claims = jwtPart(token, 1);
+    if (typeof claims !== "object" || claims === null) return false;
+    const { iss, aud, email, email_verified } = claims as Record<
+      string,
+      unknown
+    >;
+    return typeof iss === "string" &&
+      /^(https:\/\/)?accounts\.google\.com$/.test(iss) &&
+      (aud === keys.audience ||
+        (Array.isArray(aud) && aud.includes(keys.audience))) &&
+      typeof email === "string" && email.toLowerCase() === account &&
+      email_verified === true &&
+      inTime(claims as Record<string, unknown>, Date.now());
+  }
+
+  /** The keys, fetched again once when none has `kid` and the token may be ours. */
+  async function keysFor(
+    kid: string,
+    token: string,
+  ): Promise<readonly JsonWebKey[]> {
     const jwks = await load(false);
     if (
       typeof keys.jwks !== "function" ||
       jwks.some((key) => (key as { kid?: unknown }).kid === kid)
     ) return jwks;
+    if (!mayBeOurs(token)) return jwks;
     if (
       refetching === undefined &&
       now() - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS
@@ -557,7 +591,7 @@ export function pubsubVerifier(
     if (!match) return false;
     const kid = jwtKid(match[1]!);
     if (kid === undefined) return false;
-    const jwks = await keysFor(kid);
+    const jwks = await keysFor(kid, match[1]!);
     let payload: Record<string, unknown>;
     try {
       payload = await verifyWithJwks(match[1]!, {

@@ -1016,6 +1016,57 @@ Deno.test("createApp() refetches Google's keys for unknown kids at most once a m
   assert.equal(writes(), 0);
 });
 
+Deno.test("createApp() spends the refetch a minute only on a token with an unknown kid whose claims name its issuer, audience and account: a forger's made-up kid just before Google rotates does not lock the new key out", async () => {
+  const google = await theGoogle();
+  const rotated = { ...google.jwks[0]!, kid: "rotated-in" } as JsonWebKey;
+  const source = rotatingKeys([google.jwks[0]!]);
+  let clock = 1_000_000;
+  const { app } = await makeApp({
+    intents: [created],
+    deps: {
+      now: () => clock,
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: source.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+  const body = envelope(job, { deliveryAttempt: 1 });
+  const send = async (token: string) => {
+    const res = await app.request(
+      "/v1/pubsub",
+      await pubsubRequest(body, token),
+    );
+    await res.body?.cancel();
+    return res.status;
+  };
+  const at = Math.floor(Date.now() / 1000);
+  // Made-up kids with claims that are not this route's: refused, no fetch.
+  for (
+    const claims of [
+      { aud: "https://elsewhere.example/push" },
+      { email: "someone@else.iam.gserviceaccount.com" },
+      { email_verified: false },
+      { iss: "https://evil.example" },
+      { exp: at - 3600, iat: at - 7200 },
+    ]
+  ) {
+    assert.equal(
+      await send(await google.token(claims, { kid: "made-up" })),
+      401,
+      JSON.stringify(claims),
+    );
+  }
+  assert.equal(await send("eyJraWQiOiJ4In0.bm90LWpzb24.AAAA"), 401);
+  assert.equal(source.refreshes, 0);
+  // Google rotates: the first push of its new key is taken at once.
+  source.keys = [google.jwks[0]!, rotated];
+  clock += 1;
+  assert.equal(await send(await google.token({}, { kid: "rotated-in" })), 503);
+  assert.equal(source.refreshes, 1);
+});
+
 Deno.test("createApp() acks an authenticated but unreadable Pub/Sub message with 204, logs it and keeps it as a dead letter", async () => {
   const lines: string[] = [];
   const { app, store } = await makeApp({
