@@ -1,6 +1,7 @@
 /**
  * The README and docs/ as the published package shows them: every
- * relative link resolves to a file that ships.
+ * relative link resolves to a file that ships, and every #anchor to a
+ * heading of its page.
  *
  * @module
  */
@@ -55,4 +56,59 @@ Deno.test("every relative link in the README and docs/ names a file that exists 
   }
   assert.deepEqual(broken, []);
   assert.ok(pages.length > 5);
+});
+
+/**
+ * A heading's anchor as GitHub makes it: lower case, punctuation but `-`
+ * and `_` dropped, each space a `-`; a repeated one gains `-1`, `-2`, ….
+ */
+function anchorsOf(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const anchors = new Set<string>();
+  let fenced = false;
+  for (const line of markdown.split("\n")) {
+    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
+    if (fenced) continue;
+    const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+    if (!heading) continue;
+    const base = heading[1]!
+      .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1") // a link's text only
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+      .replace(/\s/g, "-");
+    const count = seen.get(base) ?? 0;
+    seen.set(base, count + 1);
+    anchors.add(count === 0 ? base : `${base}-${count}`);
+  }
+  return anchors;
+}
+
+Deno.test("every #anchor of a link in the README and docs/ names a heading of the page it points at", async () => {
+  const broken: string[] = [];
+  const texts = new Map<string, string>();
+  const read = async (path: string) => {
+    if (!texts.has(path)) {
+      texts.set(path, await Deno.readTextFile(join(ROOT, path)));
+    }
+    return texts.get(path)!;
+  };
+  let checked = 0;
+  for (const page of pages) {
+    const text = await read(page);
+    for (
+      const [, target, anchor] of text.matchAll(/\]\(([^)#\s]*)#([^)\s]+)\)/g)
+    ) {
+      if (/^[a-z][a-z+.-]*:/.test(target!)) continue; // https:, mailto:
+      if (target !== "" && !target!.endsWith(".md")) continue; // a source line
+      const path = target === ""
+        ? page
+        : posix.normalize(posix.join(posix.dirname(page), target!));
+      checked++;
+      if (!anchorsOf(await read(path)).has(decodeURIComponent(anchor!))) {
+        broken.push(`${page}: ${target}#${anchor} names no heading of ${path}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
+  assert.ok(checked > 10, `only ${checked} anchors checked`);
 });
