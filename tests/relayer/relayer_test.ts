@@ -1163,6 +1163,44 @@ function suite(backend: Backend): void {
     assert.equal(sender.calls.length, 0);
   });
 
+  test("createRelayer() throws the store's failure of a delivery's look at any number, the last included: nothing decided, no letter; a busy look stays busy", async () => {
+    // Decided by the policy, a blip at the queue's last delivery poisoned
+    // the job, and its resolution, reading the intent once the blip was
+    // over, sent a payment whose tx had confirmed to review.
+    let fail: Error | undefined;
+    const { relayer, store } = await setup(
+      { state: "settling", hold: "pending", settlingSince: 0 },
+      { sends: [] },
+      {},
+      (store) =>
+        overriding(store, {
+          getIntent: (id) => {
+            // The next read fails, the look; the reads after it do not.
+            const failing = fail;
+            fail = undefined;
+            return failing ? Promise.reject(failing) : store.getIntent(id);
+          },
+        }),
+    );
+    for (const n of [1, 5, 9]) {
+      const blip = new Error("connection reset by peer");
+      fail = blip;
+      await assert.rejects(relayer.deliver(job, n), (error) => error === blip);
+    }
+    assert.equal((await intent(store)).state, "settling");
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    fail = new BusyError("the pool is busy");
+    assert.deepEqual(
+      await relayer.deliver(job, 5),
+      {
+        action: "retry",
+        delivery: 5,
+        delayMs: 80_000,
+        reason: "intent pi_0001 is busy with another delivery",
+      },
+    );
+  });
+
   test("createRelayer() backs a busy delivery off by the policy's delay for its number, as a failure would be: busy answers spend a queue's retries no faster", async () => {
     const { relayer, store } = await setup(
       { state: "settling", hold: "pending", settlingSince: 0 },
