@@ -1835,6 +1835,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const reset = resetCount === undefined ? {} : { resetCount };
     for (let attempt = 1;; attempt++) {
       const intent = await store.getIntent(job.intentId);
+      if (
+        intent?.state === "settling" && intent.broadcasting !== null &&
+        sending.has(intent.id)
+      ) {
+        // This relayer's own send for it is in flight, whatever the clock
+        // says of its lease: resolved now, the payment would go to review
+        // with no hash on record, and the send's record of the tx that
+        // left be refused. Busy, as the copies of its job are.
+        throw new BusyError(
+          `intent ${intent.id} is being sent by another delivery`,
+        );
+      }
       const plan = planResolution(intent);
       // Only a job that may have been resolved before has a letter to keep:
       // a queue's give-up, or an intent past settling. Never a settling

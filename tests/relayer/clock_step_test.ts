@@ -109,3 +109,46 @@ for (const backend of BACKENDS) {
     });
   }
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a queue's give-up that arrives while this process's send for the intent is in flight answers busy when the clock stepped forward mid-send, and resolves with the send's hash on record once it is over`, async () => {
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
+    try {
+      const clock = { t: 1_800_000_000_000 };
+      const gate = gatedSender();
+      const relayer = createRelayer({
+        store,
+        sender: gate.sender,
+        now: () => clock.t,
+      });
+      const started = gate.nextStart();
+      const first = relayer.deliver(JOB, 1);
+      await started; // the first delivery's send is in flight
+      clock.t += 6 * 60_000; // past the lease (30 s) and STUCK_AFTER (5 min)
+      const queue = { queue: "pubsub", messageId: "m-1" } as const;
+      const early = await relayer.giveUp(JOB, { deliveries: 10, queue });
+      gate.releaseAll();
+      const firstOutcome = await first;
+      // Resolved mid-send, the payment went to review with no hash on
+      // record, and the send's own record of the tx that left was refused.
+      assert.equal(
+        firstOutcome.reason,
+        "sent 0x0001, waiting for confirmation",
+      );
+      assert.equal(early.action, "retry", JSON.stringify(early));
+      assert.match(early.reason, /busy with another delivery/);
+      assert.equal((await store.getIntent(JOB.intentId))?.state, "settling");
+      // The queue asks again: the send is over and its hash is on record.
+      const later = await relayer.giveUp(JOB, { deliveries: 10, queue });
+      assert.deepEqual(
+        later.action === "poison" && later.resolution,
+        "last broadcast sent as 0x0001, needs review",
+      );
+      const intent = await store.getIntent(JOB.intentId);
+      assert.deepEqual(intent?.txHashes, ["0x0001"]);
+      assert.equal(gate.sends, 1);
+    } finally {
+      await close();
+    }
+  });
+}

@@ -182,15 +182,20 @@ function raceKeepsInvariants(
       }),
     };
 
-    const relayer = createRelayer({
-      store: scheduled(s, watched),
-      sender,
-      policy: { maxDeliveries: race.maxDeliveries, stuckAfterMs: 0 },
-      now: () => 1000,
-      random: () => 0.5,
-    });
+    // Each delivery in a process of its own, as a queue's copies land on
+    // different workers: only the store's lease keeps them apart. (Within
+    // one relayer, its own sends in flight do too, clock or no clock: one
+    // relayer for all three would hide a store that ignores leases.)
+    const relayer = () =>
+      createRelayer({
+        store: scheduled(s, watched),
+        sender,
+        policy: { maxDeliveries: race.maxDeliveries, stuckAfterMs: 0 },
+        now: () => 1000,
+        random: () => 0.5,
+      });
     const job = { intentId: "pi_1", kind: "settle" } as const;
-    const deliveries = race.deliveries.map((n) => relayer.deliver(job, n));
+    const deliveries = race.deliveries.map((n) => relayer().deliver(job, n));
     await s.waitFor(Promise.allSettled(deliveries));
 
     for (const result of await Promise.allSettled(deliveries)) {
