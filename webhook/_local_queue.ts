@@ -17,6 +17,9 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 
+/** How many ended messages a consumer remembers, to ack Deno KV's late copies of them. */
+const ENDED_KEPT = 4096;
+
 /** A message on the local queue. */
 export interface LocalQueueMessage {
   /** The job. */
@@ -77,6 +80,12 @@ export function localQueueConsumer(
   // half the policy's window. The copy waits for the first and ends as it
   // ends: acked once that one enqueued its retry, redelivered if it threw.
   const running = new Map<string, Promise<void>>();
+  // The last messages whose delivery ended well, oldest first. Deno KV's
+  // copy is put back 1 s out, and the first delivery's ack does not remove
+  // it: one that ended within that second (a look takes milliseconds)
+  // meets its copy only afterwards, which is acked as that delivery was.
+  // Bounded: a copy comes within seconds, or a schedule's delay later.
+  const ended = new Set<string>();
   return (message: unknown): Promise<void> => {
     const id = (message as LocalQueueMessage | null)?.id;
     if (typeof id !== "string") return handle(message);
@@ -87,7 +96,26 @@ export function localQueueConsumer(
       );
       return first;
     }
-    const handled = handle(message).finally(() => running.delete(id));
+    if (ended.has(id)) {
+      log(
+        `queue   message ${id} delivered again after its delivery ended (the wall clock stepped?): acked, as that delivery ended it`,
+      );
+      return Promise.resolve();
+    }
+    const handled = handle(message).then(
+      () => {
+        running.delete(id);
+        ended.add(id);
+        if (ended.size > ENDED_KEPT) {
+          ended.delete(ended.values().next().value!);
+        }
+      },
+      (error: unknown) => {
+        // Deno KV delivers it again, and that delivery is handled.
+        running.delete(id);
+        throw error;
+      },
+    );
     running.set(id, handled);
     return handled;
   };

@@ -265,3 +265,52 @@ Deno.test("localQueueConsumer() on a Deno KV file: a message delivered again whi
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("localQueueConsumer(): a message delivered again after its delivery ended (Deno KV put it back when the wall clock stepped, and the first finished before the copy came) is acked, not handled twice; one whose delivery threw is handled again", async () => {
+  // Deno KV puts a running message past its deadline back on the queue,
+  // 1 s out (denokv's queue_cleanup, then the schedule's first delay), and
+  // the first delivery's ack does not remove that copy: a delivery that
+  // ends within the second (a look) meets its copy only afterwards.
+  const deliveries: Job[] = [];
+  const followUps: LocalQueueMessage[] = [];
+  const lines: string[] = [];
+  let fail = false;
+  const consume = localQueueConsumer({
+    relayer: {
+      policy: definePolicy(),
+      keepUnreadable: () => Promise.reject(new Error("not used")),
+      deliver(job: Job) {
+        deliveries.push(job);
+        if (fail) return Promise.reject(new Error("store unreachable"));
+        return Promise.resolve({
+          action: "retry",
+          delivery: deliveries.length,
+          delayMs: 5_000,
+          reason: "waiting for 0x1 to confirm",
+        });
+      },
+    } as Parameters<typeof localQueueConsumer>[0]["relayer"],
+    enqueue: (message) => {
+      followUps.push(message);
+      if (fail) return Promise.reject(new Error("database is locked"));
+      return Promise.resolve();
+    },
+    log: (line) => void lines.push(line),
+  });
+  const message: LocalQueueMessage = { job, id: "m-1" };
+  await consume(message);
+  await consume(message); // the copy
+  assert.equal(deliveries.length, 1, "one delivery of the message");
+  assert.deepEqual(followUps, [{ job }], "one retry enqueued, not two");
+  assert.equal(
+    lines.at(-1),
+    "queue   message m-1 delivered again after its delivery ended (the wall clock stepped?): acked, as that delivery ended it",
+  );
+  // A delivery that threw is Deno KV's to deliver again, and is handled.
+  fail = true;
+  const other: LocalQueueMessage = { job, id: "m-2" };
+  await assert.rejects(consume(other), /database is locked/);
+  fail = false;
+  await consume(other);
+  assert.equal(deliveries.length, 3);
+});
