@@ -1021,7 +1021,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // beside the send (I5). On the local Deno KV queue that copy is certain:
   // Deno KV redelivers a message whose handler still runs once the wall
   // clock passes its deadline.
-  const sending = new Map<string, number>();
+  // Each entry is the set of those sends, so that a queue's give-up can
+  // wait for them to end (see ownSendsEnded).
+  const sending = new Map<string, Set<Promise<unknown>>>();
 
   /**
    * One delivery's writes: each carries the delivery's lease, and the
@@ -1258,6 +1260,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       cause: "exhausted",
     } as const;
     try {
+      await ownSendsEnded(job.intentId);
       const settled = await settledBeforeReview(job.intentId, d);
       if (settled !== undefined) {
         return { action: "done", delivery: n, reason: `${reason}: ${settled}` };
@@ -1638,6 +1641,26 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
+  /**
+   * Waits for this relayer's own sends of the intent in flight to end, for
+   * at most the give-up's receipts budget (a timer, not the clock, which
+   * may have stepped). Resolved while one runs, the payment would go to
+   * review with no hash on record and the send's record be refused; held
+   * up for good by a send that never ends, the queue's last word would
+   * never resolve its intent.
+   */
+  async function ownSendsEnded(intentId: string): Promise<void> {
+    const runs = sending.get(intentId);
+    if (runs === undefined) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.allSettled([...runs]),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, giveUpReceiptsMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+  }
+
   /** The step that settles on a confirmed tx. */
   function settledOn(txHash: string): Act {
     return (current, d) =>
@@ -1725,13 +1748,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
   ): Promise<never> {
     // Counted before the write-ahead can land: a copy that reads it here
     // finds the send in flight.
-    sending.set(intent.id, (sending.get(intent.id) ?? 0) + 1);
+    const run = sendRecorded(d, replace, writeAhead);
+    const runs = sending.get(intent.id) ?? new Set<Promise<unknown>>();
+    runs.add(run);
+    sending.set(intent.id, runs);
     try {
-      return await sendRecorded(d, replace, writeAhead);
+      return await run;
     } finally {
-      const left = sending.get(intent.id)! - 1;
-      if (left > 0) sending.set(intent.id, left);
-      else sending.delete(intent.id);
+      runs.delete(run);
+      if (runs.size === 0) sending.delete(intent.id);
     }
   }
 
@@ -1836,13 +1861,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     for (let attempt = 1;; attempt++) {
       const intent = await store.getIntent(job.intentId);
       if (
-        intent?.state === "settling" && intent.broadcasting !== null &&
-        sending.has(intent.id)
+        !onlyOnce && intent?.state === "settling" &&
+        intent.broadcasting !== null && sending.has(intent.id)
       ) {
         // This relayer's own send for it is in flight, whatever the clock
         // says of its lease: resolved now, the payment would go to review
         // with no hash on record, and the send's record of the tx that
-        // left be refused. Busy, as the copies of its job are.
+        // left be refused. Busy, as the copies of its job are. (A queue's
+        // give-up waited for it first, up to a bound: see ownSendsEnded.)
         throw new BusyError(
           `intent ${intent.id} is being sent by another delivery`,
         );

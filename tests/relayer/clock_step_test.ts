@@ -111,7 +111,7 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
-  Deno.test(`${backend.name}: a queue's give-up that arrives while this process's send for the intent is in flight answers busy when the clock stepped forward mid-send, and resolves with the send's hash on record once it is over`, async () => {
+  Deno.test(`${backend.name}: a queue's give-up that arrives while this process's send for the intent is in flight, the clock stepped forward mid-send, waits for the send and resolves with its hash on record`, async () => {
     const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
       const clock = { t: 1_800_000_000_000 };
@@ -126,27 +126,57 @@ for (const backend of BACKENDS) {
       await started; // the first delivery's send is in flight
       clock.t += 6 * 60_000; // past the lease (30 s) and STUCK_AFTER (5 min)
       const queue = { queue: "pubsub", messageId: "m-1" } as const;
-      const early = await relayer.giveUp(JOB, { deliveries: 10, queue });
+      const givenUp = relayer.giveUp(JOB, { deliveries: 10, queue });
+      await new Promise((resolve) => setTimeout(resolve, 20));
       gate.releaseAll();
-      const firstOutcome = await first;
+      const [firstOutcome, outcome] = await Promise.all([first, givenUp]);
       // Resolved mid-send, the payment went to review with no hash on
       // record, and the send's own record of the tx that left was refused.
       assert.equal(
         firstOutcome.reason,
         "sent 0x0001, waiting for confirmation",
       );
-      assert.equal(early.action, "retry", JSON.stringify(early));
-      assert.match(early.reason, /busy with another delivery/);
-      assert.equal((await store.getIntent(JOB.intentId))?.state, "settling");
-      // The queue asks again: the send is over and its hash is on record.
-      const later = await relayer.giveUp(JOB, { deliveries: 10, queue });
       assert.deepEqual(
-        later.action === "poison" && later.resolution,
+        outcome.action === "poison" && outcome.resolution,
         "last broadcast sent as 0x0001, needs review",
+        JSON.stringify(outcome),
       );
       const intent = await store.getIntent(JOB.intentId);
+      assert.equal(intent?.state, "needs_review");
       assert.deepEqual(intent?.txHashes, ["0x0001"]);
       assert.equal(gate.sends, 1);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${backend.name}: a queue's give-up waits for this process's send in flight only so long: a send that never ends does not hold the queue's last word up`, async () => {
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
+    try {
+      const clock = { t: 1_800_000_000_000 };
+      const gate = gatedSender();
+      // The give-up waits at most half the lease: 100 ms here.
+      const relayer = createRelayer({
+        store,
+        sender: gate.sender,
+        now: () => clock.t,
+        leaseMs: 200,
+      });
+      const started = gate.nextStart();
+      const first = relayer.deliver(JOB, 1);
+      await started;
+      clock.t += 6 * 60_000;
+      const outcome = await relayer.giveUp(JOB, {
+        deliveries: 10,
+        queue: { queue: "pubsub", messageId: "m-1" },
+      });
+      assert.equal(outcome.action, "poison", JSON.stringify(outcome));
+      assert.equal(
+        (await store.getIntent(JOB.intentId))?.state,
+        "needs_review",
+      );
+      gate.releaseAll();
+      await first;
     } finally {
       await close();
     }
