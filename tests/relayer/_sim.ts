@@ -550,15 +550,23 @@ export async function simulate(
   const random = mulberry32(scenario.seed);
   const boot = () => {
     const store = incarnation(breaker ? breaker(inner) : inner, world);
-    const relayer = createRelayer({
+    const options = {
       store,
       sender: chain,
       policy: scenario.policy,
       now: () => world.clock,
       random,
       leaseMs: LEASE_MS,
-    });
-    return { store, relayer };
+    };
+    // A give-up held between a delivery's store calls runs on another
+    // instance of the process's store (another worker): one relayer's
+    // give-up waits for its own send in flight, which the hold would
+    // never let end.
+    return {
+      store,
+      relayer: createRelayer(options),
+      other: createRelayer(options),
+    };
   };
   let process = boot();
 
@@ -646,16 +654,16 @@ export async function simulate(
     const deliveries = job.givingUp ? 0 : copies;
     job.givingUp ||= givingUp;
     let giveUps: Promise<PromiseSettledResult<Outcome>[]> | undefined;
+    const pauseAt = givingUp ? scenario.pauseAt : -1;
     const giveUp = () =>
       giveUps ??= Promise.allSettled(
         ["sim", ...(scenario.twoGiveUps ? ["bridge"] : [])].map((queue) =>
-          process.relayer.giveUp(job0, {
+          (pauseAt < 0 ? process.relayer : process.other).giveUp(job0, {
             deliveries: job.count,
             queue: { queue, messageId: `${job.id}-${queue}` },
           })
         ),
       );
-    const pauseAt = givingUp ? scenario.pauseAt : -1;
     const delivered = Promise.allSettled(
       Array.from({ length: deliveries }, (_, copy) =>
         storeCalls.run({
