@@ -600,7 +600,8 @@ Deno.test({
           SELECT count(*)::int AS n FROM pg_stat_activity
           WHERE application_name = ${schema}`;
         if (row?.n === 0) {
-          await new Promise((resolve) => setTimeout(resolve, 100));
+          // Gone from the view before its process has closed the socket.
+          await new Promise((resolve) => setTimeout(resolve, 500));
           return;
         }
       }
