@@ -64,6 +64,7 @@ async function setUp(connection: Record<string, number> = {}) {
     store,
     sender,
     table,
+    schema,
     relayer: createRelayer(deps),
     app,
     lines,
@@ -180,11 +181,13 @@ Deno.test({
             version: "1",
             at: 1,
           }).then(() => "written", (error: Error) => error);
+          // This test's write only: the server is shared with the other
+          // test files, whose own writes wait on locks too.
           for (let tries = 0; tries < 200; tries++) {
             const [waiting] = await t.admin`
               SELECT pg_cancel_backend(pid) AS done FROM pg_stat_activity
               WHERE datname = current_database() AND wait_event_type = 'Lock'
-                AND query LIKE '%intents%'`;
+                AND query LIKE ${`%${t.schema}%intents%`}`;
             if (waiting?.done) break;
             await new Promise((resolve) => setTimeout(resolve, 10));
           }
