@@ -16,6 +16,7 @@ import {
   type Intent,
   type ReceiptStatus,
   type Sender,
+  type Store,
 } from "../../mod.ts";
 import { BACKENDS, openAuthorized } from "../_stores.ts";
 
@@ -57,22 +58,37 @@ function gatedSender() {
   };
 }
 
+/**
+ * A relayer over `store` whose first delivery's send is in flight, held by
+ * a gated Sender, with the wall clock stepped `stepMs` forward since.
+ */
+async function sendInFlight(
+  store: Store,
+  stepMs: number,
+  options: { leaseMs?: number } = {},
+) {
+  const clock = { t: 1_800_000_000_000 };
+  const gate = gatedSender();
+  const relayer = createRelayer({
+    store,
+    sender: gate.sender,
+    now: () => clock.t,
+    ...options,
+  });
+  const started = gate.nextStart();
+  const first = relayer.deliver(JOB, 1);
+  await started; // the first delivery's send is in flight
+  clock.t += stepMs;
+  return { gate, relayer, first };
+}
+
 for (const backend of BACKENDS) {
   for (const stepMs of [60_000, 6 * 60_000, 24 * 3_600_000]) {
     Deno.test(`${backend.name}: a copy delivered to the process whose send is in flight answers busy when the clock steps ${stepMs / 60_000} min forward mid-send`, async () => {
       const { store, close } = await openAuthorized(backend, JOB.intentId);
       try {
-        const clock = { t: 1_800_000_000_000 };
-        const gate = gatedSender();
-        const relayer = createRelayer({
-          store,
-          sender: gate.sender,
-          now: () => clock.t,
-        });
-        const started = gate.nextStart();
-        const first = relayer.deliver(JOB, 1);
-        await started; // the first delivery's send is in flight
-        clock.t += stepMs; // past the lease (30 s) and STUCK_AFTER (5 min)
+        // Past the lease (30 s) and STUCK_AFTER (5 min).
+        const { gate, relayer, first } = await sendInFlight(store, stepMs);
         const second = await Promise.race([
           relayer.deliver(JOB, 2),
           gate.nextStart().then(() => "sent" as const),
@@ -114,17 +130,8 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a queue's give-up that arrives while this process's send for the intent is in flight, the clock stepped forward mid-send, waits for the send and resolves with its hash on record`, async () => {
     const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      const clock = { t: 1_800_000_000_000 };
-      const gate = gatedSender();
-      const relayer = createRelayer({
-        store,
-        sender: gate.sender,
-        now: () => clock.t,
-      });
-      const started = gate.nextStart();
-      const first = relayer.deliver(JOB, 1);
-      await started; // the first delivery's send is in flight
-      clock.t += 6 * 60_000; // past the lease (30 s) and STUCK_AFTER (5 min)
+      // Past the lease (30 s) and STUCK_AFTER (5 min).
+      const { gate, relayer, first } = await sendInFlight(store, 6 * 60_000);
       const queue = { queue: "pubsub", messageId: "m-1" } as const;
       const givenUp = relayer.giveUp(JOB, { deliveries: 10, queue });
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -153,19 +160,10 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a queue's give-up waits for this process's send in flight only so long: a send that never ends does not hold the queue's last word up`, async () => {
     const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      const clock = { t: 1_800_000_000_000 };
-      const gate = gatedSender();
       // The give-up waits at most half the lease: 100 ms here.
-      const relayer = createRelayer({
-        store,
-        sender: gate.sender,
-        now: () => clock.t,
+      const { gate, relayer, first } = await sendInFlight(store, 6 * 60_000, {
         leaseMs: 200,
       });
-      const started = gate.nextStart();
-      const first = relayer.deliver(JOB, 1);
-      await started;
-      clock.t += 6 * 60_000;
       const outcome = await relayer.giveUp(JOB, {
         deliveries: 10,
         queue: { queue: "pubsub", messageId: "m-1" },
