@@ -947,41 +947,16 @@ function rotatingKeys(initial: JsonWebKey[]) {
   return source;
 }
 
-Deno.test("createApp() refetches Google's keys once for an unknown kid, and accepts a token signed by a rotated-in key", async () => {
+/**
+ * The app over a caching source of Google's keys that lists only the
+ * first; `rotated` is a key Google may list later (`source.keys`), `tick`
+ * moves the app's clock, and `push` answers a push with `token` (by
+ * default one of the first key).
+ */
+async function rotatingApp() {
   const google = await theGoogle();
   const rotated = { ...google.jwks[0]!, kid: "rotated-in" } as JsonWebKey;
   const source = rotatingKeys([google.jwks[0]!]);
-  let clock = 1_000_000;
-  const { app } = await makeApp({
-    intents: [created],
-    deps: {
-      now: () => clock,
-      pubsub: {
-        audience: PUBSUB.audience,
-        jwks: source.jwks,
-        serviceAccount: PUBSUB.serviceAccount,
-      },
-    },
-  });
-  const body = envelope(job, { deliveryAttempt: 1 });
-  await (await app.request("/v1/pubsub", await pubsubRequest(body))).body
-    ?.cancel(); // the keys are fetched and cached
-  // Google rotated its keys: the cache does not know "rotated-in".
-  source.keys = [google.jwks[0]!, rotated];
-  const token = await google.token({}, { kid: "rotated-in" });
-  const res = await app.request("/v1/pubsub", await pubsubRequest(body, token));
-  assert.equal(res.status, 503); // accepted: a retry, not authorized yet
-  assert.equal(source.refreshes, 1);
-  // Known now: no further refetch.
-  clock += 1;
-  await (await app.request("/v1/pubsub", await pubsubRequest(body, token))).body
-    ?.cancel();
-  assert.equal(source.refreshes, 1);
-});
-
-Deno.test("createApp() refetches Google's keys for unknown kids at most once a minute by its clock, then refuses", async () => {
-  const google = await theGoogle();
-  const source = rotatingKeys([...google.jwks]);
   let clock = 1_000_000;
   const { app, writes } = await makeApp({
     intents: [created],
@@ -995,52 +970,54 @@ Deno.test("createApp() refetches Google's keys for unknown kids at most once a m
     },
   });
   const body = envelope(job, { deliveryAttempt: 1 });
-  const send = async (kid: string) => {
-    const token = await google.token({}, { kid });
-    const res = await app.request(
-      "/v1/pubsub",
-      await pubsubRequest(body, token),
-    );
-    await res.body?.cancel();
-    return res.status;
+  return {
+    google,
+    rotated,
+    source,
+    writes,
+    tick: (ms: number) => void (clock += ms),
+    async push(token?: string): Promise<number> {
+      const res = await app.request(
+        "/v1/pubsub",
+        await pubsubRequest(body, token),
+      );
+      await res.body?.cancel();
+      return res.status;
+    },
   };
+}
+
+Deno.test("createApp() refetches Google's keys once for an unknown kid, and accepts a token signed by a rotated-in key", async () => {
+  const { google, rotated, source, tick, push } = await rotatingApp();
+  await push(); // the keys are fetched and cached
+  // Google rotated its keys: the cache does not know "rotated-in".
+  source.keys = [google.jwks[0]!, rotated];
+  const token = await google.token({}, { kid: "rotated-in" });
+  assert.equal(await push(token), 503); // accepted: a retry, not authorized yet
+  assert.equal(source.refreshes, 1);
+  // Known now: no further refetch.
+  tick(1);
+  await push(token);
+  assert.equal(source.refreshes, 1);
+});
+
+Deno.test("createApp() refetches Google's keys for unknown kids at most once a minute by its clock, then refuses", async () => {
+  const { google, source, writes, tick, push } = await rotatingApp();
+  const send = async (kid: string) => push(await google.token({}, { kid }));
   assert.equal(await send("made-up-1"), 401);
   assert.equal(source.refreshes, 1);
   assert.equal(await send("made-up-2"), 401);
-  clock += 59_999;
+  tick(59_999);
   assert.equal(await send("made-up-3"), 401);
   assert.equal(source.refreshes, 1); // a flood of made-up kids: one fetch a minute
-  clock += 1;
+  tick(1);
   assert.equal(await send("made-up-4"), 401);
   assert.equal(source.refreshes, 2);
   assert.equal(writes(), 0);
 });
 
 Deno.test("createApp() spends the refetch a minute only on a token with an unknown kid whose claims name its issuer, audience and account: a forger's made-up kid just before Google rotates does not lock the new key out", async () => {
-  const google = await theGoogle();
-  const rotated = { ...google.jwks[0]!, kid: "rotated-in" } as JsonWebKey;
-  const source = rotatingKeys([google.jwks[0]!]);
-  let clock = 1_000_000;
-  const { app } = await makeApp({
-    intents: [created],
-    deps: {
-      now: () => clock,
-      pubsub: {
-        audience: PUBSUB.audience,
-        jwks: source.jwks,
-        serviceAccount: PUBSUB.serviceAccount,
-      },
-    },
-  });
-  const body = envelope(job, { deliveryAttempt: 1 });
-  const send = async (token: string) => {
-    const res = await app.request(
-      "/v1/pubsub",
-      await pubsubRequest(body, token),
-    );
-    await res.body?.cancel();
-    return res.status;
-  };
+  const { google, rotated, source, tick, push } = await rotatingApp();
   const at = Math.floor(Date.now() / 1000);
   // Made-up kids with claims that are not this route's: refused, no fetch.
   for (
@@ -1053,17 +1030,17 @@ Deno.test("createApp() spends the refetch a minute only on a token with an unkno
     ]
   ) {
     assert.equal(
-      await send(await google.token(claims, { kid: "made-up" })),
+      await push(await google.token(claims, { kid: "made-up" })),
       401,
       JSON.stringify(claims),
     );
   }
-  assert.equal(await send("eyJraWQiOiJ4In0.bm90LWpzb24.AAAA"), 401);
+  assert.equal(await push("eyJraWQiOiJ4In0.bm90LWpzb24.AAAA"), 401);
   assert.equal(source.refreshes, 0);
   // Google rotates: the first push of its new key is taken at once.
   source.keys = [google.jwks[0]!, rotated];
-  clock += 1;
-  assert.equal(await send(await google.token({}, { kid: "rotated-in" })), 503);
+  tick(1);
+  assert.equal(await push(await google.token({}, { kid: "rotated-in" })), 503);
   assert.equal(source.refreshes, 1);
 });
 
