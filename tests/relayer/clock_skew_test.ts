@@ -11,51 +11,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  type Intent,
-  type ReceiptStatus,
-  type Sender,
-} from "../../mod.ts";
+import { createRelayer, type Sender } from "../../mod.ts";
 import { BACKENDS, openAuthorized, slowWriteAhead } from "../_stores.ts";
+import { gatedSender } from "./_gated_sender.ts";
 
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
-
-/** A Sender whose sends hang until released, counting sends in flight. */
-function gatedSender() {
-  let inFlight = 0;
-  let maxInFlight = 0;
-  const releases: Array<() => void> = [];
-  const started: Array<() => void> = [];
-  let sends = 0;
-  const sender: Sender = {
-    async send(_intent: Intent) {
-      const n = ++sends;
-      inFlight++;
-      maxInFlight = Math.max(maxInFlight, inFlight);
-      started.shift()?.();
-      await new Promise<void>((resolve) => releases.push(resolve));
-      inFlight--;
-      return { txHash: `0x${n.toString(16).padStart(4, "0")}` };
-    },
-    receipt(): Promise<ReceiptStatus> {
-      return Promise.resolve("pending");
-    },
-  };
-  return {
-    sender,
-    get maxInFlight() {
-      return maxInFlight;
-    },
-    get sends() {
-      return sends;
-    },
-    nextStart: () => new Promise<void>((resolve) => started.push(resolve)),
-    releaseAll() {
-      for (const release of releases.splice(0)) release();
-    },
-  };
-}
 
 interface Case {
   readonly name: string;

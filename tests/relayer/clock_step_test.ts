@@ -11,52 +11,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  type Intent,
-  type ReceiptStatus,
-  type Sender,
-  type Store,
-} from "../../mod.ts";
+import { createRelayer, type Store } from "../../mod.ts";
 import { BACKENDS, openAuthorized } from "../_stores.ts";
+import { gatedSender } from "./_gated_sender.ts";
 
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
-
-/** A Sender whose sends hang until released, counting sends in flight. */
-function gatedSender() {
-  let inFlight = 0;
-  let maxInFlight = 0;
-  let sends = 0;
-  const releases: Array<() => void> = [];
-  let onStart: (() => void) | undefined;
-  const sender: Sender = {
-    async send(_intent: Intent) {
-      const n = ++sends;
-      inFlight++;
-      maxInFlight = Math.max(maxInFlight, inFlight);
-      onStart?.();
-      await new Promise<void>((resolve) => releases.push(resolve));
-      inFlight--;
-      return { txHash: `0x${n.toString(16).padStart(4, "0")}` };
-    },
-    receipt(): Promise<ReceiptStatus> {
-      return Promise.resolve("pending");
-    },
-  };
-  return {
-    sender,
-    get maxInFlight() {
-      return maxInFlight;
-    },
-    get sends() {
-      return sends;
-    },
-    nextStart: () => new Promise<void>((resolve) => (onStart = resolve)),
-    releaseAll() {
-      for (const release of releases.splice(0)) release();
-    },
-  };
-}
 
 /**
  * A relayer over `store` whose first delivery's send is in flight, held by
