@@ -68,6 +68,14 @@ async function setUp(connection: Record<string, number> = {}) {
     relayer: createRelayer(deps),
     app,
     lines,
+    /** Moves intent `a` to settling: `"written"`, or the store's error. */
+    settleA: (): Promise<"written" | Error> =>
+      store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      }).then(() => "written" as const, (error: Error) => error),
     /** Runs `body` while another session holds what `statement` locks. */
     async holding<T>(statement: string, body: () => Promise<T>): Promise<T> {
       const other = await admin.reserve();
@@ -97,13 +105,7 @@ Deno.test({
     try {
       const outcome = await t.holding(
         `SELECT 1 FROM ${t.table("intents")} WHERE id = 'a' FOR UPDATE`,
-        () =>
-          t.store.transition("a", {
-            from: "authorized",
-            to: "settling",
-            version: "1",
-            at: 1,
-          }).then(() => "written", (error: Error) => error),
+        t.settleA,
       );
       assert.ok(outcome instanceof BusyError, String(outcome));
       assert.match(
@@ -134,14 +136,7 @@ Deno.test({
          CREATE TRIGGER slow BEFORE UPDATE ON ${t.table("intents")}
            FOR EACH ROW EXECUTE FUNCTION ${t.table("slow")}()`,
       );
-      const move = () =>
-        t.store.transition("a", {
-          from: "authorized",
-          to: "settling",
-          version: "1",
-          at: 1,
-        }).then(() => "written", (error: Error) => error);
-      const slow = await move();
+      const slow = await t.settleA();
       assert.ok(slow instanceof BusyError, String(slow));
       assert.match(
         slow.message,
@@ -175,12 +170,7 @@ Deno.test({
       const outcome = await t.holding(
         `SELECT 1 FROM ${t.table("intents")} WHERE id = 'a' FOR UPDATE`,
         async () => {
-          const writing = t.store.transition("a", {
-            from: "authorized",
-            to: "settling",
-            version: "1",
-            at: 1,
-          }).then(() => "written", (error: Error) => error);
+          const writing = t.settleA();
           // This test's write only: the server is shared with the other
           // test files, whose own writes wait on locks too.
           for (let tries = 0; tries < 200; tries++) {
