@@ -20,13 +20,7 @@
 
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
-import {
-  createRelayer,
-  describePolicy,
-  type Job,
-  jobIdOf,
-  type Store,
-} from "./mod.ts";
+import { describePolicy, type Job, jobIdOf, type Store } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
@@ -488,7 +482,7 @@ export async function openService(
     : undefined;
   const enqueue = send && ((job: Job) => send({ job }, 0));
 
-  // One set of relayer options for the webhook and the queue consumer.
+  // The relayer's options; the app builds the one relayer of the process.
   const relayerOptions = {
     store,
     sender,
@@ -543,7 +537,9 @@ export async function openService(
 
   if (send && kv) {
     const consume = localQueueConsumer({
-      relayer: createRelayer(relayerOptions),
+      // The app's relayer: one count of sends in flight for both lanes,
+      // so a job the queue sends is busy on the webhook, and the reverse.
+      relayer: app.relayer,
       enqueue: send,
       log,
     });

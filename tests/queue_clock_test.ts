@@ -83,3 +83,77 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "openService() with KV_QUEUE=1 sends once when the clock steps 6 minutes forward mid-send and the webhook delivers the same job",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_clock_" });
+    let inFlight = 0;
+    let maxInFlight = 0;
+    let sends = 0;
+    let started: () => void = () => {};
+    const firstStarted = new Promise<void>((resolve) => (started = resolve));
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      async (request) => {
+        if (new URL(request.url).pathname !== "/send") {
+          return Response.json({ status: "pending" });
+        }
+        await request.body?.cancel();
+        const n = ++sends;
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        started();
+        await released;
+        inFlight--;
+        return Response.json({ txHash: `0x${n}` });
+      },
+    );
+    const clock = { stepMs: 0 };
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+        OPS_TOKEN: "queue-ops-token-0123456789",
+        RELAYER_INSECURE_DEV: "1",
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+      }),
+      { now: () => Date.now() + clock.stepMs, log: (line) => lines.push(line) },
+    );
+    try {
+      await service.store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const job = { intentId: "pi_0001", kind: "settle" } as const;
+      // The local queue's delivery sends...
+      await service.kv!.enqueue({ job, id: "m1" });
+      await firstStarted;
+      clock.stepMs = 6 * 60_000; // past LEASE (30 s) and STUCK_AFTER (5 min)
+      // ...and a copy of the job reaches the webhook (a bridge, an
+      // operator's retry) while that send is in flight.
+      const answer = await service.fetch(
+        new Request("http://localhost/v1/deliveries", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ job, delivery: 2 }),
+        }),
+      );
+      const body = await answer.json();
+      release();
+      assert.equal(maxInFlight, 1, `two sends at once: ${lines.join("\n")}`);
+      assert.equal(sends, 1);
+      assert.equal(answer.status, 503, JSON.stringify(body));
+      assert.match(body.reason, /busy with another delivery/);
+    } finally {
+      release();
+      await service.drain(2_000);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);

@@ -105,6 +105,28 @@ export interface WebhookApp {
     input: string | URL | Request,
     init?: RequestInit,
   ): Response | Promise<Response>;
+  /**
+   * The relayer the routes deliver with, built from the app's own options.
+   * Hand it to any other lane of the same process (a queue consumer), so
+   * that one count of sends in flight covers both: a copy of a job that
+   * arrives on one lane while the other sends it is busy, whatever the
+   * wall clock says.
+   *
+   * @example Deliver a job the app's way, outside a request
+   * ```ts
+   * import { createApp } from "@relayer/poison/webhook";
+   * import { MemoryStore, ScriptedSender } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const store = new MemoryStore();
+   * await store.createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+   * const app = createApp({ store, sender: new ScriptedSender({}), random: () => 0 });
+   * const outcome = await app.relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 1);
+   * assert.equal(outcome.action, "retry"); // sent: its receipt is read next time
+   * assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
+   * ```
+   */
+  readonly relayer: Relayer;
 }
 
 /** What a queue message showed before it proved unreadable (for `keepUnreadable`). */
@@ -2358,7 +2380,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   });
 
-  return app;
+  return Object.assign(app, { relayer });
 }
 
 export {

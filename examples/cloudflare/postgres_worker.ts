@@ -41,12 +41,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { env } from "cloudflare:workers";
 import postgres from "postgres";
-import {
-  createRelayer,
-  HttpSender,
-  type RelayerOptions,
-  type Store,
-} from "@relayer/poison";
+import { HttpSender, type RelayerOptions, type Store } from "@relayer/poison";
 import {
   createQueueHandler,
   type QueueBatch,
@@ -199,9 +194,9 @@ export function postgresWorker(options: PostgresWorkerOptions): {
   const stores = new AsyncLocalStorage<Store>();
   const store = forwardingStore(stores);
   // Neither does I/O, timers or randomness when built: fine at a Worker's
-  // top level, as in worker.ts. The queue consumer keeps nothing across
-  // batches worth sharing; it is built once all the same, on the same
-  // store, so both handlers reach PostgreSQL the same way.
+  // top level, as in worker.ts. The queue consumer delivers with the app's
+  // relayer, on the same store, so both handlers reach PostgreSQL the same
+  // way and one count of sends in flight covers both.
   const app = createApp({
     ...options.relayer,
     ...options.app,
@@ -209,7 +204,7 @@ export function postgresWorker(options: PostgresWorkerOptions): {
     log: options.log,
   });
   const queue = createQueueHandler({
-    relayer: createRelayer({ ...options.relayer, store }),
+    relayer: app.relayer,
     ...options.queue,
     log: options.log,
   });

@@ -24,7 +24,7 @@
 
 // deno-lint-ignore-file no-console
 import { env } from "cloudflare:workers";
-import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
+import { HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
 import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
 
@@ -45,7 +45,7 @@ const app = createApp({
   log: console.log,
 });
 const queue = createQueueHandler({
-  relayer: createRelayer(deps),
+  relayer: app.relayer, // one count of sends in flight with the routes
   maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
   deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
   deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries, // CLOUDFLARE_DLQ_MAX_RETRIES
