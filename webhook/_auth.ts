@@ -235,6 +235,20 @@ export interface QStashKeys {
   readonly url: string;
 }
 
+/**
+ * The most characters a signed token's header may carry beyond twice the
+ * URL or audience the token names: QStash's and Google's tokens are well
+ * under a kilobyte besides it. A longer one is refused unread, so a forged
+ * header as long as the server takes (64 KiB on Deno) costs a length check,
+ * not a decoding and a keyed hash of all of it.
+ */
+export const TOKEN_MAX_CHARS = 8192;
+
+/** The longest token a route takes: {@linkcode TOKEN_MAX_CHARS} and twice what it names. */
+function tokenLimit(named: string): number {
+  return TOKEN_MAX_CHARS + 2 * named.length;
+}
+
 const QSTASH_REFUSED =
   "The Upstash-Signature header is missing or does not verify against this URL and body.";
 
@@ -291,7 +305,9 @@ function hs256Checker(keys: readonly string[]): (token: string) => boolean {
  * key, `iss`, `sub`, `exp`/`nbf` within {@linkcode TOKEN_CLOCK_TOLERANCE_MS},
  * body hash), once the token's HS256 MAC is found to be one of the two
  * keys' (a forgery is refused without the Receiver, which imports the keys
- * on every call). A verified token must also carry the `jti` and `exp` QStash
+ * on every call, and without its claims decoded; a token longer than
+ * {@linkcode TOKEN_MAX_CHARS} and twice the URL, unread). A verified token
+ * must also carry the `jti` and `exp` QStash
  * always sends: they make the replay claim `qstash/<jti>`, kept for as long
  * as the token could be accepted and {@linkcode TOKEN_REPLAY_MARGIN_MS} more.
  *
@@ -361,18 +377,19 @@ export function qstashVerifier(
         `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
     };
   };
+  const longest = tokenLimit(keys.url);
   return async (signature, body) => {
-    if (!signature) return refused;
+    if (!signature || signature.length > longest) return refused;
+    // A token neither key signed is refused here, before its claims are
+    // decoded and before the Receiver imports each key to verify it (and,
+    // for a token naming another URL, does so twice more): a forgery costs
+    // a keyed hash, not a decoding and four Web Crypto round trips.
+    if (!signedByUs(signature)) return refused;
     // Read once: the claims of the very string the Receiver verifies. It
     // reads `body` without checking it is there: a token without one would
     // end in a TypeError, not a refusal.
     const claims = jwtClaims(signature);
     if (claims === undefined || typeof claims.body !== "string") return refused;
-    // A token neither key signed is refused here, before the Receiver
-    // imports each key to verify it (and, for a token naming another URL,
-    // does so twice more): a forgery costs a keyed hash, not four
-    // Web Crypto round trips.
-    if (!signedByUs(signature)) return refused;
     try {
       const verified = await receiver.verify({
         signature,
@@ -506,8 +523,9 @@ function jwtKid(token: string): string | undefined {
  * once (at most once per {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`)
  * before it is refused, if its claims, read unverified, are those of a
  * push to this route (issuer, audience, account, in time); any other is
- * refused without a fetch. Throws {@linkcode KeysUnavailable} when the keys
- * cannot be fetched.
+ * refused without a fetch. A header longer than
+ * {@linkcode TOKEN_MAX_CHARS} and twice the audience is refused unread.
+ * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
  */
 export function pubsubVerifier(
   keys: PubSubKeys,
@@ -584,7 +602,12 @@ export function pubsubVerifier(
     return refetching === undefined ? jwks : await refetching;
   }
 
+  const longest = tokenLimit(keys.audience) + "Bearer ".length;
   return async (authorization) => {
+    // Refused unread: a longer header is no token of Google's.
+    if (authorization === undefined || authorization.length > longest) {
+      return false;
+    }
     // The scheme is case-insensitive (RFC 9110 §11.1), as on the ops routes.
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i
       .exec(authorization ?? "");

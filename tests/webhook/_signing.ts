@@ -41,6 +41,8 @@ export async function signQStash(
     jti?: string | null;
     /** `null` leaves the `body` claim out. */
     bodyHash?: null;
+    /** More claims, such as a long one to make the token long. */
+    extra?: Record<string, unknown>;
   } = {},
 ): Promise<string> {
   const now = options.nowS ?? Math.floor(Date.now() / 1000);
@@ -58,6 +60,7 @@ export async function signQStash(
       jti: options.jti ?? `jwt_${crypto.randomUUID().replaceAll("-", "")}`,
     }),
     ...(options.bodyHash === null ? {} : { body: base64url(hash, true) }),
+    ...options.extra,
   };
   const input = `${base64url(JSON.stringify(header))}.${
     base64url(JSON.stringify(claims))

@@ -2,13 +2,15 @@ import assert from "node:assert/strict";
 import {
   hmacSignature,
   hmacVerifier,
+  pubsubVerifier,
   qstashVerifier,
   SIGNATURE_MAX_AGE_MS,
   SIGNATURE_REPLAY_TTL_MS,
   TOKEN_CLOCK_TOLERANCE_MS,
+  TOKEN_MAX_CHARS,
   TOKEN_REPLAY_MARGIN_MS,
 } from "../../webhook/_auth.ts";
-import { QSTASH, signQStash } from "./_signing.ts";
+import { fakeGoogle, PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 const SECRET = "webhook-secret-for-tests";
 const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" } });
@@ -214,4 +216,101 @@ Deno.test("qstashVerifier() refuses a token signed by neither key before any key
   );
   assert.equal(slip.ok, false);
   if (!slip.ok) assert.match(slip.detail, /signed for https:\/\/elsewhere/);
+});
+
+/** How many characters `run` had `atob` decode: a token's parts are decoded by it. */
+async function charsDecoded(run: () => Promise<unknown>): Promise<number> {
+  const real = globalThis.atob;
+  let chars = 0;
+  globalThis.atob = (data: string) => {
+    chars += data.length;
+    return real(data);
+  };
+  try {
+    await run();
+  } finally {
+    globalThis.atob = real;
+  }
+  return chars;
+}
+
+Deno.test("qstashVerifier() decodes nothing of a token neither key signed, and refuses a token longer than 8 KiB and twice the URL unread, even one a key signed", async () => {
+  const verify = qstashVerifier(QSTASH);
+  const [header, claims] = (await signQStash(body)).split(".");
+  // A forged header as long as a server takes (64 KiB on Deno) cost
+  // milliseconds to decode before its MAC was checked.
+  const long = (pad: number) =>
+    signQStash(body, { extra: { pad: "y".repeat(pad) } });
+  const refused: [string, string][] = [
+    ["made-up MAC", `${header}.${claims}.AAAA`],
+    ["made-up MAC, 64 KiB", `${header}.${"B".repeat(65_000)}.AAAA`],
+    ["signed, 64 KiB", await long(48_000)],
+  ];
+  for (const [name, token] of refused) {
+    let answer: Awaited<ReturnType<typeof verify>> | undefined;
+    let calls = 0;
+    const chars = await charsDecoded(async () => {
+      calls = await webCryptoCalls(async () => {
+        answer = await verify(token, body);
+      });
+    });
+    assert.equal(answer?.ok, false, name);
+    assert.equal(chars, 0, `${name}: ${chars} characters decoded`);
+    assert.equal(calls, 0, `${name}: ${calls} Web Crypto call(s)`);
+  }
+  // A genuine token is far shorter; the longest within the limit still
+  // verifies, and the shortest past it (a few characters more) does not.
+  const limit = TOKEN_MAX_CHARS + 2 * QSTASH.url.length;
+  let pad = Math.floor((limit - 400) * 3 / 4);
+  let within = await long(pad);
+  assert.ok(within.length <= limit, "the padding starts within the limit");
+  for (;;) {
+    const next = await long(++pad);
+    if (next.length > limit) {
+      assert.equal((await verify(next, body)).ok, false, `${next.length}`);
+      break;
+    }
+    within = next;
+  }
+  assert.ok(within.length > limit - 8, `${within.length}`);
+  assert.equal((await verify(within, body)).ok, true, `${within.length}`);
+});
+
+Deno.test("pubsubVerifier() refuses an Authorization header longer than 8 KiB and twice the audience unread, even a token Google's key signed", async () => {
+  const google = await fakeGoogle();
+  const verify = pubsubVerifier({
+    audience: PUBSUB.audience,
+    jwks: google.jwks,
+    serviceAccount: PUBSUB.serviceAccount,
+  });
+  const [header, claims] = (await google.token()).split(".");
+  for (
+    const [name, authorization] of [
+      [
+        "a known kid, 64 KiB of claims",
+        `Bearer ${header}.${"B".repeat(65_000)}.AAAA`,
+      ],
+      [
+        "signed, 64 KiB",
+        `Bearer ${await google.token({ pad: "y".repeat(48_000) })}`,
+      ],
+    ]
+  ) {
+    let verified: boolean | undefined;
+    const chars = await charsDecoded(async () => {
+      verified = await verify(authorization);
+    });
+    assert.equal(verified, false, name);
+    assert.equal(chars, 0, `${name}: ${chars} characters decoded`);
+  }
+  assert.equal(await verify(`Bearer ${header}.${claims}.AAAA`), false);
+  const limit = TOKEN_MAX_CHARS + 2 * PUBSUB.audience.length;
+  const token = await google.token({
+    pad: "y".repeat(Math.floor((limit - 900) * 3 / 4)),
+  });
+  assert.ok(
+    token.length <= limit && token.length > limit - 700,
+    String(token.length),
+  );
+  assert.equal(await verify(`Bearer ${token}`), true);
 });
