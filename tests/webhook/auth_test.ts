@@ -314,3 +314,22 @@ Deno.test("pubsubVerifier() refuses an Authorization header longer than 8 KiB an
   );
   assert.equal(await verify(`Bearer ${token}`), true);
 });
+
+Deno.test("qstashVerifier() refuses a forged token whose MAC is a long run of '=' and a letter in time linear in its length", async () => {
+  // A long URL makes room for a long token within the limit; on the
+  // default URL, 8 KiB of '=' took 40-100 ms, and 60 KB 2 s (no limit then).
+  const url = `${QSTASH.url}?${"q".repeat(20_000)}`;
+  const verify = qstashVerifier({ ...QSTASH, url });
+  const part = (value: unknown) =>
+    btoa(JSON.stringify(value)).replaceAll("=", "");
+  const token = `${part({ alg: "HS256", typ: "JWT" })}.${part({ body: "x" })}.${
+    "=".repeat(45_000)
+  }A`;
+  assert.ok(token.length <= TOKEN_MAX_CHARS + 2 * url.length);
+  const started = performance.now();
+  const answer = await verify(token, body);
+  const tookMs = performance.now() - started;
+  assert.equal(answer.ok, false);
+  // About a millisecond; quadratic, over a second.
+  assert.ok(tookMs < 300, `${tookMs.toFixed(0)} ms`);
+});
