@@ -242,12 +242,18 @@ export interface Relayer {
    * decides on a caller's mistake).
    * @throws {RangeError} If `delivery` is not an integer from 1 to 2^53 − 1.
    * @throws {ReplayError} If `options.claim` was already used: nothing was done.
-   * @throws The store's own error when it fails the delivery's first read
-   * of the intent (a lost connection, a statement cut by a timeout, no
-   * connection to be had), or its count: nothing was done or decided,
-   * whatever the delivery's number, and the queue should redeliver (the
-   * webhook answers 503). Not the job's failure: at the queue's last
-   * delivery a blip would otherwise poison the job.
+   * @throws The store's own error when it fails the delivery's count, or
+   * a store call before a send (a lost connection, a statement cut by a
+   * timeout, no connection to be had): the first read of the intent, a
+   * re-read after a lost race, the write ahead of a send, the replay record
+   * written before the signer is asked, the write that settles a confirmed
+   * tx. Nothing was decided, whatever the delivery's number, and the queue
+   * should redeliver (the webhook answers 503). Not the job's failure: at
+   * the queue's last delivery a blip would otherwise poison the job, and
+   * send a paid payment to review. (After a write carrying `options.claim`
+   * whose answer was lost, a retry instead; the store failing the record
+   * of a send, once the signer was asked, is the job's failure: the tx may
+   * have left.)
    */
   deliver(
     job: Job,
@@ -540,13 +546,34 @@ const NO_OPTIONS: DeliverOptions = Object.freeze({});
 class Finished extends Error {}
 
 /**
- * The store failed a delivery's look, its first read of the intent:
- * nothing was written, and the job has not been looked at. `deliver`
- * throws `error` as the store threw it.
+ * The store failed a delivery's settle step before any send: its look
+ * (the first read of the intent), a read or write-ahead after it, the
+ * replay record before the signer is asked, or the write that settles a
+ * confirmed tx. Not the job's failure: `deliver` throws `error` as the
+ * store threw it (a give-up, as it came). A failure of a send's record is
+ * not one: the tx may have left, and that delivery's failure is the send's.
  */
-class LookFailed extends Error {
+class StoreFailed extends Error {
   constructor(readonly error: unknown) {
-    super("the store failed the delivery's look");
+    super("the store failed the delivery");
+  }
+}
+
+/**
+ * Runs a store call of the settle step; anything it throws but the
+ * store's own answers (busy, a lost race or a refusal, a replay) and a
+ * clock that cannot be read is the store failing ({@linkcode StoreFailed}).
+ */
+async function storeCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (
+      error instanceof BusyError || error instanceof ConflictError ||
+      error instanceof ReplayError || error instanceof ClockError ||
+      error instanceof StoreFailed
+    ) throw error;
+    throw new StoreFailed(error);
   }
 }
 
@@ -1180,13 +1207,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } catch (error) {
       failure = error;
     }
-    // The store failing the look is not the job's failure, and no policy
-    // decides on it: counted as one, a blip at the queue's last delivery
-    // poisoned the job, and its resolution, reading the intent once the
-    // blip was over, sent a payment whose tx had confirmed to review. Out
-    // as the store threw it, it is the caller's 503 (nothing decided), and
-    // at the queue's last delivery its give-up resolves, receipts first.
-    if (failure instanceof LookFailed) throw failure.error;
+    // The store failing is not the job's failure, and no policy decides on
+    // it: counted as one, a blip at the queue's last delivery poisoned the
+    // job, and its resolution, reading the intent once the blip was over,
+    // sent a payment whose tx had confirmed to review (its look failed, or
+    // the write that settles it). Out as the store threw it, it is the
+    // caller's 503 (nothing decided), and at the queue's last delivery its
+    // give-up resolves, receipts first. After a write whose answer was lost
+    // it is the retry below, as it was: nothing is resolved then either.
+    if (failure instanceof StoreFailed) {
+      if (!d.claimMaybeUsed) throw failure.error;
+      failure = failure.error;
+    }
     if (failure instanceof LateCopy) return await lateCopy(n, d, failure);
     // A clock that cannot be read is the caller's mistake, not this
     // delivery's failure: no policy decides on it, whatever the number.
@@ -1284,6 +1316,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return { ...poisoned, reason, resolution };
     } catch (error) {
       if (error instanceof BusyError) return await busy(job, n, d, error);
+      // Its receipts' replay record, or the write that settles: as it came.
+      if (error instanceof StoreFailed) throw error.error;
       if (error instanceof Finished) {
         return { action: "done", delivery: n, reason: error.message };
       }
@@ -1359,14 +1393,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * on what the intent is now.
    */
   async function settle(id: string, d: Delivery): Promise<string> {
-    let seen: Intent | null;
-    try {
-      seen = await store.getIntent(id);
-    } catch (error) {
-      // A store's busy answer stays one (§13); anything else is the store failing.
-      if (error instanceof BusyError) throw error;
-      throw new LookFailed(error);
-    }
+    // A store's busy answer stays one (§13); anything else is the store failing.
+    let seen = await storeCall(() => store.getIntent(id));
     for (let attempt = 1;; attempt++) {
       const step = await plan(id, seen, d);
       if (typeof step === "string") return step;
@@ -1381,7 +1409,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // busy intent.
         if (isRefusal(error)) throw error;
         const read = seen!.version;
-        seen = await store.getIntent(id);
+        // Nothing landed: failing, the store fails this delivery as its look would.
+        seen = await storeCall(() => store.getIntent(id));
         if (attempt === 3) {
           // Three refusals with nobody writing between: a store of one's
           // own that does not mark its refusals. Not a busy intent.
@@ -1542,7 +1571,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return (current, d) => broadcast(current, d, current.mayHaveSent);
     }
     const txHash = last.txHash ?? "";
-    await d.close(); // a replay stops here, before the signer
+    // A replay stops here, before the signer. The store failing the record
+    // is not the job's failure: poisoned on it, the payment went to review
+    // with its receipt unread.
+    await storeCall(() => d.close());
     // Every receipt at once: a delivery waits one Sender timeout for them,
     // not one per tx (up to 32), and stays within its queue's deadline.
     const [read, confirmed] = await Promise.all([
@@ -1592,7 +1624,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
     hashes: readonly string[],
     d: Delivery,
   ): Promise<string | undefined> {
-    await d.close(); // a replay stops here, before the signer
+    // A replay stops here, before the signer (the store failing: see planSettling).
+    await storeCall(() => d.close());
     const statuses = await Promise.all(hashes.map(async (hash) => {
       try {
         return await sender.receipt(hash);
@@ -1673,14 +1706,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
     d: Delivery,
     reason: string,
   ): Promise<string> {
-    await d.write((options) =>
-      store.transition(current.id, {
-        from: "settling",
-        to: "settled",
-        version: current.version,
-        at: now(),
-        ledger: "capture",
-      }, options)
+    // The store failing here is not the job's failure: poisoned on it, a
+    // payment whose tx confirmed went to review. Landed or not, the next
+    // look (or the queue's give-up, receipts first) settles it.
+    await storeCall(() =>
+      d.write((options) =>
+        store.transition(current.id, {
+          from: "settling",
+          to: "settled",
+          version: current.version,
+          at: now(),
+          ledger: "capture",
+        }, options)
+      )
     );
     return reason;
   }
@@ -1692,32 +1730,35 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * (the job dropped, the intent left authorized) or, having lost the race
    * for that write to a job published since, a rescue beside that job's.
    * Refused while a mark is on record: a `LateCopy`, nothing written.
+   * The store failing it is not the job's failure (nothing was sent):
+   * landed or not, the write-ahead keeps the next delivery from sending
+   * beside it, and the queue's give-up reads the receipts first.
    */
   async function wroteAhead(
     d: Delivery,
     writeAhead: (options: WriteOptions) => Promise<Intent>,
   ): Promise<Intent> {
     try {
-      return await d.write(
-        (options) =>
-          writeAhead(
-            d.marks.length === 0
-              ? options
-              : { ...options, unlessCounted: d.marks },
-          ),
-        true,
+      return await storeCall(() =>
+        d.write(
+          (options) =>
+            writeAhead(
+              d.marks.length === 0
+                ? options
+                : { ...options, unlessCounted: d.marks },
+            ),
+          true,
+        )
       );
     } catch (error) {
       if (
         d.marks.length > 0 && !d.committed && isRefusal(error) &&
-        await wasMarked(d.marks)
+        await storeCall(() => wasMarked(d.marks))
       ) {
         // Marked as given up on; resolved too, if its give-up's own marks
         // are on record (`gaveup/…` for each `givingup/…`).
         throw new LateCopy(
-          await wasMarked(
-            d.marks.map(resolvedKey),
-          ),
+          await storeCall(() => wasMarked(d.marks.map(resolvedKey))),
         );
       }
       throw error;
@@ -1773,12 +1814,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
       const why = `the write ahead of the send took ${
         formatDuration(tookMs)
       } of the ${formatDuration(leaseMs)} lease`;
-      await d.write((options) =>
-        store.recordBroadcast(current.id, current.version, {
-          outcome: "not_sent",
-          at: now(),
-          error: why,
-        }, options)
+      // Nothing left: the store failing this record is not the job's failure.
+      await storeCall(() =>
+        d.write((options) =>
+          store.recordBroadcast(current.id, current.version, {
+            outcome: "not_sent",
+            at: now(),
+            error: why,
+          }, options)
+        )
       );
       throw new Error(
         `not sent: ${why}, and what is left might lapse mid-send`,

@@ -1201,6 +1201,136 @@ function suite(backend: Backend): void {
     );
   });
 
+  /**
+   * A relayer over pi_0001 (settling, its tx 0x1 sent at 0, pending) whose
+   * store fails the next call of `method` (by `when`) once `fail` is set;
+   * the store returned is the real one.
+   */
+  async function failingOnce<K extends keyof Store>(
+    method: K,
+    when: (...args: Parameters<Store[K]>) => boolean = () => true,
+  ) {
+    const chain = perHash([{ txHash: "0x2" }]);
+    const state: { fail: Error | undefined } = { fail: undefined };
+    const set = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
+      },
+      undefined,
+      { sender: chain.sender },
+      (store) =>
+        overriding(store, {
+          [method]: (...args: Parameters<Store[K]>) => {
+            const failing = state.fail;
+            if (failing === undefined || !when(...args)) {
+              return (store[method] as (...a: unknown[]) => unknown)
+                .apply(store, args);
+            }
+            state.fail = undefined;
+            return Promise.reject(failing);
+          },
+        } as Partial<Store>),
+    );
+    return { ...set, chain, state };
+  }
+
+  /**
+   * The store's failure is thrown out of a last delivery: nothing decided,
+   * no letter, pi_0001 still settling with nothing sent; then the queue's
+   * give-up, which reads the receipts first, settles it on 0x1.
+   */
+  async function thrownThenSettled(
+    t: Awaited<ReturnType<typeof failingOnce>>,
+    deliver: () => Promise<unknown>,
+  ): Promise<void> {
+    const blip = new Error("connection reset by peer");
+    t.state.fail = blip;
+    await assert.rejects(deliver(), (error) => error === blip);
+    assert.equal(t.state.fail, undefined, "the store failed the delivery");
+    assert.equal((await intent(t.store)).state, "settling");
+    assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal(t.chain.sends(), 0);
+    t.chain.receipts["0x1"] = "confirmed";
+    const given = await t.relayer.giveUp(job, {
+      deliveries: 5,
+      queue: { queue: "pubsub", messageId: "m1", dlqId: "d1" },
+    });
+    assert.equal(
+      given.reason,
+      "the queue gave up after 5 deliveries: 0x1 confirmed, intent settled",
+    );
+    assert.equal((await intent(t.store)).state, "settled");
+  }
+
+  test("createRelayer() throws the store's failure of the write that settles a confirmed tx at the last delivery: decided, it sent the paid payment to review", async () => {
+    const t = await failingOnce(
+      "transition",
+      (_id, change) => change.to === "settled",
+    );
+    t.chain.receipts["0x1"] = "confirmed";
+    await thrownThenSettled(t, () => t.relayer.deliver(job, 5));
+  });
+
+  test("createRelayer() throws the store's failure of a delivery's replay record before the signer at the last delivery: decided, it sent a payment to review with its receipt unread", async () => {
+    const t = await failingOnce(
+      "admit",
+      (options) => options.claim !== undefined,
+    );
+    await thrownThenSettled(t, () =>
+      t.relayer.deliver(job, 5, {
+        claim: { key: "v1=ab12", now: 1_000_000, expiresAt: 1_360_000 },
+      }));
+  });
+
+  test("createRelayer() throws the store's failure of a rescue's write-ahead at the last delivery: decided, it sent the payment to review before the give-up read the receipts", async () => {
+    const t = await failingOnce("beginBroadcast");
+    // 0x1 pending for 1000 s: stuck, rescued with its nonce.
+    await thrownThenSettled(t, () => t.relayer.deliver(job, 5));
+  });
+
+  test("createRelayer() throws the store's failure of the re-read after a lost race at the last delivery: decided, it resolved the intent on a store that had just failed", async () => {
+    const t = await failingOnce("getIntent");
+    // Between the look and the rescue's write-ahead, another delivery
+    // records a send of its own; the re-read after the lost race fails.
+    const beginBroadcast = t.store.beginBroadcast.bind(t.store);
+    let raced = false;
+    t.store.beginBroadcast = async (id, version, at, options) => {
+      if (!raced) {
+        raced = true;
+        await t.store.recordBroadcast(id, version, {
+          outcome: "unknown",
+          at: 999_000,
+          error: "rpc timeout",
+        });
+        t.state.fail = blip;
+      }
+      return await beginBroadcast(id, version, at, options);
+    };
+    const blip = new Error("connection reset by peer");
+    // The look passes; the failure is armed for the re-read.
+    await assert.rejects(t.relayer.deliver(job, 5), (error) => error === blip);
+    assert.equal((await intent(t.store)).state, "settling");
+    assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal(t.chain.sends(), 0);
+  });
+
+  test("createRelayer() leaves the store's failure of a send's record to the policy: at the last delivery the payment goes to review, the hash that left in its letter", async () => {
+    const t = await failingOnce("recordBroadcast");
+    t.chain.receipts["0x1"] = "dropped"; // rescued at once
+    t.state.fail = new Error("connection reset by peer");
+    const outcome = await t.relayer.deliver(job, 5);
+    assert.equal(t.chain.sends(), 1);
+    assert.equal(outcome.action, "poison", JSON.stringify(outcome));
+    assert.equal((await intent(t.store)).state, "needs_review");
+    assert.equal(
+      (await t.store.getDeadLetter("pi_0001/settle"))?.lastError,
+      "sent 0x2, but its record failed: connection reset by peer",
+    );
+  });
+
   test("createRelayer() backs a busy delivery off by the policy's delay for its number, as a failure would be: busy answers spend a queue's retries no faster", async () => {
     const { relayer, store } = await setup(
       { state: "settling", hold: "pending", settlingSince: 0 },
