@@ -965,6 +965,17 @@ class SentBusyError extends BusyError {
 }
 
 /**
+ * Busy with another delivery's send in flight, whose write-ahead the look
+ * read: `waitMs` is how long until it counts as lapsed on any instance
+ * (see `inFlightWaitMs`).
+ */
+class InFlightBusyError extends BusyError {
+  constructor(message: string, readonly waitMs: number) {
+    super(message);
+  }
+}
+
+/**
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
  *
@@ -1141,6 +1152,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /** The policy's delay after delivery `n`, for a retry `decide` did not make. */
   function retryDelayMs(n: number): number {
     return jitter(backoff(n, policy), policy.jitter, random);
+  }
+
+  /**
+   * Another delivery's send in flight, written ahead `ageMs` ago by this
+   * clock: busy until it is `leaseMs` + `clockSkewMs` old, and the next
+   * delivery may run on an instance whose clock is `clockSkewMs` behind
+   * this one. Waited out in one retry, so that one send in flight costs a
+   * copy of its job one delivery, not several of a queue's few.
+   */
+  function inFlight(message: string, ageMs: number): InFlightBusyError {
+    const lapsesMs = leaseMs + 2 * clockSkewMs;
+    return new InFlightBusyError(
+      message,
+      Math.min(lapsesMs, Math.max(0, lapsesMs - ageMs)),
+    );
   }
 
   function begin(
@@ -1364,7 +1390,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * Another delivery is acting on this intent right now. That is not this
    * job's failure, so it never poisons the job, even past maxDeliveries:
    * the holder may crash and leave the intent to us. The lease's TTL bounds
-   * how long this can last.
+   * how long this can last. The queue still counts the answer as one of
+   * its deliveries: behind a send in flight, the delay is at least what is
+   * left of that send's lease, so that the next delivery finds it over.
    */
   async function busy(
     job: Job,
@@ -1373,10 +1401,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     failure?: BusyError,
   ): Promise<Outcome> {
     await d.close();
+    const delayMs = retryDelayMs(n);
     return {
       action: "retry",
       delivery: n,
-      delayMs: retryDelayMs(n),
+      delayMs: failure instanceof InFlightBusyError
+        ? Math.max(delayMs, failure.waitMs)
+        : delayMs,
       reason: busyReason(job, failure),
     };
   }
@@ -1552,10 +1583,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Begun less than a lease ago, or still running here: its delivery
         // may still hold the lease and be sending. Busy, not this job's
         // failure (§13).
-        throw new BusyError(
+        const ageMs = now() - intent.broadcasting;
+        throw inFlight(
           `intent ${intent.id} is being sent by another delivery (for ${
-            formatDuration(now() - intent.broadcasting)
+            formatDuration(ageMs)
           })`,
+          ageMs,
         );
       }
       if (stuckMs < policy.stuckAfterMs) {
@@ -1913,8 +1946,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // with no hash on record, and the send's record of the tx that
         // left be refused. Busy, as the copies of its job are. (A queue's
         // give-up waited for it first, up to a bound: see ownSendsEnded.)
-        throw new BusyError(
+        throw inFlight(
           `intent ${intent.id} is being sent by another delivery`,
+          now() - intent.broadcasting,
         );
       }
       const plan = planResolution(intent);
