@@ -967,7 +967,7 @@ class SentBusyError extends BusyError {
 /**
  * Busy with another delivery's send in flight, whose write-ahead the look
  * read: `waitMs` is how long until it counts as lapsed on any instance
- * (see `inFlightWaitMs`).
+ * (see `inFlight` in `createRelayer`).
  */
 class InFlightBusyError extends BusyError {
   constructor(message: string, readonly waitMs: number) {
@@ -1765,7 +1765,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * Refused while a mark is on record: a `LateCopy`, nothing written.
    * The store failing it is not the job's failure (nothing was sent):
    * landed or not, the write-ahead keeps the next delivery from sending
-   * beside it, and the queue's give-up reads the receipts first.
+   * beside it. Not landed, the queue's give-up reads the receipts first;
+   * landed (its answer lost), it is a send in flight on record, and the
+   * give-up sends the payment to review once its lease is over.
    */
   async function wroteAhead(
     d: Delivery,

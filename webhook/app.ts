@@ -852,8 +852,9 @@ export function createApp(deps: AppDeps): WebhookApp {
    * whose store takes the probe's write (a blip) is asked back after the
    * policy's delay for its number, jittered, as a retry the policy decided
    * would be, and not a day later. A delivery with no number (counted in
-   * the store, which failed) and a give-up get the queue's own backoff: the
-   * count cannot grow while the store fails, and a give-up is the last word.
+   * the store, which failed the count or a call after it: its number is
+   * not known here) and a give-up get the queue's own backoff: a give-up
+   * is the last word.
    * `detail` says so to the queue's operator; the error stays in the log.
    */
   async function failedUnexpectedly(
