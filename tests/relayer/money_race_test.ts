@@ -8,6 +8,12 @@
  * dropped, then confirmed) until a tx is final, and a send that failed
  * without `notSent` may have left.
  *
+ * The clock ticks, and an instance's clock steps (within the skew),
+ * between any two calls; the store fails a call or two (before it acts,
+ * or after, its answer lost), which `deliver` and `giveUp` throw and the
+ * queue repeats; a delivery runs on its instance's one relayer (beside
+ * that instance's give-ups) or on one of its own.
+ *
  * Every delivery carries its message's ids (`DeliverOptions.message`): the
  * job is published as several messages (QStash's, Pub/Sub's, one per
  * redrive, one published after the give-ups), each delivered any number
@@ -62,7 +68,17 @@ type Queue = "qstash" | "pubsub";
 type MessageId = "m1" | "m2";
 type Actor =
   /** A QStash delivery of message `message`, its `n`th. */
-  | { kind: "deliver"; clock: number; n: number; message: MessageId }
+  | {
+    kind: "deliver";
+    clock: number;
+    n: number;
+    message: MessageId;
+    /**
+     * On its instance's one relayer (as main.ts delivers and gives up),
+     * whose own sends in flight a give-up there waits for.
+     */
+    shared: boolean;
+  }
   | { kind: "giveUp"; clock: number; queue: Queue; message: MessageId }
   /**
    * A late copy of the message the race's give-up number `of` gave up on:
@@ -77,7 +93,18 @@ type Actor =
   /** A Pub/Sub push of message `message` without a delivery count: counted by its id. */
   | { kind: "counted"; clock: number; message: MessageId }
   | { kind: "operator"; to: "failed" | "settled" }
-  | { kind: "tick"; ms: number };
+  | { kind: "tick"; ms: number }
+  /** Instance `clock`'s clock stepped to `offset`, within the skew. */
+  | { kind: "step"; clock: number; offset: number };
+
+/**
+ * The store failing its `at`th call of the race (counted from 0), before
+ * the call acts or (`landed`) after it, its answer lost.
+ */
+interface Fault {
+  at: number;
+  landed: boolean;
+}
 
 interface Race {
   start: Omit<NewIntent, "id">;
@@ -86,6 +113,7 @@ interface Race {
   actors: Actor[];
   offsets: number[];
   maxDeliveries: number;
+  faults: Fault[];
 }
 
 const LEASE_MS = 10_000;
@@ -166,6 +194,7 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
             clock: fc.integer({ min: 0, max: 2 }),
             n: fc.integer({ min: 1, max: 3 }),
             message: fc.constantFrom("m1" as const, "m2" as const),
+            shared: fc.boolean(),
           }),
           weight: 2,
         },
@@ -211,6 +240,11 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
             STUCK_MS,
           ),
         }),
+        fc.record({
+          kind: fc.constant("step" as const),
+          clock: fc.integer({ min: 0, max: 2 }),
+          offset: fc.integer({ min: 0, max: skewMs }),
+        }),
       ),
       { minLength: 2, maxLength: 8 },
     ),
@@ -219,7 +253,49 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
       maxLength: 3,
     }),
     maxDeliveries: fc.integer({ min: 1, max: 3 }),
+    faults: fc.oneof(
+      fc.constant<Fault[]>([]),
+      fc.array(
+        fc.record({ at: fc.nat({ max: 40 }), landed: fc.boolean() }),
+        { minLength: 1, maxLength: 2 },
+      ),
+    ),
   });
+
+/** What the store throws for a race's {@linkcode Fault}. */
+class StoreBlip extends Error {
+  constructor(readonly call: string) {
+    super(`store blip in ${call}`);
+  }
+}
+
+/**
+ * `store`, failing the calls `faults` names while `racing()` (the queue's
+ * last word runs on a store that answers).
+ */
+function failing(
+  store: Store,
+  faults: readonly Fault[],
+  racing: () => boolean,
+): Store {
+  let calls = 0;
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        const fault = racing() ? faults.find((f) => f.at === calls) : undefined;
+        calls++;
+        if (fault !== undefined && !fault.landed) {
+          throw new StoreBlip(String(key));
+        }
+        const answer = await value.apply(target, args);
+        if (fault !== undefined) throw new StoreBlip(String(key));
+        return answer;
+      };
+    },
+  });
+}
 
 /**
  * `store`, each call started when the scheduler says and answered when
@@ -274,6 +350,18 @@ interface Reach {
   lostRace: number;
   /** Sends by a job published after the give-ups. */
   afresh: number;
+  /** Deliveries the store failed on a call other than a read (so after their look), thrown out of `deliver`. */
+  blipAfterLook: number;
+  /** Give-ups the store failed, thrown out of `giveUp`. */
+  blipGiveUp: number;
+  /** Give-ups that ran while their relayer's own send of the intent was in flight. */
+  ownSendInFlight: number;
+  /** Busy answers that wait out another send's lease (longer than the policy's delay). */
+  inFlightBusy: number;
+  /** Ticks of the clock while a send was in flight. */
+  tickedMidSend: number;
+  /** Instances' clocks stepped while a send was in flight. */
+  steppedMidSend: number;
 }
 
 /**
@@ -288,6 +376,7 @@ function moneyRace(
   wrap?: (store: Store) => Store,
   which?: RegExp,
   reach?: Reach,
+  { stillWriteAheads = false }: { readonly stillWriteAheads?: boolean } = {},
 ) {
   return fc.asyncProperty(races, fc.scheduler(), async (race, s) => {
     const { store: truth, close } =
@@ -380,10 +469,31 @@ function moneyRace(
         ),
       };
 
-      const store = (typeof backend === "function" ? started : scheduled)(
+      const ordered = (typeof backend === "function" ? started : scheduled)(
         s,
-        wrap ? wrap(truth) : truth,
+        failing(wrap ? wrap(truth) : truth, race.faults, () => racing),
       );
+      /** Writes ahead of a send made and not yet answered. */
+      let aheadInFlight = 0;
+      const store: Store = new Proxy(ordered, {
+        get(target, key) {
+          const value = Reflect.get(target, key, target);
+          if (typeof value !== "function") return value;
+          return async (...args: unknown[]) => {
+            const ahead = key === "beginBroadcast" ||
+              (key === "transition" &&
+                (args[1] as { to?: string } | undefined)?.to === "settling");
+            if (ahead) aheadInFlight++;
+            try {
+              return await value.apply(target, args);
+            } finally {
+              if (ahead) aheadInFlight--;
+            }
+          };
+        },
+      });
+      // Each instance's clock, as the race steps them.
+      const offsets = [...race.offsets];
       const policy = {
         maxDeliveries: race.maxDeliveries,
         stuckAfterMs: STUCK_MS,
@@ -394,12 +504,43 @@ function moneyRace(
           store,
           sender: using,
           policy,
-          now: () => clock.t + race.offsets[clockIndex]!,
+          now: () => clock.t + offsets[clockIndex]!,
           random: () => 0.5,
           leaseMs: LEASE_MS,
           clockSkewMs: SKEW_MS,
         });
-      const relayers = race.offsets.map((_, i) => relayerOn(i, sender));
+      /**
+       * Each instance's deliveries running on its one relayer (whether a
+       * late copy), and its sends in flight: a send there while only late
+       * copies run is theirs (L1).
+       */
+      const instances = race.offsets.map(() => ({
+        running: new Set<{ key: string; late: boolean }>(),
+        sending: 0,
+        sent: 0,
+      }));
+      const relayers = instances.map((instance, i) =>
+        relayerOn(i, {
+          async send(intent, options) {
+            const running = [...instance.running];
+            if (running.length > 0 && running.every((r) => r.late)) {
+              violations.push(
+                `L1: a copy of ${
+                  running[0]!.key
+                }, delivered after its give-up answered, sent`,
+              );
+            }
+            instance.sending++;
+            instance.sent++;
+            try {
+              return await sender.send(intent, options);
+            } finally {
+              instance.sending--;
+            }
+          },
+          receipt: sender.receipt,
+        })
+      );
       const OPS = "ops-token-for-money-race";
       const app = createApp({
         store,
@@ -408,14 +549,24 @@ function moneyRace(
         now: () => clock.t,
       });
       const job = { intentId: "pi_1", kind: "settle" } as const;
-      const tick = s.scheduleFunction(function tick(ms: number) {
+      // The clock moves when the scheduler says, not when it is asked to
+      // (a scheduled function runs at once and only its answer waits):
+      // a tick or a step lands between any two calls of the race.
+      const tick = async (ms: number) => {
+        await s.schedule(Promise.resolve(), `tick(${ms})`);
+        if (stillWriteAheads && aheadInFlight > 0) return;
+        if (racing && reach && sendStart !== undefined) reach.tickedMidSend++;
         // A Sender times out within half the lease: the clock never runs
         // that far while a send is in flight (LEASE >= 2 x SENDER_TIMEOUT).
         clock.t = sendStart === undefined
           ? clock.t + ms
           : Math.min(clock.t + ms, sendStart + LEASE_MS / 2 - 1);
-        return Promise.resolve();
-      });
+      };
+      const step = async (i: number, to: number) => {
+        await s.schedule(Promise.resolve(), `step(${i}, ${to})`);
+        if (racing && reach && sendStart !== undefined) reach.steppedMidSend++;
+        offsets[i] = to;
+      };
 
       /** The queue's messages of the job, by `<queue>/<id>`. */
       const messages = new Map<string, {
@@ -452,13 +603,15 @@ function moneyRace(
         key: string,
         clockIndex: number,
         n: number | undefined,
+        shared = false,
       ): Promise<Outcome> => {
         const [queue, messageId] = key.split("/") as [Queue, string];
         const m = message(key);
         m.published = true;
         const late = m.resolved;
         if (late && racing && reach) reach.late++;
-        const relayer = relayerOn(clockIndex, {
+        const running = { key, late };
+        const relayer = shared ? relayers[clockIndex]! : relayerOn(clockIndex, {
           send(intent, options) {
             if (racing && reach && key.startsWith("qstash/fresh")) {
               reach.afresh++;
@@ -472,13 +625,36 @@ function moneyRace(
           },
           receipt: sender.receipt,
         });
-        const outcome = await relayer.deliver(job, n, {
-          message: { queue, messageId },
-          ...(n === undefined ? { countAs: key } : {}),
-        });
+        if (shared) instances[clockIndex]!.running.add(running);
+        let outcome: Outcome;
+        try {
+          outcome = await relayer.deliver(job, n, {
+            message: { queue, messageId },
+            ...(n === undefined ? { countAs: key } : {}),
+          });
+        } catch (error) {
+          // The store failing: nothing decided, the queue delivers again.
+          if (!(error instanceof StoreBlip)) throw error;
+          log.push(`deliver ${key}${late ? " (late)" : ""}: threw ${error}`);
+          if (reach && error.call !== "getIntent") reach.blipAfterLook++;
+          return {
+            action: "retry",
+            delivery: n ?? 0,
+            delayMs: 0,
+            reason: error.message,
+          };
+        } finally {
+          instances[clockIndex]!.running.delete(running);
+        }
         log.push(
           `deliver ${key}${late ? " (late)" : ""}: ${JSON.stringify(outcome)}`,
         );
+        if (
+          racing && reach && outcome.action === "retry" &&
+          outcome.delayMs > LEASE_MS
+        ) {
+          reach.inFlightBusy++;
+        }
         if (outcome.reason === LATE_COPY && racing && reach) {
           reach.refused++;
           // Refused a rescue: another message's job moved the intent on.
@@ -501,11 +677,33 @@ function moneyRace(
         const [queue, messageId] = key.split("/") as [Queue, string];
         const m = message(key);
         m.given = true;
-        const outcome = await relayers[clockIndex]!.giveUp(job, {
-          deliveries: race.maxDeliveries,
-          queue: { queue, messageId },
-        });
+        const instance = instances[clockIndex]!;
+        const sendsBefore = instance.sent;
+        const overlapped = instance.sending > 0;
+        let outcome: Outcome;
+        try {
+          outcome = await relayers[clockIndex]!.giveUp(job, {
+            deliveries: race.maxDeliveries,
+            queue: { queue, messageId },
+          });
+        } catch (error) {
+          // The store failing: the queue gives up again.
+          if (!(error instanceof StoreBlip)) throw error;
+          log.push(`giveUp ${key}: threw ${error}`);
+          if (reach) reach.blipGiveUp++;
+          return {
+            action: "retry",
+            delivery: race.maxDeliveries,
+            delayMs: 0,
+            reason: error.message,
+          };
+        }
         log.push(`giveUp ${key}: ${JSON.stringify(outcome)}`);
+        if (
+          racing && reach && (overlapped || instance.sent > sendsBefore)
+        ) {
+          reach.ownSendInFlight++;
+        }
         if (outcome.action !== "retry") {
           m.resolved = true;
           m.finished = true;
@@ -523,7 +721,12 @@ function moneyRace(
       const act = async (actor: Actor, i: number) => {
         switch (actor.kind) {
           case "deliver":
-            await deliver(`qstash/${actor.message}`, actor.clock, actor.n);
+            await deliver(
+              `qstash/${actor.message}`,
+              actor.clock,
+              actor.n,
+              actor.shared,
+            );
             return;
           case "giveUp":
             await giveUp(`${actor.queue}/${actor.message}`, actor.clock);
@@ -560,7 +763,7 @@ function moneyRace(
             await deliver(`pubsub/${actor.message}`, actor.clock, undefined);
             return;
           case "operator": {
-            const read = await store.getIntent("pi_1");
+            const read = await store.getIntent("pi_1").catch(() => null);
             if (read?.state !== "needs_review") return;
             const answer = await app.request("/v1/intents/pi_1/resolve", {
               method: "POST",
@@ -580,6 +783,9 @@ function moneyRace(
           }
           case "tick":
             await tick(actor.ms);
+            return;
+          case "step":
+            await step(actor.clock, actor.offset);
             return;
         }
       };
@@ -737,17 +943,72 @@ Deno.test({
   },
 });
 
-Deno.test("MemoryStore: clocks apart by half a lease more than clockSkewMs still keep one send at a time (a Sender within half the lease)", async () => {
+Deno.test("MemoryStore: clocks apart by half a lease more than clockSkewMs still keep one send at a time (a Sender within half the lease, a write-ahead that takes no time)", async () => {
+  // The margin is what the write-ahead leaves of the lease: one that
+  // takes up to half of it (which still sends) leaves none, and a clock
+  // ahead by more than clockSkewMs then takes the lease mid-send.
   await fc.assert(
-    moneyRace(memoryBackend, anyRace(SKEW_MS + LEASE_MS / 2 - 1)),
-    {
-      numRuns: runs(5000),
-    },
+    moneyRace(
+      memoryBackend,
+      anyRace(SKEW_MS + LEASE_MS / 2 - 1),
+      undefined,
+      undefined,
+      undefined,
+      { stillWriteAheads: true },
+    ),
+    { numRuns: runs(5000) },
   );
 });
 
+Deno.test("the money race catches clocks apart by more than clockSkewMs behind a write-ahead that took time", async () => {
+  // Proof the margin above is the write-ahead's (found by the race once
+  // its clock moved between any two calls): m1's delivery on clock 1
+  // writes ahead, the clock moves 4 s before its answer, and its send
+  // (under half the lease, so it sends) lasts half a lease; the late copy
+  // of m2 on clock 0, 3,071 ms ahead, finds the lease lapsed, and sends.
+  const race: Race = {
+    start: { state: "authorized", hold: "pending" },
+    sends: ["sent"],
+    reads: ["pending"],
+    actors: [
+      { kind: "deliver", clock: 1, n: 1, message: "m1", shared: false },
+      { kind: "tick", ms: 4_000 },
+      { kind: "giveUp", clock: 0, queue: "qstash", message: "m2" },
+      { kind: "late", clock: 0, n: 1, of: 0 },
+    ],
+    offsets: [3_071, 0, 0],
+    maxDeliveries: 1,
+    faults: [],
+  };
+  const run = (stillWriteAheads: boolean) =>
+    fc.check(
+      moneyRace(
+        memoryBackend,
+        fc.constant(race),
+        undefined,
+        /^I5:/,
+        undefined,
+        { stillWriteAheads },
+      ),
+      { numRuns: ORDERS, seed: 1 },
+    );
+  assert.equal((await run(false)).failed, true);
+  assert.equal((await run(true)).failed, false);
+});
+
 Deno.test("the money races reach late copies, refused on the first send and on a rescue, and jobs published afresh that send", async () => {
-  const reach: Reach = { late: 0, refused: 0, lostRace: 0, afresh: 0 };
+  const reach: Reach = {
+    late: 0,
+    refused: 0,
+    lostRace: 0,
+    afresh: 0,
+    blipAfterLook: 0,
+    blipGiveUp: 0,
+    ownSendInFlight: 0,
+    inFlightBusy: 0,
+    tickedMidSend: 0,
+    steppedMidSend: 0,
+  };
   await fc.assert(
     moneyRace(memoryBackend, anyRace(SKEW_MS), undefined, undefined, reach),
     { numRuns: 3000, seed: 42 },
@@ -797,6 +1058,7 @@ Deno.test("the money race's first late copy that sent: a copy that lost the race
     ],
     offsets: [0, 0, 0],
     maxDeliveries: 2,
+    faults: [],
   }, ORDERS);
 });
 
@@ -821,6 +1083,7 @@ Deno.test("the money race's give-up held up between its letter and its mark: a d
     ],
     offsets: [0, 0, 0],
     maxDeliveries: 2,
+    faults: [],
   }, ORDERS);
 });
 
