@@ -2,6 +2,9 @@
  * Races under `fc.scheduler()`: two deliveries of one job and a poison
  * resolution (a third delivery at the last allowed number), with every
  * store call and every Sender call resolving in an order fast-check picks.
+ * The deliveries run on one relayer (one process) or one each, a queue's
+ * give-up of the job may race them, and the store may fail a call or two
+ * (before it acts, or after, its answer lost), which is thrown out.
  * I1–I6 must hold in every order. On MemoryStore and, where a server can
  * run, on PostgresStore: there the writes really race on the database and
  * only their answers are reordered.
@@ -36,6 +39,12 @@ interface Race {
   receipt: ReceiptStatus;
   deliveries: [number, number, number];
   maxDeliveries: number;
+  /** All three deliveries on one relayer (one process), not one each. */
+  oneRelayer: boolean;
+  /** A queue's give-up of the job racing them, on the first delivery's relayer. */
+  giveUp: boolean;
+  /** Store calls (counted from 0) that fail: before they act, or after (`landed`). */
+  faults: { at: number; landed: boolean }[];
 }
 
 const lastBroadcasts: (Broadcast | null)[] = [
@@ -73,7 +82,51 @@ const anyRace: fc.Arbitrary<Race> = fc.record({
     fc.integer({ min: 1, max: 3 }),
     fc.constant(3),
   ),
+  oneRelayer: fc.boolean(),
+  giveUp: fc.boolean(),
+  faults: fc.oneof(
+    fc.constant<Race["faults"]>([]),
+    fc.array(fc.record({ at: fc.nat({ max: 20 }), landed: fc.boolean() }), {
+      minLength: 1,
+      maxLength: 2,
+    }),
+  ),
 });
+
+/** What the store throws for a race's fault. */
+class StoreBlip extends Error {
+  constructor() {
+    super("store blip");
+  }
+}
+
+/** `store`, failing the calls `faults` names. */
+function failing(store: Store, faults: Race["faults"]): Store {
+  let calls = 0;
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        const fault = faults.find((f) => f.at === calls++);
+        if (fault !== undefined && !fault.landed) throw new StoreBlip();
+        const answer = await value.apply(target, args);
+        if (fault !== undefined) throw new StoreBlip();
+        return answer;
+      };
+    },
+  });
+}
+
+/** What the races reached, counted over a run. */
+interface RaceReach {
+  /** Deliveries and give-ups the store failed, thrown out. */
+  blips: number;
+  /** Busy answers on a relayer whose own send was in flight. */
+  ownBusy: number;
+  /** Give-ups answered. */
+  giveUps: number;
+}
 
 /** Every method of `store`, resolved when the scheduler says so. */
 function scheduled(s: fc.Scheduler, store: Store): Store {
@@ -90,7 +143,10 @@ function scheduled(s: fc.Scheduler, store: Store): Store {
 function raceKeepsInvariants(
   breaker: (store: Store) => Store = (store) => store,
   backend: Backend = memoryBackend,
-  { leaseOrder = true }: { readonly leaseOrder?: boolean } = {},
+  { leaseOrder = true, reach }: {
+    readonly leaseOrder?: boolean;
+    readonly reach?: RaceReach;
+  } = {},
 ) {
   return fc.asyncProperty(anyRace, fc.scheduler(), async (race, s) => {
     // Not closed on a failure: a failed run's store stays out of the pool.
@@ -188,18 +244,46 @@ function raceKeepsInvariants(
     // relayer for all three would hide a store that ignores leases.)
     const relayer = () =>
       createRelayer({
-        store: scheduled(s, watched),
+        store: scheduled(s, failing(watched, race.faults)),
         sender,
         policy: { maxDeliveries: race.maxDeliveries, stuckAfterMs: 0 },
         now: () => 1000,
         random: () => 0.5,
       });
     const job = { intentId: "pi_1", kind: "settle" } as const;
-    const deliveries = race.deliveries.map((n) => relayer().deliver(job, n));
+    const one = relayer();
+    const relayers = race.deliveries.map((_, i) =>
+      race.oneRelayer || i === 0 ? one : relayer()
+    );
+    const deliveries = race.deliveries.map((n, i) =>
+      relayers[i]!.deliver(job, n).then((outcome) => {
+        if (
+          reach && race.oneRelayer && inFlight > 0 &&
+          outcome.action === "retry" && /busy/.test(outcome.reason)
+        ) reach.ownBusy++;
+        return outcome;
+      })
+    );
+    if (race.giveUp) {
+      deliveries.push(
+        one.giveUp(job, {
+          deliveries: race.maxDeliveries,
+          queue: { queue: "qstash", messageId: "m1" },
+        }).then((outcome) => {
+          if (reach) reach.giveUps++;
+          return outcome;
+        }),
+      );
+    }
     await s.waitFor(Promise.allSettled(deliveries));
 
     for (const result of await Promise.allSettled(deliveries)) {
       if (result.status === "rejected") {
+        // The store failing: nothing decided, the queue delivers again.
+        if (result.reason instanceof StoreBlip) {
+          if (reach) reach.blips++;
+          continue;
+        }
         violations.push(`a delivery threw: ${String(result.reason)}`);
       }
     }
@@ -243,6 +327,17 @@ Deno.test({
       numRuns: runs(200),
     });
   },
+});
+
+Deno.test("the races reach store failures thrown out of deliver and giveUp, busy answers behind the relayer's own send, and give-ups", async () => {
+  const reach: RaceReach = { blips: 0, ownBusy: 0, giveUps: 0 };
+  await fc.assert(raceKeepsInvariants(undefined, memoryBackend, { reach }), {
+    numRuns: 100,
+    seed: 42,
+  });
+  for (const [name, count] of Object.entries(reach)) {
+    assert.ok(count > 0, `${name} never reached`);
+  }
 });
 
 /** `store`, with every write made as if no lease rode in it. */
