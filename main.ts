@@ -26,6 +26,7 @@ import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
 import { PostgresStore, reconnectBackoffS } from "./store/postgres.ts";
+import { typeFetchLost } from "./store/_postgres_errors.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
   type Config,
@@ -803,6 +804,20 @@ if (import.meta.main) {
     console.error(`relayer: cannot start: ${error.message}`);
     Deno.exit(1);
   }
+  // postgres.js drops the promise of its type query on a new connection
+  // (porsager/postgres#1192): a server that ends that connection (a
+  // failover, pg_terminate_backend) would end this process. The
+  // connection opens again for the query that asked for it.
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    if (!typeFetchLost(event.reason)) return;
+    event.preventDefault();
+    const { code } = event.reason as { code?: unknown };
+    stdout.line(
+      `relayer: PostgreSQL ended a new connection while postgres.js read its types (${
+        String(code)
+      }): it connects again`,
+    );
+  });
   try {
     service = await openService(config, { log: stdout.line });
   } catch (error) {

@@ -24,3 +24,19 @@ export function connectionLost(error: unknown): boolean {
   // (ECONNRESET, EPIPE, ETIMEDOUT, EHOSTUNREACH, …) and TLS's (ERR_…).
   return typeof code === "string" && /^(CONNECT|E[A-Z]{3,}$|ERR_)/.test(code);
 }
+
+/**
+ * Whether `reason` is postgres.js's own array-types query on a new
+ * connection (with `fetch_types`, its default) failing as the connection
+ * ended. postgres.js 3.4.9 drops that query's promise, so the failure is
+ * no one's rejection (porsager/postgres#1192, #1223); the connection opens
+ * again for the query that asked for it.
+ */
+export function typeFetchLost(reason: unknown): boolean {
+  const query = (reason as { query?: unknown } | null)?.query;
+  return typeof query === "string" &&
+    /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type a\s/.test(
+      query,
+    ) &&
+    connectionLost(reason);
+}

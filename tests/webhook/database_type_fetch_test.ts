@@ -1,0 +1,182 @@
+/**
+ * The service as a real process when PostgreSQL ends a connection that
+ * postgres.js has just opened, while it still reads the server's array
+ * types (its own first query on every new connection, with `fetch_types`
+ * on): a failover or a `pg_terminate_backend` that lands on the pool's
+ * reconnect. postgres.js drops that query's promise (porsager/postgres#1192,
+ * #1223), so its rejection is no one's: the process must live on, and the
+ * store with it.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { freePort, startMain } from "../_main_process.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  postgresUrl,
+  sharedClient,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * A TCP relay to the server. Once armed, the first client message that
+ * asks for `pg_catalog.pg_type` is held while `onTypeFetch` runs, then
+ * passed on.
+ */
+function relay(target: { hostname: string; port: number }) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  const state: { armed: (() => Promise<void>) | null; held: number } = {
+    armed: null,
+    held: 0,
+  };
+  (async () => {
+    for await (const client of listener) {
+      conns.push(client);
+      (async () => {
+        const server = await Deno.connect(target);
+        conns.push(server);
+        server.readable.pipeTo(client.writable).catch(() => {});
+        const text = new TextDecoder("latin1");
+        try {
+          for await (const chunk of client.readable) {
+            const onTypeFetch = state.armed;
+            if (
+              onTypeFetch && text.decode(chunk).includes("pg_catalog.pg_type")
+            ) {
+              state.armed = null;
+              state.held++;
+              await onTypeFetch();
+            }
+            const writer = server.writable.getWriter();
+            try {
+              await writer.write(chunk);
+            } finally {
+              writer.releaseLock();
+            }
+          }
+        } catch {
+          // either side gone
+        }
+        try {
+          server.close();
+        } catch {
+          // closed already
+        }
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    arm(onTypeFetch: () => Promise<void>) {
+      state.armed = onTypeFetch;
+    },
+    held: () => state.held,
+    close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // closed already
+        }
+      }
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "main.ts on PostgreSQL lives on when the server ends a new connection while postgres.js reads its types, and reads again",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const admin = await sharedClient();
+    const name = new URL(database.url).pathname.slice(1);
+    const real = new URL(await postgresUrl());
+    const proxy = relay({
+      hostname: real.hostname,
+      port: Number(real.port || 5432),
+    });
+    const url = new URL(database.url);
+    url.port = String(proxy.port);
+    const dir = await Deno.makeTempDir({ prefix: "relayer_types_" });
+    const { port } = freePort();
+    const service = startMain({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "types-secret-0123456789abcdef",
+      DATABASE_URL: url.href,
+    }, { port, writeDir: dir });
+    let exited = false;
+    service.child.status.then(() => exited = true);
+    /** Fails with what the process said on its way out. */
+    const alive = async () => {
+      if (!exited) return;
+      const { code, stderr } = await service.ended();
+      assert.fail(`the service's process ended (code ${code}): ${stderr}`);
+    };
+    const base = `http://127.0.0.1:${port}`;
+    // Only this service's sessions: the server is shared with other files.
+    const terminate = () =>
+      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = ${name} AND pid <> pg_backend_pid()`;
+    const ready = async (): Promise<number> => {
+      try {
+        const res = await fetch(`${base}/readyz`);
+        await res.body?.cancel();
+        return res.status;
+      } catch {
+        return 0;
+      }
+    };
+    try {
+      while (await ready() !== 200) {
+        await alive();
+        await sleep(50);
+      }
+      // Every session of the pool ended: the next read opens a new one,
+      // whose type query the server ends before it runs.
+      proxy.arm(async () => {
+        await terminate();
+        for (;;) {
+          const [row] = await admin`SELECT count(*)::int AS n
+            FROM pg_stat_activity WHERE datname = ${name}`;
+          if (row!.n === 0) return;
+          await sleep(20);
+        }
+      });
+      await terminate();
+      let status = 0;
+      const until = performance.now() + 20_000;
+      while (performance.now() < until) {
+        status = await ready();
+        if (status === 200 && proxy.held() > 0) break;
+        await alive();
+        await sleep(100);
+      }
+      assert.equal(proxy.held(), 1, "no new connection asked for its types");
+      // Time for a dropped rejection to end the process, then a read again.
+      await sleep(500);
+      await alive();
+      assert.equal(await ready(), 200);
+      service.kill();
+      const { stdout } = await service.ended();
+      assert.match(
+        stdout,
+        /PostgreSQL ended a new connection while postgres\.js read its types \(57P01\): it connects again/,
+      );
+    } finally {
+      service.kill();
+      await service.ended();
+      proxy.close();
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
