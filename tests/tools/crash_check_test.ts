@@ -17,6 +17,7 @@ import {
   type JobRecord,
   overlappingSends,
   parseOptions,
+  storeFailed,
 } from "../../tools/crash.ts";
 
 const send = (arrivedAt: number, answeredAt: number | null) => ({
@@ -151,4 +152,40 @@ Deno.test("fetchesByGeneration() counts each process's fetches of Google's keys,
       { generation: 3, fetches: 2, lifeMs: 690 },
     ],
   );
+});
+
+Deno.test("storeFailed() takes a 503 that says the store failed, and no other answer", () => {
+  const problem = (type: string, detail: string) =>
+    JSON.stringify({
+      type: `urn:relayer:problem:${type}`,
+      status: 503,
+      detail,
+    });
+  assert.ok(storeFailed(
+    503,
+    problem(
+      "delivery-failed",
+      "The delivery could not finish (the store failed unexpectedly); the queue will redeliver it.",
+    ),
+  ));
+  assert.ok(storeFailed(
+    503,
+    problem(
+      "store-failed",
+      "The read of intent pi_0010 could not reach the store (the relayer's log says why): try again.",
+    ),
+  ));
+  assert.ok(storeFailed(
+    503,
+    "retry: PostgreSQL lost the connection during the write (Error: write CONNECTION_CLOSED 127.0.0.1:43165): it may have landed or not; the next read says which",
+  ));
+  // A retry after a send, a refusal, an acceptance: not the store's.
+  assert.ok(
+    !storeFailed(
+      503,
+      "retry: send: signer answered 502: rpc: connection refused",
+    ),
+  );
+  assert.ok(!storeFailed(401, problem("store-failed", "")));
+  assert.ok(!storeFailed(200, "PostgreSQL"));
 });
