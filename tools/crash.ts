@@ -1008,6 +1008,46 @@ interface DbFaultRecord {
 }
 
 /**
+ * Answers kept in the order their requests were sent, not answered: two
+ * reads of one intent at once (the sampler's and the operator's) may
+ * answer out of order, as an intent's view is three store reads (the
+ * intent, its count, its letter) and the later two can wait on a
+ * connection under database faults. Ordered by answer, a read of the
+ * intent before a commit, answered after a read behind it, looks like a
+ * move backwards.
+ */
+export class SentOrder<T> {
+  readonly #slots = new Map<string, ({ value: T } | null)[]>();
+
+  /**
+   * A place for the answer of a request about `key` sent now.
+   *
+   * @param key What the request is about.
+   * @returns A function that records its answer.
+   */
+  send(key: string): (value: T) => void {
+    const slots = this.#slots.get(key) ?? [];
+    this.#slots.set(key, slots);
+    const at = slots.push(null) - 1;
+    return (value) => {
+      slots[at] = { value };
+    };
+  }
+
+  /**
+   * The answers about `key`, in the order their requests were sent.
+   *
+   * @param key What the requests were about.
+   * @returns Each answer given so far.
+   */
+  get(key: string): T[] {
+    return (this.#slots.get(key) ?? []).flatMap((slot) =>
+      slot === null ? [] : [slot.value]
+    );
+  }
+}
+
+/**
  * Whether an answer is the service telling that its store failed (503, the
  * delivery's "store failed unexpectedly", the store-failed problem of an
  * operator's route, or a retry naming PostgreSQL): under database faults,
@@ -1178,7 +1218,7 @@ interface CheckInput {
   readonly finals: ReadonlyMap<string, IntentView>;
   readonly deadLetters: readonly DeadLetterView[];
   readonly jobs: ReadonlyMap<string, JobRecord>;
-  readonly observed: ReadonlyMap<string, State[]>;
+  readonly observed: { get(id: string): State[] | undefined };
   readonly stub: SignerStub;
   readonly kills: readonly KillWindow[];
   /** The intents an operator resolved (or tried to), and to what. */
@@ -1998,7 +2038,7 @@ async function runCrashTest(
     slowestMs: 0,
   };
   const jobs = new Map<string, JobRecord>();
-  const observed = new Map<string, State[]>();
+  const observed = new SentOrder<State>();
   const plans: { id: string; initial: State; behaviour: Behaviour }[] = [];
   /** The intents an operator resolved (or tried to), and to what. */
   const resolvedBy = new Map<string, "settled" | "failed">();
@@ -3108,9 +3148,10 @@ async function runCrashTest(
       }
       await Promise.all([...batch].map(async (id) => {
         try {
+          const answer = observed.send(id);
           const { status, body } = await ops(`/v1/intents/${id}`);
           if (status === 200) {
-            observed.get(id)!.push((body as IntentView).intent.state);
+            answer((body as IntentView).intent.state);
             stats.samples++;
           }
         } catch {
@@ -3136,7 +3177,7 @@ async function runCrashTest(
       // likely), a few at a time.
       const inReview = plans.filter((p) =>
         !resolvedBy.has(p.id) &&
-        (observed.get(p.id)!.at(-1) === "needs_review" ||
+        (observed.get(p.id).at(-1) === "needs_review" ||
           jobs.get(p.id)!.ended)
       );
       for (let i = 0; i < 4 && inReview.length > 0; i++) {
@@ -3145,12 +3186,13 @@ async function runCrashTest(
           1,
         )[0]!;
         try {
+          const answer = observed.send(plan.id);
           const read = await ops(`/v1/intents/${plan.id}`);
           if (read.status !== 200) continue;
           const { intent } = read.body as IntentView & {
             intent: { version: string };
           };
-          observed.get(plan.id)!.push(intent.state);
+          answer(intent.state);
           if (intent.state !== "needs_review") continue;
           // The operator looks at the chain first (the signer's receipts).
           for (const hash of intent.txHashes) {
@@ -3414,7 +3456,6 @@ async function runCrashTest(
       const behaviour = pickBehaviour(behaviourRandom);
       plans.push({ id, initial, behaviour });
       stub.behaviours.set(id, behaviour);
-      observed.set(id, []);
       jobs.set(id, {
         intentId: id,
         jobId: `${id}/settle`,

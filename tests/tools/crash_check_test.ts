@@ -17,6 +17,7 @@ import {
   type JobRecord,
   overlappingSends,
   parseOptions,
+  SentOrder,
   storeFailed,
 } from "../../tools/crash.ts";
 
@@ -188,4 +189,19 @@ Deno.test("storeFailed() takes a 503 that says the store failed, and no other an
   );
   assert.ok(!storeFailed(401, problem("store-failed", "")));
   assert.ok(!storeFailed(200, "PostgreSQL"));
+});
+
+Deno.test("SentOrder keeps two reads' answers in the order they were sent, not answered", () => {
+  const observed = new SentOrder<string>();
+  // The operator's read is sent first and reads the intent before its
+  // settle commits; the sampler's read, sent after the commit, answers
+  // first; one more read is lost with the server.
+  const operator = observed.send("pi_1");
+  const sampler = observed.send("pi_1");
+  observed.send("pi_1");
+  sampler("settled");
+  assert.deepEqual(observed.get("pi_1"), ["settled"]);
+  operator("settling");
+  assert.deepEqual(observed.get("pi_1"), ["settling", "settled"]);
+  assert.deepEqual(observed.get("pi_2"), []);
 });
