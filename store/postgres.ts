@@ -618,18 +618,20 @@ export class PostgresStore implements Store {
     const first = await this.#reserve(waitMs).catch(() => null);
     if (first === null) return;
     const second = await this.#reserve(waitMs).catch(() => null);
-    /** A connection of the check: its last query, whether it began a transaction, whether postgres.js lost it. */
+    /** A connection of the check: its last query, whether it began a transaction, whether postgres.js lost it, its server session's pid once known. */
     type Probe = {
       readonly tx: postgres.ReservedSql;
       last: Promise<void>;
       begun: boolean;
       lost: boolean;
+      pid: number | undefined;
     };
     const probe = (tx: postgres.ReservedSql): Probe => ({
       tx,
       last: Promise.resolve(),
       begun: false,
       lost: false,
+      pid: undefined,
     });
     const a = probe(first);
     const b = second === null ? null : probe(second);
@@ -650,15 +652,20 @@ export class PostgresStore implements Store {
         p.tx<
           { pid: number }[]
         >`SELECT pg_backend_pid() AS pid, ${1}::int AS one`,
-      ).then(([row]) => row?.pid);
+      ).then(([row]) => p.pid = row?.pid);
     let refusal: Error | undefined;
+    // Two server sessions, one idle while the other ran.
+    let direct = false;
     try {
       if (b === null) return;
       const mine = await pid(a);
       await on(b, b.tx.unsafe(`BEGIN ${ISOLATION}`), true);
       const theirs = await on(b, b.tx`SELECT pg_backend_pid() AS pid`)
-        .then(([row]) => row?.pid);
-      if (mine !== theirs) return;
+        .then(([row]) => b.pid = row?.pid);
+      if (mine !== theirs) {
+        direct = true;
+        return;
+      }
       // The same statement, on whatever session the pooler gives now.
       await on(a, a.tx.unsafe(`BEGIN ${ISOLATION}`), true);
       await pid(a).catch((error) => {
@@ -676,8 +683,33 @@ export class PostgresStore implements Store {
       // last query waits for. A connection postgres.js lost is its to mend:
       // rolled back or released, it could crash the process
       // (porsager/postgres#1154); one still silent is left to it too.
+      // Directly on PostgreSQL (two server sessions), the first sat idle
+      // through the second's queries: a connection the server ended then
+      // is one postgres.js closed without a word to the check, and handed
+      // back or sent a ROLLBACK it crashes the process at its next write
+      // (porsager/postgres#1199, #1208). The second answered last, so it
+      // is open: it asks whether the first's session is still there. If
+      // the server ended the one that ran, the idle one is taken for
+      // ended too (a restart or a failover ends them all), and left.
+      let firstLeft = b !== null && b.lost;
+      let secondLeft = b !== null && a.lost && b.pid === undefined;
+      if (
+        b !== null && direct && a.pid !== undefined &&
+        await this.#within(b.last, waitMs)
+      ) {
+        firstLeft = !await on(
+          b,
+          b.tx.unsafe<{ n: number }[]>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${
+              Math.trunc(a.pid)
+            }`,
+          ),
+        ).then(([row]) => row?.n === 1, () => false);
+        secondLeft = b.lost;
+      }
       for (const p of b === null ? [a] : [b, a]) {
         if (!await this.#within(p.last, waitMs) || p.lost) continue;
+        if (p === a ? firstLeft : secondLeft) continue;
         if (p.begun) {
           const rolledBack = p.tx`ROLLBACK`.then(() => {}, () => {});
           if (!await this.#within(rolledBack, waitMs)) continue;
