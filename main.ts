@@ -25,8 +25,11 @@ import { HttpSender } from "./relayer/http_sender.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
-import { PostgresStore, reconnectBackoffS } from "./store/postgres.ts";
-import { typeFetchLost } from "./store/_postgres_errors.ts";
+import {
+  isTypeFetchLost,
+  PostgresStore,
+  reconnectBackoffS,
+} from "./store/postgres.ts";
 import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
   type Config,
@@ -809,7 +812,7 @@ if (import.meta.main) {
   // failover, pg_terminate_backend) would end this process. The
   // connection opens again for the query that asked for it.
   globalThis.addEventListener("unhandledrejection", (event) => {
-    if (!typeFetchLost(event.reason)) return;
+    if (!isTypeFetchLost(event.reason)) return;
     event.preventDefault();
     const { code } = event.reason as { code?: unknown };
     stdout.line(

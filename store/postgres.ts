@@ -48,7 +48,7 @@ import { ReplayError } from "./replay_error.ts";
 import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
-import { connectionLost } from "./_postgres_errors.ts";
+import { connectionLost, typeFetchLost } from "./_postgres_errors.ts";
 import { heldBySession } from "./_held_lock.ts";
 import {
   broadcastBegun,
@@ -133,6 +133,43 @@ export function reconnectBackoffS(
   random: () => number = Math.random,
 ): number {
   return (0.5 + random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+}
+
+/**
+ * Whether an unhandled rejection is postgres.js's own array-types query on
+ * a new connection, failed as the server ended that connection (a
+ * failover, a restart, `pg_terminate_backend`). postgres.js 3.4.9 drops
+ * that query's promise (porsager/postgres#1192, #1223), so the failure is
+ * no caller's to catch, and a runtime that ends the process on an
+ * unhandled rejection (Deno, Node) ends it there. Nothing is lost: the
+ * connection opens again for the query that asked for it. `main.ts`
+ * prevents exactly that rejection and logs a line; a process of your own
+ * with a `PostgresStore` should do the same, and let every other
+ * unhandled rejection end it as before.
+ *
+ * @param reason The rejection's reason (`event.reason`).
+ * @returns `true` only for that query's failure with the connection lost.
+ *
+ * @example Keep the process through a failover (Deno; on Node, `process.on("unhandledRejection")`)
+ * ```ts
+ * import { isTypeFetchLost } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
+ *
+ * globalThis.addEventListener("unhandledrejection", (event) => {
+ *   if (isTypeFetchLost(event.reason)) event.preventDefault();
+ * });
+ * // What postgres.js rejects with when the server ends the connection:
+ * const lost = Object.assign(new Error("terminating connection due to administrator command"), {
+ *   code: "57P01",
+ *   severity: "FATAL",
+ *   query: "select b.oid, b.typarray from pg_catalog.pg_type a left join pg_catalog.pg_type b on b.oid = a.typelem where a.typcategory = 'A' group by b.oid, b.typarray order by b.oid",
+ * });
+ * assert.equal(isTypeFetchLost(lost), true);
+ * assert.equal(isTypeFetchLost(new Error("anything else")), false);
+ * ```
+ */
+export function isTypeFetchLost(reason: unknown): boolean {
+  return typeFetchLost(reason);
 }
 
 /**
