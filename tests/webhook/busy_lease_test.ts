@@ -141,11 +141,26 @@ for (const backend of BACKENDS) {
   });
 }
 
-Deno.test("a busy copy's wait covers another instance's clock running CLOCK_SKEW behind: the next delivery there finds the dead send's lease over", async () => {
+/**
+ * Runs `use` on MemoryStore with `pi_0001` authorized and the first
+ * delivery's send left in flight at `T0` by an instance that died.
+ */
+async function onMemoryWithDeadSend(
+  use: (store: Store, clock: { t: number }) => Promise<void>,
+): Promise<void> {
   const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
   const clock = { t: T0 };
   const dead = await diedMidSend(store, clock);
   try {
+    await use(store, clock);
+  } finally {
+    await dead.release();
+    await close();
+  }
+}
+
+Deno.test("a busy copy's wait covers another instance's clock running CLOCK_SKEW behind: the next delivery there finds the dead send's lease over", () =>
+  onMemoryWithDeadSend(async (store, clock) => {
     clock.t = T0 + 10_000;
     const busy = await relayerOn(store, clock).deliver(JOB, 2);
     assert.equal(busy.action, "retry");
@@ -162,17 +177,10 @@ Deno.test("a busy copy's wait covers another instance's clock running CLOCK_SKEW
     const next = await relayerOn(store, behind).deliver(JOB, 3);
     assert.doesNotMatch(next.reason, /busy/);
     assert.equal(next.action, "poison");
-  } finally {
-    await dead.release();
-    await close();
-  }
-});
+  }));
 
-Deno.test("a busy copy still waits the policy's delay when it is the longer, and no longer than LEASE + 2 × CLOCK_SKEW when this clock reads the send as begun in the future", async () => {
-  const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
-  const clock = { t: T0 };
-  const dead = await diedMidSend(store, clock);
-  try {
+Deno.test("a busy copy still waits the policy's delay when it is the longer, and no longer than LEASE + 2 × CLOCK_SKEW when this clock reads the send as begun in the future", () =>
+  onMemoryWithDeadSend(async (store, clock) => {
     clock.t = T0 + 30_000; // 10 s of the lease left here: the policy's 20 s is longer
     const late = await relayerOn(store, clock).deliver(JOB, 3);
     assert.equal(late.action === "retry" && late.delayMs, 20_000);
@@ -180,17 +188,10 @@ Deno.test("a busy copy still waits the policy's delay when it is the longer, and
     const early = await relayerOn(store, clock).deliver(JOB, 2);
     assert.match(early.reason, /busy with another delivery/);
     assert.equal(early.action === "retry" && early.delayMs, 40_000);
-  } finally {
-    await dead.release();
-    await close();
-  }
-});
+  }));
 
-Deno.test("createQueueHandler() retries a busy copy with delaySeconds past the send's lease", async () => {
-  const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
-  const clock = { t: T0 };
-  const dead = await diedMidSend(store, clock);
-  try {
+Deno.test("createQueueHandler() retries a busy copy with delaySeconds past the send's lease", () =>
+  onMemoryWithDeadSend(async (store, clock) => {
     clock.t = T0 + 12_500;
     const calls: string[] = [];
     const message: QueueMessage = {
@@ -206,17 +207,10 @@ Deno.test("createQueueHandler() retries a busy copy with delaySeconds past the s
       log: () => {},
     })({ queue: "relayer-jobs", messages: [message] });
     assert.deepEqual(calls, ["retry 28"]); // 27.5 s, rounded up
-  } finally {
-    await dead.release();
-    await close();
-  }
-});
+  }));
 
-Deno.test("localQueueConsumer() re-enqueues a busy copy past the send's lease", async () => {
-  const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
-  const clock = { t: T0 };
-  const dead = await diedMidSend(store, clock);
-  try {
+Deno.test("localQueueConsumer() re-enqueues a busy copy past the send's lease", () =>
+  onMemoryWithDeadSend(async (store, clock) => {
     clock.t = T0 + 1_000;
     const sent: number[] = [];
     await localQueueConsumer({
@@ -228,8 +222,4 @@ Deno.test("localQueueConsumer() re-enqueues a busy copy past the send's lease", 
       log: () => {},
     })({ job: JOB });
     assert.deepEqual(sent, [39_000]);
-  } finally {
-    await dead.release();
-    await close();
-  }
-});
+  }));
