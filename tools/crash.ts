@@ -842,6 +842,12 @@ export type Attempt =
      * has withdrawn: it must be refused (401), and Pub/Sub pushes again.
      */
     readonly stale?: boolean;
+    /**
+     * Under database faults, what the same signed request sent again
+     * answered when this copy's 5xx wrote nothing, its replay record with
+     * it: that copy was a first delivery, and may have poisoned the job.
+     */
+    readonly unrecordedCopy?: AnswerBody;
   }
   | { readonly kind: "lost"; readonly path: string; readonly error: string };
 
@@ -1114,12 +1120,14 @@ export function bookAnswers(
       }
       continue;
     }
-    if (answer.outcome === "poison") {
-      job.poisoned.push({
-        delivery: answer.delivery ?? n,
-        resolution: answer.resolution ?? "",
-        generation,
-      });
+    for (const said of [answer, attempt.unrecordedCopy]) {
+      if (said?.outcome === "poison") {
+        job.poisoned.push({
+          delivery: said.delivery ?? n,
+          resolution: said.resolution ?? "",
+          generation,
+        });
+      }
     }
     if (status === 200) {
       acked = true;
@@ -2081,6 +2089,8 @@ async function runCrashTest(
     const base = server.base;
     const sentAt = now();
     const headers = { "content-type": "application/json", ...signed };
+    // What the copy sent again answered, where it was a first delivery.
+    let unrecordedCopy: AnswerBody | undefined;
     try {
       const res = await fetch(`${base}${path}`, {
         method: "POST",
@@ -2114,6 +2124,13 @@ async function runCrashTest(
           // copy meets its record.
           const unread = options.dbFaults.length > 0 &&
             storeFailed(again.status, detail);
+          if (unrecorded && again.status !== 401) {
+            try {
+              unrecordedCopy = JSON.parse(detail);
+            } catch {
+              // not an answer of the relayer's: nothing to book
+            }
+          }
           if (again.status !== 401 && !unrecorded && !unread) {
             unexpected.push(
               `a replay of a signed ${path} request answered ${again.status} ${
@@ -2165,6 +2182,7 @@ async function runCrashTest(
         status: res.status,
         body: parsed,
         retryAfter: res.headers.get("retry-after"),
+        ...(unrecordedCopy === undefined ? {} : { unrecordedCopy }),
       };
     } catch (error) {
       stats.lostRequests++;

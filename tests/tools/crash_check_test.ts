@@ -116,6 +116,33 @@ Deno.test("bookAnswers() books a poison answer under the publication it came in,
   assert.deepEqual(unexpected, []);
 });
 
+Deno.test("bookAnswers() books a poison answered by the copy sent again of a delivery whose 503 wrote nothing under database faults", () => {
+  // A run of the CI's faults form: delivery 1's look failed (503, its
+  // replay record unwritten), the same signed request sent again was a
+  // first delivery and poisoned the job; its letter at delivery 1 was
+  // flagged as one no answer had poisoned.
+  const record = job(1);
+  const unexpected: string[] = [];
+  bookAnswers(record, 1, [{
+    kind: "answer",
+    path: "/v1/qstash",
+    status: 503,
+    body: { title: "Delivery failed" },
+    retryAfter: null,
+    unrecordedCopy: {
+      outcome: "poison",
+      delivery: 1,
+      resolution: "nothing was sent, so the intent failed",
+    },
+  }], { live: true, generation: 1, pubsubBackoff: () => 0, unexpected });
+  assert.deepEqual(record.poisoned, [{
+    delivery: 1,
+    resolution: "nothing was sent, so the intent failed",
+    generation: 1,
+  }]);
+  assert.deepEqual(unexpected, []);
+});
+
 Deno.test("bookAnswers() keeps a counted push's 204 off the delivery numbers, and waits out a stale token's 401", () => {
   const record = job(1, "pubsub");
   const unexpected: string[] = [];
