@@ -1401,15 +1401,29 @@ export function createRelayer(options: RelayerOptions): Relayer {
     failure?: BusyError,
   ): Promise<Outcome> {
     await d.close();
-    const delayMs = retryDelayMs(n);
     return {
       action: "retry",
       delivery: n,
-      delayMs: failure instanceof InFlightBusyError
-        ? Math.max(delayMs, failure.waitMs)
-        : delayMs,
+      delayMs: Math.max(retryDelayMs(n), busyWaitMs(failure)),
       reason: busyReason(job, failure),
     };
+  }
+
+  /**
+   * How long a busy answer must wait at least: what is left of the send in
+   * flight the look read, or of the lease the store said refused the write
+   * (`leaseExpiresAt`, by this clock; the next delivery may run on a clock
+   * `clockSkewMs` behind), never more than `leaseMs` + 2 × `clockSkewMs`;
+   * 0 when nothing says (another session's lock).
+   */
+  function busyWaitMs(failure: BusyError | undefined): number {
+    if (failure instanceof InFlightBusyError) return failure.waitMs;
+    const lapses = failure?.leaseExpiresAt;
+    if (typeof lapses !== "number" || !Number.isFinite(lapses)) return 0;
+    return Math.min(
+      leaseMs + 2 * clockSkewMs,
+      Math.max(0, lapses + clockSkewMs - now()),
+    );
   }
 
   /** What acting on an intent does: returns why the job is done, or throws. */

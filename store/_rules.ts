@@ -321,6 +321,7 @@ export function leaseAfter(
   ) {
     throw new BusyError(
       `Cannot write intent ${intentId} as another delivery holds its lease`,
+      { leaseExpiresAt: current.expiresAt },
     );
   }
   return lease.keep

@@ -29,7 +29,7 @@ const BRAND = Symbol.for("@relayer/poison.BusyError");
  * const again = await store.getIntent("pi_0001");
  * await assert.rejects(
  *   store.beginBroadcast(intent.id, again!.version, 1, { lease: { owner: "b", ttlMs: 30_000, now: 1 } }),
- *   BusyError,
+ *   (error: BusyError) => error.leaseExpiresAt === 30_000, // a's lease lapses then
  * );
  * ```
  */
@@ -46,14 +46,29 @@ export class BusyError extends Error {
   }
 
   /**
+   * When the lease that refused the write lapses, in milliseconds of the
+   * clock the writes carry (`lease.now`), where the store knows it (every
+   * store of this package does, for a lease; not for another session's
+   * lock). The relayer asks its queue back no sooner than that.
+   */
+  readonly leaseExpiresAt?: number;
+
+  /**
    * Constructs a new instance.
    *
    * @param message Which intent is busy.
-   * @param options The underlying cause, if any.
+   * @param options The underlying cause, if any, and when the lease that
+   * refused the write lapses (`leaseExpiresAt`), if known.
    */
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    options?: ErrorOptions & { readonly leaseExpiresAt?: number },
+  ) {
     super(message, options);
     this.name = "BusyError";
+    if (options?.leaseExpiresAt !== undefined) {
+      this.leaseExpiresAt = options.leaseExpiresAt;
+    }
     brand(this, BRAND);
   }
 }

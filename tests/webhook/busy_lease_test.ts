@@ -15,6 +15,7 @@
 
 import assert from "node:assert/strict";
 import {
+  BusyError,
   createRelayer,
   type Relayer,
   ScriptedSender,
@@ -26,7 +27,12 @@ import {
   createQueueHandler,
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
-import { BACKENDS, memoryBackend, openAuthorized } from "../_stores.ts";
+import {
+  BACKENDS,
+  memoryBackend,
+  openAuthorized,
+  overriding,
+} from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
@@ -223,3 +229,63 @@ Deno.test("localQueueConsumer() re-enqueues a busy copy past the send's lease", 
     })({ job: JOB });
     assert.deepEqual(sent, [39_000]);
   }));
+
+Deno.test("a busy answer from the store's own lease (no send in flight on record) waits out what the store says is left of it, or the policy's delay if longer, and never more than LEASE + 2 × CLOCK_SKEW", async () => {
+  const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
+  const clock = { t: T0 };
+  let lapsesAt: number | undefined;
+  const held = overriding(store, {
+    // Another delivery's lease (a give-up dropping the job, a resolution)
+    // refuses the write ahead of the send (authorized to settling); the
+    // store says when it lapses.
+    transition: () =>
+      Promise.reject(
+        new BusyError(
+          "Cannot write intent pi_0001 as another delivery holds its lease",
+          {
+            ...(lapsesAt === undefined ? {} : { leaseExpiresAt: lapsesAt }),
+          },
+        ),
+      ),
+  });
+  try {
+    const relayer = relayerOn(held, clock);
+    const delays: (number | false)[] = [];
+    for (const at of [T0 + 25_000, undefined, T0 + 1_000, T0 + 10_000_000]) {
+      lapsesAt = at;
+      const outcome = await relayer.deliver(JOB, 2);
+      assert.match(outcome.reason, /busy with another delivery/);
+      delays.push(outcome.action === "retry" && outcome.delayMs);
+    }
+    // 25 s left and CLOCK_SKEW; the policy's 10 s when the store says
+    // nothing, or less is left; at most LEASE + 2 × CLOCK_SKEW.
+    assert.deepEqual(delays, [30_000, 10_000, 10_000, 40_000]);
+  } finally {
+    await close();
+  }
+});
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a write refused by another delivery's lease says when that lease lapses`, async () => {
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
+    try {
+      const seen = await store.getIntent(JOB.intentId);
+      const ahead = await store.transition(JOB.intentId, {
+        from: "authorized",
+        to: "settling",
+        version: seen!.version,
+        at: 0,
+      }, { lease: { owner: "a", ttlMs: 1_000, now: 0, keep: true } });
+      await assert.rejects(
+        store.recordBroadcast(JOB.intentId, ahead.version, {
+          outcome: "unknown",
+          at: 400,
+        }, { lease: { owner: "b", ttlMs: 1_000, now: 400 } }),
+        (error: BusyError) =>
+          error instanceof BusyError && error.leaseExpiresAt === 1_000,
+      );
+    } finally {
+      await close();
+    }
+  });
+}
