@@ -13,9 +13,18 @@
 
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
-import { PostgresStore } from "../store/postgres.ts";
+import { isTypeFetchLost, PostgresStore } from "../store/postgres.ts";
 import { postgresBinDir, processPostgres } from "../support/postgres_server.ts";
 import type { Backend, OpenStore } from "./_stores.ts";
+
+// The suites end sessions under their clients (pg_terminate_backend, a
+// server stopped): postgres.js 3.4.9 drops the promise of its type query on
+// a new connection, and one ended then is an unhandled rejection no test
+// can catch (porsager/postgres#1192), which fails whichever file it lands
+// in. Taken here as main.ts takes it; any other still fails the run.
+globalThis.addEventListener("unhandledrejection", (event) => {
+  if (isTypeFetchLost(event.reason)) event.preventDefault();
+});
 
 const MISSING =
   "no PostgreSQL server binaries (initdb) under `pg_config --bindir` or /usr/lib/postgresql/*/bin";
