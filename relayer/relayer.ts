@@ -965,17 +965,6 @@ class SentBusyError extends BusyError {
 }
 
 /**
- * Busy with another delivery's send in flight, whose write-ahead the look
- * read: `waitMs` is how long until it counts as lapsed on any instance
- * (see `inFlight` in `createRelayer`).
- */
-class InFlightBusyError extends BusyError {
-  constructor(message: string, readonly waitMs: number) {
-    super(message);
-  }
-}
-
-/**
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
  *
@@ -1155,18 +1144,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   /**
-   * Another delivery's send in flight, written ahead `ageMs` ago by this
-   * clock: busy until it is `leaseMs` + `clockSkewMs` old, and the next
-   * delivery may run on an instance whose clock is `clockSkewMs` behind
-   * this one. Waited out in one retry, so that one send in flight costs a
-   * copy of its job one delivery, not several of a queue's few.
+   * Another delivery's send in flight, written ahead at `broadcasting` by
+   * this clock: busy as a held lease is, one that lapses once the send is
+   * `leaseMs` + `clockSkewMs` old ({@linkcode busyWaitMs} waits it out).
    */
-  function inFlight(message: string, ageMs: number): InFlightBusyError {
-    const lapsesMs = leaseMs + 2 * clockSkewMs;
-    return new InFlightBusyError(
-      message,
-      Math.min(lapsesMs, Math.max(0, lapsesMs - ageMs)),
-    );
+  function inFlight(message: string, broadcasting: number): BusyError {
+    return new BusyError(message, {
+      leaseExpiresAt: broadcasting + leaseMs + clockSkewMs,
+    });
   }
 
   function begin(
@@ -1410,14 +1395,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
   }
 
   /**
-   * How long a busy answer must wait at least: what is left of the send in
-   * flight the look read, or of the lease the store said refused the write
-   * (`leaseExpiresAt`, by this clock; the next delivery may run on a clock
-   * `clockSkewMs` behind), never more than `leaseMs` + 2 × `clockSkewMs`;
-   * 0 when nothing says (another session's lock).
+   * How long a busy answer must wait at least: what is left of the lease
+   * that made it busy (`leaseExpiresAt`, by this clock: a send in flight the
+   * look read, or the lease the store said refused the write), and
+   * `clockSkewMs`, as the next delivery may run on a clock that far behind;
+   * never more than `leaseMs` + 2 × `clockSkewMs`; 0 when nothing says
+   * (another session's lock). Waited out in one retry, so that one lease
+   * costs a copy of its job one delivery, not several of a queue's few.
    */
   function busyWaitMs(failure: BusyError | undefined): number {
-    if (failure instanceof InFlightBusyError) return failure.waitMs;
     const lapses = failure?.leaseExpiresAt;
     if (typeof lapses !== "number" || !Number.isFinite(lapses)) return 0;
     return Math.min(
@@ -1597,12 +1583,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Begun less than a lease ago, or still running here: its delivery
         // may still hold the lease and be sending. Busy, not this job's
         // failure (§13).
-        const ageMs = now() - intent.broadcasting;
         throw inFlight(
           `intent ${intent.id} is being sent by another delivery (for ${
-            formatDuration(ageMs)
+            formatDuration(now() - intent.broadcasting)
           })`,
-          ageMs,
+          intent.broadcasting,
         );
       }
       if (stuckMs < policy.stuckAfterMs) {
@@ -1964,7 +1949,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // give-up waited for it first, up to a bound: see ownSendsEnded.)
         throw inFlight(
           `intent ${intent.id} is being sent by another delivery`,
-          now() - intent.broadcasting,
+          intent.broadcasting,
         );
       }
       const plan = planResolution(intent);
