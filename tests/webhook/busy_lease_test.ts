@@ -52,12 +52,8 @@ const policy = { maxDeliveries: 3, jitter: "none" } as const;
 async function diedMidSend(store: Store, clock: { t: number }) {
   const gate = gatedSender();
   const other = createRelayer({
-    store,
+    ...optionsOn(store, clock),
     sender: gate.sender,
-    policy,
-    now: () => clock.t,
-    leaseMs: LEASE_MS,
-    clockSkewMs: SKEW_MS,
   });
   const started = gate.nextStart();
   const first = other.deliver(JOB, 1);
@@ -71,9 +67,9 @@ async function diedMidSend(store: Store, clock: { t: number }) {
   };
 }
 
-/** This instance's relayer, on the same store and clock. */
-function relayerOn(store: Store, clock: { t: number }): Relayer {
-  return createRelayer({
+/** This instance's relayer options, on the same store and clock. */
+function optionsOn(store: Store, clock: { t: number }) {
+  return {
     store,
     sender: new ScriptedSender({}),
     policy,
@@ -81,7 +77,12 @@ function relayerOn(store: Store, clock: { t: number }): Relayer {
     random: () => 0,
     leaseMs: LEASE_MS,
     clockSkewMs: SKEW_MS,
-  });
+  };
+}
+
+/** This instance's relayer, on the same store and clock. */
+function relayerOn(store: Store, clock: { t: number }): Relayer {
+  return createRelayer(optionsOn(store, clock));
 }
 
 for (const backend of BACKENDS) {
@@ -90,16 +91,7 @@ for (const backend of BACKENDS) {
     const clock = { t: T0 };
     const dead = await diedMidSend(store, clock);
     try {
-      const app = createApp({
-        store,
-        sender: new ScriptedSender({}),
-        policy,
-        now: () => clock.t,
-        random: () => 0,
-        leaseMs: LEASE_MS,
-        clockSkewMs: SKEW_MS,
-        qstash: QSTASH,
-      });
+      const app = createApp({ ...optionsOn(store, clock), qstash: QSTASH });
       // QStash timed the first delivery out at 10 s and delivers again at
       // once; then it waits as each answer's Retry-After says, until its
       // `retries` (2) are spent.
