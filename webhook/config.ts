@@ -697,7 +697,9 @@ function asText(
  * Pub/Sub uses its own backoff, guaranteeing only `PUBSUB_MIN_BACKOFF` per
  * gap (so it needs at least `STUCK_AFTER / (MAX_DELIVERIES − 1)`).
  * `QSTASH_RETRIES` can be at most your QStash plan's retry cap: QStash
- * lowers a higher value to the cap, and the job then stops early.
+ * makes no more retries than the cap (whether it lowers a higher value or
+ * refuses the publish, its documentation does not say), and the job would
+ * then stop early.
  *
  * @param variables The environment variables (`Deno.env.toObject()`, or a
  * Worker's `env`: a boolean or whole number of its `[vars]` is read as its text).
@@ -1256,7 +1258,7 @@ function checkQueues(
       throw new ConfigError(
         "QSTASH_RETRIES",
         max - 1 > 100
-          ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): QStash allows at most 100 retries (and your plan's cap may be lower), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
+          ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): QSTASH_RETRIES is taken up to 100 here (QStash documents no upper bound of its own; its published plan caps are 3, 5 and 20), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
           : `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
             max - 1
           } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap), or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
