@@ -35,7 +35,10 @@ import { outageDelayMs } from "../policy/_doubled.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 
-/** Cloudflare's largest `delaySeconds`: 12 hours. */
+/**
+ * The largest `delaySeconds` asked for: 12 hours, Cloudflare's limit until
+ * February 2026 (24 hours since, and in Miniflare), so it holds on either.
+ */
 const MAX_DELAY_SECONDS = 43_200;
 
 /** Cloudflare's longest message retention: 14 days, in seconds. */

@@ -25,7 +25,8 @@ import { definePolicy, type Policy } from "./policy.ts";
  *   that surely fit in it bound the job too, each push taking up to
  *   `ackDeadlineMs` and each gap up to `maxBackoffMs`.
  * - `cloudflare`: Cloudflare Queues. It makes `maxRetries + 1` deliveries,
- *   honours our `retry({ delaySeconds })` up to 12 h, then moves the message
+ *   honours our `retry({ delaySeconds })` (the handler asks for at most
+ *   12 h; Cloudflare takes up to 24 h), then moves the message
  *   to the dead-letter queue.
  * - `kv`: the local Deno KV queue. We re-enqueue with our delay; no limit.
  *
@@ -86,7 +87,11 @@ export type QueueLimits =
 
 /** QStash honours `Retry-After` up to 1 day. */
 const QSTASH_MAX_DELAY_MS = 86_400_000;
-/** Cloudflare Queues accept `delaySeconds` up to 12 h. */
+/**
+ * The longest `delaySeconds` the queue handler asks Cloudflare Queues for:
+ * 12 h, Cloudflare's limit until February 2026 (24 h since), so one value
+ * holds on either.
+ */
 const CLOUDFLARE_MAX_DELAY_MS = 43_200_000;
 /** Pub/Sub's backoff bounds are each at most 600 s. */
 const PUBSUB_MAX_BACKOFF_MS = 600_000;

@@ -693,7 +693,8 @@ function asText(
  * is) that gives up before `MAX_DELIVERIES` (`QSTASH_RETRIES + 1`,
  * `PUBSUB_MAX_DELIVERY_ATTEMPTS`, `CLOUDFLARE_MAX_RETRIES + 1`), or whose
  * guaranteed window under its *own* delays is shorter than `STUCK_AFTER`:
- * QStash honours our delays up to 1 day, Cloudflare up to 12 h, and
+ * QStash honours our delays up to 1 day, the Cloudflare queue handler asks
+ * for at most 12 h (Cloudflare takes up to 24 h), and
  * Pub/Sub uses its own backoff, guaranteeing only `PUBSUB_MIN_BACKOFF` per
  * gap (so it needs at least `STUCK_AFTER / (MAX_DELIVERIES − 1)`).
  * `QSTASH_RETRIES` can be at most your QStash plan's retry cap: QStash
@@ -1356,7 +1357,7 @@ function checkQueues(
     if (check.problem === "window_short") {
       throw new ConfigError(
         "CAP",
-        `On Cloudflare Queues, which accept delays up to 12h, the rescue window is ${
+        `On Cloudflare Queues, where the queue handler asks for delays of at most 12h (Cloudflare takes up to 24h), the rescue window is ${
           formatDuration(check.windowMs)
         } (guaranteed, CLOUDFLARE_MAX_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 12h or less, or lower STUCK_AFTER`,
       );

@@ -916,7 +916,7 @@ Deno.test("loadConfig() checks CLOUDFLARE_MAX_RETRIES when it is set", () => {
       STUCK_AFTER: "18h",
     },
     "CAP",
-    /On Cloudflare Queues, which accept delays up to 12h, the rescue window is 12h0m0s/,
+    /On Cloudflare Queues, where the queue handler asks for delays of at most 12h \(Cloudflare takes up to 24h\), the rescue window is 12h0m0s/,
   );
 });
 
