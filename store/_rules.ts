@@ -354,7 +354,13 @@ export function assertClaimable(
  */
 export const CLAIM_GRACE_MS = 10 * 60 * 1000;
 
-/** How long a delivery count lives after its last write: a Pub/Sub subscription keeps a message at most 7 days. */
+/**
+ * How long a delivery count lives after its last write. A Pub/Sub
+ * subscription keeps a message up to 31 days, but each delivery rewrites
+ * the count, and Pub/Sub redelivers each failed push (its ack deadline at
+ * most 600 s) after its `maximum_backoff` (at most 600 s, best effort): a
+ * count never idles this long while its message is still delivered.
+ */
 export const COUNT_TTL_MS = 8 * 24 * 60 * 60 * 1000;
 
 /** A delivery count as stores keep it. */

@@ -1504,11 +1504,11 @@ export function createApp(deps: AppDeps): WebhookApp {
   /**
    * An authenticated queue message that cannot be read is answered so that
    * the queue does not deliver it again (`done`: Pub/Sub's 204, as a 400
-   * would make Pub/Sub redeliver it for up to its retention, 7 days;
-   * QStash's 489). It stays visible: a log line, and a dead letter
-   * `<queue>/<messageId>/unreadable` (three segments, so never a job's id,
-   * and never redriven) with the reason. A store failure is a 503, so the
-   * queue redelivers and we try again.
+   * would make Pub/Sub redeliver it for up to its retention, 7 days by
+   * default and up to 31; QStash's 489). It stays visible: a log line, and
+   * a dead letter `<queue>/<messageId>/unreadable` (three segments, so
+   * never a job's id, and never redriven) with the reason. A store failure
+   * is a 503, so the queue redelivers and we try again.
    */
   async function keepUnreadable(
     queue: "pubsub" | "qstash",
