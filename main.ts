@@ -404,6 +404,9 @@ async function openPostgres(
 
 /** What to do about a database that could not be opened, where the error says. */
 function openHint(message: string, direct: boolean): string {
+  if (/\bECONNREFUSED\b/.test(message)) {
+    return " (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)";
+  }
   if (/permission denied/i.test(message) && !/schema's owner/.test(message)) {
     return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
   }

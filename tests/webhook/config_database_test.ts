@@ -273,6 +273,26 @@ Deno.test("openService() refuses a DATABASE_URL its client cannot parse in one l
   );
 });
 
+Deno.test("openService() says what to do when nothing listens at DATABASE_URL's host and port", async () => {
+  // A port just closed: the connection is refused at once.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  const config = loadConfig({
+    ...base,
+    DATABASE_URL: `postgres://relayer:s3cret-pw@127.0.0.1:${port}/payments`,
+  });
+  await assert.rejects(openService(config), (error) => {
+    assert.ok(error instanceof ConfigError, String(error));
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.equal(
+      error.message,
+      `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${port}/payments, no TLS: connect ECONNREFUSED 127.0.0.1:${port} (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)`,
+    );
+    return true;
+  });
+});
+
 Deno.test("openService() stops within databaseWaitMs, in one line naming DATABASE_URL, when what it reaches takes the connection and never answers as PostgreSQL does", async () => {
   // A port that accepts and stays silent: another service, a black hole.
   const held: Deno.Conn[] = [];
