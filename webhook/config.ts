@@ -61,7 +61,10 @@ import { googleJwks } from "./google_jwks.ts";
  * assert.throws(() => loadConfig(env), (error) => {
  *   assert.ok(error instanceof ConfigError);
  *   assert.equal(error.setting, "WEBHOOK_SECRET");
- *   assert.equal(error.message, "WEBHOOK_SECRET must be at least 16 characters long");
+ *   assert.equal(
+ *     error.message,
+ *     "WEBHOOK_SECRET must be at least 16 characters long: generate a random one, such as with: openssl rand -base64 32",
+ *   );
  *   return true;
  * });
  * ```
@@ -224,7 +227,11 @@ function secret(
     // Never echo a secret, not even a short one.
     throw new ConfigError(
       name,
-      `${name} must be at least ${MIN_SECRET} characters long`,
+      `${name} must be at least ${MIN_SECRET} characters long: ${
+        name.startsWith("QSTASH_")
+          ? "copy the whole key from the QStash console's signing keys"
+          : "generate a random one, such as with: openssl rand -base64 32"
+      }`,
     );
   }
   if (value.trim() !== value) {

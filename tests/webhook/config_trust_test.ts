@@ -103,7 +103,7 @@ Deno.test("loadConfig() accepts LEASE exactly 2 × SENDER_TIMEOUT and refuses 1 
   ]);
 });
 
-Deno.test("loadConfig() accepts a secret of exactly 16 characters and refuses 15, never echoing it", () => {
+Deno.test("loadConfig() accepts a secret of exactly 16 characters and refuses 15, never echoing it, saying where a good one comes from", () => {
   for (const name of ["WEBHOOK_SECRET", "OPS_TOKEN"]) {
     const at = loadConfig({ ...base, [name]: "s".repeat(16) });
     assert.equal(
@@ -112,7 +112,13 @@ Deno.test("loadConfig() accepts a secret of exactly 16 characters and refuses 15
     );
     assert.equal(
       refusal({ ...base, [name]: "s".repeat(15) }, name),
-      `${name} must be at least 16 characters long`,
+      `${name} must be at least 16 characters long: generate a random one, such as with: openssl rand -base64 32`,
     );
   }
+  // QStash's keys are QStash's: a short one was cut when copied.
+  const name = "QSTASH_CURRENT_SIGNING_KEY";
+  assert.equal(
+    refusal({ ...base, [name]: "s".repeat(15) }, name),
+    `${name} must be at least 16 characters long: copy the whole key from the QStash console's signing keys`,
+  );
 });
