@@ -1723,7 +1723,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Every field is checked above: a TypeError now is the store's own
       // failure (fetch throws one when the network fails), not the caller's.
       if (error instanceof ConflictError) {
-        return problem(409, "exists", "Intent exists", error.message);
+        return problem(
+          409,
+          "exists",
+          "Intent exists",
+          `${error.message}: read it with GET /v1/intents/${id} (this route only creates, it changes no intent).`,
+        );
       }
       return storeFailed(`creation of intent ${id}`, error);
     }

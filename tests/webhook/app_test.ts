@@ -1532,7 +1532,12 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
   assert.equal(res.status, 201);
   assert.equal((await res.json()).intent.hold, "pending");
   assert.equal((await store.getIntent("pi_0009"))?.state, "authorized");
-  assert.equal((await create({ id: "pi_0009" })).status, 409);
+  const duplicate = await create({ id: "pi_0009" });
+  assert.equal(duplicate.status, 409);
+  assert.equal(
+    (await problemOf(duplicate)).detail,
+    "Cannot create intent pi_0009 as it exists: read it with GET /v1/intents/pi_0009 (this route only creates, it changes no intent).",
+  );
   assert.equal((await create({ id: "bad id" })).status, 400);
   assert.equal((await create({ id: "pi_0010", state: "settled" })).status, 400);
   // A field it would not use is refused, not dropped unseen.
