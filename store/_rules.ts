@@ -463,11 +463,20 @@ export function transitioned(
       `Cannot move ${id} from ${change.from} to ${change.to}: the transition table has no such move`,
     );
   }
+  // A tx on record confirmed: the payee was paid, and a send in flight,
+  // written ahead once a tx of the intent may have left, is a rescue with
+  // that tx's nonce, which cannot land beside it. The move settles, and
+  // clears the write-ahead with the capture.
+  const paid = change.from === "settling" && change.to === "settled" &&
+    change.ledger === "capture" && current.broadcasting !== null &&
+    current.mayHaveSent !== false && typeof change.confirmed === "string" &&
+    current.txHashes.includes(change.confirmed);
+  const read = paid ? { ...current, broadcasting: null } : current;
   // A hold change that rides in the move obeys the rules of a direct one,
   // but a review's void, which only a move out of review may carry.
   const hold = change.ledger === undefined
     ? current.hold
-    : heldBy(current, change.ledger, change.to);
+    : heldBy(read, change.ledger, change.to);
   if (change.to === "settling" && hold !== "pending") {
     throw refusal(
       `Cannot settle ${id} as its hold is ${
@@ -507,7 +516,7 @@ export function transitioned(
     );
   }
   return checkRecord({
-    ...current,
+    ...read,
     state: change.to,
     hold,
     ...(change.to === "settling"

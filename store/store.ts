@@ -221,6 +221,19 @@ export interface Transition {
    */
   readonly ledger?: "void" | "capture";
   /**
+   * The hash of a tx on record (`txHashes`) whose receipt the writer read
+   * `confirmed`. Only a move from `settling` to `settled` with `ledger:
+   * "capture"` reads it, and only while a send is in flight
+   * (`broadcasting`): the payment is paid, and that send, written ahead
+   * after a tx of the intent may have left, reuses its nonce, so it cannot
+   * pay again. The capture is then allowed, and the write-ahead cleared in
+   * the same write. Without it, or naming a hash not on record, or on an
+   * intent whose record says nothing had left before that send
+   * (`mayHaveSent: false`: its nonce may be a fresh one), the capture is
+   * refused while a send is in flight.
+   */
+  readonly confirmed?: string;
+  /**
    * A dead letter to keep in the same write (a poison resolution), which
    * resets its job's delivery count as {@linkcode Store.putDeadLetter} does.
    */

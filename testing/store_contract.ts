@@ -1057,6 +1057,76 @@ export function storeContract(
     assert.deepEqual(await store.getIntent("pi_c"), captured);
   });
 
+  test("settles a settling intent with a send in flight only in a move that names a tx on record as confirmed, and clears the write-ahead in the same write", async (store) => {
+    const inFlight = {
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: SENT,
+      txHashes: ["0x9", SENT.txHash],
+      broadcasting: 2,
+    } as const;
+    const settle = (id: string, version: string, confirmed?: string) =>
+      store.transition(id, {
+        from: "settling",
+        to: "settled",
+        version,
+        at: 3,
+        ledger: "capture",
+        ...(confirmed === undefined ? {} : { confirmed }),
+      });
+    const refused = async (
+      fields: Partial<NewIntent>,
+      confirmed: string | undefined,
+      why: string,
+    ) => {
+      const id = `pi_r${why.length}`;
+      const intent = await store.createIntent({ id, ...inFlight, ...fields });
+      await assert.rejects(
+        settle(id, intent.version, confirmed),
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /with a broadcast in flight/.test(error.message),
+        why,
+      );
+      assert.deepEqual(await store.getIntent(id), intent, why);
+    };
+    await refused({}, undefined, "no tx named as confirmed");
+    await refused({}, "0xnot-on-record", "a tx that is not on record");
+    // Every send so far declared not sent: the one in flight took a fresh
+    // nonce, and may land beside the tx named (a record that says so).
+    await refused(
+      { mayHaveSent: false },
+      "0x9",
+      "a send in flight that may be a fresh nonce",
+    );
+    const read = await store.createIntent({ id: "pi_1", ...inFlight });
+    const settled = await settle("pi_1", read.version, "0x9");
+    assert.deepEqual(
+      [settled.state, settled.hold, settled.broadcasting, settled.mayHaveSent],
+      ["settled", "captured", null, true],
+    );
+    assert.deepEqual(settled.txHashes, inFlight.txHashes);
+    assert.deepEqual(settled.lastBroadcast, SENT);
+    assert.deepEqual(await store.getIntent("pi_1"), settled);
+    // The capture alone still waits for the send: only the move that
+    // settles on a confirmed tx clears it.
+    const alone = await store.createIntent({ id: "pi_2", ...inFlight });
+    await assert.rejects(
+      store.captureHold("pi_2"),
+      /with a broadcast in flight/,
+    );
+    assert.deepEqual(await store.getIntent("pi_2"), alone);
+    // With nothing in flight, the move settles as it always did.
+    const quiet = await store.createIntent({
+      id: "pi_3",
+      ...inFlight,
+      broadcasting: null,
+    });
+    const done = await settle("pi_3", quiet.version, SENT.txHash);
+    assert.deepEqual([done.state, done.hold], ["settled", "captured"]);
+  });
+
   test("records and voids a hold idempotently when two callers do it at once", async (store) => {
     await store.createIntent({ id: "pi_1", state: "created" });
     assert.deepEqual(

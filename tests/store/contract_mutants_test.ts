@@ -89,9 +89,25 @@ const MUTANTS: Record<string, Mutant> = {
   },
   "captures in a move by the ledger only, not the state's rules": {
     file: "_rules.ts",
-    find: ": heldBy(current, change.ledger, change.to);",
+    find: ": heldBy(read, change.ledger, change.to);",
     replace: ": nextHold(current, change.ledger);",
   },
+  "settles behind a send in flight on a tx not on record": {
+    file: "_rules.ts",
+    find: "current.txHashes.includes(change.confirmed);",
+    replace: "true;",
+  },
+  "settles behind a send in flight that may have taken a fresh nonce": {
+    file: "_rules.ts",
+    find: "current.mayHaveSent !== false && typeof change.confirmed",
+    replace: "typeof change.confirmed",
+  },
+  "keeps the write-ahead of a send in flight when it settles on a confirmed tx":
+    {
+      file: "_rules.ts",
+      find: "    ...read,\n    state: change.to,",
+      replace: "    ...current,\n    state: change.to,",
+    },
   "voids the hold of a payment in review that may have sent, alone": {
     file: "_rules.ts",
     find: 'op === "void" && state === "needs_review" && to === undefined &&',
