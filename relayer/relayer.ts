@@ -1674,19 +1674,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * have sent), asks its txs' receipts once (waiting at most 5 s, or half
    * the lease if shorter), and settles on one that confirmed: the queue
    * may have timed out the very delivery that read it, and gives up while
-   * that delivery still runs. Returns why it settled; `undefined` to
-   * resolve as before (nothing confirmed, a send in flight, or the intent
-   * moved meanwhile: the resolution reads it again).
+   * that delivery still runs. Behind a send in flight too (a write-ahead
+   * whose answer was lost, a delivery that died mid-send): that send
+   * reuses the confirmed tx's nonce, and the store clears it in the write
+   * that settles, once its lease is over (busy until then). Returns why it
+   * settled; `undefined` to resolve as before (nothing confirmed, or the
+   * intent moved meanwhile: the resolution reads it again).
    */
   async function settledBeforeReview(
     intentId: string,
     d: Delivery,
   ): Promise<string | undefined> {
     const intent = await store.getIntent(intentId);
-    if (
-      intent?.state !== "settling" || intent.broadcasting !== null ||
-      intent.txHashes.length === 0
-    ) return undefined;
+    if (intent?.state !== "settling" || intent.txHashes.length === 0) {
+      return undefined;
+    }
     // A give-up is the queue's last word, and needed only the store: a
     // Sender that does not answer must not hold it up. Past the budget,
     // resolve as before.
@@ -1729,14 +1731,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /** The step that settles on a confirmed tx. */
   function settledOn(txHash: string): Act {
     return (current, d) =>
-      settled(current, d, `${txHash} confirmed, intent settled`);
+      settled(current, d, `${txHash} confirmed, intent settled`, txHash);
   }
 
-  /** Moves a settling intent to settled; ledger first: the capture goes in the same commit. */
+  /**
+   * Moves a settling intent to settled; ledger first: the capture goes in
+   * the same commit. `confirmed` names the tx whose receipt said so.
+   */
   async function settled(
     current: Intent,
     d: Delivery,
     reason: string,
+    confirmed?: string,
   ): Promise<string> {
     // The store failing here is not the job's failure: poisoned on it, a
     // payment whose tx confirmed went to review. Landed or not, the next
@@ -1749,6 +1755,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           version: current.version,
           at: now(),
           ledger: "capture",
+          ...(confirmed === undefined ? {} : { confirmed }),
         }, options)
       )
     );
@@ -1764,9 +1771,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * Refused while a mark is on record: a `LateCopy`, nothing written.
    * The store failing it is not the job's failure (nothing was sent):
    * landed or not, the write-ahead keeps the next delivery from sending
-   * beside it. Not landed, the queue's give-up reads the receipts first;
-   * landed (its answer lost), it is a send in flight on record, and the
-   * give-up sends the payment to review once its lease is over.
+   * beside it. The queue's give-up reads the receipts first; landed (its
+   * answer lost), it is a send in flight on record, and the give-up
+   * settles on a tx on record that confirmed once its lease is over, or
+   * sends the payment to review.
    */
   async function wroteAhead(
     d: Delivery,

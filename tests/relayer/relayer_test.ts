@@ -1291,6 +1291,42 @@ function suite(backend: Backend): void {
     await thrownThenSettled(t, () => t.relayer.deliver(job, 5));
   });
 
+  test("createRelayer() settles on a queue's give-up, once the lease is over, a payment whose earlier tx confirmed behind a rescue's write-ahead that landed with its answer lost", async () => {
+    const t = await failingOnce("beginBroadcast");
+    // The write ahead of the rescue lands; its answer is lost. Whether the
+    // rescue then left is unknown to anyone reading the store.
+    const blip = new Error("connection reset by peer");
+    const beginBroadcast = t.store.beginBroadcast.bind(t.store);
+    t.store.beginBroadcast = async (id, version, at, options) => {
+      await beginBroadcast(id, version, at, options);
+      throw blip;
+    };
+    await assert.rejects(t.relayer.deliver(job, 5), (error) => error === blip);
+    const inFlight = await intent(t.store);
+    assert.equal(inFlight.state, "settling");
+    assert.notEqual(inFlight.broadcasting, null);
+    assert.equal(t.chain.sends(), 0);
+    t.chain.receipts["0x1"] = "confirmed";
+    const queue = { queue: "pubsub", messageId: "m1", dlqId: "d1" } as const;
+    // The write-ahead's lease still holds: busy, nothing resolved.
+    const held = await t.relayer.giveUp(job, { deliveries: 5, queue });
+    assert.equal(held.action, "retry", JSON.stringify(held));
+    assert.equal((await intent(t.store)).state, "settling");
+    t.clock.now += LEASE_LAPSED_MS;
+    const given = await t.relayer.giveUp(job, { deliveries: 5, queue });
+    assert.deepEqual([given.action, given.reason], [
+      "done",
+      "the queue gave up after 5 deliveries: 0x1 confirmed, intent settled",
+    ]);
+    const after = await intent(t.store);
+    assert.deepEqual(
+      [after.state, after.hold, after.broadcasting, after.txHashes],
+      ["settled", "captured", null, ["0x1"]],
+    );
+    assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal(t.chain.sends(), 0);
+  });
+
   test("createRelayer() throws the store's failure of the re-read after a lost race at the last delivery: decided, it resolved the intent on a store that had just failed", async () => {
     const t = await failingOnce("getIntent");
     // Between the look and the rescue's write-ahead, another delivery
