@@ -182,7 +182,7 @@ export async function run(
  * The version of the real Node.js on PATH, for the checks that run under it.
  *
  * @param options `major`: the only major version accepted (node-check
- * proves Node 20, so it refuses any other); absent, any real Node will do
+ * runs Node 20 from PATH, so it refuses any other there); absent, any real Node will do
  * (worker-check runs Miniflare under it, and proves nothing about Node).
  * @returns What `node --version` prints (`"v20.20.2"`).
  * @throws {CheckError} If there is none (Deno's own `node` stand-in does

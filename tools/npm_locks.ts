@@ -49,6 +49,13 @@ async function writeLocks(specs: readonly string[]): Promise<number> {
         "--no-audit",
         "--no-fund",
         "--loglevel=error",
+        // npm refuses to lock a package built for another platform
+        // (EBADPLATFORM), even though it installs nothing here: Node's
+        // binaries are locked for each platform that publishes them, and
+        // --force skips only that check in a lock of one package.
+        ...(/^node-(linux|darwin|win)-(x64|arm64)$/.test(name)
+          ? ["--force"]
+          : []),
       ], {
         cwd: scratch,
         label: `npm install --package-lock-only ${name}@${version}`,

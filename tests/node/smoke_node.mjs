@@ -1,5 +1,6 @@
-// The core on Node 20, with Node's own test runner: `node --test` over the
-// bundle of mod.ts that `deno task node-check` builds (RELAYER_BUNDLE).
+// The core on Node, with Node's own test runner: `node --test` over the
+// bundle of mod.ts that `deno task node-check` builds (RELAYER_BUNDLE), on
+// each Node it runs.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 

@@ -1,5 +1,5 @@
 /**
- * Every delivery route on Node 20, with Node's own test runner: the
+ * Every delivery route on Node, with Node's own test runner: the
  * service as `main.ts` and the Worker build it (`loadConfig`,
  * `routeOptions`, `HttpSender`, `qstashPublisher`), served by
  * `@hono/node-server` on a loopback port, answers a signed QStash delivery,
@@ -12,7 +12,8 @@
  * calls out to is one `node:http` server on another loopback port: the
  * signer (`HttpSender`'s protocol, as `examples/signer_stub.ts` speaks it),
  * Google's keys (fetched by `googleJwks`) and QStash's publish API.
- * `deno task node-check` bundles this file and runs it under `node --test`.
+ * `deno task node-check` bundles this file and runs it under `node --test`
+ * on each Node it proves (Node 20 from PATH, its pinned LTS lines from npm).
  *
  * @module
  */
@@ -39,8 +40,9 @@ import {
 } from "../webhook/_signing.ts";
 
 /** The little of Node's `process` this file uses; Deno's types do not describe it. */
-const process = (globalThis as unknown as { process: { version: string } })
-  .process;
+const process = (globalThis as unknown as {
+  process: { version: string; env: Record<string, string | undefined> };
+}).process;
 
 const PUBLIC_URL = "https://relayer.example.test";
 const OPS = "ops-token-for-node-0123";
@@ -188,8 +190,11 @@ async function post(
 
 const json = (text: string): unknown => JSON.parse(text);
 
-test("the runtime is Node 20", () => {
-  assert.match(process.version, /^v20\./);
+test("the runtime is the Node node-check meant to run", () => {
+  // node-check names the Node it starts: a run under another (a PATH that
+  // found the wrong one) would prove nothing about the one it names.
+  assert.match(process.env.RELAYER_NODE_VERSION ?? "", /^v\d+\.\d+\.\d+/);
+  assert.equal(process.version, process.env.RELAYER_NODE_VERSION);
 });
 
 test("POST /v1/qstash, signed: HttpSender asks the signer (node:http), then its receipt", async () => {

