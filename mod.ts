@@ -13,8 +13,8 @@
  * - {@linkcode MemoryStore}: the store for tests and library use; `KvStore`
  *   (Deno KV) lives in its own entry point.
  *
- * The module uses Web APIs only: it runs unchanged on Deno, Node 20, Bun and
- * Cloudflare Workers, and CI runs it on each.
+ * The module uses Web APIs only: it runs unchanged on Deno, Node (20, 22, 24
+ * and 26), Bun and Cloudflare Workers, and CI runs it on each.
  *
  * @example Decide after a failed delivery
  * ```ts

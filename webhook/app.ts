@@ -2,7 +2,7 @@
  * The webhook queues deliver to: one Hono app, Web APIs only, built from
  * its dependencies. `main.ts` serves it on Deno (and Deno Deploy); under
  * Node, `@hono/node-server` serves the same `app.fetch`. CI runs every
- * delivery route on Node 20, Bun and Cloudflare Workers.
+ * delivery route on Node 20, 22, 24 and 26, Bun and Cloudflare Workers.
  *
  * | route | source | delivery number | done | retry | poison |
  * |---|---|---|---|---|---|
