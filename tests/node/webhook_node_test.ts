@@ -5,8 +5,8 @@
  * answer `app.request` gives under Deno. This is the end-to-end test that may
  * open a socket; it is skipped only where there is no real `node` on PATH.
  * It runs on whatever Node that is, so that `deno task test` works on a
- * developer's Node 22 too; `deno task node-check` is the check that refuses
- * any Node but 20, the one the module promises.
+ * developer's Node 22 too; `deno task node-check` is the check that runs
+ * Node 20 from PATH (refusing any other there) and pinned Node 22, 24 and 26.
  *
  * @module
  */
