@@ -902,10 +902,7 @@ export class PostgresStore implements Store {
     ) => {
       lost = true;
       void answers.then((settled) => {
-        const gone = settled.some((answer) =>
-          answer.status === "rejected" && connectionLost(answer.reason)
-        );
-        if (gone) this.#absorb();
+        if (anyLost(settled)) this.#absorb();
         else tx.release();
       });
     };
@@ -952,11 +949,20 @@ export class PostgresStore implements Store {
             { cause: error },
           );
         }
-        // The connection is alive: the statements behind fail as the
+        // The connection was alive: the statements behind fail as the
         // transaction aborted. Waited for within a bound all the same: one
-        // never answered means the connection is not alive after all.
+        // never answered means the connection is not alive after all. And
+        // the server may end it before they answer (postgres.js sends
+        // them one round trip at a time on a connection they are new to):
+        // postgres.js then has no socket for it, and handed back, its next
+        // query would crash the process (porsager/postgres#1154, #1208).
+        // The statement's own error stands: nothing of the flight landed.
         const rest = Promise.allSettled(sent);
         if (!await this.#within(rest)) handBackLater(rest);
+        else if (anyLost(await rest)) {
+          lost = true;
+          this.#absorb();
+        }
         throw error;
       }
     };
@@ -2067,6 +2073,13 @@ function bounded<T>(
     }, ms);
   });
   return Promise.race([promise, waited]).finally(() => clearTimeout(timer));
+}
+
+/** Whether any of a flight's answers failed as its connection was lost. */
+function anyLost(settled: readonly PromiseSettledResult<unknown>[]): boolean {
+  return settled.some((answer) =>
+    answer.status === "rejected" && connectionLost(answer.reason)
+  );
 }
 
 /** The error of a write that got no connection within `waitMs`. */
