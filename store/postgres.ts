@@ -748,8 +748,11 @@ export class PostgresStore implements Store {
         if (!await this.#within(p.last, waitMs) || p.lost) continue;
         if (p === a ? firstLeft : secondLeft) continue;
         if (p.begun) {
-          const rolledBack = p.tx`ROLLBACK`.then(() => {}, () => {});
-          if (!await this.#within(rolledBack, waitMs)) continue;
+          // Ended under its ROLLBACK, it is left to postgres.js too.
+          const rolledBack = p.tx`ROLLBACK`.then(() => {}, (error) => {
+            if (connectionLost(error)) p.lost = true;
+          });
+          if (!await this.#within(rolledBack, waitMs) || p.lost) continue;
         }
         p.tx.release();
       }

@@ -3,8 +3,10 @@
  * relay that, when the pooler check's second connection opens its
  * transaction, holds it until the server has ended the first connection
  * (idle between its queries: pg_terminate_backend), then lets it
- * through; then a write and a read on each connection of the pool.
- * Prints how many answered, if the process lived through them.
+ * through; or, with `rollback` as its fourth argument, holds the second
+ * connection's `ROLLBACK` until the server has ended that session; then a
+ * write and a read on each connection of the pool. Prints how many
+ * answered, if the process lived through them.
  *
  * @module
  */
@@ -13,7 +15,12 @@ import { deepStrictEqual as assertEquals } from "node:assert";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 
-const [url, schema, name] = Deno.args as [string, string, string];
+const [url, schema, name, cut = "idle"] = Deno.args as [
+  string,
+  string,
+  string,
+  string?,
+];
 const real = new URL(url);
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 
@@ -32,7 +39,19 @@ let held = false;
       try {
         for await (const chunk of client.readable) {
           if (
-            !held &&
+            !held && cut === "rollback" &&
+            text.decode(chunk).includes("ROLLBACK\0")
+          ) {
+            held = true;
+            // The second connection of the check, in its transaction.
+            await admin`
+              SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE application_name = ${name}
+                AND state = 'idle in transaction'`;
+            await new Promise((resolve) => setTimeout(resolve, 300));
+          }
+          if (
+            !held && cut === "idle" &&
             /BEGIN isolation level read committed/.test(text.decode(chunk))
           ) {
             held = true;
