@@ -41,11 +41,12 @@ let held = false;
           // statement before it answered.
           if (armed && text.decode(chunk).includes("COMMIT\0")) {
             armed = false;
-            held = true;
-            await admin`
-              SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            const [row] = await admin`
+              SELECT count(pg_terminate_backend(pid))::int AS n
+              FROM pg_stat_activity
               WHERE application_name = ${name}
                 AND state = 'idle in transaction (aborted)'`;
+            held = row?.n === 1;
             // The server's goodbye and the close reach the client.
             await sleep(300);
           }

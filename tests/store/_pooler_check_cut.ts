@@ -42,12 +42,13 @@ let held = false;
             !held && cut === "rollback" &&
             text.decode(chunk).includes("ROLLBACK\0")
           ) {
-            held = true;
             // The second connection of the check, in its transaction.
-            await admin`
-              SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            const [row] = await admin`
+              SELECT count(pg_terminate_backend(pid))::int AS n
+              FROM pg_stat_activity
               WHERE application_name = ${name}
                 AND state = 'idle in transaction'`;
+            held = row?.n === 1;
             await new Promise((resolve) => setTimeout(resolve, 300));
           }
           if (
