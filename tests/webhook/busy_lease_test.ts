@@ -298,3 +298,45 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test("a last delivery the policy poisons, meeting this relayer's own send in flight as it resolves, is busy until that send's lease is over", async () => {
+  const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
+  const clock = { t: T0 };
+  const gate = gatedSender();
+  // The look of the last copy reads no intent (a read before it was
+  // created, say): a failure the policy poisons on at the last delivery.
+  // Its resolution then reads the intent again, and finds this relayer's
+  // own send of it in flight.
+  let lookMisses = false;
+  const relayer = createRelayer({
+    ...optionsOn(
+      overriding(store, {
+        getIntent: (id) => {
+          if (!lookMisses) return store.getIntent(id);
+          lookMisses = false;
+          return Promise.resolve(null);
+        },
+      }),
+      clock,
+    ),
+    sender: gate.sender,
+  });
+  const started = gate.nextStart();
+  const first = relayer.deliver(JOB, 1);
+  try {
+    await started;
+    clock.t = T0 + 1_000;
+    lookMisses = true;
+    const last = await relayer.deliver(JOB, 3);
+    assert.match(last.reason, /busy with another delivery/);
+    // The send began at T0: LEASE + CLOCK_SKEW, and CLOCK_SKEW for the
+    // next delivery's clock, less the second gone; the policy's 20 s is
+    // the shorter.
+    assert.equal(last.action === "retry" && last.delayMs, 39_000);
+    assert.equal((await store.getIntent(JOB.intentId))?.state, "settling");
+  } finally {
+    gate.releaseAll();
+    await first.catch(() => {});
+    await close();
+  }
+});
