@@ -293,6 +293,30 @@ for (const backend of BACKENDS) {
         (error: BusyError) =>
           error instanceof BusyError && error.leaseExpiresAt === 1_000,
       );
+      // A dead letter written under a lease (a resolution's) is refused
+      // the same way, and goes through once the lease is over.
+      const letter = {
+        jobId: JOB_ID,
+        intentId: JOB.intentId,
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "no luck after 3 deliveries",
+        resolution: "left authorized",
+        lastError: "no luck",
+        poisonedAt: 400,
+      } as const;
+      const kept = (now: number) =>
+        store.putDeadLetter(letter, {
+          intentVersion: ahead.version,
+          lease: { owner: "b", ttlMs: 1_000, now },
+        });
+      await assert.rejects(
+        kept(999),
+        (error: BusyError) =>
+          error instanceof BusyError && error.leaseExpiresAt === 1_000,
+      );
+      await kept(1_000);
+      assert.equal((await store.getDeadLetter(JOB_ID))?.deliveries, 3);
     } finally {
       await close();
     }
