@@ -1353,6 +1353,70 @@ function suite(backend: Backend): void {
     assert.equal(t.chain.sends(), 0);
   });
 
+  test("createRelayer() throws the store's failure of a delivery's replay record before it asks for an earlier tx's receipt at the last delivery: decided, it sent a payment whose earlier tx confirmed to review", async () => {
+    const chain = perHash([{ txHash: "0x2" }]);
+    let fail: Error | undefined;
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        txHashes: ["0x1"],
+        lastBroadcast: { outcome: "not_sent", at: 0, error: "nonce gap" },
+        mayHaveSent: true,
+      },
+      undefined,
+      { sender: chain.sender },
+      (store) =>
+        overriding(store, {
+          admit: (options) => {
+            const failing = fail;
+            fail = undefined;
+            return failing && options.claim !== undefined
+              ? Promise.reject(failing)
+              : store.admit(options);
+          },
+        }),
+    );
+    chain.receipts["0x1"] = "confirmed";
+    const blip = new Error("connection reset by peer");
+    fail = blip;
+    await assert.rejects(
+      relayer.deliver(job, 5, {
+        claim: { key: "v1=ab12", now: 1_000_000, expiresAt: 1_360_000 },
+      }),
+      (error) => error === blip,
+    );
+    assert.deepEqual(chain.asked, [], "no receipt asked without the record");
+    assert.equal((await intent(store)).state, "settling");
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    // The same request again, its record written: 0x1 confirmed.
+    const again = await relayer.deliver(job, 5, {
+      claim: { key: "v1=ab12", now: 1_000_000, expiresAt: 1_360_000 },
+    });
+    assert.equal(again.reason, "0x1 confirmed, intent settled");
+    assert.equal(chain.sends(), 0);
+  });
+
+  test("createRelayer() throws the store's failure of a give-up's write that settles a confirmed tx as the store threw it", async () => {
+    const t = await failingOnce(
+      "transition",
+      (_id, change) => change.to === "settled",
+    );
+    t.chain.receipts["0x1"] = "confirmed";
+    const blip = new Error("connection reset by peer");
+    t.state.fail = blip;
+    await assert.rejects(
+      t.relayer.giveUp(job, {
+        deliveries: 5,
+        queue: { queue: "pubsub", messageId: "m1", dlqId: "d1" },
+      }),
+      (error) => error === blip,
+    );
+    assert.equal((await intent(t.store)).state, "settling");
+    assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
+  });
+
   test("createRelayer() leaves the store's failure of a send's record to the policy: at the last delivery the payment goes to review, the hash that left in its letter", async () => {
     const t = await failingOnce("recordBroadcast");
     t.chain.receipts["0x1"] = "dropped"; // rescued at once
