@@ -13,7 +13,12 @@ import {
   ScriptedSender,
   type Sender,
 } from "../../mod.ts";
-import { BACKENDS, openAuthorized, slowWriteAhead } from "../_stores.ts";
+import {
+  BACKENDS,
+  openAuthorized,
+  overriding,
+  slowWriteAhead,
+} from "../_stores.ts";
 import {
   openPostgresStore,
   postgresAvailable,
@@ -64,6 +69,48 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test("MemoryStore: the store failing the not-sent record of a write-ahead that took over half the lease is thrown as it came at the last delivery, not the job's failure", async () => {
+  const { store, close } = await openAuthorized(BACKENDS[0]!, JOB.intentId);
+  try {
+    const clock = { t: 1_000_000 };
+    const sender = new ScriptedSender({
+      [JOB.intentId]: { sends: [{ txHash: "0xabc" }] },
+    });
+    const blip = new Error("connection reset by peer");
+    let fail: Error | undefined = blip;
+    const relayer = createRelayer({
+      store: slowWriteAhead(
+        overriding(store, {
+          recordBroadcast: (...args) => {
+            const failing = fail;
+            fail = undefined;
+            return failing
+              ? Promise.reject(failing)
+              : store.recordBroadcast(...args);
+          },
+        }),
+        clock,
+        LEASE / 2 + 1,
+      ),
+      sender,
+      policy: { maxDeliveries: 3 },
+      now: () => clock.t,
+      leaseMs: LEASE,
+      random: () => 0,
+    });
+    await assert.rejects(relayer.deliver(JOB, 3), (error) => error === blip);
+    assert.deepEqual(sender.calls, [], "the signer was never asked");
+    // Nothing decided: no letter, the payment not in review; the
+    // write-ahead stands, for the next look or the queue's give-up.
+    assert.equal(await store.getDeadLetter(`${JOB.intentId}/settle`), null);
+    const intent = await store.getIntent(JOB.intentId);
+    assert.equal(intent?.state, "settling");
+    assert.notEqual(intent?.broadcasting, null);
+  } finally {
+    await close();
+  }
+});
 
 Deno.test("MemoryStore: a write-ahead that took exactly half the lease still sends", async () => {
   const { store, close } = await BACKENDS[0]!.open();
