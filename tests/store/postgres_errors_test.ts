@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { connectionLost } from "../../store/_postgres_errors.ts";
+import { isTypeFetchLost } from "../../store/postgres.ts";
 
 Deno.test("connectionLost() takes the server's FATAL and the socket's, TLS's and postgres.js's own errors as a lost connection, and a statement's failure as not", () => {
   const lost = [
@@ -33,5 +34,45 @@ Deno.test("connectionLost() takes the server's FATAL and the socket's, TLS's and
   }
   for (const error of kept) {
     assert.ok(!connectionLost(error), JSON.stringify(error) ?? String(error));
+  }
+});
+
+Deno.test("isTypeFetchLost() takes only postgres.js's array-types query failing with its connection lost: not that query failing otherwise, nor another query losing its connection", () => {
+  const TYPES =
+    "select b.oid, b.typarray from pg_catalog.pg_type a left join pg_catalog.pg_type b on b.oid = a.typelem where a.typcategory = 'A' group by b.oid, b.typarray order by b.oid";
+  const failed = (query: unknown, fields: object) =>
+    Object.assign(new Error("failed"), { query }, fields);
+  const ended = { severity: "FATAL", code: "57P01" };
+  assert.equal(isTypeFetchLost(failed(TYPES, ended)), true);
+  assert.equal(
+    isTypeFetchLost(failed(TYPES, { code: "CONNECTION_CLOSED" })),
+    true,
+  );
+  for (
+    const [name, reason] of [
+      [
+        "the types query, timed out",
+        failed(TYPES, {
+          severity: "ERROR",
+          code: "57014",
+        }),
+      ],
+      [
+        "the types query, refused",
+        failed(TYPES, {
+          severity: "ERROR",
+          code: "42501",
+        }),
+      ],
+      ["another query", failed("SELECT 1", ended)],
+      [
+        "the types query within another",
+        failed(`WITH t AS (${TYPES}) SELECT 1`, ended),
+      ],
+      ["no query", Object.assign(new Error("failed"), ended)],
+      ["null", null],
+    ] as const
+  ) {
+    assert.equal(isTypeFetchLost(reason), false, name);
   }
 });
