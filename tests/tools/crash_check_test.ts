@@ -143,6 +143,25 @@ Deno.test("bookAnswers() books a poison answered by the copy sent again of a del
   assert.deepEqual(unexpected, []);
 });
 
+Deno.test("bookAnswers() books a poison under the delivery its answer names, not the number of the request: a repeated give-up answers its letter's", () => {
+  // QStash's failure callback at its 5th delivery, repeated after the
+  // first was answered: answered from the letter, poisoned at delivery 3.
+  const record = job(1);
+  const unexpected: string[] = [];
+  bookAnswers(record, 5, [
+    answer("/v1/qstash/failed", 200, {
+      outcome: "poison",
+      delivery: 3,
+      resolution: "last broadcast sent as 0x1, needs review",
+    }),
+  ], { live: true, generation: 1, pubsubBackoff: () => 0, unexpected });
+  assert.deepEqual(record.poisoned, [{
+    delivery: 3,
+    resolution: "last broadcast sent as 0x1, needs review",
+    generation: 1,
+  }]);
+});
+
 Deno.test("bookAnswers() keeps a counted push's 204 off the delivery numbers, and waits out a stale token's 401", () => {
   const record = job(1, "pubsub");
   const unexpected: string[] = [];
@@ -215,6 +234,9 @@ Deno.test("storeFailed() takes a 503 that says the store failed, and no other an
     ),
   );
   assert.ok(!storeFailed(401, problem("store-failed", "")));
+  // A 500 is the service failing, whatever it names: never excused.
+  assert.ok(!storeFailed(500, problem("store-failed", "")));
+  assert.ok(!storeFailed(502, "PostgreSQL"));
   assert.ok(!storeFailed(200, "PostgreSQL"));
 });
 
