@@ -12,7 +12,11 @@
  * between any two calls; the store fails a call or two (before it acts,
  * or after, its answer lost), which `deliver` and `giveUp` throw and the
  * queue repeats; a delivery runs on its instance's one relayer (beside
- * that instance's give-ups) or on one of its own.
+ * that instance's give-ups) or on one of its own. A write ahead of a send
+ * that lands with its answer lost leaves a send in flight on record that
+ * nothing sends: once its lease is over, a give-up settles behind it on an
+ * earlier tx that confirmed. Captured so, no tx of another nonce may
+ * still land.
  *
  * Every delivery carries its message's ids (`DeliverOptions.message`): the
  * job is published as several messages (QStash's, Pub/Sub's, one per
@@ -48,6 +52,7 @@ import {
   type Relayer,
   type Sender,
   type Store,
+  type Transition,
 } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { catchesAsync, handled, runs } from "../_fc.ts";
@@ -98,12 +103,15 @@ type Actor =
   | { kind: "step"; clock: number; offset: number };
 
 /**
- * The store failing its `at`th call of the race (counted from 0), before
- * the call acts or (`landed`) after it, its answer lost.
+ * The store failing its `at`th call of the race (counted from 0), or with
+ * `ahead` its `at`th write ahead of a send (`beginBroadcast`, a move to
+ * `settling`), before the call acts or (`landed`) after it, its answer
+ * lost: a send in flight on record that no delivery of this race sends.
  */
 interface Fault {
   at: number;
   landed: boolean;
+  ahead?: boolean;
 }
 
 interface Race {
@@ -164,6 +172,15 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
           hold: "pending",
           settlingSince: T0 - 60_000,
           broadcasting: T0 - 60_000,
+        },
+        // A rescue of a sent tx written ahead, its answer lost, its lease
+        // long over: the give-up settles if that tx confirms.
+        {
+          state: "settling",
+          hold: "pending",
+          settlingSince: T0 - 60_000,
+          lastBroadcast: { outcome: "sent", txHash: "0xold", at: T0 - 60_000 },
+          broadcasting: T0 - 30_000,
         },
       ),
     ),
@@ -259,6 +276,14 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
         fc.record({ at: fc.nat({ max: 40 }), landed: fc.boolean() }),
         { minLength: 1, maxLength: 2 },
       ),
+      fc.array(
+        fc.record({
+          at: fc.nat({ max: 2 }),
+          landed: fc.boolean(),
+          ahead: fc.constant(true),
+        }),
+        { minLength: 1, maxLength: 2 },
+      ),
     ),
   });
 
@@ -267,6 +292,13 @@ class StoreBlip extends Error {
   constructor(readonly call: string) {
     super(`store blip in ${call}`);
   }
+}
+
+/** Whether a store call is a write ahead of a send: `beginBroadcast`, or a move to `settling`. */
+function writesAhead(key: PropertyKey, args: readonly unknown[]): boolean {
+  return key === "beginBroadcast" ||
+    (key === "transition" &&
+      (args[1] as { to?: string } | undefined)?.to === "settling");
 }
 
 /**
@@ -279,13 +311,20 @@ function failing(
   racing: () => boolean,
 ): Store {
   let calls = 0;
+  let aheads = 0;
   return new Proxy(store, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
       if (typeof value !== "function") return value;
       return async (...args: unknown[]) => {
-        const fault = racing() ? faults.find((f) => f.at === calls) : undefined;
+        const ahead = writesAhead(key, args);
+        const fault = racing()
+          ? faults.find((f) =>
+            f.ahead ? ahead && f.at === aheads : f.at === calls
+          )
+          : undefined;
         calls++;
+        if (ahead) aheads++;
         if (fault !== undefined && !fault.landed) {
           throw new StoreBlip(String(key));
         }
@@ -362,6 +401,38 @@ interface Reach {
   tickedMidSend: number;
   /** Instances' clocks stepped while a send was in flight. */
   steppedMidSend: number;
+  /**
+   * Settles behind a send in flight on record (a write-ahead whose lease
+   * lapsed) on a tx on record that confirmed (`Transition.confirmed`),
+   * the queue's last word included.
+   */
+  confirmedBehindSend: number;
+}
+
+/**
+ * `store`, counting in `reach` each move to `settled` that names a
+ * confirmed tx and lands on an intent with a send in flight: the record it
+ * moved is the one read just before, as the versions match.
+ */
+function countingConfirmed(store: Store, reach: Reach): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key !== "transition") return value.bind(target);
+      return async (id: string, change: Transition, ...rest: unknown[]) => {
+        const before = change.confirmed === undefined
+          ? null
+          : await target.getIntent(id);
+        const after = await value.call(target, id, change, ...rest);
+        if (
+          before !== null && before.version === change.version &&
+          before.broadcasting !== null
+        ) reach.confirmedBehindSend++;
+        return after;
+      };
+    },
+  });
 }
 
 /**
@@ -376,7 +447,11 @@ function moneyRace(
   wrap?: (store: Store) => Store,
   which?: RegExp,
   reach?: Reach,
-  { stillWriteAheads = false }: { readonly stillWriteAheads?: boolean } = {},
+  { stillWriteAheads = false, freshRescues = false }: {
+    readonly stillWriteAheads?: boolean;
+    /** A Sender that signs a rescue with a fresh nonce, against its contract. */
+    readonly freshRescues?: boolean;
+  } = {},
 ) {
   return fc.asyncProperty(races, fc.scheduler(), async (race, s) => {
     const { store: truth, close } =
@@ -392,6 +467,10 @@ function moneyRace(
       if (race.start.lastBroadcast?.outcome === "sent") {
         nonceKept = ++nonce;
         txs.set("0xold", { nonce: nonceKept, known: true });
+        // A rescue of it in flight: the same nonce.
+        if (race.start.broadcasting != null) {
+          txs.set("hidden-1", { nonce: nonceKept, known: false });
+        }
       } else if (
         race.start.lastBroadcast?.outcome === "unknown" ||
         race.start.broadcasting != null
@@ -414,7 +493,7 @@ function moneyRace(
           if (kind === "not_sent") {
             return Promise.reject(notSent(new Error("signer refused")));
           }
-          const n = replace && nonceKept !== undefined
+          const n = replace && nonceKept !== undefined && !freshRescues
             ? nonceKept
             : (nonceKept = ++nonce);
           const hash = `0x${++txCount}`;
@@ -469,9 +548,14 @@ function moneyRace(
         ),
       };
 
+      const counted = reach ? countingConfirmed(truth, reach) : truth;
       const ordered = (typeof backend === "function" ? started : scheduled)(
         s,
-        failing(wrap ? wrap(truth) : truth, race.faults, () => racing),
+        failing(
+          wrap ? wrap(counted) : counted,
+          race.faults,
+          () => racing,
+        ),
       );
       /** Writes ahead of a send made and not yet answered. */
       let aheadInFlight = 0;
@@ -480,9 +564,7 @@ function moneyRace(
           const value = Reflect.get(target, key, target);
           if (typeof value !== "function") return value;
           return async (...args: unknown[]) => {
-            const ahead = key === "beginBroadcast" ||
-              (key === "transition" &&
-                (args[1] as { to?: string } | undefined)?.to === "settling");
+            const ahead = writesAhead(key, args);
             if (ahead) aheadInFlight++;
             try {
               return await value.apply(target, args);
@@ -839,6 +921,19 @@ function moneyRace(
       );
       const nonces = new Set(confirmed.map(([, tx]) => tx.nonce));
       if (nonces.size > 1) violations.push("paid twice: two nonces confirmed");
+      // Captured on a tx that confirmed, no tx of another nonce may still
+      // land: that send, cleared from the record, would pay again.
+      const spent = new Set(
+        [...txs.values()].flatMap((tx) => tx.fate ? [tx.nonce] : []),
+      );
+      const open = [...txs.entries()].find(([, tx]) => !spent.has(tx.nonce));
+      if (end.hold === "captured" && nonces.size > 0 && open !== undefined) {
+        violations.push(
+          `paid twice: captured on a confirmed tx while ${
+            open[0]
+          } (another nonce) may still land`,
+        );
+      }
       if (end.state === "failed") {
         if (maySent && !operatorFailed) {
           violations.push("I1: failed though a tx may have left");
@@ -996,7 +1091,7 @@ Deno.test("the money race catches clocks apart by more than clockSkewMs behind a
   assert.equal((await run(true)).failed, false);
 });
 
-Deno.test("the money races reach late copies, refused on the first send and on a rescue, and jobs published afresh that send", async () => {
+Deno.test("the money races reach late copies, refused on the first send and on a rescue, jobs published afresh that send, and give-ups that settle behind a lapsed write-ahead on a tx that confirmed", async () => {
   const reach: Reach = {
     late: 0,
     refused: 0,
@@ -1008,6 +1103,7 @@ Deno.test("the money races reach late copies, refused on the first send and on a
     inFlightBusy: 0,
     tickedMidSend: 0,
     steppedMidSend: 0,
+    confirmedBehindSend: 0,
   };
   await fc.assert(
     moneyRace(memoryBackend, anyRace(SKEW_MS), undefined, undefined, reach),
@@ -1016,6 +1112,26 @@ Deno.test("the money races reach late copies, refused on the first send and on a
   for (const [name, count] of Object.entries(reach)) {
     assert.ok(count > 0, `${name} never reached`);
   }
+});
+
+Deno.test("the money race catches a capture behind a send of another nonce (a Sender that rescues with a fresh one)", async () => {
+  // Proof the check can fail: a capture on a tx that confirmed is sound
+  // only while every other send of the payment reuses that tx's nonce (a
+  // give-up behind a lapsed write-ahead clears that send from the record).
+  assert.equal(
+    await catchesAsync(
+      moneyRace(
+        memoryBackend,
+        anyRace(SKEW_MS),
+        undefined,
+        /another nonce/,
+        undefined,
+        { freshRescues: true },
+      ),
+      1000,
+    ),
+    true,
+  );
 });
 
 Deno.test("the money race catches clocks apart by more than a lease", async () => {
