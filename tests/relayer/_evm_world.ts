@@ -174,7 +174,9 @@ export class Signer {
       }
       const kept = this.nonces.get(intentId);
       let nonce: number;
-      if (replace && kept !== undefined) nonce = kept;
+      // Kept, the intent's nonce, even for `replace: false`: a first send
+      // that reaches the signer after a rescue of its intent is late.
+      if (kept !== undefined) nonce = kept;
       else {
         // A fresh nonce: the account's next, never one kept for another intent.
         nonce = Math.max(this.local, this.chain.minedCount);

@@ -5,17 +5,21 @@
  * a send and its record, and an operator resolving reviews. The same world
  * catches a signer that breaks what the docs ask (its nonce kept after the
  * broadcast, receipts confirmed before final) and an operator who takes a
- * dropped tx for one that cannot land.
+ * dropped tx for one that cannot land. A first send that reaches the
+ * signer after a rescue of its intent signs with the nonce the rescue kept.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { createRelayer, HttpSender, MemoryStore } from "../../mod.ts";
 import {
+  Chain,
   type ReceiptFault,
   run,
   type RunPlan,
   type SendFault,
+  Signer,
   type SignerOptions,
 } from "./_evm_world.ts";
 
@@ -105,4 +109,50 @@ Deno.test("the EVM-like world catches a signer that keeps its nonce after the br
     );
     assert.equal(found.failed, true, `${name}: no run lost money`);
   }
+});
+
+Deno.test("a first send that reaches the signer after a rescue of its intent signs with the nonce the rescue kept: at most one tx of the payment can land", async () => {
+  const chain = new Chain(() => 0.5, 0);
+  const signer = new Signer(chain, asDocumented);
+  // The signer runs the first send minutes late: the relayer's request
+  // times out (maybe sent) and the signer runs it after the rescue.
+  const late: Request[] = [];
+  const fetch: typeof globalThis.fetch = (input, init) => {
+    const req = new Request(input as string, init);
+    if (late.length === 0 && new URL(req.url).pathname === "/send") {
+      late.push(req);
+      return Promise.reject(new TypeError("connection reset"));
+    }
+    return signer.fetch(input, init);
+  };
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi0", state: "authorized", hold: "pending" });
+  const clock = { t: 1_000_000 };
+  const relayer = createRelayer({
+    store,
+    sender: new HttpSender({ url: "http://signer.test", timeoutMs: 15, fetch }),
+    now: () => clock.t,
+    random: () => 0.5,
+  });
+  const job = { intentId: "pi0", kind: "settle" } as const;
+  const first = await relayer.deliver(job, 1);
+  assert.equal(first.action, "retry");
+  clock.t += 301_000; // past stuckAfterMs: the relayer rescues
+  await relayer.deliver(job, 2); // the rescue: replace: true, no nonce kept
+  const sends = [...chain.signed.values()];
+  assert.equal(sends.length, 1, "the rescue reached the signer");
+  assert.equal(sends[0]!.fee, 120, "the rescue was sent with replace: true");
+  // The first send, replace: false, reaches the signer now.
+  const [req] = late;
+  assert.equal((await req!.clone().json()).replace, false);
+  await signer.handle(req!);
+  chain.flush(new Set());
+  const paid = chain.blocks.flat().filter((m) =>
+    m.tx.intentId === "pi0" && m.ok
+  );
+  assert.equal(
+    paid.length,
+    1,
+    `paid by ${paid.map((m) => `${m.tx.hash}@${m.tx.nonce}`)}`,
+  );
 });
