@@ -3,7 +3,10 @@
  * over a small JSON protocol (DESIGN §12).
  *
  * - `POST {url}/send` with `{ intentId, replace, intent }` answers 2xx
- *   `{ txHash }`, or an error with `{ error, notSent?, poison? }`.
+ *   `{ txHash }`, or an error with `{ error, notSent?, poison? }`. The
+ *   signer signs with the nonce kept for `intentId` whenever one is kept,
+ *   even with `replace: false` (a first send that came late, after a
+ *   rescue); with none kept, a fresh one, kept before the tx leaves.
  * - `GET {url}/receipt/{txHash}` answers 2xx
  *   `{ status: "confirmed" | "pending" | "dropped" }`, or an error with
  *   `{ error, poison? }` (`poison: true` for a tx mined but reverted).
@@ -257,7 +260,9 @@ export class HttpSender implements Sender {
    *
    * @param intent The intent to settle; sent as `intent`, its id as
    * `intentId`.
-   * @param options `replace: true` re-sends with the same nonce (a rescue).
+   * @param options `replace: true` re-sends with the same nonce (a rescue);
+   * `replace: false` asks for a fresh nonce, but the signer takes the one
+   * kept for the intent if there is one (the first send came late).
    * @returns The transaction hash the signer reported.
    * @throws {NotSentError} If the signer declared `notSent` (wrapped in a
    * {@linkcode PoisonError} if it also declared `poison`).

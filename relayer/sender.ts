@@ -69,7 +69,10 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  * The nonce is the Sender's to keep, one per intent:
  * - `replace: false` comes only while nothing of the intent may have left:
  *   sign with a fresh nonce and keep it with the intent's id before the
- *   tx leaves;
+ *   tx leaves. With a nonce already kept for the intent, it is a first send
+ *   that reached the signer late (its process paused past its lease, or a
+ *   request run minutes late), after a rescue: sign with the kept nonce,
+ *   as a rescue does, never a fresh one, or both txs can land;
  * - `replace: true` is a rescue (a tx stuck or dropped, a send whose
  *   outcome is unknown, a send after one declared not sent when an earlier
  *   one may have left, or an intent imported with a send on record): sign
@@ -116,7 +119,8 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
 export interface Sender {
   /**
    * Broadcasts the settlement of `intent`. With `replace: true`, re-sends
-   * with the same nonce (a rescue of a stuck transaction).
+   * with the same nonce (a rescue of a stuck transaction). Any send signs
+   * with the nonce kept for the intent if one is kept (see above).
    *
    * @returns The transaction hash the node accepted.
    */
