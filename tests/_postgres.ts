@@ -23,7 +23,24 @@ import type { Backend, OpenStore } from "./_stores.ts";
 // can catch (porsager/postgres#1192), which fails whichever file it lands
 // in. Taken here as main.ts takes it; any other still fails the run.
 globalThis.addEventListener("unhandledrejection", (event) => {
-  if (isTypeFetchLost(event.reason)) event.preventDefault();
+  if (isTypeFetchLost(event.reason)) return event.preventDefault();
+  // The run fails on it: name the query postgres.js tied it to (a property
+  // it does not print), so the failure says where it came from.
+  const { query, code } = (event.reason ?? {}) as {
+    query?: unknown;
+    code?: unknown;
+  };
+  const promise = event.promise as Promise<unknown> & { strings?: unknown };
+  const dropped = Array.isArray(promise.strings)
+    ? `a query's promise (${JSON.stringify(String(promise.strings[0]).trim())})`
+    : `a ${promise.constructor?.name ?? "promise"}`;
+  console.error(
+    `an unhandled rejection (code ${
+      String(code)
+    }) of ${dropped}, its error tied to the query ${
+      typeof query === "string" ? JSON.stringify(query.trim()) : "(none)"
+    }`,
+  );
 });
 
 const MISSING =
