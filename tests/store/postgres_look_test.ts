@@ -101,6 +101,10 @@ async function underTableLock(
       `BEGIN; LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
     );
     const reading = read();
+    // The read may fail while `then` still runs (the server ended its
+    // connection under it): taken here, so it is no unhandled rejection,
+    // and still thrown below.
+    reading.catch(() => {});
     await then();
     return await reading;
   } finally {
