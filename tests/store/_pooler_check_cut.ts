@@ -11,9 +11,9 @@
  * @module
  */
 
-import { deepStrictEqual as assertEquals } from "node:assert";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
+import { endSession, goodbye, relayed, useThePool } from "./_cut.ts";
 
 const [url, schema, name, cut = "idle"] = Deno.args as [
   string,
@@ -21,83 +21,36 @@ const [url, schema, name, cut = "idle"] = Deno.args as [
   string,
   string?,
 ];
-const real = new URL(url);
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 
-const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-const text = new TextDecoder("latin1");
 let held = false;
-(async () => {
-  for await (const client of listener) {
-    (async () => {
-      const server = await Deno.connect({
-        hostname: real.hostname,
-        port: Number(real.port || 5432),
-      });
-      server.readable.pipeTo(client.writable).catch(() => {});
-      const writer = server.writable.getWriter();
-      try {
-        for await (const chunk of client.readable) {
-          if (
-            !held && cut === "rollback" &&
-            text.decode(chunk).includes("ROLLBACK\0")
-          ) {
-            // The second connection of the check, in its transaction.
-            const [row] = await admin`
-              SELECT count(pg_terminate_backend(pid))::int AS n
-              FROM pg_stat_activity
-              WHERE application_name = ${name}
-                AND state = 'idle in transaction'`;
-            held = row?.n === 1;
-            await new Promise((resolve) => setTimeout(resolve, 300));
-          }
-          if (
-            !held && cut === "idle" &&
-            /BEGIN isolation level read committed/.test(text.decode(chunk))
-          ) {
-            held = true;
-            // The first connection of the check, idle after its statement.
-            const [row] = await admin`
-              SELECT pid FROM pg_stat_activity
-              WHERE application_name = ${name} AND state = 'idle'
-                AND query LIKE 'SELECT pg_backend_pid() AS pid, $1::int AS one'`;
-            if (row) {
-              await admin`SELECT pg_terminate_backend(${row.pid as number})`;
-              await new Promise((resolve) => setTimeout(resolve, 300));
-            }
-          }
-          await writer.write(chunk);
-        }
-      } catch {
-        // either side gone
+const sql = postgres(
+  relayed(url, async (text) => {
+    if (held) return;
+    if (cut === "rollback" && text.includes("ROLLBACK\0")) {
+      // The second connection of the check, in its transaction.
+      held = await endSession(admin, name, "idle in transaction");
+      await goodbye();
+    } else if (
+      cut === "idle" && /BEGIN isolation level read committed/.test(text)
+    ) {
+      // The first connection of the check, idle after its statement.
+      held = true;
+      const [row] = await admin`
+        SELECT pid FROM pg_stat_activity
+        WHERE application_name = ${name} AND state = 'idle'
+          AND query LIKE 'SELECT pg_backend_pid() AS pid, $1::int AS one'`;
+      if (row) {
+        await admin`SELECT pg_terminate_backend(${row.pid as number})`;
+        await goodbye();
       }
-    })().catch(() => {});
-  }
-})().catch(() => {});
-
-const proxied = new URL(url);
-proxied.port = String((listener.addr as Deno.NetAddr).port);
-const sql = postgres(proxied.href, {
-  max: 4,
-  onnotice: () => {},
-  connection: { application_name: name },
-});
+    }
+  }),
+  { max: 4, onnotice: () => {}, connection: { application_name: name } },
+);
 const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
 await store.migrate();
-// The pool's connections, each used: one handed back broken is among them.
-let answered = 0;
-await Promise.all(Array.from({ length: 8 }, async (_, i) => {
-  for (let tries = 0; tries < 20; tries++) {
-    try {
-      await store.createIntent({ id: `x${i}`, state: "authorized" });
-      assertEquals((await store.getIntent(`x${i}`))?.state, "authorized");
-      answered++;
-      return;
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}));
+const answered = await useThePool(store);
 await Deno.stdout.write(
   new TextEncoder().encode(
     held ? `alive, ${answered} of 8 written and read\n` : "not held\n",

@@ -1,0 +1,140 @@
+/**
+ * What the tests of a connection the server ends at a chosen moment share
+ * (postgres_flight_cut_test.ts, postgres_pooler_check_test.ts): in the
+ * child process, a relay in front of PostgreSQL that holds a client's
+ * bytes while the test ends a session, and the pool's connections each
+ * used afterwards; in the test, the child run and its one line read.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
+
+/**
+ * A relay on 127.0.0.1 in front of the server of `url`: each chunk a
+ * client sends waits for `hold(text)` (the chunk as latin1) before it goes
+ * on, so the test can end a session at that moment.
+ *
+ * @returns `url` through the relay.
+ */
+export function relayed(
+  url: string,
+  hold: (text: string) => Promise<void>,
+): string {
+  const real = new URL(url);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const text = new TextDecoder("latin1");
+  (async () => {
+    for await (const client of listener) {
+      (async () => {
+        const server = await Deno.connect({
+          hostname: real.hostname,
+          port: Number(real.port || 5432),
+        });
+        server.readable.pipeTo(client.writable).catch(() => {});
+        const writer = server.writable.getWriter();
+        try {
+          for await (const chunk of client.readable) {
+            await hold(text.decode(chunk));
+            await writer.write(chunk);
+          }
+        } catch {
+          // either side gone
+        }
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  const proxied = new URL(url);
+  proxied.port = String((listener.addr as Deno.NetAddr).port);
+  return proxied.href;
+}
+
+/**
+ * Ends every session named `name` in `state` through `admin`, and tells
+ * whether it ended exactly one (a relay that ended none proves nothing).
+ */
+export async function endSession(
+  admin: postgres.Sql,
+  name: string,
+  state: string,
+): Promise<boolean> {
+  const [row] = await admin`
+    SELECT count(pg_terminate_backend(pid))::int AS n
+    FROM pg_stat_activity
+    WHERE application_name = ${name} AND state = ${state}`;
+  return row?.n === 1;
+}
+
+/** Waits for the server's goodbye and the close to reach the client (300 ms). */
+export function goodbye(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 300));
+}
+
+/**
+ * A write and a read of a fresh intent on each of 8 tries at once, each
+ * retried for 2 s: a connection handed back broken is among the pool's.
+ *
+ * @returns How many were written and read back.
+ */
+export async function useThePool(store: PostgresStore): Promise<number> {
+  let answered = 0;
+  await Promise.all(Array.from({ length: 8 }, async (_, i) => {
+    for (let tries = 0; tries < 20; tries++) {
+      try {
+        await store.createIntent({ id: `x${i}`, state: "authorized" });
+        assert.equal((await store.getIntent(`x${i}`))?.state, "authorized");
+        answered++;
+        return;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  }));
+  return answered;
+}
+
+/**
+ * Runs `child` (a module beside this one) on a fresh schema of the test
+ * server, with its sessions named `name` and `args` after, and returns
+ * the line it printed; fails if the process ended otherwise than by
+ * itself (the crash these tests look for ends it).
+ */
+export async function runCut(
+  child: string,
+  name: string,
+  ...args: string[]
+): Promise<string> {
+  const admin = await connect(1);
+  const schema = freshSchema();
+  try {
+    await new PostgresStore(admin, { schema }).migrate();
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-net=127.0.0.1,localhost",
+        "--allow-env",
+        "--allow-read",
+        new URL(child, import.meta.url).pathname,
+        await postgresUrl(),
+        schema,
+        // Its sessions, found by this name (the server is shared).
+        `${name}_${Deno.pid}`,
+        ...args,
+      ],
+      cwd: new URL("../../", import.meta.url).pathname,
+      stdin: "null",
+    }).output();
+    assert.equal(
+      code,
+      0,
+      `the process ended: ${new TextDecoder().decode(stderr)}`,
+    );
+    return new TextDecoder().decode(stdout).trim();
+  } finally {
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  }
+}
