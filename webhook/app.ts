@@ -2169,7 +2169,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       404,
       "not-found",
       "No such dead letter",
-      `There is no dead letter for ${jobId}.`,
+      `There is no dead letter for ${jobId} (redriven, discarded or resolved since, or never kept): GET /v1/dead-letters lists those there are.`,
     );
   }
 

@@ -80,7 +80,13 @@ Deno.test("createApp() without a queue answers 404 for a missing dead letter and
     headers: ops,
   });
   assert.equal(missing.status, 404);
-  assert.equal((await missing.json()).type.endsWith("not-found"), true);
+  const absent = await missing.json();
+  assert.equal(absent.type.endsWith("not-found"), true);
+  // It says where the letters that are there are listed.
+  assert.equal(
+    absent.detail,
+    "There is no dead letter for pi_0404/settle (redriven, discarded or resolved since, or never kept): GET /v1/dead-letters lists those there are.",
+  );
   await store.createIntent({ id: "pi_done", state: "settled" });
   await store.putDeadLetter({
     jobId: "pi_done/settle",
