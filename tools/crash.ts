@@ -41,7 +41,9 @@
  *   up while its last delivery is still in flight, and half of those
  *   deliveries are held up until after the give-up was acked (a delivery
  *   queued before its first store call): the give-up's lease must keep
- *   them from sending. A job that ended with a dead letter on an intent
+ *   them from sending, and past it the message's marks, except on the
+ *   generic route, whose deliveries name no message (a send there once
+ *   the lease is over is the documented gap, not flagged). A job that ended with a dead letter on an intent
  *   still created or authorized is sometimes published again (what the
  *   redrive route advises for a queue of one's own), with a new message id
  *   and a fresh count; the old letter stays until a new poisoning
@@ -915,7 +917,9 @@ export interface JobRecord {
   lane: Lane;
   /**
    * From each acked give-up to the next publication (or the end): no
-   * `/send` may arrive for the intent then, whatever copies come late.
+   * `/send` may arrive for the intent then, whatever copies come late; on
+   * the generic route, after a drop, only while its lease lasts (see
+   * {@linkcode quietAfterGiveUp}).
    */
   readonly quiet: { from: number; to: number }[];
   /**
@@ -1274,6 +1278,35 @@ export function overlappingSends(
     }
   }
   return undefined;
+}
+
+/**
+ * When nothing may be sent for an intent after the queue's give-up of a
+ * message was acked at `ackedAt`: until the job is published again (the
+ * caller ends it then), unless the give-up dropped the job of an
+ * authorized intent on the generic route. A bridge's deliveries name no
+ * message (docs/queues.md: not covered by the give-up's marks), so only
+ * the drop's lease holds a delivery of it off, for `LEASE` from the drop's
+ * write; that write came after the give-up's first copy was sent
+ * (`firstSentAt`, the first try of this give-up, whose drop may have
+ * landed with its answer lost), so the quiet ends by `firstSentAt` +
+ * `LEASE` at the earliest (`CLOCK_SKEW` is 0 here). A give-up held up past
+ * its lease leaves a delivery of the message free to send, as designed.
+ */
+export function quietAfterGiveUp(
+  lane: JobRecord["lane"],
+  attempts: readonly Attempt[],
+  firstSentAt: number,
+  ackedAt: number,
+): { from: number; to: number } {
+  const dropped = attempts.some((a) =>
+    a.kind === "answer" &&
+    a.body.resolution === "job dropped, intent still authorized"
+  );
+  return {
+    from: ackedAt,
+    to: lane === "generic" && dropped ? firstSentAt + LEASE_MS : Infinity,
+  };
 }
 
 /**
@@ -2609,6 +2642,7 @@ async function runCrashTest(
     // pushed again (same id) until acked.
     deadLetterId = `dl-${messageId}-1`,
   ): Promise<void> => {
+    let firstSentAt: number | undefined;
     for (let tries = 1;; tries++) {
       checkAlive();
       if (tries > 200) {
@@ -2621,6 +2655,7 @@ async function runCrashTest(
         checkAlive();
         const copies = queueRandom() < 0.2 ? 2 : 1;
         givingUpNow++;
+        firstSentAt ??= now();
         try {
           return await Promise.all(
             postCopies(message, n, copies, { gaveUp: messageId, deadLetterId }),
@@ -2660,7 +2695,9 @@ async function runCrashTest(
         );
         if (!live) return;
         job.ended = true;
-        job.quiet.push({ from: now(), to: Infinity });
+        job.quiet.push(
+          quietAfterGiveUp(message.lane, attempts, firstSentAt!, now()),
+        );
         // Always after a give-up that dropped the job of an authorized
         // intent (only the marks stand between a late copy and a send).
         const dropped = attempts.some((a) =>
@@ -2896,7 +2933,7 @@ async function runCrashTest(
     at: number,
   ): void => {
     const quiet = job.quiet.at(-1);
-    if (quiet !== undefined && quiet.to === Infinity) quiet.to = at;
+    if (quiet !== undefined) quiet.to = Math.min(quiet.to, at);
     trails.add(
       job.intentId,
       `published again through ${lane} as ${messageId} (publication ${

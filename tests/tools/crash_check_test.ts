@@ -3,7 +3,8 @@
  * flight at a kill, between two others, does not hide their overlap; its
  * booking of answers (under the publication they came in; Pub/Sub's
  * counted pushes and refused stale tokens); its count of each process's
- * fetches of Google's keys; and its `--trace` flag.
+ * fetches of Google's keys; the quiet after an acked give-up; and its
+ * `--trace` flag.
  *
  * @module
  */
@@ -17,6 +18,7 @@ import {
   type JobRecord,
   overlappingSends,
   parseOptions,
+  quietAfterGiveUp,
   SentOrder,
   storeFailed,
 } from "../../tools/crash.ts";
@@ -253,4 +255,46 @@ Deno.test("SentOrder keeps two reads' answers in the order they were sent, not a
   operator("settling");
   assert.deepEqual(observed.get("pi_1"), ["settling", "settled"]);
   assert.deepEqual(observed.get("pi_2"), []);
+});
+
+const giveUpAnswer = (resolution: string): Attempt => ({
+  kind: "answer",
+  path: "/v1/deliveries",
+  status: 200,
+  body: { outcome: "poison", resolution },
+  retryAfter: null,
+});
+
+Deno.test("quietAfterGiveUp() ends the quiet after a generic route's drop with its lease, timed from the give-up's first copy", () => {
+  // Seed 85 under --db-faults terminate: the give-up's first copies went
+  // at 4943 ms and were acked at 5757 ms; the delivery it left held up
+  // sent at 6010 ms. The route's deliveries name no message, so only the
+  // drop's lease (500 ms, from after 4943 ms) held it off: not a violation.
+  const dropped = [giveUpAnswer("job dropped, intent still authorized")];
+  const quiet = quietAfterGiveUp("generic", dropped, 4943, 5757);
+  assert.deepEqual(quiet, { from: 5757, to: 5443 });
+  assert.ok(!(6010 > quiet.from && 6010 < quiet.to));
+  // Acked within the lease: a send before it ends is still flagged.
+  assert.deepEqual(quietAfterGiveUp("generic", dropped, 1000, 1100), {
+    from: 1100,
+    to: 1500,
+  });
+});
+
+Deno.test("quietAfterGiveUp() keeps the quiet open after a drop on QStash's and Pub/Sub's routes, and after any other resolution", () => {
+  const dropped = [giveUpAnswer("job dropped, intent still authorized")];
+  for (const lane of ["qstash", "pubsub"] as const) {
+    assert.deepEqual(quietAfterGiveUp(lane, dropped, 4943, 5757), {
+      from: 5757,
+      to: Infinity,
+    });
+  }
+  const review = [
+    giveUpAnswer("last broadcast unknown, needs review"),
+    { kind: "lost", path: "/v1/deliveries", error: "connection reset" },
+  ] as const;
+  assert.deepEqual(quietAfterGiveUp("generic", review, 4943, 5757), {
+    from: 5757,
+    to: Infinity,
+  });
 });
