@@ -95,7 +95,9 @@
  * - **An operator** resolves payments in review through
  *   `POST /v1/intents/:id/resolve`: settled once the signer confirmed one
  *   of its txs, failed when nothing may have left or a tx is on record
- *   (then the route must refuse a pending one with 409).
+ *   (then the route must refuse a pending one with 409). A 503 saying a
+ *   receipt could not be read (the signer's answer past `SENDER_TIMEOUT`)
+ *   must leave the payment in review as it was; it is resolved again later.
  * - **An operator redrives** through the route
  *   (`POST /v1/dead-letters/:intentId/:kind/redrive`): every 60 ms it lists
  *   the dead letters and redrives about a third of those whose job is idle
@@ -1073,6 +1075,32 @@ export function storeFailed(status: number, text: string): boolean {
 }
 
 /**
+ * What the operator makes of the answer to its
+ * `POST /v1/intents/:id/resolve`: `"answered"` (a 200, or a 409: the
+ * route's refusal, or another move first), `"again"` (a 503 that changed
+ * nothing: a receipt on record the Sender could not read now, which the
+ * route must not fail a payment behind, as the signer's answer may come
+ * past `SENDER_TIMEOUT` under load; or under database faults the store's
+ * failure) or `"unexpected"`.
+ *
+ * @param status The answer's status.
+ * @param text The answer's body.
+ * @param dbFaults Whether the run has database faults.
+ * @returns What the answer is.
+ */
+export function resolveAnswer(
+  status: number,
+  text: string,
+  dbFaults: boolean,
+): "answered" | "again" | "unexpected" {
+  if (status === 200 || status === 409) return "answered";
+  if (status === 503 && text.includes("urn:relayer:problem:receipts-unread")) {
+    return "again";
+  }
+  return dbFaults && storeFailed(status, text) ? "again" : "unexpected";
+}
+
+/**
  * Books the answers to one delivery (or give-up) numbered `n` into its job:
  * `live` when they decide the job's end (not a copy the queue no longer
  * waits for), `generation` the publication they belong to (a give-up
@@ -2034,7 +2062,13 @@ async function runCrashTest(
   });
   const server = new ServerProcess(ROOT, dir, env, fail);
   server.onLine = (line, generation) => {
-    for (const id of new Set(line.match(/\bpi_\w+/g) ?? [])) {
+    // The intents it names, and those whose txs it names (a receipt's failure).
+    const ids = new Set(line.match(/\bpi_\w+/g) ?? []);
+    for (const hash of line.match(/\b0x[0-9a-f]+\b/g) ?? []) {
+      const entry = stub.hashes.get(hash);
+      if (entry !== undefined) ids.add(entry.intentId);
+    }
+    for (const id of ids) {
       trails.add(id, `log[${generation}] ${line.trim().slice(0, 220)}`);
     }
   };
@@ -3285,17 +3319,37 @@ async function runCrashTest(
             `${to} ${status}`,
             (stats.resolved.get(`${to} ${status}`) ?? 0) + 1,
           );
+          const text = JSON.stringify(body);
+          trails.add(
+            plan.id,
+            `operator resolves it ${to} at version ${intent.version}: ${status} ${
+              status === 200 ? "" : text.slice(0, 160)
+            }`,
+          );
           // Under database faults, the store may fail under the
-          // resolution: the payment stays in review, for the operator's
-          // next look.
-          const unreached = options.dbFaults.length > 0 &&
-            storeFailed(status, JSON.stringify(body));
-          if (status !== 200 && status !== 409 && !unreached) {
+          // resolution: the payment stays in review (or the write landed,
+          // its answer lost). A receipt the Sender could not read now
+          // changes nothing: the operator looks again later.
+          const what = resolveAnswer(
+            status,
+            text,
+            options.dbFaults.length > 0,
+          );
+          if (what === "unexpected") {
             unexpected.push(
-              `${plan.id}: resolving it ${to} answered ${status} ${
-                JSON.stringify(body)
-              }`,
+              `${plan.id}: resolving it ${to} answered ${status} ${text}`,
             );
+          } else if (what === "again" && /receipts-unread/.test(text)) {
+            const after = await ops(`/v1/intents/${plan.id}`);
+            const seen = (after.body as IntentView | null)?.intent;
+            if (
+              after.status === 200 &&
+              (seen?.state !== "needs_review" || seen.hold !== intent.hold)
+            ) {
+              unexpected.push(
+                `${plan.id}: resolving it ${to} answered 503 receipts-unread, but it is ${seen?.state} with hold ${seen?.hold} now`,
+              );
+            } else resolvedBy.delete(plan.id);
           }
         } catch {
           // the server died under the resolution (it may have landed)

@@ -3,8 +3,8 @@
  * flight at a kill, between two others, does not hide their overlap; its
  * booking of answers (under the publication they came in; Pub/Sub's
  * counted pushes and refused stale tokens); its count of each process's
- * fetches of Google's keys; the quiet after an acked give-up; and its
- * `--trace` flag.
+ * fetches of Google's keys; the quiet after an acked give-up; what the
+ * operator makes of a resolution's answer; and its `--trace` flag.
  *
  * @module
  */
@@ -19,6 +19,7 @@ import {
   overlappingSends,
   parseOptions,
   quietAfterGiveUp,
+  resolveAnswer,
   SentOrder,
   storeFailed,
 } from "../../tools/crash.ts";
@@ -297,4 +298,32 @@ Deno.test("quietAfterGiveUp() keeps the quiet open after a drop on QStash's and 
     from: 5757,
     to: Infinity,
   });
+});
+
+Deno.test("resolveAnswer() takes a resolution's 503 for a receipt it could not read as one to try again, with or without database faults", () => {
+  // Seed 13 under --db-faults terminate: the route could not read the
+  // receipt of 0x1f (the signer's answer came past SENDER_TIMEOUT), and
+  // rightly wrote nothing; the operator flagged it.
+  const unread = JSON.stringify({
+    type: "urn:relayer:problem:receipts-unread",
+    title: "Receipts unread",
+    status: 503,
+    detail:
+      "The receipt of 0x000000000000001f could not be read (the relayer's log says why), and a payment with a tx that confirmed must not fail: try again.",
+  });
+  assert.equal(resolveAnswer(503, unread, true), "again");
+  assert.equal(resolveAnswer(503, unread, false), "again");
+  const storeDown = JSON.stringify({
+    type: "urn:relayer:problem:store-failed",
+    status: 503,
+  });
+  assert.equal(resolveAnswer(503, storeDown, true), "again");
+  assert.equal(resolveAnswer(503, storeDown, false), "unexpected");
+  assert.equal(resolveAnswer(200, "{}", false), "answered");
+  assert.equal(
+    resolveAnswer(409, '{"type":"urn:relayer:problem:tx-pending"}', false),
+    "answered",
+  );
+  assert.equal(resolveAnswer(500, unread, true), "unexpected");
+  assert.equal(resolveAnswer(400, "{}", true), "unexpected");
 });
