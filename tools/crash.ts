@@ -873,7 +873,11 @@ export interface JobRecord {
     resolution: string;
     generation: number;
   }[];
-  /** Delivery numbers of which no copy got an answer, or one copy did not. */
+  /**
+   * Delivery numbers of which no copy got an answer, or one copy did not,
+   * or one answered that the store failed (a write whose answer was lost
+   * may have landed: a letter among them).
+   */
   readonly lost: Set<number>;
   /**
    * Delivery numbers acked by Pub/Sub's 204, which has no body: done and
@@ -1131,6 +1135,9 @@ export function bookAnswers(
       continue;
     }
     const { status, body: answer } = attempt;
+    // The store failed under it: its write (the letter of a poison,
+    // say) may have landed, its answer lost; the next delivery reads it.
+    if (storeFailed(status, JSON.stringify(answer))) job.lost.add(n);
     if (attempt.path.startsWith("/v1/pubsub")) {
       // Pub/Sub's answers: 204 acks (done or poison, no body), 503 asks
       // again after the subscription's own backoff, not delayMs, and so
@@ -1608,7 +1615,7 @@ function check(input: CheckInput): CheckResult {
     ) {
       flag(
         id,
-        `dead letter at delivery ${letter.deliveries}, which neither answered poison, nor was acked by Pub/Sub's bodiless 204, nor died with the server${
+        `dead letter at delivery ${letter.deliveries}, which neither answered poison, nor was acked by Pub/Sub's bodiless 204, nor died with the server or under a store failure${
           counted === 0
             ? ""
             : `, nor is within the ${counted} pushes of a message sent without deliveryAttempt (the service's own count)`

@@ -165,6 +165,40 @@ Deno.test("bookAnswers() books a poison under the delivery its answer names, not
   }]);
 });
 
+Deno.test("bookAnswers() keeps the number of a delivery whose answer said the store failed among those that may have left a letter, on every lane", () => {
+  // Seed 1030 under --db-faults terminate: Pub/Sub's push 1 was declared
+  // poison, and the write of its letter lost its answer to a terminated
+  // session (503 Delivery failed, "it may have landed or not"); it had
+  // landed, and push 2 found the intent failed. Its letter at delivery 1
+  // was flagged as one nothing had poisoned.
+  const failed = {
+    type: "urn:relayer:problem:delivery-failed",
+    title: "Delivery failed",
+    status: 503,
+  } as AnswerBody;
+  for (const path of ["/v1/pubsub", "/v1/qstash", "/v1/deliveries"]) {
+    const record = job(1, path === "/v1/pubsub" ? "pubsub" : "qstash");
+    const unexpected: string[] = [];
+    bookAnswers(record, 1, [answer(path, 503, failed)], {
+      live: true,
+      generation: 1,
+      pubsubBackoff: () => 0,
+      unexpected,
+    });
+    assert.deepEqual([...record.lost], [1], path);
+    assert.deepEqual(unexpected, []);
+  }
+  // A retry the relayer decided on is not the store's failure.
+  const record = job(1);
+  bookAnswers(record, 2, [
+    answer("/v1/qstash", 503, {
+      outcome: "retry",
+      reason: "send: signer answered 502: rpc: connection refused",
+    }),
+  ], { live: true, generation: 1, pubsubBackoff: () => 0, unexpected: [] });
+  assert.deepEqual([...record.lost], []);
+});
+
 Deno.test("bookAnswers() keeps a counted push's 204 off the delivery numbers, and waits out a stale token's 401", () => {
   const record = job(1, "pubsub");
   const unexpected: string[] = [];
