@@ -3329,8 +3329,8 @@ async function runCrashTest(
           const text = JSON.stringify(body);
           trails.add(
             plan.id,
-            `operator resolves it ${to} at version ${intent.version}: ${status} ${
-              status === 200 ? "" : text.slice(0, 160)
+            `operator resolves it ${to} at version ${intent.version}: ${status}${
+              status === 200 ? "" : ` ${text.slice(0, 160)}`
             }`,
           );
           // Under database faults, the store may fail under the
