@@ -123,8 +123,10 @@
  *   the signer says nothing may ever have left for it.
  * - I2: no `failed` intent has a `pending` hold.
  * - I3: the states seen for an intent (at creation, sampled during the run,
- *   at the end) only move forward along the relayer's edges; a `created`
- *   intent never moves and never reaches the signer.
+ *   at the end) only move forward along the relayer's edges, between reads
+ *   one of which was answered before the other was sent (two reads that
+ *   overlap may be served in either order); a `created` intent never moves
+ *   and never reaches the signer.
  * - One nonce: once a `/send` for an intent may have left, every later
  *   one is a rescue (`replace: true`); a fresh one could pay twice. No two
  *   `/send` for one intent overlap at the signer (I5), unless one was in
@@ -1265,7 +1267,7 @@ interface CheckInput {
   readonly finals: ReadonlyMap<string, IntentView>;
   readonly deadLetters: readonly DeadLetterView[];
   readonly jobs: ReadonlyMap<string, JobRecord>;
-  readonly observed: { get(id: string): State[] | undefined };
+  readonly observed: { get(id: string): Observation[] | undefined };
   readonly stub: SignerStub;
   readonly kills: readonly KillWindow[];
   /** The intents an operator resolved (or tried to), and to what. */
@@ -1276,6 +1278,38 @@ interface CheckResult {
   readonly violations: string[];
   /** Intents left where no job will touch them, allowed by at-least-once. */
   readonly orphans: string[];
+}
+
+/** A state an intent's read saw, and when the read was sent and answered. */
+export interface Observation {
+  readonly state: State;
+  readonly sentAt: number;
+  readonly answeredAt: number;
+}
+
+/**
+ * The first move backwards among `seen` (in the order the reads were
+ * sent), as `[from, to]`: a read answered before another was sent saw a
+ * state the later one's cannot be reached from. Two reads that overlap
+ * are not ordered: an intent's view is three store reads, and under
+ * database faults any of them can wait on a connection, so a read sent
+ * first can see a commit that a read sent after it, and answered before
+ * it, did not (or the other way round).
+ */
+export function backwardMove(
+  seen: readonly Observation[],
+  reaches: (from: State, to: State) => boolean,
+): [State, State] | undefined {
+  for (let j = 1; j < seen.length; j++) {
+    const to = seen[j]!;
+    for (let i = 0; i < j; i++) {
+      const from = seen[i]!;
+      if (from.answeredAt < to.sentAt && !reaches(from.state, to.state)) {
+        return [from.state, to.state];
+      }
+    }
+  }
+  return undefined;
 }
 
 /** Every check of the run; pure over what was collected. */
@@ -1398,18 +1432,18 @@ function check(input: CheckInput): CheckResult {
     if (!job.ended) flag(id, `its job never ended (delivery ${job.delivery})`);
 
     // I3: forward only; created never moves.
-    const seen = [
-      plan.initial,
-      ...(input.observed.get(id) ?? []),
-      intent.state,
-    ];
-    for (let i = 1; i < seen.length; i++) {
-      const from = seen[i - 1]!;
-      const to = seen[i]!;
-      if (!reaches(from, to)) {
-        flag(id, `I3: moved ${from} → ${to} (seen ${seen.join(" → ")})`);
-        break;
-      }
+    const samples = input.observed.get(id) ?? [];
+    const moved = backwardMove([
+      { state: plan.initial, sentAt: -Infinity, answeredAt: -Infinity },
+      ...samples,
+      { state: intent.state, sentAt: Infinity, answeredAt: Infinity },
+    ], reaches);
+    if (moved !== undefined) {
+      const seen = [plan.initial, ...samples.map((o) => o.state), intent.state];
+      flag(
+        id,
+        `I3: moved ${moved[0]} → ${moved[1]} (seen ${seen.join(" → ")})`,
+      );
     }
     if (plan.initial === "created" && sends.length > 0) {
       flag(id, `I3: created, yet the signer got ${sends.length} /send`);
@@ -2120,7 +2154,7 @@ async function runCrashTest(
     slowestMs: 0,
   };
   const jobs = new Map<string, JobRecord>();
-  const observed = new SentOrder<State>();
+  const observed = new SentOrder<Observation>();
   const plans: { id: string; initial: State; behaviour: Behaviour }[] = [];
   /** The intents an operator resolved (or tried to), and to what. */
   const resolvedBy = new Map<string, "settled" | "failed">();
@@ -3244,10 +3278,15 @@ async function runCrashTest(
       }
       await Promise.all([...batch].map(async (id) => {
         try {
+          const sentAt = now();
           const answer = observed.send(id);
           const { status, body } = await ops(`/v1/intents/${id}`);
           if (status === 200) {
-            answer((body as IntentView).intent.state);
+            answer({
+              state: (body as IntentView).intent.state,
+              sentAt,
+              answeredAt: now(),
+            });
             stats.samples++;
           }
         } catch {
@@ -3273,7 +3312,7 @@ async function runCrashTest(
       // likely), a few at a time.
       const inReview = plans.filter((p) =>
         !resolvedBy.has(p.id) &&
-        (observed.get(p.id).at(-1) === "needs_review" ||
+        (observed.get(p.id).at(-1)?.state === "needs_review" ||
           jobs.get(p.id)!.ended)
       );
       for (let i = 0; i < 4 && inReview.length > 0; i++) {
@@ -3282,13 +3321,14 @@ async function runCrashTest(
           1,
         )[0]!;
         try {
+          const sentAt = now();
           const answer = observed.send(plan.id);
           const read = await ops(`/v1/intents/${plan.id}`);
           if (read.status !== 200) continue;
           const { intent } = read.body as IntentView & {
             intent: { version: string };
           };
-          answer(intent.state);
+          answer({ state: intent.state, sentAt, answeredAt: now() });
           if (intent.state !== "needs_review") continue;
           // The operator looks at the chain first (the signer's receipts).
           for (const hash of intent.txHashes) {

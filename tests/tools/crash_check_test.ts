@@ -4,7 +4,8 @@
  * booking of answers (under the publication they came in; Pub/Sub's
  * counted pushes and refused stale tokens); its count of each process's
  * fetches of Google's keys; the quiet after an acked give-up; what the
- * operator makes of a resolution's answer; and its `--trace` flag.
+ * operator makes of a resolution's answer; the order of an intent's reads
+ * (I3); and its `--trace` flag.
  *
  * @module
  */
@@ -13,6 +14,7 @@ import assert from "node:assert/strict";
 import {
   type AnswerBody,
   type Attempt,
+  backwardMove,
   bookAnswers,
   fetchesByGeneration,
   type JobRecord,
@@ -360,4 +362,36 @@ Deno.test("resolveAnswer() takes a resolution's 503 for a receipt it could not r
   );
   assert.equal(resolveAnswer(500, unread, true), "unexpected");
   assert.equal(resolveAnswer(400, "{}", true), "unexpected");
+});
+
+Deno.test("backwardMove() orders two reads of an intent only when one was answered before the other was sent", () => {
+  // Seed 1125 under --db-faults terminate: the sampler's read, sent at
+  // 2000 ms while the database was out, was answered at 3300 ms with
+  // settled (the operator had settled the payment at 3186 ms); the
+  // operator's read, sent at 3180 ms, answered needs_review at 3190 ms.
+  // In the order sent that looked like settled → needs_review.
+  const rank = ["authorized", "settling", "needs_review", "settled"];
+  const reaches = (from: string, to: string) =>
+    rank.indexOf(to) >= rank.indexOf(from);
+  const seen = (sampledAt: number) =>
+    [
+      { state: "authorized", sentAt: -Infinity, answeredAt: -Infinity },
+      { state: "settled", sentAt: 2000, answeredAt: sampledAt },
+      { state: "needs_review", sentAt: 3180, answeredAt: 3190 },
+      { state: "settled", sentAt: Infinity, answeredAt: Infinity },
+    ] as const;
+  assert.equal(backwardMove(seen(3300), reaches), undefined);
+  // Answered before the operator's read was sent: a move backwards.
+  assert.deepEqual(backwardMove(seen(3100), reaches), [
+    "settled",
+    "needs_review",
+  ]);
+  // The end state is after every read.
+  assert.deepEqual(
+    backwardMove([
+      { state: "settled", sentAt: 0, answeredAt: 5 },
+      { state: "settling", sentAt: Infinity, answeredAt: Infinity },
+    ], reaches),
+    ["settled", "settling"],
+  );
 });
