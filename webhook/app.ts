@@ -451,7 +451,7 @@ async function textOf(c: Context): Promise<string> {
 const JOB_EXAMPLE = '{"intentId":"pi_0001","kind":"settle"}';
 /** The body of `POST /v1/deliveries`, as its refusals show one. */
 const DELIVERY_EXAMPLE =
-  `{"job":${JOB_EXAMPLE},"delivery":1} ('delivery' is optional)`;
+  `{"job":${JOB_EXAMPLE},"delivery":1,"messageId":"m-1"} ('delivery' and 'messageId' are optional)`;
 /** A bridge's give-up on `POST /v1/deliveries`, as its refusals show one. */
 const GAVE_UP_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}} ('deliveries' is optional)`;
@@ -1589,7 +1589,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       claim = verified.claim;
     }
     const body = parseJson("deliveries", raw, DELIVERY_EXAMPLE);
-    const { job: rawJob, delivery, gaveUp } =
+    const { job: rawJob, delivery, gaveUp, messageId: rawMessageId } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
         unknown
@@ -1613,10 +1613,12 @@ export function createApp(deps: AppDeps): WebhookApp {
           gaveUp !== null
         ? gaveUp
         : {}) as Record<string, unknown>;
-      if (delivery !== undefined) {
+      if (delivery !== undefined || rawMessageId !== undefined) {
         throw badInput(
           "deliveries",
-          `'delivery' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
+          `'${
+            delivery !== undefined ? "delivery" : "messageId"
+          }' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
         );
       }
       const id = idFrom(messageId);
@@ -1640,6 +1642,20 @@ export function createApp(deps: AppDeps): WebhookApp {
         claim,
       );
     }
+    // The bridge's queue's id of the message, if it sends one: its
+    // deliveries then carry the marks its give-up writes, so a late copy
+    // of a message given up on sends nothing, as on QStash.
+    const messageId = rawMessageId === undefined
+      ? undefined
+      : idFrom(rawMessageId);
+    if (rawMessageId !== undefined && messageId === undefined) {
+      throw badInput(
+        "deliveries",
+        `'messageId' must be your queue's id of the message (1-200 printable ASCII characters): current value is ${
+          JSON.stringify(rawMessageId) ?? "undefined"
+        }. A delivery is ${DELIVERY_EXAMPLE}.`,
+      );
+    }
     return await deliver(
       "deliveries",
       job,
@@ -1647,6 +1663,8 @@ export function createApp(deps: AppDeps): WebhookApp {
         ? undefined
         : deliveryFrom("deliveries", delivery, "'delivery'"),
       claim,
+      undefined,
+      messageId === undefined ? undefined : { queue: "generic", messageId },
     );
   });
 

@@ -9,8 +9,8 @@
 
 import { ScriptedSender, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { theGoogle } from "./_app.ts";
-import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
+import { SECRET, theGoogle } from "./_app.ts";
+import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 /** The dead-letter route's OIDC audience. */
 export const DEAD_LETTER_AUDIENCE =
@@ -41,6 +41,7 @@ export async function authorizedApp(store: Store) {
     now: () => clock.now,
     random: () => 0,
     qstash: QSTASH,
+    webhookSecret: SECRET,
     pubsub: {
       audience: PUBSUB.audience,
       jwks: g.jwks,
@@ -145,6 +146,19 @@ export async function deadLetterPush() {
     }),
     headers: {
       authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  };
+}
+
+/** A bridge's request on the generic route, signed at `nowMs`. */
+export function generic(body: unknown, nowMs: number): RequestInit {
+  const text = JSON.stringify(body);
+  return {
+    method: "POST",
+    body: text,
+    headers: {
+      "content-type": "application/json",
+      "x-signature": signHmac(SECRET, text, Math.floor(nowMs / 1000)),
     },
   };
 }

@@ -1368,7 +1368,7 @@ Deno.test("createApp() bad-JSON refusals show the body each route takes", async 
   assert.equal(delivery.status, 400);
   assert.equal(
     (await problemOf(delivery)).detail,
-    'The body is not JSON: send {"job":{"intentId":"pi_0001","kind":"settle"},"delivery":1} (\'delivery\' is optional).',
+    'The body is not JSON: send {"job":{"intentId":"pi_0001","kind":"settle"},"delivery":1,"messageId":"m-1"} (\'delivery\' and \'messageId\' are optional).',
   );
   // A bare job, signed: valid JSON, but not the route's body.
   const bare = await app.request(

@@ -16,6 +16,8 @@ import { overriding } from "../_stores.ts";
 import {
   authorizedApp,
   deadLetterPush,
+  generic,
+  job,
   LATER_MS,
   pubsubPush,
   qstash,
@@ -103,6 +105,42 @@ for (const { name, open } of STORES) {
       close();
     }
   });
+
+  Deno.test(`a bridge's late copy of a message its give-up named sends nothing when the delivery names it too; another message still sends [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const { app, clock, sender } = await authorizedApp(store);
+      const gaveUp = await app.request(
+        "/v1/deliveries",
+        generic(
+          { job, gaveUp: { deliveries: 3, messageId: "m-1" } },
+          clock.now,
+        ),
+      );
+      assert.equal(gaveUp.status, 200);
+      clock.now += LATER_MS;
+      const late = await app.request(
+        "/v1/deliveries",
+        generic({ job, delivery: 2, messageId: "m-1" }, clock.now),
+      );
+      assert.equal(late.status, 200);
+      assert.equal(
+        (await late.json()).reason,
+        "the queue gave up on this message before: a late copy, nothing sent",
+      );
+      assert.equal(sends(sender), 0);
+      assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
+      // A message published since has another id: it settles the intent.
+      const fresh = await app.request(
+        "/v1/deliveries",
+        generic({ job, delivery: 1, messageId: "m-2" }, clock.now),
+      );
+      assert.equal(fresh.status, 503);
+      assert.equal(sends(sender), 1);
+    } finally {
+      close();
+    }
+  });
 }
 
 Deno.test("a Pub/Sub push's write ahead of its send carries one give-up mark, its source with the time in milliseconds: two such writes fit a commit of 10 checks", async () => {
@@ -139,5 +177,22 @@ Deno.test("a late QStash copy is known when the failure callback spells the sour
   const late = await app.request("/v1/qstash", await qstash("msg_1", "4"));
   assert.equal(late.status, 200);
   assert.equal((await late.json()).outcome, "done");
+  assert.equal(sends(sender), 0);
+});
+
+Deno.test("a bridge's delivery whose messageId is not a queue's id is refused, 400, naming the field and touching nothing", async () => {
+  const store = new MemoryStore();
+  const { app, clock, sender } = await authorizedApp(store);
+  for (const messageId of ["", 7, "a b\u0000", "x".repeat(201)]) {
+    const res = await app.request(
+      "/v1/deliveries",
+      generic({ job, delivery: 1, messageId }, clock.now++),
+    );
+    assert.equal(res.status, 400);
+    assert.match(
+      (await res.json()).detail,
+      /^'messageId' must be your queue's id of the message \(1-200 printable ASCII characters\): current value is /,
+    );
+  }
   assert.equal(sends(sender), 0);
 });
