@@ -42,8 +42,8 @@
  *   deliveries are held up until after the give-up was acked (a delivery
  *   queued before its first store call): the give-up's lease must keep
  *   them from sending, and past it the message's marks, except on the
- *   generic route, whose deliveries name no message (a send there once
- *   the lease is over is the documented gap, not flagged). A job that ended with a dead letter on an intent
+ *   generic route for a bridge whose deliveries name no message (a send
+ *   there once the lease is over is the documented gap, not flagged). A job that ended with a dead letter on an intent
  *   still created or authorized is sometimes published again (what the
  *   redrive route advises for a queue of one's own), with a new message id
  *   and a fresh count; the old letter stays until a new poisoning
@@ -916,7 +916,8 @@ export interface JobRecord {
   publishTime: string;
   /**
    * The queue this publication goes through: the generic route (a bridge,
-   * whose deliveries name no message), QStash (each delivery carries its
+   * whose deliveries name the message for some intents, as
+   * {@linkcode namesMessage} says, and no message for the others), QStash (each delivery carries its
    * `Upstash-Message-Id`, and the give-up is QStash's failure callback) or
    * Pub/Sub push (each push carries its message id, publish time and
    * `deliveryAttempt`, its own backoff applies, and the give-up is the
@@ -1350,11 +1351,21 @@ export function overlappingSends(
 }
 
 /**
+ * Whether a generic job's deliveries name their message (`messageId`, as
+ * docs/queues.md asks of a bridge): those of an intent with an even
+ * number do, the others do not, so both kinds of bridge are run.
+ */
+export function namesMessage(intentId: string): boolean {
+  return Number(/\d+$/.exec(intentId)?.[0] ?? 1) % 2 === 0;
+}
+
+/**
  * When nothing may be sent for an intent after the queue's give-up of a
  * message was acked at `ackedAt`: until the job is published again (the
  * caller ends it then), unless the give-up dropped the job of an
- * authorized intent on the generic route. A bridge's deliveries name no
- * message (docs/queues.md: not covered by the give-up's marks), so only
+ * authorized intent on the generic route with deliveries that name no
+ * message (`namedMessage` false; docs/queues.md: not covered by the
+ * give-up's marks, which a delivery's `messageId` carries), so only
  * the drop's lease holds a delivery of it off, for `LEASE` from the drop's
  * write; that write came after the give-up's first copy was sent
  * (`firstSentAt`, the first try of this give-up, whose drop may have
@@ -1367,6 +1378,7 @@ export function quietAfterGiveUp(
   attempts: readonly Attempt[],
   firstSentAt: number,
   ackedAt: number,
+  namedMessage = false,
 ): { from: number; to: number } {
   const dropped = attempts.some((a) =>
     a.kind === "answer" &&
@@ -1374,7 +1386,9 @@ export function quietAfterGiveUp(
   );
   return {
     from: ackedAt,
-    to: lane === "generic" && dropped ? firstSentAt + LEASE_MS : Infinity,
+    to: lane === "generic" && !namedMessage && dropped
+      ? firstSentAt + LEASE_MS
+      : Infinity,
   };
 }
 
@@ -2403,6 +2417,7 @@ async function runCrashTest(
           ? {
             job: payload,
             delivery: n,
+            ...(namesMessage(job.intentId) ? { messageId: job.messageId } : {}),
             copy,
             // A publication's delivery n is not an earlier one's: signed afresh.
             publication: what.publication,
@@ -2771,7 +2786,13 @@ async function runCrashTest(
         if (!live) return;
         job.ended = true;
         job.quiet.push(
-          quietAfterGiveUp(message.lane, attempts, firstSentAt!, now()),
+          quietAfterGiveUp(
+            message.lane,
+            attempts,
+            firstSentAt!,
+            now(),
+            namesMessage(job.intentId),
+          ),
         );
         // Always after a give-up that dropped the job of an authorized
         // intent (only the marks stand between a late copy and a send).

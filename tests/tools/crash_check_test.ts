@@ -18,6 +18,7 @@ import {
   bookAnswers,
   fetchesByGeneration,
   type JobRecord,
+  namesMessage,
   overlappingSends,
   parseOptions,
   quietAfterGiveUp,
@@ -334,6 +335,18 @@ Deno.test("quietAfterGiveUp() keeps the quiet open after a drop on QStash's and 
     from: 5757,
     to: Infinity,
   });
+  // A bridge whose deliveries name the message: its give-up's marks hold
+  // every later copy off, as on QStash.
+  assert.deepEqual(quietAfterGiveUp("generic", dropped, 4943, 5757, true), {
+    from: 5757,
+    to: Infinity,
+  });
+});
+
+Deno.test("namesMessage() has the generic jobs of even-numbered intents name their message, and the others not", () => {
+  assert.equal(namesMessage("pi_0032"), true);
+  assert.equal(namesMessage("pi_0033"), false);
+  assert.equal(namesMessage("pi_0100"), true);
 });
 
 Deno.test("resolveAnswer() takes a resolution's 503 for a receipt it could not read as one to try again, with or without database faults", () => {
