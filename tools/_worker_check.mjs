@@ -1263,7 +1263,8 @@ async function postgresCheck() {
       type: "urn:relayer:problem:exists",
       title: "Intent exists",
       status: 409,
-      detail: "Cannot create intent pi_0001 as it exists",
+      detail:
+        "Cannot create intent pi_0001 as it exists: read it with GET /v1/intents/pi_0001 (this route only creates, it changes no intent).",
     }], "POST /v1/intents for an existing intent");
     console.log(
       `  ${label} migrate() twice: 204; /readyz: 200; 5 intents: 201; a duplicate: 409`,
