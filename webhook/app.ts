@@ -569,6 +569,23 @@ function idFrom(value: unknown): string | undefined {
 }
 
 /**
+ * A bridge's id of a message (`gaveUp.messageId`, a delivery's
+ * `messageId`), or a 400 naming `field`, and what the body is (`shape`).
+ */
+function bridgeMessageId(raw: unknown, field: string, shape: string): string {
+  const id = idFrom(raw);
+  if (id === undefined) {
+    throw badInput(
+      "deliveries",
+      `${field} must be your queue's id of the message (1-200 printable ASCII characters): current value is ${
+        JSON.stringify(raw) ?? "undefined"
+      }. ${shape}`,
+    );
+  }
+  return id;
+}
+
+/**
  * The end of a delivery's log line naming the queue's message, as
  * ` message <queue>/<id>` (its id, else its dead-letter id), or nothing.
  * Ids are checked printable ASCII without spaces (see `idFrom`).
@@ -1621,15 +1638,11 @@ export function createApp(deps: AppDeps): WebhookApp {
           }' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
         );
       }
-      const id = idFrom(messageId);
-      if (id === undefined) {
-        throw badInput(
-          "deliveries",
-          `'gaveUp.messageId' must be your queue's id of the message (1-200 printable ASCII characters): current value is ${
-            JSON.stringify(messageId) ?? "undefined"
-          }. A give-up is ${GAVE_UP_EXAMPLE}.`,
-        );
-      }
+      const id = bridgeMessageId(
+        messageId,
+        "'gaveUp.messageId'",
+        `A give-up is ${GAVE_UP_EXAMPLE}.`,
+      );
       return await giveUp(
         "deliveries",
         job,
@@ -1645,17 +1658,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The bridge's queue's id of the message, if it sends one: its
     // deliveries then carry the marks its give-up writes, so a late copy
     // of a message given up on sends nothing, as on QStash.
-    const messageId = rawMessageId === undefined
-      ? undefined
-      : idFrom(rawMessageId);
-    if (rawMessageId !== undefined && messageId === undefined) {
-      throw badInput(
-        "deliveries",
-        `'messageId' must be your queue's id of the message (1-200 printable ASCII characters): current value is ${
-          JSON.stringify(rawMessageId) ?? "undefined"
-        }. A delivery is ${DELIVERY_EXAMPLE}.`,
-      );
-    }
+    const messageId = rawMessageId === undefined ? undefined : bridgeMessageId(
+      rawMessageId,
+      "'messageId'",
+      `A delivery is ${DELIVERY_EXAMPLE}.`,
+    );
     return await deliver(
       "deliveries",
       job,
