@@ -178,6 +178,61 @@ export async function run(
   };
 }
 
+/** A runtime's binary in the cache, as {@linkcode cachedVersion} checks it. */
+export interface CachedBinary {
+  /** The runtime's name in messages (`"Node"`, `"Bun"`). */
+  readonly runtime: string;
+  /** The pinned version (`"24.22.3"`). */
+  readonly pin: string;
+  /** What `--version` must print, exactly (`"v24.22.3"`, `"1.4.5"`). */
+  readonly expected: string;
+  /** The binary. */
+  readonly command: string;
+  /** Its package's folder of the cache, which messages ask to delete. */
+  readonly cache: string;
+  /** What to do when the binary does not start: after "run <check> where …". */
+  readonly ifNotStarting: string;
+  /** Environment variables for the run. @default {} */
+  readonly env?: Record<string, string>;
+}
+
+/**
+ * Checks that a runtime installed into the cache starts here and is the
+ * pinned version: its `--version` must exit 0 and print `expected`. The
+ * cache is keyed by the pin, so another version there means a folder
+ * written by hand or half replaced.
+ *
+ * @param binary The runtime, its pin and where it is.
+ * @returns What `--version` printed (`expected`).
+ * @throws {CheckError} If the binary is missing, does not start (with its
+ * error line), or answers another version.
+ */
+export async function cachedVersion(binary: CachedBinary): Promise<string> {
+  const { runtime, pin, cache } = binary;
+  const { code, out } = await run(binary.command, ["--version"], {
+    ...(binary.env ? { env: binary.env } : {}),
+    ifMissing:
+      `the cached ${runtime} ${pin} is incomplete: delete ${cache} and run again`,
+  });
+  if (code !== 0) {
+    // Official Linux binaries need a newer C library than some machines have.
+    throw new CheckError(
+      `the cached ${runtime} ${pin} does not start here (${
+        errorLine(out)
+      }): run ${binary.ifNotStarting}, or delete ${cache} and run again if it is incomplete`,
+    );
+  }
+  const version = out.trim();
+  if (version !== binary.expected) {
+    throw new CheckError(
+      `the cached ${runtime} in ${cache} answers ${
+        JSON.stringify(version)
+      }, not ${binary.expected}: delete ${cache} and run again`,
+    );
+  }
+  return version;
+}
+
 /**
  * The version of the real Node.js on PATH, for the checks that run under it.
  *

@@ -21,7 +21,13 @@
 
 // deno-lint-ignore-file no-console
 import { ROOT, runMain } from "./_check.ts";
-import { bundle, cacheRoot, npmInstall, run } from "./_npm_cache.ts";
+import {
+  bundle,
+  cachedVersion,
+  cacheRoot,
+  npmInstall,
+  run,
+} from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
 
 /** The pinned Bun. */
@@ -44,14 +50,16 @@ async function bunCheck(): Promise<number> {
     BUN_RUNTIME_TRANSPILER_CACHE_PATH: "0",
     NO_COLOR: "1",
   };
-  const version = await run(bun, ["--version"], { env, ifMissing: broken });
-  console.log(`bun-check: Bun ${version.out.trim()}`);
-  if (version.out.trim() !== BUN_VERSION) {
-    console.error(
-      `bun-check: expected Bun ${BUN_VERSION}: delete ${cache} and run again`,
-    );
-    return 1;
-  }
+  const version = await cachedVersion({
+    runtime: "Bun",
+    pin: BUN_VERSION,
+    expected: BUN_VERSION,
+    command: bun,
+    cache,
+    env,
+    ifNotStarting: "bun-check where Bun's official Linux binaries run",
+  });
+  console.log(`bun-check: Bun ${version}`);
   let ok = true;
   // Whether the PostgreSQL part ran: a skip must show in the last line,
   // which is all a glance at the output reads.

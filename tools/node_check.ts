@@ -29,8 +29,14 @@
  */
 
 // deno-lint-ignore-file no-console
-import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
-import { bundle, npmInstall, requireNode, run } from "./_npm_cache.ts";
+import { CheckError, ROOT, runMain } from "./_check.ts";
+import {
+  bundle,
+  cachedVersion,
+  npmInstall,
+  requireNode,
+  run,
+} from "./_npm_cache.ts";
 import {
   NODE_MAJOR,
   nodeBinary,
@@ -124,23 +130,15 @@ async function pinnedNodes(): Promise<
     const command = `${cache}/node_modules/${binary.name}/${binary.bin}`;
     const ifMissing =
       `the cached Node ${pin.version} is incomplete: delete ${cache} and run again`;
-    const { code, out } = await run(command, ["--version"], { ifMissing });
-    if (code !== 0) {
-      // Node's own binaries need a newer C library than some machines have.
-      throw new CheckError(
-        `the cached Node ${pin.version} does not start here (${
-          errorLine(out)
-        }): run node-check where Node's official Linux binaries run (glibc 2.28 or newer), or delete ${cache} and run again if it is incomplete`,
-      );
-    }
-    const version = out.trim();
-    if (version !== `v${pin.version}`) {
-      throw new CheckError(
-        `the cached Node in ${cache} answers ${
-          JSON.stringify(version)
-        }, not v${pin.version}: delete ${cache} and run again`,
-      );
-    }
+    const version = await cachedVersion({
+      runtime: "Node",
+      pin: pin.version,
+      expected: `v${pin.version}`,
+      command,
+      cache,
+      ifNotStarting:
+        "node-check where Node's official Linux binaries run (glibc 2.28 or newer)",
+    });
     // A cached Node first on PATH, for anything its tests start by name.
     const path = Deno.env.get("PATH");
     const separator = Deno.build.os === "windows" ? ";" : ":";
