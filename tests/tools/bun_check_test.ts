@@ -9,11 +9,8 @@
  */
 
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { BUN_VERSION } from "../../tools/bun_check.ts";
-import { lockPath, manifestOf } from "../../support/npm_lock.ts";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+import { cachedStandIn, runCheck } from "./_runtime_tool.ts";
 
 /**
  * Runs bun-check as its task does, with a cache that holds the pinned Bun's
@@ -24,48 +21,11 @@ async function bunCheckWithCachedBun(script: string) {
   const dir = await Deno.makeTempDir({ prefix: "relayer_bun_pin_" });
   try {
     const cache = `${dir}/cache/bun-${BUN_VERSION}`;
-    await Deno.mkdir(`${cache}/node_modules/.bin`, { recursive: true });
-    await Deno.writeTextFile(
-      `${cache}/package.json`,
-      manifestOf("bun", BUN_VERSION),
-    );
-    await Deno.copyFile(
-      lockPath("bun", BUN_VERSION),
-      `${cache}/package-lock.json`,
-    );
-    await Deno.writeTextFile(`${cache}/node_modules/.package-lock.json`, "{}");
-    const bun = `${cache}/node_modules/.bin/bun`;
-    await Deno.writeTextFile(
-      bun,
-      `#!/bin/sh\n[ "$1" = --version ] && { ${script}; }\necho 'a stand-in: must not run anything' >&2\nexit 3\n`,
-    );
-    await Deno.chmod(bun, 0o755);
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--quiet",
-        "--config",
-        `${ROOT}deno.json`,
-        "--allow-run",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-net=127.0.0.1",
-        "tools/bun_check.ts",
-      ],
-      cwd: ROOT,
-      env: { RELAYER_CACHE: `${dir}/cache` },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const text = new TextDecoder();
-    return {
-      code,
-      stdout: text.decode(stdout),
-      stderr: text.decode(stderr),
-      cache,
-    };
+    await cachedStandIn(cache, "bun", BUN_VERSION, ".bin/bun", script);
+    const ran = await runCheck("bun_check.ts", {
+      RELAYER_CACHE: `${dir}/cache`,
+    });
+    return { ...ran, cache };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -10,7 +10,6 @@
  */
 
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import {
   NODE_MAJOR,
   nodeBinary,
@@ -18,38 +17,20 @@ import {
   type PinnedNode,
   wrongNode,
 } from "../../support/node_version.ts";
-import { lockPath, manifestOf } from "../../support/npm_lock.ts";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+import { cachedStandIn, runCheck, standIn } from "./_runtime_tool.ts";
 
 /**
  * Runs `tools/node_check.ts` as its task does, with `dir` first on PATH and
  * `env` added.
  */
-async function nodeCheckWithPathFirst(
+function nodeCheckWithPathFirst(
   dir: string,
   env: Record<string, string> = {},
 ) {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--config",
-      `${ROOT}deno.json`,
-      "--allow-run",
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      "tools/node_check.ts",
-    ],
-    cwd: ROOT,
-    env: { PATH: `${dir}:${Deno.env.get("PATH") ?? ""}`, ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+  return runCheck("node_check.ts", {
+    PATH: `${dir}:${Deno.env.get("PATH") ?? ""}`,
+    ...env,
+  });
 }
 
 Deno.test({
@@ -59,11 +40,7 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_node_shim_" });
     try {
-      await Deno.writeTextFile(
-        `${dir}/node`,
-        "#!/bin/sh\n[ \"$1\" = --version ] && echo v18.0.0 && exit 0\necho 'a stand-in: must not run anything' >&2\nexit 3\n",
-      );
-      await Deno.chmod(`${dir}/node`, 0o755);
+      await standIn(`${dir}/node`, "echo v18.0.0; exit 0");
       const { code, stdout, stderr } = await nodeCheckWithPathFirst(dir);
       assert.equal(code, 1);
       assert.equal(stdout, "");
@@ -89,15 +66,6 @@ Deno.test("wrongNode() accepts Node 20 only, by its major version", () => {
   }
 });
 
-/** A stand-in `node` that runs `script` for `--version` and nothing else. */
-async function standIn(path: string, script: string): Promise<void> {
-  await Deno.writeTextFile(
-    path,
-    `#!/bin/sh\n[ "$1" = --version ] && { ${script}; }\necho 'a stand-in: must not run anything' >&2\nexit 3\n`,
-  );
-  await Deno.chmod(path, 0o755);
-}
-
 /**
  * Runs node-check with Node 20 on PATH and a cache that holds the first
  * pin's tree as `npm ci` leaves it, from the committed lock, but whose
@@ -111,19 +79,13 @@ async function nodeCheckWithCachedPin(script: string) {
     const binary = nodeBinary(pin, Deno.build.os, Deno.build.arch);
     assert.ok("name" in binary, JSON.stringify(binary));
     const cache = `${dir}/cache/${binary.name}-${pin.version}`;
-    await Deno.mkdir(`${cache}/node_modules/${binary.name}/bin`, {
-      recursive: true,
-    });
-    await Deno.writeTextFile(
-      `${cache}/package.json`,
-      manifestOf(binary.name, pin.version),
+    await cachedStandIn(
+      cache,
+      binary.name,
+      pin.version,
+      `${binary.name}/${binary.bin}`,
+      script,
     );
-    await Deno.copyFile(
-      lockPath(binary.name, pin.version),
-      `${cache}/package-lock.json`,
-    );
-    await Deno.writeTextFile(`${cache}/node_modules/.package-lock.json`, "{}");
-    await standIn(`${cache}/node_modules/${binary.name}/${binary.bin}`, script);
     const ran = await nodeCheckWithPathFirst(dir, {
       RELAYER_CACHE: `${dir}/cache`,
     });
