@@ -1590,12 +1590,45 @@ export function createRelayer(options: RelayerOptions): Relayer {
           intent.broadcasting,
         );
       }
-      if (stuckMs < policy.stuckAfterMs) {
-        throw new Error(
-          `settling for ${formatDuration(stuckMs)} without tx hash, waiting`,
-        );
+      const waitOrRescue = (): Act => {
+        if (stuckMs < policy.stuckAfterMs) {
+          throw new Error(
+            `settling for ${formatDuration(stuckMs)} without tx hash, waiting`,
+          );
+        }
+        return rescue; // same nonce
+      };
+      if (
+        intent.broadcasting !== null && intent.mayHaveSent !== false &&
+        intent.txHashes.length > 0
+      ) {
+        // A send in flight on record whose lease is over (its answer lost,
+        // or its delivery died mid-send), written ahead once a tx of the
+        // payment may have left: it reuses that tx's nonce. A tx on record
+        // that confirmed settles, as the queue's give-up does, and the
+        // store clears the write-ahead in the same write; a rescue would
+        // only be refused its spent nonce.
+        const confirmed = await confirmedAmong(intent.txHashes, d);
+        if (confirmed !== undefined) {
+          return async (current, d) => {
+            try {
+              return await settledOn(confirmed)(current, d);
+            } catch (error) {
+              // A store of one's own that ignores `confirmed` refuses the
+              // capture behind a send in flight: carry on as before
+              // (nothing landed). Unmarked, a refusal is told from a race
+              // lost by the version on record: a race is planned again.
+              if (!(error instanceof ConflictError)) throw error;
+              if (!isRefusal(error)) {
+                const seen = await storeCall(() => store.getIntent(current.id));
+                if (seen?.version !== current.version) throw error;
+              }
+              return await waitOrRescue()(current, d);
+            }
+          };
+        }
       }
-      return rescue; // same nonce
+      return waitOrRescue();
     }
     if (last.outcome === "not_sent") {
       // This attempt stayed home. Send afresh, or with the same nonce if an
@@ -1772,9 +1805,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * The store failing it is not the job's failure (nothing was sent):
    * landed or not, the write-ahead keeps the next delivery from sending
    * beside it. The queue's give-up reads the receipts first; landed (its
-   * answer lost), it is a send in flight on record, and the give-up
-   * settles on a tx on record that confirmed once its lease is over, or
-   * sends the payment to review.
+   * answer lost), it is a send in flight on record: once its lease is
+   * over, a later delivery or the give-up settles on a tx on record that
+   * confirmed, or the give-up sends the payment to review.
    */
   async function wroteAhead(
     d: Delivery,
