@@ -14,9 +14,9 @@
  * queue repeats; a delivery runs on its instance's one relayer (beside
  * that instance's give-ups) or on one of its own. A write ahead of a send
  * that lands with its answer lost leaves a send in flight on record that
- * nothing sends: once its lease is over, a give-up settles behind it on an
- * earlier tx that confirmed. Captured so, no tx of another nonce may
- * still land.
+ * nothing sends: once its lease is over, a delivery or a give-up settles
+ * behind it on an earlier tx that confirmed. Captured so, no tx of another
+ * nonce may still land.
  *
  * Every delivery carries its message's ids (`DeliverOptions.message`): the
  * job is published as several messages (QStash's, Pub/Sub's, one per
@@ -407,14 +407,24 @@ interface Reach {
    * the queue's last word included.
    */
   confirmedBehindSend: number;
+  /**
+   * Of those, the ones a delivery made (not a give-up): it settles at once,
+   * where it sent a rescue into the spent nonce.
+   */
+  confirmedBehindSendOnDelivery: number;
 }
 
 /**
  * `store`, counting in `reach` each move to `settled` that names a
  * confirmed tx and lands on an intent with a send in flight: the record it
- * moved is the one read just before, as the versions match.
+ * moved is the one read just before, as the versions match. The version
+ * each such move wrote is added to `behind`.
  */
-function countingConfirmed(store: Store, reach: Reach): Store {
+function countingConfirmed(
+  store: Store,
+  reach: Reach,
+  behind: Set<string>,
+): Store {
   return new Proxy(store, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
@@ -428,7 +438,10 @@ function countingConfirmed(store: Store, reach: Reach): Store {
         if (
           before !== null && before.version === change.version &&
           before.broadcasting !== null
-        ) reach.confirmedBehindSend++;
+        ) {
+          reach.confirmedBehindSend++;
+          behind.add(after.version);
+        }
         return after;
       };
     },
@@ -548,7 +561,11 @@ function moneyRace(
         ),
       };
 
-      const counted = reach ? countingConfirmed(truth, reach) : truth;
+      /** The versions written by a move that settled behind a send in flight. */
+      const settledBehind = new Set<string>();
+      const counted = reach
+        ? countingConfirmed(truth, reach, settledBehind)
+        : truth;
       const ordered = (typeof backend === "function" ? started : scheduled)(
         s,
         failing(
@@ -731,6 +748,14 @@ function moneyRace(
         log.push(
           `deliver ${key}${late ? " (late)" : ""}: ${JSON.stringify(outcome)}`,
         );
+        if (
+          reach && outcome.action === "done" &&
+          outcome.reason.endsWith(" confirmed, intent settled") &&
+          settledBehind.has((await truth.getIntent("pi_1"))?.version ?? "")
+        ) {
+          // This delivery's move: a settled intent is written no more.
+          reach.confirmedBehindSendOnDelivery++;
+        }
         if (
           racing && reach && outcome.action === "retry" &&
           outcome.delayMs > LEASE_MS
@@ -1091,7 +1116,7 @@ Deno.test("the money race catches clocks apart by more than clockSkewMs behind a
   assert.equal((await run(true)).failed, false);
 });
 
-Deno.test("the money races reach late copies, refused on the first send and on a rescue, jobs published afresh that send, and give-ups that settle behind a lapsed write-ahead on a tx that confirmed", async () => {
+Deno.test("the money races reach late copies, refused on the first send and on a rescue, jobs published afresh that send, and give-ups and deliveries that settle behind a lapsed write-ahead on a tx that confirmed", async () => {
   const reach: Reach = {
     late: 0,
     refused: 0,
@@ -1104,6 +1129,7 @@ Deno.test("the money races reach late copies, refused on the first send and on a
     tickedMidSend: 0,
     steppedMidSend: 0,
     confirmedBehindSend: 0,
+    confirmedBehindSendOnDelivery: 0,
   };
   await fc.assert(
     moneyRace(memoryBackend, anyRace(SKEW_MS), undefined, undefined, reach),
