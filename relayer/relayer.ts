@@ -384,7 +384,7 @@ export interface DeliverOptions {
   readonly claim?: Claim;
   /**
    * The key the store counts this delivery under, when the queue reports
-   * no delivery number (Pub/Sub counts by message id).
+   * no delivery number (Pub/Sub counts by subscription and message id).
    *
    * @default {the job id}
    */

@@ -82,7 +82,8 @@
  *   this run (`tools/_google_stand_in.ts`), which refuses any other host.
  *   About a third of the publications go through a subscription without a
  *   dead-letter policy: no `deliveryAttempt` (the service counts the
- *   pushes by message id and must poison on its own count) and no give-up.
+ *   pushes by subscription and message id and must poison on its own count)
+ *   and no give-up.
  * - **Google rotates its keys**: mid-run the stand-in lists a second key
  *   and new tokens are signed by it (some pushes still carry the first
  *   key's, reused); later the first key's tokens expire and the key is
@@ -1794,8 +1795,9 @@ const PUBSUB_MAX_DELIVERY_ATTEMPTS = 7;
  * How many Pub/Sub publications go through a second push subscription of
  * the topic, one without a dead-letter policy: Google sends no
  * `deliveryAttempt` then, so the service counts the pushes itself, by
- * message id, and poisons at `MAX_DELIVERIES` on its own count; Pub/Sub
- * never gives up (it pushes until the message's retention runs out).
+ * subscription and message id, and poisons at `MAX_DELIVERIES` on its own
+ * count; Pub/Sub never gives up (it pushes until the message's retention
+ * runs out).
  */
 const PUBSUB_COUNTED_RATE = 0.35;
 /** That subscription, as its pushes name it. */

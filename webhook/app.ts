@@ -7,7 +7,7 @@
  * | route | source | delivery number | done | retry | poison |
  * |---|---|---|---|---|---|
  * | `POST /v1/qstash` | Upstash QStash | `Upstash-Retried` + 1 | 200 | 503 + `Retry-After` | 200 |
- * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else counted by message id | 204 | 503 | 204 |
+ * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else counted by subscription and message id | 204 | 503 | 204 |
  * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by job id | 200 | 503 + `Retry-After` | 200 |
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
@@ -566,6 +566,35 @@ function idFrom(value: unknown): string | undefined {
   return typeof value === "string" && /^[\x21-\x7e]{1,200}$/.test(value)
     ? value
     : undefined;
+}
+
+/**
+ * A Pub/Sub subscription's project or short name: 1–255 printable ASCII
+ * characters without `/` (Google's subscription names are at most 255
+ * characters, its project ids shorter), else left out.
+ */
+function nameFrom(value: unknown): string | undefined {
+  return typeof value === "string" &&
+      /^[\x21-\x2e\x30-\x7e]{1,255}$/.test(value)
+    ? value
+    : undefined;
+}
+
+/**
+ * The project and short name of a push's `subscription`
+ * (`projects/<project>/subscriptions/<name>`), or `undefined`.
+ */
+function subscriptionFrom(
+  value: unknown,
+): { project: string; name: string } | undefined {
+  const parts = typeof value === "string"
+    ? value.match(/^projects\/([^/]*)\/subscriptions\/([^/]*)$/)
+    : null;
+  const project = nameFrom(parts?.[1]);
+  const name = nameFrom(parts?.[2]);
+  return project === undefined || name === undefined
+    ? undefined
+    : { project, name };
 }
 
 /**
@@ -1264,6 +1293,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     id: string | undefined;
     attributes: Record<string, unknown>;
     source: string | undefined;
+    subscription: { project: string; name: string } | undefined;
   } {
     const envelope = parseJson(
       "pubsub",
@@ -1300,9 +1330,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
     const job = jobFrom("pubsub", seen.job);
     // The message as its dead-letter copy names it (`sourceMessage`).
-    const names = typeof subscription === "string"
-      ? subscription.match(/^projects\/([^/]+)\/subscriptions\/([^/]+)$/)
-      : null;
+    const names = subscriptionFrom(subscription);
     const published = idFrom(publishTime ?? publish_time);
     return {
       job,
@@ -1311,9 +1339,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         (typeof attributes === "object" && attributes !== null
           ? attributes
           : {}) as Record<string, unknown>,
-      source: names === null || published === undefined
+      source: names === undefined || published === undefined
         ? undefined
-        : `${names[1]}/${names[2]}@${published}#${job.intentId}`,
+        : `${names.project}/${names.name}@${published}#${job.intentId}`,
+      subscription: names,
     };
   }
 
@@ -1382,9 +1411,21 @@ export function createApp(deps: AppDeps): WebhookApp {
         ...(push.id === undefined ? {} : { id: push.id }),
         ...(push.source === undefined ? {} : { source: push.source }),
       };
-      // Without a dead-letter policy Pub/Sub sends no attempt count: count it here.
+      // Without a dead-letter policy Pub/Sub sends no attempt count: count
+      // it here, per subscription. A message id is its topic's, and every
+      // subscription on the topic gets the message under it: counted by
+      // the id alone, one subscription's failures would spend another's
+      // deliveries. (Google always names the subscription; a push that
+      // does not is counted by its id, as before.)
+      const subscription = push.subscription;
       return attempt === 0
-        ? { job: push.job, countAs: `pubsub/${push.id}`, ...source }
+        ? {
+          job: push.job,
+          countAs: subscription === undefined
+            ? `pubsub/${push.id}`
+            : `pubsub/${subscription.project}/${subscription.name}/${push.id}`,
+          ...source,
+        }
         : {
           job: push.job,
           delivery: deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),

@@ -703,7 +703,7 @@ Deno.test("createApp() takes a Pub/Sub token under the Bearer scheme in any case
   }
 });
 
-Deno.test("createApp() counts Pub/Sub deliveries by message id when deliveryAttempt is absent or 0", async () => {
+Deno.test("createApp() counts Pub/Sub deliveries by subscription and message id when deliveryAttempt is absent or 0", async () => {
   const { app, store } = await makeApp({ intents: [created] });
   for (const [attempt, n] of [[undefined, 1], [0, 2]] as const) {
     const body = envelope(job, {
@@ -713,7 +713,9 @@ Deno.test("createApp() counts Pub/Sub deliveries by message id when deliveryAtte
     const res = await app.request("/v1/pubsub", await pubsubRequest(body));
     assert.equal((await res.json()).delivery, n);
   }
-  assert.equal(await store.deliveries("pubsub/m-1"), 2);
+  // `projects/p/subscriptions/relayer`'s count of message m-1.
+  assert.equal(await store.deliveries("pubsub/p/relayer/m-1"), 2);
+  assert.equal(await store.deliveries("pubsub/m-1"), 0);
 });
 
 Deno.test("createApp() reads the snake_case Pub/Sub envelope too, and acks a poison with 204", async () => {

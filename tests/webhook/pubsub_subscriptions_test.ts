@@ -1,0 +1,134 @@
+/**
+ * Two push subscriptions on one Pub/Sub topic each get every message,
+ * under the same message id (an id is the topic's): a relayer and an
+ * audit consumer, or two deployments of the relayer. Without a
+ * dead-letter policy a push carries no `deliveryAttempt`, and the store
+ * counts its deliveries: per subscription, or one subscription's failures
+ * would spend the other's deliveries.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { ScriptedSender, type Store } from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+import { BACKENDS, kvBackend, memoryBackend } from "../_stores.ts";
+import { theGoogle } from "./_app.ts";
+import { PUBSUB } from "./_signing.ts";
+
+const job = { intentId: "pi_0003", kind: "settle" } as const;
+
+/** An app on `store` whose intent `pi_0003` is `created`: each delivery waits, the third is poisoned. */
+async function createdApp(store: Store) {
+  await store.createIntent({ id: "pi_0003", state: "created" });
+  const g = await theGoogle();
+  return createApp({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 3 },
+    now: () => 1_000_000,
+    random: () => 0,
+    pubsub: {
+      audience: PUBSUB.audience,
+      jwks: g.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+  });
+}
+
+/** Pub/Sub's push of the job as `messageId` through `subscription`, with no dead-letter policy (no `deliveryAttempt`). */
+async function push(subscription: string, messageId: string) {
+  const g = await theGoogle();
+  return {
+    method: "POST",
+    body: JSON.stringify({
+      message: {
+        data: btoa(JSON.stringify(job)),
+        messageId,
+        publishTime: "2026-11-30T11:00:00.123Z",
+      },
+      subscription,
+    }),
+    headers: { authorization: `Bearer ${await g.token()}` },
+  };
+}
+
+for (const { name, open } of [memoryBackend, kvBackend]) {
+  Deno.test(`a message pushed through two subscriptions is counted per subscription: one's failures do not spend the other's deliveries [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const app = await createdApp(store);
+      const audit = "projects/p/subscriptions/audit";
+      const relayer = "projects/p/subscriptions/relayer";
+      for (const n of [1, 2]) {
+        const res = await app.request("/v1/pubsub", await push(audit, "42"));
+        assert.equal(res.status, 503);
+        assert.equal((await res.json()).delivery, n);
+      }
+      // The relayer's subscription's first push of the same message is its delivery 1,
+      // not 3 (which would poison the job before its subscription retried once).
+      const first = await app.request("/v1/pubsub", await push(relayer, "42"));
+      assert.equal(first.status, 503);
+      assert.equal((await first.json()).delivery, 1);
+      assert.equal(await store.getDeadLetter("pi_0003/settle"), null);
+      // The audit subscription's count went on where it was.
+      const third = await app.request("/v1/pubsub", await push(audit, "42"));
+      assert.equal(third.status, 204);
+      assert.equal(
+        (await store.getDeadLetter("pi_0003/settle"))?.deliveries,
+        3,
+      );
+    } finally {
+      await close();
+    }
+  });
+}
+
+// Google's limits: a project id is at most 30 characters, a subscription's
+// name at most 255; a message id is kept up to 200 characters (`idFrom`).
+const PROJECT = `p${"r".repeat(28)}9`;
+const LONGEST = (last: string) => `s${"u".repeat(253)}${last}`;
+const LONGEST_ID = "7".repeat(200);
+
+for (const { name, open } of BACKENDS) {
+  Deno.test(`a push through a subscription named at Google's limit (255 characters, a 30-character project, a 200-character message id) is counted in the store, per subscription [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const app = await createdApp(store);
+      const a = `projects/${PROJECT}/subscriptions/${LONGEST("a")}`;
+      const b = `projects/${PROJECT}/subscriptions/${LONGEST("b")}`;
+      for (const [subscription, n] of [[a, 1], [a, 2], [b, 1]] as const) {
+        const res = await app.request(
+          "/v1/pubsub",
+          await push(subscription, LONGEST_ID),
+        );
+        assert.equal(res.status, 503);
+        assert.equal((await res.json()).delivery, n);
+      }
+      // The count of `a` ends with its poison; `b`'s goes on.
+      const poisoned = await app.request(
+        "/v1/pubsub",
+        await push(a, LONGEST_ID),
+      );
+      assert.equal(poisoned.status, 204);
+      assert.equal(
+        (await store.getDeadLetter("pi_0003/settle"))?.deliveries,
+        3,
+      );
+      assert.equal(
+        await store.deliveries(
+          `pubsub/${PROJECT}/${LONGEST("a")}/${LONGEST_ID}`,
+        ),
+        0,
+      );
+      assert.equal(
+        await store.deliveries(
+          `pubsub/${PROJECT}/${LONGEST("b")}/${LONGEST_ID}`,
+        ),
+        1,
+      );
+    } finally {
+      await close();
+    }
+  });
+}
