@@ -524,10 +524,10 @@ function sourceMessage(
   attributes: Record<string, unknown>,
   job: Job,
 ): string | undefined {
-  const project = idFrom(
+  const project = nameFrom(
     attributes.CloudPubSubDeadLetterSourceSubscriptionProject,
   );
-  const subscription = idFrom(
+  const subscription = nameFrom(
     attributes.CloudPubSubDeadLetterSourceSubscription,
   );
   const published = idFrom(
@@ -571,7 +571,9 @@ function idFrom(value: unknown): string | undefined {
 /**
  * A Pub/Sub subscription's project or short name: 1–255 printable ASCII
  * characters without `/` (Google's subscription names are at most 255
- * characters, its project ids shorter), else left out.
+ * characters, its project ids shorter), else left out. A push's
+ * `subscription` path and its dead-letter copy's source attributes are
+ * read alike, so a name at Google's limit makes one source on both.
  */
 function nameFrom(value: unknown): string | undefined {
   return typeof value === "string" &&

@@ -15,6 +15,13 @@ import { createApp } from "../../webhook/app.ts";
 import { BACKENDS, kvBackend, memoryBackend } from "../_stores.ts";
 import { theGoogle } from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
+import {
+  authorizedApp,
+  DEAD_LETTER_AUDIENCE,
+  job as lateJob,
+  LATER_MS,
+  sends,
+} from "./_late_copy.ts";
 
 const job = { intentId: "pi_0003", kind: "settle" } as const;
 
@@ -127,6 +134,65 @@ for (const { name, open } of BACKENDS) {
         ),
         1,
       );
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const { name, open } of [memoryBackend, kvBackend]) {
+  Deno.test(`a late copy of a message its dead-letter topic gave up on is known when its subscription's name is at Google's limit, 255 characters [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const { app, clock, sender } = await authorizedApp(store);
+      const g = await theGoogle();
+      const subscription = LONGEST("a");
+      const gaveUp = await app.request("/v1/pubsub/dead-letter", {
+        method: "POST",
+        body: JSON.stringify({
+          message: {
+            data: btoa(JSON.stringify(lateJob)),
+            messageId: "dead-letter-copy-1",
+            publishTime: "2026-11-30T12:00:09.000Z",
+            attributes: {
+              CloudPubSubDeadLetterSourceDeliveryCount: "5",
+              CloudPubSubDeadLetterSourceSubscription: subscription,
+              CloudPubSubDeadLetterSourceSubscriptionProject: PROJECT,
+              CloudPubSubDeadLetterSourceTopicPublishTime:
+                "2026-11-30T11:00:00.123+00:00",
+            },
+          },
+          subscription: `projects/${PROJECT}/subscriptions/relayer-dead-letter`,
+        }),
+        headers: {
+          authorization: `Bearer ${await g.token({
+            aud: DEAD_LETTER_AUDIENCE,
+          })}`,
+        },
+      });
+      assert.equal(gaveUp.status, 204);
+      assert.equal(
+        (await store.getDeadLetter("pi_0002/settle"))?.resolution,
+        "job dropped, intent still authorized",
+      );
+      clock.now += LATER_MS;
+      // The source message, pushed again through its subscription.
+      const late = await app.request("/v1/pubsub", {
+        method: "POST",
+        body: JSON.stringify({
+          message: {
+            data: btoa(JSON.stringify(lateJob)),
+            messageId: "2070443601311540",
+            publishTime: "2026-11-30T11:00:00.123Z",
+          },
+          subscription: `projects/${PROJECT}/subscriptions/${subscription}`,
+          deliveryAttempt: 5,
+        }),
+        headers: { authorization: `Bearer ${await g.token()}` },
+      });
+      assert.equal(late.status, 204);
+      assert.equal(sends(sender), 0);
+      assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
     } finally {
       await close();
     }
