@@ -18,6 +18,7 @@ import { PUBSUB } from "./_signing.ts";
 import {
   authorizedApp,
   DEAD_LETTER_AUDIENCE,
+  deadLetterPush,
   job as lateJob,
   LATER_MS,
   sends,
@@ -193,6 +194,51 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
       assert.equal(late.status, 204);
       assert.equal(sends(sender), 0);
       assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const { name, open } of [memoryBackend, kvBackend]) {
+  Deno.test(`a give-up on one subscription's copy of a message marks that subscription's copy only: another subscription's push of the message still sends [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const { app, clock, sender } = await authorizedApp(store);
+      const g = await theGoogle();
+      // Pub/Sub gave up on the message through `relayer` (deadLetterPush).
+      const gaveUp = await app.request(
+        "/v1/pubsub/dead-letter",
+        await deadLetterPush(),
+      );
+      assert.equal(gaveUp.status, 204);
+      clock.now += LATER_MS;
+      const copy = async (subscription: string) =>
+        await app.request("/v1/pubsub", {
+          method: "POST",
+          body: JSON.stringify({
+            message: {
+              data: btoa(JSON.stringify(lateJob)),
+              messageId: "2070443601311540",
+              publishTime: "2026-11-30T11:00:00.123Z",
+            },
+            subscription,
+          }),
+          headers: { authorization: `Bearer ${await g.token()}` },
+        });
+      // Its late copy through that subscription sends nothing.
+      assert.equal(
+        (await copy("projects/p/subscriptions/relayer")).status,
+        204,
+      );
+      assert.equal(sends(sender), 0);
+      // The same message through another subscription is that subscription's
+      // live delivery: it sends (and waits for its receipt).
+      const other = await copy("projects/p/subscriptions/relayer-second");
+      assert.equal(other.status, 503);
+      assert.equal((await other.json()).delivery, 1);
+      assert.equal(sends(sender), 1);
+      assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
     } finally {
       await close();
     }
