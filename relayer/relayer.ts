@@ -752,9 +752,10 @@ function keptIds(what: string, ids: QueueIds): QueueIds {
  * message is gone (redriven) or replaced (the job poisoned again since).
  * No job id has this shape (an intent id holds no `/`). QStash's, Pub/Sub's
  * and Cloudflare's ids are unique to a message; a bridge's (`generic`) are
- * its own, and may come back for another job (RabbitMQ's delivery tags
- * restart with each channel), so its marks are the job's:
- * `gaveup/generic/<jobId>/message/<id>`.
+ * its own, and may come back for another job (a counter per queue), so its
+ * marks are the job's: `gaveup/generic/<jobId>/message/<id>`. Within a job
+ * they must not repeat (`docs/queues.md`): a job published again after its
+ * give-up, under an id its give-up named, would be taken for a late copy.
  */
 function gaveUpKeys(ids: QueueIds | undefined, jobId: string): string[] {
   if (ids === undefined) return [];
