@@ -2254,7 +2254,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
         `Cannot discard ${jobId} as its dead letter changed since it was read; re-read it`,
       );
     if (options.version !== undefined && options.version !== letter.version) {
-      throw changed();
+      // Both named: a version that never was the letter's reads the same
+      // as one that changed, and the caller can tell which.
+      throw new ConflictError(
+        `Cannot discard ${jobId} as its dead letter's version is ${
+          show(letter.version)
+        }, not ${
+          show(options.version)
+        }: it changed since it was read, or that was never its version; re-read it`,
+      );
     }
     if (isIntentId(letter.intentId)) {
       const state = (await store.getIntent(letter.intentId))?.state;

@@ -2118,9 +2118,46 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
+  /**
+   * The query parameters of an ops route that takes `names`, each at most
+   * once, or a 400 problem: a parameter given twice would have its first
+   * value taken and the other dropped unsaid, and one misspelled
+   * (`?versoin=`) would leave out the check it was meant to ask for.
+   */
+  function queryOf<N extends string>(
+    c: Context,
+    names: readonly N[],
+  ): Partial<Record<N, string>> | Response {
+    const query: Partial<Record<N, string>> = {};
+    for (const [name, values] of Object.entries(c.req.queries())) {
+      if (!(names as readonly string[]).includes(name)) {
+        return problem(
+          400,
+          "bad-query",
+          "Bad query",
+          `${show(name)} is not a parameter of this route: send only ${
+            names.map((n) => `'${n}'`).join(" and ")
+          }.`,
+        );
+      }
+      if (values.length > 1) {
+        return problem(
+          400,
+          `bad-${name}`,
+          `Bad ${name}`,
+          `'${name}' is given ${values.length} times: send it once.`,
+        );
+      }
+      query[name as N] = values[0]!;
+    }
+    return query;
+  }
+
   app.get("/v1/dead-letters", async (c) => {
     requireOps(c);
-    const limitText = c.req.query("limit");
+    const query = queryOf(c, ["limit", "cursor"]);
+    if (query instanceof Response) return query;
+    const limitText = query.limit;
     // Digits only: Number() would also take "0x10", "1e1" and " 3 ".
     const limit = limitText === undefined
       ? 50
@@ -2132,10 +2169,22 @@ export function createApp(deps: AppDeps): WebhookApp {
         400,
         "bad-limit",
         "Bad limit",
-        "'limit' must be an integer in 1..1000.",
+        `'limit' must be an integer in 1..1000 (default 50): current value is ${
+          show(limitText)
+        }.`,
       );
     }
-    const cursor = c.req.query("cursor") ?? null;
+    // Empty is a mistake, not the first page: a client that sends the last
+    // page's null as "" would read the first page again, forever.
+    if (query.cursor === "") {
+      return problem(
+        400,
+        "bad-cursor",
+        "Bad cursor",
+        "'cursor' is empty: leave it out for the first page, or send the 'cursor' the previous page answered (null after the last page).",
+      );
+    }
+    const cursor = query.cursor ?? null;
     try {
       return c.json(await store.listDeadLetters({ limit, cursor }));
     } catch (error) {
@@ -2267,13 +2316,27 @@ export function createApp(deps: AppDeps): WebhookApp {
         `A dead letter's job id is <intentId>/settle or <queue>/<id>/unreadable, the intent id or message id ${INTENT_ID_RULE}: take it from GET /v1/dead-letters.`,
       );
     }
-    const version = c.req.query("version");
+    const query = queryOf(c, ["version"]);
+    if (query instanceof Response) return query;
+    const version = query.version;
     if (version === "") {
       return problem(
         400,
         "bad-version",
         "Bad version",
         "'version' is empty: take it from GET /v1/dead-letters, or leave it out to remove whatever letter is there.",
+      );
+    }
+    // Opaque, as an intent's version is to the resolve route: only its
+    // shape is checked here, and the store compares it.
+    if (version !== undefined && !/^[\x21-\x7e]{1,200}$/.test(version)) {
+      return problem(
+        400,
+        "bad-version",
+        "Bad version",
+        `'version' must be the dead letter's version as GET /v1/dead-letters lists it (1-200 printable ASCII characters), or left out to remove whatever letter is there: current value is ${
+          show(version)
+        }.`,
       );
     }
     let removed: DeadLetter | null;

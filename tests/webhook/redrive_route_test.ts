@@ -369,3 +369,95 @@ Deno.test("createApp() refuses (409) the redrive of a dead letter whose intent d
     assert.notEqual(await store.getDeadLetter("pi_gone/settle"), null);
   }
 });
+
+Deno.test("createApp() answers a malformed, repeated or unknown query parameter of an ops route with a 400 that says what to send, and removes nothing", async () => {
+  const { app, store } = await withDeadLetter();
+  await store.createIntent({ id: "pi_0002", state: "settled" });
+  await store.putDeadLetter(deadLetter("pi_0002/settle", 0));
+  const { version } = (await store.getDeadLetter("pi_0002/settle"))!;
+  const letter = "/v1/dead-letters/pi_0002/settle";
+  const cases: [string, string, string, RegExp][] = [
+    [
+      "DELETE",
+      `${letter}?version=%20${version}`,
+      "bad-version",
+      new RegExp(
+        `^'version' must be the dead letter's version as GET /v1/dead-letters lists it \\(1-200 printable ASCII characters\\), or left out to remove whatever letter is there: current value is " ${version}"\\.$`,
+      ),
+    ],
+    [
+      "DELETE",
+      `${letter}?version=${"9".repeat(201)}`,
+      "bad-version",
+      /current value is "9{100}"…\(201 characters\)\.$/,
+    ],
+    [
+      "DELETE",
+      `${letter}?version=${version}&version=${version}`,
+      "bad-version",
+      /^'version' is given 2 times: send it once\.$/,
+    ],
+    [
+      "DELETE",
+      `${letter}?versoin=${version}`,
+      "bad-query",
+      /^"versoin" is not a parameter of this route: send only 'version'\.$/,
+    ],
+    [
+      "GET",
+      "/v1/dead-letters?limit=-1",
+      "bad-limit",
+      /^'limit' must be an integer in 1\.\.1000 \(default 50\): current value is "-1"\.$/,
+    ],
+    [
+      "GET",
+      "/v1/dead-letters?limit=1&limit=1000",
+      "bad-limit",
+      /^'limit' is given 2 times: send it once\.$/,
+    ],
+    [
+      "GET",
+      "/v1/dead-letters?cursor=",
+      "bad-cursor",
+      /^'cursor' is empty: leave it out for the first page, or send the 'cursor' the previous page answered \(null after the last page\)\.$/,
+    ],
+    [
+      "GET",
+      "/v1/dead-letters?cursor=a&cursor=b",
+      "bad-cursor",
+      /^'cursor' is given 2 times: send it once\.$/,
+    ],
+    [
+      "GET",
+      "/v1/dead-letters?limt=5",
+      "bad-query",
+      /^"limt" is not a parameter of this route: send only 'limit' and 'cursor'\.$/,
+    ],
+  ];
+  for (const [method, url, type, detail] of cases) {
+    const res = await app.request(url, { method, headers: ops });
+    assert.equal(res.status, 400, `${method} ${url}`);
+    const problem = await res.json();
+    assert.equal(problem.type, `urn:relayer:problem:${type}`, url);
+    assert.match(problem.detail, detail, url);
+  }
+  assert.notEqual(await store.getDeadLetter("pi_0002/settle"), null);
+  // A version of the right shape that is not the letter's is a 409 that
+  // names the letter's own, whether it changed or was never one.
+  const stale = await app.request(`${letter}?version=bad`, {
+    method: "DELETE",
+    headers: ops,
+  });
+  assert.equal(stale.status, 409);
+  assert.match(
+    (await stale.json()).detail,
+    new RegExp(
+      `^Cannot discard pi_0002/settle as its dead letter's version is "${version}", not "bad": it changed since it was read, or that was never its version; re-read it`,
+    ),
+  );
+  const removed = await app.request(`${letter}?version=${version}`, {
+    method: "DELETE",
+    headers: ops,
+  });
+  assert.equal(removed.status, 200);
+});
