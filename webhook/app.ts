@@ -2264,7 +2264,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     log(
       `relayer redrive of ${jobId}: its dead letter removed, a fresh job queued`,
     );
-    return c.json({ job, enqueued: true }, 202);
+    // 'jobId' as POST /v1/jobs and the dead letters name it; 'job' stays
+    // the job itself for the clients that read it so.
+    return c.json({ job, jobId: jobIdOf(job), enqueued: true }, 202);
   }
 
   /** A 503 for an ops route whose store failed: nothing changed, try again. */
@@ -2406,7 +2408,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     log(`relayer job ${jobIdOf(job)} queued by an operator`);
-    return c.json({ job: jobIdOf(job), enqueued: true }, 202);
+    // 'job' is the id here (as in a delivery's answer), kept for the
+    // clients that read it; 'jobId' is the field every ops answer shares.
+    return c.json(
+      { job: jobIdOf(job), jobId: jobIdOf(job), enqueued: true },
+      202,
+    );
   });
 
   // A known path with the wrong method is 405, not 404.

@@ -446,7 +446,11 @@ test("POST /v1/jobs publishes through QStash's API with the retries and the fail
     { authorization: `Bearer ${OPS}` },
   );
   assert.equal(res.status, 202);
-  assert.deepEqual(json(res.body), { job: "pi_0003/settle", enqueued: true });
+  assert.deepEqual(json(res.body), {
+    job: "pi_0003/settle",
+    jobId: "pi_0003/settle",
+    enqueued: true,
+  });
   const published = calls.filter((c) => c.path.startsWith("/v2/publish/"));
   assert.equal(published.length, 1);
   const [call] = published;

@@ -1241,7 +1241,11 @@ Deno.test("createApp() lists dead letters and redrives one, refusing a failed in
     { method: "POST", headers: ops },
   );
   assert.equal(redriven.status, 202);
-  assert.deepEqual(await redriven.json(), { job, enqueued: true });
+  assert.deepEqual(await redriven.json(), {
+    job,
+    jobId: "pi_0001/settle",
+    enqueued: true,
+  });
   assert.deepEqual(enqueued, [job]);
 
   const refused = await app.request(
@@ -1324,6 +1328,13 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
     body: JSON.stringify(job),
   });
   assert.equal(ok.status, 202);
+  // 'job' stays the id it always was here; 'jobId' reads the same on a
+  // redrive's answer, whose 'job' is the job itself.
+  assert.deepEqual(await ok.json(), {
+    job: "pi_0001/settle",
+    jobId: "pi_0001/settle",
+    enqueued: true,
+  });
   assert.deepEqual(enqueued, [job]);
   const bad = await app.request("/v1/jobs", {
     method: "POST",

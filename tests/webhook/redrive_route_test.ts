@@ -170,6 +170,7 @@ Deno.test("createApp() redrives a dead letter named by intent and kind, as two p
   assert.equal(res.status, 202);
   assert.deepEqual(await res.json(), {
     job: { intentId: "pi_0001", kind: "settle" },
+    jobId: "pi_0001/settle",
     enqueued: true,
   });
   assert.deepEqual(enqueued, [{ intentId: "pi_0001", kind: "settle" }]);
