@@ -32,7 +32,7 @@ import config from "../deno.json" with { type: "json" };
 export function startArgs(
   options: { port: number; writeDir: string; flags?: readonly string[] },
 ): string[] {
-  const [deno, serve, ...rest] = config.tasks.start.split(/\s+/);
+  const [deno, serve, ...rest] = config.tasks.start.command.split(/\s+/);
   const port = rest.indexOf("--port");
   const write = rest.findIndex((arg) => arg.startsWith("--allow-write="));
   if (deno !== "deno" || serve !== "serve" || port < 0 || write < 0) {

@@ -284,7 +284,7 @@ Deno.test(
 
 Deno.test("deno task start listens on 127.0.0.1 only", async () => {
   const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
-  const start: string = config.tasks.start;
+  const start: string = config.tasks.start.command;
   assert.match(start, /^deno serve --host 127\.0\.0\.1 /);
   assert.doesNotMatch(start, /0\.0\.0\.0/);
 });
