@@ -1,6 +1,7 @@
 /**
- * Runs every code snippet of `README.md` as a user would: from a project
- * outside the repository that adds this package from a local path.
+ * Runs every code snippet of `README.md` and of `docs/*.md` as a user
+ * would: from a project outside the repository that adds this package from
+ * a local path.
  *
  * The project is a temporary folder with a `deno.json` that imports
  * `@relayer/poison` as `jsr:@relayer/poison@^<version>` and `links` it to
@@ -10,11 +11,16 @@
  * other bare import a snippet makes (`postgres`) to the version this
  * package pins, as `deno add npm:…` would.
  *
- * By the fence's info string:
- * - `ts`: written to a file and run with `deno run`, no permissions; a
+ * By the fence's info string (`ignore` is `deno test --doc`'s: it leaves
+ * the block out of `deno task test`, not out of this check):
+ * - `ts`: written to a file, type-checked and run with `deno run --check`,
+ *   no permissions; a
  *   line `expression; // { key: value, … }` must give those fields
  *   (see {@linkcode withPromisesChecked}), and a `console.log(x); // 503: …`
  *   must print a line that starts so;
+ * - `ts ignore no-run`: type-checked only, the opt-out for a block that
+ *   cannot run here (it needs the network, a server, a secret, or Node);
+ *   `no-run` without `ignore` fails, as `deno task test` would run it;
  * - `ts postgres`: type-checked only (it needs a database); skipped, loudly,
  *   while the package does not export `./postgres`;
  * - `ts worker`: must be a verbatim part of `examples/cloudflare/worker.ts`,
@@ -29,7 +35,8 @@
  * - other `sh` and output blocks are listed, not run (the install lines
  *   need JSR; CI runs the task commands itself).
  *
- * `deno task snippets`; exits 1 if any snippet fails.
+ * `deno task snippets [file.md …]` (default: `README.md` and `docs/*.md`);
+ * exits 1 if any snippet fails.
  *
  * @module
  */
@@ -95,14 +102,19 @@ const LOCAL_RUN_LETTER = {
  * statement, or after `const x = expression;` (the value given to `x`).
  * Each becomes a call that compares the value's fields with the
  * comment's (a string in quotes, a bare word or number, or an inclusive
- * range `a…b`) and throws, naming the README line, when one differs. Other
+ * range `a…b`) and throws, naming the line of its file, when one differs. Other
  * lines stay as they are.
  *
  * @param code The snippet.
- * @param firstLine The README line of the snippet's first line.
+ * @param firstLine The line of its file that the snippet's first line is.
+ * @param file The file the snippet is in, as its failures name it.
  * @returns The code to run.
  */
-export function withPromisesChecked(code: string, firstLine: number): string {
+export function withPromisesChecked(
+  code: string,
+  firstLine: number,
+  file = "README.md",
+): string {
   let checked = 0;
   const lines = code.split("\n");
   const call = (i: number, expression: string, promise: string) => {
@@ -151,7 +163,7 @@ function __promised<T>(line: number, value: T, promised: string): T {
       ? actual === JSON.parse(text)
       : String(actual) === text;
     if (!ok) {
-      throw new Error(\`README.md:\${line}: \${key} is \${JSON.stringify(actual)}, its comment says \${text}\`);
+      throw new Error(\`${file}:\${line}: \${key} is \${JSON.stringify(actual)}, its comment says \${text}\`);
     }
   }
   return value;
@@ -281,23 +293,45 @@ async function runLocalBlock(
   }
 }
 
+/** `README.md` and every `docs/*.md`, as paths from the repository's root. */
+async function markdownFiles(): Promise<string[]> {
+  const docs: string[] = [];
+  for await (const entry of Deno.readDir(`${ROOT}docs`)) {
+    if (entry.isFile && entry.name.endsWith(".md")) {
+      docs.push(`docs/${entry.name}`);
+    }
+  }
+  return ["README.md", ...docs.sort()];
+}
+
 /**
- * Runs every snippet of `README.md` and prints one line each, then a count.
+ * Runs every snippet of `files` (paths from the repository's root, or
+ * absolute): one line each, `<status> <file>:<line> <info string> <start>`,
+ * the status `ok`, `FAIL` (then what failed, on the lines after), `SKIP` or
+ * `not run`.
  *
- * @returns The exit code: 1 if any snippet failed.
+ * @param files The Markdown files; by default `README.md` and `docs/*.md`.
+ * @returns One line per snippet, in order.
  * @throws {CheckError} If a snippet runs past its deadline.
  */
-async function checkSnippets(): Promise<number> {
+export async function snippetResults(
+  files?: readonly string[],
+): Promise<string[]> {
   const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
     version: string;
     exports: Record<string, string>;
     imports: Record<string, string>;
   };
-  const readme = await Deno.readTextFile(`${ROOT}README.md`);
-  const snippets = snippetsOf(readme);
+  const snippets: (Snippet & { file: string })[] = [];
+  for (const file of files ?? await markdownFiles()) {
+    const text = await Deno.readTextFile(
+      file.startsWith("/") ? file : `${ROOT}${file}`,
+    );
+    const name = file.startsWith(ROOT) ? file.slice(ROOT.length) : file;
+    snippets.push(...snippetsOf(text).map((s) => ({ ...s, file: name })));
+  }
   const dir = await Deno.makeTempDir({ prefix: "relayer_snippets_" });
   const results: string[] = [];
-  let failed = 0;
   try {
     const imports: Record<string, string> = {
       "@relayer/poison": `jsr:@relayer/poison@^${config.version}`,
@@ -321,7 +355,7 @@ async function checkSnippets(): Promise<number> {
     const env = { ...Deno.env.toObject(), NO_COLOR: "1" };
 
     for (const [index, snippet] of snippets.entries()) {
-      const where = `README.md:${snippet.line}`;
+      const where = `${snippet.file}:${snippet.line}`;
       const first = snippet.code.split("\n")[0]!.slice(0, 60);
       // A snippet's first run may fetch its packages into a cold Deno cache.
       const deadline = {
@@ -330,11 +364,10 @@ async function checkSnippets(): Promise<number> {
       };
       const report = (status: string, detail = "") => {
         results.push(
-          `${status.padEnd(8)} ${where.padEnd(14)} ${snippet.lang || "text"} ${
+          `${status.padEnd(8)} ${where.padEnd(22)} ${snippet.lang || "text"} ${
             snippet.tags.join(" ")
           }  ${first}${detail ? `\n${detail}` : ""}`,
         );
-        if (status === "FAIL") failed++;
       };
       if (snippet.lang === "ts" || snippet.lang === "js") {
         if (snippet.tags.includes("worker")) {
@@ -347,10 +380,18 @@ async function checkSnippets(): Promise<number> {
         const file = `${dir}/snippet_${index}.${snippet.lang}`;
         await Deno.writeTextFile(
           file,
-          withPromisesChecked(snippet.code, snippet.line + 1),
+          withPromisesChecked(snippet.code, snippet.line + 1, snippet.file),
         );
-        if (snippet.tags.includes("postgres")) {
-          if (!config.exports["./postgres"]) {
+        const noRun = snippet.tags.includes("no-run");
+        if (noRun && !snippet.tags.includes("ignore")) {
+          report(
+            "FAIL",
+            "  marked no-run without ignore: deno test --doc would run it (write ```ts ignore no-run)",
+          );
+          continue;
+        }
+        if (noRun || snippet.tags.includes("postgres")) {
+          if (!noRun && !config.exports["./postgres"]) {
             report("SKIP", "  the package does not export ./postgres yet");
             continue;
           }
@@ -362,8 +403,11 @@ async function checkSnippets(): Promise<number> {
           checked.code === 0 ? report("ok") : report("FAIL", checked.out);
           continue;
         }
+        // --check: deno run does not type-check by default, and a block
+        // that runs but does not type-check fails its reader's editor.
         const ran = await run(Deno.execPath(), [
           "run",
+          "--check",
           "--quiet",
           "--no-prompt",
           file,
@@ -405,6 +449,19 @@ async function checkSnippets(): Promise<number> {
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+  return results;
+}
+
+/**
+ * Runs every snippet of `files` ({@linkcode snippetResults}) and prints one
+ * line each, then a count.
+ *
+ * @param files The Markdown files; by default `README.md` and `docs/*.md`.
+ * @returns The exit code: 1 if any snippet failed.
+ */
+async function checkSnippets(files?: readonly string[]): Promise<number> {
+  const results = await snippetResults(files);
+  const failed = results.filter((r) => r.startsWith("FAIL")).length;
   console.log(results.join("\n"));
   const ran = results.filter((r) => r.startsWith("ok")).length;
   console.log(
@@ -417,4 +474,9 @@ async function checkSnippets(): Promise<number> {
   return failed > 0 ? 1 : 0;
 }
 
-if (import.meta.main) await runMain("snippets", checkSnippets);
+if (import.meta.main) {
+  await runMain(
+    "snippets",
+    () => checkSnippets(Deno.args.length > 0 ? Deno.args : undefined),
+  );
+}

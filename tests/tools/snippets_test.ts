@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import {
   checkLocalRun,
+  snippetResults,
   snippetsOf,
   withPromisesChecked,
 } from "../../tools/snippets.ts";
@@ -152,4 +153,78 @@ Deno.test("withPromisesChecked also checks a comment on the line after a stateme
     ),
     /README\.md:4: text is "nothing was sent", its comment says "sent"/,
   );
+});
+
+Deno.test("snippetResults() type-checks and runs a doc's ts blocks from a project that links the package, and fails a broken one", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_snippets_test_" });
+  const file = `${dir}/doc.md`;
+  const fence = "```";
+  const blocks = [
+    // Each block's fence is on line 3, 9, 15, 20, 25 and 30.
+    // 3: runs, and its promise holds.
+    'import { backoff } from "@relayer/poison";\nbackoff(2, { baseMs: 5000, capMs: 120000 }); // { }',
+    // 9: a type error, which deno run alone would not see.
+    'import { backoff } from "@relayer/poison";\nconst d: string = backoff(1, { baseMs: 5000, capMs: 120000 });',
+    // 15: type-checks, and throws when run.
+    'throw new Error("ran");',
+    // 20: type-checked only, and needs the network: not run.
+    'await fetch("http://192.0.2.1:9/");',
+    // 25: type-checked only, with a type error.
+    'const n: number = "one";',
+    // 30: no-run, but deno test --doc would run it.
+    'await fetch("http://192.0.2.1:9/");',
+  ];
+  const tags = [
+    "ts",
+    "ts",
+    "ts",
+    "ts ignore no-run",
+    "ts ignore no-run",
+    "ts no-run",
+  ];
+  const markdown = blocks.map((code, i) =>
+    `# ${i}\n\n${fence}${tags[i]}\n${code}\n${fence}\n`
+  ).join("");
+  try {
+    await Deno.writeTextFile(file, markdown);
+    const results = await snippetResults([file]);
+    const status = Object.fromEntries(
+      results.map((r) => {
+        const [, head, at] = /^(\S+(?: run)?)\s+\S+:(\d+)/.exec(r)!;
+        return [Number(at), head];
+      }),
+    );
+    assert.deepEqual(status, {
+      3: "ok",
+      9: "FAIL",
+      15: "FAIL",
+      20: "ok",
+      25: "FAIL",
+      30: "FAIL",
+    }, results.join("\n"));
+    const detail = (line: number) =>
+      results.find((r) => r.includes(`doc.md:${line} `))!;
+    assert.match(detail(9), /TS2322/);
+    assert.match(detail(15), /Error: ran/);
+    assert.match(detail(25), /TS2322/);
+    assert.match(detail(30), /marked no-run without ignore/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("every ts block of docs/*.md carries only the markers tools/snippets.ts knows", async () => {
+  const docs = new URL("../../docs/", import.meta.url);
+  for await (const entry of Deno.readDir(docs)) {
+    if (!entry.name.endsWith(".md")) continue;
+    const text = await Deno.readTextFile(new URL(entry.name, docs));
+    for (const block of snippetsOf(text)) {
+      if (block.lang !== "ts") continue;
+      // A misspelt marker (no_run) would leave the block to run.
+      const known = block.tags.every((t) =>
+        ["ignore", "no-run", "postgres", "worker"].includes(t)
+      );
+      assert.ok(known, `docs/${entry.name}:${block.line}: ts ${block.tags}`);
+    }
+  }
 });
