@@ -2118,41 +2118,6 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
-  /**
-   * The query parameters of an ops route that takes `names`, each at most
-   * once, or a 400 problem: a parameter given twice would have its first
-   * value taken and the other dropped unsaid, and one misspelled
-   * (`?versoin=`) would leave out the check it was meant to ask for.
-   */
-  function queryOf<N extends string>(
-    c: Context,
-    names: readonly N[],
-  ): Partial<Record<N, string>> | Response {
-    const query: Partial<Record<N, string>> = {};
-    for (const [name, values] of Object.entries(c.req.queries())) {
-      if (!(names as readonly string[]).includes(name)) {
-        return problem(
-          400,
-          "bad-query",
-          "Bad query",
-          `${show(name)} is not a parameter of this route: send only ${
-            names.map((n) => `'${n}'`).join(" and ")
-          }.`,
-        );
-      }
-      if (values.length > 1) {
-        return problem(
-          400,
-          `bad-${name}`,
-          `Bad ${name}`,
-          `'${name}' is given ${values.length} times: send it once.`,
-        );
-      }
-      query[name as N] = values[0]!;
-    }
-    return query;
-  }
-
   app.get("/v1/dead-letters", async (c) => {
     requireOps(c);
     const query = queryOf(c, ["limit", "cursor"]);
@@ -2300,6 +2265,41 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters/:intentId/:kind/redrive",
     (c) => redriveRoute(c, `${c.req.param("intentId")}/${c.req.param("kind")}`),
   );
+
+  /**
+   * The query parameters of an ops route that takes `names`, each at most
+   * once, or a 400 problem: a parameter given twice would have its first
+   * value taken and the other dropped unsaid, and one misspelled
+   * (`?versoin=`) would leave out the check it was meant to ask for.
+   */
+  function queryOf<N extends string>(
+    c: Context,
+    names: readonly N[],
+  ): Partial<Record<N, string>> | Response {
+    const query: Partial<Record<N, string>> = {};
+    for (const [name, values] of Object.entries(c.req.queries())) {
+      if (!(names as readonly string[]).includes(name)) {
+        return problem(
+          400,
+          "bad-query",
+          "Bad query",
+          `${show(name)} is not a parameter of this route: send only ${
+            names.map((n) => `'${n}'`).join(" and ")
+          }.`,
+        );
+      }
+      if (values.length > 1) {
+        return problem(
+          400,
+          `bad-${name}`,
+          `Bad ${name}`,
+          `'${name}' is given ${values.length} times: send it once.`,
+        );
+      }
+      query[name as N] = values[0]!;
+    }
+    return query;
+  }
 
   /**
    * Removes a dead letter no job can act on (`Relayer.discard`): 200 with
