@@ -240,3 +240,179 @@ for (const backend of BACKENDS) {
     );
   }
 }
+
+/** The queue's give-up of the job, as a Pub/Sub dead-letter would ask it. */
+const giveUpOn = {
+  deliveries: 5,
+  queue: { queue: "pubsub", messageId: "m-1" },
+};
+
+/**
+ * Two instances on one store behind pi_0001's lapsed write-ahead (its
+ * earlier tx 0x1 confirmed): each reads the receipt only once both have
+ * read the intent, so both plan the capture on the same version; the
+ * capture of `second` goes to the store only once that of `first` has
+ * been answered. Counts the captures that landed and the sends.
+ */
+async function twoInstancesBehind(backend: Backend) {
+  const { store, close } = await backend.open();
+  const broadcasting = 1_000_000;
+  await store.createIntent({
+    id: job.intentId,
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
+    broadcasting,
+  });
+  let asking = 0;
+  let bothAsked!: () => void;
+  const barrier = new Promise<void>((resolve) => bothAsked = resolve);
+  let sends = 0;
+  const sender: Sender = {
+    send() {
+      sends++;
+      return Promise.resolve({ txHash: "0x2" });
+    },
+    async receipt() {
+      if (++asking === 2) bothAsked();
+      await barrier;
+      return "confirmed";
+    },
+  };
+  let captures = 0;
+  let firstAnswered!: () => void;
+  const answered = new Promise<void>((resolve) => firstAnswered = resolve);
+  const view = (first: boolean): Store =>
+    overriding(store, {
+      async transition(id, change, options) {
+        if (!first) await answered;
+        try {
+          const after = await store.transition(id, change, options);
+          if (change.to === "settled") captures++;
+          return after;
+        } finally {
+          if (first) firstAnswered();
+        }
+      },
+    });
+  const clock = { now: broadcasting + LEASE_LAPSED_MS };
+  const relayerOn = (first: boolean) =>
+    createRelayer({
+      store: view(first),
+      sender,
+      policy: { maxDeliveries: 5, jitter: "none" },
+      now: () => clock.now,
+      random: () => 0,
+    });
+  return {
+    store,
+    first: relayerOn(true),
+    second: relayerOn(false),
+    captures: () => captures,
+    sends: () => sends,
+    close,
+  };
+}
+
+for (const backend of BACKENDS) {
+  const test = (title: string, body: () => Promise<void>) =>
+    Deno.test(`${title} [${backend.name}]`, body);
+
+  for (const winner of ["delivery", "give-up"] as const) {
+    test(`a delivery and another instance's give-up behind one lapsed write-ahead capture once; the ${winner} settles, the other finds it settled`, async () => {
+      const t = await twoInstancesBehind(backend);
+      try {
+        const [byDelivery, byGiveUp] = winner === "delivery"
+          ? [t.first, t.second]
+          : [t.second, t.first];
+        const [delivered, gaveUp] = await Promise.all([
+          byDelivery.deliver(job, 2),
+          byGiveUp.giveUp(job, giveUpOn),
+        ]);
+        assert.equal(t.captures(), 1);
+        assert.equal(t.sends(), 0);
+        assert.deepEqual(
+          [delivered.action, gaveUp.action],
+          ["done", "done"],
+          JSON.stringify([delivered, gaveUp]),
+        );
+        const settledBy = winner === "delivery"
+          ? delivered.reason
+          : gaveUp.reason;
+        assert.match(settledBy, /0x1 confirmed, intent settled$/);
+        await settledOn0x1(t.store);
+        assert.equal(
+          await t.store.getDeadLetter(`${job.intentId}/settle`),
+          null,
+        );
+      } finally {
+        await t.close();
+      }
+    });
+  }
+
+  test("two instances' deliveries behind one lapsed write-ahead capture once: the other finds it settled", async () => {
+    const t = await twoInstancesBehind(backend);
+    try {
+      const outcomes = await Promise.all([
+        t.first.deliver(job, 2),
+        t.second.deliver(job, 2),
+      ]);
+      assert.equal(t.captures(), 1);
+      assert.equal(t.sends(), 0);
+      assert.deepEqual(
+        outcomes.map((outcome) => [outcome.action, outcome.reason]),
+        [
+          ["done", "0x1 confirmed, intent settled"],
+          ["done", "intent already settled"],
+        ],
+      );
+      await settledOn0x1(t.store);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test("a delivery behind a lapsed write-ahead recorded with every send declared not sent (a fresh nonce's) never captures on a tx on record that confirmed", async () => {
+    const { store, close } = await backend.open();
+    try {
+      const broadcasting = 1_000_000;
+      // Imported: 0x1 on record, but the record says nothing left, so the
+      // send in flight took a fresh nonce and may land beside 0x1.
+      await store.createIntent({
+        id: job.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: broadcasting,
+        lastBroadcast: { outcome: "not_sent", at: 0 },
+        txHashes: ["0x1"],
+        mayHaveSent: false,
+        broadcasting,
+      });
+      const sender = new ScriptedSender({
+        pi_0001: { sends: [{ txHash: "0x2" }], receipts: ["confirmed"] },
+      });
+      const relayer = createRelayer({
+        store,
+        sender,
+        policy: { maxDeliveries: 5, jitter: "none" },
+        now: () => broadcasting + LEASE_LAPSED_MS,
+        random: () => 0,
+      });
+      const outcome = await relayer.deliver(job, 2);
+      assert.deepEqual(
+        [outcome.action, outcome.reason],
+        ["retry", "settling for 35s without tx hash, waiting"],
+      );
+      const after = await read(store);
+      assert.deepEqual(
+        [after.state, after.hold, after.broadcasting],
+        ["settling", "pending", broadcasting],
+      );
+      assert.deepEqual(sender.calls, []);
+    } finally {
+      await close();
+    }
+  });
+}
