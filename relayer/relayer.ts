@@ -1612,20 +1612,24 @@ export function createRelayer(options: RelayerOptions): Relayer {
         const confirmed = await confirmedAmong(intent.txHashes, d);
         if (confirmed !== undefined) {
           return async (current, d) => {
-            try {
-              return await settledOn(confirmed)(current, d);
-            } catch (error) {
-              // A store of one's own that ignores `confirmed` refuses the
-              // capture behind a send in flight: carry on as before
-              // (nothing landed). Unmarked, a refusal is told from a race
-              // lost by the version on record: a race is planned again.
-              if (!(error instanceof ConflictError)) throw error;
-              if (!isRefusal(error)) {
+            for (let attempt = 1;; attempt++) {
+              try {
+                return await settledOn(confirmed)(current, d);
+              } catch (error) {
+                // A store of one's own that ignores `confirmed` refuses the
+                // capture behind a send in flight: carry on as before
+                // (nothing landed). Unmarked, a refusal is told from a race
+                // lost by the version on record (a race is planned again),
+                // and from a conflict that passes, nobody writing between,
+                // by three tries, as `settle` tells them.
+                if (!(error instanceof ConflictError)) throw error;
+                if (isRefusal(error)) break;
                 const seen = await storeCall(() => store.getIntent(current.id));
                 if (seen?.version !== current.version) throw error;
+                if (attempt === 3) break;
               }
-              return await waitOrRescue()(current, d);
             }
+            return await waitOrRescue()(current, d);
           };
         }
       }

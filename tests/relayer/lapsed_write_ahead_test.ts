@@ -416,3 +416,63 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  for (const inFlight of [true, false]) {
+    Deno.test(`a delivery ${inFlight ? "behind a lapsed write-ahead" : "with nothing in flight"} whose capture meets a conflict that passes, nobody writing between, settles at the last delivery [${backend.name}]`, async () => {
+      const { store, close } = await backend.open();
+      try {
+        const broadcasting = 1_000_000;
+        await store.createIntent({
+          id: job.intentId,
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
+          broadcasting: inFlight ? broadcasting : null,
+        });
+        // What a PostgresStore answers a deadlock's victim: unmarked, and
+        // the intent as it was.
+        let conflicts = 1;
+        const viewed = overriding(store, {
+          transition(id, change, options) {
+            if (conflicts-- > 0) {
+              return Promise.reject(
+                new ConflictError(
+                  `Cannot write intent ${id} as another writer changed it at the same time; re-read it`,
+                ),
+              );
+            }
+            return store.transition(id, change, options);
+          },
+        });
+        const scripted = new ScriptedSender({
+          pi_0001: { sends: [{ txHash: "0x2" }] },
+        });
+        const sender: Sender = {
+          send: (intent, options) => scripted.send(intent, options),
+          receipt: (txHash) =>
+            Promise.resolve(txHash === "0x1" ? "confirmed" : "pending"),
+        };
+        const relayer = createRelayer({
+          store: viewed,
+          sender,
+          policy: { maxDeliveries: 5, jitter: "none" },
+          now: () => broadcasting + LEASE_LAPSED_MS,
+          random: () => 0,
+        });
+        const outcome = await relayer.deliver(job, 5);
+        assert.deepEqual(
+          [outcome.action, outcome.reason],
+          ["done", "0x1 confirmed, intent settled"],
+          JSON.stringify(outcome),
+        );
+        assert.deepEqual(scripted.calls, []);
+        await settledOn0x1(store);
+        assert.equal(await store.getDeadLetter(`${job.intentId}/settle`), null);
+      } finally {
+        await close();
+      }
+    });
+  }
+}
