@@ -112,7 +112,7 @@ const MAX_TEXT = 200;
  * `..`: as a URL path segment (`/receipt/..`), it would be resolved away.
  */
 const TX_HASH = /^(?!\.\.?$)[A-Za-z0-9._:+/=-]+$/;
-/** The largest delay `setTimeout` (and so `AbortSignal.timeout`) keeps; above it, it fires at once. */
+/** The largest delay `setTimeout` keeps; above it, it fires at once. */
 const MAX_TIMEOUT_MS = 2_147_483_647;
 
 const RECEIPT_STATUSES: ReadonlySet<unknown> = new Set([
@@ -433,7 +433,33 @@ export class HttpSender implements Sender {
     method: "GET" | "POST",
     body?: string,
   ): Promise<Answer> {
-    const signal = AbortSignal.timeout(this.#timeoutMs);
+    // A timer of our own, cleared when the exchange ends: the one of
+    // `AbortSignal.timeout` runs its whole delay after a quick answer, and
+    // holds the signal and what hangs on it until then (every request's,
+    // for days, with a timeout near its bound).
+    const controller = new AbortController();
+    const { signal } = controller;
+    const timer = setTimeout(
+      () =>
+        controller.abort(
+          new DOMException("Signal timed out.", "TimeoutError"),
+        ),
+      this.#timeoutMs,
+    );
+    try {
+      return await this.#exchangeWithin(path, method, signal, body);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** {@linkcode HttpSender.#exchange} under `signal`, its timeout. */
+  async #exchangeWithin(
+    path: string,
+    method: "GET" | "POST",
+    signal: AbortSignal,
+    body?: string,
+  ): Promise<Answer> {
     const init: RequestInit = method === "POST"
       ? {
         method,
