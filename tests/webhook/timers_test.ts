@@ -1,0 +1,137 @@
+import assert from "node:assert/strict";
+import { HttpSender, type NewIntent } from "../../mod.ts";
+import { genericRequest, makeApp, OPS } from "./_app.ts";
+
+// Deno's op sanitizer is off by default: this test turns it on, so that a
+// timer the handling of a request leaves behind (a timeout's, outliving its
+// request: it holds what its callback holds, and keeps a process up) fails
+// it.
+
+const authorized = (id: string): NewIntent => ({
+  id,
+  state: "authorized",
+  hold: "pending",
+});
+
+Deno.test({
+  name:
+    "the webhook leaves no timer behind a request: probes, sends answered and failed, give-ups (one while a send runs) and a resolution",
+  sanitizeOps: true,
+  fn: async () => {
+    // The send of pi_busy waits until the test lets it go.
+    const busy = Promise.withResolvers<void>();
+    const busySent = Promise.withResolvers<void>();
+    const signer = async (input: RequestInfo | URL, init?: RequestInit) => {
+      const url = String(input);
+      const id = url.endsWith("/send")
+        ? (JSON.parse(String(init?.body)) as { intentId: string }).intentId
+        : "";
+      if (id === "pi_busy") {
+        busySent.resolve();
+        await busy.promise;
+      }
+      if (id === "pi_fails") {
+        return Promise.resolve(
+          Response.json({ error: "nonce too low" }, { status: 500 }),
+        );
+      }
+      if (id !== "") {
+        return Promise.resolve(Response.json({ txHash: `0x${id}` }));
+      }
+      return Promise.resolve(Response.json({ status: "pending" }));
+    };
+    const { app, store } = await makeApp({
+      intents: [
+        authorized("pi_sends"),
+        authorized("pi_fails"),
+        authorized("pi_busy"),
+        authorized("pi_gives_up"),
+        {
+          id: "pi_review",
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+          txHashes: ["0xpi_review"],
+        },
+      ],
+      deps: {
+        sender: new HttpSender({
+          url: "https://signer.example",
+          // Longer than the test: a timer of a request not cleared fails it.
+          timeoutMs: 60_000,
+          fetch: signer,
+        }),
+      },
+    });
+    const statuses: Record<string, number> = {};
+    for (const path of ["/healthz", "/readyz"]) {
+      statuses[path] = (await app.request(path)).status;
+    }
+    const deliver = async (intentId: string, extra: object = {}) => {
+      const body = JSON.stringify({
+        job: { intentId, kind: "settle" },
+        delivery: 1,
+        messageId: `m-${intentId}`,
+        ...extra,
+      });
+      const res = await app.request(
+        "/v1/deliveries",
+        await genericRequest(body),
+      );
+      await res.body?.cancel();
+      return res.status;
+    };
+    for (const id of ["pi_sends", "pi_fails"]) {
+      statuses[id] = await deliver(id);
+    }
+    const giveUp = (intentId: string) =>
+      deliver(intentId, {
+        delivery: undefined,
+        messageId: undefined,
+        gaveUp: { deliveries: 7, messageId: `m-gave-up-${intentId}` },
+      });
+    // Sent, then given up: the give-up reads the tx's receipt first.
+    await deliver("pi_gives_up");
+    statuses.pi_gives_up = await giveUp("pi_gives_up");
+    // Given up while this relayer's send of it runs: it waits for the send.
+    const sending = deliver("pi_busy");
+    await busySent.promise;
+    const givingUp = giveUp("pi_busy");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    busy.resolve();
+    statuses.pi_busy = await sending;
+    statuses.pi_busy_gives_up = await givingUp;
+    // A resolution reads the receipts of the intent's txs.
+    const review = await store.getIntent("pi_review");
+    await store.transition("pi_review", {
+      from: "settling",
+      to: "needs_review",
+      version: review!.version,
+      at: 1,
+    });
+    const headers = { authorization: `Bearer ${OPS}` };
+    const read = await app.request("/v1/intents/pi_review", { headers });
+    const { intent } = await read.json();
+    const resolved = await app.request("/v1/intents/pi_review/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        to: "failed",
+        nonceChecked: true,
+        version: intent.version,
+      }),
+    });
+    await resolved.body?.cancel();
+    statuses.resolve = resolved.status;
+    assert.deepEqual(statuses, {
+      "/healthz": 200,
+      "/readyz": 200,
+      pi_sends: 503,
+      pi_fails: 503,
+      pi_gives_up: 200,
+      pi_busy: 503,
+      pi_busy_gives_up: 200,
+      resolve: 409,
+    });
+  },
+});
