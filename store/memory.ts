@@ -47,7 +47,11 @@ import type {
 
 /**
  * A {@linkcode Store} in a `Map`. Versions are per-intent counters; leases
- * expire by the clock the caller passes in.
+ * expire by the clock the caller passes in. Delivery counts and replay
+ * records expire, swept a few at each write; intents (their leases with
+ * them) and dead letters are kept for as long as the store lives, as a
+ * database keeps them: memory grows with the intents and letters, so a
+ * service that runs for days keeps them in `KvStore` or `PostgresStore`.
  *
  * @example Create and read an intent
  * ```ts
