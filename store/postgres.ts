@@ -359,6 +359,15 @@ interface SweepSchedule {
 const SWEEPS = new Map<string, SweepSchedule>();
 
 /**
+ * The most sweep schedules {@linkcode SWEEPS} keeps, the least recently
+ * used going first: a process that names ever new databases (a client per
+ * request whose host is drawn per request, say) would otherwise keep one
+ * for each until it ends. A database whose schedule went starts at 0
+ * again, as in a new process: its next write that counts or claims sweeps.
+ */
+const SWEEPS_KEPT = 64;
+
+/**
  * The key of a store's sweep schedule: the servers, port, database and
  * schema its client names, so two databases with one schema name in one
  * process (a tenant each, say) keep a schedule each and neither sweeps on
@@ -476,11 +485,11 @@ export class PostgresStore implements Store {
     this.#sql = client;
     this.#schema = schema;
     const key = sweepKey(client, schema);
-    let sweeps = SWEEPS.get(key);
-    if (sweeps === undefined) {
-      sweeps = { written: 0, sweepAt: 0 };
-      SWEEPS.set(key, sweeps);
-    }
+    const sweeps = SWEEPS.get(key) ?? { written: 0, sweepAt: 0 };
+    // Last in the map's order: the least recently used is first.
+    SWEEPS.delete(key);
+    SWEEPS.set(key, sweeps);
+    if (SWEEPS.size > SWEEPS_KEPT) SWEEPS.delete(SWEEPS.keys().next().value!);
     this.#sweeps = sweeps;
     this.#waitMs = waitMs;
     this.#lockMs = Math.max(1, Math.floor(waitMs / 2));
