@@ -16,7 +16,7 @@ import { PostgresStore } from "../../store/postgres.ts";
 import { afterFirstRead } from "../_postgres.ts";
 import { endSession, goodbye, relayed, useThePool } from "./_cut.ts";
 
-const [url, schema, name] = Deno.args as [string, string, string];
+const [url, schema, name] = Deno.args as [string, string, string, string?];
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 
 let armed = false;
@@ -31,7 +31,11 @@ const sql = postgres(
       await goodbye();
     }
   }),
-  { max: 2, onnotice: () => {}, connection: { application_name: name } },
+  {
+    max: Deno.args[3] === "one" ? 1 : 2,
+    onnotice: () => {},
+    connection: { application_name: name },
+  },
 );
 const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
 const other = new PostgresStore(admin, { schema });

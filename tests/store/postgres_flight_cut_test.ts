@@ -27,3 +27,15 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore with a pool of one connection takes the server's goodbye of a connection it ended under a flight that had already failed on a statement of its own, so that the next write gets a connection",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    assert.equal(
+      await runCut("./_flight_cut.ts", "relayer_flight_cut_one", "one"),
+      "alive, the write ConflictError, 8 of 8 written and read",
+    );
+  }),
+});
