@@ -569,6 +569,10 @@ Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying wh
         /'delivery' and 'gaveUp' cannot both be given/,
       ],
       [
+        { job, messageId: "m-1", gaveUp: { deliveries: 7, messageId: "m-1" } },
+        /^'messageId' and 'gaveUp' cannot both be given: a give-up is /,
+      ],
+      [
         { job, gaveUp: { deliveries: 7 } },
         /'gaveUp.messageId' must be your queue's id of the message/,
       ],

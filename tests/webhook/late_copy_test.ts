@@ -183,7 +183,7 @@ Deno.test("a late QStash copy is known when the failure callback spells the sour
 Deno.test("a bridge's delivery whose messageId is not a queue's id is refused, 400, naming the field and touching nothing", async () => {
   const store = new MemoryStore();
   const { app, clock, sender } = await authorizedApp(store);
-  for (const messageId of ["", 7, "a b\u0000", "x".repeat(201)]) {
+  for (const messageId of ["", 7, null, "a b\u0000", "x".repeat(201)]) {
     const res = await app.request(
       "/v1/deliveries",
       generic({ job, delivery: 1, messageId }, clock.now++),
@@ -194,5 +194,13 @@ Deno.test("a bridge's delivery whose messageId is not a queue's id is refused, 4
       /^'messageId' must be your queue's id of the message \(1-200 printable ASCII characters\): current value is /,
     );
   }
+  const empty = await app.request(
+    "/v1/deliveries",
+    generic({ job, delivery: 1, messageId: "" }, clock.now++),
+  );
+  assert.equal(
+    (await empty.json()).detail,
+    `'messageId' must be your queue's id of the message (1-200 printable ASCII characters): current value is "". A delivery is {"job":{"intentId":"pi_0001","kind":"settle"},"delivery":1,"messageId":"m-1"} ('delivery' and 'messageId' are optional).`,
+  );
   assert.equal(sends(sender), 0);
 });
