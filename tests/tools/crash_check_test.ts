@@ -347,6 +347,8 @@ Deno.test("namesMessage() has the generic jobs of even-numbered intents name the
   assert.equal(namesMessage("pi_0032"), true);
   assert.equal(namesMessage("pi_0033"), false);
   assert.equal(namesMessage("pi_0100"), true);
+  // An id without a number is one of the others.
+  assert.equal(namesMessage("pi_x"), false);
 });
 
 Deno.test("resolveAnswer() takes a resolution's 503 for a receipt it could not read as one to try again, with or without database faults", () => {
@@ -399,6 +401,23 @@ Deno.test("backwardMove() orders two reads of an intent only when one was answer
     "settled",
     "needs_review",
   ]);
+  // Answered in the very millisecond the other was sent: not ordered.
+  assert.equal(
+    backwardMove([
+      { state: "settled", sentAt: 2000, answeredAt: 3180 },
+      { state: "needs_review", sentAt: 3180, answeredAt: 3190 },
+    ], reaches),
+    undefined,
+  );
+  // Ordered across a read between them that overlaps both.
+  assert.deepEqual(
+    backwardMove([
+      { state: "settled", sentAt: 0, answeredAt: 10 },
+      { state: "needs_review", sentAt: 5, answeredAt: 40 },
+      { state: "needs_review", sentAt: 30, answeredAt: 50 },
+    ], reaches),
+    ["settled", "needs_review"],
+  );
   // The end state is after every read.
   assert.deepEqual(
     backwardMove([
