@@ -1398,6 +1398,44 @@ function suite(backend: Backend): void {
     assert.equal(chain.sends(), 0);
   });
 
+  test("createRelayer() names, in a give-up's write that settles behind a send in flight, the tx whose receipt confirmed, not another on record", async () => {
+    const chain = perHash([]);
+    const named: (string | undefined)[] = [];
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        txHashes: ["0x1", "0x2"],
+        lastBroadcast: { outcome: "sent", at: 0, txHash: "0x2" },
+        broadcasting: 0, // long past its lease
+      },
+      undefined,
+      { sender: chain.sender },
+      (store) =>
+        overriding(store, {
+          transition: (id, change, options) => {
+            named.push(change.confirmed);
+            return store.transition(id, change, options);
+          },
+        }),
+    );
+    chain.receipts["0x1"] = "dropped";
+    chain.receipts["0x2"] = "confirmed";
+    const given = await relayer.giveUp(job, {
+      deliveries: 5,
+      queue: { queue: "pubsub", messageId: "m1", dlqId: "d1" },
+    });
+    assert.equal(
+      given.reason,
+      "the queue gave up after 5 deliveries: 0x2 confirmed, intent settled",
+    );
+    assert.deepEqual(named, ["0x2"]);
+    const after = await intent(store);
+    assert.deepEqual([after.state, after.broadcasting], ["settled", null]);
+    assert.equal(chain.sends(), 0);
+  });
+
   test("createRelayer() throws the store's failure of a give-up's write that settles a confirmed tx as the store threw it", async () => {
     const t = await failingOnce(
       "transition",
