@@ -1,0 +1,74 @@
+/**
+ * PostgresStore when a write's flight is answered only after
+ * `connectionWaitMs` (the server or the network stalled): the write
+ * answers at once that it may have landed, keeps its connection until the
+ * answers come, and then hands it back, alive, to the pool.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+import { relayed } from "./_cut.ts";
+
+Deno.test({
+  name:
+    "PostgresStore hands back the connection of a write answered past connectionWaitMs once its answers come: with a pool of one, the next write gets it",
+  ignore: !postgresAvailable,
+  // The relay's listener lives as long as the process.
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(1);
+    const schema = freshSchema();
+    let hold = false;
+    const sql = postgres(
+      relayed(await postgresUrl(), async (text) => {
+        // The flight's COMMIT, held past the write's bound.
+        if (hold && text.includes("COMMIT\0")) {
+          hold = false;
+          await new Promise((resolve) => setTimeout(resolve, 1500));
+        }
+      }),
+      { max: 1, onnotice: () => {} },
+    );
+    try {
+      const other = new PostgresStore(admin, { schema });
+      await other.migrate();
+      await other.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      hold = true;
+      await assert.rejects(
+        store.transition("a", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 600,
+        }),
+        /^Error: PostgreSQL did not answer the write within 1000ms: it may have landed or not; the next read says which$/,
+      );
+      assert.equal(hold, false, "the flight's COMMIT was held");
+      // The answers come 1.5 s after the COMMIT was sent.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await store.createIntent({ id: "b", state: "authorized" });
+      assert.equal((await store.getIntent("b"))?.state, "authorized");
+      assert.equal((await store.getIntent("a"))?.state, "settling");
+    } finally {
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      await sql.end({ timeout: 1 });
+    }
+  }),
+});
