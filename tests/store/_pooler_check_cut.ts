@@ -20,6 +20,7 @@ const [url, schema, name, cut = "idle"] = Deno.args as [
   string,
   string,
   string?,
+  string?,
 ];
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 
@@ -46,11 +47,25 @@ const sql = postgres(
       }
     }
   }),
-  { max: 4, onnotice: () => {}, connection: { application_name: name } },
+  {
+    // "pair": only the check's two, each needed after it.
+    max: Deno.args[4] === "pair" ? 2 : 4,
+    onnotice: () => {},
+    connection: { application_name: name },
+  },
 );
 const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
 await store.migrate();
+let reserved: postgres.ReservedSql | undefined;
+if (Deno.args[4] === "pair") {
+  // One connection kept by a reservation: the pool's writes take the
+  // other, whichever of the two the server ended.
+  await goodbye();
+  reserved = await sql.reserve();
+  await reserved`SELECT 1`;
+}
 const answered = await useThePool(store);
+reserved?.release();
 await Deno.stdout.write(
   new TextEncoder().encode(
     held ? `alive, ${answered} of 8 written and read\n` : "not held\n",

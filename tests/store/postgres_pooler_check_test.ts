@@ -42,3 +42,20 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() takes the server's goodbye of a connection of its pooler check ended under its ROLLBACK, so that each of a pool of two serves a write after",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    assert.equal(
+      await runCut(
+        "./_pooler_check_cut.ts",
+        "relayer_pooler_rollback_pair",
+        "rollback",
+        "pair",
+      ),
+      "alive, 8 of 8 written and read",
+    );
+  }),
+});
