@@ -1398,6 +1398,48 @@ function suite(backend: Backend): void {
     assert.equal(chain.sends(), 0);
   });
 
+  test("createRelayer() keeps a signed give-up's claim for the write that resolves a settling intent with no tx on record: the store failing that write, the same request again resolves it", async () => {
+    const chain = perHash([]);
+    let fail: Error | undefined;
+    const { relayer, store } = await setup(
+      {
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "not_sent", at: 0, error: "nonce gap" },
+        mayHaveSent: false,
+      },
+      undefined,
+      { sender: chain.sender },
+      (store) =>
+        overriding(store, {
+          transition: (id, change, options) => {
+            const failing = fail;
+            fail = undefined;
+            return failing
+              ? Promise.reject(failing)
+              : store.transition(id, change, options);
+          },
+        }),
+    );
+    const blip = new Error("connection reset by peer");
+    fail = blip;
+    const request = {
+      deliveries: 5,
+      queue: { queue: "generic", messageId: "m-1" },
+      claim: { key: "v1=ab12", now: 1_000_000, expiresAt: 1_360_000 },
+    } as const;
+    await assert.rejects(
+      relayer.giveUp(job, request),
+      (error) => error === blip,
+    );
+    assert.equal((await intent(store)).state, "settling");
+    const again = await relayer.giveUp(job, request);
+    assert.equal(again.action, "poison", JSON.stringify(again));
+    assert.equal((await intent(store)).state, "failed");
+    assert.deepEqual(chain.asked, []);
+  });
+
   test("createRelayer() names, in a give-up's write that settles behind a send in flight, the tx whose receipt confirmed, not another on record", async () => {
     const chain = perHash([]);
     const named: (string | undefined)[] = [];
