@@ -116,9 +116,12 @@ Deno.test("loadConfig() accepts a secret of exactly 16 characters and refuses 15
     );
   }
   // QStash's keys are QStash's: a short one was cut when copied.
-  const name = "QSTASH_CURRENT_SIGNING_KEY";
-  assert.equal(
-    refusal({ ...base, [name]: "s".repeat(15) }, name),
-    `${name} must be at least 16 characters long: copy the whole key from the QStash console's signing keys`,
-  );
+  for (
+    const name of ["QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"]
+  ) {
+    assert.equal(
+      refusal({ ...base, [name]: "s".repeat(15) }, name),
+      `${name} must be at least 16 characters long: copy the whole key from the QStash console's signing keys`,
+    );
+  }
 });
