@@ -20,6 +20,7 @@
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
@@ -195,6 +196,11 @@ test("the runtime is the Node node-check meant to run", () => {
   // found the wrong one) would prove nothing about the one it names.
   assert.match(process.env.RELAYER_NODE_VERSION ?? "", /^v\d+\.\d+\.\d+/);
   assert.equal(process.version, process.env.RELAYER_NODE_VERSION);
+  // And so is a `node` a suite starts by name: its folder is first on PATH.
+  assert.equal(
+    execFileSync("node", ["--version"], { encoding: "utf8" }).trim(),
+    process.version,
+  );
 });
 
 test("POST /v1/qstash, signed: HttpSender asks the signer (node:http), then its receipt", async () => {
