@@ -1327,6 +1327,40 @@ function suite(backend: Backend): void {
     assert.equal(t.chain.sends(), 0);
   });
 
+  test("createRelayer() answers a queue's give-up busy when the write that settles on a confirmed tx finds a send's lease held, even if that lease lapses before the give-up would resolve: the payment is not sent to review", async () => {
+    const t = await failingOnce("beginBroadcast");
+    const blip = new Error("connection reset by peer");
+    const beginBroadcast = t.store.beginBroadcast.bind(t.store);
+    t.store.beginBroadcast = async (id, version, at, options) => {
+      await beginBroadcast(id, version, at, options);
+      throw blip;
+    };
+    await assert.rejects(t.relayer.deliver(job, 5), (error) => error === blip);
+    t.chain.receipts["0x1"] = "confirmed";
+    // The write that settles is refused busy; the lease lapses just after.
+    const transition = t.store.transition.bind(t.store);
+    t.store.transition = async (id, change, options) => {
+      try {
+        return await transition(id, change, options);
+      } catch (error) {
+        if (error instanceof BusyError && change.to === "settled") {
+          t.clock.now += LEASE_LAPSED_MS;
+        }
+        throw error;
+      }
+    };
+    const queue = { queue: "pubsub", messageId: "m1", dlqId: "d1" } as const;
+    const held = await t.relayer.giveUp(job, { deliveries: 5, queue });
+    assert.equal(held.action, "retry", JSON.stringify(held));
+    assert.equal((await intent(t.store)).state, "settling");
+    assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
+    const given = await t.relayer.giveUp(job, { deliveries: 5, queue });
+    assert.equal(
+      given.reason,
+      "the queue gave up after 5 deliveries: 0x1 confirmed, intent settled",
+    );
+  });
+
   test("createRelayer() throws the store's failure of the re-read after a lost race at the last delivery: decided, it resolved the intent on a store that had just failed", async () => {
     const t = await failingOnce("getIntent");
     // Between the look and the rescue's write-ahead, another delivery
