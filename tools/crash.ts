@@ -170,6 +170,12 @@
  *   copy that died with the server after the other copy was acked; such an
  *   intent is reported, not counted as a violation.
  *
+ * Its summary counts, on the signer's line, the intents a delivery (not a
+ * give-up) settled on a confirmed tx while their last `/send` had been cut
+ * by a kill with nothing sent since: the settle behind a lapsed
+ * write-ahead (a lower bound: a write-ahead whose send never left is not
+ * seen).
+ *
  * It prints a summary and exits 1 on any violation, or when fewer kills
  * happened than `--kills` asked (every job ended first: too few intents per
  * kill), 2 on a bad flag. Every child process, the temp dir and the
@@ -993,6 +999,8 @@ interface Stats {
   resolved: Map<string, number>;
   /** Kills that landed while a give-up or a late copy was in flight. */
   killsInGiveUp: number;
+  /** Intents a delivery settled behind a write-ahead whose send a kill cut ({@linkcode settledBehindCutSend}). */
+  settledBehindCut: Set<string>;
   /** The operator's redrive rounds (one letter each), pairs among them, retries after an error. */
   redriveRounds: number;
   redrivePairs: number;
@@ -1349,6 +1357,45 @@ export function overlappingSends(
     }
   }
   return undefined;
+}
+
+/** A worker line of a delivery (not a give-up) that settled on a confirmed tx. */
+const SETTLED_LINE =
+  /^worker\s+(pi_\w+)\/settle\s+#\d+\s+done\s+\(0x[0-9a-f]+ confirmed, intent settled\)(?: message \S+)?$/;
+
+/**
+ * The intent a service log `line` of server `generation` names as settled
+ * by a delivery behind a lapsed write-ahead, or `undefined`: a delivery
+ * (the queue's give-up says so first) that settled on a confirmed tx while
+ * the intent's last `/send` before `at` was cut by a kill (unanswered when
+ * the kill began, before the Sender's timeout could end it) and the line
+ * is of a server started after that kill. That send was written ahead, and
+ * nothing recorded its end nor sent since, so the write-ahead was still on
+ * record: only the settle behind a lapsed write-ahead settles there. A
+ * lower bound: a write-ahead whose send never left, or whose answer came
+ * before the kill but was not recorded, is not counted.
+ */
+export function settledBehindCutSend(
+  line: string,
+  generation: number,
+  at: number,
+  sendsOf: (intentId: string) => readonly {
+    readonly arrivedAt: number;
+    readonly answeredAt: number | null;
+  }[],
+  kills: readonly { readonly from: number; readonly to: number }[],
+  senderTimeoutMs: number,
+): string | undefined {
+  const id = SETTLED_LINE.exec(line.trim())?.[1];
+  if (id === undefined) return undefined;
+  const last = sendsOf(id).filter((send) => send.arrivedAt <= at).at(-1);
+  if (last === undefined) return undefined;
+  // Kill k ends server k + 1 and starts server k + 2.
+  const k = kills.findIndex(({ from, to }) =>
+    last.arrivedAt <= to && from < last.arrivedAt + senderTimeoutMs &&
+    (last.answeredAt === null || last.answeredAt >= from)
+  );
+  return k !== -1 && generation >= k + 2 ? id : undefined;
 }
 
 /**
@@ -2128,6 +2175,15 @@ async function runCrashTest(
     for (const id of ids) {
       trails.add(id, `log[${generation}] ${line.trim().slice(0, 220)}`);
     }
+    const behind = settledBehindCutSend(
+      line,
+      generation,
+      now(),
+      (id) => stub.sends.get(id) ?? [],
+      stats.kills,
+      SENDER_TIMEOUT_MS,
+    );
+    if (behind !== undefined) stats.settledBehindCut.add(behind);
   };
 
   const stats: Stats = {
@@ -2159,6 +2215,7 @@ async function runCrashTest(
     replays: 0,
     resolved: new Map(),
     killsInGiveUp: 0,
+    settledBehindCut: new Set(),
     redriveRounds: 0,
     redrivePairs: 0,
     redriveRetries: 0,
@@ -3874,7 +3931,7 @@ async function runCrashTest(
         ]),
         `deliveries   ${stats.deliveries} (requests ${stats.requests}, duplicates ${stats.duplicates}, requests lost to kills ${stats.lostRequests})`,
         `answers      ${show(new Map([...stats.statuses].sort()))}`,
-        `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed`,
+        `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed; ${stats.settledBehindCut.size} intents settled by a delivery behind a write-ahead whose send a kill cut`,
         `samples      ${stats.samples} intent reads during the run`,
         `give-ups     ${stats.giveUps} (${stats.giveUpsInFlight} with the last delivery in flight, ${stats.heldUp} of them held up until after the give-up, ${stats.giveUpRepeats} repeated later), ${stats.republished} jobs published again`,
         `qstash       ${stats.qstashJobs} publications through /v1/qstash (give-ups on /v1/qstash/failed), ${stats.lateCopies} late copies after an acked give-up; ${stats.killsInGiveUp} kills during a give-up or late copy`,

@@ -24,6 +24,7 @@ import {
   quietAfterGiveUp,
   resolveAnswer,
   SentOrder,
+  settledBehindCutSend,
   storeFailed,
 } from "../../tools/crash.ts";
 
@@ -425,5 +426,51 @@ Deno.test("backwardMove() orders two reads of an intent only when one was answer
       { state: "settling", sentAt: Infinity, answeredAt: Infinity },
     ], reaches),
     ["settled", "settling"],
+  );
+});
+
+Deno.test("settledBehindCutSend() names a delivery's settle whose intent's last /send a kill cut, and nothing else", () => {
+  const settledLine =
+    "worker  pi_0005/settle   #3  done         (0x0000000000000010 confirmed, intent settled) message pubsub/m-pi_0005-1";
+  const kills = [{ from: 100, to: 120 }, { from: 500, to: 530 }];
+  // The rescue arrived at 440 and was unanswered when kill 2 began at 500.
+  const cut = [send(10, 20), send(440, 650)];
+  const sendsOf = (id: string) => id === "pi_0005" ? cut : [];
+  const behind = (line: string, generation: number, sends = sendsOf) =>
+    settledBehindCutSend(line, generation, 900, sends, kills, 200);
+  assert.equal(behind(settledLine, 3), "pi_0005");
+  assert.equal(
+    behind(settledLine.replace(" message pubsub/m-pi_0005-1", ""), 3),
+    "pi_0005",
+  );
+  // A line of the server the kill ended is not behind the kill.
+  assert.equal(behind(settledLine, 2), undefined);
+  // The queue's give-up settles behind a write-ahead by design: not counted.
+  assert.equal(
+    behind(
+      settledLine.replace(
+        "(0x",
+        "(the queue gave up after 3 deliveries: 0x",
+      ),
+      3,
+    ),
+    undefined,
+  );
+  assert.equal(
+    behind(settledLine.replace("done", "retry"), 3),
+    undefined,
+  );
+  // Answered before the kill, past the Sender's timeout at the kill, or
+  // followed by another send: its end may be on record.
+  assert.equal(behind(settledLine, 3, () => [send(440, 490)]), undefined);
+  assert.equal(behind(settledLine, 3, () => [send(250, null)]), undefined);
+  assert.equal(
+    behind(settledLine, 3, () => [send(440, null), send(600, 610)]),
+    undefined,
+  );
+  // A send that arrived after the line is not the one it settled behind.
+  assert.equal(
+    behind(settledLine, 3, () => [send(440, null), send(950, 960)]),
+    "pi_0005",
   );
 });
