@@ -663,7 +663,6 @@ export class PostgresStore implements Store {
     // Without a connection in time (a busy pool), no check.
     const first = await this.#reserve(waitMs).catch(() => null);
     if (first === null) return;
-    const second = await this.#reserve(waitMs).catch(() => null);
     /** A connection of the check: its last query, whether it began a transaction, whether postgres.js lost it, its server session's pid once known. */
     type Probe = {
       readonly tx: postgres.ReservedSql;
@@ -680,7 +679,6 @@ export class PostgresStore implements Store {
       pid: undefined,
     });
     const a = probe(first);
-    const b = second === null ? null : probe(second);
     // Each query within `waitMs`; one that has not answered by then (a
     // pooler with no free session for it) is left to run, and the
     // cleanup waits for it.
@@ -699,12 +697,18 @@ export class PostgresStore implements Store {
           { pid: number }[]
         >`SELECT pg_backend_pid() AS pid, ${1}::int AS one`,
       ).then(([row]) => p.pid = row?.pid);
+    // The first's session is learnt before it sits idle while the second
+    // is sought, so that the cleanup can ask whether it is still there.
+    const mine = await pid(a).catch(() => undefined);
+    const second = mine === undefined
+      ? null
+      : await this.#reserve(waitMs).catch(() => null);
+    const b = second === null ? null : probe(second);
     let refusal: Error | undefined;
     // Two server sessions, one idle while the other ran.
     let direct = false;
     try {
       if (b === null) return;
-      const mine = await pid(a);
       await on(b, b.tx.unsafe(`BEGIN ${ISOLATION}`), true);
       const theirs = await on(b, b.tx`SELECT pg_backend_pid() AS pid`)
         .then(([row]) => b.pid = row?.pid);
@@ -739,6 +743,22 @@ export class PostgresStore implements Store {
       // ended too (a restart or a failover ends them all), and left.
       let firstLeft = b !== null && b.lost;
       let secondLeft = b !== null && a.lost && b.pid === undefined;
+      if (b === null && a.pid !== undefined && !a.lost) {
+        // No second connection in time: the first sat idle meanwhile, and
+        // the server may have ended its session (the second's connect
+        // failing is a sign of it). It is handed back only once the pool
+        // has seen that session there, without keeping the start waiting
+        // (a busy pool answers when it can); otherwise it is left.
+        const first = a.tx;
+        this.#sql.unsafe<{ n: number }[]>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${
+            Math.trunc(a.pid)
+          }`,
+        ).then(([row]) => {
+          if (row?.n === 1) first.release();
+        }, () => {});
+        firstLeft = true;
+      }
       if (
         b !== null && direct && a.pid !== undefined &&
         await this.#within(b.last, waitMs)

@@ -15,20 +15,23 @@ import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
 
 /**
  * A relay on 127.0.0.1 in front of the server of `url`: each chunk a
- * client sends waits for `hold(text)` (the chunk as latin1) before it goes
- * on, so the test can end a session at that moment.
+ * client sends waits for `hold(text, connection)` (the chunk as latin1,
+ * and the client's connection to the relay, numbered from 0) before it
+ * goes on, so the test can end a session at that moment.
  *
  * @returns `url` through the relay.
  */
 export function relayed(
   url: string,
-  hold: (text: string) => Promise<void>,
+  hold: (text: string, connection: number) => Promise<void>,
 ): string {
   const real = new URL(url);
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const text = new TextDecoder("latin1");
   (async () => {
+    let connections = 0;
     for await (const client of listener) {
+      const connection = connections++;
       (async () => {
         const server = await Deno.connect({
           hostname: real.hostname,
@@ -38,7 +41,7 @@ export function relayed(
         const writer = server.writable.getWriter();
         try {
           for await (const chunk of client.readable) {
-            await hold(text.decode(chunk));
+            await hold(text.decode(chunk), connection);
             await writer.write(chunk);
           }
         } catch {

@@ -59,3 +59,15 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() does not hand back the connection of its pooler check that the server ended while it waited in vain for a second one, and the store goes on",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    assert.equal(
+      await runCut("./_pooler_check_alone_cut.ts", "relayer_pooler_alone"),
+      "alive, 8 of 8 written and read",
+    );
+  }),
+});
