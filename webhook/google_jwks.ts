@@ -178,7 +178,12 @@ export function googleJwks(
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
     const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
-    if (!res.ok) throw new Error(`Google's keys answered ${res.status}`);
+    if (!res.ok) {
+      // Unread, the body would hold its connection until a garbage
+      // collection (Node's fetch keeps the socket).
+      await res.body?.cancel().catch(() => {});
+      throw new Error(`Google's keys answered ${res.status}`);
+    }
     const body = await res.json() as { keys?: unknown };
     if (!Array.isArray(body.keys) || body.keys.length === 0) {
       throw new Error("Google's keys answer has no keys");
