@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { googleJwks } from "../../webhook/google_jwks.ts";
+import { qstashPublisher } from "../../webhook/qstash_publisher.ts";
 
 // The webhook's own fetches (Google's keys), over a real server, with the
 // sanitizers on (off by default in Deno 2): an answer's body left unread
@@ -53,5 +54,42 @@ Deno.test({
     }
     const gone = googleJwks({ url: server.url });
     await assert.rejects(gone());
+  },
+});
+
+Deno.test({
+  name:
+    "qstashPublisher() leaves no fetch body nor timer behind: a job published, an error answer, an unreachable QStash",
+  ...sanitized,
+  fn: async () => {
+    let status = 200;
+    const server = serve(async (req) => {
+      await req.body?.cancel();
+      return status === 200
+        ? Response.json({ messageId: "msg_1" })
+        : Response.json({ error: "internal" }, { status });
+    });
+    const publisher = (baseUrl: string) =>
+      qstashPublisher({
+        token: "qstash-token",
+        publicUrl: "https://relayer.example",
+        retries: 3,
+        baseUrl,
+      });
+    try {
+      const live = publisher(server.url);
+      const job = { intentId: "pi_0001", kind: "settle" } as const;
+      assert.deepEqual(await live.publish(job), { messageId: "msg_1" });
+      status = 500;
+      await assert.rejects(live.publish(job), /HTTP 500/);
+      // Not a 429: @upstash/qstash 2.12.0 reads no body of one (its
+      // getResponseError reads only the headers), out of this module's reach.
+    } finally {
+      await server.close();
+    }
+    await assert.rejects(
+      publisher(server.url).publish({ intentId: "pi_0001", kind: "settle" }),
+      /QStash did not take the job/,
+    );
   },
 });
