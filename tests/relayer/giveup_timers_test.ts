@@ -1,0 +1,158 @@
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Intent,
+  MemoryStore,
+  type ReceiptStatus,
+  type Sender,
+} from "../../mod.ts";
+
+// Deno's op sanitizer is off by default: these tests turn it on, so that a
+// give-up's wait (for the receipts of its txs, for this relayer's own send
+// in flight) whose timer outlives the give-up fails them. The waits are
+// bounded by the lease: 100 ms here, a budget of 50 ms.
+
+const sanitized = { sanitizeOps: true, sanitizeResources: true } as const;
+const LEASE_MS = 100;
+const job = { intentId: "pi_1", kind: "settle" } as const;
+const queue = { queue: "qstash", messageId: "msg_1" } as const;
+
+/** A Sender whose sends and receipts answer when the test says. */
+function heldSender() {
+  const held: Array<() => void> = [];
+  const hold = () => new Promise<void>((resolve) => held.push(resolve));
+  let receipt: () => Promise<ReceiptStatus> = () =>
+    Promise.resolve("confirmed");
+  const sendStarted = Promise.withResolvers<void>();
+  const sender: Sender = {
+    async send(intent: Intent) {
+      sendStarted.resolve();
+      await hold();
+      return { txHash: `0x${intent.id}` };
+    },
+    receipt: () => receipt(),
+  };
+  return {
+    sender,
+    sendStarted: sendStarted.promise,
+    receipts(answer: () => Promise<ReceiptStatus>) {
+      receipt = answer;
+    },
+    hold,
+    release() {
+      for (const resolve of held.splice(0)) resolve();
+    },
+  };
+}
+
+async function settlingWithTx(store: MemoryStore): Promise<void> {
+  await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    txHashes: ["0xpi_1"],
+  });
+}
+
+Deno.test({
+  name:
+    "a give-up whose receipt answers confirmed (settled) leaves no timer behind",
+  ...sanitized,
+  fn: async () => {
+    const store = new MemoryStore();
+    await settlingWithTx(store);
+    const s = heldSender();
+    const relayer = createRelayer({
+      store,
+      sender: s.sender,
+      leaseMs: LEASE_MS,
+    });
+    const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
+    assert.equal(outcome.action, "done");
+    assert.equal((await store.getIntent("pi_1"))?.state, "settled");
+  },
+});
+
+Deno.test({
+  name: "a give-up whose receipt fails (to review) leaves no timer behind",
+  ...sanitized,
+  fn: async () => {
+    const store = new MemoryStore();
+    await settlingWithTx(store);
+    const s = heldSender();
+    s.receipts(() => Promise.reject(new Error("node down")));
+    const relayer = createRelayer({
+      store,
+      sender: s.sender,
+      leaseMs: LEASE_MS,
+    });
+    const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
+    assert.equal(outcome.action, "poison");
+    assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+  },
+});
+
+Deno.test({
+  name:
+    "a give-up whose receipt does not answer within its budget (to review) leaves no timer behind",
+  ...sanitized,
+  fn: async () => {
+    const store = new MemoryStore();
+    await settlingWithTx(store);
+    const s = heldSender();
+    s.receipts(async () => {
+      await s.hold();
+      return "confirmed";
+    });
+    const relayer = createRelayer({
+      store,
+      sender: s.sender,
+      leaseMs: LEASE_MS,
+    });
+    const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
+    assert.equal(outcome.action, "poison");
+    assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+    // The receipt the give-up stopped waiting for ends now; a Sender's
+    // own timer, if it has one, is its to clear.
+    s.release();
+  },
+});
+
+for (const sendEnds of ["within the budget", "after it"] as const) {
+  Deno.test({
+    name:
+      `a give-up that waits for this relayer's own send in flight, which ends ${sendEnds}, leaves no timer behind`,
+    ...sanitized,
+    fn: async () => {
+      const store = new MemoryStore();
+      await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      const s = heldSender();
+      s.receipts(() => Promise.resolve("pending"));
+      const relayer = createRelayer({
+        store,
+        sender: s.sender,
+        leaseMs: LEASE_MS,
+      });
+      const delivering = relayer.deliver(job, 1);
+      await s.sendStarted;
+      const givingUp = relayer.giveUp(job, { deliveries: 4, queue });
+      if (sendEnds === "within the budget") s.release();
+      const outcome = await givingUp;
+      s.release();
+      await delivering;
+      // Past the budget the lease is still the send's: the queue is
+      // asked to come back (busy), and the send's own delivery goes on.
+      assert.deepEqual(
+        [outcome.action, (await store.getIntent("pi_1"))?.state],
+        sendEnds === "within the budget"
+          ? ["poison", "needs_review"]
+          : ["retry", "settling"],
+      );
+    },
+  });
+}
