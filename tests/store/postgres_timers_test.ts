@@ -1,0 +1,102 @@
+import assert from "node:assert/strict";
+import { createRelayer, ScriptedSender, type SenderScript } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+
+// Deno's op and resource sanitizers are off by default: these tests turn
+// them on, each over a client of its own that it ends, so that a timer of
+// the store's own (connectionWaitMs' bounds, the pooler check's waits) that
+// outlives its call fails them. postgres.js's timers are its connections'
+// (idle, lifetime), cleared when the client ends.
+const sanitized = { sanitizeOps: true, sanitizeResources: true } as const;
+
+// The server is a process of the run, started on first use: here, not in a
+// sanitized test.
+Deno.test({
+  name: "PostgresStore timers: the server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
+
+Deno.test({
+  name: "PostgresStore leaves no timer behind its calls once its client ended",
+  ignore: !postgresAvailable,
+  ...sanitized,
+  fn: async () => {
+    const sql = await connect(4);
+    const schema = freshSchema();
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 2_000 });
+      await store.migrate();
+      const scripts: Record<string, SenderScript> = {};
+      const jobs = [];
+      for (let i = 0; i < 10; i++) {
+        const id = `pi_${i}`;
+        await store.createIntent({ id, state: "authorized", hold: "pending" });
+        scripts[id] = {
+          sends: [{ txHash: `0x${i}` }],
+          receipts: ["confirmed"],
+        };
+        jobs.push({ intentId: id, kind: "settle" } as const);
+      }
+      const relayer = createRelayer({
+        store,
+        sender: new ScriptedSender(scripts),
+      });
+      await Promise.all(jobs.map((job) => relayer.deliver(job, 1)));
+      await Promise.all(jobs.map((job) => relayer.deliver(job, 2)));
+      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    } finally {
+      await sql.end();
+    }
+  },
+});
+
+for (const fetchTypes of [true, false]) {
+  Deno.test({
+    name:
+      `PostgresStore leaves no timer behind a read and a write that got no connection within connectionWaitMs (${
+        fetchTypes ? "reserve" : "sql.begin"
+      } path), once the connection came back and its client ended`,
+    ignore: !postgresAvailable,
+    ...sanitized,
+    fn: async () => {
+      const sql = await connect(1, { fetchTypes });
+      const schema = freshSchema();
+      try {
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: 100,
+        });
+        await store.migrate();
+        const held = await sql.reserve();
+        try {
+          await assert.rejects(
+            store.getIntent("pi_1"),
+            /did not answer the store's read within 100ms/,
+          );
+          await assert.rejects(
+            store.createIntent({
+              id: "pi_1",
+              state: "authorized",
+              hold: "pending",
+            }),
+            /within 100ms/,
+          );
+        } finally {
+          held.release();
+        }
+        // The connection back: the write that came too late left nothing.
+        assert.equal(await store.getIntent("pi_1"), null);
+        await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+      } finally {
+        await sql.end();
+      }
+    },
+  });
+}
