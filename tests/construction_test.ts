@@ -11,6 +11,7 @@ import { createQueueHandler } from "../cloudflare/queue_handler.ts";
 import { KvStore } from "../store/kv.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import { createApp, googleJwks, qstashPublisher } from "../webhook/app.ts";
+import { localQueueConsumer } from "../webhook/_local_queue.ts";
 
 /**
  * Runs `build` with randomness, timers and fetch turned into errors, as a
@@ -82,7 +83,7 @@ async function withoutSideEffects<T>(build: () => T): Promise<T> {
   }
 }
 
-Deno.test("createApp() with every option, createRelayer(), createQueueHandler() and the stores' constructors use no randomness, timer or fetch, then or soon after", async () => {
+Deno.test("createApp() with every option, createRelayer(), createQueueHandler(), localQueueConsumer() and the stores' constructors use no randomness, timer or fetch, then or soon after", async () => {
   // postgres.js 3.4.9 connects on the first query, and sets its timers
   // then; but postgres() itself draws Math.random (statement ids, the
   // connections' lifetimes) and reads process.env, so a Worker makes its
@@ -91,7 +92,7 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler() 
   const sql = postgres("postgres://relayer@127.0.0.1:9/payments", { max: 1 });
   const logged: string[] = [];
   const enqueued: Job[] = [];
-  const { app, queue, store } = await withoutSideEffects(() => {
+  const { app, queue, store, consume } = await withoutSideEffects(() => {
     const store = new MemoryStore();
     new KvStore(
       {
@@ -151,7 +152,12 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler() 
       }),
       maxRetries: 3,
     });
-    return { app, queue, store };
+    const consume = localQueueConsumer({
+      relayer: createRelayer({ store, sender }),
+      enqueue: () => Promise.resolve(),
+      log: (line) => void logged.push(line),
+    });
+    return { app, queue, store, consume };
   });
   await sql.end();
   // Built lazily, they still work once a request comes.
@@ -165,6 +171,8 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler() 
   assert.equal(jobs.status, 202, await jobs.text());
   assert.deepEqual(enqueued, [{ intentId: "pi_0001", kind: "settle" }]);
   await queue({ queue: "jobs", messages: [] });
+  await consume({ job: "not a job" });
+  assert.match(logged.at(-1) ?? "", /acked a malformed message unread/);
 });
 
 Deno.test("withoutSideEffects() fails a construction whose side effect comes a few turns after it returns", async (t) => {
