@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { HttpSender, type NewIntent } from "../../mod.ts";
 import { genericRequest, makeApp, OPS } from "./_app.ts";
+import { KvStore } from "../../store/kv.ts";
 
 // Deno's op sanitizer is off by default: this test turns it on, so that a
 // timer the handling of a request leaves behind (a timeout's, outliving its
@@ -132,6 +133,71 @@ Deno.test({
       pi_busy: 503,
       pi_busy_gives_up: 200,
       resolve: 409,
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "the webhook leaves no timer, KV read or commit behind a request its store fails: probes, a delivery, a give-up and a resolution",
+  sanitizeOps: true,
+  sanitizeResources: true,
+  fn: async () => {
+    const kv = await Deno.openKv(":memory:");
+    const store = new KvStore(kv);
+    await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    kv.close();
+    const { app } = await makeApp({
+      deps: {
+        store,
+        sender: new HttpSender({
+          url: "https://signer.example",
+          timeoutMs: 60_000,
+          fetch: () => Promise.resolve(Response.json({ txHash: "0x1" })),
+        }),
+      },
+    });
+    const statuses: Record<string, number> = {};
+    const status = async (name: string, res: Promise<Response>) => {
+      const answer = await res;
+      await answer.body?.cancel();
+      statuses[name] = answer.status;
+    };
+    await status("/readyz", Promise.resolve(app.request("/readyz")));
+    const job = { intentId: "pi_1", kind: "settle" };
+    await status(
+      "delivery",
+      genericRequest(
+        JSON.stringify({ job, delivery: 1, messageId: "m-1" }),
+      ).then((init) => app.request("/v1/deliveries", init)),
+    );
+    await status(
+      "give-up",
+      genericRequest(
+        JSON.stringify({ job, gaveUp: { deliveries: 3, messageId: "m-2" } }),
+      ).then((init) => app.request("/v1/deliveries", init)),
+    );
+    await status(
+      "resolve",
+      Promise.resolve(app.request("/v1/intents/pi_1/resolve", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({
+          to: "failed",
+          nonceChecked: true,
+          version: "1",
+        }),
+      })),
+    );
+    assert.deepEqual(statuses, {
+      "/readyz": 503,
+      delivery: 503,
+      "give-up": 503,
+      resolve: 503,
     });
   },
 });
