@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { BusyError } from "../../mod.ts";
 import { createRelayer, ScriptedSender, type SenderScript } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
@@ -100,3 +101,47 @@ for (const fetchTypes of [true, false]) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore leaves no timer behind a write another session's lock held past its bound (busy), once the lock went and its client ended",
+  ignore: !postgresAvailable,
+  ...sanitized,
+  fn: async () => {
+    const sql = await connect(2);
+    const schema = freshSchema();
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 400 });
+      await store.migrate();
+      const intent = await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      // Another session (a psql left open) keeps the intent's row locked.
+      const other = await sql.reserve();
+      try {
+        await other`BEGIN`;
+        await other.unsafe(
+          `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
+        );
+        await assert.rejects(
+          store.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: intent.version,
+            at: 1,
+          }),
+          BusyError,
+        );
+        await other`ROLLBACK`;
+      } finally {
+        other.release();
+      }
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    } finally {
+      await sql.end();
+    }
+  },
+});
