@@ -87,7 +87,7 @@ const cases: {
     build: (options) => qstashPublisher(options),
     good: { token: "t", publicUrl: "https://relayer.example", retries: 3 },
     typo: "baseURL",
-    names: "token, publicUrl, retries, baseUrl",
+    names: "token, publicUrl, retries, baseUrl, timeoutMs",
   },
   {
     name: "googleJwks()",

@@ -322,3 +322,54 @@ Deno.test("qstashPublisher() sends a deduplication id QStash takes: a colon-free
     await qstash.server.shutdown();
   }
 });
+
+Deno.test("qstashPublisher() fails a publish QStash does not answer within timeoutMs, saying the job may have been taken and that publishing again is harmless, where it waited for as long as QStash did", async () => {
+  // A QStash that takes the connection and never answers.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })();
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${listener.addr.port}`,
+      timeoutMs: 200,
+    });
+    const started = Date.now();
+    await assert.rejects(
+      withTimeout(
+        () => publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+        5_000,
+      ),
+      new Error(
+        `QStash did not answer the publish of pi_0001/settle within 200 ms: it may have taken the job or not; publishing again is harmless (a job only says "go and look", and a redrive's deduplication id drops the second)`,
+      ),
+    );
+    assert.ok(Date.now() - started < 2_000, "answered near its bound");
+    assert.ok(held.length >= 1, "the publish reached the stand-in");
+  } finally {
+    listener.close();
+    for (const conn of held) conn.close();
+    await accepting.catch(() => {});
+  }
+});
+
+Deno.test("qstashPublisher() refuses a timeoutMs that is not an integer from 1 to 2147483647", () => {
+  for (const timeoutMs of [0, -1, 1.5, 2_147_483_648, Number.NaN]) {
+    assert.throws(
+      () =>
+        qstashPublisher({
+          token: "qstash-token",
+          publicUrl: "https://relayer.example.com",
+          retries: 9,
+          timeoutMs,
+        }),
+      new RangeError(
+        `Cannot build a QStash publisher as 'timeoutMs' must be an integer from 1 to 2147483647 (milliseconds): current value is ${timeoutMs}`,
+      ),
+    );
+  }
+});

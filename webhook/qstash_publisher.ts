@@ -47,7 +47,20 @@ export interface QStashPublisherOptions {
    * @default {"https://qstash.upstash.io"}
    */
   readonly baseUrl?: string;
+  /**
+   * How long a publish may wait for QStash's answer, in milliseconds: past
+   * it, the publish fails (the job may have reached QStash or not), so
+   * that an operator's `POST /v1/jobs` or redrive answers 503 and can be
+   * tried again instead of hanging for as long as QStash does. An integer
+   * from 1 to 2147483647.
+   *
+   * @default {10000}
+   */
+  readonly timeoutMs?: number;
 }
+
+/** What a publish's race answers when QStash's answer is later than its bound. */
+const LATE: unique symbol = Symbol("late");
 
 /** The options `qstashPublisher` reads; any other is a typo. */
 const PUBLISHER_OPTIONS: readonly string[] = Object.keys(
@@ -56,6 +69,7 @@ const PUBLISHER_OPTIONS: readonly string[] = Object.keys(
     publicUrl: true,
     retries: true,
     baseUrl: true,
+    timeoutMs: true,
   } satisfies Record<keyof QStashPublisherOptions, true>,
 );
 
@@ -101,9 +115,11 @@ export interface Publisher {
  * redrive's `<jobId>:<version>` has. Building it does no I/O; the client
  * is made on the first publish.
  *
- * @param options The token, the public URL, the retries and the API base.
+ * @param options The token, the public URL, the retries, the API base and
+ * how long a publish may wait.
  * @returns The publisher.
- * @throws {RangeError} If `retries` is not an integer in 0..100.
+ * @throws {RangeError} If `retries` is not an integer in 0..100, or
+ * `timeoutMs` not one in 1..2147483647.
  * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL,
  * `publicUrl` has a query, a fragment or one of the service's routes
  * (`/v1/qstash`, …) at its end, or `token` is empty.
@@ -136,7 +152,17 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
   assertOptionNames("build a QStash publisher", options, PUBLISHER_OPTIONS, {
     example: "{ token, publicUrl, retries }",
   });
-  const { token, retries } = options;
+  const { token, retries, timeoutMs = 10_000 } = options;
+  if (
+    !Number.isInteger(timeoutMs) || timeoutMs < 1 ||
+    timeoutMs > 2_147_483_647
+  ) {
+    throw new RangeError(
+      `Cannot build a QStash publisher as 'timeoutMs' must be an integer from 1 to 2147483647 (milliseconds): current value is ${
+        String(timeoutMs)
+      }`,
+    );
+  }
   if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
     throw new RangeError(
       `Cannot build a QStash publisher as 'retries' must be an integer in 0..100: current value is ${
@@ -180,19 +206,37 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         // would swap in the public dev signing keys.
         devMode: false,
       });
+      const published = client.publishJSON({
+        url: `${base}/v1/qstash`,
+        body: job,
+        retries,
+        failureCallback: `${base}/v1/qstash/failed`,
+        ...(deduplicationId
+          ? { deduplicationId: qstashDeduplicationId(deduplicationId) }
+          : {}),
+      });
+      // The client takes no signal: past the bound, its request is left to
+      // end on its own (its failure then goes nowhere), and the caller is
+      // answered.
+      published.catch(() => {});
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<typeof LATE>((resolve) => {
+        timer = setTimeout(() => resolve(LATE), timeoutMs);
+      });
       let result: unknown;
       try {
-        result = await client.publishJSON({
-          url: `${base}/v1/qstash`,
-          body: job,
-          retries,
-          failureCallback: `${base}/v1/qstash/failed`,
-          ...(deduplicationId
-            ? { deduplicationId: qstashDeduplicationId(deduplicationId) }
-            : {}),
-        });
+        result = await Promise.race([published, late]);
       } catch (error) {
         throw publishError(error, token, jobIdOf(job));
+      } finally {
+        clearTimeout(timer);
+      }
+      if (result === LATE) {
+        throw new Error(
+          `QStash did not answer the publish of ${
+            jobIdOf(job)
+          } within ${timeoutMs} ms: it may have taken the job or not; publishing again is harmless (a job only says "go and look", and a redrive's deduplication id drops the second)`,
+        );
       }
       const messageId = (result as { messageId?: unknown }).messageId;
       if (typeof messageId !== "string") {
