@@ -60,6 +60,10 @@
  *   run); the summary says how long each took, and what the service answered
  *   meanwhile. Every delivery must be answered within 30 s, and anything but
  *   a 200 or a 503 (a 204 or a 503 on Pub/Sub's routes) is a violation.
+ *   With kills too, a restart whose migration a fault cuts refuses to start
+ *   (one line naming `DATABASE_URL`, as docs/postgres.md says): it is started
+ *   again after a short backoff, as a platform would, at most 5 tries in a
+ *   row (the summary counts them); any other exit at start fails the run.
  * - **Three queues**: 40% of the publications go through QStash's routes
  *   (`/v1/qstash` with `Upstash-Message-Id` and `Upstash-Retried`, the
  *   give-up as its failure callback on `/v1/qstash/failed`, each signed as
@@ -687,6 +691,51 @@ function freePort(): number {
   return port;
 }
 
+/**
+ * How many times in a row a server is started, at most, when it refuses to
+ * start as the run's database faults cut its connection: a platform (Deno
+ * Deploy, systemd, Kubernetes) starts again a process that exits at start.
+ */
+export const START_TRIES = 5;
+
+/** How long to wait before starting a refused server again, times the tries so far. */
+const START_BACKOFF_MS = 250;
+
+/**
+ * The service's documented refusal (docs/postgres.md) when its migration at
+ * start lost the connection, or found the database down or starting up:
+ * what a database fault of the run can cause.
+ */
+const FAULTED_START =
+  /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode))\b/;
+
+/** How a server that was never healthy ended: its exit, and what it wrote to stderr. */
+export interface StartExit {
+  readonly code: number;
+  readonly signal: string | null;
+  /** Its stderr, line by line. */
+  readonly stderr: readonly string[];
+}
+
+/**
+ * Whether to start a server again after `exit`, before it was healthy, on
+ * its `tries`th start in a row: only under database faults (`faults`),
+ * fewer than {@linkcode START_TRIES} times, and only when it exited 1
+ * having written nothing to stderr but the service's one-line refusal of a
+ * database a fault cut ({@linkcode FAULTED_START}). Any other exit at start
+ * (a crash, a stack, a signal, another refusal) fails the run.
+ */
+export function startAgain(
+  exit: StartExit,
+  faults: boolean,
+  tries: number,
+): boolean {
+  const lines = exit.stderr.filter((line) => line.trim() !== "");
+  return faults && tries < START_TRIES && exit.code === 1 &&
+    exit.signal === null && lines.length === 1 &&
+    FAULTED_START.test(lines[0]!);
+}
+
 /** The real service as a child process, restarted on the same KV file. */
 class ServerProcess {
   #child: Deno.ChildProcess | null = null;
@@ -696,7 +745,10 @@ class ServerProcess {
   #output: string[] = [];
   #readers: Promise<void>[] = [];
   base = "";
+  /** The server's number: a start tried again after a refusal keeps it (it never served). */
   generation = 0;
+  /** The refusals after which a server was started again (see {@linkcode startAgain}). */
+  readonly refusals: string[] = [];
   /** Answers received from the current generation. */
   answered = 0;
   /** Called with each line a server prints, as it comes (a trail's). */
@@ -706,13 +758,16 @@ class ServerProcess {
    * @param root Where `main.ts` is (the repository root).
    * @param dir The run's temp dir, the only place the service may write.
    * @param env The service's whole environment.
-   * @param fatal Called when a server exits by itself.
+   * @param fatal Called when a server exits by itself once healthy.
+   * @param again Whether to start again a server that exited before it was
+   *   healthy, on its `tries`th start in a row ({@linkcode startAgain}).
    */
   constructor(
     readonly root: string,
     readonly dir: string,
     readonly env: Record<string, string>,
     fatal: (error: Error) => void,
+    readonly again: (exit: StartExit, tries: number) => boolean = () => false,
   ) {
     this.#fatal = fatal;
   }
@@ -728,7 +783,11 @@ class ServerProcess {
   }
 
   /** Keeps the last lines of a server's output, tagged with its generation. */
-  #collect(stream: ReadableStream<Uint8Array>, generation: number) {
+  #collect(
+    stream: ReadableStream<Uint8Array>,
+    generation: number,
+    sink?: string[],
+  ) {
     this.#readers.push(
       (async () => {
         let rest = "";
@@ -738,12 +797,14 @@ class ServerProcess {
           const lines = (rest + chunk).split("\n");
           rest = lines.pop() ?? "";
           for (const line of lines) {
+            sink?.push(line);
             this.#output.push(`[server ${generation}] ${line}`);
             this.onLine?.(line, generation);
           }
           if (this.#output.length > 400) this.#output.splice(0, 200);
         }
         if (rest) {
+          sink?.push(rest);
           this.#output.push(`[server ${generation}] ${rest}`);
           this.onLine?.(rest, generation);
         }
@@ -751,10 +812,31 @@ class ServerProcess {
     );
   }
 
-  /** Starts the next server and waits until `/healthz` answers, or `deadline`. */
+  /**
+   * Starts the next server and waits until `/healthz` answers, or
+   * `deadline`; one that exits before, as {@linkcode again} allows, is
+   * started again after a short backoff.
+   */
   async start(deadline: number): Promise<void> {
-    const port = freePort();
     const generation = ++this.generation;
+    for (let tries = 1;; tries++) {
+      const exit = await this.#try(generation, deadline);
+      if (exit === null) break;
+      const reason =
+        `server ${generation} exited before it was healthy (code ${exit.code}, signal ${exit.signal})`;
+      if (!this.again(exit, tries)) {
+        throw new Error(`${reason}:\n${this.output()}`);
+      }
+      this.refusals.push(exit.stderr.join(" ").trim());
+      await sleep(START_BACKOFF_MS * tries);
+    }
+    this.answered = 0;
+    this.#up.resolve();
+  }
+
+  /** One start of server `generation`: `null` once healthy, or how it exited before. */
+  async #try(generation: number, deadline: number): Promise<StartExit | null> {
+    const port = freePort();
     this.#killing = false;
     const child = new Deno.Command(Deno.execPath(), {
       args: startArgs({ port, writeDir: this.dir }),
@@ -766,12 +848,16 @@ class ServerProcess {
       stderr: "piped",
     }).spawn();
     this.#child = child;
+    const stderr: string[] = [];
     this.#collect(child.stdout, generation);
-    this.#collect(child.stderr, generation);
-    let exited = false;
+    const reading = this.#readers.length;
+    this.#collect(child.stderr, generation, stderr);
+    let healthy = false;
+    let exited: Deno.CommandStatus | null = null;
     child.status.then((status) => {
-      exited = true;
-      if (this.#child === child && !this.#killing) {
+      exited = status;
+      // Before it was healthy, the start says why.
+      if (this.#child === child && !this.#killing && healthy) {
         this.#fatal(
           new Error(
             `server ${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
@@ -793,15 +879,26 @@ class ServerProcess {
       } catch {
         // not listening yet
       }
-      if (exited || this.#child !== child) {
-        throw new Error(
-          `server ${generation} exited before it was healthy:\n${this.output()}`,
-        );
+      if (exited !== null || this.#child !== child) {
+        const status: Deno.CommandStatus = await child.status;
+        // Its whole stderr, to tell a refusal from a crash.
+        await this.#readers[reading];
+        this.#child = null;
+        return { code: status.code, signal: status.signal, stderr };
       }
       await sleep(25);
     }
-    this.answered = 0;
-    this.#up.resolve();
+    healthy = true;
+    // Exited between the answer and now.
+    if (exited !== null && !this.#killing) {
+      const status: Deno.CommandStatus = exited;
+      this.#fatal(
+        new Error(
+          `server ${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
+        ),
+      );
+    }
+    return null;
   }
 
   /** SIGKILL, and wait for the process to be gone. */
@@ -2164,7 +2261,19 @@ async function runCrashTest(
     LEASE: `${LEASE_MS}ms`,
     CLOCK_SKEW: "0ms", // every process here reads one clock
   });
-  const server = new ServerProcess(ROOT, dir, env, fail);
+  // A start that a database fault cut is started again, as a platform
+  // starts again a process that exits at start.
+  const server = new ServerProcess(ROOT, dir, env, fail, (exit, tries) => {
+    const again = startAgain(exit, options.dbFaults.length > 0, tries);
+    if (again) {
+      trails.everyone(
+        `server ${server.generation} refused to start (${
+          exit.stderr.join(" ").trim().slice(0, 160)
+        }): started again (try ${tries + 1} of ${START_TRIES})`,
+      );
+    }
+    return again;
+  });
   server.onLine = (line, generation) => {
     // The intents it names, and those whose txs it names (a receipt's failure).
     const ids = new Set(line.match(/\bpi_\w+/g) ?? []);
@@ -3903,7 +4012,13 @@ async function runCrashTest(
         } (= rescue window); lease ${
           formatDuration(LEASE_MS)
         }; sender timeout ${formatDuration(SENDER_TIMEOUT_MS)}`,
-        `kills        ${stats.kills.length} of ${options.kills} (SIGKILL), server restarts ${stats.restarts}`,
+        `kills        ${stats.kills.length} of ${options.kills} (SIGKILL), server restarts ${stats.restarts}${
+          server.refusals.length === 0
+            ? ""
+            : `; started again after refusing to start ${server.refusals.length} (a database fault cut its migration; at most ${
+              START_TRIES - 1
+            } in a row)`
+        }`,
         ...(stats.dbFaults.length === 0 ? [] : [
           `db faults    ${stats.dbFaults.length} of ${options.dbFaults.length}; slowest delivery answer ${
             (stats.slowestMs / 1000).toFixed(1)
@@ -4042,7 +4157,7 @@ async function runCrashTest(
         (jobs.size > 0
           ? `\n${pending} of ${jobs.size} jobs had not ended`
           : "") +
-        `\nkills ${stats.kills.length}, restarts ${stats.restarts}, deliveries ${stats.deliveries}` +
+        `\nkills ${stats.kills.length}, restarts ${stats.restarts} (started again after refusing to start ${server.refusals.length}), deliveries ${stats.deliveries}` +
         `\nlast server output:\n${server.output()}`,
     );
     exitCode = 1;

@@ -5,7 +5,8 @@
  * counted pushes and refused stale tokens); its count of each process's
  * fetches of Google's keys; the quiet after an acked give-up; what the
  * operator makes of a resolution's answer; the order of an intent's reads
- * (I3); and its `--trace` flag.
+ * (I3); its `--trace` flag; and when it starts a server again that
+ * refused to start.
  *
  * @module
  */
@@ -25,6 +26,8 @@ import {
   resolveAnswer,
   SentOrder,
   settledBehindCutSend,
+  START_TRIES,
+  startAgain,
   storeFailed,
 } from "../../tools/crash.ts";
 
@@ -473,4 +476,88 @@ Deno.test("settledBehindCutSend() names a delivery's settle whose intent's last 
     behind(settledLine, 3, () => [send(440, null), send(950, 960)]),
     "pi_0005",
   );
+});
+
+/** The one line main.ts writes when a lost connection fails its start. */
+const refusal = (cause: string) =>
+  `relayer: cannot start: DATABASE_URL: cannot open PostgreSQL 127.0.0.1:43475/postgres, no TLS: ${cause}`;
+const refused = (cause: string, stderr = [refusal(cause)]) => ({
+  code: 1,
+  signal: null,
+  stderr,
+});
+
+Deno.test("startAgain() starts a server again, as a platform does, when database faults cut its migration and it refused to start", () => {
+  // About 1 run in 30 of --kills 3 --db-faults terminate: the restart
+  // after a kill met the fault's burst of terminated sessions, the service
+  // refused to start, and the old tool failed the run on it.
+  for (
+    const cause of [
+      "read ECONNRESET",
+      "write CONNECTION_CLOSED 127.0.0.1:43475",
+      "terminating connection due to administrator command",
+      "connect ECONNREFUSED 127.0.0.1:43475 (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)",
+      "the database system is starting up",
+    ]
+  ) {
+    assert.equal(startAgain(refused(cause), true, 1), true, cause);
+    assert.equal(
+      startAgain(refused(cause), true, START_TRIES - 1),
+      true,
+      cause,
+    );
+  }
+});
+
+Deno.test("startAgain() fails the run on any other start failure: no faults, too many tries, a crash, another refusal", () => {
+  const lost = refused("read ECONNRESET");
+  // Without database faults nothing should cut a start.
+  assert.equal(startAgain(lost, false, 1), false);
+  // Bounded.
+  assert.equal(START_TRIES, 5);
+  assert.equal(startAgain(lost, true, START_TRIES), false);
+  // A refusal for something no fault makes: the run's setup is wrong.
+  for (
+    const cause of [
+      'Cannot use the PostgreSQL schema "relayer" as this role lacks USAGE on the sequence: grant them to it',
+      "no answer within 20000ms: is it a PostgreSQL server this process can reach, and is the migration not waiting on another's lock?",
+      'password authentication failed for user "relayer"',
+    ]
+  ) {
+    assert.equal(startAgain(refused(cause), true, 1), false, cause);
+  }
+  assert.equal(
+    startAgain(
+      refused("", ["relayer: cannot start: WEBHOOK_SECRET is missing"]),
+      true,
+      1,
+    ),
+    false,
+  );
+  // A crash: a stack after the line, an uncaught error, a signal, another code.
+  assert.equal(
+    startAgain(
+      refused("", [refusal("read ECONNRESET"), "    at main.ts:400:5"]),
+      true,
+      1,
+    ),
+    false,
+  );
+  assert.equal(
+    startAgain(
+      refused("", [
+        "error: Uncaught (in promise) Error: read ECONNRESET",
+        "    at TCP.onStreamRead (ext:deno_node/internal/stream_base_commons.ts:217:20)",
+      ]),
+      true,
+      1,
+    ),
+    false,
+  );
+  assert.equal(
+    startAgain({ ...lost, code: 137, signal: "SIGKILL" }, true, 1),
+    false,
+  );
+  assert.equal(startAgain({ ...lost, code: 70 }, true, 1), false);
+  assert.equal(startAgain(refused("", []), true, 1), false);
 });
