@@ -343,16 +343,77 @@ export async function requeueUndelivered(
 }
 
 /**
- * Opens PostgreSQL and migrates it. A database that cannot be reached or
- * migrated stops the start like a bad setting: one line naming
+ * How many times the start runs the migration, at most, while PostgreSQL
+ * loses the connection under it, and the wait before the second try
+ * (doubled before each next one: 1.75 s in all, inside the start's budget).
+ */
+const MIGRATE_TRIES = 4;
+const MIGRATE_RETRY_MS = 250;
+
+/**
+ * Whether `error` is a connection PostgreSQL lost or ended under the
+ * migration (a restart, a failover, `pg_terminate_backend`, a server
+ * starting up or shutting down), which another try may not meet; not a
+ * refusal every try would meet again (a closed port, a name, TLS, a
+ * password, a grant).
+ */
+function lostAtStart(error: unknown): boolean {
+  const { code } = (error ?? {}) as { code?: unknown };
+  return typeof code === "string" &&
+    /^(?:57P0[123]|ECONNRESET|EPIPE|CONNECTION_(?:CLOSED|ENDED|DESTROYED))$/
+      .test(code);
+}
+
+/**
+ * `store.migrate()`, tried again (up to {@linkcode MIGRATE_TRIES} times in
+ * all) when the connection is lost under it, saying so each time; the
+ * migration is one transaction, so a lost try left nothing half done.
+ * Stops trying once `gaveUp()` says the start has given up.
+ */
+async function migrateAtStart(
+  store: PostgresStore,
+  log: (line: string) => void,
+  gaveUp: () => boolean,
+  hide: (text: string) => string,
+): Promise<void> {
+  for (let tries = 1;; tries++) {
+    try {
+      return await store.migrate();
+    } catch (error) {
+      if (!lostAtStart(error) || gaveUp()) throw error;
+      const message = hide((error as Error)?.message ?? String(error));
+      if (tries === MIGRATE_TRIES) {
+        throw new Error(
+          `${message} (the connection was lost at each of ${MIGRATE_TRIES} tries: start again once the database is up)`,
+          { cause: error },
+        );
+      }
+      const waitMs = MIGRATE_RETRY_MS * 2 ** (tries - 1);
+      log(
+        `relayer: PostgreSQL lost the connection during the migration at start (${message}): tries again in ${
+          waitMs / 1000
+        }s (try ${tries + 1} of ${MIGRATE_TRIES})`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+      if (gaveUp()) throw error;
+    }
+  }
+}
+
+/**
+ * Opens PostgreSQL and migrates it, trying the migration again a few times
+ * when the connection is lost under it. A database that cannot be reached
+ * or migrated stops the start like a bad setting: one line naming
  * `DATABASE_URL`, without the URL (it holds the password).
  */
 async function openPostgres(
   database: NonNullable<Config["database"]>,
   waitMs: number,
+  log: (line: string) => void,
 ): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
   let sql: postgres.Sql | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let gaveUp = false;
   try {
     // TLS as the URL says (and the start line tells), whatever PGSSL or
     // PGSSLNEGOTIATION say. postgres.js 3.4.9 reads `sslnegotiation`; its
@@ -371,7 +432,12 @@ async function openPostgres(
     // Something that takes the connection and never answers as PostgreSQL
     // does (another service on the port, a black-holing proxy) would hold
     // the start for as long as postgres.js retries, with nothing said.
-    const migrated = store.migrate();
+    const migrated = migrateAtStart(
+      store,
+      log,
+      () => gaveUp,
+      (text) => text.replaceAll(database.url, "DATABASE_URL"),
+    );
     migrated.catch(() => {});
     await Promise.race([
       migrated,
@@ -389,6 +455,7 @@ async function openPostgres(
     ]);
     return { store, sql };
   } catch (error) {
+    gaveUp = true;
     await sql?.end({ timeout: 0 }).catch(() => {});
     const message = (error as Error)?.message ?? String(error);
     throw new ConfigError(
@@ -459,7 +526,7 @@ export async function openService(
     databaseWaitMs = 20_000,
   } = options;
   const database = config.database
-    ? await openPostgres(config.database, databaseWaitMs)
+    ? await openPostgres(config.database, databaseWaitMs, log)
     : null;
   const kv = database ? null : await openKv(config);
   const token = "url" in config.kv

@@ -358,3 +358,126 @@ Deno.test({
     }
   },
 });
+
+/**
+ * A relay on 127.0.0.1 in front of the server of `url` that ends the first
+ * `cuts` connections (both sides) as each sends the migration's check, as
+ * a server restarting or ending sessions does.
+ */
+function cuttingRelay(url: string, cuts: number) {
+  const real = new URL(url);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  const latin1 = new TextDecoder("latin1");
+  let cut = 0;
+  const accepting = (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({
+        hostname: real.hostname,
+        port: Number(real.port || 5432),
+      });
+      conns.push(client, server);
+      server.readable.pipeTo(client.writable).catch(() => {});
+      (async () => {
+        const writer = server.writable.getWriter();
+        for await (const chunk of client.readable) {
+          if (cut < cuts && latin1.decode(chunk).includes(" AS current")) {
+            cut++;
+            client.close();
+            server.close();
+            return;
+          }
+          await writer.write(chunk);
+        }
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  const proxied = new URL(url);
+  proxied.port = String((listener.addr as Deno.NetAddr).port);
+  return {
+    url: proxied.href,
+    cut: () => cut,
+    async close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // already closed
+        }
+      }
+      await accepting;
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "openService() tries the migration again when PostgreSQL loses the connection under it at start, and starts",
+  ignore: !postgresAvailable,
+  async fn() {
+    const database = await freshDatabase();
+    // Two lost connections in a row: a restart or a burst of ended
+    // sessions, as the start meets it during a failover.
+    const relay = cuttingRelay(database.url, 2);
+    const lines: string[] = [];
+    try {
+      const config = loadConfig({ ...base, DATABASE_URL: relay.url });
+      const service = await openService(config, {
+        log: (line) => lines.push(line),
+      });
+      try {
+        assert.equal(relay.cut(), 2);
+        await service.store.createIntent({ id: "pi_1", state: "authorized" });
+        assert.equal(
+          (await service.store.getIntent("pi_1"))?.state,
+          "authorized",
+        );
+      } finally {
+        // 5 s: postgres.js 3.4.9's end() waits its whole timeout once a
+        // connection was lost under it.
+        await service.close();
+      }
+      assert.equal(lines.filter((line) => /tries again/.test(line)).length, 2);
+      assert.match(
+        lines.find((line) => /tries again/.test(line)) ?? "",
+        /^relayer: PostgreSQL lost the connection during the migration at start \(.*CONNECTION_CLOSED.*\): tries again in 0\.25s \(try 2 of 4\)$/,
+      );
+    } finally {
+      await relay.close();
+      await database.drop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "openService() stops in one line naming DATABASE_URL when PostgreSQL loses the connection at every try of the migration",
+  ignore: !postgresAvailable,
+  async fn() {
+    const database = await freshDatabase();
+    const relay = cuttingRelay(database.url, Infinity);
+    try {
+      const config = loadConfig({ ...base, DATABASE_URL: relay.url });
+      const started = Date.now();
+      await assert.rejects(
+        openService(config, { log: () => {} }),
+        (error) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.equal(error.setting, "DATABASE_URL");
+          assert.match(
+            error.message,
+            /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\w+, no TLS: .*CONNECTION_CLOSED.* \(the connection was lost at each of 4 tries: start again once the database is up\)$/,
+          );
+          return true;
+        },
+      );
+      // Bounded: four tries, 1.75 s of waits between them.
+      assert.equal(relay.cut(), 4);
+      assert.ok(Date.now() - started < 10_000);
+    } finally {
+      await relay.close();
+      await database.drop();
+    }
+  },
+});
