@@ -60,10 +60,11 @@
  *   run); the summary says how long each took, and what the service answered
  *   meanwhile. Every delivery must be answered within 30 s, and anything but
  *   a 200 or a 503 (a 204 or a 503 on Pub/Sub's routes) is a violation.
- *   With kills too, a restart whose migration a fault cuts refuses to start
- *   (one line naming `DATABASE_URL`, as docs/postgres.md says): it is started
- *   again after a short backoff, as a platform would, at most 5 tries in a
- *   row (the summary counts them); any other exit at start fails the run.
+ *   With kills too, a restart whose migration a fault cuts at each of its
+ *   tries refuses to start (one line naming `DATABASE_URL`, as
+ *   docs/postgres.md says): it is started again after a short backoff, as a
+ *   platform would, at most 5 tries in a row (the summary counts them); any
+ *   other exit at start fails the run.
  * - **Three queues**: 40% of the publications go through QStash's routes
  *   (`/v1/qstash` with `Upstash-Message-Id` and `Upstash-Retried`, the
  *   give-up as its failure callback on `/v1/qstash/failed`, each signed as
