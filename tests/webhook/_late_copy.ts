@@ -102,18 +102,23 @@ export async function qstashFailed(
   };
 }
 
-/** A push of the job on the jobs subscription, with Google's token. */
+/**
+ * A push of the job through `subscription` (the jobs subscription by
+ * default), with Google's token; without `deliveryAttempt`, as a
+ * subscription with no dead-letter policy pushes.
+ */
 export async function pubsubPush(
   messageId: string,
   publishTime: string,
-  deliveryAttempt: number,
+  deliveryAttempt: number | undefined,
+  subscription = "projects/p/subscriptions/relayer",
 ) {
   const g = await theGoogle();
   return {
     method: "POST",
     body: JSON.stringify({
       message: { data: btoa(JSON.stringify(job)), messageId, publishTime },
-      subscription: "projects/p/subscriptions/relayer",
+      subscription,
       deliveryAttempt,
     }),
     headers: { authorization: `Bearer ${await g.token()}` },
@@ -122,10 +127,11 @@ export async function pubsubPush(
 
 /**
  * The dead-letter topic's push of the job's message `2070443601311540`
- * (published 11:00:00.123, given up after 5 deliveries), with Google's
- * token for the dead-letter route.
+ * (published 11:00:00.123, given up after 5 deliveries through
+ * `subscription` of `project`), with Google's token for the dead-letter
+ * route.
  */
-export async function deadLetterPush() {
+export async function deadLetterPush(subscription = "relayer", project = "p") {
   const g = await theGoogle();
   return {
     method: "POST",
@@ -136,8 +142,8 @@ export async function deadLetterPush() {
         publishTime: "2026-11-30T12:00:09.000Z",
         attributes: {
           CloudPubSubDeadLetterSourceDeliveryCount: "5",
-          CloudPubSubDeadLetterSourceSubscription: "relayer",
-          CloudPubSubDeadLetterSourceSubscriptionProject: "p",
+          CloudPubSubDeadLetterSourceSubscription: subscription,
+          CloudPubSubDeadLetterSourceSubscriptionProject: project,
           CloudPubSubDeadLetterSourceTopicPublishTime:
             "2026-11-30T11:00:00.123+00:00",
         },

@@ -17,10 +17,9 @@ import { theGoogle } from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
 import {
   authorizedApp,
-  DEAD_LETTER_AUDIENCE,
   deadLetterPush,
-  job as lateJob,
   LATER_MS,
+  pubsubPush,
   sends,
 } from "./_late_copy.ts";
 
@@ -146,31 +145,11 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
     const { store, close } = await open();
     try {
       const { app, clock, sender } = await authorizedApp(store);
-      const g = await theGoogle();
       const subscription = LONGEST("a");
-      const gaveUp = await app.request("/v1/pubsub/dead-letter", {
-        method: "POST",
-        body: JSON.stringify({
-          message: {
-            data: btoa(JSON.stringify(lateJob)),
-            messageId: "dead-letter-copy-1",
-            publishTime: "2026-11-30T12:00:09.000Z",
-            attributes: {
-              CloudPubSubDeadLetterSourceDeliveryCount: "5",
-              CloudPubSubDeadLetterSourceSubscription: subscription,
-              CloudPubSubDeadLetterSourceSubscriptionProject: PROJECT,
-              CloudPubSubDeadLetterSourceTopicPublishTime:
-                "2026-11-30T11:00:00.123+00:00",
-            },
-          },
-          subscription: `projects/${PROJECT}/subscriptions/relayer-dead-letter`,
-        }),
-        headers: {
-          authorization: `Bearer ${await g.token({
-            aud: DEAD_LETTER_AUDIENCE,
-          })}`,
-        },
-      });
+      const gaveUp = await app.request(
+        "/v1/pubsub/dead-letter",
+        await deadLetterPush(subscription, PROJECT),
+      );
       assert.equal(gaveUp.status, 204);
       assert.equal(
         (await store.getDeadLetter("pi_0002/settle"))?.resolution,
@@ -178,19 +157,15 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
       );
       clock.now += LATER_MS;
       // The source message, pushed again through its subscription.
-      const late = await app.request("/v1/pubsub", {
-        method: "POST",
-        body: JSON.stringify({
-          message: {
-            data: btoa(JSON.stringify(lateJob)),
-            messageId: "2070443601311540",
-            publishTime: "2026-11-30T11:00:00.123Z",
-          },
-          subscription: `projects/${PROJECT}/subscriptions/${subscription}`,
-          deliveryAttempt: 5,
-        }),
-        headers: { authorization: `Bearer ${await g.token()}` },
-      });
+      const late = await app.request(
+        "/v1/pubsub",
+        await pubsubPush(
+          "2070443601311540",
+          "2026-11-30T11:00:00.123Z",
+          5,
+          `projects/${PROJECT}/subscriptions/${subscription}`,
+        ),
+      );
       assert.equal(late.status, 204);
       assert.equal(sends(sender), 0);
       assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
@@ -205,7 +180,6 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
     const { store, close } = await open();
     try {
       const { app, clock, sender } = await authorizedApp(store);
-      const g = await theGoogle();
       // Pub/Sub gave up on the message through `relayer` (deadLetterPush).
       const gaveUp = await app.request(
         "/v1/pubsub/dead-letter",
@@ -214,18 +188,15 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
       assert.equal(gaveUp.status, 204);
       clock.now += LATER_MS;
       const copy = async (subscription: string) =>
-        await app.request("/v1/pubsub", {
-          method: "POST",
-          body: JSON.stringify({
-            message: {
-              data: btoa(JSON.stringify(lateJob)),
-              messageId: "2070443601311540",
-              publishTime: "2026-11-30T11:00:00.123Z",
-            },
+        await app.request(
+          "/v1/pubsub",
+          await pubsubPush(
+            "2070443601311540",
+            "2026-11-30T11:00:00.123Z",
+            undefined,
             subscription,
-          }),
-          headers: { authorization: `Bearer ${await g.token()}` },
-        });
+          ),
+        );
       // Its late copy through that subscription sends nothing.
       assert.equal(
         (await copy("projects/p/subscriptions/relayer")).status,
