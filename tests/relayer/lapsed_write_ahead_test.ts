@@ -128,6 +128,26 @@ function ignoringConfirmed(unmarked = false) {
     });
 }
 
+/**
+ * Deliveries 2 and 3 behind the lapsed write-ahead, as before the settle
+ * behind it: the first waits (not stuck yet), the second, past
+ * `stuckAfter`, rescues on the kept nonce with 0x2.
+ */
+async function waitsThenRescues(t: World): Promise<void> {
+  const waiting = await t.relayer.deliver(job, 2);
+  assert.deepEqual(
+    [waiting.action, waiting.reason],
+    ["retry", "settling for 35s without tx hash, waiting"],
+  );
+  t.clock.now += STUCK_MS;
+  const rescued = await t.relayer.deliver(job, 3);
+  assert.deepEqual(
+    [rescued.action, rescued.reason],
+    ["retry", "sent 0x2, waiting for confirmation"],
+  );
+  assert.equal(t.sends(), 1);
+}
+
 for (const backend of BACKENDS) {
   const test = (title: string, body: () => Promise<void>) =>
     Deno.test(`${title} [${backend.name}]`, body);
@@ -174,18 +194,7 @@ for (const backend of BACKENDS) {
     const t = await behindLostWriteAhead(backend);
     try {
       t.clock.now += LEASE_LAPSED_MS;
-      const waiting = await t.relayer.deliver(job, 2);
-      assert.deepEqual(
-        [waiting.action, waiting.reason],
-        ["retry", "settling for 35s without tx hash, waiting"],
-      );
-      t.clock.now += STUCK_MS;
-      const rescued = await t.relayer.deliver(job, 3);
-      assert.deepEqual(
-        [rescued.action, rescued.reason],
-        ["retry", "sent 0x2, waiting for confirmation"],
-      );
-      assert.equal(t.sends(), 1);
+      await waitsThenRescues(t);
       const after = await read(t.store);
       assert.deepEqual(
         [after.state, after.broadcasting, after.txHashes],
@@ -209,18 +218,7 @@ for (const backend of BACKENDS) {
         try {
           t.receipts["0x1"] = "confirmed";
           t.clock.now += LEASE_LAPSED_MS;
-          const waiting = await t.relayer.deliver(job, 2);
-          assert.deepEqual(
-            [waiting.action, waiting.reason],
-            ["retry", "settling for 35s without tx hash, waiting"],
-          );
-          t.clock.now += STUCK_MS;
-          const rescued = await t.relayer.deliver(job, 3);
-          assert.deepEqual(
-            [rescued.action, rescued.reason],
-            ["retry", "sent 0x2, waiting for confirmation"],
-          );
-          assert.equal(t.sends(), 1);
+          await waitsThenRescues(t);
           assert.equal((await read(t.store)).broadcasting, null);
           // Nothing in flight now: the capture needs no `confirmed`.
           const settled = await t.relayer.deliver(job, 4);
