@@ -1291,10 +1291,14 @@ function suite(backend: Backend): void {
     await thrownThenSettled(t, () => t.relayer.deliver(job, 5));
   });
 
-  test("createRelayer() settles on a queue's give-up, once the lease is over, a payment whose earlier tx confirmed behind a rescue's write-ahead that landed with its answer lost", async () => {
+  /**
+   * {@linkcode failingOnce}'s pi_0001 after delivery 5 rescued it: the
+   * write ahead of the rescue landed and its answer was lost (the delivery
+   * threw that), so a send in flight is on record and nothing was sent.
+   * Whether the rescue then left is unknown to anyone reading the store.
+   */
+  async function behindLostWriteAhead() {
     const t = await failingOnce("beginBroadcast");
-    // The write ahead of the rescue lands; its answer is lost. Whether the
-    // rescue then left is unknown to anyone reading the store.
     const blip = new Error("connection reset by peer");
     const beginBroadcast = t.store.beginBroadcast.bind(t.store);
     t.store.beginBroadcast = async (id, version, at, options) => {
@@ -1302,6 +1306,11 @@ function suite(backend: Backend): void {
       throw blip;
     };
     await assert.rejects(t.relayer.deliver(job, 5), (error) => error === blip);
+    return t;
+  }
+
+  test("createRelayer() settles on a queue's give-up, once the lease is over, a payment whose earlier tx confirmed behind a rescue's write-ahead that landed with its answer lost", async () => {
+    const t = await behindLostWriteAhead();
     const inFlight = await intent(t.store);
     assert.equal(inFlight.state, "settling");
     assert.notEqual(inFlight.broadcasting, null);
@@ -1328,14 +1337,7 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() answers a queue's give-up busy when the write that settles on a confirmed tx finds a send's lease held, even if that lease lapses before the give-up would resolve: the payment is not sent to review", async () => {
-    const t = await failingOnce("beginBroadcast");
-    const blip = new Error("connection reset by peer");
-    const beginBroadcast = t.store.beginBroadcast.bind(t.store);
-    t.store.beginBroadcast = async (id, version, at, options) => {
-      await beginBroadcast(id, version, at, options);
-      throw blip;
-    };
-    await assert.rejects(t.relayer.deliver(job, 5), (error) => error === blip);
+    const t = await behindLostWriteAhead();
     t.chain.receipts["0x1"] = "confirmed";
     // The write that settles is refused busy; the lease lapses just after.
     const transition = t.store.transition.bind(t.store);
