@@ -2409,7 +2409,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     log(`relayer job ${jobIdOf(job)} queued by an operator`);
     // 'job' is the id here (as in a delivery's answer), kept for the
-    // clients that read it; 'jobId' is the field every ops answer shares.
+    // clients that read it; 'jobId' names it as a redrive's answer and the
+    // dead letters do.
     return c.json(
       { job: jobIdOf(job), jobId: jobIdOf(job), enqueued: true },
       202,
