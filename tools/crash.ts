@@ -1472,6 +1472,36 @@ const SETTLED_LINE =
  * record: only the settle behind a lapsed write-ahead settles there. A
  * lower bound: a write-ahead whose send never left, or whose answer came
  * before the kill but was not recorded, is not counted.
+ *
+ * @param line A line of the service's log.
+ * @param generation The server that wrote it: 1 before the first kill.
+ * @param at When the line was read, by the tool's clock.
+ * @param sendsOf The signer's record of an intent's `/send`s, in order.
+ * @param kills Each kill's start and the next server's start.
+ * @param senderTimeoutMs The service's `SENDER_TIMEOUT`.
+ * @returns The intent's id, or `undefined`.
+ *
+ * @example A send the first kill cut, then a settle by the next server
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { settledBehindCutSend } from "./crash.ts";
+ *
+ * const line =
+ *   "worker  pi_0007/settle   #4  done         (0x1f confirmed, intent settled)";
+ * // pi_0007's last /send arrived at 1000 and was never answered; the kill
+ * // began at 1500 and the next server started at 2500.
+ * const sends = () => [{ arrivedAt: 1000, answeredAt: null }];
+ * const kills = [{ from: 1500, to: 2500 }];
+ * assert.equal(
+ *   settledBehindCutSend(line, 2, 3000, sends, kills, 10_000),
+ *   "pi_0007",
+ * );
+ * // The server the kill ended did not log it.
+ * assert.equal(
+ *   settledBehindCutSend(line, 1, 1400, sends, kills, 10_000),
+ *   undefined,
+ * );
+ * ```
  */
 export function settledBehindCutSend(
   line: string,

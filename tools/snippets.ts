@@ -109,6 +109,25 @@ const LOCAL_RUN_LETTER = {
  * @param firstLine The line of its file that the snippet's first line is.
  * @param file The file the snippet is in, as its failures name it.
  * @returns The code to run.
+ *
+ * @example A promise on a declared value
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { withPromisesChecked } from "./snippets.ts";
+ *
+ * const code = withPromisesChecked(
+ *   'const d = { action: "retry", delayMs: 3000 }; // { action: "retry", delayMs: 2500…5000 }',
+ *   40,
+ *   "docs/policy.md",
+ * );
+ * assert.match(
+ *   code,
+ *   /^const d = __promised\(40, \{ action: "retry", delayMs: 3000 \}, /,
+ * );
+ * assert.match(code, /docs\/policy\.md:/);
+ * // Without such a comment, the code is left as it is.
+ * assert.equal(withPromisesChecked("const x = 1;", 1), "const x = 1;");
+ * ```
  */
 export function withPromisesChecked(
   code: string,
@@ -313,6 +332,26 @@ async function markdownFiles(): Promise<string[]> {
  * @param files The Markdown files; by default `README.md` and `docs/*.md`.
  * @returns One line per snippet, in order.
  * @throws {CheckError} If a snippet runs past its deadline.
+ *
+ * @example A file whose only block is not run
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { snippetResults } from "./snippets.ts";
+ *
+ * const file = await Deno.makeTempFile({ suffix: ".md" });
+ * try {
+ *   const fence = "`".repeat(3);
+ *   await Deno.writeTextFile(
+ *     file,
+ *     `# Notes\n\n${fence}text\nan output\n${fence}\n`,
+ *   );
+ *   const [line, ...rest] = await snippetResults([file]);
+ *   assert.match(line!, /^not run +\S+\.md:\d+ +text +an output$/);
+ *   assert.deepEqual(rest, []);
+ * } finally {
+ *   await Deno.remove(file);
+ * }
+ * ```
  */
 export async function snippetResults(
   files?: readonly string[],
