@@ -2146,7 +2146,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         400,
         "bad-cursor",
         "Bad cursor",
-        "'cursor' is empty: leave it out for the first page, or send the 'cursor' the previous page answered (null after the last page).",
+        "'cursor' is empty: leave it out for the first page, or send the 'cursor' the previous page answered; a page whose 'cursor' is null was the last, so stop there.",
       );
     }
     const cursor = query.cursor ?? null;

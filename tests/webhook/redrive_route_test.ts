@@ -420,7 +420,7 @@ Deno.test("createApp() answers a malformed, repeated or unknown query parameter 
       "GET",
       "/v1/dead-letters?cursor=",
       "bad-cursor",
-      /^'cursor' is empty: leave it out for the first page, or send the 'cursor' the previous page answered \(null after the last page\)\.$/,
+      /^'cursor' is empty: leave it out for the first page, or send the 'cursor' the previous page answered; a page whose 'cursor' is null was the last, so stop there\.$/,
     ],
     [
       "GET",
