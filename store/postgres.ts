@@ -368,6 +368,17 @@ const SWEEPS = new Map<string, SweepSchedule>();
 const SWEEPS_KEPT = 64;
 
 /**
+ * The statement that counts the server sessions of `pid` (1 while it is
+ * there, 0 once it ended), as `n`: the pooler check's question whether a
+ * connection that sat idle still has its session.
+ */
+function sessionsOf(pid: number): string {
+  return `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${
+    Math.trunc(pid)
+  }`;
+}
+
+/**
  * The key of a store's sweep schedule: the servers, port, database and
  * schema its client names, so two databases with one schema name in one
  * process (a tenant each, say) keep a schedule each and neither sweeps on
@@ -750,11 +761,7 @@ export class PostgresStore implements Store {
         // has seen that session there, without keeping the start waiting
         // (a busy pool answers when it can); otherwise it is left.
         const first = a.tx;
-        this.#sql.unsafe<{ n: number }[]>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${
-            Math.trunc(a.pid)
-          }`,
-        ).then(([row]) => {
+        this.#sql.unsafe<{ n: number }[]>(sessionsOf(a.pid)).then(([row]) => {
           if (row?.n === 1) first.release();
         }, () => {});
         firstLeft = true;
@@ -765,11 +772,7 @@ export class PostgresStore implements Store {
       ) {
         firstLeft = !await on(
           b,
-          b.tx.unsafe<{ n: number }[]>(
-            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${
-              Math.trunc(a.pid)
-            }`,
-          ),
+          b.tx.unsafe<{ n: number }[]>(sessionsOf(a.pid)),
         ).then(([row]) => row?.n === 1, () => false);
         secondLeft = b.lost;
       }
