@@ -1000,8 +1000,8 @@ export interface JobRecord {
   /**
    * Whether this publication's Pub/Sub subscription has no dead-letter
    * policy: its pushes carry no `deliveryAttempt` (the service counts them
-   * by message id), and Pub/Sub never gives up on it (it pushes until the
-   * message's retention runs out).
+   * by subscription and message id), and Pub/Sub never gives up on it (it
+   * pushes until the message's retention runs out).
    */
   counted: boolean;
   /**
@@ -3097,7 +3097,7 @@ async function runCrashTest(
         // Pub/Sub would push on for days; the service's count should have
         // poisoned it at MAX_DELIVERIES.
         unexpected.push(
-          `${job.intentId}: Pub/Sub pushed ${job.messageId} ${job.delivery} times without deliveryAttempt and the service never acked it: its own count (by message id) never poisoned the job`,
+          `${job.intentId}: Pub/Sub pushed ${job.messageId} ${job.delivery} times without deliveryAttempt and the service never acked it: its own count (by subscription and message id) never poisoned the job`,
         );
         job.ended = true;
         return;
