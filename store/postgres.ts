@@ -770,10 +770,17 @@ export class PostgresStore implements Store {
         b !== null && direct && a.pid !== undefined &&
         await this.#within(b.last, waitMs)
       ) {
-        firstLeft = !await on(
-          b,
-          b.tx.unsafe<{ n: number }[]>(sessionsOf(a.pid)),
-        ).then(([row]) => row?.n === 1, () => false);
+        // Handed back on that answer, before the second's ROLLBACK: the
+        // server may end the idle session during that round trip too (a
+        // restart ends them all), and a release after it would put a
+        // connection postgres.js closed meanwhile back in the pool.
+        const first = a.tx;
+        const asked = b.tx.unsafe<{ n: number }[]>(sessionsOf(a.pid));
+        asked.then(([row]) => {
+          if (row?.n === 1) first.release();
+        }, () => {});
+        await on(b, asked).catch(() => {});
+        firstLeft = true;
         secondLeft = b.lost;
       }
       for (const p of b === null ? [a] : [b, a]) {

@@ -4,7 +4,10 @@
  * transaction, holds it until the server has ended the first connection
  * (idle between its queries: pg_terminate_backend), then lets it
  * through; or, with `rollback` as its fourth argument, holds the second
- * connection's `ROLLBACK` until the server has ended that session; then a
+ * connection's `ROLLBACK` until the server has ended that session; or,
+ * with `first-at-rollback`, holds that `ROLLBACK` until the server has
+ * ended the first connection's session (idle, found there just before by
+ * the second); then a
  * write and a read on each connection of the pool. Prints how many
  * answered, if the process lived through them.
  *
@@ -31,6 +34,11 @@ const sql = postgres(
     if (cut === "rollback" && text.includes("ROLLBACK\0")) {
       // The second connection of the check, in its transaction.
       held = await endSession(admin, name, "idle in transaction");
+      await goodbye();
+    } else if (cut === "first-at-rollback" && text.includes("ROLLBACK\0")) {
+      // The first connection of the check, idle since the second asked
+      // whether its session was still there.
+      held = await endSession(admin, name, "idle");
       await goodbye();
     } else if (
       cut === "idle" && /BEGIN isolation level read committed/.test(text)

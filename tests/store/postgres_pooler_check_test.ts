@@ -45,6 +45,22 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() does not hand back the first connection of its pooler check that the server ended under the second's ROLLBACK, after the second found its session there, and the store goes on",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    assert.equal(
+      await runCut(
+        "./_pooler_check_cut.ts",
+        "relayer_pooler_first_rollback",
+        "first-at-rollback",
+      ),
+      "alive, 8 of 8 written and read",
+    );
+  }),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() takes the server's goodbye of a connection of its pooler check ended under its ROLLBACK, so that each of a pool of two serves a write after",
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
