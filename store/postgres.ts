@@ -598,19 +598,34 @@ export class PostgresStore implements Store {
     for (let attempt = 1;; attempt++) {
       try {
         await this.#sql.begin(ISOLATION, async (tx) => {
+          // postgres.js 3.4.9 answers a callback that fails with a
+          // `ROLLBACK` on the transaction's connection, and one the server
+          // ended is closed: written from a timer, that crashes the process
+          // (porsager/postgres#1154). A statement that failed as the
+          // connection was lost therefore never settles: `sql.begin`
+          // fails on its own as the connection closes.
+          const run = <T>(statement: Promise<T>): Promise<T> =>
+            statement.catch((error) => {
+              if (connectionLost(error)) return new Promise<never>(() => {});
+              throw error;
+            });
           // Every lock wait of this transaction is bounded, the advisory
           // lock's too: instances starting at once wait their turn at most
           // that long each, never in a queue as long as the fleet.
-          await tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
+          await run(
+            tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`),
+          );
           // Concurrent `CREATE … IF NOT EXISTS` of one name can still
           // collide in the catalog; this lock, released at commit, lines
           // migrations up.
-          await tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`;
+          await run(
+            tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`,
+          );
           // Another instance may have migrated while this one waited.
-          const [now] = await tx.unsafe(migrated(this.#schema));
+          const [now] = await run(tx.unsafe(migrated(this.#schema)));
           if (now?.current === true) return;
           for (const statement of migration(this.#schema)) {
-            await tx.unsafe(statement);
+            await run(tx.unsafe(statement));
           }
         });
         return;
