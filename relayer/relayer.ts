@@ -246,9 +246,10 @@ export interface Relayer {
    * a store call before a send (a lost connection, a statement cut by a
    * timeout, no connection to be had): the first read of the intent, a
    * re-read after a lost race, the write ahead of a send, the replay record
-   * written before the signer is asked, the write that settles a confirmed
-   * tx. Nothing was decided, whatever the delivery's number, and the queue
-   * should redeliver (the webhook answers 503). Not the job's failure: at
+   * written before the signer is asked (or a look-only delivery's one
+   * commit), the write that settles a confirmed tx. Nothing was decided,
+   * whatever the delivery's number, and the queue should redeliver (the
+   * webhook answers 503). Not the job's failure: at
    * the queue's last delivery a blip would otherwise poison the job, and
    * send a paid payment to review. (After a write carrying `options.claim`
    * whose answer was lost, a retry instead; the store failing the record
@@ -548,10 +549,11 @@ class Finished extends Error {}
 /**
  * The store failed a delivery's settle step before any send: its look
  * (the first read of the intent), a read or write-ahead after it, the
- * replay record before the signer is asked, or the write that settles a
- * confirmed tx. Not the job's failure: `deliver` throws `error` as the
- * store threw it (a give-up, as it came). A failure of a send's record is
- * not one: the tx may have left, and that delivery's failure is the send's.
+ * replay record before the signer is asked (or a look-only delivery's),
+ * or the write that settles a confirmed tx. Not the job's failure:
+ * `deliver` throws `error` as the store threw it (a give-up, as it came).
+ * A failure of a send's record is not one: the tx may have left, and that
+ * delivery's failure is the send's.
  */
 class StoreFailed extends Error {
   constructor(readonly error: unknown) {
@@ -1214,7 +1216,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     let failure: unknown;
     try {
       const reason = await settle(job.intentId, d);
-      await d.close();
+      // A look-only delivery's replay record: the store failing it is not
+      // the job's failure either (see below). Decided on, a retry's or a
+      // poison's write would claim the record again, and find it on record
+      // by this very delivery if it landed and its answer was lost.
+      await storeCall(() => d.close());
       return { action: "done", delivery: n, reason };
     } catch (error) {
       failure = error;

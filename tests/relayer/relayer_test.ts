@@ -663,6 +663,39 @@ function suite(backend: Backend): void {
     );
   });
 
+  for (const n of [2, 5]) {
+    test(`createRelayer() throws the store's failure of the replay record of a delivery that finds its intent already settled (delivery ${n} of 5), not a replay, when the record landed and its answer was lost`, async () => {
+      const lost = new Error(
+        "PostgreSQL lost the connection during the write (read ECONNRESET): it may have landed or not; the next read says which",
+      );
+      let lose = true;
+      const { relayer, store } = await setup(
+        { state: "settled", hold: "captured" },
+        undefined,
+        {},
+        (store) =>
+          overriding(store, {
+            // The record commits; its answer is lost (the session ended).
+            admit: async (options) => {
+              const counted = await store.admit(options);
+              if (!lose || options.claim === undefined) return counted;
+              lose = false;
+              throw lost;
+            },
+          }),
+      );
+      const claim = { key: "v1=lost", now: 1_000_000, expiresAt: 1_360_000 };
+      await assert.rejects(
+        relayer.deliver(job, n, { claim }),
+        (error) => error === lost,
+      );
+      assert.equal((await intent(store)).state, "settled");
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+      // It landed: the same signed request again is a replay.
+      await assert.rejects(relayer.deliver(job, n, { claim }), ReplayError);
+    });
+  }
+
   test("createRelayer() answers a first copy the store counts as busy before any count is on record as delivery 1, never as an error", async () => {
     // Every copy lost the count's compare-and-set: none is on record yet.
     const { relayer } = await setup(
