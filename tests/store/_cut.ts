@@ -1,9 +1,11 @@
 /**
  * What the tests of a connection the server ends at a chosen moment share
- * (postgres_flight_cut_test.ts, postgres_pooler_check_test.ts): in the
- * child process, a relay in front of PostgreSQL that holds a client's
- * bytes while the test ends a session, and the pool's connections each
- * used afterwards; in the test, the child run and its one line read.
+ * (postgres_flight_cut_test.ts, postgres_pooler_check_test.ts,
+ * ../relayer/claim_answer_lost_test.ts): in the child process, a relay in
+ * front of PostgreSQL that holds a client's bytes while the test ends a
+ * session (or cuts the client off once a chunk was done), and the pool's
+ * connections each used afterwards; in the test, the child run and its one
+ * line read.
  *
  * @module
  */
@@ -17,13 +19,16 @@ import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
  * A relay on 127.0.0.1 in front of the server of `url`: each chunk a
  * client sends waits for `hold(text, connection)` (the chunk as latin1,
  * and the client's connection to the relay, numbered from 0) before it
- * goes on, so the test can end a session at that moment.
+ * goes on, so the test can end a session at that moment. If `hold`
+ * answers `"cut"`, the chunk goes on, the server's answer to it is
+ * dropped and the client's connection closed as that answer arrives: what
+ * the chunk asked for was done, and the client never hears so.
  *
  * @returns `url` through the relay.
  */
 export function relayed(
   url: string,
-  hold: (text: string, connection: number) => Promise<void>,
+  hold: (text: string, connection: number) => Promise<void | "cut">,
 ): string {
   const real = new URL(url);
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -37,11 +42,25 @@ export function relayed(
           hostname: real.hostname,
           port: Number(real.port || 5432),
         });
-        server.readable.pipeTo(client.writable).catch(() => {});
+        let cut = false;
+        (async () => {
+          const answers = client.writable.getWriter();
+          for await (const chunk of server.readable) {
+            if (cut) {
+              client.close();
+              server.close();
+              return;
+            }
+            await answers.write(chunk);
+          }
+          await answers.close();
+        })().catch(() => {});
         const writer = server.writable.getWriter();
         try {
           for await (const chunk of client.readable) {
-            await hold(text.decode(chunk), connection);
+            if (await hold(text.decode(chunk), connection) === "cut") {
+              cut = true;
+            }
             await writer.write(chunk);
           }
         } catch {
