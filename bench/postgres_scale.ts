@@ -20,6 +20,8 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import { startPostgres } from "../support/postgres_server.ts";
+import { median } from "./_measure.ts";
+import { ms, storeOps, timeOps, timePages } from "./_store_ops.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -112,208 +114,26 @@ const stores = {
   big: new PostgresStore(sql, { schema: "big" }),
   empty: new PostgresStore(sql, { schema: "empty" }),
 };
-type Schema = keyof typeof stores;
 let serial = 0;
-const fresh = (what: string) => `${what}_${++serial}`;
+const fresh = (what: string) => `${what}_c${++serial}`;
 
-/** One measured call: `setup` (untimed) returns what `run` needs. */
-interface Op<T> {
-  readonly name: string;
-  readonly calls: number;
-  setup(store: PostgresStore, schema: Schema): Promise<T>;
-  run(store: PostgresStore, input: T): Promise<unknown>;
-}
-
-async function settling(store: PostgresStore) {
-  return await store.createIntent({
-    id: fresh("pb"),
-    state: "settling",
-    hold: "pending",
-    settlingSince: NOW,
-  });
-}
-const letter = (id: string) => ({
-  jobId: fresh("job"),
-  intentId: id,
-  deliveries: 10,
-  cause: "exhausted" as const,
-  reason: "gave up after 10 deliveries",
-  resolution: "intent failed, hold voided",
-  lastError: "signer answered 500",
-  poisonedAt: NOW,
-});
-
-const OPS: Op<unknown>[] = [
-  {
-    name: "getIntent (a hit)",
-    calls: 200,
-    setup: (store) => settling(store),
-    run: (store, i) => store.getIntent((i as { id: string }).id),
-  },
-  {
-    name: "getIntent (a miss: /readyz's probe)",
-    calls: 200,
-    setup: () => Promise.resolve(undefined),
-    run: (store) => store.getIntent("readyz"),
-  },
-  {
-    name: "createIntent",
-    calls: 100,
-    setup: () => Promise.resolve(undefined),
-    run: (store) =>
-      store.createIntent({ id: fresh("pc"), state: "authorized" }),
-  },
-  {
-    name: "admit({ count, claim }) (sweeps every 64th)",
-    calls: 256,
-    setup: () => Promise.resolve(undefined),
-    run: (store) =>
-      store.admit({
-        count: fresh("jb"),
-        claim: { key: fresh("k"), now: NOW, expiresAt: NOW + 600_000 },
-        now: NOW,
-      }),
-  },
-  {
-    name: "deliveries",
-    calls: 200,
-    setup: () => Promise.resolve(undefined),
-    run: (store) => store.deliveries("job_000000500", NOW),
-  },
-  {
-    name: "beginBroadcast + recordBroadcast (lease, claim)",
-    calls: 50,
-    setup: (store) => settling(store),
-    run: async (store, i) => {
-      const intent = i as { id: string; version: string };
-      const lease = { owner: fresh("o"), ttlMs: 30_000, now: NOW };
-      const begun = await store.beginBroadcast(intent.id, intent.version, NOW, {
-        lease: { ...lease, keep: true },
-        claim: { key: fresh("c"), now: NOW, expiresAt: NOW + 600_000 },
-      });
-      return await store.recordBroadcast(intent.id, begun.version, {
-        outcome: "sent",
-        txHash: `0x${fresh("t")}`,
-        at: NOW,
-      }, { lease });
+await timeOps(
+  [
+    ...storeOps(NOW, {
+      name: "admit({ count, claim }) (sweeps every 64th)",
+      calls: 256,
+    }),
+    {
+      name: "migrate() on a current schema",
+      calls: 5,
+      setup: () => Promise.resolve(undefined),
+      run: (store) => (store as PostgresStore).migrate(),
     },
-  },
-  {
-    name: "transition to failed with a dead letter (lease)",
-    calls: 50,
-    setup: (store) =>
-      store.createIntent({
-        id: fresh("pf"),
-        state: "settling",
-        hold: "pending",
-        settlingSince: NOW,
-        mayHaveSent: false,
-        lastBroadcast: { outcome: "not_sent", at: NOW },
-      }),
-    run: (store, i) => {
-      const intent = i as { id: string; version: string };
-      return store.transition(intent.id, {
-        from: "settling",
-        to: "failed",
-        version: intent.version,
-        at: NOW,
-        ledger: "void",
-        deadLetter: letter(intent.id),
-      }, { lease: { owner: fresh("o"), ttlMs: 30_000, now: NOW } });
-    },
-  },
-  {
-    name: "recordHold (a write)",
-    calls: 50,
-    setup: (store) =>
-      store.createIntent({ id: fresh("ph"), state: "authorized" }),
-    run: (store, i) => store.recordHold((i as { id: string }).id),
-  },
-  {
-    name: "getDeadLetter",
-    calls: 200,
-    setup: async (store) => {
-      const kept = letter("pi_00000001");
-      await store.putDeadLetter(kept);
-      return kept.jobId;
-    },
-    run: (store, jobId) => store.getDeadLetter(jobId as string),
-  },
-  {
-    name: "listDeadLetters (first page of 50)",
-    calls: 100,
-    setup: () => Promise.resolve(undefined),
-    run: (store) => store.listDeadLetters(),
-  },
-  {
-    name: "redrive",
-    calls: 50,
-    setup: async (store) => {
-      const kept = letter("pi_00000001");
-      await store.putDeadLetter(kept);
-      return (await store.getDeadLetter(kept.jobId))!;
-    },
-    run: (store, got) => {
-      const { jobId, version } = got as { jobId: string; version: string };
-      return store.redrive(jobId, version);
-    },
-  },
-  {
-    name: "migrate() on a current schema",
-    calls: 5,
-    setup: () => Promise.resolve(undefined),
-    run: (store) => store.migrate(),
-  },
-];
-
-function median(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-}
-function ms(value: number): string {
-  return value < 1 ? value.toFixed(3) : value.toFixed(2);
-}
-
-console.log(
-  "\n| call | at size, ms | empty, ms | ratio |\n| ---- | ---: | ---: | ---: |",
+  ],
+  stores,
 );
-for (const op of OPS) {
-  const rounds: Record<Schema, number[]> = { big: [], empty: [] };
-  for (let round = 0; round < 3; round++) {
-    for (const schema of ["big", "empty"] as const) {
-      const store = stores[schema];
-      const inputs = [];
-      for (let i = 0; i < op.calls; i++) {
-        inputs.push(await op.setup(store, schema));
-      }
-      const started = performance.now();
-      for (const input of inputs) await op.run(store, input);
-      rounds[schema].push((performance.now() - started) / op.calls);
-    }
-  }
-  const [big, empty] = [median(rounds.big), median(rounds.empty)];
-  console.log(
-    `| ${op.name} | ${ms(big)} | ${ms(empty)} | ${(big / empty).toFixed(2)} |`,
-  );
-}
-
-// Every dead letter, newest first, in pages of 1,000: the deepest page
-// costs what the first does.
-for (const schema of ["big"] as const) {
-  const times: number[] = [];
-  let cursor: string | null = null;
-  do {
-    const started = performance.now();
-    const page: { cursor: string | null } = await stores[schema]
-      .listDeadLetters({ limit: 1000, cursor });
-    times.push(performance.now() - started);
-    cursor = page.cursor;
-  } while (cursor !== null);
-  console.log(
-    `\nlistDeadLetters, every page of 1,000 (${times.length} pages): first ${
-      ms(times[0]!)
-    } ms, median ${ms(median(times))} ms, last ${ms(times.at(-1)!)} ms`,
-  );
-}
+// Every dead letter, newest first, in pages of 1,000.
+await timePages(stores.big);
 
 // The sweep's statement as the store sends it (postgres.js prepares it),
 // planned for any parameters: after 5 runs PostgreSQL may keep that plan.
@@ -328,7 +148,7 @@ await sql.unsafe(`DELETE FROM big.counters WHERE expires_at <= ${NOW};
 await sql.unsafe(`VACUUM big.counters, big.claims`);
 // The sweep caught up, the statistics from before (as between two of
 // autovacuum's analyzes): counts and claims, on each schema.
-const admits: Record<Schema, number[]> = { big: [], empty: [] };
+const admits = { big: [] as number[], empty: [] as number[] };
 for (let round = 0; round < 3; round++) {
   for (const schema of ["big", "empty"] as const) {
     const started = performance.now();
