@@ -1140,17 +1140,38 @@ export class PostgresStore implements Store {
       // The writes' lock waits are bounded as on the flight's path: else a
       // write held up by another session's lock would keep its connection,
       // and its delivery, for as long as the lock lasts.
+      //
+      // postgres.js 3.4.9 answers a callback that fails with a `ROLLBACK`
+      // on the transaction's connection, and one the server ended is
+      // closed: written from a timer, that crashes the process
+      // (porsager/postgres#1154). Statements that failed as the connection
+      // was lost therefore never settle: `sql.begin` fails on its own as
+      // the connection closes. A statement's own error rolls back as ever.
       return work(tx, async (writes) =>
         (await Promise.all([
           tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
           ...writes.map((q) => q.execute()),
-        ])).slice(1));
+        ]).catch((error) => {
+          if (connectionLost(error)) return new Promise<never>(() => {});
+          throw error;
+        })).slice(1));
     }) as Promise<T>;
-    return await bounded(begun, this.#waitMs, () => {
-      if (started) return undefined; // it has its connection: its answer stands
-      abandoned = true;
-      return noConnection(this.#waitMs);
-    });
+    try {
+      return await bounded(begun, this.#waitMs, () => {
+        if (started) return undefined; // it has its connection: its answer stands
+        abandoned = true;
+        return noConnection(this.#waitMs);
+      });
+    } catch (error) {
+      if (!started || !connectionLost(error)) throw error;
+      this.#absorb();
+      throw new Error(
+        `PostgreSQL lost the connection during the write (${
+          describeError(error)
+        }): it may have landed or not; the next read says which`,
+        { cause: error },
+      );
+    }
   }
 
   /**

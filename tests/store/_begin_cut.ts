@@ -1,0 +1,60 @@
+/**
+ * A child process for postgres_begin_cut_test.ts: a write on a client made
+ * with `fetch_types: false`, whose transaction goes through `sql.begin()`.
+ * A relay holds the write's statements (sent once its `BEGIN` answered)
+ * until the server has ended that session (idle in its transaction:
+ * `pg_terminate_backend`), then a write and a read on each connection of
+ * the pool. Prints how the write ended, whether within `connectionWaitMs`,
+ * and how many answered, if the process lived through them.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { endSession, goodbye, relayed, useThePool } from "./_cut.ts";
+
+const [url, schema, name] = Deno.args as [string, string, string];
+const admin = postgres(url, { max: 1, onnotice: () => {} });
+
+let armed = false;
+let held = false;
+const sql = postgres(
+  relayed(url, async (text) => {
+    // The write's statements, behind the bound of its lock waits.
+    if (armed && text.includes("SET LOCAL lock_timeout")) {
+      armed = false;
+      held = await endSession(admin, name, "idle in transaction");
+      await goodbye();
+    }
+  }),
+  {
+    max: 2,
+    fetch_types: false,
+    onnotice: () => {},
+    connection: { application_name: name },
+  },
+);
+const waitMs = 3000;
+const store = new PostgresStore(sql, { schema, connectionWaitMs: waitMs });
+armed = true;
+const started = performance.now();
+const write = await store.createIntent({ id: "cut", state: "authorized" })
+  .then(
+    () => "landed",
+    (error: Error) =>
+      /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/
+          .test(error.message)
+        ? "lost the connection"
+        : `failed with ${error.message}`,
+  );
+const within = performance.now() - started < waitMs ? "within" : "past";
+const answered = await useThePool(store);
+await Deno.stdout.write(
+  new TextEncoder().encode(
+    held
+      ? `alive, the write ${write} ${within} connectionWaitMs, ${answered} of 8 written and read\n`
+      : "not held\n",
+  ),
+);
+Deno.exit(0);
