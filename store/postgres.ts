@@ -999,12 +999,7 @@ export class PostgresStore implements Store {
         if (connectionLost(error)) {
           lost = true;
           this.#absorb();
-          throw new Error(
-            `PostgreSQL lost the connection during the write (${
-              describeError(error)
-            }): it may have landed or not; the next read says which`,
-            { cause: error },
-          );
+          throw lostDuringWrite(error);
         }
         // The connection was alive: the statements behind fail as the
         // transaction aborted. Waited for within a bound all the same: one
@@ -1165,12 +1160,7 @@ export class PostgresStore implements Store {
     } catch (error) {
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
-      throw new Error(
-        `PostgreSQL lost the connection during the write (${
-          describeError(error)
-        }): it may have landed or not; the next read says which`,
-        { cause: error },
-      );
+      throw lostDuringWrite(error);
     }
   }
 
@@ -2169,6 +2159,16 @@ function bounded<T>(
 function anyLost(settled: readonly PromiseSettledResult<unknown>[]): boolean {
   return settled.some((answer) =>
     answer.status === "rejected" && connectionLost(answer.reason)
+  );
+}
+
+/** The error of a write whose connection was lost under it (`error`, postgres.js's or the server's). */
+function lostDuringWrite(error: unknown): Error {
+  return new Error(
+    `PostgreSQL lost the connection during the write (${
+      describeError(error)
+    }): it may have landed or not; the next read says which`,
+    { cause: error },
   );
 }
 
