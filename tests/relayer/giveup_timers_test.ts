@@ -45,7 +45,9 @@ function heldSender() {
   };
 }
 
-async function settlingWithTx(store: MemoryStore): Promise<void> {
+/** A settling intent with a tx on record, and a relayer over it whose Sender the test holds. */
+async function settlingWithTx() {
+  const store = new MemoryStore();
   await store.createIntent({
     id: "pi_1",
     state: "settling",
@@ -53,6 +55,9 @@ async function settlingWithTx(store: MemoryStore): Promise<void> {
     settlingSince: 0,
     txHashes: ["0xpi_1"],
   });
+  const s = heldSender();
+  const relayer = createRelayer({ store, sender: s.sender, leaseMs: LEASE_MS });
+  return { store, s, relayer };
 }
 
 Deno.test({
@@ -60,14 +65,7 @@ Deno.test({
     "a give-up whose receipt answers confirmed (settled) leaves no timer behind",
   ...sanitized,
   fn: async () => {
-    const store = new MemoryStore();
-    await settlingWithTx(store);
-    const s = heldSender();
-    const relayer = createRelayer({
-      store,
-      sender: s.sender,
-      leaseMs: LEASE_MS,
-    });
+    const { store, relayer } = await settlingWithTx();
     const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
     assert.equal(outcome.action, "done");
     assert.equal((await store.getIntent("pi_1"))?.state, "settled");
@@ -78,15 +76,8 @@ Deno.test({
   name: "a give-up whose receipt fails (to review) leaves no timer behind",
   ...sanitized,
   fn: async () => {
-    const store = new MemoryStore();
-    await settlingWithTx(store);
-    const s = heldSender();
+    const { store, s, relayer } = await settlingWithTx();
     s.receipts(() => Promise.reject(new Error("node down")));
-    const relayer = createRelayer({
-      store,
-      sender: s.sender,
-      leaseMs: LEASE_MS,
-    });
     const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
     assert.equal(outcome.action, "poison");
     assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
@@ -98,17 +89,10 @@ Deno.test({
     "a give-up whose receipt does not answer within its budget (to review) leaves no timer behind",
   ...sanitized,
   fn: async () => {
-    const store = new MemoryStore();
-    await settlingWithTx(store);
-    const s = heldSender();
+    const { store, s, relayer } = await settlingWithTx();
     s.receipts(async () => {
       await s.hold();
       return "confirmed";
-    });
-    const relayer = createRelayer({
-      store,
-      sender: s.sender,
-      leaseMs: LEASE_MS,
     });
     const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
     assert.equal(outcome.action, "poison");
