@@ -9,6 +9,7 @@
 
 // deno-lint-ignore-file no-console
 
+import type { KvLike } from "../store/kv.ts";
 import type { Store } from "../store/store.ts";
 import { median } from "./_measure.ts";
 
@@ -261,4 +262,39 @@ export async function timePages(
       keysRead === undefined ? "" : `; at most ${keys} keys read a page`
     }`,
   );
+}
+
+/**
+ * `kv` as a KvStore's handle that counts the keys each call reads
+ * (`getMany` keys and `list` entries) and records every `list`'s selector
+ * and options.
+ */
+export function countingKv(kv: Deno.Kv): {
+  handle: KvLike;
+  read: { keys: number };
+  lists: { prefix: Deno.KvKey; start?: Deno.KvKey; limit?: number }[];
+} {
+  const read = { keys: 0 };
+  const lists: { prefix: Deno.KvKey; start?: Deno.KvKey; limit?: number }[] =
+    [];
+  const handle: KvLike = {
+    getMany: (keys) => {
+      read.keys += keys.length;
+      return kv.getMany(keys as Deno.KvKey[]);
+    },
+    list: (selector, options) => {
+      lists.push({ ...selector, ...options } as (typeof lists)[number]);
+      const entries = kv.list(selector as Deno.KvListSelector, options);
+      return {
+        async *[Symbol.asyncIterator]() {
+          for await (const entry of entries) {
+            read.keys++;
+            yield entry;
+          }
+        },
+      };
+    },
+    atomic: () => kv.atomic(),
+  };
+  return { handle, read, lists };
 }

@@ -31,8 +31,8 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { DatabaseSync } from "node:sqlite";
-import { type KvLike, KvStore } from "../store/kv.ts";
-import { ms, storeOps, timeOps, timePages } from "./_store_ops.ts";
+import { KvStore } from "../store/kv.ts";
+import { countingKv, ms, storeOps, timeOps, timePages } from "./_store_ops.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -284,35 +284,14 @@ console.log(
   );
 }
 
-/** A handle that counts the keys each call reads. */
-function counting(kv: Deno.Kv) {
-  const read = { keys: 0 };
-  const handle: KvLike = {
-    getMany: (keys) => {
-      read.keys += keys.length;
-      return kv.getMany(keys as Deno.KvKey[]);
-    },
-    list: (selector, options) => {
-      const entries = kv.list(selector as Deno.KvListSelector, options);
-      return {
-        async *[Symbol.asyncIterator]() {
-          for await (const entry of entries) {
-            read.keys++;
-            yield entry;
-          }
-        },
-      };
-    },
-    atomic: () => kv.atomic(),
-  };
-  return { handle, read };
-}
-
 const handles = {
   big: await Deno.openKv(paths.big),
   empty: await Deno.openKv(paths.empty),
 };
-const counted = { big: counting(handles.big), empty: counting(handles.empty) };
+const counted = {
+  big: countingKv(handles.big),
+  empty: countingKv(handles.empty),
+};
 const stores = {
   big: new KvStore(counted.big.handle),
   empty: new KvStore(counted.empty.handle),

@@ -4,35 +4,10 @@
 // (`bench/kv_scale.ts` times the same at 1M intents).
 
 import assert from "node:assert/strict";
-import { type KvKey, type KvLike, KvStore } from "../../store/kv.ts";
+import { KvStore } from "../../store/kv.ts";
+import { countingKv } from "../../bench/_store_ops.ts";
 
 const NOW = 1_790_000_000_000;
-
-/** `kv`, counting the keys each call reads and recording every `list`. */
-function counting(kv: Deno.Kv) {
-  const read = { keys: 0 };
-  const lists: { prefix: KvKey; start?: KvKey; limit?: number }[] = [];
-  const handle: KvLike = {
-    getMany: (keys) => {
-      read.keys += keys.length;
-      return kv.getMany(keys as Deno.KvKey[]);
-    },
-    list: (selector, options) => {
-      lists.push({ ...selector, ...options });
-      const entries = kv.list(selector as Deno.KvListSelector, options);
-      return {
-        async *[Symbol.asyncIterator]() {
-          for await (const entry of entries) {
-            read.keys++;
-            yield entry;
-          }
-        },
-      };
-    },
-    atomic: () => kv.atomic(),
-  };
-  return { handle, read, lists };
-}
 
 const letter = (i: number) => ({
   jobId: `job_${String(i).padStart(5, "0")}`,
@@ -47,7 +22,7 @@ const letter = (i: number) => ({
 
 Deno.test("KvStore: every page of dead letters reads at most its own keys, however deep", async () => {
   using kv = await Deno.openKv(":memory:");
-  const { handle, read, lists } = counting(kv);
+  const { handle, read, lists } = countingKv(kv);
   const store = new KvStore(handle);
   const LETTERS = 1_500;
   for (let i = 0; i < LETTERS; i += 100) {
@@ -85,7 +60,7 @@ Deno.test("KvStore: every page of dead letters reads at most its own keys, howev
 
 Deno.test("KvStore: the delivery path, the probes and the admin calls read a few keys and list nothing", async () => {
   using kv = await Deno.openKv(":memory:");
-  const { handle, read, lists } = counting(kv);
+  const { handle, read, lists } = countingKv(kv);
   const store = new KvStore(handle);
   // Some of everything, so a scan would have keys to read.
   for (let i = 0; i < 200; i++) {
