@@ -598,34 +598,25 @@ export class PostgresStore implements Store {
     for (let attempt = 1;; attempt++) {
       try {
         await this.#sql.begin(ISOLATION, async (tx) => {
-          // postgres.js 3.4.9 answers a callback that fails with a
-          // `ROLLBACK` on the transaction's connection, and one the server
-          // ended is closed: written from a timer, that crashes the process
-          // (porsager/postgres#1154). A statement that failed as the
-          // connection was lost therefore never settles: `sql.begin`
-          // fails on its own as the connection closes.
-          const run = <T>(statement: Promise<T>): Promise<T> =>
-            statement.catch((error) => {
-              if (connectionLost(error)) return new Promise<never>(() => {});
-              throw error;
-            });
+          // Each statement `unlessLost`: one lost with its connection
+          // never settles, so that no `ROLLBACK` is sent on it.
           // Every lock wait of this transaction is bounded, the advisory
           // lock's too: instances starting at once wait their turn at most
           // that long each, never in a queue as long as the fleet.
-          await run(
+          await unlessLost(
             tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`),
           );
           // Concurrent `CREATE … IF NOT EXISTS` of one name can still
           // collide in the catalog; this lock, released at commit, lines
           // migrations up.
-          await run(
+          await unlessLost(
             tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`,
           );
           // Another instance may have migrated while this one waited.
-          const [now] = await run(tx.unsafe(migrated(this.#schema)));
+          const [now] = await unlessLost(tx.unsafe(migrated(this.#schema)));
           if (now?.current === true) return;
           for (const statement of migration(this.#schema)) {
-            await run(tx.unsafe(statement));
+            await unlessLost(tx.unsafe(statement));
           }
         });
         return;
@@ -1135,21 +1126,13 @@ export class PostgresStore implements Store {
       // The writes' lock waits are bounded as on the flight's path: else a
       // write held up by another session's lock would keep its connection,
       // and its delivery, for as long as the lock lasts.
-      //
-      // postgres.js 3.4.9 answers a callback that fails with a `ROLLBACK`
-      // on the transaction's connection, and one the server ended is
-      // closed: written from a timer, that crashes the process
-      // (porsager/postgres#1154). Statements that failed as the connection
-      // was lost therefore never settle: `sql.begin` fails on its own as
-      // the connection closes. A statement's own error rolls back as ever.
+      // A statement lost with its connection never settles, so that no
+      // `ROLLBACK` is sent on it (`unlessLost`).
       return work(tx, async (writes) =>
-        (await Promise.all([
+        (await unlessLost(Promise.all([
           tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
           ...writes.map((q) => q.execute()),
-        ]).catch((error) => {
-          if (connectionLost(error)) return new Promise<never>(() => {});
-          throw error;
-        })).slice(1));
+        ]))).slice(1));
     }) as Promise<T>;
     try {
       return await bounded(begun, this.#waitMs, () => {
@@ -2160,6 +2143,22 @@ function anyLost(settled: readonly PromiseSettledResult<unknown>[]): boolean {
   return settled.some((answer) =>
     answer.status === "rejected" && connectionLost(answer.reason)
   );
+}
+
+/**
+ * `statement` inside `sql.begin`, except that it never settles when it
+ * fails as its connection was lost. postgres.js 3.4.9 answers a callback
+ * that fails with a `ROLLBACK` on the transaction's connection, and one
+ * the server ended is closed: written from a timer, that crashes the
+ * process (porsager/postgres#1154). Unsettled, the callback does not fail:
+ * `sql.begin` fails on its own as the connection closes. A statement's
+ * own error rejects, and rolls back, as ever.
+ */
+function unlessLost<T>(statement: Promise<T>): Promise<T> {
+  return statement.catch((error) => {
+    if (connectionLost(error)) return new Promise<never>(() => {});
+    throw error;
+  });
 }
 
 /** The error of a write whose connection was lost under it (`error`, postgres.js's or the server's). */
