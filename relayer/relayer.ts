@@ -690,11 +690,15 @@ function lineText(text: string): string {
 
 /**
  * Whether two give-ups are the same queue's word on the same message: the
- * same queue, and the same message id or dead-letter id.
+ * same queue, and the same message id or dead-letter id. A Pub/Sub message
+ * id is unique within its topic only, and two dead-letter topics may push
+ * to one service: a letter that names its source message (`dlqId`) is
+ * known by that alone.
  */
 function sameMessage(recorded: QueueIds | undefined, given: QueueIds): boolean {
   if (recorded === undefined || recorded.queue !== given.queue) return false;
-  return (given.messageId !== undefined &&
+  const byId = !(given.queue === "pubsub" && recorded.dlqId !== undefined);
+  return (byId && given.messageId !== undefined &&
     recorded.messageId === given.messageId) ||
     (given.dlqId !== undefined && recorded.dlqId === given.dlqId);
 }
@@ -752,21 +756,32 @@ function keptIds(what: string, ids: QueueIds): QueueIds {
  * `gaveup/<queue>/message/<id>` and `gaveup/<queue>/dlq/<id>`. A repeat of
  * that give-up finds one even when the dead letter that recorded the
  * message is gone (redriven) or replaced (the job poisoned again since).
- * No job id has this shape (an intent id holds no `/`). QStash's, Pub/Sub's
- * and Cloudflare's ids are unique to a message; a bridge's (`generic`) are
+ * No job id has this shape (an intent id holds no `/`). QStash's and
+ * Cloudflare's ids are unique to a message; a bridge's (`generic`) are
  * its own, and may come back for another job (a counter per queue), so its
  * marks are the job's: `gaveup/generic/<jobId>/message/<id>`. Within a job
  * they must not repeat (`docs/queues.md`): a job published again after its
  * give-up, under an id its give-up named, would be taken for a late copy.
+ * A Pub/Sub id is unique within its topic only, and two dead-letter topics
+ * may push to one service: a give-up that names its source message
+ * (`dlqId`, which holds its subscription and intent) is marked by that
+ * alone, one that does not (a copy published by hand) by its id as the
+ * job's, `gaveup/pubsub/<jobId>/message/<id>`.
  */
 function gaveUpKeys(ids: QueueIds | undefined, jobId: string): string[] {
   if (ids === undefined) return [];
   const scope = ids.queue === "generic" ? `generic/${jobId}` : ids.queue;
   const source = ids.queue === "pubsub" ? pubSubSource(ids.dlqId) : undefined;
+  // Where the message id is a mark of its own, and under which scope.
+  const byId = ids.queue !== "pubsub"
+    ? scope
+    : ids.dlqId === undefined
+    ? `pubsub/${jobId}`
+    : undefined;
   return [
-    ...(ids.messageId === undefined
+    ...(ids.messageId === undefined || byId === undefined
       ? []
-      : [`gaveup/${scope}/message/${ids.messageId}`]),
+      : [`gaveup/${byId}/message/${ids.messageId}`]),
     ...(ids.dlqId === undefined ? [] : [`gaveup/${scope}/dlq/${ids.dlqId}`]),
     ...(source === undefined ? [] : [`gaveup/pubsub/source/${source}`]),
   ];
@@ -2205,9 +2220,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /** Whether a give-up with these ids was resolved before. */
+  /**
+   * Whether a give-up with these ids was resolved before. A Pub/Sub copy
+   * known by its id alone is also looked for as an earlier version marked
+   * it, `gaveup/pubsub/message/<id>`, for as long as such marks live.
+   */
   function wasGivenUp(ids: QueueIds, jobId: string): Promise<boolean> {
-    return wasMarked(gaveUpKeys(ids, jobId));
+    const earlier = ids.queue === "pubsub" && ids.dlqId === undefined &&
+        ids.messageId !== undefined
+      ? [`gaveup/pubsub/message/${ids.messageId}`]
+      : [];
+    return wasMarked([...gaveUpKeys(ids, jobId), ...earlier]);
   }
 
   /** Whether one of these give-up marks is on record. */

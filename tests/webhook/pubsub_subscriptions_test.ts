@@ -4,7 +4,9 @@
  * audit consumer, or two deployments of the relayer. Without a
  * dead-letter policy a push carries no `deliveryAttempt`, and the store
  * counts its deliveries: per subscription, or one subscription's failures
- * would spend the other's deliveries.
+ * would spend the other's deliveries. Likewise two dead-letter topics
+ * pushing to one service may each give a copy the same id: one's give-up
+ * is not the other's.
  *
  * @module
  */
@@ -17,6 +19,7 @@ import { theGoogle } from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
 import {
   authorizedApp,
+  DEAD_LETTER_AUDIENCE,
   deadLetterPush,
   LATER_MS,
   pubsubPush,
@@ -210,6 +213,84 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
       assert.equal((await other.json()).delivery, 1);
       assert.equal(sends(sender), 1);
       assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
+    } finally {
+      await close();
+    }
+  });
+}
+
+/**
+ * A push of the dead-letter topic `deadLetter`'s copy `copyId` of `intentId`'s
+ * job, forwarded from subscription `source` (published at `published`).
+ */
+async function deadLetterCopy(
+  intentId: string,
+  copyId: string,
+  deadLetter: string,
+  source: string,
+  published: string,
+) {
+  const g = await theGoogle();
+  return {
+    method: "POST",
+    body: JSON.stringify({
+      message: {
+        data: btoa(JSON.stringify({ intentId, kind: "settle" })),
+        messageId: copyId,
+        publishTime: "2026-11-30T12:00:09.000Z",
+        attributes: {
+          CloudPubSubDeadLetterSourceDeliveryCount: "5",
+          CloudPubSubDeadLetterSourceSubscription: source,
+          CloudPubSubDeadLetterSourceSubscriptionProject: "p",
+          CloudPubSubDeadLetterSourceTopicPublishTime: published,
+        },
+      },
+      subscription: `projects/p/subscriptions/${deadLetter}`,
+    }),
+    headers: {
+      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  };
+}
+
+for (const { name, open } of BACKENDS) {
+  Deno.test(`two dead-letter topics pushing to one service may give their copies one id (an id is its topic's): the second give-up still resolves its own intent [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const { app } = await authorizedApp(store);
+      await store.createIntent({
+        id: "pi_0004",
+        state: "authorized",
+        hold: "pending",
+      });
+      // Jobs topic A's dead-letter topic gives up on pi_0002's message.
+      const a = await app.request(
+        "/v1/pubsub/dead-letter",
+        await deadLetterCopy(
+          "pi_0002",
+          "1",
+          "jobs-a-dead-letter",
+          "jobs-a",
+          "2026-11-30T11:00:00.123+00:00",
+        ),
+      );
+      assert.equal(a.status, 204);
+      // Jobs topic B's gives up on pi_0004's, its copy under the same id.
+      const b = await app.request(
+        "/v1/pubsub/dead-letter",
+        await deadLetterCopy(
+          "pi_0004",
+          "1",
+          "jobs-b-dead-letter",
+          "jobs-b",
+          "2026-11-30T11:30:00.000+00:00",
+        ),
+      );
+      assert.equal(b.status, 204);
+      assert.equal(
+        (await store.getDeadLetter("pi_0004/settle"))?.resolution,
+        "job dropped, intent still authorized",
+      );
     } finally {
       await close();
     }
