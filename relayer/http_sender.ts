@@ -360,10 +360,14 @@ export class HttpSender implements Sender {
    * Reads the receipt of a transaction from the signer.
    *
    * @param txHash The transaction hash a `send` returned.
+   * @param options `signal`: aborts the request (the relayer passes one
+   * where it may stop waiting for the answer).
    * @returns `"confirmed"`, `"pending"` or `"dropped"`.
-   * @throws {TypeError} If `txHash` is not a non-empty string.
+   * @throws {TypeError} If `txHash` is not a non-empty string, or
+   * `options.signal` not an `AbortSignal`.
    * @throws {Error} If the signer does not answer 2xx with a valid status
    * (the relayer retries the delivery).
+   * @throws The signal's reason, once it aborts (as `fetch` does).
    *
    * @example A receipt the signer cannot read is an error
    * ```ts
@@ -376,8 +380,38 @@ export class HttpSender implements Sender {
    * });
    * await assert.rejects(sender.receipt("0xabc"), /signer answered 502: node unreachable/);
    * ```
+   *
+   * @example Stop waiting for a receipt
+   * ```ts
+   * import { HttpSender } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const sender = new HttpSender({
+   *   url: "https://signer.example",
+   *   // A signer that never answers, until the request is aborted.
+   *   fetch: (_, init) =>
+   *     new Promise((_, reject) =>
+   *       init?.signal?.addEventListener("abort", () => reject(init.signal?.reason))
+   *     ),
+   * });
+   * const stop = new AbortController();
+   * const reading = sender.receipt("0xabc", { signal: stop.signal });
+   * stop.abort(new Error("not wanted any more"));
+   * await assert.rejects(reading, /not wanted any more/);
+   * ```
    */
-  async receipt(txHash: string): Promise<ReceiptStatus> {
+  async receipt(
+    txHash: string,
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<ReceiptStatus> {
+    const signal = (options as { signal?: unknown } | undefined)?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError(
+        `Cannot read receipt as 'options.signal' must be an AbortSignal: current value is ${
+          show(signal)
+        }`,
+      );
+    }
     if (typeof txHash !== "string" || txHash === "") {
       throw new TypeError(
         `Cannot read receipt as 'txHash' must be a non-empty string: current value is ${
@@ -397,6 +431,8 @@ export class HttpSender implements Sender {
     const answer = await this.#exchange(
       `/receipt/${encodeURIComponent(txHash)}`,
       "GET",
+      undefined,
+      signal,
     );
     const json = parseJson(answer);
     if (!answer.ok) {
@@ -427,12 +463,15 @@ export class HttpSender implements Sender {
   /**
    * One request and its answer, body included, within the timeout. A
    * request that gets no answer throws a plain `Error`: it may have arrived.
+   * One that `stop` aborts throws its reason.
    */
   async #exchange(
     path: string,
     method: "GET" | "POST",
     body?: string,
+    stop?: AbortSignal,
   ): Promise<Answer> {
+    if (stop?.aborted) throw stop.reason;
     // A timer of our own, cleared when the exchange ends: the one of
     // `AbortSignal.timeout` runs its whole delay after a quick answer, and
     // holds the signal and what hangs on it until then (every request's,
@@ -446,10 +485,16 @@ export class HttpSender implements Sender {
         ),
       this.#timeoutMs,
     );
+    const stopped = () => controller.abort(stop!.reason);
+    stop?.addEventListener("abort", stopped, { once: true });
     try {
       return await this.#exchangeWithin(path, method, signal, body);
+    } catch (error) {
+      if (stop?.aborted && signal.reason === stop.reason) throw stop.reason;
+      throw error;
     } finally {
       clearTimeout(timer);
+      stop?.removeEventListener("abort", stopped);
     }
   }
 

@@ -1714,12 +1714,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
   async function confirmedAmong(
     hashes: readonly string[],
     d: Delivery,
+    signal?: AbortSignal,
   ): Promise<string | undefined> {
     // A replay stops here, before the signer (the store failing: see planSettling).
     await storeCall(() => d.close());
     const statuses = await Promise.all(hashes.map(async (hash) => {
       try {
-        return await sender.receipt(hash);
+        return await (signal === undefined
+          ? sender.receipt(hash)
+          : sender.receipt(hash, { signal }));
       } catch {
         return undefined; // not confirmed as far as we can tell
       }
@@ -1750,12 +1753,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     // A give-up is the queue's last word, and needed only the store: a
     // Sender that does not answer must not hold it up. Past the budget,
-    // resolve as before.
+    // resolve as before, and tell the Sender its requests are not wanted.
+    const stop = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const confirmed = await Promise.race([
-      confirmedAmong(intent.txHashes, d),
+      confirmedAmong(intent.txHashes, d, stop.signal),
       new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), giveUpReceiptsMs);
+        timer = setTimeout(() => {
+          resolve(undefined);
+          stop.abort(
+            new DOMException(
+              `The give-up stopped waiting for receipts after ${
+                formatDuration(giveUpReceiptsMs)
+              }.`,
+              "AbortError",
+            ),
+          );
+        }, giveUpReceiptsMs);
       }),
     ]).finally(() => clearTimeout(timer));
     if (confirmed === undefined) return undefined;

@@ -129,6 +129,18 @@ export interface Sender {
     options: { replace: boolean },
   ): Promise<{ txHash: string }>;
 
-  /** Reads the receipt of a transaction. */
-  receipt(txHash: string): Promise<ReceiptStatus>;
+  /**
+   * Reads the receipt of a transaction.
+   *
+   * `options.signal`, where the relayer passes one, aborts when it stops
+   * waiting for the answer (a queue's give-up past its receipts budget,
+   * the resolve route past its 5 s): stop the request then, and reject
+   * (with `signal.reason`, as `fetch` does). A Sender that ignores it
+   * keeps working: its request runs on to its own timeout, its answer
+   * unread.
+   */
+  receipt(
+    txHash: string,
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<ReceiptStatus>;
 }

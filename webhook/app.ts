@@ -2078,15 +2078,28 @@ export function createApp(deps: AppDeps): WebhookApp {
   ): Promise<
     { confirmed?: string; unread?: string; pending?: string; reverted?: string }
   > {
+    // Past the budget, the Sender is told its requests are not wanted.
+    const stop = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), RESOLVE_RECEIPTS_MS);
+      timer = setTimeout(() => {
+        // Late first: a Sender that rejects on the abort is still "late".
+        resolve("late");
+        stop.abort(
+          new DOMException(
+            `The resolve route stopped waiting for receipts after ${
+              RESOLVE_RECEIPTS_MS / 1000
+            }s.`,
+            "AbortError",
+          ),
+        );
+      }, RESOLVE_RECEIPTS_MS);
     });
     try {
       const read = await Promise.all(txHashes.map(async (txHash) => {
         try {
           const status = await Promise.race([
-            deps.sender.receipt(txHash),
+            deps.sender.receipt(txHash, { signal: stop.signal }),
             late,
           ]);
           if (status !== "late") return status;

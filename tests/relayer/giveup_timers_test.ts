@@ -21,8 +21,9 @@ const queue = { queue: "qstash", messageId: "msg_1" } as const;
 function heldSender() {
   const held: Array<() => void> = [];
   const hold = () => new Promise<void>((resolve) => held.push(resolve));
-  let receipt: () => Promise<ReceiptStatus> = () =>
-    Promise.resolve("confirmed");
+  let receipt: (
+    options?: { readonly signal?: AbortSignal },
+  ) => Promise<ReceiptStatus> = () => Promise.resolve("confirmed");
   const sendStarted = Promise.withResolvers<void>();
   const sender: Sender = {
     async send(intent: Intent) {
@@ -30,12 +31,16 @@ function heldSender() {
       await hold();
       return { txHash: `0x${intent.id}` };
     },
-    receipt: () => receipt(),
+    receipt: (_txHash, options) => receipt(options),
   };
   return {
     sender,
     sendStarted: sendStarted.promise,
-    receipts(answer: () => Promise<ReceiptStatus>) {
+    receipts(
+      answer: (
+        options?: { readonly signal?: AbortSignal },
+      ) => Promise<ReceiptStatus>,
+    ) {
       receipt = answer;
     },
     hold,
@@ -100,6 +105,52 @@ Deno.test({
     // The receipt the give-up stopped waiting for ends now; a Sender's
     // own timer, if it has one, is its to clear.
     s.release();
+  },
+});
+
+Deno.test({
+  name:
+    "a give-up that stops waiting for a receipt aborts the signal it gave the Sender, so a request that honours it ends with the give-up",
+  ...sanitized,
+  fn: async () => {
+    const { store, s, relayer } = await settlingWithTx();
+    const signals: (AbortSignal | undefined)[] = [];
+    s.receipts((options) => {
+      signals.push(options?.signal);
+      // A request that ends only when its signal aborts.
+      return new Promise<ReceiptStatus>((_, reject) =>
+        options?.signal?.addEventListener(
+          "abort",
+          () => reject(options.signal?.reason),
+        )
+      );
+    });
+    const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
+    assert.equal(outcome.action, "poison");
+    assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+    assert.equal(signals.length, 1);
+    assert.equal(signals[0]?.aborted, true);
+    assert.equal(
+      (signals[0]?.reason as Error).message,
+      "The give-up stopped waiting for receipts after 50ms.",
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "a give-up whose receipts answer within the budget leaves the signal it gave the Sender unaborted",
+  ...sanitized,
+  fn: async () => {
+    const { s, relayer } = await settlingWithTx();
+    const signals: (AbortSignal | undefined)[] = [];
+    s.receipts((options) => {
+      signals.push(options?.signal);
+      return Promise.resolve("pending");
+    });
+    const outcome = await relayer.giveUp(job, { deliveries: 4, queue });
+    assert.equal(outcome.action, "poison");
+    assert.deepEqual(signals.map((signal) => signal?.aborted), [false]);
   },
 });
 

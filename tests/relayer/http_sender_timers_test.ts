@@ -88,3 +88,74 @@ Deno.test("HttpSender holds nothing of a request once it is answered, whatever i
     `${held} of ${requests} signals of answered requests are still held`,
   );
 });
+
+Deno.test({
+  name:
+    "HttpSender stops a receipt when its signal aborts, rejecting with the signal's reason, and leaves no timer behind",
+  ...timers,
+  fn: async () => {
+    const called = Promise.withResolvers<void>();
+    let requestSignal: AbortSignal | undefined;
+    const sender = new HttpSender({
+      url: "https://signer.example",
+      timeoutMs: 2_000,
+      // A signer that answers nothing until the request is aborted.
+      fetch: (_, init) => {
+        requestSignal = init?.signal ?? undefined;
+        called.resolve();
+        return new Promise<Response>((_, reject) =>
+          init?.signal?.addEventListener(
+            "abort",
+            () => reject(init.signal?.reason),
+          )
+        );
+      },
+    });
+    const stop = new AbortController();
+    const reading = sender.receipt("0xabc", { signal: stop.signal });
+    await called.promise;
+    const reason = new Error("not wanted any more");
+    stop.abort(reason);
+    await assert.rejects(reading, (error) => error === reason);
+    assert.equal(requestSignal?.aborted, true);
+  },
+});
+
+Deno.test("HttpSender asks nothing for a receipt whose signal aborted before it began", async () => {
+  let calls = 0;
+  const sender = new HttpSender({
+    url: "https://signer.example",
+    fetch: () => {
+      calls++;
+      return Promise.resolve(Response.json({ status: "confirmed" }));
+    },
+  });
+  const reason = new Error("not wanted");
+  await assert.rejects(
+    sender.receipt("0xabc", { signal: AbortSignal.abort(reason) }),
+    (error) => error === reason,
+  );
+  assert.equal(calls, 0);
+  // Not aborted, it reads the receipt as before.
+  assert.equal(
+    await sender.receipt("0xabc", { signal: new AbortController().signal }),
+    "confirmed",
+  );
+  assert.equal(calls, 1);
+});
+
+Deno.test("HttpSender refuses a receipt's signal that is not an AbortSignal, naming it", async () => {
+  const sender = new HttpSender({
+    url: "https://signer.example",
+    fetch: () => Promise.resolve(Response.json({ status: "confirmed" })),
+  });
+  await assert.rejects(
+    sender.receipt("0xabc", {
+      signal: { aborted: false } as unknown as AbortSignal,
+    }),
+    (error) =>
+      error instanceof TypeError &&
+      error.message ===
+        "Cannot read receipt as 'options.signal' must be an AbortSignal: current value is {\"aborted\":false}",
+  );
+});

@@ -370,15 +370,18 @@ Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5
   }
 });
 
-Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come within 5 s, and leaves no timer behind", async () => {
+Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come within 5 s, aborts the signal it gave the Sender, and leaves no timer behind", async () => {
+  const signals = new Map<string, AbortSignal | undefined>();
   const { store, resolve, version, lines } = await inReview({
     txHashes: ["0xa", "0xb"],
     sender: {
       send: () => Promise.reject(new Error("no sends here")),
-      receipt: (txHash) =>
-        txHash === "0xa"
+      receipt: (txHash, options) => {
+        signals.set(txHash, options?.signal);
+        return txHash === "0xa"
           ? Promise.resolve("dropped")
-          : new Promise<ReceiptStatus>(() => {}),
+          : new Promise<ReceiptStatus>(() => {});
+      },
     },
   });
   const res = await resolve({ to: "failed", version });
@@ -391,6 +394,12 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come
   assert.match(body.detail, /also need "nonceChecked":true/);
   assert.ok(lines.some((line) => /0xb failed: no answer within 5s/.test(line)));
   assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+  // The route stopped waiting: a Sender that honours the signal stops too.
+  assert.equal(signals.get("0xb")?.aborted, true);
+  assert.equal(
+    (signals.get("0xb")?.reason as Error).message,
+    "The resolve route stopped waiting for receipts after 5s.",
+  );
 });
 
 Deno.test("POST /v1/intents/:id/resolve says when its body is not JSON, or not a JSON object, rather than that 'to' is undefined", async () => {
