@@ -61,7 +61,15 @@ export interface ReplayClaim {
 /** A verifier's answer: the replay claim, or what was wrong (no secret in it). */
 export type Verification =
   | { readonly ok: true; readonly claim: ReplayClaim }
-  | { readonly ok: false; readonly detail: string };
+  | {
+    readonly ok: false;
+    readonly detail: string;
+    /**
+     * What the service's operator can set if every request is refused so,
+     * for the log only: the caller is not told of the service's settings.
+     */
+    readonly hint?: string;
+  };
 
 /** How old a generic-route signature may be: 5 minutes (DESIGN §15). */
 export const SIGNATURE_MAX_AGE_MS = 5 * 60_000;
@@ -194,6 +202,7 @@ export function hmacVerifier(
         ok: false,
         detail:
           `The X-Signature does not verify against this body and timestamp: ${HOW_TO_SIGN}.`,
+        hint: HMAC_HINT,
       };
     }
     return {
@@ -251,6 +260,14 @@ function tokenLimit(named: string): number {
 
 const QSTASH_REFUSED =
   "The Upstash-Signature header is missing or does not verify against this URL and body.";
+
+/** What to set when every generic delivery's signature is refused. */
+const HMAC_HINT =
+  "If every delivery is refused so, the sender signs with a secret this service does not hold: set WEBHOOK_SECRET back to the sender's, or the sender's as WEBHOOK_SECRET_NEXT beside it, and restart (docs/runbook.md, a deploy with a wrong secret).";
+
+/** What to set when every QStash token is signed with keys not ours. */
+const QSTASH_KEYS_HINT =
+  "If every delivery is refused so, QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are not the keys this QStash account signs with: copy both from the Upstash console (QStash, Signing Keys) and restart (docs/runbook.md, a deploy with a wrong secret).";
 
 /** The claims of a JWT, unverified (trust them once its signature is); `undefined` if unreadable. */
 function jwtClaims(token: string): Record<string, unknown> | undefined {
@@ -398,7 +415,7 @@ export function qstashVerifier(
     // decoded and before the Receiver imports each key to verify it (and,
     // for a token naming another URL, does so twice more): a forgery costs
     // a keyed hash, not a decoding and four Web Crypto round trips.
-    if (!signedByUs(signature)) return refused;
+    if (!signedByUs(signature)) return { ...refused, hint: QSTASH_KEYS_HINT };
     // Read once: the claims of the very string the Receiver verifies. It
     // reads `body` without checking it is there: a token without one would
     // end in a TypeError, not a refusal.

@@ -821,12 +821,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
-  function unauthorized(detail: string): Refusal {
+  /** A 401 answering `detail`; the log says `hint` too, if any. */
+  function unauthorized(detail: string, hint?: string): Refusal {
     return new Refusal(
       problem(401, "unauthorized", "Unauthorized", detail, {
         "www-authenticate": 'Bearer realm="relayer"',
       }),
-      detail,
+      hint === undefined ? detail : `${detail} ${hint}`,
     );
   }
 
@@ -1176,7 +1177,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         c.req.header("upstash-signature"),
         raw,
       );
-      if (!verified.ok) throw unauthorized(verified.detail);
+      if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
     const retried = c.req.header("upstash-retried");
@@ -1499,7 +1500,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         c.req.header("upstash-signature"),
         raw,
       );
-      if (!verified.ok) throw unauthorized(verified.detail);
+      if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
     const body = parseJson(
@@ -1645,7 +1646,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).
       const verified = verifyHmac(bytes, c.req.header("x-signature"));
-      if (!verified.ok) throw unauthorized(verified.detail);
+      if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
     const body = parseJson("deliveries", raw, DELIVERY_EXAMPLE);

@@ -259,3 +259,60 @@ Deno.test("createApp() logs a store probe that keeps failing the same way once a
     "relayer not ready: the store failed a read: Error: connection refused (after 29 more probe(s) that failed as the last line said)",
   ]);
 });
+
+Deno.test("createApp() says in the log of a delivery signed with another secret or key what the operator sets, and leaves it out of the answer", async () => {
+  const lines: string[] = [];
+  const now = { ms: Date.now() };
+  const webhook = app(now, lines);
+  const body = JSON.stringify({ job });
+  // The sender still signs with the secret a deploy replaced.
+  const hmac = await webhook.request("/v1/deliveries", {
+    method: "POST",
+    body,
+    headers: {
+      "x-signature": signHmac(
+        "the-secret-before-the-deploy",
+        body,
+        Math.floor(now.ms / 1000),
+      ),
+    },
+  });
+  assert.equal(hmac.status, 401);
+  const answer = await hmac.text();
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(lines[0]!, /does not verify/);
+  assert.match(lines[0]!, /WEBHOOK_SECRET_NEXT/);
+  assert.match(lines[0]!, /runbook/);
+  assert.ok(!answer.includes("WEBHOOK_SECRET_NEXT"), answer);
+  assert.ok(!lines[0]!.includes(SECRET), lines[0]);
+  // QStash's token, signed with keys this service was not given.
+  const qstash = await webhook.request("/v1/qstash", {
+    method: "POST",
+    body: JSON.stringify(job),
+    headers: {
+      "upstash-signature": await signQStash(JSON.stringify(job), {
+        key: "sig_of_another_account_000000",
+      }),
+    },
+  });
+  assert.equal(qstash.status, 401);
+  const refused = await qstash.text();
+  assert.equal(lines.length, 2, lines.join("\n"));
+  assert.match(lines[1]!, /POST \/v1\/qstash refused 401/);
+  assert.match(
+    lines[1]!,
+    /QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY/,
+  );
+  assert.ok(!refused.includes("QSTASH_CURRENT_SIGNING_KEY"), refused);
+  // A header that is not a signature at all says nothing of secrets.
+  now.ms += 60_000;
+  const bare = await webhook.request("/v1/deliveries", {
+    method: "POST",
+    body,
+  });
+  assert.equal(bare.status, 401);
+  await bare.body?.cancel();
+  assert.equal(lines.length, 3, lines.join("\n"));
+  assert.match(lines[2]!, /missing or malformed/);
+  assert.ok(!lines[2]!.includes("WEBHOOK_SECRET_NEXT"), lines[2]);
+});
