@@ -2320,7 +2320,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
             state === "needs_review"
               ? "in review: the letter is the record of why. Once the review has settled or failed the intent, discard it."
               : `still ${state}: the letter is the record that it may have no job. ${
-                unreadable
+                state === "created"
+                  ? `Authorize the intent, then ${
+                    unreadable
+                      ? "publish a job for it (POST /v1/jobs)"
+                      : "redrive it"
+                  } (a job of an intent still created retries "not authorized yet" until it is poisoned again)`
+                  : unreadable
                   ? "Publish a job for the intent (POST /v1/jobs)"
                   : "Redrive it"
               }, and discard the letter once the intent is settled or failed.`

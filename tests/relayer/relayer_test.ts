@@ -2321,7 +2321,7 @@ function suite(backend: Backend): void {
     });
     await assert.rejects(
       relayer.discard(named),
-      /pi_0002 is still created: .* Publish a job for the intent \(POST \/v1\/jobs\), and discard the letter once the intent is settled or failed\.$/,
+      /pi_0002 is still created: .* Authorize the intent, then publish a job for it \(POST \/v1\/jobs\) \(.*\), and discard the letter once the intent is settled or failed\.$/,
     );
     // In review, the letter is the record of why: it stays until the review ends.
     await store.createIntent({
@@ -2836,4 +2836,31 @@ Deno.test("createRelayer() answers busy, and throws nothing, when deliveries tha
   assert.equal(outcome.action, "retry");
   assert.match(outcome.reason, /busy with another delivery/);
   assert.equal(lost, 3);
+});
+
+Deno.test("createRelayer() refuses to discard a created intent's letter saying to authorize it before a redrive, which alone only poisons its job again", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 1 },
+    now: () => 0,
+  });
+  const poisoned = await relayer.deliver(job, 1);
+  assert.equal(poisoned.action, "poison");
+  await assert.rejects(
+    relayer.discard("pi_0001/settle"),
+    (error: Error) =>
+      error instanceof ConflictError &&
+      /is still created: .*Authorize the intent, then redrive/.test(
+        error.message,
+      ) &&
+      /not authorized yet/.test(error.message),
+  );
+  // A redriven job of the intent still created is poisoned again.
+  await relayer.redrive("pi_0001/settle");
+  assert.equal((await relayer.deliver(job, 1)).action, "poison");
+  assert.equal((await store.getIntent("pi_0001"))?.state, "created");
+  assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
 });

@@ -213,7 +213,10 @@ Deno.test("createApp() discards a dead letter no job can act on (DELETE), and re
   assert.equal(refused.status, 409);
   const problem = await refused.json();
   assert.equal(problem.type, "urn:relayer:problem:cannot-discard");
-  assert.match(problem.detail, /is still created: .* Redrive it/);
+  assert.match(
+    problem.detail,
+    /is still created: .* Authorize the intent, then redrive it/,
+  );
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
   // An unreadable message's letter, by its three segments or encoded whole.
   for (
