@@ -111,6 +111,8 @@ export async function connect(
     fetchTypes?: boolean;
     /** Server settings for each connection (its session's defaults). */
     connection?: Record<string, string>;
+    /** Whether each connection is ended after postgres.js's 30 to 60 min (a timer each). */
+    maxLifetime?: boolean;
   } = {},
 ): Promise<postgres.Sql> {
   return postgres(await postgresUrl(), {
@@ -118,11 +120,16 @@ export async function connect(
     onnotice: () => {},
     fetch_types: options.fetchTypes ?? true,
     ...(options.connection ? { connection: options.connection } : {}),
+    ...(options.maxLifetime === false ? { max_lifetime: null } : {}),
   });
 }
 
 // One client per test file: a connection costs ~100 ms to open here, and
-// postgres.js sockets do not trip the test sanitizers between tests.
+// postgres.js sockets do not trip the test sanitizers between tests. Its
+// connections have no lifetime timer: one per connection, started in the
+// test that opened the client and pending after it, fails that test under
+// the op and resource sanitizers (deno.json), though the client is the
+// file's, not the test's.
 let client: Promise<postgres.Sql> | undefined;
 
 /**
@@ -132,7 +139,7 @@ let client: Promise<postgres.Sql> | undefined;
  */
 export function sharedClient(): Promise<postgres.Sql> {
   return client ??= (async () => {
-    const sql = await connect(8);
+    const sql = await connect(8, { maxLifetime: false });
     await Promise.all(Array.from({ length: 8 }, () => sql`SELECT 1`));
     return sql;
   })();
