@@ -73,6 +73,7 @@ function through(
     prepare: boolean;
     max: number;
     connection?: { application_name: string };
+    max_lifetime?: null;
   },
 ): postgres.Sql {
   return postgres(pooler.url, { ...options, onnotice: () => {} });
@@ -87,7 +88,9 @@ async function backendPid(sql: postgres.Sql | postgres.TransactionSql) {
 const FIX =
   /create the client with prepare: false \(\?prepare=false in DATABASE_URL\), or use the pooler's session mode$/;
 
-// One client per file, as the other Postgres suites keep (see _postgres.ts).
+// One client per file, as the other Postgres suites keep (see _postgres.ts),
+// and as theirs with no lifetime timer per connection to fail the test that
+// opened it under the sanitizers.
 let pooled: postgres.Sql | undefined;
 
 if (available) {
@@ -97,6 +100,7 @@ if (available) {
       pooled ??= through(await pooler("transaction"), {
         prepare: false,
         max: 8,
+        max_lifetime: null,
       });
       const schema = freshSchema();
       const store = new PostgresStore(pooled, { schema });
