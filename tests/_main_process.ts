@@ -99,17 +99,31 @@ export function startMain(
   };
 }
 
-/** Waits until `base` answers `GET /healthz` with 200. */
-export async function healthy(base: string): Promise<void> {
-  for (;;) {
+/**
+ * Waits until `base` answers `GET /healthz` with 200, or until `stop` is
+ * aborted (then it returns at once, having left no fetch or timer behind).
+ */
+export async function healthy(
+  base: string,
+  stop?: AbortSignal,
+): Promise<void> {
+  while (!stop?.aborted) {
     try {
-      const res = await fetch(`${base}/healthz`);
+      const res = await fetch(`${base}/healthz`, { signal: stop ?? null });
       await res.body?.cancel();
       if (res.ok) return;
     } catch {
-      // not listening yet
+      // not listening yet, or stopped
     }
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        stop?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, 50);
+      stop?.addEventListener("abort", done);
+    });
   }
 }
 

@@ -181,10 +181,14 @@ Deno.test(
       ...free,
       writeDir: dir,
     });
+    // A service that refused leaves the poll for /healthz to be stopped.
+    const stop = new AbortController();
     try {
       const outcome = await Promise.race([
         service.ended(),
-        healthy(`http://127.0.0.1:${free.port}`).then(() => "served" as const),
+        healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
+          "served" as const
+        ),
       ]);
       assert.notEqual(outcome, "served", "it served on an isolate's own KV");
       const { code, stderr } = outcome as { code: number; stderr: string };
@@ -194,6 +198,7 @@ Deno.test(
         /^relayer: cannot start: No Deno KV database is attached to this app on Deno Deploy: .*Provision Database \(Deno KV\), then Assign it to this app, and redeploy/,
       );
     } finally {
+      stop.abort();
       service.kill();
       await service.ended().catch(() => {});
       await Deno.remove(dir, { recursive: true });

@@ -88,10 +88,11 @@ async function startsHealthy(
   const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
   const free = port();
   const service = startMain(env, { ...free, writeDir: dir });
+  const stop = new AbortController();
   try {
     const origin = `http://127.0.0.1:${free.port}`;
     await Promise.race([
-      healthy(origin),
+      healthy(origin, stop.signal),
       service.ended().then(({ stderr }) => assert.fail(stderr)),
     ]);
     await whileUp(origin);
@@ -100,6 +101,7 @@ async function startsHealthy(
     assert.equal(code, 0, stderr);
     return stdout.split("\n")[0]!;
   } finally {
+    stop.abort();
     service.kill();
     await service.ended().catch(() => {});
     await Deno.remove(dir, { recursive: true });
