@@ -22,26 +22,41 @@ import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
  * goes on, so the test can end a session at that moment. If `hold`
  * answers `"cut"`, the chunk goes on, the server's answer to it is
  * dropped and the client's connection closed as that answer arrives: what
- * the chunk asked for was done, and the client never hears so.
+ * the chunk asked for was done, and the client never hears so. Once
+ * `stop` is aborted, the relay closes its listener and every connection
+ * (in a child process it lives as long as the process).
  *
  * @returns `url` through the relay.
  */
 export function relayed(
   url: string,
   hold: (text: string, connection: number) => Promise<void | "cut">,
+  stop?: AbortSignal,
 ): string {
   const real = new URL(url);
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const text = new TextDecoder("latin1");
+  const open = new Set<Deno.Conn>();
+  stop?.addEventListener("abort", () => {
+    for (const closable of [listener, ...open]) {
+      try {
+        closable.close();
+      } catch {
+        // already closed
+      }
+    }
+  }, { once: true });
   (async () => {
     let connections = 0;
     for await (const client of listener) {
+      open.add(client);
       const connection = connections++;
       (async () => {
         const server = await Deno.connect({
           hostname: real.hostname,
           port: Number(real.port || 5432),
         });
+        open.add(server);
         let cut = false;
         (async () => {
           const answers = client.writable.getWriter();

@@ -23,13 +23,11 @@ Deno.test({
   name:
     "PostgresStore hands back the connection of a write answered past connectionWaitMs once its answers come: with a pool of one, the next write gets it",
   ignore: !postgresAvailable,
-  // The relay's listener lives as long as the process.
-  sanitizeResources: false,
-  sanitizeOps: false,
   fn: timeout(30_000, async () => {
     const admin = await connect(1);
     const schema = freshSchema();
     let hold = false;
+    const relay = new AbortController();
     const sql = postgres(
       relayed(await postgresUrl(), async (text) => {
         // The flight's COMMIT, held past the write's bound.
@@ -37,7 +35,7 @@ Deno.test({
           hold = false;
           await new Promise((resolve) => setTimeout(resolve, 1500));
         }
-      }),
+      }, relay.signal),
       { max: 1, onnotice: () => {} },
     );
     try {
@@ -69,6 +67,7 @@ Deno.test({
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await admin.end();
       await sql.end({ timeout: 1 });
+      relay.abort();
     }
   }),
 });
