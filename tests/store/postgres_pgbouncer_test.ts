@@ -175,8 +175,6 @@ Deno.test({
   name:
     "PostgresStore: a write that meets a statement its pooler lost says how to mend the client",
   ignore: !available,
-  sanitizeOps: false,
-  sanitizeResources: false,
   async fn() {
     // A client of one connection is not probed by migrate(). Its
     // statements are prepared on the server session it used last; another
@@ -229,8 +227,6 @@ Deno.test({
   name:
     "the service refuses a DATABASE_URL through a pooler in transaction mode in one line naming ?prepare=false, and serves with it",
   ignore: !available,
-  sanitizeOps: false,
-  sanitizeResources: false,
   async fn() {
     const database = await freshDatabase();
     const bouncer = await pooler("transaction");
@@ -295,8 +291,6 @@ Deno.test({
     "PostgresStore.migrate()'s pooler check leaves a pooler with one server session free for others, within a few seconds",
   ignore: !available,
   // A check that leaves the session held hangs here: fail, not hang.
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(30_000, async () => {
     // The second connection's transaction holds the only session, so the
     // first's next statement waits for it: the check gives up in time,

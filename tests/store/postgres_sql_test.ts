@@ -1544,8 +1544,6 @@ for (
     name:
       `PostgresStore.migrate() goes on when a connection is lost during its pooler check (${where}), and the process and the pool live on`,
     ignore,
-    sanitizeOps: false,
-    sanitizeResources: false,
     fn: timeout(30_000, async () => {
       const schema = freshSchema();
       const admin = await connect(1);
