@@ -9,6 +9,8 @@
 
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
+import { MemoryStore, ScriptedSender } from "../mod.ts";
+import { createApp } from "../webhook/app.ts";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { qstashPublisher } from "../webhook/qstash_publisher.ts";
 import { withTimeout } from "./_timeout.ts";
@@ -372,4 +374,271 @@ Deno.test("qstashPublisher() refuses a timeoutMs that is not an integer from 1 t
       ),
     );
   }
+});
+
+Deno.test("qstashPublisher() aborts a publish past timeoutMs: QStash's end sees the connection closed, not left open behind the caller", async () => {
+  // A QStash that reads the request and never answers; it notes when the
+  // publisher's end closes the connection.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  let closed = 0;
+  const accepting = (async () => {
+    for await (const conn of listener) {
+      held.push(conn);
+      (async () => {
+        const buffer = new Uint8Array(4096);
+        try {
+          while (await conn.read(buffer) !== null);
+        } catch {
+          // A reset closes it too.
+        }
+        closed++;
+      })();
+    }
+  })();
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${listener.addr.port}`,
+      timeoutMs: 200,
+    });
+    await assert.rejects(
+      withTimeout(
+        () => publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+        5_000,
+      ),
+      /did not answer the publish of pi_0001\/settle within 200 ms/,
+    );
+    assert.equal(held.length, 1, "the publish reached the stand-in");
+    const deadline = Date.now() + 3_000;
+    while (closed === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(closed, 1, "the request was still open 3 s after its bound");
+  } finally {
+    listener.close();
+    for (const conn of held) {
+      try {
+        conn.close();
+      } catch {
+        // Closed by the reader already.
+      }
+    }
+    await accepting.catch(() => {});
+  }
+});
+
+/** A QStash whose every publish answers 429 with `headers` and `body`. */
+function rateLimiting(headers: () => Record<string, string>, body = "") {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      await req.body?.cancel();
+      return new Response(body, { status: 429, headers: headers() });
+    },
+  );
+  return { server, url: `http://127.0.0.1:${server.addr.port}` };
+}
+
+Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which limit, and when to try again where QStash said, with the wait as retryAfterMs", async () => {
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  const nowS = () => Math.floor(Date.now() / 1000);
+  const cases: {
+    headers: () => Record<string, string>;
+    body?: string;
+    message: RegExp;
+    waitS?: number;
+  }[] = [
+    {
+      // The burst limit, its reset in unix seconds.
+      headers: () => ({
+        "Burst-RateLimit-Limit": "100",
+        "Burst-RateLimit-Remaining": "0",
+        "Burst-RateLimit-Reset": String(nowS() + 30),
+      }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's per-second burst limit; try again in (29|30|31) s$/,
+      waitS: 30,
+    },
+    {
+      // The daily limit, its reset in unix milliseconds.
+      headers: () => ({
+        "RateLimit-Limit": "1000",
+        "RateLimit-Remaining": "0",
+        "RateLimit-Reset": String(Date.now() + 3_600_000),
+      }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's daily message limit; try again in (3599|3600) s$/,
+      waitS: 3600,
+    },
+    {
+      // Retry-After first, whatever the limit's reset says.
+      headers: () => ({
+        "Retry-After": "120",
+        "Burst-RateLimit-Reset": String(nowS() + 1),
+      }),
+      body: '{"error":"too many requests"}',
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's per-second burst limit; try again in 120 s \(QStash said: \{"error":"too many requests"\}\)$/,
+      waitS: 120,
+    },
+    {
+      headers: () => ({}),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit, without saying when to try again; try again later$/,
+    },
+  ];
+  for (const { headers, body, message, waitS } of cases) {
+    const qstash = rateLimiting(headers, body);
+    try {
+      const publisher = qstashPublisher({
+        token: "qstash-token",
+        publicUrl: "https://relayer.example.com",
+        retries: 9,
+        baseUrl: qstash.url,
+      });
+      const error = await publisher.publish(job).then(
+        () => assert.fail("a 429 was taken"),
+        (error: Error & { retryAfterMs?: unknown }) => error,
+      );
+      assert.match(error.message, message);
+      if (waitS === undefined) {
+        assert.equal(error.retryAfterMs, undefined);
+      } else {
+        assert.ok(
+          typeof error.retryAfterMs === "number" &&
+            Math.abs(error.retryAfterMs - waitS * 1000) <= 2_000,
+          `retryAfterMs ${String(error.retryAfterMs)}`,
+        );
+      }
+    } finally {
+      await qstash.server.shutdown();
+    }
+  }
+});
+
+Deno.test("POST /v1/jobs and a redrive answer 503 with QStash's wait as Retry-After when it rate-limits the publish (5 s when it does not say)", async () => {
+  let retryAfter: string | undefined = "120";
+  const qstash = rateLimiting(() =>
+    retryAfter === undefined ? {} : { "Retry-After": retryAfter }
+  );
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 1,
+      baseUrl: qstash.url,
+    });
+    const store = new MemoryStore();
+    await store.createIntent({ id: "pi_0001" });
+    const lines: string[] = [];
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      policy: { maxDeliveries: 1 },
+      insecureDev: true, // an unsigned delivery makes the dead letter
+      opsToken: OPS,
+      log: (line) => lines.push(line),
+      enqueue: async (job) => void await publisher.publish(job),
+      redriveTo: {
+        publish: async (job, deduplicationId) =>
+          void await publisher.publish(job, { deduplicationId }),
+      },
+    });
+    const ops = { authorization: `Bearer ${OPS}` };
+    const job = { intentId: "pi_0001", kind: "settle" };
+    const posted = await app.request("/v1/jobs", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify(job),
+    });
+    assert.equal(posted.status, 503);
+    assert.equal(posted.headers.get("retry-after"), "120");
+    assert.equal(
+      (await posted.json()).type,
+      "urn:relayer:problem:enqueue-failed",
+    );
+    assert.match(
+      lines.at(-1) ?? "",
+      /rate-limited by QStash's rate limit; try again in 120 s/,
+    );
+
+    const poisoned = await app.request("/v1/deliveries", {
+      method: "POST",
+      body: JSON.stringify({ job, delivery: 1 }),
+    });
+    assert.equal((await poisoned.json()).outcome, "poison");
+    const redrive = () =>
+      app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+        method: "POST",
+        headers: ops,
+      });
+    const limited = await redrive();
+    assert.equal(limited.status, 503);
+    assert.equal(limited.headers.get("retry-after"), "120");
+    assert.equal(
+      (await limited.json()).type,
+      "urn:relayer:problem:redrive-failed",
+    );
+    // No wait said: the routes' own.
+    retryAfter = undefined;
+    const unsaid = await redrive();
+    assert.equal(unsaid.status, 503);
+    assert.equal(unsaid.headers.get("retry-after"), "5");
+    await unsaid.body?.cancel();
+    assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
+  } finally {
+    await qstash.server.shutdown();
+  }
+});
+
+Deno.test("qstashPublisher() writes nothing to the console: a publish refused, rate-limited, unreachable or late fails with its error alone", async () => {
+  let status = 500;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      await req.body?.cancel();
+      if (status === 0) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      return Response.json({ error: "no" }, { status: status || 200 });
+    },
+  );
+  // Replaced for the test's span, to see what the publisher writes there.
+  const terminal = console;
+  const written: string[] = [];
+  const methods = ["error", "warn", "log", "info", "debug"] as const;
+  const kept = methods.map((method) => terminal[method]);
+  for (const method of methods) {
+    terminal[method] = (...args: unknown[]) =>
+      void written.push(`${method}: ${args.map(String).join(" ")}`);
+  }
+  try {
+    const publisher = (baseUrl: string) =>
+      qstashPublisher({
+        token: "qstash-token",
+        publicUrl: "https://relayer.example.com",
+        retries: 9,
+        baseUrl,
+        timeoutMs: 200,
+      });
+    const url = `http://127.0.0.1:${server.addr.port}`;
+    const job = { intentId: "pi_0001", kind: "settle" } as const;
+    await assert.rejects(publisher(url).publish(job), /HTTP 500/);
+    status = 429;
+    await assert.rejects(publisher(url).publish(job), /HTTP 429/);
+    status = 0; // answered after the bound
+    await assert.rejects(publisher(url).publish(job), /within 200 ms/);
+    // Nothing listens on port 9 (discard) here.
+    await assert.rejects(
+      publisher("http://127.0.0.1:9").publish(job),
+      /QStash did not take the job/,
+    );
+  } finally {
+    methods.forEach((method, i) => terminal[method] = kept[i]!);
+    await server.shutdown();
+  }
+  assert.deepEqual(written, []);
 });

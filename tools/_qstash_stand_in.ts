@@ -1,8 +1,8 @@
 /**
  * QStash's publish API, stood in for on loopback, for checks that run
  * `main.ts` as shipped: the service is given `QSTASH_TOKEN` and
- * `QSTASH_URL` (which takes an `http:` URL) and publishes through
- * `@upstash/qstash`'s `Client` exactly as in production. The stand-in does
+ * `QSTASH_URL` (which takes an `http:` URL) and publishes through its
+ * `qstashPublisher` exactly as in production. The stand-in does
  * what QStash's documentation says of a publish
  * (https://upstash.com/docs/qstash/features/deduplication): a message is
  * taken with `201` and its id; a publish whose `Upstash-Deduplication-Id`

@@ -205,7 +205,13 @@ export interface AppDeps extends RelayerOptions {
    * @default {a function that discards them}
    */
   readonly log?: (line: string) => void;
-  /** Puts a job on a queue (`POST /v1/jobs`); absent, that route answers 503. */
+  /**
+   * Puts a job on a queue (`POST /v1/jobs`); absent, that route answers
+   * 503. A failure answers 503 too, with `Retry-After` the error's
+   * `retryAfterMs` where it has one (as `qstashPublisher`'s has when QStash
+   * rate-limits the publish and says until when), else 5 s; a redrive whose
+   * `redriveTo.publish` fails answers the same way.
+   */
   readonly enqueue?: (job: Job) => Promise<void>;
   /**
    * Where a redriven job goes: published to a queue before the dead letter
@@ -387,6 +393,18 @@ function retryAfter(delayMs: number): string {
   return String(
     Math.max(1, Math.min(MAX_RETRY_AFTER_S, Math.ceil(delayMs / 1000))),
   );
+}
+
+/**
+ * `Retry-After` for an operator's publish the queue refused: the wait the
+ * queue asked for, where its error carries one (`retryAfterMs`, as
+ * `qstashPublisher`'s does on QStash's 429), else 5 s.
+ */
+function queueRetryAfter(error: unknown): string {
+  const waitMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+  return typeof waitMs === "number" && Number.isFinite(waitMs) && waitMs >= 0
+    ? retryAfter(waitMs)
+    : "5";
 }
 
 function badInput(route: Route, detail: string): Refusal {
@@ -2236,7 +2254,7 @@ export function createApp(deps: AppDeps): WebhookApp {
             ? `held up in the database: ${HELD_UP}`
             : "the relayer's log says why"
         }): try again. If it did complete after all, the retry answers 404 and the job is on its queue; a job that reaches the queue twice is harmless, as it only says "go and look".`,
-        { "retry-after": "5" },
+        { "retry-after": queueRetryAfter(error) },
       );
     }
     if (job === null) return noDeadLetter(jobId);
@@ -2418,7 +2436,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         `The queue did not take ${
           jobIdOf(job)
         } (the relayer's log says why): try again. A job that reaches the queue twice is harmless, as it only says "go and look".`,
-        { "retry-after": "5" },
+        { "retry-after": queueRetryAfter(error) },
       );
     }
     log(`relayer job ${jobIdOf(job)} queued by an operator`);

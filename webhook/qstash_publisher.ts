@@ -1,7 +1,11 @@
 /**
  * Publishing jobs through QStash, right by construction: every publish
  * carries the retries the service was checked with and the failure
- * callback that resolves a job QStash gives up on.
+ * callback that resolves a job QStash gives up on. It speaks QStash's
+ * publish API with `fetch` (as `@upstash/qstash` 2.12.0's `Client` sends
+ * it), so that a publish past its bound is aborted, a 429 says when to
+ * try again, and nothing goes to the console; the webhook verifies
+ * QStash's deliveries with that package's `Receiver`.
  *
  * @module
  */
@@ -9,7 +13,6 @@
 import { ROUTE_AT_END } from "./_routes.ts";
 import { cutAt, secretForms } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
-import { Client } from "@upstash/qstash";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { type Job, jobIdOf, parseJob } from "../relayer/relayer.ts";
@@ -49,7 +52,8 @@ export interface QStashPublisherOptions {
   readonly baseUrl?: string;
   /**
    * How long a publish may wait for QStash's answer, in milliseconds: past
-   * it, the publish fails (the job may have reached QStash or not), so
+   * it, the request is aborted and the publish fails (the job may have
+   * reached QStash or not), so
    * that an operator's `POST /v1/jobs` or redrive answers 503 and can be
    * tried again instead of hanging for as long as QStash does. An integer
    * from 1 to 2147483647.
@@ -58,9 +62,6 @@ export interface QStashPublisherOptions {
    */
   readonly timeoutMs?: number;
 }
-
-/** What a publish's race answers when QStash's answer is later than its bound. */
-const LATE: unique symbol = Symbol("late");
 
 /** The options `qstashPublisher` reads; any other is a typo. */
 const PUBLISHER_OPTIONS: readonly string[] = Object.keys(
@@ -99,6 +100,10 @@ export interface Publisher {
    * @param job The job.
    * @param options A deduplication id: a second publish with it is dropped by the queue.
    * @returns The queue's id of the message.
+   * @throws {Error} If the queue did not take the job, or did not say so in
+   * time. Where the queue said how long to wait (QStash's 429), the error
+   * carries it as `retryAfterMs`, which `createApp`'s `POST /v1/jobs` and
+   * redrive answer as `Retry-After`.
    */
   publish(
     job: Job,
@@ -107,13 +112,20 @@ export interface Publisher {
 }
 
 /**
- * A {@linkcode Publisher} through QStash (`@upstash/qstash`'s `Client`):
- * every job goes to `PUBLIC_URL/v1/qstash` with `retries` and
- * `failureCallback: PUBLIC_URL/v1/qstash/failed`, so a job QStash gives up
- * on is still resolved. A deduplication id goes out as its hex SHA-256
- * (`Upstash-Deduplication-Id`): QStash refuses one with a colon, which a
- * redrive's `<jobId>:<version>` has. Building it does no I/O; the client
- * is made on the first publish.
+ * A {@linkcode Publisher} through QStash's REST API (`POST
+ * {baseUrl}/v2/publish/PUBLIC_URL/v1/qstash`, with the platform's `fetch`):
+ * every job goes with `Upstash-Retries: retries` and
+ * `Upstash-Failure-Callback: PUBLIC_URL/v1/qstash/failed`, so a job QStash
+ * gives up on is still resolved. A deduplication id goes out as its hex
+ * SHA-256 (`Upstash-Deduplication-Id`): QStash refuses one with a colon,
+ * which a redrive's `<jobId>:<version>` has. Building it does no I/O.
+ *
+ * A publish is one request, never retried here (the operator's `POST
+ * /v1/jobs` or redrive answers 503 and is tried again), and bounded by
+ * `timeoutMs`, past which it is aborted. QStash's 429 fails with which
+ * limit it hit and when to try again, where QStash said (`Retry-After`,
+ * else `RateLimit-Reset` or `Burst-RateLimit-Reset`). Nothing is written
+ * to the console: the error says it all, and never holds the token.
  *
  * @param options The token, the public URL, the retries, the API base and
  * how long a publish may wait.
@@ -188,64 +200,94 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
       "Cannot build a QStash publisher as 'publicUrl' must be the service's base URL, without a query, a fragment or a route such as /v1/qstash (the publisher adds /v1/qstash and /v1/qstash/failed)",
     );
   }
+  // As QStash's client trims it: `${baseUrl}/v2/publish/…`.
   const baseUrl = httpUrl(
     "baseUrl",
     options.baseUrl ?? "https://qstash.upstash.io",
-  );
-  let client: Client | undefined;
+  ).replace(/\/+$/, "");
+  // The destination goes unencoded after /v2/publish/, as QStash's API
+  // reference and its client write it.
+  const endpoint = `${baseUrl}/v2/publish/${base}/v1/qstash`;
+  const failureCallback = `${base}/v1/qstash/failed`;
   return {
     async publish(input, { deduplicationId } = {}) {
       const job = parseJob(input);
-      client ??= new Client({
-        token,
-        baseUrl,
-        enableTelemetry: false,
-        retry: false,
-        // Never read QSTASH_DEV from the environment: it swaps in the
-        // public dev credentials and starts a dev server, as the Receiver
-        // would swap in the public dev signing keys.
-        devMode: false,
-      });
-      const published = client.publishJSON({
-        url: `${base}/v1/qstash`,
-        body: job,
-        retries,
-        failureCallback: `${base}/v1/qstash/failed`,
-        ...(deduplicationId
-          ? { deduplicationId: qstashDeduplicationId(deduplicationId) }
-          : {}),
-      });
-      // The client takes no signal: past the bound, its request is left to
-      // end on its own (its failure then goes nowhere), and the caller is
-      // answered.
-      published.catch(() => {});
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<typeof LATE>((resolve) => {
-        timer = setTimeout(() => resolve(LATE), timeoutMs);
-      });
-      let result: unknown;
+      const jobId = jobIdOf(job);
+      const headers: Record<string, string> = {
+        "authorization": `Bearer ${token}`,
+        "content-type": "application/json",
+        "upstash-method": "POST",
+        "upstash-retries": String(retries),
+        "upstash-failure-callback": failureCallback,
+      };
+      if (deduplicationId) {
+        headers["upstash-deduplication-id"] = qstashDeduplicationId(
+          deduplicationId,
+        );
+      }
+      // One bound over the whole exchange, the answer's body included:
+      // past it the request is aborted (its connection closed), not left
+      // running behind the caller's back.
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), timeoutMs);
+      let answer: { status: number; headers: Headers; text: string };
       try {
-        result = await Promise.race([published, late]);
+        const response = await fetch(endpoint, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(job),
+          signal: controller.signal,
+        });
+        // Always read, whatever the status: a body left unread holds its
+        // connection until a garbage collection.
+        answer = {
+          status: response.status,
+          headers: response.headers,
+          text: await response.text(),
+        };
       } catch (error) {
-        throw publishError(error, token, jobIdOf(job));
+        if (controller.signal.aborted) {
+          throw new Error(
+            `QStash did not answer the publish of ${jobId} within ${timeoutMs} ms: ${MAYBE_TAKEN}`,
+          );
+        }
+        throw publishError(jobId, token, undefined, error);
       } finally {
         clearTimeout(timer);
       }
-      if (result === LATE) {
-        throw new Error(
-          `QStash did not answer the publish of ${
-            jobIdOf(job)
-          } within ${timeoutMs} ms: it may have taken the job or not; publishing again is harmless (a job only says "go and look", and a redrive's deduplication id drops the second)`,
+      const { status, text } = answer;
+      if (status === 429) {
+        throw rateLimited(jobId, token, answer.headers, text);
+      }
+      if (status < 200 || status > 299) {
+        // As QStash's client words an empty answer.
+        throw publishError(
+          jobId,
+          token,
+          status,
+          text || `Error: status=${status}`,
         );
       }
-      const messageId = (result as { messageId?: unknown }).messageId;
+      let messageId: unknown;
+      try {
+        messageId = (JSON.parse(text) as { messageId?: unknown } | null)
+          ?.messageId;
+      } catch {
+        // An answer cut off on its way back: QStash may hold the message.
+      }
       if (typeof messageId !== "string") {
-        throw new Error(`QStash returned no messageId for ${jobIdOf(job)}`);
+        throw new Error(
+          `QStash answered the publish of ${jobId} with HTTP ${status} but no readable messageId: ${MAYBE_TAKEN}`,
+        );
       }
       return { messageId };
     },
   };
 }
+
+/** Why publishing again is safe when QStash's answer is lost. */
+const MAYBE_TAKEN =
+  `it may have taken the job or not; publishing again is harmless (a job only says "go and look", and a redrive's deduplication id drops the second)`;
 
 /**
  * A deduplication id QStash takes: the hex SHA-256 of `id`. QStash refuses
@@ -259,22 +301,94 @@ function qstashDeduplicationId(id: string): string {
 }
 
 /**
- * A failed publish, in words a log may keep: the client's error quotes
- * the API's answer whole, and an answer (a proxy's, say) may echo the
- * request's `Authorization` header. The token never appears.
+ * A failed publish, in words a log may keep: an answer (a proxy's, say)
+ * may echo the request's `Authorization` header, so the token never
+ * appears; the text is kept to one line of at most 200 characters.
  */
-function publishError(error: unknown, token: string, jobId: string): Error {
-  const status = (error as { status?: unknown } | null)?.status;
-  let text = error instanceof Error ? error.message : String(error);
+function publishError(
+  jobId: string,
+  token: string,
+  status: number | undefined,
+  cause: unknown,
+): Error {
+  return new Error(
+    `QStash did not take the job ${jobId}${
+      status === undefined ? "" : ` (HTTP ${status})`
+    }: ${loggable(cause, token)}`,
+  );
+}
+
+function loggable(cause: unknown, token: string): string {
+  let text = cause instanceof Error ? cause.message : String(cause);
   for (const form of secretForms(token)) {
     text = text.replaceAll(form, "<QSTASH_TOKEN>");
   }
-  text = text.replace(/\s+/g, " ");
-  return new Error(
-    `QStash did not take the job ${jobId}${
-      typeof status === "number" ? ` (HTTP ${status})` : ""
-    }: ${text.length > 200 ? `${cutAt(text, 200)}…` : text}`,
+  text = text.replace(/\s+/g, " ").trim();
+  return text.length > 200 ? `${cutAt(text, 200)}…` : text;
+}
+
+/**
+ * QStash's 429, with when to try again where it said: `Retry-After`, else
+ * the reset of the limit it names (`RateLimit-Reset`, its daily message
+ * limit; `Burst-RateLimit-Reset`, its per-second one: a unix timestamp,
+ * https://upstash.com/docs/qstash/api/api-ratelimiting). The error carries
+ * the wait as `retryAfterMs`, which `createApp`'s routes answer as
+ * `Retry-After`.
+ */
+function rateLimited(
+  jobId: string,
+  token: string,
+  headers: Headers,
+  text: string,
+): Error & { readonly retryAfterMs?: number } {
+  const daily = headers.has("ratelimit-limit") ||
+    headers.has("ratelimit-reset");
+  const limit = daily
+    ? "QStash's daily message limit"
+    : headers.has("burst-ratelimit-limit") ||
+        headers.has("burst-ratelimit-reset")
+    ? "QStash's per-second burst limit"
+    : "QStash's rate limit";
+  const now = Date.now();
+  const waitMs = retryAfterMs(headers.get("retry-after"), now) ??
+    resetInMs(
+      headers.get(daily ? "ratelimit-reset" : "burst-ratelimit-reset"),
+      now,
+    );
+  const said = text.trim() === ""
+    ? ""
+    : ` (QStash said: ${loggable(text, token)})`;
+  const head =
+    `QStash did not take the job ${jobId} (HTTP 429): rate-limited by ${limit}`;
+  if (waitMs === undefined) {
+    return new Error(
+      `${head}, without saying when to try again; try again later${said}`,
+    );
+  }
+  const error = new Error(
+    `${head}; try again in ${Math.max(1, Math.ceil(waitMs / 1000))} s${said}`,
   );
+  return Object.assign(error, { retryAfterMs: waitMs });
+}
+
+/** `Retry-After` (RFC 9110: seconds, or an HTTP date) in milliseconds from `now`. */
+function retryAfterMs(value: string | null, now: number): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+}
+
+/**
+ * A limit's reset, a unix timestamp, in milliseconds from `now`. QStash
+ * documents no unit: a value past 10^12 is read as milliseconds (that is
+ * 2001 in them, and the year 33658 in seconds), any other as seconds.
+ */
+function resetInMs(value: string | null, now: number): number | undefined {
+  if (value === null || !/^\d+(\.\d+)?$/.test(value.trim())) return undefined;
+  const stamp = Number(value.trim());
+  return Math.max(0, (stamp > 1e12 ? stamp : stamp * 1000) - now);
 }
 
 function httpUrl(name: string, value: string): string {

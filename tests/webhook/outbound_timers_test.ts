@@ -59,15 +59,23 @@ Deno.test({
 
 Deno.test({
   name:
-    "qstashPublisher() leaves no fetch body nor timer behind: a job published, an error answer, an unreachable QStash",
+    "qstashPublisher() leaves no fetch body nor timer behind: a job published, an error answer, a 429, an answer past its bound, an unreachable QStash",
   ...sanitized,
   fn: async () => {
     let status = 200;
     const server = serve(async (req) => {
       await req.body?.cancel();
+      if (status === 0) {
+        // Past the publisher's bound.
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        return Response.json({ messageId: "msg_late" });
+      }
       return status === 200
         ? Response.json({ messageId: "msg_1" })
-        : Response.json({ error: "internal" }, { status });
+        : Response.json({ error: "internal" }, {
+          status,
+          headers: status === 429 ? { "retry-after": "2" } : {},
+        });
     });
     const publisher = (baseUrl: string) =>
       qstashPublisher({
@@ -75,6 +83,7 @@ Deno.test({
         publicUrl: "https://relayer.example",
         retries: 3,
         baseUrl,
+        timeoutMs: 200,
       });
     try {
       const live = publisher(server.url);
@@ -82,8 +91,10 @@ Deno.test({
       assert.deepEqual(await live.publish(job), { messageId: "msg_1" });
       status = 500;
       await assert.rejects(live.publish(job), /HTTP 500/);
-      // Not a 429: @upstash/qstash 2.12.0 reads no body of one (its
-      // getResponseError reads only the headers), out of this module's reach.
+      status = 429;
+      await assert.rejects(live.publish(job), /HTTP 429/);
+      status = 0;
+      await assert.rejects(live.publish(job), /within 200 ms/);
     } finally {
       await server.close();
     }
