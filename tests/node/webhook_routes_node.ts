@@ -480,6 +480,48 @@ test("POST /v1/jobs publishes through QStash's API with the retries and the fail
   );
 });
 
+test("qstashPublisher() on Node: a 429 says when to try again, and a publish past timeoutMs is aborted (QStash's end sees its request closed)", async () => {
+  let closed = 0;
+  const qstash = createServer((req, res) => {
+    req.resume();
+    if (req.url?.includes("/limited/")) {
+      res.writeHead(429, { "retry-after": "7" });
+      res.end("too many requests");
+      return;
+    }
+    // Never answered: only the publisher's abort ends it.
+    res.on("close", () => void closed++);
+  });
+  const url = `http://127.0.0.1:${await listen(qstash)}`;
+  const publisher = (path: string) =>
+    qstashPublisher({
+      token: QSTASH_TOKEN,
+      publicUrl: `https://relayer.example.test/${path}`,
+      retries: 9,
+      baseUrl: url,
+      timeoutMs: 200,
+    });
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  try {
+    await assert.rejects(
+      publisher("limited").publish(job),
+      (error: Error & { retryAfterMs?: number }) =>
+        /\(HTTP 429\): rate-limited by QStash's rate limit; try again in 7 s/
+          .test(error.message) && error.retryAfterMs === 7_000,
+    );
+    await assert.rejects(publisher("slow").publish(job), /within 200 ms/);
+    const deadline = Date.now() + 3_000;
+    while (closed === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(closed, 1, "the request was still open 3 s after its bound");
+  } finally {
+    qstash.close();
+    (qstash as unknown as { closeAllConnections?: () => void })
+      .closeAllConnections?.();
+  }
+});
+
 test("GET /readyz reads the store (200), and DELETE discards the dead letter of the failed intent", async () => {
   const ready = await fetch(`${base}/readyz`);
   assert.equal(ready.status, 200);
