@@ -20,7 +20,10 @@
 // Then what the queues do with a batch the handler never settles (a
 // consumer that throws comes back after its retryDelay, into the
 // dead-letter queue and then nowhere; an explicit delaySeconds wins over
-// retryDelay), which wrangler.toml's retry_delay rests on.
+// retryDelay), which wrangler.toml's retry_delay rests on. Then
+// qstashPublisher (tools/_publish_worker.ts, PUBLISH_SCRIPT): a publish
+// taken, a 429's wait, a late answer failed near the bound, nothing
+// written to the Worker's output.
 // With POSTGRES_SCRIPT set, it runs PostgresStore on workerd instead
 // (tools/_postgres_worker.ts, nodejs_compat, on the real server at
 // DATABASE_URL, which the example reaches through Miniflare's local
@@ -32,7 +35,7 @@
 // queue, and the end states read back by a new workerd.
 // It prints one line per step and exits 1 on the first wrong answer.
 //
-// Environment: WORKER_SCRIPT and OUTAGE_SCRIPT, or POSTGRES_SCRIPT and
+// Environment: WORKER_SCRIPT, OUTAGE_SCRIPT and PUBLISH_SCRIPT, or POSTGRES_SCRIPT and
 // DATABASE_URL (the bundles are in the working directory), COMPAT_DATE,
 // GOLDEN (testdata/poison_job.golden.txt), MINIFLARE_CACHE (the cache
 // folder miniflare was installed into, named when it looks broken).
@@ -1564,6 +1567,124 @@ async function refusesToStart(vars, uncaught, what) {
   fail(`${what}: the Worker started`);
 }
 
+/**
+ * `qstashPublisher` on workerd (tools/_publish_worker.ts, built in the
+ * Worker's global scope): a publish QStash takes (the request as QStash's
+ * API takes it), one QStash rate-limits (429 with Retry-After: its wait on
+ * the error), and one QStash answers too late (failed near the bound, the
+ * outbound fetch aborted); and the Worker writes nothing to its output.
+ */
+async function publishing() {
+  const lines = [];
+  const published = [];
+  let slowAborted = false;
+  const qstash = async (request) => {
+    const url = new URL(request.url);
+    if (url.host !== "qstash.test") {
+      return new Response("not found", { status: 404 });
+    }
+    published.push({
+      path: decodeURIComponent(url.pathname),
+      authorization: request.headers.get("authorization"),
+      contentType: request.headers.get("content-type"),
+      retries: request.headers.get("upstash-retries"),
+      failureCallback: request.headers.get("upstash-failure-callback"),
+      body: await request.text(),
+    });
+    if (url.pathname.includes("/limited/")) {
+      return new Response("too many requests", {
+        status: 429,
+        headers: { "retry-after": "7" },
+      });
+    }
+    if (url.pathname.includes("/slow/")) {
+      // Past the publisher's 300 ms; the abort reaches here as the
+      // request's signal, where Miniflare passes it on.
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, 2000);
+        request.signal?.addEventListener("abort", () => {
+          slowAborted = true;
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return Response.json({ messageId: "msg_late" }, { status: 201 });
+    }
+    return Response.json({ messageId: "msg_workerd_1" }, { status: 201 });
+  };
+  let mf;
+  try {
+    mf = new Miniflare({
+      modules: true,
+      scriptPath: process.env.PUBLISH_SCRIPT,
+      compatibilityDate: process.env.COMPAT_DATE,
+      outboundService: qstash,
+      handleRuntimeStdio(stdout, stderr) {
+        for (const stream of [stdout, stderr]) {
+          stream.on("data", (chunk) => lines.push(chunk.toString()));
+        }
+      },
+    });
+    await mf.ready;
+  } catch (error) {
+    await mf?.dispose().catch(() => {});
+    workerFailed("tools/_publish_worker.ts", error, lines.join("").split("\n"));
+  }
+  try {
+    const publish = async (name) =>
+      await (await mf.dispatchFetch(`${PUBLIC_URL}/publish/${name}`, {
+        method: "POST",
+      })).json();
+    assertEqual(
+      await publish("ok"),
+      { messageId: "msg_workerd_1" },
+      "a publish QStash takes",
+    );
+    assertEqual(
+      published[0],
+      {
+        path: "/v2/publish/https://relayer.example.test/ok/v1/qstash",
+        authorization: "Bearer qstash-token-for-workerd",
+        contentType: "application/json",
+        retries: "9",
+        failureCallback: "https://relayer.example.test/ok/v1/qstash/failed",
+        body: '{"intentId":"pi_0001","kind":"settle"}',
+      },
+      "the publish as QStash's API takes it",
+    );
+    const limited = await publish("limited");
+    assertEqual(
+      [limited.error, limited.retryAfterMs],
+      [
+        "QStash did not take the job pi_0001/settle (HTTP 429): rate-limited by QStash's rate limit; try again in 7 s (QStash said: too many requests)",
+        7000,
+      ],
+      "a publish QStash rate-limits",
+    );
+    const slow = await publish("slow");
+    if (!/within 300 ms/.test(slow.error) || slow.ms > 1500) {
+      fail(
+        `a publish QStash answers after its bound: ${
+          JSON.stringify(slow)
+        } (expected to fail within 300 ms, near the bound)`,
+      );
+    }
+    const written = lines.join("").trim();
+    if (written !== "") {
+      fail(`the publisher wrote to the Worker's output:\n${written}`);
+    }
+    console.log(
+      `  [qstashPublisher] built in global scope; a publish taken, a 429 (Retry-After 7: retryAfterMs 7000), a late answer failed after ${slow.ms} ms (bound 300 ms; the outbound request ${
+        slowAborted
+          ? "aborted"
+          : "not seen aborted by Miniflare's outbound service"
+      }); nothing written to the output`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
 /** Unquoted `[vars]` the Worker must refuse at its start, on workerd. */
 async function refusedVars() {
   await refusesToStart(
@@ -1587,6 +1708,7 @@ try {
     for (const flags of [[], ["nodejs_compat"]]) await check(flags);
     await outage();
     await unsettledBatches();
+    await publishing();
   }
 } catch (error) {
   console.error(

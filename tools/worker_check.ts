@@ -24,7 +24,10 @@
  * sends; and a consumer that throws (the handler never runs) must get each
  * message back after the consumer's `retryDelay`, and one that retries
  * with `delaySeconds` after that delay, whatever its `retryDelay`
- * (what `wrangler.toml`'s `retry_delay` rests on). The policy's delays
+ * (what `wrangler.toml`'s `retry_delay` rests on); and `qstashPublisher`,
+ * built in a Worker's global scope (`tools/_publish_worker.ts`): a publish
+ * taken, a 429's wait, a late answer failed near its bound, nothing
+ * written to the Worker's output. The policy's delays
  * are 3 s, longer than the consumers' batch timeout (1 s), and the gap
  * between two deliveries of a retried job must show them: a
  * `message.retry()` without `delaySeconds` comes back at the next batch.
@@ -281,6 +284,9 @@ async function workerCheck(): Promise<number> {
     await bundle("tools/_outage_worker.ts", `${dir}/outage.js`, {
       platform: "browser",
     });
+    await bundle("tools/_publish_worker.ts", `${dir}/publish.js`, {
+      platform: "browser",
+    });
     await Deno.copyFile(
       `${ROOT}tools/_worker_check.mjs`,
       `${dir}/worker_check.mjs`,
@@ -295,6 +301,7 @@ async function workerCheck(): Promise<number> {
       env: {
         WORKER_SCRIPT: "worker.js",
         OUTAGE_SCRIPT: "outage.js",
+        PUBLISH_SCRIPT: "publish.js",
         COMPAT_DATE: COMPATIBILITY_DATE,
         GOLDEN: `${ROOT}testdata/poison_job.golden.txt`,
         MINIFLARE_CACHE: cache,
