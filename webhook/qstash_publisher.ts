@@ -320,6 +320,11 @@ function publishError(
 
 function loggable(cause: unknown, token: string): string {
   let text = cause instanceof Error ? cause.message : String(cause);
+  // Node's fetch says only "fetch failed"; what failed is its cause's.
+  const inner = (cause as { cause?: unknown } | null)?.cause;
+  if (inner instanceof Error && !text.includes(inner.message)) {
+    text = `${text} (${inner.message})`;
+  }
   for (const form of secretForms(token)) {
     text = text.replaceAll(form, "<QSTASH_TOKEN>");
   }

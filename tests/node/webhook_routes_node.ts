@@ -480,7 +480,7 @@ test("POST /v1/jobs publishes through QStash's API with the retries and the fail
   );
 });
 
-test("qstashPublisher() on Node: a 429 says when to try again, and a publish past timeoutMs is aborted (QStash's end sees its request closed)", async () => {
+test("qstashPublisher() on Node: a 429 says when to try again, a publish past timeoutMs is aborted (QStash's end sees its request closed), and an unreachable QStash says why", async () => {
   let closed = 0;
   const qstash = createServer((req, res) => {
     req.resume();
@@ -510,6 +510,19 @@ test("qstashPublisher() on Node: a 429 says when to try again, and a publish pas
           .test(error.message) && error.retryAfterMs === 7_000,
     );
     await assert.rejects(publisher("slow").publish(job), /within 200 ms/);
+    // Nothing listens: Node's "fetch failed" says why.
+    const gone = createServer();
+    const port = await listen(gone);
+    await new Promise((resolve) => gone.close(resolve));
+    await assert.rejects(
+      qstashPublisher({
+        token: QSTASH_TOKEN,
+        publicUrl: "https://relayer.example.test",
+        retries: 9,
+        baseUrl: `http://127.0.0.1:${port}`,
+      }).publish(job),
+      /^Error: QStash did not take the job pi_0001\/settle: fetch failed \(.*ECONNREFUSED/,
+    );
     const deadline = Date.now() + 3_000;
     while (closed === 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));
