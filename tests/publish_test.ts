@@ -184,6 +184,30 @@ Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL or the signing k
       }),
     /Set KV_QUEUE or QSTASH_TOKEN, not both/,
   );
+  // QStash's publish path in QSTASH_URL would be doubled at every publish.
+  for (const path of ["/v2/publish", "/v2/publish/", "/v2"]) {
+    assert.throws(
+      () =>
+        loadConfig({
+          ...publishing,
+          ...keys,
+          QSTASH_URL: `https://qstash.upstash.io${path}`,
+        }),
+      (error) =>
+        error instanceof ConfigError && error.setting === "QSTASH_URL" &&
+        /QSTASH_URL must be QStash's API base, without \/v2\/publish/.test(
+          error.message,
+        ),
+      path,
+    );
+  }
+  assert.ok(
+    loadConfig({
+      ...publishing,
+      ...keys,
+      QSTASH_URL: "https://qstash.upstash.io/",
+    }),
+  );
 });
 
 Deno.test("qstashPublisher() publishes with its own token and URL even where QSTASH_DEV is set: the client would swap in the public dev credentials and start a dev server", async () => {
@@ -296,6 +320,48 @@ Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the
     publicUrl: "https://relayer.example.com/base/",
     retries: 2,
   });
+});
+
+Deno.test("qstashPublisher() refuses a baseUrl that holds QStash's API path, a query or a fragment, which /v2/publish/… would be appended after (a publish to …/v2/publish/v2/publish/…, a 404 at every publish)", () => {
+  for (
+    const baseUrl of [
+      "https://qstash.upstash.io/v2/publish",
+      "https://qstash.upstash.io/v2/publish/",
+      "https://qstash.upstash.io/v2",
+      "https://qstash.upstash.io/?token=s3cr3t",
+      "https://qstash.upstash.io/#top",
+    ]
+  ) {
+    assert.throws(
+      () =>
+        qstashPublisher({
+          token: "t",
+          publicUrl: "https://relayer.example.com",
+          retries: 2,
+          baseUrl,
+        }),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        error.message.includes("'baseUrl' must be QStash's API base") &&
+        !error.message.includes("s3cr3t"),
+      baseUrl,
+    );
+  }
+  // A region's base, or a proxy's with a path of its own, is fine.
+  for (
+    const baseUrl of [
+      "https://qstash.upstash.io",
+      "https://qstash-eu-central-1.upstash.io/",
+      "http://127.0.0.1:8080/qstash",
+    ]
+  ) {
+    qstashPublisher({
+      token: "t",
+      publicUrl: "https://relayer.example.com",
+      retries: 2,
+      baseUrl,
+    });
+  }
 });
 
 Deno.test("qstashPublisher() sends a deduplication id QStash takes: a colon-free form of the id, equal for equal ids (an intent id may hold colons too)", async () => {

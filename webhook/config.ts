@@ -12,7 +12,7 @@
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
  * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`); not `PUBSUB_AUDIENCE`'s |
  * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
- * | `QSTASH_URL` | optional: QStash's API base (default `https://qstash.upstash.io`) |
+ * | `QSTASH_URL` | optional: QStash's API base, without `/v2/publish` (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret |
@@ -866,6 +866,17 @@ export function loadConfig(
   }
   const qstashToken = bearerToken(env, "QSTASH_TOKEN");
   const qstashUrl = httpUrl(env, "QSTASH_URL");
+  if (
+    qstashUrl !== undefined &&
+    /(^|\/)v2(\/|$)/.test(new URL(qstashUrl).pathname)
+  ) {
+    // The publisher appends /v2/publish/…: QStash's own path would be
+    // doubled, a 404 at every publish.
+    throw new ConfigError(
+      "QSTASH_URL",
+      "QSTASH_URL must be QStash's API base, without /v2/publish (the publisher adds /v2/publish/…), such as https://qstash.upstash.io",
+    );
+  }
   if (qstashToken !== undefined && publicUrl === undefined) {
     throw new ConfigError(
       "PUBLIC_URL",

@@ -133,6 +133,7 @@ export interface Publisher {
  * @throws {RangeError} If `retries` is not an integer in 0..100, or
  * `timeoutMs` not one in 1..2147483647.
  * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL,
+ * `baseUrl` holds QStash's `/v2` path, a query or a fragment,
  * `publicUrl` has a query, a fragment or one of the service's routes
  * (`/v1/qstash`, …) at its end, or `token` is empty.
  *
@@ -205,6 +206,17 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
     "baseUrl",
     options.baseUrl ?? "https://qstash.upstash.io",
   ).replace(/\/+$/, "");
+  const api = new URL(baseUrl);
+  if (
+    api.search !== "" || api.hash !== "" || baseUrl.endsWith("?") ||
+    baseUrl.endsWith("#") || /(^|\/)v2(\/|$)/.test(api.pathname)
+  ) {
+    // `/v2/publish/…` is appended to it: QStash's own path in it would be
+    // doubled (a 404 at every publish), and a query would come before it.
+    throw new TypeError(
+      "Cannot build a QStash publisher as 'baseUrl' must be QStash's API base, such as https://qstash.upstash.io, without /v2/publish, a query or a fragment (the publisher adds /v2/publish/…): set QSTASH_URL to the base alone",
+    );
+  }
   // The destination goes unencoded after /v2/publish/, as QStash's API
   // reference and its client write it.
   const endpoint = `${baseUrl}/v2/publish/${base}/v1/qstash`;
