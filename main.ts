@@ -22,6 +22,7 @@
 import postgres from "postgres";
 import { describePolicy, type Job, jobIdOf, type Store } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
+import { answeredSocket } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
@@ -73,6 +74,15 @@ export interface ServiceOptions {
    * @default {20000}
    */
   readonly databaseWaitMs?: number;
+  /**
+   * How long PostgreSQL may leave the service without an answer, in
+   * milliseconds: a store call fails after it (`connectionWaitMs`), and a
+   * connection that wrote and heard nothing back for it is closed (a
+   * network partition), so the pool connects again.
+   *
+   * @default {10000}
+   */
+  readonly databaseAnswerMs?: number;
 }
 
 /** What {@linkcode Service.fetch} reads of `Deno.ServeHandlerInfo`. */
@@ -409,6 +419,7 @@ async function migrateAtStart(
 async function openPostgres(
   database: NonNullable<Config["database"]>,
   waitMs: number,
+  answerMs: number,
   log: (line: string) => void,
 ): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
   let sql: postgres.Sql | undefined;
@@ -426,9 +437,13 @@ async function openPostgres(
     sql = postgres(database.url, {
       onnotice: () => {},
       backoff: reconnectBackoffS,
+      // A partition drops packets: no close, no error, and postgres.js
+      // would wait for the answers it sent for with no bound, its pool
+      // stuck for good (docs/postgres.md, "A network partition").
+      socket: answeredSocket(answerMs, (line) => log(`relayer: ${line}`)),
       ...tls,
-    });
-    const store = new PostgresStore(sql);
+    } as postgres.Options<Record<string, never>>);
+    const store = new PostgresStore(sql, { connectionWaitMs: answerMs });
     // Something that takes the connection and never answers as PostgreSQL
     // does (another service on the port, a black-holing proxy) would hold
     // the start for as long as postgres.js retries, with nothing said.
@@ -524,9 +539,10 @@ export async function openService(
     random = Math.random,
     log = console.log,
     databaseWaitMs = 20_000,
+    databaseAnswerMs = 10_000,
   } = options;
   const database = config.database
-    ? await openPostgres(config.database, databaseWaitMs, log)
+    ? await openPostgres(config.database, databaseWaitMs, databaseAnswerMs, log)
     : null;
   const kv = database ? null : await openKv(config);
   const token = "url" in config.kv

@@ -1,0 +1,111 @@
+/**
+ * A socket for postgres.js (its `socket` option) that a network partition
+ * cannot keep forever. Where the network drops packets (a cloud network
+ * blip, a failover whose old primary's address stops answering), a
+ * connection gets no FIN, no RST and no error: postgres.js waits for the
+ * answer of a query it sent with no bound of its own (its `max_lifetime`
+ * and `idle_timeout` wait for the query, TCP's retransmissions take
+ * minutes, its keep-alive starts only on an idle connection), and the
+ * connection stays busy for good. Once each connection of the pool has
+ * sent one query into the partition, the pool never answers again, even
+ * after the network heals.
+ *
+ * This socket is closed (and `onCut` told why) when bytes it
+ * wrote are followed by none from the server within `answerMs`: as the
+ * server answers every message postgres.js sends within the store's own
+ * bounds (its lock waits end at half of `connectionWaitMs`), a silence
+ * that long is a lost network. postgres.js then fails what waited on it
+ * and connects again, as after a server that ended the session. It wraps
+ * the TCP socket in a stream of its own, so postgres.js's TLS runs over it
+ * and the watch sees the bytes either way.
+ *
+ * Node-only API (`node:net`): for `main.ts`, not for the Workers build.
+ *
+ * @module
+ */
+
+import net from "node:net";
+import { Duplex } from "node:stream";
+
+/** A stream postgres.js can use as its socket. */
+type PgSocket = Duplex & {
+  host?: string;
+  readonly readyState: string;
+  setKeepAlive(enable?: boolean, initialDelay?: number): PgSocket;
+};
+
+/**
+ * The `socket` option of a postgres.js client whose server must answer
+ * each write within `answerMs` (see the module).
+ *
+ * @param answerMs How long a write may go with nothing read back.
+ * @param onCut Told, in a line, of each connection so closed.
+ * @returns postgres.js's `socket` option: called with the client's options, for each connection.
+ */
+export function answeredSocket(
+  answerMs: number,
+  onCut: (line: string) => void = () => {},
+): (options: { host: string[]; port: number[] }) => PgSocket {
+  return ({ host, port }) => {
+    const raw = net.connect(port[0]!, host[0]!);
+    let silent: ReturnType<typeof setTimeout> | undefined;
+    const quiet = () => {
+      clearTimeout(silent);
+      silent = undefined;
+    };
+    const socket = new Duplex({
+      // The close is raw's, with whether it had an error (postgres.js
+      // counts failed connects in its backoff by it).
+      emitClose: false,
+      read() {
+        raw.resume();
+      },
+      write(chunk, encoding, done) {
+        silent ??= setTimeout(() => {
+          silent = undefined;
+          // Closed without an error: postgres.js fails what waited on the
+          // connection as closed (CONNECTION_CLOSED), and rejects a cancel's
+          // promise, which it drops, on an error (an unhandled rejection).
+          raw.destroy();
+          onCut(
+            `PostgreSQL sent nothing for ${answerMs}ms after the client wrote to it: the connection to ${
+              host[0]
+            }:${
+              port[0]
+            } was closed, as the network to it looks cut (a partition, or a failover whose old address stopped answering)`,
+          );
+        }, answerMs);
+        raw.write(chunk, encoding, done);
+      },
+      final(done) {
+        raw.end(done);
+      },
+      destroy(error, done) {
+        quiet();
+        raw.destroy();
+        done(error);
+      },
+    }) as PgSocket;
+    raw.on("data", (bytes) => {
+      quiet();
+      if (!socket.push(bytes)) raw.pause();
+    });
+    raw.on("end", () => socket.push(null));
+    raw.on("error", (error) => socket.destroy(error));
+    raw.on("close", (hadError) => {
+      quiet();
+      if (!socket.destroyed) socket.destroy();
+      socket.emit("close", hadError);
+    });
+    Object.defineProperty(socket, "readyState", {
+      get: () => raw.readyState,
+    });
+    socket.setKeepAlive = (enable, initialDelay) => {
+      raw.setKeepAlive(enable, initialDelay);
+      return socket;
+    };
+    // postgres.js names the host to TLS by it (SNI, the certificate check).
+    socket.host = host[0]!;
+    return socket;
+  };
+}

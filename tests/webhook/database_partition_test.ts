@@ -1,0 +1,120 @@
+/**
+ * A network partition between the service and PostgreSQL: packets dropped
+ * both ways, no FIN, no RST, no error (a cloud network blip, a failover
+ * whose old primary's address stops answering). Every store call and
+ * `/readyz` must answer within the service's bound during it, and the
+ * service must take the database back once the network heals, without a
+ * restart: the pool's silent connections closed and replaced.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { openService, type ServiceOptions } from "../../main.ts";
+import { loadConfig } from "../../webhook/config.ts";
+import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import { partitionProxy } from "../_partition_proxy.ts";
+import { timeout } from "../_timeout.ts";
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** How long `fn` took to settle, in ms, and whether it failed. */
+async function timed(
+  fn: () => Promise<unknown>,
+): Promise<{ ms: number; failed: boolean }> {
+  const start = performance.now();
+  const failed = await fn().then(() => false, () => true);
+  return { ms: performance.now() - start, failed };
+}
+
+Deno.test({
+  name:
+    "openService() on PostgreSQL: through a partition, every read and /readyz answers within the bound, and after it heals the whole pool reads again without a restart",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const target = new URL(database.url);
+    const proxy = await partitionProxy({
+      hostname: target.hostname,
+      port: Number(target.port),
+    });
+    const answerMs = 1_000;
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9000",
+        WEBHOOK_SECRET: "a-secret-of-16-chars",
+        DATABASE_URL: proxy.via(database.url),
+      }),
+      {
+        log: (line) => lines.push(line),
+        databaseAnswerMs: answerMs,
+      } as ServiceOptions,
+    );
+    const ready = () => service.fetch(new Request("http://127.0.0.1/readyz"));
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      // The whole pool open (10 connections): each will have a read lost.
+      await Promise.all(Array.from({ length: 10 }, read));
+      proxy.partition();
+      const during = await Promise.all(
+        Array.from({ length: 12 }, () => timed(read)),
+      );
+      await sleep(1_100); // past /readyz's cached probe
+      const start = performance.now();
+      const probe = await ready();
+      await probe.body?.cancel();
+      const probeMs = performance.now() - start;
+      proxy.heal();
+      const healed = performance.now();
+      let back = Infinity;
+      while (performance.now() - healed < 5_000) {
+        const answers = await Promise.allSettled(
+          Array.from({ length: 10 }, read),
+        );
+        if (answers.every((answer) => answer.status === "fulfilled")) {
+          back = performance.now() - healed;
+          break;
+        }
+        await sleep(100);
+      }
+      assert.ok(
+        back < 5_000,
+        "10 reads at once did not all answer within 5 s of the network's return",
+      );
+      for (const { ms, failed } of during) {
+        assert.ok(failed, "a read answered through the partition");
+        assert.ok(
+          ms < answerMs + 500,
+          `a read took ${Math.round(ms)} ms to fail in the partition`,
+        );
+      }
+      assert.equal(probe.status, 503);
+      assert.ok(probeMs < 2_500, `/readyz took ${Math.round(probeMs)} ms`);
+      const after = await ready();
+      await after.body?.cancel();
+      assert.equal(after.status, 200);
+      assert.ok(
+        lines.some((line) => /PostgreSQL sent nothing for 1000ms/.test(line)),
+        `no line said the connections were closed: ${lines.join("\n")}`,
+      );
+      // The measurement, for docs/postgres.md.
+      // deno-lint-ignore no-console
+      console.log(
+        `partition: reads failed in ${
+          during.map(({ ms }) => Math.round(ms)).join(", ")
+        } ms, /readyz ${probe.status} in ${
+          Math.round(probeMs)
+        } ms; the pool read again ${Math.round(back)} ms after the heal`,
+      );
+    } finally {
+      await service.close();
+      await proxy.close();
+      await database.drop();
+    }
+  }),
+});
