@@ -21,6 +21,13 @@ export interface PartitionProxy {
   via(url: string): string;
   /** Drops every byte of every open connection and of each new one. */
   partition(): void;
+  /**
+   * Drops the server's answers on every open connection while the
+   * client's bytes still reach it (a partition that fell just after a
+   * `COMMIT` went out: it lands, and its answer is lost), and every byte
+   * of each new connection; `partition()` then drops both ways.
+   */
+  loseAnswers(): void;
   /** Forwards new connections again (the partitioned ones stay silent). */
   heal(): void;
   /** How many client connections it holds open now. */
@@ -31,6 +38,16 @@ export interface PartitionProxy {
   close(): Promise<void>;
 }
 
+/** A client's connection through the relay, and its way to the server. */
+interface Pair {
+  client: net.Socket;
+  upstream?: net.Socket;
+  /** Nothing forwarded either way, for good. */
+  silent: boolean;
+  /** The server's answers dropped. */
+  deaf?: boolean;
+}
+
 /** Starts a relay to `host:port` (a server of `support/postgres_server.ts`). */
 export async function partitionProxy(
   target: { hostname: string; port: number },
@@ -38,15 +55,14 @@ export async function partitionProxy(
   let cut = false;
   let accepted = 0;
   const pairs = new Set<
-    { client: net.Socket; upstream?: net.Socket; silent: boolean }
+    Pair
   >();
   const server = net.createServer((client) => {
     accepted++;
-    const pair: { client: net.Socket; upstream?: net.Socket; silent: boolean } =
-      {
-        client,
-        silent: cut,
-      };
+    const pair: Pair = {
+      client,
+      silent: cut,
+    };
     pairs.add(pair);
     client.on("error", () => {});
     client.on("close", () => {
@@ -67,7 +83,7 @@ export async function partitionProxy(
       if (!pair.silent) upstream.write(bytes);
     });
     upstream.on("data", (bytes) => {
-      if (!pair.silent) client.write(bytes);
+      if (!pair.silent && !pair.deaf) client.write(bytes);
     });
   });
   await new Promise<void>((resolve) =>
@@ -85,6 +101,10 @@ export async function partitionProxy(
     partition() {
       cut = true;
       for (const pair of pairs) pair.silent = true;
+    },
+    loseAnswers() {
+      cut = true;
+      for (const pair of pairs) pair.deaf = true;
     },
     heal() {
       cut = false;
