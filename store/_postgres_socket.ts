@@ -15,7 +15,13 @@
  * server answers every message postgres.js sends within the store's own
  * bounds (its lock waits end at half of `connectionWaitMs`), a silence
  * that long is a lost network. postgres.js then fails what waited on it
- * and connects again, as after a server that ended the session. It wraps
+ * and connects again, as after a server that ended the session. The
+ * client's idle connections are closed with it (they went the same way,
+ * and each would otherwise be found out only by the next query given to
+ * it, after as long); one that waits for an answer keeps its own watch.
+ * A false alarm (a statement of the caller's own that runs longer) costs
+ * the pool's idle connections a reconnect, and a statement given to one
+ * at that instant fails as lost. It wraps
  * the TCP socket in a stream of its own, so postgres.js's TLS runs over it
  * and the watch sees the bytes either way.
  *
@@ -46,9 +52,12 @@ export function answeredSocket(
   answerMs: number,
   onCut: (line: string) => void = () => {},
 ): (options: { host: string[]; port: number[] }) => PgSocket {
+  // This client's sockets, each with whether it waits for an answer.
+  const sockets = new Map<net.Socket, () => boolean>();
   return ({ host, port }) => {
     const raw = net.connect(port[0]!, host[0]!);
     let silent: ReturnType<typeof setTimeout> | undefined;
+    sockets.set(raw, () => silent !== undefined);
     const quiet = () => {
       clearTimeout(silent);
       silent = undefined;
@@ -61,18 +70,33 @@ export function answeredSocket(
         raw.resume();
       },
       write(chunk, encoding, done) {
+        // Closed here (a cut) before its close reached postgres.js: the
+        // bytes are dropped, as the network would, and the close that
+        // follows fails what waits on them (an error would reject a
+        // cancel's promise, which postgres.js drops).
+        if (raw.destroyed) return done();
         silent ??= setTimeout(() => {
           silent = undefined;
           // Closed without an error: postgres.js fails what waited on the
           // connection as closed (CONNECTION_CLOSED), and rejects a cancel's
           // promise, which it drops, on an error (an unhandled rejection).
           raw.destroy();
+          // The pool's idle connections went the same way, and would each
+          // be found out only by the next query given to it, after as
+          // long: closed too, to be opened again when needed. One that
+          // waits for an answer keeps its own watch.
+          let idle = 0;
+          for (const [other, waiting] of sockets) {
+            if (other === raw || waiting()) continue;
+            other.destroy();
+            idle++;
+          }
           onCut(
             `PostgreSQL sent nothing for ${answerMs}ms after the client wrote to it: the connection to ${
               host[0]
-            }:${
-              port[0]
-            } was closed, as the network to it looks cut (a partition, or a failover whose old address stopped answering)`,
+            }:${port[0]} was closed${
+              idle === 0 ? "" : `, and the ${idle} idle with it`
+            }, as the network to it looks cut (a partition, or a failover whose old address stopped answering)`,
           );
         }, answerMs);
         raw.write(chunk, encoding, done);
@@ -93,6 +117,7 @@ export function answeredSocket(
     raw.on("end", () => socket.push(null));
     raw.on("error", (error) => socket.destroy(error));
     raw.on("close", (hadError) => {
+      sockets.delete(raw);
       quiet();
       if (!socket.destroyed) socket.destroy();
       socket.emit("close", hadError);

@@ -118,3 +118,55 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "openService() on PostgreSQL: after a partition no query met, the first read after the heal fails within the bound and every read after it answers: the pool's idle connections go with the silent one",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const target = new URL(database.url);
+    const proxy = await partitionProxy({
+      hostname: target.hostname,
+      port: Number(target.port),
+    });
+    const answerMs = 1_000;
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9000",
+        WEBHOOK_SECRET: "a-secret-of-16-chars",
+        DATABASE_URL: proxy.via(database.url),
+      }),
+      { log: () => {}, databaseAnswerMs: answerMs } as ServiceOptions,
+    );
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      proxy.partition();
+      await sleep(2 * answerMs); // nothing asked of the database meanwhile
+      proxy.heal();
+      // One read after another, as a quiet service's deliveries come.
+      const reads: { ms: number; failed: boolean }[] = [];
+      for (let n = 0; n < 10; n++) {
+        reads.push(await timed(read));
+        await sleep(50);
+      }
+      const failed = reads.filter((r) => r.failed).length;
+      assert.ok(
+        failed <= 1 && reads.every((r) => r.ms < answerMs + 500),
+        `reads after the heal: ${
+          reads.map((r) =>
+            `${r.failed ? "failed" : "ok"} in ${Math.round(r.ms)} ms`
+          )
+            .join(", ")
+        }`,
+      );
+    } finally {
+      await service.close();
+      await proxy.close();
+      await database.drop();
+    }
+  }),
+});
