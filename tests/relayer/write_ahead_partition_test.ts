@@ -20,7 +20,7 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
-import { partitionProxy } from "../_partition_proxy.ts";
+import { partitionProxy } from "../../support/partition_proxy.ts";
 import { timeout } from "../_timeout.ts";
 
 function sleep(ms: number): Promise<void> {

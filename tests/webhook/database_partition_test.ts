@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { openService, type ServiceOptions } from "../../main.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
-import { partitionProxy } from "../_partition_proxy.ts";
+import { partitionProxy } from "../../support/partition_proxy.ts";
 import { timeout } from "../_timeout.ts";
 
 function sleep(ms: number): Promise<void> {
