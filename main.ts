@@ -420,6 +420,7 @@ async function openPostgres(
   database: NonNullable<Config["database"]>,
   waitMs: number,
   answerMs: number,
+  now: () => number,
   log: (line: string) => void,
 ): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
   let sql: postgres.Sql | undefined;
@@ -440,7 +441,7 @@ async function openPostgres(
       // A partition drops packets: no close, no error, and postgres.js
       // would wait for the answers it sent for with no bound, its pool
       // stuck for good (docs/postgres.md, "A network partition").
-      socket: answeredSocket(answerMs, (line) => log(`relayer: ${line}`)),
+      socket: answeredSocket(answerMs, cutLines(now, log)),
       ...tls,
     } as postgres.Options<Record<string, never>>);
     const store = new PostgresStore(sql, { connectionWaitMs: answerMs });
@@ -482,6 +483,41 @@ async function openPostgres(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** How often a connection closed as the network to PostgreSQL looks cut is logged again. */
+const CUT_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * Logs the line of a connection closed as the network to PostgreSQL looks
+ * cut: the first at once, then at most once a `CUT_LOG_INTERVAL_MS` with
+ * how many went unsaid, so a partition of an hour, in which each new
+ * connection is closed in turn, writes a few dozen lines, not thousands.
+ */
+function cutLines(
+  now: () => number,
+  log: (line: string) => void,
+): (line: string) => void {
+  let saidAt: number | undefined;
+  let unsaid = 0;
+  return (line) => {
+    const at = now();
+    if (
+      saidAt !== undefined && at >= saidAt && at - saidAt < CUT_LOG_INTERVAL_MS
+    ) {
+      unsaid++;
+      return;
+    }
+    log(
+      `relayer: ${line}${
+        unsaid === 0
+          ? ""
+          : ` (and ${unsaid} more connection(s) so closed since the last line)`
+      }`,
+    );
+    saidAt = at;
+    unsaid = 0;
+  };
 }
 
 /** What to do about a database that could not be opened, where the error says. */
@@ -542,7 +578,13 @@ export async function openService(
     databaseAnswerMs = 10_000,
   } = options;
   const database = config.database
-    ? await openPostgres(config.database, databaseWaitMs, databaseAnswerMs, log)
+    ? await openPostgres(
+      config.database,
+      databaseWaitMs,
+      databaseAnswerMs,
+      now,
+      log,
+    )
     : null;
   const kv = database ? null : await openKv(config);
   const token = "url" in config.kv

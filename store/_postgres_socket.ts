@@ -52,12 +52,20 @@ export function answeredSocket(
   answerMs: number,
   onCut: (line: string) => void = () => {},
 ): (options: { host: string[]; port: number[] }) => PgSocket {
-  // This client's sockets, each with whether it waits for an answer.
-  const sockets = new Map<net.Socket, () => boolean>();
+  // This client's open sockets, each with whether it waits for an answer
+  // and when it last heard from the server (or was made, if never).
+  const sockets = new Map<
+    net.Socket,
+    { waiting: () => boolean; heard: number }
+  >();
   return ({ host, port }) => {
     const raw = net.connect(port[0]!, host[0]!);
     let silent: ReturnType<typeof setTimeout> | undefined;
-    sockets.set(raw, () => silent !== undefined);
+    const self = {
+      waiting: () => silent !== undefined,
+      heard: performance.now(),
+    };
+    sockets.set(raw, self);
     const quiet = () => {
       clearTimeout(silent);
       silent = undefined;
@@ -75,19 +83,24 @@ export function answeredSocket(
         // follows fails what waits on them (an error would reject a
         // cancel's promise, which postgres.js drops).
         if (raw.destroyed) return done();
+        const since = performance.now();
         silent ??= setTimeout(() => {
           silent = undefined;
           // Closed without an error: postgres.js fails what waited on the
           // connection as closed (CONNECTION_CLOSED), and rejects a cancel's
           // promise, which it drops, on an error (an unhandled rejection).
+          sockets.delete(raw);
           raw.destroy();
-          // The pool's idle connections went the same way, and would each
-          // be found out only by the next query given to it, after as
+          // The pool's idle connections that heard nothing from the server
+          // since this one's silence began went the same way, and would
+          // each be found out only by the next query given to it, after as
           // long: closed too, to be opened again when needed. One that
-          // waits for an answer keeps its own watch.
+          // waits for an answer keeps its own watch; one that heard the
+          // server since is left.
           let idle = 0;
-          for (const [other, waiting] of sockets) {
-            if (other === raw || waiting()) continue;
+          for (const [other, { waiting, heard }] of sockets) {
+            if (waiting() || heard >= since) continue;
+            sockets.delete(other);
             other.destroy();
             idle++;
           }
@@ -111,6 +124,7 @@ export function answeredSocket(
       },
     }) as PgSocket;
     raw.on("data", (bytes) => {
+      self.heard = performance.now();
       quiet();
       if (!socket.push(bytes)) raw.pause();
     });
