@@ -416,8 +416,13 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
-  for (const inFlight of [true, false]) {
-    Deno.test(`a delivery ${inFlight ? "behind a lapsed write-ahead" : "with nothing in flight"} whose capture meets a conflict that passes, nobody writing between, settles at the last delivery [${backend.name}]`, async () => {
+  for (
+    const [inFlight, conflicted] of [[true, 1], [false, 1], [true, 2], [
+      false,
+      2,
+    ]] as const
+  ) {
+    Deno.test(`a delivery ${inFlight ? "behind a lapsed write-ahead" : "with nothing in flight"} whose capture meets ${conflicted === 1 ? "a conflict" : "two conflicts"} that ${conflicted === 1 ? "passes" : "pass"}, nobody writing between, settles at the last delivery [${backend.name}]`, async () => {
       const { store, close } = await backend.open();
       try {
         const broadcasting = 1_000_000;
@@ -431,7 +436,7 @@ for (const backend of BACKENDS) {
         });
         // What a PostgresStore answers a deadlock's victim: unmarked, and
         // the intent as it was.
-        let conflicts = 1;
+        let conflicts: number = conflicted;
         const viewed = overriding(store, {
           transition(id, change, options) {
             if (conflicts-- > 0) {
@@ -473,4 +478,225 @@ for (const backend of BACKENDS) {
       }
     });
   }
+}
+
+/**
+ * pi_0001 settling on `backend` behind a send in flight written ahead at
+ * 1_000_000 and lapsed (the clock at `clockMs`), its txs `txHashes` on
+ * record (the last as the last broadcast), each confirmed as `confirmed`
+ * says. The relayer sees the store through `methods`; counts the sends and
+ * the captures tried.
+ */
+async function lapsedWith(
+  backend: Backend,
+  options: {
+    txHashes: readonly string[];
+    confirmed: readonly string[];
+    clockMs: number;
+    methods?: (store: Store) => Partial<Store>;
+  },
+) {
+  const { store, close } = await backend.open();
+  await store.createIntent({
+    id: job.intentId,
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "sent", txHash: options.txHashes.at(-1)!, at: 0 },
+    txHashes: [...options.txHashes],
+    broadcasting: 1_000_000,
+  });
+  let sends = 0;
+  let captures = 0;
+  const sender: Sender = {
+    send() {
+      sends++;
+      return Promise.resolve({ txHash: "0x9" });
+    },
+    receipt: (txHash) =>
+      Promise.resolve(
+        options.confirmed.includes(txHash) ? "confirmed" : "pending",
+      ),
+  };
+  const own = options.methods?.(store) ?? {};
+  const viewed = overriding(store, {
+    ...own,
+    transition(id, change, writeOptions) {
+      if (change.to === "settled") captures++;
+      return (own.transition ?? store.transition.bind(store))(
+        id,
+        change,
+        writeOptions,
+      );
+    },
+  });
+  const relayer = createRelayer({
+    store: viewed,
+    sender,
+    policy: { maxDeliveries: 5, jitter: "none" },
+    now: () => options.clockMs,
+    random: () => 0,
+  });
+  return {
+    store,
+    relayer,
+    sends: () => sends,
+    captures: () => captures,
+    close,
+  };
+}
+
+for (const backend of BACKENDS) {
+  const test = (title: string, body: () => Promise<void>) =>
+    Deno.test(`${title} [${backend.name}]`, body);
+
+  for (const confirmed of ["0x1", "0x2"]) {
+    test(`a delivery behind a lapsed write-ahead settles on the tx on record that confirmed (${confirmed} of 0x1 and 0x2), whichever it is`, async () => {
+      const t = await lapsedWith(backend, {
+        txHashes: ["0x1", "0x2"],
+        confirmed: [confirmed],
+        clockMs: 1_000_000 + LEASE_LAPSED_MS,
+      });
+      try {
+        const outcome = await t.relayer.deliver(job, 2);
+        assert.deepEqual(
+          [outcome.action, outcome.reason],
+          ["done", `${confirmed} confirmed, intent settled`],
+        );
+        assert.equal(t.sends(), 0);
+        const after = await read(t.store);
+        assert.deepEqual(
+          [after.state, after.hold, after.broadcasting],
+          ["settled", "captured", null],
+        );
+      } finally {
+        await t.close();
+      }
+    });
+  }
+
+  test("a delivery behind a lapsed write-ahead whose capture the store fails (not a conflict) throws that failure as it came, once, and sends nothing", async () => {
+    const blip = new Error("connection reset by peer");
+    const t = await lapsedWith(backend, {
+      txHashes: ["0x1"],
+      confirmed: ["0x1"],
+      // Past stuckAfter: carrying on as after a refusal would rescue.
+      clockMs: 1_000_000 + STUCK_MS,
+      methods: () => ({ transition: () => Promise.reject(blip) }),
+    });
+    try {
+      await assert.rejects(t.relayer.deliver(job, 5), (e) => e === blip);
+      assert.equal(t.captures(), 1);
+      assert.equal(t.sends(), 0);
+      const after = await read(t.store);
+      assert.deepEqual(
+        [after.state, after.broadcasting],
+        ["settling", 1_000_000],
+      );
+    } finally {
+      await t.close();
+    }
+  });
+
+  test("a delivery behind a lapsed write-ahead whose capture meets an unmarked conflict, and whose re-read the store then fails, throws that failure at the last delivery (the store's, not the job's)", async () => {
+    const blip = new Error("connection reset by peer");
+    // Once each: a resolution after them (the job's failure, poisoned)
+    // would read the intent and settle on 0x1.
+    let conflicts = 1;
+    let failures = 0;
+    const t = await lapsedWith(backend, {
+      txHashes: ["0x1"],
+      confirmed: ["0x1"],
+      clockMs: 1_000_000 + LEASE_LAPSED_MS,
+      methods: (store) => ({
+        transition(id, change, options) {
+          if (conflicts-- <= 0) return store.transition(id, change, options);
+          failures = 1;
+          return Promise.reject(
+            new ConflictError(
+              `Cannot write intent ${id} as another writer changed it at the same time; re-read it`,
+            ),
+          );
+        },
+        getIntent: (id) =>
+          failures-- === 1 ? Promise.reject(blip) : store.getIntent(id),
+      }),
+    });
+    try {
+      await assert.rejects(t.relayer.deliver(job, 5), (e) => e === blip);
+      assert.equal(t.sends(), 0);
+      assert.equal(await t.store.getDeadLetter(`${job.intentId}/settle`), null);
+      assert.equal((await read(t.store)).state, "settling");
+    } finally {
+      await t.close();
+    }
+  });
+
+  for (const unmarked of [false, true]) {
+    test(
+      `a delivery behind a lapsed write-ahead on a store that ignores Transition.confirmed tries the capture ${
+        unmarked
+          ? "three times (its refusal unmarked)"
+          : "once (its refusal marked)"
+      }, then waits`,
+      async () => {
+        const t = await lapsedWith(backend, {
+          txHashes: ["0x1"],
+          confirmed: ["0x1"],
+          clockMs: 1_000_000 + LEASE_LAPSED_MS,
+          methods: (store) => ({
+            transition: ignoringConfirmed(unmarked)(store).transition,
+          }),
+        });
+        try {
+          const outcome = await t.relayer.deliver(job, 2);
+          assert.deepEqual(
+            [outcome.action, outcome.reason],
+            ["retry", "settling for 35s without tx hash, waiting"],
+          );
+          assert.equal(t.captures(), unmarked ? 3 : 1);
+          assert.equal(t.sends(), 0);
+        } finally {
+          await t.close();
+        }
+      },
+    );
+  }
+
+  test("a delivery whose last broadcast's outcome is unknown, nothing in flight, asks each receipt on record once", async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: job.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1_000_000,
+        lastBroadcast: { outcome: "unknown", at: 1_000_000, error: "timeout" },
+        txHashes: ["0x1"],
+      });
+      const asked: string[] = [];
+      const sender: Sender = {
+        send: () => Promise.resolve({ txHash: "0x2" }),
+        receipt(txHash) {
+          asked.push(txHash);
+          return Promise.resolve("pending");
+        },
+      };
+      const relayer = createRelayer({
+        store,
+        sender,
+        policy: { maxDeliveries: 5, jitter: "none" },
+        now: () => 1_000_000 + LEASE_LAPSED_MS,
+        random: () => 0,
+      });
+      const outcome = await relayer.deliver(job, 2);
+      assert.deepEqual(
+        [outcome.action, outcome.reason],
+        ["retry", "settling for 35s without tx hash, waiting"],
+      );
+      assert.deepEqual(asked, ["0x1"]);
+    } finally {
+      await close();
+    }
+  });
 }
