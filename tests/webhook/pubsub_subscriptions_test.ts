@@ -46,8 +46,8 @@ async function createdApp(store: Store) {
   });
 }
 
-/** Pub/Sub's push of the job as `messageId` through `subscription`, with no dead-letter policy (no `deliveryAttempt`). */
-async function push(subscription: string, messageId: string) {
+/** Pub/Sub's push of the job as `messageId` through `subscription` (none if `undefined`), with no dead-letter policy (no `deliveryAttempt`). */
+async function push(subscription: string | undefined, messageId: string) {
   const g = await theGoogle();
   return {
     method: "POST",
@@ -291,6 +291,37 @@ for (const { name, open } of BACKENDS) {
         (await store.getDeadLetter("pi_0004/settle"))?.resolution,
         "job dropped, intent still authorized",
       );
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const { name, open } of [memoryBackend, kvBackend]) {
+  Deno.test(`a push that names no subscription, or one Google could not have named (a part empty, a space, a 256-character name), is counted by its message id [${name}]`, async () => {
+    const { store, close } = await open();
+    try {
+      const app = await createdApp(store);
+      const subscriptions = [
+        undefined,
+        "projects//subscriptions/relayer",
+        "projects/p/subscriptions/",
+        "projects/p q/subscriptions/relayer",
+        `projects/p/subscriptions/${LONGEST("a")}z`,
+      ];
+      for (const [i, subscription] of subscriptions.entries()) {
+        const res = await app.request(
+          "/v1/pubsub",
+          await push(subscription, `m${i}`),
+        );
+        assert.equal(res.status, 503, String(subscription));
+        assert.equal((await res.json()).delivery, 1);
+        assert.equal(
+          await store.deliveries(`pubsub/m${i}`),
+          1,
+          `${subscription} is counted by its message id`,
+        );
+      }
     } finally {
       await close();
     }
