@@ -425,6 +425,47 @@ Deno.test("qstashPublisher() fails a publish QStash does not answer within timeo
   }
 });
 
+Deno.test("qstashPublisher() waits 10 s for QStash's answer when timeoutMs is not given", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })();
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${listener.addr.port}`,
+    });
+    const started = Date.now();
+    await assert.rejects(
+      withTimeout(
+        () => publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+        15_000,
+      ),
+      /^Error: QStash did not answer the publish of pi_0001\/settle within 10000 ms: /,
+    );
+    const waited = Date.now() - started;
+    assert.ok(waited >= 9_900 && waited < 12_000, `waited ${waited} ms`);
+  } finally {
+    listener.close();
+    for (const conn of held) conn.close();
+    await accepting.catch(() => {});
+  }
+});
+
+Deno.test("qstashPublisher() takes a timeoutMs of 1 and of 2147483647, its bounds", () => {
+  for (const timeoutMs of [1, 2_147_483_647]) {
+    qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      timeoutMs,
+    });
+  }
+});
+
 Deno.test("qstashPublisher() refuses a timeoutMs that is not an integer from 1 to 2147483647", () => {
   for (const timeoutMs of [0, -1, 1.5, 2_147_483_648, Number.NaN]) {
     assert.throws(
