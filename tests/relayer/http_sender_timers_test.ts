@@ -159,3 +159,15 @@ Deno.test("HttpSender refuses a receipt's signal that is not an AbortSignal, nam
         "Cannot read receipt as 'options.signal' must be an AbortSignal: current value is {\"aborted\":false}",
   );
 });
+
+Deno.test("HttpSender gives up on a request at its timeoutMs, neither before nor long after", async () => {
+  const sender = new HttpSender({
+    url: "https://signer.example",
+    timeoutMs: 1_000,
+    fetch: () => new Promise<Response>(() => {}),
+  });
+  const started = performance.now();
+  await assert.rejects(sender.receipt("0xabc"), /signer timed out after 1s/);
+  const waited = performance.now() - started;
+  assert.ok(waited >= 990 && waited < 1_900, `waited ${waited} ms`);
+});
