@@ -438,11 +438,19 @@ Deno.test({
         // connection was lost under it.
         await service.close();
       }
-      assert.equal(lines.filter((line) => /tries again/.test(line)).length, 2);
-      assert.match(
-        lines.find((line) => /tries again/.test(line)) ?? "",
-        /^relayer: PostgreSQL lost the connection during the migration at start \(.*CONNECTION_CLOSED.*\): tries again in 0\.25s \(try 2 of 4\)$/,
-      );
+      const retries = lines.filter((line) => /tries again/.test(line));
+      assert.equal(retries.length, 2);
+      // The wait doubles before each next try.
+      for (const [i, wait] of ["0\\.25", "0\\.5"].entries()) {
+        assert.match(
+          retries[i]!,
+          new RegExp(
+            `^relayer: PostgreSQL lost the connection during the migration at start \\(.*CONNECTION_CLOSED.*\\): tries again in ${wait}s \\(try ${
+              i + 2
+            } of 4\\)$`,
+          ),
+        );
+      }
     } finally {
       await relay.close();
       await database.drop();
