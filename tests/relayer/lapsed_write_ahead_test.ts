@@ -700,3 +700,44 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`a delivery behind a lapsed write-ahead whose capture loses a race to a write that keeps the intent settling (the send in flight recorded) plans again, and settles on the earlier tx [${backend.name}]`, async () => {
+    let raced = false;
+    const t = await lapsedWith(backend, {
+      txHashes: ["0x1"],
+      confirmed: ["0x1"],
+      clockMs: 1_000_000 + LEASE_LAPSED_MS,
+      methods: (store) => ({
+        async transition(id, change, options) {
+          if (!raced) {
+            raced = true;
+            // The delivery that wrote ahead records that nothing left.
+            await store.recordBroadcast(id, change.version, {
+              outcome: "not_sent",
+              at: 1_000_000 + LEASE_LAPSED_MS,
+              error: "refused",
+            });
+          }
+          return await store.transition(id, change, options);
+        },
+      }),
+    });
+    try {
+      const outcome = await t.relayer.deliver(job, 2);
+      assert.deepEqual(
+        [outcome.action, outcome.reason],
+        ["done", "0x1 confirmed, intent settled"],
+        JSON.stringify(outcome),
+      );
+      assert.equal(t.sends(), 0);
+      const after = await read(t.store);
+      assert.deepEqual(
+        [after.state, after.hold, after.broadcasting],
+        ["settled", "captured", null],
+      );
+    } finally {
+      await t.close();
+    }
+  });
+}
