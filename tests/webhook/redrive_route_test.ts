@@ -433,6 +433,12 @@ Deno.test("createApp() answers a malformed, repeated or unknown query parameter 
     ],
     [
       "GET",
+      "/v1/dead-letters?cursor=a&cursor=b&cursor=c",
+      "bad-cursor",
+      /^'cursor' is given 3 times: send it once\.$/,
+    ],
+    [
+      "GET",
       "/v1/dead-letters?limt=5",
       "bad-query",
       /^"limt" is not a parameter of this route: send only 'limit' and 'cursor'\.$/,
