@@ -298,7 +298,7 @@ for (const { name, open } of BACKENDS) {
 }
 
 for (const { name, open } of [memoryBackend, kvBackend]) {
-  Deno.test(`a push that names no subscription, or one Google could not have named (a part empty, a space, a prefix, a 256-character name), is counted by its message id [${name}]`, async () => {
+  Deno.test(`a push that names no subscription, or one Google could not have named (a part empty, a space, a prefix or suffix, a 256-character name), is counted by its message id [${name}]`, async () => {
     const { store, close } = await open();
     try {
       const app = await createdApp(store);
@@ -308,6 +308,7 @@ for (const { name, open } of [memoryBackend, kvBackend]) {
         "projects/p/subscriptions/",
         "projects/p q/subscriptions/relayer",
         "x/projects/p/subscriptions/relayer",
+        "projects/p/subscriptions/relayer/x",
         `projects/p/subscriptions/${LONGEST("a")}z`,
       ];
       for (const [i, subscription] of subscriptions.entries()) {
