@@ -307,8 +307,12 @@ Deno.test("openService() stops within databaseWaitMs, in one line naming DATABAS
       DATABASE_URL: `postgres://relayer:s3cret-pw@127.0.0.1:${port}/payments`,
     });
     const started = Date.now();
+    const lines: string[] = [];
     await assert.rejects(
-      openService(config, { databaseWaitMs: 300 }),
+      openService(config, {
+        databaseWaitMs: 300,
+        log: (line) => lines.push(line),
+      }),
       (error) => {
         assert.ok(error instanceof ConfigError, String(error));
         assert.equal(error.setting, "DATABASE_URL");
@@ -321,6 +325,10 @@ Deno.test("openService() stops within databaseWaitMs, in one line naming DATABAS
     );
     assert.ok(Date.now() - started < 5_000);
     assert.ok(held.length >= 1); // it did connect, and heard nothing
+    // Given up, the start tries nothing more, and says nothing more: the
+    // client it ended fails the migration under way.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    assert.deepEqual(lines.filter((line) => /tries again/.test(line)), []);
   } finally {
     listener.close();
     await accepting.catch(() => {});
