@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { connectionLost } from "../../store/_postgres_errors.ts";
-import { isTypeFetchLost } from "../../store/postgres.ts";
+import postgres from "postgres";
+import { isTypeFetchLost, PostgresStore } from "../../store/postgres.ts";
 
 Deno.test("connectionLost() takes the server's FATAL and the socket's, TLS's and postgres.js's own errors as a lost connection, and a statement's failure as not", () => {
   const lost = [
@@ -74,5 +75,35 @@ Deno.test("isTypeFetchLost() takes only postgres.js's array-types query failing 
     ] as const
   ) {
     assert.equal(isTypeFetchLost(reason), false, name);
+  }
+});
+
+Deno.test("PostgresStore fails a write whose connection is refused with the connect's error, not as a write that may have landed, with fetch_types on or off", async () => {
+  // A port nothing listens on: the write never began, so nothing landed.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  for (const fetch_types of [true, false]) {
+    const sql = postgres(`postgres://relayer@127.0.0.1:${port}/payments`, {
+      fetch_types,
+      max: 1,
+      onnotice: () => {},
+    });
+    try {
+      const store = new PostgresStore(sql);
+      await assert.rejects(
+        store.createIntent({ id: "pi_0001", state: "authorized" }),
+        (error: Error) => {
+          assert.match(
+            error.message,
+            /^connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
+            `fetch_types: ${fetch_types}`,
+          );
+          return true;
+        },
+      );
+    } finally {
+      await sql.end({ timeout: 0 });
+    }
   }
 });
