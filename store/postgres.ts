@@ -414,6 +414,7 @@ function sweepKey(client: postgres.Sql, schema: string): string {
  *   const created = await store.createIntent({ id, state: "authorized", hold: "pending" });
  *   assert.equal(created.version, "1"); // a bigint, as a string
  *   assert.equal((await store.getIntent(id))?.hold, "pending");
+ *   store.close(); // before the client ends
  *   await sql.end();
  * }
  * ```
@@ -441,6 +442,10 @@ export class PostgresStore implements Store {
   #absorbAgain = false;
   /** Counters and replay records written so far, and when to sweep next (see `SWEEPS`). */
   #sweeps: SweepSchedule;
+  /** Whether {@linkcode PostgresStore.close} was called: every call fails at once. */
+  #closed = false;
+  /** What `close()` stops: the waits of the store's own that the client's end does not settle. */
+  #onClose = new Set<() => void>();
 
   /**
    * Constructs a new instance. No I/O.
@@ -566,6 +571,7 @@ export class PostgresStore implements Store {
    * ```
    */
   async migrate(): Promise<void> {
+    this.#open("migrate");
     const [current] = await this.#sql.unsafe(migrated(this.#schema));
     if (current?.read_only === true) {
       // Every write would fail; better to say so at start than to serve
@@ -584,6 +590,74 @@ export class PostgresStore implements Store {
     }
     if (current?.current !== true) await this.#migrateBounded();
     await this.#checkPooler();
+  }
+
+  /**
+   * Closes the store, before its client is ended: every call after this
+   * one fails at once ("the store is closed"), sending nothing; a write
+   * still waiting for a connection fails now (nothing of it was sent); and
+   * the store's probes of the pool after a lost connection stop, with
+   * their timer. Queries already sent are left to the client: end it next
+   * (`sql.end()`), which settles them. Idempotent; the client stays open
+   * until then.
+   *
+   * Call it first when stopping: a write started after `sql.end()` would
+   * otherwise wait for a connection postgres.js 3.4.9 never hands out
+   * (its `reserve()` does not check that the client ended), failing only
+   * after `connectionWaitMs`, and a probe could outlast the client by
+   * 250 ms.
+   *
+   * @example Close the store, then end its client
+   * ```ts
+   * import postgres from "postgres";
+   * import { PostgresStore } from "@relayer/poison/postgres";
+   * import assert from "node:assert/strict";
+   *
+   * // No I/O until a query: this store never connects.
+   * const sql = postgres("postgres://relayer:relayer@127.0.0.1:5432/relayer");
+   * const store = new PostgresStore(sql);
+   * store.close();
+   * await sql.end();
+   * await assert.rejects(
+   *   store.admit({ count: "pi_1/settle", now: Date.now() }),
+   *   /as the store is closed/,
+   * );
+   * ```
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const stop of this.#onClose) stop();
+    this.#onClose.clear();
+  }
+
+  /** Throws, once {@linkcode PostgresStore.close} was called, that the store is closed. */
+  #open(what: string): void {
+    if (this.#closed) throw closedError(what);
+  }
+
+  /**
+   * `waiting`, or the store's closed error as soon as
+   * {@linkcode PostgresStore.close} is called (`stopped` acts first:
+   * release what comes late).
+   */
+  #untilClosed<T>(
+    waiting: Promise<T>,
+    what: string,
+    stopped: () => void,
+  ): Promise<T> {
+    let stop = () => {};
+    const closed = new Promise<never>((_, reject) => {
+      stop = () => {
+        stopped();
+        waiting.catch(() => {});
+        reject(closedError(what));
+      };
+    });
+    this.#onClose.add(stop);
+    return Promise.race([waiting, closed]).finally(() =>
+      this.#onClose.delete(stop)
+    );
   }
 
   /**
@@ -808,6 +882,7 @@ export class PostgresStore implements Store {
 
   /** Runs `work`, turning the database's race errors into store errors. */
   async #run<T>(what: string, work: () => Promise<T>): Promise<T> {
+    this.#open(what);
     try {
       return await work();
     } catch (error) {
@@ -1024,6 +1099,7 @@ export class PostgresStore implements Store {
    * take the goodbye (each fails or answers; nothing waits for them).
    */
   #absorb(): void {
+    if (this.#closed) return;
     // One round at a time; a loss during a round asks for another after it.
     if (this.#absorbing) {
       this.#absorbAgain = true;
@@ -1034,18 +1110,30 @@ export class PostgresStore implements Store {
       try {
         for (let round = 1; round <= ABSORB_ROUNDS; round++) {
           this.#absorbAgain = false;
+          if (this.#closed) return;
           // One probe first: while the server is down, one connect a round,
           // not a pool's worth (each failed connect lengthens postgres.js's
           // backoff for every connection).
           const [probe] = await this.#selectOnes(1);
           if (probe === "ended") return;
           if (probe === "reached") {
+            if (this.#closed) return;
             const max = Number(this.#sql.options.max) || 1;
             const answers = await this.#selectOnes(max);
             if (answers.includes("ended")) return;
             if (!answers.includes("unreached") && !this.#absorbAgain) return;
           }
-          await new Promise((resolve) => setTimeout(resolve, ABSORB_GAP_MS));
+          // The gap, cut short by `close()`, which ends the rounds.
+          if (this.#closed) return;
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              clearTimeout(timer);
+              this.#onClose.delete(done);
+              resolve();
+            };
+            const timer = setTimeout(done, ABSORB_GAP_MS);
+            this.#onClose.add(done);
+          });
         }
       } finally {
         this.#absorbing = false;
@@ -1075,6 +1163,8 @@ export class PostgresStore implements Store {
 
   /** `query` within `connectionWaitMs`, and {@linkcode PostgresStore.#absorb} should it find its connection lost. */
   async #watched<T>(query: Promise<T>, what = "read"): Promise<T> {
+    // Before the query is awaited: postgres.js sends nothing until then.
+    this.#open(what);
     const watched = (async () => {
       try {
         return await query;
@@ -1118,6 +1208,7 @@ export class PostgresStore implements Store {
   async #begin<T>(
     work: Work<T>,
   ): Promise<T> {
+    this.#open("write");
     let started = false;
     let abandoned = false;
     const begun = this.#sql.begin(ISOLATION, (tx) => {
@@ -1168,14 +1259,23 @@ export class PostgresStore implements Store {
    * nothing of ours.
    */
   #reserve(ms: number = this.#waitMs): Promise<postgres.ReservedSql> {
+    // postgres.js 3.4.9's `reserve()` on an ended client never settles.
+    if (this.#closed) return Promise.reject(closedError("write"));
     const reserving = this.#sql.reserve();
     reserving.catch((error) => {
       if (connectionLost(error)) this.#absorb();
     });
-    return bounded(reserving, ms, () => {
+    const releaseLate = () => {
       reserving.then((late) => late.release(), () => {});
-      return noConnection(ms);
-    });
+    };
+    return bounded(
+      this.#untilClosed(reserving, "write", releaseLate),
+      ms,
+      () => {
+        releaseLate();
+        return noConnection(ms);
+      },
+    );
   }
 
   /**
@@ -2168,6 +2268,13 @@ function lostDuringWrite(error: unknown): Error {
       describeError(error)
     }): it may have landed or not; the next read says which`,
     { cause: error },
+  );
+}
+
+/** The error of a call made once the store was closed (`what`: "read", "admit a delivery"). */
+function closedError(what: string): Error {
+  return new Error(
+    `Cannot ${what} as the store is closed (its close() was called, as the process stops): nothing was sent to PostgreSQL; retry on a running instance (a queue redelivers)`,
   );
 }
 

@@ -8,6 +8,7 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
 
 // Deno's op and resource sanitizers are off by default: these tests turn
 // them on, each over a client of its own that it ends, so that a timer of
@@ -144,4 +145,86 @@ Deno.test({
       await sql.end();
     }
   },
+});
+
+Deno.test({
+  name:
+    "PostgresStore.close() fails at once a write waiting for a connection (nothing of it sent) and, once its client ended, every call, leaving no timer",
+  ignore: !postgresAvailable,
+  ...sanitized,
+  fn: timeout(30_000, async () => {
+    const sql = await connect(1);
+    const admin = await connect(1);
+    const schema = freshSchema();
+    try {
+      // Far longer than the test may take: no call may wait it out.
+      const store = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: 60_000,
+      });
+      await store.migrate();
+      await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      const held = await sql.reserve();
+      let closedMs = Infinity;
+      try {
+        // Its connection is the one the test holds: it waits for it.
+        const waiting = store.admit({ count: "pi_1/settle", now: 1 });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const started = performance.now();
+        store.close();
+        store.close(); // idempotent
+        await assert.rejects(
+          waiting,
+          /^Error: Cannot write as the store is closed/,
+        );
+        closedMs = performance.now() - started;
+      } finally {
+        held.release();
+      }
+      // The pool's one connection went to the write's reserve, which
+      // handed it back: the pool answers.
+      await sql`SELECT 1`;
+      assert.ok(closedMs < 1_000, `the write failed after ${closedMs} ms`);
+      await sql.end();
+      // After the end: a write's reserve() would never settle there.
+      const started = performance.now();
+      const calls: [string, Promise<unknown>][] = [
+        ["migrate", store.migrate()],
+        ["read", store.getIntent("pi_1")],
+        ["read", store.deliveries("pi_1/settle")],
+        ["read", store.getDeadLetter("pi_1/settle")],
+        ["list dead letters", store.listDeadLetters()],
+        ["admit a delivery", store.admit({ count: "pi_1/settle", now: 2 })],
+        [
+          "create intent pi_2",
+          store.createIntent({ id: "pi_2", state: "created" }),
+        ],
+        ["record", store.recordHold("pi_1")],
+      ];
+      const settled = await Promise.allSettled(calls.map(([, call]) => call));
+      for (const [i, [what]] of calls.entries()) {
+        const answer = settled[i]!;
+        assert.equal(answer.status, "rejected", what);
+        assert.match(
+          String((answer as PromiseRejectedResult).reason?.message),
+          new RegExp(`^Cannot ${what}.* as the store is closed \\(`),
+        );
+      }
+      const took = performance.now() - started;
+      assert.ok(took < 1_000, `the calls failed after ${took} ms`);
+      // Nothing of the write cut short was sent.
+      const [row] = await admin.unsafe(
+        `SELECT count(*)::int AS n FROM "${schema}".counters`,
+      );
+      assert.equal(row?.n, 0);
+      await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end();
+    }
+  }),
 });
