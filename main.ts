@@ -110,12 +110,13 @@ export interface Service {
   /**
    * Stops taking work (the local queue's new messages are put back, new
    * requests get a 503), waits for the deliveries in flight for at most
-   * `timeoutMs`, then closes KV.
+   * `timeoutMs`, then closes KV, or closes the PostgreSQL store and ends
+   * its client (a call to the store after that fails at once).
    *
    * @returns How many deliveries were still running when it gave up waiting.
    */
   drain(timeoutMs?: number): Promise<number>;
-  /** Stops the queue consumer and closes KV, or ends the PostgreSQL client. */
+  /** Stops the queue consumer and closes KV, or closes the PostgreSQL store and ends its client. */
   close(): Promise<void>;
 }
 
@@ -782,6 +783,9 @@ export async function openService(
         0,
         Math.floor((timeoutMs - (performance.now() - started)) / 1000),
       );
+      // First: a write a delivery cut short starts after the end would
+      // wait its whole connectionWaitMs for a connection that never comes.
+      database?.store.close();
       await database?.sql.end({ timeout: left > 0 ? 0 : remainingS });
       return left;
     },
@@ -789,6 +793,7 @@ export async function openService(
       draining = true;
       clearInterval(requeueTimer);
       kv?.close();
+      database?.store.close();
       await database?.sql.end({ timeout: 5 });
     },
   };

@@ -293,11 +293,6 @@ Deno.test({
   name:
     "openService().drain() on PostgreSQL stays within its budget when a delivery's query is stuck: the connections are cut, not waited on",
   ignore: !postgresAvailable,
-  // The delivery cut short leaves its sweep waiting for a connection of the
-  // ended client, which postgres.js never hands out: the store's bound on
-  // that wait (connectionWaitMs) is still pending when the test ends.
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
     const secret = "drain-webhook-secret-0123";

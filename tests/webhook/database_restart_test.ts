@@ -37,13 +37,6 @@ Deno.test({
   name:
     "openService() on PostgreSQL: after the database was down for 12 s under reads, every connection of the pool reads again within 3 s of its return",
   ignore: !postgresAvailable,
-  // The store probes its pool on its own after each lost connection, 250 ms
-  // apart (docs/postgres.md). Once, in a full parallel run, a timer was still
-  // pending at the end (not seen alone, twice, nor under load, twice): most
-  // likely a wait between two probes, the only timer of the store nothing
-  // waits for, which can outlast close() by up to 250 ms.
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(90_000, async () => {
     // Synchronous commits: the server is stopped and started under load.
     const server = await startPostgres({ durable: true });
