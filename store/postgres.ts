@@ -646,16 +646,26 @@ export class PostgresStore implements Store {
     what: string,
     stopped: () => void,
   ): Promise<T> {
+    // Settled first, `waiting` wins, and `close()` leaves it be (a
+    // connection that came is the write's to hand back).
+    let settled = false;
+    const watched = waiting.then((value) => {
+      settled = true;
+      return value;
+    }, (error) => {
+      settled = true;
+      throw error;
+    });
     let stop = () => {};
     const closed = new Promise<never>((_, reject) => {
       stop = () => {
+        if (settled) return;
         stopped();
-        waiting.catch(() => {});
         reject(closedError(what));
       };
     });
     this.#onClose.add(stop);
-    return Promise.race([waiting, closed]).finally(() =>
+    return Promise.race([watched, closed]).finally(() =>
       this.#onClose.delete(stop)
     );
   }
@@ -1265,7 +1275,12 @@ export class PostgresStore implements Store {
     reserving.catch((error) => {
       if (connectionLost(error)) this.#absorb();
     });
+    // Once: a reserve past its bound may still be awaited when `close()`
+    // comes.
+    let releasing = false;
     const releaseLate = () => {
+      if (releasing) return;
+      releasing = true;
       reserving.then((late) => late.release(), () => {});
     };
     return bounded(
