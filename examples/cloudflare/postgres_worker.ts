@@ -90,8 +90,8 @@ export interface PostgresWorkerOptions {
 
 /**
  * Runs `use` on a `PostgresStore` over a client of its own, with at most 2
- * connections, and ends the client once `use` is done (in
- * `ctx.waitUntil`, so the answer need not wait for it).
+ * connections, and closes the store and ends the client once `use` is done
+ * (the end in `ctx.waitUntil`, so the answer need not wait for it).
  */
 export async function withPostgresStore<T>(
   database: Database,
@@ -108,9 +108,13 @@ export async function withPostgresStore<T>(
   // Two connections, and the queue handler's 4 lanes of signer calls: 6, the
   // connections a Worker holds at a time (more wait, on the send's clock).
   const sql = postgres(database.url, { max: 2, ...tls });
+  const store = new PostgresStore(sql);
   try {
-    return await use(new PostgresStore(sql));
+    return await use(store);
   } finally {
+    // The store first: its probes of the pool after a lost connection
+    // stop, and a write after the end fails at once (docs/postgres.md).
+    store.close();
     ctx.waitUntil(sql.end());
   }
 }
