@@ -547,6 +547,12 @@ const NO_OPTIONS: DeliverOptions = Object.freeze({});
 class Finished extends Error {}
 
 /**
+ * A delivery at or past `maxDeliveries` found its intent authorized and
+ * sent nothing (see `plan`): the job's failure, decided as any other.
+ */
+class LastDelivery extends Error {}
+
+/**
  * The store failed a delivery's settle step before any send: its look
  * (the first read of the intent), a read or write-ahead after it, the
  * replay record before the signer is asked (or a look-only delivery's),
@@ -991,7 +997,12 @@ class SentBusyError extends BusyError {
  * read. To act, its first write checks the version the look read and takes
  * the intent's lease in the same commit, so two deliveries never act on one
  * intent at once; a send is two commits (the write-ahead with the lease,
- * the record with its release). On failure it asks `decide`. When the job
+ * the record with its release). A delivery numbered at or past the
+ * policy's `maxDeliveries` makes no first send: a send ends in a retry to
+ * read its receipt, so there it could only be poisoned and the payment sent
+ * to review; it finds its intent `authorized`, sends nothing, and is
+ * poisoned with the intent left authorized, for a redrive. On failure it
+ * asks `decide`. When the job
  * is poisoned it re-reads the intent and resolves it by the state it is in
  * now: drop the job, void the hold *then* fail the intent (only if the last
  * broadcast was declared not sent), or send it to review. A dead letter is
@@ -1230,7 +1241,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     );
     let failure: unknown;
     try {
-      const reason = await settle(job.intentId, d);
+      const reason = await settle(job.intentId, d, n);
       // A look-only delivery's replay record: the store failing it is not
       // the job's failure either (see below). Decided on, a retry's or a
       // poison's write would claim the record again, and find it on record
@@ -1281,11 +1292,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // and a job published since (a redrive) may be settling the intent.
       // Resolved here, it would send that payment to review and replace
       // the give-up's letter. Answered as its write ahead would have been.
-      return lateCopy(
-        n,
-        d,
-        new LateCopy(await wasMarked(d.marks.map(resolvedKey))),
-      );
+      const resolved = await wasMarked(d.marks.map(resolvedKey));
+      // Not a last delivery that found the intent authorized while the
+      // message's drop is unresolved: that drop (this message's own, cut
+      // between its marks) has no give-up to finish it, and dropping the
+      // job again touches nothing but the letter.
+      if (resolved || !(failure instanceof LastDelivery)) {
+        return lateCopy(n, d, new LateCopy(resolved));
+      }
     }
     try {
       const resolution = await resolve(job, jobId, d, {
@@ -1443,13 +1457,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * and cost one read. To act, its first write checks the version the look
    * read and takes the lease in one commit, so two deliveries never act on
    * one intent at once. If the intent moved since the look, it plans again
-   * on what the intent is now.
+   * on what the intent is now. `n` is the delivery's number.
    */
-  async function settle(id: string, d: Delivery): Promise<string> {
+  async function settle(id: string, d: Delivery, n: number): Promise<string> {
     // A store's busy answer stays one (§13); anything else is the store failing.
     let seen = await storeCall(() => store.getIntent(id));
     for (let attempt = 1;; attempt++) {
-      const step = await plan(id, seen, d);
+      const step = await plan(id, seen, d, n);
       if (typeof step === "string") return step;
       try {
         return await step(seen!, d);
@@ -1475,11 +1489,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /** What the settle step would do with `intent`: a reason it is done, an action, or a throw why not yet. */
+  /**
+   * What the settle step would do with `intent` at delivery `n`: a reason
+   * it is done, an action, or a throw why not yet.
+   */
   async function plan(
     id: string,
     intent: Intent | null,
     d: Delivery,
+    n: number,
   ): Promise<string | Act> {
     if (intent === null) throw new Error(`intent ${id} not found`);
     switch (intent.state) {
@@ -1495,6 +1513,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
                 intent.hold ?? "not recorded"
               }: nothing to settle`,
             ),
+          );
+        }
+        if (n >= policy.maxDeliveries) {
+          // A send never ends a delivery (it retries to read the receipt),
+          // so at or past the last delivery it could only be poisoned, and
+          // the payment sent to review with its tx unread: certain after an
+          // outage the queue counted through (a wrong secret, the store
+          // down), whose first delivery taken is the last. Nothing sent and
+          // nothing written, the poison drops the job (DESIGN §5), and its
+          // letter's redrive sends with a fresh count. Deliberately unlike
+          // DESIGN §6, which moves authorized to settling unconditionally.
+          throw new LastDelivery(
+            `not sent: delivery ${n} is ${
+              n === policy.maxDeliveries ? "the last" : "past the last"
+            } (maxDeliveries ${policy.maxDeliveries}): no delivery would be left to read its receipt, and the payment would go to review; redrive the job to send it with a fresh count`,
           );
         }
         // Entering settling is the write-ahead of the first send. An intent
@@ -2122,16 +2155,33 @@ export function createRelayer(options: RelayerOptions): Relayer {
             // done with the message, left the intent settling.
             await markGivingUp(queue, jobId, d);
           }
+          // A delivery's drop of an authorized intent's job (its last
+          // delivery sends nothing: see plan) acks the message while
+          // nothing is on the chain. Like a give-up's, it holds the lease
+          // until it lapses, so that a copy of the message in flight,
+          // numbered lower, does not send behind it with no job left to
+          // follow it up; and once the letter is written it marks the
+          // message as a give-up does, so that a later copy sends nothing
+          // either: what a copy's write ahead is refused by, then its
+          // resolved mark. Cut between the letter and the marks, the
+          // delivery has not answered: the queue delivers the message
+          // again, and that delivery drops it again (see deliver) or
+          // sends, its job alive.
+          const unsent = !onlyOnce && intent?.state === "authorized";
           await d.write((options) =>
             store.putDeadLetter(deadLetter, {
               ...(options.claim ? { claim: options.claim } : {}),
               ...(intent === null ? {} : { intentVersion: intent.version }),
-              ...(intent?.state === "authorized" && onlyOnce && options.lease
+              ...(intent?.state === "authorized" && options.lease
                 ? { lease: { ...options.lease, keep: true } }
                 : {}),
               ...reset,
             })
           );
+          if (unsent && d.marks.length > 0) {
+            await mark(d.marks);
+            await mark(d.marks.map(resolvedKey));
+          }
         } else {
           await d.write((options) =>
             store.transition(intent.id, {

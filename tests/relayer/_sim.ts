@@ -814,9 +814,13 @@ export async function simulate(
     if (poisonDropped.has(job.id)) continue;
     const before = await inner.getIntent(job.id);
     const sends = chain.sends.get(job.id) ?? 0;
+    // Numbered one before the last where the policy has one: a delivery at
+    // the last sends nothing for an authorized intent whatever its marks
+    // (it could not read the receipt), so only a lower number can show
+    // that the give-up's marks keep a late copy home.
     const copy = await late.relayer.deliver(
       { intentId: job.id, kind: "settle" },
-      scenario.policy.maxDeliveries,
+      Math.max(1, scenario.policy.maxDeliveries - 1),
       { message: { queue: "sim", messageId: `${job.id}-sim` } },
     );
     const after = await inner.getIntent(job.id);
@@ -833,12 +837,31 @@ export async function simulate(
     if (
       job.gaveUp && after?.state === "authorized" && after.hold === "pending"
     ) {
-      await late.relayer.deliver({ intentId: job.id, kind: "settle" }, 1, {
-        message: { queue: "sim", messageId: `${job.id}-again` },
-      });
-      if ((chain.sends.get(job.id) ?? 0) === sends) {
+      const again = await late.relayer.deliver(
+        { intentId: job.id, kind: "settle" },
+        1,
+        { message: { queue: "sim", messageId: `${job.id}-again` } },
+      );
+      // At most 1 delivery: the first is the last, and sends nothing for
+      // an authorized intent (no delivery would be left to read the
+      // receipt); it drops the job again, its letter the record.
+      const last = scenario.policy.maxDeliveries === 1;
+      if (((chain.sends.get(job.id) ?? 0) === sends) !== last) {
         violations.push(
-          `end: a job for ${job.id} published after its give-up sent nothing`,
+          `end: a job for ${job.id} published after its give-up sent ${
+            last ? "at its last delivery" : "nothing"
+          }`,
+        );
+      }
+      // Busy too, while the lease of the late copy's drop above lasts.
+      if (
+        last &&
+        (again.action === "poison"
+          ? again.resolution !== "job dropped, intent still authorized"
+          : !again.reason.includes("busy"))
+      ) {
+        violations.push(
+          `end: a job for ${job.id} published after its give-up, at its last delivery, was not dropped: ${again.reason}`,
         );
       }
       stats.publishedAgain++;

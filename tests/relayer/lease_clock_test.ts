@@ -71,8 +71,19 @@ for (const backend of BACKENDS) {
 }
 
 Deno.test("MemoryStore: the store failing the not-sent record of a write-ahead that took over half the lease is thrown as it came at the last delivery, not the job's failure", async () => {
-  const { store, close } = await openAuthorized(BACKENDS[0]!, JOB.intentId);
+  const { store, close } = await BACKENDS[0]!.open();
   try {
+    // Settling, its last broadcast declared not sent: the last delivery
+    // sends again (an authorized intent's first send waits for a delivery
+    // that can read its receipt).
+    await store.createIntent({
+      id: JOB.intentId,
+      state: "settling",
+      hold: "pending",
+      settlingSince: 1_000_000,
+      lastBroadcast: { outcome: "not_sent", at: 1_000_000 },
+      mayHaveSent: false,
+    });
     const clock = { t: 1_000_000 };
     const sender = new ScriptedSender({
       [JOB.intentId]: { sends: [{ txHash: "0xabc" }] },

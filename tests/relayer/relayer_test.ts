@@ -38,6 +38,19 @@ const job = { intentId: "pi_0001", kind: "settle" } as const;
 const LEASE_LAPSED_MS = 35_000;
 
 /**
+ * Settling at the setup's clock, its last broadcast declared not sent: a
+ * delivery sends again, the last one too (an authorized intent's first
+ * send waits for a delivery that can read its receipt).
+ */
+const RESENDING: Omit<NewIntent, "id"> = {
+  state: "settling",
+  hold: "pending",
+  settlingSince: 1_000_000,
+  lastBroadcast: { outcome: "not_sent", at: 1_000_000 },
+  mayHaveSent: false,
+};
+
+/**
  * A chain for pi_0001: sends play `script` in order; each receipt answers
  * by its tx hash from `receipts` (pending when absent; an Error is
  * thrown), so a test can tell which tx confirmed.
@@ -933,6 +946,7 @@ function suite(backend: Backend): void {
     await reached;
     // Meanwhile another message of the job sends, its outcome unknown, and
     // is poisoned: the intent goes to review, with the letter that says why.
+    assert.equal((await relayer.deliver(job, 2)).action, "retry");
     assert.equal((await relayer.deliver(job, 3)).action, "poison");
     const why = "last broadcast unknown, needs review";
     assert.equal(
@@ -1991,7 +2005,7 @@ function suite(backend: Backend): void {
 
   test("createRelayer() lets one of two concurrent deliveries run; the other retries, even past the limit", async () => {
     const { relayer, store, sender } = await setup(
-      { state: "authorized", hold: "pending" },
+      RESENDING,
       { sends: [{ txHash: "0x1" }] },
       { policy: { maxDeliveries: 1, jitter: "none" } },
     );
@@ -2147,13 +2161,13 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() poisons a signed delivery whose first write the store refuses by its rules at the last delivery: a refusal says nothing landed", async () => {
-    const { relayer: refusing } = await setup(
-      { state: "authorized", hold: "pending" },
+    const { relayer: refusing, store } = await setup(
+      RESENDING,
       undefined,
       { policy: { maxDeliveries: 2, jitter: "none" } },
       (store) =>
         overriding(store, {
-          transition: () =>
+          beginBroadcast: () =>
             Promise.reject(
               new ConflictError("Cannot settle pi_0001 by rule", {
                 refused: true,
@@ -2171,6 +2185,10 @@ function suite(backend: Backend): void {
     // not retried past it.
     const last = await refusing.deliver(job, 2, { claim: claim("v1=02") });
     assert.equal(last.action, "poison");
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.lastError,
+      "Cannot settle pi_0001 by rule",
+    );
   });
 
   test("createRelayer() does not look again after a write the store refuses by its rules: one try per delivery", async () => {
@@ -2205,15 +2223,15 @@ function suite(backend: Backend): void {
     // Every try is refused with a plain ConflictError and the intent does
     // not move: a store's rule, not a race. Busy would retry past
     // maxDeliveries forever; a failure is poisoned at it.
-    let transitions = 0;
+    let writes = 0;
     const { relayer: refusing, store } = await setup(
-      { state: "authorized", hold: "pending" },
+      RESENDING,
       undefined,
       { policy: { maxDeliveries: 2, jitter: "none" } },
       (store) =>
         overriding(store, {
-          transition: () => {
-            transitions++;
+          beginBroadcast: () => {
+            writes++;
             return Promise.reject(
               new ConflictError("Cannot settle pi_0001 by rule"),
             );
@@ -2225,9 +2243,11 @@ function suite(backend: Backend): void {
       first.action === "retry" && first.reason,
       "Cannot settle pi_0001 by rule",
     );
-    assert.equal(transitions, 3);
+    assert.equal(writes, 3);
     assert.equal((await refusing.deliver(job, 2)).action, "poison");
-    assert.equal((await intent(store)).state, "authorized");
+    assert.equal(writes, 6);
+    // Nothing ever left: the poison fails the payment.
+    assert.equal((await intent(store)).state, "failed");
   });
 
   test("createRelayer() redrives a dead letter with a fresh count, and refuses a failed intent", async () => {
@@ -2420,6 +2440,167 @@ function suite(backend: Backend): void {
     });
     assert.equal((await intent(store)).state, "settling");
     assert.equal(sender.calls.length, 1);
+  });
+
+  test("createRelayer() sends nothing for an authorized intent at its last delivery or past it: no delivery would be left to read the receipt, so the job is dropped with its letter and the intent stays authorized", async () => {
+    for (const n of [5, 43]) {
+      const { relayer, store, sender } = await setup(
+        { state: "authorized", hold: "pending" },
+        { sends: [{ txHash: "0xabc" }] },
+      );
+      const before = await intent(store);
+      assert.deepEqual(await relayer.deliver(job, n), {
+        action: "poison",
+        delivery: n,
+        cause: "exhausted",
+        reason: `no luck after ${n} deliveries`,
+        resolution: "job dropped, intent still authorized",
+      });
+      assert.deepEqual(sender.calls, [], `#${n}`);
+      const { version: _, ...after } = await intent(store);
+      const { version: __, ...was } = before;
+      assert.deepEqual(after, was, `#${n}: nothing written on the intent`);
+      assert.deepEqual(
+        letterOf(await store.getDeadLetter("pi_0001/settle")),
+        {
+          jobId: "pi_0001/settle",
+          intentId: "pi_0001",
+          deliveries: n,
+          cause: "exhausted",
+          reason: `no luck after ${n} deliveries`,
+          resolution: "job dropped, intent still authorized",
+          lastError: `not sent: delivery ${n} is ${
+            n === 5 ? "the last" : "past the last"
+          } (maxDeliveries 5): no delivery would be left to read its receipt, and the payment would go to review; redrive the job to send it with a fresh count`,
+          poisonedAt: 1_000_000,
+        },
+      );
+    }
+  });
+
+  test("createRelayer() sends nothing for an authorized intent whose store-counted delivery reaches maxDeliveries (the local queue, Pub/Sub without a count, a bridge without one)", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    // The count ran on while every delivery was refused before the relayer.
+    for (let i = 0; i < 4; i++) {
+      await store.admit({ count: "pi_0001/settle", now: 1_000_000 });
+    }
+    assert.equal(
+      formatOutcome(job, await relayer.deliver(job)),
+      "pi_0001/settle   #5  poison       (no luck after 5 deliveries; job dropped, intent still authorized)",
+    );
+    assert.deepEqual(sender.calls, []);
+    assert.equal((await intent(store)).state, "authorized");
+  });
+
+  test("createRelayer() settles an authorized intent whose last delivery sent nothing once its letter is redriven: the count starts afresh and the first delivery sends", async () => {
+    const { relayer, store, sender, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] },
+    );
+    assert.equal((await relayer.deliver(job, 7)).action, "poison");
+    assert.equal(sender.calls.length, 0);
+    assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    // The drop holds the lease until it lapses, as a give-up's does: a
+    // copy of its message in flight must not send behind it.
+    const held = await relayer.deliver(job, 1);
+    assert.equal(
+      held.action === "retry" && held.reason,
+      "intent pi_0001 is busy with another delivery",
+    );
+    clock.now += LEASE_LAPSED_MS;
+    // Counted in the store from 0 again, as the local queue counts it.
+    assert.deepEqual(await relayer.deliver(job), {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason: "sent 0xabc, waiting for confirmation",
+    });
+    assert.deepEqual(await relayer.deliver(job), {
+      action: "done",
+      delivery: 2,
+      reason: "0xabc confirmed, intent settled",
+    });
+    const settled = await intent(store);
+    assert.deepEqual([settled.state, settled.hold], ["settled", "captured"]);
+    assert.equal(
+      sender.calls.filter((call) => call.method === "send").length,
+      1,
+    );
+  });
+
+  test("createRelayer() marks the message whose last delivery dropped an authorized intent's job: a copy of it with a lower number sends nothing, and a job redriven since sends", async () => {
+    const { relayer, store, sender, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    const dropped = await relayer.deliver(job, 5, m1);
+    assert.equal(
+      dropped.action === "poison" && dropped.resolution,
+      "job dropped, intent still authorized",
+    );
+    // A copy the queue had in flight, or sent again, after the ack: it
+    // would send with no job left to read the receipt. While the drop's
+    // lease lasts, busy or a late copy (as the store checks first); past
+    // it, a late copy.
+    assert.notEqual((await relayer.deliver(job, 2, m1)).action, "poison");
+    assert.equal(sender.calls.length, 0);
+    clock.now += LEASE_LAPSED_MS;
+    assert.deepEqual(await relayer.deliver(job, 2, m1), {
+      action: "done",
+      delivery: 2,
+      reason:
+        "the queue gave up on this message before: a late copy, nothing sent",
+    });
+    assert.equal(sender.calls.length, 0);
+    assert.equal((await intent(store)).state, "authorized");
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.resolution,
+      "job dropped, intent still authorized",
+    );
+    await relayer.redrive("pi_0001/settle");
+    const again = await relayer.deliver(job, 1, {
+      message: { queue: "qstash", messageId: "msg_2" },
+    });
+    assert.equal(
+      again.action === "retry" && again.reason,
+      "sent 0xabc, waiting for confirmation",
+    );
+  });
+
+  test("createRelayer() still sends an authorized intent at the delivery before the last: the last is left to read the receipt", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] },
+    );
+    assert.deepEqual(await relayer.deliver(job, 4), {
+      action: "retry",
+      delivery: 4,
+      delayMs: 40_000,
+      reason: "sent 0xabc, waiting for confirmation",
+    });
+    assert.equal(sender.calls.length, 1);
+    assert.equal((await intent(store)).state, "settling");
+    assert.equal((await relayer.deliver(job, 5)).action, "done");
+    assert.equal((await intent(store)).state, "settled");
+  });
+
+  test("createRelayer() still sends again at the last delivery for a settling intent whose last broadcast was declared not sent: sending nothing would fail a payment that can still be sent", async () => {
+    const { relayer, store, sender } = await setup(
+      RESENDING,
+      { sends: [{ txHash: "0xabc" }] },
+    );
+    const outcome = await relayer.deliver(job, 5);
+    assert.equal(sender.calls.length, 1);
+    assert.deepEqual(
+      outcome.action === "poison" && outcome.resolution,
+      "last broadcast sent as 0xabc, needs review",
+    );
+    assert.equal((await intent(store)).state, "needs_review");
   });
 
   test("createRelayer() rejects a malformed job, a bad delivery number and a bad lease", async () => {
@@ -2668,26 +2849,46 @@ Deno.test("formatOutcome() keeps a Sender's multi-line error on one log line, cu
 /**
  * An authorized pi_0001 on a MemoryStore whose first `transition` (the
  * write-ahead, authorized to settling) commits, then loses its answer (the
- * connection drops after `COMMIT`); a relayer over it.
+ * connection drops after `COMMIT`); a relayer over it. With `resend`,
+ * pi_0001 is settling, its last broadcast declared not sent, and the write
+ * whose answer is lost is its next send's write-ahead (`beginBroadcast`):
+ * the write a last delivery makes (an authorized intent's first send
+ * waits for a delivery that can read its receipt).
  */
-async function lostAnswer(policy: RelayerOptions["policy"] = {}) {
+async function lostAnswer(
+  policy: RelayerOptions["policy"] = {},
+  resend = false,
+) {
   const memory = new MemoryStore();
   await memory.createIntent({
     id: "pi_0001",
-    state: "authorized",
     hold: "pending",
+    ...(resend
+      ? {
+        state: "settling",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "not_sent", at: 0 },
+        mayHaveSent: false,
+      }
+      : { state: "authorized" }),
   });
   let drop = true;
-  const store = overriding(memory, {
-    async transition(...args: Parameters<Store["transition"]>) {
-      const intent = await memory.transition(...args);
+  const lose =
+    <A extends unknown[], T>(write: (...args: A) => Promise<T>) =>
+    async (...args: A): Promise<T> => {
+      const written = await write(...args);
       if (drop) {
         drop = false;
         throw new Error("connection reset after COMMIT");
       }
-      return intent;
-    },
-  });
+      return written;
+    };
+  const store = overriding(
+    memory,
+    resend
+      ? { beginBroadcast: lose(memory.beginBroadcast.bind(memory)) }
+      : { transition: lose(memory.transition.bind(memory)) },
+  );
   const clock = { now: 0 };
   const relayer = createRelayer({
     store,
@@ -2714,7 +2915,10 @@ Deno.test("createRelayer() takes a write that landed but whose answer was lost a
 });
 
 Deno.test("createRelayer() answers a last delivery whose write landed but whose answer was lost with a retry and writes nothing more; the next delivery resolves it", async () => {
-  const { memory, relayer, clock } = await lostAnswer({ maxDeliveries: 1 });
+  const { memory, relayer, clock } = await lostAnswer(
+    { maxDeliveries: 1 },
+    true,
+  );
   const claim = { key: "v1=ab12", now: 0, expiresAt: 360_000 };
   const outcome = await relayer.deliver(job, 1, { claim });
   assert.equal(outcome.action, "retry");
