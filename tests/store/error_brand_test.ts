@@ -57,10 +57,16 @@ Deno.test("BusyError, ConflictError and ReplayError know each other's copies, an
 
 Deno.test("createRelayer() answers busy, never poison, when a store of one's own throws another copy's BusyError on the last delivery", async () => {
   const memory = new MemoryStore();
+  // Settling, its last broadcast declared not sent: the last delivery
+  // sends again, so it writes ahead (an authorized intent's first send
+  // waits for a delivery that can read its receipt).
   await memory.createIntent({
     id: "pi_0001",
-    state: "authorized",
+    state: "settling",
     hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "not_sent", at: 0 },
+    mayHaveSent: false,
   });
   const store = overriding(memory, {
     transition: () =>

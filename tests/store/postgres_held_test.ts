@@ -144,9 +144,14 @@ Deno.test({
       );
       assert.match(slow.message, TOO_SHORT);
       // The relayer's line says so, at the last delivery as at any: busy.
+      // There the intent is authorized, so nothing is sent: the write is
+      // the drop of its job (its letter, checked against the intent).
       const outcome = await t.relayer.deliver(job, policy.maxDeliveries);
       assert.equal(outcome.action, "retry", JSON.stringify(outcome));
-      assert.match(outcome.reason, /^intent a is busy: Cannot move a from /);
+      assert.match(
+        outcome.reason,
+        /^intent a is busy: Cannot keep the dead letter of a\/settle as /,
+      );
       assert.match(outcome.reason, TOO_SHORT);
       assert.deepEqual((await t.store.listDeadLetters()).items, []);
       await t.admin.unsafe(
@@ -202,14 +207,15 @@ for (
 ) {
   Deno.test({
     name:
-      `A delivery past maxDeliveries whose write another session held up ${held} is a retry that says so, never a poison: the next delivery sends once the session lets go`,
+      `A delivery past maxDeliveries whose write another session held up ${held} is a retry that says so, never a poison: once the session lets go the next drops the job, sending nothing, its letter kept`,
     ignore,
     fn: timeout(30_000, async () => {
       const t = await setUp(connection);
       try {
         // A lapsed lease row of the intent, which an operator's session
-        // holds: the delivery's write waits at its lease, and the drop of
-        // its job (a poison's resolution) would not.
+        // holds: the last delivery, which finds the intent authorized and
+        // sends nothing, drops its job, and that write waits at the lease
+        // it keeps until it lapses (as a queue's give-up does).
         await t.admin.unsafe(
           `INSERT INTO ${t.table("leases")} VALUES ('a', 'gone', 0)`,
         );
@@ -222,16 +228,23 @@ for (
         assert.equal(outcome.action, "retry", JSON.stringify(outcome));
         assert.match(
           outcome.reason,
-          /^intent a is busy: Cannot move a from authorized to settling as /,
+          /^intent a is busy: Cannot keep the dead letter of a\/settle as /,
         );
         assert.match(outcome.reason, pattern);
         assert.deepEqual((await t.store.listDeadLetters()).items, []);
         assert.equal((await t.store.getIntent("a"))?.state, "authorized");
         assert.equal(t.sender.calls.length, 0);
-        // The session let go: the next delivery writes ahead and sends.
-        await t.relayer.deliver(job, policy.maxDeliveries + 1);
-        assert.equal(t.sender.calls.length, 1);
-        assert.deepEqual((await t.store.getIntent("a"))?.txHashes, ["0x1"]);
+        // The session let go: the next delivery drops the job, its letter
+        // kept for a redrive, and still sends nothing.
+        const next = await t.relayer.deliver(job, policy.maxDeliveries + 1);
+        assert.equal(next.action, "poison", JSON.stringify(next));
+        assert.match(next.reason, /^no luck after \d+ deliveries$/);
+        assert.equal(t.sender.calls.length, 0);
+        assert.equal(
+          (await t.store.getDeadLetter("a/settle"))?.resolution,
+          "job dropped, intent still authorized",
+        );
+        assert.equal((await t.store.getIntent("a"))?.state, "authorized");
       } finally {
         await t.tearDown();
       }
