@@ -10,6 +10,7 @@
  */
 
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { openService, type ServiceOptions } from "../../main.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
@@ -171,6 +172,66 @@ Deno.test({
     } finally {
       await service.close();
       await proxy.close();
+      await database.drop();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "openService() on PostgreSQL: a read held behind a table lock past the bound fails within it, the pool reads again once the lock goes, and the line of the connection closed names the lock as well as the network",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const answerMs = 1_000;
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9000",
+        WEBHOOK_SECRET: "a-secret-of-16-chars",
+        DATABASE_URL: database.url,
+      }),
+      {
+        log: (line) => lines.push(line),
+        databaseAnswerMs: answerMs,
+      } as ServiceOptions,
+    );
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      // A schema change, VACUUM FULL or LOCK TABLE of an operator's: the
+      // network is fine, and a read waits on the server, sending nothing.
+      let locked!: () => void;
+      const held = new Promise<void>((resolve) => locked = resolve);
+      const lock = admin.begin(async (tx) => {
+        await tx.unsafe("LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE");
+        locked();
+        await sleep(1.5 * answerMs);
+      });
+      await held;
+      const during = await timed(read);
+      await lock;
+      const after = await timed(read);
+      assert.ok(during.failed, "a read answered behind the lock");
+      assert.ok(
+        during.ms < answerMs + 500,
+        `the read behind the lock took ${Math.round(during.ms)} ms to fail`,
+      );
+      assert.ok(!after.failed, "a read after the lock went failed");
+      // Whether the silent connection was closed is a race between the
+      // store's cancel at its bound and the socket's; a line, if any,
+      // must not send the operator to the network alone.
+      const cuts = lines.filter((line) => /PostgreSQL sent nothing/.test(line));
+      for (const line of cuts) {
+        assert.match(line, /behind a table lock/);
+        assert.match(line, /pg_stat_activity/);
+      }
+    } finally {
+      await admin.end();
+      await service.close();
       await database.drop();
     }
   }),
