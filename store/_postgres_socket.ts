@@ -14,9 +14,10 @@
  * wrote are followed by none from the server within `answerMs`: the
  * server answers the store's writes within the store's own bounds (their
  * lock waits end at half of `connectionWaitMs`), so a silence that long is
- * a lost network, or a read held as long on the server (behind a table
- * lock: the store cancels it at `connectionWaitMs`, and the cancel's
- * answer can come after this socket gave up), which the line names too. postgres.js then fails what waited on it
+ * a lost network, or a read held as long (behind a table lock, or in a
+ * pooler's queue for a server connection: the store cancels it at
+ * `connectionWaitMs`, and the cancel's answer can come after this socket
+ * gave up), which the line names too. postgres.js then fails what waited on it
  * and connects again, as after a server that ended the session. The
  * client's idle connections are closed with it (they went the same way,
  * and each would otherwise be found out only by the next query given to
@@ -111,7 +112,7 @@ export function answeredSocket(
               host[0]
             }:${port[0]} was closed${
               idle === 0 ? "" : `, and the ${idle} idle with it`
-            }: the network to it looks cut (a partition, or a failover whose old address stopped answering), or a statement waited that long on the server (a read behind a table lock, which a schema change, VACUUM FULL or LOCK TABLE holds: see pg_stat_activity, wait_event_type 'Lock')`,
+            }: the network to it looks cut (a partition, or a failover whose old address stopped answering), or a statement waited that long for its answer (a read behind a table lock, which a schema change, VACUUM FULL or LOCK TABLE holds: see pg_stat_activity, wait_event_type 'Lock'; or in a pooler's queue for a server connection: PgBouncer's SHOW POOLS, cl_waiting)`,
           );
         }, answerMs);
         raw.write(chunk, encoding, done);

@@ -13,7 +13,16 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService, type ServiceOptions } from "../../main.ts";
 import { loadConfig } from "../../webhook/config.ts";
-import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  suitesAvailable,
+} from "../_postgres.ts";
+import {
+  pgbouncerBin,
+  processPostgres,
+  startPgBouncer,
+} from "../../support/postgres_server.ts";
 import { partitionProxy } from "../../support/partition_proxy.ts";
 import { timeout } from "../_timeout.ts";
 
@@ -233,6 +242,86 @@ Deno.test({
       await admin.end();
       await service.close();
       await database.drop();
+    }
+  }),
+});
+
+/** Whether the PgBouncer test runs: `false` only where PgBouncer is missing, outside CI. */
+const pgbouncerAvailable: boolean = postgresAvailable &&
+  suitesAvailable(
+    await pgbouncerBin() !== null,
+    "the PgBouncer partition test",
+    "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)",
+    "apt-get install pgbouncer",
+  );
+
+Deno.test({
+  name:
+    "openService() through PgBouncer in transaction mode: reads queued by the pooler past the bound fail within it, the pool reads again once the pooler has a server connection, and the line of the connection closed names the pooler's queue",
+  ignore: !pgbouncerAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: timeout(60_000, async () => {
+    const { server, missing } = await processPostgres();
+    if (server === null) throw new Error(missing);
+    const pooler = await startPgBouncer(server, {
+      mode: "transaction",
+      poolSize: 2,
+    });
+    const answerMs = 1_000;
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9000",
+        WEBHOOK_SECRET: "a-secret-of-16-chars",
+        DATABASE_URL: `${pooler.url}?prepare=false`,
+      }),
+      {
+        log: (line) => lines.push(line),
+        databaseAnswerMs: answerMs,
+      } as ServiceOptions,
+    );
+    const other = postgres(pooler.url, {
+      max: 2,
+      onnotice: () => {},
+      prepare: false,
+    });
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      // Another client's transactions take both server connections of
+      // the pool: the service's reads wait in PgBouncer's queue, and
+      // nothing comes back meanwhile.
+      const held = Promise.all(
+        [0, 1].map(() =>
+          other.begin(async (tx) => {
+            await tx`SELECT pg_sleep(${(2.5 * answerMs) / 1000})`;
+          })
+        ),
+      );
+      await sleep(200);
+      const during = await Promise.all(
+        Array.from({ length: 3 }, () => timed(read)),
+      );
+      await held;
+      const after = await Promise.allSettled(Array.from({ length: 10 }, read));
+      for (const { ms, failed } of during) {
+        assert.ok(failed, "a read answered while the pooler queued it");
+        assert.ok(
+          ms < answerMs + 500,
+          `a queued read took ${Math.round(ms)} ms`,
+        );
+      }
+      assert.ok(
+        after.every((answer) => answer.status === "fulfilled"),
+        "reads after the pooler had a server connection again failed",
+      );
+      const cuts = lines.filter((line) => /PostgreSQL sent nothing/.test(line));
+      for (const line of cuts) assert.match(line, /pooler's queue/);
+    } finally {
+      await other.end();
+      await service.close();
+      await pooler.stop();
     }
   }),
 });
