@@ -64,6 +64,11 @@ export function answeredSocket(
   return ({ host, port }) => {
     const raw = net.connect(port[0]!, host[0]!);
     let silent: ReturnType<typeof setTimeout> | undefined;
+    // Whether this connection is postgres.js's to cancel a query (its
+    // first bytes a CancelRequest): that promise postgres.js drops, so an
+    // error here (the cancel's connect refused) would be an unhandled
+    // rejection, which ends the process; it closes as a cut does instead.
+    let cancel: boolean | undefined;
     const self = {
       waiting: () => silent !== undefined,
       heard: performance.now(),
@@ -85,6 +90,7 @@ export function answeredSocket(
         // bytes are dropped, as the network would, and the close that
         // follows fails what waits on them (an error would reject a
         // cancel's promise, which postgres.js drops).
+        cancel ??= isCancelRequest(chunk);
         if (raw.destroyed) return done();
         const since = performance.now();
         silent ??= setTimeout(() => {
@@ -132,12 +138,20 @@ export function answeredSocket(
       if (!socket.push(bytes)) raw.pause();
     });
     raw.on("end", () => socket.push(null));
-    raw.on("error", (error) => socket.destroy(error));
+    // Each handled after what postgres.js queued before it: a connect
+    // refused can come before its first bytes reach this stream (it
+    // writes them on the next turn), which say whether it is a cancel.
+    raw.on(
+      "error",
+      (error) => setImmediate(() => socket.destroy(cancel ? undefined : error)),
+    );
     raw.on("close", (hadError) => {
       sockets.delete(raw);
       quiet();
-      if (!socket.destroyed) socket.destroy();
-      socket.emit("close", hadError);
+      setImmediate(() => {
+        if (!socket.destroyed) socket.destroy();
+        socket.emit("close", hadError);
+      });
     });
     Object.defineProperty(socket, "readyState", {
       get: () => raw.readyState,
@@ -150,4 +164,10 @@ export function answeredSocket(
     socket.host = host[0]!;
     return socket;
   };
+}
+
+/** Whether `chunk` is a CancelRequest (16 bytes: its length, then 80877102). */
+function isCancelRequest(chunk: unknown): boolean {
+  return chunk instanceof Uint8Array && chunk.length === 16 &&
+    new DataView(chunk.buffer, chunk.byteOffset, 16).getInt32(4) === 80877102;
 }

@@ -10,6 +10,7 @@
  */
 
 import assert from "node:assert/strict";
+import net from "node:net";
 import postgres from "postgres";
 import { openService, type ServiceOptions } from "../../main.ts";
 import { loadConfig } from "../../webhook/config.ts";
@@ -322,6 +323,81 @@ Deno.test({
       await other.end();
       await service.close();
       await pooler.stop();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "openService() on PostgreSQL: a read cancelled at the bound while the server's address refuses new connections leaves no unhandled rejection (the process goes on)",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const target = new URL(database.url);
+    // A relay whose listener closes (its port then refuses) while the
+    // connections open through it go on, as a server's address whose
+    // postmaster stopped taking connections.
+    const sockets: net.Socket[] = [];
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port), target.hostname);
+      sockets.push(client, upstream);
+      client.on("error", () => {});
+      upstream.on("error", () => {});
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((resolve) =>
+      relay.listen(0, "127.0.0.1", () => resolve())
+    );
+    const via = new URL(database.url);
+    via.port = String((relay.address() as net.AddressInfo).port);
+    const answerMs = 1_000;
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9000",
+        WEBHOOK_SECRET: "a-secret-of-16-chars",
+        DATABASE_URL: via.href,
+      }),
+      { log: () => {}, databaseAnswerMs: answerMs } as ServiceOptions,
+    );
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    const unhandled: string[] = [];
+    const onUnhandled = (event: PromiseRejectionEvent) => {
+      unhandled.push(String(event.reason));
+      event.preventDefault();
+    };
+    globalThis.addEventListener("unhandledrejection", onUnhandled);
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      let locked!: () => void;
+      const held = new Promise<void>((resolve) => locked = resolve);
+      const lock = admin.begin(async (tx) => {
+        await tx.unsafe("LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE");
+        locked();
+        await sleep(1.5 * answerMs);
+      });
+      await held;
+      relay.close(); // new connections refused from here on
+      // Held by the lock past the bound: the store cancels it, and the
+      // cancel's connection is refused.
+      const during = await timed(read);
+      await lock;
+      await sleep(300);
+      assert.ok(during.failed, "a read answered behind the lock");
+      assert.deepEqual(
+        unhandled,
+        [],
+        "an unhandled rejection would end the process",
+      );
+    } finally {
+      globalThis.removeEventListener("unhandledrejection", onUnhandled);
+      await admin.end();
+      for (const socket of sockets) socket.destroy();
+      await service.close();
+      await database.drop();
     }
   }),
 });
