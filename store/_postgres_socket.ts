@@ -138,20 +138,24 @@ export function answeredSocket(
       if (!socket.push(bytes)) raw.pause();
     });
     raw.on("end", () => socket.push(null));
-    // Each handled after what postgres.js queued before it: a connect
-    // refused can come before its first bytes reach this stream (it
-    // writes them on the next turn), which say whether it is a cancel.
-    raw.on(
-      "error",
-      (error) => setImmediate(() => socket.destroy(cancel ? undefined : error)),
-    );
+    // An error, and the close after it, handled after what postgres.js
+    // queued before them: a connect refused can come before its first
+    // bytes reach this stream (it writes them on the next turn), which
+    // say whether it is a cancel.
+    let failed = false;
+    raw.on("error", (error) => {
+      failed = true;
+      setImmediate(() => socket.destroy(cancel ? undefined : error));
+    });
     raw.on("close", (hadError) => {
       sockets.delete(raw);
       quiet();
-      setImmediate(() => {
+      const close = () => {
         if (!socket.destroyed) socket.destroy();
         socket.emit("close", hadError);
-      });
+      };
+      if (failed) setImmediate(close);
+      else close();
     });
     Object.defineProperty(socket, "readyState", {
       get: () => raw.readyState,
