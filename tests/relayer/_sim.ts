@@ -817,22 +817,41 @@ export async function simulate(
     // Numbered one before the last where the policy has one: a delivery at
     // the last sends nothing for an authorized intent whatever its marks
     // (it could not read the receipt), so only a lower number can show
-    // that the give-up's marks keep a late copy home.
-    const copy = await late.relayer.deliver(
-      { intentId: job.id, kind: "settle" },
-      Math.max(1, scenario.policy.maxDeliveries - 1),
-      { message: { queue: "sim", messageId: `${job.id}-sim` } },
-    );
-    const after = await inner.getIntent(job.id);
-    if (
-      before?.state !== after?.state || before?.hold !== after?.hold ||
-      (chain.sends.get(job.id) ?? 0) !== sends
-    ) {
-      violations.push(
-        `I4: a late duplicate of ${job.id}/settle moved ${before?.state}/${before?.hold} to ${after?.state}/${after?.hold}${
-          (chain.sends.get(job.id) ?? 0) === sends ? "" : " and sent"
-        }: ${copy.reason}`,
+    // that the give-up's marks keep a late copy home. At the last too,
+    // once any give-up has answered: a copy of a message whose give-up
+    // resolved answers as a late copy and leaves the give-up's letter as
+    // it is (dropping the job again would replace it, and hold the lease
+    // against a job published since).
+    const resolved = !job.gaveUp || job.ownGivenUp;
+    const numbers = [Math.max(1, scenario.policy.maxDeliveries - 1)];
+    if (scenario.policy.maxDeliveries > 1 && resolved) {
+      numbers.push(scenario.policy.maxDeliveries);
+    }
+    let after = before;
+    for (const n of numbers) {
+      const letter = await inner.getDeadLetter(`${job.id}/settle`);
+      const copy = await late.relayer.deliver(
+        { intentId: job.id, kind: "settle" },
+        n,
+        { message: { queue: "sim", messageId: `${job.id}-sim` } },
       );
+      after = await inner.getIntent(job.id);
+      if (
+        before?.state !== after?.state || before?.hold !== after?.hold ||
+        (chain.sends.get(job.id) ?? 0) !== sends
+      ) {
+        violations.push(
+          `I4: a late duplicate of ${job.id}/settle moved ${before?.state}/${before?.hold} to ${after?.state}/${after?.hold}${
+            (chain.sends.get(job.id) ?? 0) === sends ? "" : " and sent"
+          }: ${copy.reason}`,
+        );
+      }
+      const kept = await inner.getDeadLetter(`${job.id}/settle`);
+      if (job.gaveUp && job.ownGivenUp && kept?.version !== letter?.version) {
+        violations.push(
+          `I4: a late duplicate of ${job.id}/settle, numbered ${n}, replaced the letter on record: ${copy.reason}`,
+        );
+      }
     }
     if (
       job.gaveUp && after?.state === "authorized" && after.hold === "pending"
