@@ -2572,6 +2572,47 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() drops the job again at its message's next delivery past the last when a drop was cut between its marks: its copies then answer as late copies", async () => {
+    let cut = true;
+    const { relayer, store, sender, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+      {},
+      (inner) =>
+        overriding(inner, {
+          admit(...args) {
+            if (cut && args[0].count?.startsWith("gaveup/")) {
+              cut = false;
+              return Promise.reject(new Error("connection reset"));
+            }
+            return inner.admit(...args);
+          },
+        }),
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    // The letter and the givingup/ mark landed, the gaveup/ mark did not:
+    // the delivery has not answered, and the queue delivers it again.
+    await assert.rejects(relayer.deliver(job, 5, m1), /connection reset/);
+    clock.now += LEASE_LAPSED_MS;
+    const again = await relayer.deliver(job, 6, m1);
+    assert.equal(
+      again.action === "poison" && again.resolution,
+      "job dropped, intent still authorized",
+    );
+    // Within the second drop's lease, busy or a late copy (as the store
+    // checks first); past it, a late copy.
+    assert.notEqual((await relayer.deliver(job, 2, m1)).action, "poison");
+    clock.now += LEASE_LAPSED_MS;
+    assert.deepEqual(await relayer.deliver(job, 2, m1), {
+      action: "done",
+      delivery: 2,
+      reason:
+        "the queue gave up on this message before: a late copy, nothing sent",
+    });
+    assert.equal(sender.calls.length, 0);
+    assert.equal((await intent(store)).state, "authorized");
+  });
+
   test("createRelayer() still sends an authorized intent at the delivery before the last: the last is left to read the receipt", async () => {
     const { relayer, store, sender } = await setup(
       { state: "authorized", hold: "pending" },
