@@ -31,8 +31,6 @@ Deno.test({
   name:
     "createRelayer() on PostgresStore: a write-ahead whose answer a partition lost fails as may have landed, sends nothing, and the next delivery after the heal settles with one send",
   ignore: !postgresAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const url = await postgresUrl();
     const target = new URL(url);
