@@ -44,8 +44,6 @@ Deno.test({
   name:
     "openService() on PostgreSQL: through a partition, every read and /readyz answers within the bound, and after it heals the whole pool reads again without a restart",
   ignore: !postgresAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
     const target = new URL(database.url);
@@ -139,8 +137,6 @@ Deno.test({
   name:
     "openService() on PostgreSQL: after a partition no query met, the first read after the heal fails within the bound and every read after it answers: the pool's idle connections go with the silent one",
   ignore: !postgresAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
     const target = new URL(database.url);
@@ -191,8 +187,6 @@ Deno.test({
   name:
     "openService() on PostgreSQL: a read held behind a table lock past the bound fails within it, the pool reads again once the lock goes, and the line of the connection closed names the lock as well as the network",
   ignore: !postgresAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
     const answerMs = 1_000;
@@ -260,8 +254,6 @@ Deno.test({
   name:
     "openService() through PgBouncer in transaction mode: reads queued by the pooler past the bound fail within it, the pool reads again once the pooler has a server connection, and the line of the connection closed names the pooler's queue",
   ignore: !pgbouncerAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const { server, missing } = await processPostgres();
     if (server === null) throw new Error(missing);
@@ -331,8 +323,6 @@ Deno.test({
   name:
     "openService() on PostgreSQL: a read cancelled at the bound while the server's address refuses new connections leaves no unhandled rejection (the process goes on)",
   ignore: !postgresAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
     const target = new URL(database.url);
