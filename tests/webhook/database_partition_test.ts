@@ -40,30 +40,43 @@ async function timed(
   return { ms: performance.now() - start, failed };
 }
 
+/** The bound of the services here: PostgreSQL's silence closes a connection after it. */
+const ANSWER_MS = 1_000;
+
+/** The service on `databaseUrl`, with `ANSWER_MS` as its bound, its log lines pushed to `lines`. */
+function serviceOn(databaseUrl: string, lines: string[] = []) {
+  return openService(
+    loadConfig({
+      SENDER_URL: "http://127.0.0.1:9000",
+      WEBHOOK_SECRET: "a-secret-of-16-chars",
+      DATABASE_URL: databaseUrl,
+    }),
+    {
+      log: (line) => lines.push(line),
+      databaseAnswerMs: ANSWER_MS,
+    } as ServiceOptions,
+  );
+}
+
+/** A relay that can partition the network to the server of `databaseUrl`. */
+function proxyTo(databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  return partitionProxy({
+    hostname: target.hostname,
+    port: Number(target.port),
+  });
+}
+
 Deno.test({
   name:
     "openService() on PostgreSQL: through a partition, every read and /readyz answers within the bound, and after it heals the whole pool reads again without a restart",
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
-    const target = new URL(database.url);
-    const proxy = await partitionProxy({
-      hostname: target.hostname,
-      port: Number(target.port),
-    });
-    const answerMs = 1_000;
+    const proxy = await proxyTo(database.url);
+    const answerMs = ANSWER_MS;
     const lines: string[] = [];
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9000",
-        WEBHOOK_SECRET: "a-secret-of-16-chars",
-        DATABASE_URL: proxy.via(database.url),
-      }),
-      {
-        log: (line) => lines.push(line),
-        databaseAnswerMs: answerMs,
-      } as ServiceOptions,
-    );
+    const service = await serviceOn(proxy.via(database.url), lines);
     const ready = () => service.fetch(new Request("http://127.0.0.1/readyz"));
     try {
       const read = () => service.store.getIntent("pi_0001");
@@ -139,20 +152,9 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
-    const target = new URL(database.url);
-    const proxy = await partitionProxy({
-      hostname: target.hostname,
-      port: Number(target.port),
-    });
-    const answerMs = 1_000;
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9000",
-        WEBHOOK_SECRET: "a-secret-of-16-chars",
-        DATABASE_URL: proxy.via(database.url),
-      }),
-      { log: () => {}, databaseAnswerMs: answerMs } as ServiceOptions,
-    );
+    const proxy = await proxyTo(database.url);
+    const answerMs = ANSWER_MS;
+    const service = await serviceOn(proxy.via(database.url));
     try {
       const read = () => service.store.getIntent("pi_0001");
       await Promise.all(Array.from({ length: 10 }, read));
@@ -189,19 +191,9 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
-    const answerMs = 1_000;
+    const answerMs = ANSWER_MS;
     const lines: string[] = [];
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9000",
-        WEBHOOK_SECRET: "a-secret-of-16-chars",
-        DATABASE_URL: database.url,
-      }),
-      {
-        log: (line) => lines.push(line),
-        databaseAnswerMs: answerMs,
-      } as ServiceOptions,
-    );
+    const service = await serviceOn(database.url, lines);
     const admin = postgres(database.url, { max: 1, onnotice: () => {} });
     try {
       const read = () => service.store.getIntent("pi_0001");
@@ -261,19 +253,9 @@ Deno.test({
       mode: "transaction",
       poolSize: 2,
     });
-    const answerMs = 1_000;
+    const answerMs = ANSWER_MS;
     const lines: string[] = [];
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9000",
-        WEBHOOK_SECRET: "a-secret-of-16-chars",
-        DATABASE_URL: `${pooler.url}?prepare=false`,
-      }),
-      {
-        log: (line) => lines.push(line),
-        databaseAnswerMs: answerMs,
-      } as ServiceOptions,
-    );
+    const service = await serviceOn(`${pooler.url}?prepare=false`, lines);
     const other = postgres(pooler.url, {
       max: 2,
       onnotice: () => {},
@@ -343,15 +325,8 @@ Deno.test({
     );
     const via = new URL(database.url);
     via.port = String((relay.address() as net.AddressInfo).port);
-    const answerMs = 1_000;
-    const service = await openService(
-      loadConfig({
-        SENDER_URL: "http://127.0.0.1:9000",
-        WEBHOOK_SECRET: "a-secret-of-16-chars",
-        DATABASE_URL: via.href,
-      }),
-      { log: () => {}, databaseAnswerMs: answerMs } as ServiceOptions,
-    );
+    const answerMs = ANSWER_MS;
+    const service = await serviceOn(via.href);
     const admin = postgres(database.url, { max: 1, onnotice: () => {} });
     const unhandled: string[] = [];
     const onUnhandled = (event: PromiseRejectionEvent) => {
