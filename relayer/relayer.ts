@@ -1784,6 +1784,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     if (intent?.state !== "settling" || intent.txHashes.length === 0) {
       return undefined;
     }
+    // The replay record first, outside the receipts' budget (the store's
+    // calls have bounds of their own): a record still in flight when the
+    // budget ran out was claimed again by the resolution's write, and if
+    // it landed first, the give-up was refused as a replay of itself.
+    await storeCall(() => d.close());
     // A give-up is the queue's last word, and needed only the store: a
     // Sender that does not answer must not hold it up. Past the budget,
     // resolve as before, and tell the Sender its requests are not wanted.
