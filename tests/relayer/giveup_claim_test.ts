@@ -23,8 +23,11 @@ const LEASE_MS = 100; // the give-up's receipts budget is half: 50 ms
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 const QUEUE = { queue: "qstash", messageId: "msg_1" } as const;
 
-/** `store`, whose admissions of a claim answer `ms` after they landed. */
-function slowClaims(store: Store, ms: number): Store {
+/**
+ * `store`, whose admissions of a claim answer `ms` after they landed, or,
+ * with `lose`, fail then as a connection lost after the commit does.
+ */
+function slowClaims(store: Store, ms: number, lose = false): Store {
   return new Proxy(store, {
     get(target, key) {
       const value = Reflect.get(target, key);
@@ -34,12 +37,24 @@ function slowClaims(store: Store, ms: number): Store {
         const admitted = await target.admit(admission);
         if (admission.claim !== undefined) {
           await new Promise((resolve) => setTimeout(resolve, ms));
+          if (lose) {
+            throw new Error(
+              "PostgreSQL lost the connection during the write (Error: write CONNECTION_CLOSED): it may have landed or not; the next read says which",
+            );
+          }
         }
         return admitted;
       };
     },
   });
 }
+
+/** A replay claim of token `jti`, good for 5 minutes. */
+const claimOf = (jti: string) => ({
+  key: `qstash/${jti}`,
+  now: Date.now(),
+  expiresAt: Date.now() + 300_000,
+});
 
 /** A signer whose one tx confirmed. */
 const confirmed: Sender = {
@@ -63,11 +78,7 @@ for (const backend of BACKENDS) {
         sender: confirmed,
         leaseMs: LEASE_MS,
       });
-      const claim = () => ({
-        key: "qstash/jwt_1",
-        now: Date.now(),
-        expiresAt: Date.now() + 300_000,
-      });
+      const claim = () => claimOf("jwt_1");
       const outcome = await relayer.giveUp(JOB, {
         deliveries: 3,
         queue: QUEUE,
@@ -78,6 +89,61 @@ for (const backend of BACKENDS) {
       // The record is the request's all the same: sent again, refused.
       await assert.rejects(
         relayer.giveUp(JOB, { deliveries: 3, queue: QUEUE, claim: claim() }),
+        ReplayError,
+      );
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a signed give-up whose replay record landed and whose answer was lost fails as the store failing, not as a replay, and the queue's next call resolves it`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: Date.now() - 60_000,
+        txHashes: ["0xpi_0001"],
+      });
+      const lossy = createRelayer({
+        store: slowClaims(store, 0, true),
+        sender: confirmed,
+        leaseMs: LEASE_MS,
+      });
+      const first = await lossy.giveUp(JOB, {
+        deliveries: 3,
+        queue: QUEUE,
+        claim: claimOf("jwt_1"),
+      }).then(() => undefined, (error: unknown) => error);
+      // The webhook answers it 503: the queue calls again.
+      assert.ok(
+        first instanceof Error && !(first instanceof ReplayError),
+        String(first),
+      );
+      assert.equal((await store.getIntent(JOB.intentId))?.state, "settling");
+      // QStash signs each call afresh: the next one resolves the intent.
+      const relayer = createRelayer({
+        store,
+        sender: confirmed,
+        leaseMs: LEASE_MS,
+      });
+      const outcome = await relayer.giveUp(JOB, {
+        deliveries: 3,
+        queue: QUEUE,
+        claim: claimOf("jwt_2"),
+      });
+      assert.equal(outcome.action, "done", JSON.stringify(outcome));
+      assert.equal((await store.getIntent(JOB.intentId))?.state, "settled");
+      // The first request, replayed, is refused: its record landed.
+      await assert.rejects(
+        relayer.giveUp(JOB, {
+          deliveries: 3,
+          queue: QUEUE,
+          claim: claimOf("jwt_1"),
+        }),
         ReplayError,
       );
     } finally {
