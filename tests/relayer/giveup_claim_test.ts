@@ -3,10 +3,12 @@
  * before it asks the Sender for receipts. When that record is slow to
  * answer (a database just back from a restart), the receipts' budget must
  * not run out under it and let the resolution write the same claim again:
- * the record would then refuse the give-up as a replay of itself (a 401,
- * and a queue that stops calling), though nobody replayed it (found by the
+ * the record would then refuse the give-up as a replay of itself (a 401:
+ * one of the queue's calls spent), though nobody replayed it (found by the
  * crash test, a PostgreSQL `immediate` shutdown under a QStash failure
- * callback).
+ * callback). Should the resolution's write land first, the give-up instead
+ * sent a paid payment to review without reading its receipts: the budget
+ * is the Sender's, not the store's.
  */
 import assert from "node:assert/strict";
 import {
@@ -18,6 +20,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
+import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
 
 const LEASE_MS = 100; // the give-up's receipts budget is half: 50 ms
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
@@ -151,3 +154,47 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore: a signed give-up whose replay record waits on a lock past the receipts' budget reads its receipts all the same, and settles the paid payment",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    const { store, sql, schema, close } = await openPostgresStore();
+    const held = await sql.reserve();
+    try {
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: Date.now() - 60_000,
+        txHashes: ["0xpi_0001"],
+      });
+      // Another session holds the replay records' table for 3 leases (a
+      // server busy after a restart, say): the record waits, then lands.
+      // Cut short by the budget, the resolution's write claimed it first
+      // and sent the payment to review with its receipt unread.
+      await held`BEGIN`;
+      await held.unsafe(
+        `LOCK TABLE "${schema}".claims IN SHARE ROW EXCLUSIVE MODE`,
+      );
+      const timer = setTimeout(() => held`COMMIT`.execute(), 3 * LEASE_MS);
+      const relayer = createRelayer({
+        store,
+        sender: confirmed,
+        leaseMs: LEASE_MS,
+      });
+      const outcome = await relayer.giveUp(JOB, {
+        deliveries: 3,
+        queue: QUEUE,
+        claim: claimOf("jwt_1"),
+      }).finally(() => clearTimeout(timer));
+      assert.equal(outcome.action, "done", JSON.stringify(outcome));
+      assert.equal((await store.getIntent(JOB.intentId))?.state, "settled");
+    } finally {
+      await held`ROLLBACK`.catch(() => {});
+      held.release();
+      await close();
+    }
+  },
+});
