@@ -7,7 +7,12 @@
  * @module
  */
 
-import { MemoryStore, type Store, type WriteOptions } from "../mod.ts";
+import {
+  type Admission,
+  MemoryStore,
+  type Store,
+  type WriteOptions,
+} from "../mod.ts";
 import { KvStore } from "../store/kv.ts";
 import { postgresAvailable, postgresBackend } from "./_postgres.ts";
 import { resendingKv } from "./store/_resending_kv.ts";
@@ -192,4 +197,30 @@ export async function openAuthorized(
     throw error;
   }
   return opened;
+}
+
+/**
+ * `store`, whose admissions of a claim answer `ms` after they landed, or,
+ * with `lose`, fail then as a connection lost after the commit does.
+ */
+export function slowClaims(store: Store, ms: number, lose = false): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key);
+      if (typeof value !== "function") return value;
+      if (key !== "admit") return value.bind(target);
+      return async (admission: Admission) => {
+        const admitted = await target.admit(admission);
+        if (admission.claim !== undefined) {
+          await new Promise((resolve) => setTimeout(resolve, ms));
+          if (lose) {
+            throw new Error(
+              "PostgreSQL lost the connection during the write (Error: write CONNECTION_CLOSED): it may have landed or not; the next read says which",
+            );
+          }
+        }
+        return admitted;
+      };
+    },
+  });
 }

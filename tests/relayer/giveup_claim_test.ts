@@ -12,45 +12,17 @@
  */
 import assert from "node:assert/strict";
 import {
-  type Admission,
   createRelayer,
   type ReceiptStatus,
   ReplayError,
   type Sender,
-  type Store,
 } from "../../mod.ts";
-import { BACKENDS } from "../_stores.ts";
+import { BACKENDS, slowClaims } from "../_stores.ts";
 import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
 
 const LEASE_MS = 100; // the give-up's receipts budget is half: 50 ms
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 const QUEUE = { queue: "qstash", messageId: "msg_1" } as const;
-
-/**
- * `store`, whose admissions of a claim answer `ms` after they landed, or,
- * with `lose`, fail then as a connection lost after the commit does.
- */
-function slowClaims(store: Store, ms: number, lose = false): Store {
-  return new Proxy(store, {
-    get(target, key) {
-      const value = Reflect.get(target, key);
-      if (typeof value !== "function") return value;
-      if (key !== "admit") return value.bind(target);
-      return async (admission: Admission) => {
-        const admitted = await target.admit(admission);
-        if (admission.claim !== undefined) {
-          await new Promise((resolve) => setTimeout(resolve, ms));
-          if (lose) {
-            throw new Error(
-              "PostgreSQL lost the connection during the write (Error: write CONNECTION_CLOSED): it may have landed or not; the next read says which",
-            );
-          }
-        }
-        return admitted;
-      };
-    },
-  });
-}
 
 /** A replay claim of token `jti`, good for 5 minutes. */
 const claimOf = (jti: string) => ({

@@ -7,7 +7,13 @@
  */
 
 import assert from "node:assert/strict";
-import type { NewIntent } from "../../mod.ts";
+import {
+  MemoryStore,
+  type NewIntent,
+  type ReceiptStatus,
+  type Sender,
+} from "../../mod.ts";
+import { slowClaims } from "../_stores.ts";
 import { genericRequest, makeApp, NOW, OPS, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
@@ -369,6 +375,27 @@ Deno.test("POST /v1/qstash/failed refuses a replayed callback (401): its signatu
   assert.equal(replay.status, 401);
   await replay.body?.cancel();
   assert.deepEqual(await store.getDeadLetter("pi_0002/settle"), kept);
+});
+
+Deno.test("POST /v1/qstash/failed whose replay record answers after the give-up's receipts budget settles the paid payment (200), never a 401 of itself", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({ ...settling, txHashes: ["0xabc"] });
+  const confirmed: Sender = {
+    send: () => Promise.reject(new Error("a give-up sends nothing")),
+    receipt: (): Promise<ReceiptStatus> => Promise.resolve("confirmed"),
+  };
+  // A lease of 100 ms: the receipts' budget is 50 ms, the record 300 ms.
+  const { app } = await makeApp({
+    deps: { store: slowClaims(memory, 300), sender: confirmed, leaseMs: 100 },
+  });
+  const init = await failedRequest(callback(job));
+  const res = await app.request("/v1/qstash/failed", init);
+  assert.equal(res.status, 200, await res.clone().text());
+  await res.body?.cancel();
+  assert.equal((await memory.getIntent("pi_0002"))?.state, "settled");
+  const replay = await app.request("/v1/qstash/failed", init);
+  assert.equal(replay.status, 401);
+  await replay.body?.cancel();
 });
 
 Deno.test("POST /v1/qstash/failed takes the callback of any job /v1/qstash takes: the base64 source body fits", async () => {
