@@ -16,6 +16,7 @@ import {
   type ReceiptStatus,
   ReplayError,
   type Sender,
+  type Store,
 } from "../../mod.ts";
 import { BACKENDS, slowClaims } from "../_stores.ts";
 import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
@@ -37,17 +38,22 @@ const confirmed: Sender = {
   receipt: (): Promise<ReceiptStatus> => Promise.resolve("confirmed"),
 };
 
+/** The job's intent, settling for a minute with one tx on record. */
+function settlingOnOneTx(store: Store): Promise<unknown> {
+  return store.createIntent({
+    id: JOB.intentId,
+    state: "settling",
+    hold: "pending",
+    settlingSince: Date.now() - 60_000,
+    txHashes: ["0xpi_0001"],
+  });
+}
+
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a signed give-up whose replay record answers after the receipts' budget is not refused as a replay of itself`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "settling",
-        hold: "pending",
-        settlingSince: Date.now() - 60_000,
-        txHashes: ["0xpi_0001"],
-      });
+      await settlingOnOneTx(store);
       const relayer = createRelayer({
         store: slowClaims(store, 3 * LEASE_MS),
         sender: confirmed,
@@ -76,13 +82,7 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a signed give-up whose replay record landed and whose answer was lost fails as the store failing, not as a replay, and the queue's next call resolves it`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "settling",
-        hold: "pending",
-        settlingSince: Date.now() - 60_000,
-        txHashes: ["0xpi_0001"],
-      });
+      await settlingOnOneTx(store);
       const lossy = createRelayer({
         store: slowClaims(store, 0, true),
         sender: confirmed,
@@ -135,13 +135,7 @@ Deno.test({
     const { store, sql, schema, close } = await openPostgresStore();
     const held = await sql.reserve();
     try {
-      await store.createIntent({
-        id: JOB.intentId,
-        state: "settling",
-        hold: "pending",
-        settlingSince: Date.now() - 60_000,
-        txHashes: ["0xpi_0001"],
-      });
+      await settlingOnOneTx(store);
       // Another session holds the replay records' table for 3 leases (a
       // server busy after a restart, say): the record waits, then lands.
       // Cut short by the budget, the resolution's write claimed it first
