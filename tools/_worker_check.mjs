@@ -425,6 +425,34 @@ async function startMiniflare(flags, lines, times, vars = {}) {
 }
 
 /**
+ * A Miniflare running a module Worker with `options` (on the check's
+ * compatibility date), once it is ready, and workerd's output as it came,
+ * chunk by chunk (`output`). A Worker that does not start ends the check
+ * with workerd's lines, under `label`.
+ */
+async function readyWorker(options, label) {
+  const output = [];
+  let mf;
+  try {
+    mf = new Miniflare({
+      modules: true,
+      compatibilityDate: process.env.COMPAT_DATE,
+      ...options,
+      handleRuntimeStdio(stdout, stderr) {
+        for (const stream of [stdout, stderr]) {
+          stream.on("data", (chunk) => output.push(chunk.toString()));
+        }
+      },
+    });
+    await mf.ready;
+  } catch (error) {
+    await mf?.dispose().catch(() => {});
+    workerFailed(label, error, output.join("").split("\n"));
+  }
+  return { mf, output };
+}
+
+/**
  * A request to the Worker on `mf`: its status, headers and body (parsed
  * when it is JSON).
  */
@@ -853,13 +881,9 @@ async function check(flags) {
  * by then, and Cloudflare would have deleted the message.
  */
 async function outage() {
-  const lines = [];
-  let mf;
-  try {
-    mf = new Miniflare({
-      modules: true,
+  const { mf, output: lines } = await readyWorker(
+    {
       scriptPath: process.env.OUTAGE_SCRIPT,
-      compatibilityDate: process.env.COMPAT_DATE,
       queueProducers: { JOBS: "outage-jobs" },
       queueConsumers: {
         "outage-jobs": {
@@ -869,21 +893,9 @@ async function outage() {
         },
         "outage-jobs-dlq": { maxBatchTimeout: 1, maxRetries: 5 },
       },
-      handleRuntimeStdio(stdout, stderr) {
-        for (const stream of [stdout, stderr]) {
-          stream.on("data", (chunk) => lines.push(chunk.toString()));
-        }
-      },
-    });
-    await mf.ready;
-  } catch (error) {
-    await mf?.dispose().catch(() => {});
-    workerFailed(
-      "tools/_outage_worker.ts",
-      error,
-      lines.join("").split("\n"),
-    );
-  }
+    },
+    "tools/_outage_worker.ts",
+  );
   try {
     const state = async () =>
       await (await mf.dispatchFetch(`${PUBLIC_URL}/state`)).json();
@@ -1575,7 +1587,6 @@ async function refusesToStart(vars, uncaught, what) {
  * outbound fetch aborted); and the Worker writes nothing to its output.
  */
 async function publishing() {
-  const lines = [];
   const published = [];
   let slowAborted = false;
   const qstash = async (request) => {
@@ -1612,24 +1623,10 @@ async function publishing() {
     }
     return Response.json({ messageId: "msg_workerd_1" }, { status: 201 });
   };
-  let mf;
-  try {
-    mf = new Miniflare({
-      modules: true,
-      scriptPath: process.env.PUBLISH_SCRIPT,
-      compatibilityDate: process.env.COMPAT_DATE,
-      outboundService: qstash,
-      handleRuntimeStdio(stdout, stderr) {
-        for (const stream of [stdout, stderr]) {
-          stream.on("data", (chunk) => lines.push(chunk.toString()));
-        }
-      },
-    });
-    await mf.ready;
-  } catch (error) {
-    await mf?.dispose().catch(() => {});
-    workerFailed("tools/_publish_worker.ts", error, lines.join("").split("\n"));
-  }
+  const { mf, output: lines } = await readyWorker(
+    { scriptPath: process.env.PUBLISH_SCRIPT, outboundService: qstash },
+    "tools/_publish_worker.ts",
+  );
   try {
     const publish = async (name) =>
       await (await mf.dispatchFetch(`${PUBLIC_URL}/publish/${name}`, {
