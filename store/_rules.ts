@@ -681,6 +681,19 @@ export function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
   checkMs("lease.ttlMs", lease.ttlMs);
 }
 
+/** Checks a lease release: the intent's id and the owner, non-empty strings. */
+export function checkRelease(intentId: unknown, owner: unknown): void {
+  for (const [name, value] of [["intentId", intentId], ["owner", owner]]) {
+    if (typeof value !== "string" || value === "") {
+      throw new TypeError(
+        `Cannot release a lease as '${name}' must be a non-empty string: current value is ${
+          typeof value === "string" ? '""' : String(value)
+        }`,
+      );
+    }
+  }
+}
+
 /** Checks the count a dead letter's write resets besides the job's own. */
 export function checkResetCount(resetCount: string | undefined): void {
   if (resetCount !== undefined) checkString("resetCount", resetCount);

@@ -60,6 +60,7 @@ import {
   checkClaim,
   checkDeadLetter,
   checkMs,
+  checkRelease,
   checkResetCount,
   checkUncounted,
   CLAIM_GRACE_MS,
@@ -1373,6 +1374,32 @@ export class KvStore implements Store {
     if (landedBy(w, kept, claimed) !== null) return;
     throw new ConflictError(
       `Cannot keep the dead letter of ${deadLetter.jobId} as it changed since it was read; re-read it`,
+    );
+  }
+
+  /**
+   * Releases the intent's lease if `owner` holds it (live or lapsed): a
+   * delete checked on the lease's versionstamp, so a lease another owner
+   * took since the read stays. The intent's keys are not written.
+   *
+   * @param intentId The intent.
+   * @param owner The delivery that took the lease.
+   * @throws {TypeError} If either is not a non-empty string.
+   */
+  async releaseLease(intentId: string, owner: string): Promise<void> {
+    checkRelease(intentId, owner);
+    const key = this.#key("lease", intentId);
+    // A commit answered as a race lost may have landed: the next read
+    // finds the lease gone (or another's), and that is the answer.
+    for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
+      const [held] = await this.#get<[LeaseRecord]>(key);
+      if (held.value?.owner !== owner) return;
+      const atomic = this.#group.atomic();
+      atomic.check(held).delete(key);
+      if ((await atomic.commit()).ok) return;
+    }
+    throw new BusyError(
+      `Cannot release the lease of ${intentId}: ${RACE_RETRIES} concurrent writers won the race; it lapses by itself`,
     );
   }
 

@@ -14,6 +14,7 @@ import {
   broadcastRecorded,
   checkDeadLetter,
   checkMs,
+  checkRelease,
   checkResetCount,
   checkUncounted,
   counted,
@@ -434,6 +435,22 @@ export class MemoryStore implements Store {
       this.#setLease(id, lease);
       if (options.claim) this.#claim(options.claim);
       this.#putDeadLetter(deadLetter, options.resetCount);
+    });
+  }
+
+  /**
+   * Releases the intent's lease if `owner` holds it (live or lapsed).
+   *
+   * @param intentId The intent.
+   * @param owner The delivery that took the lease.
+   * @throws {TypeError} If either is not a non-empty string.
+   */
+  releaseLease(intentId: string, owner: string): Promise<void> {
+    return attempt(() => {
+      checkRelease(intentId, owner);
+      if (this.#leases.get(intentId)?.owner === owner) {
+        this.#leases.delete(intentId);
+      }
     });
   }
 

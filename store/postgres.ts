@@ -59,6 +59,7 @@ import {
   checkLease,
   checkMs,
   checkRecord,
+  checkRelease,
   checkResetCount,
   CLAIM_GRACE_MS,
   COUNT_TTL_MS,
@@ -1980,6 +1981,29 @@ export class PostgresStore implements Store {
         );
       },
     );
+  }
+
+  /**
+   * Releases the intent's lease if `owner` holds it (live or lapsed), in
+   * one statement: a `DELETE` of the row only while `owner` is its owner,
+   * so a lease another owner took since stays. It locks the lease's row
+   * alone and leaves the intent's version as it is (a release only turns
+   * another writer's busy answer into none), so it never waits on a
+   * delivery's lock of the intent.
+   *
+   * @param intentId The intent.
+   * @param owner The delivery that took the lease.
+   * @throws {TypeError} If either is not a non-empty string.
+   */
+  releaseLease(intentId: string, owner: string): Promise<void> {
+    return this.#run(`release the lease of ${String(intentId)}`, async () => {
+      checkRelease(intentId, owner);
+      if (hasNul(intentId) || hasNul(owner)) return; // no such row can exist
+      await this.#one((sql) =>
+        sql`DELETE FROM ${this.#t.leases}
+          WHERE intent_id = ${intentId} AND owner = ${owner}`
+      );
+    });
   }
 
   /**

@@ -723,6 +723,21 @@ export interface Store {
     },
   ): Promise<void>;
 
+  /**
+   * Releases the intent's lease if `owner` holds it, live or lapsed; a
+   * lease another owner holds (one taken once this owner's lapsed), or
+   * none, is left as it is. Writes nothing else: the intent's version
+   * stays (a release only turns another writer's busy answer into none).
+   * The relayer calls it once a delivery that dropped an authorized
+   * intent's job, keeping the lease with its letter, has marked the
+   * message it delivered: the marks then keep that message's copies
+   * from sending, and a job published again (a redrive) may send at once.
+   * Optional: without it, such a lease is held until it lapses, as before.
+   *
+   * @throws {TypeError} If `intentId` or `owner` is not a non-empty string.
+   */
+  releaseLease?(intentId: string, owner: string): Promise<void>;
+
   /** Reads the dead letter of a job; `null` if there is none. */
   getDeadLetter(jobId: string): Promise<StoredDeadLetter | null>;
 

@@ -2485,6 +2485,55 @@ export function storeContract(
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
   });
 
+  test("releases a lease only for its owner, live or after another's write, and leaves the intent's version as it is", async (store) => {
+    // Optional: a store without it holds a drop's lease until it lapses.
+    if (store.releaseLease === undefined) return;
+    const read = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+      intentVersion: read.version,
+      lease: { owner: "drop", ttlMs: 1000, now: 10, keep: true },
+    });
+    const held = (await store.getIntent("pi_1"))!;
+    const ahead = (owner: string, now: number) =>
+      store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: held.version,
+        at: now,
+      }, { lease: { owner, ttlMs: 1000, now, keep: true } });
+    // Another owner's release leaves the lease held.
+    await store.releaseLease("pi_1", "delivery");
+    await assert.rejects(ahead("delivery", 20), instanceOf(BusyError));
+    // Its owner's frees it at once, and writes nothing else.
+    await store.releaseLease("pi_1", "drop");
+    assert.equal((await store.getIntent("pi_1"))?.version, held.version);
+    const settling = await ahead("delivery", 20);
+    // A repeat by the old owner leaves the new holder's lease as it is.
+    await store.releaseLease("pi_1", "drop");
+    const record = (owner: string) =>
+      store.recordBroadcast("pi_1", settling.version, {
+        outcome: "not_sent",
+        at: 30,
+      }, { lease: { owner, ttlMs: 1000, now: 30 } });
+    await assert.rejects(record("other"), instanceOf(BusyError));
+    await store.releaseLease("pi_1", "delivery");
+    await record("other");
+    // No lease, or no intent: nothing to release.
+    await store.releaseLease("pi_1", "delivery");
+    await store.releaseLease("pi_9", "drop");
+    for (const [id, owner] of [["", "drop"], ["pi_1", ""]] as const) {
+      await assert.rejects(store.releaseLease(id, owner), TypeError);
+    }
+    await assert.rejects(
+      store.releaseLease("pi_1", undefined as unknown as string),
+      TypeError,
+    );
+  });
+
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
     const i = await store.createIntent({
       id: "pi_1",

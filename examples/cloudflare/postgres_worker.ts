@@ -174,6 +174,9 @@ export function forwardingStore(stores: AsyncLocalStorage<Store>): Store {
     async putDeadLetter(deadLetter, options) {
       return await current("putDeadLetter").putDeadLetter(deadLetter, options);
     },
+    async releaseLease(intentId, owner) {
+      await current("releaseLease").releaseLease?.(intentId, owner);
+    },
     async getDeadLetter(jobId) {
       return await current("getDeadLetter").getDeadLetter(jobId);
     },

@@ -1255,7 +1255,7 @@ function suite(backend: Backend): void {
    */
   async function failingOnce<K extends keyof Store>(
     method: K,
-    when: (...args: Parameters<Store[K]>) => boolean = () => true,
+    when: (...args: Parameters<NonNullable<Store[K]>>) => boolean = () => true,
   ) {
     const chain = perHash([{ txHash: "0x2" }]);
     const state: { fail: Error | undefined } = { fail: undefined };
@@ -1270,7 +1270,7 @@ function suite(backend: Backend): void {
       { sender: chain.sender },
       (store) =>
         overriding(store, {
-          [method]: (...args: Parameters<Store[K]>) => {
+          [method]: (...args: Parameters<NonNullable<Store[K]>>) => {
             const failing = state.fail;
             if (failing === undefined || !when(...args)) {
               return (store[method] as (...a: unknown[]) => unknown)
