@@ -2162,8 +2162,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
           }
           // A delivery's drop of an authorized intent's job (its last
           // delivery sends nothing: see plan) acks the message while
-          // nothing is on the chain. Like a give-up's, it holds the lease
-          // until it lapses, so that a copy of the message in flight,
+          // nothing is on the chain. Like a give-up's, it takes the lease
+          // with its letter, so that a copy of the message in flight,
           // numbered lower, does not send behind it with no job left to
           // follow it up; and once the letter is written it marks the
           // message as a give-up does, so that a later copy sends nothing
@@ -2171,7 +2171,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
           // resolved mark. Cut between the letter and the marks, the
           // delivery has not answered: the queue delivers the message
           // again, and that delivery drops it again (see deliver) or
-          // sends, its job alive.
+          // sends, its job alive. Once both marks landed, they do the
+          // lease's work for every copy of the message (its ids are its
+          // own, the same in each copy), and the lease is released: held
+          // on, it only kept another message of the job (a redrive's, a
+          // job published again, which has a job to follow its send up)
+          // busy for a lease, and a queue's deliveries spent on busy
+          // answers brought the redriven job to its last delivery, which
+          // dropped it again. A delivery that names no message has no
+          // marks, and holds the lease until it lapses, as before.
           const unsent = !onlyOnce && intent?.state === "authorized";
           await d.write((options) =>
             store.putDeadLetter(deadLetter, {
@@ -2186,6 +2194,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           if (unsent && d.marks.length > 0) {
             await mark(d.marks);
             await mark(d.marks.map(resolvedKey));
+            await releaseDropLease(job.intentId, d);
           }
         } else {
           await d.write((options) =>
@@ -2256,6 +2265,22 @@ export function createRelayer(options: RelayerOptions): Relayer {
       `Cannot write intent ${intentId} as other deliveries keep changing it`,
       { cause },
     );
+  }
+
+  /**
+   * Releases the lease a delivery's drop took with its letter, once the
+   * message's marks hold its copies off (see `resolve`). A store without
+   * `releaseLease` holds it until it lapses, as before; so does a release
+   * the store fails: the letter and the marks stand, and the drop's
+   * answer is the same.
+   */
+  async function releaseDropLease(intentId: string, d: Delivery) {
+    if (typeof store.releaseLease !== "function") return;
+    try {
+      await store.releaseLease(intentId, d.owner);
+    } catch {
+      // Held until it lapses (LEASE + CLOCK_SKEW), as it was before.
+    }
   }
 
   /** Marks a give-up with these ids as resolved, for 32 days (see {@linkcode gaveUpKeys}). */

@@ -394,6 +394,13 @@ function incarnation(inner: Store, world: World): Store & { dead: boolean } {
     deliveries: (jobId) => handle.read(() => inner.deliveries(jobId)),
     putDeadLetter: (d, o) =>
       handle.write(() => inner.putDeadLetter(d, o), "deadLetter"),
+    // A drop's lease, released once its message is marked: crashes and
+    // faults here too, which leave it held until it lapses.
+    releaseLease: (id, owner) =>
+      handle.write(
+        () => inner.releaseLease?.(id, owner) ?? Promise.resolve(),
+        "other",
+      ),
     getDeadLetter: (jobId) => handle.read(() => inner.getDeadLetter(jobId)),
     listDeadLetters: (o) => handle.read(() => inner.listDeadLetters(o)),
     redrive: (jobId, v, o) =>

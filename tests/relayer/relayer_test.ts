@@ -24,6 +24,7 @@ import {
 import {
   type Backend,
   BACKENDS,
+  gateTransitions,
   type OpenStore,
   overriding,
 } from "../_stores.ts";
@@ -2570,6 +2571,125 @@ function suite(backend: Backend): void {
       again.action === "retry" && again.reason,
       "sent 0xabc, waiting for confirmation",
     );
+  });
+
+  test("createRelayer() releases the lease of a last delivery's drop once its message is marked: the letter's redrive sends at its first delivery, at once", async () => {
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] },
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    const dropped = await relayer.deliver(job, 5, m1);
+    assert.equal(
+      dropped.action === "poison" && dropped.resolution,
+      "job dropped, intent still authorized",
+    );
+    // The runbook's bulk redrive, right after the drop: a new message.
+    assert.deepEqual(await relayer.redrive("pi_0001/settle"), job);
+    const m2 = { message: { queue: "qstash", messageId: "msg_2" } } as const;
+    assert.deepEqual(await relayer.deliver(job, 1, m2), {
+      action: "retry",
+      delivery: 1,
+      delayMs: 5000,
+      reason: "sent 0xabc, waiting for confirmation",
+    });
+    assert.deepEqual(await relayer.deliver(job, 2, m2), {
+      action: "done",
+      delivery: 2,
+      reason: "0xabc confirmed, intent settled",
+    });
+    assert.equal(
+      sender.calls.filter((call) => call.method === "send").length,
+      1,
+    );
+    assert.equal((await intent(store)).state, "settled");
+  });
+
+  test("createRelayer() keeps the copies of a dropped message home once the drop's lease is released: numbered lower or at the last, delivered after the drop or in flight across it", async () => {
+    let gate: ReturnType<typeof gateTransitions> | undefined;
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+      {},
+      (inner) => (gate = gateTransitions(inner)).store,
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    // A copy numbered lower read the intent and is at its write ahead.
+    const inFlight = relayer.deliver(job, 3, m1);
+    await gate!.reached;
+    const dropped = await relayer.deliver(job, 5, m1);
+    assert.equal(
+      dropped.action === "poison" && dropped.resolution,
+      "job dropped, intent still authorized",
+    );
+    const letter = await store.getDeadLetter("pi_0001/settle");
+    gate!.release();
+    const late = {
+      reason:
+        "the queue gave up on this message before: a late copy, nothing sent",
+    };
+    assert.deepEqual(await inFlight, { action: "done", delivery: 3, ...late });
+    // Copies the queue delivers after the drop, at once (no lease waited).
+    for (const n of [1, 4, 5, 6]) {
+      assert.deepEqual(await relayer.deliver(job, n, m1), {
+        action: "done",
+        delivery: n,
+        ...late,
+      });
+    }
+    assert.deepEqual(sender.calls, []);
+    assert.equal((await intent(store)).state, "authorized");
+    // The letter stays the record of the drop, unreplaced.
+    assert.equal(
+      (await store.getDeadLetter("pi_0001/settle"))?.version,
+      letter?.version,
+    );
+  });
+
+  test("createRelayer() holds the lease of a last delivery's drop that names no message, or whose marks failed: nothing else keeps a copy in flight home", async () => {
+    for (const cutAt of [undefined, "givingup/", "gaveup/"]) {
+      let cut = cutAt !== undefined;
+      const { relayer, sender, clock } = await setup(
+        { state: "authorized", hold: "pending" },
+        { sends: [{ txHash: "0xabc" }] },
+        {},
+        (inner) =>
+          overriding(inner, {
+            admit(...args) {
+              if (cut && args[0].count?.startsWith(cutAt!)) {
+                cut = false;
+                return Promise.reject(new Error("connection reset"));
+              }
+              return inner.admit(...args);
+            },
+          }),
+      );
+      const drop = relayer.deliver(
+        job,
+        5,
+        cutAt === undefined
+          ? {}
+          : { message: { queue: "qstash", messageId: "msg_1" } },
+      );
+      if (cutAt === undefined) {
+        assert.equal((await drop).action, "poison");
+      } else await assert.rejects(drop, /connection reset/);
+      // Another message of the job, numbered lower: busy while the lease lasts.
+      const m2 = { message: { queue: "qstash", messageId: "msg_2" } } as const;
+      const held = await relayer.deliver(job, 1, m2);
+      assert.equal(
+        held.action === "retry" && held.reason,
+        "intent pi_0001 is busy with another delivery",
+        `cut at ${cutAt}`,
+      );
+      assert.deepEqual(sender.calls, [], `cut at ${cutAt}`);
+      clock.now += LEASE_LAPSED_MS;
+      assert.equal(
+        (await relayer.deliver(job, 2, m2)).reason,
+        "sent 0xabc, waiting for confirmation",
+        `cut at ${cutAt}`,
+      );
+    }
   });
 
   test("createRelayer() drops the job again at its message's next delivery past the last when a drop was cut between its marks: its copies then answer as late copies", async () => {
