@@ -405,7 +405,12 @@ export interface DeliverOptions {
    * own; and before a poison of a delivery that wrote nothing, which such
    * a copy answers the same way instead of resolving the intent (a job
    * published since may be settling it). Without it, a late copy is not
-   * told from any other delivery.
+   * told from any other delivery. A delivery that drops an authorized
+   * intent's job (its last, which sends nothing) marks its message so,
+   * then releases the intent's lease its letter took (where the store has
+   * `releaseLease`): a redrive of the letter sends at its first delivery.
+   * Without it, that drop holds the lease until it lapses, and a redrive
+   * delivered within it answers busy.
    */
   readonly message?: QueueIds;
 }
