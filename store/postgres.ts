@@ -1187,8 +1187,7 @@ export class PostgresStore implements Store {
     return await bounded(watched, this.#waitMs, () => {
       // Not left to run for nobody: a query still waiting for a connection
       // leaves the queue, one running is cancelled.
-      (query as { cancel?: () => Promise<unknown> }).cancel?.()
-        ?.catch?.(() => {});
+      cancelQuietly(query);
       return new Error(
         `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
       );
@@ -2349,4 +2348,30 @@ function cancelled(error: unknown): string {
     }; see pg_locks and pg_stat_activity): ${end}`;
   }
   return `statement_timeout cancelled its statement, which waited for no row another session held (${said}): the role's statement_timeout is too short for the store's writes (SHOW statement_timeout; raise it with ALTER ROLE … SET statement_timeout), or a table lock held it up (a schema change; see pg_stat_activity): ${end}`;
+}
+
+/**
+ * Cancels a postgres.js query, its cancel's failure held. postgres.js
+ * 3.4.9's `cancel()` calls the query's `canceller` and drops the promise
+ * it returns (it returns `null`), so a cancel whose own connection fails
+ * (the server's address refusing connections, in a failover or a restart,
+ * while the query's connection stands) was an unhandled rejection, which
+ * ends a Deno or Node process. That call is made here, as `cancel()`
+ * would, with its promise kept; a client without a `canceller` is
+ * cancelled by its `cancel()`, any promise it returns held too.
+ */
+function cancelQuietly(query: Promise<unknown>): void {
+  const cancellable = query as {
+    canceller?: ((query: unknown) => unknown) | null;
+    cancel?: () => unknown;
+  };
+  const canceller = cancellable.canceller;
+  let pending: unknown;
+  if (typeof canceller === "function") {
+    cancellable.canceller = null;
+    pending = canceller(query);
+  } else {
+    pending = cancellable.cancel?.();
+  }
+  if (pending instanceof Promise) pending.catch(() => {});
 }
