@@ -49,6 +49,7 @@ import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import { connectionLost, typeFetchLost } from "./_postgres_errors.ts";
+import { onPoolClose } from "./_postgres_closes.ts";
 import { heldBySession } from "./_held_lock.ts";
 import {
   broadcastBegun,
@@ -242,9 +243,11 @@ export interface PostgresStoreOptions {
    * client made with `fetch_types: false` (not safe against a failover:
    * see docs/postgres.md), for its `sql.begin()`. postgres.js 3.4.9
    * loses a `reserve()` that is waiting when a connection of the pool
-   * closes (a server restart, a failover, `pg_terminate_backend`): without
-   * this bound, that write would wait forever
-   * ([porsager/postgres#1195](https://github.com/porsager/postgres/issues/1195)).
+   * closes (a server restart, a failover, `pg_terminate_backend`;
+   * [porsager/postgres#1195](https://github.com/porsager/postgres/issues/1195)):
+   * the store asks again after each close (it chains postgres.js's
+   * `onclose` after the client's own), so that write is not left to
+   * this bound.
    * A write's lock waits are bounded at half of it (`lock_timeout`), so a
    * write held up by another session's lock fails with nothing written, a
    * `BusyError` (as is one whose statement `statement_timeout` cancelled):
@@ -1264,16 +1267,46 @@ export class PostgresStore implements Store {
 
   /**
    * A connection of this write's own, or an error after `ms`
-   * (`connectionWaitMs` by default). A reserve that settles after that is
-   * released at once; one postgres.js lost never settles, and holds
-   * nothing of ours.
+   * (`connectionWaitMs` by default). Connections that come after that, or
+   * after another `reserve()` of this wait came first, are released at
+   * once.
+   *
+   * postgres.js 3.4.9 loses a `reserve()` waiting in its queue when a
+   * connection of the pool closes (a server restart, a failover,
+   * `pg_terminate_backend`, `max_lifetime`): it hands the head of its
+   * queue to the closed connection to open it again, and drops a
+   * `reserve()` handed so once it is open (porsager/postgres#1195). So
+   * after each close while it waits, this asks again: nothing was sent
+   * for a connection not yet had, and one `reserve()` queued after the
+   * close is not lost to it. A lost one never settles, and holds nothing
+   * of ours.
    */
   #reserve(ms: number = this.#waitMs): Promise<postgres.ReservedSql> {
     // postgres.js 3.4.9's `reserve()` on an ended client never settles.
     if (this.#closed) return Promise.reject(closedError("write"));
-    const reserving = this.#sql.reserve();
-    reserving.catch((error) => {
-      if (connectionLost(error)) this.#absorb();
+    // Whether a connection was handed to the write, or the write gave up:
+    // any that comes after is released.
+    let done = false;
+    let stopWatch = () => {};
+    const reserving = new Promise<postgres.ReservedSql>((resolve, reject) => {
+      const ask = () => {
+        this.#sql.reserve().then((connection) => {
+          if (done) return connection.release();
+          done = true;
+          stopWatch();
+          resolve(connection);
+        }, (error) => {
+          if (connectionLost(error)) this.#absorb();
+          if (done) return;
+          done = true;
+          stopWatch();
+          reject(error);
+        });
+      };
+      ask();
+      stopWatch = onPoolClose(this.#sql, () => {
+        if (!done && !this.#closed) ask();
+      });
     });
     // Once: a reserve past its bound may still be awaited when `close()`
     // comes.
@@ -1281,6 +1314,8 @@ export class PostgresStore implements Store {
     const releaseLate = () => {
       if (releasing) return;
       releasing = true;
+      done = true;
+      stopWatch();
       reserving.then((late) => late.release(), () => {});
     };
     return bounded(
@@ -2319,7 +2354,7 @@ function closedError(what: string): Error {
 /** The error of a write that got no connection within `waitMs`. */
 function noConnection(waitMs: number): Error {
   return new Error(
-    `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the connection awaited closed (the server restarted or ended it); nothing was written, so try again`,
+    `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the server is unreachable; nothing was written, so try again`,
   );
 }
 

@@ -4,8 +4,10 @@
  * reads its types (it connects again, for the check's request, and that
  * connection is held), then the first (idle, reserved by the check), so
  * the check gets no second connection in time and nothing is waiting for
- * the first when the server ends it; then a write and a read on each
- * connection of the pool. Prints how many answered, if the process lived
+ * the first when the server ends it: the check asks again once the
+ * second closed, and every connection opened after it is held until
+ * migrate() returns. Then a write and a read on each connection of the
+ * pool. Prints how many answered, if the process lived
  * through them.
  *
  * @module
@@ -33,6 +35,8 @@ const endNewest = async (): Promise<boolean> => {
 };
 
 let ended = 0;
+let migrated = () => {};
+const untilMigrated = new Promise<void>((resolve) => migrated = resolve);
 const sql = postgres(
   relayed(url, async (text, connection) => {
     if (connection === 1 && ended === 0 && text.includes("b.typarray")) {
@@ -41,12 +45,15 @@ const sql = postgres(
       ended = await endNewest() && await endNewest() ? 2 : -1;
     } else if (connection === 2) {
       await new Promise(() => {}); // it connects again: never through
+    } else if (connection > 2) {
+      await untilMigrated; // the check's second ask, and any other
     }
   }),
   { max: 4, onnotice: () => {}, connection: { application_name: name } },
 );
 const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
 await store.migrate();
+migrated();
 const answered = await useThePool(store);
 await Deno.stdout.write(
   new TextEncoder().encode(
