@@ -233,6 +233,106 @@ Deno.test({
   }),
 });
 
+/**
+ * A relay to the server of `databaseUrl` that holds each chunk of the
+ * server's bytes for `slowMs` (0: none) before passing it on, in order:
+ * a connection's start-up, a few round trips, then takes several times
+ * that, each silence shorter than the service's bound.
+ */
+async function slowRelay(databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  let slowMs = 0;
+  const sockets = new Set<net.Socket>();
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    client.on("error", () => {});
+    upstream.on("error", () => {});
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+    client.on("data", (bytes) => upstream.write(bytes));
+    let last = Promise.resolve();
+    upstream.on("data", (bytes) => {
+      const wait = slowMs;
+      last = last.then(() =>
+        wait === 0 ? undefined : new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            timers.delete(timer);
+            resolve();
+          }, wait);
+          timers.add(timer);
+        })
+      ).then(() => {
+        if (!client.destroyed) client.write(bytes);
+      });
+    });
+  });
+  await new Promise<void>((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve())
+  );
+  const via = new URL(databaseUrl);
+  via.hostname = "127.0.0.1";
+  via.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: via.href,
+    slow(ms: number) {
+      slowMs = ms;
+    },
+    async close() {
+      for (const timer of timers) clearTimeout(timer);
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "openService() on PostgreSQL: a read whose bound passes while the connection it waits for is being opened leaves that connection to the pool: after a restart's slow reconnects every read answers again",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const relay = await slowRelay(database.url);
+    const service = await serviceOn(relay.url);
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      // The server ends every connection of the service's (a restart,
+      // pg_terminate_backend), and the next ones open slowly: each answer
+      // of the start-up takes 0.4 s, so a read that opens one passes its
+      // bound of 1 s first.
+      relay.slow(0.4 * ANSWER_MS);
+      await admin`
+        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+      await sleep(200);
+      const waiting = await Promise.all(
+        Array.from({ length: 10 }, () => timed(read)),
+      );
+      await sleep(3 * ANSWER_MS); // their connections open meanwhile
+      relay.slow(0);
+      const answers = await Promise.allSettled(
+        Array.from({ length: 10 }, read),
+      );
+      for (const { failed } of waiting) {
+        assert.ok(failed, "a read answered through the slow start-ups");
+      }
+      assert.deepEqual(
+        answers.map((answer) => answer.status),
+        Array(10).fill("fulfilled"),
+        "the connections opened for reads that gave up never took a read again",
+      );
+    } finally {
+      await admin.end();
+      await service.close();
+      await relay.close();
+      await database.drop();
+    }
+  }),
+});
+
 /** Whether the PgBouncer test runs: `false` only where PgBouncer is missing, outside CI. */
 const pgbouncerAvailable: boolean = postgresAvailable &&
   suitesAvailable(
