@@ -1073,7 +1073,15 @@ export class PostgresStore implements Store {
         })).slice(1, -1);
       } catch (error) {
         if (unanswered) {
-          handBackLater(Promise.allSettled(sent));
+          // One more statement on the connection: a flight whose first
+          // answers came back (BEGIN's, then a wait for a row lock or a
+          // COMMIT's flush) has the client's last bytes answered, and a
+          // socket that watches for a write the server leaves silent
+          // (main.ts's, through a partition or a failover) would never
+          // close it, keeping the connection from the pool for good. Behind
+          // the flight on a live server, it answers once the flight has.
+          const asked = tx.unsafe("SELECT 1").execute();
+          handBackLater(Promise.allSettled([...sent, asked]));
           throw error;
         }
         if (connectionLost(error)) {

@@ -333,6 +333,84 @@ Deno.test({
   }),
 });
 
+Deno.test({
+  name:
+    "openService() on PostgreSQL: a partition that falls while the pool's writes wait for row locks, their flights half answered, leaves no connection stuck: after the heal the whole pool reads again",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const proxy = await proxyTo(database.url);
+    const service = await serviceOn(proxy.via(database.url));
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    let release!: () => void;
+    const go = new Promise<void>((resolve) => release = resolve);
+    let lock: Promise<unknown> | undefined;
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      // Each connection has prepared the write's statements: its flight
+      // goes out in one write, and BEGIN's answer comes back at once.
+      const count = (key: string) =>
+        service.store.admit({ count: key, now: Date.now() });
+      for (let round = 0; round < 3; round++) {
+        await Promise.all(
+          Array.from({ length: 10 }, (_, i) => count(`warm-${round}-${i}`)),
+        );
+      }
+      // Another session's uncommitted rows: each write waits for one,
+      // the rest of its flight unanswered, when the network goes.
+      let locked!: () => void;
+      const held = new Promise<void>((resolve) => locked = resolve);
+      lock = admin.begin(async (tx) => {
+        for (let i = 0; i < 10; i++) {
+          await tx.unsafe(
+            `INSERT INTO relayer.counters (job_id, deliveries, expires_at) VALUES ('held-${i}', 1, 9999999999999)`,
+          );
+        }
+        locked();
+        await go;
+      });
+      await held;
+      const writes = Array.from(
+        { length: 10 },
+        (_, i) => timed(() => count(`held-${i}`)),
+      );
+      await sleep(ANSWER_MS / 5);
+      proxy.partition();
+      const during = await Promise.all(writes);
+      proxy.heal();
+      release();
+      await lock;
+      const healed = performance.now();
+      let back = Infinity;
+      while (performance.now() - healed < 8_000) {
+        const answers = await Promise.allSettled(
+          Array.from({ length: 10 }, read),
+        );
+        if (answers.every((answer) => answer.status === "fulfilled")) {
+          back = performance.now() - healed;
+          break;
+        }
+        await sleep(100);
+      }
+      for (const { failed } of during) {
+        assert.ok(failed, "a write answered through the partition");
+      }
+      assert.ok(
+        back < 8_000,
+        "10 reads at once did not all answer within 8 s of the network's return (a connection stuck for good)",
+      );
+    } finally {
+      release();
+      await lock?.catch(() => {});
+      await admin.end();
+      await service.close();
+      await proxy.close();
+      await database.drop();
+    }
+  }),
+});
+
 /** Whether the PgBouncer test runs: `false` only where PgBouncer is missing, outside CI. */
 const pgbouncerAvailable: boolean = postgresAvailable &&
   suitesAvailable(
