@@ -322,6 +322,46 @@ Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the
   });
 });
 
+Deno.test("qstashPublisher() refuses a publicUrl or baseUrl with credentials (user:password@), as PUBLIC_URL and QSTASH_URL are: the publish URL holds the public URL, and an unreachable QStash's error quoted it whole, password and all", async () => {
+  for (
+    const urls of [
+      { publicUrl: "https://relayer:s3cr3t@relayer.example.com" },
+      {
+        publicUrl: "https://relayer.example.com",
+        baseUrl: "https://u:s3cr3t@qstash.example.com",
+      },
+      { publicUrl: "https://relayer@relayer.example.com" },
+    ]
+  ) {
+    assert.throws(
+      () => qstashPublisher({ token: "t", retries: 2, ...urls }),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        /'(publicUrl|baseUrl)' must not carry credentials/.test(
+          error.message,
+        ) &&
+        !error.message.includes("s3cr3t"),
+      JSON.stringify(urls),
+    );
+  }
+  // What a publish said before: the refused connection's error, with the URL.
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (closed.addr as Deno.NetAddr).port;
+  closed.close();
+  const publisher = qstashPublisher({
+    token: "qstash-token",
+    publicUrl: "https://relayer.example.com",
+    retries: 2,
+    baseUrl: `http://127.0.0.1:${port}`,
+  });
+  await assert.rejects(
+    publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+    (error: unknown) =>
+      error instanceof Error &&
+      error.message.includes("relayer.example.com/v1/qstash"),
+  );
+});
+
 Deno.test("qstashPublisher() refuses a baseUrl that holds QStash's API path, a query or a fragment, which /v2/publish/… would be appended after (a publish to …/v2/publish/v2/publish/…, a 404 at every publish)", () => {
   for (
     const baseUrl of [

@@ -132,8 +132,8 @@ export interface Publisher {
  * @returns The publisher.
  * @throws {RangeError} If `retries` is not an integer in 0..100, or
  * `timeoutMs` not one in 1..2147483647.
- * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL,
- * `baseUrl` holds QStash's `/v2` path, a query or a fragment,
+ * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL or
+ * carries credentials (`user:password@`), `baseUrl` holds QStash's `/v2` path, a query or a fragment,
  * `publicUrl` has a query, a fragment or one of the service's routes
  * (`/v1/qstash`, …) at its end, or `token` is empty.
  *
@@ -420,6 +420,13 @@ function httpUrl(name: string, value: string): string {
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new TypeError(
       `Cannot build a QStash publisher as '${name}' must be an http(s) URL`,
+    );
+  }
+  // As PUBLIC_URL and QSTASH_URL: the publish URL holds both, and a
+  // runtime's error for it (an unreachable QStash) quotes it whole.
+  if (url.username !== "" || url.password !== "") {
+    throw new TypeError(
+      `Cannot build a QStash publisher as '${name}' must not carry credentials: remove the user:password@ part`,
     );
   }
   return url.href;
