@@ -1290,22 +1290,6 @@ export function createRelayer(options: RelayerOptions): Relayer {
         ),
       };
     }
-    if (!d.committed && d.marks.length > 0 && await wasMarked(d.marks)) {
-      // A copy of a message the queue gave up on, poisoned on a failure
-      // that wrote nothing (a receipt still pending, its number past the
-      // policy's): the give-up was the queue's last word on the message,
-      // and a job published since (a redrive) may be settling the intent.
-      // Resolved here, it would send that payment to review and replace
-      // the give-up's letter. Answered as its write ahead would have been.
-      const resolved = await wasMarked(d.marks.map(resolvedKey));
-      // Not a last delivery that found the intent authorized while the
-      // message's drop is unresolved: that drop (this message's own, cut
-      // between its marks) has no give-up to finish it, and dropping the
-      // job again touches nothing but the letter.
-      if (resolved || !(failure instanceof LastDelivery)) {
-        return lateCopy(n, d, new LateCopy(resolved));
-      }
-    }
     try {
       const resolution = await resolve(job, jobId, d, {
         cause: decision.cause,
@@ -1317,12 +1301,39 @@ export function createRelayer(options: RelayerOptions): Relayer {
         ...(options.countAs !== undefined && options.countAs !== jobId
           ? { resetCount: options.countAs }
           : {}),
+        lastDelivery: failure instanceof LastDelivery,
       });
       return { ...decision, delivery: n, resolution };
     } catch (error) {
+      if (error instanceof LateCopy) return await lateCopy(n, d, error);
       if (error instanceof BusyError) return await busy(job, n, d, error);
       throw error;
     }
+  }
+
+  /**
+   * Throws a `LateCopy` if the message a delivery poisoned on a failure
+   * that wrote nothing (a receipt still pending, its number past the
+   * policy's) was given up on: the give-up was the queue's last word on
+   * the message, and a job published since (a redrive, a duplicated
+   * publish) may be settling the intent. Resolved here, it would send
+   * that payment to review and replace the give-up's letter. Answered as
+   * its write ahead would have been. Looked for after each read of the
+   * intent the resolution acts on (see `resolve`): a drop of the message
+   * releases its lease once its marks landed, so a read that sees what
+   * another message of the job wrote since is followed by a look that
+   * sees the marks.
+   */
+  async function lateUnlessDropping(d: Delivery, lastDelivery: boolean) {
+    if (d.committed || d.marks.length === 0 || !await wasMarked(d.marks)) {
+      return;
+    }
+    const resolved = await wasMarked(d.marks.map(resolvedKey));
+    // Not a last delivery that found the intent authorized while the
+    // message's drop is unresolved: that drop (this message's own, cut
+    // between its marks) has no give-up to finish it, and dropping the
+    // job again touches nothing but the letter.
+    if (resolved || !lastDelivery) throw new LateCopy(resolved);
   }
 
   async function giveUp(input: Job, options: GiveUpOptions): Promise<Outcome> {
@@ -2056,12 +2067,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
         readonly onlyOnce?: boolean;
         /** The count the delivery was counted under, when not the job id: reset with the letter. */
         readonly resetCount?: string;
+        /** A delivery's, poisoned as its last found the intent authorized. */
+        readonly lastDelivery?: boolean;
       },
   ): Promise<string> {
-    const { onlyOnce = false, queue, resetCount, ...rest } = poisoned;
+    const {
+      onlyOnce = false,
+      queue,
+      resetCount,
+      lastDelivery = false,
+      ...rest
+    } = poisoned;
     const reset = resetCount === undefined ? {} : { resetCount };
     for (let attempt = 1;; attempt++) {
       const intent = await store.getIntent(job.intentId);
+      if (!onlyOnce) await lateUnlessDropping(d, lastDelivery);
       if (
         !onlyOnce && intent?.state === "settling" &&
         intent.broadcasting !== null && sending.has(intent.id)

@@ -2646,6 +2646,77 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() keeps a copy of a dropped message at the last number, held across the drop and its release, from resolving the intent another message of the job is settling", async () => {
+    // The copy is held at its letter's write (it read the intent before
+    // the other message's send) or at its resolution's read (answered
+    // after the send): the first letter written, the second read made.
+    for (const heldAt of ["write", "read"] as const) {
+      let reads = 0;
+      let writes = 0;
+      let reach!: () => void;
+      const reached = new Promise<void>((r) => reach = r);
+      let open!: () => void;
+      const gate = new Promise<void>((r) => open = r);
+      const hold = async () => {
+        reach();
+        await gate;
+      };
+      const { relayer, store, sender } = await setup(
+        { state: "authorized", hold: "pending" },
+        { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] },
+        {},
+        (inner) =>
+          overriding(inner, {
+            async getIntent(id) {
+              if (++reads === 2 && heldAt === "read") await hold();
+              return await inner.getIntent(id);
+            },
+            async putDeadLetter(letter, options) {
+              if (++writes === 1 && heldAt === "write") await hold();
+              return await inner.putDeadLetter(letter, options);
+            },
+          }),
+      );
+      const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+      const copy = relayer.deliver(job, 5, m1);
+      await reached;
+      const dropped = await relayer.deliver(job, 5, m1);
+      assert.equal(
+        dropped.action === "poison" && dropped.resolution,
+        "job dropped, intent still authorized",
+        `held at its ${heldAt}`,
+      );
+      // Another message of the job (a duplicated publish) sends at once.
+      const m2 = { message: { queue: "qstash", messageId: "msg_2" } } as const;
+      assert.equal(
+        (await relayer.deliver(job, 1, m2)).reason,
+        "sent 0xabc, waiting for confirmation",
+        `held at its ${heldAt}`,
+      );
+      open();
+      assert.deepEqual(await copy, {
+        action: "done",
+        delivery: 5,
+        reason:
+          "the queue gave up on this message before: a late copy, nothing sent",
+      }, `held at its ${heldAt}`);
+      assert.equal(
+        (await intent(store)).state,
+        "settling",
+        `held at its ${heldAt}`,
+      );
+      assert.deepEqual(await relayer.deliver(job, 2, m2), {
+        action: "done",
+        delivery: 2,
+        reason: "0xabc confirmed, intent settled",
+      }, `held at its ${heldAt}`);
+      assert.equal(
+        sender.calls.filter((call) => call.method === "send").length,
+        1,
+      );
+    }
+  });
+
   test("createRelayer() holds the lease of a last delivery's drop that names no message, or whose marks failed: nothing else keeps a copy in flight home", async () => {
     for (const cutAt of [undefined, "givingup/", "gaveup/"]) {
       let cut = cutAt !== undefined;
