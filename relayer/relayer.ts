@@ -402,9 +402,10 @@ export interface DeliverOptions {
    * give-up is still at work ("the queue is giving up on this message:
    * nothing sent, and nothing until its give-up resolves").
    * Checked in the write ahead of the send: no store round trip of its
-   * own; and before a poison of a delivery that wrote nothing, which such
-   * a copy answers the same way instead of resolving the intent (a job
-   * published since may be settling it). Without it, a late copy is not
+   * own; and after each read of the intent a poison of a delivery that
+   * wrote nothing would resolve, which such a copy answers the same way
+   * instead of resolving the intent (a job published since may be
+   * settling it). Without it, a late copy is not
    * told from any other delivery. A delivery that drops an authorized
    * intent's job (its last, which sends nothing) marks its message so,
    * then releases the intent's lease its letter took (where the store has

@@ -21,7 +21,10 @@
  * hold, dead letter and the intent itself, and `COMMIT`. Every write of a
  * hold or a lease moves the intent's version, so the check covers all
  * three; two writers on one version queue at it, and the second finds the
- * version moved and writes nothing. No transaction spans two round trips
+ * version moved and writes nothing. `releaseLease` alone deletes its
+ * owner's lease row and leaves the version: a write that read that lease
+ * live answered busy and sent no flight, and one that read it lapsed
+ * writes the same flight whether the row is there or not. No transaction spans two round trips
  * (see `#transaction`). Counters and replay records are single
  * `INSERT … ON CONFLICT … DO UPDATE … WHERE … RETURNING` statements,
  * atomic on their own row. SERIALIZABLE would buy nothing here and cost
