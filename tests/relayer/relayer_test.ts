@@ -2717,6 +2717,58 @@ function suite(backend: Backend): void {
     }
   });
 
+  test("createRelayer() answers a last delivery's drop as before when the store fails its lease's release, with an Error or anything else, at once or in its promise: the lease is held until it lapses", async () => {
+    const failures: [string, () => Promise<void>][] = [
+      ["an Error", () => Promise.reject(new Error("connection reset"))],
+      ["a string", () => Promise.reject("connection reset")],
+      ["a throw at once", () => {
+        throw new Error("not connected");
+      }],
+    ];
+    for (const [name, release] of failures) {
+      const { relayer, store, sender, clock } = await setup(
+        { state: "authorized", hold: "pending" },
+        { sends: [{ txHash: "0xabc" }] },
+        {},
+        (inner) => overriding(inner, { releaseLease: release }),
+      );
+      const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+      const dropped = await relayer.deliver(job, 5, m1);
+      assert.equal(
+        dropped.action === "poison" && dropped.resolution,
+        "job dropped, intent still authorized",
+        name,
+      );
+      assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null, name);
+      // Its copies send nothing (busy on MemoryStore, which looks at the
+      // lease before the marks); another message is busy until it lapses.
+      assert.ok(
+        [
+          "the queue gave up on this message before: a late copy, nothing sent",
+          "intent pi_0001 is busy with another delivery",
+        ].includes((await relayer.deliver(job, 1, m1)).reason),
+        name,
+      );
+      const m2 = { message: { queue: "qstash", messageId: "msg_2" } } as const;
+      assert.equal(
+        (await relayer.deliver(job, 1, m2)).reason,
+        "intent pi_0001 is busy with another delivery",
+        name,
+      );
+      clock.now += LEASE_LAPSED_MS;
+      assert.equal(
+        (await relayer.deliver(job, 2, m2)).reason,
+        "sent 0xabc, waiting for confirmation",
+        name,
+      );
+      assert.equal(
+        sender.calls.filter((call) => call.method === "send").length,
+        1,
+        name,
+      );
+    }
+  });
+
   test("createRelayer() holds the lease of a last delivery's drop that names no message, or whose marks failed: nothing else keeps a copy in flight home", async () => {
     for (const cutAt of [undefined, "givingup/", "gaveup/"]) {
       let cut = cutAt !== undefined;
