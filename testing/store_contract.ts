@@ -369,6 +369,46 @@ export function storeContract(
         );
         assert.equal((await store.getDeadLetter("pi_y/settle"))?.poisonedAt, 2);
       });
+      await t.step(
+        "releaseLease, lost to another owner's take of the lapsed lease",
+        async () => {
+          if (store.releaseLease === undefined) return;
+          const id = `pi_race_${n++}`;
+          const read = await store.createIntent({
+            id,
+            state: "authorized",
+            hold: "pending",
+          });
+          await store.putDeadLetter({
+            ...deadLetter(`${id}/settle`, 10),
+            intentId: id,
+          }, {
+            intentVersion: read.version,
+            lease: { owner: "drop", ttlMs: 100, now: 10, keep: true },
+          });
+          const held = (await store.getIntent(id))!;
+          // The drop's lease lapsed; another delivery takes it meanwhile.
+          beforeNextCommit((other) =>
+            other.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: held.version,
+              at: 500,
+            }, { lease: { owner: "next", ttlMs: 1000, now: 500, keep: true } })
+          );
+          await store.releaseLease(id, "drop");
+          const settling = (await store.getIntent(id))!;
+          assert.equal(settling.state, "settling");
+          // The new owner's lease stands: a third owner is busy.
+          await assert.rejects(
+            store.recordBroadcast(id, settling.version, {
+              outcome: "not_sent",
+              at: 600,
+            }, { lease: { owner: "third", ttlMs: 1000, now: 600 } }),
+            instanceOf(BusyError),
+          );
+        },
+      );
       await t.step("admit (a count retries, never loses one)", async () => {
         beforeNextCommit((other) =>
           other.admit({ count: "pi_z/settle", now: 0 })
