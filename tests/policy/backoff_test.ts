@@ -3,8 +3,22 @@ import fc from "fast-check";
 import { backoff } from "../../mod.ts";
 import { anyDelivery, catches } from "../_fc.ts";
 
-const anyBase = fc.integer({ min: 1, max: 10 * 60_000 });
-const anyCap = fc.integer({ min: 1, max: 24 * 3_600_000 });
+// Past 2^31 too (a cap of days, or 2^53 − 1): drawn from the ranges alone,
+// no cap reached 2^31 in 10,000 samples, where a 32-bit delay wraps.
+const hugeMs = fc.constantFrom(
+  2 ** 31 - 1,
+  2 ** 31,
+  2 ** 32,
+  Number.MAX_SAFE_INTEGER,
+);
+const anyBase = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 1, max: 10 * 60_000 }) },
+  hugeMs,
+);
+const anyCap = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 1, max: 24 * 3_600_000 }) },
+  hugeMs,
+);
 
 /** The bounds every backoff must keep, for any delivery, base and cap. */
 function boundsProperty(impl: typeof backoff) {

@@ -12,13 +12,30 @@ import {
 } from "../../mod.ts";
 import { anyDelivery, anyRandomOutput, catches, runs } from "../_fc.ts";
 
-const anyPolicy: fc.Arbitrary<Policy> = fc.record({
+const rangedPolicy = fc.record({
   maxDeliveries: fc.integer({ min: 1, max: 50 }),
   baseMs: fc.integer({ min: 1, max: 60_000 }),
   capMs: fc.integer({ min: 1, max: 3_600_000 }),
   jitter: fc.constantFrom("equal", "full", "none"),
   stuckAfterMs: fc.integer({ min: 0, max: 3_600_000 }),
-}).map(definePolicy);
+});
+/**
+ * Policies at the edges of DESIGN §4 too: a base equal to its cap (7 in
+ * 10,000 of the ranged ones), and a cap past 2^31 up to 2^53 − 1 (none).
+ */
+const anyPolicy: fc.Arbitrary<Policy> = fc.oneof(
+  { weight: 4, arbitrary: rangedPolicy },
+  rangedPolicy.map((policy) => ({ ...policy, capMs: policy.baseMs })),
+  fc.tuple(
+    rangedPolicy,
+    fc.constantFrom(2 ** 31, 2 ** 32, Number.MAX_SAFE_INTEGER),
+    fc.boolean(),
+  ).map(([policy, capMs, equal]) => ({
+    ...policy,
+    capMs,
+    ...(equal ? { baseMs: capMs } : {}),
+  })),
+).map(definePolicy);
 
 /** A declared poison, buried at some depth of wrappers. */
 const buriedPoison = fc.tuple(fc.nat({ max: 30 }), fc.boolean(), fc.boolean())
