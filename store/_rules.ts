@@ -229,8 +229,9 @@ export function nextHold(
 /**
  * Checks that an operator's (or the payments API's) direct hold change
  * fits the intent's state, then returns the hold after it. Voiding is
- * refused where money may have moved (`settled`, or `settling` with a
- * broadcast that may have left); a `needs_review` intent with one is
+ * refused where money may have moved (`settled`, or `settling` or
+ * `authorized`, imported so, with a broadcast that may have left); a
+ * `needs_review` intent with one is
  * voided only in a move out of review (`to`, the state of the move the
  * change rides in: the resolution's move to `failed`), never alone.
  * Capturing only fits the states that move to `settled` (`settling`,
@@ -253,6 +254,13 @@ export function heldBy(
   ) {
     throw refusal(
       `Cannot void the hold of ${id} as it is ${state} and money may have moved: resolve it through review`,
+    );
+  }
+  if (op === "void" && state === "authorized" && mayHaveMoved(intent)) {
+    // Imported with a send on record: its tx may still land, and would
+    // pay the payee with the payer's funds released.
+    throw refusal(
+      `Cannot void the hold of ${id} as it is authorized with a send on record and money may have moved: deliver its job, which sends again on that send's nonce, so that the payment settles or goes to review, where its hold is voided once the chain shows no tx of it can land`,
     );
   }
   if (

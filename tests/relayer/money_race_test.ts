@@ -1401,3 +1401,55 @@ Deno.test("a direct voidHold() is refused on a payment in review whose tx may ha
     }
   }
 });
+
+Deno.test("a direct voidHold() is refused on an authorized payment imported with a send that may have left, on every store", async () => {
+  // Found by the money race once it began with such an import: the
+  // payments API voided the hold of an authorized intent whose tx on record
+  // (0xold) may still land, so that tx would pay the payee with the payer's
+  // funds released. A send on record is sent again on its nonce, and the
+  // payment settles or goes to review, where its hold is voided only once
+  // the chain shows nothing can land. A clean authorized intent is still
+  // voided at once (a payment cancelled before any send).
+  const backends = [memoryBackend, kvBackend];
+  if (postgresAvailable) backends.push(postgresBackend);
+  const imported: Omit<NewIntent, "id">[] = [
+    {
+      state: "authorized",
+      hold: "pending",
+      lastBroadcast: { outcome: "sent", txHash: "0xold", at: 1 },
+    },
+    {
+      state: "authorized",
+      hold: "pending",
+      lastBroadcast: { outcome: "unknown", at: 1, error: "timeout" },
+    },
+    { state: "authorized", hold: "pending", mayHaveSent: true },
+    { state: "authorized", hold: "pending", txHashes: ["0xold"] },
+    { state: "authorized", hold: "pending", broadcasting: 1 },
+  ];
+  for (const backend of backends) {
+    const { store, close } = await backend.open();
+    try {
+      for (const [i, intent] of imported.entries()) {
+        await store.createIntent({ id: `pi_${i}`, ...intent });
+        await assert.rejects(
+          store.voidHold(`pi_${i}`),
+          (error) =>
+            error instanceof ConflictError && error.refused &&
+            /money may have moved/.test(error.message),
+          `${backend.name}: ${JSON.stringify(intent)}`,
+        );
+        assert.equal((await store.getIntent(`pi_${i}`))?.hold, "pending");
+      }
+      await store.createIntent({
+        id: "pi_clean",
+        state: "authorized",
+        hold: "pending",
+      });
+      await store.voidHold("pi_clean");
+      assert.equal((await store.getIntent("pi_clean"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  }
+});
