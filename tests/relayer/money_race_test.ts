@@ -169,6 +169,17 @@ const anyRace = (skewMs: number): fc.Arbitrary<Race> =>
         state: "authorized",
         hold: "pending",
       }),
+      // Imported authorized with a send on record (a tx that may land):
+      // drawn only clean, no race began so, and the payments API's void of
+      // such a hold went unseen.
+      fc.constantFrom<Omit<NewIntent, "id">>(
+        {
+          state: "authorized",
+          hold: "pending",
+          lastBroadcast: { outcome: "sent", txHash: "0xold", at: T0 - 60_000 },
+        },
+        { state: "authorized", hold: "pending", mayHaveSent: true },
+      ),
       fc.constantFrom<Omit<NewIntent, "id">>(
         {
           state: "settling",
@@ -537,7 +548,7 @@ function moneyRace(
         }
       } else if (
         race.start.lastBroadcast?.outcome === "unknown" ||
-        race.start.broadcasting != null
+        race.start.broadcasting != null || race.start.mayHaveSent === true
       ) {
         nonceKept = ++nonce;
         txs.set("hidden-0", { nonce: nonceKept, known: false });
