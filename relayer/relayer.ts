@@ -2295,7 +2295,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
   /**
    * Releases the lease a delivery's drop took with its letter, once the
-   * message's marks hold its copies off (see `resolve`). A store without
+   * message's marks hold its copies off (see `resolve`). The release moves
+   * the intent's version: a copy that read the intent before the marks
+   * landed finds its letter's write a race lost, and the marks on its
+   * next read, so a letter a redrive took does not come back. A store without
    * `releaseLease` holds it until it lapses, as before; so does a release
    * the store fails: the letter and the marks stand, and the drop's
    * answer is the same.

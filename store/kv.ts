@@ -1380,7 +1380,10 @@ export class KvStore implements Store {
   /**
    * Releases the intent's lease if `owner` holds it (live or lapsed): a
    * delete checked on the lease's versionstamp, so a lease another owner
-   * took since the read stays. The intent's keys are not written.
+   * took since the read stays, in one commit with the intent's record
+   * written again as it is (checked on its versionstamp), which moves the
+   * intent's version: a write decided on a read from before the release
+   * is refused as a race lost.
    *
    * @param intentId The intent.
    * @param owner The delivery that took the lease.
@@ -1389,13 +1392,20 @@ export class KvStore implements Store {
   async releaseLease(intentId: string, owner: string): Promise<void> {
     checkRelease(intentId, owner);
     const key = this.#key("lease", intentId);
+    const intentKey = this.#key("intent", intentId);
     // A commit answered as a race lost may have landed: the next read
     // finds the lease gone (or another's), and that is the answer.
     for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
-      const [held] = await this.#get<[LeaseRecord]>(key);
+      const [held, intent] = await this.#get<[LeaseRecord, StoredIntent]>(
+        key,
+        intentKey,
+      );
       if (held.value?.owner !== owner) return;
       const atomic = this.#group.atomic();
-      atomic.check(held).delete(key);
+      atomic.check(held, intent).delete(key);
+      // The record as it is, its write id kept: a writer reading back
+      // whether its own write landed still finds it.
+      if (intent.value !== null) atomic.set(intentKey, intent.value);
       if ((await atomic.commit()).ok) return;
     }
     throw new BusyError(

@@ -439,7 +439,9 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * Releases the intent's lease if `owner` holds it (live or lapsed).
+   * Releases the intent's lease if `owner` holds it (live or lapsed), and
+   * moves the intent's version: a write decided on a read from before the
+   * release is refused as a race lost.
    *
    * @param intentId The intent.
    * @param owner The delivery that took the lease.
@@ -450,6 +452,8 @@ export class MemoryStore implements Store {
       checkRelease(intentId, owner);
       if (this.#leases.get(intentId)?.owner === owner) {
         this.#leases.delete(intentId);
+        const entry = this.#intents.get(intentId);
+        if (entry) this.#write(intentId, entry.record);
       }
     });
   }

@@ -21,10 +21,10 @@
  * hold, dead letter and the intent itself, and `COMMIT`. Every write of a
  * hold or a lease moves the intent's version, so the check covers all
  * three; two writers on one version queue at it, and the second finds the
- * version moved and writes nothing. `releaseLease` alone deletes its
- * owner's lease row and leaves the version: a write that read that lease
- * live answered busy and sent no flight, and one that read it lapsed
- * writes the same flight whether the row is there or not. No transaction spans two round trips
+ * version moved and writes nothing; `releaseLease` too, in one statement
+ * that locks the intent's row first, then deletes its owner's lease row
+ * and moves the version (a write decided on what was there before the
+ * release, a lease it read or not, is decided again). No transaction spans two round trips
  * (see `#transaction`). Counters and replay records are single
  * `INSERT … ON CONFLICT … DO UPDATE … WHERE … RETURNING` statements,
  * atomic on their own row. SERIALIZABLE would buy nothing here and cost
@@ -2038,10 +2038,13 @@ export class PostgresStore implements Store {
   /**
    * Releases the intent's lease if `owner` holds it (live or lapsed), in
    * one statement: a `DELETE` of the row only while `owner` is its owner,
-   * so a lease another owner took since stays. It locks the lease's row
-   * alone and leaves the intent's version as it is (a release only turns
-   * another writer's busy answer into none), so it never waits on a
-   * delivery's lock of the intent.
+   * so a lease another owner took since stays, and, if it deleted one, a
+   * move of the intent's version, as every lease write makes: a write
+   * decided on a read from before the release (a copy of a dropped
+   * message that read the intent before the drop's marks landed) is
+   * refused as a race lost, and decided again on a fresh read. It locks
+   * the intent's row first, as a flight does, so it waits behind a
+   * delivery's flight on the intent.
    *
    * @param intentId The intent.
    * @param owner The delivery that took the lease.
@@ -2051,9 +2054,20 @@ export class PostgresStore implements Store {
     return this.#run(`release the lease of ${String(intentId)}`, async () => {
       checkRelease(intentId, owner);
       if (hasNul(intentId) || hasNul(owner)) return; // no such row can exist
+      const { intents, leases } = this.#t;
+      // The intent's row is locked first, as every flight locks it before
+      // its lease's row.
       await this.#one((sql) =>
-        sql`DELETE FROM ${this.#t.leases}
-          WHERE intent_id = ${intentId} AND owner = ${owner}`
+        sql`
+          WITH held AS (
+            SELECT id FROM ${intents} WHERE id = ${intentId} FOR UPDATE
+          ), released AS (
+            DELETE FROM ${leases}
+            WHERE intent_id = (SELECT id FROM held) AND owner = ${owner}
+            RETURNING intent_id
+          )
+          UPDATE ${intents} SET version = version + 1
+          WHERE id IN (SELECT intent_id FROM released)`
       );
     });
   }

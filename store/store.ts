@@ -726,12 +726,17 @@ export interface Store {
   /**
    * Releases the intent's lease if `owner` holds it, live or lapsed; a
    * lease another owner holds (one taken once this owner's lapsed), or
-   * none, is left as it is. Writes nothing else: the intent's version
-   * stays (a release only turns another writer's busy answer into none).
-   * The relayer calls it once a delivery that dropped an authorized
+   * none, is left as it is. A release moves the intent's version and
+   * writes nothing else: a write decided on a read from before it is a
+   * race lost (`ConflictError`, not `refused`), decided again on a fresh
+   * read. The relayer calls it once a delivery that dropped an authorized
    * intent's job, keeping the lease with its letter, has marked the
    * message it delivered: the marks then keep that message's copies
    * from sending, and a job published again (a redrive) may send at once.
+   * A copy at the last number that read the intent before the marks
+   * landed then finds its letter's write refused, and the marks on its
+   * next read; with a release that left the version, it wrote the letter
+   * again, bringing back one a redrive took while the redriven job lives.
    * Optional: without it, such a lease is held until it lapses, as before.
    *
    * @throws {TypeError} If `intentId` or `owner` is not a non-empty string.

@@ -9,6 +9,7 @@ import {
   MemoryStore,
   type NewIntent,
   notSent,
+  type Outcome,
   poison,
   type QueueIds,
   type ReceiptStatus,
@@ -2765,6 +2766,106 @@ function suite(backend: Backend): void {
         sender.calls.filter((call) => call.method === "send").length,
         1,
         name,
+      );
+    }
+  });
+
+  test("createRelayer() keeps a copy of a dropped message at the last number, held at its letter's write across the drop's release and a redrive, from writing the letter again", async () => {
+    // The copy read the intent and looked for the message's marks before
+    // the drop's landed: before the drop's letter, or between its letter
+    // and its marks (the drop held there). The copy is held at its
+    // letter's write until the drop released its lease and the operator
+    // redrove the letter.
+    for (const readAt of ["before the letter", "before the marks"] as const) {
+      let writes = 0;
+      let marks = 0;
+      const gated = () => {
+        let reach!: () => void;
+        const reached = new Promise<void>((r) => reach = r);
+        let open!: () => void;
+        const gate = new Promise<void>((r) => open = r);
+        return {
+          reached,
+          open,
+          hold: async () => {
+            reach();
+            await gate;
+          },
+        };
+      };
+      const copyAt = gated();
+      const dropAt = gated();
+      const { relayer, store, sender } = await setup(
+        { state: "authorized", hold: "pending" },
+        { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] },
+        {},
+        (inner) =>
+          overriding(inner, {
+            async putDeadLetter(letter, options) {
+              const n = ++writes;
+              if (n === (readAt === "before the letter" ? 1 : 2)) {
+                await copyAt.hold();
+              }
+              return await inner.putDeadLetter(letter, options);
+            },
+            async admit(admission) {
+              if (
+                readAt === "before the marks" &&
+                admission.count?.startsWith("givingup/") && ++marks === 1
+              ) {
+                await dropAt.hold();
+              }
+              return await inner.admit(admission);
+            },
+          }),
+      );
+      const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+      let copy: Promise<Outcome>;
+      let drop: Promise<Outcome>;
+      if (readAt === "before the letter") {
+        copy = relayer.deliver(job, 5, m1);
+        await copyAt.reached;
+        drop = relayer.deliver(job, 5, m1);
+      } else {
+        drop = relayer.deliver(job, 5, m1);
+        await dropAt.reached;
+        copy = relayer.deliver(job, 5, m1);
+        await copyAt.reached;
+        dropAt.open();
+      }
+      const dropped = await drop;
+      assert.equal(
+        dropped.action === "poison" && dropped.resolution,
+        "job dropped, intent still authorized",
+        readAt,
+      );
+      // The drop released its lease; the operator redrives its letter.
+      assert.deepEqual(await relayer.redrive("pi_0001/settle"), job, readAt);
+      copyAt.open();
+      assert.deepEqual(await copy, {
+        action: "done",
+        delivery: 5,
+        reason:
+          "the queue gave up on this message before: a late copy, nothing sent",
+      }, readAt);
+      // The redriven job is alive: its letter does not come back.
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null, readAt);
+      const m2 = { message: { queue: "qstash", messageId: "msg_2" } } as const;
+      assert.equal(
+        (await relayer.deliver(job, 1, m2)).reason,
+        "sent 0xabc, waiting for confirmation",
+        readAt,
+      );
+      assert.deepEqual(await relayer.deliver(job, 2, m2), {
+        action: "done",
+        delivery: 2,
+        reason: "0xabc confirmed, intent settled",
+      }, readAt);
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null, readAt);
+      assert.equal(
+        sender.calls.filter((call) => call.method === "send").length,
+        1,
+        readAt,
       );
     }
   });
