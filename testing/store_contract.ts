@@ -2243,6 +2243,50 @@ export function storeContract(
     assert.equal(await store.voidHold("pi_a"), "voided");
   });
 
+  test("refuses voidHold on an authorized intent imported with a send that may have left, and voids a clean one", async (store) => {
+    // Its tx on record may still land, and would pay the payee with the
+    // payer's funds released: its job sends again on that nonce, and the
+    // payment settles or goes to review, whose resolution voids the hold.
+    const imported: Omit<NewIntent, "id">[] = [
+      { lastBroadcast: { outcome: "sent", txHash: "0xold", at: 1 } },
+      { lastBroadcast: { outcome: "unknown", at: 1, error: "timeout" } },
+      { mayHaveSent: true },
+      { txHashes: ["0xold"] },
+      { broadcasting: 1 },
+      { broadcasting: 1, mayHaveSent: false },
+    ];
+    for (const [n, fields] of imported.entries()) {
+      const id = `pi_${n}`;
+      await store.createIntent({
+        id,
+        state: "authorized",
+        hold: "pending",
+        ...fields,
+      });
+      await assert.rejects(
+        store.voidHold(id),
+        (error) =>
+          error instanceof ConflictError && error.refused &&
+          /money may have moved/.test(error.message),
+        JSON.stringify(fields),
+      );
+      const after = (await store.getIntent(id))!;
+      assert.equal(after.hold, "pending", JSON.stringify(fields));
+      assert.equal(after.state, "authorized", JSON.stringify(fields));
+    }
+    // Declared unsent, or with no record at all: the payment is cancelled.
+    for (const fields of [{}, { mayHaveSent: false }]) {
+      const id = `pi_clean_${Object.keys(fields).length}`;
+      await store.createIntent({
+        id,
+        state: "authorized",
+        hold: "pending",
+        ...fields,
+      });
+      assert.equal(await store.voidHold(id), "voided", JSON.stringify(fields));
+    }
+  });
+
   test("keeps dead letters, replaces one per job, and lists them newest first in pages", async (store) => {
     for (let i = 0; i < 7; i++) {
       await store.putDeadLetter(deadLetter(`pi_${i}/settle`, 1000 + i));
