@@ -258,9 +258,10 @@ export function heldBy(
   }
   if (op === "void" && state === "authorized" && mayHaveMoved(intent)) {
     // Imported with a send on record: its tx may still land, and would
-    // pay the payee with the payer's funds released.
+    // pay the payee with the payer's funds released. The payments API's
+    // cancel meets this: the way out starts on the chain, not here.
     throw refusal(
-      `Cannot void the hold of ${id} as it is authorized with a send on record and money may have moved: deliver its job, which sends again on that send's nonce, so that the payment settles or goes to review, where its hold is voided once the chain shows no tx of it can land`,
+      `Cannot void the hold of ${id} as it is authorized with a send on record (imported so) and money may have moved: that tx may still land, and would pay the payee with the payer's funds released. Look its txs and its nonce up on the chain. Deliver its job (POST /v1/jobs): it sends again on that nonce, and the payment settles, or goes to review, where the resolve route (POST /v1/intents/${id}/resolve) settles it, or fails it and voids the hold once the chain shows none of its txs can land. To cancel the payment instead, first use its nonce with a tx of your own (a cancel on it), then deliver its job: none of its txs can land, and the resolve route fails it with "nonceChecked":true`,
     );
   }
   if (
