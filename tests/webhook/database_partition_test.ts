@@ -148,6 +148,61 @@ Deno.test({
 
 Deno.test({
   name:
+    "openService() on PostgreSQL: the reads a long partition left waiting for a connection past the bound leave the pool's queue, and do not all run at the heal",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const proxy = await proxyTo(database.url);
+    const service = await serviceOn(proxy.via(database.url));
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    // The reads of the intents table the server ran (its statistics are
+    // sent at most once a second, so taken after that long idle).
+    const scans = async () => {
+      await sleep(1_500);
+      const [row] = await admin<{ n: number }[]>`
+        SELECT COALESCE(sum(idx_scan), 0)::int AS n
+        FROM pg_stat_user_tables WHERE relname = 'intents'`;
+      return row!.n;
+    };
+    try {
+      const read = () => service.store.getIntent("pi_0001");
+      await Promise.all(Array.from({ length: 10 }, read));
+      const before = await scans();
+      proxy.partition();
+      // 50 reads a second for 4 s, each failing at its bound.
+      const during: Promise<unknown>[] = [];
+      for (let n = 0; n < 200; n++) {
+        during.push(read().catch(() => {}));
+        await sleep(20);
+      }
+      await Promise.all(during);
+      proxy.heal();
+      // The service's traffic goes on for 8 s, its reads answered.
+      let fresh = 0;
+      const healed = performance.now();
+      while (performance.now() - healed < 8_000) {
+        fresh++;
+        await read().catch(() => {});
+        await sleep(50);
+      }
+      const ran = await scans() - before - fresh;
+      // At most the first query of each connection opened for them (the
+      // pool's 10, and once more each as the silent ones are replaced).
+      assert.ok(
+        ran <= 20,
+        `${ran} of the 200 reads the partition failed ran after the heal`,
+      );
+    } finally {
+      await admin.end();
+      await service.close();
+      await proxy.close();
+      await database.drop();
+    }
+  }),
+});
+
+Deno.test({
+  name:
     "openService() on PostgreSQL: after a partition no query met, the first read after the heal fails within the bound and every read after it answers: the pool's idle connections go with the silent one",
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
