@@ -1199,19 +1199,28 @@ export class PostgresStore implements Store {
       }
     })();
     return await bounded(watched, this.#waitMs, () => {
-      // Not left to run for nobody: one sent to the server is cancelled
-      // (its cancel's failure held, see cancelQuietly). One not sent yet
-      // leaves the pool's queue (else a long partition queues every read
-      // it fails, each then run at the heal), but is not marked cancelled:
-      // it may be the first query of a connection being opened, and
-      // postgres.js 3.4.9 skips a cancelled one there without handing the
-      // connection to the pool, which then never takes a query again
-      // (after a restart or a partition whose reconnects outlast the
-      // bound: every read failed until the connections' max_lifetime, 30
-      // to 60 min). Such a first query runs, its answer unread.
-      const pending = query as { state?: unknown; cancelled?: unknown };
+      // Not left to run for nobody: the one running on its connection is
+      // cancelled (its cancel's failure held, see cancelQuietly). One sent
+      // behind another on its connection (pipelined: every connection of
+      // the pool busy) is left to run, its answer unread: postgres.js
+      // 3.4.9 cancels it by dropping it once it is next, and gives its
+      // answer to the query sent after it, another caller's read.
+      // One not sent yet leaves the pool's queue (else a long partition
+      // queues every read it fails, each then run at the heal), but is not
+      // marked cancelled: it may be the first query of a connection being
+      // opened, and postgres.js 3.4.9 skips a cancelled one there without
+      // handing the connection to the pool, which then never takes a
+      // query again (after a restart or a partition whose reconnects
+      // outlast the bound: every read failed until the connections'
+      // max_lifetime, 30 to 60 min). Such a first query runs, its answer
+      // unread.
+      const pending = query as {
+        state?: unknown;
+        active?: unknown;
+        cancelled?: unknown;
+      };
       const sent = pending.state != null;
-      cancelQuietly(query);
+      if (!sent || pending.active === true) cancelQuietly(query);
       if (!sent && pending.state == null) pending.cancelled = null;
       return new Error(
         `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
