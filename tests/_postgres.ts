@@ -104,6 +104,16 @@ export function freshSchema(): string {
 /**
  * A new postgres.js client on this run's server, quiet about notices.
  * `fetchTypes: false` makes PostgresStore take its `sql.begin` path.
+ *
+ * Its connections have no lifetime timer (postgres.js's `max_lifetime`,
+ * 30 to 60 min), which postgres.js 3.4.9 clears when the socket closes:
+ * its `sql.end()` waits for that close only on an idle connection. One
+ * still opening when the test ends its client (under load, one the pool
+ * opened for a `reserve()` that another connection, handed back first,
+ * served: the store's writes and its pooler check reserve), or one still
+ * answering, closes after `end()` answered; its timer then outlived the
+ * test, and the op sanitizer (deno.json) failed it, or the test after it
+ * (tests/postgres_test.ts).
  */
 export async function connect(
   max = 8,
@@ -111,8 +121,6 @@ export async function connect(
     fetchTypes?: boolean;
     /** Server settings for each connection (its session's defaults). */
     connection?: Record<string, string>;
-    /** Whether each connection is ended after postgres.js's 30 to 60 min (a timer each). */
-    maxLifetime?: boolean;
   } = {},
 ): Promise<postgres.Sql> {
   return postgres(await postgresUrl(), {
@@ -120,16 +128,16 @@ export async function connect(
     onnotice: () => {},
     fetch_types: options.fetchTypes ?? true,
     ...(options.connection ? { connection: options.connection } : {}),
-    ...(options.maxLifetime === false ? { max_lifetime: null } : {}),
+    max_lifetime: null,
   });
 }
 
 // One client per test file: a connection costs ~100 ms to open here, and
 // postgres.js sockets do not trip the test sanitizers between tests. Its
-// connections have no lifetime timer: one per connection, started in the
-// test that opened the client and pending after it, fails that test under
-// the op and resource sanitizers (deno.json), though the client is the
-// file's, not the test's.
+// connections have no lifetime timer (connect()): one per connection,
+// started in the test that opened the client and pending after it, would
+// fail that test under the op and resource sanitizers (deno.json), though
+// the client is the file's, not the test's.
 let client: Promise<postgres.Sql> | undefined;
 
 /**
@@ -139,7 +147,7 @@ let client: Promise<postgres.Sql> | undefined;
  */
 export function sharedClient(): Promise<postgres.Sql> {
   return client ??= (async () => {
-    const sql = await connect(8, { maxLifetime: false });
+    const sql = await connect(8);
     await Promise.all(Array.from({ length: 8 }, () => sql`SELECT 1`));
     return sql;
   })();
