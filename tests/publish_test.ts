@@ -632,6 +632,33 @@ Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which
       waitS: 120,
     },
     {
+      // Fractional seconds, outside RFC 9110's digits, are still seconds:
+      // not a date (V8's Date.parse reads "1.5" as one, long past, 0 s).
+      headers: () => ({ "Retry-After": "1.5" }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit; try again in 2 s$/,
+      waitS: 1.5,
+    },
+    {
+      // Neither seconds nor an HTTP date: the limit's reset is read instead.
+      headers: () => ({
+        "Retry-After": "2-3",
+        "Burst-RateLimit-Reset": String(nowS() + 30),
+      }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's per-second burst limit; try again in (29|30|31) s$/,
+      waitS: 30,
+    },
+    {
+      // An HTTP date.
+      headers: () => ({
+        "Retry-After": new Date(Date.now() + 60_000).toUTCString(),
+      }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit; try again in (59|60|61) s$/,
+      waitS: 60,
+    },
+    {
       headers: () => ({}),
       message:
         /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit, without saying when to try again; try again later$/,

@@ -388,11 +388,19 @@ function rateLimited(
   return Object.assign(error, { retryAfterMs: waitMs });
 }
 
-/** `Retry-After` (RFC 9110: seconds, or an HTTP date) in milliseconds from `now`. */
+/**
+ * `Retry-After` (RFC 9110: seconds, or an HTTP date) in milliseconds from
+ * `now`; fractional seconds are taken as seconds. Anything else is not
+ * read (`undefined`): `Date.parse` would take "1.5" or "2-3" for dates
+ * long past, a wait of 0 s.
+ */
 function retryAfterMs(value: string | null, now: number): number | undefined {
   if (value === null) return undefined;
   const text = value.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.ceil(Number(text) * 1000);
+  // An HTTP date names its day and month in letters (IMF-fixdate and the
+  // two obsolete forms RFC 9110 still reads).
+  if (!/[A-Za-z]{3}/.test(text)) return undefined;
   const at = Date.parse(text);
   return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
 }
