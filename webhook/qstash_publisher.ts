@@ -133,9 +133,9 @@ export interface Publisher {
  * @throws {RangeError} If `retries` is not an integer in 0..100, or
  * `timeoutMs` not one in 1..2147483647.
  * @throws {TypeError} If `publicUrl` or `baseUrl` is not an http(s) URL or
- * carries credentials (`user:password@`), `baseUrl` holds QStash's `/v2` path, a query or a fragment,
- * `publicUrl` has a query, a fragment or one of the service's routes
- * (`/v1/qstash`, …) at its end, or `token` is empty.
+ * carries credentials (`user:password@`), `baseUrl` holds QStash's `/v2`
+ * path, a query or a fragment, `publicUrl` has a query, a fragment or one of
+ * the service's routes (`/v1/qstash`, …) at its end, or `token` is empty.
  *
  * @example Publish a job (to a local stand-in of QStash's API)
  * ```ts
