@@ -252,6 +252,22 @@ const MUTANTS: Record<string, Mutant> = {
     replace:
       '    ...(change.to === "needs_review"\n      ? { mayHaveSent: current.lastBroadcast?.outcome === "sent" }\n      : {}),\n    ...(change.to === "settling"\n',
   },
+  "voids the hold of an authorized intent imported with a send on record": {
+    file: "_rules.ts",
+    find:
+      'if (op === "void" && state === "authorized" && mayHaveMoved(intent)) {',
+    replace: 'if (op === "void" && state === "authorized" && !intent) {',
+  },
+  "releases a lease another owner holds": {
+    file: "memory.ts",
+    find: "if (this.#leases.get(intentId)?.owner === owner) {",
+    replace: "if (this.#leases.has(intentId)) {",
+  },
+  "releases a lease and leaves the intent's version": {
+    file: "memory.ts",
+    find: "        if (entry) this.#write(intentId, entry.record);",
+    replace: "        void entry;",
+  },
 };
 
 /** `MemoryStore` with `mutant` applied, from a copy of `store/` in `dir`. */
