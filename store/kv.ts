@@ -1388,6 +1388,8 @@ export class KvStore implements Store {
    * @param intentId The intent.
    * @param owner The delivery that took the lease.
    * @throws {TypeError} If either is not a non-empty string.
+   * @throws {BusyError} If concurrent writes to the intent kept winning the
+   * race; the lease then lapses by itself.
    */
   async releaseLease(intentId: string, owner: string): Promise<void> {
     checkRelease(intentId, owner);
