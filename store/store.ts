@@ -726,10 +726,11 @@ export interface Store {
   /**
    * Releases the intent's lease if `owner` holds it, live or lapsed; a
    * lease another owner holds (one taken once this owner's lapsed), or
-   * none, is left as it is. A release moves the intent's version and
-   * writes nothing else: a write decided on a read from before it is a
-   * race lost (`ConflictError`, not `refused`), decided again on a fresh
-   * read. The relayer calls it once a delivery that dropped an authorized
+   * none, is left as it is, and so is the intent's version. A release of
+   * `owner`'s lease moves the intent's version and writes nothing else:
+   * a write decided on a read from before it is a race lost
+   * (`ConflictError`, not `refused`), decided again on a fresh read. The
+   * relayer calls it once a delivery that dropped an authorized
    * intent's job, keeping the lease with its letter, has marked the
    * message it delivered: the marks then keep that message's copies
    * from sending, and a job published again (a redrive) may send at once.
