@@ -12,7 +12,6 @@
  */
 
 import assert from "node:assert/strict";
-import net from "node:net";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
@@ -21,6 +20,7 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
+import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
 
 Deno.test({
@@ -31,24 +31,8 @@ Deno.test({
     const admin = await connect(2);
     const schema = freshSchema();
     await new PostgresStore(admin, { schema }).migrate();
-    const target = new URL(await postgresUrl());
-    // A relay whose listener closes (its port then refuses) while the
-    // connections open through it go on.
-    const sockets: net.Socket[] = [];
-    const relay = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port), target.hostname);
-      sockets.push(client, upstream);
-      client.on("error", () => {});
-      upstream.on("error", () => {});
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    await new Promise<void>((resolve) =>
-      relay.listen(0, "127.0.0.1", () => resolve())
-    );
-    const via = new URL(target.href);
-    via.port = String((relay.address() as net.AddressInfo).port);
-    const sql = postgres(via.href, { max: 2, onnotice: () => {} });
+    const relay = await refusingRelay(await postgresUrl());
+    const sql = postgres(relay.url, { max: 2, onnotice: () => {} });
     const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
     const unhandled: string[] = [];
     const onUnhandled = (event: PromiseRejectionEvent) => {
@@ -68,7 +52,7 @@ Deno.test({
         await new Promise((resolve) => setTimeout(resolve, 1_500));
       });
       await held;
-      relay.close(); // new connections refused from here on
+      relay.refuse(); // new connections refused from here on
       await assert.rejects(
         store.getIntent("a"),
         /did not answer the store's read within 500ms/,
@@ -84,7 +68,7 @@ Deno.test({
     } finally {
       globalThis.removeEventListener("unhandledrejection", onUnhandled);
       store.close();
-      for (const socket of sockets) socket.destroy();
+      relay.close();
       await sql.end({ timeout: 1 });
       await admin.end();
     }

@@ -25,6 +25,7 @@ import {
   startPgBouncer,
 } from "../../support/postgres_server.ts";
 import { partitionProxy } from "../../support/partition_proxy.ts";
+import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
 
 function sleep(ms: number): Promise<void> {
@@ -540,26 +541,9 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
-    const target = new URL(database.url);
-    // A relay whose listener closes (its port then refuses) while the
-    // connections open through it go on, as a server's address whose
-    // postmaster stopped taking connections.
-    const sockets: net.Socket[] = [];
-    const relay = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port), target.hostname);
-      sockets.push(client, upstream);
-      client.on("error", () => {});
-      upstream.on("error", () => {});
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    await new Promise<void>((resolve) =>
-      relay.listen(0, "127.0.0.1", () => resolve())
-    );
-    const via = new URL(database.url);
-    via.port = String((relay.address() as net.AddressInfo).port);
+    const relay = await refusingRelay(database.url);
     const answerMs = ANSWER_MS;
-    const service = await serviceOn(via.href);
+    const service = await serviceOn(relay.url);
     const admin = postgres(database.url, { max: 1, onnotice: () => {} });
     const unhandled: string[] = [];
     const onUnhandled = (event: PromiseRejectionEvent) => {
@@ -578,7 +562,7 @@ Deno.test({
         await sleep(1.5 * answerMs);
       });
       await held;
-      relay.close(); // new connections refused from here on
+      relay.refuse(); // new connections refused from here on
       // Held by the lock past the bound: the store cancels it, and the
       // cancel's connection is refused.
       const during = await timed(read);
@@ -593,7 +577,7 @@ Deno.test({
     } finally {
       globalThis.removeEventListener("unhandledrejection", onUnhandled);
       await admin.end();
-      for (const socket of sockets) socket.destroy();
+      relay.close();
       await service.close();
       await database.drop();
     }
