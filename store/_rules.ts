@@ -15,6 +15,7 @@ import type {
   DeadLetter,
   HoldState,
   Intent,
+  Marks,
   NewIntent,
   Transition,
   WriteOptions,
@@ -438,6 +439,37 @@ export function uncountedKeys(options: WriteOptions): readonly string[] {
       }`,
     );
   }
+  return keys;
+}
+
+/**
+ * The keys of a dead letter's `marks`, checked with their time and life:
+ * at most {@linkcode MAX_UNLESS_COUNTED} distinct non-empty strings (a
+ * `KvStore` reads and checks them beside the letter's own five keys), none
+ * the count the letter resets (its job's, or `resetCount`). None without
+ * marks.
+ */
+export function markKeys(
+  marks: Marks | undefined,
+  deadLetter: DeadLetter,
+  resetCount: string | undefined,
+): readonly string[] {
+  if (marks === undefined) return [];
+  const keys = marks?.keys;
+  if (
+    !Array.isArray(keys) || keys.length > MAX_UNLESS_COUNTED ||
+    !keys.every((key) => typeof key === "string" && key !== "") ||
+    new Set(keys).size !== keys.length ||
+    keys.some((key) => key === deadLetter.jobId || key === resetCount)
+  ) {
+    throw new TypeError(
+      `Cannot keep the dead letter of ${deadLetter.jobId} as 'marks.keys' must be at most ${MAX_UNLESS_COUNTED} distinct count keys (non-empty strings), none the count the letter resets: current value is ${
+        JSON.stringify(keys)
+      }`,
+    );
+  }
+  checkMs("marks.now", marks.now);
+  if (marks.ttlMs !== undefined) checkCountTtl(marks.ttlMs);
   return keys;
 }
 

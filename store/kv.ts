@@ -28,7 +28,7 @@
  * |---|---|---|
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
- * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write | `admit`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
+ * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write | `admit`, and `putDeadLetter`'s `marks`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
  * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring 10 minutes after then (`CLAIM_GRACE_MS`: clocks differ) | any write that carries a claim |
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }`, expiring an hour after it lapses | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
@@ -75,6 +75,7 @@ import {
   knownTxHashes,
   leaseAfter,
   type LeaseRecord,
+  markKeys,
   newIntentRecord,
   type PageEnd,
   pageLimit,
@@ -90,6 +91,7 @@ import type {
   DeadLetterPage,
   HoldState,
   Intent,
+  Marks,
   NewIntent,
   Store,
   StoredDeadLetter,
@@ -1315,26 +1317,41 @@ export class KvStore implements Store {
     deadLetter: DeadLetter,
     options?:
       & Pick<WriteOptions, "claim" | "resetCount" | "lease">
-      & { readonly intentVersion?: string },
+      & { readonly intentVersion?: string; readonly marks?: Marks },
   ): Promise<void> {
     options ??= {};
     checkDeadLetter(deadLetter);
     checkResetCount(options.resetCount);
     if (options.claim) checkClaim(options.claim);
+    const { marks } = options;
+    const markedKeys = markKeys(marks, deadLetter, options.resetCount)
+      .map((key) => this.#key("deliveries", key));
+    for (const key of markedKeys) {
+      this.#assertFits("keep a dead letter", "marks.keys", key);
+    }
     this.#assertWritable("keep a dead letter", options, deadLetter);
     if (options.lease && options.intentVersion === undefined) {
       throw new TypeError(
         "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
       );
     }
-    const [old, claim, intent, hold, held] = await this.#get<
-      [StoredLetter, ClaimValue, StoredIntent, HoldState, LeaseRecord]
+    // The marks' counts with the rest: 10 keys at most, one `getMany`.
+    const [old, claim, intent, hold, held, ...counts] = await this.#get<
+      [
+        StoredLetter,
+        ClaimValue,
+        StoredIntent,
+        HoldState,
+        LeaseRecord,
+        ...StoredCount[],
+      ]
     >(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
       this.#key("intent", deadLetter.intentId),
       this.#key("hold", deadLetter.intentId),
       this.#key("lease", deadLetter.intentId),
+      ...markedKeys,
     );
     const atomic = this.#group.atomic();
     if (options.lease && intent.value === null) {
@@ -1364,6 +1381,19 @@ export class KvStore implements Store {
     const w = this.#writeId();
     if (options.claim) this.#addClaim(atomic, options.claim, claim, w);
     this.#addDeadLetter(atomic, deadLetter, old, options.resetCount, w);
+    markedKeys.forEach((key, i) => {
+      const count = counts[i]!;
+      atomic.check(count).set(
+        key,
+        {
+          ...counted(count.value, marks!.now, marks!.ttlMs),
+          ws: [w, ...(count.value?.ws ?? []).slice(0, COUNT_WRITES_KEPT - 1)],
+        } satisfies StoredCount,
+        {
+          expireIn: expireIn(marks!.ttlMs ?? COUNT_TTL_MS),
+        },
+      );
+    });
     if ((await atomic.commit()).ok) return;
     // Answered as a race lost: it may have landed all the same (`Written`).
     // Its claim tells too, when another letter replaced this one since.

@@ -25,6 +25,7 @@ import {
   type IntentRecord,
   leaseAfter,
   type LeaseRecord,
+  markKeys,
   newIntentRecord,
   pageLimit,
   readCursor,
@@ -39,6 +40,7 @@ import type {
   DeadLetterPage,
   HoldState,
   Intent,
+  Marks,
   NewIntent,
   Store,
   StoredDeadLetter,
@@ -362,16 +364,17 @@ export class MemoryStore implements Store {
       if (admission.claim) this.#checkClaim(admission.claim);
       if (admission.claim) this.#claim(admission.claim);
       if (admission.count === undefined) return null;
-      const next = counted(
-        this.#counts.get(admission.count) ?? null,
-        admission.now,
-        admission.ttlMs,
-      );
-      this.#counts.delete(admission.count);
-      this.#counts.set(admission.count, next);
-      this.#sweepCounts.run(admission.now);
-      return next.n;
+      return this.#count(admission.count, admission.now, admission.ttlMs);
     });
+  }
+
+  /** Counts one more under `key` at `now`, living `ttlMs`: the count. */
+  #count(key: string, now: number, ttlMs: number | undefined): number {
+    const next = counted(this.#counts.get(key) ?? null, now, ttlMs);
+    this.#counts.delete(key);
+    this.#counts.set(key, next);
+    this.#sweepCounts.run(now);
+    return next.n;
   }
 
   /**
@@ -407,12 +410,14 @@ export class MemoryStore implements Store {
     deadLetter: DeadLetter,
     options?:
       & Pick<WriteOptions, "claim" | "resetCount" | "lease">
-      & { readonly intentVersion?: string },
+      & { readonly intentVersion?: string; readonly marks?: Marks },
   ): Promise<void> {
     options ??= {};
     return attempt(() => {
       checkDeadLetter(deadLetter);
       checkResetCount(options.resetCount);
+      const { marks } = options;
+      const keys = markKeys(marks, deadLetter, options.resetCount);
       const id = deadLetter.intentId;
       if (options.lease && options.intentVersion === undefined) {
         throw new TypeError(
@@ -435,6 +440,7 @@ export class MemoryStore implements Store {
       this.#setLease(id, lease);
       if (options.claim) this.#claim(options.claim);
       this.#putDeadLetter(deadLetter, options.resetCount);
+      for (const key of keys) this.#count(key, marks!.now, marks!.ttlMs);
     });
   }
 

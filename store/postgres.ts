@@ -75,6 +75,7 @@ import {
   knownTxHashes,
   leaseAfter,
   type LeaseRecord,
+  markKeys,
   newIntentRecord,
   pageLimit,
   readCursor,
@@ -89,6 +90,7 @@ import type {
   DeadLetterPage,
   HoldState,
   Intent,
+  Marks,
   NewIntent,
   Store,
   StoredDeadLetter,
@@ -1972,7 +1974,7 @@ export class PostgresStore implements Store {
     deadLetter: DeadLetter,
     options:
       & Pick<WriteOptions, "claim" | "resetCount" | "lease">
-      & { readonly intentVersion?: string } = {},
+      & { readonly intentVersion?: string; readonly marks?: Marks } = {},
   ): Promise<void> {
     return this.#run(
       `keep the dead letter of ${String(deadLetter?.jobId)}`,
@@ -1984,14 +1986,18 @@ export class PostgresStore implements Store {
           deadLetter.jobId,
           JOB_ID_BYTES,
         );
-        const { claim, resetCount, lease } = options;
+        const { claim, resetCount, lease, marks } = options;
         const { intentVersion } = options;
         const id = deadLetter.intentId;
         checkResetCount(resetCount);
+        const keys = markKeys(marks, deadLetter, resetCount);
+        for (const key of keys) {
+          assertIndexable("keep a dead letter", "marks.keys", key);
+        }
         if (intentVersion !== undefined) checkVersion(id, intentVersion);
         if (
           claim === undefined && intentVersion === undefined &&
-          lease === undefined
+          lease === undefined && keys.length === 0
         ) {
           await this.#one((sql) =>
             this.#putDeadLetter(sql, deadLetter, resetCount)
@@ -2027,8 +2033,11 @@ export class PostgresStore implements Store {
             tx`UPDATE ${this.#t.intents} SET version = version + 1 WHERE id = ${id}`,
           ];
         }
-        if (claim !== undefined) await this.#sweep(claim.now);
-        // The check first: if it fails, nothing behind it commits.
+        if (claim !== undefined || marks !== undefined) {
+          await this.#sweep(claim?.now ?? marks!.now);
+        }
+        // The check first: if it fails, nothing behind it commits. The
+        // marks last, each a count as `admit` writes it.
         await this.#transaction((tx, commit) =>
           commit([
             ...(intentVersion === undefined ? [] : [
@@ -2042,6 +2051,9 @@ export class PostgresStore implements Store {
             ...leaseWrites(tx),
             ...(claim === undefined ? [] : [this.#claim(tx, claim)]),
             this.#putDeadLetter(tx, deadLetter, resetCount),
+            ...keys.map((key) =>
+              this.#count(tx, key, marks!.now, marks!.ttlMs)
+            ),
           ])
         );
       },

@@ -496,6 +496,41 @@ export interface Admission {
 }
 
 /**
+ * Count keys a dead letter's write counts in its own commit, as
+ * {@linkcode Store.admit} counts them: see {@linkcode Store.putDeadLetter}.
+ *
+ * @example Keep a letter and mark its message as given up on, at once
+ * ```ts
+ * import { MemoryStore } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * await store.putDeadLetter({
+ *   jobId: "pi_0001/settle",
+ *   intentId: "pi_0001",
+ *   deliveries: 3,
+ *   cause: "exhausted",
+ *   reason: "receipt still pending",
+ *   resolution: "job dropped",
+ *   poisonedAt: 0,
+ * }, { marks: { keys: ["givingup/qstash/message/msg_1"], now: 0 } });
+ * assert.equal(await store.deliveries("givingup/qstash/message/msg_1", 0), 1);
+ * ```
+ */
+export interface Marks {
+  /** At most 5 distinct count keys, none the count the letter resets. */
+  readonly keys: readonly string[];
+  /** The current time of the injected clock, in milliseconds. */
+  readonly now: number;
+  /**
+   * How long each count lives after this write, in milliseconds.
+   *
+   * @default {691200000} (8 days)
+   */
+  readonly ttlMs?: number;
+}
+
+/**
  * A dead letter as read back from the store, with the version a redrive
  * checks.
  *
@@ -703,11 +738,24 @@ export interface Store {
    * for as long as the lease lives. A store of one's own that ignores it
    * keeps the letter, as before.
    *
+   * With `options.marks`, each of its count keys is counted once more in
+   * the letter's own commit, as {@linkcode Store.admit} counts it (living
+   * `marks.ttlMs` from `marks.now`): the letter and its marks land
+   * together or not at all. A delivery's drop of an authorized intent's
+   * job marks the message it delivered so (`givingup/…`, which every copy
+   * of the message carries in its write ahead of a send, `unlessCounted`):
+   * marked only after its letter, a drop held up between the two past its
+   * lease let a copy that read the intent before the drop send under a
+   * letter that says the job was dropped. A store of one's own that ignores
+   * it has the relayer write each mark after the letter, as before.
+   *
    * @throws {ReplayError} If `options.claim` was already claimed.
    * @throws {BusyError} If `options.lease` is given and another owner
    * holds the intent's lease (nothing is written).
    * @throws {TypeError} If `options.lease` is given without
-   * `options.intentVersion`.
+   * `options.intentVersion`, or `options.marks` names more than 5 keys, a
+   * key twice, or the count the letter resets (its job's, or
+   * `options.resetCount`).
    * @throws {ConflictError} If the intent is no longer at
    * `options.intentVersion` (nothing is written, the claim included), or if
    * a store that reads before it commits (`KvStore`) saw another letter for
@@ -720,6 +768,8 @@ export interface Store {
     options?: Pick<WriteOptions, "claim" | "resetCount" | "lease"> & {
       /** The version of the intent the caller read: see above. */
       readonly intentVersion?: string;
+      /** Count keys to count in the letter's commit: see above. */
+      readonly marks?: Marks;
     },
   ): Promise<void>;
 

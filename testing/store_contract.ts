@@ -27,6 +27,7 @@ import {
   type HoldState,
   INTENT_STATES,
   type IntentState,
+  type Marks,
   type NewIntent,
   ReplayError,
   type Store,
@@ -356,6 +357,35 @@ export function storeContract(
           instanceOf(ConflictError),
         );
         assert.equal(await store.getDeadLetter(`${id}/settle`), null);
+      });
+      await t.step("putDeadLetter with marks", async () => {
+        const { id, intent } = await settling();
+        const mark = `givingup/qstash/message/${id}`;
+        const letter = { ...deadLetter(`${id}/settle`, 6), intentId: id };
+        const marks = { keys: [mark], now: 6 };
+        // Lost to another write: neither the letter nor its mark lands.
+        interlope(id);
+        await assert.rejects(
+          store.putDeadLetter(letter, { intentVersion: intent.version, marks }),
+          instanceOf(ConflictError),
+        );
+        assert.equal(await store.getDeadLetter(`${id}/settle`), null);
+        assert.equal(await store.deliveries(mark, 6), 0);
+        // A count of the mark meanwhile is never lost: landed beside it,
+        // or the letter's write refused with nothing written.
+        beforeNextCommit((other) => other.admit({ count: mark, now: 6 }));
+        const landed = await store.putDeadLetter(letter, { marks }).then(
+          () => true,
+          (error) => {
+            if (!(error instanceof ConflictError)) throw error;
+            return false;
+          },
+        );
+        assert.equal(await store.deliveries(mark, 6), landed ? 2 : 1);
+        assert.equal(
+          (await store.getDeadLetter(`${id}/settle`))?.poisonedAt,
+          landed ? 6 : undefined,
+        );
       });
       await t.step("redrive", async () => {
         await store.putDeadLetter(deadLetter("pi_y/settle", 1));
@@ -2644,6 +2674,132 @@ export function storeContract(
       store.releaseLease("pi_1", undefined as unknown as string),
       TypeError,
     );
+  });
+
+  test("counts a dead letter's marks in the letter's own commit, and none when the letter is refused", async (store) => {
+    const read = await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const [m1, m2] = ["givingup/qstash/message/m1", "givingup/qstash/dlq/d1"];
+    await store.admit({ count: m2, now: 0 });
+    // Each refusal writes nothing: neither the letter nor a mark.
+    await store.admit({
+      claim: { key: "sig-1", now: 0, expiresAt: 1000 },
+      now: 0,
+    });
+    const refused: [string, () => Promise<void>, (e: unknown) => boolean][] = [
+      [
+        "a version read before another write",
+        () =>
+          store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+            intentVersion: "not-the-version",
+            marks: { keys: [m1, m2], now: 10 },
+          }),
+        instanceOf(ConflictError),
+      ],
+      [
+        "a claim used before",
+        () =>
+          store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+            claim: { key: "sig-1", now: 10, expiresAt: 1000 },
+            marks: { keys: [m1, m2], now: 10 },
+          }),
+        instanceOf(ReplayError),
+      ],
+      [
+        "another owner's live lease",
+        async () => {
+          // Another job's letter holds the intent's lease until 100.
+          await store.putDeadLetter({
+            ...deadLetter("pi_1/other", 0),
+            intentId: "pi_1",
+          }, {
+            intentVersion: read.version,
+            lease: { owner: "other", ttlMs: 100, now: 0, keep: true },
+          });
+          await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+            intentVersion: (await store.getIntent("pi_1"))!.version,
+            lease: { owner: "drop", ttlMs: 1000, now: 10, keep: true },
+            marks: { keys: [m1, m2], now: 10 },
+          });
+        },
+        instanceOf(BusyError),
+      ],
+    ];
+    for (const [why, write, refusal] of refused) {
+      await assert.rejects(write(), refusal, why);
+      assert.equal(await store.getDeadLetter("pi_1/settle"), null, why);
+      assert.deepEqual(
+        [
+          await store.deliveries(m1, 10),
+          await store.deliveries(m2, 10),
+        ],
+        [0, 1],
+        why,
+      );
+    }
+    // Landed: the letter, the lease, and each mark counted once more, each
+    // living its ttlMs from the marks' now.
+    await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+      intentVersion: (await store.getIntent("pi_1"))!.version,
+      lease: { owner: "drop", ttlMs: 1000, now: 200, keep: true },
+      marks: { keys: [m1, m2], now: 10, ttlMs: 5000 },
+    });
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    assert.deepEqual([
+      await store.deliveries(m1, 5009),
+      await store.deliveries(m2, 5009),
+      await store.deliveries(m1, 5010),
+    ], [1, 2, 0]);
+    // What the marks are for: a write ahead of a send that names one is
+    // refused once the lease lapsed, as it is behind a give-up's mark.
+    const held = (await store.getIntent("pi_1"))!;
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: held.version,
+        at: 2000,
+      }, {
+        lease: { owner: "copy", ttlMs: 1000, now: 2000, keep: true },
+        unlessCounted: [m1],
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+  });
+
+  test("refuses marks it cannot count with the letter, with a TypeError, and writes nothing", async (store) => {
+    const letter = deadLetter("pi_1/settle", 10);
+    const bad: [string, unknown][] = [
+      ["more than 5", { keys: ["a", "b", "c", "d", "e", "f"], now: 0 }],
+      ["a key twice", { keys: ["a", "a"], now: 0 }],
+      ["an empty key", { keys: [""], now: 0 }],
+      ["not a list", { keys: "a", now: 0 }],
+      ["the job's count", { keys: ["pi_1/settle"], now: 0 }],
+      ["the count reset", { keys: ["m1"], now: 0 }],
+      ["no time", { keys: ["a"] }],
+      ["a time not whole", { keys: ["a"], now: 1.5 }],
+      ["a life of 0", { keys: ["a"], now: 0, ttlMs: 0 }],
+    ];
+    for (const [why, marks] of bad) {
+      await assert.rejects(
+        store.putDeadLetter(letter, {
+          resetCount: "m1",
+          marks: marks as Marks,
+        }),
+        (error) =>
+          error instanceof TypeError && /'marks\.|'ttlMs'/.test(error.message),
+        why,
+      );
+    }
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.equal(await store.deliveries("a"), 0);
+    // No marks at all is a letter alone.
+    await store.putDeadLetter(letter, { marks: { keys: [], now: 0 } });
+    assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
   });
 
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {

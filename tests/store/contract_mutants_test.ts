@@ -268,6 +268,18 @@ const MUTANTS: Record<string, Mutant> = {
     find: "        if (entry) this.#write(intentId, entry.record);",
     replace: "        void entry;",
   },
+  "ignores a dead letter's marks": {
+    file: "memory.ts",
+    find: "for (const key of keys) this.#count(key, marks!.now, marks!.ttlMs);",
+    replace: "void keys;",
+  },
+  "counts a dead letter's marks before a refusal of the letter": {
+    file: "memory.ts",
+    find:
+      "      const keys = markKeys(marks, deadLetter, options.resetCount);\n",
+    replace:
+      "      const keys = markKeys(marks, deadLetter, options.resetCount);\n      for (const key of keys) this.#count(key, marks!.now, marks!.ttlMs);\n",
+  },
 };
 
 /** `MemoryStore` with `mutant` applied, from a copy of `store/` in `dir`. */
