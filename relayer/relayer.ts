@@ -2191,22 +2191,28 @@ export function createRelayer(options: RelayerOptions): Relayer {
           // nothing is on the chain. Like a give-up's, it takes the lease
           // with its letter, so that a copy of the message in flight,
           // numbered lower, does not send behind it with no job left to
-          // follow it up; and once the letter is written it marks the
-          // message as a give-up does, so that a later copy sends nothing
-          // either: what a copy's write ahead is refused by, then its
-          // resolved mark. Cut between the letter and the marks, the
-          // delivery has not answered: the queue delivers the message
-          // again, and that delivery drops it again (see deliver) or
-          // sends, its job alive. Once both marks landed, they do the
-          // lease's work for every copy of the message (its ids are its
-          // own, the same in each copy), and the lease is released: held
-          // on, it only kept another message of the job (a redrive's, a
-          // job published again, which has a job to follow its send up)
-          // busy for a lease, and a queue's deliveries spent on busy
-          // answers brought the redriven job to its last delivery, which
-          // dropped it again. A delivery that names no message has no
-          // marks, and holds the lease until it lapses, as before.
-          const unsent = !onlyOnce && intent?.state === "authorized";
+          // follow it up; and it marks the message as given up on in the
+          // letter's own commit (`givingup/…`, what a copy's write ahead
+          // is refused by, whatever the lease), then as resolved once the
+          // letter is written. Marked only after the letter, a drop held
+          // up between the two past its lease let a copy that read the
+          // intent before it send under a letter that says the job was
+          // dropped; marked before it, a letter that lost its race left
+          // the mark on a message whose job lives on. Cut before the
+          // resolved mark, the delivery has not answered: the queue
+          // delivers the message again, and that delivery drops it again
+          // (see deliver), sending nothing. Once both marks landed, they
+          // do the lease's work for every copy of the message (its ids
+          // are its own, the same in each copy), and the lease is
+          // released: held on, it only kept another message of the job (a
+          // redrive's, a job published again, which has a job to follow
+          // its send up) busy for a lease, and a queue's deliveries spent
+          // on busy answers brought the redriven job to its last
+          // delivery, which dropped it again. A delivery that names no
+          // message has no marks, and holds the lease until it lapses, as
+          // before.
+          const unsent = !onlyOnce && intent?.state === "authorized" &&
+            d.marks.length > 0;
           await d.write((options) =>
             store.putDeadLetter(deadLetter, {
               ...(options.claim ? { claim: options.claim } : {}),
@@ -2214,11 +2220,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
               ...(intent?.state === "authorized" && options.lease
                 ? { lease: { ...options.lease, keep: true } }
                 : {}),
+              ...(unsent
+                ? {
+                  marks: {
+                    keys: d.marks,
+                    now: now(),
+                    ttlMs: GIVE_UP_MARK_MS,
+                  },
+                }
+                : {}),
               ...reset,
             })
           );
-          if (unsent && d.marks.length > 0) {
-            await mark(d.marks);
+          if (unsent) {
+            await markUnmarked(d.marks);
             await mark(d.marks.map(resolvedKey));
             await releaseDropLease(job.intentId, d);
           }
@@ -2334,6 +2349,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
     if (d.givingMarked) return;
     await mark(deliveryMarks(ids, jobId));
     d.givingMarked = true;
+  }
+
+  /**
+   * Writes those of these give-up marks not on record, each for 32 days:
+   * the marks a letter's write carried, which a store of one's own that
+   * ignores `marks` left out. A read each, where the store kept them.
+   */
+  async function markUnmarked(keys: readonly string[]): Promise<void> {
+    for (const key of keys) {
+      if (await store.deliveries(key, now()) === 0) await mark([key]);
+    }
   }
 
   /** Writes these give-up marks, each for 32 days. */

@@ -1360,6 +1360,35 @@ Deno.test("the money race's give-up held up between its letter and its mark: a d
   }, ORDERS);
 });
 
+Deno.test("the money race's drop at the last delivery held up between its letter and its marks: a lower copy of its message wrote ahead once the drop's lease lapsed, and sent under the letter (stranded)", async () => {
+  // Found by the race with clocks apart: m1's delivery 2 found the intent
+  // authorized and dropped the job (its letter and lease), the clock
+  // passed the lease before it marked the message, and m1's delivery 1,
+  // which had read the intent before the drop, wrote ahead and sent; the
+  // marks landed after, the late copy of m1 answered done, and nothing was
+  // left to finish the settling intent. The drop now marks the message as
+  // given up on in its letter's own commit, which m1's write ahead meets.
+  await replay({
+    start: {
+      state: "authorized",
+      hold: "pending",
+      lastBroadcast: { outcome: "sent", txHash: "0xold", at: 940000 },
+    },
+    sends: ["sent"],
+    reads: ["pending"],
+    actors: [
+      { kind: "tick", ms: 12001 },
+      { kind: "operator", to: "failed" },
+      { kind: "deliver", clock: 0, n: 1, message: "m1", shared: false },
+      { kind: "late", clock: 0, n: 2, of: 0 },
+      { kind: "step", clock: 0, offset: 0 },
+    ],
+    offsets: [0, 0, 0],
+    maxDeliveries: 2,
+    faults: [{ at: 1, landed: false, ahead: true }],
+  }, ORDERS);
+});
+
 Deno.test("the money race catches a store that ignores a late copy's give-up marks (L1)", async () => {
   // Proof the property can fail: past the give-up's lease, only the marks
   // in the write ahead of the send keep a late copy from sending.

@@ -2773,10 +2773,12 @@ function suite(backend: Backend): void {
   test("createRelayer() keeps a copy of a dropped message at the last number, held at its letter's write across the drop's release and a redrive, from writing the letter again", async () => {
     // The copy read the intent and looked for the message's marks before
     // the drop's landed: before the drop's letter, or between its letter
-    // and its marks (the drop held there). The copy is held at its
-    // letter's write until the drop released its lease and the operator
-    // redrove the letter.
-    for (const readAt of ["before the letter", "before the marks"] as const) {
+    // (which carries the message's givingup/ mark) and its resolved mark
+    // (the drop held there). The copy is held at its letter's write until
+    // the drop released its lease and the operator redrove the letter.
+    for (
+      const readAt of ["before the letter", "before the resolved mark"] as const
+    ) {
       let writes = 0;
       let marks = 0;
       const gated = () => {
@@ -2810,8 +2812,8 @@ function suite(backend: Backend): void {
             },
             async admit(admission) {
               if (
-                readAt === "before the marks" &&
-                admission.count?.startsWith("givingup/") && ++marks === 1
+                readAt === "before the resolved mark" &&
+                admission.count?.startsWith("gaveup/") && ++marks === 1
               ) {
                 await dropAt.hold();
               }
@@ -2871,6 +2873,8 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() holds the lease of a last delivery's drop that names no message, or whose marks failed: nothing else keeps a copy in flight home", async () => {
+    // The givingup/ mark fails only at a store of one's own that ignores
+    // a letter's marks: the relayer then writes it after the letter.
     for (const cutAt of [undefined, "givingup/", "gaveup/"]) {
       let cut = cutAt !== undefined;
       const { relayer, sender, clock } = await setup(
@@ -2885,6 +2889,13 @@ function suite(backend: Backend): void {
                 return Promise.reject(new Error("connection reset"));
               }
               return inner.admit(...args);
+            },
+            putDeadLetter(letter, options) {
+              if (cutAt !== "givingup/") {
+                return inner.putDeadLetter(letter, options);
+              }
+              const { marks: _ignored, ...rest } = options ?? {};
+              return inner.putDeadLetter(letter, rest);
             },
           }),
       );
@@ -2914,6 +2925,36 @@ function suite(backend: Backend): void {
         `cut at ${cutAt}`,
       );
     }
+  });
+
+  test("createRelayer() marks nothing for a last delivery's drop whose letter failed: it has not answered, and a copy of its message then sends", async () => {
+    let cut = true;
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+      {},
+      (inner) =>
+        overriding(inner, {
+          putDeadLetter(...args) {
+            if (cut) {
+              cut = false;
+              return Promise.reject(new Error("connection reset"));
+            }
+            return inner.putDeadLetter(...args);
+          },
+        }),
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    await assert.rejects(relayer.deliver(job, 5, m1), /connection reset/);
+    // The letter and its givingup/ mark land together or not at all: a
+    // mark left without its letter would refuse every later send of this
+    // message, whose job lives on.
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal(
+      (await relayer.deliver(job, 2, m1)).reason,
+      "sent 0xabc, waiting for confirmation",
+    );
+    assert.equal(sender.calls.filter((c) => c.method === "send").length, 1);
   });
 
   test("createRelayer() drops the job again at its message's next delivery past the last when a drop was cut between its marks: its copies then answer as late copies", async () => {
