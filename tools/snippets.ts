@@ -57,20 +57,28 @@ export interface Snippet {
   readonly code: string;
 }
 
-/** The fenced code blocks of `markdown`, in order. */
+/**
+ * The fenced code blocks of `markdown`, in order: at the left margin, or
+ * indented inside a list item (a step's code), its lines then taken out of
+ * that indent, so that no block is left unchecked for where it sits.
+ */
 export function snippetsOf(markdown: string): Snippet[] {
   const lines = markdown.split("\n");
   const found: Snippet[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^```(\S*)\s*(.*)$/.exec(lines[i]!);
+    const open = /^( *)```(\S*)\s*(.*)$/.exec(lines[i]!);
     if (!open) continue;
+    const indent = open[1]!;
     const start = i;
     const body: string[] = [];
-    for (i++; i < lines.length && lines[i] !== "```"; i++) body.push(lines[i]!);
+    for (i++; i < lines.length && lines[i] !== `${indent}\`\`\``; i++) {
+      const line = lines[i]!;
+      body.push(line.startsWith(indent) ? line.slice(indent.length) : line);
+    }
     found.push({
       line: start + 1,
-      lang: open[1]!,
-      tags: open[2]!.split(/\s+/).filter(Boolean),
+      lang: open[2]!,
+      tags: open[3]!.split(/\s+/).filter(Boolean),
       code: body.join("\n") + "\n",
     });
   }

@@ -228,3 +228,30 @@ Deno.test("every ts block of docs/*.md carries only the markers tools/snippets.t
     }
   }
 });
+
+Deno.test("snippetsOf finds a block fenced inside a list item, its lines taken out of the item's indent", () => {
+  const markdown = [
+    "1. A step:",
+    "",
+    "   ```ts ignore no-run",
+    "   const a = 1;",
+    "   if (a) {",
+    "     console.log(a);",
+    "   }",
+    "   ```",
+    "2. The next.",
+    "",
+    "```sh",
+    "echo top",
+    "```",
+  ].join("\n");
+  assert.deepEqual(snippetsOf(markdown), [
+    {
+      line: 3,
+      lang: "ts",
+      tags: ["ignore", "no-run"],
+      code: "const a = 1;\nif (a) {\n  console.log(a);\n}\n",
+    },
+    { line: 11, lang: "sh", tags: [], code: "echo top\n" },
+  ]);
+});
