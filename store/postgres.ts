@@ -957,6 +957,8 @@ export class PostgresStore implements Store {
         // context ("while locking tuple (0,1) in relation …").
         throw heldBySession(`Cannot ${what} as ${cancelled(error)}`, error);
       }
+      const missing = unmigrated(error, `Cannot ${what}`, this.#schema);
+      if (missing !== null) throw missing;
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
         // writer won; the caller re-reads.
@@ -1197,7 +1199,8 @@ export class PostgresStore implements Store {
         return await query;
       } catch (error) {
         if (connectionLost(error)) this.#absorb();
-        throw error;
+        throw unmigrated(error, `The store's ${what} failed`, this.#schema) ??
+          error;
       }
     })();
     return await bounded(watched, this.#waitMs, () => {
@@ -2397,6 +2400,30 @@ function lostDuringWrite(error: unknown): Error {
     `PostgreSQL lost the connection during the write (${
       describeError(error)
     }): it may have landed or not; the next read says which`,
+    { cause: error },
+  );
+}
+
+/**
+ * The error of a call that met none of the store's tables (`42P01`, an
+ * undefined table; `3F000`, an undefined schema): a database never
+ * migrated, or another one than the service's. No retry mends it, so it
+ * says to run `migrate()`, which `main.ts` runs at start and a Worker or a
+ * process of one's own must run itself; the action comes first, as the
+ * app's log line keeps 300 characters of an error. `head` says what
+ * failed ("Cannot create intent pi_0001"). `null` for any other error.
+ */
+function unmigrated(
+  error: unknown,
+  head: string,
+  schema: string,
+): Error | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code !== "42P01" && code !== "3F000") return null;
+  return new Error(
+    `${head} as this database has no tables of the store (schema "${schema}"): run store.migrate() on it once before serving (a Worker never does), or check that the URL names the service's database (${
+      describeError(error)
+    })`,
     { cause: error },
   );
 }

@@ -1,0 +1,65 @@
+/**
+ * A PostgresStore on a database never migrated (a Worker deployed before
+ * its `migrate()`, which no Worker runs at start) says so, and what to do,
+ * on every call that reaches a table, read or write: PostgreSQL's own
+ * `relation "…" does not exist` said neither, and the webhook answered
+ * "try again" on it, which no retry can mend.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { describeError } from "../../policy/_walk.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
+
+const ignore = !postgresAvailable;
+
+/** The error `call` rejects with. */
+async function failure(call: () => Promise<unknown>): Promise<Error> {
+  try {
+    await call();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error("the call did not fail");
+}
+
+Deno.test({
+  name:
+    "PostgresStore on a schema never migrated names migrate() on each read and write, within the 300 characters the app logs, keeping PostgreSQL's error as the cause",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const store = new PostgresStore(await sharedClient(), { schema });
+    const calls: [string, () => Promise<unknown>][] = [
+      ["getIntent", () => store.getIntent("pi_0001")],
+      ["createIntent", () =>
+        store.createIntent({
+          id: "pi_0001",
+          state: "authorized",
+          hold: "pending",
+        })],
+      ["deliveries", () => store.deliveries("pi_0001/settle")],
+      ["getDeadLetter", () => store.getDeadLetter("pi_0001/settle")],
+      ["listDeadLetters", () => store.listDeadLetters()],
+      ["voidHold", () => store.voidHold("pi_0001")],
+      ["admit", () => store.admit({ count: "pi_0001/settle", now: 1_000 })],
+    ];
+    for (const [name, call] of calls) {
+      const error = await failure(call);
+      assert.match(
+        error.message,
+        new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
+        `${name}: ${error.message}`,
+      );
+      // The app logs an error's first 300 characters: the action is in them.
+      assert.match(describeError(error), /run store\.migrate\(\)/, name);
+      assert.equal(
+        (error.cause as { code?: unknown } | undefined)?.code,
+        "42P01",
+        `${name}: PostgreSQL's error is its cause`,
+      );
+    }
+  },
+});
