@@ -521,7 +521,7 @@ export interface RedriveOptions {
    * letter's version), so the loser of two concurrent redrives publishes a
    * duplicate the queue drops.
    */
-  readonly publish?: (job: Job, deduplicationId: string) => Promise<void>;
+  readonly publish?: (job: Job, deduplicationId: string) => Promise<unknown>;
   /** The message to enqueue on the store's own queue (Deno KV) in the removal's commit. */
   readonly message?: (job: Job) => unknown;
 }

@@ -210,9 +210,10 @@ export interface AppDeps extends RelayerOptions {
    * 503. A failure answers 503 too, with `Retry-After` the error's
    * `retryAfterMs` where it has one (as `qstashPublisher`'s has when QStash
    * rate-limits the publish and says until when), else 5 s; a redrive whose
-   * `redriveTo.publish` fails answers the same way.
+   * `redriveTo.publish` fails answers the same way. What it resolves to is
+   * not read (a Worker's `env.JOBS.send(job)` answers its queue's metrics).
    */
-  readonly enqueue?: (job: Job) => Promise<void>;
+  readonly enqueue?: (job: Job) => Promise<unknown>;
   /**
    * Where a redriven job goes: published to a queue before the dead letter
    * is removed, or enqueued on the store's own queue in the same commit.

@@ -650,7 +650,7 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
  * (the Worker's bindings: a queue, Hyperdrive) is left alone.
  */
 function asText(
-  env: Record<string, string | undefined>,
+  env: Readonly<Record<string, unknown>>,
 ): Record<string, string | undefined> {
   // Over an empty object, not `env`: a Proxy must return a read-only,
   // non-configurable property's own value, so over a frozen env the
@@ -710,7 +710,8 @@ function asText(
  * then stop early.
  *
  * @param variables The environment variables (`Deno.env.toObject()`, or a
- * Worker's `env`: a boolean or whole number of its `[vars]` is read as its text).
+ * Worker's `env`: a boolean or whole number of its `[vars]` is read as its
+ * text, and a binding under another name, a queue's, is not read).
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
  *
@@ -733,7 +734,7 @@ function asText(
  * ```
  */
 export function loadConfig(
-  variables: Record<string, string | undefined>,
+  variables: Readonly<Record<string, unknown>>,
 ): Config {
   const env = asText(variables);
   const onDeploy = (env.DENO_DEPLOYMENT_ID ?? "") !== "";
