@@ -147,6 +147,13 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
       txHashes.length > 0 ||
       (state === "settling" && lastBroadcast === null) ||
       state === "needs_review");
+  checkImportedSends(intent.id, state, {
+    lastBroadcast,
+    broadcasting,
+    txHashes,
+    mayHaveSent,
+    told: intent.mayHaveSent,
+  });
   return checkRecord({
     id: intent.id,
     state,
@@ -157,6 +164,64 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     txHashes: knownTxHashes(txHashes, lastBroadcast),
     settlingSince,
   });
+}
+
+/**
+ * Refuses an import whose record contradicts itself about what may have
+ * left, where the rules would read it as clean: `mayHaveSent: false`
+ * beside a send on record (a sent or unknown last broadcast, a tx hash, a
+ * send in flight before the move to settling), or a `created` intent with
+ * a send at all. The relayer takes `mayHaveSent` for its nonce (a send
+ * afresh while it is false) and the void and fail rules take it for the
+ * chain, so either would pay twice, or release the payer's funds, while
+ * that send may still land. No store write reaches such a record.
+ */
+function checkImportedSends(
+  id: string,
+  state: Intent["state"],
+  record:
+    & Pick<
+      IntentRecord,
+      "lastBroadcast" | "broadcasting" | "txHashes" | "mayHaveSent"
+    >
+    & { readonly told: boolean | undefined },
+): void {
+  const { lastBroadcast, broadcasting, txHashes, told } = record;
+  const outcome = lastBroadcast?.outcome;
+  const onRecord = outcome === "sent" || outcome === "unknown"
+    ? `its last broadcast is ${outcome}`
+    : txHashes.length > 0
+    ? `it has a tx hash on record (${JSON.stringify(txHashes[0])})`
+    : null;
+  if (
+    state === "created" &&
+    (record.mayHaveSent || onRecord !== null || broadcasting !== null)
+  ) {
+    const why = onRecord ??
+      (broadcasting !== null
+        ? "it has a broadcast in flight ('broadcasting')"
+        : "'mayHaveSent' is true");
+    throw new TypeError(
+      `Cannot create intent ${id} as created with a send that may have left (${why}): a created intent has sent nothing, as its first send follows its authorization, and its hold could be voided while that send may still land. Import it as authorized with its hold pending (its job then sends on that send's nonce, and its hold is released only through review), or leave out the fields of a send you know never left`,
+    );
+  }
+  if (told !== false) return;
+  if (onRecord !== null) {
+    throw new TypeError(
+      `Cannot create intent ${id} with 'mayHaveSent' false as ${onRecord}: that send may have left${
+        outcome === "unknown" ? "" : " (the node accepted it)"
+      }, and on a record that says nothing did, a send may follow on a fresh nonce, which could land beside it and pay twice, or the hold be voided while it may still land. Leave 'mayHaveSent' out (it then counts that send) or pass true${
+        outcome === "unknown"
+          ? ", or record that broadcast as not_sent if you know nothing of it left"
+          : ""
+      }`,
+    );
+  }
+  if (broadcasting !== null && state === "authorized") {
+    throw new TypeError(
+      `Cannot create intent ${id} with 'mayHaveSent' false as it is authorized with a broadcast in flight ('broadcasting'): a send before the move to settling is another process's, which may have left, and its job would send again on a fresh nonce, which could land beside it and pay twice. Leave 'mayHaveSent' out (it then counts that send, and its job sends on that send's nonce) or pass true, or leave 'broadcasting' out if you know that send never left`,
+    );
+  }
 }
 
 /** How many tx hashes an intent keeps (the newest): far more than any payment's rescues. */

@@ -162,7 +162,12 @@ export interface NewIntent {
   /**
    * Whether a broadcast may have left, for importing an intent mid-flight.
    * Leave it out unless you know: the default counts anything that could
-   * have left.
+   * have left. `false` beside a send on record (a last broadcast `sent` or
+   * `unknown`, a tx hash, or a broadcast in flight on an `authorized`
+   * intent) contradicts that record and is a `TypeError`: the relayer would
+   * send on a fresh nonce, and the rules let the hold be voided, while that
+   * send may still land. So is a `created` intent with a send at all:
+   * import it as `authorized`.
    *
    * @default {true if a broadcast is in flight, lastBroadcast is sent or unknown, txHashes is not empty, the intent is settling with no lastBroadcast (a crash may have hidden a send), or it is needs_review (money may have moved)}
    */
@@ -586,7 +591,8 @@ export interface Store {
    * Creates an intent (setup and admin).
    *
    * @throws {ConflictError} If an intent with that id exists.
-   * @throws {TypeError} If a field is invalid.
+   * @throws {TypeError} If a field is invalid, or the record contradicts
+   * itself about what may have left (see {@linkcode NewIntent.mayHaveSent}).
    */
   createIntent(intent: NewIntent): Promise<Intent>;
 

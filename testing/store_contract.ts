@@ -663,11 +663,6 @@ export function storeContract(
         lastBroadcast: NOT_SENT,
         mayHaveSent: true,
       },
-      // The caller's "nothing was sent" does not outweigh the record.
-      "an unknown last broadcast, imported as unsent": {
-        lastBroadcast: { outcome: "unknown", error: "timeout", at: 0 },
-        mayHaveSent: false,
-      },
       "no broadcast on record, imported as unsent": { mayHaveSent: false },
     } as const;
     let n = 0;
@@ -1163,13 +1158,6 @@ export function storeContract(
     };
     await refused({}, undefined, "no tx named as confirmed");
     await refused({}, "0xnot-on-record", "a tx that is not on record");
-    // Every send so far declared not sent: the one in flight took a fresh
-    // nonce, and may land beside the tx named (a record that says so).
-    await refused(
-      { mayHaveSent: false },
-      "0x9",
-      "a send in flight that may be a fresh nonce",
-    );
     const read = await store.createIntent({ id: "pi_1", ...inFlight });
     const settled = await settle("pi_1", read.version, "0x9");
     assert.deepEqual(
@@ -1452,6 +1440,151 @@ export function storeContract(
         mayHaveSent,
         name,
       );
+    }
+  });
+
+  test("refuses an import told nothing may have left beside a send on record, and a created one with a send, with a TypeError that writes nothing", async (store) => {
+    // Each record says a send may have left, and the caller that it did
+    // not: the relayer reads mayHaveSent: false as a fresh nonce (an
+    // authorized intent's first send, a send after one declared not_sent),
+    // and the void and fail rules as a clean chain, so either pays twice or
+    // releases the payer's funds while that send may still land.
+    const UNKNOWN = { outcome: "unknown", error: "timeout", at: 0 } as const;
+    const contradictory: [string, Omit<NewIntent, "id">, RegExp][] = [
+      [
+        "authorized, a send in flight",
+        { state: "authorized", hold: "pending", broadcasting: 1 },
+        /authorized with a broadcast in flight/,
+      ],
+      [
+        "authorized, a tx hash",
+        { state: "authorized", hold: "pending", txHashes: ["0xold"] },
+        /a tx hash on record/,
+      ],
+      [
+        "authorized, sent",
+        { state: "authorized", hold: "pending", lastBroadcast: SENT },
+        /its last broadcast is sent/,
+      ],
+      [
+        "authorized, unknown",
+        { state: "authorized", hold: "pending", lastBroadcast: UNKNOWN },
+        /its last broadcast is unknown/,
+      ],
+      [
+        "settling, sent",
+        { state: "settling", settlingSince: 0, lastBroadcast: SENT },
+        /its last broadcast is sent/,
+      ],
+      [
+        "settling, unknown",
+        { state: "settling", settlingSince: 0, lastBroadcast: UNKNOWN },
+        /its last broadcast is unknown/,
+      ],
+      [
+        "settling, declared not sent, a tx hash",
+        {
+          state: "settling",
+          settlingSince: 0,
+          lastBroadcast: NOT_SENT,
+          txHashes: ["0xold"],
+        },
+        /a tx hash on record/,
+      ],
+      [
+        "needs_review, sent",
+        { state: "needs_review", lastBroadcast: SENT },
+        /its last broadcast is sent/,
+      ],
+    ];
+    let n = 0;
+    for (const [why, fields, names] of contradictory) {
+      const id = `pi_c${n++}`;
+      await assert.rejects(
+        store.createIntent({
+          id,
+          hold: "pending",
+          ...fields,
+          mayHaveSent: false,
+        }),
+        (error) =>
+          error instanceof TypeError && names.test(error.message) &&
+          /'mayHaveSent' false/.test(error.message) &&
+          /Leave 'mayHaveSent' out/.test(error.message),
+        why,
+      );
+      assert.equal(await store.getIntent(id), null, why);
+      // What the refusal asks for: the record counts the send.
+      const imported = await store.createIntent({
+        id,
+        hold: "pending",
+        ...fields,
+      });
+      assert.equal(imported.mayHaveSent, true, why);
+    }
+    // A created intent has sent nothing: its first send follows its
+    // authorization, and its void is not guarded as an authorized one's.
+    const created: [string, Omit<NewIntent, "id">][] = [
+      ["sent", { lastBroadcast: SENT }],
+      ["unknown", { lastBroadcast: UNKNOWN }],
+      ["a tx hash", { txHashes: ["0xold"] }],
+      ["a send in flight", { broadcasting: 1 }],
+      ["told it may have sent", { mayHaveSent: true }],
+      ["a send in flight, told nothing left", {
+        broadcasting: 1,
+        mayHaveSent: false,
+      }],
+    ];
+    for (const [why, fields] of created) {
+      const id = `pi_c${n++}`;
+      await assert.rejects(
+        store.createIntent({
+          id,
+          state: "created",
+          hold: "pending",
+          ...fields,
+        }),
+        (error) =>
+          error instanceof TypeError &&
+          /as created with a send that may have left/.test(error.message) &&
+          /Import it as authorized/.test(error.message),
+        `created, ${why}`,
+      );
+      assert.equal(await store.getIntent(id), null, `created, ${why}`);
+    }
+    // As the store's own writes leave them: a first send in flight with
+    // nothing before it, and one every send of which stayed home.
+    const clean: [string, NewIntent][] = [
+      ["settling, a first send in flight", {
+        id: "pi_ok1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        broadcasting: 1,
+        mayHaveSent: false,
+      }],
+      ["needs_review, a send in flight", {
+        id: "pi_ok2",
+        state: "needs_review",
+        hold: "pending",
+        broadcasting: 1,
+        mayHaveSent: false,
+      }],
+      ["authorized, declared not sent", {
+        id: "pi_ok3",
+        state: "authorized",
+        hold: "pending",
+        lastBroadcast: NOT_SENT,
+        mayHaveSent: false,
+      }],
+      ["created, declared not sent", {
+        id: "pi_ok4",
+        state: "created",
+        lastBroadcast: NOT_SENT,
+      }],
+    ];
+    for (const [why, intent] of clean) {
+      assert.equal((await store.createIntent(intent)).mayHaveSent, false, why);
     }
   });
 
@@ -2283,7 +2416,6 @@ export function storeContract(
       { mayHaveSent: true },
       { txHashes: ["0xold"] },
       { broadcasting: 1 },
-      { broadcasting: 1, mayHaveSent: false },
     ];
     for (const [n, fields] of imported.entries()) {
       const id = `pi_${n}`;

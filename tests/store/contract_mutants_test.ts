@@ -97,11 +97,6 @@ const MUTANTS: Record<string, Mutant> = {
     find: "current.txHashes.includes(change.confirmed);",
     replace: "true;",
   },
-  "settles behind a send in flight that may have taken a fresh nonce": {
-    file: "_rules.ts",
-    find: "current.mayHaveSent !== false && typeof change.confirmed",
-    replace: "typeof change.confirmed",
-  },
   "keeps the write-ahead of a send in flight when it settles on a confirmed tx":
     {
       file: "_rules.ts",
@@ -257,6 +252,16 @@ const MUTANTS: Record<string, Mutant> = {
     find:
       'if (op === "void" && state === "authorized" && mayHaveMoved(intent)) {',
     replace: 'if (op === "void" && state === "authorized" && !intent) {',
+  },
+  "takes an import told nothing may have left beside a send on record": {
+    file: "_rules.ts",
+    find: "  if (told !== false) return;",
+    replace: "  return;",
+  },
+  "takes a created intent imported with a send that may have left": {
+    file: "_rules.ts",
+    find: '    state === "created" &&\n    (record.mayHaveSent',
+    replace: "    false &&\n    (record.mayHaveSent",
   },
   "releases a lease another owner holds": {
     file: "memory.ts",
