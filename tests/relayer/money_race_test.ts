@@ -802,9 +802,16 @@ function moneyRace(
           if (reach && error.call !== "getIntent") reach.blipAfterLook++;
           // Its answer lost after its drop's letter (a mark that landed
           // and failed): the message may be marked, its copies refused.
+          // The letter may be gone already (a redrive took it before the
+          // marks): the mark on record tells then.
           if (
             (await truth.getDeadLetter("pi_1/settle"))?.resolution ===
-              "job dropped, intent still authorized"
+              "job dropped, intent still authorized" ||
+            await truth.deliveries(
+                `givingup/${
+                  queue === "pubsub" ? `pubsub/${job.intentId}/settle` : queue
+                }/message/${messageId}`,
+              ) > 0
           ) m.given = true;
           return {
             action: "retry",
