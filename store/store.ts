@@ -515,8 +515,9 @@ export interface Admission {
  *   intentId: "pi_0001",
  *   deliveries: 3,
  *   cause: "exhausted",
- *   reason: "receipt still pending",
- *   resolution: "job dropped",
+ *   reason: "no luck after 3 deliveries",
+ *   resolution: "job dropped, intent still authorized",
+ *   lastError: "not sent: delivery 3 is the last (maxDeliveries 3)",
  *   poisonedAt: 0,
  * }, { marks: { keys: ["givingup/qstash/message/msg_1"], now: 0 } });
  * assert.equal(await store.deliveries("givingup/qstash/message/msg_1", 0), 1);
