@@ -85,9 +85,10 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  *   signer that keeps it once the node accepted the tx, and dies between
  *   the two, finds none kept for a tx that is out there, and a fresh nonce
  *   pays twice. An intent imported with a send on record (`createIntent`
- *   with `mayHaveSent`) was sent by another process, whose send never
- *   reached this signer: keep its tx's nonce for the intent before you
- *   import it, or the signer finds none kept and a fresh nonce pays twice.
+ *   with `mayHaveSent`, or a send in flight, `broadcasting`) was sent by
+ *   another process, whose send never reached this signer: keep its tx's
+ *   nonce for the intent before you import it, or the signer finds none
+ *   kept and a fresh nonce pays twice.
  * - a rescue may come for a tx already mined (a receipt `pending` until
  *   final, or a send whose answer was lost): if the kept nonce is used by
  *   a tx of this intent, return that tx's hash rather than throw. The
