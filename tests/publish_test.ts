@@ -331,6 +331,12 @@ Deno.test("qstashPublisher() refuses a publicUrl or baseUrl with credentials (us
         baseUrl: "https://u:s3cr3t@qstash.example.com",
       },
       { publicUrl: "https://relayer@relayer.example.com" },
+      // A password with no user name is still one.
+      { publicUrl: "https://:s3cr3t@relayer.example.com" },
+      {
+        publicUrl: "https://relayer.example.com",
+        baseUrl: "https://:s3cr3t@qstash.example.com",
+      },
     ]
   ) {
     assert.throws(
@@ -597,6 +603,8 @@ Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which
     body?: string;
     message: RegExp;
     waitS?: number;
+    /** The wait exactly, where no clock is read. */
+    waitMs?: number;
   }[] = [
     {
       // The burst limit, its reset in unix seconds.
@@ -650,6 +658,23 @@ Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which
       waitS: 30,
     },
     {
+      // An HTTP date already past: try again now, not a negative wait.
+      headers: () => ({
+        "Retry-After": new Date(Date.now() - 60_000).toUTCString(),
+      }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit; try again in 1 s$/,
+      waitMs: 0,
+    },
+    {
+      // A fraction of a millisecond is waited for whole: never less than
+      // QStash asked.
+      headers: () => ({ "Retry-After": "2.0005" }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit; try again in 3 s$/,
+      waitMs: 2001,
+    },
+    {
       // An HTTP date.
       headers: () => ({
         "Retry-After": new Date(Date.now() + 60_000).toUTCString(),
@@ -664,7 +689,7 @@ Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which
         /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit, without saying when to try again; try again later$/,
     },
   ];
-  for (const { headers, body, message, waitS } of cases) {
+  for (const { headers, body, message, waitS, waitMs } of cases) {
     const qstash = rateLimiting(headers, body);
     try {
       const publisher = qstashPublisher({
@@ -678,7 +703,9 @@ Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which
         (error: Error & { retryAfterMs?: unknown }) => error,
       );
       assert.match(error.message, message);
-      if (waitS === undefined) {
+      if (waitMs !== undefined) {
+        assert.equal(error.retryAfterMs, waitMs);
+      } else if (waitS === undefined) {
         assert.equal(error.retryAfterMs, undefined);
       } else {
         assert.ok(
