@@ -439,6 +439,45 @@ export function storeContract(
           );
         },
       );
+      await t.step(
+        "releaseLease, beside a write of the intent that leaves its lease",
+        async () => {
+          if (store.releaseLease === undefined) return;
+          const id = `pi_race_${n++}`;
+          const read = await store.createIntent({
+            id,
+            state: "authorized",
+            hold: "pending",
+          });
+          await store.putDeadLetter({
+            ...deadLetter(`${id}/settle`, 10),
+            intentId: id,
+          }, {
+            intentVersion: read.version,
+            lease: { owner: "drop", ttlMs: 1000, now: 10, keep: true },
+          });
+          const held = (await store.getIntent(id))!;
+          // A write that names no lease lands meanwhile: the release must
+          // not write the intent back as it read it.
+          beforeNextCommit((other) =>
+            other.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: held.version,
+              at: 20,
+            })
+          );
+          await store.releaseLease(id, "drop");
+          const after = (await store.getIntent(id))!;
+          assert.equal(after.state, "settling", "the other write stands");
+          assert.equal(after.settlingSince, 20);
+          // And the drop's lease is released: another owner writes.
+          await store.recordBroadcast(id, after.version, {
+            outcome: "not_sent",
+            at: 30,
+          }, { lease: { owner: "next", ttlMs: 1000, now: 30 } });
+        },
+      );
       await t.step("admit (a count retries, never loses one)", async () => {
         beforeNextCommit((other) =>
           other.admit({ count: "pi_z/settle", now: 0 })
