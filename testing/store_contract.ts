@@ -440,6 +440,52 @@ export function storeContract(
         },
       );
       await t.step(
+        "releaseLease, lost to a give-up's letter that takes the lapsed lease",
+        async () => {
+          if (store.releaseLease === undefined) return;
+          const id = `pi_race_${n++}`;
+          const read = await store.createIntent({
+            id,
+            state: "authorized",
+            hold: "pending",
+          });
+          await store.putDeadLetter({
+            ...deadLetter(`${id}/settle`, 10),
+            intentId: id,
+          }, {
+            intentVersion: read.version,
+            lease: { owner: "drop", ttlMs: 100, now: 10, keep: true },
+          });
+          const held = (await store.getIntent(id))!;
+          // A letter's write takes the lease without writing the intent.
+          beforeNextCommit((other) =>
+            other.putDeadLetter({
+              ...deadLetter(`${id}/settle`, 500),
+              intentId: id,
+            }, {
+              intentVersion: held.version,
+              lease: { owner: "give-up", ttlMs: 1000, now: 500, keep: true },
+            })
+          );
+          await store.releaseLease(id, "drop");
+          assert.equal(
+            (await store.getDeadLetter(`${id}/settle`))?.poisonedAt,
+            500,
+          );
+          // The give-up's lease stands: another owner is busy.
+          const after = (await store.getIntent(id))!;
+          await assert.rejects(
+            store.transition(id, {
+              from: "authorized",
+              to: "settling",
+              version: after.version,
+              at: 600,
+            }, { lease: { owner: "next", ttlMs: 1000, now: 600 } }),
+            instanceOf(BusyError),
+          );
+        },
+      );
+      await t.step(
         "releaseLease, beside a write of the intent that leaves its lease",
         async () => {
           if (store.releaseLease === undefined) return;
