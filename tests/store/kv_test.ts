@@ -440,3 +440,55 @@ Deno.test("KvStore refuses a prefix that is not an array of key parts, and keeps
     null,
   );
 });
+
+Deno.test("KvStore.releaseLease() throws a BusyError, the lease still held, when another writer's commit to the intent lands before each of its own", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore(kv, { prefix: ["t"] });
+  const read = await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+    intentVersion: read.version,
+    lease: { owner: "drop", ttlMs: 1000, now: 10, keep: true },
+  });
+  // Another writer rewrites the intent's record right before every commit
+  // of the release: each commit is a race lost.
+  let commits = 0;
+  const racing: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        commits++;
+        const intent = await kv.get(["t", "intent", "pi_1"]);
+        await kv.set(intent.key, intent.value);
+        return await commit();
+      };
+      return atomic as unknown as KvAtomic;
+    },
+  };
+  const released = new KvStore(racing, { prefix: ["t"] });
+  await assert.rejects(
+    released.releaseLease("pi_1", "drop"),
+    (error: Error) =>
+      error instanceof BusyError &&
+      /Cannot release the lease of pi_1: \d+ concurrent writers won the race; it lapses by itself/
+        .test(error.message),
+  );
+  assert.ok(commits > 1, `${commits} commit(s) tried`);
+  // Nothing landed: the drop's lease holds another owner off.
+  const held = (await store.getIntent("pi_1"))!;
+  await assert.rejects(
+    store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: held.version,
+      at: 20,
+    }, { lease: { owner: "next", ttlMs: 1000, now: 20 } }),
+    (error) => error instanceof BusyError,
+  );
+});
