@@ -2884,6 +2884,9 @@ export function storeContract(
     // No lease, or no intent: nothing to release.
     await store.releaseLease("pi_1", "delivery");
     await store.releaseLease("pi_9", "drop");
+    // Nor an id or owner no write could have stored (a NUL).
+    await store.releaseLease("pi_1\u0000", "drop");
+    await store.releaseLease("pi_1", "delivery\u0000");
     for (const [id, owner] of [["", "drop"], ["pi_1", ""]] as const) {
       await assert.rejects(store.releaseLease(id, owner), TypeError);
     }
