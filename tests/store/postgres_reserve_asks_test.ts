@@ -145,3 +145,46 @@ Deno.test({
       );
     })),
 });
+
+Deno.test({
+  name:
+    "PostgresStore chains postgres.js's onclose once per client, however many writes reserve a connection: the chain does not grow with each write, and the caller's onclose is called once per close",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    let closes = 0;
+    const sql = postgres(await postgresUrl(), {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      onclose: () => void closes++,
+    });
+    const options = sql.options as { onclose?: unknown };
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      const store = new PostgresStore(sql, { schema });
+      const other = new PostgresStore(sql, { schema });
+      await store.admit({ count: "pi_1/settle", now: 1 });
+      const chained = options.onclose;
+      for (let n = 2; n <= 20; n++) {
+        await (n % 2 === 0 ? store : other).admit({
+          count: "pi_1/settle",
+          now: n,
+        });
+      }
+      assert.equal(options.onclose, chained, "the chain grew with the writes");
+      const [row] = await sql`SELECT pg_backend_pid() AS pid`;
+      await admin`SELECT pg_terminate_backend(${row!.pid as number})`;
+      while (closes === 0) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.equal(await store.admit({ count: "pi_1/settle", now: 21 }), 21);
+      assert.equal(closes, 1);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
