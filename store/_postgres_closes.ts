@@ -19,6 +19,30 @@ type ClientOptions = { onclose?: (id: number) => void };
 /** Per client's options: the watchers of its closes, once the chain is installed. */
 const WATCHERS = new WeakMap<object, Set<() => void>>();
 
+/** Per client's options: how many connections of its pool closed since the chain was installed. */
+const CLOSES = new WeakMap<object, { count: number }>();
+
+/** The count of a client without options (a stand-in): none is seen. */
+const UNSEEN: { readonly count: number } = { count: 0 };
+
+/**
+ * How many connections of `client`'s pool closed since the first call for
+ * it: a count that moves, in the close's own turn (before what waited on
+ * the connection hears of it), at each close after that call.
+ *
+ * @param client A postgres.js client (`postgres(url)`); one without
+ * options (a stand-in) is not watched, and its count stays 0.
+ * @returns The client's count, shared by every caller.
+ */
+export function poolCloses(
+  client: { readonly options?: unknown },
+): { readonly count: number } {
+  const options = client.options;
+  if (typeof options !== "object" || options === null) return UNSEEN;
+  chain(options);
+  return CLOSES.get(options)!;
+}
+
 /**
  * Calls `watcher` after each close of a connection of `client`'s pool,
  * until the returned function is called. The watcher runs in a microtask
@@ -39,26 +63,32 @@ export function onPoolClose(
 ): () => void {
   const options = client.options;
   if (typeof options !== "object" || options === null) return () => {};
-  let watchers = WATCHERS.get(options);
-  if (watchers === undefined) {
-    const set = new Set<() => void>();
-    watchers = set;
-    WATCHERS.set(options, set);
-    const chained = options as ClientOptions;
-    const theirs = chained.onclose;
-    let due = false;
-    chained.onclose = function (this: unknown, id: number) {
-      if (set.size > 0 && !due) {
-        due = true;
-        queueMicrotask(() => {
-          due = false;
-          for (const watch of [...set]) watch();
-        });
-      }
-      return theirs?.call(this, id);
-    };
-  }
-  const set = watchers;
+  const set = chain(options);
   set.add(watcher);
   return () => void set.delete(watcher);
+}
+
+/** The watchers of `options`' closes, the chain installed first if it is not yet. */
+function chain(options: object): Set<() => void> {
+  const watchers = WATCHERS.get(options);
+  if (watchers !== undefined) return watchers;
+  const set = new Set<() => void>();
+  const closes = { count: 0 };
+  WATCHERS.set(options, set);
+  CLOSES.set(options, closes);
+  const chained = options as ClientOptions;
+  const theirs = chained.onclose;
+  let due = false;
+  chained.onclose = function (this: unknown, id: number) {
+    closes.count++;
+    if (set.size > 0 && !due) {
+      due = true;
+      queueMicrotask(() => {
+        due = false;
+        for (const watch of [...set]) watch();
+      });
+    }
+    return theirs?.call(this, id);
+  };
+  return set;
 }

@@ -40,3 +40,24 @@ export function typeFetchLost(reason: unknown): boolean {
     ) &&
     connectionLost(reason);
 }
+
+/**
+ * Whether `error` is the server's goodbye to a session (severity `FATAL`,
+ * SQLSTATE class 57: a terminated backend, a shutdown, a server starting
+ * up or shutting down, an idle session timed out; or 25P03, an idle
+ * transaction timed out), which postgres.js 3.4.9 hands only to a request
+ * it has not sent. A statement it sent on a connection the server ends
+ * fails with the close (`CONNECTION_CLOSED`, or the socket's error), never
+ * with the goodbye: that is kept, and rejects the request that opens the
+ * connection again, once the new session is open and before the request
+ * is sent on it. A connection refused at its start (57P03) fails its
+ * request unsent too. Such a request can be made again.
+ */
+export function goodbyeBeforeSent(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  return severity === "FATAL" && typeof code === "string" &&
+    (code.startsWith("57") || code === "25P03");
+}

@@ -51,8 +51,12 @@ import { ReplayError } from "./replay_error.ts";
 import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
-import { connectionLost, typeFetchLost } from "./_postgres_errors.ts";
-import { onPoolClose } from "./_postgres_closes.ts";
+import {
+  connectionLost,
+  goodbyeBeforeSent,
+  typeFetchLost,
+} from "./_postgres_errors.ts";
+import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { heldBySession } from "./_held_lock.ts";
 import {
   broadcastBegun,
@@ -304,6 +308,12 @@ const STALE = "RL002";
 /** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
 const ABSORB_ROUNDS = 20;
 const ABSORB_GAP_MS = 250;
+/**
+ * How long the writes after a close of a connection of the pool wait, at
+ * most, for the probe of `#reopenClosed` (a connect, after postgres.js's
+ * reconnect backoff: `reconnectBackoffS` waits at most 1 s).
+ */
+const PROBE_MS = 1_000;
 /** What to do about a pooler that loses prepared statements (see `#checkPooler`). */
 const POOLER_FIX =
   "create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode";
@@ -449,6 +459,11 @@ export class PostgresStore implements Store {
   /** Whether a round of {@linkcode PostgresStore.#absorb} runs, and whether another should follow. */
   #absorbing = false;
   #absorbAgain = false;
+  /** How many connections of the client's pool closed, and how many had when a write last had the closed ones opened (see `#reopenClosed`). */
+  #closes: { readonly count: number };
+  #reopenedAt: number;
+  /** The probe of `#reopenClosed` under way, for every write that waits on it. */
+  #probing: Promise<unknown> | undefined;
   /** Counters and replay records written so far, and when to sweep next (see `SWEEPS`). */
   #sweeps: SweepSchedule;
   /** Whether {@linkcode PostgresStore.close} was called: every call fails at once. */
@@ -508,6 +523,8 @@ export class PostgresStore implements Store {
     }
     const client = sql as unknown as postgres.Sql;
     this.#sql = client;
+    this.#closes = poolCloses(client);
+    this.#reopenedAt = this.#closes.count;
     this.#schema = schema;
     const key = sweepKey(client, schema);
     const sweeps = SWEEPS.get(key) ?? { written: 0, sweepAt: 0 };
@@ -1190,20 +1207,45 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** `query` within `connectionWaitMs`, and {@linkcode PostgresStore.#absorb} should it find its connection lost. */
-  async #watched<T>(query: Promise<T>, what = "read"): Promise<T> {
+  /**
+   * The query `ask` makes, within `connectionWaitMs`, and
+   * {@linkcode PostgresStore.#absorb} should it find its connection lost.
+   * A query rejected with a server's goodbye was never sent (see
+   * `goodbyeBeforeSent`): postgres.js 3.4.9 kept it from a connection the
+   * server ended under another query, and handed it to this one as it
+   * opened that connection again, long after the server was back. It is
+   * asked again, once more than the pool has connections (each keeps one
+   * goodbye at most, and is open once it handed it on).
+   */
+  async #watched<T>(ask: () => Promise<T>, what = "read"): Promise<T> {
     // Before the query is awaited: postgres.js sends nothing until then.
     this.#open(what);
+    let query = ask();
+    let gaveUp = false;
+    const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
-      try {
-        return await query;
-      } catch (error) {
-        if (connectionLost(error)) this.#absorb();
-        throw unmigrated(error, `The store's ${what} failed`, this.#schema) ??
-          error;
+      for (let asked = 1;; asked++) {
+        try {
+          return await query;
+        } catch (error) {
+          if (connectionLost(error)) this.#absorb();
+          if (
+            gaveUp || this.#closed || asked >= asks ||
+            !goodbyeBeforeSent(error)
+          ) {
+            throw unmigrated(
+              error,
+              `The store's ${what} failed`,
+              this.#schema,
+            ) ??
+              error;
+          }
+          query = ask();
+        }
       }
     })();
     return await bounded(watched, this.#waitMs, () => {
+      gaveUp = true;
       // Not left to run for nobody: the one running on its connection is
       // cancelled (its cancel's failure held, see cancelQuietly). One sent
       // behind another on its connection (pipelined: every connection of
@@ -1252,7 +1294,9 @@ export class PostgresStore implements Store {
    * `sql.begin`, which waits for a connection on its own. If none came
    * within `connectionWaitMs`, the write fails as on the other path, and
    * should the connection come later, the transaction it begins rolls
-   * back at once: nothing of it lands after its failure was answered.
+   * back at once: nothing of it lands after its failure was answered. A
+   * `BEGIN` rejected with a server's goodbye was never sent (see
+   * `goodbyeBeforeSent`), and is asked again, as a read is.
    */
   async #begin<T>(
     work: Work<T>,
@@ -1260,20 +1304,22 @@ export class PostgresStore implements Store {
     this.#open("write");
     let started = false;
     let abandoned = false;
-    const begun = this.#sql.begin(ISOLATION, (tx) => {
-      if (abandoned) throw new Error("abandoned: no connection in time");
-      started = true;
-      // The writes' lock waits are bounded as on the flight's path: else a
-      // write held up by another session's lock would keep its connection,
-      // and its delivery, for as long as the lock lasts.
-      // A statement lost with its connection never settles, so that no
-      // `ROLLBACK` is sent on it (`unlessLost`).
-      return work(tx, async (writes) =>
-        (await unlessLost(Promise.all([
-          tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
-          ...writes.map((q) => q.execute()),
-        ]))).slice(1));
-    }) as Promise<T>;
+    const asks = (Number(this.#sql.options?.max) || 1) + 1;
+    const begun = (async () => {
+      for (let asked = 1;; asked++) {
+        try {
+          return await this.#beginOnce(work, () => abandoned, () => {
+            started = true;
+          });
+        } catch (error) {
+          if (
+            started || abandoned || this.#closed || asked >= asks ||
+            !goodbyeBeforeSent(error)
+          ) throw error;
+          this.#absorb();
+        }
+      }
+    })();
     try {
       return await bounded(begun, this.#waitMs, () => {
         if (started) return undefined; // it has its connection: its answer stands
@@ -1285,6 +1331,28 @@ export class PostgresStore implements Store {
       this.#absorb();
       throw lostDuringWrite(error);
     }
+  }
+
+  /** One `sql.begin` of {@linkcode PostgresStore.#begin}: `start` is called once it has its connection. */
+  #beginOnce<T>(
+    work: Work<T>,
+    abandoned: () => boolean,
+    start: () => void,
+  ): Promise<T> {
+    return this.#sql.begin(ISOLATION, (tx) => {
+      if (abandoned()) throw new Error("abandoned: no connection in time");
+      start();
+      // The writes' lock waits are bounded as on the flight's path: else a
+      // write held up by another session's lock would keep its connection,
+      // and its delivery, for as long as the lock lasts.
+      // A statement lost with its connection never settles, so that no
+      // `ROLLBACK` is sent on it (`unlessLost`).
+      return work(tx, async (writes) =>
+        (await unlessLost(Promise.all([
+          tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
+          ...writes.map((q) => q.execute()),
+        ]))).slice(1));
+    }) as Promise<T>;
   }
 
   /**
@@ -1316,6 +1384,12 @@ export class PostgresStore implements Store {
    * for a connection not yet had, and one `reserve()` queued after the
    * close is not lost to it. A lost one never settles, and holds nothing
    * of ours.
+   *
+   * After any close, the pool's closed connections are handed to plain
+   * queries first ({@linkcode PostgresStore.#reopenClosed}), so that the
+   * `reserve()` waits for one of them instead of opening one itself. One
+   * rejected with a server's goodbye was never handed a connection (see
+   * `goodbyeBeforeSent`), and asks again.
    */
   #reserve(ms: number = this.#waitMs): Promise<postgres.ReservedSql> {
     // postgres.js 3.4.9's `reserve()` on an ended client never settles.
@@ -1325,7 +1399,16 @@ export class PostgresStore implements Store {
     let done = false;
     let stopWatch = () => {};
     const reserving = new Promise<postgres.ReservedSql>((resolve, reject) => {
-      const ask = () => {
+      const fail = (error: unknown) => {
+        if (done) return;
+        done = true;
+        stopWatch();
+        reject(error);
+      };
+      // How many goodbyes are asked again, at most: each connection of
+      // the pool keeps one, and is open once it handed it on.
+      let goodbyes = (Number(this.#sql.options?.max) || 1) + 1;
+      const reserve = () => {
         this.#sql.reserve().then((connection) => {
           if (done) return connection.release();
           done = true;
@@ -1334,14 +1417,25 @@ export class PostgresStore implements Store {
         }, (error) => {
           if (connectionLost(error)) this.#absorb();
           if (done) return;
-          done = true;
-          stopWatch();
-          reject(error);
+          if (goodbyeBeforeSent(error) && !this.#closed && --goodbyes > 0) {
+            return ask(true);
+          }
+          fail(error);
         });
       };
-      ask();
+      // `failUnreached`: whether the write fails when the plain queries
+      // reached no server (not for a close's ask: the write's own is out).
+      const ask = (failUnreached: boolean) => {
+        if (this.#closes.count === this.#reopenedAt) return reserve();
+        void this.#reopenClosed().then((unreached) => {
+          if (done || this.#closed) return;
+          if (unreached === undefined) reserve();
+          else if (failUnreached) fail(unreached);
+        });
+      };
+      ask(true);
       stopWatch = onPoolClose(this.#sql, () => {
-        if (!done && !this.#closed) ask();
+        if (!done && !this.#closed) ask(false);
       });
     });
     // Once: a reserve past its bound may still be awaited when `close()`
@@ -1365,6 +1459,83 @@ export class PostgresStore implements Store {
   }
 
   /**
+   * After a connection of the pool closed, before a write's `reserve()`:
+   * one plain `SELECT 1` probe, then, once it reached the server, one per
+   * connection of the pool, sent at once, and the `reserve()` only once the
+   * pool has handed them out: they take the open connections first, then
+   * open the closed ones, each taking the server's goodbye postgres.js
+   * 3.4.9 kept for it (see `goodbyeBeforeSent`), and the `reserve()` waits
+   * in the pool's queue for the first connection handed back. A
+   * `reserve()` that finds no connection open opens a closed one itself,
+   * and waits in the pool's queue meanwhile: should the kept goodbye or a
+   * failed connect reject it, the connection, once open, is handed from
+   * that queue to the rejected `reserve()`, and never to the pool again
+   * (until its `max_lifetime`, 30 to 60 min, or the server ends it). After
+   * a restart, every connection of the pool was so lost, and every read and
+   * write failed until then.
+   *
+   * The writes waiting meanwhile share the probe, for `PROBE_MS` at most
+   * (a query handed to a connection between its socket's error and its
+   * close never settles in postgres.js 3.4.9): past it, the `SELECT 1`s go
+   * all the same. One round of them goes per close.
+   *
+   * @returns The probe's error, if it did not reach the server (the write
+   * fails with it, no `reserve()` made: while the server is down, one
+   * connect a write, not a pool's worth); else `undefined`.
+   */
+  async #reopenClosed(): Promise<unknown> {
+    this.#probing ??= this.#probe().finally(() => {
+      this.#probing = undefined;
+    });
+    const unreached = await this.#probing;
+    if (unreached !== undefined) return unreached;
+    if (this.#reopenedAt === this.#closes.count) return undefined;
+    this.#reopenedAt = this.#closes.count;
+    const max = Number(this.#sql.options?.max) || 1;
+    for (let n = 0; n < max; n++) this.#sql`SELECT 1`.execute().catch(() => {});
+    // postgres.js hands a query to the pool a microtask after `execute()`:
+    // the `reserve()` after these finds no connection open nor closed.
+    await Promise.resolve();
+    await Promise.resolve();
+    return undefined;
+  }
+
+  /**
+   * One `SELECT 1`: `undefined` if it reached the server (an answer, or the
+   * server's own error such as a kept goodbye) or did not settle within
+   * `PROBE_MS` (or half of `connectionWaitMs`, if less); else its error.
+   */
+  async #probe(): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(
+        () => resolve(undefined),
+        Math.min(PROBE_MS, Math.ceil(this.#waitMs / 2)),
+      );
+    });
+    const [answer] = await Promise.race([this.#selectAnswers(1), late]) ??
+      [];
+    clearTimeout(timer);
+    return answer;
+  }
+
+  /**
+   * Sends `n` plain `SELECT 1` at once: for each, `undefined` if it reached
+   * the server (an answer, or the server's own error such as a kept
+   * goodbye), else its error (the server is down, or the client was ended).
+   */
+  async #selectAnswers(n: number): Promise<unknown[]> {
+    const answers = await Promise.allSettled(
+      Array.from({ length: n }, () => this.#sql`SELECT 1`),
+    );
+    return answers.map((answer) => {
+      if (answer.status === "fulfilled") return undefined;
+      const { severity } = (answer.reason ?? {}) as { severity?: unknown };
+      return severity === undefined ? answer.reason : undefined;
+    });
+  }
+
+  /**
    * Reads the intent with its hold and lease, outside any transaction (one
    * round trip, on the pool, within `connectionWaitMs`), to decide a write
    * on; or throws a `ConflictError` if it is missing or not at `version`
@@ -1380,14 +1551,14 @@ export class PostgresStore implements Store {
     options: WriteOptions = {},
   ) {
     const uncounted = uncountedKeys(options);
-    const [row] = await this.#watched(
+    const [row] = await this.#watched(() =>
       this.#intentQuery(
         this.#sql,
         id,
         true,
         uncounted,
         markedAt(options),
-      ),
+      )
     );
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
@@ -1455,7 +1626,9 @@ export class PostgresStore implements Store {
    */
   async getIntent(id: string): Promise<Intent | null> {
     if (hasNul(id)) return null; // no such row can exist
-    const [row] = await this.#watched(this.#intentQuery(this.#sql, id, false));
+    const [row] = await this.#watched(() =>
+      this.#intentQuery(this.#sql, id, false)
+    );
     return row === undefined ? null : toIntent(recordOf(row), row.version);
   }
 
@@ -1953,9 +2126,11 @@ export class PostgresStore implements Store {
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
     if (hasNul(jobId)) return 0; // no such row can exist
-    const [row] = await this.#watched(this.#sql`
+    const [row] = await this.#watched(() =>
+      this.#sql`
       SELECT deliveries, expires_at FROM ${this.#t.counters}
-      WHERE job_id = ${jobId}`);
+      WHERE job_id = ${jobId}`
+    );
     if (row === undefined) return 0;
     return now !== undefined && Number(row.expires_at) <= now
       ? 0
@@ -2108,10 +2283,12 @@ export class PostgresStore implements Store {
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     if (hasNul(jobId)) return null; // no such row can exist
-    const [row] = await this.#watched(this.#sql`
+    const [row] = await this.#watched(() =>
+      this.#sql`
       SELECT job_id, intent_id, deliveries, cause, reason, resolution,
         last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
-      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`);
+      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`
+    );
     return row === undefined ? null : deadLetterOf(row);
   }
 
@@ -2131,21 +2308,23 @@ export class PostgresStore implements Store {
       const after = options.cursor ? readCursor(options.cursor) : null;
       const { dead_letters } = this.#t;
       // One more row than the page says whether there is a next page.
-      const rows = await this.#watched(this.#sql`
+      const rows = await this.#watched(() =>
+        this.#sql`
         SELECT job_id, intent_id, deliveries, cause, reason, resolution,
           last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
         FROM ${dead_letters}
         ${
-        after === null
-          ? this.#sql``
-          // The same keyset as "older, or as old and after", written so
-          // that its first bound is an index condition: a deep page starts
-          // at its place in the index instead of filtering every newer row.
-          : this.#sql`WHERE poisoned_at <= ${after.poisonedAt}
+          after === null
+            ? this.#sql``
+            // The same keyset as "older, or as old and after", written so
+            // that its first bound is an index condition: a deep page starts
+            // at its place in the index instead of filtering every newer row.
+            : this.#sql`WHERE poisoned_at <= ${after.poisonedAt}
               AND (poisoned_at < ${after.poisonedAt} OR job_id > ${after.jobId})`
-      }
+        }
         ORDER BY poisoned_at DESC, job_id
-        LIMIT ${limit + 1}`);
+        LIMIT ${limit + 1}`
+      );
       const items = rows.slice(0, limit).map(deadLetterOf);
       const last = items.at(-1);
       return {
