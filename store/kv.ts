@@ -1396,12 +1396,21 @@ export class KvStore implements Store {
     });
     if ((await atomic.commit()).ok) return;
     // Answered as a race lost: it may have landed all the same (`Written`).
-    // Its claim tells too, when another letter replaced this one since.
-    const [kept, claimed] = await this.#get<[StoredLetter, ClaimValue]>(
+    // Its claim tells too, when another letter replaced this one since or
+    // a redrive took it, and so does each of its marks, whose counts keep
+    // the ids of their last writes: answered as a race lost, its caller
+    // would write it again, and bring back a letter a redrive took.
+    const [kept, claimed, ...marked] = await this.#get<
+      [StoredLetter, ClaimValue, ...StoredCount[]]
+    >(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
+      ...markedKeys,
     );
-    if (landedBy(w, kept, claimed) !== null) return;
+    if (
+      landedBy(w, kept, claimed) !== null ||
+      marked.some((count) => count.value?.ws?.includes(w) === true)
+    ) return;
     throw new ConflictError(
       `Cannot keep the dead letter of ${deadLetter.jobId} as it changed since it was read; re-read it`,
     );

@@ -409,6 +409,52 @@ Deno.test("KvStore: a count answered { ok: false } that landed is not counted ag
   assert.equal(lossy.lost, 1);
 });
 
+Deno.test("KvStore: a dead letter answered { ok: false } that landed with its marks is answered as landed when a redrive took it before the read-back", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const operator = new KvStore(kv);
+  let lose = false;
+  // The letter's commit lands and its answer is lost; before the writer
+  // reads back, an operator redrives the letter it kept. No claim rides
+  // with it (a Cloudflare delivery's drop): only its marks keep its id.
+  const lossy = resendingKv(kv, () => {
+    const now = lose;
+    lose = false;
+    return now;
+  });
+  const atomic = lossy.atomic;
+  lossy.atomic = () => {
+    const a = atomic();
+    const commit = a.commit.bind(a);
+    a.commit = async () => {
+      const result = await commit();
+      if (!result.ok) {
+        const kept = await operator.getDeadLetter("pi_1/settle");
+        if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
+      }
+      return result;
+    };
+    return a;
+  };
+  const store = new KvStore(lossy);
+  const read = await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  const mark = "givingup/cloudflare/dlq/msg_1";
+  lose = true;
+  await store.putDeadLetter({ ...deadLetter("pi_1/settle", 5) }, {
+    intentVersion: read.version,
+    lease: { owner: "drop", ttlMs: 1000, now: 5, keep: true },
+    marks: { keys: [mark], now: 5 },
+  });
+  assert.equal(lossy.lost, 1);
+  // Landed, and taken: answered as a race lost, its caller would write it
+  // again, and bring back the letter the redrive took.
+  assert.equal(await store.deliveries(mark, 5), 1);
+  assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+});
+
 Deno.test("KvStore refuses a prefix that is not an array of key parts, and keeps a copy of the one it is given", async () => {
   using kv = await Deno.openKv(":memory:");
   for (const prefix of ["relayer", 5, [{}], [null]]) {
