@@ -1,13 +1,16 @@
 /**
  * KvStore's redrive enqueues on Deno KV's own queue in the commit that
  * removes the dead letter: a redrive that loses the race enqueues nothing,
- * and the relayer's redrive with a message reaches the queue.
+ * and the relayer's redrive with a message reaches the queue. A drop's
+ * letter a redrive took before its writer read back a lost answer stays
+ * taken.
  */
 import assert from "node:assert/strict";
 import { ConflictError, createRelayer, ScriptedSender } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { deadLetter } from "./_contract.ts";
 import { withTimeout } from "../_timeout.ts";
+import { resendingKv } from "./_resending_kv.ts";
 
 /**
  * Runs `body` with a KvStore on an in-memory Deno KV whose queue records
@@ -80,4 +83,56 @@ Deno.test("createRelayer() redrive with a message enqueues it on the store's own
     await delivered(received, 1);
     assert.deepEqual(received, [{ job }]);
   });
+});
+
+Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed with its answer lost, the letter redriven before the store read it back, does not write the letter again beside the redriven job", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const operator = new KvStore(kv);
+  let lose = false;
+  // What a KV Connect client answers a commit it sent again after a lost
+  // answer; the operator's redrive lands before the read-back.
+  const lossy = resendingKv(kv, () => {
+    const now = lose;
+    lose = false;
+    return now;
+  });
+  const atomic = lossy.atomic;
+  lossy.atomic = () => {
+    const a = atomic();
+    const commit = a.commit.bind(a);
+    a.commit = async () => {
+      const result = await commit();
+      if (!result.ok) {
+        const kept = await operator.getDeadLetter("pi_0001/settle");
+        if (kept !== null) {
+          await operator.redrive("pi_0001/settle", kept.version);
+        }
+      }
+      return result;
+    };
+    return a;
+  };
+  const store = new KvStore(lossy);
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 5 },
+    now: () => 0,
+  });
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  // A Cloudflare message at its last delivery: no claim rides with the
+  // drop's letter, only its mark.
+  lose = true;
+  const outcome = await relayer.deliver(job, 5, {
+    message: { queue: "cloudflare", dlqId: "msg_1" },
+  });
+  assert.equal(lossy.lost, 1);
+  assert.equal(outcome.action, "poison");
+  // The redrive took the letter: the redriven job is the intent's now.
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
