@@ -1,6 +1,7 @@
 /**
  * `KvStore`'s writes that carry a queue's give-up marks
- * (`WriteOptions.unlessCounted`) against the limits of every Deno KV
+ * (`WriteOptions.unlessCounted`), and a dead letter that counts them
+ * (`putDeadLetter`'s `marks`), against the limits of every Deno KV
  * back-end: one `getMany` reads at most 10 keys, and `@deno/kv` on Node and
  * a self-hosted `denokv` take at most 10 checks a commit (Deno's own, 100).
  * Run on Deno (`kv_limits_test.ts`) and on Node over `@deno/kv`
@@ -18,11 +19,17 @@ import type { RegisterTest } from "./_contract.ts";
 /** A Deno KV handle as `Deno.openKv` and `@deno/kv`'s `openKv` give it. */
 type Opened = KvLike & { close(): void };
 
-/** `kv`, recording how many checks each commit holds. */
-function counting(kv: KvLike): { handle: KvLike; checks: number[] } {
+/** `kv`, recording how many checks each commit holds, and keys each read. */
+function counting(
+  kv: KvLike,
+): { handle: KvLike; checks: number[]; reads: number[] } {
   const checks: number[] = [];
+  const reads: number[] = [];
   const handle: KvLike = {
-    getMany: (keys) => kv.getMany(keys),
+    getMany: (keys) => {
+      reads.push(keys.length);
+      return kv.getMany(keys);
+    },
     list: (selector, options) => kv.list(selector, options),
     atomic(): KvAtomic {
       const atomic = kv.atomic();
@@ -40,7 +47,7 @@ function counting(kv: KvLike): { handle: KvLike; checks: number[] } {
       return atomic;
     },
   };
-  return { handle, checks };
+  return { handle, checks, reads };
 }
 
 /** The write ahead of a send, with its lease, a claim and `marks`. */
@@ -190,6 +197,75 @@ export function kvMarksTests(
       assert.deepEqual(
         landed.map((intent) => intent.state),
         more.map(() => "settling"),
+      );
+    } finally {
+      kv.close();
+    }
+  });
+
+  test({
+    name:
+      `${name}: a dead letter with 5 marks, a claim, a lease and the intent's version fits one read of 10 keys and one commit of 10 checks; a mark counted between the two refuses it whole`,
+    ignore: false,
+  }, async () => {
+    const kv = await open();
+    try {
+      const { handle, checks, reads } = counting(kv);
+      const store = new KvStore(handle);
+      const other = new KvStore(kv);
+      const marks = marksOf("pi_drop", 5).map((key) =>
+        key.replace(/^gaveup/, "givingup")
+      );
+      const drop = async (owner: string, now: number) => {
+        const read = (await store.getIntent("pi_drop"))!;
+        checks.length = 0;
+        reads.length = 0;
+        return store.putDeadLetter({
+          jobId: "pi_drop/settle",
+          intentId: "pi_drop",
+          deliveries: 5,
+          cause: "exhausted",
+          reason: "no luck after 5 deliveries",
+          lastError: "not sent: delivery 5 is the last",
+          resolution: "job dropped, intent still authorized",
+          poisonedAt: now,
+        }, {
+          claim: { key: `sig_${owner}_${now}`, now, expiresAt: now + 60_000 },
+          intentVersion: read.version,
+          lease: { owner, ttlMs: 1000, now, keep: true },
+          marks: { keys: marks, now },
+          resetCount: "cloudflare/pi_drop",
+        });
+      };
+      await store.createIntent({
+        id: "pi_drop",
+        state: "authorized",
+        hold: "pending",
+      });
+      await drop("first", 0);
+      assert.deepEqual([reads, checks], [[10], [10]]);
+      for (const mark of marks) assert.equal(await store.deliveries(mark), 1);
+      // The last mark counted by another writer after the read: the
+      // letter, its lease and its other marks are refused with it.
+      const atomic = handle.atomic;
+      handle.atomic = () => {
+        const a = atomic();
+        const commit = a.commit.bind(a);
+        a.commit = async () => {
+          await other.admit({ count: marks[4]!, now: 10 });
+          return await commit();
+        };
+        return a;
+      };
+      await assert.rejects(drop("first", 10), ConflictError);
+      handle.atomic = atomic;
+      assert.equal(
+        (await store.getDeadLetter("pi_drop/settle"))?.poisonedAt,
+        0,
+      );
+      assert.deepEqual(
+        await Promise.all(marks.map((mark) => store.deliveries(mark))),
+        [1, 1, 1, 1, 2],
       );
     } finally {
       kv.close();
