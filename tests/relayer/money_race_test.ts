@@ -147,6 +147,16 @@ const T0 = 1_000_000;
 const PAST_LEASE_MS = LEASE_MS + 2 * SKEW_MS + 1;
 /** Orders of its calls each pinned race runs in. */
 const ORDERS = 200;
+/**
+ * The mark a drop of a message of `pi_1/settle` writes with its letter
+ * (`deliveryMarks` in relayer/relayer.ts): Pub/Sub's, known by its id
+ * alone here, scoped by the job.
+ */
+const givingUpMark = (queue: Queue, messageId: string): string =>
+  `givingup/${
+    queue === "pubsub" ? "pubsub/pi_1/settle" : queue
+  }/message/${messageId}`;
+
 /** What a late copy answers (relayer/relayer.ts). */
 const LATE_COPY =
   "the queue gave up on this message before: a late copy, nothing sent";
@@ -802,16 +812,12 @@ function moneyRace(
           if (reach && error.call !== "getIntent") reach.blipAfterLook++;
           // Its answer lost after its drop's letter (a mark that landed
           // and failed): the message may be marked, its copies refused.
-          // The letter may be gone already (a redrive took it before the
-          // marks): the mark on record tells then.
+          // The letter may be gone already (a redrive took it), but not
+          // the message's mark, which lands only with it.
           if (
             (await truth.getDeadLetter("pi_1/settle"))?.resolution ===
               "job dropped, intent still authorized" ||
-            await truth.deliveries(
-                `givingup/${
-                  queue === "pubsub" ? `pubsub/${job.intentId}/settle` : queue
-                }/message/${messageId}`,
-              ) > 0
+            await truth.deliveries(givingUpMark(queue, messageId)) > 0
           ) m.given = true;
           return {
             action: "retry",
@@ -1507,4 +1513,31 @@ Deno.test("a direct voidHold() is refused on an authorized payment imported with
       await close();
     }
   }
+});
+
+Deno.test("the money race's drop at the last delivery whose answer was lost after its marks landed, its letter redriven before the race looked: its message was dropped all the same (L2)", async () => {
+  // Found by the race: m1's delivery 2 dropped the job, its letter and
+  // givingup/ mark landed, and a later call of the drop failed once it
+  // had acted; a redrive took the letter before the race looked for it,
+  // so the race took m1 for a message never given up on, and its later
+  // copies, refused as late copies, for a violation of L2. The mark,
+  // which lands only with the letter, says it was dropped.
+  await replay({
+    start: { state: "authorized", hold: "pending" },
+    sends: ["sent"],
+    reads: ["pending"],
+    actors: [
+      { kind: "late", clock: 0, n: 2, of: 0 },
+      { kind: "late", clock: 0, n: 1000, of: 0 },
+      { kind: "tick", ms: 1000 },
+      { kind: "publish", clock: 0 },
+      { kind: "late", clock: 0, n: 1000, of: 0 },
+      { kind: "counted", clock: 0, message: "m1" },
+      { kind: "redrive", after: 0, then: 1 },
+      { kind: "tick", ms: 1000 },
+    ],
+    offsets: [0, 0, 0],
+    maxDeliveries: 2,
+    faults: [{ at: 16, landed: true }],
+  }, ORDERS);
 });
