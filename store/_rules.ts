@@ -533,17 +533,27 @@ export function markKeys(
       }`,
     );
   }
-  checkMs("marks.now", marks.now);
-  if (marks.ttlMs !== undefined) checkCountTtl(marks.ttlMs);
+  const what = `Cannot keep the dead letter of ${deadLetter.jobId}`;
+  checkMs("marks.now", marks.now, what);
+  if (marks.ttlMs !== undefined) {
+    checkCountTtl(marks.ttlMs, "marks.ttlMs", what);
+  }
   return keys;
 }
 
-/** Throws a `TypeError` unless `ttlMs` is a whole number of milliseconds above 0. */
-export function checkCountTtl(ttlMs: unknown): asserts ttlMs is number {
-  checkMs("ttlMs", ttlMs);
+/**
+ * Throws a `TypeError` unless `ttlMs` is a whole number of milliseconds
+ * above 0, naming it `name` in a message that starts with `what`.
+ */
+export function checkCountTtl(
+  ttlMs: unknown,
+  name = "ttlMs",
+  what = "Cannot count a delivery",
+): asserts ttlMs is number {
+  checkMs(name, ttlMs, what);
   if ((ttlMs as number) < 1) {
     throw new TypeError(
-      `Cannot count a delivery as 'ttlMs' must be at least 1: current value is ${
+      `${what} as '${name}' must be at least 1: current value is ${
         String(ttlMs)
       }`,
     );
@@ -755,10 +765,14 @@ export function badCursor(cursor: string): TypeError {
  * would fail a value it cannot send only after the rest of its pipelined
  * transaction went out).
  */
-export function checkMs(name: string, value: unknown): void {
+export function checkMs(
+  name: string,
+  value: unknown,
+  what = "Cannot write to the store",
+): void {
   if (!Number.isSafeInteger(value)) {
     throw new TypeError(
-      `Cannot write to the store as '${name}' must be a whole number of milliseconds: current value is ${
+      `${what} as '${name}' must be a whole number of milliseconds: current value is ${
         String(value)
       }`,
     );
