@@ -761,8 +761,9 @@ export interface Store {
    * holds the intent's lease (nothing is written).
    * @throws {TypeError} If `options.lease` is given without
    * `options.intentVersion`, or `options.marks` names more than 5 keys, a
-   * key twice, or the count the letter resets (its job's, or
-   * `options.resetCount`).
+   * key twice, an empty key, or the count the letter resets (its job's, or
+   * `options.resetCount`), or its `now` is not a whole number of
+   * milliseconds, or its `ttlMs` not one of at least 1.
    * @throws {ConflictError} If the intent is no longer at
    * `options.intentVersion` (nothing is written, the claim included), or if
    * a store that reads before it commits (`KvStore`) saw another letter for
