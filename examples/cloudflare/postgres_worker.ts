@@ -31,9 +31,10 @@
  * `node:stream`; this file uses `node:async_hooks`) and `DATABASE_URL`
  * among the service's settings. Run `migrate()` once before deploying,
  * not per request: this Worker never does, and on a database never
- * migrated every store call fails, naming `migrate()` (a script of five
- * lines: docs/queues.md, "Deploying to Cloudflare the first time"). `deno task worker-check` runs this file's
- * {@linkcode postgresWorker} on workerd against a real server.
+ * migrated every store call fails, naming `migrate()` (a short script:
+ * docs/queues.md, "Deploying to Cloudflare the first time").
+ * `deno task worker-check` runs this file's {@linkcode postgresWorker} on
+ * workerd against a real server.
  *
  * @module
  */
