@@ -2584,12 +2584,13 @@ function lostDuringWrite(error: unknown): Error {
 }
 
 /**
- * The error of a call that met none of the store's tables (`42P01`, an
- * undefined table; `3F000`, an undefined schema): a database never
- * migrated, or another one than the service's. No retry mends it, so it
- * says to run `migrate()`, which `main.ts` runs at start and a Worker or a
- * process of one's own must run itself; the action comes first, as the
- * app's log line keeps 300 characters of an error. `head` says what
+ * The error of a call that met no table of the store where it looked
+ * (`42P01`, an undefined table; `3F000`, an undefined schema): a database
+ * never migrated, one migrated by an older version that lacks a table a
+ * newer one added, or another one than the service's. No retry mends it,
+ * so it says to run `migrate()`, which `main.ts` runs at start and a
+ * Worker or a process of one's own must run itself; the action comes
+ * early, as the app's log line keeps 300 characters of an error. `head` says what
  * failed ("Cannot create intent pi_0001"). `null` for any other error.
  */
 function unmigrated(
@@ -2600,7 +2601,7 @@ function unmigrated(
   const code = (error as { code?: unknown } | null)?.code;
   if (code !== "42P01" && code !== "3F000") return null;
   return new Error(
-    `${head} as this database has no tables of the store (schema "${schema}"): run store.migrate() on it once before serving (a Worker never does), or check that the URL names the service's database (${
+    `${head} as this database lacks the store's schema "${schema}" or a table of it: run store.migrate() on it once before serving (a Worker never does), or check that the URL names the service's database (${
       describeError(error)
     })`,
     { cause: error },
