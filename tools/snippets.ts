@@ -71,7 +71,10 @@ export function snippetsOf(markdown: string): Snippet[] {
     const indent = open[1]!;
     const start = i;
     const body: string[] = [];
-    for (i++; i < lines.length && lines[i] !== `${indent}\`\`\``; i++) {
+    // Its closing fence at any indent, as Markdown reads it (one closed
+    // at another indent than it opened ran to the end of the file, and
+    // took every block after it with it, unchecked).
+    for (i++; i < lines.length && !/^ *```\s*$/.test(lines[i]!); i++) {
       const line = lines[i]!;
       body.push(line.startsWith(indent) ? line.slice(indent.length) : line);
     }

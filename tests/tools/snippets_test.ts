@@ -255,3 +255,27 @@ Deno.test("snippetsOf finds a block fenced inside a list item, its lines taken o
     { line: 11, lang: "sh", tags: [], code: "echo top\n" },
   ]);
 });
+
+Deno.test("snippetsOf ends a block at a closing fence indented otherwise than its opening, or with spaces after it, and reads the blocks after it", () => {
+  const markdown = [
+    "1. A step:",
+    "",
+    "   ```ts ignore no-run",
+    "   const a = 1;",
+    "```",
+    "2. Another:",
+    "",
+    "   ```ts",
+    "   const b = 2;",
+    "   ```  ",
+    "",
+    "```ts",
+    "const c = 3;",
+    "```",
+  ].join("\n");
+  assert.deepEqual(snippetsOf(markdown).map((s) => [s.line, s.code]), [
+    [3, "const a = 1;\n"],
+    [8, "const b = 2;\n"],
+    [12, "const c = 3;\n"],
+  ]);
+});
