@@ -538,3 +538,48 @@ Deno.test("KvStore.releaseLease() throws a BusyError, the lease still held, when
     (error) => error instanceof BusyError,
   );
 });
+
+Deno.test("KvStore refuses to settle, behind a send in flight, an intent stored before contradictory imports were refused (mayHaveSent false beside its tx on record): that send may hold a fresh nonce", async () => {
+  // createIntent now refuses such a record; one stored before keeps it,
+  // and the capture rule still reads it as its record says.
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(kv);
+    for (const mayHaveSent of [true, false]) {
+      const id = `pi_old_${mayHaveSent}`;
+      await store.createIntent({
+        id,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        lastBroadcast: { outcome: "sent", txHash: "0x1", at: 10 },
+        broadcasting: 20,
+      });
+      const key = ["relayer", "intent", id];
+      const stored = await kv.get<Record<string, unknown>>(key);
+      assert.equal(stored.value?.mayHaveSent, true);
+      await kv.set(key, { ...stored.value, mayHaveSent });
+      const read = (await store.getIntent(id))!;
+      assert.equal(read.mayHaveSent, mayHaveSent);
+      const settle = store.transition(id, {
+        from: "settling",
+        to: "settled",
+        version: read.version,
+        at: 30,
+        ledger: "capture",
+        confirmed: "0x1",
+      });
+      if (mayHaveSent) {
+        assert.equal((await settle).state, "settled");
+      } else {
+        await assert.rejects(
+          settle,
+          (error) => error instanceof ConflictError && error.refused,
+        );
+        assert.equal((await store.getIntent(id))?.state, "settling");
+      }
+    }
+  } finally {
+    kv.close();
+  }
+});
