@@ -583,3 +583,37 @@ Deno.test("KvStore refuses to settle, behind a send in flight, an intent stored 
     kv.close();
   }
 });
+
+Deno.test("KvStore refuses to fail an intent stored before contradictory imports were refused, whose last broadcast is unknown beside mayHaveSent false (I1)", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(kv);
+    await store.createIntent({
+      id: "pi_old",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "unknown", error: "timeout", at: 10 },
+    });
+    const key = ["relayer", "intent", "pi_old"];
+    const stored = await kv.get<Record<string, unknown>>(key);
+    await kv.set(key, { ...stored.value, mayHaveSent: false });
+    const read = (await store.getIntent("pi_old"))!;
+    assert.equal(read.mayHaveSent, false);
+    await assert.rejects(
+      store.transition("pi_old", {
+        from: "settling",
+        to: "failed",
+        version: read.version,
+        at: 30,
+        ledger: "void",
+        deadLetter: deadLetter("pi_old/settle", 30),
+      }),
+      (error) => error instanceof ConflictError && error.refused,
+    );
+    const after = (await store.getIntent("pi_old"))!;
+    assert.deepEqual([after.state, after.hold], ["settling", "pending"]);
+  } finally {
+    kv.close();
+  }
+});
