@@ -519,7 +519,9 @@ export interface RedriveOptions {
    * Publishes the job to a queue before the dead letter is removed, with a
    * deduplication id unique to the dead letter read (the job id and the
    * letter's version), so the loser of two concurrent redrives publishes a
-   * duplicate the queue drops.
+   * duplicate the queue drops. What it resolves to is not read (a Worker's
+   * `env.JOBS.send(job)` answers its queue's metrics); a rejection keeps
+   * the letter.
    */
   readonly publish?: (job: Job, deduplicationId: string) => Promise<unknown>;
   /** The message to enqueue on the store's own queue (Deno KV) in the removal's commit. */
