@@ -26,9 +26,10 @@ const CLOSES = new WeakMap<object, { count: number }>();
 const UNSEEN: { readonly count: number } = { count: 0 };
 
 /**
- * How many connections of `client`'s pool closed since the first call for
- * it: a count that moves, in the close's own turn (before what waited on
- * the connection hears of it), at each close after that call.
+ * How many connections of `client`'s pool closed since the first call of
+ * this or {@linkcode onPoolClose} for it (which installs the chain): a
+ * count that moves, in the close's own turn (before what waited on the
+ * connection hears of it), at each close after that call.
  *
  * @param client A postgres.js client (`postgres(url)`); one without
  * options (a stand-in) is not watched, and its count stays 0.
