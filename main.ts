@@ -22,7 +22,10 @@
 import postgres from "postgres";
 import { describePolicy, type Job, jobIdOf, type Store } from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
-import { answeredSocket } from "./store/_postgres_socket.ts";
+import {
+  type AnsweredSocket,
+  answeredSocket,
+} from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
@@ -126,6 +129,13 @@ export interface Service {
  * cut short is a crash the relayer is built for (write-ahead, lease TTL).
  */
 export const DRAIN_MS = 8_000;
+
+/**
+ * How long a stop, or a start that failed, waits for the database's sockets
+ * to close once its client ended (within a drain's budget): a busy
+ * connection's end returns before its socket closes.
+ */
+const SOCKETS_CLOSED_MS = 1_000;
 
 /**
  * The drain on Deno Deploy (`DENO_DEPLOYMENT_ID` set), which kills an
@@ -423,10 +433,13 @@ async function openPostgres(
   answerMs: number,
   now: () => number,
   log: (line: string) => void,
-): Promise<{ store: PostgresStore; sql: postgres.Sql }> {
+): Promise<
+  { store: PostgresStore; sql: postgres.Sql; socket: AnsweredSocket }
+> {
   let sql: postgres.Sql | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let gaveUp = false;
+  const socket = answeredSocket(answerMs, cutLines(now, log));
   try {
     // TLS as the URL says (and the start line tells), whatever PGSSL or
     // PGSSLNEGOTIATION say. postgres.js 3.4.9 reads `sslnegotiation`; its
@@ -442,7 +455,7 @@ async function openPostgres(
       // A partition drops packets: no close, no error, and postgres.js
       // would wait for the answers it sent for with no bound, its pool
       // stuck for good (docs/postgres.md, "A network partition").
-      socket: answeredSocket(answerMs, cutLines(now, log)),
+      socket,
       ...tls,
     } as postgres.Options<Record<string, never>>);
     const store = new PostgresStore(sql, { connectionWaitMs: answerMs });
@@ -470,10 +483,13 @@ async function openPostgres(
         );
       }),
     ]);
-    return { store, sql };
+    return { store, sql, socket };
   } catch (error) {
     gaveUp = true;
     await sql?.end({ timeout: 0 }).catch(() => {});
+    // Its connections' own timers end with their sockets, which a busy
+    // connection's end leaves open a moment longer.
+    await socket.closed(SOCKETS_CLOSED_MS);
     const message = (error as Error)?.message ?? String(error);
     throw new ConfigError(
       "DATABASE_URL",
@@ -787,6 +803,15 @@ export async function openService(
       // wait its whole connectionWaitMs for a connection that never comes.
       database?.store.close();
       await database?.sql.end({ timeout: left > 0 ? 0 : remainingS });
+      await database?.socket.closed(
+        Math.max(
+          0,
+          Math.min(
+            SOCKETS_CLOSED_MS,
+            timeoutMs - (performance.now() - started),
+          ),
+        ),
+      );
       return left;
     },
     async close() {
@@ -795,6 +820,7 @@ export async function openService(
       kv?.close();
       database?.store.close();
       await database?.sql.end({ timeout: 5 });
+      await database?.socket.closed(SOCKETS_CLOSED_MS);
     },
   };
 }

@@ -43,6 +43,20 @@ type PgSocket = Duplex & {
   setKeepAlive(enable?: boolean, initialDelay?: number): PgSocket;
 };
 
+/** postgres.js's `socket` option, made by {@linkcode answeredSocket}. */
+export interface AnsweredSocket {
+  /** Called with the client's options, for each connection. */
+  (options: { host: string[]; port: number[] }): PgSocket;
+  /**
+   * Resolves once every socket made so far has closed, or after `ms`.
+   * postgres.js 3.4.9's `sql.end()` resolves before a busy connection's
+   * socket closes, and the timers of that connection (its lifetime, this
+   * socket's watch on the Terminate it wrote) run until it does: a stop
+   * that returns at once leaves them behind it.
+   */
+  closed(ms: number): Promise<void>;
+}
+
 /**
  * The `socket` option of a postgres.js client whose server must answer
  * each write within `answerMs` (see the module).
@@ -54,15 +68,20 @@ type PgSocket = Duplex & {
 export function answeredSocket(
   answerMs: number,
   onCut: (line: string) => void = () => {},
-): (options: { host: string[]; port: number[] }) => PgSocket {
+): AnsweredSocket {
   // This client's open sockets, each with whether it waits for an answer
   // and when it last heard from the server (or was made, if never).
   const sockets = new Map<
     net.Socket,
     { waiting: () => boolean; heard: number }
   >();
-  return ({ host, port }) => {
+  // Every socket not yet closed (a cut one too, until its close), and who
+  // waits for none to be left.
+  const live = new Set<net.Socket>();
+  const drained = new Set<() => void>();
+  const make = ({ host, port }: { host: string[]; port: number[] }) => {
     const raw = net.connect(port[0]!, host[0]!);
+    live.add(raw);
     let silent: ReturnType<typeof setTimeout> | undefined;
     // Whether this connection is postgres.js's to cancel a query (its
     // first bytes a CancelRequest): that promise postgres.js drops, so an
@@ -149,6 +168,8 @@ export function answeredSocket(
     });
     raw.on("close", (hadError) => {
       sockets.delete(raw);
+      live.delete(raw);
+      if (live.size === 0) { for (const done of [...drained]) done(); }
       quiet();
       const close = () => {
         if (!socket.destroyed) socket.destroy();
@@ -168,6 +189,20 @@ export function answeredSocket(
     socket.host = host[0]!;
     return socket;
   };
+  return Object.assign(make, {
+    closed(ms: number): Promise<void> {
+      if (live.size === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          drained.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, ms);
+        drained.add(done);
+      });
+    },
+  });
 }
 
 /** Whether `chunk` is a CancelRequest (16 bytes: its length, then 80877102). */

@@ -1,0 +1,43 @@
+/**
+ * The service's socket (`answeredSocket`) says when every connection it
+ * made has closed: postgres.js 3.4.9's `sql.end()` resolves before a busy
+ * connection's socket closes, and that connection's timers (its lifetime,
+ * the socket's watch on the Terminate it wrote) run on until it does. A
+ * stop that awaits `closed()` leaves none behind it; this test, run with
+ * the sanitizers on, fails with their leak otherwise.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { reconnectBackoffS } from "../../store/postgres.ts";
+import { answeredSocket } from "../../store/_postgres_socket.ts";
+import { postgresAvailable, postgresUrl } from "../_postgres.ts";
+
+Deno.test({
+  name:
+    "answeredSocket().closed() resolves once the sockets of a client ended mid-query have closed, their timers with them",
+  ignore: !postgresAvailable,
+  async fn() {
+    const socket = answeredSocket(10_000);
+    const sql = postgres(await postgresUrl(), {
+      max: 2,
+      onnotice: () => {},
+      backoff: reconnectBackoffS,
+      socket,
+    } as postgres.Options<Record<string, never>>);
+    // Both connections open, then busy when the client ends: its end
+    // resolves before their sockets close.
+    await Promise.all([sql`SELECT 1`, sql`SELECT 1`]);
+    const busy = [1, 2].map(() =>
+      sql`SELECT pg_sleep(2)`.then(() => "answered", () => "ended")
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sql.end({ timeout: 0 });
+    assert.deepEqual(await Promise.all(busy), ["ended", "ended"]);
+    await socket.closed(5_000);
+    // Nothing left: it resolves at once.
+    await socket.closed(5_000);
+  },
+});
