@@ -23,6 +23,15 @@ import { timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
 
+// The server is a process of the run, started on first use: here, with no
+// time limit, not in the first test's 30 s (its initdb and start took 9 to
+// 14 s of them with six runs at once, load 7).
+Deno.test({
+  name: "PostgresStore after kept goodbyes: the server is up",
+  ignore,
+  fn: async () => void await postgresUrl(),
+});
+
 /**
  * A store on a fresh schema with intent `a`, its client's `max`
  * connections named `name` so that the test can end them, and an admin
