@@ -399,24 +399,29 @@ export function storeContract(
         );
         assert.equal((await store.getDeadLetter("pi_y/settle"))?.poisonedAt, 2);
       });
+      // An authorized intent whose job a drop's letter left holding its
+      // lease, owned by "drop", from 10 for `ttlMs`.
+      const dropped = async (ttlMs: number) => {
+        const id = `pi_race_${n++}`;
+        const read = await store.createIntent({
+          id,
+          state: "authorized",
+          hold: "pending",
+        });
+        await store.putDeadLetter({
+          ...deadLetter(`${id}/settle`, 10),
+          intentId: id,
+        }, {
+          intentVersion: read.version,
+          lease: { owner: "drop", ttlMs, now: 10, keep: true },
+        });
+        return { id, held: (await store.getIntent(id))! };
+      };
       await t.step(
         "releaseLease, lost to another owner's take of the lapsed lease",
         async () => {
           if (store.releaseLease === undefined) return;
-          const id = `pi_race_${n++}`;
-          const read = await store.createIntent({
-            id,
-            state: "authorized",
-            hold: "pending",
-          });
-          await store.putDeadLetter({
-            ...deadLetter(`${id}/settle`, 10),
-            intentId: id,
-          }, {
-            intentVersion: read.version,
-            lease: { owner: "drop", ttlMs: 100, now: 10, keep: true },
-          });
-          const held = (await store.getIntent(id))!;
+          const { id, held } = await dropped(100);
           // The drop's lease lapsed; another delivery takes it meanwhile.
           beforeNextCommit((other) =>
             other.transition(id, {
@@ -443,20 +448,7 @@ export function storeContract(
         "releaseLease, lost to a give-up's letter that takes the lapsed lease",
         async () => {
           if (store.releaseLease === undefined) return;
-          const id = `pi_race_${n++}`;
-          const read = await store.createIntent({
-            id,
-            state: "authorized",
-            hold: "pending",
-          });
-          await store.putDeadLetter({
-            ...deadLetter(`${id}/settle`, 10),
-            intentId: id,
-          }, {
-            intentVersion: read.version,
-            lease: { owner: "drop", ttlMs: 100, now: 10, keep: true },
-          });
-          const held = (await store.getIntent(id))!;
+          const { id, held } = await dropped(100);
           // A letter's write takes the lease without writing the intent.
           beforeNextCommit((other) =>
             other.putDeadLetter({
@@ -489,20 +481,7 @@ export function storeContract(
         "releaseLease, beside a write of the intent that leaves its lease",
         async () => {
           if (store.releaseLease === undefined) return;
-          const id = `pi_race_${n++}`;
-          const read = await store.createIntent({
-            id,
-            state: "authorized",
-            hold: "pending",
-          });
-          await store.putDeadLetter({
-            ...deadLetter(`${id}/settle`, 10),
-            intentId: id,
-          }, {
-            intentVersion: read.version,
-            lease: { owner: "drop", ttlMs: 1000, now: 10, keep: true },
-          });
-          const held = (await store.getIntent(id))!;
+          const { id, held } = await dropped(1000);
           // A write that names no lease lands meanwhile: the release must
           // not write the intent back as it read it.
           beforeNextCommit((other) =>

@@ -14,11 +14,15 @@ import type { KvAtomic, KvLike } from "../../store/kv.ts";
 /**
  * `kv`, with each commit for which `lose()` answers true (every one, by
  * default) answered `{ ok: false }` once it has landed. A commit that
- * fails on its own is answered as it failed.
+ * fails on its own is answered as it failed. `beforeAnswer` runs before
+ * each `{ ok: false }` is answered, the lost ones and those that failed
+ * on their own: another instance's write that lands before the writer
+ * reads back what its commit did.
  */
 export function resendingKv(
   kv: KvLike,
   lose: () => boolean = () => true,
+  beforeAnswer: () => Promise<unknown> = () => Promise.resolve(),
 ): KvLike & { lost: number } {
   const handle = {
     lost: 0,
@@ -32,8 +36,9 @@ export function resendingKv(
       const commit = atomic.commit.bind(atomic);
       atomic.commit = async () => {
         const result = await commit();
-        if (!result.ok || !lose()) return result;
-        handle.lost++;
+        if (result.ok && !lose()) return result;
+        if (result.ok) handle.lost++;
+        await beforeAnswer();
         return { ok: false };
       };
       return atomic;

@@ -387,22 +387,15 @@ Deno.test("KvStore: a count answered { ok: false } that landed is not counted ag
   let lose = true;
   // The first commit lands and its answer is lost; before the writer reads
   // back, a second copy of the message is counted by another instance.
-  const lossy = resendingKv(kv, () => {
-    const now = lose;
-    lose = false;
-    return now;
-  });
-  const atomic = lossy.atomic;
-  lossy.atomic = () => {
-    const a = atomic();
-    const commit = a.commit.bind(a);
-    a.commit = async () => {
-      const result = await commit();
-      if (!result.ok) await other.admit({ count: "m-1", now: 0 });
-      return result;
-    };
-    return a;
-  };
+  const lossy = resendingKv(
+    kv,
+    () => {
+      const now = lose;
+      lose = false;
+      return now;
+    },
+    () => other.admit({ count: "m-1", now: 0 }),
+  );
   const store = new KvStore(lossy);
   assert.equal(await store.admit({ count: "m-1", now: 0 }), 1);
   assert.equal(await store.deliveries("m-1"), 2, "two copies, two counts");
@@ -416,25 +409,18 @@ Deno.test("KvStore: a dead letter answered { ok: false } that landed with its ma
   // The letter's commit lands and its answer is lost; before the writer
   // reads back, an operator redrives the letter it kept. No claim rides
   // with it (a Cloudflare delivery's drop): only its marks keep its id.
-  const lossy = resendingKv(kv, () => {
-    const now = lose;
-    lose = false;
-    return now;
-  });
-  const atomic = lossy.atomic;
-  lossy.atomic = () => {
-    const a = atomic();
-    const commit = a.commit.bind(a);
-    a.commit = async () => {
-      const result = await commit();
-      if (!result.ok) {
-        const kept = await operator.getDeadLetter("pi_1/settle");
-        if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
-      }
-      return result;
-    };
-    return a;
-  };
+  const lossy = resendingKv(
+    kv,
+    () => {
+      const now = lose;
+      lose = false;
+      return now;
+    },
+    async () => {
+      const kept = await operator.getDeadLetter("pi_1/settle");
+      if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
+    },
+  );
   const store = new KvStore(lossy);
   const read = await store.createIntent({
     id: "pi_1",
