@@ -30,7 +30,10 @@ export function connectionLost(error: unknown): boolean {
  * connection (with `fetch_types`, its default) failing as the connection
  * ended. postgres.js 3.4.9 drops that query's promise, so the failure is
  * no one's rejection (porsager/postgres#1192, #1223); the connection opens
- * again for the query that asked for it.
+ * again for the query that asked for it. A protocol violation (08P01)
+ * counts too: PgBouncer answers so, then closes the client, while its
+ * logins to the server fail ("server login has been failing, try again
+ * later (server_login_retry)"), with no severity postgres.js reads.
  */
 export function typeFetchLost(reason: unknown): boolean {
   const query = (reason as { query?: unknown } | null)?.query;
@@ -38,7 +41,8 @@ export function typeFetchLost(reason: unknown): boolean {
     /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type a\s/.test(
       query,
     ) &&
-    connectionLost(reason);
+    (connectionLost(reason) ||
+      (reason as { code?: unknown }).code === "08P01");
 }
 
 /**

@@ -149,7 +149,9 @@ export function reconnectBackoffS(
 /**
  * Whether an unhandled rejection is postgres.js's own array-types query on
  * a new connection, failed as the server ended that connection (a
- * failover, a restart, `pg_terminate_backend`). postgres.js 3.4.9 drops
+ * failover, a restart, `pg_terminate_backend`), or refused by PgBouncer
+ * while its logins to the server fail (`08P01`, `server_login_retry`,
+ * after which it closes the client). postgres.js 3.4.9 drops
  * that query's promise (porsager/postgres#1192, #1223), so the failure is
  * no caller's to catch, and a runtime that ends the process on an
  * unhandled rejection (Deno, Node) ends it there. Nothing is lost: the

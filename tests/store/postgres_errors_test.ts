@@ -49,6 +49,19 @@ Deno.test("isTypeFetchLost() takes only postgres.js's array-types query failing 
     isTypeFetchLost(failed(TYPES, { code: "CONNECTION_CLOSED" })),
     true,
   );
+  // PgBouncer while its logins to the server fail: it answers so, with no
+  // severity postgres.js reads, and closes the client.
+  assert.equal(
+    isTypeFetchLost(
+      Object.assign(
+        new Error(
+          "server login has been failing, try again later (server_login_retry)",
+        ),
+        { query: TYPES, code: "08P01" },
+      ),
+    ),
+    true,
+  );
   for (
     const [name, reason] of [
       [
