@@ -704,11 +704,12 @@ const START_BACKOFF_MS = 250;
 
 /**
  * The service's documented refusal (docs/postgres.md) when its migration at
- * start lost the connection, or found the database down or starting up:
- * what a database fault of the run can cause.
+ * start lost the connection, or found the database down or starting up
+ * (through PgBouncer: its logins to the server failing): what a database
+ * fault of the run can cause.
  */
 const FAULTED_START =
-  /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode))\b/;
+  /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode))\b|server login has been failing, try again later \(server_login_retry\))/;
 
 /** How a server that was never healthy ended: its exit, and what it wrote to stderr. */
 export interface StartExit {

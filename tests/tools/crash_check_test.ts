@@ -498,6 +498,8 @@ Deno.test("startAgain() starts a server again, as a platform does, when database
       "terminating connection due to administrator command",
       "connect ECONNREFUSED 127.0.0.1:43475 (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)",
       "the database system is starting up",
+      // Through PgBouncer, while its logins to the server fail.
+      "server login has been failing, try again later (server_login_retry)",
     ]
   ) {
     assert.equal(startAgain(refused(cause), true, 1), true, cause);
