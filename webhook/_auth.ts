@@ -547,7 +547,7 @@ function jwtKid(token: string): string | undefined {
 /**
  * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens: RS256 by
  * one of Google's keys, Google's issuer, the configured audience, the
- * configured service account as `email` (in any case) with
+ * configured service account as `email` (A-Z in any case) with
  * `email_verified` true, and `exp` (required), `iat` and `nbf` by the wall
  * clock within {@linkcode TOKEN_CLOCK_TOLERANCE_MS}. A
  * token whose `kid` is not among the keys makes the keys be fetched again
@@ -576,7 +576,7 @@ export function pubsubVerifier(
   }
   // Google writes the account's email in lower case; a setting copied with
   // capitals names the same account.
-  const account = keys.serviceAccount.toLowerCase();
+  const account = asciiLower(keys.serviceAccount);
   let lastRefetchAt = -Infinity;
   let refetching: Promise<readonly JsonWebKey[]> | undefined;
 
@@ -607,7 +607,7 @@ export function pubsubVerifier(
       /^(https:\/\/)?accounts\.google\.com$/.test(iss) &&
       (aud === keys.audience ||
         (Array.isArray(aud) && aud.includes(keys.audience))) &&
-      typeof email === "string" && email.toLowerCase() === account &&
+      typeof email === "string" && asciiLower(email) === account &&
       email_verified === true &&
       inTime(claims as Record<string, unknown>, Date.now());
   }
@@ -668,9 +668,18 @@ export function pubsubVerifier(
     // reads its tokens'); `now` paces the refetches.
     return inTime(payload, Date.now()) &&
       typeof payload.email === "string" &&
-      payload.email.toLowerCase() === account &&
+      asciiLower(payload.email) === account &&
       payload.email_verified === true;
   };
+}
+
+/**
+ * `text` with A-Z in lower case, and nothing else changed: an email's case
+ * is ASCII's. `toLowerCase` folds more (U+212A KELVIN SIGN to "k"), which
+ * would take another address for the service account.
+ */
+function asciiLower(text: string): string {
+  return text.replace(/[A-Z]+/g, (run) => run.toLowerCase());
 }
 
 /**

@@ -201,3 +201,34 @@ Deno.test("tokens with a bent algorithm, issuer or time are refused: alg none, H
   }
   assert.equal(writes(), 0);
 });
+
+Deno.test("a Google token whose email is the service account's only by Unicode case folding is refused", async () => {
+  // U+212A KELVIN SIGN lower-cases to "k": "wor\u212Aer@…" is another
+  // address, which only the full Unicode fold makes equal to "worker@…".
+  const serviceAccount = "worker@project.iam.gserviceaccount.com";
+  const folded = "wor\u212Aer@project.iam.gserviceaccount.com";
+  assert.equal(folded.toLowerCase(), serviceAccount);
+  const google = await theGoogle();
+  const { app, writes } = await makeApp({
+    intents: [authorized],
+    deps: {
+      pubsub: { audience: PUBSUB.audience, jwks: google.jwks, serviceAccount },
+    },
+  });
+  const push = async (token: string) => {
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job, { deliveryAttempt: 1 }),
+      headers: { authorization: `Bearer ${token}` },
+    });
+    await res.body?.cancel();
+    return res.status;
+  };
+  assert.equal(await push(await google.token({ email: folded })), 401);
+  assert.equal(writes(), 0);
+  // The account in ASCII capitals is still the account.
+  assert.equal(
+    await push(await google.token({ email: serviceAccount.toUpperCase() })),
+    503,
+  );
+});
