@@ -1481,6 +1481,14 @@ export class PostgresStore implements Store {
    * close never settles in postgres.js 3.4.9): past it, the `SELECT 1`s go
    * all the same. One round of them goes per close.
    *
+   * A pool's worth, not one per close: postgres.js 3.4.9 opens its closed
+   * connections again in the order they closed, the ones never opened
+   * first, so a `SELECT 1` per close would open those and leave the
+   * goodbye to a later request. And not only after a close under one of
+   * the store's own queries: `onclose` gives only an id, and a query of
+   * the client's that is not the store's keeps one as well (an idle close
+   * keeps none, but the store cannot tell one).
+   *
    * @returns The probe's error, if it did not reach the server (the write
    * fails with it, no `reserve()` made: while the server is down, one
    * connect a write, not a pool's worth); else `undefined`.
