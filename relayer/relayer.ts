@@ -1828,7 +1828,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
           );
         }, giveUpReceiptsMs);
       }),
-    ]).finally(() => clearTimeout(timer));
+    ]).finally(() => {
+      if (timer !== undefined) clearTimeout(timer);
+    });
     if (confirmed === undefined) return undefined;
     try {
       return await settledOn(confirmed)(intent, d);
@@ -1855,7 +1857,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
       new Promise<void>((resolve) => {
         timer = setTimeout(resolve, giveUpReceiptsMs);
       }),
-    ]).finally(() => clearTimeout(timer));
+    ]).finally(() => {
+      if (timer !== undefined) clearTimeout(timer);
+    });
   }
 
   /** The step that settles on a confirmed tx. */

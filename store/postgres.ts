@@ -1286,9 +1286,9 @@ export class PostgresStore implements Store {
     const late = new Promise<false>((resolve) => {
       timer = setTimeout(() => resolve(false), ms);
     });
-    return await Promise.race([promise.then(() => true), late]).finally(() =>
-      clearTimeout(timer)
-    );
+    return await Promise.race([promise.then(() => true), late]).finally(() => {
+      if (timer !== undefined) clearTimeout(timer);
+    });
   }
 
   /**
@@ -1525,7 +1525,7 @@ export class PostgresStore implements Store {
     });
     const [answer] = await Promise.race([this.#selectAnswers(1), late]) ??
       [];
-    clearTimeout(timer);
+    if (timer !== undefined) clearTimeout(timer);
     return answer;
   }
 
@@ -2557,7 +2557,9 @@ function bounded<T>(
       reject(error);
     }, ms);
   });
-  return Promise.race([promise, waited]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, waited]).finally(() => {
+    if (timer !== undefined) clearTimeout(timer);
+  });
 }
 
 /** Whether any of a flight's answers failed as its connection was lost. */

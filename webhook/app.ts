@@ -426,7 +426,8 @@ function badInput(route: Route, detail: string): Refusal {
  * then encodes back to the very bytes a queue signed or hashed (any valid
  * UTF-8), where `Request.text()` drops the mark and breaks the signature.
  */
-const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
+// Both options given: Cloudflare's types require each (false is the default).
+const UTF8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 
 /**
  * A body that could not be read to its end: the client's connection failed
@@ -523,7 +524,9 @@ function decodeBase64(
   }
   try {
     const bytes = Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
-    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(
+      bytes,
+    );
   } catch {
     throw badInput(route, `${field} is not base64 of UTF-8 text`);
   }
@@ -1120,7 +1123,7 @@ export function createApp(deps: AppDeps): WebhookApp {
           settled(probe, at, false, error);
           return false;
         } finally {
-          clearTimeout(timer);
+          if (timer !== undefined) clearTimeout(timer);
         }
       })();
       last = { at, ok };
@@ -2147,7 +2150,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const reverted = first("reverted");
       return reverted === undefined ? {} : { reverted };
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) clearTimeout(timer);
     }
   }
 

@@ -7,6 +7,11 @@
 import assert from "node:assert/strict";
 import { BUN_VERSION } from "../../tools/bun_check.ts";
 import { MINIFLARE_VERSION } from "../../tools/worker_check.ts";
+import {
+  NODE_TYPES_VERSION,
+  TYPESCRIPT_VERSION,
+  WORKERS_TYPES_VERSION,
+} from "../../tools/_worker_tsc.ts";
 import { PINNED_NODES } from "../../support/node_version.ts";
 import {
   lockedInstall,
@@ -29,6 +34,10 @@ async function pins(): Promise<string[]> {
   return [
     `bun@${BUN_VERSION}`,
     `miniflare@${MINIFLARE_VERSION}`,
+    // tsc under Cloudflare's types (tests/cloudflare/worker_types_test.ts).
+    `typescript@${TYPESCRIPT_VERSION}`,
+    `@cloudflare/workers-types@${WORKERS_TYPES_VERSION}`,
+    `@types/node@${NODE_TYPES_VERSION}`,
     kv,
     autocannon,
     // node-check's Nodes: each pin's binary, on each platform npm has it for.

@@ -1,0 +1,259 @@
+/**
+ * The package's files compiled by `tsc` as a Worker's own TypeScript
+ * project compiles them: under `@cloudflare/workers-types` (its globals,
+ * not Deno's: `clearTimeout(number | null)`, a `TextDecoder` whose
+ * options are both required) and `lib: ["esnext"]`, with the package's
+ * strict options, and `cloudflare:workers` typed by it. `deno check` never
+ * sees either: it checks against Deno's globals and takes
+ * `cloudflare:workers`, which it cannot resolve, as `any`.
+ *
+ * TypeScript, `@cloudflare/workers-types` and `@types/node` are pinned
+ * npm packages installed into the cache outside the repository
+ * (`_npm_cache.ts`); the package's own npm imports come from Deno's npm
+ * cache, the versions `deno.json` pins, found with `deno info`. The files
+ * are compiled from a scratch folder that links to the repository's, with
+ * a `node_modules` of links beside them, so nothing is written in the
+ * repository.
+ *
+ * @module
+ */
+
+import { CheckError, firstLine, ROOT } from "./_check.ts";
+import {
+  INSTALL_TIMEOUT_MS,
+  npmInstall,
+  requireNode,
+  run,
+} from "./_npm_cache.ts";
+
+/** The pinned TypeScript (the version Deno 2.9's checker is). */
+export const TYPESCRIPT_VERSION = "6.0.3";
+/** The pinned Cloudflare types, of the workerd that worker-check runs (1.20260730.1). */
+export const WORKERS_TYPES_VERSION = "5.20260730.1";
+/** The pinned Node types, for a Worker with `nodejs_compat` (Node 20's, the repository's Node). */
+export const NODE_TYPES_VERSION = "20.19.43";
+
+/** How long one `tsc` run may take. */
+const TSC_TIMEOUT_MS = 60_000;
+
+/** The pinned packages, installed into the cache. */
+export interface TscInstall {
+  /** TypeScript's `tsc` script, run with `node`. */
+  readonly tsc: string;
+  /** The folder of `@cloudflare/workers-types`. */
+  readonly workersTypes: string;
+  /** The folder of `@types/node`. */
+  readonly nodeTypes: string;
+  /** The folder of `undici-types`, which `@types/node` imports. */
+  readonly undiciTypes: string;
+}
+
+/**
+ * Installs the pinned TypeScript, `@cloudflare/workers-types` and
+ * `@types/node` into the cache (once), and checks Node is on PATH.
+ *
+ * @returns Where each is.
+ * @throws {CheckError} If Node or npm is missing, or an install fails.
+ */
+export async function installTsc(): Promise<TscInstall> {
+  await requireNode();
+  const typescript = await npmInstall("typescript", TYPESCRIPT_VERSION);
+  const workers = await npmInstall(
+    "@cloudflare/workers-types",
+    WORKERS_TYPES_VERSION,
+  );
+  const node = await npmInstall("@types/node", NODE_TYPES_VERSION);
+  return {
+    tsc: `${typescript}/node_modules/typescript/bin/tsc`,
+    workersTypes: `${workers}/node_modules/@cloudflare/workers-types`,
+    nodeTypes: `${node}/node_modules/@types/node`,
+    undiciTypes: `${node}/node_modules/undici-types`,
+  };
+}
+
+/** One `tsc` run: which files, under which global types. */
+export interface TscLane {
+  /** The files to compile, from the repository root or written by `extra`. */
+  readonly files: readonly string[];
+  /**
+   * Node's types beside Cloudflare's, as a Worker with `nodejs_compat`
+   * that installed `@types/node` has them.
+   * @default false
+   */
+  readonly node?: boolean;
+  /**
+   * Whether `.d.ts` files go unchecked. The two type packages declare the
+   * same globals (`URL`, `Blob`, `console`…), so a project with both
+   * compiles only with it; postgres.js's declarations name Node's
+   * `Buffer`, so a project with Cloudflare's alone needs it too.
+   * @default false
+   */
+  readonly skipLibCheck?: boolean;
+  /** Files written into the scratch folder first, by name: their text. */
+  readonly extra?: Readonly<Record<string, string>>;
+}
+
+/** The npm packages of `files`' graph and their dependencies, by name. */
+async function npmPackages(
+  files: readonly string[],
+): Promise<Map<string, { id: string; path: string }>> {
+  const found = new Map<string, { id: string; path: string }>();
+  for (const file of files) {
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: ["info", "--json", file],
+      cwd: ROOT,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(INSTALL_TIMEOUT_MS),
+    }).output();
+    if (code !== 0) {
+      throw new CheckError(
+        `deno info ${file} failed (${
+          firstLine(new TextDecoder().decode(stderr))
+        }): run \`deno info ${file}\` from the repository root to see why`,
+      );
+    }
+    const info = JSON.parse(new TextDecoder().decode(stdout)) as {
+      modules: { kind?: string; npmPackage?: string }[];
+      npmPackages: Record<
+        string,
+        { name: string; dependencies: string[]; localPath?: string }
+      >;
+    };
+    const todo = info.modules.flatMap((module) =>
+      module.kind === "npm" && module.npmPackage ? [module.npmPackage] : []
+    );
+    for (let id = todo.pop(); id !== undefined; id = todo.pop()) {
+      const pkg = info.npmPackages[id];
+      if (pkg?.localPath === undefined) {
+        throw new CheckError(
+          `deno info names ${id} with no folder in Deno's npm cache: run \`deno cache ${file}\` and run again`,
+        );
+      }
+      const seen = found.get(pkg.name);
+      if (seen !== undefined) {
+        if (seen.id !== id) {
+          throw new CheckError(
+            `${seen.id} and ${id} are both in the graph, and one node_modules holds one: pin one version in deno.json`,
+          );
+        }
+        continue;
+      }
+      found.set(pkg.name, { id, path: pkg.localPath });
+      todo.push(...pkg.dependencies);
+    }
+  }
+  return found;
+}
+
+/**
+ * Compiles `lane.files` with the pinned `tsc` under Cloudflare's types
+ * (and Node's, with `lane.node`), `noEmit`.
+ *
+ * @param install The pinned packages, from {@linkcode installTsc}.
+ * @param lane The files, the global types, `skipLibCheck`, extra files.
+ * @returns Each error `tsc` reports, one string per error (its first line
+ * and the lines that explain it), paths from the repository root; `[]`
+ * when it compiles.
+ * @throws {CheckError} If `deno info` or `tsc` cannot run, or `tsc` fails
+ * with no error it reports.
+ */
+export async function workerTsc(
+  install: TscInstall,
+  lane: TscLane,
+): Promise<string[]> {
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
+    name: string;
+    exports: Record<string, string>;
+    compilerOptions: Record<string, unknown>;
+    publish: { include: string[] };
+  };
+  const dir = await Deno.makeTempDir({ prefix: "relayer_worker_tsc_" });
+  try {
+    // The published files, linked at their own paths: tsc resolves the
+    // npm imports from the scratch folder's node_modules (preserveSymlinks).
+    for (const entry of config.publish.include) {
+      const name = entry.replace(/\/$/, "");
+      await Deno.symlink(`${ROOT}${name}`, `${dir}/${name}`);
+    }
+    const repoFiles = lane.files.filter((file) =>
+      !(file in (lane.extra ?? {}))
+    );
+    const modules = new Map(await npmPackages(repoFiles));
+    modules.set("@cloudflare/workers-types", {
+      id: "",
+      path: install.workersTypes,
+    });
+    if (lane.node) {
+      modules.set("@types/node", { id: "", path: install.nodeTypes });
+      modules.set("undici-types", { id: "", path: install.undiciTypes });
+    }
+    for (const [name, { path }] of modules) {
+      const link = `${dir}/node_modules/${name}`;
+      await Deno.mkdir(link.slice(0, link.lastIndexOf("/")), {
+        recursive: true,
+      });
+      await Deno.symlink(path, link);
+    }
+    for (const [name, text] of Object.entries(lane.extra ?? {})) {
+      await Deno.writeTextFile(`${dir}/${name}`, text);
+    }
+    // The package's own names, as an adopter's install resolves them.
+    const paths: Record<string, string[]> = {};
+    for (const [path, file] of Object.entries(config.exports)) {
+      paths[`${config.name}${path.slice(1)}`] = [file];
+    }
+    await Deno.writeTextFile(
+      `${dir}/tsconfig.json`,
+      JSON.stringify({
+        compilerOptions: {
+          ...config.compilerOptions,
+          target: "esnext",
+          module: "esnext",
+          moduleResolution: "bundler",
+          lib: ["esnext"],
+          types: [
+            "@cloudflare/workers-types",
+            ...(lane.node ? ["node"] : []),
+          ],
+          skipLibCheck: lane.skipLibCheck ?? false,
+          noEmit: true,
+          allowImportingTsExtensions: true,
+          preserveSymlinks: true,
+          paths,
+        },
+        files: lane.files,
+      }),
+    );
+    const { code, out } = await run("node", [
+      install.tsc,
+      "-p",
+      "tsconfig.json",
+      "--pretty",
+      "false",
+    ], {
+      cwd: dir,
+      label: `tsc ${lane.files.join(" ")}`,
+      timeoutMs: TSC_TIMEOUT_MS,
+    });
+    const errors: string[] = [];
+    for (const line of out.split("\n")) {
+      if (/^\S.*\(\d+,\d+\): error TS\d+|^error TS\d+/.test(line)) {
+        errors.push(line);
+      } else if (/^\s+\S/.test(line) && errors.length > 0) {
+        errors[errors.length - 1] += `\n${line}`;
+      }
+    }
+    if (code !== 0 && errors.length === 0) {
+      throw new CheckError(
+        `tsc exited ${code} with no error it names (${
+          firstLine(out)
+        }): run it by hand in a copy of the scratch folder`,
+      );
+    }
+    return errors;
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
