@@ -89,7 +89,10 @@ export interface TscLane {
    * @default false
    */
   readonly skipLibCheck?: boolean;
-  /** Files written into the scratch folder first, by name: their text. */
+  /**
+   * Files written into the scratch folder first, by plain name (no
+   * folder, none of the package's): their text.
+   */
   readonly extra?: Readonly<Record<string, string>>;
 }
 
@@ -197,7 +200,16 @@ export async function workerTsc(
       await Deno.symlink(path, link);
     }
     for (const [name, text] of Object.entries(lane.extra ?? {})) {
-      await Deno.writeTextFile(`${dir}/${name}`, text);
+      // The folder's other entries link into the repository: an extra
+      // file is written beside them, never through them.
+      if (name.includes("/") || name === "tsconfig.json") {
+        throw new CheckError(
+          `extra file ${
+            JSON.stringify(name)
+          } is not a plain name of the scratch folder: name it without a folder`,
+        );
+      }
+      await Deno.writeTextFile(`${dir}/${name}`, text, { createNew: true });
     }
     // The package's own names, as an adopter's install resolves them.
     const paths: Record<string, string[]> = {};

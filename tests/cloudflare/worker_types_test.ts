@@ -6,7 +6,10 @@
  * Deno's, with `cloudflare:workers` typed by it and `env` as
  * `wrangler types` writes it for `examples/cloudflare/wrangler.toml`.
  * `deno task check` sees neither: Deno's globals, and `cloudflare:workers`
- * taken as `any`.
+ * taken as `any`. Two copies of worker.ts, each with one wrong use of
+ * `env` (a `loadConfig` that takes only text, a `JOBS.send()` taken as
+ * answering nothing), must each fail with its own error, which `env` as
+ * `any` would let through.
  *
  * Where the pinned packages cannot be installed (no Node or npm, no
  * registry), the suite is skipped with one loud line; under `CI=true` that
@@ -44,79 +47,127 @@ async function install(): Promise<TscInstall | null> {
 
 const tsc = await install();
 
+/**
+ * `Env` as `wrangler types` writes it for wrangler.toml: each `[vars]`
+ * value as its literal type (text quoted, a number or boolean as itself),
+ * each queue producer a `Queue`.
+ */
+async function wranglerEnv(): Promise<string> {
+  const toml = await Deno.readTextFile(
+    new URL("examples/cloudflare/wrangler.toml", ROOT),
+  );
+  const fields: string[] = [];
+  let table = "";
+  for (const raw of toml.split("\n")) {
+    const line = raw.replace(/\s+#.*$/, "").replace(/^#.*$/, "").trim();
+    const header = /^\[\[?([\w.]+)\]\]?$/.exec(line);
+    if (header) {
+      table = header[1]!;
+      continue;
+    }
+    const pair = /^(\w+)\s*=\s*(.+)$/.exec(line);
+    if (pair === null) continue;
+    if (table === "vars") fields.push(`${pair[1]}: ${pair[2]};`);
+    if (table === "queues.producers" && pair[1] === "binding") {
+      fields.push(`${JSON.parse(pair[2]!)}: Queue;`);
+    }
+  }
+  assert.ok(fields.some((field) => field.endsWith(": Queue;")), "no producer");
+  return `declare namespace Cloudflare {\n  interface Env {\n    ${
+    fields.join("\n    ")
+  }\n  }\n}\ninterface Env extends Cloudflare.Env {}\n`;
+}
+
+/** worker.ts with `from` replaced, and the 1-based line it is on. */
+async function workerMutant(from: string, to: string, tail = "") {
+  const source = await Deno.readTextFile(
+    new URL("examples/cloudflare/worker.ts", ROOT),
+  );
+  const at = source.indexOf(from);
+  assert.notEqual(at, -1, `worker.ts no longer has ${from}`);
+  return {
+    text: source.replace(from, to) + tail,
+    line: source.slice(0, at).split("\n").length,
+  };
+}
+
 Deno.test({
   name:
-    "mod.ts, cloudflare/queue_handler.ts and webhook/app.ts compile with tsc under Cloudflare's types, declarations checked (skipLibCheck: false)",
+    "mod.ts, cloudflare/queue_handler.ts, webhook/app.ts and examples/cloudflare/worker.ts compile with tsc under Cloudflare's types, declarations checked (skipLibCheck: false); worker.ts with a loadConfig that takes only text, or with env.JOBS.send() taken as answering nothing, does not",
   ignore: tsc === null,
   fn: async () => {
-    assert.deepEqual(
-      await workerTsc(tsc!, {
-        files: ["mod.ts", "cloudflare/queue_handler.ts", "webhook/app.ts"],
-      }),
-      [],
+    // env holds the JOBS queue beside the text settings: loadConfig must
+    // take any value (a [vars] JSON value is a number or an object too).
+    const narrow = await workerMutant(
+      "loadConfig({ ...unset, ...env })",
+      "textOnly({ ...unset, ...env })",
+      "declare function textOnly(\n  variables: Readonly<Record<string, string>>,\n): ReturnType<typeof loadConfig>;\n",
+    );
+    // send() answers the queue's metrics, not nothing: a type of the
+    // package's that wants Promise<void> would refuse it.
+    const voidSend = await workerMutant(
+      "enqueue: (job) => env.JOBS.send(job),",
+      "enqueue: (job): Promise<void> => env.JOBS.send(job),",
+    );
+    // One run for all (tsc's start and the declarations' check dominate).
+    const errors = await workerTsc(tsc!, {
+      files: [
+        "mod.ts",
+        "cloudflare/queue_handler.ts",
+        "webhook/app.ts",
+        "examples/cloudflare/worker.ts",
+        "worker_env.d.ts",
+        "narrow.ts",
+        "void_send.ts",
+      ],
+      extra: {
+        "worker_env.d.ts": await wranglerEnv(),
+        "narrow.ts": narrow.text,
+        "void_send.ts": voidSend.text,
+      },
+    });
+    const mutants = /^(narrow|void_send)\.ts\(/;
+    assert.deepEqual(errors.filter((error) => !mutants.test(error)), []);
+    const caught = errors.filter((error) => mutants.test(error));
+    assert.equal(caught.length, 2, caught.join("\n"));
+    assert.match(
+      caught[0]!,
+      new RegExp(
+        `^narrow\\.ts\\(${narrow.line},\\d+\\): error TS2345: [^]*'JOBS'[^]*'Queue<unknown>' is not assignable to type 'string'`,
+      ),
+    );
+    assert.match(
+      caught[1]!,
+      new RegExp(
+        `^void_send\\.ts\\(${voidSend.line},\\d+\\): error TS2322: Type 'Promise<QueueSendResponse>' is not assignable to type 'Promise<void>'`,
+      ),
     );
   },
 });
 
 Deno.test({
   name:
-    "store/postgres.ts compiles with tsc under Cloudflare's types alone, and beside Node's",
+    "store/postgres.ts compiles with tsc under Cloudflare's types alone, and with examples/cloudflare/postgres_worker.ts beside Node's",
   ignore: tsc === null,
   fn: async () => {
     // postgres.js's declarations name Node's Buffer, and Node's types
     // declare Cloudflare's globals again: both need skipLibCheck, which
-    // still checks every .ts file.
-    const files = ["store/postgres.ts"];
+    // still checks every .ts file. The Worker on PostgreSQL runs with
+    // nodejs_compat, whose project has Node's types (node:async_hooks).
     const [alone, withNode] = await Promise.all([
-      workerTsc(tsc!, { files, skipLibCheck: true }),
-      workerTsc(tsc!, { files, skipLibCheck: true, node: true }),
+      workerTsc(tsc!, { files: ["store/postgres.ts"], skipLibCheck: true }),
+      workerTsc(tsc!, {
+        files: [
+          "store/postgres.ts",
+          "examples/cloudflare/postgres_worker.ts",
+          "worker_env.d.ts",
+        ],
+        node: true,
+        skipLibCheck: true,
+        extra: { "worker_env.d.ts": await wranglerEnv() },
+      }),
     ]);
     assert.deepEqual(alone, [], "under @cloudflare/workers-types");
     assert.deepEqual(withNode, [], "beside @types/node");
   },
-});
-
-Deno.test("examples/cloudflare/worker.ts and postgres_worker.ts type-check against Cloudflare's types of env and Queue.send", async () => {
-  const config = JSON.parse(
-    await Deno.readTextFile(new URL("deno.json", ROOT)),
-  ) as {
-    name: string;
-    imports: Record<string, string>;
-    exports: Record<string, string>;
-  };
-  // An import map replaces deno.json's imports: it carries them, the
-  // package's exports by name, and cloudflare:workers typed.
-  const imports: Record<string, string> = { ...config.imports };
-  for (const [path, file] of Object.entries(config.exports)) {
-    imports[`${config.name}${path.slice(1)}`] = new URL(file, ROOT).href;
-  }
-  imports["cloudflare:workers"] =
-    new URL("_workers_env.ts", import.meta.url).href;
-  const dir = await Deno.makeTempDir({ prefix: "relayer_worker_types_" });
-  try {
-    const map = `${dir}/import_map.json`;
-    await Deno.writeTextFile(map, JSON.stringify({ imports }));
-    const { code, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "check",
-        "--quiet",
-        "--import-map",
-        map,
-        "examples/cloudflare/worker.ts",
-        "examples/cloudflare/postgres_worker.ts",
-      ],
-      cwd: ROOT,
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    const errors = new TextDecoder().decode(stderr)
-      // deno-lint-ignore no-control-regex
-      .replace(/\x1b\[[0-9;]*m/g, "")
-      .split("\n")
-      .filter((line) => /TS\d+/.test(line));
-    assert.deepEqual(errors, [], "deno check");
-    assert.equal(code, 0);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 });
