@@ -78,6 +78,15 @@ async function wranglerEnv(): Promise<string> {
   }\n  }\n}\ninterface Env extends Cloudflare.Env {}\n`;
 }
 
+/**
+ * A file that takes an example's default export as Cloudflare's
+ * `ExportedHandler<Env>`, as workerd calls it: its `fetch` with a
+ * `Request`, its `queue` with a `MessageBatch`.
+ */
+function exportedHandler(example: string): string {
+  return `import worker from "./examples/cloudflare/${example}";\nexport const handler: ExportedHandler<Env> = worker;\n`;
+}
+
 /** worker.ts with `from` replaced, and the 1-based line it is on. */
 async function workerMutant(from: string, to: string, tail = "") {
   const source = await Deno.readTextFile(
@@ -93,7 +102,7 @@ async function workerMutant(from: string, to: string, tail = "") {
 
 Deno.test({
   name:
-    "mod.ts, cloudflare/queue_handler.ts, webhook/app.ts and examples/cloudflare/worker.ts compile with tsc under Cloudflare's types, declarations checked (skipLibCheck: false); worker.ts with a loadConfig that takes only text, or with env.JOBS.send() taken as answering nothing, does not",
+    "mod.ts, cloudflare/queue_handler.ts, webhook/app.ts and examples/cloudflare/worker.ts compile with tsc under Cloudflare's types, declarations checked (skipLibCheck: false), its default export an ExportedHandler<Env>; worker.ts with a loadConfig that takes only text, or with env.JOBS.send() taken as answering nothing, does not",
   ignore: tsc === null,
   fn: async () => {
     // env holds the JOBS queue beside the text settings: loadConfig must
@@ -117,11 +126,13 @@ Deno.test({
         "webhook/app.ts",
         "examples/cloudflare/worker.ts",
         "worker_env.d.ts",
+        "handler.ts",
         "narrow.ts",
         "void_send.ts",
       ],
       extra: {
         "worker_env.d.ts": await wranglerEnv(),
+        "handler.ts": exportedHandler("worker.ts"),
         "narrow.ts": narrow.text,
         "void_send.ts": voidSend.text,
       },
@@ -147,7 +158,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "store/postgres.ts compiles with tsc under Cloudflare's types alone, and with examples/cloudflare/postgres_worker.ts beside Node's",
+    "store/postgres.ts compiles with tsc under Cloudflare's types alone, and with examples/cloudflare/postgres_worker.ts, its default export an ExportedHandler<Env>, beside Node's",
   ignore: tsc === null,
   fn: async () => {
     // postgres.js's declarations name Node's Buffer, and Node's types
@@ -161,10 +172,14 @@ Deno.test({
           "store/postgres.ts",
           "examples/cloudflare/postgres_worker.ts",
           "worker_env.d.ts",
+          "handler.ts",
         ],
         node: true,
         skipLibCheck: true,
-        extra: { "worker_env.d.ts": await wranglerEnv() },
+        extra: {
+          "worker_env.d.ts": await wranglerEnv(),
+          "handler.ts": exportedHandler("postgres_worker.ts"),
+        },
       }),
     ]);
     assert.deepEqual(alone, [], "under @cloudflare/workers-types");
