@@ -1,6 +1,7 @@
 /**
  * The npm packages the checks and benches install outside the repository
- * (Bun, Miniflare, `@deno/kv`, autocannon) are pinned whole: each pin has
+ * (Bun, Miniflare, `@deno/kv`, autocannon, and TypeScript with Cloudflare's
+ * and Node's types for the Worker type check) are pinned whole: each pin has
  * a committed `package-lock.json` in `support/npm_locks/`, with the
  * integrity hash of every package in its tree, and is installed with
  * `npm ci`, which installs exactly that tree or fails. A pin alone would
