@@ -183,16 +183,18 @@ export async function workerTsc(
     const repoFiles = lane.files.filter((file) =>
       !(file in (lane.extra ?? {}))
     );
-    const modules = new Map(await npmPackages(repoFiles));
-    modules.set("@cloudflare/workers-types", {
-      id: "",
-      path: install.workersTypes,
-    });
-    if (lane.node) {
-      modules.set("@types/node", { id: "", path: install.nodeTypes });
-      modules.set("undici-types", { id: "", path: install.undiciTypes });
+    // node_modules: the package's npm imports from Deno's cache, and the
+    // pinned type packages.
+    const links = new Map<string, string>();
+    for (const [name, { path }] of await npmPackages(repoFiles)) {
+      links.set(name, path);
     }
-    for (const [name, { path }] of modules) {
+    links.set("@cloudflare/workers-types", install.workersTypes);
+    if (lane.node) {
+      links.set("@types/node", install.nodeTypes);
+      links.set("undici-types", install.undiciTypes);
+    }
+    for (const [name, path] of links) {
       const link = `${dir}/node_modules/${name}`;
       await Deno.mkdir(link.slice(0, link.lastIndexOf("/")), {
         recursive: true,
