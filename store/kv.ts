@@ -33,7 +33,7 @@
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }`, expiring an hour after it lapses | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
  * | `[…prefix, "dead_by_time", MAX_SAFE_INTEGER − poisonedAt, jobId]` | the job id | with the dead letter: lists newest first |
- * | `[…prefix, "redriven", jobId]` | `{ w }`, expiring after a day | `redrive` |
+ * | `[…prefix, "redriven", jobId]` | `{ w, took }`, expiring a day after its last write | `redrive` |
  *
  * An intent's version is its two versionstamps, `"<intent>:<hold>"`.
  *
@@ -347,6 +347,20 @@ const COUNT_WRITES_KEPT = 8;
 
 /** A redrive that landed, kept a day for its writer to find (see {@linkcode Written}). */
 const REDRIVEN_TTL_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * A job's last redrive as this store keeps it: its own write id, and the
+ * write ids of the last few letters its redrives took (`took`, newest
+ * first). A letter's writer answered `{ ok: false }` finds its id there
+ * when a redrive took the letter before its read-back, though nothing
+ * else it wrote (a claim, a mark) is left to keep it.
+ */
+interface Redriven extends Written {
+  readonly took?: readonly string[];
+}
+
+/** How many taken letters' write ids a job's redrive record keeps (see {@linkcode Redriven}). */
+const TAKEN_KEPT = 8;
 
 /** The versionstamp of the first entry written by `w`, or `null`. */
 function landedBy(w: string, ...entries: Entry<Written>[]): string | null {
@@ -1398,17 +1412,21 @@ export class KvStore implements Store {
     // Answered as a race lost: it may have landed all the same (`Written`).
     // Its claim tells too, when another letter replaced this one since or
     // a redrive took it, and so does each of its marks, whose counts keep
-    // the ids of their last writes: answered as a race lost, its caller
-    // would write it again, and bring back a letter a redrive took.
-    const [kept, claimed, ...marked] = await this.#get<
-      [StoredLetter, ClaimValue, ...StoredCount[]]
+    // the ids of their last writes, and the job's redrive record, which
+    // keeps the ids of the letters its redrives took: answered as a race
+    // lost, its caller would write it again, and bring back a letter a
+    // redrive took. 8 keys at most.
+    const [kept, claimed, redriven, ...marked] = await this.#get<
+      [StoredLetter, ClaimValue, Redriven, ...StoredCount[]]
     >(
       this.#key("dead", deadLetter.jobId),
       this.#key("claim", options.claim?.key ?? ""),
+      this.#key("redriven", deadLetter.jobId),
       ...markedKeys,
     );
     if (
       landedBy(w, kept, claimed) !== null ||
+      redriven.value?.took?.includes(w) === true ||
       marked.some((count) => count.value?.ws?.includes(w) === true)
     ) return;
     throw new ConflictError(
@@ -1559,7 +1577,11 @@ export class KvStore implements Store {
   ): Promise<DeadLetter> {
     options ??= {};
     const key = this.#key("dead", jobId);
-    const [entry] = await this.#get<[StoredLetter]>(key);
+    const redriven = this.#key("redriven", jobId);
+    const [entry, last] = await this.#get<[StoredLetter, Redriven]>(
+      key,
+      redriven,
+    );
     const changed = () =>
       new ConflictError(
         `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
@@ -1568,12 +1590,21 @@ export class KvStore implements Store {
       throw changed();
     }
     // The redrive leaves its id for a day: answered as a race lost, it
-    // reads it back to know it landed (see `Written`).
+    // reads it back to know it landed (see `Written`). And the id of the
+    // letter it takes, with those of the last few taken before (see
+    // `Redriven`): unchecked, as only a redrive writes the record, and
+    // each commits on a letter written after the last one's commit, so
+    // read with it.
     const w = this.#writeId();
-    const redriven = this.#key("redriven", jobId);
+    const took = [
+      ...(entry.value.w === undefined ? [] : [entry.value.w]),
+      ...(last.value?.took ?? []),
+    ].slice(0, TAKEN_KEPT);
     const atomic = this.#group.atomic().check(entry).delete(key)
       .delete(this.#timeKey(entry.value))
-      .set(redriven, { w } satisfies Written, { expireIn: REDRIVEN_TTL_MS });
+      .set(redriven, { w, took } satisfies Redriven, {
+        expireIn: REDRIVEN_TTL_MS,
+      });
     if (options.keepCount !== true) {
       atomic.delete(this.#key("deliveries", jobId));
     }

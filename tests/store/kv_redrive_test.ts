@@ -129,3 +129,45 @@ Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed 
   // The redrive took the letter: the redriven job is the intent's now.
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("createRelayer(): a drop whose delivery names no message, its letter's commit landed with its answer lost and the letter redriven before the store read it back, does not write the letter again beside the redriven job", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const operator = new KvStore(kv);
+  let lose = false;
+  const lossy = resendingKv(
+    kv,
+    () => {
+      const now = lose;
+      lose = false;
+      return now;
+    },
+    async () => {
+      const kept = await operator.getDeadLetter("pi_0001/settle");
+      if (kept !== null) {
+        await operator.redrive("pi_0001/settle", kept.version);
+      }
+    },
+  );
+  const store = new KvStore(lossy);
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 5 },
+    now: () => 0,
+  });
+  // The local queue's last delivery: neither a claim nor a mark rides
+  // with the drop's letter.
+  lose = true;
+  const outcome = await relayer.deliver({
+    intentId: "pi_0001",
+    kind: "settle",
+  }, 5);
+  assert.equal(lossy.lost, 1);
+  assert.equal(outcome.action, "poison");
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+});

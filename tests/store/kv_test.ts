@@ -441,6 +441,68 @@ Deno.test("KvStore: a dead letter answered { ok: false } that landed with its ma
   assert.equal(await store.getDeadLetter("pi_1/settle"), null);
 });
 
+Deno.test("KvStore: a dead letter with neither claim nor marks answered { ok: false } that landed is answered as landed when a redrive took it before the read-back, and one that lost its race is still refused", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const operator = new KvStore(kv);
+  let lose = false;
+  let take = false;
+  // As above, for a drop whose delivery names no message (the local
+  // queue, a bridge without an id): nothing but the letter keeps its id,
+  // and the redrive takes the letter.
+  const lossy = resendingKv(
+    kv,
+    () => {
+      const now = lose;
+      lose = false;
+      return now;
+    },
+    async () => {
+      if (!take) return;
+      take = false;
+      const kept = await operator.getDeadLetter("pi_1/settle");
+      if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
+    },
+  );
+  let race: (() => Promise<unknown>) | null = null;
+  const store = new KvStore({
+    getMany: (keys) => lossy.getMany(keys),
+    list: (selector, options) => lossy.list(selector, options),
+    atomic() {
+      const atomic = lossy.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const before = race;
+        race = null;
+        await before?.();
+        return await commit();
+      };
+      return atomic;
+    },
+  });
+  const read = await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  lose = take = true;
+  await store.putDeadLetter({ ...deadLetter("pi_1/settle", 5) }, {
+    intentVersion: read.version,
+    lease: { owner: "drop", ttlMs: 1000, now: 5, keep: true },
+  });
+  assert.equal(lossy.lost, 1);
+  assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+  // Another letter lands between this one's read and its commit, and a
+  // redrive takes that one before the read-back: a race lost.
+  race = () => operator.putDeadLetter(deadLetter("pi_1/settle", 8));
+  take = true;
+  await assert.rejects(
+    store.putDeadLetter(deadLetter("pi_1/settle", 7)),
+    ConflictError,
+  );
+  assert.equal(lossy.lost, 1);
+  assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+});
+
 Deno.test("KvStore refuses a prefix that is not an array of key parts, and keeps a copy of the one it is given", async () => {
   using kv = await Deno.openKv(":memory:");
   for (const prefix of ["relayer", 5, [{}], [null]]) {
