@@ -1350,10 +1350,16 @@ export class KvStore implements Store {
       );
     }
     // The marks' counts with the rest: 10 keys at most, one `getMany`.
-    const [old, claim, intent, hold, held, ...counts] = await this.#get<
+    // Without a claim, the job's redrive record in its place, checked at
+    // commit: a KV Connect client sends a commit whose answer was lost
+    // again, and a letter written where none was (its intent unchanged, no
+    // lease taken) would land a second time once a redrive took the first,
+    // every check holding again. A claim's own check refuses that second
+    // commit; without one, the record's does, as a redrive moves it.
+    const [old, guard, intent, hold, held, ...counts] = await this.#get<
       [
         StoredLetter,
-        ClaimValue,
+        ClaimValue | Redriven,
         StoredIntent,
         HoldState,
         LeaseRecord,
@@ -1361,7 +1367,9 @@ export class KvStore implements Store {
       ]
     >(
       this.#key("dead", deadLetter.jobId),
-      this.#key("claim", options.claim?.key ?? ""),
+      options.claim
+        ? this.#key("claim", options.claim.key)
+        : this.#key("redriven", deadLetter.jobId),
       this.#key("intent", deadLetter.intentId),
       this.#key("hold", deadLetter.intentId),
       this.#key("lease", deadLetter.intentId),
@@ -1393,7 +1401,9 @@ export class KvStore implements Store {
       atomic.check(intent, hold);
     }
     const w = this.#writeId();
-    if (options.claim) this.#addClaim(atomic, options.claim, claim, w);
+    if (options.claim) {
+      this.#addClaim(atomic, options.claim, guard as Entry<ClaimValue>, w);
+    } else atomic.check(guard);
     this.#addDeadLetter(atomic, deadLetter, old, options.resetCount, w);
     markedKeys.forEach((key, i) => {
       const count = counts[i]!;

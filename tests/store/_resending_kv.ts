@@ -46,3 +46,40 @@ export function resendingKv(
   };
   return handle;
 }
+
+/**
+ * `kv`, with each commit for which `lose()` answers true (every one, by
+ * default) sent again once it has landed, as a KV Connect client does
+ * after a lost answer, and answered as that second commit is. `between`
+ * runs between the two: another instance's write that lands before the
+ * commit is sent again. The second lands too if none of its checks is on
+ * a key the first wrote or `between` moved.
+ */
+export function sentTwiceKv(
+  kv: KvLike,
+  lose: () => boolean = () => true,
+  between: () => Promise<unknown> = () => Promise.resolve(),
+): KvLike & { lost: number } {
+  const handle = {
+    lost: 0,
+    getMany: (keys: Parameters<KvLike["getMany"]>[0]) => kv.getMany(keys),
+    list: (
+      selector: Parameters<KvLike["list"]>[0],
+      options?: Parameters<KvLike["list"]>[1],
+    ) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const result = await commit();
+        if (!result.ok || !lose()) return result;
+        handle.lost++;
+        await between();
+        // Deno KV's atomic operation commits again as it was built.
+        return await commit();
+      };
+      return atomic;
+    },
+  };
+  return handle;
+}

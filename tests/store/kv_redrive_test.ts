@@ -10,7 +10,7 @@ import { ConflictError, createRelayer, ScriptedSender } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { deadLetter } from "./_contract.ts";
 import { withTimeout } from "../_timeout.ts";
-import { resendingKv } from "./_resending_kv.ts";
+import { resendingKv, sentTwiceKv } from "./_resending_kv.ts";
 
 /**
  * Runs `body` with a KvStore on an in-memory Deno KV whose queue records
@@ -162,6 +162,45 @@ Deno.test("createRelayer(): a drop whose delivery names no message, its letter's
   });
   // The local queue's last delivery: neither a claim nor a mark rides
   // with the drop's letter.
+  lose = true;
+  const outcome = await relayer.deliver({
+    intentId: "pi_0001",
+    kind: "settle",
+  }, 5);
+  assert.equal(lossy.lost, 1);
+  assert.equal(outcome.action, "poison");
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+});
+
+Deno.test("createRelayer(): a drop of a created intent's job whose delivery names no message, its letter's commit landed with its answer lost and the letter redriven before the commit was sent again, does not keep the letter again beside the redriven job", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const operator = new KvStore(kv);
+  let lose = false;
+  const lossy = sentTwiceKv(
+    kv,
+    () => {
+      const now = lose;
+      lose = false;
+      return now;
+    },
+    async () => {
+      const kept = await operator.getDeadLetter("pi_0001/settle");
+      if (kept !== null) {
+        await operator.redrive("pi_0001/settle", kept.version);
+      }
+    },
+  );
+  const store = new KvStore(lossy);
+  await store.createIntent({ id: "pi_0001" });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 5 },
+    now: () => 0,
+  });
+  // No lease rides with a created intent's letter, nor a claim or a mark
+  // with the local queue's: the letter's checks hold again once the
+  // redrive took it.
   lose = true;
   const outcome = await relayer.deliver({
     intentId: "pi_0001",

@@ -12,7 +12,7 @@ import type { Intent } from "../../store/store.ts";
 import { deadLetter, storeContract } from "./_contract.ts";
 import { CountingKv } from "../../support/counting_kv.ts";
 import { hookedKvStore, recordingSets } from "./_hooked_kv.ts";
-import { resendingKv } from "./_resending_kv.ts";
+import { resendingKv, sentTwiceKv } from "./_resending_kv.ts";
 import { CLAIM_GRACE_MS } from "../../store/_rules.ts";
 
 storeContract("KvStore", async () => {
@@ -499,6 +499,35 @@ Deno.test("KvStore: a dead letter with neither claim nor marks answered { ok: fa
     store.putDeadLetter(deadLetter("pi_1/settle", 7)),
     ConflictError,
   );
+  assert.equal(lossy.lost, 1);
+  assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+});
+
+Deno.test("KvStore: a dead letter with neither claim, marks nor lease, its answer lost and the letter redriven before its commit was sent again, is not kept again by the second commit", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const operator = new KvStore(kv);
+  let lose = false;
+  // The letter's commit lands and its answer is lost; an operator
+  // redrives the letter before the client sends the commit again. Its
+  // checks (the letter absent, the intent as read) hold once more.
+  const lossy = sentTwiceKv(
+    kv,
+    () => {
+      const now = lose;
+      lose = false;
+      return now;
+    },
+    async () => {
+      const kept = await operator.getDeadLetter("pi_1/settle");
+      if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
+    },
+  );
+  const store = new KvStore(lossy);
+  const read = await store.createIntent({ id: "pi_1" });
+  lose = true;
+  await store.putDeadLetter(deadLetter("pi_1/settle", 5), {
+    intentVersion: read.version,
+  });
   assert.equal(lossy.lost, 1);
   assert.equal(await store.getDeadLetter("pi_1/settle"), null);
 });
