@@ -205,7 +205,7 @@ export function kvMarksTests(
 
   test({
     name:
-      `${name}: a dead letter with 5 marks, a claim, a lease and the intent's version fits one read of 10 keys and one commit of 10 checks; a mark counted between the two refuses it whole`,
+      `${name}: a dead letter with 5 marks, a claim or none, a lease and the intent's version fits one read of 10 keys and one commit of 10 checks; a mark counted between the two refuses it whole`,
     ignore: false,
   }, async () => {
     const kv = await open();
@@ -216,7 +216,7 @@ export function kvMarksTests(
       const marks = marksOf("pi_drop", 5).map((key) =>
         key.replace(/^gaveup/, "givingup")
       );
-      const drop = async (owner: string, now: number) => {
+      const drop = async (owner: string, now: number, claimed = true) => {
         const read = (await store.getIntent("pi_drop"))!;
         checks.length = 0;
         reads.length = 0;
@@ -230,7 +230,15 @@ export function kvMarksTests(
           resolution: "job dropped, intent still authorized",
           poisonedAt: now,
         }, {
-          claim: { key: `sig_${owner}_${now}`, now, expiresAt: now + 60_000 },
+          ...(claimed
+            ? {
+              claim: {
+                key: `sig_${owner}_${now}`,
+                now,
+                expiresAt: now + 60_000,
+              },
+            }
+            : {}),
           intentVersion: read.version,
           lease: { owner, ttlMs: 1000, now, keep: true },
           marks: { keys: marks, now },
@@ -266,6 +274,14 @@ export function kvMarksTests(
       assert.deepEqual(
         await Promise.all(marks.map((mark) => store.deliveries(mark))),
         [1, 1, 1, 1, 2],
+      );
+      // Without a claim, the job's redrive record is read and checked in
+      // its place: still 10 keys and 10 checks.
+      await drop("first", 20, false);
+      assert.deepEqual([reads, checks], [[10], [10]]);
+      assert.equal(
+        (await store.getDeadLetter("pi_drop/settle"))?.poisonedAt,
+        20,
       );
     } finally {
       kv.close();
