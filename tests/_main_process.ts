@@ -115,6 +115,9 @@ export async function healthy(
     } catch {
       // not listening yet, or stopped
     }
+    // Stopped while the fetch was in flight: the abort has fired already, so
+    // a wait would run its whole 50 ms past a test that has ended.
+    if (stop?.aborted) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
