@@ -160,11 +160,17 @@ export function answeredSocket(
     // An error, and the close after it, handled after what postgres.js
     // queued before them: a connect refused can come before its first
     // bytes reach this stream (it writes them on the next turn), which
-    // say whether it is a cancel.
-    let failed = false;
+    // say whether it is a cancel. Both are handed on at once, the error
+    // then the close, with nothing run between them: postgres.js 3.4.9
+    // fails what the connection holds on the error but keeps it in its
+    // pool until the close, and a query given to it in between (by code
+    // that runs on the error) is written to nothing, then failed by no
+    // close that had an error: it waited until the connection was opened
+    // again, whose startup its bytes, left in postgres.js's buffer, held
+    // up until the connect timed out (30 s).
+    let failure: Error | undefined;
     raw.on("error", (error) => {
-      failed = true;
-      setImmediate(() => socket.destroy(cancel ? undefined : error));
+      failure = error;
     });
     raw.on("close", (hadError) => {
       sockets.delete(raw);
@@ -173,9 +179,12 @@ export function answeredSocket(
       quiet();
       const close = () => {
         if (!socket.destroyed) socket.destroy();
+        if (
+          failure !== undefined && !cancel && socket.listenerCount("error") > 0
+        ) socket.emit("error", failure);
         socket.emit("close", hadError);
       };
-      if (failed) setImmediate(close);
+      if (failure !== undefined) setImmediate(close);
       else close();
     });
     Object.defineProperty(socket, "readyState", {

@@ -2,7 +2,10 @@
  * A TCP relay to a PostgreSQL server whose listener can close while the
  * connections opened through it go on: the server's address then refuses
  * new connections (a cancel's among them), as one whose postmaster stopped
- * taking connections in a failover or a restart.
+ * taking connections in a failover or a restart. It can also reset the
+ * connections opened through it (an RST: the client's socket fails with
+ * `ECONNRESET`, then closes), as a peer or a middlebox that dropped the
+ * connection's state does.
  *
  * @module
  */
@@ -15,6 +18,8 @@ export interface RefusingRelay {
   readonly url: string;
   /** Closes the listener: new connections are refused from here on. */
   refuse(): void;
+  /** Resets every connection opened through it so far (an RST to the client). */
+  reset(): void;
   /** Ends every connection opened through the relay, and the listener. */
   close(): void;
 }
@@ -39,6 +44,15 @@ export async function refusingRelay(target: string): Promise<RefusingRelay> {
   return {
     url: via.href,
     refuse: () => void relay.close(),
+    reset() {
+      for (const [i, socket] of sockets.entries()) {
+        // The client's side (even places) gets the RST; the server's side
+        // is ended as the relay's own.
+        if (i % 2 === 0) socket.resetAndDestroy();
+        else socket.destroy();
+      }
+      sockets.length = 0;
+    },
     close() {
       if (relay.listening) relay.close();
       for (const socket of sockets) socket.destroy();
