@@ -47,6 +47,7 @@ import {
   type LocalQueueMessage,
   quietly,
 } from "./webhook/_local_queue.ts";
+import { unknownSettingLines } from "./webhook/_settings.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
 export interface ServiceOptions {
@@ -947,9 +948,11 @@ if (import.meta.main) {
   globalThis.addEventListener("unload", () => stdout.flush());
   let config: Config;
   let drainMs = DRAIN_MS;
+  let unknown: string[] = [];
   try {
     const env = Deno.env.toObject();
     config = loadConfig(env);
+    unknown = unknownSettingLines(Object.keys(env));
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -1006,6 +1009,7 @@ if (import.meta.main) {
     Deno.exit(1);
   });
   stdout.line(`relayer: ${service.description}`);
+  for (const line of unknown) stdout.line(line);
   announce = stdout.line;
   const running = service;
   let stopping = false;

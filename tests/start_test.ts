@@ -302,3 +302,35 @@ for (const store of STORES) {
     }),
   });
 }
+
+Deno.test(
+  "main.ts names a misspelt setting after its start line, and the setting it likely meant, rather than start on the default with nothing said",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const free = port();
+    const service = start(
+      { KV_PATH: `${dir}/relayer.kv`, MAX_DELIVERY: "3" },
+      { ...free, writeDir: dir },
+    );
+    try {
+      await healthy(`http://127.0.0.1:${free.port}`);
+      service.child.kill("SIGTERM");
+      const { code, stdout, stderr } = await service.ended();
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      const lines = stdout.trim().split("\n");
+      assert.match(lines[0]!, /^relayer: at most 10 deliveries; /);
+      assert.equal(
+        lines[1],
+        "relayer: MAX_DELIVERY is not a setting of the relayer, so it is ignored: did you mean MAX_DELIVERIES? (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+      );
+      assert.equal(
+        lines[2],
+        `relayer: listening on http://127.0.0.1:${free.port}/`,
+      );
+    } finally {
+      service.kill();
+      await service.ended().catch(() => {});
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);

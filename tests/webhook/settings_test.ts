@@ -1,0 +1,84 @@
+import assert from "node:assert/strict";
+import { loadConfig } from "../../webhook/config.ts";
+import { SETTINGS, unknownSettingLines } from "../../webhook/_settings.ts";
+
+Deno.test("unknownSettingLines() names a misspelt setting and the one it likely meant", () => {
+  assert.deepEqual(
+    unknownSettingLines(["MAX_DELIVERY", "QSTASH_RETRY", "SENDER_TIMEOUT_MS"]),
+    [
+      "relayer: MAX_DELIVERY is not a setting of the relayer, so it is ignored: did you mean MAX_DELIVERIES? (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+      "relayer: QSTASH_RETRY is not a setting of the relayer, so it is ignored: did you mean QSTASH_RETRIES? (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+      "relayer: SENDER_TIMEOUT_MS is not a setting of the relayer, so it is ignored: did you mean SENDER_TIMEOUT? (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+    ],
+  );
+  // Far from every setting: named, with no guess.
+  assert.deepEqual(unknownSettingLines(["KV_SOMETHING_ELSE_ENTIRELY"]), [
+    "relayer: KV_SOMETHING_ELSE_ENTIRELY is not a setting of the relayer, so it is ignored (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+  ]);
+});
+
+Deno.test("unknownSettingLines() leaves the settings, and names outside their families, alone", () => {
+  const others = [
+    "PATH",
+    "HOME",
+    "DENO_DIR",
+    "DENO_REGION",
+    "NO_COLOR",
+    "TMPDIR",
+    "BASH",
+    "TMP",
+  ];
+  assert.deepEqual(unknownSettingLines([...SETTINGS, ...others]), []);
+});
+
+Deno.test("SETTINGS holds every variable loadConfig reads, on each queue and store", () => {
+  const read = new Set<string>();
+  const recorded = (env: Record<string, string>) =>
+    new Proxy(env, {
+      get(target, name) {
+        if (typeof name === "string") read.add(name);
+        return Reflect.get(target, name);
+      },
+      has(target, name) {
+        if (typeof name === "string") read.add(name);
+        return Reflect.has(target, name);
+      },
+    });
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    OPS_TOKEN: "an-ops-token-0123456789",
+  };
+  const envs: Record<string, string>[] = [
+    { ...base, WEBHOOK_SECRET: "a-webhook-secret-0123", KV_QUEUE: "1" },
+    {
+      ...base,
+      QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+      QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abc",
+      PUBLIC_URL: "https://relayer.example.test",
+      QSTASH_TOKEN: "qstash-token",
+      QSTASH_URL: "http://127.0.0.1:1",
+      DENO_DEPLOYMENT_ID: "abc",
+      DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
+    },
+    {
+      ...base,
+      PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+      PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+      PUBSUB_DEAD_LETTER_AUDIENCE: "https://relayer.example.test/dl",
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "20",
+      PUBSUB_MIN_BACKOFF: "40s",
+      DATABASE_URL: "postgres://u:p@db.test/relayer",
+    },
+    {
+      ...base,
+      WEBHOOK_SECRET: "a-webhook-secret-0123",
+      CLOUDFLARE_MAX_RETRIES: "9",
+      CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+      KV_URL: "https://kv.test/db",
+    },
+  ];
+  for (const env of envs) loadConfig(recorded(env));
+  const names = [...read].filter((name) => /^[A-Z][A-Z0-9_]+$/.test(name));
+  assert.ok(names.length > 30, names.join(" "));
+  assert.deepEqual(names.filter((name) => !SETTINGS.has(name)), []);
+});

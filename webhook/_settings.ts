@@ -1,0 +1,94 @@
+/**
+ * The names of the service's settings, to tell a setting misspelt
+ * (`MAX_DELIVERY=3`) from one of the service's: `loadConfig` reads only the
+ * names it knows, so a misspelt one would leave its default in force with
+ * nothing said.
+ *
+ * @module
+ */
+
+/** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
+export const SETTINGS: ReadonlySet<string> = new Set([
+  "BASE",
+  "CAP",
+  "CLOCK_SKEW",
+  "CLOUDFLARE_DLQ_MAX_RETRIES",
+  "CLOUDFLARE_MAX_RETRIES",
+  "DATABASE_URL",
+  "DENO_DEPLOYMENT_ID",
+  "DENO_KV_ACCESS_TOKEN",
+  "DENO_KV_DEFAULT_PATH",
+  "DENO_KV_PATH_PREFIX",
+  "JITTER",
+  "KV_PATH",
+  "KV_QUEUE",
+  "KV_URL",
+  "LEASE",
+  "MAX_BODY_BYTES",
+  "MAX_DELIVERIES",
+  "OPS_TOKEN",
+  "PUBLIC_URL",
+  "PUBSUB_AUDIENCE",
+  "PUBSUB_DEAD_LETTER_AUDIENCE",
+  "PUBSUB_MAX_BACKOFF",
+  "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+  "PUBSUB_MESSAGE_RETENTION",
+  "PUBSUB_MIN_BACKOFF",
+  "PUBSUB_SERVICE_ACCOUNT",
+  "QSTASH_CURRENT_SIGNING_KEY",
+  "QSTASH_NEXT_SIGNING_KEY",
+  "QSTASH_RETRIES",
+  "QSTASH_TOKEN",
+  "QSTASH_URL",
+  "RELAYER_INSECURE_DEV",
+  "SENDER_TIMEOUT",
+  "SENDER_URL",
+  "STUCK_AFTER",
+  "WEBHOOK_SECRET",
+  "WEBHOOK_SECRET_NEXT",
+]);
+
+// Only names in the settings' own families are taken for a misspelling:
+// the environment holds many others (PATH, HOME, the platform's).
+const FAMILIES =
+  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK)_/;
+
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(
+        row[j]! + 1,
+        next[j - 1]! + 1,
+        row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/**
+ * The lines that name each variable of `names` which looks like a setting
+ * of the service (`MAX_DELIVERY`, `QSTASH_RETRY`) but is none, and the
+ * setting it likely meant: it is ignored, and the default stays in force.
+ */
+export function unknownSettingLines(names: Iterable<string>): string[] {
+  const lines: string[] = [];
+  for (const name of [...names].sort()) {
+    if (SETTINGS.has(name) || !FAMILIES.test(name)) continue;
+    let like: string | undefined;
+    let best = 4; // at most 3 edits away
+    for (const known of SETTINGS) {
+      const d = distance(name, known);
+      if (d < best) [best, like] = [d, known];
+    }
+    lines.push(
+      `relayer: ${name} is not a setting of the relayer, so it is ignored${
+        like === undefined ? "" : `: did you mean ${like}?`
+      } (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)`,
+    );
+  }
+  return lines;
+}
