@@ -746,13 +746,21 @@ export async function openService(
     : "url" in config.kv
     ? "KV Connect"
     : "Deno Deploy KV";
+  // Said, so that a QStash deployment without QSTASH_TOKEN shows it
+  // before its first POST /v1/jobs is refused.
+  const retries = config.queues.qstash?.retries;
+  const jobs = config.qstashPublish
+    ? `jobs to QStash${retries === undefined ? "" : ` (${retries} retries)`}`
+    : config.kvQueue
+    ? "jobs to the local KV queue"
+    : "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one)";
   return {
     app,
     store,
     kv,
     description: `${
       describePolicy(config.policy)
-    }; store ${where}; routes: ${routes}`,
+    }; store ${where}; ${jobs}; routes: ${routes}`,
     fetch(request, info) {
       if (draining) {
         return Promise.resolve(

@@ -1,0 +1,49 @@
+/**
+ * The start line says where `POST /v1/jobs` and a redrive put a job: on
+ * QStash, on the local queue, or nowhere (both then answer 503), so a
+ * QStash deployment that left out QSTASH_TOKEN shows it before its first
+ * job is refused.
+ */
+import assert from "node:assert/strict";
+import { openService } from "../main.ts";
+import { loadConfig } from "../webhook/config.ts";
+
+const BASE = {
+  SENDER_URL: "http://127.0.0.1:9/",
+  OPS_TOKEN: "start-line-ops-token-0123",
+  KV_PATH: ":memory:",
+};
+const QSTASH = {
+  QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+  QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789abc",
+  PUBLIC_URL: "https://relayer.example.test",
+};
+
+async function startLine(env: Record<string, string>): Promise<string> {
+  const service = await openService(loadConfig({ ...BASE, ...env }), {
+    log: () => {},
+  });
+  try {
+    return service.description;
+  } finally {
+    await service.close();
+  }
+}
+
+Deno.test("openService()'s start line says where POST /v1/jobs and a redrive put a job", async () => {
+  assert.match(
+    await startLine({ ...QSTASH, QSTASH_TOKEN: "qstash-token" }),
+    /; jobs to QStash \(9 retries\); routes: qstash and its failure callback, ops$/,
+  );
+  assert.match(
+    await startLine(QSTASH),
+    /; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one\); routes: qstash and its failure callback, ops$/,
+  );
+  assert.match(
+    await startLine({
+      WEBHOOK_SECRET: "start-line-secret-0123456789",
+      KV_QUEUE: "1",
+    }),
+    /; jobs to the local KV queue; routes: deliveries, ops, local KV queue$/,
+  );
+});
