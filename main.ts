@@ -8,8 +8,10 @@
  *
  * `deno task start` listens on 127.0.0.1 only; in a container, serve with
  * `--host 0.0.0.0` (see docs/webhook.md). SIGTERM (or SIGINT) drains: the
- * local queue's new messages go back to the queue, new requests get a 503
- * that the queue retries, deliveries in flight finish (for at most
+ * local queue's new messages go back to the queue, a new connection is
+ * refused (`deno serve` closes its listener at once) and a request that
+ * still reaches the service gets a 503, both of which the queue retries,
+ * deliveries in flight finish (for at most
  * {@linkcode DRAIN_MS}, or {@linkcode DEPLOY_DRAIN_MS} on Deno Deploy), then
  * the store closes and the process exits 0. A second signal exits at once.
  *
