@@ -81,7 +81,8 @@ export const DEDUPLICATION_WINDOW_MS = 10 * 60_000;
  * `fate`: what happens to a publish that is not a repeat; `onPublish`:
  * called with each message taken (not with a repeat); `latencyMs`: how
  * long an answer takes (an API round trip), drawn per publish; `observe`:
- * called with what became of each publish read whole (a trail's).
+ * called with what became of each publish read whole (a trail's); `port`:
+ * where it listens (any free port by default).
  * @returns The stand-in.
  */
 export function startQStashStandIn(options: {
@@ -90,6 +91,8 @@ export function startQStashStandIn(options: {
   readonly onPublish: (publication: Publication) => void;
   readonly latencyMs: () => number;
   readonly observe?: (event: PublishEvent) => void;
+  /** The port to listen on (0, the default: any free one). */
+  readonly port?: number;
 }): QStashStandIn {
   const seen = new Map<string, { messageId: string; at: number }>();
   const refused: string[] = [];
@@ -202,7 +205,7 @@ export function startQStashStandIn(options: {
   };
 
   const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    { hostname: "127.0.0.1", port: options.port ?? 0, onListen() {} },
     async (request) => {
       reading++;
       try {

@@ -1,0 +1,175 @@
+/**
+ * `deno task qstash-local`: publishes taken by the stand-in reach the
+ * service as QStash delivers them, signed for their URL, and a message
+ * whose retries run out reaches its failure callback.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  type LocalDelivery,
+  startLocalQStash,
+} from "../../tools/qstash_local.ts";
+import { openService, type Service } from "../../main.ts";
+import { loadConfig } from "../../webhook/config.ts";
+import { signer } from "../../examples/signer_stub.ts";
+
+const TOKEN = "local-qstash-token-0123456789";
+const KEY = "sig_local_current_0123456789";
+const OPS = "local-ops-token-0123456789";
+
+/** Resolves once `done` holds, polling every 20 ms for up to 15 s. */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!done()) {
+    assert.ok(Date.now() < deadline, "timed out");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+Deno.test("startLocalQStash() delivers a job main.ts published, signed for its URL and counted from 0, until the service settles it", async () => {
+  const reports: LocalDelivery[] = [];
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    report: (d) => reports.push(d),
+  });
+  const stub = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    signer,
+  );
+  let service: Service | undefined;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (request, info) =>
+      service
+        ? service.fetch(request, info)
+        : new Response(null, { status: 503 }),
+  );
+  try {
+    service = await openService(
+      loadConfig({
+        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+        OPS_TOKEN: OPS,
+        KV_PATH: ":memory:",
+        QSTASH_URL: qstash.url,
+        QSTASH_TOKEN: TOKEN,
+        QSTASH_CURRENT_SIGNING_KEY: KEY,
+        QSTASH_NEXT_SIGNING_KEY: "sig_local_next_0123456789",
+        PUBLIC_URL: `http://127.0.0.1:${server.addr.port}`,
+        MAX_DELIVERIES: "4",
+        BASE: "250ms",
+        CAP: "1s",
+        STUCK_AFTER: "0",
+      }),
+      { log: () => {} },
+    );
+    const ops = { authorization: `Bearer ${OPS}` };
+    const created = await service.app.request("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+    });
+    assert.equal(created.status, 201);
+    const queued = await service.app.request("/v1/jobs", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+    });
+    assert.equal(queued.status, 202);
+    await until(() => reports.some((d) => d.status === 200));
+    // Every delivery verified (a 401 would be refused, not retried to 200),
+    // each one's Upstash-Retried one more than the last.
+    assert.deepEqual(reports.map((d) => d.retried), reports.map((_, i) => i));
+    assert.ok(reports.every((d) => d.kind === "delivery"));
+    assert.ok(reports.slice(0, -1).every((d) => d.status === 503));
+    assert.equal((await service.store.getIntent("pi_0001"))?.state, "settled");
+  } finally {
+    await qstash.stop();
+    await server.shutdown();
+    await stub.shutdown();
+    await service?.close();
+  }
+});
+
+Deno.test("startLocalQStash() calls a message's failure callback, signed for its URL, once its retries are spent", async () => {
+  const reports: LocalDelivery[] = [];
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    ownBackoffCapMs: 10,
+    report: (d) => reports.push(d),
+  });
+  const seen: {
+    path: string;
+    retried: string | null;
+    token: string;
+    body: string;
+  }[] = [];
+  const receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request) => {
+      seen.push({
+        path: new URL(request.url).pathname,
+        retried: request.headers.get("upstash-retried"),
+        token: request.headers.get("upstash-signature") ?? "",
+        body: await request.text(),
+      });
+      return new Response("down", { status: 503 });
+    },
+  );
+  const base = `http://127.0.0.1:${receiver.addr.port}`;
+  try {
+    const job = JSON.stringify({ intentId: "pi_0002", kind: "settle" });
+    const published = await fetch(
+      `${qstash.url}/v2/publish/${encodeURIComponent(`${base}/v1/qstash`)}`,
+      {
+        method: "POST",
+        body: job,
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          "upstash-retries": "1",
+          "upstash-failure-callback": `${base}/v1/qstash/failed`,
+        },
+      },
+    );
+    assert.equal(published.status, 201);
+    await published.body?.cancel();
+    await until(() => reports.some((d) => d.kind === "failure-callback"));
+    assert.deepEqual(
+      seen.map((s) => [s.path, s.retried]),
+      [["/v1/qstash", "0"], ["/v1/qstash", "1"], ["/v1/qstash/failed", null]],
+    );
+    const callback = JSON.parse(seen[2]!.body);
+    assert.equal(atob(callback.sourceBody), job);
+    assert.equal(callback.retried, 1);
+    assert.equal(callback.sourceMessageId, reports[0]!.messageId);
+    // Signed with the key, for the callback's URL.
+    const [header, claims, mac] = seen[2]!.token.split(".");
+    const key = await crypto.subtle.importKey(
+      "raw",
+      new TextEncoder().encode(KEY),
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign"],
+    );
+    const expected = btoa(String.fromCharCode(
+      ...new Uint8Array(
+        await crypto.subtle.sign(
+          "HMAC",
+          key,
+          new TextEncoder().encode(`${header}.${claims}`),
+        ),
+      ),
+    )).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+    assert.equal(mac, expected);
+    const sub = JSON.parse(
+      atob(claims!.replaceAll("-", "+").replaceAll("_", "/")),
+    ).sub;
+    assert.equal(sub, `${base}/v1/qstash/failed`);
+  } finally {
+    await qstash.stop();
+    await receiver.shutdown();
+  }
+});
