@@ -2940,17 +2940,17 @@ export function storeContract(
       );
     }
     // Landed: the letter, the lease, and each mark counted once more, each
-    // living its ttlMs from the marks' now.
+    // living its ttlMs from the marks' now (not the letter's poisonedAt).
     await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
       intentVersion: (await store.getIntent("pi_1"))!.version,
       lease: { owner: "drop", ttlMs: 1000, now: 200, keep: true },
-      marks: { keys: [m1, m2], now: 10, ttlMs: 5000 },
+      marks: { keys: [m1, m2], now: 20, ttlMs: 5000 },
     });
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
     assert.deepEqual([
-      await store.deliveries(m1, 5009),
-      await store.deliveries(m2, 5009),
-      await store.deliveries(m1, 5010),
+      await store.deliveries(m1, 5019),
+      await store.deliveries(m2, 5019),
+      await store.deliveries(m1, 5020),
     ], [1, 2, 0]);
     // What the marks are for: a write ahead of a send that names one is
     // refused once the lease lapsed, as it is behind a give-up's mark.
@@ -2981,6 +2981,7 @@ export function storeContract(
       ["the count reset", { keys: ["m1"], now: 0 }],
       ["no time", { keys: ["a"] }],
       ["a time not whole", { keys: ["a"], now: 1.5 }],
+      ["no keys, a time not whole", { keys: [], now: 1.5 }],
       ["a life of 0", { keys: ["a"], now: 0, ttlMs: 0 }],
     ];
     for (const [why, marks] of bad) {
@@ -2999,6 +3000,17 @@ export function storeContract(
     // No marks at all is a letter alone.
     await store.putDeadLetter(letter, { marks: { keys: [], now: 0 } });
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
+    // Five, the most, with nothing else to check (no claim, version nor
+    // lease): each counted with the letter.
+    const five = ["a", "b", "c", "d", "e"];
+    await store.putDeadLetter(deadLetter("pi_2/settle", 10), {
+      marks: { keys: five, now: 10 },
+    });
+    assert.equal((await store.getDeadLetter("pi_2/settle"))?.poisonedAt, 10);
+    assert.deepEqual(
+      await Promise.all(five.map((key) => store.deliveries(key, 10))),
+      [1, 1, 1, 1, 1],
+    );
   });
 
   test("keeps the dead letter of a poison resolution in the same write as the move", async (store) => {
