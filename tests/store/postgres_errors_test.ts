@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
-import { connectionLost } from "../../store/_postgres_errors.ts";
+import {
+  connectionLost,
+  goodbyeBeforeSent,
+} from "../../store/_postgres_errors.ts";
 import postgres from "postgres";
 import { isTypeFetchLost, PostgresStore } from "../../store/postgres.ts";
 
@@ -80,6 +83,11 @@ Deno.test("isTypeFetchLost() takes only postgres.js's array-types query failing 
       ],
       ["another query", failed("SELECT 1", ended)],
       [
+        "another query, refused by PgBouncer",
+        failed("SELECT 1", { code: "08P01" }),
+      ],
+      ["no query, refused by PgBouncer", failed(undefined, { code: "08P01" })],
+      [
         "the types query within another",
         failed(`WITH t AS (${TYPES}) SELECT 1`, ended),
       ],
@@ -88,6 +96,38 @@ Deno.test("isTypeFetchLost() takes only postgres.js's array-types query failing 
     ] as const
   ) {
     assert.equal(isTypeFetchLost(reason), false, name);
+  }
+});
+
+Deno.test("goodbyeBeforeSent() takes the server's goodbye to a session (FATAL, class 57, or an idle transaction timed out) as a request never sent, and a statement's own failure or a lost socket as not", () => {
+  const goodbyes = [
+    { severity: "FATAL", code: "57P01" }, // terminated by an administrator
+    { severity: "FATAL", code: "57P02" }, // crash shutdown
+    { severity: "FATAL", code: "57P03" }, // the server is starting up
+    { severity: "FATAL", code: "57P05" }, // idle session timeout
+    { severity: "FATAL", code: "25P03" }, // idle in transaction timeout
+  ];
+  const sent = [
+    // Cancelled or timed out: it was sent, and ran; the session lives.
+    { severity: "ERROR", code: "57014" },
+    { severity: "ERROR", code: "25P02" }, // in a failed transaction
+    { severity: "FATAL", code: "28P01" }, // a password refused
+    { severity: "FATAL", code: "08P01" }, // a protocol violation
+    { code: "CONNECTION_CLOSED" }, // the socket's end: it may have run
+    { code: "ECONNRESET" },
+    { severity: "FATAL" },
+    null,
+    undefined,
+    "text",
+  ];
+  for (const error of goodbyes) {
+    assert.ok(goodbyeBeforeSent(error), JSON.stringify(error));
+  }
+  for (const error of sent) {
+    assert.ok(
+      !goodbyeBeforeSent(error),
+      JSON.stringify(error) ?? String(error),
+    );
   }
 });
 
