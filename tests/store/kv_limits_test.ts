@@ -62,6 +62,13 @@ Deno.test("KvStore refuses a count, claim or job id too long for a Deno KV key i
     store.putDeadLetter(deadLetter("pi_1/settle", 5), { resetCount: long }),
     overLimit("resetCount"),
   );
+  // A dead letter's marks are counts of its commit.
+  await assert.rejects(
+    store.putDeadLetter(deadLetter("pi_1/settle", 5), {
+      marks: { keys: ["givingup/qstash/message/m1", long], now: 5 },
+    }),
+    overLimit("marks.keys"),
+  );
   // The poison resolution's one commit: the intent stays as it was.
   await assert.rejects(
     store.transition("pi_1", {

@@ -91,6 +91,13 @@ Deno.test({
         }),
         overLimit("claim.key", 2693, 2692),
       );
+      // A dead letter's marks are counts of its commit.
+      await assert.rejects(
+        store.putDeadLetter(deadLetter("pi_1/settle", 5), {
+          marks: { keys: ["givingup/qstash/message/m1", key], now: 100 },
+        }),
+        overLimit("marks.keys", 2693, 2692),
+      );
       // The poison resolution's one flight: the intent stays as it was.
       await assert.rejects(
         store.transition("pi_1", {
