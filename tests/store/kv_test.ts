@@ -283,6 +283,34 @@ Deno.test("KvStore has Deno KV expire a replay record when it lapses and a deliv
   }
 });
 
+Deno.test("KvStore has Deno KV expire a dead letter's marks as their ttlMs says (8 days unless told), so a give-up's 32-day mark does not go with a delivery count's 8", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const sets = recordingSets(kv);
+    const store = new KvStore(sets.kv);
+    const day = 24 * 60 * 60 * 1000;
+    const [m1, m2] = [
+      "givingup/qstash/message/m1",
+      "givingup/qstash/message/m2",
+    ];
+    await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
+      marks: { keys: [m1], now: 10, ttlMs: 32 * day },
+    });
+    await store.putDeadLetter(deadLetter("pi_2/settle", 10), {
+      marks: { keys: [m2], now: 10 },
+    });
+    assert.deepEqual(
+      sets.seen.filter(([key]) => key.includes("deliveries")).map((
+        [key, expireIn],
+      ) => [key.at(-1), expireIn]),
+      [[m1, 32 * day], [m2, 8 * day]],
+    );
+    assert.equal(await store.deliveries(m1, 10 + 32 * day - 1), 1);
+  } finally {
+    kv.close();
+  }
+});
+
 Deno.test("KvStore has Deno KV expire a lease key an hour after the lease lapses, so one a crashed delivery left does not stay until the intent's next write", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
