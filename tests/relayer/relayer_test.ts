@@ -2574,6 +2574,41 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() counts a last delivery's drop's give-up marks once, in its letter's commit, living 32 days as a give-up's do: a store that kept them has none written again", async () => {
+    const carried: string[][] = [];
+    const { relayer, store, clock } = await setup(
+      { state: "authorized", hold: "pending" },
+      { sends: [{ txHash: "0xabc" }] },
+      {},
+      (inner) =>
+        overriding(inner, {
+          putDeadLetter(letter, options) {
+            if (options?.marks) carried.push([...options.marks.keys]);
+            return inner.putDeadLetter(letter, options);
+          },
+        }),
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    const at = clock.now;
+    const dropped = await relayer.deliver(job, 5, m1);
+    assert.equal(dropped.action, "poison");
+    assert.equal(carried.length, 1);
+    const [marks] = carried as [string[]];
+    assert.ok(marks.length > 0);
+    const day = 24 * 60 * 60 * 1000;
+    for (const mark of marks) {
+      assert.deepEqual(
+        [
+          await store.deliveries(mark, at),
+          await store.deliveries(mark, at + 32 * day - 1),
+          await store.deliveries(mark, at + 32 * day),
+        ],
+        [1, 1, 0],
+        mark,
+      );
+    }
+  });
+
   test("createRelayer() releases the lease of a last delivery's drop once its message is marked: the letter's redrive sends at its first delivery, at once", async () => {
     const { relayer, store, sender } = await setup(
       { state: "authorized", hold: "pending" },
