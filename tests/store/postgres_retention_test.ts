@@ -208,3 +208,35 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a dead letter's write that counts its marks sweeps as any write that counts, with nothing else to check (no claim, version nor lease)",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { store, sql, schema, close } = await openPostgresStore();
+    try {
+      // A count that lapsed: this schema's first write that counts sweeps it.
+      await sql.unsafe(
+        `INSERT INTO "${schema}".counters VALUES ('old/settle', 1, 1)`,
+      );
+      const mark = "givingup/qstash/message/m1";
+      await store.putDeadLetter({
+        jobId: "pi_1/settle",
+        intentId: "pi_1",
+        deliveries: 5,
+        cause: "exhausted",
+        reason: "no luck after 5 deliveries",
+        resolution: "job dropped, intent still authorized",
+        lastError: "not sent: delivery 5 is the last (maxDeliveries 5)",
+        poisonedAt: 100,
+      }, { marks: { keys: [mark], now: 100 } });
+      const counted = await sql.unsafe(
+        `SELECT job_id FROM "${schema}".counters ORDER BY job_id`,
+      );
+      assert.deepEqual(counted.map((row) => row.job_id), [mark]);
+    } finally {
+      await close();
+    }
+  },
+});
