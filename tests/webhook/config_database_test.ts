@@ -336,6 +336,46 @@ Deno.test("openService() stops within databaseWaitMs, in one line naming DATABAS
   }
 });
 
+Deno.test("openService() whose start gave up returns once the database's sockets closed, not before: a busy connection's end leaves its socket, and its timers, a moment longer", async () => {
+  // A server that takes the connection, never answers, and closes it
+  // 200 ms after the client's end reaches it, as a backend busy with a
+  // query reads the client's Terminate only once that query is done.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let closed = 0;
+  const served: Promise<void>[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) {
+      served.push((async () => {
+        const buffer = new Uint8Array(1024);
+        try {
+          while (await conn.read(buffer) !== null) { /* never answered */ }
+        } catch { /* reset: closed all the same */ }
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        conn.close();
+        closed++;
+      })());
+    }
+  })();
+  const { port } = listener.addr as Deno.NetAddr;
+  try {
+    const config = loadConfig({
+      ...base,
+      DATABASE_URL: `postgres://relayer:s3cret-pw@127.0.0.1:${port}/payments`,
+    });
+    await assert.rejects(
+      openService(config, { databaseWaitMs: 300, log: () => {} }),
+      ConfigError,
+    );
+    // Every connection it made, closed by the server before it returned.
+    assert.ok(served.length >= 1); // it did connect
+    assert.equal(closed, served.length);
+  } finally {
+    listener.close();
+    await accepting.catch(() => {});
+    await Promise.all(served);
+  }
+});
+
 Deno.test({
   name:
     "openService() points a role refused by PostgreSQL at the grants it needs, in one line",
