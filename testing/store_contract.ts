@@ -2984,9 +2984,11 @@ export function storeContract(
       ["no keys, a time not whole", { keys: [], now: 1.5 }],
       ["a life of 0", { keys: ["a"], now: 0, ttlMs: 0 }],
     ];
+    const claim = { key: "sig-1", now: 0, expiresAt: 1000 };
     for (const [why, marks] of bad) {
       await assert.rejects(
         store.putDeadLetter(letter, {
+          claim,
           resetCount: "m1",
           marks: marks as Marks,
         }),
@@ -2997,6 +2999,8 @@ export function storeContract(
     }
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
     assert.equal(await store.deliveries("a"), 0);
+    // Its claim too is still unused.
+    assert.equal(await store.admit({ claim, now: 0 }), null);
     // No marks at all is a letter alone.
     await store.putDeadLetter(letter, { marks: { keys: [], now: 0 } });
     assert.equal((await store.getDeadLetter("pi_1/settle"))?.poisonedAt, 10);
