@@ -2609,6 +2609,39 @@ function suite(backend: Backend): void {
     }
   });
 
+  test("createRelayer() marks only an authorized intent's message at its last delivery's drop: a created or missing intent's drop carries no marks", async () => {
+    const carried: unknown[] = [];
+    const { relayer } = await setup(
+      { state: "created" },
+      undefined,
+      {},
+      (inner) =>
+        overriding(inner, {
+          putDeadLetter(letter, options) {
+            carried.push(options?.marks);
+            return inner.putDeadLetter(letter, options);
+          },
+        }),
+    );
+    const m1 = { message: { queue: "qstash", messageId: "msg_1" } } as const;
+    for (
+      const [dropped, resolution] of [
+        [job, "job dropped, intent still created"],
+        [
+          { intentId: "pi_9999", kind: "settle" },
+          "job dropped, intent not found",
+        ],
+      ] as const
+    ) {
+      const outcome = await relayer.deliver(dropped, 5, m1);
+      assert.equal(
+        outcome.action === "poison" && outcome.resolution,
+        resolution,
+      );
+    }
+    assert.deepEqual(carried, [undefined, undefined]);
+  });
+
   test("createRelayer() releases the lease of a last delivery's drop once its message is marked: the letter's redrive sends at its first delivery, at once", async () => {
     const { relayer, store, sender } = await setup(
       { state: "authorized", hold: "pending" },
