@@ -140,7 +140,11 @@ export function answeredSocket(
             }: the network to it looks cut (a partition, or a failover whose old address stopped answering), or a statement waited that long for its answer (a read behind a table lock, which a schema change, VACUUM FULL or LOCK TABLE holds: see pg_stat_activity, wait_event_type 'Lock'; or in a pooler's queue for a server connection: PgBouncer's SHOW POOLS, cl_waiting)`,
           );
         }, answerMs);
-        raw.write(chunk, encoding, done);
+        // A failed write is told by raw's error, handed on with its close;
+        // failing this stream with it would come first, and hide the
+        // error that says why (a refused connect's queued bytes fail as
+        // "Socket closed before the connection was established").
+        raw.write(chunk, encoding, () => done());
       },
       final(done) {
         raw.end(done);
@@ -169,8 +173,10 @@ export function answeredSocket(
     // again, whose startup its bytes, left in postgres.js's buffer, held
     // up until the connect timed out (30 s).
     let failure: Error | undefined;
+    // The first error is the one that says why: a refused connect is
+    // followed by "Socket closed before the connection was established".
     raw.on("error", (error) => {
-      failure = error;
+      failure ??= error;
     });
     raw.on("close", (hadError) => {
       sockets.delete(raw);
