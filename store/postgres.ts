@@ -1085,18 +1085,19 @@ export class PostgresStore implements Store {
         tx`COMMIT`.execute(),
       ];
       let unanswered = false;
+      let answers: postgres.RowList<postgres.Row[]>[];
       try {
         // Answers come in order: the first to fail is the first statement
         // that failed (the ones behind it fail as the transaction aborted).
         // Waited for within `connectionWaitMs`, as a read is: a write held
         // up longer (a row lock, a server or client that stopped) answers
         // that it may have landed, and never hangs its delivery.
-        return (await bounded(Promise.all(sent), this.#waitMs, () => {
+        answers = await bounded(Promise.all(sent), this.#waitMs, () => {
           unanswered = true;
           return new Error(
             `PostgreSQL did not answer the write within ${this.#waitMs}ms: it may have landed or not; the next read says which`,
           );
-        })).slice(1, -1);
+        });
       } catch (error) {
         if (unanswered) {
           // One more statement on the connection: a flight whose first
@@ -1131,6 +1132,16 @@ export class PostgresStore implements Store {
         }
         throw error;
       }
+      if (answers.some(noneCompleted)) {
+        // Not the statements' answers: the connection was lost under them,
+        // and opened again. Where its session stands is unknown: a
+        // `ROLLBACK` goes behind them (a warning only, outside a
+        // transaction), and the connection back to the pool once it answers.
+        const asked = tx.unsafe("ROLLBACK").execute();
+        handBackLater(Promise.allSettled([...sent, asked]));
+        throw emptyWrite();
+      }
+      return answers.slice(1, -1);
     };
     try {
       return await work(tx, commit);
@@ -1217,7 +1228,9 @@ export class PostgresStore implements Store {
    * server ended under another query, and handed it to this one as it
    * opened that connection again, long after the server was back. It is
    * asked again, once more than the pool has connections (each keeps one
-   * goodbye at most, and is open once it handed it on).
+   * goodbye at most, and is open once it handed it on). An answer with no
+   * statement completed is not the query's (see `noneCompleted`): the
+   * connection was lost under it.
    */
   async #watched<T>(ask: () => Promise<T>, what = "read"): Promise<T> {
     // Before the query is awaited: postgres.js sends nothing until then.
@@ -1227,8 +1240,9 @@ export class PostgresStore implements Store {
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
       for (let asked = 1;; asked++) {
+        let answer: T;
         try {
-          return await query;
+          answer = await query;
         } catch (error) {
           if (connectionLost(error)) this.#absorb();
           if (
@@ -1243,7 +1257,10 @@ export class PostgresStore implements Store {
               error;
           }
           query = ask();
+          continue;
         }
+        if (noneCompleted(answer)) throw emptyRead(what);
+        return answer;
       }
     })();
     return await bounded(watched, this.#waitMs, () => {
@@ -1349,11 +1366,16 @@ export class PostgresStore implements Store {
       // and its delivery, for as long as the lock lasts.
       // A statement lost with its connection never settles, so that no
       // `ROLLBACK` is sent on it (`unlessLost`).
-      return work(tx, async (writes) =>
-        (await unlessLost(Promise.all([
+      return work(tx, async (writes) => {
+        const answers = await unlessLost(Promise.all([
           tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
           ...writes.map((q) => q.execute()),
-        ]))).slice(1));
+        ]));
+        // Not the statements' answers (see `noneCompleted`): failed here,
+        // the transaction rolls back.
+        if (answers.some(noneCompleted)) throw emptyWrite();
+        return answers.slice(1);
+      });
     }) as Promise<T>;
   }
 
@@ -2592,6 +2614,35 @@ function lostDuringWrite(error: unknown): Error {
       describeError(error)
     }): it may have landed or not; the next read says which`,
     { cause: error },
+  );
+}
+
+/**
+ * Whether `answer` is one no statement completed: postgres.js 3.4.9 sets a
+ * result's `command` from the statement's `CommandComplete`, and resolves
+ * a query whose bytes outlived the socket they were written to (an error
+ * on it with no close that fails the query) with the fresh, empty result
+ * of its connection's next startup, once that startup sent them. Its rows
+ * are none of the query's: an intent that exists would read as none.
+ */
+function noneCompleted(answer: unknown): boolean {
+  const command = (answer as { command?: unknown } | null)?.command;
+  return typeof command !== "string" || command === "";
+}
+
+/** The error of a read whose answer is not its own (see `noneCompleted`). */
+function emptyRead(what: string): Error {
+  return new Error(
+    `PostgreSQL lost the connection during the store's ${what}: its answer came back empty, with no statement completed (the client answered it from the connection opened again); nothing was read, so try again`,
+  );
+}
+
+/** The error of a write whose answers are not its own (see `noneCompleted`). */
+function emptyWrite(): Error {
+  return lostDuringWrite(
+    new Error(
+      "an answer came back empty, with no statement completed: the client answered it from the connection opened again",
+    ),
   );
 }
 
