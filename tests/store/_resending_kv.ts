@@ -24,27 +24,13 @@ export function resendingKv(
   lose: () => boolean = () => true,
   beforeAnswer: () => Promise<unknown> = () => Promise.resolve(),
 ): KvLike & { lost: number } {
-  const handle = {
-    lost: 0,
-    getMany: (keys: Parameters<KvLike["getMany"]>[0]) => kv.getMany(keys),
-    list: (
-      selector: Parameters<KvLike["list"]>[0],
-      options?: Parameters<KvLike["list"]>[1],
-    ) => kv.list(selector, options),
-    atomic(): KvAtomic {
-      const atomic = kv.atomic();
-      const commit = atomic.commit.bind(atomic);
-      atomic.commit = async () => {
-        const result = await commit();
-        if (result.ok && !lose()) return result;
-        if (result.ok) handle.lost++;
-        await beforeAnswer();
-        return { ok: false };
-      };
-      return atomic;
-    },
-  };
-  return handle;
+  return committing(kv, async (commit, handle) => {
+    const result = await commit();
+    if (result.ok && !lose()) return result;
+    if (result.ok) handle.lost++;
+    await beforeAnswer();
+    return { ok: false };
+  });
 }
 
 /**
@@ -60,6 +46,23 @@ export function sentTwiceKv(
   lose: () => boolean = () => true,
   between: () => Promise<unknown> = () => Promise.resolve(),
 ): KvLike & { lost: number } {
+  return committing(kv, async (commit, handle) => {
+    const result = await commit();
+    if (!result.ok || !lose()) return result;
+    handle.lost++;
+    await between();
+    // Deno KV's atomic operation commits again as it was built.
+    return await commit();
+  });
+}
+
+type Commit = ReturnType<KvAtomic["commit"]>;
+
+/** `kv`, each atomic operation's commit answered by `answer`, given it. */
+function committing(
+  kv: KvLike,
+  answer: (commit: () => Commit, handle: { lost: number }) => Commit,
+): KvLike & { lost: number } {
   const handle = {
     lost: 0,
     getMany: (keys: Parameters<KvLike["getMany"]>[0]) => kv.getMany(keys),
@@ -70,14 +73,7 @@ export function sentTwiceKv(
     atomic(): KvAtomic {
       const atomic = kv.atomic();
       const commit = atomic.commit.bind(atomic);
-      atomic.commit = async () => {
-        const result = await commit();
-        if (!result.ok || !lose()) return result;
-        handle.lost++;
-        await between();
-        // Deno KV's atomic operation commits again as it was built.
-        return await commit();
-      };
+      atomic.commit = () => answer(commit, handle);
       return atomic;
     },
   };
