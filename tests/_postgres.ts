@@ -294,6 +294,29 @@ function afterReads(
   once: boolean,
 ): postgres.Sql {
   let armed = true;
+  return answeredAs(sql, (text) => {
+    if (!armed || !text.includes("lease_owner")) return undefined;
+    if (once) armed = false;
+    return async (rows) => {
+      await then();
+      return rows;
+    };
+  });
+}
+
+/**
+ * `sql`, passing everything through, on the pool and on a connection it
+ * reserves (and inside `sql.begin` with `inBegin`), except that a query
+ * for whose text `pick` gives an answer is sent as ever and resolves to
+ * what that answer makes of its rows.
+ *
+ * @param pick Called with each query's text, joined at its parameters.
+ */
+export function answeredAs(
+  sql: postgres.Sql,
+  pick: (text: string) => ((rows: unknown) => unknown) | undefined,
+  { inBegin = false }: { inBegin?: boolean } = {},
+): postgres.Sql {
   const hook = <T extends object>(target: T): T =>
     new Proxy(target, {
       apply(fn, self, args) {
@@ -303,25 +326,33 @@ function afterReads(
           args,
         ) as PromiseLike<unknown>;
         const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-        if (!armed || !text.includes("lease_owner")) return query;
-        if (once) armed = false;
+        const answered = pick(text);
+        if (answered === undefined) return query;
         const answer = query.then.bind(query);
         (query as { then: unknown }).then = (
           resolve: (value: unknown) => unknown,
           reject: (reason: unknown) => unknown,
-        ) =>
-          answer(async (rows) => {
-            await then();
-            return rows;
-          }).then(resolve, reject);
+        ) => answer(answered).then(resolve, reject);
         return query;
       },
       get(target, key, receiver) {
         const value = Reflect.get(target, key, receiver);
+        if (typeof value !== "function") return value;
         // A connection the store reserves is hooked too.
-        return key === "reserve" && typeof value === "function"
-          ? async () => hook(await value.call(target))
-          : value;
+        if (key === "reserve") {
+          return async () => hook(await value.call(target));
+        }
+        if (key === "begin" && inBegin) {
+          return (...args: unknown[]) => {
+            const fn = args.at(-1) as (tx: postgres.Sql) => unknown;
+            return value.call(
+              target,
+              ...args.slice(0, -1),
+              (tx: postgres.Sql) => fn(hook(tx)),
+            );
+          };
+        }
+        return value;
       },
     });
   return hook(sql);

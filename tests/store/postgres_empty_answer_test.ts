@@ -26,7 +26,12 @@ import {
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { createApp } from "../../webhook/app.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import {
+  answeredAs,
+  connect,
+  freshSchema,
+  postgresAvailable,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 import { genericRequest, NOW, SECRET } from "../webhook/_app.ts";
 
@@ -55,44 +60,12 @@ function emptyOnce(
   skip = 0,
 ): { sql: postgres.Sql; hit(): boolean } {
   let armed = true;
-  const hook = <T extends object>(target: T): T =>
-    new Proxy(target, {
-      apply(fn, self, args) {
-        const query = Reflect.apply(
-          fn as (...args: unknown[]) => unknown,
-          self,
-          args,
-        ) as PromiseLike<unknown>;
-        const text = Array.isArray(args[0]) ? args[0].join("?") : "";
-        if (!armed || !chosen(text) || skip-- > 0) return query;
-        armed = false;
-        const answer = query.then.bind(query);
-        (query as { then: unknown }).then = (
-          resolve: (value: unknown) => unknown,
-          reject: (reason: unknown) => unknown,
-        ) => answer(() => emptyResult()).then(resolve, reject);
-        return query;
-      },
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver);
-        if (typeof value !== "function") return value;
-        if (key === "reserve") {
-          return async () => hook(await value.call(target));
-        }
-        if (key === "begin") {
-          return (...args: unknown[]) => {
-            const fn = args.at(-1) as (tx: postgres.Sql) => unknown;
-            return value.call(
-              target,
-              ...args.slice(0, -1),
-              (tx: postgres.Sql) => fn(hook(tx)),
-            );
-          };
-        }
-        return value;
-      },
-    });
-  return { sql: hook(sql), hit: () => !armed };
+  const hooked = answeredAs(sql, (text) => {
+    if (!armed || !chosen(text) || skip-- > 0) return undefined;
+    armed = false;
+    return () => emptyResult();
+  }, { inBegin: true });
+  return { sql: hooked, hit: () => !armed };
 }
 
 /** What the store's error says of an answer that is not the query's. */
