@@ -25,6 +25,14 @@ function goodbye(): Error {
   );
 }
 
+/**
+ * `rows` as postgres.js answers a statement that completed: `command` set
+ * (the store takes an answer without one as the connection lost).
+ */
+function completed(rows: object[]): object[] {
+  return Object.assign(rows, { command: "SELECT", count: rows.length });
+}
+
 /** Resolves after `ms`. */
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -60,7 +68,7 @@ function scripted(
           return options.read!(++asked.reads);
         }
         if (String(strings[0]).trim() === "SELECT 1") asked.selects++;
-        return Promise.resolve([]);
+        return Promise.resolve(completed([]));
       }
       return Reflect.apply(target, self, args);
     },
@@ -91,10 +99,9 @@ Deno.test("PostgresStore asks a read rejected with a server's goodbye again, onc
     await using s = scripted({
       max: 2,
       read: (n) =>
-        n <= 2 ? Promise.reject(goodbye()) : Promise.resolve([{
-          deliveries: 7,
-          expires_at: null,
-        }]),
+        n <= 2
+          ? Promise.reject(goodbye())
+          : Promise.resolve(completed([{ deliveries: 7, expires_at: null }])),
     });
     assert.equal(await s.store.deliveries("pi_1/settle"), 7);
     assert.equal(s.asked.reads, 3);
@@ -103,10 +110,9 @@ Deno.test("PostgresStore asks a read rejected with a server's goodbye again, onc
     await using s = scripted({
       max: 2,
       read: (n) =>
-        n <= 3 ? Promise.reject(goodbye()) : Promise.resolve([{
-          deliveries: 7,
-          expires_at: null,
-        }]),
+        n <= 3
+          ? Promise.reject(goodbye())
+          : Promise.resolve(completed([{ deliveries: 7, expires_at: null }])),
     });
     await assert.rejects(
       s.store.deliveries("pi_1/settle"),
