@@ -53,6 +53,13 @@ export const SETTINGS: ReadonlySet<string> = new Set([
 const FAMILIES =
   /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK)_/;
 
+// What Kubernetes sets in every pod for each service of its namespace
+// (and Docker's links for each linked container): a service named
+// `relayer` or `sender` gives RELAYER_SERVICE_HOST, SENDER_PORT,
+// SENDER_PORT_9000_TCP_ADDR…, none of them a setting misspelt.
+const SERVICE_LINK =
+  /_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
+
 function distance(a: string, b: string): number {
   let row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
@@ -77,7 +84,9 @@ function distance(a: string, b: string): number {
 export function unknownSettingLines(names: Iterable<string>): string[] {
   const lines: string[] = [];
   for (const name of [...names].sort()) {
-    if (SETTINGS.has(name) || !FAMILIES.test(name)) continue;
+    if (
+      SETTINGS.has(name) || !FAMILIES.test(name) || SERVICE_LINK.test(name)
+    ) continue;
     let like: string | undefined;
     let best = 4; // at most 3 edits away
     for (const known of SETTINGS) {

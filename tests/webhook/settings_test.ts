@@ -31,6 +31,28 @@ Deno.test("unknownSettingLines() leaves the settings, and names outside their fa
   assert.deepEqual(unknownSettingLines([...SETTINGS, ...others]), []);
 });
 
+Deno.test("unknownSettingLines() leaves the variables Kubernetes sets for a service named relayer or sender alone", () => {
+  // A pod gets these for each service of its namespace (enableServiceLinks,
+  // on by default); Docker's links set the same shapes.
+  const links = ["RELAYER", "SENDER", "KV", "QSTASH_PROXY"].flatMap((svc) => [
+    `${svc}_SERVICE_HOST`,
+    `${svc}_SERVICE_PORT`,
+    `${svc}_SERVICE_PORT_HTTP`,
+    `${svc}_PORT`,
+    `${svc}_PORT_8000_TCP`,
+    `${svc}_PORT_8000_TCP_PROTO`,
+    `${svc}_PORT_8000_TCP_PORT`,
+    `${svc}_PORT_8000_TCP_ADDR`,
+    `${svc}_PORT_53_UDP_ADDR`,
+  ]);
+  assert.deepEqual(unknownSettingLines(links), []);
+  // A misspelt setting beside them is still named.
+  assert.equal(
+    unknownSettingLines([...links, "SENDER_TIMOUT"]).length,
+    1,
+  );
+});
+
 Deno.test("SETTINGS holds every variable loadConfig reads, on each queue and store", () => {
   const read = new Set<string>();
   const recorded = (env: Record<string, string>) =>
