@@ -961,8 +961,10 @@ if (import.meta.main) {
   let unknown: string[] = [];
   try {
     const env = Deno.env.toObject();
-    config = loadConfig(env);
+    // Named before the settings are checked: a misspelt one may be why
+    // they are refused (WEBHOOK_SECRETS: "No delivery route is configured").
     unknown = unknownSettingLines(Object.keys(env));
+    config = loadConfig(env);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -977,6 +979,7 @@ if (import.meta.main) {
     }
     if (!(error instanceof ConfigError)) throw error;
     console.error(`relayer: cannot start: ${error.message}`);
+    for (const line of unknown) console.error(line);
     Deno.exit(1);
   }
   // postgres.js drops the promise of its type query on a new connection

@@ -334,3 +334,36 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "main.ts refused for a setting it lacks names a misspelt one after its refusal, and the setting it likely meant",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const service = startMain({
+      SENDER_URL: SETTINGS.SENDER_URL,
+      WEBHOOK_SECRETS: SETTINGS.WEBHOOK_SECRET,
+      KV_PATH: `${dir}/relayer.kv`,
+    }, { ...port(), writeDir: dir });
+    try {
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1, stderr);
+      const lines = stderr.trim().split("\n").filter((line) =>
+        !/^(Task|Download|Warning) /.test(line)
+      );
+      assert.equal(lines.length, 2, stderr);
+      assert.match(
+        lines[0]!,
+        /^relayer: cannot start: No delivery route is configured: /,
+      );
+      assert.equal(
+        lines[1],
+        "relayer: WEBHOOK_SECRETS is not a setting of the relayer, so it is ignored: did you mean WEBHOOK_SECRET? (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+      );
+      // The value it holds, a secret, is not printed.
+      assert.doesNotMatch(stderr, new RegExp(SETTINGS.WEBHOOK_SECRET));
+    } finally {
+      service.kill();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
