@@ -200,6 +200,7 @@ import { describePolicy } from "../policy/describe_policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import { hmacSigner, JWKS_REFETCH_INTERVAL_MS } from "../webhook/_auth.ts";
+import { SETTINGS } from "../webhook/_settings.ts";
 import {
   type OwnedPgBouncer,
   type OwnedPostgresServer,
@@ -645,44 +646,6 @@ class SignerStub {
 }
 
 // ---------------------------------------------------------------- the server
-
-/** The names of every setting the service reads, so none leaks in from the caller's shell. */
-const SERVICE_SETTINGS = [
-  "QSTASH_CURRENT_SIGNING_KEY",
-  "QSTASH_NEXT_SIGNING_KEY",
-  "PUBLIC_URL",
-  "PUBSUB_AUDIENCE",
-  "PUBSUB_SERVICE_ACCOUNT",
-  "PUBSUB_DEAD_LETTER_AUDIENCE",
-  "PUBSUB_MESSAGE_RETENTION",
-  "QSTASH_TOKEN",
-  "QSTASH_URL",
-  "WEBHOOK_SECRET",
-  "WEBHOOK_SECRET_NEXT",
-  "OPS_TOKEN",
-  "SENDER_URL",
-  "SENDER_TIMEOUT",
-  "KV_PATH",
-  "KV_URL",
-  "KV_QUEUE",
-  "DATABASE_URL",
-  "MAX_DELIVERIES",
-  "BASE",
-  "CAP",
-  "JITTER",
-  "STUCK_AFTER",
-  "LEASE",
-  "CLOCK_SKEW",
-  "MAX_BODY_BYTES",
-  "RELAYER_INSECURE_DEV",
-  "DENO_DEPLOYMENT_ID",
-  "QSTASH_RETRIES",
-  "PUBSUB_MAX_DELIVERY_ATTEMPTS",
-  "PUBSUB_MIN_BACKOFF",
-  "PUBSUB_MAX_BACKOFF",
-  "CLOUDFLARE_MAX_RETRIES",
-  "CLOUDFLARE_DLQ_MAX_RETRIES",
-];
 
 /** A TCP port on 127.0.0.1 that nothing listens on right now. */
 function freePort(): number {
@@ -2251,7 +2214,8 @@ async function runCrashTest(
   };
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(Deno.env.toObject())) {
-    if (!SERVICE_SETTINGS.includes(name) && !PROXY_SETTINGS.includes(name)) {
+    // Every setting the service reads is the run's, none the caller's shell's.
+    if (!SETTINGS.has(name) && !PROXY_SETTINGS.includes(name)) {
       env[name] = value;
     }
   }
