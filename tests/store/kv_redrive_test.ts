@@ -85,13 +85,19 @@ Deno.test("createRelayer() redrive with a message enqueues it on the store's own
   });
 });
 
-Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed with its answer lost, the letter redriven before the store read it back, does not write the letter again beside the redriven job", async () => {
-  using kv = await Deno.openKv(":memory:");
+/**
+ * A relayer over a KvStore on `kv` wrapped by `wrap` (`resendingKv` or
+ * `sentTwiceKv`), whose next commit after `loseNext()` has its answer lost
+ * and, meanwhile, an operator on another instance redrives the job's
+ * letter: what a KV Connect client meets beside a redrive.
+ */
+function redrivenMeanwhile(
+  kv: Deno.Kv,
+  wrap: typeof resendingKv | typeof sentTwiceKv,
+) {
   const operator = new KvStore(kv);
   let lose = false;
-  // What a KV Connect client answers a commit it sent again after a lost
-  // answer; the operator's redrive lands before the read-back.
-  const lossy = resendingKv(
+  const lossy = wrap(
     kv,
     () => {
       const now = lose;
@@ -106,25 +112,43 @@ Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed 
     },
   );
   const store = new KvStore(lossy);
-  await store.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
   const relayer = createRelayer({
     store,
     sender: new ScriptedSender({}),
     policy: { maxDeliveries: 5 },
     now: () => 0,
   });
+  return {
+    store,
+    relayer,
+    lost: () => lossy.lost,
+    loseNext: () => {
+      lose = true;
+    },
+  };
+}
+
+Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed with its answer lost, the letter redriven before the store read it back, does not write the letter again beside the redriven job", async () => {
+  using kv = await Deno.openKv(":memory:");
+  // What a KV Connect client answers a commit it sent again after a lost
+  // answer; the operator's redrive lands before the read-back.
+  const { store, relayer, lost, loseNext } = redrivenMeanwhile(
+    kv,
+    resendingKv,
+  );
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
   const job = { intentId: "pi_0001", kind: "settle" } as const;
   // A Cloudflare message at its last delivery: no claim rides with the
   // drop's letter, only its mark.
-  lose = true;
+  loseNext();
   const outcome = await relayer.deliver(job, 5, {
     message: { queue: "cloudflare", dlqId: "msg_1" },
   });
-  assert.equal(lossy.lost, 1);
+  assert.equal(lost(), 1);
   assert.equal(outcome.action, "poison");
   // The redrive took the letter: the redriven job is the intent's now.
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
@@ -132,81 +156,43 @@ Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed 
 
 Deno.test("createRelayer(): a drop whose delivery names no message, its letter's commit landed with its answer lost and the letter redriven before the store read it back, does not write the letter again beside the redriven job", async () => {
   using kv = await Deno.openKv(":memory:");
-  const operator = new KvStore(kv);
-  let lose = false;
-  const lossy = resendingKv(
+  const { store, relayer, lost, loseNext } = redrivenMeanwhile(
     kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
-    async () => {
-      const kept = await operator.getDeadLetter("pi_0001/settle");
-      if (kept !== null) {
-        await operator.redrive("pi_0001/settle", kept.version);
-      }
-    },
+    resendingKv,
   );
-  const store = new KvStore(lossy);
   await store.createIntent({
     id: "pi_0001",
     state: "authorized",
     hold: "pending",
   });
-  const relayer = createRelayer({
-    store,
-    sender: new ScriptedSender({}),
-    policy: { maxDeliveries: 5 },
-    now: () => 0,
-  });
   // The local queue's last delivery: neither a claim nor a mark rides
   // with the drop's letter.
-  lose = true;
+  loseNext();
   const outcome = await relayer.deliver({
     intentId: "pi_0001",
     kind: "settle",
   }, 5);
-  assert.equal(lossy.lost, 1);
+  assert.equal(lost(), 1);
   assert.equal(outcome.action, "poison");
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
 
 Deno.test("createRelayer(): a drop of a created intent's job whose delivery names no message, its letter's commit landed with its answer lost and the letter redriven before the commit was sent again, does not keep the letter again beside the redriven job", async () => {
   using kv = await Deno.openKv(":memory:");
-  const operator = new KvStore(kv);
-  let lose = false;
-  const lossy = sentTwiceKv(
+  const { store, relayer, lost, loseNext } = redrivenMeanwhile(
     kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
-    async () => {
-      const kept = await operator.getDeadLetter("pi_0001/settle");
-      if (kept !== null) {
-        await operator.redrive("pi_0001/settle", kept.version);
-      }
-    },
+    sentTwiceKv,
   );
-  const store = new KvStore(lossy);
   await store.createIntent({ id: "pi_0001" });
-  const relayer = createRelayer({
-    store,
-    sender: new ScriptedSender({}),
-    policy: { maxDeliveries: 5 },
-    now: () => 0,
-  });
   // No lease rides with a created intent's letter, nor a claim or a mark
   // with the local queue's: the letter's checks hold again once the
   // redrive took it.
-  lose = true;
+  loseNext();
   const outcome = await relayer.deliver({
     intentId: "pi_0001",
     kind: "settle",
   }, 5);
-  assert.equal(lossy.lost, 1);
+  assert.equal(lost(), 1);
   assert.equal(outcome.action, "poison");
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
