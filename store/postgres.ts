@@ -1201,13 +1201,34 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Sends `n` plain `SELECT 1` at once: for each, whether it reached the
+   * The store's probe of the server, `SELECT 1`, with its `1` a parameter,
+   * so that no statement is sent behind it on its connection. A plain
+   * `SELECT 1` takes statements behind it (postgres.js 3.4.9 pipelines up
+   * to `max_pipeline` on a busy connection); through a pooler in
+   * transaction mode, one sent behind it while it runs is forwarded to its
+   * server session, which PgBouncer (1.18) hands back to its pool at the
+   * probe's ReadyForQuery, and the answer that follows is dropped: the
+   * connection then waits for it for good. The probes run after a lost
+   * connection, as reads pile up, and once every connection of the pool
+   * had lost an answer so, no read answered again. With a parameter and
+   * `prepare: false` (the client for such a pooler), postgres.js asks the
+   * server to describe the statement first and sends nothing behind it
+   * until it answered. (With prepared statements, a pooler in transaction
+   * mode is refused by `migrate()` unless it keeps them, as PgBouncer 1.21
+   * and later can: that pooler is not tested here.)
+   */
+  #selectOne(): postgres.PendingQuery<postgres.Row[]> {
+    return this.#sql`SELECT ${1}::int`;
+  }
+
+  /**
+   * Sends `n` probes (`SELECT 1`) at once: for each, whether it reached the
    * server (an answer, or the server's own error such as a kept goodbye),
    * did not (it is down), or met a client that was ended.
    */
   async #selectOnes(n: number): Promise<("reached" | "unreached" | "ended")[]> {
     const answers = await Promise.allSettled(
-      Array.from({ length: n }, () => this.#sql`SELECT 1`),
+      Array.from({ length: n }, () => this.#selectOne()),
     );
     return answers.map((answer) => {
       if (answer.status === "fulfilled") return "reached";
@@ -1484,7 +1505,7 @@ export class PostgresStore implements Store {
 
   /**
    * After a connection of the pool closed, before a write's `reserve()`:
-   * one plain `SELECT 1` probe, then, once it reached the server, one per
+   * one `SELECT 1` probe, then, once it reached the server, one per
    * connection of the pool, sent at once, and the `reserve()` only once the
    * pool has handed them out: they take the open connections first, then
    * open the closed ones, each taking the server's goodbye postgres.js
@@ -1524,7 +1545,7 @@ export class PostgresStore implements Store {
     if (this.#reopenedAt === this.#closes.count) return undefined;
     this.#reopenedAt = this.#closes.count;
     const max = Number(this.#sql.options?.max) || 1;
-    for (let n = 0; n < max; n++) this.#sql`SELECT 1`.execute().catch(() => {});
+    for (let n = 0; n < max; n++) this.#selectOne().execute().catch(() => {});
     // postgres.js hands a query to the pool a microtask after `execute()`:
     // the `reserve()` after these finds no connection open nor closed.
     await Promise.resolve();
@@ -1552,13 +1573,13 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Sends `n` plain `SELECT 1` at once: for each, `undefined` if it reached
+   * Sends `n` probes (`SELECT 1`) at once: for each, `undefined` if it reached
    * the server (an answer, or the server's own error such as a kept
    * goodbye), else its error (the server is down, or the client was ended).
    */
   async #selectAnswers(n: number): Promise<unknown[]> {
     const answers = await Promise.allSettled(
-      Array.from({ length: n }, () => this.#sql`SELECT 1`),
+      Array.from({ length: n }, () => this.#selectOne()),
     );
     return answers.map((answer) => {
       if (answer.status === "fulfilled") return undefined;

@@ -67,7 +67,7 @@ function scripted(
         if (String(strings[0]).includes("SELECT deliveries")) {
           return options.read!(++asked.reads);
         }
-        if (String(strings[0]).trim() === "SELECT 1") asked.selects++;
+        if (strings.join("$1").trim() === "SELECT $1::int") asked.selects++;
         return Promise.resolve(completed([]));
       }
       return Reflect.apply(target, self, args);
