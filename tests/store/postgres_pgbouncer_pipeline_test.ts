@@ -250,3 +250,166 @@ Deno.test({
     }
   }),
 });
+
+/**
+ * The `ReadyForQuery` statuses in a stream of the server's messages, chunk
+ * by chunk (`I` idle: the statement ended its transaction; `T` in one;
+ * `E` in one that failed).
+ */
+function readyStatuses(): (bytes: Uint8Array) => string[] {
+  let rest = new Uint8Array(0);
+  return (bytes) => {
+    const all = new Uint8Array(rest.length + bytes.length);
+    all.set(rest);
+    all.set(bytes, rest.length);
+    const view = new DataView(all.buffer);
+    const statuses: string[] = [];
+    let at = 0;
+    while (all.length - at >= 5) {
+      const length = view.getInt32(at + 1);
+      if (all.length - at < 1 + length) break;
+      if (all[at] === 90) statuses.push(String.fromCharCode(all[at + 5]!));
+      at += 1 + length;
+    }
+    rest = all.slice(at);
+    return statuses;
+  };
+}
+
+Deno.test({
+  name:
+    "PostgresStore through PgBouncer in transaction mode (prepare: false) sends nothing behind a statement that ends its transaction in its writes: a flight refused inside, and one not answered within connectionWaitMs, hand their connection back only once their last statement answered",
+  ignore: !available,
+  // A read whose answer was dropped would wait for good: fail, not hang.
+  fn: timeout(60_000, async () => {
+    const { server, missing } = await processPostgres();
+    if (server === null) throw new Error(missing);
+    // The server gets its bytes 80 ms late: a flight (BEGIN, two writes
+    // described first, COMMIT) takes five round trips, 400 ms and more.
+    const late = relay(server.port, {
+      up(_bytes, pass) {
+        setTimeout(pass, 80);
+      },
+    });
+    const bouncer = await startPgBouncer(
+      { ...server, port: await late.port },
+      { mode: "transaction", poolSize: 2 },
+    );
+    // Per client connection: the messages sent and not yet answered with
+    // ReadyForQuery; one that ends a transaction (status I) while the
+    // client has sent more behind it is noted.
+    const text = new TextDecoder("latin1");
+    const behind: string[] = [];
+    const state = new Map<
+      number,
+      {
+        up: (b: Uint8Array) => string[];
+        down: (b: Uint8Array) => string[];
+        sent: string[];
+      }
+    >();
+    const of = (connection: number) => {
+      let s = state.get(connection);
+      if (s === undefined) {
+        s = { up: messages(true), down: readyStatuses(), sent: [] };
+        state.set(connection, s);
+      }
+      return s;
+    };
+    const watch = relay(Number(new URL(bouncer.url).port), {
+      up(bytes, pass, connection) {
+        const s = of(connection);
+        const said = text.decode(bytes).replace(/[^ -~]+/g, " ").trim();
+        for (const type of s.up(bytes)) s.sent.push(`${type} ${said}`);
+        pass();
+      },
+      down(bytes, connection) {
+        const s = of(connection);
+        for (const status of s.down(bytes)) {
+          // The statement answered: up to its Sync, or its simple Query.
+          let answered = "";
+          while (s.sent.length > 0) {
+            answered = s.sent.shift()!;
+            if (answered[0] === "S" || answered[0] === "Q") break;
+          }
+          const more = s.sent.filter((m) => m[0] !== "X");
+          if (status === "I" && more.length > 0) {
+            behind.push(`${answered.slice(0, 60)} => ${more[0]!.slice(0, 60)}`);
+          }
+        }
+      },
+    });
+    const url = new URL(bouncer.url);
+    url.port = String(await watch.port);
+    // One connection: whatever the pool has waiting when the write hands
+    // it back is sent on it at once.
+    const sql = postgres(url.href, {
+      prepare: false,
+      max: 1,
+      max_lifetime: null,
+      onnotice: () => {},
+    });
+    const schema = freshSchema();
+    const reads: Promise<unknown>[] = [];
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
+      await store.migrate();
+      for (const id of ["pi_1", "pi_2"]) {
+        await store.createIntent({ id, state: "authorized", hold: "pending" });
+      }
+      const move = (on: PostgresStore, id: string) =>
+        on.transition(id, {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 500,
+        });
+      // Two writes on one version: both read it, one commits, the other's
+      // flight is refused at its head (the transaction fails, its COMMIT
+      // rolls it back); reads given as the first answers wait for the
+      // connection the second holds.
+      const both = [move(store, "pi_1"), move(store, "pi_1")];
+      await Promise.race(both.map((m) => m.then(() => {}, () => {})));
+      for (let n = 0; n < 3; n++) reads.push(store.getIntent("pi_1"));
+      const moved = await Promise.allSettled(both);
+      assert.deepEqual(
+        moved.map((m) =>
+          m.status === "fulfilled" ? "written" : (m.reason as Error).name
+        ).sort(),
+        ["ConflictError", "written"],
+      );
+      // Answered before the next write, whose read waits at most 250 ms.
+      await Promise.allSettled(reads);
+      // A write whose flight outlasts its bound: it answers that it may
+      // have landed, and its connection goes back to the pool once the
+      // flight (and the statement sent behind it) answered; reads given
+      // as it answers wait for that.
+      const hasty = new PostgresStore(sql, { schema, connectionWaitMs: 250 });
+      await assert.rejects(
+        move(hasty, "pi_2"),
+        /did not answer the write within 250ms/,
+      );
+      for (let n = 0; n < 3; n++) reads.push(store.getIntent("pi_2"));
+      const answers = await Promise.allSettled(reads);
+      const failed = answers.flatMap((answer) =>
+        answer.status === "rejected" ? [String(answer.reason)] : []
+      );
+      assert.deepEqual(failed, [], `${failed.length} of ${reads.length}`);
+      assert.deepEqual(
+        behind,
+        [],
+        "statements sent behind one ending its transaction",
+      );
+      assert.equal((await store.getIntent("pi_2"))?.state, "settling");
+    } finally {
+      await Promise.allSettled(reads);
+      await sql.end({ timeout: 0 });
+      watch.close();
+      await bouncer.stop();
+      late.close();
+      await (await sharedClient()).unsafe(
+        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
+      );
+    }
+  }),
+});
