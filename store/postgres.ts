@@ -600,7 +600,14 @@ export class PostgresStore implements Store {
    */
   async migrate(): Promise<void> {
     this.#open("migrate");
-    const [current] = await this.#sql.unsafe(migrated(this.#schema));
+    // With a parameter, as the store's reads have one: postgres.js sends
+    // nothing behind it on its connection (see `#selectOne`), where a read
+    // given meanwhile could lose its answer through a pooler in
+    // transaction mode. Not prepared (`unsafe`), before the pooler check.
+    const [current] = await this.#sql.unsafe(
+      `${migrated(this.#schema)}, $1::int AS described`,
+      [1],
+    );
     if (current?.read_only === true) {
       // Every write would fail; better to say so at start than to serve
       // healthy and answer every delivery "retry".
