@@ -1,8 +1,10 @@
 /**
  * PostgresStore through a real PgBouncer (Debian's `pgbouncer` package) in
- * transaction mode with `prepare: false`, after a lost connection: no read
- * is sent behind one of the store's probes of the server on its
- * connection. Through PgBouncer, a statement sent behind another that ends
+ * transaction mode with `prepare: false`: no read is sent behind one of
+ * the store's probes of the server after a lost connection, behind a
+ * write's flight (committed, refused, or outlasting `connectionWaitMs`) on
+ * the connection it reserved, nor behind `migrate()`'s check of the
+ * schema run while the store serves. Through PgBouncer, a statement sent behind another that ends
  * its transaction can lose its answer: PgBouncer 1.18 forwards it to the
  * same server session, hands that session back to its pool at the first
  * one's ReadyForQuery, and drops the answer that follows ("got packet '1'
