@@ -328,41 +328,82 @@ function watchEnds(port: number): { watch: Relay; behind: string[] } {
   return { watch, behind };
 }
 
+/**
+ * A migrated store on a fresh schema through a real PgBouncer in
+ * transaction mode, over a client of one connection with `prepare: false`
+ * (whatever the pool has waiting when a connection comes back is sent on
+ * it at once). The server gets its bytes 80 ms late: a flight (BEGIN, two
+ * writes described first, COMMIT) takes five round trips, 400 ms and more.
+ * `behind` lists what the client sent behind a ReadyForQuery that ended a
+ * transaction (see {@linkcode watchEnds}).
+ */
+async function lateBouncer() {
+  const { server, missing } = await processPostgres();
+  if (server === null) throw new Error(missing);
+  const late = relay(server.port, {
+    up(_bytes, pass) {
+      setTimeout(pass, 80);
+    },
+  });
+  const bouncer = await startPgBouncer(
+    { ...server, port: await late.port },
+    { mode: "transaction", poolSize: 2 },
+  );
+  const { watch, behind } = watchEnds(Number(new URL(bouncer.url).port));
+  const url = new URL(bouncer.url);
+  url.port = String(await watch.port);
+  const sql = postgres(url.href, {
+    prepare: false,
+    max: 1,
+    max_lifetime: null,
+    onnotice: () => {},
+  });
+  const schema = freshSchema();
+  const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
+  const close = async () => {
+    await sql.end({ timeout: 0 });
+    watch.close();
+    await bouncer.stop();
+    late.close();
+    await (await sharedClient()).unsafe(
+      `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
+    );
+  };
+  try {
+    await store.migrate();
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { sql, store, schema, behind, close };
+}
+
+/** Every read answered, and nothing was sent behind a transaction's end. */
+async function allAnswered(
+  reads: readonly Promise<unknown>[],
+  behind: readonly string[],
+): Promise<void> {
+  const answers = await Promise.allSettled(reads);
+  const failed = answers.flatMap((answer) =>
+    answer.status === "rejected" ? [String(answer.reason)] : []
+  );
+  assert.deepEqual(failed, [], `${failed.length} of ${reads.length}`);
+  assert.deepEqual(
+    behind,
+    [],
+    "statements sent behind one ending its transaction",
+  );
+}
+
 Deno.test({
   name:
     "PostgresStore through PgBouncer in transaction mode (prepare: false) sends nothing behind a statement that ends its transaction in its writes: a flight refused inside, and one not answered within connectionWaitMs, hand their connection back only once their last statement answered",
   ignore: !available,
   // A read whose answer was dropped would wait for good: fail, not hang.
   fn: timeout(60_000, async () => {
-    const { server, missing } = await processPostgres();
-    if (server === null) throw new Error(missing);
-    // The server gets its bytes 80 ms late: a flight (BEGIN, two writes
-    // described first, COMMIT) takes five round trips, 400 ms and more.
-    const late = relay(server.port, {
-      up(_bytes, pass) {
-        setTimeout(pass, 80);
-      },
-    });
-    const bouncer = await startPgBouncer(
-      { ...server, port: await late.port },
-      { mode: "transaction", poolSize: 2 },
-    );
-    const { watch, behind } = watchEnds(Number(new URL(bouncer.url).port));
-    const url = new URL(bouncer.url);
-    url.port = String(await watch.port);
-    // One connection: whatever the pool has waiting when the write hands
-    // it back is sent on it at once.
-    const sql = postgres(url.href, {
-      prepare: false,
-      max: 1,
-      max_lifetime: null,
-      onnotice: () => {},
-    });
-    const schema = freshSchema();
+    const { sql, store, schema, behind, close } = await lateBouncer();
     const reads: Promise<unknown>[] = [];
     try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
-      await store.migrate();
       for (const id of ["pi_1", "pi_2"]) {
         await store.createIntent({ id, state: "authorized", hold: "pending" });
       }
@@ -399,26 +440,11 @@ Deno.test({
         /did not answer the write within 250ms/,
       );
       for (let n = 0; n < 3; n++) reads.push(store.getIntent("pi_2"));
-      const answers = await Promise.allSettled(reads);
-      const failed = answers.flatMap((answer) =>
-        answer.status === "rejected" ? [String(answer.reason)] : []
-      );
-      assert.deepEqual(failed, [], `${failed.length} of ${reads.length}`);
-      assert.deepEqual(
-        behind,
-        [],
-        "statements sent behind one ending its transaction",
-      );
+      await allAnswered(reads, behind);
       assert.equal((await store.getIntent("pi_2"))?.state, "settling");
     } finally {
       await Promise.allSettled(reads);
-      await sql.end({ timeout: 0 });
-      watch.close();
-      await bouncer.stop();
-      late.close();
-      await (await sharedClient()).unsafe(
-        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
-      );
+      await close();
     }
   }),
 });
@@ -429,57 +455,20 @@ Deno.test({
   ignore: !available,
   // A read whose answer was dropped would wait for good: fail, not hang.
   fn: timeout(60_000, async () => {
-    const { server, missing } = await processPostgres();
-    if (server === null) throw new Error(missing);
-    const late = relay(server.port, {
-      up(_bytes, pass) {
-        setTimeout(pass, 80);
-      },
-    });
-    const bouncer = await startPgBouncer(
-      { ...server, port: await late.port },
-      { mode: "transaction", poolSize: 2 },
-    );
-    const { watch, behind } = watchEnds(Number(new URL(bouncer.url).port));
-    const url = new URL(bouncer.url);
-    url.port = String(await watch.port);
-    const sql = postgres(url.href, {
-      prepare: false,
-      max: 1,
-      max_lifetime: null,
-      onnotice: () => {},
-    });
-    const schema = freshSchema();
+    const { store, behind, close } = await lateBouncer();
     const reads: Promise<unknown>[] = [];
     try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
-      await store.migrate();
       await store.createIntent({ id: "pi_1", state: "created" });
       // migrate() again (nothing left to create) while reads come in, as
       // an operator's or a second start's would on a shared client.
       const again = store.migrate();
       for (let n = 0; n < 3; n++) reads.push(store.getIntent("pi_1"));
       await again;
-      const answers = await Promise.allSettled(reads);
-      const failed = answers.flatMap((answer) =>
-        answer.status === "rejected" ? [String(answer.reason)] : []
-      );
-      assert.deepEqual(failed, [], `${failed.length} of ${reads.length}`);
-      assert.deepEqual(
-        behind,
-        [],
-        "statements sent behind one ending its transaction",
-      );
+      await allAnswered(reads, behind);
       assert.equal((await store.getIntent("pi_1"))?.state, "created");
     } finally {
       await Promise.allSettled(reads);
-      await sql.end({ timeout: 0 });
-      watch.close();
-      await bouncer.stop();
-      late.close();
-      await (await sharedClient()).unsafe(
-        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
-      );
+      await close();
     }
   }),
 });
