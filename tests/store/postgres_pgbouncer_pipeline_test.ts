@@ -14,8 +14,8 @@
  * The server gets its bytes 80 ms late here (a relay between PgBouncer and
  * PostgreSQL, as across a network or from a server under load), and reads
  * are given to the store the moment a probe reaches the relay, while its
- * answer is due; a relay between the client and PgBouncer counts the
- * statements the client has sent and not yet had ReadyForQuery for. (A
+ * answer is due; a relay between the client and PgBouncer notes what the
+ * client sent behind a ReadyForQuery that ended a transaction. (A
  * statement sent behind another leaves the client once the first one's
  * bytes were acknowledged: at once, or after the pooler's delayed ACK,
  * 40 ms on Linux; a first answer that comes later than that is what lets
@@ -149,75 +149,13 @@ Deno.test({
   ignore: !available,
   // A read whose answer was dropped would wait for good: fail, not hang.
   fn: timeout(60_000, async () => {
-    const { server, missing } = await processPostgres();
-    if (server === null) throw new Error(missing);
-    const text = new TextDecoder("latin1");
     // Reads given to the store the moment a probe reaches the server.
     let onProbe = () => {};
-    const late = relay(server.port, {
-      up(bytes, pass) {
-        if (/SELECT (?:1|\$1::int)\b/.test(text.decode(bytes))) onProbe();
-        setTimeout(pass, 80);
-      },
+    const { store, behind, reset, close } = await lateBouncer((text) => {
+      if (/SELECT (?:1|\$1::int)\b/.test(text)) onProbe();
     });
-    const bouncer = await startPgBouncer(
-      { ...server, port: await late.port },
-      { mode: "transaction", poolSize: 2 },
-    );
-    // Per client connection: statements sent (Parse) and not yet answered
-    // ReadyForQuery; once counting, each Parse sent behind another.
-    let counting = false;
-    const behind: string[] = [];
-    const state = new Map<
-      number,
-      {
-        up: (b: Uint8Array) => string[];
-        down: (b: Uint8Array) => string[];
-        due: number;
-      }
-    >();
-    const of = (connection: number) => {
-      let s = state.get(connection);
-      if (s === undefined) {
-        s = { up: messages(true), down: messages(false), due: 0 };
-        state.set(connection, s);
-      }
-      return s;
-    };
-    const watch = relay(Number(new URL(bouncer.url).port), {
-      up(bytes, pass, connection) {
-        const s = of(connection);
-        const ts = s.up(bytes);
-        for (const type of ts) {
-          if (type !== "P") continue;
-          if (counting && s.due > 0) {
-            behind.push(text.decode(bytes).replace(/[^ -~]+/g, " ").trim());
-          }
-          s.due++;
-        }
-        pass();
-      },
-      down(bytes, connection) {
-        const s = of(connection);
-        const ts = s.down(bytes);
-        for (const type of ts) {
-          if (type === "Z") s.due = Math.max(0, s.due - 1);
-        }
-      },
-    });
-    const url = new URL(bouncer.url);
-    url.port = String(await watch.port);
-    const sql = postgres(url.href, {
-      prepare: false,
-      max: 1,
-      max_lifetime: null,
-      onnotice: () => {},
-    });
-    const schema = freshSchema();
     const reads: Promise<unknown>[] = [];
     try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 3000 });
-      await store.migrate();
       await store.createIntent({ id: "pi_1", state: "created" });
       let probes = 0;
       onProbe = () => {
@@ -227,28 +165,16 @@ Deno.test({
       // The connection reset: the read under it fails as lost, and the
       // store probes the server once it is open again.
       const lost = store.getIntent("pi_1");
-      counting = true;
-      watch.reset();
+      reset();
       await lost.then(() => {}, () => {});
       await new Promise((resolve) => setTimeout(resolve, 1500));
       assert.ok(probes >= 2, `probes: ${probes}`);
-      const answers = await Promise.allSettled(reads);
-      const failed = answers.flatMap((answer) =>
-        answer.status === "rejected" ? [String(answer.reason)] : []
-      );
-      assert.deepEqual(failed, [], `${failed.length} of ${reads.length}`);
-      assert.deepEqual(behind, [], "statements sent behind another");
+      await allAnswered(reads, behind);
       assert.equal((await store.getIntent("pi_1"))?.state, "created");
     } finally {
       onProbe = () => {};
       await Promise.allSettled(reads);
-      await sql.end({ timeout: 0 });
-      watch.close();
-      await bouncer.stop();
-      late.close();
-      await (await sharedClient()).unsafe(
-        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
-      );
+      await close();
     }
   }),
 });
@@ -335,13 +261,17 @@ function watchEnds(port: number): { watch: Relay; behind: string[] } {
  * it at once). The server gets its bytes 80 ms late: a flight (BEGIN, two
  * writes described first, COMMIT) takes five round trips, 400 ms and more.
  * `behind` lists what the client sent behind a ReadyForQuery that ended a
- * transaction (see {@linkcode watchEnds}).
+ * transaction (see {@linkcode watchEnds}); `sent` is called with each chunk
+ * PgBouncer sends the server (as latin1), as it arrives; `reset` resets the
+ * client's connections (an RST).
  */
-async function lateBouncer() {
+async function lateBouncer(sent: (text: string) => void = () => {}) {
   const { server, missing } = await processPostgres();
   if (server === null) throw new Error(missing);
+  const text = new TextDecoder("latin1");
   const late = relay(server.port, {
-    up(_bytes, pass) {
+    up(bytes, pass) {
+      sent(text.decode(bytes));
       setTimeout(pass, 80);
     },
   });
@@ -375,7 +305,7 @@ async function lateBouncer() {
     await close();
     throw error;
   }
-  return { sql, store, schema, behind, close };
+  return { sql, store, schema, behind, reset: () => watch.reset(), close };
 }
 
 /** Every read answered, and nothing was sent behind a transaction's end. */
