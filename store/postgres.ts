@@ -1234,17 +1234,10 @@ export class PostgresStore implements Store {
    * did not (it is down), or met a client that was ended.
    */
   async #selectOnes(n: number): Promise<("reached" | "unreached" | "ended")[]> {
-    const answers = await Promise.allSettled(
-      Array.from({ length: n }, () => this.#selectOne()),
-    );
-    return answers.map((answer) => {
-      if (answer.status === "fulfilled") return "reached";
-      const { code, severity } = (answer.reason ?? {}) as {
-        code?: unknown;
-        severity?: unknown;
-      };
-      if (code === "CONNECTION_ENDED") return "ended";
-      return severity === undefined ? "unreached" : "reached";
+    return (await this.#selectAnswers(n)).map((error) => {
+      if (error === undefined) return "reached";
+      const { code } = (error ?? {}) as { code?: unknown };
+      return code === "CONNECTION_ENDED" ? "ended" : "unreached";
     });
   }
 
