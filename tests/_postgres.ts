@@ -14,7 +14,11 @@
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
 import { isTypeFetchLost, PostgresStore } from "../store/postgres.ts";
-import { postgresBinDir, processPostgres } from "../support/postgres_server.ts";
+import {
+  pgbouncerBin,
+  postgresBinDir,
+  processPostgres,
+} from "../support/postgres_server.ts";
 import type { Backend, OpenStore } from "./_stores.ts";
 
 // The suites end sessions under their clients (pg_terminate_backend, a
@@ -86,6 +90,20 @@ export const postgresAvailable: boolean = suitesAvailable(
   MISSING,
   "apt-get install postgresql",
 );
+
+/**
+ * Whether the PgBouncer suites run: `false` only where PostgreSQL or
+ * PgBouncer is missing, outside CI (see {@linkcode suitesAvailable}).
+ */
+export async function pgbouncerAvailable(): Promise<boolean> {
+  return postgresAvailable &&
+    suitesAvailable(
+      await pgbouncerBin() !== null,
+      "the PgBouncer suites",
+      "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)",
+      "apt-get install pgbouncer",
+    );
+}
 
 /** This run's server URL (started on first use). */
 export async function postgresUrl(): Promise<string> {

@@ -26,20 +26,13 @@ import {
 } from "../../store/postgres.ts";
 import { connectionLost } from "../../store/_postgres_errors.ts";
 import {
-  pgbouncerBin,
   startPgBouncer,
   startPostgres,
 } from "../../support/postgres_server.ts";
-import { postgresAvailable, suitesAvailable } from "../_postgres.ts";
+import { pgbouncerAvailable } from "../_postgres.ts";
 
 /** Whether this suite runs: `false` only where PostgreSQL or PgBouncer is missing, outside CI. */
-const available: boolean = postgresAvailable &&
-  suitesAvailable(
-    await pgbouncerBin() !== null,
-    "the PgBouncer suites",
-    "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)",
-    "apt-get install pgbouncer",
-  );
+const available: boolean = await pgbouncerAvailable();
 
 /** The store's bound on a read's wait (`connectionWaitMs`). */
 const WAIT_MS = 3_000;

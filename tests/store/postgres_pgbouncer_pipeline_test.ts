@@ -32,25 +32,13 @@ import net from "node:net";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
-  pgbouncerBin,
   processPostgres,
   startPgBouncer,
 } from "../../support/postgres_server.ts";
-import {
-  freshSchema,
-  postgresAvailable,
-  sharedClient,
-  suitesAvailable,
-} from "../_postgres.ts";
+import { freshSchema, pgbouncerAvailable, sharedClient } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
-const available: boolean = postgresAvailable &&
-  suitesAvailable(
-    await pgbouncerBin() !== null,
-    "the PgBouncer suites",
-    "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)",
-    "apt-get install pgbouncer",
-  );
+const available: boolean = await pgbouncerAvailable();
 
 /** A TCP relay on 127.0.0.1 to `port`, with a hook on each direction's bytes. */
 interface Relay {

@@ -20,7 +20,6 @@ import { openService } from "../../main.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   type OwnedPgBouncer,
-  pgbouncerBin,
   processPostgres,
   startPgBouncer,
 } from "../../support/postgres_server.ts";
@@ -28,24 +27,14 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import {
   freshDatabase,
   freshSchema,
-  postgresAvailable,
+  pgbouncerAvailable,
   sharedClient,
-  suitesAvailable,
 } from "../_postgres.ts";
 import { timeout, withTimeout } from "../_timeout.ts";
 import { storeContract } from "./_contract.ts";
 
-const MISSING =
-  "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)";
-
 /** Whether these suites run: `false` only where PostgreSQL or PgBouncer is missing, outside CI. */
-const available: boolean = postgresAvailable &&
-  suitesAvailable(
-    await pgbouncerBin() !== null,
-    "the PgBouncer suites",
-    MISSING,
-    "apt-get install pgbouncer",
-  );
+const available: boolean = await pgbouncerAvailable();
 
 /** This file's poolers in front of the run's server, started on first use. */
 const poolers = new Map<string, Promise<OwnedPgBouncer>>();
