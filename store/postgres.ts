@@ -1275,7 +1275,7 @@ export class PostgresStore implements Store {
               `The store's ${what} failed`,
               this.#schema,
             ) ??
-              error;
+              (socketLost(error) ? lostDuringRead(what, error) : error);
           }
           query = ask();
           continue;
@@ -2649,6 +2649,45 @@ function lostDuringWrite(error: unknown): Error {
 function noneCompleted(answer: unknown): boolean {
   const command = (answer as { command?: unknown } | null)?.command;
   return typeof command !== "string" || command === "";
+}
+
+/**
+ * Whether `error` is an open connection's end as the client saw it, with
+ * nothing from the server: the socket reset or broken (`ECONNRESET`,
+ * `EPIPE`, `ETIMEDOUT`), or closed under a query (postgres.js's
+ * `CONNECTION_CLOSED`, `CONNECTION_DESTROYED`; a server's goodbye on
+ * Deno comes so). Not one the server said (its `FATAL` carries its own
+ * words), one met opening a connection (`ECONNREFUSED`,
+ * `CONNECT_TIMEOUT`), nor the caller's `sql.end()` (`CONNECTION_ENDED`).
+ */
+function socketLost(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  return severity === undefined && typeof code === "string" &&
+    /^(?:ECONNRESET|EPIPE|ETIMEDOUT|CONNECTION_(?:CLOSED|DESTROYED))$/.test(
+      code,
+    );
+}
+
+/**
+ * The error of a read whose connection was lost under it (see
+ * {@linkcode socketLost}): postgres.js's own, `read ECONNRESET`, or
+ * `write CONNECTION_CLOSED` for a read, says neither what was lost nor
+ * what to do. It keeps `error` as its `cause`, and its `code` for a
+ * caller that tells errors apart by it.
+ */
+function lostDuringRead(what: string, error: unknown): Error {
+  return Object.assign(
+    new Error(
+      `PostgreSQL lost the connection during the store's ${what} (${
+        describeError(error)
+      }): nothing was read, so try again`,
+      { cause: error },
+    ),
+    { code: (error as { code?: unknown }).code },
+  );
 }
 
 /** The error of a read whose answer is not its own (see `noneCompleted`). */

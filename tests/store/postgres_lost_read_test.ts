@@ -1,0 +1,104 @@
+/**
+ * A read whose connection is lost under it, on a real server: the store
+ * rejects with an error that names PostgreSQL, says the connection was
+ * lost and nothing was read, and what to do (try again), keeping the
+ * lost connection's error as its `cause` and its `code`; not postgres.js's
+ * bare `read ECONNRESET`, which says neither, as a log line or a 503's
+ * reason.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore, reconnectBackoffS } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { refusingRelay } from "../_refusing_relay.ts";
+import { timeout } from "../_timeout.ts";
+
+const LOST =
+  /^PostgreSQL lost the connection during the store's read \((.+)\): nothing was read, so try again$/;
+
+/** How the connection is lost while the read waits on a table lock. */
+const LOSSES = [
+  { name: "reset (an RST: ECONNRESET)", code: "ECONNRESET" },
+  { name: "ended by the server (pg_terminate_backend)", code: undefined },
+] as const;
+
+for (const fetchTypes of [true, false]) {
+  for (const loss of LOSSES) {
+    Deno.test({
+      name:
+        `PostgresStore: a read whose connection is ${loss.name} rejects saying PostgreSQL lost it, nothing was read and to try again, its cause and code kept (fetch_types: ${fetchTypes})`,
+      ignore: !postgresAvailable,
+      fn: timeout(30_000, async () => {
+        const admin = await connect(2);
+        const schema = freshSchema();
+        await new PostgresStore(admin, { schema }).migrate();
+        const relay = await refusingRelay(await postgresUrl());
+        const name = `relayer_lost_read_${fetchTypes}`;
+        const sql = postgres(relay.url, {
+          max: 2,
+          onnotice: () => {},
+          backoff: reconnectBackoffS,
+          fetch_types: fetchTypes,
+          connection: { application_name: name },
+        });
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: 5_000,
+        });
+        const lock = await admin.reserve();
+        try {
+          assert.equal(await store.getIntent("a"), null);
+          await lock.unsafe(
+            `BEGIN; LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+          );
+          const reading = store.getIntent("a").then(
+            () => new Error("the read answered"),
+            (error: Error) => error,
+          );
+          // The read waits on the lock: its connection is lost under it.
+          for (let waited = 0;; waited += 20) {
+            const [row] = await admin`
+              SELECT pid FROM pg_stat_activity
+              WHERE application_name = ${name} AND wait_event_type = 'Lock'`;
+            if (row !== undefined) {
+              if (loss.code === undefined) {
+                await admin`SELECT pg_terminate_backend(${row.pid})`;
+              } else relay.reset();
+              break;
+            }
+            assert.ok(waited < 5_000, "the read never waited on the lock");
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          const error = await reading;
+          const said = LOST.exec(error.message);
+          assert.ok(said, `what it said: ${error.message}`);
+          const cause = error.cause;
+          assert.ok(cause instanceof Error, "the lost connection's error");
+          assert.equal(said[1], `${cause.name}: ${cause.message}`);
+          const code = (cause as { code?: unknown }).code;
+          assert.equal((error as { code?: unknown }).code, code);
+          if (loss.code !== undefined) assert.equal(code, loss.code);
+          // And the store reads again once the connection is back.
+          await lock.unsafe("ROLLBACK");
+          assert.equal(await store.getIntent("a"), null);
+        } finally {
+          await lock.unsafe("ROLLBACK").catch(() => {});
+          lock.release();
+          store.close();
+          await sql.end({ timeout: 1 });
+          relay.close();
+          await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+          await admin.end();
+        }
+      }),
+    });
+  }
+}
