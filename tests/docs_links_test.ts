@@ -112,3 +112,56 @@ Deno.test("every #anchor of a link in the README and docs/ names a heading of th
   assert.deepEqual(broken, []);
   assert.ok(checked > 10, `only ${checked} anchors checked`);
 });
+
+/**
+ * The files whose text names a page's anchor outside a Markdown link: the
+ * README's install lines, and the messages the service writes.
+ */
+async function textsNamingAnchors(): Promise<string[]> {
+  const files = [...pages, "main.ts"];
+  const walk = async (dir: string) => {
+    for await (const entry of Deno.readDir(join(ROOT, dir))) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) await walk(path);
+      else if (entry.name.endsWith(".ts")) files.push(path);
+    }
+  };
+  for (const dir of ["policy", "store", "relayer", "webhook", "cloudflare"]) {
+    await walk(dir);
+  }
+  return files;
+}
+
+Deno.test("every page#anchor the README, docs/ and the service's messages name in plain text names a heading of that page", async () => {
+  const broken: string[] = [];
+  let checked = 0;
+  for (const file of await textsNamingAnchors()) {
+    const text = await Deno.readTextFile(join(ROOT, file));
+    // A Markdown link's own target is the test above's.
+    const plain = text.replace(/\]\([^)\s]*\)/g, "]()");
+    for (
+      const [, dir, page, anchor] of plain.matchAll(
+        /\b(docs\/)?([a-z_]+\.md)#([a-z0-9_-]+)/g,
+      )
+    ) {
+      // In a page of docs/, a bare name is its neighbour; elsewhere, a path
+      // from the root.
+      const path = dir === undefined && file.startsWith("docs/")
+        ? `docs/${page}`
+        : `${dir ?? ""}${page}`;
+      checked++;
+      let headings: Set<string>;
+      try {
+        headings = anchorsOf(await Deno.readTextFile(join(ROOT, path)));
+      } catch {
+        broken.push(`${file}: ${path} does not exist`);
+        continue;
+      }
+      if (!headings.has(anchor!)) {
+        broken.push(`${file}: ${path}#${anchor} names no heading of ${path}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
+  assert.ok(checked >= 3, `only ${checked} anchors checked`);
+});
