@@ -42,11 +42,15 @@ export interface LocalQStash {
   stop(): Promise<void>;
 }
 
-/** QStash's own wait before retry `retried` + 1, shortened to `capMs`. */
+/**
+ * QStash's own wait after a delivery with `Upstash-Retried: retried`,
+ * shortened to `capMs`.
+ */
 function ownBackoffMs(retried: number, capMs: number): number {
-  // QStash documents its default backoff as e^(2.5 · retried) seconds,
-  // capped at a day.
-  return Math.min(capMs, Math.round(Math.exp(2.5 * retried) * 1000));
+  // QStash documents its default backoff as e^(2.5 n) seconds before its
+  // n-th retry, capped at a day: 12 s before the first, 2m28s, 30m….
+  const n = retried + 1;
+  return Math.min(capMs, 86_400_000, Math.round(Math.exp(2.5 * n) * 1000));
 }
 
 /**

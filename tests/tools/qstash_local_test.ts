@@ -173,3 +173,45 @@ Deno.test("startLocalQStash() calls a message's failure callback, signed for its
     await receiver.shutdown();
   }
 });
+
+Deno.test("startLocalQStash() waits QStash's own backoff before a retry an answer without Retry-After asks for: e^(2.5 n) seconds before retry n, shortened to its cap", async () => {
+  const reports: LocalDelivery[] = [];
+  // A cap over a day, so that the wait is QStash's own; the test stops
+  // once the first delivery is answered, before its retry is due.
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    ownBackoffCapMs: 2 * 86_400_000,
+    report: (d) => reports.push(d),
+  });
+  const receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request) => {
+      await request.body?.cancel();
+      return new Response("down", { status: 503 });
+    },
+  );
+  const base = `http://127.0.0.1:${receiver.addr.port}`;
+  try {
+    const published = await fetch(
+      `${qstash.url}/v2/publish/${encodeURIComponent(`${base}/v1/qstash`)}`,
+      {
+        method: "POST",
+        body: JSON.stringify({ intentId: "pi_0003", kind: "settle" }),
+        headers: { authorization: `Bearer ${TOKEN}`, "upstash-retries": "3" },
+      },
+    );
+    assert.equal(published.status, 201);
+    await published.body?.cancel();
+    await until(() => reports.length > 0);
+    // QStash's first retry comes 12 s after the first delivery (e^2.5 s,
+    // then 2m28s, 30m…), not 1 s (e^0).
+    assert.deepEqual(
+      reports.map((d) => [d.retried, d.status, d.nextInMs]),
+      [[0, 503, Math.round(Math.exp(2.5) * 1000)]],
+    );
+  } finally {
+    await qstash.stop();
+    await receiver.shutdown();
+  }
+});
