@@ -170,3 +170,112 @@ Deno.test("createApp() names the queue's message in a delivery's line and a give
   // No message id, nothing added: the line is as before.
   assert.match(lines[2]!, /^worker {2}pi_0001\/settle +#1 +\w+ +\(.*\)$/);
 });
+
+Deno.test("createApp() names the message in a Pub/Sub push's and give-up's line, a bridge's delivery and give-up, and a failed delivery's line, as the runbook greps them", async () => {
+  const lines: string[] = [];
+  const log = (line: string) => void lines.push(line);
+  const store = new MemoryStore();
+  for (const id of ["pi_0001", "pi_0002", "pi_0003", "pi_0004"]) {
+    await store.createIntent({ id, state: "created" });
+  }
+  // Unsigned (insecure dev): what is under test is the line, not the check.
+  const webhook = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    insecureDev: true,
+    now: () => 1_764_504_000_000,
+    random: () => 0,
+    log,
+  });
+  const data = (intentId: string) =>
+    btoa(JSON.stringify({ intentId, kind: "settle" }));
+  const post = async (path: string, body: unknown, headers = {}) => {
+    const res = await webhook.request(path, {
+      method: "POST",
+      body: JSON.stringify(body),
+      headers,
+    });
+    await res.body?.cancel();
+    return res.status;
+  };
+  assert.equal(
+    await post("/v1/pubsub", {
+      message: { data: data("pi_0001"), messageId: "m-1" },
+      subscription: "projects/p/subscriptions/jobs",
+      deliveryAttempt: 1,
+    }),
+    503,
+  );
+  // A dead-letter copy: its own id, not its source's.
+  assert.equal(
+    await post("/v1/pubsub/dead-letter", {
+      message: {
+        data: data("pi_0002"),
+        messageId: "copy-2",
+        attributes: {
+          CloudPubSubDeadLetterSourceDeliveryCount: "5",
+          CloudPubSubDeadLetterSourceSubscription: "jobs",
+          CloudPubSubDeadLetterSourceSubscriptionProject: "p",
+          CloudPubSubDeadLetterSourceTopicPublishTime:
+            "2026-01-01T00:00:00.000Z",
+        },
+      },
+      subscription: "projects/p/subscriptions/jobs-dead",
+    }),
+    204,
+  );
+  assert.equal(
+    await post("/v1/deliveries", {
+      job: { intentId: "pi_0003", kind: "settle" },
+      delivery: 1,
+      messageId: "m-3",
+    }),
+    503,
+  );
+  assert.equal(
+    await post("/v1/deliveries", {
+      job: { intentId: "pi_0004", kind: "settle" },
+      gaveUp: { deliveries: 3, messageId: "m-4" },
+    }),
+    200,
+  );
+  // The store down: the failed delivery's line names its message too.
+  const down = createApp({
+    store: new Proxy(new MemoryStore(), {
+      get: () => () => Promise.reject(new Error("the store is down")),
+    }),
+    sender: new ScriptedSender({}),
+    insecureDev: true,
+    now: () => 1_764_504_000_000,
+    log,
+  });
+  const failed = await down.request("/v1/qstash", {
+    method: "POST",
+    body: JSON.stringify({ intentId: "pi_0005", kind: "settle" }),
+    headers: { "upstash-message-id": "msg_5", "upstash-retried": "0" },
+  });
+  assert.equal(failed.status, 503);
+  await failed.body?.cancel();
+  const worker = lines.filter((line) => line.startsWith("worker"));
+  assert.equal(worker.length, 5, lines.join("\n"));
+  assert.match(
+    worker[0]!,
+    /^worker {2}pi_0001\/settle +#1 .* message pubsub\/m-1$/,
+  );
+  assert.match(
+    worker[1]!,
+    /^worker {2}pi_0002\/settle +#5 +poison .* message pubsub\/copy-2$/,
+  );
+  assert.match(
+    worker[2]!,
+    /^worker {2}pi_0003\/settle +#1 .* message generic\/m-3$/,
+  );
+  assert.match(
+    worker[3]!,
+    /^worker {2}pi_0004\/settle +#3 +poison .* message generic\/m-4$/,
+  );
+  assert.match(
+    worker[4]!,
+    /^worker {2}pi_0005\/settle +failed unexpectedly: .* message qstash\/msg_5$/,
+  );
+});
