@@ -155,6 +155,20 @@ Deno.test("loadConfig() refuses a PUBLIC_URL that names a route: the service add
   );
 });
 
+Deno.test("loadConfig() refuses QSTASH_URL without QSTASH_TOKEN: it only says where QStash's API is", () => {
+  refused(
+    {
+      ...base,
+      QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+      QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+      PUBLIC_URL: "https://relayer.example.com",
+      QSTASH_URL: "https://qstash.example.com",
+    },
+    "QSTASH_TOKEN",
+    /^QSTASH_TOKEN is missing: QSTASH_URL only says where QStash's API is$/,
+  );
+});
+
 Deno.test("routeOptions() hands createApp every route setting loadConfig read: each route is on and signed, the body limit holds", async () => {
   const config = loadConfig({
     ...base,
