@@ -49,7 +49,10 @@ import {
   type LocalQueueMessage,
   quietly,
 } from "./webhook/_local_queue.ts";
-import { unknownSettingLines } from "./webhook/_settings.ts";
+import {
+  unknownSettingLines,
+  unreadSettingLines,
+} from "./webhook/_settings.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
 export interface ServiceOptions {
@@ -963,7 +966,10 @@ if (import.meta.main) {
     const env = Deno.env.toObject();
     // Named before the settings are checked: a misspelt one may be why
     // they are refused (WEBHOOK_SECRETS: "No delivery route is configured").
-    unknown = unknownSettingLines(Object.keys(env));
+    unknown = [
+      ...unknownSettingLines(Object.keys(env)),
+      ...unreadSettingLines(env),
+    ];
     config = loadConfig(env);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;

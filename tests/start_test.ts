@@ -304,12 +304,16 @@ for (const store of STORES) {
 }
 
 Deno.test(
-  "main.ts names a misspelt setting after its start line, and the setting it likely meant, rather than start on the default with nothing said",
+  "main.ts names a misspelt setting after its start line, and the setting it likely meant, and a setting nothing reads (PUBLIC_URL with no QStash), rather than start on the default with nothing said",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const free = port();
     const service = start(
-      { KV_PATH: `${dir}/relayer.kv`, MAX_DELIVERY: "3" },
+      {
+        KV_PATH: `${dir}/relayer.kv`,
+        MAX_DELIVERY: "3",
+        PUBLIC_URL: "https://relayer.example.com",
+      },
       { ...free, writeDir: dir },
     );
     try {
@@ -325,6 +329,10 @@ Deno.test(
       );
       assert.equal(
         lines[2],
+        "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+      );
+      assert.equal(
+        lines[3],
         `relayer: listening on http://127.0.0.1:${free.port}/`,
       );
     } finally {

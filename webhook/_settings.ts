@@ -101,3 +101,23 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
   }
   return lines;
 }
+
+/**
+ * The lines that name each setting of `env` that is set but that nothing
+ * reads, given the others: it is ignored, as a misspelt one is. The
+ * service starts all the same (a setting it ignored before is no reason
+ * to refuse a start after an upgrade). `PUBLIC_URL` is read only by
+ * QStash's route (with its signing keys) and QStash's publisher (with
+ * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none.
+ */
+export function unreadSettingLines(
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const qstash = env.QSTASH_CURRENT_SIGNING_KEY ||
+    env.QSTASH_NEXT_SIGNING_KEY ||
+    env.QSTASH_TOKEN;
+  if (!env.PUBLIC_URL || qstash) return [];
+  return [
+    "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+  ];
+}

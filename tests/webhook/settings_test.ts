@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../../webhook/config.ts";
-import { SETTINGS, unknownSettingLines } from "../../webhook/_settings.ts";
+import {
+  SETTINGS,
+  unknownSettingLines,
+  unreadSettingLines,
+} from "../../webhook/_settings.ts";
 
 Deno.test("unknownSettingLines() names a misspelt setting and the one it likely meant", () => {
   assert.deepEqual(
@@ -15,6 +19,47 @@ Deno.test("unknownSettingLines() names a misspelt setting and the one it likely 
   assert.deepEqual(unknownSettingLines(["KV_SOMETHING_ELSE_ENTIRELY"]), [
     "relayer: KV_SOMETHING_ELSE_ENTIRELY is not a setting of the relayer, so it is ignored (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
   ]);
+});
+
+Deno.test("unreadSettingLines() names PUBLIC_URL set where nothing reads it: no QStash route and no QStash publisher", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const line =
+    "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored";
+  const alone = { ...base, PUBLIC_URL: "https://relayer.example.com" };
+  // The service starts: it is ignored, and said so.
+  assert.equal(loadConfig(alone).qstash, undefined);
+  assert.deepEqual(unreadSettingLines(alone), [line]);
+  assert.deepEqual(
+    unreadSettingLines({
+      ...alone,
+      PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+    }),
+    [line],
+  );
+  // Read: by QStash's route, or by its publisher.
+  const keys = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  assert.equal(
+    loadConfig({ ...alone, ...keys }).qstash?.url,
+    "https://relayer.example.com/v1/qstash",
+  );
+  assert.deepEqual(unreadSettingLines({ ...alone, ...keys }), []);
+  assert.deepEqual(
+    unreadSettingLines({
+      ...alone,
+      QSTASH_TOKEN: "a-qstash-token",
+      RELAYER_INSECURE_DEV: "1",
+    }),
+    [],
+  );
+  // Unset, or empty (as unset to loadConfig): nothing to say.
+  assert.deepEqual(unreadSettingLines(base), []);
+  assert.deepEqual(unreadSettingLines({ ...base, PUBLIC_URL: "" }), []);
 });
 
 Deno.test("unknownSettingLines() leaves the settings, and names outside their families, alone", () => {
