@@ -71,6 +71,21 @@ export type Verification =
     readonly hint?: string;
   };
 
+/** A verifier's refusal. */
+type Refused = Extract<Verification, { readonly ok: false }>;
+
+/**
+ * A verifier of a signed request, and its `precheck`: what the request's
+ * signature header alone refuses (a refusal), or `undefined` when only
+ * the body can tell. A route calls it before it reads the body, so a
+ * request that is forged on its face is answered at once, whatever its
+ * body does: a client that sends its headers and then holds the body back
+ * would otherwise keep the request, and its connection, waiting.
+ */
+type Verifier<F, H> = F & {
+  readonly precheck: (header: H) => Refused | undefined;
+};
+
 /** How old a generic-route signature may be: 5 minutes (DESIGN §15). */
 export const SIGNATURE_MAX_AGE_MS = 5 * 60_000;
 /** How far ahead of our clock a generic-route timestamp may be (the signer's clock may run fast). */
@@ -155,20 +170,29 @@ function checkSecret(secret: unknown, option: string, setting: string): void {
  * constant time, under `secret` or, while a rotation is under way, under
  * `next` (both are computed, whichever matches). The claim's key is the
  * lowercased `v1`: two accepted headers with the same `v1` sign the same
- * `t` and body (a MAC under either secret is one signature).
+ * `t` and body (a MAC under either secret is one signature). Its
+ * `precheck` answers from the header alone, so that a request whose header
+ * is missing, malformed, too old or ahead is refused before its body is
+ * read.
  */
 export function hmacVerifier(
   secret: string,
   now: () => number,
   next?: string,
-): (body: string | Uint8Array, header: string | undefined) => Verification {
+): Verifier<
+  (body: string | Uint8Array, header: string | undefined) => Verification,
+  string | undefined
+> {
   checkSecret(secret, "webhookSecret", "WEBHOOK_SECRET");
   if (next !== undefined) {
     checkSecret(next, "webhookSecretNext", "WEBHOOK_SECRET_NEXT");
   }
   const sign = hmacSigner(secret);
   const signNext = next === undefined ? undefined : hmacSigner(next);
-  return (body, header) => {
+  /** The header's `t` and `v1`, or what the header alone refuses. */
+  const read = (
+    header: string | undefined,
+  ): { timeS: number; v1: string } | Refused => {
     const match = SIGNATURE.exec(header ?? "");
     if (!match) {
       return {
@@ -178,7 +202,6 @@ export function hmacVerifier(
       };
     }
     const timeS = Number(match[1]);
-    const v1 = match[2]!.toLowerCase();
     const atMs = timeS * 1000;
     const clock = now();
     if (
@@ -191,6 +214,16 @@ export function hmacVerifier(
           "The X-Signature timestamp is more than 5 minutes old, or ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
       };
     }
+    return { timeS, v1: match[2]!.toLowerCase() };
+  };
+  const verify = (
+    body: string | Uint8Array,
+    header: string | undefined,
+  ): Verification => {
+    const signed = read(header);
+    if ("ok" in signed) return signed;
+    const { timeS, v1 } = signed;
+    const atMs = timeS * 1000;
     const given = `t=${timeS},v1=${v1}`;
     // Both compared, whatever the first gave: the time taken says nothing
     // of which secret, if any, signed it.
@@ -213,6 +246,12 @@ export function hmacVerifier(
       },
     };
   };
+  return Object.assign(verify, {
+    precheck: (header: string | undefined): Refused | undefined => {
+      const signed = read(header);
+      return "ok" in signed ? signed : undefined;
+    },
+  });
 }
 
 /**
@@ -345,12 +384,18 @@ function hs256Checker(keys: readonly string[]): (token: string) => boolean {
  * The `Receiver` (jose) reads the wall clock, and the store expires the
  * record by `now`; so the claim's expiry is the token's remaining time by
  * the wall clock, counted from `now()`. With `now` the wall clock (the
- * service's), that is `exp` + the tolerance + the margin.
+ * service's), that is `exp` + the tolerance + the margin. Its `precheck`
+ * makes the checks that need no body (a token there, not too long, and the
+ * MAC of one of the keys), so that a forged token is refused before the
+ * body is read.
  */
 export function qstashVerifier(
   keys: QStashKeys,
   now: () => number = Date.now,
-): (signature: string | undefined, body: string) => Promise<Verification> {
+): Verifier<
+  (signature: string | undefined, body: string) => Promise<Verification>,
+  string | undefined
+> {
   for (const key of ["currentSigningKey", "nextSigningKey"] as const) {
     if (typeof keys[key] !== "string" || keys[key] === "") {
       // The Receiver would fall back to QSTASH_* in the environment.
@@ -409,13 +454,22 @@ export function qstashVerifier(
     };
   };
   const longest = tokenLimit(keys.url);
-  return async (signature, body) => {
+  /** What the token alone refuses: none, too long, or a MAC neither key made. */
+  const precheck = (signature: string | undefined): Refused | undefined => {
     if (!signature || signature.length > longest) return refused;
     // A token neither key signed is refused here, before its claims are
     // decoded and before the Receiver imports each key to verify it (and,
     // for a token naming another URL, does so twice more): a forgery costs
     // a keyed hash, not a decoding and four Web Crypto round trips.
     if (!signedByUs(signature)) return { ...refused, hint: QSTASH_KEYS_HINT };
+    return undefined;
+  };
+  const verify = async (
+    signature: string | undefined,
+    body: string,
+  ): Promise<Verification> => {
+    const early = precheck(signature);
+    if (early !== undefined || signature === undefined) return early ?? refused;
     // Read once: the claims of the very string the Receiver verifies. It
     // reads `body` without checking it is there: a token without one would
     // end in a TypeError, not a refusal.
@@ -462,6 +516,7 @@ export function qstashVerifier(
       },
     };
   };
+  return Object.assign(verify, { precheck });
 }
 
 /**

@@ -41,7 +41,6 @@ import { jitter } from "../policy/jitter.ts";
 import { isPoison } from "../policy/sentinels.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
@@ -444,27 +443,68 @@ function unreadableBody(): Refusal {
   );
 }
 
+/** A body longer than `maxBytes`: refused, and not read on. */
+function tooLarge(maxBytes: number): Refusal {
+  const detail = `A request body may be at most ${maxBytes} bytes.`;
+  return new Refusal(
+    problem(413, "too-large", "Body too large", detail),
+    detail,
+  );
+}
+
+/**
+ * A request's body as bytes, at most `maxBytes` of them. Read here, by the
+ * route, once it has checked what the headers alone tell (a signature, a
+ * token): a body is not read ahead of that, so a client that sends forged
+ * headers and then holds its body back is refused at once, not waited for.
+ */
+async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
+  const stream = c.req.raw.body;
+  if (stream === null) return new Uint8Array(0);
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    let read: ReadableStreamReadResult<Uint8Array>;
+    try {
+      read = await reader.read();
+    } catch {
+      throw unreadableBody();
+    }
+    if (read.done) break;
+    size += read.value.byteLength;
+    if (size > maxBytes) {
+      // The rest is not read: the answer goes out, and the client's
+      // connection with it.
+      reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(read.value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
+}
+
 /** A request's body: its bytes, and its text as {@linkcode UTF8} decodes it. */
 async function bodyOf(
   c: Context,
+  maxBytes: number,
 ): Promise<{ bytes: Uint8Array; text: string }> {
-  let buffer: ArrayBuffer;
-  try {
-    buffer = await c.req.arrayBuffer();
-  } catch {
-    throw unreadableBody();
-  }
-  const bytes = new Uint8Array(buffer);
+  const bytes = await bytesOf(c, maxBytes);
   return { bytes, text: UTF8.decode(bytes) };
 }
 
+/** UTF-8 as `Request.text()` decodes it: a byte order mark dropped. */
+const TEXT = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
+
 /** A request's body as text (an ops route's JSON). */
-async function textOf(c: Context): Promise<string> {
-  try {
-    return await c.req.text();
-  } catch {
-    throw unreadableBody();
-  }
+async function textOf(c: Context, maxBytes: number): Promise<string> {
+  return TEXT.decode(await bytesOf(c, maxBytes));
 }
 
 /** A job, as the refusals show one. */
@@ -996,40 +1036,25 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   const app = new Hono();
 
-  const limit = (maxSize: number) =>
-    bodyLimit({
-      maxSize,
-      onError: () =>
-        problem(
-          413,
-          "too-large",
-          "Body too large",
-          `A request body may be at most ${maxSize} bytes.`,
-        ),
-    });
   // A queue's envelope carries the job base64-encoded (a Pub/Sub push,
   // QStash's failure callback): it gets room for any job the direct
   // routes take, or a job they accepted would strand at its give-up.
-  const envelopeLimit = limit(
-    Math.ceil(maxBodyBytes / 3) * 4 + ENVELOPE_HEADROOM_BYTES,
-  );
-  const directLimit = limit(maxBodyBytes);
+  const envelopeBytes = Math.ceil(maxBodyBytes / 3) * 4 +
+    ENVELOPE_HEADROOM_BYTES;
+  /** The most bytes the body of a request to this route may have. */
+  const limitOf = (c: Context): number =>
+    ENVELOPE_ROUTES.has(c.req.path) ? envelopeBytes : maxBodyBytes;
   app.use("/v1/*", async function limitBody(c, next) {
-    const within = ENVELOPE_ROUTES.has(c.req.path)
-      ? envelopeLimit
-      : directLimit;
-    // A body without a Content-Length is read here, before any route: if
-    // its upload fails, that is the client's failure, as in bodyOf.
-    let read = false;
-    try {
-      return await within(c, () => {
-        read = true;
-        return next();
-      });
-    } catch (error) {
-      if (read) throw error;
-      throw unreadableBody();
-    }
+    // A body its Content-Length says is too long is refused unread. One
+    // without (chunked) is counted as its route reads it (bytesOf), after
+    // the route checked the headers: read here, ahead of any check, a body
+    // held back kept a forged request waiting for good.
+    const length = c.req.header("content-length");
+    if (
+      length !== undefined && c.req.header("transfer-encoding") === undefined &&
+      Number.parseInt(length, 10) > limitOf(c)
+    ) return tooLarge(limitOf(c)).response;
+    return await next();
   });
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
@@ -1192,13 +1217,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
       "qstash",
     );
-    const raw = (await bodyOf(c)).text;
+    const signature = c.req.header("upstash-signature");
+    // Forged on its face: refused before the body is read.
+    const forged = verifyQStash?.precheck(signature);
+    if (forged) throw unauthorized(forged.detail, forged.hint);
+    const raw = (await bodyOf(c, limitOf(c))).text;
     let claim: ReplayClaim | undefined;
     if (verifyQStash) {
-      const verified = await verifyQStash(
-        c.req.header("upstash-signature"),
-        raw,
-      );
+      const verified = await verifyQStash(signature, raw);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
@@ -1402,7 +1428,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c.req.header("authorization"),
     );
     if (refused) return refused;
-    const raw = (await bodyOf(c)).text;
+    const raw = (await bodyOf(c, limitOf(c))).text;
     const seen: PushSeen = {};
     try {
       return read(readPush(raw, seen, route.requireId), seen);
@@ -1515,13 +1541,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
       "qstash",
     );
-    const raw = (await bodyOf(c)).text;
+    const signature = c.req.header("upstash-signature");
+    // Forged on its face: refused before the body is read.
+    const forged = verifyQStashFailed?.precheck(signature);
+    if (forged) throw unauthorized(forged.detail, forged.hint);
+    const raw = (await bodyOf(c, limitOf(c))).text;
     let claim: ReplayClaim | undefined;
     if (verifyQStashFailed) {
-      const verified = await verifyQStashFailed(
-        c.req.header("upstash-signature"),
-        raw,
-      );
+      const verified = await verifyQStashFailed(signature, raw);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
@@ -1663,11 +1690,15 @@ export function createApp(deps: AppDeps): WebhookApp {
       "WEBHOOK_SECRET",
       "webhookSecret",
     );
-    const { bytes, text: raw } = await bodyOf(c);
+    const header = c.req.header("x-signature");
+    // Missing, malformed, too old or ahead: refused before the body is read.
+    const forged = verifyHmac?.precheck(header);
+    if (forged) throw unauthorized(forged.detail, forged.hint);
+    const { bytes, text: raw } = await bodyOf(c, limitOf(c));
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).
-      const verified = verifyHmac(bytes, c.req.header("x-signature"));
+      const verified = verifyHmac(bytes, header);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
@@ -1745,7 +1776,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   // API; this lets an operator (or a local trial) create one.
   app.post("/v1/intents", async (c) => {
     requireOps(c);
-    const text = await textOf(c);
+    const text = await textOf(c, limitOf(c));
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -1874,7 +1905,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const bad = (detail: string) =>
       problem(400, "bad-resolution", "Bad resolution", detail);
     if (!isIntentId(id)) return bad(`An intent id is ${INTENT_ID_RULE}.`);
-    const text = await textOf(c);
+    const text = await textOf(c, limitOf(c));
     const how =
       `{"to":"settled","version":"…"} once the chain shows one of its txs confirmed, or {"to":"failed","version":"…"} once it shows none can land; 'version' is the intent's as GET /v1/intents/${id} read it`;
     let body: unknown;
@@ -2404,7 +2435,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The job first: a bad one is the caller's to fix, queue or not.
     const job = jobFrom(
       "deliveries",
-      parseJson("deliveries", await textOf(c)),
+      parseJson("deliveries", await textOf(c, limitOf(c))),
     );
     if (!deps.enqueue) {
       return problem(

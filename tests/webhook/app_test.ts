@@ -364,15 +364,23 @@ Deno.test("createApp() answers a body whose upload failed with a 400 problem, to
   const forged =
     "/v1/x%0Arelayer%20review%20of%20pi_0001%20resolved%20by%20an%20operator:%20settled";
   const ops = { authorization: `Bearer ${OPS}` };
-  // Without a Content-Length the body limit reads the body; with one, the route does.
+  // Headers each route takes, so that it reads the body: a signature whose
+  // MAC only the body can refute, a token of our keys, Google's token.
+  const signed = {
+    "x-signature": `t=${NOW / 1000},v1=${"0".repeat(64)}`,
+  };
+  const qstash = { "upstash-signature": await signQStash("{}") };
+  const google = {
+    authorization: `Bearer ${await (await theGoogle()).token()}`,
+  };
+  // With a Content-Length or without, the route reads the body.
   const cases: [string, Record<string, string>][] = [
-    ["/v1/deliveries", {}],
-    ["/v1/deliveries", { "content-length": "100" }],
-    ["/v1/qstash", { "content-length": "100" }],
-    ["/v1/pubsub", {}],
-    [forged, {}],
+    ["/v1/deliveries", signed],
+    ["/v1/deliveries", { ...signed, "content-length": "100" }],
+    ["/v1/qstash", { ...qstash, "content-length": "100" }],
+    ["/v1/pubsub", google],
     ["/v1/jobs", { ...ops, "content-length": "100" }],
-    ["/v1/intents", { ...ops, "content-length": "100" }],
+    ["/v1/intents", ops],
   ];
   for (const [path, headers] of cases) {
     const res = await app.request(path, {
@@ -388,6 +396,13 @@ Deno.test("createApp() answers a body whose upload failed with a 400 problem, to
       name,
     );
   }
+  // No route reads the body of a path it does not answer.
+  const missing = await app.request(forged, {
+    method: "POST",
+    body: failing(),
+  });
+  assert.equal(missing.status, 404);
+  await problemOf(missing);
   assert.deepEqual(lines, []);
   assert.equal(writes(), 0);
 });

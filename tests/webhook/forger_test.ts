@@ -232,3 +232,75 @@ Deno.test("a Google token whose email is the service account's only by Unicode c
     503,
   );
 });
+
+Deno.test("a request its headers refuse is answered without its body being read: a forged or unsigned delivery whose body never ends gets its 401 at once, with a Content-Length or without", async () => {
+  const { app, writes } = await makeApp({ intents: [authorized] });
+  const t = NOW / 1000;
+  const madeUp = await signQStash("{}", { key: "sig_made_up_key" });
+  const forged: [string, string, Record<string, string>][] = [
+    ["unsigned", "/v1/deliveries", {}],
+    ["malformed", "/v1/deliveries", { "x-signature": "sha256=abc" }],
+    // Well-formed, but signed 10 minutes ago: the header alone says so.
+    ["stale", "/v1/deliveries", {
+      "x-signature": `t=${t - 600},v1=${"a".repeat(64)}`,
+    }],
+    ["unsigned", "/v1/qstash", {}],
+    // A made-up token: its MAC is checked without the body.
+    ["made-up key", "/v1/qstash", { "upstash-signature": madeUp }],
+    ["unsigned", "/v1/qstash/failed", {}],
+    ["unsigned", "/v1/pubsub", {}],
+    ["unsigned", "/v1/pubsub/dead-letter", {}],
+    ["wrong token", "/v1/intents", { authorization: "Bearer not-ours" }],
+    ["no token", "/v1/jobs", {}],
+  ];
+  const answers: string[] = [];
+  const expected: string[] = [];
+  for (const [what, path, headers] of forged) {
+    for (const length of [{ "content-length": "100" }, {}]) {
+      const name = `${path} ${what}${
+        "content-length" in length ? ", Content-Length" : ", chunked"
+      }`;
+      let pulled = 0;
+      let stream!: ReadableStreamDefaultController<Uint8Array>;
+      // Some bytes, then nothing: a client that never finishes its body.
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          stream = controller;
+          controller.enqueue(new TextEncoder().encode('{"job":'));
+        },
+        pull() {
+          pulled++;
+          return new Promise<void>(() => {});
+        },
+      });
+      const answered = Promise.resolve(
+        app.request(path, {
+          method: "POST",
+          body,
+          headers: { ...headers, ...length },
+        }),
+      );
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const first = await Promise.race([
+        answered,
+        new Promise<"no answer">((resolve) => {
+          timer = setTimeout(() => resolve("no answer"), 1000);
+        }),
+      ]);
+      clearTimeout(timer);
+      // Whatever the answer, the body ends now, so no request is left open.
+      stream.error(new Error("connection reset"));
+      await (await answered).body?.cancel();
+      answers.push(
+        `${name}: ${first instanceof Response ? first.status : first}, ${
+          pulled === 0 ? "body unread" : "body read"
+        }`,
+      );
+      // The dead-letter route is not configured here: refused all the same.
+      const status = path === "/v1/pubsub/dead-letter" ? 503 : 401;
+      expected.push(`${name}: ${status}, body unread`);
+    }
+  }
+  assert.deepEqual(answers, expected);
+  assert.equal(writes(), 0);
+});
