@@ -481,6 +481,8 @@ async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
     }
     chunks.push(read.value);
   }
+  // Most bodies come in one chunk: no copy.
+  if (chunks.length === 1) return chunks[0]!;
   const bytes = new Uint8Array(size);
   let at = 0;
   for (const chunk of chunks) {
