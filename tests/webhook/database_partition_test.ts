@@ -16,11 +16,10 @@ import { openService, type ServiceOptions } from "../../main.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import {
   freshDatabase,
+  pgbouncerAvailable,
   postgresAvailable,
-  suitesAvailable,
 } from "../_postgres.ts";
 import {
-  pgbouncerBin,
   processPostgres,
   startPgBouncer,
 } from "../../support/postgres_server.ts";
@@ -68,6 +67,66 @@ function proxyTo(databaseUrl: string) {
   });
 }
 
+/** The service's read, once the whole pool (10 connections) has answered one. */
+async function poolOpened(
+  service: Awaited<ReturnType<typeof serviceOn>>,
+): Promise<() => Promise<unknown>> {
+  const read = () => service.store.getIntent("pi_0001");
+  await Promise.all(Array.from({ length: 10 }, read));
+  return read;
+}
+
+/**
+ * How long after now 10 reads at once first all answered, tried every
+ * 100 ms for `withinMs`; `Infinity` if they never did.
+ */
+async function poolBack(
+  read: () => Promise<unknown>,
+  withinMs: number,
+): Promise<number> {
+  const healed = performance.now();
+  while (performance.now() - healed < withinMs) {
+    const answers = await Promise.allSettled(Array.from({ length: 10 }, read));
+    if (answers.every((answer) => answer.status === "fulfilled")) {
+      return performance.now() - healed;
+    }
+    await sleep(100);
+  }
+  return Infinity;
+}
+
+/**
+ * A schema change, VACUUM FULL or LOCK TABLE of an operator's on `admin`:
+ * the intents table locked for `ms`. Resolves once the lock is held, with
+ * the transaction that holds it (in an object, so that it is not awaited).
+ */
+async function lockIntents(
+  admin: postgres.Sql,
+  ms: number,
+): Promise<{ lock: Promise<unknown> }> {
+  let locked!: () => void;
+  const held = new Promise<void>((resolve) => locked = resolve);
+  const lock = admin.begin(async (tx) => {
+    await tx.unsafe("LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE");
+    locked();
+    await sleep(ms);
+  });
+  await held;
+  return { lock };
+}
+
+/** Checks that each of `during` failed, within the bound and half a second. */
+function failedInBound(
+  during: { ms: number; failed: boolean }[],
+  answered: string,
+  took: (ms: number) => string,
+): void {
+  for (const { ms, failed } of during) {
+    assert.ok(failed, answered);
+    assert.ok(ms < ANSWER_MS + 500, took(Math.round(ms)));
+  }
+}
+
 Deno.test({
   name:
     "openService() on PostgreSQL: through a partition, every read and /readyz answers within the bound, and after it heals the whole pool reads again without a restart",
@@ -75,14 +134,12 @@ Deno.test({
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
     const proxy = await proxyTo(database.url);
-    const answerMs = ANSWER_MS;
     const lines: string[] = [];
     const service = await serviceOn(proxy.via(database.url), lines);
     const ready = () => service.fetch(new Request("http://127.0.0.1/readyz"));
     try {
-      const read = () => service.store.getIntent("pi_0001");
       // The whole pool open (10 connections): each will have a read lost.
-      await Promise.all(Array.from({ length: 10 }, read));
+      const read = await poolOpened(service);
       proxy.partition();
       const during = await Promise.all(
         Array.from({ length: 12 }, () => timed(read)),
@@ -93,29 +150,16 @@ Deno.test({
       await probe.body?.cancel();
       const probeMs = performance.now() - start;
       proxy.heal();
-      const healed = performance.now();
-      let back = Infinity;
-      while (performance.now() - healed < 5_000) {
-        const answers = await Promise.allSettled(
-          Array.from({ length: 10 }, read),
-        );
-        if (answers.every((answer) => answer.status === "fulfilled")) {
-          back = performance.now() - healed;
-          break;
-        }
-        await sleep(100);
-      }
+      const back = await poolBack(read, 5_000);
       assert.ok(
         back < 5_000,
         "10 reads at once did not all answer within 5 s of the network's return",
       );
-      for (const { ms, failed } of during) {
-        assert.ok(failed, "a read answered through the partition");
-        assert.ok(
-          ms < answerMs + 500,
-          `a read took ${Math.round(ms)} ms to fail in the partition`,
-        );
-      }
+      failedInBound(
+        during,
+        "a read answered through the partition",
+        (ms) => `a read took ${ms} ms to fail in the partition`,
+      );
       assert.equal(probe.status, 503);
       assert.ok(probeMs < 2_500, `/readyz took ${Math.round(probeMs)} ms`);
       const after = await ready();
@@ -166,8 +210,7 @@ Deno.test({
       return row!.n;
     };
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
+      const read = await poolOpened(service);
       const before = await scans();
       proxy.partition();
       // 50 reads a second for 4 s, each failing at its bound.
@@ -212,8 +255,7 @@ Deno.test({
     const answerMs = ANSWER_MS;
     const service = await serviceOn(proxy.via(database.url));
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
+      const read = await poolOpened(service);
       proxy.partition();
       await sleep(2 * answerMs); // nothing asked of the database meanwhile
       proxy.heal();
@@ -252,25 +294,17 @@ Deno.test({
     const service = await serviceOn(database.url, lines);
     const admin = postgres(database.url, { max: 1, onnotice: () => {} });
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
-      // A schema change, VACUUM FULL or LOCK TABLE of an operator's: the
-      // network is fine, and a read waits on the server, sending nothing.
-      let locked!: () => void;
-      const held = new Promise<void>((resolve) => locked = resolve);
-      const lock = admin.begin(async (tx) => {
-        await tx.unsafe("LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE");
-        locked();
-        await sleep(1.5 * answerMs);
-      });
-      await held;
+      const read = await poolOpened(service);
+      // The network is fine, and a read waits on the server, sending
+      // nothing.
+      const { lock } = await lockIntents(admin, 1.5 * answerMs);
       const during = await timed(read);
       await lock;
       const after = await timed(read);
-      assert.ok(during.failed, "a read answered behind the lock");
-      assert.ok(
-        during.ms < answerMs + 500,
-        `the read behind the lock took ${Math.round(during.ms)} ms to fail`,
+      failedInBound(
+        [during],
+        "a read answered behind the lock",
+        (ms) => `the read behind the lock took ${ms} ms to fail`,
       );
       assert.ok(!after.failed, "a read after the lock went failed");
       // Whether the silent connection was closed is a race between the
@@ -353,8 +387,7 @@ Deno.test({
     const service = await serviceOn(relay.url);
     const admin = postgres(database.url, { max: 1, onnotice: () => {} });
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
+      const read = await poolOpened(service);
       // The server ends every connection of the service's (a restart,
       // pg_terminate_backend), and the next ones open slowly: each answer
       // of the start-up takes 0.4 s, so a read that opens one passes its
@@ -402,8 +435,7 @@ Deno.test({
     const go = new Promise<void>((resolve) => release = resolve);
     let lock: Promise<unknown> | undefined;
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
+      const read = await poolOpened(service);
       // Each connection has prepared the write's statements: its flight
       // goes out in one write, and BEGIN's answer comes back at once.
       const count = (key: string) =>
@@ -437,18 +469,7 @@ Deno.test({
       proxy.heal();
       release();
       await lock;
-      const healed = performance.now();
-      let back = Infinity;
-      while (performance.now() - healed < 8_000) {
-        const answers = await Promise.allSettled(
-          Array.from({ length: 10 }, read),
-        );
-        if (answers.every((answer) => answer.status === "fulfilled")) {
-          back = performance.now() - healed;
-          break;
-        }
-        await sleep(100);
-      }
+      const back = await poolBack(read, 8_000);
       for (const { failed } of during) {
         assert.ok(failed, "a write answered through the partition");
       }
@@ -467,19 +488,10 @@ Deno.test({
   }),
 });
 
-/** Whether the PgBouncer test runs: `false` only where PgBouncer is missing, outside CI. */
-const pgbouncerAvailable: boolean = postgresAvailable &&
-  suitesAvailable(
-    await pgbouncerBin() !== null,
-    "the PgBouncer partition test",
-    "no pgbouncer on the PATH or in /usr/sbin (Debian's pgbouncer package)",
-    "apt-get install pgbouncer",
-  );
-
 Deno.test({
   name:
     "openService() through PgBouncer in transaction mode: reads queued by the pooler past the bound fail within it, the pool reads again once the pooler has a server connection, and the line of the connection closed names the pooler's queue",
-  ignore: !pgbouncerAvailable,
+  ignore: !await pgbouncerAvailable(),
   fn: timeout(60_000, async () => {
     const { server, missing } = await processPostgres();
     if (server === null) throw new Error(missing);
@@ -496,8 +508,7 @@ Deno.test({
       prepare: false,
     });
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
+      const read = await poolOpened(service);
       // Another client's transactions take both server connections of
       // the pool: the service's reads wait in PgBouncer's queue, and
       // nothing comes back meanwhile.
@@ -514,13 +525,11 @@ Deno.test({
       );
       await held;
       const after = await Promise.allSettled(Array.from({ length: 10 }, read));
-      for (const { ms, failed } of during) {
-        assert.ok(failed, "a read answered while the pooler queued it");
-        assert.ok(
-          ms < answerMs + 500,
-          `a queued read took ${Math.round(ms)} ms`,
-        );
-      }
+      failedInBound(
+        during,
+        "a read answered while the pooler queued it",
+        (ms) => `a queued read took ${ms} ms`,
+      );
       assert.ok(
         after.every((answer) => answer.status === "fulfilled"),
         "reads after the pooler had a server connection again failed",
@@ -552,16 +561,8 @@ Deno.test({
     };
     globalThis.addEventListener("unhandledrejection", onUnhandled);
     try {
-      const read = () => service.store.getIntent("pi_0001");
-      await Promise.all(Array.from({ length: 10 }, read));
-      let locked!: () => void;
-      const held = new Promise<void>((resolve) => locked = resolve);
-      const lock = admin.begin(async (tx) => {
-        await tx.unsafe("LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE");
-        locked();
-        await sleep(1.5 * answerMs);
-      });
-      await held;
+      const read = await poolOpened(service);
+      const { lock } = await lockIntents(admin, 1.5 * answerMs);
       relay.refuse(); // new connections refused from here on
       // Held by the lock past the bound: the store cancels it, and the
       // cancel's connection is refused.
