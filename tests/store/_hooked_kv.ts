@@ -10,6 +10,26 @@ import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import type { Store } from "../../store/store.ts";
 import type { OpenStore } from "./_contract.ts";
 
+/** `kv`, each atomic operation's commit sent once `before()` has run. */
+export function beforeEachCommit(
+  kv: KvLike,
+  before: () => Promise<unknown>,
+): KvLike {
+  return {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        await before();
+        return await commit();
+      };
+      return atomic;
+    },
+  };
+}
+
 /**
  * A store over `kv` whose atomics run, right before their commit, the
  * write last given to `beforeNextCommit`, once, on another `KvStore` over
@@ -20,21 +40,11 @@ export function hookedKvStore(
 ): Pick<OpenStore, "store" | "beforeNextCommit"> {
   let pending: ((other: Store) => Promise<unknown>) | undefined;
   const other = new KvStore(kv);
-  const hooked: KvLike = {
-    getMany: (keys) => kv.getMany(keys),
-    list: (selector, options) => kv.list(selector, options),
-    atomic(): KvAtomic {
-      const atomic = kv.atomic();
-      const commit = atomic.commit.bind(atomic);
-      atomic.commit = async () => {
-        const write = pending;
-        pending = undefined;
-        await write?.(other);
-        return await commit();
-      };
-      return atomic;
-    },
-  };
+  const hooked = beforeEachCommit(kv, async () => {
+    const write = pending;
+    pending = undefined;
+    await write?.(other);
+  });
   return {
     store: new KvStore(hooked),
     beforeNextCommit: (write) => {

@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { KvAtomic, KvLike } from "../../store/kv.ts";
+import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 
 /**
  * `kv`, with each commit for which `lose()` answers true (every one, by
@@ -54,6 +54,56 @@ export function sentTwiceKv(
     // Deno KV's atomic operation commits again as it was built.
     return await commit();
   });
+}
+
+/**
+ * A `lose` for {@linkcode resendingKv} and {@linkcode sentTwiceKv} that
+ * answers true once after each `loseNext()` (and at first, if `first`),
+ * false otherwise: one commit's answer lost, where a test wants it.
+ */
+export function losingOnce(
+  first = false,
+): { lose: () => boolean; loseNext: () => void } {
+  let armed = first;
+  return {
+    lose: () => {
+      const now = armed;
+      armed = false;
+      return now;
+    },
+    loseNext: () => {
+      armed = true;
+    },
+  };
+}
+
+/**
+ * An operator on another instance (`operator`) redriving the letter of
+ * `jobId` it keeps, if any: what can land while a commit's answer is lost.
+ */
+export async function redriveKept(
+  operator: KvStore,
+  jobId: string,
+): Promise<void> {
+  const kept = await operator.getDeadLetter(jobId);
+  if (kept !== null) await operator.redrive(jobId, kept.version);
+}
+
+/**
+ * A `KvStore` over `kv` wrapped by `wrap` ({@linkcode resendingKv} or
+ * {@linkcode sentTwiceKv}), whose next commit after `loseNext()` has its
+ * answer lost and, meanwhile, an operator on another instance redrives
+ * the letter of `jobId`: what a KV Connect client meets beside a redrive.
+ */
+export function lostBesideRedrive(
+  kv: KvLike,
+  wrap: typeof resendingKv | typeof sentTwiceKv,
+  jobId: string,
+): { store: KvStore; lost: () => number; loseNext: () => void } {
+  const operator = new KvStore(kv);
+  const { lose, loseNext } = losingOnce();
+  const lossy = wrap(kv, lose, () => redriveKept(operator, jobId));
+  return { store: new KvStore(lossy), lost: () => lossy.lost, loseNext };
 }
 
 type Commit = ReturnType<KvAtomic["commit"]>;

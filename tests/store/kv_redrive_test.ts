@@ -10,7 +10,11 @@ import { ConflictError, createRelayer, ScriptedSender } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { deadLetter } from "./_contract.ts";
 import { withTimeout } from "../_timeout.ts";
-import { resendingKv, sentTwiceKv } from "./_resending_kv.ts";
+import {
+  lostBesideRedrive,
+  resendingKv,
+  sentTwiceKv,
+} from "./_resending_kv.ts";
 
 /**
  * Runs `body` with a KvStore on an in-memory Deno KV whose queue records
@@ -86,46 +90,21 @@ Deno.test("createRelayer() redrive with a message enqueues it on the store's own
 });
 
 /**
- * A relayer over a KvStore on `kv` wrapped by `wrap` (`resendingKv` or
- * `sentTwiceKv`), whose next commit after `loseNext()` has its answer lost
- * and, meanwhile, an operator on another instance redrives the job's
- * letter: what a KV Connect client meets beside a redrive.
+ * A relayer over {@linkcode lostBesideRedrive}'s store, the letter an
+ * operator redrives meanwhile `pi_0001/settle`'s.
  */
 function redrivenMeanwhile(
   kv: Deno.Kv,
   wrap: typeof resendingKv | typeof sentTwiceKv,
 ) {
-  const operator = new KvStore(kv);
-  let lose = false;
-  const lossy = wrap(
-    kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
-    async () => {
-      const kept = await operator.getDeadLetter("pi_0001/settle");
-      if (kept !== null) {
-        await operator.redrive("pi_0001/settle", kept.version);
-      }
-    },
-  );
-  const store = new KvStore(lossy);
+  const lossy = lostBesideRedrive(kv, wrap, "pi_0001/settle");
   const relayer = createRelayer({
-    store,
+    store: lossy.store,
     sender: new ScriptedSender({}),
     policy: { maxDeliveries: 5 },
     now: () => 0,
   });
-  return {
-    store,
-    relayer,
-    lost: () => lossy.lost,
-    loseNext: () => {
-      lose = true;
-    },
-  };
+  return { ...lossy, relayer };
 }
 
 Deno.test("createRelayer(): a last delivery's drop whose letter's commit landed with its answer lost, the letter redriven before the store read it back, does not write the letter again beside the redriven job", async () => {

@@ -11,8 +11,18 @@ import { ConflictError } from "../../store/conflict_error.ts";
 import type { Intent } from "../../store/store.ts";
 import { deadLetter, storeContract } from "./_contract.ts";
 import { CountingKv } from "../../support/counting_kv.ts";
-import { hookedKvStore, recordingSets } from "./_hooked_kv.ts";
-import { resendingKv, sentTwiceKv } from "./_resending_kv.ts";
+import {
+  beforeEachCommit,
+  hookedKvStore,
+  recordingSets,
+} from "./_hooked_kv.ts";
+import {
+  losingOnce,
+  lostBesideRedrive,
+  redriveKept,
+  resendingKv,
+  sentTwiceKv,
+} from "./_resending_kv.ts";
 import { CLAIM_GRACE_MS } from "../../store/_rules.ts";
 
 storeContract("KvStore", async () => {
@@ -412,16 +422,12 @@ Deno.test("KvStore takes back its own cursor when its keys are near Deno KV's 2 
 Deno.test("KvStore: a count answered { ok: false } that landed is not counted again when another copy's count lands before the read-back", async () => {
   using kv = await Deno.openKv(":memory:");
   const other = new KvStore(kv);
-  let lose = true;
+  const { lose } = losingOnce(true);
   // The first commit lands and its answer is lost; before the writer reads
   // back, a second copy of the message is counted by another instance.
   const lossy = resendingKv(
     kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
+    lose,
     () => other.admit({ count: "m-1", now: 0 }),
   );
   const store = new KvStore(lossy);
@@ -432,37 +438,27 @@ Deno.test("KvStore: a count answered { ok: false } that landed is not counted ag
 
 Deno.test("KvStore: a dead letter answered { ok: false } that landed with its marks is answered as landed when a redrive took it before the read-back", async () => {
   using kv = await Deno.openKv(":memory:");
-  const operator = new KvStore(kv);
-  let lose = false;
   // The letter's commit lands and its answer is lost; before the writer
   // reads back, an operator redrives the letter it kept. No claim rides
   // with it (a Cloudflare delivery's drop): only its marks keep its id.
-  const lossy = resendingKv(
+  const { store, lost, loseNext } = lostBesideRedrive(
     kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
-    async () => {
-      const kept = await operator.getDeadLetter("pi_1/settle");
-      if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
-    },
+    resendingKv,
+    "pi_1/settle",
   );
-  const store = new KvStore(lossy);
   const read = await store.createIntent({
     id: "pi_1",
     state: "authorized",
     hold: "pending",
   });
   const mark = "givingup/cloudflare/dlq/msg_1";
-  lose = true;
+  loseNext();
   await store.putDeadLetter({ ...deadLetter("pi_1/settle", 5) }, {
     intentVersion: read.version,
     lease: { owner: "drop", ttlMs: 1000, now: 5, keep: true },
     marks: { keys: [mark], now: 5 },
   });
-  assert.equal(lossy.lost, 1);
+  assert.equal(lost(), 1);
   // Landed, and taken: answered as a race lost, its caller would write it
   // again, and bring back the letter the redrive took.
   assert.equal(await store.deliveries(mark, 5), 1);
@@ -472,47 +468,33 @@ Deno.test("KvStore: a dead letter answered { ok: false } that landed with its ma
 Deno.test("KvStore: a dead letter with neither claim nor marks answered { ok: false } that landed is answered as landed when a redrive took it before the read-back, and one that lost its race is still refused", async () => {
   using kv = await Deno.openKv(":memory:");
   const operator = new KvStore(kv);
-  let lose = false;
+  const { lose, loseNext } = losingOnce();
   let take = false;
   // As above, for a drop whose delivery names no message (the local
   // queue, a bridge without an id): nothing but the letter keeps its id,
   // and the redrive takes the letter.
   const lossy = resendingKv(
     kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
+    lose,
     async () => {
       if (!take) return;
       take = false;
-      const kept = await operator.getDeadLetter("pi_1/settle");
-      if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
+      await redriveKept(operator, "pi_1/settle");
     },
   );
   let race: (() => Promise<unknown>) | null = null;
-  const store = new KvStore({
-    getMany: (keys) => lossy.getMany(keys),
-    list: (selector, options) => lossy.list(selector, options),
-    atomic() {
-      const atomic = lossy.atomic();
-      const commit = atomic.commit.bind(atomic);
-      atomic.commit = async () => {
-        const before = race;
-        race = null;
-        await before?.();
-        return await commit();
-      };
-      return atomic;
-    },
-  });
+  const store = new KvStore(beforeEachCommit(lossy, async () => {
+    const before = race;
+    race = null;
+    await before?.();
+  }));
   const read = await store.createIntent({
     id: "pi_1",
     state: "authorized",
     hold: "pending",
   });
-  lose = take = true;
+  loseNext();
+  take = true;
   await store.putDeadLetter({ ...deadLetter("pi_1/settle", 5) }, {
     intentVersion: read.version,
     lease: { owner: "drop", ttlMs: 1000, now: 5, keep: true },
@@ -533,30 +515,20 @@ Deno.test("KvStore: a dead letter with neither claim nor marks answered { ok: fa
 
 Deno.test("KvStore: a dead letter with neither claim, marks nor lease, its answer lost and the letter redriven before its commit was sent again, is not kept again by the second commit", async () => {
   using kv = await Deno.openKv(":memory:");
-  const operator = new KvStore(kv);
-  let lose = false;
   // The letter's commit lands and its answer is lost; an operator
   // redrives the letter before the client sends the commit again. Its
   // checks (the letter absent, the intent as read) hold once more.
-  const lossy = sentTwiceKv(
+  const { store, lost, loseNext } = lostBesideRedrive(
     kv,
-    () => {
-      const now = lose;
-      lose = false;
-      return now;
-    },
-    async () => {
-      const kept = await operator.getDeadLetter("pi_1/settle");
-      if (kept !== null) await operator.redrive("pi_1/settle", kept.version);
-    },
+    sentTwiceKv,
+    "pi_1/settle",
   );
-  const store = new KvStore(lossy);
   const read = await store.createIntent({ id: "pi_1" });
-  lose = true;
+  loseNext();
   await store.putDeadLetter(deadLetter("pi_1/settle", 5), {
     intentVersion: read.version,
   });
-  assert.equal(lossy.lost, 1);
+  assert.equal(lost(), 1);
   assert.equal(await store.getDeadLetter("pi_1/settle"), null);
 });
 
@@ -607,21 +579,11 @@ Deno.test("KvStore.releaseLease() throws a BusyError, the lease still held, when
   // Another writer rewrites the intent's record right before every commit
   // of the release: each commit is a race lost.
   let commits = 0;
-  const racing: KvLike = {
-    getMany: (keys) => kv.getMany(keys),
-    list: (selector, options) => kv.list(selector, options),
-    atomic(): KvAtomic {
-      const atomic = kv.atomic();
-      const commit = atomic.commit.bind(atomic);
-      atomic.commit = async () => {
-        commits++;
-        const intent = await kv.get(["t", "intent", "pi_1"]);
-        await kv.set(intent.key, intent.value);
-        return await commit();
-      };
-      return atomic as unknown as KvAtomic;
-    },
-  };
+  const racing = beforeEachCommit(kv, async () => {
+    commits++;
+    const intent = await kv.get(["t", "intent", "pi_1"]);
+    await kv.set(intent.key, intent.value);
+  });
   const released = new KvStore(racing, { prefix: ["t"] });
   await assert.rejects(
     released.releaseLease("pi_1", "drop"),
