@@ -78,10 +78,6 @@ Deno.test("new PostgresStore() does no I/O and refuses a bad schema or a client 
   }
 });
 
-/**
- * Runs `body` with a pool of `connections` and a schema name no other
- * test uses; drops the schema and closes the pool after, whatever happens.
- */
 /** Polls `query` (a row with a count `n`) until `n > 0`, for at most about 5 s. */
 async function waitUntil(
   what: string,
@@ -94,6 +90,38 @@ async function waitUntil(
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+/**
+ * Runs `body` with a pool of `connections` and a schema name no other
+ * test uses; drops the schema and closes the pool after, whatever happens.
+ */
+/**
+ * Another writer's hold change, in the transaction open on `sql`: takes
+ * the lock of intent `id`, sets its hold to `state` and moves its version.
+ */
+async function changeHold(
+  sql: Pick<postgres.Sql, "unsafe">,
+  schema: string,
+  id: string,
+  state: string,
+): Promise<void> {
+  await sql.unsafe(
+    `SELECT 1 FROM "${schema}".intents WHERE id = $1 FOR UPDATE`,
+    [id],
+  );
+  await sql.unsafe(
+    `UPDATE "${schema}".holds SET state = $1 WHERE intent_id = $2`,
+    [state, id],
+  );
+  await sql.unsafe(
+    `UPDATE "${schema}".intents SET version = version + 1 WHERE id = $1`,
+    [id],
+  );
+}
+
+/** A row whose `n` counts the backends the session that sends it blocks. */
+const BLOCKED_BY_ME = `SELECT count(*)::int AS n FROM pg_stat_activity
+  WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`;
 
 async function inFreshSchema(
   connections: number,
@@ -419,6 +447,22 @@ Deno.test({
  * password, as the test server asks over TCP), then drops the role and
  * whatever it was granted or owns in the database.
  */
+/**
+ * Grants `role` what a service role has on `schema`: USAGE on it and
+ * read and write on its tables, then runs the `more` statements.
+ */
+async function grantService(
+  admin: postgres.Sql,
+  schema: string,
+  role: string,
+  more: string,
+): Promise<void> {
+  await admin.unsafe(`
+    GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+    ${more}`);
+}
+
 async function asNewRole(
   admin: postgres.Sql,
   body: (sql: postgres.Sql, role: string) => Promise<void>,
@@ -446,10 +490,12 @@ Deno.test({
     inFreshSchema(2, async (admin, schema) => {
       await new PostgresStore(admin, { schema }).migrate();
       await asNewRole(admin, async (sql, role) => {
-        await admin.unsafe(`
-          GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
-          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
-          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`);
+        await grantService(
+          admin,
+          schema,
+          role,
+          `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`,
+        );
         const store = new PostgresStore(sql, { schema });
         await store.migrate();
         await store.createIntent({ id: "pi_1", hold: "pending" });
@@ -470,11 +516,13 @@ Deno.test({
         // No DELETE on claims, no USAGE on the dead letters' sequence (only
         // a poison needs it), and a database that revokes EXECUTE from
         // PUBLIC by default.
-        await admin.unsafe(`
-          GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
-          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
-          REVOKE DELETE ON "${schema}".claims FROM "${role}";
-          REVOKE EXECUTE ON FUNCTION "${schema}".refuse_stale(bigint) FROM PUBLIC;`);
+        await grantService(
+          admin,
+          schema,
+          role,
+          `REVOKE DELETE ON "${schema}".claims FROM "${role}";
+          REVOKE EXECUTE ON FUNCTION "${schema}".refuse_stale(bigint) FROM PUBLIC;`,
+        );
         await assert.rejects(
           new PostgresStore(sql, { schema }).migrate(),
           (error: Error) => {
@@ -508,10 +556,12 @@ Deno.test({
         `ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes`,
       );
       await asNewRole(admin, async (sql, role) => {
-        await admin.unsafe(`
-          GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
-          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
-          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`);
+        await grantService(
+          admin,
+          schema,
+          role,
+          `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`,
+        );
         await assert.rejects(
           new PostgresStore(sql, { schema }).migrate(),
           (error: Error) => {
@@ -846,18 +896,7 @@ Deno.test({
         });
         let waited!: Promise<unknown>;
         await other.begin(async (tx) => {
-          await tx.unsafe(
-            `SELECT 1 FROM "${schema}".intents WHERE id = $1 FOR UPDATE`,
-            [id],
-          );
-          await tx.unsafe(
-            `UPDATE "${schema}".holds SET state = $1 WHERE intent_id = $2`,
-            [first, id],
-          );
-          await tx.unsafe(
-            `UPDATE "${schema}".intents SET version = version + 1 WHERE id = $1`,
-            [id],
-          );
+          await changeHold(tx, schema, id, first);
           waited = second === "void"
             ? store.voidHold(id)
             : store.captureHold(id);
@@ -867,10 +906,7 @@ Deno.test({
           // (another file of a parallel run has its own).
           await waitUntil(
             "waited for the lock",
-            () =>
-              tx`
-              SELECT count(*)::int AS n FROM pg_stat_activity
-              WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`,
+            () => tx.unsafe(BLOCKED_BY_ME),
           );
         });
         await assert.rejects(waited, ConflictError);
@@ -913,15 +949,7 @@ Deno.test({
         mayHaveSent: false,
       });
       await ry.unsafe("BEGIN");
-      await ry.unsafe(
-        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
-      );
-      await ry.unsafe(
-        `UPDATE "${schema}".holds SET state = 'captured' WHERE intent_id = 'pi_1'`,
-      );
-      await ry.unsafe(
-        `UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
-      );
+      await changeHold(ry, schema, "pi_1", "captured");
       // The store's read runs now: it sees the intent, its hold pending.
       await rx.unsafe("COMMIT");
       // The capture commits once the store's call has answered, or once
@@ -932,10 +960,7 @@ Deno.test({
         async () =>
           await Promise.race([
             settled.then((n) => [{ n }]),
-            ry.unsafe(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-              WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`,
-            ),
+            ry.unsafe(BLOCKED_BY_ME),
           ]),
       );
       await ry.unsafe("COMMIT");
