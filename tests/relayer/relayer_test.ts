@@ -39,6 +39,9 @@ const job = { intentId: "pi_0001", kind: "settle" } as const;
  */
 const LEASE_LAPSED_MS = 35_000;
 
+/** What the store of the refusal tests answers each write it refuses. */
+const BY_RULE = "Cannot settle pi_0001 by rule";
+
 /**
  * Settling at the setup's clock, its last broadcast declared not sent: a
  * delivery sends again, the last one too (an authorized intent's first
@@ -139,6 +142,65 @@ function suite(backend: Backend): void {
     const repeat = await relayer.giveUp(job, { deliveries: 3, queue });
     assert.equal(repeat.action, "done");
     assert.equal((await intent(store)).state, "settling");
+  }
+
+  /**
+   * Delivers pi_0001's job once, as `record` and with a send scripted:
+   * dropped as `resolution` (`label` names the case), nothing sent, the
+   * intent left `state`.
+   */
+  async function neverBroadcasts(
+    record: Omit<NewIntent, "id">,
+    label: string,
+    resolution: string,
+    state: Intent["state"],
+  ): Promise<void> {
+    const { relayer, store, sender } = await setup(record, {
+      sends: [{ txHash: "0xno" }],
+    });
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "poison", label);
+    assert.equal(
+      outcome.action === "poison" && outcome.resolution,
+      resolution,
+    );
+    assert.equal(sender.calls.length, 0);
+    assert.equal((await intent(store)).state, state);
+  }
+
+  /**
+   * pi_0001 as `record`, its relayer at two deliveries over a store that
+   * refuses each `method` call by its rules, writing nothing, with a
+   * ConflictError marked `refused` (unmarked, as a store of one's own
+   * may, if `marked` is false); `tries()` counts the calls refused.
+   */
+  async function refusingByRule(
+    record: Omit<NewIntent, "id">,
+    method: "transition" | "beginBroadcast",
+    marked = true,
+  ) {
+    let tries = 0;
+    const refuse = () => {
+      tries++;
+      return Promise.reject(
+        marked
+          ? new ConflictError(BY_RULE, { refused: true })
+          : new ConflictError(BY_RULE),
+      );
+    };
+    const { relayer, store } = await setup(
+      record,
+      undefined,
+      { policy: { maxDeliveries: 2, jitter: "none" } },
+      (store) =>
+        overriding(
+          store,
+          method === "transition"
+            ? { transition: refuse }
+            : { beginBroadcast: refuse },
+        ),
+    );
+    return { relayer, store, tries: () => tries };
   }
 
   async function intent(store: Store): Promise<Intent> {
@@ -1100,18 +1162,12 @@ function suite(backend: Backend): void {
 
   test("createRelayer() never broadcasts for an authorized intent whose hold is not pending", async () => {
     for (const hold of ["voided", "captured"] as const) {
-      const { relayer, store, sender } = await setup({
-        state: "authorized",
+      await neverBroadcasts(
+        { state: "authorized", hold },
         hold,
-      }, { sends: [{ txHash: "0xno" }] });
-      const outcome = await relayer.deliver(job, 1);
-      assert.equal(outcome.action, "poison", hold);
-      assert.equal(
-        outcome.action === "poison" && outcome.resolution,
         "job dropped, intent still authorized",
+        "authorized",
       );
-      assert.equal(sender.calls.length, 0);
-      assert.equal((await intent(store)).state, "authorized");
     }
   });
 
@@ -1176,17 +1232,12 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() never broadcasts for a settling intent with no hold on record", async () => {
-    const { relayer, store, sender } = await setup(
+    await neverBroadcasts(
       { state: "settling", settlingSince: 0 },
-      { sends: [{ txHash: "0xno" }] },
-    );
-    const outcome = await relayer.deliver(job, 1);
-    assert.equal(
-      outcome.action === "poison" && outcome.resolution,
+      "no hold",
       "no broadcast on record, needs review",
+      "needs_review",
     );
-    assert.equal(sender.calls.length, 0);
-    assert.equal((await intent(store)).state, "needs_review");
   });
 
   test("createRelayer() sends nothing while another delivery holds the lease, and answers busy", async () => {
@@ -2139,115 +2190,60 @@ function suite(backend: Backend): void {
 
   test("createRelayer() answers a write the store refuses by its rules as this delivery's failure, not as a busy intent", async () => {
     // A store whose rules refuse the move to settling, writing nothing.
-    const { relayer: refusing } = await setup(
+    const { relayer: refusing } = await refusingByRule(
       { state: "authorized", hold: "pending" },
-      undefined,
-      { policy: { maxDeliveries: 2, jitter: "none" } },
-      (store) =>
-        overriding(store, {
-          transition: () =>
-            Promise.reject(
-              new ConflictError("Cannot settle pi_0001 by rule", {
-                refused: true,
-              }),
-            ),
-        }),
+      "transition",
     );
     const first = await refusing.deliver(job, 1);
-    assert.equal(
-      first.action === "retry" && first.reason,
-      "Cannot settle pi_0001 by rule",
-    );
+    assert.equal(first.action === "retry" && first.reason, BY_RULE);
     // Busy would retry past maxDeliveries; a failure is poisoned at it.
     assert.equal((await refusing.deliver(job, 2)).action, "poison");
   });
 
   test("createRelayer() poisons a signed delivery whose first write the store refuses by its rules at the last delivery: a refusal says nothing landed", async () => {
-    const { relayer: refusing, store } = await setup(
+    const { relayer: refusing, store } = await refusingByRule(
       RESENDING,
-      undefined,
-      { policy: { maxDeliveries: 2, jitter: "none" } },
-      (store) =>
-        overriding(store, {
-          beginBroadcast: () =>
-            Promise.reject(
-              new ConflictError("Cannot settle pi_0001 by rule", {
-                refused: true,
-              }),
-            ),
-        }),
+      "beginBroadcast",
     );
     const claim = (key: string) => ({ key, now: 0, expiresAt: 360_000_000 });
     const first = await refusing.deliver(job, 1, { claim: claim("v1=01") });
-    assert.equal(
-      first.action === "retry" && first.reason,
-      "Cannot settle pi_0001 by rule",
-    );
+    assert.equal(first.action === "retry" && first.reason, BY_RULE);
     // Not a write whose answer was lost: the job is poisoned at its limit,
     // not retried past it.
     const last = await refusing.deliver(job, 2, { claim: claim("v1=02") });
     assert.equal(last.action, "poison");
     assert.equal(
       (await store.getDeadLetter("pi_0001/settle"))?.lastError,
-      "Cannot settle pi_0001 by rule",
+      BY_RULE,
     );
   });
 
   test("createRelayer() does not look again after a write the store refuses by its rules: one try per delivery", async () => {
     // A fresh look would meet the same refusal; looking again only costs
     // reads, and turns the refusal into "busy" if anyone writes meanwhile.
-    let transitions = 0;
-    const { relayer: refusing } = await setup(
+    const { relayer: refusing, tries: transitions } = await refusingByRule(
       { state: "authorized", hold: "pending" },
-      undefined,
-      { policy: { maxDeliveries: 2, jitter: "none" } },
-      (store) =>
-        overriding(store, {
-          transition: () => {
-            transitions++;
-            return Promise.reject(
-              new ConflictError("Cannot settle pi_0001 by rule", {
-                refused: true,
-              }),
-            );
-          },
-        }),
+      "transition",
     );
     const first = await refusing.deliver(job, 1);
-    assert.equal(
-      first.action === "retry" && first.reason,
-      "Cannot settle pi_0001 by rule",
-    );
-    assert.equal(transitions, 1);
+    assert.equal(first.action === "retry" && first.reason, BY_RULE);
+    assert.equal(transitions(), 1);
   });
 
   test("createRelayer() with a store of one's own that does not mark its refusals answers a write refused three times, nobody writing between, as a failure, not as a busy intent", async () => {
     // Every try is refused with a plain ConflictError and the intent does
     // not move: a store's rule, not a race. Busy would retry past
     // maxDeliveries forever; a failure is poisoned at it.
-    let writes = 0;
-    const { relayer: refusing, store } = await setup(
+    const { relayer: refusing, store, tries: writes } = await refusingByRule(
       RESENDING,
-      undefined,
-      { policy: { maxDeliveries: 2, jitter: "none" } },
-      (store) =>
-        overriding(store, {
-          beginBroadcast: () => {
-            writes++;
-            return Promise.reject(
-              new ConflictError("Cannot settle pi_0001 by rule"),
-            );
-          },
-        }),
+      "beginBroadcast",
+      false,
     );
     const first = await refusing.deliver(job, 1);
-    assert.equal(
-      first.action === "retry" && first.reason,
-      "Cannot settle pi_0001 by rule",
-    );
-    assert.equal(writes, 3);
+    assert.equal(first.action === "retry" && first.reason, BY_RULE);
+    assert.equal(writes(), 3);
     assert.equal((await refusing.deliver(job, 2)).action, "poison");
-    assert.equal(writes, 6);
+    assert.equal(writes(), 6);
     // Nothing ever left: the poison fails the payment.
     assert.equal((await intent(store)).state, "failed");
   });
