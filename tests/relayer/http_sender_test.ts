@@ -78,6 +78,38 @@ function unknown(message: RegExp | string): (error: unknown) => boolean {
   };
 }
 
+/**
+ * Asserts `error` is an Error with `message`, marked notSent and poison
+ * as `marks` says (and named `marks.name`, if given): a declared answer.
+ */
+function declared(
+  message: string,
+  marks: { notSent: boolean; poison: boolean; name?: string },
+): (error: unknown) => boolean {
+  return (error) => {
+    assert.ok(error instanceof Error);
+    assert.equal(error.message, message);
+    if (marks.name !== undefined) assert.equal(error.name, marks.name);
+    assert.equal(isNotSent(error), marks.notSent);
+    assert.equal(isPoison(error), marks.poison);
+    return true;
+  };
+}
+
+/** Asserts a send to a signer stub answering with `handler` rejects as `check` says. */
+async function sendRejects(
+  handler: Handler,
+  check: (error: Error) => boolean,
+): Promise<void> {
+  await withSigner(handler, async (url) => {
+    const sender = new HttpSender({ url });
+    await assert.rejects(
+      sender.send(await intent(), { replace: false }),
+      check,
+    );
+  });
+}
+
 Deno.test("HttpSender.send() returns the txHash of a 2xx answer", async () => {
   await withSigner(() => Response.json({ txHash: "0xabc" }), async (url) => {
     const sender = new HttpSender({ url });
@@ -112,81 +144,51 @@ Deno.test("HttpSender.send() posts intentId, replace, the intent and the configu
 });
 
 Deno.test("HttpSender.send() maps a declared notSent to notSent()", async () => {
-  await withSigner(
+  await sendRejects(
     () =>
       Response.json({ error: "nonce too low", notSent: true }, { status: 409 }),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        (error: Error) => {
-          assert.equal(error.message, "signer answered 409: nonce too low");
-          assert.equal(isNotSent(error), true);
-          assert.equal(isPoison(error), false);
-          return true;
-        },
-      );
-    },
+    declared("signer answered 409: nonce too low", {
+      notSent: true,
+      poison: false,
+    }),
   );
 });
 
 Deno.test("HttpSender.send() maps a declared poison to poison()", async () => {
-  await withSigner(
+  await sendRejects(
     () =>
       Response.json({ error: "unknown chain id", poison: true }, {
         status: 422,
       }),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        (error: Error) => {
-          assert.equal(error.message, "signer answered 422: unknown chain id");
-          assert.equal(isPoison(error), true);
-          assert.equal(isNotSent(error), false);
-          return true;
-        },
-      );
-    },
+    declared("signer answered 422: unknown chain id", {
+      notSent: false,
+      poison: true,
+    }),
   );
 });
 
 Deno.test("HttpSender.send() maps notSent and poison together to poison(notSent())", async () => {
-  await withSigner(
+  await sendRejects(
     () =>
       Response.json(
         { error: "chain id mismatch", notSent: true, poison: true },
         { status: 422 },
       ),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        (error: Error) => {
-          assert.equal(error.message, "signer answered 422: chain id mismatch");
-          assert.equal(error.name, "PoisonError");
-          assert.equal(isPoison(error), true);
-          assert.equal(isNotSent(error), true);
-          return true;
-        },
-      );
-    },
+    declared("signer answered 422: chain id mismatch", {
+      notSent: true,
+      poison: true,
+      name: "PoisonError",
+    }),
   );
 });
 
 Deno.test("HttpSender.send() counts only flags that are exactly true", async () => {
-  await withSigner(
+  await sendRejects(
     () =>
       Response.json({ error: "maybe", notSent: "true", poison: 1 }, {
         status: 400,
       }),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        unknown("signer answered 400: maybe"),
-      );
-    },
+    unknown("signer answered 400: maybe"),
   );
 });
 
@@ -202,53 +204,35 @@ Deno.test("HttpSender.send() treats a 2xx without a txHash as unknown", async ()
       () => Response.json({ error: "x", notSent: true }, { status: 202 }),
     ]
   ) {
-    await withSigner(answer, async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        unknown(/^signer answered 20[024] without a txHash: /),
-      );
-    });
+    await sendRejects(
+      answer,
+      unknown(/^signer answered 20[024] without a txHash: /),
+    );
   }
 });
 
 Deno.test("HttpSender.send() treats a bare 500 as unknown", async () => {
-  await withSigner(() => new Response(null, { status: 500 }), async (url) => {
-    const sender = new HttpSender({ url });
-    await assert.rejects(
-      sender.send(await intent(), { replace: false }),
-      unknown("signer answered 500: Internal Server Error"),
-    );
-  });
+  await sendRejects(
+    () => new Response(null, { status: 500 }),
+    unknown("signer answered 500: Internal Server Error"),
+  );
 });
 
 Deno.test("HttpSender.send() treats a 503 with a non-JSON body as unknown", async () => {
-  await withSigner(
+  await sendRejects(
     () =>
       new Response("<html><body>upstream down</body></html>", {
         status: 503,
         headers: { "content-type": "text/html" },
       }),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        unknown("signer answered 503: Service Unavailable"),
-      );
-    },
+    unknown("signer answered 503: Service Unavailable"),
   );
 });
 
 Deno.test("HttpSender.send() treats a 400 with an error but no flags as unknown", async () => {
-  await withSigner(
+  await sendRejects(
     () => Response.json({ error: "bad request" }, { status: 400 }),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        unknown("signer answered 400: bad request"),
-      );
-    },
+    unknown("signer answered 400: bad request"),
   );
 });
 
@@ -333,22 +317,16 @@ Deno.test("HttpSender.send() treats any fetch rejection as unknown", async () =>
 
 Deno.test("HttpSender.send() cuts a hostile error text to one short line", async () => {
   const hostile = `line one\r\nline two\u0000${"x".repeat(10_000)}`;
-  await withSigner(
+  await sendRejects(
     () => Response.json({ error: hostile, notSent: true }, { status: 409 }),
-    async (url) => {
-      const sender = new HttpSender({ url });
-      await assert.rejects(
-        sender.send(await intent(), { replace: false }),
-        (error: Error) => {
-          assert.match(
-            error.message,
-            /^signer answered 409: line one line two x+…$/,
-          );
-          assert.ok(error.message.length <= 230, `${error.message.length}`);
-          assert.equal(isNotSent(error), true);
-          return true;
-        },
+    (error: Error) => {
+      assert.match(
+        error.message,
+        /^signer answered 409: line one line two x+…$/,
       );
+      assert.ok(error.message.length <= 230, `${error.message.length}`);
+      assert.equal(isNotSent(error), true);
+      return true;
     },
   );
 });
@@ -463,16 +441,10 @@ Deno.test("HttpSender.receipt() throws poison when the signer declares it (a tx 
     async (url) => {
       await assert.rejects(
         new HttpSender({ url }).receipt("0xabc"),
-        (error: unknown) => {
-          assert.ok(error instanceof Error);
-          assert.equal(
-            error.message,
-            "signer answered 409: reverted in block 43",
-          );
-          assert.equal(isPoison(error), true);
-          assert.equal(isNotSent(error), false);
-          return true;
-        },
+        declared("signer answered 409: reverted in block 43", {
+          notSent: false,
+          poison: true,
+        }),
       );
     },
   );
@@ -586,6 +558,30 @@ Deno.test("HttpSender() never shows a secret in an error or when inspected", () 
   assert.ok(!Deno.inspect(sender, { depth: 10 }).includes("s3cret"));
 });
 
+/**
+ * Delivers pi_0001's settle once, authorized with its hold pending, by a
+ * relayer whose Sender is `sender`; its outcome and the intent after.
+ */
+async function deliverOnce(sender: HttpSender) {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender,
+    now: () => 0,
+    random: () => 0.5,
+  });
+  const outcome = await relayer.deliver(
+    { intentId: "pi_0001", kind: "settle" },
+    1,
+  );
+  return { outcome, stored: await store.getIntent("pi_0001") };
+}
+
 Deno.test("createRelayer() with an HttpSender fails the intent on a declared notSent and poison", async () => {
   await withSigner(
     () =>
@@ -594,22 +590,7 @@ Deno.test("createRelayer() with an HttpSender fails the intent on a declared not
         { status: 422 },
       ),
     async (url) => {
-      const store = new MemoryStore();
-      await store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      const relayer = createRelayer({
-        store,
-        sender: new HttpSender({ url }),
-        now: () => 0,
-        random: () => 0.5,
-      });
-      const outcome = await relayer.deliver(
-        { intentId: "pi_0001", kind: "settle" },
-        1,
-      );
+      const { outcome, stored } = await deliverOnce(new HttpSender({ url }));
       assert.deepEqual(outcome, {
         action: "poison",
         delivery: 1,
@@ -617,7 +598,6 @@ Deno.test("createRelayer() with an HttpSender fails the intent on a declared not
         reason: "retrying will not help",
         resolution: "nothing was sent, so the intent failed",
       });
-      const stored = await store.getIntent("pi_0001");
       assert.equal(stored?.state, "failed");
       assert.equal(stored?.hold, "voided");
     },
@@ -626,21 +606,8 @@ Deno.test("createRelayer() with an HttpSender fails the intent on a declared not
 
 Deno.test("createRelayer() with an HttpSender retries a timed-out send", async () => {
   await withSigner(hang, async (url) => {
-    const store = new MemoryStore();
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
-    const relayer = createRelayer({
-      store,
-      sender: new HttpSender({ url, timeoutMs: 50 }),
-      now: () => 0,
-      random: () => 0.5,
-    });
-    const outcome = await relayer.deliver(
-      { intentId: "pi_0001", kind: "settle" },
-      1,
+    const { outcome, stored } = await deliverOnce(
+      new HttpSender({ url, timeoutMs: 50 }),
     );
     assert.equal(outcome.action, "retry");
     assert.ok(
@@ -648,7 +615,6 @@ Deno.test("createRelayer() with an HttpSender retries a timed-out send", async (
         outcome.reason.startsWith("send: signer timed out"),
       JSON.stringify(outcome),
     );
-    const stored = await store.getIntent("pi_0001");
     assert.equal(stored?.state, "settling");
     assert.equal(stored?.hold, "pending");
     assert.equal(stored?.lastBroadcast?.outcome, "unknown");
