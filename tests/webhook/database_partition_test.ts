@@ -515,11 +515,30 @@ Deno.test({
       const held = Promise.all(
         [0, 1].map(() =>
           other.begin(async (tx) => {
-            await tx`SELECT pg_sleep(${(2.5 * answerMs) / 1000})`;
+            // Long enough for the reads' bound, however late they start
+            // (at most 2 × answerMs after, below).
+            await tx`SELECT pg_sleep(${(5 * answerMs) / 1000})`;
           })
         ),
       );
-      await sleep(200);
+      // Both running on the server before the reads are sent: a fixed
+      // wait let a read take a server connection first on a loaded machine.
+      const admin = postgres(server.url, { max: 1, onnotice: () => {} });
+      try {
+        for (const start = Date.now();;) {
+          const [row] = await admin`
+            SELECT count(*)::int AS sleeping FROM pg_stat_activity
+            WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(%'`;
+          if (Number(row?.sleeping) >= 2) break;
+          assert.ok(
+            Date.now() - start < 2 * answerMs,
+            "the other client's transactions did not both start",
+          );
+          await sleep(20);
+        }
+      } finally {
+        await admin.end();
+      }
       const during = await Promise.all(
         Array.from({ length: 3 }, () => timed(read)),
       );
