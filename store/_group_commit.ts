@@ -36,6 +36,12 @@
  *   none lands twice), each operation ends answered `{ ok: false }`, and
  *   `KvStore` reads back that its write landed: the answers are right, at
  *   the cost of the halvings (about two commits per operation);
+ * - a SQLite file that another handle writes too (a second process,
+ *   `deno serve --parallel`'s workers) refuses a commit with "database is
+ *   locked" when the other wrote between the commit's reads of its checks
+ *   and its first write: SQLite's SQLITE_BUSY, which Deno KV's own retry
+ *   loop does not catch there. Nothing of it was written, so the group is
+ *   committed again, as it is, after a short wait (for up to about 5 s);
  * - any other error (the handle closed, the connection to a remote KV
  *   lost) leaves the outcome unknown, as it would for each operation
  *   alone: every operation of the group gets that error.
@@ -190,7 +196,7 @@ export class GroupCommit {
     if (group.length === 1) {
       const [op] = group as [Op];
       try {
-        op.resolve(await this.#build(group).commit());
+        op.resolve(await this.#commit(group));
       } catch (error) {
         op.reject(error);
       }
@@ -202,10 +208,11 @@ export class GroupCommit {
       // sent, so the group is halved below like a refused one.
       const atomic = this.#build(group);
       try {
-        result = await atomic.commit();
+        result = await this.#commit(group, atomic);
       } catch (error) {
-        if (!isRefusal(error)) {
-          // The outcome is unknown: each operation alone would see this.
+        if (!isRefusal(error) || isLocked(error)) {
+          // The outcome is unknown, or the file still locked after every
+          // try: each operation alone would see this.
           for (const op of group) op.reject(error);
           return;
         }
@@ -229,6 +236,27 @@ export class GroupCommit {
     ]);
   }
 
+  /**
+   * Commits the group's operations as one atomic, again while a SQLite
+   * file another handle writes answers "database is locked" (nothing
+   * written): at most {@linkcode LOCKED_TRIES} tries, then that error.
+   */
+  async #commit(
+    group: readonly Op[],
+    atomic: KvAtomic = this.#build(group),
+  ): Promise<Result> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        return await (attempt === 1 ? atomic : this.#build(group)).commit();
+      } catch (error) {
+        if (!isLocked(error) || attempt === LOCKED_TRIES) throw error;
+      }
+      await new Promise((resolve) =>
+        setTimeout(resolve, Math.min(LOCKED_WAIT_MS, 2 ** (attempt - 1)))
+      );
+    }
+  }
+
   /** One atomic of the group's operations, not yet committed. */
   #build(ops: readonly Op[]): KvAtomic {
     const atomic = this.#kv.atomic();
@@ -247,6 +275,25 @@ export class GroupCommit {
     }
     return atomic;
   }
+}
+
+/**
+ * How many times a commit answered "database is locked" is tried, and the
+ * longest wait between two tries: 1, 2, 4, 8, then 16 ms, about 5 s in
+ * all. denokv's own loop for SQLITE_BUSY waits 5 to 20 ms between tries,
+ * with no end.
+ */
+const LOCKED_TRIES = 320;
+const LOCKED_WAIT_MS = 16;
+
+/**
+ * Whether Deno KV refused a commit as its SQLite file was locked by
+ * another handle (SQLITE_BUSY): a `TypeError` "database is locked",
+ * raised before the commit wrote anything.
+ */
+function isLocked(error: unknown): boolean {
+  return error instanceof TypeError &&
+    /^database is locked\b/.test(error.message);
 }
 
 /**
