@@ -555,6 +555,20 @@ const NO_OPTIONS: DeliverOptions = Object.freeze({});
 class Finished extends Error {}
 
 /**
+ * A give-up's resolution found a tx on record whose receipt its check
+ * did not ask (recorded since, by a delivery on another instance, which
+ * the give-up could not wait for as its own): the check runs again.
+ */
+class ReceiptsUnasked extends Error {}
+
+/**
+ * How many times a give-up checks the receipts before its resolution,
+ * at most: each time again only because a tx was recorded since the
+ * last. The last resolves on what it reads, as before.
+ */
+const RECEIPT_CHECKS = 3;
+
+/**
  * A delivery at or past `maxDeliveries` found its intent authorized and
  * sent nothing (see `plan`): the job's failure, decided as any other.
  */
@@ -1359,18 +1373,30 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } as const;
     try {
       await ownSendsEnded(job.intentId);
-      const settled = await settledBeforeReview(job.intentId, d);
-      if (settled !== undefined) {
-        return { action: "done", delivery: n, reason: `${reason}: ${settled}` };
+      let resolution: string | undefined;
+      for (let check = 1; resolution === undefined; check++) {
+        const { settled, asked } = await settledBeforeReview(job.intentId, d);
+        if (settled !== undefined) {
+          return {
+            action: "done",
+            delivery: n,
+            reason: `${reason}: ${settled}`,
+          };
+        }
+        try {
+          resolution = await resolve(job, jobId, d, {
+            cause: "exhausted",
+            reason,
+            deliveries: n,
+            lastError: `the ${queue.queue} queue gave up`,
+            queue,
+            onlyOnce: true,
+            ...(check < RECEIPT_CHECKS ? { asked } : {}),
+          });
+        } catch (error) {
+          if (!(error instanceof ReceiptsUnasked)) throw error;
+        }
       }
-      const resolution = await resolve(job, jobId, d, {
-        cause: "exhausted",
-        reason,
-        deliveries: n,
-        lastError: `the ${queue.queue} queue gave up`,
-        queue,
-        onlyOnce: true,
-      });
       // Resolved: the message is marked, so that a repeat of this give-up
       // changes nothing even once its letter is redriven or replaced. If
       // the mark fails, the queue repeats, and the repeat marks it. It
@@ -1792,16 +1818,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * whose answer was lost, a delivery that died mid-send): that send
    * reuses the confirmed tx's nonce, and the store clears it in the write
    * that settles, once its lease is over (busy until then). Returns why it
-   * settled; `undefined` to resolve as before (nothing confirmed, or the
-   * intent moved meanwhile: the resolution reads it again).
+   * settled, if it did, and the txs whose receipts it asked (none if the
+   * intent moved meanwhile): the resolution reads the intent again, and a
+   * tx on record beyond those (another instance's send, recorded since the
+   * read here) is checked again before the payment goes to review.
    */
   async function settledBeforeReview(
     intentId: string,
     d: Delivery,
-  ): Promise<string | undefined> {
+  ): Promise<{ settled?: string; asked: readonly string[] }> {
     const intent = await store.getIntent(intentId);
     if (intent?.state !== "settling" || intent.txHashes.length === 0) {
-      return undefined;
+      return { asked: [] };
     }
     // The replay record first, outside the receipts' budget (the store's
     // calls have bounds of their own): a record still in flight when the
@@ -1831,11 +1859,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     ]).finally(() => {
       if (timer !== undefined) clearTimeout(timer);
     });
-    if (confirmed === undefined) return undefined;
+    if (confirmed === undefined) return { asked: intent.txHashes };
     try {
-      return await settledOn(confirmed)(intent, d);
+      return {
+        settled: await settledOn(confirmed)(intent, d),
+        asked: intent.txHashes,
+      };
     } catch (error) {
-      if (error instanceof ConflictError) return undefined;
+      if (error instanceof ConflictError) return { asked: [] };
       throw error;
     }
   }
@@ -2076,6 +2107,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
         readonly resetCount?: string;
         /** A delivery's, poisoned as its last found the intent authorized. */
         readonly lastDelivery?: boolean;
+        /**
+         * A give-up's: the txs whose receipts it asked. A settling intent
+         * with another on record is not sent to review: `ReceiptsUnasked`.
+         */
+        readonly asked?: readonly string[];
       },
   ): Promise<string> {
     const {
@@ -2083,6 +2119,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       queue,
       resetCount,
       lastDelivery = false,
+      asked,
       ...rest
     } = poisoned;
     const reset = resetCount === undefined ? {} : { resetCount };
@@ -2159,6 +2196,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // The job finished before the queue gave up (a lost ack): nothing to resolve.
         await d.close();
         throw new Finished(`intent already ${intent.state}`);
+      }
+      if (
+        asked !== undefined && intent?.state === "settling" &&
+        plan.action === "review" &&
+        intent.txHashes.some((hash) => !asked.includes(hash))
+      ) {
+        // A tx recorded since the give-up asked the receipts: a delivery
+        // on another instance, whose send the give-up could not wait for
+        // as its own, recorded it between the two reads. It may be the
+        // very tx that confirmed: ask its receipt before any review.
+        throw new ReceiptsUnasked();
       }
       const deadLetter: DeadLetter = letter !== null && onlyOnce && queue &&
           intent?.state === "created" && letter.queue === undefined
