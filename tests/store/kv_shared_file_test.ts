@@ -13,6 +13,7 @@
  */
 
 import assert from "node:assert/strict";
+import { ReplayError } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 
 const NOW = 1_790_000_000_000;
@@ -104,5 +105,35 @@ Deno.test("KvStore: two handles on one SQLite file each write ahead and record t
   for (let i = 0; i < 2 * INTENTS; i++) {
     const intent = await b.getIntent(`pi_${i}`);
     assert.equal(intent?.lastBroadcast?.outcome, "sent");
+  }
+});
+
+Deno.test("KvStore: one signed request delivered at once through two handles on one SQLite file is admitted once, its copies refused as replays", async () => {
+  await using shared = await sharedFile(2);
+  const [a, b] = shared.stores as [KvStore, KvStore];
+  for (let round = 0; round < 20; round++) {
+    const claim = {
+      key: `generic/${round}`,
+      now: NOW,
+      expiresAt: NOW + 360_000,
+    };
+    const answers = await Promise.allSettled(
+      Array.from(
+        { length: 8 },
+        (_, i) =>
+          (i % 2 === 0 ? a : b).admit({
+            count: `pi_${round}/settle`,
+            claim,
+            now: NOW,
+          }),
+      ),
+    );
+    const admitted = answers.filter((answer) => answer.status === "fulfilled");
+    const refused = answers.flatMap((answer) =>
+      answer.status === "rejected" ? [answer.reason] : []
+    );
+    assert.equal(admitted.length, 1, `round ${round}: ${refused.join("; ")}`);
+    assert.ok(refused.every((error) => error instanceof ReplayError));
+    assert.equal(await a.deliveries(`pi_${round}/settle`), 1);
   }
 });
