@@ -1,8 +1,9 @@
 /**
- * One relayer process of `kv_processes_test.ts`: a KvStore on the test's
- * SQLite file (its own `Deno.openKv` handle, as a second `deno serve`
- * on the file has), an HttpSender to the test's signer stub, and an
- * at-least-once queue of its own.
+ * One relayer process of `processes_race_test.ts`: a KvStore on the
+ * test's SQLite file (its own `Deno.openKv` handle, as a second `deno
+ * serve` on the file has) or a PostgresStore on the test's database and
+ * schema, an HttpSender to the test's signer stub, and an at-least-once
+ * queue of its own.
  *
  * - A `deliver` job is delivered in `copies` concurrent copies until it is
  *   done, its delivery counted in the store (no number from the queue), so
@@ -13,9 +14,10 @@
  *   QStash's failure callback), repeated until answered, then delivers a
  *   late copy. It prints when the give-up answered (`Date.now()`).
  *
- * `deno run --allow-net=127.0.0.1 --allow-read --allow-write --unstable-kv
- * _kv_worker.ts <json>`, where `<json>` is `{ path, signer, role, copies,
- * jobs: [{ intentId, kind }] }`; it prints one line of JSON: `{
+ * `deno run --allow-net=127.0.0.1 --allow-env --allow-read --allow-write
+ * --unstable-kv _race_worker.ts <json>`, where `<json>` is `{ store,
+ * signer, role, copies, jobs: [{ intentId, kind }] }` and `store` is `{
+ * path }` or `{ url, schema }`; it prints one line of JSON: `{
  * deliveries: { [jobId]: n }, outcomes: { [action]: n }, gaveUp: {
  * [jobId]: { at, action, reason } }, thrown: [message] }`.
  *
@@ -25,10 +27,12 @@
 // deno-lint-ignore-file no-console
 import { createRelayer, jobIdOf, type Outcome } from "../../mod.ts";
 import { HttpSender } from "../../relayer/http_sender.ts";
+import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
+import { PostgresStore } from "../../store/postgres.ts";
 
 interface Args {
-  path: string;
+  store: { path: string } | { url: string; schema: string };
   signer: string;
   role: 0 | 1;
   copies: number;
@@ -36,9 +40,14 @@ interface Args {
 }
 
 const args = JSON.parse(Deno.args[0]!) as Args;
-const kv = await Deno.openKv(args.path);
+const kv = "path" in args.store ? await Deno.openKv(args.store.path) : null;
+const sql = "url" in args.store
+  ? postgres(args.store.url, { max: 8, onnotice: () => {} })
+  : null;
 const relayer = createRelayer({
-  store: new KvStore(kv),
+  store: kv !== null ? new KvStore(kv) : new PostgresStore(sql!, {
+    schema: (args.store as { schema: string }).schema,
+  }),
   sender: new HttpSender({ url: args.signer, timeoutMs: 5_000 }),
   // Never poisoned by a count: a deliver job runs until its intent is
   // settled, and only the queue's give-up ends a race job.
@@ -133,6 +142,7 @@ await Promise.all(args.jobs.map(async ({ intentId, kind }) => {
   throw new Error(`${id}: the give-up was not answered after 2000 tries`);
 }));
 
-kv.close();
+kv?.close();
+await sql?.end({ timeout: 5 });
 clearTimeout(watchdog);
 console.log(JSON.stringify({ deliveries, outcomes, gaveUp, thrown }));
