@@ -461,6 +461,21 @@ function tooLarge(maxBytes: number): Refusal {
 async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
   const stream = c.req.raw.body;
   if (stream === null) return new Uint8Array(0);
+  if (
+    c.req.header("content-length") !== undefined &&
+    c.req.header("transfer-encoding") === undefined
+  ) {
+    // Its length said, and within the limit (limitBody): the server frames
+    // the body to it, so the whole of it is read at once.
+    let buffer: ArrayBuffer;
+    try {
+      buffer = await c.req.raw.arrayBuffer();
+    } catch {
+      throw unreadableBody();
+    }
+    if (buffer.byteLength > maxBytes) throw tooLarge(maxBytes);
+    return new Uint8Array(buffer);
+  }
   const reader = stream.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
