@@ -6,6 +6,7 @@
  * the two processes made.
  */
 import assert from "node:assert/strict";
+import { workerReports } from "./_worker_reports.ts";
 import {
   openPostgresStore,
   postgresAvailable,
@@ -78,19 +79,10 @@ Deno.test({
           stderr: "piped",
         }).output()
       );
-      const reports = (await Promise.all(workers)).map((result) => {
-        const text = new TextDecoder();
-        assert.ok(
-          result.success,
-          `a worker failed:\n${text.decode(result.stderr)}`,
-        );
-        return JSON.parse(
-          text.decode(result.stdout).trim().split("\n").at(-1)!,
-        ) as {
-          deliveries: Record<string, number>;
-          outcomes: Record<string, number>;
-        };
-      });
+      const reports = workerReports<{
+        deliveries: Record<string, number>;
+        outcomes: Record<string, number>;
+      }>(await Promise.all(workers));
 
       assert.deepEqual(overlaps, [], "two sends of one intent overlapped");
       let total = 0;

@@ -19,6 +19,7 @@
  * process's write refused because of the other's.
  */
 import assert from "node:assert/strict";
+import { workerReports } from "./_worker_reports.ts";
 import type { Store } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import {
@@ -175,16 +176,7 @@ async function race(shared: Shared): Promise<void> {
         stderr: "piped",
       }).output()
     );
-    const reports = (await Promise.all(workers)).map((result) => {
-      const text = new TextDecoder();
-      assert.ok(
-        result.success,
-        `a worker failed:\n${text.decode(result.stderr)}`,
-      );
-      return JSON.parse(
-        text.decode(result.stdout).trim().split("\n").at(-1)!,
-      ) as Report;
-    });
+    const reports = workerReports<Report>(await Promise.all(workers));
 
     // A PostgreSQL write whose answer did not come within its bound may
     // have landed: the delivery fails, as it would under a slow server,
