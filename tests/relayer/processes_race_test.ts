@@ -198,7 +198,19 @@ async function race(shared: Shared): Promise<void> {
         0,
       );
       assert.ok(made >= 4, `${jobId}: ${made} deliveries`);
-      assert.equal(await store.deliveries(jobId), made, `${jobId}: counted`);
+      // A delivery that failed as unanswered (tolerated above) was counted
+      // before it failed, or not: the count may be one more for each.
+      const unanswered = reports.flatMap((r) =>
+        r.thrown
+      ).filter((line) =>
+        shared.mayTimeOut && line.startsWith(`${jobId}: `) &&
+        MAY_HAVE_LANDED.test(line)
+      ).length;
+      const count = await store.deliveries(jobId);
+      assert.ok(
+        count >= made && count <= made + unanswered,
+        `${jobId}: counted ${count}, delivered ${made}, ${unanswered} unanswered`,
+      );
       const intent = await store.getIntent(id);
       assert.equal(intent?.state, "settled", id);
       assert.equal(intent?.hold, "captured", id);
