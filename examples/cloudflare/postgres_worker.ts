@@ -24,7 +24,10 @@
  * (a refused push, a `/readyz` answered from the last probe) opens no
  * connection. Hyperdrive, where you use it, keeps the database's side of
  * those connections warm: bind it as `HYPERDRIVE`, and its
- * `connectionString` is the database's URL.
+ * `connectionString` is the database's URL. Create it with
+ * `--caching-disabled`: Hyperdrive caches read queries by default, for a
+ * minute and more, and a write does not clear them, so each of the store's
+ * reads could be the intent as it was before the last delivery wrote it.
  *
  * It needs the `nodejs_compat` compatibility flag (postgres.js's Workers
  * build, which Wrangler picks, uses `node:buffer`, `node:events` and
