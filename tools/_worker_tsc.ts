@@ -13,7 +13,8 @@
  * cache, the versions `deno.json` pins, found with `deno info`. The files
  * are compiled from a scratch folder that links to the repository's, with
  * a `node_modules` of links beside them, so nothing is written in the
- * repository.
+ * repository. A lane with `bun` compiles them as a Bun project does
+ * instead, under the pinned `@types/bun`.
  *
  * @module
  */
@@ -33,6 +34,9 @@ export const WORKERS_TYPES_VERSION = "5.20260730.1";
 /** The pinned Node types, for a Worker with `nodejs_compat` (Node 20's, the repository's Node). */
 export const NODE_TYPES_VERSION = "20.19.43";
 
+/** The pinned Bun types (`@types/bun`, of the Bun bun-check runs), for a Bun project's compile. */
+export const BUN_TYPES_VERSION = "1.4.5";
+
 /** How long one `tsc` run may take. */
 const TSC_TIMEOUT_MS = 60_000;
 
@@ -46,6 +50,12 @@ export interface TscInstall {
   readonly nodeTypes: string;
   /** The folder of `undici-types`, which `@types/node` imports. */
   readonly undiciTypes: string;
+  /**
+   * The `node_modules` of the pinned `@types/bun` (with the `bun-types`,
+   * `@types/node` and `undici-types` it brings), from
+   * {@linkcode installBunTsc}; only a lane with `bun` reads it.
+   */
+  readonly bunModules?: string;
 }
 
 /**
@@ -71,6 +81,19 @@ export async function installTsc(): Promise<TscInstall> {
   };
 }
 
+/**
+ * {@linkcode installTsc}'s packages and the pinned `@types/bun`, for a lane
+ * compiled as a Bun project compiles it.
+ *
+ * @returns Where each is.
+ * @throws {CheckError} If Node or npm is missing, or an install fails.
+ */
+export async function installBunTsc(): Promise<TscInstall> {
+  const install = await installTsc();
+  const bun = await npmInstall("@types/bun", BUN_TYPES_VERSION);
+  return { ...install, bunModules: `${bun}/node_modules` };
+}
+
 /** One `tsc` run: which files, under which global types. */
 export interface TscLane {
   /** The files to compile, from the repository root or written by `extra`. */
@@ -81,6 +104,16 @@ export interface TscLane {
    * @default false
    */
   readonly node?: boolean;
+  /**
+   * Bun's globals (`@types/bun`) instead of Cloudflare's, under the
+   * compiler options `bun init` writes (`lib: ["ESNext"]` and the DOM's,
+   * which docs/api.md#from-bun asks for; `types: ["bun"]`,
+   * `module: "Preserve"`, `verbatimModuleSyntax`), as a Bun project that
+   * installed the package compiles it. `install` must come from
+   * {@linkcode installBunTsc}.
+   * @default false
+   */
+  readonly bun?: boolean;
   /**
    * Whether `.d.ts` files go unchecked. The two type packages declare the
    * same globals (`URL`, `Blob`, `console`…), so a project with both
@@ -189,8 +222,20 @@ export async function workerTsc(
     for (const [name, { path }] of await npmPackages(repoFiles)) {
       links.set(name, path);
     }
-    links.set("@cloudflare/workers-types", install.workersTypes);
-    if (lane.node) {
+    if (lane.bun) {
+      if (install.bunModules === undefined) {
+        throw new CheckError(
+          "a Bun lane needs @types/bun: install with installBunTsc(), not installTsc()",
+        );
+      }
+      for (const name of ["@types/bun", "bun-types", "@types/node"]) {
+        links.set(name, `${install.bunModules}/${name}`);
+      }
+      links.set("undici-types", `${install.bunModules}/undici-types`);
+    } else {
+      links.set("@cloudflare/workers-types", install.workersTypes);
+    }
+    if (lane.node && !lane.bun) {
       links.set("@types/node", install.nodeTypes);
       links.set("undici-types", install.undiciTypes);
     }
@@ -226,11 +271,21 @@ export async function workerTsc(
           target: "esnext",
           module: "esnext",
           moduleResolution: "bundler",
-          lib: ["esnext"],
-          types: [
-            "@cloudflare/workers-types",
-            ...(lane.node ? ["node"] : []),
-          ],
+          ...(lane.bun
+            ? {
+              module: "preserve",
+              moduleDetection: "force",
+              verbatimModuleSyntax: true,
+              lib: ["esnext", "dom", "dom.iterable"],
+              types: ["bun"],
+            }
+            : {
+              lib: ["esnext"],
+              types: [
+                "@cloudflare/workers-types",
+                ...(lane.node ? ["node"] : []),
+              ],
+            }),
           skipLibCheck: lane.skipLibCheck ?? false,
           noEmit: true,
           allowImportingTsExtensions: true,

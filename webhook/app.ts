@@ -480,7 +480,10 @@ async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    let read: ReadableStreamReadResult<Uint8Array>;
+    // The reader's own answer type: Bun's types name it
+    // ReadableStreamDefaultReadResult, whose done result the DOM's
+    // ReadableStreamReadResult does not take.
+    let read: Awaited<ReturnType<typeof reader.read>>;
     try {
       read = await reader.read();
     } catch {

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { BUN_VERSION } from "../../tools/bun_check.ts";
 import { MINIFLARE_VERSION } from "../../tools/worker_check.ts";
 import {
+  BUN_TYPES_VERSION,
   NODE_TYPES_VERSION,
   TYPESCRIPT_VERSION,
   WORKERS_TYPES_VERSION,
@@ -38,6 +39,8 @@ async function pins(): Promise<string[]> {
     `typescript@${TYPESCRIPT_VERSION}`,
     `@cloudflare/workers-types@${WORKERS_TYPES_VERSION}`,
     `@types/node@${NODE_TYPES_VERSION}`,
+    // tsc under Bun's types (tests/bun_types_test.ts).
+    `@types/bun@${BUN_TYPES_VERSION}`,
     kv,
     autocannon,
     // node-check's Nodes: each pin's binary, on each platform npm has it for.

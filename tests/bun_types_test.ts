@@ -1,0 +1,78 @@
+/**
+ * The package's entry points a Bun project imports, and the service of
+ * docs/api.md#from-bun, compile with `tsc` as a Bun project compiles them:
+ * under `@types/bun` (pinned, installed into the cache outside the
+ * repository, `tools/_worker_tsc.ts`), whose globals are not Deno's (its
+ * `ReadableStreamDefaultReader.read()` answers a
+ * `ReadableStreamDefaultReadResult`, not the DOM's
+ * `ReadableStreamReadResult`), with the compiler options `bun init`
+ * writes and the DOM's lib the docs ask for. `deno task check` sees only
+ * Deno's globals; bun-check runs bundles, whose types no one checks.
+ *
+ * Where the pinned packages cannot be installed (no Node or npm, no
+ * registry), the suite is skipped with one loud line; under `CI=true` that
+ * is an error.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  installBunTsc,
+  type TscInstall,
+  workerTsc,
+} from "../tools/_worker_tsc.ts";
+
+const ROOT = new URL("../", import.meta.url);
+
+async function install(): Promise<TscInstall | null> {
+  try {
+    return await installBunTsc();
+  } catch (error) {
+    const why = (error as Error).message;
+    if (Deno.env.get("CI") === "true") {
+      throw new Error(
+        `CI=true and tsc under Bun's types cannot be installed (${why}); the Bun type check must run in CI`,
+      );
+    }
+    // deno-lint-ignore no-console -- the skip must show in the run's output
+    console.error(
+      `\n!!! SKIPPING the Bun type check (tsc under @types/bun): ${why} !!!\n`,
+    );
+    return null;
+  }
+}
+
+const tsc = await install();
+
+/** The one `ts` block of docs/api.md's "From Bun" section: the service. */
+async function bunService(): Promise<string> {
+  const api = await Deno.readTextFile(new URL("docs/api.md", ROOT));
+  const section = api.slice(api.indexOf("\n## From Bun\n"));
+  const blocks = [...section.matchAll(/```ts[^\n]*\n([\s\S]*?)```/g)];
+  assert.equal(blocks.length, 1, "From Bun has one ts block");
+  return blocks[0]![1]!;
+}
+
+Deno.test({
+  name:
+    "mod.ts, webhook/app.ts, store/postgres.ts, testing/store_contract.ts and docs/api.md's Bun service compile with tsc under @types/bun, with bun init's compiler options and the DOM's lib",
+  ignore: tsc === null,
+  fn: async () => {
+    const errors = await workerTsc(tsc!, {
+      bun: true,
+      // bun init's tsconfig skips them (postgres.js's name Node's Buffer,
+      // bun-types and the DOM's lib declare some globals twice).
+      skipLibCheck: true,
+      files: [
+        "mod.ts",
+        "webhook/app.ts",
+        "store/postgres.ts",
+        "testing/store_contract.ts",
+        "service.ts",
+      ],
+      extra: { "service.ts": await bunService() },
+    });
+    assert.deepEqual(errors, []);
+  },
+});
