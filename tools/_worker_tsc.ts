@@ -14,7 +14,8 @@
  * are compiled from a scratch folder that links to the repository's, with
  * a `node_modules` of links beside them, so nothing is written in the
  * repository. A lane with `bun` compiles them as a Bun project does
- * instead, under the pinned `@types/bun`.
+ * instead, under the pinned `@types/bun`, and one with `nodeProject` as a
+ * Node project does, under `@types/node` alone.
  *
  * @module
  */
@@ -114,6 +115,21 @@ export interface TscLane {
    * @default false
    */
   readonly bun?: boolean;
+  /**
+   * Node's types alone (`@types/node`), under the compiler options
+   * docs/api.md#from-node gives `tsc` (`lib: ["ES2022", "DOM",
+   * "DOM.Iterable"]`, `moduleResolution: "bundler"`,
+   * `allowImportingTsExtensions`), as a Node project that installed the
+   * package's tarball compiles it.
+   * @default false
+   */
+  readonly nodeProject?: boolean;
+  /**
+   * Files of the repository whose npm packages are linked too, though not
+   * compiled: the packages an `extra` file imports (`@hono/node-server`).
+   * @default []
+   */
+  readonly npmFrom?: readonly string[];
   /**
    * Whether `.d.ts` files go unchecked. The two type packages declare the
    * same globals (`URL`, `Blob`, `console`…), so a project with both
@@ -219,7 +235,12 @@ export async function workerTsc(
     // node_modules: the package's npm imports from Deno's cache, and the
     // pinned type packages.
     const links = new Map<string, string>();
-    for (const [name, { path }] of await npmPackages(repoFiles)) {
+    for (
+      const [name, { path }] of await npmPackages([
+        ...repoFiles,
+        ...(lane.npmFrom ?? []),
+      ])
+    ) {
       links.set(name, path);
     }
     if (lane.bun) {
@@ -232,10 +253,10 @@ export async function workerTsc(
         links.set(name, `${install.bunModules}/${name}`);
       }
       links.set("undici-types", `${install.bunModules}/undici-types`);
-    } else {
+    } else if (!lane.nodeProject) {
       links.set("@cloudflare/workers-types", install.workersTypes);
     }
-    if (lane.node && !lane.bun) {
+    if ((lane.node || lane.nodeProject) && !lane.bun) {
       links.set("@types/node", install.nodeTypes);
       links.set("undici-types", install.undiciTypes);
     }
@@ -279,6 +300,8 @@ export async function workerTsc(
               lib: ["esnext", "dom", "dom.iterable"],
               types: ["bun"],
             }
+            : lane.nodeProject
+            ? { lib: ["es2022", "dom", "dom.iterable"], types: ["node"] }
             : {
               lib: ["esnext"],
               types: [

@@ -1,0 +1,85 @@
+/**
+ * The package's entry points a Node project imports, and both services of
+ * docs/api.md#from-node, compile with `tsc` as a Node project that
+ * installed the package's tarball compiles them: under `@types/node`
+ * (pinned, installed into the cache outside the repository,
+ * `tools/_worker_tsc.ts`) alone, with the compiler options that section
+ * gives `tsc` and the package's strict ones. `deno task check` sees only
+ * Deno's globals; node-check runs bundles, whose types no one checks.
+ *
+ * Where the pinned packages cannot be installed (no Node or npm, no
+ * registry), the suite is skipped with one loud line; under `CI=true` that
+ * is an error.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  installTsc,
+  type TscInstall,
+  workerTsc,
+} from "../../tools/_worker_tsc.ts";
+
+const ROOT = new URL("../../", import.meta.url);
+
+async function install(): Promise<TscInstall | null> {
+  try {
+    return await installTsc();
+  } catch (error) {
+    const why = (error as Error).message;
+    if (Deno.env.get("CI") === "true") {
+      throw new Error(
+        `CI=true and tsc under Node's types cannot be installed (${why}); the Node type check must run in CI`,
+      );
+    }
+    // deno-lint-ignore no-console -- the skip must show in the run's output
+    console.error(
+      `\n!!! SKIPPING the Node type check (tsc under @types/node): ${why} !!!\n`,
+    );
+    return null;
+  }
+}
+
+const tsc = await install();
+
+/** The `ts` blocks of docs/api.md's "From Node" section: its two services. */
+async function nodeServices(): Promise<string[]> {
+  const api = await Deno.readTextFile(new URL("docs/api.md", ROOT));
+  const start = api.indexOf("\n## From Node\n");
+  const section = api.slice(start, api.indexOf("\n## ", start + 1));
+  const blocks = [...section.matchAll(/```ts[^\n]*\n([\s\S]*?)```/g)];
+  assert.equal(blocks.length, 2, "From Node has two ts blocks");
+  return blocks.map((block) => block[1]!);
+}
+
+Deno.test({
+  name:
+    "mod.ts, webhook/app.ts, store/kv.ts, store/postgres.ts, testing/store_contract.ts and docs/api.md's two Node services compile with tsc under @types/node, with the options docs/api.md#from-node gives tsc",
+  ignore: tsc === null,
+  fn: async () => {
+    const [kvApp, postgresService] = await nodeServices();
+    const errors = await workerTsc(tsc!, {
+      nodeProject: true,
+      // @types/node 20's declarations and the DOM's lib declare some
+      // globals twice; Node projects skip them, as the section's do.
+      skipLibCheck: true,
+      files: [
+        "mod.ts",
+        "webhook/app.ts",
+        "store/kv.ts",
+        "store/postgres.ts",
+        "testing/store_contract.ts",
+        "kv_app.ts",
+        "postgres_service.ts",
+      ],
+      extra: { "kv_app.ts": kvApp!, "postgres_service.ts": postgresService! },
+      // @hono/node-server and @deno/kv, which the services import.
+      npmFrom: [
+        "tests/node/webhook_node_entry.ts",
+        "tests/node/kv_contract_node.ts",
+      ],
+    });
+    assert.deepEqual(errors, []);
+  },
+});
