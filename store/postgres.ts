@@ -57,6 +57,7 @@ import {
   typeFetchLost,
 } from "./_postgres_errors.ts";
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
+import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import {
   broadcastBegun,
@@ -1454,7 +1455,10 @@ export class PostgresStore implements Store {
       // the pool keeps one, and is open once it handed it on.
       let goodbyes = (Number(this.#sql.options?.max) || 1) + 1;
       const reserve = () => {
-        this.#sql.reserve().then((connection) => {
+        // In turn with the client's other `reserve()`s, or postgres.js may
+        // hand two of them one connection (see `_reserve_turns.ts`).
+        reserveInTurn(this.#sql, () => done).then((connection) => {
+          if (connection === null) return;
           if (done) return connection.release();
           done = true;
           stopWatch();
