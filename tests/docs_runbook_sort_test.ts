@@ -1,0 +1,129 @@
+/**
+ * The runbook's sort of a burst of dead letters by their intents' state
+ * now, run as written (bash, curl and jq) against the app served on
+ * loopback: an intent whose read fails is not sorted as gone, since the
+ * runbook has the letters of gone intents discarded.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type DeadLetter, MemoryStore, ScriptedSender } from "../mod.ts";
+import { createApp } from "../webhook/app.ts";
+import { suitesAvailable } from "./_postgres.ts";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const OPS = "ops-token-for-runbook-tests";
+
+/** Whether `name` runs here (`name --version`). */
+async function has(name: string): Promise<boolean> {
+  try {
+    const { success } = await new Deno.Command(name, {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    return success;
+  } catch {
+    return false;
+  }
+}
+
+const shellAvailable = suitesAvailable(
+  await has("bash") && await has("curl") && await has("jq"),
+  "the runbook's shell tests",
+  "no bash, curl or jq on the PATH",
+  "apt-get install curl jq",
+);
+
+/** The `sh` blocks of runbook.md's section `heading`, up to the next heading. */
+function shBlocks(heading: string): string[] {
+  const runbook = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+  const start = runbook.indexOf(`\n## ${heading}\n`);
+  assert.notEqual(start, -1, `runbook.md has no '## ${heading}'`);
+  const end = runbook.indexOf("\n## ", start + 1);
+  const section = runbook.slice(start, end === -1 ? undefined : end);
+  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+}
+
+/** A store whose read of `pi_blip` fails, as in a blip of the database. */
+class BlippingStore extends MemoryStore {
+  override getIntent(id: string) {
+    return id === "pi_blip"
+      ? Promise.reject(new Error("connection terminated unexpectedly"))
+      : super.getIntent(id);
+  }
+}
+
+function letter(intentId: string, poisonedAt: number): DeadLetter {
+  return {
+    jobId: `${intentId}/settle`,
+    intentId,
+    deliveries: 10,
+    cause: "exhausted",
+    reason: "no luck after 10 deliveries",
+    resolution: "job dropped, intent still authorized",
+    lastError: "intent is busy with another delivery",
+    poisonedAt,
+  };
+}
+
+Deno.test({
+  name:
+    "runbook.md's sort of dead letters reads an intent whose read failed as unread, not gone, and a missing one as gone",
+  ignore: !shellAvailable,
+  async fn() {
+    const store = new BlippingStore();
+    for (const id of ["pi_kept", "pi_blip"]) {
+      await store.createIntent({ id, state: "authorized", hold: "pending" });
+    }
+    await store.putDeadLetter(letter("pi_kept", 1));
+    await store.putDeadLetter(letter("pi_blip", 2));
+    await store.putDeadLetter(letter("pi_gone", 3));
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      now: () => 1_000_000,
+    });
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      app.fetch,
+    );
+    const dir = await Deno.makeTempDir();
+    try {
+      const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+      const first = /```sh\n([\s\S]*?)```/.exec(top);
+      assert.ok(first, "runbook.md has no sh block");
+      assert.match(first[1]!, /^R=/m, "runbook.md's first block sets R");
+      const [sort] = shBlocks("A burst of dead letters");
+      assert.ok(sort, "runbook.md's 'A burst of dead letters' has no sh block");
+      const script = `${
+        first[1]
+      }\nR=http://127.0.0.1:${server.addr.port}\n${sort}`;
+      const run = await new Deno.Command("bash", {
+        args: ["-c", script],
+        cwd: dir,
+        env: { OPS_TOKEN: OPS },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const stderr = new TextDecoder().decode(run.stderr);
+      assert.ok(run.success, `the sort failed: ${stderr}`);
+      const states = new Map(
+        Deno.readTextFileSync(join(dir, "states.txt")).trim().split("\n").map(
+          (line) => line.split(" ") as [string, string],
+        ),
+      );
+      assert.equal(states.get("pi_kept"), "authorized");
+      assert.equal(states.get("pi_gone"), "gone");
+      assert.notEqual(states.get("pi_blip"), "gone");
+      assert.equal(states.get("pi_blip"), "unread");
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
