@@ -9,8 +9,22 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--trace]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--instances 1] [--trace]
  * ```
+ *
+ * With `--instances N` (1 by default), N service processes run at once on
+ * the one store (the same KV file, PostgreSQL database or PgBouncer), each
+ * on its own port, as Deno Deploy's isolates on one KV or several pods on
+ * one database do: they start at once (their migrations race), the queue
+ * sends each request to a live one the seed draws (two copies sent at once
+ * go to two instances, and a give-up and the delivery it races go to
+ * different ones, where there are enough), and each kill hits one instance
+ * the seed draws while the others keep serving; a delivery it cut is
+ * redelivered to any live one. Each instance reaches the signer under a
+ * path of its own (`/i2/send`), so that a kill excuses only its own sends
+ * (an overlap, a send that may have left); the checks are the same. The
+ * summary says how the requests, the copies, the races and the kills were
+ * spread.
  *
  * With `--trace`, each intent a check flags (or reports as an orphan) is
  * followed by its trail: every request the queue, the redriving operator
@@ -165,7 +179,9 @@
  * - Google's keys: every push with a valid token of either key is
  *   accepted (the service refetches for the new `kid`); an expired token
  *   of the withdrawn key, or a made-up `kid`, is refused; each process
- *   fetches the keys once, then at most once per verifier a minute.
+ *   fetches the keys once, then at most once per verifier a minute
+ *   (with several instances, whose fetches look alike, every process
+ *   together).
  * - Nothing stuck: every job ends. Once it has, its intent is not
  *   `settling` (an ack means done, seen settled, failed or in review, or a
  *   poison whose resolution left `settling` in the same commit as its dead
@@ -250,6 +266,12 @@ export interface CrashTestOptions {
   readonly dbFaults: readonly DbFault[];
   /** How long a `down` fault keeps the database stopped, in seconds. */
   readonly dbDownS: number;
+  /**
+   * How many service processes run at once on the one store, each on its
+   * own port; the queue spreads deliveries over the live ones, and each
+   * kill hits one of them.
+   */
+  readonly instances: number;
   /** Whether to print the trail of each flagged intent (`--trace`). */
   readonly trace: boolean;
 }
@@ -264,7 +286,7 @@ const DB_FAULTS: readonly DbFault[] = [
 ];
 
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--trace]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--instances 1] [--trace]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -278,6 +300,7 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     concurrency: 16,
     deadline: 180,
     "db-down": 10,
+    instances: 1,
   };
   let store: CrashTestOptions["store"] = "kv";
   let dbFaults: DbFault[] = [];
@@ -349,6 +372,7 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     store,
     dbFaults,
     dbDownS: values["db-down"]!,
+    instances: values.instances!,
     trace,
   };
 }
@@ -487,10 +511,29 @@ function pickBehaviour(random: () => number): Behaviour {
   return "confirm";
 }
 
-/** When a kill happened: from the SIGKILL to the process being gone. */
+/**
+ * When a kill happened: from the SIGKILL to the process being gone; with
+ * `--instances` above 1, which instance (from 0) and which of its
+ * processes (its generation, from 1) it killed.
+ */
 interface KillWindow {
   readonly from: number;
   readonly to: number;
+  readonly instance?: number;
+  readonly generation?: number;
+}
+
+/**
+ * Whether a kill may have cut a request of instance `instance`: any kill
+ * when the run has one instance (neither names one), else only a kill of
+ * that instance; the others kept serving.
+ */
+function sameInstance(
+  kill: { readonly instance?: number },
+  instance: number | undefined,
+): boolean {
+  return kill.instance === undefined || instance === undefined ||
+    kill.instance === instance;
 }
 
 /** One `/send` the stub received. */
@@ -501,6 +544,8 @@ interface SendRecord {
   notSent: boolean;
   poison: boolean;
   readonly replace: boolean;
+  /** The instance that sent it (from 0), with `--instances` above 1. */
+  readonly instance?: number;
   /** The intent's state and hold as the relayer sent them. */
   readonly state: unknown;
   readonly hold: unknown;
@@ -529,10 +574,15 @@ class SignerStub {
   /** The stub's HTTP handler: `/send` and `/receipt/:txHash`. */
   handler = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
-    if (request.method === "POST" && url.pathname === "/send") {
-      return await this.#send(request);
+    // With several instances, each sends under its own prefix (`/i2/send`):
+    // a kill of one cuts only its own sends.
+    const prefix = /^\/i(\d+)(\/.*)$/.exec(url.pathname);
+    const instance = prefix === null ? undefined : Number(prefix[1]) - 1;
+    const pathname = prefix === null ? url.pathname : prefix[2]!;
+    if (request.method === "POST" && pathname === "/send") {
+      return await this.#send(request, instance);
     }
-    const receipt = /^\/receipt\/(.+)$/.exec(url.pathname);
+    const receipt = /^\/receipt\/(.+)$/.exec(pathname);
     if (request.method === "GET" && receipt) {
       const txHash = decodeURIComponent(receipt[1]!);
       const entry = this.hashes.get(txHash);
@@ -556,7 +606,10 @@ class SignerStub {
   };
 
   /** Answers a `/send` by the intent's behaviour, and records it. */
-  async #send(request: Request): Promise<Response> {
+  async #send(
+    request: Request,
+    instance: number | undefined,
+  ): Promise<Response> {
     const arrivedAt = now();
     const body = await request.json() as {
       intentId: string;
@@ -575,6 +628,7 @@ class SignerStub {
       notSent: false,
       poison: false,
       replace: body.replace === true,
+      ...(instance === undefined ? {} : { instance }),
       state: body.intent?.state,
       hold: body.intent?.hold,
     };
@@ -633,14 +687,11 @@ class SignerStub {
   /**
    * Whether anything may have left for `intentId`: a send answered without
    * `notSent` (a 2xx among them) or never answered, or one still in flight
-   * while a server was being killed (from the signal to the process gone).
+   * while its server was being killed (from the signal to the process gone).
    */
   mayHaveLeft(intentId: string, kills: readonly KillWindow[]): boolean {
     return (this.sends.get(intentId) ?? []).some((send) =>
-      send.status === null || !send.notSent ||
-      kills.some(({ from, to }) =>
-        send.arrivedAt <= to && (send.answeredAt ?? Infinity) >= from
-      )
+      send.status === null || !send.notSent || spansKill(send, kills)
     );
   }
 }
@@ -718,6 +769,13 @@ class ServerProcess {
   answered = 0;
   /** Called with each line a server prints, as it comes (a trail's). */
   onLine: ((line: string, generation: number) => void) | null = null;
+  /** Whether a server is up and not being killed: the queue may send to it. */
+  live = false;
+  /**
+   * What names its servers before their generation: nothing with one
+   * instance (`server 3`), its number and a dot with several (`server 2.3`).
+   */
+  tag = "";
 
   /**
    * @param root Where `main.ts` is (the repository root).
@@ -763,14 +821,14 @@ class ServerProcess {
           rest = lines.pop() ?? "";
           for (const line of lines) {
             sink?.push(line);
-            this.#output.push(`[server ${generation}] ${line}`);
+            this.#output.push(`[server ${this.tag}${generation}] ${line}`);
             this.onLine?.(line, generation);
           }
           if (this.#output.length > 400) this.#output.splice(0, 200);
         }
         if (rest) {
           sink?.push(rest);
-          this.#output.push(`[server ${generation}] ${rest}`);
+          this.#output.push(`[server ${this.tag}${generation}] ${rest}`);
           this.onLine?.(rest, generation);
         }
       })().catch(() => {}),
@@ -788,7 +846,7 @@ class ServerProcess {
       const exit = await this.#try(generation, deadline);
       if (exit === null) break;
       const reason =
-        `server ${generation} exited before it was healthy (code ${exit.code}, signal ${exit.signal})`;
+        `server ${this.tag}${generation} exited before it was healthy (code ${exit.code}, signal ${exit.signal})`;
       if (!this.again(exit, tries)) {
         throw new Error(`${reason}:\n${this.output()}`);
       }
@@ -796,6 +854,7 @@ class ServerProcess {
       await sleep(START_BACKOFF_MS * tries);
     }
     this.answered = 0;
+    this.live = true;
     this.#up.resolve();
   }
 
@@ -825,7 +884,7 @@ class ServerProcess {
       if (this.#child === child && !this.#killing && healthy) {
         this.#fatal(
           new Error(
-            `server ${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
+            `server ${this.tag}${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
           ),
         );
       }
@@ -833,7 +892,9 @@ class ServerProcess {
     this.base = `http://127.0.0.1:${port}`;
     for (;;) {
       if (now() > deadline) {
-        throw new DeadlineExceeded(`server ${generation} never became healthy`);
+        throw new DeadlineExceeded(
+          `server ${this.tag}${generation} never became healthy`,
+        );
       }
       try {
         const res = await fetch(`${this.base}/healthz`, {
@@ -859,7 +920,7 @@ class ServerProcess {
       const status: Deno.CommandStatus = exited;
       this.#fatal(
         new Error(
-          `server ${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
+          `server ${this.tag}${generation} exited by itself (code ${status.code}, signal ${status.signal})`,
         ),
       );
     }
@@ -871,6 +932,7 @@ class ServerProcess {
     const child = this.#child;
     if (child === null) return;
     this.#up = deferred();
+    this.live = false;
     this.#killing = true;
     try {
       child.kill("SIGKILL");
@@ -1385,13 +1447,18 @@ export function backwardMove(
 }
 
 /** Every check of the run; pure over what was collected. */
-/** Whether `send` was in flight while the service was down (a kill). */
+/** Whether `send` was in flight while its server was being killed. */
 function spansKill(
-  send: { readonly arrivedAt: number; readonly answeredAt: number | null },
-  kills: readonly { readonly from: number; readonly to: number }[],
+  send: {
+    readonly arrivedAt: number;
+    readonly answeredAt: number | null;
+    readonly instance?: number;
+  },
+  kills: readonly KillWindow[],
 ): boolean {
-  return kills.some(({ from, to }) =>
-    send.arrivedAt <= to && (send.answeredAt ?? Infinity) >= from
+  return kills.some((kill) =>
+    sameInstance(kill, send.instance) &&
+    send.arrivedAt <= kill.to && (send.answeredAt ?? Infinity) >= kill.from
   );
 }
 
@@ -1405,8 +1472,9 @@ export function overlappingSends(
   sends: readonly {
     readonly arrivedAt: number;
     readonly answeredAt: number | null;
+    readonly instance?: number;
   }[],
-  kills: readonly { readonly from: number; readonly to: number }[],
+  kills: readonly KillWindow[],
 ): [number, number] | undefined {
   for (let j = 1; j < sends.length; j++) {
     const b = sends[j]!;
@@ -1443,6 +1511,10 @@ const SETTLED_LINE =
  * @param sendsOf The signer's record of an intent's `/send`s, in order.
  * @param kills Each kill's start and the next server's start.
  * @param senderTimeoutMs The service's `SENDER_TIMEOUT`.
+ * @param instance With several instances, the one that wrote the line:
+ *   then `generation` is that instance's, a kill counts only where it
+ *   names the send's instance, and the line only if another instance wrote
+ *   it or that one's next process.
  * @returns The intent's id, or `undefined`.
  *
  * @example A send the first kill cut, then a settle by the next server
@@ -1474,20 +1546,31 @@ export function settledBehindCutSend(
   sendsOf: (intentId: string) => readonly {
     readonly arrivedAt: number;
     readonly answeredAt: number | null;
+    readonly instance?: number;
   }[],
-  kills: readonly { readonly from: number; readonly to: number }[],
+  kills: readonly KillWindow[],
   senderTimeoutMs: number,
+  instance?: number,
 ): string | undefined {
   const id = SETTLED_LINE.exec(line.trim())?.[1];
   if (id === undefined) return undefined;
   const last = sendsOf(id).filter((send) => send.arrivedAt <= at).at(-1);
   if (last === undefined) return undefined;
   // Kill k ends server k + 1 and starts server k + 2.
-  const k = kills.findIndex(({ from, to }) =>
-    last.arrivedAt <= to && from < last.arrivedAt + senderTimeoutMs &&
-    (last.answeredAt === null || last.answeredAt >= from)
+  const k = kills.findIndex((kill) =>
+    sameInstance(kill, last.instance) &&
+    last.arrivedAt <= kill.to && kill.from < last.arrivedAt + senderTimeoutMs &&
+    (last.answeredAt === null || last.answeredAt >= kill.from)
   );
-  return k !== -1 && generation >= k + 2 ? id : undefined;
+  if (k === -1) return undefined;
+  const kill = kills[k]!;
+  if (instance === undefined || kill.instance === undefined) {
+    return generation >= k + 2 ? id : undefined;
+  }
+  return at > kill.from &&
+      (instance !== kill.instance || generation > kill.generation!)
+    ? id
+    : undefined;
 }
 
 /**
@@ -2116,6 +2199,8 @@ async function runCrashTest(
   // Drawn after: Pub/Sub's subscriptions without a dead-letter policy and
   // Google's key rotation leave the other streams as they were.
   const pubsubRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
+  // Drawn after: which instance each request goes to, which one a kill hits.
+  const fleetRandom = mulberry32(Math.floor(seeds() * 2 ** 32));
 
   const policy = fastPolicy();
   const secret = `crash-secret-${crypto.randomUUID()}`;
@@ -2259,37 +2344,90 @@ async function runCrashTest(
   });
   // A start that a database fault cut is started again, as a platform
   // starts again a process that exits at start.
-  const server = new ServerProcess(ROOT, dir, env, fail, (exit, tries) => {
-    const again = startAgain(exit, options.dbFaults.length > 0, tries);
-    if (again) {
-      trails.everyone(
-        `server ${server.generation} refused to start (${
-          exit.stderr.join(" ").trim().slice(0, 160)
-        }): started again (try ${tries + 1} of ${START_TRIES})`,
-      );
-    }
-    return again;
-  });
-  server.onLine = (line, generation) => {
-    // The intents it names, and those whose txs it names (a receipt's failure).
-    const ids = new Set(line.match(/\bpi_\w+/g) ?? []);
-    for (const hash of line.match(/\b0x[0-9a-f]+\b/g) ?? []) {
-      const entry = stub.hashes.get(hash);
-      if (entry !== undefined) ids.add(entry.intentId);
-    }
-    for (const id of ids) {
-      trails.add(id, `log[${generation}] ${line.trim().slice(0, 220)}`);
-    }
-    const behind = settledBehindCutSend(
-      line,
-      generation,
-      now(),
-      (id) => stub.sends.get(id) ?? [],
-      stats.kills,
-      SENDER_TIMEOUT_MS,
+  // The instances: one service process each, all on the one store. With
+  // several, each reaches the signer under a prefix of its own, so that the
+  // checks know whose sends a kill cut.
+  const several = options.instances > 1;
+  const servers = Array.from({ length: options.instances }, (_, index) => {
+    const server: ServerProcess = new ServerProcess(
+      ROOT,
+      dir,
+      several ? { ...env, SENDER_URL: `${signerBase}/i${index + 1}` } : env,
+      fail,
+      (exit, tries) => {
+        const again = startAgain(exit, options.dbFaults.length > 0, tries);
+        if (again) {
+          trails.everyone(
+            `server ${server.tag}${server.generation} refused to start (${
+              exit.stderr.join(" ").trim().slice(0, 160)
+            }): started again (try ${tries + 1} of ${START_TRIES})`,
+          );
+        }
+        return again;
+      },
     );
-    if (behind !== undefined) stats.settledBehindCut.add(behind);
+    if (several) server.tag = `${index + 1}.`;
+    server.onLine = (line, generation) => {
+      // The intents it names, and those whose txs it names (a receipt's failure).
+      const ids = new Set(line.match(/\bpi_\w+/g) ?? []);
+      for (const hash of line.match(/\b0x[0-9a-f]+\b/g) ?? []) {
+        const entry = stub.hashes.get(hash);
+        if (entry !== undefined) ids.add(entry.intentId);
+      }
+      for (const id of ids) {
+        trails.add(
+          id,
+          `log[${server.tag}${generation}] ${line.trim().slice(0, 220)}`,
+        );
+      }
+      const behind = settledBehindCutSend(
+        line,
+        generation,
+        now(),
+        (id) => stub.sends.get(id) ?? [],
+        stats.kills,
+        SENDER_TIMEOUT_MS,
+        several ? index : undefined,
+      );
+      if (behind !== undefined) stats.settledBehindCut.add(behind);
+    };
+    return server;
+  });
+  /** Resolves once a server is up (with several instances, any). */
+  const waitUp = (): Promise<void> =>
+    several
+      ? Promise.race(servers.map((server) => server.waitUp()))
+      : servers[0]!.waitUp();
+  /**
+   * Where the queue sends a request: the one server, or a live instance
+   * drawn by the seed, one not in `avoid` where there is one (the other
+   * copy sent at once, the delivery a give-up races).
+   */
+  const pick = (avoid?: ReadonlySet<ServerProcess>): ServerProcess => {
+    if (!several) return servers[0]!;
+    const live = servers.filter((server) => server.live);
+    const free = live.filter((server) => !avoid?.has(server));
+    const from = free.length > 0 ? free : live.length > 0 ? live : servers;
+    return from[Math.floor(fleetRandom() * from.length)]!;
   };
+  /** How many starts were tried again after a refusal, on every instance. */
+  const refusals = () =>
+    servers.reduce((n, server) => n + server.refusals.length, 0);
+  /**
+   * With several instances, how the queue spread its work: requests by
+   * instance, deliveries sent twice at once and those whose copies went to
+   * two instances, give-ups that raced their delivery and those that did
+   * it from another instance.
+   */
+  const spread = {
+    requests: servers.map(() => 0),
+    pairs: 0,
+    pairsApart: 0,
+    races: 0,
+    racesApart: 0,
+  };
+  /** Answers since the last kill's restart, on every server: the killer's budget. */
+  let answeredSinceStart = 0;
 
   const stats: Stats = {
     deliveries: 0,
@@ -2357,7 +2495,7 @@ async function runCrashTest(
   };
 
   const ops = async (path: string, init: RequestInit = {}) => {
-    const res = await fetch(`${server.base}${path}`, {
+    const res = await fetch(`${pick().base}${path}`, {
       ...init,
       headers: { authorization: `Bearer ${opsToken}`, ...init.headers },
       signal: AbortSignal.timeout(5000),
@@ -2370,9 +2508,10 @@ async function runCrashTest(
     path: string,
     body: string,
     signed: Record<string, string>,
+    to: ServerProcess,
   ): Promise<Attempt> => {
     stats.requests++;
-    const base = server.base;
+    const base = to.base;
     const sentAt = now();
     const headers = { "content-type": "application/json", ...signed };
     // What the copy sent again answered, where it was a first delivery.
@@ -2430,7 +2569,10 @@ async function runCrashTest(
       }
       const answeredAt = now();
       stats.slowestMs = Math.max(stats.slowestMs, answeredAt - sentAt);
-      if (base === server.base) server.answered++;
+      if (base === to.base) {
+        to.answered++;
+        answeredSinceStart++;
+      }
       stats.answeredTotal++;
       const fault = stats.dbFaults.at(-1);
       if (fault !== undefined && fault.ready === null) {
@@ -2535,24 +2677,44 @@ async function runCrashTest(
   /**
    * `copies` requests at once, each signed afresh, of delivery `n` (or, with
    * `gaveUp`, of the queue's give-up after delivery `n`), through the job's
-   * lane: the generic route, or QStash's routes with the message's id.
+   * lane: the generic route, or QStash's routes with the message's id. With
+   * several instances each copy goes to a live one drawn by the seed, the
+   * copies to different ones where they can; with `race`, the instances
+   * taken go in `race.mine`, and those in `race.theirs` (the other side of
+   * a give-up and the delivery it races) are avoided too.
    */
   const postCopies = (
     job: JobRecord,
     n: number,
     copies: number,
     what: { gaveUp?: string; publication?: number; deadLetterId?: string },
-  ) =>
-    Array.from({ length: copies }, async (_, copy) => {
+    race?: {
+      mine: Set<ServerProcess>;
+      theirs: ReadonlySet<ServerProcess>;
+    },
+  ) => {
+    const taken = new Set<ServerProcess>(race?.theirs);
+    const targets = Array.from({ length: copies }, () => {
+      const to = pick(taken);
+      taken.add(to);
+      race?.mine.add(to);
+      spread.requests[servers.indexOf(to)]!++;
+      return to;
+    });
+    if (copies > 1) {
+      spread.pairs++;
+      if (new Set(targets).size > 1) spread.pairsApart++;
+    }
+    return targets.map(async (to, copy) => {
       const label = `${job.lane}${job.counted ? " (no deliveryAttempt)" : ""} ${
         what.gaveUp === undefined
           ? `delivery ${n}`
           : `give-up after ${n} of ${what.gaveUp}`
       } (${job.messageId}, publication ${job.generation}${
         copies > 1 ? `, copy ${copy + 1} of ${copies}` : ""
-      })`;
+      }${several ? `, to server ${to.tag}${to.generation}` : ""})`;
       trails.add(job.intentId, `→ ${label}`);
-      const attempt = await postCopy(job, n, copy, what);
+      const attempt = await postCopy(job, n, copy, what, to);
       trails.add(
         job.intentId,
         `← ${label}: ${
@@ -2565,16 +2727,20 @@ async function runCrashTest(
       );
       return attempt;
     });
+  };
 
-  /** One copy of delivery `n` (or of the give-up after it): see {@linkcode postCopies}. */
+  /** One copy of delivery `n` (or of the give-up after it) to `to`: see {@linkcode postCopies}. */
   const postCopy = async (
     job: JobRecord,
     n: number,
     copy: number,
     what: { gaveUp?: string; publication?: number; deadLetterId?: string },
+    to: ServerProcess,
   ): Promise<Attempt> => {
     const payload = { intentId: job.intentId, kind: "settle" };
-    if (job.lane === "pubsub") return await pushPubSub(job, n, payload, what);
+    if (job.lane === "pubsub") {
+      return await pushPubSub(job, n, payload, what, to);
+    }
     if (job.lane === "generic") {
       const body = JSON.stringify(
         what.gaveUp === undefined
@@ -2596,7 +2762,7 @@ async function runCrashTest(
       );
       return await post("/v1/deliveries", body, {
         "x-signature": sign(body, Math.floor(Date.now() / 1000)),
-      });
+      }, to);
     }
     if (what.gaveUp === undefined) {
       // QStash's delivery: the job as the body, its count in
@@ -2611,7 +2777,7 @@ async function runCrashTest(
         ),
         "upstash-message-id": job.messageId,
         "upstash-retried": String(n - 1),
-      });
+      }, to);
     }
     // QStash's failure callback: the job base64 in sourceBody.
     const body = JSON.stringify({
@@ -2628,7 +2794,7 @@ async function runCrashTest(
         `${PUBLIC_URL}/v1/qstash/failed`,
         qstashSecret,
       ),
-    });
+    }, to);
   };
 
   /**
@@ -2715,6 +2881,7 @@ async function runCrashTest(
     path: string,
     body: string,
     token: { token: string; old: boolean; stale: boolean },
+    to: ServerProcess,
   ): Promise<Attempt> => {
     if (token.old) rotation.oldInFlight++;
     const next = !token.old && !token.stale &&
@@ -2722,7 +2889,7 @@ async function runCrashTest(
     try {
       const attempt = await post(path, body, {
         authorization: `Bearer ${token.token}`,
-      });
+      }, to);
       if (attempt.kind === "answer") {
         if (next) rotation.newKeyAnsweredAt ??= now();
         if (token.stale) rotation.staleAnsweredAt ??= now();
@@ -2740,9 +2907,10 @@ async function runCrashTest(
     body: string,
     token: string,
     what: string,
+    to: ServerProcess,
   ): Promise<void> => {
     try {
-      const res = await fetch(`${server.base}${path}`, {
+      const res = await fetch(`${to.base}${path}`, {
         method: "POST",
         body,
         headers: {
@@ -2775,6 +2943,7 @@ async function runCrashTest(
     n: number,
     payload: { intentId: string; kind: string },
     what: { gaveUp?: string; deadLetterId?: string },
+    to: ServerProcess,
   ): Promise<Attempt> => {
     const data = btoa(JSON.stringify(payload));
     if (what.gaveUp === undefined) {
@@ -2800,6 +2969,7 @@ async function runCrashTest(
           body,
           await googleToken(`${PUBLIC_URL}/v1/pubsub/dead-letter`),
           "a token for the dead-letter route's audience",
+          to,
         );
       }
       if (
@@ -2818,6 +2988,7 @@ async function runCrashTest(
           body,
           await google.forger.token(`${PUBLIC_URL}/v1/pubsub`, PUBSUB_ACCOUNT),
           `a token of a key Google never listed (kid ${google.forger.kid})`,
+          to,
         );
       }
       const token = await pushToken(`${PUBLIC_URL}/v1/pubsub`);
@@ -2829,7 +3000,7 @@ async function runCrashTest(
       }
       return markPush(
         job,
-        await postPush("/v1/pubsub", body, token),
+        await postPush("/v1/pubsub", body, token, to),
         token.stale,
         job.counted,
       );
@@ -2853,7 +3024,7 @@ async function runCrashTest(
     const token = await pushToken(`${PUBLIC_URL}/v1/pubsub/dead-letter`);
     return markPush(
       job,
-      await postPush("/v1/pubsub/dead-letter", body, token),
+      await postPush("/v1/pubsub/dead-letter", body, token, to),
       token.stale,
       false,
     );
@@ -2895,6 +3066,9 @@ async function runCrashTest(
     // Pub/Sub's dead-letter copy: each forward is a message of its own,
     // pushed again (same id) until acked.
     deadLetterId = `dl-${messageId}-1`,
+    // With several instances, the delivery it races (still in flight, or
+    // held up): each goes to an instance the other did not, where one is.
+    race?: { delivery: Set<ServerProcess>; giveUp: Set<ServerProcess> },
   ): Promise<void> => {
     let firstSentAt: number | undefined;
     for (let tries = 1;; tries++) {
@@ -2905,14 +3079,20 @@ async function runCrashTest(
         return;
       }
       const attempts = await limiter.run(async () => {
-        await Promise.race([server.waitUp(), failed.promise]);
+        await Promise.race([waitUp(), failed.promise]);
         checkAlive();
         const copies = queueRandom() < 0.2 ? 2 : 1;
         givingUpNow++;
         firstSentAt ??= now();
         try {
           return await Promise.all(
-            postCopies(message, n, copies, { gaveUp: messageId, deadLetterId }),
+            postCopies(
+              message,
+              n,
+              copies,
+              { gaveUp: messageId, deadLetterId },
+              race && { mine: race.giveUp, theirs: race.delivery },
+            ),
           );
         } finally {
           givingUpNow--;
@@ -3021,7 +3201,7 @@ async function runCrashTest(
       `a late copy of ${message.messageId} comes (after its give-up was acked)`,
     );
     const attempts = await limiter.run(async () => {
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       checkAlive();
       givingUpNow++;
       try {
@@ -3075,11 +3255,15 @@ async function runCrashTest(
       // timed it out, gives up: the give-up lands first, within the lease.
       const heldUp = early && queueRandom() < 0.5;
       const giveUpAcked = deferred();
+      const race = {
+        delivery: new Set<ServerProcess>(),
+        giveUp: new Set<ServerProcess>(),
+      };
       // The slot first, then the gate: a delivery waiting for a slot must
       // not fire into a server that died meanwhile. Only requests already
       // in flight at a kill are lost, and the queue counts them.
       const { n, sent, publication } = await limiter.run(async () => {
-        await Promise.race([server.waitUp(), failed.promise]);
+        await Promise.race([waitUp(), failed.promise]);
         checkAlive();
         const n = ++job.delivery;
         const publication = job.generation;
@@ -3095,7 +3279,17 @@ async function runCrashTest(
           )
           : Promise.resolve()).then(() => {
             // Each copy is signed afresh, as a queue's redelivery is.
-            return Promise.all(postCopies(job, n, copies, { publication }));
+            return Promise.all(
+              postCopies(
+                job,
+                n,
+                copies,
+                { publication },
+                early
+                  ? { mine: race.delivery, theirs: race.giveUp }
+                  : undefined,
+              ),
+            );
           });
         if (!early) await sent;
         return { n, sent, publication };
@@ -3113,11 +3307,23 @@ async function runCrashTest(
         );
         detach(sent.then((attempts) => {
           book(job, n, attempts, false, publication);
+          spread.races++;
+          if (![...race.delivery].some((to) => race.giveUp.has(to))) {
+            spread.racesApart++;
+          }
         }));
         if (!heldUp) await sleep(Math.floor(queueRandom() * 40));
         else stats.heldUp++;
         stats.giveUps++;
-        await giveUp(job, n, job.messageId, true).finally(giveUpAcked.resolve);
+        await giveUp(
+          job,
+          n,
+          job.messageId,
+          true,
+          undefined,
+          undefined,
+          race,
+        ).finally(giveUpAcked.resolve);
         return;
       }
       const { delayMs, acked, lostCopy } = book(job, n, await sent, true);
@@ -3167,7 +3373,7 @@ async function runCrashTest(
   const readIntent = async (id: string): Promise<IntentView | null> => {
     for (let tries = 0; tries < 100; tries++) {
       checkAlive();
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       try {
         const { status, body } = await ops(`/v1/intents/${id}`);
         if (status === 200) return body as IntentView;
@@ -3281,17 +3487,26 @@ async function runCrashTest(
       } → ${letter.resolution})`,
     );
     type Answer = { status: number; title: string } | "lost";
+    // Two redrives at once go to two instances, where there are two.
+    const targets = new Set<ServerProcess>();
     const redrive = async (copy: number): Promise<Answer> => {
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       checkAlive();
       const path = copy % 2 === 0
         ? `/v1/dead-letters/${id}/settle/redrive`
         : `/v1/dead-letters/${encodeURIComponent(letter.jobId)}/redrive`;
+      const to = pick(targets);
+      targets.add(to);
       redrivingNow++;
-      trails.add(id, `→ redrive ${path}`);
+      trails.add(
+        id,
+        `→ redrive ${path}${
+          several ? ` to server ${to.tag}${to.generation}` : ""
+        }`,
+      );
       let answer: Answer;
       try {
-        const res = await fetch(`${server.base}${path}`, {
+        const res = await fetch(`${to.base}${path}`, {
           method: "POST",
           headers: { authorization: `Bearer ${opsToken}` },
           signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
@@ -3333,7 +3548,7 @@ async function runCrashTest(
     // A publish the service sent before a kill may still be on its way, or
     // being read: the restart takes far longer than loopback.
     if (answers.includes("lost")) {
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       await sleep(20);
     }
     await qstash.idle();
@@ -3421,7 +3636,7 @@ async function runCrashTest(
     for (;;) {
       const last = jobsDone;
       await Promise.race([sleep(REDRIVE_EVERY_MS), failed.promise]);
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       checkAlive();
       let page: { status: number; body: unknown } | null = null;
       try {
@@ -3455,7 +3670,7 @@ async function runCrashTest(
   const sampler = async (): Promise<void> => {
     const ids = plans.map((p) => p.id);
     while (!allEnded && !failure) {
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       if (allEnded || failure) return;
       const batch = new Set<string>();
       for (let i = 0; i < 6 && ids.length > 0; i++) {
@@ -3491,7 +3706,7 @@ async function runCrashTest(
   const operator = async (): Promise<void> => {
     while (!operatorDone && !failure) {
       await Promise.race([sleep(30), failed.promise]);
-      await Promise.race([server.waitUp(), failed.promise]);
+      await Promise.race([waitUp(), failed.promise]);
       if (operatorDone || failure) return;
       // Payments seen in review, or whose job has ended (in review, most
       // likely), a few at a time.
@@ -3601,7 +3816,7 @@ async function runCrashTest(
         Math.floor(segment * (0.4 + 0.6 * killRandom())),
       );
       const extraMs = Math.floor(killRandom() * 25);
-      while (server.answered < budget && !allEnded) {
+      while (answeredSinceStart < budget && !allEnded) {
         checkAlive();
         await Promise.race([sleep(5), failed.promise]);
       }
@@ -3637,15 +3852,27 @@ async function runCrashTest(
       if (givingUpNow > 0) stats.killsInGiveUp++;
       if (redrivingNow > 0) stats.killsInRedrive++;
       if (allEnded) return;
+      // One instance at a time; the others keep serving.
+      const index = several ? Math.floor(fleetRandom() * servers.length) : 0;
+      const server = servers[index]!;
+      const generation = server.generation;
       const from = now();
-      trails.everyone(`SIGKILL server ${server.generation}`);
+      trails.everyone(`SIGKILL server ${server.tag}${generation}`);
       killing = true;
       await server.kill();
-      stats.kills.push({ from, to: now() });
+      stats.kills.push({
+        from,
+        to: now(),
+        ...(several ? { instance: index, generation } : {}),
+      });
       stats.restarts++;
+      // With several instances, the others answer on while it restarts:
+      // the next budget counts from the kill.
+      if (several) answeredSinceStart = 0;
       await server.start(deadline);
+      if (!several) answeredSinceStart = 0;
       killing = false;
-      trails.everyone(`server ${server.generation} up`);
+      trails.everyone(`server ${server.tag}${server.generation} up`);
     }
   };
 
@@ -3661,12 +3888,16 @@ async function runCrashTest(
     const expected = options.intents * 3;
     // Each step once the process at work has Google's keys cached (and is
     // not being killed): the listing finds it holding the first key only,
-    // the withdrawal still holding the first key.
+    // the withdrawal still holding the first key. With several instances,
+    // once one has them (a process restarted since may not have yet, and
+    // fetches both keys, or the next only, at its first push).
     const cached = () =>
       !killing &&
-      (google.standIn.fetchedAt.at(-1) ?? -Infinity) >
-        (stats.kills.at(-1)?.to ?? -Infinity) &&
-      server.answered > 0;
+      (several
+        ? google.standIn.fetchedAt.length > 0 && answeredSinceStart > 0
+        : (google.standIn.fetchedAt.at(-1) ?? -Infinity) >
+            (stats.kills.at(-1)?.to ?? -Infinity) &&
+          servers[0]!.answered > 0);
     const steps: [number, () => Promise<void>][] = [
       [ROTATE_AT, () => {
         google.standIn.serve([...google.issuer.jwks, ...google.next.jwks]);
@@ -3702,17 +3933,20 @@ async function runCrashTest(
     }
   };
 
-  /** Whether `GET /readyz` answers 200 now. */
+  /** Whether `GET /readyz` answers 200 now (on every instance). */
   const ready = async (): Promise<boolean> => {
-    try {
-      const res = await fetch(`${server.base}/readyz`, {
-        signal: AbortSignal.timeout(5000),
-      });
-      await res.body?.cancel();
-      return res.status === 200;
-    } catch {
-      return false;
-    }
+    const answers = await Promise.all(servers.map(async (server) => {
+      try {
+        const res = await fetch(`${server.base}/readyz`, {
+          signal: AbortSignal.timeout(5000),
+        });
+        await res.body?.cancel();
+        return res.status === 200;
+      } catch {
+        return false;
+      }
+    }));
+    return answers.every((ok) => ok);
   };
 
   /**
@@ -3780,8 +4014,9 @@ async function runCrashTest(
 
   let exitCode = 1;
   try {
+    // Several instances start at once, as a deployment's do.
     await Promise.race([
-      server.start(deadline),
+      Promise.all(servers.map((server) => server.start(deadline))),
       failed.promise.then(() => {
         throw failure;
       }),
@@ -3948,16 +4183,40 @@ async function runCrashTest(
     // Each process fetches Google's keys once, then each of its two
     // verifiers at most once a refetch interval for a kid it does not
     // know (the rotation's, a forger's). Generation g runs from the end of
-    // kill g - 1 to the end of kill g (the next starts after it).
-    const fetchesBy = fetchesByGeneration(
+    // kill g - 1 to the end of kill g (the next starts after it). With
+    // several instances at once, whose fetches the stand-in cannot tell
+    // apart, the bound is the sum of every process's, each instance's
+    // processes dated by its own kills.
+    const ended = now();
+    const allowedIn = (lifeMs: number) =>
+      1 + 2 * (1 + Math.floor(lifeMs / JWKS_REFETCH_INTERVAL_MS));
+    const fetchesBy = several ? [] : fetchesByGeneration(
       google.standIn.fetchedAt,
       stats.kills,
       started,
-      now(),
+      ended,
     );
+    if (several) {
+      const lives = servers.flatMap((_, index) =>
+        fetchesByGeneration(
+          [],
+          stats.kills.filter((kill) => kill.instance === index),
+          started,
+          ended,
+        )
+      );
+      const allowed = lives.reduce((n, l) => n + allowedIn(l.lifeMs), 0);
+      const fetches = google.standIn.fetchedAt.length;
+      if (fetches > allowed) {
+        violations.push(
+          `the ${lives.length} server processes fetched Google's keys ${fetches} times (at most ${allowed}: each once, then once per verifier and ${
+            formatDuration(JWKS_REFETCH_INTERVAL_MS)
+          } for an unknown kid): the refetch is not rate-limited`,
+        );
+      }
+    }
     for (const { generation, fetches, lifeMs } of fetchesBy) {
-      const allowed = 1 +
-        2 * (1 + Math.floor(lifeMs / JWKS_REFETCH_INTERVAL_MS));
+      const allowed = allowedIn(lifeMs);
       if (fetches > allowed) {
         violations.push(
           `server ${generation} fetched Google's keys ${fetches} times in ${
@@ -3995,7 +4254,9 @@ async function runCrashTest(
       [
         `crash test   seed ${options.seed}, ${options.intents} intents (${authorized} authorized, ${
           options.intents - authorized
-        } created), concurrency ${options.concurrency}`,
+        } created), concurrency ${options.concurrency}${
+          several ? `, ${options.instances} instances on the one store` : ""
+        }`,
         `store        ${
           options.store === "postgres"
             ? "PostgresStore (a PostgreSQL server of this run)"
@@ -4009,9 +4270,9 @@ async function runCrashTest(
           formatDuration(LEASE_MS)
         }; sender timeout ${formatDuration(SENDER_TIMEOUT_MS)}`,
         `kills        ${stats.kills.length} of ${options.kills} (SIGKILL), server restarts ${stats.restarts}${
-          server.refusals.length === 0
+          refusals() === 0
             ? ""
-            : `; started again after refusing to start ${server.refusals.length} (a database fault cut its migration; at most ${
+            : `; started again after refusing to start ${refusals()} (a database fault cut its migration; at most ${
               START_TRIES - 1
             } in a row)`
         }`,
@@ -4040,6 +4301,17 @@ async function runCrashTest(
             ].join("\n");
           }),
         ]),
+        ...(several
+          ? [
+            `instances    ${options.instances} on the one store: queue requests ${
+              spread.requests.join(", ")
+            }; kills ${
+              servers.map((_, index) =>
+                stats.kills.filter((kill) => kill.instance === index).length
+              ).join(", ")
+            }; ${spread.pairsApart} of ${spread.pairs} requests sent twice at once went to two instances, ${spread.racesApart} of ${spread.races} give-ups raced their delivery from another`,
+          ]
+          : []),
         `deliveries   ${stats.deliveries} (requests ${stats.requests}, duplicates ${stats.duplicates}, requests lost to kills ${stats.lostRequests})`,
         `answers      ${show(new Map([...stats.statuses].sort()))}`,
         `signer       ${sends} /send, ${stub.confirmed.size} receipts confirmed; ${stats.settledBehindCut.size} intents settled by a delivery behind a write-ahead whose send a kill cut`,
@@ -4061,8 +4333,10 @@ async function runCrashTest(
                 ? "never"
                 : `${((rotation.withdrawnAt - started) / 1000).toFixed(2)}s`
             }`
-        }; pushes with ${google.issuer.kid}'s token after the listing ${stats.oldKeyPushes}, with ${google.next.kid}'s ${stats.newKeyPushes}, with an expired token of the withdrawn key ${stats.stalePushes} (each must be 401, then pushed again), with a made-up kid ${stats.forgedPushes} (each must be 401); fetched ${google.standIn.fetches} times through the stand-in (by server: ${
-          fetchesBy.map((g) => g.fetches).join(", ")
+        }; pushes with ${google.issuer.kid}'s token after the listing ${stats.oldKeyPushes}, with ${google.next.kid}'s ${stats.newKeyPushes}, with an expired token of the withdrawn key ${stats.stalePushes} (each must be 401, then pushed again), with a made-up kid ${stats.forgedPushes} (each must be 401); fetched ${google.standIn.fetches} times through the stand-in (${
+          several
+            ? `by ${options.instances} instances at once`
+            : `by server: ${fetchesBy.map((g) => g.fetches).join(", ")}`
         })`,
         `redrives     ${stats.redriveRounds} rounds on listed letters (${stats.redrivePairs} two at once, ${stats.redriveRetries} tried again after a 503 or a lost answer): answers ${
           show(new Map([...stats.redriveStatuses].sort()))
@@ -4153,8 +4427,10 @@ async function runCrashTest(
         (jobs.size > 0
           ? `\n${pending} of ${jobs.size} jobs had not ended`
           : "") +
-        `\nkills ${stats.kills.length}, restarts ${stats.restarts} (started again after refusing to start ${server.refusals.length}), deliveries ${stats.deliveries}` +
-        `\nlast server output:\n${server.output()}`,
+        `\nkills ${stats.kills.length}, restarts ${stats.restarts} (started again after refusing to start ${refusals()}), deliveries ${stats.deliveries}` +
+        `\nlast server output:\n${
+          servers.map((server) => server.output()).join("\n")
+        }`,
     );
     exitCode = 1;
   } finally {
@@ -4162,7 +4438,7 @@ async function runCrashTest(
     clearTimeout(deadlineTimer);
     Deno.removeSignalListener("SIGINT", onSignal);
     Deno.removeSignalListener("SIGTERM", onSignal);
-    await server.stop();
+    await Promise.all(servers.map((server) => server.stop()));
     await signer.shutdown();
     await qstash.stop();
   }

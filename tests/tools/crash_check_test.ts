@@ -57,6 +57,41 @@ Deno.test("overlappingSends() passes sends one after another, and pairs where on
   );
 });
 
+Deno.test("overlappingSends() with several instances passes only the sends of the instance a kill hit", () => {
+  // Instance 0 is killed from 150 to 160; instance 1 keeps serving.
+  const kills = [{ from: 150, to: 160, instance: 0, generation: 1 }];
+  const of = (
+    instance: number,
+    arrivedAt: number,
+    answeredAt: number | null,
+  ) => ({
+    arrivedAt,
+    answeredAt,
+    instance,
+  });
+  // Two sends of instance 1 overlap during the other's kill: no lease of
+  // theirs died, so their overlap is flagged.
+  assert.deepEqual(
+    overlappingSends([of(1, 100, 200), of(1, 155, 170)], kills),
+    [0, 1],
+  );
+  // A send of instance 0 cut by its kill, then one of instance 1 while it
+  // was still unanswered (its lease lapsed): passed.
+  assert.equal(
+    overlappingSends([of(0, 100, null), of(1, 700, 720)], kills),
+    undefined,
+  );
+});
+
+Deno.test("parseOptions() takes --instances, 1 unless given", () => {
+  assert.equal(parseOptions(["--seed", "7"]).instances, 1);
+  assert.equal(parseOptions(["--instances", "3"]).instances, 3);
+  assert.throws(
+    () => parseOptions(["--instances", "0"]),
+    /--instances must be an integer >= 1: current value is "0"/,
+  );
+});
+
 Deno.test("parseOptions() takes --trace as a flag without a value, off unless given", () => {
   assert.equal(parseOptions(["--seed", "7"]).trace, false);
   const options = parseOptions(["--trace", "--seed", "7", "--intents=60"]);
@@ -430,6 +465,36 @@ Deno.test("backwardMove() orders two reads of an intent only when one was answer
     ], reaches),
     ["settled", "settling"],
   );
+});
+
+Deno.test("settledBehindCutSend() with several instances counts a kill only of the send's instance, and a line of another or of its next process", () => {
+  const line =
+    "worker  pi_0005/settle   #3  done         (0x0000000000000010 confirmed, intent settled)";
+  // Instance 0's process 1 is killed from 500 to 530; its send arrived at
+  // 440 and never got an answer.
+  const kills = [{ from: 500, to: 530, instance: 0, generation: 1 }];
+  const sends = (instance: number) => () => [{
+    arrivedAt: 440,
+    answeredAt: null,
+    instance,
+  }];
+  const behind = (writer: number, generation: number, sender = 0) =>
+    settledBehindCutSend(
+      line,
+      generation,
+      900,
+      sends(sender),
+      kills,
+      200,
+      writer,
+    );
+  // Settled by instance 1, or by instance 0's next process.
+  assert.equal(behind(1, 1), "pi_0005");
+  assert.equal(behind(0, 2), "pi_0005");
+  // Not by the process the kill ended; not behind a send of an instance
+  // the kill did not hit.
+  assert.equal(behind(0, 1), undefined);
+  assert.equal(behind(1, 1, 1), undefined);
 });
 
 Deno.test("settledBehindCutSend() names a delivery's settle whose intent's last /send a kill cut, and nothing else", () => {
