@@ -2845,7 +2845,9 @@ async function runCrashTest(
    */
   const pushToken = async (
     audience: string,
-  ): Promise<{ token: string; stale: boolean; old: boolean }> => {
+  ): Promise<
+    { token: string; stale: boolean; old: boolean; first?: boolean }
+  > => {
     // The first push after the withdrawal, then some.
     if (
       rotation.withdrawnAt !== null &&
@@ -2868,22 +2870,32 @@ async function runCrashTest(
       stats.oldKeyPushes++;
       return { token: await old, stale: false, old: true };
     }
-    if (rotation.signing === google.next) stats.newKeyPushes++;
-    return { token: await googleToken(audience), stale: false, old: false };
+    const key = rotation.signing;
+    if (key === google.next) stats.newKeyPushes++;
+    return {
+      token: await googleToken(audience, key),
+      stale: false,
+      old: false,
+      first: key === google.issuer,
+    };
   };
 
   /**
    * `post`, counting a push with the first key's token in flight (the key
    * is withdrawn only once none is), and noting the first answer to one
    * signed by the next key, and to one with an expired token of the first.
+   * With several instances, a push whose token the first key signed before
+   * the listing counts too: it may reach a process started since, which
+   * has no key yet and would fetch the list without it.
    */
   const postPush = async (
     path: string,
     body: string,
-    token: { token: string; old: boolean; stale: boolean },
+    token: { token: string; old: boolean; stale: boolean; first?: boolean },
     to: ServerProcess,
   ): Promise<Attempt> => {
-    if (token.old) rotation.oldInFlight++;
+    const first = token.old || (several && token.first === true);
+    if (first) rotation.oldInFlight++;
     const next = !token.old && !token.stale &&
       rotation.signing === google.next;
     try {
@@ -2896,7 +2908,7 @@ async function runCrashTest(
       }
       return attempt;
     } finally {
-      if (token.old) rotation.oldInFlight--;
+      if (first) rotation.oldInFlight--;
     }
   };
 
@@ -3889,15 +3901,16 @@ async function runCrashTest(
     // Each step once the process at work has Google's keys cached (and is
     // not being killed): the listing finds it holding the first key only,
     // the withdrawal still holding the first key. With several instances,
-    // once one has them (a process restarted since may not have yet, and
-    // fetches both keys, or the next only, at its first push).
+    // once one has them, killed or not (a process started since may not
+    // have them yet, and fetches both keys, or the next only, at its first
+    // push; a push signed by the first key is withdrawn only once answered).
     const cached = () =>
-      !killing &&
-      (several
+      several
         ? google.standIn.fetchedAt.length > 0 && answeredSinceStart > 0
-        : (google.standIn.fetchedAt.at(-1) ?? -Infinity) >
+        : !killing &&
+          (google.standIn.fetchedAt.at(-1) ?? -Infinity) >
             (stats.kills.at(-1)?.to ?? -Infinity) &&
-          servers[0]!.answered > 0);
+          servers[0]!.answered > 0;
     const steps: [number, () => Promise<void>][] = [
       [ROTATE_AT, () => {
         google.standIn.serve([...google.issuer.jwks, ...google.next.jwks]);
