@@ -3821,7 +3821,13 @@ async function runCrashTest(
   let killing = false;
   const killer = async (): Promise<void> => {
     const expected = options.intents * 3;
-    const segment = Math.max(8, Math.floor(expected / (options.kills + 1)));
+    // With several instances the jobs do not wait for a restart: each
+    // kill's share of the answers is split among them, or the last kills
+    // come after every job has ended.
+    const segment = Math.max(
+      8,
+      Math.floor(expected / (options.kills + 1) / options.instances),
+    );
     for (let k = 0; k < options.kills; k++) {
       const budget = Math.max(
         4,
