@@ -134,9 +134,10 @@
  * - **The kills** come after a seeded number of answers since the last
  *   start, plus a seeded few milliseconds so they land mid-request (every
  *   other one waits up to 300 ms for a give-up, a late copy or a redrive
- *   in flight);
- *   after the last one the run goes on, without kills, until every job has
- *   ended.
+ *   in flight); with several instances, since the last kill, and a
+ *   smaller number (the others answer on while one restarts), the victim
+ *   drawn by the seed; after the last one the run goes on, without kills,
+ *   until every job has ended.
  *
  * The checks, with what is actually guaranteed:
  * - I1: no intent is `failed` unless its last broadcast is `not_sent` and
