@@ -986,6 +986,8 @@ export class PostgresStore implements Store {
       }
       const missing = unmigrated(error, `Cannot ${what}`, this.#schema);
       if (missing !== null) throw missing;
+      const aborted = abortedSession(what, "written", error);
+      if (aborted !== null) throw aborted;
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
         // writer won; the caller re-reads.
@@ -1275,7 +1277,7 @@ export class PostgresStore implements Store {
               error,
               `The store's ${what} failed`,
               this.#schema,
-            ) ??
+            ) ?? abortedSession(`run the store's ${what}`, "read", error) ??
               (socketLost(error) ? lostDuringRead(what, error) : error);
           }
           query = ask();
@@ -2607,6 +2609,26 @@ function bounded<T>(
   return Promise.race([promise, waited]).finally(() => {
     if (timer !== undefined) clearTimeout(timer);
   });
+}
+
+/**
+ * The error for a statement PostgreSQL refused as its session was inside a
+ * transaction that had already failed (25P02), or `null`. The store's own
+ * statements never leave one so: it is a transaction another user of the
+ * same client left open on the connection (a `sql.begin()` of postgres.js
+ * 3.4.9 that handed its connection back mid-transaction,
+ * porsager/postgres#1189), and nothing of this call ran.
+ */
+function abortedSession(
+  what: string,
+  done: "read" | "written",
+  error: unknown,
+): Error | null {
+  if ((error as { code?: unknown })?.code !== "25P02") return null;
+  return new Error(
+    `Cannot ${what} as PostgreSQL ran it inside a transaction that had already failed on its connection (25P02: current transaction is aborted), which something else using this client left open: nothing was ${done}, so try again, and look for a transaction of your own on this client that is never committed or rolled back`,
+    { cause: error },
+  );
 }
 
 /** Whether any of a flight's answers failed as its connection was lost. */
