@@ -17,33 +17,16 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  installBunTsc,
-  type TscInstall,
-  workerTsc,
-} from "../tools/_worker_tsc.ts";
+import { installBunTsc, workerTsc } from "../tools/_worker_tsc.ts";
+import { tscOrSkip } from "./_tsc_install.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
-async function install(): Promise<TscInstall | null> {
-  try {
-    return await installBunTsc();
-  } catch (error) {
-    const why = (error as Error).message;
-    if (Deno.env.get("CI") === "true") {
-      throw new Error(
-        `CI=true and tsc under Bun's types cannot be installed (${why}); the Bun type check must run in CI`,
-      );
-    }
-    // deno-lint-ignore no-console -- the skip must show in the run's output
-    console.error(
-      `\n!!! SKIPPING the Bun type check (tsc under @types/bun): ${why} !!!\n`,
-    );
-    return null;
-  }
-}
-
-const tsc = await install();
+const tsc = await tscOrSkip(installBunTsc, {
+  types: "Bun's",
+  check: "the Bun type check",
+  pkg: "@types/bun",
+});
 
 /** The one `ts` block of docs/api.md's "From Bun" section: the service. */
 async function bunService(): Promise<string> {

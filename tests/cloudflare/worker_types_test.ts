@@ -19,33 +19,16 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  installTsc,
-  type TscInstall,
-  workerTsc,
-} from "../../tools/_worker_tsc.ts";
+import { installTsc, workerTsc } from "../../tools/_worker_tsc.ts";
+import { tscOrSkip } from "../_tsc_install.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
-async function install(): Promise<TscInstall | null> {
-  try {
-    return await installTsc();
-  } catch (error) {
-    const why = (error as Error).message;
-    if (Deno.env.get("CI") === "true") {
-      throw new Error(
-        `CI=true and tsc under Cloudflare's types cannot be installed (${why}); the Worker type checks must run in CI`,
-      );
-    }
-    // deno-lint-ignore no-console -- the skip must show in the run's output
-    console.error(
-      `\n!!! SKIPPING the Worker type checks (tsc under @cloudflare/workers-types): ${why} !!!\n`,
-    );
-    return null;
-  }
-}
-
-const tsc = await install();
+const tsc = await tscOrSkip(installTsc, {
+  types: "Cloudflare's",
+  check: "the Worker type checks",
+  pkg: "@cloudflare/workers-types",
+});
 
 /**
  * `Env` as `wrangler types` writes it for wrangler.toml: each `[vars]`

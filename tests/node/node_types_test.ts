@@ -15,33 +15,16 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  installTsc,
-  type TscInstall,
-  workerTsc,
-} from "../../tools/_worker_tsc.ts";
+import { installTsc, workerTsc } from "../../tools/_worker_tsc.ts";
+import { tscOrSkip } from "../_tsc_install.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
-async function install(): Promise<TscInstall | null> {
-  try {
-    return await installTsc();
-  } catch (error) {
-    const why = (error as Error).message;
-    if (Deno.env.get("CI") === "true") {
-      throw new Error(
-        `CI=true and tsc under Node's types cannot be installed (${why}); the Node type check must run in CI`,
-      );
-    }
-    // deno-lint-ignore no-console -- the skip must show in the run's output
-    console.error(
-      `\n!!! SKIPPING the Node type check (tsc under @types/node): ${why} !!!\n`,
-    );
-    return null;
-  }
-}
-
-const tsc = await install();
+const tsc = await tscOrSkip(installTsc, {
+  types: "Node's",
+  check: "the Node type check",
+  pkg: "@types/node",
+});
 
 /** The `ts` blocks of docs/api.md's "From Node" section: its two services. */
 async function nodeServices(): Promise<string[]> {
