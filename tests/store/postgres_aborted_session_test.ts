@@ -20,6 +20,18 @@ import { timeout } from "../_timeout.ts";
 const ABORTED =
   /^Cannot (.+) as PostgreSQL ran it inside a transaction that had already failed on its connection \(25P02: current transaction is aborted\), which something else using this client left open: nothing was (read|written), so try again, and look for a transaction of your own on this client that is never committed or rolled back$/;
 
+/** What a call refused so could not do, and what it says was not done; the server's 25P02 its cause. */
+async function refusal(call: Promise<unknown>): Promise<string[]> {
+  const error = await call.then(
+    () => assert.fail("the call answered"),
+    (error: Error) => error,
+  );
+  assert.equal((error.cause as { code?: string }).code, "25P02");
+  const [, what, done] = error.message.match(ABORTED) ??
+    assert.fail(error.message);
+  return [what!, done!];
+}
+
 Deno.test({
   name:
     "PostgresStore: a read and a write on a connection another user of the client left in a failed transaction reject saying so, that nothing was read or written, and to try again; the next write lands",
@@ -35,25 +47,14 @@ Deno.test({
       await sql.unsafe("BEGIN");
       await sql.unsafe("SELECT 1/0").catch(() => {});
 
-      const read = await store.getIntent("pi_1").then(
-        () => assert.fail("the read answered"),
-        (error: Error) => error,
-      );
-      const [, readWhat, readDone] = read.message.match(ABORTED) ??
-        assert.fail(read.message);
-      assert.equal(readWhat, "run the store's read");
-      assert.equal(readDone, "read");
-      assert.equal((read.cause as { code?: string }).code, "25P02");
-
-      const write = await store.createIntent({ id: "pi_2" }).then(
-        () => assert.fail("the write answered"),
-        (error: Error) => error,
-      );
-      const [, writeWhat, writeDone] = write.message.match(ABORTED) ??
-        assert.fail(write.message);
-      assert.equal(writeWhat, "create intent pi_2");
-      assert.equal(writeDone, "written");
-      assert.equal((write.cause as { code?: string }).code, "25P02");
+      assert.deepEqual(await refusal(store.getIntent("pi_1")), [
+        "run the store's read",
+        "read",
+      ]);
+      assert.deepEqual(await refusal(store.createIntent({ id: "pi_2" })), [
+        "create intent pi_2",
+        "written",
+      ]);
 
       // The write's COMMIT ended the failed transaction.
       assert.equal(await store.getIntent("pi_2"), null);
