@@ -1,0 +1,80 @@
+/**
+ * A TCP relay to a PostgreSQL server that, once armed, sends the next
+ * ReadyForQuery it relays to the client twice, in one chunk. To
+ * postgres.js the second reads as the answer of a query it had sent ahead
+ * on that connection, read before the microtasks queued by the first: the
+ * ordering Deno's `node:net` allows when a socket's next chunk is emitted
+ * before them. The server's session is untouched.
+ *
+ * @module
+ */
+
+import net from "node:net";
+import { Buffer } from "node:buffer";
+
+/** A relay from {@linkcode readyAgainRelay}. */
+export interface ReadyAgainRelay {
+  /** `target` with the relay's port: connect through it. */
+  readonly url: string;
+  /** The next ReadyForQuery from the server goes to the client twice. */
+  arm(): void;
+  /** How many ReadyForQuery messages were sent twice so far. */
+  readonly repeated: number;
+  /** Ends every connection opened through the relay, and the listener. */
+  close(): void;
+}
+
+/** A relay on 127.0.0.1 to the server at `target` (a `postgres://` URL). */
+export async function readyAgainRelay(
+  target: string,
+): Promise<ReadyAgainRelay> {
+  const to = new URL(target);
+  const sockets: net.Socket[] = [];
+  let armed = false;
+  let repeated = 0;
+  const relay = net.createServer((client) => {
+    const upstream = net.connect(Number(to.port), to.hostname);
+    sockets.push(client, upstream);
+    client.on("error", () => {});
+    upstream.on("error", () => {});
+    client.pipe(upstream);
+    // The server's messages, whole: a type byte, then a length that
+    // counts itself. The first, the answer to an SSL request, has none,
+    // and postgres.js sends none without `ssl`.
+    let pending = Buffer.alloc(0);
+    upstream.on("data", (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      const out: Buffer[] = [];
+      while (pending.length >= 5) {
+        const length = pending.readUInt32BE(1) + 1;
+        if (pending.length < length) break;
+        const message = pending.subarray(0, length);
+        out.push(message);
+        if (armed && message[0] === 0x5a) { // 'Z'
+          armed = false;
+          repeated++;
+          out.push(message);
+        }
+        pending = pending.subarray(length);
+      }
+      if (out.length > 0) client.write(Buffer.concat(out));
+    });
+    upstream.on("end", () => client.end());
+  });
+  await new Promise<void>((resolve) =>
+    relay.listen(0, "127.0.0.1", () => resolve())
+  );
+  const via = new URL(target);
+  via.port = String((relay.address() as net.AddressInfo).port);
+  return {
+    url: via.href,
+    arm: () => void (armed = true),
+    get repeated() {
+      return repeated;
+    },
+    close() {
+      if (relay.listening) relay.close();
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
