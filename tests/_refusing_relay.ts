@@ -11,6 +11,7 @@
  */
 
 import net from "node:net";
+import { relayUrl } from "./_relay_url.ts";
 
 /** A relay from {@linkcode refusingRelay}. */
 export interface RefusingRelay {
@@ -36,13 +37,9 @@ export async function refusingRelay(target: string): Promise<RefusingRelay> {
     client.pipe(upstream);
     upstream.pipe(client);
   });
-  await new Promise<void>((resolve) =>
-    relay.listen(0, "127.0.0.1", () => resolve())
-  );
-  const via = new URL(target);
-  via.port = String((relay.address() as net.AddressInfo).port);
+  const url = await relayUrl(relay, target);
   return {
-    url: via.href,
+    url,
     refuse: () => void relay.close(),
     reset() {
       for (const [i, socket] of sockets.entries()) {

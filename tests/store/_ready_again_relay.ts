@@ -11,6 +11,7 @@
 
 import net from "node:net";
 import { Buffer } from "node:buffer";
+import { relayUrl } from "../_relay_url.ts";
 
 /** A relay from {@linkcode readyAgainRelay}. */
 export interface ReadyAgainRelay {
@@ -61,13 +62,9 @@ export async function readyAgainRelay(
     });
     upstream.on("end", () => client.end());
   });
-  await new Promise<void>((resolve) =>
-    relay.listen(0, "127.0.0.1", () => resolve())
-  );
-  const via = new URL(target);
-  via.port = String((relay.address() as net.AddressInfo).port);
+  const url = await relayUrl(relay, target);
   return {
-    url: via.href,
+    url,
     arm: () => void (armed = true),
     get repeated() {
       return repeated;

@@ -26,6 +26,7 @@ import {
 import { partitionProxy } from "../../support/partition_proxy.ts";
 import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
+import { relayUrl } from "../_relay_url.ts";
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -358,14 +359,9 @@ async function slowRelay(databaseUrl: string) {
       });
     });
   });
-  await new Promise<void>((resolve) =>
-    server.listen(0, "127.0.0.1", () => resolve())
-  );
-  const via = new URL(databaseUrl);
-  via.hostname = "127.0.0.1";
-  via.port = String((server.address() as net.AddressInfo).port);
+  const url = await relayUrl(server, databaseUrl);
   return {
-    url: via.href,
+    url,
     slow(ms: number) {
       slowMs = ms;
     },
