@@ -60,6 +60,12 @@ import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import {
+  deadLetterRow,
+  hasNul,
+  intentColumns,
+  mendedBroadcast,
+} from "./_postgres_rows.ts";
+import {
   broadcastBegun,
   broadcastRecorded,
   checkClaim,
@@ -288,18 +294,6 @@ type Work<T> = (
   ) => Promise<postgres.RowList<postgres.Row[]>[]>,
 ) => Promise<T>;
 type Row = postgres.Row;
-
-const INTENT_COLUMNS = [
-  "state",
-  "settling_since",
-  "broadcasting",
-  "may_have_sent",
-  "last_outcome",
-  "last_tx_hash",
-  "last_at",
-  "last_error",
-  "tx_hashes",
-] as const;
 
 // What every transaction begins with (see the module documentation).
 const ISOLATION = "isolation level read committed";
@@ -1891,19 +1885,7 @@ export class PostgresStore implements Store {
     resetCount?: string,
   ): postgres.PendingQuery<postgres.Row[]> {
     const { dead_letters, counters } = this.#t;
-    const row = {
-      job_id: letter.jobId,
-      intent_id: letter.intentId,
-      deliveries: letter.deliveries,
-      cause: letter.cause,
-      reason: mended(letter.reason),
-      resolution: mended(letter.resolution),
-      last_error: mended(letter.lastError),
-      poisoned_at: letter.poisonedAt,
-      queue: letter.queue?.queue ?? null,
-      queue_message_id: letter.queue?.messageId ?? null,
-      queue_dlq_id: letter.queue?.dlqId ?? null,
-    };
+    const row = deadLetterRow(letter);
     // The poisoned run of deliveries ends here: a job published again for
     // the intent is counted from 1 (one statement, so no round trip more).
     // One shape with or without another count to reset (a key holding
@@ -2466,24 +2448,6 @@ function checkVersion(id: string, version: unknown): void {
   }
 }
 
-function intentColumns(record: IntentRecord): Record<
-  typeof INTENT_COLUMNS[number],
-  string | number | boolean | null
-> {
-  const last = record.lastBroadcast;
-  return {
-    state: record.state,
-    settling_since: record.settlingSince,
-    broadcasting: record.broadcasting,
-    may_have_sent: record.mayHaveSent,
-    last_outcome: last?.outcome ?? null,
-    last_tx_hash: last?.txHash ?? null,
-    last_at: last?.at ?? null,
-    last_error: last?.error ?? null,
-    tx_hashes: JSON.stringify(record.txHashes),
-  };
-}
-
 /**
  * Refuses, before anything is read or written, a caller's `field` longer
  * than `limit` bytes of UTF-8 ({@linkcode KEY_BYTES}): PostgreSQL's own
@@ -2505,27 +2469,6 @@ function assertIndexable(
       n - limit
     } bytes. Nothing was written.`,
   );
-}
-
-/** Whether `text` holds U+0000, which PostgreSQL text cannot. */
-function hasNul(text: unknown): boolean {
-  return typeof text === "string" && text.includes("\0");
-}
-
-/**
- * Free text as PostgreSQL can keep it: each U+0000 (which text cannot
- * hold) becomes U+FFFD. An error message from a Sender may carry one, and
- * refusing it would lose the write it rides in (a declared poison, say).
- */
-function mended(text: string): string {
-  return hasNul(text) ? text.replaceAll("\0", "\uFFFD") : text;
-}
-
-/** A broadcast whose error text PostgreSQL can keep. */
-function mendedBroadcast(broadcast: Broadcast): Broadcast {
-  return typeof broadcast?.error === "string" && hasNul(broadcast.error)
-    ? { ...broadcast, error: mended(broadcast.error) }
-    : broadcast;
 }
 
 function numberOrNull(value: unknown): number | null {
