@@ -1,0 +1,586 @@
+/**
+ * The move of a relayer's store from Deno KV (`KvStore`) to PostgreSQL
+ * (`PostgresStore`), with nothing in flight lost. The intent store is the
+ * only truth: an intent mid-settle carries the tx a second send must not
+ * repeat, a hold's state decides whether it may still be voided or
+ * captured, a count where a job's deliveries stand, a dead letter the
+ * record of a payment that needs someone, a replay record the refusal of a
+ * signed delivery seen before. Each is copied to the row `PostgresStore`
+ * would have written:
+ *
+ * | Deno KV key (`KvStore`) | PostgreSQL row (`PostgresStore`) |
+ * |---|---|
+ * | `[…prefix, "intent", id]` | `intents` (version 1) |
+ * | `[…prefix, "hold", id]` | `holds` |
+ * | `[…prefix, "deliveries", key]`, not lapsed | `counters` (`deliveries`, `expires_at`) |
+ * | `[…prefix, "claim", key]`, kept by Deno KV | `claims` (`expires_at`) |
+ * | `[…prefix, "dead", jobId]` | `dead_letters` (a new version) |
+ * | `[…prefix, "dead_by_time", …]` | none: the index `dead_letters_newest` |
+ * | `[…prefix, "redriven", jobId]` | none: Deno KV's own proof that a redrive landed |
+ * | `[…prefix, "lease", id]`, lapsed | none: a lapsed lease is free |
+ *
+ * A lease still held is a delivery at work: the move refuses it. The copy
+ * is one PostgreSQL transaction, so a move cut short writes nothing and is
+ * run again as it was; Deno KV is only read.
+ *
+ * @module
+ */
+
+import type postgres from "postgres";
+import { BusyError } from "./busy_error.ts";
+import { ConflictError } from "./conflict_error.ts";
+import type { KvKey, KvLike } from "./kv.ts";
+import type { PostgresClient } from "./postgres.ts";
+import { migrated, SCHEMA_NAME } from "./_postgres_schema.ts";
+import {
+  deadLetterRow,
+  hasNul,
+  intentColumns,
+  mendedBroadcast,
+} from "./_postgres_rows.ts";
+import {
+  checkDeadLetter,
+  checkRecord,
+  CLAIM_GRACE_MS,
+  type IntentRecord,
+  knownTxHashes,
+  newIntentRecord,
+} from "./_rules.ts";
+import { assertOptionNames, show } from "../policy/_validate.ts";
+import type { DeadLetter, HoldState } from "./store.ts";
+
+/**
+ * Options for {@linkcode moveKvToPostgres}.
+ *
+ * @example The prefix and the schema the service uses
+ * ```ts
+ * import type { KvToPostgresOptions } from "@relayer/poison/kv-to-postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const options: KvToPostgresOptions = { prefix: ["relayer"], schema: "relayer" };
+ * assert.equal(options.schema, "relayer");
+ * ```
+ */
+export interface KvToPostgresOptions {
+  /**
+   * The key prefix of the `KvStore` to move (its `prefix` option).
+   *
+   * @default {["relayer"]}
+   */
+  readonly prefix?: KvKey;
+  /**
+   * The schema of the `PostgresStore` to move into (its `schema` option),
+   * migrated and empty.
+   *
+   * @default {"relayer"}
+   */
+  readonly schema?: string;
+  /**
+   * The clock the relayer runs on: a count that lapsed by it is not moved,
+   * nor a replay record Deno KV would have deleted by it.
+   *
+   * @default {Date.now}
+   */
+  readonly now?: () => number;
+  /**
+   * How far apart the clocks of the instances that wrote the store may be,
+   * in milliseconds (the relayer's `clockSkewMs`): a lease is taken as held
+   * this much past its expiry.
+   *
+   * @default {5000}
+   */
+  readonly clockSkewMs?: number;
+}
+
+/** The options `moveKvToPostgres` reads; any other is a typo. */
+const MOVE_OPTIONS: readonly string[] = Object.keys(
+  { prefix: true, schema: true, now: true, clockSkewMs: true } satisfies Record<
+    keyof KvToPostgresOptions,
+    true
+  >,
+);
+
+/**
+ * What {@linkcode moveKvToPostgres} moved, and what it left, by kind.
+ *
+ * @example Read what moved
+ * ```ts
+ * import type { KvToPostgresReport } from "@relayer/poison/kv-to-postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const report: KvToPostgresReport = {
+ *   moved: { intents: 3, holds: 3, counts: 1, claims: 2, deadLetters: 1 },
+ *   left: { lapsedCounts: 0, lapsedClaims: 1, lapsedLeases: 1, redriveRecords: 0, timeIndex: 1 },
+ * };
+ * assert.equal(report.moved.intents, 3);
+ * ```
+ */
+export interface KvToPostgresReport {
+  /** The records copied, by kind. */
+  readonly moved: {
+    /** Intents, each with its state, last broadcast, tx hashes and send in flight. */
+    readonly intents: number;
+    /** Holds (`pending`, `voided`, `captured`). */
+    readonly holds: number;
+    /** Delivery counts and a give-up's marks not lapsed. */
+    readonly counts: number;
+    /** Replay records Deno KV still kept. */
+    readonly claims: number;
+    /** Dead letters. */
+    readonly deadLetters: number;
+  };
+  /** The records not copied, by kind, and why each is not needed. */
+  readonly left: {
+    /** Counts that lapsed: a store reads them as 0. */
+    readonly lapsedCounts: number;
+    /** Replay records past their expiry and its grace: Deno KV deletes them. */
+    readonly lapsedClaims: number;
+    /** Leases that lapsed: a lapsed lease is free to take. */
+    readonly lapsedLeases: number;
+    /** Redrive records: Deno KV's proof that a redrive landed, for a day. */
+    readonly redriveRecords: number;
+    /** The dead letters' index by time: PostgreSQL keeps its own. */
+    readonly timeIndex: number;
+  };
+}
+
+/** Rows sent per `INSERT`: 1,000 intents are 10,000 parameters, of 65,535. */
+const BATCH = 1000;
+
+/** How long the move waits for the store's tables (`lock_timeout`). */
+const LOCK_MS = 10_000;
+
+type Sql = postgres.TransactionSql;
+
+/**
+ * Moves everything a `KvStore` holds that carries truth or a guarantee
+ * into an empty, migrated `PostgresStore` schema, in one PostgreSQL
+ * transaction: intents, holds, delivery counts (and a give-up's marks),
+ * replay records with what is left of their lifetime, and dead letters.
+ * Stop the service first (pause the queue): a lease still held is a
+ * delivery at work, and the move refuses it. Deno KV is only read: cut
+ * short, the move wrote nothing, and is run again as it was.
+ *
+ * The copy streams Deno KV in key order, 1,000 rows per statement (the
+ * holds in a second pass, once their intents are in), so it holds at most
+ * a statement's rows in memory whatever the store's size. The whole store
+ * is one transaction, whose size PostgreSQL does not bound; the store's
+ * tables stay locked against writes until it commits.
+ *
+ * @param kv The Deno KV handle the service used (`Deno.openKv(path)`);
+ * the caller opens and closes it.
+ * @param sql A postgres.js client on the database to move into; the
+ * caller opens and ends it.
+ * @param options The `KvStore`'s prefix, the `PostgresStore`'s schema, the
+ * clock and the clocks' skew.
+ * @returns What moved, and what was left, by kind.
+ * @throws {BusyError} If a lease is held: a delivery is at work, or one
+ * crashed within its lease. Nothing was moved.
+ * @throws {ConflictError} If the schema already holds rows, or is not
+ * migrated. Nothing was moved.
+ * @throws {TypeError} If an option is invalid, or Deno KV holds a record
+ * this store does not write or cannot be kept in PostgreSQL. Nothing was
+ * moved.
+ *
+ * @example Move an in-memory store
+ * ```ts
+ * import postgres from "postgres";
+ * import { KvStore } from "@relayer/poison/kv";
+ * import { PostgresStore } from "@relayer/poison/postgres";
+ * import { moveKvToPostgres } from "@relayer/poison/kv-to-postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const url = Deno.env.get("DATABASE_URL");
+ * if (url !== undefined) { // runs where DATABASE_URL names a database to try it on
+ *   const kv = await Deno.openKv(":memory:");
+ *   await new KvStore(kv).createIntent({ id: "pi_0001", state: "authorized", hold: "pending" });
+ *   const sql = postgres(url);
+ *   const schema = `relayer_${crypto.randomUUID().slice(0, 8)}`;
+ *   const store = new PostgresStore(sql, { schema });
+ *   await store.migrate();
+ *   const report = await moveKvToPostgres(kv, sql, { schema });
+ *   assert.equal(report.moved.intents, 1);
+ *   assert.equal((await store.getIntent("pi_0001"))?.hold, "pending");
+ *   store.close();
+ *   await sql.unsafe(`DROP SCHEMA ${schema} CASCADE`);
+ *   await sql.end();
+ *   kv.close();
+ * }
+ * ```
+ */
+export async function moveKvToPostgres(
+  kv: KvLike,
+  sql: PostgresClient,
+  options?: KvToPostgresOptions,
+): Promise<KvToPostgresReport> {
+  assertOptionNames("move from Deno KV to PostgreSQL", options, MOVE_OPTIONS, {
+    optional: true,
+    example: '{ prefix: ["relayer"], schema: "relayer" }',
+  });
+  options ??= {};
+  if (typeof kv?.list !== "function") {
+    throw new TypeError(
+      "Cannot move from Deno KV as 'kv' is not a Deno KV handle: pass the result of Deno.openKv() or openKv() from @deno/kv",
+    );
+  }
+  if (typeof sql !== "function" || typeof sql?.begin !== "function") {
+    throw new TypeError(
+      "Cannot move to PostgreSQL as 'sql' is not a postgres.js client: pass the result of postgres(url)",
+    );
+  }
+  const prefix = options.prefix ?? ["relayer"];
+  if (!Array.isArray(prefix)) {
+    throw new TypeError(
+      `Cannot move from Deno KV as 'prefix' must be the KvStore's prefix, an array of key parts such as ["relayer"]: current value is ${
+        show(prefix)
+      }`,
+    );
+  }
+  const schema = options.schema ?? "relayer";
+  if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
+    throw new TypeError(
+      `Cannot move to PostgreSQL as 'schema' must be a lower-case SQL identifier not starting with pg_ (${SCHEMA_NAME}): current value is ${
+        JSON.stringify(schema)
+      }`,
+    );
+  }
+  const skewMs = options.clockSkewMs ?? 5_000;
+  if (!Number.isSafeInteger(skewMs) || skewMs < 0) {
+    throw new TypeError(
+      `Cannot move from Deno KV as 'clockSkewMs' must be a whole number of milliseconds >= 0: current value is ${
+        show(skewMs)
+      }`,
+    );
+  }
+  const now = (options.now ?? Date.now)();
+  if (!Number.isSafeInteger(now)) {
+    throw new TypeError(
+      `Cannot move from Deno KV as the clock ('now') must return whole milliseconds: it returned ${
+        show(now)
+      }`,
+    );
+  }
+  const client = sql as unknown as postgres.Sql;
+
+  // Before anything is written: a delivery at work would write on after
+  // the copy, into a store no instance reads any more.
+  await refuseHeldLeases(kv, prefix, now, skewMs);
+  const [check] = await client.unsafe(migrated(schema));
+  if (check?.current !== true) {
+    throw new ConflictError(
+      `Cannot move into schema ${schema} as it is not migrated: run await new PostgresStore(sql, { schema: "${schema}" }).migrate() first (as the schema's owner), then the move. Nothing was moved.`,
+      { refused: true },
+    );
+  }
+
+  const moved = { intents: 0, holds: 0, counts: 0, claims: 0, deadLetters: 0 };
+  const left = {
+    lapsedCounts: 0,
+    lapsedClaims: 0,
+    lapsedLeases: 0,
+    redriveRecords: 0,
+    timeIndex: 0,
+  };
+  await client.begin(async (tx) => {
+    const t = (name: string) => tx(`${schema}.${name}`);
+    await tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`);
+    try {
+      // Writes wait until the move commits; reads go on.
+      await tx.unsafe(
+        `LOCK TABLE ${
+          ["intents", "holds", "leases", "counters", "claims", "dead_letters"]
+            .map((name) => `"${schema}".${name}`).join(", ")
+        } IN EXCLUSIVE MODE`,
+      );
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== "55P03") throw error;
+      throw new BusyError(
+        `Cannot move into schema ${schema} as another session held its tables for over ${LOCK_MS}ms (see pg_stat_activity): stop every instance of the service on it, then run the move again. Nothing was moved.`,
+        { cause: error },
+      );
+    }
+    await refuseNonEmpty(tx, schema);
+
+    const batches = new Batches(tx, t);
+    // Every kind in key order but the holds, which wait for their intents
+    // (a foreign key): they go in a second pass, once every intent is in.
+    for await (const entry of kv.list({ prefix })) {
+      const key = entry.key.slice(prefix.length);
+      const value = entry.value as Record<string, unknown> | null;
+      const [kind, id] = key;
+      const what = () => JSON.stringify(entry.key, keyPart);
+      if (value === null) continue;
+      if (kind === "dead_by_time" && key.length === 3) {
+        left.timeIndex++;
+        continue;
+      }
+      if (key.length !== 2 || typeof id !== "string") throw unknown(what());
+      if (hasNul(id)) throw unkeepable(what());
+      switch (kind) {
+        case "intent": {
+          const record = intentRecord(id, value, what);
+          await batches.add("intents", { id, ...intentColumns(record) });
+          moved.intents++;
+          break;
+        }
+        case "hold":
+          holdState(value, what);
+          break;
+        case "deliveries": {
+          const { n, expiresAt } = value;
+          if (
+            !Number.isSafeInteger(n) || (n as number) < 1 ||
+            !Number.isSafeInteger(expiresAt)
+          ) throw malformed(what(), "a count ({ n, expiresAt })");
+          if ((expiresAt as number) <= now) {
+            left.lapsedCounts++;
+            break;
+          }
+          await batches.add("counters", {
+            job_id: id,
+            deliveries: n as number,
+            expires_at: expiresAt as number,
+          });
+          moved.counts++;
+          break;
+        }
+        case "claim": {
+          const { expiresAt } = value;
+          if (!Number.isSafeInteger(expiresAt)) {
+            throw malformed(what(), "a replay record ({ expiresAt })");
+          }
+          // Kept as Deno KV keeps it, a grace past its expiry: another
+          // instance's clock may still be behind it.
+          if ((expiresAt as number) <= now - CLAIM_GRACE_MS) {
+            left.lapsedClaims++;
+            break;
+          }
+          await batches.add("claims", {
+            key: id,
+            expires_at: expiresAt as number,
+          });
+          moved.claims++;
+          break;
+        }
+        case "dead": {
+          const { w: _, ...letter } = value;
+          try {
+            checkDeadLetter(letter as unknown as DeadLetter);
+          } catch (error) {
+            throw malformed(what(), "a dead letter", error);
+          }
+          if ((letter as unknown as DeadLetter).jobId !== id) {
+            throw malformed(what(), "the dead letter of its job");
+          }
+          await batches.add(
+            "dead_letters",
+            deadLetterRow(letter as unknown as DeadLetter),
+          );
+          moved.deadLetters++;
+          break;
+        }
+        case "lease": {
+          const { expiresAt } = value;
+          if (
+            !Number.isSafeInteger(expiresAt) ||
+            (expiresAt as number) + skewMs > now
+          ) {
+            // Taken since the check above: the service is still running.
+            throw leaseHeld(String(id), value);
+          }
+          left.lapsedLeases++;
+          break;
+        }
+        case "redriven":
+          left.redriveRecords++;
+          break;
+        default:
+          throw unknown(what());
+      }
+    }
+    await batches.flush();
+    for await (const entry of kv.list({ prefix: [...prefix, "hold"] })) {
+      const id = entry.key.at(-1);
+      if (entry.value === null || typeof id !== "string") continue;
+      const what = () => JSON.stringify(entry.key, keyPart);
+      await batches.add("holds", {
+        intent_id: id,
+        state: holdState(entry.value, what),
+      });
+      moved.holds++;
+    }
+    await batches.flush();
+  });
+  return { moved, left };
+}
+
+/** Rows of each table, sent `BATCH` at a time. */
+class Batches {
+  #tx: Sql;
+  #t: (name: string) => postgres.Helper<string>;
+  #rows = new Map<string, Record<string, unknown>[]>();
+
+  constructor(tx: Sql, t: (name: string) => postgres.Helper<string>) {
+    this.#tx = tx;
+    this.#t = t;
+  }
+
+  async add(table: string, row: Record<string, unknown>): Promise<void> {
+    let rows = this.#rows.get(table);
+    if (rows === undefined) this.#rows.set(table, rows = []);
+    rows.push(row);
+    if (rows.length >= BATCH) await this.#send(table);
+  }
+
+  async flush(): Promise<void> {
+    for (const table of this.#rows.keys()) await this.#send(table);
+  }
+
+  async #send(table: string): Promise<void> {
+    const rows = this.#rows.get(table);
+    if (rows === undefined || rows.length === 0) return;
+    this.#rows.set(table, []);
+    const tx = this.#tx;
+    try {
+      await tx`INSERT INTO ${this.#t(table)} ${
+        tx(rows as Record<string, postgres.SerializableParameter>[])
+      }`;
+    } catch (error) {
+      // A hold whose intent is not on record: no read of either store
+      // finds it, and PostgreSQL's foreign key refuses it.
+      if (table !== "holds" || (error as { code?: unknown }).code !== "23503") {
+        throw error;
+      }
+      const detail = String((error as { detail?: unknown }).detail ?? "");
+      throw new TypeError(
+        `Cannot move from Deno KV as it holds the hold of an intent it does not hold (${detail}): no read of either store finds that hold; delete it, then run the move again. Nothing was moved.`,
+        { cause: error },
+      );
+    }
+  }
+}
+
+/** A stored hold's state, or a refusal naming its key. */
+function holdState(value: unknown, what: () => string): HoldState {
+  if (value !== "pending" && value !== "voided" && value !== "captured") {
+    throw malformed(what(), "a hold state");
+  }
+  return value;
+}
+
+/** Throws a {@linkcode BusyError} naming the first lease held, if any. */
+async function refuseHeldLeases(
+  kv: KvLike,
+  prefix: KvKey,
+  now: number,
+  skewMs: number,
+): Promise<void> {
+  for await (const entry of kv.list({ prefix: [...prefix, "lease"] })) {
+    const lease = entry.value as { expiresAt?: unknown } | null;
+    if (lease === null) continue;
+    if (
+      !Number.isSafeInteger(lease.expiresAt) ||
+      (lease.expiresAt as number) + skewMs > now
+    ) {
+      throw leaseHeld(String(entry.key.at(-1)), lease);
+    }
+  }
+}
+
+function leaseHeld(intentId: string, lease: { expiresAt?: unknown }): Error {
+  const until = Number.isSafeInteger(lease.expiresAt)
+    ? ` until ${new Date(lease.expiresAt as number).toISOString()}`
+    : "";
+  return new BusyError(
+    `Cannot move from Deno KV as a delivery holds the lease of intent ${intentId}${until}: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
+    Number.isSafeInteger(lease.expiresAt)
+      ? { leaseExpiresAt: lease.expiresAt as number }
+      : {},
+  );
+}
+
+/** Throws a {@linkcode ConflictError} if any table of `schema` holds a row. */
+async function refuseNonEmpty(tx: Sql, schema: string): Promise<void> {
+  const tables = [
+    ["intents", "intent"],
+    ["counters", "count"],
+    ["dead_letters", "dead letter"],
+    ["claims", "replay record"],
+    ["leases", "lease"],
+  ] as const;
+  const [row] = await tx.unsafe(
+    `SELECT ${
+      tables.map(([table]) =>
+        `(SELECT count(*) FROM "${schema}".${table})::bigint AS ${table}`
+      ).join(", ")
+    }`,
+  );
+  const held = tables.filter(([table]) => Number(row?.[table]) > 0)
+    .map(([table, noun]) => {
+      const n = Number(row![table]);
+      return `${n} ${noun}${n === 1 ? "" : "s"}`;
+    });
+  if (held.length === 0) return;
+  throw new ConflictError(
+    `Cannot move into schema ${schema} as it already holds ${
+      held.join(", ")
+    }: a move goes into an empty schema only. If an earlier move committed, it is done: switch the service to PostgreSQL. Otherwise move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. Nothing was moved.`,
+    { refused: true },
+  );
+}
+
+/** The intent record a stored `KvStore` intent holds, checked as `PostgresStore` checks one. */
+function intentRecord(
+  id: string,
+  value: Record<string, unknown>,
+  what: () => string,
+): IntentRecord {
+  const stored = value as Partial<Omit<IntentRecord, "id">> & {
+    readonly id?: unknown;
+  };
+  if (stored.id !== id) throw malformed(what(), "the intent of its key");
+  const last = stored.lastBroadcast ?? null;
+  try {
+    return checkRecord(newIntentRecord({
+      id,
+      ...(stored.state === undefined ? {} : { state: stored.state }),
+      hold: null,
+      lastBroadcast: last === null ? null : mendedBroadcast(last),
+      broadcasting: stored.broadcasting ?? null,
+      mayHaveSent: stored.mayHaveSent === true,
+      // Kept since 0.2; an intent stored before has its last sent hash.
+      txHashes: knownTxHashes(stored.txHashes ?? [], last),
+      settlingSince: stored.settlingSince ?? null,
+    }));
+  } catch (error) {
+    throw malformed(what(), "an intent", error);
+  }
+}
+
+function unknown(key: string): TypeError {
+  return new TypeError(
+    `Cannot move from Deno KV as ${key} is not a key KvStore writes under this prefix: move it aside (or give the move the KvStore's own prefix), then run the move again. Nothing was moved.`,
+  );
+}
+
+function unkeepable(key: string): TypeError {
+  return new TypeError(
+    `Cannot move from Deno KV as ${key} holds U+0000, which PostgreSQL text cannot keep: no delivery reaches it under PostgresStore; delete it, then run the move again. Nothing was moved.`,
+  );
+}
+
+function malformed(key: string, expected: string, cause?: unknown): TypeError {
+  return new TypeError(
+    `Cannot move from Deno KV as ${key} does not hold ${expected}${
+      cause instanceof Error ? ` (${cause.message})` : ""
+    }: nothing was moved. Look at the record, then run the move again.`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** A key part as JSON can print it (bigints and bytes included). */
+function keyPart(_: string, value: unknown): unknown {
+  if (typeof value === "bigint") return `${value}n`;
+  if (value instanceof Uint8Array) return `bytes(${value.length})`;
+  return value;
+}

@@ -1,0 +1,444 @@
+/**
+ * The move from Deno KV to PostgreSQL on the real things: a KV file opened
+ * by `Deno.openKv`, driven by the relayer into every state a store holds,
+ * moved into a schema of this run's PostgreSQL server; then every getter of
+ * `PostgresStore` answers what `KvStore` answered, and the relayer carries
+ * on there where it stopped on Deno KV.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import {
+  BusyError,
+  ConflictError,
+  createRelayer,
+  type DeadLetter,
+  type Intent,
+  type Job,
+  notSent,
+  poison,
+  ReplayError,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
+import { KvStore } from "../../store/kv.ts";
+import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
+import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
+
+const T0 = 1_800_000_000_000;
+const MINUTE = 60_000;
+const POLICY = { maxDeliveries: 3, jitter: "none" } as const;
+
+const job = (intentId: string): Job => ({ intentId, kind: "settle" });
+
+/** A Deno KV file of its own, closed and removed by `close()`. */
+async function kvFile(): Promise<{ kv: Deno.Kv; close(): Promise<void> }> {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_" });
+  const kv = await Deno.openKv(`${dir}/relayer.kv`);
+  return {
+    kv,
+    async close() {
+      kv.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/**
+ * Drives a relayer on `store` into every state a store holds, on a clock
+ * that starts at {@linkcode T0}; returns the clock.
+ */
+async function driveIntoEveryState(store: KvStore): Promise<() => number> {
+  let clock = T0;
+  const now = () => clock;
+  for (
+    const id of [
+      "pi_settled",
+      "pi_failed",
+      "pi_review",
+      "pi_pending",
+      "pi_wait",
+      "pi_redrive",
+    ]
+  ) await store.createIntent({ id, state: "authorized", hold: "pending" });
+  await store.createIntent({ id: "pi_new", state: "created" });
+  const sender = new ScriptedSender({
+    pi_settled: { sends: [{ txHash: "0x5e771ed" }], receipts: ["confirmed"] },
+    pi_failed: {
+      sends: [{ error: poison(notSent(new Error("signer: chain id"))) }],
+    },
+    pi_review: { sends: [{ error: new Error("rpc: connection refused") }] },
+    pi_pending: { sends: [{ txHash: "0x9e4d1" }], receipts: ["pending"] },
+    pi_wait: { sends: [{ error: notSent(new Error("rpc: nonce too low")) }] },
+  });
+  const relayer = createRelayer({
+    store,
+    sender,
+    policy: POLICY,
+    now,
+    random: () => 0,
+  });
+
+  // A replay record and a count that lapse before the move.
+  await store.admit({
+    now: clock,
+    count: "job_long_gone",
+    ttlMs: MINUTE,
+    claim: { key: "sig_old", now: clock, expiresAt: clock + MINUTE },
+  });
+
+  // Settled (hold captured), failed (hold voided, a declared letter), in
+  // review (an exhausted letter): each delivered with the queue's number.
+  for (const id of ["pi_settled", "pi_failed", "pi_review"]) {
+    for (let delivery = 1;; delivery++) {
+      const outcome = await relayer.deliver(job(id), delivery);
+      if (outcome.action !== "retry") break;
+      clock += outcome.delayMs;
+    }
+  }
+  clock += 20 * MINUTE; // the old record and count lapse
+  // Counted by the store (a queue that reports no number): sent, its
+  // receipt pending; and refused twice by the signer, waiting.
+  assert.equal((await relayer.deliver(job("pi_pending"))).action, "retry");
+  assert.equal((await relayer.deliver(job("pi_wait"))).action, "retry");
+  clock += MINUTE;
+  assert.equal((await relayer.deliver(job("pi_wait"))).action, "retry");
+  // A signed delivery's replay record, live at the move.
+  await relayer.deliver(job("pi_new"), 1, {
+    claim: { key: "sig_live", now: clock, expiresAt: clock + 30 * MINUTE },
+  });
+  // A letter kept by the queue's give-up, redriven (its message marked);
+  // another that records an unreadable message.
+  await relayer.giveUp(job("pi_redrive"), {
+    deliveries: 5,
+    queue: { queue: "qstash", messageId: "msg_redriven" },
+  });
+  assert.ok(await relayer.redrive("pi_redrive/settle"));
+  await relayer.keepUnreadable({
+    queue: "local",
+    id: "m-9",
+    raw: "{",
+    detail: "not JSON",
+  });
+  return now;
+}
+
+/** Every key under the store's prefix, by kind. */
+async function keysByKind(kv: Deno.Kv): Promise<Map<string, string[]>> {
+  const kinds = new Map<string, string[]>();
+  for await (const entry of kv.list({ prefix: ["relayer"] })) {
+    const [, kind, id] = entry.key;
+    const ids = kinds.get(String(kind)) ?? [];
+    ids.push(String(id));
+    kinds.set(String(kind), ids);
+  }
+  return kinds;
+}
+
+function unversioned(intent: Intent | null) {
+  if (intent === null) return null;
+  const { version: _, ...rest } = intent;
+  return rest;
+}
+
+function letterUnversioned(
+  letter: DeadLetter & { readonly version?: string } | null,
+) {
+  if (letter === null) return null;
+  const { version: _, ...rest } = letter;
+  return rest;
+}
+
+async function allDeadLetters(store: Store) {
+  const letters = [];
+  let cursor: string | null = null;
+  do {
+    const page = await store.listDeadLetters({ limit: 2, cursor });
+    letters.push(...page.items.map(letterUnversioned));
+    cursor = page.cursor;
+  } while (cursor !== null);
+  return letters;
+}
+
+Deno.test({
+  name:
+    "moveKvToPostgres() moves every state a relayer leaves on a Deno KV file, and the relayer carries on on PostgreSQL",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      const kvStore = new KvStore(file.kv);
+      const now = await driveIntoEveryState(kvStore);
+
+      // The give-up holds pi_redrive's lease until it lapses: refused.
+      const refused = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now,
+      }).then(() => null, (error) => error);
+      assert.ok(refused instanceof BusyError, String(refused));
+      assert.match(refused.message, /lease of intent pi_redrive/);
+      assert.match(refused.message, /pause the queue/);
+      const [row] = await pg.sql.unsafe(
+        `SELECT count(*)::int AS n FROM "${pg.schema}".intents`,
+      );
+      assert.equal(row?.n, 0);
+
+      // The service stopped; a minute later every lease has lapsed.
+      const at = now() + MINUTE;
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => at,
+      });
+      const kinds = await keysByKind(file.kv);
+      assert.deepEqual(report, {
+        moved: {
+          intents: 7,
+          holds: 6,
+          // pi_pending's, pi_wait's, and the redriven message's mark.
+          counts: kinds.get("deliveries")!.length - 1,
+          claims: 1,
+          deadLetters: 3,
+        },
+        left: {
+          lapsedCounts: 1,
+          lapsedClaims: 1,
+          lapsedLeases: 1,
+          redriveRecords: 1,
+          timeIndex: 3,
+        },
+      });
+
+      // (a) Every getter answers what KvStore answers, for every id.
+      const pgStore = pg.store;
+      for (const id of kinds.get("intent")!) {
+        assert.deepEqual(
+          unversioned(await pgStore.getIntent(id)),
+          unversioned(await kvStore.getIntent(id)),
+          id,
+        );
+      }
+      assert.equal((await pgStore.getIntent("pi_pending"))?.mayHaveSent, true);
+      assert.deepEqual((await pgStore.getIntent("pi_pending"))?.txHashes, [
+        "0x9e4d1",
+      ]);
+      for (const key of kinds.get("deliveries")!) {
+        assert.equal(
+          await pgStore.deliveries(key, at),
+          await kvStore.deliveries(key, at),
+          key,
+        );
+      }
+      assert.equal(await pgStore.deliveries("pi_wait/settle", at), 2);
+      for (const jobId of kinds.get("dead")!) {
+        assert.deepEqual(
+          letterUnversioned(await pgStore.getDeadLetter(jobId)),
+          letterUnversioned(await kvStore.getDeadLetter(jobId)),
+          jobId,
+        );
+      }
+      assert.deepEqual(
+        await allDeadLetters(pgStore),
+        await allDeadLetters(kvStore),
+      );
+      assert.equal((await allDeadLetters(pgStore)).length, 3);
+      // The live replay record refuses on PostgreSQL; the lapsed one is gone.
+      await assert.rejects(
+        pgStore.admit({
+          now: at,
+          claim: { key: "sig_live", now: at, expiresAt: at + MINUTE },
+        }),
+        ReplayError,
+      );
+      assert.equal(
+        await pgStore.admit({
+          now: at,
+          claim: { key: "sig_old", now: at, expiresAt: at + MINUTE },
+        }),
+        null,
+      );
+
+      // (b) The relayer carries on on PostgreSQL.
+      const sender = new ScriptedSender({
+        // Its script names the tx so a receipt finds it; a send would show in calls.
+        pi_pending: { sends: [{ txHash: "0x9e4d1" }], receipts: ["confirmed"] },
+        pi_wait: { sends: [{ error: notSent(new Error("rpc: nonce")) }] },
+      });
+      const relayer = createRelayer({
+        store: pgStore,
+        sender,
+        policy: POLICY,
+        now: () => at,
+        random: () => 0,
+      });
+      // The tx sent on Deno KV confirms from its receipt: no second send.
+      const confirmed = await relayer.deliver(job("pi_pending"));
+      assert.equal(confirmed.action, "done", confirmed.reason);
+      assert.equal(confirmed.delivery, 2);
+      const settled = await pgStore.getIntent("pi_pending");
+      assert.equal(settled?.state, "settled");
+      assert.equal(settled?.hold, "captured");
+      // The job's count goes on from Deno KV's: its third and last
+      // delivery fails it, and voids its hold.
+      const last = await relayer.deliver(job("pi_wait"));
+      assert.equal(last.delivery, 3);
+      assert.equal(last.action, "poison");
+      const failed = await pgStore.getIntent("pi_wait");
+      assert.equal(failed?.state, "failed");
+      assert.equal(failed?.hold, "voided");
+      // A late copy of the message given up and redriven on Deno KV sends nothing.
+      const late = await relayer.deliver(job("pi_redrive"), 1, {
+        message: { queue: "qstash", messageId: "msg_redriven" },
+      });
+      assert.equal(late.action, "done", late.reason);
+      // A replayed signed delivery is still refused.
+      await assert.rejects(
+        relayer.deliver(job("pi_new"), 2, {
+          claim: { key: "sig_live", now: at, expiresAt: at + MINUTE },
+        }),
+        ReplayError,
+      );
+      assert.deepEqual(
+        sender.calls.filter((call) => call.method === "send"),
+        [{ method: "send", intentId: "pi_wait", replace: false }],
+      );
+      // Held holds moved once: the ledger refuses a second move of each.
+      await assert.rejects(pgStore.voidHold("pi_pending"), ConflictError);
+      await assert.rejects(pgStore.captureHold("pi_wait"), ConflictError);
+      assert.equal(await pgStore.captureHold("pi_settled"), "captured");
+      await assert.rejects(pgStore.captureHold("pi_failed"), ConflictError);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
+
+async function rowCounts(sql: postgres.Sql, schema: string) {
+  const [row] = await sql.unsafe(
+    `SELECT ${
+      ["intents", "holds", "counters", "claims", "dead_letters", "leases"]
+        .map((t) => `(SELECT count(*)::int FROM "${schema}".${t}) AS ${t}`)
+        .join(", ")
+    }`,
+  );
+  return { ...row };
+}
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a schema that holds rows, or is not migrated, and writes nothing",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      await pg.store.createIntent({ id: "pi_0002", state: "created" });
+      await pg.store.admit({ now: T0, count: "pi_0002/settle" });
+      const error = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof ConflictError, String(error));
+      assert.match(error.message, /already holds 1 intent, 1 count:/);
+      assert.match(error.message, /Nothing was moved/);
+      assert.equal(await pg.store.getIntent("pi_0001"), null);
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), {
+        intents: 1,
+        holds: 0,
+        counters: 1,
+        claims: 0,
+        dead_letters: 0,
+        leases: 0,
+      });
+
+      const bare = `${pg.schema}_bare`;
+      await assert.rejects(
+        moveKvToPostgres(file.kv, pg.sql, { schema: bare, now: () => T0 }),
+        (error: Error) =>
+          error instanceof ConflictError &&
+          error.message.includes("is not migrated") &&
+          error.message.includes(".migrate() first"),
+      );
+      const [found] = await pg.sql`SELECT to_regnamespace(${bare}) AS s`;
+      assert.equal(found?.s, null);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() cut short writes nothing, and the move run again moves everything",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      const store = new KvStore(file.kv);
+      for (let i = 0; i < 2500; i++) {
+        const id = `pi_${String(i).padStart(5, "0")}`;
+        await store.createIntent({ id, state: "authorized", hold: "pending" });
+      }
+      await store.admit({ now: T0, count: "pi_00001/settle" });
+      // Last in key order: the copy has sent every intent when it meets it.
+      await file.kv.set(["relayer", "zz_other", "x"], 1);
+      const error = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof TypeError, String(error));
+      assert.match(
+        error.message,
+        /\["relayer","zz_other","x"\] is not a key KvStore writes/,
+      );
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), {
+        intents: 0,
+        holds: 0,
+        counters: 0,
+        claims: 0,
+        dead_letters: 0,
+        leases: 0,
+      });
+
+      await file.kv.delete(["relayer", "zz_other", "x"]);
+      // A hold without its intent, met once every intent is in.
+      await file.kv.set(["relayer", "hold", "pi_ghost"], "pending");
+      await assert.rejects(
+        moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }),
+        (error: Error) =>
+          error instanceof TypeError && error.message.includes("pi_ghost"),
+      );
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+      await file.kv.delete(["relayer", "hold", "pi_ghost"]);
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      });
+      assert.deepEqual(report.moved, {
+        intents: 2500,
+        holds: 2500,
+        counts: 1,
+        claims: 0,
+        deadLetters: 0,
+      });
+      assert.equal((await pg.store.getIntent("pi_02499"))?.hold, "pending");
+      assert.equal(await pg.store.deliveries("pi_00001/settle", T0), 1);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
