@@ -1,0 +1,88 @@
+/**
+ * `deno task kv-to-postgres` (`tools/kv_to_postgres.ts`) as a subprocess,
+ * as an operator runs it: a KV file the service left, a database of this
+ * run's server.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { KvStore } from "../../store/kv.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+
+const root = new URL("../../", import.meta.url);
+
+async function runTool(env: Record<string, string>, writable: string) {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      `--allow-write=${writable}`,
+      "tools/kv_to_postgres.ts",
+    ],
+    cwd: root,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, out: text.decode(stdout), err: text.decode(stderr) };
+}
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres moves the KV file into DATABASE_URL, says what moved, and refuses to move twice",
+  ignore: !postgresAvailable,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+    const database = await freshDatabase();
+    const path = `${dir}/relayer.kv`;
+    try {
+      const kv = await Deno.openKv(path);
+      const store = new KvStore(kv);
+      await store.createIntent({
+        id: "pi_0001",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1000,
+        lastBroadcast: { outcome: "sent", txHash: "0xabc", at: 1000 },
+      });
+      await store.admit({ now: Date.now(), count: "pi_0001/settle" });
+      kv.close();
+
+      const env = { KV_PATH: path, DATABASE_URL: database.url };
+      const first = await runTool(env, dir);
+      assert.equal(first.code, 0, first.err);
+      assert.equal(
+        first.out.split("\n")[0],
+        "moved  1 intent, 1 hold, 1 delivery count, 0 replay records, 0 dead letters",
+      );
+      const sql = postgres(database.url, { onnotice: () => {}, max: 1 });
+      try {
+        const moved = new PostgresStore(sql);
+        const intent = await moved.getIntent("pi_0001");
+        assert.deepEqual(intent?.txHashes, ["0xabc"]);
+        assert.equal(intent?.hold, "pending");
+        assert.equal(await moved.deliveries("pi_0001/settle"), 1);
+        moved.close();
+      } finally {
+        await sql.end();
+      }
+
+      const again = await runTool(env, dir);
+      assert.equal(again.code, 1);
+      assert.match(
+        again.err,
+        /^ConflictError: Cannot move into schema relayer as it already holds 1 intent, 1 count: .* If an earlier move committed, it is done/,
+      );
+      assert.ok(!again.err.includes(database.url), again.err);
+    } finally {
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -1,0 +1,111 @@
+/**
+ * Moves the service's store from Deno KV to PostgreSQL, once the service
+ * is stopped (see docs/stores.md, "Moving from Deno KV to PostgreSQL"):
+ *
+ * ```sh
+ * KV_PATH=./data/relayer.kv DATABASE_URL=postgres://… deno task kv-to-postgres
+ * ```
+ *
+ * reads the store the service used (`KV_PATH`, default
+ * `./data/relayer.kv`, or `KV_URL` over KV Connect with
+ * `DENO_KV_ACCESS_TOKEN`), migrates the schema `DATABASE_URL` names (as the
+ * service does at start), moves every record that carries truth with
+ * {@linkcode moveKvToPostgres}, and prints what it moved and left, by
+ * kind. It exits 1 when the move is refused (a lease held, a schema that
+ * holds rows): nothing was moved, and the line says what to do; 2 on a
+ * missing setting or a store it cannot open.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import postgres from "postgres";
+import { PostgresStore } from "../store/postgres.ts";
+import {
+  type KvToPostgresReport,
+  moveKvToPostgres,
+} from "../store/kv_to_postgres.ts";
+
+/** The report as the tool prints it: what moved, what was left. */
+export function describeMove(report: KvToPostgresReport): string[] {
+  const n = (count: number, noun: string, plural = `${noun}s`) =>
+    `${count} ${count === 1 ? noun : plural}`;
+  const { moved, left } = report;
+  return [
+    `moved  ${n(moved.intents, "intent")}, ${n(moved.holds, "hold")}, ${
+      n(moved.counts, "delivery count")
+    }, ${n(moved.claims, "replay record")}, ${
+      n(moved.deadLetters, "dead letter")
+    }`,
+    `left   ${n(left.lapsedCounts, "lapsed count")}, ${
+      n(left.lapsedClaims, "lapsed replay record")
+    }, ${n(left.lapsedLeases, "lapsed lease")}, ${
+      n(left.redriveRecords, "redrive record")
+    }, ${
+      n(left.timeIndex, "entry", "entries")
+    } of the dead letters' index by time`,
+  ];
+}
+
+/**
+ * Runs the move with the settings in `env`; returns the exit code.
+ *
+ * @param env The service's settings (`KV_PATH` or `KV_URL`, `DATABASE_URL`).
+ */
+export async function main(
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<number> {
+  const url = env.DATABASE_URL;
+  if (!url) {
+    console.error(
+      "DATABASE_URL is not set: set it to the database to move into (the one the service will use)",
+    );
+    return 2;
+  }
+  if (env.KV_URL && env.KV_PATH) {
+    console.error("Set KV_URL or KV_PATH, not both");
+    return 2;
+  }
+  const from = env.KV_URL || env.KV_PATH || "./data/relayer.kv";
+  let kv: Deno.Kv;
+  try {
+    kv = await Deno.openKv(from);
+  } catch (error) {
+    const denied = error instanceof Deno.errors.NotCapable ||
+      error instanceof Deno.errors.PermissionDenied;
+    console.error(
+      denied
+        ? `${
+          env.KV_URL ? "KV_URL" : "KV_PATH"
+        }: this process may not open ${from} (deno task kv-to-postgres may write ./data only): run the tool with --allow-write=${
+          from.replace(/[^/]*$/, "") || "."
+        }`
+        : `${env.KV_URL ? "KV_URL" : "KV_PATH"}: cannot open ${
+          env.KV_URL ? "the KV Connect database" : from
+        } (${error instanceof Error ? error.message : String(error)})`,
+    );
+    return 2;
+  }
+  const sql = postgres(url, { onnotice: () => {} });
+  const store = new PostgresStore(sql);
+  try {
+    await store.migrate();
+    const report = await moveKvToPostgres(kv, sql);
+    for (const line of describeMove(report)) console.log(line);
+    console.log(
+      "next   start the service with DATABASE_URL (KV_PATH and KV_URL unset), then resume the queue",
+    );
+    return 0;
+  } catch (error) {
+    const name = error instanceof Error ? error.name : "Error";
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(`${name}: ${message.replaceAll(url, "DATABASE_URL")}`);
+    return 1;
+  } finally {
+    store.close();
+    await sql.end();
+    kv.close();
+  }
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.env.toObject()));
