@@ -19,9 +19,10 @@
  * | `[…prefix, "redriven", jobId]` | none: Deno KV's own proof that a redrive landed |
  * | `[…prefix, "lease", id]`, lapsed | none: a lapsed lease is free |
  *
- * A lease still held is a delivery at work: the move refuses it. The copy
- * is one PostgreSQL transaction, so a move cut short writes nothing and is
- * run again as it was; Deno KV is only read.
+ * A lease still held is a delivery at work, and a record written while
+ * the move copies the store an instance still running: the move refuses
+ * both. The copy is one PostgreSQL transaction, so a move cut short writes
+ * nothing and is run again as it was; Deno KV is only read.
  *
  * @module
  */
@@ -177,7 +178,8 @@ type Sql = postgres.TransactionSql;
  * @throws {BusyError} If a lease is held: a delivery is at work, or one
  * crashed within its lease. Nothing was moved.
  * @throws {ConflictError} If the schema already holds rows, or is not
- * migrated. Nothing was moved.
+ * migrated, or a record under the prefix was written while the move
+ * copied the store (an instance still runs). Nothing was moved.
  * @throws {TypeError} If an option is invalid, or Deno KV holds a record
  * this store does not write or cannot be kept in PostgreSQL. Nothing was
  * moved.
@@ -304,12 +306,16 @@ export async function moveKvToPostgres(
     const batches = new Batches(tx, t);
     // Every kind in key order but the holds, which wait for their intents
     // (a foreign key): they go in a second pass, once every intent is in.
+    // The newest commit the copy saw (Deno KV's versionstamps grow with
+    // every commit): checked again before the move commits.
+    let newest = "";
     for await (const entry of kv.list({ prefix })) {
       const key = entry.key.slice(prefix.length);
       const value = entry.value as Record<string, unknown> | null;
       const [kind, id] = key;
       const what = () => JSON.stringify(entry.key, keyPart);
       if (value === null) continue;
+      if ((entry.versionstamp ?? "") > newest) newest = entry.versionstamp!;
       if (kind === "dead_by_time" && key.length === 3) {
         left.timeIndex++;
         continue;
@@ -410,6 +416,7 @@ export async function moveKvToPostgres(
       moved.holds++;
     }
     await batches.flush();
+    await refuseWrittenSince(kv, prefix, newest);
   });
   return { moved, left };
 }
@@ -466,6 +473,29 @@ function holdState(value: unknown, what: () => string): HoldState {
     throw malformed(what(), "a hold state");
   }
   return value;
+}
+
+/**
+ * Throws a {@linkcode ConflictError} if a record under `prefix` was
+ * written after the commit `newest`: an instance of the service still
+ * writes the store, and what it wrote since the copy read that record
+ * would be lost with the switch. Every write of `KvStore` sets a key (a
+ * release of a lease writes the intent again), so one that only deletes
+ * (Deno KV's own expiry) is no write here.
+ */
+async function refuseWrittenSince(
+  kv: KvLike,
+  prefix: KvKey,
+  newest: string,
+): Promise<void> {
+  for await (const entry of kv.list({ prefix })) {
+    if ((entry.versionstamp ?? "") <= newest) continue;
+    throw new ConflictError(
+      `Cannot move from Deno KV as ${
+        JSON.stringify(entry.key, keyPart)
+      } was written while the move copied the store: an instance of the service (or a queue consumer) still writes it. Stop every one, then run the move again. Nothing was moved.`,
+    );
+  }
 }
 
 /** Throws a {@linkcode BusyError} naming the first lease held, if any. */

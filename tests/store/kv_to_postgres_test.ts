@@ -23,7 +23,7 @@ import {
   ScriptedSender,
   type Store,
 } from "../../mod.ts";
-import { KvStore } from "../../store/kv.ts";
+import { type KvLike, KvStore } from "../../store/kv.ts";
 import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
 
@@ -436,6 +436,70 @@ Deno.test({
       });
       assert.equal((await pg.store.getIntent("pi_02499"))?.hold, "pending");
       assert.equal(await pg.store.deliveries("pi_00001/settle", T0), 1);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
+
+/**
+ * `kv`, but `write` runs once while a list reaches the first intent: an
+ * instance of the service still at work during the move.
+ */
+function writingMidCopy(kv: Deno.Kv, write: () => Promise<void>): KvLike {
+  let written = false;
+  return {
+    getMany: kv.getMany.bind(kv),
+    atomic: () => kv.atomic(),
+    async *list(selector, options) {
+      for await (const entry of kv.list(selector, options)) {
+        if (!written && entry.key[1] === "intent") {
+          written = true;
+          await write();
+        }
+        yield entry;
+      }
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a store written while it copied it, and writes nothing",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      const store = new KvStore(file.kv);
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // A delivery counted by an instance still running, once the copy
+      // has passed the counts.
+      const kv = writingMidCopy(file.kv, async () => {
+        await store.admit({ now: T0, count: "pi_0001/settle" });
+      });
+      const error = await moveKvToPostgres(kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof ConflictError, String(error));
+      assert.match(
+        error.message,
+        /\["relayer","deliveries","pi_0001\/settle"\] was written while the move copied the store: .* Stop every one/,
+      );
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+      // Stopped, the move carries the count too.
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      });
+      assert.equal(report.moved.counts, 1);
+      assert.equal(await pg.store.deliveries("pi_0001/settle", T0), 1);
     } finally {
       await pg.close();
       await file.close();
