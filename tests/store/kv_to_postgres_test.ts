@@ -64,6 +64,16 @@ async function driveIntoEveryState(store: KvStore): Promise<() => number> {
     ]
   ) await store.createIntent({ id, state: "authorized", hold: "pending" });
   await store.createIntent({ id: "pi_new", state: "created" });
+  // A send whose write-ahead landed and whose record never did (a crash
+  // between the two), as an import mid-flight keeps it.
+  await store.createIntent({
+    id: "pi_inflight",
+    state: "settling",
+    hold: "pending",
+    settlingSince: T0 - MINUTE,
+    broadcasting: T0 - 1000,
+    lastBroadcast: { outcome: "sent", txHash: "0x01d", at: T0 - MINUTE },
+  });
   const sender = new ScriptedSender({
     pi_settled: { sends: [{ txHash: "0x5e771ed" }], receipts: ["confirmed"] },
     pi_failed: {
@@ -195,8 +205,8 @@ Deno.test({
       const kinds = await keysByKind(file.kv);
       assert.deepEqual(report, {
         moved: {
-          intents: 7,
-          holds: 6,
+          intents: 8,
+          holds: 7,
           // pi_pending's, pi_wait's, and the redriven message's mark.
           counts: kinds.get("deliveries")!.length - 1,
           claims: 1,
@@ -221,6 +231,10 @@ Deno.test({
         );
       }
       assert.equal((await pgStore.getIntent("pi_pending"))?.mayHaveSent, true);
+      assert.equal(
+        (await pgStore.getIntent("pi_inflight"))?.broadcasting,
+        T0 - 1000,
+      );
       assert.deepEqual((await pgStore.getIntent("pi_pending"))?.txHashes, [
         "0x9e4d1",
       ]);
