@@ -21,6 +21,7 @@
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
+import { ConfigError, databaseUrl } from "../webhook/config.ts";
 import {
   type KvToPostgresReport,
   moveKvToPostgres,
@@ -55,13 +56,21 @@ export function describeMove(report: KvToPostgresReport): string[] {
 export async function main(
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<number> {
-  const url = env.DATABASE_URL;
-  if (!url) {
+  let database: ReturnType<typeof databaseUrl>;
+  try {
+    database = databaseUrl(env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(error.message);
+    return 2;
+  }
+  if (database === undefined) {
     console.error(
       "DATABASE_URL is not set: set it to the database to move into (the one the service will use)",
     );
     return 2;
   }
+  const { url } = database;
   if (env.KV_URL && env.KV_PATH) {
     console.error("Set KV_URL or KV_PATH, not both");
     return 2;
@@ -86,7 +95,13 @@ export async function main(
     );
     return 2;
   }
-  const sql = postgres(url, { onnotice: () => {} });
+  // TLS as the URL says, as the service connects (main.ts), whatever
+  // PGSSL or PGSSLNEGOTIATION say.
+  const sql = postgres(url, {
+    onnotice: () => {},
+    ssl: database.ssl,
+    sslnegotiation: database.sslnegotiation,
+  } as postgres.Options<Record<string, never>>);
   const store = new PostgresStore(sql);
   try {
     await store.migrate();

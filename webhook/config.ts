@@ -328,8 +328,13 @@ const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
 /**
  * Checks `DATABASE_URL` without ever echoing it: the URL usually carries
  * the password. The description names only host, port and database.
+ * `deno task kv-to-postgres` reads it too, to connect as the service does.
+ *
+ * @param env The settings.
+ * @returns The database, or `undefined` when `DATABASE_URL` is unset.
+ * @throws {ConfigError} If `DATABASE_URL` is not a URL the service takes.
  */
-function databaseUrl(
+export function databaseUrl(
   env: Record<string, string | undefined>,
 ): Config["database"] | undefined {
   const value = env.DATABASE_URL;

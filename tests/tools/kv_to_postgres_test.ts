@@ -86,3 +86,20 @@ Deno.test({
     }
   },
 });
+
+Deno.test("deno task kv-to-postgres refuses a DATABASE_URL the service would refuse, without showing it, and opens nothing", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+  try {
+    const { code, out, err } = await runTool({
+      KV_PATH: `${dir}/relayer.kv`,
+      DATABASE_URL: "mysql://relayer:s3cret@db.internal/payments",
+    }, dir);
+    assert.equal(code, 2);
+    assert.equal(out, "");
+    assert.match(err, /its scheme is "mysql:"/);
+    assert.ok(!err.includes("s3cret"), err);
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(dir)), []);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
