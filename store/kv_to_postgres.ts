@@ -177,7 +177,8 @@ type Sql = postgres.TransactionSql;
  * @returns What moved, and what was left, by kind.
  * @throws {BusyError} If a lease is held: a delivery is at work, or one
  * crashed within its lease. Nothing was moved.
- * @throws {ConflictError} If the schema already holds rows, or is not
+ * @throws {ConflictError} If Deno KV holds nothing under the prefix (a
+ * wrong handle or prefix), the schema already holds rows or is not
  * migrated, or a record under the prefix was written while the move
  * copied the store (an instance still runs). Nothing was moved.
  * @throws {TypeError} If an option is invalid, or Deno KV holds a record
@@ -267,6 +268,19 @@ export async function moveKvToPostgres(
   // Before anything is written: a delivery at work would write on after
   // the copy, into a store no instance reads any more.
   await refuseHeldLeases(kv, prefix, now, skewMs);
+  // Nothing under the prefix is a wrong path or prefix far more often
+  // than a store worth a move: moved, it would switch the service to an
+  // empty database.
+  let empty = true;
+  for await (const _ of kv.list({ prefix }, { limit: 1 })) empty = false;
+  if (empty) {
+    throw new ConflictError(
+      `Cannot move from Deno KV as it holds nothing under the prefix ${
+        JSON.stringify(prefix, keyPart)
+      }: check that the handle is the store the service used (its KV_PATH or KV_URL) and the prefix its KvStore's. Nothing was moved.`,
+      { refused: true },
+    );
+  }
   const [check] = await client.unsafe(migrated(schema));
   if (check?.current !== true) {
     throw new ConflictError(

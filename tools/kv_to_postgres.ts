@@ -76,6 +76,19 @@ export async function main(
     return 2;
   }
   const from = env.KV_URL || env.KV_PATH || "./data/relayer.kv";
+  if (!env.KV_URL) {
+    // Deno.openKv() makes a file that is missing: a KV_PATH with a typo
+    // would be a new, empty store.
+    try {
+      await Deno.stat(from);
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+      console.error(
+        `KV_PATH: no file at ${from}: point KV_PATH at the store the service used`,
+      );
+      return 2;
+    }
+  }
   let kv: Deno.Kv;
   try {
     kv = await Deno.openKv(from);

@@ -373,6 +373,18 @@ Deno.test({
         leases: 0,
       });
 
+      // A store under another prefix: nothing under the one given.
+      const other = await moveKvToPostgres(file.kv, pg.sql, {
+        prefix: ["payments"],
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(other instanceof ConflictError, String(other));
+      assert.match(
+        other.message,
+        /holds nothing under the prefix \["payments"\]: check that the handle is the store the service used/,
+      );
+
       const bare = `${pg.schema}_bare`;
       await assert.rejects(
         moveKvToPostgres(file.kv, pg.sql, { schema: bare, now: () => T0 }),

@@ -103,3 +103,18 @@ Deno.test("deno task kv-to-postgres refuses a DATABASE_URL the service would ref
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("deno task kv-to-postgres refuses a KV_PATH with no file, and makes none", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+  try {
+    const { code, err } = await runTool({
+      KV_PATH: `${dir}/relayr.kv`,
+      DATABASE_URL: "postgres://relayer@127.0.0.1:9/payments",
+    }, dir);
+    assert.equal(code, 2);
+    assert.match(err, /^KV_PATH: no file at .*relayr\.kv: point KV_PATH/);
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(dir)), []);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
