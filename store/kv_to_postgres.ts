@@ -22,7 +22,9 @@
  * A lease still held is a delivery at work, and a record written while
  * the move copies the store an instance still running: the move refuses
  * both. The copy is one PostgreSQL transaction, so a move cut short writes
- * nothing and is run again as it was; Deno KV is only read.
+ * nothing and is run again as it was; Deno KV is only read (and committed
+ * to once with nothing in it, for a versionstamp that marks the copy's
+ * start).
  *
  * @module
  */
@@ -316,20 +318,23 @@ export async function moveKvToPostgres(
       );
     }
     await refuseNonEmpty(tx, schema);
+    // Deno KV's versionstamps grow with every commit, and a commit of
+    // nothing takes one too: a record whose versionstamp is newer than
+    // this was written after the copy began.
+    const begun = await kv.atomic().commit();
+    if (!begun.ok) throw new Error("Deno KV refused a commit of nothing");
+    const start = begun.versionstamp;
 
     const batches = new Batches(tx, t);
     // Every kind in key order but the holds, which wait for their intents
     // (a foreign key): they go in a second pass, once every intent is in.
-    // The newest commit the copy saw (Deno KV's versionstamps grow with
-    // every commit): checked again before the move commits.
-    let newest = "";
     for await (const entry of kv.list({ prefix })) {
       const key = entry.key.slice(prefix.length);
       const value = entry.value as Record<string, unknown> | null;
       const [kind, id] = key;
       const what = () => JSON.stringify(entry.key, keyPart);
       if (value === null) continue;
-      if ((entry.versionstamp ?? "") > newest) newest = entry.versionstamp!;
+      if ((entry.versionstamp ?? "") > start) throw writtenSince(entry.key);
       if (kind === "dead_by_time" && key.length === 3) {
         left.timeIndex++;
         continue;
@@ -419,18 +424,28 @@ export async function moveKvToPostgres(
       }
     }
     await batches.flush();
-    for await (const entry of kv.list({ prefix: [...prefix, "hold"] })) {
-      const id = entry.key.at(-1);
-      if (entry.value === null || typeof id !== "string") continue;
-      const what = () => JSON.stringify(entry.key, keyPart);
-      await batches.add("holds", {
-        intent_id: id,
-        state: holdState(entry.value, what),
-      });
-      moved.holds++;
+    try {
+      for await (const entry of kv.list({ prefix: [...prefix, "hold"] })) {
+        const id = entry.key.at(-1);
+        if (entry.value === null || typeof id !== "string") continue;
+        if ((entry.versionstamp ?? "") > start) throw writtenSince(entry.key);
+        const what = () => JSON.stringify(entry.key, keyPart);
+        await batches.add("holds", {
+          intent_id: id,
+          state: holdState(entry.value, what),
+        });
+        moved.holds++;
+      }
+      await batches.flush();
+    } catch (error) {
+      // A hold whose intent the copy did not see may be one written since
+      // the copy passed the intents: that is the refusal to give.
+      if (error instanceof TypeError) {
+        await refuseWrittenSince(kv, prefix, start);
+      }
+      throw error;
     }
-    await batches.flush();
-    await refuseWrittenSince(kv, prefix, newest);
+    await refuseWrittenSince(kv, prefix, start);
   });
   return { moved, left };
 }
@@ -491,25 +506,30 @@ function holdState(value: unknown, what: () => string): HoldState {
 
 /**
  * Throws a {@linkcode ConflictError} if a record under `prefix` was
- * written after the commit `newest`: an instance of the service still
- * writes the store, and what it wrote since the copy read that record
- * would be lost with the switch. Every write of `KvStore` sets a key (a
- * release of a lease writes the intent again), so one that only deletes
- * (Deno KV's own expiry) is no write here.
+ * written after the commit `start`: an instance of the service still
+ * writes the store, and what it wrote would be lost with the switch.
+ * Every write of `KvStore` sets a key (a release of a lease writes the
+ * intent again), so one that only deletes (Deno KV's own expiry) is no
+ * write here. Deno KV takes no lock: a write that lands behind this last
+ * look, before the move commits, is not seen, which is why the service
+ * is stopped first.
  */
 async function refuseWrittenSince(
   kv: KvLike,
   prefix: KvKey,
-  newest: string,
+  start: string,
 ): Promise<void> {
   for await (const entry of kv.list({ prefix })) {
-    if ((entry.versionstamp ?? "") <= newest) continue;
-    throw new ConflictError(
-      `Cannot move from Deno KV as ${
-        JSON.stringify(entry.key, keyPart)
-      } was written while the move copied the store: an instance of the service (or a queue consumer) still writes it. Stop every one, then run the move again. Nothing was moved.`,
-    );
+    if ((entry.versionstamp ?? "") > start) throw writtenSince(entry.key);
   }
+}
+
+function writtenSince(key: readonly unknown[]): ConflictError {
+  return new ConflictError(
+    `Cannot move from Deno KV as ${
+      JSON.stringify(key, keyPart)
+    } was written while the move copied the store: an instance of the service (or a queue consumer) still writes it. Stop every one, then run the move again. Nothing was moved.`,
+  );
 }
 
 /** Throws a {@linkcode BusyError} naming the first lease held, if any. */

@@ -469,6 +469,90 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a store written behind the copy and then ahead of it, and writes nothing",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      const store = new KvStore(file.kv);
+      // More intents than a page of Deno KV's list: the copy reads the
+      // last of them after the writes below.
+      for (let i = 1; i <= 150; i++) {
+        await store.createIntent({
+          id: `pi_${String(i).padStart(4, "0")}`,
+          state: "authorized",
+          hold: "pending",
+        });
+      }
+      // Two commits of an instance still running: a count the copy has
+      // passed, then an intent it has yet to read. The copy sees the
+      // second's commit, which is newer than the first's.
+      const kv = writingMidCopy(file.kv, async () => {
+        await store.admit({ now: T0, count: "pi_0001/settle" });
+        await store.createIntent({
+          id: "pi_0200",
+          state: "authorized",
+          hold: "pending",
+        });
+      });
+      const error = await moveKvToPostgres(kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof ConflictError, String(error));
+      assert.match(
+        error.message,
+        /\["relayer","(deliveries","pi_0001\/settle|intent","pi_0200)"\] was written while the move copied the store: .* Stop every one/,
+      );
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses an intent and its hold written once the copy read the intents' page as a write during the copy, not as a hold without its intent",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      const store = new KvStore(file.kv);
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const kv = writingMidCopy(file.kv, async () => {
+        await store.createIntent({
+          id: "pi_0002",
+          state: "authorized",
+          hold: "pending",
+        });
+      });
+      const error = await moveKvToPostgres(kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof ConflictError, String(error));
+      assert.match(
+        error.message,
+        /\["relayer","hold","pi_0002"\] was written while the move copied the store/,
+      );
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
+
 /**
  * `kv`, but `write` runs once while a list reaches the first intent: an
  * instance of the service still at work during the move.
