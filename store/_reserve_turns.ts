@@ -19,17 +19,46 @@
  * database met it about once in 60 runs of their race test.
  *
  * A `reserve()` made after the one before it settled cannot meet it: by
- * then that connection is marked. A close of a connection of the pool
- * passes the turn on too, as it may have stranded the `reserve()` that
- * held it (porsager/postgres#1195).
+ * then that connection is marked.
+ *
+ * A close of a connection of the pool hands the head of postgres.js's queue
+ * to that connection to open it again. A `reserve()` handed so is never
+ * handed a connection: dropped once the connection is open, it never settles
+ * (porsager/postgres#1195); failing to open, or opening on the server's
+ * goodbye kept from the session that ended, it is rejected. One behind
+ * another request stays queued, and is handed a connection later
+ * (`tests/store/postgres_reserve_closes_test.ts`). Which of them the holder
+ * is cannot be seen from here. So after a close, a round of probes goes out
+ * at once: one more than the pool has connections, each a `SELECT 1` after
+ * which its connection takes no other query until it is answered. While a
+ * `reserve()` waits, no connection is idle, and each takes at most one
+ * probe: a closed one opens for it; a busy one, or one freed meanwhile, is
+ * full with it until its answer, which comes in a later turn of the event
+ * loop. So one probe at least goes into the queue behind the holder, if the
+ * holder is still there, and the queue is served in order: once every probe
+ * settled, the holder left it, handed a connection (and settled, before) or
+ * handed to a closed connection (never to be handed one). The turn passes on
+ * then. Passing it at the close itself had two `reserve()`s waiting at once
+ * whenever a request was ahead of the holder. A probe that never settles
+ * (postgres.js 3.4.9 loses a query handed to a connection between its
+ * socket's error and its close) holds the turn until that close, whose round
+ * passes it.
  *
  * @module
  */
 
 import { onPoolClose } from "./_postgres_closes.ts";
 
-/** A client whose `reserve()` takes turns here. */
-type Reserving<T> = { readonly options?: unknown; reserve(): Promise<T> };
+/** A client whose `reserve()` takes turns here, and that sends the probes after a close. */
+type Reserving<T> = {
+  readonly options?: unknown;
+  reserve(): Promise<T>;
+  unsafe?(
+    query: string,
+    args: never[],
+    options: Record<string, unknown>,
+  ): { execute(): PromiseLike<unknown> };
+};
 
 /** Per client: whether a `reserve()` of its is waiting, and who waits for the turn. */
 const TURNS = new WeakMap<object, { held: boolean; queue: (() => void)[] }>();
@@ -69,7 +98,11 @@ export function reserveInTurn<T>(
         stopWatch();
         passOn(mine);
       };
-      const stopWatch = onPoolClose(client, pass);
+      // After a close, once a round of probes settled while this waits:
+      // it is out of postgres.js's queue, never to be handed a connection.
+      const stopWatch = onPoolClose(client, () => {
+        void probesSettled(client).then(pass);
+      });
       // Settled once postgres.js marked the connection reserved: the next
       // `reserve()` can no longer be handed it.
       client.reserve().then((connection) => {
@@ -90,3 +123,26 @@ function passOn(turns: { held: boolean; queue: (() => void)[] }): void {
   turns.held = false;
   turns.queue.shift()?.();
 }
+
+/**
+ * Settles once each of a round of probes settled: one more than the pool
+ * of `client` has connections, all sent at once, each a `SELECT 1` after
+ * which its connection takes nothing more until the server answered it
+ * (postgres.js's `onexecute` answering no, as its `sql.begin()` does for
+ * its `BEGIN`).
+ */
+function probesSettled(client: Reserving<unknown>): Promise<unknown> {
+  const { max } = (client.options ?? {}) as { max?: unknown };
+  const probes = Array.from(
+    { length: (Number(max) || 1) + 1 },
+    () => client.unsafe?.("SELECT 1", [], ALONE).execute(),
+  );
+  return Promise.allSettled(probes);
+}
+
+/**
+ * The options of a probe: postgres.js 3.4.9 moves a connection that
+ * executed it to its full connections, handed no more queries until its
+ * answer came (an option of `sql.unsafe()` its types leave out).
+ */
+const ALONE = { onexecute: () => false } as Record<string, unknown>;

@@ -17,8 +17,12 @@ import { relayUrl } from "../_relay_url.ts";
 export interface ReadyAgainRelay {
   /** `target` with the relay's port: connect through it. */
   readonly url: string;
-  /** The next ReadyForQuery from the server goes to the client twice. */
-  arm(): void;
+  /**
+   * The next ReadyForQuery from the server goes to the client twice; with
+   * `after`, the next once the client sent a chunk holding `after` (a
+   * query's text), on any connection.
+   */
+  arm(after?: string): void;
   /** How many ReadyForQuery messages were sent twice so far. */
   readonly repeated: number;
   /** Ends every connection opened through the relay, and the listener. */
@@ -32,13 +36,21 @@ export async function readyAgainRelay(
   const to = new URL(target);
   const sockets: net.Socket[] = [];
   let armed = false;
+  let after: string | undefined;
   let repeated = 0;
   const relay = net.createServer((client) => {
     const upstream = net.connect(Number(to.port), to.hostname);
     sockets.push(client, upstream);
     client.on("error", () => {});
     upstream.on("error", () => {});
-    client.pipe(upstream);
+    client.on("data", (chunk: Buffer) => {
+      if (after !== undefined && chunk.toString("latin1").includes(after)) {
+        after = undefined;
+        armed = true;
+      }
+      upstream.write(chunk);
+    });
+    client.on("end", () => upstream.end());
     // The server's messages, whole: a type byte, then a length that
     // counts itself. The first, the answer to an SSL request, has none,
     // and postgres.js sends none without `ssl`.
@@ -65,7 +77,10 @@ export async function readyAgainRelay(
   const url = await relayUrl(relay, target);
   return {
     url,
-    arm: () => void (armed = true),
+    arm(text?: string) {
+      if (text === undefined) armed = true;
+      else after = text;
+    },
     get repeated() {
       return repeated;
     },

@@ -3,7 +3,9 @@
  * the ReadyForQuery which hands a connection to the first waiting write:
  * the ordering under which postgres.js 3.4.9 handed one connection to two
  * `reserve()`s waiting at once (the answer of a query sent ahead on it
- * read before the first `reserve()` resumed and marked it reserved).
+ * read before the first `reserve()` resumed and marked it reserved); also
+ * after a close of the pool's connection that left the first write's
+ * `reserve()` queued.
  *
  * @module
  */
@@ -12,12 +14,14 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
+  betweenReadAndFlight,
   connect,
   freshSchema,
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { counting } from "./_counted_reserves.ts";
 import { readyAgainRelay } from "./_ready_again_relay.ts";
 
 Deno.test({
@@ -56,6 +60,88 @@ Deno.test({
           [id],
         );
         assert.equal(row?.state, "created", id);
+      }
+    } finally {
+      await sql.end({ timeout: 1 });
+      relay.close();
+      await direct.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await direct.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose reserve() a close of the pool's connection left queued (a query ahead of it) keeps its turn until it is handed the connection opened again: the next write's reserve() does not wait beside it, and both land when that hand-off is read twice",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const direct = await connect(2);
+    const schema = freshSchema();
+    const relay = await readyAgainRelay(await postgresUrl());
+    const sql = postgres(relay.url, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    const { client, seen } = counting(sql);
+    try {
+      await new PostgresStore(direct, { schema }).migrate();
+      // Each write stops between its read and its reserve(): the second's
+      // until `go`, the first's while a caller reserves the pool's one
+      // connection and queues a query, which a close hands that
+      // connection to (the first write's reserve() behind it).
+      let reads = 0;
+      let go = () => {};
+      const gate = new Promise<void>((resolve) => go = resolve);
+      let held: postgres.ReservedSql | undefined;
+      let ahead: Promise<unknown> | undefined;
+      const store = new PostgresStore(
+        betweenReadAndFlight(client, async () => {
+          if (++reads === 1) return await gate;
+          if (reads > 2) return;
+          held = await sql.reserve();
+          ahead = sql`SELECT 'ahead of the write' AS ahead`.then((rows) =>
+            rows[0]
+          );
+        }),
+        { schema, connectionWaitMs: 4_000 },
+      );
+      const pi1 = await store.createIntent({ id: "pi_1", hold: "pending" });
+      const pi2 = await store.createIntent({ id: "pi_2", hold: "pending" });
+      const authorize = (id: string, version: string) =>
+        store.transition(id, {
+          from: "created",
+          to: "authorized",
+          version,
+          at: 1,
+        }).then(() => "written", (e: Error) => e.message);
+      seen.most = 0;
+      const second = authorize("pi_2", pi2.version);
+      while (reads < 1) await new Promise((r) => setTimeout(r, 5));
+      const first = authorize("pi_1", pi1.version);
+      while (held === undefined) await new Promise((r) => setTimeout(r, 5));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      go();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(seen.waiting, 1);
+      const [row] = await held`SELECT pg_backend_pid() AS pid`;
+      // The query ahead's answer, on the connection opened again, hands
+      // that connection to the first write's reserve(): read twice.
+      relay.arm("ahead of the write");
+      await direct`SELECT pg_terminate_backend(${row!.pid as number})`;
+      assert.deepEqual(await Promise.all([first, second]), [
+        "written",
+        "written",
+      ]);
+      assert.deepEqual(await ahead, { ahead: "ahead of the write" });
+      assert.equal(relay.repeated, 1);
+      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+      for (const id of ["pi_1", "pi_2"]) {
+        const [intent] = await direct.unsafe(
+          `SELECT state FROM "${schema}".intents WHERE id = $1`,
+          [id],
+        );
+        assert.equal(intent?.state, "authorized", id);
       }
     } finally {
       await sql.end({ timeout: 1 });

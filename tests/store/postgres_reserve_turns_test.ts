@@ -9,33 +9,25 @@
  * it about once in 60 runs of `tests/relayer/processes_race_test.ts`; the
  * ordering cannot be forced from outside postgres.js, so these tests pin
  * what rules it out: never two of the client's `reserve()`s waiting at
- * once, whatever stores share the client, and a write whose wait ended
- * before its turn makes none.
+ * once, whatever stores share the client, nor after a close that left
+ * the one holding the turn queued, and a write whose wait ended before its
+ * turn makes none.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import type postgres from "postgres";
+import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import { reserveInTurn } from "../../store/_reserve_turns.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
-
-/** A client whose `reserve()`s are counted while they wait; otherwise the client itself. */
-function counting(sql: postgres.Sql) {
-  const seen = { waiting: 0, most: 0, made: 0 };
-  const client = new Proxy(sql, {
-    get(target, key, receiver) {
-      if (key !== "reserve") return Reflect.get(target, key, receiver);
-      return () => {
-        seen.made++;
-        seen.most = Math.max(seen.most, ++seen.waiting);
-        return target.reserve().finally(() => seen.waiting--);
-      };
-    },
-  });
-  return { client, seen };
-}
+import { counting } from "./_counted_reserves.ts";
 
 Deno.test({
   name:
@@ -110,6 +102,64 @@ Deno.test({
     } finally {
       await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await sql.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "reserveInTurn() keeps the turn through a close that left the holder queued, while a busy connection answers queries sent after the close first",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(1);
+    const sql = postgres(await postgresUrl(), {
+      max: 3,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    const { client, seen } = counting(sql);
+    const answered: Promise<unknown>[] = [];
+    const ask = (query: string) => {
+      const asked = sql.unsafe(query).execute();
+      // Failed by the client's end should the test fail first.
+      asked.catch(() => {});
+      answered.push(asked);
+    };
+    try {
+      // Two of the pool's three connections reserved, the third opening
+      // for a query that keeps it opening for 2 s.
+      const a = await sql.reserve();
+      const b = await sql.reserve();
+      const [row] = await b`SELECT pg_backend_pid() AS pid`;
+      ask("SELECT pg_sleep(2)");
+      // Queued: three for the first reserved connection once it is back
+      // (postgres.js hands it half the queue while one opens), one for the
+      // second when it closes, one ahead of the first reserveInTurn().
+      for (let n = 0; n < 3; n++) ask("SELECT pg_sleep(0.3)");
+      ask("SELECT pg_sleep(2)");
+      ask("SELECT 'ahead of the holder'");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      seen.most = 0;
+      const first = reserveInTurn(client, () => false);
+      const second = reserveInTurn(client, () => false);
+      // Failed by the client's end should the test fail first.
+      for (const waiting of [first, second]) waiting.catch(() => {});
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // The first connection back takes the three, and is busy for about
+      // 0.9 s with room for more: a query sent to the pool meanwhile is
+      // answered right behind them, before the holder's turn comes.
+      a.release();
+      await admin`SELECT pg_terminate_backend(${row!.pid as number})`;
+      const held = await first;
+      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+      held!.release();
+      (await second)!.release();
+      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+      assert.equal(seen.made, 2);
+      await Promise.all(answered);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end();
     }
   }),
 });
