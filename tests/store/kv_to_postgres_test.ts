@@ -469,90 +469,6 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name:
-    "moveKvToPostgres() refuses a store written behind the copy and then ahead of it, and writes nothing",
-  ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
-      const store = new KvStore(file.kv);
-      // More intents than a page of Deno KV's list: the copy reads the
-      // last of them after the writes below.
-      for (let i = 1; i <= 150; i++) {
-        await store.createIntent({
-          id: `pi_${String(i).padStart(4, "0")}`,
-          state: "authorized",
-          hold: "pending",
-        });
-      }
-      // Two commits of an instance still running: a count the copy has
-      // passed, then an intent it has yet to read. The copy sees the
-      // second's commit, which is newer than the first's.
-      const kv = writingMidCopy(file.kv, async () => {
-        await store.admit({ now: T0, count: "pi_0001/settle" });
-        await store.createIntent({
-          id: "pi_0200",
-          state: "authorized",
-          hold: "pending",
-        });
-      });
-      const error = await moveKvToPostgres(kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      }).then(() => null, (error) => error);
-      assert.ok(error instanceof ConflictError, String(error));
-      assert.match(
-        error.message,
-        /\["relayer","(deliveries","pi_0001\/settle|intent","pi_0200)"\] was written while the move copied the store: .* Stop every one/,
-      );
-      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
-});
-
-Deno.test({
-  name:
-    "moveKvToPostgres() refuses an intent and its hold written once the copy read the intents' page as a write during the copy, not as a hold without its intent",
-  ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
-      const store = new KvStore(file.kv);
-      await store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      const kv = writingMidCopy(file.kv, async () => {
-        await store.createIntent({
-          id: "pi_0002",
-          state: "authorized",
-          hold: "pending",
-        });
-      });
-      const error = await moveKvToPostgres(kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      }).then(() => null, (error) => error);
-      assert.ok(error instanceof ConflictError, String(error));
-      assert.match(
-        error.message,
-        /\["relayer","hold","pi_0002"\] was written while the move copied the store/,
-      );
-      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
-});
-
 /**
  * `kv`, but `write` runs once while a list reaches the first intent: an
  * instance of the service still at work during the move.
@@ -574,45 +490,110 @@ function writingMidCopy(kv: Deno.Kv, write: () => Promise<void>): KvLike {
   };
 }
 
-Deno.test({
-  name:
-    "moveKvToPostgres() refuses a store written while it copied it, and writes nothing",
-  ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
-      const store = new KvStore(file.kv);
+/** A write of an instance still running while the move copies the store. */
+interface MidCopyCase {
+  /** What the case shows. */
+  readonly name: string;
+  /** Intents on record before the move, `pi_0001` on. */
+  readonly intents: number;
+  /** What the instance writes once the copy reaches the first intent. */
+  write(store: KvStore): Promise<void>;
+  /** The record the refusal names. */
+  readonly named: RegExp;
+  /** Deliveries of `pi_0001/settle` once the move ran again. */
+  readonly counted: number;
+}
+
+const MID_COPY: readonly MidCopyCase[] = [
+  {
+    name: "a count the copy has passed",
+    intents: 1,
+    write: async (store) => {
+      await store.admit({ now: T0, count: "pi_0001/settle" });
+    },
+    named: /\["relayer","deliveries","pi_0001\/settle"\]/,
+    counted: 1,
+  },
+  {
+    // More intents than a page of Deno KV's list: the copy reads the last
+    // of them after the writes, and sees the second's commit, newer than
+    // the first's.
+    name: "a count the copy has passed, then an intent it has yet to read",
+    intents: 150,
+    write: async (store) => {
+      await store.admit({ now: T0, count: "pi_0001/settle" });
       await store.createIntent({
-        id: "pi_0001",
+        id: "pi_0200",
         state: "authorized",
         hold: "pending",
       });
-      // A delivery counted by an instance still running, once the copy
-      // has passed the counts.
-      const kv = writingMidCopy(file.kv, async () => {
-        await store.admit({ now: T0, count: "pi_0001/settle" });
-      });
-      const error = await moveKvToPostgres(kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      }).then(() => null, (error) => error);
-      assert.ok(error instanceof ConflictError, String(error));
-      assert.match(
-        error.message,
-        /\["relayer","deliveries","pi_0001\/settle"\] was written while the move copied the store: .* Stop every one/,
-      );
-      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
-      // Stopped, the move carries the count too.
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      });
-      assert.equal(report.moved.counts, 1);
-      assert.equal(await pg.store.deliveries("pi_0001/settle", T0), 1);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
+    },
+    named: /\["relayer","(deliveries","pi_0001\/settle|intent","pi_0200)"\]/,
+    counted: 1,
   },
-});
+  {
+    // Not a hold without its intent, to be deleted.
+    name: "an intent and its hold once the copy read the intents' page",
+    intents: 1,
+    write: async (store) => {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+    },
+    named: /\["relayer","hold","pi_0002"\]/,
+    counted: 0,
+  },
+];
+
+for (const midCopy of MID_COPY) {
+  Deno.test({
+    name:
+      `moveKvToPostgres() refuses a store written while it copied it, and writes nothing: ${midCopy.name}`,
+    ignore: !postgresAvailable,
+    async fn() {
+      const file = await kvFile();
+      const pg = await openPostgresStore();
+      try {
+        const store = new KvStore(file.kv);
+        for (let i = 1; i <= midCopy.intents; i++) {
+          await store.createIntent({
+            id: `pi_${String(i).padStart(4, "0")}`,
+            state: "authorized",
+            hold: "pending",
+          });
+        }
+        const kv = writingMidCopy(file.kv, () => midCopy.write(store));
+        const error = await moveKvToPostgres(kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof ConflictError, String(error));
+        assert.match(error.message, midCopy.named);
+        assert.match(
+          error.message,
+          /\] was written while the move copied the store: .* Stop every one/,
+        );
+        assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+        // Stopped, the move carries what was written too.
+        const report = await moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        });
+        assert.ok(report.moved.intents >= midCopy.intents);
+        assert.equal(
+          await pg.store.deliveries("pi_0001/settle", T0),
+          midCopy.counted,
+        );
+        assert.equal(
+          (await rowCounts(pg.sql, pg.schema)).intents,
+          report.moved.intents,
+        );
+      } finally {
+        await pg.close();
+        await file.close();
+      }
+    },
+  });
+}
