@@ -14,9 +14,9 @@
  */
 
 import assert from "node:assert/strict";
-import net from "node:net";
 import postgres from "postgres";
 import { connect, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
 
 /** How a promise settled within `ms`: its value, its error, or "pending". */
@@ -35,34 +35,6 @@ async function settled<T>(
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** A TCP relay to `target` whose listener can be closed, its relayed connections kept. */
-async function refusingLater(target: string) {
-  const to = new URL(target);
-  const sockets: net.Socket[] = [];
-  const relay = net.createServer((client) => {
-    const upstream = net.connect(Number(to.port), to.hostname);
-    sockets.push(client, upstream);
-    client.on("error", () => {});
-    upstream.on("error", () => {});
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise<void>((resolve) =>
-    relay.listen(0, "127.0.0.1", () => resolve())
-  );
-  const via = new URL(target);
-  via.port = String((relay.address() as net.AddressInfo).port);
-  return {
-    url: via.href,
-    /** New connections are refused from now on (the relayed ones kept). */
-    refuse: () => void relay.close(),
-    close() {
-      if (relay.listening) relay.close();
-      for (const socket of sockets) socket.destroy();
-    },
-  };
 }
 
 /**
@@ -160,7 +132,7 @@ Deno.test({
     "postgres.js 3.4.9: a reserve() at the head of the queue when the pool's connection is ended is rejected when that connection cannot open again",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
-    const relay = await refusingLater(await postgresUrl());
+    const relay = await refusingRelay(await postgresUrl());
     try {
       await oneHeld(relay.url, async (sql, _held, pid, admin) => {
         const waiting = sql.reserve();
