@@ -10,8 +10,10 @@
  * ordering cannot be forced from outside postgres.js, so these tests pin
  * what rules it out: never two of the client's `reserve()`s waiting at
  * once, whatever stores share the client, nor after a close that left
- * the one holding the turn queued, and a write whose wait ended before its
- * turn makes none.
+ * the one holding the turn queued; a write whose wait ended before its
+ * turn makes none, and passes the turn on to the next; the writes take the
+ * turn in the order they asked; and one client's turn holds up no other
+ * client's writes.
  *
  * @module
  */
@@ -99,6 +101,9 @@ Deno.test({
       assert.equal(await store.getIntent("pi_a"), null);
       const after = await store.createIntent({ id: "pi_d" });
       assert.equal(after.state, "created");
+      // The turn went through the two that gave up, to the next write:
+      // still none of theirs, one of its own.
+      assert.equal(seen.made - made, 2);
     } finally {
       await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await sql.end();
@@ -160,6 +165,109 @@ Deno.test({
     } finally {
       await sql.end({ timeout: 1 });
       await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose wait ended before its turn passes the turn on: the write queued behind it, still waiting, lands",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const sql = await connect(1);
+    const schema = freshSchema();
+    try {
+      // One client, two stores: one whose writes wait long, one short.
+      const patient = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: 5_000,
+      });
+      const hasty = new PostgresStore(sql, { schema, connectionWaitMs: 300 });
+      await patient.migrate();
+      // The pool's one connection held: the first write's reserve() waits
+      // for it, the hasty write behind it gives up, the last still waits.
+      const held = await sql.reserve();
+      const answer = (write: Promise<{ state: string }>) =>
+        write.then((intent) => intent.state, (e: Error) => e.message);
+      const first = answer(patient.createIntent({ id: "pi_first" }));
+      const hurried = answer(hasty.createIntent({ id: "pi_hurried" }));
+      const last = answer(patient.createIntent({ id: "pi_last" }));
+      assert.match(await hurried, /connection/);
+      held.release();
+      assert.equal(await first, "created");
+      assert.equal(await last, "created");
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: writes waiting for the pool's one connection take it in the order they asked",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const sql = await connect(1);
+    const schema = freshSchema();
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      const held = await sql.reserve();
+      const order: string[] = [];
+      const ids = ["pi_1", "pi_2", "pi_3", "pi_4"];
+      const writes = ids.map((id) =>
+        store.createIntent({ id }).then(() => void order.push(id))
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      held.release();
+      await Promise.all(writes);
+      assert.deepEqual(order, ids);
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write waiting for a connection of one client holds up no write of another client",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const busy = await connect(1);
+    const free = await connect(1);
+    const schema = freshSchema();
+    try {
+      const waiting = new PostgresStore(busy, {
+        schema,
+        connectionWaitMs: 3_000,
+      });
+      const other = new PostgresStore(free, {
+        schema,
+        connectionWaitMs: 2_000,
+      });
+      await other.migrate();
+      // The busy client's one connection held for longer than both waits.
+      const held = await busy.reserve();
+      try {
+        const stuck = waiting.createIntent({ id: "pi_stuck" }).then(
+          (intent) => intent.state,
+          (e: Error) => e.message,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(
+          (await other.createIntent({ id: "pi_other" })).state,
+          "created",
+        );
+        assert.match(await stuck, /connection/);
+      } finally {
+        held.release();
+      }
+    } finally {
+      await free.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await busy.end();
+      await free.end();
     }
   }),
 });

@@ -1,0 +1,72 @@
+/**
+ * The turns of `reserveInTurn()` (store/_reserve_turns.ts) over a client
+ * whose `reserve()`s settle when the test says, and whose pool's closes it
+ * makes: a close passes the turn on once, and the `reserve()` it passed
+ * over settling later passes nothing more; a rejected `reserve()` passes
+ * the turn on as a served one does. The writes over a real server are in
+ * postgres_reserve_turns_test.ts.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { reserveInTurn } from "../../store/_reserve_turns.ts";
+
+/** A client of `reserve()`s that wait until settled by hand, and closes made by hand. */
+function client() {
+  const options: { onclose?: (id: number) => void } = {};
+  const waiting: {
+    resolve(connection: string): void;
+    reject(error: Error): void;
+  }[] = [];
+  return {
+    client: {
+      options,
+      reserve: () =>
+        new Promise<string>((resolve, reject) =>
+          void waiting.push({ resolve, reject })
+        ),
+    },
+    waiting,
+    /** A connection of the pool closed, as postgres.js calls `onclose`. */
+    close: () => options.onclose?.(1),
+  };
+}
+
+/** Lets every microtask queued so far (and those they queue) run. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+Deno.test("reserveInTurn() passes the turn on once at a close, and not again when the reserve() it passed over settles", async () => {
+  const { client: sql, waiting, close } = client();
+  const answers = ["a", "b", "c"].map(() => reserveInTurn(sql, () => false));
+  await settle();
+  assert.equal(waiting.length, 1, "one reserve() waits at a time");
+  // A close may have stranded the first (porsager/postgres#1195): the
+  // second asks meanwhile.
+  close();
+  await settle();
+  assert.equal(waiting.length, 2);
+  waiting[0]!.resolve("a");
+  await settle();
+  assert.equal(waiting.length, 2, "the turn was passed on twice");
+  waiting[1]!.resolve("b");
+  await settle();
+  assert.equal(waiting.length, 3);
+  waiting[2]!.resolve("c");
+  assert.deepEqual(await Promise.all(answers), ["a", "b", "c"]);
+});
+
+Deno.test("reserveInTurn() passes the turn on when a reserve() rejects, and rejects with its error", async () => {
+  const { client: sql, waiting } = client();
+  const first = reserveInTurn(sql, () => false);
+  const second = reserveInTurn(sql, () => false);
+  await settle();
+  assert.equal(waiting.length, 1);
+  const refused = new Error("refused");
+  waiting[0]!.reject(refused);
+  await assert.rejects(first, (error) => error === refused);
+  await settle();
+  assert.equal(waiting.length, 2, "the next reserve() never asked");
+  waiting[1]!.resolve("b");
+  assert.equal(await second, "b");
+});
