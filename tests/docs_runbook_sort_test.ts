@@ -1,8 +1,9 @@
 /**
  * The runbook's sort of a burst of dead letters by their intents' state
  * now, run as written (bash, curl and jq) against the app served on
- * loopback: an intent whose read fails is not sorted as gone, since the
- * runbook has the letters of gone intents discarded.
+ * loopback: an intent whose read fails (a 503 of the service's, or an
+ * answer without JSON from a proxy in front of it) is not sorted as gone,
+ * since the runbook has the letters of gone intents discarded.
  *
  * @module
  */
@@ -82,6 +83,9 @@ Deno.test({
     await store.putDeadLetter(letter("pi_kept", 1));
     await store.putDeadLetter(letter("pi_blip", 2));
     await store.putDeadLetter(letter("pi_gone", 3));
+    // Reads a proxy in front of the service answers itself: no JSON.
+    await store.putDeadLetter(letter("pi_proxied", 4));
+    await store.putDeadLetter(letter("pi_empty", 5));
     const app = createApp({
       store,
       sender: new ScriptedSender({}),
@@ -90,7 +94,19 @@ Deno.test({
     });
     const server = Deno.serve(
       { hostname: "127.0.0.1", port: 0, onListen() {} },
-      app.fetch,
+      (request) => {
+        const { pathname } = new URL(request.url);
+        if (pathname.endsWith("/pi_proxied")) {
+          return new Response("<html><h1>502 Bad Gateway</h1></html>", {
+            status: 502,
+            headers: { "content-type": "text/html" },
+          });
+        }
+        if (pathname.endsWith("/pi_empty")) {
+          return new Response(null, { status: 504 });
+        }
+        return app.fetch(request);
+      },
     );
     const dir = await Deno.makeTempDir();
     try {
@@ -121,6 +137,8 @@ Deno.test({
       assert.equal(states.get("pi_gone"), "gone");
       assert.notEqual(states.get("pi_blip"), "gone");
       assert.equal(states.get("pi_blip"), "unread");
+      assert.equal(states.get("pi_proxied"), "unread");
+      assert.equal(states.get("pi_empty"), "unread");
     } finally {
       await server.shutdown();
       await Deno.remove(dir, { recursive: true });
