@@ -22,7 +22,8 @@
  * the seed draws while the others keep serving; a delivery it cut is
  * redelivered to any live one. Each instance reaches the signer under a
  * path of its own (`/i2/send`), so that a kill excuses only its own sends
- * (an overlap, a send that may have left); the checks are the same. The
+ * (an overlap, a send that may have left), and a send under no
+ * instance's path is flagged; the checks are otherwise the same. The
  * summary says how the requests, the copies, the races and the kills were
  * spread.
  *
@@ -537,6 +538,63 @@ function sameInstance(
     kill.instance === instance;
 }
 
+/**
+ * Where instance `index` (from 0) of several reaches the signer: under a
+ * path of its own, which {@linkcode signerPath} reads back, so that a kill
+ * excuses only that instance's sends.
+ *
+ * @example
+ * ```ts
+ * instanceSenderUrl("http://127.0.0.1:9000", 1); // "http://127.0.0.1:9000/i2"
+ * ```
+ */
+export function instanceSenderUrl(signerBase: string, index: number): string {
+  return `${signerBase}/i${index + 1}`;
+}
+
+/**
+ * The instance (from 0) a request to the signer came from, by the prefix
+ * {@linkcode instanceSenderUrl} gave it, and its path without the prefix;
+ * a path without one (a run of one instance) names no instance.
+ *
+ * @example
+ * ```ts
+ * signerPath("/i2/send"); // { instance: 1, pathname: "/send" }
+ * signerPath("/send"); // { instance: undefined, pathname: "/send" }
+ * ```
+ */
+export function signerPath(
+  pathname: string,
+): { instance: number | undefined; pathname: string } {
+  const prefix = /^\/i(\d+)(\/.*)$/.exec(pathname);
+  return prefix === null
+    ? { instance: undefined, pathname }
+    : { instance: Number(prefix[1]) - 1, pathname: prefix[2]! };
+}
+
+/**
+ * Where the queue sends a request with several instances: a live one drawn
+ * by `random`, one not in `avoid` where there is one (the other copy sent
+ * at once, the delivery a give-up races); any live one if all are avoided,
+ * and any at all if none is live (the request then waits for it).
+ *
+ * @example
+ * ```ts
+ * const servers = [{ live: true }, { live: false }, { live: true }];
+ * pickInstance(servers, () => 0, new Set([servers[0]!])); // servers[2]
+ * ```
+ */
+export function pickInstance<T extends { readonly live: boolean }>(
+  servers: readonly T[],
+  random: () => number,
+  avoid?: ReadonlySet<T>,
+): T {
+  const live = servers.filter((server) => server.live);
+  const free = live.filter((server) => !avoid?.has(server));
+  const from = free.length > 0 ? free : live.length > 0 ? live : servers;
+  return from[Math.floor(random() * from.length)]!;
+}
+
 /** One `/send` the stub received. */
 interface SendRecord {
   readonly arrivedAt: number;
@@ -577,9 +635,7 @@ class SignerStub {
     const url = new URL(request.url);
     // With several instances, each sends under its own prefix (`/i2/send`):
     // a kill of one cuts only its own sends.
-    const prefix = /^\/i(\d+)(\/.*)$/.exec(url.pathname);
-    const instance = prefix === null ? undefined : Number(prefix[1]) - 1;
-    const pathname = prefix === null ? url.pathname : prefix[2]!;
+    const { instance, pathname } = signerPath(url.pathname);
     if (request.method === "POST" && pathname === "/send") {
       return await this.#send(request, instance);
     }
@@ -2353,7 +2409,9 @@ async function runCrashTest(
     const server: ServerProcess = new ServerProcess(
       ROOT,
       dir,
-      several ? { ...env, SENDER_URL: `${signerBase}/i${index + 1}` } : env,
+      several
+        ? { ...env, SENDER_URL: instanceSenderUrl(signerBase, index) }
+        : env,
       fail,
       (exit, tries) => {
         const again = startAgain(exit, options.dbFaults.length > 0, tries);
@@ -2404,13 +2462,8 @@ async function runCrashTest(
    * drawn by the seed, one not in `avoid` where there is one (the other
    * copy sent at once, the delivery a give-up races).
    */
-  const pick = (avoid?: ReadonlySet<ServerProcess>): ServerProcess => {
-    if (!several) return servers[0]!;
-    const live = servers.filter((server) => server.live);
-    const free = live.filter((server) => !avoid?.has(server));
-    const from = free.length > 0 ? free : live.length > 0 ? live : servers;
-    return from[Math.floor(fleetRandom() * from.length)]!;
-  };
+  const pick = (avoid?: ReadonlySet<ServerProcess>): ServerProcess =>
+    several ? pickInstance(servers, fleetRandom, avoid) : servers[0]!;
   /** How many starts were tried again after a refusal, on every instance. */
   const refusals = () =>
     servers.reduce((n, server) => n + server.refusals.length, 0);
@@ -4232,6 +4285,17 @@ async function runCrashTest(
           `the ${lives.length} server processes fetched Google's keys ${fetches} times (at most ${allowed}: each once, then once per verifier and ${
             formatDuration(JWKS_REFETCH_INTERVAL_MS)
           } for an unknown kid): the refetch is not rate-limited`,
+        );
+      }
+      // A send that names no instance of the run would be excused by a
+      // kill of any: the checks would pass what they must flag.
+      const unnamed = [...stub.sends.values()].flat().filter((send) =>
+        !Number.isInteger(send.instance) || send.instance! < 0 ||
+        send.instance! >= options.instances
+      ).length;
+      if (unnamed > 0) {
+        violations.push(
+          `${unnamed} /send(s) reached the signer without the path of one of the ${options.instances} instances (/i1 to /i${options.instances}): a kill of one would excuse them all`,
         );
       }
     }

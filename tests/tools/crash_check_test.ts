@@ -5,8 +5,9 @@
  * counted pushes and refused stale tokens); its count of each process's
  * fetches of Google's keys; the quiet after an acked give-up; what the
  * operator makes of a resolution's answer; the order of an intent's reads
- * (I3); its `--trace` flag; and when it starts a server again that
- * refused to start.
+ * (I3); its `--trace` flag; when it starts a server again that refused
+ * to start; and, with several instances, whose sends the signer saw and
+ * where the queue sends a request.
  *
  * @module
  */
@@ -18,14 +19,17 @@ import {
   backwardMove,
   bookAnswers,
   fetchesByGeneration,
+  instanceSenderUrl,
   type JobRecord,
   namesMessage,
   overlappingSends,
   parseOptions,
+  pickInstance,
   quietAfterGiveUp,
   resolveAnswer,
   SentOrder,
   settledBehindCutSend,
+  signerPath,
   START_TRIES,
   startAgain,
   storeFailed,
@@ -81,6 +85,52 @@ Deno.test("overlappingSends() with several instances passes only the sends of th
     overlappingSends([of(0, 100, null), of(1, 700, 720)], kills),
     undefined,
   );
+});
+
+Deno.test("signerPath() reads back the instance each of several reaches the signer as, and a path of one instance names none", () => {
+  const base = "http://127.0.0.1:9000";
+  for (const index of [0, 1, 2]) {
+    const url = new URL(`${instanceSenderUrl(base, index)}/send`);
+    assert.deepEqual(signerPath(url.pathname), {
+      instance: index,
+      pathname: "/send",
+    });
+    const receipt = new URL(`${instanceSenderUrl(base, index)}/receipt/0xab`);
+    assert.deepEqual(signerPath(receipt.pathname), {
+      instance: index,
+      pathname: "/receipt/0xab",
+    });
+  }
+  // Each instance its own path: a kill of one excuses none of another's.
+  assert.equal(
+    new Set([0, 1, 2].map((index) => instanceSenderUrl(base, index))).size,
+    3,
+  );
+  assert.deepEqual(signerPath("/send"), {
+    instance: undefined,
+    pathname: "/send",
+  });
+});
+
+Deno.test("pickInstance() sends to a live instance, one not avoided where there is one, drawn by the seed", () => {
+  const [a, b, c] = [{ live: true }, { live: false }, { live: true }];
+  const servers = [a, b, c];
+  for (const draw of [0, 0.3, 0.5, 0.99]) {
+    const random = () => draw;
+    // Never to the one being restarted.
+    assert.notEqual(pickInstance(servers, random), b);
+    // The other copy's, or the raced delivery's, avoided.
+    assert.equal(pickInstance(servers, random, new Set([a])), c);
+    assert.equal(pickInstance(servers, random, new Set([c])), a);
+    // Every live one avoided: a live one still.
+    assert.notEqual(pickInstance(servers, random, new Set([a, c])), b);
+  }
+  // The draw spreads requests over the live ones.
+  assert.equal(pickInstance(servers, () => 0), a);
+  assert.equal(pickInstance(servers, () => 0.99), c);
+  // None live: any, to wait for.
+  const down = [{ live: false }, { live: false }];
+  assert.equal(pickInstance(down, () => 0.99), down[1]);
 });
 
 Deno.test("parseOptions() takes --instances, 1 unless given", () => {
@@ -478,11 +528,11 @@ Deno.test("settledBehindCutSend() with several instances counts a kill only of t
     answeredAt: null,
     instance,
   }];
-  const behind = (writer: number, generation: number, sender = 0) =>
+  const behind = (writer: number, generation: number, sender = 0, at = 900) =>
     settledBehindCutSend(
       line,
       generation,
-      900,
+      at,
       sends(sender),
       kills,
       200,
@@ -495,6 +545,9 @@ Deno.test("settledBehindCutSend() with several instances counts a kill only of t
   // the kill did not hit.
   assert.equal(behind(0, 1), undefined);
   assert.equal(behind(1, 1, 1), undefined);
+  // Not a line another instance wrote before the kill: the send was still
+  // in flight, and its settle was not behind a cut one.
+  assert.equal(behind(1, 1, 0, 480), undefined);
 });
 
 Deno.test("settledBehindCutSend() names a delivery's settle whose intent's last /send a kill cut, and nothing else", () => {
