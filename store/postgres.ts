@@ -980,7 +980,12 @@ export class PostgresStore implements Store {
       }
       const missing = unmigrated(error, `Cannot ${what}`, this.#schema);
       if (missing !== null) throw missing;
-      const aborted = abortedSession(what, "written", error);
+      const aborted = abortedSession(
+        what,
+        "written",
+        error,
+        this.#sql.options?.fetch_types === false,
+      );
       if (aborted !== null) throw aborted;
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
@@ -2561,15 +2566,25 @@ function bounded<T>(
  * same client left open on the connection (a `sql.begin()` of postgres.js
  * 3.4.9 that handed its connection back mid-transaction,
  * porsager/postgres#1189), and nothing of this call ran.
+ *
+ * `kept`: the call was a write through `sql.begin()` (a client made with
+ * `fetch_types: false`), whose `BEGIN` so refused leaves postgres.js 3.4.9
+ * holding the connection as its transaction's, never sent anything again
+ * nor handed back: trying again waits for another connection, and the
+ * failed transaction stays open until the server ends that session.
  */
 function abortedSession(
   what: string,
   done: "read" | "written",
   error: unknown,
+  kept = false,
 ): Error | null {
   if ((error as { code?: unknown })?.code !== "25P02") return null;
+  const then = kept
+    ? ", and postgres.js 3.4.9 now keeps that connection from the pool (a client made with fetch_types: false writes through sql.begin(), whose BEGIN failed) until the server ends that session: end it (pg_terminate_backend on the session 'idle in transaction (aborted)', or set idle_in_transaction_session_timeout)"
+    : ", so try again";
   return new Error(
-    `Cannot ${what} as PostgreSQL ran it inside a transaction that had already failed on its connection (25P02: current transaction is aborted), which something else using this client left open: nothing was ${done}, so try again, and look for a transaction of your own on this client that is never committed or rolled back`,
+    `Cannot ${what} as PostgreSQL ran it inside a transaction that had already failed on its connection (25P02: current transaction is aborted), which something else using this client left open: nothing was ${done}${then}, and look for a transaction of your own on this client that is never committed or rolled back`,
     { cause: error },
   );
 }
