@@ -1698,6 +1698,82 @@ export function fetchesByGeneration(
   });
 }
 
+/**
+ * How many answers, at most, the killer waits for before each kill (a
+ * seeded share of it, and at least 4): the answers a run expects (three an
+ * intent) spread over the kills and the stretch after the last. With
+ * several instances the jobs do not wait for a restart, so each kill's
+ * share is split among them, or the last kills would come after every job
+ * has ended.
+ *
+ * @example
+ * ```ts
+ * killSegment({ intents: 60, kills: 3, instances: 1 }); // 45
+ * killSegment({ intents: 60, kills: 3, instances: 2 }); // 22
+ * ```
+ */
+export function killSegment(
+  options: Pick<CrashTestOptions, "intents" | "kills" | "instances">,
+): number {
+  const expected = options.intents * 3;
+  return Math.max(
+    8,
+    Math.floor(expected / (options.kills + 1) / options.instances),
+  );
+}
+
+/**
+ * How many times one server process that lived `lifeMs` may fetch Google's
+ * keys: once at its first push, then each of its two verifiers at most once
+ * a refetch interval, for a kid it does not know.
+ *
+ * @example
+ * ```ts
+ * keyFetchesAllowed(0); // 3
+ * ```
+ */
+export function keyFetchesAllowed(lifeMs: number): number {
+  return 1 + 2 * (1 + Math.floor(lifeMs / JWKS_REFETCH_INTERVAL_MS));
+}
+
+/**
+ * With several instances at once, whose fetches of Google's keys the
+ * stand-in cannot tell apart: how many server processes ran, and how many
+ * fetches they may make together, each instance's processes dated by its
+ * own kills (a kill of another ended none of its).
+ *
+ * @example Two instances, instance 0 killed once
+ * ```ts
+ * fleetKeyFetchesAllowed(
+ *   [{ from: 100, to: 120, instance: 0, generation: 1 }],
+ *   2,
+ *   0,
+ *   1000,
+ * ); // { processes: 3, allowed: 9 }
+ * ```
+ */
+export function fleetKeyFetchesAllowed(
+  kills: readonly KillWindow[],
+  instances: number,
+  started: number,
+  ended: number,
+): { processes: number; allowed: number } {
+  const lives = Array.from(
+    { length: instances },
+    (_, index) =>
+      fetchesByGeneration(
+        [],
+        kills.filter((kill) => kill.instance === index),
+        started,
+        ended,
+      ),
+  ).flat();
+  return {
+    processes: lives.length,
+    allowed: lives.reduce((n, life) => n + keyFetchesAllowed(life.lifeMs), 0),
+  };
+}
+
 function check(input: CheckInput): CheckResult {
   const violations: string[] = [];
   const orphans: string[] = [];
@@ -3874,14 +3950,7 @@ async function runCrashTest(
   /** Whether the killer is killing the server, or starting the next. */
   let killing = false;
   const killer = async (): Promise<void> => {
-    const expected = options.intents * 3;
-    // With several instances the jobs do not wait for a restart: each
-    // kill's share of the answers is split among them, or the last kills
-    // come after every job has ended.
-    const segment = Math.max(
-      8,
-      Math.floor(expected / (options.kills + 1) / options.instances),
-    );
+    const segment = killSegment(options);
     for (let k = 0; k < options.kills; k++) {
       const budget = Math.max(
         4,
@@ -4261,8 +4330,6 @@ async function runCrashTest(
     // apart, the bound is the sum of every process's, each instance's
     // processes dated by its own kills.
     const ended = now();
-    const allowedIn = (lifeMs: number) =>
-      1 + 2 * (1 + Math.floor(lifeMs / JWKS_REFETCH_INTERVAL_MS));
     const fetchesBy = several ? [] : fetchesByGeneration(
       google.standIn.fetchedAt,
       stats.kills,
@@ -4270,19 +4337,16 @@ async function runCrashTest(
       ended,
     );
     if (several) {
-      const lives = servers.flatMap((_, index) =>
-        fetchesByGeneration(
-          [],
-          stats.kills.filter((kill) => kill.instance === index),
-          started,
-          ended,
-        )
+      const { processes, allowed } = fleetKeyFetchesAllowed(
+        stats.kills,
+        options.instances,
+        started,
+        ended,
       );
-      const allowed = lives.reduce((n, l) => n + allowedIn(l.lifeMs), 0);
       const fetches = google.standIn.fetchedAt.length;
       if (fetches > allowed) {
         violations.push(
-          `the ${lives.length} server processes fetched Google's keys ${fetches} times (at most ${allowed}: each once, then once per verifier and ${
+          `the ${processes} server processes fetched Google's keys ${fetches} times (at most ${allowed}: each once, then once per verifier and ${
             formatDuration(JWKS_REFETCH_INTERVAL_MS)
           } for an unknown kid): the refetch is not rate-limited`,
         );
@@ -4300,7 +4364,7 @@ async function runCrashTest(
       }
     }
     for (const { generation, fetches, lifeMs } of fetchesBy) {
-      const allowed = allowedIn(lifeMs);
+      const allowed = keyFetchesAllowed(lifeMs);
       if (fetches > allowed) {
         violations.push(
           `server ${generation} fetched Google's keys ${fetches} times in ${

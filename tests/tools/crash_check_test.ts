@@ -19,8 +19,11 @@ import {
   backwardMove,
   bookAnswers,
   fetchesByGeneration,
+  fleetKeyFetchesAllowed,
   instanceSenderUrl,
   type JobRecord,
+  keyFetchesAllowed,
+  killSegment,
   namesMessage,
   overlappingSends,
   parseOptions,
@@ -131,6 +134,15 @@ Deno.test("pickInstance() sends to a live instance, one not avoided where there 
   // None live: any, to wait for.
   const down = [{ live: false }, { live: false }];
   assert.equal(pickInstance(down, () => 0.99), down[1]);
+});
+
+Deno.test("killSegment() splits each kill's share of the answers among several instances, and keeps a run of one as it was", () => {
+  assert.equal(killSegment({ intents: 60, kills: 3, instances: 1 }), 45);
+  assert.equal(killSegment({ intents: 300, kills: 5, instances: 1 }), 150);
+  assert.equal(killSegment({ intents: 60, kills: 3, instances: 2 }), 22);
+  assert.equal(killSegment({ intents: 60, kills: 3, instances: 3 }), 15);
+  // Never below 8 answers.
+  assert.equal(killSegment({ intents: 4, kills: 3, instances: 3 }), 8);
 });
 
 Deno.test("parseOptions() takes --instances, 1 unless given", () => {
@@ -328,6 +340,33 @@ Deno.test("fetchesByGeneration() counts each process's fetches of Google's keys,
       { generation: 3, fetches: 2, lifeMs: 690 },
     ],
   );
+});
+
+Deno.test("fleetKeyFetchesAllowed() bounds several instances' fetches of Google's keys by every process's, each instance's dated by its own kills", () => {
+  const minute = keyFetchesAllowed(60_000) - keyFetchesAllowed(0);
+  assert.equal(keyFetchesAllowed(0), 3);
+  assert.ok(minute > 0, "a longer life may fetch more");
+  // No kill: one process per instance, each the whole run.
+  assert.deepEqual(fleetKeyFetchesAllowed([], 3, 0, 1000), {
+    processes: 3,
+    allowed: 3 * keyFetchesAllowed(1000),
+  });
+  // Instance 1 killed twice: three processes of its, one of instance 0's.
+  const kills = [
+    { from: 100, to: 120, instance: 1, generation: 1 },
+    { from: 500, to: 530, instance: 1, generation: 2 },
+  ];
+  assert.deepEqual(fleetKeyFetchesAllowed(kills, 2, 0, 1000), {
+    processes: 4,
+    allowed: 4 * keyFetchesAllowed(0),
+  });
+  // A run of a few minutes: the processes' lives, not the run's, each.
+  const long = [{ from: 100_000, to: 101_000, instance: 0, generation: 1 }];
+  assert.deepEqual(fleetKeyFetchesAllowed(long, 2, 0, 200_000), {
+    processes: 3,
+    allowed: keyFetchesAllowed(101_000) + keyFetchesAllowed(99_000) +
+      keyFetchesAllowed(200_000),
+  });
 });
 
 Deno.test("storeFailed() takes a 503 that says the store failed, and no other answer", () => {
