@@ -3,7 +3,8 @@
  * whose `reserve()`s settle when the test says, and whose pool's closes it
  * makes: a close passes the turn on once, and the `reserve()` it passed
  * over settling later passes nothing more; a rejected `reserve()` passes
- * the turn on as a served one does. The writes over a real server are in
+ * the turn on as a served one does; and a settled turn is held by nothing
+ * (its watch of the closes ended). The writes over a real server are in
  * postgres_reserve_turns_test.ts.
  *
  * @module
@@ -69,4 +70,51 @@ Deno.test("reserveInTurn() passes the turn on when a reserve() rejects, and reje
   assert.equal(waiting.length, 2, "the next reserve() never asked");
   waiting[1]!.resolve("b");
   assert.equal(await second, "b");
+});
+
+Deno.test("reserveInTurn() keeps nothing of a reserve() once it settled: its watch of the pool's closes ends with it", async () => {
+  // Run apart, where the garbage collector can be asked to run: whether
+  // what each of 100 turns was given is still held after them.
+  const module = new URL("../../store/_reserve_turns.ts", import.meta.url);
+  const script = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(
+      script,
+      `import { reserveInTurn } from ${JSON.stringify(module.href)};
+const client = { options: {}, reserve: () => Promise.resolve("connection") };
+const given: WeakRef<() => boolean>[] = [];
+for (let i = 0; i < 100; i++) {
+  const gaveUp = () => false;
+  given.push(new WeakRef(gaveUp));
+  await reserveInTurn(client, gaveUp);
+}
+const gc = (globalThis as unknown as { gc(): void }).gc;
+for (let i = 0; i < 2; i++) {
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  gc();
+}
+console.log(given.filter((ref) => ref.deref() !== undefined).length);
+`,
+    );
+    const { success, stdout, stderr } = await new Deno.Command(
+      Deno.execPath(),
+      {
+        args: [
+          "run",
+          "--quiet",
+          "--v8-flags=--expose-gc",
+          "--allow-read",
+          script,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      },
+    ).output();
+    assert.ok(success, new TextDecoder().decode(stderr));
+    const held = Number(new TextDecoder().decode(stdout).trim());
+    // The last turn's may outlive it a little; not one a turn.
+    assert.ok(held <= 5, `${held} of 100 turns' callers still held`);
+  } finally {
+    await Deno.remove(script);
+  }
 });
