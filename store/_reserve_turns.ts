@@ -60,12 +60,25 @@ type Reserving<T> = {
   ): { execute(): PromiseLike<unknown> };
 };
 
-/** Per client: whether a `reserve()` of its is waiting, and who waits for the turn. */
+/**
+ * Per pool: whether a `reserve()` of its is waiting, and who waits for the
+ * turn. Keyed by the client's `options`, the one object of its pool
+ * (postgres.js's closes are watched on it too), so that a wrapper of the
+ * client (a `Proxy`, as an instrumentation makes, passes `options`
+ * through) takes turns with the client itself; by the client where it has
+ * none.
+ */
 const TURNS = new WeakMap<object, { held: boolean; queue: (() => void)[] }>();
+
+/** The object a client's turns are kept under. */
+function pool(client: Reserving<unknown>): object {
+  const options = client.options;
+  return typeof options === "object" && options !== null ? options : client;
+}
 
 /**
  * `client.reserve()`, once no other `reserve()` made through this is
- * waiting for a connection of the same client.
+ * waiting for a connection of the same client (or of a wrapper of it).
  *
  * @param client A postgres.js client.
  * @param gaveUp Whether the caller stopped waiting: asked when its turn
@@ -77,10 +90,11 @@ export function reserveInTurn<T>(
   client: Reserving<T>,
   gaveUp: () => boolean,
 ): Promise<T | null> {
-  let turns = TURNS.get(client);
+  const key = pool(client);
+  let turns = TURNS.get(key);
   if (turns === undefined) {
     turns = { held: false, queue: [] };
-    TURNS.set(client, turns);
+    TURNS.set(key, turns);
   }
   const mine = turns;
   return new Promise<T | null>((resolve, reject) => {

@@ -71,6 +71,42 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore: a store on a wrapper of the client (a Proxy, as an instrumentation makes) takes turns with a store on the client itself",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const sql = await connect(3);
+    const { client, seen } = counting(sql);
+    // Passes everything through to the client, as a tracing wrapper does.
+    const wrapped = new Proxy(client, {});
+    const schemas = [freshSchema(), freshSchema()];
+    try {
+      const stores = [
+        new PostgresStore(client, { schema: schemas[0]! }),
+        new PostgresStore(wrapped, { schema: schemas[1]! }),
+      ];
+      for (const store of stores) await store.migrate();
+      seen.most = 0;
+      const ids = Array.from({ length: 24 }, (_, i) => `pi_${i}`);
+      await Promise.all(
+        stores.flatMap((store) => ids.map((id) => store.createIntent({ id }))),
+      );
+      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+      for (const store of stores) {
+        for (const id of ids) {
+          assert.equal((await store.getIntent(id))?.state, "created");
+        }
+      }
+    } finally {
+      for (const schema of schemas) {
+        await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      }
+      await sql.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
     "PostgresStore: a write whose wait for a connection ended before its turn makes no reserve() of its own",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
