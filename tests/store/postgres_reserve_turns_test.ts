@@ -31,79 +31,55 @@ import {
 import { timeout } from "../_timeout.ts";
 import { counting } from "./_counted_reserves.ts";
 
-Deno.test({
-  name:
-    "PostgresStore: concurrent writes of two stores on one client never have two of its reserve()s waiting at once, and every write lands",
-  ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const sql = await connect(3);
-    const { client, seen } = counting(sql);
-    const schemas = [freshSchema(), freshSchema()];
-    try {
-      const stores = schemas.map((schema) =>
-        new PostgresStore(client, { schema })
-      );
-      for (const store of stores) await store.migrate();
-      const made = seen.made;
-      seen.most = 0;
-      const ids = Array.from({ length: 24 }, (_, i) => `pi_${i}`);
-      await Promise.all(
-        stores.flatMap((store) => [
-          ...ids.map((id) => store.createIntent({ id })),
-          ...ids.map((id) => store.getIntent(id)),
-        ]),
-      );
-      assert.ok(seen.made - made >= 48, `${seen.made - made} reserve()s`);
-      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      for (const store of stores) {
-        for (const id of ids) {
-          assert.equal((await store.getIntent(id))?.state, "created");
-        }
-      }
-    } finally {
-      for (const schema of schemas) {
-        await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      }
-      await sql.end();
-    }
-  }),
-});
-
-Deno.test({
-  name:
-    "PostgresStore: a store on a wrapper of the client (a Proxy, as an instrumentation makes) takes turns with a store on the client itself",
-  ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const sql = await connect(3);
-    const { client, seen } = counting(sql);
+for (
+  const [second, wrap] of [
+    ["the client itself", (client: postgres.Sql) => client],
     // Passes everything through to the client, as a tracing wrapper does.
-    const wrapped = new Proxy(client, {});
-    const schemas = [freshSchema(), freshSchema()];
-    try {
-      const stores = [
-        new PostgresStore(client, { schema: schemas[0]! }),
-        new PostgresStore(wrapped, { schema: schemas[1]! }),
-      ];
-      for (const store of stores) await store.migrate();
-      seen.most = 0;
-      const ids = Array.from({ length: 24 }, (_, i) => `pi_${i}`);
-      await Promise.all(
-        stores.flatMap((store) => ids.map((id) => store.createIntent({ id }))),
-      );
-      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      for (const store of stores) {
-        for (const id of ids) {
-          assert.equal((await store.getIntent(id))?.state, "created");
+    [
+      "a wrapper of it (a Proxy, as an instrumentation makes)",
+      (client: postgres.Sql) => new Proxy(client, {}),
+    ],
+  ] as const
+) {
+  Deno.test({
+    name:
+      `PostgresStore: concurrent writes of two stores on one client, the second on ${second}, never have two of its reserve()s waiting at once, and every write lands`,
+    ignore: !postgresAvailable,
+    fn: timeout(30_000, async () => {
+      const sql = await connect(3);
+      const { client, seen } = counting(sql);
+      const schemas = [freshSchema(), freshSchema()];
+      try {
+        const stores = [
+          new PostgresStore(client, { schema: schemas[0]! }),
+          new PostgresStore(wrap(client), { schema: schemas[1]! }),
+        ];
+        for (const store of stores) await store.migrate();
+        const made = seen.made;
+        seen.most = 0;
+        const ids = Array.from({ length: 24 }, (_, i) => `pi_${i}`);
+        await Promise.all(
+          stores.flatMap((store) => [
+            ...ids.map((id) => store.createIntent({ id })),
+            ...ids.map((id) => store.getIntent(id)),
+          ]),
+        );
+        assert.ok(seen.made - made >= 48, `${seen.made - made} reserve()s`);
+        assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+        for (const store of stores) {
+          for (const id of ids) {
+            assert.equal((await store.getIntent(id))?.state, "created");
+          }
         }
+      } finally {
+        for (const schema of schemas) {
+          await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        }
+        await sql.end();
       }
-    } finally {
-      for (const schema of schemas) {
-        await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      }
-      await sql.end();
-    }
-  }),
-});
+    }),
+  });
+}
 
 Deno.test({
   name:
