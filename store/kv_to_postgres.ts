@@ -50,6 +50,8 @@ import {
   newIntentRecord,
 } from "./_rules.ts";
 import { assertOptionNames, show } from "../policy/_validate.ts";
+import { describeError } from "../policy/_walk.ts";
+import { connectionLost } from "./_postgres_errors.ts";
 import type { DeadLetter, HoldState } from "./store.ts";
 
 /**
@@ -186,6 +188,11 @@ type Sql = postgres.TransactionSql;
  * @throws {TypeError} If an option is invalid, or Deno KV holds a record
  * this store does not write or cannot be kept in PostgreSQL. Nothing was
  * moved.
+ * @throws {Error} If PostgreSQL lost the connection during the move: run
+ * it again. Nothing was moved, unless the connection was lost under the
+ * commit (the move run again then refuses the schema: it is done). End
+ * the client with a timeout (`sql.end({ timeout: 5 })`): postgres.js
+ * 3.4.9's `end()` waits for ever on the connection lost.
  *
  * @example Move an in-memory store
  * ```ts
@@ -301,15 +308,15 @@ export async function moveKvToPostgres(
   };
   await client.begin(async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
-    await tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`);
+    await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
     try {
       // Writes wait until the move commits; reads go on.
-      await tx.unsafe(
+      await unlessLost(tx.unsafe(
         `LOCK TABLE ${
           ["intents", "holds", "leases", "counters", "claims", "dead_letters"]
             .map((name) => `"${schema}".${name}`).join(", ")
         } IN EXCLUSIVE MODE`,
-      );
+      ));
     } catch (error) {
       if ((error as { code?: unknown }).code !== "55P03") throw error;
       throw new BusyError(
@@ -446,8 +453,32 @@ export async function moveKvToPostgres(
       throw error;
     }
     await refuseWrittenSince(kv, prefix, start);
+  }).catch((error) => {
+    if (!connectionLost(error)) throw error;
+    throw new Error(
+      `Cannot move into schema ${schema} as PostgreSQL lost the connection during the move (${
+        describeError(error)
+      }): run the move again once the database answers. Cut before its commit, the transaction rolled back and nothing was moved; cut under its commit, it may have landed, and the move run again then refuses the schema as holding rows: the move is done.`,
+      { cause: error },
+    );
   });
   return { moved, left };
+}
+
+/**
+ * `statement`, except that one lost with its connection never settles.
+ * postgres.js 3.4.9's `sql.begin()` rejects at once when its connection
+ * closes, but a failed statement would make it send a `ROLLBACK` on that
+ * closed connection, which crashes the process from a timer
+ * (`Cannot read properties of null (reading 'write')`,
+ * porsager/postgres#1154, #1208; see docs/postgres.md). The server rolls
+ * back a transaction whose session ended.
+ */
+function unlessLost<T>(statement: Promise<T>): Promise<T> {
+  return statement.catch((error) => {
+    if (connectionLost(error)) return new Promise<never>(() => {});
+    throw error;
+  });
 }
 
 /** Rows of each table, sent `BATCH` at a time. */
@@ -478,9 +509,11 @@ class Batches {
     this.#rows.set(table, []);
     const tx = this.#tx;
     try {
-      await tx`INSERT INTO ${this.#t(table)} ${
-        tx(rows as Record<string, postgres.SerializableParameter>[])
-      }`;
+      await unlessLost(
+        tx`INSERT INTO ${this.#t(table)} ${
+          tx(rows as Record<string, postgres.SerializableParameter>[])
+        }`,
+      );
     } catch (error) {
       // A hold whose intent is not on record: no read of either store
       // finds it, and PostgreSQL's foreign key refuses it.
@@ -572,13 +605,13 @@ async function refuseNonEmpty(tx: Sql, schema: string): Promise<void> {
     ["claims", "replay record"],
     ["leases", "lease"],
   ] as const;
-  const [row] = await tx.unsafe(
+  const [row] = await unlessLost(tx.unsafe(
     `SELECT ${
       tables.map(([table]) =>
         `(SELECT count(*) FROM "${schema}".${table})::bigint AS ${table}`
       ).join(", ")
     }`,
-  );
+  ));
   const held = tables.filter(([table]) => Number(row?.[table]) > 0)
     .map(([table, noun]) => {
       const n = Number(row![table]);

@@ -131,7 +131,9 @@ export async function main(
     return 1;
   } finally {
     store.close();
-    await sql.end();
+    // Bounded: postgres.js 3.4.9's end() waits for ever on a connection
+    // lost inside the move's transaction; the server ended that session.
+    await sql.end({ timeout: 5 });
     kv.close();
   }
 }

@@ -118,3 +118,76 @@ Deno.test("deno task kv-to-postgres refuses a KV_PATH with no file, and makes no
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres whose session the server ends under the move (a stop, a failover) says nothing was moved and to run it again, with no crash; run again, it moves",
+  ignore: !postgresAvailable,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+    const database = await freshDatabase();
+    const path = `${dir}/relayer.kv`;
+    const sql = postgres(database.url, { onnotice: () => {}, max: 2 });
+    try {
+      const kv = await Deno.openKv(path);
+      const store = new KvStore(kv);
+      for (let i = 0; i < 50; i++) {
+        await store.createIntent({
+          id: `pi_${String(i).padStart(4, "0")}`,
+          state: "authorized",
+          hold: "pending",
+        });
+      }
+      kv.close();
+      const migrating = new PostgresStore(sql);
+      await migrating.migrate();
+      migrating.close();
+
+      // A write held open on the intents: the move waits at its LOCK
+      // TABLE, inside its transaction, where the server ends its session
+      // as a stop does (57P01, terminating connection due to administrator
+      // command).
+      const env = { KV_PATH: path, DATABASE_URL: database.url };
+      let tool: ReturnType<typeof runTool> | undefined;
+      await sql.begin(async (tx) => {
+        await tx`INSERT INTO relayer.intents (id, state) VALUES ('pi_held', 'created')`;
+        tool = runTool(env, dir);
+        for (let waited = 0;; waited += 20) {
+          const [waiting] = await sql`
+            SELECT pid FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'
+              AND query LIKE 'LOCK TABLE%'`;
+          if (waiting) {
+            await sql`SELECT pg_terminate_backend(${waiting.pid})`;
+            break;
+          }
+          assert.ok(waited < 30_000, "the move never waited at its lock");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        await tx`ROLLBACK`.catch(() => {}); // the held write: rolled back
+        throw new Error("rolled back");
+      }).catch((error) => {
+        if (error.message !== "rolled back") throw error;
+      });
+      const cut = await tool!;
+      assert.equal(cut.code, 1, cut.err);
+      assert.equal(cut.out, "");
+      assert.match(
+        cut.err,
+        /^Error: Cannot move into schema relayer as PostgreSQL lost the connection during the move \(.*\): run the move again once the database answers\. Cut before its commit, the transaction rolled back and nothing was moved; /,
+      );
+      assert.ok(!/\n\s+at /.test(cut.err), cut.err); // no stack
+      assert.ok(!cut.err.includes(database.url), cut.err);
+      const [row] = await sql`SELECT count(*)::int AS n FROM relayer.intents`;
+      assert.equal(row?.n, 0);
+
+      const again = await runTool(env, dir);
+      assert.equal(again.code, 0, again.err);
+      assert.match(again.out, /^moved {2}50 intents, 50 holds,/);
+    } finally {
+      await sql.end();
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
