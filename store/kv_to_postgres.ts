@@ -644,7 +644,13 @@ function intentRecord(
       hold: null,
       lastBroadcast: last === null ? null : mendedBroadcast(last),
       broadcasting: stored.broadcasting ?? null,
-      mayHaveSent: stored.mayHaveSent === true,
+      // Only an explicit false is clean, as the rules read an intent on
+      // Deno KV (planResolution): a record without the field may have
+      // sent, and false would let a give-up void its hold and fail it.
+      // A created intent has sent nothing.
+      mayHaveSent: stored.mayHaveSent === false
+        ? false
+        : stored.mayHaveSent === true || stored.state !== "created",
       // Kept since 0.2; an intent stored before has its last sent hash.
       txHashes: knownTxHashes(stored.txHashes ?? [], last),
       settlingSince: stored.settlingSince ?? null,

@@ -18,6 +18,7 @@ import {
   type Intent,
   type Job,
   notSent,
+  planResolution,
   poison,
   ReplayError,
   ScriptedSender,
@@ -597,3 +598,63 @@ for (const midCopy of MID_COPY) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "moveKvToPostgres() reads an intent kept without mayHaveSent as the rules read it on Deno KV: one that may have sent, not a clean one",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      // A settling intent whose last send was declared not sent, kept
+      // without the field (a record not written by KvStore itself: an
+      // import by hand, a store of one's own on the same keys).
+      await file.kv.atomic()
+        .set(["relayer", "intent", "pi_0001"], {
+          id: "pi_0001",
+          state: "settling",
+          settlingSince: T0,
+          broadcasting: null,
+          lastBroadcast: { outcome: "not_sent", at: T0 + 1000 },
+          txHashes: [],
+        })
+        .set(["relayer", "hold", "pi_0001"], "pending")
+        .commit();
+      const onKv = await new KvStore(file.kv).getIntent("pi_0001");
+      assert.deepEqual(planResolution(onKv), {
+        action: "review",
+        text: "an earlier broadcast may have been sent, needs review",
+      });
+      await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      });
+      const onPostgres = await pg.store.getIntent("pi_0001");
+      assert.equal(onPostgres?.mayHaveSent, true);
+      assert.deepEqual(planResolution(onPostgres), planResolution(onKv));
+      // The queue's give-up on PostgreSQL sends the payment to review, its
+      // hold left pending, as on Deno KV.
+      const sender = new ScriptedSender({});
+      const relayer = createRelayer({
+        store: pg.store,
+        sender,
+        policy: POLICY,
+        now: () => T0 + 10 * MINUTE,
+        random: () => 0,
+      });
+      const outcome = await relayer.giveUp(job("pi_0001"), {
+        deliveries: 5,
+        queue: { queue: "qstash", messageId: "msg_1" },
+      });
+      assert.equal(outcome.action, "poison");
+      assert.deepEqual(sender.calls, []);
+      const after = await pg.store.getIntent("pi_0001");
+      assert.equal(after?.state, "needs_review");
+      assert.equal(after?.hold, "pending");
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
