@@ -8,7 +8,8 @@
  *
  * reads the store the service used (`KV_PATH`, default
  * `./data/relayer.kv`, or `KV_URL` over KV Connect with
- * `DENO_KV_ACCESS_TOKEN`), migrates the schema `DATABASE_URL` names (as the
+ * `DENO_KV_ACCESS_TOKEN`; a lease is held the service's `CLOCK_SKEW` past
+ * its expiry), migrates the schema `DATABASE_URL` names (as the
  * service does at start), moves every record that carries truth with
  * {@linkcode moveKvToPostgres}, and prints what it moved and left, by
  * kind. It exits 1 when the move is refused (a lease held, a schema that
@@ -21,7 +22,7 @@
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
-import { ConfigError, databaseUrl } from "../webhook/config.ts";
+import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import {
   type KvToPostgresReport,
   moveKvToPostgres,
@@ -57,8 +58,11 @@ export async function main(
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<number> {
   let database: ReturnType<typeof databaseUrl>;
+  let clockSkewMs: number;
   try {
     database = databaseUrl(env);
+    // A lease is held this long past its expiry, as the service reads it.
+    clockSkewMs = clockSkew(env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     console.error(error.message);
@@ -118,7 +122,7 @@ export async function main(
   const store = new PostgresStore(sql);
   try {
     await store.migrate();
-    const report = await moveKvToPostgres(kv, sql);
+    const report = await moveKvToPostgres(kv, sql, { clockSkewMs });
     for (const line of describeMove(report)) console.log(line);
     console.log(
       "next   start the service with DATABASE_URL (KV_PATH and KV_URL unset), then resume the queue",

@@ -614,6 +614,37 @@ function duration(
   return ms;
 }
 
+/**
+ * Reads `CLOCK_SKEW`, how far apart the instances' clocks may be, as the
+ * service does (5 s unless set). `deno task kv-to-postgres` reads it too:
+ * a lease is held that long past its expiry.
+ *
+ * @example The default, and a setting
+ * ```ts ignore
+ * clockSkew({}); // 5000
+ * clockSkew({ CLOCK_SKEW: "30s" }); // 30000
+ * ```
+ *
+ * @param env The settings.
+ * @returns The skew, in milliseconds.
+ * @throws {ConfigError} If `CLOCK_SKEW` is not a duration, or is over the
+ * replay records' grace (10 min).
+ */
+export function clockSkew(env: Record<string, string | undefined>): number {
+  const clockSkewMs = duration(env, "CLOCK_SKEW") ?? 5_000;
+  if (clockSkewMs > CLAIM_GRACE_MS) {
+    throw new ConfigError(
+      "CLOCK_SKEW",
+      `CLOCK_SKEW must be at most ${
+        formatDuration(CLAIM_GRACE_MS)
+      }, the grace a replay record keeps after it expires (a lease's key or row keeps an hour): current value is ${
+        formatDuration(clockSkewMs)
+      }. Synchronise the instances' clocks (NTP) instead`,
+    );
+  }
+  return clockSkewMs;
+}
+
 function integer(
   env: Record<string, string | undefined>,
   name: string,
@@ -986,17 +1017,7 @@ export function loadConfig(
     );
   }
 
-  const clockSkewMs = duration(env, "CLOCK_SKEW") ?? 5_000;
-  if (clockSkewMs > CLAIM_GRACE_MS) {
-    throw new ConfigError(
-      "CLOCK_SKEW",
-      `CLOCK_SKEW must be at most ${
-        formatDuration(CLAIM_GRACE_MS)
-      }, the grace a replay record keeps after it expires (a lease's key or row keeps an hour): current value is ${
-        formatDuration(clockSkewMs)
-      }. Synchronise the instances' clocks (NTP) instead`,
-    );
-  }
+  const clockSkewMs = clockSkew(env);
 
   const kvUrl = httpUrl(env, "KV_URL");
   if (kvUrl !== undefined) bearerToken(env, "DENO_KV_ACCESS_TOKEN");

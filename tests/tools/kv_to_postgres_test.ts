@@ -191,3 +191,48 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres takes a lease as held for the service's CLOCK_SKEW past its expiry, and refuses a CLOCK_SKEW the service refuses",
+  ignore: !postgresAvailable,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+    const database = await freshDatabase();
+    const path = `${dir}/relayer.kv`;
+    try {
+      const kv = await Deno.openKv(path);
+      await new KvStore(kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // Lapsed 30 s ago by this clock: within a minute of skew, another
+      // instance's clock may still show it held.
+      await kv.set(["relayer", "lease", "pi_0001"], {
+        owner: "delivery-1",
+        expiresAt: Date.now() - 30_000,
+      });
+      kv.close();
+      const env = { KV_PATH: path, DATABASE_URL: database.url };
+
+      const held = await runTool({ ...env, CLOCK_SKEW: "1m" }, dir);
+      assert.equal(held.code, 1, held.out);
+      assert.match(
+        held.err,
+        /^BusyError: Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until /,
+      );
+      const refused = await runTool({ ...env, CLOCK_SKEW: "1h" }, dir);
+      assert.equal(refused.code, 2);
+      assert.match(refused.err, /^CLOCK_SKEW must be at most 10m0s/);
+
+      const lapsed = await runTool(env, dir); // 5 s, the service's default
+      assert.equal(lapsed.code, 0, lapsed.err);
+      assert.match(lapsed.out, /^moved {2}1 intent, 1 hold,/);
+      assert.match(lapsed.out, /\nleft .* 1 lapsed lease,/);
+    } finally {
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
