@@ -236,3 +236,109 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres killed (SIGKILL) mid-copy leaves PostgreSQL holding nothing, and run again moves everything",
+  ignore: !postgresAvailable,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+    const database = await freshDatabase();
+    const path = `${dir}/relayer.kv`;
+    const sql = postgres(database.url, { onnotice: () => {}, max: 2 });
+    const N = 3000;
+    try {
+      const kv = await Deno.openKv(path);
+      const store = new KvStore(kv);
+      for (let i = 0; i < N; i += 100) {
+        await Promise.all(Array.from({ length: 100 }, async (_, j) => {
+          const id = `pi_${String(i + j).padStart(5, "0")}`;
+          await store.createIntent({
+            id,
+            state: "authorized",
+            hold: "pending",
+          });
+          await store.admit({ now: Date.now(), count: `${id}/settle` });
+        }));
+      }
+      kv.close();
+      const migrating = new PostgresStore(sql);
+      await migrating.migrate();
+      migrating.close();
+      // The holds' first INSERT waits on a lock this test holds: by then
+      // every count and intent was sent in the move's transaction.
+      await sql.unsafe(`
+        CREATE FUNCTION relayer.wait_for_test() RETURNS trigger
+          LANGUAGE plpgsql AS $$
+          BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$;
+        CREATE TRIGGER wait_for_test BEFORE INSERT ON relayer.holds
+          FOR EACH STATEMENT EXECUTE FUNCTION relayer.wait_for_test()`);
+      const env = { KV_PATH: path, DATABASE_URL: database.url };
+      const reserved = await sql.reserve();
+      let tool: Deno.ChildProcess | undefined;
+      try {
+        await reserved`SELECT pg_advisory_lock(4242)`;
+        tool = new Deno.Command(Deno.execPath(), {
+          args: [
+            "run",
+            "--allow-net",
+            "--allow-env",
+            "--allow-read",
+            `--allow-write=${dir}`,
+            "tools/kv_to_postgres.ts",
+          ],
+          cwd: root,
+          env,
+          stdout: "null",
+          stderr: "null",
+        }).spawn();
+        for (let waited = 0;; waited += 20) {
+          const [waiting] = await sql`
+            SELECT pid FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event = 'advisory'`;
+          if (waiting) break;
+          assert.ok(waited < 60_000, "the move never reached the holds");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        // Every intent written, not committed: pages no read sees yet.
+        const [sent] = await sql`
+          SELECT pg_relation_size('relayer.intents')::int AS bytes,
+            (SELECT count(*) FROM relayer.intents)::int AS seen`;
+        assert.ok(Number(sent?.bytes) > 100_000, String(sent?.bytes));
+        assert.equal(sent?.seen, 0);
+        tool.kill("SIGKILL");
+        assert.equal((await tool.status).signal, "SIGKILL");
+      } finally {
+        await reserved`SELECT pg_advisory_unlock(4242)`;
+        reserved.release();
+      }
+      // The server ends the killed client's session and rolls it back.
+      for (let waited = 0;; waited += 20) {
+        const [open] = await sql`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()
+            AND backend_xid IS NOT NULL`;
+        if (open?.n === 0) break;
+        assert.ok(waited < 30_000, "the killed move's session lingered");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const [held] = await sql`
+        SELECT (SELECT count(*) FROM relayer.intents)::int AS intents,
+          (SELECT count(*) FROM relayer.holds)::int AS holds,
+          (SELECT count(*) FROM relayer.counters)::int AS counters`;
+      assert.deepEqual({ ...held }, { intents: 0, holds: 0, counters: 0 });
+
+      await sql.unsafe(`DROP TRIGGER wait_for_test ON relayer.holds`);
+      const again = await runTool(env, dir);
+      assert.equal(again.code, 0, again.err);
+      assert.equal(
+        again.out.split("\n")[0],
+        `moved  ${N} intents, ${N} holds, ${N} delivery counts, 0 replay records, 0 dead letters`,
+      );
+    } finally {
+      await sql.end();
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
