@@ -359,6 +359,12 @@ export async function moveKvToPostgres(
           holdState(value, what);
           break;
         case "deliveries": {
+          if (typeof value === "number") {
+            // The first KvStore's count, a number with no expiry: KvStore
+            // reads it as lapsed, and the job's next delivery counts from 1.
+            left.lapsedCounts++;
+            break;
+          }
           const { n, expiresAt } = value;
           if (
             !Number.isSafeInteger(n) || (n as number) < 1 ||

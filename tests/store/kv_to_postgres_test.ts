@@ -658,3 +658,36 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() leaves a count an early revision kept as a plain number as lapsed, as KvStore reads it: the job's next delivery counts from 1 on both",
+  ignore: !postgresAvailable,
+  async fn() {
+    const file = await kvFile();
+    const pg = await openPostgresStore();
+    try {
+      const kvStore = new KvStore(file.kv);
+      await kvStore.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // countDelivery() of the first KvStore: a number, with no expiry.
+      await file.kv.set(["relayer", "deliveries", "pi_0001/settle"], 4);
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      });
+      assert.equal(report.moved.counts, 0);
+      assert.equal(report.left.lapsedCounts, 1);
+      assert.equal(await pg.store.deliveries("pi_0001/settle", T0), 0);
+      const count = { now: T0, count: "pi_0001/settle" };
+      assert.equal(await kvStore.admit(count), 1);
+      assert.equal(await pg.store.admit(count), 1);
+    } finally {
+      await pg.close();
+      await file.close();
+    }
+  },
+});
