@@ -177,10 +177,8 @@ Deno.test({
   name:
     "moveKvToPostgres() moves every state a relayer leaves on a Deno KV file, and the relayer carries on on PostgreSQL",
   ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
+  fn: () =>
+    withBoth(async (file, pg) => {
       const kvStore = new KvStore(file.kv);
       const now = await driveIntoEveryState(kvStore);
 
@@ -324,11 +322,7 @@ Deno.test({
       await assert.rejects(pgStore.captureHold("pi_wait"), ConflictError);
       assert.equal(await pgStore.captureHold("pi_settled"), "captured");
       await assert.rejects(pgStore.captureHold("pi_failed"), ConflictError);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
+    }),
 });
 
 async function rowCounts(sql: postgres.Sql, schema: string) {
@@ -342,14 +336,29 @@ async function rowCounts(sql: postgres.Sql, schema: string) {
   return { ...row };
 }
 
+/** A Deno KV file and a fresh PostgreSQL schema for `body`, both closed after. */
+async function withBoth(
+  body: (
+    file: Awaited<ReturnType<typeof kvFile>>,
+    pg: Awaited<ReturnType<typeof openPostgresStore>>,
+  ) => Promise<void>,
+): Promise<void> {
+  const file = await kvFile();
+  const pg = await openPostgresStore();
+  try {
+    await body(file, pg);
+  } finally {
+    await pg.close();
+    await file.close();
+  }
+}
+
 Deno.test({
   name:
     "moveKvToPostgres() refuses a schema that holds rows, or is not migrated, and writes nothing",
   ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
+  fn: () =>
+    withBoth(async (file, pg) => {
       await new KvStore(file.kv).createIntent({
         id: "pi_0001",
         state: "authorized",
@@ -396,21 +405,15 @@ Deno.test({
       );
       const [found] = await pg.sql`SELECT to_regnamespace(${bare}) AS s`;
       assert.equal(found?.s, null);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "moveKvToPostgres() cut short writes nothing, and the move run again moves everything",
   ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
+  fn: () =>
+    withBoth(async (file, pg) => {
       const store = new KvStore(file.kv);
       for (let i = 0; i < 2500; i++) {
         const id = `pi_${String(i).padStart(5, "0")}`;
@@ -463,11 +466,7 @@ Deno.test({
       });
       assert.equal((await pg.store.getIntent("pi_02499"))?.hold, "pending");
       assert.equal(await pg.store.deliveries("pi_00001/settle", T0), 1);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
+    }),
 });
 
 /**
@@ -553,10 +552,8 @@ for (const midCopy of MID_COPY) {
     name:
       `moveKvToPostgres() refuses a store written while it copied it, and writes nothing: ${midCopy.name}`,
     ignore: !postgresAvailable,
-    async fn() {
-      const file = await kvFile();
-      const pg = await openPostgresStore();
-      try {
+    fn: () =>
+      withBoth(async (file, pg) => {
         const store = new KvStore(file.kv);
         for (let i = 1; i <= midCopy.intents; i++) {
           await store.createIntent({
@@ -591,11 +588,7 @@ for (const midCopy of MID_COPY) {
           (await rowCounts(pg.sql, pg.schema)).intents,
           report.moved.intents,
         );
-      } finally {
-        await pg.close();
-        await file.close();
-      }
-    },
+      }),
   });
 }
 
@@ -603,10 +596,8 @@ Deno.test({
   name:
     "moveKvToPostgres() reads an intent kept without mayHaveSent as the rules read it on Deno KV: one that may have sent, not a clean one",
   ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
+  fn: () =>
+    withBoth(async (file, pg) => {
       // A settling intent whose last send was declared not sent, kept
       // without the field (a record not written by KvStore itself: an
       // import by hand, a store of one's own on the same keys).
@@ -652,21 +643,15 @@ Deno.test({
       const after = await pg.store.getIntent("pi_0001");
       assert.equal(after?.state, "needs_review");
       assert.equal(after?.hold, "pending");
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "moveKvToPostgres() leaves a count an early revision kept as a plain number as lapsed, as KvStore reads it: the job's next delivery counts from 1 on both",
   ignore: !postgresAvailable,
-  async fn() {
-    const file = await kvFile();
-    const pg = await openPostgresStore();
-    try {
+  fn: () =>
+    withBoth(async (file, pg) => {
       const kvStore = new KvStore(file.kv);
       await kvStore.createIntent({
         id: "pi_0001",
@@ -685,9 +670,5 @@ Deno.test({
       const count = { now: T0, count: "pi_0001/settle" };
       assert.equal(await kvStore.admit(count), 1);
       assert.equal(await pg.store.admit(count), 1);
-    } finally {
-      await pg.close();
-      await file.close();
-    }
-  },
+    }),
 });
