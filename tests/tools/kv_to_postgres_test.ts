@@ -33,15 +33,37 @@ async function runTool(env: Record<string, string>, writable: string) {
   return { code, out: text.decode(stdout), err: text.decode(stderr) };
 }
 
+/**
+ * A temporary folder (`path`, its KV file, not made yet), a fresh database
+ * and a client of it (opening nothing until used) for `body`; the client
+ * ended, the database dropped and the folder removed after.
+ */
+async function inFolderWithDatabase(
+  body: (made: {
+    dir: string;
+    path: string;
+    database: Awaited<ReturnType<typeof freshDatabase>>;
+    sql: postgres.Sql;
+  }) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+  const database = await freshDatabase();
+  const sql = postgres(database.url, { onnotice: () => {}, max: 2 });
+  try {
+    await body({ dir, path: `${dir}/relayer.kv`, database, sql });
+  } finally {
+    await sql.end();
+    await database.drop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test({
   name:
     "deno task kv-to-postgres moves the KV file into DATABASE_URL, says what moved, and refuses to move twice",
   ignore: !postgresAvailable,
-  async fn() {
-    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
-    const database = await freshDatabase();
-    const path = `${dir}/relayer.kv`;
-    try {
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database }) => {
       const kv = await Deno.openKv(path);
       const store = new KvStore(kv);
       await store.createIntent({
@@ -80,11 +102,7 @@ Deno.test({
         /^ConflictError: Cannot move into schema relayer as it already holds 1 intent, 1 count: .* If an earlier move committed, it is done/,
       );
       assert.ok(!again.err.includes(database.url), again.err);
-    } finally {
-      await database.drop();
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
+    }),
 });
 
 Deno.test("deno task kv-to-postgres refuses a DATABASE_URL the service would refuse, without showing it, and opens nothing", async () => {
@@ -123,12 +141,8 @@ Deno.test({
   name:
     "deno task kv-to-postgres whose session the server ends under the move (a stop, a failover) says nothing was moved and to run it again, with no crash; run again, it moves",
   ignore: !postgresAvailable,
-  async fn() {
-    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
-    const database = await freshDatabase();
-    const path = `${dir}/relayer.kv`;
-    const sql = postgres(database.url, { onnotice: () => {}, max: 2 });
-    try {
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database, sql }) => {
       const kv = await Deno.openKv(path);
       const store = new KvStore(kv);
       for (let i = 0; i < 50; i++) {
@@ -184,23 +198,15 @@ Deno.test({
       const again = await runTool(env, dir);
       assert.equal(again.code, 0, again.err);
       assert.match(again.out, /^moved {2}50 intents, 50 holds,/);
-    } finally {
-      await sql.end();
-      await database.drop();
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "deno task kv-to-postgres takes a lease as held for the service's CLOCK_SKEW past its expiry, and refuses a CLOCK_SKEW the service refuses",
   ignore: !postgresAvailable,
-  async fn() {
-    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
-    const database = await freshDatabase();
-    const path = `${dir}/relayer.kv`;
-    try {
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database }) => {
       const kv = await Deno.openKv(path);
       await new KvStore(kv).createIntent({
         id: "pi_0001",
@@ -230,24 +236,16 @@ Deno.test({
       assert.equal(lapsed.code, 0, lapsed.err);
       assert.match(lapsed.out, /^moved {2}1 intent, 1 hold,/);
       assert.match(lapsed.out, /\nleft .* 1 lapsed lease,/);
-    } finally {
-      await database.drop();
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "deno task kv-to-postgres killed (SIGKILL) mid-copy leaves PostgreSQL holding nothing, and run again moves everything",
   ignore: !postgresAvailable,
-  async fn() {
-    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
-    const database = await freshDatabase();
-    const path = `${dir}/relayer.kv`;
-    const sql = postgres(database.url, { onnotice: () => {}, max: 2 });
-    const N = 3000;
-    try {
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database, sql }) => {
+      const N = 3000;
       const kv = await Deno.openKv(path);
       const store = new KvStore(kv);
       for (let i = 0; i < N; i += 100) {
@@ -335,10 +333,5 @@ Deno.test({
         again.out.split("\n")[0],
         `moved  ${N} intents, ${N} holds, ${N} delivery counts, 0 replay records, 0 dead letters`,
       );
-    } finally {
-      await sql.end();
-      await database.drop();
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
+    }),
 });
