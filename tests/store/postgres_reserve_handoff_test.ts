@@ -24,6 +24,22 @@ import { timeout } from "../_timeout.ts";
 import { counting } from "./_counted_reserves.ts";
 import { readyAgainRelay } from "./_ready_again_relay.ts";
 
+/** Asserts each intent of `ids` is on record in `state`, read directly. */
+async function assertStates(
+  direct: postgres.Sql,
+  schema: string,
+  ids: readonly string[],
+  state: string,
+): Promise<void> {
+  for (const id of ids) {
+    const [row] = await direct.unsafe(
+      `SELECT state FROM "${schema}".intents WHERE id = $1`,
+      [id],
+    );
+    assert.equal(row?.state, state, id);
+  }
+}
+
 Deno.test({
   name:
     "PostgresStore: two writes waiting for the pool's one connection, handed on as a pipelined answer is read before the first resumed, each get a session of their own and land",
@@ -54,13 +70,7 @@ Deno.test({
       await busy;
       assert.deepEqual(await Promise.all(writes), ["created", "created"]);
       assert.equal(relay.repeated, 1);
-      for (const id of ["pi_a", "pi_b"]) {
-        const [row] = await direct.unsafe(
-          `SELECT state FROM "${schema}".intents WHERE id = $1`,
-          [id],
-        );
-        assert.equal(row?.state, "created", id);
-      }
+      await assertStates(direct, schema, ["pi_a", "pi_b"], "created");
     } finally {
       await sql.end({ timeout: 1 });
       relay.close();
@@ -136,13 +146,7 @@ Deno.test({
       assert.deepEqual(await ahead, { ahead: "ahead of the write" });
       assert.equal(relay.repeated, 1);
       assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      for (const id of ["pi_1", "pi_2"]) {
-        const [intent] = await direct.unsafe(
-          `SELECT state FROM "${schema}".intents WHERE id = $1`,
-          [id],
-        );
-        assert.equal(intent?.state, "authorized", id);
-      }
+      await assertStates(direct, schema, ["pi_1", "pi_2"], "authorized");
     } finally {
       await sql.end({ timeout: 1 });
       relay.close();
