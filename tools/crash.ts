@@ -78,8 +78,11 @@
  *   With kills too, a restart whose migration a fault cuts at each of its
  *   tries refuses to start (one line naming `DATABASE_URL`, as
  *   docs/postgres.md says): it is started again after a short backoff, as a
- *   platform would, at most 5 tries in a row (the summary counts them); any
- *   other exit at start fails the run.
+ *   platform would, at most 5 tries in a row besides those a fault still
+ *   under way refused (the summary counts them); any other exit at start
+ *   fails the run. An instance a kill is starting again is not asked for
+ *   `/readyz`, and one started after the database came back has the 5 s
+ *   from its start.
  * - **Three queues**: 40% of the publications go through QStash's routes
  *   (`/v1/qstash` with `Upstash-Message-Id` and `Upstash-Retried`, the
  *   give-up as its failure callback on `/v1/qstash/failed`, each signed as
@@ -782,6 +785,40 @@ const START_BACKOFF_MS = 250;
 const FAULTED_START =
   /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode))\b|server login has been failing, try again later \(server_login_retry\))/;
 
+/**
+ * Whether a start begun at `startedAt` may have met a database fault: one
+ * still under way (the database not back), or one the database came back
+ * from after the start began. Such a refusal is the fault's, not the
+ * service's: it does not count against {@linkcode START_TRIES}, so that a
+ * restart killed into a `--db-down` outage longer than the tries' backoffs
+ * is started again until the database is back.
+ */
+export function startMetFault(
+  faults: readonly { readonly up: number | null }[],
+  startedAt: number,
+): boolean {
+  return faults.some((fault) => fault.up === null || fault.up >= startedAt);
+}
+
+/**
+ * Whether the instances' recovery after a database fault is late at `at`:
+ * the database came back at `databaseUpAt`, and each live instance has
+ * {@linkcode RECOVERY_BOUND_MS} from then, or from its own start if it
+ * started after (a kill's restart, whose start is not the recovery of a
+ * process that lived through the fault). An instance being started again
+ * is not asked; with none live, nothing is late yet.
+ */
+export function recoveryLate(
+  databaseUpAt: number,
+  instances: readonly { readonly live: boolean; readonly upAt: number }[],
+  at: number,
+): boolean {
+  const live = instances.filter((instance) => instance.live);
+  if (live.length === 0) return false;
+  const since = Math.max(databaseUpAt, ...live.map((i) => i.upAt));
+  return at - since > RECOVERY_BOUND_MS;
+}
+
 /** How a server that was never healthy ended: its exit, and what it wrote to stderr. */
 export interface StartExit {
   readonly code: number;
@@ -822,6 +859,13 @@ class ServerProcess {
   generation = 0;
   /** The refusals after which a server was started again (see {@linkcode startAgain}). */
   readonly refusals: string[] = [];
+  /** When the current generation became healthy. */
+  upAt = 0;
+  /**
+   * Whether a start begun at a time may have met a database fault
+   * ({@linkcode startMetFault}): its refusal is not counted as a try.
+   */
+  metFault: (startedAt: number) => boolean = () => false;
   /** Answers received from the current generation. */
   answered = 0;
   /** Called with each line a server prints, as it comes (a trail's). */
@@ -899,17 +943,22 @@ class ServerProcess {
    */
   async start(deadline: number): Promise<void> {
     const generation = ++this.generation;
-    for (let tries = 1;; tries++) {
+    // The tries in a row that met no database fault.
+    let tries = 0;
+    for (let all = 1;; all++) {
+      const startedAt = now();
       const exit = await this.#try(generation, deadline);
       if (exit === null) break;
       const reason =
         `server ${this.tag}${generation} exited before it was healthy (code ${exit.code}, signal ${exit.signal})`;
-      if (!this.again(exit, tries)) {
+      if (!this.metFault(startedAt)) tries++;
+      if (!this.again(exit, Math.max(tries, 1))) {
         throw new Error(`${reason}:\n${this.output()}`);
       }
       this.refusals.push(exit.stderr.join(" ").trim());
-      await sleep(START_BACKOFF_MS * tries);
+      await sleep(START_BACKOFF_MS * Math.min(all, START_TRIES - 1));
     }
+    this.upAt = now();
     this.answered = 0;
     this.live = true;
     this.#up.resolve();
@@ -2502,6 +2551,7 @@ async function runCrashTest(
       },
     );
     if (several) server.tag = `${index + 1}.`;
+    server.metFault = (startedAt) => startMetFault(stats.dbFaults, startedAt);
     server.onLine = (line, generation) => {
       // The intents it names, and those whose txs it names (a receipt's failure).
       const ids = new Set(line.match(/\bpi_\w+/g) ?? []);
@@ -4075,9 +4125,12 @@ async function runCrashTest(
     }
   };
 
-  /** Whether `GET /readyz` answers 200 now (on every instance). */
+  /** Whether `GET /readyz` answers 200 now (on every live instance). */
   const ready = async (): Promise<boolean> => {
-    const answers = await Promise.all(servers.map(async (server) => {
+    // A live instance each: one a kill is starting again is not asked.
+    const live = servers.filter((server) => server.live);
+    if (live.length === 0) return false;
+    const answers = await Promise.all(live.map(async (server) => {
       try {
         const res = await fetch(`${server.base}/readyz`, {
           signal: AbortSignal.timeout(5000),
@@ -4138,7 +4191,7 @@ async function runCrashTest(
         if (fault.ready !== null && (fault.firstOk !== null || allEnded)) {
           break;
         }
-        if (now() - fault.up > RECOVERY_BOUND_MS) {
+        if (recoveryLate(fault.up, servers, now())) {
           unexpected.push(
             `database fault ${kind}: ${
               fault.ready === null
@@ -4422,7 +4475,7 @@ async function runCrashTest(
             ? ""
             : `; started again after refusing to start ${refusals()} (a database fault cut its migration; at most ${
               START_TRIES - 1
-            } in a row)`
+            } in a row besides those begun before the database was back)`
         }`,
         ...(stats.dbFaults.length === 0 ? [] : [
           `db faults    ${stats.dbFaults.length} of ${options.dbFaults.length}; slowest delivery answer ${

@@ -29,12 +29,14 @@ import {
   parseOptions,
   pickInstance,
   quietAfterGiveUp,
+  recoveryLate,
   resolveAnswer,
   SentOrder,
   settledBehindCutSend,
   signerPath,
   START_TRIES,
   startAgain,
+  startMetFault,
   storeFailed,
 } from "../../tools/crash.ts";
 
@@ -719,4 +721,50 @@ Deno.test("startAgain() fails the run on any other start failure: no faults, too
   );
   assert.equal(startAgain({ ...lost, code: 70 }, true, 1), false);
   assert.equal(startAgain(refused("", []), true, 1), false);
+});
+
+Deno.test("startMetFault() excuses a start the database fault under way refused, not one begun after the database was back", () => {
+  // --instances 3 --kills 3 --db-faults down,… --db-down 5, seed 71757: a
+  // kill's restart fell into the 5 s down, its tries' backoffs (0.25 to
+  // 1 s) ran out before the database came back, and the run failed on the
+  // fifth refusal.
+  const down = [{ up: null }];
+  assert.equal(startMetFault(down, 1_000), true);
+  // Begun while down, refused just after the database came back.
+  assert.equal(startMetFault([{ up: 6_000 }], 5_900), true);
+  // Begun once every fault was over: a refusal then is counted.
+  assert.equal(startMetFault([{ up: 6_000 }, { up: 9_000 }], 9_100), false);
+  assert.equal(startMetFault([], 0), false);
+});
+
+Deno.test("recoveryLate() times each live instance from the database's return or its own later start, and asks none being started again", () => {
+  const bound = 5_000;
+  // Lived through the fault: late past the bound from the database's return.
+  assert.equal(
+    recoveryLate(10_000, [{ live: true, upAt: 1_000 }], 14_900),
+    false,
+  );
+  assert.equal(
+    recoveryLate(10_000, [{ live: true, upAt: 1_000 }], 10_000 + bound + 1),
+    true,
+  );
+  // --instances 4 --kills 3 --db-faults immediate,… seed 95514 (and 71757):
+  // an instance a kill started again during the fault came up 3 s after
+  // the database; its /readyz 200 at 5.1 s was counted as the service's
+  // late recovery.
+  const restarted = [{ live: true, upAt: 1_000 }, { live: true, upAt: 13_000 }];
+  assert.equal(recoveryLate(10_000, restarted, 15_100), false);
+  assert.equal(recoveryLate(10_000, restarted, 13_000 + bound + 1), true);
+  // One being started again is not asked, and with none live nothing is late.
+  assert.equal(
+    recoveryLate(10_000, [{ live: false, upAt: 1_000 }], 60_000),
+    false,
+  );
+  assert.equal(
+    recoveryLate(10_000, [{ live: true, upAt: 1_000 }, {
+      live: false,
+      upAt: 2_000,
+    }], 16_000),
+    true,
+  );
 });
