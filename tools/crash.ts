@@ -423,6 +423,45 @@ class DeadlineExceeded extends Error {}
 
 const now = () => performance.now();
 
+/** A stretch in which the tool's own event loop ran nothing, by its clock. */
+export interface Stall {
+  readonly from: number;
+  readonly to: number;
+}
+
+/**
+ * The tool's own event loop, watched: a tick every `tickMs`, and a gap
+ * between two ticks longer than `minMs` kept as a {@linkcode Stall}. The
+ * signer stub answers on this loop, so a `/send` that reached it during a
+ * stall (a machine short of CPU, a long pause of the runtime) is stamped
+ * when the loop came back, not when it arrived.
+ */
+export class LoopWatch {
+  /** Every stall seen, in order. */
+  readonly stalls: Stall[] = [];
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #last = 0;
+
+  constructor(readonly tickMs = 10, readonly minMs = 100) {}
+
+  /** Starts ticking; {@linkcode LoopWatch.stop} ends it. */
+  start(): void {
+    this.#last = now();
+    this.#timer = setInterval(() => {
+      const at = now();
+      if (at - this.#last > this.minMs) {
+        this.stalls.push({ from: this.#last, to: at });
+      }
+      this.#last = at;
+    }, this.tickMs);
+  }
+
+  /** Stops ticking. */
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+}
+
 /**
  * What happened to each intent, in order, for `--trace`: kept for every
  * intent (a few dozen short lines each), printed for the flagged ones. A
@@ -601,6 +640,8 @@ export function pickInstance<T extends { readonly live: boolean }>(
 /** One `/send` the stub received. */
 interface SendRecord {
   readonly arrivedAt: number;
+  /** When its body was read: later than its arrival if its sender paused mid-request. */
+  readonly bodyAt: number;
   answeredAt: number | null;
   status: number | null;
   notSent: boolean;
@@ -683,6 +724,7 @@ class SignerStub {
     this.sends.set(intentId, records);
     const record: SendRecord = {
       arrivedAt,
+      bodyAt: now(),
       answeredAt: null,
       status: null,
       notSent: false,
@@ -1510,6 +1552,10 @@ interface CheckInput {
   readonly observed: { get(id: string): Observation[] | undefined };
   readonly stub: SignerStub;
   readonly kills: readonly KillWindow[];
+  /** The stalls of the tool's own event loop, which the stub answers on. */
+  readonly stalls: readonly Stall[];
+  /** When the run started, by the tool's clock. */
+  readonly started: number;
   /** The intents an operator resolved (or tried to), and to what. */
   readonly resolvedBy: ReadonlyMap<string, State>;
 }
@@ -1518,6 +1564,8 @@ interface CheckResult {
   readonly violations: string[];
   /** Intents left where no job will touch them, allowed by at-least-once. */
   readonly orphans: string[];
+  /** Overlaps at the signer its clock cannot show ({@linkcode unclearOverlap}). */
+  readonly unclear: string[];
 }
 
 /** A state an intent's read saw, and when the read was sent and answered. */
@@ -1568,11 +1616,69 @@ function spansKill(
   );
 }
 
+/** What the signer stub's clock can tell of two sends that overlap there. */
+export interface StubClock {
+  /** The stalls of the tool's own event loop, which the stub answers on. */
+  readonly stalls: readonly Stall[];
+  /** The service's Sender timeout: it gives up on a send after it. */
+  readonly senderTimeoutMs: number;
+  /** The service's lease: another delivery may act once it lapsed. */
+  readonly leaseMs: number;
+}
+
+/**
+ * How long after a stall of the tool's loop a send it stamps may still
+ * have arrived during the stall: the loop serves its backlog first.
+ */
+export const STALL_CATCH_UP_MS = 50;
+
+/**
+ * Why two sends that overlap at the signer stub, `b` arriving there while
+ * `a` was unanswered, are no evidence that two deliveries sent at once, or
+ * `undefined` when they are:
+ * - `a` was held at the stub past the lease (answered that long after it
+ *   arrived): its sender, or the stub, stood still that long. A paused
+ *   process lets its lease lapse as a killed one does, and a lease with a
+ *   TTL covers no longer pause; the one nonce keeps it one payment, which
+ *   the double-spend check holds.
+ * - `b` arrived in a stall of the tool's loop longer than the Sender's
+ *   timeout, or within {@linkcode STALL_CATCH_UP_MS} after it, and `a` was
+ *   unanswered when the stall began: both were stamped when the loop came
+ *   back, and the service may have given up on `a` and rescued it while
+ *   the loop stood still.
+ */
+export function unclearOverlap(
+  a: { readonly arrivedAt: number; readonly answeredAt: number | null },
+  b: { readonly arrivedAt: number },
+  clock: StubClock,
+): string | undefined {
+  if (a.answeredAt !== null && a.answeredAt - a.arrivedAt > clock.leaseMs) {
+    return `the first was held at the signer stub for ${
+      formatDuration(Math.round(a.answeredAt - a.arrivedAt))
+    }, past the ${formatDuration(clock.leaseMs)} lease`;
+  }
+  const stall = clock.stalls.find((w) =>
+    w.to - w.from > clock.senderTimeoutMs &&
+    (a.answeredAt ?? Infinity) >= w.from &&
+    b.arrivedAt >= w.from && b.arrivedAt <= w.to + STALL_CATCH_UP_MS
+  );
+  if (stall !== undefined) {
+    return `both reached the signer stub across a ${
+      formatDuration(Math.round(stall.to - stall.from))
+    } stall of the tool's own event loop, longer than the ${
+      formatDuration(clock.senderTimeoutMs)
+    } Sender timeout`;
+  }
+  return undefined;
+}
+
 /**
  * The first two of `sends` (ordered by arrival) that overlap at the signer
  * (I5), as their indexes, neither in flight at a kill (its lease died with
  * the process); every pair, not only neighbours, so a send that spans a
- * kill between two others does not hide their overlap.
+ * kill between two others does not hide their overlap. With `clock`, a
+ * pair whose overlap the stub's clock cannot show ({@linkcode
+ * unclearOverlap}) is passed, and said in `clock.unclear`.
  */
 export function overlappingSends(
   sends: readonly {
@@ -1581,6 +1687,7 @@ export function overlappingSends(
     readonly instance?: number;
   }[],
   kills: readonly KillWindow[],
+  clock?: StubClock & { readonly unclear?: string[] },
 ): [number, number] | undefined {
   for (let j = 1; j < sends.length; j++) {
     const b = sends[j]!;
@@ -1588,7 +1695,15 @@ export function overlappingSends(
     for (let i = 0; i < j; i++) {
       const a = sends[i]!;
       if (b.arrivedAt < (a.answeredAt ?? Infinity) && !spansKill(a, kills)) {
-        return [i, j];
+        const why = clock === undefined
+          ? undefined
+          : unclearOverlap(a, b, clock);
+        if (why === undefined) return [i, j];
+        clock?.unclear?.push(
+          `/send ${j + 1} arrived while /send ${
+            i + 1
+          } was in flight, but ${why}`,
+        );
       }
     }
   }
@@ -1826,6 +1941,7 @@ export function fleetKeyFetchesAllowed(
 function check(input: CheckInput): CheckResult {
   const violations: string[] = [];
   const orphans: string[] = [];
+  const unclear: string[] = [];
   const flag = (id: string, text: string) => violations.push(`${id}: ${text}`);
 
   for (const id of input.stub.strangers) {
@@ -1930,14 +2046,27 @@ function check(input: CheckInput): CheckResult {
         mayHaveLeft = true;
       }
     }
-    const overlap = overlappingSends(ordered, input.kills);
+    const passed: string[] = [];
+    const overlap = overlappingSends(ordered, input.kills, {
+      stalls: input.stalls,
+      senderTimeoutMs: SENDER_TIMEOUT_MS,
+      leaseMs: LEASE_MS,
+      unclear: passed,
+    });
+    unclear.push(...passed.map((text) => `${id}: ${text}`));
     if (overlap !== undefined) {
-      flag(
-        id,
-        `I5: /send ${overlap[1] + 1} arrived while /send ${
-          overlap[0] + 1
-        } was in flight`,
-      );
+      const [i, j] = overlap;
+      const at = (t: number | null) =>
+        t === null ? "never" : `${((t - input.started) / 1000).toFixed(3)}s`;
+      const of = (n: number) => {
+        const send = ordered[n]!;
+        return `/send ${n + 1} (${
+          send.instance === undefined ? "" : `instance ${send.instance + 1}, `
+        }arrived ${at(send.arrivedAt)}, its body ${at(send.bodyAt)}, answered ${
+          at(send.answeredAt)
+        })`;
+      };
+      flag(id, `I5: ${of(j)} arrived while ${of(i)} was in flight`);
     }
     if (intent.state === "settled") {
       if (intent.hold !== "captured") {
@@ -2121,7 +2250,7 @@ function check(input: CheckInput): CheckResult {
       flag(plan.id, "has a dead letter the list does not show");
     }
   }
-  return { violations, orphans };
+  return { violations, orphans, unclear };
 }
 
 // ---------------------------------------------------------------- the run
@@ -2467,6 +2596,9 @@ async function runCrashTest(
   });
 
   const stub = new SignerStub(stubRandom);
+  // The stub answers on the tool's own loop: its stalls blur the stub's clock.
+  const loop = new LoopWatch();
+  loop.start();
   const signer = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     stub.handler,
@@ -4346,7 +4478,8 @@ async function runCrashTest(
       cursor = page.cursor;
     }
 
-    const { violations, orphans } = check({
+    loop.stop();
+    const { violations, orphans, unclear } = check({
       plans,
       finals,
       deadLetters,
@@ -4354,6 +4487,8 @@ async function runCrashTest(
       observed,
       stub,
       kills: stats.kills,
+      stalls: loop.stalls,
+      started,
       resolvedBy,
     });
     violations.push(...unexpected);
@@ -4570,6 +4705,18 @@ async function runCrashTest(
               orphans.join(", ")
             }`
         }`,
+        `stalls       the tool's own event loop stood still at most ${
+          formatDuration(
+            Math.round(Math.max(0, ...loop.stalls.map((w) => w.to - w.from))),
+          )
+        } (${loop.stalls.length} over ${formatDuration(loop.minMs)}, ${
+          loop.stalls.filter((w) => w.to - w.from > SENDER_TIMEOUT_MS).length
+        } over the sender timeout)${
+          unclear.length === 0
+            ? ""
+            : `; overlaps at the signer its clock cannot show, not counted (I5): ${unclear.length}`
+        }`,
+        ...unclear.slice(0, 20).map((u) => `  ${u}`),
         `violations   ${violations.length}`,
         ...violations.slice(0, 50).map((v) => `  ${v}`),
         `time         ${(runMs / 1000).toFixed(1)}s run, ${
@@ -4636,6 +4783,7 @@ async function runCrashTest(
     exitCode = 1;
   } finally {
     allEnded = true;
+    loop.stop();
     clearTimeout(deadlineTimer);
     Deno.removeSignalListener("SIGINT", onSignal);
     Deno.removeSignalListener("SIGTERM", onSignal);

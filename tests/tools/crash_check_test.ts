@@ -24,6 +24,7 @@ import {
   type JobRecord,
   keyFetchesAllowed,
   killSegment,
+  LoopWatch,
   namesMessage,
   overlappingSends,
   parseOptions,
@@ -34,10 +35,12 @@ import {
   SentOrder,
   settledBehindCutSend,
   signerPath,
+  STALL_CATCH_UP_MS,
   START_TRIES,
   startAgain,
   startMetFault,
   storeFailed,
+  unclearOverlap,
 } from "../../tools/crash.ts";
 
 const send = (arrivedAt: number, answeredAt: number | null) => ({
@@ -64,6 +67,99 @@ Deno.test("overlappingSends() passes sends one after another, and pairs where on
     overlappingSends([send(0, null), send(50, 60)], [{ from: 20, to: 30 }]),
     undefined,
   );
+});
+
+Deno.test("overlappingSends() passes, and says why, two sends the stub stamped together after a stall of its loop longer than the Sender timeout", () => {
+  // The stub's loop stood still from 500 to 1,100 (600 ms): the service
+  // gave up on /send 1 at its 200 ms timeout, then rescued it; the stub
+  // served both when it came back, /send 2 while /send 1's body was read.
+  const clock = { senderTimeoutMs: 200, leaseMs: 500 };
+  const sends = [send(1_100, 1_102), send(1_101, 1_103)];
+  const unclear: string[] = [];
+  assert.equal(
+    overlappingSends(sends, [], {
+      ...clock,
+      stalls: [{ from: 500, to: 1_100 }],
+      unclear,
+    }),
+    undefined,
+  );
+  assert.deepEqual(unclear, [
+    "/send 2 arrived while /send 1 was in flight, but both reached the signer stub across a 600ms stall of the tool's own event loop, longer than the 200ms Sender timeout",
+  ]);
+  // Without the stall, or with one no longer than the timeout, it is an overlap.
+  assert.deepEqual(overlappingSends(sends, [], { ...clock, stalls: [] }), [
+    0,
+    1,
+  ]);
+  assert.deepEqual(
+    overlappingSends(sends, [], {
+      ...clock,
+      stalls: [{ from: 900, to: 1_100 }],
+    }),
+    [0, 1],
+  );
+  // A send stamped longer after the stall than the loop's catch-up was
+  // served by a loop running again: an overlap.
+  const late = 1_100 + STALL_CATCH_UP_MS + 1;
+  assert.deepEqual(
+    overlappingSends([send(1_100, late + 5), send(late, late + 6)], [], {
+      ...clock,
+      stalls: [{ from: 500, to: 1_100 }],
+    }),
+    [0, 1],
+  );
+  // The first already answered when the stall began: no stall between them.
+  assert.equal(
+    unclearOverlap(send(100, 499), send(498, 500), {
+      ...clock,
+      stalls: [{ from: 500, to: 1_100 }],
+    }),
+    undefined,
+  );
+});
+
+Deno.test("overlappingSends() passes a pair whose first send was held at the stub past the lease, and only then", () => {
+  const clock = { senderTimeoutMs: 200, leaseMs: 500, stalls: [] };
+  // Its sender (or the stub) stood still 600 ms mid-request: the lease
+  // lapsed, and another delivery rescued on the same nonce meanwhile.
+  assert.equal(
+    unclearOverlap(send(0, 600), send(550, 551), clock),
+    "the first was held at the signer stub for 600ms, past the 500ms lease",
+  );
+  assert.equal(
+    overlappingSends([send(0, 600), send(550, 551)], [], clock),
+    undefined,
+  );
+  // Held 400 ms, within the lease: the lease should have kept the second out.
+  assert.deepEqual(
+    overlappingSends([send(0, 400), send(350, 351)], [], clock),
+    [0, 1],
+  );
+  // Never answered, and no kill: in flight to the end, an overlap.
+  assert.deepEqual(
+    overlappingSends([send(0, null), send(900, 901)], [], clock),
+    [0, 1],
+  );
+});
+
+Deno.test("LoopWatch keeps a stall of the tool's loop, and none while it runs", async () => {
+  const watch = new LoopWatch(5, 100);
+  watch.start();
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    assert.equal(watch.stalls.length, 0);
+    const from = performance.now();
+    while (performance.now() - from < 300) {
+      // the loop stands still
+    }
+    await new Promise((resolve) => setTimeout(resolve, 30));
+  } finally {
+    watch.stop();
+  }
+  assert.equal(watch.stalls.length, 1);
+  const [stall] = watch.stalls;
+  assert.ok(stall!.to - stall!.from >= 300, JSON.stringify(stall));
 });
 
 Deno.test("overlappingSends() with several instances passes only the sends of the instance a kill hit", () => {
