@@ -637,6 +637,42 @@ export function pickInstance<T extends { readonly live: boolean }>(
   return from[Math.floor(random() * from.length)]!;
 }
 
+/**
+ * How long an operator's call (`/v1/intents`, `/v1/dead-letters`) may take:
+ * as long as a delivery, since a machine short of CPU slows both alike.
+ */
+export const OPERATOR_BOUND_MS = 30_000;
+
+/**
+ * An operator's call to the service at `url` with `token`: its status and
+ * JSON body. A call unanswered within `boundMs` rejects with an error that
+ * names it, not a bare timeout.
+ */
+export async function operatorCall(
+  url: string,
+  token: string,
+  init: RequestInit = {},
+  boundMs: number = OPERATOR_BOUND_MS,
+): Promise<{ status: number; body: unknown }> {
+  const signal = AbortSignal.timeout(boundMs);
+  try {
+    const res = await fetch(url, {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...init.headers },
+      signal,
+    });
+    return { status: res.status, body: await res.json() };
+  } catch (error) {
+    if (!signal.aborted) throw error;
+    throw new Error(
+      `the operator's ${init.method ?? "GET"} ${
+        new URL(url).pathname
+      } had no answer within ${formatDuration(boundMs)}`,
+      { cause: error },
+    );
+  }
+}
+
 /** One `/send` the stub received. */
 interface SendRecord {
   readonly arrivedAt: number;
@@ -2806,14 +2842,8 @@ async function runCrashTest(
     if (failure) throw failure;
   };
 
-  const ops = async (path: string, init: RequestInit = {}) => {
-    const res = await fetch(`${pick().base}${path}`, {
-      ...init,
-      headers: { authorization: `Bearer ${opsToken}`, ...init.headers },
-      signal: AbortSignal.timeout(5000),
-    });
-    return { status: res.status, body: await res.json() };
-  };
+  const ops = (path: string, init: RequestInit = {}) =>
+    operatorCall(`${pick().base}${path}`, opsToken, init);
 
   /** One delivery of a job (one copy): an answer, or lost with the server. */
   const post = async (

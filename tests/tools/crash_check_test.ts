@@ -26,6 +26,7 @@ import {
   killSegment,
   LoopWatch,
   namesMessage,
+  operatorCall,
   overlappingSends,
   parseOptions,
   pickInstance,
@@ -863,4 +864,36 @@ Deno.test("recoveryLate() times each live instance from the database's return or
     }], 16_000),
     true,
   );
+});
+
+Deno.test("operatorCall() answers a call's status and body, and names a call left unanswered past its bound", async () => {
+  let release = () => {};
+  const held = new Promise<void>((resolve) => release = resolve);
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request) => {
+      assert.equal(request.headers.get("authorization"), "Bearer ops-token");
+      if (request.method === "POST") await held;
+      return Response.json({ id: "pi_1" }, { status: 201 });
+    },
+  );
+  const base = `http://127.0.0.1:${server.addr.port}`;
+  try {
+    assert.deepEqual(
+      await operatorCall(`${base}/v1/intents/pi_1`, "ops-token"),
+      {
+        status: 201,
+        body: { id: "pi_1" },
+      },
+    );
+    await assert.rejects(
+      operatorCall(`${base}/v1/intents`, "ops-token", { method: "POST" }, 100),
+      {
+        message: "the operator's POST /v1/intents had no answer within 100ms",
+      },
+    );
+  } finally {
+    release();
+    await server.shutdown();
+  }
 });
