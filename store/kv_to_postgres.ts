@@ -351,7 +351,10 @@ export async function moveKvToPostgres(
       switch (kind) {
         case "intent": {
           const record = intentRecord(id, value, what);
-          await batches.add("intents", { id, ...intentColumns(record) });
+          await batches.add("intents", {
+            id,
+            ...keepable(intentColumns(record), what),
+          });
           moved.intents++;
           break;
         }
@@ -412,7 +415,7 @@ export async function moveKvToPostgres(
           }
           await batches.add(
             "dead_letters",
-            deadLetterRow(letter as unknown as DeadLetter),
+            keepable(deadLetterRow(letter as unknown as DeadLetter), what),
           );
           moved.deadLetters++;
           break;
@@ -676,6 +679,26 @@ function unkeepable(key: string): TypeError {
   return new TypeError(
     `Cannot move from Deno KV as ${key} holds U+0000, which PostgreSQL text cannot keep: no delivery reaches it under PostgresStore; delete it, then run the move again. Nothing was moved.`,
   );
+}
+
+/**
+ * `row`, refused when one of its columns holds U+0000, which PostgreSQL
+ * text cannot keep and `PostgresStore` refuses to write (a tx hash or a
+ * queue's id from a broken Sender or bridge; free text is mended before).
+ */
+function keepable<T extends Record<string, unknown>>(
+  row: T,
+  what: () => string,
+): T {
+  for (const [column, value] of Object.entries(row)) {
+    if (!hasNul(value)) continue;
+    throw new TypeError(
+      `Cannot move from Deno KV as ${what()} holds U+0000 in its ${
+        column.replaceAll("_", " ")
+      }, which PostgreSQL text cannot keep: PostgresStore would refuse to write it too. Mend that value on Deno KV (a tx hash as the chain knows it, a queue's id as the queue does), then run the move again. Nothing was moved.`,
+    );
+  }
+  return row;
 }
 
 function malformed(key: string, expected: string, cause?: unknown): TypeError {

@@ -410,6 +410,74 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() refuses a tx hash or a queue's id holding U+0000 (PostgresStore writes neither), naming the record and the value, and moves nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const store = new KvStore(file.kv);
+      const created = await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      const settling = await store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: created.version,
+        at: T0,
+      });
+      const sending = await store.beginBroadcast("pi_1", settling.version, T0);
+      // A broken Sender's hash: KvStore keeps it, PostgreSQL text cannot.
+      await store.recordBroadcast("pi_1", sending.version, {
+        outcome: "sent",
+        txHash: "0xab\u0000cd",
+        at: T0,
+      });
+      const move = () =>
+        moveKvToPostgres(file.kv, pg.sql, { schema: pg.schema, now: () => T0 });
+      const nothing = {
+        intents: 0,
+        holds: 0,
+        counters: 0,
+        claims: 0,
+        dead_letters: 0,
+        leases: 0,
+      };
+      await assert.rejects(move(), {
+        name: "TypeError",
+        message:
+          'Cannot move from Deno KV as ["relayer","intent","pi_1"] holds U+0000 in its last tx hash, which PostgreSQL text cannot keep: PostgresStore would refuse to write it too. Mend that value on Deno KV (a tx hash as the chain knows it, a queue\'s id as the queue does), then run the move again. Nothing was moved.',
+      });
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), nothing);
+      const sent = await store.getIntent("pi_1");
+      await store.recordBroadcast("pi_1", sent!.version, {
+        outcome: "sent",
+        txHash: "0xabcd",
+        at: T0,
+      });
+      await store.createIntent({ id: "pi_2", state: "authorized" });
+      await store.putDeadLetter({
+        jobId: "pi_2/settle",
+        intentId: "pi_2",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "gave up after 3 deliveries",
+        resolution: "job dropped, intent still authorized",
+        lastError: "rpc: connection refused",
+        poisonedAt: T0,
+        queue: { queue: "qstash", messageId: "msg\u00001" },
+      });
+      await assert.rejects(move(), {
+        name: "TypeError",
+        message:
+          /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue message id/,
+      });
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), nothing);
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() cut short writes nothing, and the move run again moves everything",
   ignore: !postgresAvailable,
   fn: () =>
