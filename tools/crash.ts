@@ -1134,6 +1134,33 @@ class ServerProcess {
   }
 }
 
+/**
+ * The first line of a failed run: the seed and what failed. A fault of the
+ * tool itself (a `TypeError`, `ReferenceError` or `RangeError` thrown by
+ * its own code, not a refusal, the deadline or a violation) is followed by
+ * the frames of its stack, so that a run that cannot be repeated at will
+ * still names the line.
+ *
+ * @example
+ * ```ts
+ * failedHeadline(7, new Error("interrupted"));
+ * // "crash test FAILED (seed 7): interrupted"
+ * ```
+ *
+ * @param seed The run's seed.
+ * @param reason What failed the run.
+ * @returns The line, and the stack's frames below it for a fault of the tool.
+ */
+export function failedHeadline(seed: number, reason: Error): string {
+  const head = `crash test FAILED (seed ${seed}): ${reason.message}`;
+  const fault = reason instanceof TypeError ||
+    reason instanceof ReferenceError || reason instanceof RangeError;
+  const frames = fault
+    ? (reason.stack ?? "").split("\n").filter((line) => /^\s+at /.test(line))
+    : [];
+  return frames.length === 0 ? head : `${head}\n${frames.join("\n")}`;
+}
+
 // ---------------------------------------------------------------- the queue
 
 /** A delivery answer body, as the webhook sends it. */
@@ -4801,7 +4828,7 @@ async function runCrashTest(
     allEnded = true;
     const pending = [...jobs.values()].filter((j) => !j.ended).length;
     console.error(
-      `crash test FAILED (seed ${options.seed}): ${reason.message}` +
+      failedHeadline(options.seed, reason) +
         (jobs.size > 0
           ? `\n${pending} of ${jobs.size} jobs had not ended`
           : "") +

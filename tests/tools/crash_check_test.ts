@@ -6,8 +6,9 @@
  * fetches of Google's keys; the quiet after an acked give-up; what the
  * operator makes of a resolution's answer; the order of an intent's reads
  * (I3); its `--trace` flag; when it starts a server again that refused
- * to start; and, with several instances, whose sends the signer saw and
- * where the queue sends a request.
+ * to start; with several instances, whose sends the signer saw and
+ * where the queue sends a request; and the line a failed run prints (a
+ * fault of the tool's own followed by its stack).
  *
  * @module
  */
@@ -18,6 +19,7 @@ import {
   type Attempt,
   backwardMove,
   bookAnswers,
+  failedHeadline,
   fetchesByGeneration,
   fleetKeyFetchesAllowed,
   instanceSenderUrl,
@@ -895,5 +897,38 @@ Deno.test("operatorCall() answers a call's status and body, and names a call lef
   } finally {
     release();
     await server.shutdown();
+  }
+});
+
+Deno.test("failedHeadline() follows a fault of the tool itself with its stack's frames, and leaves a refusal or a violation one line", () => {
+  const tools = (): never => {
+    const letter = JSON.parse("null") as { intentId: string };
+    throw new Error(letter.intentId);
+  };
+  let fault: Error | undefined;
+  try {
+    tools();
+  } catch (error) {
+    fault = error as Error;
+  }
+  assert.ok(fault instanceof TypeError);
+  const lines = failedHeadline(114299, fault).split("\n");
+  assert.equal(
+    lines[0],
+    `crash test FAILED (seed 114299): ${fault.message}`,
+  );
+  assert.ok(lines.length > 1, "no frames below the line");
+  assert.ok(lines.slice(1).every((line) => /^\s+at /.test(line)));
+  assert.match(lines[1]!, /tools .*crash_check_test\.ts:\d+:\d+/);
+  for (
+    const reason of [
+      new Error("server 2.1 exited by itself (code 1, signal null)"),
+      new Error("interrupted"),
+    ]
+  ) {
+    assert.equal(
+      failedHeadline(7, reason),
+      `crash test FAILED (seed 7): ${reason.message}`,
+    );
   }
 });
