@@ -1,0 +1,107 @@
+/**
+ * PostgresStore on a real server, on a connection where a statement
+ * failed while its rows streamed: cancelled (as the store cancels a read
+ * past `connectionWaitMs`), or an error on a row. postgres.js 3.4.9 counts
+ * a statement's rows per connection and resets the count only at a
+ * `CommandComplete`, which such a statement never has
+ * (porsager/postgres#1119, #1181): the next statement on the connection
+ * resolves with its rows after as many holes as the failed one streamed.
+ * Taken as they came, a read of an intent that exists said there was
+ * none, and a page of dead letters listed `null`s before its letters
+ * (`GET /v1/dead-letters` answered `"items":[null,null,…]`). The store
+ * reads the rows the statement returned, and nothing in their place.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const NOW = 1_767_225_600_000;
+
+/** Statements that stream three rows on `sql`'s one connection, then fail. */
+const FAILED_MID_STREAM: readonly {
+  readonly name: string;
+  readonly fail: (sql: postgres.Sql, admin: postgres.Sql) => Promise<unknown>;
+}[] = [
+  {
+    name: "a statement cancelled while its rows streamed",
+    fail: async (sql, admin) => {
+      // Three rows, then a wait the cancel cuts: the server sends the rows
+      // before its error.
+      const query = sql`SELECT i, pg_sleep(CASE WHEN i = 4 THEN 5 ELSE 0 END)
+        FROM generate_series(1, 10) i`.execute();
+      // Cancelled once in its wait, past the three rows.
+      for (;;) {
+        const [row] = await admin`SELECT count(*)::int AS waiting
+          FROM pg_stat_activity WHERE wait_event = 'PgSleep'`;
+        if (Number(row?.waiting) > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await query.cancel();
+      return await query;
+    },
+  },
+  {
+    name: "a statement that failed on its fourth row",
+    fail: (sql) => sql`SELECT i, 1 / (4 - i) FROM generate_series(1, 10) i`,
+  },
+];
+
+for (const c of FAILED_MID_STREAM) {
+  Deno.test({
+    name:
+      `PostgresStore reads its own rows on a connection where ${c.name}: an intent that exists, and a page of dead letters without nulls`,
+    ignore: !postgresAvailable,
+    fn: timeout(30_000, async () => {
+      const admin = await connect(2);
+      const schema = freshSchema();
+      // One connection: the store's statements follow the failed one on it.
+      const sql = await connect(1);
+      try {
+        const setup = new PostgresStore(admin, { schema });
+        await setup.migrate();
+        await setup.createIntent({ id: "pi_1", hold: "pending" });
+        await setup.putDeadLetter({
+          jobId: "pi_1/settle",
+          intentId: "pi_1",
+          deliveries: 3,
+          cause: "exhausted",
+          reason: "r",
+          resolution: "job dropped, intent still authorized",
+          lastError: "e",
+          poisonedAt: NOW,
+        });
+        const store = new PostgresStore(sql, { schema });
+        await store.getIntent("pi_1"); // the connection open
+
+        const failed = await c.fail(sql, admin).then(
+          () => null,
+          (e: Error) => e,
+        );
+        assert.ok(failed !== null, "the statement did not fail");
+        assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+
+        await c.fail(sql, admin).catch(() => {});
+        const page = await store.listDeadLetters();
+        assert.deepEqual(
+          JSON.parse(JSON.stringify(page.items)).map(
+            (letter: { jobId: string } | null) => letter?.jobId ?? null,
+          ),
+          ["pi_1/settle"],
+        );
+        assert.equal(page.cursor, null);
+
+        await c.fail(sql, admin).catch(() => {});
+        assert.equal(await store.recordHold("pi_1"), "pending");
+      } finally {
+        await sql.end();
+        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
+      }
+    }),
+  });
+}
