@@ -166,7 +166,9 @@
  *   intent exists; its resolution is one of the specification's texts and
  *   agrees with the intent's final state; `declared` only where the signer
  *   declared poison. Every job that answered poison has one (not known of
- *   Pub/Sub's 204s).
+ *   Pub/Sub's 204s). Every item of a page of `GET /v1/dead-letters`, the
+ *   redriving operator's or the read-back's, is a dead letter (a `null`
+ *   is reported and left out, not read).
  * - Quiet after a give-up: no `/send` arrives once the queue's give-up was
  *   acked until the job is published again (by the tool or by a redrive),
  *   and no late copy answers that it sent.
@@ -1584,6 +1586,77 @@ interface DeadLetterView {
   reason: string;
   resolution: string;
   lastError: string;
+}
+
+/**
+ * A page of `GET /v1/dead-letters` as the checks read it: its letters,
+ * its cursor, and what in it is no dead letter (the page not an object
+ * with `items`, an item `null` or without the fields the checks read,
+ * a cursor neither a string nor `null`), which is the service's
+ * violation to report. Such an item is left out rather than read: the
+ * run goes on to its checks instead of failing on a fault of its own.
+ *
+ * @example
+ * ```ts
+ * readLetterPage({ items: [null], cursor: null }).wrong;
+ * // "1 of its 1 items no dead letter: null"
+ * ```
+ *
+ * @param body The answer's JSON body.
+ * @returns The letters, the next page's cursor (`null`: the last page),
+ *   and what was wrong with the page, if anything.
+ */
+export function readLetterPage(body: unknown): {
+  letters: (DeadLetterView & { version: string })[];
+  cursor: string | null;
+  wrong: string | null;
+} {
+  const page = (typeof body === "object" && body !== null ? body : {}) as {
+    items?: unknown;
+    cursor?: unknown;
+  };
+  if (!Array.isArray(page.items)) {
+    return {
+      letters: [],
+      cursor: null,
+      wrong: `a page without items: ${JSON.stringify(body)?.slice(0, 200)}`,
+    };
+  }
+  const isLetter = (
+    item: unknown,
+  ): item is DeadLetterView & { version: string } => {
+    const letter = (item ?? {}) as Record<string, unknown>;
+    return typeof item === "object" && item !== null &&
+      [
+        "jobId",
+        "intentId",
+        "cause",
+        "reason",
+        "resolution",
+        "lastError",
+        "version",
+      ].every((field) => typeof letter[field] === "string") &&
+      typeof letter.deliveries === "number";
+  };
+  const letters = page.items.filter(isLetter);
+  const others = page.items.filter((item) => !isLetter(item));
+  const cursor = typeof page.cursor === "string" ? page.cursor : null;
+  const wrong = [
+    ...(others.length === 0 ? [] : [
+      `${others.length} of its ${page.items.length} items no dead letter: ${
+        others.slice(0, 3).map((item) => JSON.stringify(item)?.slice(0, 120))
+          .join(", ")
+      }`,
+    ]),
+    ...(page.cursor === null || typeof page.cursor === "string"
+      ? []
+      : [`a cursor ${JSON.stringify(page.cursor)?.slice(0, 60)}`]),
+  ];
+  return {
+    letters,
+    cursor,
+    wrong: wrong.length === 0 ? null : wrong.join("; "),
+  };
 }
 
 /** The state a resolution text leaves the intent in, or `null` if the text is not the specification's. */
@@ -4026,11 +4099,14 @@ async function runCrashTest(
         // the server died under the list
       }
       if (page?.status === 200) {
-        const { items } = page.body as {
-          items: (DeadLetterView & { version: string })[];
-        };
+        const { letters, wrong } = readLetterPage(page.body);
+        if (wrong !== null) {
+          unexpected.push(
+            `GET /v1/dead-letters answered 200 with ${wrong}`,
+          );
+        }
         const rounds: Promise<void>[] = [];
-        for (const letter of items) {
+        for (const letter of letters) {
           const job = jobs.get(letter.intentId);
           if (
             job === undefined || !job.idle || job.redrives >= MAX_REDRIVES ||
@@ -4528,8 +4604,13 @@ async function runCrashTest(
       if (status !== 200) {
         throw new Error(`GET /v1/dead-letters answered ${status}`);
       }
-      const page = body as { items: DeadLetterView[]; cursor: string | null };
-      deadLetters.push(...page.items);
+      const page = readLetterPage(body);
+      if (page.wrong !== null) {
+        unexpected.push(
+          `GET /v1/dead-letters answered 200 with ${page.wrong}`,
+        );
+      }
+      deadLetters.push(...page.letters);
       pages++;
       if (page.cursor === null) break;
       cursor = page.cursor;

@@ -7,7 +7,8 @@
  * operator makes of a resolution's answer; the order of an intent's reads
  * (I3); its `--trace` flag; when it starts a server again that refused
  * to start; with several instances, whose sends the signer saw and
- * where the queue sends a request; and the line a failed run prints (a
+ * where the queue sends a request; how it reads a page of dead letters
+ * whose items are not all letters; and the line a failed run prints (a
  * fault of the tool's own followed by its stack).
  *
  * @module
@@ -33,6 +34,7 @@ import {
   parseOptions,
   pickInstance,
   quietAfterGiveUp,
+  readLetterPage,
   recoveryLate,
   resolveAnswer,
   SentOrder,
@@ -931,4 +933,56 @@ Deno.test("failedHeadline() follows a fault of the tool itself with its stack's 
       `crash test FAILED (seed 7): ${reason.message}`,
     );
   }
+});
+
+/** A dead letter as `GET /v1/dead-letters` lists it. */
+const listed = (intentId: string) => ({
+  jobId: `${intentId}/settle`,
+  intentId,
+  deliveries: 1,
+  cause: "gave-up",
+  reason: "the queue gave up after 1 delivery",
+  resolution: "job dropped, intent still authorized",
+  lastError: "",
+  poisonedAt: 1_767_225_600_000,
+  version: "12",
+});
+
+Deno.test("readLetterPage() leaves out and reports a page's items that are no dead letter, and reads the rest, as PostgreSQL's listing answered them with nulls in front", () => {
+  // What the service answered on a connection where a statement had
+  // failed while its rows streamed: three nulls before its one letter.
+  const page = readLetterPage({
+    items: [null, null, null, listed("pi_0032")],
+    cursor: null,
+  });
+  assert.deepEqual(page.letters.map((letter) => letter.intentId), [
+    "pi_0032",
+  ]);
+  assert.equal(page.cursor, null);
+  assert.equal(page.wrong, "3 of its 4 items no dead letter: null, null, null");
+
+  const { letters, cursor, wrong } = readLetterPage({
+    items: [listed("pi_0001"), { jobId: "pi_0002/settle" }, listed("pi_0003")],
+    cursor: "c1",
+  });
+  assert.deepEqual(letters.map((letter) => letter.intentId), [
+    "pi_0001",
+    "pi_0003",
+  ]);
+  assert.equal(cursor, "c1");
+  assert.match(wrong ?? "", /^1 of its 3 items no dead letter: \{"jobId"/);
+
+  assert.deepEqual(
+    readLetterPage({ items: [listed("pi_0001")], cursor: "c2" }),
+    { letters: [listed("pi_0001")], cursor: "c2", wrong: null },
+  );
+  assert.deepEqual(readLetterPage(null), {
+    letters: [],
+    cursor: null,
+    wrong: "a page without items: null",
+  });
+  assert.equal(
+    readLetterPage({ items: [], cursor: 7 }).wrong,
+    "a cursor 7",
+  );
 });
