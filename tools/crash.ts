@@ -1176,6 +1176,33 @@ export interface AnswerBody {
   title?: string;
 }
 
+/**
+ * A delivery's answer body as the queue books it: the JSON object the
+ * service answered, or, for anything else (no JSON, Pub/Sub's empty
+ * 204, a JSON `null`, a number, an array), its text as the title, so that
+ * what reads its fields never meets a `null`.
+ *
+ * @example
+ * ```ts
+ * answerBody('{"outcome":"done"}'); // { outcome: "done" }
+ * answerBody("null"); // { title: "null" }
+ * ```
+ *
+ * @param text The answer's body.
+ * @returns The body to book.
+ */
+export function answerBody(text: string): AnswerBody {
+  try {
+    const json: unknown = JSON.parse(text);
+    if (typeof json === "object" && json !== null && !Array.isArray(json)) {
+      return json as AnswerBody;
+    }
+  } catch {
+    // not JSON: kept as it came
+  }
+  return { title: text.slice(0, 200) };
+}
+
 /** What one request of the queue got: an answer, or none (the server died under it). */
 export type Attempt =
   | {
@@ -1576,6 +1603,30 @@ interface IntentView {
   };
   deliveries: number;
   deadLetter: DeadLetterView | null;
+}
+
+/**
+ * Whether an answer of `GET /v1/intents/:id` is an intent's view, as the
+ * checks read it: an object whose `intent` is an object with a `state`,
+ * and whose `deadLetter` is `null` or an object. Anything else (a JSON
+ * `null`) is the service's violation, reported, not read.
+ *
+ * @example
+ * ```ts
+ * isIntentView(null); // false
+ * ```
+ *
+ * @param body The answer's JSON body.
+ * @returns Whether the checks may read it.
+ */
+export function isIntentView(body: unknown): body is IntentView {
+  const view = (body ?? {}) as { intent?: unknown; deadLetter?: unknown };
+  const intent = (view.intent ?? {}) as { state?: unknown };
+  return typeof body === "object" && body !== null &&
+    typeof view.intent === "object" && view.intent !== null &&
+    typeof intent.state === "string" &&
+    (view.deadLetter === null ||
+      (typeof view.deadLetter === "object" && view.deadLetter !== undefined));
 }
 
 interface DeadLetterView {
@@ -3040,17 +3091,11 @@ async function runCrashTest(
         res.status === 200 && sentAt >= fault.up
       ) fault.firstOk = answeredAt;
       stats.statuses.set(res.status, (stats.statuses.get(res.status) ?? 0) + 1);
-      let parsed: AnswerBody = {};
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = { title: text.slice(0, 200) };
-      }
       return {
         kind: "answer",
         path,
         status: res.status,
-        body: parsed,
+        body: answerBody(text),
         retryAfter: res.headers.get("retry-after"),
         ...(unrecordedCopy === undefined ? {} : { unrecordedCopy }),
       };
@@ -3830,7 +3875,15 @@ async function runCrashTest(
       await Promise.race([waitUp(), failed.promise]);
       try {
         const { status, body } = await ops(`/v1/intents/${id}`);
-        if (status === 200) return body as IntentView;
+        if (status === 200 && isIntentView(body)) return body;
+        if (status === 200) {
+          unexpected.push(
+            `${id}: GET /v1/intents/${id} answered 200 with ${
+              JSON.stringify(body)?.slice(0, 200)
+            }, not an intent`,
+          );
+          return null;
+        }
         if (status === 404) return null;
       } catch {
         // the server died under the read
@@ -3966,7 +4019,7 @@ async function runCrashTest(
           signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
         });
         const body = await res.json().catch(() => ({}));
-        answer = { status: res.status, title: String(body.title ?? "") };
+        answer = { status: res.status, title: String(body?.title ?? "") };
       } catch {
         answer = "lost";
       } finally {
@@ -4591,7 +4644,14 @@ async function runCrashTest(
     await Promise.all(plans.map((plan) =>
       limiter.run(async () => {
         const { status, body } = await ops(`/v1/intents/${plan.id}`);
-        if (status === 200) finals.set(plan.id, body as IntentView);
+        if (status === 200 && isIntentView(body)) finals.set(plan.id, body);
+        else if (status === 200) {
+          unexpected.push(
+            `${plan.id}: GET /v1/intents/${plan.id} answered 200 with ${
+              JSON.stringify(body)?.slice(0, 200)
+            }, not an intent`,
+          );
+        }
       })
     ));
     const deadLetters: DeadLetterView[] = [];

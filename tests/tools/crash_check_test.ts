@@ -8,7 +8,8 @@
  * (I3); its `--trace` flag; when it starts a server again that refused
  * to start; with several instances, whose sends the signer saw and
  * where the queue sends a request; how it reads a page of dead letters
- * whose items are not all letters; and the line a failed run prints (a
+ * whose items are not all letters, a delivery's answer and an intent's
+ * view that are not objects; and the line a failed run prints (a
  * fault of the tool's own followed by its stack).
  *
  * @module
@@ -17,6 +18,7 @@
 import assert from "node:assert/strict";
 import {
   type AnswerBody,
+  answerBody,
   type Attempt,
   backwardMove,
   bookAnswers,
@@ -24,6 +26,7 @@ import {
   fetchesByGeneration,
   fleetKeyFetchesAllowed,
   instanceSenderUrl,
+  isIntentView,
   type JobRecord,
   keyFetchesAllowed,
   killSegment,
@@ -985,4 +988,37 @@ Deno.test("readLetterPage() leaves out and reports a page's items that are no de
     readLetterPage({ items: [], cursor: 7 }).wrong,
     "a cursor 7",
   );
+});
+
+Deno.test("answerBody() books a delivery's JSON object as it came, and anything else (a JSON null, a number, an array, no JSON) as its text, never a null", () => {
+  assert.deepEqual(answerBody('{"outcome":"retry","delayMs":20}'), {
+    outcome: "retry",
+    delayMs: 20,
+  });
+  for (const text of ["null", "7", "[]", "", "Internal Server Error"]) {
+    const body = answerBody(text);
+    // What the queue reads of every answer.
+    assert.equal(body.delayMs, undefined);
+    assert.deepEqual(body, { title: text });
+  }
+});
+
+Deno.test("isIntentView() takes an intent's view, with or without a dead letter, and nothing else", () => {
+  const intent = { id: "pi_0001", state: "authorized", hold: "pending" };
+  assert.ok(isIntentView({ intent, deliveries: 0, deadLetter: null }));
+  assert.ok(
+    isIntentView({ intent, deliveries: 1, deadLetter: listed("pi_0001") }),
+  );
+  for (
+    const body of [
+      null,
+      "null",
+      {},
+      { intent: null, deadLetter: null },
+      { intent: {}, deadLetter: null },
+      { intent },
+    ]
+  ) {
+    assert.equal(isIntentView(body), false, JSON.stringify(body));
+  }
 });
