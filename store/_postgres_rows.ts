@@ -91,3 +91,28 @@ export function mendedBroadcast(broadcast: Broadcast): Broadcast {
     ? { ...broadcast, error: mended(broadcast.error) }
     : broadcast;
 }
+
+/**
+ * `answer`'s rows from its first index, in place: postgres.js 3.4.9 counts
+ * a statement's rows per connection and resets the count only at a
+ * `CommandComplete`, so after a statement that failed while its rows
+ * streamed (cancelled, as a read past `connectionWaitMs` is, or an error
+ * on a row) the next statement on the connection resolves with its own
+ * rows after as many holes as the failed one had streamed
+ * (porsager/postgres#1119, #1181). Read as they came, `[row]` was a hole:
+ * an intent that exists read as none, and a page of dead letters listed
+ * `null`s. The rows themselves are the statement's, all of them, in order
+ * (its result is new); only their place is wrong. Any other answer is
+ * returned as it is.
+ */
+export function ownRows<T>(answer: T): T {
+  if (!Array.isArray(answer) || answer.length === 0 || 0 in answer) {
+    return answer;
+  }
+  let first = 1;
+  while (first < answer.length && !(first in answer)) first++;
+  // Not splice(): it would build a second result through the class.
+  answer.copyWithin(0, first);
+  answer.length -= first;
+  return answer;
+}

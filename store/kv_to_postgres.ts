@@ -40,6 +40,7 @@ import {
   hasNul,
   intentColumns,
   mendedBroadcast,
+  ownRows,
 } from "./_postgres_rows.ts";
 import {
   checkDeadLetter,
@@ -290,7 +291,7 @@ export async function moveKvToPostgres(
       { refused: true },
     );
   }
-  const [check] = await client.unsafe(migrated(schema));
+  const [check] = ownRows(await client.unsafe(migrated(schema)));
   if (check?.current !== true) {
     throw new ConflictError(
       `Cannot move into schema ${schema} as it is not migrated: run await new PostgresStore(sql, { schema: "${schema}" }).migrate() first (as the schema's owner), then the move. Nothing was moved.`,

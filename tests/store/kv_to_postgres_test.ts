@@ -26,7 +26,7 @@ import {
 } from "../../mod.ts";
 import { type KvLike, KvStore } from "../../store/kv.ts";
 import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
-import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
+import { connect, openPostgresStore, postgresAvailable } from "../_postgres.ts";
 
 const T0 = 1_800_000_000_000;
 const MINUTE = 60_000;
@@ -473,6 +473,32 @@ Deno.test({
           /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue message id/,
       });
       assert.deepEqual(await rowCounts(pg.sql, pg.schema), nothing);
+    }),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() reads its check of the schema on a connection where a statement failed while its rows streamed, and moves (postgres.js 3.4.9 placed the check's row after the failed one's)",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({ id: "pi_1" });
+      // One connection: the move's check follows the failed statement.
+      const one = await connect(1);
+      try {
+        await assert.rejects(
+          one`SELECT i, 1 / (4 - i) FROM generate_series(1, 10) i`,
+          /division by zero/,
+        );
+        const report = await moveKvToPostgres(file.kv, one, {
+          schema: pg.schema,
+          now: () => T0,
+        });
+        assert.equal(report.moved.intents, 1);
+        assert.equal((await pg.store.getIntent("pi_1"))?.state, "created");
+      } finally {
+        await one.end();
+      }
     }),
 });
 
