@@ -325,6 +325,16 @@ Deno.test({
     }),
 });
 
+/** {@linkcode rowCounts} of a schema the move wrote nothing into. */
+const NO_ROWS = {
+  intents: 0,
+  holds: 0,
+  counters: 0,
+  claims: 0,
+  dead_letters: 0,
+  leases: 0,
+};
+
 async function rowCounts(sql: postgres.Sql, schema: string) {
   const [row] = await sql.unsafe(
     `SELECT ${
@@ -435,20 +445,12 @@ Deno.test({
       });
       const move = () =>
         moveKvToPostgres(file.kv, pg.sql, { schema: pg.schema, now: () => T0 });
-      const nothing = {
-        intents: 0,
-        holds: 0,
-        counters: 0,
-        claims: 0,
-        dead_letters: 0,
-        leases: 0,
-      };
       await assert.rejects(move(), {
         name: "TypeError",
         message:
           'Cannot move from Deno KV as ["relayer","intent","pi_1"] holds U+0000 in its last tx hash, which PostgreSQL text cannot keep: PostgresStore would refuse to write it too. Mend that value on Deno KV (a tx hash as the chain knows it, a queue\'s id as the queue does), then run the move again. Nothing was moved.',
       });
-      assert.deepEqual(await rowCounts(pg.sql, pg.schema), nothing);
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
       const sent = await store.getIntent("pi_1");
       await store.recordBroadcast("pi_1", sent!.version, {
         outcome: "sent",
@@ -472,7 +474,7 @@ Deno.test({
         message:
           /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue message id/,
       });
-      assert.deepEqual(await rowCounts(pg.sql, pg.schema), nothing);
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
     }),
 });
 
@@ -525,14 +527,7 @@ Deno.test({
         error.message,
         /\["relayer","zz_other","x"\] is not a key KvStore writes/,
       );
-      assert.deepEqual(await rowCounts(pg.sql, pg.schema), {
-        intents: 0,
-        holds: 0,
-        counters: 0,
-        claims: 0,
-        dead_letters: 0,
-        leases: 0,
-      });
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
 
       await file.kv.delete(["relayer", "zz_other", "x"]);
       // A hold without its intent, met once every intent is in.
