@@ -761,3 +761,56 @@ Deno.test({
       assert.equal(await pg.store.admit(count), 1);
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a schema that holds a row in any one of its tables, and writes nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // A row each, alone: what a service run briefly on the schema leaves
+      // (an unreadable message's letter, a signed delivery's replay record).
+      const s = `"${pg.schema}"`;
+      const rows = [
+        [`${s}.intents (id, state) VALUES ('pi_0002', 'created')`, "1 intent"],
+        [
+          `${s}.counters (job_id, deliveries, expires_at) VALUES ('pi_0002/settle', 1, ${T0})`,
+          "1 count",
+        ],
+        [
+          `${s}.dead_letters (job_id, intent_id, deliveries, cause, reason, resolution, last_error, poisoned_at) VALUES ('unreadable:local:m-1', '', 0, 'exhausted', 'r', 'r', 'e', ${T0})`,
+          "1 dead letter",
+        ],
+        [
+          `${s}.claims (key, expires_at) VALUES ('sig_other', ${T0 + MINUTE})`,
+          "1 replay record",
+        ],
+        [
+          `${s}.leases (intent_id, owner, expires_at) VALUES ('pi_0002', 'delivery-1', ${T0})`,
+          "1 lease",
+        ],
+      ] as const;
+      for (const [values, held] of rows) {
+        await pg.sql.unsafe(`INSERT INTO ${values}`);
+        const table = values.slice(s.length + 1, values.indexOf(" "));
+        const error = await moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof ConflictError, `${table}: ${error}`);
+        assert.match(error.message, new RegExp(`already holds ${held}:`));
+        assert.equal(await pg.store.getIntent("pi_0001"), null, table);
+        assert.equal(
+          (await rowCounts(pg.sql, pg.schema))[table],
+          1,
+          table,
+        );
+        await pg.sql.unsafe(`DELETE FROM ${s}.${table}`);
+      }
+    }),
+});
