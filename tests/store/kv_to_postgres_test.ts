@@ -814,3 +814,79 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a lease taken after its first look at the leases, before the copy began, and writes nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // A delivery takes the lease as the move opens its transaction: the
+      // lease is older than the copy's start mark, yet held.
+      let taken = false;
+      const kv: KvLike = {
+        getMany: file.kv.getMany.bind(file.kv),
+        list: file.kv.list.bind(file.kv),
+        atomic: () => {
+          if (!taken) {
+            taken = true;
+            return {
+              commit: async () => {
+                await file.kv.set(["relayer", "lease", "pi_0001"], {
+                  owner: "delivery-1",
+                  expiresAt: T0 + MINUTE,
+                });
+                return await file.kv.atomic().commit();
+              },
+            } as ReturnType<KvLike["atomic"]>;
+          }
+          return file.kv.atomic();
+        },
+      };
+      const error = await moveKvToPostgres(kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(taken);
+      assert.ok(error instanceof BusyError, String(error));
+      assert.match(error.message, /lease of intent pi_0001 until /);
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+    }),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() takes a lease as held until clockSkewMs past its expiry, as a delivery does, and free from then on",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const skew = 5_000;
+      await file.kv.set(["relayer", "lease", "pi_0001"], {
+        owner: "delivery-1",
+        expiresAt: T0,
+      });
+      const held = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0 + skew - 1,
+        clockSkewMs: skew,
+      }).then(() => null, (error) => error);
+      assert.ok(held instanceof BusyError, String(held));
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0 + skew,
+        clockSkewMs: skew,
+      });
+      assert.equal(report.left.lapsedLeases, 1);
+      assert.equal(report.moved.intents, 1);
+    }),
+});
