@@ -890,3 +890,79 @@ Deno.test({
       assert.equal(report.moved.intents, 1);
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() keeps each count's expiry, and leaves one that lapses at the move's time: PostgreSQL counts as Deno KV did until it lapses",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const kvStore = new KvStore(file.kv);
+      await kvStore.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const DAY = 24 * 60 * MINUTE;
+      // Counted twice, lapsing 8 days after the second; and one that lapses
+      // at the very time of the move.
+      await kvStore.admit({ now: T0, count: "pi_0001/settle" });
+      await kvStore.admit({ now: T0 + MINUTE, count: "pi_0001/settle" });
+      await kvStore.admit({ now: T0, count: "pi_gone/settle", ttlMs: MINUTE });
+      const at = T0 + MINUTE;
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => at,
+      });
+      assert.equal(report.moved.counts, 1);
+      assert.equal(report.left.lapsedCounts, 1);
+      const lapses = T0 + MINUTE + 8 * DAY;
+      for (const when of [at, lapses - 1, lapses]) {
+        assert.equal(
+          await pg.store.deliveries("pi_0001/settle", when),
+          await kvStore.deliveries("pi_0001/settle", when),
+          String(when - at),
+        );
+      }
+      assert.equal(await pg.store.deliveries("pi_0001/settle", lapses - 1), 2);
+      // The next delivery before it lapses is the third, on both.
+      const next = { now: lapses - 1, count: "pi_0001/settle" };
+      assert.equal(await pg.store.admit(next), 3);
+      assert.equal(await kvStore.admit(next), 3);
+    }),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() moves a replay record past its expiry but within its grace, as Deno KV keeps it: a replay from an instance whose clock is behind is still refused",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const kvStore = new KvStore(file.kv);
+      const GRACE = 10 * MINUTE; // CLAIM_GRACE_MS
+      const at = T0 + GRACE + MINUTE;
+      // Lapsed a minute before the move; lapsed the grace before it.
+      await kvStore.admit({
+        now: T0,
+        claim: { key: "sig_recent", now: T0, expiresAt: at - MINUTE },
+      });
+      await kvStore.admit({
+        now: T0,
+        claim: { key: "sig_old", now: T0, expiresAt: at - GRACE },
+      });
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => at,
+      });
+      assert.equal(report.moved.claims, 1);
+      assert.equal(report.left.lapsedClaims, 1);
+      // Another instance's clock, two minutes behind the move's.
+      const behind = at - 2 * MINUTE;
+      const replay = {
+        now: behind,
+        claim: { key: "sig_recent", now: behind, expiresAt: at + MINUTE },
+      };
+      await assert.rejects(kvStore.admit(replay), ReplayError);
+      await assert.rejects(pg.store.admit(replay), ReplayError);
+    }),
+});
