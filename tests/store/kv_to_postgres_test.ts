@@ -966,3 +966,61 @@ Deno.test({
       await assert.rejects(pg.store.admit(replay), ReplayError);
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() moves intents KvStore did not write itself as KvStore reads them: a created one without mayHaveSent, one stored before 0.2 without txHashes, one whose last error holds U+0000",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const kvStore = new KvStore(file.kv);
+      await file.kv.atomic()
+        .set(["relayer", "intent", "pi_created"], {
+          id: "pi_created",
+          state: "created",
+          settlingSince: null,
+          broadcasting: null,
+          lastBroadcast: null,
+        })
+        .set(["relayer", "intent", "pi_old"], {
+          id: "pi_old",
+          state: "settling",
+          settlingSince: T0,
+          broadcasting: null,
+          mayHaveSent: true,
+          lastBroadcast: { outcome: "sent", txHash: "0x0ld", at: T0 },
+        })
+        .set(["relayer", "hold", "pi_old"], "pending")
+        .set(["relayer", "intent", "pi_nul"], {
+          id: "pi_nul",
+          state: "settling",
+          settlingSince: T0,
+          broadcasting: null,
+          mayHaveSent: true,
+          lastBroadcast: { outcome: "unknown", at: T0, error: "rpc:\0 reset" },
+          txHashes: [],
+        })
+        .set(["relayer", "hold", "pi_nul"], "pending")
+        .commit();
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      });
+      assert.equal(report.moved.intents, 3);
+      const created = await pg.store.getIntent("pi_created");
+      assert.equal(created?.mayHaveSent, false);
+      assert.equal(created?.state, "created");
+      // The hash of the send on record, which a receipt is looked up by.
+      assert.deepEqual((await pg.store.getIntent("pi_old"))?.txHashes, [
+        "0x0ld",
+      ]);
+      assert.deepEqual(
+        (await pg.store.getIntent("pi_old"))?.txHashes,
+        (await kvStore.getIntent("pi_old"))?.txHashes,
+      );
+      assert.equal(
+        (await pg.store.getIntent("pi_nul"))?.lastBroadcast?.error,
+        "rpc:\uFFFD reset",
+      );
+    }),
+});
