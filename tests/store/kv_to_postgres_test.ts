@@ -1024,3 +1024,39 @@ Deno.test({
       );
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() moves the holds of intents it has not sent yet when a statement of holds fills: every intent is in before the first hold",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      // 1,500 intents, the first 500 without a hold: the first 1,000 holds
+      // name intents the copy's second statement of intents carries.
+      for (let i = 0; i < 1500; i += 100) {
+        const atomic = file.kv.atomic();
+        for (let j = i; j < i + 100; j++) {
+          const id = `pi_${String(j).padStart(5, "0")}`;
+          atomic.set(["relayer", "intent", id], {
+            id,
+            state: j < 500 ? "created" : "authorized",
+            settlingSince: null,
+            broadcasting: null,
+            mayHaveSent: false,
+            lastBroadcast: null,
+            txHashes: [],
+          });
+          if (j >= 500) atomic.set(["relayer", "hold", id], "pending");
+        }
+        assert.ok((await atomic.commit()).ok);
+      }
+      const report = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      });
+      assert.equal(report.moved.intents, 1500);
+      assert.equal(report.moved.holds, 1000);
+      assert.equal((await pg.store.getIntent("pi_01499"))?.hold, "pending");
+      assert.equal((await pg.store.getIntent("pi_00000"))?.hold, null);
+    }),
+});
