@@ -1060,3 +1060,41 @@ Deno.test({
       assert.equal((await pg.store.getIntent("pi_00000"))?.hold, null);
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses with a BusyError a schema whose tables another session holds past its wait, and writes nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // An instance's write left open on the intents, for longer than the
+      // move waits for its lock (10 s).
+      const other = await connect(1);
+      const reserved = await other.reserve();
+      try {
+        await reserved`BEGIN`;
+        await reserved.unsafe(
+          `INSERT INTO "${pg.schema}".claims (key, expires_at) VALUES ('sig_open', ${T0})`,
+        );
+        const error = await moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof BusyError, String(error));
+        assert.match(
+          error.message,
+          /held its tables for over 10000ms \(see pg_stat_activity\): stop every instance/,
+        );
+        await reserved`ROLLBACK`;
+      } finally {
+        reserved.release();
+        await other.end();
+      }
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+    }),
+});
