@@ -1098,3 +1098,67 @@ Deno.test({
       assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
     }),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a record kept under a key not its own, or under a key PostgreSQL text cannot hold, naming it, and writes nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const kvStore = new KvStore(file.kv);
+      await kvStore.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      await kvStore.putDeadLetter({
+        jobId: "pi_0001/settle",
+        intentId: "pi_0001",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "no luck after 3 deliveries",
+        resolution: "job dropped, intent still authorized",
+        lastError: "rpc: connection refused",
+        poisonedAt: T0,
+      });
+      const intent = await file.kv.get(["relayer", "intent", "pi_0001"]);
+      const letter = await file.kv.get(["relayer", "dead", "pi_0001/settle"]);
+      const cases = [
+        // An intent copied to another id by hand: the record says pi_0001.
+        [
+          ["relayer", "intent", "pi_0002"],
+          intent.value,
+          /the intent of its key/,
+        ],
+        [
+          ["relayer", "dead", "pi_0002/settle"],
+          letter.value,
+          /the dead letter of its job/,
+        ],
+        [
+          ["relayer", "claim", "sig\0x"],
+          { expiresAt: T0 + MINUTE },
+          /holds U\+0000/,
+        ],
+      ] as const;
+      for (const [key, value, refusal] of cases) {
+        await file.kv.set(key, value);
+        const error = await moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof TypeError, `${key}: ${error}`);
+        assert.match(error.message, refusal);
+        assert.ok(error.message.includes(JSON.stringify(key)), error.message);
+        assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+        await file.kv.delete(key);
+      }
+      assert.equal(
+        (await moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        })).moved.deadLetters,
+        1,
+      );
+    }),
+});
