@@ -183,6 +183,66 @@ Deno.test({
 
 Deno.test({
   name:
+    "reserveInTurn() keeps the turn through a close that left the holder queued until every probe settled, not the first: a busy connection answers its probe, and takes only the queries ahead of the holder, first",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(1);
+    const sql = postgres(await postgresUrl(), {
+      max: 3,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    const { client, seen } = counting(sql);
+    const answered: Promise<unknown>[] = [];
+    const ask = (query: string) => {
+      const asked = sql.unsafe(query).execute();
+      // Failed by the client's end should the test fail first.
+      asked.catch(() => {});
+      answered.push(asked);
+    };
+    try {
+      // Two of the pool's three connections reserved, the third opening
+      // for a query that keeps it opening for 2 s.
+      const a = await sql.reserve();
+      const b = await sql.reserve();
+      const [row] = await b`SELECT pg_backend_pid() AS pid`;
+      ask("SELECT pg_sleep(2)");
+      // Queued: four for the first reserved connection once it is back
+      // (postgres.js hands it half the queue while one opens: 4 of 8), one
+      // for the second when it closes, two ahead of the first
+      // reserveInTurn().
+      for (let n = 0; n < 4; n++) ask("SELECT pg_sleep(0.3)");
+      ask("SELECT pg_sleep(2)");
+      for (let n = 0; n < 2; n++) ask("SELECT pg_sleep(0.3)");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      seen.most = 0;
+      const first = reserveInTurn(client, () => false);
+      const second = reserveInTurn(client, () => false);
+      // Failed by the client's end should the test fail first.
+      for (const waiting of [first, second]) waiting.catch(() => {});
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // The first connection back is busy for about 1.2 s and takes a
+      // probe; answered, it takes the two queries ahead of the holder (two
+      // connections still opening: a third of the queue), not the holder,
+      // which the probes queued behind it wait for.
+      a.release();
+      await admin`SELECT pg_terminate_backend(${row!.pid as number})`;
+      const held = await first;
+      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+      held!.release();
+      (await second)!.release();
+      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+      assert.equal(seen.made, 2);
+      await Promise.all(answered);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
     "PostgresStore: a write whose wait ended before its turn passes the turn on: the write queued behind it, still waiting, lands",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
