@@ -122,6 +122,26 @@ Deno.test("deno task kv-to-postgres refuses a DATABASE_URL the service would ref
   }
 });
 
+Deno.test("deno task kv-to-postgres refuses a missing DATABASE_URL, and KV_URL set with KV_PATH, saying which, and makes nothing", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+  try {
+    const unset = await runTool({ KV_PATH: `${dir}/relayer.kv` }, dir);
+    assert.equal(unset.code, 2);
+    assert.equal(unset.out, "");
+    assert.match(unset.err, /^DATABASE_URL is not set: set it to the database/);
+    const both = await runTool({
+      KV_URL: "https://api.deno.com/databases/00000000/connect",
+      KV_PATH: `${dir}/relayer.kv`,
+      DATABASE_URL: "postgres://relayer@127.0.0.1:9/payments",
+    }, dir);
+    assert.equal(both.code, 2);
+    assert.match(both.err, /^Set KV_URL or KV_PATH, not both/);
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(dir)), []);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("deno task kv-to-postgres refuses a KV_PATH with no file, and makes none", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   try {
