@@ -1206,7 +1206,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "PostgresStore keeps a Sender's error text with U+0000 (as U+FFFD), so a declared not-sent poison still fails the intent; a NUL id reads as absent, and is refused in a write",
+    "PostgresStore keeps a Sender's error text and an unreadable message's reason with U+0000 (as U+FFFD), so a declared not-sent poison still fails the intent; a NUL id reads as absent, and is refused in a write",
   ignore,
   async fn() {
     const { store, close } = await openPostgresStore();
@@ -1255,6 +1255,17 @@ Deno.test({
         (await store.getIntent("pi_2"))?.lastBroadcast?.error,
         "rpc: \uFFFD reset",
       );
+      // A queue's word on an unreadable message quotes what it read: the
+      // letter's reason carries it too.
+      const kept = await relayer.keepUnreadable({
+        queue: "local",
+        id: "m-1",
+        raw: "\0",
+        detail: "not JSON: \0",
+      });
+      const unreadable = await store.getDeadLetter(kept);
+      assert.match(unreadable!.reason, /not JSON: \uFFFD$/);
+      assert.equal(unreadable!.lastError, "not JSON: \uFFFD");
       // An id with U+0000 cannot be in the store: reads find nothing, and
       // writes and cursors are refused with a TypeError that says why.
       assert.equal(await store.getIntent("pi\0"), null);
