@@ -59,6 +59,7 @@ import {
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
+import { prepareAgain, refusedAsStale, sendOnce } from "./_postgres_resend.ts";
 import {
   deadLetterRow,
   hasNul,
@@ -951,6 +952,18 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
+      if (code !== "26000" && refusedAsStale(error)) {
+        // A statement prepared on its connection before the schema changed
+        // what it returns (a migration of a later release, an operator's
+        // ALTER TABLE): refused, the flight committed nothing, and the
+        // statement is prepared anew for the next try (see sendOnce).
+        throw new Error(
+          `Cannot ${what} as PostgreSQL refused a statement this client had prepared before the schema changed (${
+            oneLine(String((error as Error).message))
+          }): nothing of it was written; try again`,
+          { cause: error },
+        );
+      }
       if (code === "26000") {
         // A prepared statement the server does not know: a pooler in
         // transaction mode gave this write another server session.
@@ -1096,6 +1109,9 @@ export class PostgresStore implements Store {
         ...writes.map((q) => q.execute()),
         tx`COMMIT`.execute(),
       ];
+      // Never sent again behind the COMMIT, outside the transaction: a
+      // statement PostgreSQL refuses as stale fails the flight instead.
+      sendOnce(writes);
       let unanswered = false;
       let answers: postgres.RowList<postgres.Row[]>[];
       try {
@@ -1141,6 +1157,16 @@ export class PostgresStore implements Store {
         else if (anyLost(await rest)) {
           lost = true;
           this.#absorb();
+        } else {
+          // A statement refused as stale is prepared again before the
+          // connection goes back, as postgres.js would have before sending
+          // it again (see sendOnce): its next write runs.
+          const again = prepareAgain(tx, writes, (await rest).slice(1, -1));
+          if (!await this.#within(again)) handBackLater(again);
+          else if (anyLost(await again)) {
+            lost = true;
+            this.#absorb();
+          }
         }
         throw error;
       }

@@ -1,0 +1,115 @@
+/**
+ * A write's flight and the statements postgres.js 3.4.9 sends again.
+ *
+ * When PostgreSQL refuses a statement the client prepared on its
+ * connection as stale (the schema changed what it returns: "cached plan
+ * must not change result type", `RevalidateCachedQuery`; the session lost
+ * it: 26000, `FetchPreparedStatement`; or an assignment the change broke:
+ * `transformAssignedExpr`), postgres.js forgets it, prepares it again and
+ * sends it anew, behind whatever it had sent on the connection since. In a
+ * flight that is the `COMMIT`, which answers `ROLLBACK` as the transaction
+ * failed: the statement then runs alone, outside the transaction, and
+ * commits by itself, the writes beside it rolled back. If it was the
+ * flight's last, every answer came and the write looked landed.
+ *
+ * So a flight's writes are marked not prepared once postgres.js has sent
+ * them: it then fails such a statement with its own error, and nothing of
+ * the flight commits. What it would have forgotten, the store prepares
+ * again on the connection after the flight ({@linkcode prepareAgain}), so
+ * that the connection's next write runs.
+ *
+ * @module
+ */
+
+import type postgres from "postgres";
+
+/** The server routines whose errors postgres.js 3.4.9 answers by sending the statement again. */
+const RESENT_ON = new Set([
+  "FetchPreparedStatement",
+  "RevalidateCachedQuery",
+  "transformAssignedExpr",
+]);
+
+/** What postgres.js keeps on a query it built (its internals, not its types). */
+interface Built {
+  prepared?: boolean;
+  strings?: TemplateStringsArray;
+  args?: unknown[];
+}
+
+/**
+ * Keeps postgres.js from sending any of `writes` again once the flight is
+ * sent (see the module). Called right after their `execute()`: postgres.js
+ * builds each on the microtask that follows it, and this runs after those,
+ * before any answer can come (an answer is read on a later task). A write
+ * still queued then (behind a statement new to the connection, which
+ * postgres.js sends alone) is built later, with the `COMMIT` still queued
+ * behind it: sent again, it runs inside the failed transaction and fails.
+ *
+ * @param writes The flight's writes, executed.
+ */
+export function sendOnce(
+  writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+): void {
+  queueMicrotask(() => {
+    for (const write of writes) {
+      const built = write as unknown as Built;
+      if (built.prepared === true) built.prepared = false;
+    }
+  });
+}
+
+/**
+ * Whether `error` is PostgreSQL's refusal of a statement prepared on its
+ * connection as stale, which postgres.js 3.4.9 would answer by sending the
+ * statement again.
+ *
+ * @param error What a statement failed with.
+ */
+export function refusedAsStale(error: unknown): boolean {
+  const { severity, routine } = (error ?? {}) as {
+    severity?: unknown;
+    routine?: unknown;
+  };
+  return severity !== undefined && typeof routine === "string" &&
+    RESENT_ON.has(routine);
+}
+
+/**
+ * Prepares again, on the connection `tx`, each of a failed flight's
+ * `writes` that PostgreSQL refused as stale (`settled`, their answers in
+ * order), as postgres.js 3.4.9 would have before sending it again: it
+ * forgets the statement it had and prepares the current one, without
+ * running it. Settles once every one answered (a statement the schema now
+ * refuses outright fails here, and its next write fails as it should).
+ *
+ * @param tx The flight's connection, its transaction ended.
+ * @param writes The flight's writes.
+ * @param settled Their answers.
+ * @returns Their answers, once they all came.
+ */
+export function prepareAgain(
+  tx: postgres.ReservedSql,
+  writes: readonly postgres.PendingQuery<postgres.Row[]>[],
+  settled: readonly PromiseSettledResult<unknown>[],
+): Promise<PromiseSettledResult<unknown>[]> {
+  const asked: Promise<unknown>[] = [];
+  writes.forEach((write, i) => {
+    const answer = settled[i];
+    if (answer?.status !== "rejected" || !refusedAsStale(answer.reason)) {
+      return;
+    }
+    const { strings, args } = write as unknown as Built;
+    if (strings === undefined || args === undefined) return;
+    // The same text and arguments: the same statement to postgres.js,
+    // which drops the one it kept before preparing it (`describe()`).
+    asked.push(
+      (tx as unknown as (
+        strings: TemplateStringsArray,
+        ...args: unknown[]
+      ) => postgres.PendingQuery<postgres.Row[]>)(strings, ...args)
+        .describe(),
+    );
+  });
+  return Promise.allSettled(asked);
+}

@@ -1,0 +1,108 @@
+/**
+ * PostgresStore on a real server, its statements prepared on their
+ * connection before a schema change altered what one of them returns (a
+ * later release's migration, run by another instance in a rolling deploy;
+ * an operator's `ALTER TABLE … ALTER COLUMN … TYPE`). PostgreSQL then
+ * refuses that prepared statement ("cached plan must not change result
+ * type", SQLSTATE 0A000), and postgres.js 3.4.9 prepares it again and
+ * sends it anew, behind whatever it had sent on the connection after it.
+ * In a write's flight that is the `COMMIT`: it answered `ROLLBACK` (the
+ * transaction had failed), and the statement ran again alone, outside the
+ * transaction, and committed by itself. A delivery counted and claimed in
+ * one flight was answered as admitted, its count written, and its replay
+ * record never was: the same signed delivery, sent again, would have been
+ * admitted again.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const NOW = 1_767_225_600_000;
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose prepared statement PostgreSQL refused as a schema change altered its result commits nothing, and says so, where the statement ran again alone after the transaction rolled back",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    // One connection: the second admit's statements are the ones the first
+    // prepared there.
+    const sql = await connect(1);
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      const claim = (key: string) => ({
+        key,
+        now: NOW,
+        expiresAt: NOW + 60_000,
+      });
+      assert.equal(
+        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+        1,
+      );
+      // What the count returns changes type (bigint to numeric): the claim
+      // before it in the flight is as it was.
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+      );
+
+      const admitted = await store.admit({
+        count: "job_2",
+        claim: claim("k2"),
+        now: NOW,
+      }).then((n) => ({ n }), (error: Error) => ({ error }));
+
+      const claims = await admin.unsafe(
+        `SELECT key FROM "${schema}".claims ORDER BY key`,
+      );
+      const counts = await admin.unsafe(
+        `SELECT job_id FROM "${schema}".counters ORDER BY job_id`,
+      );
+      const landed = {
+        claims: claims.map((row) => row.key),
+        counts: counts.map((row) => row.job_id),
+      };
+      if ("n" in admitted) {
+        // Answered as admitted: then both its writes are on record.
+        assert.deepEqual(
+          landed,
+          {
+            claims: ["k1", "k2"],
+            counts: ["job_1", "job_2"],
+          },
+          `admitted as delivery ${admitted.n}, but on record: ${
+            JSON.stringify(landed)
+          }`,
+        );
+      } else {
+        // Refused: then nothing of it is.
+        assert.deepEqual(landed, { claims: ["k1"], counts: ["job_1"] });
+        assert.match(
+          admitted.error.message,
+          /^Cannot admit a delivery as PostgreSQL refused a statement this client had prepared before the schema changed \(cached plan must not change result type\): nothing of it was written; try again$/,
+        );
+        // Tried again on the same connection, it lands whole.
+        assert.equal(
+          await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+          1,
+        );
+        assert.equal(await store.deliveries("job_2"), 1);
+        await assert.rejects(
+          store.admit({ claim: claim("k2"), now: NOW + 1 }),
+          { name: "ReplayError" },
+        );
+      }
+      // The connection is still the pool's: a read answers.
+      assert.equal(await store.deliveries("job_1"), 1);
+    } finally {
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
