@@ -88,6 +88,10 @@ export function answeredSocket(
     // error here (the cancel's connect refused) would be an unhandled
     // rejection, which ends the process; it closes as a cut does instead.
     let cancel: boolean | undefined;
+    // Whether its first bytes are TLS's (direct TLS, `sslnegotiation=direct`):
+    // a close before a word fails the TLS handshake already, in TLS's own
+    // words ("… before secure TLS connection was established").
+    let tls: boolean | undefined;
     const self = {
       waiting: () => silent !== undefined,
       heard: performance.now(),
@@ -110,6 +114,7 @@ export function answeredSocket(
         // follows fails what waits on them (an error would reject a
         // cancel's promise, which postgres.js drops).
         cancel ??= isCancelRequest(chunk);
+        tls ??= isTlsRecord(chunk);
         if (raw.destroyed) return done();
         const since = performance.now();
         silent ??= setTimeout(() => {
@@ -155,12 +160,20 @@ export function answeredSocket(
         done(error);
       },
     }) as PgSocket;
+    // Whether the server sent anything, and whether it ended the
+    // connection (a FIN) after that, or without.
+    let answered = false;
+    let endedUnanswered = false;
     raw.on("data", (bytes) => {
+      answered = true;
       self.heard = performance.now();
       quiet();
       if (!socket.push(bytes)) raw.pause();
     });
-    raw.on("end", () => socket.push(null));
+    raw.on("end", () => {
+      endedUnanswered = !answered;
+      socket.push(null);
+    });
     // An error, and the close after it, handled after what postgres.js
     // queued before them: a connect refused can come before its first
     // bytes reach this stream (it writes them on the next turn), which
@@ -179,6 +192,30 @@ export function answeredSocket(
       failure ??= error;
     });
     raw.on("close", (hadError) => {
+      // Ended by the server's side before it said a word to the startup
+      // (a proxy or balancer whose database is down takes the connection
+      // and closes it): no PostgreSQL closes a session so (it answers an
+      // error first; one before 17 given direct TLS closes without, which
+      // TLS reports in its own words), and none closes a cancel's
+      // connection before it was written. Closed without an error, postgres.js 3.4.9 connects again
+      // at once, outside its backoff, for as long as that lasts (hundreds
+      // of connections a second), and the query it opened the connection
+      // for waits through it all (porsager/postgres#1193). Handed on as
+      // an error, that query fails, and postgres.js waits its backoff.
+      if (
+        failure === undefined && endedUnanswered && cancel === false &&
+        tls === false
+      ) {
+        failure = Object.assign(
+          new Error(
+            `${host[0]}:${
+              port[0]
+            } closed the connection before answering its startup: no PostgreSQL answered there (a proxy whose database is down?)`,
+          ),
+          { code: "ECONNRESET" },
+        );
+        hadError = true;
+      }
       sockets.delete(raw);
       live.delete(raw);
       if (live.size === 0) { for (const done of [...drained]) done(); }
@@ -218,6 +255,11 @@ export function answeredSocket(
       });
     },
   });
+}
+
+/** Whether `chunk` begins a TLS handshake record (content type 22). */
+function isTlsRecord(chunk: unknown): boolean {
+  return chunk instanceof Uint8Array && chunk.length > 0 && chunk[0] === 0x16;
 }
 
 /** Whether `chunk` is a CancelRequest (16 bytes: its length, then 80877102). */
