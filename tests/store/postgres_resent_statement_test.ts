@@ -11,7 +11,10 @@
  * transaction, and committed by itself. A delivery counted and claimed in
  * one flight was answered as admitted, its count written, and its replay
  * record never was: the same signed delivery, sent again, would have been
- * admitted again.
+ * admitted again. A session that lost the statements (`DEALLOCATE ALL`,
+ * as a pooler in transaction mode loses them) left its connection out of
+ * the pool after the failed write: the next one waited out
+ * `connectionWaitMs` for a connection.
  *
  * @module
  */
@@ -101,6 +104,60 @@ Deno.test({
       assert.equal(await store.deliveries("job_1"), 1);
     } finally {
       await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write on a session that lost the statements this client prepared there fails, nothing of it written, and the next write on that connection lands",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(1);
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 2_000 });
+      await store.migrate();
+      const claim = (key: string) => ({
+        key,
+        now: NOW,
+        expiresAt: NOW + 60_000,
+      });
+      assert.equal(
+        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+        1,
+      );
+      // What a pooler in transaction mode does to them (the next
+      // transaction on another server session), or a DISCARD ALL.
+      await sql.unsafe("DEALLOCATE ALL");
+      await assert.rejects(
+        store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+        /^Error: Cannot admit a delivery as PostgreSQL does not know a statement this client prepared/,
+      );
+      const landed = async () => ({
+        claims: (await admin.unsafe(
+          `SELECT key FROM "${schema}".claims ORDER BY key`,
+        )).map((row) => row.key),
+        counts: (await admin.unsafe(
+          `SELECT job_id FROM "${schema}".counters ORDER BY job_id`,
+        )).map((row) => row.job_id),
+      });
+      assert.deepEqual(await landed(), { claims: ["k1"], counts: ["job_1"] });
+      // postgres.js kept the connection from the pool after it (the next
+      // write waited out connectionWaitMs for one); now it lands.
+      assert.equal(
+        await store.admit({ count: "job_3", claim: claim("k3"), now: NOW }),
+        1,
+      );
+      assert.deepEqual(await landed(), {
+        claims: ["k1", "k3"],
+        counts: ["job_1", "job_3"],
+      });
+    } finally {
+      await sql.end({ timeout: 1 });
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await admin.end();
     }
