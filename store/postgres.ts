@@ -831,7 +831,7 @@ export class PostgresStore implements Store {
         p.tx<
           { pid: number }[]
         >`SELECT pg_backend_pid() AS pid, ${1}::int AS one`,
-      ).then(([row]) => p.pid = row?.pid);
+      ).then((rows) => p.pid = ownRows(rows)[0]?.pid);
     // The first's session is learnt before it sits idle while the second
     // is sought, so that the cleanup can ask whether it is still there.
     const mine = await pid(a).catch(() => undefined);
@@ -846,7 +846,7 @@ export class PostgresStore implements Store {
       if (b === null) return;
       await on(b, b.tx.unsafe(`BEGIN ${ISOLATION}`), true);
       const theirs = await on(b, b.tx`SELECT pg_backend_pid() AS pid`)
-        .then(([row]) => b.pid = row?.pid);
+        .then((rows) => b.pid = ownRows(rows)[0]?.pid);
       if (mine !== theirs) {
         direct = true;
         return;
@@ -885,8 +885,8 @@ export class PostgresStore implements Store {
         // has seen that session there, without keeping the start waiting
         // (a busy pool answers when it can); otherwise it is left.
         const first = a.tx;
-        this.#sql.unsafe<{ n: number }[]>(sessionsOf(a.pid)).then(([row]) => {
-          if (row?.n === 1) first.release();
+        this.#sql.unsafe<{ n: number }[]>(sessionsOf(a.pid)).then((rows) => {
+          if (ownRows(rows)[0]?.n === 1) first.release();
         }, () => {});
         firstLeft = true;
       }
@@ -900,8 +900,8 @@ export class PostgresStore implements Store {
         // connection postgres.js closed meanwhile back in the pool.
         const first = a.tx;
         const asked = b.tx.unsafe<{ n: number }[]>(sessionsOf(a.pid));
-        asked.then(([row]) => {
-          if (row?.n === 1) first.release();
+        asked.then((rows) => {
+          if (ownRows(rows)[0]?.n === 1) first.release();
         }, () => {});
         await on(b, asked).catch(() => {});
         firstLeft = true;

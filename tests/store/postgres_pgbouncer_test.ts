@@ -321,3 +321,47 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() refuses a client whose prepared statements a pooler in transaction mode would lose, on connections where a statement failed while its rows streamed",
+  ignore: !available,
+  async fn() {
+    const schema = freshSchema();
+    const refused = through(await pooler("transaction"), {
+      prepare: true,
+      max: 2,
+    });
+    try {
+      // Migrated already: the refused client's start sends only its reads.
+      await new PostgresStore(await sharedClient(), { schema }).migrate();
+      // Each of the two connections has a statement fail on its fourth
+      // row: postgres.js 3.4.9 places the next statement's rows there
+      // after three holes (porsager/postgres#1119, #1181).
+      const failed = await Promise.allSettled(
+        [1, 2].map(() =>
+          refused.unsafe(
+            "SELECT i, 1 / (4 - i) AS x FROM generate_series(1, 10) i",
+          )
+        ),
+      );
+      assert.deepEqual(failed.map((f) => f.status), ["rejected", "rejected"]);
+      await assert.rejects(
+        new PostgresStore(refused, { schema }).migrate(),
+        (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements/,
+          );
+          assert.match(error.message, FIX);
+          return true;
+        },
+      );
+    } finally {
+      await withTimeout(() => refused.end(), 5_000);
+      await (await sharedClient()).unsafe(
+        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
+      );
+    }
+  },
+});
