@@ -123,122 +123,95 @@ Deno.test({
   }),
 });
 
+/**
+ * Two `reserveInTurn()`s on a pool of three: two connections reserved,
+ * the third opening for a query that keeps it so for 2 s, and what `queue`
+ * asks of the pool queued ahead of them. Then the first reserved
+ * connection goes back and the second's session is ended: a close while
+ * the first `reserveInTurn()` holds the turn, its `reserve()` queued.
+ * Asserts that one `reserve()` waited at a time throughout, and both were
+ * made.
+ */
+async function closeWhileHolderQueued(
+  queue: (ask: (query: string) => void) => void,
+): Promise<void> {
+  const admin = await connect(1);
+  const sql = postgres(await postgresUrl(), {
+    max: 3,
+    onnotice: () => {},
+    max_lifetime: null,
+  });
+  const { client, seen } = counting(sql);
+  const answered: Promise<unknown>[] = [];
+  const ask = (query: string) => {
+    const asked = sql.unsafe(query).execute();
+    // Failed by the client's end should the test fail first.
+    asked.catch(() => {});
+    answered.push(asked);
+  };
+  try {
+    const a = await sql.reserve();
+    const b = await sql.reserve();
+    const [row] = await b`SELECT pg_backend_pid() AS pid`;
+    ask("SELECT pg_sleep(2)");
+    queue(ask);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    seen.most = 0;
+    const first = reserveInTurn(client, () => false);
+    const second = reserveInTurn(client, () => false);
+    // Failed by the client's end should the test fail first.
+    for (const waiting of [first, second]) waiting.catch(() => {});
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    a.release();
+    await admin`SELECT pg_terminate_backend(${row!.pid as number})`;
+    const held = await first;
+    assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+    held!.release();
+    (await second)!.release();
+    assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
+    assert.equal(seen.made, 2);
+    await Promise.all(answered);
+  } finally {
+    await sql.end({ timeout: 1 });
+    await admin.end();
+  }
+}
+
 Deno.test({
   name:
     "reserveInTurn() keeps the turn through a close that left the holder queued, while a busy connection answers queries sent after the close first",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(1);
-    const sql = postgres(await postgresUrl(), {
-      max: 3,
-      onnotice: () => {},
-      max_lifetime: null,
-    });
-    const { client, seen } = counting(sql);
-    const answered: Promise<unknown>[] = [];
-    const ask = (query: string) => {
-      const asked = sql.unsafe(query).execute();
-      // Failed by the client's end should the test fail first.
-      asked.catch(() => {});
-      answered.push(asked);
-    };
-    try {
-      // Two of the pool's three connections reserved, the third opening
-      // for a query that keeps it opening for 2 s.
-      const a = await sql.reserve();
-      const b = await sql.reserve();
-      const [row] = await b`SELECT pg_backend_pid() AS pid`;
-      ask("SELECT pg_sleep(2)");
+  fn: timeout(30_000, () =>
+    closeWhileHolderQueued((ask) => {
       // Queued: three for the first reserved connection once it is back
       // (postgres.js hands it half the queue while one opens), one for the
-      // second when it closes, one ahead of the first reserveInTurn().
+      // second when it closes, one ahead of the first reserveInTurn(). The
+      // first connection back takes the three, and is busy for about 0.9 s
+      // with room for more: a query sent to the pool meanwhile is answered
+      // right behind them, before the holder's turn comes.
       for (let n = 0; n < 3; n++) ask("SELECT pg_sleep(0.3)");
       ask("SELECT pg_sleep(2)");
       ask("SELECT 'ahead of the holder'");
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      seen.most = 0;
-      const first = reserveInTurn(client, () => false);
-      const second = reserveInTurn(client, () => false);
-      // Failed by the client's end should the test fail first.
-      for (const waiting of [first, second]) waiting.catch(() => {});
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      // The first connection back takes the three, and is busy for about
-      // 0.9 s with room for more: a query sent to the pool meanwhile is
-      // answered right behind them, before the holder's turn comes.
-      a.release();
-      await admin`SELECT pg_terminate_backend(${row!.pid as number})`;
-      const held = await first;
-      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      held!.release();
-      (await second)!.release();
-      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      assert.equal(seen.made, 2);
-      await Promise.all(answered);
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.end();
-    }
-  }),
+    })),
 });
 
 Deno.test({
   name:
     "reserveInTurn() keeps the turn through a close that left the holder queued until every probe settled, not the first: a busy connection answers its probe, and takes only the queries ahead of the holder, first",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(1);
-    const sql = postgres(await postgresUrl(), {
-      max: 3,
-      onnotice: () => {},
-      max_lifetime: null,
-    });
-    const { client, seen } = counting(sql);
-    const answered: Promise<unknown>[] = [];
-    const ask = (query: string) => {
-      const asked = sql.unsafe(query).execute();
-      // Failed by the client's end should the test fail first.
-      asked.catch(() => {});
-      answered.push(asked);
-    };
-    try {
-      // Two of the pool's three connections reserved, the third opening
-      // for a query that keeps it opening for 2 s.
-      const a = await sql.reserve();
-      const b = await sql.reserve();
-      const [row] = await b`SELECT pg_backend_pid() AS pid`;
-      ask("SELECT pg_sleep(2)");
+  fn: timeout(30_000, () =>
+    closeWhileHolderQueued((ask) => {
       // Queued: four for the first reserved connection once it is back
       // (postgres.js hands it half the queue while one opens: 4 of 8), one
       // for the second when it closes, two ahead of the first
-      // reserveInTurn().
+      // reserveInTurn(). The first connection back is busy for about 1.2 s
+      // and takes a probe; answered, it takes the two queries ahead of the
+      // holder (two connections still opening: a third of the queue), not
+      // the holder, which the probes queued behind it wait for.
       for (let n = 0; n < 4; n++) ask("SELECT pg_sleep(0.3)");
       ask("SELECT pg_sleep(2)");
       for (let n = 0; n < 2; n++) ask("SELECT pg_sleep(0.3)");
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      seen.most = 0;
-      const first = reserveInTurn(client, () => false);
-      const second = reserveInTurn(client, () => false);
-      // Failed by the client's end should the test fail first.
-      for (const waiting of [first, second]) waiting.catch(() => {});
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      // The first connection back is busy for about 1.2 s and takes a
-      // probe; answered, it takes the two queries ahead of the holder (two
-      // connections still opening: a third of the queue), not the holder,
-      // which the probes queued behind it wait for.
-      a.release();
-      await admin`SELECT pg_terminate_backend(${row!.pid as number})`;
-      const held = await first;
-      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      held!.release();
-      (await second)!.release();
-      assert.equal(seen.most, 1, `${seen.most} reserve()s waited at once`);
-      assert.equal(seen.made, 2);
-      await Promise.all(answered);
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.end();
-    }
-  }),
+    })),
 });
 
 Deno.test({
