@@ -197,10 +197,7 @@ Deno.test({
 
       // The service stopped; a minute later every lease has lapsed.
       const at = now() + MINUTE;
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => at,
-      });
+      const report = await moveAt(file, pg, at);
       const kinds = await keysByKind(file.kv);
       assert.deepEqual(report, {
         moved: {
@@ -346,6 +343,18 @@ async function rowCounts(sql: postgres.Sql, schema: string) {
   return { ...row };
 }
 
+/** Moves `file`'s store into `pg`'s schema, the move's clock at `at`. */
+function moveAt(
+  file: Awaited<ReturnType<typeof kvFile>>,
+  pg: Awaited<ReturnType<typeof openPostgresStore>>,
+  at: number = T0,
+): ReturnType<typeof moveKvToPostgres> {
+  return moveKvToPostgres(file.kv, pg.sql, {
+    schema: pg.schema,
+    now: () => at,
+  });
+}
+
 /** A Deno KV file and a fresh PostgreSQL schema for `body`, both closed after. */
 async function withBoth(
   body: (
@@ -376,10 +385,7 @@ Deno.test({
       });
       await pg.store.createIntent({ id: "pi_0002", state: "created" });
       await pg.store.admit({ now: T0, count: "pi_0002/settle" });
-      const error = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      }).then(() => null, (error) => error);
+      const error = await moveAt(file, pg).then(() => null, (error) => error);
       assert.ok(error instanceof ConflictError, String(error));
       assert.match(error.message, /already holds 1 intent, 1 count:/);
       assert.match(error.message, /Nothing was moved/);
@@ -443,8 +449,7 @@ Deno.test({
         txHash: "0xab\u0000cd",
         at: T0,
       });
-      const move = () =>
-        moveKvToPostgres(file.kv, pg.sql, { schema: pg.schema, now: () => T0 });
+      const move = () => moveAt(file, pg);
       await assert.rejects(move(), {
         name: "TypeError",
         message:
@@ -518,10 +523,7 @@ Deno.test({
       await store.admit({ now: T0, count: "pi_00001/settle" });
       // Last in key order: the copy has sent every intent when it meets it.
       await file.kv.set(["relayer", "zz_other", "x"], 1);
-      const error = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      }).then(() => null, (error) => error);
+      const error = await moveAt(file, pg).then(() => null, (error) => error);
       assert.ok(error instanceof TypeError, String(error));
       assert.match(
         error.message,
@@ -533,19 +535,13 @@ Deno.test({
       // A hold without its intent, met once every intent is in.
       await file.kv.set(["relayer", "hold", "pi_ghost"], "pending");
       await assert.rejects(
-        moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        }),
+        moveAt(file, pg),
         (error: Error) =>
           error instanceof TypeError && error.message.includes("pi_ghost"),
       );
       assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
       await file.kv.delete(["relayer", "hold", "pi_ghost"]);
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      });
+      const report = await moveAt(file, pg);
       assert.deepEqual(report.moved, {
         intents: 2500,
         holds: 2500,
@@ -664,10 +660,7 @@ for (const midCopy of MID_COPY) {
         );
         assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
         // Stopped, the move carries what was written too.
-        const report = await moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        });
+        const report = await moveAt(file, pg);
         assert.ok(report.moved.intents >= midCopy.intents);
         assert.equal(
           await pg.store.deliveries("pi_0001/settle", T0),
@@ -706,10 +699,7 @@ Deno.test({
         action: "review",
         text: "an earlier broadcast may have been sent, needs review",
       });
-      await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      });
+      await moveAt(file, pg);
       const onPostgres = await pg.store.getIntent("pi_0001");
       assert.equal(onPostgres?.mayHaveSent, true);
       assert.deepEqual(planResolution(onPostgres), planResolution(onKv));
@@ -749,10 +739,7 @@ Deno.test({
       });
       // countDelivery() of the first KvStore: a number, with no expiry.
       await file.kv.set(["relayer", "deliveries", "pi_0001/settle"], 4);
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      });
+      const report = await moveAt(file, pg);
       assert.equal(report.moved.counts, 0);
       assert.equal(report.left.lapsedCounts, 1);
       assert.equal(await pg.store.deliveries("pi_0001/settle", T0), 0);
@@ -798,10 +785,7 @@ Deno.test({
       for (const [values, held] of rows) {
         await pg.sql.unsafe(`INSERT INTO ${values}`);
         const table = values.slice(s.length + 1, values.indexOf(" "));
-        const error = await moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        }).then(() => null, (error) => error);
+        const error = await moveAt(file, pg).then(() => null, (error) => error);
         assert.ok(error instanceof ConflictError, `${table}: ${error}`);
         assert.match(error.message, new RegExp(`already holds ${held}:`));
         assert.equal(await pg.store.getIntent("pi_0001"), null, table);
@@ -910,10 +894,7 @@ Deno.test({
       await kvStore.admit({ now: T0 + MINUTE, count: "pi_0001/settle" });
       await kvStore.admit({ now: T0, count: "pi_gone/settle", ttlMs: MINUTE });
       const at = T0 + MINUTE;
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => at,
-      });
+      const report = await moveAt(file, pg, at);
       assert.equal(report.moved.counts, 1);
       assert.equal(report.left.lapsedCounts, 1);
       const lapses = T0 + MINUTE + 8 * DAY;
@@ -950,10 +931,7 @@ Deno.test({
         now: T0,
         claim: { key: "sig_old", now: T0, expiresAt: at - GRACE },
       });
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => at,
-      });
+      const report = await moveAt(file, pg, at);
       assert.equal(report.moved.claims, 1);
       assert.equal(report.left.lapsedClaims, 1);
       // Another instance's clock, two minutes behind the move's.
@@ -1002,10 +980,7 @@ Deno.test({
         })
         .set(["relayer", "hold", "pi_nul"], "pending")
         .commit();
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      });
+      const report = await moveAt(file, pg);
       assert.equal(report.moved.intents, 3);
       const created = await pg.store.getIntent("pi_created");
       assert.equal(created?.mayHaveSent, false);
@@ -1050,10 +1025,7 @@ Deno.test({
         }
         assert.ok((await atomic.commit()).ok);
       }
-      const report = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      });
+      const report = await moveAt(file, pg);
       assert.equal(report.moved.intents, 1500);
       assert.equal(report.moved.holds, 1000);
       assert.equal((await pg.store.getIntent("pi_01499"))?.hold, "pending");
@@ -1081,10 +1053,7 @@ Deno.test({
         await reserved.unsafe(
           `INSERT INTO "${pg.schema}".claims (key, expires_at) VALUES ('sig_open', ${T0})`,
         );
-        const error = await moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        }).then(() => null, (error) => error);
+        const error = await moveAt(file, pg).then(() => null, (error) => error);
         assert.ok(error instanceof BusyError, String(error));
         assert.match(
           error.message,
@@ -1143,10 +1112,7 @@ Deno.test({
       ] as const;
       for (const [key, value, refusal] of cases) {
         await file.kv.set(key, value);
-        const error = await moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        }).then(() => null, (error) => error);
+        const error = await moveAt(file, pg).then(() => null, (error) => error);
         assert.ok(error instanceof TypeError, `${key}: ${error}`);
         assert.match(error.message, refusal);
         assert.ok(error.message.includes(JSON.stringify(key)), error.message);
@@ -1154,10 +1120,7 @@ Deno.test({
         await file.kv.delete(key);
       }
       assert.equal(
-        (await moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        })).moved.deadLetters,
+        (await moveAt(file, pg)).moved.deadLetters,
         1,
       );
     }),
