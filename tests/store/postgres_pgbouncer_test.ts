@@ -77,6 +77,28 @@ async function backendPid(sql: postgres.Sql | postgres.TransactionSql) {
 const FIX =
   /create the client with prepare: false \(\?prepare=false in DATABASE_URL\), or use the pooler's session mode$/;
 
+/**
+ * Asserts that `migrate()` on `client` refuses it as going through a
+ * pooler in transaction mode that loses prepared statements, and says how
+ * to mend it.
+ */
+async function assertRefusedAsPooled(
+  client: postgres.Sql,
+  schema: string,
+): Promise<void> {
+  await assert.rejects(
+    new PostgresStore(client, { schema }).migrate(),
+    (error: Error) => {
+      assert.match(
+        error.message,
+        /^Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements/,
+      );
+      assert.match(error.message, FIX);
+      return true;
+    },
+  );
+}
+
 // One client per file, as the other Postgres suites keep (see _postgres.ts),
 // and as theirs with no lifetime timer per connection to fail the test that
 // opened it under the sanitizers.
@@ -117,17 +139,7 @@ Deno.test({
       max: 4,
     });
     try {
-      await assert.rejects(
-        new PostgresStore(refused, { schema }).migrate(),
-        (error: Error) => {
-          assert.match(
-            error.message,
-            /^Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements/,
-          );
-          assert.match(error.message, FIX);
-          return true;
-        },
-      );
+      await assertRefusedAsPooled(refused, schema);
     } finally {
       // Nothing of the refused client is left stuck: it ends.
       await withTimeout(() => refused.end(), 5_000);
@@ -346,17 +358,7 @@ Deno.test({
         ),
       );
       assert.deepEqual(failed.map((f) => f.status), ["rejected", "rejected"]);
-      await assert.rejects(
-        new PostgresStore(refused, { schema }).migrate(),
-        (error: Error) => {
-          assert.match(
-            error.message,
-            /^Cannot use this PostgreSQL client as it goes through a pooler in transaction mode that does not keep prepared statements/,
-          );
-          assert.match(error.message, FIX);
-          return true;
-        },
-      );
+      await assertRefusedAsPooled(refused, schema);
     } finally {
       await withTimeout(() => refused.end(), 5_000);
       await (await sharedClient()).unsafe(
