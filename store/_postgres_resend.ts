@@ -15,8 +15,12 @@
  * So a flight's writes are marked not prepared once postgres.js has sent
  * them: it then fails such a statement with its own error, and nothing of
  * the flight commits. What it would have forgotten, the store prepares
- * again on the connection after the flight ({@linkcode prepareAgain}), so
- * that the connection's next write runs.
+ * again on the connection after the flight ({@linkcode prepareAgain}), and
+ * where the flight rolled back whole for that alone
+ * ({@linkcode staleOnly}), the write goes again on that connection: one
+ * more flight for each of its statements the change made stale, none
+ * failed (a write refused so is the store's to try again: nothing of it
+ * was written, and its check of what the read saw goes again with it).
  *
  * @module
  */
@@ -112,4 +116,29 @@ export function prepareAgain(
     );
   });
   return Promise.allSettled(asked);
+}
+
+/**
+ * Whether a failed flight can go again as it was: it failed on a statement
+ * refused as stale (not one a pooler's other session never knew, 26000),
+ * its `COMMIT` answered `ROLLBACK` (nothing of it committed), and each
+ * such statement was prepared again ({@linkcode prepareAgain}'s answers,
+ * `again`, all fulfilled).
+ *
+ * @param error What the flight failed with.
+ * @param committed The answer to the flight's `COMMIT`.
+ * @param again The answers to preparing its stale statements again.
+ */
+export function staleOnly(
+  error: unknown,
+  committed: PromiseSettledResult<unknown> | undefined,
+  again: readonly PromiseSettledResult<unknown>[],
+): boolean {
+  if ((error as { code?: unknown })?.code === "26000") return false;
+  if (!refusedAsStale(error) || committed?.status !== "fulfilled") {
+    return false;
+  }
+  const { command } = (committed.value ?? {}) as { command?: unknown };
+  return command === "ROLLBACK" && again.length > 0 &&
+    again.every((answer) => answer.status === "fulfilled");
 }

@@ -59,7 +59,12 @@ import {
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
-import { prepareAgain, refusedAsStale, sendOnce } from "./_postgres_resend.ts";
+import {
+  prepareAgain,
+  refusedAsStale,
+  sendOnce,
+  staleOnly,
+} from "./_postgres_resend.ts";
 import {
   deadLetterRow,
   hasNul,
@@ -955,8 +960,9 @@ export class PostgresStore implements Store {
       if (code !== "26000" && refusedAsStale(error)) {
         // A statement prepared on its connection before the schema changed
         // what it returns (a migration of a later release, an operator's
-        // ALTER TABLE): refused, the flight committed nothing, and the
-        // statement is prepared anew for the next try (see sendOnce).
+        // ALTER TABLE): refused, the flight committed nothing. A flight
+        // goes again once its statement is prepared anew (see staleOnly);
+        // this is one whose preparing failed, or `sql.begin`'s path.
         throw new Error(
           `Cannot ${what} as PostgreSQL refused a statement this client had prepared before the schema changed (${
             oneLine(String((error as Error).message))
@@ -1072,6 +1078,11 @@ export class PostgresStore implements Store {
    * answers at once that it may have landed, and the connection is left
    * to postgres.js.
    *
+   * A flight that failed only on a statement a schema change made stale
+   * goes again on the same connection once that statement is prepared
+   * anew, at most once for each of its statements (see
+   * `_postgres_resend.ts`): `work` runs again, its writes built again.
+   *
    * A client made with `fetch_types: false` takes `sql.begin` instead
    * (`BEGIN` and `COMMIT` each a round trip of their own): postgres.js
    * 3.4.9's `reserve()` never settles on a connection it opens for it
@@ -1094,9 +1105,14 @@ export class PostgresStore implements Store {
         else tx.release();
       });
     };
+    // A flight refused only as stale, its statement prepared again: the
+    // error `work` throws for it is caught below and `work` runs again.
+    let sendAgain: unknown = undefined;
+    let flights = 0;
     const commit = async (
       writes: readonly postgres.PendingQuery<postgres.Row[]>[],
     ) => {
+      flights++;
       const sent = [
         // One simple query of two statements: the flight's lock waits are
         // bounded below `connectionWaitMs`, so a write held up by another
@@ -1161,11 +1177,20 @@ export class PostgresStore implements Store {
           // A statement refused as stale is prepared again before the
           // connection goes back, as postgres.js would have before sending
           // it again (see sendOnce): its next write runs.
-          const again = prepareAgain(tx, writes, (await rest).slice(1, -1));
+          const settled = await rest;
+          const again = prepareAgain(tx, writes, settled.slice(1, -1));
           if (!await this.#within(again)) handBackLater(again);
           else if (anyLost(await again)) {
             lost = true;
             this.#absorb();
+          } else if (
+            staleOnly(error, settled.at(-1), await again) &&
+            flights < writes.length + 1
+          ) {
+            // The flight rolled back whole (its COMMIT answered ROLLBACK)
+            // and what was stale is prepared anew: the write goes again,
+            // here, on this connection.
+            sendAgain = error;
           }
         }
         throw error;
@@ -1182,7 +1207,14 @@ export class PostgresStore implements Store {
       return answers.slice(1, -1);
     };
     try {
-      return await work(tx, commit);
+      for (;;) {
+        try {
+          return await work(tx, commit);
+        } catch (error) {
+          if (error === undefined || error !== sendAgain) throw error;
+          sendAgain = undefined;
+        }
+      }
     } finally {
       if (!lost) tx.release();
     }

@@ -20,15 +20,36 @@
  */
 
 import assert from "node:assert/strict";
+import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 const NOW = 1_767_225_600_000;
 
+/** The rows on record: the replay records' keys and the counts' job ids. */
+async function onRecord(admin: postgres.Sql, schema: string) {
+  const claims = await admin.unsafe(
+    `SELECT key FROM "${schema}".claims ORDER BY key`,
+  );
+  const counts = await admin.unsafe(
+    `SELECT job_id, deliveries FROM "${schema}".counters ORDER BY job_id`,
+  );
+  return {
+    claims: claims.map((row) => String(row.key)),
+    counts: counts.map((row) => `${row.job_id}: ${row.deliveries}`),
+  };
+}
+
+const claim = (key: string, now = NOW) => ({
+  key,
+  now,
+  expiresAt: now + 60_000,
+});
+
 Deno.test({
   name:
-    "PostgresStore: a write whose prepared statement PostgreSQL refused as a schema change altered its result commits nothing, and says so, where the statement ran again alone after the transaction rolled back",
+    "PostgresStore: a write whose prepared statement PostgreSQL refused as a schema change altered its result goes again on its connection once the statement is prepared anew, and lands once, where the statement ran again alone after the transaction rolled back",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
     const admin = await connect(2);
@@ -39,11 +60,6 @@ Deno.test({
     try {
       const store = new PostgresStore(sql, { schema });
       await store.migrate();
-      const claim = (key: string) => ({
-        key,
-        now: NOW,
-        expiresAt: NOW + 60_000,
-      });
       assert.equal(
         await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
         1,
@@ -54,54 +70,126 @@ Deno.test({
         `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
       );
 
-      const admitted = await store.admit({
-        count: "job_2",
-        claim: claim("k2"),
-        now: NOW,
-      }).then((n) => ({ n }), (error: Error) => ({ error }));
-
-      const claims = await admin.unsafe(
-        `SELECT key FROM "${schema}".claims ORDER BY key`,
+      // Before: "delivery 1" with its count written and its replay record
+      // not; then, with the flight failed whole, refused as stale.
+      assert.equal(
+        await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+        1,
       );
-      const counts = await admin.unsafe(
-        `SELECT job_id FROM "${schema}".counters ORDER BY job_id`,
+      assert.deepEqual(await onRecord(admin, schema), {
+        claims: ["k1", "k2"],
+        counts: ["job_1: 1", "job_2: 1"],
+      });
+      await assert.rejects(
+        store.admit({ claim: claim("k2"), now: NOW + 1 }),
+        { name: "ReplayError" },
       );
-      const landed = {
-        claims: claims.map((row) => row.key),
-        counts: counts.map((row) => row.job_id),
-      };
-      if ("n" in admitted) {
-        // Answered as admitted: then both its writes are on record.
-        assert.deepEqual(
-          landed,
-          {
-            claims: ["k1", "k2"],
-            counts: ["job_1", "job_2"],
-          },
-          `admitted as delivery ${admitted.n}, but on record: ${
-            JSON.stringify(landed)
-          }`,
-        );
-      } else {
-        // Refused: then nothing of it is.
-        assert.deepEqual(landed, { claims: ["k1"], counts: ["job_1"] });
-        assert.match(
-          admitted.error.message,
-          /^Cannot admit a delivery as PostgreSQL refused a statement this client had prepared before the schema changed \(cached plan must not change result type\): nothing of it was written; try again$/,
-        );
-        // Tried again on the same connection, it lands whole.
-        assert.equal(
-          await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
-          1,
-        );
-        assert.equal(await store.deliveries("job_2"), 1);
-        await assert.rejects(
-          store.admit({ claim: claim("k2"), now: NOW + 1 }),
-          { name: "ReplayError" },
-        );
-      }
-      // The connection is still the pool's: a read answers.
+      // The connection is still the pool's, its statements current.
+      assert.equal(
+        await store.admit({ count: "job_2", claim: claim("k3"), now: NOW }),
+        2,
+      );
       assert.equal(await store.deliveries("job_1"), 1);
+    } finally {
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write two of whose prepared statements a schema change made stale goes again once for each, and lands once",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(1);
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      assert.equal(
+        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+        1,
+      );
+      // Both of an admission's statements return something else now: the
+      // count (a column's type) and the claim (its check's function, made
+      // again returning numeric). The first refusal aborts the flight, so
+      // the second is met only when it goes again.
+      const [found] = await admin.unsafe(
+        `SELECT pg_get_functiondef('"${schema}".refuse_replay(bigint)'::regprocedure) AS definition`,
+      );
+      const definition = String(found?.definition);
+      const numeric = definition.replace(
+        /RETURNS bigint/,
+        "RETURNS numeric",
+      );
+      assert.notEqual(numeric, definition);
+      await admin.begin(async (tx) => {
+        await tx.unsafe(`DROP FUNCTION "${schema}".refuse_replay(bigint)`);
+        await tx.unsafe(numeric);
+        await tx.unsafe(
+          `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+        );
+      });
+
+      assert.equal(
+        await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+        1,
+      );
+      assert.deepEqual(await onRecord(admin, schema), {
+        claims: ["k1", "k2"],
+        counts: ["job_1: 1", "job_2: 1"],
+      });
+      await assert.rejects(
+        store.admit({ count: "job_3", claim: claim("k2"), now: NOW + 1 }),
+        { name: "ReplayError" },
+      );
+      assert.deepEqual(await onRecord(admin, schema), {
+        claims: ["k1", "k2"],
+        counts: ["job_1: 1", "job_2: 1"],
+      });
+    } finally {
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: after a schema change altered what a prepared write returns, no write on any connection of the pool fails for it",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(3);
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      // Three admissions at once, each on a connection of its own: each
+      // connection has the admission's statements prepared.
+      const at = (n: number) =>
+        store.admit({ count: `job_${n}`, claim: claim(`k${n}`), now: NOW });
+      await Promise.all([1, 2, 3].map(at));
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+      );
+
+      // Before: one write failed on each connection that had prepared the
+      // admission (two of nine, in each of 3 runs).
+      const answers = await Promise.allSettled(
+        [4, 5, 6, 7, 8, 9, 10, 11, 12].map(at),
+      );
+      const failed = answers.flatMap((answer) =>
+        answer.status === "rejected" ? [String(answer.reason)] : []
+      );
+      assert.deepEqual(failed, []);
+      const { claims, counts } = await onRecord(admin, schema);
+      assert.equal(claims.length, 12);
+      assert.equal(counts.length, 12);
     } finally {
       await sql.end();
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -121,11 +209,6 @@ Deno.test({
     try {
       const store = new PostgresStore(sql, { schema, connectionWaitMs: 2_000 });
       await store.migrate();
-      const claim = (key: string) => ({
-        key,
-        now: NOW,
-        expiresAt: NOW + 60_000,
-      });
       assert.equal(
         await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
         1,
