@@ -886,17 +886,33 @@ export function startMetFault(
  * {@linkcode RECOVERY_BOUND_MS} from then, or from its own start if it
  * started after (a kill's restart, whose start is not the recovery of a
  * process that lived through the fault). An instance being started again
- * is not asked; with none live, nothing is late yet.
+ * is not asked; with none live, nothing is late yet. Time the tool's own
+ * loop stood still since then (`stalls`, its {@linkcode LoopWatch}'s) is
+ * not counted: the tool asked nothing and answered no send then.
  */
 export function recoveryLate(
   databaseUpAt: number,
   instances: readonly { readonly live: boolean; readonly upAt: number }[],
   at: number,
+  stalls: readonly Stall[] = [],
 ): boolean {
   const live = instances.filter((instance) => instance.live);
   if (live.length === 0) return false;
   const since = Math.max(databaseUpAt, ...live.map((i) => i.upAt));
-  return at - since > RECOVERY_BOUND_MS;
+  return at - since - stoodStill(stalls, since, at) > RECOVERY_BOUND_MS;
+}
+
+/** How long, of the time from `from` to `to`, the tool's loop stood still. */
+export function stoodStill(
+  stalls: readonly Stall[],
+  from: number,
+  to: number,
+): number {
+  let ms = 0;
+  for (const stall of stalls) {
+    ms += Math.max(0, Math.min(stall.to, to) - Math.max(stall.from, from));
+  }
+  return ms;
 }
 
 /** How a server that was never healthy ended: its exit, and what it wrote to stderr. */
@@ -4509,13 +4525,17 @@ async function runCrashTest(
         if (fault.ready !== null && (fault.firstOk !== null || allEnded)) {
           break;
         }
-        if (recoveryLate(fault.up, servers, now())) {
+        const at = now();
+        if (recoveryLate(fault.up, servers, at, loop.stalls)) {
+          const stood = Math.round(stoodStill(loop.stalls, fault.up, at));
           unexpected.push(
             `database fault ${kind}: ${
               fault.ready === null
                 ? "/readyz did not answer 200"
                 : "no delivery was answered 200"
-            } within ${RECOVERY_BOUND_MS}ms of the database being back`,
+            } within ${RECOVERY_BOUND_MS}ms of the database being back${
+              stood === 0 ? "" : ` (and the ${stood}ms this tool stood still)`
+            }`,
           );
           fault.ready ??= now();
           break;

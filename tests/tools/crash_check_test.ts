@@ -47,6 +47,7 @@ import {
   START_TRIES,
   startAgain,
   startMetFault,
+  stoodStill,
   storeFailed,
   unclearOverlap,
 } from "../../tools/crash.ts";
@@ -871,6 +872,39 @@ Deno.test("recoveryLate() times each live instance from the database's return or
     }], 16_000),
     true,
   );
+});
+
+Deno.test("recoveryLate() does not count the time the tool's own loop stood still since the database's return", () => {
+  const bound = 5_000;
+  const live = [{ live: true, upAt: 1_000 }];
+  // Stood still 700 ms after the return: the bound moves by as much.
+  const stalls = [{ from: 12_000, to: 12_700 }];
+  assert.equal(recoveryLate(10_000, live, 10_000 + bound + 600, stalls), false);
+  assert.equal(recoveryLate(10_000, live, 10_000 + bound + 701, stalls), true);
+  // Only what lies after the return, and before the time asked, counts.
+  assert.equal(
+    recoveryLate(10_000, live, 10_000 + bound + 1, [{
+      from: 9_000,
+      to: 10_000,
+    }]),
+    true,
+  );
+  assert.equal(
+    recoveryLate(10_000, live, 10_000 + bound + 301, [{
+      from: 9_800,
+      to: 10_300,
+    }]),
+    true,
+  );
+  assert.equal(
+    recoveryLate(10_000, live, 10_000 + bound + 299, [{
+      from: 9_800,
+      to: 10_300,
+    }]),
+    false,
+  );
+  assert.equal(stoodStill([{ from: 1, to: 5 }, { from: 8, to: 20 }], 3, 10), 4);
+  assert.equal(stoodStill([], 0, 100), 0);
 });
 
 Deno.test("operatorCall() answers a call's status and body, and names a call left unanswered past its bound", async () => {
