@@ -47,54 +47,85 @@ const claim = (key: string, now = NOW) => ({
   expiresAt: now + 60_000,
 });
 
+/** What a test has: an admin's client, the store's schema, client and store. */
+interface Setting {
+  admin: postgres.Sql;
+  schema: string;
+  sql: postgres.Sql;
+  store: PostgresStore;
+}
+
+/**
+ * Runs `test` on a fresh migrated schema, its store on a client of `max`
+ * connections (one: each write's statements are the ones the writes
+ * before prepared there), and drops it all after.
+ */
+function onServer(
+  max: number,
+  test: (setting: Setting) => Promise<void>,
+  options: { connectionWaitMs?: number } = {},
+): ReturnType<typeof timeout> {
+  return timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(max);
+    try {
+      const store = new PostgresStore(sql, { schema, ...options });
+      await store.migrate();
+      await test({ admin, schema, sql, store });
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  });
+}
+
+/**
+ * Admits delivery 1 of `job_2` with the claim `k2` after `job_1`'s (`k1`):
+ * answered so, both its writes on record once, and a replay of its claim
+ * refused with nothing more written.
+ */
+async function admitsOnce(
+  { admin, schema, store }: Omit<Setting, "sql">,
+): Promise<void> {
+  assert.equal(
+    await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+    1,
+  );
+  const once = { claims: ["k1", "k2"], counts: ["job_1: 1", "job_2: 1"] };
+  assert.deepEqual(await onRecord(admin, schema), once);
+  await assert.rejects(
+    store.admit({ count: "job_3", claim: claim("k2"), now: NOW + 1 }),
+    { name: "ReplayError" },
+  );
+  assert.deepEqual(await onRecord(admin, schema), once);
+}
+
 Deno.test({
   name:
     "PostgresStore: a write whose prepared statement PostgreSQL refused as a schema change altered its result goes again on its connection once the statement is prepared anew, and lands once, where the statement ran again alone after the transaction rolled back",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    // One connection: the second admit's statements are the ones the first
-    // prepared there.
-    const sql = await connect(1);
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      assert.equal(
-        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
-        1,
-      );
-      // What the count returns changes type (bigint to numeric): the claim
-      // before it in the flight is as it was.
-      await admin.unsafe(
-        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
-      );
+  fn: onServer(1, async ({ admin, schema, store }) => {
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    // What the count returns changes type (bigint to numeric): the claim
+    // before it in the flight is as it was.
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
 
-      // Before: "delivery 1" with its count written and its replay record
-      // not; then, with the flight failed whole, refused as stale.
-      assert.equal(
-        await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
-        1,
-      );
-      assert.deepEqual(await onRecord(admin, schema), {
-        claims: ["k1", "k2"],
-        counts: ["job_1: 1", "job_2: 1"],
-      });
-      await assert.rejects(
-        store.admit({ claim: claim("k2"), now: NOW + 1 }),
-        { name: "ReplayError" },
-      );
-      // The connection is still the pool's, its statements current.
-      assert.equal(
-        await store.admit({ count: "job_2", claim: claim("k3"), now: NOW }),
-        2,
-      );
-      assert.equal(await store.deliveries("job_1"), 1);
-    } finally {
-      await sql.end();
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
+    // Before: "delivery 1" with its count written and its replay record
+    // not; then, with the flight failed whole, refused as stale.
+    await admitsOnce({ admin, schema, store });
+    // The connection is still the pool's, its statements current.
+    assert.equal(
+      await store.admit({ count: "job_2", claim: claim("k3"), now: NOW }),
+      2,
+    );
+    assert.equal(await store.deliveries("job_1"), 1);
   }),
 });
 
@@ -102,59 +133,33 @@ Deno.test({
   name:
     "PostgresStore: a write two of whose prepared statements a schema change made stale goes again once for each, and lands once",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(1);
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      assert.equal(
-        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
-        1,
+  fn: onServer(1, async ({ admin, schema, store }) => {
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    // Both of an admission's statements return something else now: the
+    // count (a column's type) and the claim (its check's function, made
+    // again returning numeric). The first refusal aborts the flight, so
+    // the second is met only when it goes again.
+    const [found] = await admin.unsafe(
+      `SELECT pg_get_functiondef('"${schema}".refuse_replay(bigint)'::regprocedure) AS definition`,
+    );
+    const definition = String(found?.definition);
+    const numeric = definition.replace(
+      /RETURNS bigint/,
+      "RETURNS numeric",
+    );
+    assert.notEqual(numeric, definition);
+    await admin.begin(async (tx) => {
+      await tx.unsafe(`DROP FUNCTION "${schema}".refuse_replay(bigint)`);
+      await tx.unsafe(numeric);
+      await tx.unsafe(
+        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
       );
-      // Both of an admission's statements return something else now: the
-      // count (a column's type) and the claim (its check's function, made
-      // again returning numeric). The first refusal aborts the flight, so
-      // the second is met only when it goes again.
-      const [found] = await admin.unsafe(
-        `SELECT pg_get_functiondef('"${schema}".refuse_replay(bigint)'::regprocedure) AS definition`,
-      );
-      const definition = String(found?.definition);
-      const numeric = definition.replace(
-        /RETURNS bigint/,
-        "RETURNS numeric",
-      );
-      assert.notEqual(numeric, definition);
-      await admin.begin(async (tx) => {
-        await tx.unsafe(`DROP FUNCTION "${schema}".refuse_replay(bigint)`);
-        await tx.unsafe(numeric);
-        await tx.unsafe(
-          `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
-        );
-      });
+    });
 
-      assert.equal(
-        await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
-        1,
-      );
-      assert.deepEqual(await onRecord(admin, schema), {
-        claims: ["k1", "k2"],
-        counts: ["job_1: 1", "job_2: 1"],
-      });
-      await assert.rejects(
-        store.admit({ count: "job_3", claim: claim("k2"), now: NOW + 1 }),
-        { name: "ReplayError" },
-      );
-      assert.deepEqual(await onRecord(admin, schema), {
-        claims: ["k1", "k2"],
-        counts: ["job_1: 1", "job_2: 1"],
-      });
-    } finally {
-      await sql.end();
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
+    await admitsOnce({ admin, schema, store });
   }),
 });
 
@@ -162,39 +167,28 @@ Deno.test({
   name:
     "PostgresStore: after a schema change altered what a prepared write returns, no write on any connection of the pool fails for it",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(3);
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      // Three admissions at once, each on a connection of its own: each
-      // connection has the admission's statements prepared.
-      const at = (n: number) =>
-        store.admit({ count: `job_${n}`, claim: claim(`k${n}`), now: NOW });
-      await Promise.all([1, 2, 3].map(at));
-      await admin.unsafe(
-        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
-      );
+  fn: onServer(3, async ({ admin, schema, store }) => {
+    // Three admissions at once, each on a connection of its own: each
+    // connection has the admission's statements prepared.
+    const at = (n: number) =>
+      store.admit({ count: `job_${n}`, claim: claim(`k${n}`), now: NOW });
+    await Promise.all([1, 2, 3].map(at));
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
 
-      // Before: one write failed on each connection that had prepared the
-      // admission (two of nine, in each of 3 runs).
-      const answers = await Promise.allSettled(
-        [4, 5, 6, 7, 8, 9, 10, 11, 12].map(at),
-      );
-      const failed = answers.flatMap((answer) =>
-        answer.status === "rejected" ? [String(answer.reason)] : []
-      );
-      assert.deepEqual(failed, []);
-      const { claims, counts } = await onRecord(admin, schema);
-      assert.equal(claims.length, 12);
-      assert.equal(counts.length, 12);
-    } finally {
-      await sql.end();
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
+    // Before: one write failed on each connection that had prepared the
+    // admission (two of nine, in each of 3 runs).
+    const answers = await Promise.allSettled(
+      [4, 5, 6, 7, 8, 9, 10, 11, 12].map(at),
+    );
+    const failed = answers.flatMap((answer) =>
+      answer.status === "rejected" ? [String(answer.reason)] : []
+    );
+    assert.deepEqual(failed, []);
+    const { claims, counts } = await onRecord(admin, schema);
+    assert.equal(claims.length, 12);
+    assert.equal(counts.length, 12);
   }),
 });
 
@@ -202,47 +196,31 @@ Deno.test({
   name:
     "PostgresStore: a write on a session that lost the statements this client prepared there fails, nothing of it written, and the next write on that connection lands",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(1);
-    try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 2_000 });
-      await store.migrate();
-      assert.equal(
-        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
-        1,
-      );
-      // What a pooler in transaction mode does to them (the next
-      // transaction on another server session), or a DISCARD ALL.
-      await sql.unsafe("DEALLOCATE ALL");
-      await assert.rejects(
-        store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
-        /^Error: Cannot admit a delivery as PostgreSQL does not know a statement this client prepared/,
-      );
-      const landed = async () => ({
-        claims: (await admin.unsafe(
-          `SELECT key FROM "${schema}".claims ORDER BY key`,
-        )).map((row) => row.key),
-        counts: (await admin.unsafe(
-          `SELECT job_id FROM "${schema}".counters ORDER BY job_id`,
-        )).map((row) => row.job_id),
-      });
-      assert.deepEqual(await landed(), { claims: ["k1"], counts: ["job_1"] });
-      // postgres.js kept the connection from the pool after it (the next
-      // write waited out connectionWaitMs for one); now it lands.
-      assert.equal(
-        await store.admit({ count: "job_3", claim: claim("k3"), now: NOW }),
-        1,
-      );
-      assert.deepEqual(await landed(), {
-        claims: ["k1", "k3"],
-        counts: ["job_1", "job_3"],
-      });
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
-  }),
+  fn: onServer(1, async ({ admin, schema, sql, store }) => {
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    // What a pooler in transaction mode does to them (the next
+    // transaction on another server session), or a DISCARD ALL.
+    await sql.unsafe("DEALLOCATE ALL");
+    await assert.rejects(
+      store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+      /^Error: Cannot admit a delivery as PostgreSQL does not know a statement this client prepared/,
+    );
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1"],
+      counts: ["job_1: 1"],
+    });
+    // postgres.js kept the connection from the pool after it (the next
+    // write waited out connectionWaitMs for one); now it lands.
+    assert.equal(
+      await store.admit({ count: "job_3", claim: claim("k3"), now: NOW }),
+      1,
+    );
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1", "k3"],
+      counts: ["job_1: 1", "job_3: 1"],
+    });
+  }, { connectionWaitMs: 2_000 }),
 });
