@@ -87,34 +87,54 @@ export function refusedAsStale(error: unknown): boolean {
  * running it. Settles once every one answered (a statement the schema now
  * refuses outright fails here, and its next write fails as it should).
  *
+ * Preparing takes the locks the statement's tables need, as the flight
+ * does, and another session may hold one by then (the next migration's
+ * `ALTER TABLE`, a `LOCK TABLE`): so it runs in a transaction of its own
+ * whose lock waits end at `lockMs`, the flight's `lock_timeout`. Outside
+ * one, it would wait for as long as the lock lasts, keeping its
+ * connection from the pool. A prepared statement outlives the
+ * transaction it was prepared in.
+ *
  * @param tx The flight's connection, its transaction ended.
  * @param writes The flight's writes.
  * @param settled Their answers.
- * @returns Their answers, once they all came.
+ * @param lockMs How long a lock is waited for (`lock_timeout`).
+ * @returns The answers to `BEGIN`, to preparing each again, and to
+ * `COMMIT`, once they all came; none if nothing was refused as stale.
  */
 export function prepareAgain(
   tx: postgres.ReservedSql,
   writes: readonly postgres.PendingQuery<postgres.Row[]>[],
   settled: readonly PromiseSettledResult<unknown>[],
+  lockMs: number,
 ): Promise<PromiseSettledResult<unknown>[]> {
-  const asked: Promise<unknown>[] = [];
-  writes.forEach((write, i) => {
+  const stale = writes.flatMap((write, i) => {
     const answer = settled[i];
     if (answer?.status !== "rejected" || !refusedAsStale(answer.reason)) {
-      return;
+      return [];
     }
     const { strings, args } = write as unknown as Built;
-    if (strings === undefined || args === undefined) return;
+    return strings === undefined || args === undefined ? [] : [{
+      strings,
+      args,
+    }];
+  });
+  if (stale.length === 0) return Promise.resolve([]);
+  // Sent in this order: each query is sent once executed.
+  const asked: Promise<unknown>[] = [
+    tx.unsafe(`BEGIN; SET LOCAL lock_timeout = ${lockMs}`).execute(),
     // The same text and arguments: the same statement to postgres.js,
     // which drops the one it kept before preparing it (`describe()`).
-    asked.push(
-      (tx as unknown as (
+    ...stale.map(({ strings, args }) =>
+      ((tx as unknown as (
         strings: TemplateStringsArray,
         ...args: unknown[]
       ) => postgres.PendingQuery<postgres.Row[]>)(strings, ...args)
-        .describe(),
-    );
-  });
+        .describe() as unknown as postgres.PendingQuery<postgres.Row[]>)
+        .execute()
+    ),
+    tx`COMMIT`.execute(),
+  ];
   return Promise.allSettled(asked);
 }
 

@@ -1176,9 +1176,15 @@ export class PostgresStore implements Store {
         } else {
           // A statement refused as stale is prepared again before the
           // connection goes back, as postgres.js would have before sending
-          // it again (see sendOnce): its next write runs.
+          // it again (see sendOnce): its next write runs. Its lock waits
+          // end at the flight's lock_timeout (see prepareAgain).
           const settled = await rest;
-          const again = prepareAgain(tx, writes, settled.slice(1, -1));
+          const again = prepareAgain(
+            tx,
+            writes,
+            settled.slice(1, -1),
+            this.#lockMs,
+          );
           if (!await this.#within(again)) handBackLater(again);
           else if (anyLost(await again)) {
             lost = true;
@@ -1191,6 +1197,17 @@ export class PostgresStore implements Store {
             // and what was stale is prepared anew: the write goes again,
             // here, on this connection.
             sendAgain = error;
+          } else {
+            // Preparing it waited past lock_timeout for another session's
+            // lock (the next migration's), or statement_timeout cut it:
+            // busy, as a flight so held up is, nothing written.
+            const held = (await again).find((answer) =>
+              answer.status === "rejected" &&
+              ["55P03", "57014"].includes(
+                String((answer.reason as { code?: unknown })?.code),
+              )
+            );
+            if (held?.status === "rejected") throw held.reason;
           }
         }
         throw error;

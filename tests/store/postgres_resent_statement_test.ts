@@ -41,6 +41,17 @@ async function onRecord(admin: postgres.Sql, schema: string) {
   };
 }
 
+/** Waits until session `pid` waits for a lock. */
+async function waitsForLock(admin: postgres.Sql, pid: number): Promise<void> {
+  for (let tries = 0; tries < 500; tries++) {
+    const [row] = await admin`
+      SELECT wait_event_type FROM pg_stat_activity WHERE pid = ${pid}`;
+    if (row?.wait_event_type === "Lock") return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`session ${pid} never waited for a lock`);
+}
+
 const claim = (key: string, now = NOW) => ({
   key,
   now,
@@ -189,6 +200,88 @@ Deno.test({
     const { claims, counts } = await onRecord(admin, schema);
     assert.equal(claims.length, 12);
     assert.equal(counts.length, 12);
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose statement, refused as stale, cannot be prepared anew for another session's lock fails as busy within lock_timeout, and its connection goes back to the pool, where it waited out connectionWaitMs and kept the connection for as long as the lock",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(4);
+    const schema = freshSchema();
+    const sql = await connect(1);
+    const [row, locker] = await Promise.all([admin.reserve(), admin.reserve()]);
+    try {
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 4_000 });
+      await store.migrate();
+      for (const id of ["pi_1", "pi_2"]) {
+        await store.createIntent({ id, hold: "pending" });
+      }
+      const authorize = (id: string, key: string) =>
+        store.transition(id, {
+          from: "created",
+          to: "authorized",
+          version: "1",
+          at: NOW,
+        }, {
+          lease: { owner: `o_${id}`, ttlMs: 30_000, now: NOW, keep: true },
+          claim: claim(key),
+        });
+      assert.equal((await authorize("pi_1", "k1")).version, "2");
+      const [me] = await sql`SELECT pg_backend_pid() AS pid`;
+      const pid = Number(me!.pid);
+      // The intent's version changes type: the write's UPDATE … RETURNING
+      // version is stale.
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE numeric`,
+      );
+      // The flight waits at its check for a row lock another session holds;
+      // meanwhile another migration asks for the table, queued behind the
+      // flight's own lock, and takes it once the refused flight rolled
+      // back: before the statement is prepared anew.
+      await row.unsafe("BEGIN");
+      await row.unsafe(
+        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_2' FOR UPDATE`,
+      );
+      const write = authorize("pi_2", "k2");
+      write.catch(() => {});
+      await waitsForLock(admin, pid);
+      await locker.unsafe("BEGIN");
+      const [other] = await locker`SELECT pg_backend_pid() AS pid`;
+      const locked = locker.unsafe(
+        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+      ).execute();
+      await waitsForLock(admin, Number(other!.pid));
+      await row.unsafe("COMMIT");
+      await locked;
+      try {
+        // Before: "refused a statement this client had prepared before the
+        // schema changed" after connectionWaitMs, and the pool's one
+        // connection kept until the lock went: the next write failed for a
+        // connection.
+        await assert.rejects(write, { name: "BusyError" });
+        assert.equal(await store.admit({ count: "job_1", now: NOW }), 1);
+      } finally {
+        await locker.unsafe("COMMIT");
+      }
+      const [intent] = await admin.unsafe(
+        `SELECT version FROM "${schema}".intents WHERE id = 'pi_2'`,
+      );
+      assert.equal(String(intent?.version), "1");
+      assert.deepEqual((await onRecord(admin, schema)).claims, ["k1"]);
+      // Once the lock went, the same write lands, once.
+      assert.equal((await authorize("pi_2", "k2")).version, "2");
+      assert.deepEqual((await onRecord(admin, schema)).claims, ["k1", "k2"]);
+    } finally {
+      await row.unsafe("ROLLBACK").catch(() => {});
+      await locker.unsafe("ROLLBACK").catch(() => {});
+      row.release();
+      locker.release();
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
   }),
 });
 
