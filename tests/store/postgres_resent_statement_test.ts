@@ -77,7 +77,8 @@ function onServer(
   options: { connectionWaitMs?: number } = {},
 ): ReturnType<typeof timeout> {
   return timeout(30_000, async () => {
-    const admin = await connect(2);
+    // Four: the tests that hold locks of their own take two of them.
+    const admin = await connect(4);
     const schema = freshSchema();
     const sql = await connect(max);
     try {
@@ -207,14 +208,9 @@ Deno.test({
   name:
     "PostgresStore: a write whose statement, refused as stale, cannot be prepared anew for another session's lock fails as busy within lock_timeout, and its connection goes back to the pool, where it waited out connectionWaitMs and kept the connection for as long as the lock",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(4);
-    const schema = freshSchema();
-    const sql = await connect(1);
+  fn: onServer(1, async ({ admin, schema, sql, store }) => {
     const [row, locker] = await Promise.all([admin.reserve(), admin.reserve()]);
     try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 4_000 });
-      await store.migrate();
       for (const id of ["pi_1", "pi_2"]) {
         await store.createIntent({ id, hold: "pending" });
       }
@@ -278,11 +274,8 @@ Deno.test({
       await locker.unsafe("ROLLBACK").catch(() => {});
       row.release();
       locker.release();
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
     }
-  }),
+  }, { connectionWaitMs: 4_000 }),
 });
 
 Deno.test({
