@@ -1106,9 +1106,13 @@ export class PostgresStore implements Store {
       });
     };
     // A flight refused only as stale, its statement prepared again: the
-    // error `work` throws for it is caught below and `work` runs again.
+    // error `work` throws for it is caught below and `work` runs again,
+    // while `connectionWaitMs` has not passed since the first such refusal
+    // (each flight has its bound, and this one bounds them all).
     let sendAgain: unknown = undefined;
     let flights = 0;
+    let againUntil: ReturnType<typeof setTimeout> | undefined;
+    let pastAgain = false;
     const commit = async (
       writes: readonly postgres.PendingQuery<postgres.Row[]>[],
     ) => {
@@ -1191,12 +1195,15 @@ export class PostgresStore implements Store {
             this.#absorb();
           } else if (
             staleOnly(error, settled.at(-1), await again) &&
-            flights < writes.length + 1
+            flights < writes.length + 1 && !pastAgain
           ) {
             // The flight rolled back whole (its COMMIT answered ROLLBACK)
             // and what was stale is prepared anew: the write goes again,
             // here, on this connection.
             sendAgain = error;
+            againUntil ??= setTimeout(() => {
+              pastAgain = true;
+            }, this.#waitMs);
           } else {
             // Preparing it waited past lock_timeout for another session's
             // lock (the next migration's), or statement_timeout cut it:
@@ -1233,6 +1240,7 @@ export class PostgresStore implements Store {
         }
       }
     } finally {
+      clearTimeout(againUntil);
       if (!lost) tx.release();
     }
   }
