@@ -1,5 +1,6 @@
 /**
- * A write's flight and the statements postgres.js 3.4.9 sends again.
+ * The statements postgres.js 3.4.9 sends again, kept from it: a write's
+ * flight and the reads.
  *
  * When PostgreSQL refuses a statement the client prepared on its
  * connection as stale (the schema changed what it returns: "cached plan
@@ -13,8 +14,8 @@
  * flight's last, every answer came and the write looked landed.
  *
  * So a flight's writes are marked not prepared once postgres.js has sent
- * them: it then fails such a statement with its own error, and nothing of
- * the flight commits. What it would have forgotten, the store prepares
+ * them ({@linkcode neverResent}): it then fails such a statement with its
+ * own error, and nothing of the flight commits. What it would have forgotten, the store prepares
  * again on the connection after the flight ({@linkcode prepareAgain}), and
  * where the flight rolled back whole for that alone
  * ({@linkcode staleOnly}), the write goes again on that connection: one
@@ -36,30 +37,44 @@ const RESENT_ON = new Set([
 
 /** What postgres.js keeps on a query it built (its internals, not its types). */
 interface Built {
-  prepared?: boolean;
   strings?: TemplateStringsArray;
   args?: unknown[];
 }
 
 /**
- * Keeps postgres.js from sending any of `writes` again once the flight is
- * sent (see the module). Called right after their `execute()`: postgres.js
- * builds each on the microtask that follows it, and this runs after those,
- * before any answer can come (an answer is read on a later task). A write
- * still queued then (behind a statement new to the connection, which
- * postgres.js sends alone) is built later, with the `COMMIT` still queued
- * behind it: sent again, it runs inside the failed transaction and fails.
+ * Keeps postgres.js 3.4.9 from sending `query` again (see the module), set
+ * before it is executed. postgres.js marks a query prepared when it builds
+ * it, reads the mark as it writes the query out (in the same call: a
+ * prepared one is bound, not parsed again), and again only when the query
+ * failed, to choose whether to send it again: so the mark is taken back
+ * on the microtask after it was set, before any answer can be read (an
+ * answer is read on a later task), whenever postgres.js builds the query
+ * (at once, or once a connection is free).
  *
- * @param writes The flight's writes, executed.
+ * A read needs it as a write does: postgres.js sends a stale read again
+ * behind the reads already sent on its connection, asking for its
+ * statement's description first, and reads those descriptions out of
+ * order when more than one was sent so: the reads behind it never
+ * answered, and the connection then answered each read with the rows of
+ * a read sent after it.
+ *
+ * @param query A query not yet executed.
  */
-export function sendOnce(
-  writes: readonly postgres.PendingQuery<postgres.Row[]>[],
-): void {
-  queueMicrotask(() => {
-    for (const write of writes) {
-      const built = write as unknown as Built;
-      if (built.prepared === true) built.prepared = false;
-    }
+export function neverResent(query: unknown): void {
+  if (typeof query !== "object" || query === null) return;
+  let prepared = false;
+  Object.defineProperty(query, "prepared", {
+    configurable: true,
+    enumerable: true,
+    get: () => prepared,
+    set: (value: unknown) => {
+      prepared = value === true;
+      if (prepared) {
+        queueMicrotask(() => {
+          prepared = false;
+        });
+      }
+    },
   });
 }
 

@@ -60,9 +60,9 @@ import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import {
+  neverResent,
   prepareAgain,
   refusedAsStale,
-  sendOnce,
   staleOnly,
 } from "./_postgres_resend.ts";
 import {
@@ -350,6 +350,44 @@ const UTF8 = new TextEncoder();
 /** How many times a hold change decides again after losing its compare-and-set. */
 const HOLD_ATTEMPTS = 8;
 
+/**
+ * How many times a read refused as stale is asked again, each under new
+ * names (see `PostgresStore.#forget`): once is enough unless the schema
+ * changed again meanwhile.
+ */
+const STALE_READS = 2;
+
+/** The store's tables, each as its statements name it. */
+type Tables = Record<
+  "intents" | "holds" | "leases" | "counters" | "claims" | "dead_letters",
+  postgres.Helper<string> | postgres.PendingQuery<postgres.Row[]>
+>;
+
+/**
+ * The tables of `schema`, named for the store's statements: at `epoch` 0
+ * as identifiers (`"relayer"."intents"`); after, with a comment that
+ * makes each statement's text new (`"relayer"."intents" /* 1 *\/`), so
+ * that postgres.js prepares it anew instead of binding the one it kept.
+ * The schema is a checked lower-case identifier (`SCHEMA_NAME`).
+ */
+function tablesAt(client: postgres.Sql, schema: string, epoch: number): Tables {
+  const table = epoch === 0
+    ? (name: string) => client(`${schema}.${name}`)
+    // A fragment, never executed on its own: its rows' type is moot.
+    : (name: string) =>
+      client.unsafe(
+        `"${schema}"."${name}" /* ${epoch} */`,
+      ) as unknown as postgres.PendingQuery<postgres.Row[]>;
+  return {
+    intents: table("intents"),
+    holds: table("holds"),
+    leases: table("leases"),
+    counters: table("counters"),
+    claims: table("claims"),
+    dead_letters: table("dead_letters"),
+  };
+}
+
 /** Counters and replay records written between two sweeps of expired ones. */
 const SWEEP_EVERY = 64;
 /** The most expired rows of each table one sweep deletes: more than it follows. */
@@ -448,15 +486,10 @@ export class PostgresStore implements Store {
   /** The `lock_timeout` of a write's flight: half of `connectionWaitMs`. */
   #lockMs: number;
   #schema: string;
-  #t: Record<
-    | "intents"
-    | "holds"
-    | "leases"
-    | "counters"
-    | "claims"
-    | "dead_letters",
-    postgres.Helper<string>
-  >;
+  /** The tables, as this store's statements name them (see `tablesAt`). */
+  #t: Tables;
+  /** How many times a read found this store's statements stale (see `#forget`). */
+  #epoch = 0;
   #versions: string;
   #refuse: postgres.Helper<string>;
   #refuseStale: postgres.Helper<string>;
@@ -539,15 +572,7 @@ export class PostgresStore implements Store {
     this.#sweeps = sweeps;
     this.#waitMs = waitMs;
     this.#lockMs = Math.max(1, Math.floor(waitMs / 2));
-    const table = (name: string) => client(`${schema}.${name}`);
-    this.#t = {
-      intents: table("intents"),
-      holds: table("holds"),
-      leases: table("leases"),
-      counters: table("counters"),
-      claims: table("claims"),
-      dead_letters: table("dead_letters"),
-    };
+    this.#t = tablesAt(client, schema, 0);
     this.#versions = `${schema}.dead_letter_versions`;
     this.#refuse = client(`${schema}.refuse_replay`);
     this.#refuseStale = client(`${schema}.refuse_stale`);
@@ -1126,12 +1151,11 @@ export class PostgresStore implements Store {
         tx.unsafe(
           `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}`,
         ).execute(),
-        ...writes.map((q) => q.execute()),
+        // Never sent again behind the COMMIT, outside the transaction: a
+        // statement PostgreSQL refuses as stale fails the flight instead.
+        ...writes.map((q) => (neverResent(q), q.execute())),
         tx`COMMIT`.execute(),
       ];
-      // Never sent again behind the COMMIT, outside the transaction: a
-      // statement PostgreSQL refuses as stale fails the flight instead.
-      sendOnce(writes);
       let unanswered = false;
       let answers: postgres.RowList<postgres.Row[]>[];
       try {
@@ -1341,11 +1365,28 @@ export class PostgresStore implements Store {
    * statement completed is not the query's (see `noneCompleted`): the
    * connection was lost under it.
    */
+  /**
+   * After a statement built at `epoch` was refused as stale: from now on,
+   * the store's statements name its tables anew (`tablesAt`), so each is a
+   * statement no connection has prepared, prepared afresh on first use.
+   * postgres.js 3.4.9 keeps a stale statement for its connection, and would
+   * bind it again on every later use there. Once per change: a refusal of
+   * a statement built before the last one changes nothing more.
+   */
+  #forget(epoch: number): void {
+    if (epoch !== this.#epoch) return;
+    this.#epoch++;
+    this.#t = tablesAt(this.#sql, this.#schema, this.#epoch);
+  }
+
   async #watched<T>(ask: () => Promise<T>, what = "read"): Promise<T> {
     // Before the query is awaited: postgres.js sends nothing until then.
     this.#open(what);
+    let epoch = this.#epoch;
     let query = ask();
+    neverResent(query);
     let gaveUp = false;
+    let stale = 0;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
       for (let asked = 1;; asked++) {
@@ -1354,6 +1395,36 @@ export class PostgresStore implements Store {
           answer = await query;
         } catch (error) {
           if (connectionLost(error)) this.#absorb();
+          const lostStatement = (error as { code?: unknown })?.code ===
+            "26000";
+          if (refusedAsStale(error)) {
+            // Its statement is stale on that connection: later statements
+            // go under new names, which no connection has prepared.
+            this.#forget(epoch);
+            if (
+              !lostStatement && stale < STALE_READS && !gaveUp && !this.#closed
+            ) {
+              // A schema change altered what it returns: asked again.
+              stale++;
+              epoch = this.#epoch;
+              query = ask();
+              neverResent(query);
+              continue;
+            }
+          }
+          if (lostStatement) {
+            // The session does not know it: a pooler in transaction mode
+            // sent the read to another server session (or the session was
+            // reset). Said, not hidden behind a read asked again; with its
+            // code, so that a write it is the read of says it as its own.
+            throw Object.assign(
+              new Error(
+                `The store's ${what} failed as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode (PgBouncer, Supavisor) sent it to another server session; ${POOLER_FIX}`,
+                { cause: error },
+              ),
+              { code: "26000" },
+            );
+          }
           if (
             gaveUp || this.#closed || asked >= asks ||
             !goodbyeBeforeSent(error)
@@ -1366,6 +1437,7 @@ export class PostgresStore implements Store {
               (socketLost(error) ? lostDuringRead(what, error) : error);
           }
           query = ask();
+          neverResent(query);
           continue;
         }
         if (noneCompleted(answer)) throw emptyRead(what);
@@ -2438,13 +2510,12 @@ export class PostgresStore implements Store {
     return this.#run("list dead letters", async () => {
       const limit = pageLimit(options.limit);
       const after = options.cursor ? readCursor(options.cursor) : null;
-      const { dead_letters } = this.#t;
       // One more row than the page says whether there is a next page.
       const rows = await this.#watched(() =>
         this.#sql`
         SELECT job_id, intent_id, deliveries, cause, reason, resolution,
           last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
-        FROM ${dead_letters}
+        FROM ${this.#t.dead_letters}
         ${
           after === null
             ? this.#sql``

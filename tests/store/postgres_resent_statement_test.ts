@@ -22,7 +22,12 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import {
+  betweenReadAndFlight,
+  connect,
+  freshSchema,
+  postgresAvailable,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 const NOW = 1_767_225_600_000;
@@ -208,8 +213,14 @@ Deno.test({
   name:
     "PostgresStore: a write whose statement, refused as stale, cannot be prepared anew for another session's lock fails as busy within lock_timeout, and its connection goes back to the pool, where it waited out connectionWaitMs and kept the connection for as long as the lock",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, sql, store }) => {
+  fn: onServer(1, async ({ admin, schema, sql }) => {
     const [row, locker] = await Promise.all([admin.reserve(), admin.reserve()]);
+    // What runs once a write has read its intent, before its flight.
+    let gap = () => Promise.resolve();
+    const store = new PostgresStore(
+      betweenReadAndFlight(sql, () => gap()),
+      { schema, connectionWaitMs: 4_000 },
+    );
     try {
       for (const id of ["pi_1", "pi_2"]) {
         await store.createIntent({ id, hold: "pending" });
@@ -227,19 +238,22 @@ Deno.test({
       assert.equal((await authorize("pi_1", "k1")).version, "2");
       const [me] = await sql`SELECT pg_backend_pid() AS pid`;
       const pid = Number(me!.pid);
-      // The intent's version changes type: the write's UPDATE … RETURNING
-      // version is stale.
-      await admin.unsafe(
-        `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE numeric`,
-      );
-      // The flight waits at its check for a row lock another session holds;
-      // meanwhile another migration asks for the table, queued behind the
-      // flight's own lock, and takes it once the refused flight rolled
-      // back: before the statement is prepared anew.
-      await row.unsafe("BEGIN");
-      await row.unsafe(
-        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_2' FOR UPDATE`,
-      );
+      gap = async () => {
+        gap = () => Promise.resolve();
+        // After the read: the intent's version changes type, so the
+        // flight's UPDATE … RETURNING version is stale (its read was not).
+        await admin.unsafe(
+          `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE numeric`,
+        );
+        // The flight waits at its check for a row lock another session
+        // holds; meanwhile another migration asks for the table, queued
+        // behind the flight's own lock, and takes it once the refused
+        // flight rolled back: before the statement is prepared anew.
+        await row.unsafe("BEGIN");
+        await row.unsafe(
+          `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_2' FOR UPDATE`,
+        );
+      };
       const write = authorize("pi_2", "k2");
       write.catch(() => {});
       await waitsForLock(admin, pid);

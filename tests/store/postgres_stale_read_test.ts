@@ -1,0 +1,97 @@
+/**
+ * PostgresStore's reads on a real server after a schema change altered
+ * what their prepared statements return (a later release's migration, run
+ * by another instance in a rolling deploy; an operator's `ALTER TABLE …
+ * ALTER COLUMN … TYPE`), while several reads wait on one connection
+ * (pipelined: every connection of the pool busy). PostgreSQL refuses each
+ * prepared read as stale; postgres.js 3.4.9 prepares each again and sends
+ * it anew behind the ones already sent, each asking for its statement's
+ * description first, and reads the descriptions in the wrong order: the
+ * first read answered, the others never did (each failed after
+ * `connectionWaitMs`), and the connection then answered each read with the
+ * rows of a read sent after it. `getIntent("pi_0")` answered `pi_5`'s
+ * record. A read whose session lost its statements (a pooler in
+ * transaction mode) was sent again the same way; it now says why it
+ * failed.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+Deno.test({
+  name:
+    "PostgresStore: reads waiting on one connection when a schema change made their prepared statement stale each answer their own intent, and so do the reads after them",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    // One connection: every read waits behind the others on it.
+    const sql = await connect(1);
+    try {
+      const store = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: 2_000,
+      });
+      await store.migrate();
+      const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
+      for (const id of ids) {
+        await store.createIntent({ id, hold: "pending" });
+      }
+      const readAll = () =>
+        Promise.all(ids.map((id) =>
+          store.getIntent(id).then(
+            (intent) => intent === null ? "none" : intent.id,
+            (error: Error) => error.message,
+          )
+        ));
+      assert.deepEqual(await readAll(), ids);
+      // Back and forth: each change makes the statements stale again.
+      for (const type of ["numeric", "bigint", "numeric"]) {
+        await admin.unsafe(
+          `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
+        );
+        // Before: ["pi_0", then five "PostgreSQL did not answer the
+        // store's read within 2000ms …"], then ["pi_5", then five "… its
+        // answer came back empty …"].
+        assert.deepEqual(await readAll(), ids, `as ${type}, the first reads`);
+        assert.deepEqual(await readAll(), ids, `as ${type}, the reads after`);
+      }
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a read on a session that lost the statements this client prepared there fails with a pooler's advice, and the reads after it land",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const schema = freshSchema();
+    const sql = await connect(1);
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+      // What a pooler in transaction mode does to them (the next
+      // transaction on another server session), or a DISCARD ALL.
+      await sql.unsafe("DEALLOCATE ALL");
+      await assert.rejects(
+        store.getIntent("pi_1"),
+        /^Error: The store's read failed as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode \(PgBouncer, Supavisor\) sent it to another server session; create the client with prepare: false/,
+      );
+      assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+      assert.equal(await store.deliveries("job_1"), 0);
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end({ timeout: 1 });
+    }
+  }),
+});
