@@ -9,7 +9,7 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--instances 1] [--trace]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype] [--db-down 10] [--instances 1] [--trace]
  * ```
  *
  * With `--instances N` (1 by default), N service processes run at once on
@@ -68,7 +68,12 @@
  *   1.5 s after the last one's recovery: `fast` and `immediate` stop the
  *   server in that `pg_ctl` mode and start it again (`immediate` leaves crash
  *   recovery to the start), `down` keeps it stopped `--db-down` seconds,
- *   `terminate` ends every client session five times 200 ms apart. The jobs
+ *   `terminate` ends every client session five times 200 ms apart, and
+ *   `retype` changes the type of three columns the store's statements
+ *   return (bigint to numeric, and back at the next), as a later release's
+ *   migration would under the live instances: no delivery may then be
+ *   answered that a statement was stale, and with `retype` alone no store
+ *   failure is allowed for. The jobs
  *   are published over the faults' span. After each, `/readyz` must answer
  *   200 and a delivery sent after the database came back must be answered 200
  *   within 5 s, with the same relayer process (one that exits fails the
@@ -284,16 +289,32 @@ export interface CrashTestOptions {
 }
 
 /** One thing done to the database during the run. */
-export type DbFault = "fast" | "immediate" | "down" | "terminate";
+export type DbFault = "fast" | "immediate" | "down" | "terminate" | "retype";
 const DB_FAULTS: readonly DbFault[] = [
   "fast",
   "immediate",
   "down",
   "terminate",
+  "retype",
 ];
 
+/**
+ * Whether `faults` take the database away (all but `retype`, which only
+ * changes it): under them a write may fail or land unseen, and the checks
+ * allow for it.
+ */
+export function outagesIn(faults: readonly DbFault[]): boolean {
+  return faults.some((kind) => kind !== "retype");
+}
+
+/**
+ * What the store says when PostgreSQL refused a statement a schema change
+ * made stale: after a `retype`, no delivery may be answered with it.
+ */
+const STALE_REFUSAL = "prepared before the schema changed";
+
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate] [--db-down 10] [--instances 1] [--trace]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype] [--db-down 10] [--instances 1] [--trace]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -2635,7 +2656,7 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
         // Synchronous commits when the database is to crash: a commit it
         // acknowledged must survive its restart, as on a managed server.
         database = await startPostgres({
-          durable: options.dbFaults.length > 0,
+          durable: outagesIn(options.dbFaults),
         });
       } catch (error) {
         throw new CheckError(
@@ -2700,6 +2721,7 @@ async function runCrashTest(
   },
 ): Promise<number> {
   const { dir, databaseUrl, database, google } = where;
+  const outages = outagesIn(options.dbFaults);
   const started = now();
   const trails = new Trails(started);
   const deadline = started + options.deadlineS * 1000;
@@ -2874,7 +2896,7 @@ async function runCrashTest(
         : env,
       fail,
       (exit, tries) => {
-        const again = startAgain(exit, options.dbFaults.length > 0, tries);
+        const again = startAgain(exit, outages, tries);
         if (again) {
           trails.everyone(
             `server ${server.tag}${server.generation} refused to start (${
@@ -3053,11 +3075,10 @@ async function runCrashTest(
           // written nothing, its replay record with it: the copy sent
           // again is then a first delivery, not a replay (the money
           // checks judge what it did).
-          const unrecorded = res.status >= 500 && options.dbFaults.length > 0;
+          const unrecorded = res.status >= 500 && outages;
           // A replay the store failed under did nothing; the queue's next
           // copy meets its record.
-          const unread = options.dbFaults.length > 0 &&
-            storeFailed(again.status, detail);
+          const unread = outages && storeFailed(again.status, detail);
           if (unrecorded && again.status !== 401) {
             try {
               unrecordedCopy = JSON.parse(detail);
@@ -3084,6 +3105,16 @@ async function runCrashTest(
       }
       stats.answeredTotal++;
       const fault = stats.dbFaults.at(-1);
+      if (
+        text.includes(STALE_REFUSAL) &&
+        stats.dbFaults.some((done) => done.kind === "retype")
+      ) {
+        unexpected.push(
+          `${path} answered ${res.status} after a change of a column's type: ${
+            text.slice(0, 240)
+          }`,
+        );
+      }
       if (fault !== undefined && fault.ready === null) {
         fault.statuses.set(
           res.status,
@@ -4124,7 +4155,7 @@ async function runCrashTest(
       // Every answer an error (a refusal, or the queue or the store
       // failing): the letter stays. Not under database faults, where a
       // removal may commit unseen and answer 503 (a retry then finds 404).
-      if (won === 0 && !lost && options.dbFaults.length === 0) {
+      if (won === 0 && !lost && !outages) {
         flag("no redrive of it answered 202, yet its dead letter is gone");
       }
     }
@@ -4303,11 +4334,7 @@ async function runCrashTest(
           // resolution: the payment stays in review (or the write landed,
           // its answer lost). A receipt the Sender could not read now
           // changes nothing: the operator looks again later.
-          const what = resolveAnswer(
-            status,
-            text,
-            options.dbFaults.length > 0,
-          );
+          const what = resolveAnswer(status, text, outages);
           if (what === "unexpected") {
             unexpected.push(
               `${plan.id}: resolving it ${to} answered ${status} ${text}`,
@@ -4506,7 +4533,30 @@ async function runCrashTest(
         texts: new Map(),
       };
       stats.dbFaults.push(fault);
-      if (kind === "terminate") {
+      if (kind === "retype") {
+        // A migration that changes what the store's statements return (a
+        // later release's, in a rolling deploy): every statement the
+        // instances prepared on their connections before it is stale. Each
+        // `retype` turns the columns the other way.
+        const to = stats.dbFaults.filter((done) => done.kind === "retype")
+                .length % 2 === 1
+          ? "numeric"
+          : "bigint";
+        // One table at a time, as a migration that locks no two at once:
+        // one that held a table while it asked for the next could deadlock
+        // with a write that holds the second and asks for the first.
+        for (
+          const [table, column] of [
+            ["counters", "deliveries"],
+            ["intents", "version"],
+            ["dead_letters", "deliveries"],
+          ]
+        ) {
+          await database.psql(
+            `ALTER TABLE relayer.${table} ALTER COLUMN ${column} TYPE ${to}`,
+          );
+        }
+      } else if (kind === "terminate") {
         for (let round = 0; round < 5; round++) {
           await database.psql(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",

@@ -33,6 +33,7 @@ import {
   LoopWatch,
   namesMessage,
   operatorCall,
+  outagesIn,
   overlappingSends,
   parseOptions,
   pickInstance,
@@ -1054,5 +1055,14 @@ Deno.test("isIntentView() takes an intent's view, with or without a dead letter,
     ]
   ) {
     assert.equal(isIntentView(body), false, JSON.stringify(body));
+  }
+});
+
+Deno.test("outagesIn() counts every database fault but a retype, which changes the database without taking it away", () => {
+  assert.equal(outagesIn([]), false);
+  assert.equal(outagesIn(["retype", "retype"]), false);
+  for (const kind of ["fast", "immediate", "down", "terminate"] as const) {
+    assert.equal(outagesIn([kind]), true);
+    assert.equal(outagesIn(["retype", kind]), true);
   }
 });
