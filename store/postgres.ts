@@ -1505,6 +1505,7 @@ export class PostgresStore implements Store {
     let started = false;
     let abandoned = false;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
+    const epoch = this.#epoch;
     const begun = (async () => {
       for (let asked = 1;; asked++) {
         try {
@@ -1512,6 +1513,10 @@ export class PostgresStore implements Store {
             started = true;
           });
         } catch (error) {
+          // A statement refused as stale (never sent again: see
+          // `#beginOnce`): the write fails, and the next goes under new
+          // names, which no connection has prepared.
+          if (refusedAsStale(error)) this.#forget(epoch);
           if (
             started || abandoned || this.#closed || asked >= asks ||
             !goodbyeBeforeSent(error)
@@ -1550,7 +1555,10 @@ export class PostgresStore implements Store {
       return work(tx, async (writes) => {
         const answers = await unlessLost(Promise.all([
           tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
-          ...writes.map((q) => q.execute()),
+          // Never sent again by postgres.js: one refused as stale would
+          // go behind the statements sent since, asking for its
+          // description first, and be read out of order.
+          ...writes.map((q) => (neverResent(q), q.execute())),
         ]));
         // Not the statements' answers (see `noneCompleted`): failed here,
         // the transaction rolls back.

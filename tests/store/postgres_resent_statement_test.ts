@@ -79,15 +79,16 @@ interface Setting {
 function onServer(
   max: number,
   test: (setting: Setting) => Promise<void>,
-  options: { connectionWaitMs?: number } = {},
+  options: { connectionWaitMs?: number; fetchTypes?: boolean } = {},
 ): ReturnType<typeof timeout> {
   return timeout(30_000, async () => {
     // Four: the tests that hold locks of their own take two of them.
     const admin = await connect(4);
     const schema = freshSchema();
-    const sql = await connect(max);
+    const { fetchTypes = true, ...storeOptions } = options;
+    const sql = await connect(max, { fetchTypes });
     try {
-      const store = new PostgresStore(sql, { schema, ...options });
+      const store = new PostgresStore(sql, { schema, ...storeOptions });
       await store.migrate();
       await test({ admin, schema, sql, store });
     } finally {
@@ -95,6 +96,31 @@ function onServer(
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await admin.end();
     }
+  });
+}
+
+/**
+ * Makes both of an admission's statements return something else: the
+ * count (a column's type) and the claim (its check's function, made again
+ * returning numeric). The first refusal aborts a flight, so the second is
+ * met only when the write goes again.
+ */
+async function staleAdmission(
+  admin: postgres.Sql,
+  schema: string,
+): Promise<void> {
+  const [found] = await admin.unsafe(
+    `SELECT pg_get_functiondef('"${schema}".refuse_replay(bigint)'::regprocedure) AS definition`,
+  );
+  const definition = String(found?.definition);
+  const numeric = definition.replace(/RETURNS bigint/, "RETURNS numeric");
+  assert.notEqual(numeric, definition);
+  await admin.begin(async (tx) => {
+    await tx.unsafe(`DROP FUNCTION "${schema}".refuse_replay(bigint)`);
+    await tx.unsafe(numeric);
+    await tx.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
   });
 }
 
@@ -159,22 +185,7 @@ Deno.test({
     // count (a column's type) and the claim (its check's function, made
     // again returning numeric). The first refusal aborts the flight, so
     // the second is met only when it goes again.
-    const [found] = await admin.unsafe(
-      `SELECT pg_get_functiondef('"${schema}".refuse_replay(bigint)'::regprocedure) AS definition`,
-    );
-    const definition = String(found?.definition);
-    const numeric = definition.replace(
-      /RETURNS bigint/,
-      "RETURNS numeric",
-    );
-    assert.notEqual(numeric, definition);
-    await admin.begin(async (tx) => {
-      await tx.unsafe(`DROP FUNCTION "${schema}".refuse_replay(bigint)`);
-      await tx.unsafe(numeric);
-      await tx.unsafe(
-        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
-      );
-    });
+    await staleAdmission(admin, schema);
 
     await admitsOnce({ admin, schema, store });
   }),
@@ -290,6 +301,28 @@ Deno.test({
       locker.release();
     }
   }, { connectionWaitMs: 4_000 }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: on sql.begin's path (fetch_types: false), a write two of whose statements a schema change made stale commits nothing and says so, and the next lands once under new names",
+  ignore: !postgresAvailable,
+  fn: onServer(1, async ({ admin, schema, store }) => {
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    await staleAdmission(admin, schema);
+    await assert.rejects(
+      store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+      /^Error: Cannot admit a delivery as PostgreSQL refused a statement this client had prepared before the schema changed \(cached plan must not change result type\): nothing of it was written; try again$/,
+    );
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1"],
+      counts: ["job_1: 1"],
+    });
+    await admitsOnce({ admin, schema, store });
+  }, { fetchTypes: false }),
 });
 
 Deno.test({
