@@ -357,3 +357,38 @@ Deno.test({
     });
   }, { connectionWaitMs: 2_000 }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose prepared statement PostgreSQL refused as a schema change altered a column it assigns (text to an enum) goes again once the statement is prepared anew, and lands",
+  ignore: !postgresAvailable,
+  fn: onServer(1, async ({ admin, schema, store }) => {
+    await store.createIntent({ id: "pi_1", hold: "pending" });
+    await store.createIntent({ id: "pi_2", hold: "pending" });
+    // The hold's statement prepared on the connection, its value as text.
+    assert.equal(await store.voidHold("pi_1"), "voided");
+    // The hold's column becomes an enum: the prepared statement's text
+    // value no longer fits it (transformAssignedExpr), a new one's does.
+    await admin.begin(async (tx) => {
+      await tx.unsafe(
+        `CREATE TYPE "${schema}".hold_state AS ENUM ('pending', 'voided', 'captured')`,
+      );
+      await tx.unsafe(
+        `ALTER TABLE "${schema}".holds DROP CONSTRAINT holds_state_check`,
+      );
+      await tx.unsafe(
+        `ALTER TABLE "${schema}".holds ALTER COLUMN state TYPE "${schema}".hold_state USING state::"${schema}".hold_state`,
+      );
+    });
+
+    assert.equal(await store.voidHold("pi_2"), "voided");
+    const rows = await admin.unsafe(
+      `SELECT i.id, i.version, h.state::text AS hold FROM "${schema}".intents i
+        JOIN "${schema}".holds h ON h.intent_id = i.id ORDER BY i.id`,
+    );
+    assert.deepEqual(
+      rows.map((row) => `${row.id}: ${row.hold} at ${row.version}`),
+      ["pi_1: voided at 2", "pi_2: voided at 2"],
+    );
+  }),
+});
