@@ -65,16 +65,19 @@ for (const c of FAILED_MID_STREAM) {
         const setup = new PostgresStore(admin, { schema });
         await setup.migrate();
         await setup.createIntent({ id: "pi_1", hold: "pending" });
-        await setup.putDeadLetter({
-          jobId: "pi_1/settle",
-          intentId: "pi_1",
-          deliveries: 3,
-          cause: "exhausted",
-          reason: "r",
-          resolution: "job dropped, intent still authorized",
-          lastError: "e",
-          poisonedAt: NOW,
-        });
+        // Two letters: the page's rows are all the statement's, in order.
+        for (const id of ["pi_1", "pi_2"]) {
+          await setup.putDeadLetter({
+            jobId: `${id}/settle`,
+            intentId: id,
+            deliveries: 3,
+            cause: "exhausted",
+            reason: "r",
+            resolution: "job dropped, intent still authorized",
+            lastError: "e",
+            poisonedAt: NOW,
+          });
+        }
         const store = new PostgresStore(sql, { schema });
         await store.getIntent("pi_1"); // the connection open
 
@@ -91,7 +94,7 @@ for (const c of FAILED_MID_STREAM) {
           JSON.parse(JSON.stringify(page.items)).map(
             (letter: { jobId: string } | null) => letter?.jobId ?? null,
           ),
-          ["pi_1/settle"],
+          ["pi_1/settle", "pi_2/settle"],
         );
         assert.equal(page.cursor, null);
 
