@@ -108,3 +108,32 @@ for (const c of FAILED_MID_STREAM) {
     }),
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() reads its check of the database on a connection where a statement failed while its rows streamed, and refuses a read-only one",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    // One connection, read-only: the check follows the failed statement.
+    const sql = await connect(1, {
+      connection: { default_transaction_read_only: "on" },
+    });
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      await assert.rejects(
+        sql`SELECT i, 1 / (4 - i) FROM generate_series(1, 10) i`,
+        /division by zero/,
+      );
+      await assert.rejects(
+        new PostgresStore(sql, { schema }).migrate(),
+        /database as it is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary$/,
+      );
+    } finally {
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
