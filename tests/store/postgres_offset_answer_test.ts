@@ -137,3 +137,50 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate()'s pooler check, given no second connection in time, hands its first back once a connection where a statement failed while its rows streamed says that session is there",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(2);
+    const timers: ReturnType<typeof setTimeout>[] = [];
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      // One connection busy past the check's wait for a second: three
+      // rows, then a wait, then an error on the fourth. The check's
+      // question whether the first's session is there goes to it next.
+      const busy = sql`SELECT i, CASE WHEN i < 4 THEN 0
+          ELSE i / (SELECT 0 FROM pg_sleep(1.5) WHERE i > 0) END AS x
+        FROM generate_series(1, 10) i`.then(() => null, (e: Error) => e);
+      for (;;) {
+        const [row] = await admin`SELECT count(*)::int AS waiting
+          FROM pg_stat_activity WHERE wait_event = 'PgSleep'`;
+        if (Number(row?.waiting) > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await new PostgresStore(sql, { schema, connectionWaitMs: 500 })
+        .migrate();
+      assert.match(String(await busy), /division by zero/);
+      // Both connections are the pool's again.
+      const reserved = Promise.all([sql.reserve(), sql.reserve()]);
+      const both = await Promise.race([
+        reserved.then(() => "both reserved"),
+        new Promise<string>((resolve) => {
+          timers.push(
+            setTimeout(() => resolve("one kept from the pool"), 3_000),
+          );
+        }),
+      ]);
+      assert.equal(both, "both reserved");
+      for (const connection of await reserved) connection.release();
+    } finally {
+      for (const timer of timers) clearTimeout(timer);
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
