@@ -8,6 +8,7 @@
  * it opened the connection for waited through it all
  * (porsager/postgres#1193). The socket hands such a close on as an error:
  * the query fails, and postgres.js waits its backoff between connects.
+ * Direct TLS is left to TLS, which fails such a handshake itself.
  *
  * @module
  */
@@ -18,56 +19,83 @@ import postgres from "postgres";
 import { reconnectBackoffS } from "../../store/postgres.ts";
 import { answeredSocket } from "../../store/_postgres_socket.ts";
 
+/**
+ * Asks twice, on a client of one connection made with `options` and the
+ * service's socket, a server that closes each connection before a word:
+ * each query must fail as `said`, and the server take at most 3
+ * connections meanwhile.
+ */
+async function closedBeforeAWord(
+  options: Partial<postgres.Options<Record<string, never>>>,
+  said: RegExp,
+): Promise<void> {
+  let accepted = 0;
+  const taken: net.Socket[] = [];
+  const server = net.createServer((client) => {
+    accepted++;
+    taken.push(client);
+    client.on("error", () => {});
+    client.end();
+  });
+  await new Promise<void>((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve())
+  );
+  const { port } = server.address() as net.AddressInfo;
+  const socket = answeredSocket(10_000);
+  const sql = postgres(`postgres://relayer:secret@127.0.0.1:${port}/db`, {
+    max: 1,
+    onnotice: () => {},
+    backoff: reconnectBackoffS,
+    socket,
+    ...options,
+  } as postgres.Options<Record<string, never>>);
+  // Each query's answer, or none within 2 s (the timer also keeps the
+  // test's event loop alive while postgres.js waits to connect again).
+  const timers: ReturnType<typeof setTimeout>[] = [];
+  const ask = () =>
+    Promise.race([
+      sql`SELECT 1`.then(
+        () => "answered",
+        (error: Error & { code?: string }) =>
+          `failed: ${error.code}: ${error.message}`,
+      ),
+      new Promise<string>((resolve) => {
+        timers.push(setTimeout(() => resolve("no answer within 2 s"), 2_000));
+      }),
+    ]);
+  try {
+    assert.match(await ask(), said);
+    // The next query connects once more, after the backoff: no loop of
+    // connects in between.
+    assert.match(await ask(), said);
+    assert.ok(accepted <= 3, `${accepted} connections taken`);
+  } finally {
+    for (const timer of timers) clearTimeout(timer);
+    await sql.end({ timeout: 0 });
+    await socket.closed(5_000);
+    for (const client of taken) client.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
 Deno.test(
   "answeredSocket: a server that closes each connection before a word fails the query on it, and postgres.js connects again on its backoff, not at once",
-  async () => {
-    let accepted = 0;
-    const taken: net.Socket[] = [];
-    const server = net.createServer((client) => {
-      accepted++;
-      taken.push(client);
-      client.on("error", () => {});
-      client.end();
-    });
-    await new Promise<void>((resolve) =>
-      server.listen(0, "127.0.0.1", () => resolve())
-    );
-    const { port } = server.address() as net.AddressInfo;
-    const socket = answeredSocket(10_000);
-    const sql = postgres(`postgres://relayer:secret@127.0.0.1:${port}/db`, {
-      max: 1,
-      onnotice: () => {},
-      backoff: reconnectBackoffS,
-      socket,
-    } as postgres.Options<Record<string, never>>);
-    // Each query's answer, or none within 2 s (the timer also keeps the
-    // test's event loop alive while postgres.js waits to connect again).
-    const timers: ReturnType<typeof setTimeout>[] = [];
-    const ask = () =>
-      Promise.race([
-        sql`SELECT 1`.then(
-          () => "answered",
-          (error: Error & { code?: string }) =>
-            `failed: ${error.code}: ${error.message}`,
-        ),
-        new Promise<string>((resolve) => {
-          timers.push(setTimeout(() => resolve("no answer within 2 s"), 2_000));
-        }),
-      ]);
-    try {
-      const said =
-        /^failed: ECONNRESET: 127\.0\.0\.1:\d+ closed the connection before answering its startup: no PostgreSQL answered there \(a proxy whose database is down\?\)$/;
-      assert.match(await ask(), said);
-      // The next query connects once more, after the backoff: no loop of
-      // connects in between.
-      assert.match(await ask(), said);
-      assert.ok(accepted <= 3, `${accepted} connections taken`);
-    } finally {
-      for (const timer of timers) clearTimeout(timer);
-      await sql.end({ timeout: 0 });
-      await socket.closed(5_000);
-      for (const client of taken) client.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    }
-  },
+  () =>
+    closedBeforeAWord(
+      {},
+      /^failed: ECONNRESET: 127\.0\.0\.1:\d+ closed the connection before answering its startup: no PostgreSQL answered there \(a proxy whose database is down\?\)$/,
+    ),
+);
+
+Deno.test(
+  "answeredSocket: over direct TLS, a server that closes each connection before a word fails the query in TLS's words, and nothing else fails",
+  () =>
+    // Its ClientHello the first bytes: TLS fails the handshake itself,
+    // and an error of the socket's own beside it would reach no handler.
+    closedBeforeAWord(
+      { ssl: "require", sslnegotiation: "direct" } as Partial<
+        postgres.Options<Record<string, never>>
+      >,
+      /^failed: ECONNRESET: Client network socket disconnected before secure TLS connection was established$/,
+    ),
 );
