@@ -18,6 +18,7 @@ import net from "node:net";
 import postgres from "postgres";
 import { reconnectBackoffS } from "../../store/postgres.ts";
 import { answeredSocket } from "../../store/_postgres_socket.ts";
+import { connect, postgresAvailable, postgresUrl } from "../_postgres.ts";
 
 /**
  * Asks twice, on a client of one connection made with `options` and the
@@ -99,3 +100,44 @@ Deno.test(
       /^failed: ECONNRESET: Client network socket disconnected before secure TLS connection was established$/,
     ),
 );
+
+Deno.test({
+  name:
+    "answeredSocket: a session PostgreSQL ends after it answered (pg_terminate_backend) fails its query as a closed connection, not as one no PostgreSQL answered",
+  ignore: !postgresAvailable,
+  async fn() {
+    const admin = await connect(1);
+    const socket = answeredSocket(10_000);
+    const sql = postgres(await postgresUrl(), {
+      max: 1,
+      onnotice: () => {},
+      backoff: reconnectBackoffS,
+      socket,
+    } as postgres.Options<Record<string, never>>);
+    try {
+      const [session] = await sql`SELECT pg_backend_pid() AS pid`;
+      const busy = sql`SELECT pg_sleep(5)`.then(
+        () => "answered",
+        (error: Error & { code?: string }) =>
+          `failed: ${error.code}: ${error.message}`,
+      );
+      for (;;) {
+        const [row] = await admin`SELECT count(*)::int AS waiting
+          FROM pg_stat_activity WHERE wait_event = 'PgSleep'`;
+        if (Number(row?.waiting) > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await admin`SELECT pg_terminate_backend(${session?.pid})`;
+      // The server said goodbye (an error), then closed: postgres.js's
+      // own word for it, not the socket's for a close before a word.
+      assert.match(
+        await busy,
+        /^failed: CONNECTION_CLOSED: write CONNECTION_CLOSED 127\.0\.0\.1:\d+$/,
+      );
+    } finally {
+      await sql.end({ timeout: 0 });
+      await socket.closed(5_000);
+      await admin.end();
+    }
+  },
+});
