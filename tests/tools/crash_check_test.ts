@@ -119,6 +119,17 @@ Deno.test("overlappingSends() passes, and says why, two sends the stub stamped t
     }),
     [0, 1],
   );
+  // Both reached the stub before the stall, stamped by a loop that ran:
+  // the stall while the first was in flight (held within a longer lease)
+  // is no reason to doubt their overlap.
+  assert.deepEqual(
+    overlappingSends([send(400, 1_102), send(450, 1_103)], [], {
+      ...clock,
+      leaseMs: 2_000,
+      stalls: [{ from: 500, to: 1_100 }],
+    }),
+    [0, 1],
+  );
   // The first already answered when the stall began: no stall between them.
   assert.equal(
     unclearOverlap(send(100, 499), send(498, 500), {
@@ -906,6 +917,12 @@ Deno.test("recoveryLate() does not count the time the tool's own loop stood stil
   );
   assert.equal(stoodStill([{ from: 1, to: 5 }, { from: 8, to: 20 }], 3, 10), 4);
   assert.equal(stoodStill([], 0, 100), 0);
+  // The run's stalls wholly before the return (or after the time asked)
+  // count nothing, not less than nothing.
+  const earlier = [{ from: 2_000, to: 3_000 }, { from: 12_000, to: 12_700 }];
+  assert.equal(stoodStill(earlier, 10_000, 12_000), 0);
+  assert.equal(stoodStill(earlier, 4_000, 11_000), 0);
+  assert.equal(recoveryLate(10_000, live, 10_000 + bound - 1, earlier), false);
 });
 
 Deno.test("operatorCall() answers a call's status and body, and names a call left unanswered past its bound", async () => {
@@ -915,6 +932,9 @@ Deno.test("operatorCall() answers a call's status and body, and names a call lef
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     async (request) => {
       assert.equal(request.headers.get("authorization"), "Bearer ops-token");
+      if (new URL(request.url).pathname === "/down") {
+        return new Response("Bad Gateway", { status: 502 });
+      }
       if (request.method === "POST") await held;
       return Response.json({ id: "pi_1" }, { status: 201 });
     },
@@ -933,6 +953,12 @@ Deno.test("operatorCall() answers a call's status and body, and names a call lef
       {
         message: "the operator's POST /v1/intents had no answer within 100ms",
       },
+    );
+    // An answer that is no JSON (a proxy's error page) fails as it is,
+    // not as a call left unanswered.
+    await assert.rejects(
+      operatorCall(`${base}/down`, "ops-token"),
+      SyntaxError,
     );
   } finally {
     release();
@@ -1023,6 +1049,15 @@ Deno.test("readLetterPage() leaves out and reports a page's items that are no de
     readLetterPage({ items: [], cursor: 7 }).wrong,
     "a cursor 7",
   );
+  // Every field the checks read: a count that is no number, a letter
+  // without the version a redrive names.
+  const { version: _, ...unversioned } = listed("pi_0005");
+  const odd = readLetterPage({
+    items: [{ ...listed("pi_0004"), deliveries: "1" }, unversioned],
+    cursor: null,
+  });
+  assert.deepEqual(odd.letters, []);
+  assert.match(odd.wrong ?? "", /^2 of its 2 items no dead letter: /);
 });
 
 Deno.test("answerBody() books a delivery's JSON object as it came, and anything else (a JSON null, a number, an array, no JSON) as its text, never a null", () => {
@@ -1052,6 +1087,7 @@ Deno.test("isIntentView() takes an intent's view, with or without a dead letter,
       { intent: null, deadLetter: null },
       { intent: {}, deadLetter: null },
       { intent },
+      { intent, deadLetter: "pi_0001/settle" },
     ]
   ) {
     assert.equal(isIntentView(body), false, JSON.stringify(body));
