@@ -947,6 +947,39 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() moves a dead letter whose reason, resolution and last error hold U+0000 with each as U+FFFD, as PostgresStore keeps them",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const store = new KvStore(file.kv);
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      // KvStore keeps them as they came: a Sender's error text, and a
+      // resolution quoting a hash a broken Sender returned.
+      await store.putDeadLetter({
+        jobId: "pi_1/settle",
+        intentId: "pi_1",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "gave up after 3 deliveries: rpc:\0 reset",
+        resolution: "last broadcast sent as 0xab\0cd, needs review",
+        lastError: "rpc:\0 reset",
+        poisonedAt: T0,
+      });
+      assert.equal((await moveAt(file, pg)).moved.deadLetters, 1);
+      const letter = await pg.store.getDeadLetter("pi_1/settle");
+      assert.deepEqual(
+        [letter?.reason, letter?.resolution, letter?.lastError],
+        [
+          "gave up after 3 deliveries: rpc:\uFFFD reset",
+          "last broadcast sent as 0xab\uFFFDcd, needs review",
+          "rpc:\uFFFD reset",
+        ],
+      );
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() moves intents KvStore did not write itself as KvStore reads them: a created one without mayHaveSent, one stored before 0.2 without txHashes, one whose last error holds U+0000",
   ignore: !postgresAvailable,
   fn: () =>
