@@ -157,7 +157,8 @@ Deno.test({
         FROM generate_series(1, 10) i`.then(() => null, (e: Error) => e);
       for (;;) {
         const [row] = await admin`SELECT count(*)::int AS waiting
-          FROM pg_stat_activity WHERE wait_event = 'PgSleep'`;
+          FROM pg_stat_activity WHERE wait_event = 'PgSleep'
+            AND query LIKE '%pg_sleep(1.5)%'`;
         if (Number(row?.waiting) > 0) break;
         await new Promise((resolve) => setTimeout(resolve, 20));
       }

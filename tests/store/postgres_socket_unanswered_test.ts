@@ -129,7 +129,8 @@ Deno.test({
       );
       for (;;) {
         const [row] = await admin`SELECT count(*)::int AS waiting
-          FROM pg_stat_activity WHERE wait_event = 'PgSleep'`;
+          FROM pg_stat_activity
+          WHERE pid = ${session?.pid} AND wait_event = 'PgSleep'`;
         if (Number(row?.waiting) > 0) break;
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
