@@ -1264,7 +1264,7 @@ export class PostgresStore implements Store {
         }
       }
     } finally {
-      clearTimeout(againUntil);
+      if (againUntil !== undefined) clearTimeout(againUntil);
       if (!lost) tx.release();
     }
   }
