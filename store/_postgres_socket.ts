@@ -92,6 +92,10 @@ export function answeredSocket(
     // a close before a word fails the TLS handshake already, in TLS's own
     // words ("… before secure TLS connection was established").
     let tls: boolean | undefined;
+    // Whether whoever reads this stream destroyed it (postgres.js at its
+    // end, or the TLS socket over it as it closed): what raw reports
+    // after that (a reset its own destroy met) is no one's to hear.
+    let unwound = false;
     const self = {
       waiting: () => silent !== undefined,
       heard: performance.now(),
@@ -156,6 +160,7 @@ export function answeredSocket(
       },
       destroy(error, done) {
         quiet();
+        unwound = true;
         raw.destroy();
         done(error);
       },
@@ -189,9 +194,15 @@ export function answeredSocket(
     // The first error is the one that says why: a refused connect is
     // followed by "Socket closed before the connection was established".
     raw.on("error", (error) => {
+      // Over TLS the TLS socket listens here and hands an error on to
+      // postgres.js, which took its listeners off as the TLS socket
+      // closed: a reset met after that was an uncaught ECONNRESET, which
+      // ended the process at a client's end.
+      if (unwound) return;
       failure ??= error;
     });
-    raw.on("close", (hadError) => {
+    raw.on("close", (closedOnError) => {
+      let hadError = closedOnError && !unwound;
       // Ended by the server's side before it said a word to the startup
       // (a proxy or balancer whose database is down takes the connection
       // and closes it): no PostgreSQL closes a session so (it answers an
