@@ -46,10 +46,21 @@ interface Built {
  * before it is executed. postgres.js marks a query prepared when it builds
  * it, reads the mark as it writes the query out (in the same call: a
  * prepared one is bound, not parsed again), and again only when the query
- * failed, to choose whether to send it again: so the mark is taken back
- * on the microtask after it was set, before any answer can be read (an
- * answer is read on a later task), whenever postgres.js builds the query
- * (at once, or once a connection is free).
+ * failed, to choose whether to send it again, right after it asked whether
+ * the query was sent again already (`query.retried ? … : query.prepared &&
+ * …`, in its `ReadyForQuery`). So the mark is taken back as postgres.js
+ * asks that, whenever it builds the query (at once, or once a connection
+ * is free), and on the microtask after it was set as well.
+ *
+ * The microtask alone was not enough: on Deno, postgres.js can read the
+ * answers to queries it built while it read an answer (the queries that
+ * waited for a connection, all handed to it as it answered the one
+ * before) on the same task, before that microtask ran: with 150 reads or
+ * more waiting on one connection, it did in every run tried. The stale ones were
+ * sent again and their descriptions read out of order: rows parsed with
+ * another statement's columns (a `RangeError` from postgres.js), reads that
+ * never answered, and a read run inside a write's transaction, which then
+ * stayed open, holding its locks.
  *
  * A read needs it as a write does: postgres.js sends a stale read again
  * behind the reads already sent on its connection, asking for its
@@ -63,6 +74,7 @@ interface Built {
 export function neverResent(query: unknown): void {
   if (typeof query !== "object" || query === null) return;
   let prepared = false;
+  let retried: unknown = undefined;
   Object.defineProperty(query, "prepared", {
     configurable: true,
     enumerable: true,
@@ -74,6 +86,19 @@ export function neverResent(query: unknown): void {
           prepared = false;
         });
       }
+    },
+  });
+  // Asked only where postgres.js decides whether to send the query again,
+  // just before it reads `prepared`.
+  Object.defineProperty(query, "retried", {
+    configurable: true,
+    enumerable: true,
+    get: () => {
+      prepared = false;
+      return retried;
+    },
+    set: (value: unknown) => {
+      retried = value;
     },
   });
 }
