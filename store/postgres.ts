@@ -388,6 +388,38 @@ function tablesAt(client: postgres.Sql, schema: string, epoch: number): Tables {
   };
 }
 
+/** How the stores of one client and schema name their tables now (see `tablesAt`). */
+interface Naming {
+  /** How many times a statement of theirs was refused as stale (see `PostgresStore.#forget`). */
+  epoch: number;
+  /** The tables, named for that epoch. */
+  tables: Tables;
+}
+
+/**
+ * The namings of the stores on each client, by schema: shared, as the
+ * client's connections keep the statements of every store on it by their
+ * text. With an epoch each, a store that read through none of several
+ * schema changes named its tables as another had before each of them, and
+ * found each such statement stale on the connections that one had used:
+ * its reads failed with "cached plan must not change result type" once
+ * its asks ran out (`STALE_READS`). A new store starts at the current
+ * epoch, so a store made per request prepares no statement again.
+ */
+const NAMINGS = new WeakMap<object, Map<string, Naming>>();
+
+/** The naming of the stores of `schema` on `client`, made at epoch 0 on first use. */
+function namingOf(client: postgres.Sql, schema: string): Naming {
+  let bySchema = NAMINGS.get(client);
+  if (bySchema === undefined) NAMINGS.set(client, bySchema = new Map());
+  let naming = bySchema.get(schema);
+  if (naming === undefined) {
+    naming = { epoch: 0, tables: tablesAt(client, schema, 0) };
+    bySchema.set(schema, naming);
+  }
+  return naming;
+}
+
 /** Counters and replay records written between two sweeps of expired ones. */
 const SWEEP_EVERY = 64;
 /** The most expired rows of each table one sweep deletes: more than it follows. */
@@ -486,10 +518,8 @@ export class PostgresStore implements Store {
   /** The `lock_timeout` of a write's flight: half of `connectionWaitMs`. */
   #lockMs: number;
   #schema: string;
-  /** The tables, as this store's statements name them (see `tablesAt`). */
-  #t: Tables;
-  /** How many times a read found this store's statements stale (see `#forget`). */
-  #epoch = 0;
+  /** How the statements of the stores of this client and schema name their tables (see `namingOf`). */
+  #naming: Naming;
   #versions: string;
   #refuse: postgres.Helper<string>;
   #refuseStale: postgres.Helper<string>;
@@ -572,7 +602,7 @@ export class PostgresStore implements Store {
     this.#sweeps = sweeps;
     this.#waitMs = waitMs;
     this.#lockMs = Math.max(1, Math.floor(waitMs / 2));
-    this.#t = tablesAt(client, schema, 0);
+    this.#naming = namingOf(client, schema);
     this.#versions = `${schema}.dead_letter_versions`;
     this.#refuse = client(`${schema}.refuse_replay`);
     this.#refuseStale = client(`${schema}.refuse_stale`);
@@ -1353,6 +1383,32 @@ export class PostgresStore implements Store {
     });
   }
 
+  /** The tables, as the store's statements name them now (see `namingOf`). */
+  get #t(): Tables {
+    return this.#naming.tables;
+  }
+
+  /** How many times a statement of the stores of this client and schema was refused as stale. */
+  get #epoch(): number {
+    return this.#naming.epoch;
+  }
+
+  /**
+   * After a statement built at `epoch` was refused as stale: from now on,
+   * the statements of the stores on this client and schema name its tables
+   * anew (`tablesAt`), so each is a statement no connection has prepared,
+   * prepared afresh on first use. postgres.js 3.4.9 keeps a stale
+   * statement for its connection, and would bind it again on every later
+   * use there. Once per change: a refusal of a statement built before the
+   * last one changes nothing more.
+   */
+  #forget(epoch: number): void {
+    const naming = this.#naming;
+    if (epoch !== naming.epoch) return;
+    naming.epoch++;
+    naming.tables = tablesAt(this.#sql, this.#schema, naming.epoch);
+  }
+
   /**
    * The query `ask` makes, within `connectionWaitMs`, and
    * {@linkcode PostgresStore.#absorb} should it find its connection lost.
@@ -1365,20 +1421,6 @@ export class PostgresStore implements Store {
    * statement completed is not the query's (see `noneCompleted`): the
    * connection was lost under it.
    */
-  /**
-   * After a statement built at `epoch` was refused as stale: from now on,
-   * the store's statements name its tables anew (`tablesAt`), so each is a
-   * statement no connection has prepared, prepared afresh on first use.
-   * postgres.js 3.4.9 keeps a stale statement for its connection, and would
-   * bind it again on every later use there. Once per change: a refusal of
-   * a statement built before the last one changes nothing more.
-   */
-  #forget(epoch: number): void {
-    if (epoch !== this.#epoch) return;
-    this.#epoch++;
-    this.#t = tablesAt(this.#sql, this.#schema, this.#epoch);
-  }
-
   async #watched<T>(ask: () => Promise<T>, what = "read"): Promise<T> {
     // Before the query is awaited: postgres.js sends nothing until then.
     this.#open(what);

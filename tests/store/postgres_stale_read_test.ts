@@ -127,6 +127,52 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore: two stores of one schema on one client read their intents after schema changes only one of them read through",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(1);
+    try {
+      const first = new PostgresStore(sql, { schema });
+      const second = new PostgresStore(sql, { schema });
+      await first.migrate();
+      const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
+      for (const id of ids) {
+        await first.createIntent({ id, hold: "pending" });
+      }
+      const readAll = (store: PostgresStore) =>
+        Promise.all(ids.map((id) =>
+          store.getIntent(id).then(
+            (intent) => intent === null ? "none" : intent.id,
+            (error: Error) => error.message,
+          )
+        ));
+      assert.deepEqual(await readAll(first), ids);
+      assert.deepEqual(await readAll(second), ids);
+      // Each change to a type the column never had: every statement
+      // prepared before it is stale. Only the first store reads between
+      // them, preparing its statements under new names each time.
+      for (const type of ["numeric", "integer", "text"]) {
+        await admin.unsafe(
+          `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
+        );
+        assert.deepEqual(await readAll(first), ids, `the first, as ${type}`);
+      }
+      // Before: six "cached plan must not change result type", the second
+      // store asking under the names the first had used before each
+      // change, one after the other.
+      assert.deepEqual(await readAll(second), ids, "the second");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
     "PostgresStore: a read on a session that lost the statements this client prepared there fails with a pooler's advice, and the reads after it land",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
