@@ -173,7 +173,8 @@ export function prepareAgain(
         .describe() as unknown as postgres.PendingQuery<postgres.Row[]>)
         .execute()
     ),
-    tx`COMMIT`.execute(),
+    // Never prepared, as the flight's (see `#transaction`).
+    tx.unsafe("COMMIT").execute(),
   ];
   return Promise.allSettled(asked);
 }

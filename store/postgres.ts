@@ -1184,7 +1184,12 @@ export class PostgresStore implements Store {
         // Never sent again behind the COMMIT, outside the transaction: a
         // statement PostgreSQL refuses as stale fails the flight instead.
         ...writes.map((q) => (neverResent(q), q.execute())),
-        tx`COMMIT`.execute(),
+        // A simple query, never prepared: a prepared COMMIT that a session
+        // which lost the client's statements refused (26000) aborted the
+        // transaction, and postgres.js sent it again, which answered
+        // ROLLBACK: a write whose statements were new there answered that
+        // it landed, and nothing of it had.
+        tx.unsafe("COMMIT").execute(),
       ];
       let unanswered = false;
       let answers: postgres.RowList<postgres.Row[]>[];

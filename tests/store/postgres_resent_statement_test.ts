@@ -392,3 +392,29 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose statements are new on a session that lost the statements this client prepared there lands as it answered, where its COMMIT, sent again, rolled it back",
+  ignore: !postgresAvailable,
+  fn: onServer(1, async ({ admin, schema, sql, store }) => {
+    assert.equal(await store.admit({ count: "job_1", now: NOW }), 1);
+    // What a pooler in transaction mode does to them (the next
+    // transaction on another server session), or a DISCARD ALL.
+    await sql.unsafe("DEALLOCATE ALL");
+    // Its claim's statement is new on the connection, prepared there now;
+    // its COMMIT is one the connection had prepared. Before: PostgreSQL
+    // refused that COMMIT (26000), which aborted the transaction;
+    // postgres.js sent it again, it answered ROLLBACK, and the write
+    // answered as admitted with nothing of it on record.
+    assert.equal(await store.admit({ claim: claim("k2"), now: NOW }), null);
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k2"],
+      counts: ["job_1: 1"],
+    });
+    await assert.rejects(
+      store.admit({ claim: claim("k2"), now: NOW }),
+      { name: "ReplayError" },
+    );
+  }, { connectionWaitMs: 2_000 }),
+});
