@@ -1458,6 +1458,17 @@ export class PostgresStore implements Store {
               neverResent(query);
               continue;
             }
+            if (!lostStatement && !gaveUp && !this.#closed) {
+              // The schema changed under each of its asks.
+              throw new Error(
+                `The store's ${what} failed as PostgreSQL refused its statement as stale ${
+                  stale + 1
+                } times: the schema changed under it (${
+                  oneLine(String((error as Error).message))
+                }); try again`,
+                { cause: error },
+              );
+            }
           }
           if (lostStatement) {
             // The session does not know it: a pooler in transaction mode
