@@ -412,13 +412,23 @@ const NAMINGS = new WeakMap<object, Map<string, Naming>>();
 function namingOf(client: postgres.Sql, schema: string): Naming {
   let bySchema = NAMINGS.get(client);
   if (bySchema === undefined) NAMINGS.set(client, bySchema = new Map());
-  let naming = bySchema.get(schema);
-  if (naming === undefined) {
-    naming = { epoch: 0, tables: tablesAt(client, schema, 0) };
-    bySchema.set(schema, naming);
+  const naming = bySchema.get(schema) ??
+    { epoch: 0, tables: tablesAt(client, schema, 0) };
+  // Last in the map's order: the least recently used is first, and goes
+  // past NAMINGS_KEPT schemas (a store per request for ever new schemas
+  // would otherwise keep one for each). Its stores keep theirs; a store
+  // made for it later starts at 0 again, and moves on at its first stale
+  // refusal, as in a new process.
+  bySchema.delete(schema);
+  bySchema.set(schema, naming);
+  if (bySchema.size > NAMINGS_KEPT) {
+    bySchema.delete(bySchema.keys().next().value!);
   }
   return naming;
 }
+
+/** How many schemas' namings a client keeps (see `namingOf`). */
+const NAMINGS_KEPT = 64;
 
 /** Counters and replay records written between two sweeps of expired ones. */
 const SWEEP_EVERY = 64;
