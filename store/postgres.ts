@@ -1382,7 +1382,11 @@ export class PostgresStore implements Store {
    * and later can: that pooler is not tested here.)
    */
   #selectOne(): postgres.PendingQuery<postgres.Row[]> {
-    return this.#sql`SELECT ${1}::int`;
+    const probe = this.#sql`SELECT ${1}::int`;
+    // Never sent again (see `neverResent`): on a session that lost its
+    // statements, several probes on one connection would be.
+    neverResent(probe);
+    return probe;
   }
 
   /**
