@@ -18,52 +18,74 @@
  */
 
 import assert from "node:assert/strict";
+import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+/** What a test has: an admin's client, the schema, and the one-connection client. */
+interface Setting {
+  admin: postgres.Sql;
+  schema: string;
+  sql: postgres.Sql;
+}
+
+/**
+ * Runs `test` on a fresh schema with a client of one connection (every
+ * read waits behind the others on it), and drops it all after.
+ */
+function onOneConnection(
+  test: (setting: Setting) => Promise<void>,
+): ReturnType<typeof timeout> {
+  return timeout(60_000, async () => {
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const sql = await connect(1);
+    try {
+      await test({ admin, schema, sql });
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  });
+}
+
+/** Reads each of `ids` at once: each answer's id, "none", or its error. */
+function readIds(store: PostgresStore, ids: readonly string[]) {
+  return Promise.all(ids.map((id) =>
+    store.getIntent(id).then(
+      (intent) => intent === null ? "none" : intent.id,
+      (error: Error) => error.message,
+    )
+  ));
+}
 
 Deno.test({
   name:
     "PostgresStore: reads waiting on one connection when a schema change made their prepared statement stale each answer their own intent, and so do the reads after them",
   ignore: !postgresAvailable,
-  fn: timeout(60_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    // One connection: every read waits behind the others on it.
-    const sql = await connect(1);
-    try {
-      const store = new PostgresStore(sql, {
-        schema,
-        connectionWaitMs: 2_000,
-      });
-      await store.migrate();
-      const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
-      for (const id of ids) {
-        await store.createIntent({ id, hold: "pending" });
-      }
-      const readAll = () =>
-        Promise.all(ids.map((id) =>
-          store.getIntent(id).then(
-            (intent) => intent === null ? "none" : intent.id,
-            (error: Error) => error.message,
-          )
-        ));
-      assert.deepEqual(await readAll(), ids);
-      // Back and forth: each change makes the statements stale again.
-      for (const type of ["numeric", "bigint", "numeric"]) {
-        await admin.unsafe(
-          `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
-        );
-        // Before: ["pi_0", then five "PostgreSQL did not answer the
-        // store's read within 2000ms …"], then ["pi_5", then five "… its
-        // answer came back empty …"].
-        assert.deepEqual(await readAll(), ids, `as ${type}, the first reads`);
-        assert.deepEqual(await readAll(), ids, `as ${type}, the reads after`);
-      }
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
+  fn: onOneConnection(async ({ admin, schema, sql }) => {
+    const store = new PostgresStore(sql, {
+      schema,
+      connectionWaitMs: 2_000,
+    });
+    await store.migrate();
+    const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
+    for (const id of ids) {
+      await store.createIntent({ id, hold: "pending" });
+    }
+    const readAll = () => readIds(store, ids);
+    assert.deepEqual(await readAll(), ids);
+    // Back and forth: each change makes the statements stale again.
+    for (const type of ["numeric", "bigint", "numeric"]) {
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
+      );
+      // Before: ["pi_0", then five "PostgreSQL did not answer the
+      // store's read within 2000ms …"], then ["pi_5", then five "… its
+      // answer came back empty …"].
+      assert.deepEqual(await readAll(), ids, `as ${type}, the first reads`);
+      assert.deepEqual(await readAll(), ids, `as ${type}, the reads after`);
     }
   }),
 });
@@ -72,55 +94,40 @@ Deno.test({
   name:
     "PostgresStore: reads handed to their connection as it reads an answer, once a schema change made their prepared statement stale, each answer their own intent",
   ignore: !postgresAvailable,
-  fn: timeout(60_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(1);
-    try {
-      const store = new PostgresStore(sql, {
-        schema,
-        connectionWaitMs: 2_000,
-      });
-      await store.migrate();
-      const ids = Array.from({ length: 200 }, (_, i) => `pi_${i}`);
-      await sql.unsafe(
-        `INSERT INTO "${schema}".intents (id, state)
+  fn: onOneConnection(async ({ admin, schema, sql }) => {
+    const store = new PostgresStore(sql, {
+      schema,
+      connectionWaitMs: 2_000,
+    });
+    await store.migrate();
+    const ids = Array.from({ length: 200 }, (_, i) => `pi_${i}`);
+    await sql.unsafe(
+      `INSERT INTO "${schema}".intents (id, state)
          SELECT 'pi_' || n, 'authorized' FROM generate_series(0, 199) n`,
+    );
+    const readAll = () => readIds(store, ids);
+    assert.deepEqual(await readAll(), ids);
+    for (const [n, type] of ["numeric", "bigint", "numeric"].entries()) {
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
       );
-      const readAll = () =>
-        Promise.all(ids.map((id) =>
-          store.getIntent(id).then(
-            (intent) => intent === null ? "none" : intent.id,
-            (error: Error) => error.message,
-          )
-        ));
-      assert.deepEqual(await readAll(), ids);
-      for (const [n, type] of ["numeric", "bigint", "numeric"].entries()) {
-        await admin.unsafe(
-          `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
-        );
-        // The one connection waits for a new statement's description
-        // (a parameter, prepared): the reads wait for the connection, and
-        // postgres.js hands them all to it as it reads that statement's
-        // answer. The answers to the first ones, refused as stale, come
-        // back on the same task on Deno, before a microtask ran: postgres.js
-        // sent each again. Before: a RangeError thrown from postgres.js's
-        // DataRow (rows parsed with another statement's columns), or reads
-        // that never answered and a connection left idle in a transaction.
-        const busy = sql.unsafe(
-          `SELECT pg_sleep(0.05), $1::int AS busy_${n}`,
-          [1],
-          { prepare: true },
-        );
-        const reads = readAll();
-        await busy;
-        assert.deepEqual(await reads, ids, `as ${type}, the reads handed over`);
-        assert.deepEqual(await readAll(), ids, `as ${type}, the reads after`);
-      }
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
+      // The one connection waits for a new statement's description
+      // (a parameter, prepared): the reads wait for the connection, and
+      // postgres.js hands them all to it as it reads that statement's
+      // answer. The answers to the first ones, refused as stale, come
+      // back on the same task on Deno, before a microtask ran: postgres.js
+      // sent each again. Before: a RangeError thrown from postgres.js's
+      // DataRow (rows parsed with another statement's columns), or reads
+      // that never answered and a connection left idle in a transaction.
+      const busy = sql.unsafe(
+        `SELECT pg_sleep(0.05), $1::int AS busy_${n}`,
+        [1],
+        { prepare: true },
+      );
+      const reads = readAll();
+      await busy;
+      assert.deepEqual(await reads, ids, `as ${type}, the reads handed over`);
+      assert.deepEqual(await readAll(), ids, `as ${type}, the reads after`);
     }
   }),
 });
@@ -129,45 +136,30 @@ Deno.test({
   name:
     "PostgresStore: two stores of one schema on one client read their intents after schema changes only one of them read through",
   ignore: !postgresAvailable,
-  fn: timeout(60_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(1);
-    try {
-      const first = new PostgresStore(sql, { schema });
-      const second = new PostgresStore(sql, { schema });
-      await first.migrate();
-      const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
-      for (const id of ids) {
-        await first.createIntent({ id, hold: "pending" });
-      }
-      const readAll = (store: PostgresStore) =>
-        Promise.all(ids.map((id) =>
-          store.getIntent(id).then(
-            (intent) => intent === null ? "none" : intent.id,
-            (error: Error) => error.message,
-          )
-        ));
-      assert.deepEqual(await readAll(first), ids);
-      assert.deepEqual(await readAll(second), ids);
-      // Each change to a type the column never had: every statement
-      // prepared before it is stale. Only the first store reads between
-      // them, preparing its statements under new names each time.
-      for (const type of ["numeric", "integer", "text"]) {
-        await admin.unsafe(
-          `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
-        );
-        assert.deepEqual(await readAll(first), ids, `the first, as ${type}`);
-      }
-      // Before: six "cached plan must not change result type", the second
-      // store asking under the names the first had used before each
-      // change, one after the other.
-      assert.deepEqual(await readAll(second), ids, "the second");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
+  fn: onOneConnection(async ({ admin, schema, sql }) => {
+    const first = new PostgresStore(sql, { schema });
+    const second = new PostgresStore(sql, { schema });
+    await first.migrate();
+    const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
+    for (const id of ids) {
+      await first.createIntent({ id, hold: "pending" });
     }
+    const readAll = (store: PostgresStore) => readIds(store, ids);
+    assert.deepEqual(await readAll(first), ids);
+    assert.deepEqual(await readAll(second), ids);
+    // Each change to a type the column never had: every statement
+    // prepared before it is stale. Only the first store reads between
+    // them, preparing its statements under new names each time.
+    for (const type of ["numeric", "integer", "text"]) {
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".intents ALTER COLUMN version TYPE ${type}`,
+      );
+      assert.deepEqual(await readAll(first), ids, `the first, as ${type}`);
+    }
+    // Before: six "cached plan must not change result type", the second
+    // store asking under the names the first had used before each
+    // change, one after the other.
+    assert.deepEqual(await readAll(second), ids, "the second");
   }),
 });
 
