@@ -1631,11 +1631,26 @@ export class PostgresStore implements Store {
           // go behind the statements sent since, asking for its
           // description first, and be read out of order.
           ...writes.map((q) => (neverResent(q), q.execute())),
+          // The store commits, in a simple query, never prepared, and
+          // begins an empty transaction for postgres.js's own COMMIT to
+          // end. That COMMIT is prepared: on a session that lost the
+          // client's statements (DEALLOCATE ALL, a pooler in transaction
+          // mode) it was refused (26000), which aborted the transaction,
+          // and postgres.js sent it again, which answered ROLLBACK: a
+          // write whose statements were new there answered that it
+          // landed, and nothing of it had. One statement (PostgreSQL 12
+          // and later), so that the connection is never idle out of a
+          // transaction before postgres.js's COMMIT: postgres.js 3.4.9
+          // hands a connection so idle back to the pool under the
+          // `sql.begin()` still using it.
+          tx.unsafe("COMMIT AND CHAIN").execute(),
         ]));
-        // Not the statements' answers (see `noneCompleted`): failed here,
-        // the transaction rolls back.
+        // Not the statements' answers (see `noneCompleted`): the
+        // connection was lost under them, and the COMMIT was sent.
         if (answers.some(noneCompleted)) throw emptyWrite();
-        return answers.slice(1);
+        const ended = answers.at(-1)?.command;
+        if (ended !== "COMMIT") throw notCommitted(ended);
+        return answers.slice(1, -1);
       });
     }) as Promise<T>;
   }
@@ -2919,6 +2934,19 @@ function emptyRead(what: string): Error {
 }
 
 /** The error of a write whose answers are not its own (see `noneCompleted`). */
+/**
+ * The error of a write whose statements all answered and whose `COMMIT`
+ * did not commit (it answered `command`, `ROLLBACK` on a transaction that
+ * had failed): nothing of it was written.
+ */
+function notCommitted(command: unknown): Error {
+  return new Error(
+    `PostgreSQL did not commit the write (its COMMIT answered ${
+      String(command)
+    }), though each of its statements answered: nothing of it was written; try again`,
+  );
+}
+
 function emptyWrite(): Error {
   return lostDuringWrite(
     new Error(
