@@ -393,59 +393,41 @@ Deno.test({
   }),
 });
 
-Deno.test({
-  name:
-    "PostgresStore: a write whose statements are new on a session that lost the statements this client prepared there lands as it answered, where its COMMIT, sent again, rolled it back",
-  ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, sql, store }) => {
-    assert.equal(await store.admit({ count: "job_1", now: NOW }), 1);
-    // What a pooler in transaction mode does to them (the next
-    // transaction on another server session), or a DISCARD ALL.
-    await sql.unsafe("DEALLOCATE ALL");
-    // Its claim's statement is new on the connection, prepared there now;
-    // its COMMIT is one the connection had prepared. Before: PostgreSQL
-    // refused that COMMIT (26000), which aborted the transaction;
-    // postgres.js sent it again, it answered ROLLBACK, and the write
-    // answered as admitted with nothing of it on record.
-    assert.equal(await store.admit({ claim: claim("k2"), now: NOW }), null);
-    assert.deepEqual(await onRecord(admin, schema), {
-      claims: ["k2"],
-      counts: ["job_1: 1"],
-    });
-    await assert.rejects(
-      store.admit({ claim: claim("k2"), now: NOW }),
-      { name: "ReplayError" },
-    );
-  }, { connectionWaitMs: 2_000 }),
-});
-
-Deno.test({
-  name:
-    "PostgresStore: through sql.begin (fetch_types: false), a write whose statements are new on a session that lost the statements this client prepared there lands as it answered, where postgres.js's COMMIT, sent again, rolled it back",
-  ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, sql, store }) => {
-    assert.equal(await store.admit({ count: "job_1", now: NOW }), 1);
-    await sql.unsafe("DEALLOCATE ALL");
-    // As above, on sql.begin's path: its COMMIT is postgres.js's own,
-    // prepared. Before: it was refused (26000), sent again, answered
-    // ROLLBACK, and the write answered as admitted with nothing of it on
-    // record. Now the store commits first (a simple query), and
-    // postgres.js's COMMIT ends an empty transaction.
-    assert.equal(await store.admit({ claim: claim("k2"), now: NOW }), null);
-    assert.deepEqual(await onRecord(admin, schema), {
-      claims: ["k2"],
-      counts: ["job_1: 1"],
-    });
-    await assert.rejects(
-      store.admit({ claim: claim("k2"), now: NOW }),
-      { name: "ReplayError" },
-    );
-    // The connection went back to the pool: a write whose count the
-    // session lost fails as above, and the next one lands.
-    await assert.rejects(
-      store.admit({ count: "job_1", now: NOW }),
-      /^Error: Cannot admit a delivery as PostgreSQL does not know a statement this client prepared/,
-    );
-    assert.equal(await store.admit({ count: "job_1", now: NOW }), 2);
-  }, { connectionWaitMs: 2_000, fetchTypes: false }),
-});
+for (const fetchTypes of [true, false]) {
+  // Without types fetched, the store writes through sql.begin, whose
+  // COMMIT is postgres.js's own, prepared: the store commits first (with
+  // COMMIT AND CHAIN), and postgres.js's COMMIT ends an empty transaction.
+  const path = fetchTypes ? "" : "through sql.begin (fetch_types: false), ";
+  Deno.test({
+    name:
+      `PostgresStore: ${path}a write whose statements are new on a session that lost the statements this client prepared there lands as it answered, where its COMMIT, sent again, rolled it back`,
+    ignore: !postgresAvailable,
+    fn: onServer(1, async ({ admin, schema, sql, store }) => {
+      assert.equal(await store.admit({ count: "job_1", now: NOW }), 1);
+      // What a pooler in transaction mode does to them (the next
+      // transaction on another server session), or a DISCARD ALL.
+      await sql.unsafe("DEALLOCATE ALL");
+      // Its claim's statement is new on the connection, prepared there
+      // now; its COMMIT is one the connection had prepared. Before:
+      // PostgreSQL refused that COMMIT (26000), which aborted the
+      // transaction; postgres.js sent it again, it answered ROLLBACK, and
+      // the write answered as admitted with nothing of it on record.
+      assert.equal(await store.admit({ claim: claim("k2"), now: NOW }), null);
+      assert.deepEqual(await onRecord(admin, schema), {
+        claims: ["k2"],
+        counts: ["job_1: 1"],
+      });
+      await assert.rejects(
+        store.admit({ claim: claim("k2"), now: NOW }),
+        { name: "ReplayError" },
+      );
+      // The connection is back in the pool: a write whose count the
+      // session lost fails with the pooler's advice, and the next lands.
+      await assert.rejects(
+        store.admit({ count: "job_1", now: NOW }),
+        /^Error: Cannot admit a delivery as PostgreSQL does not know a statement this client prepared/,
+      );
+      assert.equal(await store.admit({ count: "job_1", now: NOW }), 2);
+    }, { connectionWaitMs: 2_000, fetchTypes }),
+  });
+}
