@@ -20,7 +20,12 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import {
+  answeredAs,
+  connect,
+  freshSchema,
+  postgresAvailable,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 /** What a test has: an admin's client, the schema, and the one-connection client. */
 interface Setting {
@@ -188,5 +193,72 @@ Deno.test({
       await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await sql.end({ timeout: 1 });
     }
+  }),
+});
+
+/** PostgreSQL's refusal of a prepared statement a schema change made stale, as postgres.js 3.4.9 rejects with it. */
+function staleRefusal(): Error {
+  return Object.assign(
+    new Error("cached plan must not change result type"),
+    {
+      name: "PostgresError",
+      severity: "ERROR",
+      code: "0A000",
+      routine: "RevalidateCachedQuery",
+    },
+  );
+}
+
+Deno.test({
+  name:
+    "PostgresStore: a read refused as stale is asked twice more under new names, and fails saying so when the schema changed under each ask",
+  ignore: !postgresAvailable,
+  fn: onOneConnection(async ({ schema, sql }) => {
+    const admin = new PostgresStore(sql, { schema });
+    await admin.migrate();
+    await admin.createIntent({ id: "pi_1", hold: "pending" });
+    // The store's intent read answered with a stale refusal for its first
+    // `refusals` asks, as a read that a schema change overtook each time.
+    const texts: string[] = [];
+    let refusals = 0;
+    const hooked = answeredAs(sql, (text) => {
+      if (!text.includes("h.state AS hold") || text.includes("lease_owner")) {
+        return undefined;
+      }
+      texts.push(text);
+      if (refusals === 0) return undefined;
+      refusals--;
+      return () => {
+        throw staleRefusal();
+      };
+    });
+    const store = new PostgresStore(hooked, {
+      schema,
+      connectionWaitMs: 2_000,
+    });
+    refusals = 2;
+    assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+    assert.equal(texts.length, 3);
+    // Each ask went under new statement names (a new comment after the
+    // table's name), which no connection has prepared: three on the
+    // connection now.
+    const prepared = await sql.unsafe(
+      "SELECT statement FROM pg_prepared_statements",
+    );
+    assert.equal(
+      prepared.filter((row) =>
+        String(row.statement).includes("h.state AS hold") &&
+        !String(row.statement).includes("lease_owner")
+      ).length,
+      3,
+    );
+    texts.length = 0;
+    refusals = 3;
+    await assert.rejects(
+      store.getIntent("pi_1"),
+      /^Error: The store's read failed as PostgreSQL refused its statement as stale 3 times: the schema changed under it \(cached plan must not change result type\); try again$/,
+    );
+    assert.equal(texts.length, 3);
+    assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
   }),
 });
