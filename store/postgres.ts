@@ -309,6 +309,9 @@ const ISOLATION = "isolation level read committed";
 const REPLAYED = "RL001";
 // The SQLSTATE of a write whose intent moved on: raised by `refuse_stale`.
 const STALE = "RL002";
+// Not PostgreSQL's: marks a write whose statement, prepared anew on the
+// schema as it is now, was refused (see `#transaction`).
+const UNFIT = "unfit";
 /** How many rounds of plain queries take postgres.js's kept goodbyes, at most, and the gap between them. */
 const ABSORB_ROUNDS = 20;
 const ABSORB_GAP_MS = 250;
@@ -1022,6 +1025,14 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
+      if (code === UNFIT) {
+        throw new Error(
+          `Cannot ${what} as PostgreSQL refuses its statement on the schema as it is now (${
+            oneLine(String(((error as Error).cause as Error)?.message))
+          }): the schema was changed into one this version of the store cannot write (a later release's migration?); nothing of it was written, and trying again cannot help until this instance runs the version that made the change, or the change is undone`,
+          { cause: (error as Error).cause },
+        );
+      }
       if (code !== "26000" && refusedAsStale(error)) {
         // A statement prepared on its connection before the schema changed
         // what it returns (a migration of a later release, an operator's
@@ -1284,6 +1295,20 @@ export class PostgresStore implements Store {
               )
             );
             if (held?.status === "rejected") throw held.reason;
+            // Prepared anew on the schema as it is now, and refused there:
+            // a change this version's statements do not fit (a column
+            // made an enum that one writes as text). Trying again cannot
+            // help, and the error says so.
+            const refused = (await again).find((answer) =>
+              answer.status === "rejected" &&
+              (answer.reason as { severity?: unknown })?.severity !==
+                undefined
+            );
+            if (refused?.status === "rejected") {
+              throw Object.assign(new Error(UNFIT, { cause: refused.reason }), {
+                code: UNFIT,
+              });
+            }
           }
         }
         throw error;
@@ -1577,7 +1602,8 @@ export class PostgresStore implements Store {
     let started = false;
     let abandoned = false;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
-    const epoch = this.#epoch;
+    let epoch = this.#epoch;
+    let staleAsked = false;
     const begun = (async () => {
       for (let asked = 1;; asked++) {
         try {
@@ -1586,9 +1612,26 @@ export class PostgresStore implements Store {
           });
         } catch (error) {
           // A statement refused as stale (never sent again: see
-          // `#beginOnce`): the write fails, and the next goes under new
-          // names, which no connection has prepared.
+          // `#beginOnce`): the transaction rolled back, nothing of it
+          // written, and the write goes again once, under new names,
+          // which no connection has prepared. Refused again so, prepared
+          // anew on the schema as it is now: a change this version's
+          // statements do not fit, which trying again cannot mend.
+          const code = (error as { code?: unknown })?.code;
           if (refusedAsStale(error)) this.#forget(epoch);
+          if (refusedAsStale(error) && code !== "26000") {
+            if (staleAsked && code !== "0A000") {
+              throw Object.assign(new Error(UNFIT, { cause: error }), {
+                code: UNFIT,
+              });
+            }
+            if (!staleAsked && !abandoned && !this.#closed) {
+              staleAsked = true;
+              started = false;
+              epoch = this.#epoch;
+              continue;
+            }
+          }
           if (
             started || abandoned || this.#closed || asked >= asks ||
             !goodbyeBeforeSent(error)
