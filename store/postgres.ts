@@ -1263,6 +1263,13 @@ export class PostgresStore implements Store {
           // it again (see sendOnce): its next write runs. Its lock waits
           // end at the flight's lock_timeout (see prepareAgain).
           const settled = await rest;
+          // The write goes again only for `connectionWaitMs` after its
+          // first refusal as stale.
+          if (refusedAsStale(error)) {
+            againUntil ??= setTimeout(() => {
+              pastAgain = true;
+            }, this.#waitMs);
+          }
           const again = prepareAgain(
             tx,
             writes,
@@ -1281,9 +1288,6 @@ export class PostgresStore implements Store {
             // and what was stale is prepared anew: the write goes again,
             // here, on this connection.
             sendAgain = error;
-            againUntil ??= setTimeout(() => {
-              pastAgain = true;
-            }, this.#waitMs);
           } else {
             // Preparing it waited past lock_timeout for another session's
             // lock (the next migration's), or statement_timeout cut it:

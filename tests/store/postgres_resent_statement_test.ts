@@ -23,6 +23,7 @@ import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
+  answeredAs,
   betweenReadAndFlight,
   connect,
   freshSchema,
@@ -472,3 +473,57 @@ for (const fetchTypes of [true, false]) {
     }, { connectionWaitMs: 2_000, fetchTypes }),
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose statement a schema change made stale again at each flight stops going again connectionWaitMs after its first refusal, nothing of it written",
+  ignore: !postgresAvailable,
+  fn: onServer(1, async ({ admin, schema, sql }) => {
+    // Each time the count's statement is prepared anew (answered), its
+    // column changes type again, so the next flight finds it stale; and
+    // 600 ms pass, so the second preparing ends past connectionWaitMs
+    // (1,000 ms) after the first refusal.
+    let types = ["numeric", "bigint", "numeric", "bigint"];
+    let prepared = 0;
+    const store = new PostgresStore(
+      answeredAs(
+        sql,
+        (text) =>
+          text.includes("RETURNING deliveries") && types.length > 0
+            ? async (rows) => {
+              prepared++;
+              await admin.unsafe(
+                `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE ${types.shift()}`,
+              );
+              await new Promise((resolve) => setTimeout(resolve, 600));
+              return rows;
+            }
+            : undefined,
+      ),
+      { schema, connectionWaitMs: 1_000 },
+    );
+    await store.migrate();
+    types = [];
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    types = ["bigint", "numeric", "bigint"];
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
+    prepared = 0;
+    await assert.rejects(
+      store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+      /^Error: Cannot admit a delivery as PostgreSQL refused a statement this client had prepared before the schema changed \(cached plan must not change result type\): nothing of it was written; try again$/,
+    );
+    // Two flights, each refused, the statement prepared anew after each;
+    // without the bound, a third flight (two writes: three flights at
+    // most) and a third preparing.
+    assert.equal(prepared, 2);
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1"],
+      counts: ["job_1: 1"],
+    });
+  }),
+});
