@@ -20,6 +20,7 @@ import {
   processPostgres,
 } from "../support/postgres_server.ts";
 import type { Backend, OpenStore } from "./_stores.ts";
+import { timeout } from "./_timeout.ts";
 
 // The suites end sessions under their clients (pg_terminate_backend, a
 // server stopped): postgres.js 3.4.9 drops the promise of its type query on
@@ -190,6 +191,142 @@ export async function openPostgresStore(): Promise<
       await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
     },
   };
+}
+
+/** What {@linkcode onFreshSchema} hands its test. */
+export interface FreshSchema {
+  /**
+   * A client of the test's own beside the store's, for its set-up, its
+   * checks and its locks: what it does there takes none of `sql`'s
+   * connections.
+   */
+  readonly admin: postgres.Sql;
+  /** A fresh schema of this run's server, migrated. */
+  readonly schema: string;
+  /** The store's client, of `max` connections. */
+  readonly sql: postgres.Sql;
+  /** A PostgresStore on `sql` and `schema`. */
+  readonly store: PostgresStore;
+}
+
+/** How {@linkcode onFreshSchema} sets a test up. */
+export interface FreshSchemaOptions {
+  /**
+   * How many connections `sql` has: one makes each statement of the store
+   * follow the ones before it on the same session.
+   *
+   * @default {1}
+   */
+  readonly max?: number;
+  /**
+   * How many connections `admin` has.
+   *
+   * @default {2}
+   */
+  readonly adminMax?: number;
+  /**
+   * `sql`'s `fetch_types`: `false` makes the store take its `sql.begin`
+   * path (see {@linkcode connect}).
+   *
+   * @default {true}
+   */
+  readonly fetchTypes?: boolean;
+  /** Server settings for each of `sql`'s connections (its session's defaults). */
+  readonly connection?: Record<string, string>;
+  /**
+   * The store's `connectionWaitMs`.
+   *
+   * @default {10000} (PostgresStore's own)
+   */
+  readonly connectionWaitMs?: number;
+  /**
+   * Which client migrates the schema: `"sql"`, as `store.migrate()` (its
+   * pooler check reserves `sql`'s connections), or `"admin"`, as a store on
+   * `admin` does, so that the test starts with `sql` never connected and
+   * `store` not migrated through itself (the test may call
+   * `store.migrate()`: a read-only `sql` refuses it).
+   *
+   * @default {"sql"}
+   */
+  readonly migrateOn?: "sql" | "admin";
+  /**
+   * The test's time limit, set-up and clean-up included (see
+   * {@linkcode timeout}).
+   *
+   * @default {30000}
+   */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * A test body on a fresh schema of this run's server: an `admin` client,
+ * the schema, migrated (by `options.migrateOn`), and a store on a client
+ * of its own (`sql`, of `options.max` connections). Whether the test
+ * passes or throws, `sql` is then ended (1 s for whatever it still runs),
+ * the schema dropped through `admin`, and `admin` ended.
+ *
+ * For the tests that take what each statement of the store meets on its
+ * connection: a test that needs another way to the server (a proxy, a
+ * relay, TLS, a child process) or several schemas sets itself up.
+ *
+ * @param options The clients, the store and the time limit.
+ * @param test The test, handed what it runs on.
+ * @returns A `Deno.test` body.
+ *
+ * @example A store on one connection, the schema changed under it
+ * ```ts ignore
+ * Deno.test({
+ *   name: "PostgresStore: …",
+ *   ignore: !postgresAvailable,
+ *   fn: onFreshSchema({ connectionWaitMs: 2_000 }, async (fresh) => {
+ *     const { admin, schema, store } = fresh;
+ *     await store.createIntent({ id: "pi_1" });
+ *     await admin.unsafe(`ALTER TABLE "${schema}".intents …`);
+ *     assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+ *   }),
+ * });
+ * ```
+ */
+export function onFreshSchema(
+  options: FreshSchemaOptions,
+  test: (fresh: FreshSchema) => Promise<void>,
+): (t: Deno.TestContext) => Promise<void> {
+  const {
+    max = 1,
+    adminMax = 2,
+    fetchTypes = true,
+    connection,
+    connectionWaitMs,
+    migrateOn = "sql",
+    timeoutMs = 30_000,
+  } = options;
+  return timeout(timeoutMs, async () => {
+    const admin = await connect(adminMax);
+    const schema = freshSchema();
+    const sql = await connect(max, {
+      fetchTypes,
+      ...(connection ? { connection } : {}),
+    });
+    try {
+      const store = new PostgresStore(sql, {
+        schema,
+        ...(connectionWaitMs === undefined ? {} : { connectionWaitMs }),
+      });
+      if (migrateOn === "admin") {
+        await new PostgresStore(admin, { schema }).migrate();
+      } else {
+        await store.migrate();
+      }
+      await test({ admin, schema, sql, store });
+    } finally {
+      await sql.end({ timeout: 1 });
+      try {
+        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      } finally {
+        await admin.end();
+      }
+    }
+  });
 }
 
 /**
