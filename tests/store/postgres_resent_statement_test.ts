@@ -25,11 +25,10 @@ import { PostgresStore } from "../../store/postgres.ts";
 import {
   answeredAs,
   betweenReadAndFlight,
-  connect,
-  freshSchema,
+  type FreshSchema,
+  onFreshSchema,
   postgresAvailable,
 } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
 
 const NOW = 1_767_225_600_000;
 
@@ -64,42 +63,6 @@ const claim = (key: string, now = NOW) => ({
   expiresAt: now + 60_000,
 });
 
-/** What a test has: an admin's client, the store's schema, client and store. */
-interface Setting {
-  admin: postgres.Sql;
-  schema: string;
-  sql: postgres.Sql;
-  store: PostgresStore;
-}
-
-/**
- * Runs `test` on a fresh migrated schema, its store on a client of `max`
- * connections (one: each write's statements are the ones the writes
- * before prepared there), and drops it all after.
- */
-function onServer(
-  max: number,
-  test: (setting: Setting) => Promise<void>,
-  options: { connectionWaitMs?: number; fetchTypes?: boolean } = {},
-): ReturnType<typeof timeout> {
-  return timeout(30_000, async () => {
-    // Four: the tests that hold locks of their own take two of them.
-    const admin = await connect(4);
-    const schema = freshSchema();
-    const { fetchTypes = true, ...storeOptions } = options;
-    const sql = await connect(max, { fetchTypes });
-    try {
-      const store = new PostgresStore(sql, { schema, ...storeOptions });
-      await store.migrate();
-      await test({ admin, schema, sql, store });
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
-  });
-}
-
 /**
  * Makes both of an admission's statements return something else: the
  * count (a column's type) and the claim (its check's function, made again
@@ -131,7 +94,7 @@ async function staleAdmission(
  * refused with nothing more written.
  */
 async function admitsOnce(
-  { admin, schema, store }: Omit<Setting, "sql">,
+  { admin, schema, store }: Omit<FreshSchema, "sql">,
 ): Promise<void> {
   assert.equal(
     await store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
@@ -150,7 +113,7 @@ Deno.test({
   name:
     "PostgresStore: a write whose prepared statement PostgreSQL refused as a schema change altered its result goes again on its connection once the statement is prepared anew, and lands once, where the statement ran again alone after the transaction rolled back",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, store }) => {
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
     assert.equal(
       await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
       1,
@@ -177,7 +140,7 @@ Deno.test({
   name:
     "PostgresStore: a write two of whose prepared statements a schema change made stale goes again once for each, and lands once",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, store }) => {
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
     assert.equal(
       await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
       1,
@@ -196,7 +159,7 @@ Deno.test({
   name:
     "PostgresStore: after a schema change altered what a prepared write returns, no write on any connection of the pool fails for it",
   ignore: !postgresAvailable,
-  fn: onServer(3, async ({ admin, schema, store }) => {
+  fn: onFreshSchema({ max: 3 }, async ({ admin, schema, store }) => {
     // Three admissions at once, each on a connection of its own: each
     // connection has the admission's statements prepared.
     const at = (n: number) =>
@@ -225,7 +188,11 @@ Deno.test({
   name:
     "PostgresStore: a write whose statement, refused as stale, cannot be prepared anew for another session's lock fails as busy within lock_timeout, and its connection goes back to the pool, where it waited out connectionWaitMs and kept the connection for as long as the lock",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, sql }) => {
+  fn: onFreshSchema({
+    // Four: the test holds locks of its own on two of them.
+    adminMax: 4,
+    connectionWaitMs: 4_000,
+  }, async ({ admin, schema, sql }) => {
     const [row, locker] = await Promise.all([admin.reserve(), admin.reserve()]);
     // What runs once a write has read its intent, before its flight.
     let gap = () => Promise.resolve();
@@ -301,14 +268,14 @@ Deno.test({
       row.release();
       locker.release();
     }
-  }, { connectionWaitMs: 4_000 }),
+  }),
 });
 
 Deno.test({
   name:
     "PostgresStore: on sql.begin's path (fetch_types: false), a write two of whose statements a schema change made stale commits nothing, goes again once under new names, and lands once",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, store }) => {
+  fn: onFreshSchema({ fetchTypes: false }, async ({ admin, schema, store }) => {
     assert.equal(
       await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
       1,
@@ -319,14 +286,16 @@ Deno.test({
     // must not change result type): nothing of it was written; try
     // again", and only the next write landed.
     await admitsOnce({ admin, schema, store });
-  }, { fetchTypes: false }),
+  }),
 });
 
 Deno.test({
   name:
     "PostgresStore: a write on a session that lost the statements this client prepared there fails, nothing of it written, and the next write on that connection lands",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, sql, store }) => {
+  fn: onFreshSchema({
+    connectionWaitMs: 2_000,
+  }, async ({ admin, schema, sql, store }) => {
     assert.equal(
       await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
       1,
@@ -352,7 +321,7 @@ Deno.test({
       claims: ["k1", "k3"],
       counts: ["job_1: 1", "job_3: 1"],
     });
-  }, { connectionWaitMs: 2_000 }),
+  }),
 });
 
 /** Makes the holds' state column an enum of its three states. */
@@ -391,7 +360,7 @@ for (const fetchTypes of [true, false]) {
     name:
       `PostgresStore: ${path}a write whose prepared statement PostgreSQL refused as a schema change altered a column it assigns (text to an enum) goes again once the statement is prepared anew, and lands`,
     ignore: !postgresAvailable,
-    fn: onServer(1, async ({ admin, schema, store }) => {
+    fn: onFreshSchema({ fetchTypes }, async ({ admin, schema, store }) => {
       await store.createIntent({ id: "pi_1", hold: "pending" });
       await store.createIntent({ id: "pi_2", hold: "pending" });
       // The hold's statement prepared on the connection, its value as
@@ -404,14 +373,14 @@ for (const fetchTypes of [true, false]) {
         "pi_1: voided at 2",
         "pi_2: voided at 2",
       ]);
-    }, { fetchTypes }),
+    }),
   });
 
   Deno.test({
     name:
       `PostgresStore: ${path}a write whose statement, prepared anew on a schema changed under it, PostgreSQL refuses again (text into an enum) fails saying that trying again cannot help, nothing of it written`,
     ignore: !postgresAvailable,
-    fn: onServer(1, async ({ admin, schema, store }) => {
+    fn: onFreshSchema({ fetchTypes }, async ({ admin, schema, store }) => {
       await store.createIntent({ id: "pi_1", hold: "pending" });
       await holdsAsEnum(admin, schema);
       // createIntent writes its hold as text (`::text`), which no enum
@@ -431,7 +400,7 @@ for (const fetchTypes of [true, false]) {
       ]);
       // What fits still lands.
       assert.equal(await store.voidHold("pi_1"), "voided");
-    }, { fetchTypes }),
+    }),
   });
 }
 
@@ -444,7 +413,10 @@ for (const fetchTypes of [true, false]) {
     name:
       `PostgresStore: ${path}a write whose statements are new on a session that lost the statements this client prepared there lands as it answered, where its COMMIT, sent again, rolled it back`,
     ignore: !postgresAvailable,
-    fn: onServer(1, async ({ admin, schema, sql, store }) => {
+    fn: onFreshSchema({
+      connectionWaitMs: 2_000,
+      fetchTypes,
+    }, async ({ admin, schema, sql, store }) => {
       assert.equal(await store.admit({ count: "job_1", now: NOW }), 1);
       // What a pooler in transaction mode does to them (the next
       // transaction on another server session), or a DISCARD ALL.
@@ -470,7 +442,7 @@ for (const fetchTypes of [true, false]) {
         /^Error: Cannot admit a delivery as PostgreSQL does not know a statement this client prepared/,
       );
       assert.equal(await store.admit({ count: "job_1", now: NOW }), 2);
-    }, { connectionWaitMs: 2_000, fetchTypes }),
+    }),
   });
 }
 
@@ -478,12 +450,12 @@ Deno.test({
   name:
     "PostgresStore: a write whose statement a schema change made stale again at each flight stops going again connectionWaitMs after its first refusal, nothing of it written",
   ignore: !postgresAvailable,
-  fn: onServer(1, async ({ admin, schema, sql }) => {
+  fn: onFreshSchema({}, async ({ admin, schema, sql }) => {
     // Each time the count's statement is prepared anew (answered), its
     // column changes type again, so the next flight finds it stale; and
     // 600 ms pass, so the second preparing ends past connectionWaitMs
     // (1,000 ms) after the first refusal.
-    let types = ["numeric", "bigint", "numeric", "bigint"];
+    let types: string[] = [];
     let prepared = 0;
     const store = new PostgresStore(
       answeredAs(
@@ -502,8 +474,6 @@ Deno.test({
       ),
       { schema, connectionWaitMs: 1_000 },
     );
-    await store.migrate();
-    types = [];
     assert.equal(
       await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
       1,

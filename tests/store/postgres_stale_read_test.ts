@@ -18,42 +18,11 @@
  */
 
 import assert from "node:assert/strict";
-import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import {
-  answeredAs,
-  connect,
-  freshSchema,
-  postgresAvailable,
-} from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
-/** What a test has: an admin's client, the schema, and the one-connection client. */
-interface Setting {
-  admin: postgres.Sql;
-  schema: string;
-  sql: postgres.Sql;
-}
+import { answeredAs, onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
-/**
- * Runs `test` on a fresh schema with a client of one connection (every
- * read waits behind the others on it), and drops it all after.
- */
-function onOneConnection(
-  test: (setting: Setting) => Promise<void>,
-): ReturnType<typeof timeout> {
-  return timeout(60_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(1);
-    try {
-      await test({ admin, schema, sql });
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
-  });
-}
+// Each test's store is on a client of one connection (onFreshSchema's
+// default): every read waits behind the others on it.
 
 /** Reads each of `ids` at once: each answer's id, "none", or its error. */
 function readIds(store: PostgresStore, ids: readonly string[]) {
@@ -69,12 +38,10 @@ Deno.test({
   name:
     "PostgresStore: reads waiting on one connection when a schema change made their prepared statement stale each answer their own intent, and so do the reads after them",
   ignore: !postgresAvailable,
-  fn: onOneConnection(async ({ admin, schema, sql }) => {
-    const store = new PostgresStore(sql, {
-      schema,
-      connectionWaitMs: 2_000,
-    });
-    await store.migrate();
+  fn: onFreshSchema({
+    connectionWaitMs: 2_000,
+    timeoutMs: 60_000,
+  }, async ({ admin, schema, store }) => {
     const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
     for (const id of ids) {
       await store.createIntent({ id, hold: "pending" });
@@ -99,12 +66,10 @@ Deno.test({
   name:
     "PostgresStore: reads handed to their connection as it reads an answer, once a schema change made their prepared statement stale, each answer their own intent",
   ignore: !postgresAvailable,
-  fn: onOneConnection(async ({ admin, schema, sql }) => {
-    const store = new PostgresStore(sql, {
-      schema,
-      connectionWaitMs: 2_000,
-    });
-    await store.migrate();
+  fn: onFreshSchema({
+    connectionWaitMs: 2_000,
+    timeoutMs: 60_000,
+  }, async ({ admin, schema, sql, store }) => {
     const ids = Array.from({ length: 200 }, (_, i) => `pi_${i}`);
     await sql.unsafe(
       `INSERT INTO "${schema}".intents (id, state)
@@ -141,10 +106,10 @@ Deno.test({
   name:
     "PostgresStore: two stores of one schema on one client read their intents after schema changes only one of them read through",
   ignore: !postgresAvailable,
-  fn: onOneConnection(async ({ admin, schema, sql }) => {
-    const first = new PostgresStore(sql, { schema });
+  fn: onFreshSchema({
+    timeoutMs: 60_000,
+  }, async ({ admin, schema, sql, store: first }) => {
     const second = new PostgresStore(sql, { schema });
-    await first.migrate();
     const ids = Array.from({ length: 6 }, (_, i) => `pi_${i}`);
     for (const id of ids) {
       await first.createIntent({ id, hold: "pending" });
@@ -172,27 +137,18 @@ Deno.test({
   name:
     "PostgresStore: a read on a session that lost the statements this client prepared there fails with a pooler's advice, and the reads after it land",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const schema = freshSchema();
-    const sql = await connect(1);
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      await store.createIntent({ id: "pi_1", hold: "pending" });
-      assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
-      // What a pooler in transaction mode does to them (the next
-      // transaction on another server session), or a DISCARD ALL.
-      await sql.unsafe("DEALLOCATE ALL");
-      await assert.rejects(
-        store.getIntent("pi_1"),
-        /^Error: The store's read failed as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode \(PgBouncer, Supavisor\) sent it to another server session; create the client with prepare: false/,
-      );
-      assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
-      assert.equal(await store.deliveries("job_1"), 0);
-    } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end({ timeout: 1 });
-    }
+  fn: onFreshSchema({}, async ({ sql, store }) => {
+    await store.createIntent({ id: "pi_1", hold: "pending" });
+    assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+    // What a pooler in transaction mode does to them (the next
+    // transaction on another server session), or a DISCARD ALL.
+    await sql.unsafe("DEALLOCATE ALL");
+    await assert.rejects(
+      store.getIntent("pi_1"),
+      /^Error: The store's read failed as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode \(PgBouncer, Supavisor\) sent it to another server session; create the client with prepare: false/,
+    );
+    assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+    assert.equal(await store.deliveries("job_1"), 0);
   }),
 });
 
@@ -213,10 +169,8 @@ Deno.test({
   name:
     "PostgresStore: a read refused as stale is asked twice more under new names, and fails saying so when the schema changed under each ask",
   ignore: !postgresAvailable,
-  fn: onOneConnection(async ({ schema, sql }) => {
-    const admin = new PostgresStore(sql, { schema });
-    await admin.migrate();
-    await admin.createIntent({ id: "pi_1", hold: "pending" });
+  fn: onFreshSchema({}, async ({ schema, sql, store: plain }) => {
+    await plain.createIntent({ id: "pi_1", hold: "pending" });
     // The store's intent read answered with a stale refusal for its first
     // `refusals` asks, as a read that a schema change overtook each time.
     const texts: string[] = [];
