@@ -17,8 +17,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
 const NOW = 1_767_225_600_000;
 
@@ -56,55 +55,46 @@ for (const c of FAILED_MID_STREAM) {
     name:
       `PostgresStore reads its own rows on a connection where ${c.name}: an intent that exists, and a page of dead letters without nulls`,
     ignore: !postgresAvailable,
-    fn: timeout(30_000, async () => {
-      const admin = await connect(2);
-      const schema = freshSchema();
-      // One connection: the store's statements follow the failed one on it.
-      const sql = await connect(1);
-      try {
-        const setup = new PostgresStore(admin, { schema });
-        await setup.migrate();
-        await setup.createIntent({ id: "pi_1", hold: "pending" });
-        // Two letters: the page's rows are all the statement's, in order.
-        for (const id of ["pi_1", "pi_2"]) {
-          await setup.putDeadLetter({
-            jobId: `${id}/settle`,
-            intentId: id,
-            deliveries: 3,
-            cause: "exhausted",
-            reason: "r",
-            resolution: "job dropped, intent still authorized",
-            lastError: "e",
-            poisonedAt: NOW,
-          });
-        }
-        const store = new PostgresStore(sql, { schema });
-        await store.getIntent("pi_1"); // the connection open
-
-        const failed = await c.fail(sql, admin).then(
-          () => null,
-          (e: Error) => e,
-        );
-        assert.ok(failed !== null, "the statement did not fail");
-        assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
-
-        await c.fail(sql, admin).catch(() => {});
-        const page = await store.listDeadLetters();
-        assert.deepEqual(
-          JSON.parse(JSON.stringify(page.items)).map(
-            (letter: { jobId: string } | null) => letter?.jobId ?? null,
-          ),
-          ["pi_1/settle", "pi_2/settle"],
-        );
-        assert.equal(page.cursor, null);
-
-        await c.fail(sql, admin).catch(() => {});
-        assert.equal(await store.recordHold("pi_1"), "pending");
-      } finally {
-        await sql.end();
-        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await admin.end();
+    // One connection: the store's statements follow the failed one on it.
+    fn: onFreshSchema({
+      migrateOn: "admin",
+    }, async ({ admin, schema, sql, store }) => {
+      const setup = new PostgresStore(admin, { schema });
+      await setup.createIntent({ id: "pi_1", hold: "pending" });
+      // Two letters: the page's rows are all the statement's, in order.
+      for (const id of ["pi_1", "pi_2"]) {
+        await setup.putDeadLetter({
+          jobId: `${id}/settle`,
+          intentId: id,
+          deliveries: 3,
+          cause: "exhausted",
+          reason: "r",
+          resolution: "job dropped, intent still authorized",
+          lastError: "e",
+          poisonedAt: NOW,
+        });
       }
+      await store.getIntent("pi_1"); // the connection open
+
+      const failed = await c.fail(sql, admin).then(
+        () => null,
+        (e: Error) => e,
+      );
+      assert.ok(failed !== null, "the statement did not fail");
+      assert.equal((await store.getIntent("pi_1"))?.id, "pi_1");
+
+      await c.fail(sql, admin).catch(() => {});
+      const page = await store.listDeadLetters();
+      assert.deepEqual(
+        JSON.parse(JSON.stringify(page.items)).map(
+          (letter: { jobId: string } | null) => letter?.jobId ?? null,
+        ),
+        ["pi_1/settle", "pi_2/settle"],
+      );
+      assert.equal(page.cursor, null);
+
+      await c.fail(sql, admin).catch(() => {});
+      assert.equal(await store.recordHold("pi_1"), "pending");
     }),
   });
 }
@@ -113,28 +103,19 @@ Deno.test({
   name:
     "PostgresStore.migrate() reads its check of the database on a connection where a statement failed while its rows streamed, and refuses a read-only one",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
+  fn: onFreshSchema({
     // One connection, read-only: the check follows the failed statement.
-    const sql = await connect(1, {
-      connection: { default_transaction_read_only: "on" },
-    });
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
-      await assert.rejects(
-        sql`SELECT i, 1 / (4 - i) FROM generate_series(1, 10) i`,
-        /division by zero/,
-      );
-      await assert.rejects(
-        new PostgresStore(sql, { schema }).migrate(),
-        /database as it is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary$/,
-      );
-    } finally {
-      await sql.end();
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
+    connection: { default_transaction_read_only: "on" },
+    migrateOn: "admin",
+  }, async ({ sql, store }) => {
+    await assert.rejects(
+      sql`SELECT i, 1 / (4 - i) FROM generate_series(1, 10) i`,
+      /division by zero/,
+    );
+    await assert.rejects(
+      store.migrate(),
+      /database as it is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary$/,
+    );
   }),
 });
 
@@ -142,13 +123,13 @@ Deno.test({
   name:
     "PostgresStore.migrate()'s pooler check, given no second connection in time, hands its first back once a connection where a statement failed while its rows streamed says that session is there",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = await connect(2);
+  fn: onFreshSchema({
+    max: 2,
+    connectionWaitMs: 500,
+    migrateOn: "admin",
+  }, async ({ admin, sql, store }) => {
     const timers: ReturnType<typeof setTimeout>[] = [];
     try {
-      await new PostgresStore(admin, { schema }).migrate();
       // One connection busy past the check's wait for a second: three
       // rows, then a wait, then an error on the fourth. The check's
       // question whether the first's session is there goes to it next.
@@ -162,8 +143,7 @@ Deno.test({
         if (Number(row?.waiting) > 0) break;
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      await new PostgresStore(sql, { schema, connectionWaitMs: 500 })
-        .migrate();
+      await store.migrate();
       assert.match(String(await busy), /division by zero/);
       // Both connections are the pool's again.
       const reserved = Promise.all([sql.reserve(), sql.reserve()]);
@@ -179,9 +159,6 @@ Deno.test({
       for (const connection of await reserved) connection.release();
     } finally {
       for (const timer of timers) clearTimeout(timer);
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
     }
   }),
 });

@@ -7,34 +7,23 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import {
-  connect,
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-} from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
 Deno.test({
   name:
     "PostgresStore cancels a read past connectionWaitMs that runs on its connection: behind a table lock that stands, the pool's one connection answers again within moments",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const sql = postgres(await postgresUrl(), {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
+  fn: onFreshSchema({
+    connectionWaitMs: 300,
+    migrateOn: "admin",
+  }, async ({ admin, schema, sql, store }) => {
+    await new PostgresStore(admin, { schema }).createIntent({
+      id: "pi_1",
+      hold: "pending",
     });
-    const setup = new PostgresStore(admin, { schema });
-    await setup.migrate();
-    await setup.createIntent({ id: "pi_1", hold: "pending" });
     const locker = await admin.reserve();
     try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 300 });
       await store.getIntent("pi_1"); // the connection open
       // A schema change holds the table, for longer than the test looks.
       await locker.unsafe("BEGIN");
@@ -64,9 +53,6 @@ Deno.test({
     } finally {
       await locker.unsafe("ROLLBACK").catch(() => {});
       locker.release();
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
     }
   }),
 });
