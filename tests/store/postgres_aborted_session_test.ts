@@ -16,9 +16,7 @@
  */
 
 import assert from "node:assert/strict";
-import { PostgresStore } from "../../store/postgres.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
 const ABORTED =
   /^Cannot (.+) as PostgreSQL ran it inside a transaction that had already failed on its connection \(25P02: current transaction is aborted\), which something else using this client left open: nothing was (read|written), so try again, and look for a transaction of your own on this client that is never committed or rolled back$/;
@@ -39,34 +37,25 @@ Deno.test({
   name:
     "PostgresStore: a read and a write on a connection another user of the client left in a failed transaction reject saying so, that nothing was read or written, and to try again; the next write lands",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const sql = await connect(1);
-    const schema = freshSchema();
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      await store.createIntent({ id: "pi_1" });
-      // The pool's one connection, left in a failed transaction.
-      await sql.unsafe("BEGIN");
-      await sql.unsafe("SELECT 1/0").catch(() => {});
+  fn: onFreshSchema({}, async ({ sql, store }) => {
+    await store.createIntent({ id: "pi_1" });
+    // The pool's one connection, left in a failed transaction.
+    await sql.unsafe("BEGIN");
+    await sql.unsafe("SELECT 1/0").catch(() => {});
 
-      assert.deepEqual(await refusal(store.getIntent("pi_1")), [
-        "run the store's read",
-        "read",
-      ]);
-      assert.deepEqual(await refusal(store.createIntent({ id: "pi_2" })), [
-        "create intent pi_2",
-        "written",
-      ]);
+    assert.deepEqual(await refusal(store.getIntent("pi_1")), [
+      "run the store's read",
+      "read",
+    ]);
+    assert.deepEqual(await refusal(store.createIntent({ id: "pi_2" })), [
+      "create intent pi_2",
+      "written",
+    ]);
 
-      // The write's COMMIT ended the failed transaction.
-      assert.equal(await store.getIntent("pi_2"), null);
-      assert.equal((await store.createIntent({ id: "pi_2" })).state, "created");
-      assert.equal((await store.getIntent("pi_1"))?.state, "created");
-    } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
-    }
+    // The write's COMMIT ended the failed transaction.
+    assert.equal(await store.getIntent("pi_2"), null);
+    assert.equal((await store.createIntent({ id: "pi_2" })).state, "created");
+    assert.equal((await store.getIntent("pi_1"))?.state, "created");
   }),
 });
 
@@ -77,45 +66,38 @@ Deno.test({
   name:
     "PostgresStore on a client made with fetch_types: false: a write on a connection left in a failed transaction rejects saying that postgres.js now keeps that connection from the pool and how to end its session, not to try again; once the session is ended the next write lands",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(1);
-    const sql = await connect(1, { fetchTypes: false });
-    const schema = freshSchema();
-    try {
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
-      await store.migrate();
-      await sql.unsafe("BEGIN");
-      await sql.unsafe("SELECT 1/0").catch(() => {});
+  fn: onFreshSchema({
+    adminMax: 1,
+    fetchTypes: false,
+    connectionWaitMs: 500,
+  }, async ({ admin, sql, store }) => {
+    await sql.unsafe("BEGIN");
+    await sql.unsafe("SELECT 1/0").catch(() => {});
 
-      const error = await store.createIntent({ id: "pi_2" }).then(
-        () => assert.fail("the write answered"),
-        (error: Error) => error,
+    const error = await store.createIntent({ id: "pi_2" }).then(
+      () => assert.fail("the write answered"),
+      (error: Error) => error,
+    );
+    assert.equal((error.cause as { code?: string }).code, "25P02");
+    assert.match(error.message, KEPT);
+    // Trying again does not help: the pool's one connection is kept.
+    await assert.rejects(
+      store.createIntent({ id: "pi_2" }),
+      /no connection within 500ms/,
+    );
+    // The session ended as the error says, the next write lands.
+    const [ended] = await admin`
+      SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+      WHERE state = 'idle in transaction (aborted)' AND usename = current_user
+        AND pid <> pg_backend_pid()`;
+    assert.equal(ended?.n, 1);
+    let landed: string | undefined;
+    for (let tries = 0; tries < 20 && landed === undefined; tries++) {
+      landed = await store.createIntent({ id: "pi_2" }).then(
+        (intent) => intent.state,
+        () => undefined,
       );
-      assert.equal((error.cause as { code?: string }).code, "25P02");
-      assert.match(error.message, KEPT);
-      // Trying again does not help: the pool's one connection is kept.
-      await assert.rejects(
-        store.createIntent({ id: "pi_2" }),
-        /no connection within 500ms/,
-      );
-      // The session ended as the error says, the next write lands.
-      const [ended] = await admin`
-        SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
-        WHERE state = 'idle in transaction (aborted)' AND usename = current_user
-          AND pid <> pg_backend_pid()`;
-      assert.equal(ended?.n, 1);
-      let landed: string | undefined;
-      for (let tries = 0; tries < 20 && landed === undefined; tries++) {
-        landed = await store.createIntent({ id: "pi_2" }).then(
-          (intent) => intent.state,
-          () => undefined,
-        );
-      }
-      assert.equal(landed, "created");
-    } finally {
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end({ timeout: 1 });
-      await admin.end();
     }
+    assert.equal(landed, "created");
   }),
 });

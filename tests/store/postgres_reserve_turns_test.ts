@@ -25,6 +25,7 @@ import { reserveInTurn } from "../../store/_reserve_turns.ts";
 import {
   connect,
   freshSchema,
+  onFreshSchema,
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
@@ -218,33 +219,23 @@ Deno.test({
   name:
     "PostgresStore: a write whose wait ended before its turn passes the turn on: the write queued behind it, still waiting, lands",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const sql = await connect(1);
-    const schema = freshSchema();
-    try {
-      // One client, two stores: one whose writes wait long, one short.
-      const patient = new PostgresStore(sql, {
-        schema,
-        connectionWaitMs: 5_000,
-      });
-      const hasty = new PostgresStore(sql, { schema, connectionWaitMs: 300 });
-      await patient.migrate();
-      // The pool's one connection held: the first write's reserve() waits
-      // for it, the hasty write behind it gives up, the last still waits.
-      const held = await sql.reserve();
-      const answer = (write: Promise<{ state: string }>) =>
-        write.then((intent) => intent.state, (e: Error) => e.message);
-      const first = answer(patient.createIntent({ id: "pi_first" }));
-      const hurried = answer(hasty.createIntent({ id: "pi_hurried" }));
-      const last = answer(patient.createIntent({ id: "pi_last" }));
-      assert.match(await hurried, /connection/);
-      held.release();
-      assert.equal(await first, "created");
-      assert.equal(await last, "created");
-    } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
-    }
+  // One client, two stores: one whose writes wait long, one short.
+  fn: onFreshSchema({
+    connectionWaitMs: 5_000,
+  }, async ({ schema, sql, store: patient }) => {
+    const hasty = new PostgresStore(sql, { schema, connectionWaitMs: 300 });
+    // The pool's one connection held: the first write's reserve() waits
+    // for it, the hasty write behind it gives up, the last still waits.
+    const held = await sql.reserve();
+    const answer = (write: Promise<{ state: string }>) =>
+      write.then((intent) => intent.state, (e: Error) => e.message);
+    const first = answer(patient.createIntent({ id: "pi_first" }));
+    const hurried = answer(hasty.createIntent({ id: "pi_hurried" }));
+    const last = answer(patient.createIntent({ id: "pi_last" }));
+    assert.match(await hurried, /connection/);
+    held.release();
+    assert.equal(await first, "created");
+    assert.equal(await last, "created");
   }),
 });
 
@@ -252,26 +243,17 @@ Deno.test({
   name:
     "PostgresStore: writes waiting for the pool's one connection take it in the order they asked",
   ignore: !postgresAvailable,
-  fn: timeout(30_000, async () => {
-    const sql = await connect(1);
-    const schema = freshSchema();
-    try {
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      const held = await sql.reserve();
-      const order: string[] = [];
-      const ids = ["pi_1", "pi_2", "pi_3", "pi_4"];
-      const writes = ids.map((id) =>
-        store.createIntent({ id }).then(() => void order.push(id))
-      );
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      held.release();
-      await Promise.all(writes);
-      assert.deepEqual(order, ids);
-    } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
-    }
+  fn: onFreshSchema({}, async ({ sql, store }) => {
+    const held = await sql.reserve();
+    const order: string[] = [];
+    const ids = ["pi_1", "pi_2", "pi_3", "pi_4"];
+    const writes = ids.map((id) =>
+      store.createIntent({ id }).then(() => void order.push(id))
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    held.release();
+    await Promise.all(writes);
+    assert.deepEqual(order, ids);
   }),
 });
 
