@@ -26,13 +26,7 @@ import {
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { createApp } from "../../webhook/app.ts";
-import {
-  answeredAs,
-  connect,
-  freshSchema,
-  postgresAvailable,
-} from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { answeredAs, onFreshSchema, postgresAvailable } from "../_postgres.ts";
 import { genericRequest, NOW, SECRET } from "../webhook/_app.ts";
 
 const ignore = !postgresAvailable;
@@ -72,10 +66,9 @@ function emptyOnce(
 const LOST =
   /^PostgreSQL lost the connection during the .*answer came back empty/;
 
-/** A fresh schema with intent `a` settling on tx 0x1, intent `c` created, a dead letter of job `j`, and one delivery of job `m` counted. */
+/** Seeds a fresh migrated schema with intent `a` settling on tx 0x1, intent `c` created, a dead letter of job `j`, and one delivery of job `m` counted. */
 async function seeded(admin: postgres.Sql, schema: string): Promise<void> {
   const store = new PostgresStore(admin, { schema });
-  await store.migrate();
   await store.createIntent({
     id: "a",
     state: "settling",
@@ -196,35 +189,29 @@ for (const c of CASES) {
     name:
       `PostgresStore answers ${c.name} whose answer came back empty (command null) as the connection lost, and the next call answers`,
     ignore,
-    fn: timeout(30_000, async () => {
-      const admin = await connect(2);
-      const schema = freshSchema();
-      // One connection: a flight that failed so and kept it from the pool
-      // would leave the next call none.
-      const client = await connect(1, { fetchTypes: c.fetchTypes ?? true });
-      try {
-        await seeded(admin, schema);
-        const wrapped = emptyOnce(client, c.chosen);
-        const store = new PostgresStore(wrapped.sql, { schema });
-        const first = await c.call(store).then(
-          (answer) => ({ answer, error: undefined }),
-          (error: unknown) => ({ answer: undefined, error }),
-        );
-        assert.ok(wrapped.hit(), "the chosen query never ran");
-        assert.ok(
-          first.error !== undefined,
-          `answered ${JSON.stringify(first.answer)} on an empty answer`,
-        );
-        const error = first.error as Error;
-        assert.ok(!(error instanceof ConflictError), String(error));
-        assert.match(error.message, LOST);
-        assert.match(error.message, /try again|the next read says which/);
-        c.then(await c.call(store).catch((again: unknown) => again));
-      } finally {
-        await client.end({ timeout: 1 });
-        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await admin.end();
-      }
+    // One connection: a flight that failed so and kept it from the pool
+    // would leave the next call none.
+    fn: onFreshSchema({
+      fetchTypes: c.fetchTypes ?? true,
+      migrateOn: "admin",
+    }, async ({ admin, schema, sql: client }) => {
+      await seeded(admin, schema);
+      const wrapped = emptyOnce(client, c.chosen);
+      const store = new PostgresStore(wrapped.sql, { schema });
+      const first = await c.call(store).then(
+        (answer) => ({ answer, error: undefined }),
+        (error: unknown) => ({ answer: undefined, error }),
+      );
+      assert.ok(wrapped.hit(), "the chosen query never ran");
+      assert.ok(
+        first.error !== undefined,
+        `answered ${JSON.stringify(first.answer)} on an empty answer`,
+      );
+      const error = first.error as Error;
+      assert.ok(!(error instanceof ConflictError), String(error));
+      assert.match(error.message, LOST);
+      assert.match(error.message, /try again|the next read says which/);
+      c.then(await c.call(store).catch((again: unknown) => again));
     }),
   });
 }
@@ -286,37 +273,31 @@ for (const { read, intent, skip, then } of GIVE_UP_READS) {
     name:
       `A queue's give-up whose read of the intent (${read}) came back empty (command null) decides nothing: it fails as the store did, and the next give-up decides on the intent`,
     ignore,
-    fn: timeout(30_000, async () => {
-      const admin = await connect(2);
-      const schema = freshSchema();
-      const client = await connect(2);
-      try {
-        await seeded(admin, schema);
-        await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
-        const t = relayerOver(client, schema, skip);
-        const job = { intentId: intent, kind: "settle" } as const;
-        const giveUp = () =>
-          t.relayer.giveUp({ ...job }, {
-            deliveries: 3,
-            queue: { queue: "pubsub", messageId: "m1", dlqId: "d1" },
-          });
-        const first = await giveUp().then(
-          (answer) => ({ answer, error: undefined }),
-          (error: unknown) => ({ answer: undefined, error }),
-        );
-        assert.ok(t.hit());
-        assert.ok(first.error !== undefined, JSON.stringify(first.answer));
-        assert.match(String((first.error as Error).message), LOST);
-        const before = await t.store.getIntent(intent);
-        assert.equal(before?.version, "1"); // nothing moved
-        assert.deepEqual((await t.store.listDeadLetters()).items, []);
-        const again = await giveUp();
-        then(again, await t.store.getIntent(intent));
-      } finally {
-        await client.end({ timeout: 1 });
-        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await admin.end();
-      }
+    fn: onFreshSchema({
+      max: 2,
+      migrateOn: "admin",
+    }, async ({ admin, schema, sql: client }) => {
+      await seeded(admin, schema);
+      await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
+      const t = relayerOver(client, schema, skip);
+      const job = { intentId: intent, kind: "settle" } as const;
+      const giveUp = () =>
+        t.relayer.giveUp({ ...job }, {
+          deliveries: 3,
+          queue: { queue: "pubsub", messageId: "m1", dlqId: "d1" },
+        });
+      const first = await giveUp().then(
+        (answer) => ({ answer, error: undefined }),
+        (error: unknown) => ({ answer: undefined, error }),
+      );
+      assert.ok(t.hit());
+      assert.ok(first.error !== undefined, JSON.stringify(first.answer));
+      assert.match(String((first.error as Error).message), LOST);
+      const before = await t.store.getIntent(intent);
+      assert.equal(before?.version, "1"); // nothing moved
+      assert.deepEqual((await t.store.listDeadLetters()).items, []);
+      const again = await giveUp();
+      then(again, await t.store.getIntent(intent));
     }),
   });
 }
@@ -325,40 +306,34 @@ Deno.test({
   name:
     "The webhook answers a signed last delivery whose look came back empty (command null) with 503, poisons nothing, and the next delivery settles the intent",
   ignore,
-  fn: timeout(30_000, async () => {
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const client = await connect(2);
-    try {
-      await seeded(admin, schema);
-      await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
-      const t = relayerOver(client, schema);
-      const app = createApp({
-        ...t.deps,
-        webhookSecret: SECRET,
-        log: () => {},
-      });
-      const job = { intentId: "a", kind: "settle" };
-      const res = await app.request(
-        "/v1/deliveries",
-        await genericRequest(JSON.stringify({ job, delivery: 3 })),
-      );
-      const body = await res.json();
-      assert.ok(t.hit());
-      assert.equal(res.status, 503, JSON.stringify(body));
-      assert.equal(body.type, "urn:relayer:problem:delivery-failed");
-      assert.deepEqual((await t.store.listDeadLetters()).items, []);
-      assert.equal((await t.store.getIntent("a"))?.state, "settling");
-      const again = await app.request(
-        "/v1/deliveries",
-        await genericRequest(JSON.stringify({ job, delivery: 4 })),
-      );
-      assert.equal(again.status, 200);
-      assert.equal((await t.store.getIntent("a"))?.state, "settled");
-    } finally {
-      await client.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
+  fn: onFreshSchema({
+    max: 2,
+    migrateOn: "admin",
+  }, async ({ admin, schema, sql: client }) => {
+    await seeded(admin, schema);
+    await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
+    const t = relayerOver(client, schema);
+    const app = createApp({
+      ...t.deps,
+      webhookSecret: SECRET,
+      log: () => {},
+    });
+    const job = { intentId: "a", kind: "settle" };
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job, delivery: 3 })),
+    );
+    const body = await res.json();
+    assert.ok(t.hit());
+    assert.equal(res.status, 503, JSON.stringify(body));
+    assert.equal(body.type, "urn:relayer:problem:delivery-failed");
+    assert.deepEqual((await t.store.listDeadLetters()).items, []);
+    assert.equal((await t.store.getIntent("a"))?.state, "settling");
+    const again = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job, delivery: 4 })),
+    );
+    assert.equal(again.status, 200);
+    assert.equal((await t.store.getIntent("a"))?.state, "settled");
   }),
 });
