@@ -1678,6 +1678,15 @@ export class PostgresStore implements Store {
           // go behind the statements sent since, asking for its
           // description first, and be read out of order.
           ...writes.map((q) => (neverResent(q), q.execute())),
+          // Deferred constraints and constraint triggers (an operator's,
+          // on the store's tables) are checked first, inside the
+          // transaction: one that failed at COMMIT AND CHAIN itself ended
+          // the transaction without chaining one, postgres.js handed the
+          // connection back, and the ROLLBACK it then sent for the failed
+          // callback was queued on a connection no longer its own, never
+          // sent: the write never answered. Failed here, the transaction
+          // aborts, and COMMIT AND CHAIN answers ROLLBACK inside a new one.
+          tx.unsafe("SET CONSTRAINTS ALL IMMEDIATE").execute(),
           // The store commits, in a simple query, never prepared, and
           // begins an empty transaction for postgres.js's own COMMIT to
           // end. That COMMIT is prepared: on a session that lost the
@@ -1697,7 +1706,7 @@ export class PostgresStore implements Store {
         if (answers.some(noneCompleted)) throw emptyWrite();
         const ended = answers.at(-1)?.command;
         if (ended !== "COMMIT") throw notCommitted(ended);
-        return answers.slice(1, -1);
+        return answers.slice(1, -2);
       });
     }) as Promise<T>;
   }

@@ -1,0 +1,116 @@
+/**
+ * PostgresStore on a real server whose tables carry a deferred constraint
+ * trigger of an operator's (an audit rule checked at commit): a write it
+ * refuses fails at its commit, saying why, nothing of it written, and the
+ * writes queued behind it on the connection land, on both write paths.
+ * Through `sql.begin` (`fetch_types: false`) the store commits with
+ * `COMMIT AND CHAIN`; failed there, the transaction ended without a new
+ * one chained, postgres.js 3.4.9 handed the connection back to the pool,
+ * and the `ROLLBACK` it then sent for the failed callback was queued on a
+ * connection no longer its own, never sent: the write never answered.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const NOW = 1_767_225_600_000;
+
+const claim = (key: string) => ({ key, now: NOW, expiresAt: NOW + 60_000 });
+
+/** How a call settled, or `"unanswered"` after `ms`. */
+function within(call: Promise<unknown>, ms: number): Promise<string> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    call.then(
+      (answer) => `answered ${String(answer)}`,
+      (error: Error) => `failed: ${error.message}`,
+    ),
+    new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve("unanswered"), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+for (const fetchTypes of [true, false]) {
+  const path = fetchTypes ? "" : "through sql.begin (fetch_types: false), ";
+  Deno.test({
+    name:
+      `PostgresStore: ${path}a write a deferred constraint trigger refuses at commit fails saying so, nothing of it written, and the writes queued behind it land`,
+    ignore: !postgresAvailable,
+    fn: timeout(30_000, async () => {
+      const admin = await connect(1);
+      const schema = freshSchema();
+      // One connection: each write waits for the one before it.
+      const sql = await connect(1, { fetchTypes });
+      try {
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: 2_000,
+        });
+        await store.migrate();
+        await admin.unsafe(`
+          CREATE FUNCTION "${schema}".audit() RETURNS trigger
+          LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.job_id LIKE 'refused%' THEN
+              RAISE EXCEPTION 'refused by the audit';
+            END IF;
+            RETURN NULL;
+          END $$;
+          CREATE CONSTRAINT TRIGGER audit AFTER INSERT OR UPDATE
+            ON "${schema}".counters DEFERRABLE INITIALLY DEFERRED
+            FOR EACH ROW EXECUTE FUNCTION "${schema}".audit()`);
+        // The statements prepared on the connection, as a running service
+        // has them.
+        for (const job of ["warm_1", "warm_2"]) {
+          await store.admit({ count: job, claim: claim(job), now: NOW });
+        }
+        const jobs = ["refused_1", "job_2", "job_3", "refused_4", "job_5"];
+        const answers = await Promise.all(
+          jobs.map((job) =>
+            within(
+              store.admit({ count: job, claim: claim(job), now: NOW }),
+              5_000,
+            )
+          ),
+        );
+        // Before: each refused write stayed unanswered.
+        assert.deepEqual(answers, [
+          "failed: refused by the audit",
+          "answered 1",
+          "answered 1",
+          "failed: refused by the audit",
+          "answered 1",
+        ]);
+        const counted = await admin.unsafe(
+          `SELECT job_id FROM "${schema}".counters
+            WHERE job_id NOT LIKE 'warm%' ORDER BY job_id`,
+        );
+        const claimed = await admin.unsafe(
+          `SELECT key FROM "${schema}".claims
+            WHERE key NOT LIKE 'warm%' ORDER BY key`,
+        );
+        assert.deepEqual(counted.map((row) => String(row.job_id)), [
+          "job_2",
+          "job_3",
+          "job_5",
+        ]);
+        assert.deepEqual(claimed.map((row) => String(row.key)), [
+          "job_2",
+          "job_3",
+          "job_5",
+        ]);
+        // The connection went back to the pool, in no transaction.
+        assert.equal(await store.admit({ count: "job_6", now: NOW }), 1);
+      } finally {
+        await sql.end({ timeout: 1 });
+        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
+      }
+    }),
+  });
+}
