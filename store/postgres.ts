@@ -2989,7 +2989,6 @@ function emptyRead(what: string): Error {
   );
 }
 
-/** The error of a write whose answers are not its own (see `noneCompleted`). */
 /**
  * The error of a write whose statements all answered and whose `COMMIT`
  * did not commit (it answered `command`, `ROLLBACK` on a transaction that
@@ -3003,6 +3002,7 @@ function notCommitted(command: unknown): Error {
   );
 }
 
+/** The error of a write whose answers are not its own (see `noneCompleted`). */
 function emptyWrite(): Error {
   return lostDuringWrite(
     new Error(
