@@ -1608,11 +1608,15 @@ export class PostgresStore implements Store {
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     let epoch = this.#epoch;
     let staleAsked = false;
+    // The write's answer once its own COMMIT committed it.
+    let landed: { value: T } | undefined;
     const begun = (async () => {
       for (let asked = 1;; asked++) {
         try {
           return await this.#beginOnce(work, () => abandoned, () => {
             started = true;
+          }, (value) => {
+            landed = { value };
           });
         } catch (error) {
           // A statement refused as stale (never sent again: see
@@ -1653,17 +1657,26 @@ export class PostgresStore implements Store {
     } catch (error) {
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
+      // Lost after the store's COMMIT AND CHAIN committed it, under
+      // postgres.js's own COMMIT of the empty transaction after: it
+      // landed, and says so, not that it may have.
+      if (landed !== undefined) return landed.value;
       throw lostDuringWrite(error);
     }
   }
 
-  /** One `sql.begin` of {@linkcode PostgresStore.#begin}: `start` is called once it has its connection. */
+  /**
+   * One `sql.begin` of {@linkcode PostgresStore.#begin}: `start` is called
+   * once it has its connection, `done` with the write's answer once the
+   * store's `COMMIT AND CHAIN` committed it.
+   */
   #beginOnce<T>(
     work: Work<T>,
     abandoned: () => boolean,
     start: () => void,
+    done: (value: T) => void,
   ): Promise<T> {
-    return this.#sql.begin(ISOLATION, (tx) => {
+    return this.#sql.begin(ISOLATION, async (tx) => {
       if (abandoned()) throw new Error("abandoned: no connection in time");
       start();
       // The writes' lock waits are bounded as on the flight's path: else a
@@ -1671,7 +1684,7 @@ export class PostgresStore implements Store {
       // and its delivery, for as long as the lock lasts.
       // A statement lost with its connection never settles, so that no
       // `ROLLBACK` is sent on it (`unlessLost`).
-      return work(tx, async (writes) => {
+      const value = await work(tx, async (writes) => {
         const answers = await unlessLost(Promise.all([
           tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
           // Never sent again by postgres.js: one refused as stale would
@@ -1708,6 +1721,8 @@ export class PostgresStore implements Store {
         if (ended !== "COMMIT") throw notCommitted(ended);
         return answers.slice(1, -2);
       });
+      done(value);
+      return value;
     }) as Promise<T>;
   }
 

@@ -1,10 +1,12 @@
 /**
  * A child process for postgres_begin_cut_test.ts: a write on a client made
  * with `fetch_types: false`, whose transaction goes through `sql.begin()`.
- * A relay holds the write's statements (sent once its `BEGIN` answered)
- * until the server has ended that session (idle in its transaction:
- * `pg_terminate_backend`), then a write and a read on each connection of
- * the pool. Prints how the write ended, whether within `connectionWaitMs`,
+ * A relay holds the write's statements (sent once its `BEGIN` answered),
+ * or with `commit` as its fourth argument postgres.js's own `COMMIT`
+ * (sent once the store's `COMMIT AND CHAIN` answered), until the server
+ * has ended that session (idle in its transaction: `pg_terminate_backend`),
+ * then a write and a read on each connection of the pool. Prints how the
+ * write ended, whether within `connectionWaitMs`, whether it is on record,
  * and how many answered, if the process lived through them.
  *
  * @module
@@ -14,15 +16,24 @@ import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { endSession, goodbye, relayed, useThePool } from "./_cut.ts";
 
-const [url, schema, name] = Deno.args as [string, string, string];
+const [url, schema, name, at = "flight"] = Deno.args as [
+  string,
+  string,
+  string,
+  string?,
+];
+// What the relay holds: the write's statements, behind the bound of its
+// lock waits, or postgres.js's COMMIT (prepared: "commit" as its text).
+const holds = at === "commit"
+  ? (text: string) => text.includes("commit\u0000")
+  : (text: string) => text.includes("SET LOCAL lock_timeout");
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 
 let armed = false;
 let held = false;
 const sql = postgres(
   relayed(url, async (text) => {
-    // The write's statements, behind the bound of its lock waits.
-    if (armed && text.includes("SET LOCAL lock_timeout")) {
+    if (armed && holds(text)) {
       armed = false;
       held = await endSession(admin, name, "idle in transaction");
       await goodbye();
@@ -49,11 +60,14 @@ const write = await store.createIntent({ id: "cut", state: "authorized" })
         : `failed with ${error.message}`,
   );
 const within = performance.now() - started < waitMs ? "within" : "past";
+const onRecord = (await store.getIntent("cut").catch(() => null)) === null
+  ? "not on record"
+  : "on record";
 const answered = await useThePool(store);
 await Deno.stdout.write(
   new TextEncoder().encode(
     held
-      ? `alive, the write ${write} ${within} connectionWaitMs, ${answered} of 8 written and read\n`
+      ? `alive, the write ${write} ${within} connectionWaitMs (${onRecord}), ${answered} of 8 written and read\n`
       : "not held\n",
   ),
 );
