@@ -1655,12 +1655,15 @@ export class PostgresStore implements Store {
         return noConnection(this.#waitMs);
       });
     } catch (error) {
+      if (landed !== undefined) {
+        // Failed after the store's COMMIT AND CHAIN committed it, as
+        // postgres.js's own COMMIT of the empty transaction after did (its
+        // connection lost): it landed, and says so, not that it may have.
+        if (connectionLost(error)) this.#absorb();
+        return landed.value;
+      }
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
-      // Lost after the store's COMMIT AND CHAIN committed it, under
-      // postgres.js's own COMMIT of the empty transaction after: it
-      // landed, and says so, not that it may have.
-      if (landed !== undefined) return landed.value;
       throw lostDuringWrite(error);
     }
   }
