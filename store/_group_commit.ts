@@ -169,11 +169,10 @@ export class GroupCommit {
     let checks = first.checks.length;
     let mutations = first.mutations.length;
     const left: Op[] = [];
-    for (const [i, op] of this.#queue.entries()) {
-      if (group.length === MAX_OPS) {
-        left.push(...this.#queue.slice(i));
-        break;
-      }
+    const queue = this.#queue;
+    let i = 0;
+    for (; i < queue.length && group.length < MAX_OPS; i++) {
+      const op = queue[i]!;
       const fits = op.keys !== undefined &&
         checks + op.checks.length <= this.#maxChecks &&
         mutations + op.mutations.length <= MAX_MUTATIONS &&
@@ -187,7 +186,10 @@ export class GroupCommit {
       mutations += op.mutations.length;
       group.push(op);
     }
-    this.#queue = left;
+    // The rest, in order, past a full group: concatenated, never spread
+    // into a call (a queue of 150,000 overflowed the call stack there, and
+    // the pipeline stopped with every write unanswered).
+    this.#queue = i === queue.length ? left : left.concat(queue.slice(i));
     return group;
   }
 

@@ -583,3 +583,23 @@ Deno.test("group commit: a write that cannot even be built fails alone, whatever
   );
   assert.match(String(reason), /cannot store this/);
 });
+
+Deno.test("group commit: 150,000 writes queued behind one commit in flight all land and are answered", async () => {
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  // Queued while the first commit is in flight; the queue's rest was
+  // spread into one call once a group was full, which overflowed the call
+  // stack at this length: the pipeline stopped, no write was answered, and
+  // the error went unhandled.
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const N = 150_000;
+  const writes = Array.from(
+    { length: N },
+    (_, i) => group.atomic().set(["n", i], i).commit(),
+  );
+  await warm;
+  const results = await Promise.all(writes);
+  assert.equal(results.filter((result) => result.ok).length, N);
+  const [first, last] = await db.kv.getMany([["n", 0], ["n", N - 1]]);
+  assert.deepEqual([first!.value, last!.value], [0, N - 1]);
+});
