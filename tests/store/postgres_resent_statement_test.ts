@@ -388,8 +388,15 @@ for (const fetchTypes of [true, false]) {
       // this client had prepared before the schema changed (…): nothing
       // of it was written; try again", at every write.
       for (const id of ["pi_2", "pi_3"]) {
+        const failed = store.createIntent({ id, hold: "pending" });
+        // Its cause is PostgreSQL's refusal (42804, datatype_mismatch),
+        // as every other store error's: not the store's own mark.
+        await assert.rejects(failed, (error: Error) => {
+          assert.equal((error.cause as { code?: unknown })?.code, "42804");
+          return true;
+        });
         await assert.rejects(
-          store.createIntent({ id, hold: "pending" }),
+          failed,
           new RegExp(
             `^Error: Cannot create intent ${id} as PostgreSQL refuses its statement on the schema as it is now \\(column "state" is of type "?[a-z0-9_]+"?\\.hold_state but expression is of type text\\): the schema was changed into one this version of the store cannot write \\(a later release's migration\\?\\); nothing of it was written, and trying again cannot help until this instance runs the version that made the change, or the change is undone$`,
           ),
