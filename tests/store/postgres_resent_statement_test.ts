@@ -504,3 +504,80 @@ Deno.test({
     });
   }),
 });
+
+/**
+ * `sql`, whose `sql.begin()` calls go through `around`, which makes the
+ * call (`begin`), acting before or after it.
+ */
+function aroundBegin(
+  sql: postgres.Sql,
+  around: (begin: () => Promise<unknown>) => Promise<unknown>,
+): postgres.Sql {
+  return new Proxy(sql, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver);
+      if (key !== "begin" || typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        around(() => value.apply(target, args) as Promise<unknown>);
+    },
+  });
+}
+
+Deno.test({
+  name:
+    "PostgresStore: on sql.begin's path (fetch_types: false), a write refused as stale again when it goes again under new names (the schema changed once more) fails saying to try again, not that trying again cannot help, and the next write prepares its statements anew",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({ fetchTypes: false }, async ({ admin, schema, sql }) => {
+    // What runs before the write's second sql.begin, once armed.
+    let before: (() => Promise<void>) | undefined;
+    let begins = 0;
+    let counts = 0;
+    const store = new PostgresStore(
+      answeredAs(
+        aroundBegin(sql, async (begin) => {
+          if (before !== undefined && ++begins === 2) {
+            const run = before;
+            before = undefined;
+            await run();
+          }
+          return await begin();
+        }),
+        (text) => {
+          if (text.includes("RETURNING deliveries")) counts++;
+          return undefined;
+        },
+        { inBegin: true },
+      ),
+      { schema },
+    );
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
+    // The write's first flight is refused as stale. Before it goes again
+    // under new names, another write prepares the count under those names
+    // on the one connection, and the column changes type again.
+    before = async () => {
+      assert.equal(await store.admit({ count: "job_3", now: NOW }), 1);
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE bigint`,
+      );
+    };
+    await assert.rejects(
+      store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+      /^Error: Cannot admit a delivery as PostgreSQL refused a statement this client had prepared before the schema changed \(cached plan must not change result type\): nothing of it was written; try again$/,
+    );
+    assert.equal(before, undefined, "the write never went again");
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1"],
+      counts: ["job_1: 1", "job_3: 1"],
+    });
+    // Under names no connection has prepared: one flight.
+    counts = 0;
+    assert.equal(await store.admit({ count: "job_2", now: NOW }), 1);
+    assert.equal(counts, 1);
+  }),
+});
