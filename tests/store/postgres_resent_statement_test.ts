@@ -581,3 +581,89 @@ Deno.test({
     assert.equal(counts, 1);
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore: on sql.begin's path (fetch_types: false), a write refused as stale does not go again once the store is closed: it fails, nothing of it written",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({ fetchTypes: false }, async ({ admin, schema, sql }) => {
+    let closing = false;
+    const store: PostgresStore = new PostgresStore(
+      aroundBegin(sql, (begin) =>
+        begin().catch((error) => {
+          // The store closes (the process stops) as the write's first
+          // flight fails.
+          if (closing) store.close();
+          throw error;
+        })),
+      { schema },
+    );
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
+    closing = true;
+    await assert.rejects(
+      store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+      /^Error: Cannot admit a delivery as PostgreSQL refused a statement this client had prepared before the schema changed \(cached plan must not change result type\): nothing of it was written; try again$/,
+    );
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1"],
+      counts: ["job_1: 1"],
+    });
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: on sql.begin's path (fetch_types: false), a write refused as stale waits to go again only within connectionWaitMs of its start, and fails with nothing written when no connection came in time",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({
+    fetchTypes: false,
+    connectionWaitMs: 1_000,
+  }, async ({ admin, schema, sql }) => {
+    let busy: Promise<unknown> | undefined;
+    let arm = false;
+    const store = new PostgresStore(
+      aroundBegin(sql, (begin) => {
+        if (!arm) return begin();
+        arm = false;
+        // Refused as stale, the write's first flight hands the one
+        // connection back; a query of another's takes it for 2 s before
+        // the write can go again.
+        return begin().catch((error) => {
+          busy = sql`SELECT pg_sleep(2)`.execute();
+          throw error;
+        });
+      }),
+      { schema, connectionWaitMs: 1_000 },
+    );
+    assert.equal(
+      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+      1,
+    );
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+    );
+    arm = true;
+    const started = performance.now();
+    await assert.rejects(
+      store.admit({ count: "job_2", claim: claim("k2"), now: NOW }),
+      /^Error: PostgreSQL gave the store no connection within 1000ms/,
+    );
+    const took = performance.now() - started;
+    assert.ok(took < 1_800, `answered after ${Math.round(took)} ms`);
+    assert.ok(busy !== undefined, "nothing took the connection");
+    await busy;
+    // The write's transaction, begun once the connection came, rolled
+    // back at once.
+    assert.deepEqual(await onRecord(admin, schema), {
+      claims: ["k1"],
+      counts: ["job_1: 1"],
+    });
+    assert.equal(await store.admit({ count: "job_2", now: NOW }), 1);
+  }),
+});
