@@ -114,3 +114,53 @@ for (const fetchTypes of [true, false]) {
     }),
   });
 }
+
+for (const fetchTypes of [true, false]) {
+  const path = fetchTypes ? "" : "through sql.begin (fetch_types: false), ";
+  Deno.test({
+    name:
+      `PostgresStore: ${path}a deferred constraint trigger sees the write's transaction whole, each of its statements run, as at commit`,
+    ignore: !postgresAvailable,
+    fn: timeout(30_000, async () => {
+      const admin = await connect(1);
+      const schema = freshSchema();
+      const sql = await connect(1, { fetchTypes });
+      try {
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        // An operator's audit of hold changes, deferred: it records each
+        // with its intent's version as the transaction left it.
+        await admin.unsafe(`
+          CREATE TABLE "${schema}".hold_audit (intent_id text, state text,
+            version bigint);
+          CREATE FUNCTION "${schema}".audit() RETURNS trigger
+          LANGUAGE plpgsql AS $$
+          BEGIN
+            INSERT INTO "${schema}".hold_audit
+              SELECT NEW.intent_id, NEW.state, i.version
+              FROM "${schema}".intents i WHERE i.id = NEW.intent_id;
+            RETURN NULL;
+          END $$;
+          CREATE CONSTRAINT TRIGGER audit AFTER UPDATE
+            ON "${schema}".holds DEFERRABLE INITIALLY DEFERRED
+            FOR EACH ROW EXECUTE FUNCTION "${schema}".audit()`);
+        await store.createIntent({ id: "pi_1", hold: "pending" });
+        // The hold's update, then the intent's version moved: one flight.
+        assert.equal(await store.voidHold("pi_1"), "voided");
+        const audited = await admin.unsafe(
+          `SELECT intent_id, state, version FROM "${schema}".hold_audit`,
+        );
+        assert.deepEqual(
+          audited.map((row) =>
+            `${row.intent_id} ${row.state} at ${row.version}`
+          ),
+          ["pi_1 voided at 2"],
+        );
+      } finally {
+        await sql.end({ timeout: 1 });
+        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
+      }
+    }),
+  });
+}
