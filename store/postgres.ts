@@ -1299,14 +1299,16 @@ export class PostgresStore implements Store {
               )
             );
             if (held?.status === "rejected") throw held.reason;
-            // Prepared anew on the schema as it is now, and refused there:
-            // a change this version's statements do not fit (a column
-            // made an enum that one writes as text). Trying again cannot
-            // help, and the error says so.
+            // Prepared anew on the schema as it is now, and refused there
+            // as not fitting it (SQLSTATE class 42: a column made an enum
+            // that a statement writes as text, a column or function gone):
+            // trying again cannot help, and the error says so. Anything
+            // else (a deadlock, a lack of resources) keeps the stale
+            // refusal's "try again".
             const refused = (await again).find((answer) =>
               answer.status === "rejected" &&
-              (answer.reason as { severity?: unknown })?.severity !==
-                undefined
+              String((answer.reason as { code?: unknown })?.code)
+                .startsWith("42")
             );
             if (refused?.status === "rejected") {
               throw Object.assign(new Error(UNFIT, { cause: refused.reason }), {
