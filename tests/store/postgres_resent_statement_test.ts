@@ -136,24 +136,33 @@ Deno.test({
   }),
 });
 
-Deno.test({
-  name:
-    "PostgresStore: a write two of whose prepared statements a schema change made stale goes again once for each, and lands once",
-  ignore: !postgresAvailable,
-  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
-    assert.equal(
-      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
-      1,
-    );
-    // Both of an admission's statements return something else now: the
-    // count (a column's type) and the claim (its check's function, made
-    // again returning numeric). The first refusal aborts the flight, so
-    // the second is met only when it goes again.
-    await staleAdmission(admin, schema);
-
-    await admitsOnce({ admin, schema, store });
-  }),
-});
+for (const fetchTypes of [true, false]) {
+  // Through reserve(), the write goes again on its connection once for
+  // each stale statement, prepared anew; through sql.begin (fetch_types:
+  // false), once, under new statement names. Before, on sql.begin's path:
+  // "Cannot admit a delivery as PostgreSQL refused a statement this client
+  // had prepared before the schema changed (cached plan must not change
+  // result type): nothing of it was written; try again", and only the next
+  // write landed.
+  Deno.test({
+    name: fetchTypes
+      ? "PostgresStore: a write two of whose prepared statements a schema change made stale goes again once for each, and lands once"
+      : "PostgresStore: on sql.begin's path (fetch_types: false), a write two of whose statements a schema change made stale commits nothing, goes again once under new names, and lands once",
+    ignore: !postgresAvailable,
+    fn: onFreshSchema({ fetchTypes }, async ({ admin, schema, store }) => {
+      assert.equal(
+        await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
+        1,
+      );
+      // Both of an admission's statements return something else now: the
+      // count (a column's type) and the claim (its check's function, made
+      // again returning numeric). The first refusal aborts the flight, so
+      // the second is met only when it goes again.
+      await staleAdmission(admin, schema);
+      await admitsOnce({ admin, schema, store });
+    }),
+  });
+}
 
 Deno.test({
   name:
@@ -268,24 +277,6 @@ Deno.test({
       row.release();
       locker.release();
     }
-  }),
-});
-
-Deno.test({
-  name:
-    "PostgresStore: on sql.begin's path (fetch_types: false), a write two of whose statements a schema change made stale commits nothing, goes again once under new names, and lands once",
-  ignore: !postgresAvailable,
-  fn: onFreshSchema({ fetchTypes: false }, async ({ admin, schema, store }) => {
-    assert.equal(
-      await store.admit({ count: "job_1", claim: claim("k1"), now: NOW }),
-      1,
-    );
-    await staleAdmission(admin, schema);
-    // Before: "Cannot admit a delivery as PostgreSQL refused a statement
-    // this client had prepared before the schema changed (cached plan
-    // must not change result type): nothing of it was written; try
-    // again", and only the next write landed.
-    await admitsOnce({ admin, schema, store });
   }),
 });
 
