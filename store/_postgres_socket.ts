@@ -228,6 +228,8 @@ export function answeredSocket(
         hadError = true;
       }
       sockets.delete(raw);
+      live.delete(raw);
+      if (live.size === 0) { for (const done of [...drained]) done(); }
       quiet();
       const close = () => {
         if (!socket.destroyed) socket.destroy();
@@ -235,21 +237,9 @@ export function answeredSocket(
           failure !== undefined && !cancel && socket.listenerCount("error") > 0
         ) socket.emit("error", failure);
         socket.emit("close", hadError);
-        live.delete(raw);
-        if (live.size === 0) { for (const done of [...drained]) done(); }
       };
-      // Every close a turn later, after the writes postgres.js holds for
-      // the next turn (a write under 1 KiB waits for a setImmediate): its
-      // close handler clears that timer but leaves it marked as armed, and
-      // leaves the bytes, and postgres.js 3.4.9 then holds every later
-      // write of the connection behind them, the startup of each
-      // connection it opens again among them. That connection sent
-      // nothing until its connect timed out (30 s), again and again, and
-      // a server stopping in a fast shutdown waited for it. Sent first,
-      // the write goes to the closed socket and is dropped, and the mark
-      // with it. A write postgres.js is given between this close and the
-      // turn after it is still lost so: this cannot see one.
-      setImmediate(close);
+      if (failure !== undefined) setImmediate(close);
+      else close();
     });
     Object.defineProperty(socket, "readyState", {
       get: () => raw.readyState,
