@@ -13,9 +13,7 @@
  */
 
 import assert from "node:assert/strict";
-import { PostgresStore } from "../../store/postgres.ts";
-import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
 const NOW = 1_767_225_600_000;
 
@@ -41,29 +39,21 @@ for (const fetchTypes of [true, false]) {
     name:
       `PostgresStore: ${path}a write a deferred constraint trigger refuses at commit fails saying so, nothing of it written, and the writes queued behind it land`,
     ignore: !postgresAvailable,
-    fn: timeout(30_000, async () => {
-      const admin = await connect(1);
-      const schema = freshSchema();
-      // One connection: each write waits for the one before it.
-      const sql = await connect(1, { fetchTypes });
-      try {
-        const store = new PostgresStore(sql, {
-          schema,
-          connectionWaitMs: 2_000,
-        });
-        await store.migrate();
+    fn: onFreshSchema(
+      { fetchTypes, connectionWaitMs: 2_000 },
+      async ({ admin, schema, store }) => {
         await admin.unsafe(`
-          CREATE FUNCTION "${schema}".audit() RETURNS trigger
-          LANGUAGE plpgsql AS $$
-          BEGIN
-            IF NEW.job_id LIKE 'refused%' THEN
-              RAISE EXCEPTION 'refused by the audit';
-            END IF;
-            RETURN NULL;
-          END $$;
-          CREATE CONSTRAINT TRIGGER audit AFTER INSERT OR UPDATE
-            ON "${schema}".counters DEFERRABLE INITIALLY DEFERRED
-            FOR EACH ROW EXECUTE FUNCTION "${schema}".audit()`);
+        CREATE FUNCTION "${schema}".audit() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.job_id LIKE 'refused%' THEN
+            RAISE EXCEPTION 'refused by the audit';
+          END IF;
+          RETURN NULL;
+        END $$;
+        CREATE CONSTRAINT TRIGGER audit AFTER INSERT OR UPDATE
+          ON "${schema}".counters DEFERRABLE INITIALLY DEFERRED
+          FOR EACH ROW EXECUTE FUNCTION "${schema}".audit()`);
         // The statements prepared on the connection, as a running service
         // has them.
         for (const job of ["warm_1", "warm_2"]) {
@@ -88,11 +78,11 @@ for (const fetchTypes of [true, false]) {
         ]);
         const counted = await admin.unsafe(
           `SELECT job_id FROM "${schema}".counters
-            WHERE job_id NOT LIKE 'warm%' ORDER BY job_id`,
+          WHERE job_id NOT LIKE 'warm%' ORDER BY job_id`,
         );
         const claimed = await admin.unsafe(
           `SELECT key FROM "${schema}".claims
-            WHERE key NOT LIKE 'warm%' ORDER BY key`,
+          WHERE key NOT LIKE 'warm%' ORDER BY key`,
         );
         assert.deepEqual(counted.map((row) => String(row.job_id)), [
           "job_2",
@@ -106,12 +96,8 @@ for (const fetchTypes of [true, false]) {
         ]);
         // The connection went back to the pool, in no transaction.
         assert.equal(await store.admit({ count: "job_6", now: NOW }), 1);
-      } finally {
-        await sql.end({ timeout: 1 });
-        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await admin.end();
-      }
-    }),
+      },
+    ),
   });
 }
 
@@ -121,46 +107,33 @@ for (const fetchTypes of [true, false]) {
     name:
       `PostgresStore: ${path}a deferred constraint trigger sees the write's transaction whole, each of its statements run, as at commit`,
     ignore: !postgresAvailable,
-    fn: timeout(30_000, async () => {
-      const admin = await connect(1);
-      const schema = freshSchema();
-      const sql = await connect(1, { fetchTypes });
-      try {
-        const store = new PostgresStore(sql, { schema });
-        await store.migrate();
-        // An operator's audit of hold changes, deferred: it records each
-        // with its intent's version as the transaction left it.
-        await admin.unsafe(`
-          CREATE TABLE "${schema}".hold_audit (intent_id text, state text,
-            version bigint);
-          CREATE FUNCTION "${schema}".audit() RETURNS trigger
-          LANGUAGE plpgsql AS $$
-          BEGIN
-            INSERT INTO "${schema}".hold_audit
-              SELECT NEW.intent_id, NEW.state, i.version
-              FROM "${schema}".intents i WHERE i.id = NEW.intent_id;
-            RETURN NULL;
-          END $$;
-          CREATE CONSTRAINT TRIGGER audit AFTER UPDATE
-            ON "${schema}".holds DEFERRABLE INITIALLY DEFERRED
-            FOR EACH ROW EXECUTE FUNCTION "${schema}".audit()`);
-        await store.createIntent({ id: "pi_1", hold: "pending" });
-        // The hold's update, then the intent's version moved: one flight.
-        assert.equal(await store.voidHold("pi_1"), "voided");
-        const audited = await admin.unsafe(
-          `SELECT intent_id, state, version FROM "${schema}".hold_audit`,
-        );
-        assert.deepEqual(
-          audited.map((row) =>
-            `${row.intent_id} ${row.state} at ${row.version}`
-          ),
-          ["pi_1 voided at 2"],
-        );
-      } finally {
-        await sql.end({ timeout: 1 });
-        await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        await admin.end();
-      }
+    fn: onFreshSchema({ fetchTypes }, async ({ admin, schema, store }) => {
+      // An operator's audit of hold changes, deferred: it records each
+      // with its intent's version as the transaction left it.
+      await admin.unsafe(`
+        CREATE TABLE "${schema}".hold_audit (intent_id text, state text,
+          version bigint);
+        CREATE FUNCTION "${schema}".audit() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO "${schema}".hold_audit
+            SELECT NEW.intent_id, NEW.state, i.version
+            FROM "${schema}".intents i WHERE i.id = NEW.intent_id;
+          RETURN NULL;
+        END $$;
+        CREATE CONSTRAINT TRIGGER audit AFTER UPDATE
+          ON "${schema}".holds DEFERRABLE INITIALLY DEFERRED
+          FOR EACH ROW EXECUTE FUNCTION "${schema}".audit()`);
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      // The hold's update, then the intent's version moved: one flight.
+      assert.equal(await store.voidHold("pi_1"), "voided");
+      const audited = await admin.unsafe(
+        `SELECT intent_id, state, version FROM "${schema}".hold_audit`,
+      );
+      assert.deepEqual(
+        audited.map((row) => `${row.intent_id} ${row.state} at ${row.version}`),
+        ["pi_1 voided at 2"],
+      );
     }),
   });
 }
