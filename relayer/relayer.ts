@@ -2394,6 +2394,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * the marks its deliveries carry (see {@linkcode deliveryMarks}). Not the
    * marks of a resolved give-up: a give-up that stops between the two is
    * repeated by the queue, and the repeat must not read as resolved.
+   * The give-up's first write when it drops the job: its replay record, if
+   * not yet written, rides in the first mark's commit, so that a copy of
+   * the signed request is refused before it writes anything (written
+   * after the marks, with the letter, each racing copy wrote its marks
+   * and only then was refused).
    */
   async function markGivingUp(
     ids: QueueIds,
@@ -2401,7 +2406,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
     d: Delivery,
   ): Promise<void> {
     if (d.givingMarked) return;
-    await mark(deliveryMarks(ids, jobId));
+    const [first, ...rest] = deliveryMarks(ids, jobId);
+    if (first !== undefined && d.claim !== undefined) {
+      await d.write((options) =>
+        store.admit({
+          count: first,
+          ...(options.claim ? { claim: options.claim } : {}),
+          now: now(),
+          ttlMs: GIVE_UP_MARK_MS,
+        })
+      );
+      await mark(rest);
+    } else {
+      await mark(first === undefined ? rest : [first, ...rest]);
+    }
     d.givingMarked = true;
   }
 

@@ -8,9 +8,10 @@
 
 import assert from "node:assert/strict";
 import { genericRequest, makeApp, NOW } from "./_app.ts";
-import { signQStash } from "./_signing.ts";
+import { QSTASH, signQStash } from "./_signing.ts";
 import { KvStore } from "../../store/kv.ts";
 import { resendingKv } from "../store/_resending_kv.ts";
+import { BACKENDS } from "../_stores.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const settling = {
@@ -167,3 +168,69 @@ Deno.test("POST /v1/deliveries on a KV whose client sent each commit again (the 
   assert.equal(sender.calls.filter((c) => c.method === "send").length, 1);
   assert.equal(await store.deliveries("pi_0001/settle"), 1);
 });
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: copies of one signed give-up racing on an authorized intent: one drops the job, the others get 401 and write nothing, its mark among them (generic route and QStash's failure callback)`, async () => {
+    const routes = [
+      {
+        path: "/v1/deliveries",
+        mark: "givingup/generic/pi_0001/settle/message/m1",
+        init: () =>
+          genericRequest(
+            JSON.stringify({ job, gaveUp: { deliveries: 3, messageId: "m1" } }),
+          ),
+      },
+      {
+        path: "/v1/qstash/failed",
+        mark: "givingup/qstash/message/msg_1",
+        init: async (): Promise<RequestInit> => {
+          const body = JSON.stringify({
+            retried: 2,
+            sourceMessageId: "msg_1",
+            sourceBody: btoa(JSON.stringify(job)),
+          });
+          return {
+            method: "POST",
+            body,
+            headers: {
+              "upstash-signature": await signQStash(body, {
+                url: `${QSTASH.url}/failed`,
+              }),
+            },
+          };
+        },
+      },
+    ];
+    for (const { path, mark, init } of routes) {
+      const { store, close } = await backend.open();
+      try {
+        await store.createIntent({
+          id: "pi_0001",
+          state: "authorized",
+          hold: "pending",
+        });
+        const { app } = await makeApp({ deps: { store } });
+        const request = await init();
+        const statuses = await Promise.all(
+          Array.from({ length: 6 }, async () => {
+            const res = await app.request(path, { ...request });
+            await res.body?.cancel();
+            return res.status;
+          }),
+        );
+        assert.deepEqual(
+          statuses.toSorted(),
+          [200, 401, 401, 401, 401, 401],
+          path,
+        );
+        // Each copy that wrote its mark counted it once more: only the
+        // copy acted on may have.
+        assert.equal(await store.deliveries(mark, NOW), 1, path);
+        const letter = await store.getDeadLetter("pi_0001/settle");
+        assert.equal(letter?.cause, "exhausted", path);
+      } finally {
+        await close();
+      }
+    }
+  });
+}
