@@ -1582,10 +1582,47 @@ export function createApp(deps: AppDeps): WebhookApp {
         string,
         unknown
       >;
-    const job = jobFrom(
-      "qstash",
-      parseJson("qstash", decodeBase64("qstash", sourceBody, "'sourceBody'")),
-    );
+    // QStash's callback docs have spelt it `sourceMessasgeId`: either
+    // names the message a late copy carries as its Upstash-Message-Id.
+    const sourceId = sourceMessageId ?? sourceMessasgeId;
+    let source: string | undefined;
+    let job: Job;
+    try {
+      source = decodeBase64("qstash", sourceBody, "'sourceBody'");
+      job = jobFrom("qstash", parseJson("qstash", source));
+    } catch (error) {
+      // A callback without the message it gave up on is not QStash's.
+      if (!(error instanceof Refusal) || typeof sourceBody !== "string") {
+        throw error;
+      }
+      // The message QStash gave up on is not a job. It is kept as a dead
+      // letter, as /v1/qstash keeps one, under the same name: /v1/qstash
+      // may never have kept it (the store was down through every one of
+      // its deliveries, each a 503), and it may be its intent's only job.
+      // Then refused as /v1/qstash refuses it (489: no retry).
+      let parsed: unknown;
+      try {
+        parsed = source === undefined ? undefined : JSON.parse(source);
+      } catch {
+        parsed = undefined;
+      }
+      return await keepUnreadable(
+        "qstash",
+        source ?? sourceBody,
+        {
+          id: sourceId,
+          attempt:
+            typeof retried === "number" && Number.isSafeInteger(retried) &&
+              retried >= 0
+              ? retried + 1
+              : undefined,
+          job: parsed,
+        },
+        error.detail,
+        () => error.response,
+        claim,
+      );
+    }
     if (
       typeof retried !== "number" || !Number.isSafeInteger(retried) ||
       retried < 0
@@ -1597,9 +1634,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         }`,
       );
     }
-    // QStash's callback docs have spelt it `sourceMessasgeId`: either
-    // names the message a late copy carries as its Upstash-Message-Id.
-    const messageId = idFrom(sourceMessageId ?? sourceMessasgeId);
+    const messageId = idFrom(sourceId);
     const dlq = idFrom(dlqId);
     return await giveUp("qstash", job, retried + 1, {
       queue: "qstash",

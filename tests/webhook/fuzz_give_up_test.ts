@@ -117,15 +117,25 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/fail
         // written then, though the call was made.
         if (sign === "replay") {
           assert.ok(res.status >= 400, `replay ${res.status}`);
+        } else if (sign === "good" && res.status === 489) {
+          // A source message that is not a job: kept as its dead letter, in
+          // one write, as /v1/qstash keeps it; a malformed callback, none.
+          assert.ok(writes() - before <= 1, `${sign} ${res.status} wrote`);
         } else if (sign !== "good" || res.status !== 503) {
           assert.equal(writes(), before, `${sign} ${res.status} wrote`);
         }
         // A good give-up answered 503 is busy: another message's give-up
         // dropped the job of an authorized intent and holds its lease. It
         // uses its signature (the replay record), and changes nothing else.
+        // A good 489 changes only the letters of unreadable messages.
+        const kept = (jobId: string) =>
+          !(sign === "good" && res.status === 489 &&
+            jobId.endsWith("/unreadable"));
         assert.deepEqual(
-          (await store.listDeadLetters({ limit: 1000 })).items,
-          letters,
+          (await store.listDeadLetters({ limit: 1000 })).items.filter((l) =>
+            kept(l.jobId)
+          ),
+          letters.filter((l) => kept(l.jobId)),
           `${sign} ${res.status} changed a dead letter`,
         );
         assert.equal(

@@ -211,8 +211,8 @@ Deno.test("POST /v1/qstash/failed changes nothing for a settled intent, nor for 
   assert.deepEqual(await store3.getDeadLetter("pi_0003/settle"), rewritten);
 });
 
-Deno.test("POST /v1/qstash/failed refuses a callback signed for another URL (401) and an unreadable job (489), touching nothing", async () => {
-  const { app, writes } = await makeApp({ intents: [settling] });
+Deno.test("POST /v1/qstash/failed refuses a callback signed for another URL (401), touching nothing, and an unreadable job (489), keeping only its dead letter", async () => {
+  const { app, store, writes } = await makeApp({ intents: [settling] });
   const before = writes();
   const wrongUrl = await app.request(
     "/v1/qstash/failed",
@@ -235,7 +235,14 @@ Deno.test("POST /v1/qstash/failed refuses a callback signed for another URL (401
     await failedRequest(callback({ intentId: "" })),
   );
   assert.equal(badJob.status, 489);
-  assert.equal(writes(), before);
+  // Each kept as the message's dead letter (one name: one message), and
+  // nothing else touched.
+  assert.equal(writes(), before + 2);
+  const kept = await store.getDeadLetter(
+    "qstash/msg_26hZCxZCuWyyTWPmSVBrNCtiJGNsULZ/unreadable",
+  );
+  assert.match(kept?.reason ?? "", /unreadable QStash message/);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
 });
 
 Deno.test("POST /v1/pubsub/dead-letter resolves the job with the source's delivery count, and answers 204", async () => {
@@ -618,4 +625,62 @@ Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying wh
     assert.match((await res.json()).detail, words);
   }
   assert.equal(writes(), 0);
+});
+
+Deno.test("POST /v1/qstash/failed keeps a source message that is not a job as a dead letter: QStash gave up on it while the store was down, so /v1/qstash never kept it, and it may be its intent's only job", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0002",
+    state: "authorized",
+    hold: "pending",
+  });
+  let down = true;
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        down
+          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
+          : value.apply(target, args);
+    },
+  });
+  const { app } = await makeApp({ deps: { store } });
+  // The producer's typo: not a job, but it names its intent.
+  const message = { intentId: "pi_0002", kind: "Settle" };
+  const body = JSON.stringify(message);
+  const messageId = "msg_26hZCxZCuWyyTWPmSVBrNCtiJGNsULZ";
+  // Every delivery QStash makes while the store is down: the letter that
+  // would keep it cannot be written, so each is a 503 QStash retries.
+  for (let retried = 0; retried <= 5; retried++) {
+    const res = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "content-type": "application/json",
+        "upstash-retried": String(retried),
+        "upstash-message-id": messageId,
+        "upstash-signature": await signQStash(body),
+      },
+    });
+    assert.equal(res.status, 503, `delivery ${retried + 1}`);
+    await res.body?.cancel();
+  }
+  // The store is back; QStash has given up and calls the failure callback.
+  down = false;
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(message, { sourceMessageId: messageId })),
+  );
+  assert.equal(res.status, 489);
+  assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
+  const kept = await memory.getDeadLetter(`qstash/${messageId}/unreadable`);
+  assert.ok(
+    kept !== null,
+    "the message QStash gave up on is kept, or intent pi_0002 is left authorized with no job and no dead letter",
+  );
+  assert.equal(kept.intentId, "pi_0002");
+  assert.match(kept.reason, /unreadable QStash message/);
+  assert.equal(kept.deliveries, 6);
+  assert.equal((await memory.getIntent("pi_0002"))?.state, "authorized");
 });
