@@ -399,6 +399,8 @@ async function startMiniflare(flags, lines, times, vars = {}) {
       PUBLIC_URL,
       PUBSUB_AUDIENCE: PUSH_AUDIENCE,
       PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
+      // The dead-letter policy's attempts, which the route needs declared.
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "5",
       PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
       ...SEED_POLICY,
       ...vars,

@@ -25,7 +25,7 @@
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
- * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE` |
+ * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE`, which needs it |
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
@@ -1328,6 +1328,16 @@ function checkQueues(
       retentionMs,
       ackDeadlineMs,
     } = queues.pubsub;
+    if (maxDeliveryAttempts === undefined && configured.pubsubDeadLetter) {
+      // The route is for a dead-letter policy, and that policy gives up
+      // after its own attempts (Google's default 5 when not set): taken
+      // for no policy, they were never checked, and a give-up at the fifth
+      // delivery sent a settling payment to review before its rescue.
+      throw new ConfigError(
+        "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+        `PUBSUB_MAX_DELIVERY_ATTEMPTS is missing: PUBSUB_DEAD_LETTER_AUDIENCE is set, so the jobs' subscription has a dead-letter policy, and Pub/Sub gives up after its max delivery attempts (5 unless set), which must be at least MAX_DELIVERIES (${max}). Set the subscription's max delivery attempts, and PUBSUB_MAX_DELIVERY_ATTEMPTS to the same number, so that it is checked`,
+      );
+    }
     if (
       check.problem === "stops_early" && retentionMs !== undefined &&
       check.limit < (maxDeliveryAttempts ?? Infinity)

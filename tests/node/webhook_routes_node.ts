@@ -133,6 +133,7 @@ before(async () => {
     QSTASH_URL: world,
     PUBSUB_AUDIENCE: PUSH_AUDIENCE,
     PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: "10", // the dead-letter policy's
     PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
     PUBSUB_MIN_BACKOFF: "40s", // the default policy's window needs 33.334s
     OPS_TOKEN: OPS,

@@ -178,6 +178,7 @@ Deno.test("routeOptions() hands createApp every route setting loadConfig read: e
     PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
     PUBSUB_DEAD_LETTER_AUDIENCE:
       "https://relayer.example.test/v1/pubsub/dead-letter",
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
     PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
     PUBSUB_MIN_BACKOFF: "40s",
     OPS_TOKEN: "an-ops-token-of-16",
@@ -1264,5 +1265,29 @@ Deno.test("loadConfig() refuses an OPS_TOKEN that is also a signing secret, by n
   assert.equal(
     loadConfig({ ...base, OPS_TOKEN: token }).opsToken,
     token,
+  );
+});
+
+Deno.test("loadConfig() refuses Pub/Sub's dead-letter route without PUBSUB_MAX_DELIVERY_ATTEMPTS: the route is for a dead-letter policy, whose attempts (Google's default 5) would stop the default policy at its fifth delivery, unchecked", () => {
+  const env = { ...base, ...pubsub, ...deadLetter, PUBSUB_MIN_BACKOFF: "40s" };
+  // What the subscription does with a dead-letter policy whose attempts
+  // were not set: Google's default, 5, and a give-up at the fifth delivery,
+  // before the policy's tenth and before STUCK_AFTER (4 gaps of 40s).
+  const googleDefault = checkQueue(definePolicy(), {
+    kind: "pubsub",
+    maxDeliveryAttempts: 5,
+    minBackoffMs: 40_000,
+    maxBackoffMs: 600_000,
+  });
+  assert.equal(googleDefault.problem, "stops_early");
+  refused(
+    env,
+    "PUBSUB_MAX_DELIVERY_ATTEMPTS",
+    /^PUBSUB_MAX_DELIVERY_ATTEMPTS is missing: PUBSUB_DEAD_LETTER_AUDIENCE is set, so the jobs' subscription has a dead-letter policy, and Pub\/Sub gives up after its max delivery attempts \(5 unless set\)/,
+  );
+  assert.equal(
+    loadConfig({ ...env, PUBSUB_MAX_DELIVERY_ATTEMPTS: "10" }).queues.pubsub
+      .maxDeliveryAttempts,
+    10,
   );
 });
