@@ -74,7 +74,11 @@ export interface HttpSenderOptions {
   readonly timeoutMs?: number;
   /**
    * The `fetch` to call: inject one for tests or for a runtime whose global
-   * `fetch` needs wrapping.
+   * `fetch` needs wrapping. A send's JSON body comes to it as a `Blob`
+   * (read it with `new Response(init.body).json()`), which Deno's `fetch`
+   * never sends twice: a copy of a send it sent again would be answered
+   * for the send, though the first may have broadcast. A wrapper that
+   * retries a POST breaks the same rule: never retry one.
    *
    * @default {globalThis.fetch}
    */
@@ -151,7 +155,12 @@ interface Answer {
  * `dropped`, not an error).
  *
  * Redirects are not followed: a redirected POST may be re-sent or turned
- * into a GET, and the answer would not say which.
+ * into a GET, and the answer would not say which. For the same reason a
+ * send is one request, never sent twice by the runtime: its body is a
+ * `Blob`, which Deno's `fetch` does not send again after a kept-alive
+ * connection died under it (a string body it does, and returns the answer
+ * to the copy: "nothing signed", said of the copy, would fail a payment
+ * whose first request broadcast).
  *
  * @example Map the signer's answers
  * ```ts
@@ -511,7 +520,14 @@ export class HttpSender implements Sender {
         headers: this.#postHeaders,
         signal,
         redirect: "manual",
-        body: body ?? null,
+        // A Blob, not the string: Deno's fetch sends a request whose body
+        // it holds as text or bytes again, on a new connection, when a
+        // kept-alive one dies after carrying it whole, and answers with the
+        // answer to that copy. The signer may have broadcast on the first
+        // (its answer lost), then say "nothing signed" of the copy: read as
+        // not sent, the payment would fail with its tx out there. A send is
+        // one request; a Blob (its length still declared) is sent once.
+        body: body === undefined ? null : new Blob([body]),
       }
       : { method, headers: this.#getHeaders, signal, redirect: "manual" };
     // Called detached: some runtimes' fetch throws when `this` is not global.

@@ -22,17 +22,15 @@ import { localQueueConsumer } from "../webhook/_local_queue.ts";
 const sanitized = { sanitizeOps: true, sanitizeResources: true } as const;
 
 /** A signer: sends answered with a tx hash, except pi_fails's; receipts confirmed. */
-function signer(input: RequestInfo | URL, init?: RequestInit) {
+async function signer(input: RequestInfo | URL, init?: RequestInit) {
   const url = String(input);
-  if (!url.endsWith("/send")) {
-    return Promise.resolve(Response.json({ status: "confirmed" }));
-  }
-  const { intentId } = JSON.parse(String(init?.body)) as { intentId: string };
-  return Promise.resolve(
-    intentId === "pi_fails"
-      ? Response.json({ error: "nonce too low" }, { status: 500 })
-      : Response.json({ txHash: `0x${intentId}` }),
-  );
+  if (!url.endsWith("/send")) return Response.json({ status: "confirmed" });
+  const { intentId } = await new Response(init?.body).json() as {
+    intentId: string;
+  };
+  return intentId === "pi_fails"
+    ? Response.json({ error: "nonce too low" }, { status: 500 })
+    : Response.json({ txHash: `0x${intentId}` });
 }
 
 /** A relayer over a fresh Deno KV with `intents`, closed by `close`. */

@@ -25,7 +25,8 @@ Deno.test({
     const signer = async (input: RequestInfo | URL, init?: RequestInit) => {
       const url = String(input);
       const id = url.endsWith("/send")
-        ? (JSON.parse(String(init?.body)) as { intentId: string }).intentId
+        ? (await new Response(init?.body).json() as { intentId: string })
+          .intentId
         : "";
       if (id === "pi_busy") {
         busySent.resolve();
