@@ -29,6 +29,7 @@ import {
   run,
 } from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
+import { resendProbe } from "./_resend_probe.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
@@ -103,6 +104,10 @@ async function bunCheck(): Promise<number> {
       ok = false;
       console.log("bun-check: FAIL webhook under Bun.serve");
     }
+    // A send whose kept-alive connection dies after carrying it is sent once.
+    ok = await resendProbe(dir, [
+      { label: `Bun ${version}`, command: bun, args: ["run"], env },
+    ]) && ok;
 
     // PostgresStore over postgres.js (bundled in), on a real server, under
     // Bun's own runner (the contract registers through bun:test).

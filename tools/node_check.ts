@@ -43,6 +43,7 @@ import {
   PINNED_NODES,
 } from "../support/node_version.ts";
 import { withPostgres } from "./_postgres_check.ts";
+import { resendProbe } from "./_resend_probe.ts";
 
 /** A Node.js the check runs the suites under. */
 interface Node {
@@ -231,6 +232,15 @@ async function nodeCheck(): Promise<number> {
         dir,
       ) && ok;
     }
+    // A send whose kept-alive connection dies after carrying it is sent once.
+    ok = await resendProbe(
+      dir,
+      nodes.map((node) => ({
+        label: `Node ${node.version}`,
+        command: node.command,
+        env: node.env,
+      })),
+    ) && ok;
 
     // PostgresStore over postgres.js (pure JavaScript: bundled in), on a
     // real server started once for every Node, as payment teams run it.

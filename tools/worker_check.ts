@@ -70,6 +70,7 @@ import {
   run,
 } from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
+import { resendProbe } from "./_resend_probe.ts";
 
 /** The pinned Miniflare; its workerd is 1.20260730.1. */
 export const MINIFLARE_VERSION = "4.20260730.0";
@@ -311,6 +312,12 @@ async function workerCheck(): Promise<number> {
       inherit: true,
     });
     ok = code === 0;
+    // A send whose kept-alive connection dies after carrying it is sent once.
+    ok = await resendProbe(dir, [{
+      label: `workerd ${workerd.version}`,
+      command: "node",
+      workerd: { compatibilityDate: COMPATIBILITY_DATE },
+    }]) && ok;
     ok = await withPostgres(
       "worker-check: PostgresStore on workerd",
       (url) => {
