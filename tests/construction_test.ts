@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
 import postgres from "postgres";
 import {
   createRelayer,
@@ -12,76 +13,7 @@ import { KvStore } from "../store/kv.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import { createApp, googleJwks, qstashPublisher } from "../webhook/app.ts";
 import { localQueueConsumer } from "../webhook/_local_queue.ts";
-
-/**
- * Runs `build` with randomness, timers and fetch turned into errors, as a
- * Cloudflare Worker's global scope does, and keeps them so for a few
- * microtask turns and one macrotask after it returns: a construction that
- * leaves a promise behind (`Promise.resolve().then(() => setTimeout(…))`)
- * is still in the global scope when that promise runs. A call during
- * `build` throws, as workerd's does; a call after is recorded rather than
- * thrown (a throw in a detached callback would surface as an unhandled
- * rejection, far from here), and either fails the run with its stack.
- */
-async function withoutSideEffects<T>(build: () => T): Promise<T> {
-  const fired: string[] = [];
-  let when = "during construction";
-  // deno-lint-ignore no-explicit-any
-  type Fn = (...args: any[]) => any;
-  const forbidden = (what: string, harmless: Fn): Fn => (...args) => {
-    const call = new Error(`${what} called ${when}`);
-    fired.push(call.stack ?? call.message);
-    if (when === "during construction") throw call;
-    return harmless(...args);
-  };
-  // deno-lint-ignore no-explicit-any
-  const c = crypto as any;
-  // deno-lint-ignore no-explicit-any
-  const g = globalThis as any;
-  const saved = {
-    randomUUID: c.randomUUID,
-    getRandomValues: c.getRandomValues,
-    random: Math.random,
-    setTimeout: g.setTimeout,
-    setInterval: g.setInterval,
-    setImmediate: g.setImmediate,
-    fetch: g.fetch,
-  };
-  c.randomUUID = forbidden(
-    "crypto.randomUUID",
-    () => "00000000-0000-4000-8000-000000000000",
-  );
-  c.getRandomValues = forbidden("crypto.getRandomValues", <A>(a: A) => a);
-  Math.random = forbidden("Math.random", () => 0.5);
-  g.setTimeout = forbidden("setTimeout", () => 0);
-  g.setInterval = forbidden("setInterval", () => 0);
-  g.setImmediate = forbidden("setImmediate", () => 0);
-  g.fetch = forbidden("fetch", () => new Promise(() => {}));
-  try {
-    const built = build();
-    when = "after construction returned";
-    for (let turn = 0; turn < 5; turn++) await Promise.resolve();
-    await new Promise<void>((resolve) => queueMicrotask(resolve));
-    // One macrotask, on the real timer: a chain of promises longer than
-    // the turns above has run by then.
-    await new Promise((resolve) => saved.setTimeout(resolve, 0));
-    for (let turn = 0; turn < 5; turn++) await Promise.resolve();
-    assert.deepEqual(
-      fired,
-      [],
-      `side effects of construction:\n${fired.join("\n")}`,
-    );
-    return built;
-  } finally {
-    c.randomUUID = saved.randomUUID;
-    c.getRandomValues = saved.getRandomValues;
-    Math.random = saved.random;
-    g.setTimeout = saved.setTimeout;
-    g.setInterval = saved.setInterval;
-    g.setImmediate = saved.setImmediate;
-    g.fetch = saved.fetch;
-  }
-}
+import { withoutSideEffects } from "./_side_effects.ts";
 
 Deno.test("createApp() with every option, createRelayer(), createQueueHandler(), localQueueConsumer() and the stores' constructors use no randomness, timer or fetch, then or soon after", async () => {
   // postgres.js 3.4.9 connects on the first query, and sets its timers
@@ -206,4 +138,80 @@ Deno.test("withoutSideEffects() fails a construction whose side effect comes a f
       /setInterval called during construction/,
     );
   });
+});
+
+/**
+ * `tests/_import_quietly.ts` on `modules` (paths from the root, or
+ * absolute), in a process of its own: this file's imports have run
+ * their modules' top levels already.
+ */
+async function importQuietly(
+  modules: string[],
+): Promise<{ code: number; out: string }> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-check", "--allow-read", "tests/_import_quietly.ts"]
+      .concat(modules),
+    cwd: fileURLToPath(new URL("../", import.meta.url)),
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, out: text.decode(stdout) + text.decode(stderr) };
+}
+
+/** The modules whose top levels a Worker, or any importer, runs. */
+const PORTABLE_MODULES = [
+  "mod.ts",
+  "webhook/app.ts",
+  "webhook/_local_queue.ts",
+  "cloudflare/queue_handler.ts",
+  "store/kv.ts",
+  "store/postgres.ts",
+];
+
+Deno.test("importing mod.ts, the webhook, the queue handlers and the stores' modules uses no randomness, timer or fetch, then or soon after", async () => {
+  const { code, out } = await importQuietly(PORTABLE_MODULES);
+  assert.equal(code, 0, out);
+  assert.match(out, /^imported quietly: mod\.ts, /);
+});
+
+Deno.test("importQuietly() fails a module whose top level draws a random number, sets a timer or fetches, even a fetch whose failure it swallows", async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_import_quietly_" });
+  try {
+    const cases: Record<string, [string, RegExp]> = {
+      "Math.random": [
+        "export const seed = Math.random();",
+        /Math\.random called during construction/,
+      ],
+      "crypto.getRandomValues": [
+        "crypto.getRandomValues(new Uint8Array(4));",
+        /crypto\.getRandomValues called during construction/,
+      ],
+      "a timer": [
+        "setTimeout(() => {}, 0);",
+        /setTimeout called during construction/,
+      ],
+      "a fetch whose failure it swallows": [
+        'void fetch("http://127.0.0.1:9/").catch(() => {});',
+        /fetch called during construction/,
+      ],
+      "a fetch a few turns later": [
+        'void Promise.resolve().then(() => fetch("http://127.0.0.1:9/").catch(() => {}));',
+        /fetch called/,
+      ],
+    };
+    for (const [name, [source, expected]] of Object.entries(cases)) {
+      await t.step(name, async () => {
+        const file = `${dir}/${name.replaceAll(/\W+/g, "_")}.ts`;
+        await Deno.writeTextFile(file, `${source}\n`);
+        const { code, out } = await importQuietly(["mod.ts", file]);
+        assert.equal(code, 1, out);
+        assert.match(out, expected);
+      });
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
