@@ -7,9 +7,14 @@
  * Worker without `nodejs_compat` and a browser lack. `deno info` gives the
  * graph, and lint rules over each of our files' syntax tree find the names
  * in code (not in a comment, nor in a string) and the imports. `Deno.*`
- * belongs in `store/kv.ts` and `main.ts`, Node's APIs in the adapters and
- * tools, none of which are in these graphs. Cheap, and it fails before a
- * runtime check would.
+ * belongs in `main.ts` and the tools, Node's APIs in the adapters and
+ * tools, none of which are in these graphs. The stores' own entry points
+ * (`store/kv.ts` over `@deno/kv`, `store/postgres.ts`,
+ * `store/kv_to_postgres.ts`) and `testing/store_contract.ts` run on Node
+ * and Bun too (and PostgresStore on Workers), so their graphs name no
+ * `Deno` either: the runtime checks run the store contract there, which
+ * reaches neither a refusal's message nor a lost connection's handling.
+ * Cheap, and it fails before a runtime check would, or where none looks.
  *
  * @module
  */
@@ -255,6 +260,38 @@ Deno.test("the module graphs of mod.ts, webhook/app.ts and cloudflare/queue_hand
       [...found],
       [],
       `${entry}'s graph is not portable:\n${[...found].join("\n")}`,
+    );
+  }
+});
+
+/** The entry points that take no `Deno` (Node's APIs they may use). */
+const DENO_FREE = [
+  "store/kv.ts",
+  "store/postgres.ts",
+  "store/kv_to_postgres.ts",
+  "testing/store_contract.ts",
+];
+
+Deno.test("the module graphs of the stores' entry points and testing/store_contract.ts name no Deno: Node, Bun and Workers run them", async () => {
+  for (const entry of DENO_FREE) {
+    const files = localFiles(await graphOf(entry));
+    assert.ok(files.includes(entry), `${entry}'s graph: ${files}`);
+    assert.ok(!files.includes("main.ts"), `${entry}'s graph has main.ts`);
+    const found: string[] = [];
+    for (const file of files) {
+      const source = await Deno.readTextFile(new URL(file, ROOT));
+      found.push(
+        ...nonPortableIn(file, source).filter((line) =>
+          line.includes(": no-deno ")
+        ),
+      );
+    }
+    assert.deepEqual(
+      found,
+      [],
+      `${entry}'s graph names Deno, which Node and Bun lack:\n${
+        found.join("\n")
+      }`,
     );
   }
 });
