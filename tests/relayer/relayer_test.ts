@@ -1730,6 +1730,38 @@ function suite(backend: Backend): void {
     );
   });
 
+  test("createRelayer() never sends twice in one delivery when the record of a failed send lands but is answered as a lost race: the delivery fails instead of planning again", async () => {
+    // The record of a send that failed is not wrapped as a sent one's is:
+    // its ConflictError reaches the settle loop after the write-ahead
+    // landed. Planned again, the delivery read the not_sent it had just
+    // recorded and sent again at once, in the same delivery.
+    let lose = true;
+    const { relayer, store, sender } = await setup(
+      { state: "authorized", hold: "pending" },
+      {
+        sends: [{ error: notSent(new Error("nonce gap")) }, { txHash: "0x2" }],
+      },
+      { policy: { maxDeliveries: 5, jitter: "none" } },
+      (inner) =>
+        overriding(inner, {
+          async recordBroadcast(...args) {
+            const recorded = await inner.recordBroadcast(...args);
+            if (!lose) return recorded;
+            lose = false;
+            throw new ConflictError("lost a race");
+          },
+        }),
+    );
+    const outcome = await relayer.deliver(job, 1);
+    assert.equal(outcome.action, "retry");
+    assert.equal(
+      sender.calls.filter((call) => call.method === "send").length,
+      1,
+      "one send per delivery",
+    );
+    assert.equal((await intent(store)).lastBroadcast?.outcome, "not_sent");
+  });
+
   test("createRelayer() settles on an earlier tx that confirmed, after rescuing a send whose write-ahead a crash left in flight", async () => {
     const chain = perHash([{ txHash: "0xnew" }]);
     chain.receipts["0xold"] = "confirmed";
