@@ -2602,6 +2602,83 @@ function suite(backend: Backend): void {
     );
   });
 
+  /**
+   * pi_0001 as `record`, and a queue's give-up of msg_1 cut between its
+   * marks and its letter (the store failing the letter's write): the
+   * message is marked as being given up on (`givingup/…`), not resolved.
+   */
+  async function giveUpCut(record: Omit<NewIntent, "id">) {
+    let fail = true;
+    const opened = await setup(
+      record,
+      { sends: [{ txHash: "0xabc" }] },
+      {},
+      (inner) =>
+        overriding(inner, {
+          putDeadLetter(letter, options) {
+            if (!fail) return inner.putDeadLetter(letter, options);
+            fail = false;
+            return Promise.reject(new Error("connection reset"));
+          },
+        }),
+    );
+    const m1 = { queue: "qstash", messageId: "msg_1" } as const;
+    await assert.rejects(
+      opened.relayer.giveUp(job, { deliveries: 5, queue: m1 }),
+      /connection reset/,
+    );
+    assert.equal(await opened.store.getDeadLetter("pi_0001/settle"), null);
+    return { ...opened, m1 };
+  }
+
+  const GIVING_UP =
+    "the queue is giving up on this message: nothing sent, and nothing until its give-up resolves";
+
+  test("createRelayer() answers a copy of a message whose give-up is still at work with a retry, not done, and sends nothing: its write ahead is refused by the message's mark", async () => {
+    const { relayer, store, sender, clock, m1 } = await giveUpCut({
+      state: "authorized",
+      hold: "pending",
+    });
+    // Acked as done, the copy could end the message before its give-up
+    // resolved the intent.
+    assert.deepEqual(await relayer.deliver(job, 2, { message: m1 }), {
+      action: "retry",
+      delivery: 2,
+      delayMs: 10_000,
+      reason: GIVING_UP,
+    });
+    assert.equal(sender.calls.length, 0);
+    assert.equal((await intent(store)).state, "authorized");
+    // The queue repeats its give-up: resolved, a copy is done (past the
+    // lease its drop holds, which some stores check first).
+    const repeat = await relayer.giveUp(job, { deliveries: 5, queue: m1 });
+    assert.equal(
+      repeat.action === "poison" && repeat.resolution,
+      "job dropped, intent still authorized",
+    );
+    clock.now += LEASE_LAPSED_MS;
+    const late = await relayer.deliver(job, 2, { message: m1 });
+    assert.equal(
+      late.action === "done" && late.reason,
+      "the queue gave up on this message before: a late copy, nothing sent",
+    );
+    assert.equal(sender.calls.length, 0);
+  });
+
+  test("createRelayer() answers a copy poisoned on a failure that wrote nothing, of a message whose give-up is still at work, with a retry: it resolves nothing and keeps no letter", async () => {
+    const { relayer, store, m1 } = await giveUpCut({ state: "created" });
+    // Its last delivery by the policy: "not authorized yet" is exhausted.
+    // Resolved here, it wrote the letter the give-up is still to write.
+    assert.deepEqual(await relayer.deliver(job, 5, { message: m1 }), {
+      action: "retry",
+      delivery: 5,
+      delayMs: 80_000,
+      reason: GIVING_UP,
+    });
+    assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    assert.equal((await intent(store)).state, "created");
+  });
+
   test("createRelayer() counts a last delivery's drop's give-up marks once, in its letter's commit, living 32 days as a give-up's do: a store that kept them has none written again", async () => {
     const carried: string[][] = [];
     const { relayer, store, clock } = await setup(
