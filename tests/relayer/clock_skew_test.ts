@@ -152,3 +152,53 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+// A send in flight on record is another delivery's for the lease and
+// clockSkewMs after its write-ahead, by the reader's clock, as its lease
+// is: a contender whose clock runs ahead reads it as busy until then, and
+// waits out the rest in one answer. Read as lapsed by the lease alone, it
+// took the payment for one still waiting for its tx ("settling for 22s
+// without tx hash, waiting") and came back before the send's lease was
+// over, spending another of the queue's deliveries on it.
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a contender whose clock runs up to clockSkewMs ahead reads a send in flight past the lease by its clock as busy, and waits out the rest`, async () => {
+    const { store, close } = await openAuthorized(backend, JOB.intentId);
+    try {
+      const real = { t: 1_800_000_000_000 };
+      const gate = gatedSender();
+      const policy = {
+        maxDeliveries: 10,
+        baseMs: 1_000,
+        jitter: "none" as const,
+        stuckAfterMs: 60_000,
+      };
+      const options = { sender: gate.sender, leaseMs: 20_000, policy };
+      const holder = createRelayer({ store, now: () => real.t, ...options });
+      const contender = createRelayer({
+        store,
+        now: () => real.t + 5_000,
+        ...options,
+      });
+      const started = gate.nextStart();
+      const first = holder.deliver(JOB, 1);
+      await started;
+      // 17 s into the send by real time: 22 s by the contender's clock,
+      // past the 20 s lease and within its 5 s of skew.
+      real.t += 17_000;
+      const second = await contender.deliver(JOB, 2);
+      gate.releaseAll();
+      await first;
+      assert.deepEqual(second, {
+        action: "retry",
+        delivery: 2,
+        // The send's lease and the skew, by the contender's clock (25 s
+        // after the write-ahead), then the skew a next reader may lag by.
+        delayMs: 8_000,
+        reason: "intent pi_0001 is busy with another delivery",
+      });
+      assert.equal(gate.sends, 1);
+    } finally {
+      await close();
+    }
+  });
+}
