@@ -2190,10 +2190,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     // Past the budget, the Sender is told its requests are not wanted.
     const stop = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<"late">((resolve) => {
+    // Its own value: a Sender that answered the text "late" is not the timer.
+    const LATE = Symbol("late");
+    const late = new Promise<typeof LATE>((resolve) => {
       timer = setTimeout(() => {
-        // Late first: a Sender that rejects on the abort is still "late".
-        resolve("late");
+        // Late first: a Sender that rejects on the abort is still late.
+        resolve(LATE);
         stop.abort(
           new DOMException(
             `The resolve route stopped waiting for receipts after ${
@@ -2207,15 +2209,26 @@ export function createApp(deps: AppDeps): WebhookApp {
     try {
       const read = await Promise.all(txHashes.map(async (txHash) => {
         try {
-          const status = await Promise.race([
+          const status: unknown = await Promise.race([
             deps.sender.receipt(txHash, { signal: stop.signal }),
             late,
           ]);
-          if (status !== "late") return status;
+          if (
+            status === "confirmed" || status === "pending" ||
+            status === "dropped"
+          ) return status;
+          // Anything else is a receipt this route cannot read, as the
+          // relayer's deliveries take it: read as dropped, a Sender that
+          // said "Confirmed" (or handed back its node's JSON) had a paid
+          // payment failed and its hold voided.
           log(
-            `relayer receipt of ${txHash} failed: no answer within ${
-              RESOLVE_RECEIPTS_MS / 1000
-            }s`,
+            status === LATE
+              ? `relayer receipt of ${txHash} failed: no answer within ${
+                RESOLVE_RECEIPTS_MS / 1000
+              }s`
+              : `relayer receipt of ${txHash} failed: the Sender answered an unknown receipt status: ${
+                show(status)
+              }`,
           );
         } catch (error) {
           if (isPoison(error)) return "reverted";
