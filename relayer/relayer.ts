@@ -41,6 +41,7 @@ import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
+import { registerSends } from "./_sends.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import type {
@@ -2592,5 +2593,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return jobId;
   }
 
-  return { policy, deliver, giveUp, redrive, discard, keepUnreadable };
+  const relayer = { policy, deliver, giveUp, redrive, discard, keepUnreadable };
+  // The webhook's resolve route asks: a payment whose send still runs here
+  // is not failed by hand (see relayer/_sends.ts).
+  registerSends(relayer, (intentId) => sending.has(intentId));
+  return relayer;
 }

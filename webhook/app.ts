@@ -77,6 +77,7 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
+import { sendInFlight } from "../relayer/_sends.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -2053,6 +2054,25 @@ export function createApp(deps: AppDeps): WebhookApp {
         "changed",
         "Intent changed",
         `Intent ${id} changed since it was read (version ${intent.version}, not ${version}): read it again, and decide on what it is now.`,
+      );
+    }
+    if (to === "failed" && sendInFlight(relayer, id)) {
+      // A queue's give-up waits only so long for a send of this process
+      // before it puts the payment in review: a send that outlived its
+      // lease (the clock stepped forward, a Sender slower than the lease)
+      // still runs, and its tx may leave after the nonce was looked up.
+      // Voided now, the hold would be released behind a payment made.
+      // Whatever nonceChecked says: the chain cannot show it yet.
+      return problem(
+        409,
+        "send-in-flight",
+        "A send is in flight",
+        `A send of intent ${id} is still running in this process (begun ${
+          intent.broadcasting === null
+            ? "before its review"
+            : `at ${new Date(intent.broadcasting).toISOString()}`
+        }): its tx may leave after the chain was checked. Wait until it ends (the relayer's log says "sent 0x…" or the send's error), look the intent's nonce up again, then resolve it.`,
+        { "retry-after": "5" },
       );
     }
     if (to === "failed") {

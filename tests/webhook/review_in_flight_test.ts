@@ -12,6 +12,75 @@ import { MemoryStore, type Sender, type Store } from "../../mod.ts";
 
 const OPS = "ops-token-for-in-flight-tests";
 const headers = { authorization: `Bearer ${OPS}` };
+const job = { intentId: "pi_1", kind: "settle" } as const;
+
+// A queue's give-up waits a bounded time for this process's own send of
+// the intent, then resolves: a send that outlived its lease (the wall
+// clock stepped forward mid-send, a VM resumed, a Sender slower than the
+// lease) leaves the payment in review while its tx is about to leave. The
+// operator's nonce check then sees nothing, and the fail voided the hold
+// of a payment the send then made.
+Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this process still has a send of it in flight, even with nonceChecked", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  let clock = 1_000_000;
+  let finish!: (sent: { txHash: string }) => void;
+  let began!: () => void;
+  const sending = new Promise<void>((resolve) => began = resolve);
+  const sender: Sender = {
+    send: () => {
+      began();
+      return new Promise((resolve) => finish = resolve);
+    },
+    receipt: () => Promise.resolve("pending"),
+  };
+  const app = createApp({
+    store,
+    sender,
+    opsToken: OPS,
+    now: () => clock,
+    random: () => 0,
+    leaseMs: 200,
+    clockSkewMs: 0,
+    policy: { maxDeliveries: 3 },
+  });
+  const delivery = app.relayer.deliver(job, 1);
+  await sending;
+  clock += 60_000; // the wall clock steps forward while the send runs
+  const gaveUp = await app.relayer.giveUp(job, {
+    deliveries: 3,
+    queue: { queue: "qstash", messageId: "msg_1" },
+  });
+  assert.equal(gaveUp.action, "poison");
+  const { intent } = await (await app.request("/v1/intents/pi_1", { headers }))
+    .json();
+  assert.equal(intent.state, "needs_review");
+  const fail = () =>
+    app.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        to: "failed",
+        version: intent.version,
+        nonceChecked: true,
+      }),
+    });
+  const refused = await fail();
+  const body = await refused.json();
+  assert.equal(refused.status, 409, JSON.stringify(body));
+  assert.match(body.type, /send-in-flight$/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // The send ends: its tx left, and the nonce now shows it.
+  finish({ txHash: "0xlanded" });
+  await delivery;
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // Once it ended, the route decides as before (the operator's word).
+  assert.equal((await fail()).status, 200);
+});
 
 /** `pi_1` in review on `store` with `txHashes` on record; its version. */
 async function inReview(store: Store, txHashes: string[]) {
