@@ -2479,19 +2479,29 @@ export function createRelayer(options: RelayerOptions): Relayer {
     // Publish first: if that fails the dead letter is still there; a job
     // published twice is harmless (it only says "go and look"), and the
     // loser of two redrives publishes the same deduplication id.
-    if (options.publish) {
-      await options.publish(job, `${jobId}:${deadLetter.version}`);
-    }
+    const deduplicationId = `${jobId}:${deadLetter.version}`;
+    if (options.publish) await options.publish(job, deduplicationId);
     // The give-up marked its message once resolved; marked again here, in
     // case it crashed between its resolution and its mark: a repeat after
     // the letter is gone must still find the message handled. Marked
     // first: a mark without the removal (a lost race) changes nothing.
     await markGivenUp(deadLetter.queue, jobId);
-    await store.redrive(
-      jobId,
-      deadLetter.version,
-      options.message ? { enqueue: options.message(job) } : {},
-    );
+    try {
+      await store.redrive(
+        jobId,
+        deadLetter.version,
+        options.message ? { enqueue: options.message(job) } : {},
+      );
+    } catch (error) {
+      // Lost to another redrive (or a new poisoning): the job went out all
+      // the same, and the answer says so, or it reads as if nothing was
+      // queued and the job is queued again by hand.
+      if (!(error instanceof ConflictError) || !options.publish) throw error;
+      throw new ConflictError(
+        `${error.message}. The job was published all the same (deduplication id ${deduplicationId}): a queue that deduplicates drops it, and on any other it is a second job for the intent, which is harmless (a job only says "go and look"); do not queue it again`,
+        { cause: error, refused: error.refused },
+      );
+    }
     return job;
   }
 

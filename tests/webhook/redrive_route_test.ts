@@ -471,3 +471,31 @@ Deno.test("createApp() answers a malformed, repeated or unknown query parameter 
   });
   assert.equal(removed.status, 200);
 });
+
+// Two redrives of one letter at once: both publish (the queue's
+// deduplication id drops the second on QStash; a Pub/Sub topic or a
+// Worker's queue keeps it), one removes the letter. The loser answered
+// 409 as if it had queued nothing, "re-read it", and an operator who then
+// queued the job again by hand put a third on the queue.
+Deno.test("createApp() answers the loser of two concurrent redrives 409, saying its job was published all the same", async () => {
+  const published: Job[] = [];
+  const { app, store } = await withDeadLetter({
+    publish: async (job) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      published.push(job);
+    },
+  });
+  const redrive = () =>
+    app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+      method: "POST",
+      headers: ops,
+    });
+  const [a, b] = await Promise.all([redrive(), redrive()]);
+  assert.deepEqual([a.status, b.status].sort(), [202, 409]);
+  assert.equal(published.length, 2);
+  const lost = await (a.status === 409 ? a : b).json();
+  assert.match(lost.type, /cannot-redrive$/);
+  assert.match(lost.detail, /published all the same/);
+  assert.match(lost.detail, /pi_0001\/settle:/); // its deduplication id
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+});
