@@ -31,8 +31,9 @@ export function timingSafeEqual(a: string, b: string): boolean {
  * What a verified delivery leaves behind so the same signed request cannot
  * be used twice: a key unique to the signed request and the time, in
  * milliseconds, after which the signature is refused anyway (so the record
- * of it may go). QStash: `qstash/<jti>` until the token's `exp`; the
- * generic route: `deliveries/<v1>` until `t` + 6 minutes.
+ * of it may go). QStash: `qstash/<jti>` until 90 s past the token's `exp`
+ * (its 30 s of clock tolerance and a minute's margin); the generic route:
+ * `deliveries/<v1>` until `t` + 6 minutes.
  *
  * @example Keep a claim until it expires
  * ```ts
@@ -211,7 +212,7 @@ export function hmacVerifier(
       return {
         ok: false,
         detail:
-          "The X-Signature timestamp is more than 5 minutes old, or ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
+          "The X-Signature timestamp is more than 5 minutes old, or more than 30 seconds ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
       };
     }
     return { timeS, v1: match[2]!.toLowerCase() };
