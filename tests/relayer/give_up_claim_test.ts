@@ -190,22 +190,9 @@ for (const backend of BACKENDS) {
 
 for (const backend of BACKENDS) {
   Deno.test(`createRelayer().giveUp() six times at once for one message, each signed afresh, on an authorized intent: each answers poison or busy and uses its record, and a copy after sends nothing [${backend.name}]`, async () => {
-    const opened = await backend.open();
+    const opened = await open(backend);
+    const { relayer, sender, clock } = opened;
     try {
-      await opened.store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      const sender = new ScriptedSender({ pi_0001: { sends: [] } });
-      const clock = { now: 1_000_000 };
-      const relayer = createRelayer({
-        store: opened.store,
-        sender,
-        policy: { maxDeliveries: 5, jitter: "none" },
-        now: () => clock.now,
-        random: () => 0,
-      });
       const outs = await Promise.all(
         Array.from({ length: 6 }, (_, i) =>
           relayer.giveUp(job, {
