@@ -12,12 +12,19 @@
  *   `{ error, poison? }` (`poison: true` for a tx mined but reverted).
  *   `confirmed` and a revert only once final (no reorg can undo them),
  *   `pending` until then; a tx the node does not know is `dropped`, not an
- *   error (an error is retried, never rescued). See {@linkcode ReceiptStatus}.
+ *   error (an error is retried, never rescued). `dropped` means "not seen
+ *   now", not "can never land": the relayer rescues it on the same nonce,
+ *   and never fails a payment on it. See {@linkcode ReceiptStatus}.
  *
  * Only a flag the signer declares marks an error `notSent` or `poison`. A
  * timeout, a refused connection, a redirect, a 5xx or a 4xx without flags
  * is "maybe sent": the relayer fails a payment only when nothing left, and
  * a request that went out and got no clear answer may have reached a node.
+ * The signer says `notSent: true` only when no tx of this request can reach
+ * the chain, now or later (nothing kept to broadcast afterwards), and never
+ * on a nonce that carries a tx of the intent that may be out there, whatever
+ * the node said of this one: it answers that tx's hash, or an error without
+ * flags. See {@linkcode Sender}.
  *
  * Web APIs only (`fetch`, `URL`, `AbortSignal`), so it runs on Deno, Node,
  * Bun and Cloudflare Workers; `fetch` can be injected.
@@ -167,10 +174,11 @@ interface Answer {
  * import { HttpSender, isNotSent, isPoison, MemoryStore } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
- * // Canned answers instead of a network: a broadcast, then a declared refusal.
+ * // Canned answers instead of a network: a declared refusal (nothing of the
+ * // intent signed yet), then a broadcast.
  * const answers = [
- *   Response.json({ txHash: "0xabc" }),
  *   Response.json({ error: "signer is locked: nothing signed", notSent: true }, { status: 503 }),
+ *   Response.json({ txHash: "0xabc" }),
  *   Response.json({ status: "confirmed" }),
  * ];
  * const sender = new HttpSender({
@@ -185,13 +193,13 @@ interface Answer {
  *   settlingSince: 0,
  * });
  *
- * assert.deepEqual(await sender.send(intent, { replace: false }), { txHash: "0xabc" });
  * await assert.rejects(sender.send(intent, { replace: false }), (error: Error) => {
  *   assert.equal(error.message, "signer answered 503: signer is locked: nothing signed");
  *   assert.equal(isNotSent(error), true);
  *   assert.equal(isPoison(error), false);
  *   return true;
  * });
+ * assert.deepEqual(await sender.send(intent, { replace: false }), { txHash: "0xabc" });
  * assert.equal(await sender.receipt("0xabc"), "confirmed");
  * ```
  */

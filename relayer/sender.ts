@@ -13,7 +13,15 @@ import type { Intent } from "../store/store.ts";
  * again), `pending` while it may still be mined or is mined but not final
  * yet, `dropped` when the node no longer knows it (the relayer re-sends
  * with the same nonce; a tx the node does not know is `dropped`, not an
- * error: an error is retried, never rescued). A tx mined but reverted,
+ * error: an error is retried, never rescued). `dropped` is "not seen now",
+ * not "can never land": a tx gone from a mempool stays valid while its
+ * nonce is unused, and whoever holds it may broadcast it again. The
+ * relayer never fails a payment on it: it rescues at once (on each
+ * delivery that reads it, so a tx your node has not seen yet is rescued
+ * too, at a higher fee), and the resolve route fails one only with its
+ * nonce checked (or a tx of it reverted). So keep the intent's nonce when
+ * its tx drops: forgotten, the rescue signs a fresh one, and the dropped
+ * tx and the rescue can both land. A tx mined but reverted,
  * once final, is none of these: the payment did not happen and its nonce
  * is spent, so `receipt` throws, marked `poison()`, and the intent goes to
  * review. Mark nothing else so, and no revert before it is final (a reorg
@@ -61,9 +69,19 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
 /**
  * The chain client the settle job calls.
  *
- * `send` throws on failure and marks what it knows: wrap the error with
- * `notSent()` only when nothing left the process (the chain is clean), and
- * with `poison()` when no retry can help. Any other error is taken as
+ * `send` throws on failure and marks what it knows. Wrap the error with
+ * `notSent()` only when no tx of this call can reach the chain, now or
+ * later: refused before signing, or signed but given to no node (or
+ * refused by each node it was given to) and discarded, not kept for a
+ * retry, an outbox or a broadcast still running. Never on a nonce that
+ * carries a tx of the intent that may be out there: a node's refusal of
+ * it ("already known", "replacement underpriced") speaks of that tx, which
+ * may land, so return its hash or throw unmarked. The relayer fails a
+ * payment (voids its hold) whose last send was `notSent` when none of the
+ * sends it made may have left; a copy of a call it never knew of (a proxy
+ * that retried the request) only that rule catches. Wrap with `poison()`
+ * when no retry can help: the payment is resolved at once, failed with
+ * `notSent()` (as above), else reviewed. Any other error is taken as
  * "maybe sent".
  *
  * The nonce is the Sender's to keep, one per intent:

@@ -223,7 +223,14 @@ export class Signer {
         }
         return Response.json({ error: "nonce too low" }, { status: 502 });
       }
-      // underpriced: nothing of this attempt left, the node refused it.
+      // Underpriced: the node holds a tx on this nonce. A tx of this
+      // intent (a copy of a send, or a first send that came late) may
+      // land: never notSent, which the relayer would take for the payment
+      // (its hold voided) if it never saw the request that sent that tx.
+      const held = this.chain.mempool.get(nonce);
+      if (held !== undefined && held.intentId === intentId) {
+        return Response.json({ txHash: held.hash });
+      }
       return Response.json({ error: r, notSent: true }, { status: 409 });
     }
     const m = /^\/receipt\/(.+)$/.exec(url.pathname);
