@@ -9,6 +9,18 @@
  *   stays pending (the steady state `deno task bench:http` measures);
  * - anything else: accepts, and the receipt confirms on the second read.
  *
+ * A send it cannot read (no string `intentId`) is refused before anything
+ * is signed: 400, `notSent: true`. Every send of an intent, first, late or
+ * rescue (`replace: true`), gets the same tx: its hash is the intent id's,
+ * so at most one tx of a payment exists. A signer of your own keeps that
+ * property with a nonce per intent (docs/api.md, the `Sender` docs): kept
+ * durably before the tx leaves, reused by every later send of the intent
+ * whatever `replace` says, and kept when its tx reads `dropped`; it says
+ * `notSent: true` only when no tx of the request can reach the chain, now
+ * or later, and never on a nonce that carries a tx of the intent that may
+ * be out there (answer that tx's hash); a receipt it cannot read is an
+ * error, one its node does not know `dropped`.
+ *
  * `deno task signer` (port 9000, or `PORT`).
  *
  * @module
@@ -37,7 +49,21 @@ export function signer(request: Request): Promise<Response> | Response {
 }
 
 async function send(request: Request): Promise<Response> {
-  const { intentId } = await request.json() as { intentId: string };
+  let intentId: unknown;
+  try {
+    intentId = (await request.json() as { intentId?: unknown } | null)
+      ?.intentId;
+  } catch {
+    intentId = undefined;
+  }
+  if (typeof intentId !== "string" || intentId === "") {
+    // Nothing signed: declared, so the payment is not left to review. Not
+    // poison: a request this signer cannot read, a newer one may.
+    return Response.json({
+      error: "a send needs a JSON body with a string intentId",
+      notSent: true,
+    }, { status: 400 });
+  }
   if (intentId.endsWith("_notsent")) {
     return Response.json({
       error: "chain id mismatch",

@@ -1,8 +1,11 @@
 /**
  * `deno task signer`, the stand-in signer: a bad `PORT` is one line and
- * exit 1, and the line it prints names the port it listens on.
+ * exit 1, and the line it prints names the port it listens on. In process,
+ * through `HttpSender`: its answers are the protocol's, safe to copy.
  */
 import assert from "node:assert/strict";
+import { HttpSender, type Intent, isNotSent, isPoison } from "../../mod.ts";
+import { signer } from "../../examples/signer_stub.ts";
 import { baseEnv } from "../_main_process.ts";
 
 const STUB = new URL("../../examples/signer_stub.ts", import.meta.url).pathname;
@@ -40,4 +43,64 @@ Deno.test("the signer stub refuses a PORT that is not a port in one line, and sa
   // PORT=0: the system picks one, and the line names it (not 0).
   const { out } = await run("0");
   assert.match(out, /^signer stub on http:\/\/127\.0\.0\.1:(?!0\b)\d+\n$/);
+});
+
+/** `HttpSender` over the stub's handler, in process. */
+function stubSender(): HttpSender {
+  return new HttpSender({
+    url: "http://signer.test",
+    fetch: (input, init) =>
+      Promise.resolve(signer(new Request(input as string, init))),
+  });
+}
+
+function intentOf(id: string): Intent {
+  return {
+    id,
+    state: "settling",
+    hold: "pending",
+    version: "1",
+    settlingSince: 0,
+    lastBroadcast: null,
+    txHashes: [],
+    broadcasting: null,
+    mayHaveSent: false,
+  } as unknown as Intent;
+}
+
+Deno.test("the signer stub answers every send of an intent with its one tx, first, late or rescue: at most one tx of a payment, as a signer that keeps the nonce per intent", async () => {
+  const sender = stubSender();
+  const intent = intentOf("pi_stub_1");
+  const first = await sender.send(intent, { replace: false });
+  assert.deepEqual(await sender.send(intent, { replace: false }), first);
+  assert.deepEqual(await sender.send(intent, { replace: true }), first);
+  assert.equal(await sender.receipt(first.txHash), "pending");
+  assert.equal(await sender.receipt(first.txHash), "confirmed");
+});
+
+Deno.test("the signer stub says notSent only of an intent it never signs, and a 502 is maybe sent", async () => {
+  const sender = stubSender();
+  for (const replace of [false, true]) {
+    await assert.rejects(
+      sender.send(intentOf("pi_stub_notsent"), { replace }),
+      (error: Error) => isNotSent(error) && isPoison(error),
+    );
+    await assert.rejects(
+      sender.send(intentOf("pi_stub_timeout"), { replace }),
+      (error: Error) => !isNotSent(error) && !isPoison(error),
+    );
+  }
+});
+
+Deno.test("the signer stub refuses a send it cannot read before signing: 400, notSent (not poison: a signer deployed anew may read it)", async () => {
+  for (const body of ["{", "null", "{}", '{"intentId":7}', '{"intentId":""}']) {
+    const answer = await signer(
+      new Request("http://signer.test/send", { method: "POST", body }),
+    );
+    assert.equal(answer.status, 400, body);
+    const json = await answer.json();
+    assert.equal(json.notSent, true, body);
+    assert.equal(json.poison, undefined, body);
+    assert.equal(typeof json.error, "string", body);
+  }
 });
