@@ -95,7 +95,7 @@ export function floorAndPeers(
   const { random } = source;
   const shown = deliveries[index]!;
   // Every caller registers the floor at delivery 3 only: the groups that
-  // go on to 1e9 and 1e300 (`backoff_bench.ts`) take ours at delivery 3
+  // go on past the cap (`backoff_bench.ts`) take ours at delivery 3
   // as their baseline, not this floor.
   Deno.bench(`floor: min(cap, base*2**(n-1)) + equal jitter, n=${shown}`, {
     group,
