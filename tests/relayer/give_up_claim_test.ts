@@ -23,6 +23,12 @@ const claimOf = (key: string) => ({
   now: 1_000_000,
   expiresAt: 1_360_000,
 });
+/** The give-up of m1 at its 5 deliveries, signed with `key`. */
+const signed = (key: string) => ({
+  deliveries: 5,
+  queue: m1,
+  claim: claimOf(key),
+});
 
 /** pi_0001 authorized on `backend`, and a relayer over `wrap(store)`. */
 async function open(
@@ -63,11 +69,7 @@ for (const backend of BACKENDS) {
       }));
     try {
       await assert.rejects(
-        o.relayer.giveUp(job, {
-          deliveries: 5,
-          queue: m1,
-          claim: claimOf("sig-1"),
-        }),
+        o.relayer.giveUp(job, signed("sig-1")),
         /connection reset/,
       );
       assert.equal(await o.store.getDeadLetter("pi_0001/settle"), null);
@@ -77,19 +79,11 @@ for (const backend of BACKENDS) {
       assert.equal(o.sender.calls.length, 0);
       // The replay of the first signed request is refused, writing nothing.
       await assert.rejects(
-        o.relayer.giveUp(job, {
-          deliveries: 5,
-          queue: m1,
-          claim: claimOf("sig-1"),
-        }),
+        o.relayer.giveUp(job, signed("sig-1")),
         ReplayError,
       );
       // The queue's retry, signed afresh, resolves.
-      const out: Outcome = await o.relayer.giveUp(job, {
-        deliveries: 5,
-        queue: m1,
-        claim: claimOf("sig-2"),
-      });
+      const out: Outcome = await o.relayer.giveUp(job, signed("sig-2"));
       assert.equal(
         out.action === "poison" && out.resolution,
         "job dropped, intent still authorized",
@@ -99,11 +93,7 @@ for (const backend of BACKENDS) {
         "exhausted",
       );
       // Repeated with a third signature: answered from the letter.
-      const again = await o.relayer.giveUp(job, {
-        deliveries: 5,
-        queue: m1,
-        claim: claimOf("sig-3"),
-      });
+      const again = await o.relayer.giveUp(job, signed("sig-3"));
       assert.equal(again.action, "poison");
       // sig-3 is used (its replay refused).
       await assert.rejects(
@@ -120,11 +110,7 @@ for (const backend of BACKENDS) {
     try {
       await o.store.admit({ claim: claimOf("sig-1"), now: 1_000_000 });
       await assert.rejects(
-        o.relayer.giveUp(job, {
-          deliveries: 5,
-          queue: m1,
-          claim: claimOf("sig-1"),
-        }),
+        o.relayer.giveUp(job, signed("sig-1")),
         ReplayError,
       );
       assert.equal(
@@ -167,18 +153,10 @@ for (const backend of BACKENDS) {
           now: () => 1_000_000,
           random: () => 0,
         });
-        const out = await relayer.giveUp(job, {
-          deliveries: 5,
-          queue: m1,
-          claim: claimOf("sig-1"),
-        });
+        const out = await relayer.giveUp(job, signed("sig-1"));
         assert.equal(out.action, "poison", state.state);
         await assert.rejects(
-          relayer.giveUp(job, {
-            deliveries: 5,
-            queue: m1,
-            claim: claimOf("sig-1"),
-          }),
+          relayer.giveUp(job, signed("sig-1")),
           ReplayError,
         );
       } finally {
@@ -194,12 +172,11 @@ for (const backend of BACKENDS) {
     const { relayer, sender, clock } = opened;
     try {
       const outs = await Promise.all(
-        Array.from({ length: 6 }, (_, i) =>
-          relayer.giveUp(job, {
-            deliveries: 5,
-            queue: m1,
-            claim: claimOf(`sig-${i}`),
-          }).catch((e) => e as Error)),
+        Array.from(
+          { length: 6 },
+          (_, i) =>
+            relayer.giveUp(job, signed(`sig-${i}`)).catch((e) => e as Error),
+        ),
       );
       for (const out of outs) {
         assert.ok(!(out instanceof Error), String(out));
