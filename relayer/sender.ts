@@ -111,9 +111,9 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  *   final, or a send whose answer was lost): if the kept nonce is used by
  *   a tx of this intent, return that tx's hash rather than throw. The
  *   relayer then reads its receipt and settles. Thrown ("nonce too low",
- *   even marked `notSent`, which is true of the rescue itself), it finds
- *   that tx only if its hash is on record: one whose answer was lost, it
- *   never reads, and the payment ends in review, paid.
+ *   never marked `notSent`: the nonce carries a tx of the intent, see
+ *   above), it finds that tx only if its hash is on record: one whose
+ *   answer was lost, it never reads, and the payment ends in review, paid.
  *
  * @example A Sender that marks what it knows
  * ```ts

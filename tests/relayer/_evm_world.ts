@@ -216,7 +216,11 @@ export class Signer {
           return Response.json({ txHash: own!.tx.hash });
         }
         if (this.o.onNonceUsed === "notSent409") {
-          // As HttpSender's own example answers it.
+          // Against the Sender docs (never notSent on a nonce that
+          // carries a tx of the intent): money-safe here only because
+          // every send of this world is the relayer's own, so its sticky
+          // mayHaveSent stands; a copy it never sent (send_copy_test) is
+          // a payment failed though paid.
           return Response.json({ error: "nonce too low", notSent: true }, {
             status: 409,
           });

@@ -80,8 +80,10 @@ Deno.test("a Sender written from its docs on an EVM-like chain never pays twice,
     fc.asyncProperty(plans(asDocumented, "route"), moneyHolds),
     { numRuns: 300 },
   );
-  // "nonce too low" answered notSent (409) rather than the own tx's hash: no
-  // money lost, only paid payments left to review.
+  // "nonce too low" answered notSent (409) rather than the own tx's hash,
+  // against the Sender docs: no money lost while every send is the
+  // relayer's own (its mayHaveSent stands), only paid payments left to
+  // review; a copy it never sent loses money (send_copy_test.ts).
   await fc.assert(
     fc.asyncProperty(
       plans({ ...asDocumented, onNonceUsed: "notSent409" }, "route"),
