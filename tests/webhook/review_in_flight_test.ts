@@ -1,33 +1,44 @@
 /**
  * `POST /v1/intents/:id/resolve` failing a payment in review must not race
  * a send of it that is still running, nor take a receipt it cannot read
- * for one that says the tx cannot land.
+ * for one that says the tx cannot land; and the edges of those refusals
+ * and of the redrive loser's answer: odd receipts are unread, a settle is
+ * the operator's word even while a send runs, a send the Cloudflare
+ * consumer starts on `app.relayer` counts, and a redrive's ConflictError
+ * keeps `refused` and says "published" only when it published.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import { MemoryStore, type Sender, type Store } from "../../mod.ts";
+import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
+import {
+  ConflictError,
+  createRelayer,
+  MemoryStore,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
 
 const OPS = "ops-token-for-in-flight-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 const job = { intentId: "pi_1", kind: "settle" } as const;
 
-// A queue's give-up waits a bounded time for this process's own send of
-// the intent, then resolves: a send that outlived its lease (the wall
-// clock stepped forward mid-send, a VM resumed, a Sender slower than the
-// lease) leaves the payment in review while its tx is about to leave. The
-// operator's nonce check then sees nothing, and the fail voided the hold
-// of a payment the send then made.
-Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this process still has a send of it in flight, even with nonceChecked", async () => {
+/**
+ * `pi_1` authorized on a MemoryStore, and an app whose Sender's send
+ * hangs until `finish` (`sending` settles once it began); receipts answer
+ * `receipt`, and the app's clock is `clock.now`.
+ */
+async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
   const store = new MemoryStore();
   await store.createIntent({
     id: "pi_1",
     state: "authorized",
     hold: "pending",
   });
-  let clock = 1_000_000;
+  const clock = { now: 1_000_000 };
   let finish!: (sent: { txHash: string }) => void;
   let began!: () => void;
   const sending = new Promise<void>((resolve) => began = resolve);
@@ -36,21 +47,38 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
       began();
       return new Promise((resolve) => finish = resolve);
     },
-    receipt: () => Promise.resolve("pending"),
+    receipt: () => Promise.resolve(receipt),
   };
   const app = createApp({
     store,
     sender,
     opsToken: OPS,
-    now: () => clock,
+    now: () => clock.now,
     random: () => 0,
     leaseMs: 200,
     clockSkewMs: 0,
-    policy: { maxDeliveries: 3 },
+    policy: { maxDeliveries },
   });
+  return {
+    store,
+    app,
+    clock,
+    sending,
+    finish: (sent: { txHash: string }) => finish(sent),
+  };
+}
+
+// A queue's give-up waits a bounded time for this process's own send of
+// the intent, then resolves: a send that outlived its lease (the wall
+// clock stepped forward mid-send, a VM resumed, a Sender slower than the
+// lease) leaves the payment in review while its tx is about to leave. The
+// operator's nonce check then sees nothing, and the fail voided the hold
+// of a payment the send then made.
+Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this process still has a send of it in flight, even with nonceChecked", async () => {
+  const { store, app, clock, sending, finish } = await heldSend("pending", 3);
   const delivery = app.relayer.deliver(job, 1);
   await sending;
-  clock += 60_000; // the wall clock steps forward while the send runs
+  clock.now += 60_000; // the wall clock steps forward while the send runs
   const gaveUp = await app.relayer.giveUp(job, {
     deliveries: 3,
     queue: { queue: "qstash", messageId: "msg_1" },
@@ -139,5 +167,106 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 receipts-unread for a receip
       lines.some((line) => line.includes("unknown receipt status")),
       lines.join("\n"),
     );
+  }
+});
+
+Deno.test("POST /v1/intents/:id/resolve reads a String object, a toString, a throwing toJSON, the text 'late' and one unknown beside a dropped as unread", async () => {
+  const odd: [string, (txHash: string) => unknown][] = [
+    ["String object", () => new String("dropped")],
+    ["toString", () => ({ toString: () => "dropped" })],
+    ["throwing toJSON", () => ({
+      toJSON() {
+        throw new Error("no");
+      },
+    })],
+    ["late", () => "late"],
+    ["dropped + Dropped", (h) => h === "0xa" ? "dropped" : "Dropped"],
+  ];
+  for (const [name, answer] of odd) {
+    const store = new MemoryStore();
+    const version = await inReview(store, ["0xa", "0xb"]);
+    const sender = {
+      send: () => Promise.reject(new Error("no sends here")),
+      receipt: (txHash: string) => Promise.resolve(answer(txHash)),
+    } as unknown as Sender;
+    const app = createApp({ store, sender, opsToken: OPS });
+    const res = await app.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
+    });
+    const body = await res.json();
+    assert.equal(res.status, 503, `${name}: ${JSON.stringify(body)}`);
+    assert.equal((await store.getIntent("pi_1"))?.hold, "pending", name);
+  }
+});
+
+Deno.test("a send the Cloudflare consumer starts on app.relayer is in flight for the resolve route: the fail is refused, the settle (the operator's word) is not", async () => {
+  const { store, app, clock, sending, finish } = await heldSend("dropped", 4);
+  const queue = createQueueHandler({
+    relayer: app.relayer,
+    maxRetries: 3,
+    deadLetterQueue: "dlq",
+  });
+  const message = (attempts: number) => ({
+    id: "m1",
+    body: job,
+    attempts,
+    ack: () => {},
+    retry: () => {},
+  });
+  const batch = queue({ queue: "jobs", messages: [message(1)] });
+  await sending;
+  clock.now += 60_000; // the wall clock steps forward while the send runs
+  await queue({ queue: "dlq", messages: [message(1)] });
+  const { intent } = await (await app.request("/v1/intents/pi_1", { headers }))
+    .json();
+  assert.equal(intent.state, "needs_review");
+  const resolve = (body: Record<string, unknown>) =>
+    app.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ version: intent.version, ...body }),
+    });
+  const failed = await resolve({ to: "failed", nonceChecked: true });
+  assert.equal(failed.status, 409);
+  assert.match((await failed.json()).type, /send-in-flight$/);
+  // Settled on the operator's word: the send in flight shares the nonce of
+  // the tx the operator saw confirm, so it cannot pay a second time.
+  assert.equal((await resolve({ to: "settled" })).status, 200);
+  finish({ txHash: "0xlanded" });
+  await batch;
+  const after = await store.getIntent("pi_1");
+  assert.equal(`${after?.state}/${after?.hold}`, "settled/captured");
+});
+
+Deno.test("relayer.redrive: a store's ConflictError keeps its refused flag, and says the job was published only when a publish ran", async () => {
+  for (const publishes of [true, false]) {
+    for (const refused of [true, false]) {
+      const store = new MemoryStore();
+      await store.createIntent({ id: "pi_1", state: "created" });
+      const relayer = createRelayer({
+        store,
+        sender: {
+          send: () => Promise.reject(new Error("no sends here")),
+          receipt: () => Promise.resolve("pending"),
+        },
+        policy: { maxDeliveries: 1 },
+      });
+      await relayer.deliver(job, 1);
+      assert.ok(await store.getDeadLetter("pi_1/settle"));
+      store.redrive = () =>
+        Promise.reject(new ConflictError("the store says no", { refused }));
+      let published = 0;
+      const error = await relayer.redrive(
+        "pi_1/settle",
+        publishes ? { publish: () => Promise.resolve(void published++) } : {},
+      ).then(() => undefined, (e: unknown) => e);
+      assert.ok(error instanceof ConflictError);
+      assert.equal(error.refused, refused);
+      assert.equal(published, publishes ? 1 : 0);
+      if (publishes) assert.match(error.message, /published all the same/);
+      else assert.equal(error.message, "the store says no");
+    }
   }
 });
