@@ -2407,7 +2407,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
     d: Delivery,
   ): Promise<void> {
     if (d.givingMarked) return;
-    const [first, ...rest] = deliveryMarks(ids, jobId);
+    const marks = deliveryMarks(ids, jobId);
+    const [first, ...rest] = marks;
     if (first !== undefined && d.claim !== undefined) {
       await d.write((options) =>
         store.admit({
@@ -2419,7 +2420,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
       await mark(rest);
     } else {
-      await mark(first === undefined ? rest : [first, ...rest]);
+      await mark(marks);
     }
     d.givingMarked = true;
   }
