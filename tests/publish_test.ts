@@ -835,11 +835,115 @@ Deno.test("qstashPublisher() writes nothing to the console: a publish refused, r
     // Nothing listens on port 9 (discard) here.
     await assert.rejects(
       publisher("http://127.0.0.1:9").publish(job),
-      /QStash did not take the job/,
+      /Error: QStash did not answer the publish of pi_0001\/settle \(.+\): it may have taken the job or not/,
     );
   } finally {
     methods.forEach((method, i) => terminal[method] = kept[i]!);
     await server.shutdown();
   }
   assert.deepEqual(written, []);
+});
+
+/**
+ * A QStash on a raw loopback socket (`Deno.serve` cannot drop a
+ * connection after reading a request): it takes every publish it reads
+ * whole and answers it `201`, keeping the connection alive, except the
+ * `dieAt`-th, which it takes and whose connection then dies unanswered (a
+ * proxy's idle timeout, a restart): the answer never comes.
+ */
+function dyingQStash(dieAt: number) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const read: { connection: number; body: string }[] = [];
+  const conns = new Set<Deno.Conn>();
+  const serve = async (conn: Deno.Conn, connection: number) => {
+    const buffer = new Uint8Array(65536);
+    const decoder = new TextDecoder();
+    let text = "";
+    for (;;) {
+      const n = await conn.read(buffer).catch(() => null);
+      if (n === null) return;
+      text += decoder.decode(buffer.subarray(0, n), { stream: true });
+      for (;;) {
+        const end = text.indexOf("\r\n\r\n");
+        if (end < 0) break;
+        const head = text.slice(0, end);
+        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (text.length < end + 4 + length) break;
+        const body = text.slice(end + 4, end + 4 + length);
+        text = text.slice(end + 4 + length);
+        read.push({ connection, body });
+        if (read.length === dieAt) {
+          conn.close();
+          conns.delete(conn);
+          return;
+        }
+        const answer = JSON.stringify({ messageId: `msg_${read.length}` });
+        await conn.write(
+          new TextEncoder().encode(
+            `HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\n\r\n${answer}`,
+          ),
+        ).catch(() => {});
+      }
+    }
+  };
+  const serving = (async () => {
+    let connection = 0;
+    for await (const conn of listener) {
+      conns.add(conn);
+      void serve(conn, ++connection);
+    }
+  })();
+  return {
+    url: `http://127.0.0.1:${listener.addr.port}`,
+    read,
+    async close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // closed by the stand-in already
+        }
+      }
+      await serving.catch(() => {});
+    },
+  };
+}
+
+Deno.test("qstashPublisher() sends a publish once: one whose kept-alive connection dies after QStash read it whole fails as maybe taken, never sent again (a POST /v1/jobs, without a deduplication id, would be a second message)", async () => {
+  const qstash = dyingQStash(2);
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: qstash.url,
+    });
+    // The first publish leaves a kept-alive connection: the second rides it.
+    assert.deepEqual(
+      await publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+      { messageId: "msg_1" },
+    );
+    const second = publisher.publish({ intentId: "pi_0002", kind: "settle" });
+    const outcome = await second.then(
+      (answer) => `answered ${JSON.stringify(answer)}`,
+      (error: Error) => error.message,
+    );
+    // Deno's fetch sent a string body again, on a new connection, and
+    // answered with the answer to that copy: QStash would hold two.
+    assert.deepEqual(
+      qstash.read.map((r) => `${r.connection} ${r.body}`),
+      [
+        `1 {"intentId":"pi_0001","kind":"settle"}`,
+        `1 {"intentId":"pi_0002","kind":"settle"}`,
+      ],
+      outcome,
+    );
+    assert.match(
+      outcome,
+      /^QStash did not answer the publish of pi_0002\/settle \(.+\): it may have taken the job or not; publishing again is harmless/,
+    );
+  } finally {
+    await qstash.close();
+  }
 });

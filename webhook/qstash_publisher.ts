@@ -120,9 +120,11 @@ export interface Publisher {
  * SHA-256 (`Upstash-Deduplication-Id`): QStash refuses one with a colon,
  * which a redrive's `<jobId>:<version>` has. Building it does no I/O.
  *
- * A publish is one request, never retried here (the operator's `POST
- * /v1/jobs` or redrive answers 503 and is tried again), and bounded by
- * `timeoutMs`, past which it is aborted. QStash's 429 fails with which
+ * A publish is one request, never retried here, not even by the runtime
+ * (its body goes as a `Blob`, which Deno's `fetch` does not send again on
+ * a new connection): the operator's `POST /v1/jobs` or redrive answers 503
+ * and is tried again. It is bounded by `timeoutMs`, past which it is
+ * aborted; one whose answer is lost fails saying QStash may hold the job. QStash's 429 fails with which
  * limit it hit and when to try again, where QStash said (`Retry-After`,
  * else `RateLimit-Reset` or `Burst-RateLimit-Reset`). Nothing is written
  * to the console: the error says it all, and never holds the token.
@@ -247,7 +249,14 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         const response = await fetch(endpoint, {
           method: "POST",
           headers,
-          body: JSON.stringify(job),
+          // A Blob, not the string: Deno's fetch sends a request whose body
+          // it holds as text or bytes again, on a new connection, when a
+          // kept-alive one dies after carrying it whole, and answers with
+          // the answer to that copy. QStash took the first: a job without
+          // a deduplication id (POST /v1/jobs) would be queued twice, and
+          // said published once. A Blob (its length still declared) is
+          // sent once; the lost answer fails the publish as maybe taken.
+          body: new Blob([JSON.stringify(job)]),
           signal: controller.signal,
         });
         // Always read, whatever the status: a body left unread holds its
@@ -323,10 +332,20 @@ function publishError(
   status: number | undefined,
   cause: unknown,
 ): Error {
+  // No answer: the request may have reached QStash whole before its
+  // connection failed (a reset, a proxy's idle timeout), so it may hold
+  // the job; "did not take" would be a guess.
+  if (status === undefined) {
+    return new Error(
+      `QStash did not answer the publish of ${jobId} (${
+        loggable(cause, token)
+      }): ${MAYBE_TAKEN}`,
+    );
+  }
   return new Error(
-    `QStash did not take the job ${jobId}${
-      status === undefined ? "" : ` (HTTP ${status})`
-    }: ${loggable(cause, token)}`,
+    `QStash did not take the job ${jobId} (HTTP ${status}): ${
+      loggable(cause, token)
+    }`,
   );
 }
 

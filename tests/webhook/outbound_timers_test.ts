@@ -100,7 +100,7 @@ Deno.test({
     }
     await assert.rejects(
       publisher(server.url).publish({ intentId: "pi_0001", kind: "settle" }),
-      /QStash did not take the job/,
+      /QStash did not answer the publish of pi_0001\/settle/,
     );
   },
 });
