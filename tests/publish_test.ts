@@ -947,3 +947,33 @@ Deno.test("qstashPublisher() sends a publish once: one whose kept-alive connecti
     await qstash.close();
   }
 });
+
+Deno.test("qstashPublisher() says what to do when QStash refuses its token (401): set QSTASH_TOKEN to a token of that QStash, as publishing again will not help; the token is not repeated", async () => {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      await req.body?.cancel();
+      return Response.json({ error: "Unauthorized" }, { status: 401 });
+    },
+  );
+  try {
+    const token = "a-token-of-another-account-0123";
+    const url = `http://127.0.0.1:${server.addr.port}`;
+    const publisher = qstashPublisher({
+      token,
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: url,
+    });
+    const error = await publisher.publish({
+      intentId: "pi_0001",
+      kind: "settle",
+    }).then(() => null, (error: Error) => error);
+    assert.equal(
+      error?.message,
+      `QStash did not take the job pi_0001/settle (HTTP 401): {"error":"Unauthorized"}; QStash refused QSTASH_TOKEN: set it to the token the QStash console shows for the API at ${url} (QSTASH_URL), as publishing again will not help until then`,
+    );
+  } finally {
+    await server.shutdown();
+  }
+});

@@ -124,9 +124,11 @@ export interface Publisher {
  * (its body goes as a `Blob`, which Deno's `fetch` does not send again on
  * a new connection): the operator's `POST /v1/jobs` or redrive answers 503
  * and is tried again. It is bounded by `timeoutMs`, past which it is
- * aborted; one whose answer is lost fails saying QStash may hold the job. QStash's 429 fails with which
- * limit it hit and when to try again, where QStash said (`Retry-After`,
- * else `RateLimit-Reset` or `Burst-RateLimit-Reset`). Nothing is written
+ * aborted; one whose answer is lost fails saying QStash may hold the job.
+ * QStash's 429 fails with which limit it hit and when to try again, where
+ * QStash said (`Retry-After`, else `RateLimit-Reset` or
+ * `Burst-RateLimit-Reset`); its 401 with what to set (`QSTASH_TOKEN`, for
+ * the API at `baseUrl`), as no retry helps there. Nothing is written
  * to the console: the error says it all, and never holds the token.
  *
  * @param options The token, the public URL, the retries, the API base and
@@ -282,12 +284,20 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
       }
       if (status < 200 || status > 299) {
         // As QStash's client words an empty answer.
-        throw publishError(
+        const error = publishError(
           jobId,
           token,
           status,
           text || `Error: status=${status}`,
         );
+        if (status === 401) {
+          // A token QStash does not know (another account's, another
+          // region's, a signing key): every publish fails alike, and the
+          // routes' "try again" cannot help.
+          error.message +=
+            `; QStash refused QSTASH_TOKEN: set it to the token the QStash console shows for the API at ${baseUrl} (QSTASH_URL), as publishing again will not help until then`;
+        }
+        throw error;
       }
       let messageId: unknown;
       try {
