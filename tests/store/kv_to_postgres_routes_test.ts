@@ -249,10 +249,10 @@ Deno.test({
       // A poison: failed, its hold voided, a declared dead letter.
       assert.equal((await send(generic("pi_poison", clock.now))).status, 200);
       // Exhausted over QStash: in review, an exhausted dead letter.
+      const exhausting = [];
       for (let retried = 0; retried < 3; retried++) {
-        const outcome = await send(
-          await qstash("pi_exhaust", "msg_x", retried),
-        );
+        exhausting.push(await qstash("pi_exhaust", "msg_x", retried));
+        const outcome = await send(exhausting[retried]!);
         clock.now += 1000;
         if (retried < 2) assert.equal(outcome.status, 503);
         else assert.equal(outcome.status, 200, JSON.stringify(outcome));
@@ -345,6 +345,12 @@ Deno.test({
       // Every refusal: the replay, still refused.
       const replay = await same("the replayed request", first);
       assert.equal(replay.status, 401, JSON.stringify(replay));
+      // QStash's too: its token's id is on record past the move.
+      const qstashReplay = await same(
+        "a replayed QStash delivery",
+        exhausting[0]!,
+      );
+      assert.equal(qstashReplay.status, 401, JSON.stringify(qstashReplay));
       // A late copy of the message QStash gave up on sends nothing.
       const late = await same(
         "a late copy of the given-up message",
