@@ -228,9 +228,27 @@ export function withoutToken(kv: Deno.Kv, token: string): KvLike {
  * Why a KV Connect database could not be opened, in one line of at most
  * 300 characters. Deno's error quotes the metadata endpoint's answer, which
  * may echo the Authorization header: the access token is replaced.
+ *
+ * @param error What `Deno.openKv(url)` threw.
+ * @param token The access token to keep out (`DENO_KV_ACCESS_TOKEN`).
+ * @returns The reason, on one line, without the token.
+ *
+ * @example A refusal that echoed the token
+ * ```ts
+ * import { remoteKvRefusal } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const error = new Error("responded with 401:\n you sent Bearer tok_1");
+ * assert.equal(
+ *   remoteKvRefusal(error, "tok_1"),
+ *   "responded with 401: you sent Bearer <DENO_KV_ACCESS_TOKEN>",
+ * );
+ * ```
  */
-function remoteKvRefusal(error: unknown): string {
-  const token = Deno.env.get("DENO_KV_ACCESS_TOKEN");
+export function remoteKvRefusal(
+  error: unknown,
+  token: string | undefined = Deno.env.get("DENO_KV_ACCESS_TOKEN"),
+): string {
   const message = error instanceof Error ? error.message : String(error);
   // Masked before white space is collapsed: a token may hold a run of it.
   const text = (token ? maskToken(message, token) : message)

@@ -22,6 +22,8 @@
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
+import type { KvLike } from "../store/kv.ts";
+import { remoteKvRefusal, withoutToken } from "../main.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import {
   type KvToPostgresReport,
@@ -106,12 +108,21 @@ export async function main(
         }: this process may not open ${from} (deno task kv-to-postgres may write ./data only): run the tool with --allow-write=${
           from.replace(/[^/]*$/, "") || "."
         }`
-        : `${env.KV_URL ? "KV_URL" : "KV_PATH"}: cannot open ${
-          env.KV_URL ? "the KV Connect database" : from
-        } (${error instanceof Error ? error.message : String(error)})`,
+        : env.KV_URL
+        // Deno's error quotes the metadata endpoint's answer, which may
+        // echo the access token: kept out, as the service keeps it out.
+        ? `KV_URL: cannot open the KV Connect database (${
+          remoteKvRefusal(error, env.DENO_KV_ACCESS_TOKEN)
+        }): check KV_URL and DENO_KV_ACCESS_TOKEN.`
+        : `KV_PATH: cannot open ${from} (${
+          error instanceof Error ? error.message : String(error)
+        })`,
     );
     return 2;
   }
+  // A read of the move may fetch the metadata again, and quote it too.
+  const token = env.KV_URL ? env.DENO_KV_ACCESS_TOKEN : undefined;
+  const source: KvLike = token ? withoutToken(kv, token) : kv;
   // TLS as the URL says, as the service connects (main.ts), whatever
   // PGSSL or PGSSLNEGOTIATION say.
   const sql = postgres(url, {
@@ -122,7 +133,7 @@ export async function main(
   const store = new PostgresStore(sql);
   try {
     await store.migrate();
-    const report = await moveKvToPostgres(kv, sql, { clockSkewMs });
+    const report = await moveKvToPostgres(source, sql, { clockSkewMs });
     for (const line of describeMove(report)) console.log(line);
     console.log(
       "next   start the service with DATABASE_URL (KV_PATH and KV_URL unset), then resume the queue",

@@ -142,6 +142,86 @@ Deno.test("deno task kv-to-postgres refuses a missing DATABASE_URL, and KV_URL s
   }
 });
 
+Deno.test("deno task kv-to-postgres refuses a KV_URL it cannot open in one line naming KV_URL, without the access token an answer echoed, as main.ts does", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+  const token = "KVTOK/0123  456789abcdef"; // a slash and a run of spaces
+  // A metadata endpoint that refuses, quoting the request's header.
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) =>
+      new Response(
+        `unauthorized: you sent ${req.headers.get("authorization")}`,
+        {
+          status: 401,
+        },
+      ),
+  );
+  try {
+    const { code, out, err } = await runTool({
+      KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+      DENO_KV_ACCESS_TOKEN: token,
+      DATABASE_URL: "postgres://relayer@127.0.0.1:9/payments",
+    }, dir);
+    assert.equal(code, 2);
+    assert.equal(out, "");
+    assert.match(
+      err,
+      /^KV_URL: cannot open the KV Connect database \(.*401.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.\n$/,
+    );
+    assert.ok(!err.includes("456789abcdef"), err);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres keeps the access token out of a refusal KV Connect gives while the move reads (its metadata fetched again and refused with the header echoed), as main.ts does",
+  ignore: !postgresAvailable,
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, database }) => {
+      const token = "KVTOK/0123  456789abcdef";
+      let fetched = 0;
+      // A KV Connect metadata endpoint whose first answer has already
+      // expired, and which refuses the next fetch, quoting the header.
+      const server: Deno.HttpServer<Deno.NetAddr> = Deno.serve(
+        { hostname: "127.0.0.1", port: 0, onListen() {} },
+        (req): Response => {
+          if (++fetched > 1) {
+            return new Response(
+              `unauthorized: you sent ${req.headers.get("authorization")}`,
+              { status: 401 },
+            );
+          }
+          return Response.json({
+            version: 2,
+            databaseId: crypto.randomUUID(),
+            endpoints: [{
+              url: `http://127.0.0.1:${server.addr.port}/data`,
+              consistency: "strong",
+            }],
+            token: "data-plane-token",
+            expiresAt: new Date(Date.now() - 1000).toISOString(),
+          });
+        },
+      );
+      try {
+        const { code, out, err } = await runTool({
+          KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+          DENO_KV_ACCESS_TOKEN: token,
+          DATABASE_URL: database.url,
+        }, dir);
+        assert.equal(code, 1, err);
+        assert.equal(out, "");
+        assert.match(err, /Failed to fetch metadata: unauthorized/);
+        assert.ok(!err.includes("456789abcdef"), err);
+      } finally {
+        await server.shutdown();
+      }
+    }),
+});
+
 Deno.test("deno task kv-to-postgres refuses a KV_PATH with no file, and makes none", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   try {
