@@ -184,8 +184,9 @@ type Sql = postgres.TransactionSql;
  * crashed within its lease. Nothing was moved.
  * @throws {ConflictError} If Deno KV holds nothing under the prefix (a
  * wrong handle or prefix), the schema already holds rows or is not
- * migrated, or a record under the prefix was written while the move
- * copied the store (an instance still runs). Nothing was moved.
+ * migrated, the database is read-only or the role lacks a grant the
+ * store's calls use, or a record under the prefix was written while the
+ * move copied the store (an instance still runs). Nothing was moved.
  * @throws {TypeError} If an option is invalid, or Deno KV holds a record
  * this store does not write or cannot be kept in PostgreSQL. Nothing was
  * moved.
@@ -292,6 +293,21 @@ export async function moveKvToPostgres(
     );
   }
   const [check] = ownRows(await client.unsafe(migrated(schema)));
+  // As PostgresStore.migrate() refuses them: every insert would fail in
+  // PostgreSQL's words, which say neither why nor what to do.
+  if (check?.read_only === true) {
+    throw new ConflictError(
+      `Cannot move into schema ${schema} as this PostgreSQL database is read-only (a standby, or default_transaction_read_only = on): connect to the primary, then run the move again. Nothing was moved.`,
+      { refused: true },
+    );
+  }
+  const missing = String(check?.missing ?? "");
+  if (check?.current === true && missing !== "") {
+    throw new ConflictError(
+      `Cannot move into schema ${schema} as this role lacks ${missing}: grant them to it (docs/postgres.md lists what a service role needs), or run the move as the schema's owner. Nothing was moved.`,
+      { refused: true },
+    );
+  }
   if (check?.current !== true) {
     throw new ConflictError(
       `Cannot move into schema ${schema} as it is not migrated: run await new PostgresStore(sql, { schema: "${schema}" }).migrate() first (as the schema's owner), then the move. Nothing was moved.`,

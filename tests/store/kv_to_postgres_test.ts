@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import type postgres from "postgres";
+import postgres from "postgres";
 import {
   BusyError,
   ConflictError,
@@ -26,7 +26,12 @@ import {
 } from "../../mod.ts";
 import { type KvLike, KvStore } from "../../store/kv.ts";
 import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
-import { connect, openPostgresStore, postgresAvailable } from "../_postgres.ts";
+import {
+  connect,
+  openPostgresStore,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
 
 const T0 = 1_800_000_000_000;
 const MINUTE = 60_000;
@@ -421,6 +426,62 @@ Deno.test({
       );
       const [found] = await pg.sql`SELECT to_regnamespace(${bare}) AS s`;
       assert.equal(found?.s, null);
+    }),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refuses a read-only database, and a role that lacks the grants the store's calls use, saying what to do, and writes nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const readOnly = await connect(1, {
+        connection: { default_transaction_read_only: "on" },
+      });
+      try {
+        const error = await moveKvToPostgres(file.kv, readOnly, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof ConflictError, String(error));
+        assert.match(
+          error.message,
+          /is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary, then run the move again\. Nothing was moved\.$/,
+        );
+      } finally {
+        await readOnly.end();
+      }
+      // A role that may read the schema but not write it.
+      const role = `r${pg.schema}`;
+      await pg.sql.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD 'pw';
+        GRANT USAGE ON SCHEMA "${pg.schema}" TO "${role}";
+        GRANT SELECT ON ALL TABLES IN SCHEMA "${pg.schema}" TO "${role}"`);
+      const url = new URL(await postgresUrl());
+      url.username = role;
+      url.password = "pw";
+      const reader = postgres(url.href, { max: 1, onnotice: () => {} });
+      try {
+        const error = await moveKvToPostgres(file.kv, reader, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof ConflictError, String(error));
+        assert.match(
+          error.message,
+          new RegExp(
+            `^Cannot move into schema ${pg.schema} as this role lacks INSERT on ${pg.schema}\\.intents, .*: grant them to it \\(docs/postgres\\.md lists what a service role needs\\), or run the move as the schema's owner\\. Nothing was moved\\.$`,
+          ),
+        );
+      } finally {
+        await reader.end();
+        await pg.sql.unsafe(`DROP OWNED BY "${role}"; DROP ROLE "${role}"`);
+      }
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
     }),
 });
 
