@@ -341,7 +341,7 @@ export async function moveKvToPostgres(
         { cause: error },
       );
     }
-    await refuseNonEmpty(tx, schema);
+    await refuseNonEmpty(tx, schema, kv, prefix);
     // Deno KV's versionstamps grow with every commit, and a commit of
     // nothing takes one too: a record whose versionstamp is newer than
     // this was written after the copy began.
@@ -622,8 +622,19 @@ function leaseHeld(intentId: string, lease: { expiresAt?: unknown }): Error {
   );
 }
 
-/** Throws a {@linkcode ConflictError} if any table of `schema` holds a row. */
-async function refuseNonEmpty(tx: Sql, schema: string): Promise<void> {
+/**
+ * Throws a {@linkcode ConflictError} if any table of `schema` holds a row.
+ * A move copies every intent, and neither store ever deletes one: a
+ * schema with no intent while Deno KV holds one was written by something
+ * else (a service started on it: its readiness probe writes a count), and
+ * is refused without the word that an earlier move may be done.
+ */
+async function refuseNonEmpty(
+  tx: Sql,
+  schema: string,
+  kv: KvLike,
+  prefix: KvKey,
+): Promise<void> {
   const tables = [
     ["intents", "intent"],
     ["counters", "count"],
@@ -644,10 +655,20 @@ async function refuseNonEmpty(tx: Sql, schema: string): Promise<void> {
       return `${n} ${noun}${n === 1 ? "" : "s"}`;
     });
   if (held.length === 0) return;
+  let kept: string | undefined;
+  if (Number(row?.intents) === 0) {
+    for await (
+      const entry of kv.list({ prefix: [...prefix, "intent"] }, { limit: 1 })
+    ) kept = String(entry.key.at(-1));
+  }
   throw new ConflictError(
     `Cannot move into schema ${schema} as it already holds ${
       held.join(", ")
-    }: a move goes into an empty schema only. If an earlier move committed, it is done: switch the service to PostgreSQL. Otherwise move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. Nothing was moved.`,
+    }: a move goes into an empty schema only. ${
+      kept === undefined
+        ? "If an earlier move committed, it is done: switch the service to PostgreSQL. Otherwise move"
+        : `But no move of this store committed here: it holds none of its intents (${kept} among them), so something else wrote those rows (a service started on this schema writes a count at its first readiness probe). Stop it, then move`
+    } into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. Nothing was moved.`,
     { refused: true },
   );
 }

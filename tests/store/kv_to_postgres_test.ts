@@ -431,6 +431,35 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() refusing a schema a service wrote before any move (its readiness probe's count) does not say the move may be done: none of the store's intents is there",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "settling",
+        hold: "pending",
+        settlingSince: T0,
+        lastBroadcast: { outcome: "sent", txHash: "0xabc", at: T0 },
+      });
+      // A service started on the schema before the move: /readyz counts.
+      await pg.store.admit({ now: T0, count: "relayer/write-probe" });
+      const error = await moveAt(file, pg).then(() => null, (error) => error);
+      assert.ok(error instanceof ConflictError, String(error));
+      assert.match(error.message, /already holds 1 count/);
+      // Not "if an earlier move committed, it is done": switched, the
+      // service would find none of its intents.
+      assert.doesNotMatch(error.message, /it is done/);
+      assert.match(
+        error.message,
+        /no move of this store committed here: it holds none of its intents \(pi_0001 among them\)/,
+      );
+      assert.match(error.message, /Nothing was moved\.$/);
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() refuses a read-only database, and a role that lacks the grants the store's calls use, saying what to do, and writes nothing",
   ignore: !postgresAvailable,
   fn: () =>
