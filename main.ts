@@ -13,7 +13,8 @@
  * still reaches the service gets a 503, both of which the queue retries,
  * deliveries in flight finish (for at most
  * {@linkcode DRAIN_MS}, or {@linkcode DEPLOY_DRAIN_MS} on Deno Deploy), then
- * the store closes and the process exits 0. A second signal exits at once.
+ * the store closes and the process exits 0. A second signal exits at once,
+ * saying how many deliveries it cut short.
  *
  * This file and `store/kv.ts` are the only places that touch `Deno.*`.
  *
@@ -104,6 +105,12 @@ export interface ServedInfo {
 export interface Service {
   /** The webhook. */
   readonly app: WebhookApp;
+  /**
+   * How many deliveries are running now (a request until its answer is
+   * sent, a local-queue message until it is handled): what a stop that
+   * exits at once cuts short.
+   */
+  readonly inFlight: number;
   /** The store it keeps its state in. */
   readonly store: Store;
   /** The Deno KV handle it opened; `null` on PostgreSQL (`DATABASE_URL`). */
@@ -784,6 +791,9 @@ export async function openService(
     description: `${
       describePolicy(config.policy)
     }; store ${where}; ${jobs}; routes: ${routes}`,
+    get inFlight() {
+      return inFlight.size;
+    },
     fetch(request, info) {
       if (draining) {
         return Promise.resolve(
@@ -949,6 +959,13 @@ export function batchedLog(
   };
 }
 
+/** What a stop says of the `left` (one or more) deliveries it did not wait for. */
+function cutShort(left: number): string {
+  return `${left} ${left === 1 ? "delivery" : "deliveries"} still running ${
+    left === 1 ? "was" : "were"
+  } cut short (their leases expire and the queue redelivers)`;
+}
+
 let service: Service | undefined;
 /** Where the start-up lines go once the service runs (`deno serve` only). */
 let announce: ((line: string) => void) | undefined;
@@ -1052,7 +1069,13 @@ if (import.meta.main) {
   let stopping = false;
   const stop = async (signal: Deno.Signal) => {
     if (stopping) {
-      console.error(`relayer: ${signal} again: exiting now`);
+      // What the exit cuts short is said, as a drain that ran out says it.
+      const left = running.inFlight;
+      console.error(
+        `relayer: ${signal} again: exiting now; ${
+          left === 0 ? "no delivery was running" : cutShort(left)
+        }`,
+      );
       stdout.flush();
       Deno.exit(1);
     }
@@ -1065,11 +1088,7 @@ if (import.meta.main) {
     stdout.line(
       left === 0
         ? `relayer: drained; ${closed}`
-        : `relayer: ${left} ${
-          left === 1 ? "delivery" : "deliveries"
-        } still running ${
-          left === 1 ? "was" : "were"
-        } cut short (their leases expire and the queue redelivers); ${closed}`,
+        : `relayer: ${cutShort(left)}; ${closed}`,
     );
     stdout.flush();
     // `deno serve` heard the signal too: it closed the listener and sends

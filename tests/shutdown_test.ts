@@ -220,6 +220,40 @@ Deno.test(
 );
 
 Deno.test(
+  "main.ts on a second SIGTERM exits at once and says how many deliveries it cut short",
+  timeout(
+    30_000,
+    (_t, signal) =>
+      withServedMain(
+        {},
+        "pi_twice",
+        signal,
+        async ({ service, signer, base }) => {
+          const inFlight = signedDelivery(base, "pi_twice").then(
+            (r) => r.body?.cancel(),
+            () => {},
+          );
+          await signer.firstStarted; // mid-send, for longer than the test
+          service.child.kill("SIGTERM");
+          // The first signal's drain has begun before the second comes.
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          service.child.kill("SIGTERM");
+          const { code, stdout, stderr } = await service.ended();
+          await inFlight;
+          assert.equal(code, 1, `${stdout}\n${stderr}`);
+          assert.match(stdout, /relayer: SIGTERM: draining/);
+          // What the stop left mid-send is said, as a drain that ran out says it.
+          assert.match(
+            stderr,
+            /relayer: SIGTERM again: exiting now; 1 delivery still running was cut short \(their leases expire and the queue redelivers\)/,
+          );
+        },
+        3_000,
+      ),
+  ),
+);
+
+Deno.test(
   "openService() drain() answers new requests 503, waits for the one in flight, then closes KV",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_drain_" });
