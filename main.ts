@@ -16,7 +16,9 @@
  * the store closes and the process exits 0. A second signal exits at once,
  * saying how many deliveries it cut short.
  *
- * This file and `store/kv.ts` are the only places that touch `Deno.*`.
+ * Of the modules the service runs, this file is the only one that touches
+ * `Deno.*` (`tests/portable_test.ts` holds the rest to it): it opens the
+ * Deno KV handle and gives it to `KvStore`.
  *
  * @module
  */
