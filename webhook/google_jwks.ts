@@ -98,7 +98,9 @@ const JWKS_OPTIONS: readonly string[] = Object.keys(
 
 /**
  * A source of Google's signing keys that fetches them once and keeps them
- * for the `max-age` Google sends (at least a minute, at most a day). Called
+ * for the `max-age` Google sends (at least a minute, at most a day); only
+ * the entries of its `keys` that are objects are kept, and an answer with
+ * none is a failed fetch, as a 500 is. Called
  * with `{ refresh: true }` it fetches them again now, as the Pub/Sub
  * verifier does (rate-limited there) for a token signed by a key it does
  * not know yet. When a refresh fails it keeps serving the keys it has, and
@@ -184,15 +186,23 @@ export function googleJwks(
       await res.body?.cancel().catch(() => {});
       throw new Error(`Google's keys answered ${res.status}`);
     }
-    const body = await res.json() as { keys?: unknown };
-    if (!Array.isArray(body.keys) || body.keys.length === 0) {
+    const body = await res.json() as { keys?: unknown } | null;
+    // Only objects are keys: a null among them would be cached for the
+    // answer's max-age and throw on every push's look-up of its `kid` (a
+    // 500 logged per push, not the 503 of keys that cannot be had).
+    const keys = Array.isArray(body?.keys)
+      ? body.keys.filter((key: unknown) =>
+        typeof key === "object" && key !== null && !Array.isArray(key)
+      )
+      : [];
+    if (keys.length === 0) {
       throw new Error("Google's keys answer has no keys");
     }
     const maxAge = Number(
       /max-age=(\d+)/.exec(res.headers.get("cache-control") ?? "")?.[1] ?? 3600,
     );
     const ttlS = Math.min(86_400, Math.max(60, maxAge));
-    cached = { keys: body.keys as JsonWebKey[], until: now() + ttlS * 1000 };
+    cached = { keys: keys as JsonWebKey[], until: now() + ttlS * 1000 };
     return cached.keys;
   }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { googleJwks } from "../../webhook/google_jwks.ts";
-import { makeApp } from "./_app.ts";
-import { envelope } from "./_signing.ts";
+import { makeApp, theGoogle } from "./_app.ts";
+import { envelope, PUBSUB } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -71,4 +71,68 @@ Deno.test("createApp() with googleJwks(): a flood of forged pushes while Google 
   assert.deepEqual([...statuses], [503]);
   assert.equal(google.calls, 1);
   assert.equal(writes(), 0);
+});
+
+/** A fetch that answers `body` as Google's keys, cached an hour; it counts its calls. */
+function answering(body: unknown) {
+  const counted = {
+    calls: 0,
+    fetch: (() => {
+      counted.calls++;
+      return Promise.resolve(
+        Response.json(body, {
+          headers: { "cache-control": "public, max-age=3600" },
+        }),
+      );
+    }) as typeof fetch,
+  };
+  return counted;
+}
+
+Deno.test("googleJwks() serves only the entries of Google's answer that are objects, and an answer with none is a failure, not keys", async () => {
+  const google = await theGoogle();
+  const key = google.jwks[0]!;
+  const mixed = googleJwks({
+    fetch: answering({ keys: [null, 7, "x", [], key] }).fetch,
+    now: () => 0,
+  });
+  assert.deepEqual(await mixed(), [key]);
+  for (const keys of [[null], [1, "x", true, []]]) {
+    const none = googleJwks({ fetch: answering({ keys }).fetch, now: () => 0 });
+    await assert.rejects(none(), /Google's keys answer has no keys/);
+  }
+});
+
+Deno.test("createApp() with googleJwks(): an answer from Google with a null among its keys is answered 503 (keys unavailable) when no key is left, and a key beside it still verifies, never a 500 for an hour", async () => {
+  const google = await theGoogle();
+  const push = async (keys: unknown[]) => {
+    const lines: string[] = [];
+    const { app, writes } = await makeApp({
+      intents: [{ id: "pi_0001", state: "created" }],
+      deps: {
+        log: (line) => lines.push(line),
+        pubsub: {
+          audience: PUBSUB.audience,
+          jwks: googleJwks({ fetch: answering({ keys }).fetch }),
+          serviceAccount: PUBSUB.serviceAccount,
+        },
+      },
+    });
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job, { deliveryAttempt: 1 }),
+      headers: { authorization: `Bearer ${await google.token()}` },
+    });
+    const answer = await res.json();
+    return { status: res.status, answer, lines, writes: writes() };
+  };
+  const none = await push([null]);
+  assert.equal(none.status, 503, JSON.stringify(none.answer));
+  assert.equal(none.answer.type, "urn:relayer:problem:keys-unavailable");
+  assert.equal(none.writes, 0);
+  assert.match(none.lines.join("\n"), /has no keys \(answering 503/);
+  // The token verified: the job ran, and its retry is the route's 503.
+  const beside = await push([null, google.jwks[0]!]);
+  assert.equal(beside.status, 503, JSON.stringify(beside.answer));
+  assert.equal(beside.answer.delivery, 1);
 });
