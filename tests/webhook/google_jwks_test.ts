@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { googleJwks } from "../../webhook/google_jwks.ts";
 import { makeApp, theGoogle } from "./_app.ts";
-import { envelope, PUBSUB } from "./_signing.ts";
+import { envelope, fakeGoogle, PUBSUB } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -135,4 +135,73 @@ Deno.test("createApp() with googleJwks(): an answer from Google with a null amon
   const beside = await push([null, google.jwks[0]!]);
   assert.equal(beside.status, 503, JSON.stringify(beside.answer));
   assert.equal(beside.answer.delivery, 1);
+});
+
+Deno.test("createApp() with googleJwks() through a rotation: a key Google adds verifies at its first push, a key it withdraws verifies until the cached answer's max-age runs out, then is refused; a failed refresh serves the keys in hand", async () => {
+  const first = await theGoogle();
+  const second = await fakeGoogle();
+  const added = { ...second.jwks[0]!, kid: "added" } as JsonWebKey;
+  let served: JsonWebKey[] = [first.jwks[0]!];
+  let down = false;
+  let fetches = 0;
+  let clock = 1_000_000;
+  const { app } = await makeApp({
+    intents: [{ id: "pi_0001", state: "created" }],
+    deps: {
+      now: () => clock,
+      pubsub: {
+        audience: PUBSUB.audience,
+        jwks: googleJwks({
+          fetch: () => {
+            fetches++;
+            return Promise.resolve(
+              down
+                ? new Response("unavailable", { status: 500 })
+                : Response.json({ keys: served }, {
+                  headers: { "cache-control": "public, max-age=600" },
+                }),
+            );
+          },
+          now: () => clock,
+        }),
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+    },
+  });
+  /** 503 with the delivery's number: verified, and retried by the route. */
+  const push = async (token: string) => {
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job, { deliveryAttempt: 1 }),
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const answer = await res.json();
+    return res.status === 503 && answer.delivery === 1
+      ? "verified"
+      : `${res.status} ${answer.type}`;
+  };
+  const old = () => first.token();
+  const fresh = () => second.token({}, { kid: "added" });
+  assert.equal(await push(await old()), "verified");
+  assert.equal(fetches, 1);
+  served = [first.jwks[0]!, added]; // Google lists its next key
+  assert.equal(await push(await fresh()), "verified");
+  assert.equal(fetches, 2); // fetched again once, for the unknown kid
+  served = [added]; // and withdraws the old one
+  clock += 599_999;
+  assert.equal(await push(await old()), "verified"); // still cached
+  assert.equal(fetches, 2);
+  clock += 1;
+  assert.equal(
+    await push(await old()),
+    "401 urn:relayer:problem:unauthorized",
+  );
+  assert.equal(await push(await fresh()), "verified");
+  down = true; // Google's endpoint fails when the keys run out again
+  clock += 600_000;
+  assert.equal(await push(await fresh()), "verified");
+  const after = fetches;
+  clock += 59_999;
+  assert.equal(await push(await fresh()), "verified");
+  assert.equal(fetches, after); // the next try waits a minute
 });
