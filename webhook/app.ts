@@ -186,7 +186,8 @@ export interface AppDeps extends RelayerOptions {
    * The largest request body, in bytes. A queue's envelope around a job (a
    * Pub/Sub push, QStash's failure callback) may be larger, by the job's
    * base64 encoding and 16 KiB: every job a direct route takes also fits
-   * the envelope that gives it up.
+   * the envelope that gives it up (a Pub/Sub dead-letter push by 4 KiB
+   * more, for the attributes its copy adds).
    *
    * @default {65536}
    */
@@ -315,6 +316,16 @@ const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
  * `reason` is clipped to 1,000 characters by the relayer.
  */
 const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
+
+/**
+ * What Pub/Sub's dead-letter copy of a push adds to it, at most: four
+ * attributes naming the source (its subscription up to 255 characters),
+ * a subscription path of its own and a new message id, under a kilobyte.
+ * The dead-letter route takes this much more than `/v1/pubsub`, or a push
+ * that route read would strand its job at the give-up (a 413 Pub/Sub
+ * redelivers until the copy's retention ends).
+ */
+const DEAD_LETTER_COPY_BYTES = 4 * 1024;
 
 /** How long `/readyz` waits for the store's answer to its read. */
 const READY_WAIT_MS = 2_000;
@@ -1064,7 +1075,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     ENVELOPE_HEADROOM_BYTES;
   /** The most bytes the body of a request to this route may have. */
   const limitOf = (c: Context): number =>
-    ENVELOPE_ROUTES.has(c.req.path) ? envelopeBytes : maxBodyBytes;
+    c.req.path === "/v1/pubsub/dead-letter"
+      ? envelopeBytes + DEAD_LETTER_COPY_BYTES
+      : ENVELOPE_ROUTES.has(c.req.path)
+      ? envelopeBytes
+      : maxBodyBytes;
   app.use("/v1/*", async function limitBody(c, next) {
     // A body its Content-Length says is too long is refused unread. One
     // without (chunked) is counted as its route reads it (bytesOf), after
