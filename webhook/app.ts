@@ -77,6 +77,8 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 import { sendInFlight } from "../relayer/_sends.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
@@ -187,7 +189,10 @@ export interface AppDeps extends RelayerOptions {
    * Pub/Sub push, QStash's failure callback) may be larger, by the job's
    * base64 encoding and 16 KiB: every job a direct route takes also fits
    * the envelope that gives it up (a Pub/Sub dead-letter push by 4 KiB
-   * more, for the attributes its copy adds).
+   * more, for the attributes its copy adds). An authenticated Pub/Sub push
+   * over its limit is acked (204) and kept as a dead letter
+   * `pubsub/sha256-…/unreadable`, not refused: Pub/Sub would redeliver a
+   * 413 for days.
    *
    * @default {65536}
    */
@@ -316,6 +321,24 @@ const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
  * `reason` is clipped to 1,000 characters by the relayer.
  */
 const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
+
+/**
+ * The routes Pub/Sub pushes to. Pub/Sub redelivers a push answered
+ * anything but 2xx until its retention ends (7 days by default, up to 31),
+ * so an authenticated push over the limit is acked and kept as a dead
+ * letter there, as an unreadable one is, not refused with a 413.
+ */
+const PUSH_ROUTES: ReadonlySet<string> = new Set([
+  "/v1/pubsub",
+  "/v1/pubsub/dead-letter",
+]);
+
+/**
+ * The most of an authenticated push over the limit that is read, to name
+ * its dead letter by its hash (streamed, never held): Pub/Sub's largest
+ * message, 10 MB, is under 14 MB as a push, its data base64.
+ */
+const OVERSIZED_PUSH_READ_BYTES = 16 * 1024 * 1024;
 
 /**
  * What Pub/Sub's dead-letter copy of a push adds to it, at most: four
@@ -537,6 +560,69 @@ const TEXT = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 /** A request's body as text (an ops route's JSON). */
 async function textOf(c: Context, maxBytes: number): Promise<string> {
   return TEXT.decode(await bytesOf(c, maxBytes));
+}
+
+/**
+ * A push's body as text, or, over `maxBytes`, how long it is (at least)
+ * and the hash of what was read: the rest is read and hashed as it comes,
+ * never held, up to {@linkcode OVERSIZED_PUSH_READ_BYTES}. Read only once
+ * the push's token is checked.
+ */
+async function pushBodyOf(
+  c: Context,
+  maxBytes: number,
+): Promise<
+  { text: string } | { overBytes: number; whole: boolean; sha256: string }
+> {
+  const stream = c.req.raw.body;
+  const length = c.req.header("content-length");
+  if (
+    stream === null ||
+    (length !== undefined && c.req.header("transfer-encoding") === undefined &&
+      !(Number.parseInt(length, 10) > maxBytes))
+  ) return { text: (await bodyOf(c, maxBytes)).text };
+  const reader = stream.getReader();
+  let chunks: Uint8Array[] = [];
+  let size = 0;
+  let hash: ReturnType<typeof sha256.create> | undefined;
+  for (;;) {
+    let read: Awaited<ReturnType<typeof reader.read>>;
+    try {
+      read = await reader.read();
+    } catch {
+      throw unreadableBody();
+    }
+    if (read.done) break;
+    size += read.value.byteLength;
+    if (hash === undefined && size > maxBytes) {
+      hash = sha256.create();
+      for (const chunk of chunks) hash.update(chunk);
+      chunks = [];
+    }
+    if (hash === undefined) {
+      chunks.push(read.value);
+      continue;
+    }
+    hash.update(read.value);
+    if (size >= OVERSIZED_PUSH_READ_BYTES) {
+      reader.cancel().catch(() => {});
+      return {
+        overBytes: size,
+        whole: false,
+        sha256: bytesToHex(hash.digest()),
+      };
+    }
+  }
+  if (hash !== undefined) {
+    return { overBytes: size, whole: true, sha256: bytesToHex(hash.digest()) };
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return { text: UTF8.decode(bytes) };
 }
 
 /** A job, as the refusals show one. */
@@ -1085,10 +1171,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     // without (chunked) is counted as its route reads it (bytesOf), after
     // the route checked the headers: read here, ahead of any check, a body
     // held back kept a forged request waiting for good.
+    // A Pub/Sub push is told by its route, once its token is checked
+    // (from its headers alone): one over the limit is acked, not refused.
     const length = c.req.header("content-length");
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
-      Number.parseInt(length, 10) > limitOf(c)
+      Number.parseInt(length, 10) > limitOf(c) && !PUSH_ROUTES.has(c.req.path)
     ) return tooLarge(limitOf(c)).response;
     return await next();
   });
@@ -1464,7 +1552,23 @@ export function createApp(deps: AppDeps): WebhookApp {
       c.req.header("authorization"),
     );
     if (refused) return refused;
-    const raw = (await bodyOf(c, limitOf(c))).text;
+    const body = await pushBodyOf(c, limitOf(c));
+    if (!("text" in body)) {
+      // Unread, so named by its hash (the relayer hashes what it is
+      // given): a redelivery of the same push keeps the same letter.
+      return await keepUnreadable(
+        "pubsub",
+        body.sha256,
+        {},
+        `The push's body is ${
+          body.whole ? "" : "at least "
+        }${body.overBytes} bytes, over the limit of ${
+          limitOf(c)
+        } (MAX_BODY_BYTES, 4/3 of it and 16 KiB more for an envelope): not read. Publish the job alone, ${JOB_EXAMPLE}`,
+        () => new Response(null, { status: 204 }),
+      );
+    }
+    const raw = body.text;
     const seen: PushSeen = {};
     try {
       return read(readPush(raw, seen, route.requireId), seen);

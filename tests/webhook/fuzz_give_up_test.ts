@@ -220,7 +220,9 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/pubsub/dead
     }),
     { numRuns: runs(5000) },
   );
-  for (const status of [204, 401, 413]) {
+  // No 413: an authenticated push over the limit is acked unread (Pub/Sub
+  // would redeliver a 413 for days), any other refused by its token first.
+  for (const status of [204, 401]) {
     assert.ok((statuses.get(status) ?? 0) > 0, `no ${status}`);
   }
   assert.ok(

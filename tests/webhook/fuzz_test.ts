@@ -389,8 +389,10 @@ Deno.test(
       status: 204,
       queue: "pubsub",
       is: (text) => {
-        // 413 first: an envelope may hold 4/3 of 64 KiB and 16 KiB more
-        if (new TextEncoder().encode(text).length > 103_768) return false;
+        // An envelope may hold 4/3 of 64 KiB and 16 KiB more: an
+        // authenticated push over that is acked unread, as Pub/Sub would
+        // redeliver a 413 for days.
+        if (new TextEncoder().encode(text).length > 103_768) return true;
         try {
           const { message, deliveryAttempt } = JSON.parse(text);
           const id = message.messageId;
@@ -413,6 +415,6 @@ Deno.test(
         }
       },
     });
-    assertReached(result, [204, 401, 413, 503]);
+    assertReached(result, [204, 401, 503]);
   }),
 );

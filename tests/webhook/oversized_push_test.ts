@@ -1,15 +1,15 @@
 /**
- * Pub/Sub pushes at the envelope routes' body limit. Pub/Sub redelivers
- * any push not answered 2xx until its retention ends (7 days by default,
- * up to 31), so a dead-letter copy refused for its size (413) never
- * resolves its job.
+ * Pub/Sub pushes at and over the envelope routes' body limit. Pub/Sub
+ * redelivers any push not answered 2xx until its retention ends (7 days by
+ * default, up to 31), so a push refused for its size (413) is refused
+ * again for days, and a dead-letter copy refused so never resolves its job.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import type { NewIntent } from "../../mod.ts";
-import { makeApp, theGoogle } from "./_app.ts";
+import { makeApp, NOW, theGoogle } from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
 
 const DEAD_LETTER_AUDIENCE =
@@ -146,5 +146,106 @@ Deno.test("POST /v1/pubsub/dead-letter takes the dead-letter copy of any push /v
   assert.equal(
     (await store.getDeadLetter("pi_0002/settle"))?.cause,
     "exhausted",
+  );
+});
+
+Deno.test("an authenticated Pub/Sub push over the limit is acked (204), logged and kept as a dead letter, on either push route and however it is framed: a 413 would be redelivered for days, unseen", async () => {
+  const lines: string[] = [];
+  const { app, store } = await withBothRoutes([settling], {
+    log: (line: string) => lines.push(line),
+  });
+  const big = "x".repeat(ENVELOPE_BYTES);
+  for (
+    const [path, body, audience] of [
+      ["/v1/pubsub", push(big), PUBSUB.audience],
+      ["/v1/pubsub/dead-letter", deadLetterCopy(big), DEAD_LETTER_AUDIENCE],
+    ] as const
+  ) {
+    const named = new Set<string>();
+    for (const framing of ["length", "chunked"] as const) {
+      lines.length = 0;
+      const res = await pushed(app, path, body, audience, framing);
+      assert.equal(res.status, 204, `${path} ${framing}: ${await res.text()}`);
+      const logged = lines.join("\n").match(
+        /pubsub\/sha256-[0-9a-f]{32}\/unreadable/,
+      );
+      assert.ok(
+        logged,
+        `${path} ${framing}: not logged (${lines.join(" | ")})`,
+      );
+      const letter = await store.getDeadLetter(logged[0]);
+      assert.ok(letter, `${path} ${framing}: no dead letter ${logged[0]}`);
+      assert.match(letter.reason, /^unreadable Pub\/Sub message: /);
+      assert.match(letter.reason, /over the limit/);
+      assert.equal(letter.poisonedAt, NOW);
+      named.add(letter.jobId);
+    }
+    // Named by its bytes, however framed: a redelivery keeps one letter.
+    assert.equal(named.size, 1, path);
+  }
+  // Nothing was read as a job.
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
+});
+
+Deno.test("an unauthenticated Pub/Sub push over the limit is refused before its body is read, and keeps nothing", async () => {
+  const { app, writes } = await withBothRoutes([settling]);
+  for (const path of ["/v1/pubsub", "/v1/pubsub/dead-letter"]) {
+    let pulled = false;
+    const res = await app.request(path, {
+      method: "POST",
+      // A body that never comes: only its headers are sent.
+      body: new ReadableStream<Uint8Array>({
+        pull() {
+          pulled = true;
+          return new Promise(() => {});
+        },
+      }, { highWaterMark: 0 }),
+      headers: {
+        "content-length": String(10 * ENVELOPE_BYTES),
+        authorization: "Bearer not-a-token",
+      },
+    });
+    assert.ok(res.status === 401 || res.status === 413, `${res.status}`);
+    await res.body?.cancel();
+    assert.equal(pulled, false, path);
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("an authenticated Pub/Sub push that never ends is read to 16 MiB at most, then acked and kept as a dead letter", async () => {
+  const lines: string[] = [];
+  const { app, store } = await withBothRoutes([settling], {
+    log: (line: string) => lines.push(line),
+  });
+  const g = await theGoogle();
+  const chunk = new Uint8Array(64 * 1024).fill(0x78);
+  let sent = 0;
+  let cancelled = false;
+  const res = await app.request("/v1/pubsub", {
+    method: "POST",
+    body: new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent += chunk.byteLength;
+        controller.enqueue(chunk);
+      },
+      cancel() {
+        cancelled = true;
+      },
+    }, { highWaterMark: 0 }),
+    headers: {
+      authorization: `Bearer ${await g.token()}`,
+      "transfer-encoding": "chunked",
+    },
+  });
+  assert.equal(res.status, 204);
+  assert.ok(cancelled);
+  assert.ok(sent <= 16 * 1024 * 1024 + chunk.byteLength, `${sent}`);
+  const logged = lines.join("\n").match(
+    /pubsub\/sha256-[0-9a-f]{32}\/unreadable/,
+  );
+  assert.ok(logged, lines.join(" | "));
+  assert.match(
+    (await store.getDeadLetter(logged[0]))?.reason ?? "",
+    /at least 16777216 bytes, over the limit/,
   );
 });
