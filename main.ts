@@ -412,11 +412,22 @@ const MIGRATE_RETRY_MS = 250;
  * password, a grant).
  */
 function lostAtStart(error: unknown): boolean {
-  const { code } = (error ?? {}) as { code?: unknown };
+  const { code, message } = (error ?? {}) as {
+    code?: unknown;
+    message?: unknown;
+  };
+  // A server that does not take TLS where the URL asks for it ends the
+  // socket before the handshake, an ECONNRESET too: every try meets it
+  // again, and the refusal says so (openHint), not "start again once the
+  // database is up".
+  if (typeof message === "string" && TLS_NOT_TAKEN.test(message)) return false;
   return typeof code === "string" &&
     /^(?:57P0[123]|ECONNRESET|EPIPE|CONNECTION_(?:CLOSED|ENDED|DESTROYED))$/
       .test(code);
 }
+
+/** What Deno says of a socket the server ended before the TLS handshake. */
+const TLS_NOT_TAKEN = /before secure TLS connection/i;
 
 /**
  * `store.migrate()`, tried again (up to {@linkcode MIGRATE_TRIES} times in
@@ -581,7 +592,7 @@ function openHint(message: string, direct: boolean): string {
   if (/certificate|self[- ]signed/i.test(message)) {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
   }
-  if (/before secure TLS connection/i.test(message)) {
+  if (TLS_NOT_TAKEN.test(message)) {
     return direct
       ? " (the server did not take direct TLS, which needs PostgreSQL 17 or later: remove ?sslnegotiation=direct, or make it offer TLS)"
       : " (the server did not take TLS: make it offer TLS, or change ?sslmode= in DATABASE_URL)";
