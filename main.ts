@@ -295,11 +295,22 @@ async function openKv(config: Config): Promise<Deno.Kv> {
   const { path } = config.kv;
   const dir = path.replace(/[^/]*$/, "");
   try {
+    if (path !== ":memory:" && await isFolder(path)) {
+      // Deno KV would fail on the files it writes beside it (-shm, -wal),
+      // and the message below would ask for a wider --allow-write.
+      throw new ConfigError(
+        "KV_PATH",
+        `KV_PATH: ${path} is a folder: Deno KV keeps its store in a file, so name one in it, such as KV_PATH=${
+          path.replace(/\/+$/, "")
+        }/relayer.kv.`,
+      );
+    }
     if (dir !== "" && path !== ":memory:") {
       await Deno.mkdir(dir, { recursive: true });
     }
     return await Deno.openKv(path);
   } catch (error) {
+    if (error instanceof ConfigError) throw error;
     // `deno task start` may write ./data only: say which setting and why.
     if (
       error instanceof Deno.errors.NotCapable ||
@@ -333,6 +344,16 @@ async function openKv(config: Config): Promise<Deno.Kv> {
           : "unknown error"
       }): point KV_PATH at a new file, or at a store this service made.`,
     );
+  }
+}
+
+/** Whether `path` is a folder (not when it is missing or a file). */
+async function isFolder(path: string): Promise<boolean> {
+  try {
+    return (await Deno.stat(path)).isDirectory;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
   }
 }
 

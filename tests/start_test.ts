@@ -80,7 +80,7 @@ Deno.test(
 );
 
 Deno.test(
-  "main.ts refuses in one line, without a stack: no --allow-env, an address not on this machine, no --allow-read for KV_PATH, a KV_PATH that is not a store",
+  "main.ts refuses in one line, without a stack: no --allow-env, an address not on this machine, no --allow-read for KV_PATH, a KV_PATH that is a folder or not a store",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     await Deno.writeTextFile(`${dir}/not.kv`, "plain text, not SQLite");
@@ -107,6 +107,17 @@ Deno.test(
         { KV_PATH: `${dir}/relayer.kv` },
         { drop: ["--allow-read"] },
         /^relayer: cannot start: KV_PATH: cannot open .*: this process may not read there\. Serve with --allow-read/,
+      ],
+      [
+        // Deno KV writes <path>-shm and <path>-wal beside it, outside the
+        // folder it may write: "may not write there, serve with
+        // --allow-write=<its parent>" sent the operator on a detour.
+        "a folder",
+        { KV_PATH: dir },
+        {},
+        new RegExp(
+          `^relayer: cannot start: KV_PATH: ${dir} is a folder: Deno KV keeps its store in a file, so name one in it, such as KV_PATH=${dir}/relayer\\.kv\\.$`,
+        ),
       ],
       [
         "a file that is not a store",
