@@ -52,6 +52,29 @@ export function describeMove(report: KvToPostgresReport): string[] {
 }
 
 /**
+ * The library's refusal as this task's user can act on it: the move's
+ * `schema` option is not the task's, which moves into the schema the
+ * service uses (`relayer`), so another schema is another database.
+ *
+ * @example
+ * ```ts
+ * import { forTheTask } from "./kv_to_postgres.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   forTheTask("… Otherwise move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. …"),
+ *   "… Otherwise point DATABASE_URL at another database (the service and this task use its schema relayer), or empty this schema if nothing in it is needed. …",
+ * );
+ * ```
+ */
+export function forTheTask(message: string): string {
+  return message.replace(
+    "Otherwise move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed.",
+    "Otherwise point DATABASE_URL at another database (the service and this task use its schema relayer), or empty this schema if nothing in it is needed.",
+  );
+}
+
+/**
  * Runs the move with the settings in `env`; returns the exit code.
  *
  * @param env The service's settings (`KV_PATH` or `KV_URL`, `DATABASE_URL`).
@@ -142,7 +165,9 @@ export async function main(
   } catch (error) {
     const name = error instanceof Error ? error.name : "Error";
     const message = error instanceof Error ? error.message : String(error);
-    console.error(`${name}: ${message.replaceAll(url, "DATABASE_URL")}`);
+    console.error(
+      `${name}: ${forTheTask(message).replaceAll(url, "DATABASE_URL")}`,
+    );
     return 1;
   } finally {
     store.close();

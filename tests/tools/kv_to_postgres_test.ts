@@ -102,6 +102,13 @@ Deno.test({
         /^ConflictError: Cannot move into schema relayer as it already holds 1 intent, 1 count: .* If an earlier move committed, it is done/,
       );
       assert.ok(!again.err.includes(database.url), again.err);
+      // The task has no schema option (the library's move has): what it
+      // says to do must be something the task and the service can do.
+      assert.ok(!again.err.includes("the schema option"), again.err);
+      assert.match(
+        again.err,
+        / Otherwise point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed\. Nothing was moved\.\n$/,
+      );
     }),
 });
 
