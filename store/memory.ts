@@ -17,6 +17,7 @@ import {
   checkRelease,
   checkResetCount,
   checkUncounted,
+  CLAIM_GRACE_MS,
   counted,
   type CountRecord,
   cursorAfter,
@@ -51,7 +52,8 @@ import type {
 /**
  * A {@linkcode Store} in a `Map`. Versions are per-intent counters; leases
  * expire by the clock the caller passes in. Delivery counts and replay
- * records expire, swept a few at each write; intents (their leases with
+ * records expire, swept a few at each write (a replay record 10 minutes
+ * after its `expiresAt`, as the other stores keep theirs); intents (their leases with
  * them) and dead letters are kept for as long as the store lives, as a
  * database keeps them: memory grows with the intents and letters, so a
  * service that runs for days keeps them in `KvStore` or `PostgresStore`.
@@ -167,7 +169,11 @@ export class MemoryStore implements Store {
   #claim(claim: Claim): void {
     this.#claims.delete(claim.key);
     this.#claims.set(claim.key, { expiresAt: claim.expiresAt });
-    this.#sweepClaims.run(claim.now);
+    // Swept CLAIM_GRACE_MS late, as the other stores delete theirs: a
+    // replay is decided by `expiresAt` against the admitting clock, but a
+    // record swept by a clock running ahead (one that NTP then steps back)
+    // would be gone while its signature still verifies.
+    this.#sweepClaims.run(claim.now - CLAIM_GRACE_MS);
   }
 
   #putDeadLetter(deadLetter: DeadLetter, resetCount?: string): void {

@@ -8,11 +8,14 @@
  * clock, and PostgreSQL's sweep deletes by the sweeper's. A writer (or
  * sweeper) a little more than that minute ahead of the instance that
  * checks the next copy deletes the record while the signature still
- * verifies there, and the replay is admitted.
+ * verifies there, and the replay is admitted. MemoryStore sweeps by the
+ * admitting write's clock: one process, but a clock that runs ahead and is
+ * then stepped back (NTP) is the same two clocks in turn.
  */
 import assert from "node:assert/strict";
 import { type Claim, ReplayError } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
+import { MemoryStore } from "../../store/memory.ts";
 import { recordingSets } from "./_hooked_kv.ts";
 import {
   SIGNATURE_MAX_AGE_MS,
@@ -95,4 +98,36 @@ Deno.test({
       await close();
     }
   },
+});
+
+Deno.test("MemoryStore: a sweep by a clock that ran 90s ahead, then stepped back, does not forget a replay record the signature still needs", async () => {
+  const store = new MemoryStore();
+  // Admitted by a correct clock, 1 s after signing.
+  await store.admit({
+    claim: claimAt(SIGNED_AT + 1_000),
+    now: SIGNED_AT + 1_000,
+  });
+  // 4m40s later (real), the process's wall clock runs 90 s ahead (a VM
+  // whose clock NTP has yet to step back): the signed deliveries it admits
+  // meanwhile sweep the claims whose expiry that clock has passed.
+  const fast = SIGNED_AT + 280_000 + AHEAD_MS;
+  for (let i = 0; i < 8; i++) {
+    await store.admit({
+      claim: {
+        key: `deliveries/${i.toString(16).padStart(64, "0")}`,
+        now: fast,
+        expiresAt: fast + SIGNATURE_REPLAY_TTL_MS,
+      },
+      now: fast,
+    });
+  }
+  // NTP steps the clock back; at 4m50s (real) a copy of the first request
+  // arrives: the signature is 290 s old, so it verifies.
+  const checkAt = SIGNED_AT + 290_000;
+  assert.ok(checkAt - SIGNED_AT <= SIGNATURE_MAX_AGE_MS);
+  await assert.rejects(
+    store.admit({ claim: claimAt(checkAt), now: checkAt }),
+    ReplayError,
+    "the replay was admitted: the record was swept before the signature stopped verifying",
+  );
 });
