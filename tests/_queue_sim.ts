@@ -384,6 +384,8 @@ export function envOf(
     CAP: `${policy.capMs}ms`,
     JITTER: policy.jitter,
     STUCK_AFTER: `${policy.stuckAfterMs}ms`,
+    // The simulation runs every instance on one clock.
+    CLOCK_SKEW: "0",
   };
   switch (queue.kind) {
     case "qstash":

@@ -54,6 +54,7 @@ async function start(
     MAX_DELIVERIES: "3",
     JITTER: "none",
     STUCK_AFTER: "15s", // 3 deliveries guarantee 5 s + 10 s
+    CLOCK_SKEW: "0", // one process, one clock: nothing to add to the window
   });
   const service = await openService(config, {
     now: () => clock.ms,

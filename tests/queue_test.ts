@@ -72,6 +72,7 @@ Deno.test(
         KV_QUEUE: "1",
         BASE: "20ms", // keep the real-time waits of the queue short
         STUCK_AFTER: "1s",
+        CLOCK_SKEW: "0", // one process, one clock
       }),
       { log: (line) => lines.push(line) },
     );

@@ -354,6 +354,8 @@ const SEED_POLICY = {
   CAP: "3s",
   JITTER: "none",
   STUCK_AFTER: "6s",
+  // One workerd, one clock: the window need not outlast a skew as well.
+  CLOCK_SKEW: "0",
   CLOUDFLARE_MAX_RETRIES: "2",
   // The dead-letter queues' max_retries, as wrangler.toml sets it: fewer
   // would fail the Worker at start (the handler checks it).

@@ -727,8 +727,10 @@ function asText(
 /**
  * Reads and checks the service's settings. Refuses a policy whose rescue
  * window (the guaranteed time from a job's first delivery to its last) is
- * shorter than `STUCK_AFTER`: a settling payment would be poisoned before
- * its rescue could run.
+ * shorter than `STUCK_AFTER` and `CLOCK_SKEW` together: a settling payment
+ * would be poisoned before its rescue could run (an instance whose clock
+ * runs `CLOCK_SKEW` behind the one that recorded the send reads it as
+ * stuck that much later). Every window below is checked so.
  *
  * Refuses as well, in one line naming the settings and both numbers, a
  * configured queue (QStash when its signing keys are set, Pub/Sub when
@@ -811,23 +813,35 @@ export function loadConfig(
       }: the backoff starts above its cap, so every delay would be CAP. Lower BASE or raise CAP (BASE ≤ CAP).`,
     );
   }
+  // The window is the queue's, in real time; "stuck" is read by the clock
+  // of the instance taking the last delivery, from the `at` another
+  // instance wrote when it recorded the send. One whose clock runs
+  // CLOCK_SKEW behind that one's reads the payment as stuck that much
+  // later: the window must outlast STUCK_AFTER and CLOCK_SKEW together.
+  const clockSkewMs = clockSkew(env);
+  const needMs = policy.stuckAfterMs + clockSkewMs;
+  const stuckText = stuckAndSkew(policy.stuckAfterMs, clockSkewMs);
   const window = rescueWindow(policy);
-  if (window < policy.stuckAfterMs && policy.jitter === "full") {
+  if (window < needMs && policy.jitter === "full") {
     throw new ConfigError(
       "JITTER",
       `JITTER=full guarantees no wait between deliveries (each delay may be 0), so no MAX_DELIVERIES or CAP gives a settling payment a rescue window of STUCK_AFTER (${
         formatDuration(policy.stuckAfterMs)
-      }). Use JITTER=equal (the default), which waits at least half of each delay, or JITTER=none.`,
+      })${
+        clockSkewMs > 0
+          ? ` and CLOCK_SKEW (${formatDuration(clockSkewMs)})`
+          : ""
+      }. Use JITTER=equal (the default), which waits at least half of each delay, or JITTER=none.`,
     );
   }
-  if (window < policy.stuckAfterMs) {
+  if (window < needMs) {
     throw new ConfigError(
       "STUCK_AFTER",
       `The policy's rescue window is ${formatDuration(window)} (guaranteed, ${
         policy.jitter === "none" ? "no" : policy.jitter
-      } jitter) but STUCK_AFTER is ${
-        formatDuration(policy.stuckAfterMs)
-      }: a settling payment would be poisoned before its rescue. Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER.`,
+      } jitter) but STUCK_AFTER is ${stuckText}: a settling payment would be poisoned before its rescue. Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER${
+        clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
+      }.`,
     );
   }
 
@@ -1017,8 +1031,6 @@ export function loadConfig(
     );
   }
 
-  const clockSkewMs = clockSkew(env);
-
   const kvUrl = httpUrl(env, "KV_URL");
   if (kvUrl !== undefined) bearerToken(env, "DENO_KV_ACCESS_TOKEN");
   const kvPath = env.KV_PATH || undefined;
@@ -1115,7 +1127,7 @@ export function loadConfig(
     );
   }
   const queues = readQueues(env, policy, timeoutMs);
-  checkQueues(policy, queues, {
+  checkQueues(policy, clockSkewMs, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
     pubsubDeadLetter: deadLetterAudience !== undefined,
@@ -1284,19 +1296,33 @@ function readQueues(
   };
 }
 
+/** `STUCK_AFTER`'s value, and `CLOCK_SKEW`'s when it is not 0, for a refusal. */
+function stuckAndSkew(stuckAfterMs: number, clockSkewMs: number): string {
+  return `${formatDuration(stuckAfterMs)}${
+    clockSkewMs > 0
+      ? ` and CLOCK_SKEW is ${
+        formatDuration(clockSkewMs)
+      } (an instance whose clock runs that far behind the one that recorded a send reads the payment as stuck that much later)`
+      : ""
+  }`;
+}
+
 /**
  * Refuses, in one line naming the settings, a configured queue that gives
  * up before `MAX_DELIVERIES` or whose guaranteed rescue window under its
- * own delays is shorter than `STUCK_AFTER` (the same `checkQueue` as
+ * own delays is shorter than `STUCK_AFTER` and `CLOCK_SKEW` (the same `checkQueue` as
  * `rescueWindow` and `deno task schedule --queue`).
  */
 function checkQueues(
-  policy: Policy,
+  given: Policy,
+  clockSkewMs: number,
   queues: QueueSettings,
   configured: { qstash: boolean; pubsub: boolean; pubsubDeadLetter: boolean },
 ): void {
+  // Checked against STUCK_AFTER and CLOCK_SKEW together (see loadConfig).
+  const policy = { ...given, stuckAfterMs: given.stuckAfterMs + clockSkewMs };
   const max = policy.maxDeliveries;
-  const stuck = formatDuration(policy.stuckAfterMs);
+  const stuck = stuckAndSkew(given.stuckAfterMs, clockSkewMs);
   if (configured.qstash) {
     const check = checkQueue(policy, queues.qstash);
     const retries = queues.qstash.retries;
@@ -1372,10 +1398,14 @@ function checkQueues(
       const fix = neededMs <= MAX_BACKOFF_MS
         ? `Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least ${
           formatDuration(neededMs)
-        } (STUCK_AFTER / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower`
+        } (${
+          clockSkewMs > 0 ? "(STUCK_AFTER + CLOCK_SKEW)" : "STUCK_AFTER"
+        } / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower`
         : `No minimum backoff Pub/Sub allows (at most 10m) is enough: raise MAX_DELIVERIES to at least ${
           Math.ceil(policy.stuckAfterMs / MAX_BACKOFF_MS) + 1
-        } with a 10m minimum backoff, or lower STUCK_AFTER`;
+        } with a 10m minimum backoff, or lower STUCK_AFTER${
+          clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
+        }`;
       throw new ConfigError(
         "PUBSUB_MIN_BACKOFF",
         `PUBSUB_MIN_BACKOFF is ${

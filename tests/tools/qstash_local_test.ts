@@ -62,6 +62,7 @@ Deno.test("startLocalQStash() delivers a job main.ts published, signed for its U
         BASE: "250ms",
         CAP: "1s",
         STUCK_AFTER: "0",
+        CLOCK_SKEW: "0", // one process, one clock
       }),
       { log: () => {} },
     );

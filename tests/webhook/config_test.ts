@@ -272,12 +272,20 @@ Deno.test("loadConfig() refuses full jitter with a STUCK_AFTER, naming JITTER: n
     refused(
       { ...base, JITTER: "full", ...extra },
       "JITTER",
-      /^JITTER=full guarantees no wait between deliveries .* STUCK_AFTER \(5m0s\)\. Use JITTER=equal \(the default\).*, or JITTER=none\.$/,
+      /^JITTER=full guarantees no wait between deliveries .* STUCK_AFTER \(5m0s\) and CLOCK_SKEW \(5s\)\. Use JITTER=equal \(the default\).*, or JITTER=none\.$/,
     );
   }
   assert.equal(
-    loadConfig({ ...base, JITTER: "full", STUCK_AFTER: "0" }).policy.jitter,
+    loadConfig({ ...base, JITTER: "full", STUCK_AFTER: "0", CLOCK_SKEW: "0" })
+      .policy.jitter,
     "full",
+  );
+  // With instances' clocks apart, even STUCK_AFTER 0 needs a wait: one
+  // behind reads the send recorded by another as made in its future.
+  refused(
+    { ...base, JITTER: "full", STUCK_AFTER: "0" },
+    "JITTER",
+    /rescue window of STUCK_AFTER \(0s\) and CLOCK_SKEW \(5s\)\./,
   );
 });
 
@@ -303,17 +311,31 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
   refused(
     { ...base, JITTER: "none", MAX_DELIVERIES: "4" },
     "STUCK_AFTER",
-    /rescue window is 35s \(guaranteed, no jitter\) .* Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER\.$/,
+    /rescue window is 35s \(guaranteed, no jitter\) .* Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER or CLOCK_SKEW\.$/,
+  );
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "4", CLOCK_SKEW: "0" },
+    "STUCK_AFTER",
+    /rescue window is 35s \(guaranteed, no jitter\) but STUCK_AFTER is 5m0s: .* Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER\.$/,
   );
   assert.doesNotThrow(() =>
     loadConfig({ ...base, MAX_DELIVERIES: "5", STUCK_AFTER: "30s" })
   );
-  // At the edge: the default policy guarantees 317.5 s, to the millisecond.
-  assert.doesNotThrow(() => loadConfig({ ...base, STUCK_AFTER: "317500ms" }));
+  // At the edge: the default policy guarantees 317.5 s, to the
+  // millisecond, which must outlast STUCK_AFTER and CLOCK_SKEW (5 s).
+  assert.doesNotThrow(() => loadConfig({ ...base, STUCK_AFTER: "312500ms" }));
   refused(
-    { ...base, STUCK_AFTER: "317501ms" },
+    { ...base, STUCK_AFTER: "312501ms" },
     "STUCK_AFTER",
-    /rescue window is 5m17\.5s .* STUCK_AFTER is 5m17\.501s/,
+    /rescue window is 5m17\.5s .* STUCK_AFTER is 5m12\.501s and CLOCK_SKEW is 5s \(an instance whose clock runs that far behind the one that recorded a send reads the payment as stuck that much later\)/,
+  );
+  assert.doesNotThrow(() =>
+    loadConfig({ ...base, STUCK_AFTER: "317500ms", CLOCK_SKEW: "0" })
+  );
+  refused(
+    { ...base, STUCK_AFTER: "317501ms", CLOCK_SKEW: "0" },
+    "STUCK_AFTER",
+    /rescue window is 5m17\.5s .* STUCK_AFTER is 5m17\.501s:/,
   );
 });
 
@@ -719,23 +741,28 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
       PUBSUB_MAX_DELIVERY_ATTEMPTS: "100",
       ...deadLetter,
     }),
-    "PUBSUB_MIN_BACKOFF is 1s, and Pub/Sub applies its own backoff, guaranteeing only that much per gap: the rescue window is 9s over 10 deliveries (PUBSUB_MAX_BACKOFF 10s, PUBSUB_MAX_DELIVERY_ATTEMPTS 100) but STUCK_AFTER is 5m0s: a settling payment would be poisoned before its rescue. Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least 33.334s (STUCK_AFTER / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower",
+    "PUBSUB_MIN_BACKOFF is 1s, and Pub/Sub applies its own backoff, guaranteeing only that much per gap: the rescue window is 9s over 10 deliveries (PUBSUB_MAX_BACKOFF 10s, PUBSUB_MAX_DELIVERY_ATTEMPTS 100) but STUCK_AFTER is 5m0s and CLOCK_SKEW is 5s (an instance whose clock runs that far behind the one that recorded a send reads the payment as stuck that much later): a settling payment would be poisoned before its rescue. Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least 33.889s ((STUCK_AFTER + CLOCK_SKEW) / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower",
+  );
+  refused(
+    { ...base, ...pubsub, CLOCK_SKEW: "0" },
+    "PUBSUB_MIN_BACKOFF",
+    /STUCK_AFTER is 5m0s: .* at least 33\.334s \(STUCK_AFTER \/ \(MAX_DELIVERIES − 1\)\)/,
   );
   // Google's defaults for a configured policy (10s … 10m) are not enough
   // for the default policy; no retry policy at all (0s) even less.
-  refused({ ...base, ...pubsub }, "PUBSUB_MIN_BACKOFF", /at least 33\.334s/);
+  refused({ ...base, ...pubsub }, "PUBSUB_MIN_BACKOFF", /at least 33\.889s/);
   refused(
     { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "0s", PUBSUB_MAX_BACKOFF: "0s" },
     "PUBSUB_MIN_BACKOFF",
     /rescue window is 0s over 10 deliveries/,
   );
   assert.doesNotThrow(() =>
-    loadConfig({ ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "33.334s" })
+    loadConfig({ ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "33.889s" })
   );
   refused(
-    { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "33.333s" },
+    { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "33.888s" },
     "PUBSUB_MIN_BACKOFF",
-    /rescue window is 4m59\.997s/,
+    /rescue window is 5m4\.992s/,
   );
   refused(
     { ...base, ...pubsub, MAX_DELIVERIES: "2", STUCK_AFTER: "20m" },
@@ -958,6 +985,8 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
       if (rescueWindow(policy) < policy.stuckAfterMs) return; // the policy's own check
       const env: Record<string, string> = {
         ...base,
+        // checkQueue knows no clocks: one clock here (see the CLOCK_SKEW tests).
+        CLOCK_SKEW: "0",
         MAX_DELIVERIES: String(s.maxDeliveries),
         CAP: "1h",
         STUCK_AFTER: `${s.stuckAfterMs}ms`,
@@ -1047,7 +1076,18 @@ Deno.test("loadConfig() reads CLOCK_SKEW (default 5s, 0 for one machine's clock)
   assert.equal(loadConfig(base).clockSkewMs, 5_000);
   assert.equal(loadConfig({ ...base, CLOCK_SKEW: "0ms" }).clockSkewMs, 0);
   assert.equal(loadConfig({ ...base, CLOCK_SKEW: "250ms" }).clockSkewMs, 250);
-  assert.equal(loadConfig({ ...base, CLOCK_SKEW: "10m" }).clockSkewMs, 600_000);
+  // 10 minutes of skew need a rescue window of STUCK_AFTER and 10 minutes:
+  // 20 deliveries guarantee 15m17.5s.
+  assert.equal(
+    loadConfig({ ...base, CLOCK_SKEW: "10m", MAX_DELIVERIES: "20" })
+      .clockSkewMs,
+    600_000,
+  );
+  refused(
+    { ...base, CLOCK_SKEW: "30s" },
+    "STUCK_AFTER",
+    /rescue window is 5m17\.5s .* STUCK_AFTER is 5m0s and CLOCK_SKEW is 30s/,
+  );
   // A replay record is deleted 10 minutes after it expires, by the
   // deleting instance's clock: with clocks 30 minutes apart, one ahead
   // deletes it while one behind still accepts the signature.
