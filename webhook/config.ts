@@ -615,9 +615,96 @@ function duration(
 }
 
 /**
+ * `CLOCK_SKEW` unset: how far apart the service takes the instances'
+ * clocks to be, in milliseconds (5 s). `deno task schedule --clock-skew`
+ * defaults to it too.
+ *
+ * @example The default
+ * ```ts
+ * import { DEFAULT_CLOCK_SKEW_MS } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(DEFAULT_CLOCK_SKEW_MS, 5_000);
+ * ```
+ */
+export const DEFAULT_CLOCK_SKEW_MS = 5_000;
+
+/**
+ * The most `CLOCK_SKEW` the service takes, in milliseconds (10 min): the
+ * grace a replay record keeps after it expires.
+ *
+ * @example The limit
+ * ```ts
+ * import { MAX_CLOCK_SKEW_MS } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(MAX_CLOCK_SKEW_MS, 600_000);
+ * ```
+ */
+export const MAX_CLOCK_SKEW_MS: number = CLAIM_GRACE_MS;
+
+/**
+ * How long a guaranteed rescue window must last for the service to start:
+ * `STUCK_AFTER` and `CLOCK_SKEW` together. The window is the queue's, in
+ * real time; "stuck" is read by the clock of the instance taking the last
+ * delivery, from the `at` another instance wrote when it recorded the
+ * send, and one whose clock runs `CLOCK_SKEW` behind that one's reads the
+ * payment as stuck that much later. `loadConfig` checks the policy's own
+ * window and each queue's against it, and `deno task schedule` prints the
+ * same verdict.
+ *
+ * @param stuckAfterMs The policy's `stuckAfterMs` (`STUCK_AFTER`).
+ * @param clockSkewMs How far apart the clocks may be (`CLOCK_SKEW`).
+ * @returns The least window, in milliseconds.
+ *
+ * @example The defaults
+ * ```ts
+ * import { rescueNeedMs } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(rescueNeedMs(300_000, 5_000), 305_000);
+ * ```
+ */
+export function rescueNeedMs(
+  stuckAfterMs: number,
+  clockSkewMs: number,
+): number {
+  return stuckAfterMs + clockSkewMs;
+}
+
+/**
+ * The least Pub/Sub minimum backoff whose gaps make a window of `needMs`
+ * over `deliveries` deliveries: Pub/Sub guarantees only its minimum backoff
+ * per gap, with no growth, so each of the `deliveries − 1` gaps needs
+ * `needMs / (deliveries − 1)`, rounded up to the millisecond. `Infinity`
+ * for one delivery, which has no gap.
+ *
+ * @param needMs The window to make, {@linkcode rescueNeedMs}.
+ * @param deliveries The deliveries the job gets on Pub/Sub.
+ * @returns The minimum backoff, in milliseconds.
+ *
+ * @example The default policy with the default CLOCK_SKEW
+ * ```ts
+ * import { pubsubMinBackoffNeedMs } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(pubsubMinBackoffNeedMs(305_000, 10), 33_889);
+ * assert.equal(pubsubMinBackoffNeedMs(300_000, 10), 33_334);
+ * ```
+ */
+export function pubsubMinBackoffNeedMs(
+  needMs: number,
+  deliveries: number,
+): number {
+  const gaps = deliveries - 1;
+  return gaps <= 0 ? Infinity : Math.ceil(needMs / gaps);
+}
+
+/**
  * Reads `CLOCK_SKEW`, how far apart the instances' clocks may be, as the
- * service does (5 s unless set). `deno task kv-to-postgres` reads it too:
- * a lease is held that long past its expiry.
+ * service does ({@linkcode DEFAULT_CLOCK_SKEW_MS} unless set).
+ * `deno task kv-to-postgres` reads it too: a lease is held that long past
+ * its expiry, and `deno task schedule --clock-skew` through it.
  *
  * @example The default, and a setting
  * ```ts ignore
@@ -631,12 +718,12 @@ function duration(
  * replay records' grace (10 min).
  */
 export function clockSkew(env: Record<string, string | undefined>): number {
-  const clockSkewMs = duration(env, "CLOCK_SKEW") ?? 5_000;
-  if (clockSkewMs > CLAIM_GRACE_MS) {
+  const clockSkewMs = duration(env, "CLOCK_SKEW") ?? DEFAULT_CLOCK_SKEW_MS;
+  if (clockSkewMs > MAX_CLOCK_SKEW_MS) {
     throw new ConfigError(
       "CLOCK_SKEW",
       `CLOCK_SKEW must be at most ${
-        formatDuration(CLAIM_GRACE_MS)
+        formatDuration(MAX_CLOCK_SKEW_MS)
       }, the grace a replay record keeps after it expires (a lease's key or row keeps an hour): current value is ${
         formatDuration(clockSkewMs)
       }. Synchronise the instances' clocks (NTP) instead`,
@@ -819,7 +906,7 @@ export function loadConfig(
   // CLOCK_SKEW behind that one's reads the payment as stuck that much
   // later: the window must outlast STUCK_AFTER and CLOCK_SKEW together.
   const clockSkewMs = clockSkew(env);
-  const needMs = policy.stuckAfterMs + clockSkewMs;
+  const needMs = rescueNeedMs(policy.stuckAfterMs, clockSkewMs);
   const stuckText = stuckAndSkew(policy.stuckAfterMs, clockSkewMs);
   const window = rescueWindow(policy);
   if (window < needMs && policy.jitter === "full") {
@@ -1320,7 +1407,10 @@ function checkQueues(
   configured: { qstash: boolean; pubsub: boolean; pubsubDeadLetter: boolean },
 ): void {
   // Checked against STUCK_AFTER and CLOCK_SKEW together (see loadConfig).
-  const policy = { ...given, stuckAfterMs: given.stuckAfterMs + clockSkewMs };
+  const policy = {
+    ...given,
+    stuckAfterMs: rescueNeedMs(given.stuckAfterMs, clockSkewMs),
+  };
   const max = policy.maxDeliveries;
   const stuck = stuckAndSkew(given.stuckAfterMs, clockSkewMs);
   if (configured.qstash) {
@@ -1390,11 +1480,12 @@ function checkQueues(
     }
     if (check.problem === "window_short") {
       // Pub/Sub guarantees only its minimum backoff per gap, with no growth,
-      // so each of the MAX_DELIVERIES − 1 gaps needs STUCK_AFTER / gaps.
-      const gaps = check.deliveries - 1;
-      const neededMs = gaps === 0
-        ? Infinity
-        : Math.ceil(policy.stuckAfterMs / gaps);
+      // so each of the MAX_DELIVERIES − 1 gaps needs (STUCK_AFTER +
+      // CLOCK_SKEW) / gaps (policy.stuckAfterMs holds both here).
+      const neededMs = pubsubMinBackoffNeedMs(
+        policy.stuckAfterMs,
+        check.deliveries,
+      );
       const fix = neededMs <= MAX_BACKOFF_MS
         ? `Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least ${
           formatDuration(neededMs)
