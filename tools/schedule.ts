@@ -4,7 +4,7 @@
  * enough for a stuck payment to be rescued.
  *
  * ```sh
- * deno task schedule [--max-deliveries 10 --base 5s --cap 2m --jitter equal --stuck-after 5m] [--svg docs/schedule.svg]
+ * deno task schedule [--max-deliveries 10 --base 5s --cap 2m --jitter equal --stuck-after 5m] [--clock-skew 5s] [--svg docs/schedule.svg]
  * deno task schedule --queue qstash --retries 5
  * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
  * deno task schedule --queue cloudflare --max-retries 3
@@ -12,9 +12,11 @@
  *
  * prints one row per delivery (the delay after it, the time of the next
  * delivery since the first) and a verdict line; it exits 1 when the
- * guaranteed rescue window is shorter than `--stuck-after`, and 2 on a bad
- * flag. With `--queue`, the schedule is the one that queue really gives:
- * its own limit, and its own delays where it ignores ours (Pub/Sub); it
+ * guaranteed rescue window is shorter than `--stuck-after` and
+ * `--clock-skew` together (the service's `STUCK_AFTER` and `CLOCK_SKEW`,
+ * checked as `loadConfig` checks them), and 2 on a bad flag. With
+ * `--queue`, the schedule is the one that queue really gives: its own
+ * limit, and its own delays where it ignores ours (Pub/Sub); it
  * exits 1 as well when the queue gives up before the policy's last
  * delivery. {@linkcode schedule} is the pure computation behind it.
  *
@@ -37,7 +39,15 @@ import {
   rescueWindow,
 } from "../mod.ts";
 import * as Plot from "@observablehq/plot";
-import { whyNotDuration } from "../webhook/config.ts";
+import {
+  clockSkew,
+  ConfigError,
+  DEFAULT_CLOCK_SKEW_MS,
+  MAX_CLOCK_SKEW_MS,
+  pubsubMinBackoffNeedMs,
+  rescueNeedMs,
+  whyNotDuration,
+} from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
 
 // Re-exported so the documentation of `schedule` and its results links it.
@@ -76,6 +86,11 @@ export type ScheduleRow =
 export interface Schedule {
   /** The checked policy. */
   readonly policy: Policy;
+  /**
+   * How far apart the instances' clocks may be (the service's
+   * `CLOCK_SKEW`): the window must outlast `stuckAfterMs` and it together.
+   */
+  readonly clockSkewMs: number;
   /** The queue the schedule is laid out for; absent, the policy's own delays with no limit. */
   readonly queue?: QueueLimits;
   /**
@@ -90,15 +105,17 @@ export interface Schedule {
   /** The longest time from the first delivery to the last (every delay at its maximum). */
   readonly worstMs: number;
   /**
-   * Whether the guaranteed window lasts at least `stuckAfterMs`, so a
-   * settling payment is rescued before its job can be poisoned.
+   * Whether the guaranteed window lasts at least `stuckAfterMs` and
+   * `clockSkewMs` together, so a settling payment is rescued before its
+   * job can be poisoned, whichever instance's clock reads it as stuck.
    */
   readonly outlasts: boolean;
   /**
    * The policy's own guaranteed window (`rescueWindow(policy)`), when a
-   * queue is given and that window is shorter than `stuckAfterMs`. The
-   * service refuses such a policy at start whatever the queue does: its
-   * generic route and its local queue wait the policy's own delays.
+   * queue is given and that window is shorter than `stuckAfterMs` and
+   * `clockSkewMs` together. The service refuses such a policy at start
+   * whatever the queue does: its generic route and its local queue wait
+   * the policy's own delays.
    */
   readonly ownTooShortMs?: number;
 }
@@ -106,7 +123,7 @@ export interface Schedule {
 /** The most deliveries {@linkcode schedule} lays out: one row each. */
 export const MAX_SCHEDULE_DELIVERIES = 1000;
 
-/** The verdict's words when the window outlasts `stuckAfterMs`. */
+/** The verdict's words when the window outlasts `stuckAfterMs` (and the clock skew). */
 export const OK_TEXT = "OK, the rescue runs before the job can be poisoned";
 
 /** The verdict's words when it does not. */
@@ -128,7 +145,8 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * earliest (every delay at the jitter's lower bound) and at the latest
  * (every delay un-jittered). The last delivery has no delay: it is
  * poisoned. The earliest time of the last delivery is the policy's rescue
- * window, which must outlast `stuckAfterMs`.
+ * window, which must outlast `stuckAfterMs` and the clock skew together,
+ * as the service checks it (`rescueNeedMs`).
  *
  * With a queue, the rows are the ones that queue really gives: at most its
  * own limit of deliveries (the last one `"give_up"` when it stops before
@@ -139,10 +157,13 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * @param policy The policy, or the fields that differ from the default.
  * @param queue The queue that delivers the job; absent, the policy's own
  * delays with no limit.
+ * @param options `clockSkewMs`: how far apart the instances' clocks may be,
+ * the service's `CLOCK_SKEW` (its default, 5 s, when absent; 0 for one
+ * clock; at most 10 min, as the service takes it).
  * @returns The rows and the verdict.
- * @throws {RangeError} If the policy or a queue limit is invalid, or
- * `maxDeliveries` is above {@linkcode MAX_SCHEDULE_DELIVERIES} (one row
- * each).
+ * @throws {RangeError} If the policy, a queue limit or `clockSkewMs` is
+ * invalid, or `maxDeliveries` is above {@linkcode MAX_SCHEDULE_DELIVERIES}
+ * (one row each).
  * @throws {TypeError} If `jitter` is not `"equal"`, `"full"` or `"none"`.
  *
  * @example The default policy
@@ -166,11 +187,16 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * const qstash = schedule({}, { kind: "qstash", retries: 4 });
  * assert.deepEqual(qstash.rows.at(-1), { delivery: 5, action: "give_up" });
  * assert.deepEqual([qstash.stopsEarly, qstash.guaranteedMs], [true, 37_500]);
+ *
+ * // 317.5 s outlasts 5 min and a 17.5 s clock skew, not one 1 ms more.
+ * assert.equal(schedule({}, undefined, { clockSkewMs: 17_500 }).outlasts, true);
+ * assert.equal(schedule({}, undefined, { clockSkewMs: 17_501 }).outlasts, false);
  * ```
  */
 export function schedule(
   policy: Partial<Policy> = {},
   queue?: QueueLimits,
+  options: { readonly clockSkewMs?: number } = {},
 ): Schedule {
   const checked = definePolicy(policy);
   if (checked.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
@@ -178,6 +204,16 @@ export function schedule(
       `Cannot lay out schedule as 'maxDeliveries' must be at most ${MAX_SCHEDULE_DELIVERIES} (one row each): current value is ${checked.maxDeliveries}`,
     );
   }
+  const { clockSkewMs = DEFAULT_CLOCK_SKEW_MS } = options;
+  if (
+    !Number.isSafeInteger(clockSkewMs) || clockSkewMs < 0 ||
+    clockSkewMs > MAX_CLOCK_SKEW_MS
+  ) {
+    throw new RangeError(
+      `Cannot lay out schedule as 'clockSkewMs' must be a whole number of milliseconds from 0 to ${MAX_CLOCK_SKEW_MS} (the service's CLOCK_SKEW): current value is ${clockSkewMs}`,
+    );
+  }
+  const needMs = rescueNeedMs(checked.stuckAfterMs, clockSkewMs);
   const limit = queue === undefined ? Infinity : queueLimit(queue);
   const stopsEarly = limit < checked.maxDeliveries;
   const last = Math.min(checked.maxDeliveries, limit);
@@ -206,13 +242,14 @@ export function schedule(
   const own = queue === undefined ? Infinity : rescueWindow(checked);
   return {
     policy: checked,
+    clockSkewMs,
     ...(queue === undefined ? {} : { queue }),
     rows,
     stopsEarly,
     guaranteedMs,
     worstMs,
-    outlasts: guaranteedMs >= checked.stuckAfterMs,
-    ...(own < checked.stuckAfterMs ? { ownTooShortMs: own } : {}),
+    outlasts: guaranteedMs >= needMs,
+    ...(own < needMs ? { ownTooShortMs: own } : {}),
   };
 }
 
@@ -224,8 +261,19 @@ function range(lowMs: number, highMs: number): string {
 }
 
 /**
- * The verdict line: the guaranteed and worst window against `stuckAfterMs`,
- * then {@linkcode OK_TEXT} or {@linkcode TOO_SHORT_TEXT}.
+ * `"stuck after 5m0s"`, and `" + clock skew 5s"` when the skew is not 0:
+ * what the window must outlast.
+ */
+function stuckText(stuckAfterMs: number, clockSkewMs: number): string {
+  return `stuck after ${formatDuration(stuckAfterMs)}${
+    clockSkewMs > 0 ? ` + clock skew ${formatDuration(clockSkewMs)}` : ""
+  }`;
+}
+
+/**
+ * The verdict line: the guaranteed and worst window against `stuckAfterMs`
+ * and the clock skew (named when it is not 0), then {@linkcode OK_TEXT} or
+ * {@linkcode TOO_SHORT_TEXT}.
  *
  * @param s A schedule from {@linkcode schedule}.
  * @returns One line of text, without a newline.
@@ -237,37 +285,47 @@ function range(lowMs: number, highMs: number): string {
  *
  * assert.equal(
  *   verdict(schedule()),
- *   "rescue window 5m17.5s guaranteed (10m35s worst) vs stuck after 5m0s: OK, the rescue runs before the job can be poisoned",
+ *   "rescue window 5m17.5s guaranteed (10m35s worst) vs stuck after 5m0s + clock skew 5s: OK, the rescue runs before the job can be poisoned",
  * );
+ * // One clock: the skew is 0, and not named.
+ * assert.match(verdict(schedule({}, undefined, { clockSkewMs: 0 })), / vs stuck after 5m0s: OK,/);
  * ```
  */
 export function verdict(s: Schedule): string {
   const early = s.stopsEarly
     ? `; ${stopsEarlyText(s.rows.length, s.policy.maxDeliveries)}`
     : "";
-  // Pub/Sub guarantees only its minimum backoff per gap: say what it needs.
-  const gaps = s.rows.length - 1;
-  const needs = !s.outlasts && s.queue?.kind === "pubsub" && gaps > 0
+  // Pub/Sub guarantees only its minimum backoff per gap: say what it
+  // needs, as the service's refusal does.
+  const { stuckAfterMs } = s.policy;
+  const neededMs = pubsubMinBackoffNeedMs(
+    rescueNeedMs(stuckAfterMs, s.clockSkewMs),
+    s.rows.length,
+  );
+  const needs = !s.outlasts && s.queue?.kind === "pubsub" &&
+      Number.isFinite(neededMs)
     ? `; Pub/Sub needs a minimum backoff of at least ${
-      formatDuration(Math.ceil(s.policy.stuckAfterMs / gaps))
+      formatDuration(neededMs)
     }`
     : "";
   const own = s.ownTooShortMs === undefined
     ? ""
-    : `; ${ownTooShortText(s.ownTooShortMs, s.policy.stuckAfterMs)}`;
+    : `; ${ownTooShortText(s.ownTooShortMs, stuckAfterMs, s.clockSkewMs)}`;
   return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
     formatDuration(s.worstMs)
-  } worst) vs stuck after ${formatDuration(s.policy.stuckAfterMs)}: ${
+  } worst) vs ${stuckText(stuckAfterMs, s.clockSkewMs)}: ${
     s.outlasts ? OK_TEXT : TOO_SHORT_TEXT
   }${early}${needs}${own}`;
 }
 
 /**
  * The verdict's words when, under a queue, the policy's own window is
- * shorter than `stuckAfterMs`: the service refuses to start with it.
+ * shorter than `stuckAfterMs` and the clock skew together: the service
+ * refuses to start with it.
  *
  * @param ownMs The policy's own guaranteed window, `rescueWindow(policy)`.
  * @param stuckAfterMs The policy's.
+ * @param clockSkewMs The service's `CLOCK_SKEW` (named when not 0).
  * @returns The words, without a newline.
  *
  * @example Three deliveries
@@ -279,13 +337,21 @@ export function verdict(s: Schedule): string {
  *   ownTooShortText(7_500, 300_000),
  *   "POLICY TOO SHORT: its own delays guarantee 7.5s, under stuck after 5m0s, so the service refuses to start with it",
  * );
+ * assert.equal(
+ *   ownTooShortText(7_500, 300_000, 5_000),
+ *   "POLICY TOO SHORT: its own delays guarantee 7.5s, under stuck after 5m0s + clock skew 5s, so the service refuses to start with it",
+ * );
  * ```
  */
-export function ownTooShortText(ownMs: number, stuckAfterMs: number): string {
+export function ownTooShortText(
+  ownMs: number,
+  stuckAfterMs: number,
+  clockSkewMs = 0,
+): string {
   return `POLICY TOO SHORT: its own delays guarantee ${
     formatDuration(ownMs)
-  }, under stuck after ${
-    formatDuration(stuckAfterMs)
+  }, under ${
+    stuckText(stuckAfterMs, clockSkewMs)
   }, so the service refuses to start with it`;
 }
 
@@ -421,7 +487,8 @@ function deliveryTicks(maxDeliveries: number): number[] {
  * The schedule as a chart: x is the delivery number, y the time since the
  * first delivery. Two lines, the earliest (guaranteed) and the latest
  * (worst) time of each delivery, with the band between them shaded where
- * jitter can put it, and a dashed line at `stuckAfterMs`.
+ * jitter can put it, and a dashed line at `stuckAfterMs` and the clock skew
+ * together (both named when the skew is not 0).
  *
  * @param s A schedule from {@linkcode schedule}.
  * @returns The SVG document.
@@ -470,9 +537,11 @@ export function scheduleSvg(s: Schedule): string {
     name,
   }));
   const { maxDeliveries, stuckAfterMs } = s.policy;
-  const yTicks = durationTicks(Math.max(s.worstMs, stuckAfterMs));
-  const stuck = `stuck after ${
-    formatDuration(stuckAfterMs)
+  // What the guaranteed line must reach, as the verdict counts it.
+  const needMs = rescueNeedMs(stuckAfterMs, s.clockSkewMs);
+  const yTicks = durationTicks(Math.max(s.worstMs, needMs));
+  const stuck = `${
+    stuckText(stuckAfterMs, s.clockSkewMs)
   }: a settling payment is rescued`;
   return chartSvg([{
     marginTop: 40,
@@ -518,7 +587,7 @@ export function scheduleSvg(s: Schedule): string {
         fillOpacity: 0.18,
         title: () => band,
       }),
-      Plot.ruleY([stuckAfterMs], {
+      Plot.ruleY([needMs], {
         stroke: "#D55E00",
         strokeWidth: 1.5,
         strokeDasharray: "6,4",
@@ -526,7 +595,7 @@ export function scheduleSvg(s: Schedule): string {
       // The lines rise to the right; the left end is free.
       Plot.text([stuck], {
         x: 1,
-        y: stuckAfterMs,
+        y: needMs,
         dx: 8,
         dy: -9,
         textAnchor: "start",
@@ -578,6 +647,11 @@ Flags (defaults are the library's):
   --cap D              longest delay (2m)
   --jitter J           equal, full or none (equal)
   --stuck-after D      how long a payment may settle before its rescue (5m)
+  --clock-skew D       how far apart the instances' clocks may be: the
+                       service's CLOCK_SKEW (${
+  formatDuration(DEFAULT_CLOCK_SKEW_MS)
+}; 0 for one clock, at most ${formatDuration(MAX_CLOCK_SKEW_MS)});
+                       the window must outlast --stuck-after and it together
   --queue Q            lay out what queue Q really does: qstash, pubsub,
                        cloudflare or kv (default: the policy alone)
     --retries N                 qstash: Upstash-Retries, 0-100, at most your
@@ -593,9 +667,10 @@ Flags (defaults are the library's):
   --help               print this and exit
 
 D is a duration: 5s, 2m, 1m30.5s, 250ms, or plain milliseconds.
-Exit status: 0 when the rescue window outlasts --stuck-after, 1 when it is
-too short or the queue gives up before --max-deliveries (or, with --queue, the
-policy's own delays are too short for the service to start), 2 on a bad flag.
+Exit status: 0 when the rescue window outlasts --stuck-after and --clock-skew
+together, as the service checks them at start, 1 when it is too short or the
+queue gives up before --max-deliveries (or, with --queue, the policy's own
+delays are too short for the service to start), 2 on a bad flag.
 `;
 
 /** What the command line asked for. */
@@ -605,6 +680,8 @@ export type Flags =
     readonly help: false;
     /** The checked policy. */
     readonly policy: Policy;
+    /** `--clock-skew`, in milliseconds: the service's `CLOCK_SKEW` (5 s unless given). */
+    readonly clockSkewMs: number;
     /** The queue, with `--queue`. */
     readonly queue?: QueueLimits;
     /** Where to write the chart; none when absent. */
@@ -738,6 +815,30 @@ function queueFrom(
   }
 }
 
+const CLOCK_SKEW_MUST = "a duration such as 5s, or 0 for one clock";
+
+/**
+ * Reads `--clock-skew` as the service reads `CLOCK_SKEW` (`clockSkew`: the
+ * same durations, the same refusal of a plain number under a second, the
+ * same default and limit), its refusal naming the flag.
+ */
+function clockSkewFrom(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_CLOCK_SKEW_MS;
+  // The service takes an empty CLOCK_SKEW for an unset one: a flag given
+  // no value is a mistake.
+  if (text === "") {
+    throw new UsageError(`--clock-skew needs a value: ${CLOCK_SKEW_MUST}`);
+  }
+  try {
+    return clockSkew({ CLOCK_SKEW: text });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    throw new UsageError(
+      error.message.replace(/^CLOCK_SKEW\b/, "--clock-skew"),
+    );
+  }
+}
+
 /**
  * Refuses a plain number under a second, as the service refuses such a
  * setting: most likely seconds written without their unit (`--base 30`).
@@ -753,7 +854,8 @@ function refusePlainMs(flag: string, text: string, ms: number): void {
  * through `definePolicy`.
  *
  * @param args The arguments, without the program (`Deno.args`).
- * @returns The policy and the SVG path, or `{ help: true }`.
+ * @returns The policy, the clock skew, the queue and the SVG path, or
+ * `{ help: true }`.
  * @throws {UsageError} Naming the first bad flag, such as `--base must be
  * a duration of at least 1ms, such as 5s: current value is "soon"`.
  *
@@ -766,6 +868,7 @@ function refusePlainMs(flag: string, text: string, ms: number): void {
  * assert.ok(!flags.help);
  * assert.equal(flags.policy.maxDeliveries, 3);
  * assert.equal(flags.policy.baseMs, 1000);
+ * assert.equal(flags.clockSkewMs, 5000); // the service's CLOCK_SKEW default
  * assert.throws(() => parseFlags(["--base", "soon"]), /^UsageError: --base /);
  * ```
  */
@@ -773,12 +876,16 @@ export function parseFlags(args: readonly string[]): Flags {
   const raw: Partial<Record<PolicyFlag, string>> = {};
   const rawQueue: Partial<Record<QueueFlag, string>> = {};
   let svg: string | undefined;
+  let rawSkew: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") return { help: true };
     const eq = arg.indexOf("=");
     const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
-    if (name !== "--svg" && !isPolicyFlag(name) && !isQueueFlag(name)) {
+    if (
+      name !== "--svg" && name !== "--clock-skew" && !isPolicyFlag(name) &&
+      !isQueueFlag(name)
+    ) {
       throw new UsageError(
         arg.startsWith("-")
           ? `unknown flag ${name}: see --help`
@@ -795,6 +902,8 @@ export function parseFlags(args: readonly string[]): Flags {
         `${name} needs a value: ${
           name === "--svg"
             ? "a file such as docs/schedule.svg"
+            : name === "--clock-skew"
+            ? CLOCK_SKEW_MUST
             : isQueueFlag(name)
             ? QUEUE_FLAGS[name].must
             : FIELDS[name].must
@@ -802,6 +911,7 @@ export function parseFlags(args: readonly string[]): Flags {
       );
     }
     if (name === "--svg") svg = value;
+    else if (name === "--clock-skew") rawSkew = value;
     else if (isQueueFlag(name)) rawQueue[name] = value;
     else raw[name] = value;
   }
@@ -856,6 +966,7 @@ export function parseFlags(args: readonly string[]): Flags {
   return {
     help: false,
     policy,
+    clockSkewMs: clockSkewFrom(rawSkew),
     ...(queue === undefined ? {} : { queue }),
     ...(svg === undefined ? {} : { svg }),
   };
@@ -874,7 +985,9 @@ if (import.meta.main) {
     console.log(USAGE.trimEnd());
     Deno.exit(0);
   }
-  const s = schedule(flags.policy, flags.queue);
+  const s = schedule(flags.policy, flags.queue, {
+    clockSkewMs: flags.clockSkewMs,
+  });
   console.log(formatSchedule(s).trimEnd());
   if (flags.svg !== undefined) {
     try {

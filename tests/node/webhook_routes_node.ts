@@ -135,7 +135,7 @@ before(async () => {
     PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
     PUBSUB_MAX_DELIVERY_ATTEMPTS: "10", // the dead-letter policy's
     PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
-    PUBSUB_MIN_BACKOFF: "40s", // the default policy's window needs 33.334s
+    PUBSUB_MIN_BACKOFF: "40s", // the default policy needs 33.889s (CLOCK_SKEW 5s)
     OPS_TOKEN: OPS,
     WEBHOOK_SECRET: SECRET,
   });

@@ -15,6 +15,7 @@ import {
   DEFAULT_POLICY,
   definePolicy,
   JITTERS,
+  parseDuration,
   type Policy,
   type QueueLimits,
   rescueWindow,
@@ -31,6 +32,7 @@ import {
   UsageError,
   verdict,
 } from "../../tools/schedule.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { catches, runs } from "../_fc.ts";
 import { count, marks } from "../_svg.ts";
 
@@ -51,7 +53,7 @@ delivery  delay after (min … max)   next delivery at (guaranteed … worst)
 #9        1m0s … 2m0s               5m17.5s … 10m35s
 #10       poisoned                  -
 
-rescue window 5m17.5s guaranteed (10m35s worst) vs stuck after 5m0s: OK, the rescue runs before the job can be poisoned
+rescue window 5m17.5s guaranteed (10m35s worst) vs stuck after 5m0s + clock skew 5s: OK, the rescue runs before the job can be poisoned
 `;
 
 Deno.test("schedule() lays out the default policy from 2.5s … 5s after #1 to poisoned at #10", () => {
@@ -78,6 +80,8 @@ Deno.test("schedule() lays out the default policy from 2.5s … 5s after #1 to p
   assert.equal(s.guaranteedMs, rescueWindow(DEFAULT_POLICY));
   assert.equal(s.worstMs, 635_000);
   assert.equal(s.outlasts, true);
+  // The service's CLOCK_SKEW unless told: 5m17.5s outlasts 5m5s.
+  assert.equal(s.clockSkewMs, 5_000);
   assert.deepEqual(schedule(), s);
 });
 
@@ -89,11 +93,18 @@ const anyPolicy: fc.Arbitrary<Policy> = fc.record({
   stuckAfterMs: fc.integer({ min: 0, max: 1_000_000_000 }),
 }).map((fields) => definePolicy(fields));
 
+/** A clock skew the service takes: 0 … 10m, 0 and 5s (the default) often. */
+const anySkew: fc.Arbitrary<number> = fc.oneof(
+  fc.constantFrom(0, 5_000),
+  fc.integer({ min: 0, max: 600_000 }),
+);
+
 function scheduleProperty(
-  impl: (policy: Policy) => Schedule,
-): fc.IProperty<[Policy]> {
-  return fc.property(anyPolicy, (policy) => {
-    const s = impl(policy);
+  impl: (policy: Policy, clockSkewMs: number) => Schedule,
+): fc.IProperty<[Policy, number]> {
+  return fc.property(anyPolicy, anySkew, (policy, clockSkewMs) => {
+    const s = impl(policy, clockSkewMs);
+    assert.equal(s.clockSkewMs, clockSkewMs);
     assert.equal(s.rows.length, policy.maxDeliveries);
     const retries = s.rows.flatMap((row) =>
       row.action === "retry" ? [row] : []
@@ -110,36 +121,76 @@ function scheduleProperty(
     const window = rescueWindow(policy);
     assert.equal(retries.at(-1)?.guaranteedMs ?? 0, window);
     assert.equal(s.guaranteedMs, window);
-    assert.equal(s.outlasts, window >= policy.stuckAfterMs);
+    assert.equal(s.outlasts, window >= policy.stuckAfterMs + clockSkewMs);
   });
 }
 
 // Counts a delay after the last delivery too, as if it were retried: the
 // off-by-one that would overstate the rescue window.
-function countsThePoisonedDelivery(policy: Policy): Schedule {
-  const longer = schedule({
-    ...policy,
-    maxDeliveries: policy.maxDeliveries + 1,
-  });
+function countsThePoisonedDelivery(
+  policy: Policy,
+  clockSkewMs: number,
+): Schedule {
+  const longer = schedule(
+    {
+      ...policy,
+      maxDeliveries: policy.maxDeliveries + 1,
+    },
+    undefined,
+    { clockSkewMs },
+  );
   const rows = longer.rows.slice(0, policy.maxDeliveries - 1);
   const last = longer.rows[policy.maxDeliveries - 1]!;
   const guaranteedMs = last.action === "retry" ? last.guaranteedMs : 0;
   return {
     policy,
+    clockSkewMs,
     rows: [...rows, { delivery: policy.maxDeliveries, action: "poison" }],
     guaranteedMs,
     worstMs: longer.worstMs,
     stopsEarly: false,
-    outlasts: guaranteedMs >= policy.stuckAfterMs,
+    outlasts: guaranteedMs >= policy.stuckAfterMs + clockSkewMs,
+  };
+}
+
+// Checks the window against stuckAfterMs alone, as the tool did while
+// loadConfig checked STUCK_AFTER + CLOCK_SKEW.
+function forgetsTheSkew(policy: Policy, clockSkewMs: number): Schedule {
+  return {
+    ...schedule(policy, undefined, { clockSkewMs }),
+    outlasts: rescueWindow(policy) >= policy.stuckAfterMs,
   };
 }
 
 Deno.test("schedule() keeps min ≤ max, a non-decreasing guaranteed column ending at rescueWindow() for any policy", () => {
-  fc.assert(scheduleProperty(schedule), { numRuns: runs(1000) });
+  fc.assert(
+    scheduleProperty((policy, clockSkewMs) =>
+      schedule(policy, undefined, { clockSkewMs })
+    ),
+    { numRuns: runs(1000) },
+  );
+});
+
+Deno.test("schedule() property catches a verdict that forgets the clock skew", () => {
+  assert.equal(catches(scheduleProperty(forgetsTheSkew)), true);
 });
 
 Deno.test("schedule() property catches a window that counts a delay after the poisoned delivery", () => {
   assert.equal(catches(scheduleProperty(countsThePoisonedDelivery)), true);
+});
+
+Deno.test("schedule() refuses a clock skew the service would not take", () => {
+  for (const clockSkewMs of [-1, 0.5, NaN, 600_001]) {
+    assert.throws(
+      () => schedule({}, undefined, { clockSkewMs }),
+      /^RangeError: Cannot lay out schedule as 'clockSkewMs' must be a whole number of milliseconds from 0 to 600000 \(the service's CLOCK_SKEW\)/,
+      String(clockSkewMs),
+    );
+  }
+  assert.equal(
+    schedule({}, undefined, { clockSkewMs: 600_000 }).outlasts,
+    false,
+  );
 });
 
 Deno.test("schedule() refuses an invalid policy and one too long to lay out", () => {
@@ -157,7 +208,13 @@ Deno.test("formatSchedule() prints the default policy as a table ending in its v
 
 Deno.test("formatSchedule() prints one duration where min and max agree (no jitter)", () => {
   const text = formatSchedule(
-    schedule({ maxDeliveries: 3, jitter: "none", stuckAfterMs: 15_000 }),
+    schedule(
+      { maxDeliveries: 3, jitter: "none", stuckAfterMs: 15_000 },
+      undefined,
+      {
+        clockSkewMs: 0,
+      },
+    ),
   );
   assert.match(text, /^#1 +5s +5s$/m);
   assert.match(text, /^#2 +10s +15s$/m);
@@ -165,18 +222,32 @@ Deno.test("formatSchedule() prints one duration where min and max agree (no jitt
   assert.match(text, /vs stuck after 15s: OK,/);
 });
 
-Deno.test("verdict() says TOO SHORT when the guaranteed window is shorter than stuckAfterMs", () => {
+Deno.test("verdict() says TOO SHORT when the guaranteed window is shorter than stuckAfterMs and the clock skew", () => {
   assert.equal(
     verdict(schedule({ maxDeliveries: 3 })),
+    `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s + clock skew 5s: ${TOO_SHORT_TEXT}`,
+  );
+  assert.equal(
+    verdict(schedule({ maxDeliveries: 3 }, undefined, { clockSkewMs: 0 })),
     `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s: ${TOO_SHORT_TEXT}`,
   );
   // Full jitter guarantees nothing, however long the worst case.
   const full = schedule({ jitter: "full" });
   assert.equal(full.guaranteedMs, 0);
   assert.equal(full.outlasts, false);
-  // A window exactly as long as stuckAfterMs is enough (the service's rule).
-  assert.equal(schedule({ stuckAfterMs: 317_500 }).outlasts, true);
-  assert.equal(schedule({ stuckAfterMs: 317_501 }).outlasts, false);
+  // A window exactly as long as stuckAfterMs and the skew is enough (the
+  // service's rule).
+  assert.equal(schedule({ stuckAfterMs: 312_500 }).outlasts, true);
+  assert.equal(schedule({ stuckAfterMs: 312_501 }).outlasts, false);
+  const oneClock = { clockSkewMs: 0 };
+  assert.equal(
+    schedule({ stuckAfterMs: 317_500 }, undefined, oneClock).outlasts,
+    true,
+  );
+  assert.equal(
+    schedule({ stuckAfterMs: 317_501 }, undefined, oneClock).outlasts,
+    false,
+  );
 });
 
 Deno.test("scheduleSvg() draws both lines, the band between them and the stuck-after rule", () => {
@@ -201,11 +272,18 @@ Deno.test("scheduleSvg() draws both lines, the band between them and the stuck-a
     marks(svg, "rule").some((rule) => /<line [^>]*y1="[\d.]+"/.test(rule)),
   );
   assert.match(svg, /stroke-dasharray="6,4"/);
-  assert.match(svg, />stuck after 5m0s: a settling payment is rescued</);
+  assert.match(
+    svg,
+    />stuck after 5m0s \+ clock skew 5s: a settling payment is rescued</,
+  );
   assert.match(svg, />5m17\.5s</);
   assert.match(svg, />10m35s</);
   assert.match(svg, />2m0s</); // a y tick, printed as a duration
-  assert.match(svg, /vs stuck after 5m0s: OK</);
+  assert.match(svg, /vs stuck after 5m0s \+ clock skew 5s: OK</);
+  // One clock: the skew is not named.
+  const oneClock = scheduleSvg(schedule({}, undefined, { clockSkewMs: 0 }));
+  assert.match(oneClock, />stuck after 5m0s: a settling payment is rescued</);
+  assert.match(oneClock, /vs stuck after 5m0s: OK</);
 });
 
 Deno.test("scheduleSvg() places the stuck-after rule between the guaranteed and worst ends when the window outlasts it", () => {
@@ -246,9 +324,14 @@ Deno.test("parseFlags() reads a policy from --flag value and --flag=value", () =
       jitter: "none",
       stuckAfterMs: 0,
     },
+    clockSkewMs: 5_000,
     svg: "docs/x.svg",
   });
-  assert.deepEqual(parseFlags([]), { help: false, policy: DEFAULT_POLICY });
+  assert.deepEqual(parseFlags([]), {
+    help: false,
+    policy: DEFAULT_POLICY,
+    clockSkewMs: 5_000,
+  });
   assert.deepEqual(parseFlags(["--base", "soon", "--help"]), { help: true });
 });
 
@@ -348,7 +431,7 @@ Deno.test("tools/schedule.ts exits 1 with TOO SHORT for --max-deliveries 3", asy
   assert.match(stdout, /^#3 +poisoned +-$/m);
   assert.ok(
     stdout.trimEnd().endsWith(
-      `vs stuck after 5m0s: TOO SHORT, a settling payment can be poisoned before its rescue`,
+      `vs stuck after 5m0s + clock skew 5s: TOO SHORT, a settling payment can be poisoned before its rescue`,
     ),
   );
 });
@@ -363,12 +446,20 @@ Deno.test("tools/schedule.ts exits 2 on a bad flag with one line naming it", asy
   );
 });
 
-Deno.test("tools/schedule.ts --help prints the usage, with the docs/ limit of --svg", async () => {
+Deno.test("tools/schedule.ts --help prints the usage, with the docs/ limit of --svg and --clock-skew", async () => {
   const { code, stdout, stderr } = await run(["--help"]);
   assert.equal(stderr, "");
   assert.equal(code, 0);
   assert.match(stdout, /^Usage: deno task schedule/);
   assert.match(stdout, /--svg FILE .*\n.*FILE must be under docs\//);
+  assert.match(
+    stdout,
+    /--clock-skew D +how far apart the instances' clocks may be: the\n +service's CLOCK_SKEW \(5s; 0 for one clock, at most 10m0s\);\n +the window must outlast --stuck-after and it together\n/,
+  );
+  assert.match(
+    stdout,
+    /0 when the rescue window outlasts --stuck-after and --clock-skew\n/,
+  );
 });
 
 Deno.test("tools/schedule.ts --svg writes the chart where it may, and names --svg where it may not", async () => {
@@ -399,6 +490,15 @@ Deno.test("README.md quotes the default verdict line and embeds docs/schedule.sv
   const readme = await Deno.readTextFile(new URL("README.md", root));
   assert.ok(readme.includes(verdict(schedule())));
   assert.match(readme, /!\[[^\]]+\]\(docs\/schedule\.svg\)/);
+  // docs/policy.md quotes it too, and every verdict line a doc quotes is
+  // the tool's (the clock skew once went missing from the tool alone).
+  const policy = await Deno.readTextFile(new URL("docs/policy.md", root));
+  assert.ok(policy.includes(verdict(schedule())));
+  for (const doc of [readme, policy]) {
+    for (const line of doc.match(/^rescue window .*$/gm) ?? []) {
+      assert.equal(line, verdict(schedule()));
+    }
+  }
 });
 
 Deno.test("docs/schedule.svg is the chart of the default policy", async () => {
@@ -430,8 +530,8 @@ const anyQueue: fc.Arbitrary<QueueLimits> = fc.oneof(
 
 Deno.test("schedule() with a queue ends at its limit, and its guaranteed column is rescueWindow(policy, queue)", () => {
   fc.assert(
-    fc.property(anyPolicy, anyQueue, (policy, queue) => {
-      const s = schedule(policy, queue);
+    fc.property(anyPolicy, anyQueue, anySkew, (policy, queue, clockSkewMs) => {
+      const s = schedule(policy, queue, { clockSkewMs });
       const check = checkQueue(policy, queue);
       assert.equal(s.rows.length, check.deliveries);
       assert.equal(s.stopsEarly, check.problem === "stops_early");
@@ -440,7 +540,10 @@ Deno.test("schedule() with a queue ends at its limit, and its guaranteed column 
         s.stopsEarly ? "give_up" : "poison",
       );
       assert.equal(s.guaranteedMs, rescueWindow(policy, queue));
-      assert.equal(s.outlasts, s.guaranteedMs >= policy.stuckAfterMs);
+      assert.equal(
+        s.outlasts,
+        s.guaranteedMs >= policy.stuckAfterMs + clockSkewMs,
+      );
     }),
     { numRuns: runs(500) },
   );
@@ -452,7 +555,7 @@ Deno.test("formatSchedule() under QStash with 4 retries ends where the queue giv
   assert.match(text, /^#5 +queue gives up +-$/m);
   assert.match(
     text,
-    /rescue window 37\.5s guaranteed \(1m15s worst\) vs stuck after 5m0s: TOO SHORT, .*; QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10\n$/,
+    /rescue window 37\.5s guaranteed \(1m15s worst\) vs stuck after 5m0s \+ clock skew 5s: TOO SHORT, .*; QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10\n$/,
   );
 });
 
@@ -463,14 +566,28 @@ Deno.test("verdict() under Pub/Sub says the minimum backoff the policy needs", (
     minBackoffMs: 1000,
     maxBackoffMs: 10_000,
   };
+  // (5m + 5s) / 9 gaps, as loadConfig says with CLOCK_SKEW unset.
   assert.equal(
     verdict(schedule({}, pubsub)),
+    `rescue window 9s guaranteed (1m30s worst) vs stuck after 5m0s + clock skew 5s: ${TOO_SHORT_TEXT}; Pub/Sub needs a minimum backoff of at least 33.889s`,
+  );
+  const fits = { ...pubsub, minBackoffMs: 33_889, maxBackoffMs: 600_000 };
+  assert.equal(
+    verdict(schedule({}, fits)),
+    `rescue window 5m5.001s guaranteed (1h30m0s worst) vs stuck after 5m0s + clock skew 5s: ${OK_TEXT}`,
+  );
+  assert.equal(
+    schedule({}, { ...fits, minBackoffMs: 33_888 }).outlasts,
+    false,
+  );
+  // One clock: 5m / 9 gaps.
+  const oneClock = { clockSkewMs: 0 };
+  assert.equal(
+    verdict(schedule({}, pubsub, oneClock)),
     `rescue window 9s guaranteed (1m30s worst) vs stuck after 5m0s: ${TOO_SHORT_TEXT}; Pub/Sub needs a minimum backoff of at least 33.334s`,
   );
   assert.equal(
-    verdict(
-      schedule({}, { ...pubsub, minBackoffMs: 33_334, maxBackoffMs: 600_000 }),
-    ),
+    verdict(schedule({}, { ...fits, minBackoffMs: 33_334 }, oneClock)),
     `rescue window 5m0.006s guaranteed (1h30m0s worst) vs stuck after 5m0s: ${OK_TEXT}`,
   );
   // Pub/Sub's delays fit, the policy's own do not.
@@ -482,9 +599,22 @@ Deno.test("verdict() under Pub/Sub says the minimum backoff the policy needs", (
   assert.equal(own.ownTooShortMs, 7_500);
   assert.equal(
     verdict(own),
-    `rescue window 20m0s guaranteed (20m0s worst) vs stuck after 5m0s: ${OK_TEXT}; ${
-      ownTooShortText(7_500, 300_000)
+    `rescue window 20m0s guaranteed (20m0s worst) vs stuck after 5m0s + clock skew 5s: ${OK_TEXT}; ${
+      ownTooShortText(7_500, 300_000, 5_000)
     }`,
+  );
+  // The policy's own window outlasts STUCK_AFTER but not the skew too: the
+  // service refuses it as well.
+  const justOver = { maxDeliveries: 2, baseMs: 302_000, capMs: 302_000 };
+  const over = schedule({ ...justOver, jitter: "none" }, {
+    ...pubsub,
+    minBackoffMs: 600_000,
+    maxBackoffMs: 600_000,
+  });
+  assert.equal(over.ownTooShortMs, 302_000);
+  assert.match(
+    verdict(over),
+    /; POLICY TOO SHORT: its own delays guarantee 5m2s, under stuck after 5m0s \+ clock skew 5s, so the service refuses to start with it$/,
   );
   assert.equal(schedule({}, pubsub).ownTooShortMs, undefined);
 });
@@ -580,7 +710,7 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
     "--max-delivery-attempts=100",
   ]);
   assert.equal(pubsub.code, 1);
-  assert.match(pubsub.stdout, /needs a minimum backoff of at least 33\.334s/);
+  assert.match(pubsub.stdout, /needs a minimum backoff of at least 33\.889s/);
   const fits = await run(["--queue", "pubsub", "--min-backoff", "34s"]);
   assert.equal(fits.code, 0, fits.stdout);
   // Pub/Sub's own delays outlast stuck-after, the policy's do not: the
@@ -594,7 +724,7 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
   assert.equal(own.code, 1, own.stdout);
   assert.match(
     own.stdout,
-    /; POLICY TOO SHORT: its own delays guarantee 7\.5s, under stuck after 5m0s, so the service refuses to start with it\n$/,
+    /; POLICY TOO SHORT: its own delays guarantee 7\.5s, under stuck after 5m0s \+ clock skew 5s, so the service refuses to start with it\n$/,
   );
   assert.equal((await run(["--queue", "qstash"])).code, 0);
   assert.equal(
@@ -631,5 +761,208 @@ Deno.test("parseFlags() refuses a plain-number duration under a second, as the s
     const flags = parseFlags(["--base", text]);
     assert.ok("policy" in flags);
     assert.equal(flags.policy.baseMs, ms);
+  }
+});
+
+// The service's settings, as tests/webhook/config_test.ts gives them: the
+// tool must give the verdict loadConfig gives the same policy and queue.
+const SERVICE = {
+  SENDER_URL: "http://127.0.0.1:9000",
+  WEBHOOK_SECRET: "a-webhook-secret-16",
+};
+const PUBSUB_SERVICE = {
+  PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
+  PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
+};
+
+/** Whether the service starts with `env` (loadConfig refuses it, or not). */
+function serviceStarts(env: Record<string, string>): boolean {
+  try {
+    loadConfig(env);
+    return true;
+  } catch (error) {
+    if (error instanceof ConfigError) return false;
+    throw error;
+  }
+}
+
+Deno.test("tools/schedule.ts and loadConfig() agree at STUCK_AFTER + CLOCK_SKEW: a 302s window with STUCK_AFTER 5m", async () => {
+  // Two deliveries, no jitter: the one delay, 302s, is the whole window.
+  const env = {
+    ...SERVICE,
+    MAX_DELIVERIES: "2",
+    BASE: "302s",
+    CAP: "302s",
+    JITTER: "none",
+    STUCK_AFTER: "5m",
+  };
+  const flags = [
+    "--max-deliveries=2",
+    "--base=302s",
+    "--cap=302s",
+    "--jitter=none",
+    "--stuck-after=5m",
+  ];
+  // CLOCK_SKEW unset is the service's default (5s): 302s < 305s.
+  const cases = [
+    [undefined, false],
+    ["0", true],
+    ["2s", true],
+    ["2001ms", false],
+  ] as const;
+  for (const [skew, starts] of cases) {
+    const withSkew = skew === undefined ? {} : { CLOCK_SKEW: skew };
+    assert.equal(serviceStarts({ ...env, ...withSkew }), starts, skew);
+    const { code, stdout, stderr } = await run([
+      ...flags,
+      ...(skew === undefined ? [] : [`--clock-skew=${skew}`]),
+    ]);
+    assert.equal(stderr, "", `--clock-skew ${skew}`);
+    assert.equal(code, starts ? 0 : 1, `--clock-skew ${skew}: ${stdout}`);
+  }
+});
+
+Deno.test("tools/schedule.ts --queue pubsub names the least minimum backoff loadConfig() starts with", async () => {
+  for (const skew of [undefined, "0", "10s"]) {
+    const withSkew = skew === undefined ? {} : { CLOCK_SKEW: skew };
+    const skewFlag = skew === undefined ? [] : [`--clock-skew=${skew}`];
+    const { code, stdout } = await run(["--queue=pubsub", ...skewFlag]);
+    assert.equal(code, 1, stdout);
+    const needed = /; Pub\/Sub needs a minimum backoff of at least ([^;\s]+)/
+      .exec(stdout)?.[1];
+    assert.ok(needed !== undefined, stdout);
+    const ms = parseDuration(needed);
+    const env = { ...SERVICE, ...PUBSUB_SERVICE, ...withSkew };
+    assert.equal(
+      serviceStarts({ ...env, PUBSUB_MIN_BACKOFF: `${ms}ms` }),
+      true,
+      `CLOCK_SKEW ${skew}, PUBSUB_MIN_BACKOFF ${needed}`,
+    );
+    assert.equal(
+      serviceStarts({ ...env, PUBSUB_MIN_BACKOFF: `${ms - 1}ms` }),
+      false,
+      `CLOCK_SKEW ${skew}, PUBSUB_MIN_BACKOFF ${ms - 1}ms`,
+    );
+    if (skew === "0") continue; // the default's exits are enough
+    for (const [backoff, exit] of [[ms, 0], [ms - 1, 1]] as const) {
+      const fits = await run([
+        "--queue=pubsub",
+        `--min-backoff=${backoff}ms`,
+        ...skewFlag,
+      ]);
+      assert.equal(
+        fits.code,
+        exit,
+        `--min-backoff ${backoff}ms: ${fits.stdout}`,
+      );
+    }
+  }
+});
+
+Deno.test("schedule() gives loadConfig()'s verdict for any policy, queue and CLOCK_SKEW", () => {
+  const settings = fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 30 }),
+    baseMs: fc.integer({ min: 1, max: 120_000 }),
+    capMs: fc.integer({ min: 120_000, max: 3_600_000 }),
+    jitter: fc.constantFrom(...JITTERS),
+    stuckAfterMs: fc.oneof(
+      fc.constant(0),
+      fc.integer({ min: 0, max: 3_600_000 }),
+    ),
+    clockSkewMs: anySkew,
+    queue: fc.option(anyQueue.filter((q) => q.kind !== "kv"), {
+      nil: undefined,
+    }),
+  });
+  fc.assert(
+    fc.property(settings, (s) => {
+      const { queue, clockSkewMs, ...fields } = s;
+      const policy = definePolicy(fields);
+      const env: Record<string, string> = {
+        ...SERVICE,
+        MAX_DELIVERIES: String(s.maxDeliveries),
+        BASE: `${s.baseMs}ms`,
+        CAP: `${s.capMs}ms`,
+        JITTER: s.jitter,
+        STUCK_AFTER: `${s.stuckAfterMs}ms`,
+        CLOCK_SKEW: `${clockSkewMs}ms`,
+        ...(queue?.kind === "qstash"
+          ? {
+            QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+            QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+            PUBLIC_URL: "https://relayer.example.test",
+            QSTASH_RETRIES: String(queue.retries),
+          }
+          : queue?.kind === "pubsub"
+          ? {
+            ...PUBSUB_SERVICE,
+            PUBSUB_MIN_BACKOFF: `${queue.minBackoffMs}ms`,
+            PUBSUB_MAX_BACKOFF: `${queue.maxBackoffMs}ms`,
+            ...(queue.maxDeliveryAttempts === undefined ? {} : {
+              PUBSUB_MAX_DELIVERY_ATTEMPTS: String(queue.maxDeliveryAttempts),
+              PUBSUB_DEAD_LETTER_AUDIENCE:
+                "https://relayer.example.test/v1/pubsub/dead",
+            }),
+          }
+          : queue?.kind === "cloudflare"
+          ? { CLOUDFLARE_MAX_RETRIES: String(queue.maxRetries) }
+          : {}),
+      };
+      const tool = schedule(policy, queue, { clockSkewMs });
+      const ok = tool.outlasts && !tool.stopsEarly &&
+        tool.ownTooShortMs === undefined;
+      assert.equal(serviceStarts(env), ok, verdict(tool));
+    }),
+    { numRuns: runs(500) },
+  );
+});
+
+Deno.test("parseFlags() reads --clock-skew as the service reads CLOCK_SKEW, and names the flag when it refuses it", () => {
+  const skew = (args: string[]) => {
+    const flags = parseFlags(args);
+    assert.ok(!flags.help);
+    return flags.clockSkewMs;
+  };
+  assert.equal(skew([]), 5_000);
+  assert.equal(skew(["--clock-skew", "0"]), 0);
+  assert.equal(skew(["--clock-skew=250ms"]), 250);
+  assert.equal(skew(["--clock-skew", "30s"]), 30_000);
+  assert.equal(skew(["--clock-skew", "10m"]), 600_000);
+  const cases: [string[], string][] = [
+    [
+      ["--clock-skew", "soon"],
+      '--clock-skew must be a duration such as 5s, 2m or 90000 (milliseconds): current value is "soon"',
+    ],
+    [
+      ["--clock-skew", "-5s"],
+      '--clock-skew must be a duration such as 5s, 2m or 90000 (milliseconds): current value is "-5s"',
+    ],
+    [
+      ["--clock-skew", "30"],
+      '--clock-skew is "30", a plain number, which would be 30 milliseconds: write 30s for seconds, or 30ms if you do mean milliseconds',
+    ],
+    [
+      ["--clock-skew", "10m0.001s"],
+      "--clock-skew must be at most 10m0s, the grace a replay record keeps after it expires (a lease's key or row keeps an hour): current value is 10m0.001s. Synchronise the instances' clocks (NTP) instead",
+    ],
+    [
+      ["--clock-skew="],
+      "--clock-skew needs a value: a duration such as 5s, or 0 for one clock",
+    ],
+    [
+      ["--clock-skew"],
+      "--clock-skew needs a value: a duration such as 5s, or 0 for one clock",
+    ],
+  ];
+  for (const [args, message] of cases) {
+    assert.throws(() => parseFlags(args), (error) => {
+      assert.ok(error instanceof UsageError, args.join(" "));
+      assert.equal(error.message, message);
+      return true;
+    });
+    // The service refuses the same CLOCK_SKEW (an empty one is unset there).
+    if (args[1] !== undefined) {
+      assert.equal(serviceStarts({ ...SERVICE, CLOCK_SKEW: args[1] }), false);
+    }
   }
 });
