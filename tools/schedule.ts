@@ -647,11 +647,14 @@ Flags (defaults are the library's):
   --cap D              longest delay (2m)
   --jitter J           equal, full or none (equal)
   --stuck-after D      how long a payment may settle before its rescue (5m)
-  --clock-skew D       how far apart the instances' clocks may be: the
+  --clock-skew D       how far apart the instances' clocks may be, the
                        service's CLOCK_SKEW (${
   formatDuration(DEFAULT_CLOCK_SKEW_MS)
-}; 0 for one clock, at most ${formatDuration(MAX_CLOCK_SKEW_MS)});
-                       the window must outlast --stuck-after and it together
+}; 0 for one clock, at most
+                       ${
+  formatDuration(MAX_CLOCK_SKEW_MS)
+}): the window must outlast --stuck-after and it
+                       together
   --queue Q            lay out what queue Q really does: qstash, pubsub,
                        cloudflare or kv (default: the policy alone)
     --retries N                 qstash: Upstash-Retries, 0-100, at most your

@@ -454,7 +454,7 @@ Deno.test("tools/schedule.ts --help prints the usage, with the docs/ limit of --
   assert.match(stdout, /--svg FILE .*\n.*FILE must be under docs\//);
   assert.match(
     stdout,
-    /--clock-skew D +how far apart the instances' clocks may be: the\n +service's CLOCK_SKEW \(5s; 0 for one clock, at most 10m0s\);\n +the window must outlast --stuck-after and it together\n/,
+    /--clock-skew D +how far apart the instances' clocks may be, the\n +service's CLOCK_SKEW \(5s; 0 for one clock, at most\n +10m0s\): the window must outlast --stuck-after and it\n +together\n/,
   );
   assert.match(
     stdout,
