@@ -15,6 +15,13 @@ import type {
 import type { QueueIds } from "../store/store.ts";
 
 /**
+ * `clockSkewMs` unset: how far apart the relayer takes the instances'
+ * clocks to be, in milliseconds (5 s). The service's `CLOCK_SKEW` defaults
+ * to it too.
+ */
+export const DEFAULT_CLOCK_SKEW_MS = 5_000;
+
+/**
  * Every option `createRelayer` reads; any other name is a misspelling. A
  * record, so that an option added to `RelayerOptions` must be added here.
  */

@@ -20,6 +20,7 @@ import { jitter } from "../policy/jitter.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { definePolicy, type Policy } from "../policy/policy.ts";
 import {
+  DEFAULT_CLOCK_SKEW_MS,
   DELIVER_OPTIONS,
   DISCARD_OPTIONS,
   GIVE_UP_OPTIONS,
@@ -1077,7 +1078,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     now: clock = Date.now,
     random = Math.random,
     leaseMs = 30_000,
-    clockSkewMs = 5_000,
+    clockSkewMs = DEFAULT_CLOCK_SKEW_MS,
   } = options;
   assertDependencies(store, sender, clock, random);
   // Checked on every read: a clock off by its type (`performance.now()`'s

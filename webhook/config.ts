@@ -47,6 +47,7 @@ import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
 import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
+import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
 import { googleJwks } from "./google_jwks.ts";
 
 /**
@@ -616,8 +617,8 @@ function duration(
 
 /**
  * `CLOCK_SKEW` unset: how far apart the service takes the instances'
- * clocks to be, in milliseconds (5 s). `deno task schedule --clock-skew`
- * defaults to it too.
+ * clocks to be, in milliseconds (5 s): the relayer's own default.
+ * `deno task schedule --clock-skew` defaults to it too.
  *
  * @example The default
  * ```ts
@@ -627,7 +628,7 @@ function duration(
  * assert.equal(DEFAULT_CLOCK_SKEW_MS, 5_000);
  * ```
  */
-export const DEFAULT_CLOCK_SKEW_MS = 5_000;
+export const DEFAULT_CLOCK_SKEW_MS: number = RELAYER_CLOCK_SKEW_MS;
 
 /**
  * The most `CLOCK_SKEW` the service takes, in milliseconds (10 min): the
