@@ -42,6 +42,7 @@ import { isPoison } from "../policy/sentinels.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { routePath } from "hono/route";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { REDRIVE_OPTIONS, RELAYER_OPTIONS } from "../relayer/_options.ts";
@@ -202,8 +203,8 @@ export interface AppDeps extends RelayerOptions {
    * #1  retry  (reason)`) and one per unexpected failure (its name and
    * message; never a secret, never a stack over HTTP); one per operator's
    * new intent, job, redrive, discard and resolution of a review; at most
-   * once a minute per route, one for refused (401) requests, with their
-   * count; and the store's readiness (`/readyz`, a delivery's failure):
+   * once a minute per route, one for refused (401) requests and one for
+   * requests refused for their size (413), with their count; and the store's readiness (`/readyz`, a delivery's failure):
    * `relayer not ready: …` when a probe fails (again at most once a minute
    * while its error stays the same), `relayer ready again: …` at the first
    * that passes after.
@@ -375,11 +376,12 @@ const RESOLVE_RECEIPTS_MS = 5_000;
 const KEYS_LOG_INTERVAL_MS = 60_000;
 
 /**
- * How often, at most, the log says that a route refuses requests (401),
- * per route: a queue whose every delivery is refused (a PUBLIC_URL that is
- * not the URL QStash calls, a secret rotated on one side only, a clock off
- * by minutes) strands its jobs, and the operator must see it; a flood of
- * forgeries must not flood the log.
+ * How often, at most, the log says that a route refuses requests (401, or
+ * 413 for their size), per route and status: a queue whose every delivery
+ * is refused (a PUBLIC_URL that is not the URL QStash calls, a secret
+ * rotated on one side only, a clock off by minutes, a publisher whose
+ * jobs outgrew MAX_BODY_BYTES) strands its jobs, and the operator must see
+ * it; a flood of forgeries must not flood the log.
  */
 const REFUSALS_LOG_INTERVAL_MS = 60_000;
 
@@ -478,12 +480,17 @@ function unreadableBody(): Refusal {
   );
 }
 
-/** A body longer than `maxBytes`: refused, and not read on. */
-function tooLarge(maxBytes: number): Refusal {
+/**
+ * A body longer than `maxBytes`: refused, and not read on. The log says
+ * its `Content-Length` too, when it was refused by it.
+ */
+function tooLarge(maxBytes: number, declared?: number): Refusal {
   const detail = `A request body may be at most ${maxBytes} bytes.`;
   return new Refusal(
     problem(413, "too-large", "Body too large", detail),
-    detail,
+    declared === undefined
+      ? detail
+      : `${detail} This one's Content-Length is ${declared}.`,
   );
 }
 
@@ -1173,11 +1180,18 @@ export function createApp(deps: AppDeps): WebhookApp {
     // held back kept a forged request waiting for good.
     // A Pub/Sub push is told by its route, once its token is checked
     // (from its headers alone): one over the limit is acked, not refused.
+    // Refused here, it is logged under the route it would have reached
+    // (the last pattern matched: a path no route answers is "/v1/*"),
+    // never the path as sent.
     const length = c.req.header("content-length");
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
       Number.parseInt(length, 10) > limitOf(c) && !PUSH_ROUTES.has(c.req.path)
-    ) return tooLarge(limitOf(c)).response;
+    ) {
+      const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
+      logRefusal(c, refusal, routePath(c, -1));
+      return refusal.response;
+    }
     return await next();
   });
 
@@ -2745,19 +2759,29 @@ export function createApp(deps: AppDeps): WebhookApp {
     )
   );
 
-  /** Per route: when a refusal was last logged, and how many came since. */
+  /**
+   * Per route and status: when a refusal was last logged, and how many
+   * came since.
+   */
   const refusals = new Map<string, { at: number; since: number }>();
 
   /**
-   * One line for a refused request, at most once a minute per route, with
-   * the count since the last line. The route is the pattern it matched,
-   * never the path as sent: an id in the path is the caller's to choose.
-   * The detail is ours, and never holds a secret.
+   * One line for a refused request (401, 413), at most once a minute per
+   * route and status, with the count since the last line. The route is the
+   * pattern it matched (`pattern`, else the handler's), never the path as
+   * sent: an id in the path is the caller's to choose. The detail is ours,
+   * and never holds a secret.
    */
-  function logRefusal(c: Context, refusal: Refusal): void {
-    const route = `${c.req.method} ${c.req.routePath}`;
+  function logRefusal(
+    c: Context,
+    refusal: Refusal,
+    pattern: string = c.req.routePath,
+  ): void {
+    const route = `${c.req.method} ${pattern}`;
+    const status = refusal.response.status;
     const at = now();
-    const seen = refusals.get(route);
+    const key = `${status} ${route}`;
+    const seen = refusals.get(key);
     if (
       seen !== undefined && at >= seen.at &&
       at - seen.at < REFUSALS_LOG_INTERVAL_MS
@@ -2768,15 +2792,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     const more = seen === undefined || seen.since === 0
       ? ""
       : ` (${seen.since + 1} refused since the last line)`;
-    refusals.set(route, { at, since: 0 });
-    log(
-      `relayer ${route} refused ${refusal.response.status}${more}: ${refusal.detail}`,
-    );
+    refusals.set(key, { at, since: 0 });
+    log(`relayer ${route} refused ${status}${more}: ${refusal.detail}`);
   }
 
   app.onError((error, c) => {
     if (error instanceof Refusal) {
-      if (error.response.status === 401) logRefusal(c, error);
+      const status = error.response.status;
+      if (status === 401 || status === 413) logRefusal(c, error);
       return error.response;
     }
     if (error instanceof HTTPException) {

@@ -1,0 +1,67 @@
+/**
+ * A request refused for its size (413) is said in the log, as a 401 is: at
+ * most once a minute per route, with the count since the last line. A
+ * queue that keeps sending bodies over the limit (a publisher that pads
+ * its jobs, a route a proxy sends another queue's traffic to) strands its
+ * jobs, and the operator must see it; a flood must not flood the log.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { makeApp, NOW } from "./_app.ts";
+
+Deno.test("a 413 refusal is logged on any route, at most once a minute per route, with the count since the last line", async () => {
+  const lines: string[] = [];
+  let clock = NOW;
+  const { app } = await makeApp({
+    deps: {
+      log: (line: string) => lines.push(line),
+      now: () => clock,
+      maxBodyBytes: 1024,
+    },
+  });
+  const refused = async (path: string, framing: "length" | "chunked") => {
+    const body = "x".repeat(2048);
+    const res = await app.request(path, {
+      method: "POST",
+      body: framing === "length" ? body : new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(body));
+          controller.close();
+        },
+      }),
+      headers: {
+        "x-signature": `t=${NOW / 1000},v1=${"0".repeat(64)}`,
+        ...(framing === "length"
+          ? { "content-length": String(body.length) }
+          : { "transfer-encoding": "chunked" }),
+      },
+    });
+    assert.equal(res.status, 413, `${path} ${framing}`);
+    await res.body?.cancel();
+  };
+  await refused("/v1/deliveries", "length");
+  await refused("/v1/deliveries", "chunked");
+  await refused("/v1/deliveries", "length");
+  const first = lines.filter((l) => / refused 413/.test(l));
+  assert.equal(first.length, 1, lines.join(" | "));
+  assert.match(
+    first[0]!,
+    /^relayer POST \/v1\/deliveries refused 413: A request body may be at most 1024 bytes/,
+  );
+  clock += 60_000;
+  await refused("/v1/deliveries", "length");
+  const second = lines.filter((l) => / refused 413/.test(l));
+  assert.equal(second.length, 2, lines.join(" | "));
+  assert.match(second[1]!, /\(3 refused since the last line\)/);
+  // Another route has a line of its own; a path no route answers is
+  // named by the pattern it matched, never as sent.
+  await refused("/v1/jobs", "length");
+  await refused("/v1/x%0Aforged%20line", "length");
+  const third = lines.filter((l) => / refused 413/.test(l));
+  assert.equal(third.length, 4, lines.join(" | "));
+  assert.match(third[2]!, /^relayer POST \/v1\/jobs refused 413/);
+  assert.match(third[3]!, /^relayer POST \/v1\/\* refused 413/);
+  assert.ok(lines.every((l) => !l.includes("forged")), lines.join(" | "));
+});
