@@ -389,14 +389,19 @@ function hs256Checker(keys: readonly string[]): (token: string) => boolean {
  * makes the checks that need no body (a token there, not too long, and the
  * MAC of one of the keys), so that a forged token is refused before the
  * body is read.
+ *
+ * A body too large to be read whole is verified in two steps:
+ * `checkClaims` makes every check of the token the `Receiver` makes but the
+ * body's (the MAC, HS256, `iss` "Upstash", `sub` this URL, `exp` and `nbf`
+ * by the wall clock within the tolerance, and the `jti`, `exp` and `body`
+ * the replay claim and the hash need), before the body is read on; then
+ * `verifyDigest` compares the SHA-256 of the body's bytes, hashed as they
+ * came, with the token's `body`, and gives the replay claim.
  */
 export function qstashVerifier(
   keys: QStashKeys,
   now: () => number = Date.now,
-): Verifier<
-  (signature: string | undefined, body: string) => Promise<Verification>,
-  string | undefined
-> {
+): QStashVerifier {
   for (const key of ["currentSigningKey", "nextSigningKey"] as const) {
     if (typeof keys[key] !== "string" || keys[key] === "") {
       // The Receiver would fall back to QSTASH_* in the environment.
@@ -495,6 +500,10 @@ export function qstashVerifier(
       ) return refused;
       throw error;
     }
+    return replayClaim(claims);
+  };
+  /** The replay claim of verified claims, or why there is none. */
+  const replayClaim = (claims: Record<string, unknown>): Verification => {
     const { jti, exp } = claims;
     if (
       typeof jti !== "string" || !/^[\x21-\x7e]{1,200}$/.test(jti) ||
@@ -517,8 +526,90 @@ export function qstashVerifier(
       },
     };
   };
-  return Object.assign(verify, { precheck });
+  /**
+   * The token's checks that need no body, as the Receiver (jose's
+   * jwtVerify, then its `sub` check) makes them: its claims, or why not.
+   */
+  const headerClaims = (
+    signature: string | undefined,
+  ): Refused | { readonly claims: Record<string, unknown> } => {
+    const early = precheck(signature);
+    if (early !== undefined || signature === undefined) return early ?? refused;
+    const header = jwtPart(signature, 0) as Record<string, unknown> | null;
+    const claims = jwtClaims(signature);
+    // The MAC checked is HS256's: a header naming another algorithm (or a
+    // critical extension, which jose refuses) is not a token the Receiver
+    // would take.
+    if (
+      typeof header !== "object" || header === null ||
+      header.alg !== "HS256" || header.crit !== undefined ||
+      claims === undefined
+    ) return refused;
+    const { iss, sub, exp, nbf, iat, body } = claims;
+    if (iss !== "Upstash" || typeof body !== "string") return refused;
+    if (sub !== keys.url) {
+      return typeof sub === "string" &&
+          /^https?:\/\/[\x21-\x7e]{1,500}$/.test(sub)
+        ? {
+          ok: false,
+          detail:
+            `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
+        }
+        : refused;
+    }
+    // jose's checks, by the wall clock in whole seconds: `exp` required
+    // (as the replay claim needs it), `nbf` and `iat` numbers if present.
+    const nowS = Math.floor(Date.now() / 1000);
+    const toleranceS = TOKEN_CLOCK_TOLERANCE_MS / 1000;
+    if (
+      typeof exp !== "number" || exp <= nowS - toleranceS ||
+      (nbf !== undefined &&
+        (typeof nbf !== "number" || nbf > nowS + toleranceS)) ||
+      (iat !== undefined && typeof iat !== "number")
+    ) return refused;
+    // And what the replay claim needs, before the body is read for it.
+    const claim = replayClaim(claims);
+    if (!claim.ok) return claim;
+    return { claims };
+  };
+  /** `headerClaims`, as a refusal or nothing. */
+  const checkClaims = (signature: string | undefined): Refused | undefined => {
+    const checked = headerClaims(signature);
+    return "claims" in checked ? undefined : checked;
+  };
+  const verifyDigest = (
+    signature: string | undefined,
+    sha256Digest: Uint8Array,
+  ): Verification => {
+    const checked = headerClaims(signature);
+    if (!("claims" in checked)) return checked;
+    const claimed = unpadded(checked.claims.body as string);
+    if (!timingSafeEqual(claimed, base64url(sha256Digest))) return refused;
+    return replayClaim(checked.claims);
+  };
+  return Object.assign(verify, { precheck, checkClaims, verifyDigest });
 }
+
+/**
+ * {@linkcode qstashVerifier}'s verifier: the token and the body it signs,
+ * what the token alone refutes (`precheck`), and, for a body too large to
+ * be read whole, the token's every other check (`checkClaims`) and the body
+ * by its SHA-256 (`verifyDigest`).
+ */
+type QStashVerifier =
+  & Verifier<
+    (signature: string | undefined, body: string) => Promise<Verification>,
+    string | undefined
+  >
+  & {
+    readonly checkClaims: (
+      signature: string | undefined,
+    ) => Refused | undefined;
+    readonly verifyDigest: (
+      signature: string | undefined,
+      sha256Digest: Uint8Array,
+    ) => Verification;
+  };
 
 /**
  * Google's OIDC settings for Pub/Sub push.

@@ -27,9 +27,12 @@
  * takes a write).
  *
  * An authenticated Pub/Sub message that cannot be read (bad JSON, bad
- * base64, not a job) is acked with 204, logged, and kept as the dead letter
- * `pubsub/<messageId>/unreadable`: a 400 would have Pub/Sub redeliver it
- * for days.
+ * base64, not a job, over the limit) is acked with 204, logged, and kept as
+ * the dead letter `pubsub/<messageId>/unreadable`: a 400 would have Pub/Sub
+ * redeliver it for days. An authenticated QStash message that cannot be
+ * read (not a job, over the limit) is kept so too, as
+ * `qstash/<Upstash-Message-Id>/unreadable`, and answered 489 with
+ * `Upstash-NonRetryable-Error: true`, which ends QStash's retries.
  *
  * @module
  */
@@ -193,7 +196,10 @@ export interface AppDeps extends RelayerOptions {
    * more, for the attributes its copy adds). An authenticated Pub/Sub push
    * over its limit is acked (204) and kept as a dead letter
    * `pubsub/sha256-…/unreadable`, not refused: Pub/Sub would redeliver a
-   * 413 for days.
+   * 413 for days. An authenticated QStash message over its limit (its
+   * token checked, then the hash of its body, read as it comes) is kept as
+   * a dead letter and answered 489, not refused: QStash retries a 413 to
+   * the end.
    *
    * @default {65536}
    */
@@ -342,6 +348,27 @@ const PUSH_ROUTES: ReadonlySet<string> = new Set([
 const OVERSIZED_PUSH_READ_BYTES = 16 * 1024 * 1024;
 
 /**
+ * The routes QStash calls. QStash retries anything but 2xx (a 413 too)
+ * until its retries run out, then calls the failure callback, which
+ * carries the message base64 (larger still): an authenticated message over
+ * the limit is kept as a dead letter there and answered 489 with
+ * `Upstash-NonRetryable-Error: true`, as an unreadable one is, not refused
+ * with a 413 that strands its job.
+ */
+const QSTASH_ROUTES: ReadonlySet<string> = new Set([
+  "/v1/qstash",
+  "/v1/qstash/failed",
+]);
+
+/**
+ * The most of an authenticated QStash message over the limit that is read,
+ * to check its hash against its token (streamed, never held): QStash's
+ * largest message, 50 MB on its fixed plans (10 MB pay as you go), is under
+ * 70 MB as a failure callback, its body base64. One longer is refused 413.
+ */
+const OVERSIZED_QSTASH_READ_BYTES = 72 * 1024 * 1024;
+
+/**
  * What Pub/Sub's dead-letter copy of a push adds to it, at most: four
  * attributes naming the source (its subscription up to 255 characters),
  * a subscription path of its own and a new message id, under a kilobyte.
@@ -458,6 +485,18 @@ function badInput(route: Route, detail: string): Refusal {
 }
 
 /**
+ * The answer to an authenticated QStash message over its route's limit,
+ * once it is kept as a dead letter: 489 with `Upstash-NonRetryable-Error`,
+ * which QStash's docs say ends its retries (the message goes to its DLQ),
+ * as for a malformed job: a 413 would be retried to the end, to no avail.
+ */
+function tooLargeToRetry(detail: string): Response {
+  return problem(489, "too-large", "Body too large", detail, {
+    "Upstash-NonRetryable-Error": "true",
+  });
+}
+
+/**
  * Decodes a body as UTF-8 and keeps a leading byte order mark: the text
  * then encodes back to the very bytes a queue signed or hashed (any valid
  * UTF-8), where `Request.text()` drops the mark and breaks the signature.
@@ -570,16 +609,25 @@ async function textOf(c: Context, maxBytes: number): Promise<string> {
 }
 
 /**
- * A push's body as text, or, over `maxBytes`, how long it is (at least)
- * and the hash of what was read: the rest is read and hashed as it comes,
- * never held, up to {@linkcode OVERSIZED_PUSH_READ_BYTES}. Read only once
- * the push's token is checked.
+ * A body as text, or, over `maxBytes`, how long it is (at least) and the
+ * SHA-256 of what was read: the rest is read and hashed as it comes, never
+ * held, up to `readBytes`. Read only once the request's headers are
+ * checked; `over` is called once the body is known to be over `maxBytes`
+ * (by its Content-Length, before any of it is read), and may throw to
+ * refuse it unread on.
  */
-async function pushBodyOf(
+async function bodyOrDigestOf(
   c: Context,
   maxBytes: number,
+  readBytes: number,
+  over: () => void = () => {},
 ): Promise<
-  { text: string } | { overBytes: number; whole: boolean; sha256: string }
+  { text: string } | {
+    overBytes: number;
+    whole: boolean;
+    sha256: string;
+    digest: Uint8Array;
+  }
 > {
   const stream = c.req.raw.body;
   const length = c.req.header("content-length");
@@ -588,6 +636,9 @@ async function pushBodyOf(
     (length !== undefined && c.req.header("transfer-encoding") === undefined &&
       !(Number.parseInt(length, 10) > maxBytes))
   ) return { text: (await bodyOf(c, maxBytes)).text };
+  if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
+    over();
+  }
   const reader = stream.getReader();
   let chunks: Uint8Array[] = [];
   let size = 0;
@@ -602,6 +653,12 @@ async function pushBodyOf(
     if (read.done) break;
     size += read.value.byteLength;
     if (hash === undefined && size > maxBytes) {
+      try {
+        over();
+      } catch (error) {
+        reader.cancel().catch(() => {});
+        throw error;
+      }
       hash = sha256.create();
       for (const chunk of chunks) hash.update(chunk);
       chunks = [];
@@ -611,17 +668,20 @@ async function pushBodyOf(
       continue;
     }
     hash.update(read.value);
-    if (size >= OVERSIZED_PUSH_READ_BYTES) {
+    if (size >= readBytes) {
       reader.cancel().catch(() => {});
+      const digest = hash.digest();
       return {
         overBytes: size,
         whole: false,
-        sha256: bytesToHex(hash.digest()),
+        sha256: bytesToHex(digest),
+        digest,
       };
     }
   }
   if (hash !== undefined) {
-    return { overBytes: size, whole: true, sha256: bytesToHex(hash.digest()) };
+    const digest = hash.digest();
+    return { overBytes: size, whole: true, sha256: bytesToHex(digest), digest };
   }
   const bytes = new Uint8Array(size);
   let at = 0;
@@ -1180,13 +1240,17 @@ export function createApp(deps: AppDeps): WebhookApp {
     // held back kept a forged request waiting for good.
     // A Pub/Sub push is told by its route, once its token is checked
     // (from its headers alone): one over the limit is acked, not refused.
+    // So is a QStash message, once its token is checked but for the body's
+    // hash: one over the limit is kept as a dead letter (489), not refused.
     // Refused here, it is logged under the route it would have reached
     // (the last pattern matched: a path no route answers is "/v1/*"),
     // never the path as sent.
     const length = c.req.header("content-length");
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
-      Number.parseInt(length, 10) > limitOf(c) && !PUSH_ROUTES.has(c.req.path)
+      Number.parseInt(length, 10) > limitOf(c) &&
+      !PUSH_ROUTES.has(c.req.path) &&
+      !(QSTASH_ROUTES.has(c.req.path) && verifyQStash !== undefined)
     ) {
       const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
       logRefusal(c, refusal, routePath(c, -1));
@@ -1359,14 +1423,35 @@ export function createApp(deps: AppDeps): WebhookApp {
     // Forged on its face: refused before the body is read.
     const forged = verifyQStash?.precheck(signature);
     if (forged) throw unauthorized(forged.detail, forged.hint);
-    const raw = (await bodyOf(c, limitOf(c))).text;
+    const retried = c.req.header("upstash-retried");
+    const attempt = retried !== undefined && /^\d{1,15}$/.test(retried)
+      ? Number(retried) + 1
+      : undefined;
+    const body = await qstashBodyOf(c, verifyQStash, signature);
+    if (!("text" in body)) {
+      // Authenticated, and too large to be a job: kept as the letter an
+      // unreadable message gets, then answered as QStash's docs ask (489:
+      // no retry, to its DLQ), not 413, which it retries to the end.
+      const detail =
+        `The message's body is ${body.overBytes} bytes, over the limit of ${
+          limitOf(c)
+        } (MAX_BODY_BYTES): not read. Publish the job alone, ${JOB_EXAMPLE}`;
+      return await keepUnreadable(
+        "qstash",
+        body.sha256,
+        { id: c.req.header("upstash-message-id"), attempt },
+        detail,
+        () => tooLargeToRetry(detail),
+        body.claim,
+      );
+    }
+    const raw = body.text;
     let claim: ReplayClaim | undefined;
     if (verifyQStash) {
       const verified = await verifyQStash(signature, raw);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
-    const retried = c.req.header("upstash-retried");
     let job: Job;
     try {
       job = jobFrom("qstash", parseJson("qstash", raw));
@@ -1387,13 +1472,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       return await keepUnreadable(
         "qstash",
         raw,
-        {
-          id: c.req.header("upstash-message-id"),
-          attempt: retried !== undefined && /^\d{1,15}$/.test(retried)
-            ? Number(retried) + 1
-            : undefined,
-          job: parsed,
-        },
+        { id: c.req.header("upstash-message-id"), attempt, job: parsed },
         error.detail,
         () => error.response,
         claim,
@@ -1566,7 +1645,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       c.req.header("authorization"),
     );
     if (refused) return refused;
-    const body = await pushBodyOf(c, limitOf(c));
+    const body = await bodyOrDigestOf(
+      c,
+      limitOf(c),
+      OVERSIZED_PUSH_READ_BYTES,
+    );
     if (!("text" in body)) {
       // Unread, so named by its hash (the relayer hashes what it is
       // given): a redelivery of the same push keeps the same letter.
@@ -1699,7 +1782,26 @@ export function createApp(deps: AppDeps): WebhookApp {
     // Forged on its face: refused before the body is read.
     const forged = verifyQStashFailed?.precheck(signature);
     if (forged) throw unauthorized(forged.detail, forged.hint);
-    const raw = (await bodyOf(c, limitOf(c))).text;
+    const read = await qstashBodyOf(c, verifyQStashFailed, signature);
+    if (!("text" in read)) {
+      // Authenticated, and too large to read: the message it gives up on
+      // cannot be named, so the letter is named by the callback's bytes
+      // (a repeat of it keeps one letter), then answered as an unreadable
+      // one is (489: no retry).
+      const detail =
+        `QStash's failure callback is ${read.overBytes} bytes, over the limit of ${
+          limitOf(c)
+        } (4/3 of MAX_BODY_BYTES and 16 KiB more): not read, so its message is found in QStash's DLQ only. Publish the job alone, ${JOB_EXAMPLE}`;
+      return await keepUnreadable(
+        "qstash",
+        read.sha256,
+        {},
+        detail,
+        () => tooLargeToRetry(detail),
+        read.claim,
+      );
+    }
+    const raw = read.text;
     let claim: ReplayClaim | undefined;
     if (verifyQStashFailed) {
       const verified = await verifyQStashFailed(signature, raw);
@@ -1799,6 +1901,67 @@ export function createApp(deps: AppDeps): WebhookApp {
       ...(source ? { dlqId: source } : {}),
     });
   });
+
+  /**
+   * A QStash route's body as text; or, over the route's limit, its length,
+   * its SHA-256 and the replay claim of its token. The token's every check
+   * but the body's is made once the body is known to be over (by its
+   * Content-Length, before any of it is read): a 401 then, the rest unread.
+   * Then the body is hashed as it comes, never held, up to
+   * {@linkcode OVERSIZED_QSTASH_READ_BYTES} (a 413 past it: its hash could
+   * not be checked), and the hash checked against the token's (a 401).
+   * Without QStash's keys (insecure dev), a body over the limit is a 413.
+   */
+  async function qstashBodyOf(
+    c: Context,
+    verify: ReturnType<typeof qstashVerifier> | undefined,
+    signature: string | undefined,
+  ): Promise<
+    { text: string } | { overBytes: number; sha256: string; claim: ReplayClaim }
+  > {
+    if (verify === undefined) {
+      return { text: (await bodyOf(c, limitOf(c))).text };
+    }
+    const length = c.req.header("content-length");
+    const declared = length !== undefined &&
+        c.req.header("transfer-encoding") === undefined
+      ? Number.parseInt(length, 10)
+      : undefined;
+    const body = await bodyOrDigestOf(
+      c,
+      limitOf(c),
+      OVERSIZED_QSTASH_READ_BYTES,
+      () => {
+        const refused = verify.checkClaims(signature);
+        if (refused) throw unauthorized(refused.detail, refused.hint);
+        if (declared !== undefined && declared > OVERSIZED_QSTASH_READ_BYTES) {
+          throw tooLargeToKeep(c, `${declared} bytes`);
+        }
+      },
+    );
+    if ("text" in body) return body;
+    if (!body.whole) {
+      throw tooLargeToKeep(c, `at least ${body.overBytes} bytes`);
+    }
+    const verified = verify.verifyDigest(signature, body.digest);
+    if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
+    return {
+      overBytes: body.overBytes,
+      sha256: body.sha256,
+      claim: verified.claim,
+    };
+  }
+
+  /** A QStash message too long to be read to its end, so kept nowhere: 413. */
+  function tooLargeToKeep(c: Context, size: string): Refusal {
+    const detail = `A request body may be at most ${
+      limitOf(c)
+    } bytes; a QStash message over that is kept as a dead letter if it is at most ${OVERSIZED_QSTASH_READ_BYTES} bytes, and this one is ${size}.`;
+    return new Refusal(
+      problem(413, "too-large", "Body too large", detail),
+      detail,
+    );
+  }
 
   /**
    * An authenticated queue message that cannot be read is answered so that

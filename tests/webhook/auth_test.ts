@@ -348,3 +348,98 @@ Deno.test("qstashVerifier() refuses a forged token whose MAC is a long run of '=
   // About a millisecond; quadratic, over a second.
   assert.ok(tookMs < 300, `${tookMs.toFixed(0)} ms`);
 });
+
+/** A token of `key` with any header and claims (HS256 MAC whatever `alg` says). */
+async function tokenWith(
+  header: Record<string, unknown>,
+  claims: Record<string, unknown>,
+  key: string = QSTASH.currentSigningKey,
+): Promise<string> {
+  const b64 = (bytes: Uint8Array) =>
+    btoa(String.fromCharCode(...bytes)).replaceAll("+", "-")
+      .replaceAll("/", "_").replace(/=+$/, "");
+  const text = (value: unknown) =>
+    b64(new TextEncoder().encode(JSON.stringify(value)));
+  const input = `${text(header)}.${text(claims)}`;
+  const hmac = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(key),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = await crypto.subtle.sign(
+    "HMAC",
+    hmac,
+    new TextEncoder().encode(input),
+  );
+  return `${input}.${b64(new Uint8Array(mac))}`;
+}
+
+Deno.test("qstashVerifier(): checkClaims then verifyDigest, for a body too large to read whole, accept and refuse the tokens the Receiver does, and give the same replay claim", async () => {
+  let appNow = 5_000;
+  const verify = qstashVerifier(QSTASH, () => appNow);
+  const nowS = Math.floor(Date.now() / 1000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const b64 = btoa(String.fromCharCode(...hash)).replaceAll("+", "-")
+    .replaceAll("/", "_");
+  const claims = {
+    iss: "Upstash",
+    sub: QSTASH.url,
+    iat: nowS,
+    nbf: nowS,
+    exp: nowS + 300,
+    jti: "jwt_1",
+    body: b64,
+  };
+  const hs256 = { alg: "HS256", typ: "JWT" };
+  const cases: Record<string, string | undefined> = {
+    good: await signQStash(body),
+    "the next key": await signQStash(body, { key: QSTASH.nextSigningKey }),
+    "body unpadded": await tokenWith(hs256, {
+      ...claims,
+      body: b64.replace(/=+$/, ""),
+    }),
+    "no nbf, no iat": await tokenWith(hs256, {
+      ...claims,
+      nbf: undefined,
+      iat: undefined,
+    }),
+    "10 s past exp": await signQStash(body, { nowS: nowS - 310 }),
+    none: undefined,
+    "another key": await signQStash(body, { key: "sig_not_ours_00000" }),
+    "another URL": await signQStash(body, { url: `${QSTASH.url}/failed` }),
+    "another body": await signQStash(`${body} `),
+    "no body claim": await signQStash(body, { bodyHash: null }),
+    expired: await signQStash(body, { nowS: nowS - 3600 }),
+    "not yet": await signQStash(body, { nowS: nowS + 3600 }),
+    "iss not Upstash": await signQStash(body, { extra: { iss: "Other" } }),
+    "no iss": await tokenWith(hs256, { ...claims, iss: undefined }),
+    "iat not a number": await tokenWith(hs256, { ...claims, iat: "now" }),
+    "alg HS512": await tokenWith({ alg: "HS512", typ: "JWT" }, claims),
+    "alg none": await tokenWith({ alg: "none" }, claims),
+    crit: await tokenWith({ ...hs256, crit: ["x"], x: 1 }, claims),
+    "no jti": await signQStash(body, { jti: null }),
+  };
+  for (const [name, signature] of Object.entries(cases)) {
+    appNow += 1;
+    const whole = await verify(signature, body);
+    const early = verify.checkClaims(signature);
+    const digest = verify.verifyDigest(signature, hash);
+    assert.equal(digest.ok, whole.ok, `${name}: ${JSON.stringify(whole)}`);
+    if (whole.ok && digest.ok) {
+      // The same key; its expiry counted from the wall clock of each call.
+      assert.equal(digest.claim.key, whole.claim.key, name);
+      assert.ok(
+        Math.abs(digest.claim.expiresAt - whole.claim.expiresAt) < 1000,
+        name,
+      );
+    } else assert.deepEqual(digest, whole, name);
+    // The early check refuses only what the whole check refuses, and all
+    // of it but the body's hash.
+    if (whole.ok) assert.equal(early, undefined, name);
+    else if (name !== "another body") assert.ok(early, name);
+  }
+});

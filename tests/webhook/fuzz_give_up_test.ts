@@ -148,7 +148,10 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/fail
     }),
     { numRuns: runs(5000) },
   );
-  for (const status of [200, 401, 413, 489]) {
+  // No 413: an authenticated callback over the limit is kept unread (489),
+  // as QStash would retry a 413 to the end; any other is refused by its
+  // token first.
+  for (const status of [200, 401, 489]) {
     assert.ok((statuses.get(status) ?? 0) > 0, `no ${status}`);
   }
 });

@@ -1,0 +1,348 @@
+/**
+ * QStash messages over their route's body limit. QStash retries anything
+ * but 2xx until its retries run out, then calls the failure callback,
+ * which carries the message base64: a message refused 413 for its size
+ * spent every retry, and one a little larger was refused at its give-up
+ * too, its intent stranded with no letter and no log line. An
+ * authenticated one is now kept as a dead letter and answered 489 with
+ * `Upstash-NonRetryable-Error: true`, which QStash's docs say stops its
+ * retries; a forged one is refused before its body is read.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { NewIntent } from "../../mod.ts";
+import { makeApp, NOW } from "./_app.ts";
+import { QSTASH, signQStash } from "./_signing.ts";
+
+const FAILED_URL = `${QSTASH.url}/failed`;
+/** The direct route's limit (MAX_BODY_BYTES), and the callback's. */
+const MAX_BODY_BYTES = 65_536;
+const ENVELOPE_BYTES = Math.ceil(MAX_BODY_BYTES / 3) * 4 + 16 * 1024;
+
+const authorized: NewIntent = {
+  id: "pi_0002",
+  state: "authorized",
+  hold: "pending",
+};
+
+/** A job padded by an extra field to `size` bytes. */
+function job(size: number): string {
+  const base = JSON.stringify({
+    intentId: "pi_0002",
+    kind: "settle",
+    note: "",
+  });
+  return JSON.stringify({
+    intentId: "pi_0002",
+    kind: "settle",
+    note: "x".repeat(size - base.length),
+  });
+}
+
+/** QStash's failure callback for `source`, as QStash makes it. */
+function callback(source: string, messageId: string): string {
+  return JSON.stringify({
+    status: 413,
+    header: { "Content-Type": ["application/problem+json"] },
+    body: btoa('{"type":"urn:relayer:problem:too-large"}'),
+    retried: 3,
+    maxRetries: 3,
+    sourceMessageId: messageId,
+    url: QSTASH.url,
+    method: "POST",
+    sourceHeader: { "Content-Type": ["application/json"] },
+    sourceBody: btoa(source),
+    createdAt: 1_700_000_000_000,
+  });
+}
+
+const bytes = (text: string) => new TextEncoder().encode(text).byteLength;
+
+type App = {
+  request: (path: string, init: RequestInit) => Response | Promise<Response>;
+};
+
+/** A POST signed as QStash signs it, its length said or chunked. */
+async function post(
+  app: App,
+  path: string,
+  body: string,
+  options: {
+    framing?: "length" | "chunked";
+    messageId?: string;
+    retried?: number;
+    signature?: string;
+  } = {},
+): Promise<Response> {
+  const encoded = new TextEncoder().encode(body);
+  const framing = options.framing ?? "length";
+  return await app.request(path, {
+    method: "POST",
+    body: framing === "length" ? body : new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < encoded.length; at += 16_384) {
+          controller.enqueue(encoded.subarray(at, at + 16_384));
+        }
+        controller.close();
+      },
+    }),
+    headers: {
+      "content-type": "application/json",
+      "upstash-signature": options.signature ??
+        await signQStash(body, {
+          url: path === "/v1/qstash" ? QSTASH.url : FAILED_URL,
+        }),
+      ...(options.messageId === undefined
+        ? {}
+        : { "upstash-message-id": options.messageId }),
+      "upstash-retried": String(options.retried ?? 0),
+      ...(framing === "length"
+        ? { "content-length": String(encoded.byteLength) }
+        : { "transfer-encoding": "chunked" }),
+    },
+  });
+}
+
+Deno.test("an authenticated QStash message over /v1/qstash's limit is kept as the dead letter qstash/<Upstash-Message-Id>/unreadable, logged, and answered 489 with Upstash-NonRetryable-Error, however it is framed", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [authorized],
+    deps: { log: (line: string) => lines.push(line) },
+  });
+  for (const size of [70_048, 80_048, 200_000]) {
+    for (const framing of ["length", "chunked"] as const) {
+      lines.length = 0;
+      const id = `msg_${size}_${framing}`;
+      const res = await post(app, "/v1/qstash", job(size), {
+        framing,
+        messageId: id,
+        retried: 2,
+      });
+      const name = `${size} ${framing}`;
+      assert.equal(res.status, 489, `${name}: ${await res.clone().text()}`);
+      assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
+      assert.equal((await res.json()).type, "urn:relayer:problem:too-large");
+      const letter = await store.getDeadLetter(`qstash/${id}/unreadable`);
+      assert.ok(letter, `${name}: no dead letter`);
+      assert.match(letter.reason, /^unreadable QStash message: /);
+      assert.match(letter.reason, new RegExp(`${size} bytes, over the limit`));
+      assert.equal(letter.deliveries, 3);
+      assert.equal(letter.poisonedAt, NOW);
+      assert.match(
+        lines.join("\n"),
+        new RegExp(`qstash/${id}/unreadable acked and kept as a dead letter`),
+        name,
+      );
+    }
+  }
+  // Nothing was read as a job.
+  assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
+});
+
+Deno.test("QStash's failure callback over its limit is kept as a dead letter and answered 489, so a job too large for both routes is not stranded unseen", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [authorized],
+    deps: { log: (line: string) => lines.push(line) },
+  });
+  // The review's pairs: the direct message, then the callback that gives
+  // it up (QStash's, once the 489 ends its retries).
+  for (const size of [70_048, 80_048]) {
+    const id = `msg_pair_${size}`;
+    const source = job(size);
+    const direct = await post(app, "/v1/qstash", source, { messageId: id });
+    assert.equal(direct.status, 489, `${size}: ${await direct.text()}`);
+    const body = callback(source, id);
+    const res = await post(app, "/v1/qstash/failed", body);
+    assert.ok(
+      res.status === 200 || res.status === 489,
+      `${size} (${bytes(body)} B): ${res.status} ${await res.clone().text()}`,
+    );
+    await res.body?.cancel();
+  }
+  const letters = (await store.listDeadLetters({ limit: 100 })).items.map((
+    l,
+  ) => l.jobId);
+  // Both direct messages kept by /v1/qstash.
+  assert.ok(letters.includes("qstash/msg_pair_70048/unreadable"), `${letters}`);
+  assert.ok(letters.includes("qstash/msg_pair_80048/unreadable"), `${letters}`);
+  // The first callback fits its route and gives the job up; the second,
+  // over the limit, is kept by the hash of its bytes.
+  assert.ok(letters.includes("pi_0002/settle"), `${letters}`);
+  const big = letters.filter((l) =>
+    /^qstash\/sha256-[0-9a-f]{32}\/unreadable$/.test(l)
+  );
+  assert.equal(big.length, 1, `${letters}`);
+  const letter = await store.getDeadLetter(big[0]!);
+  assert.match(
+    letter?.reason ?? "",
+    /failure callback is \d+ bytes, over the limit/,
+  );
+  // A repeat of the callback (QStash calls it at least once) keeps one letter.
+  const again = await post(
+    app,
+    "/v1/qstash/failed",
+    callback(job(80_048), "msg_pair_80048"),
+    { framing: "chunked" },
+  );
+  assert.equal(again.status, 489);
+  assert.equal(again.headers.get("upstash-nonretryable-error"), "true");
+  await again.body?.cancel();
+  assert.equal(
+    (await store.listDeadLetters({ limit: 100 })).items.length,
+    letters.length,
+  );
+});
+
+Deno.test("a forged, unsigned, mis-addressed or expired QStash request over the limit is refused before its body is read, and keeps nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [authorized] });
+  const nowS = Math.floor(Date.now() / 1000);
+  for (const path of ["/v1/qstash", "/v1/qstash/failed"]) {
+    const url = path === "/v1/qstash" ? QSTASH.url : FAILED_URL;
+    const signatures: Record<string, string | undefined> = {
+      none: undefined,
+      garbage: "a.b.c",
+      "another key": await signQStash("{}", { url, key: "sig_not_ours_0000" }),
+      "another URL": await signQStash("{}", {
+        url: path === "/v1/qstash" ? FAILED_URL : QSTASH.url,
+      }),
+      expired: await signQStash("{}", { url, nowS: nowS - 3600 }),
+      "not yet": await signQStash("{}", { url, nowS: nowS + 3600 }),
+      "no jti": await signQStash("{}", { url, jti: null }),
+      "not Upstash": await signQStash("{}", { url, extra: { iss: "Other" } }),
+    };
+    for (const [name, signature] of Object.entries(signatures)) {
+      let pulled = false;
+      const res = await app.request(path, {
+        method: "POST",
+        // A body that never comes: only its headers are sent.
+        body: new ReadableStream<Uint8Array>({
+          pull() {
+            pulled = true;
+            return new Promise(() => {});
+          },
+        }, { highWaterMark: 0 }),
+        headers: {
+          "content-length": String(10 * ENVELOPE_BYTES),
+          ...(signature === undefined
+            ? {}
+            : { "upstash-signature": signature }),
+        },
+      });
+      assert.ok(
+        res.status === 401 || res.status === 413,
+        `${path} ${name}: ${res.status}`,
+      );
+      await res.body?.cancel();
+      assert.equal(pulled, false, `${path} ${name}: its body was read`);
+    }
+  }
+  assert.equal(writes(), 0);
+});
+
+Deno.test("a QStash token of ours over a body it did not sign is refused 401 once the body is hashed, and a replay of an oversized message writes nothing", async () => {
+  const { app, store, writes } = await makeApp({ intents: [authorized] });
+  const big = job(90_000);
+  // Signed for another body: the hash does not match.
+  const other = await signQStash(job(90_001));
+  for (const framing of ["length", "chunked"] as const) {
+    const res = await post(app, "/v1/qstash", big, {
+      framing,
+      signature: other,
+      messageId: "msg_forged",
+    });
+    assert.equal(res.status, 401, framing);
+    await res.body?.cancel();
+  }
+  assert.equal(writes(), 0);
+  // Signed right, then replayed: one letter, and the replay refused.
+  const signature = await signQStash(big);
+  const first = await post(app, "/v1/qstash", big, {
+    signature,
+    messageId: "msg_once",
+  });
+  assert.equal(first.status, 489);
+  await first.body?.cancel();
+  const letter = await store.getDeadLetter("qstash/msg_once/unreadable");
+  assert.ok(letter);
+  const before = JSON.stringify(
+    (await store.listDeadLetters({ limit: 100 })).items,
+  );
+  const replay = await post(app, "/v1/qstash", big, {
+    signature,
+    messageId: "msg_replayed",
+  });
+  assert.equal(replay.status, 401);
+  assert.match((await replay.json()).detail, /already delivered/);
+  assert.equal(
+    await store.getDeadLetter("qstash/msg_replayed/unreadable"),
+    null,
+  );
+  // Its letter's write was tried, and refused by the claim: nothing changed.
+  assert.equal(
+    JSON.stringify((await store.listDeadLetters({ limit: 100 })).items),
+    before,
+  );
+});
+
+Deno.test("an authenticated QStash message that never ends is read to a bound, then refused 413 and logged, keeping nothing", async () => {
+  const lines: string[] = [];
+  const { app, writes } = await makeApp({
+    intents: [authorized],
+    deps: { log: (line: string) => lines.push(line) },
+  });
+  const chunk = new Uint8Array(256 * 1024).fill(0x78);
+  let sent = 0;
+  let cancelled = false;
+  const res = await app.request("/v1/qstash", {
+    method: "POST",
+    body: new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent += chunk.byteLength;
+        controller.enqueue(chunk);
+      },
+      cancel() {
+        cancelled = true;
+      },
+    }, { highWaterMark: 0 }),
+    headers: {
+      "upstash-signature": await signQStash("whatever"),
+      "transfer-encoding": "chunked",
+    },
+  });
+  assert.equal(res.status, 413);
+  await res.body?.cancel();
+  assert.ok(cancelled);
+  assert.ok(sent <= 72 * 1024 * 1024 + chunk.byteLength, `${sent}`);
+  assert.equal(writes(), 0);
+  assert.match(lines.join("\n"), /relayer POST \/v1\/qstash refused 413/);
+});
+
+Deno.test("an authenticated QStash message whose Content-Length is past the bound is refused 413 unread, and logged", async () => {
+  const lines: string[] = [];
+  const { app, writes } = await makeApp({
+    intents: [authorized],
+    deps: { log: (line: string) => lines.push(line) },
+  });
+  let pulled = false;
+  const res = await app.request("/v1/qstash", {
+    method: "POST",
+    body: new ReadableStream<Uint8Array>({
+      pull() {
+        pulled = true;
+        return new Promise(() => {});
+      },
+    }, { highWaterMark: 0 }),
+    headers: {
+      "upstash-signature": await signQStash("whatever"),
+      "content-length": String(100 * 1024 * 1024),
+    },
+  });
+  assert.equal(res.status, 413);
+  assert.match((await res.json()).detail, /this one is 104857600 bytes/);
+  assert.equal(pulled, false);
+  assert.equal(writes(), 0);
+  assert.match(lines.join("\n"), /relayer POST \/v1\/qstash refused 413/);
+});
