@@ -412,6 +412,25 @@ const KEYS_LOG_INTERVAL_MS = 60_000;
  */
 const REFUSALS_LOG_INTERVAL_MS = 60_000;
 
+/**
+ * The methods a refusal's log line names as sent; any other is logged as
+ * `OTHER`. HTTP takes any token as a method (Deno.serve took one of 60,000
+ * characters), and `limitBody` answers every method: keyed by the method
+ * as sent, each made-up one had a line of its own and a record kept for
+ * good (1,000 requests wrote 50 MB of log and kept 50 MB).
+ */
+const LOGGED_METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+  "CONNECT",
+  "TRACE",
+]);
+
 /** A refusal the app answers as a problem; thrown inside handlers. */
 class Refusal extends Error {
   constructor(readonly response: Response, readonly detail = "") {
@@ -2932,15 +2951,17 @@ export function createApp(deps: AppDeps): WebhookApp {
    * One line for a refused request (401, 413), at most once a minute per
    * route and status, with the count since the last line. The route is the
    * pattern it matched (`pattern`, else the handler's), never the path as
-   * sent: an id in the path is the caller's to choose. The detail is ours,
-   * and never holds a secret.
+   * sent: an id in the path is the caller's to choose; so is a method
+   * other than HTTP's own, named `OTHER`. The detail is ours, and never
+   * holds a secret.
    */
   function logRefusal(
     c: Context,
     refusal: Refusal,
     pattern: string = c.req.routePath,
   ): void {
-    const route = `${c.req.method} ${pattern}`;
+    const method = LOGGED_METHODS.has(c.req.method) ? c.req.method : "OTHER";
+    const route = `${method} ${pattern}`;
     const status = refusal.response.status;
     const at = now();
     const key = `${status} ${route}`;
