@@ -628,9 +628,10 @@ async function textOf(c: Context, maxBytes: number): Promise<string> {
 }
 
 /**
- * A body as text, or, over `maxBytes`, how long it is (at least) and the
- * SHA-256 of what was read: the rest is read and hashed as it comes, never
- * held, up to `readBytes`. Read only once the request's headers are
+ * A body as text, or, over `maxBytes`, how long it is and its SHA-256:
+ * the rest is read and hashed as it comes, never held, up to `readBytes`;
+ * past that (`whole` false), `overBytes` is `readBytes` and the hash is
+ * that of the first `readBytes` bytes, however the chunks fell. Read only once the request's headers are
  * checked; `over` is called once the body is known to be over `maxBytes`
  * (by its Content-Length, before any of it is read), and may throw to
  * refuse it unread on.
@@ -686,17 +687,22 @@ async function bodyOrDigestOf(
       chunks.push(read.value);
       continue;
     }
-    hash.update(read.value);
-    if (size >= readBytes) {
+    const past = size - readBytes;
+    if (past > 0) {
+      // Past the bound: its first `readBytes` bytes are hashed, wherever
+      // the chunks fall, so the same body is named the same however it
+      // came; one of exactly `readBytes` is read whole.
+      hash.update(read.value.subarray(0, read.value.byteLength - past));
       reader.cancel().catch(() => {});
       const digest = hash.digest();
       return {
-        overBytes: size,
+        overBytes: readBytes,
         whole: false,
         sha256: bytesToHex(digest),
         digest,
       };
     }
+    hash.update(read.value);
   }
   if (hash !== undefined) {
     const digest = hash.digest();
@@ -1677,7 +1683,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         body.sha256,
         {},
         `The push's body is ${
-          body.whole ? "" : "at least "
+          body.whole ? "" : "more than "
         }${body.overBytes} bytes, over the limit of ${
           limitOf(c)
         } (MAX_BODY_BYTES, 4/3 of it and 16 KiB more for an envelope): not read. Publish the job alone, ${JOB_EXAMPLE}`,
@@ -1960,7 +1966,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
     if ("text" in body) return body;
     if (!body.whole) {
-      throw tooLargeToKeep(c, `at least ${body.overBytes} bytes`);
+      throw tooLargeToKeep(c, `more than ${body.overBytes} bytes`);
     }
     const verified = verify.verifyDigest(signature, body.digest);
     if (!verified.ok) throw unauthorized(verified.detail, verified.hint);

@@ -246,6 +246,37 @@ Deno.test("an authenticated Pub/Sub push that never ends is read to 16 MiB at mo
   assert.ok(logged, lines.join(" | "));
   assert.match(
     (await store.getDeadLetter(logged[0]))?.reason ?? "",
-    /at least 16777216 bytes, over the limit/,
+    /more than 16777216 bytes, over the limit/,
+  );
+});
+
+Deno.test("a push past the 16 MiB read is named by its first 16 MiB, however the socket splits it: the same push keeps one letter", async () => {
+  const { app, store } = await withBothRoutes([settling]);
+  const g = await theGoogle();
+  const size = 16 * 1024 * 1024 + 100_000;
+  const bytes = new Uint8Array(size).fill(0x61);
+  for (const chunk of [1 << 20, 1_000_000, 65_536 + 3]) {
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let at = 0; at < size; at += chunk) {
+            controller.enqueue(bytes.subarray(at, at + chunk));
+          }
+          controller.close();
+        },
+      }),
+      headers: {
+        authorization: `Bearer ${await g.token({ aud: PUBSUB.audience })}`,
+        "content-length": String(size),
+      },
+    });
+    assert.equal(res.status, 204, `${chunk}`);
+    await res.body?.cancel();
+  }
+  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.deepEqual(
+    letters.map((l) => l.reason.match(/more than \d+ bytes/)?.[0]),
+    ["more than 16777216 bytes"],
   );
 });

@@ -346,3 +346,30 @@ Deno.test("an authenticated QStash message whose Content-Length is past the boun
   assert.equal(writes(), 0);
   assert.match(lines.join("\n"), /relayer POST \/v1\/qstash refused 413/);
 });
+
+Deno.test("a QStash message of exactly the 72 MiB bound is kept (489), as the 413's detail says; one byte more is refused 413", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  const bound = 72 * 1024 * 1024;
+  for (const size of [bound, bound + 1]) {
+    const body = "x".repeat(size);
+    const res = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(body),
+        "upstash-message-id": `msg_bound_${size}`,
+        "content-length": String(size),
+      },
+    });
+    const detail = (await res.json()).detail;
+    if (size === bound) {
+      assert.equal(res.status, 489, detail);
+      assert.ok(
+        await store.getDeadLetter(`qstash/msg_bound_${size}/unreadable`),
+      );
+    } else {
+      assert.equal(res.status, 413);
+      assert.match(detail, /this one is 75497473 bytes/);
+    }
+  }
+});
