@@ -45,7 +45,7 @@ import { isPoison } from "../policy/sentinels.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { routePath } from "hono/route";
+import { matchedRoutes } from "hono/route";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { REDRIVE_OPTIONS, RELAYER_OPTIONS } from "../relayer/_options.ts";
@@ -1268,8 +1268,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     // So is a QStash message, once its token is checked but for the body's
     // hash: one over the limit is kept as a dead letter (489), not refused.
     // Refused here, it is logged under the route it would have reached
-    // (the last pattern matched: a path no route answers is "/v1/*"),
-    // never the path as sent.
+    // (the first pattern matched after this one, as Hono answers by the
+    // first: a path no route answers is "/v1/*"), never the path as sent.
     const length = c.req.header("content-length");
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
@@ -1278,7 +1278,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       !(QSTASH_ROUTES.has(c.req.path) && verifyQStash !== undefined)
     ) {
       const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
-      logRefusal(c, refusal, routePath(c, -1));
+      logRefusal(
+        c,
+        refusal,
+        matchedRoutes(c).find((route) => route.handler !== limitBody)?.path ??
+          "/v1/*",
+      );
       return refusal.response;
     }
     return await next();

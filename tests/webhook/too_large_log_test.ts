@@ -96,3 +96,23 @@ Deno.test("a 413 refusal's log line is at most once a minute per route whatever 
   }
   assert.equal(lines.filter((l) => / refused 413/.test(l)).length, 3);
 });
+
+Deno.test("a 413 refused by its Content-Length is logged under the route that would have answered it, not a later pattern the path also fits", async () => {
+  const lines: string[] = [];
+  const { app } = await makeApp({
+    deps: { log: (line: string) => lines.push(line), maxBodyBytes: 1024 },
+  });
+  // A job id holds a '/', so its redrive path, escaped, fits the discard
+  // route's 405 pattern too, registered after the redrive route.
+  const res = await app.request("/v1/dead-letters/pi_1%2Fsettle/redrive", {
+    method: "POST",
+    body: "x".repeat(2048),
+    headers: { "content-length": "2048" },
+  });
+  assert.equal(res.status, 413);
+  await res.body?.cancel();
+  assert.match(
+    lines.join("\n"),
+    /^relayer POST \/v1\/dead-letters\/:jobId\/redrive refused 413/m,
+  );
+});
