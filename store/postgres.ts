@@ -1599,7 +1599,13 @@ export class PostgresStore implements Store {
    * should the connection come later, the transaction it begins rolls
    * back at once: nothing of it lands after its failure was answered. A
    * `BEGIN` rejected with a server's goodbye was never sent (see
-   * `goodbyeBeforeSent`), and is asked again, as a read is.
+   * `goodbyeBeforeSent`), and is asked again, as a read is. Once it has its
+   * connection, its answers are waited for within `connectionWaitMs`, as a
+   * flight's are: a server that stops answering (a `COMMIT` waiting for a
+   * synchronous standby that is gone, a partition) fails the write with
+   * "did not answer … it may have landed or not", where it held the write,
+   * and its delivery, for as long as that lasted. The transaction is left
+   * to postgres.js, and its connection goes back to the pool once it ends.
    */
   async #begin<T>(
     work: Work<T>,
@@ -1612,11 +1618,31 @@ export class PostgresStore implements Store {
     let staleAsked = false;
     // The write's answer once its own COMMIT committed it.
     let landed: { value: T } | undefined;
+    // The bound on its answers, from the moment it has its connection.
+    let unanswered: ReturnType<typeof setTimeout> | undefined;
+    let silent: (error: Error) => void = () => {};
+    const silence = new Promise<never>((_, reject) => {
+      silent = reject;
+    });
     const begun = (async () => {
       for (let asked = 1;; asked++) {
         try {
           return await this.#beginOnce(work, () => abandoned, () => {
             started = true;
+            if (unanswered !== undefined) clearTimeout(unanswered);
+            unanswered = setTimeout(() => {
+              // Nothing of it starts again (a statement refused as stale
+              // would), and a late failure is no one's to catch.
+              abandoned = true;
+              begun.catch((error) => {
+                if (connectionLost(error)) this.#absorb();
+              });
+              silent(
+                new Error(
+                  `PostgreSQL did not answer the write within ${this.#waitMs}ms: it may have landed or not; the next read says which`,
+                ),
+              );
+            }, this.#waitMs);
           }, (value) => {
             landed = { value };
           });
@@ -1651,11 +1677,15 @@ export class PostgresStore implements Store {
       }
     })();
     try {
-      return await bounded(begun, this.#waitMs, () => {
-        if (started) return undefined; // it has its connection: its answer stands
-        abandoned = true;
-        return noConnection(this.#waitMs);
-      });
+      return await Promise.race([
+        bounded(begun, this.#waitMs, () => {
+          // It has its connection: its answers are bounded from then on.
+          if (started) return undefined;
+          abandoned = true;
+          return noConnection(this.#waitMs);
+        }),
+        silence,
+      ]);
     } catch (error) {
       if (landed !== undefined) {
         // Failed after the store's COMMIT AND CHAIN committed it, as
@@ -1667,6 +1697,8 @@ export class PostgresStore implements Store {
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
       throw lostDuringWrite(error);
+    } finally {
+      if (unanswered !== undefined) clearTimeout(unanswered);
     }
   }
 
