@@ -30,7 +30,9 @@
  * atomic on their own row. SERIALIZABLE would buy nothing here and cost
  * retries on false conflicts (predicate locks over index pages). Every
  * write runs in a transaction that sets the level, so a database whose
- * default is another one changes nothing.
+ * default is another one changes nothing; and `synchronous_commit = on`,
+ * so a write answered as landed survives a server crash though the role
+ * or database turned it off.
  * No advisory locks: a lease is a row with an expiry, which survives a
  * pooled connection (PgBouncer in transaction mode) and a crashed process.
  *
@@ -304,6 +306,14 @@ type Row = postgres.Row;
 
 // What every transaction begins with (see the module documentation).
 const ISOLATION = "isolation level read committed";
+// And what it sets first: its COMMIT answers once its WAL is on disk,
+// whatever the role's, database's or connection's `synchronous_commit`.
+// At `off` (a common tuning for speed) PostgreSQL answers a COMMIT before
+// that, and a server crash in the next moments loses it: a write-ahead
+// answered as landed, lost after the relayer sent, left the intent as it
+// was before the send, and the next delivery sent the payment again on a
+// record that says nothing may have left.
+const DURABLE = "SET LOCAL synchronous_commit = on";
 
 // The SQLSTATE of a replayed claim: raised by the schema's `refuse_replay`.
 const REPLAYED = "RL001";
@@ -1194,13 +1204,14 @@ export class PostgresStore implements Store {
     ) => {
       flights++;
       const sent = [
-        // One simple query of two statements: the flight's lock waits are
-        // bounded below `connectionWaitMs`, so a write held up by another
-        // session's lock (an open psql, a schema change) fails with nothing
-        // written and hands its connection back, instead of keeping it
-        // from the pool for as long as the lock lasts.
+        // One simple query of three statements: the flight's lock waits
+        // are bounded below `connectionWaitMs`, so a write held up by
+        // another session's lock (an open psql, a schema change) fails with
+        // nothing written and hands its connection back, instead of
+        // keeping it from the pool for as long as the lock lasts; and its
+        // commit is durable once answered (`DURABLE`).
         tx.unsafe(
-          `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}`,
+          `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}; ${DURABLE}`,
         ).execute(),
         // Never sent again behind the COMMIT, outside the transaction: a
         // statement PostgreSQL refuses as stale fails the flight instead.
@@ -1723,7 +1734,8 @@ export class PostgresStore implements Store {
       // `ROLLBACK` is sent on it (`unlessLost`).
       const value = await work(tx, async (writes) => {
         const answers = await unlessLost(Promise.all([
-          tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}`).execute(),
+          tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}; ${DURABLE}`)
+            .execute(),
           // Never sent again by postgres.js: one refused as stale would
           // go behind the statements sent since, asking for its
           // description first, and be read out of order.
