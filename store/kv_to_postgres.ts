@@ -326,6 +326,11 @@ export async function moveKvToPostgres(
   await client.begin(async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
     await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
+    // Durable when it says moved, as the store's writes are: a role or
+    // database with `synchronous_commit = off` has a COMMIT answered before
+    // it is on disk, and a crash then would leave the schema empty after
+    // the move said it was done.
+    await unlessLost(tx.unsafe("SET LOCAL synchronous_commit = on"));
     try {
       // Writes wait until the move commits; reads go on.
       await unlessLost(tx.unsafe(

@@ -15,6 +15,8 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createRelayer, type Intent } from "../../mod.ts";
+import { KvStore } from "../../store/kv.ts";
+import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { isTypeFetchLost, PostgresStore } from "../../store/postgres.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
 import { postgresAvailable } from "../_postgres.ts";
@@ -100,3 +102,46 @@ for (const fetchTypes of [true, false]) {
     }),
   });
 }
+
+Deno.test({
+  name:
+    "moveKvToPostgres() keeps what it answered as moved through a server crash, though the role's synchronous_commit is off",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const server = await startPostgres({ durable: true });
+    const admin = postgres(server.url, { max: 1, onnotice: () => {} });
+    const kv = await Deno.openKv(":memory:");
+    let sql: postgres.Sql | undefined;
+    try {
+      await admin.unsafe(`ALTER SYSTEM SET wal_writer_delay = '10s'`);
+      await admin.unsafe(`SELECT pg_reload_conf()`);
+      await new PostgresStore(admin, { schema: "relayer" }).migrate();
+      const source = new KvStore(kv);
+      for (let i = 1; i <= 3; i++) {
+        await source.createIntent({
+          id: `pi_000${i}`,
+          state: "authorized",
+          hold: "pending",
+        });
+      }
+      sql = postgres(server.url, {
+        max: 1,
+        onnotice: () => {},
+        connection: { synchronous_commit: "off" },
+      });
+      const report = await moveKvToPostgres(kv, sql);
+      assert.equal(report.moved.intents, 3);
+      await server.halt("immediate");
+      await server.resume();
+      // Before: 0, the schema empty after the move said it was done.
+      const [{ count }] = await admin<[{ count: number }]>`
+        SELECT count(*)::int AS count FROM relayer.intents`;
+      assert.equal(count, 3, "the move's commit was lost in the crash");
+    } finally {
+      kv.close();
+      await sql?.end({ timeout: 0 }).catch(() => {});
+      await admin.end({ timeout: 0 }).catch(() => {});
+      await server.stop();
+    }
+  }),
+});
