@@ -49,10 +49,13 @@
  * Every operation in a group gets the group's versionstamp, which is the
  * versionstamp of every key it wrote. Operations are applied between their
  * `commit()` call and its answer. Those that share a key go out in the
- * order of their calls: a later one is parked until the earlier is taken
- * into a group, so a backlog of writes on one key costs each take nothing
- * to pass over. Others may not (one parked behind an earlier write goes
- * out after writes called later).
+ * order of their calls (one that enqueues too: it commits alone, but
+ * waits for the earlier ones on its keys): a later one is parked until the
+ * earlier is taken into a group, so a backlog of writes on one key costs
+ * each take nothing to pass over. Others may not (one parked behind an
+ * earlier write goes out after writes called later; one with a key part
+ * of a kind Deno KV does not store is not held in line, as Deno KV refuses
+ * it).
  * A commit in flight holds every write queued behind it; the commit's own
  * timeout (the handle's) bounds that wait.
  *
@@ -108,9 +111,11 @@ interface Op {
   readonly mutations: readonly Mutation[];
   /**
    * The keys it checks or writes, as Deno KV compares them; `undefined`:
-   * the operation commits alone (it enqueues, or a key could not be read).
+   * a key could not be read (Deno KV will refuse it).
    */
   readonly keys: readonly string[] | undefined;
+  /** Whether it commits alone: it enqueues, or a key could not be read. */
+  readonly alone: boolean;
   resolve(result: Result): void;
   reject(error: unknown): void;
   /** How many earlier waiting operations share a key with it. */
@@ -162,12 +167,13 @@ export class GroupCommit {
     checks: readonly Check[],
     mutations: readonly Mutation[],
   ): Promise<Result> {
-    const keys = keysOf(checks, mutations);
+    const { keys, alone } = keysOf(checks, mutations);
     return new Promise<Result>((resolve, reject) => {
       const op: Op = {
         checks,
         mutations,
         keys,
+        alone,
         resolve,
         reject,
         waits: 0,
@@ -217,13 +223,13 @@ export class GroupCommit {
   #take(): Op[] {
     const queue = this.#queue;
     const first = queue[this.#head++]!;
-    if (first.keys === undefined || this.#head === queue.length) {
+    if (first.alone || this.#head === queue.length) {
       this.#compact();
       this.#taken(first);
       return [first];
     }
     const group: Op[] = [first];
-    const keys = new Set(first.keys);
+    const keys = new Set(first.keys!);
     let checks = first.checks.length;
     let mutations = first.mutations.length;
     const left: Op[] = [];
@@ -231,10 +237,10 @@ export class GroupCommit {
     let i = this.#head;
     for (; i < end && group.length < MAX_OPS; i++) {
       const op = queue[i]!;
-      const fits = op.keys !== undefined &&
+      const fits = !op.alone &&
         checks + op.checks.length <= this.#maxChecks &&
         mutations + op.mutations.length <= MAX_MUTATIONS &&
-        op.keys.every((key) => !keys.has(key));
+        op.keys!.every((key) => !keys.has(key));
       if (!fits) {
         left.push(op);
         continue;
@@ -424,31 +430,38 @@ function tooManyChecks(error: unknown, group: readonly Op[]): boolean {
 }
 
 /**
- * The keys an operation checks or writes, as Deno KV compares them, or
- * `undefined` if it must commit alone: it enqueues, or a key part is of a
- * kind this does not know (Deno KV will answer for it).
+ * The keys an operation checks or writes, as Deno KV compares them
+ * (`undefined` if a key part is of a kind this does not know: Deno KV will
+ * answer for it), and whether it must commit alone: it enqueues, or its
+ * keys are not known. One that enqueues still waits, by its keys, for the
+ * earlier writes on them.
  */
 function keysOf(
   checks: readonly Check[],
   mutations: readonly Mutation[],
-): string[] | undefined {
+): { keys: string[] | undefined; alone: boolean } {
   const keys: string[] = [];
+  let alone = false;
   try {
     for (const { key } of checks) {
       const text = keyOf(key);
-      if (text === undefined) return undefined;
+      if (text === undefined) return { keys: undefined, alone: true };
       keys.push(text);
     }
     for (const mutation of mutations) {
-      if (mutation.type === "enqueue") return undefined;
+      if (mutation.type === "enqueue") {
+        alone = true;
+        continue;
+      }
       const text = keyOf(mutation.key);
-      if (text === undefined) return undefined;
+      if (text === undefined) return { keys: undefined, alone: true };
       keys.push(text);
     }
   } catch {
-    return undefined; // not an array, a getter that throws: alone
+    // Not an array, a getter that throws: alone.
+    return { keys: undefined, alone: true };
   }
-  return keys;
+  return { keys, alone };
 }
 
 /**

@@ -672,3 +672,25 @@ Deno.test("group commit: writes on one key go out in the order of their calls, a
   assert.deepEqual(sets[1], ["one", "other"]);
   assert.equal(sets.length, 5_001);
 });
+
+Deno.test("group commit: a write that enqueues goes out after an earlier write on one of its keys, as any write does", async () => {
+  // The enqueue commits alone, but its keys hold it in line: it was put
+  // in the queue at once, while the earlier write on ["b"] waited behind
+  // a write on ["a"], and so went out first; the earlier write then
+  // overwrote it (["b"] was 1, not 2).
+  using db = await opened();
+  const group = new GroupCommit(db.kv);
+  const warm = group.atomic().set(["warm"], 1).commit();
+  const order: string[] = [];
+  const first = group.atomic().check({ key: ["a"], versionstamp: null })
+    .set(["c"], 1).commit().then(() => order.push("first"));
+  const earlier = group.atomic().check({ key: ["a"], versionstamp: null })
+    .set(["b"], 1).commit().then(() => order.push("earlier"));
+  const enqueuing = group.atomic().set(["b"], 2);
+  enqueuing.enqueue!({ job: 1 });
+  const later = enqueuing.commit().then(() => order.push("later"));
+  await warm;
+  await Promise.all([first, earlier, later]);
+  assert.deepEqual(order, ["first", "earlier", "later"]);
+  assert.equal((await db.kv.get(["b"])).value, 2);
+});
