@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import "../_fc.ts";
+import { runs } from "../_fc.ts";
 import { ConflictError } from "../../store/conflict_error.ts";
 import { GroupCommit, IN_FLIGHT } from "../../store/_group_commit.ts";
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
@@ -693,4 +693,227 @@ Deno.test("group commit: a write that enqueues goes out after an earlier write o
   await Promise.all([first, earlier, later]);
   assert.deepEqual(order, ["first", "earlier", "later"]);
   assert.equal((await db.kv.get(["b"])).value, 2);
+});
+
+type Fault = "none" | "refused" | "locked" | "lost" | "landedUnanswered";
+
+/**
+ * A handle over a map of versionstamps whose commits settle after `delays`
+ * microtask turns and meet `faults` (by commit, round and round): refused
+ * whole (nothing written), "database is locked" once, an error with
+ * nothing written, or one after the write landed (a lone operation
+ * meets only the lock). Every operation sets
+ * `["m", id]` first, so a commit tells its operations apart; `shared`
+ * holds what a commit's operations shared (none may), `landed` every
+ * commit that wrote, and `failedAlone` the operations whose check failed
+ * in a commit of their own.
+ */
+function faulty(faults: Fault[], delays: readonly number[]) {
+  const stamps = new Map<string, string>();
+  const landed: { versionstamp: string; ops: number[] }[] = [];
+  const failedAlone = new Set<number>();
+  const shared: string[] = [];
+  let commits = 0;
+  let version = 0;
+  const handle = {
+    getMany: () => Promise.resolve([]),
+    list: () => {
+      throw new Error("not used here");
+    },
+    atomic() {
+      type Part = { op: number; checks: [string, string | null][] };
+      const parts: (Part & { keys: string[]; enqueues: boolean })[] = [];
+      let checks: [string, string | null][] = [];
+      const atomic: KvAtomic = {
+        check: (...more) => {
+          for (const c of more) {
+            checks.push([JSON.stringify(c.key), c.versionstamp]);
+          }
+          return atomic;
+        },
+        set: (key) => {
+          if (key[0] === "m") {
+            parts.push({
+              op: key[1] as number,
+              checks,
+              keys: [],
+              enqueues: false,
+            });
+            checks = [];
+          }
+          parts.at(-1)!.keys.push(JSON.stringify(key));
+          return atomic;
+        },
+        delete: () => atomic,
+        enqueue: () => {
+          parts.at(-1)!.enqueues = true;
+          return atomic;
+        },
+        async commit() {
+          const n = commits++;
+          const owner = new Map<string, number>();
+          for (const part of parts) {
+            if (part.enqueues && parts.length > 1) {
+              shared.push(`${part.op} enqueues in a group`);
+            }
+            for (const key of [...part.checks.map(([k]) => k), ...part.keys]) {
+              const other = owner.get(key);
+              if (other !== undefined && other !== part.op) {
+                shared.push(`${other} and ${part.op} on ${key}`);
+              }
+              owner.set(key, part.op);
+            }
+          }
+          for (let turn = delays[n % delays.length]!; turn > 0; turn--) {
+            await null;
+          }
+          const fault = faults[n % faults.length]!;
+          if (fault === "locked" && n % 2 === 0) {
+            throw new TypeError("database is locked");
+          }
+          if (parts.length > 1 && fault === "refused") {
+            throw new TypeError("refused: too large");
+          }
+          if (parts.length > 1 && fault === "lost") {
+            throw new Error("connection lost");
+          }
+          const pass = parts.every((part) =>
+            part.checks.every(([key, stamp]) =>
+              (stamps.get(key) ?? null) === stamp
+            )
+          );
+          if (!pass) {
+            if (parts.length === 1) failedAlone.add(parts[0]!.op);
+            return { ok: false as const };
+          }
+          const versionstamp = String(++version).padStart(20, "0");
+          for (const part of parts) {
+            for (const key of part.keys) stamps.set(key, versionstamp);
+          }
+          landed.push({ versionstamp, ops: parts.map((part) => part.op) });
+          if (parts.length > 1 && fault === "landedUnanswered") {
+            throw new Error("answer lost");
+          }
+          return { ok: true as const, versionstamp };
+        },
+      };
+      return atomic;
+    },
+  } as unknown as KvLike;
+  return { handle, stamps, landed, failedAlone, shared };
+}
+
+/** Settles `promises`, or says which are still unanswered after `ms`. */
+async function settledWithin(
+  promises: readonly Promise<unknown>[],
+  ms: number,
+): Promise<number[]> {
+  const done = promises.map(() => false);
+  promises.forEach((p, i) => p.finally(() => done[i] = true).catch(() => {}));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    Promise.allSettled(promises),
+    new Promise((resolve) => timer = setTimeout(resolve, ms)),
+  ]);
+  clearTimeout(timer);
+  return done.flatMap((d, i) => d ? [] : [i]);
+}
+
+Deno.test("group commit: over random writes, interleavings and faults, every write is answered once, as it landed, never beside one sharing a key, and writes on a key land in call order (property)", async () => {
+  const write = fc.record({
+    keys: fc.array(fc.integer({ min: 0, max: 7 }), { maxLength: 3 }),
+    checked: fc.array(fc.integer({ min: 0, max: 7 }), { maxLength: 2 }),
+    stale: fc.integer({ min: 0, max: 5 }).map((n) => n === 0),
+    enqueues: fc.integer({ min: 0, max: 7 }).map((n) => n === 0),
+    turns: fc.integer({ min: 0, max: 3 }),
+  });
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(write, { minLength: 1, maxLength: 200 }),
+      fc.array(
+        fc.constantFrom<Fault>(
+          "none",
+          "none",
+          "none",
+          "refused",
+          "locked",
+          "lost",
+          "landedUnanswered",
+        ),
+        { minLength: 1, maxLength: 8 },
+      ),
+      fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 1, maxLength: 4 }),
+      async (writes, faults, delays) => {
+        const kv = faulty(faults, delays);
+        const group = new GroupCommit(kv.handle);
+        const answers: ({ ok: boolean; versionstamp?: string } | Error)[] = [];
+        const pending: Promise<unknown>[] = [];
+        for (const [id, w] of writes.entries()) {
+          const atomic = group.atomic();
+          for (const k of w.checked) {
+            const stamp = kv.stamps.get(JSON.stringify(["k", k])) ?? null;
+            atomic.check({
+              key: ["k", k],
+              versionstamp: w.stale
+                ? (stamp === null ? "0".repeat(20) : null)
+                : stamp,
+            });
+          }
+          atomic.set(["m", id], id);
+          for (const k of w.keys) atomic.set(["k", k], id);
+          if (w.enqueues) atomic.enqueue!(id);
+          pending.push(
+            atomic.commit().then(
+              (result) => {
+                assert.equal(answers[id], undefined, `${id} answered twice`);
+                answers[id] = result;
+              },
+              (error: Error) => {
+                assert.equal(answers[id], undefined, `${id} answered twice`);
+                answers[id] = error;
+              },
+            ),
+          );
+          for (let turn = w.turns; turn > 0; turn--) await null;
+        }
+        assert.deepEqual(await settledWithin(pending, 5_000), []);
+        assert.deepEqual(kv.shared, []);
+        const landedAt = new Map<number, string>();
+        const lastOn = new Map<number, number>();
+        for (const { versionstamp, ops } of kv.landed) {
+          for (const id of ops) {
+            assert.ok(!landedAt.has(id), `${id} landed twice`);
+            landedAt.set(id, versionstamp);
+            for (const k of writes[id]!.keys) {
+              const before = lastOn.get(k) ?? -1;
+              assert.ok(
+                before <= id,
+                `["k", ${k}]: ${id} landed after ${before}`,
+              );
+              lastOn.set(k, id);
+            }
+          }
+        }
+        for (const [id, answer] of answers.entries()) {
+          if (answer instanceof Error) continue; // outcome unknown: either
+          if (answer.ok) {
+            assert.equal(landedAt.get(id), answer.versionstamp, `${id}`);
+          } else {
+            assert.ok(!landedAt.has(id), `${id} answered not ok, landed`);
+            assert.ok(kv.failedAlone.has(id), `${id} not ok, never alone`);
+          }
+        }
+        // Nothing is left waiting on a write already taken: a new write on
+        // every key goes out.
+        faults.splice(0, faults.length, "none");
+        const again = Array.from(
+          { length: 8 },
+          (_, k) =>
+            group.atomic().set(["m", 10_000 + k], 0).set(["k", k], 0).commit(),
+        );
+        assert.deepEqual(await settledWithin(again, 5_000), []);
+      },
+    ),
+    { numRuns: runs(300) },
+  );
 });
