@@ -1432,7 +1432,9 @@ function checkQueues(
         "CAP",
         `On QStash, which honours Retry-After up to 1 day, the rescue window is ${
           formatDuration(check.windowMs)
-        } (guaranteed, QSTASH_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 24h or less, or lower STUCK_AFTER`,
+        } (guaranteed, QSTASH_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 24h or less, or lower STUCK_AFTER${
+          clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
+        }`,
       );
     }
   }
@@ -1536,7 +1538,9 @@ function checkQueues(
         "CAP",
         `On Cloudflare Queues, where the queue handler asks for delays of at most 12h (Cloudflare takes up to 24h), the rescue window is ${
           formatDuration(check.windowMs)
-        } (guaranteed, CLOUDFLARE_MAX_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 12h or less, or lower STUCK_AFTER`,
+        } (guaranteed, CLOUDFLARE_MAX_RETRIES ${retries}) but STUCK_AFTER is ${stuck}: a settling payment would be poisoned before its rescue. Lower CAP to 12h or less, or lower STUCK_AFTER${
+          clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
+        }`,
       );
     }
   }
