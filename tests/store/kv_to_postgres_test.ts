@@ -469,14 +469,15 @@ Deno.test({
         state: "authorized",
         hold: "pending",
       });
+      // What a move with `client` is refused with.
+      const refusal = (client: postgres.Sql) =>
+        moveKvToPostgres(file.kv, client, { schema: pg.schema, now: () => T0 })
+          .then(() => null, (error) => error);
       const readOnly = await connect(1, {
         connection: { default_transaction_read_only: "on" },
       });
       try {
-        const error = await moveKvToPostgres(file.kv, readOnly, {
-          schema: pg.schema,
-          now: () => T0,
-        }).then(() => null, (error) => error);
+        const error = await refusal(readOnly);
         assert.ok(error instanceof ConflictError, String(error));
         assert.match(
           error.message,
@@ -495,10 +496,7 @@ Deno.test({
       url.password = "pw";
       const reader = postgres(url.href, { max: 1, onnotice: () => {} });
       try {
-        const error = await moveKvToPostgres(file.kv, reader, {
-          schema: pg.schema,
-          now: () => T0,
-        }).then(() => null, (error) => error);
+        const error = await refusal(reader);
         assert.ok(error instanceof ConflictError, String(error));
         assert.match(
           error.message,
