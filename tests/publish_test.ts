@@ -14,6 +14,7 @@ import { createApp } from "../webhook/app.ts";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { qstashPublisher } from "../webhook/qstash_publisher.ts";
 import { withTimeout } from "./_timeout.ts";
+import { type RawAnswer, rawHttpServer } from "./_raw_http.ts";
 
 interface Publish {
   readonly path: string;
@@ -852,62 +853,13 @@ Deno.test("qstashPublisher() writes nothing to the console: a publish refused, r
  * proxy's idle timeout, a restart): the answer never comes.
  */
 function dyingQStash(dieAt: number) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const read: { connection: number; body: string }[] = [];
-  const conns = new Set<Deno.Conn>();
-  const serve = async (conn: Deno.Conn, connection: number) => {
-    const buffer = new Uint8Array(65536);
-    const decoder = new TextDecoder();
-    let text = "";
-    for (;;) {
-      const n = await conn.read(buffer).catch(() => null);
-      if (n === null) return;
-      text += decoder.decode(buffer.subarray(0, n), { stream: true });
-      for (;;) {
-        const end = text.indexOf("\r\n\r\n");
-        if (end < 0) break;
-        const head = text.slice(0, end);
-        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (text.length < end + 4 + length) break;
-        const body = text.slice(end + 4, end + 4 + length);
-        text = text.slice(end + 4 + length);
-        read.push({ connection, body });
-        if (read.length === dieAt) {
-          conn.close();
-          conns.delete(conn);
-          return;
-        }
-        const answer = JSON.stringify({ messageId: `msg_${read.length}` });
-        await conn.write(
-          new TextEncoder().encode(
-            `HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\n\r\n${answer}`,
-          ),
-        ).catch(() => {});
-      }
+  let taken = 0;
+  return rawHttpServer((): RawAnswer =>
+    ++taken === dieAt ? "drop" : {
+      status: "201 Created",
+      body: JSON.stringify({ messageId: `msg_${taken}` }),
     }
-  };
-  const serving = (async () => {
-    let connection = 0;
-    for await (const conn of listener) {
-      conns.add(conn);
-      void serve(conn, ++connection);
-    }
-  })();
-  return {
-    url: `http://127.0.0.1:${listener.addr.port}`,
-    read,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed by the stand-in already
-        }
-      }
-      await serving.catch(() => {});
-    },
-  };
+  );
 }
 
 Deno.test("qstashPublisher() sends a publish once: one whose kept-alive connection dies after QStash read it whole fails as maybe taken, never sent again (a POST /v1/jobs, without a deduplication id, would be a second message)", async () => {

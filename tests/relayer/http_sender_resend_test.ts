@@ -1,12 +1,6 @@
 import assert from "node:assert/strict";
 import { createRelayer, HttpSender, MemoryStore } from "../../mod.ts";
-
-/** A request as the signer below read it, whole. */
-interface Read {
-  readonly connection: number;
-  readonly line: string;
-  readonly body: string;
-}
+import { type RawAnswer, rawHttpServer } from "../_raw_http.ts";
 
 /**
  * A signer on a raw loopback socket (`Deno.serve` cannot drop a connection
@@ -19,74 +13,21 @@ interface Read {
  * that request.
  */
 function lockedAfterOneBroadcast() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const read: Read[] = [];
   const broadcasts: string[] = [];
-  const conns = new Set<Deno.Conn>();
-  const serve = async (conn: Deno.Conn, connection: number) => {
-    const buffer = new Uint8Array(65536);
-    const decoder = new TextDecoder();
-    let text = "";
-    for (;;) {
-      const n = await conn.read(buffer).catch(() => null);
-      if (n === null) return;
-      text += decoder.decode(buffer.subarray(0, n), { stream: true });
-      for (;;) {
-        const end = text.indexOf("\r\n\r\n");
-        if (end < 0) break;
-        const head = text.slice(0, end);
-        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (text.length < end + 4 + length) break;
-        const body = text.slice(end + 4, end + 4 + length);
-        text = text.slice(end + 4 + length);
-        const line = head.split("\r\n")[0]!;
-        read.push({ connection, line, body });
-        let answer: string;
-        if (line.startsWith("GET /receipt/")) {
-          answer = '{"status":"pending"}';
-        } else if (broadcasts.length === 0) {
-          broadcasts.push(JSON.parse(body).intentId);
-          conn.close();
-          conns.delete(conn);
-          return;
-        } else {
-          answer =
-            '{"error":"signer is locked: nothing signed","notSent":true}';
-        }
-        const status = answer.includes("notSent")
-          ? "503 Service Unavailable"
-          : "200 OK";
-        await conn.write(
-          new TextEncoder().encode(
-            `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\n\r\n${answer}`,
-          ),
-        ).catch(() => {});
-      }
+  const server = rawHttpServer(({ line, body }): RawAnswer => {
+    if (line.startsWith("GET /receipt/")) {
+      return { status: "200 OK", body: '{"status":"pending"}' };
     }
-  };
-  const serving = (async () => {
-    let connection = 0;
-    for await (const conn of listener) {
-      conns.add(conn);
-      void serve(conn, ++connection);
+    if (broadcasts.length === 0) {
+      broadcasts.push(JSON.parse(body).intentId);
+      return "drop";
     }
-  })();
-  return {
-    url: `http://127.0.0.1:${listener.addr.port}`,
-    read,
-    broadcasts,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed by the signer already
-        }
-      }
-      await serving.catch(() => {});
-    },
-  };
+    return {
+      status: "503 Service Unavailable",
+      body: '{"error":"signer is locked: nothing signed","notSent":true}',
+    };
+  });
+  return { ...server, broadcasts };
 }
 
 Deno.test("HttpSender.send() is one request: a send the signer read before its connection died is maybe sent, never failed on the answer to a copy the runtime sent again", async () => {
