@@ -80,3 +80,35 @@ export function genericRequest(
     },
   });
 }
+
+/**
+ * A request body that never ends: `chunkBytes` of `x` at each pull. `sent`
+ * is how much was pulled, `cancelled` whether the reader gave up on it.
+ */
+export function endlessBody(chunkBytes: number): {
+  readonly body: ReadableStream<Uint8Array>;
+  readonly sent: number;
+  readonly cancelled: boolean;
+} {
+  const chunk = new Uint8Array(chunkBytes).fill(0x78);
+  let sent = 0;
+  let cancelled = false;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      sent += chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+    cancel() {
+      cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  return {
+    body,
+    get sent() {
+      return sent;
+    },
+    get cancelled() {
+      return cancelled;
+    },
+  };
+}
