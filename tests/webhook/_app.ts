@@ -112,3 +112,39 @@ export function endlessBody(chunkBytes: number): {
     },
   };
 }
+
+/** `text` as a stream of 16 KiB chunks, as a socket hands a body over (sent chunked). */
+export function chunkedBody(text: string): ReadableStream<Uint8Array> {
+  const encoded = new TextEncoder().encode(text);
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (let at = 0; at < encoded.length; at += 16_384) {
+        controller.enqueue(encoded.subarray(at, at + 16_384));
+      }
+      controller.close();
+    },
+  });
+}
+
+/**
+ * A request body that never comes: only the headers are sent. `pulled` is
+ * whether the server asked for any of it.
+ */
+export function bodyNeverSent(): {
+  readonly body: ReadableStream<Uint8Array>;
+  readonly pulled: boolean;
+} {
+  let pulled = false;
+  const body = new ReadableStream<Uint8Array>({
+    pull() {
+      pulled = true;
+      return new Promise(() => {});
+    },
+  }, { highWaterMark: 0 });
+  return {
+    body,
+    get pulled() {
+      return pulled;
+    },
+  };
+}

@@ -9,7 +9,14 @@
 
 import assert from "node:assert/strict";
 import type { NewIntent } from "../../mod.ts";
-import { endlessBody, makeApp, NOW, theGoogle } from "./_app.ts";
+import {
+  bodyNeverSent,
+  chunkedBody,
+  endlessBody,
+  makeApp,
+  NOW,
+  theGoogle,
+} from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
 
 const DEAD_LETTER_AUDIENCE =
@@ -98,23 +105,16 @@ async function pushed(
   framing: "length" | "chunked" = "length",
 ): Promise<Response> {
   const g = await theGoogle();
-  const encoded = new TextEncoder().encode(body);
   return await app.request(path, {
     method: "POST",
-    body: framing === "length" ? body : new ReadableStream<Uint8Array>({
-      start(controller) {
-        // In chunks of 16 KiB, as a socket hands them over.
-        for (let at = 0; at < encoded.length; at += 16_384) {
-          controller.enqueue(encoded.subarray(at, at + 16_384));
-        }
-        controller.close();
-      },
-    }),
+    body: framing === "length" ? body : chunkedBody(body),
     headers: {
       "content-type": "application/json",
       authorization: `Bearer ${await g.token({ aud: audience })}`,
       ...(framing === "length"
-        ? { "content-length": String(encoded.byteLength) }
+        ? {
+          "content-length": String(new TextEncoder().encode(body).byteLength),
+        }
         : { "transfer-encoding": "chunked" }),
     },
   });
@@ -190,16 +190,10 @@ Deno.test("an authenticated Pub/Sub push over the limit is acked (204), logged a
 Deno.test("an unauthenticated Pub/Sub push over the limit is refused before its body is read, and keeps nothing", async () => {
   const { app, writes } = await withBothRoutes([settling]);
   for (const path of ["/v1/pubsub", "/v1/pubsub/dead-letter"]) {
-    let pulled = false;
+    const never = bodyNeverSent();
     const res = await app.request(path, {
       method: "POST",
-      // A body that never comes: only its headers are sent.
-      body: new ReadableStream<Uint8Array>({
-        pull() {
-          pulled = true;
-          return new Promise(() => {});
-        },
-      }, { highWaterMark: 0 }),
+      body: never.body,
       headers: {
         "content-length": String(10 * ENVELOPE_BYTES),
         authorization: "Bearer not-a-token",
@@ -207,7 +201,7 @@ Deno.test("an unauthenticated Pub/Sub push over the limit is refused before its 
     });
     assert.ok(res.status === 401 || res.status === 413, `${res.status}`);
     await res.body?.cancel();
-    assert.equal(pulled, false, path);
+    assert.equal(never.pulled, false, path);
   }
   assert.equal(writes(), 0);
 });
