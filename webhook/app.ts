@@ -580,26 +580,38 @@ async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    // The reader's own answer type: Bun's types name it
-    // ReadableStreamDefaultReadResult, whose done result the DOM's
-    // ReadableStreamReadResult does not take.
-    let read: Awaited<ReturnType<typeof reader.read>>;
-    try {
-      read = await reader.read();
-    } catch {
-      throw unreadableBody();
-    }
-    if (read.done) break;
-    size += read.value.byteLength;
+    const chunk = await chunkOf(reader);
+    if (chunk === undefined) break;
+    size += chunk.byteLength;
     if (size > maxBytes) {
       // The rest is not read: the answer goes out, and the client's
       // connection with it.
       reader.cancel().catch(() => {});
       throw tooLarge(maxBytes);
     }
-    chunks.push(read.value);
+    chunks.push(chunk);
   }
-  // Most bodies come in one chunk: no copy.
+  return joined(chunks, size);
+}
+
+/** The body's next chunk, `undefined` at its end; one that cannot be read is refused. */
+async function chunkOf(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+): Promise<Uint8Array | undefined> {
+  // The reader's own answer type: Bun's types name it
+  // ReadableStreamDefaultReadResult, whose done result the DOM's
+  // ReadableStreamReadResult does not take.
+  let read: Awaited<ReturnType<typeof reader.read>>;
+  try {
+    read = await reader.read();
+  } catch {
+    throw unreadableBody();
+  }
+  return read.done ? undefined : read.value;
+}
+
+/** The chunks, `size` bytes in all, as one array (most bodies come in one chunk: no copy). */
+function joined(chunks: readonly Uint8Array[], size: number): Uint8Array {
   if (chunks.length === 1) return chunks[0]!;
   const bytes = new Uint8Array(size);
   let at = 0;
@@ -664,14 +676,9 @@ async function bodyOrDigestOf(
   let size = 0;
   let hash: ReturnType<typeof sha256.create> | undefined;
   for (;;) {
-    let read: Awaited<ReturnType<typeof reader.read>>;
-    try {
-      read = await reader.read();
-    } catch {
-      throw unreadableBody();
-    }
-    if (read.done) break;
-    size += read.value.byteLength;
+    const value = await chunkOf(reader);
+    if (value === undefined) break;
+    size += value.byteLength;
     if (hash === undefined && size > maxBytes) {
       try {
         over();
@@ -684,7 +691,7 @@ async function bodyOrDigestOf(
       chunks = [];
     }
     if (hash === undefined) {
-      chunks.push(read.value);
+      chunks.push(value);
       continue;
     }
     const past = size - readBytes;
@@ -692,7 +699,7 @@ async function bodyOrDigestOf(
       // Past the bound: its first `readBytes` bytes are hashed, wherever
       // the chunks fall, so the same body is named the same however it
       // came; one of exactly `readBytes` is read whole.
-      hash.update(read.value.subarray(0, read.value.byteLength - past));
+      hash.update(value.subarray(0, value.byteLength - past));
       reader.cancel().catch(() => {});
       const digest = hash.digest();
       return {
@@ -702,19 +709,13 @@ async function bodyOrDigestOf(
         digest,
       };
     }
-    hash.update(read.value);
+    hash.update(value);
   }
   if (hash !== undefined) {
     const digest = hash.digest();
     return { overBytes: size, whole: true, sha256: bytesToHex(digest), digest };
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return { text: UTF8.decode(bytes) };
+  return { text: UTF8.decode(joined(chunks, size)) };
 }
 
 /** A job, as the refusals show one. */
