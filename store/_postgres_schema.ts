@@ -15,6 +15,34 @@
 export const SCHEMA_NAME = /^(?!pg_)[a-z_][a-z0-9_]{0,62}$/;
 
 /**
+ * What a transaction that writes the store's truth runs first (the
+ * store's writes, the move from Deno KV): its `COMMIT` answers once its
+ * WAL is on disk, whatever the role's, database's or connection's
+ * `synchronous_commit`. At `off` (a common tuning for speed) PostgreSQL
+ * answers a `COMMIT` before that, and a server crash in the next moments
+ * loses it: a write-ahead answered as landed, lost after the relayer sent,
+ * left the intent as it was before the send, and the next delivery sent
+ * the payment again on a record that says nothing may have left. So `off`
+ * is raised to `on`. Any other level already flushes the WAL at `COMMIT`
+ * and is kept as the role chose: `local` does not wait for a synchronous
+ * standby (set to `on`, every write waited for one that was gone, and
+ * answered "did not answer"), `remote_apply` waits for it to apply, which
+ * `on` would not. A `DO` block (plpgsql, as the schema's functions), which
+ * answers no rows: run in a simple query behind `BEGIN`, that query's
+ * answer stays one result.
+ *
+ * @example
+ * ```ts ignore
+ * await sql.begin(async (tx) => {
+ *   await tx.unsafe(DURABLE_COMMIT);
+ *   // the writes
+ * });
+ * ```
+ */
+export const DURABLE_COMMIT =
+  "DO $$BEGIN IF current_setting('synchronous_commit') = 'off' THEN SET LOCAL synchronous_commit = on; END IF; END$$";
+
+/**
  * Every relation the migration creates (tables, indexes, the sequence),
  * its function, and the column added to a table made before it: what
  * {@linkcode migrated} looks for.

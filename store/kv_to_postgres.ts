@@ -34,7 +34,7 @@ import { BusyError } from "./busy_error.ts";
 import { ConflictError } from "./conflict_error.ts";
 import type { KvKey, KvLike } from "./kv.ts";
 import type { PostgresClient } from "./postgres.ts";
-import { migrated, SCHEMA_NAME } from "./_postgres_schema.ts";
+import { DURABLE_COMMIT, migrated, SCHEMA_NAME } from "./_postgres_schema.ts";
 import {
   deadLetterRow,
   hasNul,
@@ -329,8 +329,9 @@ export async function moveKvToPostgres(
     // Durable when it says moved, as the store's writes are: a role or
     // database with `synchronous_commit = off` has a COMMIT answered before
     // it is on disk, and a crash then would leave the schema empty after
-    // the move said it was done.
-    await unlessLost(tx.unsafe("SET LOCAL synchronous_commit = on"));
+    // the move said it was done. Any other level is kept (`local` waits
+    // for no synchronous standby: see `DURABLE_COMMIT`).
+    await unlessLost(tx.unsafe(DURABLE_COMMIT));
     try {
       // Writes wait until the move commits; reads go on.
       await unlessLost(tx.unsafe(

@@ -30,9 +30,10 @@
  * atomic on their own row. SERIALIZABLE would buy nothing here and cost
  * retries on false conflicts (predicate locks over index pages). Every
  * write runs in a transaction that sets the level, so a database whose
- * default is another one changes nothing; and `synchronous_commit = on`,
- * so a write answered as landed survives a server crash though the role
- * or database turned it off.
+ * default is another one changes nothing; and `synchronous_commit = on`
+ * where the role or database turned it off, so a write answered as landed
+ * survives a server crash (any other level is kept: `local` waits for no
+ * synchronous standby, as the role chose).
  * No advisory locks: a lease is a row with an expiry, which survives a
  * pooled connection (PgBouncer in transaction mode) and a crashed process.
  *
@@ -50,7 +51,12 @@
 import type postgres from "postgres";
 import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
-import { migrated, migration, SCHEMA_NAME } from "./_postgres_schema.ts";
+import {
+  DURABLE_COMMIT,
+  migrated,
+  migration,
+  SCHEMA_NAME,
+} from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import {
@@ -306,14 +312,10 @@ type Row = postgres.Row;
 
 // What every transaction begins with (see the module documentation).
 const ISOLATION = "isolation level read committed";
-// And what it sets first: its COMMIT answers once its WAL is on disk,
-// whatever the role's, database's or connection's `synchronous_commit`.
-// At `off` (a common tuning for speed) PostgreSQL answers a COMMIT before
-// that, and a server crash in the next moments loses it: a write-ahead
-// answered as landed, lost after the relayer sent, left the intent as it
-// was before the send, and the next delivery sent the payment again on a
-// record that says nothing may have left.
-const DURABLE = "SET LOCAL synchronous_commit = on";
+// And what it runs first: its COMMIT answers once its WAL is on disk,
+// whatever the role's `synchronous_commit` (`off` is raised to `on`; any
+// other level kept: see `DURABLE_COMMIT`).
+const DURABLE = DURABLE_COMMIT;
 
 // The SQLSTATE of a replayed claim: raised by the schema's `refuse_replay`.
 const REPLAYED = "RL001";

@@ -145,3 +145,52 @@ Deno.test({
     }
   }),
 });
+
+for (const fetchTypes of [true, false]) {
+  Deno.test({
+    name: `PostgresStore${
+      fetchTypes ? "" : " on a client made with fetch_types: false"
+    } keeps a role's synchronous_commit = local: with the synchronous standby gone, its writes answer, as the role chose, instead of each waiting for it`,
+    ignore: !postgresAvailable,
+    fn: timeout(60_000, async () => {
+      const server = await startPostgres({ durable: true });
+      const admin = postgres(server.url, { max: 1, onnotice: () => {} });
+      const schema = "relayer";
+      // The service's sessions as `ALTER ROLE … SET synchronous_commit =
+      // local` makes them: flushed to the primary's disk at COMMIT (a
+      // crash keeps them), never waiting for a synchronous standby.
+      const sql = postgres(server.url, {
+        max: 2,
+        onnotice: () => {},
+        fetch_types: fetchTypes,
+        connection: { synchronous_commit: "local" },
+      });
+      const store = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: 1500,
+      });
+      try {
+        await new PostgresStore(admin, { schema }).migrate();
+        // A synchronous standby that is gone (it never connects).
+        await admin.unsafe(
+          `ALTER SYSTEM SET synchronous_standby_names = 'gone'`,
+        );
+        await admin.unsafe(`SELECT pg_reload_conf()`);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        // Before: "PostgreSQL did not answer the write within 1500ms: it
+        // may have landed or not", the session waiting for the standby.
+        await store.createIntent({ id: "pi_0001", state: "authorized" });
+        const [{ waiting }] = await admin<[{ waiting: number }]>`
+          SELECT count(*)::int AS waiting FROM pg_stat_activity
+          WHERE wait_event = 'SyncRep'`;
+        assert.equal(waiting, 0, "a write waits for the standby");
+        assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+      } finally {
+        store.close();
+        await sql.end({ timeout: 0 }).catch(() => {});
+        await admin.end({ timeout: 0 }).catch(() => {});
+        await server.stop();
+      }
+    }),
+  });
+}
