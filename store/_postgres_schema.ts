@@ -140,6 +140,12 @@ export function migrated(schema: string): string {
           `EXECUTE on ${schema}.${name}`,
         )
       ),
+      // Each write's `DURABLE_COMMIT` is a DO block in plpgsql (granted to
+      // PUBLIC unless the database revokes it).
+      lacks(
+        `has_language_privilege((SELECT oid FROM pg_language WHERE lanname = 'plpgsql'), 'USAGE')`,
+        "USAGE on LANGUAGE plpgsql",
+      ),
     ].join(",\n    ")
   }]::text[], ', ') AS missing`;
 }

@@ -22,6 +22,7 @@ import { CLAIM_GRACE_MS } from "../../store/_rules.ts";
 import {
   afterFirstRead,
   connect,
+  freshDatabase,
   freshSchema,
   openPostgresStore,
   postgresAvailable,
@@ -542,6 +543,57 @@ Deno.test({
         await new PostgresStore(sql, { schema }).migrate();
       });
     }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() as a service role refused USAGE on the language plpgsql, which each write's durable commit runs in, says so at start, not at every write",
+  ignore,
+  fn: timeout(30_000, async () => {
+    // A database of its own: a language's grants are the database's.
+    const database = await freshDatabase();
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    const role = `r${freshSchema()}`;
+    const schema = "relayer";
+    const url = new URL(database.url);
+    url.username = role;
+    url.password = `${role}-pw`;
+    const sql = postgres(url.href, { max: 1, onnotice: () => {} });
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      await admin.unsafe(`
+        CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw';
+        GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
+        GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+        GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";
+        REVOKE USAGE ON LANGUAGE plpgsql FROM PUBLIC;`);
+      // Before: migrate() answered, and every write then failed with
+      // "permission denied for language plpgsql".
+      await assert.rejects(
+        new PostgresStore(sql, { schema }).migrate(),
+        (error: Error) => {
+          assert.equal(
+            error.message,
+            `Cannot use the PostgreSQL schema "${schema}" as this role lacks USAGE on LANGUAGE plpgsql: grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`,
+          );
+          return true;
+        },
+      );
+      await admin.unsafe(`GRANT USAGE ON LANGUAGE plpgsql TO "${role}"`);
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+    } finally {
+      await sql.end({ timeout: 0 });
+      await admin.end({ timeout: 0 });
+      await database.drop();
+      const shared = await connect(1);
+      await shared.unsafe(`DROP ROLE IF EXISTS "${role}"`).finally(() =>
+        shared.end()
+      );
+    }
+  }),
 });
 
 Deno.test({
