@@ -1650,10 +1650,15 @@ export class PostgresStore implements Store {
               begun.catch((error) => {
                 if (connectionLost(error)) this.#absorb();
               });
+              // Unless it is between tries (the first refused as stale,
+              // rolled back; the second with no connection or BEGIN yet):
+              // then nothing of it was written, nor will be.
               silent(
-                new Error(
-                  `PostgreSQL did not answer the write within ${this.#waitMs}ms: it may have landed or not; the next read says which`,
-                ),
+                started
+                  ? new Error(
+                    `PostgreSQL did not answer the write within ${this.#waitMs}ms: it may have landed or not; the next read says which`,
+                  )
+                  : noConnection(this.#waitMs),
               );
             }, this.#waitMs);
           }, (value) => {

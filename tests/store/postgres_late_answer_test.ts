@@ -134,3 +134,62 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore on a client made with fetch_types: false answers a write refused as stale, whose second try is still waiting for its BEGIN when the bound of the first runs out, that nothing was written, not that it may have landed",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(1);
+    const schema = freshSchema();
+    let armed = false;
+    let begins = 0;
+    const relay = new AbortController();
+    const sleep = (ms: number) =>
+      new Promise((resolve) => setTimeout(resolve, ms));
+    const sql = postgres(
+      relayed(await postgresUrl(), async (text) => {
+        if (!armed) return;
+        // The first try's BEGIN and statements slow (it has its connection
+        // at 0.5 s, refused as stale at 1.1 s, past the bound on getting
+        // one), the second try's BEGIN slower still: the first try's bound
+        // on its answers runs out at 1.5 s, the second not begun.
+        if (/^Q.*begin isolation/is.test(text)) {
+          await sleep(++begins === 1 ? 500 : 1200);
+        } else if (text.includes("SET LOCAL lock_timeout")) {
+          await sleep(600);
+        }
+      }, relay.signal),
+      { max: 1, onnotice: () => {}, fetch_types: false },
+    );
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      assert.equal(await store.admit({ count: "job_1", now: 1 }), 1);
+      // The admission's prepared statement returns something else now.
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+      );
+      armed = true;
+      // Before: "PostgreSQL did not answer the write within 1000ms: it may
+      // have landed or not; the next read says which".
+      await assert.rejects(
+        store.admit({ count: "job_1", now: 2 }),
+        /^Error: PostgreSQL gave the store no connection within 1000ms: the pool is busy, or the server is unreachable; nothing was written, so try again$/,
+      );
+      assert.equal(begins, 2, "the write went again once");
+      // The second try, begun late, rolls back: nothing of it lands.
+      await sleep(1500);
+      armed = false;
+      const [row] = await admin.unsafe(
+        `SELECT deliveries::int AS n FROM "${schema}".counters`,
+      );
+      assert.equal(row?.n, 1);
+    } finally {
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      await sql.end({ timeout: 1 });
+      relay.abort();
+    }
+  }),
+});
