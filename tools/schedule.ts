@@ -44,6 +44,8 @@ import {
   ConfigError,
   DEFAULT_CLOCK_SKEW_MS,
   MAX_CLOCK_SKEW_MS,
+  PUBSUB_BACKOFF_LIMIT_MS,
+  pubsubDeliveriesNeed,
   pubsubMinBackoffNeedMs,
   rescueNeedMs,
   whyNotDuration,
@@ -304,9 +306,13 @@ export function verdict(s: Schedule): string {
   );
   const needs = !s.outlasts && s.queue?.kind === "pubsub" &&
       Number.isFinite(neededMs)
-    ? `; Pub/Sub needs a minimum backoff of at least ${
-      formatDuration(neededMs)
-    }`
+    ? neededMs <= PUBSUB_BACKOFF_LIMIT_MS
+      ? `; Pub/Sub needs a minimum backoff of at least ${
+        formatDuration(neededMs)
+      }`
+      : `; no minimum backoff Pub/Sub allows (at most 10m) is enough: it needs --max-deliveries ${
+        pubsubDeliveriesNeed(rescueNeedMs(stuckAfterMs, s.clockSkewMs))
+      } or more with a 10m minimum backoff`
     : "";
   const own = s.ownTooShortMs === undefined
     ? ""

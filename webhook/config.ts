@@ -702,6 +702,32 @@ export function pubsubMinBackoffNeedMs(
 }
 
 /**
+ * Pub/Sub's largest minimum backoff (each bound of its retry policy is at
+ * most 600 s), in milliseconds.
+ */
+export const PUBSUB_BACKOFF_LIMIT_MS = 600_000;
+
+/**
+ * The least deliveries a job needs on Pub/Sub for a window of `needMs`
+ * when no minimum backoff Pub/Sub allows is enough: its largest,
+ * {@linkcode PUBSUB_BACKOFF_LIMIT_MS}, per gap.
+ *
+ * @param needMs The window to make, {@linkcode rescueNeedMs}.
+ * @returns The deliveries, counting the first.
+ *
+ * @example Two hours of STUCK_AFTER and the default CLOCK_SKEW
+ * ```ts
+ * import { pubsubDeliveriesNeed } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(pubsubDeliveriesNeed(7_205_000), 14);
+ * ```
+ */
+export function pubsubDeliveriesNeed(needMs: number): number {
+  return Math.ceil(needMs / PUBSUB_BACKOFF_LIMIT_MS) + 1;
+}
+
+/**
  * Reads `CLOCK_SKEW`, how far apart the instances' clocks may be, as the
  * service does ({@linkcode DEFAULT_CLOCK_SKEW_MS} unless set).
  * `deno task kv-to-postgres` reads it too: a lease is held that long past
@@ -1268,7 +1294,7 @@ export function loadConfig(
 // ---------------------------------------------------------------------------
 // The queues' own limits (DESIGN §14): read, then checked against the policy.
 
-const MAX_BACKOFF_MS = 600_000; // Pub/Sub allows each bound 0 … 600 s
+const MAX_BACKOFF_MS = PUBSUB_BACKOFF_LIMIT_MS; // each bound 0 … 600 s
 
 function countIn(
   env: Record<string, string | undefined>,
@@ -1496,7 +1522,7 @@ function checkQueues(
           clockSkewMs > 0 ? "(STUCK_AFTER + CLOCK_SKEW)" : "STUCK_AFTER"
         } / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower`
         : `No minimum backoff Pub/Sub allows (at most 10m) is enough: raise MAX_DELIVERIES to at least ${
-          Math.ceil(policy.stuckAfterMs / MAX_BACKOFF_MS) + 1
+          pubsubDeliveriesNeed(policy.stuckAfterMs)
         } with a 10m minimum backoff, or lower STUCK_AFTER${
           clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
         }`;

@@ -859,6 +859,49 @@ Deno.test("tools/schedule.ts --queue pubsub names the least minimum backoff load
   }
 });
 
+Deno.test("tools/schedule.ts --queue pubsub names the least deliveries loadConfig() starts with where no minimum backoff Pub/Sub allows is enough", async () => {
+  // 2h of STUCK_AFTER over 9 gaps needs 13m20.556s a gap, past Pub/Sub's
+  // 10m: the tool named that backoff, which cannot be set.
+  const { code, stdout } = await run([
+    "--queue=pubsub",
+    "--stuck-after=2h",
+    "--cap=2h",
+  ]);
+  assert.equal(code, 1, stdout);
+  assert.doesNotMatch(stdout, /needs a minimum backoff of at least/);
+  const needed =
+    /it needs --max-deliveries (\d+) or more with a 10m minimum backoff/
+      .exec(stdout)?.[1];
+  assert.ok(needed !== undefined, stdout);
+  const deliveries = Number(needed);
+  const env = {
+    ...SERVICE,
+    ...PUBSUB_SERVICE,
+    STUCK_AFTER: "2h",
+    CAP: "2h",
+    PUBSUB_MIN_BACKOFF: "10m",
+    PUBSUB_MAX_BACKOFF: "10m",
+  };
+  assert.equal(
+    serviceStarts({ ...env, MAX_DELIVERIES: String(deliveries) }),
+    true,
+    `MAX_DELIVERIES ${deliveries}`,
+  );
+  assert.equal(
+    serviceStarts({ ...env, MAX_DELIVERIES: String(deliveries - 1) }),
+    false,
+    `MAX_DELIVERIES ${deliveries - 1}`,
+  );
+  const fits = await run([
+    "--queue=pubsub",
+    "--stuck-after=2h",
+    "--cap=2h",
+    `--max-deliveries=${deliveries}`,
+    "--min-backoff=10m",
+  ]);
+  assert.equal(fits.code, 0, fits.stdout);
+});
+
 Deno.test("schedule() gives loadConfig()'s verdict for any policy, queue and CLOCK_SKEW", () => {
   const settings = fc.record({
     maxDeliveries: fc.integer({ min: 1, max: 30 }),
