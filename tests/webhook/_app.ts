@@ -26,6 +26,10 @@ export const OPS = "ops-token-for-tests";
 /** The test app's clock, in milliseconds: generic deliveries are signed at this time. */
 export const NOW = 1_000_000;
 
+/** The audience of the test app's Pub/Sub dead-letter route, with {@linkcode withDeadLetterRoute}. */
+export const DEAD_LETTER_AUDIENCE =
+  "https://relayer.example.test/v1/pubsub/dead-letter";
+
 let google: Google | undefined;
 
 /** The shared fake Google issuer (key generation is slow; make it once). */
@@ -147,4 +151,23 @@ export function bodyNeverSent(): {
       return pulled;
     },
   };
+}
+
+/** {@linkcode makeApp} with Pub/Sub's dead-letter route configured too. */
+export async function withDeadLetterRoute(
+  intents: NewIntent[],
+  deps: Partial<AppDeps> = {},
+): ReturnType<typeof makeApp> {
+  const g = await theGoogle();
+  return await makeApp({
+    intents,
+    deps: {
+      pubsubDeadLetter: {
+        audience: DEAD_LETTER_AUDIENCE,
+        jwks: g.jwks,
+        serviceAccount: PUBSUB.serviceAccount,
+      },
+      ...deps,
+    },
+  });
 }

@@ -9,12 +9,11 @@
 
 import { ScriptedSender, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { SECRET, theGoogle } from "./_app.ts";
+import { DEAD_LETTER_AUDIENCE, SECRET, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 /** The dead-letter route's OIDC audience. */
-export const DEAD_LETTER_AUDIENCE =
-  "https://relayer.example.test/v1/pubsub/dead-letter";
+export { DEAD_LETTER_AUDIENCE };
 
 /** The job every request carries. */
 export const job = { intentId: "pi_0002", kind: "settle" } as const;

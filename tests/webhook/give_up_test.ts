@@ -14,12 +14,18 @@ import {
   type Sender,
 } from "../../mod.ts";
 import { slowClaims } from "../_stores.ts";
-import { genericRequest, makeApp, NOW, OPS, theGoogle } from "./_app.ts";
+import {
+  DEAD_LETTER_AUDIENCE,
+  genericRequest,
+  makeApp,
+  NOW,
+  OPS,
+  theGoogle,
+  withDeadLetterRoute,
+} from "./_app.ts";
 import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 const FAILED_URL = `${QSTASH.url}/failed`;
-const DEAD_LETTER_AUDIENCE =
-  "https://relayer.example.test/v1/pubsub/dead-letter";
 
 /** QStash's failure-callback body, around `job`. */
 function callback(
@@ -68,20 +74,6 @@ const settling: NewIntent = {
   settlingSince: 0,
   lastBroadcast: { outcome: "unknown", at: 0, error: "timeout" },
 };
-
-async function withDeadLetterRoute(intents: NewIntent[]) {
-  const g = await theGoogle();
-  return await makeApp({
-    intents,
-    deps: {
-      pubsubDeadLetter: {
-        audience: DEAD_LETTER_AUDIENCE,
-        jwks: g.jwks,
-        serviceAccount: PUBSUB.serviceAccount,
-      },
-    },
-  });
-}
 
 function deadLetterEnvelope(
   body: unknown,

@@ -12,15 +12,13 @@ import type { NewIntent } from "../../mod.ts";
 import {
   bodyNeverSent,
   chunkedBody,
+  DEAD_LETTER_AUDIENCE,
   endlessBody,
-  makeApp,
   NOW,
   theGoogle,
+  withDeadLetterRoute,
 } from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
-
-const DEAD_LETTER_AUDIENCE =
-  "https://relayer.example.test/v1/pubsub/dead-letter";
 
 /** What the envelope routes take with the default limit (64 KiB). */
 const ENVELOPE_BYTES = Math.ceil(65_536 / 3) * 4 + 16 * 1024;
@@ -32,24 +30,6 @@ const settling: NewIntent = {
   settlingSince: 0,
   lastBroadcast: { outcome: "unknown", at: 0, error: "timeout" },
 };
-
-async function withBothRoutes(
-  intents: NewIntent[],
-  deps: Record<string, unknown> = {},
-) {
-  const g = await theGoogle();
-  return await makeApp({
-    intents,
-    deps: {
-      pubsubDeadLetter: {
-        audience: DEAD_LETTER_AUDIENCE,
-        jwks: g.jwks,
-        serviceAccount: PUBSUB.serviceAccount,
-      },
-      ...deps,
-    },
-  });
-}
 
 /** A push as Pub/Sub makes it (its attributes first), `note` padding the job. */
 function push(
@@ -121,7 +101,7 @@ async function pushed(
 }
 
 Deno.test("POST /v1/pubsub/dead-letter takes the dead-letter copy of any push /v1/pubsub read: the attributes Pub/Sub adds fit", async () => {
-  const { app, store } = await withBothRoutes([settling]);
+  const { app, store } = await withDeadLetterRoute([settling]);
   // A push just under the limit of /v1/pubsub.
   let note = "";
   note = "x".repeat(
@@ -151,7 +131,7 @@ Deno.test("POST /v1/pubsub/dead-letter takes the dead-letter copy of any push /v
 
 Deno.test("an authenticated Pub/Sub push over the limit is acked (204), logged and kept as a dead letter, on either push route and however it is framed: a 413 would be redelivered for days, unseen", async () => {
   const lines: string[] = [];
-  const { app, store } = await withBothRoutes([settling], {
+  const { app, store } = await withDeadLetterRoute([settling], {
     log: (line: string) => lines.push(line),
   });
   const big = "x".repeat(ENVELOPE_BYTES);
@@ -188,7 +168,7 @@ Deno.test("an authenticated Pub/Sub push over the limit is acked (204), logged a
 });
 
 Deno.test("an unauthenticated Pub/Sub push over the limit is refused before its body is read, and keeps nothing", async () => {
-  const { app, writes } = await withBothRoutes([settling]);
+  const { app, writes } = await withDeadLetterRoute([settling]);
   for (const path of ["/v1/pubsub", "/v1/pubsub/dead-letter"]) {
     const never = bodyNeverSent();
     const res = await app.request(path, {
@@ -208,7 +188,7 @@ Deno.test("an unauthenticated Pub/Sub push over the limit is refused before its 
 
 Deno.test("an authenticated Pub/Sub push that never ends is read to 16 MiB at most, then acked and kept as a dead letter", async () => {
   const lines: string[] = [];
-  const { app, store } = await withBothRoutes([settling], {
+  const { app, store } = await withDeadLetterRoute([settling], {
     log: (line: string) => lines.push(line),
   });
   const g = await theGoogle();
@@ -238,7 +218,7 @@ Deno.test("an authenticated Pub/Sub push that never ends is read to 16 MiB at mo
 });
 
 Deno.test("a push past the 16 MiB read is named by its first 16 MiB, however the socket splits it: the same push keeps one letter", async () => {
-  const { app, store } = await withBothRoutes([settling]);
+  const { app, store } = await withDeadLetterRoute([settling]);
   const g = await theGoogle();
   const size = 16 * 1024 * 1024 + 100_000;
   const bytes = new Uint8Array(size).fill(0x61);
