@@ -15,6 +15,7 @@ import {
 } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
+import { refusingMetadata } from "./_echoing_kv.ts";
 
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -149,16 +150,7 @@ Deno.test(
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const token = "KVTOK/0123  456789abcdef"; // a slash and a run of spaces
     // A metadata endpoint that refuses, quoting the request's header.
-    const server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      (req) =>
-        new Response(
-          `unauthorized: you sent ${req.headers.get("authorization")}`,
-          {
-            status: 401,
-          },
-        ),
-    );
+    const server = refusingMetadata();
     try {
       const service = start({
         KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
@@ -222,14 +214,7 @@ Deno.test(
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const token = "DEPLOYTOK/0123  456789abcdef";
-    const server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      (req) =>
-        new Response(
-          `unauthorized: you sent ${req.headers.get("authorization")}`,
-          { status: 401 },
-        ),
-    );
+    const server = refusingMetadata();
     try {
       // As Deploy attaches a database: its URL and token, set by Deploy.
       const service = start({

@@ -11,6 +11,7 @@ import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import { echoedRefusal, refusingMetadata } from "../_echoing_kv.ts";
 
 const root = new URL("../../", import.meta.url);
 
@@ -153,16 +154,7 @@ Deno.test("deno task kv-to-postgres refuses a KV_URL it cannot open in one line 
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   const token = "KVTOK/0123  456789abcdef"; // a slash and a run of spaces
   // A metadata endpoint that refuses, quoting the request's header.
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (req) =>
-      new Response(
-        `unauthorized: you sent ${req.headers.get("authorization")}`,
-        {
-          status: 401,
-        },
-      ),
-  );
+  const server = refusingMetadata();
   try {
     const { code, out, err } = await runTool({
       KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
@@ -196,10 +188,7 @@ Deno.test({
         { hostname: "127.0.0.1", port: 0, onListen() {} },
         (req): Response => {
           if (++fetched > 1) {
-            return new Response(
-              `unauthorized: you sent ${req.headers.get("authorization")}`,
-              { status: 401 },
-            );
+            return echoedRefusal(req);
           }
           return Response.json({
             version: 2,
