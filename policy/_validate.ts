@@ -88,6 +88,12 @@ export function assertOptionNames(
   }
 }
 
+/**
+ * The longest delay a timer keeps (2^31 − 1 ms): `setTimeout` fires a
+ * longer one at once, on every runtime.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 /** Checks a whole number of milliseconds >= `min`. */
 export function assertMs(
   what: string,

@@ -33,7 +33,7 @@
  */
 
 import { messageOf, secretForms } from "../policy/_walk.ts";
-import { assertOptionNames, show } from "../policy/_validate.ts";
+import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { notSent, poison } from "../policy/sentinels.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
@@ -123,8 +123,6 @@ const MAX_TEXT = 200;
  * `..`: as a URL path segment (`/receipt/..`), it would be resolved away.
  */
 const TX_HASH = /^(?!\.\.?$)[A-Za-z0-9._:+/=-]+$/;
-/** The largest delay `setTimeout` keeps; above it, it fires at once. */
-const MAX_TIMEOUT_MS = 2_147_483_647;
 
 const RECEIPT_STATUSES: ReadonlySet<unknown> = new Set([
   "confirmed",
@@ -238,10 +236,10 @@ export class HttpSender implements Sender {
     this.#base = baseUrl(url);
     if (
       !Number.isInteger(timeoutMs) || timeoutMs < 1 ||
-      timeoutMs > MAX_TIMEOUT_MS
+      timeoutMs > MAX_TIMER_MS
     ) {
       throw new RangeError(
-        `Cannot create HttpSender as 'timeoutMs' must be an integer from 1 to ${MAX_TIMEOUT_MS}: current value is ${
+        `Cannot create HttpSender as 'timeoutMs' must be an integer from 1 to ${MAX_TIMER_MS}: current value is ${
           show(timeoutMs)
         }`,
       );

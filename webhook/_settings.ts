@@ -10,6 +10,7 @@
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
 export const SETTINGS: ReadonlySet<string> = new Set([
   "BASE",
+  "BODY_TIMEOUT",
   "CAP",
   "CLOCK_SKEW",
   "CLOUDFLARE_DLQ_MAX_RETRIES",
@@ -51,7 +52,7 @@ export const SETTINGS: ReadonlySet<string> = new Set([
 // Only names in the settings' own families are taken for a misspelling:
 // the environment holds many others (PATH, HOME, the platform's).
 const FAMILIES =
-  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK)_/;
+  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK|BODY)_/;
 
 // What Kubernetes sets in every pod for each service of its namespace
 // (and Docker's links for each linked container): a service named

@@ -47,7 +47,12 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
-import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
+import {
+  assertOptionNames,
+  checkedClock,
+  MAX_TIMER_MS,
+  show,
+} from "../policy/_validate.ts";
 import { REDRIVE_OPTIONS, RELAYER_OPTIONS } from "../relayer/_options.ts";
 import type {
   DeadLetter,
@@ -205,12 +210,24 @@ export interface AppDeps extends RelayerOptions {
    */
   readonly maxBodyBytes?: number;
   /**
+   * The longest a route waits for a request's body, in milliseconds, from
+   * when it begins to read it (once the headers are checked). A body not
+   * all there by then is refused 408 (`body-timeout`, `Connection:
+   * close`), and its read stopped: a client that sends the headers and
+   * holds the body back holds no handler past it. Every queue sends a 408
+   * again. It bounds an oversized body's hashed read too (up to 72 MiB).
+   *
+   * @default {30000}
+   */
+  readonly bodyTimeoutMs?: number;
+  /**
    * Where the worker lines go: one per delivery (`worker  pi_0001/settle
    * #1  retry  (reason)`) and one per unexpected failure (its name and
    * message; never a secret, never a stack over HTTP); one per operator's
    * new intent, job, redrive, discard and resolution of a review; at most
-   * once a minute per route, one for refused (401) requests and one for
-   * requests refused for their size (413), with their count; and the store's readiness (`/readyz`, a delivery's failure):
+   * once a minute per route, one for refused (401) requests, one for
+   * requests refused for their size (413) and one for bodies that did not
+   * arrive in time (408), with their count; and the store's readiness (`/readyz`, a delivery's failure):
    * `relayer not ready: …` when a probe fails (again at most once a minute
    * while its error stays the same), `relayer ready again: …` at the first
    * that passes after.
@@ -250,6 +267,7 @@ const APP_OPTIONS: readonly string[] = [
       opsToken: true,
       insecureDev: true,
       maxBodyBytes: true,
+      bodyTimeoutMs: true,
       log: true,
       enqueue: true,
       redriveTo: true,
@@ -403,12 +421,13 @@ const RESOLVE_RECEIPTS_MS = 5_000;
 const KEYS_LOG_INTERVAL_MS = 60_000;
 
 /**
- * How often, at most, the log says that a route refuses requests (401, or
- * 413 for their size), per route and status: a queue whose every delivery
- * is refused (a PUBLIC_URL that is not the URL QStash calls, a secret
- * rotated on one side only, a clock off by minutes, a publisher whose
- * jobs outgrew MAX_BODY_BYTES) strands its jobs, and the operator must see
- * it; a flood of forgeries must not flood the log.
+ * How often, at most, the log says that a route refuses requests (401,
+ * 413 for their size, 408 for a body that did not arrive in time), per
+ * route and status: a queue whose every delivery is refused (a PUBLIC_URL
+ * that is not the URL QStash calls, a secret rotated on one side only, a
+ * clock off by minutes, a publisher whose jobs outgrew MAX_BODY_BYTES)
+ * strands its jobs, and the operator must see it; a flood of forgeries
+ * must not flood the log.
  */
 const REFUSALS_LOG_INTERVAL_MS = 60_000;
 
@@ -539,6 +558,53 @@ function unreadableBody(): Refusal {
 }
 
 /**
+ * A body not all there `timeoutMs` after its route began to read it: a
+ * client that sends its headers and then holds the body back (or trickles
+ * it) would otherwise hold its connection and its handler for as long as
+ * the server lets it (Deno.serve, for good). A 408 with `Connection:
+ * close`: the connection is not reused with part of a body still on it,
+ * and every queue sends a 408 again.
+ */
+function bodyTimedOut(timeoutMs: number): Refusal {
+  const detail = `The request body did not arrive within ${
+    formatDuration(timeoutMs)
+  } of its route beginning to read it: send the request again.`;
+  return new Refusal(
+    problem(408, "body-timeout", "Body not received in time", detail, {
+      connection: "close",
+    }),
+    detail,
+  );
+}
+
+/**
+ * `read` (the whole of a body's read), or a {@linkcode bodyTimedOut}
+ * refusal `timeoutMs` after it began: `cancel` then stops the read (a
+ * reader's cancel; an `arrayBuffer()` cannot be, and ends with its
+ * connection, which the 408 closes).
+ */
+async function beforeDeadline<T>(
+  read: Promise<T>,
+  timeoutMs: number,
+  cancel: () => void,
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      cancel();
+      reject(bodyTimedOut(timeoutMs));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([read, late]);
+  } finally {
+    clearTimeout(timer);
+    // Settled after the deadline (its refusal or a cut-short body): unheard.
+    read.catch(() => {});
+  }
+}
+
+/**
  * A body longer than `maxBytes`: refused, and not read on. The log says
  * its `Content-Length` too, when it was refused by it.
  */
@@ -553,12 +619,17 @@ function tooLarge(maxBytes: number, declared?: number): Refusal {
 }
 
 /**
- * A request's body as bytes, at most `maxBytes` of them. Read here, by the
- * route, once it has checked what the headers alone tell (a signature, a
- * token): a body is not read ahead of that, so a client that sends forged
- * headers and then holds its body back is refused at once, not waited for.
+ * A request's body as bytes, at most `maxBytes` of them, within
+ * `timeoutMs` (else a 408). Read here, by the route, once it has checked
+ * what the headers alone tell (a signature, a token): a body is not read
+ * ahead of that, so a client that sends forged headers and then holds its
+ * body back is refused at once, not waited for.
  */
-async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
+async function bytesOf(
+  c: Context,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<Uint8Array> {
   const stream = c.req.raw.body;
   if (stream === null) return new Uint8Array(0);
   if (
@@ -567,16 +638,27 @@ async function bytesOf(c: Context, maxBytes: number): Promise<Uint8Array> {
   ) {
     // Its length said, and within the limit (limitBody): the server frames
     // the body to it, so the whole of it is read at once.
-    let buffer: ArrayBuffer;
-    try {
-      buffer = await c.req.raw.arrayBuffer();
-    } catch {
-      throw unreadableBody();
-    }
+    const buffer = await beforeDeadline(
+      c.req.raw.arrayBuffer().catch(() => {
+        throw unreadableBody();
+      }),
+      timeoutMs,
+      () => {},
+    );
     if (buffer.byteLength > maxBytes) throw tooLarge(maxBytes);
     return new Uint8Array(buffer);
   }
   const reader = stream.getReader();
+  return await beforeDeadline(chunksOf(reader, maxBytes), timeoutMs, () => {
+    reader.cancel().catch(() => {});
+  });
+}
+
+/** A body read chunk by chunk, refused past `maxBytes`. */
+async function chunksOf(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  maxBytes: number,
+): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -626,8 +708,9 @@ function joined(chunks: readonly Uint8Array[], size: number): Uint8Array {
 async function bodyOf(
   c: Context,
   maxBytes: number,
+  timeoutMs: number,
 ): Promise<{ bytes: Uint8Array; text: string }> {
-  const bytes = await bytesOf(c, maxBytes);
+  const bytes = await bytesOf(c, maxBytes, timeoutMs);
   return { bytes, text: UTF8.decode(bytes) };
 }
 
@@ -635,43 +718,66 @@ async function bodyOf(
 const TEXT = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 
 /** A request's body as text (an ops route's JSON). */
-async function textOf(c: Context, maxBytes: number): Promise<string> {
-  return TEXT.decode(await bytesOf(c, maxBytes));
+async function textOf(
+  c: Context,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<string> {
+  return TEXT.decode(await bytesOf(c, maxBytes, timeoutMs));
 }
 
 /**
  * A body as text, or, over `maxBytes`, how long it is and its SHA-256:
  * the rest is read and hashed as it comes, never held, up to `readBytes`;
  * past that (`whole` false), `overBytes` is `readBytes` and the hash is
- * that of the first `readBytes` bytes, however the chunks fell. Read only once the request's headers are
- * checked; `over` is called once the body is known to be over `maxBytes`
- * (by its Content-Length, before any of it is read), and may throw to
- * refuse it unread on.
+ * that of the first `readBytes` bytes, however the chunks fell. Read only
+ * once the request's headers are checked, and within `timeoutMs` (else a
+ * 408); `over` is called once the body is known to be over `maxBytes` (by
+ * its Content-Length, before any of it is read), and may throw to refuse
+ * it unread on.
  */
 async function bodyOrDigestOf(
   c: Context,
   maxBytes: number,
   readBytes: number,
+  timeoutMs: number,
   over: () => void = () => {},
-): Promise<
-  { text: string } | {
-    overBytes: number;
-    whole: boolean;
-    sha256: string;
-    digest: Uint8Array;
-  }
-> {
+): Promise<TextOrDigest> {
   const stream = c.req.raw.body;
   const length = c.req.header("content-length");
   if (
     stream === null ||
     (length !== undefined && c.req.header("transfer-encoding") === undefined &&
       !(Number.parseInt(length, 10) > maxBytes))
-  ) return { text: (await bodyOf(c, maxBytes)).text };
+  ) return { text: (await bodyOf(c, maxBytes, timeoutMs)).text };
   if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
     over();
   }
   const reader = stream.getReader();
+  return await beforeDeadline(
+    digestOf(reader, maxBytes, readBytes, over),
+    timeoutMs,
+    () => {
+      reader.cancel().catch(() => {});
+    },
+  );
+}
+
+/** {@linkcode bodyOrDigestOf}'s answer: the text, or the length and hash past the limit. */
+type TextOrDigest = { text: string } | {
+  overBytes: number;
+  whole: boolean;
+  sha256: string;
+  digest: Uint8Array;
+};
+
+/** {@linkcode bodyOrDigestOf}'s read, chunk by chunk. */
+async function digestOf(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  maxBytes: number,
+  readBytes: number,
+  over: () => void,
+): Promise<TextOrDigest> {
   let chunks: Uint8Array[] = [];
   let size = 0;
   let hash: ReturnType<typeof sha256.create> | undefined;
@@ -987,6 +1093,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     store,
     insecureDev = false,
     maxBodyBytes = 64 * 1024,
+    bodyTimeoutMs = 30_000,
     log: sink = () => {},
     now: clock = Date.now,
     random = Math.random,
@@ -995,6 +1102,16 @@ export function createApp(deps: AppDeps): WebhookApp {
     throw new RangeError(
       `Cannot create app as 'maxBodyBytes' must be an integer >= 1: current value is ${
         String(maxBodyBytes)
+      }`,
+    );
+  }
+  if (
+    !Number.isSafeInteger(bodyTimeoutMs) || bodyTimeoutMs < 1 ||
+    bodyTimeoutMs > MAX_TIMER_MS
+  ) {
+    throw new RangeError(
+      `Cannot create app as 'bodyTimeoutMs' must be an integer from 1 to ${MAX_TIMER_MS} (milliseconds): current value is ${
+        show(bodyTimeoutMs)
       }`,
     );
   }
@@ -1680,6 +1797,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c,
       limitOf(c),
       OVERSIZED_PUSH_READ_BYTES,
+      bodyTimeoutMs,
     );
     if (!("text" in body)) {
       // Unread, so named by its hash (the relayer hashes what it is
@@ -1951,7 +2069,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     { text: string } | { overBytes: number; sha256: string; claim: ReplayClaim }
   > {
     if (verify === undefined) {
-      return { text: (await bodyOf(c, limitOf(c))).text };
+      return { text: (await bodyOf(c, limitOf(c), bodyTimeoutMs)).text };
     }
     const length = c.req.header("content-length");
     const declared = length !== undefined &&
@@ -1962,6 +2080,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c,
       limitOf(c),
       OVERSIZED_QSTASH_READ_BYTES,
+      bodyTimeoutMs,
       () => {
         const refused = verify.checkClaims(signature);
         if (refused) throw unauthorized(refused.detail, refused.hint);
@@ -2077,7 +2196,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // Missing, malformed, too old or ahead: refused before the body is read.
     const forged = verifyHmac?.precheck(header);
     if (forged) throw unauthorized(forged.detail, forged.hint);
-    const { bytes, text: raw } = await bodyOf(c, limitOf(c));
+    const { bytes, text: raw } = await bodyOf(c, limitOf(c), bodyTimeoutMs);
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).
@@ -2159,7 +2278,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   // API; this lets an operator (or a local trial) create one.
   app.post("/v1/intents", async (c) => {
     requireOps(c);
-    const text = await textOf(c, limitOf(c));
+    const text = await textOf(c, limitOf(c), bodyTimeoutMs);
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -2288,7 +2407,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const bad = (detail: string) =>
       problem(400, "bad-resolution", "Bad resolution", detail);
     if (!isIntentId(id)) return bad(`An intent id is ${INTENT_ID_RULE}.`);
-    const text = await textOf(c, limitOf(c));
+    const text = await textOf(c, limitOf(c), bodyTimeoutMs);
     const how =
       `{"to":"settled","version":"…"} once the chain shows one of its txs confirmed, or {"to":"failed","version":"…"} once it shows none can land; 'version' is the intent's as GET /v1/intents/${id} read it`;
     let body: unknown;
@@ -2850,7 +2969,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The job first: a bad one is the caller's to fix, queue or not.
     const job = jobFrom(
       "deliveries",
-      parseJson("deliveries", await textOf(c, limitOf(c))),
+      parseJson("deliveries", await textOf(c, limitOf(c), bodyTimeoutMs)),
     );
     if (!deps.enqueue) {
       return problem(
@@ -2960,12 +3079,12 @@ export function createApp(deps: AppDeps): WebhookApp {
   const refusals = new Map<string, { at: number; since: number }>();
 
   /**
-   * One line for a refused request (401, 413), at most once a minute per
-   * route and status, with the count since the last line. The route is the
-   * pattern it matched (`pattern`, else the handler's), never the path as
-   * sent: an id in the path is the caller's to choose; so is a method
-   * other than HTTP's own, named `OTHER`. The detail is ours, and never
-   * holds a secret.
+   * One line for a refused request (401, 408, 413), at most once a
+   * minute per route and status, with the count since the last line. The
+   * route is the pattern it matched (`pattern`, else the handler's), never
+   * the path as sent: an id in the path is the caller's to choose; so is a
+   * method other than HTTP's own, named `OTHER`. The detail is ours, and
+   * never holds a secret.
    */
   function logRefusal(
     c: Context,
@@ -2995,7 +3114,9 @@ export function createApp(deps: AppDeps): WebhookApp {
   app.onError((error, c) => {
     if (error instanceof Refusal) {
       const status = error.response.status;
-      if (status === 401 || status === 413) logRefusal(c, error);
+      if (status === 401 || status === 408 || status === 413) {
+        logRefusal(c, error);
+      }
       return error.response;
     }
     if (error instanceof HTTPException) {

@@ -22,8 +22,9 @@
  * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL`, `KV_PATH` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy) |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
- * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
+ * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT`, `BODY_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
+ * | `BODY_TIMEOUT` | optional: how long a route waits for a request's body once it begins to read it (default `30s`); one not all there by then is refused 408 |
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
  * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE`, which needs it |
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
@@ -49,6 +50,7 @@ import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
 import { googleJwks } from "./google_jwks.ts";
+import { MAX_TIMER_MS } from "../policy/_validate.ts";
 
 /**
  * A setting that stops the service from starting.
@@ -157,6 +159,8 @@ export interface Config {
   };
   /** The request body limit, in bytes. */
   readonly maxBodyBytes: number;
+  /** How long a route waits for a request's body (`BODY_TIMEOUT`), in milliseconds. */
+  readonly bodyTimeoutMs: number;
   /** Whether unsigned deliveries are accepted on unconfigured routes. */
   readonly insecureDev: boolean;
   /**
@@ -319,9 +323,6 @@ function httpUrl(
   // this one, so the two must be spelled alike.
   return url.href.replace(/\/+$/, "");
 }
-
-/** The longest delay a timer keeps (2^31 − 1 ms); a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** The longest delay Deno KV's `enqueue` takes: 30 days. */
 const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
@@ -1224,6 +1225,15 @@ export function loadConfig(
       `MAX_BODY_BYTES must be at least ${MIN_BODY_BYTES} (a delivery of a job takes up to about 200 bytes): current value is ${maxBodyBytes}`,
     );
   }
+  const bodyTimeoutMs = duration(env, "BODY_TIMEOUT") ?? 30_000;
+  if (bodyTimeoutMs < 1 || bodyTimeoutMs > MAX_TIMER_MS) {
+    throw new ConfigError(
+      "BODY_TIMEOUT",
+      `BODY_TIMEOUT must be from 1ms to ${MAX_TIMER_MS}ms (596h31m23.647s, the longest a timer waits): current value is ${
+        formatDuration(bodyTimeoutMs)
+      }`,
+    );
+  }
 
   if (
     audience !== undefined && pushAnswerMs(timeoutMs) > MAX_ACK_DEADLINE_MS
@@ -1283,6 +1293,7 @@ export function loadConfig(
     kvQueue,
     ...(database !== undefined ? { database } : {}),
     maxBodyBytes,
+    bodyTimeoutMs,
     insecureDev,
     ...(cloudflareDeadLetterMaxRetries !== undefined
       ? { cloudflareDeadLetterMaxRetries }
@@ -1594,6 +1605,7 @@ function checkQueues(
  *   webhookSecret: "a-webhook-secret-16",
  *   insecureDev: false,
  *   maxBodyBytes: 1024,
+ *   bodyTimeoutMs: 30_000,
  * });
  * ```
  *
@@ -1620,6 +1632,7 @@ export function routeOptions(
     ...(config.opsToken ? { opsToken: config.opsToken } : {}),
     insecureDev: config.insecureDev,
     maxBodyBytes: config.maxBodyBytes,
+    bodyTimeoutMs: config.bodyTimeoutMs,
   };
 }
 
@@ -1634,4 +1647,5 @@ export type RouteOptions = Pick<
   | "opsToken"
   | "insecureDev"
   | "maxBodyBytes"
+  | "bodyTimeoutMs"
 >;

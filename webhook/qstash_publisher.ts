@@ -12,7 +12,7 @@
 
 import { ROUTE_AT_END } from "./_routes.ts";
 import { cutAt, secretForms } from "../policy/_walk.ts";
-import { assertOptionNames } from "../policy/_validate.ts";
+import { assertOptionNames, MAX_TIMER_MS } from "../policy/_validate.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { type Job, jobIdOf, parseJob } from "../relayer/relayer.ts";
@@ -172,7 +172,7 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
   const { token, retries, timeoutMs = 10_000 } = options;
   if (
     !Number.isInteger(timeoutMs) || timeoutMs < 1 ||
-    timeoutMs > 2_147_483_647
+    timeoutMs > MAX_TIMER_MS
   ) {
     throw new RangeError(
       `Cannot build a QStash publisher as 'timeoutMs' must be an integer from 1 to 2147483647 (milliseconds): current value is ${
