@@ -617,6 +617,28 @@ function duration(
 }
 
 /**
+ * A duration setting a timer waits for (`SENDER_TIMEOUT`, `BODY_TIMEOUT`):
+ * from 1 ms to {@linkcode MAX_TIMER_MS}, as a longer timer fires at once;
+ * `fallback` where it is unset.
+ */
+function timerDuration(
+  env: Record<string, string | undefined>,
+  name: string,
+  fallback: number,
+): number {
+  const ms = duration(env, name) ?? fallback;
+  if (ms < 1 || ms > MAX_TIMER_MS) {
+    throw new ConfigError(
+      name,
+      `${name} must be from 1ms to ${MAX_TIMER_MS}ms (${
+        formatDuration(MAX_TIMER_MS)
+      }, the longest a timer waits): current value is ${formatDuration(ms)}`,
+    );
+  }
+  return ms;
+}
+
+/**
  * `CLOCK_SKEW` unset: how far apart the service takes the instances'
  * clocks to be, in milliseconds (5 s): the relayer's own default.
  * `deno task schedule --clock-skew` defaults to it too.
@@ -1123,16 +1145,8 @@ export function loadConfig(
       "SENDER_URL is missing: set the URL of your signer service",
     );
   }
-  const timeoutMs = duration(env, "SENDER_TIMEOUT") ?? 10_000;
+  const timeoutMs = timerDuration(env, "SENDER_TIMEOUT", 10_000);
   const leaseMs = duration(env, "LEASE") ?? 30_000;
-  if (timeoutMs < 1 || timeoutMs > MAX_TIMER_MS) {
-    throw new ConfigError(
-      "SENDER_TIMEOUT",
-      `SENDER_TIMEOUT must be from 1ms to ${MAX_TIMER_MS}ms (596h31m23.647s, the longest a timer waits): current value is ${
-        formatDuration(timeoutMs)
-      }`,
-    );
-  }
   if (leaseMs < 2 * timeoutMs) {
     throw new ConfigError(
       "LEASE",
@@ -1225,15 +1239,7 @@ export function loadConfig(
       `MAX_BODY_BYTES must be at least ${MIN_BODY_BYTES} (a delivery of a job takes up to about 200 bytes): current value is ${maxBodyBytes}`,
     );
   }
-  const bodyTimeoutMs = duration(env, "BODY_TIMEOUT") ?? 30_000;
-  if (bodyTimeoutMs < 1 || bodyTimeoutMs > MAX_TIMER_MS) {
-    throw new ConfigError(
-      "BODY_TIMEOUT",
-      `BODY_TIMEOUT must be from 1ms to ${MAX_TIMER_MS}ms (596h31m23.647s, the longest a timer waits): current value is ${
-        formatDuration(bodyTimeoutMs)
-      }`,
-    );
-  }
+  const bodyTimeoutMs = timerDuration(env, "BODY_TIMEOUT", 30_000);
 
   if (
     audience !== undefined && pushAnswerMs(timeoutMs) > MAX_ACK_DEADLINE_MS
