@@ -158,9 +158,21 @@ export async function main(
     await store.migrate();
     const report = await moveKvToPostgres(source, sql, { clockSkewMs });
     for (const line of describeMove(report)) console.log(line);
+    // Deno KV's queue cannot be listed, so its messages are not moved: the
+    // intents they were for are named by their state (docs/stores.md).
+    const [{ inFlight }] = await sql<[{ inFlight: number }]>`
+      SELECT count(*)::int AS "inFlight" FROM relayer.intents
+      WHERE state IN ('authorized', 'settling')`;
     console.log(
       "next   start the service with DATABASE_URL (KV_PATH and KV_URL unset), then resume the queue",
     );
+    if (inFlight > 0) {
+      console.log(
+        `       if it ran KV_QUEUE=1, its local queue's messages were not moved: publish a job (POST /v1/jobs) for each intent still authorized or settling (${
+          inFlight === 1 ? "there is 1" : `there are ${inFlight}`
+        }; docs/stores.md's query lists them)`,
+      );
+    }
     return 0;
   } catch (error) {
     const name = error instanceof Error ? error.name : "Error";

@@ -84,6 +84,11 @@ Deno.test({
         first.out.split("\n")[0],
         "moved  1 intent, 1 hold, 1 delivery count, 0 replay records, 0 dead letters",
       );
+      // The local queue's messages are not moved: its intents in flight are.
+      assert.equal(
+        first.out.split("\n")[3],
+        "       if it ran KV_QUEUE=1, its local queue's messages were not moved: publish a job (POST /v1/jobs) for each intent still authorized or settling (there is 1; docs/stores.md's query lists them)",
+      );
       const sql = postgres(database.url, { onnotice: () => {}, max: 1 });
       try {
         const moved = new PostgresStore(sql);
