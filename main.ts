@@ -25,7 +25,13 @@
 
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
-import { describePolicy, type Job, jobIdOf, type Store } from "./mod.ts";
+import {
+  describePolicy,
+  type Job,
+  jobIdOf,
+  parseJob,
+  type Store,
+} from "./mod.ts";
 import { HttpSender } from "./relayer/http_sender.ts";
 import {
   type AnsweredSocket,
@@ -357,6 +363,24 @@ async function isFolder(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * Where the local queue keeps each job's line: the id of the message of
+ * the job enqueued last (`webhook/_local_queue.ts`, `LocalLine`).
+ *
+ * @example The line of a job
+ * ```ts ignore
+ * const { value } = await kv.get<string>([...LINE_PREFIX, "pi_0001/settle"]);
+ * ```
+ */
+export const LINE_PREFIX: readonly string[] = ["relayer_line"];
+
+/**
+ * How long a job's line is kept past its message's delay: as long as the
+ * store keeps the job's count. One gone before its message comes only
+ * lets that message be handled, as one without a line is.
+ */
+const LINE_KEPT_MS = 8 * 24 * 60 * 60 * 1000;
+
 /** Where Deno KV keeps a local-queue message it gave up delivering. */
 export const UNDELIVERED_PREFIX: readonly string[] = ["relayer_undelivered"];
 
@@ -685,13 +709,30 @@ export async function openService(
   });
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
   const send: LocalEnqueue | undefined = config.kvQueue && kv
-    ? async (message, delay) => {
+    ? async (message, delay, after) => {
       // An id of its own, kept through Deno KV's redeliveries of it.
-      const { ok } = await kv.enqueue({ ...message, id: crypto.randomUUID() }, {
-        delay,
-        ...undeliveredOptions(),
-      });
-      if (!ok) throw new Error(`could not enqueue ${jobIdOf(message.job)}`);
+      const id = crypto.randomUUID();
+      let jobId: string | undefined;
+      try {
+        jobId = jobIdOf(parseJob(message.job));
+      } catch {
+        // Not a job (a malformed message put back): it has no line.
+      }
+      const atomic = kv.atomic();
+      if (jobId !== undefined) {
+        // The job's line, in the commit that enqueues: this message is
+        // its newest, and the older ones are acked unhandled.
+        const key = [...LINE_PREFIX, jobId];
+        if (after) atomic.check({ key, versionstamp: after.versionstamp });
+        atomic.set(key, id, { expireIn: delay + LINE_KEPT_MS });
+      }
+      atomic.enqueue(
+        { ...message, id, ...(jobId === undefined ? {} : { line: true }) },
+        { delay, ...undeliveredOptions() },
+      );
+      const { ok } = await atomic.commit();
+      if (!ok && after && jobId !== undefined) return false;
+      if (!ok) throw new Error(`could not enqueue ${jobId ?? "a message"}`);
     }
     : undefined;
   const enqueue = send && ((job: Job) => send({ job }, 0));
@@ -755,13 +796,27 @@ export async function openService(
       // so a job the queue sends is busy on the webhook, and the reverse.
       relayer: app.relayer,
       enqueue: send,
+      line: async (jobId) => {
+        const { value, versionstamp } = await kv.get<string>([
+          ...LINE_PREFIX,
+          jobId,
+        ]);
+        return {
+          id: typeof value === "string" ? value : null,
+          versionstamp,
+        };
+      },
       log,
     });
     kv.listenQueue(quietly((message: unknown) => {
       if (draining) {
         // Not ours to run any more: back on the queue for the next start
-        // (or for this process, if it is still here in a second).
-        return send(message as LocalQueueMessage, 1000);
+        // (or for this process, if it is still here in a second), as it
+        // came: its id and its job's line unchanged.
+        return kv.enqueue(message, { delay: 1000, ...undeliveredOptions() })
+          .then(({ ok }) => {
+            if (!ok) throw new Error("could not put a message back");
+          });
       }
       return track(consume(message));
     }, log));

@@ -36,13 +36,47 @@ export interface LocalQueueMessage {
    * second line of retries.
    */
   readonly id?: string;
+  /**
+   * Set on a message that took its job's line where it was enqueued
+   * ({@linkcode LocalLine}): once a newer message of the job took it, this
+   * one is acked unhandled. Absent (a redrive's message, one enqueued by an
+   * older version), the message is handled.
+   */
+  readonly line?: boolean;
 }
 
-/** Puts a message on the queue after `delayMs`. */
+/**
+ * A job's line, as read before a delivery: the id of the message of the
+ * job enqueued last (`null`: none kept), and the versionstamp its key had,
+ * which the enqueue of the delivery's retry checks. A job goes on as one
+ * line of retries: queued twice, or delivered again after its retry was
+ * enqueued (the process killed before Deno KV's ack), it would go on as
+ * two, its deliveries running out in half the policy's window.
+ *
+ * @example A line read from Deno KV
+ * ```ts ignore
+ * const entry = await kv.get<string>(["relayer_line", jobId]);
+ * const line: LocalLine = { id: entry.value, versionstamp: entry.versionstamp };
+ * ```
+ */
+export interface LocalLine {
+  /** The id of the message of the job enqueued last, or `null`. */
+  readonly id: string | null;
+  /** The versionstamp of the line's key as read (`null`: absent). */
+  readonly versionstamp: string | null;
+}
+
+/**
+ * Puts a message on the queue after `delayMs`. A message of a job takes
+ * the job's line; with `after`, only if the line is still as read, and
+ * `false` says it was not (a newer message of the job carries it), and
+ * that nothing was enqueued.
+ */
 export type LocalEnqueue = (
   message: LocalQueueMessage,
   delayMs: number,
-) => Promise<void>;
+  after?: LocalLine,
+) => Promise<boolean | void>;
 
 /** What {@linkcode localQueueConsumer} needs. */
 export interface LocalQueueOptions {
@@ -50,6 +84,11 @@ export interface LocalQueueOptions {
   readonly relayer: Pick<Relayer, "deliver" | "policy" | "keepUnreadable">;
   /** The queue's own enqueue. */
   readonly enqueue: LocalEnqueue;
+  /**
+   * Reads a job's line (by its job id); absent, every message is handled
+   * and every retry enqueued.
+   */
+  readonly line?: (jobId: string) => Promise<LocalLine>;
   /** One line per message. */
   readonly log: (line: string) => void;
 }
@@ -64,7 +103,10 @@ export interface LocalQueueOptions {
  * that is not a job is kept as a dead letter (`relayer.keepUnreadable`)
  * and not retried; if the store cannot keep it, it comes back the same
  * way. A throw of `enqueue` itself leaves the original message to Deno
- * KV's redelivery.
+ * KV's redelivery. With `line`, a job goes on as one line of messages: a
+ * message a newer one of its job superseded is acked unhandled, and a
+ * retry is enqueued only while the job's line is as its delivery read it
+ * ({@linkcode LocalLine}).
  */
 export function localQueueConsumer(
   options: LocalQueueOptions,
@@ -156,6 +198,20 @@ export function localQueueConsumer(
       );
       return;
     }
+    const jobId = jobIdOf(job);
+    const line = await options.line?.(jobId);
+    const self = (message as LocalQueueMessage).id;
+    if (
+      line !== undefined && (message as LocalQueueMessage).line === true &&
+      line.id !== null && line.id !== self
+    ) {
+      log(
+        `queue   ${
+          jobId.padEnd(16)
+        } acked message ${self} unhandled: a newer message of its job (${line.id}) carries it`,
+      );
+      return;
+    }
     let outcome: Outcome;
     try {
       outcome = await relayer.deliver(job);
@@ -170,11 +226,42 @@ export function localQueueConsumer(
           delayMs / 1000
         }s: ${describeError(error)}`,
       );
-      await enqueue({ job, failures }, delayMs);
+      await retry({ job, failures }, delayMs, line);
       return;
     }
     log(`queue   ${formatOutcome(job, outcome)}`);
-    if (outcome.action === "retry") await enqueue({ job }, outcome.delayMs);
+    if (outcome.action === "retry") {
+      await retry({ job }, outcome.delayMs, line);
+    }
+  }
+
+  /**
+   * Enqueues a delivery's retry, if the job's line is still the one read
+   * before it: else a message enqueued since (an operator's, a copy's
+   * retry) carries the job, and this one ends here. A line gone since
+   * (its key expired) is taken again.
+   */
+  async function retry(
+    message: LocalQueueMessage & { job: Job },
+    delayMs: number,
+    line: LocalLine | undefined,
+  ): Promise<void> {
+    for (let tries = 1;; tries++) {
+      if ((await enqueue(message, delayMs, line)) !== false) return;
+      const jobId = jobIdOf(message.job);
+      line = await options.line!(jobId);
+      if (line.id !== null) {
+        log(
+          `queue   ${
+            jobId.padEnd(16)
+          } enqueued no retry: a newer message of its job (${line.id}) carries it`,
+        );
+        return;
+      }
+      if (tries >= 3) {
+        throw new Error(`could not enqueue ${jobId}: its line keeps moving`);
+      }
+    }
   }
 }
 

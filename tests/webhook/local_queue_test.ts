@@ -314,3 +314,95 @@ Deno.test("localQueueConsumer(): a message delivered again after its delivery en
   await consume(other);
   assert.equal(deliveries.length, 3);
 });
+
+/** A consumer whose job lines are kept in `kept` (by job id), as main.ts keeps them in Deno KV. */
+function linedConsumer(deliver: () => Promise<unknown>) {
+  const kept = new Map<string, { id: string; versionstamp: string }>();
+  let version = 0;
+  const sent: [LocalQueueMessage, number][] = [];
+  const lines: string[] = [];
+  let delivered = 0;
+  let next = 0;
+  const consume = localQueueConsumer({
+    relayer: {
+      policy: definePolicy(),
+      keepUnreadable: () => Promise.reject(new Error("not used")),
+      deliver() {
+        delivered++;
+        return deliver();
+      },
+    } as unknown as Parameters<typeof localQueueConsumer>[0]["relayer"],
+    enqueue: (message, delayMs, after) => {
+      const key = `${message.job.intentId}/${message.job.kind}`;
+      if (
+        after && (kept.get(key)?.versionstamp ?? null) !== after.versionstamp
+      ) {
+        return Promise.resolve(false);
+      }
+      const id = `r-${++next}`;
+      kept.set(key, { id, versionstamp: String(++version) });
+      sent.push([{ ...message, id, line: true }, delayMs]);
+      return Promise.resolve(true);
+    },
+    line: (jobId) => {
+      const line = kept.get(jobId);
+      return Promise.resolve({
+        id: line?.id ?? null,
+        versionstamp: line?.versionstamp ?? null,
+      });
+    },
+    log: (line) => void lines.push(line),
+  });
+  return { consume, kept, sent, lines, delivered: () => delivered };
+}
+
+const waiting = () =>
+  Promise.resolve({
+    action: "retry",
+    delivery: 1,
+    delayMs: 5_000,
+    reason: "waiting for 0x1 to confirm",
+  });
+
+Deno.test("localQueueConsumer() with job lines: a message a newer one of its job superseded (queued again, or its retry enqueued before a kill lost its ack) is acked unhandled", async () => {
+  const { consume, kept, sent, lines, delivered } = linedConsumer(waiting);
+  kept.set("pi_0001/settle", { id: "m-2", versionstamp: "100" });
+  await consume({ job, id: "m-1", line: true });
+  assert.equal(delivered(), 0);
+  assert.deepEqual(sent, []);
+  assert.deepEqual(lines, [
+    "queue   pi_0001/settle   acked message m-1 unhandled: a newer message of its job (m-2) carries it",
+  ]);
+  // The line's own message is handled, and its retry takes the line.
+  await consume({ job, id: "m-2", line: true });
+  assert.equal(delivered(), 1);
+  assert.deepEqual(sent, [[{ job, id: "r-1", line: true }, 5_000]]);
+  assert.equal(kept.get("pi_0001/settle")?.id, "r-1");
+  // A message that took no line (a redrive's, an older version's) is handled.
+  await consume({ job, id: "d-1" });
+  assert.equal(delivered(), 2);
+  assert.equal(kept.get("pi_0001/settle")?.id, "r-2");
+});
+
+Deno.test("localQueueConsumer() with job lines: a delivery whose job was queued again while it ran enqueues no retry; one whose line expired takes it again", async () => {
+  let moved = () => {};
+  const harness = linedConsumer(() => {
+    moved();
+    return waiting();
+  });
+  const { consume, kept, sent, lines } = harness;
+  kept.set("pi_0001/settle", { id: "m-1", versionstamp: "100" });
+  // Queued again by an operator while the delivery runs.
+  moved = () => kept.set("pi_0001/settle", { id: "m-2", versionstamp: "101" });
+  await consume({ job, id: "m-1", line: true });
+  assert.deepEqual(sent, []);
+  assert.equal(
+    lines.at(-1),
+    "queue   pi_0001/settle   enqueued no retry: a newer message of its job (m-2) carries it",
+  );
+  // The line's key expired while the delivery ran: the retry takes it.
+  moved = () => kept.delete("pi_0001/settle");
+  await consume({ job, id: "m-2", line: true });
+  assert.deepEqual(sent, [[{ job, id: "r-1", line: true }, 5_000]]);
+  assert.equal(kept.get("pi_0001/settle")?.id, "r-1");
+});
