@@ -1230,6 +1230,22 @@ export function loadConfig(
       }, but the local Deno KV queue delays a message at most 30 days, so a retry could not be enqueued: lower CAP to 720h or less`,
     );
   }
+  // A delivery behind a send in flight waits what is left of its lease and
+  // the skew twice (the relayer's busy wait): past 30 days Deno KV refuses
+  // the retry, and each of its redeliveries of the message counts one more
+  // delivery of the job.
+  if (kvQueue && leaseMs + 2 * clockSkewMs > MAX_KV_DELAY_MS) {
+    throw new ConfigError(
+      "LEASE",
+      `LEASE is ${
+        formatDuration(leaseMs)
+      }, but the local Deno KV queue delays a message at most 30 days, and a delivery behind a send in flight waits up to LEASE and CLOCK_SKEW twice (${
+        formatDuration(leaseMs + 2 * clockSkewMs)
+      }): lower LEASE to ${
+        formatDuration(MAX_KV_DELAY_MS - 2 * clockSkewMs)
+      } or less`,
+    );
+  }
   const maxBodyBytes = integer(env, "MAX_BODY_BYTES") ?? 64 * 1024;
   if (maxBodyBytes < MIN_BODY_BYTES) {
     // A delivery of a job with the longest intent id is about 200 bytes: a

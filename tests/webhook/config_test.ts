@@ -1066,6 +1066,22 @@ Deno.test("loadConfig() refuses a SENDER_TIMEOUT longer than a timer can wait, a
     loadConfig({ ...base, KV_QUEUE: "1", CAP: "720h" }).policy.capMs,
     30 * 24 * 60 * 60 * 1000,
   );
+  // A busy answer waits what is left of the lease and the skew twice, up
+  // to LEASE + 2 × CLOCK_SKEW: Deno KV refuses that delay past 30 days, and
+  // each of its redeliveries counted a delivery.
+  refused(
+    { ...base, KV_QUEUE: "1", SENDER_TIMEOUT: "400h", LEASE: "800h" },
+    "LEASE",
+    /^LEASE is 800h0m0s, but the local Deno KV queue delays a message at most 30 days, and a delivery behind a send in flight waits up to LEASE and CLOCK_SKEW twice \(800h0m10s\): lower LEASE to 719h59m50s or less$/,
+  );
+  assert.equal(
+    loadConfig({ ...base, KV_QUEUE: "1", LEASE: "719h59m50s" }).leaseMs,
+    30 * 86_400_000 - 10_000,
+  );
+  assert.equal(
+    loadConfig({ ...base, SENDER_TIMEOUT: "400h", LEASE: "800h" }).leaseMs,
+    800 * 3_600_000,
+  );
   assert.equal(
     loadConfig({ ...base, CAP: "744h" }).policy.capMs,
     31 * 86_400_000,
