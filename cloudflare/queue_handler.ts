@@ -15,7 +15,9 @@
  * import assert from "node:assert/strict";
  *
  * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
- * const worker = { queue: createQueueHandler({ relayer, maxRetries: 9 }) };
+ * const worker = {
+ *   queue: createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" }),
+ * };
  * assert.equal(typeof worker.queue, "function");
  * ```
  *
@@ -108,7 +110,7 @@ export interface QueueBatch {
  * import assert from "node:assert/strict";
  *
  * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
- * const jobs: QueueHandlerOptions = { relayer, maxRetries: 9 };
+ * const jobs: QueueHandlerOptions = { relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" };
  * assert.equal(jobs.maxRetries, 9);
  * ```
  */
@@ -124,22 +126,28 @@ export interface QueueHandlerOptions {
    */
   readonly maxRetries?: number | undefined;
   /**
-   * The name of the queue's dead-letter queue, when this handler consumes it
+   * The name of the queue's dead-letter queue (the consumer's
+   * `dead_letter_queue` in `wrangler.toml`), which this handler consumes
    * too (the same Worker, a second consumer). A message from that queue is
    * the queue giving up on a job after `maxRetries + 1` deliveries: the job
    * is poisoned ("the queue gave up after N deliveries"), resolved by the
-   * intent's state exactly as a poisoned delivery is, then acked.
+   * intent's state exactly as a poisoned delivery is, then acked. Any other
+   * queue's batch is deliveries.
    *
-   * @default {none: every batch is a delivery}
+   * Required: without a dead-letter queue Cloudflare deletes a message at
+   * its retry limit, and a job whose last delivery was busy (DESIGN §13) or
+   * met the store down would leave its intent with no job and no dead
+   * letter. Where another Worker consumes the dead-letter queue, name it
+   * all the same: its batches never come here.
    */
-  readonly deadLetterQueue?: string;
+  readonly deadLetterQueue: string;
   /**
    * The dead-letter queue's own `max_retries` (its consumer's setting in
    * `wrangler.toml`), checked when given: a give-up that fails (the store
    * down) is retried with a wait doubling to 12 h, and running out of
    * retries deletes the message and strands its intent. So its retries
    * must span Cloudflare's longest retention, 14 days (41 with the default
-   * policy; `max_retries = 100` always does). Only with `deadLetterQueue`.
+   * policy; `max_retries = 100` always does).
    *
    * @default {not checked}
    */
@@ -269,11 +277,6 @@ function checkDeadLetterRetries(
 ): void {
   const retries = options.deadLetterMaxRetries;
   if (retries === undefined) return;
-  if (options.deadLetterQueue === undefined) {
-    throw new TypeError(
-      "Cannot create queue handler as 'deadLetterMaxRetries' is given without 'deadLetterQueue': name the dead-letter queue this handler consumes",
-    );
-  }
   if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
     throw new RangeError(
       `Cannot create queue handler as 'deadLetterMaxRetries' must be an integer in 0..100: current value is ${
@@ -322,8 +325,9 @@ function checkDeadLetterRetries(
  * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
  * still means to deliver. If `deadLetterMaxRetries` is given and is not an
  * integer in 0..100, or its retries span less than 14 days.
- * @throws {TypeError} If `deadLetterMaxRetries` is given without
- * `deadLetterQueue`, or if the options are not an object or name an
+ * @throws {TypeError} If `deadLetterQueue` is missing (Cloudflare would
+ * delete a message at its retry limit, unrecorded), or if the options are
+ * not an object or name an
  * option it does not read (a misspelt `deadLetterQueue` would take every
  * give-up for a delivery).
  *
@@ -336,7 +340,7 @@ function checkDeadLetterRetries(
  * const store = new MemoryStore();
  * await store.createIntent({ id: "pi_0001", state: "created" });
  * const relayer = createRelayer({ store, sender: new ScriptedSender({}), random: () => 0 });
- * const queue = createQueueHandler({ relayer, maxRetries: 9 });
+ * const queue = createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" });
  *
  * const calls: string[] = [];
  * const message: QueueMessage = {
@@ -349,7 +353,8 @@ function checkDeadLetterRetries(
  * await queue({ queue: "relayer-jobs", messages: [message] });
  * assert.deepEqual(calls, ["retry 3"]); // not authorized yet: 2.5 s, rounded up
  *
- * assert.throws(() => createQueueHandler({ relayer, maxRetries: 3 }), RangeError); // 4 < 10 deliveries
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 3, deadLetterQueue: "relayer-jobs-dlq" }), RangeError); // 4 < 10 deliveries
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9 } as never), TypeError); // no dead-letter queue
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
@@ -357,7 +362,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   // dead-letter queue for a delivery: no intent whose job the queue gave
   // up on would be resolved.
   assertOptionNames("create queue handler", options, OPTION_NAMES, {
-    example: "{ relayer, maxRetries }",
+    example: "{ relayer, maxRetries, deadLetterQueue }",
   });
   const { relayer, maxRetries = 3, deadLetterQueue, concurrency = 4 } = options;
   const sink = options.log ?? (() => {});
@@ -396,6 +401,18 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       }, or the queue stops before the policy does: current value is ${given}. Set the consumer's max_retries in wrangler.toml to at least ${
         maxDeliveries - 1
       } and pass the same number as maxRetries (the example Worker reads it from CLOUDFLARE_MAX_RETRIES)`,
+    );
+  }
+  // "Without a DLQ configured, messages that reach the retry limit are
+  // deleted permanently" (Cloudflare's dead-letter queues page): the last
+  // delivery's retry would be the job's silent end.
+  if (typeof deadLetterQueue !== "string" || deadLetterQueue === "") {
+    throw new TypeError(
+      `Cannot create queue handler as 'deadLetterQueue' is ${
+        deadLetterQueue === undefined
+          ? "missing"
+          : `not a queue's name: current value is ${String(deadLetterQueue)}`
+      }: without a dead-letter queue Cloudflare deletes a message at its retry limit, and a job whose last delivery was busy or met the store down leaves its intent with no job and no dead letter. Set the consumer's dead_letter_queue in wrangler.toml, consume that queue with this handler (or another), and name it here`,
     );
   }
   checkDeadLetterRetries(options, relayer.policy.baseMs);

@@ -77,6 +77,7 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler(),
       log: (line) => void logged.push(line),
     });
     const queue = createQueueHandler({
+      deadLetterQueue: "jobs-dlq",
       relayer: createRelayer({
         store,
         sender: new ScriptedSender({}),

@@ -99,7 +99,11 @@ const cases: {
   {
     name: "createQueueHandler()",
     build: (options) => createQueueHandler(options),
-    good: { relayer: createRelayer({ store, sender }), maxRetries: 9 },
+    good: {
+      relayer: createRelayer({ store, sender }),
+      maxRetries: 9,
+      deadLetterQueue: "relayer-jobs-dlq",
+    },
     typo: "deadLetterQeue",
     names:
       "relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, concurrency, log",

@@ -56,6 +56,7 @@ Deno.test("createQueueHandler() retries with delaySeconds rounded up, and counts
   await store.createIntent({ id: "pi_0001", state: "created" });
   const lines: string[] = [];
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: relayerOn(store, { maxDeliveries: 10 }),
     maxRetries: 9,
     log: (line) => lines.push(line),
@@ -73,6 +74,7 @@ Deno.test("createQueueHandler() caps delaySeconds at 12 hours", async () => {
   await store.createIntent({ id: "pi_0001", state: "created" });
   const day = 86_400_000;
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: relayerOn(store, {
       maxDeliveries: 3,
       baseMs: day,
@@ -90,6 +92,7 @@ Deno.test("createQueueHandler() waits at least 1 s: a 0 ms delay (a full-jitter 
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: relayerOn(store, { maxDeliveries: 3, jitter: "full" }),
     maxRetries: 2,
   });
@@ -110,6 +113,7 @@ Deno.test("createQueueHandler() acks a poisoned job and a finished one", async (
     pi_0001: { sends: [{ error: poison(notSent(new Error("bad chain"))) }] },
   });
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: relayerOn(store, { maxDeliveries: 3 }, sender),
     maxRetries: 2,
   });
@@ -138,6 +142,7 @@ Deno.test("createQueueHandler() retries and logs a failing delivery, and the bat
   };
   const lines: string[] = [];
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: broken,
     maxRetries: 2,
     log: (line) => lines.push(line),
@@ -183,6 +188,7 @@ Deno.test("createQueueHandler() settles a message once when ack() or retry() its
   });
   const lines: string[] = [];
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: relayerOn(store, { maxDeliveries: 3 }),
     maxRetries: 2,
     log: (line) => lines.push(line),
@@ -211,6 +217,7 @@ Deno.test("createQueueHandler() settles every message when its log throws: a job
   await store.createIntent({ id: "pi_0001", state: "created" });
   const relayer = relayerOn(store, { maxDeliveries: 3 });
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: {
       ...relayer,
       policy: relayer.policy,
@@ -245,7 +252,11 @@ Deno.test("createQueueHandler() keeps a message that is not a job as a dead lett
     hold: "pending",
   });
   const relayer = relayerOn(store, { maxDeliveries: 3 });
-  const queue = createQueueHandler({ relayer, maxRetries: 2 });
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    relayer,
+    maxRetries: 2,
+  });
   // A producer that left out the kind: the intent's only job, unreadable.
   const noKind = fakeMessage({ intentId: "pi_0002" }, 1, "m-nokind");
   const text = fakeMessage("not json", 2, "m-text");
@@ -273,7 +284,11 @@ Deno.test("createQueueHandler() keeps a message that is not a job as a dead lett
     keepUnreadable: () => Promise.reject(new Error("store down")),
   };
   const again = fakeMessage({ intentId: "pi_0002" }, 1, "m-again");
-  await createQueueHandler({ relayer: down, maxRetries: 2 })({
+  await createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    relayer: down,
+    maxRetries: 2,
+  })({
     queue: "jobs",
     messages: [again],
   });
@@ -326,7 +341,7 @@ Deno.test("createQueueHandler() refuses a misspelt option, which would have take
   const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 3 });
   const misspelt = { relayer, maxRetries: 2, deadLetterQeue: "jobs-dlq" };
   assert.throws(
-    () => createQueueHandler(misspelt as QueueHandlerOptions),
+    () => createQueueHandler(misspelt as unknown as QueueHandlerOptions),
     {
       name: "TypeError",
       message:
@@ -348,10 +363,41 @@ Deno.test("createQueueHandler() refuses a misspelt option, which would have take
   assert.equal(typeof handler, "function");
 });
 
+Deno.test("createQueueHandler() refuses a jobs queue with no dead-letter queue named: Cloudflare deletes a message at its retry limit, and an intent whose last delivery was busy or met the store down is stranded with no dead letter", async () => {
+  // "Without a DLQ configured, messages that reach the retry limit are
+  // deleted permanently."
+  // (https://developers.cloudflare.com/queues/configuration/dead-letter-queues/)
+  // So the last delivery's retry is the job's end. On workerd (Miniflare's
+  // queues, max_retries 2, no dead_letter_queue, the store down through the
+  // three deliveries): three "failed unexpectedly" lines, then nothing; the
+  // intent authorized, no dead letter. The same on this fake queue:
+  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 3 });
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const broken: Relayer = { ...relayer, deliver: down, giveUp: down };
+  assert.throws(() =>
+    createQueueHandler(
+      { relayer: broken, maxRetries: 2 } as unknown as QueueHandlerOptions,
+    ), {
+    name: "TypeError",
+    message:
+      "Cannot create queue handler as 'deadLetterQueue' is missing: without a dead-letter queue Cloudflare deletes a message at its retry limit, and a job whose last delivery was busy or met the store down leaves its intent with no job and no dead letter. Set the consumer's dead_letter_queue in wrangler.toml, consume that queue with this handler (or another), and name it here",
+  });
+  // Named, the queue's last answer (a retry) moves the job to that queue,
+  // whose give-up resolves it.
+  const queue = createQueueHandler({
+    relayer: broken,
+    maxRetries: 2,
+    deadLetterQueue: "jobs-dlq",
+  });
+  const last = fakeMessage(job, 3);
+  await queue({ queue: "jobs", messages: [last] });
+  assert.deepEqual(last.calls, ["retry 20"]);
+});
+
 Deno.test("createQueueHandler() refuses a queue that stops before the policy does", () => {
   const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 10 });
   assert.throws(
-    () => createQueueHandler({ relayer }), // Cloudflare's default max_retries is 3
+    () => createQueueHandler({ deadLetterQueue: "jobs-dlq", relayer }), // Cloudflare's default max_retries is 3
     {
       name: "RangeError",
       message:
@@ -359,7 +405,12 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     },
   );
   assert.throws(
-    () => createQueueHandler({ relayer, maxRetries: 8 }),
+    () =>
+      createQueueHandler({
+        deadLetterQueue: "jobs-dlq",
+        relayer,
+        maxRetries: 8,
+      }),
     {
       name: "RangeError",
       message:
@@ -367,15 +418,25 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     },
   );
   assert.throws(
-    () => createQueueHandler({ relayer, maxRetries: 9.5 }),
+    () =>
+      createQueueHandler({
+        deadLetterQueue: "jobs-dlq",
+        relayer,
+        maxRetries: 9.5,
+      }),
     RangeError,
   );
   assert.throws(
-    () => createQueueHandler({ relayer, maxRetries: 101 }),
+    () =>
+      createQueueHandler({
+        deadLetterQueue: "jobs-dlq",
+        relayer,
+        maxRetries: 101,
+      }),
     RangeError,
   );
-  createQueueHandler({ relayer, maxRetries: 9 });
-  createQueueHandler({ relayer, maxRetries: 100 });
+  createQueueHandler({ deadLetterQueue: "jobs-dlq", relayer, maxRetries: 9 });
+  createQueueHandler({ deadLetterQueue: "jobs-dlq", relayer, maxRetries: 100 });
 });
 
 Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would delete a failing give-up before 14 days (Cloudflare's longest retention), naming how many it needs", () => {
@@ -412,13 +473,18 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would 
     deadLetterQueue: "jobs-dlq",
     deadLetterMaxRetries: 37,
   });
+  // Without the dead-letter queue it counts for, refused as any handler
+  // without one is.
   assert.throws(
     () =>
-      createQueueHandler({ relayer, maxRetries: 9, deadLetterMaxRetries: 100 }),
-    {
-      name: "TypeError",
-      message: /'deadLetterMaxRetries' is given without 'deadLetterQueue'/,
-    },
+      createQueueHandler(
+        {
+          relayer,
+          maxRetries: 9,
+          deadLetterMaxRetries: 100,
+        } as unknown as QueueHandlerOptions,
+      ),
+    { name: "TypeError", message: /'deadLetterQueue' is missing/ },
   );
   // Not given: not checked (the example Worker gives it).
   createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "jobs-dlq" });
@@ -483,7 +549,11 @@ Deno.test("createQueueHandler() on a fake queue ends the seed's three payments a
     policy: { maxDeliveries: 3, jitter: "none" },
     now: () => clock,
   });
-  const queue = createQueueHandler({ relayer, maxRetries: 2 });
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    relayer,
+    maxRetries: 2,
+  });
   // A queue of one message per job: deliver, and on retry wait and redeliver.
   let pending = ["pi_0001", "pi_0002", "pi_0003"].map((intentId) => ({
     intentId,
@@ -559,7 +629,11 @@ Deno.test("createQueueHandler() retries a busy copy with a delay, never acks it,
     policy: { maxDeliveries: 3 },
     random: () => 0,
   });
-  const queue = createQueueHandler({ relayer, maxRetries: 2 });
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    relayer,
+    maxRetries: 2,
+  });
   const first = fakeMessage(job, 1, "a");
   const sending = queue({ queue: "jobs", messages: [first] });
   await held.sending; // the first copy's send is in flight, its lease held
@@ -637,6 +711,7 @@ Deno.test("createQueueHandler() handles at most `concurrency` messages of a batc
       receipt: () => Promise.resolve("pending" as const),
     };
     const queue = createQueueHandler({
+      deadLetterQueue: "jobs-dlq",
       relayer: createRelayer({ store, sender, random: () => 0 }),
       maxRetries: 9,
       ...(concurrency === undefined ? {} : { concurrency }),
@@ -653,6 +728,7 @@ Deno.test("createQueueHandler() handles at most `concurrency` messages of a batc
     assert.throws(
       () =>
         createQueueHandler({
+          deadLetterQueue: "jobs-dlq",
           relayer: relayerOn(),
           maxRetries: 9,
           concurrency,

@@ -200,6 +200,7 @@ Deno.test("createQueueHandler() retries a busy copy with delaySeconds past the s
       retry: (options) => calls.push(`retry ${options?.delaySeconds}`),
     };
     await createQueueHandler({
+      deadLetterQueue: "jobs-dlq",
       relayer: relayerOn(store, clock),
       maxRetries: 2,
       log: () => {},

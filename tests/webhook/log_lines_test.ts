@@ -93,6 +93,7 @@ Deno.test("createApp() logs the discard of a letter kept after 1 delivery as '1 
 Deno.test("createQueueHandler() logs a message that is not a job on one line: a NEL or DEL in its body is not written raw", async () => {
   const lines: string[] = [];
   const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
     relayer: createRelayer({
       store: new MemoryStore(),
       sender: new ScriptedSender({}),
