@@ -16,7 +16,12 @@
  *
  * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
  * const worker = {
- *   queue: createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" }),
+ *   queue: createQueueHandler({
+ *     relayer,
+ *     maxRetries: 9, // the jobs consumer's max_retries
+ *     deadLetterQueue: "relayer-jobs-dlq", // its dead_letter_queue
+ *     deadLetterMaxRetries: 100, // that queue's consumer's max_retries
+ *   }),
  * };
  * assert.equal(typeof worker.queue, "function");
  * ```
@@ -110,7 +115,12 @@ export interface QueueBatch {
  * import assert from "node:assert/strict";
  *
  * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
- * const jobs: QueueHandlerOptions = { relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" };
+ * const jobs: QueueHandlerOptions = {
+ *   relayer,
+ *   maxRetries: 9,
+ *   deadLetterQueue: "relayer-jobs-dlq",
+ *   deadLetterMaxRetries: 100,
+ * };
  * assert.equal(jobs.maxRetries, 9);
  * ```
  */
@@ -143,13 +153,14 @@ export interface QueueHandlerOptions {
   readonly deadLetterQueue: string;
   /**
    * The dead-letter queue's own `max_retries` (its consumer's setting in
-   * `wrangler.toml`), checked when given: a give-up that fails (the store
-   * down) is retried with a wait doubling to 12 h, and running out of
-   * retries deletes the message and strands its intent. So its retries
-   * must span Cloudflare's longest retention, 14 days (41 with the default
-   * policy; `max_retries = 100` always does).
+   * `wrangler.toml`), checked: a give-up that fails (the store down) is
+   * retried with a wait doubling to 12 h, and running out of retries
+   * deletes the message and strands its intent. So its retries must span
+   * Cloudflare's longest retention, 14 days (41 with the default policy;
+   * `max_retries = 100` always does). Not given, it is Cloudflare's
+   * default of 3, which is refused: give it.
    *
-   * @default {not checked}
+   * @default {3}
    */
   readonly deadLetterMaxRetries?: number | undefined;
   /**
@@ -275,8 +286,9 @@ function checkDeadLetterRetries(
   options: QueueHandlerOptions,
   baseMs: number,
 ): void {
-  const retries = options.deadLetterMaxRetries;
-  if (retries === undefined) return;
+  // Not given, the consumer's max_retries is Cloudflare's default, 3: as
+  // for `maxRetries`, checked all the same.
+  const retries = options.deadLetterMaxRetries ?? 3;
   if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
     throw new RangeError(
       `Cannot create queue handler as 'deadLetterMaxRetries' must be an integer in 0..100: current value is ${
@@ -291,7 +303,11 @@ function checkDeadLetterRetries(
     needed++;
   }
   throw new RangeError(
-    `Cannot create queue handler as 'deadLetterMaxRetries' is ${retries}: a give-up that fails while the store is down would be retried for only ${
+    `Cannot create queue handler as 'deadLetterMaxRetries' is ${retries}${
+      options.deadLetterMaxRetries === undefined
+        ? ", Cloudflare's default when max_retries is not set"
+        : ""
+    }: a give-up that fails while the store is down would be retried for only ${
       formatDuration(span * 1000)
     } (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least ${needed} (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)`,
   );
@@ -323,8 +339,9 @@ function checkDeadLetterRetries(
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
  * queue would stop delivering before the policy's `maxDeliveries`
  * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
- * still means to deliver. If `deadLetterMaxRetries` is given and is not an
- * integer in 0..100, or its retries span less than 14 days.
+ * still means to deliver. If `deadLetterMaxRetries` is not an integer in
+ * 0..100, or its retries span less than 14 days (as Cloudflare's default
+ * of 3, when it is not given, does).
  * @throws {TypeError} If `deadLetterQueue` is missing (Cloudflare would
  * delete a message at its retry limit, unrecorded), or if the options are
  * not an object or name an
@@ -340,7 +357,8 @@ function checkDeadLetterRetries(
  * const store = new MemoryStore();
  * await store.createIntent({ id: "pi_0001", state: "created" });
  * const relayer = createRelayer({ store, sender: new ScriptedSender({}), random: () => 0 });
- * const queue = createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" });
+ * const dlq = { deadLetterQueue: "relayer-jobs-dlq", deadLetterMaxRetries: 100 };
+ * const queue = createQueueHandler({ relayer, maxRetries: 9, ...dlq });
  *
  * const calls: string[] = [];
  * const message: QueueMessage = {
@@ -353,8 +371,9 @@ function checkDeadLetterRetries(
  * await queue({ queue: "relayer-jobs", messages: [message] });
  * assert.deepEqual(calls, ["retry 3"]); // not authorized yet: 2.5 s, rounded up
  *
- * assert.throws(() => createQueueHandler({ relayer, maxRetries: 3, deadLetterQueue: "relayer-jobs-dlq" }), RangeError); // 4 < 10 deliveries
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 3, ...dlq }), RangeError); // 4 < 10 deliveries
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9 } as never), TypeError); // no dead-letter queue
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" }), RangeError); // its max_retries: Cloudflare's 3
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {

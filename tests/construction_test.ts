@@ -78,6 +78,7 @@ Deno.test("createApp() with every option, createRelayer(), createQueueHandler(),
     });
     const queue = createQueueHandler({
       deadLetterQueue: "jobs-dlq",
+      deadLetterMaxRetries: 100,
       relayer: createRelayer({
         store,
         sender: new ScriptedSender({}),

@@ -103,6 +103,7 @@ const cases: {
       relayer: createRelayer({ store, sender }),
       maxRetries: 9,
       deadLetterQueue: "relayer-jobs-dlq",
+      deadLetterMaxRetries: 100,
     },
     typo: "deadLetterQeue",
     names:

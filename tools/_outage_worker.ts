@@ -68,6 +68,10 @@ const handler = createQueueHandler({
   relayer,
   maxRetries: 2,
   deadLetterQueue: "outage-jobs-dlq",
+  // Told 100 so that the handler builds; the check binds the dead-letter
+  // consumer to 5, so that a give-up which did not back off runs out in
+  // its 13 s outage.
+  deadLetterMaxRetries: 100,
   log: (line) => {
     lines.push(line);
     console.log(line);

@@ -57,6 +57,7 @@ Deno.test("createQueueHandler() retries with delaySeconds rounded up, and counts
   const lines: string[] = [];
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: relayerOn(store, { maxDeliveries: 10 }),
     maxRetries: 9,
     log: (line) => lines.push(line),
@@ -75,6 +76,7 @@ Deno.test("createQueueHandler() caps delaySeconds at 12 hours", async () => {
   const day = 86_400_000;
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: relayerOn(store, {
       maxDeliveries: 3,
       baseMs: day,
@@ -93,6 +95,7 @@ Deno.test("createQueueHandler() waits at least 1 s: a 0 ms delay (a full-jitter 
   await store.createIntent({ id: "pi_0001", state: "created" });
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: relayerOn(store, { maxDeliveries: 3, jitter: "full" }),
     maxRetries: 2,
   });
@@ -114,6 +117,7 @@ Deno.test("createQueueHandler() acks a poisoned job and a finished one", async (
   });
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: relayerOn(store, { maxDeliveries: 3 }, sender),
     maxRetries: 2,
   });
@@ -143,6 +147,7 @@ Deno.test("createQueueHandler() retries and logs a failing delivery, and the bat
   const lines: string[] = [];
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: broken,
     maxRetries: 2,
     log: (line) => lines.push(line),
@@ -189,6 +194,7 @@ Deno.test("createQueueHandler() settles a message once when ack() or retry() its
   const lines: string[] = [];
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: relayerOn(store, { maxDeliveries: 3 }),
     maxRetries: 2,
     log: (line) => lines.push(line),
@@ -218,6 +224,7 @@ Deno.test("createQueueHandler() settles every message when its log throws: a job
   const relayer = relayerOn(store, { maxDeliveries: 3 });
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: {
       ...relayer,
       policy: relayer.policy,
@@ -254,6 +261,7 @@ Deno.test("createQueueHandler() keeps a message that is not a job as a dead lett
   const relayer = relayerOn(store, { maxDeliveries: 3 });
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer,
     maxRetries: 2,
   });
@@ -286,6 +294,7 @@ Deno.test("createQueueHandler() keeps a message that is not a job as a dead lett
   const again = fakeMessage({ intentId: "pi_0002" }, 1, "m-again");
   await createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: down,
     maxRetries: 2,
   })({
@@ -303,6 +312,7 @@ Deno.test("createQueueHandler() backs off on message.attempts after an unexpecte
     relayer: broken,
     maxRetries: 100,
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
   });
   const delays = async (name: string, attempts: number[]) => {
     const messages = attempts.map((n) => fakeMessage(job, n, `m${n}`));
@@ -359,6 +369,7 @@ Deno.test("createQueueHandler() refuses a misspelt option, which would have take
     relayer,
     maxRetries: 2,
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
   });
   assert.equal(typeof handler, "function");
 });
@@ -388,6 +399,7 @@ Deno.test("createQueueHandler() refuses a jobs queue with no dead-letter queue n
     relayer: broken,
     maxRetries: 2,
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
   });
   const last = fakeMessage(job, 3);
   await queue({ queue: "jobs", messages: [last] });
@@ -397,7 +409,12 @@ Deno.test("createQueueHandler() refuses a jobs queue with no dead-letter queue n
 Deno.test("createQueueHandler() refuses a queue that stops before the policy does", () => {
   const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 10 });
   assert.throws(
-    () => createQueueHandler({ deadLetterQueue: "jobs-dlq", relayer }), // Cloudflare's default max_retries is 3
+    () =>
+      createQueueHandler({
+        deadLetterQueue: "jobs-dlq",
+        deadLetterMaxRetries: 100,
+        relayer,
+      }), // Cloudflare's default max_retries is 3
     {
       name: "RangeError",
       message:
@@ -408,6 +425,7 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     () =>
       createQueueHandler({
         deadLetterQueue: "jobs-dlq",
+        deadLetterMaxRetries: 100,
         relayer,
         maxRetries: 8,
       }),
@@ -421,6 +439,7 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     () =>
       createQueueHandler({
         deadLetterQueue: "jobs-dlq",
+        deadLetterMaxRetries: 100,
         relayer,
         maxRetries: 9.5,
       }),
@@ -430,13 +449,24 @@ Deno.test("createQueueHandler() refuses a queue that stops before the policy doe
     () =>
       createQueueHandler({
         deadLetterQueue: "jobs-dlq",
+        deadLetterMaxRetries: 100,
         relayer,
         maxRetries: 101,
       }),
     RangeError,
   );
-  createQueueHandler({ deadLetterQueue: "jobs-dlq", relayer, maxRetries: 9 });
-  createQueueHandler({ deadLetterQueue: "jobs-dlq", relayer, maxRetries: 100 });
+  createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer,
+    maxRetries: 9,
+  });
+  createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer,
+    maxRetries: 100,
+  });
 });
 
 Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would delete a failing give-up before 14 days (Cloudflare's longest retention), naming how many it needs", () => {
@@ -486,8 +516,38 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would 
       ),
     { name: "TypeError", message: /'deadLetterQueue' is missing/ },
   );
-  // Not given: not checked (the example Worker gives it).
-  createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "jobs-dlq" });
+});
+
+Deno.test("createQueueHandler() takes a dead-letter queue whose max_retries is not given for Cloudflare's default of 3, and refuses it: its give-up would be deleted after 35 s of an outage, the intent stranded", () => {
+  // A consumer's max_retries is 3 unless set: "after retrying delivery (by
+  // default, 3 times)"
+  // (https://developers.cloudflare.com/queues/configuration/dead-letter-queues/).
+  // On workerd (Miniflare's queues: the dead-letter consumer on Miniflare's
+  // default max_retries, 2, the handler not told, the store down 25 s, then
+  // back): 3
+  // deliveries on the jobs queue and 3 on the dead-letter queue, six
+  // "failed unexpectedly" lines, then nothing; the intent authorized, no
+  // dead letter.
+  const relayer = relayerOn(new MemoryStore(), { maxDeliveries: 10 });
+  assert.throws(
+    () =>
+      createQueueHandler({
+        relayer,
+        maxRetries: 9,
+        deadLetterQueue: "jobs-dlq",
+      }),
+    {
+      name: "RangeError",
+      message:
+        "Cannot create queue handler as 'deadLetterMaxRetries' is 3, Cloudflare's default when max_retries is not set: a give-up that fails while the store is down would be retried for only 35s (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least 41 (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)",
+    },
+  );
+  createQueueHandler({
+    relayer,
+    maxRetries: 9,
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+  });
 });
 
 Deno.test("createQueueHandler({ deadLetterQueue }) gives a dead-letter message up with the queue's delivery count, then acks", async () => {
@@ -499,6 +559,7 @@ Deno.test("createQueueHandler({ deadLetterQueue }) gives a dead-letter message u
     relayer: relayerOn(store, { maxDeliveries: 3 }),
     maxRetries: 2,
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     log: (line) => lines.push(line),
   });
   const message = fakeMessage(job, 1, "dlq-1");
@@ -551,6 +612,7 @@ Deno.test("createQueueHandler() on a fake queue ends the seed's three payments a
   });
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer,
     maxRetries: 2,
   });
@@ -631,6 +693,7 @@ Deno.test("createQueueHandler() retries a busy copy with a delay, never acks it,
   });
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer,
     maxRetries: 2,
   });
@@ -669,6 +732,7 @@ Deno.test("createQueueHandler({ deadLetterQueue }) retries a give-up that finds 
     relayer,
     maxRetries: 2,
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     log: (line) => lines.push(line),
   });
   // A delivery of the job sends; the queue meanwhile gives up on another
@@ -712,6 +776,7 @@ Deno.test("createQueueHandler() handles at most `concurrency` messages of a batc
     };
     const queue = createQueueHandler({
       deadLetterQueue: "jobs-dlq",
+      deadLetterMaxRetries: 100,
       relayer: createRelayer({ store, sender, random: () => 0 }),
       maxRetries: 9,
       ...(concurrency === undefined ? {} : { concurrency }),
@@ -729,6 +794,7 @@ Deno.test("createQueueHandler() handles at most `concurrency` messages of a batc
       () =>
         createQueueHandler({
           deadLetterQueue: "jobs-dlq",
+          deadLetterMaxRetries: 100,
           relayer: relayerOn(),
           maxRetries: 9,
           concurrency,

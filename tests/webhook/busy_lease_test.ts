@@ -201,6 +201,7 @@ Deno.test("createQueueHandler() retries a busy copy with delaySeconds past the s
     };
     await createQueueHandler({
       deadLetterQueue: "jobs-dlq",
+      deadLetterMaxRetries: 100,
       relayer: relayerOn(store, clock),
       maxRetries: 2,
       log: () => {},

@@ -94,6 +94,7 @@ Deno.test("createQueueHandler() logs a message that is not a job on one line: a 
   const lines: string[] = [];
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
     relayer: createRelayer({
       store: new MemoryStore(),
       sender: new ScriptedSender({}),

@@ -207,6 +207,7 @@ Deno.test("a send the Cloudflare consumer starts on app.relayer is in flight for
     relayer: app.relayer,
     maxRetries: 3,
     deadLetterQueue: "dlq",
+    deadLetterMaxRetries: 100,
   });
   const message = (attempts: number) => ({
     id: "m1",
