@@ -95,7 +95,12 @@ function checked(env: Env) {
       policy: POLICY,
     },
     app: {},
-    queue: { maxRetries: 2, deadLetterQueue: "pg-jobs-dlq" },
+    // The check binds the dead-letter consumer to max_retries 100.
+    queue: {
+      maxRetries: 2,
+      deadLetterQueue: "pg-jobs-dlq",
+      deadLetterMaxRetries: 100,
+    },
     log: console.log,
   });
 }
