@@ -598,7 +598,7 @@ async function beforeDeadline<T>(
   try {
     return await Promise.race([read, late]);
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clearTimeout(timer);
     // Settled after the deadline (its refusal or a cut-short body): unheard.
     read.catch(() => {});
   }
