@@ -145,3 +145,97 @@ Deno.test({
     }
   },
 });
+
+/** A store whose listing of dead letters fails from page `failFrom` on. */
+class ListFailingStore extends MemoryStore {
+  constructor(readonly failFrom: 1 | 2 | null) {
+    super();
+  }
+  override listDeadLetters(
+    options?: { limit?: number; cursor?: string | null },
+  ) {
+    return this.failFrom === 1 || (this.failFrom === 2 && options?.cursor)
+      ? Promise.reject(new Error("connection terminated unexpectedly"))
+      : super.listDeadLetters(options);
+  }
+}
+
+for (const failFrom of [null, 1, 2] as const) {
+  Deno.test({
+    name: failFrom === null
+      ? "runbook.md's sort of dead letters reads every page of the listing"
+      : `runbook.md's sort of dead letters stops, and says so, when the listing's ${
+        failFrom === 1 ? "first" : "second"
+      } page fails: no partial list is sorted as if it were every letter`,
+    ignore: !shellAvailable,
+    async fn() {
+      const store = new ListFailingStore(failFrom);
+      // 1,001 letters: the runbook's pages take 1,000, so two pages; the
+      // oldest, on the second page, is a job's, the others unreadable
+      // messages' (the sort reads no intent for those).
+      await store.createIntent({ id: "pi_oldest", state: "settled" });
+      await store.putDeadLetter(letter("pi_oldest", 0));
+      for (let i = 1; i <= 1_000; i++) {
+        await store.putDeadLetter({
+          ...letter("", i),
+          jobId: `qstash/msg_${i}/unreadable`,
+          cause: "declared",
+        });
+      }
+      const app = createApp({
+        store,
+        sender: new ScriptedSender({}),
+        opsToken: OPS,
+        now: () => 1_000_000,
+      });
+      const server = Deno.serve(
+        { hostname: "127.0.0.1", port: 0, onListen() {} },
+        app.fetch,
+      );
+      const dir = await Deno.makeTempDir();
+      try {
+        const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+        const first = /```sh\n([\s\S]*?)```/.exec(top)!;
+        const [sort, discard] = shBlocks("A burst of dead letters");
+        assert.ok(sort && discard, "runbook.md's burst section has its blocks");
+        const script = `${
+          first[1]
+        }\nR=http://127.0.0.1:${server.addr.port}\n${sort}\n${discard}`;
+        const run = await new Deno.Command("bash", {
+          args: ["-c", script],
+          cwd: dir,
+          env: { OPS_TOKEN: OPS },
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const stdout = new TextDecoder().decode(run.stdout);
+        const stderr = new TextDecoder().decode(run.stderr);
+        if (failFrom === null) {
+          assert.ok(run.success, `the sort failed: ${stderr}`);
+          const letters = JSON.parse(
+            Deno.readTextFileSync(join(dir, "letters.json")),
+          );
+          assert.equal(letters.items.length, 1_001);
+          assert.equal(
+            Deno.readTextFileSync(join(dir, "states.txt")),
+            "pi_oldest settled\n",
+          );
+          assert.equal(await store.getDeadLetter("pi_oldest/settle"), null);
+          return;
+        }
+        // Nothing sorted, nothing discarded, and the operator told why.
+        assert.equal(
+          stdout.trim(),
+          "",
+          `a partial list was sorted and acted on: ${stdout.slice(0, 300)}`,
+        );
+        assert.ok(await store.getDeadLetter("pi_oldest/settle"));
+        assert.match(stderr, /GET \/v1\/dead-letters failed/);
+        assert.match(stderr, /store-failed/);
+      } finally {
+        await server.shutdown();
+        await Deno.remove(dir, { recursive: true });
+      }
+    },
+  });
+}
