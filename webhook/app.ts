@@ -727,7 +727,8 @@ async function textOf(
 }
 
 /**
- * A body as text, or, over `maxBytes`, how long it is and its SHA-256:
+ * A body as text, or, over `maxBytes`, how long it is, its SHA-256 and
+ * its first `HEAD_BYTES` (`head`, to name the intent of the job it carries):
  * the rest is read and hashed as it comes, never held, up to `readBytes`;
  * past that (`whole` false), `overBytes` is `readBytes` and the hash is
  * that of the first `readBytes` bytes, however the chunks fell. Read only
@@ -763,12 +764,13 @@ async function bodyOrDigestOf(
   );
 }
 
-/** {@linkcode bodyOrDigestOf}'s answer: the text, or the length and hash past the limit. */
+/** {@linkcode bodyOrDigestOf}'s answer: the text, or the length, hash and head past the limit. */
 type TextOrDigest = { text: string } | {
   overBytes: number;
   whole: boolean;
   sha256: string;
   digest: Uint8Array;
+  head: Uint8Array;
 };
 
 /** {@linkcode bodyOrDigestOf}'s read, chunk by chunk. */
@@ -781,6 +783,7 @@ async function digestOf(
   let chunks: Uint8Array[] = [];
   let size = 0;
   let hash: ReturnType<typeof sha256.create> | undefined;
+  let head = new Uint8Array(0);
   for (;;) {
     const value = await chunkOf(reader);
     if (value === undefined) break;
@@ -794,6 +797,7 @@ async function digestOf(
       }
       hash = sha256.create();
       for (const chunk of chunks) hash.update(chunk);
+      head = joined([...chunks, value], size).slice(0, HEAD_BYTES);
       chunks = [];
     }
     if (hash === undefined) {
@@ -813,19 +817,65 @@ async function digestOf(
         whole: false,
         sha256: bytesToHex(digest),
         digest,
+        head,
       };
     }
     hash.update(value);
   }
   if (hash !== undefined) {
     const digest = hash.digest();
-    return { overBytes: size, whole: true, sha256: bytesToHex(digest), digest };
+    return {
+      overBytes: size,
+      whole: true,
+      sha256: bytesToHex(digest),
+      digest,
+      head,
+    };
   }
   return { text: UTF8.decode(joined(chunks, size)) };
 }
 
 /** A job, as the refusals show one. */
 const JOB_EXAMPLE = '{"intentId":"pi_0001","kind":"settle"}';
+
+/** How much of an oversized body is kept to name its job's intent. */
+const HEAD_BYTES = 4096;
+
+/**
+ * The intent an oversized message's first bytes name (the first
+ * `"intentId":"…"`), for its dead letter. Its job was not read, but a
+ * letter that names no intent can be discarded at once, and the payment
+ * whose only job it was then has no job and no letter; one that names it
+ * is refused discard while the intent is created, authorized or settling,
+ * and its detail says to publish the job. Pub/Sub's envelope carries the
+ * job base64 in `message.data`: its first whole quanta are decoded.
+ */
+function intentIdIn(head: Uint8Array, envelope: boolean): string | undefined {
+  let text = TEXT.decode(head);
+  if (envelope) {
+    const data = /"data"\s*:\s*"([A-Za-z0-9+/]*)/.exec(text)?.[1];
+    if (data === undefined) return undefined;
+    try {
+      text = TEXT.decode(
+        Uint8Array.from(
+          atob(data.slice(0, data.length - data.length % 4)),
+          (char) => char.charCodeAt(0),
+        ),
+      );
+    } catch {
+      return undefined;
+    }
+  }
+  const id = /"intentId"\s*:\s*"([^"\\]*)"/.exec(text)?.[1];
+  return isIntentId(id) ? id : undefined;
+}
+
+/** The job to publish in an oversized message's stead, its intent's if named. */
+function jobAlone(intentId: string | undefined): string {
+  return intentId === undefined
+    ? JOB_EXAMPLE
+    : JSON.stringify({ intentId, kind: "settle" });
+}
 /** The body of `POST /v1/deliveries`, as its refusals show one. */
 const DELIVERY_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"delivery":1,"messageId":"m-1"} ('delivery' and 'messageId' are optional)`;
@@ -1580,14 +1630,21 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Authenticated, and too large to be a job: kept as the letter an
       // unreadable message gets, then answered as QStash's docs ask (489:
       // no retry, to its DLQ), not 413, which it retries to the end.
+      const intentId = intentIdIn(body.head, false);
       const detail =
         `The message's body is ${body.overBytes} bytes, over the limit of ${
           limitOf(c)
-        } (MAX_BODY_BYTES): not read. Publish the job alone, ${JOB_EXAMPLE}`;
+        } (MAX_BODY_BYTES): not read. Publish the job alone, ${
+          jobAlone(intentId)
+        }`;
       return await keepUnreadable(
         "qstash",
         body.sha256,
-        { id: c.req.header("upstash-message-id"), attempt },
+        {
+          id: c.req.header("upstash-message-id"),
+          attempt,
+          job: { intentId },
+        },
         detail,
         () => tooLargeToRetry(detail),
         body.claim,
@@ -1802,15 +1859,18 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (!("text" in body)) {
       // Unread, so named by its hash (the relayer hashes what it is
       // given): a redelivery of the same push keeps the same letter.
+      const intentId = intentIdIn(body.head, true);
       return await keepUnreadable(
         "pubsub",
         body.sha256,
-        {},
+        { job: { intentId } },
         `The push's body is ${
           body.whole ? "" : "more than "
         }${body.overBytes} bytes, over the limit of ${
           limitOf(c)
-        } (MAX_BODY_BYTES, 4/3 of it and 16 KiB more for an envelope): not read. Publish the job alone, ${JOB_EXAMPLE}`,
+        } (MAX_BODY_BYTES, 4/3 of it and 16 KiB more for an envelope): not read. Publish the job alone, ${
+          jobAlone(intentId)
+        }`,
         () => new Response(null, { status: 204 }),
       );
     }
@@ -2066,7 +2126,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     verify: ReturnType<typeof qstashVerifier> | undefined,
     signature: string | undefined,
   ): Promise<
-    { text: string } | { overBytes: number; sha256: string; claim: ReplayClaim }
+    { text: string } | {
+      overBytes: number;
+      sha256: string;
+      head: Uint8Array;
+      claim: ReplayClaim;
+    }
   > {
     if (verify === undefined) {
       return { text: (await bodyOf(c, limitOf(c), bodyTimeoutMs)).text };
@@ -2098,6 +2163,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     return {
       overBytes: body.overBytes,
       sha256: body.sha256,
+      head: body.head,
       claim: verified.claim,
     };
   }

@@ -247,3 +247,27 @@ Deno.test("a push past the 16 MiB read is named by its first 16 MiB, however the
     ["more than 16777216 bytes"],
   );
 });
+
+Deno.test("an oversized Pub/Sub push's dead letter names its job's intent, read from the first bytes of its data, on either push route", async () => {
+  const { app, store } = await withDeadLetterRoute([settling]);
+  const big = "x".repeat(ENVELOPE_BYTES);
+  for (
+    const [path, body, audience] of [
+      ["/v1/pubsub", push(big), PUBSUB.audience],
+      ["/v1/pubsub/dead-letter", deadLetterCopy(big), DEAD_LETTER_AUDIENCE],
+    ] as const
+  ) {
+    const res = await pushed(app, path, body, audience);
+    assert.equal(res.status, 204, `${path}: ${await res.text()}`);
+    const { items } = await store.listDeadLetters();
+    const found = items.find((l) => l.jobId.startsWith("pubsub/sha256-"));
+    assert.ok(found, `${path}: no letter`);
+    const letter = (await store.getDeadLetter(found.jobId))!;
+    assert.equal(letter.intentId, "pi_0002", path);
+    assert.match(
+      letter.reason,
+      /Publish the job alone, \{"intentId":"pi_0002"/,
+    );
+    await store.redrive(letter.jobId, letter.version);
+  }
+});

@@ -19,6 +19,7 @@ import {
   endlessBody,
   makeApp,
   NOW,
+  OPS,
 } from "./_app.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
@@ -354,4 +355,38 @@ Deno.test("a QStash message of exactly the 72 MiB bound is kept (489), as the 41
       assert.match(detail, /this one is 75497473 bytes/);
     }
   }
+});
+
+Deno.test("an oversized QStash job's dead letter names its intent, read from the body's first bytes: its discard is refused while the intent is authorized, so the payment is not left with no job and no letter", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  const res = await post(app, "/v1/qstash", job(70_048), {
+    messageId: "msg_big",
+  });
+  assert.equal(res.status, 489, await res.clone().text());
+  const detail = (await res.json()).detail;
+  assert.match(detail, /Publish the job alone, \{"intentId":"pi_0002"/);
+  const letter = await store.getDeadLetter("qstash/msg_big/unreadable");
+  assert.equal(letter?.intentId, "pi_0002");
+  // The operator cannot discard it unseen: it names what to do.
+  const discard = await app.request(
+    "/v1/dead-letters/qstash/msg_big/unreadable",
+    { method: "DELETE", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(discard.status, 409);
+  assert.match(
+    (await discard.json()).detail,
+    /still authorized.*POST \/v1\/jobs/,
+  );
+  // A body whose first bytes name no intent id names none.
+  const other = JSON.stringify({
+    note: "x".repeat(70_000),
+    intentId: "pi_0002",
+  });
+  const res2 = await post(app, "/v1/qstash", other, { messageId: "msg_big2" });
+  assert.equal(res2.status, 489);
+  await res2.body?.cancel();
+  assert.equal(
+    (await store.getDeadLetter("qstash/msg_big2/unreadable"))?.intentId,
+    "",
+  );
 });
