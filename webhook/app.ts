@@ -2932,6 +2932,16 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters/:intentId/:kind/redrive",
     (c) => redriveRoute(c, `${c.req.param("intentId")}/${c.req.param("kind")}`),
   );
+  // An unreadable message's letter by the three segments its DELETE takes:
+  // refused as the letter of no job (400), not a 404 as if no route answered.
+  app.post(
+    "/v1/dead-letters/:queue/:name/unreadable/redrive",
+    (c) =>
+      redriveRoute(
+        c,
+        `${c.req.param("queue")}/${c.req.param("name")}/unreadable`,
+      ),
+  );
 
   /**
    * The query parameters of an ops route that takes `names`, each at most
@@ -3100,6 +3110,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters": "GET",
     "/v1/dead-letters/:jobId/redrive": "POST",
     "/v1/dead-letters/:intentId/:kind/redrive": "POST",
+    "/v1/dead-letters/:queue/:name/unreadable/redrive": "POST",
   };
   const notAllowed = (path: string, allow: string) =>
     app.all(

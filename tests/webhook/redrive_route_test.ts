@@ -499,3 +499,28 @@ Deno.test("createApp() answers the loser of two concurrent redrives 409, saying 
   assert.match(lost.detail, /pi_0001\/settle:/); // its deduplication id
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("createApp() answers the redrive of an unreadable message's letter named by its three segments, as its DELETE is, 400 (nothing to redrive), not 404 as if no route answered", async () => {
+  const { app, enqueued, store } = await withDeadLetter();
+  await store.putDeadLetter(deadLetter("pubsub/m-1/unreadable", 0));
+  for (
+    const url of [
+      "/v1/dead-letters/pubsub/m-1/unreadable/redrive",
+      "/v1/dead-letters/pubsub%2Fm-1%2Funreadable/redrive",
+    ]
+  ) {
+    const res = await app.request(url, { method: "POST", headers: ops });
+    assert.equal(res.status, 400, url);
+    const body = await res.json();
+    assert.equal(body.type, "urn:relayer:problem:bad-job-id", url);
+    assert.match(body.detail, /nothing to redrive/, url);
+  }
+  const wrong = await app.request(
+    "/v1/dead-letters/pubsub/m-1/unreadable/redrive",
+    { method: "DELETE", headers: ops },
+  );
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get("allow"), "POST");
+  assert.deepEqual(enqueued, []);
+  assert.notEqual(await store.getDeadLetter("pubsub/m-1/unreadable"), null);
+});
