@@ -2538,7 +2538,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
         throw new ConflictError(
           `Cannot discard ${jobId} as intent ${letter.intentId} is ${
             state === "needs_review"
-              ? "in review: the letter is the record of why. Once the review has settled or failed the intent, discard it."
+              ? unreadable
+                ? "in review: resolve the review (settle or fail the intent), then discard this letter, which records an unreadable message of its."
+                : "in review: the letter is the record of why. Once the review has settled or failed the intent, discard it."
               : `still ${state}: the letter is the record that it may have no job. ${
                 state === "created"
                   ? `Authorize the intent, then ${

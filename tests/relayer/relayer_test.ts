@@ -2386,6 +2386,21 @@ function suite(backend: Backend): void {
       /pi_0004 is in review: the letter is the record of why/,
     );
     assert.notEqual(await store.getDeadLetter("pi_0004/settle"), null);
+    // An unreadable message's letter naming it is not that record: the
+    // refusal says to resolve the review, not that this letter says why.
+    const inReview = await relayer.keepUnreadable({
+      queue: "qstash",
+      id: "msg_9",
+      raw: '{"intentId":"pi_0004","kind":"refund"}',
+      seen: { intentId: "pi_0004" },
+      detail: "'kind' must be \"settle\"",
+    });
+    await assert.rejects(
+      relayer.discard(inReview),
+      (error: Error) =>
+        /pi_0004 is in review: resolve the review \(settle or fail the intent\), then discard this letter/
+          .test(error.message) && !/record of why/.test(error.message),
+    );
   });
 
   test("createRelayer() discards a letter without resetting the count of a job delivered after the discard read its intent", async () => {
