@@ -714,6 +714,19 @@ async function bodyOf(
   return { bytes, text: UTF8.decode(bytes) };
 }
 
+/** The first `length` bytes of `chunks`, copied without joining the rest. */
+function headOf(chunks: readonly Uint8Array[], length: number): Uint8Array {
+  const head = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    if (at >= length) break;
+    const part = chunk.subarray(0, length - at);
+    head.set(part, at);
+    at += part.byteLength;
+  }
+  return head;
+}
+
 /** UTF-8 as `Request.text()` decodes it: a byte order mark dropped. */
 const TEXT = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 
@@ -783,7 +796,7 @@ async function digestOf(
   let chunks: Uint8Array[] = [];
   let size = 0;
   let hash: ReturnType<typeof sha256.create> | undefined;
-  let head = new Uint8Array(0);
+  let head: Uint8Array = new Uint8Array(0);
   for (;;) {
     const value = await chunkOf(reader);
     if (value === undefined) break;
@@ -797,7 +810,7 @@ async function digestOf(
       }
       hash = sha256.create();
       for (const chunk of chunks) hash.update(chunk);
-      head = joined([...chunks, value], size).slice(0, HEAD_BYTES);
+      head = headOf([...chunks, value], Math.min(HEAD_BYTES, size));
       chunks = [];
     }
     if (hash === undefined) {
