@@ -117,6 +117,19 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
       }`,
     );
   }
+  if (
+    (state === "failed" && (hold === "pending" || hold === "captured")) ||
+    (state === "settled" && hold === "voided")
+  ) {
+    // No write of the rules reaches these (I2, I6): a failed payment's
+    // funds reserved forever, or taken while it did not happen; a settled
+    // one's released while the payee was paid.
+    throw new TypeError(
+      `Cannot create intent ${intent.id} as ${state} with its hold ${hold}: a ${state} intent's hold is ${
+        state === "failed" ? "voided" : "captured"
+      } (or not recorded). Import it with the hold it has on the ledger, or in the state its hold says`,
+    );
+  }
   const settlingSince = intent.settlingSince ?? null;
   if (state === "settling" && !Number.isFinite(settlingSince)) {
     throw new TypeError(

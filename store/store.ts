@@ -150,7 +150,9 @@ export interface NewIntent {
    */
   readonly state?: IntentState;
   /**
-   * The hold, if one is already recorded.
+   * The hold, if one is already recorded. A `failed` intent whose hold is
+   * `pending` or `captured`, or a `settled` one whose hold is `voided`, is
+   * a `TypeError`: no other write reaches those (I2, I6).
    *
    * @default {null}
    */

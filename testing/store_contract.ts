@@ -573,7 +573,12 @@ export function storeContract(
         const intent = await store.createIntent({
           id,
           state: from,
-          hold: holdFor(to) ?? holdFor(from),
+          // A terminal intent keeps its own hold: no store holds a failed
+          // one with its hold pending or captured, nor a settled one with
+          // its hold voided (I2, I6).
+          hold: from === "settled" || from === "failed"
+            ? holdFor(from)
+            : holdFor(to) ?? holdFor(from),
           ...(from === "settling"
             ? {
               settlingSince: 0,
