@@ -2433,7 +2433,11 @@ export function createApp(deps: AppDeps): WebhookApp {
           `${error.message}: read it with GET /v1/intents/${id} (this route only creates, it changes no intent).`,
         );
       }
-      return storeFailed(`creation of intent ${id}`, error);
+      return storeFailed(
+        `creation of intent ${id}`,
+        error,
+        `Read it (GET /v1/intents/${id})`,
+      );
     }
     log(
       `relayer intent ${intent.id} created by an operator: ${intent.state}, hold ${
@@ -2675,7 +2679,11 @@ export function createApp(deps: AppDeps): WebhookApp {
           `Intent ${id} was not ${to}: ${error.message}.`,
         );
       }
-      return storeFailed(`resolution of intent ${id}`, error);
+      return storeFailed(
+        `resolution of intent ${id}`,
+        error,
+        `Read the intent again (GET /v1/intents/${id})`,
+      );
     }
     log(
       `relayer review of ${id} resolved by an operator: ${to}, its hold ${
@@ -2915,7 +2923,17 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
 
   /** A 503 for an ops route whose store failed: nothing changed, try again. */
-  function storeFailed(what: string, error: unknown): Response {
+  /**
+   * The 503 of an ops route whose store call failed. `reread`, for a
+   * write: how to see whether it landed. A write whose answer was lost may
+   * have landed (a payment failed, its hold voided), so its answer says
+   * so, not that the store was never reached.
+   */
+  function storeFailed(
+    what: string,
+    error: unknown,
+    reread?: string,
+  ): Response {
     log(`relayer ${what} failed: ${describeError(error)}`);
     return problem(
       503,
@@ -2923,7 +2941,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       "Store unavailable",
       isHeldBySession(error)
         ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
-        : `The ${what} could not reach the store (the relayer's log says why): try again.`,
+        : reread === undefined
+        ? `The ${what} could not reach the store (the relayer's log says why): try again.`
+        : `The ${what} failed before the store answered (the relayer's log says why): it may have landed or not. ${reread} before you try again.`,
       { "retry-after": "5" },
     );
   }
@@ -3041,7 +3061,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (error instanceof ConflictError) {
         return problem(409, "cannot-discard", "Cannot discard", error.message);
       }
-      return storeFailed(`discard of ${jobId}`, error);
+      return storeFailed(
+        `discard of ${jobId}`,
+        error,
+        `Read the dead letter again (GET /v1/dead-letters)`,
+      );
     }
     if (removed === null) return noDeadLetter(jobId);
     // The letter was the record: what it said stays in the log.
