@@ -605,6 +605,25 @@ async function beforeDeadline<T>(
 }
 
 /**
+ * Refuses a body whose client left while it was read
+ * ({@linkcode unreadableBody}), once its read ended with `size` bytes. Deno.serve, Bun.serve and Node 24
+ * fail that read; `@hono/node-server` on Node 20 and 22 ends it as if the
+ * body were whole (empty, or cut where the client left) and aborts the
+ * request's signal: so cut, a push was kept as an unreadable message's
+ * dead letter and logged as acked, a QStash message refused 401, though
+ * neither was sent. A body shorter than its `Content-Length` was cut too,
+ * whatever the signal says.
+ */
+function refuseIfCut(c: Context, size: number): void {
+  const length = c.req.header("content-length");
+  if (
+    c.req.raw.signal?.aborted ||
+    (length !== undefined && c.req.header("transfer-encoding") === undefined &&
+      size < Number.parseInt(length, 10))
+  ) throw unreadableBody();
+}
+
+/**
  * A body longer than `maxBytes`: refused, and not read on. The log says
  * its `Content-Length` too, when it was refused by it.
  */
@@ -645,13 +664,20 @@ async function bytesOf(
       timeoutMs,
       () => {},
     );
+    refuseIfCut(c, buffer.byteLength);
     if (buffer.byteLength > maxBytes) throw tooLarge(maxBytes);
     return new Uint8Array(buffer);
   }
   const reader = stream.getReader();
-  return await beforeDeadline(chunksOf(reader, maxBytes), timeoutMs, () => {
-    reader.cancel().catch(() => {});
-  });
+  const bytes = await beforeDeadline(
+    chunksOf(reader, maxBytes),
+    timeoutMs,
+    () => {
+      reader.cancel().catch(() => {});
+    },
+  );
+  refuseIfCut(c, bytes.byteLength);
+  return bytes;
 }
 
 /** A body read chunk by chunk, refused past `maxBytes`. */
@@ -769,7 +795,7 @@ async function bodyOrDigestOf(
   }
   const reader = stream.getReader();
   return await beforeDeadline(
-    digestOf(reader, maxBytes, readBytes, over),
+    digestOf(reader, maxBytes, readBytes, over, (size) => refuseIfCut(c, size)),
     timeoutMs,
     () => {
       reader.cancel().catch(() => {});
@@ -786,12 +812,16 @@ type TextOrDigest = { text: string } | {
   head: Uint8Array;
 };
 
-/** {@linkcode bodyOrDigestOf}'s read, chunk by chunk. */
+/**
+ * {@linkcode bodyOrDigestOf}'s read, chunk by chunk; `ended` is told the
+ * size read once the body ended ({@linkcode refuseIfCut}).
+ */
 async function digestOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   maxBytes: number,
   readBytes: number,
   over: () => void,
+  ended: (size: number) => void,
 ): Promise<TextOrDigest> {
   let chunks: Uint8Array[] = [];
   let size = 0;
@@ -835,6 +865,7 @@ async function digestOf(
     }
     hash.update(value);
   }
+  ended(size);
   if (hash !== undefined) {
     const digest = hash.digest();
     return {
