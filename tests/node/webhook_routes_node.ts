@@ -22,7 +22,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { serve } from "@hono/node-server";
 import { HttpSender, MemoryStore } from "../../mod.ts";
 import {
@@ -68,6 +68,8 @@ let outside: Server;
 let service: { close(callback?: () => void): unknown };
 let base = "";
 let store: MemoryStore;
+/** How many requests the service's handler has not answered yet. */
+let inFlight = 0;
 
 /** The signer, Google's keys and QStash's publish API, over `node:http`. */
 function answerOutside(call: Call): { status: number; json: unknown } {
@@ -160,8 +162,23 @@ before(async () => {
     enqueue: async (job) => void await publisher.publish(job),
   });
   const port = await new Promise<number>((resolve) => {
+    const counted = async (request: Request) => {
+      inFlight++;
+      try {
+        if (request.headers.has("x-test-read-once-gone")) {
+          // The route reads the body once the client has left (as one that
+          // leaves during a token check, or a fetch of Google's keys, does):
+          // it leaves at once, and its signal may never say so (it left
+          // before @hono/node-server listened for it).
+          await new Promise((gone) => setTimeout(gone, 300));
+        }
+        return await app.fetch(request);
+      } finally {
+        inFlight--;
+      }
+    };
     service = serve(
-      { fetch: app.fetch, port: 0, hostname: "127.0.0.1" },
+      { fetch: counted, port: 0, hostname: "127.0.0.1" },
       (info) => resolve(info.port),
     );
   });
@@ -556,4 +573,251 @@ test("GET /readyz reads the store (200), and DELETE discards the dead letter of 
     "pi_0005_notsent/settle",
   );
   assert.equal(await store.getDeadLetter("pi_0005_notsent/settle"), null);
+});
+
+/** The answer `rawPost` read: its status line's code, headers and body. */
+interface RawAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+/**
+ * POSTs over a socket of its own, `pieces` each written alone (as a socket
+ * splits a body), and reads until the service closes it; `abort` closes
+ * it after the pieces instead, and resolves once it is closed.
+ */
+function rawPost(
+  path: string,
+  headers: Record<string, string>,
+  pieces: readonly Uint8Array[],
+  abort = false,
+): Promise<RawAnswer | null> {
+  const { port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), "127.0.0.1");
+    const received: Uint8Array[] = [];
+    socket.on("data", (data: Uint8Array) => received.push(data));
+    socket.on("error", reject);
+    socket.on("close", () => {
+      if (abort) return resolve(null);
+      const text = new TextDecoder().decode(
+        new Uint8Array(received.flatMap((part) => [...part])),
+      );
+      const [head = "", body = ""] = text.split("\r\n\r\n", 2);
+      const [statusLine = "", ...lines] = head.split("\r\n");
+      resolve({
+        status: Number(statusLine.split(" ")[1]),
+        headers: Object.fromEntries(lines.map((line) => {
+          const at = line.indexOf(":");
+          return [line.slice(0, at).toLowerCase(), line.slice(at + 1).trim()];
+        })),
+        body,
+      });
+    });
+    socket.on("connect", async () => {
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n${
+          Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")
+        }\r\n`,
+      );
+      for (const piece of pieces) {
+        await new Promise<void>((done) => socket.write(piece, () => done()));
+      }
+      if (abort) socket.destroy();
+    });
+  });
+}
+
+/** `body` framed chunked, its chunks of `sizes` bytes in turn: each chunk a piece. */
+function chunked(body: Uint8Array, sizes: readonly number[]): Uint8Array[] {
+  const encoder = new TextEncoder();
+  const pieces: Uint8Array[] = [];
+  for (let at = 0, i = 0; at < body.length; i++) {
+    const size = Math.min(sizes[i % sizes.length]!, body.length - at);
+    pieces.push(
+      encoder.encode(`${size.toString(16)}\r\n`),
+      body.subarray(at, at + size),
+      encoder.encode("\r\n"),
+    );
+    at += size;
+  }
+  pieces.push(encoder.encode("0\r\n\r\n"));
+  return pieces;
+}
+
+/**
+ * The name of an unread body's letter: the relayer hashes what it is given,
+ * the hex SHA-256 of the body's bytes, and keeps 32 hex digits.
+ */
+async function hashName(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
+  const hex = async (data: Uint8Array<ArrayBuffer>) =>
+    [...new Uint8Array(await crypto.subtle.digest("SHA-256", data))]
+      .map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  return (await hex(new TextEncoder().encode(await hex(bytes)))).slice(0, 32);
+}
+
+/** Waits up to 2 s for the service to have answered every request. */
+async function settled(): Promise<number> {
+  for (let waited = 0; inFlight > 0 && waited < 2_000; waited += 20) {
+    await new Promise((done) => setTimeout(done, 20));
+  }
+  return inFlight;
+}
+
+test("over the limit on @hono/node-server: an authenticated push is acked (204) and a QStash message answered 489, each kept as the dead letter Deno keeps, by Content-Length or chunked in odd pieces", async () => {
+  const encoder = new TextEncoder();
+  // Over the envelope routes' limit (64 KiB of job, base64, and 16 KiB).
+  const push = encoder.encode(
+    envelope({
+      intentId: "pi_0007",
+      kind: "settle",
+      note: "x".repeat(100_000),
+    }, { deliveryAttempt: 1 }),
+  );
+  const name = `pubsub/sha256-${await hashName(push)}/unreadable`;
+  const token = await google.token({ aud: PUSH_AUDIENCE });
+  for (
+    const [framing, headers, pieces] of [
+      ["content-length", { "content-length": `${push.length}` }, [push]],
+      [
+        "chunked",
+        { "transfer-encoding": "chunked" },
+        chunked(push, [
+          1,
+          7,
+          65_539,
+        ]),
+      ],
+    ] as const
+  ) {
+    const res = await rawPost("/v1/pubsub", {
+      authorization: `Bearer ${token}`,
+      ...headers,
+    }, pieces);
+    assert.equal(res?.status, 204, `${framing}: ${res?.body}`);
+    const letter = await store.getDeadLetter(name);
+    assert.ok(letter, `${framing}: no dead letter ${name}`);
+    assert.match(letter.reason, /over the limit/);
+  }
+  // Nothing was read as a job.
+  assert.equal((await store.getIntent("pi_0007"))?.state, "authorized");
+
+  const message = "q".repeat(70_000);
+  const bytes = encoder.encode(message);
+  for (
+    const [framing, id, headers, pieces] of [
+      ["content-length", "msg_node_big_1", {
+        "content-length": `${bytes.length}`,
+      }, [bytes]],
+      [
+        "chunked",
+        "msg_node_big_2",
+        { "transfer-encoding": "chunked" },
+        chunked(
+          bytes,
+          [3, 65_536, 11],
+        ),
+      ],
+    ] as const
+  ) {
+    const res = await rawPost("/v1/qstash", {
+      "upstash-signature": await signQStash(message, {
+        key: QSTASH_KEY,
+        url: `${PUBLIC_URL}/v1/qstash`,
+      }),
+      "upstash-message-id": id,
+      ...headers,
+    }, pieces);
+    assert.equal(res?.status, 489, `${framing}: ${res?.body}`);
+    assert.equal(res?.headers["upstash-nonretryable-error"], "true");
+    assert.match(
+      (await store.getDeadLetter(`qstash/${id}/unreadable`))?.reason ?? "",
+      /over the limit/,
+      framing,
+    );
+  }
+  assert.equal(await settled(), 0);
+});
+
+test("on @hono/node-server, a push past the 16 MiB read is named by its first 16 MiB however it is framed", async () => {
+  const size = 17 * 1024 * 1024;
+  const body = new Uint8Array(size).fill(0x61);
+  const name = `pubsub/sha256-${await hashName(
+    body.subarray(0, 16 * 1024 * 1024),
+  )}/unreadable`;
+  const token = await google.token({ aud: PUSH_AUDIENCE });
+  for (
+    const [framing, headers, pieces] of [
+      ["content-length", { "content-length": `${size}` }, [body]],
+      [
+        "chunked",
+        { "transfer-encoding": "chunked" },
+        chunked(body, [
+          1 << 20,
+          1_000_003,
+        ]),
+      ],
+    ] as const
+  ) {
+    const res = await rawPost("/v1/pubsub", {
+      authorization: `Bearer ${token}`,
+      ...headers,
+    }, pieces);
+    assert.equal(res?.status, 204, `${framing}: ${res?.body}`);
+    assert.match(
+      (await store.getDeadLetter(name))?.reason ?? "",
+      /more than 16777216 bytes, over the limit/,
+      framing,
+    );
+  }
+});
+
+test("on @hono/node-server, a client that leaves mid-body is refused as unreadable and frees its handler: no dead letter (Node 20 and 22 end such a body early, as if whole)", async () => {
+  const token = await google.token({ aud: PUSH_AUDIENCE });
+  const letters = async () =>
+    (await store.listDeadLetters({ limit: 1000 })).items;
+  const before = new Set((await letters()).map((letter) => letter.jobId));
+  for (
+    const [path, headers] of [
+      ["/v1/pubsub", {
+        authorization: `Bearer ${token}`,
+        "content-length": "200000",
+      }],
+      ["/v1/pubsub", {
+        authorization: `Bearer ${token}`,
+        "content-length": "1000",
+      }],
+      ["/v1/pubsub", {
+        authorization: `Bearer ${token}`,
+        "transfer-encoding": "chunked",
+      }],
+      ["/v1/qstash", {
+        "upstash-signature": await signQStash("q".repeat(100_000), {
+          key: QSTASH_KEY,
+          url: `${PUBLIC_URL}/v1/qstash`,
+        }),
+        "content-length": "100000",
+      }],
+    ] as const
+  ) {
+    const partial = headers["transfer-encoding"]
+      ? chunked(new Uint8Array(90_000).fill(0x61), [30_000]).slice(0, -1)
+      : [new Uint8Array(Math.min(90_000, 500)).fill(0x61)];
+    assert.equal(
+      await rawPost(
+        path,
+        { ...headers, "x-test-read-once-gone": "1" },
+        partial,
+        true,
+      ),
+      null,
+    );
+    assert.equal(await settled(), 0, `${path} ${JSON.stringify(headers)}`);
+  }
+  assert.deepEqual(
+    (await letters()).filter((letter) => !before.has(letter.jobId))
+      .map((letter) => `${letter.jobId}: ${letter.reason}`),
+    [],
+  );
 });
