@@ -9,8 +9,11 @@
  * signature check can refuse (a current timestamp with a wrong MAC, or
  * another secret's; a QStash token with the right claims signed with
  * another key; a Google token with the right claims and `kid` signed by
- * another RSA key); prints one JSON line per answer, and exits 0 when each
- * is exactly the expected one.
+ * another RSA key); then bodies over the limit (a push acked 204 and a
+ * QStash message answered 489, each kept as the dead letter Deno keeps, by
+ * Content-Length or chunked in odd pieces) and a push whose client leaves
+ * mid-body (no letter); prints one JSON line per answer, and exits 0 when
+ * each is exactly the expected one.
  *
  * @module
  */
@@ -70,7 +73,18 @@ const app = createApp({
   },
   random: () => 0,
 });
-const server = bun.serve({ port: 0, hostname: "127.0.0.1", fetch: app.fetch });
+const server = bun.serve({
+  port: 0,
+  hostname: "127.0.0.1",
+  fetch: async (request) => {
+    // A request that says so is read once its client has left (as one that
+    // leaves during a token check does): the route then reads a cut body.
+    if (request.headers.has("x-check-read-once-gone")) {
+      await new Promise((gone) => setTimeout(gone, 300));
+    }
+    return await app.fetch(request);
+  },
+});
 const base = `http://127.0.0.1:${server.port}`;
 
 const retry = {
@@ -116,6 +130,157 @@ async function expect(
       body,
       pass,
     }),
+  );
+}
+
+/** Prints one check's line and counts it. */
+function check(what: string, pass: boolean, seen: unknown): void {
+  ok &&= pass;
+  console.log(JSON.stringify({ bun: bun!.version, check: what, seen, pass }));
+}
+
+/**
+ * The name of an unread body's letter: the relayer hashes what it is
+ * given, the hex SHA-256 of the body's bytes, and keeps 32 hex digits.
+ */
+async function hashName(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
+  const hex = async (data: Uint8Array<ArrayBuffer>) =>
+    [...new Uint8Array(await crypto.subtle.digest("SHA-256", data))]
+      .map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  return (await hex(new TextEncoder().encode(await hex(bytes)))).slice(0, 32);
+}
+
+/** `bytes` as a stream of pieces of `sizes` bytes in turn: Bun sends it chunked. */
+function pieces(
+  bytes: Uint8Array,
+  sizes: readonly number[],
+): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (let at = 0, i = 0; at < bytes.length; i++) {
+        const size = sizes[i % sizes.length]!;
+        controller.enqueue(bytes.slice(at, at + size));
+        at += size;
+      }
+      controller.close();
+    },
+  });
+}
+
+/** The little of `node:net` the mid-body check uses (Bun has it). */
+interface NodeNet {
+  connect(port: number, host: string, onConnect: () => void): {
+    write(data: string, done: () => void): void;
+    destroy(): void;
+    on(event: "close", listener: () => void): void;
+  };
+}
+
+/**
+ * Sends `head` and a part of the body its headers declare, then leaves;
+ * resolves once the socket is closed.
+ */
+async function leaveMidBody(head: string, part: string): Promise<void> {
+  // Named through a variable, so that `deno bundle` leaves it to Bun.
+  const name = "node:net";
+  const net = await import(name) as NodeNet;
+  await new Promise<void>((closed) => {
+    const socket = net.connect(
+      server.port,
+      "127.0.0.1",
+      () => socket.write(head + part, () => socket.destroy()),
+    );
+    socket.on("close", () => closed());
+  });
+}
+
+/**
+ * Over the limit under Bun.serve: an authenticated push is acked (204) and a
+ * QStash message answered 489 with `Upstash-NonRetryable-Error`, each kept
+ * as the letter Deno keeps, sent with a Content-Length or chunked; a
+ * client that leaves mid-body keeps nothing.
+ */
+async function overTheLimit(): Promise<void> {
+  const encoder = new TextEncoder();
+  const push = encoder.encode(JSON.stringify({
+    message: {
+      data: btoa(JSON.stringify({
+        intentId: "pi_0002",
+        kind: "settle",
+        note: "x".repeat(100_000),
+      })),
+      messageId: "2070443601311541",
+    },
+    subscription: "projects/p/subscriptions/relayer",
+  }));
+  const pushLetter = `pubsub/sha256-${await hashName(push)}/unreadable`;
+  const bearer = `Bearer ${await google.token(PUSH_AUDIENCE, SERVICE_ACCOUNT)}`;
+  for (
+    const [framing, body] of [
+      ["content-length", push],
+      ["chunked", pieces(push, [1, 7, 65_539])],
+    ] as const
+  ) {
+    const res = await fetch(`${base}/v1/pubsub`, {
+      method: "POST",
+      body,
+      headers: { authorization: bearer },
+    });
+    await res.body?.cancel();
+    const letter = await store.getDeadLetter(pushLetter);
+    check(
+      `a push over the limit (${framing}): 204, kept as ${pushLetter}`,
+      res.status === 204 && /over the limit/.test(letter?.reason ?? ""),
+      { status: res.status, reason: letter?.reason ?? null },
+    );
+  }
+  const message = "q".repeat(70_000);
+  for (
+    const [framing, body] of [
+      ["content-length", message],
+      ["chunked", pieces(encoder.encode(message), [3, 65_536, 11])],
+    ] as const
+  ) {
+    const id = `msg_bun_check_big_${framing}`;
+    const res = await fetch(`${base}/v1/qstash`, {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(message, QSTASH_URL, QSTASH_KEY),
+        "upstash-message-id": id,
+      },
+    });
+    await res.body?.cancel();
+    const letter = await store.getDeadLetter(`qstash/${id}/unreadable`);
+    check(
+      `a QStash message over the limit (${framing}): 489, no retry, kept as qstash/${id}/unreadable`,
+      res.status === 489 &&
+        res.headers.get("upstash-nonretryable-error") === "true" &&
+        /over the limit/.test(letter?.reason ?? ""),
+      { status: res.status, reason: letter?.reason ?? null },
+    );
+  }
+  const before = (await store.listDeadLetters({ limit: 1000 })).items.length;
+  for (
+    const framing of [
+      "content-length: 1000",
+      "content-length: 200000",
+      "transfer-encoding: chunked",
+    ]
+  ) {
+    await leaveMidBody(
+      `POST /v1/pubsub HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${bearer}\r\nx-check-read-once-gone: 1\r\n${framing}\r\n\r\n`,
+      framing.startsWith("transfer")
+        ? `1f4\r\n${"x".repeat(500)}`
+        : "x".repeat(500),
+    );
+  }
+  await new Promise((done) => setTimeout(done, 600));
+  const after = (await store.listDeadLetters({ limit: 1000 })).items.length;
+  check(
+    "a push whose client left mid-body keeps no letter",
+    after === before,
+    { letters: after - before },
   );
 }
 
@@ -293,6 +458,7 @@ try {
   console.log(
     JSON.stringify({ route: "/readyz", status: ready.status, pass: isReady }),
   );
+  await overTheLimit();
 } finally {
   server.stop(true);
 }

@@ -6,7 +6,9 @@
  * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
  * graph, so every class exists once) and answers signed QStash and generic
  * deliveries, QStash's failure callback, a Pub/Sub push and a push from
- * Pub/Sub's dead-letter topic, each exactly, and refuses forgeries that
+ * Pub/Sub's dead-letter topic, each exactly, keeps a push and a QStash
+ * message over the limit as dead letters (204, and 489), and nothing of a
+ * push whose client left mid-body, and refuses forgeries that
  * only the signature check can catch (a wrong MAC at the current time,
  * QStash's and Google's claims signed with another key); then runs the store contract
  * on `PostgresStore` over postgres.js (bundled in) under `bun test`,
@@ -98,7 +100,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz, and refused the forged generic, QStash and Pub/Sub deliveries with 401",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz, and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body",
       );
     } else {
       ok = false;
