@@ -579,28 +579,34 @@ function bodyTimedOut(timeoutMs: number): Refusal {
 
 /**
  * `read` (the whole of a body's read), or a {@linkcode bodyTimedOut}
- * refusal `timeoutMs` after it began: `cancel` then stops the read (a
- * reader's cancel; an `arrayBuffer()` cannot be, and ends with its
- * connection, which the 408 closes).
+ * refusal `timeoutMs` after it began. `read` is given `late`, the refusal
+ * once the deadline passed (else `undefined`), for a read chunk by chunk
+ * to stop at ({@linkcode chunkOf}). Nothing is cancelled at the deadline
+ * (an `arrayBuffer()` cannot be): the answer then finds its body unread,
+ * so the server does not use the connection again. Deno.serve ignores the
+ * 408's `Connection: close`; a body cancelled before the answer left, it
+ * reads the rest for the client and answers the next request on that
+ * connection.
  */
 async function beforeDeadline<T>(
-  read: Promise<T>,
+  read: (late: () => Refusal | undefined) => Promise<T>,
   timeoutMs: number,
-  cancel: () => void,
 ): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
+  let refusal: Refusal | undefined;
+  const reading = read(() => refusal);
+  const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      cancel();
-      reject(bodyTimedOut(timeoutMs));
+      refusal = bodyTimedOut(timeoutMs);
+      reject(refusal);
     }, timeoutMs);
   });
   try {
-    return await Promise.race([read, late]);
+    return await Promise.race([reading, deadline]);
   } finally {
     if (timer !== undefined) clearTimeout(timer);
-    // Settled after the deadline (its refusal or a cut-short body): unheard.
-    read.catch(() => {});
+    // Settled after the deadline (its refusal, or a body come too late): unheard.
+    reading.catch(() => {});
   }
 }
 
@@ -658,11 +664,11 @@ async function bytesOf(
     // Its length said, and within the limit (limitBody): the server frames
     // the body to it, so the whole of it is read at once.
     const buffer = await beforeDeadline(
-      c.req.raw.arrayBuffer().catch(() => {
-        throw unreadableBody();
-      }),
+      () =>
+        c.req.raw.arrayBuffer().catch(() => {
+          throw unreadableBody();
+        }),
       timeoutMs,
-      () => {},
     );
     refuseIfCut(c, buffer.byteLength);
     if (buffer.byteLength > maxBytes) throw tooLarge(maxBytes);
@@ -670,25 +676,26 @@ async function bytesOf(
   }
   const reader = stream.getReader();
   const bytes = await beforeDeadline(
-    chunksOf(reader, maxBytes),
+    (late) => chunksOf(reader, maxBytes, late),
     timeoutMs,
-    () => {
-      reader.cancel().catch(() => {});
-    },
   );
   refuseIfCut(c, bytes.byteLength);
   return bytes;
 }
 
-/** A body read chunk by chunk, refused past `maxBytes`. */
+/**
+ * A body read chunk by chunk, refused past `maxBytes`; stopped once `late`
+ * (see {@linkcode beforeDeadline}).
+ */
 async function chunksOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   maxBytes: number,
+  late: () => Refusal | undefined,
 ): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const chunk = await chunkOf(reader);
+    const chunk = await chunkOf(reader, late);
     if (chunk === undefined) break;
     size += chunk.byteLength;
     if (size > maxBytes) {
@@ -702,9 +709,15 @@ async function chunksOf(
   return joined(chunks, size);
 }
 
-/** The body's next chunk, `undefined` at its end; one that cannot be read is refused. */
+/**
+ * The body's next chunk, `undefined` at its end; one that cannot be read
+ * is refused. Once `late` (see {@linkcode beforeDeadline}) the read is
+ * over: a chunk that comes then cancels the reader (its answer, the 408,
+ * is out by then) and is refused with it.
+ */
 async function chunkOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
+  late: () => Refusal | undefined,
 ): Promise<Uint8Array | undefined> {
   // The reader's own answer type: Bun's types name it
   // ReadableStreamDefaultReadResult, whose done result the DOM's
@@ -713,7 +726,12 @@ async function chunkOf(
   try {
     read = await reader.read();
   } catch {
-    throw unreadableBody();
+    throw late() ?? unreadableBody();
+  }
+  const refusal = late();
+  if (refusal) {
+    reader.cancel().catch(() => {});
+    throw refusal;
   }
   return read.done ? undefined : read.value;
 }
@@ -795,11 +813,16 @@ async function bodyOrDigestOf(
   }
   const reader = stream.getReader();
   return await beforeDeadline(
-    digestOf(reader, maxBytes, readBytes, over, (size) => refuseIfCut(c, size)),
+    (late) =>
+      digestOf(
+        reader,
+        maxBytes,
+        readBytes,
+        over,
+        late,
+        (size) => refuseIfCut(c, size),
+      ),
     timeoutMs,
-    () => {
-      reader.cancel().catch(() => {});
-    },
   );
 }
 
@@ -813,14 +836,16 @@ type TextOrDigest = { text: string } | {
 };
 
 /**
- * {@linkcode bodyOrDigestOf}'s read, chunk by chunk; `ended` is told the
- * size read once the body ended ({@linkcode refuseIfCut}).
+ * {@linkcode bodyOrDigestOf}'s read, chunk by chunk, stopped once `late`;
+ * `ended` is told the size read once the body ended
+ * ({@linkcode refuseIfCut}).
  */
 async function digestOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   maxBytes: number,
   readBytes: number,
   over: () => void,
+  late: () => Refusal | undefined,
   ended: (size: number) => void,
 ): Promise<TextOrDigest> {
   let chunks: Uint8Array[] = [];
@@ -828,7 +853,7 @@ async function digestOf(
   let hash: ReturnType<typeof sha256.create> | undefined;
   let head: Uint8Array = new Uint8Array(0);
   for (;;) {
-    const value = await chunkOf(reader);
+    const value = await chunkOf(reader, late);
     if (value === undefined) break;
     size += value.byteLength;
     if (hash === undefined && size > maxBytes) {

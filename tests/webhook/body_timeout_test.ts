@@ -20,16 +20,19 @@ import { signHmac, signQStash } from "./_signing.ts";
 const encoder = new TextEncoder();
 
 /**
- * A body whose first part comes at once and the rest never: `cancelled`
- * says whether the reader gave up on it.
+ * A body whose first part comes at once and the rest only when `more` is
+ * called: `cancelled` says whether the reader gave up on it.
  */
 function stalled(first: string): {
   readonly body: ReadableStream<Uint8Array>;
   readonly cancelled: boolean;
+  more(text: string): void;
 } {
   let cancelled = false;
+  let control: ReadableStreamDefaultController<Uint8Array> | undefined;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
+      control = controller;
       if (first !== "") controller.enqueue(encoder.encode(first));
     },
     pull: () => new Promise(() => {}),
@@ -42,13 +45,25 @@ function stalled(first: string): {
     get cancelled() {
       return cancelled;
     },
+    more: (text) => control!.enqueue(encoder.encode(text)),
   };
 }
 
-/** A body that comes one byte every `everyMs`, for ever (until cancelled). */
-function trickle(everyMs: number): ReadableStream<Uint8Array> {
+/** Lets the reads a chunk just woke run. */
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/**
+ * A body that comes one byte every `everyMs`, for ever (until cancelled:
+ * `cancelled` resolves then).
+ */
+function trickle(everyMs: number): {
+  readonly body: ReadableStream<Uint8Array>;
+  readonly cancelled: Promise<void>;
+} {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  return new ReadableStream<Uint8Array>({
+  let cancelled!: () => void;
+  const done = new Promise<void>((resolve) => cancelled = resolve);
+  const body = new ReadableStream<Uint8Array>({
     pull: (controller) =>
       new Promise((resolve) => {
         timer = setTimeout(() => {
@@ -56,8 +71,12 @@ function trickle(everyMs: number): ReadableStream<Uint8Array> {
           resolve();
         }, everyMs);
       }),
-    cancel: () => clearTimeout(timer),
+    cancel: () => {
+      clearTimeout(timer);
+      cancelled();
+    },
   }, { highWaterMark: 0 });
+  return { body, cancelled: done };
 }
 
 /** The HMAC header a generic delivery needs to be read: well formed, and of now. */
@@ -105,9 +124,16 @@ Deno.test("a body held back on any route that reads one is answered 408 at bodyT
         "The request body did not arrive within 100ms of its route beginning to read it: send the request again.",
       );
       assert.ok(took >= 95 && took < 2_000, `${path} ${framing}: ${took} ms`);
-      // A read chunk by chunk is cancelled; `arrayBuffer()` cannot be,
-      // and ends with the connection the 408 closes.
-      if (framing === "chunked") assert.ok(body.cancelled, path);
+      // Nothing is cancelled before the answer is out (Deno.serve would
+      // then read the rest and use the connection again); a read chunk by
+      // chunk stops, cancelled by the next chunk. `arrayBuffer()` cannot
+      // be, and ends with the body or the connection.
+      assert.equal(body.cancelled, false, path);
+      if (framing === "chunked") {
+        body.more('01"}');
+        await settled();
+        assert.ok(body.cancelled, path);
+      }
     }
   }
   assert.equal(writes(), 0);
@@ -117,9 +143,10 @@ Deno.test("the deadline is for the whole body, not between its chunks: a body tr
   const { app, writes } = await makeApp({
     deps: { bodyTimeoutMs: 150, now: Date.now },
   });
+  const trickled = trickle(10);
   const res = await app.request("/v1/deliveries", {
     method: "POST",
-    body: trickle(10),
+    body: trickled.body,
     headers: {
       "x-signature": signatureNow(),
       "transfer-encoding": "chunked",
@@ -127,6 +154,8 @@ Deno.test("the deadline is for the whole body, not between its chunks: a body tr
   });
   assert.equal(res.status, 408);
   await res.body?.cancel();
+  // Its next byte stops the read: the stream is cancelled.
+  await trickled.cancelled;
   assert.equal(writes(), 0);
 });
 
@@ -156,6 +185,11 @@ Deno.test("an authenticated oversized body being hashed is bounded by the deadli
       });
       assert.equal(res.status, 408, `${path} ${framing}`);
       await res.body?.cancel();
+      // Hashed as it comes (both framings, over the limit): the next
+      // chunk stops the read.
+      assert.equal(body.cancelled, false, `${path} ${framing}`);
+      body.more("y");
+      await settled();
       assert.ok(body.cancelled, `${path} ${framing}`);
     }
   }
@@ -273,6 +307,72 @@ Deno.test("on a real Deno.serve, a client that sends its headers and part of its
     assert.match(answer, /\r\nconnection: close\r\n/, framing);
     assert.match(answer, /"type":"urn:relayer:problem:body-timeout"/, framing);
     assert.ok(took >= 150 && took < 5_000, `${framing}: ${took} ms`);
+  }
+});
+
+Deno.test("on a real Deno.serve, a connection answered 408 is not used again: once more of a chunked body comes, it is closed, and a request after it is not answered", async () => {
+  const { app, writes } = await makeApp({
+    intents: [{ id: PENDING, state: "authorized", hold: "pending" }],
+    deps: { bodyTimeoutMs: 200, now: Date.now },
+  });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    app.fetch,
+  );
+  const conn = await Deno.connect({
+    hostname: "127.0.0.1",
+    port: server.addr.port,
+  });
+  const decoder = new TextDecoder();
+  const buffer = new Uint8Array(65_536);
+  /** What the server sends within `ms`, and how it ended: "open", "eof" or "reset". */
+  const readFor = async (ms: number) => {
+    let text = "";
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const quiet = new Promise<"open">((resolve) => {
+      timer = setTimeout(() => resolve("open"), ms);
+    });
+    try {
+      for (;;) {
+        const read = await Promise.race([
+          conn.read(buffer).catch(() => "reset" as const),
+          quiet,
+        ]);
+        if (read === "open" || read === "reset") return { text, end: read };
+        if (read === null) return { text, end: "eof" };
+        text += decoder.decode(buffer.subarray(0, read));
+        if (text.endsWith("}")) return { text, end: "open" };
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  try {
+    const job = JSON.stringify({ job: { intentId: PENDING, kind: "settle" } });
+    await conn.write(encoder.encode(
+      `POST /v1/deliveries HTTP/1.1\r\nHost: relayer.test\r\nX-Signature: ${
+        signHmac(SECRET, job, Math.floor(Date.now() / 1000))
+      }\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n${job.slice(0, 5)}\r\n`,
+    ));
+    const first = await readFor(5_000);
+    assert.match(first.text, /^HTTP\/1\.1 408 /);
+    // The rest of the body, late, and a signed delivery after it on the
+    // same connection: the 408 said Connection: close, so neither is read.
+    const rest = job.slice(5);
+    await conn.write(encoder.encode(
+      `${
+        rest.length.toString(16)
+      }\r\n${rest}\r\n0\r\n\r\nPOST /v1/deliveries HTTP/1.1\r\nHost: relayer.test\r\nX-Signature: ${
+        signHmac(SECRET, job, Math.floor(Date.now() / 1000))
+      }\r\nContent-Length: ${job.length}\r\n\r\n${job}`,
+    ));
+    const after = await readFor(1_000);
+    assert.equal(after.text, "", "a request after the 408 was answered");
+    assert.notEqual(after.end, "open", "the connection was kept");
+    assert.equal(writes(), 0);
+  } finally {
+    conn.close();
+    await server.shutdown();
   }
 });
 
