@@ -605,20 +605,21 @@ async function beforeDeadline<T>(
     return await Promise.race([reading, deadline]);
   } finally {
     if (timer !== undefined) clearTimeout(timer);
-    // Settled after the deadline (its refusal, or a body come too late): unheard.
+    // Settled after the deadline (its refusal, or a body come too late):
+    // unheard.
     reading.catch(() => {});
   }
 }
 
 /**
  * Refuses a body whose client left while it was read
- * ({@linkcode unreadableBody}), once its read ended with `size` bytes. Deno.serve, Bun.serve and Node 24
- * fail that read; `@hono/node-server` on Node 20 and 22 ends it as if the
- * body were whole (empty, or cut where the client left) and aborts the
- * request's signal: so cut, a push was kept as an unreadable message's
- * dead letter and logged as acked, a QStash message refused 401, though
- * neither was sent. A body shorter than its `Content-Length` was cut too,
- * whatever the signal says.
+ * ({@linkcode unreadableBody}), once its read ended with `size` bytes.
+ * Deno.serve, Bun.serve and Node 24 fail that read; `@hono/node-server` on
+ * Node 20 and 22 ends it as if the body were whole (empty, or cut where
+ * the client left) and aborts the request's signal: so cut, a push was
+ * kept as an unreadable message's dead letter and logged as acked, a
+ * QStash message refused 401, though neither was sent. A body shorter than
+ * its `Content-Length` was cut too, whatever the signal says.
  */
 function refuseIfCut(c: Context, size: number): void {
   const length = c.req.header("content-length");
