@@ -8,7 +8,7 @@
  * |---|---|---|---|---|---|
  * | `POST /v1/qstash` | Upstash QStash | `Upstash-Retried` + 1 | 200 | 503 + `Retry-After` | 200 |
  * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else counted by subscription and message id | 204 | 503 | 204 |
- * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by job id | 200 | 503 + `Retry-After` | 200 |
+ * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by `messageId` (per job), else by job id | 200 | 503 + `Retry-After` | 200 |
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`, `POST /v1/intents/:id/resolve` (settle or fail a
@@ -1113,6 +1113,17 @@ function bridgeMessageId(raw: unknown, field: string, shape: string): string {
     );
   }
   return id;
+}
+
+/**
+ * The store's count of a bridge's message that carries no count of its own
+ * (`POST /v1/deliveries` with `messageId` and no `delivery`):
+ * `generic/<jobId>/message/<id>`, per job as the message's give-up marks
+ * are (a bridge may use an id again for another job). No job id has this
+ * shape (an intent id holds no `/`).
+ */
+function bridgeCountKey(jobId: string, messageId: string): string {
+  return `generic/${jobId}/message/${messageId}`;
 }
 
 /**
@@ -2307,9 +2318,13 @@ export function createApp(deps: AppDeps): WebhookApp {
    * saying how many (at least 1); the store failing is a 503 the queue
    * retries, as the give-up's own failure is.
    */
-  async function countedSoFar(job: Job): Promise<number> {
+  async function countedSoFar(job: Job, message?: string): Promise<number> {
     try {
-      return Math.max(1, await store.deliveries(jobIdOf(job), now()));
+      // The message's own count where its deliveries named it, else the job's.
+      const own = message === undefined
+        ? 0
+        : await store.deliveries(message, now());
+      return Math.max(1, own || await store.deliveries(jobIdOf(job), now()));
     } catch (error) {
       throw new Refusal(
         await failedUnexpectedly(
@@ -2384,7 +2399,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         // A bridge that let the store count its deliveries has no count of
         // its own: the store's, as for a Pub/Sub dead letter without one.
         deliveries === undefined
-          ? await countedSoFar(job)
+          ? await countedSoFar(job, bridgeCountKey(jobIdOf(job), id))
           : deliveryFrom("deliveries", deliveries, "'gaveUp.deliveries'"),
         { queue: "generic", messageId: id },
         claim,
@@ -2398,6 +2413,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       "'messageId'",
       `A delivery is ${DELIVERY_EXAMPLE}.`,
     );
+    // Without a count of its own, a message that names itself is counted
+    // by its id (as a Pub/Sub push is): counted by the job id, two
+    // messages of one job (a bridge's duplicate, a job published again)
+    // spent one count, and the job gave up in about half the policy's
+    // window, before the rescue STUCK_AFTER promises.
     return await deliver(
       "deliveries",
       job,
@@ -2405,7 +2425,9 @@ export function createApp(deps: AppDeps): WebhookApp {
         ? undefined
         : deliveryFrom("deliveries", delivery, "'delivery'"),
       claim,
-      undefined,
+      delivery === undefined && messageId !== undefined
+        ? bridgeCountKey(jobIdOf(job), messageId)
+        : undefined,
       messageId === undefined ? undefined : { queue: "generic", messageId },
     );
   });
