@@ -216,3 +216,105 @@ Deno.test("startLocalQStash() waits QStash's own backoff before a retry an answe
     await receiver.shutdown();
   }
 });
+
+Deno.test("startLocalQStash(): a job POST /v1/jobs published twice goes on as two messages, each counted from 0, and gives up no sooner than the policy's window, after the rescue", async () => {
+  const reports: (LocalDelivery & { at: number })[] = [];
+  const t0 = performance.now();
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    report: (d) => reports.push({ ...d, at: performance.now() - t0 }),
+  });
+  // Every send may have left: a 502 without flags.
+  const sends: { at: number; replace: boolean }[] = [];
+  const stub = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request) => {
+      if (new URL(request.url).pathname !== "/send") {
+        return Response.json({ status: "pending" });
+      }
+      const { replace } = await request.json();
+      sends.push({ at: performance.now() - t0, replace });
+      return Response.json({ error: "rpc: connection refused" }, {
+        status: 502,
+      });
+    },
+  );
+  let service: Service | undefined;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (request, info) =>
+      service
+        ? service.fetch(request, info)
+        : new Response(null, { status: 503 }),
+  );
+  try {
+    service = await openService(
+      loadConfig({
+        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+        OPS_TOKEN: OPS,
+        KV_PATH: ":memory:",
+        QSTASH_URL: qstash.url,
+        QSTASH_TOKEN: TOKEN,
+        QSTASH_CURRENT_SIGNING_KEY: KEY,
+        QSTASH_NEXT_SIGNING_KEY: "sig_local_next_0123456789",
+        PUBLIC_URL: `http://127.0.0.1:${server.addr.port}`,
+        // A window of 5 × 1 s per message, STUCK_AFTER 4 s within it.
+        MAX_DELIVERIES: "6",
+        BASE: "1s",
+        CAP: "1s",
+        JITTER: "none",
+        STUCK_AFTER: "4s",
+        CLOCK_SKEW: "0", // one process, one clock
+      }),
+      { log: () => {} },
+    );
+    const ops = { authorization: `Bearer ${OPS}` };
+    const created = await service.app.request("/v1/intents", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+    });
+    assert.equal(created.status, 201);
+    // Sent again, as after a lost answer: QStash takes two messages.
+    for (let i = 0; i < 2; i++) {
+      const queued = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(queued.status, 202);
+    }
+    // The first message to end: the other may be busy behind the
+    // rescue's lease then, and comes back to find the intent in review.
+    await until(() => reports.some((d) => d.status === 200));
+    const ids = [...new Set(reports.map((d) => d.messageId))];
+    assert.equal(ids.length, 2);
+    for (const id of ids) {
+      const mine = reports.filter((d) => d.messageId === id);
+      assert.deepEqual(mine.map((d) => d.retried), mine.map((_, i) => i));
+    }
+    const intent = await service.store.getIntent("pi_0001");
+    assert.equal(intent?.state, "needs_review");
+    // The first answer that ended a message with the intent in review.
+    const first = reports.find((d) => d.status === 200)!;
+    assert.ok(
+      first.at >= 5_000 - 100,
+      `gave up ${
+        Math.round(first.at)
+      } ms after publishing, before the policy's window of 5000 ms: ${
+        JSON.stringify(reports)
+      }`,
+    );
+    assert.deepEqual(
+      sends.map((s) => s.replace),
+      [false, true],
+      `sends: ${JSON.stringify(sends)}`,
+    );
+  } finally {
+    await qstash.stop();
+    await server.shutdown();
+    await stub.shutdown();
+    await service?.close();
+  }
+});
