@@ -20,7 +20,7 @@
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
  * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL`, `KV_PATH` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
- * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy) |
+ * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy); Deno KV delays a message at most 30 days, so `CAP` is then at most `720h`, and `LEASE` plus twice `CLOCK_SKEW` (a busy delivery's wait) at most that too |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT`, `BODY_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
@@ -1608,8 +1608,9 @@ function checkQueues(
 /**
  * The routes' settings of `config`, as `createApp` takes them:
  * the QStash keys, Pub/Sub's audiences and service account (with Google's
- * keys), the generic route's secret, the ops token, the body limit and the
- * insecure dev flag; what is not set is left out. Every entry point builds
+ * keys), the generic route's secret, the ops token, the body limit, the
+ * body's deadline (`BODY_TIMEOUT`) and the insecure dev flag; what is not
+ * set is left out. Every entry point builds
  * its app from it, so a route setting `loadConfig` accepts is never ignored.
  * Building it does no I/O: Google's keys are fetched on first use.
  *
