@@ -2,8 +2,10 @@
  * A Cloudflare Queues consumer built from a relayer: the `queue(batch)`
  * handler of a Worker. Delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds })` with this policy's delay; done or poison
- * is `message.ack()`. Given the name of the dead-letter queue, the same
- * handler consumes it too: every message there is the queue giving up.
+ * is `message.ack()`. It must be told the name of the queue's dead-letter
+ * queue (without one Cloudflare deletes a message at its retry limit),
+ * which the same handler consumes too: every message there is the queue
+ * giving up.
  *
  * Web APIs only, and no Cloudflare types needed: the batch and message types
  * here are the part of Cloudflare's that the handler uses.
@@ -334,7 +336,7 @@ function checkDeadLetterRetries(
  * configuration and `deno task schedule --queue cloudflare` do.
  *
  * @param options The relayer, the queue's `maxRetries`, the name of its
- * dead-letter queue, and where log lines go.
+ * dead-letter queue and that queue's `max_retries`, and where log lines go.
  * @returns The `queue(batch)` handler.
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
  * queue would stop delivering before the policy's `maxDeliveries`

@@ -595,7 +595,10 @@ export interface Store {
    *
    * @throws {ConflictError} If an intent with that id exists.
    * @throws {TypeError} If a field is invalid, or the record contradicts
-   * itself about what may have left (see {@linkcode NewIntent.mayHaveSent}).
+   * itself about what may have left (see {@linkcode NewIntent.mayHaveSent})
+   * or about its hold: a `failed` intent whose hold is `pending` or
+   * `captured`, a `settled` one whose hold is `voided` (see
+   * {@linkcode NewIntent.hold}).
    */
   createIntent(intent: NewIntent): Promise<Intent>;
 
