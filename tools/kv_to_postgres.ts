@@ -12,7 +12,9 @@
  * its expiry), migrates the schema `DATABASE_URL` names (as the
  * service does at start), moves every record that carries truth with
  * {@linkcode moveKvToPostgres}, and prints what it moved and left, by
- * kind. It exits 1 when the move is refused (a lease held, a schema that
+ * kind, then what to do next: while intents are still authorized or
+ * settling, that the local queue's messages (`KV_QUEUE=1`) were not moved
+ * and how many intents want a job published. It exits 1 when the move is refused (a lease held, a schema that
  * holds rows): nothing was moved, and the line says what to do; 2 on a
  * missing setting or a store it cannot open.
  *
