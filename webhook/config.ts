@@ -30,7 +30,7 @@
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
- * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days |
+ * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
  * @module
