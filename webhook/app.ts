@@ -1145,13 +1145,17 @@ function messageNote(
  * HMAC-signed route, ops routes, and `/healthz`. Every answer is JSON (a
  * `application/problem+json` for errors, RFC 9457), except Pub/Sub's 204.
  * A request that is unauthenticated or malformed touches nothing, except
- * an authenticated Pub/Sub push that cannot be read: it is acked and kept
- * as a dead letter (a 400 would have Pub/Sub redeliver it for days).
+ * an authenticated queue message that cannot be read as a job (malformed,
+ * or over the body limit): it is kept as a dead letter, then a Pub/Sub
+ * push acked (a 400 would have Pub/Sub redeliver it for days) and a
+ * QStash message answered 489 (no retry). A body that does not arrive
+ * within `bodyTimeoutMs` is refused 408, nothing written.
  *
  * @param deps The store, the Sender, the policy, the clock, the source of
  * randomness and the keys of each route.
  * @returns The Hono app; serve `app.fetch`.
- * @throws {RangeError} If the policy, `leaseMs` or `maxBodyBytes` is invalid.
+ * @throws {RangeError} If the policy, `leaseMs`, `maxBodyBytes` or
+ * `bodyTimeoutMs` is invalid.
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an empty QStash signing key, a QStash
