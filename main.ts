@@ -365,11 +365,12 @@ async function isFolder(path: string): Promise<boolean> {
 
 /**
  * Where the local queue keeps each job's line: the id of the message of
- * the job enqueued last (`webhook/_local_queue.ts`, `LocalLine`).
+ * the job enqueued last, or `{ ended: <id> }` once that message's delivery
+ * ended the job (`webhook/_local_queue.ts`, `LocalLine`).
  *
  * @example The line of a job
  * ```ts ignore
- * const { value } = await kv.get<string>([...LINE_PREFIX, "pi_0001/settle"]);
+ * const { value } = await kv.get<string | { ended: string }>([...LINE_PREFIX, "pi_0001/settle"]);
  * ```
  */
 export const LINE_PREFIX: readonly string[] = ["relayer_line"];
@@ -709,7 +710,7 @@ export async function openService(
   });
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
   const send: LocalEnqueue | undefined = config.kvQueue && kv
-    ? async (message, delay, after) => {
+    ? async (message, delay) => {
       // An id of its own, kept through Deno KV's redeliveries of it.
       const id = crypto.randomUUID();
       let jobId: string | undefined;
@@ -722,16 +723,15 @@ export async function openService(
       if (jobId !== undefined) {
         // The job's line, in the commit that enqueues: this message is
         // its newest, and the older ones are acked unhandled.
-        const key = [...LINE_PREFIX, jobId];
-        if (after) atomic.check({ key, versionstamp: after.versionstamp });
-        atomic.set(key, id, { expireIn: delay + LINE_KEPT_MS });
+        atomic.set([...LINE_PREFIX, jobId], id, {
+          expireIn: delay + LINE_KEPT_MS,
+        });
       }
       atomic.enqueue(
         { ...message, id, ...(jobId === undefined ? {} : { line: true }) },
         { delay, ...undeliveredOptions() },
       );
       const { ok } = await atomic.commit();
-      if (!ok && after && jobId !== undefined) return false;
       if (!ok) throw new Error(`could not enqueue ${jobId ?? "a message"}`);
     }
     : undefined;
@@ -797,14 +797,29 @@ export async function openService(
       relayer: app.relayer,
       enqueue: send,
       line: async (jobId) => {
-        const { value, versionstamp } = await kv.get<string>([
+        const { value, versionstamp } = await kv.get<unknown>([
           ...LINE_PREFIX,
           jobId,
         ]);
+        // The message's id, or `{ ended }`: the id of the message whose
+        // delivery ended the job.
+        const ended = typeof (value as { ended?: unknown } | null)?.ended ===
+            "string"
+          ? (value as { ended: string }).ended
+          : undefined;
         return {
-          id: typeof value === "string" ? value : null,
+          id: ended ?? (typeof value === "string" ? value : null),
+          ended: ended !== undefined,
           versionstamp,
         };
+      },
+      endLine: async (jobId, id, read) => {
+        const key = [...LINE_PREFIX, jobId];
+        const { ok } = await kv.atomic()
+          .check({ key, versionstamp: read.versionstamp })
+          .set(key, { ended: id }, { expireIn: LINE_KEPT_MS })
+          .commit();
+        return ok;
       },
       log,
     });

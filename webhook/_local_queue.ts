@@ -47,36 +47,42 @@ export interface LocalQueueMessage {
 
 /**
  * A job's line, as read before a delivery: the id of the message of the
- * job enqueued last (`null`: none kept), and the versionstamp its key had,
- * which the enqueue of the delivery's retry checks. A job goes on as one
- * line of retries: queued twice, or delivered again after its retry was
- * enqueued (the process killed before Deno KV's ack), it would go on as
- * two, its deliveries running out in half the policy's window.
+ * job enqueued last (`null`: none kept), whether that message's delivery
+ * ended the job since (done, or dropped), and the versionstamp the line's
+ * key had, which marking it ended checks. A job goes on as one line of
+ * retries: queued twice, or delivered again after its retry was enqueued
+ * (the process killed before Deno KV's ack), it would go on as two, its
+ * deliveries running out in half the policy's window.
+ *
+ * Every enqueue of a job's message takes the line, unconditionally: a
+ * delivery's retry is never held back (the delivery may have sent, and
+ * only its retry follows the send up). Only a delivery of a message the
+ * line no longer names is skipped, so the line's message is always live
+ * until its job ends, and two messages at once merge at the next round.
  *
  * @example A line read from Deno KV
  * ```ts ignore
  * const entry = await kv.get<string>(["relayer_line", jobId]);
- * const line: LocalLine = { id: entry.value, versionstamp: entry.versionstamp };
+ * const line: LocalLine = { id: entry.value, ended: false, versionstamp: entry.versionstamp };
  * ```
  */
 export interface LocalLine {
   /** The id of the message of the job enqueued last, or `null`. */
   readonly id: string | null;
+  /** Whether that message's delivery ended the job, and none came since. */
+  readonly ended: boolean;
   /** The versionstamp of the line's key as read (`null`: absent). */
   readonly versionstamp: string | null;
 }
 
 /**
  * Puts a message on the queue after `delayMs`. A message of a job takes
- * the job's line; with `after`, only if the line is still as read, and
- * `false` says it was not (a newer message of the job carries it), and
- * that nothing was enqueued.
+ * the job's line, in the commit that enqueues it.
  */
 export type LocalEnqueue = (
   message: LocalQueueMessage,
   delayMs: number,
-  after?: LocalLine,
-) => Promise<boolean | void>;
+) => Promise<void>;
 
 /** What {@linkcode localQueueConsumer} needs. */
 export interface LocalQueueOptions {
@@ -89,6 +95,16 @@ export interface LocalQueueOptions {
    * and every retry enqueued.
    */
   readonly line?: (jobId: string) => Promise<LocalLine>;
+  /**
+   * Marks a job's line ended by the message `id`, if the line is still as
+   * `read` (a message enqueued since carries the job on); `false` if it
+   * was not. With `line`.
+   */
+  readonly endLine?: (
+    jobId: string,
+    id: string,
+    read: LocalLine,
+  ) => Promise<boolean>;
   /** One line per message. */
   readonly log: (line: string) => void;
 }
@@ -104,9 +120,9 @@ export interface LocalQueueOptions {
  * and not retried; if the store cannot keep it, it comes back the same
  * way. A throw of `enqueue` itself leaves the original message to Deno
  * KV's redelivery. With `line`, a job goes on as one line of messages: a
- * message a newer one of its job superseded is acked unhandled, and a
- * retry is enqueued only while the job's line is as its delivery read it
- * ({@linkcode LocalLine}).
+ * message a newer one of its job superseded is acked unhandled, and so is
+ * one whose own delivery ended its job, delivered again after a kill lost
+ * its ack ({@linkcode LocalLine}).
  */
 export function localQueueConsumer(
   options: LocalQueueOptions,
@@ -202,15 +218,32 @@ export function localQueueConsumer(
     const line = await options.line?.(jobId);
     const self = (message as LocalQueueMessage).id;
     if (
-      line !== undefined && (message as LocalQueueMessage).line === true &&
-      line.id !== null && line.id !== self
+      line !== undefined && line.id !== null &&
+      (message as LocalQueueMessage).line === true
     ) {
-      log(
-        `queue   ${
-          jobId.padEnd(16)
-        } acked message ${self} unhandled: a newer message of its job (${line.id}) carries it`,
-      );
-      return;
+      // The line moves only forward, each move in the commit that
+      // enqueues its message: one it does not name was superseded.
+      if (line.id !== self) {
+        log(
+          `queue   ${
+            jobId.padEnd(16)
+          } acked message ${self} unhandled: a newer message of its job (${line.id}) ${
+            line.ended ? "ended it" : "carries it"
+          }`,
+        );
+        return;
+      }
+      if (line.ended) {
+        // Its delivery ended the job (done, or dropped with its letter),
+        // and a kill lost the ack: handled again, a dropped job's count
+        // would start again at 1, and it would send.
+        log(
+          `queue   ${
+            jobId.padEnd(16)
+          } acked message ${self} unhandled: its delivery ended its job`,
+        );
+        return;
+      }
     }
     let outcome: Outcome;
     try {
@@ -226,41 +259,37 @@ export function localQueueConsumer(
           delayMs / 1000
         }s: ${describeError(error)}`,
       );
-      await retry({ job, failures }, delayMs, line);
+      await enqueue({ job, failures }, delayMs);
       return;
     }
     log(`queue   ${formatOutcome(job, outcome)}`);
     if (outcome.action === "retry") {
-      await retry({ job }, outcome.delayMs, line);
+      // Always, whatever the line says now: this delivery may have sent,
+      // and only its retry follows the send up. A message enqueued since
+      // is acked unhandled when it comes, as this one takes the line.
+      await enqueue({ job }, outcome.delayMs);
+      return;
     }
-  }
-
-  /**
-   * Enqueues a delivery's retry, if the job's line is still the one read
-   * before it: else a message enqueued since (an operator's, a copy's
-   * retry) carries the job, and this one ends here. A line gone since
-   * (its key expired) is taken again.
-   */
-  async function retry(
-    message: LocalQueueMessage & { job: Job },
-    delayMs: number,
-    line: LocalLine | undefined,
-  ): Promise<void> {
-    for (let tries = 1;; tries++) {
-      if ((await enqueue(message, delayMs, line)) !== false) return;
-      const jobId = jobIdOf(message.job);
-      line = await options.line!(jobId);
-      if (line.id !== null) {
+    if (
+      line === undefined || options.endLine === undefined || self === undefined
+    ) return;
+    // The job ended here: said on its line, if no message of the job was
+    // enqueued since (that one carries it on). Not thrown: Deno KV would
+    // deliver this message again, and a dropped job's would send.
+    try {
+      if (!await options.endLine(jobId, self, line)) {
         log(
           `queue   ${
             jobId.padEnd(16)
-          } enqueued no retry: a newer message of its job (${line.id}) carries it`,
+          } ended; its line was not marked ended, as a newer message of its job carries it`,
         );
-        return;
       }
-      if (tries >= 3) {
-        throw new Error(`could not enqueue ${jobId}: its line keeps moving`);
-      }
+    } catch (error) {
+      log(
+        `queue   ${
+          jobId.padEnd(16)
+        } ended; its line could not be marked ended: ${describeError(error)}`,
+      );
     }
   }
 }

@@ -316,8 +316,13 @@ Deno.test("localQueueConsumer(): a message delivered again after its delivery en
 });
 
 /** A consumer whose job lines are kept in `kept` (by job id), as main.ts keeps them in Deno KV. */
-function linedConsumer(deliver: () => Promise<unknown>) {
-  const kept = new Map<string, { id: string; versionstamp: string }>();
+function linedConsumer(
+  deliver: () => Promise<unknown>,
+  kept = new Map<
+    string,
+    { id: string; ended?: boolean; versionstamp: string }
+  >(),
+) {
   let version = 0;
   const sent: [LocalQueueMessage, number][] = [];
   const lines: string[] = [];
@@ -332,24 +337,27 @@ function linedConsumer(deliver: () => Promise<unknown>) {
         return deliver();
       },
     } as unknown as Parameters<typeof localQueueConsumer>[0]["relayer"],
-    enqueue: (message, delayMs, after) => {
+    enqueue: (message, delayMs) => {
       const key = `${message.job.intentId}/${message.job.kind}`;
-      if (
-        after && (kept.get(key)?.versionstamp ?? null) !== after.versionstamp
-      ) {
-        return Promise.resolve(false);
-      }
       const id = `r-${++next}`;
       kept.set(key, { id, versionstamp: String(++version) });
       sent.push([{ ...message, id, line: true }, delayMs]);
-      return Promise.resolve(true);
+      return Promise.resolve();
     },
     line: (jobId) => {
       const line = kept.get(jobId);
       return Promise.resolve({
         id: line?.id ?? null,
+        ended: line?.ended ?? false,
         versionstamp: line?.versionstamp ?? null,
       });
+    },
+    endLine: (jobId, id, read) => {
+      if ((kept.get(jobId)?.versionstamp ?? null) !== read.versionstamp) {
+        return Promise.resolve(false);
+      }
+      kept.set(jobId, { id, ended: true, versionstamp: String(++version) });
+      return Promise.resolve(true);
     },
     log: (line) => void lines.push(line),
   });
@@ -384,25 +392,70 @@ Deno.test("localQueueConsumer() with job lines: a message a newer one of its job
   assert.equal(kept.get("pi_0001/settle")?.id, "r-2");
 });
 
-Deno.test("localQueueConsumer() with job lines: a delivery whose job was queued again while it ran enqueues no retry; one whose line expired takes it again", async () => {
+Deno.test("localQueueConsumer() with job lines: a delivery whose job was queued again while it ran still enqueues its retry (it may have sent), which takes the line: the message queued meanwhile is then acked unhandled", async () => {
   let moved = () => {};
   const harness = linedConsumer(() => {
     moved();
     return waiting();
   });
-  const { consume, kept, sent, lines } = harness;
+  const { consume, kept, sent, lines, delivered } = harness;
   kept.set("pi_0001/settle", { id: "m-1", versionstamp: "100" });
   // Queued again by an operator while the delivery runs.
   moved = () => kept.set("pi_0001/settle", { id: "m-2", versionstamp: "101" });
   await consume({ job, id: "m-1", line: true });
-  assert.deepEqual(sent, []);
-  assert.equal(
-    lines.at(-1),
-    "queue   pi_0001/settle   enqueued no retry: a newer message of its job (m-2) carries it",
-  );
-  // The line's key expired while the delivery ran: the retry takes it.
-  moved = () => kept.delete("pi_0001/settle");
-  await consume({ job, id: "m-2", line: true });
   assert.deepEqual(sent, [[{ job, id: "r-1", line: true }, 5_000]]);
   assert.equal(kept.get("pi_0001/settle")?.id, "r-1");
+  moved = () => {};
+  await consume({ job, id: "m-2", line: true });
+  assert.equal(delivered(), 1);
+  assert.equal(
+    lines.at(-1),
+    "queue   pi_0001/settle   acked message m-2 unhandled: a newer message of its job (r-1) carries it",
+  );
+});
+
+Deno.test("localQueueConsumer() with job lines: a delivery that ends its job marks its line ended, unless a message was queued since; that message delivered again (a kill lost its ack) is acked unhandled, and so is an older one", async () => {
+  let moved = () => {};
+  const dropped = () =>
+    Promise.resolve({
+      action: "poison",
+      delivery: 3,
+      reason: "no luck after 3 deliveries",
+      resolution: { action: "drop", reason: "job dropped" },
+    });
+  const { consume, kept, sent, lines, delivered } = linedConsumer(() => {
+    moved();
+    return dropped();
+  });
+  kept.set("pi_0001/settle", { id: "m-1", versionstamp: "100" });
+  await consume({ job, id: "m-1", line: true });
+  assert.deepEqual(kept.get("pi_0001/settle"), {
+    id: "m-1",
+    ended: true,
+    versionstamp: "1",
+  });
+  // After a restart (this consumer's memory of m-1 gone), from the line.
+  const restarted = linedConsumer(dropped, kept);
+  await restarted.consume({ job, id: "m-1", line: true });
+  await restarted.consume({ job, id: "m-0", line: true });
+  assert.equal(delivered() + restarted.delivered(), 1);
+  assert.deepEqual(restarted.lines, [
+    "queue   pi_0001/settle   acked message m-1 unhandled: its delivery ended its job",
+    "queue   pi_0001/settle   acked message m-0 unhandled: a newer message of its job (m-1) ended it",
+  ]);
+  // A message queued after the job ended takes the line, and is handled.
+  kept.set("pi_0001/settle", { id: "m-2", versionstamp: "200" });
+  // Queued again while that delivery ends the job: the line is not marked.
+  moved = () => kept.set("pi_0001/settle", { id: "m-3", versionstamp: "201" });
+  await consume({ job, id: "m-2", line: true });
+  assert.equal(delivered(), 2);
+  assert.deepEqual(kept.get("pi_0001/settle"), {
+    id: "m-3",
+    versionstamp: "201",
+  });
+  assert.match(
+    lines.at(-1)!,
+    /its line was not marked ended, as a newer message of its job carries it$/,
+  );
+  assert.deepEqual(sent, []);
 });

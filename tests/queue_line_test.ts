@@ -1,0 +1,217 @@
+/**
+ * The local Deno KV queue's job lines (`webhook/_local_queue.ts`,
+ * `LocalLine`) when the newer message of a job ends it while an older
+ * delivery, which read the line before, is still to act.
+ */
+import assert from "node:assert/strict";
+import { openService } from "../main.ts";
+import { loadConfig } from "../webhook/config.ts";
+import { timeout } from "./_timeout.ts";
+
+const OPS = "queue-ops-token-0123456789";
+
+Deno.test(
+  "openService() with KV_QUEUE=1: a delivery that sends after the job's newer message dropped it (held up past the drop's lease) still follows its send up",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      async (request) => {
+        await request.body?.cancel();
+        if (new URL(request.url).pathname === "/send") {
+          return Response.json({ txHash: "0xabc" });
+        }
+        return Response.json({ status: "confirmed" });
+      },
+    );
+    // The first read of the job's line returns once `release` is called: the
+    // delivery that made it held up there (a VM paused, a process stopped).
+    const get = Deno.Kv.prototype.get;
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let readLine: () => void = () => {};
+    const lineRead = new Promise<void>((resolve) => (readLine = resolve));
+    let held = false;
+    Deno.Kv.prototype.get = async function (
+      this: Deno.Kv,
+      key: Deno.KvKey,
+      options?: { consistency?: Deno.KvConsistencyLevel },
+    ) {
+      const entry = await get.call(this, key, options);
+      if (key[0] === "relayer_line" && !held) {
+        held = true;
+        readLine();
+        await released;
+      }
+      return entry;
+      // deno-lint-ignore no-explicit-any
+    } as any;
+    const clock = { stepMs: 0 };
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+        OPS_TOKEN: OPS,
+        WEBHOOK_SECRET: "queue-secret-0123456789",
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+        MAX_DELIVERIES: "2",
+        BASE: "50ms",
+        CAP: "50ms",
+        JITTER: "none",
+        STUCK_AFTER: "50ms",
+        CLOCK_SKEW: "0", // one process, one clock
+      }),
+      { now: () => Date.now() + clock.stepMs, log: (line) => lines.push(line) },
+    );
+    const queueJob = async () => {
+      const res = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(res.status, 202);
+    };
+    try {
+      const { store } = service;
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // One delivery of the job already counted: the next is the last.
+      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      await queueJob();
+      await lineRead; // its delivery read the line, and is held up
+      // Queued again meanwhile (an operator's nudge): that message takes the
+      // line, and its delivery, the last, drops the job (nothing sent).
+      await queueJob();
+      const deadline = Date.now() + 10_000;
+      while (!lines.some((l) => / poison /.test(l)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
+      // The held delivery goes on once the drop's lease is over: its count
+      // was reset with the letter, and the intent is authorized, so it sends.
+      clock.stepMs = 60_000;
+      release();
+      const settledBy = Date.now() + 10_000;
+      let intent = await store.getIntent("pi_0001");
+      while (intent?.state !== "settled" && Date.now() < settledBy) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        intent = await store.getIntent("pi_0001");
+      }
+      // A payment sent is followed up to its end, never left settling with
+      // no message of its job on the queue.
+      assert.deepEqual(
+        [intent?.state, intent?.hold],
+        ["settled", "captured"],
+        `left ${intent?.state} (hold ${intent?.hold}) after its send:\n${
+          lines.join("\n")
+        }`,
+      );
+    } finally {
+      Deno.Kv.prototype.get = get;
+      release();
+      await service.drain(1_000);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a restart (its ack lost to a kill), sends nothing",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
+    let sends = 0;
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      async (request) => {
+        await request.body?.cancel();
+        if (new URL(request.url).pathname === "/send") {
+          sends++;
+          return Response.json({ txHash: "0xabc" });
+        }
+        return Response.json({ status: "confirmed" });
+      },
+    );
+    // The message as enqueued in its commit.
+    const values: unknown[] = [];
+    const inCommit = Deno.AtomicOperation.prototype.enqueue;
+    Deno.AtomicOperation.prototype.enqueue = function (
+      this: Deno.AtomicOperation,
+      value,
+      options,
+    ) {
+      values.push(value);
+      return inCommit.call(this, value, options);
+    };
+    const clock = { stepMs: 0 };
+    const lines: string[] = [];
+    const open = () =>
+      openService(
+        loadConfig({
+          SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+          OPS_TOKEN: OPS,
+          WEBHOOK_SECRET: "queue-secret-0123456789",
+          KV_PATH: `${dir}/relayer.kv`,
+          KV_QUEUE: "1",
+          MAX_DELIVERIES: "2",
+          BASE: "50ms",
+          CAP: "50ms",
+          JITTER: "none",
+          STUCK_AFTER: "50ms",
+          CLOCK_SKEW: "0", // one process, one clock
+        }),
+        {
+          now: () => Date.now() + clock.stepMs,
+          log: (line) => lines.push(line),
+        },
+      );
+    let service = await open();
+    try {
+      const { store } = service;
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // One delivery of the job already counted: the next is the last.
+      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      const res = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(res.status, 202);
+      const deadline = Date.now() + 10_000;
+      while (!lines.some((l) => / poison /.test(l)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
+      // Killed before Deno KV's ack: the next start delivers the same
+      // message again, about a minute later (the drop's lease is over).
+      clock.stepMs = 60_000;
+      assert.equal(values.length, 1);
+      await service.drain(0);
+      service = await open();
+      await service.kv!.enqueue(values[0]);
+      const quiet = Date.now() + 1_500;
+      while (sends === 0 && Date.now() < quiet) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const intent = await service.store.getIntent("pi_0001");
+      assert.deepEqual(
+        [sends, intent?.state],
+        [0, "authorized"],
+        `the dropped job sent again:\n${lines.join("\n")}`,
+      );
+    } finally {
+      Deno.AtomicOperation.prototype.enqueue = inCommit;
+      await service.drain(1_000);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
