@@ -215,3 +215,127 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a kill before its line was marked ended, sends nothing",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
+    let sends = 0;
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      async (request) => {
+        await request.body?.cancel();
+        if (new URL(request.url).pathname === "/send") {
+          sends++;
+          return Response.json({ txHash: "0xabc" });
+        }
+        return Response.json({ status: "confirmed" });
+      },
+    );
+    // The message as enqueued in its commit.
+    const values: unknown[] = [];
+    const inCommit = Deno.AtomicOperation.prototype.enqueue;
+    Deno.AtomicOperation.prototype.enqueue = function (
+      this: Deno.AtomicOperation,
+      value,
+      options,
+    ) {
+      values.push(value);
+      return inCommit.call(this, value, options);
+    };
+    // The process is killed after the drop's letter landed, before the
+    // line's ended mark: that commit never lands.
+    const set = Deno.AtomicOperation.prototype.set;
+    const commit = Deno.AtomicOperation.prototype.commit;
+    const cut = new WeakSet<Deno.AtomicOperation>();
+    Deno.AtomicOperation.prototype.set = function (
+      this: Deno.AtomicOperation,
+      key,
+      value,
+      options,
+    ) {
+      if (
+        key[0] === "relayer_line" &&
+        typeof (value as { ended?: unknown } | null)?.ended === "string"
+      ) cut.add(this);
+      return set.call(this, key, value, options);
+    };
+    Deno.AtomicOperation.prototype.commit = function (
+      this: Deno.AtomicOperation,
+    ) {
+      if (cut.has(this)) return Promise.reject(new Error("killed"));
+      return commit.call(this);
+    };
+    const clock = { stepMs: 0 };
+    const lines: string[] = [];
+    const open = () =>
+      openService(
+        loadConfig({
+          SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+          OPS_TOKEN: OPS,
+          WEBHOOK_SECRET: "queue-secret-0123456789",
+          KV_PATH: `${dir}/relayer.kv`,
+          KV_QUEUE: "1",
+          MAX_DELIVERIES: "2",
+          BASE: "50ms",
+          CAP: "50ms",
+          JITTER: "none",
+          STUCK_AFTER: "50ms",
+          CLOCK_SKEW: "0", // one process, one clock
+        }),
+        {
+          now: () => Date.now() + clock.stepMs,
+          log: (line) => lines.push(line),
+        },
+      );
+    let service = await open();
+    try {
+      const { store } = service;
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // One delivery of the job already counted: the next is the last.
+      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      const res = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(res.status, 202);
+      const deadline = Date.now() + 10_000;
+      while (
+        !lines.some((l) => /could not be marked ended/.test(l)) &&
+        Date.now() < deadline
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
+      // Killed before Deno KV's ack: the next start delivers the same
+      // message again, about a minute later (the drop's lease is over).
+      clock.stepMs = 60_000;
+      assert.equal(values.length, 1);
+      await service.drain(0);
+      service = await open();
+      await service.kv!.enqueue(values[0]);
+      const quiet = Date.now() + 1_500;
+      while (sends === 0 && Date.now() < quiet) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const intent = await service.store.getIntent("pi_0001");
+      assert.deepEqual(
+        [sends, intent?.state],
+        [0, "authorized"],
+        `the dropped job sent again:\n${lines.join("\n")}`,
+      );
+    } finally {
+      Deno.AtomicOperation.prototype.enqueue = inCommit;
+      Deno.AtomicOperation.prototype.set = set;
+      Deno.AtomicOperation.prototype.commit = commit;
+      await service.drain(1_000);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);

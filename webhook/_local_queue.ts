@@ -247,7 +247,17 @@ export function localQueueConsumer(
     }
     let outcome: Outcome;
     try {
-      outcome = await relayer.deliver(job);
+      // Named by its id, a drop of its job marks the message in the
+      // letter's own commit, and a copy of it (Deno KV's redelivery after
+      // a kill between the letter and the line's ended mark, its ack
+      // lost) sends nothing: its count starts again at 1 with the letter.
+      outcome = await relayer.deliver(
+        job,
+        undefined,
+        typeof self === "string"
+          ? { message: { queue: "local", messageId: self } }
+          : undefined,
+      );
     } catch (error) {
       const failures = failuresAfter(message);
       const { baseMs, capMs } = relayer.policy;
