@@ -339,3 +339,88 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "openService() with KV_QUEUE=1: a drop marks its message and releases the intent's lease, so a redrive right after it sends at its first delivery",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
+    let sends = 0;
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      async (request) => {
+        await request.body?.cancel();
+        if (new URL(request.url).pathname === "/send") {
+          sends++;
+          return Response.json({ txHash: "0xabc" });
+        }
+        return Response.json({ status: "confirmed" });
+      },
+    );
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+        OPS_TOKEN: OPS,
+        WEBHOOK_SECRET: "queue-secret-0123456789",
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+        MAX_DELIVERIES: "2",
+        BASE: "50ms",
+        CAP: "50ms",
+        JITTER: "none",
+        STUCK_AFTER: "50ms",
+        CLOCK_SKEW: "0", // one process, one clock
+      }),
+      { log: (line) => lines.push(line) },
+    );
+    const ops = { authorization: `Bearer ${OPS}` };
+    try {
+      const { store } = service;
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // One delivery of the job already counted: the next is the last.
+      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      const res = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(res.status, 202);
+      const deadline = Date.now() + 10_000;
+      while (
+        !lines.some((l) => / ended/.test(l) || / poison /.test(l)) &&
+        Date.now() < deadline
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
+      const redrive = await service.app.request(
+        "/v1/dead-letters/pi_0001/settle/redrive",
+        { method: "POST", headers: ops },
+      );
+      assert.equal(redrive.status, 202, await redrive.text());
+      const settledBy = Date.now() + 5_000;
+      let intent = await store.getIntent("pi_0001");
+      while (intent?.state !== "settled" && Date.now() < settledBy) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        intent = await store.getIntent("pi_0001");
+      }
+      assert.deepEqual(
+        [sends, intent?.state],
+        [1, "settled"],
+        `the redrive did not send at its first delivery:\n${lines.join("\n")}`,
+      );
+      assert.ok(
+        !lines.some((l) => /busy|another delivery/.test(l)),
+        lines.join("\n"),
+      );
+    } finally {
+      await service.drain(1_000);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
