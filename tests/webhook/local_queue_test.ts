@@ -459,3 +459,49 @@ Deno.test("localQueueConsumer() with job lines: a delivery that ends its job mar
   );
   assert.deepEqual(sent, []);
 });
+
+Deno.test("localQueueConsumer() names a message with an id to the relayer: a copy of the message whose delivery dropped its job (a kill before its line was marked ended, its ack lost) sends nothing", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = new ScriptedSender({
+    pi_0001: { sends: [{ txHash: "0xabc" }], receipts: ["confirmed"] },
+  });
+  let clock = 0;
+  const open = () => {
+    const lines: string[] = [];
+    const consume = localQueueConsumer({
+      relayer: createRelayer({
+        store,
+        sender,
+        policy: definePolicy({ maxDeliveries: 2, jitter: "none" }),
+        now: () => clock,
+        random: () => 0.5,
+      }),
+      enqueue: () => Promise.resolve(),
+      log: (line) => void lines.push(line),
+    });
+    return { consume, lines };
+  };
+  // The job's last delivery: it drops the job, nothing sent.
+  await store.admit({ count: "pi_0001/settle", now: 0 });
+  const first = open();
+  await first.consume({ job, id: "m-1", line: true });
+  assert.match(first.lines.join("\n"), / poison /);
+  // After a restart, the same message again, once the drop's lease is
+  // over: its count starts at 1 with the letter.
+  clock = 120_000;
+  const again = open();
+  await again.consume({ job, id: "m-1", line: true });
+  assert.deepEqual(
+    [
+      sender.calls.filter((c) => c.method === "send").length,
+      (await store.getIntent("pi_0001"))?.state,
+    ],
+    [0, "authorized"],
+    again.lines.join("\n"),
+  );
+});
