@@ -93,7 +93,9 @@ function checked(schema: string, what: string): string {
  * `default_transaction_read_only`), and `missing` which privileges the
  * store's calls use this role lacks on what exists (`SELECT on
  * relayer.claims, …`, or empty): granted to a schema's owner, and needed
- * by a service role that is not. Text, not an array: a client without
+ * by a service role that is not; and `hidden` which of its tables
+ * row-level security hides rows of from this role (`relayer.intents, …`,
+ * or empty), where it would read a payment as missing. Text, not an array: a client without
  * the server's types (through a pooler in transaction mode) reads an
  * array as its literal `{…}`. `migrate()` asks it
  * first, at every start, and runs no DDL when it is true: even an
@@ -147,7 +149,44 @@ export function migrated(schema: string): string {
         "USAGE on LANGUAGE plpgsql",
       ),
     ].join(",\n    ")
-  }]::text[], ', ') AS missing`;
+  }]::text[], ', ') AS missing,
+  array_to_string(ARRAY[${
+    TABLES.map((table) =>
+      hidden(`to_regclass('${s}.${table}')`, `${schema}.${table}`)
+    ).join(",\n    ")
+  }]::text[], ', ') AS hidden`;
+}
+
+/** The store's tables, each of which it must see every row of. */
+const TABLES = [
+  "intents",
+  "holds",
+  "leases",
+  "counters",
+  "claims",
+  "dead_letters",
+] as const;
+
+/**
+ * `what` when row-level security applies to this role on `table` (an
+ * admin's `ENABLE ROW LEVEL SECURITY` on a table the role does not own,
+ * nor bypasses) and either its `row_security` is off (every query on the
+ * table fails) or no permissive policy lets it, or PUBLIC, read rows (it
+ * sees none: a delivery reads a live payment as missing). A policy that
+ * names the role is trusted to let it see what it needs.
+ */
+function hidden(table: string, what: string): string {
+  return `CASE WHEN row_security_active(${table}) AND (
+      current_setting('row_security') = 'off' OR NOT EXISTS (
+        SELECT 1 FROM pg_policy p
+        WHERE p.polrelid = ${table} AND p.polpermissive
+          AND p.polcmd IN ('*', 'r')
+          AND (0 = ANY (p.polroles) OR EXISTS (
+            SELECT 1 FROM unnest(p.polroles) AS r (oid)
+            WHERE r.oid <> 0 AND pg_has_role(r.oid, 'MEMBER')
+          ))
+      )
+    ) THEN '${what}' END`;
 }
 
 /** `what` when `held` is false; NULL when it is true, or NULL (the object is missing). */

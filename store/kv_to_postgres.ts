@@ -308,6 +308,13 @@ export async function moveKvToPostgres(
       { refused: true },
     );
   }
+  const hidden = String(check?.hidden ?? "");
+  if (check?.current === true && hidden !== "") {
+    throw new ConflictError(
+      `Cannot move into schema ${schema} as row-level security hides rows of ${hidden} from this role (no policy lets it read them, or its row_security is off): disable row-level security on them, add a policy for this role that lets it see and write every row, or give it BYPASSRLS, then run the move again. Nothing was moved.`,
+      { refused: true },
+    );
+  }
   if (check?.current !== true) {
     throw new ConflictError(
       `Cannot move into schema ${schema} as it is not migrated: run await new PostgresStore(sql, { schema: "${schema}" }).migrate() first (as the schema's owner), then the move. Nothing was moved.`,

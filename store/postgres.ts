@@ -654,6 +654,9 @@ export class PostgresStore implements Store {
    * @throws {Error} If this role lacks a privilege the store's calls use
    * on a schema that is current (a service role not granted one): those
    * writes would fail.
+   * @throws {Error} If row-level security hides rows of the store's tables
+   * from this role (an admin enabled it with no policy for the role, or
+   * the role's `row_security` is off): it would read a payment as missing.
    * @throws {Error} If a migration the schema needs (a first start, an
    * upgrade) cannot get its locks within 2 s each, three times: another
    * session keeps a transaction open on a table. Live instances wait no
@@ -705,6 +708,14 @@ export class PostgresStore implements Store {
       // a poisoned job (a dead letter's sequence): say so at start.
       throw new Error(
         `Cannot use the PostgreSQL schema "${this.#schema}" as this role lacks ${missing}: grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`,
+      );
+    }
+    const hidden = String(current?.hidden ?? "");
+    if (current?.current === true && hidden !== "") {
+      // Every read would miss rows (a live payment read as missing, its
+      // job dropped) or fail: say so at start.
+      throw new Error(
+        `Cannot use the PostgreSQL schema "${this.#schema}" as row-level security hides rows of ${hidden} from this role (no policy lets it read them, or its row_security is off): the store must see every row of its tables, or it reads a payment as missing and drops its job. Disable row-level security on them, add a policy for this role that lets it see and write every row, or give it BYPASSRLS`,
       );
     }
     if (current?.current !== true) await this.#migrateBounded();

@@ -508,6 +508,68 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() refuses a role from which row-level security hides the store's rows, where every delivery read a live payment as missing and dropped its job",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      const owner = new PostgresStore(admin, { schema });
+      await owner.migrate();
+      await owner.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      await asNewRole(admin, async (sql, role) => {
+        await grantService(
+          admin,
+          schema,
+          role,
+          `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";
+          ALTER TABLE "${schema}".intents ENABLE ROW LEVEL SECURITY;
+          ALTER TABLE "${schema}".holds ENABLE ROW LEVEL SECURITY;`,
+        );
+        // An admin's RLS with no policy for the service role: every row of
+        // the two tables is hidden from it (before, the start went on, and
+        // each delivery of pi_1 answered "intent pi_1 not found").
+        const refused = (error: Error) => {
+          assert.equal(
+            error.message,
+            `Cannot use the PostgreSQL schema "${schema}" as row-level security hides rows of ${schema}.intents, ${schema}.holds from this role (no policy lets it read them, or its row_security is off): the store must see every row of its tables, or it reads a payment as missing and drops its job. Disable row-level security on them, add a policy for this role that lets it see and write every row, or give it BYPASSRLS`,
+          );
+          return true;
+        };
+        await assert.rejects(
+          new PostgresStore(sql, { schema }).migrate(),
+          refused,
+        );
+        // A policy that lets the role see every row: it starts, and reads.
+        await admin.unsafe(`
+          CREATE POLICY service ON "${schema}".intents TO "${role}" USING (true) WITH CHECK (true);
+          CREATE POLICY service ON "${schema}".holds TO "${role}" USING (true) WITH CHECK (true);`);
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+        // With row_security off, every query on those tables fails.
+        await admin.unsafe(`ALTER ROLE "${role}" SET row_security = off`);
+        await sql.end();
+        const url = new URL(await postgresUrl());
+        url.username = role;
+        url.password = `${role}-pw`;
+        const off = postgres(url.href, { max: 1, onnotice: () => {} });
+        try {
+          await assert.rejects(
+            new PostgresStore(off, { schema }).migrate(),
+            refused,
+          );
+        } finally {
+          await off.end();
+        }
+      });
+    }),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() as a service role lacking a grant the store's writes use says which at start, not at the first poisoned job",
   ignore,
   fn: () =>
