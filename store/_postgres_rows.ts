@@ -42,8 +42,12 @@ export function intentColumns(record: IntentRecord): Record<
   };
 }
 
-/** A dead letter's row, without its version (the sequence gives it). */
-export function deadLetterRow(letter: DeadLetter): {
+/**
+ * A dead letter's row, without its version (the sequence gives it), its
+ * free text kept as a database of `encoding` can hold it (see
+ * {@linkcode mended}).
+ */
+export function deadLetterRow(letter: DeadLetter, encoding?: string): {
   job_id: string;
   intent_id: string;
   deliveries: number;
@@ -61,9 +65,9 @@ export function deadLetterRow(letter: DeadLetter): {
     intent_id: letter.intentId,
     deliveries: letter.deliveries,
     cause: letter.cause,
-    reason: mended(letter.reason),
-    resolution: mended(letter.resolution),
-    last_error: mended(letter.lastError),
+    reason: mended(letter.reason, encoding),
+    resolution: mended(letter.resolution, encoding),
+    last_error: mended(letter.lastError, encoding),
     poisoned_at: letter.poisonedAt,
     queue: letter.queue?.queue ?? null,
     queue_message_id: letter.queue?.messageId ?? null,
@@ -77,19 +81,52 @@ export function hasNul(text: unknown): boolean {
 }
 
 /**
- * Free text as PostgreSQL can keep it: each U+0000 (which text cannot
+ * Free text as PostgreSQL can keep it in a database of `encoding` (its
+ * `server_encoding`; unknown, as UTF8): each U+0000 (which text cannot
  * hold) becomes U+FFFD. An error message from a Sender may carry one, and
  * refusing it would lose the write it rides in (a declared poison, say).
+ * In a database of another encoding (LATIN1, WIN1252, EUC_JP: PostgreSQL
+ * refuses a character it has no code for), each character it may not
+ * hold becomes its code point as `\u{…}`: past U+00FF in LATIN1, past
+ * U+007F in any other (every server encoding holds ASCII), and U+0000.
+ * The relayer cuts a long error with "…" (U+2026), which LATIN1 has not:
+ * refused, a Sender's declared not-sent was never recorded.
  */
-export function mended(text: string): string {
-  return hasNul(text) ? text.replaceAll("\0", "\uFFFD") : text;
+export function mended(text: string, encoding?: string): string {
+  const max = maxCodePoint(encoding);
+  if (max === undefined) {
+    return hasNul(text) ? text.replaceAll("\0", "\uFFFD") : text;
+  }
+  let kept = "";
+  for (const char of text) {
+    const code = char.codePointAt(0)!;
+    kept += code === 0 || code > max ? `\\u{${code.toString(16)}}` : char;
+  }
+  return kept;
 }
 
-/** A broadcast whose error text PostgreSQL can keep. */
-export function mendedBroadcast(broadcast: Broadcast): Broadcast {
-  return typeof broadcast?.error === "string" && hasNul(broadcast.error)
-    ? { ...broadcast, error: mended(broadcast.error) }
-    : broadcast;
+/**
+ * The highest code point a database of `encoding` holds all of below it,
+ * or `undefined` where it holds every one (UTF8; SQL_ASCII, which keeps
+ * bytes as they come; unknown).
+ */
+function maxCodePoint(encoding: string | undefined): number | undefined {
+  const name = encoding?.toUpperCase();
+  if (
+    name === undefined || name === "" || name === "UTF8" ||
+    name === "UNICODE" || name === "SQL_ASCII"
+  ) return undefined;
+  return name === "LATIN1" ? 0xff : 0x7f;
+}
+
+/** A broadcast whose error text a database of `encoding` can keep (see {@linkcode mended}). */
+export function mendedBroadcast(
+  broadcast: Broadcast,
+  encoding?: string,
+): Broadcast {
+  if (typeof broadcast?.error !== "string") return broadcast;
+  const error = mended(broadcast.error, encoding);
+  return error === broadcast.error ? broadcast : { ...broadcast, error };
 }
 
 /**

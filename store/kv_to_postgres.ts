@@ -293,6 +293,10 @@ export async function moveKvToPostgres(
     );
   }
   const [check] = ownRows(await client.unsafe(migrated(schema)));
+  // The database's encoding, as the server told the client on connecting:
+  // free text is kept as it can hold it (see `mended`).
+  const encoding = (client as { parameters?: Record<string, string> })
+    .parameters?.server_encoding;
   // As PostgresStore.migrate() refuses them: every insert would fail in
   // PostgreSQL's words, which say neither why nor what to do.
   if (check?.read_only === true) {
@@ -380,7 +384,7 @@ export async function moveKvToPostgres(
       if (hasNul(id)) throw unkeepable(what());
       switch (kind) {
         case "intent": {
-          const record = intentRecord(id, value, what);
+          const record = intentRecord(id, value, what, encoding);
           await batches.add("intents", {
             id,
             ...keepable(intentColumns(record), what),
@@ -445,7 +449,10 @@ export async function moveKvToPostgres(
           }
           await batches.add(
             "dead_letters",
-            keepable(deadLetterRow(letter as unknown as DeadLetter), what),
+            keepable(
+              deadLetterRow(letter as unknown as DeadLetter, encoding),
+              what,
+            ),
           );
           moved.deadLetters++;
           break;
@@ -691,6 +698,7 @@ function intentRecord(
   id: string,
   value: Record<string, unknown>,
   what: () => string,
+  encoding: string | undefined,
 ): IntentRecord {
   const stored = value as Partial<Omit<IntentRecord, "id">> & {
     readonly id?: unknown;
@@ -702,7 +710,7 @@ function intentRecord(
       id,
       ...(stored.state === undefined ? {} : { state: stored.state }),
       hold: null,
-      lastBroadcast: last === null ? null : mendedBroadcast(last),
+      lastBroadcast: last === null ? null : mendedBroadcast(last, encoding),
       broadcasting: stored.broadcasting ?? null,
       // Only an explicit false is clean, as the rules read an intent on
       // Deno KV (planResolution): a record without the field may have

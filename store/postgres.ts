@@ -761,6 +761,18 @@ export class PostgresStore implements Store {
     this.#onClose.clear();
   }
 
+  /**
+   * The database's `server_encoding`, as the server told the client when
+   * a connection opened (`undefined` before the first): what free text is
+   * mended for (see `mended`).
+   */
+  #encoding(): string | undefined {
+    const { parameters } = this.#sql as {
+      parameters?: Record<string, string | undefined>;
+    };
+    return parameters?.server_encoding;
+  }
+
   /** Throws, once {@linkcode PostgresStore.close} was called, that the store is closed. */
   #open(what: string): void {
     if (this.#closed) throw closedError(what);
@@ -1039,7 +1051,21 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
-      if (code === "22021" || code === "22P05") {
+      if (code === "22P05") {
+        // A character the database's encoding has no code for (a LATIN1
+        // database), in a value free text's mending does not reach (a
+        // queue's id, a tx hash), or free text mended before the client
+        // had connected (its encoding unknown).
+        throw new TypeError(
+          `Cannot ${what} as this database's encoding (${
+            this.#encoding() ?? "not UTF8"
+          }) cannot hold a character of it (${
+            oneLine(String((error as Error).message))
+          }): remove it from the id, key, tx hash or queue id, or keep the store in a UTF8 database`,
+          { cause: error },
+        );
+      }
+      if (code === "22021") {
         // A string the database cannot hold: U+0000 in text, which only an
         // id, a key or a tx hash can still carry here (free text is mended
         // on the way in).
@@ -2037,7 +2063,12 @@ export class PostgresStore implements Store {
     return this.#run(`create intent ${String(intent?.id)}`, async () => {
       const last = intent?.lastBroadcast;
       const record = newIntentRecord(
-        last ? { ...intent, lastBroadcast: mendedBroadcast(last) } : intent,
+        last
+          ? {
+            ...intent,
+            lastBroadcast: mendedBroadcast(last, this.#encoding()),
+          }
+          : intent,
       );
       checkRecord(record);
       const { intents, holds } = this.#t;
@@ -2281,7 +2312,7 @@ export class PostgresStore implements Store {
     resetCount?: string,
   ): postgres.PendingQuery<postgres.Row[]> {
     const { dead_letters, counters } = this.#t;
-    const row = deadLetterRow(letter);
+    const row = deadLetterRow(letter, this.#encoding());
     // The poisoned run of deliveries ends here: a job published again for
     // the intent is counted from 1 (one statement, so no round trip more).
     // One shape with or without another count to reset (a key holding
@@ -2380,7 +2411,11 @@ export class PostgresStore implements Store {
       id,
       version,
       `record a broadcast for ${id}`,
-      (record) => broadcastRecorded(record, mendedBroadcast(broadcast)),
+      (record) =>
+        broadcastRecorded(
+          record,
+          mendedBroadcast(broadcast, this.#encoding()),
+        ),
       options,
     );
   }
