@@ -181,9 +181,9 @@ function hidden(table: string, what: string): string {
         SELECT 1 FROM pg_policy p
         WHERE p.polrelid = ${table} AND p.polpermissive
           AND p.polcmd IN ('*', 'r')
-          AND (0 = ANY (p.polroles) OR EXISTS (
+          AND (0::oid = ANY (p.polroles) OR EXISTS (
             SELECT 1 FROM unnest(p.polroles) AS r (oid)
-            WHERE r.oid <> 0 AND pg_has_role(r.oid, 'MEMBER')
+            WHERE r.oid <> 0::oid AND pg_has_role(r.oid, 'MEMBER')
           ))
       )
     ) THEN '${what}' END`;

@@ -834,9 +834,11 @@ export class PostgresStore implements Store {
           );
           // Concurrent `CREATE … IF NOT EXISTS` of one name can still
           // collide in the catalog; this lock, released at commit, lines
-          // migrations up.
+          // migrations up. Both cast: pg_catalog's functions are then exact
+          // matches, which a same-named function on the role's search_path
+          // cannot beat.
           await unlessLost(
-            tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}))`,
+            tx`SELECT pg_advisory_xact_lock(hashtext(${`relayer.migrate:${this.#schema}`}::text)::bigint)`,
           );
           // Another instance may have migrated while this one waited.
           const [now] = await unlessLost(tx.unsafe(migrated(this.#schema)));
@@ -2332,7 +2334,10 @@ export class PostgresStore implements Store {
         poisoned_at = EXCLUDED.poisoned_at, queue = EXCLUDED.queue,
         queue_message_id = EXCLUDED.queue_message_id,
         queue_dlq_id = EXCLUDED.queue_dlq_id,
-        version = nextval(${this.#versions})`;
+        version = nextval(${this.#versions}::regclass)`;
+    // Cast, so that pg_catalog.nextval(regclass) is the only match: for an
+    // untyped parameter PostgreSQL prefers a nextval(text) of any schema on
+    // the role's search_path (the string category wins), and ran it.
   }
 
   /**

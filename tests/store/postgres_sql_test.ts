@@ -24,6 +24,7 @@ import {
   connect,
   freshDatabase,
   freshSchema,
+  onFreshSchema,
   openPostgresStore,
   postgresAvailable,
   postgresUrl,
@@ -1731,3 +1732,47 @@ for (
     }),
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore takes a replaced dead letter's version from its sequence, whatever function named nextval(text) the role's search_path finds first",
+  ignore,
+  fn: async (t) => {
+    // A schema on the service role's search_path (ALTER ROLE … SET
+    // search_path), holding a nextval(text): PostgreSQL picks it over
+    // pg_catalog.nextval(regclass) for an untyped parameter, as the
+    // string category wins (CVE-2018-1058's pattern). Before, every
+    // replacement of a letter ran it: here, each got version 7.
+    const hostile = freshSchema();
+    const admin = await connect(1);
+    try {
+      await admin.unsafe(`CREATE SCHEMA "${hostile}";
+        CREATE FUNCTION "${hostile}".nextval(text) RETURNS bigint
+          LANGUAGE sql AS 'SELECT 7::bigint'`);
+      await onFreshSchema(
+        { connection: { search_path: `"${hostile}", public` } },
+        async ({ store }) => {
+          await store.createIntent({ id: "pi_1", hold: "pending" });
+          await store.putDeadLetter(deadLetter("pi_1/settle", 1));
+          await store.putDeadLetter(deadLetter("pi_1/settle", 2));
+          const read = await store.getDeadLetter("pi_1/settle");
+          assert.notEqual(read?.version, "7");
+          // Replaced again after the operator read it: a redrive of what
+          // they read must not remove a letter they never saw.
+          await store.putDeadLetter(deadLetter("pi_1/settle", 3));
+          await assert.rejects(
+            store.redrive("pi_1/settle", read!.version),
+            ConflictError,
+          );
+          assert.equal(
+            (await store.getDeadLetter("pi_1/settle"))?.poisonedAt,
+            3,
+          );
+        },
+      )(t);
+    } finally {
+      await admin.unsafe(`DROP SCHEMA "${hostile}" CASCADE`);
+      await admin.end();
+    }
+  },
+});
