@@ -336,6 +336,28 @@ const PROBE_MS = 1_000;
 /** What to do about a pooler that loses prepared statements (see `#checkPooler`). */
 const POOLER_FIX =
   "create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode";
+/**
+ * Whether the server would refuse this client one more connection for a
+ * limit: the role's `CONNECTION LIMIT`, the database's, or
+ * `max_connections` less the superusers' reserve. Asked before the pooler
+ * check seeks its second connection: once a `reserve()` was refused
+ * (53300), postgres.js 3.4.9 did not put the first connection back in
+ * service when handed back (a query after its release was refused too,
+ * and its session sat idle for good). At a role limit of one, every call
+ * after failed with "too many connections for role" (the service never
+ * ready, though one connection serves the store).
+ */
+const NO_ROOM = `SELECT
+  (SELECT rolconnlimit >= 0 AND rolconnlimit <= (
+     SELECT count(*) FROM pg_stat_activity WHERE usename = current_user)
+   FROM pg_roles WHERE rolname = current_user)
+  OR (SELECT datconnlimit >= 0 AND datconnlimit <= (
+     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())
+   FROM pg_database WHERE datname = current_database())
+  OR (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
+     >= current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int
+  AS full`;
 /** How long `migrate()`'s check of a pooler waits for a connection, and for each answer (see `#checkPooler`). */
 const POOLER_CHECK_MS = 3_000;
 /**
@@ -945,7 +967,15 @@ export class PostgresStore implements Store {
     // The first's session is learnt before it sits idle while the second
     // is sought, so that the cleanup can ask whether it is still there.
     const mine = await pid(a).catch(() => undefined);
-    const second = mine === undefined
+    // No second connection sought where the server would refuse it for a
+    // connection limit (see `NO_ROOM`): postgres.js 3.4.9 then never put
+    // the first back in service once handed back, and every call after
+    // sought a connection of its own.
+    const full = mine === undefined ? true : await on(
+      a,
+      a.tx.unsafe<{ full: boolean }[]>(NO_ROOM),
+    ).then((rows) => ownRows(rows)[0]?.full === true, () => false);
+    const second = mine === undefined || full
       ? null
       : await this.#reserve(waitMs).catch(() => null);
     const b = second === null ? null : probe(second);
@@ -988,7 +1018,13 @@ export class PostgresStore implements Store {
       // ended too (a restart or a failover ends them all), and left.
       let firstLeft = b !== null && b.lost;
       let secondLeft = b !== null && a.lost && b.pid === undefined;
-      if (b === null && a.pid !== undefined && !a.lost) {
+      if (full && mine !== undefined && !a.lost) {
+        // No second sought: the first answered its last query just now, so
+        // it is handed back at once. Asked on the pool (below), the
+        // question would need the connection the limit refuses.
+        a.tx.release();
+        firstLeft = true;
+      } else if (b === null && a.pid !== undefined && !a.lost) {
         // No second connection in time: the first sat idle meanwhile, and
         // the server may have ended its session (the second's connect
         // failing is a sign of it). It is handed back only once the pool

@@ -571,6 +571,50 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() seeks no second connection for its pooler check where a connection limit would refuse it, so the store goes on with the one it may have",
+  ignore,
+  fn: timeout(30_000, () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      const role = `r${freshSchema()}`;
+      await admin.unsafe(
+        `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' CONNECTION LIMIT 1`,
+      );
+      await grantService(
+        admin,
+        schema,
+        role,
+        `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`,
+      );
+      const url = new URL(await postgresUrl());
+      url.username = role;
+      url.password = `${role}-pw`;
+      const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+      try {
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: 2_000,
+        });
+        await store.migrate();
+        // Before: the check's second connection was refused (53300), and
+        // postgres.js 3.4.9 never put the first back in service: every
+        // call after failed with "too many connections for role" (the
+        // service healthy, never ready), though the store serves on one
+        // connection when migrate() is not called.
+        await store.createIntent({ id: "pi_1", hold: "pending" });
+        assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+        store.close();
+      } finally {
+        await sql.end({ timeout: 1 });
+        await admin.unsafe(`DROP OWNED BY "${role}" CASCADE`);
+        await admin.unsafe(`DROP ROLE "${role}"`);
+      }
+    })),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() as a service role lacking a grant the store's writes use says which at start, not at the first poisoned job",
   ignore,
   fn: () =>
