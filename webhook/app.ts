@@ -86,6 +86,7 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
+import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { sendInFlight } from "../relayer/_sends.ts";
@@ -578,47 +579,17 @@ function bodyTimedOut(timeoutMs: number): Refusal {
 }
 
 /**
- * `read` (the whole of a body's read), or a {@linkcode bodyTimedOut}
- * refusal `timeoutMs` after it began. `read` is given `late`, the refusal
- * once the deadline passed (else `undefined`), for a read chunk by chunk
- * to stop at ({@linkcode chunkOf}). Nothing is cancelled at the deadline
- * (an `arrayBuffer()` cannot be): the answer then finds its body unread,
- * so the server does not use the connection again. Deno.serve ignores the
- * 408's `Connection: close`; a body cancelled before the answer left, it
- * reads the rest for the client and answers the next request on that
- * connection.
+ * Reads a body within the app's deadline ({@linkcode bodyDeadlines}): as
+ * `read` settles, or a {@linkcode bodyTimedOut} refusal once it passed.
+ * `read` is given `late`, that refusal once the deadline passed (else
+ * `undefined`), for a read chunk by chunk to stop at ({@linkcode chunkOf}).
+ * Nothing is cancelled at the deadline (an `arrayBuffer()` cannot be): the
+ * answer then finds its body unread, so the server does not use the
+ * connection again. Deno.serve ignores the 408's `Connection: close`; a
+ * body cancelled before the answer left, it reads the rest for the client
+ * and answers the next request on that connection.
  */
-function beforeDeadline<T>(
-  read: (late: () => Refusal | undefined) => Promise<T>,
-  timeoutMs: number,
-): Promise<T> {
-  // One timer and one promise, no race: this runs for every body read
-  // (Promise.race and an async wrapper cost a third more, timed).
-  return new Promise<T>((resolve, reject) => {
-    let refusal: Refusal | undefined;
-    const timer = setTimeout(() => {
-      refusal = bodyTimedOut(timeoutMs);
-      reject(refusal);
-    }, timeoutMs);
-    let reading: Promise<T>;
-    try {
-      reading = read(() => refusal);
-    } catch (error) {
-      clearTimeout(timer);
-      reject(error);
-      return;
-    }
-    // Settled after the deadline (its refusal, or a body come too late),
-    // its answer is unheard: the promise is settled already.
-    reading.then((value) => {
-      clearTimeout(timer);
-      resolve(value);
-    }, (error: unknown) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-  });
-}
+type Within = <T>(read: TimedRead<T>) => Promise<T>;
 
 /**
  * Refuses a body whose client left while it was read
@@ -655,7 +626,7 @@ function tooLarge(maxBytes: number, declared?: number): Refusal {
 
 /**
  * A request's body as bytes, at most `maxBytes` of them, within
- * `timeoutMs` (else a 408). Read here, by the route, once it has checked
+ * `within`'s deadline (else a 408). Read here, by the route, once it has checked
  * what the headers alone tell (a signature, a token): a body is not read
  * ahead of that, so a client that sends forged headers and then holds its
  * body back is refused at once, not waited for.
@@ -663,7 +634,7 @@ function tooLarge(maxBytes: number, declared?: number): Refusal {
 async function bytesOf(
   c: Context,
   maxBytes: number,
-  timeoutMs: number,
+  within: Within,
 ): Promise<Uint8Array> {
   const stream = c.req.raw.body;
   if (stream === null) return new Uint8Array(0);
@@ -673,34 +644,29 @@ async function bytesOf(
   ) {
     // Its length said, and within the limit (limitBody): the server frames
     // the body to it, so the whole of it is read at once.
-    const buffer = await beforeDeadline(
-      () =>
-        c.req.raw.arrayBuffer().catch(() => {
-          throw unreadableBody();
-        }),
-      timeoutMs,
+    const buffer = await within(() =>
+      c.req.raw.arrayBuffer().catch(() => {
+        throw unreadableBody();
+      })
     );
     refuseIfCut(c, buffer.byteLength);
     if (buffer.byteLength > maxBytes) throw tooLarge(maxBytes);
     return new Uint8Array(buffer);
   }
   const reader = stream.getReader();
-  const bytes = await beforeDeadline(
-    (late) => chunksOf(reader, maxBytes, late),
-    timeoutMs,
-  );
+  const bytes = await within((late) => chunksOf(reader, maxBytes, late));
   refuseIfCut(c, bytes.byteLength);
   return bytes;
 }
 
 /**
  * A body read chunk by chunk, refused past `maxBytes`; stopped once `late`
- * (see {@linkcode beforeDeadline}).
+ * (see {@linkcode Within}).
  */
 async function chunksOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   maxBytes: number,
-  late: () => Refusal | undefined,
+  late: () => Error | undefined,
 ): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -721,13 +687,13 @@ async function chunksOf(
 
 /**
  * The body's next chunk, `undefined` at its end; one that cannot be read
- * is refused. Once `late` (see {@linkcode beforeDeadline}) the read is
+ * is refused. Once `late` (see {@linkcode Within}) the read is
  * over: a chunk that comes then cancels the reader (its answer, the 408,
  * is out by then) and is refused with it.
  */
 async function chunkOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
-  late: () => Refusal | undefined,
+  late: () => Error | undefined,
 ): Promise<Uint8Array | undefined> {
   // The reader's own answer type: Bun's types name it
   // ReadableStreamDefaultReadResult, whose done result the DOM's
@@ -762,9 +728,9 @@ function joined(chunks: readonly Uint8Array[], size: number): Uint8Array {
 async function bodyOf(
   c: Context,
   maxBytes: number,
-  timeoutMs: number,
+  within: Within,
 ): Promise<{ bytes: Uint8Array; text: string }> {
-  const bytes = await bytesOf(c, maxBytes, timeoutMs);
+  const bytes = await bytesOf(c, maxBytes, within);
   return { bytes, text: UTF8.decode(bytes) };
 }
 
@@ -788,9 +754,9 @@ const TEXT = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 async function textOf(
   c: Context,
   maxBytes: number,
-  timeoutMs: number,
+  within: Within,
 ): Promise<string> {
-  return TEXT.decode(await bytesOf(c, maxBytes, timeoutMs));
+  return TEXT.decode(await bytesOf(c, maxBytes, within));
 }
 
 /**
@@ -799,7 +765,7 @@ async function textOf(
  * the rest is read and hashed as it comes, never held, up to `readBytes`;
  * past that (`whole` false), `overBytes` is `readBytes` and the hash is
  * that of the first `readBytes` bytes, however the chunks fell. Read only
- * once the request's headers are checked, and within `timeoutMs` (else a
+ * once the request's headers are checked, and within `within`'s deadline (else a
  * 408); `over` is called once the body is known to be over `maxBytes` (by
  * its Content-Length, before any of it is read), and may throw to refuse
  * it unread on.
@@ -808,7 +774,7 @@ async function bodyOrDigestOf(
   c: Context,
   maxBytes: number,
   readBytes: number,
-  timeoutMs: number,
+  within: Within,
   over: () => void = () => {},
 ): Promise<TextOrDigest> {
   const stream = c.req.raw.body;
@@ -817,22 +783,20 @@ async function bodyOrDigestOf(
     stream === null ||
     (length !== undefined && c.req.header("transfer-encoding") === undefined &&
       !(Number.parseInt(length, 10) > maxBytes))
-  ) return { text: (await bodyOf(c, maxBytes, timeoutMs)).text };
+  ) return { text: (await bodyOf(c, maxBytes, within)).text };
   if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
     over();
   }
   const reader = stream.getReader();
-  return await beforeDeadline(
-    (late) =>
-      digestOf(
-        reader,
-        maxBytes,
-        readBytes,
-        over,
-        late,
-        (size) => refuseIfCut(c, size),
-      ),
-    timeoutMs,
+  return await within((late) =>
+    digestOf(
+      reader,
+      maxBytes,
+      readBytes,
+      over,
+      late,
+      (size) => refuseIfCut(c, size),
+    )
   );
 }
 
@@ -855,7 +819,7 @@ async function digestOf(
   maxBytes: number,
   readBytes: number,
   over: () => void,
-  late: () => Refusal | undefined,
+  late: () => Error | undefined,
   ended: (size: number) => void,
 ): Promise<TextOrDigest> {
   let chunks: Uint8Array[] = [];
@@ -1259,6 +1223,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       }`,
     );
   }
+  /** Every body read's deadline: one timer for the reads in flight. */
+  const within: Within = bodyDeadlines(
+    bodyTimeoutMs,
+    () => bodyTimedOut(bodyTimeoutMs),
+  );
   if (typeof insecureDev !== "boolean") {
     // Truthy is not enough: a setting read as text ("false", "0") would
     // open every unconfigured route, the ops routes among them.
@@ -1948,7 +1917,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c,
       limitOf(c),
       OVERSIZED_PUSH_READ_BYTES,
-      bodyTimeoutMs,
+      within,
     );
     if (!("text" in body)) {
       // Unread, so named by its hash (the relayer hashes what it is
@@ -2228,7 +2197,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   > {
     if (verify === undefined) {
-      return { text: (await bodyOf(c, limitOf(c), bodyTimeoutMs)).text };
+      return { text: (await bodyOf(c, limitOf(c), within)).text };
     }
     const length = c.req.header("content-length");
     const declared = length !== undefined &&
@@ -2239,7 +2208,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c,
       limitOf(c),
       OVERSIZED_QSTASH_READ_BYTES,
-      bodyTimeoutMs,
+      within,
       () => {
         const refused = verify.checkClaims(signature);
         if (refused) throw unauthorized(refused.detail, refused.hint);
@@ -2360,7 +2329,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // Missing, malformed, too old or ahead: refused before the body is read.
     const forged = verifyHmac?.precheck(header);
     if (forged) throw unauthorized(forged.detail, forged.hint);
-    const { bytes, text: raw } = await bodyOf(c, limitOf(c), bodyTimeoutMs);
+    const { bytes, text: raw } = await bodyOf(c, limitOf(c), within);
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).
@@ -2449,7 +2418,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   // API; this lets an operator (or a local trial) create one.
   app.post("/v1/intents", async (c) => {
     requireOps(c);
-    const text = await textOf(c, limitOf(c), bodyTimeoutMs);
+    const text = await textOf(c, limitOf(c), within);
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -2582,7 +2551,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const bad = (detail: string) =>
       problem(400, "bad-resolution", "Bad resolution", detail);
     if (!isIntentId(id)) return bad(`An intent id is ${INTENT_ID_RULE}.`);
-    const text = await textOf(c, limitOf(c), bodyTimeoutMs);
+    const text = await textOf(c, limitOf(c), within);
     const how =
       `{"to":"settled","version":"…"} once the chain shows one of its txs confirmed, or {"to":"failed","version":"…"} once it shows none can land; 'version' is the intent's as GET /v1/intents/${id} read it`;
     let body: unknown;
@@ -3174,7 +3143,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The job first: a bad one is the caller's to fix, queue or not.
     const job = jobFrom(
       "deliveries",
-      parseJson("deliveries", await textOf(c, limitOf(c), bodyTimeoutMs)),
+      parseJson("deliveries", await textOf(c, limitOf(c), within)),
     );
     if (!deps.enqueue) {
       return problem(
