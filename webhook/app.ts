@@ -215,8 +215,10 @@ export interface AppDeps extends RelayerOptions {
    * when it begins to read it (once the headers are checked). A body not
    * all there by then is refused 408 (`body-timeout`, `Connection:
    * close`), and its read stopped: a client that sends the headers and
-   * holds the body back holds no handler past it. Every queue sends a 408
-   * again. It bounds an oversized body's hashed read too (up to 72 MiB).
+   * holds the body back holds no handler past it (the refusal comes at most
+   * a quarter of it later: one timer ticks for every read in flight). Every
+   * queue sends a 408 again. It bounds an oversized body's hashed read too
+   * (up to 72 MiB).
    *
    * @default {30000}
    */

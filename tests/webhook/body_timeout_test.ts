@@ -411,3 +411,35 @@ Deno.test("BODY_TIMEOUT sets the deadline (a duration, 30s by default), and rout
     /^ConfigError: BODY_TIMEOUT must be from 1ms to 2147483647ms/,
   );
 });
+
+Deno.test("on Cloudflare Workers (navigator.userAgent), each body read keeps its own timer, and a body held back is answered 408 all the same", async () => {
+  const had = Object.getOwnPropertyDescriptor(globalThis, "navigator");
+  Object.defineProperty(globalThis, "navigator", {
+    value: { userAgent: "Cloudflare-Workers" },
+    configurable: true,
+  });
+  try {
+    const { app, writes } = await makeApp({
+      deps: { bodyTimeoutMs: 50, now: Date.now },
+    });
+    // Two reads at once: neither waits on a timer the other set.
+    const held = () =>
+      app.request("/v1/deliveries", {
+        method: "POST",
+        body: stalled("{").body,
+        headers: {
+          "x-signature": signatureNow(),
+          "transfer-encoding": "chunked",
+        },
+      });
+    const answers = await Promise.all([held(), held()]);
+    for (const res of answers) {
+      assert.equal(res.status, 408);
+      await res.body?.cancel();
+    }
+    assert.equal(writes(), 0);
+  } finally {
+    if (had) Object.defineProperty(globalThis, "navigator", had);
+    else delete (globalThis as { navigator?: unknown }).navigator;
+  }
+});
