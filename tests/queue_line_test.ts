@@ -5,25 +5,64 @@
  */
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
-import { loadConfig } from "../webhook/config.ts";
+import { type Config, loadConfig } from "../webhook/config.ts";
+import type { Store } from "../mod.ts";
 import { timeout } from "./_timeout.ts";
 
 const OPS = "queue-ops-token-0123456789";
+
+/** The signer stub: every send lands as 0xabc, every receipt confirmed; `sends()` counts the sends. */
+function signerStub(): {
+  stub: Deno.HttpServer<Deno.NetAddr>;
+  sends: () => number;
+} {
+  let sends = 0;
+  const stub = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", onListen() {} },
+    async (request) => {
+      await request.body?.cancel();
+      if (new URL(request.url).pathname === "/send") {
+        sends++;
+        return Response.json({ txHash: "0xabc" });
+      }
+      return Response.json({ status: "confirmed" });
+    },
+  );
+  return { stub, sends: () => sends };
+}
+
+/** The service's settings: the local queue on a file in `dir`, two deliveries 50 ms apart. */
+function lineConfig(port: number, dir: string): Config {
+  return loadConfig({
+    SENDER_URL: `http://127.0.0.1:${port}`,
+    OPS_TOKEN: OPS,
+    WEBHOOK_SECRET: "queue-secret-0123456789",
+    KV_PATH: `${dir}/relayer.kv`,
+    KV_QUEUE: "1",
+    MAX_DELIVERIES: "2",
+    BASE: "50ms",
+    CAP: "50ms",
+    JITTER: "none",
+    STUCK_AFTER: "50ms",
+    CLOCK_SKEW: "0", // one process, one clock
+  });
+}
+
+/** pi_0001, authorized, with one delivery of its job already counted: the next is the last. */
+async function lastDeliveryAhead(store: Store): Promise<void> {
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  await store.admit({ count: "pi_0001/settle", now: Date.now() });
+}
 
 Deno.test(
   "openService() with KV_QUEUE=1: a delivery that sends after the job's newer message dropped it (held up past the drop's lease) still follows its send up",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    const stub = Deno.serve(
-      { port: 0, hostname: "127.0.0.1", onListen() {} },
-      async (request) => {
-        await request.body?.cancel();
-        if (new URL(request.url).pathname === "/send") {
-          return Response.json({ txHash: "0xabc" });
-        }
-        return Response.json({ status: "confirmed" });
-      },
-    );
+    const stub = signerStub().stub;
     // The first read of the job's line returns once `release` is called: the
     // delivery that made it held up there (a VM paused, a process stopped).
     const get = Deno.Kv.prototype.get;
@@ -49,19 +88,7 @@ Deno.test(
     const clock = { stepMs: 0 };
     const lines: string[] = [];
     const service = await openService(
-      loadConfig({
-        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
-        OPS_TOKEN: OPS,
-        WEBHOOK_SECRET: "queue-secret-0123456789",
-        KV_PATH: `${dir}/relayer.kv`,
-        KV_QUEUE: "1",
-        MAX_DELIVERIES: "2",
-        BASE: "50ms",
-        CAP: "50ms",
-        JITTER: "none",
-        STUCK_AFTER: "50ms",
-        CLOCK_SKEW: "0", // one process, one clock
-      }),
+      lineConfig(stub.addr.port, dir),
       { now: () => Date.now() + clock.stepMs, log: (line) => lines.push(line) },
     );
     const queueJob = async () => {
@@ -74,13 +101,7 @@ Deno.test(
     };
     try {
       const { store } = service;
-      await store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      // One delivery of the job already counted: the next is the last.
-      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      await lastDeliveryAhead(store);
       await queueJob();
       await lineRead; // its delivery read the line, and is held up
       // Queued again meanwhile (an operator's nudge): that message takes the
@@ -124,18 +145,8 @@ Deno.test(
   "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a restart (its ack lost to a kill), sends nothing",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    let sends = 0;
-    const stub = Deno.serve(
-      { port: 0, hostname: "127.0.0.1", onListen() {} },
-      async (request) => {
-        await request.body?.cancel();
-        if (new URL(request.url).pathname === "/send") {
-          sends++;
-          return Response.json({ txHash: "0xabc" });
-        }
-        return Response.json({ status: "confirmed" });
-      },
-    );
+    const signer = signerStub();
+    const stub = signer.stub;
     // The message as enqueued in its commit.
     const values: unknown[] = [];
     const inCommit = Deno.AtomicOperation.prototype.enqueue;
@@ -151,19 +162,7 @@ Deno.test(
     const lines: string[] = [];
     const open = () =>
       openService(
-        loadConfig({
-          SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
-          OPS_TOKEN: OPS,
-          WEBHOOK_SECRET: "queue-secret-0123456789",
-          KV_PATH: `${dir}/relayer.kv`,
-          KV_QUEUE: "1",
-          MAX_DELIVERIES: "2",
-          BASE: "50ms",
-          CAP: "50ms",
-          JITTER: "none",
-          STUCK_AFTER: "50ms",
-          CLOCK_SKEW: "0", // one process, one clock
-        }),
+        lineConfig(stub.addr.port, dir),
         {
           now: () => Date.now() + clock.stepMs,
           log: (line) => lines.push(line),
@@ -172,13 +171,7 @@ Deno.test(
     let service = await open();
     try {
       const { store } = service;
-      await store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      // One delivery of the job already counted: the next is the last.
-      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      await lastDeliveryAhead(store);
       const res = await service.app.request("/v1/jobs", {
         method: "POST",
         headers: { authorization: `Bearer ${OPS}` },
@@ -198,12 +191,12 @@ Deno.test(
       service = await open();
       await service.kv!.enqueue(values[0]);
       const quiet = Date.now() + 1_500;
-      while (sends === 0 && Date.now() < quiet) {
+      while (signer.sends() === 0 && Date.now() < quiet) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       const intent = await service.store.getIntent("pi_0001");
       assert.deepEqual(
-        [sends, intent?.state],
+        [signer.sends(), intent?.state],
         [0, "authorized"],
         `the dropped job sent again:\n${lines.join("\n")}`,
       );
@@ -220,18 +213,8 @@ Deno.test(
   "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a kill before its line was marked ended, sends nothing",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    let sends = 0;
-    const stub = Deno.serve(
-      { port: 0, hostname: "127.0.0.1", onListen() {} },
-      async (request) => {
-        await request.body?.cancel();
-        if (new URL(request.url).pathname === "/send") {
-          sends++;
-          return Response.json({ txHash: "0xabc" });
-        }
-        return Response.json({ status: "confirmed" });
-      },
-    );
+    const signer = signerStub();
+    const stub = signer.stub;
     // The message as enqueued in its commit.
     const values: unknown[] = [];
     const inCommit = Deno.AtomicOperation.prototype.enqueue;
@@ -270,19 +253,7 @@ Deno.test(
     const lines: string[] = [];
     const open = () =>
       openService(
-        loadConfig({
-          SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
-          OPS_TOKEN: OPS,
-          WEBHOOK_SECRET: "queue-secret-0123456789",
-          KV_PATH: `${dir}/relayer.kv`,
-          KV_QUEUE: "1",
-          MAX_DELIVERIES: "2",
-          BASE: "50ms",
-          CAP: "50ms",
-          JITTER: "none",
-          STUCK_AFTER: "50ms",
-          CLOCK_SKEW: "0", // one process, one clock
-        }),
+        lineConfig(stub.addr.port, dir),
         {
           now: () => Date.now() + clock.stepMs,
           log: (line) => lines.push(line),
@@ -291,13 +262,7 @@ Deno.test(
     let service = await open();
     try {
       const { store } = service;
-      await store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      // One delivery of the job already counted: the next is the last.
-      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      await lastDeliveryAhead(store);
       const res = await service.app.request("/v1/jobs", {
         method: "POST",
         headers: { authorization: `Bearer ${OPS}` },
@@ -320,12 +285,12 @@ Deno.test(
       service = await open();
       await service.kv!.enqueue(values[0]);
       const quiet = Date.now() + 1_500;
-      while (sends === 0 && Date.now() < quiet) {
+      while (signer.sends() === 0 && Date.now() < quiet) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       const intent = await service.store.getIntent("pi_0001");
       assert.deepEqual(
-        [sends, intent?.state],
+        [signer.sends(), intent?.state],
         [0, "authorized"],
         `the dropped job sent again:\n${lines.join("\n")}`,
       );
@@ -344,45 +309,17 @@ Deno.test(
   "openService() with KV_QUEUE=1: a drop marks its message and releases the intent's lease, so a redrive right after it sends at its first delivery",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    let sends = 0;
-    const stub = Deno.serve(
-      { port: 0, hostname: "127.0.0.1", onListen() {} },
-      async (request) => {
-        await request.body?.cancel();
-        if (new URL(request.url).pathname === "/send") {
-          sends++;
-          return Response.json({ txHash: "0xabc" });
-        }
-        return Response.json({ status: "confirmed" });
-      },
-    );
+    const signer = signerStub();
+    const stub = signer.stub;
     const lines: string[] = [];
     const service = await openService(
-      loadConfig({
-        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
-        OPS_TOKEN: OPS,
-        WEBHOOK_SECRET: "queue-secret-0123456789",
-        KV_PATH: `${dir}/relayer.kv`,
-        KV_QUEUE: "1",
-        MAX_DELIVERIES: "2",
-        BASE: "50ms",
-        CAP: "50ms",
-        JITTER: "none",
-        STUCK_AFTER: "50ms",
-        CLOCK_SKEW: "0", // one process, one clock
-      }),
+      lineConfig(stub.addr.port, dir),
       { log: (line) => lines.push(line) },
     );
     const ops = { authorization: `Bearer ${OPS}` };
     try {
       const { store } = service;
-      await store.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
-      // One delivery of the job already counted: the next is the last.
-      await store.admit({ count: "pi_0001/settle", now: Date.now() });
+      await lastDeliveryAhead(store);
       const res = await service.app.request("/v1/jobs", {
         method: "POST",
         headers: ops,
@@ -409,7 +346,7 @@ Deno.test(
         intent = await store.getIntent("pi_0001");
       }
       assert.deepEqual(
-        [sends, intent?.state],
+        [signer.sends(), intent?.state],
         [1, "settled"],
         `the redrive did not send at its first delivery:\n${lines.join("\n")}`,
       );
