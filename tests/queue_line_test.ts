@@ -141,96 +141,33 @@ Deno.test(
   }),
 );
 
-Deno.test(
-  "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a restart (its ack lost to a kill), sends nothing",
-  timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    const signer = signerStub();
-    const stub = signer.stub;
-    // The message as enqueued in its commit.
-    const values: unknown[] = [];
-    const inCommit = Deno.AtomicOperation.prototype.enqueue;
-    Deno.AtomicOperation.prototype.enqueue = function (
-      this: Deno.AtomicOperation,
-      value,
-      options,
-    ) {
-      values.push(value);
-      return inCommit.call(this, value, options);
-    };
-    const clock = { stepMs: 0 };
-    const lines: string[] = [];
-    const open = () =>
-      openService(
-        lineConfig(stub.addr.port, dir),
-        {
-          now: () => Date.now() + clock.stepMs,
-          log: (line) => lines.push(line),
-        },
-      );
-    let service = await open();
-    try {
-      const { store } = service;
-      await lastDeliveryAhead(store);
-      const res = await service.app.request("/v1/jobs", {
-        method: "POST",
-        headers: { authorization: `Bearer ${OPS}` },
-        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-      });
-      assert.equal(res.status, 202);
-      const deadline = Date.now() + 10_000;
-      while (!lines.some((l) => / poison /.test(l)) && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
-      // Killed before Deno KV's ack: the next start delivers the same
-      // message again, about a minute later (the drop's lease is over).
-      clock.stepMs = 60_000;
-      assert.equal(values.length, 1);
-      await service.drain(0);
-      service = await open();
-      await service.kv!.enqueue(values[0]);
-      const quiet = Date.now() + 1_500;
-      while (signer.sends() === 0 && Date.now() < quiet) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      const intent = await service.store.getIntent("pi_0001");
-      assert.deepEqual(
-        [signer.sends(), intent?.state],
-        [0, "authorized"],
-        `the dropped job sent again:\n${lines.join("\n")}`,
-      );
-    } finally {
-      Deno.AtomicOperation.prototype.enqueue = inCommit;
-      await service.drain(1_000);
-      await stub.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
-);
-
-Deno.test(
-  "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a kill before its line was marked ended, sends nothing",
-  timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    const signer = signerStub();
-    const stub = signer.stub;
-    // The message as enqueued in its commit.
-    const values: unknown[] = [];
-    const inCommit = Deno.AtomicOperation.prototype.enqueue;
-    Deno.AtomicOperation.prototype.enqueue = function (
-      this: Deno.AtomicOperation,
-      value,
-      options,
-    ) {
-      values.push(value);
-      return inCommit.call(this, value, options);
-    };
-    // The process is killed after the drop's letter landed, before the
-    // line's ended mark: that commit never lands.
-    const set = Deno.AtomicOperation.prototype.set;
-    const commit = Deno.AtomicOperation.prototype.commit;
-    const cut = new WeakSet<Deno.AtomicOperation>();
+/**
+ * A job dropped by its last delivery, then its message delivered again at
+ * the next start (a kill lost its ack), the drop's lease over: nothing
+ * must be sent. With `cutEndedMark`, the kill also came before the line's
+ * ended mark landed.
+ */
+async function droppedThenDeliveredAgain(cutEndedMark: boolean): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
+  const signer = signerStub();
+  const stub = signer.stub;
+  // The message as enqueued in its commit.
+  const values: unknown[] = [];
+  const inCommit = Deno.AtomicOperation.prototype.enqueue;
+  Deno.AtomicOperation.prototype.enqueue = function (
+    this: Deno.AtomicOperation,
+    value,
+    options,
+  ) {
+    values.push(value);
+    return inCommit.call(this, value, options);
+  };
+  // The process is killed after the drop's letter landed, before the
+  // line's ended mark: that commit never lands.
+  const set = Deno.AtomicOperation.prototype.set;
+  const commit = Deno.AtomicOperation.prototype.commit;
+  const cut = new WeakSet<Deno.AtomicOperation>();
+  if (cutEndedMark) {
     Deno.AtomicOperation.prototype.set = function (
       this: Deno.AtomicOperation,
       key,
@@ -249,60 +186,65 @@ Deno.test(
       if (cut.has(this)) return Promise.reject(new Error("killed"));
       return commit.call(this);
     };
-    const clock = { stepMs: 0 };
-    const lines: string[] = [];
-    const open = () =>
-      openService(
-        lineConfig(stub.addr.port, dir),
-        {
-          now: () => Date.now() + clock.stepMs,
-          log: (line) => lines.push(line),
-        },
-      );
-    let service = await open();
-    try {
-      const { store } = service;
-      await lastDeliveryAhead(store);
-      const res = await service.app.request("/v1/jobs", {
-        method: "POST",
-        headers: { authorization: `Bearer ${OPS}` },
-        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-      });
-      assert.equal(res.status, 202);
-      const deadline = Date.now() + 10_000;
-      while (
-        !lines.some((l) => /could not be marked ended/.test(l)) &&
-        Date.now() < deadline
-      ) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
-      // Killed before Deno KV's ack: the next start delivers the same
-      // message again, about a minute later (the drop's lease is over).
-      clock.stepMs = 60_000;
-      assert.equal(values.length, 1);
-      await service.drain(0);
-      service = await open();
-      await service.kv!.enqueue(values[0]);
-      const quiet = Date.now() + 1_500;
-      while (signer.sends() === 0 && Date.now() < quiet) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      const intent = await service.store.getIntent("pi_0001");
-      assert.deepEqual(
-        [signer.sends(), intent?.state],
-        [0, "authorized"],
-        `the dropped job sent again:\n${lines.join("\n")}`,
-      );
-    } finally {
-      Deno.AtomicOperation.prototype.enqueue = inCommit;
-      Deno.AtomicOperation.prototype.set = set;
-      Deno.AtomicOperation.prototype.commit = commit;
-      await service.drain(1_000);
-      await stub.shutdown();
-      await Deno.remove(dir, { recursive: true });
+  }
+  const clock = { stepMs: 0 };
+  const lines: string[] = [];
+  const open = () =>
+    openService(lineConfig(stub.addr.port, dir), {
+      now: () => Date.now() + clock.stepMs,
+      log: (line) => lines.push(line),
+    });
+  let service = await open();
+  try {
+    const { store } = service;
+    await lastDeliveryAhead(store);
+    const res = await service.app.request("/v1/jobs", {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPS}` },
+      body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+    });
+    assert.equal(res.status, 202);
+    const ended = cutEndedMark ? /could not be marked ended/ : / poison /;
+    const deadline = Date.now() + 10_000;
+    while (!lines.some((l) => ended.test(l)) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
     }
-  }),
+    assert.ok(lines.some((l) => / poison /.test(l)), lines.join("\n"));
+    // Killed before Deno KV's ack: the next start delivers the same
+    // message again, about a minute later (the drop's lease is over).
+    clock.stepMs = 60_000;
+    assert.equal(values.length, 1);
+    await service.drain(0);
+    service = await open();
+    await service.kv!.enqueue(values[0]);
+    const quiet = Date.now() + 1_500;
+    while (signer.sends() === 0 && Date.now() < quiet) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const intent = await service.store.getIntent("pi_0001");
+    assert.deepEqual(
+      [signer.sends(), intent?.state],
+      [0, "authorized"],
+      `the dropped job sent again:\n${lines.join("\n")}`,
+    );
+  } finally {
+    Deno.AtomicOperation.prototype.enqueue = inCommit;
+    Deno.AtomicOperation.prototype.set = set;
+    Deno.AtomicOperation.prototype.commit = commit;
+    await service.drain(1_000);
+    await stub.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test(
+  "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a restart (its ack lost to a kill), sends nothing",
+  timeout(60_000, () => droppedThenDeliveredAgain(false)),
+);
+
+Deno.test(
+  "openService() with KV_QUEUE=1: the message whose delivery dropped its job, delivered again after a kill before its line was marked ended, sends nothing",
+  timeout(60_000, () => droppedThenDeliveredAgain(true)),
 );
 
 Deno.test(
