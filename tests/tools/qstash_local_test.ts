@@ -28,6 +28,69 @@ async function until(done: () => boolean): Promise<void> {
   }
 }
 
+/**
+ * main.ts behind a loopback server, which the stand-in's deliveries reach
+ * (its PUBLIC_URL), publishing to the stand-in at `qstashUrl`, its signer
+ * at `signerPort`: `open(policy)` starts it with the policy's settings;
+ * `close()` stops the server, then the service.
+ */
+function behindLoopback(qstashUrl: string, signerPort: number): {
+  open(policy: Record<string, string>): Promise<Service>;
+  close(): Promise<void>;
+} {
+  let service: Service | undefined;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (request, info) =>
+      service
+        ? service.fetch(request, info)
+        : new Response(null, { status: 503 }),
+  );
+  return {
+    async open(policy) {
+      service = await openService(
+        loadConfig({
+          SENDER_URL: `http://127.0.0.1:${signerPort}`,
+          OPS_TOKEN: OPS,
+          KV_PATH: ":memory:",
+          QSTASH_URL: qstashUrl,
+          QSTASH_TOKEN: TOKEN,
+          QSTASH_CURRENT_SIGNING_KEY: KEY,
+          QSTASH_NEXT_SIGNING_KEY: "sig_local_next_0123456789",
+          PUBLIC_URL: `http://127.0.0.1:${server.addr.port}`,
+          ...policy,
+          CLOCK_SKEW: "0", // one process, one clock
+        }),
+        { log: () => {} },
+      );
+      return service;
+    },
+    async close() {
+      await server.shutdown();
+      await service?.close();
+    },
+  };
+}
+
+/** Creates pi_0001, authorized, by the ops route, then publishes its job `times` times by `POST /v1/jobs`. */
+async function publishJob(service: Service, times = 1): Promise<void> {
+  const ops = { authorization: `Bearer ${OPS}` };
+  const created = await service.app.request("/v1/intents", {
+    method: "POST",
+    headers: ops,
+    body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+  });
+  assert.equal(created.status, 201);
+  for (let i = 0; i < times; i++) {
+    const queued = await service.app.request("/v1/jobs", {
+      method: "POST",
+      headers: ops,
+      body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+    });
+    assert.equal(queued.status, 202);
+  }
+}
+
 Deno.test("startLocalQStash() delivers a job main.ts published, signed for its URL and counted from 0, until the service settles it", async () => {
   const reports: LocalDelivery[] = [];
   const qstash = startLocalQStash({
@@ -39,46 +102,15 @@ Deno.test("startLocalQStash() delivers a job main.ts published, signed for its U
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     signer,
   );
-  let service: Service | undefined;
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (request, info) =>
-      service
-        ? service.fetch(request, info)
-        : new Response(null, { status: 503 }),
-  );
+  const local = behindLoopback(qstash.url, stub.addr.port);
   try {
-    service = await openService(
-      loadConfig({
-        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
-        OPS_TOKEN: OPS,
-        KV_PATH: ":memory:",
-        QSTASH_URL: qstash.url,
-        QSTASH_TOKEN: TOKEN,
-        QSTASH_CURRENT_SIGNING_KEY: KEY,
-        QSTASH_NEXT_SIGNING_KEY: "sig_local_next_0123456789",
-        PUBLIC_URL: `http://127.0.0.1:${server.addr.port}`,
-        MAX_DELIVERIES: "4",
-        BASE: "250ms",
-        CAP: "1s",
-        STUCK_AFTER: "0",
-        CLOCK_SKEW: "0", // one process, one clock
-      }),
-      { log: () => {} },
-    );
-    const ops = { authorization: `Bearer ${OPS}` };
-    const created = await service.app.request("/v1/intents", {
-      method: "POST",
-      headers: ops,
-      body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+    const service = await local.open({
+      MAX_DELIVERIES: "4",
+      BASE: "250ms",
+      CAP: "1s",
+      STUCK_AFTER: "0",
     });
-    assert.equal(created.status, 201);
-    const queued = await service.app.request("/v1/jobs", {
-      method: "POST",
-      headers: ops,
-      body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-    });
-    assert.equal(queued.status, 202);
+    await publishJob(service);
     await until(() => reports.some((d) => d.status === 200));
     // Every delivery verified (a 401 would be refused, not retried to 200),
     // each one's Upstash-Retried one more than the last.
@@ -88,9 +120,8 @@ Deno.test("startLocalQStash() delivers a job main.ts published, signed for its U
     assert.equal((await service.store.getIntent("pi_0001"))?.state, "settled");
   } finally {
     await qstash.stop();
-    await server.shutdown();
+    await local.close();
     await stub.shutdown();
-    await service?.close();
   }
 });
 
@@ -240,51 +271,18 @@ Deno.test("startLocalQStash(): a job POST /v1/jobs published twice goes on as tw
       });
     },
   );
-  let service: Service | undefined;
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (request, info) =>
-      service
-        ? service.fetch(request, info)
-        : new Response(null, { status: 503 }),
-  );
+  const local = behindLoopback(qstash.url, stub.addr.port);
   try {
-    service = await openService(
-      loadConfig({
-        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
-        OPS_TOKEN: OPS,
-        KV_PATH: ":memory:",
-        QSTASH_URL: qstash.url,
-        QSTASH_TOKEN: TOKEN,
-        QSTASH_CURRENT_SIGNING_KEY: KEY,
-        QSTASH_NEXT_SIGNING_KEY: "sig_local_next_0123456789",
-        PUBLIC_URL: `http://127.0.0.1:${server.addr.port}`,
-        // A window of 5 × 1 s per message, STUCK_AFTER 4 s within it.
-        MAX_DELIVERIES: "6",
-        BASE: "1s",
-        CAP: "1s",
-        JITTER: "none",
-        STUCK_AFTER: "4s",
-        CLOCK_SKEW: "0", // one process, one clock
-      }),
-      { log: () => {} },
-    );
-    const ops = { authorization: `Bearer ${OPS}` };
-    const created = await service.app.request("/v1/intents", {
-      method: "POST",
-      headers: ops,
-      body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+    const service = await local.open({
+      // A window of 5 × 1 s per message, STUCK_AFTER 4 s within it.
+      MAX_DELIVERIES: "6",
+      BASE: "1s",
+      CAP: "1s",
+      JITTER: "none",
+      STUCK_AFTER: "4s",
     });
-    assert.equal(created.status, 201);
     // Sent again, as after a lost answer: QStash takes two messages.
-    for (let i = 0; i < 2; i++) {
-      const queued = await service.app.request("/v1/jobs", {
-        method: "POST",
-        headers: ops,
-        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-      });
-      assert.equal(queued.status, 202);
-    }
+    await publishJob(service, 2);
     // The first message to end: the other may be busy behind the
     // rescue's lease then, and comes back to find the intent in review.
     await until(() => reports.some((d) => d.status === 200));
@@ -313,8 +311,7 @@ Deno.test("startLocalQStash(): a job POST /v1/jobs published twice goes on as tw
     );
   } finally {
     await qstash.stop();
-    await server.shutdown();
+    await local.close();
     await stub.shutdown();
-    await service?.close();
   }
 });
