@@ -294,35 +294,41 @@ function genericPost(world: World, body: unknown): RequestInit {
   };
 }
 
-Deno.test("the generic route counts a message that names itself by its id, and its give-up without a count says that message's", async () => {
+/**
+ * The generic route over a created pi_0001 (each delivery answers retry),
+ * its clock at `NOW + clock.t`: `post(body)` posts `body` to it, signed
+ * at that time.
+ */
+async function countingRoute() {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
-  let t = 0;
+  const clock = { t: 0 };
   const world: World = {
     store,
     sender: new ScriptedSender({}),
-    now: () => NOW + t,
+    now: () => NOW + clock.t,
   };
   const app = await appOf(world);
+  const post = (body: unknown) =>
+    app.request("/v1/deliveries", genericPost(world, body));
+  return { clock, post };
+}
+
+Deno.test("the generic route counts a message that names itself by its id, and its give-up without a count says that message's", async () => {
+  const { clock, post } = await countingRoute();
   const numbers: number[] = [];
   for (
     const [at, messageId] of [[0, "m-1"], [10, "m-2"], [2_000, "m-1"]] as const
   ) {
-    t = at;
-    const res = await app.request(
-      "/v1/deliveries",
-      genericPost(world, { job: JOB, messageId }),
-    );
+    clock.t = at;
+    const res = await post({ job: JOB, messageId });
     assert.equal(res.status, 503);
     numbers.push((await res.json()).delivery);
   }
   // m-1 twice, m-2 once: each its own count, as QStash's and Pub/Sub's.
   assert.deepEqual(numbers, [1, 1, 2]);
-  t = 4_000;
-  const res = await app.request(
-    "/v1/deliveries",
-    genericPost(world, { job: JOB, gaveUp: { messageId: "m-1" } }),
-  );
+  clock.t = 4_000;
+  const res = await post({ job: JOB, gaveUp: { messageId: "m-1" } });
   assert.equal(res.status, 200);
   assert.equal(
     (await res.json()).reason,
@@ -331,22 +337,11 @@ Deno.test("the generic route counts a message that names itself by its id, and i
 });
 
 Deno.test("the generic route still counts a delivery that names no message by its job id (docs/queues.md: send messageId)", async () => {
-  const store = new MemoryStore();
-  await store.createIntent({ id: "pi_0001", state: "created" });
-  let t = 0;
-  const world: World = {
-    store,
-    sender: new ScriptedSender({}),
-    now: () => NOW + t,
-  };
-  const app = await appOf(world);
+  const { clock, post } = await countingRoute();
   const numbers: number[] = [];
   for (const at of [0, 1_000]) {
-    t = at;
-    const res = await app.request(
-      "/v1/deliveries",
-      genericPost(world, { job: JOB }),
-    );
+    clock.t = at;
+    const res = await post({ job: JOB });
     numbers.push((await res.json()).delivery);
   }
   assert.deepEqual(numbers, [1, 2]);
