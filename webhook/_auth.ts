@@ -770,11 +770,15 @@ export function pubsubVerifier(
       jwks.some((key) => (key as { kid?: unknown }).kid === kid)
     ) return jwks;
     if (!mayBeOurs(token)) return jwks;
+    // A clock stepped back behind the last refetch (NTP correcting one
+    // that ran fast) says nothing of how long ago it was: not "less than
+    // a minute ago", which would lock a rotated-in key out for the step.
+    const at = now();
     if (
       refetching === undefined &&
-      now() - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS
+      (at < lastRefetchAt || at - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS)
     ) {
-      lastRefetchAt = now();
+      lastRefetchAt = at;
       refetching = load(true).finally(() => (refetching = undefined));
     }
     return refetching === undefined ? jwks : await refetching;

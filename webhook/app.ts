@@ -1793,8 +1793,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (!(error instanceof KeysUnavailable)) throw error;
       // Said in the log too, at most once a minute: an operator whose
       // egress to Google is blocked sees why every push is refused.
-      if (now() - keysLoggedAt >= KEYS_LOG_INTERVAL_MS) {
-        keysLoggedAt = now();
+      // A clock stepped back behind the last line is not "within the
+      // minute" (as the refusal log reads it).
+      const at = now();
+      if (at < keysLoggedAt || at - keysLoggedAt >= KEYS_LOG_INTERVAL_MS) {
+        keysLoggedAt = at;
         log(
           `relayer cannot verify Pub/Sub pushes now: ${
             describeError(error.cause ?? error)

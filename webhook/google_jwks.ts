@@ -173,10 +173,20 @@ export function googleJwks(
     fetch: fetcher = globalThis.fetch,
     now = Date.now,
   } = options ?? {};
-  let cached: { keys: readonly JsonWebKey[]; until: number } | undefined;
+  let cached:
+    | { keys: readonly JsonWebKey[]; from: number; until: number }
+    | undefined;
   let refreshing: Promise<readonly JsonWebKey[]> | undefined;
-  /** The last failure while there were no keys, and until when it stands. */
-  let failed: { error: unknown; until: number } | undefined;
+  /** The last failure while there were no keys, from when and until when it stands. */
+  let failed: { error: unknown; from: number; until: number } | undefined;
+  /**
+   * Whether `now` is within `[from, until)`: a clock stepped back before
+   * `from` (NTP correcting one that ran fast) says nothing of how long ago
+   * that was, so the keys are fetched again rather than kept, or a failure
+   * stood, for as long as the step.
+   */
+  const within = (span: { from: number; until: number }, at: number) =>
+    at >= span.from && at < span.until;
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
     const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
@@ -202,13 +212,16 @@ export function googleJwks(
       /max-age=(\d+)/.exec(res.headers.get("cache-control") ?? "")?.[1] ?? 3600,
     );
     const ttlS = Math.min(86_400, Math.max(60, maxAge));
-    cached = { keys: keys as JsonWebKey[], until: now() + ttlS * 1000 };
+    const at = now();
+    cached = { keys: keys as JsonWebKey[], from: at, until: at + ttlS * 1000 };
     return cached.keys;
   }
 
   return async ({ refresh: force = false } = {}) => {
-    if (!force && cached && cached.until > now()) return cached.keys;
-    if (cached === undefined && failed !== undefined && failed.until > now()) {
+    if (!force && cached && within(cached, now())) return cached.keys;
+    if (
+      cached === undefined && failed !== undefined && within(failed, now())
+    ) {
       throw failed.error;
     }
     refreshing ??= refresh().finally(() => (refreshing = undefined));
@@ -216,14 +229,17 @@ export function googleJwks(
       return await refreshing;
     } catch (error) {
       if (cached === undefined) {
-        failed = { error, until: now() + RETRY_WITHOUT_KEYS_MS };
+        const at = now();
+        failed = { error, from: at, until: at + RETRY_WITHOUT_KEYS_MS };
         throw error;
       }
       // Stale keys beat no keys; the next try waits, so an outage at
       // Google does not cost every delivery a fetch.
+      const at = now();
       cached = {
         keys: cached.keys,
-        until: now() + RETRY_AFTER_FAILURE_MS,
+        from: at,
+        until: at + RETRY_AFTER_FAILURE_MS,
       };
       return cached.keys;
     }

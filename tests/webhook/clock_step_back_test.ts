@@ -1,0 +1,141 @@
+/**
+ * Clocks (review): the Pub/Sub route paces its work on Google's keys by
+ * the app's clock: the refetch of the keys for an unknown `kid` (at most
+ * once a minute), `googleJwks()`'s cache and its pause after a failed
+ * fetch, and the log line about keys that cannot be had (at most once a
+ * minute). A clock stepped back (NTP correcting a clock that ran fast)
+ * leaves each of those times in the future. Counted as "less than a
+ * minute ago", the pause then lasted the step and a minute: a push signed
+ * by a key Google rotated in meanwhile was refused (401) that long, and
+ * keys that could not be had were not fetched again that long (every push
+ * 503). `/readyz` and the refusal log already read a time from before a
+ * step back as lapsed (`at >= last.at && …`); these now do too.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import { pubsubVerifier } from "../../webhook/_auth.ts";
+import { createApp } from "../../webhook/app.ts";
+import { googleJwks } from "../../webhook/google_jwks.ts";
+import { envelope, fakeGoogle, PUBSUB } from "./_signing.ts";
+
+const STEP_BACK_MS = 10 * 60_000;
+
+Deno.test("pubsubVerifier() refetches Google's keys for a rotated-in kid after the clock stepped back past its last refetch", async () => {
+  const google = await fakeGoogle();
+  let clock = 1_800_000_000_000;
+  // What Google lists now, and a cache of it, as googleJwks() keeps:
+  // served until a refresh.
+  let published: JsonWebKey[] = [google.jwks[0]!];
+  let cached: JsonWebKey[] | undefined;
+  let refreshes = 0;
+  const verify = pubsubVerifier({
+    ...PUBSUB,
+    jwks: (options = {}) => {
+      if (options.refresh) refreshes++;
+      if (options.refresh || cached === undefined) cached = published;
+      return Promise.resolve(cached);
+    },
+  }, () => clock);
+  // A push of a kid Google does not list (yet): the minute's refetch spent.
+  const early = await google.token({}, { kid: "rotated-in" });
+  assert.equal(await verify(`Bearer ${early}`), false);
+  assert.equal(refreshes, 1);
+  // NTP steps the clock 10 minutes back; 2 minutes later (real time),
+  // Google lists the rotated-in key and pushes with it.
+  clock -= STEP_BACK_MS;
+  clock += 2 * 60_000;
+  published = [
+    google.jwks[0]!,
+    { ...google.jwks[0]!, kid: "rotated-in" } as JsonWebKey,
+  ];
+  const token = await google.token({}, { kid: "rotated-in" });
+  assert.equal(
+    await verify(`Bearer ${token}`),
+    true,
+    "a push of the rotated-in key refused: the refetch waited out the clock's step",
+  );
+  assert.equal(refreshes, 2);
+});
+
+Deno.test("googleJwks() fetches again after a failure with no keys once the clock stepped back, not after the step and 5 s", async () => {
+  let clock = 1_800_000_000_000;
+  let fetches = 0;
+  const keys = googleJwks({
+    fetch: () => {
+      fetches++;
+      return Promise.resolve(
+        fetches === 1
+          ? new Response(null, { status: 500 })
+          : Response.json({ keys: [{ kty: "RSA", kid: "k" }] }),
+      );
+    },
+    now: () => clock,
+  });
+  await assert.rejects(keys(), /answered 500/);
+  clock -= STEP_BACK_MS;
+  clock += 10_000; // 10 s later by real time
+  assert.equal((await keys()).length, 1);
+  assert.equal(fetches, 2);
+});
+
+Deno.test("googleJwks() reads keys cached before the clock stepped back as expired once their max-age has passed by real time", async () => {
+  let clock = 1_800_000_000_000;
+  let fetches = 0;
+  const keys = googleJwks({
+    fetch: () => {
+      fetches++;
+      return Promise.resolve(
+        Response.json({ keys: [{ kty: "RSA", kid: `k${fetches}` }] }, {
+          headers: { "cache-control": "max-age=60" },
+        }),
+      );
+    },
+    now: () => clock,
+  });
+  await keys();
+  // A step back of 10 minutes, then 2 minutes: past the minute's max-age.
+  clock -= STEP_BACK_MS;
+  clock += 2 * 60_000;
+  const [key] = await keys();
+  assert.equal((key as { kid?: string }).kid, "k2");
+  assert.equal(fetches, 2);
+});
+
+Deno.test("createApp() logs that Google's keys cannot be had again after the clock stepped back, not only once it caught up", async () => {
+  let clock = 1_800_000_000_000;
+  const lines: string[] = [];
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    now: () => clock,
+    log: (line) => lines.push(line),
+    pubsub: {
+      ...PUBSUB,
+      jwks: () => Promise.reject(new Error("egress to Google blocked")),
+    },
+  });
+  const google = await fakeGoogle();
+  const push = async () => {
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${await google.token()}`,
+        "content-type": "application/json",
+      },
+      body: envelope({ intentId: "pi_0001", kind: "settle" }),
+    });
+    await res.body?.cancel();
+    return res.status;
+  };
+  const said = () =>
+    lines.filter((line) => line.includes("cannot verify Pub/Sub pushes"))
+      .length;
+  assert.equal(await push(), 503);
+  assert.equal(said(), 1);
+  clock -= STEP_BACK_MS;
+  clock += 2 * 60_000; // two minutes later by real time
+  assert.equal(await push(), 503);
+  assert.equal(said(), 2, "silent for the step and a minute");
+});
