@@ -334,9 +334,11 @@ export class HttpSender implements Sender {
       ) return { txHash };
       if (typeof txHash === "string" && txHash !== "") {
         // Not notSent: the signer says it broadcast, so money may move.
+        // Its start scrubbed again: decoded from JSON, its escapes
+        // (`\u0053`) hid it from the scrub of the raw body.
         throw new Error(
           `signer answered ${answer.status} with an unusable txHash (${txHash.length} characters, starting ${
-            show(upTo(txHash, 16))
+            show(upTo(this.#scrub(txHash), 16))
           }): a txHash must be 1-${MAX_TX_HASH} characters of A-Z a-z 0-9 . _ : + / = -, not "." or ".."; the broadcast may have been sent`,
         );
       }

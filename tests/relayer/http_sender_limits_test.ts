@@ -312,3 +312,34 @@ Deno.test("HttpSender() masks a header's value however JSON writes it, in error 
     }
   }
 });
+
+Deno.test("HttpSender.send() masks a header's value in an unusable txHash the signer wrote with JSON escapes, as in any other answer", async () => {
+  // The raw body is scrubbed before it is parsed; `\u0053` hides the token
+  // from that, and the decoded txHash is quoted (its first 16 characters).
+  for (
+    const body of [
+      '{"txHash":"\\u0053GNTOK_0123456789 "}',
+      '{"txHash":"Bearer \\u0053GNTOK_0123456789"}',
+    ]
+  ) {
+    const sender = new HttpSender({
+      url: "https://signer.example",
+      headers: { authorization: "Bearer SGNTOK_0123456789" },
+      fetch: () =>
+        Promise.resolve(
+          new Response(body, {
+            headers: { "content-type": "application/json" },
+          }),
+        ),
+    });
+    await assert.rejects(
+      sender.send(await settling(), { replace: false }),
+      (error: Error) => {
+        assert.match(error.message, /with an unusable txHash/);
+        assert.equal(isNotSent(error), false, "the signer says it sent");
+        assert.ok(!error.message.includes("GNTOK_01"), error.message);
+        return true;
+      },
+    );
+  }
+});
