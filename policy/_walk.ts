@@ -127,6 +127,97 @@ function walkAll(error: unknown, mark: symbol): boolean {
 }
 
 /**
+ * Whether `error` carries `mark` for every attempt it stands for: on itself
+ * or down its `cause` chain (a wrapper is the error it wraps, with
+ * context), and, where it is an `AggregateError` (several attempts: a send
+ * given to several nodes, as `Promise.any` fails), on every one of its
+ * members, each read the same way; the members decide, not a `cause` the
+ * aggregate was given. Pessimistic where {@linkcode hasMark} is not: an
+ * aggregate with no members or with one unmarked, a cycle, a node or member
+ * that cannot be read, aggregates nested more than {@linkcode MAX_NESTED}
+ * deep and a graph past {@linkcode MAX_WALKED} values all answer `false`.
+ */
+export function hasMarkOnEvery(error: unknown, mark: symbol): boolean {
+  // Most errors carry no mark at all: answered by the quick walk.
+  if (!hasMark(error, mark)) return false;
+  return onEvery(error, mark, { room: MAX_WALKED }, new Set(), 0);
+}
+
+/** The most AggregateErrors nested in one another that `hasMarkOnEvery` reads. */
+export const MAX_NESTED = 32;
+
+/** `hasMarkOnEvery`'s walk: `path` holds the nodes above, for cycles. */
+function onEvery(
+  error: unknown,
+  mark: symbol,
+  budget: { room: number },
+  path: Set<unknown>,
+  depth: number,
+): boolean {
+  const walked: unknown[] = [];
+  try {
+    let node = error;
+    while (budget.room-- > 0) {
+      if (
+        node === null ||
+        (typeof node !== "object" && typeof node !== "function") ||
+        path.has(node)
+      ) return false;
+      path.add(node);
+      walked.push(node);
+      const read = node as Record<PropertyKey, unknown>;
+      try {
+        if (read[mark] === true) return true;
+      } catch {
+        // An unreadable mark is no mark; its `cause` and `errors` still count.
+      }
+      let errors: unknown;
+      try {
+        errors = read.errors;
+      } catch {
+        return false; // whether it holds attempts, and which, is unknown
+      }
+      if (errors !== undefined) {
+        return everyMember(errors, mark, budget, path, depth);
+      }
+      let cause: unknown;
+      try {
+        cause = read.cause;
+      } catch {
+        return false;
+      }
+      if (cause === undefined) return false;
+      node = cause;
+    }
+    return false;
+  } finally {
+    for (const node of walked) path.delete(node);
+  }
+}
+
+/** Whether `errors` holds at least one member, each marked on every attempt. */
+function everyMember(
+  errors: unknown,
+  mark: symbol,
+  budget: { room: number },
+  path: Set<unknown>,
+  depth: number,
+): boolean {
+  try {
+    if (!Array.isArray(errors) || depth >= MAX_NESTED) return false;
+    const count = errors.length;
+    if (!(count >= 1) || count > budget.room) return false;
+    for (let i = 0; i < count; i++) {
+      budget.room--;
+      if (!onEvery(errors[i], mark, budget, path, depth + 1)) return false;
+    }
+    return true;
+  } catch {
+    return false; // a member, or the length, that cannot be read
+  }
+}
+
+/**
  * The text of any throwable: an `Error`'s message, a string as it is, and
  * a best-effort rendering of anything else. Never throws.
  */

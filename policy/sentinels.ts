@@ -3,16 +3,19 @@
  * {@linkcode poison} ("retrying will not help") and {@linkcode notSent}
  * ("nothing left the process").
  *
- * The marks are found anywhere in the `cause` chain and inside
- * `AggregateError.errors`, like Go's `errors.Is`, so wrapping an error for
- * context never hides its mark. They are `Symbol.for(...)` keys, so an error
+ * The marks are found anywhere in the `cause` chain, so wrapping an error
+ * for context never hides its mark. Inside `AggregateError.errors` (several
+ * attempts, as `Promise.any` fails) the poison mark is found on any member,
+ * like Go's `errors.Is`, and the not-sent mark counts only when every member
+ * carries it: one node's refusal beside another's timeout may still be a
+ * sent tx. They are `Symbol.for(...)` keys, so an error
  * marked by another copy of this module (two versions in one dependency
  * tree) is still recognised.
  *
  * @module
  */
 
-import { hasMark, messageOf } from "./_walk.ts";
+import { hasMark, hasMarkOnEvery, messageOf } from "./_walk.ts";
 
 const POISON = Symbol.for("@relayer/poison.poison");
 const NOT_SENT = Symbol.for("@relayer/poison.not_sent");
@@ -146,11 +149,14 @@ export function isPoison(error: unknown): boolean {
 }
 
 /**
- * Whether `error`, or anything in its `cause` chain or inside an
- * `AggregateError`, was declared not sent. Never throws.
+ * Whether `error`, or anything in its `cause` chain, was declared not sent;
+ * an `AggregateError` (a send given to several nodes, as `Promise.any`
+ * fails) only when every member was. Pessimistic: a member without the
+ * mark, a cycle, or a value that cannot be read may be a sent tx, so the
+ * answer is then `false`. Never throws.
  *
  * @param error Any throwable.
- * @returns `true` when a not-sent mark is found.
+ * @returns `true` when every attempt the error stands for was declared not sent.
  *
  * @example A timeout is not "not sent"
  * ```ts
@@ -162,5 +168,5 @@ export function isPoison(error: unknown): boolean {
  * ```
  */
 export function isNotSent(error: unknown): boolean {
-  return hasMark(error, NOT_SENT);
+  return hasMarkOnEvery(error, NOT_SENT);
 }

@@ -73,7 +73,9 @@ Deno.test("isPoison() reads `cause` and `errors` apart: one that throws hides on
   const aggregate = new AggregateError([poison("x")]);
   Object.defineProperty(aggregate, "cause", throws);
   assert.equal(isPoison(aggregate), true);
-  assert.equal(isNotSent(new AggregateError([aggregate, notSent("y")])), true);
+  const refusals = new AggregateError([notSent("x")]);
+  Object.defineProperty(refusals, "cause", throws);
+  assert.equal(isNotSent(new AggregateError([refusals, notSent("y")])), true);
   // A throwing `errors`: the `cause` still counts.
   const wrapped = new Error("wrapped", { cause: poison("z") });
   Object.defineProperty(wrapped, "errors", throws);
@@ -104,7 +106,8 @@ Deno.test("isPoison() matches a mark made by another copy of the module", () => 
  * An error graph around a core: plain wrappers, AggregateErrors with noise
  * beside the core, objects with a `cause`, and optionally cycles (every
  * AggregateError also holds the outermost error, and a plain core points
- * back at it).
+ * back at it). Gives the outermost error, and whether an AggregateError
+ * lies on the way to the core.
  */
 function wrapped(makeCore: () => unknown) {
   const layer = fc.constantFrom("error", "aggregate", "object");
@@ -132,7 +135,7 @@ function wrapped(makeCore: () => unknown) {
           core.cause = outer;
         }
       }
-      return outer;
+      return { error: outer, aggregated: aggregates.length > 0 };
     },
   );
 }
@@ -148,10 +151,15 @@ Deno.test("isPoison() and isNotSent() find a mark at any depth, with or without 
   fc.assert(fc.property(
     fc.constantFrom(...Object.keys(cores) as (keyof typeof cores)[]).chain((
       mark,
-    ) => wrapped(cores[mark]).map((error) => ({ mark, error }))),
-    ({ mark, error }) => {
+    ) => wrapped(cores[mark]).map((graph) => ({ mark, ...graph }))),
+    ({ mark, error, aggregated }) => {
       assert.equal(isPoison(error), mark === "poison" || mark === "both");
-      assert.equal(isNotSent(error), mark === "notSent" || mark === "both");
+      // Every aggregate here holds noise beside the core: a member that may
+      // have been sent, so "not sent" is found through chains only.
+      assert.equal(
+        isNotSent(error),
+        (mark === "notSent" || mark === "both") && !aggregated,
+      );
     },
   ));
 });
@@ -159,7 +167,9 @@ Deno.test("isPoison() and isNotSent() find a mark at any depth, with or without 
 Deno.test("isPoison() property catches a classifier that looks at the top level only", () => {
   const shallow = (e: unknown) => e instanceof PoisonError;
   assert.equal(
-    catches(fc.property(wrapped(cores.poison), (error) => shallow(error))),
+    catches(
+      fc.property(wrapped(cores.poison), ({ error }) => shallow(error)),
+    ),
     true,
   );
 });
@@ -254,4 +264,97 @@ Deno.test("describeError() cuts at 300 characters, never inside a surrogate pair
   assert.equal(cutAt("ab\u{1F600}", 3), "ab");
   assert.equal(cutAt("ab\u{1F600}", 4), "ab\u{1F600}");
   assert.equal(cutAt("abc", 2), "ab");
+});
+
+Deno.test("isNotSent() of an AggregateError (a send given to several nodes) is true only when every member was declared not sent; isPoison() of any member", () => {
+  const timeout = () => new Error("node a: timed out");
+  const refused = () => notSent(new Error("node b: nonce too low"));
+  // One node may have taken the tx: maybe sent.
+  assert.equal(isNotSent(new AggregateError([timeout(), refused()])), false);
+  assert.equal(isNotSent(new AggregateError([refused(), timeout()])), false);
+  assert.equal(isNotSent(new AggregateError([refused(), "refused"])), false);
+  // Every node refused, each down its own cause chain.
+  const wrapped = new Error("node c", { cause: refused() });
+  assert.equal(isNotSent(new AggregateError([refused(), wrapped])), true);
+  assert.equal(
+    isNotSent(new Error("send", { cause: new AggregateError([refused()]) })),
+    true,
+  );
+  // Nested: the inner aggregate is one member, read the same way.
+  const inner = (...members: unknown[]) => new AggregateError(members);
+  assert.equal(
+    isNotSent(inner(inner(refused(), refused()), refused())),
+    true,
+  );
+  assert.equal(
+    isNotSent(inner(inner(refused(), timeout()), refused())),
+    false,
+  );
+  // No member, a member that is the aggregate itself, a member that cannot
+  // be read: nothing says each attempt was refused.
+  assert.equal(isNotSent(new AggregateError([])), false);
+  const cyclic = new AggregateError([refused()]);
+  cyclic.errors.push(cyclic);
+  assert.equal(isNotSent(cyclic), false);
+  const unreadable = new AggregateError([refused()]);
+  Object.defineProperty(unreadable.errors, 1, {
+    get() {
+      throw new Error("no");
+    },
+    enumerable: true,
+  });
+  assert.equal(isNotSent(unreadable), false);
+  // The members decide, not a cause the aggregate was given.
+  assert.equal(
+    isNotSent(new AggregateError([timeout()], "x", { cause: refused() })),
+    false,
+  );
+  // Declared on the whole, by the caller that made it.
+  assert.equal(isNotSent(notSent(new AggregateError([timeout()]))), true);
+  // Poison stays "any": one node's "retrying will not help" stops retries.
+  assert.equal(isPoison(new AggregateError([timeout(), poison("p")])), true);
+});
+
+Deno.test("isNotSent() ends on an endless or huge error graph, and answers false past its bound", () => {
+  let reads = 0;
+  const endless = (): object => ({
+    [Symbol.for("@relayer/poison.not_sent")]: reads > 1e9,
+    get cause() {
+      if (++reads > 4 * MAX_WALKED) throw new Error("still walking");
+      return endless();
+    },
+  });
+  assert.equal(isNotSent(endless()), false);
+  const holes: unknown[] = [notSent("n")];
+  holes.length = 2 ** 32 - 1;
+  assert.equal(isNotSent({ errors: holes }), false);
+  // Each aggregate's members all refused, nested deeper than anyone sends.
+  let nested: unknown = notSent("n");
+  for (let i = 0; i < 10_000; i++) nested = new AggregateError([nested]);
+  assert.equal(isNotSent(nested), false);
+  let deep: unknown = notSent("deep");
+  for (let i = 0; i < MAX_WALKED - 10; i++) deep = { cause: deep };
+  assert.equal(isNotSent(deep), true);
+});
+
+Deno.test("isNotSent() property: an aggregate of chains is not sent exactly when it has members and each chain ends at a refusal", () => {
+  const chain = (refused: boolean, wraps: number) => {
+    let error: unknown = refused ? notSent("refused") : new Error("timed out");
+    for (let i = 0; i < wraps; i++) error = new Error("wrap", { cause: error });
+    return error;
+  };
+  fc.assert(fc.property(
+    fc.array(fc.tuple(fc.boolean(), fc.nat(3)), { maxLength: 6 }),
+    fc.boolean(),
+    (members, nested) => {
+      const errors = members.map(([refused, wraps]) => chain(refused, wraps));
+      const aggregate = new AggregateError(
+        nested ? errors.map((error) => new AggregateError([error])) : errors,
+      );
+      assert.equal(
+        isNotSent(aggregate),
+        members.length > 0 && members.every(([refused]) => refused),
+      );
+    },
+  ));
 });
