@@ -996,7 +996,23 @@ function busyReason(job: Job, failure?: BusyError): string {
   const sent = failure instanceof SentBusyError
     ? `; sent ${failure.txHash} first, but its record failed`
     : "";
-  return `intent ${job.intentId} is busy with another delivery${sent}`;
+  const clocks = failure instanceof InFlightError ? failure.clocks : "";
+  return `intent ${job.intentId} is busy with another delivery${sent}${clocks}`;
+}
+
+/**
+ * Another delivery's send in flight, read on the intent: busy, with what
+ * its write-ahead's time says of the clocks (`clocks`, empty when nothing).
+ */
+class InFlightError extends BusyError {
+  readonly clocks: string;
+  constructor(
+    message: string,
+    options: { leaseExpiresAt: number; clocks: string },
+  ) {
+    super(message, { leaseExpiresAt: options.leaseExpiresAt });
+    this.clocks = options.clocks;
+  }
 }
 
 /**
@@ -1202,8 +1218,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
    * `leaseMs` + `clockSkewMs` old ({@linkcode busyWaitMs} waits it out).
    */
   function inFlight(message: string, broadcasting: number): BusyError {
-    return new BusyError(message, {
+    // Written by a clock further ahead of this one than the bound: the one
+    // case the lease does not cover, and only the clock behind can see it.
+    const aheadMs = broadcasting - now();
+    return new InFlightError(message, {
       leaseExpiresAt: broadcasting + leaseMs + clockSkewMs,
+      clocks: aheadMs > clockSkewMs
+        ? `; its send was begun ${
+          formatDuration(aheadMs)
+        } ahead of this clock, more than clockSkewMs (${
+          formatDuration(clockSkewMs)
+        }) allows: two sends may overlap, keep the instances' clocks synchronised`
+        : "",
     });
   }
 
