@@ -762,7 +762,7 @@ async function textOf(
 }
 
 /**
- * A body as text, or, over `maxBytes`, how long it is, its SHA-256 and
+ * A body as text (and its bytes), or, over `maxBytes`, how long it is, its SHA-256 and
  * its first `HEAD_BYTES` (`head`, to name the intent of the job it carries):
  * the rest is read and hashed as it comes, never held, up to `readBytes`;
  * past that (`whole` false), `overBytes` is `readBytes` and the hash is
@@ -785,7 +785,7 @@ async function bodyOrDigestOf(
     stream === null ||
     (length !== undefined && c.req.header("transfer-encoding") === undefined &&
       !(Number.parseInt(length, 10) > maxBytes))
-  ) return { text: (await bodyOf(c, maxBytes, within)).text };
+  ) return await bodyOf(c, maxBytes, within);
   if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
     over();
   }
@@ -802,8 +802,11 @@ async function bodyOrDigestOf(
   );
 }
 
-/** {@linkcode bodyOrDigestOf}'s answer: the text, or the length, hash and head past the limit. */
-type TextOrDigest = { text: string } | {
+/**
+ * {@linkcode bodyOrDigestOf}'s answer: the text and the bytes it was read
+ * from, or the length, hash and head past the limit.
+ */
+type TextOrDigest = { text: string; bytes: Uint8Array } | {
   overBytes: number;
   whole: boolean;
   sha256: string;
@@ -877,7 +880,8 @@ async function digestOf(
       head,
     };
   }
-  return { text: UTF8.decode(joined(chunks, size)) };
+  const bytes = joined(chunks, size);
+  return { text: UTF8.decode(bytes), bytes };
 }
 
 /** A job, as the refusals show one. */
@@ -1718,7 +1722,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     const raw = body.text;
     let claim: ReplayClaim | undefined;
     if (verifyQStash) {
-      const verified = await verifyQStash(signature, raw);
+      // Over the bytes as sent (DESIGN §9: the raw body).
+      const verified = await verifyQStash(signature, body.bytes);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
@@ -2081,7 +2086,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const raw = read.text;
     let claim: ReplayClaim | undefined;
     if (verifyQStashFailed) {
-      const verified = await verifyQStashFailed(signature, raw);
+      const verified = await verifyQStashFailed(signature, read.bytes);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
@@ -2180,7 +2185,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   });
 
   /**
-   * A QStash route's body as text; or, over the route's limit, its length,
+   * A QStash route's body as text and bytes; or, over the route's limit, its length,
    * its SHA-256 and the replay claim of its token. The token's every check
    * but the body's is made once the body is known to be over (by its
    * Content-Length, before any of it is read): a 401 then, the rest unread.
@@ -2194,16 +2199,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     verify: ReturnType<typeof qstashVerifier> | undefined,
     signature: string | undefined,
   ): Promise<
-    { text: string } | {
+    { text: string; bytes: Uint8Array } | {
       overBytes: number;
       sha256: string;
       head: Uint8Array;
       claim: ReplayClaim;
     }
   > {
-    if (verify === undefined) {
-      return { text: (await bodyOf(c, limitOf(c), within)).text };
-    }
+    if (verify === undefined) return await bodyOf(c, limitOf(c), within);
     const length = c.req.header("content-length");
     const declared = length !== undefined &&
         c.req.header("transfer-encoding") === undefined

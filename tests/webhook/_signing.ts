@@ -28,10 +28,11 @@ export const QSTASH = {
 
 /**
  * An `Upstash-Signature` as QStash makes it: HS256, `iss` "Upstash", `sub`
- * the destination URL, `body` the base64url SHA-256 of the raw body.
+ * the destination URL, `body` the base64url SHA-256 of the raw body (a
+ * string's UTF-8, or the bytes as given).
  */
 export async function signQStash(
-  body: string,
+  body: string | Uint8Array<ArrayBuffer>,
   options: {
     key?: string;
     url?: string;
@@ -47,7 +48,10 @@ export async function signQStash(
 ): Promise<string> {
   const now = options.nowS ?? Math.floor(Date.now() / 1000);
   const hash = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", encoder.encode(body)),
+    await crypto.subtle.digest(
+      "SHA-256",
+      typeof body === "string" ? encoder.encode(body) : body,
+    ),
   );
   const header = { alg: "HS256", typ: "JWT" };
   const claims = {

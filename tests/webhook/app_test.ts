@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
 import { createApp, type PubSubKeys } from "../../webhook/app.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
+import { hmacSignature } from "../../webhook/_auth.ts";
 import {
   genericRequest,
   makeApp,
@@ -121,6 +122,63 @@ Deno.test("createApp() verifies a delivery's signature over its raw bytes: a bod
   const res2 = await app.request("/v1/qstash", await qstashRequest(qstash));
   assert.equal(res2.status, 503);
   assert.equal((await res2.json()).reason, "not authorized yet");
+});
+
+Deno.test("createApp() checks a QStash delivery's body hash over its raw bytes, as the generic route's HMAC: a job with a byte that is not UTF-8 is taken, not refused as forged", async () => {
+  const lines: string[] = [];
+  const { app } = await makeApp({
+    intents: [created],
+    deps: { log: (line) => lines.push(line) },
+  });
+  // A Latin-1 "é" (E9) in a field beside the job's own: QStash signs and
+  // delivers the bytes as published; the body read as UTF-8 has U+FFFD
+  // there, whose UTF-8 (EF BF BD) hashes to something else.
+  const encoder = new TextEncoder();
+  const bytes = (json: Record<string, unknown>) => {
+    const [before, after] = JSON.stringify(json).split("caf");
+    return new Uint8Array([
+      ...encoder.encode(`${before}caf`),
+      0xe9,
+      ...encoder.encode(after),
+    ]);
+  };
+  const qstash = bytes({ ...job, note: "caf" });
+  const res = await app.request("/v1/qstash", {
+    method: "POST",
+    body: qstash,
+    headers: {
+      "upstash-signature": await signQStash(qstash),
+      "upstash-retried": "0",
+    },
+  });
+  const answer = await res.json();
+  assert.equal(res.status, 503, JSON.stringify(answer));
+  assert.equal(answer.reason, "not authorized yet");
+  // As the generic route takes the same bytes, signed by its secret.
+  const generic = bytes({ job, delivery: 1, note: "caf" });
+  const signature = hmacSignature(SECRET, generic, NOW / 1000);
+  const res2 = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: generic,
+    headers: { "x-signature": signature },
+  });
+  assert.equal(res2.status, 503);
+  assert.equal((await res2.json()).reason, "not authorized yet");
+  // One byte changed after signing still fails.
+  const tampered = qstash.slice();
+  tampered[tampered.indexOf(0xe9)] = 0xe8;
+  const refused = await app.request("/v1/qstash", {
+    method: "POST",
+    body: tampered,
+    headers: { "upstash-signature": await signQStash(qstash) },
+  });
+  assert.equal(refused.status, 401);
+  await refused.body?.cancel();
+  assert.deepEqual(
+    lines.filter((line) => / refused 401/.test(line)).length,
+    1,
+    lines.join("\n"),
+  );
 });
 
 Deno.test("createApp() caps Retry-After at one day, the most QStash honours, whatever delay the policy asks for", async () => {

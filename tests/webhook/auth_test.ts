@@ -443,3 +443,42 @@ Deno.test("qstashVerifier(): checkClaims then verifyDigest, for a body too large
     else if (name !== "another body") assert.ok(early, name);
   }
 });
+
+Deno.test("qstashVerifier() checks a body given as bytes that are not UTF-8 by their own SHA-256, with every other check of the token", async () => {
+  const verify = qstashVerifier(QSTASH);
+  const nowS = Math.floor(Date.now() / 1000);
+  // {"intentId":"pi_0001","kind":"settle","note":"caf<E9>"}: no text's UTF-8.
+  const latin1 = new Uint8Array([
+    ...new TextEncoder().encode(
+      '{"intentId":"pi_0001","kind":"settle","note":"caf',
+    ),
+    0xe9,
+    ...new TextEncoder().encode('"}'),
+  ]);
+  const other = latin1.slice();
+  other[other.indexOf(0xe9)] = 0xe8;
+  const good = await signQStash(latin1);
+  const taken = await verify(good, latin1);
+  assert.ok(taken.ok, JSON.stringify(taken));
+  assert.match(taken.claim.key, /^qstash\/jwt_/);
+  const refusals: Record<string, [string, Uint8Array]> = {
+    "another body": [good, other],
+    "the body read as UTF-8": [good, new TextEncoder().encode("\ufffd")],
+    expired: [await signQStash(latin1, { nowS: nowS - 3600 }), latin1],
+    "another URL": [
+      await signQStash(latin1, { url: `${QSTASH.url}/failed` }),
+      latin1,
+    ],
+    "another key": [
+      await signQStash(latin1, { key: "sig_not_ours_00000" }),
+      latin1,
+    ],
+    "no jti": [await signQStash(latin1, { jti: null }), latin1],
+  };
+  for (const [name, [signature, bytes]] of Object.entries(refusals)) {
+    assert.equal((await verify(signature, bytes)).ok, false, name);
+  }
+  // UTF-8 bytes go to the Receiver as their text, a byte order mark kept.
+  const bom = new TextEncoder().encode('\ufeff{"intentId":"pi_0001"}');
+  assert.ok((await verify(await signQStash(bom), bom)).ok);
+});
