@@ -545,6 +545,22 @@ function tooLargeToRetry(detail: string): Response {
 // Both options given: Cloudflare's types require each (false is the default).
 const UTF8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 
+/** Decodes UTF-8, and throws on bytes that are not. */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * Whether `bytes` are UTF-8: bytes that are not read as U+FFFD, so the
+ * text is not what the sender wrote.
+ */
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    STRICT_UTF8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A body that could not be read to its end: the client's connection failed
  * while it sent it. The failure is the client's, so a 400, not a 500, and
@@ -1729,6 +1745,15 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     let job: Job;
     try {
+      // Signed, its bytes as they came, but not UTF-8: unreadable, as a
+      // Pub/Sub message's data and the failure callback's sourceBody are
+      // (its give-up, so, keeps the letter this keeps).
+      if (!isUtf8(body.bytes)) {
+        throw badInput(
+          "qstash",
+          `The body is not UTF-8 text: publish the job as UTF-8 JSON, such as ${JOB_EXAMPLE}.`,
+        );
+      }
       job = jobFrom("qstash", parseJson("qstash", raw));
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
@@ -2118,9 +2143,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       // may never have kept it (the store was down through every one of
       // its deliveries, each a 503), and it may be its intent's only job.
       // Then refused as /v1/qstash refuses it (489: no retry).
+      // Its bytes that are not UTF-8 read as U+FFFD here, only to name
+      // the intent, as /v1/qstash names it in the letter it keeps.
       let parsed: unknown;
       try {
-        parsed = source === undefined ? undefined : JSON.parse(source);
+        parsed = JSON.parse(
+          source ??
+            UTF8.decode(
+              Uint8Array.from(atob(sourceBody), (ch) => ch.charCodeAt(0)),
+            ),
+        );
       } catch {
         parsed = undefined;
       }

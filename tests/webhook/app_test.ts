@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
 import { createApp, type PubSubKeys } from "../../webhook/app.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
-import { hmacSignature } from "../../webhook/_auth.ts";
 import {
   genericRequest,
   makeApp,
@@ -124,9 +123,9 @@ Deno.test("createApp() verifies a delivery's signature over its raw bytes: a bod
   assert.equal((await res2.json()).reason, "not authorized yet");
 });
 
-Deno.test("createApp() checks a QStash delivery's body hash over its raw bytes, as the generic route's HMAC: a job with a byte that is not UTF-8 is taken, not refused as forged", async () => {
+Deno.test("createApp() checks a QStash delivery's body hash over its raw bytes: a message QStash signed with a byte that is not UTF-8 is kept as unreadable (489), not refused as forged (401) through all its retries", async () => {
   const lines: string[] = [];
-  const { app } = await makeApp({
+  const { app, store } = await makeApp({
     intents: [created],
     deps: { log: (line) => lines.push(line) },
   });
@@ -134,47 +133,60 @@ Deno.test("createApp() checks a QStash delivery's body hash over its raw bytes, 
   // delivers the bytes as published; the body read as UTF-8 has U+FFFD
   // there, whose UTF-8 (EF BF BD) hashes to something else.
   const encoder = new TextEncoder();
-  const bytes = (json: Record<string, unknown>) => {
-    const [before, after] = JSON.stringify(json).split("caf");
-    return new Uint8Array([
-      ...encoder.encode(`${before}caf`),
-      0xe9,
-      ...encoder.encode(after),
-    ]);
-  };
-  const qstash = bytes({ ...job, note: "caf" });
+  const [before, after] = JSON.stringify({ ...job, note: "caf" }).split("caf");
+  const bytes = new Uint8Array([
+    ...encoder.encode(`${before}caf`),
+    0xe9,
+    ...encoder.encode(after),
+  ]);
   const res = await app.request("/v1/qstash", {
     method: "POST",
-    body: qstash,
+    body: bytes,
     headers: {
-      "upstash-signature": await signQStash(qstash),
+      "upstash-signature": await signQStash(bytes),
       "upstash-retried": "0",
+      "upstash-message-id": "msg_latin1",
     },
   });
   const answer = await res.json();
-  assert.equal(res.status, 503, JSON.stringify(answer));
-  assert.equal(answer.reason, "not authorized yet");
-  // As the generic route takes the same bytes, signed by its secret.
-  const generic = bytes({ job, delivery: 1, note: "caf" });
-  const signature = hmacSignature(SECRET, generic, NOW / 1000);
-  const res2 = await app.request("/v1/deliveries", {
-    method: "POST",
-    body: generic,
-    headers: { "x-signature": signature },
+  assert.equal(res.status, 489, JSON.stringify(answer));
+  assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
+  assert.match(answer.detail, /not UTF-8/);
+  const letter = await store.getDeadLetter("qstash/msg_latin1/unreadable");
+  assert.match(letter?.reason ?? "", /not UTF-8/);
+  assert.equal(letter?.intentId, "pi_0001");
+  // QStash's failure callback for it keeps the letter naming the intent.
+  const callback = JSON.stringify({
+    retried: 0,
+    sourceMessageId: "msg_latin1",
+    sourceBody: btoa(String.fromCharCode(...bytes)),
   });
-  assert.equal(res2.status, 503);
-  assert.equal((await res2.json()).reason, "not authorized yet");
+  const failed = await app.request("/v1/qstash/failed", {
+    method: "POST",
+    body: callback,
+    headers: {
+      "upstash-signature": await signQStash(callback, {
+        url: `${QSTASH.url}/failed`,
+      }),
+    },
+  });
+  assert.equal(failed.status, 489);
+  await failed.body?.cancel();
+  assert.equal(
+    (await store.getDeadLetter("qstash/msg_latin1/unreadable"))?.intentId,
+    "pi_0001",
+  );
   // One byte changed after signing still fails.
-  const tampered = qstash.slice();
+  const tampered = bytes.slice();
   tampered[tampered.indexOf(0xe9)] = 0xe8;
   const refused = await app.request("/v1/qstash", {
     method: "POST",
     body: tampered,
-    headers: { "upstash-signature": await signQStash(qstash) },
+    headers: { "upstash-signature": await signQStash(bytes) },
   });
   assert.equal(refused.status, 401);
   await refused.body?.cancel();
-  assert.deepEqual(
+  assert.equal(
     lines.filter((line) => / refused 401/.test(line)).length,
     1,
     lines.join("\n"),
