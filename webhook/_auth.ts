@@ -317,7 +317,7 @@ const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * The text whose UTF-8 is exactly `bytes`, or `undefined` when `bytes` is
  * not UTF-8 (no text encodes to it).
  */
-function exactText(bytes: Uint8Array): string | undefined {
+export function exactText(bytes: Uint8Array): string | undefined {
   try {
     return STRICT_UTF8.decode(bytes);
   } catch {

@@ -75,6 +75,7 @@ import {
   type RelayerOptions,
 } from "../relayer/relayer.ts";
 import {
+  exactText,
   hmacVerifier,
   KeysUnavailable,
   MIN_SECRET,
@@ -544,22 +545,6 @@ function tooLargeToRetry(detail: string): Response {
  */
 // Both options given: Cloudflare's types require each (false is the default).
 const UTF8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
-
-/** Decodes UTF-8, and throws on bytes that are not. */
-const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
-/**
- * Whether `bytes` are UTF-8: bytes that are not read as U+FFFD, so the
- * text is not what the sender wrote.
- */
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    STRICT_UTF8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * A body that could not be read to its end: the client's connection failed
@@ -1748,7 +1733,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Signed, its bytes as they came, but not UTF-8: unreadable, as a
       // Pub/Sub message's data and the failure callback's sourceBody are
       // (its give-up, so, keeps the letter this keeps).
-      if (!isUtf8(body.bytes)) {
+      if (exactText(body.bytes) === undefined) {
         throw badInput(
           "qstash",
           `The body is not UTF-8 text: publish the job as UTF-8 JSON, such as ${JOB_EXAMPLE}.`,
