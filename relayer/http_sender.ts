@@ -556,6 +556,12 @@ export class HttpSender implements Sender {
         signal,
         `signer answered ${response.status} but its body could not be read`,
         error,
+        // A 2xx to a send says the signer broadcast.
+        `, its ${response.status} answer's body unread${
+          method === "POST" && response.ok
+            ? ": the broadcast may have been sent"
+            : ""
+        }`,
       );
     }
     // A signer (or a proxy before it) may echo the request: what it says
@@ -577,10 +583,21 @@ export class HttpSender implements Sender {
     return text;
   }
 
-  #transportError(signal: AbortSignal, what: string, error: unknown): Error {
+  /**
+   * A request that got no usable answer: `what` happened, or, once its
+   * timeout aborted it, it timed out (`afterTimeout` says at what point).
+   */
+  #transportError(
+    signal: AbortSignal,
+    what: string,
+    error: unknown,
+    afterTimeout = "",
+  ): Error {
     if (signal.aborted) {
       return new Error(
-        `signer timed out after ${formatDuration(this.#timeoutMs)}`,
+        `signer timed out after ${
+          formatDuration(this.#timeoutMs)
+        }${afterTimeout}`,
         { cause: error },
       );
     }

@@ -278,6 +278,30 @@ Deno.test("HttpSender.send() treats a timeout as unknown and says so", async () 
   });
 });
 
+Deno.test("HttpSender.send() that times out reading a 2xx answer's body says the signer answered (it broadcast), and is unknown", async () => {
+  const stalled: Handler = (_request, release) =>
+    new Response(
+      new ReadableStream({
+        async start(controller) {
+          controller.enqueue(new TextEncoder().encode('{"txHash":'));
+          await release;
+          controller.close();
+        },
+      }),
+      { status: 200, headers: { "content-type": "application/json" } },
+    );
+  await withSigner(stalled, async (url) => {
+    await assert.rejects(
+      new HttpSender({ url, timeoutMs: 50 }).send(await intent(), {
+        replace: false,
+      }),
+      unknown(
+        "signer timed out after 50ms, its 200 answer's body unread: the broadcast may have been sent",
+      ),
+    );
+  });
+});
+
 Deno.test("HttpSender.send() keeps its timeout when an injected fetch ignores the signal", async () => {
   const sender = new HttpSender({
     url: "https://signer.example",
