@@ -58,6 +58,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   checkClaim,
+  checkCountTtl,
   checkDeadLetter,
   checkMs,
   checkRelease,
@@ -1195,6 +1196,8 @@ export class KvStore implements Store {
    */
   async admit(admission: Admission): Promise<number | null> {
     checkMs("now", admission.now);
+    // At the entry, with a count or without, as the other stores do.
+    if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);
     if (admission.claim) checkClaim(admission.claim);
     const countKey = this.#key("deliveries", admission.count ?? "");
     const claimKey = this.#key("claim", admission.claim?.key ?? "");

@@ -12,6 +12,7 @@ import {
   assertClaimable,
   broadcastBegun,
   broadcastRecorded,
+  checkCountTtl,
   checkDeadLetter,
   checkMs,
   checkRelease,
@@ -367,6 +368,8 @@ export class MemoryStore implements Store {
   admit(admission: Admission): Promise<number | null> {
     return attempt(() => {
       checkMs("now", admission.now);
+      // Before the claim is written: a refused admission writes nothing.
+      if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);
       if (admission.claim) this.#checkClaim(admission.claim);
       if (admission.claim) this.#claim(admission.claim);
       if (admission.count === undefined) return null;

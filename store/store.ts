@@ -714,6 +714,9 @@ export interface Store {
    * @throws {ReplayError} If `admission.claim` was already claimed.
    * @throws {BusyError} If the store could not count it for concurrent
    * admissions of the same job (nothing written; retry later).
+   * @throws {TypeError} If `now` is not a whole number of milliseconds, or
+   * `admission.ttlMs` is given and is not one of at least 1, with a count
+   * or without (nothing written, the claim included).
    */
   admit(admission: Admission): Promise<number | null>;
 

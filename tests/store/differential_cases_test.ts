@@ -1,0 +1,53 @@
+/**
+ * The cases where the stores answered the same call differently, found by
+ * the differential run (`differential_test.ts`), one focused test each, on
+ * every store: MemoryStore, KvStore (`:memory:`) and PostgresStore (where
+ * a server can run). Each says which answer the design asks for.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+
+import {
+  type Backend,
+  kvBackend,
+  memoryBackend,
+  postgresAvailable,
+  postgresBackend,
+} from "../_stores.ts";
+
+const STORES: readonly Backend[] = [
+  memoryBackend,
+  kvBackend,
+  ...(postgresAvailable ? [postgresBackend] : []),
+];
+
+for (const backend of STORES) {
+  Deno.test(`${backend.name}: admit() refuses a ttlMs below 1 ms before it claims anything, so the signature stays unused`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const claim = { key: "sig-1", now: 0, expiresAt: 360_000 };
+      await assert.rejects(
+        store.admit({ count: "pi_1/settle", ttlMs: 0, claim, now: 0 }),
+        TypeError,
+      );
+      // Nothing was written: the same signature is not a replay.
+      assert.equal(await store.admit({ claim, now: 1 }), null);
+      assert.equal(await store.deliveries("pi_1/settle", 1), 0);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${backend.name}: admit() refuses a ttlMs below 1 ms without a count too, at the entry`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const claim = { key: "sig-1", now: 0, expiresAt: 360_000 };
+      await assert.rejects(store.admit({ ttlMs: 0, now: 0 }), TypeError);
+      await assert.rejects(store.admit({ ttlMs: 0, claim, now: 0 }), TypeError);
+      assert.equal(await store.admit({ claim, now: 1 }), null);
+    } finally {
+      await close();
+    }
+  });
+}
