@@ -433,13 +433,21 @@ export class MemoryStore implements Store {
           "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
         );
       }
-      if (options.intentVersion !== undefined) {
-        this.#expect(id, options.intentVersion);
-      }
       if (options.lease && !this.#intents.has(id)) {
         throw new ConflictError(
           `Cannot keep the dead letter of ${deadLetter.jobId} as the intent does not exist`,
           { refused: true },
+        );
+      }
+      // An intent not there is not at the version read: a race lost, as
+      // in the other stores, which the caller decides again on a fresh
+      // read (one that finds no intent keeps the letter without a version).
+      if (
+        options.intentVersion !== undefined &&
+        String(this.#intents.get(id)?.version) !== options.intentVersion
+      ) {
+        throw new ConflictError(
+          `Cannot keep the dead letter of ${deadLetter.jobId} as intent ${id} changed since it was read; re-read it`,
         );
       }
       const lease = options.lease

@@ -166,10 +166,9 @@ const MUTANTS: Record<string, Mutant> = {
   },
   "takes the lease of a dead letter it refuses for its version": {
     file: "memory.ts",
-    find:
-      "if (options.intentVersion !== undefined) {\n        this.#expect(id, options.intentVersion);",
+    find: "      if (\n        options.intentVersion !== undefined &&",
     replace:
-      "if (options.lease) this.#setLease(id, leaseAfter(id, this.#leases.get(id) ?? null, options.lease));\n      if (options.intentVersion !== undefined) {\n        this.#expect(id, options.intentVersion);",
+      "      if (options.lease) this.#setLease(id, leaseAfter(id, this.#leases.get(id) ?? null, options.lease));\n      if (\n        options.intentVersion !== undefined &&",
   },
   "lets the lease a dead letter takes lapse before now + ttlMs": {
     file: "memory.ts",

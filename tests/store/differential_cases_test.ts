@@ -7,6 +7,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { ConflictError } from "../../mod.ts";
 
 import {
   type Backend,
@@ -46,6 +47,40 @@ for (const backend of STORES) {
       await assert.rejects(store.admit({ ttlMs: 0, now: 0 }), TypeError);
       await assert.rejects(store.admit({ ttlMs: 0, claim, now: 0 }), TypeError);
       assert.equal(await store.admit({ claim, now: 1 }), null);
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of STORES) {
+  Deno.test(`${backend.name}: putDeadLetter() on the version of an intent that is not there is a race lost (refused: false), decided again on a fresh read`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const other = await store.createIntent({ id: "pi_2" });
+      const letter = {
+        jobId: "pi_1/settle",
+        intentId: "pi_1",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "no luck after 3 deliveries",
+        resolution: "job dropped, intent still created",
+        lastError: "not authorized yet",
+        poisonedAt: 0,
+      } as const;
+      await assert.rejects(
+        store.putDeadLetter(letter, { intentVersion: other.version }),
+        (error) => error instanceof ConflictError && !error.refused,
+      );
+      assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+      // With a lease, a lease on no intent: refused, in every store.
+      await assert.rejects(
+        store.putDeadLetter(letter, {
+          intentVersion: other.version,
+          lease: { owner: "o1", ttlMs: 1000, now: 0, keep: true },
+        }),
+        (error) => error instanceof ConflictError && error.refused,
+      );
     } finally {
       await close();
     }
