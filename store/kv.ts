@@ -1385,9 +1385,6 @@ export class KvStore implements Store {
         { refused: true },
       );
     }
-    if (options.lease) {
-      addLease(atomic, deadLetter.intentId, held, options.lease);
-    }
     if (options.intentVersion !== undefined) {
       const version = intent.value === null ? null : this.#intent(
         intent.value,
@@ -1402,6 +1399,11 @@ export class KvStore implements Store {
       }
       // Checked again at commit: a write in between refuses this one.
       atomic.check(intent, hold);
+    }
+    // After the version, as a delivery write: a writer on a stale read
+    // loses the race (and reads again), busy or not.
+    if (options.lease) {
+      addLease(atomic, deadLetter.intentId, held, options.lease);
     }
     const w = this.#writeId();
     if (options.claim) {

@@ -86,3 +86,53 @@ for (const backend of STORES) {
     }
   });
 }
+
+for (const backend of STORES) {
+  Deno.test(`${backend.name}: putDeadLetter() on a stale intentVersion is a race lost, also while another owner holds the lease`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const read = await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      // Another delivery moves the intent and holds its lease.
+      await store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: read.version,
+        at: 0,
+      }, { lease: { owner: "o1", ttlMs: 1000, now: 0, keep: true } });
+      const letter = {
+        jobId: "pi_1/settle",
+        intentId: "pi_1",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "no luck after 3 deliveries",
+        resolution: "job dropped, intent still authorized",
+        lastError: "not sent: delivery 3 is the last (maxDeliveries 3)",
+        poisonedAt: 10,
+      } as const;
+      // As a delivery write on a stale version answers: the version first.
+      await assert.rejects(
+        store.putDeadLetter(letter, {
+          intentVersion: read.version,
+          lease: { owner: "o2", ttlMs: 1000, now: 10, keep: true },
+        }),
+        (error) => error instanceof ConflictError && !error.refused,
+      );
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version: read.version,
+          at: 10,
+        }, { lease: { owner: "o2", ttlMs: 1000, now: 10, keep: true } }),
+        (error) => error instanceof ConflictError && !error.refused,
+      );
+      assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    } finally {
+      await close();
+    }
+  });
+}
