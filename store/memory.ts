@@ -131,13 +131,10 @@ export class MemoryStore implements Store {
     options: WriteOptions,
     deadLetter?: DeadLetter,
   ): Intent {
-    const next = update(this.#expect(id, version));
-    const lease = options.lease
-      ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
-      : undefined;
-    if (options.claim) this.#checkClaim(options.claim);
-    if (deadLetter) checkDeadLetter(deadLetter);
-    if (deadLetter) checkResetCount(options.resetCount);
+    const record = this.#expect(id, version);
+    // The give-up marks right after the version, as the other stores
+    // check them (with their read): a late copy of a message the queue
+    // gave up on is answered so, whatever else its write meets.
     for (const key of uncountedKeys(options)) {
       checkUncounted(
         id,
@@ -146,6 +143,13 @@ export class MemoryStore implements Store {
         options.lease?.now,
       );
     }
+    const next = update(record);
+    const lease = options.lease
+      ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
+      : undefined;
+    if (options.claim) this.#checkClaim(options.claim);
+    if (deadLetter) checkDeadLetter(deadLetter);
+    if (deadLetter) checkResetCount(options.resetCount);
     this.#setLease(id, lease);
     if (options.claim) this.#claim(options.claim);
     if (deadLetter) this.#putDeadLetter(deadLetter, options.resetCount);

@@ -160,9 +160,9 @@ const MUTANTS: Record<string, Mutant> = {
   },
   "resets counts for a poison move it refuses": {
     file: "memory.ts",
-    find: "const next = update(this.#expect(id, version));",
+    find: "const record = this.#expect(id, version);",
     replace:
-      "if (deadLetter) this.#counts.delete(deadLetter.jobId);\n    const next = update(this.#expect(id, version));",
+      "if (deadLetter) this.#counts.delete(deadLetter.jobId);\n    const record = this.#expect(id, version);",
   },
   "takes the lease of a dead letter it refuses for its version": {
     file: "memory.ts",

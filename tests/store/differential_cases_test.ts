@@ -136,3 +136,60 @@ for (const backend of STORES) {
     }
   });
 }
+
+for (const backend of STORES) {
+  Deno.test(`${backend.name}: a write whose unlessCounted names a count on record is refused for it first, before a busy lease or a used claim`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const read = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      const held = await store.beginBroadcast("pi_1", read.version, 0, {
+        lease: { owner: "o1", ttlMs: 1000, now: 0, keep: true },
+      });
+      const claim = { key: "sig-1", now: 0, expiresAt: 360_000 };
+      assert.equal(await store.admit({ claim, now: 0 }), null);
+      assert.equal(
+        await store.admit({ count: "givingup/q/m1", now: 0 }),
+        1,
+      );
+      const late = {
+        unlessCounted: ["givingup/q/m1"],
+        lease: { owner: "o2", ttlMs: 1000, now: 10, keep: true },
+      };
+      const unsent = { outcome: "not_sent", at: 10, error: "x" } as const;
+      const counted = (error: unknown) =>
+        error instanceof ConflictError && error.refused &&
+        error.message.includes("givingup/q/m1");
+      // Another's live lease: the mark answers, not the lease.
+      await assert.rejects(
+        store.recordBroadcast("pi_1", held.version, unsent, late),
+        counted,
+      );
+      // A used claim: the mark answers, not the replay.
+      await assert.rejects(
+        store.recordBroadcast("pi_1", held.version, unsent, {
+          unlessCounted: late.unlessCounted,
+          claim: { ...claim, now: 10 },
+        }),
+        counted,
+      );
+      // A move the rules refuse: the mark answers.
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "settling",
+          to: "created",
+          version: held.version,
+          at: 10,
+        }, { unlessCounted: late.unlessCounted }),
+        counted,
+      );
+      assert.equal((await store.getIntent("pi_1"))?.version, held.version);
+    } finally {
+      await close();
+    }
+  });
+}
