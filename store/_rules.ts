@@ -827,6 +827,23 @@ export function checkRelease(intentId: unknown, owner: unknown): void {
   }
 }
 
+/**
+ * Checks what rides in a delivery write besides its change (its lease,
+ * claim, dead letter, the count it resets and its `unlessCounted`), before
+ * anything is read: a malformed one is a `TypeError` whatever the
+ * intent's state, in every store.
+ */
+export function checkWriteOptions(
+  options: WriteOptions,
+  deadLetter?: DeadLetter,
+): void {
+  if (options.lease) checkLease(options.lease);
+  if (options.claim) checkClaim(options.claim);
+  if (deadLetter) checkDeadLetter(deadLetter);
+  if (deadLetter) checkResetCount(options.resetCount);
+  uncountedKeys(options);
+}
+
 /** Checks the count a dead letter's write resets besides the job's own. */
 export function checkResetCount(resetCount: string | undefined): void {
   if (resetCount !== undefined) checkString("resetCount", resetCount);

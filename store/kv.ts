@@ -60,10 +60,12 @@ import {
   checkClaim,
   checkCountTtl,
   checkDeadLetter,
+  checkLease,
   checkMs,
   checkRelease,
   checkResetCount,
   checkUncounted,
+  checkWriteOptions,
   CLAIM_GRACE_MS,
   COUNT_TTL_MS,
   counted,
@@ -864,6 +866,9 @@ export class KvStore implements Store {
     options: WriteOptions,
     deadLetter?: DeadLetter,
   ): Promise<Intent> {
+    // The arguments first: a malformed one is a TypeError whatever the
+    // intent's state, in every store.
+    checkWriteOptions(options, deadLetter);
     this.#assertWritable("write an intent", options, deadLetter);
     // The fast path: the versionstamps this store saw at `version` are the
     // checks, so the commit needs no read first. Anything that changed
@@ -1339,10 +1344,10 @@ export class KvStore implements Store {
     options ??= {};
     checkDeadLetter(deadLetter);
     checkResetCount(options.resetCount);
-    if (options.claim) checkClaim(options.claim);
     const { marks } = options;
     const markedKeys = markKeys(marks, deadLetter, options.resetCount)
       .map((key) => this.#key("deliveries", key));
+    if (options.claim) checkClaim(options.claim);
     for (const key of markedKeys) {
       this.#assertFits("keep a dead letter", "marks.keys", key);
     }
@@ -1352,6 +1357,7 @@ export class KvStore implements Store {
         "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
       );
     }
+    if (options.lease) checkLease(options.lease);
     // The marks' counts with the rest: 10 keys at most, one `getMany`.
     // Without a claim, the job's redrive record in its place, checked at
     // commit: a KV Connect client sends a commit whose answer was lost

@@ -12,12 +12,15 @@ import {
   assertClaimable,
   broadcastBegun,
   broadcastRecorded,
+  checkClaim,
   checkCountTtl,
   checkDeadLetter,
+  checkLease,
   checkMs,
   checkRelease,
   checkResetCount,
   checkUncounted,
+  checkWriteOptions,
   CLAIM_GRACE_MS,
   counted,
   type CountRecord,
@@ -131,6 +134,9 @@ export class MemoryStore implements Store {
     options: WriteOptions,
     deadLetter?: DeadLetter,
   ): Intent {
+    // The arguments first, as a built-in error at the entry: a malformed
+    // one is a TypeError whatever the intent's state, in every store.
+    checkWriteOptions(options, deadLetter);
     const record = this.#expect(id, version);
     // The give-up marks right after the version, as the other stores
     // check them (with their read): a late copy of a message the queue
@@ -148,8 +154,6 @@ export class MemoryStore implements Store {
       ? leaseAfter(id, this.#leases.get(id) ?? null, options.lease)
       : undefined;
     if (options.claim) this.#checkClaim(options.claim);
-    if (deadLetter) checkDeadLetter(deadLetter);
-    if (deadLetter) checkResetCount(options.resetCount);
     this.#setLease(id, lease);
     if (options.claim) this.#claim(options.claim);
     if (deadLetter) this.#putDeadLetter(deadLetter, options.resetCount);
@@ -432,11 +436,13 @@ export class MemoryStore implements Store {
       const { marks } = options;
       const keys = markKeys(marks, deadLetter, options.resetCount);
       const id = deadLetter.intentId;
+      if (options.claim) checkClaim(options.claim);
       if (options.lease && options.intentVersion === undefined) {
         throw new TypeError(
           "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
         );
       }
+      if (options.lease) checkLease(options.lease);
       if (options.lease && !this.#intents.has(id)) {
         throw new ConflictError(
           `Cannot keep the dead letter of ${deadLetter.jobId} as the intent does not exist`,

@@ -193,3 +193,78 @@ for (const backend of STORES) {
     }
   });
 }
+
+for (const backend of STORES) {
+  Deno.test(`${backend.name}: a write with a malformed lease or claim is a TypeError at the entry, whatever the intent's state`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const names = (name: string) => (error: unknown) =>
+        error instanceof TypeError && error.message.includes(`'${name}'`);
+      const badLease = { owner: "o2", ttlMs: 1.5, now: 0, keep: true };
+      const badClaim = { key: "sig-1", now: 0, expiresAt: 0.5 };
+      // On an intent that is not there.
+      await assert.rejects(
+        store.transition("pi_9", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 0,
+        }, { lease: badLease }),
+        names("lease.ttlMs"),
+      );
+      await assert.rejects(
+        store.beginBroadcast("pi_9", "1", 0, { claim: badClaim }),
+        names("claim.expiresAt"),
+      );
+      // On a stale version, while another owner holds the lease.
+      const read = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      await store.beginBroadcast("pi_1", read.version, 0, {
+        lease: { owner: "o1", ttlMs: 1000, now: 0, keep: true },
+      });
+      const unsent = { outcome: "not_sent", at: 0, error: "x" } as const;
+      await assert.rejects(
+        store.recordBroadcast("pi_1", read.version, unsent, {
+          lease: badLease,
+        }),
+        names("lease.ttlMs"),
+      );
+      await assert.rejects(
+        store.recordBroadcast("pi_1", read.version, unsent, {
+          claim: badClaim,
+        }),
+        names("claim.expiresAt"),
+      );
+      const letter = {
+        jobId: "pi_1/settle",
+        intentId: "pi_1",
+        deliveries: 3,
+        cause: "exhausted",
+        reason: "no luck after 3 deliveries",
+        resolution: "job dropped, intent still created",
+        lastError: "not authorized yet",
+        poisonedAt: 0,
+      } as const;
+      await assert.rejects(
+        store.putDeadLetter(letter, {
+          intentVersion: read.version,
+          lease: badLease,
+        }),
+        names("lease.ttlMs"),
+      );
+      await assert.rejects(
+        store.putDeadLetter({ ...letter, intentId: "pi_9" }, {
+          intentVersion: read.version,
+          claim: badClaim,
+        }),
+        names("claim.expiresAt"),
+      );
+    } finally {
+      await close();
+    }
+  });
+}
