@@ -1,8 +1,8 @@
 /**
  * A differential test of the three stores: the same random sequence of
  * Store calls (every method, the refusals and lost races included, on a
- * clock the calls carry) runs on MemoryStore, KvStore (`:memory:`) and
- * PostgresStore side by side, and each call must answer the same on all
+ * clock the calls carry) runs on MemoryStore, KvStore (`:memory:`, also
+ * with every commit re-sent) and PostgresStore side by side, and each call must answer the same on all
  * three: the same value, or the same error class, `refused` and
  * `leaseExpiresAt` (and, for a TypeError or RangeError, the same
  * argument named); then the same final state (intents, live counts, dead
@@ -53,6 +53,7 @@ import {
   overriding,
   postgresAvailable,
   postgresBackend,
+  resentKvBackend,
 } from "../_stores.ts";
 import { catchesAsync, runs } from "../_fc.ts";
 
@@ -752,9 +753,12 @@ async function finalState(
 // ---------------------------------------------------------------------------
 // The property.
 
+// KvStore twice: also with every commit answered as a race lost once it
+// has landed (a KV Connect client's resend), whose answers must not change.
 const STORES: readonly Backend[] = [
   memoryBackend,
   kvBackend,
+  resentKvBackend,
   ...(postgresAvailable ? [postgresBackend] : []),
 ];
 
