@@ -760,6 +760,8 @@ export function pubsubVerifier(
   // capitals names the same account.
   const account = asciiLower(keys.serviceAccount);
   let lastRefetchAt = -Infinity;
+  /** When the last refetch a step back of the clock allowed was made. */
+  let steppedBackAt: number | undefined;
   let refetching: Promise<readonly JsonWebKey[]> | undefined;
 
   async function load(refresh: boolean): Promise<readonly JsonWebKey[]> {
@@ -808,12 +810,20 @@ export function pubsubVerifier(
     // A clock stepped back behind the last refetch (NTP correcting one
     // that ran fast) says nothing of how long ago it was: not "less than
     // a minute ago", which would lock a rotated-in key out for the step.
+    // But such a refetch is paced too, by the clock as read after the
+    // step: one that flaps back and forth (two time sources fighting)
+    // would otherwise let every push of a made-up kid fetch.
     const at = now();
+    const back = at < lastRefetchAt;
     if (
       refetching === undefined &&
-      (at < lastRefetchAt || at - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS)
+      (back
+        ? steppedBackAt === undefined || at < steppedBackAt ||
+          at - steppedBackAt >= JWKS_REFETCH_INTERVAL_MS
+        : at - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS)
     ) {
       lastRefetchAt = at;
+      if (back) steppedBackAt = at;
       refetching = load(true).finally(() => (refetching = undefined));
     }
     return refetching === undefined ? jwks : await refetching;

@@ -179,14 +179,29 @@ export function googleJwks(
   let refreshing: Promise<readonly JsonWebKey[]> | undefined;
   /** The last failure while there were no keys, from when and until when it stands. */
   let failed: { error: unknown; from: number; until: number } | undefined;
+  /** When the last fetch a step back of the clock made due was made. */
+  let steppedBackAt: number | undefined;
   /**
-   * Whether `now` is within `[from, until)`: a clock stepped back before
-   * `from` (NTP correcting one that ran fast) says nothing of how long ago
-   * that was, so the keys are fetched again rather than kept, or a failure
-   * stood, for as long as the step.
+   * Whether `span` stands at `at`: `at` within `[from, until)`. A clock
+   * stepped back before `from` (NTP correcting one that ran fast) says
+   * nothing of how long ago that was, so the keys are fetched again rather
+   * than kept, or a failure stood, for as long as the step; but once per
+   * span's length by the clock as read after the step, or one that flaps
+   * back and forth (two time sources fighting) would make every call a
+   * fetch.
    */
-  const within = (span: { from: number; until: number }, at: number) =>
-    at >= span.from && at < span.until;
+  const stands = (
+    span: { from: number; until: number },
+    at: number,
+  ): boolean => {
+    if (at >= span.from) return at < span.until;
+    if (
+      steppedBackAt !== undefined && at >= steppedBackAt &&
+      at - steppedBackAt < span.until - span.from
+    ) return true;
+    steppedBackAt = at;
+    return false;
+  };
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
     const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
@@ -218,10 +233,9 @@ export function googleJwks(
   }
 
   return async ({ refresh: force = false } = {}) => {
-    if (!force && cached && within(cached, now())) return cached.keys;
-    if (
-      cached === undefined && failed !== undefined && within(failed, now())
-    ) {
+    const at = now();
+    if (!force && cached && stands(cached, at)) return cached.keys;
+    if (cached === undefined && failed !== undefined && stands(failed, at)) {
       throw failed.error;
     }
     refreshing ??= refresh().finally(() => (refreshing = undefined));

@@ -139,3 +139,64 @@ Deno.test("createApp() logs that Google's keys cannot be had again after the clo
   assert.equal(await push(), 503);
   assert.equal(said(), 2, "silent for the step and a minute");
 });
+
+/**
+ * A clock that flaps (two time sources a step apart, read in turn: a
+ * hypervisor's sync and NTP fighting) steps back at every other read. Each
+ * step back may be read as lapsed once, but not again and again: the
+ * fetches stay bounded by the interval in each of the clock's two
+ * readings, not one per push.
+ */
+const FLAP_PUSHES = 40;
+
+Deno.test("pubsubVerifier() under a clock that flaps a step back and forth at each push refetches for made-up kids at most a few times, not at every push", async () => {
+  const google = await fakeGoogle();
+  const ahead = 1_800_000_000_000;
+  let clock = ahead;
+  let refreshes = 0;
+  const verify = pubsubVerifier({
+    ...PUBSUB,
+    jwks: (options = {}) => {
+      if (options.refresh) refreshes++;
+      return Promise.resolve([google.jwks[0]!]);
+    },
+  }, () => clock);
+  // A forger's pushes: claims of this route (read unverified), a made-up kid.
+  const forged = await google.token({}, { kid: "made-up" });
+  for (let push = 0; push < FLAP_PUSHES; push++) {
+    clock = (push % 2 === 0 ? ahead : ahead - STEP_BACK_MS) + push * 100;
+    assert.equal(await verify(`Bearer ${forged}`), false);
+  }
+  assert.ok(refreshes <= 3, `${refreshes} refetches for ${FLAP_PUSHES} pushes`);
+});
+
+Deno.test("googleJwks() under a clock that flaps a step back and forth at each call, while Google fails, fetches at most a few times, not at every call", async () => {
+  for (const cachedFirst of [false, true]) {
+    const ahead = 1_800_000_000_000;
+    let clock = ahead;
+    let fetches = 0;
+    const keys = googleJwks({
+      fetch: () => {
+        fetches++;
+        return Promise.resolve(
+          cachedFirst && fetches === 1
+            ? Response.json({ keys: [{ kty: "RSA", kid: "k" }] }, {
+              headers: { "cache-control": "max-age=60" },
+            })
+            : new Response(null, { status: 500 }),
+        );
+      },
+      now: () => clock,
+    });
+    for (let call = 0; call < FLAP_PUSHES; call++) {
+      clock = (call % 2 === 0 ? ahead : ahead - STEP_BACK_MS) + call * 100;
+      // 61 s on, by both readings: keys cached first have lapsed.
+      if (cachedFirst && call > 0) clock += 61_000;
+      await keys().catch(() => {});
+    }
+    assert.ok(
+      fetches <= 4,
+      `${fetches} fetches for ${FLAP_PUSHES} calls (keys cached first: ${cachedFirst})`,
+    );
+  }
+});
