@@ -1789,6 +1789,8 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /** When a failure to fetch Google's keys was last logged. */
   let keysLoggedAt = -Infinity;
+  /** When the last such line a step back of the clock allowed was logged. */
+  let keysSteppedBackAt: number | undefined;
 
   /**
    * Checks Google's OIDC token of a Pub/Sub push: a 503 answer when
@@ -1809,10 +1811,19 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Said in the log too, at most once a minute: an operator whose
       // egress to Google is blocked sees why every push is refused.
       // A clock stepped back behind the last line is not "within the
-      // minute" (as the refusal log reads it).
+      // minute" (as the refusal log reads it); but once a minute by the
+      // clock as read after the step, or one that flaps back and forth
+      // would log every push.
       const at = now();
-      if (at < keysLoggedAt || at - keysLoggedAt >= KEYS_LOG_INTERVAL_MS) {
+      const back = at < keysLoggedAt;
+      if (
+        back
+          ? keysSteppedBackAt === undefined || at < keysSteppedBackAt ||
+            at - keysSteppedBackAt >= KEYS_LOG_INTERVAL_MS
+          : at - keysLoggedAt >= KEYS_LOG_INTERVAL_MS
+      ) {
         keysLoggedAt = at;
+        if (back) keysSteppedBackAt = at;
         log(
           `relayer cannot verify Pub/Sub pushes now: ${
             describeError(error.cause ?? error)

@@ -200,3 +200,38 @@ Deno.test("googleJwks() under a clock that flaps a step back and forth at each c
     );
   }
 });
+
+Deno.test("createApp() under a clock that flaps a step back and forth at each push logs that Google's keys cannot be had at most a few times, not at every push", async () => {
+  const ahead = 1_800_000_000_000;
+  let clock = ahead;
+  const lines: string[] = [];
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    now: () => clock,
+    log: (line) => lines.push(line),
+    pubsub: {
+      ...PUBSUB,
+      jwks: () => Promise.reject(new Error("egress to Google blocked")),
+    },
+  });
+  const google = await fakeGoogle();
+  const token = await google.token();
+  for (let push = 0; push < FLAP_PUSHES; push++) {
+    clock = (push % 2 === 0 ? ahead : ahead - STEP_BACK_MS) + push * 100;
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${token}`,
+        "content-type": "application/json",
+      },
+      body: envelope({ intentId: "pi_0001", kind: "settle" }),
+    });
+    await res.body?.cancel();
+    assert.equal(res.status, 503);
+  }
+  const said =
+    lines.filter((line) => line.includes("cannot verify Pub/Sub pushes"))
+      .length;
+  assert.ok(said <= 3, `${said} lines for ${FLAP_PUSHES} pushes`);
+});
