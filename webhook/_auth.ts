@@ -13,6 +13,7 @@ import type { HonoJsonWebKey } from "hono/utils/jwt/jws";
 import { hmac } from "@noble/hashes/hmac.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
+import { stepBackPace } from "./_step_back.ts";
 
 const encoder = new TextEncoder();
 
@@ -760,8 +761,7 @@ export function pubsubVerifier(
   // capitals names the same account.
   const account = asciiLower(keys.serviceAccount);
   let lastRefetchAt = -Infinity;
-  /** When the last refetch a step back of the clock allowed was made. */
-  let steppedBackAt: number | undefined;
+  const stepBack = stepBackPace();
   let refetching: Promise<readonly JsonWebKey[]> | undefined;
 
   async function load(refresh: boolean): Promise<readonly JsonWebKey[]> {
@@ -810,20 +810,17 @@ export function pubsubVerifier(
     // A clock stepped back behind the last refetch (NTP correcting one
     // that ran fast) says nothing of how long ago it was: not "less than
     // a minute ago", which would lock a rotated-in key out for the step.
-    // But such a refetch is paced too, by the clock as read after the
-    // step: one that flaps back and forth (two time sources fighting)
-    // would otherwise let every push of a made-up kid fetch.
+    // But once a minute at most (stepBackPace): a clock that flaps back
+    // and forth (time sources fighting) would let every push of a
+    // made-up kid fetch.
     const at = now();
-    const back = at < lastRefetchAt;
     if (
       refetching === undefined &&
-      (back
-        ? steppedBackAt === undefined || at < steppedBackAt ||
-          at - steppedBackAt >= JWKS_REFETCH_INTERVAL_MS
+      (at < lastRefetchAt
+        ? stepBack(JWKS_REFETCH_INTERVAL_MS)
         : at - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS)
     ) {
       lastRefetchAt = at;
-      if (back) steppedBackAt = at;
       refetching = load(true).finally(() => (refetching = undefined));
     }
     return refetching === undefined ? jwks : await refetching;

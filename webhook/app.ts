@@ -86,6 +86,7 @@ import {
   type ReplayClaim,
   timingSafeEqual,
 } from "./_auth.ts";
+import { stepBackPace } from "./_step_back.ts";
 import { problem } from "./_problem.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -1789,8 +1790,7 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /** When a failure to fetch Google's keys was last logged. */
   let keysLoggedAt = -Infinity;
-  /** When the last such line a step back of the clock allowed was logged. */
-  let keysSteppedBackAt: number | undefined;
+  const keysStepBack = stepBackPace();
 
   /**
    * Checks Google's OIDC token of a Pub/Sub push: a 503 answer when
@@ -1811,19 +1811,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Said in the log too, at most once a minute: an operator whose
       // egress to Google is blocked sees why every push is refused.
       // A clock stepped back behind the last line is not "within the
-      // minute" (as the refusal log reads it); but once a minute by the
-      // clock as read after the step, or one that flaps back and forth
-      // would log every push.
+      // minute" (as the refusal log reads it); but once a minute at most
+      // (stepBackPace), or a clock that flaps back and forth would log
+      // every push.
       const at = now();
-      const back = at < keysLoggedAt;
       if (
-        back
-          ? keysSteppedBackAt === undefined || at < keysSteppedBackAt ||
-            at - keysSteppedBackAt >= KEYS_LOG_INTERVAL_MS
+        at < keysLoggedAt
+          ? keysStepBack(KEYS_LOG_INTERVAL_MS)
           : at - keysLoggedAt >= KEYS_LOG_INTERVAL_MS
       ) {
         keysLoggedAt = at;
-        if (back) keysSteppedBackAt = at;
         log(
           `relayer cannot verify Pub/Sub pushes now: ${
             describeError(error.cause ?? error)

@@ -6,6 +6,7 @@
  */
 
 import { assertOptionNames } from "../policy/_validate.ts";
+import { stepBackPace } from "./_step_back.ts";
 
 /**
  * Where Google publishes the keys that sign its OIDC tokens.
@@ -179,29 +180,20 @@ export function googleJwks(
   let refreshing: Promise<readonly JsonWebKey[]> | undefined;
   /** The last failure while there were no keys, from when and until when it stands. */
   let failed: { error: unknown; from: number; until: number } | undefined;
-  /** When the last fetch a step back of the clock made due was made. */
-  let steppedBackAt: number | undefined;
+  const stepBack = stepBackPace();
   /**
    * Whether `span` stands at `at`: `at` within `[from, until)`. A clock
    * stepped back before `from` (NTP correcting one that ran fast) says
    * nothing of how long ago that was, so the keys are fetched again rather
    * than kept, or a failure stood, for as long as the step; but once per
-   * span's length by the clock as read after the step, or one that flaps
-   * back and forth (two time sources fighting) would make every call a
-   * fetch.
+   * span's length at most (stepBackPace), or a clock that flaps back and
+   * forth (time sources fighting) would make every call a fetch.
    */
   const stands = (
     span: { from: number; until: number },
     at: number,
-  ): boolean => {
-    if (at >= span.from) return at < span.until;
-    if (
-      steppedBackAt !== undefined && at >= steppedBackAt &&
-      at - steppedBackAt < span.until - span.from
-    ) return true;
-    steppedBackAt = at;
-    return false;
-  };
+  ): boolean =>
+    at >= span.from ? at < span.until : !stepBack(span.until - span.from);
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
     const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
