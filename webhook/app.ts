@@ -1550,6 +1550,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     recovered: (downMs: number) => void,
   ): () => Promise<boolean> {
     let last: { at: number; ok: Promise<boolean> } | undefined;
+    /** What a clock stepped back behind a probe or a line may end at once. */
+    const probeStepBack = stepBackPace();
+    const lineStepBack = stepBackPace();
     /** When the first failed probe of the outage now running began. */
     let failingSince: number | undefined;
     /** The last failure logged, and how many failed unsaid since. */
@@ -1576,8 +1579,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       failingSince ??= at;
       const text = describeError(error);
       if (
-        said !== undefined && said.text === text && at >= said.at &&
-        at - said.at < PROBE_LOG_INTERVAL_MS
+        said !== undefined && said.text === text &&
+        (at >= said.at
+          ? at - said.at < PROBE_LOG_INTERVAL_MS
+          : !lineStepBack(PROBE_LOG_INTERVAL_MS))
       ) {
         said.more++;
         return;
@@ -1594,9 +1599,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     };
     return () => {
       const at = now();
-      // Within the second after the last probe; a clock stepped back is not.
+      // Within the second after the last probe; a clock stepped back is
+      // not, once a second at most (stepBackPace: a clock that flaps back
+      // and forth would otherwise probe at every call).
       if (
-        last !== undefined && at >= last.at && at - last.at < READY_CACHE_MS
+        last !== undefined &&
+        (at >= last.at
+          ? at - last.at < READY_CACHE_MS
+          : !probeStepBack(READY_CACHE_MS))
       ) {
         return last.ok;
       }
@@ -3285,6 +3295,7 @@ export function createApp(deps: AppDeps): WebhookApp {
    * came since.
    */
   const refusals = new Map<string, { at: number; since: number }>();
+  const refusalStepBack = stepBackPace();
 
   /**
    * One line for a refused request (401, 408, 413), at most once a
@@ -3305,9 +3316,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     const at = now();
     const key = `${status} ${route}`;
     const seen = refusals.get(key);
+    // A clock stepped back behind the last line ends the minute, once a
+    // minute at most (stepBackPace: a clock that flaps back and forth
+    // would otherwise log every refusal).
     if (
-      seen !== undefined && at >= seen.at &&
-      at - seen.at < REFUSALS_LOG_INTERVAL_MS
+      seen !== undefined &&
+      (at >= seen.at
+        ? at - seen.at < REFUSALS_LOG_INTERVAL_MS
+        : !refusalStepBack(REFUSALS_LOG_INTERVAL_MS))
     ) {
       seen.since++;
       return;

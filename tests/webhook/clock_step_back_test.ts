@@ -18,7 +18,7 @@ import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
 import { createApp } from "../../webhook/app.ts";
 import { googleJwks } from "../../webhook/google_jwks.ts";
-import { envelope, fakeGoogle, PUBSUB } from "./_signing.ts";
+import { envelope, fakeGoogle, PUBSUB, QSTASH } from "./_signing.ts";
 
 const STEP_BACK_MS = 10 * 60_000;
 
@@ -253,6 +253,72 @@ Deno.test("createApp() under a clock that flaps a step back and forth at each pu
     assert.ok(
       said <= 3,
       `${said} lines for ${FLAP_PUSHES} pushes (${sources} sources)`,
+    );
+  }
+});
+
+Deno.test("createApp() under a clock that flaps a step back and forth probes the store for /readyz, and logs refused requests and a store that is not ready, at most a few times, not at every request", async () => {
+  for (const sources of [2, 3]) {
+    const ahead = 1_800_000_000_000;
+    let clock = ahead;
+    const lines: string[] = [];
+    let reads = 0;
+    let failing = false;
+    class Counted extends MemoryStore {
+      override getIntent(id: string) {
+        reads++;
+        return failing
+          ? Promise.reject(new Error("store down"))
+          : super.getIntent(id);
+      }
+    }
+    const app = createApp({
+      store: new Counted(),
+      sender: new ScriptedSender({}),
+      now: () => clock,
+      log: (line) => lines.push(line),
+      qstash: QSTASH,
+    });
+    const request = async (path: string, init?: RequestInit) => {
+      const res = await app.request(path, init);
+      await res.body?.cancel();
+      return res.status;
+    };
+    // 100 ms a call by each reading: 4 s of the clock, so about 4 probes a
+    // phase as the clock reads on, and no more for its steps back.
+    for (let call = 0; call < FLAP_PUSHES; call++) {
+      clock = flapped(ahead, sources, call);
+      // Anyone may call /readyz: one probe a second, whatever the callers.
+      await request("/readyz");
+      // A forged token: refused 401, a line a minute.
+      assert.equal(
+        await request("/v1/qstash", {
+          method: "POST",
+          body: "{}",
+          headers: { "upstash-signature": "a.b.c" },
+        }),
+        401,
+      );
+    }
+    failing = true;
+    for (let call = 0; call < FLAP_PUSHES; call++) {
+      clock = flapped(ahead, sources, call) + 3_600_000;
+      assert.equal(await request("/readyz"), 503);
+    }
+    const count = (part: string) =>
+      lines.filter((line) => line.includes(part)).length;
+    const why = `(${sources} sources)`;
+    assert.ok(
+      reads <= 12,
+      `${reads} probes for ${2 * FLAP_PUSHES} calls ${why}`,
+    );
+    assert.ok(
+      count("refused 401") <= 3,
+      `${count("refused 401")} lines for ${FLAP_PUSHES} refusals ${why}`,
+    );
+    assert.ok(
+      count("not ready") <= 3,
+      `${count("not ready")} lines for ${FLAP_PUSHES} probes ${why}`,
     );
   }
 });
