@@ -16,6 +16,20 @@
  * @param mono The monotonic clock, in milliseconds (for tests).
  * @returns `allow(ms)`: whether a step back may end a wait of `ms` now;
  *   `true` is counted as such an end.
+ *
+ * @example A clock that flaps ends a minute's wait once a minute
+ * ```ts
+ * import { stepBackPace } from "./_step_back.ts";
+ * import assert from "node:assert/strict";
+ *
+ * let mono = 0;
+ * const allow = stepBackPace(() => mono);
+ * assert.equal(allow(60_000), true); // the first step back ends the wait
+ * mono += 1_000;
+ * assert.equal(allow(60_000), false); // a second within the minute does not
+ * mono += 60_000;
+ * assert.equal(allow(60_000), true);
+ * ```
  */
 export function stepBackPace(
   mono: () => number = () => performance.now(),
