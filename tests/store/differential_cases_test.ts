@@ -8,7 +8,6 @@
  */
 import assert from "node:assert/strict";
 import { ConflictError } from "../../mod.ts";
-
 import {
   type Backend,
   kvBackend,
@@ -22,6 +21,18 @@ const STORES: readonly Backend[] = [
   kvBackend,
   ...(postgresAvailable ? [postgresBackend] : []),
 ];
+
+/** The dead letter of `pi_1`'s job the cases keep (or try to). */
+const letter = {
+  jobId: "pi_1/settle",
+  intentId: "pi_1",
+  deliveries: 3,
+  cause: "exhausted",
+  reason: "no luck after 3 deliveries",
+  resolution: "job dropped, intent still created",
+  lastError: "not authorized yet",
+  poisonedAt: 0,
+} as const;
 
 for (const backend of STORES) {
   Deno.test(`${backend.name}: admit() refuses a ttlMs below 1 ms before it claims anything, so the signature stays unused`, async () => {
@@ -58,16 +69,6 @@ for (const backend of STORES) {
     const { store, close } = await backend.open();
     try {
       const other = await store.createIntent({ id: "pi_2" });
-      const letter = {
-        jobId: "pi_1/settle",
-        intentId: "pi_1",
-        deliveries: 3,
-        cause: "exhausted",
-        reason: "no luck after 3 deliveries",
-        resolution: "job dropped, intent still created",
-        lastError: "not authorized yet",
-        poisonedAt: 0,
-      } as const;
       await assert.rejects(
         store.putDeadLetter(letter, { intentVersion: other.version }),
         (error) => error instanceof ConflictError && !error.refused,
@@ -103,19 +104,15 @@ for (const backend of STORES) {
         version: read.version,
         at: 0,
       }, { lease: { owner: "o1", ttlMs: 1000, now: 0, keep: true } });
-      const letter = {
-        jobId: "pi_1/settle",
-        intentId: "pi_1",
-        deliveries: 3,
-        cause: "exhausted",
-        reason: "no luck after 3 deliveries",
+      const given = {
+        ...letter,
         resolution: "job dropped, intent still authorized",
         lastError: "not sent: delivery 3 is the last (maxDeliveries 3)",
         poisonedAt: 10,
       } as const;
       // As a delivery write on a stale version answers: the version first.
       await assert.rejects(
-        store.putDeadLetter(letter, {
+        store.putDeadLetter(given, {
           intentVersion: read.version,
           lease: { owner: "o2", ttlMs: 1000, now: 10, keep: true },
         }),
@@ -239,16 +236,6 @@ for (const backend of STORES) {
         }),
         names("claim.expiresAt"),
       );
-      const letter = {
-        jobId: "pi_1/settle",
-        intentId: "pi_1",
-        deliveries: 3,
-        cause: "exhausted",
-        reason: "no luck after 3 deliveries",
-        resolution: "job dropped, intent still created",
-        lastError: "not authorized yet",
-        poisonedAt: 0,
-      } as const;
       await assert.rejects(
         store.putDeadLetter(letter, {
           intentVersion: read.version,
