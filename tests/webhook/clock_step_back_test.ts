@@ -103,19 +103,25 @@ Deno.test("googleJwks() reads keys cached before the clock stepped back as expir
   assert.equal(fetches, 2);
 });
 
-Deno.test("createApp() logs that Google's keys cannot be had again after the clock stepped back, not only once it caught up", async () => {
-  let clock = 1_800_000_000_000;
+/** An app on `now` whose Google keys cannot be had, and the lines it logs. */
+function keysBlocked(now: () => number) {
   const lines: string[] = [];
   const app = createApp({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
-    now: () => clock,
+    now,
     log: (line) => lines.push(line),
     pubsub: {
       ...PUBSUB,
       jwks: () => Promise.reject(new Error("egress to Google blocked")),
     },
   });
+  return { app, lines };
+}
+
+Deno.test("createApp() logs that Google's keys cannot be had again after the clock stepped back, not only once it caught up", async () => {
+  let clock = 1_800_000_000_000;
+  const { app, lines } = keysBlocked(() => clock);
   const google = await fakeGoogle();
   const push = async () => {
     const res = await app.request("/v1/pubsub", {
@@ -220,17 +226,7 @@ Deno.test("createApp() under a clock that flaps a step back and forth at each pu
   for (const sources of [2, 3]) {
     const ahead = 1_800_000_000_000;
     let clock = ahead;
-    const lines: string[] = [];
-    const app = createApp({
-      store: new MemoryStore(),
-      sender: new ScriptedSender({}),
-      now: () => clock,
-      log: (line) => lines.push(line),
-      pubsub: {
-        ...PUBSUB,
-        jwks: () => Promise.reject(new Error("egress to Google blocked")),
-      },
-    });
+    const { app, lines } = keysBlocked(() => clock);
     const google = await fakeGoogle();
     const token = await google.token();
     for (let push = 0; push < FLAP_PUSHES; push++) {
