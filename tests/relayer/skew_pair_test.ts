@@ -10,16 +10,12 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  MemoryStore,
-  type Store,
-  type WriteOptions,
-} from "../../mod.ts";
+import { createRelayer, MemoryStore, type Store } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
 import { gatedSender } from "./_gated_sender.ts";
+import { slowWriteAhead } from "../_stores.ts";
 
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
 const SKEW = 30_000;
@@ -102,21 +98,18 @@ function steppedWriteAhead(
   takesMs: number,
   stepMs: number,
 ): Store {
-  return new Proxy(store, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        const written = await value.apply(target, args);
-        const options = args.at(-1) as WriteOptions | undefined;
-        if (options?.lease?.keep) {
-          real.t += takesMs;
-          clock.offset += stepMs;
-        }
-        return written;
-      };
+  // `slowWriteAhead` moves real time once a write-ahead: the clock steps
+  // with it.
+  const stepping = {
+    get t() {
+      return real.t;
     },
-  });
+    set t(t: number) {
+      real.t = t;
+      clock.offset += stepMs;
+    },
+  };
+  return slowWriteAhead(store, stepping, takesMs);
 }
 
 interface Run {
