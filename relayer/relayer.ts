@@ -538,6 +538,12 @@ export interface RedriveOptions {
  */
 const GIVE_UP_RECEIPTS_MS = 5_000;
 
+/** How many intents' unrecorded txs a relayer keeps for the resolve route (the most recent). */
+const UNRECORDED_INTENTS = 1024;
+
+/** How many unrecorded txs a relayer keeps for one intent: as many as a store keeps on record. */
+const UNRECORDED_PER_INTENT = 32;
+
 /**
  * How long a give-up's mark lives: longer than a queue can send the same
  * message's give-up again. Pub/Sub keeps a message up to 31 days (a
@@ -1120,6 +1126,28 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // Each entry is the set of those sends, so that a queue's give-up can
   // wait for them to end (see ownSendsEnded).
   const sending = new Map<string, Set<Promise<unknown>>>();
+  // The txs sends of this process returned whose record then failed, by
+  // intent (most recent intents kept): a send that outlived the intent's
+  // settling (a give-up put it in review meanwhile) is refused its record,
+  // and its tx is in the log alone. The resolve route reads their receipts
+  // beside those on record: the operator's look at the nonce may have come
+  // before that tx left.
+  const unrecorded = new Map<string, readonly string[]>();
+
+  /** Keeps `txHash` among {@linkcode unrecorded}'s, within its bounds. */
+  function keepUnrecorded(intentId: string, txHash: string): void {
+    const kept = unrecorded.get(intentId) ?? [];
+    unrecorded.delete(intentId);
+    unrecorded.set(
+      intentId,
+      (kept.includes(txHash) ? kept : [...kept, txHash]).slice(
+        -UNRECORDED_PER_INTENT,
+      ),
+    );
+    if (unrecorded.size > UNRECORDED_INTENTS) {
+      unrecorded.delete(unrecorded.keys().next().value!);
+    }
+  }
 
   /**
    * One delivery's writes: each carries the delivery's lease, and the
@@ -2099,6 +2127,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
         }, options)
       );
     } catch (error) {
+      // On no record, it may still confirm: the resolve route reads it.
+      keepUnrecorded(current.id, txHash);
       if (error instanceof BusyError) {
         // Busy, as any held lease is, and the hash still goes in the log.
         throw new SentBusyError(txHash, error);
@@ -2636,6 +2666,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
   const relayer = { policy, deliver, giveUp, redrive, discard, keepUnreadable };
   // The webhook's resolve route asks: a payment whose send still runs here
   // is not failed by hand (see relayer/_sends.ts).
-  registerSends(relayer, (intentId) => sending.has(intentId));
+  registerSends(relayer, {
+    inFlight: (intentId) => sending.has(intentId),
+    unrecorded: (intentId) => unrecorded.get(intentId) ?? [],
+  });
   return relayer;
 }

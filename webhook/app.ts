@@ -91,7 +91,7 @@ import { problem } from "./_problem.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
-import { sendInFlight } from "../relayer/_sends.ts";
+import { sendInFlight, unrecordedTxHashes } from "../relayer/_sends.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -2709,15 +2709,30 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     if (to === "failed") {
-      const seen = intent.txHashes.length > 0
-        ? await receiptsOf(intent.txHashes)
-        : {};
+      // And the txs this process's sends returned whose record failed: a
+      // send that outlived the intent's settling ended after the review
+      // began, its record refused, and its tx may have left after the
+      // operator looked the nonce up (while it ran). On no record, it is
+      // read here all the same, or a fail posted once it ended would void
+      // the hold of the payment it made.
+      const onRecord = intent.txHashes;
+      const unrecorded = unrecordedTxHashes(relayer, id).filter((hash) =>
+        !onRecord.includes(hash)
+      );
+      const hashes = [...onRecord, ...unrecorded];
+      const seen = hashes.length > 0 ? await receiptsOf(hashes) : {};
+      const offRecord = (hash: string) =>
+        unrecorded.includes(hash)
+          ? ` (on no record: a send of this process returned it after the payment left settling, and its record was refused; the log says "sent ${hash}")`
+          : "";
       if (seen.confirmed !== undefined) {
         return problem(
           409,
           "tx-confirmed",
           "A tx confirmed",
-          `Intent ${id}'s tx ${seen.confirmed} confirmed: the payment happened, so settle it ({"to":"settled"}) rather than fail it.`,
+          `Intent ${id}'s tx ${seen.confirmed}${
+            offRecord(seen.confirmed)
+          } confirmed: the payment happened, so settle it ({"to":"settled"}) rather than fail it.`,
         );
       }
       if (seen.unread !== undefined) {
@@ -2725,7 +2740,9 @@ export function createApp(deps: AppDeps): WebhookApp {
           503,
           "receipts-unread",
           "Receipts unread",
-          `The receipt of ${seen.unread} could not be read (the relayer's log says why), and a payment with a tx that confirmed must not fail: try again.${
+          `The receipt of ${seen.unread}${
+            offRecord(seen.unread)
+          } could not be read (the relayer's log says why), and a payment with a tx that confirmed must not fail: try again.${
             nonceChecked !== true && mayHaveLeft(intent)
               ? ` Unless a tx on record reads mined and reverted, failing it will then also need "nonceChecked":true (a send of it may have left with no hash kept): look its nonce up on the chain while the Sender is away.`
               : ""
@@ -2740,7 +2757,9 @@ export function createApp(deps: AppDeps): WebhookApp {
           409,
           "tx-pending",
           "A tx is pending",
-          `Intent ${id}'s tx ${seen.pending} is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
+          `Intent ${id}'s tx ${seen.pending}${
+            offRecord(seen.pending)
+          } is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
         );
       }
       if (

@@ -47,8 +47,9 @@ async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
       began();
       return new Promise((resolve) => finish = resolve);
     },
-    receipt: () => Promise.resolve(receipt),
+    receipt: () => Promise.resolve(status),
   };
+  let status = receipt;
   const app = createApp({
     store,
     sender,
@@ -65,6 +66,7 @@ async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
     clock,
     sending,
     finish: (sent: { txHash: string }) => finish(sent),
+    receiptsAnswer: (next: ReceiptStatus) => status = next,
   };
 }
 
@@ -75,7 +77,10 @@ async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
 // operator's nonce check then sees nothing, and the fail voided the hold
 // of a payment the send then made.
 Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this process still has a send of it in flight, even with nonceChecked", async () => {
-  const { store, app, clock, sending, finish } = await heldSend("pending", 3);
+  const { store, app, clock, sending, finish, receiptsAnswer } = await heldSend(
+    "pending",
+    3,
+  );
   const delivery = app.relayer.deliver(job, 1);
   await sending;
   clock.now += 60_000; // the wall clock steps forward while the send runs
@@ -106,7 +111,17 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
   finish({ txHash: "0xlanded" });
   await delivery;
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
-  // Once it ended, the route decides as before (the operator's word).
+  // Once it ended, its tx (on no record: the intent had left settling, so
+  // its record was refused) is read as those on record are: pending, it
+  // may still land, whatever the operator saw of the nonce before.
+  const pending = await fail();
+  const pendingBody = await pending.json();
+  assert.equal(pending.status, 409, JSON.stringify(pendingBody));
+  assert.match(pendingBody.type, /tx-pending$/);
+  assert.match(pendingBody.detail, /0xlanded \(on no record/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // Dropped, the route decides as before (the operator's word).
+  receiptsAnswer("dropped");
   assert.equal((await fail()).status, 200);
 });
 

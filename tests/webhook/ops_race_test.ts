@@ -1,0 +1,299 @@
+/**
+ * Operator routes raced against deliveries of the same intent, with real
+ * concurrency (requests started together, a Sender that holds a send in
+ * flight, an injected clock), on every store.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { Job, Store } from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+import { BACKENDS } from "../_stores.ts";
+import { gatedSender } from "../relayer/_gated_sender.ts";
+import { job, qstash, qstashFailed } from "./_late_copy.ts";
+import { QSTASH } from "./_signing.ts";
+
+const OPS = "ops-token-for-ops-race-tests";
+const headers = { authorization: `Bearer ${OPS}` };
+
+async function raceApp(
+  store: Store,
+  options: { maxDeliveries?: number; leaseMs?: number } = {},
+) {
+  await store.createIntent({
+    id: "pi_0002",
+    state: "authorized",
+    hold: "pending",
+  });
+  const clock = { now: 1_000_000 };
+  const gated = gatedSender();
+  const published: Array<{ job: Job; dedup: string }> = [];
+  const enqueued: Job[] = [];
+  const app = createApp({
+    store,
+    sender: gated.sender,
+    policy: { maxDeliveries: options.maxDeliveries ?? 3 },
+    now: () => clock.now,
+    random: () => 0,
+    leaseMs: options.leaseMs ?? 200,
+    clockSkewMs: 0,
+    qstash: QSTASH,
+    opsToken: OPS,
+    redriveTo: {
+      publish: (job: Job, dedup: string) =>
+        Promise.resolve(void published.push({ job, dedup })),
+    },
+    enqueue: (job: Job) => Promise.resolve(void enqueued.push(job)),
+  });
+  return { app, clock, gated, published, enqueued };
+}
+
+for (const backend of BACKENDS) {
+  Deno.test(`ops race: a fail by hand while the give-up left a send in flight is refused, concurrent with a fresh copy [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { app, clock, gated } = await raceApp(store);
+      const started = gated.nextStart();
+      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await started;
+      clock.now += 60_000; // the lease lapses mid-send
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      const { intent } = await (await app.request("/v1/intents/pi_0002", {
+        headers,
+      })).json();
+      assert.equal(intent.state, "needs_review");
+      // A fail and a fresh copy of another message, at once.
+      const [fail, copy] = await Promise.all([
+        app.request("/v1/intents/pi_0002/resolve", {
+          method: "POST",
+          headers,
+          body: JSON.stringify({
+            to: "failed",
+            version: intent.version,
+            nonceChecked: true,
+          }),
+        }),
+        app.request("/v1/qstash", await qstash("msg_2", "0")),
+      ]);
+      const failBody = await fail.json();
+      assert.equal(fail.status, 409, JSON.stringify(failBody));
+      assert.match(failBody.type, /send-in-flight$/);
+      assert.equal(copy.status, 200, await copy.text());
+      assert.equal(gated.sends, 1);
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "pending");
+      gated.releaseAll();
+      await (await delivery).text();
+      assert.equal(gated.maxInFlight, 1);
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "pending");
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`ops race: two operators redrive the same letter at once: one job queued, every answer true [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { app, published } = await raceApp(store, { maxDeliveries: 2 });
+      const dropped = await app.request(
+        "/v1/qstash",
+        await qstash("msg_1", "1"),
+      );
+      assert.equal(dropped.status, 200);
+      const redrive = () =>
+        app.request("/v1/dead-letters/pi_0002/settle/redrive", {
+          method: "POST",
+          headers,
+        });
+      const answers = await Promise.all([redrive(), redrive(), redrive()]);
+      const bodies = await Promise.all(answers.map((a) => a.json()));
+      const statuses = answers.map((a) => a.status);
+      assert.equal(
+        statuses.filter((s) => s === 202).length,
+        1,
+        JSON.stringify(bodies),
+      );
+      for (const [i, status] of statuses.entries()) {
+        assert.ok(
+          status === 202 || status === 404 || status === 409,
+          JSON.stringify(bodies[i]),
+        );
+      }
+      // Every answer that says nothing went out: no publish of its own.
+      const saidPublished = bodies.filter((b, i) =>
+        statuses[i] === 202 || /published all the same/.test(b.detail ?? "")
+      ).length;
+      assert.equal(published.length, saidPublished, JSON.stringify(bodies));
+      // One deduplication id: a deduplicating queue holds one job.
+      assert.equal(
+        new Set(published.map((p) =>
+          p.dedup
+        )).size,
+        1,
+      );
+      assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`ops race: a redrive while a copy of the dropped message and the redriven job are delivered: one send [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { app, gated } = await raceApp(store, { maxDeliveries: 2 });
+      const dropped = await app.request(
+        "/v1/qstash",
+        await qstash("msg_1", "1"),
+      );
+      assert.equal(dropped.status, 200);
+      const [late, redriven, first] = await Promise.all([
+        app.request("/v1/qstash", await qstash("msg_1", "0")),
+        app.request("/v1/dead-letters/pi_0002/settle/redrive", {
+          method: "POST",
+          headers,
+        }),
+        app.request("/v1/qstash", await qstash("msg_2", "0")),
+        // Let the held send go once it started.
+        (async () => {
+          await gated.nextStart();
+          await new Promise((r) => setTimeout(r, 20));
+          gated.releaseAll();
+        })(),
+      ]);
+      const texts = [
+        await late.text(),
+        await redriven.text(),
+        await first.text(),
+      ];
+      assert.equal(redriven.status, 202, texts[1]);
+      assert.equal(gated.maxInFlight, 1, JSON.stringify(texts));
+      assert.ok(gated.sends <= 1, JSON.stringify(texts));
+      // The copy sends nothing: a late copy, or busy behind the job's send.
+      assert.match(texts[0]!, /late copy|busy/);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`ops race: POST /v1/jobs twice at once, both delivered at once: one send in flight [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { app, gated, enqueued } = await raceApp(store);
+      const post = () =>
+        app.request("/v1/jobs", {
+          method: "POST",
+          headers,
+          body: JSON.stringify(job),
+        });
+      const posts = await Promise.all([post(), post()]);
+      assert.deepEqual(posts.map((p) => p.status), [202, 202]);
+      assert.equal(enqueued.length, 2);
+      const release = (async () => {
+        await gated.nextStart();
+        await new Promise((r) => setTimeout(r, 20));
+        gated.releaseAll();
+      })();
+      const answers = await Promise.all([
+        app.request("/v1/qstash", await qstash("msg_a", "0")),
+        app.request("/v1/qstash", await qstash("msg_b", "0")),
+      ]);
+      await release;
+      const texts = await Promise.all(answers.map((a) => a.text()));
+      assert.equal(gated.sends, 1, JSON.stringify(texts));
+      assert.equal(gated.maxInFlight, 1);
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  // The operator reads the intent in review and looks its nonce up while
+  // a send the give-up could not wait for still runs; the send then ends,
+  // its tx out (its record refused: the intent left settling), before the
+  // fail is posted. The tx may leave after the look, as the route's own
+  // refusal says: the fail must not void the hold of a payment that paid.
+  Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended does not void a payment its tx paid [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const clock = { now: 1_000_000 };
+      const chain = new Set<string>(); // txs that landed
+      let finish!: () => void;
+      let began!: () => void;
+      const sending = new Promise<void>((r) => began = r);
+      const app = createApp({
+        store,
+        sender: {
+          send: () => {
+            began();
+            return new Promise((resolve) =>
+              finish = () => {
+                chain.add("0xlanded");
+                resolve({ txHash: "0xlanded" });
+              }
+            );
+          },
+          receipt: (hash: string) =>
+            Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
+        },
+        policy: { maxDeliveries: 3 },
+        now: () => clock.now,
+        random: () => 0,
+        leaseMs: 200,
+        clockSkewMs: 0,
+        qstash: QSTASH,
+        opsToken: OPS,
+      });
+      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await sending;
+      clock.now += 60_000; // the lease lapses mid-send
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      // The operator reads the review, and looks the nonce up: unused.
+      const { intent } = await (await app.request("/v1/intents/pi_0002", {
+        headers,
+      })).json();
+      assert.equal(intent.state, "needs_review");
+      assert.equal(chain.size, 0);
+      // The send ends meanwhile: its tx landed.
+      finish();
+      const ended = await delivery;
+      assert.match(await ended.text(), /sent 0xlanded/);
+      assert.equal(chain.size, 1);
+      const fail = await app.request("/v1/intents/pi_0002/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({
+          to: "failed",
+          version: intent.version,
+          nonceChecked: true,
+        }),
+      });
+      const body = await fail.json();
+      const after = await store.getIntent("pi_0002");
+      assert.notEqual(
+        after?.hold,
+        "voided",
+        `the hold of a payment whose tx landed was voided: ${fail.status} ${
+          JSON.stringify(body)
+        }`,
+      );
+      assert.equal(fail.status, 409, JSON.stringify(body));
+      assert.match(body.type, /tx-confirmed$/);
+    } finally {
+      await close();
+    }
+  });
+}
