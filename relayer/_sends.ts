@@ -25,6 +25,7 @@
  * const sends: OwnSends = {
  *   inFlight: () => false,
  *   unrecorded: (id) => id === "pi_0001" ? ["0xabc"] : [],
+ *   endedUnrecorded: () => false,
  * };
  * ```
  */
@@ -33,6 +34,12 @@ export interface OwnSends {
   inFlight(intentId: string): boolean;
   /** The txs its sends of the intent returned whose record failed, oldest first. */
   unrecorded(intentId: string): readonly string[];
+  /**
+   * Whether a send of the intent whose outcome may have left (a tx, or an
+   * error that does not say it stayed home) ended with that outcome on no
+   * record since this was last answered `true`.
+   */
+  endedUnrecorded(intentId: string): boolean;
 }
 
 const SENDS = new WeakMap<object, OwnSends>();
@@ -49,6 +56,7 @@ const SENDS = new WeakMap<object, OwnSends>();
  * registerSends(relayer, {
  *   inFlight: (id) => id === "pi_0001",
  *   unrecorded: (id) => id === "pi_0002" ? ["0xabc"] : [],
+ *   endedUnrecorded: (id) => id === "pi_0002",
  * });
  * assert.equal(sendInFlight(relayer, "pi_0001"), true);
  * assert.equal(sendInFlight(relayer, "pi_0002"), false);
@@ -93,4 +101,25 @@ export function unrecordedTxHashes(
   intentId: string,
 ): readonly string[] {
   return SENDS.get(relayer)?.unrecorded(intentId) ?? [];
+}
+
+/**
+ * Whether a send of `intentId` by `relayer` ended with an outcome that may
+ * have left (a tx, or an error that does not say it stayed home) on no
+ * record since this last answered `true` (which it answers once per such
+ * end); `false` for a relayer that registered nothing.
+ *
+ * @example A relayer that registered nothing
+ * ```ts
+ * import { sendEndedUnrecorded } from "./_sends.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(sendEndedUnrecorded({}, "pi_0001"), false);
+ * ```
+ */
+export function sendEndedUnrecorded(
+  relayer: object,
+  intentId: string,
+): boolean {
+  return SENDS.get(relayer)?.endedUnrecorded(intentId) ?? false;
 }

@@ -1126,27 +1126,40 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // Each entry is the set of those sends, so that a queue's give-up can
   // wait for them to end (see ownSendsEnded).
   const sending = new Map<string, Set<Promise<unknown>>>();
-  // The txs sends of this process returned whose record then failed, by
-  // intent (most recent intents kept): a send that outlived the intent's
-  // settling (a give-up put it in review meanwhile) is refused its record,
-  // and its tx is in the log alone. The resolve route reads their receipts
-  // beside those on record: the operator's look at the nonce may have come
-  // before that tx left.
-  const unrecorded = new Map<string, readonly string[]>();
+  // The sends of this process whose outcome then failed its record (a
+  // send that outlived the intent's settling, as a give-up put it in
+  // review meanwhile, is refused its record), by intent, the most recent
+  // intents kept: the txs they returned, in the log alone, and whether
+  // one ended since the resolve route last said so. The route reads
+  // those txs' receipts beside the ones on record, and refuses a fail
+  // once after such a send ended: the operator's look at the nonce may
+  // have come before its tx left.
+  const unrecorded = new Map<
+    string,
+    { readonly txHashes: readonly string[]; readonly untold: boolean }
+  >();
 
-  /** Keeps `txHash` among {@linkcode unrecorded}'s, within its bounds. */
-  function keepUnrecorded(intentId: string, txHash: string): void {
-    const kept = unrecorded.get(intentId) ?? [];
+  /** Keeps a send of `intentId` whose outcome is on no record, and its tx if it returned one. */
+  function keepUnrecorded(intentId: string, txHash?: string): void {
+    const kept = unrecorded.get(intentId)?.txHashes ?? [];
     unrecorded.delete(intentId);
-    unrecorded.set(
-      intentId,
-      (kept.includes(txHash) ? kept : [...kept, txHash]).slice(
-        -UNRECORDED_PER_INTENT,
-      ),
-    );
+    unrecorded.set(intentId, {
+      txHashes: txHash === undefined || kept.includes(txHash)
+        ? kept
+        : [...kept, txHash].slice(-UNRECORDED_PER_INTENT),
+      untold: true,
+    });
     if (unrecorded.size > UNRECORDED_INTENTS) {
       unrecorded.delete(unrecorded.keys().next().value!);
     }
+  }
+
+  /** Whether a send of `intentId` ended unrecorded since the last call said so. */
+  function tellUnrecorded(intentId: string): boolean {
+    const kept = unrecorded.get(intentId);
+    if (kept?.untold !== true) return false;
+    unrecorded.set(intentId, { ...kept, untold: false });
+    return true;
   }
 
   /**
@@ -2109,13 +2122,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
         );
       }
     } catch (error) {
-      await d.write((options) =>
-        store.recordBroadcast(current.id, current.version, {
-          outcome: isNotSent(error) ? "not_sent" : "unknown",
-          at: now(),
-          error: clip(messageOf(error)),
-        }, options)
-      );
+      const outcome = isNotSent(error) ? "not_sent" : "unknown";
+      try {
+        await d.write((options) =>
+          store.recordBroadcast(current.id, current.version, {
+            outcome,
+            at: now(),
+            error: clip(messageOf(error)),
+          }, options)
+        );
+      } catch (recordError) {
+        // It may have left, and nothing says so: the resolve route asks.
+        if (outcome === "unknown") keepUnrecorded(current.id);
+        throw recordError;
+      }
       throw new Error(`send: ${messageOf(error)}`, { cause: error });
     }
     try {
@@ -2668,7 +2688,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // is not failed by hand (see relayer/_sends.ts).
   registerSends(relayer, {
     inFlight: (intentId) => sending.has(intentId),
-    unrecorded: (intentId) => unrecorded.get(intentId) ?? [],
+    unrecorded: (intentId) => unrecorded.get(intentId)?.txHashes ?? [],
+    endedUnrecorded: tellUnrecorded,
   });
   return relayer;
 }

@@ -91,7 +91,11 @@ import { problem } from "./_problem.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
-import { sendInFlight, unrecordedTxHashes } from "../relayer/_sends.ts";
+import {
+  sendEndedUnrecorded,
+  sendInFlight,
+  unrecordedTxHashes,
+} from "../relayer/_sends.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -2760,6 +2764,23 @@ export function createApp(deps: AppDeps): WebhookApp {
           `Intent ${id}'s tx ${seen.pending}${
             offRecord(seen.pending)
           } is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
+        );
+      }
+      if (seen.reverted === undefined && sendEndedUnrecorded(relayer, id)) {
+        // A send of this process that outlived the payment's settling ended
+        // since the last fail was told so: its record was refused, so the
+        // version the operator read did not move, and its tx may have left
+        // after the nonce was looked up (while it ran). Said once per such
+        // send: the next fail is taken on the operator's word. (A tx on
+        // record mined and reverted spent the nonce: nothing can land.)
+        const kept = unrecordedTxHashes(relayer, id);
+        return problem(
+          409,
+          "send-ended",
+          "A send ended",
+          `A send of intent ${id} run by this process ended after the payment left settling, and its outcome is on no record (the relayer's log has its "sent 0x…" or its error${
+            kept.length > 0 ? `; txs on no record: ${kept.join(", ")}` : ""
+          }): its tx may have left after you looked the nonce up. Look the nonce up again, then send this again.`,
         );
       }
       if (

@@ -297,3 +297,86 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  // As above, but the send's answer is an error that does not say the tx
+  // stayed home (its outcome unknown, no hash): the tx left all the same.
+  // Nothing on record, nothing the route can read: the operator's look
+  // came before the tx left, and must be made again.
+  Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended in doubt is refused once, then taken [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const clock = { now: 1_000_000 };
+      let finish!: () => void;
+      let began!: () => void;
+      const sending = new Promise<void>((r) => began = r);
+      const app = createApp({
+        store,
+        sender: {
+          send: () => {
+            began();
+            return new Promise((_, reject) =>
+              finish = () => reject(new Error("socket hang up"))
+            );
+          },
+          receipt: () => Promise.resolve("dropped"),
+        },
+        policy: { maxDeliveries: 3 },
+        now: () => clock.now,
+        random: () => 0,
+        leaseMs: 200,
+        clockSkewMs: 0,
+        qstash: QSTASH,
+        opsToken: OPS,
+      });
+      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await sending;
+      clock.now += 60_000; // the lease lapses mid-send
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      const { intent } = await (await app.request("/v1/intents/pi_0002", {
+        headers,
+      })).json();
+      assert.equal(intent.state, "needs_review");
+      // The operator looks the nonce up (unused); the send then ends in doubt.
+      finish();
+      // Its record refused: the intent left settling.
+      assert.equal((await delivery).status, 503);
+      const fail = () =>
+        app.request("/v1/intents/pi_0002/resolve", {
+          method: "POST",
+          headers,
+          body: JSON.stringify({
+            to: "failed",
+            version: intent.version,
+            nonceChecked: true,
+          }),
+        });
+      const first = await fail();
+      const body = await first.json();
+      assert.equal(
+        (await store.getIntent("pi_0002"))?.hold,
+        "pending",
+        `a fail on a look made before the send ended voided the hold: ${first.status} ${
+          JSON.stringify(body)
+        }`,
+      );
+      assert.equal(first.status, 409, JSON.stringify(body));
+      assert.match(body.type, /send-ended$/);
+      // Told, the operator looks the nonce up again: the word stands.
+      const second = await fail();
+      assert.equal(second.status, 200, await second.clone().text());
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  });
+}

@@ -120,8 +120,15 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
   assert.match(pendingBody.type, /tx-pending$/);
   assert.match(pendingBody.detail, /0xlanded \(on no record/);
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
-  // Dropped, the route decides as before (the operator's word).
+  // Dropped, the route says once that the send ended since (the nonce
+  // was looked up while it ran), then decides as before (the word).
   receiptsAnswer("dropped");
+  const ended = await fail();
+  const endedBody = await ended.json();
+  assert.equal(ended.status, 409, JSON.stringify(endedBody));
+  assert.match(endedBody.type, /send-ended$/);
+  assert.match(endedBody.detail, /txs on no record: 0xlanded/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
   assert.equal((await fail()).status, 200);
 });
 
