@@ -380,3 +380,128 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  // A rescue (same nonce) held in flight; the give-up puts the payment in
+  // review; an operator settles it by hand while a fresh copy arrives. The
+  // settle is the operator's word; nothing else sends, and the rescue's
+  // record is refused once it ends, leaving the payment settled.
+  Deno.test(`ops race: a settle by hand while a rescue is in flight and a copy arrives: one send, settled stays [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        txHashes: ["0xold"],
+        lastBroadcast: { outcome: "sent", txHash: "0xold", at: 0 },
+      });
+      const clock = { now: 1_000_000 };
+      const gated = gatedSender();
+      const app = createApp({
+        store,
+        sender: {
+          send: gated.sender.send,
+          receipt: () => Promise.resolve("dropped"),
+        },
+        policy: { maxDeliveries: 3 },
+        now: () => clock.now,
+        random: () => 0,
+        leaseMs: 200,
+        clockSkewMs: 0,
+        qstash: QSTASH,
+        opsToken: OPS,
+      });
+      const started = gated.nextStart();
+      const rescue = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await started;
+      clock.now += 60_000;
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      const { intent } = await (await app.request("/v1/intents/pi_0002", {
+        headers,
+      })).json();
+      assert.equal(intent.state, "needs_review");
+      const [settle, copy] = await Promise.all([
+        app.request("/v1/intents/pi_0002/resolve", {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ to: "settled", version: intent.version }),
+        }),
+        app.request("/v1/qstash", await qstash("msg_2", "0")),
+      ]);
+      assert.equal(settle.status, 200, await settle.clone().text());
+      assert.equal(copy.status, 200, await copy.text());
+      gated.releaseAll();
+      await (await rescue).text();
+      assert.equal(gated.sends, 1);
+      assert.equal(gated.maxInFlight, 1);
+      const after = await store.getIntent("pi_0002");
+      assert.equal(after?.state, "settled");
+      assert.equal(after?.hold, "captured");
+    } finally {
+      await close();
+    }
+  });
+
+  // A payment failed by hand; its letter discarded while a late copy of
+  // the given-up message and a repeat of the give-up arrive: nothing sent,
+  // nothing resolved again, the letter gone, and the discard's answer true.
+  Deno.test(`ops race: a discard while a late copy and a repeated give-up arrive: nothing sent, the letter stays gone [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { app, gated } = await raceApp(store, { maxDeliveries: 2 });
+      // Delivery 1 of 2 sends (held); the queue gives up meanwhile.
+      const started = gated.nextStart();
+      const first = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await started;
+      gated.releaseAll();
+      await (await first).text();
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      const { intent, deadLetter } = await (await app.request(
+        "/v1/intents/pi_0002",
+        { headers },
+      )).json();
+      assert.equal(intent.state, "needs_review");
+      const failed = await app.request("/v1/intents/pi_0002/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({
+          to: "failed",
+          version: intent.version,
+          nonceChecked: true,
+        }),
+      });
+      // gatedSender's receipts answer pending: the fail waits for it.
+      assert.equal(failed.status, 409, await failed.clone().text());
+      assert.equal(gated.sends, 1);
+      const [discard, late, repeat] = await Promise.all([
+        app.request(
+          `/v1/dead-letters/pi_0002/settle?version=${
+            encodeURIComponent(deadLetter.version)
+          }`,
+          { method: "DELETE", headers },
+        ),
+        app.request("/v1/qstash", await qstash("msg_1", "1")),
+        app.request("/v1/qstash/failed", await qstashFailed("msg_1")),
+      ]);
+      // In review, its letter is the record of why: the discard is refused.
+      assert.equal(discard.status, 409, await discard.clone().text());
+      await late.text();
+      await repeat.text();
+      assert.equal(gated.sends, 1);
+      assert.notEqual(await store.getDeadLetter("pi_0002/settle"), null);
+      assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+    } finally {
+      await close();
+    }
+  });
+}
