@@ -2685,7 +2685,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
 
   const relayer = { policy, deliver, giveUp, redrive, discard, keepUnreadable };
   // The webhook's resolve route asks: a payment whose send still runs here
-  // is not failed by hand (see relayer/_sends.ts).
+  // is not failed by hand, nor one whose send here ended on no record
+  // without that being said and its tx read (see relayer/_sends.ts).
   registerSends(relayer, {
     inFlight: (intentId) => sending.has(intentId),
     unrecorded: (intentId) => unrecorded.get(intentId)?.txHashes ?? [],
