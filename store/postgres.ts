@@ -3171,9 +3171,12 @@ function emptyWrite(): Error {
 
 /**
  * The error of a call that met no table of the store where it looked
- * (`42P01`, an undefined table; `3F000`, an undefined schema): a database
- * never migrated, one migrated by an older version that lacks a table a
- * newer one added, or another one than the service's. No retry mends it,
+ * (`42P01`, an undefined table; `3F000`, an undefined schema), or a table
+ * or function without what this version reads (`42703`, an undefined
+ * column; `42883`, an undefined function): a database never migrated, one
+ * migrated by an older version that lacks a table, column or function a
+ * newer one added (the first revisions had no `intents.tx_hashes` and no
+ * `refuse_stale`), or another one than the service's. No retry mends it,
  * so it says to run `migrate()`, which `main.ts` runs at start and a
  * Worker or a process of one's own must run itself; the action comes
  * early, as the app's log line keeps 300 characters of an error. `head` says what
@@ -3185,6 +3188,14 @@ function unmigrated(
   schema: string,
 ): Error | null {
   const code = (error as { code?: unknown } | null)?.code;
+  if (code === "42703" || code === "42883") {
+    return new Error(
+      `${head} as the store's schema "${schema}" lacks a column or function this version reads (migrated by an older version): run store.migrate() on it once, as the schema's owner, before serving (a Worker never does) (${
+        describeError(error)
+      })`,
+      { cause: error },
+    );
+  }
   if (code !== "42P01" && code !== "3F000") return null;
   return new Error(
     `${head} as this database lacks the store's schema "${schema}" or a table of it: run store.migrate() on it once before serving (a Worker never does), or check that the URL names the service's database (${

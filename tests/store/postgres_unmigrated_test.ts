@@ -84,3 +84,65 @@ Deno.test({
     await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore on a schema an earlier revision migrated (no tx_hashes column, no refuse_stale function) names migrate() on every intent call, keeping PostgreSQL's error as the cause",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const sql = await sharedClient();
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    // The schema as the first revisions of PostgresStore migrated it
+    // (25bb555, read back with pg_dump): the same tables, without the
+    // column and the function a later one added.
+    await sql.unsafe(
+      `ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes; DROP FUNCTION "${schema}".refuse_stale(bigint)`,
+    );
+    const intent = (await sql.unsafe(
+      `SELECT version FROM "${schema}".intents WHERE id = 'pi_0001'`,
+    ))[0]!;
+    const version = String(intent.version);
+    const calls: [string, () => Promise<unknown>][] = [
+      ["getIntent", () => store.getIntent("pi_0001")],
+      ["createIntent", () =>
+        store.createIntent({
+          id: "pi_0002",
+          state: "authorized",
+          hold: "pending",
+        })],
+      ["transition", () =>
+        store.transition("pi_0001", {
+          from: "authorized",
+          to: "settling",
+          version,
+          at: 1_000,
+        })],
+      ["voidHold", () => store.voidHold("pi_0001")],
+    ];
+    for (const [name, call] of calls) {
+      const error = await failure(call);
+      assert.match(
+        error.message,
+        new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
+        `${name}: ${error.message}`,
+      );
+      assert.match(describeError(error), /run store\.migrate\(\)/, name);
+      assert.equal(
+        (error.cause as { code?: unknown } | undefined)?.code,
+        "42703",
+        `${name}: PostgreSQL's error is its cause`,
+      );
+    }
+    // This version's migrate() mends it, and the intent reads as written.
+    await store.migrate();
+    assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
