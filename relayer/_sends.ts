@@ -37,9 +37,50 @@ export interface OwnSends {
   /**
    * Whether a send of the intent whose outcome may have left (a tx, or an
    * error that does not say it stayed home) ended with that outcome on no
-   * record since this was last answered `true`.
+   * record, and the resolve request that asks (its number from
+   * {@linkcode resolveArrived}, `arrival`) can not have been told so: the
+   * first ask since such an end, and every request that arrived by then.
    */
-  endedUnrecorded(intentId: string): boolean;
+  endedUnrecorded(intentId: string, arrival: number): boolean;
+}
+
+/** How many resolve requests arrived in this process: their order. */
+let arrived = 0;
+
+/**
+ * Numbers a resolve request as it arrives, in the order requests arrive
+ * in this process: a warning said to one request reaches no request that
+ * arrived before it was said (a second operator's, a script's retry sent
+ * while its first try ran), so those are warned as well.
+ *
+ * @example Numbers go up
+ * ```ts
+ * import { resolveArrived } from "./_sends.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const first = resolveArrived();
+ * assert.ok(resolveArrived() > first);
+ * ```
+ */
+export function resolveArrived(): number {
+  return ++arrived;
+}
+
+/**
+ * The number of the last resolve request that arrived, for a relayer
+ * that says a warning now: every request numbered up to it was under way.
+ *
+ * @example After an arrival
+ * ```ts
+ * import { resolveArrived, resolveArrivals } from "./_sends.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const n = resolveArrived();
+ * assert.equal(resolveArrivals(), n);
+ * ```
+ */
+export function resolveArrivals(): number {
+  return arrived;
 }
 
 const SENDS = new WeakMap<object, OwnSends>();
@@ -106,20 +147,23 @@ export function unrecordedTxHashes(
 /**
  * Whether a send of `intentId` by `relayer` ended with an outcome that may
  * have left (a tx, or an error that does not say it stayed home) on no
- * record since this last answered `true` (which it answers once per such
- * end); `false` for a relayer that registered nothing.
+ * record, and the resolve request numbered `arrival` (by
+ * {@linkcode resolveArrived}) cannot have been told: `true` to the first
+ * request that asks after such an end, and to every request that arrived
+ * before that answer; `false` for a relayer that registered nothing.
  *
  * @example A relayer that registered nothing
  * ```ts
- * import { sendEndedUnrecorded } from "./_sends.ts";
+ * import { resolveArrived, sendEndedUnrecorded } from "./_sends.ts";
  * import assert from "node:assert/strict";
  *
- * assert.equal(sendEndedUnrecorded({}, "pi_0001"), false);
+ * assert.equal(sendEndedUnrecorded({}, "pi_0001", resolveArrived()), false);
  * ```
  */
 export function sendEndedUnrecorded(
   relayer: object,
   intentId: string,
+  arrival: number,
 ): boolean {
-  return SENDS.get(relayer)?.endedUnrecorded(intentId) ?? false;
+  return SENDS.get(relayer)?.endedUnrecorded(intentId, arrival) ?? false;
 }

@@ -42,7 +42,7 @@ import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
-import { registerSends } from "./_sends.ts";
+import { registerSends, resolveArrivals } from "./_sends.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import type {
@@ -1136,7 +1136,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // have come before its tx left.
   const unrecorded = new Map<
     string,
-    { readonly txHashes: readonly string[]; readonly untold: boolean }
+    {
+      readonly txHashes: readonly string[];
+      /** The last resolve request under way when the route said so; none: unsaid. */
+      readonly toldUpTo?: number;
+    }
   >();
 
   /** Keeps a send of `intentId` whose outcome is on no record, and its tx if it returned one. */
@@ -1147,18 +1151,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
       txHashes: txHash === undefined || kept.includes(txHash)
         ? kept
         : [...kept, txHash].slice(-UNRECORDED_PER_INTENT),
-      untold: true,
     });
     if (unrecorded.size > UNRECORDED_INTENTS) {
       unrecorded.delete(unrecorded.keys().next().value!);
     }
   }
 
-  /** Whether a send of `intentId` ended unrecorded since the last call said so. */
-  function tellUnrecorded(intentId: string): boolean {
+  /**
+   * Whether a send of `intentId` ended unrecorded and the resolve request
+   * numbered `arrival` cannot have been told: the first to ask since, and
+   * any that arrived before that answer (a second operator's, a retry sent
+   * while the first try ran), which can not have followed it.
+   */
+  function tellUnrecorded(intentId: string, arrival: number): boolean {
     const kept = unrecorded.get(intentId);
-    if (kept?.untold !== true) return false;
-    unrecorded.set(intentId, { ...kept, untold: false });
+    if (kept === undefined) return false;
+    if (kept.toldUpTo !== undefined) return arrival <= kept.toldUpTo;
+    unrecorded.set(intentId, { ...kept, toldUpTo: resolveArrivals() });
     return true;
   }
 

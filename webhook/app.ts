@@ -92,6 +92,7 @@ import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import {
+  resolveArrived,
   sendEndedUnrecorded,
   sendInFlight,
   unrecordedTxHashes,
@@ -2594,6 +2595,9 @@ export function createApp(deps: AppDeps): WebhookApp {
   // one write on the version the operator read.
   app.post("/v1/intents/:id/resolve", async (c) => {
     requireOps(c);
+    // Numbered as it arrives: a send-ended warning said to another request
+    // after this one arrived cannot have reached whoever sent this one.
+    const arrival = resolveArrived();
     const id = c.req.param("id");
     const bad = (detail: string) =>
       problem(400, "bad-resolution", "Bad resolution", detail);
@@ -2766,13 +2770,17 @@ export function createApp(deps: AppDeps): WebhookApp {
           } is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
         );
       }
-      if (seen.reverted === undefined && sendEndedUnrecorded(relayer, id)) {
+      if (
+        seen.reverted === undefined && sendEndedUnrecorded(relayer, id, arrival)
+      ) {
         // A send of this process that outlived the payment's settling ended
         // since the last fail was told so: its record was refused, so the
         // version the operator read did not move, and its tx may have left
         // after the nonce was looked up (while it ran). Said once per such
-        // send: the next fail is taken on the operator's word. (A tx on
-        // record mined and reverted spent the nonce: nothing can land.)
+        // send, and to every fail that arrived before that (a second
+        // operator's, a retry sent while the first try ran): a fail that
+        // arrives after is taken on the operator's word. (A tx on record
+        // mined and reverted spent the nonce: nothing can land.)
         const kept = unrecordedTxHashes(relayer, id);
         return problem(
           409,

@@ -382,6 +382,90 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
+  // Two fails posted at once (two operators, or a script's retry sent while
+  // its first try still ran), both on a look made while the send ran: the
+  // one-shot warning reached one of them; the other, which arrived before
+  // that warning was given and so cannot have followed it, voided the hold.
+  Deno.test(`ops race: two fails posted at once after a send ended in doubt are both refused, then one taken [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const clock = { now: 1_000_000 };
+      let finish!: () => void;
+      let began!: () => void;
+      const sending = new Promise<void>((r) => began = r);
+      const app = createApp({
+        store,
+        sender: {
+          send: () => {
+            began();
+            return new Promise((_, reject) =>
+              finish = () => reject(new Error("socket hang up"))
+            );
+          },
+          receipt: () => Promise.resolve("dropped"),
+        },
+        policy: { maxDeliveries: 3 },
+        now: () => clock.now,
+        random: () => 0,
+        leaseMs: 200,
+        clockSkewMs: 0,
+        qstash: QSTASH,
+        opsToken: OPS,
+      });
+      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await sending;
+      clock.now += 60_000; // the lease lapses mid-send
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      const { intent } = await (await app.request("/v1/intents/pi_0002", {
+        headers,
+      })).json();
+      assert.equal(intent.state, "needs_review");
+      finish();
+      assert.equal((await delivery).status, 503);
+      const fail = () =>
+        app.request("/v1/intents/pi_0002/resolve", {
+          method: "POST",
+          headers,
+          body: JSON.stringify({
+            to: "failed",
+            version: intent.version,
+            nonceChecked: true,
+          }),
+        });
+      const answers = await Promise.all([fail(), fail()]);
+      const bodies = await Promise.all(answers.map((a) => a.json()));
+      assert.equal(
+        (await store.getIntent("pi_0002"))?.hold,
+        "pending",
+        `a fail that arrived before the send-ended warning was given voided the hold: ${
+          answers.map((a, i) => `${a.status} ${JSON.stringify(bodies[i])}`)
+            .join(" | ")
+        }`,
+      );
+      for (const [i, answer] of answers.entries()) {
+        assert.equal(answer.status, 409, JSON.stringify(bodies[i]));
+        assert.match(bodies[i].type, /send-ended$/);
+      }
+      // Told, the operator looks the nonce up again: the word stands.
+      const again = await fail();
+      assert.equal(again.status, 200, await again.clone().text());
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
   // A rescue (same nonce) held in flight; the give-up puts the payment in
   // review; an operator settles it by hand while a fresh copy arrives. The
   // settle is the operator's word; nothing else sends, and the rescue's
