@@ -146,3 +146,82 @@ Deno.test({
     await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore on a current schema, an operator's trigger on it calling a function or column that does not exist, says so, not run migrate() (which mends nothing), and writes nothing",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const sql = await sharedClient();
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    // An operator's audit trigger, its function's body naming what the
+    // database lacks: PostgreSQL raises 42883 (42703 for a column) inside
+    // the store's write, with the function in its context.
+    await sql.unsafe(`
+      CREATE FUNCTION "${schema}".audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM audit_log_write(NEW.id); RETURN NEW; END $$;
+      CREATE TRIGGER audit AFTER INSERT OR UPDATE ON "${schema}".intents
+      FOR EACH ROW EXECUTE FUNCTION "${schema}".audit();
+      CREATE FUNCTION "${schema}".audit_column() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM NEW.no_such_column; RETURN NEW; END $$;
+      CREATE TRIGGER audit_column AFTER INSERT OR UPDATE ON "${schema}".holds
+      FOR EACH ROW EXECUTE FUNCTION "${schema}".audit_column();
+    `);
+    const version = String(
+      (await sql.unsafe(
+        `SELECT version FROM "${schema}".intents WHERE id = 'pi_0001'`,
+      ))[0]!.version,
+    );
+    const calls: [string, string, () => Promise<unknown>][] = [
+      ["createIntent", "42883", () =>
+        store.createIntent({
+          id: "pi_0002",
+          state: "authorized",
+          hold: "pending",
+        })],
+      ["transition", "42883", () =>
+        store.transition("pi_0001", {
+          from: "authorized",
+          to: "settling",
+          version,
+          at: 1_000,
+        })],
+      ["voidHold", "42703", () => store.voidHold("pi_0001")],
+    ];
+    // migrate() finds the schema current and changes nothing: the advice
+    // it gives would send the operator round in a loop.
+    await store.migrate();
+    for (const [name, code, call] of calls) {
+      const error = await failure(call);
+      assert.doesNotMatch(
+        error.message,
+        /run store\.migrate\(\)/,
+        `${name}: ${error.message}`,
+      );
+      assert.match(
+        describeError(error),
+        /audit_log_write|no_such_column/,
+        `${name}: PostgreSQL's own words are kept: ${describeError(error)}`,
+      );
+      assert.equal(
+        (error.cause as { code?: unknown } | undefined)?.code ??
+          (error as { code?: unknown }).code,
+        code,
+        name,
+      );
+    }
+    // Nothing of the writes landed.
+    assert.equal(await store.getIntent("pi_0002"), null);
+    const after = await store.getIntent("pi_0001");
+    assert.equal(after?.state, "authorized");
+    assert.equal(after?.hold, "pending");
+    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
