@@ -2165,12 +2165,15 @@ export class PostgresStore implements Store {
     deadLetter?: DeadLetter,
   ): Promise<Intent> {
     return this.#run(what, async () => {
-      checkVersion(id, version);
+      // The arguments first, a malformed one a TypeError naming it, as in
+      // the other stores; then the version (one no store made is a race
+      // lost).
       if (options.lease) checkLease(options.lease);
       if (options.claim) checkClaim(options.claim);
       if (deadLetter) checkDeadLetter(deadLetter);
       if (deadLetter) checkResetCount(options.resetCount);
       const uncounted = uncountedKeys(options);
+      checkVersion(id, version);
       assertIndexable("write an intent", "claim.key", options.claim?.key);
       assertIndexable(
         "write an intent",
@@ -2685,6 +2688,18 @@ export class PostgresStore implements Store {
         for (const key of keys) {
           assertIndexable("keep a dead letter", "marks.keys", key);
         }
+        // The claim and lease before the version, as in the other stores:
+        // a malformed one is a TypeError naming it, on any version.
+        if (claim !== undefined) checkClaim(claim);
+        assertIndexable("keep a dead letter", "claim.key", claim?.key);
+        if (lease !== undefined) {
+          if (intentVersion === undefined) {
+            throw new TypeError(
+              "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
+            );
+          }
+          checkLease(lease);
+        }
         if (intentVersion !== undefined) checkVersion(id, intentVersion);
         if (
           claim === undefined && intentVersion === undefined &&
@@ -2695,23 +2710,15 @@ export class PostgresStore implements Store {
           );
           return;
         }
-        if (claim !== undefined) checkClaim(claim);
-        assertIndexable("keep a dead letter", "claim.key", claim?.key);
         // With a lease, as a delivery write: the intent's row read with its
         // lease, another's live lease a BusyError here, and the lease's
         // write moves the intent's version, as every lease write does.
         let leaseWrites: (tx: Sql) => postgres.PendingQuery<postgres.Row[]>[] =
           () => [];
         if (lease !== undefined) {
-          if (intentVersion === undefined) {
-            throw new TypeError(
-              "putDeadLetter: a lease needs options.intentVersion, the version of the intent the caller read",
-            );
-          }
-          checkLease(lease);
           const row = await this.#read(
             id,
-            intentVersion,
+            intentVersion!,
             `keep the dead letter of ${deadLetter.jobId}`,
           );
           const held = row.lease_owner === null ? null : {
