@@ -844,6 +844,20 @@ export function checkWriteOptions(
   uncountedKeys(options);
 }
 
+/**
+ * Checks an admission's `count`, when given: a job id (a string), before
+ * anything is claimed or counted, in every store.
+ */
+export function checkCount(count: unknown): void {
+  if (count !== undefined && typeof count !== "string") {
+    throw new TypeError(
+      `Cannot count a delivery as 'count' must be a job id: current value is ${
+        JSON.stringify(count)
+      }`,
+    );
+  }
+}
+
 /** Checks the count a dead letter's write resets besides the job's own. */
 export function checkResetCount(resetCount: string | undefined): void {
   if (resetCount !== undefined) checkString("resetCount", resetCount);

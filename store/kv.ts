@@ -58,6 +58,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   checkClaim,
+  checkCount,
   checkCountTtl,
   checkDeadLetter,
   checkLease,
@@ -1203,6 +1204,7 @@ export class KvStore implements Store {
     checkMs("now", admission.now);
     // At the entry, with a count or without, as the other stores do.
     if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);
+    checkCount(admission.count);
     if (admission.claim) checkClaim(admission.claim);
     const countKey = this.#key("deliveries", admission.count ?? "");
     const claimKey = this.#key("claim", admission.claim?.key ?? "");

@@ -13,6 +13,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   checkClaim,
+  checkCount,
   checkCountTtl,
   checkDeadLetter,
   checkLease,
@@ -378,6 +379,7 @@ export class MemoryStore implements Store {
       checkMs("now", admission.now);
       // Before the claim is written: a refused admission writes nothing.
       if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);
+      checkCount(admission.count);
       if (admission.claim) this.#checkClaim(admission.claim);
       if (admission.claim) this.#claim(admission.claim);
       if (admission.count === undefined) return null;

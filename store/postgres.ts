@@ -84,6 +84,7 @@ import {
   broadcastBegun,
   broadcastRecorded,
   checkClaim,
+  checkCount,
   checkCountTtl,
   checkDeadLetter,
   checkLease,
@@ -2598,13 +2599,7 @@ export class PostgresStore implements Store {
       checkMs("now", now);
       checkCountTtl(ttlMs);
       if (claim) checkClaim(claim);
-      if (count !== undefined && typeof count !== "string") {
-        throw new TypeError(
-          `Cannot count a delivery as 'count' must be a job id: current value is ${
-            JSON.stringify(count)
-          }`,
-        );
-      }
+      checkCount(count);
       assertIndexable("admit a delivery", "count", count);
       assertIndexable("admit a delivery", "claim.key", claim?.key);
       await this.#sweep(now);

@@ -716,7 +716,8 @@ export interface Store {
    * admissions of the same job (nothing written; retry later).
    * @throws {TypeError} If `now` is not a whole number of milliseconds, or
    * `admission.ttlMs` is given and is not one of at least 1, with a count
-   * or without (nothing written, the claim included).
+   * or without, or `admission.count` is given and is not a string
+   * (nothing written, the claim included).
    */
   admit(admission: Admission): Promise<number | null>;
 

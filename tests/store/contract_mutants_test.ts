@@ -236,9 +236,9 @@ const MUTANTS: Record<string, Mutant> = {
   "reads a replay record, then writes it, in two steps": {
     file: "memory.ts",
     find:
-      '  admit(admission: Admission): Promise<number | null> {\n    return attempt(() => {\n      checkMs("now", admission.now);\n      // Before the claim is written: a refused admission writes nothing.\n      if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);\n      if (admission.claim) this.#checkClaim(admission.claim);\n      if (admission.claim) this.#claim(admission.claim);',
+      '  admit(admission: Admission): Promise<number | null> {\n    return attempt(() => {\n      checkMs("now", admission.now);\n      // Before the claim is written: a refused admission writes nothing.\n      if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);\n      checkCount(admission.count);\n      if (admission.claim) this.#checkClaim(admission.claim);\n      if (admission.claim) this.#claim(admission.claim);',
     replace:
-      '  async admit(admission: Admission): Promise<number | null> {\n    checkMs("now", admission.now);\n    if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);\n    if (admission.claim) this.#checkClaim(admission.claim);\n    await Promise.resolve();\n    return await attempt(() => {\n      if (admission.claim) this.#claim(admission.claim);',
+      '  async admit(admission: Admission): Promise<number | null> {\n    checkMs("now", admission.now);\n    if (admission.ttlMs !== undefined) checkCountTtl(admission.ttlMs);\n    checkCount(admission.count);\n    if (admission.claim) this.#checkClaim(admission.claim);\n    await Promise.resolve();\n    return await attempt(() => {\n      if (admission.claim) this.#claim(admission.claim);',
   },
   "forgets in the move to review that an unknown send may have left": {
     file: "_rules.ts",

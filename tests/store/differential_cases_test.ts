@@ -300,3 +300,23 @@ for (const backend of STORES) {
     }
   });
 }
+
+for (const backend of STORES) {
+  Deno.test(`${backend.name}: admit() refuses a count that is not a job id at the entry, before it claims anything`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const claim = { key: "sig-1", now: 0, expiresAt: 360_000 };
+      // A JavaScript caller's number (deliver()'s countAs is not checked).
+      const count = 42 as unknown as string;
+      await assert.rejects(
+        store.admit({ count, claim, now: 0 }),
+        (error: unknown) =>
+          error instanceof TypeError && error.message.includes("'count'"),
+      );
+      // Nothing was written: the same signature is not a replay.
+      assert.equal(await store.admit({ claim, now: 1 }), null);
+    } finally {
+      await close();
+    }
+  });
+}
