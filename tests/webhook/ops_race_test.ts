@@ -298,6 +298,67 @@ for (const backend of BACKENDS) {
   });
 }
 
+/**
+ * The payment `pi_0002` (authorized, in `store`) sent by a delivery whose
+ * lease lapses mid-send, put in review by QStash's give-up meanwhile, and
+ * its send then ended in doubt (an error that does not say the tx stayed
+ * home), its record refused: returns a fail by hand of it, with
+ * `"nonceChecked":true` on the version read while the send ran.
+ */
+async function sendEndedInDoubt(
+  store: Store,
+): Promise<() => Promise<Response>> {
+  const clock = { now: 1_000_000 };
+  let finish!: () => void;
+  let began!: () => void;
+  const sending = new Promise<void>((r) => began = r);
+  const app = createApp({
+    store,
+    sender: {
+      send: () => {
+        began();
+        return new Promise((_, reject) =>
+          finish = () => reject(new Error("socket hang up"))
+        );
+      },
+      receipt: () => Promise.resolve("dropped"),
+    },
+    policy: { maxDeliveries: 3 },
+    now: () => clock.now,
+    random: () => 0,
+    leaseMs: 200,
+    clockSkewMs: 0,
+    qstash: QSTASH,
+    opsToken: OPS,
+  });
+  const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
+  await sending;
+  clock.now += 60_000; // the lease lapses mid-send
+  const gaveUp = await app.request(
+    "/v1/qstash/failed",
+    await qstashFailed("msg_1"),
+  );
+  assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+  const { intent } = await (await app.request("/v1/intents/pi_0002", {
+    headers,
+  })).json();
+  assert.equal(intent.state, "needs_review");
+  // The operator looks the nonce up (unused); the send then ends in doubt.
+  finish();
+  // Its record refused: the intent left settling.
+  assert.equal((await delivery).status, 503);
+  return async () =>
+    await app.request("/v1/intents/pi_0002/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        to: "failed",
+        version: intent.version,
+        nonceChecked: true,
+      }),
+    });
+}
+
 for (const backend of BACKENDS) {
   // As above, but the send's answer is an error that does not say the tx
   // stayed home (its outcome unknown, no hash): the tx left all the same.
@@ -311,55 +372,7 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const clock = { now: 1_000_000 };
-      let finish!: () => void;
-      let began!: () => void;
-      const sending = new Promise<void>((r) => began = r);
-      const app = createApp({
-        store,
-        sender: {
-          send: () => {
-            began();
-            return new Promise((_, reject) =>
-              finish = () => reject(new Error("socket hang up"))
-            );
-          },
-          receipt: () => Promise.resolve("dropped"),
-        },
-        policy: { maxDeliveries: 3 },
-        now: () => clock.now,
-        random: () => 0,
-        leaseMs: 200,
-        clockSkewMs: 0,
-        qstash: QSTASH,
-        opsToken: OPS,
-      });
-      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
-      await sending;
-      clock.now += 60_000; // the lease lapses mid-send
-      const gaveUp = await app.request(
-        "/v1/qstash/failed",
-        await qstashFailed("msg_1"),
-      );
-      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-      const { intent } = await (await app.request("/v1/intents/pi_0002", {
-        headers,
-      })).json();
-      assert.equal(intent.state, "needs_review");
-      // The operator looks the nonce up (unused); the send then ends in doubt.
-      finish();
-      // Its record refused: the intent left settling.
-      assert.equal((await delivery).status, 503);
-      const fail = () =>
-        app.request("/v1/intents/pi_0002/resolve", {
-          method: "POST",
-          headers,
-          body: JSON.stringify({
-            to: "failed",
-            version: intent.version,
-            nonceChecked: true,
-          }),
-        });
+      const fail = await sendEndedInDoubt(store);
       const first = await fail();
       const body = await first.json();
       assert.equal(
@@ -394,53 +407,7 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const clock = { now: 1_000_000 };
-      let finish!: () => void;
-      let began!: () => void;
-      const sending = new Promise<void>((r) => began = r);
-      const app = createApp({
-        store,
-        sender: {
-          send: () => {
-            began();
-            return new Promise((_, reject) =>
-              finish = () => reject(new Error("socket hang up"))
-            );
-          },
-          receipt: () => Promise.resolve("dropped"),
-        },
-        policy: { maxDeliveries: 3 },
-        now: () => clock.now,
-        random: () => 0,
-        leaseMs: 200,
-        clockSkewMs: 0,
-        qstash: QSTASH,
-        opsToken: OPS,
-      });
-      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
-      await sending;
-      clock.now += 60_000; // the lease lapses mid-send
-      const gaveUp = await app.request(
-        "/v1/qstash/failed",
-        await qstashFailed("msg_1"),
-      );
-      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-      const { intent } = await (await app.request("/v1/intents/pi_0002", {
-        headers,
-      })).json();
-      assert.equal(intent.state, "needs_review");
-      finish();
-      assert.equal((await delivery).status, 503);
-      const fail = () =>
-        app.request("/v1/intents/pi_0002/resolve", {
-          method: "POST",
-          headers,
-          body: JSON.stringify({
-            to: "failed",
-            version: intent.version,
-            nonceChecked: true,
-          }),
-        });
+      const fail = await sendEndedInDoubt(store);
       const answers = await Promise.all([fail(), fail()]);
       const bodies = await Promise.all(answers.map((a) => a.json()));
       assert.equal(
