@@ -3178,13 +3178,13 @@ function emptyWrite(): Error {
  * column; `42883`, an undefined function): a database never migrated, one
  * migrated by an older version that lacks a table, column or function a
  * newer one added (the first revisions had no `intents.tx_hashes` and no
- * `refuse_stale`; not one raised inside a function or trigger the
- * statement ran, such as an operator's on the store's tables, which
- * migrate() would not mend), or another one than the service's. No retry mends it,
+ * `refuse_stale`), or another one than the service's. No retry mends it,
  * so it says to run `migrate()`, which `main.ts` runs at start and a
  * Worker or a process of one's own must run itself; the action comes
  * early, as the app's log line keeps 300 characters of an error. `head` says what
- * failed ("Cannot create intent pi_0001"). `null` for any other error.
+ * failed ("Cannot create intent pi_0001"). `null` for any other error, and
+ * for any of these raised inside a function or trigger the statement ran
+ * (an operator's on the store's tables), which `migrate()` would not mend.
  */
 function unmigrated(
   error: unknown,
@@ -3193,15 +3193,13 @@ function unmigrated(
 ): Error | null {
   const code = (error as { code?: unknown } | null)?.code;
   const where = (error as { where?: unknown } | null)?.where;
-  if (
-    (code === "42703" || code === "42883") &&
-    !(typeof where === "string" && where !== "")
-  ) {
-    // Not raised inside a function or trigger the statement ran (the
-    // error's context, `where`, names it): an operator's trigger on the
-    // store's tables that names what the database lacks is no older
-    // schema, and migrate(), finding the schema current, mends nothing.
-    // The store's own functions only raise their own codes.
+  // Raised inside a function or trigger the statement ran (the error's
+  // context, `where`, names it): an operator's trigger on the store's
+  // tables that names what the database lacks is no older schema, and
+  // migrate(), finding the schema current, mends nothing. The store's own
+  // functions only raise their own codes.
+  if (typeof where === "string" && where !== "") return null;
+  if (code === "42703" || code === "42883") {
     return new Error(
       `${head} as the store's schema "${schema}" lacks a column or function this version reads (migrated by an older version): run store.migrate() on it once, as the schema's owner, before serving (a Worker never does) (${
         describeError(error)

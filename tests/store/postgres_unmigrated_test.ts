@@ -225,3 +225,37 @@ Deno.test({
     await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore on a current schema, an operator's trigger on it writing to a table that does not exist (42P01), says so, not run migrate(), and writes nothing",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const sql = await sharedClient();
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate();
+    await sql.unsafe(`
+      CREATE FUNCTION "${schema}".audit_table() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO no_such_audit_table VALUES (NEW.id); RETURN NEW; END $$;
+      CREATE TRIGGER audit_table AFTER INSERT OR UPDATE ON "${schema}".intents
+      FOR EACH ROW EXECUTE FUNCTION "${schema}".audit_table();
+    `);
+    const error = await failure(() =>
+      store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      })
+    );
+    assert.doesNotMatch(error.message, /run store\.migrate\(\)/, error.message);
+    assert.match(describeError(error), /no_such_audit_table/);
+    assert.equal(
+      (error.cause as { code?: unknown } | undefined)?.code ??
+        (error as { code?: unknown }).code,
+      "42P01",
+    );
+    assert.equal(await store.getIntent("pi_0001"), null);
+    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
