@@ -225,62 +225,13 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const clock = { now: 1_000_000 };
-      const chain = new Set<string>(); // txs that landed
-      let finish!: () => void;
-      let began!: () => void;
-      const sending = new Promise<void>((r) => began = r);
-      const app = createApp({
+      const { ended, chain, fail: failed } = await sendEndedInReview(
         store,
-        sender: {
-          send: () => {
-            began();
-            return new Promise((resolve) =>
-              finish = () => {
-                chain.add("0xlanded");
-                resolve({ txHash: "0xlanded" });
-              }
-            );
-          },
-          receipt: (hash: string) =>
-            Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
-        },
-        policy: { maxDeliveries: 3 },
-        now: () => clock.now,
-        random: () => 0,
-        leaseMs: 200,
-        clockSkewMs: 0,
-        qstash: QSTASH,
-        opsToken: OPS,
-      });
-      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
-      await sending;
-      clock.now += 60_000; // the lease lapses mid-send
-      const gaveUp = await app.request(
-        "/v1/qstash/failed",
-        await qstashFailed("msg_1"),
+        true,
       );
-      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-      // The operator reads the review, and looks the nonce up: unused.
-      const { intent } = await (await app.request("/v1/intents/pi_0002", {
-        headers,
-      })).json();
-      assert.equal(intent.state, "needs_review");
-      assert.equal(chain.size, 0);
-      // The send ends meanwhile: its tx landed.
-      finish();
-      const ended = await delivery;
       assert.match(await ended.text(), /sent 0xlanded/);
       assert.equal(chain.size, 1);
-      const fail = await app.request("/v1/intents/pi_0002/resolve", {
-        method: "POST",
-        headers,
-        body: JSON.stringify({
-          to: "failed",
-          version: intent.version,
-          nonceChecked: true,
-        }),
-      });
+      const fail = await failed();
       const body = await fail.json();
       const after = await store.getIntent("pi_0002");
       assert.notEqual(
@@ -300,15 +251,16 @@ for (const backend of BACKENDS) {
 
 /**
  * The payment `pi_0002` (authorized, in `store`) sent by a delivery whose
- * lease lapses mid-send, put in review by QStash's give-up meanwhile, and
- * its send then ended in doubt (an error that does not say the tx stayed
- * home), its record refused: returns a fail by hand of it, with
+ * lease lapses mid-send, put in review by QStash's give-up meanwhile (the
+ * operator reads it, and looks its nonce up: unused), its send then ended,
+ * its record refused: with its tx landed (`landed`), or in doubt (an error
+ * that does not say the tx stayed home). Returns the delivery's answer,
+ * the txs that landed, and a fail by hand of the payment with
  * `"nonceChecked":true` on the version read while the send ran.
  */
-async function sendEndedInDoubt(
-  store: Store,
-): Promise<() => Promise<Response>> {
+async function sendEndedInReview(store: Store, landed: boolean) {
   const clock = { now: 1_000_000 };
+  const chain = new Set<string>(); // txs that landed
   let finish!: () => void;
   let began!: () => void;
   const sending = new Promise<void>((r) => began = r);
@@ -317,11 +269,16 @@ async function sendEndedInDoubt(
     sender: {
       send: () => {
         began();
-        return new Promise((_, reject) =>
-          finish = () => reject(new Error("socket hang up"))
+        return new Promise((resolve, reject) =>
+          finish = () => {
+            if (!landed) return reject(new Error("socket hang up"));
+            chain.add("0xlanded");
+            resolve({ txHash: "0xlanded" });
+          }
         );
       },
-      receipt: () => Promise.resolve("dropped"),
+      receipt: (hash: string) =>
+        Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
     },
     policy: { maxDeliveries: 3 },
     now: () => clock.now,
@@ -343,11 +300,11 @@ async function sendEndedInDoubt(
     headers,
   })).json();
   assert.equal(intent.state, "needs_review");
-  // The operator looks the nonce up (unused); the send then ends in doubt.
+  assert.equal(chain.size, 0);
+  // The send ends meanwhile; its record is refused: the intent left settling.
   finish();
-  // Its record refused: the intent left settling.
-  assert.equal((await delivery).status, 503);
-  return async () =>
+  const ended = await delivery;
+  const fail = async () =>
     await app.request("/v1/intents/pi_0002/resolve", {
       method: "POST",
       headers,
@@ -357,6 +314,7 @@ async function sendEndedInDoubt(
         nonceChecked: true,
       }),
     });
+  return { ended, chain, fail };
 }
 
 for (const backend of BACKENDS) {
@@ -372,7 +330,8 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const fail = await sendEndedInDoubt(store);
+      const { ended, fail } = await sendEndedInReview(store, false);
+      assert.equal(ended.status, 503);
       const first = await fail();
       const body = await first.json();
       assert.equal(
@@ -407,7 +366,8 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const fail = await sendEndedInDoubt(store);
+      const { ended, fail } = await sendEndedInReview(store, false);
+      assert.equal(ended.status, 503);
       const answers = await Promise.all([fail(), fail()]);
       const bodies = await Promise.all(answers.map((a) => a.json()));
       assert.equal(
