@@ -143,13 +143,14 @@ interface Answer {
  * A {@linkcode Sender} that calls the user's signer service over HTTP.
  *
  * `send` posts `{ intentId, replace, intent }` to `{url}/send`. A 2xx answer
- * with a non-empty string `txHash` is a broadcast. An error answer whose
+ * with a usable `txHash` (1-256 characters of A-Z a-z 0-9 . _ : + / = -, not
+ * "." or "..") is a broadcast. An error answer whose
  * JSON body says `notSent: true` throws `notSent(...)`, `poison: true`
  * throws `poison(...)`, both throw `poison(notSent(...))`; the message is
  * `signer answered <status>: <error>`. Anything else (a timeout, a refused
  * connection, a redirect whatever its body says, an error answer without
  * flags, a body that is not
- * JSON, a 2xx without a `txHash`) throws a plain `Error`: the signer may
+ * JSON, a 2xx without a usable `txHash`) throws a plain `Error`: the signer may
  * have sent, so the relayer never fails the payment on it.
  *
  * `receipt` reads `{url}/receipt/{txHash}` and returns its `status`. An
