@@ -10,8 +10,18 @@
  * nothing of how long ago that start was, so the wait may end at once;
  * but a clock that flaps back and forth (time sources fighting) would
  * then end it at every read. So a step back ends a wait of `ms` at most
- * once per `ms` of the monotonic clock (`performance.now()`, which no step
- * moves), whatever the wall clock reads.
+ * once per `ms` of the monotonic clock (`performance.now()`), whatever the
+ * wall clock reads.
+ *
+ * The monotonic clock is read by its furthest reading yet: on workerd
+ * (Cloudflare Workers) `performance.timeOrigin` is 0 and
+ * `performance.now()` reads `Date.now()`, so a step moves it too, and a
+ * clock flapping among sources a step apart would read as the step passing
+ * at every flap (every read a fetch or a log line again). Read so, it goes
+ * on as the furthest-ahead source does. The cost, there only: after a step
+ * back, a second one that comes before the clock has caught up with the
+ * first and gone on `ms` does not end its wait, which then lasts the step
+ * (as a flap's must not end at each read; the two look the same).
  *
  * @param mono The monotonic clock, in milliseconds (for tests).
  * @returns `allow(ms)`: whether a step back may end a wait of `ms` now;
@@ -35,12 +45,11 @@ export function stepBackPace(
   mono: () => number = () => performance.now(),
 ): (ms: number) => boolean {
   let allowedAt: number | undefined;
+  let furthest = -Infinity;
   return (ms) => {
-    const at = mono();
-    if (allowedAt !== undefined && at >= allowedAt && at - allowedAt < ms) {
-      return false;
-    }
-    allowedAt = at;
+    furthest = Math.max(furthest, mono());
+    if (allowedAt !== undefined && furthest - allowedAt < ms) return false;
+    allowedAt = furthest;
     return true;
   };
 }

@@ -153,6 +153,32 @@ Deno.test("createApp() logs that Google's keys cannot be had again after the clo
  * but not at every read: the fetches and lines stay a few, not one per
  * push.
  */
+/**
+ * What the flap tests add to their names when `performance.now()` is the
+ * app's clock, as on workerd.
+ */
+const ON_WORKERD =
+  ", with performance.now() reading the wall clock, as on workerd (Cloudflare Workers)";
+
+/**
+ * Makes `performance.now()` read `clock()` until disposed, as it is on
+ * workerd: there `performance.timeOrigin` is 0 and `performance.now()`
+ * reads `Date.now()` (worker-check asserts it), so a step of the wall
+ * clock moves it too, and a clock that flaps flaps it.
+ */
+function wallMono(clock: () => number): Disposable {
+  Object.defineProperty(performance, "now", {
+    value: clock,
+    configurable: true,
+    writable: true,
+  });
+  return {
+    [Symbol.dispose]: () => {
+      delete (performance as { now?: unknown }).now;
+    },
+  };
+}
+
 const FLAP_PUSHES = 40;
 
 /** The clock's reading at push `push`, flapping among `sources` a step apart. */
@@ -160,161 +186,177 @@ function flapped(ahead: number, sources: number, push: number): number {
   return ahead - (push % sources) * STEP_BACK_MS + push * 100;
 }
 
-Deno.test("pubsubVerifier() under a clock that flaps a step back and forth at each push refetches for made-up kids at most a few times, not at every push", async () => {
-  const google = await fakeGoogle();
-  for (const sources of [2, 3]) {
-    const ahead = 1_800_000_000_000;
-    let clock = ahead;
-    let refreshes = 0;
-    const verify = pubsubVerifier({
-      ...PUBSUB,
-      jwks: (options = {}) => {
-        if (options.refresh) refreshes++;
-        return Promise.resolve([google.jwks[0]!]);
-      },
-    }, () => clock);
-    // A forger's pushes: claims of this route (read unverified), a made-up kid.
-    const forged = await google.token({}, { kid: "made-up" });
-    for (let push = 0; push < FLAP_PUSHES; push++) {
-      clock = flapped(ahead, sources, push);
-      assert.equal(await verify(`Bearer ${forged}`), false);
-    }
-    assert.ok(
-      refreshes <= 3,
-      `${refreshes} refetches for ${FLAP_PUSHES} pushes (${sources} sources)`,
-    );
-  }
-});
-
-Deno.test("googleJwks() under a clock that flaps a step back and forth at each call, while Google fails, fetches at most a few times, not at every call", async () => {
-  for (
-    const [sources, cachedFirst] of [[2, false], [2, true], [3, false], [
-      3,
-      true,
-    ]] as const
-  ) {
-    const ahead = 1_800_000_000_000;
-    let clock = ahead;
-    let fetches = 0;
-    const keys = googleJwks({
-      fetch: () => {
-        fetches++;
-        return Promise.resolve(
-          cachedFirst && fetches === 1
-            ? Response.json({ keys: [{ kty: "RSA", kid: "k" }] }, {
-              headers: { "cache-control": "max-age=60" },
-            })
-            : new Response(null, { status: 500 }),
-        );
-      },
-      now: () => clock,
-    });
-    for (let call = 0; call < FLAP_PUSHES; call++) {
-      clock = flapped(ahead, sources, call);
-      // 61 s on, by both readings: keys cached first have lapsed.
-      if (cachedFirst && call > 0) clock += 61_000;
-      await keys().catch(() => {});
-    }
-    assert.ok(
-      fetches <= 4,
-      `${fetches} fetches for ${FLAP_PUSHES} calls (${sources} sources, keys cached first: ${cachedFirst})`,
-    );
-  }
-});
-
-Deno.test("createApp() under a clock that flaps a step back and forth at each push logs that Google's keys cannot be had at most a few times, not at every push", async () => {
-  for (const sources of [2, 3]) {
-    const ahead = 1_800_000_000_000;
-    let clock = ahead;
-    const { app, lines } = keysBlocked(() => clock);
+for (const workerd of [false, true]) {
+  Deno.test(`pubsubVerifier() under a clock that flaps a step back and forth at each push refetches for made-up kids at most a few times, not at every push${workerd ? ON_WORKERD : ""}`, async () => {
     const google = await fakeGoogle();
-    const token = await google.token();
-    for (let push = 0; push < FLAP_PUSHES; push++) {
-      clock = flapped(ahead, sources, push);
-      const res = await app.request("/v1/pubsub", {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${token}`,
-          "content-type": "application/json",
+    for (const sources of [2, 3]) {
+      const ahead = 1_800_000_000_000;
+      let clock = ahead;
+      using _mono = workerd ? wallMono(() => clock) : undefined;
+      let refreshes = 0;
+      const verify = pubsubVerifier({
+        ...PUBSUB,
+        jwks: (options = {}) => {
+          if (options.refresh) refreshes++;
+          return Promise.resolve([google.jwks[0]!]);
         },
-        body: envelope({ intentId: "pi_0001", kind: "settle" }),
-      });
-      await res.body?.cancel();
-      assert.equal(res.status, 503);
-    }
-    const said = lines.filter((line) =>
-      line.includes("cannot verify Pub/Sub pushes")
-    )
-      .length;
-    assert.ok(
-      said <= 3,
-      `${said} lines for ${FLAP_PUSHES} pushes (${sources} sources)`,
-    );
-  }
-});
-
-Deno.test("createApp() under a clock that flaps a step back and forth probes the store for /readyz, and logs refused requests and a store that is not ready, at most a few times, not at every request", async () => {
-  for (const sources of [2, 3]) {
-    const ahead = 1_800_000_000_000;
-    let clock = ahead;
-    const lines: string[] = [];
-    let reads = 0;
-    let failing = false;
-    class Counted extends MemoryStore {
-      override getIntent(id: string) {
-        reads++;
-        return failing
-          ? Promise.reject(new Error("store down"))
-          : super.getIntent(id);
+      }, () => clock);
+      // A forger's pushes: claims of this route (read unverified), a made-up kid.
+      const forged = await google.token({}, { kid: "made-up" });
+      for (let push = 0; push < FLAP_PUSHES; push++) {
+        clock = flapped(ahead, sources, push);
+        assert.equal(await verify(`Bearer ${forged}`), false);
       }
-    }
-    const app = createApp({
-      store: new Counted(),
-      sender: new ScriptedSender({}),
-      now: () => clock,
-      log: (line) => lines.push(line),
-      qstash: QSTASH,
-    });
-    const request = async (path: string, init?: RequestInit) => {
-      const res = await app.request(path, init);
-      await res.body?.cancel();
-      return res.status;
-    };
-    // 100 ms a call by each reading: 4 s of the clock, so about 4 probes a
-    // phase as the clock reads on, and no more for its steps back.
-    for (let call = 0; call < FLAP_PUSHES; call++) {
-      clock = flapped(ahead, sources, call);
-      // Anyone may call /readyz: one probe a second, whatever the callers.
-      await request("/readyz");
-      // A forged token: refused 401, a line a minute.
-      assert.equal(
-        await request("/v1/qstash", {
-          method: "POST",
-          body: "{}",
-          headers: { "upstash-signature": "a.b.c" },
-        }),
-        401,
+      assert.ok(
+        refreshes <= 3,
+        `${refreshes} refetches for ${FLAP_PUSHES} pushes (${sources} sources)`,
       );
     }
-    failing = true;
-    for (let call = 0; call < FLAP_PUSHES; call++) {
-      clock = flapped(ahead, sources, call) + 3_600_000;
-      assert.equal(await request("/readyz"), 503);
+  });
+}
+
+for (const workerd of [false, true]) {
+  Deno.test(`googleJwks() under a clock that flaps a step back and forth at each call, while Google fails, fetches at most a few times, not at every call${workerd ? ON_WORKERD : ""}`, async () => {
+    for (
+      const [sources, cachedFirst] of [[2, false], [2, true], [3, false], [
+        3,
+        true,
+      ]] as const
+    ) {
+      const ahead = 1_800_000_000_000;
+      let clock = ahead;
+      using _mono = workerd ? wallMono(() => clock) : undefined;
+      let fetches = 0;
+      const keys = googleJwks({
+        fetch: () => {
+          fetches++;
+          return Promise.resolve(
+            cachedFirst && fetches === 1
+              ? Response.json({ keys: [{ kty: "RSA", kid: "k" }] }, {
+                headers: { "cache-control": "max-age=60" },
+              })
+              : new Response(null, { status: 500 }),
+          );
+        },
+        now: () => clock,
+      });
+      for (let call = 0; call < FLAP_PUSHES; call++) {
+        clock = flapped(ahead, sources, call);
+        // 61 s on, by both readings: keys cached first have lapsed.
+        if (cachedFirst && call > 0) clock += 61_000;
+        await keys().catch(() => {});
+      }
+      assert.ok(
+        fetches <= 4,
+        `${fetches} fetches for ${FLAP_PUSHES} calls (${sources} sources, keys cached first: ${cachedFirst})`,
+      );
     }
-    const count = (part: string) =>
-      lines.filter((line) => line.includes(part)).length;
-    const why = `(${sources} sources)`;
-    assert.ok(
-      reads <= 12,
-      `${reads} probes for ${2 * FLAP_PUSHES} calls ${why}`,
-    );
-    assert.ok(
-      count("refused 401") <= 3,
-      `${count("refused 401")} lines for ${FLAP_PUSHES} refusals ${why}`,
-    );
-    assert.ok(
-      count("not ready") <= 3,
-      `${count("not ready")} lines for ${FLAP_PUSHES} probes ${why}`,
-    );
-  }
-});
+  });
+}
+
+for (const workerd of [false, true]) {
+  Deno.test(`createApp() under a clock that flaps a step back and forth at each push logs that Google's keys cannot be had at most a few times, not at every push${workerd ? ON_WORKERD : ""}`, async () => {
+    for (const sources of [2, 3]) {
+      const ahead = 1_800_000_000_000;
+      let clock = ahead;
+      using _mono = workerd ? wallMono(() => clock) : undefined;
+      const { app, lines } = keysBlocked(() => clock);
+      const google = await fakeGoogle();
+      const token = await google.token();
+      for (let push = 0; push < FLAP_PUSHES; push++) {
+        clock = flapped(ahead, sources, push);
+        const res = await app.request("/v1/pubsub", {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+          },
+          body: envelope({ intentId: "pi_0001", kind: "settle" }),
+        });
+        await res.body?.cancel();
+        assert.equal(res.status, 503);
+      }
+      const said = lines.filter((line) =>
+        line.includes("cannot verify Pub/Sub pushes")
+      )
+        .length;
+      assert.ok(
+        said <= 3,
+        `${said} lines for ${FLAP_PUSHES} pushes (${sources} sources)`,
+      );
+    }
+  });
+}
+
+for (const workerd of [false, true]) {
+  Deno.test(`createApp() under a clock that flaps a step back and forth probes the store for /readyz, and logs refused requests and a store that is not ready, at most a few times, not at every request${workerd ? ON_WORKERD : ""}`, async () => {
+    for (const sources of [2, 3]) {
+      const ahead = 1_800_000_000_000;
+      let clock = ahead;
+      using _mono = workerd ? wallMono(() => clock) : undefined;
+      const lines: string[] = [];
+      let reads = 0;
+      let failing = false;
+      class Counted extends MemoryStore {
+        override getIntent(id: string) {
+          reads++;
+          return failing
+            ? Promise.reject(new Error("store down"))
+            : super.getIntent(id);
+        }
+      }
+      const app = createApp({
+        store: new Counted(),
+        sender: new ScriptedSender({}),
+        now: () => clock,
+        log: (line) => lines.push(line),
+        qstash: QSTASH,
+      });
+      const request = async (path: string, init?: RequestInit) => {
+        const res = await app.request(path, init);
+        await res.body?.cancel();
+        return res.status;
+      };
+      // 100 ms a call by each reading: 4 s of the clock, so about 4 probes a
+      // phase as the clock reads on, and no more for its steps back.
+      for (let call = 0; call < FLAP_PUSHES; call++) {
+        clock = flapped(ahead, sources, call);
+        // Anyone may call /readyz: one probe a second, whatever the callers.
+        await request("/readyz");
+        // A forged token: refused 401, a line a minute.
+        assert.equal(
+          await request("/v1/qstash", {
+            method: "POST",
+            body: "{}",
+            headers: { "upstash-signature": "a.b.c" },
+          }),
+          401,
+        );
+      }
+      failing = true;
+      for (let call = 0; call < FLAP_PUSHES; call++) {
+        clock = flapped(ahead, sources, call) + 3_600_000;
+        assert.equal(await request("/readyz"), 503);
+      }
+      const count = (part: string) =>
+        lines.filter((line) => line.includes(part)).length;
+      const why = `(${sources} sources)`;
+      // With performance.now() the app's clock, the clock's 4 s a phase
+      // are time gone by: a step back may also end the second's wait once
+      // a second, and the probe after it reads the clock ahead again, so
+      // about 2 a second, 8 s in all (without the pace, one per call).
+      assert.ok(
+        reads <= (workerd ? 20 : 12),
+        `${reads} probes for ${2 * FLAP_PUSHES} calls ${why}`,
+      );
+      assert.ok(
+        count("refused 401") <= 3,
+        `${count("refused 401")} lines for ${FLAP_PUSHES} refusals ${why}`,
+      );
+      assert.ok(
+        count("not ready") <= 3,
+        `${count("not ready")} lines for ${FLAP_PUSHES} probes ${why}`,
+      );
+    }
+  });
+}

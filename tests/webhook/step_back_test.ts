@@ -1,0 +1,61 @@
+/**
+ * `stepBackPace()` where `performance.now()` is no monotonic clock: on
+ * workerd (Cloudflare Workers) `performance.timeOrigin` is 0 and
+ * `performance.now()` reads `Date.now()` (worker-check asserts it), so a
+ * step of the wall clock moves it too. A clock that flaps among time
+ * sources then reads as the step's length passing at every flap, and the
+ * pace must still end a wait at most once per its length of the time the
+ * furthest-ahead source has gone on, not at every read.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { stepBackPace } from "../../webhook/_step_back.ts";
+
+const STEP_MS = 10 * 60_000;
+
+/** The reading at call `call` of a clock flapping among `sources` a step apart, 100 ms a call. */
+function flapped(sources: number, call: number): number {
+  return 1_800_000_000_000 - (call % sources) * STEP_MS + call * 100;
+}
+
+Deno.test("stepBackPace() over a monotonic clock that is the wall clock (workerd) flapping among two or three sources allows a minute's wait to end once in 4 s, not at every read", () => {
+  for (const sources of [2, 3]) {
+    let mono = 0;
+    const allow = stepBackPace(() => mono);
+    let allowed = 0;
+    for (let call = 0; call < 40; call++) {
+      mono = flapped(sources, call);
+      if (allow(60_000)) allowed++;
+    }
+    assert.equal(
+      allowed,
+      1,
+      `${allowed} of 40 reads allowed (${sources} sources)`,
+    );
+  }
+});
+
+Deno.test("stepBackPace() over a monotonic clock that is the wall clock (workerd) flapping for two minutes allows a minute's wait to end about once a minute", () => {
+  let mono = 0;
+  const allow = stepBackPace(() => mono);
+  let allowed = 0;
+  // 1 200 reads, 100 ms apart by the furthest-ahead source: 2 minutes.
+  for (let call = 0; call < 1_200; call++) {
+    mono = flapped(3, call);
+    if (allow(60_000)) allowed++;
+  }
+  assert.ok(allowed >= 2 && allowed <= 3, `${allowed} allowed in 2 minutes`);
+});
+
+Deno.test("stepBackPace() over a true monotonic clock allows once per wait's length as it goes on", () => {
+  let mono = 5_000;
+  const allow = stepBackPace(() => mono);
+  assert.equal(allow(1_000), true);
+  mono += 999;
+  assert.equal(allow(1_000), false);
+  mono += 1;
+  assert.equal(allow(1_000), true);
+  mono += 10_000;
+  assert.equal(allow(1_000), true);
+});
