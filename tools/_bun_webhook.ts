@@ -12,7 +12,10 @@
  * another RSA key); then bodies over the limit (a push acked 204 and a
  * QStash message answered 489, each kept as the dead letter Deno keeps, by
  * Content-Length or chunked in odd pieces) and a push whose client leaves
- * mid-body (no letter); prints one JSON line per answer, and exits 0 when
+ * mid-body (no letter); then QStash bodies signed over their bytes: one
+ * after a byte order mark taken as its job, one that is not UTF-8 answered
+ * 489 and kept as an unreadable letter naming its intent, and its failure
+ * callback keeping that letter; prints one JSON line per answer, and exits 0 when
  * each is exactly the expected one.
  *
  * @module
@@ -284,6 +287,97 @@ async function overTheLimit(): Promise<void> {
   );
 }
 
+/**
+ * QStash bodies signed over their bytes under Bun.serve: one with a byte
+ * order mark is read as its job (503, as Deno answers); one with a byte
+ * that is not UTF-8 (a Latin-1 "é") is answered 489 with
+ * `Upstash-NonRetryable-Error` and kept as `qstash/<id>/unreadable`
+ * naming its intent, sent with a Content-Length or chunked, and QStash's
+ * failure callback for it keeps that letter naming the intent.
+ */
+async function notUtf8(): Promise<void> {
+  const encoder = new TextEncoder();
+  const job = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
+  const bom = new Uint8Array([0xef, 0xbb, 0xbf, ...encoder.encode(job)]);
+  const withBom = await fetch(`${base}/v1/qstash`, {
+    method: "POST",
+    body: bom,
+    headers: {
+      "upstash-signature": await signQStash(bom, QSTASH_URL, QSTASH_KEY),
+    },
+  });
+  const answer = await withBom.json() as { reason?: string };
+  check(
+    "a QStash job after a byte order mark, signed over its bytes: 503 retry",
+    withBom.status === 503 && answer.reason === "not authorized yet",
+    { status: withBom.status, reason: answer.reason ?? null },
+  );
+  const [before, after] = JSON.stringify({
+    intentId: "pi_0001",
+    kind: "settle",
+    note: "caf",
+  }).split("caf");
+  const latin1 = new Uint8Array([
+    ...encoder.encode(`${before}caf`),
+    0xe9,
+    ...encoder.encode(after),
+  ]);
+  for (
+    const [framing, body] of [
+      ["content-length", latin1],
+      ["chunked", pieces(latin1, [5, 1, 3])],
+    ] as const
+  ) {
+    const id = `msg_bun_check_latin1_${framing}`;
+    const res = await fetch(`${base}/v1/qstash`, {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(latin1, QSTASH_URL, QSTASH_KEY),
+        "upstash-message-id": id,
+      },
+    });
+    await res.body?.cancel();
+    const letter = await store.getDeadLetter(`qstash/${id}/unreadable`);
+    check(
+      `a QStash message signed over bytes that are not UTF-8 (${framing}): 489, no retry, kept as qstash/${id}/unreadable naming pi_0001`,
+      res.status === 489 &&
+        res.headers.get("upstash-nonretryable-error") === "true" &&
+        /not UTF-8/.test(letter?.reason ?? "") &&
+        letter?.intentId === "pi_0001",
+      {
+        status: res.status,
+        reason: letter?.reason ?? null,
+        intentId: letter?.intentId ?? null,
+      },
+    );
+  }
+  const id = "msg_bun_check_latin1_content-length";
+  const callback = JSON.stringify({
+    retried: 0,
+    sourceMessageId: id,
+    sourceBody: btoa(String.fromCharCode(...latin1)),
+  });
+  const failed = await fetch(`${base}/v1/qstash/failed`, {
+    method: "POST",
+    body: callback,
+    headers: {
+      "upstash-signature": await signQStash(
+        callback,
+        `${QSTASH_URL}/failed`,
+        QSTASH_KEY,
+      ),
+    },
+  });
+  await failed.body?.cancel();
+  const letter = await store.getDeadLetter(`qstash/${id}/unreadable`);
+  check(
+    `QStash's failure callback for it: 489, qstash/${id}/unreadable still names pi_0001`,
+    failed.status === 489 && letter?.intentId === "pi_0001",
+    { status: failed.status, intentId: letter?.intentId ?? null },
+  );
+}
+
 try {
   const job = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
   await expect(
@@ -459,6 +553,7 @@ try {
     JSON.stringify({ route: "/readyz", status: ready.status, pass: isReady }),
   );
   await overTheLimit();
+  await notUtf8();
 } finally {
   server.stop(true);
 }

@@ -30,16 +30,18 @@ async function hmac(key: string, data: string): Promise<Uint8Array> {
   );
 }
 
-/** An `Upstash-Signature` for `body` delivered to `url`, signed with `key`. */
+/**
+ * An `Upstash-Signature` for `body` delivered to `url`, signed with `key`:
+ * over its UTF-8, or over the bytes given (which need not be UTF-8).
+ */
 export async function signQStash(
-  body: string,
+  body: string | Uint8Array<ArrayBuffer>,
   url: string,
   key: string,
 ): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  const hash = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", encoder.encode(body)),
-  );
+  const bytes = typeof body === "string" ? encoder.encode(body) : body;
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   const claims = {
     iss: "Upstash",
     sub: url,

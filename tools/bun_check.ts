@@ -8,7 +8,9 @@
  * deliveries, QStash's failure callback, a Pub/Sub push and a push from
  * Pub/Sub's dead-letter topic, each exactly, keeps a push and a QStash
  * message over the limit as dead letters (204, and 489), and nothing of a
- * push whose client left mid-body, and refuses forgeries that
+ * push whose client left mid-body, takes a QStash job after a byte order
+ * mark and keeps one signed over bytes that are not UTF-8 as an unreadable
+ * letter naming its intent (489), and refuses forgeries that
  * only the signature check can catch (a wrong MAC at the current time,
  * QStash's and Google's claims signed with another key); then runs the store contract
  * on `PostgresStore` over postgres.js (bundled in) under `bun test`,
@@ -100,7 +102,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz, and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz, and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body; took a QStash job after a byte order mark and kept one signed over bytes that are not UTF-8 (489) as an unreadable letter naming its intent, as did its failure callback",
       );
     } else {
       ok = false;

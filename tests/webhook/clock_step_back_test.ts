@@ -163,7 +163,7 @@ const ON_WORKERD =
 /**
  * Makes `performance.now()` read `clock()` until disposed, as it is on
  * workerd: there `performance.timeOrigin` is 0 and `performance.now()`
- * reads `Date.now()` (worker-check asserts it), so a step of the wall
+ * reads `Date.now()` (seen on workerd 1.20260730.1, miniflare 4.20260730.0), so a step of the wall
  * clock moves it too, and a clock that flaps flaps it.
  */
 function wallMono(clock: () => number): Disposable {

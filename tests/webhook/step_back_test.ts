@@ -1,7 +1,7 @@
 /**
  * `stepBackPace()` where `performance.now()` is no monotonic clock: on
  * workerd (Cloudflare Workers) `performance.timeOrigin` is 0 and
- * `performance.now()` reads `Date.now()` (worker-check asserts it), so a
+ * `performance.now()` reads `Date.now()` (seen on workerd 1.20260730.1, miniflare 4.20260730.0), so a
  * step of the wall clock moves it too. A clock that flaps among time
  * sources then reads as the step's length passing at every flap, and the
  * pace must still end a wait at most once per its length of the time the
