@@ -663,6 +663,96 @@ async function check(flags) {
       `  [${label}] QStash failure callback, signed: 200 poison (${f.body.resolution}); signed for another URL: 401`,
     );
 
+    // QStash bodies signed over their bytes (DESIGN §9: the raw body): one
+    // after a byte order mark is its job; one with a byte that is not UTF-8
+    // (a Latin-1 "é") is unreadable, 489 with no retry, kept as a letter
+    // naming its intent, by Content-Length or chunked; the failure callback
+    // for it keeps that letter naming the intent.
+    const bom = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from(qbody),
+    ]);
+    const qBom = await call("/v1/qstash", {
+      method: "POST",
+      headers: {
+        "upstash-signature": signQStash(bom, `${PUBLIC_URL}/v1/qstash`),
+      },
+      body: bom,
+    });
+    assertEqual(
+      [qBom.status, qBom.body.reason],
+      [503, "not authorized yet"],
+      "POST /v1/qstash, a job after a byte order mark, signed over its bytes",
+    );
+    const [head, tail] = JSON.stringify({
+      intentId: "pi_0005",
+      kind: "settle",
+      note: "caf",
+    }).split("caf");
+    const latin1 = Buffer.concat([
+      Buffer.from(`${head}caf`),
+      Buffer.from([0xe9]),
+      Buffer.from(tail),
+    ]);
+    const letterOf = async (id) =>
+      (await call("/v1/dead-letters?limit=1000", { headers: ops })).body.items
+        .find((letter) => letter.jobId === `qstash/${id}/unreadable`);
+    for (
+      const [framing, body] of [
+        ["content-length", latin1],
+        ["chunked", new Blob([latin1]).stream()],
+      ]
+    ) {
+      const id = `msg_worker_check_latin1_${framing}`;
+      const res = await call("/v1/qstash", {
+        method: "POST",
+        headers: {
+          "upstash-signature": signQStash(latin1, `${PUBLIC_URL}/v1/qstash`),
+          "upstash-message-id": id,
+        },
+        body,
+        ...(framing === "chunked" ? { duplex: "half" } : {}),
+      });
+      const letter = await letterOf(id);
+      assertEqual(
+        [
+          res.status,
+          res.headers.get("upstash-nonretryable-error"),
+          /not UTF-8/.test(letter?.reason ?? ""),
+          letter?.intentId ?? null,
+        ],
+        [489, "true", true, "pi_0005"],
+        `POST /v1/qstash, signed over bytes that are not UTF-8 (${framing})`,
+      );
+    }
+    const lbody = JSON.stringify({
+      retried: 0,
+      sourceMessageId: "msg_worker_check_latin1_content-length",
+      sourceBody: latin1.toString("base64"),
+    });
+    const lf = await call("/v1/qstash/failed", {
+      method: "POST",
+      headers: {
+        "upstash-signature": signQStash(
+          lbody,
+          `${PUBLIC_URL}/v1/qstash/failed`,
+        ),
+      },
+      body: lbody,
+    });
+    assertEqual(
+      [
+        lf.status,
+        (await letterOf("msg_worker_check_latin1_content-length"))?.intentId ??
+          null,
+      ],
+      [489, "pi_0005"],
+      "POST /v1/qstash/failed for a message that is not UTF-8",
+    );
+    console.log(
+      `  [${label}] QStash, signed over its bytes: a job after a byte order mark, 503 retry; bytes that are not UTF-8, 489 no retry, kept as an unreadable letter naming pi_0005 (by Content-Length or chunked), and so by its failure callback`,
+    );
+
     // Pub/Sub push: Google's token, its keys fetched from Google's URL.
     const push = pushEnvelope({ intentId: "pi_0008", kind: "settle" }, {}, {
       deliveryAttempt: 1,

@@ -13,7 +13,11 @@
  * from Google's URL, which Miniflare's outbound service answers with a test
  * key), forgeries only the signature check refuses (a wrong MAC, or another
  * secret's, at the current time; QStash's claims signed with another key;
- * Google's claims and `kid` signed by another RSA key), the seed's three
+ * Google's claims and `kid` signed by another RSA key), QStash bodies
+ * signed over their bytes (a job after a byte order mark taken; bytes that
+ * are not UTF-8 answered 489 and kept as an unreadable letter naming their
+ * intent, by Content-Length or chunked, and so by the failure callback),
+ * the seed's three
  * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
