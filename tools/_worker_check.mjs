@@ -676,6 +676,7 @@ async function check(flags) {
       method: "POST",
       headers: {
         "upstash-signature": signQStash(bom, `${PUBLIC_URL}/v1/qstash`),
+        "content-length": String(bom.length),
       },
       body: bom,
     });
@@ -709,6 +710,11 @@ async function check(flags) {
         headers: {
           "upstash-signature": signQStash(latin1, `${PUBLIC_URL}/v1/qstash`),
           "upstash-message-id": id,
+          // Miniflare's dispatchFetch sends even a Buffer chunked unless
+          // its length is given; QStash gives it.
+          ...(framing === "chunked"
+            ? {}
+            : { "content-length": String(latin1.length) }),
         },
         body,
         ...(framing === "chunked" ? { duplex: "half" } : {}),
