@@ -36,6 +36,7 @@ import { messageOf, secretForms } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { notSent, poison } from "../policy/sentinels.ts";
+import { abortable, readText } from "./_read_text.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
 import type { Intent } from "../store/store.ts";
 import type { ReceiptStatus, Sender } from "./sender.ts";
@@ -551,7 +552,7 @@ export class HttpSender implements Sender {
     }
     let text: { text: string; truncated: boolean };
     try {
-      text = await readText(response, signal);
+      text = await readText(response, signal, MAX_BODY_BYTES);
     } catch (error) {
       throw this.#transportError(
         signal,
@@ -723,68 +724,6 @@ function showUrl(url: unknown): string {
         .replace(/#.*/, "#***"),
     ),
   );
-}
-
-/** Rejects with the signal's reason once it aborts, whatever `promise` does. */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.catch(() => {});
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() =>
-      signal.removeEventListener("abort", onAbort)
-    );
-  });
-}
-
-/** Reads at most {@linkcode MAX_BODY_BYTES} of a body, then lets the rest go. */
-async function readText(
-  response: Response,
-  signal: AbortSignal,
-): Promise<{ text: string; truncated: boolean }> {
-  if (response.body === null) return { text: "", truncated: false };
-  const length = response.headers.get("content-length");
-  // Content-Length counts the bytes on the wire: with a Content-Encoding,
-  // fetch hands over the decoded body, which may be a thousand times more.
-  if (
-    length !== null && /^\d{1,5}$/.test(length) &&
-    +length <= MAX_BODY_BYTES && !response.headers.has("content-encoding")
-  ) {
-    // The usual answer, a short JSON body of a declared length: read whole
-    // in one call (the chunk-by-chunk loop below cost more than the rest of
-    // the exchange). The length is checked again: an injected fetch may
-    // declare one and deliver another.
-    const bytes = new Uint8Array(
-      await abortable(response.arrayBuffer(), signal),
-    );
-    return {
-      text: new TextDecoder().decode(bytes.subarray(0, MAX_BODY_BYTES)),
-      truncated: bytes.length > MAX_BODY_BYTES,
-    };
-  }
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  let size = 0;
-  let done = false;
-  try {
-    while (size < MAX_BODY_BYTES) {
-      const chunk = await abortable(reader.read(), signal);
-      if (chunk.done) {
-        done = true;
-        break;
-      }
-      const bytes = chunk.value.subarray(0, MAX_BODY_BYTES - size);
-      size += bytes.byteLength;
-      text += decoder.decode(bytes, { stream: true });
-    }
-    return { text: text + decoder.decode(), truncated: !done };
-  } finally {
-    if (!done) reader.cancel().catch(() => {});
-  }
 }
 
 /** The body as JSON, or `undefined` if it is not (or was cut short). */
