@@ -6,6 +6,7 @@
  */
 
 import { assertOptionNames } from "../policy/_validate.ts";
+import { readText } from "../relayer/_read_text.ts";
 import { stepBackPace } from "./_step_back.ts";
 
 /**
@@ -28,6 +29,14 @@ import { stepBackPace } from "./_step_back.ts";
  * ```
  */
 export const GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs";
+
+/**
+ * The most bytes of Google's keys answer read (about 1.5 KiB, two or three
+ * keys): an answer that goes on past it (a proxy's page, an endless body)
+ * is a failed fetch, not buffered whole: unbounded, an endless one filled
+ * the 5 s deadline with about 1.4 GiB of memory on a local server.
+ */
+const MAX_JWKS_BYTES = 64 * 1024;
 
 /** How long the keys are served after a failed refresh, before the next try. */
 const RETRY_AFTER_FAILURE_MS = 60_000;
@@ -101,7 +110,8 @@ const JWKS_OPTIONS: readonly string[] = Object.keys(
  * A source of Google's signing keys that fetches them once and keeps them
  * for the `max-age` Google sends (at least a minute, at most a day); only
  * the entries of its `keys` that are objects are kept, and an answer with
- * none is a failed fetch, as a 500 is. Called
+ * none is a failed fetch, as a 500 is, and as one over 64 KiB is (read no
+ * further). Called
  * with `{ refresh: true }` it fetches them again now, as the Pub/Sub
  * verifier does (rate-limited there) for a token signed by a key it does
  * not know yet. When a refresh fails it keeps serving the keys it has, and
@@ -196,14 +206,21 @@ export function googleJwks(
     at >= span.from ? at < span.until : !stepBack(span.until - span.from);
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
-    const res = await fetcher(url, { signal: AbortSignal.timeout(5000) });
+    const signal = AbortSignal.timeout(5000);
+    const res = await fetcher(url, { signal });
     if (!res.ok) {
       // Unread, the body would hold its connection until a garbage
       // collection (Node's fetch keeps the socket).
       await res.body?.cancel().catch(() => {});
       throw new Error(`Google's keys answered ${res.status}`);
     }
-    const body = await res.json() as { keys?: unknown } | null;
+    const { text, truncated } = await readText(res, signal, MAX_JWKS_BYTES);
+    if (truncated) {
+      throw new Error(
+        `Google's keys answer is over ${MAX_JWKS_BYTES} bytes (64 KiB), the most read of it: not read on`,
+      );
+    }
+    const body = JSON.parse(text) as { keys?: unknown } | null;
     // Only objects are keys: a null among them would be cached for the
     // answer's max-age and throw on every push's look-up of its `kid` (a
     // 500 logged per push, not the 503 of keys that cannot be had).

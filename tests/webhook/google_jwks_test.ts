@@ -205,3 +205,86 @@ Deno.test("createApp() with googleJwks() through a rotation: a key Google adds v
   assert.equal(await push(await fresh()), "verified");
   assert.equal(fetches, after); // the next try waits a minute
 });
+
+/**
+ * A fetch whose answer is `mib` MiB of JSON whitespace (in 64 KiB chunks)
+ * then a valid JWKS, or, with `mib` Infinity, whitespace that never ends
+ * (the stream errors itself after 32 MiB, so the test stays bounded even
+ * where nothing caps the read). It counts the bytes read of it.
+ */
+function swelling(mib: number) {
+  const chunk = new Uint8Array(64 * 1024).fill(0x20);
+  const tail = new TextEncoder().encode(
+    JSON.stringify({ keys: [{ kty: "RSA" }] }),
+  );
+  const counted = {
+    read: 0,
+    fetch: (() => {
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (counted.read >= 32 * 2 ** 20 && mib === Infinity) {
+            controller.error(new Error("the test's own bound: 32 MiB read"));
+          } else if (counted.read >= mib * 2 ** 20) {
+            counted.read += tail.byteLength;
+            controller.enqueue(tail);
+            controller.close();
+          } else {
+            counted.read += chunk.byteLength;
+            controller.enqueue(chunk);
+          }
+        },
+      });
+      return Promise.resolve(new Response(body, { status: 200 }));
+    }) as typeof fetch,
+  };
+  return counted;
+}
+
+Deno.test("googleJwks() refuses an answer over 64 KiB, naming the cap, and reads no more of it: 16 MiB of whitespace before valid keys are not buffered and parsed", async () => {
+  const google = swelling(16);
+  const keys = googleJwks({ fetch: google.fetch, now: () => 0 });
+  await assert.rejects(
+    keys(),
+    /Google's keys answer is over 65536 bytes \(64 KiB\)/,
+  );
+  assert.ok(google.read <= 64 * 1024 + 2 * 64 * 1024, `read ${google.read}`);
+});
+
+Deno.test("googleJwks() refuses an answer that never ends once it passed 64 KiB, not when memory or the 5 s fetch deadline run out", async () => {
+  const google = swelling(Infinity);
+  const keys = googleJwks({ fetch: google.fetch, now: () => 0 });
+  const started = performance.now();
+  await assert.rejects(
+    keys(),
+    /Google's keys answer is over 65536 bytes \(64 KiB\)/,
+  );
+  assert.ok(performance.now() - started < 2_000);
+  assert.ok(google.read <= 64 * 1024 + 2 * 64 * 1024, `read ${google.read}`);
+});
+
+Deno.test("googleJwks() takes an answer of exactly 64 KiB, streamed in pieces or of a declared length, and refuses one byte more", async () => {
+  const keysJson = JSON.stringify({ keys: [{ kty: "RSA" }] });
+  const sized = (bytes: number, declared: boolean) => {
+    const text = " ".repeat(bytes - keysJson.length) + keysJson;
+    const encoded = new TextEncoder().encode(text);
+    const body = declared ? encoded : new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < encoded.length; at += 1000) {
+          controller.enqueue(encoded.subarray(at, at + 1000));
+        }
+        controller.close();
+      },
+    });
+    return googleJwks({
+      fetch: () => Promise.resolve(new Response(body)),
+      now: () => 0,
+    });
+  };
+  for (const declared of [false, true]) {
+    assert.equal((await sized(64 * 1024, declared)()).length, 1);
+    await assert.rejects(
+      sized(64 * 1024 + 1, declared)(),
+      /Google's keys answer is over 65536 bytes/,
+    );
+  }
+});
