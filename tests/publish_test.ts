@@ -929,3 +929,51 @@ Deno.test("qstashPublisher() says what to do when QStash refuses its token (401)
     await server.shutdown();
   }
 });
+
+Deno.test("qstashPublisher() reads at most 64 KiB of QStash's answer: one that never ends fails the publish at once, naming the cap, not when timeoutMs or memory run out", async () => {
+  const chunk = new Uint8Array(64 * 1024).fill(0x20);
+  let served = 0;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      await req.body?.cancel();
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          // The test's own bound, where nothing else ends the read.
+          if (served >= 64 * 2 ** 20) {
+            controller.error(new Error("64 MiB served"));
+            return;
+          }
+          served += chunk.byteLength;
+          controller.enqueue(chunk);
+        },
+      });
+      return new Response(body, {
+        headers: { "content-type": "application/json" },
+      });
+    },
+  );
+  try {
+    const publisher = qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${server.addr.port}`,
+      timeoutMs: 20_000,
+    });
+    const started = Date.now();
+    await assert.rejects(
+      withTimeout(
+        () => publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+        25_000,
+      ),
+      new Error(
+        `QStash's answer to the publish of pi_0001/settle (HTTP 200) is over 65536 bytes (64 KiB), the most read of it: it may have taken the job or not; publishing again is harmless (a job only says "go and look", and a redrive's deduplication id drops the second)`,
+      ),
+    );
+    assert.ok(Date.now() - started < 5_000, "answered at the cap");
+    assert.ok(served < 32 * 2 ** 20, `served ${served} bytes`);
+  } finally {
+    await server.shutdown();
+  }
+});

@@ -15,6 +15,7 @@ import { cutAt, secretForms } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS } from "../policy/_validate.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
+import { readText } from "../relayer/_read_text.ts";
 import { type Job, jobIdOf, parseJob } from "../relayer/relayer.ts";
 
 /**
@@ -246,7 +247,12 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
       // running behind the caller's back.
       const controller = new AbortController();
       const timer = setTimeout(() => controller.abort(), timeoutMs);
-      let answer: { status: number; headers: Headers; text: string };
+      let answer: {
+        status: number;
+        headers: Headers;
+        text: string;
+        truncated: boolean;
+      };
       try {
         const response = await fetch(endpoint, {
           method: "POST",
@@ -263,10 +269,13 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         });
         // Always read, whatever the status: a body left unread holds its
         // connection until a garbage collection.
+        // Read to a cap, not whole: an answer without end (a proxy's, a
+        // wrong QSTASH_URL's) grew the process by gigabytes before
+        // timeoutMs ended it.
         answer = {
           status: response.status,
           headers: response.headers,
-          text: await response.text(),
+          ...await readText(response, controller.signal, MAX_ANSWER_BYTES),
         };
       } catch (error) {
         if (controller.signal.aborted) {
@@ -299,6 +308,11 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         }
         throw error;
       }
+      if (answer.truncated) {
+        throw new Error(
+          `QStash's answer to the publish of ${jobId} (HTTP ${status}) is over ${MAX_ANSWER_BYTES} bytes (64 KiB), the most read of it: ${MAYBE_TAKEN}`,
+        );
+      }
       let messageId: unknown;
       try {
         messageId = (JSON.parse(text) as { messageId?: unknown } | null)
@@ -315,6 +329,12 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
     },
   };
 }
+
+/**
+ * The most bytes of QStash's answer read (a publish's is a line of JSON,
+ * an error's a sentence): the rest of a longer one is let go.
+ */
+const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** Why publishing again is safe when QStash's answer is lost. */
 const MAYBE_TAKEN =
