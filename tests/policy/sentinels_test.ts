@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { catches } from "../_fc.ts";
-import { cutAt, describeError, MAX_WALKED } from "../../policy/_walk.ts";
+import {
+  cutAt,
+  describeError,
+  MAX_NESTED,
+  MAX_WALKED,
+} from "../../policy/_walk.ts";
 import {
   isNotSent,
   isPoison,
@@ -357,4 +362,71 @@ Deno.test("isNotSent() property: an aggregate of chains is not sent exactly when
       );
     },
   ));
+});
+
+Deno.test("isNotSent() of an AggregateError: the same refusal twice, an unreadable `errors` or `cause`, a mark that throws, and the nesting bound", () => {
+  const refused = () => notSent(new Error("node: nonce too low"));
+  // One refusal object given for two attempts (a shared rejection): each
+  // attempt was refused, so the whole was not sent.
+  const shared = refused();
+  assert.equal(isNotSent(new AggregateError([shared, shared])), true);
+  const wrappedTwice = new Error("wrap", { cause: shared });
+  assert.equal(
+    isNotSent(new AggregateError([wrappedTwice, wrappedTwice, shared])),
+    true,
+  );
+  // No member at all, though the aggregate was given a refusal as cause.
+  assert.equal(
+    isNotSent(new AggregateError([], "none tried", { cause: refused() })),
+    false,
+  );
+  // A node whose `errors` cannot be read, or are not a list: which attempts
+  // it stands for is unknown, whatever its cause says.
+  const unreadableErrors = {
+    get errors(): unknown {
+      throw new Error("no");
+    },
+    cause: refused(),
+  };
+  assert.equal(isNotSent(unreadableErrors), false);
+  assert.equal(isNotSent({ errors: "several", cause: refused() }), false);
+  assert.equal(isNotSent({ errors: { a: 1 }, cause: refused() }), false);
+  // A member whose `cause` cannot be read was not shown refused.
+  const unreadableCause = {
+    get cause(): unknown {
+      throw new Error("no");
+    },
+  };
+  assert.equal(
+    isNotSent(new AggregateError([refused(), unreadableCause])),
+    false,
+  );
+  // A mark that throws when read is no mark; its cause still counts.
+  const throwingMark = {
+    get [Symbol.for("@relayer/poison.not_sent")](): unknown {
+      throw new Error("no");
+    },
+    cause: refused(),
+  };
+  assert.equal(isNotSent(throwingMark), true);
+  // A cause cycle is read once, not walked to the bound.
+  let reads = 0;
+  const cycle: { cause?: unknown } = {};
+  Object.defineProperty(cycle, "cause", {
+    get() {
+      reads++;
+      return cycle;
+    },
+  });
+  assert.equal(isNotSent(new AggregateError([refused(), cycle])), false);
+  assert.ok(reads < 100, `${reads} reads of a cycle's cause`);
+  // Aggregates nested MAX_NESTED deep are read; one more is past the bound.
+  const nest = (levels: number) => {
+    let error: unknown = refused();
+    for (let i = 0; i < levels; i++) error = new AggregateError([error]);
+    return error;
+  };
+  assert.equal(isNotSent(nest(MAX_NESTED)), true);
+  assert.equal(isNotSent(nest(MAX_NESTED + 1)), false);
+  assert.equal(isNotSent(new Error("wrap", { cause: nest(MAX_NESTED) })), true);
 });
