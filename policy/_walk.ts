@@ -104,19 +104,25 @@ function walkAll(error: unknown, mark: symbol): boolean {
         const count = Math.min(errors.length, room);
         for (let i = count - 1; i >= 0; i--) {
           room--;
+          let member: unknown;
           try {
-            const member = errors[i];
-            // Its own mark is looked at as it is read: a long list that
-            // spends the budget still has every member's mark seen.
+            member = errors[i];
+          } catch {
+            continue; // an unreadable member carries no mark; walk the rest
+          }
+          // Its own mark is looked at as it is read: a long list that
+          // spends the budget still has every member's mark seen. A mark
+          // that throws hides only itself: the member is still walked.
+          try {
             if (
               member !== null &&
               (typeof member === "object" || typeof member === "function") &&
               (member as Record<PropertyKey, unknown>)[mark] === true
             ) return true;
-            take(member);
           } catch {
-            // An unreadable member carries no mark; keep walking the rest.
+            // An unreadable mark is no mark; its `cause` and `errors` count.
           }
+          take(member);
         }
       }
     } catch {

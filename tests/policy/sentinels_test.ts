@@ -430,3 +430,22 @@ Deno.test("isNotSent() of an AggregateError: the same refusal twice, an unreadab
   assert.equal(isNotSent(nest(MAX_NESTED + 1)), false);
   assert.equal(isNotSent(new Error("wrap", { cause: nest(MAX_NESTED) })), true);
 });
+
+Deno.test("isPoison() and isNotSent() of an AggregateError: a member whose mark throws when read still counts by its cause, as it does on its own", () => {
+  // A member whose mark getter throws (a proxy that refuses unknown keys)
+  // hides only its mark, never what its cause leads to.
+  const markThrows = (name: string, cause: unknown) => ({
+    get [Symbol.for(`@relayer/poison.${name}`)](): unknown {
+      throw new Error("no");
+    },
+    cause,
+  });
+  const poisoned = markThrows("poison", poison("p"));
+  assert.equal(isPoison(poisoned), true);
+  assert.equal(isPoison(new AggregateError([poisoned])), true);
+  assert.equal(isPoison(new AggregateError([new Error("t"), poisoned])), true);
+  const refused = markThrows("not_sent", notSent("n"));
+  assert.equal(isNotSent(refused), true);
+  assert.equal(isNotSent(new AggregateError([refused])), true);
+  assert.equal(isNotSent(new AggregateError([notSent("n"), refused])), true);
+});
