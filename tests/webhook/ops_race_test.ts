@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { Job, Store } from "../../mod.ts";
+import { type Job, notSent, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { BACKENDS } from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
@@ -227,7 +227,7 @@ for (const backend of BACKENDS) {
       });
       const { ended, chain, fail: failed } = await sendEndedInReview(
         store,
-        true,
+        "landed",
       );
       assert.match(await ended.text(), /sent 0xlanded/);
       assert.equal(chain.size, 1);
@@ -253,12 +253,16 @@ for (const backend of BACKENDS) {
  * The payment `pi_0002` (authorized, in `store`) sent by a delivery whose
  * lease lapses mid-send, put in review by QStash's give-up meanwhile (the
  * operator reads it, and looks its nonce up: unused), its send then ended,
- * its record refused: with its tx landed (`landed`), or in doubt (an error
- * that does not say the tx stayed home). Returns the delivery's answer,
+ * its record refused: with its tx landed (`"landed"`), in doubt (`"doubt"`:
+ * an error that does not say the tx stayed home), or refused (`"refused"`:
+ * an error declared not sent). Returns the delivery's answer,
  * the txs that landed, and a fail by hand of the payment with
  * `"nonceChecked":true` on the version read while the send ran.
  */
-async function sendEndedInReview(store: Store, landed: boolean) {
+async function sendEndedInReview(
+  store: Store,
+  ending: "landed" | "doubt" | "refused",
+) {
   const clock = { now: 1_000_000 };
   const chain = new Set<string>(); // txs that landed
   let finish!: () => void;
@@ -271,7 +275,12 @@ async function sendEndedInReview(store: Store, landed: boolean) {
         began();
         return new Promise((resolve, reject) =>
           finish = () => {
-            if (!landed) return reject(new Error("socket hang up"));
+            if (ending === "doubt") {
+              return reject(new Error("socket hang up"));
+            }
+            if (ending === "refused") {
+              return reject(notSent(new Error("nonce too low")));
+            }
             chain.add("0xlanded");
             resolve({ txHash: "0xlanded" });
           }
@@ -330,7 +339,7 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const { ended, fail } = await sendEndedInReview(store, false);
+      const { ended, fail } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
       const first = await fail();
       const body = await first.json();
@@ -366,7 +375,7 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      const { ended, fail } = await sendEndedInReview(store, false);
+      const { ended, fail } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
       const answers = await Promise.all([fail(), fail()]);
       const bodies = await Promise.all(answers.map((a) => a.json()));
@@ -511,6 +520,28 @@ for (const backend of BACKENDS) {
       assert.equal(gated.sends, 1);
       assert.notEqual(await store.getDeadLetter("pi_0002/settle"), null);
       assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  // As above, but the send's answer is a refusal declared not sent: nothing
+  // left, so the operator's look stands, and the fail is taken at once.
+  Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended refused (not sent) is taken at once [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const { ended, fail } = await sendEndedInReview(store, "refused");
+      assert.equal(ended.status, 503, await ended.clone().text());
+      const first = await fail();
+      assert.equal(first.status, 200, await first.clone().text());
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
     } finally {
       await close();
     }
