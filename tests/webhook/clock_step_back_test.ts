@@ -18,6 +18,7 @@ import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
 import { createApp } from "../../webhook/app.ts";
 import { googleJwks } from "../../webhook/google_jwks.ts";
+import { stepBackPace } from "../../webhook/_step_back.ts";
 import { envelope, fakeGoogle, PUBSUB, QSTASH } from "./_signing.ts";
 
 const STEP_BACK_MS = 10 * 60_000;
@@ -360,3 +361,217 @@ for (const workerd of [false, true]) {
     }
   });
 }
+
+Deno.test("stepBackPace() allows a step back once per `ms` of the monotonic clock: reads it refuses do not push that on, and `ms` after the last it allowed, it allows again", () => {
+  let mono = 0;
+  const allow = stepBackPace(() => mono);
+  assert.equal(allow(60_000), true);
+  for (const at of [1, 30_000, 59_999]) {
+    mono = at;
+    assert.equal(allow(60_000), false, `at ${at}`);
+  }
+  mono = 60_000; // a minute after the last it allowed, not after the last read
+  assert.equal(allow(60_000), true);
+  mono = 60_999;
+  assert.equal(allow(1_000), false);
+  mono = 61_000;
+  assert.equal(allow(1_000), true);
+});
+
+/**
+ * Runs `body` with `performance.now()` (the monotonic clock stepBackPace
+ * reads) at `mono.at`, moved only by `body`.
+ */
+async function onMonotonic(
+  body: (mono: { at: number }) => Promise<void>,
+): Promise<void> {
+  const mono = { at: 1_000_000 };
+  const own = Object.getOwnPropertyDescriptor(performance, "now");
+  Object.defineProperty(performance, "now", {
+    value: () => mono.at,
+    configurable: true,
+    writable: true,
+  });
+  try {
+    await body(mono);
+  } finally {
+    if (own === undefined) {
+      delete (performance as { now?: unknown }).now;
+    } else Object.defineProperty(performance, "now", own);
+  }
+}
+
+/**
+ * How often `count()` moves while the clock flaps between two readings a
+ * step apart (`set` takes each in turn, then `act` runs): over `calls`
+ * calls, the same again with the monotonic clock still, and once it moved
+ * on `ms`.
+ */
+async function pacedBy(
+  mono: { at: number },
+  ms: number,
+  set: (reading: number) => void,
+  act: () => Promise<unknown>,
+  count: () => number,
+): Promise<{ first: number; still: number; later: number }> {
+  const ahead = 1_800_000_000_000;
+  const flap = async () => {
+    for (let call = 0; call < 10; call++) {
+      set(call % 2 === 0 ? ahead : ahead - STEP_BACK_MS);
+      await act();
+    }
+  };
+  await flap();
+  const first = count();
+  await flap();
+  const still = count();
+  mono.at += ms;
+  await flap();
+  return { first, still, later: count() };
+}
+
+/** Asserts a pace: some at first, none more while the monotonic clock stands, more once it moved on. */
+function assertPaced(
+  what: string,
+  { first, still, later }: { first: number; still: number; later: number },
+) {
+  assert.ok(first >= 1, `${what}: none at first`);
+  assert.equal(still, first, `${what}: more while the monotonic clock stood`);
+  assert.ok(
+    later > still,
+    `${what}: none more once the monotonic clock moved on its interval (${first}, ${still}, ${later})`,
+  );
+}
+
+/** An app on `now` over a store that counts its reads, each failing if `failing`; its calls and log lines. */
+function storeApp(now: () => number, failing: boolean) {
+  const lines: string[] = [];
+  let reads = 0;
+  class Counted extends MemoryStore {
+    override getIntent(id: string) {
+      reads++;
+      return failing
+        ? Promise.reject(new Error("store down"))
+        : super.getIntent(id);
+    }
+  }
+  const app = createApp({
+    store: new Counted(),
+    sender: new ScriptedSender({}),
+    now,
+    log: (line) => lines.push(line),
+    qstash: QSTASH,
+  });
+  return {
+    call: async (path: string, init?: RequestInit) => {
+      const res = await app.request(path, init);
+      await res.body?.cancel();
+    },
+    reads: () => reads,
+    count: (part: string) => lines.filter((line) => line.includes(part)).length,
+  };
+}
+
+Deno.test("under a clock that flaps a step back and forth, each paced wait still ends again once its length of the monotonic clock has passed", async () => {
+  await onMonotonic(async (mono) => {
+    // The refetch for a kid Google does not list: once a minute.
+    const google = await fakeGoogle();
+    let clock = 0;
+    let refreshes = 0;
+    const verify = pubsubVerifier({
+      ...PUBSUB,
+      jwks: (options = {}) => {
+        if (options.refresh) refreshes++;
+        return Promise.resolve([google.jwks[0]!]);
+      },
+    }, () => clock);
+    const forged = await google.token({}, { kid: "made-up" });
+    assertPaced(
+      "refetches for a made-up kid",
+      await pacedBy(mono, 60_000, (at) => clock = at, async () => {
+        assert.equal(await verify(`Bearer ${forged}`), false);
+      }, () => refreshes),
+    );
+    // googleJwks()'s pause after a failure with no keys.
+    let fetches = 0;
+    const keys = googleJwks({
+      fetch: () => {
+        fetches++;
+        return Promise.resolve(new Response(null, { status: 500 }));
+      },
+      now: () => clock,
+    });
+    assertPaced(
+      "fetches of keys that cannot be had",
+      await pacedBy(mono, 60_000, (at) => clock = at, async () => {
+        await keys().catch(() => {});
+      }, () => fetches),
+    );
+    // The line saying Google's keys cannot be had: once a minute.
+    const { app: blocked, lines: blockedLines } = keysBlocked(() => clock);
+    const token = await google.token();
+    assertPaced(
+      "lines that Google's keys cannot be had",
+      await pacedBy(
+        mono,
+        60_000,
+        (at) => clock = at,
+        async () => {
+          const res = await blocked.request("/v1/pubsub", {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${token}`,
+              "content-type": "application/json",
+            },
+            body: envelope({ intentId: "pi_0001", kind: "settle" }),
+          });
+          await res.body?.cancel();
+        },
+        () =>
+          blockedLines.filter((line) =>
+            line.includes("cannot verify Pub/Sub pushes")
+          ).length,
+      ),
+    );
+    // /readyz's probe (once a second) and the refusal log (once a minute).
+    const up = storeApp(() => clock, false);
+    assertPaced(
+      "store probes for /readyz",
+      await pacedBy(
+        mono,
+        1_000,
+        (at) => clock = at,
+        () => up.call("/readyz"),
+        () => up.reads(),
+      ),
+    );
+    assertPaced(
+      "lines of a refused request",
+      await pacedBy(
+        mono,
+        60_000,
+        (at) => clock = at,
+        () =>
+          up.call("/v1/qstash", {
+            method: "POST",
+            body: "{}",
+            headers: { "upstash-signature": "a.b.c" },
+          }),
+        () => up.count("refused 401"),
+      ),
+    );
+    // The "not ready" line of a store down (once a minute), on an app
+    // whose first probe fails.
+    const down = storeApp(() => clock, true);
+    assertPaced(
+      "lines of a store not ready",
+      await pacedBy(
+        mono,
+        60_000,
+        (at) => clock = at,
+        () => down.call("/readyz"),
+        () => down.count("not ready"),
+      ),
+    );
+  });
+});
