@@ -717,13 +717,28 @@ Deno.test("createApp() answers a malformed QStash job with 489 and Upstash-NonRe
     assert.match(letter?.reason ?? "", /^unreadable QStash message: /);
   }
   assert.equal(writes(), 2, "each letter, and nothing else");
+  // Without a message id, each is named by its own body's hash: two
+  // unreadable messages keep two letters, not one.
+  for (const body of ["[", "not json"]) {
+    const res = await app.request("/v1/qstash", await qstashRequest(body));
+    assert.equal(res.status, 489);
+    await res.body?.cancel();
+  }
+  const named = (await store.listDeadLetters({ limit: 10 })).items
+    .map((letter) => letter.jobId)
+    .filter((jobId) => jobId.startsWith("qstash/sha256-"));
+  assert.equal(named.length, 2, named.join(", "));
+  for (const jobId of named) {
+    assert.match(jobId, /^qstash\/sha256-[0-9a-f]{32}\/unreadable$/);
+  }
+  assert.equal(writes(), 4);
   // Not a message that cannot be read: a header QStash sets, malformed.
   const badCount = await app.request(
     "/v1/qstash",
     await qstashRequest(JSON.stringify(job), { "upstash-retried": "-1" }),
   );
   assert.equal(badCount.status, 489);
-  assert.equal(writes(), 2);
+  assert.equal(writes(), 4);
   // Its intent is created, so a job can still move it: the letter stays
   // until one has (DELETE is refused, 409).
   const refused = await app.request(
