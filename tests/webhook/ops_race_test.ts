@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { type Job, notSent, type Store } from "../../mod.ts";
+import { type Job, notSent, poison, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { BACKENDS } from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
@@ -541,6 +541,77 @@ for (const backend of BACKENDS) {
       assert.equal(ended.status, 503, await ended.clone().text());
       const first = await fail();
       assert.equal(first.status, 200, await first.clone().text());
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  // A rescue (same nonce) of a tx on record ends in doubt after the
+  // give-up put the payment in review, its record refused; the tx on
+  // record then reads mined and reverted: its nonce is spent, so no send
+  // of the payment can land, and a fail is taken at once, not warned.
+  Deno.test(`ops race: a fail by hand after a rescue ended in doubt, with a tx on record mined and reverted, is taken at once [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        txHashes: ["0xold"],
+        lastBroadcast: { outcome: "sent", txHash: "0xold", at: 0 },
+      });
+      const clock = { now: 1_000_000 };
+      let finish!: () => void;
+      let began!: () => void;
+      const sending = new Promise<void>((r) => began = r);
+      let reverted = false;
+      const app = createApp({
+        store,
+        sender: {
+          send: () => {
+            began();
+            return new Promise((_, reject) =>
+              finish = () => reject(new Error("socket hang up"))
+            );
+          },
+          receipt: () =>
+            reverted
+              ? Promise.reject(poison(new Error("0xold reverted")))
+              : Promise.resolve("dropped"),
+        },
+        policy: { maxDeliveries: 3 },
+        now: () => clock.now,
+        random: () => 0,
+        leaseMs: 200,
+        clockSkewMs: 0,
+        qstash: QSTASH,
+        opsToken: OPS,
+      });
+      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
+      await sending; // the rescue of 0xold, which read dropped
+      clock.now += 60_000; // the lease lapses mid-send
+      const gaveUp = await app.request(
+        "/v1/qstash/failed",
+        await qstashFailed("msg_1"),
+      );
+      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+      const { intent } = await (await app.request("/v1/intents/pi_0002", {
+        headers,
+      })).json();
+      assert.equal(intent.state, "needs_review");
+      finish();
+      assert.equal((await delivery).status, 503);
+      reverted = true;
+      const fail = await app.request("/v1/intents/pi_0002/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ to: "failed", version: intent.version }),
+      });
+      assert.equal(fail.status, 200, await fail.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
     } finally {
       await close();
