@@ -257,7 +257,8 @@ for (const backend of BACKENDS) {
  * an error that does not say the tx stayed home), or refused (`"refused"`:
  * an error declared not sent). Returns the delivery's answer,
  * the txs that landed, and a fail by hand of the payment with
- * `"nonceChecked":true` on the version read while the send ran.
+ * `"nonceChecked":true` on the version read while the send ran (its text,
+ * and the request, with that text or another body).
  */
 async function sendEndedInReview(
   store: Store,
@@ -313,17 +314,19 @@ async function sendEndedInReview(
   // The send ends meanwhile; its record is refused: the intent left settling.
   finish();
   const ended = await delivery;
-  const fail = async () =>
+  const failText = JSON.stringify({
+    to: "failed",
+    version: intent.version,
+    nonceChecked: true,
+  });
+  const fail = async (body: BodyInit = failText) =>
     await app.request("/v1/intents/pi_0002/resolve", {
       method: "POST",
       headers,
-      body: JSON.stringify({
-        to: "failed",
-        version: intent.version,
-        nonceChecked: true,
-      }),
+      body,
+      ...(typeof body === "string" ? {} : { duplex: "half" }),
     });
-  return { ended, chain, fail };
+  return { ended, chain, fail, failText };
 }
 
 for (const backend of BACKENDS) {
@@ -613,6 +616,58 @@ for (const backend of BACKENDS) {
       });
       assert.equal(fail.status, 200, await fail.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  // Two fails on a look made while the send ran; the first one's body is
+  // slow to come, and the other is answered send-ended meanwhile. The slow
+  // one arrived before that warning was given, so it cannot have followed
+  // it, however late its body ends: it is warned too.
+  Deno.test(`ops race: a fail whose body comes after the send-ended warning was given to another, but which arrived before it, is warned too [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const { ended, fail, failText } = await sendEndedInReview(
+        store,
+        "doubt",
+      );
+      assert.equal(ended.status, 503);
+      let send!: ReadableStreamDefaultController<Uint8Array>;
+      let reading!: () => void;
+      const read = new Promise<void>((resolve) => reading = resolve);
+      const slowBody = new ReadableStream<Uint8Array>({
+        start: (controller) => void (send = controller),
+        pull: () => reading(),
+      }, { highWaterMark: 0 });
+      const slow = fail(slowBody);
+      // The slow request is under way: the route reads its body, which
+      // has not come.
+      await read;
+      const warned = await fail();
+      const warnedBody = await warned.json();
+      assert.equal(warned.status, 409, JSON.stringify(warnedBody));
+      assert.match(warnedBody.type, /send-ended$/);
+      send.enqueue(new TextEncoder().encode(failText));
+      send.close();
+      const late = await slow;
+      const lateBody = await late.json();
+      assert.equal(
+        (await store.getIntent("pi_0002"))?.hold,
+        "pending",
+        `a fail that arrived before the warning voided the hold: ${late.status} ${
+          JSON.stringify(lateBody)
+        }`,
+      );
+      assert.equal(late.status, 409, JSON.stringify(lateBody));
+      assert.match(lateBody.type, /send-ended$/);
     } finally {
       await close();
     }
