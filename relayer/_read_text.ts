@@ -72,9 +72,12 @@ export async function readText(
   const length = response.headers.get("content-length");
   // Content-Length counts the bytes on the wire: with a Content-Encoding,
   // fetch hands over the decoded body, which may be a thousand times more.
+  // With a Transfer-Encoding it says nothing (RFC 9112 §6.3): fetch reads
+  // such an answer to its connection's close, the header still shown.
   if (
     length !== null && /^\d{1,5}$/.test(length) &&
-    +length <= maxBytes && !response.headers.has("content-encoding")
+    +length <= maxBytes && !response.headers.has("content-encoding") &&
+    !response.headers.has("transfer-encoding")
   ) {
     // The usual answer, a short JSON body of a declared length: read whole
     // in one call (the chunk-by-chunk loop below cost more than the rest of
