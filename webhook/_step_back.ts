@@ -5,6 +5,13 @@
  */
 
 /**
+ * How far behind the furthest reading of the monotonic clock a reading
+ * must be to count as the clock set right rather than a flap: an hour.
+ * Only where that clock steps with the wall clock (workerd).
+ */
+const CORRECTION_MS = 60 * 60_000;
+
+/**
  * A pace for waits counted by a clock that may step back. A time read
  * before the start of a wait (NTP correcting a clock that ran fast) says
  * nothing of how long ago that start was, so the wait may end at once;
@@ -21,7 +28,10 @@
  * on as the furthest-ahead source does. The cost, there only: after a step
  * back, a second one that comes before the clock has caught up with the
  * first and gone on `ms` does not end its wait, which then lasts the step
- * (as a flap's must not end at each read; the two look the same).
+ * (as a flap's must not end at each read; the two look the same), up to
+ * an hour: a reading further behind the furthest than that is the
+ * clock set right (time sources an hour apart do not flap), and the pace
+ * starts over from it.
  *
  * @param mono The monotonic clock, in milliseconds (for tests).
  * @returns `allow(ms)`: whether a step back may end a wait of `ms` now;
@@ -47,7 +57,12 @@ export function stepBackPace(
   let allowedAt: number | undefined;
   let furthest = -Infinity;
   return (ms) => {
-    furthest = Math.max(furthest, mono());
+    const at = mono();
+    if (at < furthest - CORRECTION_MS) {
+      // Sources an hour apart do not flap: the clock was set right.
+      furthest = at;
+      allowedAt = undefined;
+    } else if (at > furthest) furthest = at;
     if (allowedAt !== undefined && furthest - allowedAt < ms) return false;
     allowedAt = furthest;
     return true;

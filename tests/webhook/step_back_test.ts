@@ -70,3 +70,22 @@ Deno.test("stepBackPace() over a monotonic clock that is the wall clock (workerd
   mono += STEP_MS - 2 * 60_000 + 60_000; // caught up, and a minute on
   assert.equal(allow(60_000), true);
 });
+
+Deno.test("stepBackPace() over a monotonic clock that is the wall clock (workerd): a correction in two steps, the second over an hour, ends the second's wait at once, not a step later", () => {
+  const DAY = 24 * 60 * 60_000;
+  let mono = 1_800_000_000_000 + DAY; // a clock a day ahead
+  const allow = stepBackPace(() => mono);
+  mono -= DAY / 2; // corrected by half: still 12 h ahead
+  assert.equal(allow(60_000), true, "the first step back ends the wait");
+  mono += 60_000;
+  mono -= DAY / 2; // corrected again, to true time
+  assert.equal(
+    allow(60_000),
+    true,
+    "a step back of 12 h is a correction, not a flap: its wait ends",
+  );
+  mono += 1_000;
+  assert.equal(allow(60_000), false, "and the pace goes on from there");
+  mono += 60_000;
+  assert.equal(allow(60_000), true);
+});
