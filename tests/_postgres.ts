@@ -384,15 +384,55 @@ export function gappedPostgresBackend(pause: () => Promise<void>): Backend {
   );
 }
 
+/**
+ * PostgresStore on this run's server for a property whose runs must not
+ * depend on one another: as {@linkcode postgresBackend}, but each open
+ * store's schema, taken from the pool and emptied, is renamed to a name
+ * new to the process. PostgresStore keeps its sweep schedule per database
+ * and schema name for the whole process (`SWEEPS` in store/postgres.ts),
+ * so on a pooled schema under its old name a run's first write that
+ * counts sweeps, or not, as the writes of the runs before left that
+ * schedule; after a sweep, a lease lapsed over an hour is gone, and
+ * `releaseLease` moves no version where MemoryStore's does (the
+ * differential test's seed 31, run 251, which passed replayed alone).
+ * Under a new name it sweeps as on a fresh schema: at its first write
+ * that counts or claims.
+ *
+ * On a client of one connection of its own: each run's statements are new
+ * texts, prepared on every connection that runs them, once a run on one
+ * (the pool's eight made the differential run a quarter slower); its
+ * calls run one at a time, which one connection serves as eight do.
+ */
+export const independentPostgresBackend: Backend = pooledBackend(
+  "PostgresStore",
+  (sql) => sql,
+  { client: oneConnection, rename: true },
+);
+
+let single: Promise<postgres.Sql> | undefined;
+
+/** This file's client of one connection (opened on first use, ended with the run). */
+function oneConnection(): Promise<postgres.Sql> {
+  return single ??= (async () => {
+    const sql = await connect(1);
+    await sql`SELECT 1`;
+    return sql;
+  })();
+}
+
 function pooledBackend(
   name: string,
   wrap: (sql: postgres.Sql) => postgres.Sql,
+  { client = sharedClient, rename = false }: {
+    client?: () => Promise<postgres.Sql>;
+    rename?: boolean;
+  } = {},
 ): Backend {
   return {
     name,
     async open() {
-      const sql = await sharedClient();
-      const schema = await takeSchema(sql);
+      const sql = await client();
+      const schema = await takeSchema(sql, rename);
       return {
         store: new PostgresStore(wrap(sql), { schema }),
         close: () => {
@@ -403,17 +443,27 @@ function pooledBackend(
   };
 }
 
-/** A migrated schema of this file's pool, emptied, or a fresh one. */
-async function takeSchema(sql: postgres.Sql): Promise<string> {
-  let schema = idle.pop();
-  if (schema === undefined) {
-    schema = freshSchema();
+/**
+ * A migrated schema of this file's pool, emptied (and, with `rename`,
+ * under a name new to the process), or a fresh one.
+ */
+async function takeSchema(
+  sql: postgres.Sql,
+  rename: boolean,
+): Promise<string> {
+  const used = idle.pop();
+  if (used === undefined) {
+    const schema = freshSchema();
     await new PostgresStore(sql, { schema }).migrate();
-  } else {
-    await sql.unsafe(
-      TABLES.map((table) => `DELETE FROM "${schema}".${table};`).join(" "),
-    );
+    return schema;
   }
+  const schema = rename ? freshSchema() : used;
+  await sql.unsafe(
+    [
+      ...(rename ? [`ALTER SCHEMA "${used}" RENAME TO "${schema}";`] : []),
+      ...TABLES.map((table) => `DELETE FROM "${schema}".${table};`),
+    ].join(" "),
+  );
   return schema;
 }
 
