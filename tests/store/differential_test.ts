@@ -915,3 +915,47 @@ Deno.test("the differential run catches a store that voids a hold the others ref
     true,
   );
 });
+
+Deno.test({
+  name:
+    "the differential run's PostgresStore sweeps at its first write that claims, whatever the runs before it wrote",
+  ignore: !postgresAvailable,
+  async fn() {
+    // A run before, on the schema the next takes from the pool: its write
+    // that counts sweeps, and the next sweep of that schedule is due 64
+    // writes later.
+    const before = await independentPostgresBackend.open();
+    await before.store.admit({ count: "msg_1", now: 0 });
+    await before.close();
+    const { store, close } = await independentPostgresBackend.open();
+    try {
+      const intent = await store.createIntent({
+        id: "pi_a",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      await store.beginBroadcast(intent.id, intent.version, 0, {
+        lease: { owner: "o1", ttlMs: TTL, now: 0, keep: true },
+      });
+      // Its first write that claims, two hours on: the lease, lapsed over
+      // an hour, goes with the sweep, on a fresh schedule as on a fresh
+      // schema. On the schedule the run before left, it stayed, and the
+      // release below moved the version.
+      const later = 2 * HOUR;
+      await store.admit({
+        claim: { key: "c1", now: later, expiresAt: later + TTL },
+        now: later,
+      });
+      const held = await store.getIntent(intent.id);
+      await store.releaseLease!(intent.id, "o1");
+      assert.equal(
+        (await store.getIntent(intent.id))?.version,
+        held?.version,
+        "the lapsed lease was not swept: this run's store sweeps as the runs before left its schedule",
+      );
+    } finally {
+      await close();
+    }
+  },
+});
