@@ -21,6 +21,39 @@ export type RawAnswer =
   | "drop";
 
 /**
+ * Listens on 127.0.0.1 at a free port and hands each connection, counted
+ * from 1, to `serve`; `close()` stops listening and closes every
+ * connection still open.
+ */
+export function loopbackSockets(
+  serve: (conn: Deno.Conn, connection: number) => void,
+): { readonly url: string; close(): Promise<void> } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns = new Set<Deno.Conn>();
+  const serving = (async () => {
+    let connection = 0;
+    for await (const conn of listener) {
+      conns.add(conn);
+      serve(conn, ++connection);
+    }
+  })();
+  return {
+    url: `http://127.0.0.1:${listener.addr.port}`,
+    async close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // closed already
+        }
+      }
+      await serving.catch(() => {});
+    },
+  };
+}
+
+/**
  * Serves on 127.0.0.1 at a free port, answering each request read whole
  * (by its `Content-Length`) with what `answer` gives, the connection kept
  * alive, or dropping it.
@@ -30,9 +63,7 @@ export function rawHttpServer(answer: (request: RawRead) => RawAnswer): {
   readonly read: RawRead[];
   close(): Promise<void>;
 } {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const read: RawRead[] = [];
-  const conns = new Set<Deno.Conn>();
   const serve = async (conn: Deno.Conn, connection: number) => {
     const buffer = new Uint8Array(65536);
     const decoder = new TextDecoder();
@@ -54,7 +85,6 @@ export function rawHttpServer(answer: (request: RawRead) => RawAnswer): {
         const given = answer(request);
         if (given === "drop") {
           conn.close();
-          conns.delete(conn);
           return;
         }
         await conn.write(
@@ -65,26 +95,8 @@ export function rawHttpServer(answer: (request: RawRead) => RawAnswer): {
       }
     }
   };
-  const serving = (async () => {
-    let connection = 0;
-    for await (const conn of listener) {
-      conns.add(conn);
-      void serve(conn, ++connection);
-    }
-  })();
-  return {
-    url: `http://127.0.0.1:${listener.addr.port}`,
-    read,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed already
-        }
-      }
-      await serving.catch(() => {});
-    },
-  };
+  const server = loopbackSockets((conn, connection) => {
+    void serve(conn, connection);
+  });
+  return { url: server.url, read, close: () => server.close() };
 }

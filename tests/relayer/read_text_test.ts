@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { readText } from "../../relayer/_read_text.ts";
 import { googleJwks } from "../../webhook/google_jwks.ts";
+import { loopbackSockets } from "../_raw_http.ts";
 
 /**
  * A raw HTTP/1.1 server on 127.0.0.1 that answers every request 200 with
@@ -21,34 +22,13 @@ import { googleJwks } from "../../webhook/google_jwks.ts";
  * (within the test's bound) and is far over 64 KiB.
  */
 function lyingLength() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns = new Set<Deno.Conn>();
-  const serving = (async () => {
-    for await (const conn of listener) {
-      conns.add(conn);
-      (async () => {
-        await conn.read(new Uint8Array(65536)).catch(() => null);
-        const head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" +
-          "content-length: 16\r\ntransfer-encoding: identity\r\n\r\n";
-        await conn.write(new TextEncoder().encode(head)).catch(() => {});
-        await conn.write(new Uint8Array(2 ** 20).fill(0x20)).catch(() => {});
-      })();
-    }
-  })();
-  return {
-    url: `http://127.0.0.1:${listener.addr.port}`,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed already
-        }
-      }
-      await serving.catch(() => {});
-    },
-  };
+  return loopbackSockets(async (conn) => {
+    await conn.read(new Uint8Array(65536)).catch(() => null);
+    const head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" +
+      "content-length: 16\r\ntransfer-encoding: identity\r\n\r\n";
+    await conn.write(new TextEncoder().encode(head)).catch(() => {});
+    await conn.write(new Uint8Array(2 ** 20).fill(0x20)).catch(() => {});
+  });
 }
 
 Deno.test("readText() reads at most its cap of an answer whose Content-Length a Transfer-Encoding overrides, not to its end or the deadline", async () => {
