@@ -417,6 +417,36 @@ export function leaseAfter(
     : null;
 }
 
+/**
+ * How many times a late record (see {@linkcode lateBroadcastRecorded}) is
+ * decided again on a race lost to another write of the intent.
+ */
+export const LATE_ATTEMPTS = 5;
+
+/** Whether `error` is a race lost: a `ConflictError` that is no refusal. */
+export function isRaceLost(error: unknown): boolean {
+  return error instanceof ConflictError && !error.refused;
+}
+
+/**
+ * What a late record (see {@linkcode lateBroadcastRecorded}) carries of
+ * `options`: its lease only where the lease on record (`held`) is the
+ * writer's own, released or kept as by any write. Another's lease, live
+ * or lapsed, neither refuses it (the send's tx would then be on no record
+ * again) nor is touched: it adds a fact, and the holder's next write, on
+ * the version it read, meets it as a race lost.
+ */
+export function lateOptions(
+  options: WriteOptions,
+  held: LeaseRecord | null,
+): WriteOptions {
+  if (options.lease === undefined || held?.owner === options.lease.owner) {
+    return options;
+  }
+  const { lease: _, ...rest } = options;
+  return rest;
+}
+
 /** Throws a `ReplayError` if `existing` (the record under `claim.key`) is still live. */
 export function assertClaimable(
   existing: { readonly expiresAt: number } | null,
@@ -664,6 +694,36 @@ export function broadcastRecorded(
       `Cannot record a broadcast for ${current.id} as it is ${current.state}, not settling`,
     );
   }
+  return withBroadcast(current, broadcast);
+}
+
+/**
+ * The record of a send that outlived its settling: `broadcast`, on an
+ * intent a give-up put in review while the send ran, which the stores take
+ * on a version older than the intent's (the send's), where any other write
+ * is a race lost. Its tx goes on record, as any send's (DESIGN: the intent
+ * store is the only truth), so every instance reads its receipt before a
+ * fail; and the version moves, so a fail decided on the review as read
+ * before is a race lost. Neither the state nor the hold changes. `null`
+ * where the rule does not apply (not in review, or `not_sent`: nothing
+ * left to keep): the stale version is then answered as a race lost.
+ */
+export function lateBroadcastRecorded(
+  current: IntentRecord,
+  broadcast: Broadcast,
+): IntentRecord | null {
+  if (current.state !== "needs_review") return null;
+  if (broadcast?.outcome !== "sent" && broadcast?.outcome !== "unknown") {
+    return null;
+  }
+  return withBroadcast(current, broadcast);
+}
+
+/** `current` with `broadcast` on record, its write-ahead cleared. */
+function withBroadcast(
+  current: IntentRecord,
+  broadcast: Broadcast,
+): IntentRecord {
   if (!["sent", "not_sent", "unknown"].includes(broadcast.outcome)) {
     throw new TypeError(
       `Cannot record a broadcast as 'outcome' must be "sent", "not_sent" or "unknown": current value is ${

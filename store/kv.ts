@@ -75,8 +75,12 @@ import {
   frozenBroadcast,
   heldBy,
   type IntentRecord,
+  isRaceLost,
   isRefusal,
   knownTxHashes,
+  LATE_ATTEMPTS,
+  lateBroadcastRecorded,
+  lateOptions,
   leaseAfter,
   type LeaseRecord,
   markKeys,
@@ -866,6 +870,7 @@ export class KvStore implements Store {
     update: (record: IntentRecord) => IntentRecord,
     options: WriteOptions,
     deadLetter?: DeadLetter,
+    late?: (record: IntentRecord) => IntentRecord | null,
   ): Promise<Intent> {
     // The arguments first: a malformed one is a TypeError whatever the
     // intent's state, in every store.
@@ -943,9 +948,41 @@ export class KvStore implements Store {
       );
     }
     if (current.version !== version) {
-      throw new ConflictError(
+      // A send that outlived its settling: its record, on the version it
+      // read, is written on the intent as it is now
+      // (lateBroadcastRecorded), checked on that; a race lost to another
+      // write is decided again.
+      const stale = new ConflictError(
         `Cannot write intent ${id} as it changed since it was read; re-read it`,
       );
+      if (late === undefined) throw stale;
+      let now: Intent | null = current;
+      let held = lease.value;
+      for (let attempt = 1;; attempt++) {
+        if (now === null) throw stale;
+        const { version: at, ...record } = now;
+        const next = late(record);
+        if (next === null) throw stale;
+        try {
+          return await this.#writeIntent(
+            id,
+            at,
+            () => next,
+            lateOptions(options, held),
+          );
+        } catch (lost) {
+          if (!isRaceLost(lost) || attempt === LATE_ATTEMPTS) throw lost;
+        }
+        const [i, h, l] = await this.#get<
+          [StoredIntent, HoldState, LeaseRecord]
+        >(
+          this.#key("intent", id),
+          this.#key("hold", id),
+          this.#key("lease", id),
+        );
+        now = this.#toIntent(i, h);
+        held = l.value;
+      }
     }
     const written = await this.#tryWrite(
       id,
@@ -1120,6 +1157,8 @@ export class KvStore implements Store {
       version,
       (record) => broadcastRecorded(record, broadcast),
       options,
+      undefined,
+      (record) => lateBroadcastRecorded(record, broadcast),
     );
   }
 

@@ -29,6 +29,8 @@ import {
   frozenBroadcast,
   heldBy,
   type IntentRecord,
+  lateBroadcastRecorded,
+  lateOptions,
   leaseAfter,
   type LeaseRecord,
   markKeys,
@@ -134,10 +136,25 @@ export class MemoryStore implements Store {
     update: (record: IntentRecord) => IntentRecord,
     options: WriteOptions,
     deadLetter?: DeadLetter,
+    late?: (record: IntentRecord) => IntentRecord | null,
   ): Intent {
     // The arguments first, as a built-in error at the entry: a malformed
     // one is a TypeError whatever the intent's state, in every store.
     checkWriteOptions(options, deadLetter);
+    const entry = this.#intents.get(id);
+    if (late && entry && String(entry.version) !== version) {
+      // A send that outlived its settling: its record, on the version it
+      // read, is written on the intent as it is now (lateBroadcastRecorded).
+      const next = late(entry.record);
+      if (next !== null) {
+        return this.#writeIntent(
+          id,
+          String(entry.version),
+          () => next,
+          lateOptions(options, this.#leases.get(id) ?? null),
+        );
+      }
+    }
     const record = this.#expect(id, version);
     // The give-up marks right after the version, as the other stores
     // check them (with their read): a late copy of a message the queue
@@ -330,6 +347,8 @@ export class MemoryStore implements Store {
         version,
         (record) => broadcastRecorded(record, broadcast),
         options,
+        undefined,
+        (record) => lateBroadcastRecorded(record, broadcast),
       )
     );
   }

@@ -99,7 +99,11 @@ import {
   frozenBroadcast,
   heldBy,
   type IntentRecord,
+  isRaceLost,
   knownTxHashes,
+  LATE_ATTEMPTS,
+  lateBroadcastRecorded,
+  lateOptions,
   leaseAfter,
   type LeaseRecord,
   markKeys,
@@ -2164,6 +2168,7 @@ export class PostgresStore implements Store {
     update: (record: IntentRecord) => IntentRecord,
     options: WriteOptions,
     deadLetter?: DeadLetter,
+    late?: (record: IntentRecord) => IntentRecord | null,
   ): Promise<Intent> {
     return this.#run(what, async () => {
       // The arguments first, a malformed one a TypeError naming it, as in
@@ -2183,7 +2188,38 @@ export class PostgresStore implements Store {
         JOB_ID_BYTES,
       );
       if (options.claim) await this.#sweep(options.claim.now);
-      const row = await this.#read(id, version, `write intent ${id}`, options);
+      let row;
+      try {
+        row = await this.#read(id, version, `write intent ${id}`, options);
+      } catch (error) {
+        // A version no store made, or one this intent moved past.
+        const stale = error instanceof ConflictError && !error.refused;
+        if (late === undefined || !stale) throw error;
+        // A send that outlived its settling: its record, on the version
+        // it read, is written on the intent as it is now
+        // (lateBroadcastRecorded), checked on that; a race lost to
+        // another write is decided again.
+        for (let attempt = 1;; attempt++) {
+          const now = await this.#read(id, null, `write intent ${id}`, options);
+          const next = late(recordOf(now));
+          if (next === null) throw error;
+          const held = now.lease_owner === null ? null : {
+            owner: String(now.lease_owner),
+            expiresAt: Number(now.lease_expires_at),
+          };
+          try {
+            return await this.#writeIntent(
+              id,
+              String(now.version),
+              what,
+              () => next,
+              lateOptions(options, held),
+            );
+          } catch (lost) {
+            if (!isRaceLost(lost) || attempt === LATE_ATTEMPTS) throw lost;
+          }
+        }
+      }
       const current = recordOf(row);
       const next = update(current);
       checkRecord(next);
@@ -2462,6 +2498,12 @@ export class PostgresStore implements Store {
           mendedBroadcast(broadcast, this.#encoding()),
         ),
       options,
+      undefined,
+      (record) =>
+        lateBroadcastRecorded(
+          record,
+          mendedBroadcast(broadcast, this.#encoding()),
+        ),
     );
   }
 

@@ -1763,6 +1763,144 @@ export function storeContract(
     );
   });
 
+  test("keeps the tx of a send that outlived its settling: its record on a payment in review, on the version the send read, takes the tx and moves the version, whatever lease is held, and changes no state or hold", async (store) => {
+    // Refused or a race lost, as before this rule: nothing written.
+    const refused = instanceOf(ConflictError);
+    const created = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: NOT_SENT,
+      mayHaveSent: false,
+    });
+    // The send's write-ahead, under a lease that lapses while it runs.
+    const ahead = await store.beginBroadcast("pi_1", created.version, 1, {
+      lease: { owner: "send", ttlMs: 100, now: 1, keep: true },
+    });
+    // A give-up puts it in review, holding a lease of its own.
+    const review = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: ahead.version,
+      at: 500,
+    }, { lease: { owner: "give-up", ttlMs: 1000, now: 500, keep: true } });
+    const send = { lease: { owner: "send", ttlMs: 100, now: 600 } };
+    // Declared not sent: nothing to keep, refused as before.
+    await assert.rejects(
+      store.recordBroadcast("pi_1", ahead.version, {
+        outcome: "not_sent",
+        at: 600,
+      }, send),
+      refused,
+    );
+    assert.deepEqual(await store.getIntent("pi_1"), review);
+    // The send returns its tx: kept, though another's lease is live.
+    const late = await store.recordBroadcast("pi_1", ahead.version, {
+      outcome: "sent",
+      txHash: "0xT",
+      at: 600,
+    }, send);
+    assert.deepEqual(
+      [late.state, late.hold, late.txHashes, late.mayHaveSent],
+      ["needs_review", "pending", ["0xT"], true],
+    );
+    assert.equal(late.broadcasting, null);
+    assert.deepEqual(late.lastBroadcast, {
+      outcome: "sent",
+      txHash: "0xT",
+      at: 600,
+    });
+    assert.notEqual(late.version, review.version);
+    assert.deepEqual(await store.getIntent("pi_1"), late);
+    // An operator's fail read before it is a race lost: re-read, see 0xT.
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "needs_review",
+        to: "failed",
+        version: review.version,
+        at: 700,
+        ledger: "void",
+      }),
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    // The give-up's lease stands: another owner is still busy.
+    await assert.rejects(
+      store.transition("pi_1", {
+        from: "needs_review",
+        to: "failed",
+        version: late.version,
+        at: 700,
+        ledger: "void",
+      }, { lease: { owner: "other", ttlMs: 1000, now: 700 } }),
+      instanceOf(BusyError),
+    );
+    // The same tx again is kept once; an unknown outcome moves the version.
+    const again = await store.recordBroadcast("pi_1", ahead.version, {
+      outcome: "sent",
+      txHash: "0xT",
+      at: 650,
+    });
+    assert.deepEqual(again.txHashes, ["0xT"]);
+    const unknown = await store.recordBroadcast("pi_1", review.version, {
+      outcome: "unknown",
+      at: 660,
+      error: "timeout",
+    });
+    assert.deepEqual(
+      [unknown.state, unknown.hold, unknown.txHashes, unknown.mayHaveSent],
+      ["needs_review", "pending", ["0xT"], true],
+    );
+    assert.equal(unknown.lastBroadcast?.outcome, "unknown");
+    assert.notEqual(unknown.version, again.version);
+    // A send's version is never the review's own: that one is refused.
+    await assert.rejects(
+      store.recordBroadcast("pi_1", unknown.version, {
+        outcome: "sent",
+        txHash: "0xU",
+        at: 670,
+      }),
+      refused,
+    );
+    // Resolved, the intent takes no record of any version.
+    const settled = await store.transition("pi_1", {
+      from: "needs_review",
+      to: "settled",
+      version: unknown.version,
+      at: 800,
+      ledger: "capture",
+    });
+    for (const version of [ahead.version, settled.version]) {
+      await assert.rejects(
+        store.recordBroadcast("pi_1", version, {
+          outcome: "sent",
+          txHash: "0xV",
+          at: 900,
+        }),
+        refused,
+      );
+    }
+    assert.deepEqual(await store.getIntent("pi_1"), settled);
+    // Settling, a record on a stale version is a race lost, as before.
+    const s0 = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const s1 = await store.beginBroadcast("pi_2", s0.version, 1);
+    const s2 = await store.beginBroadcast("pi_2", s1.version, 2);
+    await assert.rejects(
+      store.recordBroadcast("pi_2", s1.version, {
+        outcome: "sent",
+        txHash: "0xW",
+        at: 3,
+      }),
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    assert.deepEqual(await store.getIntent("pi_2"), s2);
+  });
+
   test("never forgets that a send may have left: the move to review keeps mayHaveSent, so the hold is not voided alone", async (store) => {
     // Each may have sent, by the store's own writes: an unknown outcome,
     // and a write-ahead over one never recorded (a crash mid-send).

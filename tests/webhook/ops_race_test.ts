@@ -214,7 +214,7 @@ for (const backend of BACKENDS) {
 for (const backend of BACKENDS) {
   // The operator reads the intent in review and looks its nonce up while
   // a send the give-up could not wait for still runs; the send then ends,
-  // its tx out (its record refused: the intent left settling), before the
+  // its tx out (its record taken on the intent in review), before the
   // fail is posted. The tx may leave after the look, as the route's own
   // refusal says: the fail must not void the hold of a payment that paid.
   Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended does not void a payment its tx paid [${backend.name}]`, async () => {
@@ -241,8 +241,17 @@ for (const backend of BACKENDS) {
           JSON.stringify(body)
         }`,
       );
+      // Its record kept its tx on the intent in review and moved the
+      // version: the fail, decided on the look made while it ran, is a
+      // race lost; read again, the tx on record reads confirmed.
       assert.equal(fail.status, 409, JSON.stringify(body));
-      assert.match(body.type, /tx-confirmed$/);
+      assert.match(body.type, /changed$/);
+      assert.deepEqual(after?.txHashes, ["0xlanded"]);
+      const again = await failed(after!.version);
+      const againBody = await again.json();
+      assert.equal(again.status, 409, JSON.stringify(againBody));
+      assert.match(againBody.type, /tx-confirmed$/);
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "pending");
     } finally {
       await close();
     }
@@ -250,19 +259,38 @@ for (const backend of BACKENDS) {
 }
 
 /**
+ * `store` with its every `recordBroadcast` failing, as a store down for
+ * it: a send's tx is then on no record, known to its process alone.
+ */
+function recordFailing(store: Store): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      if (key === "recordBroadcast") {
+        return () => Promise.reject(new Error("store down"));
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
  * The payment `pi_0002` (authorized, in `store`) sent by a delivery whose
  * lease lapses mid-send, put in review by QStash's give-up meanwhile (the
  * operator reads it, and looks its nonce up: unused), its send then ended,
- * its record refused: with its tx landed (`"landed"`), in doubt (`"doubt"`:
- * an error that does not say the tx stayed home), or refused (`"refused"`:
- * an error declared not sent). Returns the delivery's answer,
- * the txs that landed, and a fail by hand of the payment with
- * `"nonceChecked":true` on the version read while the send ran (its text,
- * and the request, with that text or another body).
+ * its record kept on the intent in review, or, with `recordFails`, failed
+ * (the store down for it: only the process's memory has its tx): with its
+ * tx landed (`"landed"`), in doubt (`"doubt"`: an error that does not say
+ * the tx stayed home), or refused (`"refused"`: an error declared not
+ * sent). Returns the delivery's answer, the txs that landed, and a fail by
+ * hand of the payment with `"nonceChecked":true` on the version read while
+ * the send ran, or on `version`, or with its body streamed (and that body's
+ * text, `failText`).
  */
 async function sendEndedInReview(
   store: Store,
   ending: "landed" | "doubt" | "refused",
+  { recordFails = false } = {},
 ) {
   const clock = { now: 1_000_000 };
   const chain = new Set<string>(); // txs that landed
@@ -270,7 +298,7 @@ async function sendEndedInReview(
   let began!: () => void;
   const sending = new Promise<void>((r) => began = r);
   const app = createApp({
-    store,
+    store: recordFails ? recordFailing(store) : store,
     sender: {
       send: () => {
         began();
@@ -311,7 +339,7 @@ async function sendEndedInReview(
   })).json();
   assert.equal(intent.state, "needs_review");
   assert.equal(chain.size, 0);
-  // The send ends meanwhile; its record is refused: the intent left settling.
+  // The send ends meanwhile; its record is kept on the intent in review.
   finish();
   const ended = await delivery;
   const failText = JSON.stringify({
@@ -319,12 +347,21 @@ async function sendEndedInReview(
     version: intent.version,
     nonceChecked: true,
   });
-  const fail = async (body: BodyInit = failText) =>
+  const fail = async (
+    given: string | ReadableStream<Uint8Array> = intent.version,
+  ) =>
     await app.request("/v1/intents/pi_0002/resolve", {
       method: "POST",
       headers,
-      body,
-      ...(typeof body === "string" ? {} : { duplex: "half" }),
+      ...(typeof given === "string"
+        ? {
+          body: JSON.stringify({
+            to: "failed",
+            version: given,
+            nonceChecked: true,
+          }),
+        }
+        : { body: given, duplex: "half" }),
     });
   return { ended, chain, fail, failText };
 }
@@ -332,9 +369,9 @@ async function sendEndedInReview(
 for (const backend of BACKENDS) {
   // As above, but the send's answer is an error that does not say the tx
   // stayed home (its outcome unknown, no hash): the tx left all the same.
-  // Nothing on record, nothing the route can read: the operator's look
-  // came before the tx left, and must be made again.
-  Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended in doubt is refused once, then taken [${backend.name}]`, async () => {
+  // No tx the route can read, but its record (unknown) moved the version:
+  // the operator's look came before the tx left, and must be made again.
+  Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended in doubt is refused (its record moved the version), then taken on a fresh read [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
       await store.createIntent({
@@ -354,9 +391,12 @@ for (const backend of BACKENDS) {
         }`,
       );
       assert.equal(first.status, 409, JSON.stringify(body));
-      assert.match(body.type, /send-ended$/);
+      assert.match(body.type, /changed$/);
+      const now = (await store.getIntent("pi_0002"))!;
+      assert.equal(now.lastBroadcast?.outcome, "unknown");
       // Told, the operator looks the nonce up again: the word stands.
-      const second = await fail();
+      assert.equal((await fail()).status, 409, "the old version again");
+      const second = await fail(now.version);
       assert.equal(second.status, 200, await second.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
     } finally {
@@ -370,7 +410,7 @@ for (const backend of BACKENDS) {
   // its first try still ran), both on a look made while the send ran: the
   // one-shot warning reached one of them; the other, which arrived before
   // that warning was given and so cannot have followed it, voided the hold.
-  Deno.test(`ops race: two fails posted at once after a send ended in doubt are both refused, then one taken [${backend.name}]`, async () => {
+  Deno.test(`ops race: two fails posted at once after a send ended in doubt are both refused, then one taken on a fresh read [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
       await store.createIntent({
@@ -392,10 +432,12 @@ for (const backend of BACKENDS) {
       );
       for (const [i, answer] of answers.entries()) {
         assert.equal(answer.status, 409, JSON.stringify(bodies[i]));
-        assert.match(bodies[i].type, /send-ended$/);
+        assert.match(bodies[i].type, /changed$/);
       }
       // Told, the operator looks the nonce up again: the word stands.
-      const again = await fail();
+      const again = await fail(
+        (await store.getIntent("pi_0002"))!.version,
+      );
       assert.equal(again.status, 200, await again.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
     } finally {
@@ -530,6 +572,69 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
+  // As the three above, but the send's record failed (the store down for
+  // it): its tx is on no record, known to the process alone, whose route
+  // reads its receipt, and warns every fail that arrived before the
+  // send-ended warning was given; the operator's look made again stands.
+  Deno.test(`ops race: after a send that landed whose record failed, a fail by hand reads its tx on no record [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const landed = await sendEndedInReview(store, "landed", {
+        recordFails: true,
+      });
+      assert.equal(landed.chain.size, 1);
+      const confirmed = await landed.fail();
+      const confirmedBody = await confirmed.json();
+      assert.equal(confirmed.status, 409, JSON.stringify(confirmedBody));
+      assert.match(confirmedBody.type, /tx-confirmed$/);
+      assert.match(confirmedBody.detail, /0xlanded \(on no record/);
+      assert.deepEqual((await store.getIntent("pi_0002"))?.txHashes, []);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`ops race: after a send in doubt whose record failed, two fails posted at once are both warned send-ended, then one taken [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "authorized",
+        hold: "pending",
+      });
+      const doubt = await sendEndedInReview(store, "doubt", {
+        recordFails: true,
+      });
+      assert.equal(doubt.ended.status, 503);
+      const answers = await Promise.all([doubt.fail(), doubt.fail()]);
+      const bodies = await Promise.all(answers.map((a) => a.json()));
+      assert.equal(
+        (await store.getIntent("pi_0002"))?.hold,
+        "pending",
+        `a fail that arrived before the send-ended warning was given voided the hold: ${
+          answers.map((a, i) => `${a.status} ${JSON.stringify(bodies[i])}`)
+            .join(" | ")
+        }`,
+      );
+      for (const [i, answer] of answers.entries()) {
+        assert.equal(answer.status, 409, JSON.stringify(bodies[i]));
+        assert.match(bodies[i].type, /send-ended$/);
+      }
+      const again = await doubt.fail();
+      assert.equal(again.status, 200, await again.clone().text());
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
   // As above, but the send's answer is a refusal declared not sent: nothing
   // left, so the operator's look stands, and the fail is taken at once.
   Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended refused (not sent) is taken at once [${backend.name}]`, async () => {
@@ -553,7 +658,7 @@ for (const backend of BACKENDS) {
 
 for (const backend of BACKENDS) {
   // A rescue (same nonce) of a tx on record ends in doubt after the
-  // give-up put the payment in review, its record refused; the tx on
+  // give-up put the payment in review, its record failed; the tx on
   // record then reads mined and reverted: its nonce is spent, so no send
   // of the payment can land, and a fail is taken at once, not warned.
   Deno.test(`ops race: a fail by hand after a rescue ended in doubt, with a tx on record mined and reverted, is taken at once [${backend.name}]`, async () => {
@@ -573,7 +678,7 @@ for (const backend of BACKENDS) {
       const sending = new Promise<void>((r) => began = r);
       let reverted = false;
       const app = createApp({
-        store,
+        store: recordFailing(store),
         sender: {
           send: () => {
             began();
@@ -623,8 +728,8 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
-  // Two fails on a look made while the send ran; the first one's body is
-  // slow to come, and the other is answered send-ended meanwhile. The slow
+  // Two fails on a look made while the send ran, whose record failed; the
+  // first one's body is slow to come, and the other is answered send-ended meanwhile. The slow
   // one arrived before that warning was given, so it cannot have followed
   // it, however late its body ends: it is warned too.
   Deno.test(`ops race: a fail whose body comes after the send-ended warning was given to another, but which arrived before it, is warned too [${backend.name}]`, async () => {
@@ -638,6 +743,7 @@ for (const backend of BACKENDS) {
       const { ended, fail, failText } = await sendEndedInReview(
         store,
         "doubt",
+        { recordFails: true },
       );
       assert.equal(ended.status, 503);
       let send!: ReadableStreamDefaultController<Uint8Array>;
