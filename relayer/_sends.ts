@@ -7,9 +7,10 @@
  * forward mid-send, a Sender slower than the lease) may still leave after
  * it. Failing that payment then voids its hold while its tx is about to
  * leave, whatever the nonce showed a moment before; and once that send
- * ended, its record refused (the intent left settling), its tx is on no
- * record the route could read, though the operator looked the nonce up
- * before it left. Kept out of the relayer's public interface: only this
+ * ended, its record failed (the store takes the record of a send that
+ * outlived its settling on the intent in review, so a store error, say),
+ * its tx is on no record the route could read, though the operator
+ * looked the nonce up before it left. Kept out of the relayer's public interface: only this
  * process can know, and only its routes ask.
  *
  * @module

@@ -1126,9 +1126,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // Each entry is the set of those sends, so that a queue's give-up can
   // wait for them to end (see ownSendsEnded).
   const sending = new Map<string, Set<Promise<unknown>>>();
-  // The sends of this process whose outcome then failed its record (a
-  // send that outlived the intent's settling, as a give-up put it in
-  // review meanwhile, is refused its record), by intent, the most recent
+  // The sends of this process whose outcome then failed its record (the
+  // store takes the record of a send that outlived the intent's
+  // settling on the intent in review; a store error, say), by intent, the most recent
   // intents kept: the txs they returned, in the log alone, and whether
   // one ended since the resolve route last said so. The route reads
   // those txs' receipts beside the ones on record, and refuses a fail

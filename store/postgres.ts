@@ -2471,7 +2471,9 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Records the outcome of a broadcast on a `settling` intent.
+   * Records the outcome of a broadcast on a `settling` intent, or, on a
+   * version older than the intent's, that of a send that outlived its
+   * settling on the intent in review (see {@linkcode Store.recordBroadcast}).
    *
    * @param id The intent id.
    * @param version The version read.

@@ -655,10 +655,42 @@ export interface Store {
    * `broadcasting`, and sets `mayHaveSent` unless the outcome is
    * `not_sent`.
    *
+   * One record is taken on a version older than the intent's: that of a
+   * send that outlived its settling (its lease lapsed, and a give-up put
+   * the intent in review while it ran). On a `needs_review` intent, a
+   * `sent` or `unknown` outcome given a stale `version` is written on the
+   * intent as it is now: `lastBroadcast` set, its `txHash` appended to
+   * `txHashes` (once), `mayHaveSent` true, `broadcasting` cleared, and
+   * the version moved, so that a fail decided on the review as read before
+   * is a race lost, and its tx is on record for every instance (the
+   * resolve route reads its receipt); the state and the hold do not
+   * change. Another owner's lease, live or not, neither refuses it nor is
+   * touched (the writer's own is released or kept as by any write); a
+   * race lost to another write is decided again. Anything else on a stale
+   * version (`not_sent`, a `settling`, `settled` or `failed` intent) is a
+   * race lost, as for every write, and a review on its own version is
+   * refused: no send holds it.
+   *
+   * @example A send that outlived its settling keeps its tx
+   * ```ts
+   * import { MemoryStore } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const store = new MemoryStore();
+   * const settling = await store.createIntent({ id: "pi_0001", state: "settling", hold: "pending", settlingSince: 0 });
+   * const ahead = await store.beginBroadcast(settling.id, settling.version, 0);
+   * const review = await store.transition(settling.id, { from: "settling", to: "needs_review", version: ahead.version, at: 60_000 });
+   * // The send returns after the give-up: its record names the version it read.
+   * const late = await store.recordBroadcast(settling.id, ahead.version, { outcome: "sent", txHash: "0xabc", at: 61_000 });
+   * assert.deepEqual([late.state, late.hold, late.txHashes], ["needs_review", "pending", ["0xabc"]]);
+   * assert.notEqual(late.version, review.version);
+   * ```
+   *
    * @returns The intent after the write.
-   * @throws {ConflictError} If the intent changed since it was read or is
-   * not `settling`.
-   * @throws {BusyError} If `options.lease` is given and another owner holds the lease.
+   * @throws {ConflictError} If the intent changed since it was read (but
+   * for the record above) or is not `settling`.
+   * @throws {BusyError} If `options.lease` is given and another owner
+   * holds the lease (not for the record above).
    * @throws {ReplayError} If `options.claim` was already claimed.
    */
   recordBroadcast(

@@ -2719,8 +2719,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (to === "failed") {
       // And the txs this process's sends returned whose record failed: a
       // send that outlived the intent's settling ended after the review
-      // began, its record refused, and its tx may have left after the
-      // operator looked the nonce up (while it ran). On no record, it is
+      // began, its record failed (the store takes it on the intent in
+      // review, so only a store error, say, leaves it out), and its tx may
+      // have left after the operator looked the nonce up (while it ran).
+      // On no record, it is
       // read here all the same, or a fail posted once it ended would void
       // the hold of the payment it made.
       const onRecord = intent.txHashes;
@@ -2731,7 +2733,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const seen = hashes.length > 0 ? await receiptsOf(hashes) : {};
       const offRecord = (hash: string) =>
         unrecorded.includes(hash)
-          ? ` (on no record: a send of this process returned it after the payment left settling, and its record was refused; the log says "sent ${hash}")`
+          ? ` (on no record: a send of this process returned it after the payment left settling, and its record failed; the log says "sent ${hash}")`
           : "";
       if (seen.confirmed !== undefined) {
         return problem(
@@ -2774,7 +2776,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         seen.reverted === undefined && sendEndedUnrecorded(relayer, id, arrival)
       ) {
         // A send of this process that outlived the payment's settling ended
-        // since the last fail was told so: its record was refused, so the
+        // since the last fail was told so: its record failed, so the
         // version the operator read did not move, and its tx may have left
         // after the nonce was looked up (while it ran). Said once per such
         // send, and to every fail that arrived before that (a second
