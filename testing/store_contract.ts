@@ -238,6 +238,41 @@ export function storeContract(
           );
         });
       }
+      await t.step(
+        "recordBroadcast of a send that outlived its settling, lost to others' records: decided again",
+        async () => {
+          const { id, intent } = await settling();
+          const ahead = await store.beginBroadcast(id, intent.version, 1);
+          await store.transition(id, {
+            from: "settling",
+            to: "needs_review",
+            version: ahead.version,
+            at: 2,
+          });
+          // Two other late sends' records land before this one's commits
+          // (its first may be one on what it saw at the send's version).
+          const late = (other: Store, txHash: string) =>
+            other.recordBroadcast(id, ahead.version, {
+              outcome: "sent",
+              txHash,
+              at: 3,
+            });
+          beforeNextCommit(async (other) => {
+            await late(other, "0xother1");
+            beforeNextCommit((again) => late(again, "0xother2"));
+          });
+          const kept = await store.recordBroadcast(id, ahead.version, {
+            outcome: "sent",
+            txHash: "0xmine",
+            at: 4,
+          });
+          assert.deepEqual(kept, await store.getIntent(id));
+          assert.equal(kept.state, "needs_review");
+          for (const txHash of ["0xother1", "0xmine"]) {
+            assert.ok(kept.txHashes.includes(txHash), txHash);
+          }
+        },
+      );
       await t.step("transition with unlessCounted", async () => {
         const id = `pi_race_${n++}`;
         const intent = await store.createIntent({

@@ -21,6 +21,7 @@ import { migrated } from "../../store/_postgres_schema.ts";
 import { CLAIM_GRACE_MS } from "../../store/_rules.ts";
 import {
   afterFirstRead,
+  betweenReadAndFlight,
   connect,
   freshDatabase,
   freshSchema,
@@ -1817,6 +1818,62 @@ Deno.test({
     } finally {
       await admin.unsafe(`DROP SCHEMA "${hostile}" CASCADE`);
       await admin.end();
+    }
+  },
+});
+
+// The record of a send that outlived its settling is written on the
+// intent in review as it is then: a write landing between that read and
+// the flight (another such record) is a race lost, decided again, not an
+// error that leaves the tx on no record.
+Deno.test({
+  name:
+    "PostgresStore decides the record of a send that outlived its settling again when another write lands between its read and its flight",
+  ignore,
+  async fn() {
+    const { schema, close } = await openPostgresStore();
+    const sql = await connect(2);
+    try {
+      const store = new PostgresStore(sql, { schema });
+      const created = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      const ahead = await store.beginBroadcast("pi_1", created.version, 1);
+      await store.transition("pi_1", {
+        from: "settling",
+        to: "needs_review",
+        version: ahead.version,
+        at: 2,
+      });
+      // Read 1 finds the version moved, read 2 the intent as it is, read 3
+      // is the write's own: another late record lands after it.
+      let reads = 0;
+      const racing = new PostgresStore(
+        betweenReadAndFlight(sql, async () => {
+          if (++reads !== 3) return;
+          await store.recordBroadcast("pi_1", ahead.version, {
+            outcome: "sent",
+            txHash: "0xother",
+            at: 3,
+          });
+        }),
+        { schema },
+      );
+      const kept = await racing.recordBroadcast("pi_1", ahead.version, {
+        outcome: "sent",
+        txHash: "0xmine",
+        at: 4,
+      });
+      assert.ok(reads > 3, `decided again: ${reads} reads`);
+      assert.deepEqual(kept.txHashes, ["0xother", "0xmine"]);
+      assert.equal(kept.state, "needs_review");
+      assert.deepEqual(await store.getIntent("pi_1"), kept);
+    } finally {
+      await sql.end();
+      await close();
     }
   },
 });
