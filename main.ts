@@ -171,6 +171,14 @@ export const DEPLOY_DRAIN_MS = 3_500;
 const EXIT_GRACE_MS = 1_000;
 
 /**
+ * How soon after the first signal a second one is the same signal heard
+ * twice, not an operator's second: a shell's `kill %N` or Ctrl-C signals
+ * the job's whole process group, and `deno task start` passes what it
+ * hears on to `deno serve`, a few milliseconds later.
+ */
+const ECHO_MS = 250;
+
+/**
  * `text` with the KV Connect access token replaced: as it is, as JSON
  * writes it (`\"`, `\\`), and with `/` escaped too.
  */
@@ -1171,7 +1179,9 @@ if (import.meta.main) {
   announce = stdout.line;
   const running = service;
   let stopping = false;
+  let stoppedAt = 0;
   const stop = async (signal: Deno.Signal) => {
+    if (stopping && performance.now() - stoppedAt < ECHO_MS) return;
     if (stopping) {
       // What the exit cuts short is said, as a drain that ran out says it.
       const left = running.inFlight;
@@ -1184,6 +1194,7 @@ if (import.meta.main) {
       Deno.exit(1);
     }
     stopping = true;
+    stoppedAt = performance.now();
     stdout.line(
       `relayer: ${signal}: draining (at most ${formatDuration(drainMs)})`,
     );

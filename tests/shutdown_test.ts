@@ -254,6 +254,43 @@ Deno.test(
 );
 
 Deno.test(
+  "main.ts takes two signals at once as one and drains: a shell's kill of `deno task start`'s job reaches it twice",
+  timeout(
+    30_000,
+    (_t, signal) =>
+      withServedMain(
+        {},
+        "pi_group",
+        signal,
+        async ({ service, signer, base }) => {
+          const inFlight = signedDelivery(base, "pi_group").then(
+            (r) => r.body?.cancel(),
+            () => {},
+          );
+          await signer.firstStarted;
+          // `kill %2` (or Ctrl-C) signals the job's process group: `deno
+          // task` passes the SIGTERM on, so `deno serve` hears it twice.
+          // Before, the second copy read as "SIGTERM again: exiting now"
+          // and cut the delivery short with no drain.
+          // (Two kills back to back merge into one pending signal: the
+          // forwarded copy comes a few milliseconds after.)
+          service.child.kill("SIGTERM");
+          await new Promise((resolve) => setTimeout(resolve, 30));
+          service.child.kill("SIGTERM");
+          const { code, stdout, stderr } = await service.ended();
+          await inFlight;
+          assert.equal(code, 0, `${stdout}\n${stderr}`);
+          assert.doesNotMatch(stderr, /again/);
+          assert.match(stdout, /relayer: SIGTERM: draining/);
+          assert.match(stdout, /relayer: drained; KV closed/);
+          assert.equal(signer.counts.finished, 1);
+        },
+        1_000,
+      ),
+  ),
+);
+
+Deno.test(
   "openService() drain() answers new requests 503, waits for the one in flight, then closes KV",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_drain_" });
