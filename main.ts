@@ -895,6 +895,9 @@ export async function openService(
     ? `jobs to QStash${retries === undefined ? "" : ` (${retries} retries)`}`
     : config.kvQueue
     ? "jobs to the local KV queue"
+    : config.database
+    // KV_QUEUE=1 is refused with DATABASE_URL: not offered.
+    ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL)"
     : "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one)";
   return {
     app,

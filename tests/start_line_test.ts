@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 
 const BASE = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -46,4 +47,36 @@ Deno.test("openService()'s start line says where POST /v1/jobs and a redrive put
     }),
     /; jobs to the local KV queue; routes: deliveries, ops, local KV queue$/,
   );
+});
+
+Deno.test({
+  name:
+    "openService()'s start line on PostgreSQL without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused there",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    const database = await freshDatabase();
+    try {
+      const { KV_PATH: _, ...base } = BASE;
+      const service = await openService(
+        loadConfig({
+          ...base,
+          WEBHOOK_SECRET: "start-line-secret-0123456789",
+          DATABASE_URL: database.url,
+        }),
+        { log: () => {} },
+      );
+      try {
+        // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them
+        // one", and KV_QUEUE=1 then stopped the start.
+        assert.match(
+          service.description,
+          /; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL\); routes: deliveries, ops$/,
+        );
+      } finally {
+        await service.close();
+      }
+    } finally {
+      await database.drop();
+    }
+  },
 });
