@@ -2694,7 +2694,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         409,
         "changed",
         "Intent changed",
-        `Intent ${id} changed since it was read (version ${intent.version}, not ${version}): read it again, and decide on what it is now.`,
+        `Intent ${id}'s version is ${intent.version}, not ${version}: it changed since it was read, or that was never its version ('version' is the intent's, intent.version in GET /v1/intents/${id}, not its dead letter's). Read it again, and decide on what it is now.`,
       );
     }
     if (to === "failed" && sendInFlight(relayer, id)) {

@@ -646,3 +646,35 @@ Deno.test("POST /v1/intents/:id/resolve's nonce-unchecked answer does not take a
   assert.match(detail, /a dropped tx can still land while its nonce is unused/);
   assert.match(detail, /cancel/);
 });
+
+Deno.test("POST /v1/intents/:id/resolve given its dead letter's version, which GET /v1/intents/:id shows beside the intent's, says 'version' is the intent's, not the letter's, rather than only that the intent changed", async () => {
+  const { store, resolve, app } = await inReview();
+  await store.putDeadLetter({
+    jobId: "pi_1/settle",
+    intentId: "pi_1",
+    deliveries: 3,
+    cause: "exhausted",
+    reason: "no luck after 3 deliveries",
+    resolution: "last broadcast unknown, needs review",
+    lastError: "send: signer answered 502: rpc: connection refused",
+    poisonedAt: 1,
+  });
+  const read = await (await app.request("/v1/intents/pi_1", { headers }))
+    .json();
+  assert.notEqual(read.deadLetter.version, read.intent.version);
+  // Before: "Intent pi_1 changed since it was read (version …, not …): read
+  // it again, and decide on what it is now." It had not: read again, it
+  // showed the same two versions, and the same mistake answered the same.
+  for (const version of [read.deadLetter.version, "<version>"]) {
+    const res = await resolve({ to: "settled", version });
+    assert.equal(res.status, 409);
+    const { type, detail } = await res.json();
+    assert.match(type, /changed$/);
+    assert.match(detail, /or that was never its version/);
+    assert.match(
+      detail,
+      /'version' is the intent's, intent\.version in GET \/v1\/intents\/pi_1, not its dead letter's/,
+    );
+  }
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+});
