@@ -371,6 +371,28 @@ export function storeContract(
           ]);
         },
       );
+      await t.step("voidHold, lost to a capture of the hold", async () => {
+        // A payment in review whose one broadcast was declared not_sent:
+        // its hold may be voided alone, or captured. Another operator
+        // captures it meanwhile (the payee was paid): the void is decided
+        // again on the captured hold, and refused, though the intent's own
+        // record did not change.
+        const id = `pi_race_${n++}`;
+        await store.createIntent({
+          id,
+          state: "needs_review",
+          hold: "pending",
+          mayHaveSent: false,
+        });
+        beforeNextCommit((other) => other.captureHold(id));
+        await assert.rejects(
+          store.voidHold(id),
+          (error) =>
+            error instanceof ConflictError && error.refused &&
+            /as it is captured/.test(error.message),
+        );
+        assert.equal((await store.getIntent(id))?.hold, "captured");
+      });
       await t.step("putDeadLetter", async () => {
         beforeNextCommit((other) =>
           other.putDeadLetter(deadLetter("pi_x/settle", 5))
