@@ -2908,6 +2908,15 @@ export function storeContract(
       (error) => error instanceof ConflictError && !error.refused,
     );
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    // Nor with the version alone (a delivery without a replay record).
+    await assert.rejects(
+      store.putDeadLetter(deadLetter("pi_1/settle", 2), {
+        intentVersion: read.version,
+      }),
+      (error) => error instanceof ConflictError && !error.refused,
+    );
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.equal(await store.deliveries("pi_1/settle"), 1, "count kept");
     // No lease taken: the delivery that moved it writes on at once.
     const moved = (await store.getIntent("pi_1"))!;
     const now = await store.beginBroadcast("pi_1", moved.version, 1, {
