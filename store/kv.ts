@@ -956,33 +956,7 @@ export class KvStore implements Store {
         `Cannot write intent ${id} as it changed since it was read; re-read it`,
       );
       if (late === undefined) throw stale;
-      let now: Intent | null = current;
-      let held = lease.value;
-      for (let attempt = 1;; attempt++) {
-        if (now === null) throw stale;
-        const { version: at, ...record } = now;
-        const next = late(record);
-        if (next === null) throw stale;
-        try {
-          return await this.#writeIntent(
-            id,
-            at,
-            () => next,
-            lateOptions(options, held),
-          );
-        } catch (lost) {
-          if (!isRaceLost(lost) || attempt === LATE_ATTEMPTS) throw lost;
-        }
-        const [i, h, l] = await this.#get<
-          [StoredIntent, HoldState, LeaseRecord]
-        >(
-          this.#key("intent", id),
-          this.#key("hold", id),
-          this.#key("lease", id),
-        );
-        now = this.#toIntent(i, h);
-        held = l.value;
-      }
+      return await this.#writeLate(id, options, late, stale, current, lease);
     }
     const written = await this.#tryWrite(
       id,
@@ -999,9 +973,64 @@ export class KvStore implements Store {
     const stamp = landedAs(written.stored, after) ??
       landedBy(written.w, claimAfter);
     if (stamp !== null) return written.finish(stamp);
-    throw new ConflictError(
+    const stale = new ConflictError(
       `Cannot write intent ${id} as it changed since it was read; re-read it`,
     );
+    if (late === undefined) throw stale;
+    // The intent moved on between the read and the commit: a give-up that
+    // put it in review meanwhile is met as by a read that found it there.
+    const [i, h, l] = await this.#get<[StoredIntent, HoldState, LeaseRecord]>(
+      this.#key("intent", id),
+      this.#key("hold", id),
+      this.#key("lease", id),
+    );
+    const now = this.#toIntent(i, h);
+    if (now === null || now.version === version) throw stale;
+    return await this.#writeLate(id, options, late, stale, now, l);
+  }
+
+  /**
+   * The record of a send that outlived its settling, on the version it
+   * read, which met the intent at a newer one (`now`, with its lease
+   * `held`): written on the intent as it is now, as `late`
+   * (lateBroadcastRecorded) says, checked on that; a race lost to another
+   * write is decided again, at most `LATE_ATTEMPTS`. `stale`, the race
+   * lost, is the answer where the rule does not apply.
+   */
+  async #writeLate(
+    id: string,
+    options: WriteOptions,
+    late: (record: IntentRecord) => IntentRecord | null,
+    stale: ConflictError,
+    now: Intent | null,
+    held: Entry<LeaseRecord>,
+  ): Promise<Intent> {
+    let lease = held.value;
+    for (let attempt = 1;; attempt++) {
+      if (now === null) throw stale;
+      const { version: at, ...record } = now;
+      const next = late(record);
+      if (next === null) throw stale;
+      try {
+        return await this.#writeIntent(
+          id,
+          at,
+          () => next,
+          lateOptions(options, lease),
+        );
+      } catch (lost) {
+        if (!isRaceLost(lost) || attempt === LATE_ATTEMPTS) throw lost;
+      }
+      const [i, h, l] = await this.#get<
+        [StoredIntent, HoldState, LeaseRecord]
+      >(
+        this.#key("intent", id),
+        this.#key("hold", id),
+        this.#key("lease", id),
+      );
+      now = this.#toIntent(i, h);
+      lease = l.value;
+    }
   }
 
   /**

@@ -100,6 +100,7 @@ import {
   heldBy,
   type IntentRecord,
   isRaceLost,
+  isRefusal,
   knownTxHashes,
   LATE_ATTEMPTS,
   lateBroadcastRecorded,
@@ -2188,20 +2189,15 @@ export class PostgresStore implements Store {
         JOB_ID_BYTES,
       );
       if (options.claim) await this.#sweep(options.claim.now);
-      let row;
-      try {
-        row = await this.#read(id, version, `write intent ${id}`, options);
-      } catch (error) {
-        // A version no store made, or one this intent moved past.
-        const stale = error instanceof ConflictError && !error.refused;
-        if (late === undefined || !stale) throw error;
-        // A send that outlived its settling: its record, on the version
-        // it read, is written on the intent as it is now
-        // (lateBroadcastRecorded), checked on that; a race lost to
-        // another write is decided again.
+      // A send that outlived its settling: its record, on the version it
+      // read, is written on the intent as it is now
+      // (lateBroadcastRecorded), checked on that; a race lost to another
+      // write is decided again. `error` is the answer where the rule does
+      // not apply.
+      const writeLate = async (error: unknown): Promise<Intent> => {
         for (let attempt = 1;; attempt++) {
           const now = await this.#read(id, null, `write intent ${id}`, options);
-          const next = late(recordOf(now));
+          const next = late!(recordOf(now));
           if (next === null) throw error;
           const held = now.lease_owner === null ? null : {
             owner: String(now.lease_owner),
@@ -2219,6 +2215,15 @@ export class PostgresStore implements Store {
             if (!isRaceLost(lost) || attempt === LATE_ATTEMPTS) throw lost;
           }
         }
+      };
+      let row;
+      try {
+        row = await this.#read(id, version, `write intent ${id}`, options);
+      } catch (error) {
+        // A version no store made, or one this intent moved past.
+        const stale = error instanceof ConflictError && !error.refused;
+        if (late === undefined || !stale) throw error;
+        return await writeLate(error);
       }
       const current = recordOf(row);
       const next = update(current);
@@ -2261,18 +2266,26 @@ export class PostgresStore implements Store {
         const results = await commit(writes);
         return toIntent(next, results[updated]![0]!.version);
       });
-      if (uncounted.length === 0) return await flight;
       try {
         return await flight;
       } catch (error) {
+        if ((error as { code?: unknown })?.code !== STALE) throw error;
         // A mark committed since the read fails the flight as an intent
         // that moved on does: a read, on this refusal only, says which.
-        if ((error as { code?: unknown })?.code !== STALE) throw error;
-        throw await this.#read(id, version, `write intent ${id}`, options)
-          .then(
-            () => error,
-            (read) => read instanceof ConflictError ? read : error,
-          );
+        const refusal = uncounted.length === 0 ? error : await this.#read(
+          id,
+          version,
+          `write intent ${id}`,
+          options,
+        ).then(
+          () => error,
+          (read) => read instanceof ConflictError ? read : error,
+        );
+        // The intent moved on between the read and the flight: a give-up
+        // that put it in review meanwhile is met as by a read that found
+        // it there.
+        if (late === undefined || isRefusal(refusal)) throw refusal;
+        return await writeLate(refusal);
       }
     });
   }
