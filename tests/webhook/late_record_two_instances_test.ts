@@ -3,7 +3,8 @@
  * is kept on the intent by the store, so a fail posted to an instance
  * that did not send (another process, another isolate of a Worker) meets
  * it as every instance does, where a memory of the sending process alone
- * let the fail void the hold of a payment that tx made.
+ * let the fail void the hold of a payment that tx made. On PostgreSQL, a
+ * give-up landing between the record's read and its flight too.
  *
  * @module
  */
@@ -11,6 +12,13 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, type ReceiptStatus, type Sender } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  betweenReadAndFlight,
+  connect,
+  openPostgresStore,
+  postgresAvailable,
+} from "../_postgres.ts";
 
 const OPS = "ops-token-for-late-record-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -88,4 +96,105 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
   assert.match(secondBody.type, /tx-confirmed$/);
   const after = await store.getIntent("pi_1");
   assert.equal(`${after?.state}/${after?.hold}`, "needs_review/pending");
+});
+
+Deno.test({
+  name:
+    "a fail posted to another instance meets the tx of a send whose give-up landed between its record's read and its flight (PostgreSQL): 409, and the hold stays pending",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { schema, close } = await openPostgresStore();
+    const sql = await connect(4);
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      const clock = { now: 1_000_000 };
+      // Run once, between the next write's read and its flight.
+      let inGap: (() => Promise<void>) | undefined;
+      const gapped = new PostgresStore(
+        betweenReadAndFlight(sql, async () => {
+          const run = inGap;
+          inGap = undefined;
+          await run?.();
+        }),
+        { schema },
+      );
+      let finish!: (sent: { txHash: string }) => void;
+      let began!: () => void;
+      const sending = new Promise<void>((resolve) => began = resolve);
+      const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
+      const sender = (sends: boolean): Sender => ({
+        send: () => {
+          if (!sends) {
+            return Promise.reject(new Error("this instance sends nothing"));
+          }
+          began();
+          return new Promise((resolve) => finish = resolve);
+        },
+        receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
+      });
+      const options = {
+        opsToken: OPS,
+        now: () => clock.now,
+        random: () => 0,
+        leaseMs: 200,
+        clockSkewMs: 0,
+        policy: { maxDeliveries: 3 },
+      };
+      const sendingApp = createApp({
+        ...options,
+        store: gapped,
+        sender: sender(true),
+      });
+      const otherApp = createApp({ ...options, store, sender: sender(false) });
+      const delivery = sendingApp.relayer.deliver(job, 1);
+      await sending;
+      clock.now += 60_000; // the wall clock steps forward while the send runs
+      // The send ends; the other instance's give-up lands after its
+      // record read the intent settling, before that record's flight.
+      let gaveUp: { action: string } | undefined;
+      inGap = async () => {
+        gaveUp = await otherApp.relayer.giveUp(job, {
+          deliveries: 3,
+          queue: { queue: "qstash", messageId: "msg_1" },
+        });
+      };
+      finish({ txHash: "0xT" });
+      await delivery;
+      assert.equal(
+        (gaveUp as { action: string } | undefined)?.action,
+        "poison",
+      );
+      const now = (await (await otherApp.request("/v1/intents/pi_1", {
+        headers,
+      })).json()).intent;
+      assert.equal(now.state, "needs_review");
+      const fail = await otherApp.request("/v1/intents/pi_1/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({
+          to: "failed",
+          version: now.version,
+          nonceChecked: true,
+        }),
+      });
+      const body = await fail.json();
+      const after = await store.getIntent("pi_1");
+      assert.equal(
+        `${after?.state}/${after?.hold}`,
+        "needs_review/pending",
+        `${fail.status} ${JSON.stringify(body)}`,
+      );
+      assert.equal(fail.status, 409, JSON.stringify(body));
+      assert.match(body.type, /tx-confirmed$/);
+      assert.deepEqual(after?.txHashes, ["0xT"]);
+    } finally {
+      await sql.end();
+      await close();
+    }
+  },
 });
