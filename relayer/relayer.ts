@@ -2147,8 +2147,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       throw new Error(`send: ${messageOf(error)}`, { cause: error });
     }
+    let recorded: Intent;
     try {
-      await d.write((options) =>
+      recorded = await d.write((options) =>
         store.recordBroadcast(current.id, current.version, {
           outcome: "sent",
           txHash,
@@ -2169,6 +2170,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
       throw new Error(
         `sent ${txHash}, but its record failed: ${messageOf(error)}`,
         { cause: error },
+      );
+    }
+    if (recorded.state === "needs_review") {
+      // A send that outlived its settling: the store kept its tx on the
+      // intent a give-up put in review meanwhile, where no delivery reads
+      // its receipt; said so, not as a wait for its confirmation.
+      throw new Error(
+        `sent ${txHash} after intent ${current.id} went to review: its tx is on record there, for an operator to resolve`,
       );
     }
     // Sent is not settled: the queue brings the job back to read the receipt.

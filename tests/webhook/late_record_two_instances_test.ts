@@ -76,7 +76,14 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
   assert.equal(seen.state, "needs_review");
   // The operator looked the nonce up while the send ran; then it ends.
   finish({ txHash: "0xT" });
-  await delivery;
+  // Its answer says where the tx is: on the intent in review, which
+  // waits for an operator, not for its receipt.
+  const ended = await delivery;
+  assert.equal(ended.action, "retry");
+  assert.match(
+    ended.reason,
+    /^sent 0xT after intent pi_1 went to review: its tx is on record there, for an operator to resolve$/,
+  );
   const fail = (version: string) =>
     otherApp.request("/v1/intents/pi_1/resolve", {
       method: "POST",
