@@ -220,11 +220,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended does not void a payment its tx paid [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const { ended, chain, fail: failed } = await sendEndedInReview(
         store,
         "landed",
@@ -275,8 +270,8 @@ function recordFailing(store: Store): Store {
 }
 
 /**
- * The payment `pi_0002` (authorized, in `store`) sent by a delivery whose
- * lease lapses mid-send, put in review by QStash's give-up meanwhile (the
+ * The payment `pi_0002`, created authorized in `store`, sent by a
+ * delivery whose lease lapses mid-send, put in review by QStash's give-up meanwhile (the
  * operator reads it, and looks its nonce up: unused), its send then ended,
  * its record kept on the intent in review, or, with `recordFails`, failed
  * (the store down for it: only the process's memory has its tx): with its
@@ -292,6 +287,11 @@ async function sendEndedInReview(
   ending: "landed" | "doubt" | "refused",
   { recordFails = false } = {},
 ) {
+  await store.createIntent({
+    id: "pi_0002",
+    state: "authorized",
+    hold: "pending",
+  });
   const clock = { now: 1_000_000 };
   const chain = new Set<string>(); // txs that landed
   let finish!: () => void;
@@ -374,11 +374,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended in doubt is refused (its record moved the version), then taken on a fresh read [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const { ended, fail } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
       const first = await fail();
@@ -413,11 +408,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: two fails posted at once after a send ended in doubt are both refused, then one taken on a fresh read [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const { ended, fail } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
       const answers = await Promise.all([fail(), fail()]);
@@ -579,11 +569,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: after a send that landed whose record failed, a fail by hand reads its tx on no record [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const landed = await sendEndedInReview(store, "landed", {
         recordFails: true,
       });
@@ -602,11 +587,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: after a send in doubt whose record failed, two fails posted at once are both warned send-ended, then one taken [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const doubt = await sendEndedInReview(store, "doubt", {
         recordFails: true,
       });
@@ -640,11 +620,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended refused (not sent) is taken at once [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const { ended, fail } = await sendEndedInReview(store, "refused");
       assert.equal(ended.status, 503, await ended.clone().text());
       const first = await fail();
@@ -735,11 +710,6 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a fail whose body comes after the send-ended warning was given to another, but which arrived before it, is warned too [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
       const { ended, fail, failText } = await sendEndedInReview(
         store,
         "doubt",
