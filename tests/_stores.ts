@@ -90,6 +90,22 @@ export function watchWrites(store: Store): { store: Store; writes(): number } {
 }
 
 /**
+ * `store` with its every `recordBroadcast` failing, as a store down for
+ * them: a send's tx is then on no record, known to its process alone.
+ */
+export function recordsFail(store: Store): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      if (key === "recordBroadcast") {
+        return () => Promise.reject(new Error("store down"));
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
  * A store whose `transition` calls wait at the gate: `reached` resolves
  * when the first one arrives (a delivery that read the intent is at its
  * write-ahead), and `release()` lets them all through.

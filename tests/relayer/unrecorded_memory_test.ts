@@ -13,19 +13,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { unrecordedTxHashes } from "../../relayer/_sends.ts";
-
-/** `store`, with every record of a broadcast failing (the store is down for them). */
-function recordsFail(store: MemoryStore): Store {
-  return new Proxy(store, {
-    get(target, key) {
-      if (key === "recordBroadcast") {
-        return () => Promise.reject(new Error("store down"));
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  }) as Store;
-}
+import { recordsFail } from "../_stores.ts";
 
 /** A relayer whose sends return `hashOf(intent, n)` (n counts sends) and whose records of them fail. */
 function unrecording(hashOf: (intent: Intent, n: number) => string) {

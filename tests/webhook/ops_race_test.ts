@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { type Job, notSent, poison, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { BACKENDS } from "../_stores.ts";
+import { BACKENDS, recordsFail } from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
 import { job, qstash, qstashFailed } from "./_late_copy.ts";
 import { QSTASH } from "./_signing.ts";
@@ -254,22 +254,6 @@ for (const backend of BACKENDS) {
 }
 
 /**
- * `store` with its every `recordBroadcast` failing, as a store down for
- * it: a send's tx is then on no record, known to its process alone.
- */
-function recordFailing(store: Store): Store {
-  return new Proxy(store, {
-    get(target, key) {
-      if (key === "recordBroadcast") {
-        return () => Promise.reject(new Error("store down"));
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
-
-/**
  * The payment `pi_0002`, created authorized in `store`, sent by a
  * delivery whose lease lapses mid-send, put in review by QStash's give-up meanwhile (the
  * operator reads it, and looks its nonce up: unused), its send then ended,
@@ -298,7 +282,7 @@ async function sendEndedInReview(
   let began!: () => void;
   const sending = new Promise<void>((r) => began = r);
   const app = createApp({
-    store: recordFails ? recordFailing(store) : store,
+    store: recordFails ? recordsFail(store) : store,
     sender: {
       send: () => {
         began();
@@ -653,7 +637,7 @@ for (const backend of BACKENDS) {
       const sending = new Promise<void>((r) => began = r);
       let reverted = false;
       const app = createApp({
-        store: recordFailing(store),
+        store: recordsFail(store),
         sender: {
           send: () => {
             began();
