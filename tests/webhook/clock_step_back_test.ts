@@ -295,29 +295,11 @@ for (const workerd of [false, true]) {
       const ahead = 1_800_000_000_000;
       let clock = ahead;
       using _mono = workerd ? wallMono(() => clock) : undefined;
-      const lines: string[] = [];
-      let reads = 0;
       let failing = false;
-      class Counted extends MemoryStore {
-        override getIntent(id: string) {
-          reads++;
-          return failing
-            ? Promise.reject(new Error("store down"))
-            : super.getIntent(id);
-        }
-      }
-      const app = createApp({
-        store: new Counted(),
-        sender: new ScriptedSender({}),
-        now: () => clock,
-        log: (line) => lines.push(line),
-        qstash: QSTASH,
-      });
-      const request = async (path: string, init?: RequestInit) => {
-        const res = await app.request(path, init);
-        await res.body?.cancel();
-        return res.status;
-      };
+      const { call: request, reads, count } = storeApp(
+        () => clock,
+        () => failing,
+      );
       // 100 ms a call by each reading: 4 s of the clock, so about 4 probes a
       // phase as the clock reads on, and no more for its steps back.
       for (let call = 0; call < FLAP_PUSHES; call++) {
@@ -339,16 +321,14 @@ for (const workerd of [false, true]) {
         clock = flapped(ahead, sources, call) + 3_600_000;
         assert.equal(await request("/readyz"), 503);
       }
-      const count = (part: string) =>
-        lines.filter((line) => line.includes(part)).length;
       const why = `(${sources} sources)`;
       // With performance.now() the app's clock, the clock's 4 s a phase
       // are time gone by: a step back may also end the second's wait once
       // a second, and the probe after it reads the clock ahead again, so
       // about 2 a second, 8 s in all (without the pace, one per call).
       assert.ok(
-        reads <= (workerd ? 20 : 12),
-        `${reads} probes for ${2 * FLAP_PUSHES} calls ${why}`,
+        reads() <= (workerd ? 20 : 12),
+        `${reads()} probes for ${2 * FLAP_PUSHES} calls ${why}`,
       );
       assert.ok(
         count("refused 401") <= 3,
@@ -443,14 +423,14 @@ function assertPaced(
   );
 }
 
-/** An app on `now` over a store that counts its reads, each failing if `failing`; its calls and log lines. */
-function storeApp(now: () => number, failing: boolean) {
+/** An app on `now` over a store that counts its reads, each failing while `failing()`; its calls (their status) and log lines. */
+function storeApp(now: () => number, failing: () => boolean) {
   const lines: string[] = [];
   let reads = 0;
   class Counted extends MemoryStore {
     override getIntent(id: string) {
       reads++;
-      return failing
+      return failing()
         ? Promise.reject(new Error("store down"))
         : super.getIntent(id);
     }
@@ -466,6 +446,7 @@ function storeApp(now: () => number, failing: boolean) {
     call: async (path: string, init?: RequestInit) => {
       const res = await app.request(path, init);
       await res.body?.cancel();
+      return res.status;
     },
     reads: () => reads,
     count: (part: string) => lines.filter((line) => line.includes(part)).length,
@@ -534,7 +515,7 @@ Deno.test("under a clock that flaps a step back and forth, each paced wait still
       ),
     );
     // /readyz's probe (once a second) and the refusal log (once a minute).
-    const up = storeApp(() => clock, false);
+    const up = storeApp(() => clock, () => false);
     assertPaced(
       "store probes for /readyz",
       await pacedBy(
@@ -562,7 +543,7 @@ Deno.test("under a clock that flaps a step back and forth, each paced wait still
     );
     // The "not ready" line of a store down (once a minute), on an app
     // whose first probe fails.
-    const down = storeApp(() => clock, true);
+    const down = storeApp(() => clock, () => true);
     assertPaced(
       "lines of a store not ready",
       await pacedBy(
