@@ -102,6 +102,15 @@ export interface Scenario {
   readonly pauseAt: number;
   /** Whether a second give-up (another queue's, a bridge's) comes at once. */
   readonly twoGiveUps: boolean;
+  /**
+   * Whether the clock steps an hour forward just before the give-up held
+   * at `pauseAt` runs (a clock set right, a Signer slower than the lease):
+   * the give-up then finds the send's lease lapsed and puts the payment
+   * in review while the send runs, and the send's record comes after it.
+   * At the end an operator on another instance resolves each payment in
+   * review (I7). Absent: no step.
+   */
+  readonly lapse?: boolean;
   readonly seed: number;
 }
 
@@ -500,6 +509,8 @@ function reachable(from: IntentState, to: IntentState): boolean {
 /** The chain: follows each intent's plan and remembers what may have left the process. */
 class SimChain implements Sender {
   readonly maybeSent = new Set<string>();
+  /** The txs the chain took, by intent: each may land. */
+  readonly took = new Map<string, string[]>();
   readonly sends = new Map<string, number>();
   #receipts = new Map<string, number>();
   #inFlight = new Map<string, number>();
@@ -533,6 +544,7 @@ class SimChain implements Sender {
           this.maybeSent.add(id);
           const txHash = `0x${id}_${n}`;
           this.#owners.set(txHash, id);
+          this.took.set(id, [...(this.took.get(id) ?? []), txHash]);
           return { txHash };
         }
         case "not_sent":
@@ -740,7 +752,10 @@ export async function simulate(
           // The first copy is held before its store call `pauseAt` while
           // the whole give-up runs.
           before: async (call) => {
-            if (copy === 0 && call === pauseAt) await giveUp();
+            if (copy === 0 && call === pauseAt) {
+              if (scenario.lapse) world.clock += 3_600_000;
+              await giveUp();
+            }
           },
         }, () =>
           process.relayer.deliver(
@@ -964,5 +979,38 @@ export async function simulate(
     }
   }
   await checkNow("after the late duplicates");
+  // I7, with the clock stepped past a send's lease: an operator on
+  // another instance, who looked the nonce up while the send ran (before
+  // its tx left), fails each payment in review as the resolve route lets
+  // it: unless a tx on record reads confirmed or pending. A tx the chain
+  // took must then be on record, or the hold of the payment it may make
+  // is voided.
+  if (scenario.lapse) {
+    for (const id of plans.keys()) {
+      const intent = await inner.getIntent(id);
+      if (intent?.state !== "needs_review") continue;
+      const reads = await Promise.all(
+        intent.txHashes.map((hash) => chain.receipt(hash)),
+      );
+      if (reads.some((r) => r === "confirmed" || r === "pending")) continue;
+      await inner.transition(id, {
+        from: "needs_review",
+        to: "failed",
+        version: intent.version,
+        at: world.clock,
+        ledger: "void",
+      });
+      const off = (chain.took.get(id) ?? []).filter((hash) =>
+        !intent.txHashes.includes(hash)
+      );
+      if (off.length > 0) {
+        violations.push(
+          `I7: ${id} failed, its hold voided, while its tx ${
+            off.join(", ")
+          } is on no record`,
+        );
+      }
+    }
+  }
   return { violations, stats };
 }

@@ -335,3 +335,34 @@ Deno.test("a reader that misses a voided hold cannot broadcast behind it: the st
     numRuns: runs(300),
   });
 });
+
+/**
+ * Histories where the clock steps past a send's lease while it runs, and a
+ * queue's give-up on another instance puts the payment in review before
+ * the send's record: no crash, no store fault, so every tx the chain took
+ * was recorded by a live process.
+ */
+const lapsedSends = anyScenario.map((scenario) => ({
+  ...scenario,
+  crashes: [],
+  faults: [],
+  giveUps: true,
+  lapse: true,
+}));
+
+for (const backend of BACKENDS) {
+  Deno.test(`a give-up that puts a payment in review while its send runs voids no hold of a tx that may land: an operator's fail meets the tx on record (I7) [${backend.name}]`, async () => {
+    await fc.assert(
+      fc.asyncProperty(lapsedSends, async (scenario) => {
+        const { store, close } = await backend.open();
+        try {
+          const { violations } = await simulate(scenario, store);
+          assert.deepEqual(violations, []);
+        } finally {
+          await close();
+        }
+      }),
+      { numRuns: runs(backend === postgresBackend ? 30 : 200) },
+    );
+  });
+}
