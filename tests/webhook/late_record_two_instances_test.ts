@@ -24,14 +24,12 @@ const OPS = "ops-token-for-late-record-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 const job = { intentId: "pi_1", kind: "settle" } as const;
 
-Deno.test("a fail posted to another instance after a send that outlived its settling returned its tx meets that tx: 409, and the hold stays pending", async () => {
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_1",
-    state: "authorized",
-    hold: "pending",
-  });
-  const clock = { now: 1_000_000 };
+/**
+ * Senders for two instances: the sending one's send hangs until
+ * `finish(sent)` (`sending` settles once it began), the other's sends
+ * nothing; both read 0xT's receipt confirmed.
+ */
+function heldSends() {
   let finish!: (sent: { txHash: string }) => void;
   let began!: () => void;
   const sending = new Promise<void>((resolve) => began = resolve);
@@ -46,6 +44,22 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
     },
     receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
   });
+  return {
+    sender,
+    sending,
+    finish: (sent: { txHash: string }) => finish(sent),
+  };
+}
+
+Deno.test("a fail posted to another instance after a send that outlived its settling returned its tx meets that tx: 409, and the hold stays pending", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  const clock = { now: 1_000_000 };
+  const { sender, sending, finish } = heldSends();
   // Two instances over one store, each its own relayer and memory.
   const app = (sends: boolean) =>
     createApp({
@@ -130,20 +144,7 @@ Deno.test({
         }),
         { schema },
       );
-      let finish!: (sent: { txHash: string }) => void;
-      let began!: () => void;
-      const sending = new Promise<void>((resolve) => began = resolve);
-      const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
-      const sender = (sends: boolean): Sender => ({
-        send: () => {
-          if (!sends) {
-            return Promise.reject(new Error("this instance sends nothing"));
-          }
-          began();
-          return new Promise((resolve) => finish = resolve);
-        },
-        receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
-      });
+      const { sender, sending, finish } = heldSends();
       const options = {
         opsToken: OPS,
         now: () => clock.now,
