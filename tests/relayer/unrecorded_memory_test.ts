@@ -6,12 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  type Intent,
-  MemoryStore,
-  type Store,
-} from "../../mod.ts";
+import { createRelayer, type Intent, MemoryStore } from "../../mod.ts";
 import { unrecordedTxHashes } from "../../relayer/_sends.ts";
 import { recordsFail } from "../_stores.ts";
 
