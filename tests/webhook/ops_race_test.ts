@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { type Job, notSent, poison, type Store } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { createApp, type WebhookApp } from "../../webhook/app.ts";
 import { BACKENDS, recordsFail } from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
 import { job, qstash, qstashFailed } from "./_late_copy.ts";
@@ -55,18 +55,11 @@ for (const backend of BACKENDS) {
     try {
       const { app, clock, gated } = await raceApp(store);
       const started = gated.nextStart();
-      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
-      await started;
-      clock.now += 60_000; // the lease lapses mid-send
-      const gaveUp = await app.request(
-        "/v1/qstash/failed",
-        await qstashFailed("msg_1"),
+      const { delivery, intent } = await givenUpMidSend(
+        app,
+        clock,
+        started,
       );
-      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-      const { intent } = await (await app.request("/v1/intents/pi_0002", {
-        headers,
-      })).json();
-      assert.equal(intent.state, "needs_review");
       // A fail and a fresh copy of another message, at once.
       const [fail, copy] = await Promise.all([
         app.request("/v1/intents/pi_0002/resolve", {
@@ -254,6 +247,34 @@ for (const backend of BACKENDS) {
 }
 
 /**
+ * Delivers message `msg_1` (of `pi_0002`) on `app`, and once its send
+ * began (`started`) lets its lease lapse (`clock` a minute on), has QStash
+ * give the message up, and reads the payment, in review: the delivery,
+ * still under way, and the intent as the operator reads it.
+ */
+async function givenUpMidSend(
+  app: WebhookApp,
+  clock: { now: number },
+  started: Promise<unknown>,
+): Promise<{ delivery: Promise<Response>; intent: { version: string } }> {
+  const delivery = Promise.resolve(
+    app.request("/v1/qstash", await qstash("msg_1", "0")),
+  );
+  await started;
+  clock.now += 60_000; // the lease lapses mid-send
+  const gaveUp = await app.request(
+    "/v1/qstash/failed",
+    await qstashFailed("msg_1"),
+  );
+  assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+  const { intent } = await (await app.request("/v1/intents/pi_0002", {
+    headers,
+  })).json();
+  assert.equal(intent.state, "needs_review");
+  return { delivery, intent };
+}
+
+/**
  * The payment `pi_0002`, created authorized in `store`, sent by a
  * delivery whose lease lapses mid-send, put in review by QStash's give-up meanwhile (the
  * operator reads it, and looks its nonce up: unused), its send then ended,
@@ -310,18 +331,11 @@ async function sendEndedInReview(
     qstash: QSTASH,
     opsToken: OPS,
   });
-  const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
-  await sending;
-  clock.now += 60_000; // the lease lapses mid-send
-  const gaveUp = await app.request(
-    "/v1/qstash/failed",
-    await qstashFailed("msg_1"),
+  const { delivery, intent } = await givenUpMidSend(
+    app,
+    clock,
+    sending,
   );
-  assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-  const { intent } = await (await app.request("/v1/intents/pi_0002", {
-    headers,
-  })).json();
-  assert.equal(intent.state, "needs_review");
   assert.equal(chain.size, 0);
   // The send ends meanwhile; its record is kept on the intent in review.
   finish();
@@ -453,18 +467,11 @@ for (const backend of BACKENDS) {
         opsToken: OPS,
       });
       const started = gated.nextStart();
-      const rescue = app.request("/v1/qstash", await qstash("msg_1", "0"));
-      await started;
-      clock.now += 60_000;
-      const gaveUp = await app.request(
-        "/v1/qstash/failed",
-        await qstashFailed("msg_1"),
+      const { delivery: rescue, intent } = await givenUpMidSend(
+        app,
+        clock,
+        started,
       );
-      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-      const { intent } = await (await app.request("/v1/intents/pi_0002", {
-        headers,
-      })).json();
-      assert.equal(intent.state, "needs_review");
       const [settle, copy] = await Promise.all([
         app.request("/v1/intents/pi_0002/resolve", {
           method: "POST",
@@ -658,18 +665,8 @@ for (const backend of BACKENDS) {
         qstash: QSTASH,
         opsToken: OPS,
       });
-      const delivery = app.request("/v1/qstash", await qstash("msg_1", "0"));
-      await sending; // the rescue of 0xold, which read dropped
-      clock.now += 60_000; // the lease lapses mid-send
-      const gaveUp = await app.request(
-        "/v1/qstash/failed",
-        await qstashFailed("msg_1"),
-      );
-      assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
-      const { intent } = await (await app.request("/v1/intents/pi_0002", {
-        headers,
-      })).json();
-      assert.equal(intent.state, "needs_review");
+      // The rescue of 0xold, which read dropped, held; the give-up meanwhile.
+      const { delivery, intent } = await givenUpMidSend(app, clock, sending);
       finish();
       assert.equal((await delivery).status, 503);
       reverted = true;
