@@ -635,8 +635,26 @@ function cutLines(
   };
 }
 
-/** What to do about a database that could not be opened, where the error says. */
-function openHint(message: string, direct: boolean): string {
+/**
+ * What to do about a database that could not be opened, where the error
+ * says (`""` where it does not): the service's start and
+ * `deno task kv-to-postgres` add it to the line that names `DATABASE_URL`.
+ *
+ * @param message The error's message.
+ * @param direct Whether `DATABASE_URL` asks for direct TLS
+ * (`?sslnegotiation=direct`).
+ * @returns The hint, in parentheses after a space, or `""`.
+ *
+ * @example Nothing listening
+ * ```ts
+ * import { openHint } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(openHint("connect ECONNREFUSED 127.0.0.1:5432", false), /nothing listens at that host and port/);
+ * assert.equal(openHint("something else", false), "");
+ * ```
+ */
+export function openHint(message: string, direct: boolean): string {
   if (/\bECONNREFUSED\b/.test(message)) {
     return " (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)";
   }

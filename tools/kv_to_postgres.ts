@@ -16,7 +16,9 @@
  * settling, that the local queue's messages (`KV_QUEUE=1`) were not moved
  * and how many intents want a job published. It exits 1 when the move is refused (a lease held, a schema that
  * holds rows): nothing was moved, and the line says what to do; 2 on a
- * missing setting or a store it cannot open.
+ * missing setting or a store it cannot open (the KV file, or the database
+ * `DATABASE_URL` names: unreachable, or refusing the role or its password,
+ * said in one line naming `DATABASE_URL`, as the service says it).
  *
  * @module
  */
@@ -25,7 +27,7 @@
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
-import { remoteKvRefusal, withoutToken } from "../main.ts";
+import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import {
   type KvToPostgresReport,
@@ -157,7 +159,21 @@ export async function main(
   } as postgres.Options<Record<string, never>>);
   const store = new PostgresStore(sql);
   try {
-    await store.migrate();
+    try {
+      await store.migrate();
+    } catch (error) {
+      // The first statement: a database that cannot be reached, or
+      // refuses the role or its password, said as the service says it at
+      // start (one line naming DATABASE_URL, what to do where the error
+      // says, without the URL: it holds the password).
+      const message = error instanceof Error ? error.message : String(error);
+      console.error(
+        `DATABASE_URL: cannot open ${database.description}: ${message}${
+          openHint(message, database.sslnegotiation === "direct")
+        }`.replaceAll(url, "DATABASE_URL"),
+      );
+      return 2;
+    }
     const report = await moveKvToPostgres(source, sql, { clockSkewMs });
     for (const line of describeMove(report)) console.log(line);
     // Deno KV's queue cannot be listed, so its messages are not moved: the

@@ -223,6 +223,60 @@ Deno.test({
     }),
 });
 
+Deno.test({
+  name:
+    "deno task kv-to-postgres refuses a database it cannot open (nothing listening, a wrong password) in one line naming DATABASE_URL and what to do, as main.ts does, without the password, and moves nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database, sql }) => {
+      const kv = await Deno.openKv(path);
+      await new KvStore(kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      kv.close();
+      // A port nothing listens on: one the system gave, closed again.
+      const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = listener.addr.port;
+      listener.close();
+      const nobody = new URL(database.url);
+      nobody.port = String(port);
+      nobody.password = "n0b0dy-s3cret";
+      const refused = await runTool(
+        { KV_PATH: path, DATABASE_URL: nobody.href },
+        dir,
+      );
+      assert.equal(refused.code, 2, refused.err);
+      assert.equal(refused.out, "");
+      assert.match(
+        refused.err,
+        new RegExp(
+          `^DATABASE_URL: cannot open PostgreSQL 127\\.0\\.0\\.1:${port}/\\S+, [^:]+: .*ECONNREFUSED.* \\(nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL\\)\\n$`,
+        ),
+      );
+      assert.ok(!refused.err.includes("n0b0dy-s3cret"), refused.err);
+
+      const wrong = new URL(database.url);
+      wrong.password = "wr0ng-s3cret";
+      const denied = await runTool(
+        { KV_PATH: path, DATABASE_URL: wrong.href },
+        dir,
+      );
+      assert.equal(denied.code, 2, denied.err);
+      assert.equal(denied.out, "");
+      assert.match(
+        denied.err,
+        /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+, [^:]+: password authentication failed for user "postgres"/,
+      );
+      assert.ok(!denied.err.includes("wr0ng-s3cret"), denied.err);
+      assert.ok(!/\n\s+at /.test(denied.err), denied.err); // no stack
+      const [row] = await sql`
+        SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'relayer'`;
+      assert.equal(row?.n, 0);
+    }),
+});
+
 Deno.test("deno task kv-to-postgres refuses a KV_PATH with no file, and makes none", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   try {
