@@ -705,27 +705,64 @@ function intentRecord(
   };
   if (stored.id !== id) throw malformed(what(), "the intent of its key");
   const last = stored.lastBroadcast ?? null;
-  try {
-    return checkRecord(newIntentRecord({
+  const record = (mayHaveSent: boolean) =>
+    checkRecord(newIntentRecord({
       id,
       ...(stored.state === undefined ? {} : { state: stored.state }),
       hold: null,
       lastBroadcast: last === null ? null : mendedBroadcast(last, encoding),
       broadcasting: stored.broadcasting ?? null,
-      // Only an explicit false is clean, as the rules read an intent on
-      // Deno KV (planResolution): a record without the field may have
-      // sent, and false would let a give-up void its hold and fail it.
-      // A created intent has sent nothing.
-      mayHaveSent: stored.mayHaveSent === false
-        ? false
-        : stored.mayHaveSent === true || stored.state !== "created",
+      mayHaveSent,
       // Kept since 0.2; an intent stored before has its last sent hash.
       txHashes: knownTxHashes(stored.txHashes ?? [], last),
       settlingSince: stored.settlingSince ?? null,
     }));
+  try {
+    // Only an explicit false is clean, as the rules read an intent on
+    // Deno KV (planResolution): a record without the field may have
+    // sent, and false would let a give-up void its hold and fail it. A
+    // created intent has sent nothing.
+    return record(
+      stored.mayHaveSent === false
+        ? false
+        : stored.mayHaveSent === true || stored.state !== "created",
+    );
   } catch (error) {
+    if (stored.mayHaveSent === false && stored.state !== "created") {
+      // Kept by an earlier version's createIntent, which took false beside
+      // a send on record (docs/upgrading.md), where the rules now refuse
+      // it: what to mend is that field of the record on Deno KV.
+      let mended = false;
+      try {
+        record(true);
+        mended = true;
+      } catch {
+        // Something else is wrong with it too: said as any other.
+      }
+      if (mended) throw takenSend(what(), stored);
+    }
     throw malformed(what(), "an intent", error);
   }
+}
+
+/**
+ * The refusal of an intent kept with `mayHaveSent: false` beside a send on
+ * record, which an earlier version's `createIntent` took, and which no
+ * store writes now: saying what to mend on Deno KV.
+ */
+function takenSend(
+  key: string,
+  stored: Partial<Omit<IntentRecord, "id">>,
+): TypeError {
+  const outcome = stored.lastBroadcast?.outcome;
+  const onRecord = outcome === "sent" || outcome === "unknown"
+    ? `its last broadcast is ${outcome}`
+    : (stored.txHashes?.length ?? 0) > 0
+    ? `it has a tx hash on record (${JSON.stringify(stored.txHashes![0])})`
+    : "a broadcast in flight ('broadcasting')";
+  return new TypeError(
+    `Cannot move from Deno KV as ${key} holds an intent with mayHaveSent false beside a send on record (${onRecord}), which an earlier version took and no store writes now (docs/upgrading.md): on a record that says nothing left, a send may follow on a fresh nonce and land beside that one, paying twice, or its hold be voided while that one may still land. With the service stopped, set mayHaveSent to true in that record on Deno KV (the send may have left; its job then sends on that send's nonce), then run the move again. Nothing was moved.`,
+  );
 }
 
 function unknown(key: string): TypeError {

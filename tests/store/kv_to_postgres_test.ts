@@ -1123,6 +1123,54 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() refuses an intent an earlier version took with mayHaveSent false beside a send on record, saying what to mend on Deno KV, and writes nothing",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      // Taken by createIntent before this version refused it
+      // (docs/upgrading.md): KvStore still reads it as it is.
+      await file.kv.atomic()
+        .set(["relayer", "intent", "pi_taken"], {
+          id: "pi_taken",
+          state: "authorized",
+          settlingSince: null,
+          broadcasting: null,
+          mayHaveSent: false,
+          lastBroadcast: { outcome: "sent", txHash: "0x7a4e", at: T0 },
+          txHashes: ["0x7a4e"],
+        })
+        .set(["relayer", "hold", "pi_taken"], "pending")
+        .commit();
+      const refused = await moveAt(file, pg).then(() => null, (e) => e);
+      assert.ok(refused instanceof TypeError, String(refused));
+      assert.match(
+        refused.message,
+        /^Cannot move from Deno KV as \["relayer","intent","pi_taken"\] holds an intent with mayHaveSent false beside a send on record \(its last broadcast is sent\), which an earlier version took and no store writes now \(docs\/upgrading\.md\): /,
+      );
+      // What to do is on Deno KV, not an option of createIntent's.
+      assert.match(
+        refused.message,
+        /With the service stopped, set mayHaveSent to true in that record on Deno KV .*then run the move again\. Nothing was moved\.$/,
+      );
+      assert.ok(!refused.message.includes("pass true"), refused.message);
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
+
+      // Mended as it says, it moves, its send counted.
+      const entry = await file.kv.get<Record<string, unknown>>([
+        "relayer",
+        "intent",
+        "pi_taken",
+      ]);
+      await file.kv.set(entry.key, { ...entry.value, mayHaveSent: true });
+      assert.equal((await moveAt(file, pg)).moved.intents, 1);
+      const moved = await pg.store.getIntent("pi_taken");
+      assert.equal(moved?.mayHaveSent, true);
+      assert.deepEqual(moved?.txHashes, ["0x7a4e"]);
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() moves the holds of intents it has not sent yet when a statement of holds fills: every intent is in before the first hold",
   ignore: !postgresAvailable,
   fn: () =>
