@@ -358,7 +358,7 @@ export async function moveKvToPostgres(
         { cause: error },
       );
     }
-    await refuseNonEmpty(tx, schema, kv, prefix);
+    await refuseNonEmpty(tx, schema, kv, prefix, encoding);
     // Deno KV's versionstamps grow with every commit, and a commit of
     // nothing takes one too: a record whose versionstamp is newer than
     // this was written after the copy began.
@@ -647,13 +647,15 @@ function leaseHeld(intentId: string, lease: { expiresAt?: unknown }): Error {
  * A move copies every intent, and neither store ever deletes one: a
  * schema with no intent while Deno KV holds one was written by something
  * else (a service started on it: its readiness probe writes a count), and
- * is refused without the word that an earlier move may be done.
+ * is refused without the word that an earlier move may be done; so is one
+ * whose rows Deno KV was written after (see {@linkcode writtenSinceMoved}).
  */
 async function refuseNonEmpty(
   tx: Sql,
   schema: string,
   kv: KvLike,
   prefix: KvKey,
+  encoding: string | undefined,
 ): Promise<void> {
   const tables = [
     ["intents", "intent"],
@@ -681,16 +683,100 @@ async function refuseNonEmpty(
       const entry of kv.list({ prefix: [...prefix, "intent"] }, { limit: 1 })
     ) kept = String(entry.key.at(-1));
   }
+  const since = kept === undefined
+    ? await writtenSinceMoved(tx, schema, kv, prefix, encoding)
+    : undefined;
   throw new ConflictError(
     `Cannot move into schema ${schema} as it already holds ${
       held.join(", ")
     }: a move goes into an empty schema only. ${
-      kept === undefined
-        ? "If an earlier move committed, it is done: switch the service to PostgreSQL. Otherwise move"
-        : `But no move of this store committed here: it holds none of its intents (${kept} among them), so something else wrote those rows (a service started on this schema writes a count at its first readiness probe). Stop it, then move`
-    } into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. Nothing was moved.`,
+      since !== undefined
+        ? `But Deno KV was written after these rows were: ${since}. An instance ran on Deno KV after a move (or this schema holds another store): switched to PostgreSQL as it is, the service would lose what was written there (a tx sent, a hold moved), and could send again or void a hold a tx spends. Stop every instance on Deno KV; if none ran on PostgreSQL since, empty this schema and run the move again, else set those intents right on PostgreSQL by hand from Deno KV. Nothing was moved.`
+        : `${
+          kept === undefined
+            ? "If an earlier move committed, it is done: switch the service to PostgreSQL. Otherwise move"
+            : `But no move of this store committed here: it holds none of its intents (${kept} among them), so something else wrote those rows (a service started on this schema writes a count at its first readiness probe). Stop it, then move`
+        } into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. Nothing was moved.`
+    }`,
     { refused: true },
   );
+}
+
+/**
+ * Why Deno KV was written after the schema's rows were (an intent not
+ * there, or one whose row no store write changed since, version `1` as
+ * the move leaves it, that differs from Deno KV's with its hold), or
+ * `undefined` when every intent of Deno KV is there as it is or changed
+ * on PostgreSQL since. Neither store deletes an intent, and every write
+ * of an intent or its hold on PostgreSQL moves its version: a record
+ * written on Deno KV after a move is found, unless PostgreSQL wrote that
+ * intent since too.
+ */
+async function writtenSinceMoved(
+  tx: Sql,
+  schema: string,
+  kv: KvLike,
+  prefix: KvKey,
+  encoding: string | undefined,
+): Promise<string | undefined> {
+  // The holds beside the intents, both in key order (an intent id is
+  // ASCII, compared alike by Deno KV and JavaScript): a batch's at a time.
+  const holdEntries = kv.list({ prefix: [...prefix, "hold"] })[
+    Symbol.asyncIterator
+  ]();
+  let nextHold = await holdEntries.next();
+  const holdOf = async (id: string): Promise<unknown> => {
+    while (!nextHold.done && String(nextHold.value.key.at(-1)) < id) {
+      nextHold = await holdEntries.next();
+    }
+    return !nextHold.done && nextHold.value.key.at(-1) === id
+      ? nextHold.value.value
+      : null;
+  };
+  const plain = (value: unknown) =>
+    value === null || value === undefined ? null : String(value);
+  let batch: [string, Record<string, unknown>, unknown][] = [];
+  const look = async (): Promise<string | undefined> => {
+    const ids = batch.map(([id]) => id);
+    const rows = ownRows(
+      await unlessLost(tx.unsafe(
+        `SELECT i.*, h.state AS hold FROM "${schema}".intents i
+          LEFT JOIN "${schema}".holds h ON h.intent_id = i.id
+          WHERE i.id = ANY($1::text[])`,
+        [ids],
+      )),
+    );
+    const byId = new Map(rows.map((row) => [String(row.id), row]));
+    for (const [id, value, hold] of batch) {
+      const row = byId.get(id);
+      if (row === undefined) return `intent ${id} is not there`;
+      if (plain(row.version) !== "1") continue;
+      let columns: Record<string, unknown>;
+      try {
+        columns = intentColumns(intentRecord(id, value, () => id, encoding));
+      } catch {
+        continue; // not one a move could copy: not this one's to judge
+      }
+      const differs = Object.entries(columns).some(([column, kept]) =>
+        plain(kept) !== plain(row[column])
+      ) || plain(hold) !== plain(row.hold);
+      if (differs) {
+        return `intent ${id} differs from its row, which nothing changed since it was moved`;
+      }
+    }
+    batch = [];
+    return undefined;
+  };
+  for await (const entry of kv.list({ prefix: [...prefix, "intent"] })) {
+    const id = entry.key.at(-1);
+    if (typeof id !== "string" || entry.value === null) continue;
+    batch.push([id, entry.value as Record<string, unknown>, await holdOf(id)]);
+    if (batch.length >= BATCH) {
+      const found = await look();
+      if (found !== undefined) return found;
+    }
+  }
+  return batch.length === 0 ? undefined : await look();
 }
 
 /** The intent record a stored `KvStore` intent holds, checked as `PostgresStore` checks one. */

@@ -431,6 +431,79 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() run again after an instance wrote Deno KV on since the move does not say the move is done: it names the intent written since, whose row PostgreSQL kept as moved, or that is not there",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const kvStore = new KvStore(file.kv);
+      let paid = await kvStore.createIntent({
+        id: "pi_paid",
+        state: "authorized",
+        hold: "pending",
+      });
+      const other = await kvStore.createIntent({
+        id: "pi_other",
+        state: "authorized",
+        hold: "pending",
+      });
+      await moveAt(file, pg);
+
+      // On PostgreSQL alone (the service switched): the move is done.
+      const onPg = await pg.store.transition("pi_other", {
+        from: "authorized",
+        to: "settling",
+        version: (await pg.store.getIntent("pi_other"))!.version,
+        at: T0,
+      });
+      assert.equal(onPg.state, "settling");
+      const done = await moveAt(file, pg).then(() => null, (e) => e);
+      assert.ok(done instanceof ConflictError, String(done));
+      assert.match(done.message, /If an earlier move committed, it is done/);
+      assert.equal(other.state, "authorized"); // Deno KV's, older: no matter
+
+      // The old service started again on Deno KV: it sent pi_paid's tx
+      // there, which the schema's row, as moved, does not hold.
+      paid = await kvStore.transition("pi_paid", {
+        from: "authorized",
+        to: "settling",
+        version: paid.version,
+        at: T0,
+      });
+      paid = await kvStore.beginBroadcast("pi_paid", paid.version, T0);
+      await kvStore.recordBroadcast("pi_paid", paid.version, {
+        outcome: "sent",
+        txHash: "0x5e7",
+        at: T0,
+      });
+      const since = await moveAt(file, pg).then(() => null, (e) => e);
+      assert.ok(since instanceof ConflictError, String(since));
+      assert.match(
+        since.message,
+        /^Cannot move into schema \S+ as it already holds 2 intents: /,
+      );
+      assert.doesNotMatch(since.message, /it is done/);
+      assert.match(
+        since.message,
+        /But Deno KV was written after these rows were: intent pi_paid differs from its row, which nothing changed since it was moved\. /,
+      );
+      assert.match(since.message, /Nothing was moved\.$/);
+      // PostgreSQL kept as it was.
+      const row = await pg.store.getIntent("pi_paid");
+      assert.equal(row?.state, "authorized");
+      assert.deepEqual(row?.txHashes, []);
+
+      // An intent created there since is not in the schema at all.
+      await kvStore.createIntent({ id: "pi_0new", state: "created" });
+      const created = await moveAt(file, pg).then(() => null, (e) => e);
+      assert.match(
+        String(created?.message),
+        /But Deno KV was written after these rows were: intent pi_0new is not there\. /,
+      );
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() refusing a schema a service wrote before any move (its readiness probe's count) does not say the move may be done: none of the store's intents is there",
   ignore: !postgresAvailable,
   fn: () =>
