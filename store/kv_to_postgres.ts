@@ -767,16 +767,24 @@ async function writtenSinceMoved(
     batch = [];
     return undefined;
   };
-  for await (const entry of kv.list({ prefix: [...prefix, "intent"] })) {
-    const id = entry.key.at(-1);
-    if (typeof id !== "string" || entry.value === null) continue;
-    batch.push([id, entry.value as Record<string, unknown>, await holdOf(id)]);
-    if (batch.length >= BATCH) {
-      const found = await look();
-      if (found !== undefined) return found;
+  try {
+    for await (const entry of kv.list({ prefix: [...prefix, "intent"] })) {
+      const id = entry.key.at(-1);
+      if (typeof id !== "string" || entry.value === null) continue;
+      batch.push([
+        id,
+        entry.value as Record<string, unknown>,
+        await holdOf(id),
+      ]);
+      if (batch.length >= BATCH) {
+        const found = await look();
+        if (found !== undefined) return found;
+      }
     }
+    return batch.length === 0 ? undefined : await look();
+  } finally {
+    await holdEntries.return?.();
   }
-  return batch.length === 0 ? undefined : await look();
 }
 
 /** The intent record a stored `KvStore` intent holds, checked as `PostgresStore` checks one. */
