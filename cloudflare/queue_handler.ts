@@ -210,13 +210,36 @@ const OPTION_NAMES: readonly string[] = Object.keys(
  */
 export type QueueHandler = (batch: QueueBatch) => Promise<void>;
 
-/** A message body as sent: bytes decoded as UTF-8, anything else as it is. */
-function decoded(body: unknown): unknown {
+/**
+ * UTF-8 that refuses what is not: a job's bytes are read as /v1/qstash
+ * reads them, so a body with a byte that is not UTF-8 is unreadable, never
+ * a job with U+FFFD in it.
+ */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+/** UTF-8 that reads a byte that is not as U+FFFD: only to name an intent. */
+const LENIENT_UTF8 = new TextDecoder("utf-8", {
+  fatal: false,
+  ignoreBOM: false,
+});
+
+/**
+ * A message body as sent: bytes decoded as UTF-8 (strictly, by default:
+ * a `TypeError` if they are not), anything else as it is.
+ */
+function decoded(body: unknown, strict = true): unknown {
   if (!(body instanceof ArrayBuffer || ArrayBuffer.isView(body))) return body;
   const bytes = body instanceof ArrayBuffer
     ? new Uint8Array(body)
     : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
-  return new TextDecoder().decode(bytes);
+  if (!strict) return LENIENT_UTF8.decode(bytes);
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    throw new TypeError(
+      "Cannot read job as the message body is not UTF-8 text: publish the job as UTF-8 JSON",
+    );
+  }
 }
 
 /** A message body as a job: an object, or its JSON text (or bytes). */
@@ -238,7 +261,9 @@ function jobOf(body: unknown): Job {
  * it names, if any.
  */
 function readable(body: unknown): { raw: string; intentId?: unknown } {
-  let value = decoded(body);
+  // Bytes that are not UTF-8 read as U+FFFD here, only to name the intent
+  // and keep the text, as /v1/qstash keeps it.
+  let value = decoded(body, false);
   let raw: string;
   if (typeof value === "string") {
     raw = value;
@@ -319,8 +344,8 @@ function checkDeadLetterRetries(
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at least 1 s and at most 12 h;
- * done or poison is `message.ack()`. A message whose body is not a job is
- * kept as a dead letter (`relayer.keepUnreadable`), then acked and logged
+ * done or poison is `message.ack()`. A message whose body is not a job (bytes
+ * that are not UTF-8 included) is kept as a dead letter (`relayer.keepUnreadable`), then acked and logged
  * (no retry can help it); if the dead letter fails, it is retried. The handler does not throw for a
  * delivery (only if `ack()` or `retry()` itself throws, after the batch): a
  * delivery that fails unexpectedly (the store is down) is logged and

@@ -803,3 +803,70 @@ Deno.test("createQueueHandler() handles at most `concurrency` messages of a batc
     );
   }
 });
+
+Deno.test("createQueueHandler() takes a bytes body that is not UTF-8 for unreadable, as /v1/qstash does: kept as a dead letter and acked, on the jobs queue and on the dead-letter queue", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const lines: string[] = [];
+  const sender = new ScriptedSender({});
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer: relayerOn(store, { maxDeliveries: 3 }, sender),
+    maxRetries: 2,
+    log: (line) => lines.push(line),
+  });
+  // A job whose JSON is valid but for one string: 0xC3 0x28 is not UTF-8.
+  const encoded = new TextEncoder().encode(
+    '{"intentId":"pi_0001","kind":"settle","note":"\u0000"}',
+  );
+  const at = encoded.indexOf(0);
+  const bad = new Uint8Array([
+    ...encoded.subarray(0, at),
+    0xc3,
+    0x28,
+    ...encoded.subarray(at + 1),
+  ]);
+  const bodies: [string, unknown][] = [
+    ["m-brace", new Uint8Array([0x7b, 0xff, 0x7d])],
+    ["m-buffer", new Uint8Array([0x7b, 0xff, 0x7d]).buffer],
+    ["m-job", bad],
+    ["m-jobbuf", bad.slice().buffer],
+  ];
+  for (const name of ["jobs", "jobs-dlq"]) {
+    const messages = bodies.map(([id, body]) =>
+      fakeMessage(body, 1, `${name}-${id}`)
+    );
+    await queue({ queue: name, messages });
+    for (const message of messages) {
+      assert.deepEqual(message.calls, ["ack"], message.id);
+      const letter = await store.getDeadLetter(
+        `cloudflare/${message.id}/unreadable`,
+      );
+      assert.match(
+        letter?.reason ?? "(no letter)",
+        /^unreadable Cloudflare Queues message: .*not UTF-8/,
+        message.id,
+      );
+    }
+  }
+  // Neither delivered nor given up: the intent is as it was, nothing sent.
+  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+  assert.equal(sender.calls.length, 0);
+  // The letter of the job names its intent, read as /v1/qstash reads it.
+  assert.equal(
+    (await store.getDeadLetter("cloudflare/jobs-m-job/unreadable"))?.intentId,
+    "pi_0001",
+  );
+  // One line each, acked unread, with none of the body's text in it.
+  assert.equal(lines.length, 8);
+  for (const line of lines) {
+    assert.match(line, /acked unread and kept as cloudflare\/.*not UTF-8/);
+    assert.ok(!line.includes("\uFFFD") && !line.includes("note"), line);
+  }
+});
