@@ -758,6 +758,42 @@ async function check(flags) {
     console.log(
       `  [${label}] QStash, signed over its bytes: a job after a byte order mark, 503 retry; bytes that are not UTF-8, 489 no retry, kept as an unreadable letter naming pi_0005 (by Content-Length or chunked), and so by its failure callback`,
     );
+    // The same bytes as a Cloudflare Queues message on each queue (a real
+    // `queue` event on workerd): unreadable, as /v1/qstash reads them, so
+    // acked and kept as a letter naming pi_0005, never delivered (the jobs
+    // queue) nor given up (the dead-letter queue).
+    const cfWorker = await mf.getWorker();
+    for (const queue of ["relayer-jobs", "relayer-jobs-dlq"]) {
+      const id = `worker-check-latin1-${queue}`;
+      const got = await cfWorker.queue(queue, [{
+        id,
+        timestamp: new Date(),
+        body: new Uint8Array(latin1),
+        attempts: 1,
+      }]);
+      const letter = (await call("/v1/dead-letters?limit=1000", {
+        headers: ops,
+      })).body.items.find((l) => l.jobId === `cloudflare/${id}/unreadable`);
+      assertEqual(
+        [
+          got.outcome,
+          got.explicitAcks,
+          got.retryMessages,
+          /not UTF-8/.test(letter?.reason ?? ""),
+          letter?.intentId ?? null,
+        ],
+        ["ok", [id], [], true, "pi_0005"],
+        `a Cloudflare Queues message on ${queue} whose bytes are not UTF-8`,
+      );
+    }
+    assertEqual(
+      lines.filter((line) => /worker +pi_0005\/settle/.test(line)).length,
+      0,
+      "no delivery nor give-up of pi_0005 from bytes that are not UTF-8",
+    );
+    console.log(
+      `  [${label}] Cloudflare Queues, bytes that are not UTF-8 on the jobs and the dead-letter queue: acked unread, kept as an unreadable letter naming pi_0005`,
+    );
 
     // Pub/Sub push: Google's token, its keys fetched from Google's URL.
     const push = pushEnvelope({ intentId: "pi_0008", kind: "settle" }, {}, {

@@ -16,8 +16,9 @@
  * Google's claims and `kid` signed by another RSA key), QStash bodies
  * signed over their bytes (a job after a byte order mark taken; bytes that
  * are not UTF-8 answered 489 and kept as an unreadable letter naming their
- * intent, by Content-Length or chunked, and so by the failure callback),
- * the seed's three
+ * intent, by Content-Length or chunked, and so by the failure callback,
+ * and as a Cloudflare Queues message on either queue acked unread and kept
+ * so too), the seed's three
  * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
