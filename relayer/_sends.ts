@@ -27,6 +27,7 @@
  *   inFlight: () => false,
  *   unrecorded: (id) => id === "pi_0001" ? ["0xabc"] : [],
  *   endedUnrecorded: () => false,
+ *   ended: () => false,
  * };
  * ```
  */
@@ -43,6 +44,11 @@ export interface OwnSends {
    * first ask since such an end, and every request that arrived by then.
    */
   endedUnrecorded(intentId: string, arrival: number): boolean;
+  /**
+   * Whether a send of the intent by this process, written ahead at
+   * `broadcasting` (the intent's `broadcasting` then), has ended.
+   */
+  ended(intentId: string, broadcasting: number): boolean;
 }
 
 /** How many resolve requests arrived in this process: their order. */
@@ -99,6 +105,7 @@ const SENDS = new WeakMap<object, OwnSends>();
  *   inFlight: (id) => id === "pi_0001",
  *   unrecorded: (id) => id === "pi_0002" ? ["0xabc"] : [],
  *   endedUnrecorded: (id) => id === "pi_0002",
+ *   ended: () => false,
  * });
  * assert.equal(sendInFlight(relayer, "pi_0001"), true);
  * assert.equal(sendInFlight(relayer, "pi_0002"), false);
@@ -167,4 +174,27 @@ export function sendEndedUnrecorded(
   arrival: number,
 ): boolean {
   return SENDS.get(relayer)?.endedUnrecorded(intentId, arrival) ?? false;
+}
+
+/**
+ * Whether the send of `intentId` written ahead at `broadcasting` was
+ * `relayer`'s, and has ended: a review still carrying that write-ahead
+ * waits for no send. `false` for a write-ahead of another process (or of
+ * this one before a restart), and for a relayer that registered nothing:
+ * that send may still be running.
+ *
+ * @example A relayer that registered nothing
+ * ```ts
+ * import { ownSendEnded } from "./_sends.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(ownSendEnded({}, "pi_0001", 1_000), false);
+ * ```
+ */
+export function ownSendEnded(
+  relayer: object,
+  intentId: string,
+  broadcasting: number,
+): boolean {
+  return SENDS.get(relayer)?.ended(intentId, broadcasting) ?? false;
 }

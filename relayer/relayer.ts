@@ -1143,6 +1143,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   >();
 
+  // The write-aheads of this process's sends that ended (`<intent id>\0<broadcasting>`),
+  // the most recent kept: a review that still carries one of them waits
+  // for no send in the resolve route, as that send's own process knows it
+  // ended; any other write-ahead may be a send still running elsewhere.
+  const endedWriteAheads = new Set<string>();
+
+  /** Keeps that the send of `intentId` written ahead at `broadcasting` ended. */
+  function keepEnded(intentId: string, broadcasting: number | null): void {
+    if (broadcasting === null) return;
+    const key = `${intentId}\0${broadcasting}`;
+    endedWriteAheads.delete(key);
+    endedWriteAheads.add(key);
+    if (endedWriteAheads.size > UNRECORDED_INTENTS) {
+      endedWriteAheads.delete(endedWriteAheads.values().next().value!);
+    }
+  }
+
   /** Keeps a send of `intentId` whose outcome is on no record, and its tx if it returned one. */
   function keepUnrecorded(intentId: string, txHash?: string): void {
     const kept = unrecorded.get(intentId)?.txHashes ?? [];
@@ -2094,6 +2111,20 @@ export function createRelayer(options: RelayerOptions): Relayer {
   ): Promise<never> {
     const leaseFrom = now();
     const current = await wroteAhead(d, writeAhead);
+    try {
+      return await sendWrittenAhead(d, replace, current, leaseFrom);
+    } finally {
+      keepEnded(current.id, current.broadcasting);
+    }
+  }
+
+  /** {@linkcode sendRecorded} once its write-ahead landed as `current`. */
+  async function sendWrittenAhead(
+    d: Delivery,
+    replace: boolean,
+    current: Intent,
+    leaseFrom: number,
+  ): Promise<never> {
     const tookMs = now() - leaseFrom;
     if (tookMs > leaseMs / 2) {
       const why = `the write ahead of the send took ${
@@ -2709,6 +2740,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
     inFlight: (intentId) => sending.has(intentId),
     unrecorded: (intentId) => unrecorded.get(intentId)?.txHashes ?? [],
     endedUnrecorded: tellUnrecorded,
+    ended: (intentId, broadcasting) =>
+      endedWriteAheads.has(`${intentId}\0${broadcasting}`),
   });
   return relayer;
 }

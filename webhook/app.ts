@@ -87,11 +87,13 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { stepBackPace } from "./_step_back.ts";
+import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import {
+  ownSendEnded,
   resolveArrived,
   sendEndedUnrecorded,
   sendInFlight,
@@ -1253,6 +1255,11 @@ export function createApp(deps: AppDeps): WebhookApp {
   // One line each, whatever a client put in the text a line quotes.
   const log = (line: string): void => sink(oneLine(line));
   const relayer: Relayer = createRelayer(relayerOptions(deps));
+  // How long a send may run, in any instance: its lease, which every send
+  // must end within (the relayer's default when none is given).
+  const sendBoundMs = deps.leaseMs ?? 30_000;
+  /** Write-aheads of sends with no record, by when this process saw them. */
+  const unrecordedFor = writeAheadsSeen();
   // Checked on every read, as the relayer's is: the routes write the time
   // too (a count, a replay record, an operator's resolution), and a store
   // refusing it would name a field, not the clock.
@@ -2587,6 +2594,13 @@ export function createApp(deps: AppDeps): WebhookApp {
         `There is no intent ${id}.`,
       );
     }
+    if (
+      read.intent.state === "needs_review" && read.intent.broadcasting !== null
+    ) {
+      // An operator reading the review starts the wait a fail meets while
+      // its send's write-ahead has no record (see the resolve route).
+      unrecordedFor(id, read.intent.broadcasting, sendBoundMs);
+    }
     return c.json(read);
   });
 
@@ -2771,6 +2785,36 @@ export function createApp(deps: AppDeps): WebhookApp {
             offRecord(seen.pending)
           } is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
         );
+      }
+      if (
+        seen.reverted === undefined && intent.broadcasting !== null &&
+        !ownSendEnded(relayer, id, intent.broadcasting)
+      ) {
+        // The review carries a send's write-ahead with no record, and not
+        // one of this process that ended: that send crashed, or it still
+        // runs in some instance (another process, an isolate of a Worker,
+        // this one before a restart), which this process's memory cannot
+        // know, and its tx may leave after the nonce was looked up. The
+        // write-ahead's time is of the sending instance's wall clock, the
+        // one that stepped forward when a send outlived its lease: the
+        // wait is counted on this process's monotonic clock from its first
+        // sight of the write-ahead (writeAheadsSeen), and a send ends
+        // within its lease. Whatever nonceChecked says. (A tx on record
+        // mined and reverted spent the nonce every later send shares.)
+        const leftMs = unrecordedFor(id, intent.broadcasting, sendBoundMs);
+        if (leftMs > 0) {
+          return problem(
+            409,
+            "send-in-flight",
+            "A send may be in flight",
+            `A send of intent ${id} was begun at ${
+              new Date(intent.broadcasting).toISOString()
+            } (by the sending instance's clock) and its outcome is on no record: it may still be running in some instance, and its tx may leave after the chain was checked. A send ends within its lease: wait ${
+              formatDuration(leftMs)
+            } (Retry-After), read the intent again (GET /v1/intents/${id}: a tx the send returned is then on record), look its nonce up on the chain again, then resolve it.`,
+            { "retry-after": String(Math.max(1, Math.ceil(leftMs / 1000))) },
+          );
+        }
       }
       if (
         seen.reverted === undefined && sendEndedUnrecorded(relayer, id, arrival)
