@@ -14,7 +14,7 @@
 
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import type { ReceiptStatus, Sender } from "../../mod.ts";
+import { MemoryStore, type ReceiptStatus, type Sender } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 
 const OPS = "ops-token-for-fail-mid-send-tests";
@@ -117,3 +117,53 @@ for (const backend of BACKENDS) {
     });
   }
 }
+
+Deno.test("a review carrying the write-ahead of a send that crashed is failed once this instance has seen it unrecorded for a lease; a restarted instance waits again", async () => {
+  const store = new MemoryStore();
+  // A send written ahead, its process gone: the give-up put it in review.
+  await store.createIntent({
+    id: "pi_1",
+    state: "needs_review",
+    hold: "pending",
+    settlingSince: 1_000_000,
+    broadcasting: 1_000_000,
+  });
+  const app = () =>
+    createApp({
+      store,
+      sender: {
+        send: () => Promise.reject(new Error("sends nothing")),
+        receipt: () => Promise.resolve("dropped"),
+      },
+      opsToken: OPS,
+      now: () => 9_000_000, // long past any lease by the wall clock
+      random: () => 0,
+      leaseMs: 200,
+      clockSkewMs: 0,
+    });
+  const fail = async (instance: ReturnType<typeof app>) => {
+    const { version } = (await (await instance.request("/v1/intents/pi_1", {
+      headers,
+    })).json()).intent;
+    return instance.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
+    });
+  };
+  const first = app();
+  const refused = await fail(first);
+  const body = await refused.json();
+  assert.equal(refused.status, 409, JSON.stringify(body));
+  assert.match(body.type, /send-in-flight$/);
+  assert.equal(refused.headers.get("retry-after"), "1");
+  assert.match(body.detail, /may still be running in some instance/);
+  // Another instance (or this one restarted) has not seen it: it waits.
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const restarted = await fail(app());
+  assert.equal(restarted.status, 409, await restarted.clone().text());
+  // The first has seen it for a lease: the send has ended, wherever it ran.
+  const taken = await fail(first);
+  assert.equal(taken.status, 200, await taken.clone().text());
+  assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
+});
