@@ -1842,6 +1842,9 @@ export function storeContract(
       version: ahead.version,
       at: 500,
     }, { lease: { owner: "give-up", ttlMs: 1000, now: 500, keep: true } });
+    // The move to review keeps the send's write-ahead: every instance's
+    // resolve route reads it, and waits out a send that may still run.
+    assert.equal(review.broadcasting, 1);
     const send = { lease: { owner: "send", ttlMs: 100, now: 600 } };
     // Declared not sent: nothing to keep, refused as before.
     await assert.rejects(
