@@ -2594,13 +2594,6 @@ export function createApp(deps: AppDeps): WebhookApp {
         `There is no intent ${id}.`,
       );
     }
-    if (
-      read.intent.state === "needs_review" && read.intent.broadcasting !== null
-    ) {
-      // An operator reading the review starts the wait a fail meets while
-      // its send's write-ahead has no record (see the resolve route).
-      unrecordedFor(id, read.intent.broadcasting, sendBoundMs);
-    }
     return c.json(read);
   });
 
@@ -2798,9 +2791,12 @@ export function createApp(deps: AppDeps): WebhookApp {
         // write-ahead's time is of the sending instance's wall clock, the
         // one that stepped forward when a send outlived its lease: the
         // wait is counted on this process's monotonic clock from its first
-        // sight of the write-ahead (writeAheadsSeen), and a send ends
-        // within its lease. Whatever nonceChecked says. (A tx on record
-        // mined and reverted spent the nonce every later send shares.)
+        // sight of the write-ahead in a fail (writeAheadsSeen), and a send
+        // ends within its lease. Not from a read of the intent: the
+        // operator's look at the nonce after it may still come before the
+        // send's tx left, and only a refusal says to look again once the
+        // send ended. Whatever nonceChecked says. (A tx on record mined
+        // and reverted spent the nonce every later send shares.)
         const leftMs = unrecordedFor(id, intent.broadcasting, sendBoundMs);
         if (leftMs > 0) {
           return problem(
