@@ -364,6 +364,28 @@ async function sendEndedInReview(
   return { ended, chain, fail, failText };
 }
 
+/** Posts two fails by hand at once with `fail`: both must be refused (409, `type`), the hold of `pi_0002` still pending. */
+async function twoFailsRefused(
+  store: Store,
+  fail: () => Promise<Response>,
+  type: RegExp,
+): Promise<void> {
+  const answers = await Promise.all([fail(), fail()]);
+  const bodies = await Promise.all(answers.map((a) => a.json()));
+  assert.equal(
+    (await store.getIntent("pi_0002"))?.hold,
+    "pending",
+    `a fail that arrived before the send-ended warning was given voided the hold: ${
+      answers.map((a, i) => `${a.status} ${JSON.stringify(bodies[i])}`)
+        .join(" | ")
+    }`,
+  );
+  for (const [i, answer] of answers.entries()) {
+    assert.equal(answer.status, 409, JSON.stringify(bodies[i]));
+    assert.match(bodies[i].type, type);
+  }
+}
+
 for (const backend of BACKENDS) {
   // As above, but the send's answer is an error that does not say the tx
   // stayed home (its outcome unknown, no hash): the tx left all the same.
@@ -408,20 +430,7 @@ for (const backend of BACKENDS) {
     try {
       const { ended, fail } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
-      const answers = await Promise.all([fail(), fail()]);
-      const bodies = await Promise.all(answers.map((a) => a.json()));
-      assert.equal(
-        (await store.getIntent("pi_0002"))?.hold,
-        "pending",
-        `a fail that arrived before the send-ended warning was given voided the hold: ${
-          answers.map((a, i) => `${a.status} ${JSON.stringify(bodies[i])}`)
-            .join(" | ")
-        }`,
-      );
-      for (const [i, answer] of answers.entries()) {
-        assert.equal(answer.status, 409, JSON.stringify(bodies[i]));
-        assert.match(bodies[i].type, /changed$/);
-      }
+      await twoFailsRefused(store, fail, /changed$/);
       // Told, the operator looks the nonce up again: the word stands.
       const again = await fail(
         (await store.getIntent("pi_0002"))!.version,
@@ -582,20 +591,7 @@ for (const backend of BACKENDS) {
         recordFails: true,
       });
       assert.equal(doubt.ended.status, 503);
-      const answers = await Promise.all([doubt.fail(), doubt.fail()]);
-      const bodies = await Promise.all(answers.map((a) => a.json()));
-      assert.equal(
-        (await store.getIntent("pi_0002"))?.hold,
-        "pending",
-        `a fail that arrived before the send-ended warning was given voided the hold: ${
-          answers.map((a, i) => `${a.status} ${JSON.stringify(bodies[i])}`)
-            .join(" | ")
-        }`,
-      );
-      for (const [i, answer] of answers.entries()) {
-        assert.equal(answer.status, 409, JSON.stringify(bodies[i]));
-        assert.match(bodies[i].type, /send-ended$/);
-      }
+      await twoFailsRefused(store, doubt.fail, /send-ended$/);
       const again = await doubt.fail();
       assert.equal(again.status, 200, await again.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
