@@ -7,7 +7,13 @@
  */
 
 import assert from "node:assert/strict";
-import { type Job, notSent, poison, type Store } from "../../mod.ts";
+import {
+  type Job,
+  notSent,
+  poison,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
 import { createApp, type WebhookApp } from "../../webhook/app.ts";
 import { BACKENDS, recordsFail } from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
@@ -47,6 +53,37 @@ async function raceApp(
     enqueue: (job: Job) => Promise.resolve(void enqueued.push(job)),
   });
   return { app, clock, gated, published, enqueued };
+}
+
+/** An app on `store` and `sender` as these races run one: its clock `clock.now`, a lease of 200 ms, 3 deliveries, QStash and the ops token. */
+function opsApp(
+  store: Store,
+  sender: Sender,
+  clock: { now: number },
+): WebhookApp {
+  return createApp({
+    store,
+    sender,
+    policy: { maxDeliveries: 3 },
+    now: () => clock.now,
+    random: () => 0,
+    leaseMs: 200,
+    clockSkewMs: 0,
+    qstash: QSTASH,
+    opsToken: OPS,
+  });
+}
+
+/** Creates `pi_0002` settling, its tx 0xold on record as sent. */
+async function settlingOnOld(store: Store): Promise<void> {
+  await store.createIntent({
+    id: "pi_0002",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    txHashes: ["0xold"],
+    lastBroadcast: { outcome: "sent", txHash: "0xold", at: 0 },
+  });
 }
 
 for (const backend of BACKENDS) {
@@ -302,35 +339,25 @@ async function sendEndedInReview(
   let finish!: () => void;
   let began!: () => void;
   const sending = new Promise<void>((r) => began = r);
-  const app = createApp({
-    store: recordFails ? recordsFail(store) : store,
-    sender: {
-      send: () => {
-        began();
-        return new Promise((resolve, reject) =>
-          finish = () => {
-            if (ending === "doubt") {
-              return reject(new Error("socket hang up"));
-            }
-            if (ending === "refused") {
-              return reject(notSent(new Error("nonce too low")));
-            }
-            chain.add("0xlanded");
-            resolve({ txHash: "0xlanded" });
+  const app = opsApp(recordFails ? recordsFail(store) : store, {
+    send: () => {
+      began();
+      return new Promise((resolve, reject) =>
+        finish = () => {
+          if (ending === "doubt") {
+            return reject(new Error("socket hang up"));
           }
-        );
-      },
-      receipt: (hash: string) =>
-        Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
+          if (ending === "refused") {
+            return reject(notSent(new Error("nonce too low")));
+          }
+          chain.add("0xlanded");
+          resolve({ txHash: "0xlanded" });
+        }
+      );
     },
-    policy: { maxDeliveries: 3 },
-    now: () => clock.now,
-    random: () => 0,
-    leaseMs: 200,
-    clockSkewMs: 0,
-    qstash: QSTASH,
-    opsToken: OPS,
-  });
+    receipt: (hash: string) =>
+      Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
+  }, clock);
   const { delivery, intent } = await givenUpMidSend(
     app,
     clock,
@@ -451,30 +478,13 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a settle by hand while a rescue is in flight and a copy arrives: one send, settled stays [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "settling",
-        hold: "pending",
-        settlingSince: 0,
-        txHashes: ["0xold"],
-        lastBroadcast: { outcome: "sent", txHash: "0xold", at: 0 },
-      });
+      await settlingOnOld(store);
       const clock = { now: 1_000_000 };
       const gated = gatedSender();
-      const app = createApp({
-        store,
-        sender: {
-          send: gated.sender.send,
-          receipt: () => Promise.resolve("dropped"),
-        },
-        policy: { maxDeliveries: 3 },
-        now: () => clock.now,
-        random: () => 0,
-        leaseMs: 200,
-        clockSkewMs: 0,
-        qstash: QSTASH,
-        opsToken: OPS,
-      });
+      const app = opsApp(store, {
+        send: gated.sender.send,
+        receipt: () => Promise.resolve("dropped"),
+      }, clock);
       const started = gated.nextStart();
       const { delivery: rescue, intent } = await givenUpMidSend(
         app,
@@ -626,41 +636,24 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a fail by hand after a rescue ended in doubt, with a tx on record mined and reverted, is taken at once [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "settling",
-        hold: "pending",
-        settlingSince: 0,
-        txHashes: ["0xold"],
-        lastBroadcast: { outcome: "sent", txHash: "0xold", at: 0 },
-      });
+      await settlingOnOld(store);
       const clock = { now: 1_000_000 };
       let finish!: () => void;
       let began!: () => void;
       const sending = new Promise<void>((r) => began = r);
       let reverted = false;
-      const app = createApp({
-        store: recordsFail(store),
-        sender: {
-          send: () => {
-            began();
-            return new Promise((_, reject) =>
-              finish = () => reject(new Error("socket hang up"))
-            );
-          },
-          receipt: () =>
-            reverted
-              ? Promise.reject(poison(new Error("0xold reverted")))
-              : Promise.resolve("dropped"),
+      const app = opsApp(recordsFail(store), {
+        send: () => {
+          began();
+          return new Promise((_, reject) =>
+            finish = () => reject(new Error("socket hang up"))
+          );
         },
-        policy: { maxDeliveries: 3 },
-        now: () => clock.now,
-        random: () => 0,
-        leaseMs: 200,
-        clockSkewMs: 0,
-        qstash: QSTASH,
-        opsToken: OPS,
-      });
+        receipt: () =>
+          reverted
+            ? Promise.reject(poison(new Error("0xold reverted")))
+            : Promise.resolve("dropped"),
+      }, clock);
       // The rescue of 0xold, which read dropped, held; the give-up meanwhile.
       const { delivery, intent } = await givenUpMidSend(app, clock, sending);
       finish();
