@@ -16,7 +16,7 @@
 import assert from "node:assert/strict";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
-import { createApp } from "../../webhook/app.ts";
+import { createApp, type WebhookApp } from "../../webhook/app.ts";
 import { googleJwks } from "../../webhook/google_jwks.ts";
 import { stepBackPace } from "../../webhook/_step_back.ts";
 import {
@@ -199,6 +199,20 @@ function countedVerifier(google: Google, now: () => number) {
   return { verify, refreshes: () => refreshes };
 }
 
+/** Pushes a settle of `pi_0001` signed by `token` to `app`'s Pub/Sub route; its status. */
+async function pushSettle(app: WebhookApp, token: string): Promise<number> {
+  const res = await app.request("/v1/pubsub", {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+    },
+    body: envelope({ intentId: "pi_0001", kind: "settle" }),
+  });
+  await res.body?.cancel();
+  return res.status;
+}
+
 const FLAP_PUSHES = 40;
 
 /** The clock's reading at push `push`, flapping among `sources` a step apart. */
@@ -278,16 +292,7 @@ for (const workerd of [false, true]) {
       const token = await google.token();
       for (let push = 0; push < FLAP_PUSHES; push++) {
         clock = flapped(ahead, sources, push);
-        const res = await app.request("/v1/pubsub", {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${token}`,
-            "content-type": "application/json",
-          },
-          body: envelope({ intentId: "pi_0001", kind: "settle" }),
-        });
-        await res.body?.cancel();
-        assert.equal(res.status, 503);
+        assert.equal(await pushSettle(app, token), 503);
       }
       const said = lines.filter((line) =>
         line.includes("cannot verify Pub/Sub pushes")
@@ -503,15 +508,7 @@ Deno.test("under a clock that flaps a step back and forth, each paced wait still
         60_000,
         (at) => clock = at,
         async () => {
-          const res = await blocked.request("/v1/pubsub", {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${token}`,
-              "content-type": "application/json",
-            },
-            body: envelope({ intentId: "pi_0001", kind: "settle" }),
-          });
-          await res.body?.cancel();
+          await pushSettle(blocked, token);
         },
         () =>
           blockedLines.filter((line) =>
