@@ -19,6 +19,7 @@ import {
   openPostgresStore,
   postgresAvailable,
 } from "../_postgres.ts";
+import { giveUpMidSend } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-late-record-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -74,15 +75,13 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
     });
   const sendingApp = app(true);
   const otherApp = app(false);
-  const delivery = sendingApp.relayer.deliver(job, 1);
-  await sending;
-  clock.now += 60_000; // the wall clock steps forward while the send runs
   // The other instance's give-up finds the lease lapsed: review.
-  const gaveUp = await otherApp.relayer.giveUp(job, {
-    deliveries: 3,
-    queue: { queue: "qstash", messageId: "msg_1" },
+  const { delivery } = await giveUpMidSend(sendingApp, {
+    job,
+    clock,
+    sending,
+    giving: otherApp,
   });
-  assert.equal(gaveUp.action, "poison");
   const read = async () =>
     (await (await otherApp.request("/v1/intents/pi_1", { headers })).json())
       .intent;

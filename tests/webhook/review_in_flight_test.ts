@@ -21,6 +21,7 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
+import { giveUpMidSend } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-in-flight-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -81,14 +82,7 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
     "pending",
     3,
   );
-  const delivery = app.relayer.deliver(job, 1);
-  await sending;
-  clock.now += 60_000; // the wall clock steps forward while the send runs
-  const gaveUp = await app.relayer.giveUp(job, {
-    deliveries: 3,
-    queue: { queue: "qstash", messageId: "msg_1" },
-  });
-  assert.equal(gaveUp.action, "poison");
+  const { delivery } = await giveUpMidSend(app, { job, clock, sending });
   const { intent } = await (await app.request("/v1/intents/pi_1", { headers }))
     .json();
   assert.equal(intent.state, "needs_review");
