@@ -10,8 +10,13 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp } from "../../webhook/app.ts";
-import { MemoryStore, type ReceiptStatus, type Sender } from "../../mod.ts";
+import { createApp, type WebhookApp } from "../../webhook/app.ts";
+import {
+  MemoryStore,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   betweenReadAndFlight,
@@ -52,6 +57,24 @@ function heldSends() {
   };
 }
 
+/** An instance of the webhook on `store` and `sender`, its clock `clock.now`. */
+function instance(
+  store: Store,
+  sender: Sender,
+  clock: { now: number },
+): WebhookApp {
+  return createApp({
+    store,
+    sender,
+    opsToken: OPS,
+    now: () => clock.now,
+    random: () => 0,
+    leaseMs: 200,
+    clockSkewMs: 0,
+    policy: { maxDeliveries: 3 },
+  });
+}
+
 Deno.test("a fail posted to another instance after a send that outlived its settling returned its tx meets that tx: 409, and the hold stays pending", async () => {
   const store = new MemoryStore();
   await store.createIntent({
@@ -62,19 +85,8 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
   const clock = { now: 1_000_000 };
   const { sender, sending, finish } = heldSends();
   // Two instances over one store, each its own relayer and memory.
-  const app = (sends: boolean) =>
-    createApp({
-      store,
-      sender: sender(sends),
-      opsToken: OPS,
-      now: () => clock.now,
-      random: () => 0,
-      leaseMs: 200,
-      clockSkewMs: 0,
-      policy: { maxDeliveries: 3 },
-    });
-  const sendingApp = app(true);
-  const otherApp = app(false);
+  const sendingApp = instance(store, sender(true), clock);
+  const otherApp = instance(store, sender(false), clock);
   // The other instance's give-up finds the lease lapsed: review.
   const { delivery } = await giveUpMidSend(sendingApp, {
     job,
@@ -144,20 +156,8 @@ Deno.test({
         { schema },
       );
       const { sender, sending, finish } = heldSends();
-      const options = {
-        opsToken: OPS,
-        now: () => clock.now,
-        random: () => 0,
-        leaseMs: 200,
-        clockSkewMs: 0,
-        policy: { maxDeliveries: 3 },
-      };
-      const sendingApp = createApp({
-        ...options,
-        store: gapped,
-        sender: sender(true),
-      });
-      const otherApp = createApp({ ...options, store, sender: sender(false) });
+      const sendingApp = instance(gapped, sender(true), clock);
+      const otherApp = instance(store, sender(false), clock);
       const delivery = sendingApp.relayer.deliver(job, 1);
       await sending;
       clock.now += 60_000; // the wall clock steps forward while the send runs
