@@ -75,6 +75,18 @@ function instance(
   });
 }
 
+/** Posts a fail by hand of `pi_1` on `version`, its nonce checked, to `app`. */
+async function failByHand(
+  app: WebhookApp,
+  version: string,
+): Promise<Response> {
+  return await app.request("/v1/intents/pi_1/resolve", {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
+  });
+}
+
 Deno.test("a fail posted to another instance after a send that outlived its settling returned its tx meets that tx: 409, and the hold stays pending", async () => {
   const store = new MemoryStore();
   await store.createIntent({
@@ -109,20 +121,14 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
     ended.reason,
     /^sent 0xT after intent pi_1 went to review: its tx is on record there, for an operator to resolve$/,
   );
-  const fail = (version: string) =>
-    otherApp.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
-    });
-  const first = await fail(seen.version);
+  const first = await failByHand(otherApp, seen.version);
   const firstBody = await first.json();
   assert.equal(first.status, 409, JSON.stringify(firstBody));
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
   // Read again, the tx is on record, and its receipt answers.
   const now = await read();
   assert.deepEqual(now.txHashes, ["0xT"]);
-  const second = await fail(now.version);
+  const second = await failByHand(otherApp, now.version);
   const secondBody = await second.json();
   assert.equal(second.status, 409, JSON.stringify(secondBody));
   assert.match(secondBody.type, /tx-confirmed$/);
@@ -180,15 +186,7 @@ Deno.test({
         headers,
       })).json()).intent;
       assert.equal(now.state, "needs_review");
-      const fail = await otherApp.request("/v1/intents/pi_1/resolve", {
-        method: "POST",
-        headers,
-        body: JSON.stringify({
-          to: "failed",
-          version: now.version,
-          nonceChecked: true,
-        }),
-      });
+      const fail = await failByHand(otherApp, now.version);
       const body = await fail.json();
       const after = await store.getIntent("pi_1");
       assert.equal(
