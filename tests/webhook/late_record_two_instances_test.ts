@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp, type WebhookApp } from "../../webhook/app.ts";
+import type { WebhookApp } from "../../webhook/app.ts";
 import {
   MemoryStore,
   type ReceiptStatus,
@@ -24,7 +24,7 @@ import {
   openPostgresStore,
   postgresAvailable,
 } from "../_postgres.ts";
-import { giveUpMidSend } from "./_give_up_mid_send.ts";
+import { giveUpMidSend, leasedApp } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-late-record-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -63,16 +63,7 @@ function instance(
   sender: Sender,
   clock: { now: number },
 ): WebhookApp {
-  return createApp({
-    store,
-    sender,
-    opsToken: OPS,
-    now: () => clock.now,
-    random: () => 0,
-    leaseMs: 200,
-    clockSkewMs: 0,
-    policy: { maxDeliveries: 3 },
-  });
+  return leasedApp(store, { clock, opsToken: OPS, sender });
 }
 
 /** Posts a fail by hand of `pi_1` on `version`, its nonce checked, to `app`. */

@@ -19,6 +19,7 @@ import { BACKENDS, recordsFail } from "../_stores.ts";
 import { gatedSender } from "../relayer/_gated_sender.ts";
 import { job, qstash, qstashFailed } from "./_late_copy.ts";
 import { QSTASH } from "./_signing.ts";
+import { leasedApp } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-ops-race-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -61,17 +62,7 @@ function opsApp(
   sender: Sender,
   clock: { now: number },
 ): WebhookApp {
-  return createApp({
-    store,
-    sender,
-    policy: { maxDeliveries: 3 },
-    now: () => clock.now,
-    random: () => 0,
-    leaseMs: 200,
-    clockSkewMs: 0,
-    qstash: QSTASH,
-    opsToken: OPS,
-  });
+  return leasedApp(store, { clock, opsToken: OPS, qstash: QSTASH, sender });
 }
 
 /** Creates `pi_0002` settling, its tx 0xold on record as sent. */

@@ -21,7 +21,7 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { giveUpMidSend } from "./_give_up_mid_send.ts";
+import { giveUpMidSend, leasedApp } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-in-flight-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -51,16 +51,7 @@ async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
     receipt: () => Promise.resolve(status),
   };
   let status = receipt;
-  const app = createApp({
-    store,
-    sender,
-    opsToken: OPS,
-    now: () => clock.now,
-    random: () => 0,
-    leaseMs: 200,
-    clockSkewMs: 0,
-    policy: { maxDeliveries },
-  });
+  const app = leasedApp(store, { clock, opsToken: OPS, sender, maxDeliveries });
   return {
     store,
     app,
