@@ -20,6 +20,17 @@ export type RawAnswer =
   | { readonly status: string; readonly body: string }
   | "drop";
 
+/** Closes each of `conns`, passing over any closed already. */
+export function closeEach(conns: Iterable<Deno.Conn>): void {
+  for (const conn of conns) {
+    try {
+      conn.close();
+    } catch {
+      // closed already
+    }
+  }
+}
+
 /**
  * Listens on 127.0.0.1 at a free port and hands each connection, counted
  * from 1, to `serve`; `close()` stops listening and closes every
@@ -41,13 +52,7 @@ export function loopbackSockets(
     url: `http://127.0.0.1:${listener.addr.port}`,
     async close() {
       listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed already
-        }
-      }
+      closeEach(conns);
       await serving.catch(() => {});
     },
   };

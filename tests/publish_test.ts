@@ -14,7 +14,7 @@ import { createApp } from "../webhook/app.ts";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { qstashPublisher } from "../webhook/qstash_publisher.ts";
 import { withTimeout } from "./_timeout.ts";
-import { type RawAnswer, rawHttpServer } from "./_raw_http.ts";
+import { closeEach, type RawAnswer, rawHttpServer } from "./_raw_http.ts";
 
 interface Publish {
   readonly path: string;
@@ -573,13 +573,7 @@ Deno.test("qstashPublisher() aborts a publish past timeoutMs: QStash's end sees 
     assert.equal(closed, 1, "the request was still open 3 s after its bound");
   } finally {
     listener.close();
-    for (const conn of held) {
-      try {
-        conn.close();
-      } catch {
-        // Closed by the reader already.
-      }
-    }
+    closeEach(held);
     await accepting.catch(() => {});
   }
 });

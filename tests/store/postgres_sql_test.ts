@@ -32,6 +32,7 @@ import {
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 import { deadLetter } from "./_contract.ts";
+import { closeEach } from "../_raw_http.ts";
 
 const ignore = !postgresAvailable;
 
@@ -1729,13 +1730,7 @@ async function cuttingProxy(
     cut: () => cut,
     close() {
       listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed already
-        }
-      }
+      closeEach(conns);
     },
   };
 }

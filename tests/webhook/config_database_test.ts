@@ -6,6 +6,7 @@ import {
   postgresAvailable,
   sharedClient,
 } from "../_postgres.ts";
+import { closeEach } from "../_raw_http.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -447,13 +448,7 @@ function cuttingRelay(url: string, cuts: number) {
     cut: () => cut,
     async close() {
       listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // already closed
-        }
-      }
+      closeEach(conns);
       await accepting;
     },
   };

@@ -19,6 +19,7 @@ import {
   sharedClient,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { closeEach } from "../_raw_http.ts";
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -80,13 +81,7 @@ function relay(target: { hostname: string; port: number }) {
     held: () => state.held,
     close() {
       listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // closed already
-        }
-      }
+      closeEach(conns);
     },
   };
 }
