@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { Intent, Store } from "../../mod.ts";
+import type { Intent } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
@@ -21,27 +21,7 @@ import {
   postgresAvailable,
 } from "../_postgres.ts";
 import { beforeEachCommit } from "./_hooked_kv.ts";
-
-/** The send's write-ahead, on `store`: the version the send read. */
-async function writtenAhead(store: Store): Promise<Intent> {
-  const created = await store.createIntent({
-    id: "pi_1",
-    state: "settling",
-    hold: "pending",
-    settlingSince: 0,
-  });
-  return await store.beginBroadcast("pi_1", created.version, 1);
-}
-
-/** A queue's give-up, on `store`: the payment goes to review. */
-async function gaveUp(store: Store, version: string): Promise<void> {
-  await store.transition("pi_1", {
-    from: "settling",
-    to: "needs_review",
-    version,
-    at: 2,
-  });
-}
+import { gaveUp, writtenAhead } from "./_late_record.ts";
 
 const SENT = { outcome: "sent", txHash: "0xT", at: 3 } as const;
 

@@ -33,6 +33,7 @@ import {
 import { timeout } from "../_timeout.ts";
 import { deadLetter } from "./_contract.ts";
 import { closeEach } from "../_raw_http.ts";
+import { gaveUp, writtenAhead } from "./_late_record.ts";
 
 const ignore = !postgresAvailable;
 
@@ -1830,19 +1831,8 @@ Deno.test({
     const sql = await connect(2);
     try {
       const store = new PostgresStore(sql, { schema });
-      const created = await store.createIntent({
-        id: "pi_1",
-        state: "settling",
-        hold: "pending",
-        settlingSince: 0,
-      });
-      const ahead = await store.beginBroadcast("pi_1", created.version, 1);
-      await store.transition("pi_1", {
-        from: "settling",
-        to: "needs_review",
-        version: ahead.version,
-        at: 2,
-      });
+      const ahead = await writtenAhead(store);
+      await gaveUp(store, ahead.version);
       // Read 1 finds the version moved, read 2 the intent as it is, read 3
       // is the write's own: another late record lands after it.
       let reads = 0;
