@@ -334,6 +334,7 @@ export async function moveKvToPostgres(
     redriveRecords: 0,
     timeIndex: 0,
   };
+  let start = "";
   await client.begin(async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
     await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
@@ -364,7 +365,7 @@ export async function moveKvToPostgres(
     // this was written after the copy began.
     const begun = await kv.atomic().commit();
     if (!begun.ok) throw new Error("Deno KV refused a commit of nothing");
-    const start = begun.versionstamp;
+    start = begun.versionstamp;
 
     const batches = new Batches(tx, t);
     // Every kind in key order but the holds, which wait for their intents
@@ -508,7 +509,88 @@ export async function moveKvToPostgres(
       { cause: error },
     );
   });
-  return { moved, left };
+  // The look above is Deno KV's last before COMMIT, and Deno KV takes no
+  // lock: a write that landed behind it (on a key it had passed, or after
+  // it) is in no row. A look after COMMIT sees every write that landed
+  // before it, so the move never says moved without one.
+  const report = { moved, left };
+  let since: readonly unknown[] | undefined;
+  try {
+    since = await writtenAfter(kv, prefix, start);
+  } catch (error) {
+    throw new Error(
+      `The move into schema ${schema} committed, but Deno KV could not be read again after it (${
+        describeError(error)
+      }), to check that nothing was written there since the copy began: do not switch the service yet. Once every instance on Deno KV is stopped, run the move again: it refuses the schema, and says whether Deno KV was written after its rows were.`,
+      { cause: error },
+    );
+  }
+  if (since !== undefined) {
+    throw new WrittenAfterMoveError(
+      `The move into schema ${schema} committed, but Deno KV's ${
+        JSON.stringify(since, keyPart)
+      } was written after the move's last look at it: an instance of the service (or a queue consumer) still writes Deno KV, and the schema does not hold what it wrote (a tx sent, a hold moved). Do not switch the service to PostgreSQL: switched as it is, it could send again or void a hold a tx spends. Stop every instance on Deno KV, empty the schema and run the move again.`,
+      report,
+    );
+  }
+  return report;
+}
+
+/**
+ * Thrown by {@linkcode moveKvToPostgres} when its transaction committed
+ * but a look at Deno KV after the commit found a record written after the
+ * copy began, which no look before the commit had seen: an instance of
+ * the service still writes Deno KV, and the schema lacks what it wrote.
+ * The schema holds the move as `report` says, without that write: do not
+ * switch the service to it; stop every instance on Deno KV, empty the
+ * schema and move again.
+ *
+ * @example Tell a move that committed without a write from one that moved
+ * ```ts
+ * import { WrittenAfterMoveError } from "@relayer/poison/kv-to-postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const report = {
+ *   moved: { intents: 1, holds: 1, counts: 0, claims: 0, deadLetters: 0 },
+ *   left: { lapsedCounts: 0, lapsedClaims: 0, lapsedLeases: 0, redriveRecords: 0, timeIndex: 0 },
+ * };
+ * const error = new WrittenAfterMoveError("The move into schema relayer committed, but …", report);
+ * assert.equal(error.committed, true);
+ * assert.equal(error.report.moved.intents, 1);
+ * ```
+ */
+export class WrittenAfterMoveError extends Error {
+  /** Always `true`: the move's transaction committed; the schema holds rows. */
+  readonly committed = true;
+  /** What the committed transaction moved and left. */
+  readonly report: KvToPostgresReport;
+
+  /**
+   * Constructs a new instance.
+   *
+   * @param message What was written on Deno KV, and what to do.
+   * @param report What the committed transaction moved and left.
+   */
+  constructor(message: string, report: KvToPostgresReport) {
+    super(message);
+    this.name = "WrittenAfterMoveError";
+    this.report = report;
+  }
+}
+
+/**
+ * The key of the first record under `prefix` written after the commit
+ * `start`, if any (see {@linkcode refuseWrittenSince}).
+ */
+async function writtenAfter(
+  kv: KvLike,
+  prefix: KvKey,
+  start: string,
+): Promise<readonly unknown[] | undefined> {
+  for await (const entry of kv.list({ prefix })) {
+    if ((entry.versionstamp ?? "") > start) return entry.key;
+  }
+  return undefined;
 }
 
 /**
@@ -590,17 +672,16 @@ function holdState(value: unknown, what: () => string): HoldState {
  * Every write of `KvStore` sets a key (a release of a lease writes the
  * intent again), so one that only deletes (Deno KV's own expiry) is no
  * write here. Deno KV takes no lock: a write that lands behind this last
- * look, before the move commits, is not seen, which is why the service
- * is stopped first.
+ * look before the move commits is not seen here; the look after the
+ * commit finds it (see {@linkcode WrittenAfterMoveError}).
  */
 async function refuseWrittenSince(
   kv: KvLike,
   prefix: KvKey,
   start: string,
 ): Promise<void> {
-  for await (const entry of kv.list({ prefix })) {
-    if ((entry.versionstamp ?? "") > start) throw writtenSince(entry.key);
-  }
+  const key = await writtenAfter(kv, prefix, start);
+  if (key !== undefined) throw writtenSince(key);
 }
 
 function writtenSince(key: readonly unknown[]): ConflictError {

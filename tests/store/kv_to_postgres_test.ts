@@ -25,7 +25,10 @@ import {
   type Store,
 } from "../../mod.ts";
 import { type KvLike, KvStore } from "../../store/kv.ts";
-import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
+import {
+  moveKvToPostgres,
+  WrittenAfterMoveError,
+} from "../../store/kv_to_postgres.ts";
 import {
   connect,
   openPostgresStore,
@@ -830,6 +833,112 @@ for (const midCopy of MID_COPY) {
         assert.equal(
           (await rowCounts(pg.sql, pg.schema)).intents,
           report.moved.intents,
+        );
+      }),
+  });
+}
+
+/**
+ * `kv`, but `write` runs once during the move's last look over the whole
+ * store (its second list of the whole prefix, the first being the copy):
+ * once that list has passed `pi_0001` (`"during"`), or once it is done,
+ * before PostgreSQL commits (`"after"`). An instance of the service still
+ * at work, whose write no look inside the transaction can see.
+ */
+function writingInLastLook(
+  kv: Deno.Kv,
+  when: "during" | "after",
+  write: () => Promise<void>,
+): KvLike {
+  let whole = 0;
+  let written = false;
+  return {
+    getMany: kv.getMany.bind(kv),
+    atomic: () => kv.atomic(),
+    async *list(selector, options) {
+      const last = "prefix" in selector && selector.prefix.length === 1 &&
+        options?.limit === undefined && ++whole === 2;
+      for await (const entry of kv.list(selector, options)) {
+        yield entry;
+        if (
+          last && !written && when === "during" &&
+          entry.key[2] === "pi_0001"
+        ) {
+          written = true;
+          await write();
+        }
+      }
+      if (last && !written && when === "after") {
+        written = true;
+        await write();
+      }
+    },
+  };
+}
+
+for (const when of ["during", "after"] as const) {
+  Deno.test({
+    name:
+      `moveKvToPostgres() does not say moved when a tx is recorded on Deno KV ${when} its last look over the store, before PostgreSQL commits: it says the move committed without it`,
+    ignore: !postgresAvailable,
+    fn: () =>
+      withBoth(async (file, pg) => {
+        const store = new KvStore(file.kv);
+        let paid = await store.createIntent({
+          id: "pi_0001",
+          state: "authorized",
+          hold: "pending",
+        });
+        for (let i = 2; i <= 50; i++) {
+          await store.createIntent({
+            id: `pi_${String(i).padStart(4, "0")}`,
+            state: "authorized",
+            hold: "pending",
+          });
+        }
+        paid = await store.transition("pi_0001", {
+          from: "authorized",
+          to: "settling",
+          version: paid.version,
+          at: T0,
+        });
+        paid = await store.beginBroadcast("pi_0001", paid.version, T0);
+        const kv = writingInLastLook(file.kv, when, async () => {
+          await store.recordBroadcast("pi_0001", paid.version, {
+            outcome: "sent",
+            txHash: "0xPAID",
+            at: T0,
+          });
+        });
+        const outcome = await moveKvToPostgres(kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then((report) => report, (error) => error);
+        assert.ok(
+          outcome instanceof WrittenAfterMoveError,
+          `the move said ${JSON.stringify(outcome?.moved ?? String(outcome))}`,
+        );
+        assert.equal(outcome.committed, true);
+        assert.equal(outcome.report.moved.intents, 50);
+        assert.match(
+          outcome.message,
+          /^The move into schema \S+ committed, but Deno KV's \["relayer","intent","pi_0001"\] was written after the move's last look at it: /,
+        );
+        assert.match(
+          outcome.message,
+          /empty the schema and run the move again/,
+        );
+        assert.doesNotMatch(outcome.message, /Nothing was moved/);
+        // Deno KV holds the tx; the schema, as committed, does not.
+        assert.deepEqual((await store.getIntent("pi_0001"))?.txHashes, [
+          "0xPAID",
+        ]);
+        assert.deepEqual((await pg.store.getIntent("pi_0001"))?.txHashes, []);
+        // Run again, the move refuses the schema naming that intent.
+        const again = await moveAt(file, pg).then(() => null, (e) => e);
+        assert.match(
+          String(again?.message),
+          /But Deno KV was written after these rows were: intent pi_0001 differs from its row/,
         );
       }),
   });
