@@ -15,7 +15,11 @@ import { echoedRefusal, refusingMetadata } from "../_echoing_kv.ts";
 
 const root = new URL("../../", import.meta.url);
 
-async function runTool(env: Record<string, string>, writable: string) {
+async function runTool(
+  env: Record<string, string>,
+  writable: string,
+  preload: string[] = [],
+) {
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -23,6 +27,7 @@ async function runTool(env: Record<string, string>, writable: string) {
       "--allow-env",
       "--allow-read",
       `--allow-write=${writable}`,
+      ...preload.map((path) => `--preload=${path}`),
       "tools/kv_to_postgres.ts",
     ],
     cwd: root,
@@ -115,6 +120,37 @@ Deno.test({
         again.err,
         / Otherwise point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed\. Nothing was moved\.\n$/,
       );
+    }),
+});
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres exits 1 and does not say moved when Deno KV is written behind the move's last look before the commit: it says the move committed without the key it names, and what to do",
+  ignore: !postgresAvailable,
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database }) => {
+      const kv = await Deno.openKv(path);
+      await new KvStore(kv).createIntent({
+        id: "pi_0001",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 1000,
+        broadcasting: 1000,
+      });
+      kv.close();
+
+      const env = { KV_PATH: path, DATABASE_URL: database.url };
+      const run = await runTool(env, dir, [
+        "tests/tools/_written_in_last_look.ts",
+      ]);
+      assert.equal(run.code, 1, run.out + run.err);
+      assert.equal(run.out, "");
+      assert.match(
+        run.err,
+        /^WrittenAfterMoveError: The move into schema relayer committed, but Deno KV's \["relayer","intent","pi_0001"\] was written after the move's last look at it: .* Do not switch the service to PostgreSQL: .* Stop every instance on Deno KV, empty the schema and run the move again\.\n$/,
+      );
+      assert.ok(!run.err.includes(database.url), run.err);
+      assert.ok(!run.err.includes("Nothing was moved"), run.err);
     }),
 });
 
