@@ -24,7 +24,10 @@
  * both. The copy is one PostgreSQL transaction, so a move cut short writes
  * nothing and is run again as it was; Deno KV is only read (and committed
  * to once with nothing in it, for a versionstamp that marks the copy's
- * start).
+ * start). Deno KV takes no lock, so a write behind the last look before
+ * the commit is found by a look after it: the move then throws
+ * {@linkcode WrittenAfterMoveError} (committed, without that write), never
+ * its report.
  *
  * @module
  */
@@ -187,12 +190,19 @@ type Sql = postgres.TransactionSql;
  * migrated, the database is read-only or the role lacks a grant the
  * store's calls use, or a record under the prefix was written while the
  * move copied the store (an instance still runs). Nothing was moved.
+ * @throws {WrittenAfterMoveError} If the transaction committed, but a look
+ * at Deno KV after the commit found a record written after the copy began
+ * (behind the last look before the commit): an instance still runs, and
+ * the schema lacks what it wrote. Do not switch to it: stop every
+ * instance on Deno KV, empty the schema and run the move again.
  * @throws {TypeError} If an option is invalid, or Deno KV holds a record
  * this store does not write or cannot be kept in PostgreSQL. Nothing was
  * moved.
  * @throws {Error} If PostgreSQL lost the connection during the move: run
  * it again. Nothing was moved, unless the connection was lost under the
- * commit (the move run again then refuses the schema: it is done). End
+ * commit (the move run again then refuses the schema: it is done); or,
+ * saying the move committed, if Deno KV could not be read after the
+ * commit. End
  * the client with a timeout (`sql.end({ timeout: 5 })`): postgres.js
  * 3.4.9's `end()` waits for ever on the connection lost.
  *

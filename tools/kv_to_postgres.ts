@@ -15,7 +15,12 @@
  * kind, then what to do next: while intents are still authorized or
  * settling, that the local queue's messages (`KV_QUEUE=1`) were not moved
  * and how many intents want a job published. It exits 1 when the move is refused (a lease held, a schema that
- * holds rows): nothing was moved, and the line says what to do; 2 on a
+ * holds rows): nothing was moved, and the line says what to do; 1 too when
+ * the move committed but Deno KV was written behind its last look before
+ * the commit (an instance still runs): the line
+ * `WrittenAfterMoveError: The move into schema relayer committed, but …`
+ * names the key and says not to switch, to stop every instance on Deno KV,
+ * empty the schema and move again; 2 on a
  * missing setting or a store it cannot open (the KV file, or the database
  * `DATABASE_URL` names: unreachable, or refusing the role or its password,
  * said in one line naming `DATABASE_URL`, as the service says it).
