@@ -571,7 +571,7 @@ export async function moveKvToPostgres(
  */
 export class WrittenAfterMoveError extends Error {
   /** Always `true`: the move's transaction committed; the schema holds rows. */
-  readonly committed = true;
+  readonly committed: true = true;
   /** What the committed transaction moved and left. */
   readonly report: KvToPostgresReport;
 
