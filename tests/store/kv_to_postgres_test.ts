@@ -876,6 +876,43 @@ function writingInLastLook(
   };
 }
 
+Deno.test({
+  name:
+    "moveKvToPostgres() that cannot read Deno KV again after its commit says the move committed, not that nothing was moved, nor moved",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await new KvStore(file.kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      let whole = 0;
+      const kv: KvLike = {
+        getMany: file.kv.getMany.bind(file.kv),
+        atomic: () => file.kv.atomic(),
+        list(selector, options) {
+          const afterCommit = "prefix" in selector &&
+            selector.prefix.length === 1 && options?.limit === undefined &&
+            ++whole === 3;
+          if (afterCommit) throw new Error("KV Connect: 503");
+          return file.kv.list(selector, options);
+        },
+      };
+      const error = await moveKvToPostgres(kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof Error, String(error));
+      assert.match(
+        error.message,
+        /^The move into schema \S+ committed, but Deno KV could not be read again after it \(Error: KV Connect: 503\), .* do not switch the service yet\. /,
+      );
+      assert.doesNotMatch(error.message, /Nothing was moved/);
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 1);
+    }),
+});
+
 for (const when of ["during", "after"] as const) {
   Deno.test({
     name:
