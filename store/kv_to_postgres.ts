@@ -531,7 +531,7 @@ export async function moveKvToPostgres(
     throw new Error(
       `The move into schema ${schema} committed, but Deno KV could not be read again after it (${
         describeError(error)
-      }), to check that nothing was written there since the copy began: do not switch the service yet. Once every instance on Deno KV is stopped, run the move again: it refuses the schema, and says whether Deno KV was written after its rows were.`,
+      }), to check that nothing was written there since the copy began: do not switch the service yet. Once every instance on Deno KV is stopped, run the move again: it refuses the schema, and says whether an intent or hold on Deno KV was written after its rows were.`,
       { cause: error },
     );
   }
