@@ -719,6 +719,26 @@ export function lateBroadcastRecorded(
   return withBroadcast(current, broadcast);
 }
 
+/**
+ * Whether `version` is one an intent at `current` had before, in a store
+ * whose versions count the intent's writes from 1 (`MemoryStore`,
+ * `PostgresStore`): `"1"` to `current - 1`, spelt as the store spells it
+ * (decimal digits, no sign, no leading zero). Only such a version carries
+ * the record of a send that outlived its settling
+ * ({@linkcode lateBroadcastRecorded}): any other (`"garbage"`, `""`, a
+ * number ahead of the intent's, one spelt `"03"`, a value that is not a
+ * string) was never the intent's, and is answered as a race lost, as
+ * every write on a version no store made. Decided on the version the
+ * store read with the intent: no round trip of its own.
+ */
+export function isEarlierCount(
+  version: unknown,
+  current: number | bigint | string,
+): boolean {
+  return typeof version === "string" && /^[1-9][0-9]{0,18}$/.test(version) &&
+    BigInt(version) < BigInt(current);
+}
+
 /** `current` with `broadcast` on record, its write-ahead cleared. */
 function withBroadcast(
   current: IntentRecord,

@@ -951,11 +951,14 @@ export class KvStore implements Store {
       // A send that outlived its settling: its record, on the version it
       // read, is written on the intent as it is now
       // (lateBroadcastRecorded), checked on that; a race lost to another
-      // write is decided again.
+      // write is decided again. A version the intent never had is a race
+      // lost, as in every store.
       const stale = new ConflictError(
         `Cannot write intent ${id} as it changed since it was read; re-read it`,
       );
-      if (late === undefined) throw stale;
+      if (late === undefined || !isEarlierVersion(version, current.version)) {
+        throw stale;
+      }
       return await this.#writeLate(id, options, late, stale, current, lease);
     }
     const written = await this.#tryWrite(
@@ -985,7 +988,7 @@ export class KvStore implements Store {
       this.#key("lease", id),
     );
     const now = this.#toIntent(i, h);
-    if (now === null || now.version === version) throw stale;
+    if (now === null || !isEarlierVersion(version, now.version)) throw stale;
     return await this.#writeLate(id, options, late, stale, now, l);
   }
 
@@ -1722,6 +1725,36 @@ interface Seen {
   readonly intent: Entry<StoredIntent>;
   readonly hold: Entry<HoldState>;
   readonly lease: Entry<LeaseRecord>;
+}
+
+/**
+ * Whether `version` is one an intent at `current` had before: both
+ * `"<intent>:<hold>"` (`"-"` for no hold), each versionstamp spelt as the
+ * current one (as long; lowercase hex where it is, as Deno KV's are) and
+ * not after it, the hold's absent before it is recorded, and not both
+ * the same. Only such a version carries the record of a send that
+ * outlived its settling (lateBroadcastRecorded): any other (`"garbage"`,
+ * `""`, one ahead of the intent's, a value that is not a string) was
+ * never the intent's, and is answered as a race lost, as every write on
+ * a version no store made. Decided on the versions the store read with
+ * the intent: no round trip of its own.
+ */
+function isEarlierVersion(version: unknown, current: string): boolean {
+  if (typeof version !== "string" || version === current) return false;
+  const parts = version.split(":");
+  const now = current.split(":");
+  if (parts.length !== 2 || now.length !== 2) return false;
+  const [intent, hold] = parts as [string, string];
+  const [intentNow, holdNow] = now as [string, string];
+  return stampNotAfter(intent, intentNow) &&
+    (hold === "-" || (holdNow !== "-" && stampNotAfter(hold, holdNow)));
+}
+
+/** Whether versionstamp `stamp` is spelt as `current` is and not after it. */
+function stampNotAfter(stamp: string, current: string): boolean {
+  const hex = /^[0-9a-f]+$/;
+  return stamp.length === current.length && stamp <= current &&
+    (!hex.test(current) || hex.test(stamp));
 }
 
 /** How many versions a store remembers (each a few hundred bytes). */

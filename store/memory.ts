@@ -29,6 +29,7 @@ import {
   frozenBroadcast,
   heldBy,
   type IntentRecord,
+  isEarlierCount,
   lateBroadcastRecorded,
   lateOptions,
   leaseAfter,
@@ -142,9 +143,11 @@ export class MemoryStore implements Store {
     // one is a TypeError whatever the intent's state, in every store.
     checkWriteOptions(options, deadLetter);
     const entry = this.#intents.get(id);
-    if (late && entry && String(entry.version) !== version) {
+    if (late && entry && isEarlierCount(version, entry.version)) {
       // A send that outlived its settling: its record, on the version it
       // read, is written on the intent as it is now (lateBroadcastRecorded).
+      // A version the intent never had is a race lost (#expect), as in
+      // every store.
       const next = late(entry.record);
       if (next !== null) {
         return this.#writeIntent(

@@ -99,6 +99,7 @@ import {
   frozenBroadcast,
   heldBy,
   type IntentRecord,
+  isEarlierCount,
   isRaceLost,
   isRefusal,
   knownTxHashes,
@@ -2193,10 +2194,12 @@ export class PostgresStore implements Store {
       // read, is written on the intent as it is now
       // (lateBroadcastRecorded), checked on that; a race lost to another
       // write is decided again. `error` is the answer where the rule does
-      // not apply.
+      // not apply, and to a version the intent never had (one ahead of
+      // it): no send read that one.
       const writeLate = async (error: unknown): Promise<Intent> => {
         for (let attempt = 1;; attempt++) {
           const now = await this.#read(id, null, `write intent ${id}`, options);
+          if (!isEarlierCount(version, String(now.version))) throw error;
           const next = late!(recordOf(now));
           if (next === null) throw error;
           const held = now.lease_owner === null ? null : {

@@ -669,7 +669,12 @@ export interface Store {
    * race lost to another write is decided again. Anything else on a stale
    * version (`not_sent`, a `settling`, `settled` or `failed` intent) is a
    * race lost, as for every write, and a review on its own version is
-   * refused: no send holds it.
+   * refused: no send holds it. A stale version is one the intent had: a
+   * string no store made (`"garbage"`, `""`, one ahead of the intent's, a
+   * version misspelt, a value that is not a string) is a race lost that
+   * writes nothing, in review too, as for every write; so is another
+   * intent's version, where the store can tell (one the intent has not
+   * had yet).
    *
    * @example A send that outlived its settling keeps its tx
    * ```ts

@@ -1961,6 +1961,68 @@ export function storeContract(
     assert.deepEqual(await store.getIntent("pi_2"), s2);
   });
 
+  test("answers a version it never made as a race lost that writes nothing, the late record of a payment in review included: only a version the intent had is its past", async (store) => {
+    const created = await store.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const ahead = await store.beginBroadcast("pi_1", created.version, 1);
+    const review = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: ahead.version,
+      at: 2,
+    });
+    // Another intent, written after pi_1 and more often: its version was
+    // never pi_1's.
+    let other = await store.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    for (let at = 1; at <= 6; at++) {
+      other = await store.beginBroadcast("pi_2", other.version, at);
+    }
+    const never: Record<string, unknown> = {
+      "garbage": "garbage",
+      "empty": "",
+      "v-1": "v-1",
+      "a long one": "9".repeat(4096),
+      "a large number": "999999",
+      "the send's, misspelt": `0${ahead.version}`,
+      "another intent's": other.version,
+      "a number (a JavaScript caller)": Number(ahead.version),
+      "undefined (a JavaScript caller)": undefined,
+    };
+    for (const [what, version] of Object.entries(never)) {
+      // A send's tx, on a version no send of pi_1 read: a caller's bug (a
+      // store of one's own, a tool), not a send that outlived its
+      // settling. Written, it would move the version and put a tx on
+      // record that no send of pi_1 returned.
+      await assert.rejects(
+        store.recordBroadcast("pi_1", version as string, {
+          outcome: "sent",
+          txHash: "0xNEVER",
+          at: 3,
+        }),
+        (error) => error instanceof ConflictError && !error.refused,
+        what,
+      );
+      assert.deepEqual(await store.getIntent("pi_1"), review, what);
+    }
+    // The send's own version, as read, is the intent's past: kept.
+    const late = await store.recordBroadcast("pi_1", ahead.version, {
+      outcome: "sent",
+      txHash: "0xT",
+      at: 3,
+    });
+    assert.deepEqual(late.txHashes, ["0xT"]);
+    assert.deepEqual(await store.getIntent("pi_1"), late);
+  });
+
   test("never forgets that a send may have left: the move to review keeps mayHaveSent, so the hold is not voided alone", async (store) => {
     // Each may have sent, by the store's own writes: an unknown outcome,
     // and a write-ahead over one never recorded (a crash mid-send).
