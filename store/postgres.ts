@@ -2931,7 +2931,7 @@ export class PostgresStore implements Store {
           "Cannot enqueue in a redrive as PostgresStore has no queue: publish the job yourself",
         );
       }
-      if (typeof version !== "string" || !/^\d{1,19}$/.test(version)) {
+      if (!isVersion(version)) {
         throw new ConflictError(
           `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
         );
@@ -2973,8 +2973,20 @@ function markedAt(options: WriteOptions): number {
   return options.lease?.now ?? Number.MIN_SAFE_INTEGER;
 }
 
+/**
+ * Whether `version` is spelt as this store spells its versions (a
+ * `bigint` column counted from 1, in decimal digits, no sign, no leading
+ * zero): anything else was never one. PostgreSQL would take `"03"` for
+ * 3, and refuse a number past the column's range with an error of its
+ * own; the other stores compare versions as strings.
+ */
+function isVersion(version: unknown): version is string {
+  return typeof version === "string" && /^[1-9][0-9]{0,18}$/.test(version) &&
+    BigInt(version) <= 9_223_372_036_854_775_807n;
+}
+
 function checkVersion(id: string, version: unknown): void {
-  if (typeof version !== "string" || !/^\d{1,19}$/.test(version)) {
+  if (!isVersion(version)) {
     throw new ConflictError(
       `Cannot write intent ${id} as it changed since it was read; re-read it`,
     );

@@ -2020,6 +2020,30 @@ export function storeContract(
       at: 3,
     });
     assert.deepEqual(late.txHashes, ["0xT"]);
+    // The version read, misspelt, is not it either, nor is a number past
+    // any a store keeps: a dead letter on the intent's version, or a
+    // redrive of the letter read, writes nothing.
+    await store.putDeadLetter(deadLetter("pi_2/settle", 5));
+    const letter = (await store.getDeadLetter("pi_2/settle"))!;
+    const huge = "9999999999999999999";
+    const wrong = [
+      ["misspelt", `0${late.version}`, `0${letter.version}`],
+      ["a number past any kept", huge, huge],
+    ] as const;
+    for (const [what, intentVersion, letterVersion] of wrong) {
+      await assert.rejects(
+        store.putDeadLetter(deadLetter("pi_1/settle", 4), { intentVersion }),
+        (error) => error instanceof ConflictError && !error.refused,
+        `putDeadLetter, ${what}`,
+      );
+      await assert.rejects(
+        store.redrive("pi_2/settle", letterVersion),
+        instanceOf(ConflictError),
+        `redrive, ${what}`,
+      );
+    }
+    assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+    assert.deepEqual(await store.getDeadLetter("pi_2/settle"), letter);
     assert.deepEqual(await store.getIntent("pi_1"), late);
   });
 
