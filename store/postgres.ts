@@ -591,6 +591,12 @@ export class PostgresStore implements Store {
   #closed = false;
   /** What `close()` stops: the waits of the store's own that the client's end does not settle. */
   #onClose = new Set<() => void>();
+  /**
+   * When (`performance.now()`) this store last cancelled a read of its own
+   * on the server (past `connectionWaitMs`), for the words of a write's
+   * statement cancelled since (see `cancelled`); `null`: never.
+   */
+  #ownCancelAt: number | null = null;
 
   /**
    * Constructs a new instance. No I/O.
@@ -1168,7 +1174,18 @@ export class PostgresStore implements Store {
         // so that an operator does not look for a session that holds
         // nothing: a wait for another session's row carries the server's
         // context ("while locking tuple (0,1) in relation …").
-        throw heldBySession(`Cannot ${what} as ${cancelled(error)}`, error);
+        const since = this.#ownCancelAt === null
+          ? null
+          : performance.now() - this.#ownCancelAt;
+        throw heldBySession(
+          `Cannot ${what} as ${
+            cancelled(
+              error,
+              since !== null && since < OWN_CANCEL_MS ? since : null,
+            )
+          }`,
+          error,
+        );
       }
       const missing = unmigrated(error, `Cannot ${what}`, this.#schema);
       if (missing !== null) throw missing;
@@ -1666,6 +1683,9 @@ export class PostgresStore implements Store {
       };
       const sent = pending.state != null;
       if (!sent || pending.active === true) cancelQuietly(query);
+      if (sent && pending.active === true) {
+        this.#ownCancelAt = performance.now();
+      }
       if (!sent && pending.state == null) pending.cancelled = null;
       return new Error(
         `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
@@ -3306,15 +3326,34 @@ function noConnection(waitMs: number): Error {
 const ROW_WAIT = /^while [^\n]*tuple[^\n]* in relation "[^\n]*"/;
 
 /**
- * Why PostgreSQL cancelled a write's statement (`57014`), for its
- * `BusyError`: another session's `pg_cancel_backend`, `statement_timeout`
- * ending a wait for a row another session held, or `statement_timeout`
- * with no such wait (too short for the write, or a table lock).
+ * How long after this store cancelled a read of its own a write's
+ * statement cancelled "due to user request" names that cancel first: the
+ * cancel travels on a connection of its own (postgres.js opens it, within
+ * its `connect_timeout`, 30 s by default), and the server cancels what the
+ * read's connection runs when it arrives.
  */
-function cancelled(error: unknown): string {
+const OWN_CANCEL_MS = 60_000;
+
+/**
+ * Why PostgreSQL cancelled a write's statement (`57014`), for its
+ * `BusyError`: a cancel by request (another session's `pg_cancel_backend`,
+ * or, `ownCancelMs` after this store cancelled a read of its own past
+ * `connectionWaitMs`, that cancel: postgres.js sends it on a connection
+ * of its own, and the server cancels whatever the read's connection runs
+ * when it arrives, the next statement once the read has ended),
+ * `statement_timeout` ending a wait for a row another session held, or
+ * `statement_timeout` with no such wait (too short for the write, or a
+ * table lock).
+ */
+function cancelled(error: unknown, ownCancelMs: number | null): string {
   const { message, where } = error as { message?: unknown; where?: unknown };
   const said = oneLine(String(message));
   const end = "nothing was written; retry";
+  if (/user request/.test(said) && ownCancelMs !== null) {
+    return `a cancel cut its statement (${said}): this store cancelled a read of its own that ran past connectionWaitMs ${
+      Math.round(ownCancelMs)
+    }ms before, and that cancel, reaching the server after the read ended, cuts the statement the read's connection runs next; else another session's pg_cancel_backend did (see pg_stat_activity): ${end}`;
+  }
   if (/user request/.test(said)) {
     return `another session cancelled its statement (${said}: pg_cancel_backend; see pg_stat_activity): ${end}`;
   }

@@ -1,0 +1,126 @@
+/**
+ * PostgresStore's cancel of its own read past `connectionWaitMs` reaches
+ * the server on a connection of its own (postgres.js 3.4.9 sends the
+ * CancelRequest, the backend's pid and key, over a new connection), and
+ * cancels whatever that backend runs when it arrives: once the read has
+ * ended meanwhile, the statement its connection runs next. A write whose
+ * statement it cancelled must not tell the operator to look for another
+ * session's `pg_cancel_backend`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { BusyError } from "../../store/busy_error.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { relayed } from "./_cut.ts";
+
+/** A CancelRequest: length 16, code 80877102 (0x04D2162E), pid, key. */
+function isCancelRequest(text: string): boolean {
+  return text.length === 16 &&
+    [0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e].every((byte, at) =>
+      text.charCodeAt(at) === byte
+    );
+}
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose statement its own cancel of a slow read hit (the read ended before the cancel arrived) says so, not that another session cancelled it",
+  ignore: !postgresAvailable,
+  // The relay runs in this process (_cut.ts's tests run it in a child):
+  // its sockets close after the test, as the abort reaches them.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const stop = new AbortController();
+    let letCancelGo!: () => void;
+    const cancelHeld = new Promise<void>((resolve) => letCancelGo = resolve);
+    let cancelSeen!: () => void;
+    const cancelSent = new Promise<void>((resolve) => cancelSeen = resolve);
+    const through = relayed(await postgresUrl(), async (text) => {
+      if (!isCancelRequest(text)) return;
+      cancelSeen();
+      await cancelHeld;
+    }, stop.signal);
+    const admin = await connect(2);
+    const watcher = await connect(1);
+    const sql = postgres(through, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { application_name: "own_cancel" },
+    });
+    const schema = freshSchema();
+    const locker = await admin.reserve();
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      const read = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      // The read, held up by a table lock past its bound: cancelled.
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+      );
+      await assert.rejects(
+        store.getIntent("pi_1"),
+        /did not answer the store's .* within 1000ms/,
+      );
+      // The cancel of it is on its way, held by the relay: the delay of a
+      // cancel's own connection (a TCP connect, the server's fork) made
+      // long enough to see.
+      await cancelSent;
+      // The lock goes before the cancel arrives: the read ends, and the
+      // connection takes the next statement, a write's, which waits for
+      // the intent's row (held now, by the same session as before).
+      await locker.unsafe("ROLLBACK");
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
+      );
+      const write = store.beginBroadcast("pi_1", read.version, 1).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      let waiting = false;
+      for (let tries = 0; tries < 100 && !waiting; tries++) {
+        const [row] = await watcher`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE application_name = 'own_cancel' AND wait_event_type = 'Lock'`;
+        waiting = row?.n === 1;
+        if (!waiting) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.ok(waiting, "the write's statement waits for the row");
+      letCancelGo();
+      const error = await write;
+      await locker.unsafe("ROLLBACK");
+      assert.ok(error instanceof BusyError, String(error));
+      assert.match(
+        error.message,
+        /^Cannot start a broadcast for pi_1 as a cancel cut its statement \(canceling statement due to user request\): this store cancelled a read of its own that ran past connectionWaitMs \d+ms before, and that cancel, reaching the server after the read ended, cuts the statement the read's connection runs next; else another session's pg_cancel_backend did \(see pg_stat_activity\): nothing was written; retry$/,
+      );
+      // Nothing of the write landed.
+      assert.deepEqual(await store.getIntent("pi_1"), read);
+    } finally {
+      letCancelGo();
+      await locker.unsafe("ROLLBACK").catch(() => {});
+      locker.release();
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      await watcher.end();
+      stop.abort();
+    }
+  },
+});
