@@ -3002,7 +3002,8 @@ function markedAt(options: WriteOptions): number {
  */
 function isVersion(version: unknown): version is string {
   return typeof version === "string" && /^[1-9][0-9]{0,18}$/.test(version) &&
-    BigInt(version) <= 9_223_372_036_854_775_807n;
+    // Only 19 digits can pass the column's range: no BigInt on every write.
+    (version.length < 19 || BigInt(version) <= 9_223_372_036_854_775_807n);
 }
 
 function checkVersion(id: string, version: unknown): void {
