@@ -20,10 +20,14 @@
  * the commit (an instance still runs): the line
  * `WrittenAfterMoveError: The move into schema relayer committed, but …`
  * names the key and says not to switch, to stop every instance on Deno KV,
- * empty the schema and move again; 2 on a
- * missing setting or a store it cannot open (the KV file, or the database
- * `DATABASE_URL` names: unreachable, or refusing the role or its password,
- * said in one line naming `DATABASE_URL`, as the service says it).
+ * empty the schema and move again (and 1, the line saying the move
+ * committed, when Deno KV cannot be read again after the commit); 2 on a
+ * missing setting or a store it cannot open or use (the KV file, or the
+ * database `DATABASE_URL` names: unreachable, refusing the role or its
+ * password, read-only, or a role without the grants the store's calls
+ * use, all found by the migration, its first statement, and said in one
+ * line `DATABASE_URL: cannot open …` naming `DATABASE_URL`, as the
+ * service says it at start).
  *
  * @module
  */
@@ -167,10 +171,11 @@ export async function main(
     try {
       await store.migrate();
     } catch (error) {
-      // The first statement: a database that cannot be reached, or
-      // refuses the role or its password, said as the service says it at
-      // start (one line naming DATABASE_URL, what to do where the error
-      // says, without the URL: it holds the password).
+      // The first statement: a database that cannot be reached, refuses
+      // the role or its password, is read-only, or lacks a grant the
+      // store's calls use, said as the service says it at start (one line
+      // naming DATABASE_URL, what to do where the error says, without the
+      // URL: it holds the password).
       const message = error instanceof Error ? error.message : String(error);
       console.error(
         `DATABASE_URL: cannot open ${database.description}: ${message}${
