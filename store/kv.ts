@@ -1728,12 +1728,15 @@ interface Seen {
 }
 
 /**
- * Whether `version` is one an intent at `current` had before: both
+ * Whether `version` may be one an intent at `current` had before: both
  * `"<intent>:<hold>"` (`"-"` for no hold), each versionstamp spelt as the
  * current one (as long; lowercase hex where it is, as Deno KV's are) and
  * not after it, the hold's absent before it is recorded, and not both
- * the same. Only such a version carries the record of a send that
- * outlived its settling (lateBroadcastRecorded): any other (`"garbage"`,
+ * the same. Versionstamps are the database's, so one that passes may be
+ * another intent's, or made up (`"00000000000000000000:-"`): this store
+ * cannot tell those from the intent's own. Only such a version carries
+ * the record of a send that outlived its settling
+ * (lateBroadcastRecorded): any other (`"garbage"`,
  * `""`, one ahead of the intent's, a value that is not a string) was
  * never the intent's, and is answered as a race lost, as every write on
  * a version no store made. Decided on the versions the store read with

@@ -674,7 +674,11 @@ export interface Store {
    * version misspelt, a value that is not a string) is a race lost that
    * writes nothing, in review too, as for every write; so is another
    * intent's version, where the store can tell (one the intent has not
-   * had yet).
+   * had yet). A store that counts an intent's writes (`MemoryStore`,
+   * `PostgresStore`) can tell every one; `KvStore`, whose versions are
+   * Deno KV's versionstamps, takes any version spelt as one and no later
+   * than the intent's for its past (another intent's earlier one, or one
+   * made up such as `"00000000000000000000:-"`).
    *
    * @example A send that outlived its settling keeps its tx
    * ```ts
