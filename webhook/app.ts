@@ -772,7 +772,8 @@ async function textOf(
 
 /**
  * A body as text (and its bytes), or, over `maxBytes`, how long it is, its SHA-256 and
- * its first `HEAD_BYTES` (`head`, to name the intent of the job it carries):
+ * its first `headBytes` (`head`, to name the intent of the job it carries;
+ * at most `maxBytes`, which the read held when it found the body over):
  * the rest is read and hashed as it comes, never held, up to `readBytes`;
  * past that (`whole` false), `overBytes` is `readBytes` and the hash is
  * that of the first `readBytes` bytes, however the chunks fell. Read only
@@ -785,6 +786,7 @@ async function bodyOrDigestOf(
   c: Context,
   maxBytes: number,
   readBytes: number,
+  headBytes: number,
   within: Within,
   over: () => void = () => {},
 ): Promise<TextOrDigest> {
@@ -804,6 +806,7 @@ async function bodyOrDigestOf(
       reader,
       maxBytes,
       readBytes,
+      Math.min(headBytes, maxBytes),
       over,
       late,
       (size) => refuseIfCut(c, size),
@@ -832,6 +835,7 @@ async function digestOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   maxBytes: number,
   readBytes: number,
+  headBytes: number,
   over: () => void,
   late: () => Error | undefined,
   ended: (size: number) => void,
@@ -853,7 +857,7 @@ async function digestOf(
       }
       hash = sha256.create();
       for (const chunk of chunks) hash.update(chunk);
-      head = headOf([...chunks, value], Math.min(HEAD_BYTES, size));
+      head = headOf([...chunks, value], Math.min(headBytes, size));
       chunks = [];
     }
     if (hash === undefined) {
@@ -896,7 +900,10 @@ async function digestOf(
 /** A job, as the refusals show one. */
 const JOB_EXAMPLE = '{"intentId":"pi_0001","kind":"settle"}';
 
-/** How much of an oversized body is kept to name its job's intent. */
+/**
+ * How much of an oversized Pub/Sub push is kept to name its job's intent
+ * (a QStash message keeps its route's limit: see `qstashBodyOf`).
+ */
 const HEAD_BYTES = 4096;
 
 /**
@@ -1967,6 +1974,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       c,
       limitOf(c),
       OVERSIZED_PUSH_READ_BYTES,
+      HEAD_BYTES,
       within,
     );
     if (!("text" in body)) {
@@ -2233,7 +2241,9 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /**
    * A QStash route's body as text and bytes; or, over the route's limit, its length,
-   * its SHA-256 and the replay claim of its token. The token's every check
+   * its SHA-256, its first bytes up to the limit (`head`: read only once
+   * the hash of the whole is checked against the token's, so never an
+   * unsigned byte) and the replay claim of its token. The token's every check
    * but the body's is made once the body is known to be over (by its
    * Content-Length, before any of it is read): a 401 then, the rest unread.
    * Then the body is hashed as it comes, never held, up to
@@ -2263,6 +2273,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       c,
       limitOf(c),
       OVERSIZED_QSTASH_READ_BYTES,
+      // The first bytes up to the limit, all held when the body was found
+      // over it: the job's intent may come after a long field, and the
+      // failure callback's message id and source come after our answer
+      // and the message's headers. Held while the rest is hashed, as a
+      // body within the limit is held while it is read.
+      limitOf(c),
       within,
       () => {
         const refused = verify.checkClaims(signature);
