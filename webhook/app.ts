@@ -89,6 +89,7 @@ import {
 import { stepBackPace } from "./_step_back.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
+import { topLevelFields } from "./_json_head.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -933,6 +934,58 @@ function intentIdIn(head: Uint8Array, envelope: boolean): string | undefined {
   }
   const id = /"intentId"\s*:\s*"([^"\\]*)"/.exec(text)?.[1];
   return isIntentId(id) ? id : undefined;
+}
+
+/**
+ * What the first bytes of QStash's failure callback over its limit show
+ * of the message it gives up on, scanned, not parsed
+ * ({@linkcode topLevelFields}: QStash's own top-level fields only, never
+ * one inside the message's headers or body): its id (`sourceMessageId`,
+ * or the misspelt `sourceMessasgeId`), if it can name a letter; its
+ * deliveries (`retried` + 1); and the intent of its job, found as
+ * `/v1/qstash` finds it ({@linkcode intentIdIn}) in the message's first
+ * bytes (`sourceBody`'s first whole base64 quanta), no more than the
+ * first `maxBodyBytes`, all `/v1/qstash` reads of a message over its
+ * limit: the callback names an intent only if `/v1/qstash` names the same
+ * one in the letter it keeps for that message.
+ */
+function callbackSeen(
+  head: Uint8Array,
+  maxBodyBytes: number,
+): { id?: string; attempt?: number; intentId?: string } {
+  const { fields, cut } = topLevelFields(TEXT.decode(head), "sourceBody");
+  const named = idFrom(
+    fields.get("sourceMessageId") ?? fields.get("sourceMessasgeId"),
+  );
+  const retried = fields.get("retried");
+  const body = fields.get("sourceBody");
+  const data = /^[A-Za-z0-9+/]*={0,2}/.exec(
+    typeof body === "string" ? body : cut ?? "",
+  )![0];
+  let intentId: string | undefined;
+  try {
+    const quanta = data.slice(
+      0,
+      Math.min(data.length - data.length % 4, Math.ceil(maxBodyBytes / 3) * 4),
+    );
+    intentId = intentIdIn(
+      Uint8Array.from(atob(quanta), (char) => char.charCodeAt(0)).subarray(
+        0,
+        maxBodyBytes,
+      ),
+      false,
+    );
+  } catch {
+    intentId = undefined;
+  }
+  return {
+    ...(isIntentId(named) ? { id: named } : {}),
+    ...(typeof retried === "number" && Number.isSafeInteger(retried) &&
+        retried >= 0
+      ? { attempt: retried + 1 }
+      : {}),
+    ...(intentId === undefined ? {} : { intentId }),
+  };
 }
 
 /** The job to publish in an oversized message's stead, its intent's if named. */
@@ -2114,18 +2167,65 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (forged) throw unauthorized(forged.detail, forged.hint);
     const read = await qstashBodyOf(c, verifyQStashFailed, signature);
     if (!("text" in read)) {
-      // Authenticated, and too large to read: the message it gives up on
-      // cannot be named, so the letter is named by the callback's bytes
-      // (a repeat of it keeps one letter), then answered as an unreadable
-      // one is (489: no retry).
+      // Authenticated (the hash of all of it checked), and too large to
+      // read: its first bytes may name the message it gives up on and
+      // that message's intent (callbackSeen). Named both, it is kept as
+      // the letter /v1/qstash keeps for that message, naming the intent
+      // (/v1/qstash names the same one, or none: so the letter is one,
+      // and its discard held); unless that letter is there and names an
+      // intent already, or the callback names none: then it stays as it
+      // is, and is not written over with less. Else it is named by the
+      // callback's bytes (a repeat of it keeps one letter). Answered as
+      // an unreadable one is (489: no retry).
+      const seen = callbackSeen(read.head, maxBodyBytes);
+      const letter = seen.id === undefined
+        ? undefined
+        : `qstash/${seen.id}/unreadable`;
       const detail =
         `QStash's failure callback is ${read.overBytes} bytes, over the limit of ${
           limitOf(c)
-        } (4/3 of MAX_BODY_BYTES and 16 KiB more): not read, so its message is found in QStash's DLQ only. Publish the job alone, ${JOB_EXAMPLE}`;
+        } (4/3 of MAX_BODY_BYTES and 16 KiB more): not read${
+          seen.id === undefined
+            ? ", so its message is found in QStash's DLQ only"
+            : ` but for its first bytes, which name its message ${seen.id}${
+              seen.intentId === undefined ? "" : ` and intent ${seen.intentId}`
+            }`
+        }. Publish the job alone, ${jobAlone(seen.intentId)}`;
+      if (letter !== undefined) {
+        let kept: StoredDeadLetter | null;
+        try {
+          kept = await store.getDeadLetter(letter);
+        } catch (error) {
+          log(
+            `qstash  ${letter} failure callback over the limit, and the read of its letter failed: ${
+              describeError(error)
+            }`,
+          );
+          return problem(
+            503,
+            "delivery-failed",
+            "Delivery failed",
+            "The failure callback is over the limit, and the dead letter of its message could not be read; QStash will call again.",
+          );
+        }
+        if (
+          kept !== null &&
+          (isIntentId(kept.intentId) || seen.intentId === undefined)
+        ) {
+          log(
+            `qstash  ${letter} acked, its failure callback over the limit: the dead letter kept for the message stays as it is`,
+          );
+          return tooLargeToRetry(detail);
+        }
+      }
       return await keepUnreadable(
         "qstash",
         read.sha256,
-        {},
+        {
+          ...(seen.intentId === undefined ? {} : { id: seen.id }),
+          attempt: seen.attempt,
+          job: { intentId: seen.intentId },
+        },
         detail,
         () => tooLargeToRetry(detail),
         read.claim,

@@ -2,7 +2,10 @@
  * A QStash message over its route's limit is hashed unread past the
  * limit; its first bytes, the route's limit of them, are all it reads, and
  * there it finds the intent its letter names, so the letter's discard is
- * refused while the payment may have no job.
+ * refused while the payment may have no job. Its failure callback is over
+ * its own limit too (it carries the message base64): there it finds the
+ * message it gives up on and that message's intent, so its letter is the
+ * one `/v1/qstash` kept for the message, and names the intent.
  *
  * @module
  */
@@ -19,6 +22,42 @@ const authorized: NewIntent = {
   state: "authorized",
   hold: "pending",
 };
+
+/** A job padded by an extra field to `size` bytes. */
+function job(size: number): string {
+  const base = JSON.stringify({
+    intentId: "pi_0002",
+    kind: "settle",
+    note: "",
+  });
+  return JSON.stringify({
+    intentId: "pi_0002",
+    kind: "settle",
+    note: "x".repeat(size - base.length),
+  });
+}
+
+/** QStash's failure callback for `source`, its fields in QStash's order. */
+function callback(
+  source: string,
+  messageId: string,
+  extra: Record<string, unknown> = {},
+): string {
+  return JSON.stringify({
+    status: 489,
+    header: { "Content-Type": ["application/problem+json"] },
+    body: btoa('{"type":"urn:relayer:problem:too-large"}'),
+    retried: 0,
+    maxRetries: 3,
+    sourceMessageId: messageId,
+    url: QSTASH.url,
+    method: "POST",
+    sourceHeader: { "Content-Type": ["application/json"] },
+    ...extra,
+    sourceBody: btoa(source),
+    createdAt: 1_700_000_000_000,
+  });
+}
 
 /** A job of `size` bytes whose intent comes after `before` bytes of another field. */
 function lateJob(size: number, before: number): string {
@@ -92,4 +131,143 @@ Deno.test("an oversized QStash message whose intent comes after its first 4 KiB,
   const refused = await discard(app, "qstash/msg_late/unreadable");
   assert.equal(refused.status, 409);
   await refused.body?.cancel();
+});
+
+Deno.test("an oversized QStash message and its oversized failure callback keep one letter, qstash/<id>/unreadable, naming the intent; its discard is refused while the intent is authorized", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  const source = job(80_048);
+  const direct = await post(app, "/v1/qstash", source, "msg_big");
+  assert.equal(direct.status, 489, await direct.clone().text());
+  await direct.body?.cancel();
+  const res = await post(app, "/v1/qstash/failed", callback(source, "msg_big"));
+  assert.equal(res.status, 489, await res.clone().text());
+  assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
+  assert.match((await res.json()).detail, /\{"intentId":"pi_0002"/);
+  assert.deepEqual(await letters(store), [
+    'qstash/msg_big/unreadable "pi_0002"',
+  ]);
+  const refused = await discard(app, "qstash/msg_big/unreadable");
+  assert.equal(refused.status, 409);
+  assert.match((await refused.json()).detail, /still authorized/);
+});
+
+Deno.test("an oversized failure callback of a message /v1/qstash never kept keeps its letter under the message's id, naming the intent and counting QStash's deliveries", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  const body = callback(job(80_048), "msg_only_cb");
+  const res = await post(app, "/v1/qstash/failed", body);
+  assert.equal(res.status, 489, await res.clone().text());
+  await res.body?.cancel();
+  const letter = await store.getDeadLetter("qstash/msg_only_cb/unreadable");
+  assert.equal(letter?.intentId, "pi_0002");
+  assert.equal(letter?.deliveries, 1);
+  assert.match(letter?.reason ?? "", /failure callback is \d+ bytes/);
+  assert.deepEqual(await letters(store), [
+    'qstash/msg_only_cb/unreadable "pi_0002"',
+  ]);
+  const refused = await discard(app, "qstash/msg_only_cb/unreadable");
+  assert.equal(refused.status, 409);
+  await refused.body?.cancel();
+});
+
+Deno.test("an oversized failure callback never writes a letter of its message's id over one that names an intent, nor takes an id from inside the message's headers", async () => {
+  const { app, store } = await makeApp({
+    intents: [authorized, { ...authorized, id: "pi_0003" }],
+  });
+  // The letter /v1/qstash kept for msg_victim names pi_0003.
+  const victim = job(80_048).replace("pi_0002", "pi_0003");
+  const direct = await post(app, "/v1/qstash", victim, "msg_victim");
+  assert.equal(direct.status, 489);
+  await direct.body?.cancel();
+  const before = await store.getDeadLetter("qstash/msg_victim/unreadable");
+  assert.equal(before?.intentId, "pi_0003");
+  // A callback that says it gives up on msg_victim with a job of pi_0002
+  // (not QStash's to make, but signed): the letter stays as it was.
+  const other = await post(
+    app,
+    "/v1/qstash/failed",
+    callback(job(80_048), "msg_victim"),
+  );
+  assert.equal(other.status, 489);
+  await other.body?.cancel();
+  assert.deepEqual(
+    await store.getDeadLetter("qstash/msg_victim/unreadable"),
+    before,
+  );
+  // The message's headers name msg_victim, nested; QStash's own field comes
+  // after the message's body, past the first bytes: named by its hash.
+  const nested = JSON.stringify({
+    status: 489,
+    retried: 0,
+    sourceHeader: { sourceMessageId: "msg_victim" },
+    note: '"sourceMessageId":"msg_victim"',
+    sourceBody: btoa(job(80_048)),
+    sourceMessageId: "msg_late_id",
+  });
+  const res = await post(app, "/v1/qstash/failed", nested);
+  assert.equal(res.status, 489);
+  await res.body?.cancel();
+  assert.deepEqual(
+    await store.getDeadLetter("qstash/msg_victim/unreadable"),
+    before,
+  );
+  const all = await letters(store);
+  assert.equal(all.length, 2, `${all}`);
+  assert.match(
+    all.join("\n"),
+    /^qstash\/sha256-[0-9a-f]{32}\/unreadable "pi_0002"$/m,
+  );
+});
+
+Deno.test("an oversized failure callback whose first bytes name its message but no intent keeps the letter /v1/qstash kept as it is, or one of its own bytes where there is none", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  // The intent comes after the first 64 KiB of the message: neither route
+  // sees it.
+  const source = lateJob(90_000, 70_000);
+  const direct = await post(app, "/v1/qstash", source, "msg_blind");
+  assert.equal(direct.status, 489);
+  await direct.body?.cancel();
+  const before = await store.getDeadLetter("qstash/msg_blind/unreadable");
+  assert.equal(before?.intentId, "");
+  const res = await post(
+    app,
+    "/v1/qstash/failed",
+    callback(source, "msg_blind"),
+  );
+  assert.equal(res.status, 489);
+  assert.match((await res.json()).detail, /name its message msg_blind\./);
+  assert.deepEqual(
+    await store.getDeadLetter("qstash/msg_blind/unreadable"),
+    before,
+  );
+  assert.deepEqual(await letters(store), ['qstash/msg_blind/unreadable ""']);
+  // No letter of the message's id: one of the callback's own bytes, not
+  // one a late copy of the message would write over.
+  const alone = await post(
+    app,
+    "/v1/qstash/failed",
+    callback(source, "msg_blind_2"),
+  );
+  assert.equal(alone.status, 489);
+  await alone.body?.cancel();
+  assert.equal(
+    await store.getDeadLetter("qstash/msg_blind_2/unreadable"),
+    null,
+  );
+  assert.equal((await letters(store)).length, 2);
+});
+
+Deno.test("an oversized failure callback whose token signs another body is refused 401 once hashed, and writes nothing", async () => {
+  const { app, writes } = await makeApp({ intents: [authorized] });
+  const body = callback(job(80_048), "msg_forged_cb");
+  const res = await app.request("/v1/qstash/failed", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body + " ", { url: FAILED_URL }),
+      "content-length": String(body.length),
+    },
+  });
+  assert.equal(res.status, 401);
+  await res.body?.cancel();
+  assert.equal(writes(), 0);
 });
