@@ -12,7 +12,7 @@
 
 import assert from "node:assert/strict";
 import type { NewIntent } from "../../mod.ts";
-import { makeApp, OPS } from "./_app.ts";
+import { chunkedBody, makeApp, OPS } from "./_app.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
 const FAILED_URL = `${QSTASH.url}/failed`;
@@ -79,16 +79,17 @@ type App = {
   request: (path: string, init: RequestInit) => Response | Promise<Response>;
 };
 
-/** A POST signed as QStash signs it, its length said. */
+/** A POST signed as QStash signs it, its length said, or chunked. */
 async function post(
   app: App,
   path: string,
   body: string,
   messageId?: string,
+  chunked = false,
 ): Promise<Response> {
   return await app.request(path, {
     method: "POST",
-    body,
+    body: chunked ? chunkedBody(body) : body,
     headers: {
       "content-type": "application/json",
       "upstash-signature": await signQStash(body, {
@@ -96,7 +97,9 @@ async function post(
       }),
       ...(messageId === undefined ? {} : { "upstash-message-id": messageId }),
       "upstash-retried": "0",
-      "content-length": String(new TextEncoder().encode(body).byteLength),
+      ...(chunked ? { "transfer-encoding": "chunked" } : {
+        "content-length": String(new TextEncoder().encode(body).byteLength),
+      }),
     },
   });
 }
@@ -270,4 +273,25 @@ Deno.test("an oversized failure callback whose token signs another body is refus
   assert.equal(res.status, 401);
   await res.body?.cancel();
   assert.equal(writes(), 0);
+});
+
+Deno.test("sent chunked, an oversized QStash message and its failure callback name the message and intent just the same", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  const source = lateJob(80_048, 30_000);
+  const direct = await post(app, "/v1/qstash", source, "msg_chunked", true);
+  assert.equal(direct.status, 489, await direct.clone().text());
+  await direct.body?.cancel();
+  const res = await post(
+    app,
+    "/v1/qstash/failed",
+    callback(source, "msg_chunked_cb"),
+    undefined,
+    true,
+  );
+  assert.equal(res.status, 489, await res.clone().text());
+  await res.body?.cancel();
+  assert.deepEqual((await letters(store)).sort(), [
+    'qstash/msg_chunked/unreadable "pi_0002"',
+    'qstash/msg_chunked_cb/unreadable "pi_0002"',
+  ]);
 });
