@@ -295,3 +295,24 @@ Deno.test("sent chunked, an oversized QStash message and its failure callback na
     'qstash/msg_chunked_cb/unreadable "pi_0002"',
   ]);
 });
+
+Deno.test("an oversized failure callback whose message's letter cannot be read answers 503 and writes nothing, so QStash calls again", async () => {
+  const lines: string[] = [];
+  const { app, store, writes } = await makeApp({
+    intents: [authorized],
+    deps: { log: (line: string) => lines.push(line) },
+  });
+  store.getDeadLetter = () => Promise.reject(new Error("kv: connection reset"));
+  const res = await post(
+    app,
+    "/v1/qstash/failed",
+    callback(job(80_048), "msg_store_down"),
+  );
+  assert.equal(res.status, 503);
+  assert.match((await res.json()).detail, /QStash will call again/);
+  assert.equal(writes(), 0);
+  assert.match(
+    lines.join("\n"),
+    /qstash\/msg_store_down\/unreadable failure callback over the limit, and the read of its letter failed: .*connection reset/,
+  );
+});
