@@ -2895,9 +2895,14 @@ export function createApp(deps: AppDeps): WebhookApp {
           } is pending, so it may still land: fail the payment only once the Sender answers it dropped (or it confirmed: then settle it).`,
         );
       }
+      // A send of this process that ended waits for nothing only if its
+      // write-ahead replaced none: `mayHaveSent` is set by a write-ahead
+      // over another (a rescue, once another instance's clock passed that
+      // send's lease), whose send may still run, and by a record since.
       if (
         seen.reverted === undefined && intent.broadcasting !== null &&
-        !ownSendEnded(relayer, id, intent.broadcasting)
+        !(intent.mayHaveSent === false &&
+          ownSendEnded(relayer, id, intent.broadcasting))
       ) {
         // The review carries a send's write-ahead with no record, and not
         // one of this process that ended: that send crashed, or it still
