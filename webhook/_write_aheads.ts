@@ -44,7 +44,7 @@ const MAX_SEEN = 10_000;
  */
 export function writeAheadsSeen(
   mono: () => number = () => performance.now(),
-): (intentId: string, broadcasting: number, ms: number) => number {
+): (intentId: string, broadcasting: number | string, ms: number) => number {
   const seen = new Map<string, number>();
   // Read by its furthest reading: where it steps with the wall clock
   // (workerd reads Date.now()), a step back does not lengthen a wait.

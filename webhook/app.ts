@@ -2899,9 +2899,18 @@ export function createApp(deps: AppDeps): WebhookApp {
       // write-ahead replaced none: `mayHaveSent` is set by a write-ahead
       // over another (a rescue, once another instance's clock passed that
       // send's lease), whose send may still run, and by a record since.
+      // A rescue's write-ahead over a send (another instance's clock past
+      // its lease) leaves only `mayHaveSent` behind once the rescue's
+      // record clears `broadcasting`, the first send still running: a
+      // review that may have sent waits all the same, keyed by its version
+      // (a record since moves it, and the wait starts again). Nothing on
+      // record tells that rescue from a send that ended (`mayHaveSent` is
+      // all a write-ahead over another leaves), so every such review
+      // waits, once per process and version.
       if (
-        seen.reverted === undefined && intent.broadcasting !== null &&
-        !(intent.mayHaveSent === false &&
+        seen.reverted === undefined &&
+        (intent.broadcasting !== null || intent.mayHaveSent) &&
+        !(intent.broadcasting !== null && intent.mayHaveSent === false &&
           ownSendEnded(relayer, id, intent.broadcasting))
       ) {
         // The review carries a send's write-ahead with no record, and not
@@ -2918,15 +2927,23 @@ export function createApp(deps: AppDeps): WebhookApp {
         // send's tx left, and only a refusal says to look again once the
         // send ended. Whatever nonceChecked says. (A tx on record mined
         // and reverted spent the nonce every later send shares.)
-        const leftMs = unrecordedFor(id, intent.broadcasting, sendBoundMs);
+        const leftMs = unrecordedFor(
+          id,
+          intent.broadcasting ?? `v${intent.version}`,
+          sendBoundMs,
+        );
         if (leftMs > 0) {
           return problem(
             409,
             "send-in-flight",
             "A send may be in flight",
-            `A send of intent ${id} was begun at ${
-              new Date(intent.broadcasting).toISOString()
-            } (by the sending instance's clock) and its outcome is on no record: it may still be running in some instance, and its tx may leave after the chain was checked. A send ends within its lease: wait ${
+            `${
+              intent.broadcasting === null
+                ? `Intent ${id} may have sent (mayHaveSent), and a send of it may still be running in some instance with no write-ahead on record (another instance, its clock past that send's lease, wrote ahead over it, and that rescue's record cleared it): its tx may leave after the chain was checked.`
+                : `A send of intent ${id} was begun at ${
+                  new Date(intent.broadcasting).toISOString()
+                } (by the sending instance's clock) and its outcome is on no record: it may still be running in some instance, and its tx may leave after the chain was checked.`
+            } A send ends within its lease: wait ${
               formatDuration(leftMs)
             } (Retry-After), read the intent again (GET /v1/intents/${id}: a tx the send returned is then on record), look its nonce up on the chain again, then resolve it.`,
             { "retry-after": String(Math.max(1, Math.ceil(leftMs / 1000))) },
