@@ -265,6 +265,52 @@ export interface AppDeps extends RelayerOptions {
    * §14).
    */
   readonly redriveTo?: RedriveOptions;
+  /**
+   * The monotonic clock, in milliseconds, that the resolve route counts
+   * its `send-in-flight` wait on: a fail of a payment in review that may
+   * have sent is refused (409, `Retry-After`) until this process has seen
+   * it for a lease (`leaseMs`) from the first fail it refused, the longest
+   * a send still running in any instance can last. Inject one to step
+   * through that wait in a test, as `now` steps the wall clock. A reading
+   * that is not a finite number fails the request (500) and writes
+   * nothing.
+   *
+   * @default {() => performance.now()}
+   *
+   * @example Past the wait without sleeping
+   * ```ts
+   * import { createApp } from "@relayer/poison/webhook";
+   * import { MemoryStore } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const store = new MemoryStore();
+   * await store.createIntent({ id: "pi_0001", state: "needs_review", hold: "pending", settlingSince: 0, mayHaveSent: true });
+   * let mono = 0;
+   * const app = createApp({
+   *   store,
+   *   sender: { send: () => Promise.reject(new Error("no sends")), receipt: () => Promise.resolve("dropped") },
+   *   opsToken: "ops-token-0123456789",
+   *   leaseMs: 30_000,
+   *   monotonicNow: () => mono,
+   * });
+   * const headers = { authorization: "Bearer ops-token-0123456789" };
+   * const fail = async () => {
+   *   const { intent } = await (await app.request("/v1/intents/pi_0001", { headers })).json();
+   *   return app.request("/v1/intents/pi_0001/resolve", {
+   *     method: "POST",
+   *     headers,
+   *     body: JSON.stringify({ to: "failed", version: intent.version, nonceChecked: true }),
+   *   });
+   * };
+   * const first = await fail();
+   * assert.equal(first.status, 409); // send-in-flight: a send may still run
+   * assert.equal(first.headers.get("retry-after"), "30");
+   * mono += 30_000; // a lease later: every send has ended
+   * assert.equal((await fail()).status, 200);
+   * assert.equal((await store.getIntent("pi_0001"))?.hold, "voided");
+   * ```
+   */
+  readonly monotonicNow?: () => number;
 }
 
 /** Every option `createApp` reads: the relayer's and its own. */
@@ -284,6 +330,7 @@ const APP_OPTIONS: readonly string[] = [
       log: true,
       enqueue: true,
       redriveTo: true,
+      monotonicNow: true,
     } satisfies Record<Exclude<keyof AppDeps, keyof RelayerOptions>, true>,
   ),
 ];
@@ -1318,8 +1365,28 @@ export function createApp(deps: AppDeps): WebhookApp {
   // How long a send may run, in any instance: its lease, which every send
   // must end within (the relayer's default when none is given).
   const sendBoundMs = deps.leaseMs ?? 30_000;
+  const { monotonicNow = () => performance.now() } = deps;
+  if (typeof monotonicNow !== "function") {
+    throw new TypeError(
+      `Cannot create app as 'monotonicNow' must be a function returning milliseconds: current value is ${
+        show(monotonicNow)
+      }. Leave it out outside tests (it defaults to performance.now())`,
+    );
+  }
   /** Write-aheads of sends with no record, by when this process saw them. */
-  const unrecordedFor = writeAheadsSeen();
+  const unrecordedFor = writeAheadsSeen(() => {
+    // A reading that is not a number would end every wait at once (a
+    // comparison with NaN is false): fail the request instead.
+    const at = monotonicNow();
+    if (typeof at !== "number" || !Number.isFinite(at)) {
+      throw new TypeError(
+        `Cannot read the monotonic clock as 'monotonicNow' returned ${
+          show(at)
+        }, not a finite number of milliseconds`,
+      );
+    }
+    return at;
+  });
   // Checked on every read, as the relayer's is: the routes write the time
   // too (a count, a replay record, an operator's resolution), and a store
   // refusing it would name a field, not the clock.

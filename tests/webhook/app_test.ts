@@ -1889,27 +1889,78 @@ Deno.test("createApp() refuses an insecureDev that is not a boolean, such as the
   assert.equal((await app.request("/v1/dead-letters")).status, 503);
 });
 
+Deno.test("createApp() takes only a function for 'monotonicNow', and a reading of it that is not a finite number fails the resolution (500) rather than end the send-in-flight wait, writing nothing", async () => {
+  assert.throws(
+    () =>
+      createApp({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        monotonicNow: 5 as unknown as () => number,
+      }),
+    /'monotonicNow' must be a function/,
+  );
+  for (const reading of [NaN, Infinity, "0"]) {
+    const lines: string[] = [];
+    const { app, store } = await makeApp({
+      intents: [{ id: "pi_0002", state: "needs_review", hold: "pending" }],
+      deps: {
+        log: (line) => lines.push(line),
+        monotonicNow: () => reading as number,
+      },
+    });
+    const before = await store.getIntent("pi_0002");
+    const res = await app.request("/v1/intents/pi_0002/resolve", {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPS}` },
+      body: JSON.stringify({
+        to: "failed",
+        version: before?.version,
+        nonceChecked: true,
+      }),
+    });
+    assert.equal(res.status, 500, await res.clone().text());
+    await res.body?.cancel();
+    assert.deepEqual(await store.getIntent("pi_0002"), before);
+    assert.ok(
+      lines.some((line) => line.includes("'monotonicNow' returned")),
+      lines.join("\n"),
+    );
+  }
+});
+
 Deno.test("createApp() checks its clock's readings as the relayer does: an operator's resolution and a counted delivery fail naming 'now', and nothing is written", async () => {
   const lines: string[] = [];
+  let mono = 0;
   const { app, store } = await makeApp({
     intents: [
       { id: "pi_0002", state: "needs_review", hold: "pending" },
       authorized,
     ],
-    deps: { now: () => NOW + 0.5, log: (line) => lines.push(line) },
+    deps: {
+      now: () => NOW + 0.5,
+      log: (line) => lines.push(line),
+      monotonicNow: () => mono,
+    },
   });
   const before = await store.getIntent("pi_0002");
-  const resolve = await app.request("/v1/intents/pi_0002/resolve", {
-    method: "POST",
-    headers: { authorization: `Bearer ${OPS}` },
-    // Imported in review with nothing on record, it may have sent: the
-    // operator looked its nonce up, so the write is all that is left.
-    body: JSON.stringify({
-      to: "failed",
-      version: before?.version,
-      nonceChecked: true,
-    }),
-  });
+  const fail = () =>
+    app.request("/v1/intents/pi_0002/resolve", {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPS}` },
+      // Imported in review with nothing on record, it may have sent: the
+      // operator looked its nonce up, and a send that may still run has
+      // had its lease, so the write is all that is left.
+      body: JSON.stringify({
+        to: "failed",
+        version: before?.version,
+        nonceChecked: true,
+      }),
+    });
+  const waited = await fail();
+  assert.equal(waited.status, 409, await waited.clone().text());
+  assert.match((await waited.json()).type, /send-in-flight$/);
+  mono += 30_000; // the lease
+  const resolve = await fail();
   assert.ok(resolve.status >= 500, await resolve.text());
   assert.deepEqual(await store.getIntent("pi_0002"), before);
   // A delivery without its number: the store counts it, at the app's time.
