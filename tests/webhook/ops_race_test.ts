@@ -56,13 +56,41 @@ async function raceApp(
   return { app, clock, gated, published, enqueued };
 }
 
-/** An app on `store` and `sender` as these races run one: its clock `clock.now`, a lease of 200 ms, 3 deliveries, QStash and the ops token. */
+/** An app on `store` and `sender` as these races run one: its clock `clock.now` (its monotonic clock `clock.mono`, if given), a lease of 200 ms, 3 deliveries, QStash and the ops token. */
 function opsApp(
   store: Store,
   sender: Sender,
-  clock: { now: number },
+  clock: { now: number; mono?: number },
 ): WebhookApp {
-  return leasedApp(store, { clock, opsToken: OPS, qstash: QSTASH, sender });
+  return leasedApp(store, {
+    clock,
+    opsToken: OPS,
+    qstash: QSTASH,
+    sender,
+    ...(clock.mono === undefined ? {} : {
+      monotonicNow: () => clock.mono!,
+    }),
+  });
+}
+
+/**
+ * Posts a fail of a review that may have sent (`post`), whose first answer
+ * is 409 `send-in-flight`: a send of it may still run in some instance
+ * with no write-ahead on record. A lease (200 ms) later on the app's
+ * monotonic clock (`clock.mono`), every send has ended: it posts it
+ * again, and returns that answer.
+ */
+async function afterTheWait(
+  post: () => Promise<Response>,
+  clock: { mono?: number },
+): Promise<Response> {
+  const first = await post();
+  const problem = await first.json();
+  assert.equal(first.status, 409, JSON.stringify(problem));
+  assert.match(problem.type, /send-in-flight$/);
+  assert.equal(first.headers.get("retry-after"), "1");
+  clock.mono = (clock.mono ?? 0) + 200;
+  return await post();
 }
 
 /** Creates `pi_0002` settling, its tx 0xold on record as sent. */
@@ -313,7 +341,7 @@ async function givenUpMidSend(
  * sent). Returns the delivery's answer, the txs that landed, and a fail by
  * hand of the payment with `"nonceChecked":true` on the version read while
  * the send ran, or on `version`, or with its body streamed (and that body's
- * text, `failText`).
+ * text, `failText`), and the app's clocks (`clock.mono` its monotonic one).
  */
 async function sendEndedInReview(
   store: Store,
@@ -325,7 +353,7 @@ async function sendEndedInReview(
     state: "authorized",
     hold: "pending",
   });
-  const clock = { now: 1_000_000 };
+  const clock = { now: 1_000_000, mono: 0 };
   const chain = new Set<string>(); // txs that landed
   let finish!: () => void;
   let began!: () => void;
@@ -379,7 +407,7 @@ async function sendEndedInReview(
         }
         : { body: given, duplex: "half" }),
     });
-  return { ended, chain, fail, failText };
+  return { ended, chain, fail, failText, clock };
 }
 
 /** Posts two fails by hand at once with `fail`: both must be refused (409, `type`), the hold of `pi_0002` still pending. */
@@ -412,7 +440,7 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended in doubt is refused (its record moved the version), then taken on a fresh read [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      const { ended, fail } = await sendEndedInReview(store, "doubt");
+      const { ended, fail, clock } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
       const first = await fail();
       const body = await first.json();
@@ -427,9 +455,11 @@ for (const backend of BACKENDS) {
       assert.match(body.type, /changed$/);
       const now = (await store.getIntent("pi_0002"))!;
       assert.equal(now.lastBroadcast?.outcome, "unknown");
-      // Told, the operator looks the nonce up again: the word stands.
+      // Told, the operator looks the nonce up again: the word stands, once
+      // a send that may still run in some instance has had its lease (the
+      // review may have sent).
       assert.equal((await fail()).status, 409, "the old version again");
-      const second = await fail(now.version);
+      const second = await afterTheWait(() => fail(now.version), clock);
       assert.equal(second.status, 200, await second.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
     } finally {
@@ -446,13 +476,13 @@ for (const backend of BACKENDS) {
   Deno.test(`ops race: two fails posted at once after a send ended in doubt are both refused, then one taken on a fresh read [${backend.name}]`, async () => {
     const { store, close } = await backend.open();
     try {
-      const { ended, fail } = await sendEndedInReview(store, "doubt");
+      const { ended, fail, clock } = await sendEndedInReview(store, "doubt");
       assert.equal(ended.status, 503);
       await twoFailsRefused(store, fail, /changed$/);
-      // Told, the operator looks the nonce up again: the word stands.
-      const again = await fail(
-        (await store.getIntent("pi_0002"))!.version,
-      );
+      // Told, the operator looks the nonce up again: the word stands, once
+      // a send that may still run in some instance has had its lease.
+      const version = (await store.getIntent("pi_0002"))!.version;
+      const again = await afterTheWait(() => fail(version), clock);
       assert.equal(again.status, 200, await again.clone().text());
       assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
     } finally {

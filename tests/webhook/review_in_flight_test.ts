@@ -30,7 +30,8 @@ const job = { intentId: "pi_1", kind: "settle" } as const;
 /**
  * `pi_1` authorized on a MemoryStore, and an app whose Sender's send
  * hangs until `finish` (`sending` settles once it began); receipts answer
- * `receipt`, and the app's clock is `clock.now`.
+ * `receipt`, and the app's clock is `clock.now` (its monotonic clock
+ * `clock.mono`).
  */
 async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
   const store = new MemoryStore();
@@ -39,7 +40,7 @@ async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
     state: "authorized",
     hold: "pending",
   });
-  const clock = { now: 1_000_000 };
+  const clock = { now: 1_000_000, mono: 0 };
   let finish!: (sent: { txHash: string }) => void;
   let began!: () => void;
   const sending = new Promise<void>((resolve) => began = resolve);
@@ -51,7 +52,13 @@ async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
     receipt: () => Promise.resolve(status),
   };
   let status = receipt;
-  const app = leasedApp(store, { clock, opsToken: OPS, sender, maxDeliveries });
+  const app = leasedApp(store, {
+    clock,
+    opsToken: OPS,
+    sender,
+    maxDeliveries,
+    monotonicNow: () => clock.mono,
+  });
   return {
     store,
     app,
@@ -123,8 +130,17 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
   assert.match(pendingBody.type, /tx-pending$/);
   assert.doesNotMatch(pendingBody.detail, /on no record/);
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
-  // Dropped, the fail on the version read after the send ended is taken.
+  // Dropped, the fail on the version read after the send ended is taken,
+  // once a send that may still run in another instance (the payment may
+  // have sent) has had its lease from the first fail that met none
+  // pending: 409 send-in-flight first.
   receiptsAnswer("dropped");
+  const waited = await failNow();
+  const waitedBody = await waited.json();
+  assert.equal(waited.status, 409, JSON.stringify(waitedBody));
+  assert.match(waitedBody.type, /send-in-flight$/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  clock.mono += 200; // the lease
   assert.equal((await failNow()).status, 200);
 });
 

@@ -22,6 +22,29 @@ import { BACKENDS } from "../_stores.ts";
 const OPS = "ops-token-for-review-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 
+/** The test apps' lease (the relayer's default). */
+const LEASE_MS = 30_000;
+
+/**
+ * Posts a fail of a review that may have sent (`post`), whose first answer
+ * is 409 `send-in-flight` whatever it says: a send of it may still run in
+ * some instance with no write-ahead on record (another's rescue replaced
+ * it). A lease later on the app's monotonic clock (`clock.mono`), every
+ * send has ended: it posts it again, and returns that answer.
+ */
+async function afterTheWait(
+  post: () => Response | Promise<Response>,
+  clock: { mono: number },
+): Promise<Response> {
+  const first = await post();
+  const problem = await first.json();
+  assert.equal(first.status, 409, JSON.stringify(problem));
+  assert.equal(problem.type, "urn:relayer:problem:send-in-flight");
+  assert.equal(first.headers.get("retry-after"), String(LEASE_MS / 1000));
+  clock.mono += LEASE_MS;
+  return await post();
+}
+
 /** Puts `pi_1` in review on `store`, its hold pending; its version after. */
 async function putInReview(
   store: Store,
@@ -59,11 +82,13 @@ async function inReview(
     options.txHashes,
     options.lastBroadcast,
   );
+  const clock = { mono: 0 };
   const app = createApp({
     store,
     sender: options.sender ?? new ScriptedSender({}),
     opsToken: OPS,
     log: (line) => void lines.push(line),
+    monotonicNow: () => clock.mono,
   });
   const resolve = (body: unknown, id = "pi_1") =>
     app.request(`/v1/intents/${id}/resolve`, {
@@ -71,13 +96,26 @@ async function inReview(
       headers,
       body: typeof body === "string" ? body : JSON.stringify(body),
     });
-  return { store, app, lines, resolve, version: reviewed.version };
+  /** A fail of a review that may have sent: {@linkcode afterTheWait}. */
+  const failAfterWait = (body: unknown, id = "pi_1") =>
+    afterTheWait(() => resolve(body, id), clock);
+  return {
+    store,
+    app,
+    lines,
+    resolve,
+    failAfterWait,
+    version: reviewed.version,
+  };
 }
 
 Deno.test("POST /v1/intents/:id/resolve settles a payment in review with its hold captured first, and fails one with its hold voided first, and says so in the log", async () => {
   for (const [to, hold] of [["settled", "captured"], ["failed", "voided"]]) {
-    const { store, lines, resolve, version } = await inReview();
-    const res = await resolve({ to, version, nonceChecked: true });
+    const { store, lines, resolve, failAfterWait, version } = await inReview();
+    // A fail of a payment that may have sent first waits out any send.
+    const res = to === "failed"
+      ? await failAfterWait({ to, version, nonceChecked: true })
+      : await resolve({ to, version, nonceChecked: true });
     assert.equal(res.status, 200);
     const { intent } = await res.json();
     assert.equal(intent.state, to);
@@ -95,7 +133,7 @@ Deno.test("POST /v1/intents/:id/resolve settles a payment in review with its hol
 });
 
 Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the record of the review, and the request that discards it, which works as given", async () => {
-  const { store, app, resolve, version } = await inReview();
+  const { store, app, failAfterWait, version } = await inReview();
   await store.putDeadLetter({
     jobId: "pi_1/settle",
     intentId: "pi_1",
@@ -107,7 +145,11 @@ Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the
     poisonedAt: 1,
   });
   const stored = await store.getDeadLetter("pi_1/settle");
-  const res = await resolve({ to: "failed", nonceChecked: true, version });
+  const res = await failAfterWait({
+    to: "failed",
+    nonceChecked: true,
+    version,
+  });
   assert.equal(res.status, 200);
   const body = await res.json();
   assert.equal(body.intent.state, "failed");
@@ -134,9 +176,13 @@ Deno.test("POST /v1/intents/:id/resolve names the job's dead letter, kept as the
 });
 
 Deno.test("POST /v1/intents/:id/resolve stands when the dead letter cannot be read after it: no deadLetter, a next that says to look it up, and a log line", async () => {
-  const { store, lines, resolve, version } = await inReview();
+  const { store, lines, failAfterWait, version } = await inReview();
   store.getDeadLetter = () => Promise.reject(new Error("kv: connection reset"));
-  const res = await resolve({ to: "failed", nonceChecked: true, version });
+  const res = await failAfterWait({
+    to: "failed",
+    nonceChecked: true,
+    version,
+  });
   assert.equal(res.status, 200);
   const body = await res.json();
   assert.equal(body.intent.state, "failed");
@@ -155,7 +201,7 @@ Deno.test("POST /v1/intents/:id/resolve stands when the dead letter cannot be re
 });
 
 Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not in review, a hold that cannot move, a bad body, and no token, changing nothing", async () => {
-  const { store, app, resolve, version } = await inReview();
+  const { store, app, resolve, failAfterWait, version } = await inReview();
   const stale = await resolve({ to: "failed", version: "0" });
   assert.equal(stale.status, 409);
   assert.match((await stale.json()).type, /changed$/);
@@ -200,7 +246,8 @@ Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not i
   assert.equal((await store.getIntent("pi_3"))?.state, "needs_review");
   // Resolved once, it is no longer in review.
   assert.equal(
-    (await resolve({ to: "failed", nonceChecked: true, version })).status,
+    (await failAfterWait({ to: "failed", nonceChecked: true, version }))
+      .status,
     200,
   );
   assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
@@ -279,23 +326,29 @@ for (const backend of BACKENDS) {
     const { store, close } = await backend.open();
     try {
       await putInReview(store);
+      const clock = { mono: 0 };
       const app = createApp({
         store,
         sender: new ScriptedSender({}),
         opsToken: OPS,
+        monotonicNow: () => clock.mono,
       });
       const read = await app.request("/v1/intents/pi_1", { headers });
       assert.equal(read.status, 200);
       const { intent } = await read.json();
-      const res = await app.request("/v1/intents/pi_1/resolve", {
-        method: "POST",
-        headers,
-        body: JSON.stringify({
-          to: "failed",
-          nonceChecked: true,
-          version: intent.version,
-        }),
-      });
+      const res = await afterTheWait(
+        () =>
+          app.request("/v1/intents/pi_1/resolve", {
+            method: "POST",
+            headers,
+            body: JSON.stringify({
+              to: "failed",
+              nonceChecked: true,
+              version: intent.version,
+            }),
+          }),
+        clock,
+      );
       const body = await res.json();
       assert.equal(res.status, 200, JSON.stringify(body));
       assert.equal((await store.getIntent("pi_1"))?.state, "failed");
@@ -352,7 +405,7 @@ Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5
       }, 2_000);
       timers.add(id);
     });
-  const { resolve, version } = await inReview({
+  const { failAfterWait, version } = await inReview({
     txHashes: ["0xa", "0xb", "0xc"],
     sender: {
       send: () => Promise.reject(new Error("no sends here")),
@@ -361,7 +414,11 @@ Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5
   });
   try {
     // The nonce looked up: every tx reads dropped, which alone is no proof.
-    const res = await resolve({ to: "failed", version, nonceChecked: true });
+    const res = await failAfterWait({
+      to: "failed",
+      version,
+      nonceChecked: true,
+    });
     const body = await res.json();
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.equal(body.intent.state, "failed");
@@ -423,9 +480,10 @@ Deno.test("POST /v1/intents/:id/resolve says when its body is not JSON, or not a
 });
 
 Deno.test("POST /v1/intents/:id/resolve sent again after it landed answers 409 not-in-review saying the payment is already resolved as asked, with nothing to do", async () => {
-  const { resolve, version } = await inReview();
+  const { resolve, failAfterWait, version } = await inReview();
   assert.equal(
-    (await resolve({ to: "failed", nonceChecked: true, version })).status,
+    (await failAfterWait({ to: "failed", nonceChecked: true, version }))
+      .status,
     200,
   );
   // A script that timed out and sent it again, or a second operator.
@@ -455,12 +513,12 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment a send of which 
   // The last broadcast unknown (a rescue whose answer was lost): its tx, if
   // it landed, is on no record, and the tx on record reads dropped because
   // that one used the nonce. The receipts cannot tell: only the chain can.
-  const { store, resolve, version } = await inReview({
+  const { store, resolve, failAfterWait, version } = await inReview({
     txHashes: ["0xa"],
     lastBroadcast: { outcome: "unknown", error: "timed out", at: 0 },
     sender: allDropped,
   });
-  const refused = await resolve({ to: "failed", version });
+  const refused = await failAfterWait({ to: "failed", version });
   assert.equal(refused.status, 409);
   const problem = await refused.json();
   assert.equal(problem.type.endsWith("nonce-unchecked"), true, problem.type);
@@ -511,7 +569,7 @@ Deno.test("POST /v1/intents/:id/resolve fails without the nonce check a payment 
     lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
     sender: allDropped,
   });
-  const res = await sent.resolve({ to: "failed", version: sent.version });
+  const res = await sent.failAfterWait({ to: "failed", version: sent.version });
   assert.equal(res.status, 409);
   assert.match((await res.json()).type, /nonce-unchecked$/);
   assert.equal((await sent.store.getIntent("pi_1"))?.hold, "pending");
@@ -567,14 +625,23 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
     [reviewed.lastBroadcast?.outcome, reviewed.txHashes, reviewed.mayHaveSent],
     ["sent", ["0xb"], true],
   );
-  const app = createApp({ store, sender: allDropped, opsToken: OPS });
+  const clock = { mono: 0 };
+  const app = createApp({
+    store,
+    sender: allDropped,
+    opsToken: OPS,
+    monotonicNow: () => clock.mono,
+  });
   const resolve = (body: unknown) =>
     app.request("/v1/intents/pi_1/resolve", {
       method: "POST",
       headers,
       body: JSON.stringify(body),
     });
-  const refused = await resolve({ to: "failed", version: reviewed.version });
+  const refused = await afterTheWait(
+    () => resolve({ to: "failed", version: reviewed.version }),
+    clock,
+  );
   assert.equal(refused.status, 409);
   const problem = await refused.json();
   assert.match(problem.type, /nonce-unchecked$/);
@@ -596,14 +663,16 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
 // one's own) with nothing on record: nothing says no send left, and it is
 // in review because money may have moved.
 Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a payment imported in review with nothing on record, unless told nothing left", async () => {
-  const { store, resolve } = await inReview({ sender: allDropped });
+  const { store, resolve, failAfterWait } = await inReview({
+    sender: allDropped,
+  });
   const imported = await store.createIntent({
     id: "pi_2",
     state: "needs_review",
     hold: "pending",
   });
   assert.equal(imported.mayHaveSent, true);
-  const refused = await resolve(
+  const refused = await failAfterWait(
     { to: "failed", version: imported.version },
     "pi_2",
   );
@@ -613,7 +682,8 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
   assert.match(problem.detail, /no tx on record/);
   assert.equal((await store.getIntent("pi_2"))?.hold, "pending");
   await assert.rejects(store.voidHold("pi_2"), /resolve route/);
-  // Told nothing left, it fails on the record alone.
+  // Told nothing left, it fails on the record alone, at once: no send of
+  // it may still run.
   const clean = await store.createIntent({
     id: "pi_3",
     state: "needs_review",
@@ -634,11 +704,11 @@ Deno.test("POST /v1/intents/:id/resolve will not fail without the nonce check a 
 // dropped it)" fails a payment whose tx then pays the payee behind a
 // voided hold (tests/relayer/evm_signer_test.ts shows it).
 Deno.test("POST /v1/intents/:id/resolve's nonce-unchecked answer does not take a dropped tx for one that cannot land: only its nonce used by another tx, or an expiry the chain enforces", async () => {
-  const { resolve, version } = await inReview({
+  const { failAfterWait, version } = await inReview({
     txHashes: ["0xa"],
     sender: allDropped,
   });
-  const res = await resolve({ to: "failed", version });
+  const res = await failAfterWait({ to: "failed", version });
   assert.equal(res.status, 409);
   const { type, detail } = await res.json();
   assert.match(type, /nonce-unchecked$/);
