@@ -60,9 +60,17 @@ function resolveProblems(): Map<string, number> {
   return found;
 }
 
+/** The lease of the apps here (the relayer's default). */
+const LEASE_MS = 30_000;
+
 /**
  * An app whose store holds `pi_1` where the relayer left it: in review
- * after `script`, its job's deliveries spent.
+ * after `script`, its job's deliveries spent. `resolve` posts a body;
+ * `afterTheWait` posts it, checks that the first answer is 409
+ * `send-in-flight` with a `Retry-After` of a lease (a send of a payment that
+ * may have sent may still run in some instance, with nothing on record),
+ * steps the app's monotonic clock a lease on, as the operator waits, and
+ * returns the answer to the same body posted again.
  */
 async function reviewedBy(script: SenderScript) {
   const store = new MemoryStore();
@@ -87,10 +95,27 @@ async function reviewedBy(script: SenderScript) {
   }
   const intent = await store.getIntent("pi_1");
   assert.equal(intent?.state, "needs_review", JSON.stringify(intent));
-  const app = createApp({ store, sender, opsToken: OPS, now: () => clock });
+  let mono = 0;
+  const app = createApp({
+    store,
+    sender,
+    opsToken: OPS,
+    now: () => clock,
+    monotonicNow: () => mono,
+  });
   const resolve = (body: string) =>
     app.request("/v1/intents/pi_1/resolve", { method: "POST", headers, body });
-  return { store, resolve, version: intent.version, reason: intent };
+  const afterTheWait = async (body: string) => {
+    const first = await resolve(body);
+    const problem = await first.json();
+    assert.equal(first.status, 409, `${body}: ${JSON.stringify(problem)}`);
+    assert.equal(problem.type, "urn:relayer:problem:send-in-flight", body);
+    assert.equal(first.headers.get("retry-after"), String(LEASE_MS / 1000));
+    assert.equal((await store.getIntent("pi_1"))?.hold, "pending", body);
+    mono += LEASE_MS;
+    return await resolve(body);
+  };
+  return { store, resolve, afterTheWait, version: intent.version };
 }
 
 /** The relayer's ways into review, each a payment that may have sent. */
@@ -125,17 +150,17 @@ Deno.test("routes.md and runbook.md name every 409 and 503 the resolve route ans
   assert.deepEqual(missing, []);
 });
 
-Deno.test("a payment the relayer put in review (its last broadcast unknown, sent and dropped, or after an earlier send) may have sent: the route fails it only once the operator says they looked its nonce up", async () => {
+Deno.test("a payment the relayer put in review (its last broadcast unknown, sent and dropped, or after an earlier send) may have sent: the route fails it only once the operator says they looked its nonce up, after a send-in-flight wait", async () => {
   for (const [name, script] of Object.entries(REVIEWS)) {
-    const { store, resolve, version } = await reviewedBy(script);
-    const bare = await resolve(JSON.stringify({ to: "failed", version }));
+    const { store, afterTheWait, version } = await reviewedBy(script);
+    const bare = await afterTheWait(JSON.stringify({ to: "failed", version }));
     assert.equal(bare.status, 409, name);
     assert.match((await bare.json()).type, /nonce-unchecked$/, name);
     assert.equal((await store.getIntent("pi_1"))?.hold, "pending", name);
   }
 });
 
-Deno.test("the failing bodies routes.md and runbook.md give fail a payment the relayer put in review, its hold voided", async () => {
+Deno.test("the failing bodies routes.md and runbook.md give fail a payment the relayer put in review, its hold voided, posted again after the 409 send-in-flight they say comes first", async () => {
   const bodies = [
     ...reviewSection().matchAll(
       /\{"to":"failed","version":"<version>"[^}]*\}/g,
@@ -147,12 +172,35 @@ Deno.test("the failing bodies routes.md and runbook.md give fail a payment the r
   assert.ok(bodies.length >= 2, `too few bodies found: ${bodies}`);
   for (const body of bodies) {
     for (const [name, script] of Object.entries(REVIEWS)) {
-      const { store, resolve, version } = await reviewedBy(script);
-      const res = await resolve(body.replace("<version>", version));
+      const { store, afterTheWait, version } = await reviewedBy(script);
+      const res = await afterTheWait(body.replace("<version>", version));
       assert.equal(res.status, 200, `${body} on ${name}: ${await res.text()}`);
       const intent = await store.getIntent("pi_1");
       assert.equal(intent?.state, "failed", `${body} on ${name}`);
       assert.equal(intent?.hold, "voided", `${body} on ${name}`);
     }
   }
+});
+
+Deno.test("routes.md and runbook.md say a fail of a payment that may have sent answers 409 send-in-flight first, and that it is posted again after its Retry-After, the intent read and the nonce looked up again", () => {
+  const section = reviewSection().replace(/\s+/g, " ");
+  const runbook = read("docs/runbook.md").replace(/\s+/g, " ");
+  assert.match(
+    section,
+    /every payment that may have sent, which is every payment the relayer puts in review, answers its first fail 409 `send-in-flight`/,
+  );
+  assert.match(
+    section,
+    /Wait the `Retry-After`, read the intent again .*, look the nonce up again, and send the fail again/,
+  );
+  assert.match(
+    runbook,
+    /A payment that may have sent .* answers that first fail 409 `send-in-flight` with a `Retry-After`/,
+  );
+  // The runbook shows the second post, after reading the intent again.
+  const step = runbook.slice(runbook.indexOf("answers that first fail 409"));
+  assert.match(
+    step,
+    /^[^]*?Wait the `Retry-After`, read the intent again \(`curl -s \$R\/v1\/intents\/<id> -H "\$ops"`[^]*?look the nonce up again, then send the fail again[^]*?`curl -s -X POST \$R\/v1\/intents\/<id>\/resolve -H "\$ops" -d '\{"to":"failed","version":"<version>","nonceChecked":true\}'`/,
+  );
 });
