@@ -127,6 +127,9 @@
  *   (then the route must refuse a pending one with 409). A 503 saying a
  *   receipt could not be read (the signer's answer past `SENDER_TIMEOUT`)
  *   must leave the payment in review as it was; it is resolved again later.
+ *   So must a 409 `send-in-flight` (the first fail of a payment that may
+ *   have sent, in each server): it is tried again a lease later, on a fresh
+ *   read and a fresh look at the signer's receipts.
  * - **An operator redrives** through the route
  *   (`POST /v1/dead-letters/:intentId/:kind/redrive`): every 60 ms it lists
  *   the dead letters and redrives about a third of those whose job is idle
@@ -4254,6 +4257,8 @@ async function runCrashTest(
     }
   };
 
+  /** When the operator may try a payment again after a 409 `send-in-flight`. */
+  const retryAt = new Map<string, number>();
   /**
    * An operator resolving payments in review as one should: settled once
    * the signer confirmed one of its txs, failed once nothing may have left
@@ -4269,6 +4274,7 @@ async function runCrashTest(
       // likely), a few at a time.
       const inReview = plans.filter((p) =>
         !resolvedBy.has(p.id) &&
+        (retryAt.get(p.id) ?? -Infinity) <= performance.now() &&
         (observed.get(p.id).at(-1)?.state === "needs_review" ||
           jobs.get(p.id)!.ended)
       );
@@ -4339,7 +4345,14 @@ async function runCrashTest(
             unexpected.push(
               `${plan.id}: resolving it ${to} answered ${status} ${text}`,
             );
-          } else if (what === "again" && /receipts-unread/.test(text)) {
+          } else if (
+            (what === "again" && /receipts-unread/.test(text)) ||
+            (status === 409 && /send-in-flight/.test(text))
+          ) {
+            // Nothing changed; a fail that met a send that may still run
+            // (every payment that may have sent meets one first) is made
+            // again as the runbook says: later, on a fresh read and a
+            // fresh look at the chain.
             const after = await ops(`/v1/intents/${plan.id}`);
             const seen = (after.body as IntentView | null)?.intent;
             if (
@@ -4347,9 +4360,18 @@ async function runCrashTest(
               (seen?.state !== "needs_review" || seen.hold !== intent.hold)
             ) {
               unexpected.push(
-                `${plan.id}: resolving it ${to} answered 503 receipts-unread, but it is ${seen?.state} with hold ${seen?.hold} now`,
+                `${plan.id}: resolving it ${to} answered ${status} ${
+                  status === 409 ? "send-in-flight" : "receipts-unread"
+                }, but it is ${seen?.state} with hold ${seen?.hold} now`,
               );
-            } else resolvedBy.delete(plan.id);
+            } else {
+              resolvedBy.delete(plan.id);
+              // Its Retry-After is at most the lease (LEASE_MS) from the
+              // first fail that server refused so.
+              if (status === 409) {
+                retryAt.set(plan.id, performance.now() + LEASE_MS);
+              }
+            }
           }
         } catch {
           // the server died under the resolution (it may have landed)
