@@ -405,39 +405,52 @@ export async function run(plan: RunPlan): Promise<RunResult> {
   advance(clock.t + 20 * 12_000);
   // The operator resolves reviews.
   if (plan.operator !== "none") {
+    // The monotonic clock the resolve route's send-in-flight wait counts
+    // on: the operator waits its Retry-After on it.
+    let mono = 0;
     const app = createApp({
       store,
       sender,
       opsToken: "ops-token-0123456789abc",
       now: () => clock.t,
+      monotonicNow: () => mono,
     });
     for (const id of ids) {
-      const intent = await memory.getIntent(id) as Intent;
-      if (intent.state !== "needs_review") continue;
-      let nonceChecked = false;
-      const nonce = signer.nonces.get(id);
-      const ownMined = nonce !== undefined && chain.minedAt(nonce);
-      if (ownMined && ownMined.tx.intentId === id && ownMined.ok) continue; // settle: skip
-      if (plan.operator === "dropped" && !ownMined) {
-        const all = await Promise.all(
-          intent.txHashes.map((h) => sender.receipt(h).catch(() => "err")),
+      // A payment that may have sent answers its first fail 409
+      // send-in-flight: the operator waits its Retry-After, then reads the
+      // intent, looks the nonce up and posts again, as the runbook says.
+      for (let attempt = 1; attempt <= 2; attempt++) {
+        const intent = await memory.getIntent(id) as Intent;
+        if (intent.state !== "needs_review") break;
+        let nonceChecked = false;
+        const nonce = signer.nonces.get(id);
+        const ownMined = nonce !== undefined && chain.minedAt(nonce);
+        if (ownMined && ownMined.tx.intentId === id && ownMined.ok) break; // settle: skip
+        if (plan.operator === "dropped" && !ownMined) {
+          const all = await Promise.all(
+            intent.txHashes.map((h) => sender.receipt(h).catch(() => "err")),
+          );
+          nonceChecked = all.length > 0 && all.every((s) => s === "dropped");
+        }
+        const res = await app.request(`/v1/intents/${id}/resolve`, {
+          method: "POST",
+          headers: { authorization: "Bearer ops-token-0123456789abc" },
+          body: JSON.stringify({
+            to: "failed",
+            version: intent.version,
+            ...(nonceChecked ? { nonceChecked } : {}),
+          }),
+        });
+        const text = await res.text();
+        log(
+          `operator fails ${id} nonceChecked=${nonceChecked}: ${res.status} ${
+            text.slice(0, 120)
+          }`,
         );
-        nonceChecked = all.length > 0 && all.every((s) => s === "dropped");
+        const retryAfter = Number(res.headers.get("retry-after"));
+        if (res.status !== 409 || !/send-in-flight/.test(text)) break;
+        mono += retryAfter * 1000;
       }
-      const res = await app.request(`/v1/intents/${id}/resolve`, {
-        method: "POST",
-        headers: { authorization: "Bearer ops-token-0123456789abc" },
-        body: JSON.stringify({
-          to: "failed",
-          version: intent.version,
-          ...(nonceChecked ? { nonceChecked } : {}),
-        }),
-      });
-      log(
-        `operator fails ${id} nonceChecked=${nonceChecked}: ${res.status} ${
-          (await res.text()).slice(0, 120)
-        }`,
-      );
     }
   }
   // Worst case: whatever may still land, lands.

@@ -718,6 +718,13 @@ function moneyRace(
         sender,
         opsToken: OPS,
         now: () => clock.t,
+        // Every instance's lease, which every send ends within; and the
+        // race's own time, which the instances' steps (offsets) leave
+        // alone, as the monotonic clock the send-in-flight wait counts
+        // on: an operator's fail of a payment that may have sent lands
+        // once the race's ticks passed a lease from the first one refused.
+        leaseMs: LEASE_MS,
+        monotonicNow: () => clock.t,
       });
       const job = { intentId: "pi_1", kind: "settle" } as const;
       // The clock moves when the scheduler says, not when it is asked to
