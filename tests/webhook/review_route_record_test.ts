@@ -67,3 +67,55 @@ Deno.test("POST /v1/intents/:id/resolve fails without the nonce check a payment 
   assert.equal(failed.status, 200, await failed.text());
   assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
 });
+
+Deno.test("POST /v1/intents/:id/resolve does not say a tx is on no record when its record landed and only its answer was lost", async () => {
+  // The record of the sent tx commits, and its answer is lost: the relayer
+  // keeps the tx as unrecorded, and the store has it on the intent too.
+  class AnswerLost extends MemoryStore {
+    lost = true;
+    override async recordBroadcast(
+      ...args: Parameters<MemoryStore["recordBroadcast"]>
+    ) {
+      const recorded = await super.recordBroadcast(...args);
+      if (this.lost && args[2].outcome === "sent") {
+        this.lost = false;
+        throw new Error("connection lost after the commit");
+      }
+      return recorded;
+    }
+  }
+  const store = new AnswerLost();
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({
+      pi_1: { sends: [{ txHash: "0xs" }], receipts: ["confirmed"] },
+    }),
+    opsToken: OPS,
+    log: () => {},
+  });
+  await app.relayer.deliver({ intentId: "pi_1", kind: "settle" }, 1);
+  const sent = (await store.getIntent("pi_1"))!;
+  assert.deepEqual(sent.txHashes, ["0xs"]);
+  const reviewed = await store.transition("pi_1", {
+    from: "settling",
+    to: "needs_review",
+    version: sent.version,
+    at: 1,
+  });
+  const res = await app.request("/v1/intents/pi_1/resolve", {
+    method: "POST",
+    headers: { authorization: `Bearer ${OPS}` },
+    body: JSON.stringify({ to: "failed", version: reviewed.version }),
+  });
+  assert.equal(res.status, 409);
+  const problem = await res.json();
+  assert.match(problem.type, /tx-confirmed$/);
+  assert.match(problem.detail, /0xs/);
+  assert.doesNotMatch(problem.detail, /on no record/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+});
