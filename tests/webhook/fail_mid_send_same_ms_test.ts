@@ -1,0 +1,116 @@
+/**
+ * A fail posted to the instance whose own send of the payment ended with
+ * its record landed (`not_sent`), while another instance's send, written
+ * ahead at the same millisecond by its own wall clock (a clock behind by
+ * the time between the two, or one that reads coarse time), still runs
+ * and the give-up put the payment in review. The review carries that
+ * other send's write-ahead, `broadcasting` equal to the first send's and
+ * `mayHaveSent` false (the first send's record cleared its write-ahead,
+ * so the second replaced none): the first instance must not take it for
+ * its own send that ended. Refused 409 `send-in-flight`, the hold stays
+ * pending, and the tx that then leaves is on record. On every store.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { notSent, type ReceiptStatus, type Sender } from "../../mod.ts";
+import { BACKENDS } from "../_stores.ts";
+
+const OPS = "ops-token-for-fail-mid-send-same-ms-tests";
+const headers = { authorization: `Bearer ${OPS}` };
+const job = { intentId: "pi_1", kind: "settle" } as const;
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a fail posted to an instance whose own send ended (recorded) while another's, written ahead at the same millisecond, still runs is refused`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      const clock = { now: 1_000_000 };
+      let finish!: (sent: { txHash: string }) => void;
+      let began!: () => void;
+      const sending = new Promise<void>((resolve) => began = resolve);
+      const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
+      const receipt = (txHash: string) =>
+        Promise.resolve(receipts[txHash] ?? "dropped");
+      // The first instance's send stays home (its record lands: not_sent).
+      const homeSender: Sender = {
+        send: () => Promise.reject(notSent(new Error("rpc refused it"))),
+        receipt,
+      };
+      // The second instance's send hangs until `finish`.
+      const heldSender: Sender = {
+        send: () => {
+          began();
+          return new Promise((resolve) => finish = resolve);
+        },
+        receipt,
+      };
+      const app = (sender: Sender) =>
+        createApp({
+          store,
+          sender,
+          opsToken: OPS,
+          now: () => clock.now,
+          random: () => 0,
+          leaseMs: 200,
+          clockSkewMs: 0,
+          policy: { maxDeliveries: 3 },
+        });
+      const first = app(homeSender);
+      const second = app(heldSender);
+      await first.relayer.deliver(job, 1);
+      const between = await store.getIntent("pi_1");
+      assert.equal(between?.state, "settling");
+      assert.equal(between?.broadcasting, null);
+      assert.equal(between?.mayHaveSent, false);
+      // The second instance's wall clock reads what the first's read.
+      const delivery = second.relayer.deliver(job, 2).catch((e) => e);
+      await sending;
+      const ahead = await store.getIntent("pi_1");
+      assert.equal(ahead?.broadcasting, clock.now);
+      assert.equal(ahead?.mayHaveSent, false);
+      clock.now += 60_000; // the wall clock steps forward mid-send
+      const gaveUp = await first.relayer.giveUp(job, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "msg_1" },
+      });
+      assert.equal(gaveUp.action, "poison");
+      const seen = (await (await first.request("/v1/intents/pi_1", {
+        headers,
+      })).json()).intent;
+      assert.equal(seen.state, "needs_review");
+      // The operator looks the nonce up: unused, the tx has not left.
+      const answer = await first.request("/v1/intents/pi_1/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({
+          to: "failed",
+          version: seen.version,
+          nonceChecked: true,
+        }),
+      });
+      const body = await answer.json();
+      finish({ txHash: "0xT" });
+      await delivery;
+      const after = await store.getIntent("pi_1");
+      const what = `${answer.status} ${
+        JSON.stringify(body)
+      }; ${after?.state}/${after?.hold} txs ${JSON.stringify(after?.txHashes)}`;
+      assert.equal(
+        `${after?.state}/${after?.hold}`,
+        "needs_review/pending",
+        what,
+      );
+      assert.equal(answer.status, 409, what);
+      assert.match(body.type, /send-in-flight$/, what);
+    } finally {
+      await close();
+    }
+  });
+}
