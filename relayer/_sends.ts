@@ -46,7 +46,9 @@ export interface OwnSends {
   endedUnrecorded(intentId: string, arrival: number): boolean;
   /**
    * Whether a send of the intent by this process, written ahead at
-   * `broadcasting` (the intent's `broadcasting` then), has ended.
+   * `broadcasting` (the intent's `broadcasting` then), has ended with no
+   * record landed (one that landed cleared that write-ahead: a
+   * `broadcasting` of the same time read since is another send's).
    */
   ended(intentId: string, broadcasting: number): boolean;
 }

@@ -1143,8 +1143,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   >();
 
-  // The write-aheads of this process's sends that ended (`<intent id>\0<broadcasting>`),
-  // the most recent kept: a review that still carries one of them waits
+  // The write-aheads of this process's sends that ended with no record
+  // landed, so still on the intent (`<intent id>\0<broadcasting>`), the
+  // most recent kept: a review that still carries one of them waits
   // for no send in the resolve route, as that send's own process knows it
   // ended; any other write-ahead may be a send still running elsewhere.
   const endedWriteAheads = new Set<string>();
@@ -2103,6 +2104,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
+  /** Whether a send's record landed, which clears its write-ahead. */
+  interface Recorded {
+    landed: boolean;
+  }
+
   /** {@linkcode broadcast}'s two commits and the send between them. */
   async function sendRecorded(
     d: Delivery,
@@ -2111,10 +2117,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
   ): Promise<never> {
     const leaseFrom = now();
     const current = await wroteAhead(d, writeAhead);
+    const record: Recorded = { landed: false };
     try {
-      return await sendWrittenAhead(d, replace, current, leaseFrom);
+      return await sendWrittenAhead(d, replace, current, leaseFrom, record);
     } finally {
-      keepEnded(current.id, current.broadcasting);
+      // Only a write-ahead its record left on the intent: a record that
+      // landed cleared it, and a `broadcasting` of the same time read after
+      // is another send's (another instance's wall clock read the same
+      // millisecond), which may still run.
+      if (!record.landed) keepEnded(current.id, current.broadcasting);
     }
   }
 
@@ -2124,6 +2135,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     replace: boolean,
     current: Intent,
     leaseFrom: number,
+    record: Recorded,
   ): Promise<never> {
     const tookMs = now() - leaseFrom;
     if (tookMs > leaseMs / 2) {
@@ -2140,6 +2152,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           }, options)
         )
       );
+      record.landed = true;
       throw new Error(
         `not sent: ${why}, and what is left might lapse mid-send`,
       );
@@ -2171,6 +2184,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
             error: clip(messageOf(error)),
           }, options)
         );
+        record.landed = true;
       } catch (recordError) {
         // It may have left, and nothing says so: the resolve route asks.
         if (outcome === "unknown") keepUnrecorded(current.id);
@@ -2187,6 +2201,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           at: now(),
         }, options)
       );
+      record.landed = true;
     } catch (error) {
       // On no record, it may still confirm: the resolve route reads it.
       keepUnrecorded(current.id, txHash);
