@@ -15,7 +15,12 @@
 
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import { notSent, type ReceiptStatus, type Sender } from "../../mod.ts";
+import {
+  MemoryStore,
+  notSent,
+  type ReceiptStatus,
+  type Sender,
+} from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 
 const OPS = "ops-token-for-fail-mid-send-same-ms-tests";
@@ -114,3 +119,62 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test("a fail posted to the instance whose own send ended with its record failed, the review carrying that send's write-ahead (mayHaveSent false), waits for no send: send-ended once, then taken", async () => {
+  // The send's record fails (the store down for it), so its write-ahead
+  // stays on the intent: this process knows that send ended.
+  class FailingRecord extends MemoryStore {
+    override recordBroadcast(): Promise<never> {
+      return Promise.reject(new Error("store down for the record"));
+    }
+  }
+  const store = new FailingRecord();
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  const clock = { now: 1_000_000, mono: 0 };
+  const app = createApp({
+    store,
+    sender: {
+      send: () => Promise.resolve({ txHash: "0xT" }),
+      receipt: () => Promise.resolve("dropped"),
+    },
+    opsToken: OPS,
+    now: () => clock.now,
+    monotonicNow: () => clock.mono,
+    random: () => 0,
+    leaseMs: 200,
+    clockSkewMs: 0,
+    policy: { maxDeliveries: 3 },
+  });
+  await app.relayer.deliver(job, 1).catch(() => {});
+  clock.now += 60_000;
+  const gaveUp = await app.relayer.giveUp(job, {
+    deliveries: 3,
+    queue: { queue: "qstash", messageId: "msg_1" },
+  });
+  assert.equal(gaveUp.action, "poison");
+  const seen = (await store.getIntent("pi_1"))!;
+  assert.equal(seen.state, "needs_review");
+  assert.equal(seen.broadcasting, 1_000_000);
+  assert.equal(seen.mayHaveSent, false);
+  const fail = () =>
+    app.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        to: "failed",
+        version: seen.version,
+        nonceChecked: true,
+      }),
+    });
+  const first = await fail();
+  const firstBody = await first.json();
+  assert.equal(first.status, 409, JSON.stringify(firstBody));
+  assert.match(firstBody.type, /send-ended$/);
+  const taken = await fail(); // the monotonic clock has not moved
+  assert.equal(taken.status, 200, await taken.clone().text());
+  assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
+});
