@@ -2263,15 +2263,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         try {
           kept = await store.getDeadLetter(letter);
         } catch (error) {
-          log(
+          return deliveryFailed(
             `qstash  ${letter} failure callback over the limit, and the read of its letter failed: ${
               describeError(error)
             }`,
-          );
-          return problem(
-            503,
-            "delivery-failed",
-            "Delivery failed",
             "The failure callback is over the limit, and the dead letter of its message could not be read; QStash will call again.",
           );
         }
@@ -2480,6 +2475,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
 
+  /** Logs `line` and answers 503 `delivery-failed` with `detail`, so the queue delivers again. */
+  function deliveryFailed(line: string, detail: string): Response {
+    log(line);
+    return problem(503, "delivery-failed", "Delivery failed", detail);
+  }
+
   /**
    * An authenticated queue message that cannot be read is answered so that
    * the queue does not deliver it again (`done`: Pub/Sub's 204, as a 400
@@ -2515,15 +2516,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
-      log(
+      return deliveryFailed(
         `${queue.padEnd(7)} unreadable message, and its dead letter failed: ${
           describeError(error)
         }`,
-      );
-      return problem(
-        503,
-        "delivery-failed",
-        "Delivery failed",
         `The message is unreadable and could not be kept as a dead letter; ${name} will redeliver it.`,
       );
     }
