@@ -181,6 +181,11 @@ async function allDeadLetters(store: Store) {
   return letters;
 }
 
+/** Creates intent `id` on `store` as authorized, its hold pending. */
+function authorized(store: KvStore, id = "pi_0001") {
+  return store.createIntent({ id, state: "authorized", hold: "pending" });
+}
+
 Deno.test({
   name:
     "moveKvToPostgres() moves every state a relayer leaves on a Deno KV file, and the relayer carries on on PostgreSQL",
@@ -386,11 +391,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       await pg.store.createIntent({ id: "pi_0002", state: "created" });
       await pg.store.admit({ now: T0, count: "pi_0002/settle" });
       const error = await moveAt(file, pg).then(() => null, (error) => error);
@@ -439,16 +440,8 @@ Deno.test({
   fn: () =>
     withBoth(async (file, pg) => {
       const kvStore = new KvStore(file.kv);
-      let paid = await kvStore.createIntent({
-        id: "pi_paid",
-        state: "authorized",
-        hold: "pending",
-      });
-      const other = await kvStore.createIntent({
-        id: "pi_other",
-        state: "authorized",
-        hold: "pending",
-      });
+      let paid = await authorized(kvStore, "pi_paid");
+      const other = await authorized(kvStore, "pi_other");
       await moveAt(file, pg);
 
       // On PostgreSQL alone (the service switched): the move is done.
@@ -540,11 +533,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       // What a move with `client` is refused with.
       const refusal = (client: postgres.Sql) =>
         moveKvToPostgres(file.kv, client, { schema: pg.schema, now: () => T0 })
@@ -595,11 +584,7 @@ Deno.test({
   fn: () =>
     withBoth(async (file, pg) => {
       const store = new KvStore(file.kv);
-      const created = await store.createIntent({
-        id: "pi_1",
-        state: "authorized",
-        hold: "pending",
-      });
+      const created = await authorized(store, "pi_1");
       const settling = await store.transition("pi_1", {
         from: "authorized",
         to: "settling",
@@ -771,11 +756,7 @@ const MID_COPY: readonly MidCopyCase[] = [
     intents: 150,
     write: async (store) => {
       await store.admit({ now: T0, count: "pi_0001/settle" });
-      await store.createIntent({
-        id: "pi_0200",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(store, "pi_0200");
     },
     named: /\["relayer","(deliveries","pi_0001\/settle|intent","pi_0200)"\]/,
     counted: 1,
@@ -785,11 +766,7 @@ const MID_COPY: readonly MidCopyCase[] = [
     name: "an intent and its hold once the copy read the intents' page",
     intents: 1,
     write: async (store) => {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(store, "pi_0002");
     },
     named: /\["relayer","hold","pi_0002"\]/,
     counted: 0,
@@ -805,11 +782,7 @@ for (const midCopy of MID_COPY) {
       withBoth(async (file, pg) => {
         const store = new KvStore(file.kv);
         for (let i = 1; i <= midCopy.intents; i++) {
-          await store.createIntent({
-            id: `pi_${String(i).padStart(4, "0")}`,
-            state: "authorized",
-            hold: "pending",
-          });
+          await authorized(store, `pi_${String(i).padStart(4, "0")}`);
         }
         const kv = writingMidCopy(file.kv, () => midCopy.write(store));
         const error = await moveKvToPostgres(kv, pg.sql, {
@@ -882,11 +855,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       let whole = 0;
       const kv: KvLike = {
         getMany: file.kv.getMany.bind(file.kv),
@@ -921,17 +890,9 @@ for (const when of ["during", "after"] as const) {
     fn: () =>
       withBoth(async (file, pg) => {
         const store = new KvStore(file.kv);
-        let paid = await store.createIntent({
-          id: "pi_0001",
-          state: "authorized",
-          hold: "pending",
-        });
+        let paid = await authorized(store);
         for (let i = 2; i <= 50; i++) {
-          await store.createIntent({
-            id: `pi_${String(i).padStart(4, "0")}`,
-            state: "authorized",
-            hold: "pending",
-          });
+          await authorized(store, `pi_${String(i).padStart(4, "0")}`);
         }
         paid = await store.transition("pi_0001", {
           from: "authorized",
@@ -1039,11 +1000,7 @@ Deno.test({
   fn: () =>
     withBoth(async (file, pg) => {
       const kvStore = new KvStore(file.kv);
-      await kvStore.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(kvStore);
       // countDelivery() of the first KvStore: a number, with no expiry.
       await file.kv.set(["relayer", "deliveries", "pi_0001/settle"], 4);
       const report = await moveAt(file, pg);
@@ -1062,11 +1019,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       // A row each, alone: what a service run briefly on the schema leaves
       // (an unreadable message's letter, a signed delivery's replay record).
       const s = `"${pg.schema}"`;
@@ -1112,11 +1065,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       // A delivery takes the lease as the move opens its transaction: the
       // lease is older than the copy's start mark, yet held.
       let taken = false;
@@ -1156,11 +1105,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       const skew = 5_000;
       await file.kv.set(["relayer", "lease", "pi_0001"], {
         owner: "delivery-1",
@@ -1189,11 +1134,7 @@ Deno.test({
   fn: () =>
     withBoth(async (file, pg) => {
       const kvStore = new KvStore(file.kv);
-      await kvStore.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(kvStore);
       const DAY = 24 * 60 * MINUTE;
       // Counted twice, lapsing 8 days after the second; and one that lapses
       // at the very time of the move.
@@ -1427,11 +1368,7 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     withBoth(async (file, pg) => {
-      await new KvStore(file.kv).createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(new KvStore(file.kv));
       // An instance's write left open on the intents, for longer than the
       // move waits for its lock (10 s).
       const other = await connect(1);
@@ -1463,11 +1400,7 @@ Deno.test({
   fn: () =>
     withBoth(async (file, pg) => {
       const kvStore = new KvStore(file.kv);
-      await kvStore.createIntent({
-        id: "pi_0001",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorized(kvStore);
       await kvStore.putDeadLetter({
         jobId: "pi_0001/settle",
         intentId: "pi_0001",
