@@ -9,18 +9,33 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp } from "../../webhook/app.ts";
-import {
-  MemoryStore,
-  notSent,
-  type ReceiptStatus,
-  type Sender,
-} from "../../mod.ts";
+import { MemoryStore, notSent, type Sender, type Store } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
+import {
+  deliverMidSend,
+  failByHand,
+  heldSends,
+  leasedApp,
+  readIntent,
+} from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-rescued-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 const job = { intentId: "pi_1", kind: "settle" } as const;
+
+/** An instance of the webhook on `store` and `sender`, its clock `clock.now`, a send stuck after 1 s. */
+function instance(
+  store: Store,
+  sender: Sender,
+  clock: { now: number },
+) {
+  return leasedApp(store, {
+    clock,
+    opsToken: OPS,
+    sender,
+    policy: { stuckAfterMs: 1_000 },
+  });
+}
 
 for (const backend of BACKENDS) {
   for (const rescue of ["not_sent", "sent"] as const) {
@@ -33,54 +48,29 @@ for (const backend of BACKENDS) {
           hold: "pending",
         });
         const clock = { now: 1_000_000 };
-        let finish!: (sent: { txHash: string }) => void;
-        let began!: () => void;
-        const sending = new Promise<void>((resolve) => began = resolve);
-        const receipts: Record<string, ReceiptStatus> = { "0xA": "confirmed" };
-        const held: Sender = {
-          send: () => {
-            began();
-            return new Promise((resolve) => finish = resolve);
-          },
-          receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
-        };
+        const { sender, sending, finish, receipt } = heldSends("0xA");
         const rescuer: Sender = {
           send: () =>
             rescue === "sent"
               ? Promise.resolve({ txHash: "0xB" })
               : Promise.reject(notSent(new Error("rejected by the node"))),
-          receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
+          receipt,
         };
-        const idle: Sender = {
-          send: () => Promise.reject(new Error("this instance sends nothing")),
-          receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
-        };
-        const app = (sender: Sender) =>
-          createApp({
-            store,
-            sender,
-            opsToken: OPS,
-            now: () => clock.now,
-            random: () => 0,
-            leaseMs: 200,
-            clockSkewMs: 0,
-            policy: { maxDeliveries: 3, stuckAfterMs: 1_000 },
-          });
-        const sendingApp = app(held);
-        const rescueApp = app(rescuer);
-        const failApp = app(idle);
-        const delivery = sendingApp.relayer.deliver(job, 1);
-        await sending;
-        clock.now += 60_000; // the wall clock steps forward mid-send
+        const sendingApp = instance(store, sender(true), clock);
+        const rescueApp = instance(store, rescuer, clock);
+        const failApp = instance(store, sender(false), clock);
+        const { delivery } = await deliverMidSend(sendingApp, {
+          job,
+          clock,
+          sending,
+        });
         const rescued = await rescueApp.relayer.deliver(job, 2);
         const mid = await store.getIntent("pi_1");
         const gaveUp = await failApp.relayer.giveUp(job, {
           deliveries: 3,
           queue: { queue: "qstash", messageId: "msg_1" },
         });
-        const seen = (await (await failApp.request("/v1/intents/pi_1", {
-          headers,
-        })).json()).intent;
+        const seen = await readIntent(failApp, headers);
         assert.equal(
           seen.state,
           "needs_review",
@@ -89,15 +79,7 @@ for (const backend of BACKENDS) {
           }`,
         );
         // The operator looks the nonce up: unused, the first tx has not left.
-        const answer = await failApp.request("/v1/intents/pi_1/resolve", {
-          method: "POST",
-          headers,
-          body: JSON.stringify({
-            to: "failed",
-            version: seen.version,
-            nonceChecked: true,
-          }),
-        });
+        const answer = await failByHand(failApp, headers, seen.version, true);
         const body = await answer.json();
         // Then the first send leaves, and its tx confirms.
         finish({ txHash: "0xA" });
@@ -129,19 +111,7 @@ Deno.test("a fail posted to the instance whose rescue replaced a running send's 
     hold: "pending",
   });
   const clock = { now: 1_000_000 };
-  let finish!: (sent: { txHash: string }) => void;
-  let began!: () => void;
-  const sending = new Promise<void>((resolve) => began = resolve);
-  const receipts: Record<string, ReceiptStatus> = { "0xA": "confirmed" };
-  const receipt = (txHash: string) =>
-    Promise.resolve(receipts[txHash] ?? "dropped");
-  const held: Sender = {
-    send: () => {
-      began();
-      return new Promise((resolve) => finish = resolve);
-    },
-    receipt,
-  };
+  const { sender, sending, finish, receipt } = heldSends("0xA");
   // The rescuer's store fails the record of its send (its tx left).
   const failingRecords = new Proxy(store, {
     get(target, key) {
@@ -152,25 +122,17 @@ Deno.test("a fail posted to the instance whose rescue replaced a running send's 
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
-  const app = (sender: Sender, s: MemoryStore) =>
-    createApp({
-      store: s,
-      sender,
-      opsToken: OPS,
-      now: () => clock.now,
-      random: () => 0,
-      leaseMs: 200,
-      clockSkewMs: 0,
-      policy: { maxDeliveries: 3, stuckAfterMs: 1_000 },
-    });
-  const sendingApp = app(held, store);
-  const rescueApp = app(
-    { send: () => Promise.resolve({ txHash: "0xB" }), receipt },
+  const sendingApp = instance(store, sender(true), clock);
+  const rescueApp = instance(
     failingRecords,
+    { send: () => Promise.resolve({ txHash: "0xB" }), receipt },
+    clock,
   );
-  const delivery = sendingApp.relayer.deliver(job, 1);
-  await sending;
-  clock.now += 60_000; // the wall clock steps forward mid-send
+  const { delivery } = await deliverMidSend(sendingApp, {
+    job,
+    clock,
+    sending,
+  });
   await rescueApp.relayer.deliver(job, 2);
   clock.now += 1_000; // the rescue's lease is over: its send ended
   await rescueApp.relayer.giveUp(job, {
@@ -180,19 +142,9 @@ Deno.test("a fail posted to the instance whose rescue replaced a running send's 
   // The operator posts the fail until it is taken or refused for a wait.
   const answers: string[] = [];
   for (let i = 0; i < 3; i++) {
-    const seen = (await (await rescueApp.request("/v1/intents/pi_1", {
-      headers,
-    })).json()).intent;
+    const seen = await readIntent(rescueApp, headers);
     if (seen.state !== "needs_review") break;
-    const answer = await rescueApp.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({
-        to: "failed",
-        version: seen.version,
-        nonceChecked: true,
-      }),
-    });
+    const answer = await failByHand(rescueApp, headers, seen.version, true);
     const body = await answer.json();
     answers.push(`${answer.status} ${body.type ?? ""}`);
     if (answer.status === 200 || /send-in-flight$/.test(body.type)) break;

@@ -14,35 +14,19 @@
 
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import { MemoryStore, type ReceiptStatus, type Sender } from "../../mod.ts";
+import { MemoryStore } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
+import {
+  failByHand,
+  giveUpMidSend,
+  heldSends,
+  leasedApp,
+  readIntent,
+} from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 const job = { intentId: "pi_1", kind: "settle" } as const;
-
-/** Senders for two instances: the sending one's send hangs until `finish`. */
-function heldSends() {
-  let finish!: (sent: { txHash: string }) => void;
-  let began!: () => void;
-  const sending = new Promise<void>((resolve) => began = resolve);
-  const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
-  const sender = (sends: boolean): Sender => ({
-    send: () => {
-      if (!sends) {
-        return Promise.reject(new Error("this instance sends nothing"));
-      }
-      began();
-      return new Promise((resolve) => finish = resolve);
-    },
-    receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
-  });
-  return {
-    sender,
-    sending,
-    finish: (sent: { txHash: string }) => finish(sent),
-  };
-}
 
 for (const backend of BACKENDS) {
   for (const nonceChecked of [true, false, undefined]) {
@@ -55,43 +39,27 @@ for (const backend of BACKENDS) {
           hold: "pending",
         });
         const clock = { now: 1_000_000 };
-        const { sender, sending, finish } = heldSends();
+        const { sender, sending, finish } = heldSends("0xT");
         const app = (sends: boolean) =>
-          createApp({
-            store,
-            sender: sender(sends),
-            opsToken: OPS,
-            now: () => clock.now,
-            random: () => 0,
-            leaseMs: 200,
-            clockSkewMs: 0,
-            policy: { maxDeliveries: 3 },
-          });
+          leasedApp(store, { clock, opsToken: OPS, sender: sender(sends) });
         const sendingApp = app(true);
         const giveUpApp = app(false);
         const failApp = app(false);
-        const delivery = sendingApp.relayer.deliver(job, 1);
-        await sending;
-        clock.now += 60_000; // the wall clock steps forward mid-send
-        const gaveUp = await giveUpApp.relayer.giveUp(job, {
-          deliveries: 3,
-          queue: { queue: "qstash", messageId: "msg_1" },
+        const { delivery } = await giveUpMidSend(sendingApp, {
+          job,
+          clock,
+          sending,
+          giving: giveUpApp,
         });
-        assert.equal(gaveUp.action, "poison");
-        const seen = (await (await failApp.request("/v1/intents/pi_1", {
-          headers,
-        })).json()).intent;
+        const seen = await readIntent(failApp, headers);
         assert.equal(seen.state, "needs_review");
         // The operator looks the nonce up: unused, the tx has not left.
-        const answer = await failApp.request("/v1/intents/pi_1/resolve", {
-          method: "POST",
+        const answer = await failByHand(
+          failApp,
           headers,
-          body: JSON.stringify({
-            to: "failed",
-            version: seen.version,
-            ...(nonceChecked === undefined ? {} : { nonceChecked }),
-          }),
-        });
+          seen.version,
+          nonceChecked,
+        );
         const body = await answer.json();
         // Then the send leaves and lands.
         finish({ txHash: "0xT" });
@@ -141,16 +109,13 @@ Deno.test("a review carrying the write-ahead of a send that crashed is failed on
       leaseMs: 200,
       clockSkewMs: 0,
     });
-  const fail = async (instance: ReturnType<typeof app>) => {
-    const { version } = (await (await instance.request("/v1/intents/pi_1", {
+  const fail = async (instance: ReturnType<typeof app>) =>
+    failByHand(
+      instance,
       headers,
-    })).json()).intent;
-    return instance.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
-    });
-  };
+      (await readIntent(instance, headers)).version,
+      true,
+    );
   const first = app();
   const refused = await fail(first);
   const body = await refused.json();

@@ -11,12 +11,7 @@
 
 import assert from "node:assert/strict";
 import type { WebhookApp } from "../../webhook/app.ts";
-import {
-  MemoryStore,
-  type ReceiptStatus,
-  type Sender,
-  type Store,
-} from "../../mod.ts";
+import { MemoryStore, type Sender, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   betweenReadAndFlight,
@@ -24,38 +19,17 @@ import {
   openPostgresStore,
   postgresAvailable,
 } from "../_postgres.ts";
-import { giveUpMidSend, leasedApp } from "./_give_up_mid_send.ts";
+import {
+  failByHand,
+  giveUpMidSend,
+  heldSends,
+  leasedApp,
+  readIntent,
+} from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-late-record-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 const job = { intentId: "pi_1", kind: "settle" } as const;
-
-/**
- * Senders for two instances: the sending one's send hangs until
- * `finish(sent)` (`sending` settles once it began), the other's sends
- * nothing; both read 0xT's receipt confirmed.
- */
-function heldSends() {
-  let finish!: (sent: { txHash: string }) => void;
-  let began!: () => void;
-  const sending = new Promise<void>((resolve) => began = resolve);
-  const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
-  const sender = (sends: boolean): Sender => ({
-    send: () => {
-      if (!sends) {
-        return Promise.reject(new Error("this instance sends nothing"));
-      }
-      began();
-      return new Promise((resolve) => finish = resolve);
-    },
-    receipt: (txHash) => Promise.resolve(receipts[txHash] ?? "dropped"),
-  });
-  return {
-    sender,
-    sending,
-    finish: (sent: { txHash: string }) => finish(sent),
-  };
-}
 
 /** An instance of the webhook on `store` and `sender`, its clock `clock.now`. */
 function instance(
@@ -66,18 +40,6 @@ function instance(
   return leasedApp(store, { clock, opsToken: OPS, sender });
 }
 
-/** Posts a fail by hand of `pi_1` on `version`, its nonce checked, to `app`. */
-async function failByHand(
-  app: WebhookApp,
-  version: string,
-): Promise<Response> {
-  return await app.request("/v1/intents/pi_1/resolve", {
-    method: "POST",
-    headers,
-    body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
-  });
-}
-
 Deno.test("a fail posted to another instance after a send that outlived its settling returned its tx meets that tx: 409, and the hold stays pending", async () => {
   const store = new MemoryStore();
   await store.createIntent({
@@ -86,7 +48,7 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
     hold: "pending",
   });
   const clock = { now: 1_000_000 };
-  const { sender, sending, finish } = heldSends();
+  const { sender, sending, finish } = heldSends("0xT");
   // Two instances over one store, each its own relayer and memory.
   const sendingApp = instance(store, sender(true), clock);
   const otherApp = instance(store, sender(false), clock);
@@ -97,10 +59,7 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
     sending,
     giving: otherApp,
   });
-  const read = async () =>
-    (await (await otherApp.request("/v1/intents/pi_1", { headers })).json())
-      .intent;
-  const seen = await read();
+  const seen = await readIntent(otherApp, headers);
   assert.equal(seen.state, "needs_review");
   // The operator looked the nonce up while the send ran; then it ends.
   finish({ txHash: "0xT" });
@@ -112,14 +71,14 @@ Deno.test("a fail posted to another instance after a send that outlived its sett
     ended.reason,
     /^sent 0xT after intent pi_1 went to review: its tx is on record there, for an operator to resolve$/,
   );
-  const first = await failByHand(otherApp, seen.version);
+  const first = await failByHand(otherApp, headers, seen.version, true);
   const firstBody = await first.json();
   assert.equal(first.status, 409, JSON.stringify(firstBody));
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
   // Read again, the tx is on record, and its receipt answers.
-  const now = await read();
+  const now = await readIntent(otherApp, headers);
   assert.deepEqual(now.txHashes, ["0xT"]);
-  const second = await failByHand(otherApp, now.version);
+  const second = await failByHand(otherApp, headers, now.version, true);
   const secondBody = await second.json();
   assert.equal(second.status, 409, JSON.stringify(secondBody));
   assert.match(secondBody.type, /tx-confirmed$/);
@@ -152,7 +111,7 @@ Deno.test({
         }),
         { schema },
       );
-      const { sender, sending, finish } = heldSends();
+      const { sender, sending, finish } = heldSends("0xT");
       const sendingApp = instance(gapped, sender(true), clock);
       const otherApp = instance(store, sender(false), clock);
       const delivery = sendingApp.relayer.deliver(job, 1);
@@ -173,11 +132,9 @@ Deno.test({
         (gaveUp as { action: string } | undefined)?.action,
         "poison",
       );
-      const now = (await (await otherApp.request("/v1/intents/pi_1", {
-        headers,
-      })).json()).intent;
+      const now = await readIntent(otherApp, headers);
       assert.equal(now.state, "needs_review");
-      const fail = await failByHand(otherApp, now.version);
+      const fail = await failByHand(otherApp, headers, now.version, true);
       const body = await fail.json();
       const after = await store.getIntent("pi_1");
       assert.equal(
