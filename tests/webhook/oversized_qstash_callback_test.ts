@@ -11,52 +11,15 @@
  */
 
 import assert from "node:assert/strict";
-import type { NewIntent } from "../../mod.ts";
 import { chunkedBody, makeApp, OPS } from "./_app.ts";
+import { authorized, failureCallback, job } from "./_oversized_qstash.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
 const FAILED_URL = `${QSTASH.url}/failed`;
 
-const authorized: NewIntent = {
-  id: "pi_0002",
-  state: "authorized",
-  hold: "pending",
-};
-
-/** A job padded by an extra field to `size` bytes. */
-function job(size: number): string {
-  const base = JSON.stringify({
-    intentId: "pi_0002",
-    kind: "settle",
-    note: "",
-  });
-  return JSON.stringify({
-    intentId: "pi_0002",
-    kind: "settle",
-    note: "x".repeat(size - base.length),
-  });
-}
-
-/** QStash's failure callback for `source`, its fields in QStash's order. */
-function callback(
-  source: string,
-  messageId: string,
-  extra: Record<string, unknown> = {},
-): string {
-  return JSON.stringify({
-    status: 489,
-    header: { "Content-Type": ["application/problem+json"] },
-    body: btoa('{"type":"urn:relayer:problem:too-large"}'),
-    retried: 0,
-    maxRetries: 3,
-    sourceMessageId: messageId,
-    url: QSTASH.url,
-    method: "POST",
-    sourceHeader: { "Content-Type": ["application/json"] },
-    ...extra,
-    sourceBody: btoa(source),
-    createdAt: 1_700_000_000_000,
-  });
+/** QStash's failure callback for `source`, on its give-up after a 489. */
+function callback(source: string, messageId: string): string {
+  return failureCallback(source, messageId, { status: 489, retried: 0 });
 }
 
 /** A job of `size` bytes whose intent comes after `before` bytes of another field. */

@@ -12,7 +12,6 @@
  */
 
 import assert from "node:assert/strict";
-import type { NewIntent } from "../../mod.ts";
 import {
   bodyNeverSent,
   chunkedBody,
@@ -21,6 +20,7 @@ import {
   NOW,
   OPS,
 } from "./_app.ts";
+import { authorized, failureCallback, job } from "./_oversized_qstash.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
 const FAILED_URL = `${QSTASH.url}/failed`;
@@ -28,41 +28,9 @@ const FAILED_URL = `${QSTASH.url}/failed`;
 const MAX_BODY_BYTES = 65_536;
 const ENVELOPE_BYTES = Math.ceil(MAX_BODY_BYTES / 3) * 4 + 16 * 1024;
 
-const authorized: NewIntent = {
-  id: "pi_0002",
-  state: "authorized",
-  hold: "pending",
-};
-
-/** A job padded by an extra field to `size` bytes. */
-function job(size: number): string {
-  const base = JSON.stringify({
-    intentId: "pi_0002",
-    kind: "settle",
-    note: "",
-  });
-  return JSON.stringify({
-    intentId: "pi_0002",
-    kind: "settle",
-    note: "x".repeat(size - base.length),
-  });
-}
-
-/** QStash's failure callback for `source`, as QStash makes it. */
+/** QStash's failure callback for `source`, as QStash makes it once its retries of a 413 ran out. */
 function callback(source: string, messageId: string): string {
-  return JSON.stringify({
-    status: 413,
-    header: { "Content-Type": ["application/problem+json"] },
-    body: btoa('{"type":"urn:relayer:problem:too-large"}'),
-    retried: 3,
-    maxRetries: 3,
-    sourceMessageId: messageId,
-    url: QSTASH.url,
-    method: "POST",
-    sourceHeader: { "Content-Type": ["application/json"] },
-    sourceBody: btoa(source),
-    createdAt: 1_700_000_000_000,
-  });
+  return failureCallback(source, messageId, { status: 413, retried: 3 });
 }
 
 const bytes = (text: string) => new TextEncoder().encode(text).byteLength;
