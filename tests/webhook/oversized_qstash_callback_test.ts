@@ -11,11 +11,16 @@
  */
 
 import assert from "node:assert/strict";
-import { chunkedBody, makeApp, OPS } from "./_app.ts";
-import { authorized, failureCallback, job } from "./_oversized_qstash.ts";
-import { QSTASH, signQStash } from "./_signing.ts";
-
-const FAILED_URL = `${QSTASH.url}/failed`;
+import { makeApp, OPS } from "./_app.ts";
+import {
+  type App,
+  authorized,
+  FAILED_URL,
+  failureCallback,
+  job,
+  post,
+} from "./_oversized_qstash.ts";
+import { signQStash } from "./_signing.ts";
 
 /** QStash's failure callback for `source`, on its give-up after a 489. */
 function callback(source: string, messageId: string): string {
@@ -35,35 +40,6 @@ function lateJob(size: number, before: number): string {
     intentId: "pi_0002",
     kind: "settle",
     tail: "y".repeat(size - base.length),
-  });
-}
-
-type App = {
-  request: (path: string, init: RequestInit) => Response | Promise<Response>;
-};
-
-/** A POST signed as QStash signs it, its length said, or chunked. */
-async function post(
-  app: App,
-  path: string,
-  body: string,
-  messageId?: string,
-  chunked = false,
-): Promise<Response> {
-  return await app.request(path, {
-    method: "POST",
-    body: chunked ? chunkedBody(body) : body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, {
-        url: path === "/v1/qstash" ? QSTASH.url : FAILED_URL,
-      }),
-      ...(messageId === undefined ? {} : { "upstash-message-id": messageId }),
-      "upstash-retried": "0",
-      ...(chunked ? { "transfer-encoding": "chunked" } : {
-        "content-length": String(new TextEncoder().encode(body).byteLength),
-      }),
-    },
   });
 }
 
@@ -88,7 +64,7 @@ Deno.test("an oversized QStash message whose intent comes after its first 4 KiB,
   const { app, store } = await makeApp({ intents: [authorized] });
   const source = lateJob(80_048, 10_000);
   assert.equal(source.indexOf('"intentId"') > 10_000, true);
-  const res = await post(app, "/v1/qstash", source, "msg_late");
+  const res = await post(app, "/v1/qstash", source, { messageId: "msg_late" });
   assert.equal(res.status, 489, await res.clone().text());
   assert.match((await res.json()).detail, /\{"intentId":"pi_0002"/);
   assert.deepEqual(await letters(store), [
@@ -102,7 +78,9 @@ Deno.test("an oversized QStash message whose intent comes after its first 4 KiB,
 Deno.test("an oversized QStash message and its oversized failure callback keep one letter, qstash/<id>/unreadable, naming the intent; its discard is refused while the intent is authorized", async () => {
   const { app, store } = await makeApp({ intents: [authorized] });
   const source = job(80_048);
-  const direct = await post(app, "/v1/qstash", source, "msg_big");
+  const direct = await post(app, "/v1/qstash", source, {
+    messageId: "msg_big",
+  });
   assert.equal(direct.status, 489, await direct.clone().text());
   await direct.body?.cancel();
   const res = await post(app, "/v1/qstash/failed", callback(source, "msg_big"));
@@ -141,7 +119,9 @@ Deno.test("an oversized failure callback never writes a letter of its message's 
   });
   // The letter /v1/qstash kept for msg_victim names pi_0003.
   const victim = job(80_048).replace("pi_0002", "pi_0003");
-  const direct = await post(app, "/v1/qstash", victim, "msg_victim");
+  const direct = await post(app, "/v1/qstash", victim, {
+    messageId: "msg_victim",
+  });
   assert.equal(direct.status, 489);
   await direct.body?.cancel();
   const before = await store.getDeadLetter("qstash/msg_victim/unreadable");
@@ -189,7 +169,9 @@ Deno.test("an oversized failure callback whose first bytes name its message but 
   // The intent comes after the first 64 KiB of the message: neither route
   // sees it.
   const source = lateJob(90_000, 70_000);
-  const direct = await post(app, "/v1/qstash", source, "msg_blind");
+  const direct = await post(app, "/v1/qstash", source, {
+    messageId: "msg_blind",
+  });
   assert.equal(direct.status, 489);
   await direct.body?.cancel();
   const before = await store.getDeadLetter("qstash/msg_blind/unreadable");
@@ -241,15 +223,17 @@ Deno.test("an oversized failure callback whose token signs another body is refus
 Deno.test("sent chunked, an oversized QStash message and its failure callback name the message and intent just the same", async () => {
   const { app, store } = await makeApp({ intents: [authorized] });
   const source = lateJob(80_048, 30_000);
-  const direct = await post(app, "/v1/qstash", source, "msg_chunked", true);
+  const direct = await post(app, "/v1/qstash", source, {
+    messageId: "msg_chunked",
+    framing: "chunked",
+  });
   assert.equal(direct.status, 489, await direct.clone().text());
   await direct.body?.cancel();
   const res = await post(
     app,
     "/v1/qstash/failed",
     callback(source, "msg_chunked_cb"),
-    undefined,
-    true,
+    { framing: "chunked" },
   );
   assert.equal(res.status, 489, await res.clone().text());
   await res.body?.cancel();

@@ -12,18 +12,16 @@
  */
 
 import assert from "node:assert/strict";
+import { bodyNeverSent, endlessBody, makeApp, NOW, OPS } from "./_app.ts";
 import {
-  bodyNeverSent,
-  chunkedBody,
-  endlessBody,
-  makeApp,
-  NOW,
-  OPS,
-} from "./_app.ts";
-import { authorized, failureCallback, job } from "./_oversized_qstash.ts";
+  authorized,
+  FAILED_URL,
+  failureCallback,
+  job,
+  post,
+} from "./_oversized_qstash.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
-const FAILED_URL = `${QSTASH.url}/failed`;
 /** The direct route's limit (MAX_BODY_BYTES), and the callback's. */
 const MAX_BODY_BYTES = 65_536;
 const ENVELOPE_BYTES = Math.ceil(MAX_BODY_BYTES / 3) * 4 + 16 * 1024;
@@ -34,45 +32,6 @@ function callback(source: string, messageId: string): string {
 }
 
 const bytes = (text: string) => new TextEncoder().encode(text).byteLength;
-
-type App = {
-  request: (path: string, init: RequestInit) => Response | Promise<Response>;
-};
-
-/** A POST signed as QStash signs it, its length said or chunked. */
-async function post(
-  app: App,
-  path: string,
-  body: string,
-  options: {
-    framing?: "length" | "chunked";
-    messageId?: string;
-    retried?: number;
-    signature?: string;
-  } = {},
-): Promise<Response> {
-  const framing = options.framing ?? "length";
-  return await app.request(path, {
-    method: "POST",
-    body: framing === "length" ? body : chunkedBody(body),
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": options.signature ??
-        await signQStash(body, {
-          url: path === "/v1/qstash" ? QSTASH.url : FAILED_URL,
-        }),
-      ...(options.messageId === undefined
-        ? {}
-        : { "upstash-message-id": options.messageId }),
-      "upstash-retried": String(options.retried ?? 0),
-      ...(framing === "length"
-        ? {
-          "content-length": String(new TextEncoder().encode(body).byteLength),
-        }
-        : { "transfer-encoding": "chunked" }),
-    },
-  });
-}
 
 Deno.test("an authenticated QStash message over /v1/qstash's limit is kept as the dead letter qstash/<Upstash-Message-Id>/unreadable, logged, and answered 489 with Upstash-NonRetryable-Error, however it is framed", async () => {
   const lines: string[] = [];
