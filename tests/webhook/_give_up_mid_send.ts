@@ -29,6 +29,15 @@ export function leasedApp(
   });
 }
 
+/** Creates on `store` the intent `pi_1` the tests' sends settle: authorized, its hold pending. */
+export async function authorizedIntent(store: Store): Promise<void> {
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+}
+
 /**
  * Senders for instances over one store: `sender(true)`'s send hangs until
  * `finish(sent)` (`sending` settles once it began), `sender(false)`'s

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { MemoryStore, notSent, type Sender, type Store } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 import {
+  authorizedIntent,
   deliverMidSend,
   failByHand,
   heldSends,
@@ -42,11 +43,7 @@ for (const backend of BACKENDS) {
     Deno.test(`${backend.name}: a fail while a send still runs, after another instance's rescue (${rescue}), is refused and the hold stays pending`, async () => {
       const { store, close } = await backend.open();
       try {
-        await store.createIntent({
-          id: "pi_1",
-          state: "authorized",
-          hold: "pending",
-        });
+        await authorizedIntent(store);
         const clock = { now: 1_000_000 };
         const { sender, sending, finish, receipt } = heldSends("0xA");
         const rescuer: Sender = {
@@ -105,11 +102,7 @@ for (const backend of BACKENDS) {
 
 Deno.test("a fail posted to the instance whose rescue replaced a running send's write-ahead, and whose own record failed, is refused while the first send runs", async () => {
   const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_1",
-    state: "authorized",
-    hold: "pending",
-  });
+  await authorizedIntent(store);
   const clock = { now: 1_000_000 };
   const { sender, sending, finish, receipt } = heldSends("0xA");
   // The rescuer's store fails the record of its send (its tx left).

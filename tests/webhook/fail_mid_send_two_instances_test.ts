@@ -17,6 +17,7 @@ import { createApp } from "../../webhook/app.ts";
 import { MemoryStore } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 import {
+  authorizedIntent,
   failByHand,
   giveUpMidSend,
   heldSends,
@@ -33,11 +34,7 @@ for (const backend of BACKENDS) {
     Deno.test(`${backend.name}: a fail posted to another instance while a send still runs (nonceChecked ${nonceChecked}) is refused, and the hold stays pending`, async () => {
       const { store, close } = await backend.open();
       try {
-        await store.createIntent({
-          id: "pi_1",
-          state: "authorized",
-          hold: "pending",
-        });
+        await authorizedIntent(store);
         const clock = { now: 1_000_000 };
         const { sender, sending, finish } = heldSends("0xT");
         const app = (sends: boolean) =>

@@ -20,6 +20,7 @@ import {
   postgresAvailable,
 } from "../_postgres.ts";
 import {
+  authorizedIntent,
   failByHand,
   giveUpMidSend,
   heldSends,
@@ -42,11 +43,7 @@ function instance(
 
 Deno.test("a fail posted to another instance after a send that outlived its settling returned its tx meets that tx: 409, and the hold stays pending", async () => {
   const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_1",
-    state: "authorized",
-    hold: "pending",
-  });
+  await authorizedIntent(store);
   const clock = { now: 1_000_000 };
   const { sender, sending, finish } = heldSends("0xT");
   // Two instances over one store, each its own relayer and memory.
@@ -95,11 +92,7 @@ Deno.test({
     const sql = await connect(4);
     try {
       const store = new PostgresStore(sql, { schema });
-      await store.createIntent({
-        id: "pi_1",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorizedIntent(store);
       const clock = { now: 1_000_000 };
       // Run once, between the next write's read and its flight.
       let inGap: (() => Promise<void>) | undefined;

@@ -21,7 +21,11 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { giveUpMidSend, leasedApp } from "./_give_up_mid_send.ts";
+import {
+  authorizedIntent,
+  giveUpMidSend,
+  leasedApp,
+} from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-in-flight-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -35,11 +39,7 @@ const job = { intentId: "pi_1", kind: "settle" } as const;
  */
 async function heldSend(receipt: ReceiptStatus, maxDeliveries: number) {
   const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_1",
-    state: "authorized",
-    hold: "pending",
-  });
+  await authorizedIntent(store);
   const clock = { now: 1_000_000, mono: 0 };
   let finish!: (sent: { txHash: string }) => void;
   let began!: () => void;
