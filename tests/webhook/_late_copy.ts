@@ -10,7 +10,13 @@
 import { ScriptedSender, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { DEAD_LETTER_AUDIENCE, SECRET, theGoogle } from "./_app.ts";
-import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import {
+  failedRequest,
+  PUBSUB,
+  QSTASH,
+  signHmac,
+  signQStash,
+} from "./_signing.ts";
 
 /** The dead-letter route's OIDC audience. */
 export { DEAD_LETTER_AUDIENCE };
@@ -80,7 +86,6 @@ export async function qstashFailed(
   sourceMessageId: string,
   key = "sourceMessageId",
 ) {
-  const url = `${QSTASH.url}/failed`;
   const body = JSON.stringify({
     status: 503,
     retried: 4,
@@ -91,14 +96,7 @@ export async function qstashFailed(
     method: "POST",
     sourceBody: btoa(JSON.stringify(job)),
   });
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, { url }),
-    },
-  };
+  return await failedRequest(body);
 }
 
 /**

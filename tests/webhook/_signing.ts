@@ -82,6 +82,21 @@ export async function signQStash(
   return `${input}.${base64url(mac)}`;
 }
 
+/** A POST of `body` to QStash's failure callback, signed as QStash signs it for `url` (the callback's). */
+export async function failedRequest(
+  body: string,
+  url = `${QSTASH.url}/failed`,
+): Promise<RequestInit> {
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "upstash-signature": await signQStash(body, { url }),
+    },
+  };
+}
+
 /**
  * The generic route's `X-Signature` (`t=<unix seconds>,v1=<hex HMAC-SHA-256
  * of "<t>.<raw body>">`), at `timeS` (default: now by the wall clock).

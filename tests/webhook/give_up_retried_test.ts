@@ -8,9 +8,8 @@
 
 import assert from "node:assert/strict";
 import { makeApp } from "./_app.ts";
-import { QSTASH, signQStash } from "./_signing.ts";
+import { failedRequest, QSTASH } from "./_signing.ts";
 
-const FAILED_URL = `${QSTASH.url}/failed`;
 const job = { intentId: "pi_0002", kind: "settle" } as const;
 
 /** A signed failure callback for `job`, `retried` as given. */
@@ -25,14 +24,7 @@ async function failed(retried: number): Promise<RequestInit> {
     method: "POST",
     sourceBody: btoa(JSON.stringify(job)),
   });
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, { url: FAILED_URL }),
-    },
-  };
+  return await failedRequest(body);
 }
 
 Deno.test("POST /v1/qstash/failed with retried 0 (no retries) resolves the job as given up after its one delivery", async () => {

@@ -23,9 +23,7 @@ import {
   theGoogle,
   withDeadLetterRoute,
 } from "./_app.ts";
-import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
-
-const FAILED_URL = `${QSTASH.url}/failed`;
+import { failedRequest, PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 /** QStash's failure-callback body, around `job`. */
 function callback(
@@ -50,20 +48,6 @@ function callback(
     createdAt: 0,
     ...fields,
   });
-}
-
-async function failedRequest(
-  body: string,
-  url = FAILED_URL,
-): Promise<RequestInit> {
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, { url }),
-    },
-  };
 }
 
 const job = { intentId: "pi_0002", kind: "settle" } as const;

@@ -7,21 +7,9 @@
 
 import assert from "node:assert/strict";
 import { makeApp } from "./_app.ts";
-import { QSTASH, signQStash } from "./_signing.ts";
+import { failedRequest, signQStash } from "./_signing.ts";
 
-const FAILED_URL = `${QSTASH.url}/failed`;
 const MSG = "msg_26hZCxZCuWyyTWPmSVBrNCtiJGNsULZ";
-
-async function failed(body: string): Promise<RequestInit> {
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "upstash-signature": await signQStash(body, { url: FAILED_URL }),
-    },
-  };
-}
 
 Deno.test("POST /v1/qstash/failed keeps a sourceBody that is base64 of non-UTF-8 as its message's letter (489); its replay is a 401 that changes nothing, and a malformed callback keeps nothing", async () => {
   const { app, store, writes } = await makeApp({
@@ -32,7 +20,7 @@ Deno.test("POST /v1/qstash/failed keeps a sourceBody that is base64 of non-UTF-8
     sourceMessageId: MSG,
     sourceBody: btoa("\xff\xfe{"),
   });
-  const init = await failed(body);
+  const init = await failedRequest(body);
   const res = await app.request("/v1/qstash/failed", { ...init });
   assert.equal(res.status, 489);
   assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
@@ -52,12 +40,12 @@ Deno.test("POST /v1/qstash/failed keeps a sourceBody that is base64 of non-UTF-8
     sourceMessageId: MSG,
     sourceBody: btoa(JSON.stringify({ intentId: "pi_0002", kind: "settle" })),
   });
-  const r3 = await app.request("/v1/qstash/failed", await failed(bad));
+  const r3 = await app.request("/v1/qstash/failed", await failedRequest(bad));
   assert.equal(r3.status, 489);
   assert.equal(writes(), after);
   // No sourceBody: 489, nothing written.
   const none = JSON.stringify({ retried: 3, sourceMessageId: MSG });
-  const r4 = await app.request("/v1/qstash/failed", await failed(none));
+  const r4 = await app.request("/v1/qstash/failed", await failedRequest(none));
   assert.equal(r4.status, 489);
   assert.equal(writes(), after);
 });
@@ -79,7 +67,7 @@ Deno.test("POST /v1/qstash/failed writes the letter POST /v1/qstash kept for the
   const first = await store.getDeadLetter(`qstash/${MSG}/unreadable`);
   const cb = await app.request(
     "/v1/qstash/failed",
-    await failed(
+    await failedRequest(
       JSON.stringify({
         retried: 0,
         sourceMessageId: MSG,
