@@ -30,6 +30,7 @@ import {
   overriding,
 } from "../_stores.ts";
 import { deadLetter } from "../store/_contract.ts";
+import { unmarkingRefusals } from "./_unmarked.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 /**
@@ -2193,23 +2194,7 @@ function suite(backend: Backend): void {
       undefined,
       {},
       // Every ConflictError comes back as a plain one, `refused` unset.
-      (store) =>
-        new Proxy(store, {
-          get(target, key) {
-            const value = Reflect.get(target, key, target);
-            if (typeof value !== "function") return value;
-            return async (...args: unknown[]) => {
-              try {
-                return await value.apply(target, args);
-              } catch (error) {
-                if (error instanceof ConflictError) {
-                  throw new ConflictError(error.message);
-                }
-                throw error;
-              }
-            };
-          },
-        }),
+      (store) => unmarkingRefusals(store),
     );
     const outcome = await relayer.deliver(job, 1);
     assert.equal(outcome.action, "poison");

@@ -8,13 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  ConflictError,
-  createRelayer,
-  MemoryStore,
-  ScriptedSender,
-  type Store,
-} from "../../mod.ts";
+import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
+import { unmarkingRefusals } from "./_unmarked.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -29,26 +24,12 @@ Deno.test("createRelayer() tries a failure a store of one's own refuses unmarked
   const fails: unknown[] = [];
   // Every ConflictError comes back as a plain one, `refused` unset; each
   // try of the failure (settling → failed) is counted.
-  const unmarked = new Proxy(store, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        if (
-          key === "transition" &&
-          (args[1] as { to?: string } | undefined)?.to === "failed"
-        ) fails.push(args[1]);
-        try {
-          return await value.apply(target, args);
-        } catch (error) {
-          if (error instanceof ConflictError) {
-            throw new ConflictError(error.message);
-          }
-          throw error;
-        }
-      };
-    },
-  }) as Store;
+  const unmarked = unmarkingRefusals(store, (key, args) => {
+    if (
+      key === "transition" &&
+      (args[1] as { to?: string } | undefined)?.to === "failed"
+    ) fails.push(args[1]);
+  });
   const relayer = createRelayer({
     store: unmarked,
     sender: new ScriptedSender({}),
