@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { MemoryStore, notSent, poison, ScriptedSender } from "../../mod.ts";
-import { createApp, type PubSubKeys } from "../../webhook/app.ts";
+import {
+  createApp,
+  type PubSubKeys,
+  type WebhookApp,
+} from "../../webhook/app.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
 import {
   genericRequest,
@@ -40,6 +44,18 @@ async function problemOf(res: Response) {
     status: number;
     detail: string;
   };
+}
+
+/** Posts an operator's fail of `pi_0002` on `version` to `app`, its nonce checked. */
+async function failByHand(
+  app: WebhookApp,
+  version: string | undefined,
+): Promise<Response> {
+  return await app.request("/v1/intents/pi_0002/resolve", {
+    method: "POST",
+    headers: { authorization: `Bearer ${OPS}` },
+    body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
+  });
 }
 
 async function qstashRequest(
@@ -1909,15 +1925,7 @@ Deno.test("createApp() takes only a function for 'monotonicNow', and a reading o
       },
     });
     const before = await store.getIntent("pi_0002");
-    const res = await app.request("/v1/intents/pi_0002/resolve", {
-      method: "POST",
-      headers: { authorization: `Bearer ${OPS}` },
-      body: JSON.stringify({
-        to: "failed",
-        version: before?.version,
-        nonceChecked: true,
-      }),
-    });
+    const res = await failByHand(app, before?.version);
     assert.equal(res.status, 500, await res.clone().text());
     await res.body?.cancel();
     assert.deepEqual(await store.getIntent("pi_0002"), before);
@@ -1943,19 +1951,10 @@ Deno.test("createApp() checks its clock's readings as the relayer does: an opera
     },
   });
   const before = await store.getIntent("pi_0002");
-  const fail = () =>
-    app.request("/v1/intents/pi_0002/resolve", {
-      method: "POST",
-      headers: { authorization: `Bearer ${OPS}` },
-      // Imported in review with nothing on record, it may have sent: the
-      // operator looked its nonce up, and a send that may still run has
-      // had its lease, so the write is all that is left.
-      body: JSON.stringify({
-        to: "failed",
-        version: before?.version,
-        nonceChecked: true,
-      }),
-    });
+  // Imported in review with nothing on record, it may have sent: the
+  // operator looked its nonce up, and a send that may still run has had
+  // its lease, so the write is all that is left.
+  const fail = () => failByHand(app, before?.version);
   const waited = await fail();
   assert.equal(waited.status, 409, await waited.clone().text());
   assert.match((await waited.json()).type, /send-in-flight$/);
