@@ -77,3 +77,23 @@ Deno.test("topLevelFields never takes a nested field, nor a string's contents, f
   assert.deepEqual(fields('{"a":1 "b":2}').fields, {}); // where 1 ends is not seen
   assert.deepEqual(fields('{"a":tru,"b":2}').fields, {});
 });
+
+Deno.test("topLevelFields reads null as a value, and stops at the object's end and at a key or string JSON.parse refuses, or a key with no colon", () => {
+  // null is a whole value: the fields after it are read.
+  assert.deepEqual(
+    fields('{"header":null,"sourceMessageId":"msg_1","retried":0}').fields,
+    { header: null, sourceMessageId: "msg_1", retried: 0 },
+  );
+  // Past the object's end, nothing is its field.
+  assert.deepEqual(fields('{"a":1}"sourceMessageId":"msg_2"').fields, {
+    a: 1,
+  });
+  // An array's strings are no keys, whatever follows them.
+  assert.deepEqual(fields('["sourceMessageId":"msg_1"]').fields, {});
+  // A key, or a string value, with an escape JSON does not have is not
+  // JSON: the scan stops there.
+  assert.deepEqual(fields('{"a":1,"b\\x":2,"c":3}').fields, { a: 1 });
+  assert.deepEqual(fields('{"a":1,"b":"\\x","c":3}').fields, { a: 1 });
+  // A key followed by anything but a colon is not JSON either.
+  assert.deepEqual(fields('{"a":1,"b"=2,"c":3}').fields, { a: 1 });
+});
