@@ -263,3 +263,104 @@ Deno.test("an oversized failure callback whose message's letter cannot be read a
     /qstash\/msg_store_down\/unreadable failure callback over the limit, and the read of its letter failed: .*connection reset/,
   );
 });
+
+/** The letters' ids, intents and deliveries. */
+async function lettersIn(store: {
+  listDeadLetters: (o: { limit: number }) => Promise<{
+    items: readonly { jobId: string; intentId: string; deliveries: number }[];
+  }>;
+}): Promise<string[]> {
+  return (await store.listDeadLetters({ limit: 100 })).items.map((l) =>
+    `${l.jobId} ${JSON.stringify(l.intentId)} ${l.deliveries}`
+  );
+}
+
+Deno.test("an oversized failure callback reads QStash's fields as QStash spells them: the misspelt sourceMessasgeId names the message, retried counts deliveries, a null field is read past, a whole sourceBody names the intent", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  // The misspelt id, retried 2 (3 deliveries), a null before them.
+  const misspelt = JSON.stringify({
+    status: 489,
+    header: null,
+    retried: 2,
+    sourceMessasgeId: "msg_misspelt",
+    sourceBody: btoa(job(80_048)),
+  });
+  const first = await post(app, "/v1/qstash/failed", misspelt);
+  assert.equal(first.status, 489, await first.clone().text());
+  await first.body?.cancel();
+  // A message within the limit, whole in the callback's first bytes: the
+  // callback is over its limit for a field after it.
+  const whole = JSON.stringify({
+    status: 489,
+    retried: 0,
+    sourceMessageId: "msg_whole",
+    sourceBody: btoa(job(1_000)),
+    trailer: "z".repeat(120_000),
+  });
+  const second = await post(app, "/v1/qstash/failed", whole);
+  assert.equal(second.status, 489, await second.clone().text());
+  await second.body?.cancel();
+  assert.deepEqual((await lettersIn(store)).sort(), [
+    'qstash/msg_misspelt/unreadable "pi_0002" 3',
+    'qstash/msg_whole/unreadable "pi_0002" 1',
+  ]);
+});
+
+Deno.test("an oversized failure callback whose first bytes end inside sourceBody, past a long field and on a length base64 cannot end on, still names the intent", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  // The route's limit with the default MAX_BODY_BYTES: the callback's first
+  // bytes, all it reads.
+  const limit = Math.ceil(64 * 1024 / 3) * 4 + 16 * 1024;
+  const source = btoa(job(80_048));
+  let body = "";
+  for (let pad = 20_000;; pad++) {
+    const before = JSON.stringify({
+      status: 489,
+      retried: 0,
+      sourceMessageId: "msg_mod4",
+      sourceHeader: { "X-Pad": ["p".repeat(pad)] },
+    }).slice(0, -1) + ',"sourceBody":"';
+    // Cut one character past a whole quantum, well short of the message's
+    // first MAX_BODY_BYTES.
+    if ((limit - before.length) % 4 === 1) {
+      body = `${before}${source}"}`;
+      break;
+    }
+  }
+  const res = await post(app, "/v1/qstash/failed", body);
+  assert.equal(res.status, 489, await res.clone().text());
+  await res.body?.cancel();
+  assert.deepEqual(await letters(store), [
+    'qstash/msg_mod4/unreadable "pi_0002"',
+  ]);
+});
+
+Deno.test("an oversized failure callback reads no more of its message than /v1/qstash does, its first MAX_BODY_BYTES: an intent whose id ends past them is named by neither, one whose id ends on the last byte by both", async () => {
+  const { app, store } = await makeApp({ intents: [authorized] });
+  // lateJob's `"intentId":"pi_0002"` ends on byte `before + 30`.
+  for (const [before, named] of [[65_506, ""], [65_505, "pi_0002"]] as const) {
+    const source = lateJob(90_000, before);
+    assert.equal(source.indexOf('"pi_0002"') + 8, before + 30);
+    const id = `msg_edge_${before}`;
+    const direct = await post(app, "/v1/qstash", source, id);
+    assert.equal(direct.status, 489);
+    await direct.body?.cancel();
+    const cb = await post(app, "/v1/qstash/failed", callback(source, id));
+    assert.equal(cb.status, 489);
+    await cb.body?.cancel();
+    const alone = `${id}_cb`;
+    const only = await post(app, "/v1/qstash/failed", callback(source, alone));
+    assert.equal(only.status, 489);
+    await only.body?.cancel();
+    assert.equal(
+      (await store.getDeadLetter(`qstash/${id}/unreadable`))?.intentId,
+      named,
+      id,
+    );
+    assert.equal(
+      (await store.getDeadLetter(`qstash/${alone}/unreadable`))?.intentId,
+      named === "" ? undefined : named,
+      alone,
+    );
+  }
+});
