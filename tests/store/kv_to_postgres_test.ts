@@ -500,6 +500,39 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() run again reads each intent's own hold: one with none beside one with a hold is the move done, a hold alone voided on Deno KV since is written since",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const kvStore = new KvStore(file.kv);
+      // pi_a has no hold; pi_b, next in key order, has one.
+      await kvStore.createIntent({ id: "pi_a", state: "created" });
+      await kvStore.createIntent({
+        id: "pi_b",
+        state: "authorized",
+        hold: "pending",
+      });
+      await moveAt(file, pg);
+      const done = await moveAt(file, pg).then(() => null, (e) => e);
+      assert.ok(done instanceof ConflictError, String(done));
+      assert.match(done.message, /If an earlier move committed, it is done/);
+
+      // The old service voided pi_b's hold on Deno KV: its intent is as
+      // moved, its hold is not.
+      assert.equal(await kvStore.voidHold("pi_b"), "voided");
+      const since = await moveAt(file, pg).then(() => null, (e) => e);
+      assert.ok(since instanceof ConflictError, String(since));
+      assert.doesNotMatch(since.message, /it is done/);
+      assert.match(
+        since.message,
+        /But Deno KV was written after these rows were: intent pi_b differs from its row, which nothing changed since it was moved\. /,
+      );
+      assert.equal((await pg.store.getIntent("pi_b"))?.hold, "pending");
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() refusing a schema a service wrote before any move (its readiness probe's count) does not say the move may be done: none of the store's intents is there",
   ignore: !postgresAvailable,
   fn: () =>
