@@ -1364,6 +1364,70 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() names the send on record beside mayHaveSent false as it is kept (an unknown outcome, a tx hash, a broadcast in flight), and calls an intent wrong for more than that, or created, malformed",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      const base = {
+        id: "pi_taken",
+        state: "authorized",
+        settlingSince: null,
+        broadcasting: null,
+        mayHaveSent: false,
+        lastBroadcast: null,
+        txHashes: [],
+      };
+      const cases: [string, Record<string, unknown>, RegExp][] = [
+        [
+          "unknown",
+          { lastBroadcast: { outcome: "unknown", at: T0 } },
+          /beside a send on record \(its last broadcast is unknown\)/,
+        ],
+        [
+          "a tx hash",
+          { txHashes: ["0x7a4e"] },
+          /beside a send on record \(it has a tx hash on record \("0x7a4e"\)\)/,
+        ],
+        [
+          "in flight",
+          // Authorized, a send before the move to settling is another
+          // process's.
+          { broadcasting: T0 },
+          /beside a send on record \(a broadcast in flight \('broadcasting'\)\)/,
+        ],
+        [
+          "wrong for more",
+          {
+            state: "settled",
+            lastBroadcast: { outcome: "sent", txHash: "0x7a4e", at: T0 },
+            txHashes: ["0x7a4e"],
+            settlingSince: "never",
+          },
+          /^Cannot move from Deno KV as \["relayer","intent","pi_taken"\] does not hold an intent \(/,
+        ],
+        [
+          "created",
+          {
+            state: "created",
+            lastBroadcast: { outcome: "sent", txHash: "0x7a4e", at: T0 },
+            txHashes: ["0x7a4e"],
+          },
+          /^Cannot move from Deno KV as \["relayer","intent","pi_taken"\] does not hold an intent \(/,
+        ],
+      ];
+      const key = ["relayer", "intent", "pi_taken"];
+      for (const [what, fields, said] of cases) {
+        await file.kv.set(key, { ...base, ...fields });
+        const refused = await moveAt(file, pg).then(() => null, (e) => e);
+        assert.ok(refused instanceof TypeError, `${what}: ${refused}`);
+        assert.match(refused.message, said, what);
+        assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS, what);
+      }
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() moves the holds of intents it has not sent yet when a statement of holds fills: every intent is in before the first hold",
   ignore: !postgresAvailable,
   fn: () =>
