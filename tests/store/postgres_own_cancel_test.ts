@@ -59,6 +59,7 @@ Deno.test({
     });
     const schema = freshSchema();
     const locker = await admin.reserve();
+    const realNow = performance.now.bind(performance);
     try {
       await new PostgresStore(admin, { schema }).migrate();
       const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
@@ -112,7 +113,39 @@ Deno.test({
       );
       // Nothing of the write landed.
       assert.deepEqual(await store.getIntent("pi_1"), read);
+
+      // Past OWN_CANCEL_MS (60 s) since, a cancel by request is another
+      // session's: the monotonic clock the store reads, stepped past it.
+      performance.now = () => realNow() + 61_000;
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
+      );
+      const later = store.beginBroadcast("pi_1", read.version, 1).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      let cancelled = false;
+      for (let tries = 0; tries < 100 && !cancelled; tries++) {
+        const [row] = await watcher`
+          SELECT count(*)::int AS n FROM (
+            SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+            WHERE application_name = 'own_cancel' AND wait_event_type = 'Lock'
+          ) AS done`;
+        cancelled = row?.n === 1;
+        if (!cancelled) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.ok(cancelled, "the write's statement waited for the row");
+      const other = await later;
+      await locker.unsafe("ROLLBACK");
+      assert.ok(other instanceof BusyError, String(other));
+      assert.match(
+        other.message,
+        /^Cannot start a broadcast for pi_1 as another session cancelled its statement \(canceling statement due to user request: pg_cancel_backend; see pg_stat_activity\): nothing was written; retry$/,
+      );
+      assert.deepEqual(await store.getIntent("pi_1"), read);
     } finally {
+      performance.now = realNow;
       letCancelGo();
       await locker.unsafe("ROLLBACK").catch(() => {});
       locker.release();
