@@ -684,3 +684,60 @@ Deno.test("KvStore refuses to fail an intent stored before contradictory imports
     kv.close();
   }
 });
+
+Deno.test("KvStore answers a late record on a version spelt as its own but never the intent's as a race lost: a third part, a hold's stamp that is not one, a stamp that is not lowercase hex", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const store = new KvStore(kv);
+    const inReview = async (id: string) => {
+      const created = await store.createIntent({
+        id,
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      const ahead = await store.beginBroadcast(id, created.version, 1);
+      const review = await store.transition(id, {
+        from: "settling",
+        to: "needs_review",
+        version: ahead.version,
+        at: 2,
+      });
+      return { ahead: ahead.version, review };
+    };
+    const held = await inReview("pi_1");
+    const [stamp, holdStamp] = held.ahead.split(":") as [string, string];
+    assert.match(stamp, /^[0-9a-f]+$/);
+    assert.match(holdStamp, /^[0-9a-f]+$/);
+    const never: [string, string, string][] = [
+      ["pi_1", "a third part", `${held.ahead}:0`],
+      [
+        "pi_1",
+        "a hold's stamp past any",
+        `${stamp}:${"z".repeat(holdStamp.length)}`,
+      ],
+      ["pi_1", "not lowercase hex", `${"0".repeat(stamp.length - 1)}G:-`],
+    ];
+    for (const [id, what, version] of never) {
+      await assert.rejects(
+        store.recordBroadcast(id, version, {
+          outcome: "sent",
+          txHash: "0xNEVER",
+          at: 3,
+        }),
+        (error) => error instanceof ConflictError && !error.refused,
+        what,
+      );
+    }
+    assert.deepEqual(await store.getIntent("pi_1"), held.review);
+    // The send's own version, as read: kept.
+    const late = await store.recordBroadcast("pi_1", held.ahead, {
+      outcome: "sent",
+      txHash: "0xT",
+      at: 3,
+    });
+    assert.deepEqual(late.txHashes, ["0xT"]);
+  } finally {
+    kv.close();
+  }
+});
