@@ -151,3 +151,83 @@ Deno.test("a fail posted to the instance whose rescue replaced a running send's 
     `answers ${JSON.stringify(answers)}; ${JSON.stringify(after)}`,
   );
 });
+
+Deno.test("a review that may have sent waits a lease again once a record moves its version: the wait is keyed by the version, not the intent", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  const clock = { now: 1_000_000 };
+  let mono = 0;
+  let finish!: (sent: { txHash: string }) => void;
+  let began!: () => void;
+  const sending = new Promise<void>((resolve) => began = resolve);
+  // Every tx reads dropped: no receipt stops the fail.
+  const receipt = () => Promise.resolve<ReceiptStatus>("dropped");
+  const app = (send: Sender["send"]) =>
+    createApp({
+      store,
+      sender: { send, receipt },
+      opsToken: OPS,
+      now: () => clock.now,
+      monotonicNow: () => mono,
+      random: () => 0,
+      leaseMs: 200,
+      clockSkewMs: 0,
+      policy: { maxDeliveries: 3, stuckAfterMs: 1_000 },
+    });
+  const sendingApp = app(() => {
+    began();
+    return new Promise((resolve) => finish = resolve);
+  });
+  const rescueApp = app(() =>
+    Promise.reject(notSent(new Error("rejected by the node")))
+  );
+  const failApp = app(() => Promise.reject(new Error("sends nothing")));
+  const delivery = sendingApp.relayer.deliver(job, 1);
+  await sending;
+  clock.now += 60_000; // the wall clock steps forward mid-send
+  await rescueApp.relayer.deliver(job, 2);
+  await failApp.relayer.giveUp(job, {
+    deliveries: 3,
+    queue: { queue: "qstash", messageId: "msg_1" },
+  });
+  const fail = async () => {
+    const seen = (await (await failApp.request("/v1/intents/pi_1", {
+      headers,
+    })).json()).intent;
+    const answer = await failApp.request("/v1/intents/pi_1/resolve", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        to: "failed",
+        version: seen.version,
+        nonceChecked: true,
+      }),
+    });
+    return { seen, status: answer.status, body: await answer.json() };
+  };
+  const first = await fail();
+  assert.equal(first.seen.state, "needs_review");
+  assert.equal(first.seen.broadcasting, null);
+  assert.equal(first.status, 409, JSON.stringify(first.body));
+  assert.match(first.body.type, /send-in-flight$/);
+  // A lease later, the first send's record lands (its tx reads dropped):
+  // the version moves, and the wait starts again from this sight of it.
+  mono += 200;
+  finish({ txHash: "0xA" });
+  await delivery;
+  const second = await fail();
+  assert.notEqual(second.seen.version, first.seen.version);
+  assert.deepEqual(second.seen.txHashes, ["0xA"]);
+  assert.equal(second.status, 409, JSON.stringify(second.body));
+  assert.match(second.body.type, /send-in-flight$/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  // A lease after that sight, it is taken.
+  mono += 200;
+  const third = await fail();
+  assert.equal(third.status, 200, JSON.stringify(third.body));
+  assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
+});
