@@ -870,3 +870,38 @@ Deno.test("createQueueHandler() takes a bytes body that is not UTF-8 for unreada
     assert.ok(!line.includes("\uFFFD") && !line.includes("note"), line);
   }
 });
+
+Deno.test("createQueueHandler() reads a bytes body that begins with a UTF-8 byte order mark as the job after it, as /v1/qstash does", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0002", state: "created" });
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+    log: (line) => lines.push(line),
+  });
+  const bytes = new TextEncoder().encode(
+    '\uFEFF{"intentId":"pi_0002","kind":"settle"}',
+  );
+  assert.deepEqual([...bytes.subarray(0, 3)], [0xef, 0xbb, 0xbf]);
+  // As the same job without the mark is (a created intent's settle waits
+  // for its authorization: retried), never unreadable.
+  const plain = fakeMessage(bytes.subarray(3), 1, "m-plain");
+  const messages = [
+    fakeMessage(bytes, 1, "m-bom"),
+    fakeMessage(bytes.slice().buffer, 1, "m-bombuf"),
+  ];
+  await queue({ queue: "jobs", messages: [plain, ...messages] });
+  assert.deepEqual(plain.calls, ["retry 3"]);
+  for (const message of messages) {
+    assert.deepEqual(message.calls, plain.calls, message.id);
+    assert.equal(
+      await store.getDeadLetter(`cloudflare/${message.id}/unreadable`),
+      null,
+      message.id,
+    );
+  }
+  assert.doesNotMatch(lines.join("\n"), /unreadable/);
+});
