@@ -94,6 +94,12 @@ Deno.test("topLevelFields reads null as a value, and stops at the object's end a
   // JSON: the scan stops there.
   assert.deepEqual(fields('{"a":1,"b\\x":2,"c":3}').fields, { a: 1 });
   assert.deepEqual(fields('{"a":1,"b":"\\x","c":3}').fields, { a: 1 });
+  // JSON's whitespace (tabs, line breaks) anywhere between tokens, and a
+  // negative number, are read as JSON reads them.
+  assert.deepEqual(
+    fields('{\n\t"a" :\r\n-1 ,\n\t"sourceMessageId":\t"msg_1"\n}').fields,
+    { a: -1, sourceMessageId: "msg_1" },
+  );
   // A key followed by anything but a colon is not JSON either.
   assert.deepEqual(fields('{"a":1,"b"=2,"c":3}').fields, { a: 1 });
 });
