@@ -9,7 +9,14 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, notSent, type Sender, type Store } from "../../mod.ts";
+import {
+  MemoryStore,
+  notSent,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
 import { BACKENDS } from "../_stores.ts";
 import {
   authorizedIntent,

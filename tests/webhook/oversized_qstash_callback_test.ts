@@ -342,7 +342,7 @@ Deno.test("an oversized failure callback reads no more of its message than /v1/q
     const source = lateJob(90_000, before);
     assert.equal(source.indexOf('"pi_0002"') + 8, before + 30);
     const id = `msg_edge_${before}`;
-    const direct = await post(app, "/v1/qstash", source, id);
+    const direct = await post(app, "/v1/qstash", source, { messageId: id });
     assert.equal(direct.status, 489);
     await direct.body?.cancel();
     const cb = await post(app, "/v1/qstash/failed", callback(source, id));
