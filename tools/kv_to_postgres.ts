@@ -81,9 +81,11 @@ export function describeMove(report: KvToPostgresReport): string[] {
  * ```
  */
 export function forTheTask(message: string): string {
+  // Both refusals of a schema holding rows end so ("Otherwise move …", and
+  // "Stop it, then move …" when something else wrote them).
   return message.replace(
-    "Otherwise move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed.",
-    "Otherwise point DATABASE_URL at another database (the service and this task use its schema relayer), or empty this schema if nothing in it is needed.",
+    "move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed.",
+    "point DATABASE_URL at another database (the service and this task use its schema relayer), or empty this schema if nothing in it is needed.",
   );
 }
 

@@ -66,6 +66,38 @@ async function inFolderWithDatabase(
 
 Deno.test({
   name:
+    "deno task kv-to-postgres, refusing a schema a service started on wrote, names nothing the task cannot do (no schema option)",
+  ignore: !postgresAvailable,
+  fn: () =>
+    inFolderWithDatabase(async ({ dir, path, database, sql }) => {
+      const kv = await Deno.openKv(path);
+      await new KvStore(kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+      });
+      kv.close();
+      // A service started on the schema first: its readiness probe's count.
+      const written = new PostgresStore(sql);
+      await written.migrate();
+      await written.admit({ now: Date.now(), count: "relayer/write-probe" });
+      written.close();
+
+      const refused = await runTool(
+        { KV_PATH: path, DATABASE_URL: database.url },
+        dir,
+      );
+      assert.equal(refused.code, 1);
+      assert.match(refused.err, /But no move of this store committed here/);
+      assert.ok(!refused.err.includes("the schema option"), refused.err);
+      assert.match(
+        refused.err,
+        / Stop it, then point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed\. Nothing was moved\.\n$/,
+      );
+    }),
+});
+
+Deno.test({
+  name:
     "deno task kv-to-postgres moves the KV file into DATABASE_URL, says what moved, and refuses to move twice",
   ignore: !postgresAvailable,
   fn: () =>
