@@ -53,6 +53,21 @@ export interface OwnSends {
   ended(intentId: string, broadcasting: number): boolean;
 }
 
+/**
+ * The lease a relayer takes when it is given none, in milliseconds: the
+ * longest a send of it can run, which the resolve route's wait for a send
+ * that may still run counts on, so both read this one value.
+ *
+ * @example A default of 30 s
+ * ```ts
+ * import { DEFAULT_LEASE_MS } from "./_sends.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(DEFAULT_LEASE_MS, 30_000);
+ * ```
+ */
+export const DEFAULT_LEASE_MS = 30_000;
+
 /** How many resolve requests arrived in this process: their order. */
 let arrived = 0;
 

@@ -42,7 +42,7 @@ import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
-import { registerSends, resolveArrivals } from "./_sends.ts";
+import { DEFAULT_LEASE_MS, registerSends, resolveArrivals } from "./_sends.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import type {
@@ -1099,7 +1099,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     sender,
     now: clock = Date.now,
     random = Math.random,
-    leaseMs = 30_000,
+    leaseMs = DEFAULT_LEASE_MS,
     clockSkewMs = DEFAULT_CLOCK_SKEW_MS,
   } = options;
   assertDependencies(store, sender, clock, random);

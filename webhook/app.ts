@@ -94,6 +94,7 @@ import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import {
+  DEFAULT_LEASE_MS,
   ownSendEnded,
   resolveArrived,
   sendEndedUnrecorded,
@@ -1364,7 +1365,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   const relayer: Relayer = createRelayer(relayerOptions(deps));
   // How long a send may run, in any instance: its lease, which every send
   // must end within (the relayer's default when none is given).
-  const sendBoundMs = deps.leaseMs ?? 30_000;
+  const sendBoundMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
   const { monotonicNow = () => performance.now() } = deps;
   if (typeof monotonicNow !== "function") {
     throw new TypeError(
