@@ -2185,6 +2185,7 @@ function suite(backend: Backend): void {
   });
 
   test("createRelayer() with a store of one's own that does not mark its refusals still reviews a payment it refuses to fail, after three tries", async () => {
+    const fails: unknown[] = [];
     const { relayer, store } = await setup(
       {
         state: "settling",
@@ -2193,11 +2194,20 @@ function suite(backend: Backend): void {
       },
       undefined,
       {},
-      // Every ConflictError comes back as a plain one, `refused` unset.
-      (store) => unmarkingRefusals(store),
+      // Every ConflictError comes back as a plain one, `refused` unset;
+      // each try of the failure (settling → failed) is counted.
+      (store) =>
+        unmarkingRefusals(store, (key, args) => {
+          if (
+            key === "transition" &&
+            (args[1] as { to?: string } | undefined)?.to === "failed"
+          ) fails.push(args[1]);
+        }),
     );
     const outcome = await relayer.deliver(job, 1);
     assert.equal(outcome.action, "poison");
+    // Three tries, nobody writing between: a marked refusal is tried once.
+    assert.equal(fails.length, 3);
     assert.match(
       outcome.action === "poison" ? outcome.resolution : "",
       /^the store refused the failure \(Cannot void the hold of pi_0001 as it is not recorded\), needs review$/,
