@@ -16,7 +16,6 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
 import { BACKENDS } from "../_stores.ts";
 import {
   authorizedIntent,
@@ -161,11 +160,7 @@ Deno.test("a fail posted to the instance whose rescue replaced a running send's 
 
 Deno.test("a review that may have sent waits a lease again once a record moves its version: the wait is keyed by the version, not the intent", async () => {
   const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_1",
-    state: "authorized",
-    hold: "pending",
-  });
+  await authorizedIntent(store);
   const clock = { now: 1_000_000 };
   let mono = 0;
   let finish!: (sent: { txHash: string }) => void;
@@ -174,16 +169,12 @@ Deno.test("a review that may have sent waits a lease again once a record moves i
   // Every tx reads dropped: no receipt stops the fail.
   const receipt = () => Promise.resolve<ReceiptStatus>("dropped");
   const app = (send: Sender["send"]) =>
-    createApp({
-      store,
-      sender: { send, receipt },
+    leasedApp(store, {
+      clock,
       opsToken: OPS,
-      now: () => clock.now,
+      sender: { send, receipt },
       monotonicNow: () => mono,
-      random: () => 0,
-      leaseMs: 200,
-      clockSkewMs: 0,
-      policy: { maxDeliveries: 3, stuckAfterMs: 1_000 },
+      policy: { stuckAfterMs: 1_000 },
     });
   const sendingApp = app(() => {
     began();
@@ -202,18 +193,8 @@ Deno.test("a review that may have sent waits a lease again once a record moves i
     queue: { queue: "qstash", messageId: "msg_1" },
   });
   const fail = async () => {
-    const seen = (await (await failApp.request("/v1/intents/pi_1", {
-      headers,
-    })).json()).intent;
-    const answer = await failApp.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({
-        to: "failed",
-        version: seen.version,
-        nonceChecked: true,
-      }),
-    });
+    const seen = await readIntent(failApp, headers);
+    const answer = await failByHand(failApp, headers, seen.version, true);
     return { seen, status: answer.status, body: await answer.json() };
   };
   const first = await fail();

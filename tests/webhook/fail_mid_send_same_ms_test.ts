@@ -14,14 +14,15 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp } from "../../webhook/app.ts";
-import {
-  MemoryStore,
-  notSent,
-  type ReceiptStatus,
-  type Sender,
-} from "../../mod.ts";
+import { MemoryStore, notSent, type Sender } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
+import {
+  authorizedIntent,
+  failByHand,
+  heldSends,
+  leasedApp,
+  readIntent,
+} from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-same-ms-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -31,44 +32,19 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a fail posted to an instance whose own send ended (recorded) while another's, written ahead at the same millisecond, still runs is refused`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_1",
-        state: "authorized",
-        hold: "pending",
-      });
+      await authorizedIntent(store);
       const clock = { now: 1_000_000 };
-      let finish!: (sent: { txHash: string }) => void;
-      let began!: () => void;
-      const sending = new Promise<void>((resolve) => began = resolve);
-      const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
-      const receipt = (txHash: string) =>
-        Promise.resolve(receipts[txHash] ?? "dropped");
+      const { sender, sending, finish, receipt } = heldSends("0xT");
       // The first instance's send stays home (its record lands: not_sent).
       const homeSender: Sender = {
         send: () => Promise.reject(notSent(new Error("rpc refused it"))),
         receipt,
       };
-      // The second instance's send hangs until `finish`.
-      const heldSender: Sender = {
-        send: () => {
-          began();
-          return new Promise((resolve) => finish = resolve);
-        },
-        receipt,
-      };
       const app = (sender: Sender) =>
-        createApp({
-          store,
-          sender,
-          opsToken: OPS,
-          now: () => clock.now,
-          random: () => 0,
-          leaseMs: 200,
-          clockSkewMs: 0,
-          policy: { maxDeliveries: 3 },
-        });
+        leasedApp(store, { clock, opsToken: OPS, sender });
       const first = app(homeSender);
-      const second = app(heldSender);
+      // The second instance's send hangs until `finish`.
+      const second = app(sender(true));
       await first.relayer.deliver(job, 1);
       const between = await store.getIntent("pi_1");
       assert.equal(between?.state, "settling");
@@ -86,20 +62,10 @@ for (const backend of BACKENDS) {
         queue: { queue: "qstash", messageId: "msg_1" },
       });
       assert.equal(gaveUp.action, "poison");
-      const seen = (await (await first.request("/v1/intents/pi_1", {
-        headers,
-      })).json()).intent;
+      const seen = await readIntent(first, headers);
       assert.equal(seen.state, "needs_review");
       // The operator looks the nonce up: unused, the tx has not left.
-      const answer = await first.request("/v1/intents/pi_1/resolve", {
-        method: "POST",
-        headers,
-        body: JSON.stringify({
-          to: "failed",
-          version: seen.version,
-          nonceChecked: true,
-        }),
-      });
+      const answer = await failByHand(first, headers, seen.version, true);
       const body = await answer.json();
       finish({ txHash: "0xT" });
       await delivery;
@@ -129,25 +95,16 @@ Deno.test("a fail posted to the instance whose own send ended with its record fa
     }
   }
   const store = new FailingRecord();
-  await store.createIntent({
-    id: "pi_1",
-    state: "authorized",
-    hold: "pending",
-  });
+  await authorizedIntent(store);
   const clock = { now: 1_000_000, mono: 0 };
-  const app = createApp({
-    store,
+  const app = leasedApp(store, {
+    clock,
+    opsToken: OPS,
     sender: {
       send: () => Promise.resolve({ txHash: "0xT" }),
       receipt: () => Promise.resolve("dropped"),
     },
-    opsToken: OPS,
-    now: () => clock.now,
     monotonicNow: () => clock.mono,
-    random: () => 0,
-    leaseMs: 200,
-    clockSkewMs: 0,
-    policy: { maxDeliveries: 3 },
   });
   await app.relayer.deliver(job, 1).catch(() => {});
   clock.now += 60_000;
@@ -160,16 +117,7 @@ Deno.test("a fail posted to the instance whose own send ended with its record fa
   assert.equal(seen.state, "needs_review");
   assert.equal(seen.broadcasting, 1_000_000);
   assert.equal(seen.mayHaveSent, false);
-  const fail = () =>
-    app.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({
-        to: "failed",
-        version: seen.version,
-        nonceChecked: true,
-      }),
-    });
+  const fail = () => failByHand(app, headers, seen.version, true);
   const first = await fail();
   const firstBody = await first.json();
   assert.equal(first.status, 409, JSON.stringify(firstBody));

@@ -23,8 +23,10 @@ import {
 } from "../../mod.ts";
 import {
   authorizedIntent,
+  failByHand,
   giveUpMidSend,
   leasedApp,
+  readIntent,
 } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-in-flight-tests";
@@ -81,19 +83,9 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
     3,
   );
   const { delivery } = await giveUpMidSend(app, { job, clock, sending });
-  const { intent } = await (await app.request("/v1/intents/pi_1", { headers }))
-    .json();
+  const intent = await readIntent(app, headers);
   assert.equal(intent.state, "needs_review");
-  const fail = () =>
-    app.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({
-        to: "failed",
-        version: intent.version,
-        nonceChecked: true,
-      }),
-    });
+  const fail = () => failByHand(app, headers, intent.version, true);
   const refused = await fail();
   const body = await refused.json();
   assert.equal(refused.status, 409, JSON.stringify(body));
@@ -112,16 +104,7 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
   assert.match(changedBody.type, /changed$/);
   const now = (await store.getIntent("pi_1"))!;
   assert.deepEqual(now.txHashes, ["0xlanded"]);
-  const failNow = () =>
-    app.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({
-        to: "failed",
-        version: now.version,
-        nonceChecked: true,
-      }),
-    });
+  const failNow = () => failByHand(app, headers, now.version, true);
   // Read again, its tx is read as every tx on record is: pending, it may
   // still land, whatever the operator saw of the nonce before.
   const pending = await failNow();
@@ -184,11 +167,7 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 receipts-unread for a receip
       opsToken: OPS,
       log: (line) => void lines.push(line),
     });
-    const res = await app.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
-    });
+    const res = await failByHand(app, headers, version, true);
     const body = await res.json();
     assert.equal(
       res.status,
@@ -224,11 +203,7 @@ Deno.test("POST /v1/intents/:id/resolve reads a String object, a toString, a thr
       receipt: (txHash: string) => Promise.resolve(answer(txHash)),
     } as unknown as Sender;
     const app = createApp({ store, sender, opsToken: OPS });
-    const res = await app.request("/v1/intents/pi_1/resolve", {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ to: "failed", version, nonceChecked: true }),
-    });
+    const res = await failByHand(app, headers, version, true);
     const body = await res.json();
     assert.equal(res.status, 503, `${name}: ${JSON.stringify(body)}`);
     assert.equal((await store.getIntent("pi_1"))?.hold, "pending", name);
@@ -254,8 +229,7 @@ Deno.test("a send the Cloudflare consumer starts on app.relayer is in flight for
   await sending;
   clock.now += 60_000; // the wall clock steps forward while the send runs
   await queue({ queue: "dlq", messages: [message(1)] });
-  const { intent } = await (await app.request("/v1/intents/pi_1", { headers }))
-    .json();
+  const intent = await readIntent(app, headers);
   assert.equal(intent.state, "needs_review");
   const resolve = (body: Record<string, unknown>) =>
     app.request("/v1/intents/pi_1/resolve", {
