@@ -29,6 +29,43 @@ const INSTALL_HINTS: Record<string, string> = {
   node: "install Node.js 20, or add its folder to PATH",
 };
 
+/** What `deno info --json` says of a module graph: the fields the checks read. */
+export interface DenoInfo {
+  readonly modules: readonly { kind?: string; npmPackage?: string }[];
+  readonly npmPackages: Readonly<
+    Record<string, { name: string; dependencies: string[]; localPath?: string }>
+  >;
+}
+
+/**
+ * The module graph of `target` (a file, or an import `deno.json` maps),
+ * from `deno info --json` run at the repository root: where Deno's npm
+ * cache holds each npm package of it, wherever `DENO_DIR` puts the cache.
+ *
+ * @param target What `deno info` is given.
+ * @returns Its answer.
+ * @throws {CheckError} If `deno info` fails, or runs past
+ * {@linkcode INSTALL_TIMEOUT_MS} (a cold cache downloads the graph).
+ */
+export async function denoInfo(target: string): Promise<DenoInfo> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", target],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(INSTALL_TIMEOUT_MS),
+  }).output();
+  if (code !== 0) {
+    throw new CheckError(
+      `deno info ${target} failed (${
+        firstLine(decoder.decode(stderr))
+      }): run \`deno info ${target}\` from the repository root to see why`,
+    );
+  }
+  return JSON.parse(decoder.decode(stdout)) as DenoInfo;
+}
+
 /**
  * The cache folder of the runtime checks.
  *

@@ -21,12 +21,7 @@
  */
 
 import { CheckError, firstLine, ROOT } from "./_check.ts";
-import {
-  INSTALL_TIMEOUT_MS,
-  npmInstall,
-  requireNode,
-  run,
-} from "./_npm_cache.ts";
+import { denoInfo, npmInstall, requireNode, run } from "./_npm_cache.ts";
 
 /** The pinned TypeScript (the version Deno 2.9's checker is). */
 export const TYPESCRIPT_VERSION = "6.0.3";
@@ -151,28 +146,7 @@ async function npmPackages(
 ): Promise<Map<string, { id: string; path: string }>> {
   const found = new Map<string, { id: string; path: string }>();
   for (const file of files) {
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: ["info", "--json", file],
-      cwd: ROOT,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout(INSTALL_TIMEOUT_MS),
-    }).output();
-    if (code !== 0) {
-      throw new CheckError(
-        `deno info ${file} failed (${
-          firstLine(new TextDecoder().decode(stderr))
-        }): run \`deno info ${file}\` from the repository root to see why`,
-      );
-    }
-    const info = JSON.parse(new TextDecoder().decode(stdout)) as {
-      modules: { kind?: string; npmPackage?: string }[];
-      npmPackages: Record<
-        string,
-        { name: string; dependencies: string[]; localPath?: string }
-      >;
-    };
+    const info = await denoInfo(file);
     const todo = info.modules.flatMap((module) =>
       module.kind === "npm" && module.npmPackage ? [module.npmPackage] : []
     );

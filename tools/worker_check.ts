@@ -66,10 +66,10 @@
 // deno-lint-ignore-file no-console
 import { pathToFileURL } from "node:url";
 import postgres from "postgres";
-import { CheckError, firstLine, ROOT, runMain } from "./_check.ts";
+import { CheckError, ROOT, runMain } from "./_check.ts";
 import {
   bundle,
-  INSTALL_TIMEOUT_MS,
+  denoInfo,
   npmInstall,
   requireNode,
   run,
@@ -99,25 +99,7 @@ const WORKER_CHECK_TIMEOUT_MS = 6 * 60_000;
 async function postgresWorkersBuild(): Promise<string> {
   const todo =
     "run `deno info --json postgres` from the repository root to see why";
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", "postgres"],
-    cwd: ROOT,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-    signal: AbortSignal.timeout(INSTALL_TIMEOUT_MS),
-  }).output();
-  if (code !== 0) {
-    throw new CheckError(
-      `deno info postgres failed (${
-        firstLine(new TextDecoder().decode(stderr))
-      }): ${todo}`,
-    );
-  }
-  const info = JSON.parse(new TextDecoder().decode(stdout)) as {
-    modules: { kind: string; npmPackage?: string }[];
-    npmPackages: Record<string, { localPath?: string }>;
-  };
+  const info = await denoInfo("postgres");
   const pkg = info.modules.find((module) => module.kind === "npm")?.npmPackage;
   const dir = pkg === undefined ? undefined : info.npmPackages[pkg]?.localPath;
   const file = `${dir}/cf/src/index.js`;
