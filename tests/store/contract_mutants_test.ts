@@ -17,6 +17,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { type RegisterTest, storeContract } from "./_contract.ts";
+import { anotherCopy as other } from "./_another_copy.ts";
 
 /** Runs the contract on `make`'s stores; returns the names of the tests that fail. */
 async function failing(make: () => Store): Promise<string[]> {
@@ -328,14 +329,6 @@ Deno.test("the store contract fails a MemoryStore that breaks any one rule the r
 });
 
 Deno.test("the store contract passes a store whose errors come from another copy of the package", async () => {
-  const other = {
-    BusyError: (await import("../../store/busy_error.ts?another-copy"))
-      .BusyError as typeof BusyError,
-    ConflictError: (await import("../../store/conflict_error.ts?another-copy"))
-      .ConflictError as typeof ConflictError,
-    ReplayError: (await import("../../store/replay_error.ts?another-copy"))
-      .ReplayError as typeof ReplayError,
-  };
   // Each error MemoryStore throws, thrown again as the other copy's.
   const translate = (error: unknown): never => {
     if (error instanceof ConflictError) {

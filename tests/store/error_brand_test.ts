@@ -18,16 +18,7 @@ import {
   ScriptedSender,
 } from "../../mod.ts";
 import { overriding } from "../_stores.ts";
-
-// Another copy of each module, as a second version of the package would be.
-const other = {
-  BusyError: (await import("../../store/busy_error.ts?another-copy"))
-    .BusyError as typeof BusyError,
-  ConflictError: (await import("../../store/conflict_error.ts?another-copy"))
-    .ConflictError as typeof ConflictError,
-  ReplayError: (await import("../../store/replay_error.ts?another-copy"))
-    .ReplayError as typeof ReplayError,
-};
+import { anotherCopy as other } from "./_another_copy.ts";
 
 Deno.test("BusyError, ConflictError and ReplayError know each other's copies, and nothing else", () => {
   assert.notEqual(other.BusyError, BusyError, "a second copy indeed");
