@@ -8,13 +8,9 @@
  * give-ups beside their last delivery and jobs published again).
  */
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  type Intent,
-  type ReceiptStatus,
-  type Sender,
-} from "../../mod.ts";
-import { BACKENDS, gateTransitions, openAuthorized } from "../_stores.ts";
+import type { Intent, ReceiptStatus, Sender } from "../../mod.ts";
+import { BACKENDS, openAuthorized } from "../_stores.ts";
+import { giveUpBehindDelivery } from "./_give_up_behind.ts";
 
 /** A signer that counts sends and leaves every tx pending. */
 class CountingSigner implements Sender {
@@ -72,22 +68,12 @@ for (const backend of BACKENDS) {
         });
         // The new job's delivery reads the intent, then its write-ahead
         // waits until the new message's give-up has landed.
-        const gated = gateTransitions(store);
         const sender = new CountingSigner();
-        const delivering = createRelayer({
-          store: gated.store,
+        const { gaveUp, outcome } = await giveUpBehindDelivery(store, {
+          job: JOB,
           sender,
           policy,
         });
-        const givingUp = createRelayer({ store, sender, policy });
-        const delivery = delivering.deliver(JOB, 1);
-        await gated.reached;
-        const gaveUp = await givingUp.giveUp(JOB, {
-          deliveries: 3,
-          queue: { queue: "pubsub", messageId: "m-1" },
-        });
-        gated.release();
-        const outcome = await delivery;
         assert.equal(gaveUp.action, "poison");
         assert.match(gaveUp.resolution ?? "", /^job dropped/);
         assert.equal(

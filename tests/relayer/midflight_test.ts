@@ -11,7 +11,8 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { BACKENDS, gateTransitions, openAuthorized } from "../_stores.ts";
+import { BACKENDS, openAuthorized } from "../_stores.ts";
+import { giveUpBehindDelivery } from "./_give_up_behind.ts";
 
 /** A signer that answers sends and receipts after a pause. */
 class SlowSigner implements Sender {
@@ -168,18 +169,12 @@ for (const backend of BACKENDS) {
       // the queue's give-up has landed: a delivery whose store count lags
       // the queue's (a crash before it was counted), still at work when
       // the queue gave up.
-      const gated = gateTransitions(store);
       const sender = new SlowSigner(0, 0, "pending");
-      const delivering = createRelayer({ store: gated.store, sender, policy });
-      const givingUp = createRelayer({ store, sender, policy });
-      const delivery = delivering.deliver(JOB, 1);
-      await gated.reached;
-      const gaveUp = await givingUp.giveUp(JOB, {
-        deliveries: 3,
-        queue: { queue: "pubsub", messageId: "m-1" },
+      const { gaveUp, outcome } = await giveUpBehindDelivery(store, {
+        job: JOB,
+        sender,
+        policy,
       });
-      gated.release();
-      const outcome = await delivery;
       assert.equal(gaveUp.action, "poison");
       assert.match(gaveUp.resolution ?? "", /^job dropped/);
       assert.equal(outcome.action, "retry");
