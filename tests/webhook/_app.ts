@@ -30,6 +30,17 @@ export const NOW = 1_000_000;
 export const DEAD_LETTER_AUDIENCE =
   "https://relayer.example.test/v1/pubsub/dead-letter";
 
+/** For the fuzz tests' `makeApp({ intents })`: an intent in each state a delivery meets. */
+export const FUZZ_INTENTS = [
+  { id: "pi_0001", state: "created" },
+  { id: "pi_0002", state: "authorized", hold: "pending" },
+  { id: "pi_0003", state: "settling", hold: "pending", settlingSince: 0 },
+  { id: "pi_0004", state: "settled", hold: "captured" },
+] as const;
+
+/** A stack trace's marks (an `at` line, a file URL, a `.ts:line:col`), which no answer may carry. */
+export const STACK = /\n\s+at |\bat [\w.<>]+ \(|file:\/\/|\.ts:\d+:\d+/;
+
 let google: Google | undefined;
 
 /** The shared fake Google issuer (key generation is slow; make it once). */

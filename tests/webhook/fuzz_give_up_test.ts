@@ -9,16 +9,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { runs } from "../_fc.ts";
-import { makeApp, theGoogle } from "./_app.ts";
+import { FUZZ_INTENTS, makeApp, STACK, theGoogle } from "./_app.ts";
 import { PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
-const INTENTS = [
-  { id: "pi_0001", state: "created" },
-  { id: "pi_0002", state: "authorized", hold: "pending" },
-  { id: "pi_0003", state: "settling", hold: "pending", settlingSince: 0 },
-  { id: "pi_0004", state: "settled", hold: "captured" },
-] as const;
-const STACK = /\n\s+at |\bat [\w.<>]+ \(|file:\/\/|\.ts:\d+:\d+/;
 const AUDIENCE = "https://relayer.example.test/v1/pubsub/dead-letter";
 
 const job = fc.record({
@@ -72,7 +65,7 @@ function check(res: Response, text: string): void {
 }
 
 Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/failed", async () => {
-  const { app, store, writes } = await makeApp({ intents: [...INTENTS] });
+  const { app, store, writes } = await makeApp({ intents: [...FUZZ_INTENTS] });
   const valid = fc.record({
     sourceBody: data,
     retried: fc.oneof(fc.integer({ min: 0, max: 20 }), weird),
@@ -102,7 +95,7 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/fail
       }
       const before = writes();
       const states = JSON.stringify(
-        await Promise.all(INTENTS.map((i) => store.getIntent(i.id))),
+        await Promise.all(FUZZ_INTENTS.map((i) => store.getIntent(i.id))),
       );
       const letters = (await store.listDeadLetters({ limit: 1000 })).items;
       const res = await app.request("/v1/qstash/failed", {
@@ -140,7 +133,7 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/fail
         );
         assert.equal(
           JSON.stringify(
-            await Promise.all(INTENTS.map((i) => store.getIntent(i.id))),
+            await Promise.all(FUZZ_INTENTS.map((i) => store.getIntent(i.id))),
           ),
           states,
         );
@@ -159,7 +152,7 @@ Deno.test("createApp() survives 5,000 generated requests on POST /v1/qstash/fail
 Deno.test("createApp() survives 5,000 generated requests on POST /v1/pubsub/dead-letter", async () => {
   const google = await theGoogle();
   const { app, store, writes } = await makeApp({
-    intents: [...INTENTS],
+    intents: [...FUZZ_INTENTS],
     deps: {
       pubsubDeadLetter: {
         audience: AUDIENCE,

@@ -9,18 +9,16 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { runs } from "../_fc.ts";
 import { parseJob } from "../../mod.ts";
-import { makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
+import {
+  FUZZ_INTENTS,
+  makeApp,
+  NOW,
+  SECRET,
+  STACK,
+  theGoogle,
+} from "./_app.ts";
 import { PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
 import { timeout } from "../_timeout.ts";
-
-const INTENTS = [
-  { id: "pi_0001", state: "created" },
-  { id: "pi_0002", state: "authorized", hold: "pending" },
-  { id: "pi_0003", state: "settling", hold: "pending", settlingSince: 0 },
-  { id: "pi_0004", state: "settled", hold: "captured" },
-] as const;
-
-const STACK = /\n\s+at |\bat [\w.<>]+ \(|file:\/\/|\.ts:\d+:\d+/;
 
 const goodJob = fc.record({
   intentId: fc.constantFrom(
@@ -165,19 +163,19 @@ async function fuzz(
   { requests: number; statuses: Map<number, number>; changed: number }
 > {
   const { app, writes, store } = await makeApp({
-    intents: [...INTENTS],
+    intents: [...FUZZ_INTENTS],
     scripts: { pi_0002: { sends: [{ error: new Error("rpc timeout") }] } },
   });
   const intents = async () =>
     JSON.stringify(
-      await Promise.all(INTENTS.map(({ id }) => store.getIntent(id))),
+      await Promise.all(FUZZ_INTENTS.map(({ id }) => store.getIntent(id))),
     );
   /** Everything a delivery could change: intents, counts, dead letters. */
   const state = async () =>
     JSON.stringify([
       await intents(),
       await Promise.all(
-        INTENTS.map(({ id }) => store.deliveries(`${id}/settle`)),
+        FUZZ_INTENTS.map(({ id }) => store.deliveries(`${id}/settle`)),
       ),
       (await store.listDeadLetters({ limit: 1000 })).items,
     ]);
