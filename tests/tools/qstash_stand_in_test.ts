@@ -17,9 +17,20 @@ import { qstashPublisher } from "../../webhook/qstash_publisher.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
-Deno.test("startQStashStandIn() takes a deduplication id once, as QStash does within its window, and refuses a wrong token", async () => {
+/**
+ * Runs `body` with a stand-in whose publishes meet `fates` in turn (then
+ * "take"), the messages it took, and the service's publisher to it
+ * (5 retries, its public URL https://relayer.example.test).
+ */
+async function withStandIn(
+  fates: PublishFate[],
+  body: (
+    qstash: ReturnType<typeof startQStashStandIn>,
+    taken: Publication[],
+    publisher: ReturnType<typeof qstashPublisher>,
+  ) => Promise<void>,
+): Promise<void> {
   const taken: Publication[] = [];
-  const fates: PublishFate[] = ["take", "take"];
   const qstash = startQStashStandIn({
     token: "qstash-token",
     fate: () => fates.shift() ?? "take",
@@ -33,6 +44,14 @@ Deno.test("startQStashStandIn() takes a deduplication id once, as QStash does wi
       retries: 5,
       baseUrl: qstash.url,
     });
+    await body(qstash, taken, publisher);
+  } finally {
+    await qstash.stop();
+  }
+}
+
+Deno.test("startQStashStandIn() takes a deduplication id once, as QStash does within its window, and refuses a wrong token", () =>
+  withStandIn(["take", "take"], async (qstash, taken, publisher) => {
     // Two at once, as two redrives of one letter publish.
     const [first, second] = await Promise.all([
       publisher.publish(job, { deduplicationId: "pi_0001/settle:7" }),
@@ -61,27 +80,10 @@ Deno.test("startQStashStandIn() takes a deduplication id once, as QStash does wi
     await assert.rejects(stranger.publish(job), /HTTP 401/);
     assert.equal(taken.length, 3);
     assert.equal(qstash.refused.length, 1);
-  } finally {
-    await qstash.stop();
-  }
-});
+  }));
 
-Deno.test("startQStashStandIn() takes nothing while down, and takes the message when the answer is lost: the publisher fails either way", async () => {
-  const taken: Publication[] = [];
-  const fates: PublishFate[] = ["down", "lose-answer"];
-  const qstash = startQStashStandIn({
-    token: "qstash-token",
-    fate: () => fates.shift() ?? "take",
-    onPublish: (publication) => taken.push(publication),
-    latencyMs: () => 0,
-  });
-  try {
-    const publisher = qstashPublisher({
-      token: "qstash-token",
-      publicUrl: "https://relayer.example.test",
-      retries: 5,
-      baseUrl: qstash.url,
-    });
+Deno.test("startQStashStandIn() takes nothing while down, and takes the message when the answer is lost: the publisher fails either way", () =>
+  withStandIn(["down", "lose-answer"], async (qstash, taken, publisher) => {
     await assert.rejects(
       publisher.publish(job, { deduplicationId: "a" }),
       /HTTP 503/,
@@ -95,7 +97,4 @@ Deno.test("startQStashStandIn() takes nothing while down, and takes the message 
     const again = await publisher.publish(job, { deduplicationId: "a" });
     assert.equal(again.messageId, taken[0]!.messageId);
     assert.equal(taken.length, 1);
-  } finally {
-    await qstash.stop();
-  }
-});
+  }));
