@@ -7,6 +7,7 @@ import {
   poison,
   type Relayer,
   ScriptedSender,
+  type Sender,
   type Store,
 } from "../../mod.ts";
 import {
@@ -46,7 +47,7 @@ const job: Job = { intentId: "pi_0001", kind: "settle" };
 function relayerOn(
   store: Store = new MemoryStore(),
   policy: Parameters<typeof createRelayer>[0]["policy"] = {},
-  sender = new ScriptedSender({}),
+  sender: Sender = new ScriptedSender({}),
 ): Relayer {
   return createRelayer({ store, sender, policy, random: () => 0 });
 }
@@ -685,12 +686,7 @@ Deno.test("createQueueHandler() retries a busy copy with a delay, never acks it,
     hold: "pending",
   });
   const held = heldSender("confirmed");
-  const relayer = createRelayer({
-    store,
-    sender: held.sender,
-    policy: { maxDeliveries: 3 },
-    random: () => 0,
-  });
+  const relayer = relayerOn(store, { maxDeliveries: 3 }, held.sender);
   const queue = createQueueHandler({
     deadLetterQueue: "jobs-dlq",
     deadLetterMaxRetries: 100,
@@ -721,12 +717,7 @@ Deno.test("createQueueHandler({ deadLetterQueue }) retries a give-up that finds 
     hold: "pending",
   });
   const held = heldSender("confirmed");
-  const relayer = createRelayer({
-    store,
-    sender: held.sender,
-    policy: { maxDeliveries: 3 },
-    random: () => 0,
-  });
+  const relayer = relayerOn(store, { maxDeliveries: 3 }, held.sender);
   const lines: string[] = [];
   const queue = createQueueHandler({
     relayer,
