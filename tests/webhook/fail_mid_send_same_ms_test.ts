@@ -34,7 +34,7 @@ for (const backend of BACKENDS) {
     try {
       await authorizedIntent(store);
       const clock = { now: 1_000_000 };
-      const { sender, sending, finish, receipt } = heldSends("0xT");
+      const { sender: held, sending, finish, receipt } = heldSends("0xT");
       // The first instance's send stays home (its record lands: not_sent).
       const homeSender: Sender = {
         send: () => Promise.reject(notSent(new Error("rpc refused it"))),
@@ -44,7 +44,7 @@ for (const backend of BACKENDS) {
         leasedApp(store, { clock, opsToken: OPS, sender });
       const first = app(homeSender);
       // The second instance's send hangs until `finish`.
-      const second = app(sender(true));
+      const second = app(held(true));
       await first.relayer.deliver(job, 1);
       const between = await store.getIntent("pi_1");
       assert.equal(between?.state, "settling");
