@@ -234,3 +234,90 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: six copies of one signed delivery racing over two instances act once: the send, the receipt look and the last delivery's poison each happen once, the other five copies get 401`, async () => {
+    const cases = [
+      {
+        name: "a first delivery (QStash)",
+        intent: { id: "pi_0001", state: "authorized", hold: "pending" },
+        route: "qstash",
+        delivery: 1,
+        signer: ["send"],
+        answer: 503,
+        state: "settling",
+      },
+      {
+        name: "a look at a pending receipt (generic)",
+        intent: settling,
+        route: "generic",
+        delivery: 1,
+        signer: ["receipt"],
+        answer: 503,
+        state: "settling",
+      },
+      {
+        name: "the last delivery, poisoned (generic)",
+        intent: settling,
+        route: "generic",
+        delivery: 3,
+        signer: ["receipt"],
+        answer: 200,
+        state: "needs_review",
+      },
+    ] as const;
+    for (const c of cases) {
+      const { store, close } = await backend.open();
+      try {
+        await store.createIntent(c.intent);
+        const scripts = { pi_0001: { sends: [{ txHash: "0xdef" }] } };
+        const instances = [
+          await makeApp({ deps: { store }, scripts }),
+          await makeApp({ deps: { store }, scripts }),
+        ];
+        let path = "/v1/deliveries";
+        let init = await genericRequest(
+          JSON.stringify({ job, delivery: c.delivery }),
+        );
+        if (c.route === "qstash") {
+          const body = JSON.stringify(job);
+          path = "/v1/qstash";
+          init = {
+            method: "POST",
+            body,
+            headers: {
+              "upstash-signature": await signQStash(body),
+              "upstash-retried": String(c.delivery - 1),
+            },
+          };
+        }
+        const statuses = await Promise.all(
+          Array.from({ length: 6 }, async (_, i) => {
+            const res = await instances[i % 2]!.app.request(path, { ...init });
+            await res.body?.cancel();
+            return res.status;
+          }),
+        );
+        assert.deepEqual(
+          statuses.toSorted(),
+          [c.answer, 401, 401, 401, 401, 401].toSorted(),
+          c.name,
+        );
+        assert.deepEqual(
+          instances.flatMap(({ sender }) =>
+            sender.calls.map((call) => call.method)
+          ),
+          c.signer,
+          c.name,
+        );
+        assert.equal(
+          (await store.getIntent("pi_0001"))?.state,
+          c.state,
+          c.name,
+        );
+      } finally {
+        await close();
+      }
+    }
+  });
+}
