@@ -211,6 +211,7 @@ Deno.test(
     } finally {
       await stop(served);
       await signer.server.shutdown();
+      await Deno.remove(dir, { recursive: true });
     }
   }),
 );
@@ -320,6 +321,7 @@ Deno.test(
     } finally {
       await stop(served);
       await signer.server.shutdown();
+      await Deno.remove(dir, { recursive: true });
     }
   }),
 );
@@ -381,6 +383,7 @@ Deno.test(
       if (second) await stop(second);
       await stop(first);
       await signer.server.shutdown();
+      await Deno.remove(dir, { recursive: true });
     }
   }),
 );
