@@ -233,7 +233,11 @@ Deno.test(
       const token = await signQStash(body, { url });
       const [head, claims, mac] = token.split(".");
       const length = new TextEncoder().encode(body).length;
-      const chunked = `${length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+      // The signed body and one more byte: not the signed body, whichever
+      // framing a server takes.
+      const chunked = `${
+        length.toString(16)
+      }\r\n${body}\r\n1\r\n \r\n0\r\n\r\n`;
       const refused: [string, string, string][] = [
         [
           "the token then another",
@@ -295,11 +299,15 @@ Deno.test(
         [
           "two Content-Lengths",
           "400",
-          `POST /v1/qstash HTTP/1.1\r\nHost: relayer\r\nConnection: close\r\nUpstash-Signature: ${token}\r\nContent-Length: ${length}\r\nContent-Length: 99999\r\n\r\n${body}`,
+          `POST /v1/qstash HTTP/1.1\r\nHost: relayer\r\nConnection: close\r\nUpstash-Signature: ${token}\r\nContent-Length: ${
+            length + 1
+          }\r\nContent-Length: ${length + 2}\r\n\r\n${body}  `,
         ],
       ];
       for (const [name, status, text] of refused) {
         const statuses = await rawStatuses(served.port, text);
+        // One answer each, as Deno 2.9.6 frames them (its server refuses the
+        // bent framings with 400); another framing must still refuse.
         assert.deepEqual(statuses, [`HTTP/1.1 ${status}`], name);
       }
       assert.equal(await stateOf(served.base, "pi_framed"), "authorized");
