@@ -242,13 +242,23 @@ function decoded(body: unknown, strict = true): unknown {
   }
 }
 
+/**
+ * JSON text without a leading byte order mark, which RFC 8259 §8.1 lets a
+ * reader ignore: workerd keeps U+FEFF in a `"text"` message's string (and
+ * in a string sent as `"json"` or `"v8"`), where bytes decoded above drop
+ * it, and /v1/qstash's JSON ignores it; the same text is the same job.
+ */
+function withoutBom(text: string): string {
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
 /** A message body as a job: an object, or its JSON text (or bytes). */
 function jobOf(body: unknown): Job {
   const value = decoded(body);
   if (typeof value !== "string") return parseJob(value);
   let json: unknown;
   try {
-    json = JSON.parse(value);
+    json = JSON.parse(withoutBom(value));
   } catch {
     throw new TypeError("Cannot read job as the message body is not JSON");
   }
@@ -268,7 +278,7 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
   if (typeof value === "string") {
     raw = value;
     try {
-      value = JSON.parse(value);
+      value = JSON.parse(withoutBom(value));
     } catch {
       return { raw };
     }

@@ -896,3 +896,45 @@ Deno.test("createQueueHandler() reads a bytes body that begins with a UTF-8 byte
   }
   assert.doesNotMatch(lines.join("\n"), /unreadable/);
 });
+
+Deno.test("createQueueHandler() reads a text body that begins with U+FEFF as the job after it, as it reads the same bytes and as /v1/qstash does", async () => {
+  // workerd delivers a `contentType: "text"` message (and a `"json"` or
+  // `"v8"` one whose value is a string) as a string with the mark kept,
+  // and a `"bytes"` one as an ArrayBuffer that begins EF BB BF: the same
+  // text, which must be the same job either way.
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0002", state: "created" });
+  const lines: string[] = [];
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+    log: (line) => lines.push(line),
+  });
+  const text = '\uFEFF{"intentId":"pi_0002","kind":"settle"}';
+  const bytes = fakeMessage(new TextEncoder().encode(text), 1, "m-bytes");
+  const string = fakeMessage(text, 1, "m-text");
+  await queue({ queue: "jobs", messages: [bytes, string] });
+  assert.deepEqual(bytes.calls, ["retry 3"]);
+  assert.deepEqual(string.calls, bytes.calls);
+  assert.equal(await store.getDeadLetter("cloudflare/m-text/unreadable"), null);
+  assert.doesNotMatch(lines.join("\n"), /unreadable/);
+  // JSON that is no job after the mark: unreadable, its letter naming the
+  // intent, as the same bytes' letter does.
+  const notJob = '\uFEFF{"intentId":"pi_0002","kind":"refund?"}';
+  const notJobs = [
+    fakeMessage(notJob, 1, "m-text-nojob"),
+    fakeMessage(new TextEncoder().encode(notJob), 1, "m-bytes-nojob"),
+  ];
+  await queue({ queue: "jobs", messages: notJobs });
+  for (const message of notJobs) {
+    assert.deepEqual(message.calls, ["ack"], message.id);
+    assert.equal(
+      (await store.getDeadLetter(`cloudflare/${message.id}/unreadable`))
+        ?.intentId,
+      "pi_0002",
+      message.id,
+    );
+  }
+});
