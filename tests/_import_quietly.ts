@@ -1,7 +1,8 @@
 /**
  * Imports the modules named on the command line, in this order, with
- * randomness, timers and fetch turned into errors
- * ({@linkcode withoutSideEffects}): a module's top level runs once per
+ * randomness, timers, fetch and the other objects a Worker's global scope
+ * refuses (an `AbortController`, a `Response` with a body, …) turned into
+ * errors ({@linkcode withoutSideEffects}): a module's top level runs once per
  * process, so `tests/construction_test.ts`, which imports the package
  * statically, cannot watch it and runs this in a process of its own.
  * Workers refuse a timer or `crypto.getRandomValues` at the top level when

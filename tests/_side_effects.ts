@@ -1,7 +1,7 @@
 /**
  * The side effects a construction must not have, as a Cloudflare Worker's
- * global scope refuses them: randomness, timers and fetch
- * ({@linkcode withoutSideEffects}). Shared by `tests/construction_test.ts`
+ * global scope refuses them: randomness, timers, fetch, and the objects
+ * workerd ties to a request ({@linkcode withoutSideEffects}). Shared by `tests/construction_test.ts`
  * (what the constructors do) and `tests/_import_quietly.ts` (what the
  * modules' top levels do, in a process of their own). It imports nothing
  * of the package, so a module imported after it runs its top level under
@@ -13,8 +13,35 @@
 import assert from "node:assert/strict";
 
 /**
- * Runs `build` with randomness, timers and fetch turned into errors, as a
- * Cloudflare Worker's global scope does, and keeps them so for a few
+ * What workerd (1.20260730.1) refuses in a Worker's global scope with
+ * "Disallowed operation called within global scope" though it is neither
+ * randomness, a timer nor a fetch: an `AbortController`, the signals
+ * `AbortSignal.timeout()`, `.any()` and `.abort()` make, a `Response` or a
+ * `Request` with a body (`Response.json()`, `Response.redirect()` too),
+ * `crypto.subtle.generateKey()` (random), a `TextEncoderStream` and a
+ * `CompressionStream`. Each, at a Worker's top level, stops it loading;
+ * Deno, Node and Bun allow them all. (Seen by loading a one-line Worker
+ * of each on Miniflare 4.20260730.0; `Response(null)`, a `Request`
+ * without a body, `Headers`, `Blob`, `EventTarget`, `FormData`,
+ * `crypto.subtle.digest()`, `importKey()` and `sign()` with HMAC load.)
+ */
+const REQUEST_BOUND = {
+  classes: ["AbortController", "TextEncoderStream", "CompressionStream"],
+  statics: [
+    ["AbortSignal", "timeout"],
+    ["AbortSignal", "any"],
+    ["AbortSignal", "abort"],
+    ["Response", "json"],
+    ["Response", "redirect"],
+  ],
+  /** Constructed with a body (their second argument's `body`, or Response's first). */
+  withBody: ["Response", "Request"],
+} as const;
+
+/**
+ * Runs `build` with randomness, timers, fetch and what else a Cloudflare
+ * Worker's global scope refuses ({@linkcode REQUEST_BOUND}) turned into
+ * errors, as that scope does, and keeps them so for a few
  * microtask turns and one macrotask after it returns: a construction that
  * leaves a promise behind (`Promise.resolve().then(() => setTimeout(…))`)
  * is still in the global scope when that promise runs. A call during
@@ -31,11 +58,35 @@ export async function withoutSideEffects<T>(
   let when = "during construction";
   // deno-lint-ignore no-explicit-any
   type Fn = (...args: any[]) => any;
-  const forbidden = (what: string, harmless: Fn): Fn => (...args) => {
+  const refuse = (what: string): void => {
     const call = new Error(`${what} called ${when}`);
     fired.push(call.stack ?? call.message);
     if (when === "during construction") throw call;
+  };
+  const forbidden = (what: string, harmless: Fn): Fn => (...args) => {
+    refuse(what);
     return harmless(...args);
+  };
+  // A constructor behind a Proxy: `instanceof` and its statics still work.
+  // deno-lint-ignore no-explicit-any
+  type Class = new (...args: any[]) => any;
+  const forbiddenClass = (
+    what: string,
+    target: Class,
+    applies: (args: unknown[]) => boolean,
+  ): Class => {
+    const proxy: Class = new Proxy(target, {
+      construct(target, args, newTarget) {
+        if (applies(args)) refuse(what);
+        // Built as the class itself, unless a subclass of the proxy is.
+        return Reflect.construct(
+          target,
+          args,
+          newTarget === proxy ? target : newTarget,
+        );
+      },
+    });
+    return proxy;
   };
   // deno-lint-ignore no-explicit-any
   const c = crypto as any;
@@ -49,6 +100,9 @@ export async function withoutSideEffects<T>(
     setInterval: g.setInterval,
     setImmediate: g.setImmediate,
     fetch: g.fetch,
+    generateKey: Object.getOwnPropertyDescriptor(crypto.subtle, "generateKey"),
+    classes: new Map<string, Class>(),
+    statics: new Map<string, Fn>(),
   };
   c.randomUUID = forbidden(
     "crypto.randomUUID",
@@ -60,6 +114,48 @@ export async function withoutSideEffects<T>(
   g.setInterval = forbidden("setInterval", () => 0);
   g.setImmediate = forbidden("setImmediate", () => 0);
   g.fetch = forbidden("fetch", () => new Promise(() => {}));
+  const subtle = crypto.subtle;
+  const generateKey = subtle.generateKey.bind(subtle);
+  Object.defineProperty(subtle, "generateKey", {
+    configurable: true,
+    writable: true,
+    value: forbidden("crypto.subtle.generateKey", generateKey),
+  });
+  for (const [name, method] of REQUEST_BOUND.statics) {
+    const target = g[name];
+    const original = target[method] as Fn;
+    saved.statics.set(`${name}.${method}`, original);
+    target[method] = forbidden(
+      `${name}.${method}`,
+      (...args) => original.apply(target, args),
+    );
+  }
+  // Response's body is its first argument, Request's its init's `body`.
+  // deno-lint-ignore no-explicit-any
+  const bodyOf = (name: string, args: any[]): unknown =>
+    name === "Response" ? args[0] : args[1]?.body;
+  type Trap = [
+    name: string,
+    what: string,
+    applies: (args: unknown[]) => boolean,
+  ];
+  const trapped: Trap[] = [
+    ...REQUEST_BOUND.classes.map((name): Trap => [
+      name,
+      `new ${name}`,
+      () => true,
+    ]),
+    ...REQUEST_BOUND.withBody.map((name): Trap => [
+      name,
+      `new ${name} with a body`,
+      (args) => bodyOf(name, args) != null,
+    ]),
+  ];
+  for (const [name, what, applies] of trapped) {
+    const target = g[name] as Class;
+    saved.classes.set(name, target);
+    g[name] = forbiddenClass(what, target, applies);
+  }
   try {
     const result = build();
     // Awaited only if it is a promise: a turn spent on a plain value would
@@ -86,5 +182,15 @@ export async function withoutSideEffects<T>(
     g.setInterval = saved.setInterval;
     g.setImmediate = saved.setImmediate;
     g.fetch = saved.fetch;
+    if (saved.generateKey) {
+      Object.defineProperty(crypto.subtle, "generateKey", saved.generateKey);
+    } else {
+      delete (crypto.subtle as { generateKey?: unknown }).generateKey;
+    }
+    for (const [key, original] of saved.statics) {
+      const [name, method] = key.split(".") as [string, string];
+      g[name][method] = original;
+    }
+    for (const [name, original] of saved.classes) g[name] = original;
   }
 }

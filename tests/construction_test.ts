@@ -15,7 +15,7 @@ import { createApp, googleJwks, qstashPublisher } from "../webhook/app.ts";
 import { localQueueConsumer } from "../webhook/_local_queue.ts";
 import { withoutSideEffects } from "./_side_effects.ts";
 
-Deno.test("createApp() with every option, createRelayer(), createQueueHandler(), localQueueConsumer() and the stores' constructors use no randomness, timer or fetch, then or soon after", async () => {
+Deno.test("createApp() with every option, createRelayer(), createQueueHandler(), localQueueConsumer() and the stores' constructors use no randomness, timer, fetch or other object a Worker's global scope refuses, then or soon after", async () => {
   // postgres.js 3.4.9 connects on the first query, and sets its timers
   // then; but postgres() itself draws Math.random (statement ids, the
   // connections' lifetimes) and reads process.env, so a Worker makes its
@@ -125,6 +125,22 @@ Deno.test("withoutSideEffects() fails a construction whose side effect comes a f
         await null;
         crypto.randomUUID();
       })(),
+    // What workerd refuses in a Worker's global scope besides (see
+    // REQUEST_BOUND in tests/_side_effects.ts), after the construction.
+    "an AbortController in a then": () =>
+      void Promise.resolve().then(() => new AbortController()),
+    "AbortSignal.timeout in a then": () =>
+      void Promise.resolve().then(() => AbortSignal.timeout(1_000)),
+    "a Response with a body in a then": () =>
+      void Promise.resolve().then(() => new Response("ok")),
+    "crypto.subtle.generateKey in a then": () =>
+      void Promise.resolve().then(() =>
+        crypto.subtle.generateKey(
+          { name: "HMAC", hash: "SHA-256" },
+          false,
+          ["sign"],
+        )
+      ),
   };
   for (const [name, build] of Object.entries(cases)) {
     await t.step(name, async () => {
@@ -140,6 +156,55 @@ Deno.test("withoutSideEffects() fails a construction whose side effect comes a f
       /setInterval called during construction/,
     );
   });
+  const during: Record<string, [() => unknown, RegExp]> = {
+    "an AbortController": [
+      () => new AbortController(),
+      /new AbortController called during construction/,
+    ],
+    "AbortSignal.any": [
+      () => AbortSignal.any([]),
+      /AbortSignal\.any called during construction/,
+    ],
+    "Response.json": [
+      () => Response.json({}),
+      /Response\.json called during construction/,
+    ],
+    "a Request with a body": [
+      () => new Request("http://127.0.0.1:9", { method: "POST", body: "x" }),
+      /new Request with a body called during construction/,
+    ],
+    "a TextEncoderStream": [
+      () => new TextEncoderStream(),
+      /new TextEncoderStream called during construction/,
+    ],
+  };
+  for (const [name, [build, expected]] of Object.entries(during)) {
+    await t.step(`${name} during it`, async () => {
+      await assert.rejects(() => withoutSideEffects(build), expected);
+    });
+  }
+  await t.step(
+    "and not what workerd allows there, nor after the traps are lifted",
+    async () => {
+      const built = await withoutSideEffects(() => ({
+        response: new Response(null, { status: 204 }),
+        request: new Request("http://127.0.0.1:9"),
+        headers: new Headers({ a: "b" }),
+      }));
+      assert.ok(built.response instanceof Response);
+      assert.ok(built.request instanceof Request);
+      assert.equal(await new Response("after").text(), "after");
+      assert.ok(new AbortController().signal instanceof AbortSignal);
+      assert.equal(
+        (await crypto.subtle.generateKey(
+          { name: "HMAC", hash: "SHA-256" },
+          false,
+          ["sign"],
+        )).type,
+        "secret",
+      );
+    },
+  );
 });
 
 /**
@@ -173,13 +238,13 @@ const PORTABLE_MODULES = [
   "store/postgres.ts",
 ];
 
-Deno.test("importing mod.ts, the webhook, the queue handlers and the stores' modules uses no randomness, timer or fetch, then or soon after", async () => {
+Deno.test("importing mod.ts, the webhook, the queue handlers and the stores' modules uses no randomness, timer, fetch or other object a Worker's global scope refuses, then or soon after", async () => {
   const { code, out } = await importQuietly(PORTABLE_MODULES);
   assert.equal(code, 0, out);
   assert.match(out, /^imported quietly: mod\.ts, /);
 });
 
-Deno.test("importQuietly() fails a module whose top level draws a random number, sets a timer or fetches, even a fetch whose failure it swallows", async (t) => {
+Deno.test("importQuietly() fails a module whose top level draws a random number, sets a timer, fetches (even a fetch whose failure it swallows) or makes an object a Worker's global scope refuses", async (t) => {
   const dir = await Deno.makeTempDir({ prefix: "relayer_import_quietly_" });
   try {
     const cases: Record<string, [string, RegExp]> = {
@@ -202,6 +267,14 @@ Deno.test("importQuietly() fails a module whose top level draws a random number,
       "a fetch a few turns later": [
         'void Promise.resolve().then(() => fetch("http://127.0.0.1:9/").catch(() => {}));',
         /fetch called/,
+      ],
+      "an AbortController (a shutdown signal, say)": [
+        "export const shutdown = new AbortController();",
+        /new AbortController called during construction/,
+      ],
+      "a prepared Response": [
+        "export const ok = Response.json({ ok: true });",
+        /Response\.json called during construction/,
       ],
     };
     for (const [name, [source, expected]] of Object.entries(cases)) {
