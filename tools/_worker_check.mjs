@@ -12,7 +12,8 @@
 // RS256 tokens, checked against keys the Worker fetches from Google's URL,
 // which Miniflare's outbound service answers here), the seed's three payments
 // through a real Cloudflare Queues producer and consumer (max_retries and a
-// dead-letter queue), and one message sent to the dead-letter queue. Then a
+// dead-letter queue), one message sent to the dead-letter queue, and a job
+// after a byte order mark sent as "text" and as "bytes". Then a
 // store outage on tools/_outage_worker.ts: the jobs queue runs out of its
 // max_retries, Cloudflare moves the message to the dead-letter queue, and
 // the give-up there outlasts the outage; the message kept its id into the
@@ -1018,6 +1019,61 @@ async function check(flags) {
       `  [${label}] the redriven job, busy while the give-up's lease lasts: retried, given up, kept again (${letter.resolution}, ${
         lines.filter((line) => /pi_0004\/settle.*busy/.test(line)).length
       } busy answers)`,
+    );
+
+    // A job after a byte order mark through the real producer, as text and
+    // as bytes: workerd hands the handler a "text" message as a string
+    // that keeps U+FEFF, a "bytes" one as an ArrayBuffer that begins
+    // EF BB BF. Either is the job after the mark (not yet authorized: a
+    // retry), as /v1/qstash reads it, never an unreadable letter.
+    const marked = [["pi_0010", "text"], ["pi_0011", "bytes"]];
+    for (const [id] of marked) {
+      const res = await call("/v1/intents", {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ id, state: "created" }),
+      });
+      assertEqual(res.status, 201, `POST /v1/intents ${id}`);
+    }
+    for (const [intentId, contentType] of marked) {
+      const text = `\uFEFF${JSON.stringify({ intentId, kind: "settle" })}`;
+      await jobs.send(
+        contentType === "text" ? text : new TextEncoder().encode(text),
+        { contentType },
+      );
+    }
+    const firstOf = (id) =>
+      lines.find((line) => new RegExp(`${id}/settle +#1 `).test(line));
+    const sentAt = Date.now();
+    while (!marked.every(([id]) => firstOf(id))) {
+      if (Date.now() > sentAt + 15_000) {
+        fail(
+          `a job after a byte order mark on Cloudflare Queues was not delivered (${
+            marked.filter(([id]) => !firstOf(id)).map(([id, type]) =>
+              `${id} as ${type}`
+            ).join(", ")
+          }):\n${
+            lines.filter((line) => /unreadable|pi_001[01]/.test(line)).join(
+              "\n",
+            )
+          }`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    for (const [id, contentType] of marked) {
+      if (!/retry +\(not authorized yet\)/.test(firstOf(id))) {
+        fail(
+          `${id}, sent as ${contentType} after a byte order mark: ${
+            firstOf(id)
+          }`,
+        );
+      }
+    }
+    console.log(
+      `  [${label}] Cloudflare Queues, a job after a byte order mark as "text" and as "bytes": each delivered (${
+        marked.map(([id]) => firstOf(id).trim().replace(/\s+/g, " ")).join("; ")
+      })`,
     );
   } finally {
     await mf.dispose();

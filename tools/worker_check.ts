@@ -18,7 +18,8 @@
  * are not UTF-8 answered 489 and kept as an unreadable letter naming their
  * intent, by Content-Length or chunked, and so by the failure callback,
  * and as a Cloudflare Queues message on either queue acked unread and kept
- * so too), the seed's three
+ * so too; a job after a byte order mark sent through the producer as
+ * `"text"` and as `"bytes"` delivered as its job), the seed's three
  * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue; then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
