@@ -354,7 +354,9 @@ function checkDeadLetterRetries(
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at least 1 s and at most 12 h;
- * done or poison is `message.ack()`. A message whose body is not a job (bytes
+ * done or poison is `message.ack()`. A body is a job as an object, or as
+ * its JSON in text or UTF-8 bytes (a leading byte order mark ignored, as
+ * /v1/qstash ignores it). A message whose body is not a job (bytes
  * that are not UTF-8 included) is kept as a dead letter (`relayer.keepUnreadable`), then acked and logged
  * (no retry can help it); if the dead letter fails, it is retried. The handler does not throw for a
  * delivery (only if `ack()` or `retry()` itself throws, after the batch): a
