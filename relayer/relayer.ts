@@ -2159,7 +2159,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     let txHash: string;
     try {
-      ({ txHash } = await sender.send(current, { replace }));
+      const answer: unknown = await sender.send(current, { replace });
+      if (typeof answer !== "object" || answer === null) {
+        // A forgotten `return`, or a bare hash: say what came back and
+        // what was expected, not the engine's words about destructuring.
+        const shown = JSON.stringify(answer) ?? String(answer);
+        throw new Error(
+          `sender returned ${
+            shown.length > 40 ? `${shown.slice(0, 40)}…` : shown
+          }, not { txHash }: return the tx hash as { txHash: "0x…" }`,
+        );
+      }
+      ({ txHash } = answer as { txHash: string });
       if (typeof txHash !== "string" || txHash === "") {
         throw new Error(
           `sender returned no txHash: ${JSON.stringify(txHash) ?? "undefined"}`,

@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import { createRelayer, MemoryStore, type Sender } from "../../mod.ts";
+
+// A Sender of one's own that answers a send with something other than an
+// object (a forgotten `return`, a bare hash string) must be told so in the
+// delivery's reason and on the intent, as one that answers `{}` is, not with
+// the engine's words about destructuring.
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+for (
+  const [answer, shown] of [
+    [undefined, "undefined"],
+    [null, "null"],
+    ["0xabc", '"0xabc"'],
+  ] as const
+) {
+  Deno.test(`createRelayer() says a Sender answered ${shown}, not { txHash }, and takes the send as unknown`, async () => {
+    const store = new MemoryStore();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    const sender = {
+      send: () => Promise.resolve(answer),
+      receipt: () => Promise.resolve("pending"),
+    } as unknown as Sender;
+    const relayer = createRelayer({ store, sender, now: () => 0 });
+    const outcome = await relayer.deliver(job, 1);
+    const why =
+      `sender returned ${shown}, not { txHash }: return the tx hash as { txHash: "0x…" }`;
+    assert.equal(outcome.reason, `send: ${why}`);
+    const intent = await store.getIntent("pi_0001");
+    assert.deepEqual(intent?.lastBroadcast, {
+      outcome: "unknown",
+      at: 0,
+      error: why,
+    });
+  });
+}
