@@ -5,7 +5,7 @@
  */
 
 import { doubled } from "./_doubled.ts";
-import { assertDelivery, assertMs } from "./_validate.ts";
+import { assertDelivery, assertMs, assertOptionNames } from "./_validate.ts";
 
 /**
  * Options for {@linkcode backoff}.
@@ -46,10 +46,14 @@ export interface BackoffOptions {
  *
  * @param delivery The delivery that failed, 1-based and counting the first
  * try; any integer >= 1 (10^9, 2^53 and 1e300 all give the cap).
- * @param options The base and cap (5 s and 2 min).
+ * @param options The base and cap (5 s and 2 min), or a whole `Policy`
+ * (its other fields are ignored).
  * @returns The delay in milliseconds, in `[min(base, cap), cap]`.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or `baseMs` /
  * `capMs` is not an integer >= 1.
+ * @throws {TypeError} If `options` is neither an object nor `undefined`, or
+ * names an option it does not read (a misspelt `baseMs` would otherwise
+ * fall back to its default).
  *
  * @example The default schedule
  * ```ts
@@ -67,9 +71,38 @@ export function backoff(
   delivery: number,
   options?: BackoffOptions,
 ): number {
+  if (options !== undefined) checkNames(options);
   const { baseMs = 5000, capMs = 120_000 } = options ?? {};
   assertDelivery("compute backoff", delivery);
   assertMs("compute backoff", "baseMs", baseMs, 1);
   assertMs("compute backoff", "capMs", capMs, 1);
   return doubled(delivery, baseMs, capMs);
+}
+
+/** What a `Policy` holds besides `baseMs` and `capMs`: a policy is options. */
+const POLICY_FIELDS = ["maxDeliveries", "jitter", "stuckAfterMs"];
+
+/**
+ * Refuses options that are not an object, or name an option `backoff` does
+ * not read: `{ base: 100 }` would otherwise give the default base's delay.
+ * A whole `Policy` is taken (its other fields ignored), as `rescueWindow`
+ * passes one. A `for…in` finds a stray name without allocating on the
+ * usual path.
+ */
+function checkNames(options: BackoffOptions): void {
+  if (typeof options === "object" && options !== null) {
+    let stray = false;
+    for (const name in options) {
+      if (
+        name !== "baseMs" && name !== "capMs" && !POLICY_FIELDS.includes(name)
+      ) stray = true;
+    }
+    if (!stray) return;
+  }
+  assertOptionNames(
+    "compute backoff",
+    options,
+    ["baseMs", "capMs", ...POLICY_FIELDS],
+    { example: "{ baseMs, capMs } or a Policy" },
+  );
 }

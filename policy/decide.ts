@@ -5,7 +5,11 @@
  */
 
 import { messageOf } from "./_walk.ts";
-import { assertDelivery, assertRandom } from "./_validate.ts";
+import {
+  assertDelivery,
+  assertOptionNames,
+  assertRandom,
+} from "./_validate.ts";
 import { doubled } from "./_doubled.ts";
 import { jittered } from "./_jittered.ts";
 import type { Jitter } from "./jitter.ts";
@@ -102,7 +106,8 @@ export interface DecideOptions {
  * in the policy is out of range.
  * @throws {TypeError} If the policy is neither an object nor `undefined`,
  * has a field that is not a policy field, or an unknown `jitter`; or if a
- * retry's `options.random` is not a function.
+ * retry's `options` is not an object or names an option other than
+ * `random`, or its `options.random` is not a function.
  *
  * @example Three deliveries, then poison
  * ```ts
@@ -171,6 +176,12 @@ export function decide(
   if (delivery >= maxDeliveries) return exhausted(delivery);
   const delayMs = doubled(delivery, baseMs, capMs);
   const given = options?.random;
+  // Only options without `random` can hold a misspelt one (`rand`), which
+  // would draw from `Math.random` in silence: checked there, off the
+  // usual path.
+  if (given === undefined && options !== undefined) {
+    assertOptionNames("decide", options, NAMES, { example: "{ random }" });
+  }
   const random = given === undefined ? Math.random : given;
   if (typeof random !== "function") assertRandom("decide", random);
   return {
@@ -266,3 +277,6 @@ function checkRead(
 function isWhole(value: unknown, min: number): value is number {
   return Number.isSafeInteger(value) && (value as number) >= min;
 }
+
+/** The options `decide` reads. */
+const NAMES = ["random"] as const;
