@@ -141,7 +141,10 @@ export interface Intent {
  * ```
  */
 export interface NewIntent {
-  /** The intent id, such as `pi_0001`. */
+  /**
+   * The intent id, such as `pi_0001`: 1 to 128 of `A–Z a–z 0–9 _ . : -`,
+   * not `.` or `..` (any other is a `TypeError`).
+   */
   readonly id: string;
   /**
    * The state to start in.
@@ -856,7 +859,8 @@ export interface Store {
   getDeadLetter(jobId: string): Promise<StoredDeadLetter | null>;
 
   /**
-   * Lists dead letters, newest first, a page at a time: pass the page's
+   * Lists dead letters, newest first (those of the same `poisonedAt` in
+   * their job ids' code-point order), a page at a time: pass the page's
    * `cursor` to read the next one (`null` after the last page).
    *
    * @throws {RangeError} If `limit` is not an integer in 1 … 1000.
