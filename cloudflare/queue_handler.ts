@@ -381,7 +381,8 @@ function checkDeadLetterRetries(
  * still means to deliver. If `deadLetterMaxRetries` is not an integer in
  * 0..100, or its retries span less than 14 days (as Cloudflare's default
  * of 3, when it is not given, does).
- * @throws {TypeError} If `deadLetterQueue` is missing (Cloudflare would
+ * @throws {TypeError} If `relayer` is not a relayer (`createRelayer`'s, or
+ * `createApp(…).relayer`). If `deadLetterQueue` is missing (Cloudflare would
  * delete a message at its retry limit, unrecorded), or if the options are
  * not an object or name an
  * option it does not read (a misspelt `deadLetterQueue` would take every
@@ -423,6 +424,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     example: "{ relayer, maxRetries, deadLetterQueue }",
   });
   const { relayer, maxRetries = 3, deadLetterQueue, concurrency = 4 } = options;
+  if (!isRelayer(relayer)) {
+    throw new TypeError(
+      "Cannot create queue handler as 'relayer' is not a relayer: pass the one createRelayer() returns, or createApp(…).relayer, so the routes and the queue share one count of sends in flight",
+    );
+  }
   const sink = options.log ?? (() => {});
   // A log line is never a reason for a message to go unsettled: a sink
   // that throws loses the line, not the message.
@@ -612,4 +618,13 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       );
     }
   };
+}
+
+/** Whether `value` has what the handler uses of a {@linkcode Relayer}. */
+function isRelayer(value: unknown): value is Relayer {
+  if (typeof value !== "object" || value === null) return false;
+  const { deliver, giveUp, keepUnreadable, policy } = value as Relayer;
+  return typeof deliver === "function" && typeof giveUp === "function" &&
+    typeof keepUnreadable === "function" && typeof policy === "object" &&
+    policy !== null;
 }
