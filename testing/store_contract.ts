@@ -34,6 +34,7 @@ import {
   TRANSITIONS,
 } from "../mod.ts";
 import { deadLetter } from "./_fixtures.ts";
+import { assertOptionNames } from "../policy/_validate.ts";
 
 /** An open store and how to close it. */
 export interface OpenStore {
@@ -147,12 +148,32 @@ const SENT = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
  * @param open Opens a fresh, empty store.
  * @param options `test`, the function that registers each test, and
  * `commitGap`.
+ * @throws {TypeError} If `open` or `options.test` is not a function, or
+ * the options are not an object or name an option it does not read (a
+ * misspelt `commitGap` would leave the test of the gap skipped).
  */
 export function storeContract(
   name: string,
   open: OpenStoreFn,
   options: StoreContractOptions,
 ): void {
+  // A misspelt `commitGap` would leave the test of the gap skipped, and a
+  // missing `test` fail with the engine's words, in the first file a store
+  // of one's own runs.
+  assertOptionNames("run the store contract", options, ["test", "commitGap"], {
+    example: "{ test: Deno.test }",
+  });
+  if (typeof options.test !== "function") {
+    throw new TypeError(
+      `Cannot run the store contract as 'test' must be the function that registers a test, such as Deno.test (on Node or Bun, an adapter of their runner): current value is ${typeof options
+        .test}`,
+    );
+  }
+  if (typeof open !== "function") {
+    throw new TypeError(
+      `Cannot run the store contract as 'open' must be a function that opens a fresh, empty store: current value is ${typeof open}`,
+    );
+  }
   const { test: register, commitGap = false } = options;
   const test = (title: string, body: (store: Store) => Promise<void>) =>
     register({ name: `${name} ${title}`, ignore: false }, async () => {
