@@ -45,6 +45,7 @@ import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { DEFAULT_LEASE_MS, registerSends, resolveArrivals } from "./_sends.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
+import { INTENT_STATES } from "../store/transitions.ts";
 import type {
   Claim,
   DeadLetter,
@@ -613,6 +614,31 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
     ) throw error;
     throw new StoreFailed(error);
   }
+}
+
+/**
+ * Reads an intent, refusing one whose state is none of the machine's: a
+ * Store of one's own that maps its rows wrongly (`"AUTHORIZED"` from a SQL
+ * enum) would otherwise have every delivery answered "intent already …",
+ * acked, and the payment left with no job and no dead letter. A
+ * `TypeError` here is the store failing: the delivery throws, and nothing
+ * is acked.
+ */
+async function readIntent(store: Store, id: string): Promise<Intent | null> {
+  const intent = await store.getIntent(id);
+  if (
+    intent !== null &&
+    !(INTENT_STATES as readonly unknown[]).includes(intent.state)
+  ) {
+    throw new TypeError(
+      `Cannot read intent ${id} as the store returned intent ${id} in state ${
+        JSON.stringify(String(intent.state).slice(0, 40))
+      }, which is not an intent state (${
+        INTENT_STATES.join(", ")
+      }): fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
+    );
+  }
+  return intent;
 }
 
 /**
@@ -1602,7 +1628,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
    */
   async function settle(id: string, d: Delivery, n: number): Promise<string> {
     // A store's busy answer stays one (§13); anything else is the store failing.
-    let seen = await storeCall(() => store.getIntent(id));
+    let seen = await storeCall(() => readIntent(store, id));
     for (let attempt = 1;; attempt++) {
       const step = await plan(id, seen, d, n);
       if (typeof step === "string") return step;
@@ -1618,7 +1644,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         if (isRefusal(error)) throw error;
         const read = seen!.version;
         // Nothing landed: failing, the store fails this delivery as its look would.
-        seen = await storeCall(() => store.getIntent(id));
+        seen = await storeCall(() => readIntent(store, id));
         if (attempt === 3) {
           // Three refusals with nobody writing between: a store of one's
           // own that does not mark its refusals. Not a busy intent.
@@ -1819,7 +1845,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
                 // by three tries, as `settle` tells them.
                 if (!(error instanceof ConflictError)) throw error;
                 if (isRefusal(error)) break;
-                const seen = await storeCall(() => store.getIntent(current.id));
+                const seen = await storeCall(() =>
+                  readIntent(store, current.id)
+                );
                 if (seen?.version !== current.version) throw error;
                 if (attempt === 3) break;
               }
@@ -1923,7 +1951,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     intentId: string,
     d: Delivery,
   ): Promise<{ settled?: string; asked: readonly string[] }> {
-    const intent = await store.getIntent(intentId);
+    const intent = await readIntent(store, intentId);
     if (intent?.state !== "settling" || intent.txHashes.length === 0) {
       return { asked: [] };
     }
@@ -2277,7 +2305,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } = poisoned;
     const reset = resetCount === undefined ? {} : { resetCount };
     for (let attempt = 1;; attempt++) {
-      const intent = await store.getIntent(job.intentId);
+      const intent = await readIntent(store, job.intentId);
       if (!onlyOnce) await lateUnlessDropping(d, lastDelivery);
       if (
         !onlyOnce && intent?.state === "settling" &&
@@ -2467,7 +2495,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // drops the job, and theirs race on the letter, not the intent.
         const refused = isRefusal(error) ||
           (attempt === 3 && intent !== null && plan.action !== "drop" &&
-            (await store.getIntent(intent.id))?.version === intent.version);
+            (await readIntent(store, intent.id))?.version === intent.version);
         if (refused && plan.action === "fail" && intent !== null) {
           return await reviewRefused(intent, deadLetter, d, error, reset);
         }
@@ -2625,7 +2653,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     });
     const deadLetter = await store.getDeadLetter(jobId);
     if (deadLetter === null) return null;
-    const intent = await store.getIntent(deadLetter.intentId);
+    const intent = await readIntent(store, deadLetter.intentId);
     const refused = redriveRefusal(jobId, deadLetter.intentId, intent?.state);
     if (refused !== null) throw refused;
     const job: Job = { intentId: deadLetter.intentId, kind: "settle" };
@@ -2683,7 +2711,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     if (isIntentId(letter.intentId)) {
-      const state = (await store.getIntent(letter.intentId))?.state;
+      const state = (await readIntent(store, letter.intentId))?.state;
       if (state !== undefined && state !== "settled" && state !== "failed") {
         const unreadable = jobId !== `${letter.intentId}/settle`;
         throw new ConflictError(

@@ -1,0 +1,79 @@
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Intent,
+  MemoryStore,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
+
+// A Store of one's own that maps its rows' states wrongly ("Authorized",
+// "AUTHORIZED" from a SQL enum) answered every delivery "done (intent
+// already Authorized)": the queue acked the job, no dead letter was kept,
+// and the payment sat authorized with no job, stranded in silence. The
+// relayer now refuses such a read as the store failing: the delivery
+// throws, nothing is acked, and the message says what to fix.
+
+/** A MemoryStore whose reads return `state` in place of the real one. */
+function misreading(state: string): { store: Store; inner: MemoryStore } {
+  const inner = new MemoryStore();
+  const store = new Proxy(inner, {
+    get(target, key) {
+      if (key === "getIntent") {
+        return async (id: string) => {
+          const intent = await target.getIntent(id);
+          return intent && ({ ...intent, state } as unknown as Intent);
+        };
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { store, inner };
+}
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+Deno.test("createRelayer() refuses an intent whose state the store made up, and acks nothing", async () => {
+  const { store, inner } = misreading("Authorized");
+  await inner.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 2 },
+  });
+  for (const delivery of [1, 2]) {
+    await assert.rejects(
+      relayer.deliver(job, delivery),
+      (error: Error) =>
+        /the store returned intent pi_0001 in state "Authorized", which is not an intent state/
+          .test(`${error.message} ${(error.cause as Error)?.message}`),
+    );
+  }
+  assert.equal((await inner.getIntent("pi_0001"))?.state, "authorized");
+});
+
+Deno.test("createRelayer() refuses a give-up on an intent whose state the store made up", async () => {
+  const { store, inner } = misreading("SETTLING");
+  await inner.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+  await assert.rejects(
+    relayer.giveUp(job, {
+      deliveries: 3,
+      queue: { queue: "qstash", messageId: "msg_1" },
+    }),
+    (error: Error) =>
+      /not an intent state/.test(
+        `${error.message} ${(error.cause as Error)?.message}`,
+      ),
+  );
+  assert.equal(await inner.getDeadLetter("pi_0001/settle"), null);
+});
