@@ -99,15 +99,21 @@ const PUBSUB_MAX_BACKOFF_MS = 600_000;
 const PUBSUB_MIN_RETENTION_MS = 600_000;
 const PUBSUB_MAX_RETENTION_MS = 2_678_400_000;
 
-function assertCount(name: string, value: unknown, min: number, max: number) {
+function assertCount(
+  name: string,
+  value: unknown,
+  min: number,
+  max: number,
+  minName?: string,
+) {
   if (
     !Number.isInteger(value) || (value as number) < min ||
     (value as number) > max
   ) {
     throw new RangeError(
-      `Cannot read queue limits as '${name}' must be an integer from ${min} to ${max}: current value is ${
-        show(value)
-      }`,
+      `Cannot read queue limits as '${name}' must be an integer from ${
+        minName === undefined ? min : `${minName} (${min})`
+      } to ${max}: current value is ${show(value)}`,
     );
   }
 }
@@ -130,6 +136,7 @@ function assertQueue(queue: QueueLimits): void {
         queue.maxBackoffMs,
         queue.minBackoffMs,
         PUBSUB_MAX_BACKOFF_MS,
+        "minBackoffMs",
       );
       if (queue.ackDeadlineMs !== undefined) {
         assertCount(

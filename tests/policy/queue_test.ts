@@ -279,7 +279,7 @@ Deno.test("queueLimit() refuses limits outside the queue's documented range", ()
   );
   assert.throws(
     () => queueLimit({ kind: "pubsub", minBackoffMs: 20, maxBackoffMs: 10 }),
-    /'maxBackoffMs' must be an integer from 20 to 600000: current value is 10/,
+    /'maxBackoffMs' must be an integer from minBackoffMs \(20\) to 600000: current value is 10/,
   );
   assert.throws(
     () =>
