@@ -6,6 +6,8 @@
  * @module
  */
 
+import { show } from "./_validate.ts";
+
 /**
  * The plan for a poisoned job's intent. Plain data; the relayer acts on it.
  * - `drop`: touch nothing (the relayer wrote no byte, or the intent is
@@ -76,6 +78,9 @@ export interface ResolvableIntent {
  * @param intent The intent as just re-read from the store, or `null` if it
  * is missing.
  * @returns What to do, with the text the worker logs.
+ * @throws {TypeError} If `intent` is neither an object nor `null`, or its
+ * `state` is not an intent state (a record mapped wrongly must not drop
+ * the job as if the payment were done).
  *
  * @example Only a clean chain fails the payment
  * ```ts
@@ -100,6 +105,13 @@ export interface ResolvableIntent {
 export function planResolution(intent: ResolvableIntent | null): Resolution {
   if (intent === null) {
     return { action: "drop", text: "job dropped, intent not found" };
+  }
+  if (typeof intent !== "object") {
+    throw new TypeError(
+      `Cannot plan a resolution as 'intent' must be the intent as read from the store, or null when it is missing: current value is ${
+        show(intent)
+      }`,
+    );
   }
   switch (intent.state) {
     case "created":
@@ -151,10 +163,20 @@ export function planResolution(intent: ResolvableIntent | null): Resolution {
           };
       }
     }
-    default:
+    case "settled":
+    case "failed":
+    case "needs_review":
       return {
         action: "drop",
         text: `job dropped, intent already ${intent.state}`,
       };
+    default:
+      // A state mapped wrongly from one's own records ("SETTLED") would
+      // otherwise drop the job as if the payment were done.
+      throw new TypeError(
+        `Cannot plan a resolution as 'state' must be an intent state (created, authorized, settling, settled, failed, needs_review): current value is ${
+          show((intent as { state?: unknown }).state)
+        }`,
+      );
   }
 }
