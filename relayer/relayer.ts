@@ -305,7 +305,9 @@ export interface Relayer {
    * @param message The queue, the message's id, what could be read of it,
    * and why it is unreadable.
    * @returns The dead letter's job id.
-   * @throws {TypeError} If `message` has a field it does not read.
+   * @throws {TypeError} If `message` has a field it does not read, or its
+   * `queue` is not one of the four, or `raw` or `detail` is not a string
+   * (nothing is written).
    * @throws {Error} If the store fails: the queue should redeliver the
    * message, not drop it.
    */
@@ -1482,7 +1484,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const job = parseJob(input);
     const jobId = jobIdOf(job);
     const n = options.deliveries;
-    assertKeptDelivery("give up", n);
+    if (!Number.isSafeInteger(n) || n < 1) {
+      throw new RangeError(
+        `Cannot give up as 'deliveries' must be an integer from 1 to ${Number.MAX_SAFE_INTEGER} (the deliveries the queue made): current value is ${
+          show(n)
+        }`,
+      );
+    }
     const queue = keptIds("give up on this queue message", options.queue);
     const d = begin(options.claim);
     const reason = `the queue gave up after ${n} deliver${
@@ -2759,6 +2767,22 @@ export function createRelayer(options: RelayerOptions): Relayer {
       },
     );
     const { queue, id, raw, seen = {}, detail, claim } = message;
+    if (!Object.hasOwn(QUEUE_NAMES, queue)) {
+      throw new TypeError(
+        `Cannot keep an unreadable message as 'queue' must be one of ${
+          Object.keys(QUEUE_NAMES).map((name) => `"${name}"`).join(", ")
+        }: current value is ${show(queue)}`,
+      );
+    }
+    for (const [name, value] of [["raw", raw], ["detail", detail]] as const) {
+      if (typeof value !== "string") {
+        throw new TypeError(
+          `Cannot keep an unreadable message as '${name}' must be a string (${
+            name === "raw" ? "the message as received" : "why it is unreadable"
+          }): current value is ${show(value)}`,
+        );
+      }
+    }
     const name = isIntentId(id)
       ? id
       : `sha256-${
