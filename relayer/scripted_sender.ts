@@ -4,6 +4,8 @@
  * @module
  */
 
+import { show } from "../policy/_validate.ts";
+
 import type { Intent } from "../store/store.ts";
 import type { ReceiptStatus, Sender } from "./sender.ts";
 
@@ -126,8 +128,11 @@ export class ScriptedSender implements Sender {
    *
    * @param scripts The script for each intent id; an intent without one
    * gets an error on every broadcast.
+   * @throws {TypeError} If `scripts` or a script is not of the shape of
+   * {@linkcode SenderScript}, naming the intent and the field.
    */
   constructor(scripts: Readonly<Record<string, SenderScript>>) {
+    checkScripts(scripts);
     this.#scripts = new Map(Object.entries(scripts));
     for (const [intentId, script] of this.#scripts) {
       for (const step of script.sends) {
@@ -176,4 +181,62 @@ function next<T>(
   const index = cursor.get(key) ?? 0;
   cursor.set(key, index + 1);
   return steps[Math.min(index, steps.length - 1)];
+}
+
+/** Refuses scripts of the wrong shape, in words that name the field. */
+function checkScripts(scripts: unknown): void {
+  const refuse = (words: string, value: unknown): never => {
+    throw new TypeError(
+      `Cannot create ScriptedSender as ${words}: current value is ${
+        show(value)
+      }`,
+    );
+  };
+  if (typeof scripts !== "object" || scripts === null) {
+    refuse(
+      'its scripts must be an object such as { pi_0001: { sends: [{ txHash: "0xabc" }] } }',
+      scripts,
+    );
+  }
+  for (const [id, script] of Object.entries(scripts as object)) {
+    if (typeof script !== "object" || script === null) {
+      refuse(
+        `the script of ${id} must be an object with 'sends', an array of { txHash } or { error }`,
+        script,
+      );
+    }
+    for (const name of Object.keys(script)) {
+      if (name !== "sends" && name !== "receipts") {
+        throw new TypeError(
+          `Cannot create ScriptedSender as the script of ${id} names ${
+            JSON.stringify(name.slice(0, 40))
+          }, which it does not read (sends, receipts): check its spelling`,
+        );
+      }
+    }
+    const { sends, receipts } = script as Partial<SenderScript>;
+    if (!Array.isArray(sends)) {
+      refuse(
+        `'sends' of ${id} must be an array of { txHash } or { error }`,
+        sends,
+      );
+    }
+    (sends as unknown[]).forEach((step, i) => {
+      if (
+        typeof step !== "object" || step === null ||
+        !(("txHash" in step && typeof step.txHash === "string") ||
+          "error" in step)
+      ) refuse(`'sends[${i}]' of ${id} must be { txHash } or { error }`, step);
+    });
+    if (
+      receipts !== undefined &&
+      !(Array.isArray(receipts) &&
+        receipts.every((r) => ["confirmed", "pending", "dropped"].includes(r)))
+    ) {
+      refuse(
+        `'receipts' of ${id} must be an array of "confirmed", "pending" or "dropped"`,
+        receipts,
+      );
+    }
+  }
 }
