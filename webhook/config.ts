@@ -825,6 +825,13 @@ function deployKvAttached(env: Record<string, string | undefined>): boolean {
 function asText(
   env: Readonly<Record<string, unknown>>,
 ): Record<string, string | undefined> {
+  if (typeof env !== "object" || env === null) {
+    throw new TypeError(
+      `Cannot load the configuration as its variables must be an object, such as process.env, Deno.env.toObject() or a Worker's env: current value is ${
+        env === null ? "null" : typeof env
+      }`,
+    );
+  }
   // Over an empty object, not `env`: a Proxy must return a read-only,
   // non-configurable property's own value, so over a frozen env the
   // number 10000 read as "10000" would be a TypeError at start.
@@ -889,6 +896,7 @@ function asText(
  * text, and a binding under another name, a queue's, is not read).
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
+ * @throws {TypeError} If `variables` is not an object.
  *
  * @example A minimal local setup
  * ```ts
