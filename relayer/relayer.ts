@@ -619,7 +619,30 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Reads an intent, refusing one whose state is none of the machine's: a
+ * Fields a read intent must hold, with the shape said. Without
+ * `lastBroadcast`, every delivery and give-up of a settling intent failed
+ * on the engine's words ("Cannot read properties of undefined (reading
+ * 'outcome')"). Fields whose absence the relayer reads the safe way are
+ * not refused, so a store that leaves them out keeps reaching review as
+ * before (`mayHaveSent` left out is "may have sent", a `broadcasting` left
+ * out a send in flight; a `txHashes` left out fails a delivery or two, then
+ * the payment goes to review).
+ */
+const INTENT_FIELDS: readonly [
+  string,
+  (value: unknown) => boolean,
+  string,
+][] = [
+  [
+    "lastBroadcast",
+    (v) => v === null || (typeof v === "object" && v !== undefined),
+    "a broadcast or null",
+  ],
+];
+
+/**
+ * Reads an intent, refusing one whose state is none of the machine's, or
+ * that lacks `lastBroadcast`: a
  * Store of one's own that maps its rows wrongly (`"AUTHORIZED"` from a SQL
  * enum) would otherwise have every delivery answered "intent already …",
  * acked, and the payment left with no job and no dead letter. A
@@ -628,10 +651,17 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
  */
 async function readIntent(store: Store, id: string): Promise<Intent | null> {
   const intent = await store.getIntent(id);
-  if (
-    intent !== null &&
-    !(INTENT_STATES as readonly unknown[]).includes(intent.state)
-  ) {
+  if (intent === null) return intent;
+  // A field left out reads as `undefined`: named here, not met later as
+  // "Cannot read properties of undefined (reading 'filter')".
+  for (const [field, fits, shape] of INTENT_FIELDS) {
+    if (!fits((intent as unknown as Record<string, unknown>)[field])) {
+      throw new TypeError(
+        `Cannot read intent ${id} as the store returned intent ${id} without '${field}' (${shape}): fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
+      );
+    }
+  }
+  if (!(INTENT_STATES as readonly unknown[]).includes(intent.state)) {
     throw new TypeError(
       `Cannot read intent ${id} as the store returned intent ${id} in state ${
         JSON.stringify(String(intent.state).slice(0, 40))

@@ -77,3 +77,45 @@ Deno.test("createRelayer() refuses a give-up on an intent whose state the store 
   );
   assert.equal(await inner.getDeadLetter("pi_0001/settle"), null);
 });
+
+// The same store leaving lastBroadcast out of what it reads: every
+// delivery and give-up of a settling intent failed on "Cannot read
+// properties of undefined (reading 'outcome')", naming neither the store
+// nor the field. (A store that leaves out mayHaveSent, broadcasting or
+// txHashes still reaches review, and is left to.)
+for (
+  const field of ["lastBroadcast"] as const
+) {
+  Deno.test(`createRelayer() refuses an intent read without '${field}', naming it`, async () => {
+    const inner = new MemoryStore();
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === "getIntent") {
+          return async (id: string) => {
+            const read = await target.getIntent(id);
+            if (read === null) return read;
+            const { [field]: _, ...rest } = read;
+            return rest as unknown as Intent;
+          };
+        }
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    await inner.createIntent({
+      id: "pi_0001",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
+    });
+    const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+    await assert.rejects(
+      relayer.deliver(job, 1),
+      (error: Error) =>
+        new RegExp(
+          `the store returned intent pi_0001 without '${field}' \\(`,
+        ).test(`${error.message} ${(error.cause as Error)?.message}`),
+    );
+  });
+}
