@@ -7,12 +7,12 @@
  *
  * ```ts ignore
  * import { storeContract } from "@relayer/poison/testing";
- * storeContract("MyStore", async () => ({ store: new MyStore(), close: () => {} }), { test: Deno.test });
+ * storeContract("MyStore", () => Promise.resolve({ store: new MyStore(), close: () => {} }), { test: Deno.test });
  * ```
  *
  * The suite registers its tests with the function its caller hands it
  * (`Deno.test`; on Node and Bun an adapter of their own runner, as
- * `tests/node/_runner.ts` in the repository does) and names `Deno` nowhere,
+ * docs/stores.md shows for `node:test`) and names `Deno` nowhere,
  * so on Node and Bun a store that needs a global `Deno` fails there as it
  * would in production.
  *
@@ -76,7 +76,8 @@ export type RegisterTest = (
 export interface StoreContractOptions {
   /**
    * Registers each test: `Deno.test`, or an adapter of Node's or Bun's
-   * runner (`tests/node/_runner.ts`). No default: the suite never reaches
+   * runner (docs/stores.md, "A store of your own", shows `node:test`'s).
+   * No default: the suite never reaches
    * for a global `Deno`, which would mask a store that needs one.
    */
   readonly test: RegisterTest;
