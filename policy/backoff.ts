@@ -71,7 +71,12 @@ export function backoff(
   delivery: number,
   options?: BackoffOptions,
 ): number {
-  if (options !== undefined) checkNames(options);
+  // A stray name matters only where a default stands in for a misspelt
+  // one: with both given (a whole Policy, as rescueWindow passes), no scan.
+  if (
+    options !== undefined &&
+    (options?.baseMs === undefined || options?.capMs === undefined)
+  ) checkNames(options);
   const { baseMs = 5000, capMs = 120_000 } = options ?? {};
   assertDelivery("compute backoff", delivery);
   assertMs("compute backoff", "baseMs", baseMs, 1);
