@@ -1158,16 +1158,19 @@ if (import.meta.main) {
   }
   // postgres.js drops the promise of its type query on a new connection
   // (porsager/postgres#1192): a server that ends that connection (a
-  // failover, pg_terminate_backend) would end this process. The
-  // connection opens again for the query that asked for it.
+  // failover, pg_terminate_backend), or a statement_timeout that cancels
+  // the query, would end this process. The connection opens again for the
+  // query that asked for it, or, the query cancelled, goes on without it.
   globalThis.addEventListener("unhandledrejection", (event) => {
     if (!isTypeFetchLost(event.reason)) return;
     event.preventDefault();
     const { code } = event.reason as { code?: unknown };
     stdout.line(
-      `relayer: PostgreSQL ended a new connection while postgres.js read its types (${
-        String(code)
-      }): it connects again`,
+      code === "57014"
+        ? "relayer: PostgreSQL cancelled postgres.js's type query on a new connection (57014: a statement_timeout shorter than it, or pg_cancel_backend): the connection goes on without it"
+        : `relayer: PostgreSQL ended a new connection while postgres.js read its types (${
+          String(code)
+        }): it connects again`,
     );
   });
   try {

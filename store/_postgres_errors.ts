@@ -33,16 +33,21 @@ export function connectionLost(error: unknown): boolean {
  * again for the query that asked for it. A protocol violation (08P01)
  * counts too: PgBouncer answers so, then closes the client, while its
  * logins to the server fail ("server login has been failing, try again
- * later (server_login_retry)"), with no severity postgres.js reads.
+ * later (server_login_retry)"), with no severity postgres.js reads. So
+ * does that query cancelled (57014): a `statement_timeout` of the role or
+ * the database shorter than it, or `pg_cancel_backend`. The connection
+ * lives on and serves the query that opened it (the store reads no array
+ * type); untaken, the rejection ended the process on every connection
+ * the pool opened while such a timeout held.
  */
 export function typeFetchLost(reason: unknown): boolean {
   const query = (reason as { query?: unknown } | null)?.query;
+  const code = (reason as { code?: unknown } | null)?.code;
   return typeof query === "string" &&
     /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type a\s/.test(
       query,
     ) &&
-    (connectionLost(reason) ||
-      (reason as { code?: unknown }).code === "08P01");
+    (connectionLost(reason) || code === "08P01" || code === "57014");
 }
 
 /**

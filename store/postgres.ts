@@ -178,9 +178,11 @@ export function reconnectBackoffS(
 /**
  * Whether an unhandled rejection is postgres.js's own array-types query on
  * a new connection, failed as the server ended that connection (a
- * failover, a restart, `pg_terminate_backend`), or refused by PgBouncer
+ * failover, a restart, `pg_terminate_backend`), refused by PgBouncer
  * while its logins to the server fail (`08P01`, `server_login_retry`,
- * after which it closes the client). postgres.js 3.4.9 drops
+ * after which it closes the client), or cancelled (`57014`: a role's or
+ * database's `statement_timeout` shorter than it, `pg_cancel_backend`;
+ * the connection then goes on without it). postgres.js 3.4.9 drops
  * that query's promise (porsager/postgres#1192, #1223), so the failure is
  * no caller's to catch, and a runtime that ends the process on an
  * unhandled rejection (Deno, Node) ends it there. Nothing is lost: the
@@ -190,7 +192,7 @@ export function reconnectBackoffS(
  * unhandled rejection end it as before.
  *
  * @param reason The rejection's reason (`event.reason`).
- * @returns `true` only for that query's failure with the connection lost.
+ * @returns `true` only for that query's failure with the connection lost, or the query cancelled.
  *
  * @example Keep the process through a failover (Deno; on Node, `process.on("unhandledRejection")`)
  * ```ts

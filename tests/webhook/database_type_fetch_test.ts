@@ -175,3 +175,87 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "main.ts on PostgreSQL lives on when a statement_timeout cancels postgres.js's type query on a new connection, and reads again once it is lifted",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const database = await freshDatabase();
+    const admin = await sharedClient();
+    const name = new URL(database.url).pathname.slice(1);
+    const dir = await Deno.makeTempDir({ prefix: "relayer_types_" });
+    const { port } = freePort();
+    const service = startMain({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "types-secret-0123456789abcdef",
+      DATABASE_URL: database.url,
+    }, { port, writeDir: dir });
+    let exited = false;
+    service.child.status.then(() => exited = true);
+    const alive = async () => {
+      if (!exited) return;
+      const { code, stderr } = await service.ended();
+      assert.fail(`the service's process ended (code ${code}): ${stderr}`);
+    };
+    const base = `http://127.0.0.1:${port}`;
+    const terminate = () =>
+      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = ${name} AND pid <> pg_backend_pid()`;
+    const ready = async (): Promise<number> => {
+      try {
+        const res = await fetch(`${base}/readyz`);
+        await res.body?.cancel();
+        return res.status;
+      } catch {
+        return 0;
+      }
+    };
+    try {
+      while (await ready() !== 200) {
+        await alive();
+        await sleep(50);
+      }
+      // A statement_timeout too short for any statement, on this
+      // database's new sessions (as on the role): every connection the
+      // pool opens again has its type query cancelled (57014).
+      await admin.unsafe(`ALTER DATABASE "${name}" SET statement_timeout = 1`);
+      await terminate();
+      // /readyz caches its write probe for a second: asked over 3 s, it
+      // writes, so the pool opens its connections again.
+      let refused = 0;
+      for (let i = 0; i < 30; i++) {
+        if (await ready() !== 200) refused++;
+        await alive();
+        await sleep(100);
+      }
+      assert.ok(refused > 0, "no write was refused under a 1 ms timeout");
+      // Time for a dropped rejection to end the process.
+      await sleep(500);
+      await alive();
+      await admin.unsafe(`ALTER DATABASE "${name}" RESET statement_timeout`);
+      // The sessions opened under it keep it: an operator ends them.
+      await terminate();
+      let status = 0;
+      const until = performance.now() + 20_000;
+      while (performance.now() < until) {
+        status = await ready();
+        if (status === 200) break;
+        await alive();
+        await sleep(100);
+      }
+      assert.equal(status, 200);
+      service.kill();
+      const { stdout } = await service.ended();
+      assert.match(
+        stdout,
+        /PostgreSQL cancelled postgres\.js.s type query on a new connection \(57014: /,
+      );
+    } finally {
+      service.kill();
+      await service.ended();
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
