@@ -67,6 +67,7 @@ import {
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
+import { notWritten } from "./_not_written.ts";
 import {
   neverResent,
   prepareAgain,
@@ -1154,6 +1155,19 @@ export class PostgresStore implements Store {
         throw new Error(
           `Cannot ${what} as PostgreSQL does not know a statement this client prepared: a pooler in transaction mode (PgBouncer, Supavisor) sent it to another server session; ${POOLER_FIX}`,
           { cause: error },
+        );
+      }
+      if (code === "25006") {
+        // A read-only transaction: the server is a standby, a primary a
+        // failover demoted (or not yet promoted), or one set
+        // `default_transaction_read_only`. The statement that wrote failed,
+        // so the transaction rolled back: nothing of the write landed. Said
+        // so, or an operator's route answered "it may have landed or not".
+        throw notWritten(
+          new Error(
+            `Cannot ${what} as PostgreSQL refused it as read-only (a standby, a primary that failed over and is not writable yet, or default_transaction_read_only = on): nothing was written; retry once the database takes writes, and check that the store's URL names the primary`,
+            { cause: error },
+          ),
         );
       }
       if (code === "55P03") {

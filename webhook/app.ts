@@ -62,6 +62,7 @@ import type {
 } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
+import { isNotWritten } from "../store/_not_written.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
   createRelayer,
@@ -3337,6 +3338,8 @@ export function createApp(deps: AppDeps): WebhookApp {
       "Store unavailable",
       isHeldBySession(error)
         ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
+        : isNotWritten(error)
+        ? `The ${what} was refused by the database (the relayer's log says why): nothing changed; try again.`
         : reread === undefined
         ? `The ${what} could not reach the store (the relayer's log says why): try again.`
         : `The ${what} failed before the store answered (the relayer's log says why): it may have landed or not. ${reread} before you try again.`,

@@ -1,0 +1,81 @@
+/**
+ * The ops routes on a PostgreSQL database that turned read-only (a
+ * failover's demoted primary, a standby, `default_transaction_read_only`):
+ * on a real server, a write the database refused answers that nothing
+ * changed, not that it may have landed.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { ScriptedSender } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+
+const OPS = "ops-token-for-tests";
+const headers = {
+  authorization: `Bearer ${OPS}`,
+  "content-type": "application/json",
+};
+
+Deno.test({
+  name:
+    "createApp() on a read-only PostgreSQL: an operator's creation and resolution answer 503 with nothing changed, and the log names the read-only database",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({
+    migrateOn: "admin",
+    connection: { default_transaction_read_only: "on" },
+  }, async ({ admin, schema, store }) => {
+    const writable = new PostgresStore(admin, { schema });
+    const settling = await writable.createIntent({
+      id: "pi_2",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const review = await writable.transition("pi_2", {
+      from: "settling",
+      to: "needs_review",
+      version: settling.version,
+      at: 1,
+    });
+    const lines: string[] = [];
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      log: (line) => lines.push(line),
+    });
+    const answers = [
+      await app.request("/v1/intents", {
+        method: "POST",
+        headers,
+        body: '{"id":"pi_1","state":"authorized"}',
+      }),
+      await app.request("/v1/intents/pi_2/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ to: "settled", version: review.version }),
+      }),
+    ];
+    for (const res of answers) {
+      assert.equal(res.status, 503, res.url);
+      assert.equal(res.headers.get("retry-after"), "5");
+      const problem = await res.json();
+      assert.equal(problem.type, "urn:relayer:problem:store-failed");
+      assert.match(
+        problem.detail,
+        /^The (creation of intent pi_1|resolution of intent pi_2) was refused by the database \(the relayer's log says why\): nothing changed; try again\.$/,
+      );
+    }
+    assert.equal(await writable.getIntent("pi_1"), null);
+    assert.deepEqual(await writable.getIntent("pi_2"), review);
+    assert.ok(
+      lines.some((line) =>
+        /PostgreSQL refused it as read-only .*nothing was written/.test(line)
+      ),
+      lines.join("\n"),
+    );
+  }),
+});
