@@ -1391,6 +1391,18 @@ export class PostgresStore implements Store {
           // it again (see sendOnce): its next write runs. Its lock waits
           // end at the flight's lock_timeout (see prepareAgain).
           const settled = await rest;
+          if (
+            settled[0]?.status === "rejected" &&
+            settled.slice(1, -1).some((answer) => answer.status === "fulfilled")
+          ) {
+            // The first query failed before its BEGIN ran (a cancel that
+            // reached the server as it began: pg_cancel_backend, a
+            // statement_timeout shorter than its parse, this store's own
+            // late cancel of a read), and the statements behind it, each
+            // its own sync, ran outside a transaction, each committing on
+            // its own: some of them landed. Not "nothing was written".
+            throw beganOutside(error);
+          }
           // The write goes again only for `connectionWaitMs` after its
           // first refusal as stale.
           if (refusedAsStale(error)) {
@@ -3195,6 +3207,19 @@ function lostDuringWrite(error: unknown): Error {
     `PostgreSQL lost the connection during the write (${
       describeError(error)
     }): it may have landed or not; the next read says which`,
+    { cause: error },
+  );
+}
+
+/**
+ * The error of a write whose flight's first query (its `BEGIN`) failed
+ * while statements behind it answered: they ran outside a transaction.
+ */
+function beganOutside(error: unknown): Error {
+  return new Error(
+    `PostgreSQL cut the write's BEGIN (${
+      describeError(error)
+    }) after its statements were sent: they ran outside a transaction, each on its own, so it may have landed, in whole or in part; the next read says which`,
     { cause: error },
   );
 }

@@ -1,0 +1,59 @@
+/**
+ * PostgresStore when a cancel reaches the server as a write's flight
+ * begins (`pg_cancel_backend`, a `statement_timeout` shorter than the
+ * first query's parse, or the store's own late cancel of a read): on a
+ * real server, a cancel that cuts the flight's first query before its
+ * `BEGIN` ran leaves the statements pipelined behind it to run outside a
+ * transaction, each committing on its own. The write then must not answer
+ * "nothing was written".
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+
+Deno.test({
+  name:
+    "PostgresStore never answers 'nothing was written' for a write that landed, while pg_cancel_backend hammers its session",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema(
+    { timeoutMs: 60_000 },
+    async ({ admin, schema, sql, store }) => {
+      const [session] = await sql<
+        { pid: number }[]
+      >`SELECT pg_backend_pid() AS pid`;
+      const pid = session!.pid;
+      let stop = false;
+      const hammer = (async () => {
+        while (!stop) await admin`SELECT pg_cancel_backend(${pid})`;
+      })();
+      const lies: string[] = [];
+      let refused = 0;
+      try {
+        for (let i = 0; i < 300 && lies.length === 0; i++) {
+          const id = `pi_${i}`;
+          const answer = await store.createIntent({
+            id,
+            state: "authorized",
+            hold: "pending",
+          }).then(() => null, (error: Error) => error);
+          if (answer === null) continue;
+          refused++;
+          const rows = await admin.unsafe(
+            `SELECT 1 FROM "${schema}".intents WHERE id = $1`,
+            [id],
+          );
+          if (rows.length > 0 && /nothing was written/.test(answer.message)) {
+            lies.push(`${id}: ${answer.message}`);
+          }
+        }
+      } finally {
+        stop = true;
+        await hammer;
+      }
+      assert.ok(refused > 0, "no cancel reached a write");
+      assert.deepEqual(lies, []);
+    },
+  ),
+});
