@@ -2156,6 +2156,45 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /** Whether a send's record landed, which clears its write-ahead. */
   interface Recorded {
     landed: boolean;
+    /** The store answered the record that nothing was written (a race lost, busy, a replay). */
+    refused: boolean;
+  }
+
+  /** Runs the write of a send's record, keeping in `record` what the store answered. */
+  async function recordWrite(
+    record: Recorded,
+    write: () => Promise<Intent>,
+  ): Promise<Intent> {
+    try {
+      const written = await write();
+      record.landed = true;
+      return written;
+    } catch (error) {
+      record.refused = error instanceof ConflictError ||
+        error instanceof BusyError || error instanceof ReplayError;
+      throw error;
+    }
+  }
+
+  /**
+   * Whether the write-ahead of `current` is still this send's on the
+   * intent, its record not landed: the store refused the record, or a
+   * fresh read finds the intent at the write-ahead's own version. A record
+   * answered with an error that says nothing (a connection cut after the
+   * commit) may have landed and cleared it, and another instance's send
+   * may since have written ahead at the same millisecond by its own wall
+   * clock: that one may still run. A read that fails says nothing either.
+   */
+  async function stillWrittenAhead(
+    current: Intent,
+    record: Recorded,
+  ): Promise<boolean> {
+    if (record.refused) return true;
+    try {
+      return (await store.getIntent(current.id))?.version === current.version;
+    } catch {
+      return false;
+    }
   }
 
   /** {@linkcode broadcast}'s two commits and the send between them. */
@@ -2166,15 +2205,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
   ): Promise<never> {
     const leaseFrom = now();
     const current = await wroteAhead(d, writeAhead);
-    const record: Recorded = { landed: false };
+    const record: Recorded = { landed: false, refused: false };
     try {
       return await sendWrittenAhead(d, replace, current, leaseFrom, record);
     } finally {
       // Only a write-ahead its record left on the intent: a record that
       // landed cleared it, and a `broadcasting` of the same time read after
       // is another send's (another instance's wall clock read the same
-      // millisecond), which may still run.
-      if (!record.landed) keepEnded(current.id, current.broadcasting);
+      // millisecond), which may still run. So is one read after a record
+      // whose answer was lost, which may have landed all the same.
+      if (!record.landed && await stillWrittenAhead(current, record)) {
+        keepEnded(current.id, current.broadcasting);
+      }
     }
   }
 
@@ -2193,15 +2235,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
       } of the ${formatDuration(leaseMs)} lease`;
       // Nothing left: the store failing this record is not the job's failure.
       await storeCall(() =>
-        d.write((options) =>
-          store.recordBroadcast(current.id, current.version, {
-            outcome: "not_sent",
-            at: now(),
-            error: why,
-          }, options)
+        recordWrite(
+          record,
+          () =>
+            d.write((options) =>
+              store.recordBroadcast(current.id, current.version, {
+                outcome: "not_sent",
+                at: now(),
+                error: why,
+              }, options)
+            ),
         )
       );
-      record.landed = true;
       throw new Error(
         `not sent: ${why}, and what is left might lapse mid-send`,
       );
@@ -2237,14 +2282,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
     } catch (error) {
       const outcome = isNotSent(error) ? "not_sent" : "unknown";
       try {
-        await d.write((options) =>
-          store.recordBroadcast(current.id, current.version, {
-            outcome,
-            at: now(),
-            error: clip(messageOf(error)),
-          }, options)
+        await recordWrite(
+          record,
+          () =>
+            d.write((options) =>
+              store.recordBroadcast(current.id, current.version, {
+                outcome,
+                at: now(),
+                error: clip(messageOf(error)),
+              }, options)
+            ),
         );
-        record.landed = true;
       } catch (recordError) {
         // It may have left, and nothing says so: the resolve route asks.
         if (outcome === "unknown") keepUnrecorded(current.id);
@@ -2254,14 +2302,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
     let recorded: Intent;
     try {
-      recorded = await d.write((options) =>
-        store.recordBroadcast(current.id, current.version, {
-          outcome: "sent",
-          txHash,
-          at: now(),
-        }, options)
+      recorded = await recordWrite(
+        record,
+        () =>
+          d.write((options) =>
+            store.recordBroadcast(current.id, current.version, {
+              outcome: "sent",
+              txHash,
+              at: now(),
+            }, options)
+          ),
       );
-      record.landed = true;
     } catch (error) {
       // On no record, it may still confirm: the resolve route reads it.
       keepUnrecorded(current.id, txHash);
