@@ -67,6 +67,26 @@ const cases: Array<{
       };
     },
   },
+  {
+    name: "KvStore, one SQLite file opened three times",
+    seeds: 60,
+    async open() {
+      const dir = await Deno.makeTempDir();
+      const path = `${dir}/relayer.kv`;
+      const kvs = [
+        await Deno.openKv(path),
+        await Deno.openKv(path),
+        await Deno.openKv(path),
+      ];
+      return {
+        stores: kvs.map((kv) => new KvStore(kv)),
+        async close() {
+          for (const kv of kvs) kv.close();
+          await Deno.remove(dir, { recursive: true });
+        },
+      };
+    },
+  },
   // One pool of connections: the three relayers' writes race in the server.
   ...(postgresAvailable
     ? [{
