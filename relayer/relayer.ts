@@ -2176,27 +2176,6 @@ export function createRelayer(options: RelayerOptions): Relayer {
     }
   }
 
-  /**
-   * Whether the write-ahead of `current` is still this send's on the
-   * intent, its record not landed: the store refused the record, or a
-   * fresh read finds the intent at the write-ahead's own version. A record
-   * answered with an error that says nothing (a connection cut after the
-   * commit) may have landed and cleared it, and another instance's send
-   * may since have written ahead at the same millisecond by its own wall
-   * clock: that one may still run. A read that fails says nothing either.
-   */
-  async function stillWrittenAhead(
-    current: Intent,
-    record: Recorded,
-  ): Promise<boolean> {
-    if (record.refused) return true;
-    try {
-      return (await store.getIntent(current.id))?.version === current.version;
-    } catch {
-      return false;
-    }
-  }
-
   /** {@linkcode broadcast}'s two commits and the send between them. */
   async function sendRecorded(
     d: Delivery,
@@ -2212,9 +2191,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // Only a write-ahead its record left on the intent: a record that
       // landed cleared it, and a `broadcasting` of the same time read after
       // is another send's (another instance's wall clock read the same
-      // millisecond), which may still run. So is one read after a record
-      // whose answer was lost, which may have landed all the same.
-      if (!record.landed && await stillWrittenAhead(current, record)) {
+      // millisecond), which may still run. Only a record the store refused
+      // (nothing written) left it: one answered with an error that says
+      // nothing (a connection cut after the commit, a flight not answered
+      // in time that lands later) may have landed, before a read or after.
+      if (!record.landed && record.refused) {
         keepEnded(current.id, current.broadcasting);
       }
     }

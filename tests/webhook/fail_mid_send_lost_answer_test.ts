@@ -21,102 +21,127 @@ const OPS = "ops-token-for-fail-mid-send-lost-answer-tests";
 const headers = { authorization: `Bearer ${OPS}` };
 const job = { intentId: "pi_1", kind: "settle" } as const;
 
+/**
+ * How the first instance's record is answered: lost after it landed, or
+ * "may have landed or not" at once while it lands a moment later
+ * (PostgresStore's answer to a flight not answered within its wait).
+ */
+const ANSWERS = [
+  { name: "landed with its answer lost", later: false },
+  { name: "answered 'may have landed' and landing after", later: true },
+] as const;
+
 for (const backend of BACKENDS) {
-  Deno.test(`${backend.name}: a fail posted to an instance whose own send's record landed with its answer lost, while another's, written ahead at the same millisecond, still runs, is refused`, async () => {
-    const { store, close } = await backend.open();
-    try {
-      await store.createIntent({
-        id: "pi_1",
-        state: "authorized",
-        hold: "pending",
-      });
-      const clock = { now: 1_000_000 };
-      let finish!: (sent: { txHash: string }) => void;
-      let began!: () => void;
-      const sending = new Promise<void>((resolve) => began = resolve);
-      const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
-      const receipt = (txHash: string) =>
-        Promise.resolve(receipts[txHash] ?? "dropped");
-      // The first instance's send stays home; its record lands, and the
-      // answer is lost on the way back.
-      const homeSender: Sender = {
-        send: () => Promise.reject(notSent(new Error("rpc refused it"))),
-        receipt,
-      };
-      const answerLost = overriding(store, {
-        async recordBroadcast(id, version, broadcast, options) {
-          await store.recordBroadcast(id, version, broadcast, options);
-          throw new Error("connection reset after the commit");
-        },
-      });
-      // The second instance's send hangs until `finish`.
-      const heldSender: Sender = {
-        send: () => {
-          began();
-          return new Promise((resolve) => finish = resolve);
-        },
-        receipt,
-      };
-      const app = (over: typeof store, sender: Sender) =>
-        createApp({
-          store: over,
-          sender,
-          opsToken: OPS,
-          now: () => clock.now,
-          random: () => 0,
-          leaseMs: 200,
-          clockSkewMs: 0,
-          policy: { maxDeliveries: 3 },
+  for (const { name, later } of ANSWERS) {
+    Deno.test(`${backend.name}: a fail posted to an instance whose own send's record ${name}, while another's, written ahead at the same millisecond, still runs, is refused`, async () => {
+      const { store, close } = await backend.open();
+      try {
+        await store.createIntent({
+          id: "pi_1",
+          state: "authorized",
+          hold: "pending",
         });
-      const first = app(answerLost, homeSender);
-      const second = app(store, heldSender);
-      await first.relayer.deliver(job, 1).catch(() => {});
-      const between = await store.getIntent("pi_1");
-      assert.equal(between?.state, "settling");
-      assert.equal(between?.broadcasting, null, "the record landed");
-      assert.equal(between?.mayHaveSent, false);
-      // The second instance's wall clock reads what the first's read.
-      const delivery = second.relayer.deliver(job, 2).catch((e) => e);
-      await sending;
-      const ahead = await store.getIntent("pi_1");
-      assert.equal(ahead?.broadcasting, clock.now);
-      assert.equal(ahead?.mayHaveSent, false);
-      clock.now += 60_000; // the wall clock steps forward mid-send
-      const gaveUp = await first.relayer.giveUp(job, {
-        deliveries: 3,
-        queue: { queue: "qstash", messageId: "msg_1" },
-      });
-      assert.equal(gaveUp.action, "poison");
-      const seen = (await (await first.request("/v1/intents/pi_1", {
-        headers,
-      })).json()).intent;
-      assert.equal(seen.state, "needs_review");
-      // The operator looks the nonce up: unused, the tx has not left.
-      const answer = await first.request("/v1/intents/pi_1/resolve", {
-        method: "POST",
-        headers,
-        body: JSON.stringify({
-          to: "failed",
-          version: seen.version,
-          nonceChecked: true,
-        }),
-      });
-      const body = await answer.json();
-      finish({ txHash: "0xT" });
-      await delivery;
-      const after = await store.getIntent("pi_1");
-      const what = `${answer.status} ${
-        JSON.stringify(body)
-      }; ${after?.state}/${after?.hold} txs ${JSON.stringify(after?.txHashes)}`;
-      assert.equal(
-        `${after?.state}/${after?.hold}`,
-        "needs_review/pending",
-        what,
-      );
-      assert.equal(answer.status, 409, what);
-      assert.match(body.type, /send-in-flight$/, what);
-    } finally {
-      await close();
-    }
-  });
+        const clock = { now: 1_000_000 };
+        let finish!: (sent: { txHash: string }) => void;
+        let began!: () => void;
+        const sending = new Promise<void>((resolve) => began = resolve);
+        const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
+        const receipt = (txHash: string) =>
+          Promise.resolve(receipts[txHash] ?? "dropped");
+        // The first instance's send stays home; its record lands, and the
+        // answer is lost on the way back.
+        const homeSender: Sender = {
+          send: () => Promise.reject(notSent(new Error("rpc refused it"))),
+          receipt,
+        };
+        let landing: Promise<unknown> = Promise.resolve();
+        const answerLost = overriding(store, {
+          async recordBroadcast(id, version, broadcast, options) {
+            if (later) {
+              // The flight still runs in the server when the answer comes.
+              landing = new Promise((resolve) => setTimeout(resolve, 50)).then(
+                () => store.recordBroadcast(id, version, broadcast, options),
+              );
+              throw new Error(
+                "the store did not answer the write in time: it may have landed or not",
+              );
+            }
+            await store.recordBroadcast(id, version, broadcast, options);
+            throw new Error("connection reset after the commit");
+          },
+        });
+        // The second instance's send hangs until `finish`.
+        const heldSender: Sender = {
+          send: () => {
+            began();
+            return new Promise((resolve) => finish = resolve);
+          },
+          receipt,
+        };
+        const app = (over: typeof store, sender: Sender) =>
+          createApp({
+            store: over,
+            sender,
+            opsToken: OPS,
+            now: () => clock.now,
+            random: () => 0,
+            leaseMs: 200,
+            clockSkewMs: 0,
+            policy: { maxDeliveries: 3 },
+          });
+        const first = app(answerLost, homeSender);
+        const second = app(store, heldSender);
+        await first.relayer.deliver(job, 1).catch(() => {});
+        await landing;
+        const between = await store.getIntent("pi_1");
+        assert.equal(between?.state, "settling");
+        assert.equal(between?.broadcasting, null, "the record landed");
+        assert.equal(between?.mayHaveSent, false);
+        // The second instance's wall clock reads what the first's read.
+        const delivery = second.relayer.deliver(job, 2).catch((e) => e);
+        await sending;
+        const ahead = await store.getIntent("pi_1");
+        assert.equal(ahead?.broadcasting, clock.now);
+        assert.equal(ahead?.mayHaveSent, false);
+        clock.now += 60_000; // the wall clock steps forward mid-send
+        const gaveUp = await first.relayer.giveUp(job, {
+          deliveries: 3,
+          queue: { queue: "qstash", messageId: "msg_1" },
+        });
+        assert.equal(gaveUp.action, "poison");
+        const seen = (await (await first.request("/v1/intents/pi_1", {
+          headers,
+        })).json()).intent;
+        assert.equal(seen.state, "needs_review");
+        // The operator looks the nonce up: unused, the tx has not left.
+        const answer = await first.request("/v1/intents/pi_1/resolve", {
+          method: "POST",
+          headers,
+          body: JSON.stringify({
+            to: "failed",
+            version: seen.version,
+            nonceChecked: true,
+          }),
+        });
+        const body = await answer.json();
+        finish({ txHash: "0xT" });
+        await delivery;
+        const after = await store.getIntent("pi_1");
+        const what = `${answer.status} ${
+          JSON.stringify(body)
+        }; ${after?.state}/${after?.hold} txs ${
+          JSON.stringify(after?.txHashes)
+        }`;
+        assert.equal(
+          `${after?.state}/${after?.hold}`,
+          "needs_review/pending",
+          what,
+        );
+        assert.equal(answer.status, 409, what);
+        assert.match(body.type, /send-in-flight$/, what);
+      } finally {
+        await close();
+      }
+    });
+  }
 }

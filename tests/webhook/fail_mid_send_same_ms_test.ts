@@ -86,9 +86,11 @@ for (const backend of BACKENDS) {
   });
 }
 
-Deno.test("a fail posted to the instance whose own send ended with its record failed, the review carrying that send's write-ahead (mayHaveSent false), waits for no send: send-ended once, then taken", async () => {
-  // The send's record fails (the store down for it), so its write-ahead
-  // stays on the intent: this process knows that send ended.
+Deno.test("a fail posted to the instance whose own send ended with its record failed, the review carrying that send's write-ahead (mayHaveSent false), waits out the send bound, then send-ended once, then taken", async () => {
+  // The send's record fails (the store down for it). Its write-ahead stays
+  // on the intent, but an error that says nothing of the write may hide a
+  // record that landed (and cleared it, for another send to write ahead
+  // at the same millisecond): this process cannot tell, so it waits.
   class FailingRecord extends MemoryStore {
     override recordBroadcast(): Promise<never> {
       return Promise.reject(new Error("store down for the record"));
@@ -118,11 +120,16 @@ Deno.test("a fail posted to the instance whose own send ended with its record fa
   assert.equal(seen.broadcasting, 1_000_000);
   assert.equal(seen.mayHaveSent, false);
   const fail = () => failByHand(app, headers, seen.version, true);
+  const waiting = await fail();
+  const waitingBody = await waiting.json();
+  assert.equal(waiting.status, 409, JSON.stringify(waitingBody));
+  assert.match(waitingBody.type, /send-in-flight$/);
+  clock.mono += 200; // the send bound (the lease) has passed
   const first = await fail();
   const firstBody = await first.json();
   assert.equal(first.status, 409, JSON.stringify(firstBody));
   assert.match(firstBody.type, /send-ended$/);
-  const taken = await fail(); // the monotonic clock has not moved
+  const taken = await fail(); // told once
   assert.equal(taken.status, 200, await taken.clone().text());
   assert.equal((await store.getIntent("pi_1"))?.hold, "voided");
 });
