@@ -3,7 +3,9 @@
  * `dropped`), posted to any of three instances over one store, raced
  * against deliveries, give-ups through two queues, sends that each end
  * within the Sender's timeout (half the lease) on the monotonic clock, and
- * a wall clock that steps on its own. A hold is voided only while no send
+ * a wall clock that steps on its own, and the store answering some
+ * write-aheads and records with an error after they landed, or "may have
+ * landed" before they land. A hold is voided only while no send
  * of the payment runs anywhere, and no send begins behind a voided hold.
  *
  * @module
@@ -147,12 +149,42 @@ for (const { name, seeds, open } of cases) {
           },
           receipt: () => Promise.resolve("dropped"),
         };
+        const running: Promise<unknown>[] = [];
         const watched = (store: Store): Store =>
           overriding(store, {
             async transition(id, change, options) {
               const after = await store.transition(id, change, options);
               if (change.ledger === "void") voids.push(++seq);
               return after;
+            },
+            async recordBroadcast(id, version, broadcast, options) {
+              const r = random();
+              if (r < 0.15) {
+                await store.recordBroadcast(id, version, broadcast, options);
+                throw new Error("answer lost");
+              }
+              if (r < 0.3) {
+                running.push(
+                  new Promise((res) => setTimeout(res, 3)).then(() =>
+                    store.recordBroadcast(id, version, broadcast, options)
+                  ).catch(() => {}),
+                );
+                throw new Error("may have landed");
+              }
+              return await store.recordBroadcast(
+                id,
+                version,
+                broadcast,
+                options,
+              );
+            },
+            async beginBroadcast(id, version, at, options) {
+              const r = random();
+              if (r < 0.15) {
+                await store.beginBroadcast(id, version, at, options);
+                throw new Error("answer lost");
+              }
+              return await store.beginBroadcast(id, version, at, options);
             },
             async voidHold(id) {
               const after = await store.voidHold(id);
@@ -188,7 +220,6 @@ for (const { name, seeds, open } of cases) {
             }
           }
         };
-        const running: Promise<unknown>[] = [];
         const pick = <T>(items: readonly T[]): T =>
           items[Math.floor(random() * items.length)]!;
         for (let step = 0; step < 24; step++) {
