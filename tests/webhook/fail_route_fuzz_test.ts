@@ -56,7 +56,7 @@ const cases: Array<{
 }> = [
   {
     name: "MemoryStore",
-    seeds: 150,
+    seeds: 75,
     open() {
       const one = new MemoryStore();
       return Promise.resolve({ stores: [one, one, one], close() {} });
@@ -64,7 +64,7 @@ const cases: Array<{
   },
   {
     name: "KvStore, three instances on one Deno KV",
-    seeds: 150,
+    seeds: 75,
     async open() {
       const kv = await Deno.openKv(":memory:");
       return {
@@ -75,7 +75,7 @@ const cases: Array<{
   },
   {
     name: "KvStore, one SQLite file opened three times",
-    seeds: 60,
+    seeds: 30,
     async open() {
       const dir = await Deno.makeTempDir();
       const path = `${dir}/relayer.kv`;
