@@ -7,7 +7,12 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { definePolicy, MemoryStore, type Store } from "../../mod.ts";
+import {
+  definePolicy,
+  MemoryStore,
+  type ReceiptStatus,
+  type Store,
+} from "../../mod.ts";
 import {
   type Backend,
   BACKENDS,
@@ -18,7 +23,13 @@ import {
   postgresBackend,
 } from "../_stores.ts";
 import { catchesAsync, runs } from "../_fc.ts";
-import { anyScenario, type Breaker, simulate } from "./_sim.ts";
+import {
+  anyScenario,
+  type Breaker,
+  type IntentPlan,
+  type SendKind,
+  simulate,
+} from "./_sim.ts";
 
 /** Holds when no run breaks an invariant (only those whose violation text matches `which`, if given). */
 function invariantsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
@@ -337,32 +348,115 @@ Deno.test("a reader that misses a voided hold cannot broadcast behind it: the st
 });
 
 /**
+ * A send declared not sent, then one that may leave: the second's write
+ * ahead follows a record that says nothing left, so only the write-ahead
+ * on record keeps a give-up that lands mid-send from failing the payment
+ * and voiding its hold.
+ */
+const cleanThenDoubt: fc.Arbitrary<IntentPlan> = fc.record({
+  start: fc.constant("authorized" as const),
+  sends: fc.tuple(
+    fc.constant<SendKind>("not_sent"),
+    fc.constantFrom<SendKind>("sent", "unknown", "poison"),
+  ),
+  receipts: fc.constantFrom<ReceiptStatus[]>(
+    ["pending"],
+    ["dropped"],
+    ["confirmed"],
+  ),
+});
+
+/**
  * Histories where the clock steps past a send's lease while it runs, and a
  * queue's give-up on another instance puts the payment in review before
  * the send's record: no crash, no store fault, so every tx the chain took
  * was recorded by a live process.
+ *
+ * The give-up lands mid-send only when the queue gives up at the very
+ * delivery that sends, held before that delivery's record (store call 2
+ * when the queue counts, 3 when the store does): drawn as anyScenario
+ * draws them, a give-up that voided the hold of the second send of a
+ * payment with its write-ahead on record was caught in 2 of 3,000 runs
+ * (103 of 1,000 now).
  */
-const lapsedSends = anyScenario.map((scenario) => ({
+const lapsedSends = fc.record({
+  scenario: anyScenario,
+  first: fc.option(cleanThenDoubt, { freq: 2 }),
+  giveUpAt: fc.oneof(fc.constant(2), fc.integer({ min: 1, max: 7 })),
+  pauseAt: fc.oneof(fc.constantFrom(2, 3), fc.integer({ min: 0, max: 6 })),
+}).map(({ scenario, first, giveUpAt, pauseAt }) => ({
   ...scenario,
+  intents: first === null
+    ? scenario.intents
+    : [first, ...scenario.intents.slice(1)],
   crashes: [],
   faults: [],
   giveUps: true,
+  giveUpAt,
+  pauseAt,
   lapse: true,
 }));
 
-for (const backend of BACKENDS) {
-  Deno.test(`a give-up that puts a payment in review while its send runs voids no hold of a tx that may land: an operator's fail meets the tx on record (I7) [${backend.name}]`, async () => {
-    await fc.assert(
-      fc.asyncProperty(lapsedSends, async (scenario) => {
-        const { store, close } = await backend.open();
-        try {
-          const { violations } = await simulate(scenario, store);
-          assert.deepEqual(violations, []);
-        } finally {
-          await close();
-        }
-      }),
-      { numRuns: runs(backend === postgresBackend ? 30 : 200) },
-    );
+/** Holds when no lapsed-send history breaks an invariant (only those whose violation text matches `which`, if given). */
+function lapsedSendsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
+  return fc.asyncProperty(lapsedSends, async (scenario) => {
+    const { store, close } = await backend.open();
+    try {
+      const { violations } = await simulate(scenario, store, breaker);
+      assert.deepEqual(
+        violations.filter((v) => which === undefined || which.test(v)),
+        [],
+      );
+    } finally {
+      await close();
+    }
   });
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`a give-up that puts a payment in review while its send runs voids no hold of a tx that may land: an operator's fail meets the tx on record (I7) [${backend.name}]`, async () => {
+    await fc.assert(lapsedSendsHold(backend), {
+      numRuns: runs(backend === postgresBackend ? 30 : 200),
+    });
+  });
+}
+
+/**
+ * Breaks I1 mid-send: a give-up that misses the write-ahead on record (a
+ * reader blind to it plans a fail after a send declared not sent) and a
+ * store that takes the fail through review, voiding the hold while the
+ * send may still leave.
+ */
+const voidsBehindSend: Breaker = (store) => ({
+  ...blind(store),
+  transition: async (id, change, options) => {
+    if (change.from !== "settling" || change.to !== "failed") {
+      return await store.transition(id, change, options);
+    }
+    const { ledger: _, ...review } = change;
+    const moved = await store.transition(id, {
+      ...review,
+      to: "needs_review",
+    }, options);
+    return await store.transition(id, {
+      from: "needs_review",
+      to: "failed",
+      version: moved.version,
+      at: change.at,
+      ledger: "void",
+    });
+  },
+});
+
+Deno.test("the lapsed-send property catches a give-up that voids a hold with a write-ahead on record (I1)", async () => {
+  // Drawn as anyScenario draws them, with no give-up aimed at the record
+  // of a send that follows one declared not sent, this was caught in 2 of
+  // 3,000 runs: the property's 200 in CI rarely would.
+  assert.equal(
+    await catchesAsync(
+      lapsedSendsHold(memoryBackend, voidsBehindSend, /^I1: .* may have left/),
+      200,
+    ),
+    true,
+  );
+});
