@@ -271,6 +271,25 @@ const doubtThenClean: fc.Arbitrary<IntentPlan> = fc.record({
   receipts: fc.constantFrom<ReceiptStatus[]>(["pending"], ["dropped"]),
 });
 
+/**
+ * A send declared not sent, then one that may leave: the second's write
+ * ahead follows a record that says nothing left, so only the write-ahead
+ * on record (its record failed, or not yet landed) keeps a resolution
+ * from failing the payment and voiding its hold.
+ */
+export const cleanThenDoubt: fc.Arbitrary<IntentPlan> = fc.record({
+  start: fc.constant("authorized" as const),
+  sends: fc.tuple(
+    fc.constant<SendKind>("not_sent"),
+    fc.constantFrom<SendKind>("sent", "unknown", "poison"),
+  ),
+  receipts: fc.constantFrom<ReceiptStatus[]>(
+    ["pending"],
+    ["dropped"],
+    ["confirmed"],
+  ),
+});
+
 /** Scenarios that reach the interesting cases: crashes between ledger and state, duplicates, huge waits. */
 export const anyScenario: fc.Arbitrary<Scenario> = fc.record({
   policy: fc.record({
@@ -289,6 +308,9 @@ export const anyScenario: fc.Arbitrary<Scenario> = fc.record({
       { weight: 1, arbitrary: mindChanging },
       // A send that may have left, then one declared not sent (I1).
       { weight: 2, arbitrary: doubtThenClean },
+      // The reverse: drawn at random, a resolution that missed the
+      // write-ahead of the second send was caught in about 1 of 1,000 runs.
+      { weight: 1, arbitrary: cleanThenDoubt },
     ),
     { minLength: 1, maxLength: 3 },
   ),

@@ -7,12 +7,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import {
-  definePolicy,
-  MemoryStore,
-  type ReceiptStatus,
-  type Store,
-} from "../../mod.ts";
+import { definePolicy, MemoryStore, type Store } from "../../mod.ts";
 import {
   type Backend,
   BACKENDS,
@@ -23,13 +18,7 @@ import {
   postgresBackend,
 } from "../_stores.ts";
 import { catchesAsync, runs } from "../_fc.ts";
-import {
-  anyScenario,
-  type Breaker,
-  type IntentPlan,
-  type SendKind,
-  simulate,
-} from "./_sim.ts";
+import { anyScenario, type Breaker, cleanThenDoubt, simulate } from "./_sim.ts";
 
 /** Holds when no run breaks an invariant (only those whose violation text matches `which`, if given). */
 function invariantsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
@@ -345,25 +334,6 @@ Deno.test("a reader that misses a voided hold cannot broadcast behind it: the st
   await fc.assert(invariantsHold(memoryBackend, staleLedger), {
     numRuns: runs(300),
   });
-});
-
-/**
- * A send declared not sent, then one that may leave: the second's write
- * ahead follows a record that says nothing left, so only the write-ahead
- * on record keeps a give-up that lands mid-send from failing the payment
- * and voiding its hold.
- */
-const cleanThenDoubt: fc.Arbitrary<IntentPlan> = fc.record({
-  start: fc.constant("authorized" as const),
-  sends: fc.tuple(
-    fc.constant<SendKind>("not_sent"),
-    fc.constantFrom<SendKind>("sent", "unknown", "poison"),
-  ),
-  receipts: fc.constantFrom<ReceiptStatus[]>(
-    ["pending"],
-    ["dropped"],
-    ["confirmed"],
-  ),
 });
 
 /**
