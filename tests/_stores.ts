@@ -66,6 +66,83 @@ export const BACKENDS: readonly Backend[] = [
   ...(postgresAvailable ? [postgresBackend] : []),
 ];
 
+/** Three instances' stores over one database, and how to close it. */
+export interface SharedStores {
+  readonly stores: Store[];
+  close(): void | Promise<void>;
+}
+
+/** A store opened as three instances over one database, with the seeded histories a fuzz test runs on it. */
+export interface SharedBackend {
+  readonly name: string;
+  readonly seeds: number;
+  open(): Promise<SharedStores>;
+}
+
+/**
+ * Every store opened as three instances over one database, for the fuzz
+ * tests that race three relayers: one MemoryStore three times, three
+ * KvStores on one Deno KV, three on one SQLite file opened three times,
+ * and one PostgresStore pool (only where a server can run), whose
+ * relayers' writes race in the server. `seeds` says how many histories
+ * each runs.
+ */
+export function sharedBackends(
+  seeds: { memory: number; kv: number; sqlite: number; postgres: number },
+): SharedBackend[] {
+  return [
+    {
+      name: "MemoryStore",
+      seeds: seeds.memory,
+      open() {
+        const one = new MemoryStore();
+        return Promise.resolve({ stores: [one, one, one], close() {} });
+      },
+    },
+    {
+      name: "KvStore, three instances on one Deno KV",
+      seeds: seeds.kv,
+      async open() {
+        const kv = await Deno.openKv(":memory:");
+        return {
+          stores: [new KvStore(kv), new KvStore(kv), new KvStore(kv)],
+          close: () => kv.close(),
+        };
+      },
+    },
+    {
+      name: "KvStore, one SQLite file opened three times",
+      seeds: seeds.sqlite,
+      async open() {
+        const dir = await Deno.makeTempDir();
+        const path = `${dir}/relayer.kv`;
+        const kvs = [
+          await Deno.openKv(path),
+          await Deno.openKv(path),
+          await Deno.openKv(path),
+        ];
+        return {
+          stores: kvs.map((kv) => new KvStore(kv)),
+          async close() {
+            for (const kv of kvs) kv.close();
+            await Deno.remove(dir, { recursive: true });
+          },
+        };
+      },
+    },
+    ...(postgresAvailable
+      ? [{
+        name: "PostgresStore",
+        seeds: seeds.postgres,
+        async open() {
+          const { store, close } = await postgresBackend.open();
+          return { stores: [store, store, store], close };
+        },
+      }]
+      : []),
+  ];
+}
+
 const READS = new Set([
   "getIntent",
   "deliveries",

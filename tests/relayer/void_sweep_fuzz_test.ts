@@ -12,28 +12,15 @@ import assert from "node:assert/strict";
 import {
   createRelayer,
   type Intent,
-  MemoryStore,
   notSent,
   type Relayer,
   type Sender,
   type Store,
 } from "../../mod.ts";
-import { KvStore } from "../../store/kv.ts";
-import { overriding, postgresAvailable, postgresBackend } from "../_stores.ts";
+import { overriding, sharedBackends } from "../_stores.ts";
+import { mulberry32 } from "../../support/prng.ts";
 
 const JOB = { intentId: "pi_1", kind: "settle" } as const;
-
-/** A small seeded PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Send {
   started: number;
@@ -43,69 +30,19 @@ interface Send {
   release(outcome: "sent" | "not_sent" | "unknown"): void;
 }
 
-const cases: Array<{
-  name: string;
-  seeds: number;
-  open(): Promise<{ stores: Store[]; close(): void | Promise<void> }>;
-}> = [
-  {
-    name: "MemoryStore",
-    seeds: 150,
-    open() {
-      const one = new MemoryStore();
-      return Promise.resolve({ stores: [one, one, one], close() {} });
-    },
-  },
-  {
-    name: "KvStore, three instances on one Deno KV",
-    seeds: 150,
-    async open() {
-      const kv = await Deno.openKv(":memory:");
-      return {
-        stores: [new KvStore(kv), new KvStore(kv), new KvStore(kv)],
-        close: () => kv.close(),
-      };
-    },
-  },
-  {
-    name: "KvStore, one SQLite file opened three times",
-    seeds: 60,
-    async open() {
-      const dir = await Deno.makeTempDir();
-      const path = `${dir}/relayer.kv`;
-      const kvs = [
-        await Deno.openKv(path),
-        await Deno.openKv(path),
-        await Deno.openKv(path),
-      ];
-      return {
-        stores: kvs.map((kv) => new KvStore(kv)),
-        async close() {
-          for (const kv of kvs) kv.close();
-          await Deno.remove(dir, { recursive: true });
-        },
-      };
-    },
-  },
-  // One pool of connections: the three relayers' writes race in the server.
-  ...(postgresAvailable
-    ? [{
-      name: "PostgresStore",
-      seeds: 40,
-      async open() {
-        const { store, close } = await postgresBackend.open();
-        return { stores: [store, store, store], close };
-      },
-    }]
-    : []),
-];
+const cases = sharedBackends({
+  memory: 150,
+  kv: 150,
+  sqlite: 60,
+  postgres: 40,
+});
 
 for (const { name, seeds, open } of cases) {
   Deno.test(`${name}: no automatic void of a hold while a send may run or may have left, over ${seeds} raced histories`, async () => {
     // Histories that voided the hold after a send: the property is not met vacuously.
     let voidedAfterSends = 0;
     for (let seed = 1; seed <= seeds; seed++) {
-      const random = prng(seed);
+      const random = mulberry32(seed);
       const { stores, close } = await open();
       try {
         await stores[0]!.createIntent({
