@@ -13,9 +13,15 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp } from "../../webhook/app.ts";
-import { notSent, type ReceiptStatus, type Sender } from "../../mod.ts";
+import { notSent, type Sender } from "../../mod.ts";
 import { BACKENDS, overriding } from "../_stores.ts";
+import {
+  authorizedIntent,
+  failByHand,
+  heldSends,
+  leasedApp,
+  readIntent,
+} from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-lost-answer-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -36,18 +42,9 @@ for (const backend of BACKENDS) {
     Deno.test(`${backend.name}: a fail posted to an instance whose own send's record ${name}, while another's, written ahead at the same millisecond, still runs, is refused`, async () => {
       const { store, close } = await backend.open();
       try {
-        await store.createIntent({
-          id: "pi_1",
-          state: "authorized",
-          hold: "pending",
-        });
+        await authorizedIntent(store);
         const clock = { now: 1_000_000 };
-        let finish!: (sent: { txHash: string }) => void;
-        let began!: () => void;
-        const sending = new Promise<void>((resolve) => began = resolve);
-        const receipts: Record<string, ReceiptStatus> = { "0xT": "confirmed" };
-        const receipt = (txHash: string) =>
-          Promise.resolve(receipts[txHash] ?? "dropped");
+        const { sender: held, sending, finish, receipt } = heldSends("0xT");
         // The first instance's send stays home; its record lands, and the
         // answer is lost on the way back.
         const homeSender: Sender = {
@@ -70,27 +67,11 @@ for (const backend of BACKENDS) {
             throw new Error("connection reset after the commit");
           },
         });
-        // The second instance's send hangs until `finish`.
-        const heldSender: Sender = {
-          send: () => {
-            began();
-            return new Promise((resolve) => finish = resolve);
-          },
-          receipt,
-        };
         const app = (over: typeof store, sender: Sender) =>
-          createApp({
-            store: over,
-            sender,
-            opsToken: OPS,
-            now: () => clock.now,
-            random: () => 0,
-            leaseMs: 200,
-            clockSkewMs: 0,
-            policy: { maxDeliveries: 3 },
-          });
+          leasedApp(over, { clock, opsToken: OPS, sender });
         const first = app(answerLost, homeSender);
-        const second = app(store, heldSender);
+        // The second instance's send hangs until `finish`.
+        const second = app(store, held(true));
         await first.relayer.deliver(job, 1).catch(() => {});
         await landing;
         const between = await store.getIntent("pi_1");
@@ -109,20 +90,10 @@ for (const backend of BACKENDS) {
           queue: { queue: "qstash", messageId: "msg_1" },
         });
         assert.equal(gaveUp.action, "poison");
-        const seen = (await (await first.request("/v1/intents/pi_1", {
-          headers,
-        })).json()).intent;
+        const seen = await readIntent(first, headers);
         assert.equal(seen.state, "needs_review");
         // The operator looks the nonce up: unused, the tx has not left.
-        const answer = await first.request("/v1/intents/pi_1/resolve", {
-          method: "POST",
-          headers,
-          body: JSON.stringify({
-            to: "failed",
-            version: seen.version,
-            nonceChecked: true,
-          }),
-        });
+        const answer = await failByHand(first, headers, seen.version, true);
         const body = await answer.json();
         finish({ txHash: "0xT" });
         await delivery;
