@@ -329,6 +329,34 @@ export function onFreshSchema(
   });
 }
 
+/** What {@linkcode onReadOnlySchema} hands its test. */
+export interface ReadOnlySchema extends FreshSchema {
+  /** A PostgresStore on `admin` and the same schema, which takes writes: for the test's set-up. */
+  readonly writable: PostgresStore;
+}
+
+/**
+ * A test body on a fresh schema (see {@linkcode onFreshSchema}) whose
+ * store's sessions are read-only (`default_transaction_read_only = on`, as
+ * on a standby or a primary that failed over), migrated through `admin`,
+ * and a `writable` store on `admin` for the test to set its intents up.
+ *
+ * @param test The test, handed what it runs on.
+ * @returns A `Deno.test` body.
+ */
+export function onReadOnlySchema(
+  test: (fresh: ReadOnlySchema) => Promise<void>,
+): (t: Deno.TestContext) => Promise<void> {
+  return onFreshSchema({
+    migrateOn: "admin",
+    connection: { default_transaction_read_only: "on" },
+  }, (fresh) =>
+    test({
+      ...fresh,
+      writable: new PostgresStore(fresh.admin, { schema: fresh.schema }),
+    }));
+}
+
 /**
  * A fresh database on this run's server, for a service that takes a
  * `DATABASE_URL` (and migrates its own schema); `drop()` removes it.

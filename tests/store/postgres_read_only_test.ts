@@ -9,8 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { onReadOnlySchema, postgresAvailable } from "../_postgres.ts";
 
 const READ_ONLY =
   /^Cannot .+ as PostgreSQL refused it as read-only \(a standby, a primary that failed over and is not writable yet, or default_transaction_read_only = on\): nothing was written; retry once the database takes writes, and check that the store's URL names the primary$/;
@@ -19,12 +18,8 @@ Deno.test({
   name:
     "PostgresStore's writes on a read-only database fail with nothing written, and say so, never as the server's bare PostgresError",
   ignore: !postgresAvailable,
-  fn: onFreshSchema({
-    migrateOn: "admin",
-    connection: { default_transaction_read_only: "on" },
-  }, async ({ admin, schema, store }) => {
+  fn: onReadOnlySchema(async ({ store, writable }) => {
     // Set up through a writable client, on the same schema.
-    const writable = new PostgresStore(admin, { schema });
     await writable.createIntent({
       id: "pi_1",
       state: "authorized",

@@ -10,8 +10,7 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { ScriptedSender } from "../../mod.ts";
-import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { onReadOnlySchema, postgresAvailable } from "../_postgres.ts";
 
 const OPS = "ops-token-for-tests";
 const headers = {
@@ -23,11 +22,8 @@ Deno.test({
   name:
     "createApp() on a read-only PostgreSQL: an operator's creation and resolution answer 503 with nothing changed, and the log names the read-only database",
   ignore: !postgresAvailable,
-  fn: onFreshSchema({
-    migrateOn: "admin",
-    connection: { default_transaction_read_only: "on" },
-  }, async ({ admin, schema, store }) => {
-    const writable = new PostgresStore(admin, { schema });
+  fn: onReadOnlySchema(async ({ store, writable }) => {
+    // Set up through a writable client, on the same schema.
     const settling = await writable.createIntent({
       id: "pi_2",
       state: "settling",
