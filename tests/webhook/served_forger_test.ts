@@ -50,36 +50,58 @@ interface Served {
   readonly process: MainProcess;
 }
 
-/** `main.ts` served over `kvPath`, with QStash's keys for `publicUrl`, the generic route and the ops routes. */
-async function serve(
-  kvPath: string,
-  writeDir: string,
-  signerPort: number,
-  publicUrl?: string,
-): Promise<Served> {
-  const { port } = freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const process = startMain({
-    SENDER_URL: `http://127.0.0.1:${signerPort}`,
-    WEBHOOK_SECRET: SECRET,
-    OPS_TOKEN: OPS,
-    QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
-    QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
-    PUBLIC_URL: publicUrl ?? base,
-    KV_PATH: kvPath,
-  }, { port, writeDir });
-  const started = AbortSignal.timeout(30_000);
-  await healthy(base, started);
-  if (started.aborted) {
-    process.kill();
-    assert.fail(`main.ts did not start: ${(await process.ended()).stderr}`);
-  }
-  return { base, port, process };
-}
-
 async function stop(served: Served): Promise<void> {
   served.process.kill();
   await served.process.ended();
+}
+
+/**
+ * A signer stub and a fresh dir for `test`, whose `serve` starts `main.ts`
+ * over the one KV file there (with QStash's keys for `publicUrl`, or its
+ * own base), the generic route and the ops routes; after it, every
+ * process it served is stopped, the signer shut down and the dir removed.
+ */
+async function withSigner(
+  test: (at: {
+    signer: ReturnType<typeof signerStub>;
+    serve(publicUrl?: string): Promise<Served>;
+  }) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_forger_" });
+  const signer = signerStub();
+  const started: Served[] = [];
+  try {
+    await test({
+      signer,
+      async serve(publicUrl) {
+        const { port } = freePort();
+        const base = `http://127.0.0.1:${port}`;
+        const process = startMain({
+          SENDER_URL: `http://127.0.0.1:${signer.server.addr.port}`,
+          WEBHOOK_SECRET: SECRET,
+          OPS_TOKEN: OPS,
+          QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+          QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+          PUBLIC_URL: publicUrl ?? base,
+          KV_PATH: `${dir}/relayer.kv`,
+        }, { port, writeDir: dir });
+        const ready = AbortSignal.timeout(30_000);
+        await healthy(base, ready);
+        if (ready.aborted) {
+          process.kill();
+          assert.fail(
+            `main.ts did not start: ${(await process.ended()).stderr}`,
+          );
+        }
+        started.push({ base, port, process });
+        return { base, port, process };
+      },
+    });
+  } finally {
+    for (const served of started.reverse()) await stop(served);
+    await signer.server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
 }
 
 /** Creates `id` authorized through the ops route. */
@@ -154,14 +176,8 @@ function request(
 Deno.test(
   "served main.ts: a signed QStash delivery sent under another spelling of its route reaches nothing (404) or is its one use, so its replay on /v1/qstash is 401",
   timeout(90_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_forger_" });
-    const signer = signerStub();
-    const served = await serve(
-      `${dir}/relayer.kv`,
-      dir,
-      signer.server.addr.port,
-    );
-    try {
+    await withSigner(async ({ signer, serve }) => {
+      const served = await serve();
       const url = `${served.base}/v1/qstash`;
       const spellings: [string, number][] = [
         ["/v1/qstash/", 404],
@@ -208,25 +224,15 @@ Deno.test(
         assert.equal(signer.sends() - sends, 1, target);
         assert.equal(await stateOf(served.base, id), "settling", target);
       }
-    } finally {
-      await stop(served);
-      await signer.server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   }),
 );
 
 Deno.test(
   "served main.ts: a signature sent twice, folded or behind bent framing is refused and writes nothing; a replay pipelined behind its first use is 401 and sends nothing",
   timeout(90_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_forger_" });
-    const signer = signerStub();
-    const served = await serve(
-      `${dir}/relayer.kv`,
-      dir,
-      signer.server.addr.port,
-    );
-    try {
+    await withSigner(async ({ signer, serve }) => {
+      const served = await serve();
       const url = `${served.base}/v1/qstash`;
       await authorized(served.base, "pi_framed");
       const body = JSON.stringify({ intentId: "pi_framed", kind: "settle" });
@@ -326,32 +332,16 @@ Deno.test(
       assert.deepEqual(statuses, ["HTTP/1.1 503", "HTTP/1.1 401"]);
       assert.equal(signer.sends(), 1);
       assert.equal(await stateOf(served.base, "pi_framed"), "settling");
-    } finally {
-      await stop(served);
-      await signer.server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   }),
 );
 
 Deno.test(
   "served main.ts: one signed delivery sent at once to two processes over one KV file, four copies, acts once: one 503, three 401, one send",
   timeout(120_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_forger_" });
-    const signer = signerStub();
-    const first = await serve(
-      `${dir}/relayer.kv`,
-      dir,
-      signer.server.addr.port,
-    );
-    let second: Served | undefined;
-    try {
-      second = await serve(
-        `${dir}/relayer.kv`,
-        dir,
-        signer.server.addr.port,
-        first.base,
-      );
+    await withSigner(async ({ signer, serve }) => {
+      const first = await serve();
+      const second = await serve(first.base);
       const url = `${first.base}/v1/qstash`;
       const bases = [first.base, second.base, first.base, second.base];
       for (let i = 0; i < 6; i++) {
@@ -387,11 +377,6 @@ Deno.test(
         assert.deepEqual(statuses.sort(), [401, 401, 401, 503], path);
         assert.equal(signer.sends() - sends, 1, path);
       }
-    } finally {
-      if (second) await stop(second);
-      await stop(first);
-      await signer.server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   }),
 );
