@@ -86,14 +86,71 @@ function relay(target: { hostname: string; port: number }) {
   };
 }
 
+/**
+ * `main.ts` as a process on `databaseUrl` (`database`'s, or a relay's to
+ * it), over a dir of its own, and how a test watches it.
+ */
+async function serveOn(database: { url: string }, databaseUrl: string) {
+  const admin = await sharedClient();
+  const name = new URL(database.url).pathname.slice(1);
+  const dir = await Deno.makeTempDir({ prefix: "relayer_types_" });
+  const { port } = freePort();
+  const service = startMain({
+    SENDER_URL: "http://127.0.0.1:9/",
+    WEBHOOK_SECRET: "types-secret-0123456789abcdef",
+    DATABASE_URL: databaseUrl,
+  }, { port, writeDir: dir });
+  let exited = false;
+  service.child.status.then(() => exited = true);
+  /** Fails with what the process said on its way out. */
+  const alive = async () => {
+    if (!exited) return;
+    const { code, stderr } = await service.ended();
+    assert.fail(`the service's process ended (code ${code}): ${stderr}`);
+  };
+  const base = `http://127.0.0.1:${port}`;
+  /** `/readyz`'s status, 0 while nothing answers. */
+  const ready = async (): Promise<number> => {
+    try {
+      const res = await fetch(`${base}/readyz`);
+      await res.body?.cancel();
+      return res.status;
+    } catch {
+      return 0;
+    }
+  };
+  return {
+    admin,
+    name,
+    service,
+    alive,
+    ready,
+    /** Ends every session of the database but `admin`'s: only this service's, the server is shared with other files. */
+    terminate: () =>
+      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = ${name} AND pid <> pg_backend_pid()`,
+    /** Waits for the service's first ready answer, failing if it ends. */
+    async started() {
+      while (await ready() !== 200) {
+        await alive();
+        await sleep(50);
+      }
+    },
+    /** Ends the process and removes its dir. */
+    async stop() {
+      service.kill();
+      await service.ended();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
 Deno.test({
   name:
     "main.ts on PostgreSQL lives on when the server ends a new connection while postgres.js reads its types, and reads again",
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
-    const admin = await sharedClient();
-    const name = new URL(database.url).pathname.slice(1);
     const real = new URL(await postgresUrl());
     const proxy = relay({
       hostname: real.hostname,
@@ -101,40 +158,10 @@ Deno.test({
     });
     const url = new URL(database.url);
     url.port = String(proxy.port);
-    const dir = await Deno.makeTempDir({ prefix: "relayer_types_" });
-    const { port } = freePort();
-    const service = startMain({
-      SENDER_URL: "http://127.0.0.1:9/",
-      WEBHOOK_SECRET: "types-secret-0123456789abcdef",
-      DATABASE_URL: url.href,
-    }, { port, writeDir: dir });
-    let exited = false;
-    service.child.status.then(() => exited = true);
-    /** Fails with what the process said on its way out. */
-    const alive = async () => {
-      if (!exited) return;
-      const { code, stderr } = await service.ended();
-      assert.fail(`the service's process ended (code ${code}): ${stderr}`);
-    };
-    const base = `http://127.0.0.1:${port}`;
-    // Only this service's sessions: the server is shared with other files.
-    const terminate = () =>
-      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = ${name} AND pid <> pg_backend_pid()`;
-    const ready = async (): Promise<number> => {
-      try {
-        const res = await fetch(`${base}/readyz`);
-        await res.body?.cancel();
-        return res.status;
-      } catch {
-        return 0;
-      }
-    };
+    const { admin, name, service, alive, ready, terminate, started, stop } =
+      await serveOn(database, url.href);
     try {
-      while (await ready() !== 200) {
-        await alive();
-        await sleep(50);
-      }
+      await started();
       // Every session of the pool ended: the next read opens a new one,
       // whose type query the server ends before it runs.
       proxy.arm(async () => {
@@ -167,11 +194,9 @@ Deno.test({
         /PostgreSQL ended a new connection while postgres\.js read its types \(57P01\): it connects again/,
       );
     } finally {
-      service.kill();
-      await service.ended();
+      await stop();
       proxy.close();
       await database.drop();
-      await Deno.remove(dir, { recursive: true });
     }
   }),
 });
@@ -182,40 +207,10 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     const database = await freshDatabase();
-    const admin = await sharedClient();
-    const name = new URL(database.url).pathname.slice(1);
-    const dir = await Deno.makeTempDir({ prefix: "relayer_types_" });
-    const { port } = freePort();
-    const service = startMain({
-      SENDER_URL: "http://127.0.0.1:9/",
-      WEBHOOK_SECRET: "types-secret-0123456789abcdef",
-      DATABASE_URL: database.url,
-    }, { port, writeDir: dir });
-    let exited = false;
-    service.child.status.then(() => exited = true);
-    const alive = async () => {
-      if (!exited) return;
-      const { code, stderr } = await service.ended();
-      assert.fail(`the service's process ended (code ${code}): ${stderr}`);
-    };
-    const base = `http://127.0.0.1:${port}`;
-    const terminate = () =>
-      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = ${name} AND pid <> pg_backend_pid()`;
-    const ready = async (): Promise<number> => {
-      try {
-        const res = await fetch(`${base}/readyz`);
-        await res.body?.cancel();
-        return res.status;
-      } catch {
-        return 0;
-      }
-    };
+    const { admin, name, service, alive, ready, terminate, started, stop } =
+      await serveOn(database, database.url);
     try {
-      while (await ready() !== 200) {
-        await alive();
-        await sleep(50);
-      }
+      await started();
       // A statement_timeout too short for any statement, on this
       // database's new sessions (as on the role): every connection the
       // pool opens again has its type query cancelled (57014).
@@ -252,10 +247,8 @@ Deno.test({
         /PostgreSQL cancelled postgres\.js.s type query on a new connection \(57014: /,
       );
     } finally {
-      service.kill();
-      await service.ended();
+      await stop();
       await database.drop();
-      await Deno.remove(dir, { recursive: true });
     }
   }),
 });
