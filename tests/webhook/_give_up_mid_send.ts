@@ -121,3 +121,50 @@ export async function failByHand(
     body: JSON.stringify({ to: "failed", version, nonceChecked }),
   });
 }
+
+/**
+ * The end of a race at one millisecond: `second`'s send, written ahead at
+ * the wall clock `first`'s ended send read (`mayHaveSent` false), runs
+ * until `finish`; the wall clock steps a minute, `first` gives the job up
+ * into review, and the operator's fail (the nonce looked up: unused, the
+ * tx has not left) is posted to `first`. It must be refused 409
+ * `send-in-flight`, the hold still pending once the tx then leaves.
+ */
+export async function sameMillisecondFailRefused(
+  store: Store,
+  apps: { first: WebhookApp; second: WebhookApp },
+  race: {
+    job: Job;
+    clock: { now: number };
+    sending: Promise<void>;
+    finish: (sent: { txHash: string }) => void;
+    headers: Record<string, string>;
+  },
+): Promise<void> {
+  const { first, second } = apps;
+  const { job, clock, headers } = race;
+  const delivery = second.relayer.deliver(job, 2).catch((e) => e);
+  await race.sending;
+  const ahead = await store.getIntent("pi_1");
+  assert.equal(ahead?.broadcasting, clock.now);
+  assert.equal(ahead?.mayHaveSent, false);
+  clock.now += 60_000; // the wall clock steps forward mid-send
+  const gaveUp = await first.relayer.giveUp(job, {
+    deliveries: 3,
+    queue: { queue: "qstash", messageId: "msg_1" },
+  });
+  assert.equal(gaveUp.action, "poison");
+  const seen = await readIntent(first, headers);
+  assert.equal(seen.state, "needs_review");
+  const answer = await failByHand(first, headers, seen.version, true);
+  const body = await answer.json();
+  race.finish({ txHash: "0xT" });
+  await delivery;
+  const after = await store.getIntent("pi_1");
+  const what = `${answer.status} ${
+    JSON.stringify(body)
+  }; ${after?.state}/${after?.hold} txs ${JSON.stringify(after?.txHashes)}`;
+  assert.equal(`${after?.state}/${after?.hold}`, "needs_review/pending", what);
+  assert.equal(answer.status, 409, what);
+  assert.match(body.type, /send-in-flight$/, what);
+}

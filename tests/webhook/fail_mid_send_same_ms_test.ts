@@ -21,7 +21,7 @@ import {
   failByHand,
   heldSends,
   leasedApp,
-  readIntent,
+  sameMillisecondFailRefused,
 } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-same-ms-tests";
@@ -51,35 +51,13 @@ for (const backend of BACKENDS) {
       assert.equal(between?.broadcasting, null);
       assert.equal(between?.mayHaveSent, false);
       // The second instance's wall clock reads what the first's read.
-      const delivery = second.relayer.deliver(job, 2).catch((e) => e);
-      await sending;
-      const ahead = await store.getIntent("pi_1");
-      assert.equal(ahead?.broadcasting, clock.now);
-      assert.equal(ahead?.mayHaveSent, false);
-      clock.now += 60_000; // the wall clock steps forward mid-send
-      const gaveUp = await first.relayer.giveUp(job, {
-        deliveries: 3,
-        queue: { queue: "qstash", messageId: "msg_1" },
+      await sameMillisecondFailRefused(store, { first, second }, {
+        job,
+        clock,
+        sending,
+        finish,
+        headers,
       });
-      assert.equal(gaveUp.action, "poison");
-      const seen = await readIntent(first, headers);
-      assert.equal(seen.state, "needs_review");
-      // The operator looks the nonce up: unused, the tx has not left.
-      const answer = await failByHand(first, headers, seen.version, true);
-      const body = await answer.json();
-      finish({ txHash: "0xT" });
-      await delivery;
-      const after = await store.getIntent("pi_1");
-      const what = `${answer.status} ${
-        JSON.stringify(body)
-      }; ${after?.state}/${after?.hold} txs ${JSON.stringify(after?.txHashes)}`;
-      assert.equal(
-        `${after?.state}/${after?.hold}`,
-        "needs_review/pending",
-        what,
-      );
-      assert.equal(answer.status, 409, what);
-      assert.match(body.type, /send-in-flight$/, what);
     } finally {
       await close();
     }
