@@ -15,7 +15,7 @@
  * | `QSTASH_URL` | optional: QStash's API base, without `/v2/publish` (default `https://qstash.upstash.io`) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation) |
- * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret |
+ * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN` |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
@@ -1108,6 +1108,9 @@ export function loadConfig(
     ["WEBHOOK_SECRET_NEXT", webhookSecretNext],
     ["QSTASH_CURRENT_SIGNING_KEY", current],
     ["QSTASH_NEXT_SIGNING_KEY", next],
+    // Not a signing secret, but sent to QStash with every publish and
+    // shown in its console.
+    ["QSTASH_TOKEN", qstashToken],
   ] as const;
   const reused = signing.find(([, value]) =>
     opsToken !== undefined && value === opsToken
@@ -1117,7 +1120,7 @@ export function loadConfig(
       "OPS_TOKEN",
       `OPS_TOKEN must differ from ${
         reused[0]
-      }: whoever holds a signing secret (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
+      }: whoever holds a signing secret or QStash's token (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
     );
   }
 

@@ -1279,7 +1279,7 @@ Deno.test("loadConfig() reads a frozen environment, numbers of its [vars] includ
   );
 });
 
-Deno.test("loadConfig() refuses an OPS_TOKEN that is also a signing secret, by name and without echoing it: whoever signs deliveries would hold the operator's routes", () => {
+Deno.test("loadConfig() refuses an OPS_TOKEN that is also a signing secret or QStash's token, by name and without echoing it: whoever signs deliveries would hold the operator's routes", () => {
   const token = "shared-secret-0123456789";
   const qstash = {
     QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
@@ -1301,6 +1301,8 @@ Deno.test("loadConfig() refuses an OPS_TOKEN that is also a signing secret, by n
         { ...base, ...qstash, QSTASH_NEXT_SIGNING_KEY: token },
         "QSTASH_NEXT_SIGNING_KEY",
       ],
+      // Sent to QStash with every publish, and shown in its console.
+      [{ ...base, ...qstash, QSTASH_TOKEN: token }, "QSTASH_TOKEN"],
     ] as const
   ) {
     assert.throws(
@@ -1310,7 +1312,7 @@ Deno.test("loadConfig() refuses an OPS_TOKEN that is also a signing secret, by n
         assert.equal(error.setting, "OPS_TOKEN");
         assert.equal(
           error.message,
-          `OPS_TOKEN must differ from ${reused}: whoever holds a signing secret (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
+          `OPS_TOKEN must differ from ${reused}: whoever holds a signing secret or QStash's token (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
         );
         assert.ok(!error.message.includes(token));
         return true;
