@@ -22,7 +22,9 @@ import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
  * goes on, so the test can end a session at that moment. If `hold`
  * answers `"cut"`, the chunk goes on, the server's answer to it is
  * dropped and the client's connection closed as that answer arrives: what
- * the chunk asked for was done, and the client never hears so. Once
+ * the chunk asked for was done, and the client never hears so. If it
+ * answers bytes, those go on instead of the chunk (a message rewritten).
+ * Once
  * `stop` is aborted, the relay closes its listener and every connection
  * (in a child process it lives as long as the process).
  *
@@ -30,7 +32,10 @@ import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
  */
 export function relayed(
   url: string,
-  hold: (text: string, connection: number) => Promise<void | "cut">,
+  hold: (
+    text: string,
+    connection: number,
+  ) => Promise<void | "cut" | Uint8Array>,
   stop?: AbortSignal,
 ): string {
   const real = new URL(url);
@@ -73,10 +78,9 @@ export function relayed(
         const writer = server.writable.getWriter();
         try {
           for await (const chunk of client.readable) {
-            if (await hold(text.decode(chunk), connection) === "cut") {
-              cut = true;
-            }
-            await writer.write(chunk);
+            const held = await hold(text.decode(chunk), connection);
+            if (held === "cut") cut = true;
+            await writer.write(held instanceof Uint8Array ? held : chunk);
           }
         } catch {
           // either side gone
