@@ -43,6 +43,39 @@ export const DURABLE_COMMIT =
   "DO $$BEGIN IF current_setting('synchronous_commit') = 'off' THEN SET LOCAL synchronous_commit = on; END IF; END$$";
 
 /**
+ * What a transaction that writes the store's tables runs first, behind
+ * its `BEGIN` (the store's writes, the move from Deno KV, a write by
+ * hand): each table refuses a statement that writes it (SQLSTATE `RL003`,
+ * a trigger of the schema's, see {@linkcode migration}) unless this
+ * setting is on. `SET LOCAL` holds until the transaction ends, and
+ * outside a transaction it ends with its own statement: a write's
+ * statements that run outside its transaction (a cancel that cut the
+ * query holding its `BEGIN`, its statements pipelined behind) are each
+ * refused, and nothing of the write lands without the check it begins
+ * with.
+ *
+ * @example
+ * ```ts ignore
+ * await sql.begin(async (tx) => {
+ *   await tx.unsafe(IN_WRITE);
+ *   // the writes
+ * });
+ * ```
+ */
+export const IN_WRITE = "SET LOCAL relayer.in_write = 'on'";
+
+/**
+ * The SQLSTATE a write outside a transaction that ran {@linkcode IN_WRITE}
+ * meets.
+ *
+ * @example
+ * ```ts ignore
+ * if (error.code === OUTSIDE_WRITE) console.log("run IN_WRITE first");
+ * ```
+ */
+export const OUTSIDE_WRITE = "RL003";
+
+/**
  * Every relation the migration creates (tables, indexes, the sequence),
  * its function, and the column added to a table made before it: what
  * {@linkcode migrated} looks for.
@@ -59,7 +92,12 @@ const RELATIONS = [
   "dead_letters",
   "dead_letters_newest",
 ] as const;
-const FUNCTIONS = ["refuse_replay(bigint)", "refuse_stale(bigint)"] as const;
+const FUNCTIONS = [
+  "refuse_replay(bigint)",
+  "refuse_stale(bigint)",
+  "refuse_outside()",
+] as const;
+const CALLED = ["refuse_replay(bigint)", "refuse_stale(bigint)"] as const;
 const COLUMNS = [["intents", "tx_hashes"]] as const;
 /**
  * The privileges the store's calls use, which a service role that does
@@ -118,6 +156,13 @@ export function migrated(schema: string): string {
           WHERE attrelid = to_regclass('${s}.${table}')
             AND attname = '${column}' AND NOT attisdropped)`
       ),
+      // Each table's guard, enabled (one an operator disabled is enabled
+      // again by the next migration).
+      ...TABLES.map((table) =>
+        `EXISTS (SELECT 1 FROM pg_trigger
+          WHERE tgrelid = to_regclass('${s}.${table}')
+            AND tgname = '${GUARD}' AND tgenabled <> 'D')`
+      ),
     ].join("\n    AND ")
   } AS current,
   current_setting('transaction_read_only') = 'on' AS read_only,
@@ -136,7 +181,9 @@ export function migrated(schema: string): string {
         `has_sequence_privilege(to_regclass('${s}.dead_letter_versions')::oid, 'USAGE, UPDATE')`,
         `USAGE on ${schema}.dead_letter_versions`,
       ),
-      ...FUNCTIONS.map((name) =>
+      // The functions the store's statements call (a trigger's function
+      // needs EXECUTE only of the role that creates the trigger).
+      ...CALLED.map((name) =>
         lacks(
           `has_function_privilege(to_regprocedure('${s}.${name}')::oid, 'EXECUTE')`,
           `EXECUTE on ${schema}.${name}`,
@@ -157,7 +204,13 @@ export function migrated(schema: string): string {
   }]::text[], ', ') AS hidden`;
 }
 
-/** The store's tables, each of which it must see every row of. */
+/**
+ * The trigger on each of the store's tables that refuses a write outside a
+ * transaction that ran {@linkcode IN_WRITE}.
+ */
+const GUARD = "in_write_only";
+
+/** The store's tables, each of which it must see every row of, and each guarded. */
 const TABLES = [
   "intents",
   "holds",
@@ -320,5 +373,43 @@ export function migration(schema: string): readonly string[] {
     )`,
     // Newest first, then by job id: the keyset of listDeadLetters.
     `CREATE INDEX IF NOT EXISTS dead_letters_newest ON ${s}.dead_letters (poisoned_at DESC, job_id)`,
+    // Every statement that writes a table of the store runs inside a
+    // transaction that ran IN_WRITE: one that runs outside it (in
+    // autocommit, after a cancel cut the query holding its BEGIN) is
+    // refused, so no write lands without its checks. The hint is what an
+    // operator's UPDATE by hand meets.
+    `CREATE OR REPLACE FUNCTION ${s}.refuse_outside() RETURNS trigger
+      LANGUAGE plpgsql AS $$
+      BEGIN
+        IF coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
+          RAISE EXCEPTION 'the relayer''s table %.% takes writes only inside a transaction that ran SET LOCAL relayer.in_write = ''on''', TG_TABLE_SCHEMA, TG_TABLE_NAME
+            USING ERRCODE = '${OUTSIDE_WRITE}',
+              HINT = 'To write by hand (only if the runbook asks it), in one transaction: BEGIN; SET LOCAL relayer.in_write = ''on''; your statements; COMMIT; (docs/postgres.md, "Writing by hand")';
+        END IF;
+        RETURN NULL;
+      END
+      $$`,
+    // CREATE TRIGGER locks its table: run only where the guard is missing
+    // (or disabled: enabled again).
+    ...TABLES.map((table) =>
+      `DO $$
+      BEGIN
+        IF NOT EXISTS (
+          SELECT 1 FROM pg_trigger
+          WHERE tgrelid = '${s}.${table}'::regclass AND tgname = '${GUARD}'
+        ) THEN
+          CREATE TRIGGER ${GUARD}
+            BEFORE INSERT OR UPDATE OR DELETE ON ${s}.${table}
+            FOR EACH STATEMENT EXECUTE FUNCTION ${s}.refuse_outside();
+        ELSIF EXISTS (
+          SELECT 1 FROM pg_trigger
+          WHERE tgrelid = '${s}.${table}'::regclass AND tgname = '${GUARD}'
+            AND tgenabled = 'D'
+        ) THEN
+          ALTER TABLE ${s}.${table} ENABLE TRIGGER ${GUARD};
+        END IF;
+      END
+      $$`
+    ),
   ];
 }

@@ -53,8 +53,10 @@ import { ConflictError } from "./conflict_error.ts";
 import { ReplayError } from "./replay_error.ts";
 import {
   DURABLE_COMMIT,
+  IN_WRITE,
   migrated,
   migration,
+  OUTSIDE_WRITE,
   SCHEMA_NAME,
 } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
@@ -1321,14 +1323,17 @@ export class PostgresStore implements Store {
     ) => {
       flights++;
       const sent = [
-        // One simple query of three statements: the flight's lock waits
+        // One simple query of four statements: the flight's lock waits
         // are bounded below `connectionWaitMs`, so a write held up by
         // another session's lock (an open psql, a schema change) fails with
         // nothing written and hands its connection back, instead of
         // keeping it from the pool for as long as the lock lasts; and its
-        // commit is durable once answered (`DURABLE`).
+        // commit is durable once answered (`DURABLE`). And the tables
+        // take its writes (`IN_WRITE`): a cancel that cuts this query
+        // before its BEGIN ran leaves the statements behind it to run
+        // outside a transaction, where each is refused, not landed alone.
         tx.unsafe(
-          `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}; ${DURABLE}`,
+          `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}; ${IN_WRITE}; ${DURABLE}`,
         ).execute(),
         // Never sent again behind the COMMIT, outside the transaction: a
         // statement PostgreSQL refuses as stale fails the flight instead.
@@ -1393,14 +1398,23 @@ export class PostgresStore implements Store {
           const settled = await rest;
           if (
             settled[0]?.status === "rejected" &&
-            settled.slice(1, -1).some((answer) => answer.status === "fulfilled")
+            settled.slice(1, -1).some((answer) =>
+              answer.status === "fulfilled"
+            ) &&
+            !settled.some((answer) =>
+              answer.status === "rejected" &&
+              (answer.reason as { code?: unknown })?.code === OUTSIDE_WRITE
+            )
           ) {
             // The first query failed before its BEGIN ran (a cancel that
             // reached the server as it began: pg_cancel_backend, a
             // statement_timeout shorter than its parse, this store's own
             // late cancel of a read), and the statements behind it, each
-            // its own sync, ran outside a transaction, each committing on
-            // its own: some of them landed. Not "nothing was written".
+            // its own sync, ran outside a transaction. The tables refuse
+            // each of them (`RL003`, see `IN_WRITE`): the first query's
+            // error stands, nothing was written. Unless none was refused
+            // so (the schema's guard dropped, or disabled since the
+            // start's check): some of them may have landed, each alone.
             throw beganOutside(error);
           }
           // The write goes again only for `connectionWaitMs` after its
@@ -1871,8 +1885,9 @@ export class PostgresStore implements Store {
       // `ROLLBACK` is sent on it (`unlessLost`).
       const value = await work(tx, async (writes) => {
         const answers = await unlessLost(Promise.all([
-          tx.unsafe(`SET LOCAL lock_timeout = ${this.#lockMs}; ${DURABLE}`)
-            .execute(),
+          tx.unsafe(
+            `SET LOCAL lock_timeout = ${this.#lockMs}; ${IN_WRITE}; ${DURABLE}`,
+          ).execute(),
           // Never sent again by postgres.js: one refused as stale would
           // go behind the statements sent since, asking for its
           // description first, and be read out of order.
@@ -3213,7 +3228,8 @@ function lostDuringWrite(error: unknown): Error {
 
 /**
  * The error of a write whose flight's first query (its `BEGIN`) failed
- * while statements behind it answered: they ran outside a transaction.
+ * while statements behind it answered, none refused by the tables' guard
+ * (dropped or disabled): they ran outside a transaction.
  */
 function beganOutside(error: unknown): Error {
   return new Error(

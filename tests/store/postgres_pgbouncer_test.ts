@@ -18,6 +18,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService } from "../../main.ts";
 import { PostgresStore } from "../../store/postgres.ts";
+import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import {
   type OwnedPgBouncer,
   processPostgres,
@@ -162,8 +163,12 @@ Deno.test({
         await store.createIntent({ id: "pi_1", state: "created" });
         assert.equal(await store.recordHold("pi_1"), "pending", name);
         assert.equal(await store.voidHold("pi_1"), "voided", name);
-        await sql.unsafe(`DELETE FROM "${schema}".holds`);
-        await sql.unsafe(`DELETE FROM "${schema}".intents`);
+        // By hand, in one transaction that says so (IN_WRITE).
+        await sql.begin(async (tx) => {
+          await tx.unsafe(IN_WRITE);
+          await tx.unsafe(`DELETE FROM "${schema}".holds`);
+          await tx.unsafe(`DELETE FROM "${schema}".intents`);
+        });
       } finally {
         await sql.end();
       }
