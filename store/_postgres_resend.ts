@@ -27,6 +27,7 @@
  */
 
 import type postgres from "postgres";
+import { WRITE_MARK } from "./_postgres_schema.ts";
 
 /** The server routines whose errors postgres.js 3.4.9 answers by sending the statement again. */
 const RESENT_ON = new Set([
@@ -39,6 +40,41 @@ const RESENT_ON = new Set([
 interface Built {
   strings?: TemplateStringsArray;
   args?: unknown[];
+}
+
+/**
+ * Puts {@linkcode WRITE_MARK} before `query`'s text, before it is executed:
+ * each statement of a store's write flight goes so, and the tables' guard
+ * refuses such a statement outside the write's transaction (see
+ * `IN_WRITE`). postgres.js 3.4.9 builds a query's text from its
+ * `strings` (a tagged template's, or an `unsafe` query's one text) when
+ * it executes it: the mark leads the text the server prepares, which is
+ * what `current_query()` answers in the guard. Marking a query twice
+ * marks it once; `prepareAgain` prepares the marked text, as the flight
+ * sent it.
+ *
+ * @example
+ * ```ts ignore
+ * const q = marked(tx`UPDATE ${intents} SET version = version + 1`);
+ * await q.execute();
+ * ```
+ *
+ * @param query A query not yet executed.
+ * @returns `query`, marked.
+ */
+export function marked<Q>(query: Q): Q {
+  const built = query as Built;
+  const strings = built.strings;
+  if (strings === undefined || strings[0] === undefined) return query;
+  if (strings[0].startsWith(WRITE_MARK)) return query;
+  const raw = Array.isArray(strings.raw)
+    ? { raw: [WRITE_MARK + strings.raw[0], ...strings.raw.slice(1)] }
+    : {};
+  built.strings = Object.assign(
+    [WRITE_MARK + strings[0], ...strings.slice(1)],
+    raw,
+  ) as unknown as TemplateStringsArray;
+  return query;
 }
 
 /**

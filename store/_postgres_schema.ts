@@ -43,34 +43,50 @@ export const DURABLE_COMMIT =
   "DO $$BEGIN IF current_setting('synchronous_commit') = 'off' THEN SET LOCAL synchronous_commit = on; END IF; END$$";
 
 /**
- * What a transaction that writes the store's tables runs first, behind
- * its `BEGIN` (the store's writes, the move from Deno KV, a write by
- * hand): each table refuses a statement that writes it (SQLSTATE `RL003`,
- * a trigger of the schema's, see {@linkcode migration}) unless this
- * setting is on. `SET LOCAL` holds until the transaction ends, and
- * outside a transaction it ends with its own statement: a write's
- * statements that run outside its transaction (a cancel that cut the
- * query holding its `BEGIN`, its statements pipelined behind) are each
- * refused, and nothing of the write lands without the check it begins
- * with.
+ * What the store's write transactions run first, behind their `BEGIN`:
+ * the tables' guard (a trigger of the schema's, see {@linkcode migration})
+ * refuses a statement marked {@linkcode WRITE_MARK} (SQLSTATE `RL003`)
+ * unless this setting is on. `SET LOCAL` holds until the transaction
+ * ends, and outside a transaction it ends with its own statement: a
+ * write's statements that run outside its transaction (a cancel that cut
+ * the query holding its `BEGIN`, its statements pipelined behind) are
+ * each refused, and nothing of the write lands without the check it
+ * begins with. A statement without the mark (a write by hand, the
+ * payments API's, an older relayer's, the move from Deno KV) needs
+ * nothing.
  *
  * @example
  * ```ts ignore
  * await sql.begin(async (tx) => {
  *   await tx.unsafe(IN_WRITE);
- *   // the writes
+ *   // the store's marked writes
  * });
  * ```
  */
 export const IN_WRITE = "SET LOCAL relayer.in_write = 'on'";
 
 /**
- * The SQLSTATE a write outside a transaction that ran {@linkcode IN_WRITE}
- * meets.
+ * What each statement of a store's write begins with (`marked`, in
+ * `_postgres_resend.ts`, puts it there): the tables' guard refuses only a
+ * statement whose text (`current_query()`) begins so, outside a
+ * transaction that ran {@linkcode IN_WRITE}. It ends with a space:
+ * postgres.js finds the keyword of a helper (`UPDATE … SET ${sql(row)}`)
+ * only after whitespace, a parenthesis or the text's start.
  *
  * @example
  * ```ts ignore
- * if (error.code === OUTSIDE_WRITE) console.log("run IN_WRITE first");
+ * const text = `${WRITE_MARK}UPDATE s.intents SET version = version + 1`;
+ * ```
+ */
+export const WRITE_MARK = "/* relayer:write */ ";
+
+/**
+ * The SQLSTATE a statement marked {@linkcode WRITE_MARK} meets outside a
+ * transaction that ran {@linkcode IN_WRITE}.
+ *
+ * @example
+ * ```ts ignore
+ * if (error.code === OUTSIDE_WRITE) console.log("it ran outside its transaction");
  * ```
  */
 export const OUTSIDE_WRITE = "RL003";
@@ -156,8 +172,12 @@ export function migrated(schema: string): string {
           WHERE attrelid = to_regclass('${s}.${table}')
             AND attname = '${column}' AND NOT attisdropped)`
       ),
-      // Each table's guard, enabled (one an operator disabled is enabled
-      // again by the next migration).
+      // The guard's function as this version has it (it refuses only the
+      // store's marked statements), and each table's guard, enabled (one
+      // an operator disabled is enabled again by the next migration).
+      `EXISTS (SELECT 1 FROM pg_proc
+          WHERE oid = to_regprocedure('${s}.refuse_outside()')
+            AND prosrc LIKE '%${MARK_TEXT}%')`,
       ...TABLES.map((table) =>
         `EXISTS (SELECT 1 FROM pg_trigger
           WHERE tgrelid = to_regclass('${s}.${table}')
@@ -209,6 +229,9 @@ export function migrated(schema: string): string {
  * transaction that ran {@linkcode IN_WRITE}.
  */
 const GUARD = "in_write_only";
+
+/** {@linkcode WRITE_MARK} without its space, as the guard compares it. */
+const MARK_TEXT = WRITE_MARK.trimEnd();
 
 /** The store's tables, each of which it must see every row of, and each guarded. */
 const TABLES = [
@@ -373,18 +396,20 @@ export function migration(schema: string): readonly string[] {
     )`,
     // Newest first, then by job id: the keyset of listDeadLetters.
     `CREATE INDEX IF NOT EXISTS dead_letters_newest ON ${s}.dead_letters (poisoned_at DESC, job_id)`,
-    // Every statement that writes a table of the store runs inside a
-    // transaction that ran IN_WRITE: one that runs outside it (in
+    // Every statement of the store's writes (marked WRITE_MARK) runs
+    // inside a transaction that ran IN_WRITE: one that runs outside it (in
     // autocommit, after a cancel cut the query holding its BEGIN) is
-    // refused, so no write lands without its checks. The hint is what an
-    // operator's UPDATE by hand meets.
+    // refused, so no write of the store lands without its checks. Any
+    // other statement (a write by hand, the payments API's, an older
+    // relayer's) is not the guard's business.
     `CREATE OR REPLACE FUNCTION ${s}.refuse_outside() RETURNS trigger
       LANGUAGE plpgsql AS $$
       BEGIN
-        IF coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
-          RAISE EXCEPTION 'the relayer''s table %.% takes writes only inside a transaction that ran SET LOCAL relayer.in_write = ''on''', TG_TABLE_SCHEMA, TG_TABLE_NAME
+        IF starts_with(current_query(), '${MARK_TEXT}')
+          AND coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
+          RAISE EXCEPTION 'a write of the relayer''s to %.% ran outside its transaction (a cancel cut its BEGIN): refused', TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = '${OUTSIDE_WRITE}',
-              HINT = 'To write by hand (only if the runbook asks it), in one transaction: BEGIN; SET LOCAL relayer.in_write = ''on''; your statements; COMMIT; (docs/postgres.md, "Writing by hand")';
+              HINT = 'Only statements that begin with ${MARK_TEXT} are refused so; a write by hand needs nothing (docs/postgres.md, "Writing by hand")';
         END IF;
         RETURN NULL;
       END

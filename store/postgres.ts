@@ -71,6 +71,7 @@ import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import { notWritten } from "./_not_written.ts";
 import {
+  marked,
   neverResent,
   prepareAgain,
   refusedAsStale,
@@ -1329,15 +1330,18 @@ export class PostgresStore implements Store {
         // nothing written and hands its connection back, instead of
         // keeping it from the pool for as long as the lock lasts; and its
         // commit is durable once answered (`DURABLE`). And the tables
-        // take its writes (`IN_WRITE`): a cancel that cuts this query
-        // before its BEGIN ran leaves the statements behind it to run
-        // outside a transaction, where each is refused, not landed alone.
+        // take its marked writes (`IN_WRITE`): a cancel that cuts this
+        // query before its BEGIN ran leaves the statements behind it to
+        // run outside a transaction, where each is refused, not landed
+        // alone.
         tx.unsafe(
           `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}; ${IN_WRITE}; ${DURABLE}`,
         ).execute(),
         // Never sent again behind the COMMIT, outside the transaction: a
         // statement PostgreSQL refuses as stale fails the flight instead.
-        ...writes.map((q) => (neverResent(q), q.execute())),
+        // Each marked (`WRITE_MARK`): the tables' guard refuses it outside
+        // this transaction.
+        ...writes.map((q) => (neverResent(marked(q)), q.execute())),
         // A simple query, never prepared: a prepared COMMIT that a session
         // which lost the client's statements refused (26000) aborted the
         // transaction, and postgres.js sent it again, which answered
@@ -1891,7 +1895,8 @@ export class PostgresStore implements Store {
           // Never sent again by postgres.js: one refused as stale would
           // go behind the statements sent since, asking for its
           // description first, and be read out of order.
-          ...writes.map((q) => (neverResent(q), q.execute())),
+          // Marked as the flight's are (`WRITE_MARK`).
+          ...writes.map((q) => (neverResent(marked(q)), q.execute())),
           // Deferred constraints and constraint triggers (an operator's,
           // on the store's tables) are checked first, inside the
           // transaction: one that failed at COMMIT AND CHAIN itself ended

@@ -5,7 +5,9 @@
  * real server, a cancel that cuts the flight's first query before its
  * `BEGIN` ran leaves the statements pipelined behind it to run outside a
  * transaction, each on its own, and the tables refuse each (the schema's
- * guard, see `IN_WRITE`): nothing of the write lands, and it answers so.
+ * guard refuses a statement marked as the store's, `WRITE_MARK`, outside
+ * a transaction that set `IN_WRITE`): nothing of the write lands, and it
+ * answers so.
  *
  * @module
  */

@@ -5,10 +5,11 @@
  * transaction, each on its own, so the write's check of what it read
  * (the version, `refuse_stale`) fails alone and the writes behind it
  * would land without their guard (a void of the hold after a
- * write-ahead: a send may be in flight). The schema refuses every write
- * to the store's tables outside a transaction that set
- * `relayer.in_write`, so nothing of it lands. And what an operator's
- * write by hand meets, and how `migrate()` puts the guard on a schema.
+ * write-ahead: a send may be in flight). The schema refuses each of the
+ * store's statements (marked `WRITE_MARK`) outside a transaction that set
+ * `relayer.in_write`, so nothing of it lands. And that a write by hand
+ * and an older relayer's writes (unmarked) need nothing, and how
+ * `migrate()` puts the guard on a schema.
  *
  * @module
  */
@@ -17,7 +18,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
+import { IN_WRITE, WRITE_MARK } from "../../store/_postgres_schema.ts";
 import {
   connect,
   freshSchema,
@@ -133,34 +134,46 @@ Deno.test({
 
 Deno.test({
   name:
-    "PostgreSQL: a write by hand outside a transaction that set relayer.in_write is refused with what to do; migrate() guards a schema an older version made, and enables a guard disabled",
+    "PostgreSQL: a write by hand needs nothing; a statement marked as the store's is refused outside a transaction that set relayer.in_write, and lands inside one; migrate() guards a schema an older version made, and enables a guard disabled",
   ignore: !postgresAvailable,
   fn: onFreshSchema({}, async ({ admin, schema, sql, store }) => {
     await store.createIntent({ id: "pi_1", state: "authorized" });
-    // `sql` is the store's client: no session setting lets it through.
-    const refused = await sql.unsafe(
-      `UPDATE "${schema}".intents SET version = version + 1`,
-    ).then(
-      () => null,
-      (error: Error & { code?: string; hint?: string }) => error,
+    // By hand (an operator, the payments API): no setting, no
+    // transaction of its own, on the store's own client too.
+    await sql.unsafe(
+      `UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
     );
-    assert.equal(refused?.code, "RL003");
-    assert.equal(
-      refused?.message,
-      `the relayer's table ${schema}.intents takes writes only inside a transaction that ran SET LOCAL relayer.in_write = 'on'`,
-    );
-    assert.match(
-      String(refused?.hint),
-      /BEGIN; SET LOCAL relayer\.in_write = 'on'; your statements; COMMIT;/,
-    );
-    // As the runbook's recipe: it lands.
+    await admin`UPDATE ${admin(schema)}.intents SET version = version + 1
+      WHERE id = ${"pi_1"}`;
+    assert.equal((await store.getIntent("pi_1"))?.version, "3");
+    // The store's mark, outside its transaction: refused, each statement
+    // alone (a simple query and a prepared one).
+    const marked =
+      `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`;
+    for (
+      const attempt of [
+        () => sql.unsafe(marked),
+        () => sql.unsafe(marked, [], { prepare: true }),
+      ]
+    ) {
+      const refused = await attempt().then(
+        () => null,
+        (error: Error & { code?: string; hint?: string }) => error,
+      );
+      assert.equal(refused?.code, "RL003");
+      assert.equal(
+        refused?.message,
+        `a write of the relayer's to ${schema}.intents ran outside its transaction (a cancel cut its BEGIN): refused`,
+      );
+      assert.match(String(refused?.hint), /a write by hand needs nothing/);
+    }
+    assert.equal((await store.getIntent("pi_1"))?.version, "3");
+    // Inside a transaction that set it, as the store's flight is: it lands.
     await sql.begin(async (tx) => {
       await tx.unsafe(IN_WRITE);
-      await tx.unsafe(
-        `UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
-      );
+      await tx.unsafe(marked);
     });
-    assert.equal((await store.getIntent("pi_1"))?.version, "2");
+    assert.equal((await store.getIntent("pi_1"))?.version, "4");
 
     const guards = async () =>
       (await admin.unsafe(
@@ -193,4 +206,117 @@ Deno.test({
     await new PostgresStore(sql, { schema }).migrate();
     assert.equal(await guards(), 6);
   }),
+});
+
+/**
+ * What a relayer of the version before sends, rewritten from this one's
+ * bytes on their way to the server: each Parse ('P') and simple query
+ * ('Q') without `WRITE_MARK` and without `IN_WRITE`. Messages are cut
+ * where the client's chunks are, so each connection keeps what a chunk
+ * left of a message for the next one; its first message (the startup,
+ * or an SSL request) has no type byte.
+ */
+function asBefore(): (text: string, connection: number) => Uint8Array {
+  const left = new Map<number, string>();
+  const started = new Set<number>();
+  const bytes = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
+  const length = (s: string, at: number) =>
+    new DataView(bytes(s.slice(at, at + 4)).buffer).getUint32(0);
+  const framed = (type: string, body: string) => {
+    const out = new Uint8Array(5 + body.length);
+    out[0] = type.charCodeAt(0);
+    new DataView(out.buffer).setUint32(1, 4 + body.length);
+    out.set(bytes(body), 5);
+    return out;
+  };
+  return (text, connection) => {
+    let rest = (left.get(connection) ?? "") + text;
+    const out: Uint8Array[] = [];
+    for (;;) {
+      if (!started.has(connection)) {
+        if (rest.length < 8) break;
+        const n = length(rest, 0);
+        if (rest.length < n) break;
+        // An SSL request (80877103) is followed by the startup.
+        if (!(n === 8 && length(rest, 4) === 80877103)) started.add(connection);
+        out.push(bytes(rest.slice(0, n)));
+        rest = rest.slice(n);
+        continue;
+      }
+      if (rest.length < 5) break;
+      const n = length(rest, 1);
+      if (rest.length < 1 + n) break;
+      const type = rest[0]!;
+      let body = rest.slice(5, 1 + n);
+      if (type === "P" || type === "Q") {
+        body = body.replaceAll(WRITE_MARK, "").replaceAll(`${IN_WRITE}; `, "");
+      }
+      out.push(framed(type, body));
+      rest = rest.slice(1 + n);
+    }
+    left.set(connection, rest);
+    const joined = new Uint8Array(out.reduce((sum, b) => sum + b.length, 0));
+    let at = 0;
+    for (const b of out) {
+      joined.set(b, at);
+      at += b.length;
+    }
+    return joined;
+  };
+}
+
+Deno.test({
+  name:
+    "PostgresStore: a relayer of the version before (no mark, no relayer.in_write) keeps writing on a schema this version migrated, as during a rollout",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const stop = new AbortController();
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const rewrite = asBefore();
+    let marks = 0;
+    const through = relayed(await postgresUrl(), (text, connection) => {
+      marks += text.split(WRITE_MARK).length - 1;
+      return Promise.resolve(rewrite(text, connection));
+    }, stop.signal);
+    const sql = postgres(through, {
+      max: 2,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      const old = new PostgresStore(sql, { schema });
+      await old.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+        mayHaveSent: false,
+      });
+      let intent = (await old.getIntent("pi_1"))!;
+      intent = await old.beginBroadcast("pi_1", intent.version, 1);
+      intent = await old.recordBroadcast("pi_1", intent.version, {
+        outcome: "not_sent",
+        at: 2,
+      });
+      assert.equal(await old.voidHold("pi_1"), "voided");
+      assert.equal(await old.admit({ count: "pi_1/settle", now: 3 }), 1);
+      // Its statements reached the server without the mark, and the
+      // guard let each through: they landed.
+      assert.ok(marks > 0, "the relay took the mark off the store's writes");
+      const [row] = await admin.unsafe(
+        `SELECT h.state AS hold, i.broadcasting FROM "${schema}".intents i
+         JOIN "${schema}".holds h ON h.intent_id = i.id WHERE i.id = 'pi_1'`,
+      );
+      assert.equal(row?.hold, "voided");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      stop.abort();
+    }
+  },
 });

@@ -1,0 +1,143 @@
+/**
+ * PostgresStore marks every statement of its writes (`WRITE_MARK`), which
+ * the tables' guard refuses outside the write's transaction: the store
+ * contract runs on a client that records each statement's text as
+ * postgres.js builds it, and each statement that writes a table of the
+ * store, and each one sent between a write's `BEGIN` (the query that
+ * sets `relayer.in_write`) and its `COMMIT`, begins with the mark. Each
+ * of the store's write methods ran, and sent marked statements: a method
+ * that wrote around `#transaction`'s commit would show here unmarked.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import type { Store } from "../../store/store.ts";
+import { IN_WRITE, WRITE_MARK } from "../../store/_postgres_schema.ts";
+import { freshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { storeContract } from "./_contract.ts";
+
+/** The store's methods that write, each of which the contract calls. */
+const WRITES = [
+  "createIntent",
+  "transition",
+  "beginBroadcast",
+  "recordBroadcast",
+  "recordHold",
+  "voidHold",
+  "captureHold",
+  "admit",
+  "putDeadLetter",
+  "releaseLease",
+  "redrive",
+] as const;
+
+/** A statement that writes a table (not a read's `FOR UPDATE`). */
+const WRITING = /\b(INSERT\s+INTO|UPDATE\s+"[^"]+"\."|DELETE\s+FROM)\s/i;
+
+Deno.test({
+  name:
+    "PostgresStore: every statement of every write (the store contract's) begins with the mark the tables' guard looks for",
+  ignore: !postgresAvailable,
+  async fn(t) {
+    const sent: { connection: number; text: string; during: string[] }[] = [];
+    const running = new Map<string, number>();
+    let recording = false;
+    const sql = postgres(await postgresUrl(), {
+      max: 4,
+      onnotice: () => {},
+      max_lifetime: null,
+      debug: (connection, text) => {
+        if (!recording) return;
+        sent.push({
+          connection,
+          text,
+          during: [...running].filter(([, n]) => n > 0).map(([m]) => m),
+        });
+      },
+    });
+    const schemas: string[] = [];
+    /** The store, each of whose write methods says when it runs. */
+    const watched = (store: PostgresStore): Store =>
+      new Proxy(store, {
+        get(target, key) {
+          const value = Reflect.get(target, key, target);
+          if (
+            typeof value !== "function" ||
+            !(WRITES as readonly (string | symbol)[]).includes(key)
+          ) {
+            return typeof value === "function" ? value.bind(target) : value;
+          }
+          const name = String(key);
+          return async (...args: unknown[]) => {
+            running.set(name, (running.get(name) ?? 0) + 1);
+            try {
+              return await value.apply(target, args);
+            } finally {
+              running.set(name, running.get(name)! - 1);
+            }
+          };
+        },
+      }) as unknown as Store;
+    const cases: {
+      name: string;
+      fn: (t: Deno.TestContext) => Promise<void>;
+    }[] = [];
+    storeContract("PostgresStore", async () => {
+      const schema = freshSchema();
+      schemas.push(schema);
+      const store = new PostgresStore(sql, { schema });
+      recording = false;
+      await store.migrate();
+      recording = true;
+      return { store: watched(store), close: () => {} };
+    }, {
+      test: ({ name, ignore }, fn) => {
+        if (!ignore) cases.push({ name, fn: fn as typeof cases[0]["fn"] });
+      },
+    });
+    try {
+      for (const { name, fn } of cases) await t.step(name, fn);
+    } finally {
+      recording = false;
+      for (const schema of schemas) {
+        await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      }
+      await sql.end();
+    }
+
+    // Every statement that writes a table of the store is marked.
+    const unmarked = sent.filter(({ text }) =>
+      WRITING.test(text) && !text.startsWith(WRITE_MARK)
+    );
+    assert.deepEqual(unmarked.map(({ text }) => text), []);
+    // Every statement inside a write's flight (after the query that sets
+    // relayer.in_write, up to its COMMIT) is marked.
+    const open = new Set<number>();
+    const inside: string[] = [];
+    for (const { connection, text } of sent) {
+      if (text.includes(IN_WRITE)) {
+        open.add(connection);
+      } else if (/^COMMIT\b/.test(text)) {
+        open.delete(connection);
+      } else if (
+        open.has(connection) && text !== "SET CONSTRAINTS ALL IMMEDIATE"
+      ) {
+        inside.push(text);
+      }
+    }
+    assert.ok(inside.length > 0);
+    assert.deepEqual(inside.filter((text) => !text.startsWith(WRITE_MARK)), []);
+    // Each write method ran, and sent marked statements.
+    for (const method of WRITES) {
+      assert.ok(
+        sent.some(({ text, during }) =>
+          during.includes(method) && text.startsWith(WRITE_MARK)
+        ),
+        `${method} sent no marked statement`,
+      );
+    }
+  },
+});
