@@ -52,10 +52,7 @@ await migrateTimed("empty");
 const load = performance.now();
 // Intents: 60% settled, 30% failed, 4% settling, 3% authorized, 2% in
 // review, 1% created; holds on all but the created.
-// One simple query, one implicit transaction: the tables take its writes
-// only once it says so (see IN_WRITE, store/_postgres_schema.ts).
 await sql.unsafe(`
-  SET LOCAL relayer.in_write = 'on';
   INSERT INTO big.intents (id, state, settling_since, may_have_sent,
     last_outcome, last_tx_hash, last_at, tx_hashes, version)
   SELECT 'pi_' || lpad(i::text, 8, '0'), s,
@@ -146,8 +143,7 @@ const traced = postgres(server.url, {
   onnotice: () => {},
   debug: (_c, query, parameters) => seen.push({ query, parameters }),
 });
-await sql.unsafe(`SET LOCAL relayer.in_write = 'on';
-  DELETE FROM big.counters WHERE expires_at <= ${NOW};
+await sql.unsafe(`DELETE FROM big.counters WHERE expires_at <= ${NOW};
   DELETE FROM big.claims WHERE expires_at <= ${NOW - 600_000}`);
 await sql.unsafe(`VACUUM big.counters, big.claims`);
 // The sweep caught up, the statistics from before (as between two of
@@ -180,9 +176,7 @@ await traced.end();
 const sweep = seen.find(({ query }) => query.includes("SKIP LOCKED"))!;
 for (const mode of ["force_custom_plan", "force_generic_plan"]) {
   const plan = await sql.begin(async (tx) => {
-    await tx.unsafe(
-      `SET LOCAL plan_cache_mode = ${mode}; SET LOCAL relayer.in_write = 'on'`,
-    );
+    await tx.unsafe(`SET LOCAL plan_cache_mode = ${mode}`);
     await tx.unsafe(
       `PREPARE sweep (${
         sweep.parameters.map(() => "int8").join(", ")

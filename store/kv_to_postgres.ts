@@ -37,12 +37,7 @@ import { BusyError } from "./busy_error.ts";
 import { ConflictError } from "./conflict_error.ts";
 import type { KvKey, KvLike } from "./kv.ts";
 import type { PostgresClient } from "./postgres.ts";
-import {
-  DURABLE_COMMIT,
-  IN_WRITE,
-  migrated,
-  SCHEMA_NAME,
-} from "./_postgres_schema.ts";
+import { DURABLE_COMMIT, migrated, SCHEMA_NAME } from "./_postgres_schema.ts";
 import {
   deadLetterRow,
   hasNul,
@@ -352,11 +347,7 @@ export async function moveKvToPostgres(
   let start = "";
   await client.begin(async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
-    // The tables take writes only in a transaction that says so (see
-    // `IN_WRITE`).
-    await unlessLost(
-      tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}; ${IN_WRITE}`),
-    );
+    await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
     // Durable when it says moved, as the store's writes are: a role or
     // database with `synchronous_commit = off` has a COMMIT answered before
     // it is on disk, and a crash then would leave the schema empty after

@@ -140,25 +140,13 @@ export async function connect(
     fetchTypes?: boolean;
     /** Server settings for each connection (its session's defaults). */
     connection?: Record<string, string>;
-    /**
-     * Whether the client writes the store's tables by hand, a test's
-     * set-up: each of its sessions has `relayer.in_write` on, which the
-     * tables' guard asks of every write (see `IN_WRITE`), so its writes
-     * need no transaction of their own. A store on such a client is not
-     * guarded: a test of the guard writes through another.
-     */
-    byHand?: boolean;
   } = {},
 ): Promise<postgres.Sql> {
-  const connection = {
-    ...options.connection,
-    ...(options.byHand ? { "relayer.in_write": "on" } : {}),
-  };
   return postgres(await postgresUrl(), {
     max,
     onnotice: () => {},
     fetch_types: options.fetchTypes ?? true,
-    ...(Object.keys(connection).length > 0 ? { connection } : {}),
+    ...(options.connection ? { connection: options.connection } : {}),
     max_lifetime: null,
   });
 }
@@ -210,8 +198,7 @@ export interface FreshSchema {
   /**
    * A client of the test's own beside the store's, for its set-up, its
    * checks and its locks: what it does there takes none of `sql`'s
-   * connections. It writes the store's tables by hand (`byHand` of
-   * {@linkcode connect}).
+   * connections.
    */
   readonly admin: postgres.Sql;
   /** A fresh schema of this run's server, migrated. */
@@ -314,7 +301,7 @@ export function onFreshSchema(
     timeoutMs = 30_000,
   } = options;
   return timeout(timeoutMs, async () => {
-    const admin = await connect(adminMax, { byHand: true });
+    const admin = await connect(adminMax);
     const schema = freshSchema();
     const sql = await connect(max, {
       fetchTypes,
@@ -526,8 +513,6 @@ async function takeSchema(
   await sql.unsafe(
     [
       ...(rename ? [`ALTER SCHEMA "${used}" RENAME TO "${schema}";`] : []),
-      // One implicit transaction: its deletes are taken (see IN_WRITE).
-      `SET LOCAL relayer.in_write = 'on';`,
       ...TABLES.map((table) => `DELETE FROM "${schema}".${table};`),
     ].join(" "),
   );

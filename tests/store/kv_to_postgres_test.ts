@@ -35,7 +35,6 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 
 const T0 = 1_800_000_000_000;
 const MINUTE = 60_000;
@@ -1077,7 +1076,7 @@ Deno.test({
         ],
       ] as const;
       for (const [values, held] of rows) {
-        await pg.sql.unsafe(`${IN_WRITE}; INSERT INTO ${values}`);
+        await pg.sql.unsafe(`INSERT INTO ${values}`);
         const table = values.slice(s.length + 1, values.indexOf(" "));
         const error = await moveAt(file, pg).then(() => null, (error) => error);
         assert.ok(error instanceof ConflictError, `${table}: ${error}`);
@@ -1088,7 +1087,7 @@ Deno.test({
           1,
           table,
         );
-        await pg.sql.unsafe(`${IN_WRITE}; DELETE FROM ${s}.${table}`);
+        await pg.sql.unsafe(`DELETE FROM ${s}.${table}`);
       }
     }),
 });
@@ -1474,7 +1473,7 @@ Deno.test({
       try {
         await reserved`BEGIN`;
         await reserved.unsafe(
-          `${IN_WRITE}; INSERT INTO "${pg.schema}".claims (key, expires_at) VALUES ('sig_open', ${T0})`,
+          `INSERT INTO "${pg.schema}".claims (key, expires_at) VALUES ('sig_open', ${T0})`,
         );
         const error = await moveAt(file, pg).then(() => null, (error) => error);
         assert.ok(error instanceof BusyError, String(error));

@@ -60,7 +60,7 @@ async function setUp(
     socket?: () => Promise<net.Socket>;
   } = {},
 ) {
-  const admin = await connect(2, { byHand: true });
+  const admin = await connect(2);
   const schema = freshSchema();
   await new PostgresStore(admin, { schema }).migrate();
   // `socket` is postgres.js's, not in its types.
@@ -575,7 +575,7 @@ Deno.test({
     "PostgresStore goes on when the server ends its idle connections (idle_session_timeout) and bounds idle transactions (idle_in_transaction_session_timeout): a write's transaction is one flight, never idle",
   ignore,
   fn: timeout(30_000, async () => {
-    const admin = await connect(2, { byHand: true });
+    const admin = await connect(2);
     const schema = freshSchema();
     await new PostgresStore(admin, { schema }).migrate();
     // One connection, so that each time the server ends it is one close

@@ -42,7 +42,7 @@ const CANCELLED =
  * defaults (`statement_timeout`).
  */
 async function setUp(connection: Record<string, number> = {}) {
-  const admin = await connect(2, { byHand: true });
+  const admin = await connect(2);
   const schema = freshSchema();
   await new PostgresStore(admin, { schema }).migrate();
   const url = await postgresUrl();
@@ -304,7 +304,7 @@ Deno.test({
     "The webhook answers a delivery that gets no connection (too many connections for its role, 53300) as a store outage: 503, nothing decided, one line naming the limit and not the URL, and the store goes on once a slot frees",
   ignore,
   fn: timeout(30_000, async () => {
-    const admin = await connect(2, { byHand: true });
+    const admin = await connect(2);
     const schema = freshSchema();
     const role = `r${schema}`;
     await admin.unsafe(

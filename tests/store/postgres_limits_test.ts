@@ -11,7 +11,6 @@
  */
 
 import assert from "node:assert/strict";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
 import { deadLetter } from "./_contract.ts";
 
@@ -60,9 +59,8 @@ Deno.test({
       });
       // A count that lapsed: the sweep due at this schema's first count or
       // claim (a write) would delete it.
-      // By hand, in one implicit transaction that says so (IN_WRITE).
       await sql.unsafe(
-        `${IN_WRITE}; INSERT INTO "${schema}".counters VALUES ('old/settle', 1, 1)`,
+        `INSERT INTO "${schema}".counters VALUES ('old/settle', 1, 1)`,
       );
       const before = await rows();
       const key = incompressible(2693);

@@ -18,7 +18,6 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService } from "../../main.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import {
   type OwnedPgBouncer,
   processPostgres,
@@ -163,12 +162,8 @@ Deno.test({
         await store.createIntent({ id: "pi_1", state: "created" });
         assert.equal(await store.recordHold("pi_1"), "pending", name);
         assert.equal(await store.voidHold("pi_1"), "voided", name);
-        // By hand, in one transaction that says so (IN_WRITE).
-        await sql.begin(async (tx) => {
-          await tx.unsafe(IN_WRITE);
-          await tx.unsafe(`DELETE FROM "${schema}".holds`);
-          await tx.unsafe(`DELETE FROM "${schema}".intents`);
-        });
+        await sql.unsafe(`DELETE FROM "${schema}".holds`);
+        await sql.unsafe(`DELETE FROM "${schema}".intents`);
       } finally {
         await sql.end();
       }

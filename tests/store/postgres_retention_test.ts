@@ -8,7 +8,6 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import {
   freshDatabase,
   openPostgresStore,
@@ -149,7 +148,8 @@ Deno.test({
       // Expired counts in the second database, left by an earlier process.
       for (let n = 0; n < 5; n++) {
         await b.unsafe(
-          `${IN_WRITE}; INSERT INTO tenant.counters (job_id, deliveries, expires_at) VALUES ('pi_${n}/settle', 1, 0)`,
+          `INSERT INTO tenant.counters (job_id, deliveries, expires_at) VALUES ($1, 1, 0)`,
+          [`pi_${n}/settle`],
         );
       }
       // This process (a fresh copy of the module: the schedules are per
@@ -218,7 +218,7 @@ Deno.test({
     try {
       // A count that lapsed: this schema's first write that counts sweeps it.
       await sql.unsafe(
-        `${IN_WRITE}; INSERT INTO "${schema}".counters VALUES ('old/settle', 1, 1)`,
+        `INSERT INTO "${schema}".counters VALUES ('old/settle', 1, 1)`,
       );
       const mark = "givingup/qstash/message/m1";
       await store.putDeadLetter({

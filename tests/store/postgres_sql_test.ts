@@ -19,7 +19,6 @@ import {
 import { PostgresStore } from "../../store/postgres.ts";
 import { migrated } from "../../store/_postgres_schema.ts";
 import { CLAIM_GRACE_MS } from "../../store/_rules.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import {
   afterFirstRead,
   betweenReadAndFlight,
@@ -111,7 +110,6 @@ async function changeHold(
   id: string,
   state: string,
 ): Promise<void> {
-  await sql.unsafe(IN_WRITE);
   await sql.unsafe(
     `SELECT 1 FROM "${schema}".intents WHERE id = $1 FOR UPDATE`,
     [id],
@@ -153,7 +151,6 @@ Deno.test({
       const store = new PostgresStore(sql, { schema });
       await store.migrate();
       await sql.unsafe(`
-        ${IN_WRITE};
         INSERT INTO "${schema}".dead_letters (job_id, intent_id, deliveries,
           cause, reason, resolution, last_error, poisoned_at)
         SELECT 'pi_' || i || '/settle', 'pi_' || i, 3, 'exhausted', 'r', 'x',
@@ -397,7 +394,7 @@ Deno.test({
       try {
         await writer.unsafe("BEGIN");
         await writer.unsafe(
-          `${IN_WRITE}; INSERT INTO "${schema}".claims VALUES ('slow', 10)`,
+          `INSERT INTO "${schema}".claims VALUES ('slow', 10)`,
         );
         let timer: ReturnType<typeof setTimeout> | undefined;
         const waited = new Promise<string>((resolve) => {
@@ -795,7 +792,7 @@ Deno.test({
       await store.recordHold("pi_1");
       assert.equal((await store.getIntent("pi_1"))?.version, "2");
       await sql.unsafe(
-        `${IN_WRITE}; UPDATE "${schema}".intents SET version = 9007199254740993`,
+        `UPDATE "${schema}".intents SET version = 9007199254740993`,
       );
       const big = await store.getIntent("pi_1");
       assert.equal(big?.version, "9007199254740993"); // past 2^53: kept exact
@@ -1006,7 +1003,7 @@ for (const fetchTypes of [true, false]) {
         );
         assert.equal(leases!.n, 0, "nothing of the refused write");
         // A mark that lapsed by the write's time refuses nothing.
-        await sql.unsafe(`${IN_WRITE}; DELETE FROM "${schema}".counters`);
+        await sql.unsafe(`DELETE FROM "${schema}".counters`);
         const moved = await write(created.version, "settling", () => mark(0));
         assert.equal(moved.state, "settling");
         // A write with marks to check that lost its race in the gap is a

@@ -19,7 +19,6 @@
 
 import assert from "node:assert/strict";
 import { PostgresStore } from "../../store/postgres.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import { answeredAs, onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
 // Each test's store is on a client of one connection (onFreshSchema's
@@ -73,7 +72,7 @@ Deno.test({
   }, async ({ admin, schema, sql, store }) => {
     const ids = Array.from({ length: 200 }, (_, i) => `pi_${i}`);
     await sql.unsafe(
-      `${IN_WRITE}; INSERT INTO "${schema}".intents (id, state)
+      `INSERT INTO "${schema}".intents (id, state)
          SELECT 'pi_' || n, 'authorized' FROM generate_series(0, 199) n`,
     );
     const readAll = () => readIds(store, ids);

@@ -11,7 +11,6 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 import {
   openPostgresStore,
   postgresAvailable,
@@ -57,9 +56,7 @@ Deno.test({
       // the statistics see them; all swept since, and 20,000 live ones
       // written, the statistics left as they were (autovacuum off on both
       // tables, so nothing analyzes them meanwhile).
-      // One implicit transaction, which writes by hand (IN_WRITE).
       await sql.unsafe(`
-        ${IN_WRITE};
         ALTER TABLE ${s}.counters SET (autovacuum_enabled = off);
         ALTER TABLE ${s}.claims SET (autovacuum_enabled = off);
         INSERT INTO ${s}.counters (job_id, deliveries, expires_at)

@@ -12,7 +12,6 @@ import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { echoedRefusal, refusingMetadata } from "../_echoing_kv.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 
 const root = new URL("../../", import.meta.url);
 
@@ -388,7 +387,6 @@ Deno.test({
       const env = { KV_PATH: path, DATABASE_URL: database.url };
       let tool: ReturnType<typeof runTool> | undefined;
       await sql.begin(async (tx) => {
-        await tx.unsafe(IN_WRITE);
         await tx`INSERT INTO relayer.intents (id, state) VALUES ('pi_held', 'created')`;
         tool = runTool(env, dir);
         for (let waited = 0;; waited += 20) {

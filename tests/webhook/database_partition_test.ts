@@ -27,7 +27,6 @@ import { partitionProxy } from "../../support/partition_proxy.ts";
 import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
 import { relayUrl } from "../_relay_url.ts";
-import { IN_WRITE } from "../../store/_postgres_schema.ts";
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -447,7 +446,6 @@ Deno.test({
       let locked!: () => void;
       const held = new Promise<void>((resolve) => locked = resolve);
       lock = admin.begin(async (tx) => {
-        await tx.unsafe(IN_WRITE);
         for (let i = 0; i < 10; i++) {
           await tx.unsafe(
             `INSERT INTO relayer.counters (job_id, deliveries, expires_at) VALUES ('held-${i}', 1, 9999999999999)`,
