@@ -20,9 +20,14 @@ import {
 import { catchesAsync, runs } from "../_fc.ts";
 import { anyScenario, type Breaker, cleanThenDoubt, simulate } from "./_sim.ts";
 
-/** Holds when no run breaks an invariant (only those whose violation text matches `which`, if given). */
-function invariantsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
-  return fc.asyncProperty(anyScenario, async (scenario) => {
+/** Holds when no history `scenarios` draws breaks an invariant (only those whose violation text matches `which`, if given). */
+function holdsOver(
+  scenarios: fc.Arbitrary<Parameters<typeof simulate>[0]>,
+  backend: Backend,
+  breaker?: Breaker,
+  which?: RegExp,
+) {
+  return fc.asyncProperty(scenarios, async (scenario) => {
     const { store, close } = await backend.open();
     try {
       const { violations } = await simulate(scenario, store, breaker);
@@ -34,6 +39,11 @@ function invariantsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
       await close();
     }
   });
+}
+
+/** {@linkcode holdsOver} the histories `anyScenario` draws. */
+function invariantsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
+  return holdsOver(anyScenario, backend, breaker, which);
 }
 
 Deno.test("createRelayer() keeps I1–I6 over generated histories with crashes and duplicates [MemoryStore]", async () => {
@@ -367,20 +377,9 @@ const lapsedSends = fc.record({
   lapse: true,
 }));
 
-/** Holds when no lapsed-send history breaks an invariant (only those whose violation text matches `which`, if given). */
+/** {@linkcode holdsOver} the lapsed-send histories. */
 function lapsedSendsHold(backend: Backend, breaker?: Breaker, which?: RegExp) {
-  return fc.asyncProperty(lapsedSends, async (scenario) => {
-    const { store, close } = await backend.open();
-    try {
-      const { violations } = await simulate(scenario, store, breaker);
-      assert.deepEqual(
-        violations.filter((v) => which === undefined || which.test(v)),
-        [],
-      );
-    } finally {
-      await close();
-    }
-  });
+  return holdsOver(lapsedSends, backend, breaker, which);
 }
 
 for (const backend of BACKENDS) {
