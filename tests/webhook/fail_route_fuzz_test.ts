@@ -11,30 +11,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  type Intent,
-  notSent,
-  type Relayer,
-  type Sender,
-  type Store,
-} from "../../mod.ts";
+import type { Relayer, Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { overriding, sharedBackends } from "../_stores.ts";
-import { mulberry32 } from "../../support/prng.ts";
+import { sharedBackends } from "../_stores.ts";
+import { voidRace } from "../relayer/_void_race.ts";
 
 const OPS = "ops-token-for-the-fail-route-fuzz-tests";
 const headers = { authorization: `Bearer ${OPS}` };
-
-const JOB = { intentId: "pi_1", kind: "settle" } as const;
-
-interface Send {
-  started: number;
-  startedMono: number;
-  ended?: number;
-  outcome?: "sent" | "not_sent" | "unknown";
-  holdAtStart: string | null;
-  release(outcome: "sent" | "not_sent" | "unknown"): void;
-}
 
 const cases = sharedBackends({ memory: 75, kv: 75, sqlite: 30, postgres: 40 });
 
@@ -43,52 +26,16 @@ for (const { name, seeds, open } of cases) {
     // Histories that voided the hold after a send: the property is not met vacuously.
     let voidedAfterSends = 0;
     for (let seed = 1; seed <= seeds; seed++) {
-      const random = mulberry32(seed);
       const { stores, close } = await open();
       try {
-        await stores[0]!.createIntent({
-          id: JOB.intentId,
-          state: "authorized",
-          hold: "pending",
-        });
-        let seq = 0;
-        const sends: Send[] = [];
-        const voids: number[] = [];
         const clock = { now: 1_000_000, mono: 0 };
-        const sender: Sender = {
-          async send(intent: Intent) {
-            const hold = (await stores[0]!.getIntent(intent.id))?.hold ??
-              null;
-            let release!: Send["release"];
-            const done = new Promise<NonNullable<Send["outcome"]>>((resolve) =>
-              release = resolve
-            );
-            const send: Send = {
-              started: ++seq,
-              startedMono: clock.mono,
-              holdAtStart: hold,
-              release,
-            };
-            sends.push(send);
-            const outcome = await done;
-            send.ended = ++seq;
-            send.outcome = outcome;
-            if (outcome === "not_sent") {
-              throw notSent(new Error("rpc refused it"));
-            }
-            if (outcome === "unknown") throw new Error("timed out");
-            return { txHash: `0x${send.started}` };
-          },
-          receipt: () => Promise.resolve("dropped"),
-        };
-        const running: Promise<unknown>[] = [];
-        const watched = (store: Store): Store =>
-          overriding(store, {
-            async transition(id, change, options) {
-              const after = await store.transition(id, change, options);
-              if (change.ledger === "void") voids.push(++seq);
-              return after;
-            },
+        const race = await voidRace(stores[0]!, seed, {
+          receipt: "dropped",
+          monotonicNow: () => clock.mono,
+        });
+        const { random, pick, sends, running } = race;
+        const watched = (store: Store) =>
+          race.watched(store, {
             async recordBroadcast(id, version, broadcast, options) {
               const r = random();
               if (r < 0.15) {
@@ -118,16 +65,11 @@ for (const { name, seeds, open } of cases) {
               }
               return await store.beginBroadcast(id, version, at, options);
             },
-            async voidHold(id) {
-              const after = await store.voidHold(id);
-              voids.push(++seq);
-              return after;
-            },
           });
         const apps = stores.map((store) =>
           createApp({
             store: watched(store),
-            sender,
+            sender: race.sender,
             opsToken: OPS,
             policy: { maxDeliveries: 3, jitter: "none", stuckAfterMs: 300 },
             now: () => clock.now,
@@ -138,22 +80,16 @@ for (const { name, seeds, open } of cases) {
           })
         );
         const relayers: Relayer[] = apps.map((app) => app.relayer);
-        const outcomeOf = (): "sent" | "not_sent" | "unknown" => {
-          const o = random();
-          return o < 0.6 ? "not_sent" : o < 0.8 ? "unknown" : "sent";
-        };
         // The monotonic clock moves: a send ends within the Sender's
         // timeout, half the lease.
         const tick = (ms: number) => {
           clock.mono += ms;
           for (const s of sends) {
-            if (s.ended === undefined && clock.mono - s.startedMono >= 100) {
-              s.release(outcomeOf());
+            if (s.ended === undefined && clock.mono - s.startedMono! >= 100) {
+              s.release(race.outcomeOf());
             }
           }
         };
-        const pick = <T>(items: readonly T[]): T =>
-          items[Math.floor(random() * items.length)]!;
         for (let step = 0; step < 24; step++) {
           const r = random();
           const relayer = pick(relayers);
@@ -175,70 +111,20 @@ for (const { name, seeds, open } of cases) {
               });
             })());
           } else if (r < 0.35) {
-            running.push(
-              relayer.deliver(JOB, 1 + Math.floor(random() * 3)).catch((e) =>
-                e
-              ),
-            );
+            race.deliver(relayer);
           } else if (r < 0.5) {
-            running.push(
-              relayer.giveUp(JOB, {
-                deliveries: 3,
-                queue: random() < 0.5
-                  ? { queue: "qstash", messageId: "msg_1" }
-                  : { queue: "cloudflare", dlqId: "cf_1" },
-              }).catch((e) => e),
-            );
+            race.giveUp(relayer);
           } else if (r < 0.6) {
-            const open = sends.filter((s) => s.ended === undefined);
-            if (open.length > 0) pick(open).release(outcomeOf());
+            race.releaseOne();
           } else if (r < 0.85) {
             tick(Math.floor(random() * 150));
           } else {
             clock.now += Math.floor(random() * 500);
           }
-          const ticks = Math.floor(random() * 4);
-          for (let t = 0; t < ticks; t++) {
-            await new Promise((resolve) => setTimeout(resolve, 0));
-          }
+          await race.yieldTurns();
         }
-        // Every send is released, those begun meanwhile too, until all settle.
-        const labels = running.map((_, i) => i);
-        const pending = new Set(labels);
-        running.forEach((p, i) => p.finally(() => pending.delete(i)));
-        for (let round = 0; round < 2000 && pending.size > 0; round++) {
-          for (const s of sends) {
-            if (s.ended === undefined) s.release("not_sent");
-          }
-          await new Promise((resolve) => setTimeout(resolve, 1));
-        }
-        assert.equal(
-          pending.size,
-          0,
-          `seed ${seed}: operations hung: ${[...pending]}`,
-        );
-        const after = await stores[0]!.getIntent(JOB.intentId);
-        const history = JSON.stringify({
-          seed,
-          sends: sends.map(({ release: _, ...s }) => s),
-          voids,
-          after: [after?.state, after?.hold],
-        });
-        if (voids.length > 0 && sends.length > 0) voidedAfterSends++;
-        for (const at of voids) {
-          for (const s of sends) {
-            assert.ok(
-              s.started > at ? false : true,
-              `a send began after the void: ${history}`,
-            );
-            assert.ok(
-              s.ended !== undefined && s.ended < at,
-              `a hold voided while a send ran: ${history}`,
-            );
-          }
-        }
-        for (const s of sends) {
-          assert.equal(s.holdAtStart, "pending", history);
+        if (await race.settleAndCheck({ notSentOnly: false })) {
+          voidedAfterSends++;
         }
       } finally {
         await close();
