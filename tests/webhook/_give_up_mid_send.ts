@@ -8,7 +8,13 @@
  */
 
 import assert from "node:assert/strict";
-import type { Job, ReceiptStatus, Sender, Store } from "../../mod.ts";
+import {
+  type Job,
+  notSent,
+  type ReceiptStatus,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
 import { type AppDeps, createApp, type WebhookApp } from "../../webhook/app.ts";
 
 /** An app on `store` and `deps`, its clock `clock.now`, its lease 200 ms (no skew), giving up after `maxDeliveries` (3), the rest of its policy `deps.policy`. */
@@ -167,4 +173,58 @@ export async function sameMillisecondFailRefused(
   assert.equal(`${after?.state}/${after?.hold}`, "needs_review/pending", what);
   assert.equal(answer.status, 409, what);
   assert.match(body.type, /send-in-flight$/, what);
+}
+
+/**
+ * The race at one millisecond, whole, on `store` with the intent `pi_1`
+ * created: the first instance's send stays home (declared `not_sent`), its
+ * record written through `through` (`store` unless given, when the
+ * delivery must succeed) and landed once `landed` settles; the payment
+ * then settling with no write-ahead (`mayHaveSent` false), the second
+ * instance, whose wall clock reads what the first's read, sends, held,
+ * and {@linkcode sameMillisecondFailRefused} follows. Its apps take
+ * `opsToken`.
+ *
+ * @example The race on a MemoryStore
+ * ```ts
+ * import { MemoryStore } from "../../mod.ts";
+ * import { sameMillisecondRace } from "./_give_up_mid_send.ts";
+ *
+ * await sameMillisecondRace(new MemoryStore(), "ops-token-of-the-example");
+ * ```
+ */
+export async function sameMillisecondRace(
+  store: Store,
+  opsToken: string,
+  first: { through?: Store; landed?: () => Promise<unknown> } = {},
+): Promise<void> {
+  const headers = { authorization: `Bearer ${opsToken}` };
+  const job = { intentId: "pi_1", kind: "settle" } as const;
+  await authorizedIntent(store);
+  const clock = { now: 1_000_000 };
+  const { sender: held, sending, finish, receipt } = heldSends("0xT");
+  const homeSender: Sender = {
+    send: () => Promise.reject(notSent(new Error("rpc refused it"))),
+    receipt,
+  };
+  const app = (over: Store, sender: Sender) =>
+    leasedApp(over, { clock, opsToken, sender });
+  const home = app(first.through ?? store, homeSender);
+  // The second instance's send hangs until `finish`.
+  const second = app(store, held(true));
+  const delivered = home.relayer.deliver(job, 1);
+  await (first.through === undefined ? delivered : delivered.catch(() => {}));
+  await first.landed?.();
+  const between = await store.getIntent("pi_1");
+  assert.equal(between?.state, "settling");
+  assert.equal(between?.broadcasting, null, "the record landed");
+  assert.equal(between?.mayHaveSent, false);
+  // The second instance's wall clock reads what the first's read.
+  await sameMillisecondFailRefused(store, { first: home, second }, {
+    job,
+    clock,
+    sending,
+    finish,
+    headers,
+  });
 }

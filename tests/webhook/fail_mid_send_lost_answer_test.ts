@@ -12,19 +12,10 @@
  * @module
  */
 
-import assert from "node:assert/strict";
-import { notSent, type Sender } from "../../mod.ts";
 import { BACKENDS, overriding } from "../_stores.ts";
-import {
-  authorizedIntent,
-  heldSends,
-  leasedApp,
-  sameMillisecondFailRefused,
-} from "./_give_up_mid_send.ts";
+import { sameMillisecondRace } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-lost-answer-tests";
-const headers = { authorization: `Bearer ${OPS}` };
-const job = { intentId: "pi_1", kind: "settle" } as const;
 
 /**
  * How the first instance's record is answered: lost after it landed, or
@@ -41,15 +32,8 @@ for (const backend of BACKENDS) {
     Deno.test(`${backend.name}: a fail posted to an instance whose own send's record ${name}, while another's, written ahead at the same millisecond, still runs, is refused`, async () => {
       const { store, close } = await backend.open();
       try {
-        await authorizedIntent(store);
-        const clock = { now: 1_000_000 };
-        const { sender: held, sending, finish, receipt } = heldSends("0xT");
         // The first instance's send stays home; its record lands, and the
         // answer is lost on the way back.
-        const homeSender: Sender = {
-          send: () => Promise.reject(notSent(new Error("rpc refused it"))),
-          receipt,
-        };
         let landing: Promise<unknown> = Promise.resolve();
         const answerLost = overriding(store, {
           async recordBroadcast(id, version, broadcast, options) {
@@ -66,24 +50,9 @@ for (const backend of BACKENDS) {
             throw new Error("connection reset after the commit");
           },
         });
-        const app = (over: typeof store, sender: Sender) =>
-          leasedApp(over, { clock, opsToken: OPS, sender });
-        const first = app(answerLost, homeSender);
-        // The second instance's send hangs until `finish`.
-        const second = app(store, held(true));
-        await first.relayer.deliver(job, 1).catch(() => {});
-        await landing;
-        const between = await store.getIntent("pi_1");
-        assert.equal(between?.state, "settling");
-        assert.equal(between?.broadcasting, null, "the record landed");
-        assert.equal(between?.mayHaveSent, false);
-        // The second instance's wall clock reads what the first's read.
-        await sameMillisecondFailRefused(store, { first, second }, {
-          job,
-          clock,
-          sending,
-          finish,
-          headers,
+        await sameMillisecondRace(store, OPS, {
+          through: answerLost,
+          landed: () => landing,
         });
       } finally {
         await close();

@@ -14,14 +14,13 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, notSent, type Sender } from "../../mod.ts";
+import { MemoryStore } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 import {
   authorizedIntent,
   failByHand,
-  heldSends,
   leasedApp,
-  sameMillisecondFailRefused,
+  sameMillisecondRace,
 } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-same-ms-tests";
@@ -32,32 +31,7 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a fail posted to an instance whose own send ended (recorded) while another's, written ahead at the same millisecond, still runs is refused`, async () => {
     const { store, close } = await backend.open();
     try {
-      await authorizedIntent(store);
-      const clock = { now: 1_000_000 };
-      const { sender: held, sending, finish, receipt } = heldSends("0xT");
-      // The first instance's send stays home (its record lands: not_sent).
-      const homeSender: Sender = {
-        send: () => Promise.reject(notSent(new Error("rpc refused it"))),
-        receipt,
-      };
-      const app = (sender: Sender) =>
-        leasedApp(store, { clock, opsToken: OPS, sender });
-      const first = app(homeSender);
-      // The second instance's send hangs until `finish`.
-      const second = app(held(true));
-      await first.relayer.deliver(job, 1);
-      const between = await store.getIntent("pi_1");
-      assert.equal(between?.state, "settling");
-      assert.equal(between?.broadcasting, null);
-      assert.equal(between?.mayHaveSent, false);
-      // The second instance's wall clock reads what the first's read.
-      await sameMillisecondFailRefused(store, { first, second }, {
-        job,
-        clock,
-        sending,
-        finish,
-        headers,
-      });
+      await sameMillisecondRace(store, OPS);
     } finally {
       await close();
     }
