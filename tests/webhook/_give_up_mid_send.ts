@@ -9,6 +9,7 @@
 
 import assert from "node:assert/strict";
 import {
+  type Intent,
   type Job,
   notSent,
   type ReceiptStatus,
@@ -129,6 +130,45 @@ export async function failByHand(
 }
 
 /**
+ * The end of a fail by hand posted while a send ran: `answer` is read,
+ * then the send leaves (`leaves`) and its `delivery` ends. The payment
+ * must still be in review, its hold pending, and the fail refused 409.
+ * Returns the answer's body, the intent after, and `what`, which says
+ * both (after `context`, where given) for the test's further checks.
+ *
+ * @example A fail refused while a send of another instance ran
+ * ```ts ignore
+ * const answer = await failByHand(failApp, headers, seen.version, true);
+ * const { body, what } = await refusedWhileSending(store, answer, {
+ *   delivery,
+ *   leaves: () => finish({ txHash: "0xT" }),
+ * });
+ * assert.match(body.type, /send-in-flight$/, what);
+ * ```
+ */
+export async function refusedWhileSending(
+  store: Store,
+  answer: Response,
+  send: { delivery: Promise<unknown>; leaves: () => void; context?: string },
+): Promise<{
+  // deno-lint-ignore no-explicit-any
+  body: any;
+  after: Intent | null;
+  what: string;
+}> {
+  const body = await answer.json();
+  send.leaves();
+  await send.delivery;
+  const after = await store.getIntent("pi_1");
+  const what = `${send.context ?? ""}${answer.status} ${
+    JSON.stringify(body)
+  }; ${after?.state}/${after?.hold} txs ${JSON.stringify(after?.txHashes)}`;
+  assert.equal(`${after?.state}/${after?.hold}`, "needs_review/pending", what);
+  assert.equal(answer.status, 409, what);
+  return { body, after, what };
+}
+
+/**
  * The end of a race at one millisecond: `second`'s send, written ahead at
  * the wall clock `first`'s ended send read (`mayHaveSent` false), runs
  * until `finish`; the wall clock steps a minute, `first` gives the job up
@@ -163,15 +203,10 @@ export async function sameMillisecondFailRefused(
   const seen = await readIntent(first, headers);
   assert.equal(seen.state, "needs_review");
   const answer = await failByHand(first, headers, seen.version, true);
-  const body = await answer.json();
-  race.finish({ txHash: "0xT" });
-  await delivery;
-  const after = await store.getIntent("pi_1");
-  const what = `${answer.status} ${
-    JSON.stringify(body)
-  }; ${after?.state}/${after?.hold} txs ${JSON.stringify(after?.txHashes)}`;
-  assert.equal(`${after?.state}/${after?.hold}`, "needs_review/pending", what);
-  assert.equal(answer.status, 409, what);
+  const { body, what } = await refusedWhileSending(store, answer, {
+    delivery,
+    leaves: () => race.finish({ txHash: "0xT" }),
+  });
   assert.match(body.type, /send-in-flight$/, what);
 }
 

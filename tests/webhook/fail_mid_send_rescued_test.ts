@@ -24,6 +24,7 @@ import {
   heldSends,
   leasedApp,
   readIntent,
+  refusedWhileSending,
 } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-rescued-tests";
@@ -83,22 +84,12 @@ for (const backend of BACKENDS) {
         );
         // The operator looks the nonce up: unused, the first tx has not left.
         const answer = await failByHand(failApp, headers, seen.version, true);
-        const body = await answer.json();
         // Then the first send leaves, and its tx confirms.
-        finish({ txHash: "0xA" });
-        await delivery;
-        const after = await store.getIntent("pi_1");
-        const what = `review ${JSON.stringify(seen)}; ${answer.status} ${
-          JSON.stringify(body)
-        }; ${after?.state}/${after?.hold} txs ${
-          JSON.stringify(after?.txHashes)
-        }`;
-        assert.equal(
-          `${after?.state}/${after?.hold}`,
-          "needs_review/pending",
-          what,
-        );
-        assert.equal(answer.status, 409, what);
+        await refusedWhileSending(store, answer, {
+          delivery,
+          leaves: () => finish({ txHash: "0xA" }),
+          context: `review ${JSON.stringify(seen)}; `,
+        });
       } finally {
         await close();
       }

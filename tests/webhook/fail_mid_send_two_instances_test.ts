@@ -23,6 +23,7 @@ import {
   heldSends,
   leasedApp,
   readIntent,
+  refusedWhileSending,
 } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-fail-mid-send-tests";
@@ -57,22 +58,12 @@ for (const backend of BACKENDS) {
           seen.version,
           nonceChecked,
         );
-        const body = await answer.json();
         // Then the send leaves and lands.
-        finish({ txHash: "0xT" });
-        await delivery;
-        const after = await store.getIntent("pi_1");
-        const what = `${answer.status} ${
-          JSON.stringify(body)
-        }; ${after?.state}/${after?.hold} txs ${
-          JSON.stringify(after?.txHashes)
-        }`;
-        assert.equal(
-          `${after?.state}/${after?.hold}`,
-          "needs_review/pending",
-          what,
+        const { body, after, what } = await refusedWhileSending(
+          store,
+          answer,
+          { delivery, leaves: () => finish({ txHash: "0xT" }) },
         );
-        assert.equal(answer.status, 409, what);
         assert.match(body.type, /send-in-flight$/, what);
         assert.ok(answer.headers.get("retry-after"), what);
         assert.deepEqual(after?.txHashes, ["0xT"], what);
