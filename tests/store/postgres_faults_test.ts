@@ -20,6 +20,7 @@ import {
   postgresUrl,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { waitingOnLock } from "./_waiting_on_lock.ts";
 
 const ignore = !postgresAvailable;
 const NAME = "relayer_faults";
@@ -88,18 +89,6 @@ async function setUp(
       await admin.end();
     },
   };
-}
-
-/** The backend of the store's connection once it waits on a lock, or an error after about 5 s. */
-async function waitingOnLock(admin: postgres.Sql): Promise<number> {
-  for (let tries = 0; tries < 250; tries++) {
-    const [row] = await admin`
-      SELECT pid FROM pg_stat_activity
-      WHERE application_name = ${NAME} AND wait_event_type = 'Lock'`;
-    if (row) return row.pid as number;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error("the write never waited on the lock");
 }
 
 /** Rows for another session to lock: an expired replay record, and an old letter of `a`. */
@@ -294,7 +283,7 @@ for (const path of PATHS) {
           const written = path.write(store);
           written.catch(() => {});
           // The store's connection waits on the lock: end it there.
-          const pid = await waitingOnLock(admin);
+          const pid = await waitingOnLock(admin, NAME, "the write");
           await admin`SELECT pg_terminate_backend(${pid})`;
           await blocker.unsafe("ROLLBACK");
           const outcome = await within(
@@ -539,7 +528,7 @@ for (const code of ["ETIMEDOUT", "SOME_UNKNOWN_FAILURE"]) {
           version: "1",
           at: 1,
         }).then(() => "written", (error: Error) => error);
-        await waitingOnLock(admin);
+        await waitingOnLock(admin, NAME, "the write");
         // The socket fails as a keepalive timeout (or something unknown) would.
         sockets.at(-1)!.destroy(
           Object.assign(new Error(`read ${code}`), { code }),

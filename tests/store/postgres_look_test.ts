@@ -27,6 +27,7 @@ import {
   postgresUrl,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { waitingOnLock } from "./_waiting_on_lock.ts";
 import { genericRequest, NOW, SECRET } from "../webhook/_app.ts";
 
 const ignore = !postgresAvailable;
@@ -62,18 +63,6 @@ function failingFirstLook(
       };
     },
   }) as Store & { readonly failures: unknown[] };
-}
-
-/** A backend of the store's client once it waits on a lock, or an error after about 5 s. */
-async function waitingOnLock(admin: postgres.Sql): Promise<number> {
-  for (let tries = 0; tries < 250; tries++) {
-    const [row] = await admin`
-      SELECT pid FROM pg_stat_activity
-      WHERE application_name = ${NAME} AND wait_event_type = 'Lock'`;
-    if (row) return row.pid as number;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error("the look never waited on the lock");
 }
 
 type Failure = {
@@ -148,7 +137,7 @@ const FAILURES: readonly Failure[] = [
         async during(read) {
           try {
             return await underTableLock(admin, schema, read, async () => {
-              const pid = await waitingOnLock(admin);
+              const pid = await waitingOnLock(admin, NAME, "the look");
               await admin`SELECT pg_terminate_backend(${pid})`;
             });
           } finally {

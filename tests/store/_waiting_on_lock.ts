@@ -1,0 +1,37 @@
+/**
+ * What the tests of a statement held behind another session's lock share
+ * (postgres_faults_test.ts, postgres_look_test.ts): the wait until the
+ * store's session waits on that lock, named by its client's
+ * `application_name`.
+ *
+ * @module
+ */
+
+import type postgres from "postgres";
+
+/**
+ * The backend of the session named `applicationName` once it waits on a
+ * lock, read through `admin`; after about 5 s, an error that says `what`
+ * (`"the write"`, `"the look"`) never waited.
+ *
+ * @example Cancel the store's write once it waits on the lock
+ * ```ts ignore
+ * const pid = await waitingOnLock(admin, "relayer_faults", "the write");
+ * await admin`SELECT pg_cancel_backend(${pid})`;
+ * ```
+ */
+export async function waitingOnLock(
+  admin: postgres.Sql,
+  applicationName: string,
+  what: string,
+): Promise<number> {
+  for (let tries = 0; tries < 250; tries++) {
+    const [row] = await admin`
+      SELECT pid FROM pg_stat_activity
+      WHERE application_name = ${applicationName}
+        AND wait_event_type = 'Lock'`;
+    if (row) return row.pid as number;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`${what} never waited on the lock`);
+}
