@@ -50,6 +50,47 @@ function sleepingFirst(text: string): Uint8Array | undefined {
   return out;
 }
 
+/**
+ * A test body on a fresh schema, migrated through `admin`, and a client
+ * of `client.max` connections (named `client.name`) through a relay whose
+ * `hold` (see {@linkcode relayed}) `relay` makes from `admin` and the
+ * schema. Whether the test passes or throws, the client is ended, the
+ * schema dropped, `admin` ended and the relay closed.
+ */
+async function throughRelay(
+  client: { max: number; name?: string },
+  relay: (
+    fresh: { admin: postgres.Sql; schema: string },
+  ) => Parameters<typeof relayed>[1],
+  test: (
+    fresh: { admin: postgres.Sql; schema: string; sql: postgres.Sql },
+  ) => Promise<void>,
+): Promise<void> {
+  const stop = new AbortController();
+  const admin = await connect(2);
+  const schema = freshSchema();
+  const through = relayed(
+    await postgresUrl(),
+    relay({ admin, schema }),
+    stop.signal,
+  );
+  const sql = postgres(through, {
+    max: client.max,
+    onnotice: () => {},
+    max_lifetime: null,
+    ...(client.name ? { connection: { application_name: client.name } } : {}),
+  });
+  try {
+    await new PostgresStore(admin, { schema }).migrate();
+    await test({ admin, schema, sql });
+  } finally {
+    await sql.end({ timeout: 1 });
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+    stop.abort();
+  }
+}
+
 Deno.test({
   name:
     "PostgresStore: a void whose flight's BEGIN a cancel cut, after a write-ahead moved the intent on, lands nothing outside its transaction",
@@ -59,43 +100,34 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const other = new PostgresStore(admin, { schema });
     let armed = false;
     let cancelled = false;
-    const through = relayed(await postgresUrl(), async (text) => {
-      if (!armed) return;
-      const rewritten = sleepingFirst(text);
-      if (rewritten === undefined) return;
-      armed = false;
-      // Between the void's read and its flight: the write-ahead of a
-      // send, by another instance.
-      const read = await other.getIntent("pi_1");
-      await other.beginBroadcast("pi_1", read!.version, 1);
-      // Once the first query sleeps, before its BEGIN: cancelled.
-      void (async () => {
-        for (let tries = 0; tries < 200 && !cancelled; tries++) {
-          const [row] = await admin`
-            SELECT count(pg_cancel_backend(pid))::int AS n
-            FROM pg_stat_activity
-            WHERE application_name = ${NAME} AND state = 'active'
-              AND query LIKE ${SLEEP + "%"}`;
-          cancelled = row?.n === 1;
-          if (!cancelled) await new Promise((r) => setTimeout(r, 10));
-        }
-      })();
-      return rewritten;
-    }, stop.signal);
-    const sql = postgres(through, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: NAME },
-    });
-    try {
-      await other.migrate();
+    await throughRelay({ max: 1, name: NAME }, ({ admin, schema }) => {
+      const other = new PostgresStore(admin, { schema });
+      return async (text) => {
+        if (!armed) return;
+        const rewritten = sleepingFirst(text);
+        if (rewritten === undefined) return;
+        armed = false;
+        // Between the void's read and its flight: the write-ahead of a
+        // send, by another instance.
+        const read = await other.getIntent("pi_1");
+        await other.beginBroadcast("pi_1", read!.version, 1);
+        // Once the first query sleeps, before its BEGIN: cancelled.
+        void (async () => {
+          for (let tries = 0; tries < 200 && !cancelled; tries++) {
+            const [row] = await admin`
+              SELECT count(pg_cancel_backend(pid))::int AS n
+              FROM pg_stat_activity
+              WHERE application_name = ${NAME} AND state = 'active'
+                AND query LIKE ${SLEEP + "%"}`;
+            cancelled = row?.n === 1;
+            if (!cancelled) await new Promise((r) => setTimeout(r, 10));
+          }
+        })();
+        return rewritten;
+      };
+    }, async ({ admin, schema, sql }) => {
       const store = new PostgresStore(sql, { schema });
       await store.createIntent({
         id: "pi_1",
@@ -123,12 +155,7 @@ Deno.test({
       );
       assert.ok(answer instanceof BusyError, String(answer));
       assert.match(answer.message, /nothing was written; retry$/);
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   },
 });
 
@@ -272,22 +299,12 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
     const rewrite = asBefore();
     let marks = 0;
-    const through = relayed(await postgresUrl(), (text, connection) => {
+    await throughRelay({ max: 2 }, () => (text, connection) => {
       marks += text.split(WRITE_MARK).length - 1;
       return Promise.resolve(rewrite(text, connection));
-    }, stop.signal);
-    const sql = postgres(through, {
-      max: 2,
-      onnotice: () => {},
-      max_lifetime: null,
-    });
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
+    }, async ({ admin, schema, sql }) => {
       const old = new PostgresStore(sql, { schema });
       await old.createIntent({
         id: "pi_1",
@@ -312,11 +329,6 @@ Deno.test({
          JOIN "${schema}".holds h ON h.intent_id = i.id WHERE i.id = 'pi_1'`,
       );
       assert.equal(row?.hold, "voided");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   },
 });
