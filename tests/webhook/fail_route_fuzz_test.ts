@@ -15,6 +15,7 @@ import type { Relayer, Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { sharedBackends } from "../_stores.ts";
 import { voidRace } from "../relayer/_void_race.ts";
+import { failByHand, readIntent } from "./_give_up_mid_send.ts";
 
 const OPS = "ops-token-for-the-fail-route-fuzz-tests";
 const headers = { authorization: `Bearer ${OPS}` };
@@ -96,19 +97,9 @@ for (const { name, seeds, open } of cases) {
           if (r < 0.25) {
             const app = pick(apps);
             running.push((async () => {
-              const { intent } = await (await app.request("/v1/intents/pi_1", {
-                headers,
-              })).json();
+              const intent = await readIntent(app, headers);
               if (intent?.state !== "needs_review") return;
-              await app.request("/v1/intents/pi_1/resolve", {
-                method: "POST",
-                headers,
-                body: JSON.stringify({
-                  to: "failed",
-                  version: intent.version,
-                  nonceChecked: true,
-                }),
-              });
+              await failByHand(app, headers, intent.version, true);
             })());
           } else if (r < 0.35) {
             race.deliver(relayer);
