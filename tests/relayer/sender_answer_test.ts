@@ -39,3 +39,28 @@ for (
     });
   });
 }
+
+// A bare string can be long (a whole JSON-RPC answer, a raw signed tx): the
+// reason, which goes to the worker's log line, shows its first 40
+// characters, not all of it.
+Deno.test("createRelayer() shows the first 40 characters of a long bare answer, not the whole of it", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const answer = `0x${"ab".repeat(5_000)}`;
+  const sender = {
+    send: () => Promise.resolve(answer),
+    receipt: () => Promise.resolve("pending"),
+  } as unknown as Sender;
+  const relayer = createRelayer({ store, sender, now: () => 0 });
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(
+    outcome.reason,
+    `send: sender returned ${
+      JSON.stringify(answer).slice(0, 40)
+    }…, not { txHash }: return the tx hash as { txHash: "0x…" }`,
+  );
+});
