@@ -6,6 +6,7 @@ import {
   ScriptedSender,
   type Store,
 } from "../../mod.ts";
+import { deadLetter } from "../../testing/_fixtures.ts";
 
 // A Store of one's own that maps its rows' states wrongly ("Authorized",
 // "AUTHORIZED" from a SQL enum) answered every delivery "done (intent
@@ -119,3 +120,71 @@ for (
     );
   });
 }
+
+// A store that reads lastBroadcast as its JSON text (a jsonb column mapped
+// as text) hands the relayer a string where a broadcast is: refused as
+// one that left it out, naming it, not read as "no outcome".
+Deno.test("createRelayer() refuses an intent whose lastBroadcast the store read as text, naming it", async () => {
+  const inner = new MemoryStore();
+  const store = new Proxy(inner, {
+    get(target, key) {
+      if (key === "getIntent") {
+        return async (id: string) => {
+          const read = await target.getIntent(id);
+          return read && ({
+            ...read,
+            lastBroadcast: JSON.stringify(read.lastBroadcast),
+          } as unknown as Intent);
+        };
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  await inner.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
+  });
+  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+  await assert.rejects(
+    relayer.deliver(job, 1),
+    (error: Error) =>
+      /the store returned intent pi_0001 without 'lastBroadcast' \(/.test(
+        `${error.message} ${(error.cause as Error)?.message}`,
+      ),
+  );
+});
+
+// An operator's redrive and discard read the intent too: a made-up state
+// ("SETTLED" from a SQL enum) is none of the ones they refuse, so the
+// redrive would publish a job and take the letter, the record of why, and
+// the discard would answer "still SETTLED: redrive it". Both refuse the
+// read, naming the store, and keep the letter.
+Deno.test("createRelayer()'s redrive and discard refuse an intent whose state the store made up, and keep its letter", async () => {
+  const { store, inner } = misreading("SETTLED");
+  await inner.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  await inner.putDeadLetter(deadLetter("pi_0001/settle", 0));
+  const published: unknown[] = [];
+  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+  const madeUp = (error: Error) =>
+    error instanceof TypeError &&
+    /the store returned intent pi_0001 in state "SETTLED", which is not an intent state/
+      .test(error.message);
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle", {
+      publish: (job) => Promise.resolve(void published.push(job)),
+    }),
+    madeUp,
+  );
+  await assert.rejects(relayer.discard("pi_0001/settle"), madeUp);
+  assert.deepEqual(published, []);
+  assert.notEqual(await inner.getDeadLetter("pi_0001/settle"), null);
+});
