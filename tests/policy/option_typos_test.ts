@@ -21,8 +21,16 @@ Deno.test("backoff() refuses an option it does not read, naming it and the ones 
     ),
   );
   assert.throws(() => backoff(1, "fast" as never), TypeError);
+  // One given and the other misspelt: the default stands in for it.
+  assert.throws(
+    () => backoff(3, { baseMs: 100, cap: 200 } as never),
+    new TypeError(
+      'Cannot compute backoff as "cap" is not one of its options (baseMs, capMs, maxDeliveries, jitter, stuckAfterMs): check its spelling',
+    ),
+  );
   // What it reads, it still takes, and leaving options out is the defaults.
   assert.equal(backoff(3, { baseMs: 100 }), 400);
+  assert.equal(backoff(3, { capMs: 10_000 }), 10_000);
   assert.equal(backoff(3, {}), 20_000);
   assert.equal(backoff(3, undefined), 20_000);
   // A whole policy is options too: its other fields are ignored.
