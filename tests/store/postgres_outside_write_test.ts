@@ -235,6 +235,74 @@ Deno.test({
   }),
 });
 
+Deno.test({
+  name:
+    "PostgreSQL: the guard refuses a marked statement on a session that never set relayer.in_write, and a marked INSERT or DELETE; the mark elsewhere than a statement's start is not the store's; migrate() replaces a guard that refuses every write",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({}, async ({ admin, schema, sql, store }) => {
+    await store.createIntent({ id: "pi_1", state: "authorized" });
+    const s = `"${schema}"`;
+    const refused = async (run: () => Promise<unknown>, what: string) => {
+      const error = await run().then(
+        () => null,
+        (error: Error & { code?: string }) => error,
+      );
+      assert.equal(error?.code, "RL003", what);
+    };
+    // admin's sessions never ran IN_WRITE: the setting is not defined
+    // there at all (a new connection whose flight's BEGIN was cut).
+    await refused(
+      () =>
+        admin.unsafe(
+          `${WRITE_MARK}UPDATE ${s}.intents SET version = version + 1 WHERE id = 'pi_1'`,
+        ),
+      "a session that never set it",
+    );
+    // Every kind of write the store sends (a sweep's and a redrive's
+    // DELETE, an admit's INSERT), each refused with no row touched.
+    await refused(
+      () => sql.unsafe(`${WRITE_MARK}DELETE FROM ${s}.leases WHERE false`),
+      "DELETE",
+    );
+    await refused(
+      () =>
+        sql.unsafe(
+          `${WRITE_MARK}INSERT INTO ${s}.counters SELECT * FROM ${s}.counters WHERE false`,
+        ),
+      "INSERT",
+    );
+    assert.equal((await store.getIntent("pi_1"))?.version, "1");
+    // The mark inside a statement of one's own (a comment copied along)
+    // does not make it the store's.
+    await admin.unsafe(
+      `UPDATE ${s}.intents SET version = version + 1 WHERE id = 'pi_1' ${WRITE_MARK}`,
+    );
+    assert.equal((await store.getIntent("pi_1"))?.version, "2");
+    // A schema migrated by the version whose guard refused every write
+    // outside relayer.in_write: the next migrate() replaces it, and a
+    // write by hand lands again.
+    await admin.unsafe(
+      `CREATE OR REPLACE FUNCTION ${s}.refuse_outside() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+          IF coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
+            RAISE EXCEPTION 'outside' USING ERRCODE = 'RL003';
+          END IF;
+          RETURN NULL;
+        END
+        $$`,
+    );
+    const byHand = () =>
+      admin.unsafe(
+        `UPDATE ${s}.intents SET version = version + 1 WHERE id = 'pi_1'`,
+      );
+    await refused(byHand, "the guard of the version before");
+    await new PostgresStore(sql, { schema }).migrate();
+    await byHand();
+    assert.equal((await store.getIntent("pi_1"))?.version, "3");
+  }),
+});
+
 /**
  * What a relayer of the version before sends, rewritten from this one's
  * bytes on their way to the server: each Parse ('P') and simple query
