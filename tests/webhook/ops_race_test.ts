@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import {
+  BusyError,
   type Job,
   notSent,
   poison,
@@ -353,7 +354,7 @@ async function givenUpMidSend(
 async function sendEndedInReview(
   store: Store,
   ending: "landed" | "doubt" | "refused",
-  { recordFails = false } = {},
+  { recordFails = false, recordBusy = false } = {},
 ) {
   await store.createIntent({
     id: "pi_0002",
@@ -365,25 +366,33 @@ async function sendEndedInReview(
   let finish!: () => void;
   let began!: () => void;
   const sending = new Promise<void>((r) => began = r);
-  const app = opsApp(recordFails ? recordsFail(store) : store, {
-    send: () => {
-      began();
-      return new Promise((resolve, reject) =>
-        finish = () => {
-          if (ending === "doubt") {
-            return reject(new Error("socket hang up"));
+  const app = opsApp(
+    recordFails
+      ? recordsFail(store)
+      : recordBusy
+      ? recordsRefusedBusy(store)
+      : store,
+    {
+      send: () => {
+        began();
+        return new Promise((resolve, reject) =>
+          finish = () => {
+            if (ending === "doubt") {
+              return reject(new Error("socket hang up"));
+            }
+            if (ending === "refused") {
+              return reject(notSent(new Error("nonce too low")));
+            }
+            chain.add("0xlanded");
+            resolve({ txHash: "0xlanded" });
           }
-          if (ending === "refused") {
-            return reject(notSent(new Error("nonce too low")));
-          }
-          chain.add("0xlanded");
-          resolve({ txHash: "0xlanded" });
-        }
-      );
+        );
+      },
+      receipt: (hash: string) =>
+        Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
     },
-    receipt: (hash: string) =>
-      Promise.resolve(chain.has(hash) ? "confirmed" : "dropped"),
-  }, clock);
+    clock,
+  );
   const { delivery, intent } = await givenUpMidSend(
     app,
     clock,
@@ -415,6 +424,23 @@ async function sendEndedInReview(
         : { body: given, duplex: "half" }),
     });
   return { ended, chain, fail, failText, clock };
+}
+
+/**
+ * A store that refuses every send's record as busy (another delivery's
+ * lease), writing nothing: as a `ConflictError`, a refusal.
+ */
+function recordsRefusedBusy(store: Store): Store {
+  return new Proxy(store, {
+    get(target, key) {
+      if (key === "recordBroadcast") {
+        return () =>
+          Promise.reject(new BusyError("intent pi_0002 is leased to another"));
+      }
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
 }
 
 /** Posts two fails by hand at once with `fail`: both must be refused (409, `type`), the hold of `pi_0002` still pending. */
@@ -649,6 +675,25 @@ for (const backend of BACKENDS) {
     const { store, close } = await backend.open();
     try {
       const { ended, fail } = await sendEndedInReview(store, "refused");
+      assert.equal(ended.status, 503, await ended.clone().text());
+      const first = await fail();
+      assert.equal(first.status, 200, await first.clone().text());
+      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  // As above, but the store refused the record as busy (nothing written):
+  // a refusal as a lost race is, so this process knows its send ended.
+  Deno.test(`ops race: a fail by hand posted after a send declared not sent, whose record the store refused as busy, is taken at once [${backend.name}]`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { ended, fail } = await sendEndedInReview(store, "refused", {
+        recordBusy: true,
+      });
       assert.equal(ended.status, 503, await ended.clone().text());
       const first = await fail();
       assert.equal(first.status, 200, await first.clone().text());
