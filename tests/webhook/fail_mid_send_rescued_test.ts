@@ -10,6 +10,7 @@
 
 import assert from "node:assert/strict";
 import {
+  BusyError,
   MemoryStore,
   notSent,
   type ReceiptStatus,
@@ -147,6 +148,53 @@ Deno.test("a fail posted to the instance whose rescue replaced a running send's 
     "needs_review/pending",
     `answers ${JSON.stringify(answers)}; ${JSON.stringify(after)}`,
   );
+});
+
+// As above, but the rescue's send was declared not sent and the store
+// refused its record as busy (nothing written): the rescuer knows its own
+// send ended, and its write-ahead is still on the intent. The first send,
+// whose write-ahead the rescue's replaced (mayHaveSent), may still run.
+Deno.test("a fail posted to the instance whose rescue replaced a running send's write-ahead, and whose own send ended with its record refused, is refused while the first send runs", async () => {
+  const store = new MemoryStore();
+  await authorizedIntent(store);
+  const clock = { now: 1_000_000 };
+  const { sender, sending, finish, receipt } = heldSends("0xA");
+  const refusedRecords = new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key);
+      if (key === "recordBroadcast") {
+        return () =>
+          Promise.reject(new BusyError("intent pi_1 is leased to another"));
+      }
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const sendingApp = instance(store, sender(true), clock);
+  const rescueApp = instance(refusedRecords, {
+    send: () => Promise.reject(notSent(new Error("nonce too low"))),
+    receipt,
+  }, clock);
+  const { delivery } = await deliverMidSend(sendingApp, {
+    job,
+    clock,
+    sending,
+  });
+  await rescueApp.relayer.deliver(job, 2);
+  clock.now += 1_000;
+  await rescueApp.relayer.giveUp(job, {
+    deliveries: 3,
+    queue: { queue: "qstash", messageId: "msg_1" },
+  });
+  const seen = await readIntent(rescueApp, headers);
+  assert.equal(seen.state, "needs_review");
+  assert.notEqual(seen.broadcasting, null);
+  const answer = await failByHand(rescueApp, headers, seen.version, true);
+  const body = await answer.json();
+  finish({ txHash: "0xA" });
+  await delivery;
+  assert.equal(answer.status, 409, JSON.stringify(body));
+  assert.match(body.type, /send-in-flight$/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
 });
 
 Deno.test("a review that may have sent waits a lease again once a record moves its version: the wait is keyed by the version, not the intent", async () => {
