@@ -25,6 +25,20 @@ Deno.test("ScriptedSender refuses a script of the wrong shape, naming the intent
         { pi_1: { sends: [{ hash: "0x1" }] } },
         '\'sends[0]\' of pi_1 must be { txHash } or { error }: current value is {"hash":"0x1"}',
       ],
+      // One step, not an array of them.
+      [
+        { pi_1: { sends: { txHash: "0x1" } } },
+        '\'sends\' of pi_1 must be an array of { txHash } or { error }: current value is {"txHash":"0x1"}',
+      ],
+      [
+        { pi_1: { sends: [null] } },
+        "'sends[0]' of pi_1 must be { txHash } or { error }: current value is null",
+      ],
+      // A hash that is no string would be recorded as "no txHash".
+      [
+        { pi_1: { sends: [{ txHash: 5 }] } },
+        "'sends[0]' of pi_1 must be { txHash } or { error }: current value is {\"txHash\":5}",
+      ],
       [
         { pi_1: { sends: [], receipts: "confirmed" } },
         '\'receipts\' of pi_1 must be an array of "confirmed", "pending" or "dropped": current value is "confirmed"',
