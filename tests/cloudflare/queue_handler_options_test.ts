@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
+import { definePolicy } from "../../mod.ts";
 
 // An adopter who builds the handler from a settings object (JavaScript, or
 // options spread from elsewhere) and leaves out `relayer`, or passes the
@@ -16,12 +17,29 @@ for (
     ["an object without a policy", {}],
     ["an app, not its relayer", { fetch: () => {}, relayer: {} }],
     ["a relayer without deliver", { policy: { maxDeliveries: 3 } }],
+    // A wrapper that forwards some calls only: met at the first give-up or
+    // at the handler's first read of the policy, not at start.
+    ["a relayer without giveUp", {
+      deliver: () => {},
+      keepUnreadable: () => {},
+      policy: definePolicy({ maxDeliveries: 3 }),
+    }],
+    ["a relayer without a policy", {
+      deliver: () => {},
+      giveUp: () => {},
+      keepUnreadable: () => {},
+    }],
   ] as const
 ) {
   Deno.test(`createQueueHandler() names 'relayer' when it is ${label}`, () => {
     assert.throws(
       () =>
-        createQueueHandler({ relayer, deadLetterQueue: "jobs-dlq" } as never),
+        createQueueHandler({
+          relayer,
+          deadLetterQueue: "jobs-dlq",
+          deadLetterMaxRetries: 100,
+          maxRetries: 9,
+        } as never),
       (error) => error instanceof TypeError && error.message.startsWith(what),
     );
   });
