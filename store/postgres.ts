@@ -1395,11 +1395,30 @@ export class PostgresStore implements Store {
           lost = true;
           this.#absorb();
         } else {
+          const settled = await rest;
+          if (settled.at(-1)?.status === "rejected") {
+            // The COMMIT itself failed: a cancel (pg_cancel_backend, a
+            // statement_timeout) that reached it before it ended the
+            // transaction leaves the session inside it, failed, and every
+            // call given the connection next would fail (25P02), until a
+            // write's COMMIT answered ROLLBACK. Rolled back before it goes
+            // back (only a warning outside a transaction), and again if a
+            // cancel cut that too: three at the most.
+            const ended = endTransaction(tx);
+            if (!await this.#within(ended)) {
+              handBackLater(ended);
+              throw error;
+            }
+            if (anyLost(await ended)) {
+              lost = true;
+              this.#absorb();
+              throw error;
+            }
+          }
           // A statement refused as stale is prepared again before the
           // connection goes back, as postgres.js would have before sending
           // it again (see sendOnce): its next write runs. Its lock waits
           // end at the flight's lock_timeout (see prepareAgain).
-          const settled = await rest;
           if (
             settled[0]?.status === "rejected" &&
             settled.slice(1, -1).some((answer) =>
@@ -3166,6 +3185,34 @@ function bounded<T>(
   return Promise.race([promise, waited]).finally(() => {
     if (timer !== undefined) clearTimeout(timer);
   });
+}
+
+/**
+ * Ends whatever transaction the session of `tx` is in (`ROLLBACK`, a
+ * warning only outside one), sent again while a cancel cuts it, three
+ * times at the most.
+ *
+ * @returns Each `ROLLBACK`'s answer, once the last came.
+ */
+async function endTransaction(
+  tx: postgres.ReservedSql,
+): Promise<PromiseSettledResult<unknown>[]> {
+  const answers: PromiseSettledResult<unknown>[] = [];
+  for (let tries = 0; tries < 3; tries++) {
+    const answer = await tx.unsafe("ROLLBACK").execute().then(
+      (value): PromiseSettledResult<unknown> => ({
+        status: "fulfilled",
+        value,
+      }),
+      (reason): PromiseSettledResult<unknown> => ({
+        status: "rejected",
+        reason,
+      }),
+    );
+    answers.push(answer);
+    if (answer.status === "fulfilled" || anyLost([answer])) break;
+  }
+  return answers;
 }
 
 /**

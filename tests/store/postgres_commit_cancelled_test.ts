@@ -1,0 +1,123 @@
+/**
+ * PostgresStore when a cancel (`pg_cancel_backend`, a `statement_timeout`)
+ * cuts a write's `COMMIT` before it ended the transaction: the session is
+ * left inside the write's transaction, failed ("idle in transaction
+ * (aborted)"), and a connection handed back so fails the next call on it
+ * (25P02), blamed on "something else using this client". The write rolls
+ * its transaction back before it hands the connection back.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { BusyError } from "../../store/busy_error.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { relayed } from "./_cut.ts";
+
+const NAME = "commit_cancelled";
+const SLEEP = "SELECT pg_sleep(5); ";
+
+/**
+ * The chunk with the flight's `COMMIT` (a simple query, 'Q', among the
+ * flight's messages) put behind `SLEEP`: a cancel then cuts that query
+ * inside the write's transaction, before its `COMMIT` ran, as one that
+ * reaches the server as the `COMMIT` begins does.
+ */
+function sleepingCommit(text: string): Uint8Array | undefined {
+  const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
+  const view = new DataView(bytes.buffer);
+  for (let at = 0; at + 5 <= bytes.length;) {
+    const length = view.getUint32(at + 1);
+    const end = at + 1 + length;
+    if (end > bytes.length) return;
+    if (text[at] === "Q" && text.slice(at + 5, end) === "COMMIT\u0000") {
+      const query = `${SLEEP}COMMIT\u0000`;
+      const out = new Uint8Array(bytes.length - (end - at) + 5 + query.length);
+      out.set(bytes.subarray(0, at));
+      out[at] = 0x51;
+      new DataView(out.buffer).setUint32(at + 1, 4 + query.length);
+      out.set(Uint8Array.from(query, (c) => c.charCodeAt(0)), at + 5);
+      out.set(bytes.subarray(end), at + 5 + query.length);
+      return out;
+    }
+    at = end;
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose COMMIT a cancel cut lands nothing and hands its connection back outside any transaction: the next read on it answers",
+  ignore: !postgresAvailable,
+  // The relay runs in this process: its sockets close as the abort
+  // reaches them, after the test.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const stop = new AbortController();
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const other = new PostgresStore(admin, { schema });
+    let armed = false;
+    let cancelled = false;
+    const through = relayed(await postgresUrl(), (text) => {
+      if (!armed) return Promise.resolve();
+      const rewritten = sleepingCommit(text);
+      if (rewritten === undefined) return Promise.resolve();
+      armed = false;
+      // Once the COMMIT's query sleeps: cancelled.
+      void (async () => {
+        for (let tries = 0; tries < 200 && !cancelled; tries++) {
+          const [row] = await admin`
+            SELECT count(pg_cancel_backend(pid))::int AS n
+            FROM pg_stat_activity
+            WHERE application_name = ${NAME} AND state = 'active'
+              AND query LIKE ${SLEEP + "%"}`;
+          cancelled = row?.n === 1;
+          if (!cancelled) await new Promise((r) => setTimeout(r, 10));
+        }
+      })();
+      return Promise.resolve(rewritten);
+    }, stop.signal);
+    // One connection: the next call goes on the write's.
+    const sql = postgres(through, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { application_name: NAME },
+    });
+    try {
+      await other.migrate();
+      const store = new PostgresStore(sql, { schema });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      armed = true;
+      const answer = await store.createIntent({
+        id: "pi_2",
+        state: "authorized",
+        hold: "pending",
+      }).then(() => null, (error: Error) => error);
+      assert.ok(cancelled, "the cancel cut the flight's COMMIT");
+      assert.ok(answer instanceof BusyError, String(answer));
+      assert.match(answer.message, /nothing was written; retry$/);
+      assert.equal(await other.getIntent("pi_2"), null);
+      const [session] = await admin`
+        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+      assert.equal(session?.state, "idle");
+      // The next calls on the same connection run.
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await store.createIntent({ id: "pi_3", state: "authorized" });
+      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      stop.abort();
+    }
+  },
+});
