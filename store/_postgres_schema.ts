@@ -43,11 +43,25 @@ export const DURABLE_COMMIT =
   "DO $$BEGIN IF current_setting('synchronous_commit') = 'off' THEN SET LOCAL synchronous_commit = on; END IF; END$$";
 
 /**
+ * The value {@linkcode IN_WRITE} gives `relayer.in_write`, and the one the
+ * tables' guard asks of it: the moment the transaction began, which no
+ * other transaction of the session shares. A value left for the session
+ * (a `SET`, `set_config(…, false)`; behind a pooler in transaction mode,
+ * another client's on the server session they share) is an earlier
+ * transaction's, or `on`, and lets nothing through. As text of the epoch,
+ * whatever the session's `DateStyle` and `TimeZone`.
+ */
+const IN_WRITE_VALUE = "extract(epoch FROM transaction_timestamp())::text";
+
+/**
  * What the store's write transactions run first, behind their `BEGIN`:
  * the tables' guard (a trigger of the schema's, see {@linkcode migration})
  * refuses a statement marked {@linkcode WRITE_MARK} (SQLSTATE `RL003`)
- * unless this setting is on. `SET LOCAL` holds until the transaction
- * ends, and outside a transaction it ends with its own statement: a
+ * unless this setting holds the moment its transaction began (a `DO`
+ * block that runs `set_config(…, true)`, as `SET LOCAL`: no rows, so the
+ * flight's first query answers one result). It holds until the
+ * transaction ends, and outside a transaction it ends with its own
+ * statement: a
  * write's statements that run outside its transaction (a cancel that cut
  * the query holding its `BEGIN`, its statements pipelined behind) are
  * each refused, and nothing of the write lands without the check it
@@ -63,7 +77,8 @@ export const DURABLE_COMMIT =
  * });
  * ```
  */
-export const IN_WRITE = "SET LOCAL relayer.in_write = 'on'";
+export const IN_WRITE =
+  `DO $$BEGIN PERFORM set_config('relayer.in_write', ${IN_WRITE_VALUE}, true); END$$`;
 
 /**
  * What each statement of a store's write begins with (`marked`, in
@@ -173,11 +188,13 @@ export function migrated(schema: string): string {
             AND attname = '${column}' AND NOT attisdropped)`
       ),
       // The guard's function as this version has it (it refuses only the
-      // store's marked statements), and each table's guard, enabled (one
-      // an operator disabled is enabled again by the next migration).
+      // store's marked statements, and asks the setting for its
+      // transaction's start), and each table's guard, enabled (one an
+      // operator disabled is enabled again by the next migration).
       `EXISTS (SELECT 1 FROM pg_proc
           WHERE oid = to_regprocedure('${s}.refuse_outside()')
-            AND prosrc LIKE '%${MARK_TEXT}%')`,
+            AND prosrc LIKE '%${MARK_TEXT}%'
+            AND prosrc LIKE '%transaction_timestamp%')`,
       ...TABLES.map((table) =>
         `EXISTS (SELECT 1 FROM pg_trigger
           WHERE tgrelid = to_regclass('${s}.${table}')
@@ -406,7 +423,8 @@ export function migration(schema: string): readonly string[] {
       LANGUAGE plpgsql AS $$
       BEGIN
         IF starts_with(current_query(), '${MARK_TEXT}')
-          AND coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
+          AND coalesce(current_setting('relayer.in_write', true), '')
+            <> ${IN_WRITE_VALUE} THEN
           RAISE EXCEPTION 'a write of the relayer''s to %.% ran outside its transaction (a cancel cut its BEGIN): refused', TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = '${OUTSIDE_WRITE}',
               HINT = 'Only statements that begin with ${MARK_TEXT} are refused so; a write by hand needs nothing (docs/postgres.md, "Writing by hand")';

@@ -423,3 +423,51 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "PostgreSQL: relayer.in_write left on for a session (a SET, set_config(…, false); behind a pooler in transaction mode, another client's) lets no statement marked as the store's through outside its transaction",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({}, async ({ admin, schema, sql, store }) => {
+    // A schema whose guard took any transaction's `on` (as migrated
+    // before): the next migration puts this version's in its place.
+    await admin.unsafe(
+      `CREATE OR REPLACE FUNCTION "${schema}".refuse_outside() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+          IF starts_with(current_query(), '${WRITE_MARK.trimEnd()}')
+            AND coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
+            RAISE EXCEPTION 'outside' USING ERRCODE = 'RL003';
+          END IF;
+          RETURN NULL;
+        END
+        $$`,
+    );
+    await store.migrate();
+    await store.createIntent({ id: "pi_1", state: "authorized" });
+    const marked =
+      `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`;
+    // `sql` has one connection: each setting holds for the statement
+    // after it, as for the store's statements on a server session of a
+    // pooler that another client's SET left so.
+    for (
+      const set of [
+        "SET relayer.in_write = 'on'",
+        "SELECT set_config('relayer.in_write', 'on', false)",
+      ]
+    ) {
+      await sql.unsafe(set);
+      const refused = await sql.unsafe(marked).then(
+        () => "landed outside a transaction",
+        (error: Error & { code?: string }) => error.code,
+      );
+      assert.equal(refused, "RL003", `after ${set}`);
+      // The store's own writes land on that session.
+      const id = `pi_${set.length}`;
+      await store.createIntent({ id, state: "authorized" });
+      assert.equal((await store.getIntent(id))?.state, "authorized");
+      await sql.unsafe("RESET relayer.in_write");
+    }
+    assert.equal((await store.getIntent("pi_1"))?.version, "1");
+  }),
+});

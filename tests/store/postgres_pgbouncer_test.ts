@@ -18,6 +18,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService } from "../../main.ts";
 import { PostgresStore } from "../../store/postgres.ts";
+import { WRITE_MARK } from "../../store/_postgres_schema.ts";
 import {
   type OwnedPgBouncer,
   processPostgres,
@@ -366,4 +367,44 @@ Deno.test({
       );
     }
   },
+});
+
+Deno.test({
+  name:
+    "PostgresStore through PgBouncer in transaction mode: relayer.in_write that another client set for its session stays on the server session they share, and lets no statement marked as the store's through outside its transaction",
+  ignore: !available,
+  fn: timeout(30_000, async () => {
+    // One server session: the store's client gets the one the operator's
+    // SET was left on.
+    const bouncer = await pooler("transaction", 1);
+    const schema = freshSchema();
+    const operator = through(bouncer, { prepare: false, max: 1 });
+    const sql = through(bouncer, { prepare: false, max: 1 });
+    try {
+      const store = new PostgresStore(sql, { schema });
+      await store.migrate();
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      await operator.unsafe("SET relayer.in_write = 'on'");
+      const [left] = await sql<{ on: string }[]>`
+        SELECT current_setting('relayer.in_write', true) AS on`;
+      assert.equal(left?.on, "on", "the pooler shares the operator's session");
+      const refused = await sql.unsafe(
+        `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
+      ).then(
+        () => "landed outside a transaction",
+        (error: Error & { code?: string }) => error.code,
+      );
+      assert.equal(refused, "RL003");
+      // The store's own writes land there.
+      await store.createIntent({ id: "pi_2", state: "authorized" });
+      assert.equal((await store.getIntent("pi_2"))?.state, "authorized");
+      assert.equal((await store.getIntent("pi_1"))?.version, "1");
+    } finally {
+      await operator.unsafe("RESET relayer.in_write").catch(() => {});
+      await Promise.all([sql.end(), operator.end()]);
+      await (await sharedClient()).unsafe(
+        `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
+      );
+    }
+  }),
 });
