@@ -9,7 +9,7 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype] [--db-down 10] [--instances 1] [--trace]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel] [--db-down 10] [--instances 1] [--trace]
  * ```
  *
  * With `--instances N` (1 by default), N service processes run at once on
@@ -68,8 +68,12 @@
  *   1.5 s after the last one's recovery: `fast` and `immediate` stop the
  *   server in that `pg_ctl` mode and start it again (`immediate` leaves crash
  *   recovery to the start), `down` keeps it stopped `--db-down` seconds,
- *   `terminate` ends every client session five times 200 ms apart, and
- *   `retype` changes the type of three columns the store's statements
+ *   `terminate` ends every client session five times 200 ms apart,
+ *   `cancel` cancels every client session's statement
+ *   (`pg_cancel_backend`) every millisecond or so for 3 s, a cancel that
+ *   reaches a write's flight as it begins among them (its statements then
+ *   run outside its transaction, where the schema's guard refuses each),
+ *   and `retype` changes the type of three columns the store's statements
  *   return (bigint to numeric, and back at the next), as a later release's
  *   migration would under the live instances: no delivery may then be
  *   answered that a statement was stale, and with `retype` alone no store
@@ -276,7 +280,9 @@ export interface CrashTestOptions {
    * moments (PostgreSQL only): `fast` and `immediate` restart it (`pg_ctl`
    * stop mode; `immediate` leaves crash recovery to the start), `down`
    * stops it for `dbDownS`, `terminate` ends every client session
-   * (`pg_terminate_backend`) five times 200 ms apart.
+   * (`pg_terminate_backend`) five times 200 ms apart, `cancel` cancels
+   * every client session's statement (`pg_cancel_backend`) every
+   * millisecond or so for 3 s.
    */
   readonly dbFaults: readonly DbFault[];
   /** How long a `down` fault keeps the database stopped, in seconds. */
@@ -292,19 +298,30 @@ export interface CrashTestOptions {
 }
 
 /** One thing done to the database during the run. */
-export type DbFault = "fast" | "immediate" | "down" | "terminate" | "retype";
+export type DbFault =
+  | "fast"
+  | "immediate"
+  | "down"
+  | "terminate"
+  | "retype"
+  | "cancel";
 const DB_FAULTS: readonly DbFault[] = [
   "fast",
   "immediate",
   "down",
   "terminate",
   "retype",
+  "cancel",
 ];
+
+/** How long a `cancel` fault cancels the client sessions' statements. */
+const CANCEL_S = 3;
 
 /**
  * Whether `faults` take the database away (all but `retype`, which only
- * changes it): under them a write may fail or land unseen, and the checks
- * allow for it.
+ * changes it; `cancel` fails the statements it cuts, as an outage fails
+ * them): under them a write may fail or land unseen, and the checks allow
+ * for it.
  */
 export function outagesIn(faults: readonly DbFault[]): boolean {
   return faults.some((kind) => kind !== "retype");
@@ -316,8 +333,18 @@ export function outagesIn(faults: readonly DbFault[]): boolean {
  */
 const STALE_REFUSAL = "prepared before the schema changed";
 
+/**
+ * What the service logs only for a fault of the store's own, whatever the
+ * database did: its client is the store's alone, so a transaction that
+ * failed on a connection and was left open there (25P02) is one the store
+ * left, and a write whose `BEGIN` a cancel cut with a statement landed
+ * outside it is one the schema's guard let through.
+ */
+const STORE_OWN_FAULT =
+  /which something else using this client left open|PostgreSQL cut the write's BEGIN/;
+
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype] [--db-down 10] [--instances 1] [--trace]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel] [--db-down 10] [--instances 1] [--trace]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -2913,6 +2940,13 @@ async function runCrashTest(
     if (several) server.tag = `${index + 1}.`;
     server.metFault = (startedAt) => startMetFault(stats.dbFaults, startedAt);
     server.onLine = (line, generation) => {
+      if (STORE_OWN_FAULT.test(line)) {
+        unexpected.push(
+          `server ${server.tag}${generation} logged: ${
+            line.trim().slice(0, 240)
+          }`,
+        );
+      }
       // The intents it names, and those whose txs it names (a receipt's failure).
       const ids = new Set(line.match(/\bpi_\w+/g) ?? []);
       for (const hash of line.match(/\b0x[0-9a-f]+\b/g) ?? []) {
@@ -4578,6 +4612,23 @@ async function runCrashTest(
             `ALTER TABLE relayer.${table} ALTER COLUMN ${column} TYPE ${to}`,
           );
         }
+      } else if (kind === "cancel") {
+        // One psql for the whole hammer: a process per round would cancel
+        // every 20 ms or so, and rarely meet a flight as it begins.
+        await database.psql(
+          `DO $$
+          DECLARE
+            until timestamptz := clock_timestamp() + interval '${CANCEL_S} seconds';
+          BEGIN
+            WHILE clock_timestamp() < until LOOP
+              PERFORM pg_stat_clear_snapshot();
+              PERFORM pg_cancel_backend(pid) FROM pg_stat_activity
+                WHERE backend_type = 'client backend' AND pid <> pg_backend_pid();
+              PERFORM pg_sleep(0.001);
+            END LOOP;
+          END
+          $$`,
+        );
       } else if (kind === "terminate") {
         for (let round = 0; round < 5; round++) {
           await database.psql(
@@ -4686,7 +4737,9 @@ async function runCrashTest(
     // With database faults, the jobs are published over the faults' span,
     // so that deliveries meet every fault and every recovery.
     const spreadMs = options.dbFaults.reduce(
-      (ms, kind) => ms + 1500 + (kind === "down" ? options.dbDownS * 1000 : 0),
+      (ms, kind) =>
+        ms + 1500 + (kind === "down" ? options.dbDownS * 1000 : 0) +
+        (kind === "cancel" ? CANCEL_S * 1000 : 0),
       0,
     );
     const work = Promise.all([

@@ -1097,7 +1097,9 @@ Deno.test("isIntentView() takes an intent's view, with or without a dead letter,
 Deno.test("outagesIn() counts every database fault but a retype, which changes the database without taking it away", () => {
   assert.equal(outagesIn([]), false);
   assert.equal(outagesIn(["retype", "retype"]), false);
-  for (const kind of ["fast", "immediate", "down", "terminate"] as const) {
+  for (
+    const kind of ["fast", "immediate", "down", "terminate", "cancel"] as const
+  ) {
     assert.equal(outagesIn([kind]), true);
     assert.equal(outagesIn(["retype", kind]), true);
   }
