@@ -189,8 +189,9 @@ export function migrated(schema: string): string {
       ),
       // The guard's function as this version has it (it refuses only the
       // store's marked statements, and asks the setting for its
-      // transaction's start), and each table's guard, enabled (one an
-      // operator disabled is enabled again by the next migration).
+      // transaction's start), and each table's guard, enabled ALWAYS (one
+      // an operator disabled, or one that fires in origin mode only, is
+      // enabled so by the next migration).
       `EXISTS (SELECT 1 FROM pg_proc
           WHERE oid = to_regprocedure('${s}.refuse_outside()')
             AND prosrc LIKE '%${MARK_TEXT}%'
@@ -198,7 +199,7 @@ export function migrated(schema: string): string {
       ...TABLES.map((table) =>
         `EXISTS (SELECT 1 FROM pg_trigger
           WHERE tgrelid = to_regclass('${s}.${table}')
-            AND tgname = '${GUARD}' AND tgenabled <> 'D')`
+            AND tgname = '${GUARD}' AND tgenabled = 'A')`
       ),
     ].join("\n    AND ")
   } AS current,
@@ -433,7 +434,13 @@ export function migration(schema: string): readonly string[] {
       END
       $$`,
     // CREATE TRIGGER locks its table: run only where the guard is missing
-    // (or disabled: enabled again).
+    // (or not enabled ALWAYS: enabled so). ALWAYS: a trigger enabled
+    // plainly does not fire where session_replication_role is replica (a
+    // restore's or a replication tool's setting, for a session, a role or
+    // the database; behind a pooler in transaction mode, another client's
+    // left on a shared server session), and the store's statements would
+    // pass outside their transaction. A logical replica's apply should
+    // pass: its current_query() is null (not tested here).
     ...TABLES.map((table) =>
       `DO $$
       BEGIN
@@ -444,12 +451,13 @@ export function migration(schema: string): readonly string[] {
           CREATE TRIGGER ${GUARD}
             BEFORE INSERT OR UPDATE OR DELETE ON ${s}.${table}
             FOR EACH STATEMENT EXECUTE FUNCTION ${s}.refuse_outside();
+          ALTER TABLE ${s}.${table} ENABLE ALWAYS TRIGGER ${GUARD};
         ELSIF EXISTS (
           SELECT 1 FROM pg_trigger
           WHERE tgrelid = '${s}.${table}'::regclass AND tgname = '${GUARD}'
-            AND tgenabled = 'D'
+            AND tgenabled <> 'A'
         ) THEN
-          ALTER TABLE ${s}.${table} ENABLE TRIGGER ${GUARD};
+          ALTER TABLE ${s}.${table} ENABLE ALWAYS TRIGGER ${GUARD};
         END IF;
       END
       $$`

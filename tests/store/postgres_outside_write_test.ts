@@ -471,3 +471,37 @@ Deno.test({
     assert.equal((await store.getIntent("pi_1"))?.version, "1");
   }),
 });
+
+Deno.test({
+  name:
+    "PostgreSQL: with session_replication_role = replica (a restore's or a replication tool's, for a session, a role or the database), the guard still refuses a statement marked as the store's outside its transaction",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({}, async ({ admin, schema, sql, store }) => {
+    await store.createIntent({ id: "pi_1", state: "authorized" });
+    // A schema migrated before: its guards fire in origin mode only.
+    for (const table of ["intents", "holds"]) {
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".${table} ENABLE TRIGGER in_write_only`,
+      );
+    }
+    await store.migrate();
+    // `sql` has one connection: the setting holds for what follows. The
+    // test's role is a superuser, as one who may set it.
+    await sql.unsafe("SET session_replication_role = replica");
+    try {
+      const refused = await sql.unsafe(
+        `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
+      ).then(
+        () => "landed outside a transaction",
+        (error: Error & { code?: string }) => error.code,
+      );
+      assert.equal(refused, "RL003");
+      // The store's own writes land.
+      await store.createIntent({ id: "pi_2", state: "authorized" });
+      assert.equal((await store.getIntent("pi_2"))?.state, "authorized");
+    } finally {
+      await sql.unsafe("RESET session_replication_role");
+    }
+    assert.equal((await store.getIntent("pi_1"))?.version, "1");
+  }),
+});
