@@ -88,12 +88,35 @@ export const IN_WRITE =
  * postgres.js finds the keyword of a helper (`UPDATE … SET ${sql(row)}`)
  * only after whitespace, a parenthesis or the text's start.
  *
+ * The earlier versions that marked their statements (commits `a04d928`
+ * to `1ace61d`) wrote {@linkcode EARLIER_MARK} and set `relayer.in_write`
+ * to `on`: this mark differs, so the guard can hold this version's
+ * statements to the transaction's own moment and still let those
+ * versions write, as they did, during a rollout.
+ *
  * @example
  * ```ts ignore
  * const text = `${WRITE_MARK}UPDATE s.intents SET version = version + 1`;
  * ```
  */
-export const WRITE_MARK = "/* relayer:write */ ";
+export const WRITE_MARK = "/* relayer:write v2 */ ";
+
+/**
+ * What each statement of the store's writes began with in the versions
+ * before {@linkcode WRITE_MARK} (commits `a04d928` to `1ace61d`), whose
+ * transactions set `relayer.in_write` to `on`. The guard still refuses
+ * such a statement outside a transaction that set `on`, as those
+ * versions' guard did: they keep writing beside this one, and a session
+ * left with `on` (a `SET`; behind a pooler, another client's) still lets
+ * their statements through as it did then. Not a prefix of
+ * {@linkcode WRITE_MARK}, nor it of this.
+ *
+ * @example
+ * ```ts ignore
+ * const earlier = `${EARLIER_MARK} UPDATE s.intents SET version = version + 1`;
+ * ```
+ */
+export const EARLIER_MARK = "/* relayer:write */";
 
 /**
  * The SQLSTATE a statement marked {@linkcode WRITE_MARK} meets outside a
@@ -418,17 +441,22 @@ export function migration(schema: string): readonly string[] {
     // inside a transaction that ran IN_WRITE: one that runs outside it (in
     // autocommit, after a cancel cut the query holding its BEGIN) is
     // refused, so no write of the store lands without its checks. Any
-    // other statement (a write by hand, the payments API's, an older
-    // relayer's) is not the guard's business.
+    // other statement (a write by hand, the payments API's, a relayer
+    // older than the marks) is not the guard's business; one marked
+    // EARLIER_MARK (the versions a04d928 to 1ace61d) is held to what their
+    // guard asked, relayer.in_write on.
     `CREATE OR REPLACE FUNCTION ${s}.refuse_outside() RETURNS trigger
       LANGUAGE plpgsql AS $$
       BEGIN
-        IF starts_with(current_query(), '${MARK_TEXT}')
-          AND coalesce(current_setting('relayer.in_write', true), '')
-            <> ${IN_WRITE_VALUE} THEN
+        IF (starts_with(current_query(), '${MARK_TEXT}')
+            AND coalesce(current_setting('relayer.in_write', true), '')
+              <> ${IN_WRITE_VALUE})
+          OR (starts_with(current_query(), '${EARLIER_MARK}')
+            AND coalesce(current_setting('relayer.in_write', true), '')
+              <> 'on') THEN
           RAISE EXCEPTION 'a write of the relayer''s to %.% ran outside its transaction (a cancel cut its BEGIN): refused', TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = '${OUTSIDE_WRITE}',
-              HINT = 'Only statements that begin with ${MARK_TEXT} are refused so; a write by hand needs nothing (docs/postgres.md, "Writing by hand")';
+              HINT = 'Only statements that begin with ${MARK_TEXT} (or ${EARLIER_MARK}, an earlier version''s) are refused so; a write by hand needs nothing (docs/postgres.md, "Writing by hand")';
         END IF;
         RETURN NULL;
       END

@@ -18,7 +18,11 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { IN_WRITE, WRITE_MARK } from "../../store/_postgres_schema.ts";
+import {
+  EARLIER_MARK,
+  IN_WRITE,
+  WRITE_MARK,
+} from "../../store/_postgres_schema.ts";
 import {
   connect,
   freshSchema,
@@ -327,14 +331,17 @@ Deno.test({
 });
 
 /**
- * What a relayer of the version before sends, rewritten from this one's
- * bytes on their way to the server: each Parse ('P') and simple query
- * ('Q') without `WRITE_MARK` and without `IN_WRITE`. Messages are cut
- * where the client's chunks are, so each connection keeps what a chunk
- * left of a message for the next one; its first message (the startup,
- * or an SSL request) has no type byte.
+ * What a relayer of an earlier version sends, rewritten from this one's
+ * bytes on their way to the server: in each Parse ('P') and simple query
+ * ('Q'), `WRITE_MARK` replaced by that version's `mark` and `IN_WRITE` by
+ * its `inWrite` (the version before the marks: neither, both empty).
+ * Messages are cut where the client's chunks are, so each connection
+ * keeps what a chunk left of a message for the next one; its first
+ * message (the startup, or an SSL request) has no type byte.
  */
-function asBefore(): (text: string, connection: number) => Uint8Array {
+function asEarlier(
+  { mark, inWrite }: { mark: string; inWrite: string },
+): (text: string, connection: number) => Uint8Array {
   const left = new Map<number, string>();
   const started = new Set<number>();
   const bytes = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
@@ -367,7 +374,10 @@ function asBefore(): (text: string, connection: number) => Uint8Array {
       const type = rest[0]!;
       let body = rest.slice(5, 1 + n);
       if (type === "P" || type === "Q") {
-        body = body.replaceAll(WRITE_MARK, "").replaceAll(`${IN_WRITE}; `, "");
+        body = body.replaceAll(WRITE_MARK, mark).replaceAll(
+          `${IN_WRITE}; `,
+          inWrite && `${inWrite}; `,
+        );
       }
       out.push(framed(type, body));
       rest = rest.slice(1 + n);
@@ -383,45 +393,104 @@ function asBefore(): (text: string, connection: number) => Uint8Array {
   };
 }
 
+/**
+ * A store of an earlier version (`earlier`, see {@linkcode asEarlier})
+ * through a relay that rewrites this one's statements as that version
+ * sent them: on a schema this version migrated, each of its writes lands,
+ * as during a rollout.
+ */
+async function earlierWrites(
+  earlier: { mark: string; inWrite: string },
+): Promise<void> {
+  const rewrite = asEarlier(earlier);
+  let marks = 0;
+  await throughRelay({ max: 2 }, () => (text, connection) => {
+    marks += text.split(WRITE_MARK).length - 1;
+    return Promise.resolve(rewrite(text, connection));
+  }, async ({ admin, schema, sql }) => {
+    const old = new PostgresStore(sql, { schema });
+    await old.createIntent({
+      id: "pi_1",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+      mayHaveSent: false,
+    });
+    let intent = (await old.getIntent("pi_1"))!;
+    intent = await old.beginBroadcast("pi_1", intent.version, 1);
+    intent = await old.recordBroadcast("pi_1", intent.version, {
+      outcome: "not_sent",
+      at: 2,
+    });
+    assert.equal(await old.voidHold("pi_1"), "voided");
+    assert.equal(await old.admit({ count: "pi_1/settle", now: 3 }), 1);
+    // Its statements reached the server as that version sent them, and
+    // the guard let each through: they landed.
+    assert.ok(marks > 0, "the relay rewrote the store's writes");
+    const [row] = await admin.unsafe(
+      `SELECT h.state AS hold, i.broadcasting FROM "${schema}".intents i
+       JOIN "${schema}".holds h ON h.intent_id = i.id WHERE i.id = 'pi_1'`,
+    );
+    assert.equal(row?.hold, "voided");
+  });
+}
+
 Deno.test({
   name:
     "PostgresStore: a relayer of the version before (no mark, no relayer.in_write) keeps writing on a schema this version migrated, as during a rollout",
   ignore: !postgresAvailable,
   sanitizeOps: false,
   sanitizeResources: false,
-  async fn() {
-    const rewrite = asBefore();
-    let marks = 0;
-    await throughRelay({ max: 2 }, () => (text, connection) => {
-      marks += text.split(WRITE_MARK).length - 1;
-      return Promise.resolve(rewrite(text, connection));
-    }, async ({ admin, schema, sql }) => {
-      const old = new PostgresStore(sql, { schema });
-      await old.createIntent({
-        id: "pi_1",
-        state: "settling",
-        hold: "pending",
-        settlingSince: 0,
-        mayHaveSent: false,
-      });
-      let intent = (await old.getIntent("pi_1"))!;
-      intent = await old.beginBroadcast("pi_1", intent.version, 1);
-      intent = await old.recordBroadcast("pi_1", intent.version, {
-        outcome: "not_sent",
-        at: 2,
-      });
-      assert.equal(await old.voidHold("pi_1"), "voided");
-      assert.equal(await old.admit({ count: "pi_1/settle", now: 3 }), 1);
-      // Its statements reached the server without the mark, and the
-      // guard let each through: they landed.
-      assert.ok(marks > 0, "the relay took the mark off the store's writes");
-      const [row] = await admin.unsafe(
-        `SELECT h.state AS hold, i.broadcasting FROM "${schema}".intents i
-         JOIN "${schema}".holds h ON h.intent_id = i.id WHERE i.id = 'pi_1'`,
+  fn: () => earlierWrites({ mark: "", inWrite: "" }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a relayer of the versions a04d928 to 1ace61d (statements marked /* relayer:write */, relayer.in_write set to on) keeps writing on a schema this version migrated, as during a rollout",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    earlierWrites({
+      mark: `${EARLIER_MARK} `,
+      inWrite: "SET LOCAL relayer.in_write = 'on'",
+    }),
+});
+
+Deno.test({
+  name:
+    "PostgreSQL: a statement marked as the versions a04d928 to 1ace61d marked theirs is refused outside a transaction that set relayer.in_write on, as their guard refused it; on lets none of this version's through",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({}, async ({ schema, sql, store }) => {
+    await store.createIntent({ id: "pi_1", state: "authorized" });
+    const bump = `UPDATE "${schema}".intents SET version = version + 1
+      WHERE id = 'pi_1'`;
+    const outcome = (write: Promise<unknown>) =>
+      write.then(
+        () => "landed",
+        (error: Error & { code?: string }) => error.code ?? String(error),
       );
-      assert.equal(row?.hold, "voided");
-    });
-  },
+    // That version's statement alone (a cancel cut its BEGIN): refused.
+    assert.equal(await outcome(sql.unsafe(`${EARLIER_MARK} ${bump}`)), "RL003");
+    // This version's, in a transaction that set only that version's `on`:
+    // refused, the transaction's moment is what it asks.
+    assert.equal(
+      await outcome(sql.begin(async (tx) => {
+        await tx.unsafe("SET LOCAL relayer.in_write = 'on'");
+        await tx.unsafe(`${WRITE_MARK}${bump}`);
+      })),
+      "RL003",
+    );
+    // That version's, in its transaction: landed.
+    assert.equal(
+      await outcome(sql.begin(async (tx) => {
+        await tx.unsafe("SET LOCAL relayer.in_write = 'on'");
+        await tx.unsafe(`${EARLIER_MARK} ${bump}`);
+      })),
+      "landed",
+    );
+    assert.equal((await store.getIntent("pi_1"))?.version, "2");
+  }),
 });
 
 Deno.test({
@@ -435,7 +504,7 @@ Deno.test({
       `CREATE OR REPLACE FUNCTION "${schema}".refuse_outside() RETURNS trigger
         LANGUAGE plpgsql AS $$
         BEGIN
-          IF starts_with(current_query(), '${WRITE_MARK.trimEnd()}')
+          IF starts_with(current_query(), '${EARLIER_MARK}')
             AND coalesce(current_setting('relayer.in_write', true), '') <> 'on' THEN
             RAISE EXCEPTION 'outside' USING ERRCODE = 'RL003';
           END IF;
