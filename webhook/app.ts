@@ -2133,6 +2133,42 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
+  let undeclaredLoggedAt = -Infinity;
+  const undeclaredStepBack = stepBackPace();
+
+  /**
+   * Returns `delivery`, a push's `deliveryAttempt`, having said in the log
+   * (at most once a minute) when no dead-letter route is configured: only
+   * a subscription with a dead-letter policy numbers its pushes, and that
+   * policy gives up after its max delivery attempts (5 unless set) whatever
+   * the start-up check took (no limit, as `PUBSUB_MAX_DELIVERY_ATTEMPTS`
+   * was unset), forwarding the job to a dead-letter topic nothing here
+   * resolves: its intent would be stranded.
+   */
+  function undeclaredDeadLetterPolicy(
+    delivery: number,
+    subscription: { project: string; name: string } | undefined,
+  ): number {
+    if (verifyPubSubDeadLetter !== undefined) return delivery;
+    const at = now();
+    if (
+      at < undeclaredLoggedAt
+        ? !undeclaredStepBack(REFUSALS_LOG_INTERVAL_MS)
+        : at - undeclaredLoggedAt < REFUSALS_LOG_INTERVAL_MS
+    ) {
+      return delivery;
+    }
+    undeclaredLoggedAt = at;
+    log(
+      `relayer POST /v1/pubsub: a push of ${
+        subscription === undefined
+          ? "a subscription"
+          : `projects/${subscription.project}/subscriptions/${subscription.name}`
+      } carries deliveryAttempt ${delivery}, so the subscription has a dead-letter policy, but PUBSUB_MAX_DELIVERY_ATTEMPTS and PUBSUB_DEAD_LETTER_AUDIENCE are unset: Pub/Sub gives up on a job after the policy's max delivery attempts (5 unless set), unchecked against MAX_DELIVERIES, and forwards it to the dead-letter topic, where nothing resolves its intent, which is stranded. Set both (and push the dead-letter topic's subscription to POST /v1/pubsub/dead-letter), or remove the subscription's dead-letter policy`,
+    );
+    return delivery;
+  }
+
   app.post("/v1/pubsub", async (c) => {
     const got = await receivePush(c, verifyPubSub, {
       name: "POST /v1/pubsub",
@@ -2168,7 +2204,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         }
         : {
           job: push.job,
-          delivery: deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
+          delivery: undeclaredDeadLetterPolicy(
+            deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
+            subscription,
+          ),
           ...source,
         };
     });
