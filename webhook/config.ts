@@ -1284,7 +1284,7 @@ export function loadConfig(
     );
   }
   const queues = readQueues(env, policy, timeoutMs);
-  checkQueues(policy, clockSkewMs, queues, {
+  checkQueues(policy, clockSkewMs, leaseMs, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
     pubsubDeadLetter: deadLetterAudience !== undefined,
@@ -1474,6 +1474,7 @@ function stuckAndSkew(stuckAfterMs: number, clockSkewMs: number): string {
 function checkQueues(
   given: Policy,
   clockSkewMs: number,
+  leaseMs: number,
   queues: QueueSettings,
   configured: { qstash: boolean; pubsub: boolean; pubsubDeadLetter: boolean },
 ): void {
@@ -1527,11 +1528,18 @@ function checkQueues(
         `PUBSUB_MAX_DELIVERY_ATTEMPTS is missing: PUBSUB_DEAD_LETTER_AUDIENCE is set, so the jobs' subscription has a dead-letter policy, and Pub/Sub gives up after its max delivery attempts (5 unless set), which must be at least MAX_DELIVERIES (${max}). Set the subscription's max delivery attempts, and PUBSUB_MAX_DELIVERY_ATTEMPTS to the same number, so that it is checked`,
       );
     }
+    // Retention ends before a dead-letter policy gives up (or there is
+    // none): an expired message is dropped, with no dead letter and no
+    // give-up route. A delivery answers busy at and past the last (DESIGN
+    // §13) while another's lease stands, LEASE + 2 × CLOCK_SKEW at most,
+    // and only a push after that resolves the intent: the retention must
+    // hold MAX_DELIVERIES pushes, that wait, and one more push.
+    const stepMs = (ackDeadlineMs ?? 0) + maxBackoffMs;
+    const retentionNeedMs = max * stepMs + leaseMs + 2 * clockSkewMs;
     if (
-      check.problem === "stops_early" && retentionMs !== undefined &&
-      check.limit < (maxDeliveryAttempts ?? Infinity)
+      retentionMs !== undefined && retentionMs <= retentionNeedMs &&
+      Math.ceil(retentionMs / stepMs) < (maxDeliveryAttempts ?? Infinity)
     ) {
-      // Expired, a message is dropped: no dead letter, no give-up route.
       throw new ConfigError(
         "PUBSUB_MESSAGE_RETENTION",
         `PUBSUB_MESSAGE_RETENTION is ${
@@ -1540,9 +1548,15 @@ function checkQueues(
           formatDuration(ackDeadlineMs ?? 0)
         } (2 × SENDER_TIMEOUT + 5s) and PUBSUB_MAX_BACKOFF (${
           formatDuration(maxBackoffMs)
-        }) before the next, so a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
-          formatDuration((max - 1) * ((ackDeadlineMs ?? 0) + maxBackoffMs))
-        } ((MAX_DELIVERIES − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF)), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
+        }) before the next, so ${
+          check.problem === "stops_early"
+            ? `a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max})`
+            : `a message can expire while its last delivery (MAX_DELIVERIES, ${max}) is answered busy behind another's lease (up to LEASE + 2 × CLOCK_SKEW, ${
+              formatDuration(leaseMs + 2 * clockSkewMs)
+            }), before the push that would resolve it`
+        }: Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
+          formatDuration(retentionNeedMs)
+        } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
       );
     }
     if (check.problem === "stops_early") {

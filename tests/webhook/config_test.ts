@@ -813,34 +813,43 @@ Deno.test("loadConfig() refuses, with Pub/Sub push, a SENDER_TIMEOUT no acknowle
 Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: an expired message is dropped with no dead letter", () => {
   const ok = { ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "40s" };
   // Ten deliveries, each failed push up to 25s (2 × SENDER_TIMEOUT + 5s)
-  // and 10m before the next: more than 9 × 10m25s = 1h33m45s.
+  // and 10m before the next: 9 × 10m25s = 1h33m45s to the tenth; then a
+  // busy answer behind a lease (LEASE + 2 × CLOCK_SKEW, 40s) and one more
+  // push: more than 10 × 10m25s + 40s = 1h44m50s.
   refused(
     { ...ok, PUBSUB_MESSAGE_RETENTION: "93m45s" },
     "PUBSUB_MESSAGE_RETENTION",
-    /^PUBSUB_MESSAGE_RETENTION is 1h33m45s, and each failed delivery may take up to 25s \(2 × SENDER_TIMEOUT \+ 5s\) and PUBSUB_MAX_BACKOFF \(10m0s\) before the next, so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\): Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h33m45s /,
+    /^PUBSUB_MESSAGE_RETENTION is 1h33m45s, and each failed delivery may take up to 25s \(2 × SENDER_TIMEOUT \+ 5s\) and PUBSUB_MAX_BACKOFF \(10m0s\) before the next, so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\): Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h44m50s /,
   );
-  const accepted = loadConfig({ ...ok, PUBSUB_MESSAGE_RETENTION: "93m46s" })
+  // Ten pushes fit, but not a busy last one and the push after it.
+  refused(
+    { ...ok, PUBSUB_MESSAGE_RETENTION: "104m50s" },
+    "PUBSUB_MESSAGE_RETENTION",
+    /^PUBSUB_MESSAGE_RETENTION is 1h44m50s, .* so a message can expire while its last delivery \(MAX_DELIVERIES, 10\) is answered busy behind another's lease \(up to LEASE \+ 2 × CLOCK_SKEW, 40s\), before the push that would resolve it: Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h44m50s /,
+  );
+  const accepted = loadConfig({ ...ok, PUBSUB_MESSAGE_RETENTION: "104m51s" })
     .queues.pubsub;
   assert.deepEqual([accepted.retentionMs, accepted.ackDeadlineMs], [
-    5_626_000,
+    6_291_000,
     25_000,
   ]);
   // A longer SENDER_TIMEOUT takes longer pushes: the same retention is short.
   refused(
     {
       ...ok,
-      PUBSUB_MESSAGE_RETENTION: "93m46s",
+      PUBSUB_MESSAGE_RETENTION: "104m51s",
       SENDER_TIMEOUT: "30s",
       LEASE: "1m",
     },
     "PUBSUB_MESSAGE_RETENTION",
     /may take up to 1m5s \(2 × SENDER_TIMEOUT \+ 5s\)/,
   );
-  // A shorter backoff fits more deliveries in the same retention.
+  // A shorter backoff fits more deliveries in the same retention: ten
+  // pushes 1m5s apart, a busy last one and the push after it in 11m31s.
   assert.doesNotThrow(() =>
     loadConfig({
       ...ok,
-      PUBSUB_MESSAGE_RETENTION: "10m",
+      PUBSUB_MESSAGE_RETENTION: "11m31s",
       PUBSUB_MIN_BACKOFF: "40s",
       PUBSUB_MAX_BACKOFF: "40s",
     })
