@@ -520,6 +520,19 @@ class Refusal extends Error {
 }
 
 /**
+ * A route that is off (503 `not-configured`): logged as a 401 is, at most
+ * once a minute per route. A queue that delivers there, or gives up there,
+ * is answered only this until it stops calling.
+ */
+class NotConfigured extends Refusal {}
+
+/** The routes by which a queue gives up on a job. */
+const GIVE_UP_ROUTES: ReadonlySet<string> = new Set([
+  "POST /v1/qstash/failed",
+  "POST /v1/pubsub/dead-letter",
+]);
+
+/**
  * Whether a send of this intent may have left: a broadcast in flight, one
  * on record not declared `not_sent`, a tx hash on record, or the sticky
  * `mayHaveSent`. Any tx of its nonce may then be one with no hash kept:
@@ -1460,15 +1473,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     option: keyof AppDeps,
   ): void {
     if (!configured && !insecureDev) {
-      throw new Refusal(
-        problem(
-          503,
-          "not-configured",
-          "Route not configured",
-          `${route} ${
-            route.endsWith("routes") ? "are" : "is"
-          } off: set ${settings} (in code, createApp's '${option}'), or start with RELAYER_INSECURE_DEV=1 (insecureDev) for local development only.`,
-        ),
+      const detail = `${route} ${
+        route.endsWith("routes") ? "are" : "is"
+      } off: set ${settings} (in code, createApp's '${option}'), or start with RELAYER_INSECURE_DEV=1 (insecureDev) for local development only.`;
+      throw new NotConfigured(
+        problem(503, "not-configured", "Route not configured", detail),
+        GIVE_UP_ROUTES.has(route)
+          ? `${detail} The queue's give-up is refused, and resolves nothing: once the queue stops calling, its intent is stranded.`
+          : detail,
       );
     }
   }
@@ -3632,7 +3644,8 @@ export function createApp(deps: AppDeps): WebhookApp {
   const refusalStepBack = stepBackPace();
 
   /**
-   * One line for a refused request (401, 408, 413), at most once a
+   * One line for a refused request (401, 408, 413, and 503 for a route
+   * that is off), at most once a
    * minute per route and status, with the count since the last line. The
    * route is the pattern it matched (`pattern`, else the handler's), never
    * the path as sent: an id in the path is the caller's to choose; so is a
@@ -3672,7 +3685,10 @@ export function createApp(deps: AppDeps): WebhookApp {
   app.onError((error, c) => {
     if (error instanceof Refusal) {
       const status = error.response.status;
-      if (status === 401 || status === 408 || status === 413) {
+      if (
+        status === 401 || status === 408 || status === 413 ||
+        error instanceof NotConfigured
+      ) {
         logRefusal(c, error);
       }
       return error.response;

@@ -15,6 +15,7 @@
 import assert from "node:assert/strict";
 import { makeApp, theGoogle, withDeadLetterRoute } from "./_app.ts";
 import { envelope } from "./_signing.ts";
+import { deadLetterPush } from "./_late_copy.ts";
 
 const job = { intentId: "pi_0003", kind: "settle" } as const;
 
@@ -75,4 +76,33 @@ Deno.test("POST /v1/pubsub says nothing of a dead-letter policy without a delive
     0,
     lines.join("\n"),
   );
+});
+
+Deno.test("POST /v1/pubsub/dead-letter, not configured, refuses the give-up (503) and says so in the log, at most once a minute: Pub/Sub retries it only until its retention ends", async () => {
+  const lines: string[] = [];
+  let now = 1_000_000;
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0002", state: "authorized", hold: "pending" }],
+    deps: { log: (line) => lines.push(line), now: () => now },
+  });
+  const refusedLines = () =>
+    lines.filter((line) => line.includes("/v1/pubsub/dead-letter"));
+  for (let i = 0; i < 2; i++) {
+    const res = await app.request(
+      "/v1/pubsub/dead-letter",
+      await deadLetterPush(),
+    );
+    assert.equal(res.status, 503);
+    await res.body?.cancel();
+  }
+  assert.equal(refusedLines().length, 1, lines.join("\n"));
+  assert.match(refusedLines()[0]!, /refused 503/);
+  assert.match(refusedLines()[0]!, /PUBSUB_DEAD_LETTER_AUDIENCE/);
+  assert.match(refusedLines()[0]!, /stranded/);
+  assert.equal(await store.getDeadLetter("pi_0002/settle"), null);
+  now += 60_000;
+  await (await app.request("/v1/pubsub/dead-letter", await deadLetterPush()))
+    .body?.cancel();
+  assert.equal(refusedLines().length, 2, lines.join("\n"));
+  assert.match(refusedLines()[1]!, /\(2 refused since the last line\)/);
 });
