@@ -68,3 +68,45 @@ export function stepBackPace(
     return true;
   };
 }
+
+/**
+ * A line said at most once per `ms` of `now` (a log line for a condition
+ * that may hold at every request). A clock stepped back behind the last
+ * line is not "within `ms`" (the line may be said at once), but once per
+ * `ms` at most ({@linkcode stepBackPace}), or a clock that flaps back and
+ * forth would have it said at every read.
+ *
+ * @param ms The least time between two lines, in milliseconds.
+ * @param now The clock the lines are timed by, in milliseconds.
+ * @param mono The monotonic clock {@linkcode stepBackPace} reads (for tests).
+ * @returns `due()`: whether the line may be said now; `true` is counted as
+ *   said.
+ *
+ * @example
+ * ```ts
+ * import { oncePer } from "./_step_back.ts";
+ * import assert from "node:assert/strict";
+ *
+ * let at = 0;
+ * const due = oncePer(60_000, () => at);
+ * assert.equal(due(), true);
+ * at += 1_000;
+ * assert.equal(due(), false);
+ * at += 60_000;
+ * assert.equal(due(), true);
+ * ```
+ */
+export function oncePer(
+  ms: number,
+  now: () => number,
+  mono?: () => number,
+): () => boolean {
+  let saidAt = -Infinity;
+  const stepBack = stepBackPace(mono);
+  return () => {
+    const at = now();
+    if (at < saidAt ? !stepBack(ms) : at - saidAt < ms) return false;
+    saidAt = at;
+    return true;
+  };
+}

@@ -87,7 +87,7 @@ import {
   type ReplayClaim,
   timingSafeEqual,
 } from "./_auth.ts";
-import { stepBackPace } from "./_step_back.ts";
+import { oncePer, stepBackPace } from "./_step_back.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
 import { topLevelFields } from "./_json_head.ts";
@@ -1951,9 +1951,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   });
 
-  /** When a failure to fetch Google's keys was last logged. */
-  let keysLoggedAt = -Infinity;
-  const keysStepBack = stepBackPace();
+  /** Whether a failure to fetch Google's keys may be logged now. */
+  const keysLogDue = oncePer(KEYS_LOG_INTERVAL_MS, now);
 
   /**
    * Checks Google's OIDC token of a Pub/Sub push: a 503 answer when
@@ -1973,17 +1972,8 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (!(error instanceof KeysUnavailable)) throw error;
       // Said in the log too, at most once a minute: an operator whose
       // egress to Google is blocked sees why every push is refused.
-      // A clock stepped back behind the last line is not "within the
-      // minute" (as the refusal log reads it); but once a minute at most
-      // (stepBackPace), or a clock that flaps back and forth would log
-      // every push.
-      const at = now();
-      if (
-        at < keysLoggedAt
-          ? keysStepBack(KEYS_LOG_INTERVAL_MS)
-          : at - keysLoggedAt >= KEYS_LOG_INTERVAL_MS
-      ) {
-        keysLoggedAt = at;
+      // (A clock stepped back behind the last line: see oncePer.)
+      if (keysLogDue()) {
         log(
           `relayer cannot verify Pub/Sub pushes now: ${
             describeError(error.cause ?? error)
@@ -2145,8 +2135,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
-  let undeclaredLoggedAt = -Infinity;
-  const undeclaredStepBack = stepBackPace();
+  /** Whether an undeclared dead-letter policy may be logged now. */
+  const undeclaredLogDue = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
 
   /**
    * Returns `delivery`, a push's `deliveryAttempt`, having said in the log
@@ -2161,16 +2151,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     delivery: number,
     subscription: { project: string; name: string } | undefined,
   ): number {
-    if (verifyPubSubDeadLetter !== undefined) return delivery;
-    const at = now();
-    if (
-      at < undeclaredLoggedAt
-        ? !undeclaredStepBack(REFUSALS_LOG_INTERVAL_MS)
-        : at - undeclaredLoggedAt < REFUSALS_LOG_INTERVAL_MS
-    ) {
+    if (verifyPubSubDeadLetter !== undefined || !undeclaredLogDue()) {
       return delivery;
     }
-    undeclaredLoggedAt = at;
     log(
       `relayer POST /v1/pubsub: a push of ${
         subscription === undefined
