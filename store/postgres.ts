@@ -1372,7 +1372,12 @@ export class PostgresStore implements Store {
           // (main.ts's, through a partition or a failover) would never
           // close it, keeping the connection from the pool for good. Behind
           // the flight on a live server, it answers once the flight has.
-          const asked = tx.unsafe("SELECT 1").execute();
+          // A ROLLBACK (a warning only outside a transaction): a cancel
+          // that cut the flight's COMMIT before it ended the transaction
+          // (as at `endTransaction` below, but past the bound) left the
+          // session inside it, failed, and handed back so, the next call
+          // given the connection failed (25P02).
+          const asked = tx.unsafe("ROLLBACK").execute();
           handBackLater(Promise.allSettled([...sent, asked]));
           throw error;
         }

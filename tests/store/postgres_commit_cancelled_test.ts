@@ -4,7 +4,8 @@
  * left inside the write's transaction, failed ("idle in transaction
  * (aborted)"), and a connection handed back so fails the next call on it
  * (25P02), blamed on "something else using this client". The write rolls
- * its transaction back before it hands the connection back.
+ * its transaction back before it hands the connection back, also when it
+ * already answered, past `connectionWaitMs`, that it may have landed.
  *
  * @module
  */
@@ -113,6 +114,74 @@ Deno.test({
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_3", state: "authorized" });
       assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      stop.abort();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write answered past connectionWaitMs, whose COMMIT a cancel then cut, hands its connection back outside any transaction: the next read on it answers",
+  ignore: !postgresAvailable,
+  // The relay runs in this process: its sockets close as the abort
+  // reaches them, after the test.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const stop = new AbortController();
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const other = new PostgresStore(admin, { schema });
+    let armed = false;
+    const through = relayed(await postgresUrl(), (text) => {
+      if (!armed) return Promise.resolve();
+      const rewritten = sleepingCommit(text);
+      if (rewritten === undefined) return Promise.resolve();
+      armed = false;
+      return Promise.resolve(rewritten);
+    }, stop.signal);
+    // One connection: the next call goes on the write's.
+    const sql = postgres(through, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { application_name: NAME },
+    });
+    try {
+      await other.migrate();
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      armed = true;
+      // The flight is not answered within the bound (its COMMIT sleeps).
+      await assert.rejects(
+        store.createIntent({ id: "pi_2", state: "authorized" }),
+        /did not answer the write within 500ms: it may have landed or not/,
+      );
+      // Then a cancel cuts the COMMIT's query, inside the transaction.
+      const [row] = await admin`
+        SELECT count(pg_cancel_backend(pid))::int AS n
+        FROM pg_stat_activity
+        WHERE application_name = ${NAME} AND state = 'active'
+          AND query LIKE ${SLEEP + "%"}`;
+      assert.equal(row?.n, 1, "the cancel cut the flight's COMMIT");
+      let state: unknown = "active";
+      for (let tries = 0; tries < 100 && state === "active"; tries++) {
+        await new Promise((r) => setTimeout(r, 20));
+        [{ state }] = await admin`
+          SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+      }
+      assert.equal(await other.getIntent("pi_2"), null);
+      // The next calls on the same connection run.
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await store.createIntent({ id: "pi_3", state: "authorized" });
+      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      const [session] = await admin`
+        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+      assert.equal(session?.state, "idle");
     } finally {
       await sql.end({ timeout: 1 });
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
