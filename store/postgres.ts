@@ -1311,6 +1311,23 @@ export class PostgresStore implements Store {
         else tx.release();
       });
     };
+    // Ends the transaction a cancel that cut a COMMIT left open and failed
+    // on the connection (see `endTransaction`): false if the ROLLBACK was
+    // not answered within the bound (the connection goes back once it is)
+    // or the connection was lost.
+    const rolledBack = async (): Promise<boolean> => {
+      const ended = endTransaction(tx);
+      if (!await this.#within(ended)) {
+        handBackLater(ended);
+        return false;
+      }
+      if (anyLost(await ended)) {
+        lost = true;
+        this.#absorb();
+        return false;
+      }
+      return true;
+    };
     // A flight refused only as stale, its statement prepared again: the
     // error `work` throws for it is caught below and `work` runs again,
     // while `connectionWaitMs` has not passed since the first such refusal
@@ -1409,16 +1426,7 @@ export class PostgresStore implements Store {
             // write's COMMIT answered ROLLBACK. Rolled back before it goes
             // back (only a warning outside a transaction), and again if a
             // cancel cut that too: three at the most.
-            const ended = endTransaction(tx);
-            if (!await this.#within(ended)) {
-              handBackLater(ended);
-              throw error;
-            }
-            if (anyLost(await ended)) {
-              lost = true;
-              this.#absorb();
-              throw error;
-            }
+            if (!await rolledBack()) throw error;
           }
           // A statement refused as stale is prepared again before the
           // connection goes back, as postgres.js would have before sending
@@ -1462,6 +1470,13 @@ export class PostgresStore implements Store {
           else if (anyLost(await again)) {
             lost = true;
             this.#absorb();
+          } else if (
+            // Its COMMIT cut by a cancel, as the flight's can be: the
+            // session is left inside that transaction, failed.
+            (await again).at(-1)?.status === "rejected" && !await rolledBack()
+          ) {
+            // Handed back once the ROLLBACK answers, or lost: the flight's
+            // error stands.
           } else if (
             staleOnly(error, settled.at(-1), await again) &&
             flights < writes.length + 1 && !pastAgain

@@ -5,7 +5,9 @@
  * (aborted)"), and a connection handed back so fails the next call on it
  * (25P02), blamed on "something else using this client". The write rolls
  * its transaction back before it hands the connection back, also when it
- * already answered, past `connectionWaitMs`, that it may have landed.
+ * already answered, past `connectionWaitMs`, that it may have landed, and
+ * when the cut `COMMIT` is the one of the transaction that prepares a
+ * statement refused as stale again.
  *
  * @module
  */
@@ -179,6 +181,76 @@ Deno.test({
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_3", state: "authorized" });
       assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      const [session] = await admin`
+        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+      assert.equal(session?.state, "idle");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      stop.abort();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write refused as stale, whose preparing again a cancel cut at its COMMIT, hands its connection back outside any transaction: the next read on it answers",
+  ignore: !postgresAvailable,
+  // The relay runs in this process: its sockets close as the abort
+  // reaches them, after the test.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const stop = new AbortController();
+    const admin = await connect(2);
+    const schema = freshSchema();
+    const other = new PostgresStore(admin, { schema });
+    let armed = false;
+    let commits = 0;
+    let cancelled = false;
+    const through = relayed(await postgresUrl(), (text) => {
+      if (!armed) return Promise.resolve();
+      const rewritten = sleepingCommit(text);
+      // The flight's COMMIT goes as it was; the next one (the
+      // transaction that prepares the stale statement again) sleeps.
+      if (rewritten === undefined || ++commits < 2) return Promise.resolve();
+      armed = false;
+      void (async () => {
+        for (let tries = 0; tries < 200 && !cancelled; tries++) {
+          const [row] = await admin`
+            SELECT count(pg_cancel_backend(pid))::int AS n
+            FROM pg_stat_activity
+            WHERE application_name = ${NAME} AND state = 'active'
+              AND query LIKE ${SLEEP + "%"}`;
+          cancelled = row?.n === 1;
+          if (!cancelled) await new Promise((r) => setTimeout(r, 10));
+        }
+      })();
+      return Promise.resolve(rewritten);
+    }, stop.signal);
+    // One connection: the next call goes on the write's.
+    const sql = postgres(through, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { application_name: NAME },
+    });
+    try {
+      await other.migrate();
+      const store = new PostgresStore(sql, { schema });
+      assert.equal(await store.admit({ count: "job_1", now: 1 }), 1);
+      // What the count returns changes type: its prepared statement is
+      // refused as stale, and prepared again after the flight.
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
+      );
+      armed = true;
+      await assert.rejects(store.admit({ count: "job_1", now: 2 }));
+      assert.ok(cancelled, "the cancel cut the COMMIT of preparing again");
+      // The next calls on the same connection run.
+      assert.equal(await store.deliveries("job_1"), 1);
+      assert.equal(await store.admit({ count: "job_2", now: 3 }), 1);
       const [session] = await admin`
         SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
       assert.equal(session?.state, "idle");
