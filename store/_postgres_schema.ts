@@ -45,11 +45,18 @@ export const DURABLE_COMMIT =
 /**
  * The value {@linkcode IN_WRITE} gives `relayer.in_write`, and the one the
  * tables' guard asks of it: the moment the transaction began, which no
- * other transaction of the session shares. A value left for the session
- * (a `SET`, `set_config(…, false)`; behind a pooler in transaction mode,
- * another client's on the server session they share) is an earlier
- * transaction's, or `on`, and lets nothing through. As text of the epoch,
- * whatever the session's `DateStyle` and `TimeZone`.
+ * transaction of the session begun by a later message shares (PostgreSQL
+ * takes it from the start of the message that began it: transactions
+ * sent in one simple query share it, so a value set for the session by
+ * such a query would pass the next transaction of that same query; the
+ * store sets it for its own transaction alone, and its statements each
+ * begin a message). A value left for the session (a `SET`,
+ * `set_config(…, false)`; behind a pooler in transaction mode, another
+ * client's on the server session they share) is an earlier message's
+ * moment, or `on`, and lets nothing through. As text of the epoch,
+ * whatever the session's `DateStyle` and `TimeZone` (six decimals on
+ * PostgreSQL 14 and later; a float's text before, read and compared in
+ * the one session).
  */
 const IN_WRITE_VALUE = "extract(epoch FROM transaction_timestamp())::text";
 
