@@ -1379,7 +1379,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Not counted: copies of this job arriving at once won the count
         // (or a database session held its row). Busy, as a held lease is;
         // it answers the count on record.
-        const seen = Math.max(1, await store.deliveries(count, now()));
+        // A count the store is busy reading too (a cancelled statement)
+        // is answered as the first: nothing of this delivery was written.
+        const seen = Math.max(
+          1,
+          await store.deliveries(count, now()).catch((busy) => {
+            if (busy instanceof BusyError) return 1;
+            throw busy;
+          }),
+        );
         return {
           action: "retry",
           delivery: seen,
@@ -1398,6 +1406,26 @@ export function createRelayer(options: RelayerOptions): Relayer {
         jobId,
       ),
     );
+    try {
+      return await counted(job, jobId, n, d, options);
+    } catch (error) {
+      // The store busy on the call that records the delivery's replay
+      // claim (its statement cancelled, another session's lock): nothing
+      // of it landed, so the delivery is busy, as a busy write in the
+      // settle step is, and not the store failing. Its claim stays unused.
+      if (error instanceof BusyError) return busyAnswer(job, n, error);
+      throw error;
+    }
+  }
+
+  /** A delivery's work once it is counted (`n`) and begun (`d`). */
+  async function counted(
+    job: Job,
+    jobId: string,
+    n: number,
+    d: Delivery,
+    options: DeliverOptions,
+  ): Promise<Outcome> {
     let failure: unknown;
     try {
       const reason = await settle(job.intentId, d, n);
@@ -1610,6 +1638,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     failure?: BusyError,
   ): Promise<Outcome> {
     await d.close();
+    return busyAnswer(job, n, failure);
+  }
+
+  /** The retry that answers a busy delivery `n`, its claim closed or not. */
+  function busyAnswer(job: Job, n: number, failure?: BusyError): Outcome {
     return {
       action: "retry",
       delivery: n,
