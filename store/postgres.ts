@@ -2147,6 +2147,35 @@ export class PostgresStore implements Store {
   }
 
   /**
+   * A read outside any write, as {@linkcode PostgresStore.#watched} runs
+   * it; its statement cancelled (`57014`: `pg_cancel_backend`, the role's
+   * or database's `statement_timeout`) fails with the store's own error,
+   * which says so, that nothing was read and to retry, as a write's
+   * cancel says it (see {@linkcode PostgresStore.#run}), with the server's
+   * error as its cause.
+   */
+  async #readOnly<T>(what: string, ask: () => Promise<T>): Promise<T> {
+    try {
+      return await this.#watched(ask);
+    } catch (error) {
+      if ((error as { code?: unknown })?.code !== "57014") throw error;
+      const since = this.#ownCancelAt === null
+        ? null
+        : performance.now() - this.#ownCancelAt;
+      throw new Error(
+        `The store's ${what} failed as ${
+          cancelled(
+            error,
+            since !== null && since < OWN_CANCEL_MS ? since : null,
+            "read",
+          )
+        }`,
+        { cause: error },
+      );
+    }
+  }
+
+  /**
    * Sends `n` probes (`SELECT 1`) at once: for each, `undefined` if it reached
    * the server (an answer, or the server's own error such as a kept
    * goodbye), else its error (the server is down, or the client was ended).
@@ -2258,8 +2287,9 @@ export class PostgresStore implements Store {
    */
   async getIntent(id: string): Promise<Intent | null> {
     if (hasNul(id)) return null; // no such row can exist
-    const [row] = await this.#watched(() =>
-      this.#intentQuery(this.#sql, id, false)
+    const [row] = await this.#readOnly(
+      `read of intent ${id}`,
+      () => this.#intentQuery(this.#sql, id, false),
     );
     return row === undefined ? null : toIntent(recordOf(row), row.version);
   }
@@ -2804,10 +2834,12 @@ export class PostgresStore implements Store {
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
     if (hasNul(jobId)) return 0; // no such row can exist
-    const [row] = await this.#watched(() =>
-      this.#sql`
+    const [row] = await this.#readOnly(
+      `read of the deliveries counted for ${jobId}`,
+      () =>
+        this.#sql`
       SELECT deliveries, expires_at FROM ${this.#t.counters}
-      WHERE job_id = ${jobId}`
+      WHERE job_id = ${jobId}`,
     );
     if (row === undefined) return 0;
     return now !== undefined && Number(row.expires_at) <= now
@@ -2965,11 +2997,13 @@ export class PostgresStore implements Store {
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     if (hasNul(jobId)) return null; // no such row can exist
-    const [row] = await this.#watched(() =>
-      this.#sql`
+    const [row] = await this.#readOnly(
+      `read of the dead letter of ${jobId}`,
+      () =>
+        this.#sql`
       SELECT job_id, intent_id, deliveries, cause, reason, resolution,
         last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
-      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`
+      FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`,
     );
     return row === undefined ? null : deadLetterOf(row);
   }
@@ -3466,7 +3500,7 @@ const OWN_CANCEL_MS = 60_000;
 
 /**
  * Why PostgreSQL cancelled a write's statement (`57014`), for its
- * `BusyError`: a cancel by request (another session's `pg_cancel_backend`,
+ * `BusyError`, or a read's (`done`: `"read"`), for its error: a cancel by request (another session's `pg_cancel_backend`,
  * or, `ownCancelMs` after this store cancelled a read of its own past
  * `connectionWaitMs`, that cancel: postgres.js sends it on a connection
  * of its own, and the server cancels whatever the read's connection runs
@@ -3475,10 +3509,14 @@ const OWN_CANCEL_MS = 60_000;
  * `statement_timeout` with no such wait (too short for the write, or a
  * table lock).
  */
-function cancelled(error: unknown, ownCancelMs: number | null): string {
+function cancelled(
+  error: unknown,
+  ownCancelMs: number | null,
+  done: "written" | "read" = "written",
+): string {
   const { message, where } = error as { message?: unknown; where?: unknown };
   const said = oneLine(String(message));
-  const end = "nothing was written; retry";
+  const end = `nothing was ${done}; retry`;
   if (/user request/.test(said) && ownCancelMs !== null) {
     return `a cancel cut its statement (${said}): this store cancelled a read of its own that ran past connectionWaitMs ${
       Math.round(ownCancelMs)
@@ -3495,7 +3533,9 @@ function cancelled(error: unknown, ownCancelMs: number | null): string {
       oneLine(wait)
     }; see pg_locks and pg_stat_activity): ${end}`;
   }
-  return `statement_timeout cancelled its statement, which waited for no row another session held (${said}): the role's statement_timeout is too short for the store's writes (SHOW statement_timeout; raise it with ALTER ROLE … SET statement_timeout), or a table lock held it up (a schema change; see pg_stat_activity): ${end}`;
+  return `statement_timeout cancelled its statement, which waited for no row another session held (${said}): the role's statement_timeout is too short for the store's ${
+    done === "read" ? "reads" : "writes"
+  } (SHOW statement_timeout; raise it with ALTER ROLE … SET statement_timeout), or a table lock held it up (a schema change; see pg_stat_activity): ${end}`;
 }
 
 /**

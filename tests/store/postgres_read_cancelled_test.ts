@@ -1,0 +1,82 @@
+/**
+ * PostgresStore's reads outside a write (`getIntent`, `deliveries`,
+ * `getDeadLetter`) whose statement another session cancels
+ * (`pg_cancel_backend`, 57014): they fail with the store's own error,
+ * which names the cancel and says that nothing was read and to retry, as
+ * its writes say theirs, never the server's raw error; and the store
+ * reads again at once.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { waitingOnLock } from "./_waiting_on_lock.ts";
+
+const NAME = "relayer_read_cancelled";
+
+const READS = [
+  {
+    name: "getIntent",
+    table: "intents",
+    read: (store: PostgresStore) => store.getIntent("pi_1"),
+    what: "read of intent pi_1",
+  },
+  {
+    name: "deliveries",
+    table: "counters",
+    read: (store: PostgresStore) => store.deliveries("pi_1/settle", 1),
+    what: "read of the deliveries counted for pi_1/settle",
+  },
+  {
+    name: "getDeadLetter",
+    table: "dead_letters",
+    read: (store: PostgresStore) => store.getDeadLetter("pi_1/settle"),
+    what: "read of the dead letter of pi_1/settle",
+  },
+] as const;
+
+for (const { name, table, read, what } of READS) {
+  Deno.test({
+    name:
+      `PostgresStore.${name} whose statement another session cancels fails with the store's own error (nothing was read; retry), not PostgreSQL's 57014`,
+    ignore: !postgresAvailable,
+    fn: onFreshSchema({
+      migrateOn: "admin",
+      connection: { application_name: NAME },
+    }, async ({ admin, schema, store }) => {
+      await new PostgresStore(admin, { schema }).createIntent({
+        id: "pi_1",
+        hold: "pending",
+      });
+      const locker = await admin.reserve();
+      try {
+        await locker.unsafe("BEGIN");
+        await locker.unsafe(
+          `LOCK TABLE "${schema}".${table} IN ACCESS EXCLUSIVE MODE`,
+        );
+        const reading = read(store).then(
+          (answer) => answer,
+          (error: unknown) => error,
+        );
+        const pid = await waitingOnLock(admin, NAME, `the ${name}`);
+        await admin`SELECT pg_cancel_backend(${pid})`;
+        const error = await reading;
+        await locker.unsafe("ROLLBACK");
+        assert.ok(error instanceof Error, `answered ${String(error)}`);
+        assert.notEqual(error.name, "PostgresError", String(error));
+        assert.equal(
+          error.message,
+          `The store's ${what} failed as another session cancelled its statement (canceling statement due to user request: pg_cancel_backend; see pg_stat_activity): nothing was read; retry`,
+        );
+        assert.equal((error.cause as { code?: unknown })?.code, "57014");
+        // The connection serves the next read.
+        await read(store);
+      } finally {
+        await locker.unsafe("ROLLBACK").catch(() => {});
+        locker.release();
+      }
+    }),
+  });
+}
