@@ -5,13 +5,16 @@
  * front of PostgreSQL that holds a client's bytes while the test ends a
  * session (or cuts the client off once a chunk was done), and the pool's
  * connections each used afterwards; in the test, the child run and its one
- * line read.
+ * line read. And, in the test's own process (postgres_outside_write_test.ts,
+ * postgres_commit_cancelled_test.ts), a client through such a relay on a
+ * fresh schema (`throughRelay`), and the cancel of a query the relay put
+ * behind a sleep (`cancelOnceRunning`).
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import type postgres from "postgres";
+import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { connect, freshSchema, postgresUrl } from "./../_postgres.ts";
 
@@ -178,4 +181,71 @@ export async function runCut(
     await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await admin.end();
   }
+}
+
+/**
+ * A test body on a fresh schema, migrated through `admin`, and a client
+ * of `client.max` connections (named `client.name`) through a relay whose
+ * `hold` (see {@linkcode relayed}) `relay` makes from `admin` and the
+ * schema. Whether the test passes or throws, the client is ended, the
+ * schema dropped, `admin` ended and the relay closed.
+ */
+export async function throughRelay(
+  client: { max: number; name?: string },
+  relay: (
+    fresh: { admin: postgres.Sql; schema: string },
+  ) => Parameters<typeof relayed>[1],
+  test: (
+    fresh: { admin: postgres.Sql; schema: string; sql: postgres.Sql },
+  ) => Promise<void>,
+): Promise<void> {
+  const stop = new AbortController();
+  const admin = await connect(2);
+  const schema = freshSchema();
+  const through = relayed(
+    await postgresUrl(),
+    relay({ admin, schema }),
+    stop.signal,
+  );
+  const sql = postgres(through, {
+    max: client.max,
+    onnotice: () => {},
+    max_lifetime: null,
+    ...(client.name ? { connection: { application_name: client.name } } : {}),
+  });
+  try {
+    await new PostgresStore(admin, { schema }).migrate();
+    await test({ admin, schema, sql });
+  } finally {
+    await sql.end({ timeout: 1 });
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+    stop.abort();
+  }
+}
+
+/**
+ * Cancels (`pg_cancel_backend`) the session of `admin`'s server named
+ * `name` once it runs a query that begins with `prefix` (a `pg_sleep` a
+ * relay put before the query to be cut), trying every 10 ms, 200 times
+ * at most.
+ *
+ * @returns Whether a cancel reached such a query, once it did or the
+ *   tries ran out.
+ */
+export async function cancelOnceRunning(
+  admin: postgres.Sql,
+  name: string,
+  prefix: string,
+): Promise<boolean> {
+  for (let tries = 0; tries < 200; tries++) {
+    const [row] = await admin`
+      SELECT count(pg_cancel_backend(pid))::int AS n
+      FROM pg_stat_activity
+      WHERE application_name = ${name} AND state = 'active'
+        AND query LIKE ${prefix + "%"}`;
+    if (row?.n === 1) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return false;
 }

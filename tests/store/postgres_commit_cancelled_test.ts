@@ -13,16 +13,10 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import {
-  connect,
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-} from "../_postgres.ts";
-import { relayed } from "./_cut.ts";
+import { postgresAvailable } from "../_postgres.ts";
+import { cancelOnceRunning, throughRelay } from "./_cut.ts";
 
 const NAME = "commit_cancelled";
 const SLEEP = "SELECT pg_sleep(5); ";
@@ -54,49 +48,33 @@ function sleepingCommit(text: string): Uint8Array | undefined {
   }
 }
 
+/** The tests' options: the relay runs in this process, its sockets closing as the abort reaches them, after the test. */
+const RELAYED = {
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+} as const;
+
+/** One connection: the next call goes on the write's. */
+const ONE = { max: 1, name: NAME } as const;
+
 Deno.test({
   name:
     "PostgresStore: a write whose COMMIT a cancel cut lands nothing and hands its connection back outside any transaction: the next read on it answers",
-  ignore: !postgresAvailable,
-  // The relay runs in this process: its sockets close as the abort
-  // reaches them, after the test.
-  sanitizeOps: false,
-  sanitizeResources: false,
+  ...RELAYED,
   async fn() {
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const other = new PostgresStore(admin, { schema });
     let armed = false;
-    let cancelled = false;
-    const through = relayed(await postgresUrl(), (text) => {
+    let cancel: Promise<boolean> = Promise.resolve(false);
+    await throughRelay(ONE, ({ admin }) => (text) => {
       if (!armed) return Promise.resolve();
       const rewritten = sleepingCommit(text);
       if (rewritten === undefined) return Promise.resolve();
       armed = false;
       // Once the COMMIT's query sleeps: cancelled.
-      void (async () => {
-        for (let tries = 0; tries < 200 && !cancelled; tries++) {
-          const [row] = await admin`
-            SELECT count(pg_cancel_backend(pid))::int AS n
-            FROM pg_stat_activity
-            WHERE application_name = ${NAME} AND state = 'active'
-              AND query LIKE ${SLEEP + "%"}`;
-          cancelled = row?.n === 1;
-          if (!cancelled) await new Promise((r) => setTimeout(r, 10));
-        }
-      })();
+      cancel = cancelOnceRunning(admin, NAME, SLEEP);
       return Promise.resolve(rewritten);
-    }, stop.signal);
-    // One connection: the next call goes on the write's.
-    const sql = postgres(through, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: NAME },
-    });
-    try {
-      await other.migrate();
+    }, async ({ admin, schema, sql }) => {
+      const other = new PostgresStore(admin, { schema });
       const store = new PostgresStore(sql, { schema });
       await store.createIntent({ id: "pi_1", state: "authorized" });
       armed = true;
@@ -105,7 +83,7 @@ Deno.test({
         state: "authorized",
         hold: "pending",
       }).then(() => null, (error: Error) => error);
-      assert.ok(cancelled, "the cancel cut the flight's COMMIT");
+      assert.ok(await cancel, "the cancel cut the flight's COMMIT");
       assert.ok(answer instanceof BusyError, String(answer));
       assert.match(answer.message, /nothing was written; retry$/);
       assert.equal(await other.getIntent("pi_2"), null);
@@ -116,45 +94,24 @@ Deno.test({
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_3", state: "authorized" });
       assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   },
 });
 
 Deno.test({
   name:
     "PostgresStore: a write answered past connectionWaitMs, whose COMMIT a cancel then cut, hands its connection back outside any transaction: the next read on it answers",
-  ignore: !postgresAvailable,
-  // The relay runs in this process: its sockets close as the abort
-  // reaches them, after the test.
-  sanitizeOps: false,
-  sanitizeResources: false,
+  ...RELAYED,
   async fn() {
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const other = new PostgresStore(admin, { schema });
     let armed = false;
-    const through = relayed(await postgresUrl(), (text) => {
+    await throughRelay(ONE, () => (text) => {
       if (!armed) return Promise.resolve();
       const rewritten = sleepingCommit(text);
       if (rewritten === undefined) return Promise.resolve();
       armed = false;
       return Promise.resolve(rewritten);
-    }, stop.signal);
-    // One connection: the next call goes on the write's.
-    const sql = postgres(through, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: NAME },
-    });
-    try {
-      await other.migrate();
+    }, async ({ admin, schema, sql }) => {
+      const other = new PostgresStore(admin, { schema });
       const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
       await store.createIntent({ id: "pi_1", state: "authorized" });
       armed = true;
@@ -164,12 +121,10 @@ Deno.test({
         /did not answer the write within 500ms: it may have landed or not/,
       );
       // Then a cancel cuts the COMMIT's query, inside the transaction.
-      const [row] = await admin`
-        SELECT count(pg_cancel_backend(pid))::int AS n
-        FROM pg_stat_activity
-        WHERE application_name = ${NAME} AND state = 'active'
-          AND query LIKE ${SLEEP + "%"}`;
-      assert.equal(row?.n, 1, "the cancel cut the flight's COMMIT");
+      assert.ok(
+        await cancelOnceRunning(admin, NAME, SLEEP),
+        "the cancel cut the flight's COMMIT",
+      );
       let state: unknown = "active";
       for (let tries = 0; tries < 100 && state === "active"; tries++) {
         await new Promise((r) => setTimeout(r, 20));
@@ -184,60 +139,28 @@ Deno.test({
       const [session] = await admin`
         SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
       assert.equal(session?.state, "idle");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   },
 });
 
 Deno.test({
   name:
     "PostgresStore: a write refused as stale, whose preparing again a cancel cut at its COMMIT, hands its connection back outside any transaction: the next read on it answers",
-  ignore: !postgresAvailable,
-  // The relay runs in this process: its sockets close as the abort
-  // reaches them, after the test.
-  sanitizeOps: false,
-  sanitizeResources: false,
+  ...RELAYED,
   async fn() {
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
-    const other = new PostgresStore(admin, { schema });
     let armed = false;
     let commits = 0;
-    let cancelled = false;
-    const through = relayed(await postgresUrl(), (text) => {
+    let cancel: Promise<boolean> = Promise.resolve(false);
+    await throughRelay(ONE, ({ admin }) => (text) => {
       if (!armed) return Promise.resolve();
       const rewritten = sleepingCommit(text);
       // The flight's COMMIT goes as it was; the next one (the
       // transaction that prepares the stale statement again) sleeps.
       if (rewritten === undefined || ++commits < 2) return Promise.resolve();
       armed = false;
-      void (async () => {
-        for (let tries = 0; tries < 200 && !cancelled; tries++) {
-          const [row] = await admin`
-            SELECT count(pg_cancel_backend(pid))::int AS n
-            FROM pg_stat_activity
-            WHERE application_name = ${NAME} AND state = 'active'
-              AND query LIKE ${SLEEP + "%"}`;
-          cancelled = row?.n === 1;
-          if (!cancelled) await new Promise((r) => setTimeout(r, 10));
-        }
-      })();
+      cancel = cancelOnceRunning(admin, NAME, SLEEP);
       return Promise.resolve(rewritten);
-    }, stop.signal);
-    // One connection: the next call goes on the write's.
-    const sql = postgres(through, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: NAME },
-    });
-    try {
-      await other.migrate();
+    }, async ({ admin, schema, sql }) => {
       const store = new PostgresStore(sql, { schema });
       assert.equal(await store.admit({ count: "job_1", now: 1 }), 1);
       // What the count returns changes type: its prepared statement is
@@ -247,18 +170,13 @@ Deno.test({
       );
       armed = true;
       await assert.rejects(store.admit({ count: "job_1", now: 2 }));
-      assert.ok(cancelled, "the cancel cut the COMMIT of preparing again");
+      assert.ok(await cancel, "the cancel cut the COMMIT of preparing again");
       // The next calls on the same connection run.
       assert.equal(await store.deliveries("job_1"), 1);
       assert.equal(await store.admit({ count: "job_2", now: 3 }), 1);
       const [session] = await admin`
         SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
       assert.equal(session?.state, "idle");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   },
 });

@@ -15,7 +15,7 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
@@ -23,14 +23,8 @@ import {
   IN_WRITE,
   WRITE_MARK,
 } from "../../store/_postgres_schema.ts";
-import {
-  connect,
-  freshSchema,
-  onFreshSchema,
-  postgresAvailable,
-  postgresUrl,
-} from "../_postgres.ts";
-import { relayed } from "./_cut.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { cancelOnceRunning, throughRelay } from "./_cut.ts";
 
 const NAME = "outside_write";
 const SLEEP = "SELECT pg_sleep(5); ";
@@ -55,47 +49,6 @@ function sleepingFirst(text: string): Uint8Array | undefined {
 }
 
 /**
- * A test body on a fresh schema, migrated through `admin`, and a client
- * of `client.max` connections (named `client.name`) through a relay whose
- * `hold` (see {@linkcode relayed}) `relay` makes from `admin` and the
- * schema. Whether the test passes or throws, the client is ended, the
- * schema dropped, `admin` ended and the relay closed.
- */
-async function throughRelay(
-  client: { max: number; name?: string },
-  relay: (
-    fresh: { admin: postgres.Sql; schema: string },
-  ) => Parameters<typeof relayed>[1],
-  test: (
-    fresh: { admin: postgres.Sql; schema: string; sql: postgres.Sql },
-  ) => Promise<void>,
-): Promise<void> {
-  const stop = new AbortController();
-  const admin = await connect(2);
-  const schema = freshSchema();
-  const through = relayed(
-    await postgresUrl(),
-    relay({ admin, schema }),
-    stop.signal,
-  );
-  const sql = postgres(through, {
-    max: client.max,
-    onnotice: () => {},
-    max_lifetime: null,
-    ...(client.name ? { connection: { application_name: client.name } } : {}),
-  });
-  try {
-    await new PostgresStore(admin, { schema }).migrate();
-    await test({ admin, schema, sql });
-  } finally {
-    await sql.end({ timeout: 1 });
-    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await admin.end();
-    stop.abort();
-  }
-}
-
-/**
  * A void of `pi_1` (settling, nothing sent) whose flight's first query a
  * cancel cuts before its `BEGIN` ran, after another instance wrote ahead
  * of a send between the void's read and its flight (`movedOn`) or not:
@@ -104,7 +57,7 @@ async function throughRelay(
  */
 async function cutVoid(movedOn: boolean): Promise<void> {
   let armed = false;
-  let cancelled = false;
+  let cancel: Promise<boolean> = Promise.resolve(false);
   await throughRelay({ max: 1, name: NAME }, ({ admin, schema }) => {
     const other = new PostgresStore(admin, { schema });
     return async (text) => {
@@ -119,17 +72,7 @@ async function cutVoid(movedOn: boolean): Promise<void> {
         await other.beginBroadcast("pi_1", read!.version, 1);
       }
       // Once the first query sleeps, before its BEGIN: cancelled.
-      void (async () => {
-        for (let tries = 0; tries < 200 && !cancelled; tries++) {
-          const [row] = await admin`
-            SELECT count(pg_cancel_backend(pid))::int AS n
-            FROM pg_stat_activity
-            WHERE application_name = ${NAME} AND state = 'active'
-              AND query LIKE ${SLEEP + "%"}`;
-          cancelled = row?.n === 1;
-          if (!cancelled) await new Promise((r) => setTimeout(r, 10));
-        }
-      })();
+      cancel = cancelOnceRunning(admin, NAME, SLEEP);
       return rewritten;
     };
   }, async ({ admin, schema, sql }) => {
@@ -146,7 +89,7 @@ async function cutVoid(movedOn: boolean): Promise<void> {
       () => null,
       (error: Error) => error,
     );
-    assert.ok(cancelled, "the cancel cut the flight's first query");
+    assert.ok(await cancel, "the cancel cut the flight's first query");
     const [row] = await admin.unsafe(
       `SELECT h.state AS hold, i.broadcasting, i.version
        FROM "${schema}".intents i JOIN "${schema}".holds h
