@@ -15,15 +15,20 @@ import { deadLetter } from "../../testing/_fixtures.ts";
 // relayer now refuses such a read as the store failing: the delivery
 // throws, nothing is acked, and the message says what to fix.
 
-/** A MemoryStore whose reads return `state` in place of the real one. */
-function misreading(state: string): { store: Store; inner: MemoryStore } {
+/**
+ * A MemoryStore whose reads of an intent return `change(intent)` in place
+ * of what it holds (`null` as `null`).
+ */
+function readingAs(
+  change: (intent: Intent) => unknown,
+): { store: Store; inner: MemoryStore } {
   const inner = new MemoryStore();
   const store = new Proxy(inner, {
     get(target, key) {
       if (key === "getIntent") {
         return async (id: string) => {
           const intent = await target.getIntent(id);
-          return intent && ({ ...intent, state } as unknown as Intent);
+          return intent && (change(intent) as Intent);
         };
       }
       const value = Reflect.get(target, key, target);
@@ -31,6 +36,37 @@ function misreading(state: string): { store: Store; inner: MemoryStore } {
     },
   });
   return { store, inner };
+}
+
+/** A MemoryStore whose reads return `state` in place of the real one. */
+function misreading(state: string): { store: Store; inner: MemoryStore } {
+  return readingAs((intent) => ({ ...intent, state }));
+}
+
+/**
+ * Delivers `job` for a settling intent whose tx was sent, through a
+ * relayer on `store` (a {@linkcode readingAs} of `inner`), and asserts the
+ * delivery is refused naming the store and `field`.
+ */
+async function refusedWithout(
+  { store, inner }: { store: Store; inner: MemoryStore },
+  field: string,
+): Promise<void> {
+  await inner.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
+  });
+  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+  await assert.rejects(
+    relayer.deliver(job, 1),
+    (error: Error) =>
+      new RegExp(
+        `the store returned intent pi_0001 without '${field}' \\(`,
+      ).test(`${error.message} ${(error.cause as Error)?.message}`),
+  );
 }
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -87,76 +123,27 @@ Deno.test("createRelayer() refuses a give-up on an intent whose state the store 
 for (
   const field of ["lastBroadcast"] as const
 ) {
-  Deno.test(`createRelayer() refuses an intent read without '${field}', naming it`, async () => {
-    const inner = new MemoryStore();
-    const store = new Proxy(inner, {
-      get(target, key) {
-        if (key === "getIntent") {
-          return async (id: string) => {
-            const read = await target.getIntent(id);
-            if (read === null) return read;
-            const { [field]: _, ...rest } = read;
-            return rest as unknown as Intent;
-          };
-        }
-        const value = Reflect.get(target, key, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-    await inner.createIntent({
-      id: "pi_0001",
-      state: "settling",
-      hold: "pending",
-      settlingSince: 0,
-      lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
-    });
-    const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
-    await assert.rejects(
-      relayer.deliver(job, 1),
-      (error: Error) =>
-        new RegExp(
-          `the store returned intent pi_0001 without '${field}' \\(`,
-        ).test(`${error.message} ${(error.cause as Error)?.message}`),
-    );
-  });
+  Deno.test(`createRelayer() refuses an intent read without '${field}', naming it`, () =>
+    refusedWithout(
+      readingAs((intent) => {
+        const { [field]: _, ...rest } = intent;
+        return rest;
+      }),
+      field,
+    ));
 }
 
 // A store that reads lastBroadcast as its JSON text (a jsonb column mapped
 // as text) hands the relayer a string where a broadcast is: refused as
 // one that left it out, naming it, not read as "no outcome".
-Deno.test("createRelayer() refuses an intent whose lastBroadcast the store read as text, naming it", async () => {
-  const inner = new MemoryStore();
-  const store = new Proxy(inner, {
-    get(target, key) {
-      if (key === "getIntent") {
-        return async (id: string) => {
-          const read = await target.getIntent(id);
-          return read && ({
-            ...read,
-            lastBroadcast: JSON.stringify(read.lastBroadcast),
-          } as unknown as Intent);
-        };
-      }
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  await inner.createIntent({
-    id: "pi_0001",
-    state: "settling",
-    hold: "pending",
-    settlingSince: 0,
-    lastBroadcast: { outcome: "sent", txHash: "0xa", at: 0 },
-  });
-  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
-  await assert.rejects(
-    relayer.deliver(job, 1),
-    (error: Error) =>
-      /the store returned intent pi_0001 without 'lastBroadcast' \(/.test(
-        `${error.message} ${(error.cause as Error)?.message}`,
-      ),
-  );
-});
+Deno.test("createRelayer() refuses an intent whose lastBroadcast the store read as text, naming it", () =>
+  refusedWithout(
+    readingAs((intent) => ({
+      ...intent,
+      lastBroadcast: JSON.stringify(intent.lastBroadcast),
+    })),
+    "lastBroadcast",
+  ));
 
 // An operator's redrive and discard read the intent too: a made-up state
 // ("SETTLED" from a SQL enum) is none of the ones they refuse, so the
