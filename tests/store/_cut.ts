@@ -7,8 +7,8 @@
  * connections each used afterwards; in the test, the child run and its one
  * line read. And, in the test's own process (postgres_outside_write_test.ts,
  * postgres_commit_cancelled_test.ts), a client through such a relay on a
- * fresh schema (`throughRelay`), and the cancel of a query the relay put
- * behind a sleep (`cancelOnceRunning`).
+ * fresh schema (`throughRelay`), a query put behind a sleep
+ * (`sleepingQuery`), and its cancel (`cancelOnceRunning`).
  *
  * @module
  */
@@ -248,4 +248,36 @@ export async function cancelOnceRunning(
     await new Promise((r) => setTimeout(r, 10));
   }
   return false;
+}
+
+/**
+ * The chunk `text` (latin1, whole messages from its start) with `sleep`
+ * put before the text of its first simple query ('Q') that `which`
+ * picks: a cancel then cuts that query before it ran, as one that reaches
+ * the server as it begins does. `undefined` when the chunk has no such
+ * query (or ends inside a message).
+ */
+export function sleepingQuery(
+  text: string,
+  sleep: string,
+  which: (query: string) => boolean,
+): Uint8Array | undefined {
+  const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
+  const view = new DataView(bytes.buffer);
+  for (let at = 0; at + 5 <= bytes.length;) {
+    const end = at + 1 + view.getUint32(at + 1);
+    if (end > bytes.length) return;
+    const query = text.slice(at + 5, end);
+    if (text[at] === "Q" && which(query)) {
+      const slept = sleep + query;
+      const out = new Uint8Array(bytes.length - (end - at) + 5 + slept.length);
+      out.set(bytes.subarray(0, at));
+      out[at] = 0x51;
+      new DataView(out.buffer).setUint32(at + 1, 4 + slept.length);
+      out.set(Uint8Array.from(slept, (c) => c.charCodeAt(0)), at + 5);
+      out.set(bytes.subarray(end), at + 5 + slept.length);
+      return out;
+    }
+    at = end;
+  }
 }

@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { postgresAvailable } from "../_postgres.ts";
-import { cancelOnceRunning, throughRelay } from "./_cut.ts";
+import { cancelOnceRunning, sleepingQuery, throughRelay } from "./_cut.ts";
 
 const NAME = "commit_cancelled";
 const SLEEP = "SELECT pg_sleep(5); ";
@@ -28,24 +28,7 @@ const SLEEP = "SELECT pg_sleep(5); ";
  * reaches the server as the `COMMIT` begins does.
  */
 function sleepingCommit(text: string): Uint8Array | undefined {
-  const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
-  const view = new DataView(bytes.buffer);
-  for (let at = 0; at + 5 <= bytes.length;) {
-    const length = view.getUint32(at + 1);
-    const end = at + 1 + length;
-    if (end > bytes.length) return;
-    if (text[at] === "Q" && text.slice(at + 5, end) === "COMMIT\u0000") {
-      const query = `${SLEEP}COMMIT\u0000`;
-      const out = new Uint8Array(bytes.length - (end - at) + 5 + query.length);
-      out.set(bytes.subarray(0, at));
-      out[at] = 0x51;
-      new DataView(out.buffer).setUint32(at + 1, 4 + query.length);
-      out.set(Uint8Array.from(query, (c) => c.charCodeAt(0)), at + 5);
-      out.set(bytes.subarray(end), at + 5 + query.length);
-      return out;
-    }
-    at = end;
-  }
+  return sleepingQuery(text, SLEEP, (query) => query === "COMMIT\u0000");
 }
 
 /** The tests' options: the relay runs in this process, its sockets closing as the abort reaches them, after the test. */

@@ -24,7 +24,7 @@ import {
   WRITE_MARK,
 } from "../../store/_postgres_schema.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
-import { cancelOnceRunning, throughRelay } from "./_cut.ts";
+import { cancelOnceRunning, sleepingQuery, throughRelay } from "./_cut.ts";
 
 const NAME = "outside_write";
 const SLEEP = "SELECT pg_sleep(5); ";
@@ -35,17 +35,12 @@ const SLEEP = "SELECT pg_sleep(5); ";
  * `BEGIN` ran, as one that reaches the server as the flight begins does.
  */
 function sleepingFirst(text: string): Uint8Array | undefined {
-  if (text[0] !== "Q" || !text.includes("SET LOCAL lock_timeout")) return;
-  const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
-  const length = new DataView(bytes.buffer).getUint32(1);
-  const query = text.slice(5, 1 + length);
-  const rewritten = SLEEP + query;
-  const out = new Uint8Array(5 + rewritten.length + (text.length - 1 - length));
-  out[0] = 0x51;
-  new DataView(out.buffer).setUint32(1, 4 + rewritten.length);
-  out.set(Uint8Array.from(rewritten, (c) => c.charCodeAt(0)), 5);
-  out.set(bytes.subarray(1 + length), 5 + rewritten.length);
-  return out;
+  if (text[0] !== "Q") return;
+  return sleepingQuery(
+    text,
+    SLEEP,
+    (query) => query.includes("SET LOCAL lock_timeout"),
+  );
 }
 
 /**
