@@ -15,7 +15,6 @@
  */
 
 import assert from "node:assert/strict";
-import type postgres from "postgres";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
@@ -25,6 +24,7 @@ import {
 } from "../../store/_postgres_schema.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 import { cancelOnceRunning, sleepingQuery, throughRelay } from "./_cut.ts";
+import { markedBump, outcome } from "./_guard.ts";
 
 const NAME = "outside_write";
 const SLEEP = "SELECT pg_sleep(5); ";
@@ -140,8 +140,7 @@ Deno.test({
     assert.equal((await store.getIntent("pi_1"))?.version, "3");
     // The store's mark, outside its transaction: refused, each statement
     // alone (a simple query and a prepared one).
-    const marked =
-      `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`;
+    const marked = markedBump(schema);
     for (
       const attempt of [
         () => sql.unsafe(marked),
@@ -401,21 +400,17 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: onFreshSchema({}, async ({ schema, sql, store }) => {
     await store.createIntent({ id: "pi_1", state: "authorized" });
-    const bump = `UPDATE "${schema}".intents SET version = version + 1
-      WHERE id = 'pi_1'`;
-    const outcome = (write: Promise<unknown>) =>
-      write.then(
-        () => "landed",
-        (error: Error & { code?: string }) => error.code ?? String(error),
-      );
     // That version's statement alone (a cancel cut its BEGIN): refused.
-    assert.equal(await outcome(sql.unsafe(`${EARLIER_MARK} ${bump}`)), "RL003");
+    assert.equal(
+      await outcome(sql.unsafe(markedBump(schema, `${EARLIER_MARK} `))),
+      "RL003",
+    );
     // This version's, in a transaction that set only that version's `on`:
     // refused, the transaction's moment is what it asks.
     assert.equal(
       await outcome(sql.begin(async (tx) => {
         await tx.unsafe("SET LOCAL relayer.in_write = 'on'");
-        await tx.unsafe(`${WRITE_MARK}${bump}`);
+        await tx.unsafe(markedBump(schema));
       })),
       "RL003",
     );
@@ -423,7 +418,7 @@ Deno.test({
     assert.equal(
       await outcome(sql.begin(async (tx) => {
         await tx.unsafe("SET LOCAL relayer.in_write = 'on'");
-        await tx.unsafe(`${EARLIER_MARK} ${bump}`);
+        await tx.unsafe(markedBump(schema, `${EARLIER_MARK} `));
       })),
       "landed",
     );
@@ -452,8 +447,6 @@ Deno.test({
     );
     await store.migrate();
     await store.createIntent({ id: "pi_1", state: "authorized" });
-    const marked =
-      `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`;
     // `sql` has one connection: each setting holds for the statement
     // after it, as for the store's statements on a server session of a
     // pooler that another client's SET left so.
@@ -464,11 +457,11 @@ Deno.test({
       ]
     ) {
       await sql.unsafe(set);
-      const refused = await sql.unsafe(marked).then(
-        () => "landed outside a transaction",
-        (error: Error & { code?: string }) => error.code,
+      assert.equal(
+        await outcome(sql.unsafe(markedBump(schema))),
+        "RL003",
+        `after ${set}`,
       );
-      assert.equal(refused, "RL003", `after ${set}`);
       // The store's own writes land on that session.
       const id = `pi_${set.length}`;
       await store.createIntent({ id, state: "authorized" });
@@ -496,13 +489,7 @@ Deno.test({
     // test's role is a superuser, as one who may set it.
     await sql.unsafe("SET session_replication_role = replica");
     try {
-      const refused = await sql.unsafe(
-        `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
-      ).then(
-        () => "landed outside a transaction",
-        (error: Error & { code?: string }) => error.code,
-      );
-      assert.equal(refused, "RL003");
+      assert.equal(await outcome(sql.unsafe(markedBump(schema))), "RL003");
       // The store's own writes land.
       await store.createIntent({ id: "pi_2", state: "authorized" });
       assert.equal((await store.getIntent("pi_2"))?.state, "authorized");

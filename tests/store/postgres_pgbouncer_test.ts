@@ -18,7 +18,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService } from "../../main.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { WRITE_MARK } from "../../store/_postgres_schema.ts";
+import { markedBump, outcome } from "./_guard.ts";
 import {
   type OwnedPgBouncer,
   processPostgres,
@@ -388,13 +388,7 @@ Deno.test({
       const [left] = await sql<{ on: string }[]>`
         SELECT current_setting('relayer.in_write', true) AS on`;
       assert.equal(left?.on, "on", "the pooler shares the operator's session");
-      const refused = await sql.unsafe(
-        `${WRITE_MARK}UPDATE "${schema}".intents SET version = version + 1 WHERE id = 'pi_1'`,
-      ).then(
-        () => "landed outside a transaction",
-        (error: Error & { code?: string }) => error.code,
-      );
-      assert.equal(refused, "RL003");
+      assert.equal(await outcome(sql.unsafe(markedBump(schema))), "RL003");
       // The store's own writes land there.
       await store.createIntent({ id: "pi_2", state: "authorized" });
       assert.equal((await store.getIntent("pi_2"))?.state, "authorized");
