@@ -669,39 +669,37 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
-  // As above, but the send's answer is a refusal declared not sent: nothing
-  // left, so the operator's look stands, and the fail is taken at once.
-  Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ended refused (not sent) is taken at once [${backend.name}]`, async () => {
-    const { store, close } = await backend.open();
-    try {
-      const { ended, fail } = await sendEndedInReview(store, "refused");
-      assert.equal(ended.status, 503, await ended.clone().text());
-      const first = await fail();
-      assert.equal(first.status, 200, await first.clone().text());
-      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
-    } finally {
-      await close();
-    }
-  });
-}
-
-for (const backend of BACKENDS) {
-  // As above, but the store refused the record as busy (nothing written):
-  // a refusal as a lost race is, so this process knows its send ended.
-  Deno.test(`ops race: a fail by hand posted after a send declared not sent, whose record the store refused as busy, is taken at once [${backend.name}]`, async () => {
-    const { store, close } = await backend.open();
-    try {
-      const { ended, fail } = await sendEndedInReview(store, "refused", {
-        recordBusy: true,
-      });
-      assert.equal(ended.status, 503, await ended.clone().text());
-      const first = await fail();
-      assert.equal(first.status, 200, await first.clone().text());
-      assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
-    } finally {
-      await close();
-    }
-  });
+  for (
+    const [how, options] of [
+      // As above, but the send's answer is a refusal declared not sent:
+      // nothing left, so the operator's look stands, and the fail is
+      // taken at once.
+      ["ended refused (not sent)", {}],
+      // And the store refused that record as busy (nothing written): a
+      // refusal as a lost race is, so this process knows its send ended.
+      [
+        "ended refused (not sent), its record refused as busy,",
+        { recordBusy: true },
+      ],
+    ] as const
+  ) {
+    Deno.test(`ops race: a fail by hand posted after a send the operator's look overlapped ${how} is taken at once [${backend.name}]`, async () => {
+      const { store, close } = await backend.open();
+      try {
+        const { ended, fail } = await sendEndedInReview(
+          store,
+          "refused",
+          options,
+        );
+        assert.equal(ended.status, 503, await ended.clone().text());
+        const first = await fail();
+        assert.equal(first.status, 200, await first.clone().text());
+        assert.equal((await store.getIntent("pi_0002"))?.hold, "voided");
+      } finally {
+        await close();
+      }
+    });
+  }
 }
 
 for (const backend of BACKENDS) {
