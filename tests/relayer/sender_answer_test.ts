@@ -8,6 +8,24 @@ import { createRelayer, MemoryStore, type Sender } from "../../mod.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
+/**
+ * A store with `pi_0001` authorized, and a relayer on it whose Sender
+ * answers every send with `answer` (every receipt pending), at time 0.
+ */
+async function answering(answer: unknown) {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = {
+    send: () => Promise.resolve(answer),
+    receipt: () => Promise.resolve("pending"),
+  } as unknown as Sender;
+  return { store, relayer: createRelayer({ store, sender, now: () => 0 }) };
+}
+
 for (
   const [answer, shown] of [
     [undefined, "undefined"],
@@ -16,17 +34,7 @@ for (
   ] as const
 ) {
   Deno.test(`createRelayer() says a Sender answered ${shown}, not { txHash }, and takes the send as unknown`, async () => {
-    const store = new MemoryStore();
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
-    const sender = {
-      send: () => Promise.resolve(answer),
-      receipt: () => Promise.resolve("pending"),
-    } as unknown as Sender;
-    const relayer = createRelayer({ store, sender, now: () => 0 });
+    const { store, relayer } = await answering(answer);
     const outcome = await relayer.deliver(job, 1);
     const why =
       `sender returned ${shown}, not { txHash }: return the tx hash as { txHash: "0x…" }`;
@@ -44,18 +52,8 @@ for (
 // reason, which goes to the worker's log line, shows its first 40
 // characters, not all of it.
 Deno.test("createRelayer() shows the first 40 characters of a long bare answer, not the whole of it", async () => {
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
   const answer = `0x${"ab".repeat(5_000)}`;
-  const sender = {
-    send: () => Promise.resolve(answer),
-    receipt: () => Promise.resolve("pending"),
-  } as unknown as Sender;
-  const relayer = createRelayer({ store, sender, now: () => 0 });
+  const { relayer } = await answering(answer);
   const outcome = await relayer.deliver(job, 1);
   assert.equal(
     outcome.reason,
