@@ -7,6 +7,7 @@
 import { definePolicy, type Policy } from "./policy.ts";
 import { queueLimit, type QueueLimits } from "./queue.ts";
 import { rescueWindow } from "./rescue_window.ts";
+import { retentionShort } from "./_retention.ts";
 
 /**
  * What {@linkcode checkQueue} found.
@@ -22,9 +23,10 @@ import { rescueWindow } from "./rescue_window.ts";
  */
 export interface QueueCheck {
   /**
-   * `"stops_early"`: the queue gives up before the policy's last delivery;
-   * `"window_short"`: the window under the queue's own delays is shorter
-   * than `stuckAfterMs`; `null`: neither.
+   * `"stops_early"`: the queue gives up before the policy's last delivery,
+   * or (Pub/Sub) its retention may end before the push that follows a busy
+   * last delivery; `"window_short"`: the window under the queue's own
+   * delays is shorter than `stuckAfterMs`; `null`: neither.
    */
   readonly problem: "stops_early" | "window_short" | null;
   /** The deliveries the queue makes before it gives up (`Infinity`: no limit). */
@@ -43,6 +45,18 @@ export interface QueueCheck {
  * poisoned before it is rescued). The service refuses to start on a
  * problem; `deno task schedule --queue` prints the same verdict.
  *
+ * On Pub/Sub with a `retentionMs` whose end may come before a dead-letter
+ * policy gives up (none is set, or its attempts do not all surely fit),
+ * an expired message is dropped with no dead letter and no give-up route.
+ * A delivery answers busy at and past the last while another's lease
+ * stands, and only a push after that resolves the intent; so the retention
+ * must be more than `maxDeliveries × (ackDeadlineMs + maxBackoffMs) +
+ * leaseMs + 2 × clockSkewMs` (`leaseMs` 30000 and `clockSkewMs` 5000 when
+ * absent, the relayer's defaults), or the queue stops early. `limit`
+ * still counts the deliveries that surely come before it ends
+ * ({@linkcode queueLimit}), so it can be `maxDeliveries` or more here: a
+ * push that comes while the lease stands is busy too.
+ *
  * @param policy The policy.
  * @param queue The queue's limits.
  * @returns The problem, if any, with the figures behind it.
@@ -60,13 +74,31 @@ export interface QueueCheck {
  * assert.equal(check.deliveries, 6);
  * assert.equal(checkQueue(DEFAULT_POLICY, { kind: "qstash", retries: 9 }).problem, null);
  * ```
+ *
+ * @example A Pub/Sub retention must outlast a busy last delivery and one more push
+ * ```ts
+ * import { checkQueue, DEFAULT_POLICY } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // Pushes of up to 25 s, 10 min apart, with no dead-letter policy:
+ * // 10 × 10m25s + 30 s + 2 × 5 s = 1h44m50s is not enough, a ms more is.
+ * const pubsub = {
+ *   kind: "pubsub", minBackoffMs: 40_000, maxBackoffMs: 600_000, ackDeadlineMs: 25_000,
+ * } as const;
+ * assert.equal(checkQueue(DEFAULT_POLICY, { ...pubsub, retentionMs: 6_290_000 }).problem, "stops_early");
+ * assert.equal(checkQueue(DEFAULT_POLICY, { ...pubsub, retentionMs: 6_290_001 }).problem, null);
+ * // A longer lease (LEASE) or clock skew (CLOCK_SKEW) needs more.
+ * const longLease = { ...pubsub, retentionMs: 6_290_001, leaseMs: 60_000 };
+ * assert.equal(checkQueue(DEFAULT_POLICY, longLease).problem, "stops_early");
+ * ```
  */
 export function checkQueue(policy: Policy, queue: QueueLimits): QueueCheck {
   policy = definePolicy(policy); // what decide would use, or its error
   const limit = queueLimit(queue);
   const deliveries = Math.min(policy.maxDeliveries, limit);
   const windowMs = rescueWindow(policy, queue);
-  const problem = limit < policy.maxDeliveries
+  const problem = limit < policy.maxDeliveries ||
+      (queue.kind === "pubsub" && retentionShort(queue, policy.maxDeliveries))
     ? "stops_early"
     : windowMs < policy.stuckAfterMs
     ? "window_short"

@@ -6,7 +6,8 @@
  */
 
 import { backoff } from "./backoff.ts";
-import { assertDelivery, show } from "./_validate.ts";
+import { assertDelivery, assertMs, show } from "./_validate.ts";
+import { retentionFits } from "./_retention.ts";
 import { definePolicy, type Policy } from "./policy.ts";
 
 /**
@@ -23,7 +24,9 @@ import { definePolicy, type Policy } from "./policy.ts";
  *   without one it redelivers until retention ends. Retention ends a
  *   message with no dead letter at all: given `retentionMs`, the deliveries
  *   that surely fit in it bound the job too, each push taking up to
- *   `ackDeadlineMs` and each gap up to `maxBackoffMs`.
+ *   `ackDeadlineMs` and each gap up to `maxBackoffMs`; and `checkQueue`
+ *   wants it to hold, after `maxDeliveries` such pushes, a busy delivery's
+ *   wait (`leaseMs` + 2 × `clockSkewMs`) and one more push.
  * - `cloudflare`: Cloudflare Queues. It makes `maxRetries + 1` deliveries,
  *   honours our `retry({ delaySeconds })` (the handler asks for at most
  *   12 h; Cloudflare takes up to 24 h), then moves the message
@@ -73,6 +76,22 @@ export type QueueLimits =
      * against `retentionMs`; absent, 0.
      */
     readonly ackDeadlineMs?: number;
+    /**
+     * How long a delivery may hold the job's intent, in milliseconds (the
+     * relayer's `leaseMs`, the service's `LEASE`): a delivery at and past
+     * the last answers busy while another's lease stands, and only a push
+     * after it resolves the intent, so `checkQueue` wants a
+     * `retentionMs` that also holds this wait and one more push. Read only
+     * with `retentionMs`; absent, 30000 (the relayer's default).
+     */
+    readonly leaseMs?: number;
+    /**
+     * How far apart the instances' clocks may be, in milliseconds (the
+     * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): a busy
+     * delivery's wait is `leaseMs` + 2 × `clockSkewMs` at most. Read only
+     * with `retentionMs`; absent, 5000 (the relayer's default).
+     */
+    readonly clockSkewMs?: number;
   }
   | {
     /** Cloudflare Queues. */
@@ -146,6 +165,11 @@ function assertQueue(queue: QueueLimits): void {
           PUBSUB_MAX_BACKOFF_MS,
         );
       }
+      for (const name of ["leaseMs", "clockSkewMs"] as const) {
+        if (queue[name] !== undefined) {
+          assertMs("read queue limits", name, queue[name], 0);
+        }
+      }
       if (queue.retentionMs !== undefined) {
         assertCount(
           "retentionMs",
@@ -201,29 +225,13 @@ export function queueLimit(queue: QueueLimits): number {
     case "pubsub":
       return Math.min(
         queue.maxDeliveryAttempts ?? Infinity,
-        retentionLimit(queue),
+        retentionFits(queue),
       );
     case "cloudflare":
       return queue.maxRetries + 1;
     case "kv":
       return Infinity;
   }
-}
-
-/**
- * The deliveries of a Pub/Sub message that surely come before its
- * retention ends: each failed push takes up to `ackDeadlineMs` and the gap
- * after it up to `maxBackoffMs`, so delivery `k` comes at most
- * `(k − 1) × (ackDeadlineMs + maxBackoffMs)` after the first, which Pub/Sub
- * sends as it is published; it must come before `retentionMs`. `Infinity`
- * when retention is not given, or when neither takes time.
- */
-function retentionLimit(
-  queue: Extract<QueueLimits, { kind: "pubsub" }>,
-): number {
-  const stepMs = (queue.ackDeadlineMs ?? 0) + queue.maxBackoffMs;
-  if (queue.retentionMs === undefined || stepMs === 0) return Infinity;
-  return Math.ceil(queue.retentionMs / stepMs);
 }
 
 /**

@@ -44,6 +44,7 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
+import { retentionNeedMs } from "../policy/_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
 import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
@@ -173,7 +174,10 @@ export interface Config {
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
    * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
    * configured queue. `cloudflare` is present when `CLOUDFLARE_MAX_RETRIES`
-   * is set.
+   * is set. With `PUBSUB_MESSAGE_RETENTION`, `pubsub` also carries what
+   * the retention is checked against (`ackDeadlineMs`, and `leaseMs` and
+   * `clockSkewMs` from `LEASE` and `CLOCK_SKEW`), so `checkQueue(policy,
+   * config.queues.pubsub)` gives the start check's verdict on it.
    */
   readonly queues: {
     readonly qstash: Extract<QueueLimits, { kind: "qstash" }>;
@@ -1283,7 +1287,7 @@ export function loadConfig(
       }`,
     );
   }
-  const queues = readQueues(env, policy, timeoutMs);
+  const queues = readQueues(env, policy, timeoutMs, leaseMs, clockSkewMs);
   checkQueues(policy, clockSkewMs, leaseMs, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
@@ -1386,11 +1390,17 @@ function pushAnswerMs(senderTimeoutMs: number): number {
   return 2 * senderTimeoutMs + 5_000;
 }
 
-/** Reads `QSTASH_RETRIES`, `PUBSUB_*` and `CLOUDFLARE_MAX_RETRIES`. */
+/**
+ * Reads `QSTASH_RETRIES`, `PUBSUB_*` and `CLOUDFLARE_MAX_RETRIES`; with a
+ * Pub/Sub retention, also what `checkQueue` counts against it: the ack
+ * deadline, `LEASE` and `CLOCK_SKEW`.
+ */
 function readQueues(
   env: Record<string, string | undefined>,
   policy: Policy,
   senderTimeoutMs: number,
+  leaseMs: number,
+  clockSkewMs: number,
 ): QueueSettings {
   const retries = countIn(
     env,
@@ -1445,6 +1455,9 @@ function readQueues(
             MAX_BACKOFF_MS,
             Math.max(10_000, pushAnswerMs(senderTimeoutMs)),
           ),
+          // A busy last delivery's wait, which the retention must outlast.
+          leaseMs,
+          clockSkewMs,
         }
         : {}),
     },
@@ -1533,12 +1546,12 @@ function checkQueues(
     // give-up route. A delivery answers busy at and past the last (DESIGN
     // §13) while another's lease stands, LEASE + 2 × CLOCK_SKEW at most,
     // and only a push after that resolves the intent: the retention must
-    // hold MAX_DELIVERIES pushes, that wait, and one more push.
-    const stepMs = (ackDeadlineMs ?? 0) + maxBackoffMs;
-    const retentionNeedMs = max * stepMs + leaseMs + 2 * clockSkewMs;
+    // hold MAX_DELIVERIES pushes, that wait, and one more push. checkQueue
+    // counts it (readQueues gave it LEASE and CLOCK_SKEW); only a queue
+    // that may expire first gives a limit below its attempts.
     if (
-      retentionMs !== undefined && retentionMs <= retentionNeedMs &&
-      Math.ceil(retentionMs / stepMs) < (maxDeliveryAttempts ?? Infinity)
+      retentionMs !== undefined && check.problem === "stops_early" &&
+      check.limit < (maxDeliveryAttempts ?? Infinity)
     ) {
       throw new ConfigError(
         "PUBSUB_MESSAGE_RETENTION",
@@ -1549,13 +1562,13 @@ function checkQueues(
         } (2 × SENDER_TIMEOUT + 5s) and PUBSUB_MAX_BACKOFF (${
           formatDuration(maxBackoffMs)
         }) before the next, so ${
-          check.problem === "stops_early"
+          check.limit < max
             ? `a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max})`
             : `a message can expire while its last delivery (MAX_DELIVERIES, ${max}) is answered busy behind another's lease (up to LEASE + 2 × CLOCK_SKEW, ${
               formatDuration(leaseMs + 2 * clockSkewMs)
             }), before the push that would resolve it`
         }: Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
-          formatDuration(retentionNeedMs)
+          formatDuration(retentionNeedMs(queues.pubsub, max))
         } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
       );
     }

@@ -1,0 +1,87 @@
+/**
+ * What a Pub/Sub message retention must hold: one rule, shared by
+ * `checkQueue` and the service's start check.
+ *
+ * @module
+ */
+
+/**
+ * The lease counted when a queue does not give one: the relayer's default
+ * (`createRelayer`'s `leaseMs`, the service's `LEASE`).
+ */
+export const DEFAULT_QUEUE_LEASE_MS = 30_000;
+
+/**
+ * The clock skew counted when a queue does not give one: the relayer's
+ * default (`createRelayer`'s `clockSkewMs`, the service's `CLOCK_SKEW`).
+ */
+export const DEFAULT_QUEUE_CLOCK_SKEW_MS = 5_000;
+
+/** The Pub/Sub limits the retention rule reads. */
+export interface RetentionLimits {
+  readonly maxBackoffMs: number;
+  readonly retentionMs?: number;
+  readonly ackDeadlineMs?: number;
+  readonly leaseMs?: number;
+  readonly clockSkewMs?: number;
+}
+
+/**
+ * The longest from one failed push to the next: the push itself (up to
+ * `ackDeadlineMs`) and the backoff after it (up to `maxBackoffMs`).
+ */
+export function retentionStepMs(queue: RetentionLimits): number {
+  return (queue.ackDeadlineMs ?? 0) + queue.maxBackoffMs;
+}
+
+/**
+ * The deliveries that surely come before the retention ends: delivery `k`
+ * comes at most `(k − 1) × step` after the first, which Pub/Sub sends as it
+ * is published. `Infinity` with no retention, or when no step takes time.
+ *
+ * ```ts ignore
+ * retentionFits({ maxBackoffMs: 600_000, retentionMs: 3_600_000 }); // 6
+ * ```
+ */
+export function retentionFits(queue: RetentionLimits): number {
+  const stepMs = retentionStepMs(queue);
+  if (queue.retentionMs === undefined || stepMs === 0) return Infinity;
+  return Math.ceil(queue.retentionMs / stepMs);
+}
+
+/**
+ * The retention a message needs, which it must exceed, so that a job of
+ * `maxDeliveries` is resolved before it expires: a delivery answers busy
+ * at and past the last while another's lease stands (up to `leaseMs` +
+ * 2 × `clockSkewMs`), and only a push after that resolves the intent. So
+ * `maxDeliveries` steps, that wait, and nothing less:
+ * `maxDeliveries × (ackDeadlineMs + maxBackoffMs) + leaseMs + 2 × clockSkewMs`.
+ *
+ * ```ts ignore
+ * retentionNeedMs({ maxBackoffMs: 600_000, ackDeadlineMs: 25_000 }, 10); // 6_290_000
+ * ```
+ */
+export function retentionNeedMs(
+  queue: RetentionLimits,
+  maxDeliveries: number,
+): number {
+  return maxDeliveries * retentionStepMs(queue) +
+    (queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS) +
+    2 * (queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS);
+}
+
+/**
+ * Whether the retention may end before the job is resolved, with no
+ * dead-letter policy giving up first: its attempts do not all surely fit
+ * in the retention (or there is none), and the retention is no more than
+ * {@linkcode retentionNeedMs}. The message is then dropped with no dead
+ * letter and no give-up route.
+ */
+export function retentionShort(
+  queue: RetentionLimits & { readonly maxDeliveryAttempts?: number },
+  maxDeliveries: number,
+): boolean {
+  return queue.retentionMs !== undefined &&
+    retentionFits(queue) < (queue.maxDeliveryAttempts ?? Infinity) &&
+    queue.retentionMs <= retentionNeedMs(queue, maxDeliveries);
+}
