@@ -2164,6 +2164,30 @@ export function createApp(deps: AppDeps): WebhookApp {
     return delivery;
   }
 
+  /** Whether a declared dead-letter policy found missing may be logged now. */
+  const missingLogDue = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
+
+  /**
+   * Says in the log (at most once a minute), where a dead-letter route is
+   * configured, that a push without `deliveryAttempt` comes from a
+   * subscription with no dead-letter policy: Pub/Sub never gives up on a
+   * job there but drops it when its retention ends, with no dead letter,
+   * which the start-up check did not count on (it took the declared
+   * policy's give-up), so its intent can be stranded.
+   */
+  function missingDeadLetterPolicy(
+    subscription: { project: string; name: string } | undefined,
+  ): void {
+    if (verifyPubSubDeadLetter === undefined || !missingLogDue()) return;
+    log(
+      `relayer POST /v1/pubsub: a push of ${
+        subscription === undefined
+          ? "a subscription"
+          : `projects/${subscription.project}/subscriptions/${subscription.name}`
+      } carries no deliveryAttempt, so the subscription has no dead-letter policy, but PUBSUB_MAX_DELIVERY_ATTEMPTS and PUBSUB_DEAD_LETTER_AUDIENCE are set: Pub/Sub never gives up on a job there, but pushes it until its message retention ends and then drops it with no dead letter, which the start-up check did not count on (it took the policy's give-up), and the intent of a job that outlives the retention is stranded. Add the dead-letter policy to the subscription (max delivery attempts as PUBSUB_MAX_DELIVERY_ATTEMPTS, its dead-letter topic pushed to POST /v1/pubsub/dead-letter), or unset both and set PUBSUB_MESSAGE_RETENTION to the subscription's retention`,
+    );
+  }
+
   app.post("/v1/pubsub", async (c) => {
     const got = await receivePush(c, verifyPubSub, {
       name: "POST /v1/pubsub",
@@ -2189,6 +2213,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       // deliveries. (Google always names the subscription; a push that
       // does not is counted by its id, as before.)
       const subscription = push.subscription;
+      if (attempt === 0) missingDeadLetterPolicy(subscription);
       return attempt === 0
         ? {
           job: push.job,
