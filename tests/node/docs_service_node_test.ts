@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { nodeVersion } from "../../support/node_version.ts";
+import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -31,6 +32,44 @@ async function nodeService(): Promise<string> {
 
 const PASSWORD = "pw-that-must-not-show-0123";
 
+/** docs/api.md's Node service, bundled for node into `dir` (its port `port`). */
+async function bundled(dir: string, port = 8000): Promise<string> {
+  const service = await nodeService();
+  assert.match(service, /port: 8000/, "the service's port");
+  await Deno.writeTextFile(
+    `${dir}/service.ts`,
+    service.replace("port: 8000", `port: ${port}`),
+  );
+  const built = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "bundle",
+      "--quiet",
+      "--config",
+      `${ROOT}deno.json`,
+      "--platform",
+      "node",
+      "-o",
+      `${dir}/service.mjs`,
+      `${dir}/service.ts`,
+    ],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
+  return `${dir}/service.mjs`;
+}
+
+/** Whether something accepts a TCP connection on `hostname:port`. */
+async function accepts(hostname: string, port: number): Promise<boolean> {
+  try {
+    (await Deno.connect({ hostname, port })).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 Deno.test({
   name:
     "docs/api.md's Node service says in one line, without a stack, why it cannot start",
@@ -38,24 +77,7 @@ Deno.test({
   fn: timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_docs_node_" });
     try {
-      await Deno.writeTextFile(`${dir}/service.ts`, await nodeService());
-      const built = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "bundle",
-          "--quiet",
-          "--config",
-          `${ROOT}deno.json`,
-          "--platform",
-          "node",
-          "-o",
-          `${dir}/service.mjs`,
-          `${dir}/service.ts`,
-        ],
-        cwd: ROOT,
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
+      await bundled(dir);
       // Nothing listens on port 1 of the loopback.
       const url = `postgres://relayer:${PASSWORD}@127.0.0.1:1/relayer`;
       const base = {
@@ -93,6 +115,65 @@ Deno.test({
         assert.ok(!err.includes(PASSWORD), `${what}: the password shows`);
       }
     } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Node service listens on the loopback only, as deno task start does, and drains on SIGTERM",
+  ignore: NODE_VERSION === null || !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_node_" });
+    const database = await freshDatabase();
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = free.addr.port;
+    free.close();
+    let child: Deno.ChildProcess | undefined;
+    try {
+      await bundled(dir, port);
+      child = new Deno.Command("node", {
+        args: ["service.mjs"],
+        cwd: dir,
+        env: {
+          SENDER_URL: "http://127.0.0.1:9",
+          OPS_TOKEN: "local-ops-token-0123456789",
+          WEBHOOK_SECRET: "local-secret-0123456789",
+          DATABASE_URL: database.url,
+          PATH: Deno.env.get("PATH") ?? "",
+        },
+        clearEnv: true,
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      const stderr = new Response(child.stderr).text();
+      let ready = false;
+      for (let i = 0; i < 200 && !ready; i++) {
+        ready = await fetch(`http://127.0.0.1:${port}/readyz`)
+          .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
+        if (!ready) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(ready, "the service never answered /readyz on 127.0.0.1");
+      // A socket on 0.0.0.0 (or ::) takes 127.0.0.2 too; one on 127.0.0.1
+      // does not, nor the machine's other addresses.
+      assert.equal(
+        await accepts("127.0.0.2", port),
+        false,
+        "the service takes connections beyond 127.0.0.1",
+      );
+      child.kill("SIGTERM");
+      const { code } = await child.status;
+      child = undefined;
+      assert.equal(code, 0, await stderr);
+    } finally {
+      if (child) {
+        child.kill("SIGKILL");
+        await child.status;
+        await child.stderr.cancel().catch(() => {});
+      }
+      await database.drop();
       await Deno.remove(dir, { recursive: true });
     }
   }),
