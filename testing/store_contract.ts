@@ -127,6 +127,19 @@ const NOT_SENT = { outcome: "not_sent", at: 0 } as const;
 const SENT = { outcome: "sent", txHash: "0xabc", at: 0 } as const;
 
 /**
+ * Refuses a store that `open` gave already in use: the same store, schema
+ * or prefix given to each test, where every test after the first failed
+ * on what the one before wrote ("Cannot create intent pi_1 as it exists"),
+ * which did not say that `open` was the cause.
+ */
+async function assertFresh(name: string, store: Store): Promise<void> {
+  if (await store.getIntent("pi_1") === null) return;
+  throw new Error(
+    `${name}: open() gave a store that is not empty (it holds intent pi_1): give each call a fresh, empty store (a new schema, database or key prefix), as every test of the contract writes the same ids`,
+  );
+}
+
+/**
  * Registers the contract tests for a store.
  *
  * @example Run the contract against a store
@@ -180,6 +193,7 @@ export function storeContract(
     register({ name: `${name} ${title}`, ignore: false }, async () => {
       const { store, close } = await open();
       try {
+        await assertFresh(name, store);
         await body(store);
       } finally {
         await close();
@@ -196,6 +210,7 @@ export function storeContract(
     const { store } = opened;
     const { beforeNextCommit } = opened;
     try {
+      await assertFresh(name, store);
       if (beforeNextCommit === undefined) {
         throw new Error(
           `${name}: commitGap is set, but open() gives no beforeNextCommit`,

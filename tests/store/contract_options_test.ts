@@ -55,3 +55,38 @@ Deno.test("storeContract() refuses an open that is not a function", () => {
       /'open' must be a function/.test(error.message),
   );
 });
+
+Deno.test("storeContract() refuses a store that open() did not give fresh and empty, saying to open a fresh one each time", async () => {
+  // One store for every test, as `new PostgresStore(sql)` on its default
+  // schema is: the second test met the first's intents, and failed
+  // "Cannot create intent pi_1 as it exists", as did each one after it.
+  const shared = new MemoryStore();
+  const tests: { name: string; fn: () => Promise<void> }[] = [];
+  storeContract(
+    "MyStore",
+    () => Promise.resolve({ store: shared, close() {} }),
+    {
+      test: ({ name, ignore }, fn) => {
+        if (!ignore) {
+          tests.push({
+            name,
+            fn: () => fn({ step: async (_, body) => await body() }),
+          });
+        }
+      },
+    },
+  );
+  const first = tests.find((t) => /create an intent twice/.test(t.name))!;
+  await first.fn();
+  const errors: string[] = [];
+  for (const { fn } of tests.filter((t) => t !== first)) {
+    await fn().catch((error) => errors.push((error as Error).message));
+  }
+  assert.ok(errors.length > 0, "no test failed on a store in use");
+  for (const message of errors) {
+    assert.match(
+      message,
+      /^MyStore: open\(\) gave a store that is not empty \(it holds intent pi_1\): give each call a fresh, empty store \(a new schema, database or key prefix\), as every test of the contract writes the same ids$/,
+    );
+  }
+});
