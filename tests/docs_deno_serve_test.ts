@@ -1,11 +1,11 @@
 /**
- * A Deno project set up as README.md's Install section says (the
- * `"unstable"` list it gives for deno.json, the package linked from this
- * repository as from JSR) serves `createApp` with `Deno.serve` and takes
- * a signed delivery without a warning from Deno on its stderr: the app
- * reads `request.signal` as it reads a body, which Deno's legacy abort
- * behaviour answers with a line telling the user to move a cleanup they
- * never wrote.
+ * A Deno project set up as docs/api.md's "On Deno" says (its `deno.json`,
+ * whose `links` then name this repository, and whose `"unstable"` list is
+ * the one README.md's Install section gives) serves `createApp` with
+ * `Deno.serve` and takes a signed delivery without a warning from Deno on
+ * its stderr: the app reads `request.signal` as it reads a body, which
+ * Deno's legacy abort behaviour answers with a line telling the user to
+ * move a cleanup they never wrote.
  *
  * @module
  */
@@ -22,6 +22,19 @@ async function readmeUnstable(): Promise<string[]> {
   const found = /`"unstable": (\[[^\]`]*\])`/.exec(install);
   assert.ok(found, 'README.md\'s Install section gives no "unstable" list');
   return JSON.parse(found[1]!) as string[];
+}
+
+/** The `deno.json` of docs/api.md's "On Deno" section. */
+async function apiDenoJson(): Promise<
+  { imports: Record<string, string>; links: string[]; unstable: string[] }
+> {
+  const api = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const start = api.indexOf("\n## On Deno\n");
+  assert.ok(start >= 0, "no section 'On Deno' in docs/api.md");
+  const section = api.slice(start, api.indexOf("\n## ", start + 1));
+  const blocks = [...section.matchAll(/^```json\n([^]*?)^```/gm)];
+  assert.equal(blocks.length, 1, "'On Deno' has one json block");
+  return JSON.parse(blocks[0]![1]!);
 }
 
 const SERVICE = `
@@ -62,21 +75,22 @@ await server.shutdown();
 console.log(res.status);
 `;
 
-Deno.test("a Deno project set up as README.md says serves a signed delivery with no warning from Deno", async () => {
+Deno.test("a Deno project set up as docs/api.md and README.md say serves a signed delivery with no warning from Deno", async () => {
   const dir = await Deno.makeTempDir({ prefix: "relayer_deno_serve_" });
   try {
     const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
       version: string;
     };
+    const project = await apiDenoJson();
+    assert.deepEqual(project.unstable, await readmeUnstable(), "README's list");
+    assert.equal(
+      project.imports["@relayer/poison"],
+      `jsr:@relayer/poison@^${config.version}`,
+    );
+    assert.equal(project.links.length, 1, "one clone linked");
     await Deno.writeTextFile(
       `${dir}/deno.json`,
-      JSON.stringify({
-        imports: {
-          "@relayer/poison": `jsr:@relayer/poison@^${config.version}`,
-        },
-        links: [ROOT],
-        unstable: await readmeUnstable(),
-      }),
+      JSON.stringify({ ...project, links: [ROOT] }),
     );
     await Deno.writeTextFile(`${dir}/service.ts`, SERVICE);
     const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
