@@ -1,0 +1,73 @@
+/**
+ * Every install line of README.md and docs/*.md (`npm install …`,
+ * `deno add npm:…`, `bun add …`) names each npm package this repository
+ * pins in deno.json at that version: an adopter who copies the line gets
+ * the version the checks ran (an unpinned `@hono/node-server` installed
+ * whatever npm had last, which node-check never ran).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/** deno.json's npm pins: package name to version. */
+async function pins(): Promise<Map<string, string>> {
+  const { imports } = JSON.parse(
+    await Deno.readTextFile(`${ROOT}deno.json`),
+  ) as { imports: Record<string, string> };
+  const found = new Map<string, string>();
+  for (const target of Object.values(imports)) {
+    const m = /^npm:\/?((?:@[^/@]+\/)?[^/@]+)@([^/]+)\/?$/.exec(target);
+    if (m) found.set(m[1]!, m[2]!);
+  }
+  return found;
+}
+
+/** The package arguments of each install command in `text`, with its line. */
+function installs(text: string): { line: number; spec: string }[] {
+  const out: { line: number; spec: string }[] = [];
+  for (const [i, line] of text.split("\n").entries()) {
+    for (
+      const [, args] of line.matchAll(
+        /(?:npm install|npm i|bun add|pnpm add|yarn add|deno add)((?: +[^\s`)(;&|#]+)+)/g,
+      )
+    ) {
+      for (const arg of args!.trim().split(/ +/)) {
+        if (arg.startsWith("-") || arg.includes("<")) continue;
+        out.push({ line: i + 1, spec: arg.replace(/^npm:/, "") });
+      }
+    }
+  }
+  return out;
+}
+
+Deno.test("the docs' install lines pin each npm package at deno.json's version", async () => {
+  const pinned = await pins();
+  assert.ok(pinned.get("postgres"), "deno.json pins no postgres");
+  const files = ["README.md"];
+  for await (const entry of Deno.readDir(`${ROOT}docs`)) {
+    if (entry.name.endsWith(".md")) files.push(`docs/${entry.name}`);
+  }
+  const wrong: string[] = [];
+  let checked = 0;
+  for (const file of files.sort()) {
+    const text = await Deno.readTextFile(`${ROOT}${file}`);
+    for (const { line, spec } of installs(text)) {
+      const m = /^((?:@[^/@]+\/)?[^/@]+)(?:@(.+))?$/.exec(spec);
+      if (!m || !pinned.has(m[1]!)) continue;
+      checked++;
+      if (m[2] !== pinned.get(m[1]!)) {
+        wrong.push(
+          `${file}:${line}: ${spec}, where deno.json pins ${m[1]}@${
+            pinned.get(m[1]!)
+          }`,
+        );
+      }
+    }
+  }
+  assert.ok(checked > 0, "no install line checked");
+  assert.deepEqual(wrong, []);
+});
