@@ -546,7 +546,17 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     // (the batch fails at the end instead). Settled before the log line,
     // which cannot then leave it unsettled.
     if (outcome.action === "retry") {
-      message.retry({ delaySeconds: delaySecondsOf(outcome.delayMs) });
+      // A give-up busy on the dead-letter queue waits at least as one that
+      // met the store down: busy may be another database session's lock or
+      // its statements cancelled, as long as an outage, and at the
+      // policy's pace the queue's retries ran out within hours, and
+      // Cloudflare deleted the message with its intent unresolved.
+      const delaySeconds = delaySecondsOf(outcome.delayMs);
+      message.retry({
+        delaySeconds: deadLetter
+          ? Math.max(delaySeconds, outageSeconds(message, deadLetter))
+          : delaySeconds,
+      });
     } else {
       message.ack();
     }
@@ -565,15 +575,18 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
    * queue's longest retention (14 days).
    */
   function retryAfterOutage(message: QueueMessage, deadLetter: boolean): void {
-    message.retry({
-      delaySeconds: delaySecondsOf(
-        outageDelayMs(
-          message.attempts,
-          relayer.policy.baseMs,
-          deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
-        ),
+    message.retry({ delaySeconds: outageSeconds(message, deadLetter) });
+  }
+
+  /** The wait {@linkcode retryAfterOutage} asks for, in seconds. */
+  function outageSeconds(message: QueueMessage, deadLetter: boolean): number {
+    return delaySecondsOf(
+      outageDelayMs(
+        message.attempts,
+        relayer.policy.baseMs,
+        deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
       ),
-    });
+    );
   }
 
   return async function queue(batch: QueueBatch): Promise<void> {
