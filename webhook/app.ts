@@ -1520,10 +1520,19 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
+  /**
+   * The answer to a delivery (or, `gaveUp`, a queue's give-up) that ended
+   * in `outcome`. A give-up's retry (busy) carries no `Retry-After`, as a
+   * give-up the store failed does not: busy may be another database
+   * session's lock or its statements cancelled, as long as an outage, and
+   * asked back at the policy's pace QStash's failure callback spent its
+   * retries in minutes, its intent left unresolved.
+   */
   async function answer(
     route: Route,
     job: Job,
     outcome: Outcome,
+    gaveUp = false,
   ): Promise<Response> {
     const status = STATUS[route][outcome.action];
     const body: DeliveryAnswer = {
@@ -1548,7 +1557,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const headers: Record<string, string> = {
       "content-type": "application/json",
     };
-    if (outcome.action === "retry" && route !== "pubsub") {
+    if (outcome.action === "retry" && route !== "pubsub" && !gaveUp) {
       headers["retry-after"] = retryAfter(outcome.delayMs);
     }
     return new Response(JSON.stringify(body), { status, headers });
@@ -2278,7 +2287,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
     }
     log(`worker  ${formatOutcome(job, outcome)}${seen}`);
-    return answer(route, job, outcome);
+    return answer(route, job, outcome, true);
   }
 
   // QStash's failure callback: QStash gave up on a job after its retries.

@@ -1,0 +1,73 @@
+/**
+ * QStash's failure callback whose give-up the store answers busy for a
+ * reason that is no lease (another database session's lock, its
+ * statements cancelled), which can last as long as an outage. The callback
+ * has as many retries as the message: asked back after the policy's delay
+ * (2 min at most), they passed within minutes, and the message went to
+ * QStash's DLQ with its intent unresolved and no dead letter of ours. A
+ * give-up answered busy sends no `Retry-After`, as a give-up the store
+ * failed does not: QStash waits as its own backoff says (to a day).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { Store } from "../../mod.ts";
+import { MemoryStore } from "../../mod.ts";
+import { heldBySession } from "../../store/_held_lock.ts";
+import { makeApp } from "./_app.ts";
+import { failedRequest, QSTASH } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+/**
+ * `memory`, every write to an intent or a letter refused as another
+ * session's lock holds its row; the replay record (`admit`) lands.
+ */
+function heldWrites(memory: MemoryStore): Store {
+  return new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (/^(get|list|deliveries|admit)/.test(String(key))) {
+        return value.bind(target);
+      }
+      return () =>
+        Promise.reject(
+          heldBySession(
+            `Cannot ${
+              String(key)
+            } as another session holds its row past lock_timeout (see pg_locks and pg_stat_activity): nothing was written; retry`,
+            new Error("canceling statement due to lock timeout"),
+          ),
+        );
+    },
+  });
+}
+
+Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 503 and no Retry-After, so the callback's retries wait on QStash's backoff", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const { app } = await makeApp({ deps: { store: heldWrites(memory) } });
+  const body = JSON.stringify({
+    status: 503,
+    retried: 2,
+    maxRetries: 2,
+    dlqId: "dlq_1",
+    sourceMessageId: "msg_1",
+    url: QSTASH.url,
+    method: "POST",
+    sourceBody: btoa(JSON.stringify(job)),
+  });
+  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+  const text = await res.text();
+  assert.equal(res.status, 503, text);
+  assert.equal(JSON.parse(text).outcome, "retry", text);
+  assert.equal(res.headers.get("retry-after"), null, text);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+});
