@@ -1578,7 +1578,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
       await markGivenUp(queue, jobId);
       return { ...poisoned, reason, resolution };
     } catch (error) {
-      if (error instanceof BusyError) return await busy(job, n, d, error);
+      if (error instanceof BusyError) {
+        // Its replay record busy too (a cancelled statement, another
+        // session's lock): nothing of it landed, so the give-up is busy,
+        // as a delivery's is, and not the store failing.
+        return await busy(job, n, d, error).catch((closing: unknown) => {
+          if (closing instanceof BusyError) return busyAnswer(job, n, error);
+          throw closing;
+        });
+      }
       // Its receipts' replay record, or the write that settles: as it came.
       if (error instanceof StoreFailed) throw error.error;
       if (error instanceof Finished) {

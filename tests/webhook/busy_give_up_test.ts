@@ -71,3 +71,47 @@ Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 
   assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("POST /v1/qstash/failed answers a give-up whose store is busy on its writes and its replay record as busy (503, a retry), not as the store failing unexpectedly", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const lines: string[] = [];
+  const store = new Proxy(heldWrites(memory), {
+    get(target, key) {
+      if (key !== "admit") return Reflect.get(target, key, target);
+      return () =>
+        Promise.reject(
+          heldBySession(
+            "Cannot admit a delivery as another session cancelled its statement: nothing was written; retry",
+            new Error("canceling statement due to user request"),
+          ),
+        );
+    },
+  });
+  const { app } = await makeApp({
+    deps: { store, log: (line) => lines.push(line) },
+  });
+  const body = JSON.stringify({
+    status: 503,
+    retried: 2,
+    maxRetries: 2,
+    dlqId: "dlq_1",
+    sourceMessageId: "msg_1",
+    url: QSTASH.url,
+    method: "POST",
+    sourceBody: btoa(JSON.stringify(job)),
+  });
+  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+  const text = await res.text();
+  assert.equal(res.status, 503, text);
+  assert.doesNotMatch(text, /failed unexpectedly/);
+  assert.equal(JSON.parse(text).outcome, "retry", text);
+  assert.match(JSON.parse(text).reason, /^intent pi_0001 is busy: /);
+  assert.equal(res.headers.get("retry-after"), null, text);
+  assert.doesNotMatch(lines.join("\n"), /unexpectedly/);
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+});
