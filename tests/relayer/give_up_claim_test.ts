@@ -167,7 +167,7 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
-  Deno.test(`createRelayer().giveUp() six times at once for one message, each signed afresh, on an authorized intent: each answers poison or busy and uses its record, and a copy after sends nothing [${backend.name}]`, async () => {
+  Deno.test(`createRelayer().giveUp() six times at once for one message, each signed afresh, on an authorized intent: each answers poison, busy or (resolved meanwhile) done and uses its record, and a copy after sends nothing [${backend.name}]`, async () => {
     const opened = await open(backend);
     const { relayer, sender, clock } = opened;
     try {
@@ -180,8 +180,15 @@ for (const backend of BACKENDS) {
       );
       for (const out of outs) {
         assert.ok(!(out instanceof Error), String(out));
+        // Done only when another call resolved the message between this
+        // one's read of the letter and its look for the message's mark:
+        // the first resolution stands, and the queue may ack.
         assert.ok(
-          out.action === "poison" || out.action === "retry",
+          out.action === "poison" || out.action === "retry" ||
+            (out.action === "done" &&
+              /repeated its give-up for a message already resolved/.test(
+                out.reason,
+              )),
           JSON.stringify(out),
         );
       }
