@@ -1300,6 +1300,20 @@ export class PostgresStore implements Store {
     if (this.#sql.options.fetch_types === false) return await this.#begin(work);
     const tx = await this.#reserve();
     let lost = false;
+    // The connection postgres.js runs the flight on, once it sent the
+    // flight's first query (see `seenOn`).
+    const seen = seenOn();
+    // Closes the connection whose statements went unanswered past the
+    // bound where their answers may never come (see `closeUnanswered`),
+    // left to postgres.js to open again; else kept from the pool until
+    // they come.
+    const closeOrHandBackLater = (
+      answers: Promise<PromiseSettledResult<unknown>[]>,
+    ) => {
+      if (!closeUnanswered(seen.connection)) return handBackLater(answers);
+      lost = true;
+      this.#absorb();
+    };
     // Kept from the pool until the flight's answers come, if they do; then
     // handed back, unless the connection was lost meanwhile.
     const handBackLater = (
@@ -1353,6 +1367,8 @@ export class PostgresStore implements Store {
         // alone.
         tx.unsafe(
           `BEGIN ${ISOLATION}; SET LOCAL lock_timeout = ${this.#lockMs}; ${IN_WRITE}; ${DURABLE}`,
+          [],
+          seen.options,
         ).execute(),
         // Never sent again behind the COMMIT, outside the transaction: a
         // statement PostgreSQL refuses as stale fails the flight instead.
@@ -1412,7 +1428,12 @@ export class PostgresStore implements Store {
         // query would crash the process (porsager/postgres#1154, #1208).
         // The statement's own error stands: nothing of the flight landed.
         const rest = Promise.allSettled(sent);
-        if (!await this.#within(rest)) handBackLater(rest);
+        // Unanswered past the bound: a cancel that cut the BEGIN through
+        // PgBouncer in transaction mode left the session idle, and the
+        // pooler unlinked it while the statements behind were sent to it,
+        // dropping their answers ("got packet ... from server when not
+        // linked"): they never come, and the connection is closed.
+        if (!await this.#within(rest)) closeOrHandBackLater(rest);
         else if (anyLost(await rest)) {
           lost = true;
           this.#absorb();
@@ -3239,6 +3260,55 @@ function bounded<T>(
   return Promise.race([promise, waited]).finally(() => {
     if (timer !== undefined) clearTimeout(timer);
   });
+}
+
+/** The one method of a postgres.js 3.4.9 connection the store calls. */
+interface PoolConnection {
+  terminate(): void;
+}
+
+/**
+ * The options of a query that keep the connection postgres.js 3.4.9 sends
+ * it on, as its `onexecute` option (one its types leave out; its own
+ * `sql.begin()` takes its connection so) hands it over, in `connection`.
+ * `onexecute` answering `true` changes nothing of how the connection goes
+ * on. Called only where the query is sent at once (postgres.js skips it
+ * when the socket pushes back): `connection` stays `undefined` then.
+ */
+function seenOn(): {
+  options: Record<string, unknown>;
+  connection: PoolConnection | undefined;
+} {
+  const seen = {
+    options: {
+      onexecute: (connection: unknown) => {
+        const terminate = (connection as { terminate?: unknown })?.terminate;
+        if (typeof terminate === "function") {
+          seen.connection = connection as PoolConnection;
+        }
+        return true;
+      },
+    } as Record<string, unknown>,
+    connection: undefined as PoolConnection | undefined,
+  };
+  return seen;
+}
+
+/**
+ * Closes `connection`, whose statements are unanswered past the bound and
+ * whose session's state is unknown, so that postgres.js opens it again
+ * for the pool: its `terminate()` fails the statements still waiting
+ * (CONNECTION_DESTROYED), says goodbye to the server (or pooler) and ends
+ * the socket, and postgres.js moves it to its closed connections, a
+ * `reserve()` on it ending with it. Nothing is rolled back by hand: the
+ * server ends the session's transaction, if any, as the socket closes.
+ *
+ * @returns Whether there was a connection to close.
+ */
+function closeUnanswered(connection: PoolConnection | undefined): boolean {
+  if (connection === undefined) return false;
+  connection.terminate();
+  return true;
 }
 
 /**
