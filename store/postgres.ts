@@ -1304,13 +1304,13 @@ export class PostgresStore implements Store {
     // flight's first query (see `seenOn`).
     const seen = seenOn();
     // Closes the connection whose statements went unanswered past the
-    // bound where their answers may never come (see `closeUnanswered`),
+    // bound where their answers may never come (see `closeSession`),
     // left to postgres.js to open again; else kept from the pool until
     // they come.
     const closeOrHandBackLater = (
       answers: Promise<PromiseSettledResult<unknown>[]>,
     ) => {
-      if (!closeUnanswered(seen.connection)) return handBackLater(answers);
+      if (!closeSession(seen.connection)) return handBackLater(answers);
       lost = true;
       this.#absorb();
     };
@@ -1327,17 +1327,27 @@ export class PostgresStore implements Store {
     };
     // Ends the transaction a cancel that cut a COMMIT left open and failed
     // on the connection (see `endTransaction`): false if the ROLLBACK was
-    // not answered within the bound (the connection goes back once it is)
-    // or the connection was lost.
+    // not answered within the bound, or each try of it failed (the
+    // session is left inside the failed transaction, and every call given
+    // the connection next would fail, 25P02), and the connection is then
+    // closed; or if the connection was lost.
     const rolledBack = async (): Promise<boolean> => {
       const ended = endTransaction(tx);
       if (!await this.#within(ended)) {
-        handBackLater(ended);
+        closeOrHandBackLater(ended);
         return false;
       }
-      if (anyLost(await ended)) {
+      const settled = await ended;
+      if (anyLost(settled)) {
         lost = true;
         this.#absorb();
+        return false;
+      }
+      if (settled.at(-1)?.status === "rejected") {
+        if (closeSession(seen.connection)) {
+          lost = true;
+          this.#absorb();
+        }
         return false;
       }
       return true;
@@ -3295,9 +3305,10 @@ function seenOn(): {
 }
 
 /**
- * Closes `connection`, whose statements are unanswered past the bound and
- * whose session's state is unknown, so that postgres.js opens it again
- * for the pool: its `terminate()` fails the statements still waiting
+ * Closes `connection`, whose statements are unanswered past the bound
+ * (its session's state unknown), or whose session stays inside a failed
+ * transaction no `ROLLBACK` ended, so that postgres.js opens it again for
+ * the pool: its `terminate()` fails the statements still waiting
  * (CONNECTION_DESTROYED), says goodbye to the server (or pooler) and ends
  * the socket, and postgres.js moves it to its closed connections, a
  * `reserve()` on it ending with it. Nothing is rolled back by hand: the
@@ -3305,7 +3316,7 @@ function seenOn(): {
  *
  * @returns Whether there was a connection to close.
  */
-function closeUnanswered(connection: PoolConnection | undefined): boolean {
+function closeSession(connection: PoolConnection | undefined): boolean {
   if (connection === undefined) return false;
   connection.terminate();
   return true;

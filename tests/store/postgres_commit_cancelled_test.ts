@@ -163,3 +163,52 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose COMMIT a cancel cut, and each of whose three ROLLBACKs failed, closes its connection rather than hand it back inside the failed transaction: the next read answers",
+  ...RELAYED,
+  async fn() {
+    let armed = false;
+    let rollbacks = 0;
+    let cancel: Promise<boolean> = Promise.resolve(false);
+    await throughRelay(ONE, ({ admin }) => (text) => {
+      if (!armed) return Promise.resolve();
+      const commit = sleepingCommit(text);
+      if (commit !== undefined) {
+        cancel = cancelOnceRunning(admin, NAME, SLEEP);
+        return Promise.resolve(commit);
+      }
+      // Each ROLLBACK behind it goes behind a statement the failed
+      // transaction refuses (25P02), which skips it: the session stays
+      // inside the transaction, as a cancel that cut the ROLLBACK leaves
+      // it.
+      const rollback = sleepingQuery(
+        text,
+        "SELECT 1; ",
+        (query) => query === "ROLLBACK\u0000",
+      );
+      if (rollback === undefined) return Promise.resolve();
+      if (++rollbacks === 3) armed = false;
+      return Promise.resolve(rollback);
+    }, async ({ admin, schema, sql }) => {
+      const other = new PostgresStore(admin, { schema });
+      const store = new PostgresStore(sql, { schema });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      armed = true;
+      const answer = await store.createIntent({
+        id: "pi_2",
+        state: "authorized",
+      }).then(() => null, (error: Error) => error);
+      assert.ok(await cancel, "the cancel cut the flight's COMMIT");
+      assert.equal(rollbacks, 3);
+      assert.ok(answer instanceof BusyError, String(answer));
+      assert.match(answer.message, /nothing was written; retry$/);
+      assert.equal(await other.getIntent("pi_2"), null);
+      // The next calls, on the pool's one connection, run.
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await store.createIntent({ id: "pi_3", state: "authorized" });
+      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+    });
+  },
+});
