@@ -1949,6 +1949,13 @@ export class PostgresStore implements Store {
     start: () => void,
     done: (value: T) => void,
   ): Promise<T> {
+    // The transaction's connection, once its first statement was sent: a
+    // ROLLBACK or COMMIT of postgres.js's own that failed (a cancel cut
+    // it) leaves its session inside the transaction, and postgres.js 3.4.9
+    // keeps the connection as that transaction's for good (it hands one
+    // back only once the server says the session is outside any): closed,
+    // it is opened again for the pool.
+    const seen = seenOn();
     return this.#sql.begin(ISOLATION, async (tx) => {
       if (abandoned()) throw new Error("abandoned: no connection in time");
       start();
@@ -1961,6 +1968,8 @@ export class PostgresStore implements Store {
         const answers = await unlessLost(Promise.all([
           tx.unsafe(
             `SET LOCAL lock_timeout = ${this.#lockMs}; ${IN_WRITE}; ${DURABLE}`,
+            [],
+            seen.options,
           ).execute(),
           // Never sent again by postgres.js: one refused as stale would
           // go behind the statements sent since, asking for its
@@ -1999,6 +2008,9 @@ export class PostgresStore implements Store {
       });
       done(value);
       return value;
+    }).catch((error) => {
+      if (endLeftOpen(error) && closeSession(seen.connection)) this.#absorb();
+      throw error;
     }) as Promise<T>;
   }
 
@@ -3320,6 +3332,24 @@ function closeSession(connection: PoolConnection | undefined): boolean {
   if (connection === undefined) return false;
   connection.terminate();
   return true;
+}
+
+/**
+ * Whether `error`, from `sql.begin`, is its own `ROLLBACK` or `COMMIT`
+ * failing on a live connection (a cancel that cut it before it ran), which
+ * leaves the session inside the transaction: a failed `ROLLBACK` always
+ * does; a `COMMIT` cancelled (57014) does, where one failing otherwise (a
+ * deferred check) ended the transaction, and postgres.js 3.4.9 handed the
+ * connection back.
+ */
+function endLeftOpen(error: unknown): boolean {
+  const { query, severity, code } = (error ?? {}) as {
+    query?: unknown;
+    severity?: unknown;
+    code?: unknown;
+  };
+  if (severity !== "ERROR") return false;
+  return query === "rollback" || (query === "commit" && code === "57014");
 }
 
 /**
