@@ -910,11 +910,12 @@ const START_BACKOFF_MS = 250;
 /**
  * The service's documented refusal (docs/postgres.md) when its migration at
  * start lost the connection, or found the database down or starting up
- * (through PgBouncer: its logins to the server failing): what a database
+ * (through PgBouncer: its logins to the server failing), or had a statement
+ * cancelled (the `cancel` fault's `pg_cancel_backend`): what a database
  * fault of the run can cause.
  */
 const FAULTED_START =
-  /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode))\b|server login has been failing, try again later \(server_login_retry\))/;
+  /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode)|canceling statement due to user request)\b|server login has been failing, try again later \(server_login_retry\))/;
 
 /**
  * Whether a start begun at `startedAt` may have met a database fault: one

@@ -776,6 +776,9 @@ Deno.test("startAgain() starts a server again, as a platform does, when database
       "the database system is starting up",
       // Through PgBouncer, while its logins to the server fail.
       "server login has been failing, try again later (server_login_retry)",
+      // A cancel fault's pg_cancel_backend cutting a start's statement:
+      // 3 of 7 runs of --store pgbouncer --db-faults cancel failed on it.
+      "canceling statement due to user request",
     ]
   ) {
     assert.equal(startAgain(refused(cause), true, 1), true, cause);
