@@ -152,8 +152,18 @@ Deno.test({
         `ALTER TABLE "${schema}".counters ALTER COLUMN deliveries TYPE numeric`,
       );
       armed = true;
-      await assert.rejects(store.admit({ count: "job_1", now: 2 }));
+      const answer = await store.admit({ count: "job_1", now: 2 }).then(
+        () => null,
+        (error: Error) => error,
+      );
       assert.ok(await cancel, "the cancel cut the COMMIT of preparing again");
+      // The cancel's answer, busy: nothing was written, and the delivery
+      // is retried as busy, not as the store failing.
+      assert.ok(answer instanceof BusyError, String(answer));
+      assert.match(
+        answer.message,
+        /^Cannot admit a delivery as another session cancelled its statement .*: nothing was written; retry$/,
+      );
       // The next calls on the same connection run.
       assert.equal(await store.deliveries("job_1"), 1);
       assert.equal(await store.admit({ count: "job_2", now: 3 }), 1);
@@ -206,6 +216,62 @@ Deno.test({
       assert.match(answer.message, /nothing was written; retry$/);
       assert.equal(await other.getIntent("pi_2"), null);
       // The next calls, on the pool's one connection, run.
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await store.createIntent({ id: "pi_3", state: "authorized" });
+      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose COMMIT a cancel cut, and whose first ROLLBACK after it failed too, sends the ROLLBACK again before the connection goes back: the next read on it answers",
+  ...RELAYED,
+  async fn() {
+    let armed = false;
+    let rollbackArmed = false;
+    let refused = false;
+    let cancel: Promise<boolean> = Promise.resolve(false);
+    await throughRelay(ONE, ({ admin }) => (text) => {
+      if (rollbackArmed) {
+        // The first ROLLBACK behind the cut COMMIT fails, as one a cancel
+        // cut does: a statement ahead of it in its query, refused in the
+        // failed transaction (25P02), and the ROLLBACK behind it skipped.
+        const rewritten = sleepingQuery(
+          text,
+          "SELECT 1; ",
+          (query) => query === "ROLLBACK\u0000",
+        );
+        if (rewritten === undefined) return Promise.resolve();
+        rollbackArmed = false;
+        refused = true;
+        return Promise.resolve(rewritten);
+      }
+      if (!armed) return Promise.resolve();
+      const rewritten = sleepingCommit(text);
+      if (rewritten === undefined) return Promise.resolve();
+      armed = false;
+      rollbackArmed = true;
+      cancel = cancelOnceRunning(admin, NAME, SLEEP);
+      return Promise.resolve(rewritten);
+    }, async ({ admin, schema, sql }) => {
+      const other = new PostgresStore(admin, { schema });
+      const store = new PostgresStore(sql, { schema });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      armed = true;
+      const answer = await store.createIntent({
+        id: "pi_2",
+        state: "authorized",
+      }).then(() => null, (error: Error) => error);
+      assert.ok(await cancel, "the cancel cut the flight's COMMIT");
+      assert.ok(refused, "the first ROLLBACK after it failed");
+      assert.ok(answer instanceof BusyError, String(answer));
+      assert.match(answer.message, /nothing was written; retry$/);
+      assert.equal(await other.getIntent("pi_2"), null);
+      const [session] = await admin`
+        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+      assert.equal(session?.state, "idle");
+      // The next calls on the same connection run.
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_3", state: "authorized" });
       assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
