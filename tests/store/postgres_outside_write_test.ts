@@ -478,6 +478,13 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: onFreshSchema({}, async ({ admin, schema, sql, store }) => {
     await store.createIntent({ id: "pi_1", state: "authorized" });
+    // A schema this version made: its guards fire in replica mode too.
+    await sql.unsafe("SET session_replication_role = replica");
+    try {
+      assert.equal(await outcome(sql.unsafe(markedBump(schema))), "RL003");
+    } finally {
+      await sql.unsafe("RESET session_replication_role");
+    }
     // A schema migrated before: its guards fire in origin mode only.
     for (const table of ["intents", "holds"]) {
       await admin.unsafe(
