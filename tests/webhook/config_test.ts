@@ -865,6 +865,21 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
     "PUBSUB_MAX_DELIVERY_ATTEMPTS",
     /^PUBSUB_MAX_DELIVERY_ATTEMPTS is 9/,
   );
+  // A dead-letter policy whose give-up comes within the retention (ten
+  // pushes begun in 1h40m) hands the job to its route: the busy wait
+  // after the last push needs no retention of its own.
+  const givesUp = { ...ok, ...deadLetter, PUBSUB_MAX_DELIVERY_ATTEMPTS: "10" };
+  assert.equal(
+    loadConfig({ ...givesUp, PUBSUB_MESSAGE_RETENTION: "100m" }).queues.pubsub
+      .retentionMs,
+    6_000_000,
+  );
+  // One whose tenth push may come after the message expired does not.
+  refused(
+    { ...givesUp, PUBSUB_MESSAGE_RETENTION: "93m45s" },
+    "PUBSUB_MESSAGE_RETENTION",
+    /so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\)/,
+  );
   for (const retention of ["9m", "745h"]) {
     refused(
       { ...ok, PUBSUB_MESSAGE_RETENTION: retention },
