@@ -527,9 +527,11 @@ Deno.test("createApp() answers 404 and 405 problems for unknown routes and metho
 });
 
 Deno.test("createApp() refuses a route whose keys are not configured, naming the setting and the option", async () => {
+  const lines: string[] = [];
   const app = createApp({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
+    log: (line) => lines.push(line),
   });
   const cases: [string, string, string][] = [
     ["/v1/qstash", "QSTASH_CURRENT_SIGNING_KEY", "qstash"],
@@ -558,6 +560,18 @@ Deno.test("createApp() refuses a route whose keys are not configured, naming the
     );
     assert.match(detail, /^[\w /-]+ (is|are) off: set /, detail);
     assert.doesNotMatch(detail, /are is/);
+    // Logged too; a queue's give-up refused so strands its intent.
+    const line = lines.at(-1) ?? "";
+    assert.match(line, /refused 503/, `${path}: ${line}`);
+    const givesUp = ["/v1/qstash/failed", "/v1/pubsub/dead-letter"]
+      .includes(path);
+    assert.equal(
+      line.includes(
+        "The queue's give-up is refused, and resolves nothing: once the queue stops calling, its intent is stranded.",
+      ),
+      givesUp,
+      `${path}: ${line}`,
+    );
   }
 });
 
