@@ -157,3 +157,109 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a read whose statement its own cancel of a slow read hit says so, and one another session cancels past OWN_CANCEL_MS since says that",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const stop = new AbortController();
+    let letCancelGo!: () => void;
+    const cancelHeld = new Promise<void>((resolve) => letCancelGo = resolve);
+    let cancelSeen!: () => void;
+    const cancelSent = new Promise<void>((resolve) => cancelSeen = resolve);
+    const through = relayed(await postgresUrl(), async (text) => {
+      if (!isCancelRequest(text)) return;
+      cancelSeen();
+      await cancelHeld;
+    }, stop.signal);
+    const admin = await connect(2);
+    const watcher = await connect(1);
+    const sql = postgres(through, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { application_name: "own_cancel_read" },
+    });
+    const schema = freshSchema();
+    const locker = await admin.reserve();
+    const realNow = performance.now.bind(performance);
+    const lockIntents = async () => {
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+      );
+    };
+    /** The store's session, once its read waits on the table's lock. */
+    const waiting = async () => {
+      for (let tries = 0; tries < 100; tries++) {
+        const [row] = await watcher`
+          SELECT pid FROM pg_stat_activity
+          WHERE application_name = 'own_cancel_read'
+            AND wait_event_type = 'Lock'`;
+        if (row) return row.pid as number;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      throw new Error("the read never waited on the lock");
+    };
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      // A read held up by a table lock past its bound: cancelled, the
+      // cancel held by the relay.
+      await lockIntents();
+      await assert.rejects(
+        store.getIntent("pi_1"),
+        /did not answer the store's .* within 1000ms/,
+      );
+      await cancelSent;
+      // The first read ends; the next waits on the lock, and the cancel
+      // arrives then.
+      await locker.unsafe("ROLLBACK");
+      await lockIntents();
+      const read = store.getIntent("pi_1").then(
+        () => null,
+        (error: unknown) => error,
+      );
+      await waiting();
+      letCancelGo();
+      const error = await read;
+      await locker.unsafe("ROLLBACK");
+      assert.ok(error instanceof Error, String(error));
+      assert.match(
+        error.message,
+        /^The store's read of intent pi_1 failed as a cancel cut its statement \(canceling statement due to user request\): this store cancelled a read of its own that ran past connectionWaitMs \d+ms before, .*: nothing was read; retry$/,
+      );
+
+      // Past OWN_CANCEL_MS (60 s) since, a cancel by request is another
+      // session's.
+      performance.now = () => realNow() + 61_000;
+      await lockIntents();
+      const later = store.getIntent("pi_1").then(
+        () => null,
+        (error: unknown) => error,
+      );
+      await watcher`SELECT pg_cancel_backend(${await waiting()})`;
+      const other = await later;
+      await locker.unsafe("ROLLBACK");
+      assert.ok(other instanceof Error, String(other));
+      assert.equal(
+        other.message,
+        "The store's read of intent pi_1 failed as another session cancelled its statement (canceling statement due to user request: pg_cancel_backend; see pg_stat_activity): nothing was read; retry",
+      );
+    } finally {
+      performance.now = realNow;
+      letCancelGo();
+      await locker.unsafe("ROLLBACK").catch(() => {});
+      locker.release();
+      await sql.end();
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      await watcher.end();
+      stop.abort();
+    }
+  },
+});
