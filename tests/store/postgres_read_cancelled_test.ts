@@ -80,3 +80,39 @@ for (const { name, table, read, what } of READS) {
     }),
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore.getIntent that the role's statement_timeout cancels says the timeout is too short for the store's reads (nothing was read; retry)",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({
+    migrateOn: "admin",
+    connection: { application_name: NAME, statement_timeout: "300" },
+  }, async ({ admin, schema, store }) => {
+    await new PostgresStore(admin, { schema }).createIntent({
+      id: "pi_1",
+      hold: "pending",
+    });
+    const locker = await admin.reserve();
+    try {
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+      );
+      const error = await store.getIntent("pi_1").then(
+        (answer) => answer,
+        (error: unknown) => error,
+      );
+      await locker.unsafe("ROLLBACK");
+      assert.ok(error instanceof Error, `answered ${String(error)}`);
+      assert.match(
+        error.message,
+        /^The store's read of intent pi_1 failed as statement_timeout cancelled its statement, .*: the role's statement_timeout is too short for the store's reads \(SHOW statement_timeout; .*: nothing was read; retry$/,
+      );
+      assert.equal((error.cause as { code?: unknown })?.code, "57014");
+    } finally {
+      await locker.unsafe("ROLLBACK").catch(() => {});
+      locker.release();
+    }
+  }),
+});
