@@ -278,3 +278,60 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose COMMIT a cancel cut, and whose ROLLBACK after it goes unanswered past connectionWaitMs, answers within the bound, and its connection goes back once the ROLLBACK answers",
+  ...RELAYED,
+  async fn() {
+    let armed = false;
+    let rollbackArmed = false;
+    let held = false;
+    let letRollbackGo!: () => void;
+    const rollbackHeld = new Promise<void>((r) => letRollbackGo = r);
+    let cancelled!: (cancel: Promise<boolean>) => void;
+    const cancel = new Promise<boolean>((r) => cancelled = r);
+    await throughRelay(ONE, ({ admin }) => async (text) => {
+      if (rollbackArmed && text.includes("ROLLBACK\u0000")) {
+        // The ROLLBACK behind the cut COMMIT is held (a server or a link
+        // that stopped answering), until the test lets it go.
+        rollbackArmed = false;
+        held = true;
+        await rollbackHeld;
+        return;
+      }
+      if (!armed) return;
+      const rewritten = sleepingCommit(text);
+      if (rewritten === undefined) return;
+      armed = false;
+      rollbackArmed = true;
+      cancelled(cancelOnceRunning(admin, NAME, SLEEP));
+      return rewritten;
+    }, async ({ admin, schema, sql }) => {
+      const other = new PostgresStore(admin, { schema });
+      const store = new PostgresStore(sql, { schema, connectionWaitMs: 500 });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      armed = true;
+      const writing = store.createIntent({ id: "pi_2", state: "authorized" })
+        .then(() => null, (error: Error) => error);
+      assert.ok(await cancel, "the cancel cut the flight's COMMIT");
+      const cutAt = performance.now();
+      // Answered within the bound, not once the ROLLBACK answers.
+      const answer = await Promise.race([
+        writing,
+        new Promise<"hung">((r) => setTimeout(() => r("hung"), 3_000)),
+      ]);
+      letRollbackGo();
+      assert.ok(held, "the ROLLBACK after the cut COMMIT was held");
+      assert.notEqual(answer, "hung", "the write answered within 3 s");
+      assert.ok(performance.now() - cutAt < 2_500);
+      assert.ok(answer instanceof BusyError, String(answer));
+      assert.equal(await other.getIntent("pi_2"), null);
+      // The connection back once the ROLLBACK answered: the next calls
+      // on it run, outside any transaction.
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await store.createIntent({ id: "pi_3", state: "authorized" });
+      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+    });
+  },
+});
