@@ -281,7 +281,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "PostgresStore: a write whose COMMIT a cancel cut, and whose ROLLBACK after it goes unanswered past connectionWaitMs, answers within the bound, and its connection goes back once the ROLLBACK answers",
+    "PostgresStore: a write whose COMMIT a cancel cut, and whose ROLLBACK after it goes unanswered past connectionWaitMs, answers within the bound, and the next calls run (its connection closed and opened again, as its session's state is unknown)",
   ...RELAYED,
   async fn() {
     let armed = false;
@@ -327,8 +327,8 @@ Deno.test({
       assert.ok(performance.now() - cutAt < 2_500);
       assert.ok(answer instanceof BusyError, String(answer));
       assert.equal(await other.getIntent("pi_2"), null);
-      // The connection back once the ROLLBACK answered: the next calls
-      // on it run, outside any transaction.
+      // Its connection closed (the session's state unknown) and opened
+      // again: the next calls run, outside any transaction.
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_3", state: "authorized" });
       assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
