@@ -1379,14 +1379,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Not counted: copies of this job arriving at once won the count
         // (or a database session held its row). Busy, as a held lease is;
         // it answers the count on record.
-        // A count the store is busy reading too (a cancelled statement)
-        // is answered as the first: nothing of this delivery was written.
+        // A count the store cannot read now either (busy, or a read's own
+        // error: PostgresStore's for a statement another session
+        // cancelled is a plain Error) is answered as the first: the store
+        // already said busy, and nothing of this delivery was written.
         const seen = Math.max(
           1,
-          await store.deliveries(count, now()).catch((busy) => {
-            if (busy instanceof BusyError) return 1;
-            throw busy;
-          }),
+          await store.deliveries(count, now()).catch(() => 1),
         );
         return {
           action: "retry",

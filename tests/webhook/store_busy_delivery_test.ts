@@ -27,21 +27,41 @@ function cancelledBusy(what: string): Error {
   );
 }
 
-/** `memory`, with `busy` calls rejected as cancelled. */
-function busyOn(memory: MemoryStore, busy: ReadonlySet<string>): Store {
+/**
+ * PostgresStore's error for a read outside a write that another session
+ * cancelled: a plain `Error`, as a read decides nothing (store/postgres.ts,
+ * `#readOnly`).
+ */
+function cancelledRead(): Error {
+  return new Error(
+    "The store's read of the deliveries counted for pi_0001/settle failed as another session cancelled its statement (canceling statement due to user request: pg_cancel_backend; see pg_stat_activity): nothing was read; retry",
+  );
+}
+
+/**
+ * `memory`, with `busy` calls rejected as cancelled, and `read` calls as
+ * a read cancelled.
+ */
+function busyOn(
+  memory: MemoryStore,
+  busy: ReadonlySet<string>,
+  read: ReadonlySet<string> = new Set(),
+): Store {
   return new Proxy(memory, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
       if (typeof value !== "function") return value;
       return busy.has(String(key))
         ? () => Promise.reject(cancelledBusy(String(key)))
+        : read.has(String(key))
+        ? () => Promise.reject(cancelledRead())
         : value.bind(target);
     },
   });
 }
 
 for (
-  const [name, body, busy] of [
+  const [name, body, busy, read] of [
     [
       "a numbered delivery whose replay record's admission",
       { job, delivery: 2 },
@@ -57,6 +77,12 @@ for (
       { job },
       new Set(["admit", "deliveries"]),
     ],
+    [
+      "a delivery counted in the store whose admission (busy) and count read (a read's error)",
+      { job },
+      new Set(["admit"]),
+      new Set(["deliveries"]),
+    ],
   ] as const
 ) {
   Deno.test(`createApp() answers ${name} the store cancelled as busy (503, a retry), not as a store failing unexpectedly`, async () => {
@@ -64,7 +90,10 @@ for (
     const memory = new MemoryStore();
     await memory.createIntent({ id: "pi_0001", state: "created" });
     const { app } = await makeApp({
-      deps: { store: busyOn(memory, busy), log: (line) => lines.push(line) },
+      deps: {
+        store: busyOn(memory, busy, read),
+        log: (line) => lines.push(line),
+      },
     });
     const res = await app.request(
       "/v1/deliveries",
