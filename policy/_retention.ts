@@ -71,9 +71,30 @@ export function retentionNeedMs(
 }
 
 /**
+ * When a dead-letter policy of `maxDeliveryAttempts` surely knows its last
+ * attempt failed, from the first delivery: that attempt comes at most
+ * `(maxDeliveryAttempts − 1) × step` after it, and its push may take up to
+ * `ackDeadlineMs`. Only then does Pub/Sub forward the message to the
+ * dead-letter topic; a retention that ends first drops it instead.
+ * `Infinity` with no dead-letter policy.
+ *
+ * ```ts ignore
+ * deadLetterEndMs({ maxBackoffMs: 600_000, ackDeadlineMs: 25_000, maxDeliveryAttempts: 10 }); // 5_650_000
+ * ```
+ */
+export function deadLetterEndMs(
+  queue: RetentionLimits & { readonly maxDeliveryAttempts?: number },
+): number {
+  if (queue.maxDeliveryAttempts === undefined) return Infinity;
+  return (queue.maxDeliveryAttempts - 1) * retentionStepMs(queue) +
+    (queue.ackDeadlineMs ?? 0);
+}
+
+/**
  * Whether the retention may end before the job is resolved, with no
- * dead-letter policy giving up first: its attempts do not all surely fit
- * in the retention (or there is none), and the retention is no more than
+ * dead-letter policy giving up first: its last attempt's push does not
+ * surely end within the retention ({@linkcode deadLetterEndMs}, or there
+ * is no policy), and the retention is no more than
  * {@linkcode retentionNeedMs}. The message is then dropped with no dead
  * letter and no give-up route.
  */
@@ -82,6 +103,6 @@ export function retentionShort(
   maxDeliveries: number,
 ): boolean {
   return queue.retentionMs !== undefined &&
-    retentionFits(queue) < (queue.maxDeliveryAttempts ?? Infinity) &&
+    queue.retentionMs <= deadLetterEndMs(queue) &&
     queue.retentionMs <= retentionNeedMs(queue, maxDeliveries);
 }

@@ -25,7 +25,7 @@ export interface QueueCheck {
   /**
    * `"stops_early"`: the queue gives up before the policy's last delivery,
    * or (Pub/Sub) its retention may end before the push that follows a busy
-   * last delivery; `"window_short"`: the window under the queue's own
+   * last delivery and before a dead-letter policy's last attempt failed; `"window_short"`: the window under the queue's own
    * delays is shorter than `stuckAfterMs`; `null`: neither.
    */
   readonly problem: "stops_early" | "window_short" | null;
@@ -46,8 +46,10 @@ export interface QueueCheck {
  * problem; `deno task schedule --queue` prints the same verdict.
  *
  * On Pub/Sub with a `retentionMs` whose end may come before a dead-letter
- * policy gives up (none is set, or its attempts do not all surely fit),
- * an expired message is dropped with no dead letter and no give-up route.
+ * policy gives up (none is set, or its last attempt's push may not end
+ * within it: `(maxDeliveryAttempts − 1) × (ackDeadlineMs + maxBackoffMs) +
+ * ackDeadlineMs` after the first), an expired message is dropped with no
+ * dead letter and no give-up route.
  * A delivery answers busy at and past the last while another's lease
  * stands, and only a push after that resolves the intent; so the retention
  * must be more than `maxDeliveries × (ackDeadlineMs + maxBackoffMs) +

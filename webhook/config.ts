@@ -44,7 +44,11 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
-import { retentionNeedMs } from "../policy/_retention.ts";
+import {
+  deadLetterEndMs,
+  retentionNeedMs,
+  retentionShort,
+} from "../policy/_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
 import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
@@ -1547,11 +1551,13 @@ function checkQueues(
     // §13) while another's lease stands, LEASE + 2 × CLOCK_SKEW at most,
     // and only a push after that resolves the intent: the retention must
     // hold MAX_DELIVERIES pushes, that wait, and one more push. checkQueue
-    // counts it (readQueues gave it LEASE and CLOCK_SKEW); only a queue
-    // that may expire first gives a limit below its attempts.
+    // counts it (readQueues gave it LEASE and CLOCK_SKEW). A dead-letter
+    // policy gives up first only if its last attempt's push surely ends
+    // within the retention: Pub/Sub forwards the message once that push
+    // failed, and an expired one is dropped.
+    const forwardMs = deadLetterEndMs(queues.pubsub);
     if (
-      retentionMs !== undefined && check.problem === "stops_early" &&
-      check.limit < (maxDeliveryAttempts ?? Infinity)
+      retentionMs !== undefined && retentionShort(queues.pubsub, max)
     ) {
       throw new ConfigError(
         "PUBSUB_MESSAGE_RETENTION",
@@ -1564,12 +1570,21 @@ function checkQueues(
         }) before the next, so ${
           check.limit < max
             ? `a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max})`
+            : maxDeliveryAttempts !== undefined &&
+                check.limit >= maxDeliveryAttempts
+            ? `a message can expire while its last delivery attempt (PUBSUB_MAX_DELIVERY_ATTEMPTS, ${maxDeliveryAttempts}) is pushed, before Pub/Sub forwards it to the dead-letter topic`
             : `a message can expire while its last delivery (MAX_DELIVERIES, ${max}) is answered busy behind another's lease (up to LEASE + 2 × CLOCK_SKEW, ${
               formatDuration(leaseMs + 2 * clockSkewMs)
             }), before the push that would resolve it`
         }: Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
-          formatDuration(retentionNeedMs(queues.pubsub, max))
-        } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`,
+          check.limit >= max && forwardMs < retentionNeedMs(queues.pubsub, max)
+            ? `${
+              formatDuration(forwardMs)
+            } ((PUBSUB_MAX_DELIVERY_ATTEMPTS − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + 2 × SENDER_TIMEOUT + 5s), or lower PUBSUB_MAX_BACKOFF or PUBSUB_MAX_DELIVERY_ATTEMPTS`
+            : `${
+              formatDuration(retentionNeedMs(queues.pubsub, max))
+            } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`
+        }`,
       );
     }
     if (check.problem === "stops_early") {

@@ -101,3 +101,47 @@ Deno.test("checkQueue() refuses a lease or clock skew out of range, naming it", 
     );
   }
 });
+
+Deno.test("checkQueue() on Pub/Sub takes a dead-letter policy for the give-up only when its last attempt's push surely ends within the retention", () => {
+  // The tenth attempt comes at most 9 × 10m25s = 1h33m45s after the
+  // first and may take the 25s ack deadline: Pub/Sub knows it failed, and
+  // forwards the message to the dead-letter topic, only at 1h34m10s. A
+  // message that expires before then is dropped with no dead letter.
+  for (const retentionMs of [5_625_001, 5_630_000, 5_650_000]) {
+    assert.equal(
+      problem({ ...queue, retentionMs, maxDeliveryAttempts: 10 }),
+      "stops_early",
+      `retention ${retentionMs}`,
+    );
+  }
+  assert.equal(
+    problem({ ...queue, retentionMs: 5_650_001, maxDeliveryAttempts: 10 }),
+    null,
+  );
+  // Eleven attempts: the eleventh ends by 10 × 10m25s + 25s = 1h44m35s.
+  assert.equal(
+    problem({ ...queue, retentionMs: 6_275_000, maxDeliveryAttempts: 11 }),
+    "stops_early",
+  );
+  assert.equal(
+    problem({ ...queue, retentionMs: 6_275_001, maxDeliveryAttempts: 11 }),
+    null,
+  );
+  // Past the room a busy last delivery needs, no dead-letter policy is
+  // counted on: 1h44m50s and a millisecond, whatever the attempts.
+  for (const maxDeliveryAttempts of [12, 20, 100]) {
+    assert.equal(
+      problem({ ...queue, retentionMs: 6_290_000, maxDeliveryAttempts }),
+      "stops_early",
+    );
+    assert.equal(
+      problem({ ...queue, retentionMs: 6_290_001, maxDeliveryAttempts }),
+      null,
+    );
+  }
+  // Attempts below MAX_DELIVERIES stop early whatever the retention.
+  assert.equal(
+    problem({ ...queue, retentionMs: 2_678_400_000, maxDeliveryAttempts: 9 }),
+    "stops_early",
+  );
+});

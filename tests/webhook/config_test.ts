@@ -854,6 +854,36 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
       PUBSUB_MAX_BACKOFF: "40s",
     })
   );
+  // Ten pushes fit in 1h40m, eleven do not: the tenth may be answered
+  // busy, and it is the last of them that the message surely sees.
+  refused(
+    { ...ok, PUBSUB_MESSAGE_RETENTION: "100m" },
+    "PUBSUB_MESSAGE_RETENTION",
+    /^PUBSUB_MESSAGE_RETENTION is 1h40m0s, .* so a message can expire while its last delivery \(MAX_DELIVERIES, 10\) is answered busy behind another's lease/,
+  );
+  // A dead-letter policy of ten attempts gives up only once its tenth
+  // push failed: at most 9 × 10m25s + 25s = 1h34m10s after the first.
+  // A message that expires first is dropped with no dead letter.
+  for (const retention of ["5626s", "5650s"]) {
+    refused(
+      {
+        ...ok,
+        ...deadLetter,
+        PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
+        PUBSUB_MESSAGE_RETENTION: retention,
+      },
+      "PUBSUB_MESSAGE_RETENTION",
+      /, so a message can expire while its last delivery attempt \(PUBSUB_MAX_DELIVERY_ATTEMPTS, 10\) is pushed, before Pub\/Sub forwards it to the dead-letter topic: Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h34m10s \(\(PUBSUB_MAX_DELIVERY_ATTEMPTS − 1\) × \(2 × SENDER_TIMEOUT \+ 5s \+ PUBSUB_MAX_BACKOFF\) \+ 2 × SENDER_TIMEOUT \+ 5s\), or lower PUBSUB_MAX_BACKOFF or PUBSUB_MAX_DELIVERY_ATTEMPTS$/,
+    );
+  }
+  assert.doesNotThrow(() =>
+    loadConfig({
+      ...ok,
+      ...deadLetter,
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
+      PUBSUB_MESSAGE_RETENTION: "5651s",
+    })
+  );
   // With a dead-letter policy that stops first, that is what is named.
   refused(
     {
