@@ -115,3 +115,86 @@ Deno.test("POST /v1/qstash/failed answers a give-up whose store is busy on its w
   assert.doesNotMatch(lines.join("\n"), /unexpectedly/);
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("POST /v1/qstash/failed refuses a replay of a give-up its store answered busy: the first used its signature, and the replay is not asked back", async () => {
+  // The first call's writes are busy and land nothing, but its replay
+  // record does: the same signed request again is a replay, refused (401)
+  // as any is, not answered busy as if it were the queue's own retry.
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const { app } = await makeApp({ deps: { store: heldWrites(memory) } });
+  const body = JSON.stringify({
+    status: 503,
+    retried: 2,
+    maxRetries: 2,
+    dlqId: "dlq_1",
+    sourceMessageId: "msg_1",
+    url: QSTASH.url,
+    method: "POST",
+    sourceBody: btoa(JSON.stringify(job)),
+  });
+  const request = await failedRequest(body);
+  const first = await app.request("/v1/qstash/failed", request);
+  assert.equal(first.status, 503, await first.text());
+  const replay = await app.request("/v1/qstash/failed", request);
+  const text = await replay.text();
+  assert.equal(replay.status, 401, text);
+  assert.match(text, /a replay is refused/);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
+});
+
+Deno.test("POST /v1/qstash/failed answers a busy give-up whose replay record the store then fails as the store failing, not as busy", async () => {
+  // Busy says nothing landed; a replay record whose write failed
+  // otherwise may have landed, and is answered as the store failing (503,
+  // the queue calls again), not taken for busy.
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const lines: string[] = [];
+  const store = new Proxy(heldWrites(memory), {
+    get(target, key) {
+      if (key !== "admit") return Reflect.get(target, key, target);
+      // The give-up's mark (which carries the replay record) is busy; the
+      // replay record's own write after it fails.
+      return (write: { count?: unknown }) =>
+        Promise.reject(
+          write.count === undefined
+            ? new Error("connection reset by peer")
+            : heldBySession(
+              "Cannot admit a delivery as another session holds its row past lock_timeout: nothing was written; retry",
+              new Error("canceling statement due to lock timeout"),
+            ),
+        );
+    },
+  });
+  const { app } = await makeApp({
+    deps: { store, log: (line) => lines.push(line) },
+  });
+  const body = JSON.stringify({
+    status: 503,
+    retried: 2,
+    maxRetries: 2,
+    dlqId: "dlq_1",
+    sourceMessageId: "msg_1",
+    url: QSTASH.url,
+    method: "POST",
+    sourceBody: btoa(JSON.stringify(job)),
+  });
+  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+  const text = await res.text();
+  assert.equal(res.status, 503, text);
+  assert.match(text, /failed unexpectedly/);
+  assert.equal(res.headers.get("retry-after"), null, text);
+  assert.match(
+    lines.join("\n"),
+    /give-up failed unexpectedly: Error: connection reset by peer/,
+  );
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+});
