@@ -90,3 +90,28 @@ Deno.test("storeContract() refuses a store that open() did not give fresh and em
     );
   }
 });
+
+Deno.test("storeContract() refuses a store in use for its commit-gap test too, before it reads beforeNextCommit", async () => {
+  const shared = new MemoryStore();
+  await shared.createIntent({ id: "pi_1", state: "created" });
+  let gap: (() => Promise<void>) | undefined;
+  storeContract(
+    "MyStore",
+    () => Promise.resolve({ store: shared, close() {} }),
+    {
+      commitGap: true,
+      test: ({ name, ignore }, fn) => {
+        if (!ignore && /checks at commit time/.test(name)) {
+          gap = () => fn({ step: async (_, body) => await body() });
+        }
+      },
+    },
+  );
+  assert.ok(gap, "no commit-gap test was registered");
+  await assert.rejects(
+    gap(),
+    new Error(
+      "MyStore: open() gave a store that is not empty (it holds intent pi_1): give each call a fresh, empty store (a new schema, database or key prefix), as every test of the contract writes the same ids",
+    ),
+  );
+});
