@@ -2,8 +2,9 @@
  * The service on PostgreSQL that docs/api.md ("From Node") gives a Node
  * user, bundled with `deno bundle --platform node` and run by `node`, stops
  * a start it cannot make with one line that says what was wrong, as
- * `main.ts` does: a setting `loadConfig` refuses, and a database nothing
- * answers on. No stack trace, and the password of `DATABASE_URL` nowhere.
+ * `main.ts` does: a setting `loadConfig` refuses, a database nothing
+ * answers on, and a port another process holds. No stack trace, and the
+ * password of `DATABASE_URL` nowhere.
  *
  * @module
  */
@@ -186,6 +187,45 @@ Deno.test({
         await child.status;
         await child.stderr.cancel().catch(() => {});
       }
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Node service says in one line, without a stack, that its port is in use",
+  ignore: NODE_VERSION === null || !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_node_" });
+    const database = await freshDatabase();
+    // Another process (a relayer still running) holds the port.
+    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    try {
+      await bundled(dir, held.addr.port);
+      const run = await new Deno.Command("node", {
+        args: ["service.mjs"],
+        cwd: dir,
+        env: {
+          SENDER_URL: "http://127.0.0.1:9",
+          OPS_TOKEN: "local-ops-token-0123456789",
+          WEBHOOK_SECRET: "local-secret-0123456789",
+          DATABASE_URL: database.url,
+          PATH: Deno.env.get("PATH") ?? "",
+        },
+        clearEnv: true,
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      const err = new TextDecoder().decode(run.stderr);
+      assert.equal(run.code, 1, `exit code; stderr:\n${err}`);
+      const lines = err.trimEnd().split("\n");
+      assert.equal(lines.length, 1, `one line, got:\n${err}`);
+      assert.match(lines[0]!, /^relayer: cannot start: .*EADDRINUSE/);
+    } finally {
+      held.close();
       await database.drop();
       await Deno.remove(dir, { recursive: true });
     }
