@@ -1580,7 +1580,11 @@ function checkQueues(
           check.limit >= max && forwardMs < retentionNeedMs(queues.pubsub, max)
             ? `${
               formatDuration(forwardMs)
-            } ((PUBSUB_MAX_DELIVERY_ATTEMPTS − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + 2 × SENDER_TIMEOUT + 5s), or lower PUBSUB_MAX_BACKOFF or PUBSUB_MAX_DELIVERY_ATTEMPTS`
+            } ((PUBSUB_MAX_DELIVERY_ATTEMPTS − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + 2 × SENDER_TIMEOUT + 5s), or lower PUBSUB_MAX_BACKOFF${
+              (maxDeliveryAttempts ?? max) > max
+                ? `, or PUBSUB_MAX_DELIVERY_ATTEMPTS to no fewer than MAX_DELIVERIES (${max})`
+                : ""
+            }`
             : `${
               formatDuration(retentionNeedMs(queues.pubsub, max))
             } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`
