@@ -26,7 +26,8 @@ import { definePolicy, type Policy } from "./policy.ts";
  *   that surely fit in it bound the job too, each push taking up to
  *   `ackDeadlineMs` and each gap up to `maxBackoffMs`; and `checkQueue`
  *   wants it to hold, after `maxDeliveries` such pushes, a busy delivery's
- *   wait (`leaseMs` + 2 × `clockSkewMs`) and one more push.
+ *   wait (`leaseMs` + 2 × `clockSkewMs`) and one more push, unless a
+ *   dead-letter policy's last attempt surely ends within it.
  * - `cloudflare`: Cloudflare Queues. It makes `maxRetries + 1` deliveries,
  *   honours our `retry({ delaySeconds })` (the handler asks for at most
  *   12 h; Cloudflare takes up to 24 h), then moves the message
