@@ -21,7 +21,7 @@ import assert from "node:assert/strict";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { loadConfig } from "../../webhook/config.ts";
-import { theGoogle } from "./_app.ts";
+import { DEAD_LETTER_AUDIENCE, theGoogle } from "./_app.ts";
 import { PUBSUB } from "./_signing.ts";
 
 const job = { intentId: "pi_0004", kind: "settle" } as const;
@@ -138,3 +138,147 @@ for (
     );
   });
 }
+
+Deno.test("a Pub/Sub retention the start-up check takes with a dead-letter policy outlasts its last attempt's push: a busy last delivery is dead-lettered and resolved, never stranded", async () => {
+  // The check takes a dead-letter policy for the give-up where its
+  // attempts end within the retention. Pub/Sub forwards the message once
+  // the last attempt's push failed, and that push may take the ack
+  // deadline: a retention that ends within it drops the message with no
+  // dead letter. It used to take one that fits the last attempt's start.
+  const env = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    PUBSUB_AUDIENCE: PUBSUB.audience,
+    PUBSUB_SERVICE_ACCOUNT: PUBSUB.serviceAccount,
+    PUBSUB_MIN_BACKOFF: "40s",
+    PUBSUB_MAX_BACKOFF: "10m",
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
+    PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
+  };
+  const retentionMs = smallestRetentionS(env) * 1000;
+  const config = loadConfig({
+    ...env,
+    PUBSUB_MESSAGE_RETENTION: `${retentionMs / 1000}s`,
+  });
+  const { policy, leaseMs, clockSkewMs } = config;
+  const { ackDeadlineMs = 0, maxBackoffMs, maxDeliveryAttempts = 0 } =
+    config.queues.pubsub;
+  const stepMs = ackDeadlineMs + maxBackoffMs;
+
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: job.intentId,
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = new ScriptedSender({
+    [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
+  });
+  const published = 1_000_000;
+  const clock = { now: published };
+  const g = await theGoogle();
+  const app = createApp({
+    store,
+    sender,
+    policy,
+    leaseMs,
+    clockSkewMs,
+    now: () => clock.now,
+    random: () => 0,
+    pubsub: {
+      audience: PUBSUB.audience,
+      jwks: g.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+    pubsubDeadLetter: {
+      audience: DEAD_LETTER_AUDIENCE,
+      jwks: g.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+  });
+
+  const answers: string[] = [];
+  let acked = false;
+  for (let push = 1; push <= maxDeliveryAttempts; push++) {
+    clock.now = published + (push - 1) * stepMs;
+    if (clock.now - published >= retentionMs) {
+      answers.push(`expired before push ${push}`);
+      break;
+    }
+    if (push === maxDeliveryAttempts) {
+      // Another instance's delivery of a copy wrote ahead of a send just
+      // now and was killed: its lease stands until it lapses.
+      const intent = (await store.getIntent(job.intentId))!;
+      await store.beginBroadcast(intent.id, intent.version, clock.now, {
+        lease: { owner: "killed", ttlMs: leaseMs, now: clock.now, keep: true },
+      });
+    }
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      body: JSON.stringify({
+        message: {
+          data: btoa(JSON.stringify(job)),
+          messageId: "3002",
+          publishTime: "2026-12-05T10:00:00.000Z",
+        },
+        subscription: "projects/p/subscriptions/relayer",
+        deliveryAttempt: push,
+      }),
+      headers: { authorization: `Bearer ${await g.token()}` },
+    });
+    answers.push(`${push}: ${res.status}`);
+    await res.body?.cancel();
+    if (res.status === 204) {
+      acked = true;
+      break;
+    }
+  }
+  assert.equal(answers.at(-1), `${maxDeliveryAttempts}: 503`, "a busy last");
+  // The last attempt's push fails at worst after the ack deadline; only
+  // then is the message forwarded, if it is still retained.
+  const failedAt = published + (maxDeliveryAttempts - 1) * stepMs +
+    ackDeadlineMs;
+  if (!acked && failedAt - published < retentionMs) {
+    // The dead-letter subscription pushes the forwarded message until its
+    // give-up answers 2xx (busy while the lease stands).
+    clock.now = failedAt;
+    for (let push = 1; push <= 20; push++) {
+      const res = await app.request("/v1/pubsub/dead-letter", {
+        method: "POST",
+        body: JSON.stringify({
+          message: {
+            data: btoa(JSON.stringify(job)),
+            messageId: "4002",
+            publishTime: "2026-12-05T12:00:00.000Z",
+            attributes: {
+              CloudPubSubDeadLetterSourceDeliveryCount: String(
+                maxDeliveryAttempts,
+              ),
+            },
+          },
+          subscription: "projects/p/subscriptions/relayer-dead-letter",
+        }),
+        headers: {
+          authorization: `Bearer ${await g.token({
+            aud: DEAD_LETTER_AUDIENCE,
+          })}`,
+        },
+      });
+      answers.push(`dead letter ${push}: ${res.status}`);
+      await res.body?.cancel();
+      if (res.status === 204) break;
+      clock.now += stepMs;
+    }
+  } else if (!acked) {
+    answers.push("expired before it was dead-lettered");
+  }
+
+  const intent = (await store.getIntent(job.intentId))!;
+  const letter = await store.getDeadLetter(`${job.intentId}/settle`);
+  assert.ok(
+    ["settled", "failed", "needs_review"].includes(intent.state) ||
+      letter !== null,
+    `stranded: ${intent.state}, no dead letter, with a retention of ${retentionMs} ms (${
+      answers.join(", ")
+    })`,
+  );
+});
