@@ -20,12 +20,15 @@
 // of the right status but the wrong body, and the measured duration, as one
 // JSON line.
 //
-// node bench/http_load.mjs <autocannon dir> <url> <secret> <cycle|fresh> <n> <connections> <seconds> <status> <text>
+// node bench/http_load.mjs <autocannon dir> <url> <secret> <cycle|fresh> <n> <connections> <seconds> <status> <text> [<amount>]
+//
+// With `<amount>` (cycle only), the load sends exactly that many requests
+// and ignores `<seconds>` (`bench/cpu_per_request.ts` divides by it).
 import { createHmac, randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 
-const [dir, url, secret, mode, n, connections, seconds, status, text] = process
-  .argv.slice(2);
+const [dir, url, secret, mode, n, connections, seconds, status, text, amount] =
+  process.argv.slice(2);
 const autocannon = createRequire(`${dir}/`)("autocannon");
 const pool = Number(n);
 const fresh = mode === "fresh";
@@ -58,7 +61,11 @@ const instance = autocannon({
   connections: Number(connections),
   // A fresh pool ends the load when it is used up: `amount` counts the
   // requests, and the timer below keeps the time limit.
-  ...(fresh ? { amount: pool } : { duration: Number(seconds) }),
+  ...(fresh
+    ? { amount: pool }
+    : amount !== undefined
+    ? { amount: Number(amount) }
+    : { duration: Number(seconds) }),
   requests: [{
     method: "POST",
     path: "/v1/deliveries",

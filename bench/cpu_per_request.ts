@@ -1,0 +1,462 @@
+/**
+ * CPU time per request of the serving process, on the read path of
+ * `deno task bench:http`: (a) a bare Hono app that answers 200, and (d)
+ * `main.ts` as shipped (`deno serve` with the flags of `deno task start`,
+ * `HttpSender` to the local signer stub, `KvStore` on a file, its log on
+ * a pipe this script drains). Req/s depends on what else the machine is
+ * doing; the CPU a process spends per request much less, so this is the
+ * figure to compare two versions of the code by.
+ *
+ * Each server runs in its own process. After a warm-up load, the same
+ * autocannon load as `bench:http` (`bench/http_load.mjs`, signed
+ * deliveries cycling through settling intents) sends a fixed number of
+ * requests, and the process's user and system time (`/proc/<pid>/stat`,
+ * all its threads, the Deno KV thread included) is read before and after:
+ * CPU µs per request = the difference ÷ the requests. The signer stub's
+ * and the load's CPU are not counted.
+ *
+ * `--against DIR` runs a second checkout's `main.ts` as row (d′),
+ * alternating with this checkout's (d) run by run (d, d′, then d′, d, …),
+ * to compare a change with its base side by side. The checkout must hold
+ * this script too: each one seeds its own Deno KV file with its own store.
+ *
+ * `deno task bench:cpu [--runs 3] [--requests 20000] [--warmup 3000] [--connections 50] [--intents 20000] [--only a,d] [--against DIR]`
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { parseArgs } from "node:util";
+import { Hono } from "hono";
+import { KvStore } from "../store/kv.ts";
+import { lockedInstall } from "../support/npm_lock.ts";
+import { startArgs } from "../support/start_args.ts";
+import {
+  failuresOf,
+  listFlag,
+  median,
+  readArgs,
+  spread,
+  wholeFlag,
+} from "./_measure.ts";
+import { ANSWER_TEXT, seedStore } from "./_scenarios.ts";
+
+const AUTOCANNON = "autocannon@9.0.0";
+const SECRET = "bench-secret-0123456789";
+const IDS = ["a", "d"] as const;
+
+const args = readArgs("bench:cpu", () => {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      runs: { type: "string", default: "3" },
+      requests: { type: "string", default: "20000" },
+      warmup: { type: "string", default: "3000" },
+      connections: { type: "string", default: "50" },
+      intents: { type: "string", default: "20000" },
+      only: { type: "string", default: IDS.join(",") },
+      against: { type: "string" },
+      // Internal: this script run as (a)'s server, or to seed a KV file.
+      bare: { type: "string" },
+      seed: { type: "string" },
+    },
+  });
+  return {
+    runs: wholeFlag("runs", values.runs),
+    requests: wholeFlag("requests", values.requests),
+    warmup: wholeFlag("warmup", values.warmup),
+    connections: wholeFlag("connections", values.connections),
+    intents: wholeFlag("intents", values.intents),
+    only: new Set<string>(listFlag("only", values.only, IDS)),
+    against: values.against,
+    bare: values.bare === undefined
+      ? undefined
+      : wholeFlag("bare", values.bare),
+    seed: values.seed,
+  };
+});
+const root = new URL("..", import.meta.url).pathname;
+
+/**
+ * `/proc/<pid>/stat`'s user + system time of a process, in seconds (read
+ * with `cat`: Deno asks for `--allow-all` to read under `/proc`).
+ */
+async function cpuSeconds(pid: number, tick: number): Promise<number> {
+  const { stdout } = await new Deno.Command("cat", {
+    args: [`/proc/${pid}/stat`],
+  }).output();
+  const stat = new TextDecoder().decode(stdout);
+  // Fields after the command name (which may hold spaces): state is
+  // field 3, utime 14, stime 15.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / tick;
+}
+
+async function clockTick(): Promise<number> {
+  const { stdout } = await new Deno.Command("getconf", { args: ["CLK_TCK"] })
+    .output();
+  return Number(new TextDecoder().decode(stdout).trim()) || 100;
+}
+
+async function autocannonDir(): Promise<string> {
+  const [name, version] = AUTOCANNON.split("@") as [string, string];
+  const dir = `${
+    Deno.env.get("HOME") ?? "/tmp"
+  }/.cache/relayer-bench/${name}-${version}`;
+  const install = await lockedInstall(name, version, dir);
+  if (install !== null) {
+    console.error(`installing ${AUTOCANNON} into ${dir} …`);
+    const { code } = await new Deno.Command("npm", {
+      args: install,
+      stdout: "inherit",
+      stderr: "inherit",
+    }).output();
+    if (code !== 0) throw new Error(`npm ci ${AUTOCANNON} failed`);
+  }
+  return dir;
+}
+
+interface LoadResult {
+  requests: number;
+  rps: number;
+  errors: number;
+  statusCodeStats: Record<string, { count: number }>;
+  wrongBodies: { count: number; first: string };
+}
+
+/** Sends exactly `amount` read-path deliveries (or (a)'s requests). */
+async function load(
+  dir: string,
+  port: number,
+  amount: number,
+  status: string,
+  text: string,
+): Promise<LoadResult> {
+  const script = new URL("./http_load.mjs", import.meta.url).pathname;
+  const { code, stdout, stderr } = await new Deno.Command("node", {
+    args: [
+      script,
+      dir,
+      `http://127.0.0.1:${port}`,
+      SECRET,
+      "cycle",
+      String(args.intents),
+      String(args.connections),
+      "0",
+      status,
+      text,
+      String(amount),
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (code !== 0) {
+    throw new Error(`the load failed: ${new TextDecoder().decode(stderr)}`);
+  }
+  return JSON.parse(new TextDecoder().decode(stdout));
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr;
+  listener.close();
+  return port;
+}
+
+async function waitFor(url: string, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      const res = await fetch(url);
+      await res.body?.cancel();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new Error(`${what} did not start`);
+}
+
+/** Reads a child's output to the end, so its writes never block. */
+async function drain(stream: ReadableStream<Uint8Array>): Promise<void> {
+  for await (const _ of stream) {
+    // discarded
+  }
+}
+
+/** The environment of a child `deno`: where to find programs and its cache. */
+function childEnv(own: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...own };
+}
+
+interface Server {
+  port: number;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Spawns a `deno` child and returns it once `health` answers. */
+async function spawn(
+  argv: string[],
+  cwd: string,
+  env: Record<string, string>,
+  port: number,
+  health: string,
+): Promise<Server> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: argv,
+    cwd,
+    clearEnv: true,
+    env: childEnv(env),
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
+  await waitFor(`http://127.0.0.1:${port}${health}`, argv.at(-1)!);
+  return {
+    port,
+    pid: child.pid,
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // already gone
+      }
+      await child.status;
+      await drained;
+    },
+  };
+}
+
+/** The signer stub, as `deno task signer` runs it. */
+function signerStub(port: number): Promise<Server> {
+  return spawn(
+    [
+      "run",
+      "--allow-net=127.0.0.1",
+      "--allow-env=PORT",
+      `${root}examples/signer_stub.ts`,
+    ],
+    root,
+    { PORT: String(port) },
+    port,
+    "/health",
+  );
+}
+
+/** (a): this script, serving a bare Hono app in its own process. */
+function bareHono(): Promise<Server> {
+  const port = freePort();
+  return spawn(
+    [
+      "run",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      "--allow-env",
+      `${root}bench/cpu_per_request.ts`,
+      "--bare",
+      String(port),
+    ],
+    root,
+    {},
+    port,
+    "/",
+  );
+}
+
+/** (d): `checkout`'s `main.ts` as shipped, on a KV file its store seeded. */
+async function shipped(checkout: string, signerUrl: string): Promise<Server> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_cpu_bench_" });
+  const seeding = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      `${checkout}/bench/cpu_per_request.ts`,
+      "--intents",
+      String(args.intents),
+      "--seed",
+      `${dir}/relayer.kv`,
+    ],
+    cwd: checkout,
+    stderr: "inherit",
+  }).output();
+  if (seeding.code !== 0) throw new Error(`seeding in ${checkout} failed`);
+  const port = freePort();
+  const server = await spawn(
+    startArgs({ port, writeDir: dir }),
+    checkout,
+    {
+      WEBHOOK_SECRET: SECRET,
+      SENDER_URL: signerUrl,
+      KV_PATH: `${dir}/relayer.kv`,
+    },
+    port,
+    "/healthz",
+  );
+  return {
+    ...server,
+    async stop() {
+      await server.stop();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+interface Row {
+  name: string;
+  /** Requests per measured load: (a)'s cost little, so it sends more. */
+  requests: number;
+  status: string;
+  text: string;
+  start(signerUrl: string): Promise<Server>;
+}
+
+if (args.bare !== undefined) {
+  const app = new Hono()
+    .get("/", (c) => c.text("ok"))
+    .post("/v1/deliveries", (c) => c.json({ ok: true }));
+  Deno.serve(
+    { port: args.bare, hostname: "127.0.0.1", onListen() {} },
+    app.fetch,
+  );
+} else if (args.seed !== undefined) {
+  const kv = await Deno.openKv(args.seed);
+  await seedStore(new KvStore(kv), "read", args.intents);
+  kv.close();
+} else if (import.meta.main) {
+  const tick = await clockTick();
+  const dir = await autocannonDir();
+  const read = { status: "503", text: ANSWER_TEXT.read };
+  const rows: Row[] = [
+    ...(args.only.has("a")
+      ? [{
+        name: "(a) bare Hono, 200",
+        // At 10–30 µs each, 5× the requests keep the 10 ms clock tick of
+        // /proc/<pid>/stat under 1% of the measurement.
+        requests: args.requests * 5,
+        status: "200",
+        text: '{"ok":true}',
+        start: () => bareHono(),
+      }]
+      : []),
+    ...(args.only.has("d")
+      ? [{
+        name: "(d) main.ts, read",
+        requests: args.requests,
+        ...read,
+        start: (url: string) => shipped(root.replace(/\/$/, ""), url),
+      }]
+      : []),
+    ...(args.only.has("d") && args.against !== undefined
+      ? [{
+        name: `(d′) main.ts of ${args.against}, read`,
+        requests: args.requests,
+        ...read,
+        start: (url: string) => shipped(args.against!, url),
+      }]
+      : []),
+  ];
+  const signer = await signerStub(freePort());
+  const signerUrl = `http://127.0.0.1:${signer.port}`;
+  const perRow = new Map(rows.map((row) => [row.name, [] as {
+    us: number;
+    rps: number;
+    result: LoadResult;
+  }[]]));
+  try {
+    for (let run = 1; run <= args.runs; run++) {
+      // (d) and (d′) swap places every run, so neither always goes first.
+      const order = run % 2 === 1 ? rows : [
+        ...rows.filter((row) => !row.name.startsWith("(d")),
+        ...rows.filter((row) => row.name.startsWith("(d")).reverse(),
+      ];
+      for (const row of order) {
+        const server = await row.start(signerUrl);
+        try {
+          await load(dir, server.port, args.warmup, row.status, row.text);
+          const before = await cpuSeconds(server.pid, tick);
+          const result = await load(
+            dir,
+            server.port,
+            row.requests,
+            row.status,
+            row.text,
+          );
+          const after = await cpuSeconds(server.pid, tick);
+          const us = (after - before) * 1e6 / result.requests;
+          perRow.get(row.name)!.push({ us, rps: result.rps, result });
+          console.error(
+            `run ${run}/${args.runs}: ${row.name}: ${
+              us.toFixed(0)
+            } µs CPU per request, ${Math.round(result.rps)} req/s, ${
+              [...failuresOf([result], row.status).values()].reduce(
+                (a, b) => a + b,
+                0,
+              )
+            } failed`,
+          );
+        } finally {
+          await server.stop();
+        }
+      }
+    }
+  } finally {
+    await signer.stop();
+  }
+
+  console.log(
+    `${args.runs} runs, ${args.requests} requests each ((a) ${
+      args.requests * 5
+    }) after ${args.warmup} to warm up, ${args.connections} connections, Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores; median (min–max)\n`,
+  );
+  console.log("| server | CPU µs per request | vs (a) | req/s |");
+  console.log("| --- | ---: | ---: | ---: |");
+  const bare = perRow.get("(a) bare Hono, 200");
+  for (const row of rows) {
+    const runs = perRow.get(row.name)!;
+    const us = runs.map((r) => r.us);
+    console.log(
+      `| ${row.name} | ${spread(us, (v) => v.toFixed(0))} | ${
+        bare && !row.name.startsWith("(a)")
+          ? `${(median(us) / median(bare.map((r) => r.us))).toFixed(1)}×`
+          : "–"
+      } | ${spread(runs.map((r) => r.rps), (v) => Math.round(v).toString())} |`,
+    );
+  }
+  // (d′) against (d) run by run: the two ran one after the other.
+  const mine = perRow.get("(d) main.ts, read");
+  const theirs = rows.find((row) => row.name.startsWith("(d′)"));
+  if (mine && theirs) {
+    const ratios = perRow.get(theirs.name)!.map((r, i) => r.us / mine[i]!.us);
+    console.log(
+      `\n(d′) ÷ (d), CPU per request, run by run: ${
+        ratios.map((v) => v.toFixed(3)).join(", ")
+      }; median ${spread(ratios, (v) => v.toFixed(3))}`,
+    );
+  }
+  const failed = rows.flatMap((row) => {
+    const failures = failuresOf(
+      perRow.get(row.name)!.map((r) => r.result),
+      row.status,
+    );
+    return failures.size === 0 ? [] : [
+      `${row.name} (${
+        [...failures].map(([kind, n]) => `${kind}: ${n}`).join(", ")
+      })`,
+    ];
+  });
+  if (failed.length > 0) {
+    console.error(
+      `\nSome requests did not get their row's answer: ${
+        failed.join("; ")
+      }. Those rows measured failures, not the service.`,
+    );
+    Deno.exit(1);
+  }
+}
