@@ -1,6 +1,8 @@
 /**
  * CPU time per request of the serving process, on the read path of
- * `deno task bench:http`: (a) a bare Hono app that answers 200, and (d)
+ * `deno task bench:http`: (a) a bare Hono app that answers 200, (f) one that
+ * asks the signer stub for one receipt per request (the HTTP work of a
+ * read-path delivery, with nothing of ours), and (d)
  * `main.ts` as shipped (`deno serve` with the flags of `deno task start`,
  * `HttpSender` to the local signer stub, `KvStore` on a file, its log on
  * a pipe this script drains). Req/s depends on what else the machine is
@@ -20,7 +22,7 @@
  * to compare a change with its base side by side. The checkout must hold
  * this script too: each one seeds its own Deno KV file with its own store.
  *
- * `deno task bench:cpu [--runs 3] [--requests 20000] [--warmup 3000] [--connections 50] [--intents 20000] [--only a,d] [--against DIR]`
+ * `deno task bench:cpu [--runs 3] [--requests 20000] [--warmup 3000] [--connections 50] [--intents 20000] [--only a,f,d] [--against DIR]`
  *
  * @module
  */
@@ -43,7 +45,7 @@ import { ANSWER_TEXT, seedStore } from "./_scenarios.ts";
 
 const AUTOCANNON = "autocannon@9.0.0";
 const SECRET = "bench-secret-0123456789";
-const IDS = ["a", "d"] as const;
+const IDS = ["a", "f", "d"] as const;
 
 const args = readArgs("bench:cpu", () => {
   const { values } = parseArgs({
@@ -58,6 +60,7 @@ const args = readArgs("bench:cpu", () => {
       against: { type: "string" },
       // Internal: this script run as (a)'s server, or to seed a KV file.
       bare: { type: "string" },
+      signer: { type: "string" },
       seed: { type: "string" },
     },
   });
@@ -72,6 +75,7 @@ const args = readArgs("bench:cpu", () => {
     bare: values.bare === undefined
       ? undefined
       : wholeFlag("bare", values.bare),
+    signer: values.signer,
     seed: values.seed,
   };
 });
@@ -248,8 +252,12 @@ function signerStub(port: number): Promise<Server> {
   );
 }
 
-/** (a): this script, serving a bare Hono app in its own process. */
-function bareHono(): Promise<Server> {
+/**
+ * (a): this script, serving a bare Hono app in its own process; (f) with
+ * `signerUrl`: one that asks the signer stub for one pending receipt per
+ * request and answers 503, as `bench:http`'s (f).
+ */
+function bareHono(signerUrl?: string): Promise<Server> {
   const port = freePort();
   return spawn(
     [
@@ -260,6 +268,7 @@ function bareHono(): Promise<Server> {
       `${root}bench/cpu_per_request.ts`,
       "--bare",
       String(port),
+      ...(signerUrl === undefined ? [] : ["--signer", signerUrl]),
     ],
     root,
     {},
@@ -318,9 +327,15 @@ interface Row {
 }
 
 if (args.bare !== undefined) {
+  const signerUrl = args.signer;
   const app = new Hono()
     .get("/", (c) => c.text("ok"))
-    .post("/v1/deliveries", (c) => c.json({ ok: true }));
+    .post("/v1/deliveries", async (c) => {
+      if (signerUrl === undefined) return c.json({ ok: true });
+      const response = await fetch(`${signerUrl}/receipt/0xabc_pending`);
+      const { status } = await response.json() as { status: string };
+      return c.json({ status }, 503);
+    });
   Deno.serve(
     { port: args.bare, hostname: "127.0.0.1", onListen() {} },
     app.fetch,
@@ -343,6 +358,15 @@ if (args.bare !== undefined) {
         status: "200",
         text: '{"ok":true}',
         start: () => bareHono(),
+      }]
+      : []),
+    ...(args.only.has("f")
+      ? [{
+        name: "(f) bare Hono, one signer fetch, 503",
+        requests: args.requests,
+        status: "503",
+        text: '{"status":"pending"}',
+        start: (url: string) => bareHono(url),
       }]
       : []),
     ...(args.only.has("d")
