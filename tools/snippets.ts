@@ -7,7 +7,7 @@
  * `@relayer/poison` as `jsr:@relayer/poison@^<version>` and `links` it to
  * this repository (Deno's way to use a local copy of a JSR package, so its
  * own import map and exports apply, as they would from JSR), sets
- * `"unstable": ["kv", "no-legacy-abort"]` as the README tells Deno users
+ * `"unstable": ["kv"]` as the README tells Deno users
  * to, and maps any other bare import a snippet makes (`postgres`) to the version this
  * package pins, as `deno add npm:…` would.
  *
@@ -395,7 +395,7 @@ export async function snippetResults(
     await Deno.writeTextFile(
       `${dir}/deno.json`,
       JSON.stringify(
-        { imports, links: [ROOT], unstable: ["kv", "no-legacy-abort"] },
+        { imports, links: [ROOT], unstable: ["kv"] },
         null,
         2,
       ),
