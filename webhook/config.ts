@@ -1164,20 +1164,8 @@ export function loadConfig(
       "SENDER_URL is missing: set the URL of your signer service",
     );
   }
-  const timeoutMs = timerDuration(env, "SENDER_TIMEOUT", 10_000);
-  const leaseMs = duration(env, "LEASE") ?? 30_000;
-  if (leaseMs < 2 * timeoutMs) {
-    throw new ConfigError(
-      "LEASE",
-      `LEASE (${formatDuration(leaseMs)}${
-        env.LEASE ? "" : ", its default"
-      }) must be at least twice SENDER_TIMEOUT (${
-        formatDuration(timeoutMs)
-      }): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set LEASE to at least ${
-        formatDuration(2 * timeoutMs)
-      }, or lower SENDER_TIMEOUT`,
-    );
-  }
+  const timeoutMs = senderTimeout(env);
+  const leaseMs = lease(env, timeoutMs);
 
   const kvUrl = httpUrl(env, "KV_URL");
   if (kvUrl !== undefined) bearerToken(env, "DENO_KV_ACCESS_TOKEN");
@@ -1276,21 +1264,7 @@ export function loadConfig(
   }
   const bodyTimeoutMs = timerDuration(env, "BODY_TIMEOUT", 30_000);
 
-  if (
-    audience !== undefined && pushAnswerMs(timeoutMs) > MAX_ACK_DEADLINE_MS
-  ) {
-    // No acknowledgement deadline Pub/Sub allows would cover a push.
-    throw new ConfigError(
-      "SENDER_TIMEOUT",
-      `SENDER_TIMEOUT (${
-        formatDuration(timeoutMs)
-      }) is too long for Pub/Sub push: a push is answered within about 2 × SENDER_TIMEOUT + 5s (${
-        formatDuration(pushAnswerMs(timeoutMs))
-      }), and Pub/Sub waits at most 10m (the acknowledgement deadline's maximum), so it would count pushes still at work as failed. Set SENDER_TIMEOUT to at most ${
-        formatDuration((MAX_ACK_DEADLINE_MS - 5_000) / 2)
-      }`,
-    );
-  }
+  if (audience !== undefined) pubsubAckDeadline(timeoutMs);
   const queues = readQueues(env, policy, timeoutMs, leaseMs, clockSkewMs);
   checkQueues(policy, clockSkewMs, leaseMs, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
@@ -1430,18 +1404,7 @@ function readQueues(
       }) must be at most PUBSUB_MAX_BACKOFF (${formatDuration(maxBackoffMs)})`,
     );
   }
-  const retentionMs = duration(env, "PUBSUB_MESSAGE_RETENTION");
-  if (
-    retentionMs !== undefined &&
-    (retentionMs < 600_000 || retentionMs > 2_678_400_000)
-  ) {
-    throw new ConfigError(
-      "PUBSUB_MESSAGE_RETENTION",
-      `PUBSUB_MESSAGE_RETENTION must be from 10m to 744h (Pub/Sub keeps a message 10 minutes to 31 days): current value is ${
-        formatDuration(retentionMs)
-      }`,
-    );
-  }
+  const retentionMs = pubsubRetention(env);
   const maxRetries = countIn(env, "CLOUDFLARE_MAX_RETRIES", 0, 100);
   return {
     qstash: { kind: "qstash", retries },
@@ -1455,10 +1418,11 @@ function readQueues(
           retentionMs,
           // A push this service answers takes at most about two Sender
           // calls (docs/queues.md), which the ack deadline must allow.
-          ackDeadlineMs: Math.min(
-            MAX_BACKOFF_MS,
-            Math.max(10_000, pushAnswerMs(senderTimeoutMs)),
-          ),
+          // (Longer than Pub/Sub allows, only where Pub/Sub is not
+          // configured: loadConfig refuses it where it is.)
+          ackDeadlineMs: pushAnswerMs(senderTimeoutMs) > MAX_ACK_DEADLINE_MS
+            ? MAX_ACK_DEADLINE_MS
+            : pubsubAckDeadline(senderTimeoutMs),
           // A busy last delivery's wait, which the retention must outlast.
           leaseMs,
           clockSkewMs,
@@ -1469,6 +1433,149 @@ function readQueues(
       ? { cloudflare: { kind: "cloudflare" as const, maxRetries } }
       : {}),
   };
+}
+
+/**
+ * Reads `SENDER_TIMEOUT`, how long a call to the Sender may take, as the
+ * service does: a duration from 1 ms to the longest a timer waits; 10 s
+ * unless set. `deno task schedule --sender-timeout` reads it through this.
+ *
+ * @example The default, and a setting
+ * ```ts
+ * import { senderTimeout } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(senderTimeout({}), 10_000);
+ * assert.equal(senderTimeout({ SENDER_TIMEOUT: "20s" }), 20_000);
+ * assert.throws(() => senderTimeout({ SENDER_TIMEOUT: "20" }), /SENDER_TIMEOUT is "20", a plain number/);
+ * ```
+ *
+ * @param env The settings.
+ * @returns The timeout, in milliseconds.
+ * @throws {ConfigError} If `SENDER_TIMEOUT` is not such a duration.
+ */
+export function senderTimeout(env: Record<string, string | undefined>): number {
+  return timerDuration(env, "SENDER_TIMEOUT", 10_000);
+}
+
+/**
+ * Reads `LEASE`, how long a delivery may hold a job's intent, as the
+ * service does: 30 s unless set, and at least twice `SENDER_TIMEOUT`, as
+ * the lease is renewed right before a send and must outlast it.
+ * `deno task schedule --lease` reads it through this.
+ *
+ * @example The default, and one too short for the Sender's timeout
+ * ```ts
+ * import { lease } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(lease({}, 10_000), 30_000);
+ * assert.equal(lease({ LEASE: "1m" }, 10_000), 60_000);
+ * assert.throws(() => lease({ LEASE: "15s" }, 10_000), /^ConfigError: LEASE \(15s\) must be at least twice SENDER_TIMEOUT \(10s\)/);
+ * ```
+ *
+ * @param env The settings.
+ * @param senderTimeoutMs `SENDER_TIMEOUT`, from {@linkcode senderTimeout}.
+ * @returns The lease, in milliseconds.
+ * @throws {ConfigError} If `LEASE` is not a duration, or is shorter than
+ * twice `SENDER_TIMEOUT`.
+ */
+export function lease(
+  env: Record<string, string | undefined>,
+  senderTimeoutMs: number,
+): number {
+  const leaseMs = duration(env, "LEASE") ?? 30_000;
+  if (leaseMs < 2 * senderTimeoutMs) {
+    throw new ConfigError(
+      "LEASE",
+      `LEASE (${formatDuration(leaseMs)}${
+        env.LEASE ? "" : ", its default"
+      }) must be at least twice SENDER_TIMEOUT (${
+        formatDuration(senderTimeoutMs)
+      }): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set LEASE to at least ${
+        formatDuration(2 * senderTimeoutMs)
+      }, or lower SENDER_TIMEOUT`,
+    );
+  }
+  return leaseMs;
+}
+
+/**
+ * The ack deadline a Pub/Sub push needs, and that the service counts
+ * each push against `PUBSUB_MESSAGE_RETENTION` with: 2 × `SENDER_TIMEOUT`
+ * + 5 s (a push asks the Sender at most twice, docs/queues.md), and at
+ * least 10 s, Pub/Sub's least. `deno task schedule --sender-timeout`
+ * counts it so.
+ *
+ * @example The default SENDER_TIMEOUT, and one too long for Pub/Sub
+ * ```ts
+ * import { pubsubAckDeadline } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(pubsubAckDeadline(10_000), 25_000);
+ * assert.equal(pubsubAckDeadline(1_000), 10_000);
+ * assert.throws(() => pubsubAckDeadline(300_000), /^ConfigError: SENDER_TIMEOUT \(5m0s\) is too long for Pub\/Sub push/);
+ * ```
+ *
+ * @param senderTimeoutMs `SENDER_TIMEOUT`, from {@linkcode senderTimeout}.
+ * @returns The ack deadline, in milliseconds.
+ * @throws {ConfigError} If it would be over 10 min, the longest Pub/Sub
+ * allows: it would count pushes still at work as failed.
+ */
+export function pubsubAckDeadline(senderTimeoutMs: number): number {
+  const answerMs = pushAnswerMs(senderTimeoutMs);
+  if (answerMs > MAX_ACK_DEADLINE_MS) {
+    // No acknowledgement deadline Pub/Sub allows would cover a push.
+    throw new ConfigError(
+      "SENDER_TIMEOUT",
+      `SENDER_TIMEOUT (${
+        formatDuration(senderTimeoutMs)
+      }) is too long for Pub/Sub push: a push is answered within about 2 × SENDER_TIMEOUT + 5s (${
+        formatDuration(answerMs)
+      }), and Pub/Sub waits at most 10m (the acknowledgement deadline's maximum), so it would count pushes still at work as failed. Set SENDER_TIMEOUT to at most ${
+        formatDuration((MAX_ACK_DEADLINE_MS - 5_000) / 2)
+      }`,
+    );
+  }
+  return Math.max(10_000, answerMs);
+}
+
+/**
+ * Reads `PUBSUB_MESSAGE_RETENTION`, the Pub/Sub subscription's message
+ * retention, as the service does: `10m` to `744h`, or `undefined` when
+ * unset (not checked). `deno task schedule --message-retention` reads it
+ * through this.
+ *
+ * @example Unset, set, and out of Pub/Sub's range
+ * ```ts
+ * import { pubsubRetention } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(pubsubRetention({}), undefined);
+ * assert.equal(pubsubRetention({ PUBSUB_MESSAGE_RETENTION: "168h" }), 604_800_000);
+ * assert.throws(() => pubsubRetention({ PUBSUB_MESSAGE_RETENTION: "5m" }), /must be from 10m to 744h/);
+ * ```
+ *
+ * @param env The settings.
+ * @returns The retention, in milliseconds, or `undefined`.
+ * @throws {ConfigError} If it is not a duration from 10 min to 31 days.
+ */
+export function pubsubRetention(
+  env: Record<string, string | undefined>,
+): number | undefined {
+  const retentionMs = duration(env, "PUBSUB_MESSAGE_RETENTION");
+  if (
+    retentionMs !== undefined &&
+    (retentionMs < 600_000 || retentionMs > 2_678_400_000)
+  ) {
+    throw new ConfigError(
+      "PUBSUB_MESSAGE_RETENTION",
+      `PUBSUB_MESSAGE_RETENTION must be from 10m to 744h (Pub/Sub keeps a message 10 minutes to 31 days): current value is ${
+        formatDuration(retentionMs)
+      }`,
+    );
+  }
+  return retentionMs;
 }
 
 /** `STUCK_AFTER`'s value, and `CLOCK_SKEW`'s when it is not 0, for a refusal. */
