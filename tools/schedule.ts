@@ -7,6 +7,7 @@
  * deno task schedule [--max-deliveries 10 --base 5s --cap 2m --jitter equal --stuck-after 5m] [--clock-skew 5s] [--svg docs/schedule.svg]
  * deno task schedule --queue qstash --retries 5
  * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
+ * deno task schedule --queue pubsub --min-backoff 40s --message-retention 168h [--sender-timeout 10s | --ack-deadline 1m] [--lease 30s]
  * deno task schedule --queue cloudflare --max-retries 3
  * ```
  *
@@ -18,13 +19,22 @@
  * `--queue`, the schedule is the one that queue really gives: its own
  * limit, and its own delays where it ignores ours (Pub/Sub); it
  * exits 1 as well when the queue gives up before the policy's last
- * delivery. {@linkcode schedule} is the pure computation behind it.
+ * delivery, or (Pub/Sub, `--message-retention`) when a message may expire
+ * before its job is resolved, as `checkQueue` and the service's start
+ * check count it. {@linkcode schedule} is the pure computation behind it.
  *
  * @module
  */
 
 // deno-lint-ignore-file no-console
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
+import {
+  DEFAULT_QUEUE_CLOCK_SKEW_MS,
+  DEFAULT_QUEUE_LEASE_MS,
+  retentionFits,
+  retentionNeedMs,
+  retentionShort,
+} from "../policy/_retention.ts";
 import {
   backoff,
   definePolicy,
@@ -43,11 +53,15 @@ import {
   clockSkew,
   ConfigError,
   DEFAULT_CLOCK_SKEW_MS,
+  lease,
   MAX_CLOCK_SKEW_MS,
   PUBSUB_BACKOFF_LIMIT_MS,
+  pubsubAckDeadline,
   pubsubDeliveriesNeed,
   pubsubMinBackoffNeedMs,
+  pubsubRetention,
   rescueNeedMs,
+  senderTimeout,
   whyNotDuration,
 } from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
@@ -82,6 +96,19 @@ export type ScheduleRow =
     readonly delivery: number;
     /** No delivery follows: the queue gives up (its give-up route resolves the intent). */
     readonly action: "give_up";
+  }
+  | {
+    /**
+     * The delivery, 1-based: the last that surely comes within a Pub/Sub
+     * message retention, before `maxDeliveries`.
+     */
+    readonly delivery: number;
+    /**
+     * No delivery surely follows: the message may expire, and Pub/Sub
+     * drops it with no dead letter and no give-up route (its intent is
+     * stranded).
+     */
+    readonly action: "expire";
   };
 
 /** A policy's delivery schedule and its verdict. */
@@ -97,11 +124,24 @@ export interface Schedule {
   readonly queue?: QueueLimits;
   /**
    * One row per delivery, 1 … `maxDeliveries` (or the queue's limit, if
-   * lower); only the last is `"poison"` (or `"give_up"`).
+   * lower); only the last is `"poison"` (or `"give_up"`, or `"expire"`
+   * where a Pub/Sub message retention is the limit).
    */
   readonly rows: readonly ScheduleRow[];
-  /** Whether the queue gives up before the policy's last delivery. */
+  /**
+   * Whether the queue gives up before the policy's last delivery (or,
+   * Pub/Sub, may drop the message then, its retention over).
+   */
   readonly stopsEarly: boolean;
+  /**
+   * The Pub/Sub message retention the job needs, which the queue's
+   * `retentionMs` must exceed, when it does not (and no dead-letter policy
+   * gives up first): `maxDeliveries × (ackDeadlineMs + maxBackoffMs) +
+   * leaseMs + 2 × clockSkewMs`, as `checkQueue` and the service count it.
+   * A message may then expire before the push that resolves its job, and
+   * is dropped with no dead letter: the service refuses to start.
+   */
+  readonly retentionNeedMs?: number;
   /** The guaranteed time from the first delivery to the last: `rescueWindow(policy, queue)`. */
   readonly guaranteedMs: number;
   /** The longest time from the first delivery to the last (every delay at its maximum). */
@@ -154,7 +194,10 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * own limit of deliveries (the last one `"give_up"` when it stops before
  * the policy), each gap as the queue applies it (`queueGap`: our delays
  * capped at 1 day on QStash and 12 h on Cloudflare, Pub/Sub's own backoff
- * between its bounds).
+ * between its bounds). On Pub/Sub with a `retentionMs`, the rows stop
+ * (`"expire"`) after the deliveries that surely come within it, and
+ * `retentionNeedMs` says what it needs where it is too short, as
+ * `checkQueue` counts it.
  *
  * @param policy The policy, or the fields that differ from the default.
  * @param queue The queue that delivers the job; absent, the policy's own
@@ -189,6 +232,14 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * const qstash = schedule({}, { kind: "qstash", retries: 4 });
  * assert.deepEqual(qstash.rows.at(-1), { delivery: 5, action: "give_up" });
  * assert.deepEqual([qstash.stopsEarly, qstash.guaranteedMs], [true, 37_500]);
+ *
+ * // A Pub/Sub retention of 1h44m50s cannot hold 10 pushes of up to
+ * // 25 s, 10 min apart, and a busy delivery's wait (30 s + 2 × 5 s).
+ * const pubsub = schedule({}, {
+ *   kind: "pubsub", minBackoffMs: 40_000, maxBackoffMs: 600_000,
+ *   retentionMs: 6_290_000, ackDeadlineMs: 25_000,
+ * });
+ * assert.deepEqual([pubsub.stopsEarly, pubsub.retentionNeedMs], [false, 6_290_000]);
  *
  * // 317.5 s outlasts 5 min and a 17.5 s clock skew, not one 1 ms more.
  * assert.equal(schedule({}, undefined, { clockSkewMs: 17_500 }).outlasts, true);
@@ -240,8 +291,17 @@ export function schedule(
       worstMs,
     });
   }
-  rows.push({ delivery: last, action: stopsEarly ? "give_up" : "poison" });
+  rows.push({
+    delivery: last,
+    action: !stopsEarly
+      ? "poison"
+      : queue?.kind === "pubsub" && retentionLimits(queue)
+      ? "expire"
+      : "give_up",
+  });
   const own = queue === undefined ? Infinity : rescueWindow(checked);
+  const retentionShortNow = queue?.kind === "pubsub" &&
+    retentionShort(queue, checked.maxDeliveries);
   return {
     policy: checked,
     clockSkewMs,
@@ -252,7 +312,20 @@ export function schedule(
     worstMs,
     outlasts: guaranteedMs >= needMs,
     ...(own < needMs ? { ownTooShortMs: own } : {}),
+    ...(retentionShortNow
+      ? { retentionNeedMs: retentionNeedMs(queue, checked.maxDeliveries) }
+      : {}),
   };
+}
+
+/**
+ * Whether a Pub/Sub subscription's retention, not its dead-letter policy,
+ * ends the deliveries that surely come.
+ */
+function retentionLimits(
+  queue: Extract<QueueLimits, { kind: "pubsub" }>,
+): boolean {
+  return retentionFits(queue) < (queue.maxDeliveryAttempts ?? Infinity);
 }
 
 /** `"2.5s … 5s"`, or one duration when both ends agree. */
@@ -294,7 +367,8 @@ function stuckText(stuckAfterMs: number, clockSkewMs: number): string {
  * ```
  */
 export function verdict(s: Schedule): string {
-  const early = s.stopsEarly
+  const expires = s.rows.at(-1)?.action === "expire";
+  const early = s.stopsEarly && !expires
     ? `; ${stopsEarlyText(s.rows.length, s.policy.maxDeliveries)}`
     : "";
   // Pub/Sub guarantees only its minimum backoff per gap: say what it
@@ -317,11 +391,70 @@ export function verdict(s: Schedule): string {
   const own = s.ownTooShortMs === undefined
     ? ""
     : `; ${ownTooShortText(s.ownTooShortMs, stuckAfterMs, s.clockSkewMs)}`;
+  const retention = s.queue?.kind === "pubsub" &&
+      s.retentionNeedMs !== undefined
+    ? `; ${
+      expiresText(s.queue, s.policy.maxDeliveries, expires ? s.rows.length : 0)
+    }`
+    : "";
   return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
     formatDuration(s.worstMs)
   } worst) vs ${stuckText(stuckAfterMs, s.clockSkewMs)}: ${
     s.outlasts ? OK_TEXT : TOO_SHORT_TEXT
-  }${early}${needs}${own}`;
+  }${early}${needs}${own}${retention}`;
+}
+
+/**
+ * The verdict's words when a Pub/Sub message may expire before its job is
+ * resolved (no dead-letter policy gives up first): after the deliveries
+ * that surely fit in the retention, or while the last is answered busy
+ * behind another's lease; and the retention it needs, with the sum behind
+ * it, as `checkQueue` and the service count it.
+ *
+ * @param queue The subscription, with its `retentionMs` (and the
+ * `ackDeadlineMs`, `leaseMs` and `clockSkewMs` counted against it).
+ * @param maxDeliveries The policy's.
+ * @param fits The deliveries that surely come within the retention, when
+ * fewer than `maxDeliveries`; 0 when they all do.
+ * @returns The words, without a newline.
+ *
+ * @example The default policy on Pub/Sub with an hour's retention
+ * ```ts
+ * import { expiresText } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const hour = {
+ *   kind: "pubsub", minBackoffMs: 40_000, maxBackoffMs: 600_000,
+ *   retentionMs: 3_600_000, ackDeadlineMs: 25_000, leaseMs: 30_000, clockSkewMs: 5_000,
+ * } as const;
+ * assert.equal(
+ *   expiresText(hour, 10, 6),
+ *   "MESSAGE MAY EXPIRE after 6 deliveries, before the policy's 10: Pub/Sub drops it with no dead letter, and its intent is stranded; it needs a message retention of more than 1h44m50s (10 × (25s + 10m0s) + 30s + 2 × 5s)",
+ * );
+ * ```
+ */
+export function expiresText(
+  queue: Extract<QueueLimits, { kind: "pubsub" }>,
+  maxDeliveries: number,
+  fits: number,
+): string {
+  const leaseMs = queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS;
+  const clockSkewMs = queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS;
+  const when = fits > 0
+    ? `after ${fits} deliveries, before the policy's ${maxDeliveries}`
+    : `while the last delivery is answered busy behind another's lease (up to ${
+      formatDuration(leaseMs + 2 * clockSkewMs)
+    }), before the push that would resolve it`;
+  const step = queue.ackDeadlineMs === undefined
+    ? formatDuration(queue.maxBackoffMs)
+    : `(${formatDuration(queue.ackDeadlineMs)} + ${
+      formatDuration(queue.maxBackoffMs)
+    })`;
+  return `MESSAGE MAY EXPIRE ${when}: Pub/Sub drops it with no dead letter, and its intent is stranded; it needs a message retention of more than ${
+    formatDuration(retentionNeedMs(queue, maxDeliveries))
+  } (${maxDeliveries} × ${step} + ${formatDuration(leaseMs)} + 2 × ${
+    formatDuration(clockSkewMs)
+  })`;
 }
 
 /**
@@ -412,6 +545,8 @@ export function formatSchedule(s: Schedule): string {
       ? [`#${row.delivery}`, "poisoned", "-"] as const
       : row.action === "give_up"
       ? [`#${row.delivery}`, "queue gives up", "-"] as const
+      : row.action === "expire"
+      ? [`#${row.delivery}`, "may expire", "-"] as const
       : [
         `#${row.delivery}`,
         range(row.minDelayMs, row.maxDelayMs),
@@ -426,12 +561,32 @@ export function formatSchedule(s: Schedule): string {
     `${parts[0].padEnd(first)}${parts[1].padEnd(second)}${parts[2]}`;
   return [
     `policy  ${describePolicy(s.policy, s.queue)}`,
+    ...(s.queue?.kind === "pubsub" && s.queue.retentionMs !== undefined
+      ? [retentionLine(s.queue)]
+      : []),
     "",
     line(header),
     ...cells.map(line),
     "",
     verdict(s),
   ].join("\n") + "\n";
+}
+
+/** What a Pub/Sub message retention is counted against, in one line. */
+function retentionLine(
+  queue: Extract<QueueLimits, { kind: "pubsub" }>,
+): string {
+  return `retention ${
+    formatDuration(queue.retentionMs ?? 0)
+  }; each failed push counted ${
+    formatDuration(queue.ackDeadlineMs ?? 0)
+  } (ack deadline) and ${
+    formatDuration(queue.maxBackoffMs)
+  } (max backoff); a busy delivery's wait ${
+    formatDuration(queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS)
+  } (lease) + 2 × ${
+    formatDuration(queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS)
+  } (clock skew)`;
 }
 
 // Tick steps that read as durations: 1-2-5 below a second, then the clock's
@@ -669,6 +824,20 @@ Flags (defaults are the library's):
                                 5-100 (none: no dead-letter policy)
     --min-backoff D             pubsub: the retry policy's minimum (10s)
     --max-backoff D             pubsub: the retry policy's maximum (10m)
+    --message-retention D       pubsub: the subscription's message retention,
+                                PUBSUB_MESSAGE_RETENTION, 10m to 744h (none:
+                                not checked); with no dead-letter policy
+                                giving up first, it must exceed
+                                max-deliveries × (ack deadline + max backoff)
+                                + lease + 2 × clock skew, as the service checks
+      --sender-timeout D        the service's SENDER_TIMEOUT (10s): each push
+                                is counted 2 × it + 5s (at least 10s)
+      --ack-deadline D          the subscription's ack deadline, 10s to 10m:
+                                each push is counted that long where it is
+                                longer (the service does not know it)
+      --lease D                 the service's LEASE (30s; at least twice
+                                --sender-timeout)
+                                (these three only with --message-retention)
     --max-retries N             cloudflare: the consumer's max_retries (3)
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/
@@ -679,7 +848,8 @@ D is a duration: 5s, 2m, 1m30.5s, 250ms, or plain milliseconds.
 Exit status: 0 when the rescue window outlasts --stuck-after and --clock-skew
 together, as the service checks them at start, 1 when it is too short or the
 queue gives up before --max-deliveries (or, with --queue, the policy's own
-delays are too short for the service to start), 2 on a bad flag.
+delays are too short for the service to start, or the message retention may
+end before the job is resolved), 2 on a bad flag.
 `;
 
 /** What the command line asked for. */
@@ -736,6 +906,17 @@ const QUEUE_FLAGS = {
   },
   "--min-backoff": { kinds: ["pubsub"], must: "a duration up to 10m" },
   "--max-backoff": { kinds: ["pubsub"], must: "a duration up to 10m" },
+  "--message-retention": {
+    kinds: ["pubsub"],
+    must: "a duration from 10m to 744h, such as 168h",
+  },
+  "--sender-timeout": { kinds: ["pubsub"], must: "a duration such as 10s" },
+  "--ack-deadline": {
+    kinds: ["pubsub"],
+    must:
+      "a duration from 10s to 10m (the subscription's acknowledgement deadline)",
+  },
+  "--lease": { kinds: ["pubsub"], must: "a duration such as 30s" },
   "--max-retries": { kinds: ["cloudflare"], must: "an integer from 0 to 100" },
 } as const satisfies Record<
   string,
@@ -748,10 +929,48 @@ function isQueueFlag(name: string): name is QueueFlag {
   return Object.hasOwn(QUEUE_FLAGS, name);
 }
 
-/** Builds the queue from `--queue` and its flags (the policy gives QStash's default retries). */
+/** The flags that stand for a setting of the service, by its name. */
+const SETTING_FLAGS = {
+  PUBSUB_MESSAGE_RETENTION: "--message-retention",
+  SENDER_TIMEOUT: "--sender-timeout",
+  LEASE: "--lease",
+  CLOCK_SKEW: "--clock-skew",
+} as const;
+
+/**
+ * Reads flags as the service reads its settings (`read` is its own
+ * reader), its refusal naming the flags where it names the settings.
+ */
+function asService<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    throw new UsageError(
+      error.message.replace(
+        /\b(PUBSUB_MESSAGE_RETENTION|SENDER_TIMEOUT|LEASE|CLOCK_SKEW)\b/g,
+        (name) => SETTING_FLAGS[name as keyof typeof SETTING_FLAGS],
+      ),
+    );
+  }
+}
+
+/** The flags counted only against a Pub/Sub message retention. */
+const WITH_RETENTION = [
+  "--sender-timeout",
+  "--ack-deadline",
+  "--lease",
+] as const;
+
+/**
+ * Builds the queue from `--queue` and its flags (the policy gives QStash's
+ * default retries; `clockSkewMs`, `--clock-skew`, is counted against a
+ * Pub/Sub message retention).
+ */
 function queueFrom(
   raw: Partial<Record<QueueFlag, string>>,
   policy: Policy,
+  clockSkewMs: number,
 ): QueueLimits | undefined {
   const kind = raw["--queue"];
   const bad = (flag: QueueFlag, error?: unknown): UsageError =>
@@ -775,7 +994,7 @@ function queueFrom(
     if (!/^\d{1,3}$/.test(text) || n < min || n > max) throw bad(flag);
     return n;
   };
-  const backoffMs = (flag: QueueFlag, fallback: number) => {
+  const backoffMs = (flag: QueueFlag, fallback: number, min = 0) => {
     const text = raw[flag];
     if (text === undefined) return fallback;
     let ms: number;
@@ -785,8 +1004,46 @@ function queueFrom(
       throw bad(flag, error);
     }
     refusePlainMs(flag, text, ms);
-    if (ms > 600_000) throw bad(flag);
+    if (ms < min || ms > 600_000) throw bad(flag);
     return ms;
+  };
+  // A Pub/Sub message retention and what is counted against it, read as
+  // the service reads PUBSUB_MESSAGE_RETENTION, SENDER_TIMEOUT and LEASE.
+  const retention = () => {
+    const retentionText = raw["--message-retention"];
+    if (retentionText === undefined) {
+      const alone = WITH_RETENTION.find((flag) => raw[flag] !== undefined);
+      if (alone !== undefined) {
+        throw new UsageError(
+          `${alone} is counted only against a message retention: give --message-retention too (unset, the service checks no retention)`,
+        );
+      }
+      return {};
+    }
+    const env: Record<string, string> = {};
+    for (const [name, flag] of Object.entries(SETTING_FLAGS)) {
+      const text = raw[flag as QueueFlag];
+      if (text === undefined) continue;
+      // The service takes an empty setting for an unset one: a flag given
+      // no value is a mistake.
+      if (text.trim() === "") {
+        throw new UsageError(
+          `${flag} needs a value: ${QUEUE_FLAGS[flag as QueueFlag].must}`,
+        );
+      }
+      env[name] = text;
+    }
+    const retentionMs = asService(() => pubsubRetention(env))!;
+    const timeoutMs = asService(() => senderTimeout(env));
+    const leaseMs = asService(() => lease(env, timeoutMs));
+    // The service counts each push as long as it may take to answer one; a
+    // longer ack deadline of the subscription, given, is counted instead.
+    const answerMs = asService(() => pubsubAckDeadline(timeoutMs));
+    const ackDeadlineMs = Math.max(
+      answerMs,
+      backoffMs("--ack-deadline", 0, 10_000),
+    );
+    return { retentionMs, ackDeadlineMs, leaseMs, clockSkewMs };
   };
   switch (kind) {
     case undefined:
@@ -813,6 +1070,7 @@ function queueFrom(
         ...(attempts === undefined ? {} : { maxDeliveryAttempts: attempts }),
         minBackoffMs,
         maxBackoffMs,
+        ...retention(),
       };
     }
     case "cloudflare":
@@ -971,11 +1229,12 @@ export function parseFlags(args: readonly string[]): Flags {
       }: the backoff starts above its cap, so every delay would be the cap, and the service refuses to start. Lower --base or raise --cap (--base ≤ --cap).`,
     );
   }
-  const queue = queueFrom(rawQueue, policy);
+  const clockSkewMs = clockSkewFrom(rawSkew);
+  const queue = queueFrom(rawQueue, policy, clockSkewMs);
   return {
     help: false,
     policy,
-    clockSkewMs: clockSkewFrom(rawSkew),
+    clockSkewMs,
     ...(queue === undefined ? {} : { queue }),
     ...(svg === undefined ? {} : { svg }),
   };
@@ -1016,6 +1275,9 @@ if (import.meta.main) {
     console.error(`schedule: wrote ${flags.svg}`);
   }
   Deno.exit(
-    s.outlasts && !s.stopsEarly && s.ownTooShortMs === undefined ? 0 : 1,
+    s.outlasts && !s.stopsEarly && s.ownTooShortMs === undefined &&
+      s.retentionNeedMs === undefined
+      ? 0
+      : 1,
   );
 }

@@ -17,6 +17,7 @@ import {
   JITTERS,
   parseDuration,
   type Policy,
+  queueLimit,
   type QueueLimits,
   rescueWindow,
 } from "../../mod.ts";
@@ -32,7 +33,11 @@ import {
   UsageError,
   verdict,
 } from "../../tools/schedule.ts";
-import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import {
+  ConfigError,
+  loadConfig,
+  pubsubAckDeadline,
+} from "../../webhook/config.ts";
 import { catches, runs } from "../_fc.ts";
 import { count, marks } from "../_svg.ts";
 
@@ -528,16 +533,67 @@ const anyQueue: fc.Arbitrary<QueueLimits> = fc.oneof(
   fc.constant({ kind: "kv" as const }),
 );
 
+/**
+ * A Pub/Sub subscription with a message retention, and the ack deadline,
+ * lease and clock skew counted against it: often within a day (where the
+ * default policy's need, 1h44m50s, lies), sometimes up to Pub/Sub's 31.
+ */
+const anyRetainingPubsub: fc.Arbitrary<QueueLimits> = fc.record({
+  attempts: fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
+  minBackoffMs: fc.integer({ min: 0, max: 600_000 }),
+  spread: fc.integer({ min: 0, max: 600_000 }),
+  retentionMs: fc.oneof(
+    fc.integer({ min: 600_000, max: 86_400_000 }),
+    fc.integer({ min: 600_000, max: 2_678_400_000 }),
+  ),
+  ackDeadlineMs: fc.option(fc.integer({ min: 10_000, max: 600_000 }), {
+    nil: undefined,
+  }),
+  leaseMs: fc.option(fc.integer({ min: 0, max: 3_600_000 }), {
+    nil: undefined,
+  }),
+  clockSkewMs: fc.option(fc.integer({ min: 0, max: 600_000 }), {
+    nil: undefined,
+  }),
+}).map((q): QueueLimits => ({
+  kind: "pubsub",
+  ...(q.attempts === undefined ? {} : { maxDeliveryAttempts: q.attempts }),
+  minBackoffMs: q.minBackoffMs,
+  maxBackoffMs: Math.min(600_000, q.minBackoffMs + q.spread),
+  retentionMs: q.retentionMs,
+  ...(q.ackDeadlineMs === undefined ? {} : { ackDeadlineMs: q.ackDeadlineMs }),
+  ...(q.leaseMs === undefined ? {} : { leaseMs: q.leaseMs }),
+  ...(q.clockSkewMs === undefined ? {} : { clockSkewMs: q.clockSkewMs }),
+}));
+
 Deno.test("schedule() with a queue ends at its limit, and its guaranteed column is rescueWindow(policy, queue)", () => {
+  const queues = fc.oneof(anyQueue, anyRetainingPubsub);
   fc.assert(
-    fc.property(anyPolicy, anyQueue, anySkew, (policy, queue, clockSkewMs) => {
+    fc.property(anyPolicy, queues, anySkew, (policy, queue, clockSkewMs) => {
       const s = schedule(policy, queue, { clockSkewMs });
       const check = checkQueue(policy, queue);
       assert.equal(s.rows.length, check.deliveries);
-      assert.equal(s.stopsEarly, check.problem === "stops_early");
+      // checkQueue's stops_early: the queue stops before the policy, or
+      // (Pub/Sub) its retention may end before the job is resolved.
+      assert.equal(
+        s.stopsEarly || s.retentionNeedMs !== undefined,
+        check.problem === "stops_early",
+      );
+      assert.equal(s.stopsEarly, check.limit < policy.maxDeliveries);
+      // Where the retention, not the dead-letter policy, bounds the limit.
+      const expires = queue.kind === "pubsub" &&
+        queue.retentionMs !== undefined &&
+        queueLimit({
+            kind: "pubsub",
+            minBackoffMs: queue.minBackoffMs,
+            maxBackoffMs: queue.maxBackoffMs,
+            ...(queue.maxDeliveryAttempts === undefined
+              ? {}
+              : { maxDeliveryAttempts: queue.maxDeliveryAttempts }),
+          }) > check.limit;
       assert.equal(
         s.rows.at(-1)?.action,
-        s.stopsEarly ? "give_up" : "poison",
+        !s.stopsEarly ? "poison" : expires ? "expire" : "give_up",
       );
       assert.equal(s.guaranteedMs, rescueWindow(policy, queue));
       assert.equal(
@@ -1008,4 +1064,361 @@ Deno.test("parseFlags() reads --clock-skew as the service reads CLOCK_SKEW, and 
       assert.equal(serviceStarts({ ...SERVICE, CLOCK_SKEW: args[1] }), false);
     }
   }
+});
+
+Deno.test("parseFlags() reads a Pub/Sub message retention with the ack deadline, SENDER_TIMEOUT, LEASE and CLOCK_SKEW counted against it, the service's defaults unless given", () => {
+  const read = (args: string[]) => {
+    const flags = parseFlags(["--queue", "pubsub", ...args]);
+    assert.ok(!flags.help);
+    return flags.queue;
+  };
+  const pubsub = {
+    kind: "pubsub",
+    minBackoffMs: 10_000,
+    maxBackoffMs: 600_000,
+  };
+  // The service's SENDER_TIMEOUT (10s), LEASE (30s) and CLOCK_SKEW (5s).
+  assert.deepEqual(read(["--message-retention", "1h44m50s"]), {
+    ...pubsub,
+    retentionMs: 6_290_000,
+    ackDeadlineMs: 25_000,
+    leaseMs: 30_000,
+    clockSkewMs: 5_000,
+  });
+  assert.deepEqual(
+    read([
+      "--message-retention=168h",
+      "--sender-timeout=20s",
+      "--lease=1m",
+      "--clock-skew=0",
+    ]),
+    {
+      ...pubsub,
+      retentionMs: 604_800_000,
+      ackDeadlineMs: 45_000, // 2 × SENDER_TIMEOUT + 5s
+      leaseMs: 60_000,
+      clockSkewMs: 0,
+    },
+  );
+  // The subscription's own ack deadline, where it is longer than the
+  // service's answer: each push is counted that long.
+  assert.deepEqual(
+    read(["--message-retention", "2h", "--ack-deadline", "2m"]),
+    {
+      ...pubsub,
+      retentionMs: 7_200_000,
+      ackDeadlineMs: 120_000,
+      leaseMs: 30_000,
+      clockSkewMs: 5_000,
+    },
+  );
+  // A shorter ack deadline than the service counts: the service's count.
+  assert.equal(
+    (read(["--message-retention", "2h", "--ack-deadline", "10s"]) as {
+      ackDeadlineMs?: number;
+    }).ackDeadlineMs,
+    25_000,
+  );
+  // Pub/Sub's least ack deadline, 10s, with a short SENDER_TIMEOUT.
+  assert.equal(
+    (read(["--message-retention=1h", "--sender-timeout=1s", "--lease=2s"]) as {
+      ackDeadlineMs?: number;
+    }).ackDeadlineMs,
+    10_000,
+  );
+});
+
+Deno.test("parseFlags() refuses a bad retention, ack deadline, SENDER_TIMEOUT or LEASE in one line naming the flag, where the service refuses the setting", () => {
+  const cases: [string[], string, Record<string, string> | null][] = [
+    [
+      ["--message-retention", "5m"],
+      "--message-retention must be from 10m to 744h (Pub/Sub keeps a message 10 minutes to 31 days): current value is 5m0s",
+      { PUBSUB_MESSAGE_RETENTION: "5m" },
+    ],
+    [
+      ["--message-retention", "745h"],
+      "--message-retention must be from 10m to 744h (Pub/Sub keeps a message 10 minutes to 31 days): current value is 745h0m0s",
+      { PUBSUB_MESSAGE_RETENTION: "745h" },
+    ],
+    [
+      ["--message-retention", "a week"],
+      '--message-retention must be a duration such as 5s, 2m or 90000 (milliseconds): current value is "a week"',
+      { PUBSUB_MESSAGE_RETENTION: "a week" },
+    ],
+    [
+      ["--message-retention", "600"],
+      '--message-retention is "600", a plain number, which would be 600 milliseconds: write 600s for seconds, or 600ms if you do mean milliseconds',
+      { PUBSUB_MESSAGE_RETENTION: "600" },
+    ],
+    [
+      ["--message-retention=1h", "--sender-timeout", "0s"],
+      "--sender-timeout must be from 1ms to 2147483647ms (596h31m23.647s, the longest a timer waits): current value is 0s",
+      { SENDER_TIMEOUT: "0s" },
+    ],
+    [
+      ["--message-retention=1h", "--sender-timeout", "5m", "--lease", "10m"],
+      "--sender-timeout (5m0s) is too long for Pub/Sub push: a push is answered within about 2 × --sender-timeout + 5s (10m5s), and Pub/Sub waits at most 10m (the acknowledgement deadline's maximum), so it would count pushes still at work as failed. Set --sender-timeout to at most 4m57.5s",
+      { SENDER_TIMEOUT: "5m", LEASE: "10m" },
+    ],
+    [
+      ["--message-retention=1h", "--lease", "15s"],
+      "--lease (15s) must be at least twice --sender-timeout (10s): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set --lease to at least 20s, or lower --sender-timeout",
+      { LEASE: "15s" },
+    ],
+    [
+      ["--message-retention=1h", "--sender-timeout", "20s"],
+      "--lease (30s, its default) must be at least twice --sender-timeout (20s): the lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once. Set --lease to at least 40s, or lower --sender-timeout",
+      { SENDER_TIMEOUT: "20s" },
+    ],
+    [
+      ["--message-retention=1h", "--ack-deadline", "5s"],
+      '--ack-deadline must be a duration from 10s to 10m (the subscription\'s acknowledgement deadline): current value is "5s"',
+      null,
+    ],
+    [
+      ["--message-retention=1h", "--ack-deadline", "60"],
+      '--ack-deadline is "60", a plain number, which would be 60 milliseconds: write 60s for seconds, or 60ms if you do mean milliseconds',
+      null,
+    ],
+    [
+      ["--lease", "1m"],
+      "--lease is counted only against a message retention: give --message-retention too (unset, the service checks no retention)",
+      null,
+    ],
+    [
+      ["--ack-deadline", "1m"],
+      "--ack-deadline is counted only against a message retention: give --message-retention too (unset, the service checks no retention)",
+      null,
+    ],
+    [
+      ["--sender-timeout", "5s"],
+      "--sender-timeout is counted only against a message retention: give --message-retention too (unset, the service checks no retention)",
+      null,
+    ],
+    [
+      ["--message-retention="],
+      "--message-retention needs a value: a duration from 10m to 744h, such as 168h",
+      null,
+    ],
+    [
+      ["--message-retention=1h", "--lease"],
+      "--lease needs a value: a duration such as 30s",
+      null,
+    ],
+  ];
+  for (const [args, message, env] of cases) {
+    assert.throws(() => parseFlags(["--queue", "pubsub", ...args]), (error) => {
+      assert.ok(error instanceof UsageError, args.join(" "));
+      assert.equal(error.message, message);
+      return true;
+    });
+    if (env !== null) {
+      assert.equal(
+        serviceStarts({ ...SERVICE, ...PUBSUB_SERVICE, ...env }),
+        false,
+        JSON.stringify(env),
+      );
+    }
+  }
+  // A flag of Pub/Sub's alone.
+  assert.throws(
+    () => parseFlags(["--queue", "qstash", "--message-retention", "1h"]),
+    /^UsageError: --message-retention is a flag of --queue pubsub: see --help$/,
+  );
+});
+
+Deno.test("tools/schedule.ts --queue pubsub --message-retention gives loadConfig()'s verdict on PUBSUB_MESSAGE_RETENTION, for any policy, SENDER_TIMEOUT, LEASE and CLOCK_SKEW", () => {
+  const settings = fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 30 }),
+    minBackoffMs: fc.integer({ min: 0, max: 600_000 }),
+    spread: fc.integer({ min: 0, max: 600_000 }),
+    attempts: fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
+    // Off the retention the job needs, as counted below: at it, a
+    // millisecond either side, or anywhere within 10 minutes; or anywhere.
+    retentionOffMs: fc.oneof(
+      fc.constantFrom(-1, 0, 1),
+      fc.integer({ min: -600_000, max: 600_000 }),
+      fc.constant(undefined),
+    ),
+    anyRetentionMs: fc.integer({ min: 600_000, max: 2_678_400_000 }),
+    senderTimeoutMs: fc.option(fc.integer({ min: 1, max: 320_000 }), {
+      nil: undefined,
+    }),
+    leaseMs: fc.option(fc.integer({ min: 0, max: 1_200_000 }), {
+      nil: undefined,
+    }),
+    clockSkewMs: fc.option(anySkew, { nil: undefined }),
+  });
+  fc.assert(
+    fc.property(settings, (drawn) => {
+      const maxBackoffMs = Math.min(600_000, drawn.minBackoffMs + drawn.spread);
+      // The need, counted here on its own: each push 2 × SENDER_TIMEOUT +
+      // 5s (at least 10s), then LEASE and 2 × CLOCK_SKEW (docs/queues.md).
+      const ackMs = Math.max(
+        10_000,
+        2 * (drawn.senderTimeoutMs ?? 10_000) + 5_000,
+      );
+      const needMs = drawn.maxDeliveries * (ackMs + maxBackoffMs) +
+        (drawn.leaseMs ?? 30_000) + 2 * (drawn.clockSkewMs ?? 5_000);
+      const s = {
+        ...drawn,
+        retentionMs: drawn.retentionOffMs === undefined
+          ? drawn.anyRetentionMs
+          : Math.min(
+            2_678_400_000,
+            Math.max(600_000, needMs + drawn.retentionOffMs),
+          ),
+      };
+      const given: [string, string, number | undefined][] = [
+        ["--sender-timeout", "SENDER_TIMEOUT", s.senderTimeoutMs],
+        ["--lease", "LEASE", s.leaseMs],
+        ["--clock-skew", "CLOCK_SKEW", s.clockSkewMs],
+      ];
+      const env: Record<string, string> = {
+        ...SERVICE,
+        ...PUBSUB_SERVICE,
+        MAX_DELIVERIES: String(s.maxDeliveries),
+        STUCK_AFTER: "0s", // the retention alone, not the window
+        PUBSUB_MIN_BACKOFF: `${s.minBackoffMs}ms`,
+        PUBSUB_MAX_BACKOFF: `${maxBackoffMs}ms`,
+        PUBSUB_MESSAGE_RETENTION: `${s.retentionMs}ms`,
+        ...(s.attempts === undefined ? {} : {
+          PUBSUB_MAX_DELIVERY_ATTEMPTS: String(s.attempts),
+          PUBSUB_DEAD_LETTER_AUDIENCE:
+            "https://relayer.example.test/v1/pubsub/dead",
+        }),
+        ...Object.fromEntries(
+          given.flatMap(([, name, ms]) =>
+            ms === undefined ? [] : [[name, `${ms}ms`]]
+          ),
+        ),
+      };
+      const args = [
+        `--max-deliveries=${s.maxDeliveries}`,
+        "--stuck-after=0s",
+        "--queue=pubsub",
+        `--min-backoff=${s.minBackoffMs}ms`,
+        `--max-backoff=${maxBackoffMs}ms`,
+        `--message-retention=${s.retentionMs}ms`,
+        ...(s.attempts === undefined
+          ? []
+          : [`--max-delivery-attempts=${s.attempts}`]),
+        ...given.flatMap(([flag, , ms]) =>
+          ms === undefined ? [] : [`${flag}=${ms}ms`]
+        ),
+      ];
+      let flags;
+      try {
+        flags = parseFlags(args);
+      } catch (error) {
+        // Refused as a bad flag: the service refuses the setting too.
+        assert.ok(error instanceof UsageError, String(error));
+        assert.equal(serviceStarts(env), false, error.message);
+        return;
+      }
+      assert.ok(!flags.help);
+      const tool = schedule(flags.policy, flags.queue, {
+        clockSkewMs: flags.clockSkewMs,
+      });
+      const ok = tool.outlasts && !tool.stopsEarly &&
+        tool.ownTooShortMs === undefined && tool.retentionNeedMs === undefined;
+      assert.equal(
+        serviceStarts(env),
+        ok,
+        `${args.join(" ")}: ${verdict(tool)}`,
+      );
+    }),
+    { numRuns: runs(500) },
+  );
+  // Where the retention is checked, the ack deadline counted is the service's.
+  assert.equal(pubsubAckDeadline(10_000), 25_000);
+});
+
+Deno.test("tools/schedule.ts --queue pubsub --message-retention exits 1 at the retention the service refuses, 0 a millisecond above it, naming what it needs", async () => {
+  // Pushes of up to 25 s (the default SENDER_TIMEOUT's), 10 min apart:
+  // 10 × 10m25s + 30s + 2 × 5s = 1h44m50s is not enough.
+  const args = ["--queue=pubsub", "--min-backoff=40s"];
+  const short = await run([...args, "--message-retention=1h44m50s"]);
+  assert.equal(short.stderr, "");
+  assert.equal(short.code, 1, short.stdout);
+  assert.match(short.stdout, /^#10 +poisoned +-$/m);
+  assert.match(
+    short.stdout,
+    /^retention 1h44m50s; each failed push counted 25s \(ack deadline\) and 10m0s \(max backoff\); a busy delivery's wait 30s \(lease\) \+ 2 × 5s \(clock skew\)$/m,
+  );
+  assert.ok(
+    short.stdout.endsWith(
+      `: ${OK_TEXT}; MESSAGE MAY EXPIRE while the last delivery is answered busy behind another's lease (up to 40s), before the push that would resolve it: Pub/Sub drops it with no dead letter, and its intent is stranded; it needs a message retention of more than 1h44m50s (10 × (25s + 10m0s) + 30s + 2 × 5s)\n`,
+    ),
+    short.stdout,
+  );
+  const env = {
+    ...SERVICE,
+    ...PUBSUB_SERVICE,
+    PUBSUB_MIN_BACKOFF: "40s",
+    PUBSUB_MESSAGE_RETENTION: "1h44m50s",
+  };
+  assert.equal(serviceStarts(env), false);
+  assert.equal(
+    serviceStarts({ ...env, PUBSUB_MESSAGE_RETENTION: "1h44m50.001s" }),
+    true,
+  );
+  const fits = await run([...args, "--message-retention=1h44m50.001s"]);
+  assert.equal(fits.code, 0, fits.stdout);
+  assert.ok(fits.stdout.endsWith(`: ${OK_TEXT}\n`), fits.stdout);
+  // A longer lease and clock skew need more, as the service counts them.
+  const longer = await run([
+    ...args,
+    "--message-retention=1h44m50.001s",
+    "--lease=1m",
+    "--clock-skew=10s",
+  ]);
+  assert.equal(longer.code, 1, longer.stdout);
+  assert.match(
+    longer.stdout,
+    /it needs a message retention of more than 1h45m30s \(10 × \(25s \+ 10m0s\) \+ 1m0s \+ 2 × 10s\)\n$/,
+  );
+  assert.equal(
+    serviceStarts({
+      ...env,
+      PUBSUB_MESSAGE_RETENTION: "1h44m50.001s",
+      LEASE: "1m",
+      CLOCK_SKEW: "10s",
+    }),
+    false,
+  );
+  // An hour: at most 10m25s between pushes, so only 6 surely come.
+  const hour = await run([...args, "--message-retention=1h"]);
+  assert.equal(hour.code, 1, hour.stdout);
+  assert.match(hour.stdout, /^#6 +may expire +-$/m);
+  assert.match(
+    hour.stdout,
+    /; MESSAGE MAY EXPIRE after 6 deliveries, before the policy's 10: Pub\/Sub drops it with no dead letter, and its intent is stranded; it needs a message retention of more than 1h44m50s /,
+  );
+  const bad = await run([...args, "--message-retention=5m"]);
+  assert.equal(bad.code, 2);
+  assert.equal(
+    bad.stderr,
+    "schedule: --message-retention must be from 10m to 744h (Pub/Sub keeps a message 10 minutes to 31 days): current value is 5m0s\n",
+  );
+});
+
+Deno.test("tools/schedule.ts --help names the retention flags and the settings they stand for", async () => {
+  const { code, stdout } = await run(["--help"]);
+  assert.equal(code, 0);
+  for (
+    const flag of [
+      /--message-retention D +pubsub: the subscription's message retention,\n +PUBSUB_MESSAGE_RETENTION, 10m to 744h/,
+      /--sender-timeout D +the service's SENDER_TIMEOUT \(10s\)/,
+      /--ack-deadline D +the subscription's ack deadline, 10s to 10m/,
+      /--lease D +the service's LEASE \(30s; at least twice/,
+      /\(these three only with --message-retention\)/,
+    ]
+  ) {
+    assert.match(stdout, flag);
+  }
+  assert.match(
+    stdout,
+    /or the message retention may\nend before the job is resolved\), 2 on a bad flag/,
+  );
 });
