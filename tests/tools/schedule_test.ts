@@ -1352,6 +1352,12 @@ Deno.test("tools/schedule.ts --queue pubsub --message-retention exits 1 at the r
     ),
     short.stdout,
   );
+  // docs/queues.md quotes this verdict line.
+  const queues = await Deno.readTextFile(new URL("docs/queues.md", root));
+  assert.ok(
+    queues.includes(`\n${short.stdout.trimEnd().split("\n").at(-1)}\n`),
+    "docs/queues.md quotes the verdict of --message-retention 1h44m50s",
+  );
   const env = {
     ...SERVICE,
     ...PUBSUB_SERVICE,
