@@ -12,32 +12,12 @@
  */
 
 import assert from "node:assert/strict";
-import { createRelayer, MemoryStore, type Store } from "../../mod.ts";
+import { createRelayer, MemoryStore } from "../../mod.ts";
 import {
   createQueueHandler,
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
-import { heldBySession } from "../../store/_held_lock.ts";
-
-/** `memory`, every write refused as another session's lock holds its row. */
-function heldWrites(memory: MemoryStore): Store {
-  return new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      if (/^(get|list|deliveries)/.test(String(key))) return value.bind(target);
-      return () =>
-        Promise.reject(
-          heldBySession(
-            `Cannot ${
-              String(key)
-            } as another session holds its row past lock_timeout (see pg_locks and pg_stat_activity): nothing was written; retry`,
-            new Error("canceling statement due to lock timeout"),
-          ),
-        );
-    },
-  });
-}
+import { heldWrites } from "../_held_writes.ts";
 
 Deno.test("createQueueHandler() retries a give-up its store answers busy on the dead-letter queue as long as one that met the store down: its 100 retries outlast 14 days", async () => {
   const memory = new MemoryStore();

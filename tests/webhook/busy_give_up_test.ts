@@ -15,55 +15,61 @@ import assert from "node:assert/strict";
 import type { Store } from "../../mod.ts";
 import { MemoryStore } from "../../mod.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
+import { heldWrites } from "../_held_writes.ts";
 import { makeApp } from "./_app.ts";
 import { failedRequest, QSTASH } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
-/**
- * `memory`, every write to an intent or a letter refused as another
- * session's lock holds its row; the replay record (`admit`) lands.
- */
-function heldWrites(memory: MemoryStore): Store {
-  return new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      if (/^(get|list|deliveries|admit)/.test(String(key))) {
-        return value.bind(target);
-      }
-      return () =>
-        Promise.reject(
-          heldBySession(
-            `Cannot ${
-              String(key)
-            } as another session holds its row past lock_timeout (see pg_locks and pg_stat_activity): nothing was written; retry`,
-            new Error("canceling statement due to lock timeout"),
-          ),
-        );
-    },
-  });
-}
-
-Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 503 and no Retry-After, so the callback's retries wait on QStash's backoff", async () => {
+/** A fresh store with `pi_0001` authorized, its hold pending. */
+async function authorized(): Promise<MemoryStore> {
   const memory = new MemoryStore();
   await memory.createIntent({
     id: "pi_0001",
     state: "authorized",
     hold: "pending",
   });
-  const { app } = await makeApp({ deps: { store: heldWrites(memory) } });
-  const body = JSON.stringify({
-    status: 503,
-    retried: 2,
-    maxRetries: 2,
-    dlqId: "dlq_1",
-    sourceMessageId: "msg_1",
-    url: QSTASH.url,
-    method: "POST",
-    sourceBody: btoa(JSON.stringify(job)),
+  return memory;
+}
+
+/**
+ * `memory`, every write to an intent or a letter refused as another
+ * session's lock holds its row; the replay record (`admit`) refused with
+ * what `admit` makes of its write, or landing without it.
+ */
+function held(
+  memory: MemoryStore,
+  admit?: (write: { count?: unknown }) => Error,
+): Store {
+  const store = heldWrites(memory, ["admit"]);
+  if (admit === undefined) return store;
+  return new Proxy(store, {
+    get(target, key) {
+      if (key !== "admit") return Reflect.get(target, key, target);
+      return (write: { count?: unknown }) => Promise.reject(admit(write));
+    },
   });
-  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+}
+
+/** QStash's failure callback for `job`, its retries spent. */
+const giveUp = JSON.stringify({
+  status: 503,
+  retried: 2,
+  maxRetries: 2,
+  dlqId: "dlq_1",
+  sourceMessageId: "msg_1",
+  url: QSTASH.url,
+  method: "POST",
+  sourceBody: btoa(JSON.stringify(job)),
+});
+
+Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 503 and no Retry-After, so the callback's retries wait on QStash's backoff", async () => {
+  const memory = await authorized();
+  const { app } = await makeApp({ deps: { store: held(memory) } });
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(giveUp),
+  );
   const text = await res.text();
   assert.equal(res.status, 503, text);
   assert.equal(JSON.parse(text).outcome, "retry", text);
@@ -73,39 +79,20 @@ Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 
 });
 
 Deno.test("POST /v1/qstash/failed answers a give-up whose store is busy on its writes and its replay record as busy (503, a retry), not as the store failing unexpectedly", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
+  const memory = await authorized();
   const lines: string[] = [];
-  const store = new Proxy(heldWrites(memory), {
-    get(target, key) {
-      if (key !== "admit") return Reflect.get(target, key, target);
-      return () =>
-        Promise.reject(
-          heldBySession(
-            "Cannot admit a delivery as another session cancelled its statement: nothing was written; retry",
-            new Error("canceling statement due to user request"),
-          ),
-        );
-    },
-  });
+  const store = held(memory, () =>
+    heldBySession(
+      "Cannot admit a delivery as another session cancelled its statement: nothing was written; retry",
+      new Error("canceling statement due to user request"),
+    ));
   const { app } = await makeApp({
     deps: { store, log: (line) => lines.push(line) },
   });
-  const body = JSON.stringify({
-    status: 503,
-    retried: 2,
-    maxRetries: 2,
-    dlqId: "dlq_1",
-    sourceMessageId: "msg_1",
-    url: QSTASH.url,
-    method: "POST",
-    sourceBody: btoa(JSON.stringify(job)),
-  });
-  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(giveUp),
+  );
   const text = await res.text();
   assert.equal(res.status, 503, text);
   assert.doesNotMatch(text, /failed unexpectedly/);
@@ -120,24 +107,9 @@ Deno.test("POST /v1/qstash/failed refuses a replay of a give-up its store answer
   // The first call's writes are busy and land nothing, but its replay
   // record does: the same signed request again is a replay, refused (401)
   // as any is, not answered busy as if it were the queue's own retry.
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  const { app } = await makeApp({ deps: { store: heldWrites(memory) } });
-  const body = JSON.stringify({
-    status: 503,
-    retried: 2,
-    maxRetries: 2,
-    dlqId: "dlq_1",
-    sourceMessageId: "msg_1",
-    url: QSTASH.url,
-    method: "POST",
-    sourceBody: btoa(JSON.stringify(job)),
-  });
-  const request = await failedRequest(body);
+  const memory = await authorized();
+  const { app } = await makeApp({ deps: { store: held(memory) } });
+  const request = await failedRequest(giveUp);
   const first = await app.request("/v1/qstash/failed", request);
   assert.equal(first.status, 503, await first.text());
   const replay = await app.request("/v1/qstash/failed", request);
@@ -151,43 +123,27 @@ Deno.test("POST /v1/qstash/failed answers a busy give-up whose replay record the
   // Busy says nothing landed; a replay record whose write failed
   // otherwise may have landed, and is answered as the store failing (503,
   // the queue calls again), not taken for busy.
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
+  const memory = await authorized();
   const lines: string[] = [];
-  const store = new Proxy(heldWrites(memory), {
-    get(target, key) {
-      if (key !== "admit") return Reflect.get(target, key, target);
-      // The give-up's mark (which carries the replay record) is busy; the
-      // replay record's own write after it fails.
-      return (write: { count?: unknown }) =>
-        Promise.reject(
-          write.count === undefined
-            ? new Error("connection reset by peer")
-            : heldBySession(
-              "Cannot admit a delivery as another session holds its row past lock_timeout: nothing was written; retry",
-              new Error("canceling statement due to lock timeout"),
-            ),
-        );
-    },
-  });
+  // The give-up's mark (which carries the replay record) is busy; the
+  // replay record's own write after it fails.
+  const store = held(
+    memory,
+    (write) =>
+      write.count === undefined
+        ? new Error("connection reset by peer")
+        : heldBySession(
+          "Cannot admit a delivery as another session holds its row past lock_timeout: nothing was written; retry",
+          new Error("canceling statement due to lock timeout"),
+        ),
+  );
   const { app } = await makeApp({
     deps: { store, log: (line) => lines.push(line) },
   });
-  const body = JSON.stringify({
-    status: 503,
-    retried: 2,
-    maxRetries: 2,
-    dlqId: "dlq_1",
-    sourceMessageId: "msg_1",
-    url: QSTASH.url,
-    method: "POST",
-    sourceBody: btoa(JSON.stringify(job)),
-  });
-  const res = await app.request("/v1/qstash/failed", await failedRequest(body));
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(giveUp),
+  );
   const text = await res.text();
   assert.equal(res.status, 503, text);
   assert.match(text, /failed unexpectedly/);
