@@ -31,7 +31,6 @@
 import { parseArgs } from "node:util";
 import { Hono } from "hono";
 import { KvStore } from "../store/kv.ts";
-import { lockedInstall } from "../support/npm_lock.ts";
 import { startArgs } from "../support/start_args.ts";
 import {
   failuresOf,
@@ -42,9 +41,18 @@ import {
   wholeFlag,
 } from "./_measure.ts";
 import { ANSWER_TEXT, seedStore } from "./_scenarios.ts";
+import {
+  autocannonDir,
+  childEnv,
+  drain,
+  freePort,
+  type LoadResult,
+  runLoad,
+  SECRET,
+  stop,
+  waitFor,
+} from "./_serve.ts";
 
-const AUTOCANNON = "autocannon@9.0.0";
-const SECRET = "bench-secret-0123456789";
 const IDS = ["a", "f", "d"] as const;
 
 const args = readArgs("bench:cpu", () => {
@@ -102,99 +110,25 @@ async function clockTick(): Promise<number> {
   return Number(new TextDecoder().decode(stdout).trim()) || 100;
 }
 
-async function autocannonDir(): Promise<string> {
-  const [name, version] = AUTOCANNON.split("@") as [string, string];
-  const dir = `${
-    Deno.env.get("HOME") ?? "/tmp"
-  }/.cache/relayer-bench/${name}-${version}`;
-  const install = await lockedInstall(name, version, dir);
-  if (install !== null) {
-    console.error(`installing ${AUTOCANNON} into ${dir} …`);
-    const { code } = await new Deno.Command("npm", {
-      args: install,
-      stdout: "inherit",
-      stderr: "inherit",
-    }).output();
-    if (code !== 0) throw new Error(`npm ci ${AUTOCANNON} failed`);
-  }
-  return dir;
-}
-
-interface LoadResult {
-  requests: number;
-  rps: number;
-  errors: number;
-  statusCodeStats: Record<string, { count: number }>;
-  wrongBodies: { count: number; first: string };
-}
-
 /** Sends exactly `amount` read-path deliveries (or (a)'s requests). */
-async function load(
+function load(
   dir: string,
   port: number,
   amount: number,
   status: string,
   text: string,
 ): Promise<LoadResult> {
-  const script = new URL("./http_load.mjs", import.meta.url).pathname;
-  const { code, stdout, stderr } = await new Deno.Command("node", {
-    args: [
-      script,
-      dir,
-      `http://127.0.0.1:${port}`,
-      SECRET,
-      "cycle",
-      String(args.intents),
-      String(args.connections),
-      "0",
-      status,
-      text,
-      String(amount),
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (code !== 0) {
-    throw new Error(`the load failed: ${new TextDecoder().decode(stderr)}`);
-  }
-  return JSON.parse(new TextDecoder().decode(stdout));
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr;
-  listener.close();
-  return port;
-}
-
-async function waitFor(url: string, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      const res = await fetch(url);
-      await res.body?.cancel();
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`${what} did not start`);
-}
-
-/** Reads a child's output to the end, so its writes never block. */
-async function drain(stream: ReadableStream<Uint8Array>): Promise<void> {
-  for await (const _ of stream) {
-    // discarded
-  }
-}
-
-/** The environment of a child `deno`: where to find programs and its cache. */
-function childEnv(own: Record<string, string>): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return { ...env, ...own };
+  return runLoad({
+    dir,
+    port,
+    mode: "cycle",
+    pool: args.intents,
+    connections: args.connections,
+    seconds: 0,
+    status,
+    text,
+    amount,
+  });
 }
 
 interface Server {
@@ -225,12 +159,7 @@ async function spawn(
     port,
     pid: child.pid,
     async stop() {
-      try {
-        child.kill("SIGTERM");
-      } catch {
-        // already gone
-      }
-      await child.status;
+      await stop(child);
       await drained;
     },
   };

@@ -78,7 +78,6 @@ import { Hono } from "hono";
 import { MemoryStore, type Store } from "../mod.ts";
 import postgres from "postgres";
 import { type KvLike, KvStore } from "../store/kv.ts";
-import { lockedInstall } from "../support/npm_lock.ts";
 import { startArgs } from "../support/start_args.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import {
@@ -102,9 +101,17 @@ import {
   scriptedSender,
   seedStore,
 } from "./_scenarios.ts";
-
-const AUTOCANNON = "autocannon@9.0.0";
-const SECRET = "bench-secret-0123456789";
+import {
+  autocannonDir,
+  childEnv,
+  drain,
+  freePort,
+  type LoadResult,
+  runLoad,
+  SECRET,
+  stop,
+  waitFor,
+} from "./_serve.ts";
 
 /** The rows' ids, in the order they run. */
 const IDS = ["a", "f", "b", "c", "g", "d", "e"] as const;
@@ -137,67 +144,22 @@ const { runs, seconds, connections, intents, only, profile, kvDir } = readArgs(
 );
 const root = new URL("..", import.meta.url).pathname;
 
-/**
- * Installs autocannon, with exactly the tree its committed lock names
- * (`support/npm_locks/`), once into a cache folder outside the repository.
- */
-async function autocannonDir(): Promise<string> {
-  const [name, version] = AUTOCANNON.split("@") as [string, string];
-  const dir = `${
-    Deno.env.get("HOME") ?? "/tmp"
-  }/.cache/relayer-bench/${name}-${version}`;
-  const args = await lockedInstall(name, version, dir);
-  if (args !== null) {
-    console.error(`installing ${AUTOCANNON} into ${dir} …`);
-    const { code } = await new Deno.Command("npm", {
-      args,
-      stdout: "inherit",
-      stderr: "inherit",
-    }).output();
-    if (code !== 0) throw new Error(`npm ci ${AUTOCANNON} failed`);
-  }
-  return dir;
-}
-
-interface LoadResult {
-  requests: number;
-  duration: number;
-  rps: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  statusCodeStats: Record<string, { count: number }>;
-  wrongBodies: { count: number; first: string };
-}
-
-async function load(
+function load(
   dir: string,
   port: number,
   scenario: Scenario,
   pool: number,
   expected: Expected,
 ): Promise<LoadResult> {
-  const script = new URL("./http_load.mjs", import.meta.url).pathname;
-  const { code, stdout, stderr } = await new Deno.Command("node", {
-    args: [
-      script,
-      dir,
-      `http://127.0.0.1:${port}`,
-      SECRET,
-      scenario === "read" ? "cycle" : "fresh",
-      String(pool),
-      String(connections),
-      String(seconds),
-      expected.status,
-      expected.text,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (code !== 0) {
-    throw new Error(`the load failed: ${new TextDecoder().decode(stderr)}`);
-  }
-  return JSON.parse(new TextDecoder().decode(stdout));
+  return runLoad({
+    dir,
+    port,
+    mode: scenario === "read" ? "cycle" : "fresh",
+    pool,
+    connections,
+    seconds,
+    ...expected,
+  });
 }
 
 /** A fresh temporary folder for a Deno KV file (in `--kv-dir`, if given). */
@@ -387,71 +349,6 @@ async function postgresApp(scenario: Scenario, pool: number): Promise<Running> {
   return serveHere(app.fetch, {}, () => void sql.end({ timeout: 1 }));
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr;
-  listener.close();
-  return port;
-}
-
-async function waitFor(url: string, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      const res = await fetch(url);
-      await res.body?.cancel();
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`${what} did not start`);
-}
-
-/** Reads a child's output to the end, counting lines, so its writes never block. */
-function drain(stream: ReadableStream<Uint8Array>): Promise<number> {
-  return (async () => {
-    let lines = 0;
-    for await (const chunk of stream) {
-      for (const byte of chunk) if (byte === 10) lines++;
-    }
-    return lines;
-  })();
-}
-
-async function stop(child: Deno.ChildProcess): Promise<void> {
-  try {
-    child.kill("SIGTERM");
-  } catch {
-    // already gone
-  }
-  await child.status;
-}
-
-/**
- * The environment of a child `deno` (the signer stub, `main.ts`): where to
- * find programs and the module cache, and nothing else of the caller's, so
- * that a `DATABASE_URL`, `KV_QUEUE` or `RELAYER_INSECURE_DEV` in the shell
- * cannot change what (d) measures. `DENO_V8_FLAGS` passes on purpose: the
- * `perf` recipe in docs/performance_http.md sets it for `main.ts`.
- */
-function childEnv(own: Record<string, string>): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (
-    const name of [
-      "PATH",
-      "HOME",
-      "DENO_DIR",
-      "XDG_CACHE_HOME",
-      "TMPDIR",
-      "DENO_V8_FLAGS",
-    ]
-  ) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return { ...env, ...own };
-}
-
 /** The local signer stub, in its own process, as `deno task signer` runs it. */
 async function signerStub(): Promise<{ url: string; stop(): Promise<void> }> {
   const port = freePort();
@@ -463,7 +360,7 @@ async function signerStub(): Promise<{ url: string; stop(): Promise<void> }> {
       `${root}examples/signer_stub.ts`,
     ],
     clearEnv: true,
-    env: childEnv({ PORT: String(port) }),
+    env: childEnv({ PORT: String(port) }, ["DENO_V8_FLAGS"]),
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
@@ -499,11 +396,13 @@ async function shipped(
     // The settings of the service as shipped with the local signer, and
     // only those (see `childEnv`).
     clearEnv: true,
+    // `DENO_V8_FLAGS` passes on purpose: the `perf` recipe in
+    // docs/performance_http.md sets it for `main.ts`.
     env: childEnv({
       WEBHOOK_SECRET: SECRET,
       SENDER_URL: signerUrl,
       KV_PATH: `${dir}/relayer.kv`,
-    }),
+    }, ["DENO_V8_FLAGS"]),
     stdout: "piped",
     stderr: "piped",
   }).spawn();

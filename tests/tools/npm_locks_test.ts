@@ -28,7 +28,7 @@ async function pins(): Promise<string[]> {
     await Deno.readTextFile(new URL("deno.json", ROOT)),
   );
   const kv = /^npm:(@deno\/kv@.+)$/.exec(config.imports["@deno/kv"])?.[1];
-  const bench = await Deno.readTextFile(new URL("bench/http_bench.ts", ROOT));
+  const bench = await Deno.readTextFile(new URL("bench/_serve.ts", ROOT));
   const autocannon = /const AUTOCANNON = "(autocannon@[^"]+)"/.exec(bench)
     ?.[1];
   assert.ok(kv && autocannon, "the @deno/kv and autocannon pins are found");
