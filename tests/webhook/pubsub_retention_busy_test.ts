@@ -18,13 +18,12 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import { MemoryStore, ScriptedSender, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { DEAD_LETTER_AUDIENCE, theGoogle } from "./_app.ts";
+import { job, pubsubPush } from "./_late_copy.ts";
 import { PUBSUB } from "./_signing.ts";
-
-const job = { intentId: "pi_0004", kind: "settle" } as const;
 
 /** The smallest whole-second retention `loadConfig` takes with `env`, from 10m. */
 function smallestRetentionS(env: Record<string, string>): number {
@@ -38,6 +37,94 @@ function smallestRetentionS(env: Record<string, string>): number {
   }
 }
 
+/**
+ * The service `loadConfig` makes of `env` (with the Pub/Sub route, a 40s
+ * minimum backoff and the smallest retention it takes), on a store whose
+ * intent is authorized and whose send is `0xabc`, its receipt pending;
+ * its clock at the message's publish time.
+ */
+async function atSmallestRetention(env: Record<string, string>) {
+  const full = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    PUBSUB_AUDIENCE: PUBSUB.audience,
+    PUBSUB_SERVICE_ACCOUNT: PUBSUB.serviceAccount,
+    PUBSUB_MIN_BACKOFF: "40s",
+    ...env,
+  };
+  const retentionMs = smallestRetentionS(full) * 1000;
+  const config = loadConfig({
+    ...full,
+    PUBSUB_MESSAGE_RETENTION: `${retentionMs / 1000}s`,
+  });
+  const { policy, leaseMs, clockSkewMs } = config;
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: job.intentId,
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = new ScriptedSender({
+    [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
+  });
+  const clock = { now: 1_000_000 };
+  const g = await theGoogle();
+  const keys = { jwks: g.jwks, serviceAccount: PUBSUB.serviceAccount };
+  const lines: string[] = [];
+  const app = createApp({
+    log: (line) => lines.push(line),
+    store,
+    sender,
+    policy,
+    leaseMs,
+    clockSkewMs,
+    now: () => clock.now,
+    random: () => 0,
+    pubsub: { audience: PUBSUB.audience, ...keys },
+    // The dead-letter route only where the config declares one.
+    ...(config.pubsubDeadLetter === undefined
+      ? {}
+      : { pubsubDeadLetter: { audience: DEAD_LETTER_AUDIENCE, ...keys } }),
+  });
+  return {
+    app,
+    clock,
+    config,
+    lines,
+    published: clock.now,
+    retentionMs,
+    store,
+  };
+}
+
+/**
+ * Another instance's delivery of a copy wrote ahead of a send at `now` and
+ * was killed: its lease stands until it lapses.
+ */
+async function killedMidSend(store: Store, now: number, leaseMs: number) {
+  const intent = (await store.getIntent(job.intentId))!;
+  await store.beginBroadcast(intent.id, intent.version, now, {
+    lease: { owner: "killed", ttlMs: leaseMs, now, keep: true },
+  });
+}
+
+/** Fails unless the intent is resolved or dead-lettered, saying how it went. */
+async function assertNotStranded(
+  store: Store,
+  retentionMs: number,
+  answers: string[],
+  last = "",
+) {
+  const intent = (await store.getIntent(job.intentId))!;
+  const letter = await store.getDeadLetter(`${job.intentId}/settle`);
+  assert.ok(
+    ["settled", "failed", "needs_review"].includes(intent.state) ||
+      letter !== null,
+    `stranded: ${intent.state}, no dead letter, with a retention of ${retentionMs} ms (${
+      answers.join(", ")
+    }${last})`,
+  );
+}
+
 for (
   const [name, backoff] of [
     ["the 10m retention 40s backoffs fit ten pushes in", "40s"],
@@ -45,50 +132,11 @@ for (
   ] as const
 ) {
   Deno.test(`a Pub/Sub retention the start-up check takes outlasts a busy last delivery (${name}): the intent is resolved, never stranded`, async () => {
-    const env = {
-      SENDER_URL: "http://127.0.0.1:9000",
-      PUBSUB_AUDIENCE: PUBSUB.audience,
-      PUBSUB_SERVICE_ACCOUNT: PUBSUB.serviceAccount,
-      PUBSUB_MIN_BACKOFF: "40s",
-      PUBSUB_MAX_BACKOFF: backoff,
-    };
-    const retentionMs = smallestRetentionS(env) * 1000;
-    const config = loadConfig({
-      ...env,
-      PUBSUB_MESSAGE_RETENTION: `${retentionMs / 1000}s`,
-    });
-    const { policy, leaseMs, clockSkewMs } = config;
+    const { app, clock, config, lines, published, retentionMs, store } =
+      await atSmallestRetention({ PUBSUB_MAX_BACKOFF: backoff });
+    const { policy, leaseMs } = config;
     const { ackDeadlineMs = 0, maxBackoffMs } = config.queues.pubsub;
     const stepMs = ackDeadlineMs + maxBackoffMs;
-
-    const store = new MemoryStore();
-    await store.createIntent({
-      id: job.intentId,
-      state: "authorized",
-      hold: "pending",
-    });
-    const sender = new ScriptedSender({
-      [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-    });
-    const published = 1_000_000;
-    const clock = { now: published };
-    const g = await theGoogle();
-    const lines: string[] = [];
-    const app = createApp({
-      log: (line) => lines.push(line),
-      store,
-      sender,
-      policy,
-      leaseMs,
-      clockSkewMs,
-      now: () => clock.now,
-      random: () => 0,
-      pubsub: {
-        audience: PUBSUB.audience,
-        jwks: g.jwks,
-        serviceAccount: PUBSUB.serviceAccount,
-      },
-    });
 
     const answers: string[] = [];
     for (let push = 1;; push++) {
@@ -98,43 +146,22 @@ for (
         break;
       }
       if (push === policy.maxDeliveries) {
-        // Another instance's delivery of a copy wrote ahead of a send just
-        // now and was killed: its lease stands until it lapses.
-        const intent = (await store.getIntent(job.intentId))!;
-        await store.beginBroadcast(intent.id, intent.version, clock.now, {
-          lease: {
-            owner: "killed",
-            ttlMs: leaseMs,
-            now: clock.now,
-            keep: true,
-          },
-        });
+        await killedMidSend(store, clock.now, leaseMs);
       }
-      const res = await app.request("/v1/pubsub", {
-        method: "POST",
-        body: JSON.stringify({
-          message: {
-            data: btoa(JSON.stringify(job)),
-            messageId: "3001",
-            publishTime: "2026-12-05T10:00:00.000Z",
-          },
-          subscription: "projects/p/subscriptions/relayer",
-        }),
-        headers: { authorization: `Bearer ${await g.token()}` },
-      });
+      const res = await app.request(
+        "/v1/pubsub",
+        await pubsubPush("3001", "2026-12-05T10:00:00.000Z", undefined),
+      );
       answers.push(`${push}: ${res.status}`);
       await res.body?.cancel();
       if (res.status === 204) break; // acked: done or poisoned
     }
 
-    const intent = (await store.getIntent(job.intentId))!;
-    const letter = await store.getDeadLetter(`${job.intentId}/settle`);
-    assert.ok(
-      ["settled", "failed", "needs_review"].includes(intent.state) ||
-        letter !== null,
-      `stranded: ${intent.state}, no dead letter, with a retention of ${retentionMs} ms (${
-        answers.join(", ")
-      }; last line: ${lines.at(-1)})`,
+    await assertNotStranded(
+      store,
+      retentionMs,
+      answers,
+      `; last line: ${lines.at(-1)}`,
     );
   });
 }
@@ -145,56 +172,17 @@ Deno.test("a Pub/Sub retention the start-up check takes with a dead-letter polic
   // the last attempt's push failed, and that push may take the ack
   // deadline: a retention that ends within it drops the message with no
   // dead letter. It used to take one that fits the last attempt's start.
-  const env = {
-    SENDER_URL: "http://127.0.0.1:9000",
-    PUBSUB_AUDIENCE: PUBSUB.audience,
-    PUBSUB_SERVICE_ACCOUNT: PUBSUB.serviceAccount,
-    PUBSUB_MIN_BACKOFF: "40s",
-    PUBSUB_MAX_BACKOFF: "10m",
-    PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
-    PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
-  };
-  const retentionMs = smallestRetentionS(env) * 1000;
-  const config = loadConfig({
-    ...env,
-    PUBSUB_MESSAGE_RETENTION: `${retentionMs / 1000}s`,
-  });
-  const { policy, leaseMs, clockSkewMs } = config;
+  const { app, clock, config, published, retentionMs, store } =
+    await atSmallestRetention({
+      PUBSUB_MAX_BACKOFF: "10m",
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
+      PUBSUB_DEAD_LETTER_AUDIENCE: DEAD_LETTER_AUDIENCE,
+    });
+  const { leaseMs } = config;
   const { ackDeadlineMs = 0, maxBackoffMs, maxDeliveryAttempts = 0 } =
     config.queues.pubsub;
   const stepMs = ackDeadlineMs + maxBackoffMs;
-
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: job.intentId,
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-  });
-  const published = 1_000_000;
-  const clock = { now: published };
   const g = await theGoogle();
-  const app = createApp({
-    store,
-    sender,
-    policy,
-    leaseMs,
-    clockSkewMs,
-    now: () => clock.now,
-    random: () => 0,
-    pubsub: {
-      audience: PUBSUB.audience,
-      jwks: g.jwks,
-      serviceAccount: PUBSUB.serviceAccount,
-    },
-    pubsubDeadLetter: {
-      audience: DEAD_LETTER_AUDIENCE,
-      jwks: g.jwks,
-      serviceAccount: PUBSUB.serviceAccount,
-    },
-  });
 
   const answers: string[] = [];
   let acked = false;
@@ -205,26 +193,12 @@ Deno.test("a Pub/Sub retention the start-up check takes with a dead-letter polic
       break;
     }
     if (push === maxDeliveryAttempts) {
-      // Another instance's delivery of a copy wrote ahead of a send just
-      // now and was killed: its lease stands until it lapses.
-      const intent = (await store.getIntent(job.intentId))!;
-      await store.beginBroadcast(intent.id, intent.version, clock.now, {
-        lease: { owner: "killed", ttlMs: leaseMs, now: clock.now, keep: true },
-      });
+      await killedMidSend(store, clock.now, leaseMs);
     }
-    const res = await app.request("/v1/pubsub", {
-      method: "POST",
-      body: JSON.stringify({
-        message: {
-          data: btoa(JSON.stringify(job)),
-          messageId: "3002",
-          publishTime: "2026-12-05T10:00:00.000Z",
-        },
-        subscription: "projects/p/subscriptions/relayer",
-        deliveryAttempt: push,
-      }),
-      headers: { authorization: `Bearer ${await g.token()}` },
-    });
+    const res = await app.request(
+      "/v1/pubsub",
+      await pubsubPush("3002", "2026-12-05T10:00:00.000Z", push),
+    );
     answers.push(`${push}: ${res.status}`);
     await res.body?.cancel();
     if (res.status === 204) {
@@ -272,13 +246,5 @@ Deno.test("a Pub/Sub retention the start-up check takes with a dead-letter polic
     answers.push("expired before it was dead-lettered");
   }
 
-  const intent = (await store.getIntent(job.intentId))!;
-  const letter = await store.getDeadLetter(`${job.intentId}/settle`);
-  assert.ok(
-    ["settled", "failed", "needs_review"].includes(intent.state) ||
-      letter !== null,
-    `stranded: ${intent.state}, no dead letter, with a retention of ${retentionMs} ms (${
-      answers.join(", ")
-    })`,
-  );
+  await assertNotStranded(store, retentionMs, answers);
 });
