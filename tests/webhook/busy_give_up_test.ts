@@ -63,29 +63,12 @@ const giveUp = JSON.stringify({
   sourceBody: btoa(JSON.stringify(job)),
 });
 
-Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 503 and no Retry-After, so the callback's retries wait on QStash's backoff", async () => {
-  const memory = await authorized();
-  const { app } = await makeApp({ deps: { store: held(memory) } });
-  const res = await app.request(
-    "/v1/qstash/failed",
-    await failedRequest(giveUp),
-  );
-  const text = await res.text();
-  assert.equal(res.status, 503, text);
-  assert.equal(JSON.parse(text).outcome, "retry", text);
-  assert.equal(res.headers.get("retry-after"), null, text);
-  assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
-  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
-});
-
-Deno.test("POST /v1/qstash/failed answers a give-up whose store is busy on its writes and its replay record as busy (503, a retry), not as the store failing unexpectedly", async () => {
-  const memory = await authorized();
+/**
+ * The give-up's answer from an app on `store`, checked to be a 503 with no
+ * `Retry-After`: its body, and the lines the app logged.
+ */
+async function busyAnswer(store: Store) {
   const lines: string[] = [];
-  const store = held(memory, () =>
-    heldBySession(
-      "Cannot admit a delivery as another session cancelled its statement: nothing was written; retry",
-      new Error("canceling statement due to user request"),
-    ));
   const { app } = await makeApp({
     deps: { store, log: (line) => lines.push(line) },
   });
@@ -95,10 +78,29 @@ Deno.test("POST /v1/qstash/failed answers a give-up whose store is busy on its w
   );
   const text = await res.text();
   assert.equal(res.status, 503, text);
+  assert.equal(res.headers.get("retry-after"), null, text);
+  return { text, lines };
+}
+
+Deno.test("POST /v1/qstash/failed answers a give-up its store answers busy with 503 and no Retry-After, so the callback's retries wait on QStash's backoff", async () => {
+  const memory = await authorized();
+  const { text } = await busyAnswer(held(memory));
+  assert.equal(JSON.parse(text).outcome, "retry", text);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+});
+
+Deno.test("POST /v1/qstash/failed answers a give-up whose store is busy on its writes and its replay record as busy (503, a retry), not as the store failing unexpectedly", async () => {
+  const memory = await authorized();
+  const store = held(memory, () =>
+    heldBySession(
+      "Cannot admit a delivery as another session cancelled its statement: nothing was written; retry",
+      new Error("canceling statement due to user request"),
+    ));
+  const { text, lines } = await busyAnswer(store);
   assert.doesNotMatch(text, /failed unexpectedly/);
   assert.equal(JSON.parse(text).outcome, "retry", text);
   assert.match(JSON.parse(text).reason, /^intent pi_0001 is busy: /);
-  assert.equal(res.headers.get("retry-after"), null, text);
   assert.doesNotMatch(lines.join("\n"), /unexpectedly/);
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
 });
@@ -124,7 +126,6 @@ Deno.test("POST /v1/qstash/failed answers a busy give-up whose replay record the
   // otherwise may have landed, and is answered as the store failing (503,
   // the queue calls again), not taken for busy.
   const memory = await authorized();
-  const lines: string[] = [];
   // The give-up's mark (which carries the replay record) is busy; the
   // replay record's own write after it fails.
   const store = held(
@@ -137,17 +138,8 @@ Deno.test("POST /v1/qstash/failed answers a busy give-up whose replay record the
           new Error("canceling statement due to lock timeout"),
         ),
   );
-  const { app } = await makeApp({
-    deps: { store, log: (line) => lines.push(line) },
-  });
-  const res = await app.request(
-    "/v1/qstash/failed",
-    await failedRequest(giveUp),
-  );
-  const text = await res.text();
-  assert.equal(res.status, 503, text);
+  const { text, lines } = await busyAnswer(store);
   assert.match(text, /failed unexpectedly/);
-  assert.equal(res.headers.get("retry-after"), null, text);
   assert.match(
     lines.join("\n"),
     /give-up failed unexpectedly: Error: connection reset by peer/,
