@@ -14,6 +14,7 @@ import {
 import { type AppDeps, createApp } from "../../webhook/app.ts";
 import { watchWrites } from "../_stores.ts";
 import {
+  envelope,
   fakeGoogle,
   type Google,
   PUBSUB,
@@ -94,6 +95,27 @@ export function genericRequest(
         signHmac(SECRET, body, init.timeS ?? Math.floor(NOW / 1000)),
     },
   });
+}
+
+/**
+ * A push of `job` to `POST /v1/pubsub` as message `messageId` (an
+ * {@linkcode envelope}), numbered `deliveryAttempt` if given, with Google's
+ * token.
+ */
+export async function pubsubRequest(
+  job: unknown,
+  messageId: string,
+  deliveryAttempt?: number,
+): Promise<RequestInit> {
+  const g = await theGoogle();
+  return {
+    method: "POST",
+    body: envelope(job, {
+      messageId,
+      ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
+    }),
+    headers: { authorization: `Bearer ${await g.token()}` },
+  };
 }
 
 /**

@@ -14,22 +14,12 @@
  */
 
 import assert from "node:assert/strict";
-import { makeApp, theGoogle, withDeadLetterRoute } from "./_app.ts";
-import { envelope } from "./_signing.ts";
+import { makeApp, pubsubRequest, withDeadLetterRoute } from "./_app.ts";
 
 const job = { intentId: "pi_0003", kind: "settle" } as const;
 
-async function push(deliveryAttempt?: number): Promise<RequestInit> {
-  const g = await theGoogle();
-  return {
-    method: "POST",
-    body: envelope(job, {
-      messageId: "78",
-      ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
-    }),
-    headers: { authorization: `Bearer ${await g.token()}` },
-  };
-}
+const push = (deliveryAttempt?: number) =>
+  pubsubRequest(job, "78", deliveryAttempt);
 
 const said = (lines: string[]) =>
   lines.filter((line) => /no dead-letter policy/.test(line));

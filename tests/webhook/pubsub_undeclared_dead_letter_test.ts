@@ -13,23 +13,13 @@
  */
 
 import assert from "node:assert/strict";
-import { makeApp, theGoogle, withDeadLetterRoute } from "./_app.ts";
-import { envelope } from "./_signing.ts";
+import { makeApp, pubsubRequest, withDeadLetterRoute } from "./_app.ts";
 import { deadLetterPush } from "./_late_copy.ts";
 
 const job = { intentId: "pi_0003", kind: "settle" } as const;
 
-async function push(deliveryAttempt?: number): Promise<RequestInit> {
-  const g = await theGoogle();
-  return {
-    method: "POST",
-    body: envelope(job, {
-      messageId: "77",
-      ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
-    }),
-    headers: { authorization: `Bearer ${await g.token()}` },
-  };
-}
+const push = (deliveryAttempt?: number) =>
+  pubsubRequest(job, "77", deliveryAttempt);
 
 Deno.test("POST /v1/pubsub with a deliveryAttempt, on a service told of no dead-letter policy, says in the log that a give-up would strand the intent, once a minute", async () => {
   const lines: string[] = [];
