@@ -335,3 +335,60 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose COMMIT a cancel cut, and whose ROLLBACK did not answer within connectionWaitMs, closes its connection rather than hand it back once a failed ROLLBACK answers: the next read answers",
+  ...RELAYED,
+  async fn() {
+    const waitMs = 1_000;
+    let armed = false;
+    let cutCommit = true;
+    let rollbacks = 0;
+    let cancel: Promise<boolean> = Promise.resolve(false);
+    await throughRelay(ONE, ({ admin }) => (text) => {
+      if (!armed) return Promise.resolve();
+      const commit = cutCommit ? sleepingCommit(text) : undefined;
+      if (commit !== undefined) {
+        cutCommit = false;
+        cancel = cancelOnceRunning(admin, NAME, SLEEP);
+        return Promise.resolve(commit);
+      }
+      // Each ROLLBACK fails, as one a cancel cut does (see above), and the
+      // first goes on only past the bound.
+      const rollback = sleepingQuery(
+        text,
+        "SELECT 1; ",
+        (query) => query === "ROLLBACK\u0000",
+      );
+      if (rollback === undefined) return Promise.resolve();
+      if (++rollbacks === 3) armed = false;
+      if (rollbacks > 1) return Promise.resolve(rollback);
+      return new Promise((resolve) =>
+        setTimeout(() => resolve(rollback), waitMs + 500)
+      );
+    }, async ({ admin, schema, sql }) => {
+      const other = new PostgresStore(admin, { schema });
+      const store = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: waitMs,
+      });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      armed = true;
+      const answer = await store.createIntent({
+        id: "pi_2",
+        state: "authorized",
+      }).then(() => null, (error: Error) => error);
+      assert.ok(await cancel, "the cancel cut the flight's COMMIT");
+      assert.ok(answer instanceof BusyError, String(answer));
+      assert.match(answer.message, /nothing was written; retry$/);
+      // The ROLLBACK held past the bound reaches the server, and fails.
+      await new Promise((resolve) => setTimeout(resolve, waitMs + 1_000));
+      assert.equal(await other.getIntent("pi_2"), null);
+      // The next calls, on the pool's one connection, run.
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+      await store.createIntent({ id: "pi_3", state: "authorized" });
+      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+    });
+  },
+});
