@@ -185,3 +185,64 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore on a client made with fetch_types: false keeps a write's connection whose ROLLBACK of postgres.js's own ran: postgres.js handed it back, and it is not closed under the call it serves next",
+  ignore: !postgresAvailable,
+  // The relay runs in this process, its sockets closing after the test.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: timeout(60_000, async () => {
+    const stop = new AbortController();
+    const admin = await connect(1);
+    const schema = freshSchema();
+    let armed = false;
+    // A statement of the write is sent misspelt, so that the write fails
+    // inside its transaction; postgres.js's ROLLBACK runs.
+    const url = relayed(await postgresUrl(), (text) => {
+      if (!armed) return Promise.resolve();
+      const at = text.indexOf("ALL IMMEDIATE");
+      if (at < 0) return Promise.resolve();
+      armed = false;
+      const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
+      bytes.set(new TextEncoder().encode("ALL IMMEDIATX"), at);
+      return Promise.resolve(bytes);
+    }, stop.signal);
+    const sql = postgres(url, {
+      max: 1,
+      fetch_types: false,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    try {
+      await new PostgresStore(admin, { schema }).migrate();
+      const other = new PostgresStore(admin, { schema });
+      const store = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: 1_000,
+      });
+      await store.createIntent({ id: "pi_1", state: "authorized" });
+      const [before] = await sql`SELECT pg_backend_pid() AS pid`;
+      armed = true;
+      const answer = await store.createIntent({
+        id: "pi_3",
+        state: "authorized",
+      }).then(() => null, (error: Error) => error);
+      assert.ok(answer instanceof Error, "the write failed");
+      assert.equal(armed, false, "the write's statement was sent misspelt");
+      assert.equal(await other.getIntent("pi_3"), null);
+      // The same session serves the next calls: nothing closed it.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const [after] = await sql`SELECT pg_backend_pid() AS pid`;
+      assert.equal(after?.pid, before?.pid);
+      await store.createIntent({ id: "pi_2", state: "authorized" });
+      assert.equal((await other.getIntent("pi_2"))?.state, "authorized");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+      stop.abort();
+    }
+  }),
+});
