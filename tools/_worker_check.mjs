@@ -1891,6 +1891,96 @@ async function publishing() {
   }
 }
 
+/**
+ * Bodies held back on workerd, where a timer belongs to the request that
+ * set it and ends with it: two held reads that overlap, and one begun once
+ * the first was answered, are each answered 408 once BODY_TIMEOUT (1 s)
+ * passed, while a delivery sent whole meanwhile is answered at once. The
+ * Worker's reads keep a timer each (`webhook/_deadlines.ts`, by
+ * `navigator.userAgent`); one timer shared by every read, as on Deno, Node
+ * and Bun, ended here with the request that set it, and the bodies held
+ * after that one waited on unanswered.
+ */
+async function heldBodies() {
+  const label = "held bodies";
+  const { mf } = await (async () => {
+    const lines = [];
+    try {
+      return {
+        mf: await startMiniflare([], lines, [], { BODY_TIMEOUT: "1s" }),
+      };
+    } catch (error) {
+      workerFailed(label, error, lines);
+    }
+  })();
+  const began = Date.now();
+  /** A generic delivery whose first bytes are sent `afterMs` in, the rest never (or at once). */
+  const delivery = async (name, afterMs, whole) => {
+    await new Promise((resolve) => setTimeout(resolve, afterMs));
+    const body = JSON.stringify({
+      job: { intentId: "pi_0001", kind: "settle" },
+      delivery: 1,
+      messageId: `worker-check-held-${name}`,
+    });
+    const bytes = new TextEncoder().encode(body);
+    const stream = new ReadableStream({
+      start(controller) {
+        controller.enqueue(whole ? bytes : bytes.subarray(0, 10));
+        if (whole) controller.close();
+      },
+    });
+    const sent = Date.now();
+    const answer = mf.dispatchFetch(`${PUBLIC_URL}/v1/deliveries`, {
+      method: "POST",
+      headers: {
+        "x-signature": signGeneric(body),
+        "content-length": String(bytes.length),
+      },
+      body: stream,
+      duplex: "half",
+    }).then(async (res) => {
+      await res.body?.cancel();
+      return res.status;
+    });
+    const status = await Promise.race([
+      answer,
+      new Promise((resolve) => setTimeout(() => resolve("none"), 5_000)),
+    ]);
+    stream.cancel().catch(() => {});
+    return { name, status, ms: Date.now() - sent, at: sent - began };
+  };
+  try {
+    const answers = await Promise.all([
+      delivery("first", 0, false),
+      delivery("overlapping", 400, false),
+      delivery("whole", 100, true),
+      delivery("after the first", 1_600, false),
+    ]);
+    const wrong = answers.filter(({ name, status, ms }) =>
+      name === "whole" ? status !== 503 : status !== 408 || ms > 3_000
+    );
+    if (wrong.length > 0) {
+      fail(
+        `bodies held back on workerd, BODY_TIMEOUT 1s: expected a 408 within 3s for each held one and a 503 for the whole one, got ${
+          answers.map(({ name, status, ms, at }) =>
+            `${name} (sent at ${at} ms): ${status} after ${ms} ms`
+          ).join("; ")
+        }`,
+      );
+    }
+    console.log(
+      `  [${label}] BODY_TIMEOUT 1s: ${
+        answers.map(({ name, status, ms }) =>
+          `${name} ${status} after ${ms} ms`
+        )
+          .join(", ")
+      }`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
 /** Unquoted `[vars]` the Worker must refuse at its start, on workerd. */
 async function refusedVars() {
   await refusesToStart(
@@ -1912,6 +2002,7 @@ try {
   } else {
     await refusedVars();
     for (const flags of [[], ["nodejs_compat"]]) await check(flags);
+    await heldBodies();
     await outage();
     await unsettledBatches();
     await publishing();
