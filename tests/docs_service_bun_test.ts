@@ -148,6 +148,86 @@ Deno.test({
   }),
 });
 
+/**
+ * The local addresses of the sockets listening on TCP `port`, as Linux
+ * lists them in /proc/net/tcp and tcp6 (`0100007F` is 127.0.0.1), read
+ * through `cat`, as Deno asks for every permission to read them itself.
+ */
+async function listeningOn(port: number): Promise<string[]> {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  const { stdout } = await new Deno.Command("cat", {
+    args: ["/proc/net/tcp", "/proc/net/tcp6"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const found: string[] = [];
+  for (const row of new TextDecoder().decode(stdout).split("\n")) {
+    const [, local, , state] = row.trim().split(/\s+/);
+    if (state === "0A" && local?.endsWith(`:${hexPort}`)) {
+      found.push(local.slice(0, local.indexOf(":")));
+    }
+  }
+  return found;
+}
+
+Deno.test({
+  name:
+    "docs/api.md's Bun service listens on the loopback only, as deno task start does, and drains on SIGTERM",
+  ignore: BUN === null || !postgresAvailable || Deno.build.os !== "linux",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_bun_" });
+    const database = await freshDatabase();
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = free.addr.port;
+    free.close();
+    let child: Deno.ChildProcess | undefined;
+    try {
+      await bundled(dir, port);
+      child = new Deno.Command(BUN!, {
+        args: ["run", "service.mjs"],
+        cwd: dir,
+        env: {
+          ...SETTINGS,
+          DATABASE_URL: database.url,
+          PATH: Deno.env.get("PATH") ?? "",
+          BUN_INSTALL_CACHE_DIR: `${cacheRoot()}/bun-install-cache`,
+          BUN_RUNTIME_TRANSPILER_CACHE_PATH: "0",
+          NO_COLOR: "1",
+        },
+        clearEnv: true,
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      const stderr = new Response(child.stderr).text();
+      let ready = false;
+      for (let i = 0; i < 200 && !ready; i++) {
+        ready = await fetch(`http://127.0.0.1:${port}/readyz`)
+          .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
+        if (!ready) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(ready, "the service never answered /readyz on 127.0.0.1");
+      assert.deepEqual(
+        await listeningOn(port),
+        ["0100007F"],
+        "the service's listening sockets (0100007F is 127.0.0.1)",
+      );
+      child.kill("SIGTERM");
+      const { code } = await child.status;
+      child = undefined;
+      assert.equal(code, 0, await stderr);
+    } finally {
+      if (child) {
+        child.kill("SIGKILL");
+        await child.status;
+        await child.stderr.cancel().catch(() => {});
+      }
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
 Deno.test({
   name:
     "docs/api.md's Bun service says in one line, without a stack, that its port is in use",
