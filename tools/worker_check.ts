@@ -23,9 +23,11 @@
  * payments through Cloudflare Queues
  * (their end states must be the golden's), and the dead-letter queue;
  * bodies held back under `BODY_TIMEOUT` 1s, two overlapping and one begun
- * after the first was answered, each answered 408 in time (a read's timer
- * belongs to its own request there: one timer shared by every read ended
- * with the request that set it, and the later reads waited on); then
+ * after the first was answered, each answered 408 in time, on the check's
+ * compatibility date and on 2022-01-01, before Workers had a `navigator`
+ * (a read's timer belongs to its own request there: one timer shared by
+ * every read ended with the request that set it, and the later reads
+ * waited on); then
  * `tools/_outage_worker.ts` through a store outage, from the jobs queue to
  * its dead-letter queue and back to a resolved intent; that message must
  * reach the dead-letter queue with its `message.id` (what the give-up

@@ -134,9 +134,15 @@ interface Pending {
  * `"Cloudflare-Workers"` (developers.cloudflare.com/workers/runtime-apis/web-standards/#navigatoruseragent):
  * there a timer belongs to the request that set it and ends with it, so a
  * timer shared by reads of several requests could end under one still
- * reading.
+ * reading. A Worker whose compatibility date is before 2022-03-21 has no
+ * `navigator` (unless its flags ask for one): there `WebSocketPair`, a
+ * global only Workers define, tells it.
  */
 function onWorkers(): boolean {
-  return (globalThis as { navigator?: { userAgent?: unknown } }).navigator
-    ?.userAgent === "Cloudflare-Workers";
+  const scope = globalThis as {
+    navigator?: { userAgent?: unknown };
+    WebSocketPair?: unknown;
+  };
+  return scope.navigator?.userAgent === "Cloudflare-Workers" ||
+    typeof scope.WebSocketPair === "function";
 }
