@@ -6,9 +6,11 @@
  * session (or cuts the client off once a chunk was done), and the pool's
  * connections each used afterwards; in the test, the child run and its one
  * line read. And, in the test's own process (postgres_outside_write_test.ts,
- * postgres_commit_cancelled_test.ts), a client through such a relay on a
- * fresh schema (`throughRelay`), a query put behind a sleep
- * (`sleepingQuery`), and its cancel (`cancelOnceRunning`).
+ * postgres_commit_cancelled_test.ts, postgres_begin_rollback_cut_test.ts),
+ * a client through such a relay on a fresh schema (`throughRelay`), a
+ * query put behind a sleep (`sleepingQuery`), a prepared statement's text
+ * rewritten (`parseRewritten`) or a word misspelt (`misspelt`), and a
+ * cancel (`cancelOnceRunning`).
  *
  * @module
  */
@@ -191,7 +193,7 @@ export async function runCut(
  * schema dropped, `admin` ended and the relay closed.
  */
 export async function throughRelay(
-  client: { max: number; name?: string },
+  client: { max: number; name?: string; fetchTypes?: false },
   relay: (
     fresh: { admin: postgres.Sql; schema: string },
   ) => Parameters<typeof relayed>[1],
@@ -211,6 +213,7 @@ export async function throughRelay(
     max: client.max,
     onnotice: () => {},
     max_lifetime: null,
+    ...(client.fetchTypes === false ? { fetch_types: false } : {}),
     ...(client.name ? { connection: { application_name: client.name } } : {}),
   });
   try {
@@ -251,6 +254,38 @@ export async function cancelOnceRunning(
 }
 
 /**
+ * The chunk `text` (latin1, whole messages from its start) with the body
+ * of its first message of type `type` (one letter: 'Q' a simple query,
+ * 'P' a Parse) that `rewrite` answers a body for replaced by that body,
+ * or `undefined` when the chunk has no such message (or ends inside one).
+ */
+export function messageRewritten(
+  text: string,
+  type: string,
+  rewrite: (body: string) => string | undefined,
+): Uint8Array | undefined {
+  const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
+  const view = new DataView(bytes.buffer);
+  for (let at = 0; at + 5 <= bytes.length;) {
+    const end = at + 1 + view.getUint32(at + 1);
+    if (end > bytes.length) return;
+    const body = text[at] === type
+      ? rewrite(text.slice(at + 5, end))
+      : undefined;
+    if (body !== undefined) {
+      const out = new Uint8Array(bytes.length - (end - at) + 5 + body.length);
+      out.set(bytes.subarray(0, at));
+      out[at] = type.charCodeAt(0);
+      new DataView(out.buffer).setUint32(at + 1, 4 + body.length);
+      out.set(Uint8Array.from(body, (c) => c.charCodeAt(0)), at + 5);
+      out.set(bytes.subarray(end), at + 5 + body.length);
+      return out;
+    }
+    at = end;
+  }
+}
+
+/**
  * The chunk `text` (latin1, whole messages from its start) with `sleep`
  * put before the text of its first simple query ('Q') that `which`
  * picks: a cancel then cuts that query before it ran, as one that reaches
@@ -262,22 +297,43 @@ export function sleepingQuery(
   sleep: string,
   which: (query: string) => boolean,
 ): Uint8Array | undefined {
+  return messageRewritten(
+    text,
+    "Q",
+    (query) => which(query) ? sleep + query : undefined,
+  );
+}
+
+/**
+ * The chunk `text` (latin1, whole messages from its start) with the
+ * statement text of its first Parse ('P') of `from` made `to`, or
+ * `undefined` if it has none.
+ */
+export function parseRewritten(
+  text: string,
+  from: string,
+  to: string,
+): Uint8Array | undefined {
+  return messageRewritten(text, "P", (body) => {
+    const name = body.indexOf("\u0000");
+    if (!body.startsWith(from + "\u0000", name + 1)) return undefined;
+    return body.slice(0, name + 1) + to + body.slice(name + 1 + from.length);
+  });
+}
+
+/**
+ * The chunk `text` (latin1) with the first `word` in it spelt `as` (of
+ * the same length), or `undefined` if it has none: a statement the server
+ * then refuses before it runs.
+ */
+export function misspelt(
+  text: string,
+  word: string,
+  as: string,
+): Uint8Array | undefined {
+  const at = text.indexOf(word);
+  if (at < 0) return undefined;
   const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
-  const view = new DataView(bytes.buffer);
-  for (let at = 0; at + 5 <= bytes.length;) {
-    const end = at + 1 + view.getUint32(at + 1);
-    if (end > bytes.length) return;
-    const query = text.slice(at + 5, end);
-    if (text[at] === "Q" && which(query)) {
-      const slept = sleep + query;
-      const out = new Uint8Array(bytes.length - (end - at) + 5 + slept.length);
-      out.set(bytes.subarray(0, at));
-      out[at] = 0x51;
-      new DataView(out.buffer).setUint32(at + 1, 4 + slept.length);
-      out.set(Uint8Array.from(slept, (c) => c.charCodeAt(0)), at + 5);
-      out.set(bytes.subarray(end), at + 5 + slept.length);
-      return out;
-    }
-    at = end;
-  }
+  bytes.set(Uint8Array.from(as, (c) => c.charCodeAt(0)), at);
+  return bytes;
 }

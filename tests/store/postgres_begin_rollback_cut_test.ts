@@ -10,47 +10,48 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import {
-  connect,
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-} from "../_postgres.ts";
+import { postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
-import { cancelOnceRunning, relayed } from "./_cut.ts";
+import {
+  cancelOnceRunning,
+  misspelt,
+  parseRewritten,
+  throughRelay,
+} from "./_cut.ts";
+
+/** The tests' options: the relay runs in this process, its sockets closing after the test. */
+const RELAYED = {
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+} as const;
+
+/** One connection, made with `fetch_types: false`: the store writes through `sql.begin()`. */
+const ONE = { max: 1, fetchTypes: false } as const;
+
+/** A write's statement (its `SET CONSTRAINTS ALL IMMEDIATE`) sent misspelt: the write fails inside its transaction. */
+function failingWrite(text: string): Uint8Array | undefined {
+  return misspelt(text, "ALL IMMEDIATE", "ALL IMMEDIATX");
+}
 
 Deno.test({
   name:
     "PostgresStore on a client made with fetch_types: false closes a write's connection whose ROLLBACK of postgres.js's own failed, rather than leave it kept from the pool: the next calls answer",
-  ignore: !postgresAvailable,
-  // The relay runs in this process, its sockets closing after the test.
-  sanitizeOps: false,
-  sanitizeResources: false,
+  ...RELAYED,
   fn: timeout(60_000, async () => {
-    const stop = new AbortController();
-    const admin = await connect(1);
-    const schema = freshSchema();
     let armed = false;
     let rollbacks = 0;
+    let failed = false;
     // postgres.js's ROLLBACK (prepared, "rollback" its text) is sent
     // misspelt: refused before it ran, it leaves the session inside the
     // failed transaction, as a cancel that cut it does.
     // Before it, a statement of the write is sent misspelt too, so that
     // the write fails inside its transaction.
-    const misspelt = (text: string, word: string, as: string) => {
-      const at = text.indexOf(word);
-      if (at < 0) return undefined;
-      const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
-      bytes.set(new TextEncoder().encode(as), at);
-      return bytes;
-    };
-    let failed = false;
-    const url = relayed(await postgresUrl(), (text) => {
+    await throughRelay(ONE, () => (text) => {
       if (!armed) return Promise.resolve();
       if (!failed) {
-        const bytes = misspelt(text, "ALL IMMEDIATE", "ALL IMMEDIATX");
+        const bytes = failingWrite(text);
         if (bytes !== undefined) failed = true;
         return Promise.resolve(bytes);
       }
@@ -59,15 +60,7 @@ Deno.test({
       armed = false;
       rollbacks++;
       return Promise.resolve(bytes);
-    }, stop.signal);
-    const sql = postgres(url, {
-      max: 1,
-      fetch_types: false,
-      onnotice: () => {},
-      max_lifetime: null,
-    });
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
+    }, async ({ admin, schema, sql }) => {
       const other = new PostgresStore(admin, { schema });
       const store = new PostgresStore(sql, {
         schema,
@@ -87,79 +80,30 @@ Deno.test({
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_2", state: "authorized" });
       assert.equal((await other.getIntent("pi_2"))?.state, "authorized");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   }),
 });
-
-/**
- * The chunk `text` (latin1, whole messages) with the text of its Parse
- * ('P') of `from` made `to`, or `undefined` if it has none.
- */
-function parseRewritten(
-  text: string,
-  from: string,
-  to: string,
-): Uint8Array | undefined {
-  const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
-  const view = new DataView(bytes.buffer);
-  for (let at = 0; at + 5 <= bytes.length;) {
-    const end = at + 1 + view.getUint32(at + 1);
-    if (end > bytes.length) return;
-    const name = text.indexOf("\u0000", at + 5);
-    if (text[at] === "P" && text.startsWith(from + "\u0000", name + 1)) {
-      const body = text.slice(at + 5, name + 1) + to +
-        text.slice(name + 1 + from.length, end);
-      const out = new Uint8Array(bytes.length - (end - at) + 5 + body.length);
-      out.set(bytes.subarray(0, at));
-      out[at] = 0x50;
-      new DataView(out.buffer).setUint32(at + 1, 4 + body.length);
-      out.set(Uint8Array.from(body, (c) => c.charCodeAt(0)), at + 5);
-      out.set(bytes.subarray(end), at + 5 + body.length);
-      return out;
-    }
-    at = end;
-  }
-}
 
 Deno.test({
   name:
     "PostgresStore on a client made with fetch_types: false answers a write landed when a cancel cuts postgres.js's own COMMIT after the store's COMMIT AND CHAIN, and closes its connection rather than leave it kept from the pool: the next calls answer",
-  ignore: !postgresAvailable,
-  sanitizeOps: false,
-  sanitizeResources: false,
+  ...RELAYED,
   fn: timeout(60_000, async () => {
     const NAME = `begin_commit_cut_${Deno.pid}`;
     const SLEEP = "SELECT pg_sleep(5)";
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
     let armed = false;
     let cancel: Promise<boolean> = Promise.resolve(false);
     // postgres.js's COMMIT (prepared on the connection's first write) put
     // behind a sleep, which a cancel cuts: its transaction, empty since
     // the store's COMMIT AND CHAIN, stays open, failed.
-    const url = relayed(await postgresUrl(), (text) => {
+    await throughRelay({ ...ONE, name: NAME }, ({ admin }) => (text) => {
       if (!armed) return Promise.resolve();
       const bytes = parseRewritten(text, "commit", SLEEP);
       if (bytes === undefined) return Promise.resolve();
       armed = false;
       cancel = cancelOnceRunning(admin, NAME, SLEEP);
       return Promise.resolve(bytes);
-    }, stop.signal);
-    const sql = postgres(url, {
-      max: 1,
-      fetch_types: false,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: NAME },
-    });
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
+    }, async ({ admin, schema, sql }) => {
       const other = new PostgresStore(admin, { schema });
       const store = new PostgresStore(sql, {
         schema,
@@ -177,46 +121,24 @@ Deno.test({
       assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
       await store.createIntent({ id: "pi_2", state: "authorized" });
       assert.equal((await other.getIntent("pi_2"))?.state, "authorized");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   }),
 });
 
 Deno.test({
   name:
     "PostgresStore on a client made with fetch_types: false keeps a write's connection whose ROLLBACK of postgres.js's own ran: postgres.js handed it back, and it is not closed under the call it serves next",
-  ignore: !postgresAvailable,
-  // The relay runs in this process, its sockets closing after the test.
-  sanitizeOps: false,
-  sanitizeResources: false,
+  ...RELAYED,
   fn: timeout(60_000, async () => {
-    const stop = new AbortController();
-    const admin = await connect(1);
-    const schema = freshSchema();
     let armed = false;
     // A statement of the write is sent misspelt, so that the write fails
     // inside its transaction; postgres.js's ROLLBACK runs.
-    const url = relayed(await postgresUrl(), (text) => {
+    await throughRelay(ONE, () => (text) => {
       if (!armed) return Promise.resolve();
-      const at = text.indexOf("ALL IMMEDIATE");
-      if (at < 0) return Promise.resolve();
-      armed = false;
-      const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0));
-      bytes.set(new TextEncoder().encode("ALL IMMEDIATX"), at);
+      const bytes = failingWrite(text);
+      if (bytes !== undefined) armed = false;
       return Promise.resolve(bytes);
-    }, stop.signal);
-    const sql = postgres(url, {
-      max: 1,
-      fetch_types: false,
-      onnotice: () => {},
-      max_lifetime: null,
-    });
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
+    }, async ({ admin, schema, sql }) => {
       const other = new PostgresStore(admin, { schema });
       const store = new PostgresStore(sql, {
         schema,
@@ -238,11 +160,6 @@ Deno.test({
       assert.equal(after?.pid, before?.pid);
       await store.createIntent({ id: "pi_2", state: "authorized" });
       assert.equal((await other.getIntent("pi_2"))?.state, "authorized");
-    } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
-    }
+    });
   }),
 });
