@@ -14,6 +14,7 @@
 
 import assert from "node:assert/strict";
 import { BusyError } from "../../store/busy_error.ts";
+import type { Sql } from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { postgresAvailable } from "../_postgres.ts";
 import { cancelOnceRunning, sleepingQuery, throughRelay } from "./_cut.ts";
@@ -29,6 +30,40 @@ const SLEEP = "SELECT pg_sleep(5); ";
  */
 function sleepingCommit(text: string): Uint8Array | undefined {
   return sleepingQuery(text, SLEEP, (query) => query === "COMMIT\u0000");
+}
+
+/**
+ * The chunk with the first `ROLLBACK` behind the cut `COMMIT` put behind
+ * a statement the failed transaction refuses (25P02), which skips it: the
+ * `ROLLBACK` fails, and the session stays inside the transaction, as a
+ * cancel that cut the `ROLLBACK` leaves it.
+ */
+function failingRollback(text: string): Uint8Array | undefined {
+  return sleepingQuery(
+    text,
+    "SELECT 1; ",
+    (query) => query === "ROLLBACK\u0000",
+  );
+}
+
+/** The state of the session named `NAME` (`"idle"`: outside any transaction). */
+async function sessionState(admin: Sql): Promise<unknown> {
+  const [session] = await admin`
+    SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+  return session?.state;
+}
+
+/**
+ * The next calls through `store` run: `pi_1` (written before the cut) is
+ * read, and `pi_3` written, as `other` reads it.
+ */
+async function nextCallsRun(
+  store: PostgresStore,
+  other: PostgresStore,
+): Promise<void> {
+  assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+  await store.createIntent({ id: "pi_3", state: "authorized" });
+  assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
 }
 
 /** The tests' options: the relay runs in this process, its sockets closing as the abort reaches them, after the test. */
@@ -70,13 +105,9 @@ Deno.test({
       assert.ok(answer instanceof BusyError, String(answer));
       assert.match(answer.message, /nothing was written; retry$/);
       assert.equal(await other.getIntent("pi_2"), null);
-      const [session] = await admin`
-        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
-      assert.equal(session?.state, "idle");
+      assert.equal(await sessionState(admin), "idle");
       // The next calls on the same connection run.
-      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      await nextCallsRun(store, other);
     });
   },
 });
@@ -111,17 +142,12 @@ Deno.test({
       let state: unknown = "active";
       for (let tries = 0; tries < 100 && state === "active"; tries++) {
         await new Promise((r) => setTimeout(r, 20));
-        [{ state }] = await admin`
-          SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
+        state = await sessionState(admin);
       }
       assert.equal(await other.getIntent("pi_2"), null);
       // The next calls on the same connection run.
-      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
-      const [session] = await admin`
-        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
-      assert.equal(session?.state, "idle");
+      await nextCallsRun(store, other);
+      assert.equal(await sessionState(admin), "idle");
     });
   },
 });
@@ -167,9 +193,7 @@ Deno.test({
       // The next calls on the same connection run.
       assert.equal(await store.deliveries("job_1"), 1);
       assert.equal(await store.admit({ count: "job_2", now: 3 }), 1);
-      const [session] = await admin`
-        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
-      assert.equal(session?.state, "idle");
+      assert.equal(await sessionState(admin), "idle");
     });
   },
 });
@@ -189,15 +213,8 @@ Deno.test({
         cancel = cancelOnceRunning(admin, NAME, SLEEP);
         return Promise.resolve(commit);
       }
-      // Each ROLLBACK behind it goes behind a statement the failed
-      // transaction refuses (25P02), which skips it: the session stays
-      // inside the transaction, as a cancel that cut the ROLLBACK leaves
-      // it.
-      const rollback = sleepingQuery(
-        text,
-        "SELECT 1; ",
-        (query) => query === "ROLLBACK\u0000",
-      );
+      // Each ROLLBACK behind it fails.
+      const rollback = failingRollback(text);
       if (rollback === undefined) return Promise.resolve();
       if (++rollbacks === 3) armed = false;
       return Promise.resolve(rollback);
@@ -216,9 +233,7 @@ Deno.test({
       assert.match(answer.message, /nothing was written; retry$/);
       assert.equal(await other.getIntent("pi_2"), null);
       // The next calls, on the pool's one connection, run.
-      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      await nextCallsRun(store, other);
     });
   },
 });
@@ -234,14 +249,8 @@ Deno.test({
     let cancel: Promise<boolean> = Promise.resolve(false);
     await throughRelay(ONE, ({ admin }) => (text) => {
       if (rollbackArmed) {
-        // The first ROLLBACK behind the cut COMMIT fails, as one a cancel
-        // cut does: a statement ahead of it in its query, refused in the
-        // failed transaction (25P02), and the ROLLBACK behind it skipped.
-        const rewritten = sleepingQuery(
-          text,
-          "SELECT 1; ",
-          (query) => query === "ROLLBACK\u0000",
-        );
+        // The first ROLLBACK behind the cut COMMIT fails.
+        const rewritten = failingRollback(text);
         if (rewritten === undefined) return Promise.resolve();
         rollbackArmed = false;
         refused = true;
@@ -268,13 +277,9 @@ Deno.test({
       assert.ok(answer instanceof BusyError, String(answer));
       assert.match(answer.message, /nothing was written; retry$/);
       assert.equal(await other.getIntent("pi_2"), null);
-      const [session] = await admin`
-        SELECT state FROM pg_stat_activity WHERE application_name = ${NAME}`;
-      assert.equal(session?.state, "idle");
+      assert.equal(await sessionState(admin), "idle");
       // The next calls on the same connection run.
-      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      await nextCallsRun(store, other);
     });
   },
 });
@@ -329,9 +334,7 @@ Deno.test({
       assert.equal(await other.getIntent("pi_2"), null);
       // Its connection closed (the session's state unknown) and opened
       // again: the next calls run, outside any transaction.
-      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      await nextCallsRun(store, other);
     });
   },
 });
@@ -354,13 +357,8 @@ Deno.test({
         cancel = cancelOnceRunning(admin, NAME, SLEEP);
         return Promise.resolve(commit);
       }
-      // Each ROLLBACK fails, as one a cancel cut does (see above), and the
-      // first goes on only past the bound.
-      const rollback = sleepingQuery(
-        text,
-        "SELECT 1; ",
-        (query) => query === "ROLLBACK\u0000",
-      );
+      // Each ROLLBACK fails, and the first goes on only past the bound.
+      const rollback = failingRollback(text);
       if (rollback === undefined) return Promise.resolve();
       if (++rollbacks === 3) armed = false;
       if (rollbacks > 1) return Promise.resolve(rollback);
@@ -386,9 +384,7 @@ Deno.test({
       await new Promise((resolve) => setTimeout(resolve, waitMs + 1_000));
       assert.equal(await other.getIntent("pi_2"), null);
       // The next calls, on the pool's one connection, run.
-      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
+      await nextCallsRun(store, other);
     });
   },
 });
