@@ -1,7 +1,8 @@
 /**
  * What the tests of a statement held behind another session's lock share
- * (postgres_faults_test.ts, postgres_look_test.ts): the wait until the
- * store's session waits on that lock, named by its client's
+ * (postgres_faults_test.ts, postgres_look_test.ts,
+ * postgres_read_cancelled_test.ts, postgres_own_cancel_test.ts): the wait
+ * until the store's session waits on that lock, named by its client's
  * `application_name`.
  *
  * @module

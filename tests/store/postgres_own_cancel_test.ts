@@ -21,6 +21,7 @@ import {
   postgresUrl,
 } from "../_postgres.ts";
 import { relayed } from "./_cut.ts";
+import { waitingOnLock } from "./_waiting_on_lock.ts";
 
 /** A CancelRequest: length 16, code 80877102 (0x04D2162E), pid, key. */
 function isCancelRequest(text: string): boolean {
@@ -28,6 +29,86 @@ function isCancelRequest(text: string): boolean {
     [0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e].every((byte, at) =>
       text.charCodeAt(at) === byte
     );
+}
+
+/** What {@linkcode withHeldCancel} hands its test. */
+interface HeldCancel {
+  /** The store, on one connection through the relay, bound at 1000 ms. */
+  store: PostgresStore;
+  schema: string;
+  /** A client of its own (one connection), to watch and cancel the store's session. */
+  watcher: postgres.Sql;
+  /** A session of its own, which holds the locks the store's statements wait on. */
+  locker: postgres.ReservedSql;
+  /** Settled once the store's cancel reached the relay. */
+  cancelSent: Promise<void>;
+  /** Lets the cancel held by the relay go on to the server. */
+  letCancelGo: () => void;
+  /** The pid of the store's session once `what` (its statement) waits on a lock. */
+  waitingOn: (what: string) => Promise<number>;
+  /** `performance.now` as it was, put back after the test. */
+  realNow: () => number;
+}
+
+/**
+ * A test body on a fresh schema and a store whose sessions are named
+ * `name`, through a relay that holds each cancel the store sends until
+ * the test lets it go (the delay of a cancel's own connection, a TCP
+ * connect and the server's fork, made long enough to see). Whether the
+ * test passes or throws, the cancel is let go, the locker's transaction
+ * rolled back, `performance.now` put back, the clients ended, the schema
+ * dropped and the relay closed.
+ */
+async function withHeldCancel(
+  name: string,
+  test: (held: HeldCancel) => Promise<void>,
+): Promise<void> {
+  const stop = new AbortController();
+  let letCancelGo!: () => void;
+  const cancelHeld = new Promise<void>((resolve) => letCancelGo = resolve);
+  let cancelSeen!: () => void;
+  const cancelSent = new Promise<void>((resolve) => cancelSeen = resolve);
+  const through = relayed(await postgresUrl(), async (text) => {
+    if (!isCancelRequest(text)) return;
+    cancelSeen();
+    await cancelHeld;
+  }, stop.signal);
+  const admin = await connect(2);
+  const watcher = await connect(1);
+  const sql = postgres(through, {
+    max: 1,
+    onnotice: () => {},
+    max_lifetime: null,
+    connection: { application_name: name },
+  });
+  const schema = freshSchema();
+  const locker = await admin.reserve();
+  const realNow = performance.now.bind(performance);
+  const waitingOn = (what: string) => waitingOnLock(watcher, name, what);
+  try {
+    await new PostgresStore(admin, { schema }).migrate();
+    const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+    await test({
+      store,
+      schema,
+      watcher,
+      locker,
+      cancelSent,
+      letCancelGo,
+      waitingOn,
+      realNow,
+    });
+  } finally {
+    performance.now = realNow;
+    letCancelGo();
+    await locker.unsafe("ROLLBACK").catch(() => {});
+    locker.release();
+    await sql.end();
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+    await watcher.end();
+    stop.abort();
+  }
 }
 
 Deno.test({
@@ -39,30 +120,8 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const stop = new AbortController();
-    let letCancelGo!: () => void;
-    const cancelHeld = new Promise<void>((resolve) => letCancelGo = resolve);
-    let cancelSeen!: () => void;
-    const cancelSent = new Promise<void>((resolve) => cancelSeen = resolve);
-    const through = relayed(await postgresUrl(), async (text) => {
-      if (!isCancelRequest(text)) return;
-      cancelSeen();
-      await cancelHeld;
-    }, stop.signal);
-    const admin = await connect(2);
-    const watcher = await connect(1);
-    const sql = postgres(through, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: "own_cancel" },
-    });
-    const schema = freshSchema();
-    const locker = await admin.reserve();
-    const realNow = performance.now.bind(performance);
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+    await withHeldCancel("own_cancel", async (held) => {
+      const { store, schema, locker, letCancelGo, waitingOn } = held;
       const read = await store.createIntent({
         id: "pi_1",
         state: "settling",
@@ -78,10 +137,8 @@ Deno.test({
         store.getIntent("pi_1"),
         /did not answer the store's .* within 1000ms/,
       );
-      // The cancel of it is on its way, held by the relay: the delay of a
-      // cancel's own connection (a TCP connect, the server's fork) made
-      // long enough to see.
-      await cancelSent;
+      // The cancel of it is on its way, held by the relay.
+      await held.cancelSent;
       // The lock goes before the cancel arrives: the read ends, and the
       // connection takes the next statement, a write's, which waits for
       // the intent's row (held now, by the same session as before).
@@ -94,15 +151,8 @@ Deno.test({
         () => null,
         (error: unknown) => error,
       );
-      let waiting = false;
-      for (let tries = 0; tries < 100 && !waiting; tries++) {
-        const [row] = await watcher`
-          SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE application_name = 'own_cancel' AND wait_event_type = 'Lock'`;
-        waiting = row?.n === 1;
-        if (!waiting) await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      assert.ok(waiting, "the write's statement waits for the row");
+      // The write's statement waits for the row.
+      await waitingOn("the write");
       letCancelGo();
       const error = await write;
       await locker.unsafe("ROLLBACK");
@@ -116,7 +166,7 @@ Deno.test({
 
       // Past OWN_CANCEL_MS (60 s) since, a cancel by request is another
       // session's: the monotonic clock the store reads, stepped past it.
-      performance.now = () => realNow() + 61_000;
+      performance.now = () => held.realNow() + 61_000;
       await locker.unsafe("BEGIN");
       await locker.unsafe(
         `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
@@ -125,17 +175,10 @@ Deno.test({
         () => null,
         (error: unknown) => error,
       );
-      let cancelled = false;
-      for (let tries = 0; tries < 100 && !cancelled; tries++) {
-        const [row] = await watcher`
-          SELECT count(*)::int AS n FROM (
-            SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-            WHERE application_name = 'own_cancel' AND wait_event_type = 'Lock'
-          ) AS done`;
-        cancelled = row?.n === 1;
-        if (!cancelled) await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      assert.ok(cancelled, "the write's statement waited for the row");
+      // The write's statement waits for the row, and is cancelled.
+      const [cancelled] = await held.watcher`
+        SELECT pg_cancel_backend(${await waitingOn("the write")}) AS done`;
+      assert.equal(cancelled?.done, true);
       const other = await later;
       await locker.unsafe("ROLLBACK");
       assert.ok(other instanceof BusyError, String(other));
@@ -144,17 +187,7 @@ Deno.test({
         /^Cannot start a broadcast for pi_1 as another session cancelled its statement \(canceling statement due to user request: pg_cancel_backend; see pg_stat_activity\): nothing was written; retry$/,
       );
       assert.deepEqual(await store.getIntent("pi_1"), read);
-    } finally {
-      performance.now = realNow;
-      letCancelGo();
-      await locker.unsafe("ROLLBACK").catch(() => {});
-      locker.release();
-      await sql.end();
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      await watcher.end();
-      stop.abort();
-    }
+    });
   },
 });
 
@@ -165,48 +198,14 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const stop = new AbortController();
-    let letCancelGo!: () => void;
-    const cancelHeld = new Promise<void>((resolve) => letCancelGo = resolve);
-    let cancelSeen!: () => void;
-    const cancelSent = new Promise<void>((resolve) => cancelSeen = resolve);
-    const through = relayed(await postgresUrl(), async (text) => {
-      if (!isCancelRequest(text)) return;
-      cancelSeen();
-      await cancelHeld;
-    }, stop.signal);
-    const admin = await connect(2);
-    const watcher = await connect(1);
-    const sql = postgres(through, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: "own_cancel_read" },
-    });
-    const schema = freshSchema();
-    const locker = await admin.reserve();
-    const realNow = performance.now.bind(performance);
-    const lockIntents = async () => {
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
-      );
-    };
-    /** The store's session, once its read waits on the table's lock. */
-    const waiting = async () => {
-      for (let tries = 0; tries < 100; tries++) {
-        const [row] = await watcher`
-          SELECT pid FROM pg_stat_activity
-          WHERE application_name = 'own_cancel_read'
-            AND wait_event_type = 'Lock'`;
-        if (row) return row.pid as number;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      throw new Error("the read never waited on the lock");
-    };
-    try {
-      await new PostgresStore(admin, { schema }).migrate();
-      const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+    await withHeldCancel("own_cancel_read", async (held) => {
+      const { store, schema, locker, waitingOn } = held;
+      const lockIntents = async () => {
+        await locker.unsafe("BEGIN");
+        await locker.unsafe(
+          `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+        );
+      };
       await store.createIntent({ id: "pi_1", state: "authorized" });
       // A read held up by a table lock past its bound: cancelled, the
       // cancel held by the relay.
@@ -215,7 +214,7 @@ Deno.test({
         store.getIntent("pi_1"),
         /did not answer the store's .* within 1000ms/,
       );
-      await cancelSent;
+      await held.cancelSent;
       // The first read ends; the next waits on the lock, and the cancel
       // arrives then.
       await locker.unsafe("ROLLBACK");
@@ -224,8 +223,8 @@ Deno.test({
         () => null,
         (error: unknown) => error,
       );
-      await waiting();
-      letCancelGo();
+      await waitingOn("the read");
+      held.letCancelGo();
       const error = await read;
       await locker.unsafe("ROLLBACK");
       assert.ok(error instanceof Error, String(error));
@@ -236,13 +235,15 @@ Deno.test({
 
       // Past OWN_CANCEL_MS (60 s) since, a cancel by request is another
       // session's.
-      performance.now = () => realNow() + 61_000;
+      performance.now = () => held.realNow() + 61_000;
       await lockIntents();
       const later = store.getIntent("pi_1").then(
         () => null,
         (error: unknown) => error,
       );
-      await watcher`SELECT pg_cancel_backend(${await waiting()})`;
+      await held.watcher`SELECT pg_cancel_backend(${await waitingOn(
+        "the read",
+      )})`;
       const other = await later;
       await locker.unsafe("ROLLBACK");
       assert.ok(other instanceof Error, String(other));
@@ -250,16 +251,6 @@ Deno.test({
         other.message,
         "The store's read of intent pi_1 failed as another session cancelled its statement (canceling statement due to user request: pg_cancel_backend; see pg_stat_activity): nothing was read; retry",
       );
-    } finally {
-      performance.now = realNow;
-      letCancelGo();
-      await locker.unsafe("ROLLBACK").catch(() => {});
-      locker.release();
-      await sql.end();
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      await watcher.end();
-      stop.abort();
-    }
+    });
   },
 });
