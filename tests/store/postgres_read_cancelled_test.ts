@@ -10,11 +10,41 @@
  */
 
 import assert from "node:assert/strict";
+import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 import { waitingOnLock } from "./_waiting_on_lock.ts";
 
 const NAME = "relayer_read_cancelled";
+
+/**
+ * `test` once `pi_1` is written (a pending hold) and `table` of `schema`
+ * is locked (ACCESS EXCLUSIVE) in a transaction of a session of `admin`'s,
+ * the locker, which `test` ends with `ROLLBACK`; ended and released
+ * afterwards, whether the test passes or throws.
+ */
+async function withLockedTable(
+  admin: postgres.Sql,
+  schema: string,
+  table: string,
+  test: (locker: postgres.ReservedSql) => Promise<void>,
+): Promise<void> {
+  await new PostgresStore(admin, { schema }).createIntent({
+    id: "pi_1",
+    hold: "pending",
+  });
+  const locker = await admin.reserve();
+  try {
+    await locker.unsafe("BEGIN");
+    await locker.unsafe(
+      `LOCK TABLE "${schema}".${table} IN ACCESS EXCLUSIVE MODE`,
+    );
+    await test(locker);
+  } finally {
+    await locker.unsafe("ROLLBACK").catch(() => {});
+    locker.release();
+  }
+}
 
 const READS = [
   {
@@ -46,16 +76,7 @@ for (const { name, table, read, what } of READS) {
       migrateOn: "admin",
       connection: { application_name: NAME },
     }, async ({ admin, schema, store }) => {
-      await new PostgresStore(admin, { schema }).createIntent({
-        id: "pi_1",
-        hold: "pending",
-      });
-      const locker = await admin.reserve();
-      try {
-        await locker.unsafe("BEGIN");
-        await locker.unsafe(
-          `LOCK TABLE "${schema}".${table} IN ACCESS EXCLUSIVE MODE`,
-        );
+      await withLockedTable(admin, schema, table, async (locker) => {
         const reading = read(store).then(
           (answer) => answer,
           (error: unknown) => error,
@@ -73,10 +94,7 @@ for (const { name, table, read, what } of READS) {
         assert.equal((error.cause as { code?: unknown })?.code, "57014");
         // The connection serves the next read.
         await read(store);
-      } finally {
-        await locker.unsafe("ROLLBACK").catch(() => {});
-        locker.release();
-      }
+      });
     }),
   });
 }
@@ -89,16 +107,7 @@ Deno.test({
     migrateOn: "admin",
     connection: { application_name: NAME, statement_timeout: "300" },
   }, async ({ admin, schema, store }) => {
-    await new PostgresStore(admin, { schema }).createIntent({
-      id: "pi_1",
-      hold: "pending",
-    });
-    const locker = await admin.reserve();
-    try {
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
-      );
+    await withLockedTable(admin, schema, "intents", async (locker) => {
       const error = await store.getIntent("pi_1").then(
         (answer) => answer,
         (error: unknown) => error,
@@ -110,9 +119,6 @@ Deno.test({
         /^The store's read of intent pi_1 failed as statement_timeout cancelled its statement, .*: the role's statement_timeout is too short for the store's reads \(SHOW statement_timeout; .*: nothing was read; retry$/,
       );
       assert.equal((error.cause as { code?: unknown })?.code, "57014");
-    } finally {
-      await locker.unsafe("ROLLBACK").catch(() => {});
-      locker.release();
-    }
+    });
   }),
 });
