@@ -187,13 +187,21 @@ export async function runCut(
 
 /**
  * A test body on a fresh schema, migrated through `admin`, and a client
- * of `client.max` connections (named `client.name`) through a relay whose
+ * of `client.max` connections (named `client.name`, with
+ * `client.fetch_types` and `client.prepare` where given) through a relay,
+ * in front of `client.url` (a pooler's) or else the test server, whose
  * `hold` (see {@linkcode relayed}) `relay` makes from `admin` and the
  * schema. Whether the test passes or throws, the client is ended, the
  * schema dropped, `admin` ended and the relay closed.
  */
 export async function throughRelay(
-  client: { max: number; name?: string; fetchTypes?: false },
+  client: {
+    max: number;
+    name?: string;
+    url?: string;
+    fetch_types?: false;
+    prepare?: false;
+  },
   relay: (
     fresh: { admin: postgres.Sql; schema: string },
   ) => Parameters<typeof relayed>[1],
@@ -204,17 +212,18 @@ export async function throughRelay(
   const stop = new AbortController();
   const admin = await connect(2);
   const schema = freshSchema();
+  const { max, name, url, ...options } = client;
   const through = relayed(
-    await postgresUrl(),
+    url ?? await postgresUrl(),
     relay({ admin, schema }),
     stop.signal,
   );
   const sql = postgres(through, {
-    max: client.max,
+    max,
     onnotice: () => {},
     max_lifetime: null,
-    ...(client.fetchTypes === false ? { fetch_types: false } : {}),
-    ...(client.name ? { connection: { application_name: client.name } } : {}),
+    ...options,
+    ...(name ? { connection: { application_name: name } } : {}),
   });
   try {
     await new PostgresStore(admin, { schema }).migrate();

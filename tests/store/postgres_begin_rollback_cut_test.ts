@@ -28,7 +28,7 @@ const RELAYED = {
 } as const;
 
 /** One connection, made with `fetch_types: false`: the store writes through `sql.begin()`. */
-const ONE = { max: 1, fetchTypes: false } as const;
+const ONE = { max: 1, fetch_types: false } as const;
 
 /** A write's statement (its `SET CONSTRAINTS ALL IMMEDIATE`) sent misspelt: the write fails inside its transaction. */
 function failingWrite(text: string): Uint8Array | undefined {

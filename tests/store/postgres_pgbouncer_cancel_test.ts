@@ -15,16 +15,16 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   processPostgres,
   startPgBouncer,
 } from "../../support/postgres_server.ts";
-import { connect, freshSchema, pgbouncerAvailable } from "../_postgres.ts";
+import { pgbouncerAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
-import { cancelOnceRunning, relayed, sleepingQuery } from "./_cut.ts";
+import { cancelOnceRunning, sleepingQuery, throughRelay } from "./_cut.ts";
 
 const NAME = "pgbouncer_begin_cut";
 const SLEEP = "SELECT pg_sleep(5); ";
@@ -43,9 +43,6 @@ Deno.test({
       mode: "transaction",
       poolSize: 2,
     });
-    const stop = new AbortController();
-    const admin = await connect(2);
-    const schema = freshSchema();
     let armed = false;
     let cancel: Promise<boolean> = Promise.resolve(false);
     // Another session locks the intents table as the flight goes: the
@@ -53,7 +50,7 @@ Deno.test({
     // come after PgBouncer flushed the BEGIN's and unlinked the session.
     let letGo = () => {};
     let holder: Promise<unknown> = Promise.resolve();
-    const lockIntents = () =>
+    const lockIntents = (admin: postgres.Sql, schema: string) =>
       new Promise<void>((locked) => {
         const heldUntil = new Promise<void>((resolve) => letGo = resolve);
         holder = admin.begin(async (tx) => {
@@ -64,70 +61,64 @@ Deno.test({
           await heldUntil;
         });
       });
-    // The client's flight goes through a relay that puts a sleep before
-    // its first query (the BEGIN): a cancel then cuts it before it ran.
-    const url = relayed(bouncer.url, (text) => {
-      if (!armed) return Promise.resolve();
-      const rewritten = sleepingQuery(
-        text,
-        SLEEP,
-        (query) => query.startsWith("BEGIN"),
-      );
-      if (rewritten === undefined) return Promise.resolve();
-      armed = false;
-      return lockIntents().then(() => {
-        cancel = cancelOnceRunning(admin, NAME, SLEEP);
-        return rewritten;
-      });
-    }, stop.signal);
-    // One connection: a connection kept from the pool leaves none.
-    const sql = postgres(url, {
-      prepare: false,
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { application_name: NAME },
-    });
     try {
-      await new PostgresStore(admin, { schema }).migrate();
-      const other = new PostgresStore(admin, { schema });
-      const waitMs = 1_000;
-      const store = new PostgresStore(sql, {
-        schema,
-        connectionWaitMs: waitMs,
+      // The client's flight goes through a relay that puts a sleep before
+      // its first query (the BEGIN): a cancel then cuts it before it ran.
+      // One connection: a connection kept from the pool leaves none.
+      await throughRelay({
+        max: 1,
+        name: NAME,
+        url: bouncer.url,
+        prepare: false,
+      }, ({ admin, schema }) => (text) => {
+        if (!armed) return Promise.resolve();
+        const rewritten = sleepingQuery(
+          text,
+          SLEEP,
+          (query) => query.startsWith("BEGIN"),
+        );
+        if (rewritten === undefined) return Promise.resolve();
+        armed = false;
+        return lockIntents(admin, schema).then(() => {
+          cancel = cancelOnceRunning(admin, NAME, SLEEP);
+          return rewritten;
+        });
+      }, async ({ admin, schema, sql }) => {
+        const other = new PostgresStore(admin, { schema });
+        const waitMs = 1_000;
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: waitMs,
+        });
+        const read = await store.createIntent({
+          id: "pi_1",
+          state: "authorized",
+          hold: "pending",
+        });
+        armed = true;
+        const started = performance.now();
+        const answer = await store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version: read.version,
+          at: 0,
+        }).then(() => null, (error: Error) => error);
+        const took = performance.now() - started;
+        letGo();
+        await holder;
+        assert.ok(await cancel, "the cancel cut the flight's BEGIN");
+        assert.ok(answer instanceof BusyError, String(answer));
+        assert.match(answer.message, /nothing was written; retry$/);
+        assert.ok(took < waitMs + 500, `the write took ${Math.round(took)} ms`);
+        assert.equal((await other.getIntent("pi_1"))?.state, "authorized");
+        // The check's late answers reach the pooler, which drops them.
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        // The pool is whole: the next calls get a connection and answer.
+        await store.createIntent({ id: "pi_3", state: "authorized" });
+        assert.equal((await store.getIntent("pi_3"))?.state, "authorized");
+        assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
       });
-      const read = await store.createIntent({
-        id: "pi_1",
-        state: "authorized",
-        hold: "pending",
-      });
-      armed = true;
-      const started = performance.now();
-      const answer = await store.transition("pi_1", {
-        from: "authorized",
-        to: "settling",
-        version: read.version,
-        at: 0,
-      }).then(() => null, (error: Error) => error);
-      const took = performance.now() - started;
-      letGo();
-      await holder;
-      assert.ok(await cancel, "the cancel cut the flight's BEGIN");
-      assert.ok(answer instanceof BusyError, String(answer));
-      assert.match(answer.message, /nothing was written; retry$/);
-      assert.ok(took < waitMs + 500, `the write took ${Math.round(took)} ms`);
-      assert.equal((await other.getIntent("pi_1"))?.state, "authorized");
-      // The check's late answers reach the pooler, which drops them.
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      // The pool is whole: the next calls get a connection and answer.
-      await store.createIntent({ id: "pi_3", state: "authorized" });
-      assert.equal((await store.getIntent("pi_3"))?.state, "authorized");
-      assert.equal((await other.getIntent("pi_3"))?.state, "authorized");
     } finally {
-      await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-      stop.abort();
       await bouncer.stop();
     }
   }),
