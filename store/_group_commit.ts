@@ -42,6 +42,12 @@
  *   and its first write: SQLite's SQLITE_BUSY, which Deno KV's own retry
  *   loop does not catch there. Nothing of it was written, so the group is
  *   committed again, as it is, after a short wait (for up to about 5 s);
+ * - a SQLite file whose disk is full, or that this process can only
+ *   read, refuses the commit and rolls it back ("database or disk is
+ *   full", "Can not write to a read-only database."): nothing of it was
+ *   written. Halving would only repeat the refusal, so every operation of
+ *   the group gets it at once, worded for an operator (what is wrong,
+ *   what to do) and marked as nothing written (`_not_written.ts`);
  * - any other error (the handle closed, the connection to a remote KV
  *   lost) leaves the outcome unknown, as it would for each operation
  *   alone: every operation of the group gets that error.
@@ -63,6 +69,7 @@
  */
 
 import type { KvAtomic, KvKey, KvLike } from "./kv.ts";
+import { notWritten } from "./_not_written.ts";
 
 /** How many commits may be in flight at once; the rest wait and group. */
 export const IN_FLIGHT = 1;
@@ -344,7 +351,9 @@ export class GroupCommit {
       try {
         return await (attempt === 1 ? atomic : this.#build(group)).commit();
       } catch (error) {
-        if (!isLocked(error) || attempt === LOCKED_TRIES) throw error;
+        if (!isLocked(error) || attempt === LOCKED_TRIES) {
+          throw fileRefusal(error) ?? error;
+        }
       }
       await new Promise((resolve) =>
         setTimeout(resolve, Math.min(LOCKED_WAIT_MS, 2 ** (attempt - 1)))
@@ -389,6 +398,49 @@ const LOCKED_WAIT_MS = 16;
 function isLocked(error: unknown): boolean {
   return error instanceof TypeError &&
     /^database is locked\b/.test(error.message);
+}
+
+/**
+ * A commit that SQLite refused for its file, worded for an operator and
+ * marked as nothing written; `undefined` for any other error.
+ *
+ * - "database or disk is full" (SQLITE_FULL): a write of the commit's
+ *   frames to the WAL met ENOSPC. The frame that marks the commit is the
+ *   last one written, so the transaction never committed, and SQLite
+ *   rolled it back: nothing landed, and nothing is recovered from the WAL
+ *   at the next open either. Space freed, the same handle writes again.
+ * - "Can not write to a read-only database." (Deno KV opened the file
+ *   read-only: a read-only volume, a file another user owns) and SQLite's
+ *   "attempt to write a readonly database": refused before any write.
+ *
+ * An I/O error ("disk I/O error") is not one: a failed fsync, or a
+ * wal-index that could not grow, may come after the commit's frames are
+ * in the WAL, and a later open recovers them; it stays unknown.
+ */
+function fileRefusal(error: unknown): Error | undefined {
+  const message = error instanceof Error ? error.message : "";
+  if (/^database or disk is full\b/.test(message)) {
+    return notWritten(
+      new Error(
+        'Cannot write to Deno KV as the disk that holds its SQLite file is full (SQLite: "database or disk is full"): nothing was written. Free space on that disk; writes resume once there is room, without a restart (but Deno KV stops the process, "KV collect expired failed: database or disk is full", when it next deletes expired keys on the full disk: start it again then)',
+        { cause: error },
+      ),
+    );
+  }
+  const readOnly =
+    /^(?:Can not write to a read-only database\.|attempt to write a readonly database\b)/
+      .exec(message);
+  if (readOnly) {
+    return notWritten(
+      new Error(
+        `Cannot write to Deno KV as its SQLite file is read-only to this process (SQLite: "${
+          readOnly[0]
+        }"): nothing was written. Make the file, its -wal and -shm files and their folder writable by this process (a volume mounted read-only, files another user owns), then restart the service: Deno KV keeps a file it opened read-only so`,
+        { cause: error },
+      ),
+    );
+  }
+  return undefined;
 }
 
 /**

@@ -1,0 +1,275 @@
+/**
+ * KvStore on a SQLite file whose disk is full: a real tmpfs of 4 MiB,
+ * filled to the last byte by a ballast file. SQLite refuses the commit
+ * ("database or disk is full") and rolls it back, so nothing of the write
+ * landed: the store says so, names the disk and what to do, and writes
+ * again once the ballast is removed, on the same handle. What landed is
+ * read on a fresh handle after the first is closed (its WAL recovered).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createApp } from "../../webhook/app.ts";
+import { KvStore } from "../../store/kv.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { ScriptedSender } from "../../mod.ts";
+import { mountSmallDisk, smallDiskAvailable } from "../_small_disk.ts";
+import { genericRequest, NOW, OPS, SECRET, STACK } from "../webhook/_app.ts";
+
+/** A disk-full refusal as KvStore words it. */
+const DISK_FULL =
+  /^Cannot write to Deno KV as the disk that holds its SQLite file is full \(SQLite: "database or disk is full"\): nothing was written\. Free space on that disk; writes resume once there is room, without a restart\b/;
+
+async function onFullDisk(
+  test: (world: {
+    store: KvStore;
+    file: string;
+    fill: () => void;
+    free: () => void;
+  }) => Promise<void>,
+): Promise<void> {
+  const disk = mountSmallDisk("4m");
+  if (typeof disk === "string") throw new Error(disk);
+  const file = `${disk.dir}/relayer.kv`;
+  const kv = await Deno.openKv(file);
+  try {
+    await test({
+      store: new KvStore(kv),
+      file,
+      fill: () => disk.fill(),
+      free: () => disk.free(),
+    });
+  } finally {
+    kv.close();
+    disk.close();
+  }
+}
+
+Deno.test({
+  name:
+    "KvStore on a full disk: a refused write says nothing was written, names the full disk, lands nothing, and the same handle writes once there is room",
+  ignore: !smallDiskAvailable,
+  fn: () =>
+    onFullDisk(async ({ store, file, fill, free }) => {
+      const settling = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      fill();
+      const refusals: unknown[] = [];
+      for (
+        const write of [
+          () => store.createIntent({ id: "pi_2", state: "authorized" }),
+          () =>
+            store.transition("pi_1", {
+              from: "settling",
+              to: "needs_review",
+              version: settling.version,
+              at: 1,
+            }),
+        ]
+      ) {
+        await assert.rejects(write(), (error: Error) => {
+          refusals.push(error);
+          assert.match(error.message, DISK_FULL);
+          assert.equal(isNotWritten(error), true, "marked: nothing written");
+          assert.doesNotMatch(error.message, STACK);
+          return true;
+        });
+      }
+      assert.equal(refusals.length, 2);
+      // Nothing landed, as a fresh handle on the file reads it.
+      const other = await Deno.openKv(file);
+      try {
+        const fresh = new KvStore(other);
+        assert.equal(await fresh.getIntent("pi_2"), null);
+        assert.equal((await fresh.getIntent("pi_1"))?.state, "settling");
+      } finally {
+        other.close();
+      }
+      free();
+      // The same handle, no restart: the writes go through.
+      assert.equal(
+        (await store.createIntent({ id: "pi_2", state: "authorized" })).state,
+        "authorized",
+      );
+      assert.equal(
+        (await store.transition("pi_1", {
+          from: "settling",
+          to: "needs_review",
+          version: settling.version,
+          at: 1,
+        })).state,
+        "needs_review",
+      );
+    }),
+});
+
+Deno.test({
+  name:
+    "createApp() over KvStore on a full disk: an operator's writes answer 503 with nothing changed, a delivery 503 for the queue to retry, /readyz not ready; all recover once there is room",
+  ignore: !smallDiskAvailable,
+  fn: () =>
+    onFullDisk(async ({ store, fill, free }) => {
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const settling = await store.createIntent({
+        id: "pi_0002",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      const review = await store.transition("pi_0002", {
+        from: "settling",
+        to: "needs_review",
+        version: settling.version,
+        at: 1,
+      });
+      const lines: string[] = [];
+      let sends = 0;
+      const scripted = new ScriptedSender({
+        pi_0001: { sends: [{ txHash: `0x${"ab".repeat(32)}` }] },
+      });
+      let clock = NOW;
+      const app = createApp({
+        store,
+        sender: {
+          send: (...args) => (sends++, scripted.send(...args)),
+          receipt: (hash) => scripted.receipt(hash),
+        },
+        opsToken: OPS,
+        webhookSecret: SECRET,
+        now: () => clock,
+        random: () => 0,
+        log: (line) => lines.push(line),
+      });
+      const headers = {
+        authorization: `Bearer ${OPS}`,
+        "content-type": "application/json",
+      };
+      fill();
+      const ready = await app.request("/readyz");
+      assert.equal(ready.status, 503);
+      await ready.body?.cancel();
+      const delivered = await app.request(
+        "/v1/deliveries",
+        await genericRequest(JSON.stringify({
+          job: { intentId: "pi_0001", kind: "settle" },
+          delivery: 1,
+        })),
+      );
+      assert.equal(delivered.status, 503, "a retry, never an ack");
+      await delivered.body?.cancel();
+      assert.equal(sends, 0, "nothing sent: its write ahead was refused");
+      for (
+        const [path, body] of [
+          ["/v1/intents", '{"id":"pi_0003","state":"authorized"}'],
+          [
+            "/v1/intents/pi_0002/resolve",
+            JSON.stringify({ to: "settled", version: review.version }),
+          ],
+        ]
+      ) {
+        const res = await app.request(path!, {
+          method: "POST",
+          headers,
+          body: body!,
+        });
+        assert.equal(res.status, 503, path);
+        const problem = await res.json();
+        assert.equal(problem.type, "urn:relayer:problem:store-failed");
+        assert.match(
+          problem.detail,
+          /was refused by the database \(the relayer's log says why\): nothing changed; try again\.$/,
+          path,
+        );
+      }
+      for (const line of lines) assert.doesNotMatch(line, STACK);
+      assert.ok(
+        lines.some((line) =>
+          /creation of intent pi_0003 failed: .*disk that holds its SQLite file is full.*Free space on that disk/
+            .test(line)
+        ),
+        lines.join("\n"),
+      );
+      assert.equal(await store.getIntent("pi_0003"), null);
+      assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+
+      free();
+      clock += 2_000; // past /readyz's one-second cache
+      const again = await app.request("/readyz");
+      assert.equal(again.status, 200);
+      await again.body?.cancel();
+      const redelivered = await app.request(
+        "/v1/deliveries",
+        await genericRequest(
+          JSON.stringify({
+            job: { intentId: "pi_0001", kind: "settle" },
+            delivery: 2,
+          }),
+          { timeS: Math.floor(clock / 1000) },
+        ),
+      );
+      assert.equal(redelivered.status, 503);
+      assert.match(
+        (await redelivered.json()).reason,
+        /^sent 0x(?:ab){32}, waiting for confirmation$/,
+      );
+      assert.equal(sends, 1);
+    }),
+});
+
+Deno.test({
+  name:
+    "KvStore on a SQLite file Deno KV opened read-only (a volume mounted read-only): a write says nothing was written and what to make writable",
+  ignore: !smallDiskAvailable,
+  fn: async () => {
+    const disk = mountSmallDisk("4m");
+    if (typeof disk === "string") throw new Error(disk);
+    const readOnly = Deno.makeTempDirSync({ prefix: "relayer_read_only_" });
+    const writer = await Deno.openKv(`${disk.dir}/relayer.kv`);
+    let reader: Deno.Kv | undefined;
+    try {
+      await new KvStore(writer).createIntent({ id: "pi_1", state: "created" });
+      // The same files through a read-only bind mount, the writer's WAL
+      // still there: Deno KV opens them read-only.
+      for (
+        const args of [
+          ["--bind", disk.dir, readOnly],
+          ["-o", "remount,bind,ro", readOnly],
+        ]
+      ) {
+        const out = new Deno.Command("mount", { args, stderr: "piped" })
+          .outputSync();
+        assert.ok(out.success, new TextDecoder().decode(out.stderr));
+      }
+      reader = await Deno.openKv(`${readOnly}/relayer.kv`);
+      const store = new KvStore(reader);
+      assert.equal((await store.getIntent("pi_1"))?.state, "created");
+      await assert.rejects(
+        store.createIntent({ id: "pi_2", state: "created" }),
+        (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot write to Deno KV as its SQLite file is read-only to this process \(SQLite: "Can not write to a read-only database\."\): nothing was written\. Make the file, its -wal and -shm files and their folder writable by this process/,
+          );
+          assert.equal(isNotWritten(error), true);
+          return true;
+        },
+      );
+      assert.equal(await new KvStore(writer).getIntent("pi_2"), null);
+    } finally {
+      reader?.close();
+      writer.close();
+      new Deno.Command("umount", { args: ["-l", readOnly] }).outputSync();
+      Deno.removeSync(readOnly);
+      disk.close();
+    }
+  },
+});
