@@ -322,7 +322,9 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (dir !== "" && path !== ":memory:") {
       await Deno.mkdir(dir, { recursive: true });
     }
-    return await Deno.openKv(path);
+    const kv = await Deno.openKv(path);
+    if (path !== ":memory:") await refuseReadOnly(kv, path);
+    return kv;
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     // `deno task start` may write ./data only: say which setting and why.
@@ -348,6 +350,19 @@ async function openKv(config: Config): Promise<Deno.Kv> {
         } instead of --allow-write=./data.`,
       );
     }
+    // A folder this process cannot write (a volume mounted read-only):
+    // SQLite says only "unable to open database file".
+    const unwritable = await unwritableFolder(dir === "" ? "." : dir);
+    if (unwritable !== undefined) {
+      throw new ConfigError(
+        "KV_PATH",
+        readOnlyRefusal(
+          path,
+          `its folder cannot be written: ${unwritable}`,
+          `the folder ${dir === "" ? "." : dir}`,
+        ),
+      );
+    }
     // Anything else (not a database, a file where the folder should be):
     // one line that names the setting.
     throw new ConfigError(
@@ -362,6 +377,61 @@ async function openKv(config: Config): Promise<Deno.Kv> {
 }
 
 /** Whether `path` is a folder (not when it is missing or a file). */
+/**
+ * Refuses a store Deno KV opened read-only: it does so, with no word, when
+ * it cannot write the file but can read it and the WAL beside it (a volume
+ * mounted read-only after a crash left the WAL, files another user owns),
+ * and every write after fails. The probe writes nothing: a check that
+ * fails (no key has versionstamp 0) commits nothing, and Deno KV refuses
+ * a read-only store's commit before it reads a check. `kv` is closed
+ * before the refusal.
+ */
+async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
+  let refusal: string | undefined;
+  try {
+    await kv.atomic()
+      .check({ key: ["relayer", "write-probe"], versionstamp: "0".repeat(20) })
+      .commit();
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!/\bread-?only\b/i.test(message)) throw error;
+    refusal = message;
+  }
+  if (refusal === undefined) return;
+  kv.close();
+  throw new ConfigError(
+    "KV_PATH",
+    readOnlyRefusal(
+      path,
+      `Deno KV opened it read-only: "${refusal}"`,
+      "the file, its -wal and -shm files and their folder",
+    ),
+  );
+}
+
+/** The refusal of a `KV_PATH` this process can only read: `why`, and what to make writable. */
+function readOnlyRefusal(path: string, why: string, what: string): string {
+  return `KV_PATH: ${path} can only be read by this process (${why}): a volume mounted read-only, or files another user owns. Make ${what} writable by this process, then start again.`;
+}
+
+/**
+ * Why this process cannot create a file in `dir` (its OS error), or
+ * `undefined` if it can, or if Deno's permissions refuse it (said apart).
+ */
+async function unwritableFolder(dir: string): Promise<string | undefined> {
+  try {
+    const probe = await Deno.makeTempFile({ dir, prefix: ".relayer-probe-" });
+    await Deno.remove(probe);
+    return undefined;
+  } catch (error) {
+    if (
+      error instanceof Deno.errors.NotCapable ||
+      error instanceof Deno.errors.NotFound || !(error instanceof Error)
+    ) return undefined;
+    return error.message;
+  }
+}
+
 async function isFolder(path: string): Promise<boolean> {
   try {
     return (await Deno.stat(path)).isDirectory;
