@@ -1192,6 +1192,9 @@ function listenRefusal(reason: unknown): string | undefined {
   return undefined;
 }
 
+/** How often, at most, the log says that a write met the file size limit. */
+const FILE_SIZE_LOG_INTERVAL_MS = 60_000;
+
 if (import.meta.main) {
   // One writer for every stdout line, so they stay in order; what is
   // still batched is written on the way out.
@@ -1317,6 +1320,24 @@ if (import.meta.main) {
     } catch {
       // not every platform has every signal
     }
+  }
+  // A write past the process's file size limit raises SIGXFSZ, whose
+  // default action ends the process with no word, at every start again
+  // once the KV file is at the limit. Heard, the write fails instead (the
+  // store refuses it, the queue is answered 503), and the log says why.
+  let saidFileSize = -Infinity;
+  const fileSize = () => {
+    if (performance.now() - saidFileSize < FILE_SIZE_LOG_INTERVAL_MS) return;
+    saidFileSize = performance.now();
+    stdout.line(
+      "relayer: a write passed this process's file size limit (SIGXFSZ): the Deno KV file cannot grow past it, so writes that need more room fail (deliveries are answered 503, /readyz not ready). Raise or remove the limit (ulimit -f, systemd's LimitFSIZE), then restart the service.",
+    );
+  };
+  try {
+    Deno.addSignalListener("SIGXFSZ", fileSize);
+    listeners.push(["SIGXFSZ", fileSize]);
+  } catch {
+    // not every platform has every signal
   }
 }
 
