@@ -322,6 +322,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (dir !== "" && path !== ":memory:") {
       await Deno.mkdir(dir, { recursive: true });
     }
+    if (path !== ":memory:") await refuseFullDisk(path, dir === "" ? "." : dir);
     const kv = await Deno.openKv(path);
     if (path !== ":memory:") await refuseReadOnly(kv, path);
     return kv;
@@ -415,13 +416,18 @@ function readOnlyRefusal(path: string, why: string, what: string): string {
 }
 
 /**
- * Why this process cannot create a file in `dir` (its OS error), or
- * `undefined` if it can, or if Deno's permissions refuse it (said apart).
+ * Why this process cannot write `bytes` to a new file in `dir` (its OS
+ * error), or `undefined` if it can, or if Deno's permissions refuse it
+ * (said apart). The file is removed.
  */
-async function unwritableFolder(dir: string): Promise<string | undefined> {
+async function unwritableFolder(
+  dir: string,
+  bytes = 0,
+): Promise<string | undefined> {
+  let probe: string | undefined;
   try {
-    const probe = await Deno.makeTempFile({ dir, prefix: ".relayer-probe-" });
-    await Deno.remove(probe);
+    probe = await Deno.makeTempFile({ dir, prefix: ".relayer-probe-" });
+    if (bytes > 0) await Deno.writeFile(probe, new Uint8Array(bytes));
     return undefined;
   } catch (error) {
     if (
@@ -429,7 +435,35 @@ async function unwritableFolder(dir: string): Promise<string | undefined> {
       error instanceof Deno.errors.NotFound || !(error instanceof Error)
     ) return undefined;
     return error.message;
+  } finally {
+    if (probe !== undefined) await Deno.remove(probe).catch(() => {});
   }
+}
+
+/**
+ * Room that a store's folder must have at start: a few dozen of SQLite's
+ * pages, for the WAL and the wal-index Deno KV writes at its open and for
+ * its first deletion of expired keys.
+ */
+const START_ROOM_BYTES = 256 * 1024;
+
+/**
+ * Refuses to open a store on a full disk. Deno KV could not open a file
+ * closed cleanly there ("disk I/O error": no room for its WAL), and, a WAL
+ * left beside the file, it opened it and then panicked at its first
+ * deletion of expired keys ("KV collect expired failed: database or disk
+ * is full", "Deno has panicked. This is a bug in Deno"), out of reach of
+ * any catch. Said here, in one line, before either.
+ */
+async function refuseFullDisk(path: string, dir: string): Promise<void> {
+  const unwritable = await unwritableFolder(dir, START_ROOM_BYTES);
+  if (unwritable === undefined || !/\(os error 28\)/.test(unwritable)) return;
+  throw new ConfigError(
+    "KV_PATH",
+    `KV_PATH: the disk that holds ${path} is full (${
+      unwritable.replace(/:[^:]*$/, "")
+    }): Deno KV cannot write its files there. Free space on that disk, then start again (keep KV_PATH: the store holds every payment's record).`,
+  );
 }
 
 async function isFolder(path: string): Promise<boolean> {
