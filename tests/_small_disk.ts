@@ -8,7 +8,7 @@
  * @module
  */
 
-// deno-lint-ignore-file no-console
+import { suitesAvailable } from "./_postgres.ts";
 
 /** A mounted tmpfs, its ballast, and how to unmount it. */
 export interface SmallDisk {
@@ -85,15 +85,18 @@ export function mountSmallDisk(size = "4m"): SmallDisk | string {
   };
 }
 
-/** Whether this machine lets a test mount a tmpfs (checked once, by mounting one). */
+/**
+ * Whether this machine lets a test mount a tmpfs (checked once, by
+ * mounting one): where it cannot, the full-disk suites are skipped with
+ * one loud line, and fail under `CI=true`, as CI runs as root.
+ */
 export const smallDiskAvailable: boolean = (() => {
   const disk = mountSmallDisk("64k");
-  if (typeof disk === "string") {
-    console.error(
-      `No tmpfs can be mounted here (${disk}): the full-disk tests are ignored. Run them as root on a machine that allows mount.`,
-    );
-    return false;
-  }
-  disk.close();
-  return true;
+  if (typeof disk !== "string") disk.close();
+  return suitesAvailable(
+    typeof disk !== "string",
+    "the full-disk suites",
+    `no tmpfs can be mounted here (${typeof disk === "string" ? disk : ""})`,
+    "run the tests as root where mount is allowed",
+  );
 })();
