@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
-import { ScriptedSender } from "../../mod.ts";
+import { createRelayer, ScriptedSender } from "../../mod.ts";
 import { mountSmallDisk, smallDiskAvailable } from "../_small_disk.ts";
 import { genericRequest, NOW, OPS, SECRET, STACK } from "../webhook/_app.ts";
 
@@ -272,4 +272,79 @@ Deno.test({
       disk.close();
     }
   },
+});
+
+Deno.test({
+  name:
+    "a relayer over KvStore whose disk fills while a send is in flight: nothing is sent again but the rescue with the same nonce, the hold is never voided, and the payment ends in review",
+  ignore: !smallDiskAvailable,
+  fn: () =>
+    onFullDisk(async ({ store, fill, free }) => {
+      await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      const sends: { replace: boolean }[] = [];
+      let clock = 1_000_000;
+      const relayer = createRelayer({
+        store,
+        now: () => clock,
+        random: () => 0,
+        policy: { maxDeliveries: 3 },
+        sender: {
+          send(_intent, options) {
+            sends.push({ replace: options.replace });
+            // The disk fills while the tx is on its way: its record fails.
+            if (sends.length === 1) fill();
+            return Promise.resolve({ txHash: `0x${"ab".repeat(32)}` });
+          },
+          receipt: () => Promise.resolve("pending"),
+        },
+      });
+      const job = { intentId: "pi_0001", kind: "settle" } as const;
+      const first = await relayer.deliver(job, 1);
+      assert.equal(first.action, "retry");
+      assert.match(first.reason, /but its record failed: .*disk .* is full/);
+      // The queue comes back while the disk is still full, then gives up.
+      for (const n of [2, 3]) {
+        const outcome = await relayer.deliver(job, n).catch((e) => e);
+        assert.ok(
+          outcome instanceof Error || outcome.action === "retry",
+          String(outcome?.reason ?? outcome),
+        );
+      }
+      const gaveUp = await relayer.giveUp(job, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "msg_1" },
+      }).catch((e) => e);
+      assert.ok(
+        gaveUp instanceof Error || gaveUp.action === "retry",
+        "no resolution while the disk is full",
+      );
+      const held = await store.getIntent("pi_0001");
+      assert.equal(held?.state, "settling");
+      assert.equal(held?.hold, "pending");
+      assert.notEqual(held?.broadcasting, null, "the write ahead stands");
+      free();
+      // Past the lease and stuckAfter: the give-up, repeated, resolves.
+      clock += 400_000;
+      const resolved = await relayer.giveUp(job, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "msg_1" },
+      });
+      assert.equal(resolved.action, "poison");
+      const after = await store.getIntent("pi_0001");
+      assert.equal(after?.state, "needs_review");
+      assert.equal(
+        after?.hold,
+        "pending",
+        "never voided: the tx may have left",
+      );
+      assert.deepEqual(
+        sends.slice(1),
+        sends.slice(1).map(() => ({ replace: true })),
+        "any send after the first is the rescue, same nonce",
+      );
+    }),
 });
