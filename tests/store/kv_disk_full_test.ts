@@ -348,3 +348,50 @@ Deno.test({
       );
     }),
 });
+
+Deno.test({
+  name:
+    "KvStore on a full disk answers a group of waiting writes at once: every write gets the refusal from the group's one commit, none halved into more",
+  ignore: !smallDiskAvailable,
+  fn: async () => {
+    const disk = mountSmallDisk("4m");
+    if (typeof disk === "string") throw new Error(disk);
+    const kv = await Deno.openKv(`${disk.dir}/relayer.kv`);
+    let commits = 0;
+    const counted = new Proxy(kv, {
+      get(target, key) {
+        if (key !== "atomic") {
+          const value = Reflect.get(target, key, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        }
+        return () => {
+          const atomic = target.atomic();
+          const commit = atomic.commit.bind(atomic);
+          atomic.commit = () => (commits++, commit());
+          return atomic;
+        };
+      },
+    });
+    try {
+      const store = new KvStore(counted);
+      disk.fill();
+      const answers = await Promise.allSettled(
+        Array.from(
+          { length: 20 },
+          (_, i) => store.createIntent({ id: `pi_${i}`, state: "created" }),
+        ),
+      );
+      for (const answer of answers) {
+        assert.equal(answer.status, "rejected");
+        const reason = (answer as PromiseRejectedResult).reason;
+        assert.match(reason.message, DISK_FULL);
+        assert.equal(isNotWritten(reason), true);
+      }
+      // The first alone, the other 19 as one group.
+      assert.equal(commits, 2);
+    } finally {
+      kv.close();
+      disk.close();
+    }
+  },
+});
