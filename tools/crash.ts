@@ -9,7 +9,7 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel] [--db-down 10] [--instances 1] [--trace]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel|disk] [--db-down 10] [--instances 1] [--trace]
  * ```
  *
  * With `--instances N` (1 by default), N service processes run at once on
@@ -77,7 +77,9 @@
  *   return (bigint to numeric, and back at the next), as a later release's
  *   migration would under the live instances: no delivery may then be
  *   answered that a statement was stale, and with `retype` alone no store
- *   failure is allowed for. The jobs
+ *   failure is allowed for. On KvStore, `disk` (as root: the run's folder
+ *   is then a tmpfs it mounts) fills the disk of the SQLite file for
+ *   `--db-down` seconds with a ballast file, then removes it. The jobs
  *   are published over the faults' span. After each, `/readyz` must answer
  *   200 and a delivery sent after the database came back must be answered 200
  *   within 5 s, with the same relayer process (one that exits fails the
@@ -282,7 +284,8 @@ export interface CrashTestOptions {
    * stops it for `dbDownS`, `terminate` ends every client session
    * (`pg_terminate_backend`) five times 200 ms apart, `cancel` cancels
    * every client session's statement (`pg_cancel_backend`) every
-   * millisecond or so for 3 s.
+   * millisecond or so for 3 s. On KvStore, `disk` alone: the SQLite
+   * file's disk (a tmpfs this run mounts) full for `dbDownS`.
    */
   readonly dbFaults: readonly DbFault[];
   /** How long a `down` fault keeps the database stopped, in seconds. */
@@ -304,7 +307,8 @@ export type DbFault =
   | "down"
   | "terminate"
   | "retype"
-  | "cancel";
+  | "cancel"
+  | "disk";
 const DB_FAULTS: readonly DbFault[] = [
   "fast",
   "immediate",
@@ -312,7 +316,11 @@ const DB_FAULTS: readonly DbFault[] = [
   "terminate",
   "retype",
   "cancel",
+  "disk",
 ];
+
+/** How large the tmpfs is that `--db-faults disk` mounts on the run's folder. */
+const DISK_FAULT_SIZE = "512m";
 
 /** How long a `cancel` fault cancels the client sessions' statements. */
 const CANCEL_S = 3;
@@ -344,7 +352,7 @@ const STORE_OWN_FAULT =
   /which something else using this client left open|PostgreSQL cut the write's BEGIN/;
 
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel] [--db-down 10] [--instances 1] [--trace]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel|disk] [--db-down 10] [--instances 1] [--trace]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -416,9 +424,14 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     }
     values[name] = value;
   }
-  if (dbFaults.length > 0 && store === "kv") {
+  if (dbFaults.some((kind) => kind !== "disk") && store === "kv") {
     throw new RangeError(
       "--db-faults needs --store postgres or pgbouncer: current value is kv",
+    );
+  }
+  if (dbFaults.includes("disk") && store !== "kv") {
+    throw new RangeError(
+      `--db-faults disk needs --store kv (it fills the SQLite file's disk): current value is ${store}`,
     );
   }
   return {
@@ -440,6 +453,26 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
 /** Resolves after `ms` milliseconds. */
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Grows the file `path` until its disk answers ENOSPC: the disk is full. */
+async function fillDisk(path: string): Promise<void> {
+  const file = await Deno.open(path, { write: true, create: true });
+  const chunk = new Uint8Array(1024 * 1024);
+  try {
+    // Smaller and smaller writes, down to the last few hundred bytes.
+    for (let size = chunk.length; size >= 512; size >>= 1) {
+      try {
+        for (;;) await file.write(chunk.subarray(0, size));
+      } catch (error) {
+        if (
+          !(error instanceof Error) || !/\(os error 28\)/.test(error.message)
+        ) throw error;
+      }
+    }
+  } finally {
+    file.close();
+  }
 }
 
 /** A promise with its `resolve`, to open a gate from outside. */
@@ -911,11 +944,12 @@ const START_BACKOFF_MS = 250;
  * The service's documented refusal (docs/postgres.md) when its migration at
  * start lost the connection, or found the database down or starting up
  * (through PgBouncer: its logins to the server failing), or had a statement
- * cancelled (the `cancel` fault's `pg_cancel_backend`): what a database
- * fault of the run can cause.
+ * cancelled (the `cancel` fault's `pg_cancel_backend`), or, on KvStore,
+ * its refusal of a full disk (the `disk` fault): what a database fault of
+ * the run can cause.
  */
 const FAULTED_START =
-  /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode)|canceling statement due to user request)\b|server login has been failing, try again later \(server_login_retry\))/;
+  /^relayer: cannot start: (?:KV_PATH: the disk that holds \S+ is full \(No space left on device \(os error 28\)\): |DATABASE_URL: cannot open PostgreSQL \S+, [^:]+: (?:(?:(?:read|write|connect) )?(?:ECONNRESET|EPIPE|ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|terminating connection due to administrator command|the database system is (?:starting up|shutting down|in recovery mode)|canceling statement due to user request)\b|server login has been failing, try again later \(server_login_retry\)))/;
 
 /**
  * Whether a start begun at `startedAt` may have met a database fault: one
@@ -2657,6 +2691,28 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
       { cause: error },
     );
   }
+  // The disk fault fills the SQLite file's disk: a tmpfs of its own, so
+  // that it fills this run's folder alone.
+  let mounted = false;
+  if (options.dbFaults.includes("disk")) {
+    const mount = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", `size=${DISK_FAULT_SIZE}`, "tmpfs", dir],
+      stdout: "null",
+      stderr: "piped",
+    }).output().catch((error: Error) => ({
+      success: false,
+      stderr: new TextEncoder().encode(error.message),
+    }));
+    if (!mount.success) {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      throw new CheckError(
+        `--db-faults disk mounts a tmpfs on the run's folder, and mount refused (${
+          new TextDecoder().decode(mount.stderr).trim()
+        }): run it as root, where mount is allowed`,
+      );
+    }
+    mounted = true;
+  }
   let database: OwnedPostgresServer | null = null;
   let pooler: OwnedPgBouncer | null = null;
   let databaseUrl: string | null = null;
@@ -2723,6 +2779,10 @@ export async function crashTest(options: CrashTestOptions): Promise<number> {
     await google?.stop();
     await pooler?.stop();
     await database?.stop();
+    if (mounted) {
+      await new Deno.Command("umount", { args: ["-l", dir], stderr: "null" })
+        .output().catch(() => {});
+    }
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }
@@ -4569,7 +4629,11 @@ async function runCrashTest(
    * job has ended), within {@linkcode RECOVERY_BOUND_MS}.
    */
   const faulter = async (): Promise<void> => {
-    if (options.dbFaults.length === 0 || database === null) return;
+    const disk = options.dbFaults.includes("disk");
+    if (options.dbFaults.length === 0 || (database === null && !disk)) return;
+    // Every fault but `disk` is PostgreSQL's (parseOptions refuses them on
+    // KV), and `disk` is KV's alone.
+    const db = database as OwnedPostgresServer;
     for (const kind of options.dbFaults) {
       // Time, not answers: the answer rate swings with the retry delays.
       const waitMs = 300 + Math.floor(killRandom() * 1200);
@@ -4609,14 +4673,14 @@ async function runCrashTest(
             ["dead_letters", "deliveries"],
           ]
         ) {
-          await database.psql(
+          await db.psql(
             `ALTER TABLE relayer.${table} ALTER COLUMN ${column} TYPE ${to}`,
           );
         }
       } else if (kind === "cancel") {
         // One psql for the whole hammer: a process per round would cancel
         // every 20 ms or so, and rarely meet a flight as it begins.
-        await database.psql(
+        await db.psql(
           `DO $$
           DECLARE
             until timestamptz := clock_timestamp() + interval '${CANCEL_S} seconds';
@@ -4632,15 +4696,19 @@ async function runCrashTest(
         );
       } else if (kind === "terminate") {
         for (let round = 0; round < 5; round++) {
-          await database.psql(
+          await db.psql(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
           );
           if (round < 4) await sleep(200);
         }
+      } else if (kind === "disk") {
+        await fillDisk(`${dir}/ballast`);
+        await sleep(options.dbDownS * 1000);
+        await Deno.remove(`${dir}/ballast`);
       } else {
-        await database.halt(kind === "immediate" ? "immediate" : "fast");
+        await db.halt(kind === "immediate" ? "immediate" : "fast");
         if (kind === "down") await sleep(options.dbDownS * 1000);
-        await database.resume();
+        await db.resume();
       }
       fault.up = now();
       for (;;) {

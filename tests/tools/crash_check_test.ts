@@ -273,6 +273,19 @@ Deno.test("parseOptions() takes --instances, 1 unless given", () => {
   );
 });
 
+Deno.test("parseOptions() takes --db-faults disk on KvStore alone, and the PostgreSQL faults not there", () => {
+  assert.deepEqual(parseOptions(["--db-faults", "disk"]).dbFaults, ["disk"]);
+  assert.equal(outagesIn(["disk"]), true);
+  assert.throws(
+    () => parseOptions(["--store", "postgres", "--db-faults", "disk"]),
+    /--db-faults disk needs --store kv \(it fills the SQLite file's disk\): current value is postgres/,
+  );
+  assert.throws(
+    () => parseOptions(["--db-faults", "disk,terminate"]),
+    /--db-faults needs --store postgres or pgbouncer: current value is kv/,
+  );
+});
+
 Deno.test("parseOptions() takes --trace as a flag without a value, off unless given", () => {
   assert.equal(parseOptions(["--seed", "7"]).trace, false);
   const options = parseOptions(["--trace", "--seed", "7", "--intents=60"]);
@@ -788,6 +801,11 @@ Deno.test("startAgain() starts a server again, as a platform does, when database
       cause,
     );
   }
+  // KvStore under --db-faults disk: a restart while the disk is full.
+  const full = [
+    "relayer: cannot start: KV_PATH: the disk that holds /tmp/relayer_crash_x/relayer.kv is full (No space left on device (os error 28)): Deno KV cannot write its files there. Free space on that disk, then start again (keep KV_PATH: the store holds every payment's record).",
+  ];
+  assert.equal(startAgain(refused("", full), true, 1), true);
 });
 
 Deno.test("startAgain() fails the run on any other start failure: no faults, too many tries, a crash, another refusal", () => {
