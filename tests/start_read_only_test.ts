@@ -56,12 +56,14 @@ for (const wal of [false, true]) {
       wal ? "a WAL beside the file: Deno KV opens it read-only" : "no WAL"
     }), naming it read-only and what to make writable`,
     ignore: !smallDiskAvailable,
-    fn: timeout(30_000, () =>
+    fn: timeout(30_000, (_t, signal) =>
       onReadOnlyStore(wal, async (dir) => {
         const service = startMain(
           { ...SETTINGS, KV_PATH: `${dir}/relayer.kv` },
           { ...freePort(), writeDir: dir },
         );
+        // A service that started after all is stopped, so the mounts go.
+        signal.addEventListener("abort", service.kill);
         try {
           const { code, stderr } = await service.ended();
           assert.equal(code, 1, stderr);
