@@ -100,6 +100,7 @@ export const smallDiskAvailable: boolean = (() => {
   const said = "RELAYER_SKIP_SAID_THE_FULL_DISK_SUITES";
   if (Deno.env.get(said) !== "1") {
     Deno.env.set(said, "1");
+    // deno-lint-ignore no-console
     console.error(
       `\n!!! SKIPPING the full-disk suites: no tmpfs can be mounted here (${disk}). Run the tests as root where mount is allowed to run them. !!!\n`,
     );
