@@ -1,0 +1,235 @@
+/**
+ * The checks docs/api.md's Node and Bun services share: each is bundled
+ * with `deno bundle --platform node`, run by its runtime, and must stop a
+ * start it cannot make with one line that says what was wrong (a setting
+ * `loadConfig` refuses, a database nothing answers on, a port another
+ * process holds), with no stack trace and the password of `DATABASE_URL`
+ * nowhere; and it must listen on 127.0.0.1 only and exit 0 on SIGTERM.
+ * Each runtime's test file gives its service block and how to run it:
+ *
+ * ```ts ignore
+ * docsServiceTests({
+ *   runtime: "Node",
+ *   ignore: NODE_VERSION === null,
+ *   service: nodeService,
+ *   command: (dir, env) => new Deno.Command("node", { args: ["service.mjs"], cwd: dir, env }),
+ *   inUse: /EADDRINUSE/,
+ * });
+ * ```
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import { timeout } from "./_timeout.ts";
+
+/** The repository's root, with a trailing slash. */
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+const PASSWORD = "pw-that-must-not-show-0123";
+
+const SETTINGS = {
+  SENDER_URL: "http://127.0.0.1:9",
+  OPS_TOKEN: "local-ops-token-0123456789",
+  WEBHOOK_SECRET: "local-secret-0123456789",
+};
+
+/** The `ts` blocks of docs/api.md between the headings `from` and `to` (to the end without it). */
+export async function apiBlocks(from: string, to?: string): Promise<string[]> {
+  const text = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const start = text.indexOf(`\n## ${from}\n`);
+  const end = to === undefined ? text.length : text.indexOf(`\n## ${to}\n`);
+  assert.ok(start >= 0 && end > start, `no section '${from}' in docs/api.md`);
+  return [...text.slice(start, end).matchAll(/^```ts[^\n]*\n([^]*?)^```/gm)]
+    .map((m) => m[1]!);
+}
+
+/** A docs/api.md service and how its runtime runs it. */
+export interface DocsService {
+  /** The runtime, as the tests' names say it: "Node", "Bun". */
+  runtime: string;
+  /** Whether the runtime is missing here. */
+  ignore: boolean;
+  /** The service's source, from docs/api.md. */
+  service: () => Promise<string>;
+  /**
+   * The runtime running `dir`/service.mjs with `env` and the runtime's own
+   * variables alone (`clearEnv`), stdin and stdout null, stderr piped.
+   */
+  command: (dir: string, env: Record<string, string>) => Deno.Command;
+  /** What the one line says of a port in use. */
+  inUse: RegExp;
+}
+
+/** The service bundled for node into `dir` (its port `port`). */
+async function bundled(
+  service: string,
+  dir: string,
+  port = 8000,
+): Promise<string> {
+  assert.match(service, /port: 8000/, "the service's port");
+  await Deno.writeTextFile(
+    `${dir}/service.ts`,
+    service.replace("port: 8000", `port: ${port}`),
+  );
+  const built = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "bundle",
+      "--quiet",
+      "--config",
+      `${ROOT}deno.json`,
+      "--platform",
+      "node",
+      "-o",
+      `${dir}/service.mjs`,
+      `${dir}/service.ts`,
+    ],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
+  return `${dir}/service.mjs`;
+}
+
+/**
+ * The local addresses of the sockets listening on TCP `port`, as Linux
+ * lists them in /proc/net/tcp and tcp6 (`0100007F` is 127.0.0.1;
+ * `00000000` and the 32 zeros of tcp6 are every interface), read through
+ * `cat`, as Deno asks for every permission to read them itself.
+ */
+async function listeningOn(port: number): Promise<string[]> {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  const { stdout } = await new Deno.Command("cat", {
+    args: ["/proc/net/tcp", "/proc/net/tcp6"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const found: string[] = [];
+  for (const row of new TextDecoder().decode(stdout).split("\n")) {
+    const [, local, , state] = row.trim().split(/\s+/);
+    if (state === "0A" && local?.endsWith(`:${hexPort}`)) {
+      found.push(local.slice(0, local.indexOf(":")));
+    }
+  }
+  return found;
+}
+
+/** Registers the three tests of `s`'s service. */
+export function docsServiceTests(s: DocsService): void {
+  const prefix = `relayer_docs_${s.runtime.toLowerCase()}_`;
+  const run = async (dir: string, env: Record<string, string>) => {
+    const out = await s.command(dir, env).output();
+    return { code: out.code, err: new TextDecoder().decode(out.stderr) };
+  };
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service says in one line, without a stack, why it cannot start`,
+    ignore: s.ignore,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      try {
+        await bundled(await s.service(), dir);
+        // Nothing listens on port 1 of the loopback.
+        const url = `postgres://relayer:${PASSWORD}@127.0.0.1:1/relayer`;
+        const base = { ...SETTINGS, DATABASE_URL: url };
+        for (
+          const [what, env, said] of [
+            [
+              "a setting refused",
+              { ...base, WEBHOOK_SECRET: "short" },
+              /WEBHOOK_SECRET/,
+            ],
+            ["no database", base, /ECONNREFUSED|refused/],
+          ] as const
+        ) {
+          const { code, err } = await run(dir, env);
+          assert.equal(code, 1, `${what}: exit code; stderr:\n${err}`);
+          const lines = err.trimEnd().split("\n");
+          assert.equal(lines.length, 1, `${what}: one line, got:\n${err}`);
+          assert.match(lines[0]!, /^relayer: cannot start: /, what);
+          assert.match(lines[0]!, said, what);
+          assert.ok(!err.includes(PASSWORD), `${what}: the password shows`);
+        }
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service listens on the loopback only, as deno task start does, and drains on SIGTERM`,
+    ignore: s.ignore || !postgresAvailable || Deno.build.os !== "linux",
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      const database = await freshDatabase();
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = free.addr.port;
+      free.close();
+      let child: Deno.ChildProcess | undefined;
+      try {
+        await bundled(await s.service(), dir, port);
+        child = s.command(dir, { ...SETTINGS, DATABASE_URL: database.url })
+          .spawn();
+        const stderr = new Response(child.stderr).text();
+        let ready = false;
+        for (let i = 0; i < 200 && !ready; i++) {
+          ready = await fetch(`http://127.0.0.1:${port}/readyz`)
+            .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
+          if (!ready) await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.ok(ready, "the service never answered /readyz on 127.0.0.1");
+        // Where deno task start listens: 127.0.0.1 only, not every interface.
+        assert.deepEqual(
+          await listeningOn(port),
+          ["0100007F"],
+          "the service's listening sockets (0100007F is 127.0.0.1)",
+        );
+        child.kill("SIGTERM");
+        const { code } = await child.status;
+        child = undefined;
+        assert.equal(code, 0, await stderr);
+      } finally {
+        if (child) {
+          child.kill("SIGKILL");
+          await child.status;
+          await child.stderr.cancel().catch(() => {});
+        }
+        await database.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service says in one line, without a stack, that its port is in use`,
+    ignore: s.ignore || !postgresAvailable,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      const database = await freshDatabase();
+      // Another process (a relayer still running) holds the port.
+      const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      try {
+        await bundled(await s.service(), dir, held.addr.port);
+        const { code, err } = await run(dir, {
+          ...SETTINGS,
+          DATABASE_URL: database.url,
+        });
+        assert.equal(code, 1, `exit code; stderr:\n${err}`);
+        const lines = err.trimEnd().split("\n");
+        assert.equal(lines.length, 1, `one line, got:\n${err}`);
+        assert.match(lines[0]!, /^relayer: cannot start: /);
+        assert.match(lines[0]!, s.inUse);
+      } finally {
+        held.close();
+        await database.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+}
