@@ -377,7 +377,6 @@ async function openKv(config: Config): Promise<Deno.Kv> {
   }
 }
 
-/** Whether `path` is a folder (not when it is missing or a file). */
 /**
  * Refuses a store Deno KV opened read-only: it does so, with no word, when
  * it cannot write the file but can read it and the WAL beside it (a volume
@@ -466,6 +465,7 @@ async function refuseFullDisk(path: string, dir: string): Promise<void> {
   );
 }
 
+/** Whether `path` is a folder (not when it is missing or a file). */
 async function isFolder(path: string): Promise<boolean> {
   try {
     return (await Deno.stat(path)).isDirectory;
