@@ -308,6 +308,8 @@ async function openKv(config: Config): Promise<Deno.Kv> {
   }
   const { path } = config.kv;
   const dir = path.replace(/[^/]*$/, "");
+  // The folder that holds the store, "." for a bare file name.
+  const folder = dir === "" ? "." : dir;
   try {
     if (path !== ":memory:" && await isFolder(path)) {
       // Deno KV would fail on the files it writes beside it (-shm, -wal),
@@ -322,7 +324,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (dir !== "" && path !== ":memory:") {
       await Deno.mkdir(dir, { recursive: true });
     }
-    if (path !== ":memory:") await refuseFullDisk(path, dir === "" ? "." : dir);
+    if (path !== ":memory:") await refuseFullDisk(path, folder);
     const kv = await Deno.openKv(path);
     if (path !== ":memory:") await refuseReadOnly(kv, path);
     return kv;
@@ -334,33 +336,29 @@ async function openKv(config: Config): Promise<Deno.Kv> {
       error instanceof Deno.errors.PermissionDenied
     ) {
       const may = (name: "read" | "write") =>
-        Deno.permissions.querySync({ name, path: dir || "." }).state ===
+        Deno.permissions.querySync({ name, path: folder }).state ===
           "granted";
       if (!may("read")) {
         throw new ConfigError(
           "KV_PATH",
-          `KV_PATH: cannot open ${path}: this process may not read there. Serve with --allow-read (deno task start does), or --allow-read=${
-            dir === "" ? "." : dir
-          }.`,
+          `KV_PATH: cannot open ${path}: this process may not read there. Serve with --allow-read (deno task start does), or --allow-read=${folder}.`,
         );
       }
       throw new ConfigError(
         "KV_PATH",
-        `KV_PATH: cannot write ${path}: this process may not write there (deno task start may write ./data only). Put the store under ./data (KV_PATH=./data/relayer.kv), or serve with --allow-write=${
-          dir === "" ? "." : dir
-        } instead of --allow-write=./data.`,
+        `KV_PATH: cannot write ${path}: this process may not write there (deno task start may write ./data only). Put the store under ./data (KV_PATH=./data/relayer.kv), or serve with --allow-write=${folder} instead of --allow-write=./data.`,
       );
     }
     // A folder this process cannot write (a volume mounted read-only):
     // SQLite says only "unable to open database file".
-    const unwritable = await unwritableFolder(dir === "" ? "." : dir);
+    const unwritable = await unwritableFolder(folder);
     if (unwritable !== undefined) {
       throw new ConfigError(
         "KV_PATH",
         readOnlyRefusal(
           path,
           `its folder cannot be written: ${unwritable}`,
-          `the folder ${dir === "" ? "." : dir}`,
+          `the folder ${folder}`,
         ),
       );
     }
