@@ -25,8 +25,9 @@ export interface QueueCheck {
   /**
    * `"stops_early"`: the queue gives up before the policy's last delivery,
    * or (Pub/Sub) its retention may end before the push that follows a busy
-   * last delivery and before a dead-letter policy's last attempt failed; `"window_short"`: the window under the queue's own
-   * delays is shorter than `stuckAfterMs`; `null`: neither.
+   * last delivery and before a dead-letter policy's last attempt failed;
+   * `"window_short"`: the window under the queue's own delays is shorter
+   * than `stuckAfterMs`; `null`: neither.
    */
   readonly problem: "stops_early" | "window_short" | null;
   /** The deliveries the queue makes before it gives up (`Infinity`: no limit). */
