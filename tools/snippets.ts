@@ -7,8 +7,8 @@
  * `@relayer/poison` as `jsr:@relayer/poison@^<version>` and `links` it to
  * this repository (Deno's way to use a local copy of a JSR package, so its
  * own import map and exports apply, as they would from JSR), sets
- * `"unstable": ["kv"]` as the README tells Deno users
- * to, and maps any other bare import a snippet makes (`postgres`) to the version this
+ * `"unstable": ["kv"]` as the README tells Deno users to, and maps any
+ * other bare import a snippet makes (`postgres`) to the version this
  * package pins, as `deno add npm:…` would.
  *
  * By the fence's info string (`ignore` is `deno test --doc`'s: it leaves
@@ -394,11 +394,7 @@ export async function snippetResults(
     }
     await Deno.writeTextFile(
       `${dir}/deno.json`,
-      JSON.stringify(
-        { imports, links: [ROOT], unstable: ["kv"] },
-        null,
-        2,
-      ),
+      JSON.stringify({ imports, links: [ROOT], unstable: ["kv"] }, null, 2),
     );
     const golden = await Deno.readTextFile(
       `${ROOT}testdata/poison_job.golden.txt`,
