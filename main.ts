@@ -62,6 +62,7 @@ import {
   unknownSettingLines,
   unreadSettingLines,
 } from "./webhook/_settings.ts";
+import { oncePer } from "./webhook/_step_back.ts";
 
 /** What {@linkcode openService} can be given instead of the real thing (tests). */
 export interface ServiceOptions {
@@ -1357,10 +1358,12 @@ if (import.meta.main) {
   // default action ends the process with no word, at every start again
   // once the KV file is at the limit. Heard, the write fails instead (the
   // store refuses it, the queue is answered 503), and the log says why.
-  let saidFileSize = -Infinity;
+  const fileSizeDue = oncePer(
+    FILE_SIZE_LOG_INTERVAL_MS,
+    () => performance.now(),
+  );
   const fileSize = () => {
-    if (performance.now() - saidFileSize < FILE_SIZE_LOG_INTERVAL_MS) return;
-    saidFileSize = performance.now();
+    if (!fileSizeDue()) return;
     stdout.line(
       "relayer: a write passed this process's file size limit (SIGXFSZ): the Deno KV file cannot grow past it, so writes that need more room fail (deliveries are answered 503, /readyz not ready). Raise or remove the limit (ulimit -f, systemd's LimitFSIZE), then restart the service.",
     );
