@@ -1662,10 +1662,11 @@ function checkQueues(
     // policy gives up first only if its last attempt's push surely ends
     // within the retention: Pub/Sub forwards the message once that push
     // failed, and an expired one is dropped.
-    const forwardMs = deadLetterEndMs(queues.pubsub);
     if (
       retentionMs !== undefined && retentionShort(queues.pubsub, max)
     ) {
+      const forwardMs = deadLetterEndMs(queues.pubsub);
+      const needMs = retentionNeedMs(queues.pubsub, max);
       throw new ConfigError(
         "PUBSUB_MESSAGE_RETENTION",
         `PUBSUB_MESSAGE_RETENTION is ${
@@ -1684,7 +1685,7 @@ function checkQueues(
               formatDuration(leaseMs + 2 * clockSkewMs)
             }), before the push that would resolve it`
         }: Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
-          check.limit >= max && forwardMs < retentionNeedMs(queues.pubsub, max)
+          check.limit >= max && forwardMs < needMs
             ? `${
               formatDuration(forwardMs)
             } ((PUBSUB_MAX_DELIVERY_ATTEMPTS − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + 2 × SENDER_TIMEOUT + 5s), or lower PUBSUB_MAX_BACKOFF${
@@ -1693,7 +1694,7 @@ function checkQueues(
                 : ""
             }`
             : `${
-              formatDuration(retentionNeedMs(queues.pubsub, max))
+              formatDuration(needMs)
             } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`
         }`,
       );
