@@ -7,13 +7,15 @@
 
 /**
  * The lease counted when a queue does not give one: the relayer's default
- * (`createRelayer`'s `leaseMs`, the service's `LEASE`).
+ * (`createRelayer`'s `leaseMs`, the service's `LEASE`), which the relayer
+ * takes from here (its `DEFAULT_LEASE_MS`), as the policy cannot import it.
  */
 export const DEFAULT_QUEUE_LEASE_MS = 30_000;
 
 /**
  * The clock skew counted when a queue does not give one: the relayer's
- * default (`createRelayer`'s `clockSkewMs`, the service's `CLOCK_SKEW`).
+ * default (`createRelayer`'s `clockSkewMs`, the service's `CLOCK_SKEW`),
+ * which the relayer takes from here (its `DEFAULT_CLOCK_SKEW_MS`).
  */
 export const DEFAULT_QUEUE_CLOCK_SKEW_MS = 5_000;
 

@@ -13,13 +13,14 @@ import type {
   UnreadableMessage,
 } from "./relayer.ts";
 import type { QueueIds } from "../store/store.ts";
+import { DEFAULT_QUEUE_CLOCK_SKEW_MS } from "../policy/_retention.ts";
 
 /**
  * `clockSkewMs` unset: how far apart the relayer takes the instances'
  * clocks to be, in milliseconds (5 s). The service's `CLOCK_SKEW` defaults
  * to it too.
  */
-export const DEFAULT_CLOCK_SKEW_MS = 5_000;
+export const DEFAULT_CLOCK_SKEW_MS = DEFAULT_QUEUE_CLOCK_SKEW_MS;
 
 /**
  * Every option `createRelayer` reads; any other name is a misspelling. A

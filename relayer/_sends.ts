@@ -16,6 +16,8 @@
  * @module
  */
 
+import { DEFAULT_QUEUE_LEASE_MS } from "../policy/_retention.ts";
+
 /**
  * How a relayer answers for its own sends.
  *
@@ -66,7 +68,7 @@ export interface OwnSends {
  * assert.equal(DEFAULT_LEASE_MS, 30_000);
  * ```
  */
-export const DEFAULT_LEASE_MS = 30_000;
+export const DEFAULT_LEASE_MS = DEFAULT_QUEUE_LEASE_MS;
 
 /** How many resolve requests arrived in this process: their order. */
 let arrived = 0;
