@@ -54,6 +54,7 @@ import type { AppDeps } from "./app.ts";
 import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
+import { DEFAULT_LEASE_MS } from "../relayer/_sends.ts";
 import { googleJwks } from "./google_jwks.ts";
 import { MAX_TIMER_MS } from "../policy/_validate.ts";
 
@@ -1484,7 +1485,7 @@ export function lease(
   env: Record<string, string | undefined>,
   senderTimeoutMs: number,
 ): number {
-  const leaseMs = duration(env, "LEASE") ?? 30_000;
+  const leaseMs = duration(env, "LEASE") ?? DEFAULT_LEASE_MS;
   if (leaseMs < 2 * senderTimeoutMs) {
     throw new ConfigError(
       "LEASE",
