@@ -435,7 +435,7 @@ function fileRefusal(error: unknown): Error | undefined {
       new Error(
         `Cannot write to Deno KV as its SQLite file is read-only to this process (SQLite: "${
           readOnly[0]
-        }"): nothing was written. Make the file, its -wal and -shm files and their folder writable by this process (a volume mounted read-only, files another user owns), then restart the service: Deno KV keeps a file it opened read-only so`,
+        }"): nothing was written. Make the file, its -wal and -shm files and their folder writable by this process (a volume mounted read-only, files another user owns), then restart the service (a file Deno KV opened read-only stays read-only until it is opened again)`,
         { cause: error },
       ),
     );
