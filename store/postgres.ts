@@ -1506,8 +1506,8 @@ export class PostgresStore implements Store {
             // session is left inside that transaction, failed.
             (await again).at(-1)?.status === "rejected" && !await rolledBack()
           ) {
-            // Handed back once the ROLLBACK answers, or lost: the flight's
-            // error stands.
+            // Not ended: the connection was handed back for later, closed
+            // (see `rolledBack`) or lost, and the flight's error stands.
           } else if (
             staleOnly(error, settled.at(-1), await again) &&
             flights < writes.length + 1 && !pastAgain
