@@ -311,8 +311,10 @@ async function openKv(config: Config): Promise<Deno.Kv> {
   const dir = path.replace(/[^/]*$/, "");
   // The folder that holds the store, "." for a bare file name.
   const folder = dir === "" ? "." : dir;
+  // A store in memory has no file, folder or disk to check.
+  const onDisk = path !== ":memory:";
   try {
-    if (path !== ":memory:" && await isFolder(path)) {
+    if (onDisk && await isFolder(path)) {
       // Deno KV would fail on the files it writes beside it (-shm, -wal),
       // and the message below would ask for a wider --allow-write.
       throw new ConfigError(
@@ -322,12 +324,10 @@ async function openKv(config: Config): Promise<Deno.Kv> {
         }/relayer.kv.`,
       );
     }
-    if (dir !== "" && path !== ":memory:") {
-      await Deno.mkdir(dir, { recursive: true });
-    }
-    if (path !== ":memory:") await refuseFullDisk(path, folder);
+    if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
+    if (onDisk) await refuseFullDisk(path, folder);
     const kv = await Deno.openKv(path);
-    if (path !== ":memory:") await refuseReadOnly(kv, path);
+    if (onDisk) await refuseReadOnly(kv, path);
     return kv;
   } catch (error) {
     if (error instanceof ConfigError) throw error;
