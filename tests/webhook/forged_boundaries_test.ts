@@ -280,11 +280,13 @@ Deno.test("Google tokens that name their key another way are 401 and write nothi
     iat: nowS,
     exp: nowS + 3600,
   };
-  /** The forger's RS256 token under `header`. */
-  const forged = async (header: Record<string, unknown>) => {
-    const input = `${base64url({ alg: "RS256", typ: "JWT", ...header })}.${
-      base64url(claims)
-    }`;
+  /** The forger's RS256 token under `header`, an object or its JSON text. */
+  const forged = async (header: Record<string, unknown> | string) => {
+    const head = typeof header === "string"
+      ? btoa(header).replaceAll("+", "-").replaceAll("/", "_")
+        .replace(/=+$/, "")
+      : base64url({ alg: "RS256", typ: "JWT", ...header });
+    const input = `${head}.${base64url(claims)}`;
     const key = await crypto.subtle.importKey(
       "jwk",
       forgerPrivate,
@@ -337,6 +339,14 @@ Deno.test("Google tokens that name their key another way are 401 and write nothi
       x5u: "https://forger.example/cert.pem",
     })}`,
   );
+  for (const [first, last] of [["forger", googleKid], [googleKid, "forger"]]) {
+    add(
+      `kid given twice, ${last === googleKid ? "Google's" : "its own"} last`,
+      `Bearer ${await forged(
+        `{"alg":"RS256","typ":"JWT","kid":"${first}","kid":"${last}"}`,
+      )}`,
+    );
+  }
   add("a genuine token twice", `Bearer ${genuine}`, `Bearer ${genuine}`);
   add(
     "a forged token beside a genuine one",
@@ -656,4 +666,30 @@ Deno.test("QStash's token covers the body and the URL, not Upstash-Retried: a co
   assert.equal(sendsOf(sender), 0);
   assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
   assert.equal((await store.listDeadLetters()).items[0]?.deliveries, 42);
+});
+
+Deno.test("a QStash message whose signed bytes are gzip is not decompressed: its token verifies over the bytes as sent, and the message is kept as unreadable (489), not refused as forged", async () => {
+  const { app, store, sender } = await makeApp({
+    intents: [authorized],
+    scripts: sends,
+  });
+  const compressed = await gzip(JSON.stringify(job));
+  const res = await app.request("/v1/qstash", {
+    method: "POST",
+    body: compressed,
+    headers: {
+      "content-encoding": "gzip",
+      "upstash-signature": await signQStash(compressed),
+      "upstash-message-id": "msg_gzip",
+    },
+  });
+  assert.equal(res.status, 489);
+  assert.equal(res.headers.get("upstash-nonretryable-error"), "true");
+  await res.body?.cancel();
+  assert.deepEqual(
+    (await store.listDeadLetters()).items.map((letter) => letter.jobId),
+    ["qstash/msg_gzip/unreadable"],
+  );
+  assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+  assert.equal(sendsOf(sender), 0);
 });
