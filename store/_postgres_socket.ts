@@ -156,7 +156,23 @@ export function answeredSocket(
         raw.write(chunk, encoding, () => done());
       },
       final(done) {
-        raw.end(done);
+        // postgres.js ends its socket only after its goodbye (Terminate,
+        // from `terminate()`), with nothing of its own left waiting for an
+        // answer, and frees the connection's place in the pool only at the
+        // close. That close waited for the server's side: behind a
+        // partition none comes, and the goodbye, watched as one more
+        // write, kept the place for another `answerMs`. The goodbye asks
+        // for no answer: closed once it and the FIN are handed to the
+        // system, which still delivers them to a live server (whose
+        // statement, if one runs, goes on to its end, then the session
+        // reads the goodbye). Should the system take nothing more (a
+        // peer that stopped reading filled its window), the watch closes
+        // it at its bound, as before.
+        raw.end(() => {
+          quiet();
+          raw.destroy();
+        });
+        done();
       },
       destroy(error, done) {
         quiet();
