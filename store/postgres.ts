@@ -1303,14 +1303,10 @@ export class PostgresStore implements Store {
     // The connection postgres.js runs the flight on, once it sent the
     // flight's first query (see `seenOn`).
     const seen = seenOn();
-    // Closes the connection whose statements went unanswered past the
-    // bound where their answers may never come (see `closeSession`),
-    // left to postgres.js to open again; else kept from the pool until
-    // they come.
-    const closeOrHandBackLater = (
-      answers: Promise<PromiseSettledResult<unknown>[]>,
-    ) => {
-      if (!closeSession(seen.connection)) return handBackLater(answers);
+    // The connection lost, or closed here: never handed back, left to
+    // postgres.js to open again, and the pool's goodbyes taken first (see
+    // `#absorb`).
+    const leaveLost = () => {
       lost = true;
       this.#absorb();
     };
@@ -1324,6 +1320,16 @@ export class PostgresStore implements Store {
         if (anyLost(settled)) this.#absorb();
         else tx.release();
       });
+    };
+    // Closes the connection whose statements went unanswered past the
+    // bound where their answers may never come (see `closeSession`),
+    // left to postgres.js to open again; else kept from the pool until
+    // they come.
+    const closeOrHandBackLater = (
+      answers: Promise<PromiseSettledResult<unknown>[]>,
+    ) => {
+      if (!closeSession(seen.connection)) return handBackLater(answers);
+      leaveLost();
     };
     // Ends the transaction a cancel that cut a COMMIT left open and failed
     // on the connection (see `endTransaction`): false if the ROLLBACK was
@@ -1339,15 +1345,11 @@ export class PostgresStore implements Store {
       }
       const settled = await ended;
       if (anyLost(settled)) {
-        lost = true;
-        this.#absorb();
+        leaveLost();
         return false;
       }
       if (settled.at(-1)?.status === "rejected") {
-        if (closeSession(seen.connection)) {
-          lost = true;
-          this.#absorb();
-        }
+        if (closeSession(seen.connection)) leaveLost();
         return false;
       }
       return true;
@@ -1425,8 +1427,7 @@ export class PostgresStore implements Store {
           throw error;
         }
         if (connectionLost(error)) {
-          lost = true;
-          this.#absorb();
+          leaveLost();
           throw lostDuringWrite(error);
         }
         // The connection was alive: the statements behind fail as the
@@ -1444,10 +1445,8 @@ export class PostgresStore implements Store {
         // dropping their answers ("got packet ... from server when not
         // linked"): they never come, and the connection is closed.
         if (!await this.#within(rest)) closeOrHandBackLater(rest);
-        else if (anyLost(await rest)) {
-          lost = true;
-          this.#absorb();
-        } else {
+        else if (anyLost(await rest)) leaveLost();
+        else {
           const settled = await rest;
           if (settled.at(-1)?.status === "rejected") {
             // The COMMIT itself failed: a cancel (pg_cancel_backend, a
@@ -1498,10 +1497,8 @@ export class PostgresStore implements Store {
             this.#lockMs,
           );
           if (!await this.#within(again)) handBackLater(again);
-          else if (anyLost(await again)) {
-            lost = true;
-            this.#absorb();
-          } else if (
+          else if (anyLost(await again)) leaveLost();
+          else if (
             // Its COMMIT cut by a cancel, as the flight's can be: the
             // session is left inside that transaction, failed.
             (await again).at(-1)?.status === "rejected" && !await rolledBack()
