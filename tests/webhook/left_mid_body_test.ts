@@ -120,8 +120,11 @@ Deno.test("a body that ends short of its Content-Length is refused 400 unreadabl
     const [length, sent] of [
       [1000, 0],
       [1000, 500],
+      // One byte short is short.
+      [1000, 999],
       [200_000, 0],
       [200_000, 150_000],
+      [200_000, 199_999],
     ] as const
   ) {
     const res = await app.request("/v1/pubsub", {
