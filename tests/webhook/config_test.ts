@@ -921,13 +921,19 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
     "PUBSUB_MESSAGE_RETENTION",
     /so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\)/,
   );
-  for (const retention of ["9m", "745h"]) {
+  for (const retention of ["9m", "745h", "2678400001ms"]) {
     refused(
       { ...ok, PUBSUB_MESSAGE_RETENTION: retention },
       "PUBSUB_MESSAGE_RETENTION",
       /^PUBSUB_MESSAGE_RETENTION must be from 10m to 744h/,
     );
   }
+  // 744h itself is Pub/Sub's longest, and taken.
+  assert.equal(
+    loadConfig({ ...ok, PUBSUB_MESSAGE_RETENTION: "744h" }).queues.pubsub
+      .retentionMs,
+    2_678_400_000,
+  );
 });
 
 Deno.test("loadConfig() refuses a Pub/Sub dead-letter policy that stops before MAX_DELIVERIES, and bad Pub/Sub settings", () => {
