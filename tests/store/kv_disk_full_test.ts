@@ -11,7 +11,7 @@
 
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import { KvStore } from "../../store/kv.ts";
+import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { createRelayer, ScriptedSender } from "../../mod.ts";
 import { mountSmallDisk, smallDiskAvailable } from "../_small_disk.ts";
@@ -394,4 +394,37 @@ Deno.test({
       disk.close();
     }
   },
+});
+
+Deno.test("KvStore whose commit SQLite refuses with SQLite's own read-only error (SQLITE_READONLY, 'attempt to write a readonly database', not Deno KV's 'Can not write to a read-only database.') says nothing was written and what to make writable", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    // Deno KV's handle, its commits answered as SQLite answers a write
+    // to a file it cannot write.
+    const refusing: KvLike = {
+      getMany: (keys) => kv.getMany(keys),
+      list: (selector, options) => kv.list(selector, options),
+      atomic(): KvAtomic {
+        const atomic = kv.atomic();
+        atomic.commit = () =>
+          Promise.reject(new Error("attempt to write a readonly database"));
+        return atomic;
+      },
+    };
+    const store = new KvStore(refusing);
+    await assert.rejects(
+      store.createIntent({ id: "pi_1", state: "created" }),
+      (error: Error) => {
+        assert.match(
+          error.message,
+          /^Cannot write to Deno KV as its SQLite file is read-only to this process \(SQLite: "attempt to write a readonly database"\): nothing was written\. Make the file, its -wal and -shm files and their folder writable by this process/,
+        );
+        assert.equal(isNotWritten(error), true);
+        return true;
+      },
+    );
+    assert.equal(await new KvStore(kv).getIntent("pi_1"), null);
+  } finally {
+    kv.close();
+  }
 });
