@@ -62,9 +62,14 @@ Deno.test("storeContract() refuses a store that open() did not give fresh and em
   // "Cannot create intent pi_1 as it exists", as did each one after it.
   const shared = new MemoryStore();
   const tests: { name: string; fn: () => Promise<void> }[] = [];
+  let opened = 0;
+  let closed = 0;
   storeContract(
     "MyStore",
-    () => Promise.resolve({ store: shared, close() {} }),
+    () => {
+      opened++;
+      return Promise.resolve({ store: shared, close: () => void closed++ });
+    },
     {
       test: ({ name, ignore }, fn) => {
         if (!ignore) {
@@ -83,6 +88,8 @@ Deno.test("storeContract() refuses a store that open() did not give fresh and em
     await fn().catch((error) => errors.push((error as Error).message));
   }
   assert.ok(errors.length > 0, "no test failed on a store in use");
+  // Each store a refused test opened is closed all the same.
+  assert.equal(closed, opened);
   for (const message of errors) {
     assert.match(
       message,
@@ -95,9 +102,10 @@ Deno.test("storeContract() refuses a store in use for its commit-gap test too, b
   const shared = new MemoryStore();
   await shared.createIntent({ id: "pi_1", state: "created" });
   let gap: (() => Promise<void>) | undefined;
+  let closed = 0;
   storeContract(
     "MyStore",
-    () => Promise.resolve({ store: shared, close() {} }),
+    () => Promise.resolve({ store: shared, close: () => void closed++ }),
     {
       commitGap: true,
       test: ({ name, ignore }, fn) => {
@@ -114,4 +122,5 @@ Deno.test("storeContract() refuses a store in use for its commit-gap test too, b
       "MyStore: open() gave a store that is not empty (it holds intent pi_1): give each call a fresh, empty store (a new schema, database or key prefix), as every test of the contract writes the same ids",
     ),
   );
+  assert.equal(closed, 1, "the refused store is closed");
 });
