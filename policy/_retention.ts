@@ -93,6 +93,28 @@ export function deadLetterEndMs(
 }
 
 /**
+ * The retention a refusal names, which the retention must exceed: with a
+ * dead-letter policy of at least `maxDeliveries` attempts, the earlier of
+ * {@linkcode deadLetterEndMs} and {@linkcode retentionNeedMs} (past
+ * either, {@linkcode retentionShort} is false); else the latter (fewer
+ * attempts stop the job early whatever the retention).
+ *
+ * ```ts ignore
+ * const queue = { maxBackoffMs: 600_000, ackDeadlineMs: 25_000, maxDeliveryAttempts: 10 };
+ * retentionEnoughMs(queue, 10); // 5_650_000, not retentionNeedMs's 6_290_000
+ * ```
+ */
+export function retentionEnoughMs(
+  queue: RetentionLimits & { readonly maxDeliveryAttempts?: number },
+  maxDeliveries: number,
+): number {
+  const needMs = retentionNeedMs(queue, maxDeliveries);
+  return (queue.maxDeliveryAttempts ?? 0) >= maxDeliveries
+    ? Math.min(deadLetterEndMs(queue), needMs)
+    : needMs;
+}
+
+/**
  * Whether the retention may end before the job is resolved, with no
  * dead-letter policy giving up first: its last attempt's push does not
  * surely end within the retention ({@linkcode deadLetterEndMs}, or there

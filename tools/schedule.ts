@@ -31,6 +31,7 @@ import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import {
   DEFAULT_QUEUE_CLOCK_SKEW_MS,
   DEFAULT_QUEUE_LEASE_MS,
+  retentionEnoughMs,
   retentionFits,
   retentionNeedMs,
   retentionShort,
@@ -137,9 +138,12 @@ export interface Schedule {
    * The Pub/Sub message retention the job needs, which the queue's
    * `retentionMs` must exceed, when it does not (and no dead-letter policy
    * gives up first): `maxDeliveries × (ackDeadlineMs + maxBackoffMs) +
-   * leaseMs + 2 × clockSkewMs`, as `checkQueue` and the service count it.
-   * A message may then expire before the push that resolves its job, and
-   * is dropped with no dead letter: the service refuses to start.
+   * leaseMs + 2 × clockSkewMs`, as `checkQueue` and the service count it;
+   * or, with a dead-letter policy of at least `maxDeliveries` attempts
+   * whose end comes first, that end (`(maxDeliveryAttempts − 1) ×
+   * (ackDeadlineMs + maxBackoffMs) + ackDeadlineMs`), past which it gives
+   * up first. A message may then expire before the push that resolves its
+   * job, and is dropped with no dead letter: the service refuses to start.
    */
   readonly retentionNeedMs?: number;
   /** The guaranteed time from the first delivery to the last: `rescueWindow(policy, queue)`. */
@@ -313,7 +317,7 @@ export function schedule(
     outlasts: guaranteedMs >= needMs,
     ...(own < needMs ? { ownTooShortMs: own } : {}),
     ...(retentionShortNow
-      ? { retentionNeedMs: retentionNeedMs(queue, checked.maxDeliveries) }
+      ? { retentionNeedMs: retentionEnoughMs(queue, checked.maxDeliveries) }
       : {}),
   };
 }
@@ -407,9 +411,11 @@ export function verdict(s: Schedule): string {
 /**
  * The verdict's words when a Pub/Sub message may expire before its job is
  * resolved (no dead-letter policy gives up first): after the deliveries
- * that surely fit in the retention, or while the last is answered busy
- * behind another's lease; and the retention it needs, with the sum behind
- * it, as `checkQueue` and the service count it.
+ * that surely fit in the retention, while a dead-letter policy's last
+ * attempt is pushed, or while the last delivery is answered busy behind
+ * another's lease; and the retention that is enough, with the sum behind
+ * it, as `checkQueue` and the service count it (a dead-letter policy's
+ * end, where it comes first and has at least `maxDeliveries` attempts).
  *
  * @param queue The subscription, with its `retentionMs` (and the
  * `ackDeadlineMs`, `leaseMs` and `clockSkewMs` counted against it).
@@ -440,8 +446,11 @@ export function expiresText(
 ): string {
   const leaseMs = queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS;
   const clockSkewMs = queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS;
+  const attempts = queue.maxDeliveryAttempts;
   const when = fits > 0
     ? `after ${fits} deliveries, before the policy's ${maxDeliveries}`
+    : attempts !== undefined && retentionFits(queue) >= attempts
+    ? `while its last delivery attempt (max delivery attempts ${attempts}) is pushed, before Pub/Sub forwards it to the dead-letter topic`
     : `while the last delivery is answered busy behind another's lease (up to ${
       formatDuration(leaseMs + 2 * clockSkewMs)
     }), before the push that would resolve it`;
@@ -450,11 +459,22 @@ export function expiresText(
     : `(${formatDuration(queue.ackDeadlineMs)} + ${
       formatDuration(queue.maxBackoffMs)
     })`;
+  const needMs = retentionNeedMs(queue, maxDeliveries);
+  const enoughMs = retentionEnoughMs(queue, maxDeliveries);
+  // Past a dead-letter policy's end, where it comes first, the last
+  // attempt's push surely ended and Pub/Sub forwards the message.
+  const sum = enoughMs < needMs
+    ? `${attempts! - 1} × ${step}${
+      queue.ackDeadlineMs === undefined
+        ? ""
+        : ` + ${formatDuration(queue.ackDeadlineMs)}`
+    }`
+    : `${maxDeliveries} × ${step} + ${formatDuration(leaseMs)} + 2 × ${
+      formatDuration(clockSkewMs)
+    }`;
   return `MESSAGE MAY EXPIRE ${when}: Pub/Sub drops it with no dead letter, and its intent is stranded; it needs a message retention of more than ${
-    formatDuration(retentionNeedMs(queue, maxDeliveries))
-  } (${maxDeliveries} × ${step} + ${formatDuration(leaseMs)} + 2 × ${
-    formatDuration(clockSkewMs)
-  })`;
+    formatDuration(enoughMs)
+  } (${sum})`;
 }
 
 /**

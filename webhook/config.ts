@@ -46,6 +46,7 @@ import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import {
   deadLetterEndMs,
+  retentionEnoughMs,
   retentionNeedMs,
   retentionShort,
 } from "../policy/_retention.ts";
@@ -1686,7 +1687,10 @@ function checkQueues(
               formatDuration(leaseMs + 2 * clockSkewMs)
             }), before the push that would resolve it`
         }: Pub/Sub then drops it with no dead letter, and its intent is stranded. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than ${
-          check.limit >= max && forwardMs < needMs
+          // The dead-letter policy's end where it comes first: past it
+          // the last attempt's push surely ended (with fewer attempts than
+          // MAX_DELIVERIES, the deliveries' need; they stop early anyway).
+          retentionEnoughMs(queues.pubsub, max) < needMs
             ? `${
               formatDuration(forwardMs)
             } ((PUBSUB_MAX_DELIVERY_ATTEMPTS − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + 2 × SENDER_TIMEOUT + 5s), or lower PUBSUB_MAX_BACKOFF${
@@ -1696,8 +1700,7 @@ function checkQueues(
             }`
             : `${
               formatDuration(needMs)
-            } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`
-        }`,
+            } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`}`,
       );
     }
     if (check.problem === "stops_early") {

@@ -1428,3 +1428,44 @@ Deno.test("tools/schedule.ts --help names the retention flags and the settings t
     /or the message retention may\nend before the job is resolved\), 2 on a bad flag/,
   );
 });
+
+Deno.test("tools/schedule.ts --queue pubsub with a dead-letter policy names the retention that is enough, where its last attempt's push surely ends first, as the service does", () => {
+  const line = (...more: string[]) => {
+    const flags = parseFlags([
+      "--queue=pubsub",
+      "--min-backoff=40s",
+      ...more,
+    ]);
+    assert.ok(!flags.help);
+    return verdict(
+      schedule(flags.policy, flags.queue, { clockSkewMs: flags.clockSkewMs }),
+    );
+  };
+  // Ten attempts, each push up to 25s and 10m before the next: the tenth
+  // push surely ends 9 × 10m25s + 25s = 1h34m10s after the first, and
+  // Pub/Sub forwards the message then.
+  const ten = ["--max-delivery-attempts=10"];
+  assert.match(
+    line(...ten, "--message-retention=93m45s"),
+    /MESSAGE MAY EXPIRE after 9 deliveries, before the policy's 10: .*; it needs a message retention of more than 1h34m10s \(9 × \(25s \+ 10m0s\) \+ 25s\)$/,
+  );
+  assert.doesNotMatch(
+    line(...ten, "--message-retention=1h34m11s"),
+    /MESSAGE MAY EXPIRE/,
+  );
+  // Eleven: ten pushes fit, and the eleventh attempt's may not end.
+  const eleven = ["--max-delivery-attempts=11"];
+  assert.match(
+    line(...eleven, "--message-retention=1h44m35s"),
+    /MESSAGE MAY EXPIRE while its last delivery attempt \(max delivery attempts 11\) is pushed, before Pub\/Sub forwards it to the dead-letter topic: .*; it needs a message retention of more than 1h44m35s \(10 × \(25s \+ 10m0s\) \+ 25s\)$/,
+  );
+  assert.doesNotMatch(
+    line(...eleven, "--message-retention=1h44m36s"),
+    /MESSAGE MAY EXPIRE/,
+  );
+  // Fewer attempts than the policy's deliveries: the deliveries' need.
+  assert.match(
+    line("--max-delivery-attempts=9", "--message-retention=80m"),
+    /MESSAGE MAY EXPIRE after 8 deliveries, before the policy's 10: .*; it needs a message retention of more than 1h44m50s \(10 × \(25s \+ 10m0s\) \+ 30s \+ 2 × 5s\)$/,
+  );
+});

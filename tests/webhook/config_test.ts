@@ -916,10 +916,26 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
     6_000_000,
   );
   // One whose tenth push may come after the message expired does not.
+  // It names the retention that is enough: past 1h34m10s the tenth
+  // attempt's push surely ends, and Pub/Sub forwards the message.
   refused(
     { ...givesUp, PUBSUB_MESSAGE_RETENTION: "93m45s" },
     "PUBSUB_MESSAGE_RETENTION",
-    /so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\)/,
+    /so a message can expire after 9 deliveries, before MAX_DELIVERIES \(10\): .* to more than 1h34m10s \(\(PUBSUB_MAX_DELIVERY_ATTEMPTS − 1\) × \(2 × SENDER_TIMEOUT \+ 5s \+ PUBSUB_MAX_BACKOFF\) \+ 2 × SENDER_TIMEOUT \+ 5s\), or lower PUBSUB_MAX_BACKOFF$/,
+  );
+  assert.doesNotThrow(() =>
+    loadConfig({ ...givesUp, PUBSUB_MESSAGE_RETENTION: "5651s" })
+  );
+  // Fewer attempts than MAX_DELIVERIES stop the job early whatever the
+  // retention: it names the retention the deliveries need.
+  refused(
+    {
+      ...givesUp,
+      PUBSUB_MAX_DELIVERY_ATTEMPTS: "9",
+      PUBSUB_MESSAGE_RETENTION: "80m",
+    },
+    "PUBSUB_MESSAGE_RETENTION",
+    /so a message can expire after 8 deliveries, before MAX_DELIVERIES \(10\): .* to more than 1h44m50s \(MAX_DELIVERIES × /,
   );
   for (const retention of ["9m", "745h", "2678400001ms"]) {
     refused(
