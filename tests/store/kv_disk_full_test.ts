@@ -428,3 +428,29 @@ Deno.test("KvStore whose commit SQLite refuses with SQLite's own read-only error
     kv.close();
   }
 });
+
+Deno.test("KvStore words as a full disk only SQLite's own 'database or disk is full', not an error that quotes it after other words", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const quoting = "commit failed: database or disk is full";
+    const refusing: KvLike = {
+      getMany: (keys) => kv.getMany(keys),
+      list: (selector, options) => kv.list(selector, options),
+      atomic(): KvAtomic {
+        const atomic = kv.atomic();
+        atomic.commit = () => Promise.reject(new Error(quoting));
+        return atomic;
+      },
+    };
+    await assert.rejects(
+      new KvStore(refusing).createIntent({ id: "pi_1", state: "created" }),
+      (error: Error) => {
+        assert.equal(error.message, quoting);
+        assert.equal(isNotWritten(error), false);
+        return true;
+      },
+    );
+  } finally {
+    kv.close();
+  }
+});

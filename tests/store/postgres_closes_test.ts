@@ -66,9 +66,11 @@ Deno.test("poolCloses() is one count per client, shared by every caller, countin
   assert.deepEqual(theirs, [0, 1, 2]);
 });
 
-Deno.test("poolCloses() of a client without options (a stand-in) stays 0, and onPoolClose() watches nothing there", () => {
+Deno.test("poolCloses() of a client without options (a stand-in), or whose options are no object, stays 0, and onPoolClose() watches nothing there", () => {
   const count = poolCloses({});
   assert.equal(count.count, 0);
+  assert.equal(poolCloses({ options: null }).count, 0);
+  assert.equal(poolCloses({ options: "postgres://" }).count, 0);
   const stop = onPoolClose({ options: undefined }, () => {
     throw new Error("not watched");
   });
