@@ -19,6 +19,14 @@ export const DEFAULT_QUEUE_LEASE_MS = 30_000;
  */
 export const DEFAULT_QUEUE_CLOCK_SKEW_MS = 5_000;
 
+/**
+ * The ack deadline counted when a queue does not give one: Pub/Sub's own
+ * where a subscription sets none, and the least it takes (10 s). A push
+ * the endpoint does not answer in time fails only then, so no push is
+ * counted shorter.
+ */
+export const DEFAULT_QUEUE_ACK_DEADLINE_MS = 10_000;
+
 /** The Pub/Sub limits the retention rule reads. */
 export interface RetentionLimits {
   readonly maxBackoffMs: number;
@@ -30,10 +38,12 @@ export interface RetentionLimits {
 
 /**
  * The longest from one failed push to the next: the push itself (up to
- * `ackDeadlineMs`) and the backoff after it (up to `maxBackoffMs`).
+ * `ackDeadlineMs`, 10 s when absent) and the backoff after it (up to
+ * `maxBackoffMs`).
  */
 export function retentionStepMs(queue: RetentionLimits): number {
-  return (queue.ackDeadlineMs ?? 0) + queue.maxBackoffMs;
+  return (queue.ackDeadlineMs ?? DEFAULT_QUEUE_ACK_DEADLINE_MS) +
+    queue.maxBackoffMs;
 }
 
 /**
@@ -89,7 +99,7 @@ export function deadLetterEndMs(
 ): number {
   if (queue.maxDeliveryAttempts === undefined) return Infinity;
   return (queue.maxDeliveryAttempts - 1) * retentionStepMs(queue) +
-    (queue.ackDeadlineMs ?? 0);
+    (queue.ackDeadlineMs ?? DEFAULT_QUEUE_ACK_DEADLINE_MS);
 }
 
 /**

@@ -55,7 +55,8 @@ export interface QueueCheck {
  * stands, and only a push after that resolves the intent; so the retention
  * must be more than `maxDeliveries × (ackDeadlineMs + maxBackoffMs) +
  * leaseMs + 2 × clockSkewMs` (`leaseMs` 30000 and `clockSkewMs` 5000 when
- * absent, the relayer's defaults), or the queue stops early. `limit`
+ * absent, the relayer's defaults; `ackDeadlineMs` 10000, Pub/Sub's default
+ * and least), or the queue stops early. `limit`
  * still counts the deliveries that surely come before it ends
  * ({@linkcode queueLimit}), so it can be `maxDeliveries` or more here: a
  * push that comes while the lease stands is busy too.

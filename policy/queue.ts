@@ -74,7 +74,8 @@ export type QueueLimits =
      * The longest one push takes before Pub/Sub counts it failed, in
      * milliseconds (10000 … 600000): the subscription's ack deadline, or
      * less where the endpoint always answers sooner. Counted with each gap
-     * against `retentionMs`; absent, 0.
+     * against `retentionMs`; absent, 10000 (Pub/Sub's default ack deadline,
+     * and its least).
      */
     readonly ackDeadlineMs?: number;
     /**

@@ -29,6 +29,7 @@
 // deno-lint-ignore-file no-console
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import {
+  DEFAULT_QUEUE_ACK_DEADLINE_MS,
   DEFAULT_QUEUE_CLOCK_SKEW_MS,
   DEFAULT_QUEUE_LEASE_MS,
   retentionEnoughMs,
@@ -454,21 +455,16 @@ export function expiresText(
     : `while the last delivery is answered busy behind another's lease (up to ${
       formatDuration(leaseMs + 2 * clockSkewMs)
     }), before the push that would resolve it`;
-  const step = queue.ackDeadlineMs === undefined
-    ? formatDuration(queue.maxBackoffMs)
-    : `(${formatDuration(queue.ackDeadlineMs)} + ${
-      formatDuration(queue.maxBackoffMs)
-    })`;
+  const ackMs = queue.ackDeadlineMs ?? DEFAULT_QUEUE_ACK_DEADLINE_MS;
+  const step = `(${formatDuration(ackMs)} + ${
+    formatDuration(queue.maxBackoffMs)
+  })`;
   const needMs = retentionNeedMs(queue, maxDeliveries);
   const enoughMs = retentionEnoughMs(queue, maxDeliveries);
   // Past a dead-letter policy's end, where it comes first, the last
   // attempt's push surely ended and Pub/Sub forwards the message.
   const sum = enoughMs < needMs
-    ? `${attempts! - 1} × ${step}${
-      queue.ackDeadlineMs === undefined
-        ? ""
-        : ` + ${formatDuration(queue.ackDeadlineMs)}`
-    }`
+    ? `${attempts! - 1} × ${step} + ${formatDuration(ackMs)}`
     : `${maxDeliveries} × ${step} + ${formatDuration(leaseMs)} + 2 × ${
       formatDuration(clockSkewMs)
     }`;
@@ -599,7 +595,7 @@ function retentionLine(
   return `retention ${
     formatDuration(queue.retentionMs ?? 0)
   }; each failed push counted ${
-    formatDuration(queue.ackDeadlineMs ?? 0)
+    formatDuration(queue.ackDeadlineMs ?? DEFAULT_QUEUE_ACK_DEADLINE_MS)
   } (ack deadline) and ${
     formatDuration(queue.maxBackoffMs)
   } (max backoff); a busy delivery's wait ${
