@@ -39,7 +39,7 @@
 import { ROUTE_AT_END } from "./_routes.ts";
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import { parseDuration } from "../policy/parse_duration.ts";
-import { definePolicy, type Policy } from "../policy/policy.ts";
+import { DEFAULT_POLICY, definePolicy, type Policy } from "../policy/policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
@@ -1268,7 +1268,7 @@ export function loadConfig(
 
   if (audience !== undefined) pubsubAckDeadline(timeoutMs);
   const queues = readQueues(env, policy, timeoutMs, leaseMs, clockSkewMs);
-  checkQueues(policy, clockSkewMs, leaseMs, queues, {
+  checkQueues(policy, clockSkewMs, leaseMs, timeoutMs, queues, {
     qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
     pubsubDeadLetter: deadLetterAudience !== undefined,
@@ -1592,6 +1592,49 @@ function stuckAndSkew(stuckAfterMs: number, clockSkewMs: number): string {
 }
 
 /**
+ * The `deno task schedule` command that checks a Pub/Sub message retention
+ * as the service does, with the service's settings: a flag for each one
+ * away from its default (the tool defaults as the service does), and the
+ * retention last.
+ */
+function retentionCommand(
+  policy: Policy,
+  clockSkewMs: number,
+  leaseMs: number,
+  senderTimeoutMs: number,
+  pubsub: Extract<QueueLimits, { kind: "pubsub" }> & { retentionMs: number },
+): string {
+  const flags: [string, number | string, number | string | undefined][] = [
+    ["--max-deliveries", policy.maxDeliveries, DEFAULT_POLICY.maxDeliveries],
+    ["--base", policy.baseMs, DEFAULT_POLICY.baseMs],
+    ["--cap", policy.capMs, DEFAULT_POLICY.capMs],
+    ["--jitter", policy.jitter, DEFAULT_POLICY.jitter],
+    ["--stuck-after", policy.stuckAfterMs, DEFAULT_POLICY.stuckAfterMs],
+    ["--clock-skew", clockSkewMs, DEFAULT_CLOCK_SKEW_MS],
+    ["--min-backoff", pubsub.minBackoffMs, 10_000],
+    ["--max-backoff", pubsub.maxBackoffMs, MAX_BACKOFF_MS],
+    ["--max-delivery-attempts", pubsub.maxDeliveryAttempts ?? "", ""],
+    ["--sender-timeout", senderTimeoutMs, 10_000],
+    ["--lease", leaseMs, DEFAULT_LEASE_MS],
+  ];
+  const given = flags.filter(([, value, unset]) => value !== unset).map((
+    [flag, value],
+  ) =>
+    `${flag} ${
+      typeof value === "number" && flag !== "--max-deliveries" &&
+        flag !== "--max-delivery-attempts"
+        ? formatDuration(value)
+        : value
+    }`
+  );
+  return [
+    "deno task schedule --queue pubsub",
+    ...given,
+    `--message-retention ${formatDuration(pubsub.retentionMs)}`,
+  ].join(" ");
+}
+
+/**
  * Refuses, in one line naming the settings, a configured queue that gives
  * up before `MAX_DELIVERIES` or whose guaranteed rescue window under its
  * own delays is shorter than `STUCK_AFTER` and `CLOCK_SKEW` (the same `checkQueue` as
@@ -1601,6 +1644,7 @@ function checkQueues(
   given: Policy,
   clockSkewMs: number,
   leaseMs: number,
+  senderTimeoutMs: number,
   queues: QueueSettings,
   configured: { qstash: boolean; pubsub: boolean; pubsubDeadLetter: boolean },
 ): void {
@@ -1700,7 +1744,12 @@ function checkQueues(
             }`
             : `${
               formatDuration(needMs)
-            } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`}`,
+            } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`}, and check the retention you choose with ${
+          retentionCommand(given, clockSkewMs, leaseMs, senderTimeoutMs, {
+            ...queues.pubsub,
+            retentionMs,
+          })
+        }`,
       );
     }
     if (check.problem === "stops_early") {

@@ -873,7 +873,7 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
         PUBSUB_MESSAGE_RETENTION: retention,
       },
       "PUBSUB_MESSAGE_RETENTION",
-      /, so a message can expire while its last delivery attempt \(PUBSUB_MAX_DELIVERY_ATTEMPTS, 10\) is pushed, before Pub\/Sub forwards it to the dead-letter topic: Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h34m10s \(\(PUBSUB_MAX_DELIVERY_ATTEMPTS − 1\) × \(2 × SENDER_TIMEOUT \+ 5s \+ PUBSUB_MAX_BACKOFF\) \+ 2 × SENDER_TIMEOUT \+ 5s\), or lower PUBSUB_MAX_BACKOFF$/,
+      /, so a message can expire while its last delivery attempt \(PUBSUB_MAX_DELIVERY_ATTEMPTS, 10\) is pushed, before Pub\/Sub forwards it to the dead-letter topic: Pub\/Sub then drops it with no dead letter, and its intent is stranded\. Set the subscription's message retention, and PUBSUB_MESSAGE_RETENTION, to more than 1h34m10s \(\(PUBSUB_MAX_DELIVERY_ATTEMPTS − 1\) × \(2 × SENDER_TIMEOUT \+ 5s \+ PUBSUB_MAX_BACKOFF\) \+ 2 × SENDER_TIMEOUT \+ 5s\), or lower PUBSUB_MAX_BACKOFF, and check the retention you choose with deno task schedule --queue pubsub --min-backoff 40s --max-delivery-attempts 10 --message-retention \S+$/,
     );
   }
   // Eleven attempts may be lowered, to no fewer than MAX_DELIVERIES.
@@ -885,7 +885,7 @@ Deno.test("loadConfig() refuses a Pub/Sub message retention a job can outlive: a
       PUBSUB_MESSAGE_RETENTION: "6275s",
     },
     "PUBSUB_MESSAGE_RETENTION",
-    /, to more than 1h44m35s \(.*\), or lower PUBSUB_MAX_BACKOFF, or PUBSUB_MAX_DELIVERY_ATTEMPTS to no fewer than MAX_DELIVERIES \(10\)$/,
+    /, to more than 1h44m35s \(.*\), or lower PUBSUB_MAX_BACKOFF, or PUBSUB_MAX_DELIVERY_ATTEMPTS to no fewer than MAX_DELIVERIES \(10\), and check the retention you choose with deno task schedule --queue pubsub --min-backoff 40s --max-delivery-attempts 11 --message-retention 1h44m35s$/,
   );
   assert.doesNotThrow(() =>
     loadConfig({
