@@ -2451,13 +2451,43 @@ export function createApp(deps: AppDeps): WebhookApp {
   });
 
   // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
+  /** Whether a dead-letter subscription's own dead-letter policy may be logged now. */
+  const ownDeadLetterLogDue = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
+
+  /**
+   * Says in the log (at most once a minute) that a push to the give-up
+   * route carries `deliveryAttempt`: only a subscription with a dead-letter
+   * policy numbers its pushes, and the dead-letter topic's subscription
+   * with one forwards a give-up that failed its max delivery attempts (5
+   * unless set: a give-up busy behind a send in flight, the store down) to
+   * yet another topic, where nothing resolves its intent.
+   */
+  function ownDeadLetterPolicy(
+    attempt: unknown,
+    subscription: { project: string; name: string } | undefined,
+  ): void {
+    if (
+      typeof attempt !== "number" || !(attempt > 0) || !ownDeadLetterLogDue()
+    ) return;
+    log(
+      `relayer POST /v1/pubsub/dead-letter: a push of ${
+        subscription === undefined
+          ? "a subscription"
+          : `projects/${subscription.project}/subscriptions/${subscription.name}`
+      } carries deliveryAttempt ${attempt}, so the dead-letter topic's subscription has a dead-letter policy of its own: Pub/Sub forwards a give-up it pushed the policy's max delivery attempts (5 unless set; a give-up answered busy, or while the store is down) to that policy's topic, where nothing resolves its intent, which is stranded. Remove that subscription's dead-letter policy, so that Pub/Sub pushes a give-up until it is resolved (up to the subscription's message retention)`,
+    );
+  }
+
   app.post("/v1/pubsub/dead-letter", async (c) => {
     const push = await receivePush(c, verifyPubSubDeadLetter, {
       name: "POST /v1/pubsub/dead-letter",
       settings: "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
       option: "pubsubDeadLetter",
       requireId: false,
-    }, (push) => push);
+    }, (push, seen) => {
+      ownDeadLetterPolicy(seen.attempt, push.subscription);
+      return push;
+    });
     if (push instanceof Response) return push;
     const { job, id: messageId, attributes } = push;
     // Pub/Sub sets the source subscription's delivery count when it forwards.
