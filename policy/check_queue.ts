@@ -8,6 +8,7 @@ import { definePolicy, type Policy } from "./policy.ts";
 import { queueLimit, type QueueLimits } from "./queue.ts";
 import { rescueWindow } from "./rescue_window.ts";
 import { retentionShort } from "./_retention.ts";
+import { qstashCallbackShort } from "./_qstash_callback.ts";
 
 /**
  * What {@linkcode checkQueue} found.
@@ -25,7 +26,9 @@ export interface QueueCheck {
   /**
    * `"stops_early"`: the queue gives up before the policy's last delivery,
    * or (Pub/Sub) its retention may end before the push that follows a busy
-   * last delivery and before a dead-letter policy's last attempt failed;
+   * last delivery and before a dead-letter policy's last attempt failed,
+   * or (QStash) its retries of a failure callback may all come while the
+   * give-up is answered busy behind another's lease;
    * `"window_short"`: the window under the queue's own delays is shorter
    * than `stuckAfterMs`; `null`: neither.
    */
@@ -61,6 +64,13 @@ export interface QueueCheck {
  * ({@linkcode queueLimit}), so it can be `maxDeliveries` or more here: a
  * push that comes while the lease stands is busy too.
  *
+ * On QStash, the failure callback is retried as many times as the message
+ * (`retries`), on QStash's own backoff (12 s, 2 min 28 s, 30 min 8 s, …),
+ * as a busy give-up sends no `Retry-After`; a give-up busy behind
+ * another's lease waits up to `leaseMs` + 2 × `clockSkewMs`, so the
+ * retries must span more than that, or the queue stops early (a policy of
+ * 2 deliveries and QStash's 1 retry, with the default lease).
+ *
  * @param policy The policy.
  * @param queue The queue's limits.
  * @returns The problem, if any, with the figures behind it.
@@ -77,6 +87,19 @@ export interface QueueCheck {
  * assert.equal(check.problem, "stops_early");
  * assert.equal(check.deliveries, 6);
  * assert.equal(checkQueue(DEFAULT_POLICY, { kind: "qstash", retries: 9 }).problem, null);
+ * ```
+ *
+ * @example QStash's failure callback must outlast a busy give-up
+ * ```ts
+ * import { checkQueue, definePolicy } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // Two deliveries, 2 min apart: one retry is enough for the policy, but
+ * // the failure callback's one retry comes 12 s after it, within a 30 s
+ * // lease (and 2 × 5 s of clock skew); a second comes 2 min 28 s later.
+ * const policy = definePolicy({ maxDeliveries: 2, baseMs: 120_000, jitter: "none", stuckAfterMs: 60_000 });
+ * assert.equal(checkQueue(policy, { kind: "qstash", retries: 1 }).problem, "stops_early");
+ * assert.equal(checkQueue(policy, { kind: "qstash", retries: 2 }).problem, null);
  * ```
  *
  * @example A Pub/Sub retention must outlast a busy last delivery and one more push
@@ -102,7 +125,9 @@ export function checkQueue(policy: Policy, queue: QueueLimits): QueueCheck {
   const deliveries = Math.min(policy.maxDeliveries, limit);
   const windowMs = rescueWindow(policy, queue);
   const problem = limit < policy.maxDeliveries ||
-      (queue.kind === "pubsub" && retentionShort(queue, policy.maxDeliveries))
+      (queue.kind === "pubsub" &&
+        retentionShort(queue, policy.maxDeliveries)) ||
+      (queue.kind === "qstash" && qstashCallbackShort(queue))
     ? "stops_early"
     : windowMs < policy.stuckAfterMs
     ? "window_short"

@@ -17,7 +17,10 @@ import { definePolicy, type Policy } from "./policy.ts";
  *
  * - `qstash`: Upstash QStash. It makes `retries + 1` deliveries (the
  *   `Upstash-Retries` a publish carries, at most the plan's cap), honours
- *   our `Retry-After` up to 1 day, then calls the failure callback.
+ *   our `Retry-After` up to 1 day, then calls the failure callback, which
+ *   it retries as many times on its own backoff (12 s, 2 min 28 s, …);
+ *   `checkQueue` wants those retries to outlast a give-up answered busy
+ *   behind another's lease (`leaseMs` + 2 × `clockSkewMs`).
  * - `pubsub`: a Google Pub/Sub push subscription. It ignores our delays and
  *   backs off between `minBackoffMs` and `maxBackoffMs` (each 0 … 10 min);
  *   with a dead-letter policy it stops after `maxDeliveryAttempts` (5–100),
@@ -54,6 +57,21 @@ export type QueueLimits =
     readonly kind: "qstash";
     /** `Upstash-Retries`: redeliveries after the first (0–100, at most the plan's cap). */
     readonly retries: number;
+    /**
+     * How long a delivery may hold the job's intent, in milliseconds (the
+     * relayer's `leaseMs`, the service's `LEASE`): a give-up answered busy
+     * behind another's lease is retried by QStash on its own backoff, as
+     * many times as the message, and `checkQueue` wants those retries to
+     * outlast the lease. Absent, 30000 (the relayer's default).
+     */
+    readonly leaseMs?: number;
+    /**
+     * How far apart the instances' clocks may be, in milliseconds (the
+     * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): a busy
+     * give-up waits `leaseMs` + 2 × `clockSkewMs` at most. Absent, 5000
+     * (the relayer's default).
+     */
+    readonly clockSkewMs?: number;
   }
   | {
     /** A Google Pub/Sub push subscription. */
@@ -142,7 +160,13 @@ function assertCount(
 function assertQueue(queue: QueueLimits): void {
   switch (queue?.kind) {
     case "qstash":
-      return assertCount("retries", queue.retries, 0, 100);
+      assertCount("retries", queue.retries, 0, 100);
+      for (const name of ["leaseMs", "clockSkewMs"] as const) {
+        if (queue[name] !== undefined) {
+          assertMs("read queue limits", name, queue[name], 0);
+        }
+      }
+      return;
     case "cloudflare":
       return assertCount("maxRetries", queue.maxRetries, 0, 100);
     case "kv":

@@ -496,10 +496,12 @@ function queueFor(
   switch (kind) {
     case "qstash":
       // QSTASH_RETRIES is at most the plan's cap (3, 5, 20 … 100): the cap
-      // is the queue's limit, and the setting says it.
+      // is the queue's limit, and the setting says it. At least 2: the
+      // failure callback is retried as often, and one retry (12 s after
+      // it) does not outlast a give-up busy behind the default lease.
       return slack.map((extra) => ({
         kind: "qstash" as const,
-        retries: Math.min(100, maxDeliveries - 1 + extra),
+        retries: Math.min(100, Math.max(maxDeliveries - 1, 2) + extra),
       }));
     case "pubsub":
       return fc.record({

@@ -29,6 +29,12 @@
 // deno-lint-ignore-file no-console
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import {
+  busyGiveUpMs,
+  qstashCallbackShort,
+  qstashCallbackSpanMs,
+  qstashRetriesNeed,
+} from "../policy/_qstash_callback.ts";
+import {
   DEFAULT_QUEUE_ACK_DEADLINE_MS,
   DEFAULT_QUEUE_CLOCK_SKEW_MS,
   DEFAULT_QUEUE_LEASE_MS,
@@ -132,7 +138,9 @@ export interface Schedule {
   readonly rows: readonly ScheduleRow[];
   /**
    * Whether the queue gives up before the policy's last delivery (or,
-   * Pub/Sub, may drop the message then, its retention over).
+   * Pub/Sub, may drop the message then, its retention over; or, QStash,
+   * its retries of a failure callback may all come while a give-up is
+   * answered busy behind another's lease).
    */
   readonly stopsEarly: boolean;
   /**
@@ -273,7 +281,15 @@ export function schedule(
   }
   const needMs = rescueNeedMs(checked.stuckAfterMs, clockSkewMs);
   const limit = queue === undefined ? Infinity : queueLimit(queue);
-  const stopsEarly = limit < checked.maxDeliveries;
+  // QStash retries a failure callback on its own backoff: its retries
+  // must outlast a give-up busy behind another's lease (as checkQueue and
+  // the service count it, with this clock skew where the queue gives none).
+  const callbackShort = queue?.kind === "qstash" &&
+    qstashCallbackShort({
+      ...queue,
+      clockSkewMs: queue.clockSkewMs ?? clockSkewMs,
+    });
+  const stopsEarly = limit < checked.maxDeliveries || callbackShort;
   const last = Math.min(checked.maxDeliveries, limit);
   const rows: ScheduleRow[] = [];
   let guaranteedMs = 0;
@@ -298,7 +314,7 @@ export function schedule(
   }
   rows.push({
     delivery: last,
-    action: !stopsEarly
+    action: limit >= checked.maxDeliveries
       ? "poison"
       : queue?.kind === "pubsub" && retentionLimits(queue)
       ? "expire"
@@ -373,9 +389,16 @@ function stuckText(stuckAfterMs: number, clockSkewMs: number): string {
  */
 export function verdict(s: Schedule): string {
   const expires = s.rows.at(-1)?.action === "expire";
-  const early = s.stopsEarly && !expires
-    ? `; ${stopsEarlyText(s.rows.length, s.policy.maxDeliveries)}`
-    : "";
+  const early = !s.stopsEarly || expires
+    ? ""
+    : s.queue?.kind === "qstash" && s.rows.length >= s.policy.maxDeliveries
+    ? `; ${
+      callbackShortText({
+        ...s.queue,
+        clockSkewMs: s.queue.clockSkewMs ?? s.clockSkewMs,
+      })
+    }`
+    : `; ${stopsEarlyText(s.rows.length, s.policy.maxDeliveries)}`;
   // Pub/Sub guarantees only its minimum backoff per gap: say what it
   // needs, as the service's refusal does.
   const { stuckAfterMs } = s.policy;
@@ -531,6 +554,47 @@ export function ownTooShortText(
  */
 export function stopsEarlyText(limit: number, maxDeliveries: number): string {
   return `QUEUE GIVES UP EARLY, after ${limit} deliveries, before the policy's ${maxDeliveries}`;
+}
+
+/**
+ * The verdict's words when QStash's retries of a failure callback, on its
+ * own backoff, may all come while a give-up is answered busy behind
+ * another's lease: the retries they span, the wait, and the retries that
+ * outlast it, as `checkQueue` and the service count them.
+ *
+ * @param queue QStash, with the `leaseMs` and `clockSkewMs` counted.
+ * @returns The words, without a newline.
+ *
+ * @example QStash with 1 retry
+ * ```ts
+ * import { callbackShortText } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   callbackShortText({ kind: "qstash", retries: 1 }),
+ *   "FAILURE CALLBACK MAY RUN OUT: QStash retries it 1 time, within 12s on its own backoff, while a give-up may be answered busy behind another's lease for up to 40s (30s + 2 × 5s): it ends in QStash's DLQ, and its intent is stranded; it needs --retries 2 or more",
+ * );
+ * ```
+ */
+export function callbackShortText(
+  queue: Extract<QueueLimits, { kind: "qstash" }>,
+): string {
+  const need = qstashRetriesNeed(queue);
+  const leaseMs = queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS;
+  const clockSkewMs = queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS;
+  return `FAILURE CALLBACK MAY RUN OUT: QStash retries it ${queue.retries} ${
+    queue.retries === 1 ? "time" : "times"
+  }, within ${
+    formatDuration(qstashCallbackSpanMs(queue.retries))
+  } on its own backoff, while a give-up may be answered busy behind another's lease for up to ${
+    formatDuration(busyGiveUpMs(queue))
+  } (${formatDuration(leaseMs)} + 2 × ${
+    formatDuration(clockSkewMs)
+  }): it ends in QStash's DLQ, and its intent is stranded; ${
+    Number.isFinite(need)
+      ? `it needs --retries ${need} or more`
+      : "no retries QStash takes (at most 100) are enough: lower the lease"
+  }`;
 }
 
 /**

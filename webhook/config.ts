@@ -45,6 +45,11 @@ import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import {
+  busyGiveUpMs,
+  qstashCallbackSpanMs,
+  qstashRetriesNeed,
+} from "../policy/_qstash_callback.ts";
+import {
   deadLetterEndMs,
   retentionEnoughMs,
   retentionNeedMs,
@@ -1656,8 +1661,33 @@ function checkQueues(
   const max = policy.maxDeliveries;
   const stuck = stuckAndSkew(given.stuckAfterMs, clockSkewMs);
   if (configured.qstash) {
-    const check = checkQueue(policy, queues.qstash);
+    // With LEASE and CLOCK_SKEW: a give-up answered busy behind another's
+    // lease waits that long, and the failure callback's retries must
+    // outlast it.
+    const qstash = { ...queues.qstash, leaseMs, clockSkewMs };
+    const check = checkQueue(policy, qstash);
     const retries = queues.qstash.retries;
+    if (check.problem === "stops_early" && check.limit >= max) {
+      // QStash retries a failure callback as many times as the message,
+      // on its own backoff (a busy give-up sends no Retry-After): all of
+      // them may come while the give-up is busy, and the callback then
+      // ends in QStash's DLQ with the intent stranded.
+      const need = qstashRetriesNeed(qstash);
+      throw new ConfigError(
+        "QSTASH_RETRIES",
+        `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, at or past MAX_DELIVERIES (${max}), and retries its failure callback ${retries} ${
+          retries === 1 ? "time" : "times"
+        }, within ${
+          formatDuration(qstashCallbackSpanMs(retries))
+        } of its first call on its own backoff (a give-up answered busy sends no Retry-After), but a give-up is answered busy behind another delivery's lease for up to LEASE + 2 × CLOCK_SKEW (${
+          formatDuration(busyGiveUpMs(qstash))
+        }): the callback would end in QStash's DLQ, and its intent stranded. ${
+          Number.isFinite(need)
+            ? `Set QSTASH_RETRIES to at least ${need} (retries past MAX_DELIVERIES − 1 are harmless: a delivery past MAX_DELIVERIES that fails is poisoned; it can be at most your QStash plan's retry cap)`
+            : "Lower LEASE"
+        }`,
+      );
+    }
     if (check.problem === "stops_early") {
       throw new ConfigError(
         "QSTASH_RETRIES",

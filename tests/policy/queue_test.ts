@@ -115,7 +115,12 @@ function model(policy: Policy, queue: QueueLimits): QueueCheck {
       : delay;
     windowMs += Math.min(floor, DELAY_LIMIT_MS[queue.kind]);
   }
-  const problem = limit < policy.maxDeliveries
+  // QStash retries a failure callback as often as the message, 12 s and
+  // then 2 min 28 s after its first call: with the default lease (30 s)
+  // and clock skew (5 s), a give-up busy behind a lease waits up to 40 s,
+  // which one retry does not outlast and two do.
+  const problem = limit < policy.maxDeliveries ||
+      (queue.kind === "qstash" && queue.retries < 2)
     ? "stops_early"
     : windowMs < policy.stuckAfterMs
     ? "window_short"

@@ -716,11 +716,14 @@ Deno.test("loadConfig() refuses QSTASH_RETRIES + 1 < MAX_DELIVERIES with both nu
     /from 0 to 100 and at most your QStash plan's retry cap: current value is 101/,
   );
   // Retry-After is honoured up to 1 day: a 3-day cap shrinks the window.
+  // (Two retries: the failure callback's one retry, 12 s after its first
+  // call, would not outlast a give-up busy behind a 30 s lease.)
   refused(
     {
       ...base,
       ...qstash,
       MAX_DELIVERIES: "2",
+      QSTASH_RETRIES: "2",
       BASE: "72h",
       CAP: "72h",
       JITTER: "none",
