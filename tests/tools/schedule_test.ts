@@ -615,6 +615,41 @@ Deno.test("formatSchedule() under QStash with 4 retries ends where the queue giv
   );
 });
 
+Deno.test("schedule() under QStash stops early where the failure callback's retries cannot outlast a give-up busy behind a lease, as loadConfig() refuses it", async () => {
+  const policy = {
+    maxDeliveries: 2,
+    baseMs: 120_000,
+    jitter: "none",
+    stuckAfterMs: 60_000,
+  } as const;
+  const one = schedule(policy, { kind: "qstash", retries: 1 });
+  assert.equal(one.stopsEarly, true);
+  assert.match(one.rows.at(-1)?.action ?? "", /^poison$/);
+  assert.match(
+    verdict(one),
+    /: OK, .*; FAILURE CALLBACK MAY RUN OUT: QStash retries it 1 time, within 12s on its own backoff, .* up to 40s \(30s \+ 2 × 5s\): .*; it needs --retries 2 or more$/,
+  );
+  assert.equal(
+    schedule(policy, { kind: "qstash", retries: 2 }).stopsEarly,
+    false,
+  );
+  // One clock: 30 s of lease still outlasts the 12 s.
+  assert.equal(
+    schedule(policy, { kind: "qstash", retries: 1 }, { clockSkewMs: 0 })
+      .stopsEarly,
+    true,
+  );
+  const flags = [
+    "--max-deliveries=2",
+    "--base=2m",
+    "--jitter=none",
+    "--stuck-after=1m",
+    "--queue=qstash",
+  ];
+  assert.equal((await run([...flags, "--retries=1"])).code, 1);
+  assert.equal((await run([...flags, "--retries=2"])).code, 0);
+});
+
 Deno.test("verdict() under Pub/Sub says the minimum backoff the policy needs", () => {
   const pubsub: QueueLimits = {
     kind: "pubsub",
