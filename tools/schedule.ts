@@ -5,7 +5,7 @@
  *
  * ```sh
  * deno task schedule [--max-deliveries 10 --base 5s --cap 2m --jitter equal --stuck-after 5m] [--clock-skew 5s] [--svg docs/schedule.svg]
- * deno task schedule --queue qstash --retries 5
+ * deno task schedule --queue qstash --retries 5 [--lease 30s]
  * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
  * deno task schedule --queue pubsub --min-backoff 40s --message-retention 168h [--sender-timeout 10s | --ack-deadline 1m] [--lease 30s]
  * deno task schedule --queue cloudflare --max-retries 3
@@ -899,7 +899,10 @@ Flags (defaults are the library's):
   --queue Q            lay out what queue Q really does: qstash, pubsub,
                        cloudflare or kv (default: the policy alone)
     --retries N                 qstash: Upstash-Retries, 0-100, at most your
-                                plan's cap (max-deliveries - 1)
+                                plan's cap (max-deliveries - 1); the failure
+                                callback's retries, on QStash's backoff, must
+                                outlast a busy give-up: --lease + 2 × clock
+                                skew (--lease and --sender-timeout as below)
     --max-delivery-attempts N   pubsub: the dead-letter policy's attempts,
                                 5-100 (none: no dead-letter policy)
     --min-backoff D             pubsub: the retry policy's minimum (10s)
@@ -990,13 +993,16 @@ const QUEUE_FLAGS = {
     kinds: ["pubsub"],
     must: "a duration from 10m to 744h, such as 168h",
   },
-  "--sender-timeout": { kinds: ["pubsub"], must: "a duration such as 10s" },
+  "--sender-timeout": {
+    kinds: ["pubsub", "qstash"],
+    must: "a duration such as 10s",
+  },
   "--ack-deadline": {
     kinds: ["pubsub"],
     must:
       "a duration from 10s to 10m (the subscription's acknowledgement deadline)",
   },
-  "--lease": { kinds: ["pubsub"], must: "a duration such as 30s" },
+  "--lease": { kinds: ["pubsub", "qstash"], must: "a duration such as 30s" },
   "--max-retries": { kinds: ["cloudflare"], must: "an integer from 0 to 100" },
 } as const satisfies Record<
   string,
@@ -1128,12 +1134,34 @@ function queueFrom(
   switch (kind) {
     case undefined:
       return undefined;
-    case "qstash":
-      return {
-        kind,
-        retries: count("--retries", 0, 100) ??
-          Math.min(100, policy.maxDeliveries - 1),
-      };
+    case "qstash": {
+      const retries = count("--retries", 0, 100) ??
+        Math.min(100, policy.maxDeliveries - 1);
+      if (
+        raw["--lease"] === undefined && raw["--sender-timeout"] === undefined
+      ) {
+        return { kind, retries };
+      }
+      // The lease a busy give-up waits out, read as the service reads it.
+      const env: Record<string, string> = {};
+      for (
+        const [name, flag] of [
+          ["SENDER_TIMEOUT", "--sender-timeout"],
+          ["LEASE", "--lease"],
+        ] as const
+      ) {
+        const text = raw[flag];
+        if (text === undefined) continue;
+        if (text.trim() === "") {
+          throw new UsageError(
+            `${flag} needs a value: ${QUEUE_FLAGS[flag].must}`,
+          );
+        }
+        env[name] = text;
+      }
+      const timeoutMs = asService(() => senderTimeout(env));
+      return { kind, retries, leaseMs: asService(() => lease(env, timeoutMs)) };
+    }
     case "pubsub": {
       const attempts = count("--max-delivery-attempts", 5, 100);
       const minBackoffMs = backoffMs("--min-backoff", 10_000);

@@ -648,6 +648,35 @@ Deno.test("schedule() under QStash stops early where the failure callback's retr
   ];
   assert.equal((await run([...flags, "--retries=1"])).code, 1);
   assert.equal((await run([...flags, "--retries=2"])).code, 0);
+  // A 3m lease (and 2 × 5s) outlasts the 2 min 40 s two retries span;
+  // three do, as the service counts LEASE.
+  const long = await run([...flags, "--retries=2", "--lease=3m"]);
+  assert.equal(long.code, 1, long.stdout);
+  assert.match(
+    long.stdout,
+    /up to 3m10s \(3m0s \+ 2 × 5s\).*--retries 3 or more/,
+  );
+  assert.equal((await run([...flags, "--retries=3", "--lease=3m"])).code, 0);
+  const env = {
+    ...SERVICE,
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBLIC_URL: "https://relayer.example.test",
+    MAX_DELIVERIES: "2",
+    BASE: "2m",
+    JITTER: "none",
+    STUCK_AFTER: "1m",
+    LEASE: "3m",
+  };
+  assert.equal(serviceStarts({ ...env, QSTASH_RETRIES: "2" }), false);
+  assert.equal(serviceStarts({ ...env, QSTASH_RETRIES: "3" }), true);
+  // Read as the service reads LEASE, against --sender-timeout.
+  const short = await run([...flags, "--sender-timeout=20s", "--lease=30s"]);
+  assert.equal(short.code, 2, short.stderr);
+  assert.match(
+    short.stderr,
+    /--lease \(30s\) must be at least twice --sender-timeout \(20s\)/,
+  );
 });
 
 Deno.test("verdict() under Pub/Sub says the minimum backoff the policy needs", () => {
