@@ -1,0 +1,100 @@
+/**
+ * The signature and replay checks at their edges: what a forger could try
+ * that the route tests do not, each refused.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { qstashVerifier, timingSafeEqual } from "../../webhook/_auth.ts";
+import { QSTASH, signQStash } from "./_signing.ts";
+
+const body = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
+
+Deno.test("timingSafeEqual() takes equal strings only: never a prefix, an empty string against a secret, or a string with NULs after it", () => {
+  assert.equal(timingSafeEqual("abc", "abc"), true);
+  assert.equal(timingSafeEqual("", ""), true);
+  for (
+    const [a, b] of [
+      ["abc", "ab"],
+      ["ab", "abc"],
+      ["", "secret"],
+      ["abc", "abc\0"],
+      ["abc", "abd"],
+    ]
+  ) {
+    assert.equal(timingSafeEqual(a!, b!), false, JSON.stringify([a, b]));
+  }
+});
+
+Deno.test("qstashVerifier() refuses a token whose MAC is cut short or empty, whether the body is read whole or by its digest", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const good = await signQStash(body);
+  const input = good.slice(0, good.lastIndexOf("."));
+  const mac = good.slice(good.lastIndexOf(".") + 1);
+  for (const cut of ["", mac.slice(0, 1), mac.slice(0, 42)]) {
+    const token = `${input}.${cut}`;
+    const name = `MAC of ${cut.length} characters`;
+    assert.ok(verify.precheck(token), name);
+    assert.ok(verify.checkClaims(token), name);
+    assert.equal(verify.verifyDigest(token, hash).ok, false, name);
+    assert.equal((await verify(token, body)).ok, false, name);
+  }
+});
+
+Deno.test("qstashVerifier() refuses a token one of its keys signed for another host, scheme or spelling of the URL, whether the body is read whole or by its digest", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const path = new URL(QSTASH.url).pathname;
+  for (
+    const url of [
+      `https://other-service.example.test${path}`,
+      QSTASH.url.replace("https:", "http:"),
+      QSTASH.url.replace("https://relayer", "HTTPS://RELAYER"),
+      `${QSTASH.url}/`,
+    ]
+  ) {
+    const token = await signQStash(body, { url });
+    assert.equal((await verify(token, body)).ok, false, url);
+    assert.ok(verify.checkClaims(token), url);
+    assert.equal(verify.verifyDigest(token, hash).ok, false, url);
+  }
+  // The URL as configured verifies both ways.
+  const token = await signQStash(body);
+  assert.equal((await verify(token, body)).ok, true);
+  assert.equal(verify.checkClaims(token), undefined);
+  assert.equal(verify.verifyDigest(token, hash).ok, true);
+});
+
+/** Waits, if need be, until the wall clock is early in a second: a check made now reads the same whole second. */
+async function earlyInASecond(): Promise<number> {
+  const ms = Date.now() % 1000;
+  if (ms > 500) await new Promise((ok) => setTimeout(ok, 1010 - ms));
+  return Math.floor(Date.now() / 1000);
+}
+
+Deno.test("qstashVerifier() takes a token to the very second the Receiver does, and not one second more, whether the body is read whole or by its digest: exp 30 s ago refused, 29 s taken; nbf 30 s ahead taken, 31 s refused", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const nowS = await earlyInASecond();
+  const cases: [string, Parameters<typeof signQStash>[1], boolean][] = [
+    ["exp 29 s ago", { nowS: nowS - 329, ttlS: 300 }, true],
+    ["exp 30 s ago", { nowS: nowS - 330, ttlS: 300 }, false],
+    ["nbf 30 s ahead", { nowS: nowS + 30 }, true],
+    ["nbf 31 s ahead", { nowS: nowS + 31 }, false],
+  ];
+  for (const [name, options, taken] of cases) {
+    const token = await signQStash(body, options);
+    assert.equal(Math.floor(Date.now() / 1000), nowS, "still the same second");
+    assert.equal((await verify(token, body)).ok, taken, `${name}: whole`);
+    assert.equal(verify.checkClaims(token) === undefined, taken, name);
+    assert.equal(verify.verifyDigest(token, hash).ok, taken, `${name}: digest`);
+  }
+});
