@@ -98,3 +98,25 @@ Deno.test("qstashVerifier() takes a token to the very second the Receiver does, 
     assert.equal(verify.verifyDigest(token, hash).ok, taken, `${name}: digest`);
   }
 });
+
+Deno.test("qstashVerifier() refuses a token whose jti is over 200 characters or whose exp is not a whole number of seconds: no replay record could be kept for it", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const nowS = Math.floor(Date.now() / 1000);
+  const taken = await verify(
+    await signQStash(body, { jti: "j".repeat(200) }),
+    body,
+  );
+  assert.equal(taken.ok, true, "a jti of 200 characters");
+  const cases: [string, Parameters<typeof signQStash>[1]][] = [
+    ["a jti of 201 characters", { jti: "j".repeat(201) }],
+    ["exp with a fraction", { extra: { exp: nowS + 300.5 } }],
+    ["exp past 2^53", { extra: { exp: 2 ** 60 } }],
+  ];
+  for (const [name, options] of cases) {
+    const answer = await verify(await signQStash(body, options), body);
+    assert.equal(answer.ok, false, name);
+    if (!answer.ok) {
+      assert.match(answer.detail, /no usable 'jti' and 'exp'/, name);
+    }
+  }
+});
