@@ -1,0 +1,112 @@
+/**
+ * The service's start check, the library's `checkQueue` and
+ * `deno task schedule --queue qstash` agree on QStash's retries: fed the
+ * same policy, `QSTASH_RETRIES`, `LEASE`, `SENDER_TIMEOUT` and
+ * `CLOCK_SKEW`, `checkQueue` says `stops_early` and the tool says the
+ * queue stops early exactly when `loadConfig` refuses `QSTASH_RETRIES`
+ * (too few for the policy, or a failure callback whose retries cannot
+ * outlast a give-up busy behind another delivery's lease).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { checkQueue, definePolicy } from "../../mod.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { parseFlags, schedule } from "../../tools/schedule.ts";
+import { QSTASH } from "./_signing.ts";
+import { runs } from "../_fc.ts";
+
+/** The setting `loadConfig` refuses `env` for, or `null`. */
+function refusedSetting(env: Record<string, string>): string | null {
+  try {
+    loadConfig(env);
+    return null;
+  } catch (error) {
+    if (error instanceof ConfigError) return error.setting;
+    throw error;
+  }
+}
+
+Deno.test("checkQueue() and deno task schedule stop a QStash queue early exactly when the service refuses QSTASH_RETRIES, with the same policy, LEASE, SENDER_TIMEOUT and CLOCK_SKEW", () => {
+  const settings = fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 12 }),
+    // Around the policy's own need (MAX_DELIVERIES − 1) and the callback's.
+    retries: fc.integer({ min: 0, max: 14 }),
+    senderTimeoutMs: fc.integer({ min: 1000, max: 120_000 }),
+    // Past 2 × SENDER_TIMEOUT, up to past what 2 or 3 retries span.
+    extraLeaseMs: fc.oneof(
+      fc.integer({ min: 0, max: 5000 }),
+      fc.integer({ min: 0, max: 2_000_000 }),
+    ),
+    clockSkewMs: fc.integer({ min: 0, max: 5000 }),
+  });
+  const seen = { refusedCallback: 0, refusedLimit: 0, taken: 0 };
+  fc.assert(
+    fc.property(settings, (s) => {
+      const leaseMs = 2 * s.senderTimeoutMs + s.extraLeaseMs;
+      const env: Record<string, string> = {
+        SENDER_URL: "http://127.0.0.1:9000",
+        QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+        QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+        PUBLIC_URL: "https://relayer.example.test",
+        MAX_DELIVERIES: String(s.maxDeliveries),
+        STUCK_AFTER: "1s",
+        SENDER_TIMEOUT: `${s.senderTimeoutMs}ms`,
+        LEASE: `${leaseMs}ms`,
+        CLOCK_SKEW: `${s.clockSkewMs}ms`,
+        QSTASH_RETRIES: String(s.retries),
+      };
+      const setting = refusedSetting(env);
+      // Only the queue's limits are compared here.
+      fc.pre(setting === null || setting === "QSTASH_RETRIES");
+      const policy = definePolicy({
+        maxDeliveries: s.maxDeliveries,
+        stuckAfterMs: 1000,
+      });
+      const check = checkQueue(policy, {
+        kind: "qstash",
+        retries: s.retries,
+        leaseMs,
+        clockSkewMs: s.clockSkewMs,
+      });
+      const flags = parseFlags([
+        "--max-deliveries",
+        String(s.maxDeliveries),
+        "--stuck-after",
+        "1s",
+        "--clock-skew",
+        `${s.clockSkewMs}ms`,
+        "--queue",
+        "qstash",
+        "--retries",
+        String(s.retries),
+        "--sender-timeout",
+        `${s.senderTimeoutMs}ms`,
+        "--lease",
+        `${leaseMs}ms`,
+      ]);
+      assert.ok(!flags.help);
+      const tool = schedule(flags.policy, flags.queue, {
+        clockSkewMs: flags.clockSkewMs,
+      });
+      if (setting === null) seen.taken++;
+      else if (s.retries < s.maxDeliveries - 1) seen.refusedLimit++;
+      else seen.refusedCallback++;
+      const what = `${JSON.stringify(env)}: loadConfig ${
+        setting === null ? "takes it" : "refuses QSTASH_RETRIES"
+      }, checkQueue says ${check.problem}, the tool ${
+        tool.stopsEarly ? "stops early" : "does not stop early"
+      }`;
+      assert.equal(check.problem === "stops_early", setting !== null, what);
+      assert.equal(tool.stopsEarly, setting !== null, what);
+    }),
+    { numRuns: runs(1000) },
+  );
+  // Each side of the line was reached, the callback's refusal too.
+  assert.ok(
+    seen.refusedCallback > 0 && seen.refusedLimit > 0 && seen.taken > 0,
+    JSON.stringify(seen),
+  );
+});
