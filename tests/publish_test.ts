@@ -90,6 +90,9 @@ Deno.test("the service publishes POST /v1/jobs and redrives through QStash, with
         first.headers.get("upstash-failure-callback"),
         "https://relayer.example.test/v1/qstash/failed",
       );
+      // The failure callback is retried as often as the message: the
+      // start-up check counts its retries so (QSTASH_RETRIES).
+      assert.equal(first.headers.get("upstash-failure-callback-retries"), "9");
       assert.equal(
         first.headers.get("authorization"),
         "Bearer qstash-token-for-tests",

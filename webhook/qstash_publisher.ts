@@ -117,7 +117,9 @@ export interface Publisher {
  * {baseUrl}/v2/publish/PUBLIC_URL/v1/qstash`, with the platform's `fetch`):
  * every job goes with `Upstash-Retries: retries` and
  * `Upstash-Failure-Callback: PUBLIC_URL/v1/qstash/failed`, so a job QStash
- * gives up on is still resolved. A deduplication id goes out as its hex
+ * gives up on is still resolved, and with
+ * `Upstash-Failure-Callback-Retries: retries`, so the callback is retried
+ * as often as the message (as `checkQueue` and the start-up check count it). A deduplication id goes out as its hex
  * SHA-256 (`Upstash-Deduplication-Id`): QStash refuses one with a colon,
  * which a redrive's `<jobId>:<version>` has. Building it does no I/O.
  *
@@ -162,6 +164,7 @@ export interface Publisher {
  * assert.equal(messageId, "msg_1");
  * assert.equal(seen[0]?.get("upstash-retries"), "9");
  * assert.equal(seen[0]?.get("upstash-failure-callback"), "https://relayer.example.com/v1/qstash/failed");
+ * assert.equal(seen[0]?.get("upstash-failure-callback-retries"), "9");
  * await server.shutdown();
  * ```
  */
@@ -236,6 +239,10 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         "upstash-method": "POST",
         "upstash-retries": String(retries),
         "upstash-failure-callback": failureCallback,
+        // The failure callback's retries, which QStash's docs leave
+        // unsaid where none is given: as many as the message's, which the
+        // start-up check counts against a give-up answered busy.
+        "upstash-failure-callback-retries": String(retries),
       };
       if (deduplicationId) {
         headers["upstash-deduplication-id"] = qstashDeduplicationId(
