@@ -1093,19 +1093,8 @@ function queueFrom(
     if (ms < min || ms > 600_000) throw bad(flag);
     return ms;
   };
-  // A Pub/Sub message retention and what is counted against it, read as
-  // the service reads PUBSUB_MESSAGE_RETENTION, SENDER_TIMEOUT and LEASE.
-  const retention = () => {
-    const retentionText = raw["--message-retention"];
-    if (retentionText === undefined) {
-      const alone = WITH_RETENTION.find((flag) => raw[flag] !== undefined);
-      if (alone !== undefined) {
-        throw new UsageError(
-          `${alone} is counted only against a message retention: give --message-retention too (unset, the service checks no retention)`,
-        );
-      }
-      return {};
-    }
+  // The flags given for the service's settings, as the settings it reads.
+  const serviceEnv = () => {
     const env: Record<string, string> = {};
     for (const [name, flag] of Object.entries(SETTING_FLAGS)) {
       const text = raw[flag as QueueFlag];
@@ -1119,6 +1108,22 @@ function queueFrom(
       }
       env[name] = text;
     }
+    return env;
+  };
+  // A Pub/Sub message retention and what is counted against it, read as
+  // the service reads PUBSUB_MESSAGE_RETENTION, SENDER_TIMEOUT and LEASE.
+  const retention = () => {
+    const retentionText = raw["--message-retention"];
+    if (retentionText === undefined) {
+      const alone = WITH_RETENTION.find((flag) => raw[flag] !== undefined);
+      if (alone !== undefined) {
+        throw new UsageError(
+          `${alone} is counted only against a message retention: give --message-retention too (unset, the service checks no retention)`,
+        );
+      }
+      return {};
+    }
+    const env = serviceEnv();
     const retentionMs = asService(() => pubsubRetention(env))!;
     const timeoutMs = asService(() => senderTimeout(env));
     const leaseMs = asService(() => lease(env, timeoutMs));
@@ -1143,22 +1148,7 @@ function queueFrom(
         return { kind, retries };
       }
       // The lease a busy give-up waits out, read as the service reads it.
-      const env: Record<string, string> = {};
-      for (
-        const [name, flag] of [
-          ["SENDER_TIMEOUT", "--sender-timeout"],
-          ["LEASE", "--lease"],
-        ] as const
-      ) {
-        const text = raw[flag];
-        if (text === undefined) continue;
-        if (text.trim() === "") {
-          throw new UsageError(
-            `${flag} needs a value: ${QUEUE_FLAGS[flag].must}`,
-          );
-        }
-        env[name] = text;
-      }
+      const env = serviceEnv();
       const timeoutMs = asService(() => senderTimeout(env));
       return { kind, retries, leaseMs: asService(() => lease(env, timeoutMs)) };
     }
