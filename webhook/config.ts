@@ -1689,13 +1689,25 @@ function checkQueues(
       );
     }
     if (check.problem === "stops_early") {
+      // The least that covers MAX_DELIVERIES and the failure callback's
+      // retries both, so the setting asked for is not refused in turn.
+      const need = qstashRetriesNeed({ ...qstash, retries: max - 1 });
+      const least = Number.isFinite(need) ? need : max - 1;
       throw new ConfigError(
         "QSTASH_RETRIES",
         max - 1 > 100
           ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): QSTASH_RETRIES is taken up to 100 here (QStash documents no upper bound of its own; its published plan caps are 3, 5 and 20), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
           : `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
-            max - 1
-          } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap), or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
+            least > max - 1
+              ? `${least} (MAX_DELIVERIES − 1 is ${
+                max - 1
+              }, but the failure callback is retried as often, and its retries must outlast a give-up answered busy behind another delivery's lease, LEASE + 2 × CLOCK_SKEW (${
+                formatDuration(busyGiveUpMs(qstash))
+              }); it can be at most your QStash plan's retry cap)`
+              : `${
+                max - 1
+              } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap)`
+          }, or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
       );
     }
     if (check.problem === "window_short") {

@@ -110,3 +110,47 @@ Deno.test("checkQueue() and deno task schedule stop a QStash queue early exactly
     JSON.stringify(seen),
   );
 });
+
+Deno.test("the QSTASH_RETRIES a refusal asks for is taken: it covers MAX_DELIVERIES and the failure callback's retries at once", () => {
+  const settings = fc.record({
+    maxDeliveries: fc.integer({ min: 1, max: 12 }),
+    retries: fc.integer({ min: 0, max: 14 }),
+    leaseMs: fc.integer({ min: 20_000, max: 2_000_000 }),
+    clockSkewMs: fc.integer({ min: 0, max: 5000 }),
+  });
+  let named = 0;
+  fc.assert(
+    fc.property(settings, (s) => {
+      const env: Record<string, string> = {
+        SENDER_URL: "http://127.0.0.1:9000",
+        QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+        QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+        PUBLIC_URL: "https://relayer.example.test",
+        MAX_DELIVERIES: String(s.maxDeliveries),
+        STUCK_AFTER: "1s",
+        LEASE: `${s.leaseMs}ms`,
+        CLOCK_SKEW: `${s.clockSkewMs}ms`,
+        QSTASH_RETRIES: String(s.retries),
+      };
+      let message: string;
+      try {
+        loadConfig(env);
+        return;
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        fc.pre(error.setting === "QSTASH_RETRIES");
+        message = error.message;
+      }
+      const asked = message.match(/ QSTASH_RETRIES to at least (\d+)/);
+      if (asked === null) return; // none is enough: lower LEASE
+      named++;
+      assert.equal(
+        refusedSetting({ ...env, QSTASH_RETRIES: asked[1]! }),
+        null,
+        `${JSON.stringify(env)}: ${message}`,
+      );
+    }),
+    { numRuns: runs(500) },
+  );
+  assert.ok(named > 0);
+});
