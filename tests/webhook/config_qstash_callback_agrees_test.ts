@@ -5,7 +5,10 @@
  * `CLOCK_SKEW`, `checkQueue` says `stops_early` and the tool says the
  * queue stops early exactly when `loadConfig` refuses `QSTASH_RETRIES`
  * (too few for the policy, or a failure callback whose retries cannot
- * outlast a give-up busy behind another delivery's lease).
+ * outlast a give-up busy behind another delivery's lease), which is when
+ * QStash's documented waits (12 s, 2m28s, 30m8s, 6h7m6s, then a day; the
+ * callback retried as often as the message, `Upstash-Failure-Callback-Retries`
+ * as the service publishes it) say so.
  *
  * @module
  */
@@ -17,6 +20,19 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { parseFlags, schedule } from "../../tools/schedule.ts";
 import { QSTASH } from "./_signing.ts";
 import { runs } from "../_fc.ts";
+
+/**
+ * QStash's waits before its retries, in seconds, as its docs tabulate
+ * min(1 day, e^(2.5 n)): 12 s, 2m28s, 30m8s, 6h7m6s, then a day.
+ */
+const QSTASH_WAITS_S = [12, 148, 1808, 22_026];
+
+/** When QStash's last retry of a failure callback comes, after its first call. */
+function callbackSpanMs(retries: number): number {
+  let spanS = 0;
+  for (let n = 1; n <= retries; n++) spanS += QSTASH_WAITS_S[n - 1] ?? 86_400;
+  return spanS * 1000;
+}
 
 /** The setting `loadConfig` refuses `env` for, or `null`. */
 function refusedSetting(env: Record<string, string>): string | null {
@@ -99,6 +115,11 @@ Deno.test("checkQueue() and deno task schedule stop a QStash queue early exactly
       }, checkQueue says ${check.problem}, the tool ${
         tool.stopsEarly ? "stops early" : "does not stop early"
       }`;
+      // As QStash documents its retries: too few for the policy, or a
+      // callback whose last retry comes while a give-up may be busy.
+      const short = s.retries < s.maxDeliveries - 1 ||
+        callbackSpanMs(s.retries) <= leaseMs + 2 * s.clockSkewMs;
+      assert.equal(setting !== null, short, what);
       assert.equal(check.problem === "stops_early", setting !== null, what);
       assert.equal(tool.stopsEarly, setting !== null, what);
     }),
