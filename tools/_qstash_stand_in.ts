@@ -31,6 +31,8 @@ export interface Publication {
   readonly retries: string | null;
   /** `Upstash-Failure-Callback`. */
   readonly failureCallback: string | null;
+  /** `Upstash-Failure-Callback-Retries`. */
+  readonly failureCallbackRetries: string | null;
   /** When it was taken (`performance.now()`). */
   readonly at: number;
 }
@@ -186,6 +188,9 @@ export function startQStashStandIn(options: {
       deduplicationId,
       retries: request.headers.get("upstash-retries"),
       failureCallback: request.headers.get("upstash-failure-callback"),
+      failureCallbackRetries: request.headers.get(
+        "upstash-failure-callback-retries",
+      ),
       at,
     });
     if (fate === "lose-answer") {

@@ -6,7 +6,8 @@
  * for its URL, `Upstash-Message-Id` and `Upstash-Retried` (from 0) set,
  * the next delivery after the answer's `Retry-After`, and once
  * `Upstash-Retries` retries are spent, the message's failure callback,
- * signed too. QStash's own backoff (an answer without `Retry-After`, a
+ * signed too, retried as a message is (`Upstash-Failure-Callback-Retries`
+ * times, else as often as the message). QStash's own backoff (an answer without `Retry-After`, a
  * connection refused) is shortened to at most a minute. Its console, plan
  * caps, schedules and DLQ are not modelled.
  *
@@ -30,7 +31,7 @@ export interface LocalDelivery {
   readonly retried: number;
   /** The answer's status, or 0 when no answer came (refused, reset). */
   readonly status: number;
-  /** The wait before the next delivery, or `null` when there is none. */
+  /** The wait before the next delivery (or call), or `null` when there is none. */
   readonly nextInMs: number | null;
 }
 
@@ -140,7 +141,7 @@ export function startLocalQStash(options: {
     if (message.failureCallback === null) return;
     // QStash's failure callback: the last answer, and the message's body,
     // each base64.
-    const callback = JSON.stringify({
+    const body = JSON.stringify({
       status,
       header: {},
       body: btoa(
@@ -157,15 +158,43 @@ export function startLocalQStash(options: {
       ),
       createdAt: Date.now(),
     });
-    const called = await post(message.failureCallback, callback, {});
+    await callBack(message, message.failureCallback, body, retried, 0);
+  };
+
+  // A failure callback not answered 2xx is retried as a message is, its
+  // `Upstash-Failure-Callback-Retries` times (the message's, if not given).
+  const callBack = async (
+    message: Publication,
+    url: string,
+    body: string,
+    retried: number,
+    callbackRetried: number,
+  ): Promise<void> => {
+    if (stopping.signal.aborted) return;
+    const retries = Number(
+      message.failureCallbackRetries ?? message.retries ?? "3",
+    );
+    const called = await post(url, body, {});
     await called?.body?.cancel();
+    let nextInMs: number | null = null;
+    if (!called?.ok && callbackRetried < retries) {
+      const after = Number(called?.headers.get("retry-after") ?? NaN);
+      nextInMs = Number.isFinite(after) && after >= 0
+        ? after * 1000
+        : ownBackoffMs(callbackRetried, capMs);
+    }
     options.report?.({
       messageId: message.messageId,
       kind: "failure-callback",
       retried,
       status: called?.status ?? 0,
-      nextInMs: null,
+      nextInMs,
     });
+    if (nextInMs === null || stopping.signal.aborted) return;
+    later(
+      nextInMs,
+      () => callBack(message, url, body, retried, callbackRetried + 1),
+    );
   };
 
   const standIn = startQStashStandIn({

@@ -148,7 +148,10 @@ Deno.test("startLocalQStash() calls a message's failure callback, signed for its
         token: request.headers.get("upstash-signature") ?? "",
         body: await request.text(),
       });
-      return new Response("down", { status: 503 });
+      // The callback is taken: it is not retried.
+      return new URL(request.url).pathname === "/v1/qstash/failed"
+        ? new Response(null, { status: 200 })
+        : new Response("down", { status: 503 });
     },
   );
   const base = `http://127.0.0.1:${receiver.addr.port}`;
@@ -203,6 +206,77 @@ Deno.test("startLocalQStash() calls a message's failure callback, signed for its
   } finally {
     await qstash.stop();
     await receiver.shutdown();
+  }
+});
+
+Deno.test("startLocalQStash() retries a failure callback not answered 2xx on QStash's own backoff, Upstash-Failure-Callback-Retries times, else as often as the message", async () => {
+  for (
+    const [headers, takenAt, calls] of [
+      // Answered 503 twice, then taken.
+      [{ "upstash-failure-callback-retries": "5" }, 3, 3],
+      // Never taken: one call and its two retries.
+      [{ "upstash-failure-callback-retries": "2" }, Infinity, 3],
+      // None given: the message's retries (1), so one call and one retry.
+      [{}, Infinity, 2],
+    ] as const
+  ) {
+    const reports: LocalDelivery[] = [];
+    const qstash = startLocalQStash({
+      token: TOKEN,
+      signingKey: KEY,
+      ownBackoffCapMs: 10,
+      report: (d) => reports.push(d),
+    });
+    let failed = 0;
+    const receiver = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      async (request) => {
+        await request.body?.cancel();
+        if (new URL(request.url).pathname !== "/v1/qstash/failed") {
+          return new Response("down", { status: 503 });
+        }
+        return ++failed === takenAt
+          ? new Response(null, { status: 200 })
+          : new Response("busy", { status: 503 });
+      },
+    );
+    const base = `http://127.0.0.1:${receiver.addr.port}`;
+    try {
+      const published = await fetch(
+        `${qstash.url}/v2/publish/${encodeURIComponent(`${base}/v1/qstash`)}`,
+        {
+          method: "POST",
+          body: JSON.stringify({ intentId: "pi_0006", kind: "settle" }),
+          headers: {
+            authorization: `Bearer ${TOKEN}`,
+            "upstash-retries": "1",
+            "upstash-failure-callback": `${base}/v1/qstash/failed`,
+            ...headers,
+          },
+        },
+      );
+      assert.equal(published.status, 201);
+      await published.body?.cancel();
+      const callbacks = () =>
+        reports.filter((d) => d.kind === "failure-callback");
+      await until(() => callbacks().at(-1)?.nextInMs === null);
+      // Nothing more comes after the last.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(failed, calls, JSON.stringify(headers));
+      assert.deepEqual(
+        callbacks().map((d) => [d.status, d.nextInMs === null]),
+        Array.from(
+          { length: calls },
+          (_, i) => [
+            i === calls - 1 && takenAt === calls ? 200 : 503,
+            i === calls - 1,
+          ],
+        ),
+      );
+    } finally {
+      await qstash.stop();
+      await receiver.shutdown();
+    }
   }
 });
 
