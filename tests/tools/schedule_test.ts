@@ -514,7 +514,12 @@ Deno.test("docs/schedule.svg is the chart of the default policy", async () => {
 const anyQueue: fc.Arbitrary<QueueLimits> = fc.oneof(
   fc.record({
     kind: fc.constant("qstash" as const),
-    retries: fc.integer({ min: 0, max: 100 }),
+    // Often a few, where a failure callback's retries may meet a busy
+    // give-up.
+    retries: fc.oneof(
+      fc.integer({ min: 0, max: 3 }),
+      fc.integer({ min: 0, max: 100 }),
+    ),
   }),
   fc.record({
     attempts: fc.option(fc.integer({ min: 5, max: 100 }), { nil: undefined }),
@@ -571,15 +576,27 @@ Deno.test("schedule() with a queue ends at its limit, and its guaranteed column 
   fc.assert(
     fc.property(anyPolicy, queues, anySkew, (policy, queue, clockSkewMs) => {
       const s = schedule(policy, queue, { clockSkewMs });
-      const check = checkQueue(policy, queue);
+      // The tool counts a QStash failure callback against its own clock
+      // skew where the queue names none, as the service counts CLOCK_SKEW.
+      const check = checkQueue(
+        policy,
+        queue.kind === "qstash" && queue.clockSkewMs === undefined
+          ? { ...queue, clockSkewMs }
+          : queue,
+      );
       assert.equal(s.rows.length, check.deliveries);
       // checkQueue's stops_early: the queue stops before the policy, or
-      // (Pub/Sub) its retention may end before the job is resolved.
+      // (Pub/Sub) its retention may end before the job is resolved, or
+      // (QStash) its failure callback's retries may all meet a busy give-up.
       assert.equal(
         s.stopsEarly || s.retentionNeedMs !== undefined,
         check.problem === "stops_early",
       );
-      assert.equal(s.stopsEarly, check.limit < policy.maxDeliveries);
+      const limited = check.limit < policy.maxDeliveries;
+      assert.equal(
+        s.stopsEarly,
+        limited || (queue.kind === "qstash" && check.problem === "stops_early"),
+      );
       // Where the retention, not the dead-letter policy, bounds the limit.
       const expires = queue.kind === "pubsub" &&
         queue.retentionMs !== undefined &&
@@ -593,7 +610,7 @@ Deno.test("schedule() with a queue ends at its limit, and its guaranteed column 
           }) > check.limit;
       assert.equal(
         s.rows.at(-1)?.action,
-        !s.stopsEarly ? "poison" : expires ? "expire" : "give_up",
+        !limited ? "poison" : expires ? "expire" : "give_up",
       );
       assert.equal(s.guaranteedMs, rescueWindow(policy, queue));
       assert.equal(
