@@ -12,8 +12,9 @@ import type postgres from "postgres";
 
 /**
  * The backend of the session named `applicationName` once it waits on a
- * lock, read through `admin`; after about 5 s, an error that says `what`
- * (`"the write"`, `"the look"`) never waited.
+ * lock, read through `admin`; after 15 s (a loaded machine may take a
+ * few to start the statement), an error that says `what` (`"the write"`,
+ * `"the look"`) never waited.
  *
  * @example Cancel the store's write once it waits on the lock
  * ```ts ignore
@@ -26,7 +27,8 @@ export async function waitingOnLock(
   applicationName: string,
   what: string,
 ): Promise<number> {
-  for (let tries = 0; tries < 250; tries++) {
+  const start = performance.now();
+  while (performance.now() - start < 15_000) {
     const [row] = await admin`
       SELECT pid FROM pg_stat_activity
       WHERE application_name = ${applicationName}
