@@ -28,7 +28,9 @@
  * the TCP socket in a stream of its own, so postgres.js's TLS runs over it
  * and the watch sees the bytes either way.
  *
- * Node-only API (`node:net`): for `main.ts`, not for the Workers build.
+ * Node-only API (`node:net`): for `main.ts` and `answeredSocketOption`
+ * (`./postgres_socket.ts`, `@relayer/poison/postgres-socket`), not for the
+ * Workers build.
  *
  * @module
  */
@@ -36,17 +38,20 @@
 import net from "node:net";
 import { Duplex } from "node:stream";
 
-/** A stream postgres.js can use as its socket. */
-type PgSocket = Duplex & {
+/** A stream postgres.js can use as its socket: a TCP socket's stand-in. */
+export interface PostgresSocket extends Duplex {
+  /** The server's host, which postgres.js names to TLS (SNI, the certificate check). */
   host?: string;
+  /** The TCP socket's state ("opening", "open", …), as `net.Socket` says it. */
   readonly readyState: string;
-  setKeepAlive(enable?: boolean, initialDelay?: number): PgSocket;
-};
+  /** Sets the TCP socket's keep-alive, as `net.Socket.setKeepAlive` does. */
+  setKeepAlive(enable?: boolean, initialDelay?: number): PostgresSocket;
+}
 
 /** postgres.js's `socket` option, made by {@linkcode answeredSocket}. */
 export interface AnsweredSocket {
   /** Called with the client's options, for each connection. */
-  (options: { host: string[]; port: number[] }): PgSocket;
+  (options: { host: string[]; port: number[] }): PostgresSocket;
   /**
    * Resolves once every socket made so far has closed, or after `ms`.
    * postgres.js 3.4.9's `sql.end()` resolves before a busy connection's
@@ -180,7 +185,7 @@ export function answeredSocket(
         raw.destroy();
         done(error);
       },
-    }) as PgSocket;
+    }) as PostgresSocket;
     // Whether the server sent anything, and whether it ended the
     // connection (a FIN) after that, or without.
     let answered = false;

@@ -1,0 +1,102 @@
+/**
+ * A bound on how long a postgres.js connection may go unanswered, for a
+ * service of your own on Node, Deno or Bun: postgres.js's `socket` option,
+ * the one `main.ts` gives its client (docs/postgres.md, "A network
+ * partition"). Node-only API (`node:net`): a Cloudflare Worker uses
+ * `@relayer/poison/postgres` without it (postgres.js's Workers build opens
+ * its own sockets).
+ *
+ * A partition drops packets (a cloud network blip, a failover whose old
+ * primary's address stops answering): no FIN, no RST, no error. postgres.js
+ * 3.4.9 waits for an answer with no bound of its own, so a connection with
+ * a query lost in it stays busy for good, and a connection the store gives
+ * up on (`terminate()`) keeps its place in the pool until its socket
+ * closes, which no peer that stopped reading lets happen. Once every
+ * connection of the pool is held so, the store's calls still answer
+ * within `connectionWaitMs`, each with a failure, and go on failing after
+ * the network heals, until the process restarts. This socket closes a
+ * connection whose writes get no byte back within `answerMs`, with the
+ * client's idle connections that heard nothing since; postgres.js fails
+ * what waited on it as a lost connection and connects again.
+ *
+ * ```ts ignore
+ * import postgres from "postgres";
+ * import { PostgresStore, reconnectBackoffS } from "@relayer/poison/postgres";
+ * import { answeredSocketOption } from "@relayer/poison/postgres-socket";
+ *
+ * const sql = postgres(process.env.DATABASE_URL!, {
+ *   backoff: reconnectBackoffS,
+ *   ...answeredSocketOption(10_000, (line) => console.error(`relayer: ${line}`)),
+ * });
+ * const store = new PostgresStore(sql, { connectionWaitMs: 10_000 });
+ * ```
+ *
+ * @module
+ */
+
+import { type AnsweredSocket, answeredSocket } from "./_postgres_socket.ts";
+
+export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
+
+/**
+ * postgres.js's `socket` option, as an object to spread into the client's
+ * options (postgres.js 3.4.9 takes the option, and its types do not name
+ * it): each connection's socket is closed when bytes it wrote are
+ * followed by none from the server within `answerMs`, and the client's
+ * idle connections that heard nothing since are closed with it.
+ * postgres.js then fails what waited on it as a lost connection
+ * (`CONNECTION_CLOSED`) and connects again. Give it the store's
+ * `connectionWaitMs` (10 s by default): the server answers the store's
+ * writes within that (their lock waits end at half of it), and the store
+ * cancels a read that waits as long. A statement of your own on the same
+ * client that runs longer without a byte back is taken for a cut.
+ *
+ * TLS (`ssl`, `sslnegotiation`) runs over this socket as over postgres.js's
+ * own. It opens plain TCP to the client's first host and port (a
+ * `host` list, a Unix socket path are not for it). Measured through a
+ * relay that stopped forwarding and reading (tests/store/postgres_partition_pool_test.ts,
+ * a pool of 2, a bound of 1 s): on a plain client no read answered within
+ * 6 s of the relay being replaced; on one given this, the first read did.
+ *
+ * @param answerMs How long a write may go with nothing read back, in ms
+ *   (a positive whole number): the store's `connectionWaitMs`.
+ * @param onCut Told, in one line, of each connection so closed (what may
+ *   have caused it, and where to look); nothing by default.
+ * @returns `{ socket }`, to spread into postgres.js's options. Its
+ *   `socket.closed(ms)` resolves once every socket it made has closed (or
+ *   after `ms`), for a stop that must leave no timer behind.
+ * @throws {RangeError} If `answerMs` is not a positive whole number.
+ *
+ * @example A client whose pool comes back after a partition
+ * ```ts
+ * import postgres from "postgres";
+ * import { PostgresStore, reconnectBackoffS } from "@relayer/poison/postgres";
+ * import { answeredSocketOption } from "@relayer/poison/postgres-socket";
+ * import assert from "node:assert/strict";
+ *
+ * const answered = answeredSocketOption(10_000, (line) => console.error(`relayer: ${line}`));
+ * // postgres.js connects on the first query: this needs no database.
+ * const sql = postgres("postgres://relayer@127.0.0.1:5432/payments", {
+ *   backoff: reconnectBackoffS,
+ *   ...answered,
+ * });
+ * const store = new PostgresStore(sql, { connectionWaitMs: 10_000 });
+ * assert.equal(typeof answered.socket, "function");
+ * store.close();
+ * await sql.end();
+ * await answered.socket.closed(1_000); // no socket was opened: at once
+ * ```
+ */
+export function answeredSocketOption(
+  answerMs = 10_000,
+  onCut: (line: string) => void = () => {},
+): { socket: AnsweredSocket } {
+  if (!Number.isSafeInteger(answerMs) || answerMs <= 0) {
+    throw new RangeError(
+      `answerMs must be a positive whole number of milliseconds (the store's connectionWaitMs, 10000 by default), got ${
+        String(answerMs)
+      }`,
+    );
+  }
+  return { socket: answeredSocket(answerMs, onCut) };
+}

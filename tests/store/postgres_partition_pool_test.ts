@@ -1,0 +1,159 @@
+/**
+ * A store on a client of one's own behind a network partition: a relay
+ * that stops forwarding and reading both ways with its sockets open (the
+ * packets dropped, not refused), then is replaced (new connections go
+ * through, the caught ones stay silent, as those to a lost primary do).
+ * On a plain `postgres(url)` the reads lost in the partition keep the
+ * pool's connections busy for good, and no read answers after the heal;
+ * with `answeredSocketOption` (`@relayer/poison/postgres-socket`) the
+ * pool serves again within the bound.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import net from "node:net";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { answeredSocketOption } from "../../store/postgres_socket.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { relayUrl } from "../_relay_url.ts";
+
+/** The store's bound (`connectionWaitMs`), and the socket's. */
+const BOUND_MS = 1_000;
+/** How long after the heal a read is tried for. */
+const AFTER_MS = 6 * BOUND_MS;
+
+/**
+ * A relay to `target` whose `hole()` stops forwarding and reading both
+ * ways on every connection, its sockets left open, and accepts new ones
+ * without forwarding them; `replace()` forwards new connections again.
+ */
+async function blackHole(target: string) {
+  const sockets = new Set<net.Socket>();
+  const held = new Set<net.Socket>();
+  let holding = false;
+  const hold = (socket: net.Socket) => {
+    socket.pause();
+    held.add(socket);
+  };
+  const relay = net.createServer((client) => {
+    client.on("error", () => {});
+    sockets.add(client);
+    if (holding) return hold(client);
+    const { hostname, port } = new URL(target);
+    const server = net.connect(Number(port), hostname);
+    sockets.add(server);
+    server.on("error", () => {});
+    server.on("close", () => client.destroy());
+    client.on("close", () => server.destroy());
+    client.on("data", (bytes: Uint8Array) => {
+      if (!held.has(client)) server.write(bytes);
+    });
+    server.on("data", (bytes: Uint8Array) => {
+      if (!held.has(server)) client.write(bytes);
+    });
+  });
+  return {
+    url: await relayUrl(relay, target),
+    hole() {
+      holding = true;
+      for (const socket of sockets) hold(socket);
+    },
+    replace: () => void (holding = false),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        relay.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * Two reads through the whole pool (2 connections), two more once the
+ * relay black-holes, then reads one after another once it is replaced.
+ *
+ * @returns How long each read in the partition took to fail, and how long
+ *   after the heal the first read answered (null: none within `AFTER_MS`).
+ */
+async function acrossPartition(
+  extra: Record<string, unknown>,
+): Promise<{ failedMs: number[]; servedMs: number | null }> {
+  const admin = await connect(1);
+  const schema = freshSchema();
+  const relay = await blackHole(await postgresUrl());
+  const sql = postgres(relay.url, {
+    max: 2,
+    onnotice: () => {},
+    max_lifetime: null,
+    ...extra,
+  });
+  const store = new PostgresStore(sql, { schema, connectionWaitMs: BOUND_MS });
+  try {
+    await new PostgresStore(admin, { schema }).migrate();
+    await store.createIntent({ id: "pi_1", state: "authorized" });
+    await Promise.all([store.getIntent("pi_1"), store.getIntent("pi_1")]);
+    relay.hole();
+    const failedMs = await Promise.all([0, 1].map(async () => {
+      const start = performance.now();
+      await assert.rejects(store.getIntent("pi_1"));
+      return Math.round(performance.now() - start);
+    }));
+    relay.replace();
+    const healed = performance.now();
+    let servedMs: number | null = null;
+    while (servedMs === null && performance.now() - healed < AFTER_MS) {
+      const read = await store.getIntent("pi_1").catch(() => undefined);
+      if (read?.state === "authorized") {
+        servedMs = Math.round(performance.now() - healed);
+      } else await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return { failedMs, servedMs };
+  } finally {
+    store.close();
+    await sql.end({ timeout: 0 });
+    await relay.close();
+    const socket = extra.socket as
+      | { closed?: (ms: number) => Promise<void> }
+      | undefined;
+    await socket?.closed?.(3 * BOUND_MS);
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  }
+}
+
+Deno.test({
+  name:
+    "a store on a plain postgres(url) client never serves again after a partition that dropped its reads",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { failedMs, servedMs } = await acrossPartition({});
+    for (const ms of failedMs) {
+      assert.ok(ms < BOUND_MS * 1.5, `a read failed in ${ms}ms`);
+    }
+    assert.equal(servedMs, null, `served ${servedMs} ms after the heal`);
+  },
+});
+
+Deno.test({
+  name:
+    "a store on a client given answeredSocketOption() serves again within the bound after a partition",
+  ignore: !postgresAvailable,
+  async fn() {
+    const { failedMs, servedMs } = await acrossPartition(
+      answeredSocketOption(BOUND_MS),
+    );
+    for (const ms of failedMs) {
+      assert.ok(ms < BOUND_MS * 1.5, `a read failed in ${ms}ms`);
+    }
+    assert.ok(
+      servedMs !== null && servedMs < BOUND_MS * 1.5,
+      `served ${servedMs} ms after the heal`,
+    );
+  },
+});
