@@ -4,7 +4,8 @@
  * start it cannot make with one line that says what was wrong (a setting
  * `loadConfig` refuses, a database nothing answers on, a port another
  * process holds), with no stack trace and the password of `DATABASE_URL`
- * nowhere; and it must listen on 127.0.0.1 only and exit 0 on SIGTERM.
+ * nowhere; it must listen on 127.0.0.1 only and exit 0 on SIGTERM; and
+ * its pool must serve again after a network partition.
  * Each runtime's test file gives its service block and how to run it:
  *
  * ```ts ignore
@@ -22,6 +23,7 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { blackHole } from "./_black_hole.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -199,6 +201,78 @@ export function docsServiceTests(s: DocsService): void {
           await child.status;
           await child.stderr.cancel().catch(() => {});
         }
+        await database.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service answers /readyz again within its bound after a network partition`,
+    ignore: s.ignore || !postgresAvailable,
+    fn: timeout(90_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      const database = await freshDatabase();
+      const relay = await blackHole(database.url);
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = free.addr.port;
+      free.close();
+      const ready = () =>
+        fetch(`http://127.0.0.1:${port}/readyz`)
+          .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
+      let child: Deno.ChildProcess | undefined;
+      try {
+        await bundled(await s.service(), dir, port);
+        child = s.command(dir, { ...SETTINGS, DATABASE_URL: relay.url })
+          .spawn();
+        void child.stderr.cancel();
+        let up = false;
+        for (let i = 0; i < 200 && !up; i++) {
+          up = await ready();
+          if (!up) await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.ok(up, "the service never answered /readyz");
+        // The whole pool open (postgres.js's 10 connections): an ops read
+        // each, at once. The partition then catches every connection.
+        const reads = await Promise.all(
+          Array.from(
+            { length: 20 },
+            (_, i) =>
+              fetch(`http://127.0.0.1:${port}/v1/intents/pi_${i}`, {
+                headers: { authorization: `Bearer ${SETTINGS.OPS_TOKEN}` },
+              }).then(async (r) => (await r.body?.cancel(), r.status)),
+          ),
+        );
+        assert.deepEqual(new Set(reads), new Set([404]), "the ops reads");
+        // The packets dropped, not refused: the probe's read is lost on
+        // one of the pool's connections, and every connection the relay
+        // holds stays silent after it is replaced.
+        relay.hole();
+        await new Promise((r) => setTimeout(r, 1_100)); // past the last probe's answer
+        assert.equal(await ready(), false, "/readyz in the partition");
+        relay.replace();
+        const healed = performance.now();
+        let servedMs: number | null = null;
+        while (servedMs === null && performance.now() - healed < 25_000) {
+          if (await ready()) servedMs = performance.now() - healed;
+          else await new Promise((r) => setTimeout(r, 250));
+        }
+        // The service's bound is 10 s from the lost read's write.
+        assert.ok(
+          servedMs !== null && servedMs < 15_000,
+          `/readyz answered 200 ${
+            servedMs === null
+              ? "never within 25 s"
+              : `${Math.round(servedMs)} ms`
+          } after the partition healed`,
+        );
+      } finally {
+        if (child) {
+          child.kill("SIGKILL");
+          await child.status;
+        }
+        await relay.close();
         await database.drop();
         await Deno.remove(dir, { recursive: true });
       }

@@ -12,7 +12,6 @@
  */
 
 import assert from "node:assert/strict";
-import net from "node:net";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
@@ -22,57 +21,12 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
-import { relayUrl } from "../_relay_url.ts";
+import { blackHole } from "../_black_hole.ts";
 
 /** The store's bound (`connectionWaitMs`), and the socket's. */
 const BOUND_MS = 1_000;
 /** How long after the heal a read is tried for. */
 const AFTER_MS = 6 * BOUND_MS;
-
-/**
- * A relay to `target` whose `hole()` stops forwarding and reading both
- * ways on every connection, its sockets left open, and accepts new ones
- * without forwarding them; `replace()` forwards new connections again.
- */
-async function blackHole(target: string) {
-  const sockets = new Set<net.Socket>();
-  const held = new Set<net.Socket>();
-  let holding = false;
-  const hold = (socket: net.Socket) => {
-    socket.pause();
-    held.add(socket);
-  };
-  const relay = net.createServer((client) => {
-    client.on("error", () => {});
-    sockets.add(client);
-    if (holding) return hold(client);
-    const { hostname, port } = new URL(target);
-    const server = net.connect(Number(port), hostname);
-    sockets.add(server);
-    server.on("error", () => {});
-    server.on("close", () => client.destroy());
-    client.on("close", () => server.destroy());
-    client.on("data", (bytes: Uint8Array) => {
-      if (!held.has(client)) server.write(bytes);
-    });
-    server.on("data", (bytes: Uint8Array) => {
-      if (!held.has(server)) client.write(bytes);
-    });
-  });
-  return {
-    url: await relayUrl(relay, target),
-    hole() {
-      holding = true;
-      for (const socket of sockets) hold(socket);
-    },
-    replace: () => void (holding = false),
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        relay.close(() => resolve());
-      }),
-  };
-}
 
 /**
  * Two reads through the whole pool (2 connections), two more once the
