@@ -39,7 +39,7 @@ async function bunService(): Promise<string> {
 
 Deno.test({
   name:
-    "mod.ts, webhook/app.ts, store/postgres.ts, testing/store_contract.ts and docs/api.md's Bun service compile with tsc under @types/bun, with bun init's compiler options and the DOM's lib",
+    "mod.ts, webhook/app.ts, store/postgres.ts, store/postgres_socket.ts, testing/store_contract.ts and docs/api.md's Bun service compile with tsc under @types/bun, with bun init's compiler options and the DOM's lib",
   ignore: tsc === null,
   fn: async () => {
     const errors = await workerTsc(tsc!, {
@@ -51,6 +51,7 @@ Deno.test({
         "mod.ts",
         "webhook/app.ts",
         "store/postgres.ts",
+        "store/postgres_socket.ts",
         "testing/store_contract.ts",
         "service.ts",
       ],

@@ -38,7 +38,7 @@ async function nodeServices(): Promise<string[]> {
 
 Deno.test({
   name:
-    "mod.ts, webhook/app.ts, store/kv.ts, store/postgres.ts, testing/store_contract.ts and docs/api.md's two Node services compile with tsc under @types/node, with the options docs/api.md#from-node gives tsc",
+    "mod.ts, webhook/app.ts, store/kv.ts, store/postgres.ts, store/postgres_socket.ts, testing/store_contract.ts and docs/api.md's two Node services compile with tsc under @types/node, with the options docs/api.md#from-node gives tsc",
   ignore: tsc === null,
   fn: async () => {
     const [kvApp, postgresService] = await nodeServices();
@@ -52,6 +52,7 @@ Deno.test({
         "webhook/app.ts",
         "store/kv.ts",
         "store/postgres.ts",
+        "store/postgres_socket.ts",
         "testing/store_contract.ts",
         "kv_app.ts",
         "postgres_service.ts",
