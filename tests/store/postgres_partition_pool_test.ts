@@ -111,3 +111,16 @@ Deno.test({
     );
   },
 });
+
+Deno.test("answeredSocketOption refuses a bound that is not a positive whole number of ms, saying what to give", () => {
+  for (const bad of [0, -1, 1.5, Number.NaN, Infinity]) {
+    assert.throws(
+      () => answeredSocketOption(bad),
+      (error: unknown) =>
+        error instanceof RangeError &&
+        /answerMs must be a positive whole number of milliseconds \(the store's connectionWaitMs/
+          .test(error.message),
+    );
+  }
+  assert.equal(typeof answeredSocketOption().socket, "function");
+});
