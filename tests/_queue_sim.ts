@@ -32,6 +32,7 @@ import fc from "fast-check";
 import { loadConfig } from "../webhook/config.ts";
 import {
   createRelayer,
+  DEFAULT_POLICY,
   definePolicy,
   type IntentState,
   JITTERS,
@@ -48,9 +49,12 @@ import {
   type Relayer,
   rescueWindow,
   ScriptedSender,
+  type Sender,
   type SendStep,
 } from "../mod.ts";
 import { mulberry32 } from "../support/prng.ts";
+import { outageDelayMs } from "../policy/_doubled.ts";
+import { createQueueHandler } from "../cloudflare/queue_handler.ts";
 
 /** What one broadcast of a payment does. */
 export type SendKind =
@@ -77,7 +81,47 @@ export interface QueueScenario {
   /** Global delivery indices whose final answer's ack is lost. */
   readonly lostAcks: readonly number[];
   readonly seed: number;
+  /** The service's `LEASE`, `CLOCK_SKEW` and `SENDER_TIMEOUT` (10 s, 0, 5 s when absent). */
+  readonly settings?: ServiceSettings;
+  /** A delivery killed mid-send, or a store outage, at a job's end. */
+  readonly event?: QueueEvent;
+  /** A queue whose delays are its own (Pub/Sub) takes the longest it may, every time. */
+  readonly slowest?: boolean;
+  /**
+   * With a `killed` event: where the delivery killed sends nothing, a
+   * copy of the job killed mid-rescue leaves its write-ahead and lease.
+   */
+  readonly plantKilled?: boolean;
 }
+
+/** The settings of the service the relayer runs with, in milliseconds. */
+export interface ServiceSettings {
+  readonly leaseMs: number;
+  readonly clockSkewMs: number;
+  readonly senderTimeoutMs: number;
+}
+
+/**
+ * What befalls each job besides the queue's accidents:
+ * - `killed`: the job's delivery number `at` (from 1) runs on another
+ *   instance, which is killed once its send began: the lease it took
+ *   stands until it lapses, no answer reaches the queue, and the send may
+ *   have left. At the number after the queue's last (`limit + 1`), it is a
+ *   copy of the job killed right before the give-up route is called.
+ *   With `plantKilled`, the delivery is not the one killed: a copy of the
+ *   job killed mid-rescue left its write-ahead and lease just before it.
+ * - `outage`: the store refuses every call for `ms`, from the moment the
+ *   first job reaches delivery number `at` (`limit + 1`: its give-up).
+ */
+export type QueueEvent =
+  | { readonly kind: "killed"; readonly at: number }
+  | { readonly kind: "outage"; readonly at: number; readonly ms: number };
+
+const DEFAULT_SETTINGS: ServiceSettings = {
+  leaseMs: 10_000,
+  clockSkewMs: 0,
+  senderTimeoutMs: 5_000,
+};
 
 /** How a queue behaves, as its documentation says. */
 export interface QueueModel {
@@ -93,6 +137,29 @@ export interface QueueModel {
   giveUpCalls(random: () => number): number;
   /** How long it keeps a message at all (`Infinity`: until it gives up). */
   readonly retentionMs: number;
+  /**
+   * The wait before the next delivery after delivery `n` (the `streak`-th
+   * in a row) failed unexpectedly, the store down: a 503 with no
+   * `Retry-After`, or the handler's own retry. Absent: `redeliver`.
+   */
+  failed?(n: number, streak: number, random: () => number): number;
+  /**
+   * The wait after a delivery killed mid-send, whose answer never came:
+   * absent, `redeliver` (Pub/Sub waits its ack deadline first).
+   */
+  killed?(n: number, random: () => number): number;
+  /**
+   * The wait before the give-up's call `k + 1`, after call `k` (from 1)
+   * failed or was answered busy asking for `delayMs`, `sinceMs` after its
+   * first call; `undefined`: the queue calls it no more (the give-up is
+   * lost). Absent: never called again.
+   */
+  giveUpRetry?(
+    k: number,
+    delayMs: number,
+    sinceMs: number,
+    random: () => number,
+  ): number | undefined;
 }
 
 const DAY_MS = 86_400_000;
@@ -103,8 +170,61 @@ function seconds(delayMs: number): number {
   return Math.ceil(delayMs / SECOND) * SECOND;
 }
 
-/** The documented model of a queue. */
-export function modelOf(queue: QueueLimits): QueueModel {
+/**
+ * QStash's own backoff before its retry `n` (from 1), where no
+ * `Retry-After` reached it: min(1 day, e^(2.5 n)) s, in whole seconds
+ * taken down, as `policy/_qstash_callback.ts` counts it (the least).
+ */
+function qstashOwnMs(n: number): number {
+  return Math.min(DAY_MS, Math.floor(Math.exp(2.5 * n)) * SECOND);
+}
+
+/** What `delaySeconds` the Cloudflare handler asks for: 1 s to 12 h, rounded up. */
+function cloudflareSeconds(delayMs: number): number {
+  return Math.min(DAY_MS / 2, Math.max(SECOND, seconds(delayMs)));
+}
+
+/**
+ * The fewest `deadLetterMaxRetries` `createQueueHandler` takes with this
+ * policy: the dead-letter queue's consumer retries a give-up that many
+ * times. Its own start check, not a copy of it.
+ */
+function cloudflareDeadLetterRetries(policy: Policy): number {
+  const known = dlqRetries.get(policy.baseMs);
+  if (known !== undefined) return known;
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy,
+  });
+  for (let retries = 0; retries <= 100; retries++) {
+    try {
+      createQueueHandler({
+        relayer,
+        maxRetries: 100,
+        deadLetterQueue: "relayer-jobs-dlq",
+        deadLetterMaxRetries: retries,
+      });
+      dlqRetries.set(policy.baseMs, retries);
+      return retries;
+    } catch {
+      // refused: one more
+    }
+  }
+  throw new Error("no deadLetterMaxRetries taken");
+}
+const dlqRetries = new Map<number, number>();
+
+/**
+ * The documented model of a queue; `policy` gives the delays the
+ * Cloudflare and KV handlers retry a failure with (the default policy's
+ * when absent).
+ */
+export function modelOf(
+  queue: QueueLimits,
+  policy: Policy = DEFAULT_POLICY,
+  slowest = false,
+): QueueModel {
   const limit = queueLimit(queue);
   const onceOrTwice = (random: () => number) => random() < 0.5 ? 1 : 2;
   switch (queue.kind) {
@@ -118,6 +238,12 @@ export function modelOf(queue: QueueLimits): QueueModel {
           Math.min(DAY_MS, Math.round(Math.exp(2.5 * n)) * SECOND),
         giveUpCalls: onceOrTwice,
         retentionMs: Infinity,
+        failed: (n) => qstashOwnMs(n),
+        killed: (n) => qstashOwnMs(n),
+        // The failure callback is retried as many times as the message,
+        // on QStash's own backoff: the give-up route sends no
+        // Retry-After, for a failure or a busy answer.
+        giveUpRetry: (k) => k <= queue.retries ? qstashOwnMs(k) : undefined,
       };
     case "pubsub": {
       const { minBackoffMs: min, maxBackoffMs: max } = queue;
@@ -125,20 +251,42 @@ export function modelOf(queue: QueueLimits): QueueModel {
       // own exponential step, sometimes anything in between.
       const own = (n: number, random: () => number) => {
         const pick = random();
+        if (slowest || pick < 0.15) return max; // the slowest it may be
         if (pick < 0.4) return min;
         if (pick < 0.7) return Math.min(max, min * 2 ** Math.min(n - 1, 30));
         return min + Math.floor(random() * (max - min + 1));
       };
+      // A push takes up to the ack deadline before Pub/Sub counts it
+      // failed (a slow Sender, or no answer at all), then the backoff.
+      const ackMs = queue.ackDeadlineMs ?? 10_000;
+      const push = (random: () => number) =>
+        slowest || random() < 0.3 ? ackMs : 0;
+      // Without a dead-letter policy nothing gives up: the retention ends
+      // the message, with no give-up route (`queueLimit` still counts the
+      // deliveries that surely fit in it, for the start check).
+      const dead = queue.maxDeliveryAttempts !== undefined;
       return {
-        limit,
-        counts: queue.maxDeliveryAttempts !== undefined,
-        next: (_delayMs, n, random) => own(n, random),
-        redeliver: own,
-        giveUpCalls: onceOrTwice,
-        retentionMs: 7 * DAY_MS,
+        limit: dead ? queue.maxDeliveryAttempts! : Infinity,
+        counts: dead,
+        next: (_delayMs, n, random) => push(random) + own(n, random),
+        // No answer reached it: the ack deadline ran out first.
+        redeliver: (n, random) => ackMs + own(n, random),
+        giveUpCalls: dead ? onceOrTwice : () => 0,
+        retentionMs: queue.retentionMs ?? 7 * DAY_MS,
+        failed: (n, _streak, random) => push(random) + own(n, random),
+        // An unanswered push fails at its ack deadline.
+        killed: (n, random) => ackMs + own(n, random),
+        // The dead-letter topic's push subscription (no dead-letter policy
+        // of its own, docs/queues.md) pushes until the give-up answers, for
+        // as long as it retains the message: 7 days unless set. Its retry
+        // policy is its own; taken here as the jobs subscription's, and
+        // at least a second.
+        giveUpRetry: (k, _delayMs, sinceMs, random) =>
+          sinceMs > 7 * DAY_MS ? undefined : Math.max(SECOND, own(k, random)),
       };
     }
-    case "cloudflare":
+    case "cloudflare": {
+      const dlq = cloudflareDeadLetterRetries(policy);
       return {
         limit,
         counts: true,
@@ -146,7 +294,26 @@ export function modelOf(queue: QueueLimits): QueueModel {
         redeliver: () => 0, // the consumer's retry_delay, 0 by default
         giveUpCalls: onceOrTwice,
         retentionMs: Infinity,
+        // The handler's retry after an outage: the policy's base, doubled
+        // with the message's attempts, up to the policy's cap.
+        failed: (n) =>
+          cloudflareSeconds(outageDelayMs(n, policy.baseMs, policy.capMs)),
+        // A Worker killed mid-batch: Cloudflare retries the batch after
+        // the consumer's retry_delay.
+        killed: () => 0,
+        // The dead-letter queue's consumer is the same handler: a failure
+        // waits the base doubled with its attempts up to 12 h, a busy
+        // give-up at least as long; `deadLetterMaxRetries` retries, the
+        // fewest the handler takes.
+        giveUpRetry: (k, delayMs) =>
+          k <= dlq
+            ? Math.max(
+              cloudflareSeconds(delayMs),
+              cloudflareSeconds(outageDelayMs(k, policy.baseMs, DAY_MS / 2)),
+            )
+            : undefined,
       };
+    }
     case "kv":
       return {
         limit,
@@ -155,6 +322,10 @@ export function modelOf(queue: QueueLimits): QueueModel {
         redeliver: () => SECOND,
         giveUpCalls: () => 0,
         retentionMs: Infinity,
+        // A fresh message after the base, doubled with each failure in a
+        // row, up to the cap (webhook/_local_queue.ts).
+        failed: (_n, streak) =>
+          outageDelayMs(streak, policy.baseMs, policy.capMs),
       };
   }
 }
@@ -189,6 +360,12 @@ export interface QueueRunReport {
     deliveries: number;
     queueGaveUp: number;
     giveUpCalls: number;
+    /** Give-up calls that failed (the store down) or were answered busy. */
+    giveUpRetried: number;
+    /** Deliveries killed mid-send, their lease left standing. */
+    killed: number;
+    /** Deliveries the store failed. */
+    failed: number;
     rescues: number;
     finalStates: Partial<Record<IntentState | "missing", number>>;
   };
@@ -216,6 +393,23 @@ function stuck(plan: PaymentPlan): boolean {
 }
 
 /**
+ * A store that refuses every call while `down()` says so, as an
+ * unreachable store does (a plain error: the store failing).
+ */
+function outageStore(store: MemoryStore, down: () => boolean): MemoryStore {
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        down()
+          ? Promise.reject(new Error("the store is unreachable"))
+          : value.apply(target, args);
+    },
+  });
+}
+
+/**
  * Runs a scenario through a queue model and the real relayer.
  *
  * @param scenario The run.
@@ -223,9 +417,14 @@ function stuck(plan: PaymentPlan): boolean {
  */
 export async function simulateQueue(
   scenario: QueueScenario,
-  model: QueueModel = modelOf(scenario.queue),
+  model: QueueModel = modelOf(
+    scenario.queue,
+    scenario.policy,
+    scenario.slowest,
+  ),
 ): Promise<QueueRunReport> {
-  const { policy, queue } = scenario;
+  const { policy, queue, event } = scenario;
+  const settings = scenario.settings ?? DEFAULT_SETTINGS;
   const random = mulberry32(scenario.seed);
   const queueRandom = mulberry32(scenario.seed ^ 0x5bd1e995);
   const store = new MemoryStore();
@@ -248,19 +447,87 @@ export async function simulateQueue(
   }
   const sender = new ScriptedSender(scripts);
   let clock = 1_000_000;
-  const relayer = createRelayer({
+  // The outage, once a job reached its number: [from, until).
+  let outage: { from: number; until: number } | undefined;
+  const live = outageStore(
     store,
-    sender,
+    () => outage !== undefined && clock >= outage.from && clock < outage.until,
+  );
+  const startOutage = (n: number) => {
+    if (event?.kind === "outage" && outage === undefined && n >= event.at) {
+      outage = { from: clock, until: clock + event.ms };
+    }
+  };
+  const options = {
+    store: live,
     policy,
     now: () => clock,
     random,
-    leaseMs: 10_000,
-  });
+    leaseMs: settings.leaseMs,
+    clockSkewMs: settings.clockSkewMs,
+  };
+  const relayer = createRelayer({ ...options, sender });
+  // Another instance, killed once its send began: the send never ends,
+  // and its lease stands until it lapses. Its receipts are the chain's.
+  let began: (() => void) | undefined;
+  const killedSender: Sender = {
+    send: (intent, { replace }) => {
+      sender.calls.push({ method: "send", intentId: intent.id, replace });
+      began?.();
+      return new Promise(() => {});
+    },
+    receipt: (txHash) => sender.receipt(txHash),
+  };
+  const killer = createRelayer({ ...options, sender: killedSender });
+  /**
+   * A delivery on the killed instance: its outcome, or `undefined` once
+   * its send began.
+   */
+  const killedDelivery = async (
+    job: Job,
+    n: number | undefined,
+  ): Promise<Outcome | Error | undefined> => {
+    const sending = new Promise<undefined>((resolve) =>
+      began = () => resolve(undefined)
+    );
+    const run = killer.deliver(job, n).catch((error: Error) => error);
+    const first = await Promise.race([run, sending]);
+    began = undefined;
+    return first;
+  };
+  /**
+   * A copy of the job on another instance (published again, or on a clock
+   * `CLOCK_SKEW` ahead) found the settling payment stuck, wrote ahead of a
+   * rescue and was killed: its write-ahead and lease stand, as
+   * `tests/webhook/qstash_busy_give_up_retries_test.ts` leaves them.
+   * Nothing where the payment is not settling with its hold pending.
+   */
+  const plantKilled = async (intentId: string): Promise<void> => {
+    const intent = await live.getIntent(intentId).catch(() => null);
+    if (intent?.state !== "settling" || intent.hold !== "pending") return;
+    try {
+      await live.beginBroadcast(intent.id, intent.version, clock, {
+        lease: {
+          owner: "killed",
+          ttlMs: settings.leaseMs,
+          now: clock,
+          keep: true,
+        },
+      });
+      stats.killed++;
+      sender.calls.push({ method: "send", intentId, replace: true });
+    } catch {
+      // Another holds the lease, or the intent moved: no copy got in.
+    }
+  };
 
   const stats: QueueRunReport["stats"] = {
     deliveries: 0,
     queueGaveUp: 0,
     giveUpCalls: 0,
+    giveUpRetried: 0,
+    killed: 0,
+    failed: 0,
     rescues: 0,
     finalStates: {},
   };
@@ -275,50 +542,106 @@ export async function simulateQueue(
     born: clock,
     due: clock,
     count: 0,
+    streak: 0,
+    failures: 0,
+    giveUpFailures: 0,
     alive: true,
+    // Past the queue's last delivery: its give-up's calls so far.
+    givingUp: 0,
+    extraCalls: 0,
+    gaveUpAt: 0,
+    gaveUpAfter: 0,
   }));
-  const cap = 4 * policy.maxDeliveries + 40;
+  const cap = 4 * policy.maxDeliveries + 40 +
+    (event === undefined ? 0 : 400);
   let index = 0;
   const violations: string[] = [];
+  // The number a give-up stands at: the queue's last delivery, or (no
+  // limit) the policy's last.
+  const end = Number.isFinite(model.limit)
+    ? model.limit + 1
+    : policy.maxDeliveries + 1;
 
   while (jobs.some((j) => j.alive)) {
     const job = jobs.filter((j) => j.alive).reduce((a, b) =>
       b.due < a.due ? b : a
     );
     clock = Math.max(clock, job.due);
+    if (job.givingUp > 0) {
+      // The queue's give-up route, called again after a failure or busy.
+      await callGiveUp(job);
+      continue;
+    }
     if (clock - job.born > model.retentionMs) {
       job.alive = false; // retention over: gone, with no signal
       continue;
     }
     job.count++;
-    if (job.count > cap) {
+    // Deliveries the store failed are bounded by the outage, not counted.
+    if (job.count - job.failures > cap) {
       violations.push(`${job.job.intentId} still delivered after ${cap}`);
       job.alive = false;
       continue;
     }
     const n = job.count;
+    startOutage(n);
     const i = index++;
-    const copies = scenario.duplicates.includes(i) ? 2 : 1;
-    stats.deliveries += copies;
-    const outcomes = await Promise.all(
-      Array.from(
-        { length: copies },
-        () => relayer.deliver(job.job, model.counts ? n : undefined),
-      ),
-    );
-    if (outcomes.some((o) => o.action === "poison")) {
-      notePoison(job.job.intentId);
-    }
-    // The message follows one copy's answer: when the other copy took the
-    // lease, that is a busy retry, even at the policy's last delivery.
-    const answer = outcomes[copies === 2 && queueRandom() < 0.5 ? 1 : 0]!;
-    let final = answer.action !== "retry";
-    let waitMs = answer.action === "retry"
-      ? model.next(answer.delayMs, n, queueRandom)
-      : 0;
-    if (final && scenario.lostAcks.includes(i)) {
-      final = false; // the ack never reached the queue
-      waitMs = model.redeliver(n, queueRandom);
+    const number = model.counts ? n : undefined;
+    let final: boolean;
+    let waitMs: number;
+    const killing = event?.kind === "killed" && event.at === n;
+    if (killing && scenario.plantKilled) await plantKilled(job.job.intentId);
+    const killed = killing && !scenario.plantKilled
+      ? await killedDelivery(job.job, number)
+      : null;
+    stats.deliveries++;
+    if (killed === undefined) {
+      // Killed mid-send: no answer reached the queue.
+      stats.killed++;
+      final = false;
+      waitMs = (model.killed ?? model.redeliver)(n, queueRandom);
+    } else {
+      const copies = killed === null && scenario.duplicates.includes(i) ? 2 : 1;
+      stats.deliveries += copies - 1;
+      const outcomes: (Outcome | Error)[] = killed === null
+        ? await Promise.all(
+          Array.from(
+            { length: copies },
+            () =>
+              relayer.deliver(job.job, number).catch((error: Error) => error),
+          ),
+        )
+        : [killed];
+      if (
+        outcomes.some((o) => !(o instanceof Error) && o.action === "poison")
+      ) {
+        notePoison(job.job.intentId);
+      }
+      // The message follows one copy's answer: when the other copy took the
+      // lease, that is a busy retry, even at the policy's last delivery.
+      const answer = outcomes[copies === 2 && queueRandom() < 0.5 ? 1 : 0]!;
+      if (answer instanceof Error) {
+        // The store failed it: a 503, nothing decided.
+        job.streak++;
+        job.failures++;
+        stats.failed++;
+        final = false;
+        waitMs = (model.failed ?? ((m, _s, r) => model.redeliver(m, r)))(
+          n,
+          job.streak,
+          queueRandom,
+        );
+      } else {
+        job.streak = 0;
+        final = answer.action !== "retry";
+        waitMs = answer.action === "retry"
+          ? model.next(answer.delayMs, n, queueRandom)
+          : 0;
+        if (final && scenario.lostAcks.includes(i)) {
+          final = false; // the ack never reached the queue
+          waitMs = model.redeliver(n, queueRandom);
+        }
+      }
     }
     if (final) {
       job.alive = false;
@@ -327,15 +650,81 @@ export async function simulateQueue(
     if (n >= model.limit) {
       // The queue gives up: its give-up route (failure callback, dead-letter
       // topic, dead-letter queue) reaches the relayer, maybe more than once.
-      job.alive = false;
       stats.queueGaveUp++;
-      const calls = model.giveUpCalls(queueRandom);
-      for (let c = 0; c < calls; c++) {
-        stats.giveUpCalls++;
-        const outcome = await giveUp(relayer, job.job, n, queue.kind);
-        if (outcome.action === "poison") notePoison(job.job.intentId);
+      job.gaveUpAt = clock;
+      job.gaveUpAfter = n;
+      if (event?.kind === "killed" && event.at === n + 1) {
+        // A copy of the job on another instance, killed mid-send right
+        // before the give-up.
+        if (scenario.plantKilled) await plantKilled(job.job.intentId);
+        else {
+          const copy = await killedDelivery(
+            job.job,
+            model.counts ? n : undefined,
+          );
+          if (copy === undefined) stats.killed++;
+          if (
+            copy !== undefined && !(copy instanceof Error) &&
+            copy.action === "poison"
+          ) {
+            notePoison(job.job.intentId);
+          }
+        }
       }
+      const calls = model.giveUpCalls(queueRandom);
+      if (calls === 0) {
+        job.alive = false; // nothing tells the relayer
+        continue;
+      }
+      job.extraCalls = calls - 1;
+      await callGiveUp(job);
       continue;
+    }
+    job.due = clock + waitMs;
+  }
+
+  /** One call of a job's give-up route, and what the queue does after it. */
+  async function callGiveUp(job: (typeof jobs)[number]): Promise<void> {
+    startOutage(end);
+    job.givingUp++;
+    stats.giveUpCalls++;
+    const outcome = await giveUp(
+      relayer,
+      job.job,
+      job.gaveUpAfter,
+      queue.kind,
+    ).catch((error: Error) => error);
+    if (!(outcome instanceof Error) && outcome.action !== "retry") {
+      if (outcome.action === "poison") notePoison(job.job.intentId);
+      job.alive = false;
+      // At least once: the route may be called again.
+      for (let c = 0; c < job.extraCalls; c++) {
+        stats.giveUpCalls++;
+        const again = await giveUp(
+          relayer,
+          job.job,
+          job.gaveUpAfter,
+          queue.kind,
+        )
+          .catch((error: Error) => error);
+        if (!(again instanceof Error) && again.action === "poison") {
+          notePoison(job.job.intentId);
+        }
+      }
+      return;
+    }
+    // Failed (the store down) or busy: the queue calls it again, or not.
+    stats.giveUpRetried++;
+    const waitMs = model.giveUpRetry?.(
+      job.givingUp,
+      outcome instanceof Error ? 0 : outcome.delayMs,
+      clock - job.gaveUpAt,
+      queueRandom,
+    );
+    if (outcome instanceof Error) job.giveUpFailures++;
+    if (waitMs === undefined || job.givingUp - job.giveUpFailures > cap) {
+      job.alive = false; // the give-up is lost
+      return;
     }
     job.due = clock + waitMs;
   }
@@ -360,11 +749,18 @@ export async function simulateQueue(
     stats.rescues += rescues.length;
     // A poison that found the intent settled (a late give-up) poisoned no payment.
     const at = state === "settled" ? undefined : callsAtPoison.get(id);
-    if (at !== undefined && stuck(scenario.payments[i]!)) {
-      const before = sender.calls.slice(0, at).some((call) =>
-        call.method === "send" && call.intentId === id && call.replace
+    // Nor one before anything was sent: a job that met the store down
+    // until its last delivery is dropped with its intent still authorized
+    // (relayer.ts, `LastDelivery`), its letter kept for a redrive.
+    const sends = at === undefined
+      ? []
+      : sender.calls.slice(0, at).filter((call) =>
+        call.method === "send" && call.intentId === id
       );
-      if (!before) poisonedBeforeRescue.push(id);
+    if (sends.length > 0 && stuck(scenario.payments[i]!)) {
+      if (!sends.some((call) => call.method === "send" && call.replace)) {
+        poisonedBeforeRescue.push(id);
+      }
     }
   }
   unresolved.push(...violations);
@@ -375,6 +771,7 @@ export async function simulateQueue(
 export function envOf(
   policy: Policy,
   queue: QueueLimits,
+  settings: ServiceSettings = DEFAULT_SETTINGS,
 ): Record<string, string> {
   const env: Record<string, string> = {
     SENDER_URL: "http://127.0.0.1:9000",
@@ -384,8 +781,11 @@ export function envOf(
     CAP: `${policy.capMs}ms`,
     JITTER: policy.jitter,
     STUCK_AFTER: `${policy.stuckAfterMs}ms`,
-    // The simulation runs every instance on one clock.
-    CLOCK_SKEW: "0",
+    LEASE: `${settings.leaseMs}ms`,
+    // The simulation runs every instance on one clock; the relayer still
+    // waits out the skew it is told of.
+    CLOCK_SKEW: `${settings.clockSkewMs}ms`,
+    SENDER_TIMEOUT: `${settings.senderTimeoutMs}ms`,
   };
   switch (queue.kind) {
     case "qstash":
@@ -403,6 +803,9 @@ export function envOf(
         PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
         PUBSUB_MIN_BACKOFF: `${queue.minBackoffMs}ms`,
         PUBSUB_MAX_BACKOFF: `${queue.maxBackoffMs}ms`,
+        ...(queue.retentionMs !== undefined
+          ? { PUBSUB_MESSAGE_RETENTION: `${queue.retentionMs}ms` }
+          : {}),
         ...(queue.maxDeliveryAttempts !== undefined
           ? {
             PUBSUB_MAX_DELIVERY_ATTEMPTS: String(queue.maxDeliveryAttempts),
@@ -459,9 +862,13 @@ export const anyAccidents: fc.Arbitrary<
 });
 
 /** The start-up check, exactly as the service runs it. */
-export function accepts(policy: Policy, queue: QueueLimits): boolean {
+export function accepts(
+  policy: Policy,
+  queue: QueueLimits,
+  settings?: ServiceSettings,
+): boolean {
   try {
-    loadConfig(envOf(policy, queue));
+    loadConfig(envOf(policy, queue, settings));
     return true;
   } catch {
     return false;
@@ -608,3 +1015,167 @@ export const anyScenario: fc.Arbitrary<QueueScenario> = fc.record({
     duplicates: modelOf(base.queue).counts ? accidents.duplicates : [],
   }))
 );
+
+/** `LEASE`, `CLOCK_SKEW` and `SENDER_TIMEOUT` as `loadConfig` takes them (LEASE at least twice SENDER_TIMEOUT), short enough for quick runs. */
+export const anySettings: fc.Arbitrary<ServiceSettings> = fc.record({
+  senderTimeoutMs: fc.constantFrom(1000, 5000, 10_000),
+  leaseMs: fc.oneof(
+    fc.constantFrom(2000, 10_000, 30_000, 60_000),
+    fc.integer({ min: 2000, max: 300_000 }),
+  ),
+  clockSkewMs: fc.constantFrom(0, 1000, 5000),
+}).map((s) => ({ ...s, leaseMs: Math.max(s.leaseMs, 2 * s.senderTimeoutMs) }));
+
+/** See {@linkcode acceptedEventScenario}. */
+export interface TightPubSub {
+  /** Taken off the least retention the check takes (0: as it is). */
+  readonly shiftMs: (settings: ServiceSettings) => number;
+}
+
+/**
+ * The least `PUBSUB_MESSAGE_RETENTION` the start check takes with these
+ * settings (by bisection over Pub/Sub's 10 min … 31 days), or `undefined`.
+ */
+function leastRetention(
+  policy: Policy,
+  queue: Extract<QueueLimits, { kind: "pubsub" }>,
+  settings: ServiceSettings,
+): number | undefined {
+  const takes = (retentionMs: number) =>
+    accepts(policy, { ...queue, retentionMs }, settings);
+  let low = 600_000;
+  let high = 2_678_400_000;
+  if (!takes(high)) return undefined;
+  if (takes(low)) return low;
+  while (high - low > 1) {
+    const mid = Math.floor((low + high) / 2);
+    if (takes(mid)) high = mid;
+    else low = mid;
+  }
+  return high;
+}
+
+/**
+ * Accepted configurations of `kind` (as {@linkcode acceptedScenario}),
+ * with `LEASE`, `CLOCK_SKEW` and `SENDER_TIMEOUT` generated, for Pub/Sub
+ * sometimes a message retention (the least the start check takes, or
+ * more), and an event at a job's end: a delivery killed mid-send at any
+ * number, including the last and the give-up, or a store outage of up to
+ * `outageMs(settings)`. Only settings `loadConfig` takes are kept, the
+ * queue as it reads them. With `tight` (Pub/Sub), the corner where the
+ * retention alone bounds a job: no dead-letter policy, the least
+ * retention the start check takes (less `tight.shiftMs`, for a twin of
+ * the check), Pub/Sub as slow as it may be, the event at the policy's
+ * last deliveries.
+ */
+export function acceptedEventScenario(
+  kind: Kind,
+  outageMs: (settings: ServiceSettings) => number,
+  tight?: TightPubSub,
+): fc.Arbitrary<QueueScenario> {
+  return fc.record({
+    base: acceptedScenario(kind),
+    settings: anySettings,
+    retention: fc.constantFrom<"none" | "least" | "hour" | "week">(
+      "none",
+      "least",
+      "least",
+      "hour",
+      "week",
+    ),
+    // QSTASH_RETRIES from MAX_DELIVERIES − 1 (its default) up: the start
+    // check says which it takes.
+    retries: fc.oneof(fc.constant(0), fc.nat({ max: 4 })),
+    // Pub/Sub backoffs off the round values too: where a step is about a
+    // lease long.
+    backoff: fc.option(
+      fc.record({
+        min: fc.integer({ min: 1000, max: 600_000 }),
+        spread: fc.oneof(fc.constant(0), fc.nat({ max: 600_000 })),
+      }),
+      { freq: 2 },
+    ),
+    killed: fc.boolean(),
+    fromQueue: fc.boolean(),
+    slowest: fc.boolean(),
+    plantKilled: fc.boolean(),
+    back: fc.oneof(fc.integer({ min: 0, max: 2 }), fc.nat({ max: 12 })),
+    outage: fc.oneof(
+      fc.constant(1),
+      fc.double({ min: 0, max: 1, noNaN: true }),
+    ),
+  }).map(
+    (
+      {
+        base,
+        settings,
+        retries,
+        backoff,
+        retention,
+        killed,
+        fromQueue,
+        slowest,
+        plantKilled,
+        back,
+        outage,
+      },
+    ):
+      | QueueScenario
+      | undefined => {
+      let queue = base.queue;
+      if (queue.kind === "pubsub" && backoff !== null) {
+        queue = {
+          ...queue,
+          minBackoffMs: backoff.min,
+          maxBackoffMs: Math.min(600_000, backoff.min + backoff.spread),
+        };
+      }
+      if (queue.kind === "qstash") {
+        const least = base.policy.maxDeliveries - 1;
+        queue = { ...queue, retries: Math.min(100, least + retries) };
+      }
+      if (queue.kind === "pubsub" && tight !== undefined) {
+        const { maxDeliveryAttempts: _, ...rest } = queue;
+        queue = rest;
+        retention = "least";
+        slowest = true;
+        fromQueue = false;
+        back = Math.min(back, 2);
+      }
+      if (queue.kind === "pubsub" && retention !== "none") {
+        const least = leastRetention(base.policy, queue, settings);
+        const retentionMs = least === undefined
+          ? undefined
+          : retention === "least"
+          ? least
+          : Math.max(least, retention === "hour" ? 3_600_000 : 7 * DAY_MS);
+        if (retentionMs !== undefined) queue = { ...queue, retentionMs };
+      }
+      if (!accepts(base.policy, queue, settings)) return undefined;
+      if (queue.kind === "pubsub") {
+        // As the service reads it: with a retention, its ack deadline too.
+        queue = loadConfig(envOf(base.policy, queue, settings)).queues.pubsub;
+        if (tight !== undefined && queue.retentionMs !== undefined) {
+          const retentionMs = Math.max(
+            600_000,
+            queue.retentionMs - tight.shiftMs(settings),
+          );
+          queue = { ...queue, retentionMs };
+        }
+      }
+      // The job's end: the policy's last delivery, or the queue's (where
+      // its give-up comes), whichever is first or, at random, last.
+      const ends = [
+        base.policy.maxDeliveries + 1,
+        Math.min(queueLimit(queue), 500) + 1,
+      ].sort((a, b) => a - b);
+      const at = Math.max(1, ends[fromQueue ? 1 : 0]! - back);
+      const event: QueueEvent = killed ? { kind: "killed", at } : {
+        kind: "outage",
+        at,
+        ms: Math.max(1, Math.floor(outage * outageMs(settings))),
+      };
+      return { ...base, queue, settings, event, slowest, plantKilled };
+    },
+  ).filter((s): s is QueueScenario => s !== undefined);
+}
