@@ -25,6 +25,11 @@
  * can be lost, so the queue redelivers a job the relayer already finished
  * (after its own redelivery delay), up to its limit, and then gives up.
  *
+ * At a job's end (`event`), a delivery killed mid-send holding the lease
+ * (run on another relayer whose send never ends), or the store refusing
+ * every call for a while; a give-up that fails or is answered busy is
+ * called again as the queue's give-up route retries it.
+ *
  * @module
  */
 

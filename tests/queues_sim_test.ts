@@ -30,7 +30,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import type { Policy, QueueLimits } from "../mod.ts";
+import { definePolicy, type Policy, type QueueLimits } from "../mod.ts";
 import {
   acceptedEventScenario,
   acceptedScenario,
@@ -232,6 +232,61 @@ Deno.test("least-retention property catches a start check that leaves no room fo
     ),
     true,
   );
+});
+
+Deno.test("simulateQueue() on pubsub: an hour's outage drops a message whose retention ends before its dead-letter policy's last attempt, and not one past it (docs/queues.md)", async () => {
+  const policy = definePolicy({
+    maxDeliveries: 3,
+    baseMs: 5000,
+    capMs: 120_000,
+    jitter: "none",
+    stuckAfterMs: 5000,
+  });
+  const settings = {
+    senderTimeoutMs: 10_000,
+    leaseMs: 30_000,
+    clockSkewMs: 5000,
+  };
+  // Pushes 25 s long (2 × SENDER_TIMEOUT + 5 s), 10 min apart, five
+  // attempts: the check takes a retention past 3 pushes and a busy wait,
+  // 31 min 55 s, though the fifth attempt ends only at 42 min 5 s.
+  const pubsub = {
+    kind: "pubsub",
+    maxDeliveryAttempts: 5,
+    minBackoffMs: 600_000,
+    maxBackoffMs: 600_000,
+    ackDeadlineMs: 25_000,
+    leaseMs: 30_000,
+    clockSkewMs: 5000,
+  } as const;
+  const run = async (retentionMs: number, at: number) => {
+    const queue = { ...pubsub, retentionMs };
+    assert.ok(accepts(policy, queue, settings));
+    const report = await simulateQueue({
+      policy,
+      queue,
+      settings,
+      slowest: true,
+      event: { kind: "outage", at, ms: 3_600_000 },
+      payments: [{
+        start: "authorized",
+        sends: ["timeout"],
+        receipts: ["pending"],
+      }],
+      duplicates: [],
+      lostAcks: [],
+      seed: 1,
+    });
+    return report.stranded;
+  };
+  assert.equal(
+    accepts(policy, { ...pubsub, retentionMs: 1_915_000 }, settings),
+    false,
+  );
+  for (const at of [1, 2, 3]) {
+    assert.deepEqual(await run(1_915_001, at), ["pi_0"], `outage at ${at}`);
+    assert.deepEqual(await run(2_525_001, at), [], `outage at ${at}`);
+  }
 });
 
 Deno.test("simulateQueue() on store-counted queues with duplicate copies: still nothing stranded", async () => {
