@@ -16,10 +16,12 @@
  * the job right before the give-up), so that the next deliveries and the
  * give-up are answered busy for up to `LEASE` + 2 × `CLOCK_SKEW`; or where
  * the store is down for up to that long. (ii) is not claimed there: a
- * store blip at the last delivery leaves a stuck payment to the give-up,
- * which sends it to review unrescued (docs/queues.md, "While the store is
- * down"). Longer outages are bounded by each queue's own retries of the
- * give-up (docs/queues.md), not by the start check.
+ * delivery killed mid-send, those answered busy behind it, and one the
+ * store failed each spend one of the queue's deliveries, and one at the
+ * last leaves a stuck payment to the give-up, which sends it to review
+ * unrescued (docs/queues.md, "While the store is down"). Longer outages
+ * are bounded by each queue's own retries of the give-up (docs/queues.md),
+ * not by the start check.
  *
  * Broken twins: a queue that stops early with no callback fails (i); a
  * start-up check that ignores the queue's limit fails (iii); QStash calling
