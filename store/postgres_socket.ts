@@ -93,7 +93,7 @@ export function answeredSocketOption(
 ): { socket: AnsweredSocket } {
   if (!Number.isSafeInteger(answerMs) || answerMs <= 0) {
     throw new RangeError(
-      `answerMs must be a positive whole number of milliseconds (the store's connectionWaitMs, 10000 by default), got ${
+      `Cannot make the PostgreSQL socket as 'answerMs' must be a positive whole number of milliseconds (give it the store's connectionWaitMs, 10000 by default): current value is ${
         String(answerMs)
       }`,
     );

@@ -118,7 +118,7 @@ Deno.test("answeredSocketOption refuses a bound that is not a positive whole num
       () => answeredSocketOption(bad),
       (error: unknown) =>
         error instanceof RangeError &&
-        /answerMs must be a positive whole number of milliseconds \(the store's connectionWaitMs/
+        /^Cannot make the PostgreSQL socket as 'answerMs' must be a positive whole number of milliseconds \(give it the store's connectionWaitMs/
           .test(error.message),
     );
   }
