@@ -66,3 +66,24 @@ export function qstashRetriesNeed(queue: CallbackLimits): number {
   }
   return Infinity;
 }
+
+/**
+ * `QSTASH_RETRIES` unset: `maxDeliveries − 1` (up to 100), or the fewest
+ * above it whose failure callback outlasts a busy give-up
+ * ({@linkcode qstashRetriesNeed}), so the service and `deno task schedule`
+ * never refuse their own default (where none outlasts it, `maxDeliveries −
+ * 1`, and the refusal names LEASE).
+ *
+ * ```ts ignore
+ * qstashDefaultRetries(10, {}); // 9
+ * qstashDefaultRetries(2, {}); // 2: one retry comes 12 s on, within a 40 s busy give-up
+ * ```
+ */
+export function qstashDefaultRetries(
+  maxDeliveries: number,
+  limits: Omit<CallbackLimits, "retries">,
+): number {
+  const retries = Math.min(100, maxDeliveries - 1);
+  const need = qstashRetriesNeed({ ...limits, retries });
+  return Number.isFinite(need) ? need : retries;
+}

@@ -32,6 +32,7 @@ import {
   busyGiveUpMs,
   qstashCallbackShort,
   qstashCallbackSpanMs,
+  qstashDefaultRetries,
   qstashRetriesNeed,
 } from "../policy/_qstash_callback.ts";
 import {
@@ -1140,17 +1141,21 @@ function queueFrom(
     case undefined:
       return undefined;
     case "qstash": {
-      const retries = count("--retries", 0, 100) ??
-        Math.min(100, policy.maxDeliveries - 1);
+      const given = count("--retries", 0, 100);
       if (
         raw["--lease"] === undefined && raw["--sender-timeout"] === undefined
       ) {
+        const retries = given ??
+          qstashDefaultRetries(policy.maxDeliveries, { clockSkewMs });
         return { kind, retries };
       }
       // The lease a busy give-up waits out, read as the service reads it.
       const env = serviceEnv();
       const timeoutMs = asService(() => senderTimeout(env));
-      return { kind, retries, leaseMs: asService(() => lease(env, timeoutMs)) };
+      const leaseMs = asService(() => lease(env, timeoutMs));
+      const retries = given ??
+        qstashDefaultRetries(policy.maxDeliveries, { leaseMs, clockSkewMs });
+      return { kind, retries, leaseMs };
     }
     case "pubsub": {
       const attempts = count("--max-delivery-attempts", 5, 100);

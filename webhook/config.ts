@@ -25,7 +25,7 @@
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT`, `BODY_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
  * | `MAX_BODY_BYTES` | optional: the request body limit (default 65536, at least 1024) |
  * | `BODY_TIMEOUT` | optional: how long a route waits for a request's body once it begins to read it (default `30s`); one not all there by then is refused 408 |
- * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`) |
+ * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`, or more where the failure callback needs it: 2 at the least with the default `LEASE`) |
  * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, it needs `PUBSUB_DEAD_LETTER_AUDIENCE`, which needs it |
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
@@ -47,6 +47,7 @@ import { checkQueue } from "../policy/check_queue.ts";
 import {
   busyGiveUpMs,
   qstashCallbackSpanMs,
+  qstashDefaultRetries,
   qstashRetriesNeed,
 } from "../policy/_qstash_callback.ts";
 import {
@@ -1393,7 +1394,7 @@ function readQueues(
     0,
     100,
     " and at most your QStash plan's retry cap",
-  ) ?? Math.min(100, policy.maxDeliveries - 1);
+  ) ?? qstashDefaultRetries(policy.maxDeliveries, { leaseMs, clockSkewMs });
   const maxDeliveryAttempts = countIn(
     env,
     "PUBSUB_MAX_DELIVERY_ATTEMPTS",

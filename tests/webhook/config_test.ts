@@ -684,6 +684,30 @@ Deno.test("loadConfig() reads the queue settings with their defaults", () => {
     loadConfig({ ...base, CLOUDFLARE_MAX_RETRIES: "9" }).queues.cloudflare,
     { kind: "cloudflare", maxRetries: 9 },
   );
+  // Unset, QSTASH_RETRIES is MAX_DELIVERIES − 1, or more where the failure
+  // callback's retries would all come while a give-up is busy behind a
+  // lease (LEASE + 2 × CLOCK_SKEW): the service starts on its own default.
+  for (
+    const [env, retries] of [
+      [{ MAX_DELIVERIES: "1" }, 2],
+      [{ MAX_DELIVERIES: "2" }, 2],
+      [{ MAX_DELIVERIES: "3" }, 2],
+      [{ MAX_DELIVERIES: "3", LEASE: "3m" }, 3],
+      [{ MAX_DELIVERIES: "5", LEASE: "3m" }, 4],
+    ] as const
+  ) {
+    assert.equal(
+      loadConfig({
+        ...base,
+        ...qstash,
+        STUCK_AFTER: "0s",
+        CLOCK_SKEW: "0s",
+        ...env,
+      }).queues.qstash.retries,
+      retries,
+      JSON.stringify(env),
+    );
+  }
   // An unconfigured queue is not checked: QStash's 2 retries stop nothing here.
   assert.equal(
     loadConfig({ ...base, QSTASH_RETRIES: "2" }).queues.qstash.retries,
