@@ -777,8 +777,12 @@ interface SendRecord {
   txHash?: string;
 }
 
-/** The signer: answers `/send` and `/receipt`, and remembers everything. */
-class SignerStub {
+/**
+ * The signer: answers `/send` and `/receipt`, and remembers everything.
+ * A `/send` whose body never arrived whole (its sender killed mid-request)
+ * is answered 400 and not recorded: a signer cannot act on it.
+ */
+export class SignerStub {
   readonly behaviours = new Map<string, Behaviour>();
   readonly sends = new Map<string, SendRecord[]>();
   /** Tx hash → its intent and how many receipt reads it had. */
@@ -834,7 +838,16 @@ class SignerStub {
     instance: number | undefined,
   ): Promise<Response> {
     const arrivedAt = now();
-    const body = await request.json() as {
+    let text: string;
+    try {
+      text = await request.text();
+    } catch {
+      // Its sender died mid-request (a kill): nothing can have left, and
+      // throwing here would print the server's stack into the run.
+      return new Response(null, { status: 400 });
+    }
+    // A whole body that is not JSON is the relayer's fault: it throws.
+    const body = JSON.parse(text) as {
       intentId: string;
       replace: boolean;
       intent?: { state?: unknown; hold?: unknown };

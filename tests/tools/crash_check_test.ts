@@ -9,8 +9,9 @@
  * to start; with several instances, whose sends the signer saw and
  * where the queue sends a request; how it reads a page of dead letters
  * whose items are not all letters, a delivery's answer and an intent's
- * view that are not objects; and the line a failed run prints (a
- * fault of the tool's own followed by its stack).
+ * view that are not objects; the signer stub's answer to a `/send` whose
+ * body a kill cut; and the line a failed run prints (a fault of the
+ * tool's own followed by its stack).
  *
  * @module
  */
@@ -44,6 +45,7 @@ import {
   SentOrder,
   settledBehindCutSend,
   signerPath,
+  SignerStub,
   STALL_CATCH_UP_MS,
   START_TRIES,
   startAgain,
@@ -1124,4 +1126,33 @@ Deno.test("outagesIn() counts every database fault but a retype, which changes t
     assert.equal(outagesIn([kind]), true);
     assert.equal(outagesIn(["retype", kind]), true);
   }
+});
+
+Deno.test("the signer stub answers a /send whose body a kill cut with a 400 and records nothing, as QStash's stand-in does", async () => {
+  const stub = new SignerStub(() => 0.5);
+  stub.behaviours.set("pi_0001", "confirm");
+  const cut = new Request("http://127.0.0.1/send", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"intentId":"pi_0'));
+        controller.error(new Error("connection reset"));
+      },
+    }),
+  });
+  const response = await stub.handler(cut);
+  await response.body?.cancel();
+  assert.equal(response.status, 400);
+  assert.equal(stub.sends.size, 0);
+  assert.deepEqual(stub.strangers, []);
+  // A whole one is still answered and recorded.
+  const whole = await stub.handler(
+    new Request("http://127.0.0.1/send", {
+      method: "POST",
+      body: JSON.stringify({ intentId: "pi_0001", replace: false }),
+    }),
+  );
+  assert.equal(whole.status, 200);
+  assert.equal(stub.sends.get("pi_0001")?.length, 1);
 });
