@@ -1570,6 +1570,45 @@ export function storeFailed(status: number, text: string): boolean {
 }
 
 /**
+ * What the answer `again` to a signed request sent again (a replay) is,
+ * its first copy having been answered `first`: `"refused"` (401, as it
+ * must be); under database faults (`outages`), `"first"` when the first
+ * copy was answered 5xx (it may have written nothing, its replay record
+ * with it: the copy sent again is then a first delivery, not a replay, and
+ * the money checks judge what it did), or `"unread"` when the store failed
+ * under the replay, or a `cancel` fault cut its first write (it did
+ * nothing; the queue's next copy meets its record); else `"unexpected"`.
+ *
+ * @param first The first copy's status.
+ * @param again The status of the copy sent again.
+ * @param detail The body of the copy sent again.
+ * @param outages Whether the run's database faults take the database away.
+ * @returns What the replay's answer is.
+ */
+export function replayAnswer(
+  first: number,
+  again: number,
+  detail: string,
+  outages: boolean,
+): "refused" | "first" | "unread" | "unexpected" {
+  if (again === 401) return "refused";
+  if (!outages) return "unexpected";
+  if (first >= 500) return "first";
+  return storeFailed(again, detail) ||
+      (again === 503 && CANCELLED_STATEMENT.test(detail))
+    ? "unread"
+    : "unexpected";
+}
+
+/**
+ * PostgreSQL's words (57014) for a statement `pg_cancel_backend` cut, which
+ * the store answers as busy with nothing written (the `cancel` fault's):
+ * a replay whose first write, where its replay record is read, was cut so
+ * could not be told from a first delivery.
+ */
+const CANCELLED_STATEMENT = /canceling statement due to user request/;
+
+/**
  * What the operator makes of the answer to its
  * `POST /v1/intents/:id/resolve`: `"answered"` (a 200, or a 409: the
  * route's refusal, or another move first), `"again"` (a 503 that changed
@@ -3182,22 +3221,20 @@ async function runCrashTest(
             signal: AbortSignal.timeout(DELIVERY_BOUND_MS),
           });
           const detail = await again.text();
-          // Under database faults, a first copy answered 5xx may have
-          // written nothing, its replay record with it: the copy sent
-          // again is then a first delivery, not a replay (the money
-          // checks judge what it did).
-          const unrecorded = res.status >= 500 && outages;
-          // A replay the store failed under did nothing; the queue's next
-          // copy meets its record.
-          const unread = outages && storeFailed(again.status, detail);
-          if (unrecorded && again.status !== 401) {
+          const verdict = replayAnswer(
+            res.status,
+            again.status,
+            detail,
+            outages,
+          );
+          if (verdict === "first") {
             try {
               unrecordedCopy = JSON.parse(detail);
             } catch {
               // not an answer of the relayer's: nothing to book
             }
           }
-          if (again.status !== 401 && !unrecorded && !unread) {
+          if (verdict === "unexpected") {
             unexpected.push(
               `a replay of a signed ${path} request answered ${again.status} ${
                 detail.slice(0, 200)

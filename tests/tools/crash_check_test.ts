@@ -9,7 +9,8 @@
  * to start; with several instances, whose sends the signer saw and
  * where the queue sends a request; how it reads a page of dead letters
  * whose items are not all letters, a delivery's answer and an intent's
- * view that are not objects; the signer stub's answer to a `/send` whose
+ * view that are not objects; which answers to a replay it excuses under
+ * database faults; the signer stub's answer to a `/send` whose
  * body a kill cut; and the line a failed run prints (a fault of the
  * tool's own followed by its stack).
  *
@@ -41,6 +42,7 @@ import {
   quietAfterGiveUp,
   readLetterPage,
   recoveryLate,
+  replayAnswer,
   resolveAnswer,
   SentOrder,
   settledBehindCutSend,
@@ -1155,4 +1157,55 @@ Deno.test("the signer stub answers a /send whose body a kill cut with a 400 and 
   );
   assert.equal(whole.status, 200);
   assert.equal(stub.sends.get("pi_0001")?.length, 1);
+});
+
+Deno.test("replayAnswer() excuses a replay whose first write a database fault cut, and nothing else", () => {
+  // A replay must be refused; without database faults nothing else goes.
+  assert.equal(replayAnswer(200, 401, "", false), "refused");
+  assert.equal(
+    replayAnswer(200, 200, '{"outcome":"done"}', false),
+    "unexpected",
+  );
+  assert.equal(
+    replayAnswer(503, 200, '{"outcome":"done"}', false),
+    "unexpected",
+  );
+  // A first copy answered 5xx may have written nothing: the copy sent
+  // again is a first delivery.
+  assert.equal(replayAnswer(503, 200, '{"outcome":"done"}', true), "first");
+  // The store lost its connection under the replay: it did nothing.
+  assert.equal(
+    replayAnswer(
+      200,
+      503,
+      '{"outcome":"retry","reason":"PostgreSQL lost the connection during the write (Error: write CONNECTION_CLOSED 127.0.0.1:43165): it may have landed or not; the next read says which"}',
+      true,
+    ),
+    "unread",
+  );
+  // A `cancel` fault's pg_cancel_backend cut the replay's first write,
+  // where its replay record is read: nothing was written, and the store
+  // could not tell a replay (PgBouncer, seed 23, 3 instances).
+  const cancelled = JSON.stringify({
+    outcome: "retry",
+    job: "pi_0006/settle",
+    delivery: 2,
+    reason:
+      "intent pi_0006 is busy: Cannot admit a delivery as another session cancelled its statement (canceling statement due to user request: pg_cancel_backend; see pg_stat_activity): nothing was written; retry",
+  });
+  assert.equal(replayAnswer(200, 503, cancelled, true), "unread");
+  // Without database faults, the same answer is a violation; and a replay
+  // busy behind another delivery's lease is one under faults too.
+  assert.equal(replayAnswer(200, 503, cancelled, false), "unexpected");
+  assert.equal(
+    replayAnswer(
+      200,
+      503,
+      '{"outcome":"retry","reason":"intent pi_0006 is busy with another delivery"}',
+      true,
+    ),
+    "unexpected",
+  );
+  // A 500 is the service failing, whatever it names.
+  assert.equal(replayAnswer(200, 500, cancelled, true), "unexpected");
 });
