@@ -41,6 +41,10 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
+import {
+  DEFAULT_QUEUE_CLOCK_SKEW_MS,
+  DEFAULT_QUEUE_LEASE_MS,
+} from "../policy/_retention.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 
@@ -52,6 +56,9 @@ const MAX_DELAY_SECONDS = 43_200;
 
 /** Cloudflare's longest message retention: 14 days, in seconds. */
 const MAX_RETENTION_SECONDS = 14 * 24 * 60 * 60;
+
+/** Cloudflare's shortest message retention: 60 s, in seconds. */
+const MIN_RETENTION_SECONDS = 60;
 
 /**
  * One message of a Cloudflare Queues batch: the part of Cloudflare's
@@ -166,6 +173,25 @@ export interface QueueHandlerOptions {
    */
   readonly deadLetterMaxRetries?: number | undefined;
   /**
+   * The jobs queue's message retention, in milliseconds (whole seconds,
+   * 60 s to 14 days; Cloudflare's default is 4 days), checked when given:
+   * Cloudflare deletes a message whose retention ends, retried or not,
+   * with no dead letter, so the retention must outlast the waits the
+   * handler asks over `maxRetries` retries (each up to the policy's
+   * backoff, or a busy intent's `leaseMs` + 2 × `clockSkewMs`): more than
+   * 12 min with the default policy and lease. Not given, not checked.
+   */
+  readonly messageRetentionMs?: number | undefined;
+  /**
+   * The dead-letter queue's message retention, in milliseconds (whole
+   * seconds, 60 s to 14 days), checked when given: a give-up answered
+   * busy waits up to the policy's delay after the queue's last delivery
+   * (or a lease) before it is tried again, and a retention that ends first
+   * deletes it, its intent stranded: more than 2 min with the default
+   * policy. 14 days outlasts the longest outage. Not given, not checked.
+   */
+  readonly deadLetterMessageRetentionMs?: number | undefined;
+  /**
    * How many messages of a batch are handled at once. Cloudflare lets an
    * invocation hold 6 connections at a time (fetches waiting for headers,
    * and sockets such as a PostgreSQL client's) and queues the rest: a send
@@ -198,6 +224,8 @@ const OPTION_NAMES: readonly string[] = Object.keys(
     maxRetries: true,
     deadLetterQueue: true,
     deadLetterMaxRetries: true,
+    messageRetentionMs: true,
+    deadLetterMessageRetentionMs: true,
     concurrency: true,
     log: true,
   } satisfies Record<keyof QueueHandlerOptions, true>,
@@ -351,6 +379,117 @@ function checkDeadLetterRetries(
 }
 
 /**
+ * A message retention as given, checked to be one Cloudflare allows:
+ * whole seconds from 60 s to 14 days. `undefined` when not given.
+ */
+function retentionSeconds(
+  name: "messageRetentionMs" | "deadLetterMessageRetentionMs",
+  value: unknown,
+): number | undefined {
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== "number" || !Number.isInteger(value) ||
+    value % 1000 !== 0 || value < MIN_RETENTION_SECONDS * 1000 ||
+    value > MAX_RETENTION_SECONDS * 1000
+  ) {
+    throw new RangeError(
+      `Cannot create queue handler as '${name}' must be whole seconds from ${
+        formatDuration(MIN_RETENTION_SECONDS * 1000)
+      } to ${
+        formatDuration(MAX_RETENTION_SECONDS * 1000)
+      } (a Cloudflare queue's message retention, 4 days unless set): current value is ${
+        String(value)
+      }`,
+    );
+  }
+  return value / 1000;
+}
+
+/**
+ * The longest wait, in seconds, the handler asks after delivery `attempt`
+ * of a job that keeps failing: the policy's delay (at most its un-jittered
+ * backoff, which the wait after a store failure is too), or a busy
+ * answer's, which waits out a lease (up to `leaseMs` + 2 × `clockSkewMs`).
+ */
+function longestWaitSeconds(relayer: Relayer, attempt: number): number {
+  const { baseMs, capMs } = relayer.policy;
+  // A relayer of another make may not say its lease: the defaults, then.
+  const leaseMs = typeof relayer.leaseMs === "number"
+    ? relayer.leaseMs
+    : DEFAULT_QUEUE_LEASE_MS;
+  const skewMs = typeof relayer.clockSkewMs === "number"
+    ? relayer.clockSkewMs
+    : DEFAULT_QUEUE_CLOCK_SKEW_MS;
+  return delaySecondsOf(
+    Math.max(outageDelayMs(attempt, baseMs, capMs), leaseMs + 2 * skewMs),
+  );
+}
+
+/**
+ * Refuses message retentions that end while the handler may still retry
+ * a message: Cloudflare deletes such a message, with no dead letter
+ * ("messages in a queue that reach the maximum message retention are
+ * deleted from the queue", Cloudflare's Queues limits page; only a
+ * message at its retry limit goes to the dead-letter queue).
+ */
+function checkRetentions(
+  options: QueueHandlerOptions,
+  maxRetries: number,
+  deadLetterQueue: string,
+): void {
+  const { relayer } = options;
+  const jobs = retentionSeconds(
+    "messageRetentionMs",
+    options.messageRetentionMs,
+  );
+  const dead = retentionSeconds(
+    "deadLetterMessageRetentionMs",
+    options.deadLetterMessageRetentionMs,
+  );
+  if (jobs !== undefined) {
+    let span = 0;
+    for (let attempt = 1; attempt <= maxRetries; attempt++) {
+      span += longestWaitSeconds(relayer, attempt);
+    }
+    if (jobs <= span) {
+      throw new RangeError(
+        `Cannot create queue handler as 'messageRetentionMs' is ${
+          formatDuration(jobs * 1000)
+        }: the waits this handler asks between a message's ${
+          maxRetries + 1
+        } deliveries (max_retries = ${maxRetries}) span up to ${
+          formatDuration(span * 1000)
+        } (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. ${
+          span < MAX_RETENTION_SECONDS
+            ? `Set the jobs queue's message retention above ${
+              formatDuration(span * 1000)
+            } (wrangler queues update <queue> --message-retention-period-secs ${
+              Math.max(MIN_RETENTION_SECONDS, span + 1)
+            }; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
+            : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
+        }`,
+      );
+    }
+  }
+  if (dead !== undefined) {
+    // A give-up is given the queue's deliveries: busy, it waits the
+    // policy's delay after the last of them, or out the lease.
+    const wait = longestWaitSeconds(relayer, maxRetries + 1);
+    if (dead <= wait) {
+      throw new RangeError(
+        `Cannot create queue handler as 'deadLetterMessageRetentionMs' is ${
+          formatDuration(dead * 1000)
+        }: a give-up answered busy (another delivery's lease, such as one whose Worker died mid-send) waits up to ${
+          formatDuration(wait * 1000)
+        } before it is tried again, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above ${
+          formatDuration(wait * 1000)
+        } (14 days outlasts the longest outage: wrangler queues update ${deadLetterQueue} --message-retention-period-secs ${MAX_RETENTION_SECONDS}) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`,
+      );
+    }
+  }
+}
+
+/**
  * Builds a Cloudflare Queues consumer from a relayer. For each message:
  * delivery number = `message.attempts`; a retry is
  * `message.retry({ delaySeconds: ceil(delayMs / 1000) })`, at least 1 s and at most 12 h;
@@ -373,14 +512,19 @@ function checkDeadLetterRetries(
  * configuration and `deno task schedule --queue cloudflare` do.
  *
  * @param options The relayer, the queue's `maxRetries`, the name of its
- * dead-letter queue and that queue's `max_retries`, and where log lines go.
+ * dead-letter queue and that queue's `max_retries`, the two queues'
+ * message retentions if checked, and where log lines go.
  * @returns The `queue(batch)` handler.
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
  * queue would stop delivering before the policy's `maxDeliveries`
  * (`maxRetries + 1 < maxDeliveries`): that queue would drop jobs the policy
  * still means to deliver. If `deadLetterMaxRetries` is not an integer in
  * 0..100, or its retries span less than 14 days (as Cloudflare's default
- * of 3, when it is not given, does).
+ * of 3, when it is not given, does). If `messageRetentionMs` or
+ * `deadLetterMessageRetentionMs` is not whole seconds from 60 s to 14
+ * days, or would end while the handler may still retry a message there:
+ * the jobs queue's within the waits of its `maxRetries` retries, the
+ * dead-letter queue's within a busy give-up's wait.
  * @throws {TypeError} If `relayer` is not a relayer (`createRelayer`'s, or
  * `createApp(…).relayer`). If `deadLetterQueue` is missing (Cloudflare would
  * delete a message at its retry limit, unrecorded), or if the options are
@@ -414,6 +558,13 @@ function checkDeadLetterRetries(
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 3, ...dlq }), RangeError); // 4 < 10 deliveries
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9 } as never), TypeError); // no dead-letter queue
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" }), RangeError); // its max_retries: Cloudflare's 3
+ *
+ * // The queues' message retentions, when given: a job retried for up to 12 min
+ * // outlives a retention of 10 min; a busy give-up waits up to 2 min.
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, ...dlq, messageRetentionMs: 600_000 }), RangeError);
+ * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, ...dlq, deadLetterMessageRetentionMs: 60_000 }), RangeError);
+ * const days = (n: number) => n * 86_400_000;
+ * createQueueHandler({ relayer, maxRetries: 9, ...dlq, messageRetentionMs: days(4), deadLetterMessageRetentionMs: days(14) });
  * ```
  */
 export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
@@ -480,6 +631,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     );
   }
   checkDeadLetterRetries(options, relayer.policy.baseMs);
+  checkRetentions(options, maxRetries, deadLetterQueue);
 
   async function handle(
     queue: string,

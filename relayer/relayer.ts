@@ -231,6 +231,14 @@ export interface Relayer {
   /** The policy in force, complete and checked. */
   readonly policy: Policy;
   /**
+   * The lease a delivery holds while it acts, in milliseconds
+   * (`RelayerOptions.leaseMs`): a delivery that meets another's lease
+   * answers busy and waits up to `leaseMs` + 2 × `clockSkewMs`.
+   */
+  readonly leaseMs: number;
+  /** How far apart the instances' clocks may be, in milliseconds (`RelayerOptions.clockSkewMs`). */
+  readonly clockSkewMs: number;
+  /**
    * Runs one delivery of `job`.
    *
    * @param job The job as the queue delivered it.
@@ -2895,7 +2903,16 @@ export function createRelayer(options: RelayerOptions): Relayer {
     return jobId;
   }
 
-  const relayer = { policy, deliver, giveUp, redrive, discard, keepUnreadable };
+  const relayer = {
+    policy,
+    leaseMs,
+    clockSkewMs,
+    deliver,
+    giveUp,
+    redrive,
+    discard,
+    keepUnreadable,
+  };
   // The webhook's resolve route asks: a payment whose send still runs here
   // is not failed by hand, nor one whose send here ended on no record
   // without that being said and its tx read (see relayer/_sends.ts).

@@ -1,0 +1,184 @@
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  type Job,
+  MemoryStore,
+  type Relayer,
+  ScriptedSender,
+} from "../../mod.ts";
+import {
+  createQueueHandler,
+  type QueueHandlerOptions,
+  type QueueMessage,
+} from "../../cloudflare/queue_handler.ts";
+
+// A queue's message retention is 60 s to 14 days, 4 days unless set
+// (`--message-retention-period-secs`, "Must be between 60 and 1209600 (14
+// days)": https://developers.cloudflare.com/queues/configuration/configure-queues/#queue-configuration),
+// and "messages in a queue that reach the maximum message retention are
+// deleted from the queue" (https://developers.cloudflare.com/queues/platform/limits/):
+// deleted, not moved to the dead-letter queue, which takes only a message
+// at its retry limit. A job deleted so leaves its intent with no job and no
+// dead letter: stranded.
+
+const job: Job = { intentId: "pi_0001", kind: "settle" };
+const DAY_MS = 86_400_000;
+
+/** A message that adds up the waits the handler asks for. */
+function waited(attempts: number, into: { s: number }): QueueMessage {
+  return {
+    id: "m1",
+    body: job,
+    attempts,
+    ack: () => {
+      throw new Error("not acked: the store is down");
+    },
+    retry: (options) => {
+      into.s += options?.delaySeconds ?? 0;
+    },
+  };
+}
+
+function handler(
+  relayer: Relayer,
+  more: Partial<QueueHandlerOptions> = {},
+) {
+  return createQueueHandler({
+    relayer,
+    maxRetries: 9,
+    deadLetterQueue: "relayer-jobs-dlq",
+    deadLetterMaxRetries: 100,
+    ...more,
+  });
+}
+
+Deno.test("createQueueHandler() refuses a jobs queue whose message retention ends while the handler may still be retrying a message: Cloudflare deletes it with no dead letter, and its intent is stranded", async () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  // The store down at every delivery: the handler's own waits, 5 s
+  // doubling to the policy's 2 min, span 635 s over the 9 retries; a busy
+  // intent's (up to LEASE + 2 × CLOCK_SKEW, 40 s) raise the first four.
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const queue = handler({ ...relayer, deliver: down, giveUp: down });
+  const span = { s: 0 };
+  for (let attempts = 1; attempts <= 9; attempts++) {
+    await queue({ queue: "relayer-jobs", messages: [waited(attempts, span)] });
+  }
+  assert.equal(span.s, 635);
+
+  assert.throws(() => handler(relayer, { messageRetentionMs: 600_000 }), {
+    name: "RangeError",
+    message:
+      "Cannot create queue handler as 'messageRetentionMs' is 10m0s: the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 12m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 12m0s (wrangler queues update <queue> --message-retention-period-secs 721; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
+  });
+  // Cloudflare's shortest, 60 s: refused; the bound itself: refused (a
+  // message retried at the last second is gone); one second past it: taken.
+  assert.throws(
+    () => handler(relayer, { messageRetentionMs: 60_000 }),
+    /'messageRetentionMs' is 1m0s: /,
+  );
+  assert.throws(
+    () => handler(relayer, { messageRetentionMs: 720_000 }),
+    /'messageRetentionMs' is 12m0s: /,
+  );
+  handler(relayer, { messageRetentionMs: 721_000 });
+  handler(relayer, { messageRetentionMs: 4 * DAY_MS }); // Cloudflare's default
+  handler(relayer); // not given: not checked
+
+  // More retries, and a longer lease, need more: 4 × 40 s + 80 s + 95 × 2 min.
+  assert.throws(
+    () => handler(relayer, { maxRetries: 100, messageRetentionMs: 3_600_000 }),
+    /between a message's 101 deliveries \(max_retries = 100\) span up to 3h14m0s/,
+  );
+  const leased = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    leaseMs: 300_000,
+  });
+  assert.throws(
+    () => handler(leased, { messageRetentionMs: 1_800_000 }),
+    /span up to 46m30s/, // 9 × (5 min + 2 × 5 s)
+  );
+  handler(leased, { messageRetentionMs: 2_791_000 });
+});
+
+Deno.test("createQueueHandler() refuses a dead-letter queue whose message retention ends before a give-up answered busy is tried again", async () => {
+  // A give-up that finds another delivery's send in flight (the Worker
+  // that sent it gone) waits out the policy's delay after the queue's last
+  // delivery, up to the cap: 2 min with the default policy.
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let started!: () => void;
+  const sending = new Promise<void>((resolve) => (started = resolve));
+  const relayer = createRelayer({
+    store,
+    sender: {
+      async send() {
+        started();
+        await released;
+        return { txHash: "0xheld" };
+      },
+      receipt: () => Promise.resolve("pending"),
+    },
+    random: () => 0.999,
+  });
+  const queue = handler(relayer);
+  const delivery = relayer.deliver(job, 1); // its send holds the lease
+  await sending;
+  const wait = { s: 0 };
+  const calls: string[] = [];
+  await queue({
+    queue: "relayer-jobs-dlq",
+    messages: [{ ...waited(1, wait), ack: () => calls.push("ack") }],
+  });
+  release();
+  await delivery;
+  assert.deepEqual(calls, []);
+  assert.equal(wait.s, 120);
+
+  assert.throws(
+    () => handler(relayer, { deadLetterMessageRetentionMs: 60_000 }),
+    {
+      name: "RangeError",
+      message:
+        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 1m0s: a give-up answered busy (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 2m0s (14 days outlasts the longest outage: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
+    },
+  );
+  assert.throws(
+    () => handler(relayer, { deadLetterMessageRetentionMs: 120_000 }),
+    /is 2m0s: /,
+  );
+  handler(relayer, { deadLetterMessageRetentionMs: 121_000 });
+  handler(relayer, { deadLetterMessageRetentionMs: 14 * DAY_MS });
+});
+
+Deno.test("createQueueHandler() refuses a message retention Cloudflare does not allow: whole seconds from 60 s to 14 days", () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  for (const name of ["messageRetentionMs", "deadLetterMessageRetentionMs"]) {
+    for (
+      const value of [59_000, 14 * DAY_MS + 1000, 3_600_500, Number.NaN, "4d"]
+    ) {
+      assert.throws(
+        () => handler(relayer, { [name]: value } as never),
+        {
+          name: "RangeError",
+          message:
+            `Cannot create queue handler as '${name}' must be whole seconds from 1m0s to 336h0m0s (a Cloudflare queue's message retention, 4 days unless set): current value is ${
+              String(value)
+            }`,
+        },
+      );
+    }
+  }
+});
