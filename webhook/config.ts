@@ -31,6 +31,7 @@
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
  * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
+ * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days); the queue handler refuses one that ends while it may still retry a message there (unset: not checked) |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
  * @module
@@ -182,6 +183,18 @@ export interface Config {
    * `deadLetterMaxRetries`, which checks it.
    */
   readonly cloudflareDeadLetterMaxRetries?: number;
+  /**
+   * The Cloudflare jobs queue's message retention
+   * (`CLOUDFLARE_MESSAGE_RETENTION`), for `createQueueHandler`'s
+   * `messageRetentionMs`, which checks it.
+   */
+  readonly cloudflareMessageRetentionMs?: number;
+  /**
+   * The Cloudflare dead-letter queue's message retention
+   * (`CLOUDFLARE_DLQ_MESSAGE_RETENTION`), for `createQueueHandler`'s
+   * `deadLetterMessageRetentionMs`, which checks it.
+   */
+  readonly cloudflareDeadLetterMessageRetentionMs?: number;
   /**
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
    * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
@@ -1108,6 +1121,14 @@ export function loadConfig(
     0,
     100,
   );
+  const cloudflareMessageRetentionMs = cloudflareRetention(
+    env,
+    "CLOUDFLARE_MESSAGE_RETENTION",
+  );
+  const cloudflareDeadLetterMessageRetentionMs = cloudflareRetention(
+    env,
+    "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
+  );
   const webhookSecretNext = secret(env, "WEBHOOK_SECRET_NEXT");
   if (webhookSecretNext !== undefined && webhookSecret === undefined) {
     throw new ConfigError(
@@ -1321,6 +1342,12 @@ export function loadConfig(
     ...(cloudflareDeadLetterMaxRetries !== undefined
       ? { cloudflareDeadLetterMaxRetries }
       : {}),
+    ...(cloudflareMessageRetentionMs !== undefined
+      ? { cloudflareMessageRetentionMs }
+      : {}),
+    ...(cloudflareDeadLetterMessageRetentionMs !== undefined
+      ? { cloudflareDeadLetterMessageRetentionMs }
+      : {}),
     queues,
   };
 }
@@ -1329,6 +1356,29 @@ export function loadConfig(
 // The queues' own limits (DESIGN §14): read, then checked against the policy.
 
 const MAX_BACKOFF_MS = PUBSUB_BACKOFF_LIMIT_MS; // each bound 0 … 600 s
+
+/**
+ * A Cloudflare queue's message retention: whole seconds from 1 min to 14
+ * days, as Cloudflare takes it; `undefined` when unset.
+ */
+function cloudflareRetention(
+  env: Record<string, string | undefined>,
+  name: string,
+): number | undefined {
+  const ms = duration(env, name);
+  if (
+    ms !== undefined &&
+    (ms % 1000 !== 0 || ms < 60_000 || ms > 1_209_600_000)
+  ) {
+    throw new ConfigError(
+      name,
+      `${name} must be whole seconds from 1m to 336h (the queue's --message-retention-period-secs, 60 to 1209600; 96h unless set): current value is ${
+        formatDuration(ms)
+      }`,
+    );
+  }
+  return ms;
+}
 
 function countIn(
   env: Record<string, string | undefined>,

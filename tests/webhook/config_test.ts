@@ -1053,6 +1053,67 @@ Deno.test("loadConfig() reads CLOUDFLARE_DLQ_MAX_RETRIES for the queue handler, 
   handler("100");
 });
 
+Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_MESSAGE_RETENTION for the queue handler, which checks them", async () => {
+  const { createQueueHandler } = await import(
+    "../../cloudflare/queue_handler.ts"
+  );
+  const { createRelayer } = await import("../../mod.ts");
+  const unset = loadConfig(base);
+  assert.equal(unset.cloudflareMessageRetentionMs, undefined);
+  assert.equal(unset.cloudflareDeadLetterMessageRetentionMs, undefined);
+  for (
+    const name of [
+      "CLOUDFLARE_MESSAGE_RETENTION",
+      "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
+    ]
+  ) {
+    for (
+      const [value, shown] of [
+        ["59s", "59s"],
+        ["337h", "337h0m0s"],
+        ["90500ms", "1m30.5s"],
+      ] as const
+    ) {
+      refused(
+        { ...base, [name]: value },
+        name,
+        new RegExp(
+          `^${name} must be whole seconds from 1m to 336h \\(the queue's --message-retention-period-secs, 60 to 1209600; 96h unless set\\): current value is ${
+            shown.replace(".", "\\.")
+          }$`,
+        ),
+      );
+    }
+  }
+  const handler = (jobs: string, dead: string) => {
+    const config = loadConfig({
+      ...base,
+      CLOUDFLARE_MAX_RETRIES: "9",
+      CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+      CLOUDFLARE_MESSAGE_RETENTION: jobs,
+      CLOUDFLARE_DLQ_MESSAGE_RETENTION: dead,
+    });
+    return createQueueHandler({
+      relayer: createRelayer({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        policy: config.policy,
+        leaseMs: config.leaseMs,
+        clockSkewMs: config.clockSkewMs,
+      }),
+      maxRetries: config.queues.cloudflare?.maxRetries,
+      deadLetterQueue: "relayer-jobs-dlq",
+      deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
+      messageRetentionMs: config.cloudflareMessageRetentionMs,
+      deadLetterMessageRetentionMs:
+        config.cloudflareDeadLetterMessageRetentionMs,
+    });
+  };
+  assert.throws(() => handler("10m", "336h"), /CLOUDFLARE_MESSAGE_RETENTION/);
+  assert.throws(() => handler("96h", "1m"), /CLOUDFLARE_DLQ_MESSAGE_RETENTION/);
+  handler("96h", "336h");
+});
+
 Deno.test("loadConfig() checks CLOUDFLARE_MAX_RETRIES when it is set", () => {
   refused(
     { ...base, CLOUDFLARE_MAX_RETRIES: "3" },
