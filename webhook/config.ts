@@ -184,17 +184,16 @@ export interface Config {
    */
   readonly cloudflareDeadLetterMaxRetries?: number;
   /**
-   * The Cloudflare jobs queue's message retention
-   * (`CLOUDFLARE_MESSAGE_RETENTION`), for `createQueueHandler`'s
-   * `messageRetentionMs`, which checks it.
+   * The Cloudflare queues' message retentions, those set
+   * (`CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION`), as
+   * `createQueueHandler` takes them (`messageRetentionMs`,
+   * `deadLetterMessageRetentionMs`) and checks them: spread them into its
+   * options.
    */
-  readonly cloudflareMessageRetentionMs?: number;
-  /**
-   * The Cloudflare dead-letter queue's message retention
-   * (`CLOUDFLARE_DLQ_MESSAGE_RETENTION`), for `createQueueHandler`'s
-   * `deadLetterMessageRetentionMs`, which checks it.
-   */
-  readonly cloudflareDeadLetterMessageRetentionMs?: number;
+  readonly cloudflareRetentions?: {
+    readonly messageRetentionMs?: number;
+    readonly deadLetterMessageRetentionMs?: number;
+  };
   /**
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
    * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
@@ -1121,11 +1120,11 @@ export function loadConfig(
     0,
     100,
   );
-  const cloudflareMessageRetentionMs = cloudflareRetention(
+  const messageRetentionMs = cloudflareRetention(
     env,
     "CLOUDFLARE_MESSAGE_RETENTION",
   );
-  const cloudflareDeadLetterMessageRetentionMs = cloudflareRetention(
+  const deadLetterMessageRetentionMs = cloudflareRetention(
     env,
     "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
   );
@@ -1342,11 +1341,16 @@ export function loadConfig(
     ...(cloudflareDeadLetterMaxRetries !== undefined
       ? { cloudflareDeadLetterMaxRetries }
       : {}),
-    ...(cloudflareMessageRetentionMs !== undefined
-      ? { cloudflareMessageRetentionMs }
-      : {}),
-    ...(cloudflareDeadLetterMessageRetentionMs !== undefined
-      ? { cloudflareDeadLetterMessageRetentionMs }
+    ...(messageRetentionMs !== undefined ||
+        deadLetterMessageRetentionMs !== undefined
+      ? {
+        cloudflareRetentions: {
+          ...(messageRetentionMs !== undefined ? { messageRetentionMs } : {}),
+          ...(deadLetterMessageRetentionMs !== undefined
+            ? { deadLetterMessageRetentionMs }
+            : {}),
+        },
+      }
       : {}),
     queues,
   };

@@ -83,11 +83,16 @@ export interface PostgresWorkerOptions {
   readonly relayer: Omit<RelayerOptions, "store">;
   /** The app's own options: the routes' keys, the ops token, the queue to publish to. */
   readonly app: Omit<AppDeps, keyof RelayerOptions>;
-  /** The jobs queue's `max_retries`, and its dead-letter queue's name and `max_retries`. */
+  /**
+   * The jobs queue's `max_retries`, its dead-letter queue's name and
+   * `max_retries`, and the two queues' message retentions if checked.
+   */
   readonly queue: {
     readonly maxRetries?: number | undefined;
     readonly deadLetterQueue: string;
     readonly deadLetterMaxRetries?: number | undefined;
+    readonly messageRetentionMs?: number | undefined;
+    readonly deadLetterMessageRetentionMs?: number | undefined;
   };
   /** Where the worker lines go. */
   readonly log: (line: string) => void;
@@ -274,6 +279,7 @@ export default postgresWorker({
     maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
     deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
     deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries, // CLOUDFLARE_DLQ_MAX_RETRIES
+    ...config.cloudflareRetentions, // CLOUDFLARE_MESSAGE_RETENTION, CLOUDFLARE_DLQ_MESSAGE_RETENTION
   },
   log: console.log,
 });

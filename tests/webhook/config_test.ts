@@ -1059,8 +1059,12 @@ Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_ME
   );
   const { createRelayer } = await import("../../mod.ts");
   const unset = loadConfig(base);
-  assert.equal(unset.cloudflareMessageRetentionMs, undefined);
-  assert.equal(unset.cloudflareDeadLetterMessageRetentionMs, undefined);
+  assert.equal(unset.cloudflareRetentions, undefined);
+  assert.deepEqual(
+    loadConfig({ ...base, CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h" })
+      .cloudflareRetentions,
+    { deadLetterMessageRetentionMs: 1_209_600_000 },
+  );
   for (
     const name of [
       "CLOUDFLARE_MESSAGE_RETENTION",
@@ -1104,9 +1108,7 @@ Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_ME
       maxRetries: config.queues.cloudflare?.maxRetries,
       deadLetterQueue: "relayer-jobs-dlq",
       deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
-      messageRetentionMs: config.cloudflareMessageRetentionMs,
-      deadLetterMessageRetentionMs:
-        config.cloudflareDeadLetterMessageRetentionMs,
+      ...config.cloudflareRetentions,
     });
   };
   assert.throws(() => handler("10m", "336h"), /CLOUDFLARE_MESSAGE_RETENTION/);
