@@ -102,6 +102,16 @@ Deno.test("createQueueHandler() refuses a jobs queue whose message retention end
     /span up to 46m30s/, // 9 × (5 min + 2 × 5 s)
   );
   handler(leased, { messageRetentionMs: 2_791_000 });
+  // Waits no retention spans: 100 retries of up to 12 h (a CAP of 12 h).
+  const slow = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: { capMs: 43_200_000 },
+  });
+  assert.throws(
+    () => handler(slow, { maxRetries: 100, messageRetentionMs: 14 * DAY_MS }),
+    /span up to 1054h46m40s .*No retention Cloudflare allows \(14 days at most\) is longer: lower the consumer's max_retries \(and maxRetries\), the policy's CAP or the LEASE$/,
+  );
 });
 
 Deno.test("createQueueHandler() refuses a dead-letter queue whose message retention ends before a give-up answered busy is tried again", async () => {
