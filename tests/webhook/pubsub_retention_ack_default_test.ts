@@ -15,18 +15,16 @@
  * @module
  */
 
-import assert from "node:assert/strict";
-import {
-  checkQueue,
-  DEFAULT_POLICY,
-  MemoryStore,
-  ScriptedSender,
-} from "../../mod.ts";
+import { checkQueue, DEFAULT_POLICY } from "../../mod.ts";
 import { DEFAULT_LEASE_MS } from "../../relayer/_sends.ts";
-import { createApp } from "../../webhook/app.ts";
 import { theGoogle } from "./_app.ts";
-import { job, pubsubPush } from "./_late_copy.ts";
+import { job } from "./_late_copy.ts";
 import { PUBSUB } from "./_signing.ts";
+import {
+  assertNotStranded,
+  pushesWhileRetained,
+  settlingService,
+} from "./_stranded.ts";
 
 /** Pub/Sub's ack deadline where a subscription sets none, and its least. */
 const PUBSUB_DEFAULT_ACK_DEADLINE_MS = 10_000;
@@ -45,26 +43,11 @@ Deno.test("a Pub/Sub retention checkQueue takes with no ackDeadlineMs outlasts t
     checkQueue(DEFAULT_POLICY, { ...queue, retentionMs }).problem !== null
   ) retentionMs += 1_000;
 
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: job.intentId,
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-  });
-  const clock = { now: 1_000_000 };
-  const published = clock.now;
   const g = await theGoogle();
-  const app = createApp({
+  const { app, clock, store } = await settlingService(job.intentId, {
     log: () => {},
-    store,
-    sender,
     policy: DEFAULT_POLICY,
     leaseMs: LEASE_MS,
-    now: () => clock.now,
-    random: () => 0,
     pubsub: {
       audience: PUBSUB.audience,
       jwks: g.jwks,
@@ -72,37 +55,22 @@ Deno.test("a Pub/Sub retention checkQueue takes with no ackDeadlineMs outlasts t
     },
   });
 
-  const stepMs = PUBSUB_DEFAULT_ACK_DEADLINE_MS + queue.maxBackoffMs;
-  const answers: string[] = [];
-  for (let push = 1;; push++) {
-    clock.now = published + (push - 1) * stepMs;
-    if (clock.now - published >= retentionMs) {
-      answers.push(`expired before push ${push}`);
-      break;
-    }
-    if (push === DEFAULT_POLICY.maxDeliveries) {
-      // Another instance's delivery wrote ahead of a send and was killed.
-      const intent = (await store.getIntent(job.intentId))!;
-      await store.beginBroadcast(intent.id, intent.version, clock.now, {
-        lease: { owner: "killed", ttlMs: LEASE_MS, now: clock.now, keep: true },
-      });
-    }
-    const res = await app.request(
-      "/v1/pubsub",
-      await pubsubPush("5001", "2026-12-05T10:00:00.000Z", undefined),
-    );
-    answers.push(`${push}: ${res.status}`);
-    await res.body?.cancel();
-    if (res.status === 204) break;
-  }
+  const { answers } = await pushesWhileRetained(app, {
+    clock,
+    published: clock.now,
+    retentionMs,
+    stepMs: PUBSUB_DEFAULT_ACK_DEADLINE_MS + queue.maxBackoffMs,
+    messageId: "5001",
+    store,
+    // Another instance's delivery wrote ahead of a send and was killed.
+    killAt: DEFAULT_POLICY.maxDeliveries,
+    leaseMs: LEASE_MS,
+  });
 
-  const intent = (await store.getIntent(job.intentId))!;
-  const letter = await store.getDeadLetter(`${job.intentId}/settle`);
-  assert.ok(
-    ["settled", "failed", "needs_review"].includes(intent.state) ||
-      letter !== null,
-    `stranded: ${intent.state}, no dead letter, with a retention of ${retentionMs} ms (${
-      answers.join(", ")
-    })`,
+  await assertNotStranded(
+    store,
+    job.intentId,
+    `a retention of ${retentionMs} ms`,
+    answers,
   );
 });

@@ -18,12 +18,15 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender, type Store } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { DEAD_LETTER_AUDIENCE, theGoogle } from "./_app.ts";
-import { job, pubsubPush } from "./_late_copy.ts";
+import { job } from "./_late_copy.ts";
 import { PUBSUB } from "./_signing.ts";
+import {
+  assertNotStranded,
+  pushesWhileRetained,
+  settlingService,
+} from "./_stranded.ts";
 
 /** The smallest whole-second retention `loadConfig` takes with `env`, from 10m. */
 function smallestRetentionS(env: Record<string, string>): number {
@@ -57,28 +60,14 @@ async function atSmallestRetention(env: Record<string, string>) {
     PUBSUB_MESSAGE_RETENTION: `${retentionMs / 1000}s`,
   });
   const { policy, leaseMs, clockSkewMs } = config;
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: job.intentId,
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-  });
-  const clock = { now: 1_000_000 };
   const g = await theGoogle();
   const keys = { jwks: g.jwks, serviceAccount: PUBSUB.serviceAccount };
   const lines: string[] = [];
-  const app = createApp({
+  const { app, clock, store } = await settlingService(job.intentId, {
     log: (line) => lines.push(line),
-    store,
-    sender,
     policy,
     leaseMs,
     clockSkewMs,
-    now: () => clock.now,
-    random: () => 0,
     pubsub: { audience: PUBSUB.audience, ...keys },
     // The dead-letter route only where the config declares one.
     ...(config.pubsubDeadLetter === undefined
@@ -96,35 +85,6 @@ async function atSmallestRetention(env: Record<string, string>) {
   };
 }
 
-/**
- * Another instance's delivery of a copy wrote ahead of a send at `now` and
- * was killed: its lease stands until it lapses.
- */
-async function killedMidSend(store: Store, now: number, leaseMs: number) {
-  const intent = (await store.getIntent(job.intentId))!;
-  await store.beginBroadcast(intent.id, intent.version, now, {
-    lease: { owner: "killed", ttlMs: leaseMs, now, keep: true },
-  });
-}
-
-/** Fails unless the intent is resolved or dead-lettered, saying how it went. */
-async function assertNotStranded(
-  store: Store,
-  retentionMs: number,
-  answers: string[],
-  last = "",
-) {
-  const intent = (await store.getIntent(job.intentId))!;
-  const letter = await store.getDeadLetter(`${job.intentId}/settle`);
-  assert.ok(
-    ["settled", "failed", "needs_review"].includes(intent.state) ||
-      letter !== null,
-    `stranded: ${intent.state}, no dead letter, with a retention of ${retentionMs} ms (${
-      answers.join(", ")
-    }${last})`,
-  );
-}
-
 for (
   const [name, backoff] of [
     ["the 10m retention 40s backoffs fit ten pushes in", "40s"],
@@ -138,28 +98,21 @@ for (
     const { ackDeadlineMs = 0, maxBackoffMs } = config.queues.pubsub;
     const stepMs = ackDeadlineMs + maxBackoffMs;
 
-    const answers: string[] = [];
-    for (let push = 1;; push++) {
-      clock.now = published + (push - 1) * stepMs;
-      if (clock.now - published >= retentionMs) {
-        answers.push(`expired before push ${push}`);
-        break;
-      }
-      if (push === policy.maxDeliveries) {
-        await killedMidSend(store, clock.now, leaseMs);
-      }
-      const res = await app.request(
-        "/v1/pubsub",
-        await pubsubPush("3001", "2026-12-05T10:00:00.000Z", undefined),
-      );
-      answers.push(`${push}: ${res.status}`);
-      await res.body?.cancel();
-      if (res.status === 204) break; // acked: done or poisoned
-    }
+    const { answers } = await pushesWhileRetained(app, {
+      clock,
+      published,
+      retentionMs,
+      stepMs,
+      messageId: "3001",
+      store,
+      killAt: policy.maxDeliveries,
+      leaseMs,
+    });
 
     await assertNotStranded(
       store,
-      retentionMs,
+      job.intentId,
+      `a retention of ${retentionMs} ms`,
       answers,
       `; last line: ${lines.at(-1)}`,
     );
@@ -184,28 +137,16 @@ Deno.test("a Pub/Sub retention the start-up check takes with a dead-letter polic
   const stepMs = ackDeadlineMs + maxBackoffMs;
   const g = await theGoogle();
 
-  const answers: string[] = [];
-  let acked = false;
-  for (let push = 1; push <= maxDeliveryAttempts; push++) {
-    clock.now = published + (push - 1) * stepMs;
-    if (clock.now - published >= retentionMs) {
-      answers.push(`expired before push ${push}`);
-      break;
-    }
-    if (push === maxDeliveryAttempts) {
-      await killedMidSend(store, clock.now, leaseMs);
-    }
-    const res = await app.request(
-      "/v1/pubsub",
-      await pubsubPush("3002", "2026-12-05T10:00:00.000Z", push),
-    );
-    answers.push(`${push}: ${res.status}`);
-    await res.body?.cancel();
-    if (res.status === 204) {
-      acked = true;
-      break;
-    }
-  }
+  const { answers, acked } = await pushesWhileRetained(app, {
+    clock,
+    published,
+    retentionMs,
+    stepMs,
+    messageId: "3002",
+    store,
+    killAt: maxDeliveryAttempts,
+    leaseMs,
+  }, { lastPush: maxDeliveryAttempts, attempts: true });
   assert.equal(answers.at(-1), `${maxDeliveryAttempts}: 503`, "a busy last");
   // The last attempt's push fails at worst after the ack deadline; only
   // then is the message forwarded, if it is still retained.
@@ -246,5 +187,10 @@ Deno.test("a Pub/Sub retention the start-up check takes with a dead-letter polic
     answers.push("expired before it was dead-lettered");
   }
 
-  await assertNotStranded(store, retentionMs, answers);
+  await assertNotStranded(
+    store,
+    job.intentId,
+    `a retention of ${retentionMs} ms`,
+    answers,
+  );
 });

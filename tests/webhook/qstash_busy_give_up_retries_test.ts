@@ -18,10 +18,13 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { failedRequest, QSTASH, signQStash } from "./_signing.ts";
+import {
+  assertNotStranded,
+  killedMidSend,
+  settlingService,
+} from "./_stranded.ts";
 
 const job = { intentId: "pi_0005", kind: "settle" } as const;
 const DAY_S = 86_400;
@@ -69,25 +72,11 @@ Deno.test("a QStash configuration the start-up check takes retries a busy give-u
   const config = loadConfig({ ...env, QSTASH_RETRIES: String(retries) });
   const { policy, leaseMs, clockSkewMs } = config;
 
-  const store = new MemoryStore();
-  await store.createIntent({
-    id: job.intentId,
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    [job.intentId]: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-  });
-  const clock = { now: 1_000_000 };
-  const app = createApp({
+  const { app, clock, store } = await settlingService(job.intentId, {
     log: () => {},
-    store,
-    sender,
     policy,
     leaseMs,
     clockSkewMs,
-    now: () => clock.now,
-    random: () => 0,
     qstash: QSTASH,
   });
   const body = JSON.stringify(job);
@@ -100,15 +89,7 @@ Deno.test("a QStash configuration the start-up check takes retries a busy give-u
       // A copy of the job (published again) on another instance found the
       // payment stuck a second ago, wrote ahead of its rescue and was
       // killed: its lease stands.
-      const intent = (await store.getIntent(job.intentId))!;
-      await store.beginBroadcast(intent.id, intent.version, clock.now - 1000, {
-        lease: {
-          owner: "killed",
-          ttlMs: leaseMs,
-          now: clock.now - 1000,
-          keep: true,
-        },
-      });
+      await killedMidSend(store, job.intentId, clock.now - 1000, leaseMs);
     }
     const res = await app.request("/v1/qstash", {
       method: "POST",
@@ -153,13 +134,10 @@ Deno.test("a QStash configuration the start-up check takes retries a busy give-u
     }
   }
 
-  const intent = (await store.getIntent(job.intentId))!;
-  const letter = await store.getDeadLetter(`${job.intentId}/settle`);
-  assert.ok(
-    ["settled", "failed", "needs_review"].includes(intent.state) ||
-      letter !== null,
-    `stranded: ${intent.state}, no dead letter, with QSTASH_RETRIES ${retries} (${
-      answers.join(", ")
-    })`,
+  await assertNotStranded(
+    store,
+    job.intentId,
+    `QSTASH_RETRIES ${retries}`,
+    answers,
   );
 });
