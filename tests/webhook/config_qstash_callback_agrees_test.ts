@@ -20,6 +20,7 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { parseFlags, schedule } from "../../tools/schedule.ts";
 import { QSTASH } from "./_signing.ts";
 import { runs } from "../_fc.ts";
+import { refusedSetting } from "./_config.ts";
 
 /**
  * QStash's waits before its retries, in seconds, as its docs tabulate
@@ -32,17 +33,6 @@ function callbackSpanMs(retries: number): number {
   let spanS = 0;
   for (let n = 1; n <= retries; n++) spanS += QSTASH_WAITS_S[n - 1] ?? 86_400;
   return spanS * 1000;
-}
-
-/** The setting `loadConfig` refuses `env` for, or `null`. */
-function refusedSetting(env: Record<string, string>): string | null {
-  try {
-    loadConfig(env);
-    return null;
-  } catch (error) {
-    if (error instanceof ConfigError) return error.setting;
-    throw error;
-  }
 }
 
 Deno.test("checkQueue() and deno task schedule stop a QStash queue early exactly when the service refuses QSTASH_RETRIES, with the same policy, LEASE, SENDER_TIMEOUT and CLOCK_SKEW", () => {

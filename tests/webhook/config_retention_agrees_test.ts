@@ -12,19 +12,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { checkQueue, definePolicy, type QueueLimits } from "../../mod.ts";
-import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { loadConfig } from "../../webhook/config.ts";
 import { runs } from "../_fc.ts";
-
-/** The setting `loadConfig` refuses `env` for, or `null`. */
-function refusedSetting(env: Record<string, string>): string | null {
-  try {
-    loadConfig(env);
-    return null;
-  } catch (error) {
-    if (error instanceof ConfigError) return error.setting;
-    throw error;
-  }
-}
+import { refusedSetting } from "./_config.ts";
 
 Deno.test("checkQueue() stops a Pub/Sub queue early exactly when the service refuses its retention or attempts, with the same policy, LEASE and CLOCK_SKEW", () => {
   const settings = fc.record({
