@@ -35,6 +35,34 @@ function callbackSpanMs(retries: number): number {
   return spanS * 1000;
 }
 
+/**
+ * The service's environment on QStash with `MAX_DELIVERIES`, `LEASE`,
+ * `CLOCK_SKEW` and `QSTASH_RETRIES` from `s` (`STUCK_AFTER` 1s), and
+ * `more`.
+ */
+function qstashEnv(
+  s: {
+    maxDeliveries: number;
+    leaseMs: number;
+    clockSkewMs: number;
+    retries: number;
+  },
+  more: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    SENDER_URL: "http://127.0.0.1:9000",
+    QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+    PUBLIC_URL: "https://relayer.example.test",
+    MAX_DELIVERIES: String(s.maxDeliveries),
+    STUCK_AFTER: "1s",
+    LEASE: `${s.leaseMs}ms`,
+    CLOCK_SKEW: `${s.clockSkewMs}ms`,
+    QSTASH_RETRIES: String(s.retries),
+    ...more,
+  };
+}
+
 Deno.test("checkQueue() and deno task schedule stop a QStash queue early exactly when the service refuses QSTASH_RETRIES, with the same policy, LEASE, SENDER_TIMEOUT and CLOCK_SKEW", () => {
   const settings = fc.record({
     maxDeliveries: fc.integer({ min: 1, max: 12 }),
@@ -52,18 +80,9 @@ Deno.test("checkQueue() and deno task schedule stop a QStash queue early exactly
   fc.assert(
     fc.property(settings, (s) => {
       const leaseMs = 2 * s.senderTimeoutMs + s.extraLeaseMs;
-      const env: Record<string, string> = {
-        SENDER_URL: "http://127.0.0.1:9000",
-        QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
-        QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
-        PUBLIC_URL: "https://relayer.example.test",
-        MAX_DELIVERIES: String(s.maxDeliveries),
-        STUCK_AFTER: "1s",
+      const env = qstashEnv({ ...s, leaseMs }, {
         SENDER_TIMEOUT: `${s.senderTimeoutMs}ms`,
-        LEASE: `${leaseMs}ms`,
-        CLOCK_SKEW: `${s.clockSkewMs}ms`,
-        QSTASH_RETRIES: String(s.retries),
-      };
+      });
       const setting = refusedSetting(env);
       // Only the queue's limits are compared here.
       fc.pre(setting === null || setting === "QSTASH_RETRIES");
@@ -132,17 +151,7 @@ Deno.test("the QSTASH_RETRIES a refusal asks for is taken: it covers MAX_DELIVER
   let named = 0;
   fc.assert(
     fc.property(settings, (s) => {
-      const env: Record<string, string> = {
-        SENDER_URL: "http://127.0.0.1:9000",
-        QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
-        QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
-        PUBLIC_URL: "https://relayer.example.test",
-        MAX_DELIVERIES: String(s.maxDeliveries),
-        STUCK_AFTER: "1s",
-        LEASE: `${s.leaseMs}ms`,
-        CLOCK_SKEW: `${s.clockSkewMs}ms`,
-        QSTASH_RETRIES: String(s.retries),
-      };
+      const env = qstashEnv(s);
       let message: string;
       try {
         loadConfig(env);
