@@ -14,7 +14,6 @@
  */
 
 import assert from "node:assert/strict";
-import net from "node:net";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { answeredSocket } from "../../store/_postgres_socket.ts";
@@ -24,74 +23,10 @@ import {
   postgresAvailable,
   postgresUrl,
 } from "../_postgres.ts";
-import { relayUrl } from "../_relay_url.ts";
+import { blackHole } from "../_black_hole.ts";
 
 /** The store's bound here (`connectionWaitMs`, and the socket's). */
 const BOUND_MS = 1_000;
-
-/**
- * A relay to `target` that, once `armed`, forwards the server's answers up
- * to the ReadyForQuery after its first ErrorResponse, then stops
- * forwarding and reading both ways on every connection, its sockets open;
- * connections made after are accepted and never forwarded. `replace()`
- * forwards new connections again (the held ones stay silent).
- */
-async function blackHole(target: string) {
-  const held = new Set<net.Socket>();
-  let holding = false;
-  let armed = false;
-  const hold = (socket: net.Socket) => {
-    socket.pause();
-    held.add(socket);
-  };
-  const relay = net.createServer((client) => {
-    client.on("error", () => {});
-    if (holding) return hold(client);
-    const { hostname, port } = new URL(target);
-    const server = net.connect(Number(port), hostname);
-    server.on("error", () => {});
-    server.on("close", () => client.destroy());
-    client.on("close", () => server.destroy());
-    client.on("data", (bytes: Uint8Array) => {
-      if (!held.has(client)) server.write(bytes);
-    });
-    let pending = new Uint8Array(0);
-    let failed = false;
-    server.on("data", (bytes: Uint8Array) => {
-      if (held.has(server)) return;
-      if (!armed) return void client.write(bytes);
-      const all = new Uint8Array(pending.length + bytes.length);
-      all.set(pending);
-      all.set(bytes, pending.length);
-      let at = 0;
-      while (at + 5 <= all.length) {
-        const end = at + 1 + new DataView(all.buffer, at + 1, 4).getUint32(0);
-        if (end > all.length) break;
-        failed ||= all[at] === 0x45; // 'E'
-        if (all[at] === 0x5a && failed) { // 'Z'
-          client.write(all.subarray(pending.length, end));
-          armed = false;
-          holding = true;
-          for (const socket of [client, server]) hold(socket);
-          return;
-        }
-        at = end;
-      }
-      client.write(bytes);
-      pending = all.subarray(at);
-    });
-  });
-  return {
-    url: await relayUrl(relay, target),
-    arm: () => void (armed = true),
-    replace: () => void (holding = false),
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of held) socket.destroy();
-        relay.close(() => resolve());
-      }),
-  };
-}
 
 Deno.test({
   name:
