@@ -12,11 +12,17 @@ import { hmacSignature } from "../../webhook/_auth.ts";
 
 const encoder = new TextEncoder();
 
-function base64url(bytes: Uint8Array | string, pad = false): string {
+/** `bytes` (a string's UTF-8) in base64url, unpadded unless `pad`. */
+export function base64url(bytes: Uint8Array | string, pad = false): string {
   const raw = typeof bytes === "string" ? encoder.encode(bytes) : bytes;
   const text = btoa(String.fromCharCode(...raw)).replaceAll("+", "-")
     .replaceAll("/", "_");
   return pad ? text : text.replace(/=+$/, "");
+}
+
+/** `value`'s JSON as a part of a JWT: base64url, unpadded. */
+export function jwtPart(value: unknown): string {
+  return base64url(JSON.stringify(value));
 }
 
 /** QStash's test keys. */
@@ -124,9 +130,25 @@ export const PUBSUB = {
   serviceAccount: "pusher@project.iam.gserviceaccount.com",
 } as const;
 
-/** Makes a key pair and a signer of Google-shaped OIDC tokens. */
-export async function fakeGoogle(): Promise<Google> {
-  const pair = await crypto.subtle.generateKey(
+/**
+ * The claims of a Google OIDC token the tests' Pub/Sub route takes (its
+ * audience, its service account, the email verified), issued at `nowS`
+ * (unix seconds) and valid for an hour.
+ */
+export function googleClaims(nowS: number) {
+  return {
+    iss: "https://accounts.google.com",
+    aud: PUBSUB.audience,
+    email: PUBSUB.serviceAccount,
+    email_verified: true,
+    iat: nowS,
+    exp: nowS + 3600,
+  };
+}
+
+/** A fresh RS256 (RSASSA-PKCS1-v1_5, 2048 bits, SHA-256) key pair, extractable. */
+export async function rsaKeyPair(): Promise<CryptoKeyPair> {
+  return await crypto.subtle.generateKey(
     {
       name: "RSASSA-PKCS1-v1_5",
       modulusLength: 2048,
@@ -136,6 +158,11 @@ export async function fakeGoogle(): Promise<Google> {
     true,
     ["sign", "verify"],
   );
+}
+
+/** Makes a key pair and a signer of Google-shaped OIDC tokens. */
+export async function fakeGoogle(): Promise<Google> {
+  const pair = await rsaKeyPair();
   const kid = "test-key-1";
   const publicJwk = {
     ...(await crypto.subtle.exportKey("jwk", pair.publicKey)),

@@ -20,7 +20,17 @@
 import assert from "node:assert/strict";
 import type { ScriptedSender } from "../../mod.ts";
 import { genericRequest, makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
-import { envelope, PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import {
+  base64url,
+  envelope,
+  googleClaims,
+  jwtPart,
+  PUBSUB,
+  QSTASH,
+  rsaKeyPair,
+  signHmac,
+  signQStash,
+} from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const authorized = {
@@ -30,11 +40,6 @@ const authorized = {
 } as const;
 const sends = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
 const encoder = new TextEncoder();
-
-function base64url(value: unknown): string {
-  return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_")
-    .replace(/=+$/, "");
-}
 
 /** Runs `fn` with the wall clock (`Date.now()` and `new Date()`) at `ms`. */
 async function atWallClock<T>(
@@ -259,48 +264,23 @@ Deno.test("Google tokens that name their key another way are 401 and write nothi
   const { app, writes } = await makeApp({ intents: [authorized] });
   const google = await theGoogle();
   const googleKid = (google.jwks[0] as { kid: string }).kid;
-  const pair = await crypto.subtle.generateKey(
-    {
-      name: "RSASSA-PKCS1-v1_5",
-      modulusLength: 2048,
-      publicExponent: new Uint8Array([1, 0, 1]),
-      hash: "SHA-256",
-    },
-    true,
-    ["sign", "verify"],
-  );
+  const pair = await rsaKeyPair();
   const forgerPublic = await crypto.subtle.exportKey("jwk", pair.publicKey);
-  const forgerPrivate = await crypto.subtle.exportKey("jwk", pair.privateKey);
-  const nowS = Math.floor(Date.now() / 1000);
-  const claims = {
-    iss: "https://accounts.google.com",
-    aud: PUBSUB.audience,
-    email: PUBSUB.serviceAccount,
-    email_verified: true,
-    iat: nowS,
-    exp: nowS + 3600,
-  };
+  const claims = googleClaims(Math.floor(Date.now() / 1000));
   /** The forger's RS256 token under `header`, an object or its JSON text. */
   const forged = async (header: Record<string, unknown> | string) => {
     const head = typeof header === "string"
-      ? btoa(header).replaceAll("+", "-").replaceAll("/", "_")
-        .replace(/=+$/, "")
-      : base64url({ alg: "RS256", typ: "JWT", ...header });
-    const input = `${head}.${base64url(claims)}`;
-    const key = await crypto.subtle.importKey(
-      "jwk",
-      forgerPrivate,
-      { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
-      false,
-      ["sign"],
-    );
+      ? base64url(header)
+      : jwtPart({ alg: "RS256", typ: "JWT", ...header });
+    const input = `${head}.${jwtPart(claims)}`;
     const mac = new Uint8Array(
-      await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key, encoder.encode(input)),
+      await crypto.subtle.sign(
+        "RSASSA-PKCS1-v1_5",
+        pair.privateKey,
+        encoder.encode(input),
+      ),
     );
-    return `${input}.${
-      btoa(String.fromCharCode(...mac)).replaceAll("+", "-")
-        .replaceAll("/", "_").replace(/=+$/, "")
-    }`;
+    return `${input}.${base64url(mac)}`;
   };
   const genuine = await google.token();
   const [, genuineClaims, genuineMac] = genuine.split(".");
@@ -314,7 +294,7 @@ Deno.test("Google tokens that name their key another way are 401 and write nothi
   add(
     "Google's token with its kid left out",
     `Bearer ${
-      base64url({ alg: "RS256", typ: "JWT" })
+      jwtPart({ alg: "RS256", typ: "JWT" })
     }.${genuineClaims}.${genuineMac}`,
   );
   add(

@@ -12,7 +12,15 @@ import assert from "node:assert/strict";
 import { sign } from "hono/jwt";
 import { KvStore } from "../../store/kv.ts";
 import { genericRequest, makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
-import { envelope, PUBSUB, QSTASH, signHmac, signQStash } from "./_signing.ts";
+import {
+  envelope,
+  googleClaims,
+  jwtPart,
+  PUBSUB,
+  QSTASH,
+  signHmac,
+  signQStash,
+} from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const authorized = {
@@ -20,11 +28,6 @@ const authorized = {
   state: "authorized",
   hold: "pending",
 } as const;
-
-function base64url(value: unknown): string {
-  return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_")
-    .replace(/=+$/, "");
-}
 
 Deno.test("a captured generic delivery is refused on another instance over the same store, after a restart, and past its window", async () => {
   using kv = await Deno.openKv(":memory:");
@@ -135,22 +138,15 @@ Deno.test("tokens with a bent algorithm, issuer or time are refused: alg none, H
   const google = await theGoogle();
   const key = google.jwks[0] as JsonWebKey & { kid: string; n: string };
   const nowS = Math.floor(Date.now() / 1000);
-  const claims = {
-    iss: "https://accounts.google.com",
-    aud: PUBSUB.audience,
-    email: PUBSUB.serviceAccount,
-    email_verified: true,
-    iat: nowS,
-    exp: nowS + 3600,
-  };
-  const unsigned = `${base64url({ alg: "none", typ: "JWT", kid: key.kid })}.${
-    base64url(claims)
+  const claims = googleClaims(nowS);
+  const unsigned = `${jwtPart({ alg: "none", typ: "JWT", kid: key.kid })}.${
+    jwtPart(claims)
   }`;
   // The classic confusion: the public key's bytes as an HMAC secret.
   const asSecret = async (secret: string) => {
     const [, payload, mac] = (await sign(claims, secret, "HS256")).split(".");
     return `${
-      base64url({ alg: "HS256", typ: "JWT", kid: key.kid })
+      jwtPart({ alg: "HS256", typ: "JWT", kid: key.kid })
     }.${payload}.${mac}`;
   };
   const pushes: [string, string][] = [
@@ -183,7 +179,7 @@ Deno.test("tokens with a bent algorithm, issuer or time are refused: alg none, H
   const qstash: [string, string][] = [
     [
       "alg none",
-      `${base64url({ alg: "none", typ: "JWT" })}.${qstashClaims}.`,
+      `${jwtPart({ alg: "none", typ: "JWT" })}.${qstashClaims}.`,
     ],
     [
       "issuer 'upstash'",
