@@ -1,0 +1,42 @@
+/**
+ * Every entry point deno.json exports is named where the docs list the
+ * package's entry points: README.md's "Entry points:" line, and the
+ * `package.json` docs/api.md ("From Node") has a Node project pack the
+ * clone into, whose `exports` must be deno.json's, or an import of the
+ * missing one fails in that project.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+
+const ROOT = new URL("../", import.meta.url);
+const config = JSON.parse(
+  await Deno.readTextFile(new URL("deno.json", ROOT)),
+) as { exports: Record<string, string> };
+
+Deno.test("README.md's entry points line names every entry point deno.json exports", async () => {
+  const readme = await Deno.readTextFile(new URL("README.md", ROOT));
+  const start = readme.indexOf("Entry points:");
+  assert.ok(start >= 0, "README.md has no line beginning 'Entry points:'");
+  // The list runs to the end of its sentence.
+  const list = readme.slice(start, readme.indexOf(".\n", start));
+  const named = new Set(
+    [...list.matchAll(/`([^`]+)`/g)].map(([, name]) =>
+      name!.replace(/^@relayer\/poison/, "")
+    ),
+  );
+  const missing = Object.keys(config.exports)
+    .map((path) => path.replace(/^\./, ""))
+    .filter((path) => !named.has(path));
+  assert.deepEqual(missing, [], `README.md's entry points line: ${list}`);
+});
+
+Deno.test("docs/api.md's package.json for npm exports what deno.json exports", async () => {
+  const api = await Deno.readTextFile(new URL("docs/api.md", ROOT));
+  const blocks = [...api.matchAll(/```json\n([\s\S]*?)```/g)]
+    .map(([, text]) => JSON.parse(text!) as { exports?: unknown })
+    .filter((json) => json.exports !== undefined);
+  assert.equal(blocks.length, 1, "docs/api.md's package.json blocks");
+  assert.deepEqual(blocks[0]!.exports, config.exports);
+});
