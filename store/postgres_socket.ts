@@ -34,6 +34,7 @@
  * @module
  */
 
+import { MAX_TIMER_MS } from "../policy/_validate.ts";
 import { type AnsweredSocket, answeredSocket } from "./_postgres_socket.ts";
 
 export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
@@ -59,13 +60,15 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * 6 s of the relay being replaced; on one given this, the first read did.
  *
  * @param answerMs How long a write may go with nothing read back, in ms
- *   (a positive whole number): the store's `connectionWaitMs`.
+ *   (a whole number from 1 to 2147483647, as a longer timer fires at
+ *   once): the store's `connectionWaitMs`.
  * @param onCut Told, in one line, of each connection so closed (what may
  *   have caused it, and where to look); nothing by default.
  * @returns `{ socket }`, to spread into postgres.js's options. Its
  *   `socket.closed(ms)` resolves once every socket it made has closed (or
  *   after `ms`), for a stop that must leave no timer behind.
- * @throws {RangeError} If `answerMs` is not a positive whole number.
+ * @throws {RangeError} If `answerMs` is not a whole number from 1 to
+ *   2147483647.
  *
  * @example A client whose pool comes back after a partition
  * ```ts
@@ -91,9 +94,13 @@ export function answeredSocketOption(
   answerMs = 10_000,
   onCut: (line: string) => void = () => {},
 ): { socket: AnsweredSocket } {
-  if (!Number.isSafeInteger(answerMs) || answerMs <= 0) {
+  // A longer timer fires at once: every write's watch would cut its
+  // connection.
+  if (
+    !Number.isSafeInteger(answerMs) || answerMs < 1 || answerMs > MAX_TIMER_MS
+  ) {
     throw new RangeError(
-      `Cannot make the PostgreSQL socket as 'answerMs' must be a positive whole number of milliseconds (give it the store's connectionWaitMs, 10000 by default): current value is ${
+      `Cannot make the PostgreSQL socket as 'answerMs' must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS} (give it the store's connectionWaitMs, 10000 by default): current value is ${
         String(answerMs)
       }`,
     );

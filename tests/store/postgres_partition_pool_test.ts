@@ -112,15 +112,19 @@ Deno.test({
   },
 });
 
-Deno.test("answeredSocketOption refuses a bound that is not a positive whole number of ms, saying what to give", () => {
-  for (const bad of [0, -1, 1.5, Number.NaN, Infinity]) {
+Deno.test("answeredSocketOption refuses a bound that is not a whole number of ms from 1 to 2147483647, saying what to give", () => {
+  // Past 2147483647 ms a timer fires at once: each write's watch would
+  // cut a connection whose server answers in a few ms.
+  for (const bad of [0, -1, 1.5, Number.NaN, Infinity, 2 ** 31, 1e12]) {
     assert.throws(
       () => answeredSocketOption(bad),
       (error: unknown) =>
         error instanceof RangeError &&
-        /^Cannot make the PostgreSQL socket as 'answerMs' must be a positive whole number of milliseconds \(give it the store's connectionWaitMs/
+        /^Cannot make the PostgreSQL socket as 'answerMs' must be a whole number of milliseconds from 1 to 2147483647 \(give it the store's connectionWaitMs, 10000 by default\): current value is /
           .test(error.message),
+      String(bad),
     );
   }
   assert.equal(typeof answeredSocketOption().socket, "function");
+  assert.equal(typeof answeredSocketOption(2 ** 31 - 1).socket, "function");
 });
