@@ -10,7 +10,8 @@
  * belongs in `main.ts` and the tools, Node's APIs in the adapters and
  * tools, none of which are in these graphs. The stores' own entry points
  * (`store/kv.ts` over `@deno/kv`, `store/postgres.ts`,
- * `store/kv_to_postgres.ts`) and `testing/store_contract.ts` run on Node
+ * `store/postgres_socket.ts`, `store/kv_to_postgres.ts`) and
+ * `testing/store_contract.ts` run on Node
  * and Bun too (and PostgresStore on Workers), so their graphs name no
  * `Deno` either: the runtime checks run the store contract there, which
  * reaches neither a refusal's message nor a lost connection's handling.
@@ -268,6 +269,7 @@ Deno.test("the module graphs of mod.ts, webhook/app.ts and cloudflare/queue_hand
 const DENO_FREE = [
   "store/kv.ts",
   "store/postgres.ts",
+  "store/postgres_socket.ts",
   "store/kv_to_postgres.ts",
   "testing/store_contract.ts",
 ];
@@ -294,6 +296,20 @@ Deno.test("the module graphs of the stores' entry points and testing/store_contr
       }`,
     );
   }
+});
+
+Deno.test("store/postgres.ts, which a Worker runs, imports no node:* module: the socket of @relayer/poison/postgres-socket (node:net) stays out of the Worker's graph", async () => {
+  const graph = await graphOf("store/postgres.ts");
+  const files = localFiles(graph);
+  for (
+    const socket of ["store/postgres_socket.ts", "store/_postgres_socket.ts"]
+  ) {
+    assert.ok(
+      !files.includes(socket),
+      `store/postgres.ts's graph has ${socket}`,
+    );
+  }
+  assert.deepEqual(await nodeImportsIn(graph), []);
 });
 
 Deno.test("the portable rules find Deno in code, and only there", () => {
