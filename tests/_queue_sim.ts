@@ -1071,7 +1071,9 @@ function leastRetention(
  * retention alone bounds a job: no dead-letter policy, the least
  * retention the start check takes (less `tight.shiftMs`, for a twin of
  * the check), Pub/Sub as slow as it may be, the event at the policy's
- * last deliveries.
+ * last deliveries; in half the runs a step within the busy wait and a
+ * `LEASE` (raised where needed) that puts the need past Pub/Sub's 10 min
+ * floor, where the retention's room for that wait alone saves the job.
  */
 export function acceptedEventScenario(
   kind: Kind,
@@ -1100,6 +1102,9 @@ export function acceptedEventScenario(
       }),
       { freq: 2 },
     ),
+    // With `tight`, where a Pub/Sub step is within a busy wait: the
+    // retention's room for that wait is what then bounds the job.
+    tightStep: fc.double({ min: 0, max: 1, noNaN: true }),
     killed: fc.boolean(),
     fromQueue: fc.boolean(),
     slowest: fc.boolean(),
@@ -1117,6 +1122,7 @@ export function acceptedEventScenario(
         retries,
         backoff,
         retention,
+        tightStep,
         killed,
         fromQueue,
         slowest,
@@ -1142,6 +1148,37 @@ export function acceptedEventScenario(
       if (queue.kind === "pubsub" && tight !== undefined) {
         const { maxDeliveryAttempts: _, ...rest } = queue;
         queue = rest;
+        // Half the runs where the retention's room for a busy wait is
+        // what bounds the job: a step (the ack deadline and the longest
+        // backoff) within that wait, so the push after a busy last one
+        // comes before the wait ends, and a least retention above
+        // Pub/Sub's 10 min floor (which would leave room of its own).
+        if (tightStep < 0.5) {
+          const n = base.policy.maxDeliveries;
+          const floorMs = 600_000;
+          // The lease raised (it may be) so that n steps and one wait can
+          // pass the floor with each step within the wait.
+          const leaseMs = Math.max(
+            settings.leaseMs,
+            Math.ceil(floorMs / (n + 1)) + 1000,
+          );
+          settings = { ...settings, leaseMs };
+          const busyMs = leaseMs + 2 * settings.clockSkewMs;
+          const ackMs = 2 * settings.senderTimeoutMs + 5000;
+          // Past floor / (n + 1): the push after the wait comes after a
+          // least retention of the floor too.
+          const lowMs = Math.max(ackMs, floorMs / (n + 1));
+          const stepMs = lowMs + 2 * tightStep * Math.max(0, busyMs - lowMs);
+          const maxBackoffMs = Math.min(
+            600_000,
+            Math.max(1000, Math.floor(stepMs - ackMs)),
+          );
+          queue = {
+            ...queue,
+            minBackoffMs: Math.min(queue.minBackoffMs ?? 10_000, maxBackoffMs),
+            maxBackoffMs,
+          };
+        }
         retention = "least";
         slowest = true;
         fromQueue = false;

@@ -236,6 +236,30 @@ Deno.test("least-retention property catches a start check that leaves no room fo
   );
 });
 
+Deno.test("least-retention scenarios reach the corner a retention need without LEASE misses: 1 run in 40 or more strands", async () => {
+  // The retention such a check would take: LEASE less, its 2 × CLOCK_SKEW
+  // kept (the check's own terms, one left out). A property that strands
+  // in fewer runs than this catches it only now and then.
+  const noLease = fc.sample(
+    acceptedEventScenario("pubsub", busyBound, {
+      shiftMs: (settings) => settings.leaseMs,
+    }),
+    { numRuns: 400, seed: 62 },
+  );
+  let stranded = 0;
+  for (const scenario of noLease) {
+    const report = await simulateQueue(
+      scenario,
+      modelOf(scenario.queue, scenario.policy, scenario.slowest),
+    );
+    if (report.stranded.length + report.unresolved.length > 0) stranded++;
+  }
+  assert.ok(
+    stranded * 40 >= noLease.length,
+    `${stranded} of ${noLease.length}`,
+  );
+});
+
 Deno.test("simulateQueue() on pubsub: an hour's outage drops a message whose retention ends before its dead-letter policy's last attempt, and not one past it (docs/queues.md)", async () => {
   const policy = definePolicy({
     maxDeliveries: 3,
