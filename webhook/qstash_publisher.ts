@@ -239,9 +239,10 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
         "upstash-method": "POST",
         "upstash-retries": String(retries),
         "upstash-failure-callback": failureCallback,
-        // The failure callback's retries, which QStash's docs leave
-        // unsaid where none is given: as many as the message's, which the
-        // start-up check counts against a give-up answered busy.
+        // The failure callback's retries (QStash's `Upstash-Failure-Callback-`
+        // prefix on a message header): as many as the message's, said
+        // outright, which the start-up check counts against a give-up
+        // answered busy.
         "upstash-failure-callback-retries": String(retries),
       };
       if (deduplicationId) {
