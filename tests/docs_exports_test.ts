@@ -40,3 +40,26 @@ Deno.test("docs/api.md's package.json for npm exports what deno.json exports", a
   assert.equal(blocks.length, 1, "docs/api.md's package.json blocks");
   assert.deepEqual(blocks[0]!.exports, config.exports);
 });
+
+Deno.test("CI lints and renders the docs of every entry point deno.json exports, and deno task check checks each", async () => {
+  const entries = Object.values(config.exports).map((file) =>
+    file.replace(/^\.\//, "")
+  );
+  const ci = await Deno.readTextFile(new URL(".ci/run", ROOT));
+  const docLines = ci.split("\n").filter((line) =>
+    /^(if )?"\$\{DENO\[@\]\}" doc /.test(line)
+  );
+  assert.equal(docLines.length, 2, `.ci/run's deno doc lines:\n${docLines}`);
+  const task = (config as unknown as { tasks: { check: { command: string } } })
+    .tasks.check.command;
+  const lists: [string, string][] = [
+    [".ci/run's deno doc --lint", docLines[0]!],
+    [".ci/run's check for a raw {@inheritDoc}", docLines[1]!],
+    ["deno task check", task],
+  ];
+  for (const [what, line] of lists) {
+    const files = new Set(line.split(/\s+/));
+    const missing = entries.filter((file) => !files.has(file));
+    assert.deepEqual(missing, [], `${what} leaves out: ${line}`);
+  }
+});
