@@ -69,6 +69,7 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  *   after `ms`), for a stop that must leave no timer behind.
  * @throws {RangeError} If `answerMs` is not a whole number from 1 to
  *   2147483647.
+ * @throws {TypeError} If `onCut` is given and is not a function.
  *
  * @example A client whose pool comes back after a partition
  * ```ts
@@ -102,6 +103,14 @@ export function answeredSocketOption(
     throw new RangeError(
       `Cannot make the PostgreSQL socket as 'answerMs' must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS} (give it the store's connectionWaitMs, 10000 by default): current value is ${
         String(answerMs)
+      }`,
+    );
+  }
+  // Called first at a cut, in a timer: a TypeError there ends the process.
+  if (typeof onCut !== "function") {
+    throw new TypeError(
+      `Cannot make the PostgreSQL socket as 'onCut' must be a function taking one line (such as line => console.error(line)), or left out: current value is ${
+        onCut === null ? "null" : typeof onCut
       }`,
     );
   }

@@ -128,3 +128,20 @@ Deno.test("answeredSocketOption refuses a bound that is not a whole number of ms
   assert.equal(typeof answeredSocketOption().socket, "function");
   assert.equal(typeof answeredSocketOption(2 ** 31 - 1).socket, "function");
 });
+
+Deno.test("answeredSocketOption refuses an onCut that is not a function at once, not at the first cut (in a timer, where it would end the process)", () => {
+  for (const bad of [null, "relayer", { log: () => {} }]) {
+    assert.throws(
+      () => answeredSocketOption(10_000, bad as unknown as () => void),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        /^Cannot make the PostgreSQL socket as 'onCut' must be a function taking one line \(such as line => console\.error\(line\)\), or left out: current value is /
+          .test(error.message),
+      String(bad),
+    );
+  }
+  assert.equal(
+    typeof answeredSocketOption(10_000, undefined).socket,
+    "function",
+  );
+});
