@@ -84,8 +84,16 @@ export function answeredSocket(
   // waits for none to be left.
   const live = new Set<net.Socket>();
   const drained = new Set<() => void>();
-  const make = ({ host, port }: { host: string[]; port: number[] }) => {
-    const raw = net.connect(port[0]!, host[0]!);
+  // The client's hosts, each connect to the next in turn. postgres.js
+  // 3.4.9 moves to its next host at each connect of its own socket; given
+  // this one it opens none, and it swallows a connect error while another
+  // host is listed, so a first host that was down held every query.
+  let turn = 0;
+  const make = (options: { host: string[]; port: number[] }) => {
+    const at = turn++ % Math.max(1, options.host.length);
+    const host = options.host[at]!;
+    const port = options.port[at] ?? options.port[0]!;
+    const raw = net.connect(port, host);
     live.add(raw);
     let silent: ReturnType<typeof setTimeout> | undefined;
     // Whether this connection is postgres.js's to cancel a query (its
@@ -147,9 +155,7 @@ export function answeredSocket(
             idle++;
           }
           onCut(
-            `PostgreSQL sent nothing for ${answerMs}ms after the client wrote to it: the connection to ${
-              host[0]
-            }:${port[0]} was closed${
+            `PostgreSQL sent nothing for ${answerMs}ms after the client wrote to it: the connection to ${host}:${port} was closed${
               idle === 0 ? "" : `, and the ${idle} idle with it`
             }: the network to it looks cut (a partition, or a failover whose old address stopped answering), or a statement waited that long for its answer (a read behind a table lock, which a schema change, VACUUM FULL or LOCK TABLE holds: see pg_stat_activity, wait_event_type 'Lock'; or in a pooler's queue for a server connection: PgBouncer's SHOW POOLS, cl_waiting)`,
           );
@@ -240,9 +246,7 @@ export function answeredSocket(
       ) {
         failure = Object.assign(
           new Error(
-            `${host[0]}:${
-              port[0]
-            } closed the connection before answering its startup: no PostgreSQL answered there (a proxy whose database is down?)`,
+            `${host}:${port} closed the connection before answering its startup: no PostgreSQL answered there (a proxy whose database is down?)`,
           ),
           { code: "ECONNRESET" },
         );
@@ -270,7 +274,7 @@ export function answeredSocket(
       return socket;
     };
     // postgres.js names the host to TLS by it (SNI, the certificate check).
-    socket.host = host[0]!;
+    socket.host = host;
     return socket;
   };
   return Object.assign(make, {
