@@ -84,16 +84,21 @@ export function answeredSocket(
   // waits for none to be left.
   const live = new Set<net.Socket>();
   const drained = new Set<() => void>();
-  // The client's hosts, each connect to the next in turn. postgres.js
-  // 3.4.9 moves to its next host at each connect of its own socket; given
-  // this one it opens none, and it swallows a connect error while another
-  // host is listed, so a first host that was down held every query.
-  let turn = 0;
+  // The client's hosts: each connection goes to the one in use, and the
+  // next is used once a connect to it fails. postgres.js 3.4.9 moves on
+  // at each connect of its own socket; given this one it opens none, and
+  // it swallows a connect error while another host is listed, so a first
+  // host that was down held every query. A first host that answers keeps
+  // every connection (a standby listed second gets none).
+  let current = 0;
   const make = (options: { host: string[]; port: number[] }) => {
-    const at = turn++ % Math.max(1, options.host.length);
+    const hosts = Math.max(1, options.host.length);
+    const at = current % hosts;
     const host = options.host[at]!;
     const port = options.port[at] ?? options.port[0]!;
     const raw = net.connect(port, host);
+    let reached = false;
+    raw.once("connect", () => reached = true);
     live.add(raw);
     let silent: ReturnType<typeof setTimeout> | undefined;
     // Whether this connection is postgres.js's to cancel a query (its
@@ -221,6 +226,8 @@ export function answeredSocket(
     // The first error is the one that says why: a refused connect is
     // followed by "Socket closed before the connection was established".
     raw.on("error", (error) => {
+      // Not reached: the next connection tries the next host.
+      if (!reached && current % hosts === at) current = at + 1;
       // Over TLS the TLS socket listens here and hands an error on to
       // postgres.js, which took its listeners off as the TLS socket
       // closed: a reset met after that was an uncaught ECONNRESET, which

@@ -5,7 +5,8 @@
  * none of its own, and it swallows a connect error while another host is
  * listed. `answeredSocketOption`'s socket, which opened the first host
  * only, left every query waiting for good where that host was down. It
- * goes to the listed hosts in turn, as postgres.js does.
+ * moves to the next host once a connect fails, and a first host that
+ * answers keeps every connection.
  *
  * @module
  */
@@ -70,6 +71,44 @@ Deno.test({
         await sql.end({ timeout: 0 });
         await answered.socket.closed(5_000);
       }
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a client given answeredSocketOption and two hosts, the first up, keeps every connection on the first: a second host that never answers gets none",
+  ignore: !postgresAvailable,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    // The second host takes connections and never says a word (a standby
+    // behind a balancer that hangs, say): a connection sent there waits.
+    const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const taken: Deno.Conn[] = [];
+    const accepting = (async () => {
+      for await (const conn of silent) taken.push(conn);
+    })();
+    const hosts = `${url.host},127.0.0.1:${(silent.addr as Deno.NetAddr).port}`;
+    const answered = answeredSocketOption(5_000);
+    const sql = postgres(url.href.replace(url.host, hosts), {
+      max: 3,
+      onnotice: () => {},
+      max_lifetime: null,
+      ...answered,
+    } as postgres.Options<Record<string, never>>);
+    try {
+      // Three at once: the pool opens three connections.
+      const answers = await Promise.all(
+        [0, 1, 2].map(() => selectOne(sql, 3_000)),
+      );
+      assert.deepEqual(answers, ["one: 1", "one: 1", "one: 1"]);
+      assert.equal(taken.length, 0, "connections sent to the second host");
+    } finally {
+      await sql.end({ timeout: 0 });
+      await answered.socket.closed(5_000);
+      silent.close();
+      await accepting.catch(() => {});
+      for (const conn of taken) conn.close();
     }
   },
 });
