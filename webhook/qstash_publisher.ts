@@ -119,8 +119,9 @@ export interface Publisher {
  * `Upstash-Failure-Callback: PUBLIC_URL/v1/qstash/failed`, so a job QStash
  * gives up on is still resolved, and with
  * `Upstash-Failure-Callback-Retries: retries`, so the callback is retried
- * as often as the message (as `checkQueue` and the start-up check count it). A deduplication id goes out as its hex
- * SHA-256 (`Upstash-Deduplication-Id`): QStash refuses one with a colon,
+ * as often as the message (as `checkQueue` and the start-up check count
+ * it). A deduplication id goes out as its hex SHA-256
+ * (`Upstash-Deduplication-Id`): QStash refuses one with a colon,
  * which a redrive's `<jobId>:<version>` has. Building it does no I/O.
  *
  * A publish is one request, never retried here, not even by the runtime
