@@ -8,7 +8,6 @@
  */
 
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import {
   checkQueue,
@@ -39,6 +38,7 @@ import {
   pubsubAckDeadline,
 } from "../../webhook/config.ts";
 import { catches, runs } from "../_fc.ts";
+import { runSchedule } from "./_schedule_cli.ts";
 import { count, marks } from "../_svg.ts";
 
 const root = new URL("../../", import.meta.url);
@@ -399,27 +399,7 @@ Deno.test("parseFlags() names the flag at fault in one line", () => {
 });
 
 /** Runs `tools/schedule.ts` with `args` as a user would; returns what it printed. */
-async function run(
-  args: readonly string[],
-  permissions: readonly string[] = [],
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--config",
-      fileURLToPath(new URL("deno.json", root)),
-      ...permissions,
-      "tools/schedule.ts",
-      ...args,
-    ],
-    cwd: root,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
-}
+const run = runSchedule;
 
 Deno.test("tools/schedule.ts prints the default schedule and exits 0: OK", async () => {
   const { code, stdout, stderr } = await run([]);

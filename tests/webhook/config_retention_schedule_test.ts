@@ -9,11 +9,9 @@
  */
 
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { parseDuration } from "../../mod.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
-
-const root = new URL("../../", import.meta.url);
+import { runSchedule } from "../tools/_schedule_cli.ts";
 
 const pubsub = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -35,21 +33,8 @@ function refusal(env: Record<string, string>): ConfigError {
 
 /** Runs the schedule task's script with `args`, as `deno task schedule` does. */
 async function schedule(args: readonly string[]) {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--config",
-      fileURLToPath(new URL("deno.json", root)),
-      "tools/schedule.ts",
-      ...args,
-    ],
-    cwd: root,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, out: text.decode(stdout) + text.decode(stderr) };
+  const { code, stdout, stderr } = await runSchedule(args);
+  return { code, out: stdout + stderr };
 }
 
 const cases: Record<string, string>[] = [

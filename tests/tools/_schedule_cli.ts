@@ -1,0 +1,43 @@
+/**
+ * `tools/schedule.ts` run as a user runs it (`deno task schedule`), for
+ * the tests of its command line (schedule_test.ts) and of the command a
+ * service's refusal prints (config_retention_schedule_test.ts).
+ *
+ * @module
+ */
+
+import { fileURLToPath } from "node:url";
+
+const root = new URL("../../", import.meta.url);
+
+/**
+ * Runs `tools/schedule.ts` with `args` (and `permissions`, none unless
+ * given) from the repository's root; returns its exit code and what it
+ * printed.
+ *
+ * @example The default schedule
+ * ```ts ignore
+ * const { code, stdout } = await runSchedule([]);
+ * ```
+ */
+export async function runSchedule(
+  args: readonly string[],
+  permissions: readonly string[] = [],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--config",
+      fileURLToPath(new URL("deno.json", root)),
+      ...permissions,
+      "tools/schedule.ts",
+      ...args,
+    ],
+    cwd: root,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+}
