@@ -59,7 +59,10 @@ export function qstashCallbackShort(queue: CallbackLimits): boolean {
   return qstashCallbackSpanMs(queue.retries) <= busyGiveUpMs(queue);
 }
 
-/** The fewest retries (up to 100) whose callback outlasts a busy give-up; `Infinity` if none. */
+/**
+ * The fewest retries, from `queue.retries` up to 100, whose failure
+ * callback outlasts a busy give-up; `Infinity` if none.
+ */
 export function qstashRetriesNeed(queue: CallbackLimits): number {
   for (let retries = queue.retries; retries <= 100; retries++) {
     if (!qstashCallbackShort({ ...queue, retries })) return retries;

@@ -236,7 +236,10 @@ export interface Relayer {
    * answers busy and waits up to `leaseMs` + 2 × `clockSkewMs`.
    */
   readonly leaseMs: number;
-  /** How far apart the instances' clocks may be, in milliseconds (`RelayerOptions.clockSkewMs`). */
+  /**
+   * How far apart the instances' clocks may be, in milliseconds
+   * (`RelayerOptions.clockSkewMs`).
+   */
   readonly clockSkewMs: number;
   /**
    * Runs one delivery of `job`.

@@ -7,9 +7,9 @@
  * the next delivery after the answer's `Retry-After`, and once
  * `Upstash-Retries` retries are spent, the message's failure callback,
  * signed too, retried as a message is (`Upstash-Failure-Callback-Retries`
- * times, else as often as the message). QStash's own backoff (an answer without `Retry-After`, a
- * connection refused) is shortened to at most a minute. Its console, plan
- * caps, schedules and DLQ are not modelled.
+ * times, else as often as the message). QStash's own backoff (an answer
+ * without `Retry-After`, a connection refused) is shortened to at most a
+ * minute. Its console, plan caps, schedules and DLQ are not modelled.
  *
  * `deno task qstash-local` (port 8080, or `PORT`) prints the settings to
  * start the service with.
@@ -31,7 +31,10 @@ export interface LocalDelivery {
   readonly retried: number;
   /** The answer's status, or 0 when no answer came (refused, reset). */
   readonly status: number;
-  /** The wait before the next delivery (or call), or `null` when there is none. */
+  /**
+   * The wait before the next delivery (or failure-callback call), or
+   * `null` when there is none.
+   */
   readonly nextInMs: number | null;
 }
 
