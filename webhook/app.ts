@@ -2450,8 +2450,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     }, claim);
   });
 
-  // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
-  /** Whether a dead-letter subscription's own dead-letter policy may be logged now. */
+  /**
+   * Whether a dead-letter subscription's own dead-letter policy may be
+   * logged now.
+   */
   const ownDeadLetterLogDue = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
 
   /**
@@ -2478,6 +2480,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
 
+  // A push subscription on the dead-letter topic: Pub/Sub gave up on a job.
   app.post("/v1/pubsub/dead-letter", async (c) => {
     const push = await receivePush(c, verifyPubSubDeadLetter, {
       name: "POST /v1/pubsub/dead-letter",
