@@ -41,10 +41,7 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
-import {
-  DEFAULT_QUEUE_CLOCK_SKEW_MS,
-  DEFAULT_QUEUE_LEASE_MS,
-} from "../policy/_retention.ts";
+import { busyWaitMs } from "../policy/_retention.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 
@@ -414,14 +411,13 @@ function retentionSeconds(
 function longestWaitSeconds(relayer: Relayer, attempt: number): number {
   const { baseMs, capMs } = relayer.policy;
   // A relayer of another make may not say its lease: the defaults, then.
-  const leaseMs = typeof relayer.leaseMs === "number"
-    ? relayer.leaseMs
-    : DEFAULT_QUEUE_LEASE_MS;
-  const skewMs = typeof relayer.clockSkewMs === "number"
-    ? relayer.clockSkewMs
-    : DEFAULT_QUEUE_CLOCK_SKEW_MS;
+  const { leaseMs, clockSkewMs } = relayer;
+  const busyMs = busyWaitMs({
+    leaseMs: typeof leaseMs === "number" ? leaseMs : undefined,
+    clockSkewMs: typeof clockSkewMs === "number" ? clockSkewMs : undefined,
+  });
   return delaySecondsOf(
-    Math.max(outageDelayMs(attempt, baseMs, capMs), leaseMs + 2 * skewMs),
+    Math.max(outageDelayMs(attempt, baseMs, capMs), busyMs),
   );
 }
 

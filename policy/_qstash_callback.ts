@@ -5,10 +5,7 @@
  * @module
  */
 
-import {
-  DEFAULT_QUEUE_CLOCK_SKEW_MS,
-  DEFAULT_QUEUE_LEASE_MS,
-} from "./_retention.ts";
+import { busyWaitMs } from "./_retention.ts";
 
 /** QStash waits at most a day before a retry. */
 const QSTASH_MAX_BACKOFF_S = 86_400;
@@ -41,22 +38,13 @@ export function qstashCallbackSpanMs(retries: number): number {
 }
 
 /**
- * The longest a give-up is answered busy: behind another delivery's lease
- * (one killed mid-send holds it), `leaseMs` + 2 × `clockSkewMs` (30000 and
- * 5000 when absent, the relayer's defaults).
- */
-export function busyGiveUpMs(queue: CallbackLimits): number {
-  return (queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS) +
-    2 * (queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS);
-}
-
-/**
  * Whether QStash's retries of a failure callback may all come while a
- * give-up is answered busy (a busy give-up sends no `Retry-After`): the
- * callback then ends in QStash's DLQ, and its intent is stranded.
+ * give-up is answered busy ({@linkcode busyWaitMs}; a busy give-up sends
+ * no `Retry-After`): the callback then ends in QStash's DLQ, and its
+ * intent is stranded.
  */
 export function qstashCallbackShort(queue: CallbackLimits): boolean {
-  return qstashCallbackSpanMs(queue.retries) <= busyGiveUpMs(queue);
+  return qstashCallbackSpanMs(queue.retries) <= busyWaitMs(queue);
 }
 
 /**

@@ -27,6 +27,25 @@ export const DEFAULT_QUEUE_CLOCK_SKEW_MS = 5_000;
  */
 export const DEFAULT_QUEUE_ACK_DEADLINE_MS = 10_000;
 
+/**
+ * The longest a delivery (or a give-up) is answered busy behind another
+ * delivery's lease (one killed mid-send holds it): `leaseMs` + 2 ×
+ * `clockSkewMs`, 30000 and 5000 when absent, the relayer's defaults.
+ *
+ * ```ts ignore
+ * busyWaitMs({}); // 40_000
+ * ```
+ */
+export function busyWaitMs(
+  limits: {
+    readonly leaseMs?: number | undefined;
+    readonly clockSkewMs?: number | undefined;
+  },
+): number {
+  return (limits.leaseMs ?? DEFAULT_QUEUE_LEASE_MS) +
+    2 * (limits.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS);
+}
+
 /** The Pub/Sub limits the retention rule reads. */
 export interface RetentionLimits {
   readonly maxBackoffMs: number;
@@ -77,9 +96,7 @@ export function retentionNeedMs(
   queue: RetentionLimits,
   maxDeliveries: number,
 ): number {
-  return maxDeliveries * retentionStepMs(queue) +
-    (queue.leaseMs ?? DEFAULT_QUEUE_LEASE_MS) +
-    2 * (queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS);
+  return maxDeliveries * retentionStepMs(queue) + busyWaitMs(queue);
 }
 
 /**

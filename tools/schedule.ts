@@ -29,13 +29,13 @@
 // deno-lint-ignore-file no-console
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
 import {
-  busyGiveUpMs,
   qstashCallbackShort,
   qstashCallbackSpanMs,
   qstashDefaultRetries,
   qstashRetriesNeed,
 } from "../policy/_qstash_callback.ts";
 import {
+  busyWaitMs,
   DEFAULT_QUEUE_ACK_DEADLINE_MS,
   DEFAULT_QUEUE_CLOCK_SKEW_MS,
   DEFAULT_QUEUE_LEASE_MS,
@@ -588,7 +588,7 @@ export function callbackShortText(
   }, within ${
     formatDuration(qstashCallbackSpanMs(queue.retries))
   } on its own backoff, while a give-up may be answered busy behind another's lease for up to ${
-    formatDuration(busyGiveUpMs(queue))
+    formatDuration(busyWaitMs(queue))
   } (${formatDuration(leaseMs)} + 2 × ${
     formatDuration(clockSkewMs)
   }): it ends in QStash's DLQ, and its intent is stranded; ${

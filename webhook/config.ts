@@ -46,12 +46,12 @@ import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import {
-  busyGiveUpMs,
   qstashCallbackSpanMs,
   qstashDefaultRetries,
   qstashRetriesNeed,
 } from "../policy/_qstash_callback.ts";
 import {
+  busyWaitMs,
   deadLetterEndMs,
   retentionEnoughMs,
   retentionNeedMs,
@@ -1735,7 +1735,7 @@ function checkQueues(
         }, within ${
           formatDuration(qstashCallbackSpanMs(retries))
         } of its first call on its own backoff (a give-up answered busy sends no Retry-After), but a give-up is answered busy behind another delivery's lease for up to LEASE + 2 × CLOCK_SKEW (${
-          formatDuration(busyGiveUpMs(qstash))
+          formatDuration(busyWaitMs(qstash))
         }): the callback would end in QStash's DLQ, and its intent stranded. ${
           Number.isFinite(need)
             ? `Set QSTASH_RETRIES to at least ${need} (retries past MAX_DELIVERIES − 1 are harmless: a delivery past MAX_DELIVERIES that fails is poisoned; it can be at most your QStash plan's retry cap)`
@@ -1757,7 +1757,7 @@ function checkQueues(
               ? `${least} (MAX_DELIVERIES − 1 is ${
                 max - 1
               }, but the failure callback is retried as often, and its retries must outlast a give-up answered busy behind another delivery's lease, LEASE + 2 × CLOCK_SKEW (${
-                formatDuration(busyGiveUpMs(qstash))
+                formatDuration(busyWaitMs(qstash))
               }); it can be at most your QStash plan's retry cap)`
               : `${
                 max - 1
