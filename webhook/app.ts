@@ -1211,6 +1211,18 @@ function subscriptionFrom(
 }
 
 /**
+ * A subscription as a log line names it: its full path, or "a
+ * subscription" when the push did not say which.
+ */
+function subscriptionPath(
+  subscription: { project: string; name: string } | undefined,
+): string {
+  return subscription === undefined
+    ? "a subscription"
+    : `projects/${subscription.project}/subscriptions/${subscription.name}`;
+}
+
+/**
  * A bridge's id of a message (`gaveUp.messageId`, a delivery's
  * `messageId`), or a 400 naming `field`, and what the body is (`shape`).
  */
@@ -2167,9 +2179,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     log(
       `relayer POST /v1/pubsub: a push of ${
-        subscription === undefined
-          ? "a subscription"
-          : `projects/${subscription.project}/subscriptions/${subscription.name}`
+        subscriptionPath(subscription)
       } carries deliveryAttempt ${delivery}, so the subscription has a dead-letter policy, but PUBSUB_MAX_DELIVERY_ATTEMPTS and PUBSUB_DEAD_LETTER_AUDIENCE are unset: Pub/Sub gives up on a job after the policy's max delivery attempts (5 unless set), unchecked against MAX_DELIVERIES, and forwards it to the dead-letter topic, where nothing resolves its intent, which is stranded. Set both (and push the dead-letter topic's subscription to POST /v1/pubsub/dead-letter), or remove the subscription's dead-letter policy`,
     );
     return delivery;
@@ -2192,9 +2202,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (verifyPubSubDeadLetter === undefined || !missingLogDue()) return;
     log(
       `relayer POST /v1/pubsub: a push of ${
-        subscription === undefined
-          ? "a subscription"
-          : `projects/${subscription.project}/subscriptions/${subscription.name}`
+        subscriptionPath(subscription)
       } carries no deliveryAttempt, so the subscription has no dead-letter policy, but PUBSUB_MAX_DELIVERY_ATTEMPTS and PUBSUB_DEAD_LETTER_AUDIENCE are set: Pub/Sub never gives up on a job there, but pushes it until its message retention ends and then drops it with no dead letter, which the start-up check did not count on (it took the policy's give-up), and the intent of a job that outlives the retention is stranded. Add the dead-letter policy to the subscription (max delivery attempts as PUBSUB_MAX_DELIVERY_ATTEMPTS, its dead-letter topic pushed to POST /v1/pubsub/dead-letter), or unset both and set PUBSUB_MESSAGE_RETENTION to the subscription's retention`,
     );
   }
@@ -2473,9 +2481,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     ) return;
     log(
       `relayer POST /v1/pubsub/dead-letter: a push of ${
-        subscription === undefined
-          ? "a subscription"
-          : `projects/${subscription.project}/subscriptions/${subscription.name}`
+        subscriptionPath(subscription)
       } carries deliveryAttempt ${attempt}, so the dead-letter topic's subscription has a dead-letter policy of its own: Pub/Sub forwards a give-up it pushed the policy's max delivery attempts (5 unless set; a give-up answered busy, or while the store is down) to that policy's topic, where nothing resolves its intent, which is stranded. Remove that subscription's dead-letter policy, so that Pub/Sub pushes a give-up until it is resolved (up to the subscription's message retention)`,
     );
   }
