@@ -932,7 +932,8 @@ D is a duration: 5s, 2m, 1m30.5s, 250ms, or plain milliseconds.
 Exit status: 0 when the rescue window outlasts --stuck-after and --clock-skew
 together, as the service checks them at start, 1 when it is too short or the
 queue gives up before --max-deliveries (or, with --queue, the policy's own
-delays are too short for the service to start, or the message retention may
+delays are too short for the service to start, QStash's failure callback may
+run out before a busy give-up ends, or the message retention may
 end before the job is resolved), 2 on a bad flag.
 `;
 
