@@ -62,7 +62,8 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  *
  * @param answerMs How long a write may go with nothing read back, in ms
  *   (a whole number from 1 to 2147483647, as a longer timer fires at
- *   once): the store's `connectionWaitMs`.
+ *   once): the store's `connectionWaitMs`; 10000 (the store's default)
+ *   when left out.
  * @param onCut Told, in one line, of each connection so closed (what may
  *   have caused it, and where to look); nothing by default.
  * @returns `{ socket }`, to spread into postgres.js's options. Its
