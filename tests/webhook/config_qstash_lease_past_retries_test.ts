@@ -1,0 +1,80 @@
+/**
+ * At the end of QStash's retries: its 100th retry of a failure callback
+ * comes 8 318 394 s (96d06h39m54s) after the first call (12 s, 2m28s,
+ * 30m8s, 6h7m6s, then a day each). A give-up busy behind a lease that long
+ * (`LEASE` + 2 × `CLOCK_SKEW`) outlasts every retry QStash takes: the
+ * service refuses to start, asks for a shorter `LEASE` rather than more
+ * retries, and keeps its own default `QSTASH_RETRIES` (`MAX_DELIVERIES −
+ * 1`); `deno task schedule` says the same. A lease 1 ms shorter is
+ * outlasted by exactly 100 retries, which are then the default.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { callbackShortText } from "../../tools/schedule.ts";
+import { QSTASH } from "./_signing.ts";
+
+/** When QStash's 100th retry of a failure callback comes, in ms. */
+const SPAN_100_MS = 8_318_394_000;
+
+/** The service on QStash behind `leaseMs`, with no clock skew. */
+function env(leaseMs: number, retries?: number): Record<string, string> {
+  return {
+    SENDER_URL: "http://127.0.0.1:9000",
+    QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+    PUBLIC_URL: "https://relayer.example.test",
+    LEASE: `${leaseMs}ms`,
+    CLOCK_SKEW: "0ms",
+    ...(retries === undefined ? {} : { QSTASH_RETRIES: String(retries) }),
+  };
+}
+
+/** `loadConfig`'s refusal of `settings`, which it must refuse. */
+function refusal(settings: Record<string, string>): ConfigError {
+  try {
+    loadConfig(settings);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  assert.fail(`loadConfig took ${JSON.stringify(settings)}`);
+}
+
+Deno.test("a LEASE no QStash retries outlast is refused with the default QSTASH_RETRIES (MAX_DELIVERIES − 1), asking for a shorter LEASE", () => {
+  const error = refusal(env(SPAN_100_MS));
+  assert.equal(error.setting, "QSTASH_RETRIES");
+  assert.match(error.message, /^QSTASH_RETRIES is 9, /);
+  assert.match(error.message, /Lower LEASE$/);
+  assert.doesNotMatch(error.message, /at least \d/);
+});
+
+Deno.test("a LEASE 1 ms shorter is outlasted by 100 retries: the default, and what a refusal of 99 asks for", () => {
+  assert.equal(loadConfig(env(SPAN_100_MS - 1)).queues.qstash.retries, 100);
+  const error = refusal(env(SPAN_100_MS - 1, 99));
+  assert.equal(error.setting, "QSTASH_RETRIES");
+  assert.match(error.message, /Set QSTASH_RETRIES to at least 100 /);
+});
+
+Deno.test("deno task schedule asks for 100 retries at the last, and for a shorter lease past them", () => {
+  assert.match(
+    callbackShortText({
+      kind: "qstash",
+      retries: 9,
+      leaseMs: SPAN_100_MS - 1,
+      clockSkewMs: 0,
+    }),
+    /; it needs --retries 100 or more$/,
+  );
+  assert.match(
+    callbackShortText({
+      kind: "qstash",
+      retries: 9,
+      leaseMs: SPAN_100_MS,
+      clockSkewMs: 0,
+    }),
+    /; no retries QStash takes \(at most 100\) are enough: lower the lease$/,
+  );
+});
