@@ -78,3 +78,17 @@ Deno.test("deno task schedule asks for 100 retries at the last, and for a shorte
     /; no retries QStash takes \(at most 100\) are enough: lower the lease$/,
   );
 });
+
+Deno.test("CLOCK_SKEW counts twice in the busy give-up QStash's callback retries must outlast: 2 retries span 160s", () => {
+  const settings = (clockSkew: string) => ({
+    ...env(150_000, 2),
+    MAX_DELIVERIES: "3",
+    STUCK_AFTER: "1s",
+    CLOCK_SKEW: clockSkew,
+  });
+  // 150s + 2 × 4.999s: the second retry comes after it.
+  assert.equal(loadConfig(settings("4999ms")).queues.qstash.retries, 2);
+  // 150s + 2 × 5s: it may come while the give-up is busy.
+  const error = refusal(settings("5s"));
+  assert.equal(error.setting, "QSTASH_RETRIES");
+});
