@@ -8,10 +8,13 @@
  */
 
 import assert from "node:assert/strict";
+import { DEFAULT_POLICY } from "../../mod.ts";
 import {
   callbackShortText,
   expiresText,
+  formatSchedule,
   parseFlags,
+  schedule,
 } from "../../tools/schedule.ts";
 
 Deno.test("--queue qstash without --retries takes the fewest that outlast a busy give-up, past --max-deliveries − 1", () => {
@@ -67,4 +70,36 @@ Deno.test("--queue qstash --lease without --retries counts that lease in the def
     retries: 3,
     leaseMs: 150_000,
   });
+});
+
+Deno.test("expiresText() names the one delivery that surely fits in a retention no longer than a step", () => {
+  // 10m of retention, each step up to 10s + 10m: only the first surely comes.
+  assert.match(
+    expiresText(
+      {
+        kind: "pubsub",
+        minBackoffMs: 40_000,
+        maxBackoffMs: 600_000,
+        retentionMs: 600_000,
+      },
+      10,
+      1,
+    ),
+    /^MESSAGE MAY EXPIRE after 1 deliver/,
+  );
+});
+
+Deno.test("formatSchedule() counts a push with no ack deadline given at 10s in its retention line", () => {
+  const text = formatSchedule(
+    schedule(DEFAULT_POLICY, {
+      kind: "pubsub",
+      minBackoffMs: 40_000,
+      maxBackoffMs: 600_000,
+      retentionMs: 3_600_000,
+    }),
+  );
+  assert.match(
+    text,
+    /^retention 1h0m0s; each failed push counted 10s \(ack deadline\) and 10m0s \(max backoff\)/m,
+  );
 });
