@@ -24,7 +24,7 @@ import {
 const job = { intentId: "pi_0004", kind: "settle" } as const;
 
 /** The dead-letter subscription's push of the job, numbered `deliveryAttempt` if given. */
-async function deadLetterPush(deliveryAttempt?: number) {
+async function deadLetterPush(deliveryAttempt?: number | string) {
   const g = await theGoogle();
   return {
     method: "POST",
@@ -97,7 +97,14 @@ Deno.test("a dead-letter subscription with a dead-letter policy of its own forwa
   assert.match(line, /remove/i);
 
   // Within the minute, still the one line; then again.
-  now += 60_000;
+  now += 30_000;
+  const within = await app.request(
+    "/v1/pubsub/dead-letter",
+    await deadLetterPush(6),
+  );
+  await within.body?.cancel();
+  assert.equal(warned().length, 1, lines.join("\n"));
+  now += 30_000;
   const res = await app.request(
     "/v1/pubsub/dead-letter",
     await deadLetterPush(6),
@@ -106,13 +113,14 @@ Deno.test("a dead-letter subscription with a dead-letter policy of its own forwa
   assert.equal(warned().length, 2, lines.join("\n"));
 });
 
-Deno.test("a dead-letter subscription without a dead-letter policy (no deliveryAttempt, or 0) is not warned of", async () => {
+Deno.test("a dead-letter subscription without a dead-letter policy (no deliveryAttempt, 0, or one that is no number) is not warned of", async () => {
   const lines: string[] = [];
   const { app } = await withDeadLetterRoute(
     [{ id: job.intentId, state: "authorized", hold: "pending" }],
     { log: (line) => lines.push(line) },
   );
-  for (const attempt of [undefined, 0]) {
+  // A deliveryAttempt that is no number is none Pub/Sub sends.
+  for (const attempt of [undefined, 0, "3"]) {
     const res = await app.request(
       "/v1/pubsub/dead-letter",
       await deadLetterPush(attempt),
