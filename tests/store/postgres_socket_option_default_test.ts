@@ -1,0 +1,39 @@
+/**
+ * `answeredSocketOption()` with no bound given waits 10 s (the store's
+ * default `connectionWaitMs`) for an answer to what a connection wrote
+ * before it closes it: a server silent for a few seconds is not cut.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import net from "node:net";
+import { answeredSocketOption } from "../../store/postgres_socket.ts";
+
+Deno.test("answeredSocketOption() without a bound does not cut a connection silent for 1.5 s after a write", async () => {
+  const taken: net.Socket[] = [];
+  // Takes each connection and says nothing on it.
+  const server = net.createServer((client) => {
+    taken.push(client);
+    client.on("error", () => {});
+  });
+  await new Promise<void>((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve())
+  );
+  const { port } = server.address() as net.AddressInfo;
+  const cuts: string[] = [];
+  const { socket } = answeredSocketOption(undefined, (line) => cuts.push(line));
+  const connection = socket({ host: ["127.0.0.1"], port: [port] });
+  connection.on("error", () => {});
+  try {
+    connection.write("hello");
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.deepEqual(cuts, []);
+    assert.equal(connection.destroyed, false);
+  } finally {
+    connection.destroy();
+    await socket.closed(5_000);
+    for (const client of taken) client.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
