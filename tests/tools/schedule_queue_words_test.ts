@@ -8,13 +8,14 @@
  */
 
 import assert from "node:assert/strict";
-import { DEFAULT_POLICY } from "../../mod.ts";
+import { DEFAULT_POLICY, definePolicy } from "../../mod.ts";
 import {
   callbackShortText,
   expiresText,
   formatSchedule,
   parseFlags,
   schedule,
+  verdict,
 } from "../../tools/schedule.ts";
 
 Deno.test("--queue qstash without --retries takes the fewest that outlast a busy give-up, past --max-deliveries − 1", () => {
@@ -102,4 +103,17 @@ Deno.test("formatSchedule() counts a push with no ack deadline given at 10s in i
     text,
     /^retention 1h0m0s; each failed push counted 10s \(ack deadline\) and 10m0s \(max backoff\)/m,
   );
+});
+
+Deno.test("verdict() counts the schedule's own clock skew in a QStash callback's busy give-up when the queue gives none", () => {
+  const policy = definePolicy({
+    maxDeliveries: 2,
+    baseMs: 120_000,
+    jitter: "none",
+    stuckAfterMs: 60_000,
+  });
+  const words = verdict(
+    schedule(policy, { kind: "qstash", retries: 1 }, { clockSkewMs: 1_000 }),
+  );
+  assert.match(words, /for up to 32s \(30s \+ 2 × 1s\)/);
 });
