@@ -92,3 +92,19 @@ Deno.test("CLOCK_SKEW counts twice in the busy give-up QStash's callback retries
   const error = refusal(settings("5s"));
   assert.equal(error.setting, "QSTASH_RETRIES");
 });
+
+Deno.test("a QSTASH_RETRIES too few for MAX_DELIVERIES is asked up to what the failure callback needs, naming LEASE + 2 × CLOCK_SKEW's sum", () => {
+  const error = refusal({
+    ...env(30_000, 0),
+    CLOCK_SKEW: "5s",
+    MAX_DELIVERIES: "2",
+    BASE: "2m",
+    JITTER: "none",
+    STUCK_AFTER: "1m",
+  });
+  assert.equal(error.setting, "QSTASH_RETRIES");
+  assert.match(
+    error.message,
+    /set QSTASH_RETRIES to at least 2 \(MAX_DELIVERIES − 1 is 1, but the failure callback is retried as often, and its retries must outlast a give-up answered busy behind another delivery's lease, LEASE \+ 2 × CLOCK_SKEW \(40s\);/,
+  );
+});
