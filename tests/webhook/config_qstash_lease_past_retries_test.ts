@@ -6,7 +6,9 @@
  * service refuses to start, asks for a shorter `LEASE` rather than more
  * retries, and keeps its own default `QSTASH_RETRIES` (`MAX_DELIVERIES −
  * 1`); `deno task schedule` says the same. A lease 1 ms shorter is
- * outlasted by exactly 100 retries, which are then the default.
+ * outlasted by exactly 100 retries, which are then the default. And at
+ * the near end: `CLOCK_SKEW` counts twice in that busy give-up, and the
+ * refusal of too few retries for `MAX_DELIVERIES` names its sum.
  *
  * @module
  */
