@@ -28,6 +28,7 @@
 
 // deno-lint-ignore-file no-console
 import { plainMsRefusal } from "../policy/_plain_ms.ts";
+import { deliveriesText } from "../policy/_count.ts";
 import {
   qstashCallbackShort,
   qstashCallbackSpanMs,
@@ -473,7 +474,7 @@ export function expiresText(
   const clockSkewMs = queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS;
   const attempts = queue.maxDeliveryAttempts;
   const when = fits > 0
-    ? `after ${fits} deliveries, before the policy's ${maxDeliveries}`
+    ? `after ${deliveriesText(fits)}, before the policy's ${maxDeliveries}`
     : attempts !== undefined && retentionFits(queue) >= attempts
     ? `while its last delivery attempt (max delivery attempts ${attempts}) is pushed, before Pub/Sub forwards it to the dead-letter topic`
     : `while the last delivery is answered busy behind another's lease (up to ${
@@ -554,7 +555,9 @@ export function ownTooShortText(
  * ```
  */
 export function stopsEarlyText(limit: number, maxDeliveries: number): string {
-  return `QUEUE GIVES UP EARLY, after ${limit} deliveries, before the policy's ${maxDeliveries}`;
+  return `QUEUE GIVES UP EARLY, after ${
+    deliveriesText(limit)
+  }, before the policy's ${maxDeliveries}`;
 }
 
 /**

@@ -45,6 +45,7 @@ import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
+import { deliveriesText } from "../policy/_count.ts";
 import {
   qstashCallbackSpanMs,
   qstashDefaultRetries,
@@ -1730,7 +1731,9 @@ function checkQueues(
       const need = qstashRetriesNeed(qstash);
       throw new ConfigError(
         "QSTASH_RETRIES",
-        `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, at or past MAX_DELIVERIES (${max}), and retries its failure callback ${retries} ${
+        `QSTASH_RETRIES is ${retries}, so QStash gives up after ${
+          deliveriesText(check.limit)
+        }, at or past MAX_DELIVERIES (${max}), and retries its failure callback ${retries} ${
           retries === 1 ? "time" : "times"
         }, within ${
           formatDuration(qstashCallbackSpanMs(retries))
@@ -1751,8 +1754,12 @@ function checkQueues(
       throw new ConfigError(
         "QSTASH_RETRIES",
         max - 1 > 100
-          ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): QSTASH_RETRIES is taken up to 100 here (QStash documents no upper bound of its own; its published plan caps are 3, 5 and 20), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
-          : `QSTASH_RETRIES is ${retries}, so QStash gives up after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
+          ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${
+            deliveriesText(check.limit)
+          }, before MAX_DELIVERIES (${max}): QSTASH_RETRIES is taken up to 100 here (QStash documents no upper bound of its own; its published plan caps are 3, 5 and 20), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
+          : `QSTASH_RETRIES is ${retries}, so QStash gives up after ${
+            deliveriesText(check.limit)
+          }, before MAX_DELIVERIES (${max}): set QSTASH_RETRIES to at least ${
             least > max - 1
               ? `${least} (MAX_DELIVERIES − 1 is ${
                 max - 1
@@ -1820,7 +1827,9 @@ function checkQueues(
           formatDuration(maxBackoffMs)
         }) before the next, so ${
           check.limit < max
-            ? `a message can expire after ${check.limit} deliveries, before MAX_DELIVERIES (${max})`
+            ? `a message can expire after ${
+              deliveriesText(check.limit)
+            }, before MAX_DELIVERIES (${max})`
             : maxDeliveryAttempts !== undefined &&
                 check.limit >= maxDeliveryAttempts
             ? `a message can expire while its last delivery attempt (PUBSUB_MAX_DELIVERY_ATTEMPTS, ${maxDeliveryAttempts}) is pushed, before Pub/Sub forwards it to the dead-letter topic`
@@ -1852,7 +1861,9 @@ function checkQueues(
     if (check.problem === "stops_early") {
       throw new ConfigError(
         "PUBSUB_MAX_DELIVERY_ATTEMPTS",
-        `PUBSUB_MAX_DELIVERY_ATTEMPTS is ${maxDeliveryAttempts}, so Pub/Sub dead-letters a job after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set the subscription's max delivery attempts and PUBSUB_MAX_DELIVERY_ATTEMPTS to at least ${max}, or lower MAX_DELIVERIES`,
+        `PUBSUB_MAX_DELIVERY_ATTEMPTS is ${maxDeliveryAttempts}, so Pub/Sub dead-letters a job after ${
+          deliveriesText(check.limit)
+        }, before MAX_DELIVERIES (${max}): set the subscription's max delivery attempts and PUBSUB_MAX_DELIVERY_ATTEMPTS to at least ${max}, or lower MAX_DELIVERIES`,
       );
     }
     if (check.problem === "window_short") {
@@ -1902,7 +1913,9 @@ function checkQueues(
     if (check.problem === "stops_early") {
       throw new ConfigError(
         "CLOUDFLARE_MAX_RETRIES",
-        `CLOUDFLARE_MAX_RETRIES is ${retries}, so Cloudflare Queues move a job to the dead-letter queue after ${check.limit} deliveries, before MAX_DELIVERIES (${max}): set the consumer's max_retries and CLOUDFLARE_MAX_RETRIES to at least ${
+        `CLOUDFLARE_MAX_RETRIES is ${retries}, so Cloudflare Queues move a job to the dead-letter queue after ${
+          deliveriesText(check.limit)
+        }, before MAX_DELIVERIES (${max}): set the consumer's max_retries and CLOUDFLARE_MAX_RETRIES to at least ${
           max - 1
         }, or lower MAX_DELIVERIES`,
       );

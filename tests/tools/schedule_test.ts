@@ -28,6 +28,7 @@ import {
   type Schedule,
   schedule,
   scheduleSvg,
+  stopsEarlyText,
   TOO_SHORT_TEXT,
   UsageError,
   verdict,
@@ -1529,4 +1530,12 @@ Deno.test("tools/schedule.ts --queue pubsub with a dead-letter policy names the 
     line("--max-delivery-attempts=9", "--message-retention=80m"),
     /MESSAGE MAY EXPIRE after 8 deliveries, before the policy's 10: .*; it needs a message retention of more than 1h44m50s \(10 × \(25s \+ 10m0s\) \+ 30s \+ 2 × 5s\)$/,
   );
+});
+
+Deno.test("the schedule's texts count one delivery in the singular", () => {
+  assert.equal(
+    stopsEarlyText(1, 10),
+    "QUEUE GIVES UP EARLY, after 1 delivery, before the policy's 10",
+  );
+  assert.match(stopsEarlyText(2, 10), /after 2 deliveries,/);
 });

@@ -1202,7 +1202,11 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
       if (check.problem === "stops_early") {
         assert.ok(
           line.includes(`gives up after ${check.limit}`) ||
-            line.includes(`after ${check.limit} deliveries`),
+            line.includes(
+              `after ${check.limit} ${
+                check.limit === 1 ? "delivery" : "deliveries"
+              }`,
+            ),
           line,
         );
         assert.ok(line.includes(`MAX_DELIVERIES (${s.maxDeliveries})`), line);
@@ -1524,5 +1528,31 @@ Deno.test("loadConfig() refuses Pub/Sub's dead-letter route without PUBSUB_MAX_D
     loadConfig({ ...env, PUBSUB_MAX_DELIVERY_ATTEMPTS: "10" }).queues.pubsub
       .maxDeliveryAttempts,
     10,
+  );
+});
+
+Deno.test("loadConfig()'s queue refusals count one delivery in the singular", () => {
+  refused(
+    {
+      ...base,
+      ...qstash,
+      QSTASH_RETRIES: "0",
+      MAX_DELIVERIES: "3",
+      STUCK_AFTER: "0s",
+      CLOCK_SKEW: "0s",
+    },
+    "QSTASH_RETRIES",
+    /^QSTASH_RETRIES is 0, so QStash gives up after 1 delivery, before MAX_DELIVERIES \(3\)/,
+  );
+  refused(
+    {
+      ...base,
+      CLOUDFLARE_MAX_RETRIES: "0",
+      MAX_DELIVERIES: "3",
+      STUCK_AFTER: "0s",
+      CLOCK_SKEW: "0s",
+    },
+    "CLOUDFLARE_MAX_RETRIES",
+    /dead-letter queue after 1 delivery, before MAX_DELIVERIES \(3\)/,
   );
 });
