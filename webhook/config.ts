@@ -199,10 +199,12 @@ export interface Config {
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
    * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
    * configured queue. `cloudflare` is present when `CLOUDFLARE_MAX_RETRIES`
-   * is set. With `PUBSUB_MESSAGE_RETENTION`, `pubsub` also carries what
-   * the retention is checked against (`ackDeadlineMs`, and `leaseMs` and
-   * `clockSkewMs` from `LEASE` and `CLOCK_SKEW`), so `checkQueue(policy,
-   * config.queues.pubsub)` gives the start check's verdict on it.
+   * is set. `qstash` carries `leaseMs` and `clockSkewMs` (`LEASE` and
+   * `CLOCK_SKEW`), which its failure callback's retries must outlast. With
+   * `PUBSUB_MESSAGE_RETENTION`, `pubsub` also carries what the retention
+   * is checked against (`ackDeadlineMs`, `leaseMs` and `clockSkewMs`), so
+   * `checkQueue(policy, config.queues.qstash)` and `checkQueue(policy,
+   * config.queues.pubsub)` give the start check's verdicts.
    */
   readonly queues: {
     readonly qstash: Extract<QueueLimits, { kind: "qstash" }>;
@@ -1470,7 +1472,10 @@ function readQueues(
   const retentionMs = pubsubRetention(env);
   const maxRetries = countIn(env, "CLOUDFLARE_MAX_RETRIES", 0, 100);
   return {
-    qstash: { kind: "qstash", retries },
+    // With LEASE and CLOCK_SKEW: a give-up answered busy behind another's
+    // lease waits that long, and the failure callback's retries must
+    // outlast it.
+    qstash: { kind: "qstash", retries, leaseMs, clockSkewMs },
     pubsub: {
       kind: "pubsub",
       ...(maxDeliveryAttempts !== undefined ? { maxDeliveryAttempts } : {}),
@@ -1717,10 +1722,7 @@ function checkQueues(
   const max = policy.maxDeliveries;
   const stuck = stuckAndSkew(given.stuckAfterMs, clockSkewMs);
   if (configured.qstash) {
-    // With LEASE and CLOCK_SKEW: a give-up answered busy behind another's
-    // lease waits that long, and the failure callback's retries must
-    // outlast it.
-    const qstash = { ...queues.qstash, leaseMs, clockSkewMs };
+    const qstash = queues.qstash;
     const check = checkQueue(policy, qstash);
     const retries = queues.qstash.retries;
     if (check.problem === "stops_early" && check.limit >= max) {

@@ -178,7 +178,9 @@ Deno.test("schedule() keeps min ≤ max, a non-decreasing guaranteed column endi
 });
 
 Deno.test("schedule() property catches a verdict that forgets the clock skew", () => {
-  assert.equal(catches(scheduleProperty(forgetsTheSkew)), true);
+  // The twin differs only where the window lies between STUCK_AFTER and
+  // it plus the skew: rare in 300 runs (one miss seen), so 3000.
+  assert.equal(catches(scheduleProperty(forgetsTheSkew), 3000), true);
 });
 
 Deno.test("schedule() property catches a window that counts a delay after the poisoned delivery", () => {

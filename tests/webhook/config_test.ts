@@ -77,7 +77,12 @@ Deno.test("loadConfig() reads a full QStash + Pub/Sub + generic setup", () => {
   ]);
   assert.deepEqual(config.kv, { path: "./data/relayer.kv" });
   assert.deepEqual(config.queues, {
-    qstash: { kind: "qstash", retries: 11 },
+    qstash: {
+      kind: "qstash",
+      retries: 11,
+      leaseMs: 45_000,
+      clockSkewMs: 5_000,
+    },
     pubsub: {
       kind: "pubsub",
       maxDeliveryAttempts: 20,
@@ -673,7 +678,7 @@ Deno.test("loadConfig() refuses a secret with a space or line break at either en
 Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   const config = loadConfig(base);
   assert.deepEqual(config.queues, {
-    qstash: { kind: "qstash", retries: 9 },
+    qstash: { kind: "qstash", retries: 9, leaseMs: 30_000, clockSkewMs: 5_000 },
     pubsub: { kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 },
   });
   assert.equal(
@@ -1555,4 +1560,26 @@ Deno.test("loadConfig()'s queue refusals count one delivery in the singular", ()
     "CLOUDFLARE_MAX_RETRIES",
     /dead-letter queue after 1 delivery, before MAX_DELIVERIES \(3\)/,
   );
+});
+
+Deno.test("checkQueue(policy, config.queues.qstash) gives the start check's verdict: it carries LEASE and CLOCK_SKEW, which the failure callback's retries must outlast", () => {
+  // 2 retries span 160 s: enough for the default 40 s busy give-up, not
+  // for a LEASE of 3m.
+  const env = {
+    ...base,
+    QSTASH_RETRIES: "2",
+    MAX_DELIVERIES: "3",
+    STUCK_AFTER: "0s",
+    LEASE: "3m",
+  };
+  const config = loadConfig(env); // QStash not configured: not checked
+  assert.deepEqual(
+    [config.queues.qstash.leaseMs, config.queues.qstash.clockSkewMs],
+    [180_000, 5_000],
+  );
+  assert.equal(
+    checkQueue(config.policy, config.queues.qstash).problem,
+    "stops_early",
+  );
+  refused({ ...env, ...qstash }, "QSTASH_RETRIES", /^QSTASH_RETRIES is 2,/);
 });
