@@ -5,7 +5,9 @@
  * administrator command", FATAL) of such a connection and rejects with it
  * the request that opens that connection again, once it is open, before
  * that request is sent. A read so met answers all the same, and a write's
- * connection so met is not lost to the pool.
+ * connection so met is not lost to the pool. And where the connection so
+ * ended was a write's, under its flight, the store takes that goodbye
+ * itself: the client's next query is not rejected with it.
  *
  * @module
  */
@@ -241,3 +243,66 @@ for (const fetchTypes of [true, false]) {
     }),
   });
 }
+
+Deno.test({
+  name:
+    "PostgresStore takes the goodbye postgres.js keeps for a write's connection the server ended under its flight: the client's next queries are not rejected with it",
+  ignore,
+  fn: timeout(30_000, async () => {
+    const NAME = "relayer_kept_flight";
+    const max = 2;
+    const { schema, admin, sql, store, closed, waitingOnLock, tearDown } =
+      await setUp(NAME, max);
+    const blocker = await admin.reserve();
+    try {
+      // Both connections open: after the write's is ended, the client's
+      // next two queries find one open and one closed, which the second
+      // opens again, unless the store's probes (`SELECT 1`, one per
+      // connection of the pool, sent as the write failed) opened it first
+      // and took the server's goodbye kept for it.
+      await Promise.all(Array.from({ length: max }, () => sql`SELECT 1`));
+      await blocker.unsafe("BEGIN");
+      await blocker.unsafe(
+        `SELECT 1 FROM "${schema}".intents WHERE id = 'a' FOR UPDATE`,
+      );
+      const from = await closed();
+      const write = store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1000,
+      }).then(() => "written", (error: Error) => error.message);
+      // The flight waits on the row lock (its lock_timeout is 1.5 s), and
+      // its session alone is ended, mid-flight: its goodbye is kept.
+      await waitingOnLock(1);
+      const [ended] = await admin<{ n: number }[]>`
+        SELECT count(pg_terminate_backend(pid))::int AS n
+        FROM pg_stat_activity
+        WHERE application_name = ${NAME} AND wait_event_type = 'Lock'`;
+      assert.equal(ended!.n, 1);
+      await blocker.unsafe("ROLLBACK");
+      assert.match(await write, /lost the connection during the write/);
+      await closed(from);
+      // Until the pool is open again (2 s at most): the store's probes.
+      for (let tries = 0; tries < 100; tries++) {
+        const [row] = await admin<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE application_name = ${NAME}`;
+        if (row!.n >= max) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const own = await Promise.all(
+        Array.from({ length: max }, () =>
+          sql`SELECT ${1}::int AS one`.then(
+            () => "answered",
+            (error: Error) => error.message,
+          )),
+      );
+      assert.deepEqual(own, Array(max).fill("answered"));
+      assert.equal(await stateOf(store, "a"), "authorized");
+    } finally {
+      blocker.release();
+      await tearDown();
+    }
+  }),
+});
