@@ -209,6 +209,54 @@ Deno.test("startLocalQStash() calls a message's failure callback, signed for its
   }
 });
 
+/**
+ * A receiver whose `/v1/qstash` answers 503 and whose failure callback
+ * answers `callback(n)` at its n-th call, and a job published to it
+ * through `qstash` with `retries` and `headers` (and the failure callback
+ * set): `calls()` counts the callback's calls; `shutdown()` stops it.
+ */
+async function failingToCallback(
+  qstash: { url: string },
+  intentId: string,
+  retries: number,
+  headers: Record<string, string>,
+  callback: (n: number) => Response,
+): Promise<{ calls(): number; shutdown(): Promise<void> }> {
+  let calls = 0;
+  const receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request) => {
+      await request.body?.cancel();
+      if (new URL(request.url).pathname !== "/v1/qstash/failed") {
+        return new Response("down", { status: 503 });
+      }
+      return callback(++calls);
+    },
+  );
+  const base = `http://127.0.0.1:${receiver.addr.port}`;
+  try {
+    const published = await fetch(
+      `${qstash.url}/v2/publish/${encodeURIComponent(`${base}/v1/qstash`)}`,
+      {
+        method: "POST",
+        body: JSON.stringify({ intentId, kind: "settle" }),
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          "upstash-retries": String(retries),
+          "upstash-failure-callback": `${base}/v1/qstash/failed`,
+          ...headers,
+        },
+      },
+    );
+    assert.equal(published.status, 201);
+    await published.body?.cancel();
+  } catch (error) {
+    await receiver.shutdown();
+    throw error;
+  }
+  return { calls: () => calls, shutdown: () => receiver.shutdown() };
+}
+
 Deno.test("startLocalQStash() retries a failure callback not answered 2xx on QStash's own backoff, Upstash-Failure-Callback-Retries times, else as often as the message", async () => {
   for (
     const [headers, takenAt, calls] of [
@@ -227,42 +275,23 @@ Deno.test("startLocalQStash() retries a failure callback not answered 2xx on QSt
       ownBackoffCapMs: 10,
       report: (d) => reports.push(d),
     });
-    let failed = 0;
-    const receiver = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      async (request) => {
-        await request.body?.cancel();
-        if (new URL(request.url).pathname !== "/v1/qstash/failed") {
-          return new Response("down", { status: 503 });
-        }
-        return ++failed === takenAt
+    const receiver = await failingToCallback(
+      qstash,
+      "pi_0006",
+      1,
+      headers,
+      (n) =>
+        n === takenAt
           ? new Response(null, { status: 200 })
-          : new Response("busy", { status: 503 });
-      },
+          : new Response("busy", { status: 503 }),
     );
-    const base = `http://127.0.0.1:${receiver.addr.port}`;
     try {
-      const published = await fetch(
-        `${qstash.url}/v2/publish/${encodeURIComponent(`${base}/v1/qstash`)}`,
-        {
-          method: "POST",
-          body: JSON.stringify({ intentId: "pi_0006", kind: "settle" }),
-          headers: {
-            authorization: `Bearer ${TOKEN}`,
-            "upstash-retries": "1",
-            "upstash-failure-callback": `${base}/v1/qstash/failed`,
-            ...headers,
-          },
-        },
-      );
-      assert.equal(published.status, 201);
-      await published.body?.cancel();
       const callbacks = () =>
         reports.filter((d) => d.kind === "failure-callback");
       await until(() => callbacks().at(-1)?.nextInMs === null);
       // Nothing more comes after the last.
       await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.equal(failed, calls, JSON.stringify(headers));
+      assert.equal(receiver.calls(), calls, JSON.stringify(headers));
       assert.deepEqual(
         callbacks().map((d) => [d.status, d.nextInMs === null]),
         Array.from(
@@ -387,5 +416,43 @@ Deno.test("startLocalQStash(): a job POST /v1/jobs published twice goes on as tw
     await qstash.stop();
     await local.close();
     await stub.shutdown();
+  }
+});
+
+Deno.test("startLocalQStash() retries a failure callback after its answer's Retry-After (0 too), else after QStash's own e^(2.5 n) s", async () => {
+  const reports: LocalDelivery[] = [];
+  // A cap over a day, so that the wait is QStash's own; the test stops
+  // once the second call is answered, before its retry is due.
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    ownBackoffCapMs: 2 * 86_400_000,
+    report: (d) => reports.push(d),
+  });
+  // The first call asks for its retry at once; the second says nothing.
+  const receiver = await failingToCallback(
+    qstash,
+    "pi_0007",
+    0,
+    { "upstash-failure-callback-retries": "3" },
+    (n) =>
+      n === 1
+        ? new Response("busy", { status: 503, headers: { "retry-after": "0" } })
+        : new Response("busy", { status: 503 }),
+  ).catch(async (error) => {
+    await qstash.stop();
+    throw error;
+  });
+  try {
+    const callbacks = () =>
+      reports.filter((d) => d.kind === "failure-callback");
+    await until(() => callbacks().length === 2);
+    assert.deepEqual(
+      callbacks().map((d) => [d.status, d.nextInMs]),
+      [[503, 0], [503, Math.round(Math.exp(5) * 1000)]],
+    );
+  } finally {
+    await qstash.stop();
+    await receiver.shutdown();
   }
 });
