@@ -51,7 +51,11 @@ export interface PostgresSocket extends Duplex {
 /** postgres.js's `socket` option, made by {@linkcode answeredSocket}. */
 export interface AnsweredSocket {
   /** Called with the client's options, for each connection. */
-  (options: { host: string[]; port: number[] }): PostgresSocket;
+  (options: {
+    host: string[];
+    port: number[];
+    target_session_attrs?: string | null;
+  }): PostgresSocket;
   /**
    * Resolves once every socket made so far has closed, or after `ms`.
    * postgres.js 3.4.9's `sql.end()` resolves before a busy connection's
@@ -89,10 +93,20 @@ export function answeredSocket(
   // at each connect of its own socket; given this one it opens none, and
   // it swallows a connect error while another host is listed, so a first
   // host that was down held every query. A first host that answers keeps
-  // every connection (a standby listed second gets none).
+  // every connection (a standby listed second gets none). Under
+  // `target_session_attrs` the client ends a connection to a host of the
+  // wrong kind (a standby, for `primary`) as soon as it logged in, and
+  // connects again: the next connection goes to the next host, or it went
+  // back to that one, hundreds of times a second, and no query answered.
   let current = 0;
-  const make = (options: { host: string[]; port: number[] }) => {
+  const make = (options: {
+    host: string[];
+    port: number[];
+    target_session_attrs?: string | null;
+  }) => {
     const hosts = Math.max(1, options.host.length);
+    const choosing = hosts > 1 &&
+      (options.target_session_attrs ?? "any") !== "any";
     const at = current % hosts;
     const host = options.host[at]!;
     const port = options.port[at] ?? options.port[0]!;
@@ -172,6 +186,11 @@ export function answeredSocket(
         raw.write(chunk, encoding, () => done());
       },
       final(done) {
+        // Ended by the client: under `target_session_attrs`, maybe as this
+        // host is not of the kind asked for. The next connection tries the
+        // next host (one the client ended for its idle time or lifetime
+        // costs the next connect at most a host passed over).
+        if (choosing && current % hosts === at) current = at + 1;
         // postgres.js ends its socket only after its goodbye (Terminate,
         // from `terminate()`), with nothing of its own left waiting for an
         // answer, and frees the connection's place in the pool only at the

@@ -246,8 +246,13 @@ export interface PostgresClient {
   readonly begin: (...args: never[]) => Promise<unknown>;
   /** Runs a query given as text. */
   readonly unsafe: (...args: never[]) => unknown;
-  /** The client's options, of which the store reads the transforms. */
+  /**
+   * The client's options, of which the store reads the transforms, the
+   * hosts and `target_session_attrs`.
+   */
   readonly options: {
+    readonly host?: unknown;
+    readonly target_session_attrs?: unknown;
     readonly transform?: {
       readonly column?: { readonly from?: unknown };
       readonly value?: { readonly from?: unknown };
@@ -611,7 +616,10 @@ export class PostgresStore implements Store {
    * @param options The schema.
    * @throws {TypeError} If `sql` is not a postgres.js client, transforms
    * what it reads (column names, values or rows: the store reads its own
-   * rows), or `schema` is not a lower-case SQL identifier.
+   * rows), chooses among several hosts by
+   * `target_session_attrs=read-write` (postgres.js grants it a hot
+   * standby: use `primary`), or `schema` is not a lower-case SQL
+   * identifier.
    */
   constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
     // A misspelt `schema` would put the store's tables in `relayer`.
@@ -636,6 +644,16 @@ export class PostgresStore implements Store {
         } it reads, and the store reads its own rows: pass a client without ${
           transforms.map((what) => `transform.${what}`).join(" or ")
         }`,
+      );
+    }
+    // postgres.js 3.4.9 takes `read-write` for the server's reported
+    // default_transaction_read_only, which a hot standby reports `off`: it
+    // keeps the standby, and every write is refused as read-only.
+    const host = sql.options?.host;
+    const hosts = Array.isArray(host) ? host.length : 1;
+    if (hosts > 1 && sql.options?.target_session_attrs === "read-write") {
+      throw new TypeError(
+        `Cannot create PostgresStore as 'sql' chooses among ${hosts} hosts by target_session_attrs=read-write, which postgres.js grants a hot standby (it reports default_transaction_read_only off), so the store's writes would be refused as read-only: use target_session_attrs=primary`,
       );
     }
     const schema = options.schema ?? "relayer";

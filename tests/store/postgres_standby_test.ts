@@ -1,0 +1,224 @@
+/**
+ * A client given a hot standby and its primary, the standby listed first
+ * (`postgres://…@standby:5432,primary:5432/db?target_session_attrs=…`), as
+ * a failover-aware URL lists them, on a real primary and a real standby
+ * made from it (`pg_basebackup -R`), both on 127.0.0.1.
+ *
+ * - `target_session_attrs=primary`: postgres.js 3.4.9 ends a connection to
+ *   the standby and connects to the next host. Given
+ *   `answeredSocketOption`, whose socket stays on the first host that
+ *   answers, it connected to the standby again, hundreds of times a
+ *   second, and no query answered: the socket now moves to the next host
+ *   when the client ends a connection under `target_session_attrs`.
+ * - `target_session_attrs=read-write`: postgres.js 3.4.9 checks the
+ *   `default_transaction_read_only` the server reports, which a standby
+ *   reports `off`, so it keeps the standby, and every write is refused as
+ *   read-only. `PostgresStore` refuses such a client at construction and
+ *   says to use `target_session_attrs=primary`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { answeredSocketOption } from "../../store/postgres_socket.ts";
+import { postgresAvailable } from "../_postgres.ts";
+import {
+  type OwnedPostgresServer,
+  postgresBinDir,
+  startPostgres,
+} from "../../support/postgres_server.ts";
+
+/** A primary and a hot standby streaming from it. */
+interface Pair {
+  primary: OwnedPostgresServer;
+  standbyPort: number;
+  stop(): Promise<void>;
+}
+
+async function run(command: string, args: string[]): Promise<string> {
+  const root = Deno.uid() === 0;
+  const { success, stdout, stderr } = await new Deno.Command(
+    root ? "runuser" : command,
+    {
+      args: root ? ["-u", "postgres", "--", command, ...args] : args,
+      stdout: "piped",
+      stderr: "piped",
+    },
+  ).output();
+  const text = new TextDecoder();
+  const out = `${text.decode(stdout)}${text.decode(stderr)}`;
+  if (!success) throw new Error(`${command} failed:\n${out}`);
+  return out;
+}
+
+/** Starts a primary, then a standby from its base backup, on a free port. */
+async function startPair(): Promise<Pair> {
+  const bin = (await postgresBinDir())!;
+  const primary = await startPostgres({ bin });
+  // Inside the primary's dir: its watchdog deletes it with the primary's.
+  const data = `${primary.dir}/standby`;
+  await run(`${bin}/pg_basebackup`, [
+    "-h",
+    primary.dir,
+    "-p",
+    String(primary.port),
+    "-U",
+    "postgres",
+    "-D",
+    data,
+    "-R",
+    "--no-sync",
+  ]);
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const standbyPort = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const ctl = (...args: string[]) =>
+    run(`${bin}/pg_ctl`, ["-D", data, ...args]);
+  await ctl(
+    "-l",
+    `${primary.dir}/standby.log`,
+    "-w",
+    "-o",
+    // As many connections as the primary, which a standby needs at least.
+    `-p ${standbyPort} -h 127.0.0.1 -k ${primary.dir} -F -c max_connections=300`,
+    "start",
+  );
+  return {
+    primary,
+    standbyPort,
+    async stop() {
+      await ctl("-m", "immediate", "-w", "stop").catch(() => {});
+      await primary.stop();
+    },
+  };
+}
+
+/** The pair's URL: the standby first, then the primary. */
+function standbyFirst(pair: Pair, attrs: string): string {
+  const { password, port } = pair.primary;
+  return `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort},127.0.0.1:${port}/postgres?target_session_attrs=${attrs}`;
+}
+
+/** `promise`, or a failure once `ms` passed without it settling. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer within ${ms} ms`)),
+          ms,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const options = {
+  max: 2,
+  onnotice: () => {},
+  max_lifetime: null,
+  connect_timeout: 5,
+};
+
+Deno.test({
+  name:
+    "target_session_attrs=primary over a standby and its primary: the store migrates and writes on the primary, with answeredSocketOption and without",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    try {
+      for (const given of [false, true]) {
+        const answered = answeredSocketOption(5_000);
+        // Counts the sockets made: one per connect.
+        let made = 0;
+        const socket = Object.assign(
+          (o: Parameters<typeof answered.socket>[0]) => {
+            made++;
+            return answered.socket(o);
+          },
+          { closed: answered.socket.closed },
+        );
+        const sql = postgres(standbyFirst(pair, "primary"), {
+          ...options,
+          ...(given ? { socket } : {}),
+        } as postgres.Options<Record<string, never>>);
+        const schema = given ? "relayer_answered" : "relayer_plain";
+        const store = new PostgresStore(sql, { schema });
+        const what = given ? "with answeredSocketOption" : "plain";
+        try {
+          await within(store.migrate(), 10_000);
+          await within(
+            store.createIntent({ id: "pi_1", state: "created" }),
+            10_000,
+          );
+          const [where] = await within(
+            sql`SELECT inet_server_port() AS port, pg_is_in_recovery() AS standby`,
+            10_000,
+          );
+          assert.deepEqual(
+            { port: where?.port, standby: where?.standby },
+            { port: pair.primary.port, standby: false },
+            what,
+          );
+          // The standby is passed over once per connection, at most.
+          if (given) assert.ok(made <= 4, `${made} connects ${what}`);
+        } finally {
+          store.close();
+          await sql.end({ timeout: 0 });
+          await answered.socket.closed(5_000);
+        }
+      }
+      // Written on the primary: the schema and its row are there.
+      assert.equal(
+        await pair.primary.psql(
+          "SELECT count(*) FROM relayer_plain.intents, relayer_answered.intents",
+        ),
+        "1",
+      );
+    } finally {
+      await pair.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "target_session_attrs=read-write over a standby and its primary: postgres.js keeps the standby, and PostgresStore refuses the client, naming target_session_attrs=primary",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    const sql = postgres(standbyFirst(pair, "read-write"), options);
+    try {
+      // postgres.js 3.4.9's choice, which the refusal stands on: should a
+      // release pick the primary here, the refusal can go.
+      const [where] = await within(
+        sql`SELECT pg_is_in_recovery() AS standby`,
+        10_000,
+      );
+      assert.equal(where?.standby, true, "read-write kept the standby");
+      assert.throws(
+        () => new PostgresStore(sql),
+        (error: Error) =>
+          error instanceof TypeError &&
+          /target_session_attrs=read-write/.test(error.message) &&
+          /target_session_attrs=primary/.test(error.message),
+      );
+      // One host: nothing to choose from, so nothing is refused.
+      const one = postgres(
+        `postgres://postgres:${pair.primary.password}@127.0.0.1:${pair.primary.port}/postgres?target_session_attrs=read-write`,
+        options,
+      );
+      new PostgresStore(one).close();
+      await one.end({ timeout: 0 });
+    } finally {
+      await sql.end({ timeout: 0 });
+      await pair.stop();
+    }
+  },
+});
