@@ -55,6 +55,7 @@ export interface AnsweredSocket {
     host: string[];
     port: number[];
     target_session_attrs?: string | null;
+    path?: string | false;
   }): PostgresSocket;
   /**
    * Resolves once every socket made so far has closed, or after `ms`.
@@ -103,6 +104,7 @@ export function answeredSocket(
     host: string[];
     port: number[];
     target_session_attrs?: string | null;
+    path?: string | false;
   }) => {
     const hosts = Math.max(1, options.host.length);
     const choosing = hosts > 1 &&
@@ -110,7 +112,13 @@ export function answeredSocket(
     const at = current % hosts;
     const host = options.host[at]!;
     const port = options.port[at] ?? options.port[0]!;
-    const raw = net.connect(port, host);
+    // A socket dir as the host (`{ host: "/run/postgresql" }`, `PGHOST`):
+    // postgres.js names its socket file, `<dir>/.s.PGSQL.<port>`, here.
+    const path = typeof options.path === "string" && options.path !== ""
+      ? options.path
+      : null;
+    const where = path ?? `${host}:${port}`;
+    const raw = path === null ? net.connect(port, host) : net.connect(path);
     let reached = false;
     raw.once("connect", () => reached = true);
     live.add(raw);
@@ -174,7 +182,7 @@ export function answeredSocket(
             idle++;
           }
           onCut(
-            `PostgreSQL sent nothing for ${answerMs}ms after the client wrote to it: the connection to ${host}:${port} was closed${
+            `PostgreSQL sent nothing for ${answerMs}ms after the client wrote to it: the connection to ${where} was closed${
               idle === 0 ? "" : `, and the ${idle} idle with it`
             }: the network to it looks cut (a partition, or a failover whose old address stopped answering), or a statement waited that long for its answer (a read behind a table lock, which a schema change, VACUUM FULL or LOCK TABLE holds: see pg_stat_activity, wait_event_type 'Lock'; or in a pooler's queue for a server connection: PgBouncer's SHOW POOLS, cl_waiting)`,
           );
@@ -272,7 +280,7 @@ export function answeredSocket(
       ) {
         failure = Object.assign(
           new Error(
-            `${host}:${port} closed the connection before answering its startup: no PostgreSQL answered there (a proxy whose database is down?)`,
+            `${where} closed the connection before answering its startup: no PostgreSQL answered there (a proxy whose database is down?)`,
           ),
           { code: "ECONNRESET" },
         );

@@ -56,7 +56,9 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * own. It opens plain TCP to the client's first host, and to the next
  * once a connect fails, as postgres.js moves on with its own, or once the
  * client ended a connection under `target_session_attrs` (a standby, for
- * `primary`) (a Unix socket path is not for it). Measured through a relay that stopped
+ * `primary`). A socket dir given as the host (`{ host: "/run/postgresql" }`,
+ * or `PGHOST`) it connects to over the Unix socket there, as postgres.js
+ * does (tests/store/postgres_socket_unix_test.ts). Measured through a relay that stopped
  * forwarding and reading (tests/store/postgres_partition_pool_test.ts, a
  * pool of 2, a bound of 1 s): on a plain client no read answered within
  * 6 s of the relay being replaced; on one given this, the first read did.
