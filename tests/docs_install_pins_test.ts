@@ -3,7 +3,10 @@
  * `deno add npm:…`, `bun add …`) names each npm package this repository
  * pins in deno.json at that version: an adopter who copies the line gets
  * the version the checks ran (an unpinned `@hono/node-server` installed
- * whatever npm had last, which node-check never ran).
+ * whatever npm had last, which node-check never ran). An `npm install`
+ * line says `--save-exact` too: npm writes `"postgres": "^3.4.9"` into
+ * package.json otherwise, and the next install without the lock file
+ * (`npm update`, a fresh CI cache) takes a later 3.x the checks never ran.
  *
  * @module
  */
@@ -27,17 +30,31 @@ async function pins(): Promise<Map<string, string>> {
 }
 
 /** The package arguments of each install command in `text`, with its line. */
-function installs(text: string): { line: number; spec: string }[] {
-  const out: { line: number; spec: string }[] = [];
+function installs(
+  text: string,
+): { line: number; spec: string; command: string; flags: string[] }[] {
+  const out: {
+    line: number;
+    spec: string;
+    command: string;
+    flags: string[];
+  }[] = [];
   for (const [i, line] of text.split("\n").entries()) {
     for (
-      const [, args] of line.matchAll(
-        /(?:npm install|npm i|bun add|pnpm add|yarn add|deno add)((?: +[^\s`)(;&|#]+)+)/g,
+      const [, command, args] of line.matchAll(
+        /(npm install|npm i|bun add|pnpm add|yarn add|deno add)((?: +[^\s`)(;&|#]+)+)/g,
       )
     ) {
-      for (const arg of args!.trim().split(/ +/)) {
+      const all = args!.trim().split(/ +/);
+      const flags = all.filter((arg) => arg.startsWith("-"));
+      for (const arg of all) {
         if (arg.startsWith("-") || arg.includes("<")) continue;
-        out.push({ line: i + 1, spec: arg.replace(/^npm:/, "") });
+        out.push({
+          line: i + 1,
+          spec: arg.replace(/^npm:/, ""),
+          command: command!,
+          flags,
+        });
       }
     }
   }
@@ -70,4 +87,27 @@ Deno.test("the docs' install lines pin each npm package at deno.json's version",
   }
   assert.ok(checked > 0, "no install line checked");
   assert.deepEqual(wrong, []);
+});
+
+Deno.test("the docs' npm install lines of a pinned package save it exact (--save-exact)", async () => {
+  const pinned = await pins();
+  const files = ["README.md"];
+  for await (const entry of Deno.readDir(`${ROOT}docs`)) {
+    if (entry.name.endsWith(".md")) files.push(`docs/${entry.name}`);
+  }
+  const ranged: string[] = [];
+  let checked = 0;
+  for (const file of files.sort()) {
+    const text = await Deno.readTextFile(`${ROOT}${file}`);
+    for (const { line, spec, command, flags } of installs(text)) {
+      const name = /^((?:@[^/@]+\/)?[^/@]+)/.exec(spec)?.[1];
+      if (!command.startsWith("npm ") || !pinned.has(name ?? "")) continue;
+      checked++;
+      if (!flags.includes("--save-exact") && !flags.includes("-E")) {
+        ranged.push(`${file}:${line}: ${command} ${spec}`);
+      }
+    }
+  }
+  assert.ok(checked > 0, "no npm install line checked");
+  assert.deepEqual(ranged, []);
 });
