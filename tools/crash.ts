@@ -935,13 +935,39 @@ export class SignerStub {
 
 // ---------------------------------------------------------------- the server
 
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
+/**
+ * The address a server says it listens on: the service's own line on
+ * stdout (`relayer: listening on …`), or `deno serve`'s on stderr where a
+ * module says nothing itself. The server is started on port 0, so the
+ * system picks a free port as it binds: a port probed free and handed to
+ * the child could be taken by another process before the child bound it.
+ *
+ * @example
+ * ```ts
+ * import { listeningBase } from "./crash.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   listeningBase("relayer: listening on http://127.0.0.1:36479/"),
+ *   "http://127.0.0.1:36479",
+ * );
+ * ```
+ *
+ * @param line A line the server wrote.
+ * @returns Its base URL, without the trailing slash, or `null` for any
+ *   other line.
+ */
+export function listeningBase(line: string): string | null {
+  // deno-lint-ignore no-control-regex
+  const plain = line.replace(/\x1b\[[0-9;]*m/g, "").trim();
+  const match =
+    /^(?:relayer: listening on|deno serve: Listening on) (http:\/\/127\.0\.0\.1:\d+)\/?$/
+      .exec(plain);
+  return match?.[1] ?? null;
 }
+
+/** A server's base before it said where it listens: requests there fail. */
+const NOWHERE = "http://127.0.0.1:0";
 
 /**
  * How many times in a row a server is started, at most, when it refuses to
@@ -1041,15 +1067,25 @@ export function startAgain(
     FAULTED_START.test(lines[0]!);
 }
 
-/** The real service as a child process, restarted on the same KV file. */
-class ServerProcess {
+/**
+ * The real service as a child process, restarted on the same KV file.
+ *
+ * @example
+ * ```ts ignore
+ * const server = new ServerProcess(ROOT, dir, env, (error) => console.error(error));
+ * await server.start(performance.now() + 30_000);
+ * await fetch(`${server.base}/healthz`);
+ * await server.stop();
+ * ```
+ */
+export class ServerProcess {
   #child: Deno.ChildProcess | null = null;
   #killing = false;
   #up = deferred();
   #fatal: (error: Error) => void;
   #output: string[] = [];
   #readers: Promise<void>[] = [];
-  base = "";
+  base = NOWHERE;
   /** The server's number: a start tried again after a refusal keeps it (it never served). */
   generation = 0;
   /** The refusals after which a server was started again (see {@linkcode startAgain}). */
@@ -1161,10 +1197,10 @@ class ServerProcess {
 
   /** One start of server `generation`: `null` once healthy, or how it exited before. */
   async #try(generation: number, deadline: number): Promise<StartExit | null> {
-    const port = freePort();
     this.#killing = false;
+    // Port 0: the child binds a port the system picks, and says which.
     const child = new Deno.Command(Deno.execPath(), {
-      args: startArgs({ port, writeDir: this.dir }),
+      args: startArgs({ port: 0, writeDir: this.dir }),
       cwd: this.root,
       clearEnv: true,
       env: this.env,
@@ -1174,7 +1210,8 @@ class ServerProcess {
     }).spawn();
     this.#child = child;
     const stderr: string[] = [];
-    this.#collect(child.stdout, generation);
+    const stdout: string[] = [];
+    this.#collect(child.stdout, generation, stdout);
     const reading = this.#readers.length;
     this.#collect(child.stderr, generation, stderr);
     let healthy = false;
@@ -1190,21 +1227,31 @@ class ServerProcess {
         );
       }
     });
-    this.base = `http://127.0.0.1:${port}`;
+    // Until the child says where it listens, nowhere: a request sent
+    // meanwhile fails as one to a server not up yet does.
+    this.base = NOWHERE;
     for (;;) {
       if (now() > deadline) {
         throw new DeadlineExceeded(
           `server ${this.tag}${generation} never became healthy`,
         );
       }
-      try {
-        const res = await fetch(`${this.base}/healthz`, {
-          signal: AbortSignal.timeout(1000),
-        });
-        await res.body?.cancel();
-        if (res.ok) break;
-      } catch {
-        // not listening yet
+      if (this.base === NOWHERE) {
+        // Not listening until it says where.
+        for (const line of [...stdout, ...stderr]) {
+          this.base = listeningBase(line) ?? this.base;
+        }
+      }
+      if (this.base !== NOWHERE) {
+        try {
+          const res = await fetch(`${this.base}/healthz`, {
+            signal: AbortSignal.timeout(1000),
+          });
+          await res.body?.cancel();
+          if (res.ok) break;
+        } catch {
+          // not answering yet
+        }
       }
       if (exited !== null || this.#child !== child) {
         const status: Deno.CommandStatus = await child.status;
