@@ -135,7 +135,13 @@
  *   must leave the payment in review as it was; it is resolved again later.
  *   So must a 409 `send-in-flight` (the first fail of a payment that may
  *   have sent, in each server): it is tried again a lease later, on a fresh
- *   read and a fresh look at the signer's receipts.
+ *   read and a fresh look at the signer's receipts. A 503 of the store's
+ *   (an outage, a statement a `cancel` fault cut) must leave it in review
+ *   with its hold pending, or resolved whole (the answer lost): it is
+ *   read again at once. With a `cancel` fault to come, the operator holds
+ *   the payments in review until it begins (the fault waits for 4 of them,
+ *   at most 5 s), so that resolutions meet it; a run where none was sent
+ *   while one was under way fails.
  * - **An operator redrives** through the route
  *   (`POST /v1/dead-letters/:intentId/:kind/redrive`): every 60 ms it lists
  *   the dead letters and redrives about a third of those whose job is idle
@@ -160,7 +166,11 @@
  * The checks, with what is actually guaranteed:
  * - I1: no intent is `failed` unless its last broadcast is `not_sent` and
  *   the signer says nothing may ever have left for it.
- * - I2: no `failed` intent has a `pending` hold.
+ * - I2: no `failed` intent has a `pending` hold; at every read, during the
+ *   run and at the end, a hold agrees with its state (voided or none when
+ *   `failed`, captured when `settled`, pending or none otherwise): KvStore
+ *   and PostgresStore void or capture in the commit of the move, so half a
+ *   resolution (the give-up's void then fail, the resolve route's) shows.
  * - I3: the states seen for an intent (at creation, sampled during the run,
  *   at the end) only move forward along the relayer's edges, between reads
  *   one of which was answered before the other was sent (two reads that
@@ -324,6 +334,13 @@ const DISK_FAULT_SIZE = "512m";
 
 /** How long a `cancel` fault cancels the client sessions' statements. */
 const CANCEL_S = 3;
+
+/**
+ * How many payments in review a `cancel` fault waits for, at most
+ * {@linkcode CANCEL_WAIT_MS}: the operator resolves them under it.
+ */
+const CANCEL_REVIEWS = 4;
+const CANCEL_WAIT_MS = 5_000;
 
 /**
  * Whether `faults` take the database away (all but `retype`, which only
@@ -1523,6 +1540,8 @@ interface Stats {
   replays: number;
   /** Operator resolutions of needs_review intents, by target. */
   resolved: Map<string, number>;
+  /** Those of them sent while a `cancel` fault was under way. */
+  resolvedInCancel: Map<string, number>;
   /** Kills that landed while a give-up or a late copy was in flight. */
   killsInGiveUp: number;
   /** Intents a delivery settled behind a write-ahead whose send a kill cut ({@linkcode settledBehindCutSend}). */
@@ -1679,6 +1698,65 @@ export function resolveAnswer(
     return "again";
   }
   return dbFaults && storeFailed(status, text) ? "again" : "unexpected";
+}
+
+/**
+ * What an intent's hold says against its state, or `null` when they agree.
+ * KvStore and PostgresStore void or capture a hold in the commit of the
+ * move it rides in (the give-up's settling → failed, the resolve route's
+ * needs_review → failed or settled), and nothing in the run voids a hold
+ * on its own: so at any moment a `failed` intent's hold is voided (or
+ * absent), a `settled` one's captured, and any other's pending (or
+ * absent). Half a resolution (a void without its move, a move without its
+ * void) shows here, at whatever read meets it.
+ *
+ * @example
+ * ```ts
+ * holdAgainstState("failed", "pending"); // "failed with a pending hold"
+ * holdAgainstState("needs_review", "pending"); // null
+ * ```
+ *
+ * @param state The intent's state, as read.
+ * @param hold Its hold, as read in the same answer.
+ * @returns The contradiction, in words, or `null`.
+ */
+export function holdAgainstState(
+  state: State,
+  hold: string | null,
+): string | null {
+  const agrees = state === "failed"
+    ? hold === "voided" || hold === null
+    : state === "settled"
+    ? hold === "captured"
+    : hold === "pending" || hold === null;
+  return agrees ? null : `${state} with a ${hold ?? "missing"} hold`;
+}
+
+/**
+ * Whether a request sent at `at` was sent while a `cancel` fault was under
+ * way (from its start to the database's return, both included).
+ *
+ * @example
+ * ```ts
+ * duringCancel([{ kind: "cancel", from: 10, up: 20 }], 15); // true
+ * ```
+ *
+ * @param faults The run's database faults so far.
+ * @param at When the request was sent.
+ * @returns Whether a `cancel` fault was under way then.
+ */
+export function duringCancel(
+  faults: readonly {
+    readonly kind: string;
+    readonly from: number;
+    readonly up: number | null;
+  }[],
+  at: number,
+): boolean {
+  return faults.some((fault) =>
+    fault.kind === "cancel" && fault.from <= at &&
+    (fault.up === null || at <= fault.up)
+  );
 }
 
 /**
@@ -2396,10 +2474,10 @@ function check(input: CheckInput): CheckResult {
           })`,
         );
       }
-      if (intent.hold === "pending") {
-        flag(id, "I2: failed with a pending hold");
-      }
     }
+    // I2, and the other half of a resolution: a hold its state contradicts.
+    const wrongHold = holdAgainstState(intent.state, intent.hold);
+    if (wrongHold !== null) flag(id, `I2: ${wrongHold}`);
 
     // I6: nothing sent behind a voided hold; settled only when captured and confirmed.
     for (const send of sends) {
@@ -3191,6 +3269,7 @@ async function runCrashTest(
     forgedPushes: 0,
     replays: 0,
     resolved: new Map(),
+    resolvedInCancel: new Map(),
     killsInGiveUp: 0,
     settledBehindCut: new Set(),
     redriveRounds: 0,
@@ -4439,6 +4518,7 @@ async function runCrashTest(
               sentAt,
               answeredAt: now(),
             });
+            holdSeen(id, body as IntentView, "a sample");
             stats.samples++;
           }
         } catch {
@@ -4448,6 +4528,24 @@ async function runCrashTest(
       await sleep(40);
     }
   };
+
+  /**
+   * A hold its intent's state contradicts, at any read during the run
+   * ({@linkcode holdAgainstState}): half a resolution, seen as it stands.
+   */
+  const holdSeen = (id: string, view: IntentView, read: string) => {
+    const wrong = holdAgainstState(view.intent.state, view.intent.hold);
+    if (wrong !== null) {
+      unexpected.push(`${id}: I2: ${read} read it ${wrong}`);
+    }
+  };
+
+  /** Payments seen in review that the operator has not resolved yet. */
+  const awaitingOperator = () =>
+    plans.filter((p) =>
+      !resolvedBy.has(p.id) &&
+      observed.get(p.id).at(-1)?.state === "needs_review"
+    ).length;
 
   /** When the operator may try a payment again after a 409 `send-in-flight`. */
   const retryAt = new Map<string, number>();
@@ -4462,6 +4560,12 @@ async function runCrashTest(
       await Promise.race([sleep(30), failed.promise]);
       await Promise.race([waitUp(), failed.promise]);
       if (operatorDone || failure) return;
+      // With a `cancel` fault to come, the payments in review wait for it,
+      // so that resolutions (the void and the move of each) meet it.
+      if (
+        options.dbFaults.includes("cancel") &&
+        !stats.dbFaults.some((fault) => fault.kind === "cancel")
+      ) continue;
       // Payments seen in review, or whose job has ended (in review, most
       // likely), a few at a time.
       const inReview = plans.filter((p) =>
@@ -4484,6 +4588,7 @@ async function runCrashTest(
             intent: { version: string };
           };
           answer({ state: intent.state, sentAt, answeredAt: now() });
+          holdSeen(plan.id, read.body as IntentView, "the operator");
           if (intent.state !== "needs_review") continue;
           // The operator looks at the chain first (the signer's receipts).
           for (const hash of intent.txHashes) {
@@ -4502,6 +4607,7 @@ async function runCrashTest(
             : "failed";
           if (to === null) continue;
           resolvedBy.set(plan.id, to);
+          const inCancel = duringCancel(stats.dbFaults, now());
           const { status, body } = await ops(
             `/v1/intents/${plan.id}/resolve`,
             {
@@ -4521,6 +4627,12 @@ async function runCrashTest(
             `${to} ${status}`,
             (stats.resolved.get(`${to} ${status}`) ?? 0) + 1,
           );
+          if (inCancel) {
+            stats.resolvedInCancel.set(
+              `${to} ${status}`,
+              (stats.resolvedInCancel.get(`${to} ${status}`) ?? 0) + 1,
+            );
+          }
           const text = JSON.stringify(body);
           trails.add(
             plan.id,
@@ -4562,6 +4674,32 @@ async function runCrashTest(
               // first fail that server refused so.
               if (status === 409) {
                 retryAt.set(plan.id, performance.now() + LEASE_MS);
+              }
+            }
+          } else if (what === "again") {
+            // The store failed under it (an outage, a statement a `cancel`
+            // fault cut): the void and the move land together or not at
+            // all. Still in review with its hold pending, it is resolved
+            // again later; resolved, the write landed and its answer was
+            // lost. Anything else is half a resolution, or another's.
+            const after = await ops(`/v1/intents/${plan.id}`);
+            if (after.status === 200 && isIntentView(after.body)) {
+              const seen = after.body.intent;
+              holdSeen(
+                plan.id,
+                after.body,
+                "the read after a failed resolution",
+              );
+              if (seen.state !== "needs_review" && seen.state !== to) {
+                unexpected.push(
+                  `${plan.id}: resolving it ${to} answered ${status} ${
+                    text.slice(0, 160)
+                  }, but it is ${seen.state} with hold ${seen.hold} now`,
+                );
+              } else if (
+                seen.state === "needs_review" && seen.hold === intent.hold
+              ) {
+                resolvedBy.delete(plan.id);
               }
             }
           }
@@ -4740,6 +4878,16 @@ async function runCrashTest(
         await Promise.race([sleep(5), failed.promise]);
       }
       if (allEnded) return;
+      if (kind === "cancel") {
+        // A few payments in review for the operator to resolve under it
+        // (it holds them until then), or as many as there are by then.
+        const until = now() + CANCEL_WAIT_MS;
+        while (awaitingOperator() < CANCEL_REVIEWS && now() < until) {
+          if (allEnded) return;
+          checkAlive();
+          await Promise.race([sleep(5), failed.promise]);
+        }
+      }
       await sleep(Math.floor(killRandom() * 25));
       const fault: DbFaultRecord = {
         kind,
@@ -5189,7 +5337,15 @@ async function runCrashTest(
         `replays      ${stats.replays} signed requests sent again (each must be 401)`,
         `operator     ${
           stats.resolved.size === 0 ? "0" : show(stats.resolved)
-        } resolutions of needs_review (to, status)`,
+        } resolutions of needs_review (to, status)${
+          options.dbFaults.includes("cancel")
+            ? `; sent during a cancel fault: ${
+              stats.resolvedInCancel.size === 0
+                ? "none"
+                : show(stats.resolvedInCancel)
+            }`
+            : ""
+        }`,
         `final        ${show(states)}`,
         ...[...byBehaviour].sort().map(([behaviour, row]) =>
           `  ${behaviour.padEnd(24)}${show(row)}`
@@ -5271,8 +5427,16 @@ async function runCrashTest(
         `crash: only ${faulted} of ${options.dbFaults.length} database faults happened before every job had ended: run more intents`,
       );
     }
+    // A `cancel` fault is there to meet the resolutions too.
+    const unmet = options.dbFaults.includes("cancel") &&
+      stats.resolvedInCancel.size === 0;
+    if (unmet) {
+      console.error(
+        "crash: the operator resolved no payment while a cancel fault was under way: run more intents",
+      );
+    }
     exitCode = violations.length === 0 && killed >= options.kills &&
-        faulted >= options.dbFaults.length
+        faulted >= options.dbFaults.length && !unmet
       ? 0
       : 1;
   } catch (error) {
