@@ -9,7 +9,7 @@
  * checked over the ops API and the signer's own records.
  *
  * ```sh
- * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel|disk] [--db-down 10] [--instances 1] [--trace]
+ * deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel|disk] [--db-down 10] [--instances 1] [--alternate] [--trace]
  * ```
  *
  * With `--instances N` (1 by default), N service processes run at once on
@@ -20,7 +20,11 @@
  * go to two instances, and a give-up and the delivery it races go to
  * different ones, where there are enough), and each kill hits one instance
  * the seed draws while the others keep serving; a delivery it cut is
- * redelivered to any live one. Each instance reaches the signer under a
+ * redelivered to any live one. With `--alternate`, the kills take turns
+ * among the instances, and the next kill does not wait for the last
+ * victim's restart: it may land while that one is still starting (its
+ * migration running), with no instance live for a moment (the summary
+ * counts those). Each instance reaches the signer under a
  * path of its own (`/i2/send`), so that a kill excuses only its own sends
  * (an overlap, a send that may have left), and a send under no
  * instance's path is flagged; the checks are otherwise the same. The
@@ -306,6 +310,13 @@ export interface CrashTestOptions {
    * kill hits one of them.
    */
   readonly instances: number;
+  /**
+   * With several instances, whether the kills take turns among them (the
+   * first, then the second, …) and the next kill may land before the last
+   * victim has restarted (while its migration runs), rather than hitting an
+   * instance drawn by the seed once the last victim is back.
+   */
+  readonly alternate: boolean;
   /** Whether to print the trail of each flagged intent (`--trace`). */
   readonly trace: boolean;
 }
@@ -369,7 +380,7 @@ const STORE_OWN_FAULT =
   /which something else using this client left open|PostgreSQL cut the write's BEGIN/;
 
 const USAGE =
-  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel|disk] [--db-down 10] [--instances 1] [--trace]";
+  "usage: deno task crash-test [--intents 300] [--kills 5] [--seed N] [--concurrency 16] [--deadline 180] [--store kv|postgres|pgbouncer] [--db-faults fast,immediate,down,terminate,retype,cancel|disk] [--db-down 10] [--instances 1] [--alternate] [--trace]";
 
 /** Thrown by {@linkcode parseOptions} for `--help`. */
 export class HelpRequested extends Error {}
@@ -388,11 +399,16 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
   let store: CrashTestOptions["store"] = "kv";
   let dbFaults: DbFault[] = [];
   let trace = false;
+  let alternate = false;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") throw new HelpRequested(USAGE);
     if (arg === "--trace") {
       trace = true;
+      continue;
+    }
+    if (arg === "--alternate") {
+      alternate = true;
       continue;
     }
     const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
@@ -451,6 +467,11 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
       `--db-faults disk needs --store kv (it fills the SQLite file's disk): current value is ${store}`,
     );
   }
+  if (alternate && values.instances! < 2) {
+    throw new RangeError(
+      `--alternate needs --instances 2 or more: current value is ${values.instances}`,
+    );
+  }
   return {
     intents: values.intents!,
     kills: values.kills!,
@@ -461,6 +482,7 @@ export function parseOptions(args: readonly string[]): CrashTestOptions {
     dbFaults,
     dbDownS: values["db-down"]!,
     instances: values.instances!,
+    alternate,
     trace,
   };
 }
@@ -715,6 +737,31 @@ export function signerPath(
   return prefix === null
     ? { instance: undefined, pathname }
     : { instance: Number(prefix[1]) - 1, pathname: prefix[2]! };
+}
+
+/**
+ * Which of `instances` the `k`th kill (from 0) hits: the next in turn with
+ * `alternate`, else one `random` draws (the one instance, with one).
+ *
+ * @example
+ * ```ts
+ * killVictim(3, 2, true, Math.random); // 1
+ * ```
+ *
+ * @param k The kill's number, from 0.
+ * @param instances How many instances run.
+ * @param alternate Whether the kills take turns.
+ * @param random The seed's draws.
+ * @returns The victim's index.
+ */
+export function killVictim(
+  k: number,
+  instances: number,
+  alternate: boolean,
+  random: () => number,
+): number {
+  if (instances <= 1) return 0;
+  return alternate ? k % instances : Math.floor(random() * instances);
 }
 
 /**
@@ -1556,6 +1603,8 @@ interface Stats {
   redrivePublished: number;
   /** Kills that landed while a redrive was in flight. */
   killsInRedrive: number;
+  /** Kills that landed while another instance was down (being started again). */
+  killsWhileOtherDown: number;
   /** The database faults, as they happened. */
   dbFaults: DbFaultRecord[];
   /** Delivery answers received, across every server. */
@@ -3278,6 +3327,7 @@ async function runCrashTest(
     redriveStatuses: new Map(),
     redrivePublished: 0,
     killsInRedrive: 0,
+    killsWhileOtherDown: 0,
     answeredTotal: 0,
     dbFaults: [],
     slowestMs: 0,
@@ -4712,6 +4762,8 @@ async function runCrashTest(
 
   /** Whether the killer is killing the server, or starting the next. */
   let killing = false;
+  /** Each instance's restart under way (with --alternate), or done. */
+  const restarting: Promise<void>[] = servers.map(() => Promise.resolve());
   const killer = async (): Promise<void> => {
     const segment = killSegment(options);
     for (let k = 0; k < options.kills; k++) {
@@ -4756,9 +4808,21 @@ async function runCrashTest(
       if (givingUpNow > 0) stats.killsInGiveUp++;
       if (redrivingNow > 0) stats.killsInRedrive++;
       if (allEnded) return;
-      // One instance at a time; the others keep serving.
-      const index = several ? Math.floor(fleetRandom() * servers.length) : 0;
+      // One instance at a time; the others keep serving (with
+      // --alternate, the last victim may still be starting).
+      const index = killVictim(
+        k,
+        servers.length,
+        options.alternate,
+        fleetRandom,
+      );
       const server = servers[index]!;
+      // Its own last restart first: a process being started is not killed.
+      await Promise.race([restarting[index], failed.promise]);
+      checkAlive();
+      if (servers.some((other) => other !== server && !other.live)) {
+        stats.killsWhileOtherDown++;
+      }
       const generation = server.generation;
       const from = now();
       trails.everyone(`SIGKILL server ${server.tag}${generation}`);
@@ -4773,11 +4837,18 @@ async function runCrashTest(
       // With several instances, the others answer on while it restarts:
       // the next budget counts from the kill.
       if (several) answeredSinceStart = 0;
-      await server.start(deadline);
-      if (!several) answeredSinceStart = 0;
-      killing = false;
-      trails.everyone(`server ${server.tag}${server.generation} up`);
+      const up = server.start(deadline).then(() => {
+        if (!several) answeredSinceStart = 0;
+        killing = false;
+        trails.everyone(`server ${server.tag}${server.generation} up`);
+      });
+      if (options.alternate) {
+        // The next kill, of the next instance, counts from this one: it may
+        // land while this one starts. A start that fails fails the run.
+        restarting[index] = up.catch((error) => fail(error as Error));
+      } else await up;
     }
+    await Promise.race([Promise.all(restarting), failed.promise]);
   };
 
   /**
@@ -5302,6 +5373,10 @@ async function runCrashTest(
               servers.map((_, index) =>
                 stats.kills.filter((kill) => kill.instance === index).length
               ).join(", ")
+            }${
+              options.alternate
+                ? ` (in turn, ${stats.killsWhileOtherDown} while another was down)`
+                : ""
             }; ${spread.pairsApart} of ${spread.pairs} requests sent twice at once went to two instances, ${spread.racesApart} of ${spread.races} give-ups raced their delivery from another`,
           ]
           : []),
