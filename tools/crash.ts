@@ -1205,7 +1205,7 @@ export class ServerProcess {
   #collect(
     stream: ReadableStream<Uint8Array>,
     generation: number,
-    sink?: string[],
+    sink?: { push(line: string): unknown },
   ) {
     this.#readers.push(
       (async () => {
@@ -1274,8 +1274,11 @@ export class ServerProcess {
     }).spawn();
     this.#child = child;
     const stderr: string[] = [];
-    const stdout: string[] = [];
-    this.#collect(child.stdout, generation, stdout);
+    // Where the child says it listens (main.ts says it on stdout).
+    let listening: string | null = null;
+    this.#collect(child.stdout, generation, {
+      push: (line: string) => listening ??= listeningBase(line),
+    });
     const reading = this.#readers.length;
     this.#collect(child.stderr, generation, stderr);
     let healthy = false;
@@ -1302,9 +1305,8 @@ export class ServerProcess {
       }
       if (this.base === NOWHERE) {
         // Not listening until it says where.
-        for (const line of [...stdout, ...stderr]) {
-          this.base = listeningBase(line) ?? this.base;
-        }
+        for (const line of stderr) listening ??= listeningBase(line);
+        this.base = listening ?? NOWHERE;
       }
       if (this.base !== NOWHERE) {
         try {
