@@ -1205,6 +1205,8 @@ function cutShort(left: number): string {
 let service: Service | undefined;
 /** Where the start-up lines go once the service runs (`deno serve` only). */
 let announce: ((line: string) => void) | undefined;
+/** Whether the runtime served the default export (its `onListen` ran). */
+let listened = false;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
@@ -1294,12 +1296,15 @@ if (import.meta.main) {
     );
     Deno.exit(1);
   }
+  /** Set when the start is refused after this point, which says why. */
+  let refused = false;
   // `deno serve` listens after this module ran; a port already taken
   // rejects there, out of reach of a try. One line, not a stack.
   globalThis.addEventListener("unhandledrejection", (event) => {
     const why = listenRefusal(event.reason);
     if (why === undefined) return;
     event.preventDefault();
+    refused = true;
     stdout.flush();
     console.error(`relayer: cannot start: ${why}`);
     Deno.exit(1);
@@ -1344,6 +1349,17 @@ if (import.meta.main) {
     }
     Deno.unrefTimer(setTimeout(() => Deno.exit(0), EXIT_GRACE_MS));
   };
+  // `deno run` does not serve the default export (`deno serve` does, and
+  // `deno run` with DENO_AUTO_SERVE set): the process would end here with
+  // exit code 0, its start line said and nothing served.
+  globalThis.addEventListener("unload", () => {
+    if (listened || stopping || refused) return;
+    stdout.flush();
+    console.error(
+      "relayer: cannot serve: nothing served main.ts's default export (deno run does not): serve it with deno serve (deno task start does), or with DENO_AUTO_SERVE=1 deno run.",
+    );
+    Deno.exitCode = 1;
+  });
   const listeners: [Deno.Signal, () => void][] = [];
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     const listener = () => void stop(signal);
@@ -1380,6 +1396,7 @@ if (import.meta.main) {
 export default {
   /** Says where it listens, in place of `deno serve`'s own line. */
   onListen(address: Deno.Addr): void {
+    listened = true;
     if (announce === undefined) return;
     const where = address.transport === "tcp" || address.transport === "udp"
       ? `http://${

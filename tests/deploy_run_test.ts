@@ -1,0 +1,121 @@
+/**
+ * `main.ts` run the way Deno Deploy runs an entrypoint: `deno run` (the
+ * file you would pass to `deno run`, Deploy's docs say), with its
+ * `export default { fetch }` served only where the runtime serves it
+ * (`DENO_AUTO_SERVE`, as `deno serve` does), and no file-system
+ * permission: a start that reads or writes a file fails here.
+ */
+import assert from "node:assert/strict";
+import { baseEnv, freePort, healthy } from "./_main_process.ts";
+import { timeout } from "./_timeout.ts";
+import { signGeneric } from "../tools/_sign.ts";
+import { signer } from "../examples/signer_stub.ts";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const ROOT = new URL("../", import.meta.url).pathname;
+const SECRET = "deploy-secret-0123456789abcdef";
+const OPS = "deploy-ops-token-0123456789";
+
+/** `deno run` of main.ts with network and environment only. */
+function run(env: Record<string, string>): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-net", "--allow-env", "--unstable-kv", MAIN],
+    cwd: ROOT,
+    clearEnv: true,
+    env: {
+      ...baseEnv(),
+      WEBHOOK_SECRET: SECRET,
+      OPS_TOKEN: OPS,
+      KV_PATH: ":memory:",
+      ...env,
+    },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
+async function output(
+  child: Deno.ChildProcess,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const [status, stdout, stderr] = await Promise.all([
+    child.status,
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  return { code: status.code, stdout, stderr };
+}
+
+Deno.test(
+  "main.ts under deno run, where nothing serves its default export, exits 1 and says how to serve it, rather than exit 0 after its start line",
+  timeout(60_000, async () => {
+    const child = run({ SENDER_URL: "http://127.0.0.1:9/" });
+    const { code, stderr } = await output(child);
+    assert.equal(code, 1, stderr);
+    const lines = stderr.trim().split("\n").filter((line) =>
+      line.startsWith("relayer:")
+    );
+    assert.equal(lines.length, 1, stderr);
+    assert.match(
+      lines[0]!,
+      /^relayer: cannot serve: nothing served main\.ts's default export .*deno serve .*DENO_AUTO_SERVE=1/,
+    );
+    assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
+  }),
+);
+
+Deno.test(
+  "main.ts run as Deno Deploy runs it (deno run, DENO_AUTO_SERVE, network and environment only) serves a signed delivery end to end",
+  timeout(60_000, async () => {
+    const signerServer = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      signer,
+    );
+    const { port } = freePort();
+    const child = run({
+      SENDER_URL: `http://127.0.0.1:${signerServer.addr.port}`,
+      DENO_AUTO_SERVE: "1",
+      DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+    });
+    const ended = output(child);
+    const base = `http://127.0.0.1:${port}`;
+    const stop = new AbortController();
+    try {
+      const outcome = await Promise.race([
+        ended.then((out) => out),
+        healthy(base, stop.signal).then(() => "served" as const),
+      ]);
+      assert.equal(outcome, "served", JSON.stringify(outcome));
+      const ops = { authorization: `Bearer ${OPS}` };
+      const created = await fetch(`${base}/v1/intents`, {
+        method: "POST",
+        headers: ops,
+        body: JSON.stringify({ id: "pi_0001_notsent", state: "authorized" }),
+      });
+      assert.equal(created.status, 201, await created.text());
+      const body = JSON.stringify({
+        job: { intentId: "pi_0001_notsent", kind: "settle" },
+      });
+      const delivered = await fetch(`${base}/v1/deliveries`, {
+        method: "POST",
+        headers: { "x-signature": await signGeneric(body, SECRET) },
+        body,
+      });
+      const answer = await delivered.json();
+      assert.equal(delivered.status, 200, JSON.stringify(answer));
+      assert.equal(answer.outcome, "poison", JSON.stringify(answer));
+      const intent = await fetch(`${base}/v1/intents/pi_0001_notsent`, {
+        headers: ops,
+      });
+      const read = await intent.json();
+      assert.equal(read.intent.state, "failed", JSON.stringify(read));
+      assert.equal(read.intent.hold, "voided", JSON.stringify(read));
+    } finally {
+      stop.abort();
+      child.kill("SIGTERM");
+      const { stderr } = await ended;
+      await signerServer.shutdown();
+      assert.doesNotMatch(stderr, /NotCapable|PermissionDenied|--allow-/);
+    }
+  }),
+);
