@@ -1019,6 +1019,9 @@ export async function openService(
     : config.database
     // KV_QUEUE=1 is refused with DATABASE_URL: not offered.
     ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL)"
+    : "platform" in config.kv
+    // KV_QUEUE=1 is refused on Deno Deploy, which runs no Deno KV queue.
+    ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue)"
     : "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one)";
   return {
     app,

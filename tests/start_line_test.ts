@@ -80,3 +80,33 @@ Deno.test({
     }
   },
 });
+
+Deno.test("openService()'s start line on Deno Deploy KV without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused there", async () => {
+  // Deno.openKv() opens what DENO_KV_DEFAULT_PATH names: here memory, on
+  // Deploy the database it attached (the URL the settings carry).
+  const before = Deno.env.get("DENO_KV_DEFAULT_PATH");
+  Deno.env.set("DENO_KV_DEFAULT_PATH", ":memory:");
+  try {
+    const { KV_PATH: _, ...base } = BASE;
+    const service = await openService(
+      loadConfig({
+        ...base,
+        WEBHOOK_SECRET: "start-line-secret-0123456789",
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
+      }),
+      { log: () => {} },
+    );
+    try {
+      assert.match(
+        service.description,
+        /; store Deno Deploy KV; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
+      );
+    } finally {
+      await service.close();
+    }
+  } finally {
+    if (before === undefined) Deno.env.delete("DENO_KV_DEFAULT_PATH");
+    else Deno.env.set("DENO_KV_DEFAULT_PATH", before);
+  }
+});
