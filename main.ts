@@ -280,10 +280,47 @@ export function remoteKvRefusal(
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 
+/** How long the start waits for a remote Deno KV database's first read. */
+const REMOTE_KV_PROBE_MS = 10_000;
+
+/**
+ * `kv`, once one read of it came back. Opening a KV Connect database does
+ * not read it (Deno 2.5, the version Deno Deploy names, sends no request
+ * at all; later versions fetch its metadata only), so a database whose
+ * reads are refused, or never answered, would start the service and fail
+ * every delivery. `kv` is closed when the read fails or does not come
+ * back within `REMOTE_KV_PROBE_MS`.
+ */
+async function readOnce(kv: Deno.Kv): Promise<Deno.Kv> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new Error(
+            `no answer to a read within ${formatDuration(REMOTE_KV_PROBE_MS)}`,
+          ),
+        ),
+      REMOTE_KV_PROBE_MS,
+    );
+  });
+  const read = kv.get(["relayer", "start-probe"]);
+  read.catch(() => {});
+  try {
+    await Promise.race([read, late]);
+    return kv;
+  } catch (error) {
+    kv.close();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function openKv(config: Config): Promise<Deno.Kv> {
   if ("url" in config.kv) {
     try {
-      return await Deno.openKv(config.kv.url);
+      return await readOnce(await Deno.openKv(config.kv.url));
     } catch (error) {
       throw new ConfigError(
         "KV_URL",
@@ -297,7 +334,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     // The database Deno Deploy attached (loadConfig checked there is one),
     // reached over KV Connect with the token Deploy set.
     try {
-      return await Deno.openKv();
+      return await readOnce(await Deno.openKv());
     } catch (error) {
       throw new ConfigError(
         "DENO_KV_DEFAULT_PATH",

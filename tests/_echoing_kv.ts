@@ -21,3 +21,28 @@ export function refusingMetadata(): Deno.HttpServer<Deno.NetAddr> {
     echoedRefusal,
   );
 }
+
+/**
+ * A KV Connect endpoint whose metadata exchange succeeds and whose data
+ * path refuses every read with a 403, as a database assigned but not
+ * connected could: Deno opens it (Deno 2.5 opens any URL without a
+ * request) and fails the first read. Serves on 127.0.0.1 at a free port;
+ * its metadata URL is `http://127.0.0.1:<port>/kv`.
+ */
+export function readRefusingKv(): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      if (new URL(req.url).pathname === "/kv") {
+        return Response.json({
+          version: 2,
+          databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
+          endpoints: [{ url: "/data", consistency: "strong" }],
+          token: "data-path-token",
+          expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+        });
+      }
+      return new Response("this database is not connected", { status: 403 });
+    },
+  );
+}

@@ -15,12 +15,23 @@ import {
 } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
-import { refusingMetadata } from "./_echoing_kv.ts";
+import { readRefusingKv, refusingMetadata } from "./_echoing_kv.ts";
 
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9/",
   WEBHOOK_SECRET: "start-secret-0123456789abcdef",
 };
+
+/**
+ * `stderr` without the lines Deno itself writes when a KV Connect call
+ * fails and it fetches the metadata again (`KV Connect failed to call
+ * '…' (status=403 Forbidden): …; refreshing metadata and retrying`).
+ */
+function withoutKvConnectRetries(stderr: string): string {
+  return stderr.split("\n").filter((line) =>
+    !line.startsWith("KV Connect failed to call ")
+  ).join("\n");
+}
 
 /** `main.ts` with the settings every test here shares, and `env`. */
 function start(
@@ -232,6 +243,91 @@ Deno.test(
         assert.ok(!stderr.includes("456789abcdef"), stderr);
       } finally {
         service.kill();
+      }
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts on Deno Deploy refuses in one line an attached KV database that opens but refuses reads, rather than serve and fail every delivery",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const server = readRefusingKv();
+    const free = port();
+    const stop = new AbortController();
+    try {
+      const service = start({
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+      }, { ...free, writeDir: dir });
+      try {
+        const outcome = await Promise.race([
+          service.ended(),
+          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
+            "served" as const
+          ),
+        ]);
+        assert.notEqual(
+          outcome,
+          "served",
+          "it served on a database it cannot read",
+        );
+        const { code, stderr } = outcome as { code: number; stderr: string };
+        assert.equal(code, 1);
+        assertOneLine(
+          withoutKvConnectRetries(stderr),
+          /^relayer: cannot start: Deno Deploy KV: cannot open the Deno KV database attached to this app \(.*403.*this database is not connected.*\): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected/,
+        );
+      } finally {
+        stop.abort();
+        service.kill();
+        await service.ended().catch(() => {});
+      }
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts refuses in one line naming KV_URL a KV Connect database that opens but refuses reads",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const server = readRefusingKv();
+    const free = port();
+    const stop = new AbortController();
+    try {
+      const service = start({
+        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
+      }, { ...free, writeDir: dir });
+      try {
+        const outcome = await Promise.race([
+          service.ended(),
+          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
+            "served" as const
+          ),
+        ]);
+        assert.notEqual(
+          outcome,
+          "served",
+          "it served on a database it cannot read",
+        );
+        const { code, stderr } = outcome as { code: number; stderr: string };
+        assert.equal(code, 1);
+        assertOneLine(
+          withoutKvConnectRetries(stderr),
+          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*403.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+        );
+      } finally {
+        stop.abort();
+        service.kill();
+        await service.ended().catch(() => {});
       }
     } finally {
       await server.shutdown();
