@@ -41,21 +41,19 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
-import { busyWaitMs } from "../policy/_retention.ts";
+import {
+  CLOUDFLARE_MAX_DELAY_SECONDS as MAX_DELAY_SECONDS,
+  CLOUDFLARE_MAX_RETENTION_MS,
+  CLOUDFLARE_MIN_RETENTION_MS,
+  cloudflareDelaySeconds as delaySecondsOf,
+  cloudflareRetentionAllowed,
+  cloudflareRetentionRefusal,
+} from "../policy/_cloudflare_retention.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 
-/**
- * The largest `delaySeconds` asked for: 12 hours, Cloudflare's limit until
- * February 2026 (24 hours since, and in Miniflare), so it holds on either.
- */
-const MAX_DELAY_SECONDS = 43_200;
-
 /** Cloudflare's longest message retention: 14 days, in seconds. */
-const MAX_RETENTION_SECONDS = 14 * 24 * 60 * 60;
-
-/** Cloudflare's shortest message retention: 60 s, in seconds. */
-const MIN_RETENTION_SECONDS = 60;
+const MAX_RETENTION_SECONDS = CLOUDFLARE_MAX_RETENTION_MS / 1000;
 
 /**
  * One message of a Cloudflare Queues batch: the part of Cloudflare's
@@ -321,15 +319,6 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
 }
 
 /**
- * Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor
- * holds), at least 1 (a 0, from a full-jitter draw or a BASE of 1 ms, would
- * redeliver at once, in a tight loop) and at most 12 h.
- */
-function delaySecondsOf(delayMs: number): number {
-  return Math.min(MAX_DELAY_SECONDS, Math.max(1, Math.ceil(delayMs / 1000)));
-}
-
-/**
  * How long a give-up that keeps failing is retried on the dead-letter queue
  * with `retries` retries (the waits the handler asks for), in seconds.
  */
@@ -377,111 +366,58 @@ function checkDeadLetterRetries(
 
 /**
  * A message retention as given, checked to be one Cloudflare allows:
- * whole seconds from 60 s to 14 days. `undefined` when not given.
+ * whole seconds from 60 s to 14 days.
  */
-function retentionSeconds(
+function checkRetentionAllowed(
   name: "messageRetentionMs" | "deadLetterMessageRetentionMs",
   value: unknown,
-): number | undefined {
-  if (value === undefined) return undefined;
-  if (
-    typeof value !== "number" || !Number.isInteger(value) ||
-    value % 1000 !== 0 || value < MIN_RETENTION_SECONDS * 1000 ||
-    value > MAX_RETENTION_SECONDS * 1000
-  ) {
-    throw new RangeError(
-      `Cannot create queue handler as '${name}' must be whole seconds from ${
-        formatDuration(MIN_RETENTION_SECONDS * 1000)
-      } to ${
-        formatDuration(MAX_RETENTION_SECONDS * 1000)
-      } (a Cloudflare queue's message retention, 4 days unless set): current value is ${
-        String(value)
-      }`,
-    );
-  }
-  return value / 1000;
-}
-
-/**
- * The longest wait, in seconds, the handler asks after delivery `attempt`
- * of a job that keeps failing: the policy's delay (at most its un-jittered
- * backoff, which the wait after a store failure is too), or a busy
- * answer's, which waits out a lease (up to `leaseMs` + 2 × `clockSkewMs`).
- */
-function longestWaitSeconds(relayer: Relayer, attempt: number): number {
-  const { baseMs, capMs } = relayer.policy;
-  // A relayer of another make may not say its lease: the defaults, then.
-  const { leaseMs, clockSkewMs } = relayer;
-  const busyMs = busyWaitMs({
-    leaseMs: typeof leaseMs === "number" ? leaseMs : undefined,
-    clockSkewMs: typeof clockSkewMs === "number" ? clockSkewMs : undefined,
-  });
-  return delaySecondsOf(
-    Math.max(outageDelayMs(attempt, baseMs, capMs), busyMs),
+): void {
+  if (value === undefined || cloudflareRetentionAllowed(value)) return;
+  throw new RangeError(
+    `Cannot create queue handler as '${name}' must be whole seconds from ${
+      formatDuration(CLOUDFLARE_MIN_RETENTION_MS)
+    } to ${
+      formatDuration(CLOUDFLARE_MAX_RETENTION_MS)
+    } (a Cloudflare queue's message retention, 4 days unless set): current value is ${
+      String(value)
+    }`,
   );
 }
 
 /**
  * Refuses message retentions that end while the handler may still retry
- * a message: Cloudflare deletes such a message, with no dead letter
- * ("messages in a queue that reach the maximum message retention are
- * deleted from the queue", Cloudflare's Queues limits page; only a
- * message at its retry limit goes to the dead-letter queue).
+ * a message (`policy/_cloudflare_retention.ts`, the rule the service's
+ * settings and `deno task schedule --queue cloudflare` read too):
+ * Cloudflare deletes such a message, with no dead letter.
  */
 function checkRetentions(
   options: QueueHandlerOptions,
   maxRetries: number,
   deadLetterQueue: string,
 ): void {
-  const { relayer } = options;
-  const jobs = retentionSeconds(
-    "messageRetentionMs",
-    options.messageRetentionMs,
-  );
-  const dead = retentionSeconds(
+  checkRetentionAllowed("messageRetentionMs", options.messageRetentionMs);
+  checkRetentionAllowed(
     "deadLetterMessageRetentionMs",
     options.deadLetterMessageRetentionMs,
   );
-  if (jobs !== undefined) {
-    let span = 0;
-    for (let attempt = 1; attempt <= maxRetries; attempt++) {
-      span += longestWaitSeconds(relayer, attempt);
-    }
-    if (jobs <= span) {
-      throw new RangeError(
-        `Cannot create queue handler as 'messageRetentionMs' is ${
-          formatDuration(jobs * 1000)
-        }: the waits this handler asks between a message's ${
-          maxRetries + 1
-        } deliveries (max_retries = ${maxRetries}) span up to ${
-          formatDuration(span * 1000)
-        } (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. ${
-          span < MAX_RETENTION_SECONDS
-            ? `Set the jobs queue's message retention above ${
-              formatDuration(span * 1000)
-            } (wrangler queues update <queue> --message-retention-period-secs ${
-              Math.max(MIN_RETENTION_SECONDS, span + 1)
-            }; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
-            : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
-        }`,
-      );
-    }
-  }
-  if (dead !== undefined) {
-    // A give-up is given the queue's deliveries: busy, it waits the
-    // policy's delay after the last of them, or out the lease.
-    const wait = longestWaitSeconds(relayer, maxRetries + 1);
-    if (dead <= wait) {
-      throw new RangeError(
-        `Cannot create queue handler as 'deadLetterMessageRetentionMs' is ${
-          formatDuration(dead * 1000)
-        }: a give-up answered busy (another delivery's lease, such as one whose Worker died mid-send) waits up to ${
-          formatDuration(wait * 1000)
-        } before it is tried again, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above ${
-          formatDuration(wait * 1000)
-        } (14 days outlasts the longest outage: wrangler queues update ${deadLetterQueue} --message-retention-period-secs ${MAX_RETENTION_SECONDS}) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`,
-      );
-    }
+  const { relayer } = options;
+  // A relayer of another make may not say its lease: the defaults, then.
+  const { leaseMs, clockSkewMs } = relayer;
+  const refusal = cloudflareRetentionRefusal(
+    {
+      baseMs: relayer.policy.baseMs,
+      capMs: relayer.policy.capMs,
+      leaseMs: typeof leaseMs === "number" ? leaseMs : undefined,
+      clockSkewMs: typeof clockSkewMs === "number" ? clockSkewMs : undefined,
+      maxRetries,
+    },
+    options,
+    deadLetterQueue,
+  );
+  if (refusal !== undefined) {
+    throw new RangeError(
+      `Cannot create queue handler as '${refusal.option}' is ${refusal.text}`,
+    );
   }
 }
 

@@ -8,7 +8,7 @@
  * deno task schedule --queue qstash --retries 5 [--lease 30s]
  * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
  * deno task schedule --queue pubsub --min-backoff 40s --message-retention 168h [--sender-timeout 10s | --ack-deadline 1m] [--lease 30s]
- * deno task schedule --queue cloudflare --max-retries 3
+ * deno task schedule --queue cloudflare --max-retries 3 [--message-retention 96h] [--dlq-message-retention 336h] [--lease 30s]
  * ```
  *
  * prints one row per delivery (the delay after it, the time of the next
@@ -21,7 +21,9 @@
  * exits 1 as well when the queue gives up before the policy's last
  * delivery, or (Pub/Sub, `--message-retention`) when a message may expire
  * before its job is resolved, as `checkQueue` and the service's start
- * check count it. {@linkcode schedule} is the pure computation behind it.
+ * check count it, or (Cloudflare, `--message-retention` or
+ * `--dlq-message-retention`) when `createQueueHandler` would refuse the
+ * retention, printing its refusal. {@linkcode schedule} is the pure computation behind it.
  *
  * @module
  */
@@ -61,6 +63,7 @@ import {
 import * as Plot from "@observablehq/plot";
 import {
   clockSkew,
+  cloudflareRetention,
   ConfigError,
   DEFAULT_CLOCK_SKEW_MS,
   lease,
@@ -75,6 +78,12 @@ import {
   whyNotDuration,
 } from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
+import {
+  cloudflareDeadLetterWaitSeconds,
+  cloudflareJobsSpanSeconds,
+  type CloudflareRetentionLimits,
+  cloudflareRetentionRefusal,
+} from "../policy/_cloudflare_retention.ts";
 
 // Re-exported so the documentation of `schedule` and its results links it.
 export type { Jitter, Policy, QueueLimits } from "../mod.ts";
@@ -880,6 +889,95 @@ export function scheduleSvg(s: Schedule): string {
   });
 }
 
+/**
+ * The Cloudflare queues' message retentions `deno task schedule` was
+ * given, and what is counted against them: the service's `LEASE` and
+ * `CLOCK_SKEW` (`--lease`, `--clock-skew`), which the relayer the queue
+ * handler is built from holds.
+ */
+export interface CloudflareRetentions {
+  /** `--message-retention`: the jobs queue's, as `messageRetentionMs`. */
+  readonly messageRetentionMs?: number;
+  /** `--dlq-message-retention`: the dead-letter queue's, as `deadLetterMessageRetentionMs`. */
+  readonly deadLetterMessageRetentionMs?: number;
+  /** `--lease` (30 s unless given). */
+  readonly leaseMs: number;
+  /** `--clock-skew` (5 s unless given). */
+  readonly clockSkewMs: number;
+}
+
+/** The name the example Worker and wrangler.toml give the dead-letter queue. */
+const CLOUDFLARE_DLQ = "relayer-jobs-dlq";
+
+/**
+ * The verdict `createQueueHandler` gives on the Cloudflare retentions the
+ * flags name (one rule, `policy/_cloudflare_retention.ts`): the line
+ * `deno task schedule` prints, and the handler's refusal after "Cannot
+ * create queue handler as " when it would refuse them. `undefined` when no
+ * retention is given.
+ *
+ * @param flags What {@linkcode parseFlags} read.
+ * @returns The line, and the refusal if any.
+ *
+ * @example A jobs queue's retention of 10 min under the default policy
+ * ```ts
+ * import { cloudflareRetentionVerdict, parseFlags } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const flags = parseFlags(["--queue", "cloudflare", "--max-retries", "9", "--message-retention", "10m"]);
+ * assert.ok(!flags.help);
+ * assert.match(cloudflareRetentionVerdict(flags)?.refusal ?? "", /--message-retention-period-secs 721;/);
+ * ```
+ */
+export function cloudflareRetentionVerdict(
+  flags: Flags & { readonly help: false },
+): { readonly line: string; readonly refusal?: string } | undefined {
+  const retentions = flags.cloudflareRetentions;
+  if (retentions === undefined || flags.queue?.kind !== "cloudflare") {
+    return undefined;
+  }
+  const limits: CloudflareRetentionLimits = {
+    baseMs: flags.policy.baseMs,
+    capMs: flags.policy.capMs,
+    leaseMs: retentions.leaseMs,
+    clockSkewMs: retentions.clockSkewMs,
+    maxRetries: flags.queue.maxRetries,
+  };
+  const refused = cloudflareRetentionRefusal(
+    limits,
+    retentions,
+    CLOUDFLARE_DLQ,
+  );
+  if (refused !== undefined) {
+    const refusal = `'${refused.option}' is ${refused.text}`;
+    return {
+      line: `retention TOO SHORT, createQueueHandler refuses it: ${refusal}`,
+      refusal,
+    };
+  }
+  const parts = [
+    ...(retentions.messageRetentionMs !== undefined
+      ? [
+        `jobs queue ${formatDuration(retentions.messageRetentionMs)} > ${
+          formatDuration(cloudflareJobsSpanSeconds(limits) * 1000)
+        }`,
+      ]
+      : []),
+    ...(retentions.deadLetterMessageRetentionMs !== undefined
+      ? [
+        `dead-letter queue ${
+          formatDuration(retentions.deadLetterMessageRetentionMs)
+        } > ${formatDuration(cloudflareDeadLetterWaitSeconds(limits) * 1000)}`,
+      ]
+      : []),
+  ];
+  return {
+    line: `retention ${
+      parts.join(", ")
+    }: OK, no message is deleted while the handler may still retry it`,
+  };
+}
+
 /** The flags, as `--help` prints them. */
 export const USAGE = `Usage: deno task schedule [flags]
 
@@ -926,6 +1024,16 @@ Flags (defaults are the library's):
                                 --sender-timeout)
                                 (these three only with --message-retention)
     --max-retries N             cloudflare: the consumer's max_retries (3)
+    --message-retention D       cloudflare: the jobs queue's message retention,
+                                CLOUDFLARE_MESSAGE_RETENTION, whole seconds
+                                from 1m to 336h (none: not checked); it must
+                                exceed the waits of max_retries retries (each
+                                the policy's backoff or --lease + 2 × clock
+                                skew), as createQueueHandler checks
+    --dlq-message-retention D   cloudflare: the dead-letter queue's,
+                                CLOUDFLARE_DLQ_MESSAGE_RETENTION; it must
+                                exceed a busy give-up's wait
+      --lease D                 the service's LEASE (30s), with either
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/
                        (the task may write only there), e.g. docs/schedule.svg
@@ -937,7 +1045,8 @@ together, as the service checks them at start, 1 when it is too short or the
 queue gives up before --max-deliveries (or, with --queue, the policy's own
 delays are too short for the service to start, QStash's failure callback may
 run out before a busy give-up ends, or the message retention may
-end before the job is resolved), 2 on a bad flag.
+end before the job is resolved, or createQueueHandler would refuse a
+Cloudflare retention), 2 on a bad flag.
 `;
 
 /** What the command line asked for. */
@@ -951,6 +1060,12 @@ export type Flags =
     readonly clockSkewMs: number;
     /** The queue, with `--queue`. */
     readonly queue?: QueueLimits;
+    /**
+     * The Cloudflare queues' message retentions and what is counted
+     * against them, with `--queue cloudflare` and `--message-retention`
+     * or `--dlq-message-retention`: what `createQueueHandler` is given.
+     */
+    readonly cloudflareRetentions?: CloudflareRetentions;
     /** Where to write the chart; none when absent. */
     readonly svg?: string;
   };
@@ -995,8 +1110,13 @@ const QUEUE_FLAGS = {
   "--min-backoff": { kinds: ["pubsub"], must: "a duration up to 10m" },
   "--max-backoff": { kinds: ["pubsub"], must: "a duration up to 10m" },
   "--message-retention": {
-    kinds: ["pubsub"],
-    must: "a duration from 10m to 744h, such as 168h",
+    kinds: ["pubsub", "cloudflare"],
+    must:
+      "a duration from 10m to 744h, such as 168h (pubsub), or whole seconds from 1m to 336h (cloudflare)",
+  },
+  "--dlq-message-retention": {
+    kinds: ["cloudflare"],
+    must: "whole seconds from 1m to 336h, such as 336h",
   },
   "--sender-timeout": {
     kinds: ["pubsub", "qstash"],
@@ -1007,7 +1127,10 @@ const QUEUE_FLAGS = {
     must:
       "a duration from 10s to 10m (the subscription's acknowledgement deadline)",
   },
-  "--lease": { kinds: ["pubsub", "qstash"], must: "a duration such as 30s" },
+  "--lease": {
+    kinds: ["pubsub", "qstash", "cloudflare"],
+    must: "a duration such as 30s",
+  },
   "--max-retries": { kinds: ["cloudflare"], must: "an integer from 0 to 100" },
 } as const satisfies Record<
   string,
@@ -1023,6 +1146,8 @@ function isQueueFlag(name: string): name is QueueFlag {
 /** The flags that stand for a setting of the service, by its name. */
 const SETTING_FLAGS = {
   PUBSUB_MESSAGE_RETENTION: "--message-retention",
+  CLOUDFLARE_MESSAGE_RETENTION: "--message-retention",
+  CLOUDFLARE_DLQ_MESSAGE_RETENTION: "--dlq-message-retention",
   SENDER_TIMEOUT: "--sender-timeout",
   LEASE: "--lease",
   CLOCK_SKEW: "--clock-skew",
@@ -1039,7 +1164,7 @@ function asService<T>(read: () => T): T {
     if (!(error instanceof ConfigError)) throw error;
     throw new UsageError(
       error.message.replace(
-        /\b(PUBSUB_MESSAGE_RETENTION|SENDER_TIMEOUT|LEASE|CLOCK_SKEW)\b/g,
+        /\b(PUBSUB_MESSAGE_RETENTION|CLOUDFLARE_MESSAGE_RETENTION|CLOUDFLARE_DLQ_MESSAGE_RETENTION|SENDER_TIMEOUT|LEASE|CLOCK_SKEW)\b/g,
         (name) => SETTING_FLAGS[name as keyof typeof SETTING_FLAGS],
       ),
     );
@@ -1062,6 +1187,7 @@ function queueFrom(
   raw: Partial<Record<QueueFlag, string>>,
   policy: Policy,
   clockSkewMs: number,
+  out: { cloudflareRetentions?: CloudflareRetentions } = {},
 ): QueueLimits | undefined {
   const kind = raw["--queue"];
   const bad = (flag: QueueFlag, error?: unknown): UsageError =>
@@ -1180,8 +1306,40 @@ function queueFrom(
         ...retention(),
       };
     }
-    case "cloudflare":
-      return { kind, maxRetries: count("--max-retries", 0, 100) ?? 3 };
+    case "cloudflare": {
+      const maxRetries = count("--max-retries", 0, 100) ?? 3;
+      // The retentions and the lease counted against them, read as the
+      // service reads CLOUDFLARE_MESSAGE_RETENTION,
+      // CLOUDFLARE_DLQ_MESSAGE_RETENTION and LEASE.
+      if (
+        raw["--message-retention"] === undefined &&
+        raw["--dlq-message-retention"] === undefined
+      ) {
+        if (raw["--lease"] !== undefined) {
+          throw new UsageError(
+            "--lease is counted only against a message retention: give --message-retention or --dlq-message-retention too (unset, the queue handler checks no retention)",
+          );
+        }
+        return { kind, maxRetries };
+      }
+      const env = serviceEnv();
+      const messageRetentionMs = asService(() =>
+        cloudflareRetention(env, "CLOUDFLARE_MESSAGE_RETENTION")
+      );
+      const deadLetterMessageRetentionMs = asService(() =>
+        cloudflareRetention(env, "CLOUDFLARE_DLQ_MESSAGE_RETENTION")
+      );
+      const leaseMs = asService(() => lease(env, senderTimeout(env)));
+      out.cloudflareRetentions = {
+        ...(messageRetentionMs !== undefined ? { messageRetentionMs } : {}),
+        ...(deadLetterMessageRetentionMs !== undefined
+          ? { deadLetterMessageRetentionMs }
+          : {}),
+        leaseMs,
+        clockSkewMs,
+      };
+      return { kind, maxRetries };
+    }
     case "kv":
       return { kind };
     default:
@@ -1337,12 +1495,16 @@ export function parseFlags(args: readonly string[]): Flags {
     );
   }
   const clockSkewMs = clockSkewFrom(rawSkew);
-  const queue = queueFrom(rawQueue, policy, clockSkewMs);
+  const out: { cloudflareRetentions?: CloudflareRetentions } = {};
+  const queue = queueFrom(rawQueue, policy, clockSkewMs, out);
   return {
     help: false,
     policy,
     clockSkewMs,
     ...(queue === undefined ? {} : { queue }),
+    ...(out.cloudflareRetentions === undefined
+      ? {}
+      : { cloudflareRetentions: out.cloudflareRetentions }),
     ...(svg === undefined ? {} : { svg }),
   };
 }
@@ -1364,6 +1526,8 @@ if (import.meta.main) {
     clockSkewMs: flags.clockSkewMs,
   });
   console.log(formatSchedule(s).trimEnd());
+  const retention = cloudflareRetentionVerdict(flags);
+  if (retention !== undefined) console.log(retention.line);
   if (flags.svg !== undefined) {
     try {
       await Deno.writeTextFile(flags.svg, scheduleSvg(s));
@@ -1383,7 +1547,7 @@ if (import.meta.main) {
   }
   Deno.exit(
     s.outlasts && !s.stopsEarly && s.ownTooShortMs === undefined &&
-      s.retentionNeedMs === undefined
+      s.retentionNeedMs === undefined && retention?.refusal === undefined
       ? 0
       : 1,
   );

@@ -58,6 +58,11 @@ import {
   retentionNeedMs,
   retentionShort,
 } from "../policy/_retention.ts";
+import {
+  CLOUDFLARE_MAX_RETENTION_MS,
+  CLOUDFLARE_MIN_RETENTION_MS,
+  cloudflareRetentionAllowed,
+} from "../policy/_cloudflare_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
 import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
@@ -1365,23 +1370,45 @@ export function loadConfig(
 const MAX_BACKOFF_MS = PUBSUB_BACKOFF_LIMIT_MS; // each bound 0 … 600 s
 
 /**
- * A Cloudflare queue's message retention: whole seconds from 1 min to 14
- * days, as Cloudflare takes it; `undefined` when unset.
+ * Reads a Cloudflare queue's message retention (`name`:
+ * `CLOUDFLARE_MESSAGE_RETENTION` or `CLOUDFLARE_DLQ_MESSAGE_RETENTION`)
+ * as the service reads it: whole seconds from 1 min to 14 days, as
+ * Cloudflare takes it (the bounds `createQueueHandler` checks, from one
+ * place); `undefined` when unset. `deno task schedule --queue cloudflare`
+ * reads its `--message-retention` and `--dlq-message-retention` so.
+ *
+ * @example A retention in hours
+ * ```ts
+ * import { cloudflareRetention } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const env = { CLOUDFLARE_MESSAGE_RETENTION: "96h" };
+ * assert.equal(cloudflareRetention(env, "CLOUDFLARE_MESSAGE_RETENTION"), 345_600_000);
+ * assert.throws(() => cloudflareRetention({ CLOUDFLARE_MESSAGE_RETENTION: "59s" }, "CLOUDFLARE_MESSAGE_RETENTION"), /whole seconds from 1m to 336h/);
+ * ```
+ *
+ * @param env The settings.
+ * @param name The setting to read.
+ * @returns The retention, in milliseconds, or `undefined`.
+ * @throws {ConfigError} If it is not whole seconds from 1 min to 14 days.
  */
-function cloudflareRetention(
+export function cloudflareRetention(
   env: Record<string, string | undefined>,
-  name: string,
+  name: "CLOUDFLARE_MESSAGE_RETENTION" | "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
 ): number | undefined {
   const ms = duration(env, name);
-  if (
-    ms !== undefined &&
-    (ms % 1000 !== 0 || ms < 60_000 || ms > 1_209_600_000)
-  ) {
+  if (ms !== undefined && !cloudflareRetentionAllowed(ms)) {
     throw new ConfigError(
       name,
-      `${name} must be whole seconds from 1m to 336h (the queue's --message-retention-period-secs, 60 to 1209600; 96h unless set): current value is ${
-        formatDuration(ms)
-      }`,
+      `${name} must be whole seconds from ${
+        CLOUDFLARE_MIN_RETENTION_MS / 60_000
+      }m to ${
+        CLOUDFLARE_MAX_RETENTION_MS / 3_600_000
+      }h (the queue's --message-retention-period-secs, ${
+        CLOUDFLARE_MIN_RETENTION_MS / 1000
+      } to ${
+        CLOUDFLARE_MAX_RETENTION_MS / 1000
+      }; 96h unless set): current value is ${formatDuration(ms)}`,
     );
   }
   return ms;

@@ -1261,7 +1261,7 @@ Deno.test("parseFlags() refuses a bad retention, ack deadline, SENDER_TIMEOUT or
     ],
     [
       ["--message-retention="],
-      "--message-retention needs a value: a duration from 10m to 744h, such as 168h",
+      "--message-retention needs a value: a duration from 10m to 744h, such as 168h (pubsub), or whole seconds from 1m to 336h (cloudflare)",
       null,
     ],
     [
@@ -1284,10 +1284,10 @@ Deno.test("parseFlags() refuses a bad retention, ack deadline, SENDER_TIMEOUT or
       );
     }
   }
-  // A flag of Pub/Sub's alone.
+  // A flag of Pub/Sub's and Cloudflare's alone.
   assert.throws(
     () => parseFlags(["--queue", "qstash", "--message-retention", "1h"]),
-    /^UsageError: --message-retention is a flag of --queue pubsub: see --help$/,
+    /^UsageError: --message-retention is a flag of --queue pubsub, cloudflare: see --help$/,
   );
 });
 
@@ -1483,13 +1483,15 @@ Deno.test("tools/schedule.ts --help names the retention flags and the settings t
       /--ack-deadline D +the subscription's ack deadline, 10s to 10m/,
       /--lease D +the service's LEASE \(30s; at least twice/,
       /\(these three only with --message-retention\)/,
+      /--message-retention D +cloudflare: the jobs queue's message retention,\n +CLOUDFLARE_MESSAGE_RETENTION, whole seconds\n +from 1m to 336h/,
+      /--dlq-message-retention D +cloudflare: the dead-letter queue's,\n +CLOUDFLARE_DLQ_MESSAGE_RETENTION/,
     ]
   ) {
     assert.match(stdout, flag);
   }
   assert.match(
     stdout,
-    /or the message retention may\nend before the job is resolved\), 2 on a bad flag/,
+    /or the message retention may\nend before the job is resolved, or createQueueHandler would refuse a\nCloudflare retention\), 2 on a bad flag/,
   );
 });
 

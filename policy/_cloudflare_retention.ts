@@ -1,0 +1,210 @@
+/**
+ * What a Cloudflare queue's message retention must hold: one rule, shared
+ * by `createQueueHandler`, the service's reading of
+ * `CLOUDFLARE_MESSAGE_RETENTION` and `CLOUDFLARE_DLQ_MESSAGE_RETENTION`,
+ * and `deno task schedule --queue cloudflare`, so the three give one
+ * verdict.
+ *
+ * Cloudflare deletes a message whose retention ends, retried or not, with
+ * no dead letter ("messages in a queue that reach the maximum message
+ * retention are deleted from the queue", its Queues limits page; only a
+ * message at its retry limit goes to the dead-letter queue). Its docs do
+ * not say the retention waits for a first delivery, so it is counted from
+ * the send: a delivery delay (the queue's `delivery_delay`, or a send's
+ * `delaySeconds`) is part of a message's age.
+ *
+ * @module
+ */
+
+import { outageDelayMs } from "./_doubled.ts";
+import { busyWaitMs } from "./_retention.ts";
+import { formatDuration } from "./format_duration.ts";
+
+/** Cloudflare's shortest message retention: 60 s. */
+export const CLOUDFLARE_MIN_RETENTION_MS = 60_000;
+
+/** Cloudflare's longest message retention: 14 days. */
+export const CLOUDFLARE_MAX_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
+
+/**
+ * The largest `delaySeconds` the handler asks for: 12 hours, Cloudflare's
+ * limit until February 2026 (24 hours since, and in Miniflare), so it
+ * holds on either.
+ */
+export const CLOUDFLARE_MAX_DELAY_SECONDS = 43_200;
+
+/**
+ * Whether `ms` is a message retention Cloudflare allows: whole seconds
+ * from 60 s to 14 days (`--message-retention-period-secs` 60 to 1209600).
+ *
+ * ```ts ignore
+ * cloudflareRetentionAllowed(600_000); // true
+ * cloudflareRetentionAllowed(600_500); // false
+ * ```
+ */
+export function cloudflareRetentionAllowed(ms: unknown): ms is number {
+  return typeof ms === "number" && Number.isInteger(ms) && ms % 1000 === 0 &&
+    ms >= CLOUDFLARE_MIN_RETENTION_MS && ms <= CLOUDFLARE_MAX_RETENTION_MS;
+}
+
+/**
+ * Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor
+ * holds), at least 1 (a 0 would redeliver at once, in a tight loop) and at
+ * most 12 h.
+ */
+export function cloudflareDelaySeconds(delayMs: number): number {
+  return Math.min(
+    CLOUDFLARE_MAX_DELAY_SECONDS,
+    Math.max(1, Math.ceil(delayMs / 1000)),
+  );
+}
+
+/** What the retention rule reads of a handler and its queues. */
+export interface CloudflareRetentionLimits {
+  /** The policy's `baseMs`. */
+  readonly baseMs: number;
+  /** The policy's `capMs`. */
+  readonly capMs: number;
+  /** The relayer's lease (30 s when absent). */
+  readonly leaseMs?: number | undefined;
+  /** The relayer's clock skew (5 s when absent). */
+  readonly clockSkewMs?: number | undefined;
+  /** The jobs consumer's `max_retries`. */
+  readonly maxRetries: number;
+  /**
+   * The longest a message waits before its first delivery: the queue's
+   * `delivery_delay` or a send's `delaySeconds` (0 when absent).
+   */
+  readonly deliveryDelayMs?: number | undefined;
+}
+
+/**
+ * The longest wait, in seconds, the handler asks after delivery `attempt`
+ * of a job that keeps failing: the policy's delay (at most its un-jittered
+ * backoff, which the wait after a store failure is too), or a busy
+ * answer's, which waits out a lease (up to `leaseMs` + 2 × `clockSkewMs`).
+ */
+export function cloudflareLongestWaitSeconds(
+  limits: CloudflareRetentionLimits,
+  attempt: number,
+): number {
+  return cloudflareDelaySeconds(
+    Math.max(
+      outageDelayMs(attempt, limits.baseMs, limits.capMs),
+      busyWaitMs(limits),
+    ),
+  );
+}
+
+/**
+ * How old a message may be, in seconds, when the jobs queue last delivers
+ * it: its delivery delay (rounded up to whole seconds) and the waits the
+ * handler asks over `maxRetries` retries. The jobs queue's retention must
+ * exceed it.
+ *
+ * ```ts ignore
+ * cloudflareJobsSpanSeconds({ baseMs: 5_000, capMs: 120_000, maxRetries: 9 }); // 720
+ * ```
+ */
+export function cloudflareJobsSpanSeconds(
+  limits: CloudflareRetentionLimits,
+): number {
+  let span = Math.ceil((limits.deliveryDelayMs ?? 0) / 1000);
+  for (let attempt = 1; attempt <= limits.maxRetries; attempt++) {
+    span += cloudflareLongestWaitSeconds(limits, attempt);
+  }
+  return span;
+}
+
+/**
+ * The longest a give-up answered busy on the dead-letter queue waits
+ * before it is tried again, in seconds: the policy's delay after the jobs
+ * queue's last delivery, or a lease. The dead-letter queue's retention
+ * must exceed it.
+ */
+export function cloudflareDeadLetterWaitSeconds(
+  limits: CloudflareRetentionLimits,
+): number {
+  return cloudflareLongestWaitSeconds(limits, limits.maxRetries + 1);
+}
+
+/** A retention the handler refuses: which, and why (with what to do). */
+export interface CloudflareRetentionRefusal {
+  /** The handler's option: `messageRetentionMs` or `deadLetterMessageRetentionMs`. */
+  readonly option: "messageRetentionMs" | "deadLetterMessageRetentionMs";
+  /** What follows "'option' is ": the retention, why it is short, and the fix. */
+  readonly text: string;
+  /** The retention, in seconds, that would do, when Cloudflare allows one. */
+  readonly neededSeconds?: number;
+}
+
+/**
+ * The refusal of message retentions that end while the handler may still
+ * retry a message there, or `undefined` when both hold (or are not
+ * given). Each retention given must be one Cloudflare allows
+ * ({@linkcode cloudflareRetentionAllowed}); the caller checks that first.
+ *
+ * ```ts ignore
+ * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
+ * cloudflareRetentionRefusal(limits, { messageRetentionMs: 600_000 }, "relayer-jobs-dlq")?.neededSeconds; // 721
+ * ```
+ */
+export function cloudflareRetentionRefusal(
+  limits: CloudflareRetentionLimits,
+  retentions: {
+    readonly messageRetentionMs?: number | undefined;
+    readonly deadLetterMessageRetentionMs?: number | undefined;
+  },
+  deadLetterQueue: string,
+): CloudflareRetentionRefusal | undefined {
+  const jobs = retentions.messageRetentionMs;
+  if (jobs !== undefined) {
+    const span = cloudflareJobsSpanSeconds(limits);
+    const delay = Math.ceil((limits.deliveryDelayMs ?? 0) / 1000);
+    if (jobs / 1000 <= span) {
+      const fits = span * 1000 < CLOUDFLARE_MAX_RETENTION_MS;
+      const needed = Math.max(CLOUDFLARE_MIN_RETENTION_MS / 1000, span + 1);
+      return {
+        option: "messageRetentionMs",
+        text: `${formatDuration(jobs)}: ${
+          delay > 0
+            ? `a message's delivery delay (${
+              formatDuration(delay * 1000)
+            }) and `
+            : ""
+        }the waits this handler asks between a message's ${
+          limits.maxRetries + 1
+        } deliveries (max_retries = ${limits.maxRetries}) span up to ${
+          formatDuration(span * 1000)
+        } (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. ${
+          fits
+            ? `Set the jobs queue's message retention above ${
+              formatDuration(span * 1000)
+            } (wrangler queues update <queue> --message-retention-period-secs ${needed}; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
+            : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
+        }`,
+        ...(fits ? { neededSeconds: needed } : {}),
+      };
+    }
+  }
+  const dead = retentions.deadLetterMessageRetentionMs;
+  if (dead !== undefined) {
+    const wait = cloudflareDeadLetterWaitSeconds(limits);
+    if (dead / 1000 <= wait) {
+      return {
+        option: "deadLetterMessageRetentionMs",
+        text: `${
+          formatDuration(dead)
+        }: a give-up answered busy (another delivery's lease, such as one whose Worker died mid-send) waits up to ${
+          formatDuration(wait * 1000)
+        } before it is tried again, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above ${
+          formatDuration(wait * 1000)
+        } (14 days outlasts the longest outage: wrangler queues update ${deadLetterQueue} --message-retention-period-secs ${
+          CLOUDFLARE_MAX_RETENTION_MS / 1000
+        }) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`,
+        neededSeconds: CLOUDFLARE_MAX_RETENTION_MS / 1000,
+      };
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,253 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  createRelayer,
+  definePolicy,
+  MemoryStore,
+  ScriptedSender,
+} from "../../mod.ts";
+import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import {
+  cloudflareRetentionVerdict,
+  parseFlags,
+} from "../../tools/schedule.ts";
+import { runSchedule } from "./_schedule_cli.ts";
+
+// `deno task schedule --queue cloudflare --message-retention X
+// [--dlq-message-retention Y]` gives the verdict createQueueHandler gives
+// (and the service's reading of CLOUDFLARE_MESSAGE_RETENTION and
+// CLOUDFLARE_DLQ_MESSAGE_RETENTION before it): one rule, in
+// policy/_cloudflare_retention.ts.
+
+const DLQ = "relayer-jobs-dlq";
+
+/** The handler's refusal, or "ok". */
+function handlerVerdict(
+  policy: { baseMs: number; capMs: number; maxDeliveries: number },
+  s: {
+    leaseMs: number;
+    clockSkewMs: number;
+    maxRetries: number;
+    jobsMs?: number | undefined;
+    deadMs?: number | undefined;
+  },
+): string {
+  try {
+    createQueueHandler({
+      relayer: createRelayer({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        policy: definePolicy({ ...policy, stuckAfterMs: 1000 }),
+        leaseMs: s.leaseMs,
+        clockSkewMs: s.clockSkewMs,
+      }),
+      maxRetries: s.maxRetries,
+      deadLetterQueue: DLQ,
+      deadLetterMaxRetries: 100,
+      messageRetentionMs: s.jobsMs,
+      deadLetterMessageRetentionMs: s.deadMs,
+    });
+    return "ok";
+  } catch (error) {
+    assert.ok(error instanceof RangeError, String(error));
+    return error.message;
+  }
+}
+
+Deno.test("deno task schedule --queue cloudflare --message-retention prints the handler's refusal, with its wrangler command, and exits 1", async () => {
+  const short = await runSchedule([
+    "--queue",
+    "cloudflare",
+    "--max-retries",
+    "9",
+    "--message-retention",
+    "10m",
+  ]);
+  assert.equal(short.code, 1, short.stderr);
+  const refusal = handlerVerdict(
+    { baseMs: 5000, capMs: 120_000, maxDeliveries: 10 },
+    { leaseMs: 30_000, clockSkewMs: 5000, maxRetries: 9, jobsMs: 600_000 },
+  );
+  const reason = refusal.replace("Cannot create queue handler as ", "");
+  assert.match(short.stdout, /--message-retention-period-secs 721;/);
+  assert.ok(short.stdout.includes(reason), short.stdout);
+  const dead = await runSchedule([
+    "--queue=cloudflare",
+    "--max-retries=9",
+    "--message-retention=96h",
+    "--dlq-message-retention=1m",
+  ]);
+  assert.equal(dead.code, 1, dead.stderr);
+  assert.match(
+    dead.stdout,
+    /wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600\)/,
+  );
+  const ok = await runSchedule([
+    "--queue",
+    "cloudflare",
+    "--max-retries",
+    "9",
+    "--message-retention",
+    "721s",
+    "--dlq-message-retention",
+    "336h",
+  ]);
+  assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+  assert.match(
+    ok.stdout,
+    /^retention jobs queue 12m1s > 12m0s, dead-letter queue 336h0m0s > 2m0s: OK/m,
+  );
+  const bad = await runSchedule([
+    "--queue",
+    "cloudflare",
+    "--message-retention",
+    "90500ms",
+  ]);
+  assert.equal(bad.code, 2);
+  assert.match(
+    bad.stderr,
+    /--message-retention must be whole seconds from 1m to 336h/,
+  );
+  const where = await runSchedule([
+    "--queue",
+    "qstash",
+    "--dlq-message-retention",
+    "1h",
+  ]);
+  assert.equal(where.code, 2);
+  assert.match(
+    where.stderr,
+    /--dlq-message-retention is a flag of --queue cloudflare/,
+  );
+});
+
+Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one verdict on a Cloudflare retention, across settings", () => {
+  const seconds = (min: number, max: number) =>
+    fc.integer({ min, max }).map((s) => s * 1000);
+  const retention = fc.oneof(
+    fc.constant(undefined),
+    seconds(60, 3600),
+    seconds(60, 1_209_600),
+    fc.integer({ min: 1, max: 1_300_000_000 }), // some not allowed
+  );
+  fc.assert(
+    fc.property(
+      fc.record({
+        maxDeliveries: fc.integer({ min: 3, max: 12 }),
+        baseMs: seconds(1, 60),
+        capMs: seconds(1, 3600),
+        leaseMs: seconds(20, 600),
+        clockSkewMs: seconds(0, 30),
+        extraRetries: fc.integer({ min: 0, max: 5 }),
+        jobsMs: retention,
+        deadMs: retention,
+      }),
+      (g) => {
+        fc.pre(g.baseMs <= g.capMs);
+        const maxRetries = g.maxDeliveries - 1 + g.extraRetries;
+        const policy = {
+          baseMs: g.baseMs,
+          capMs: g.capMs,
+          maxDeliveries: g.maxDeliveries,
+        };
+        const ms = (v: number) => `${v}ms`;
+        // The tool.
+        const args = [
+          "--max-deliveries",
+          String(g.maxDeliveries),
+          "--base",
+          ms(g.baseMs),
+          "--cap",
+          ms(g.capMs),
+          "--stuck-after",
+          "1s",
+          "--clock-skew",
+          ms(g.clockSkewMs),
+          "--queue",
+          "cloudflare",
+          "--max-retries",
+          String(maxRetries),
+          // The lease counts only against a retention: alone, a usage error.
+          ...(g.jobsMs !== undefined || g.deadMs !== undefined
+            ? ["--lease", ms(g.leaseMs)]
+            : []),
+          ...(g.jobsMs !== undefined
+            ? ["--message-retention", ms(g.jobsMs)]
+            : []),
+          ...(g.deadMs !== undefined
+            ? ["--dlq-message-retention", ms(g.deadMs)]
+            : []),
+        ];
+        let tool: string;
+        try {
+          const flags = parseFlags(args);
+          assert.ok(!flags.help);
+          tool = cloudflareRetentionVerdict(flags)?.refusal ?? "ok";
+        } catch (error) {
+          assert.equal((error as Error).name, "UsageError", String(error));
+          tool = "not allowed";
+        }
+        // The service's settings, read as the example Worker reads them.
+        let config: string;
+        let read;
+        try {
+          read = loadConfig({
+            SENDER_URL: "http://127.0.0.1:9000",
+            WEBHOOK_SECRET: "a-webhook-secret-16",
+            MAX_DELIVERIES: String(g.maxDeliveries),
+            BASE: ms(g.baseMs),
+            CAP: ms(g.capMs),
+            STUCK_AFTER: "1s",
+            LEASE: ms(g.leaseMs),
+            CLOCK_SKEW: ms(g.clockSkewMs),
+            CLOUDFLARE_MAX_RETRIES: String(maxRetries),
+            ...(g.jobsMs !== undefined
+              ? { CLOUDFLARE_MESSAGE_RETENTION: ms(g.jobsMs) }
+              : {}),
+            ...(g.deadMs !== undefined
+              ? { CLOUDFLARE_DLQ_MESSAGE_RETENTION: ms(g.deadMs) }
+              : {}),
+          });
+        } catch (error) {
+          if (
+            !(error instanceof ConfigError) ||
+            !/^CLOUDFLARE_(DLQ_)?MESSAGE_RETENTION$/.test(error.setting)
+          ) {
+            fc.pre(false); // refused for another reason: not this rule's
+          }
+          read = undefined;
+        }
+        if (read === undefined) config = "not allowed";
+        else {
+          config = handlerVerdict(policy, {
+            leaseMs: read.leaseMs,
+            clockSkewMs: read.clockSkewMs,
+            maxRetries: read.queues.cloudflare!.maxRetries,
+            jobsMs: read.cloudflareRetentions?.messageRetentionMs,
+            deadMs: read.cloudflareRetentions?.deadLetterMessageRetentionMs,
+          });
+        }
+        // The handler, given the retentions directly.
+        const direct = handlerVerdict(policy, {
+          leaseMs: g.leaseMs,
+          clockSkewMs: g.clockSkewMs,
+          maxRetries,
+          jobsMs: g.jobsMs,
+          deadMs: g.deadMs,
+        });
+        const handler = /must be whole seconds/.test(direct)
+          ? "not allowed"
+          : direct;
+        assert.equal(config, handler);
+        assert.equal(
+          tool === "ok" || tool === "not allowed"
+            ? tool
+            : `Cannot create queue handler as ${tool}`,
+          handler,
+        );
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
