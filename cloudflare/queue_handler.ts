@@ -43,9 +43,11 @@ import {
 import { outageDelayMs } from "../policy/_doubled.ts";
 import {
   CLOUDFLARE_MAX_DELAY_SECONDS as MAX_DELAY_SECONDS,
+  CLOUDFLARE_MAX_DELIVERY_DELAY_MS,
   CLOUDFLARE_MAX_RETENTION_MS,
   CLOUDFLARE_MIN_RETENTION_MS,
   cloudflareDelaySeconds as delaySecondsOf,
+  cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
   cloudflareRetentionRefusal,
 } from "../policy/_cloudflare_retention.ts";
@@ -187,6 +189,18 @@ export interface QueueHandlerOptions {
    */
   readonly deadLetterMessageRetentionMs?: number | undefined;
   /**
+   * The longest a message on the jobs queue waits before its first
+   * delivery, in milliseconds (whole seconds, 0 to 24 h): the queue's
+   * delivery delay (`wrangler queues update <queue> --delivery-delay-secs`)
+   * or the longest `delaySeconds` a producer sends with, whichever is
+   * longer. Cloudflare counts a message's retention from its send, so the
+   * delay is part of its age: it is added to the waits
+   * `messageRetentionMs` must outlast. Not given, 0.
+   *
+   * @default {0}
+   */
+  readonly deliveryDelayMs?: number | undefined;
+  /**
    * How many messages of a batch are handled at once. Cloudflare lets an
    * invocation hold 6 connections at a time (fetches waiting for headers,
    * and sockets such as a PostgreSQL client's) and queues the rest: a send
@@ -221,6 +235,7 @@ const OPTION_NAMES: readonly string[] = Object.keys(
     deadLetterMaxRetries: true,
     messageRetentionMs: true,
     deadLetterMessageRetentionMs: true,
+    deliveryDelayMs: true,
     concurrency: true,
     log: true,
   } satisfies Record<keyof QueueHandlerOptions, true>,
@@ -400,6 +415,19 @@ function checkRetentions(
     "deadLetterMessageRetentionMs",
     options.deadLetterMessageRetentionMs,
   );
+  const { deliveryDelayMs } = options;
+  if (
+    deliveryDelayMs !== undefined &&
+    !cloudflareDeliveryDelayAllowed(deliveryDelayMs)
+  ) {
+    throw new RangeError(
+      `Cannot create queue handler as 'deliveryDelayMs' must be whole seconds from 0 to ${
+        formatDuration(CLOUDFLARE_MAX_DELIVERY_DELAY_MS)
+      } (the queue's delivery delay, or the longest delaySeconds a producer sends with): current value is ${
+        String(deliveryDelayMs)
+      }`,
+    );
+  }
   const { relayer } = options;
   // A relayer of another make may not say its lease: the defaults, then.
   const { leaseMs, clockSkewMs } = relayer;
@@ -410,6 +438,7 @@ function checkRetentions(
       leaseMs: typeof leaseMs === "number" ? leaseMs : undefined,
       clockSkewMs: typeof clockSkewMs === "number" ? clockSkewMs : undefined,
       maxRetries,
+      deliveryDelayMs,
     },
     options,
     deadLetterQueue,
@@ -455,8 +484,9 @@ function checkRetentions(
  * of 3, when it is not given, does). If `messageRetentionMs` or
  * `deadLetterMessageRetentionMs` is not whole seconds from 60 s to 14
  * days, or would end while the handler may still retry a message there:
- * the jobs queue's within the waits of its `maxRetries` retries, the
- * dead-letter queue's within a busy give-up's wait.
+ * the jobs queue's within its `deliveryDelayMs` and the waits of its
+ * `maxRetries` retries, the dead-letter queue's within a busy give-up's
+ * wait. If `deliveryDelayMs` is not whole seconds from 0 to 24 h.
  * @throws {TypeError} If `relayer` is not a relayer (`createRelayer`'s, or
  * `createApp(…).relayer`). If `deadLetterQueue` is missing (Cloudflare would
  * delete a message at its retry limit, unrecorded), or if the options are

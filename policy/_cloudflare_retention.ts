@@ -34,6 +34,21 @@ export const CLOUDFLARE_MAX_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
 export const CLOUDFLARE_MAX_DELAY_SECONDS = 43_200;
 
 /**
+ * The longest delivery delay counted: 24 hours, the longest `delaySeconds`
+ * Cloudflare takes (since February 2026; 12 hours before).
+ */
+export const CLOUDFLARE_MAX_DELIVERY_DELAY_MS = 86_400_000;
+
+/**
+ * Whether `ms` is a delivery delay the rule counts: whole seconds from 0
+ * to 24 hours, as Cloudflare delays a message.
+ */
+export function cloudflareDeliveryDelayAllowed(ms: unknown): ms is number {
+  return typeof ms === "number" && Number.isInteger(ms) && ms % 1000 === 0 &&
+    ms >= 0 && ms <= CLOUDFLARE_MAX_DELIVERY_DELAY_MS;
+}
+
+/**
  * Whether `ms` is a message retention Cloudflare allows: whole seconds
  * from 60 s to 14 days (`--message-retention-period-secs` 60 to 1209600).
  *

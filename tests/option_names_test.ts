@@ -107,7 +107,7 @@ const cases: {
     },
     typo: "deadLetterQeue",
     names:
-      "relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, messageRetentionMs, deadLetterMessageRetentionMs, concurrency, log",
+      "relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, messageRetentionMs, deadLetterMessageRetentionMs, deliveryDelayMs, concurrency, log",
   },
 ];
 

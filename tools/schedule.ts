@@ -63,6 +63,7 @@ import {
 import * as Plot from "@observablehq/plot";
 import {
   clockSkew,
+  cloudflareDeliveryDelay,
   cloudflareRetention,
   ConfigError,
   DEFAULT_CLOCK_SKEW_MS,
@@ -900,6 +901,8 @@ export interface CloudflareRetentions {
   readonly messageRetentionMs?: number;
   /** `--dlq-message-retention`: the dead-letter queue's, as `deadLetterMessageRetentionMs`. */
   readonly deadLetterMessageRetentionMs?: number;
+  /** `--delivery-delay`: the jobs queue's, as `deliveryDelayMs` (0 unless given). */
+  readonly deliveryDelayMs?: number;
   /** `--lease` (30 s unless given). */
   readonly leaseMs: number;
   /** `--clock-skew` (5 s unless given). */
@@ -942,6 +945,7 @@ export function cloudflareRetentionVerdict(
     leaseMs: retentions.leaseMs,
     clockSkewMs: retentions.clockSkewMs,
     maxRetries: flags.queue.maxRetries,
+    deliveryDelayMs: retentions.deliveryDelayMs,
   };
   const refused = cloudflareRetentionRefusal(
     limits,
@@ -1033,6 +1037,10 @@ Flags (defaults are the library's):
     --dlq-message-retention D   cloudflare: the dead-letter queue's,
                                 CLOUDFLARE_DLQ_MESSAGE_RETENTION; it must
                                 exceed a busy give-up's wait
+      --delivery-delay D        the jobs queue's delivery delay (or the
+                                longest delaySeconds sent with), 0 to 24h,
+                                CLOUDFLARE_DELIVERY_DELAY: counted in its
+                                retention, which counts from the send
       --lease D                 the service's LEASE (30s), with either
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/
@@ -1118,6 +1126,10 @@ const QUEUE_FLAGS = {
     kinds: ["cloudflare"],
     must: "whole seconds from 1m to 336h, such as 336h",
   },
+  "--delivery-delay": {
+    kinds: ["cloudflare"],
+    must: "whole seconds from 0 to 24h, such as 30s",
+  },
   "--sender-timeout": {
     kinds: ["pubsub", "qstash"],
     must: "a duration such as 10s",
@@ -1148,6 +1160,7 @@ const SETTING_FLAGS = {
   PUBSUB_MESSAGE_RETENTION: "--message-retention",
   CLOUDFLARE_MESSAGE_RETENTION: "--message-retention",
   CLOUDFLARE_DLQ_MESSAGE_RETENTION: "--dlq-message-retention",
+  CLOUDFLARE_DELIVERY_DELAY: "--delivery-delay",
   SENDER_TIMEOUT: "--sender-timeout",
   LEASE: "--lease",
   CLOCK_SKEW: "--clock-skew",
@@ -1164,7 +1177,7 @@ function asService<T>(read: () => T): T {
     if (!(error instanceof ConfigError)) throw error;
     throw new UsageError(
       error.message.replace(
-        /\b(PUBSUB_MESSAGE_RETENTION|CLOUDFLARE_MESSAGE_RETENTION|CLOUDFLARE_DLQ_MESSAGE_RETENTION|SENDER_TIMEOUT|LEASE|CLOCK_SKEW)\b/g,
+        /\b(PUBSUB_MESSAGE_RETENTION|CLOUDFLARE_MESSAGE_RETENTION|CLOUDFLARE_DLQ_MESSAGE_RETENTION|CLOUDFLARE_DELIVERY_DELAY|SENDER_TIMEOUT|LEASE|CLOCK_SKEW)\b/g,
         (name) => SETTING_FLAGS[name as keyof typeof SETTING_FLAGS],
       ),
     );
@@ -1315,9 +1328,12 @@ function queueFrom(
         raw["--message-retention"] === undefined &&
         raw["--dlq-message-retention"] === undefined
       ) {
-        if (raw["--lease"] !== undefined) {
+        const alone = (["--lease", "--delivery-delay"] as const).find((
+          flag,
+        ) => raw[flag] !== undefined);
+        if (alone !== undefined) {
           throw new UsageError(
-            "--lease is counted only against a message retention: give --message-retention or --dlq-message-retention too (unset, the queue handler checks no retention)",
+            `${alone} is counted only against a message retention: give --message-retention or --dlq-message-retention too (unset, the queue handler checks no retention)`,
           );
         }
         return { kind, maxRetries };
@@ -1330,7 +1346,9 @@ function queueFrom(
         cloudflareRetention(env, "CLOUDFLARE_DLQ_MESSAGE_RETENTION")
       );
       const leaseMs = asService(() => lease(env, senderTimeout(env)));
+      const deliveryDelayMs = asService(() => cloudflareDeliveryDelay(env));
       out.cloudflareRetentions = {
+        ...(deliveryDelayMs !== undefined ? { deliveryDelayMs } : {}),
         ...(messageRetentionMs !== undefined ? { messageRetentionMs } : {}),
         ...(deadLetterMessageRetentionMs !== undefined
           ? { deadLetterMessageRetentionMs }

@@ -32,6 +32,7 @@
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
  * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
  * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days); the queue handler refuses one that ends while it may still retry a message there (unset: not checked) |
+ * | `CLOUDFLARE_DELIVERY_DELAY` | optional: the jobs queue's delivery delay (or the longest `delaySeconds` a producer sends with), whole seconds from `0` to `24h`, counted in its retention, which Cloudflare counts from the send (unset: 0) |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
  * @module
@@ -59,8 +60,10 @@ import {
   retentionShort,
 } from "../policy/_retention.ts";
 import {
+  CLOUDFLARE_MAX_DELIVERY_DELAY_MS,
   CLOUDFLARE_MAX_RETENTION_MS,
   CLOUDFLARE_MIN_RETENTION_MS,
+  cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
 } from "../policy/_cloudflare_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
@@ -190,15 +193,17 @@ export interface Config {
    */
   readonly cloudflareDeadLetterMaxRetries?: number;
   /**
-   * The Cloudflare queues' message retentions, those set
-   * (`CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION`), as
+   * The Cloudflare queues' message retentions and the jobs queue's
+   * delivery delay, those set (`CLOUDFLARE_MESSAGE_RETENTION`,
+   * `CLOUDFLARE_DLQ_MESSAGE_RETENTION`, `CLOUDFLARE_DELIVERY_DELAY`), as
    * `createQueueHandler` takes them (`messageRetentionMs`,
-   * `deadLetterMessageRetentionMs`) and checks them: spread them into its
-   * options.
+   * `deadLetterMessageRetentionMs`, `deliveryDelayMs`) and checks them:
+   * spread them into its options.
    */
   readonly cloudflareRetentions?: {
     readonly messageRetentionMs?: number;
     readonly deadLetterMessageRetentionMs?: number;
+    readonly deliveryDelayMs?: number;
   };
   /**
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
@@ -1136,6 +1141,7 @@ export function loadConfig(
     env,
     "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
   );
+  const deliveryDelayMs = cloudflareDeliveryDelay(env);
   const webhookSecretNext = secret(env, "WEBHOOK_SECRET_NEXT");
   if (webhookSecretNext !== undefined && webhookSecret === undefined) {
     throw new ConfigError(
@@ -1350,10 +1356,12 @@ export function loadConfig(
       ? { cloudflareDeadLetterMaxRetries }
       : {}),
     ...(messageRetentionMs !== undefined ||
-        deadLetterMessageRetentionMs !== undefined
+        deadLetterMessageRetentionMs !== undefined ||
+        deliveryDelayMs !== undefined
       ? {
         cloudflareRetentions: {
           ...(messageRetentionMs !== undefined ? { messageRetentionMs } : {}),
+          ...(deliveryDelayMs !== undefined ? { deliveryDelayMs } : {}),
           ...(deadLetterMessageRetentionMs !== undefined
             ? { deadLetterMessageRetentionMs }
             : {}),
@@ -1409,6 +1417,44 @@ export function cloudflareRetention(
       } to ${
         CLOUDFLARE_MAX_RETENTION_MS / 1000
       }; 96h unless set): current value is ${formatDuration(ms)}`,
+    );
+  }
+  return ms;
+}
+
+/**
+ * Reads `CLOUDFLARE_DELIVERY_DELAY` as the service reads it: the jobs
+ * queue's delivery delay (or the longest `delaySeconds` a producer sends
+ * with), whole seconds from 0 to 24 hours, which `createQueueHandler`
+ * counts in the jobs queue's retention (`deliveryDelayMs`); `undefined`
+ * when unset. `deno task schedule --queue cloudflare` reads its
+ * `--delivery-delay` so.
+ *
+ * @example A delay of a minute
+ * ```ts
+ * import { cloudflareDeliveryDelay } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareDeliveryDelay({ CLOUDFLARE_DELIVERY_DELAY: "1m" }), 60_000);
+ * assert.throws(() => cloudflareDeliveryDelay({ CLOUDFLARE_DELIVERY_DELAY: "1500ms" }), /whole seconds from 0 to 24h/);
+ * ```
+ *
+ * @param env The settings.
+ * @returns The delay, in milliseconds, or `undefined`.
+ * @throws {ConfigError} If it is not whole seconds from 0 to 24 hours.
+ */
+export function cloudflareDeliveryDelay(
+  env: Record<string, string | undefined>,
+): number | undefined {
+  const ms = duration(env, "CLOUDFLARE_DELIVERY_DELAY");
+  if (ms !== undefined && !cloudflareDeliveryDelayAllowed(ms)) {
+    throw new ConfigError(
+      "CLOUDFLARE_DELIVERY_DELAY",
+      `CLOUDFLARE_DELIVERY_DELAY must be whole seconds from 0 to ${
+        CLOUDFLARE_MAX_DELIVERY_DELAY_MS / 3_600_000
+      }h (the queue's --delivery-delay-secs, or the longest delaySeconds a producer sends with): current value is ${
+        formatDuration(ms)
+      }`,
     );
   }
   return ms;

@@ -10,7 +10,8 @@
  * the consumer's `max_retries`, Cloudflare's default of 3 when it is not
  * set, so the queue's limits are always checked, and the queues' message
  * retentions, `CLOUDFLARE_MESSAGE_RETENTION` and
- * `CLOUDFLARE_DLQ_MESSAGE_RETENTION`, checked when set), read from the
+ * `CLOUDFLARE_DLQ_MESSAGE_RETENTION`, checked when set, with the jobs
+ * queue's `CLOUDFLARE_DELIVERY_DELAY` counted in its), read from the
  * Worker's environment and
  * passed on whole by `routeOptions`; a bad one stops the Worker with a line
  * that names it, and so does `RELAYER_INSECURE_DEV`. Jobs go to the
@@ -51,7 +52,7 @@ const queue = createQueueHandler({
   maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
   deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
   deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries, // CLOUDFLARE_DLQ_MAX_RETRIES
-  ...config.cloudflareRetentions, // CLOUDFLARE_MESSAGE_RETENTION, CLOUDFLARE_DLQ_MESSAGE_RETENTION
+  ...config.cloudflareRetentions, // CLOUDFLARE_MESSAGE_RETENTION, CLOUDFLARE_DLQ_MESSAGE_RETENTION, CLOUDFLARE_DELIVERY_DELAY
   log: console.log,
 });
 

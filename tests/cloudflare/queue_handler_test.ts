@@ -356,7 +356,7 @@ Deno.test("createQueueHandler() refuses a misspelt option, which would have take
     {
       name: "TypeError",
       message:
-        'Cannot create queue handler as "deadLetterQeue" is not one of its options (relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, messageRetentionMs, deadLetterMessageRetentionMs, concurrency, log): check its spelling',
+        'Cannot create queue handler as "deadLetterQeue" is not one of its options (relayer, maxRetries, deadLetterQueue, deadLetterMaxRetries, messageRetentionMs, deadLetterMessageRetentionMs, deliveryDelayMs, concurrency, log): check its spelling',
     },
   );
   for (const options of [null, undefined, "jobs-dlq"]) {

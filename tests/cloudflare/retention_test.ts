@@ -192,3 +192,41 @@ Deno.test("createQueueHandler() refuses a message retention Cloudflare does not 
     }
   }
 });
+
+Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queue's retention: Cloudflare counts a message's age from its send", () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  // 721 s holds the 12 min of waits alone; a message held back 1 min
+  // before its first delivery is 13 min old at its last.
+  handler(relayer, { messageRetentionMs: 721_000 });
+  assert.throws(
+    () =>
+      handler(relayer, {
+        messageRetentionMs: 721_000,
+        deliveryDelayMs: 60_000,
+      }),
+    {
+      name: "RangeError",
+      message:
+        "Cannot create queue handler as 'messageRetentionMs' is 12m1s: a message's delivery delay (1m0s) and the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 13m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 13m0s (wrangler queues update <queue> --message-retention-period-secs 781; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
+    },
+  );
+  handler(relayer, { messageRetentionMs: 781_000, deliveryDelayMs: 60_000 });
+  // Not counted against the dead-letter queue, whose message is written
+  // when the queue gives up. Whole seconds, as Cloudflare delays.
+  handler(relayer, {
+    deadLetterMessageRetentionMs: 121_000,
+    deliveryDelayMs: 86_400_000,
+  });
+  for (const value of [-1000, 1500, 86_401_000, Number.NaN, "1m"]) {
+    assert.throws(() => handler(relayer, { deliveryDelayMs: value } as never), {
+      name: "RangeError",
+      message:
+        `Cannot create queue handler as 'deliveryDelayMs' must be whole seconds from 0 to 24h0m0s (the queue's delivery delay, or the longest delaySeconds a producer sends with): current value is ${
+          String(value)
+        }`,
+    });
+  }
+});

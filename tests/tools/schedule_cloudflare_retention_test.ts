@@ -31,6 +31,7 @@ function handlerVerdict(
     maxRetries: number;
     jobsMs?: number | undefined;
     deadMs?: number | undefined;
+    delayMs?: number | undefined;
   },
 ): string {
   try {
@@ -47,6 +48,7 @@ function handlerVerdict(
       deadLetterMaxRetries: 100,
       messageRetentionMs: s.jobsMs,
       deadLetterMessageRetentionMs: s.deadMs,
+      deliveryDelayMs: s.delayMs,
     });
     return "ok";
   } catch (error) {
@@ -98,6 +100,21 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
     ok.stdout,
     /^retention jobs queue 12m1s > 12m0s, dead-letter queue 336h0m0s > 2m0s: OK/m,
   );
+  const delayed = await runSchedule([
+    "--queue",
+    "cloudflare",
+    "--max-retries",
+    "9",
+    "--message-retention",
+    "721s",
+    "--delivery-delay",
+    "1m",
+  ]);
+  assert.equal(delayed.code, 1, delayed.stderr);
+  assert.match(
+    delayed.stdout,
+    /a message's delivery delay \(1m0s\) and the waits .*--message-retention-period-secs 781;/,
+  );
   const bad = await runSchedule([
     "--queue",
     "cloudflare",
@@ -142,6 +159,11 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
         extraRetries: fc.integer({ min: 0, max: 5 }),
         jobsMs: retention,
         deadMs: retention,
+        delayMs: fc.oneof(
+          fc.constant(undefined),
+          seconds(0, 600),
+          fc.integer({ min: 0, max: 90_000_000 }), // some not whole seconds
+        ),
       }),
       (g) => {
         fc.pre(g.baseMs <= g.capMs);
@@ -168,9 +190,16 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
           "cloudflare",
           "--max-retries",
           String(maxRetries),
-          // The lease counts only against a retention: alone, a usage error.
+          // The lease and the delay count only against a retention: alone,
+          // a usage error.
           ...(g.jobsMs !== undefined || g.deadMs !== undefined
-            ? ["--lease", ms(g.leaseMs)]
+            ? [
+              "--lease",
+              ms(g.leaseMs),
+              ...(g.delayMs !== undefined
+                ? ["--delivery-delay", ms(g.delayMs)]
+                : []),
+            ]
             : []),
           ...(g.jobsMs !== undefined
             ? ["--message-retention", ms(g.jobsMs)]
@@ -208,11 +237,16 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
             ...(g.deadMs !== undefined
               ? { CLOUDFLARE_DLQ_MESSAGE_RETENTION: ms(g.deadMs) }
               : {}),
+            ...(g.delayMs !== undefined &&
+                (g.jobsMs !== undefined || g.deadMs !== undefined)
+              ? { CLOUDFLARE_DELIVERY_DELAY: ms(g.delayMs) }
+              : {}),
           });
         } catch (error) {
           if (
             !(error instanceof ConfigError) ||
-            !/^CLOUDFLARE_(DLQ_)?MESSAGE_RETENTION$/.test(error.setting)
+            !/^CLOUDFLARE_(DLQ_MESSAGE_RETENTION|MESSAGE_RETENTION|DELIVERY_DELAY)$/
+              .test(error.setting)
           ) {
             fc.pre(false); // refused for another reason: not this rule's
           }
@@ -226,6 +260,7 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
             maxRetries: read.queues.cloudflare!.maxRetries,
             jobsMs: read.cloudflareRetentions?.messageRetentionMs,
             deadMs: read.cloudflareRetentions?.deadLetterMessageRetentionMs,
+            delayMs: read.cloudflareRetentions?.deliveryDelayMs,
           });
         }
         // The handler, given the retentions directly.
@@ -235,6 +270,9 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
           maxRetries,
           jobsMs: g.jobsMs,
           deadMs: g.deadMs,
+          delayMs: g.jobsMs !== undefined || g.deadMs !== undefined
+            ? g.delayMs
+            : undefined,
         });
         const handler = /must be whole seconds/.test(direct)
           ? "not allowed"

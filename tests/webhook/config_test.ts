@@ -1121,6 +1121,55 @@ Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_ME
   handler("96h", "336h");
 });
 
+Deno.test("loadConfig() reads CLOUDFLARE_DELIVERY_DELAY with the retentions, and the queue handler counts it in the jobs queue's", async () => {
+  const { createQueueHandler } = await import(
+    "../../cloudflare/queue_handler.ts"
+  );
+  const { createRelayer } = await import("../../mod.ts");
+  assert.deepEqual(
+    loadConfig({ ...base, CLOUDFLARE_DELIVERY_DELAY: "1m" })
+      .cloudflareRetentions,
+    { deliveryDelayMs: 60_000 },
+  );
+  for (
+    const [value, shown] of [["1500ms", "1.5s"], ["25h", "25h0m0s"]] as const
+  ) {
+    refused(
+      { ...base, CLOUDFLARE_DELIVERY_DELAY: value },
+      "CLOUDFLARE_DELIVERY_DELAY",
+      new RegExp(
+        `^CLOUDFLARE_DELIVERY_DELAY must be whole seconds from 0 to 24h \\(the queue's --delivery-delay-secs, or the longest delaySeconds a producer sends with\\): current value is ${
+          shown.replace(".", "\\.")
+        }$`,
+      ),
+    );
+  }
+  const handler = (delay: string) => {
+    const config = loadConfig({
+      ...base,
+      CLOUDFLARE_MAX_RETRIES: "9",
+      CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+      CLOUDFLARE_MESSAGE_RETENTION: "721s",
+      CLOUDFLARE_DELIVERY_DELAY: delay,
+    });
+    return createQueueHandler({
+      relayer: createRelayer({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        policy: config.policy,
+        leaseMs: config.leaseMs,
+        clockSkewMs: config.clockSkewMs,
+      }),
+      maxRetries: config.queues.cloudflare?.maxRetries,
+      deadLetterQueue: "relayer-jobs-dlq",
+      deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
+      ...config.cloudflareRetentions,
+    });
+  };
+  handler("0s");
+  assert.throws(() => handler("1s"), /delivery delay \(1s\)/);
+});
+
 Deno.test("loadConfig() checks CLOUDFLARE_MAX_RETRIES when it is set", () => {
   refused(
     { ...base, CLOUDFLARE_MAX_RETRIES: "3" },
