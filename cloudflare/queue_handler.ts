@@ -193,8 +193,9 @@ export interface QueueHandlerOptions {
    * delivery, in milliseconds (whole seconds, 0 to 24 h): the queue's
    * delivery delay (`wrangler queues update <queue> --delivery-delay-secs`)
    * or the longest `delaySeconds` a producer sends with, whichever is
-   * longer. Cloudflare counts a message's retention from its send, so the
-   * delay is part of its age: it is added to the waits
+   * longer. Cloudflare does not say a retention waits for the first
+   * delivery, so it is counted from the send and the delay is part of a
+   * message's age: it is added to the waits
    * `messageRetentionMs` must outlast. Not given, 0.
    *
    * @default {0}

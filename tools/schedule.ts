@@ -1040,7 +1040,7 @@ Flags (defaults are the library's):
       --delivery-delay D        the jobs queue's delivery delay (or the
                                 longest delaySeconds sent with), 0 to 24h,
                                 CLOUDFLARE_DELIVERY_DELAY: counted in its
-                                retention, which counts from the send
+                                retention, counted from the send
       --lease D                 the service's LEASE (30s), with either
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/

@@ -193,7 +193,7 @@ Deno.test("createQueueHandler() refuses a message retention Cloudflare does not 
   }
 });
 
-Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queue's retention: Cloudflare counts a message's age from its send", () => {
+Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queue's retention, counted from the send", () => {
   const relayer = createRelayer({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
