@@ -17,6 +17,9 @@
  * - Cloudflare Queues: `message.attempts`; `retry({ delaySeconds })` up to
  *   12 h; after `maxRetries + 1` deliveries the message goes to the
  *   dead-letter queue, whose consumer is the same handler (once or twice).
+ *   With a message retention (`QueueScenario.cloudflare`), a message is
+ *   deleted once its age, counted from the send (its delivery delay
+ *   included), reaches it, with no dead letter.
  * - The local KV queue: we re-enqueue with our delay; the store counts; no
  *   limit.
  *
@@ -97,6 +100,18 @@ export interface QueueScenario {
    * copy of the job killed mid-rescue leaves its write-ahead and lease.
    */
   readonly plantKilled?: boolean;
+  /** Cloudflare: the jobs queue's message retention and delivery delay. */
+  readonly cloudflare?: CloudflareQueueSettings;
+}
+
+/**
+ * A Cloudflare jobs queue's settings that bound a message's life: its
+ * message retention (none: kept until the queue gives up) and the delay
+ * before its first delivery (0 when absent).
+ */
+export interface CloudflareQueueSettings {
+  readonly messageRetentionMs?: number;
+  readonly deliveryDelayMs?: number;
 }
 
 /** The settings of the service the relayer runs with, in milliseconds. */
@@ -140,8 +155,13 @@ export interface QueueModel {
   redeliver(delivery: number, random: () => number): number;
   /** How many times its give-up signal reaches the relayer (0: none). */
   giveUpCalls(random: () => number): number;
-  /** How long it keeps a message at all (`Infinity`: until it gives up). */
+  /**
+   * How long it keeps a message at all (`Infinity`: until it gives up):
+   * a delivery at an age past it never comes.
+   */
   readonly retentionMs: number;
+  /** The wait before a message's first delivery (0 when absent). */
+  readonly firstDelayMs?: number;
   /**
    * The wait before the next delivery after delivery `n` (the `streak`-th
    * in a row) failed unexpectedly, the store down: a 503 with no
@@ -229,6 +249,7 @@ export function modelOf(
   queue: QueueLimits,
   policy: Policy = DEFAULT_POLICY,
   slowest = false,
+  cloudflare: CloudflareQueueSettings = {},
 ): QueueModel {
   const limit = queueLimit(queue);
   const onceOrTwice = (random: () => number) => random() < 0.5 ? 1 : 2;
@@ -298,7 +319,13 @@ export function modelOf(
         next: (delayMs) => Math.min(seconds(delayMs), DAY_MS / 2),
         redeliver: () => 0, // the consumer's retry_delay, 0 by default
         giveUpCalls: onceOrTwice,
-        retentionMs: Infinity,
+        // Counted from the send (Cloudflare does not say the retention
+        // waits for a first delivery), and a message that reaches it is
+        // deleted: none is delivered at an age of the retention or more.
+        retentionMs: cloudflare.messageRetentionMs === undefined
+          ? Infinity
+          : cloudflare.messageRetentionMs - 1,
+        firstDelayMs: cloudflare.deliveryDelayMs ?? 0,
         // The handler's retry after an outage: the policy's base, doubled
         // with the message's attempts, up to the policy's cap.
         failed: (n) =>
@@ -426,6 +453,7 @@ export async function simulateQueue(
     scenario.queue,
     scenario.policy,
     scenario.slowest,
+    scenario.cloudflare,
   ),
 ): Promise<QueueRunReport> {
   const { policy, queue, event } = scenario;
@@ -545,7 +573,7 @@ export async function simulateQueue(
   const jobs = ids.map((id) => ({
     job: { intentId: id, kind: "settle" } as Job,
     born: clock,
-    due: clock,
+    due: clock + (model.firstDelayMs ?? 0),
     count: 0,
     streak: 0,
     failures: 0,
@@ -1220,4 +1248,86 @@ export function acceptedEventScenario(
       return { ...base, queue, settings, event, slowest, plantKilled };
     },
   ).filter((s): s is QueueScenario => s !== undefined);
+}
+
+/**
+ * The least jobs-queue `messageRetentionMs` `createQueueHandler` takes
+ * with this policy, queue, settings and delivery delay (whole seconds,
+ * by bisection over Cloudflare's 60 s … 14 days): the handler's own
+ * check, not a copy of it. `undefined` when it takes none.
+ */
+export function leastCloudflareRetention(
+  policy: Policy,
+  queue: Extract<QueueLimits, { kind: "cloudflare" }>,
+  settings: ServiceSettings,
+  deliveryDelayMs: number,
+): number | undefined {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy,
+    leaseMs: settings.leaseMs,
+    clockSkewMs: settings.clockSkewMs,
+  });
+  const takes = (seconds: number) => {
+    try {
+      createQueueHandler({
+        relayer,
+        maxRetries: queue.maxRetries,
+        deadLetterQueue: "relayer-jobs-dlq",
+        deadLetterMaxRetries: 100,
+        messageRetentionMs: seconds * SECOND,
+        deliveryDelayMs,
+      });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  let low = 60;
+  let high = 1_209_600;
+  if (!takes(high)) return undefined;
+  if (takes(low)) return low * SECOND;
+  while (high - low > 1) {
+    const mid = Math.floor((low + high) / 2);
+    if (takes(mid)) high = mid;
+    else low = mid;
+  }
+  return high * SECOND;
+}
+
+/**
+ * Accepted Cloudflare configurations with an event at a job's end (as
+ * {@linkcode acceptedEventScenario}), a delivery delay (none, 1 s … 1 h)
+ * and the least jobs-queue message retention `createQueueHandler` takes
+ * with them, less `shiftMs` (for a twin of the check; at least 60 s).
+ */
+export function cloudflareRetentionScenario(
+  outageMs: (settings: ServiceSettings) => number,
+  shiftMs: (deliveryDelayMs: number, settings: ServiceSettings) => number =
+    () => 0,
+): fc.Arbitrary<QueueScenario> {
+  return fc.tuple(
+    acceptedEventScenario("cloudflare", outageMs),
+    fc.constantFrom<number>(0, 1000, 30_000, 300_000, 900_000, 3_600_000),
+  ).map(([scenario, deliveryDelayMs]): QueueScenario | undefined => {
+    const { policy, queue } = scenario;
+    if (queue.kind !== "cloudflare") return undefined;
+    const settings = scenario.settings ?? DEFAULT_SETTINGS;
+    const least = leastCloudflareRetention(
+      policy,
+      queue,
+      settings,
+      deliveryDelayMs,
+    );
+    if (least === undefined) return undefined;
+    const messageRetentionMs = Math.max(
+      60_000,
+      least - shiftMs(deliveryDelayMs, settings),
+    );
+    return {
+      ...scenario,
+      cloudflare: { messageRetentionMs, deliveryDelayMs },
+    };
+  }).filter((s): s is QueueScenario => s !== undefined);
 }

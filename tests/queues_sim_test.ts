@@ -25,7 +25,9 @@
  *
  * Broken twins: a queue that stops early with no callback fails (i); a
  * start-up check that ignores the queue's limit fails (iii); QStash calling
- * its failure callback once more only fails (iv).
+ * its failure callback once more only fails (iv); a Cloudflare retention
+ * that leaves out the delivery delay or the lease, or is a second under the
+ * least `createQueueHandler` takes, fails (iv).
  *
  * @module
  */
@@ -39,6 +41,7 @@ import {
   accepts,
   anyAccidents,
   anyScenario,
+  cloudflareRetentionScenario,
   modelOf,
   type QueueModel,
   type QueueRunReport,
@@ -139,7 +142,7 @@ const busyBound = (settings: ServiceSettings) =>
 function nothingStrandedAfterEvents(
   arbitrary: fc.Arbitrary<QueueScenario>,
   model: (scenario: QueueScenario) => QueueModel = (s) =>
-    modelOf(s.queue, s.policy, s.slowest),
+    modelOf(s.queue, s.policy, s.slowest, s.cloudflare),
   seen?: { killed: number; failed: number; giveUpRetried: number },
   accepted = true,
 ) {
@@ -257,6 +260,47 @@ Deno.test("least-retention scenarios reach the corner a retention need without L
   assert.ok(
     stranded * 40 >= noLease.length,
     `${stranded} of ${noLease.length}`,
+  );
+});
+
+Deno.test("simulateQueue() on cloudflare at the least message retention createQueueHandler takes, with a delivery delay: a killed holder or an outage at a job's end strands nothing", async () => {
+  const seen = { killed: 0, failed: 0, giveUpRetried: 0 };
+  await fc.assert(
+    nothingStrandedAfterEvents(
+      cloudflareRetentionScenario(busyBound),
+      undefined,
+      seen,
+    ),
+    { numRuns: runs(150) },
+  );
+  if (runs(150) >= 100) {
+    assert.ok(seen.killed > 0 && seen.failed > 0, JSON.stringify(seen));
+  }
+});
+
+Deno.test("least-retention property on cloudflare catches a check that leaves out the delivery delay or the lease, and a retention a second under the least: a message deleted at its retention while still retried is stranded", async () => {
+  // The retention such a check would take: the delivery delay less.
+  const noDelay = cloudflareRetentionScenario(busyBound, (delayMs) => delayMs);
+  assert.equal(
+    await catchesAsync(nothingStrandedAfterEvents(noDelay), 300),
+    true,
+  );
+  // The floor is tight: a second under it (which the handler refuses),
+  // a message retried at its last second is deleted (64 runs in 1500).
+  const secondLess = cloudflareRetentionScenario(busyBound, () => 1000);
+  assert.equal(
+    await catchesAsync(nothingStrandedAfterEvents(secondLess), 500),
+    true,
+  );
+  // And one that counts the delay but not a busy intent's lease in its
+  // waits, only the policy's backoff: LEASE + 2 × CLOCK_SKEW less.
+  const noBusy = cloudflareRetentionScenario(
+    busyBound,
+    (_delayMs, settings) => busyBound(settings),
+  );
+  assert.equal(
+    await catchesAsync(nothingStrandedAfterEvents(noBusy), 300),
+    true,
   );
 });
 
