@@ -2,7 +2,8 @@
 // (examples/cloudflare/worker.ts) on workerd through Miniflare, with and
 // without nodejs_compat (without it, on wrangler.toml's [vars] written
 // unquoted: numbers and booleans as JSON bindings; and refused at start on
-// RELAYER_INSECURE_DEV = true and on a WEBHOOK_SECRET past 2^53), and
+// RELAYER_INSECURE_DEV = true, on a WEBHOOK_SECRET past 2^53 and on a
+// message retention the queue handler refuses), and
 // drives it as Cloudflare and the queues would:
 // signed QStash and generic deliveries over HTTP (and forgeries only the
 // signature check refuses: a wrong MAC at the current time, QStash's claims
@@ -2006,6 +2007,23 @@ async function refusedVars() {
     { WEBHOOK_SECRET: Number("1234567890123456789") },
     /Uncaught Error: ConfigError: WEBHOOK_SECRET is a number other than a whole one below 2\^53, which the Worker may hold rounded, not as written: write it quoted/,
     "WEBHOOK_SECRET = 1234567890123456789",
+  );
+  // A message retention the queue handler refuses (the seed's policy and
+  // LEASE: 2 retries of up to 30 s each): the example Worker builds the
+  // handler in global scope, so workerd refuses the Worker at its start,
+  // before any request or batch, with the handler's own line.
+  await refusesToStart(
+    { CLOUDFLARE_MESSAGE_RETENTION: "1m" },
+    /Uncaught RangeError: Cannot create queue handler as 'messageRetentionMs' is 1m0s: the waits this handler asks between a message's 3 deliveries \(max_retries = 2\) span up to 1m0s/,
+    'CLOUDFLARE_MESSAGE_RETENTION = "1m"',
+  );
+  await refusesToStart(
+    {
+      CLOUDFLARE_MESSAGE_RETENTION: "61s",
+      CLOUDFLARE_DELIVERY_DELAY: "1s",
+    },
+    /Uncaught RangeError: Cannot create queue handler as 'messageRetentionMs' is 1m1s: a message's delivery delay \(1s\) and the waits this handler asks between a message's 3 deliveries \(max_retries = 2\) span up to 1m1s/,
+    'CLOUDFLARE_MESSAGE_RETENTION = "61s" with CLOUDFLARE_DELIVERY_DELAY = "1s"',
   );
 }
 
