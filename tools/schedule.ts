@@ -1041,7 +1041,8 @@ Flags (defaults are the library's):
                                 longest delaySeconds sent with), 0 to 24h,
                                 CLOUDFLARE_DELIVERY_DELAY: counted in its
                                 retention, counted from the send
-      --lease D                 the service's LEASE (30s), with either
+      --lease D                 the service's LEASE (30s)
+                                (these two only with a retention)
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/
                        (the task may write only there), e.g. docs/schedule.svg
