@@ -21,6 +21,42 @@ import { genericRequest, NOW, OPS, SECRET, STACK } from "../webhook/_app.ts";
 const DISK_FULL =
   /^Cannot write to Deno KV as the disk that holds its SQLite file is full \(SQLite: "database or disk is full"\): nothing was written\. Free space on that disk; writes resume once there is room, without a restart\b/;
 
+/**
+ * A read-only refusal as KvStore words it, quoting SQLite's own words
+ * `sqlite`.
+ */
+function readOnly(sqlite: string): RegExp {
+  const quoted = sqlite.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(
+    `^Cannot write to Deno KV as its SQLite file is read-only to this process \\(SQLite: "${quoted}"\\): nothing was written\\. Make the file, its -wal and -shm files and their folder writable by this process`,
+  );
+}
+
+/** Asserts that `write` is refused as read-only ({@linkcode readOnly}), marked as nothing written. */
+async function refusedAsReadOnly(
+  write: Promise<unknown>,
+  sqlite: string,
+): Promise<void> {
+  await assert.rejects(write, (error: Error) => {
+    assert.match(error.message, readOnly(sqlite));
+    assert.equal(isNotWritten(error), true);
+    return true;
+  });
+}
+
+/** Deno KV's handle `kv`, each commit of it refused with an Error of `message`. */
+function refusingCommits(kv: Deno.Kv, message: string): KvLike {
+  return {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      atomic.commit = () => Promise.reject(new Error(message));
+      return atomic;
+    },
+  };
+}
+
 async function onFullDisk(
   test: (world: {
     store: KvStore;
@@ -252,16 +288,9 @@ Deno.test({
       reader = await Deno.openKv(`${readOnly}/relayer.kv`);
       const store = new KvStore(reader);
       assert.equal((await store.getIntent("pi_1"))?.state, "created");
-      await assert.rejects(
+      await refusedAsReadOnly(
         store.createIntent({ id: "pi_2", state: "created" }),
-        (error: Error) => {
-          assert.match(
-            error.message,
-            /^Cannot write to Deno KV as its SQLite file is read-only to this process \(SQLite: "Can not write to a read-only database\."\): nothing was written\. Make the file, its -wal and -shm files and their folder writable by this process/,
-          );
-          assert.equal(isNotWritten(error), true);
-          return true;
-        },
+        "Can not write to a read-only database.",
       );
       assert.equal(await new KvStore(writer).getIntent("pi_2"), null);
     } finally {
@@ -401,27 +430,11 @@ Deno.test("KvStore whose commit SQLite refuses with SQLite's own read-only error
   try {
     // Deno KV's handle, its commits answered as SQLite answers a write
     // to a file it cannot write.
-    const refusing: KvLike = {
-      getMany: (keys) => kv.getMany(keys),
-      list: (selector, options) => kv.list(selector, options),
-      atomic(): KvAtomic {
-        const atomic = kv.atomic();
-        atomic.commit = () =>
-          Promise.reject(new Error("attempt to write a readonly database"));
-        return atomic;
-      },
-    };
-    const store = new KvStore(refusing);
-    await assert.rejects(
+    const sqlite = "attempt to write a readonly database";
+    const store = new KvStore(refusingCommits(kv, sqlite));
+    await refusedAsReadOnly(
       store.createIntent({ id: "pi_1", state: "created" }),
-      (error: Error) => {
-        assert.match(
-          error.message,
-          /^Cannot write to Deno KV as its SQLite file is read-only to this process \(SQLite: "attempt to write a readonly database"\): nothing was written\. Make the file, its -wal and -shm files and their folder writable by this process/,
-        );
-        assert.equal(isNotWritten(error), true);
-        return true;
-      },
+      sqlite,
     );
     assert.equal(await new KvStore(kv).getIntent("pi_1"), null);
   } finally {
@@ -433,17 +446,11 @@ Deno.test("KvStore words as a full disk only SQLite's own 'database or disk is f
   const kv = await Deno.openKv(":memory:");
   try {
     const quoting = "commit failed: database or disk is full";
-    const refusing: KvLike = {
-      getMany: (keys) => kv.getMany(keys),
-      list: (selector, options) => kv.list(selector, options),
-      atomic(): KvAtomic {
-        const atomic = kv.atomic();
-        atomic.commit = () => Promise.reject(new Error(quoting));
-        return atomic;
-      },
-    };
     await assert.rejects(
-      new KvStore(refusing).createIntent({ id: "pi_1", state: "created" }),
+      new KvStore(refusingCommits(kv, quoting)).createIntent({
+        id: "pi_1",
+        state: "created",
+      }),
       (error: Error) => {
         assert.equal(error.message, quoting);
         assert.equal(isNotWritten(error), false);
