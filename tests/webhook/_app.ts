@@ -27,6 +27,13 @@ export const OPS = "ops-token-for-tests";
 /** The test app's clock, in milliseconds: generic deliveries are signed at this time. */
 export const NOW = 1_000_000;
 
+/** The intent the webhook's tests deliver for: `pi_0001`, authorized, its hold pending. */
+export const AUTHORIZED = {
+  id: "pi_0001",
+  state: "authorized",
+  hold: "pending",
+} as const;
+
 /** The audience of the test app's Pub/Sub dead-letter route, with {@linkcode withDeadLetterRoute}. */
 export const DEAD_LETTER_AUDIENCE =
   "https://relayer.example.test/v1/pubsub/dead-letter";

@@ -7,6 +7,7 @@ import {
 } from "../../webhook/app.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
 import {
+  AUTHORIZED,
   genericRequest,
   makeApp,
   NOW,
@@ -25,11 +26,6 @@ import {
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const created = { id: "pi_0001", state: "created" } as const;
-const authorized = {
-  id: "pi_0001",
-  state: "authorized",
-  hold: "pending",
-} as const;
 
 async function problemOf(res: Response) {
   assert.equal(res.headers.get("content-type"), "application/problem+json");
@@ -243,7 +239,7 @@ Deno.test("createApp() rounds an equal-jitter floor of 2.5 s up to Retry-After: 
 
 Deno.test("createApp() answers 200 for a poisoned generic delivery, after the resolution", async () => {
   const { app, store } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: {
       pi_0001: {
         sends: [{ error: poison(notSent(new Error("bad chain id"))) }],
@@ -1956,7 +1952,7 @@ Deno.test("createApp() checks its clock's readings as the relayer does: an opera
   const { app, store } = await makeApp({
     intents: [
       { id: "pi_0002", state: "needs_review", hold: "pending" },
-      authorized,
+      AUTHORIZED,
     ],
     deps: {
       now: () => NOW + 0.5,

@@ -19,7 +19,14 @@
 
 import assert from "node:assert/strict";
 import type { ScriptedSender } from "../../mod.ts";
-import { genericRequest, makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
+import {
+  AUTHORIZED,
+  genericRequest,
+  makeApp,
+  NOW,
+  SECRET,
+  theGoogle,
+} from "./_app.ts";
 import {
   base64url,
   envelope,
@@ -33,11 +40,6 @@ import {
 } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const authorized = {
-  id: "pi_0001",
-  state: "authorized",
-  hold: "pending",
-} as const;
 const sends = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
 const encoder = new TextEncoder();
 
@@ -82,7 +84,7 @@ async function gzip(text: string): Promise<Uint8Array<ArrayBuffer>> {
 
 Deno.test("a QStash token is good only for the bytes it signs: a byte order mark, a newline, other whitespace, another Unicode form, UTF-16 or gzip of the same JSON are 401 and write nothing; the genuine bytes then settle", async () => {
   const { app, writes, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const body = JSON.stringify({ ...job, note: "caf\u00e9" });
@@ -127,7 +129,7 @@ Deno.test("a QStash token is good only for the bytes it signs: a byte order mark
 
 Deno.test("a generic signature is good only for the bytes it signs: the same body with a byte order mark, a newline, another Unicode form or gzipped is 401; the genuine bytes then deliver", async () => {
   const { app, writes, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const body = JSON.stringify({ job, note: "caf\u00e9" });
@@ -158,9 +160,9 @@ Deno.test("a generic signature is good only for the bytes it signs: the same bod
 });
 
 Deno.test("a signed body with a key given twice is read one way throughout: the last value, as JSON.parse reads it; the intent named first is untouched", async () => {
-  const other = { ...authorized, id: "pi_0002" };
+  const other = { ...AUTHORIZED, id: "pi_0002" };
   const { app, store, sender } = await makeApp({
-    intents: [authorized, other],
+    intents: [AUTHORIZED, other],
     scripts: { ...sends, pi_0002: { sends: [{ txHash: "0xdef" }] } },
   });
   const body = '{"intentId":"pi_0001","kind":"settle","intentId":"pi_0002"}';
@@ -191,7 +193,7 @@ Deno.test("a signed body with a key given twice is read one way throughout: the 
 
 Deno.test("a captured QStash delivery replayed with its unsigned headers changed is 401 and sends nothing: another message id, another retry count, the token under a header name in capitals", async () => {
   const { app, sender, store } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const body = JSON.stringify(job);
@@ -230,7 +232,7 @@ Deno.test("a captured QStash delivery replayed with its unsigned headers changed
 
 Deno.test("a captured generic delivery re-spelt is the same signed request: t with leading zeros, v1 in capitals, spaces after the comma are 401 replays", async () => {
   const { app, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const body = JSON.stringify({ job });
@@ -261,7 +263,7 @@ Deno.test("a captured generic delivery re-spelt is the same signed request: t wi
 });
 
 Deno.test("Google tokens that name their key another way are 401 and write nothing: no kid, an embedded jwk, a jku or x5u to the forger's keys, two Authorization headers; a genuine token under a lower-case scheme is taken", async () => {
-  const { app, writes } = await makeApp({ intents: [authorized] });
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const google = await theGoogle();
   const googleKid = (google.jwks[0] as { kid: string }).kid;
   const pair = await rsaKeyPair();
@@ -352,7 +354,7 @@ Deno.test("Google tokens that name their key another way are 401 and write nothi
 });
 
 Deno.test("Google's signed numbers and flags must be JSON's: exp, iat or nbf as a string, email_verified as the string 'true' are 401", async () => {
-  const { app, writes } = await makeApp({ intents: [authorized] });
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const google = await theGoogle();
   const nowS = Math.floor(Date.now() / 1000);
   const tokens: [string, Record<string, unknown>][] = [
@@ -384,7 +386,7 @@ Deno.test("QStash's exp and nbf at the 30 s tolerance: exp 29 s past is taken, 3
   ];
   for (const [name, sign, status] of cases) {
     const { app, writes } = await makeApp({
-      intents: [authorized],
+      intents: [AUTHORIZED],
       scripts: sends,
       deps: { now: () => wall },
     });
@@ -419,7 +421,7 @@ Deno.test("Google's exp, iat and nbf at the 30 s tolerance, to the millisecond: 
   ];
   for (const [name, at, claims, status] of cases) {
     const { app, writes } = await makeApp({
-      intents: [authorized],
+      intents: [AUTHORIZED],
       scripts: sends,
       deps: { now: () => at },
     });
@@ -446,7 +448,7 @@ Deno.test("a captured QStash delivery is refused as a replay for every milliseco
   const wall = 1_800_000_000_000;
   let clock = wall;
   const { app, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: { pi_0001: { sends: [{ txHash: "0xabc" }, { txHash: "0xdef" }] } },
     deps: { now: () => clock },
   });
@@ -486,7 +488,7 @@ Deno.test("a captured generic delivery at the edge of its window: a replay is re
   ) {
     let clock = NOW;
     const { app, sender } = await makeApp({
-      intents: [authorized],
+      intents: [AUTHORIZED],
       scripts: sends,
       deps: { now: () => clock },
     });
@@ -522,7 +524,7 @@ Deno.test("a captured generic delivery at the edge of its window: a replay is re
 
 Deno.test("QStash's next signing key is taken and shares the replay record: a token of the same jti under the other key is a replay", async () => {
   const { app, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const body = JSON.stringify(job);
@@ -563,7 +565,7 @@ Deno.test("QStash's next signing key is taken and shares the replay record: a to
 
 Deno.test("the URL a token names is compared with the configured one, never with the request's Host: a token for the Host the request names, or for the URL with a query, percent-encoded or with a default port, is 401; the genuine token under a made-up Host is taken", async () => {
   const { app, writes, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const google = await theGoogle();
@@ -619,7 +621,7 @@ Deno.test("the URL a token names is compared with the configured one, never with
 
 Deno.test("QStash's token covers the body and the URL, not Upstash-Retried: a copy sent ahead of QStash's own request, its retry count raised, is taken at that count (the job dropped, nothing sent, the intent still authorized, the letter kept); QStash's own copy is then a 401 replay", async () => {
   const { app, sender, store } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const body = JSON.stringify(job);
@@ -650,7 +652,7 @@ Deno.test("QStash's token covers the body and the URL, not Upstash-Retried: a co
 
 Deno.test("a QStash message whose signed bytes are gzip is not decompressed: its token verifies over the bytes as sent, and the message is kept as unreadable (489), not refused as forged", async () => {
   const { app, store, sender } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     scripts: sends,
   });
   const compressed = await gzip(JSON.stringify(job));

@@ -11,7 +11,14 @@
 import assert from "node:assert/strict";
 import { sign } from "hono/jwt";
 import { KvStore } from "../../store/kv.ts";
-import { genericRequest, makeApp, NOW, SECRET, theGoogle } from "./_app.ts";
+import {
+  AUTHORIZED,
+  genericRequest,
+  makeApp,
+  NOW,
+  SECRET,
+  theGoogle,
+} from "./_app.ts";
 import {
   envelope,
   googleClaims,
@@ -23,15 +30,10 @@ import {
 } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const authorized = {
-  id: "pi_0001",
-  state: "authorized",
-  hold: "pending",
-} as const;
 
 Deno.test("a captured generic delivery is refused on another instance over the same store, after a restart, and past its window", async () => {
   using kv = await Deno.openKv(":memory:");
-  await new KvStore(kv).createIntent(authorized);
+  await new KvStore(kv).createIntent(AUTHORIZED);
   const scripts = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
   const first = await makeApp({ deps: { store: new KvStore(kv) }, scripts });
   const init = await genericRequest(JSON.stringify({ job, delivery: 1 }));
@@ -60,7 +62,7 @@ Deno.test("a captured generic delivery is refused on another instance over the s
 });
 
 Deno.test("a signature of one route is refused on another: QStash's on the generic route and back, the failure callback's on /v1/qstash and back", async () => {
-  const { app, writes } = await makeApp({ intents: [authorized] });
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const body = JSON.stringify(job);
   const generic = JSON.stringify({ job });
   const failed = JSON.stringify({
@@ -105,7 +107,7 @@ Deno.test("a signature of one route is refused on another: QStash's on the gener
 });
 
 Deno.test("a valid signature sent twice in one request is refused: two Upstash-Signature or X-Signature headers are one value, which verifies as neither", async () => {
-  const { app, writes } = await makeApp({ intents: [authorized] });
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const body = JSON.stringify(job);
   const token = await signQStash(body);
   const qstash = new Headers();
@@ -134,7 +136,7 @@ Deno.test("a valid signature sent twice in one request is refused: two Upstash-S
 });
 
 Deno.test("tokens with a bent algorithm, issuer or time are refused: alg none, HS256 keyed with Google's public key, an http issuer, no exp, a future nbf; QStash's alg none and a lower-case issuer", async () => {
-  const { app, writes } = await makeApp({ intents: [authorized] });
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const google = await theGoogle();
   const key = google.jwks[0] as JsonWebKey & { kid: string; n: string };
   const nowS = Math.floor(Date.now() / 1000);
@@ -206,7 +208,7 @@ Deno.test("a Google token whose email is the service account's only by Unicode c
   assert.equal(folded.toLowerCase(), serviceAccount);
   const google = await theGoogle();
   const { app, writes } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     deps: {
       pubsub: { audience: PUBSUB.audience, jwks: google.jwks, serviceAccount },
     },
@@ -230,7 +232,7 @@ Deno.test("a Google token whose email is the service account's only by Unicode c
 });
 
 Deno.test("a request its headers refuse is answered without its body being read: a forged or unsigned delivery whose body never ends gets its 401 at once, with a Content-Length or without", async () => {
-  const { app, writes } = await makeApp({ intents: [authorized] });
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const t = NOW / 1000;
   const madeUp = await signQStash("{}", { key: "sig_made_up_key" });
   const forged: [string, string, Record<string, string>][] = [

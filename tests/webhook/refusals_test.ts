@@ -7,20 +7,15 @@ import assert from "node:assert/strict";
 import { ScriptedSender } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { createApp } from "../../webhook/app.ts";
-import { makeApp, NOW, OPS, SECRET } from "./_app.ts";
+import { AUTHORIZED, makeApp, NOW, OPS, SECRET } from "./_app.ts";
 import { envelope, signHmac, signQStash } from "./_signing.ts";
 import { withTimeout } from "../_timeout.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const authorized = {
-  id: "pi_0001",
-  state: "authorized",
-  hold: "pending",
-} as const;
 
 Deno.test("createApp() in insecure dev mode still requires every key that is configured", async () => {
   const { app, writes, store } = await makeApp({
-    intents: [authorized],
+    intents: [AUTHORIZED],
     deps: { insecureDev: true },
   });
   const body = JSON.stringify({ job, delivery: 1 });
