@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import {
   type LocalDelivery,
+  type LocalQStash,
   startLocalQStash,
 } from "../../tools/qstash_local.ts";
 import { openService, type Service } from "../../main.ts";
@@ -18,6 +19,24 @@ import { signer } from "../../examples/signer_stub.ts";
 const TOKEN = "local-qstash-token-0123456789";
 const KEY = "sig_local_current_0123456789";
 const OPS = "local-ops-token-0123456789";
+
+/**
+ * The local QStash with the test's token and signing key, its backoff of
+ * its own capped at `ownBackoffCapMs` (the stand-in's cap unless given),
+ * and the deliveries it reports, in order.
+ */
+function localQStash(
+  ownBackoffCapMs?: number,
+): { qstash: LocalQStash; reports: LocalDelivery[] } {
+  const reports: LocalDelivery[] = [];
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    ...(ownBackoffCapMs === undefined ? {} : { ownBackoffCapMs }),
+    report: (d) => reports.push(d),
+  });
+  return { qstash, reports };
+}
 
 /** Resolves once `done` holds, polling every 20 ms for up to 15 s. */
 async function until(done: () => boolean): Promise<void> {
@@ -92,12 +111,7 @@ async function publishJob(service: Service, times = 1): Promise<void> {
 }
 
 Deno.test("startLocalQStash() delivers a job main.ts published, signed for its URL and counted from 0, until the service settles it", async () => {
-  const reports: LocalDelivery[] = [];
-  const qstash = startLocalQStash({
-    token: TOKEN,
-    signingKey: KEY,
-    report: (d) => reports.push(d),
-  });
+  const { qstash, reports } = localQStash();
   const stub = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     signer,
@@ -126,13 +140,7 @@ Deno.test("startLocalQStash() delivers a job main.ts published, signed for its U
 });
 
 Deno.test("startLocalQStash() calls a message's failure callback, signed for its URL, once its retries are spent", async () => {
-  const reports: LocalDelivery[] = [];
-  const qstash = startLocalQStash({
-    token: TOKEN,
-    signingKey: KEY,
-    ownBackoffCapMs: 10,
-    report: (d) => reports.push(d),
-  });
+  const { qstash, reports } = localQStash(10);
   const seen: {
     path: string;
     retried: string | null;
@@ -268,13 +276,7 @@ Deno.test("startLocalQStash() retries a failure callback not answered 2xx on QSt
       [{}, Infinity, 2],
     ] as const
   ) {
-    const reports: LocalDelivery[] = [];
-    const qstash = startLocalQStash({
-      token: TOKEN,
-      signingKey: KEY,
-      ownBackoffCapMs: 10,
-      report: (d) => reports.push(d),
-    });
+    const { qstash, reports } = localQStash(10);
     const receiver = await failingToCallback(
       qstash,
       "pi_0006",
@@ -310,15 +312,9 @@ Deno.test("startLocalQStash() retries a failure callback not answered 2xx on QSt
 });
 
 Deno.test("startLocalQStash() waits QStash's own backoff before a retry an answer without Retry-After asks for: e^(2.5 n) seconds before retry n, shortened to its cap", async () => {
-  const reports: LocalDelivery[] = [];
   // A cap over a day, so that the wait is QStash's own; the test stops
   // once the first delivery is answered, before its retry is due.
-  const qstash = startLocalQStash({
-    token: TOKEN,
-    signingKey: KEY,
-    ownBackoffCapMs: 2 * 86_400_000,
-    report: (d) => reports.push(d),
-  });
+  const { qstash, reports } = localQStash(2 * 86_400_000);
   const receiver = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     async (request) => {
@@ -420,15 +416,9 @@ Deno.test("startLocalQStash(): a job POST /v1/jobs published twice goes on as tw
 });
 
 Deno.test("startLocalQStash() retries a failure callback after its answer's Retry-After (0 too), else after QStash's own e^(2.5 n) s", async () => {
-  const reports: LocalDelivery[] = [];
   // A cap over a day, so that the wait is QStash's own; the test stops
   // once the second call is answered, before its retry is due.
-  const qstash = startLocalQStash({
-    token: TOKEN,
-    signingKey: KEY,
-    ownBackoffCapMs: 2 * 86_400_000,
-    report: (d) => reports.push(d),
-  });
+  const { qstash, reports } = localQStash(2 * 86_400_000);
   // The first call asks for its retry at once; the second says nothing.
   const receiver = await failingToCallback(
     qstash,
