@@ -126,6 +126,53 @@ export async function pubsubRequest(
 }
 
 /**
+ * The dead-letter subscription's push of `job` to
+ * `POST /v1/pubsub/dead-letter`, with Google's token for that route:
+ * message `messageId` on the dead-letter topic, forwarded from the jobs'
+ * message published 11:00:00.123 after `deliveryCount` deliveries through
+ * `subscription` (`relayer` unless given) of `project` (`p` unless given),
+ * numbered `deliveryAttempt` if given (as only a subscription with a
+ * dead-letter policy of its own numbers its pushes).
+ */
+export async function deadLetterRequest(
+  job: unknown,
+  options: {
+    messageId: string;
+    deliveryCount: string;
+    subscription?: string;
+    project?: string;
+    deliveryAttempt?: number | string;
+  },
+): Promise<RequestInit> {
+  const g = await theGoogle();
+  const { deliveryAttempt } = options;
+  return {
+    method: "POST",
+    body: JSON.stringify({
+      message: {
+        data: btoa(JSON.stringify(job)),
+        messageId: options.messageId,
+        publishTime: "2026-11-30T12:00:09.000Z",
+        attributes: {
+          CloudPubSubDeadLetterSourceDeliveryCount: options.deliveryCount,
+          CloudPubSubDeadLetterSourceSubscription: options.subscription ??
+            "relayer",
+          CloudPubSubDeadLetterSourceSubscriptionProject: options.project ??
+            "p",
+          CloudPubSubDeadLetterSourceTopicPublishTime:
+            "2026-11-30T11:00:00.123+00:00",
+        },
+      },
+      subscription: "projects/p/subscriptions/relayer-dead-letter",
+      ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
+    }),
+    headers: {
+      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  };
+}
+
+/**
  * A request body that never ends: `chunkBytes` of `x` at each pull. `sent`
  * is how much was pulled, `cancelled` whether the reader gave up on it.
  */

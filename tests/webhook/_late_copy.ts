@@ -9,7 +9,12 @@
 
 import { ScriptedSender, type Store } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { DEAD_LETTER_AUDIENCE, SECRET, theGoogle } from "./_app.ts";
+import {
+  DEAD_LETTER_AUDIENCE,
+  deadLetterRequest,
+  SECRET,
+  theGoogle,
+} from "./_app.ts";
 import {
   failedRequest,
   PUBSUB,
@@ -128,29 +133,16 @@ export async function pubsubPush(
  * `subscription` of `project`), with Google's token for the dead-letter
  * route.
  */
-export async function deadLetterPush(subscription = "relayer", project = "p") {
-  const g = await theGoogle();
-  return {
-    method: "POST",
-    body: JSON.stringify({
-      message: {
-        data: btoa(JSON.stringify(job)),
-        messageId: "dead-letter-copy-1",
-        publishTime: "2026-11-30T12:00:09.000Z",
-        attributes: {
-          CloudPubSubDeadLetterSourceDeliveryCount: "5",
-          CloudPubSubDeadLetterSourceSubscription: subscription,
-          CloudPubSubDeadLetterSourceSubscriptionProject: project,
-          CloudPubSubDeadLetterSourceTopicPublishTime:
-            "2026-11-30T11:00:00.123+00:00",
-        },
-      },
-      subscription: "projects/p/subscriptions/relayer-dead-letter",
-    }),
-    headers: {
-      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
-    },
-  };
+export function deadLetterPush(
+  subscription = "relayer",
+  project = "p",
+): Promise<RequestInit> {
+  return deadLetterRequest(job, {
+    messageId: "dead-letter-copy-1",
+    deliveryCount: "5",
+    subscription,
+    project,
+  });
 }
 
 /** A bridge's request on the generic route, signed at `nowMs`. */

@@ -14,40 +14,17 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  DEAD_LETTER_AUDIENCE,
-  NOW,
-  theGoogle,
-  withDeadLetterRoute,
-} from "./_app.ts";
+import { deadLetterRequest, NOW, withDeadLetterRoute } from "./_app.ts";
 
 const job = { intentId: "pi_0004", kind: "settle" } as const;
 
 /** The dead-letter subscription's push of the job, numbered `deliveryAttempt` if given. */
-async function deadLetterPush(deliveryAttempt?: number | string) {
-  const g = await theGoogle();
-  return {
-    method: "POST",
-    body: JSON.stringify({
-      message: {
-        data: btoa(JSON.stringify(job)),
-        messageId: "dead-letter-copy-4",
-        publishTime: "2026-11-30T12:00:09.000Z",
-        attributes: {
-          CloudPubSubDeadLetterSourceDeliveryCount: "3",
-          CloudPubSubDeadLetterSourceSubscription: "relayer",
-          CloudPubSubDeadLetterSourceSubscriptionProject: "p",
-          CloudPubSubDeadLetterSourceTopicPublishTime:
-            "2026-11-30T11:00:00.123+00:00",
-        },
-      },
-      subscription: "projects/p/subscriptions/relayer-dead-letter",
-      ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
-    }),
-    headers: {
-      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
-    },
-  };
+function deadLetterPush(deliveryAttempt?: number | string) {
+  return deadLetterRequest(job, {
+    messageId: "dead-letter-copy-4",
+    deliveryCount: "3",
+    ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
+  });
 }
 
 Deno.test("a dead-letter subscription with a dead-letter policy of its own forwards a busy give-up after its attempts, leaving the intent settling with no dead letter, and the log says so, once a minute", async () => {
