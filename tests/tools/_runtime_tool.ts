@@ -5,11 +5,8 @@
  * @module
  */
 
-import { fileURLToPath } from "node:url";
 import { lockPath, manifestOf } from "../../support/npm_lock.ts";
-
-/** The repository root. */
-export const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
+import { runTool } from "./_run_tool.ts";
 
 /**
  * Runs `tools/<file>` as its task does (from the root, with the checks'
@@ -23,27 +20,16 @@ export async function runCheck(
   file: string,
   env: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--config",
-      `${ROOT}deno.json`,
+  return await runTool(file, [], {
+    permissions: [
       "--allow-run",
       "--allow-read",
       "--allow-write",
       "--allow-env",
       "--allow-net=127.0.0.1",
-      `tools/${file}`,
     ],
-    cwd: ROOT,
     env,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+  });
 }
 
 /**

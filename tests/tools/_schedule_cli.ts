@@ -6,9 +6,7 @@
  * @module
  */
 
-import { fileURLToPath } from "node:url";
-
-const root = new URL("../../", import.meta.url);
+import { runTool } from "./_run_tool.ts";
 
 /**
  * Runs `tools/schedule.ts` with `args` (and `permissions`, none unless
@@ -24,20 +22,5 @@ export async function runSchedule(
   args: readonly string[],
   permissions: readonly string[] = [],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--config",
-      fileURLToPath(new URL("deno.json", root)),
-      ...permissions,
-      "tools/schedule.ts",
-      ...args,
-    ],
-    cwd: root,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+  return await runTool("schedule.ts", args, { permissions });
 }

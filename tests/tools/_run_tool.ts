@@ -1,0 +1,51 @@
+/**
+ * A tool in `tools/` run as its task runs it, for the tests of the tools'
+ * command lines (`_schedule_cli.ts`, `_runtime_tool.ts`).
+ *
+ * @module
+ */
+
+import { fileURLToPath } from "node:url";
+
+/** The repository root, ending in `/`. */
+const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
+
+/**
+ * Runs `tools/<file>` with `args` from the repository's root, with its
+ * deno.json, given `permissions` (none unless given) and `env` added to
+ * the environment, its stdin closed.
+ *
+ * @returns Its exit code and what it printed.
+ *
+ * @example The schedule tool's default schedule
+ * ```ts ignore
+ * const { code, stdout } = await runTool("schedule.ts", []);
+ * ```
+ */
+export async function runTool(
+  file: string,
+  args: readonly string[],
+  options: {
+    permissions?: readonly string[];
+    env?: Record<string, string>;
+  } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--config",
+      `${ROOT}deno.json`,
+      ...(options.permissions ?? []),
+      `tools/${file}`,
+      ...args,
+    ],
+    cwd: ROOT,
+    ...(options.env === undefined ? {} : { env: options.env }),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+}
