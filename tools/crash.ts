@@ -133,8 +133,15 @@
  *   401.
  * - **An operator** resolves payments in review through
  *   `POST /v1/intents/:id/resolve`: settled once the signer confirmed one
- *   of its txs, failed when nothing may have left or a tx is on record
- *   (then the route must refuse a pending one with 409). A 503 saying a
+ *   of its txs, failed when the signer (the run's chain) holds no tx of it
+ *   (with `nonceChecked`: the payments whose every send it refused, about
+ *   a quarter of them, which the relayer must send to review as may have
+ *   sent, so that most runs void tens of holds in the route's move) or a
+ *   tx is on record (then the route must refuse a pending one with 409).
+ *   Once every job has ended, it goes on (a few leases at most) until
+ *   those with nothing on the chain are resolved. A 409 `refused` (the
+ *   store refusing the write the route made, the payment still in review
+ *   at the version sent) is a violation: a fail without its void, say. A 503 saying a
  *   receipt could not be read (the signer's answer past `SENDER_TIMEOUT`)
  *   must leave the payment in review as it was; it is resolved again later.
  *   So must a 409 `send-in-flight` (the first fail of a payment that may
@@ -169,7 +176,8 @@
  *
  * The checks, with what is actually guaranteed:
  * - I1: no intent is `failed` unless its last broadcast is `not_sent` and
- *   the signer says nothing may ever have left for it.
+ *   the signer says nothing may ever have left for it, or an operator
+ *   failed it and the signer holds no tx of it.
  * - I2: no `failed` intent has a `pending` hold; at every read, during the
  *   run and at the end, a hold agrees with its state (voided or none when
  *   `failed`, captured when `settled`, pending or none otherwise): KvStore
@@ -660,14 +668,20 @@ type Behaviour =
   | "notsent_then_confirm"
   | "refused_notsent_confirm";
 
+/**
+ * The behaviours' shares. `refused` and `refused_then_poison` (together
+ * 30%) make no tx, yet the relayer cannot tell (a refused connection may
+ * have sent): their payments go to review, and the operator, finding
+ * nothing on the chain, fails them, voiding their holds in the move.
+ */
 const BEHAVIOURS: readonly [Behaviour, number][] = [
-  ["confirm", 0.3],
+  ["confirm", 0.22],
   ["refused_notsent_confirm", 0.06],
   ["slow", 0.1],
-  ["poison", 0.16],
-  ["refused", 0.1],
-  ["pending", 0.1],
-  ["refused_then_poison", 0.08],
+  ["poison", 0.14],
+  ["refused", 0.18],
+  ["pending", 0.08],
+  ["refused_then_poison", 0.12],
   ["notsent_then_confirm", 0.1],
 ];
 
@@ -993,6 +1007,21 @@ export class SignerStub {
   mayHaveLeft(intentId: string, kills: readonly KillWindow[]): boolean {
     return (this.sends.get(intentId) ?? []).some((send) =>
       send.status === null || !send.notSent || spansKill(send, kills)
+    );
+  }
+
+  /**
+   * Whether the chain may hold a tx of `intentId`: this stub, the chain of
+   * the run, accepted a send of it (it made a tx), or is still answering
+   * one (a slow send may yet accept). A send it refused (`connection
+   * refused`, a declared not-sent) made nothing, whatever its answer told
+   * the relayer, and whether or not a kill cut that answer: the operator
+   * who looks the nonce up on this chain finds it unused, and fails the
+   * payment with `nonceChecked`.
+   */
+  onChain(intentId: string): boolean {
+    return (this.sends.get(intentId) ?? []).some((send) =>
+      send.status === null || send.txHash !== undefined
     );
   }
 }
@@ -1749,6 +1778,44 @@ export function resolveAnswer(
     return "again";
   }
   return dbFaults && storeFailed(status, text) ? "again" : "unexpected";
+}
+
+/**
+ * Whether the store refused a resolution the resolve route let through:
+ * its `409 refused`, the payment read after it still in review at the
+ * version the operator sent. The route checks what the store checks
+ * before it writes (the state, the version, the chain), and writes the
+ * move with its hold change in one commit, so only a route whose write
+ * the store's rules forbid is refused so (a fail without its void, a
+ * settle without its capture): the payment would stay in review for
+ * ever. A race lost (a send's late record moved the version between the
+ * route's read and its write) is not one.
+ *
+ * @example
+ * ```ts
+ * import { resolutionRefused } from "./crash.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const refused = JSON.stringify({ type: "urn:relayer:problem:refused" });
+ * assert.equal(resolutionRefused(409, refused, "v1", { state: "needs_review", version: "v1" }), true);
+ * assert.equal(resolutionRefused(409, refused, "v1", { state: "needs_review", version: "v2" }), false);
+ * ```
+ *
+ * @param status The resolve route's status.
+ * @param text Its body, as text.
+ * @param version The intent's version the operator sent.
+ * @param after The intent read after the answer, or `null` if unread.
+ * @returns Whether the route let through a write the store refused.
+ */
+export function resolutionRefused(
+  status: number,
+  text: string,
+  version: string,
+  after: { readonly state: State; readonly version: string } | null,
+): boolean {
+  return status === 409 && text.includes("urn:relayer:problem:refused") &&
+    after !== null && after.state === "needs_review" &&
+    after.version === version;
 }
 
 /**
@@ -2515,7 +2582,14 @@ function check(input: CheckInput): CheckResult {
           }`,
         );
       }
-      if (input.stub.mayHaveLeft(id, input.kills)) {
+      // The relayer fails a payment on its own record only when no send
+      // may have left (a refusal without "not sent" counts as one); an
+      // operator, on the chain's word (the stub's: no tx of it there).
+      if (
+        operatorTo === "failed"
+          ? input.stub.onChain(id)
+          : input.stub.mayHaveLeft(id, input.kills)
+      ) {
         flag(
           id,
           `I1: failed, but the signer says a send may have left (${
@@ -2797,6 +2871,13 @@ const DELIVERY_BOUND_MS = 30_000;
 /** How long the service has to be ready again, and deliver, after the database is back. */
 const RECOVERY_BOUND_MS = 5_000;
 const LEASE_MS = 500;
+
+/**
+ * How long the operator goes on, once every job has ended, with the
+ * payments in review that have nothing on the chain (a 409
+ * `send-in-flight` waits a lease).
+ */
+const OPERATOR_FINISH_MS = 6 * LEASE_MS;
 const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
 /** How many publications of a job have a queue that gives up (at a drawn count). */
@@ -4649,10 +4730,15 @@ async function runCrashTest(
             );
             await res.body?.cancel();
           }
+          // And looks its nonce up: the stub is the chain, and a payment
+          // whose every send it refused (connection refused, not sent)
+          // has nothing on it, whatever the relayer could tell; that is
+          // the path of most payments failed here, each voiding a hold
+          // in review that may have sent (the route's "nonceChecked").
+          const onChain = stub.onChain(plan.id);
           const to = intent.txHashes.some((h) => stub.confirmed.has(h))
             ? "settled"
-            : stub.mayHaveLeft(plan.id, stats.kills) &&
-                intent.txHashes.length === 0
+            : onChain && intent.txHashes.length === 0
             ? null
             // With a tx on record, the route reads its receipt: a pending
             // one must be refused (409), or money could land behind a void.
@@ -4669,9 +4755,7 @@ async function runCrashTest(
               body: JSON.stringify({
                 to,
                 version: intent.version,
-                ...(to === "failed" && !stub.mayHaveLeft(plan.id, stats.kills)
-                  ? { nonceChecked: true }
-                  : {}),
+                ...(to === "failed" && !onChain ? { nonceChecked: true } : {}),
               }),
             },
           );
@@ -4697,6 +4781,19 @@ async function runCrashTest(
           // its answer lost). A receipt the Sender could not read now
           // changes nothing: the operator looks again later.
           const what = resolveAnswer(status, text, outages);
+          if (status === 409 && /problem:refused/.test(text)) {
+            const after = await ops(`/v1/intents/${plan.id}`);
+            const seen = after.status === 200 && isIntentView(after.body)
+              ? after.body.intent as IntentView["intent"] & { version: string }
+              : null;
+            if (resolutionRefused(status, text, intent.version, seen)) {
+              unexpected.push(
+                `${plan.id}: resolving it ${to} answered 409 ${
+                  text.slice(0, 200)
+                }, the store refusing a write the route let through: it is still needs_review at version ${intent.version}`,
+              );
+            }
+          }
           if (what === "unexpected") {
             unexpected.push(
               `${plan.id}: resolving it ${to} answered ${status} ${text}`,
@@ -5167,6 +5264,20 @@ async function runCrashTest(
       ]);
     }
     allEnded = true;
+    // The operator finishes the payments in review with nothing on the
+    // chain (each fail of one voids its hold; the first, in each server,
+    // is told to come again a lease later: 409 send-in-flight), for a few
+    // leases at most.
+    const finishBy = performance.now() + OPERATOR_FINISH_MS;
+    while (
+      !failure && performance.now() < finishBy &&
+      plans.some((p) =>
+        !resolvedBy.has(p.id) && !stub.onChain(p.id) &&
+        observed.get(p.id).at(-1)?.state === "needs_review"
+      )
+    ) {
+      await sleep(50);
+    }
     operatorDone = true;
     await operating;
     const runMs = now() - started;

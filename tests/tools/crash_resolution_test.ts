@@ -3,13 +3,21 @@
  * fail, the operator's resolve route): an intent read at any moment, on a
  * store that voids or captures a hold in the commit of the move it rides
  * in, never shows a hold its state contradicts; and which resolutions
- * were sent while a `cancel` fault was under way.
+ * were sent while a `cancel` fault was under way; which payments the
+ * operator finds nothing of on the chain (the signer stub refused every
+ * send), and so fails with its hold voided; and a store's refusal of a
+ * resolution the route let through.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { duringCancel, holdAgainstState } from "../../tools/crash.ts";
+import {
+  duringCancel,
+  holdAgainstState,
+  resolutionRefused,
+  SignerStub,
+} from "../../tools/crash.ts";
 
 Deno.test("holdAgainstState() names a hold half a resolution left: failed with the hold live, a review or a settling intent with its hold voided", () => {
   // What a whole commit leaves.
@@ -61,4 +69,95 @@ Deno.test("duringCancel() takes a request sent while a cancel fault was under wa
   assert.equal(duringCancel(faults, 4000), true);
   assert.equal(duringCancel(faults, 4001), false);
   assert.equal(duringCancel(faults, 7000), true);
+});
+
+/** A `/send` of `intentId` answered by `stub`. */
+async function send(stub: SignerStub, intentId: string): Promise<number> {
+  const response = await stub.handler(
+    new Request("http://127.0.0.1/send", {
+      method: "POST",
+      body: JSON.stringify({
+        intentId,
+        replace: false,
+        intent: { state: "settling", hold: "pending" },
+      }),
+    }),
+  );
+  await response.body?.cancel();
+  return response.status;
+}
+
+Deno.test("SignerStub.onChain() finds nothing of a payment whose every send it refused, though a send may have left as the relayer sees it", async () => {
+  const stub = new SignerStub(() => 0);
+  stub.behaviours.set("pi_0001", "refused");
+  stub.behaviours.set("pi_0002", "refused_then_poison");
+  stub.behaviours.set("pi_0003", "confirm");
+  stub.behaviours.set("pi_0004", "refused_notsent_confirm");
+  for (const id of ["pi_0001", "pi_0002"]) {
+    await send(stub, id);
+    await send(stub, id);
+  }
+  assert.equal(await send(stub, "pi_0003"), 200);
+  assert.equal(await send(stub, "pi_0004"), 502);
+  // The relayer cannot tell a refused connection from a send that left:
+  // the payments go to review, as may have sent.
+  for (const id of ["pi_0001", "pi_0002"]) {
+    assert.equal(stub.mayHaveLeft(id, []), true, id);
+    assert.equal(stub.onChain(id), false, id);
+  }
+  assert.equal(stub.onChain("pi_0003"), true);
+  assert.equal(stub.onChain("pi_0004"), false);
+  assert.equal(await send(stub, "pi_0004"), 503); // not sent
+  assert.equal(await send(stub, "pi_0004"), 200);
+  assert.equal(stub.onChain("pi_0004"), true);
+  assert.equal(stub.onChain("pi_0009"), false); // never sent
+});
+
+Deno.test("resolutionRefused() flags a fail the store refused as the route wrote it without its void, and passes a race lost and the route's own refusals", () => {
+  // Recorded from a run whose resolve route moved the payment to failed
+  // without `ledger: "void"`: the store refused it, and the payment would
+  // have stayed in review for ever, the run passing.
+  const refused = JSON.stringify({
+    type: "urn:relayer:problem:refused",
+    title: "Resolution refused",
+    status: 409,
+    detail:
+      "Intent pi_0041 was not failed: Cannot fail pi_0041 while its hold is pending",
+  });
+  const version = "00000000000001b90000:00000000000000220000";
+  assert.equal(
+    resolutionRefused(409, refused, version, {
+      state: "needs_review",
+      version,
+    }),
+    true,
+  );
+  // A send's late record moved the version between the route's read and
+  // its write: a race lost.
+  assert.equal(
+    resolutionRefused(409, refused, version, {
+      state: "needs_review",
+      version: "00000000000001c00000:00000000000000220000",
+    }),
+    false,
+  );
+  // Resolved whole since (another operator), or not read back.
+  assert.equal(
+    resolutionRefused(409, refused, version, { state: "failed", version }),
+    false,
+  );
+  assert.equal(resolutionRefused(409, refused, version, null), false);
+  // The route's own refusals, before any write.
+  const pending = JSON.stringify({ type: "urn:relayer:problem:tx-pending" });
+  assert.equal(
+    resolutionRefused(409, pending, version, {
+      state: "needs_review",
+      version,
+    }),
+    false,
+  );
+  assert.equal(
+    resolutionRefused(200, "{}", version, { state: "failed", version }),
+    false,
+  );
 });
