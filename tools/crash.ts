@@ -183,6 +183,8 @@
  *   `failed`, captured when `settled`, pending or none otherwise): KvStore
  *   and PostgresStore void or capture in the commit of the move, so half a
  *   resolution (the give-up's void then fail, the resolve route's) shows.
+ *   Each delivery or give-up answered 5xx is followed by a read of its
+ *   intent, before a later delivery can finish a resolution cut there.
  * - I3: the states seen for an intent (at creation, sampled during the run,
  *   at the end) only move forward along the relayer's edges, between reads
  *   one of which was answered before the other was sent (two reads that
@@ -3656,6 +3658,26 @@ async function runCrashTest(
       }${several ? `, to server ${to.tag}${to.generation}` : ""})`;
       trails.add(job.intentId, `→ ${label}`);
       const attempt = await postCopy(job, n, copy, what, to);
+      if (attempt.kind === "answer" && attempt.status >= 500) {
+        // A failure answered after a resolution's first write (a give-up's
+        // or a poisoned delivery's void, its move not made) leaves half a
+        // resolution until the next delivery finishes it: look at once,
+        // before one does, rather than leave it to a sample's luck.
+        try {
+          const read = await ops(`/v1/intents/${job.intentId}`);
+          if (read.status === 200 && isIntentView(read.body)) {
+            holdSeen(
+              job.intentId,
+              read.body,
+              `the read after a ${attempt.status} of a ${
+                what.gaveUp === undefined ? "delivery" : "give-up"
+              }`,
+            );
+          }
+        } catch {
+          // the server died under the read
+        }
+      }
       trails.add(
         job.intentId,
         `← ${label}: ${
