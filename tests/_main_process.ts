@@ -20,7 +20,13 @@ export function baseEnv(): Record<string, string> {
   return env;
 }
 
-/** A port free now, and the listener that holds it when `hold` is set. */
+/**
+ * A port free now, and the listener that holds it when `hold` is set.
+ * Handed to a child to serve on, it may be another process's by the time
+ * the child binds it (the machine is shared): a child that must serve is
+ * started on port 0 instead ({@linkcode startMain} without a port), and
+ * {@linkcode MainProcess.base} says where it listens.
+ */
 export function freePort(
   hold = false,
 ): { port: number; listener?: Deno.Listener } {
@@ -37,14 +43,22 @@ export interface MainProcess {
   readonly child: Deno.ChildProcess;
   /** Its exit code and all it wrote, once it ended. */
   ended(): Promise<{ code: number; stdout: string; stderr: string }>;
+  /**
+   * Its base URL (`http://127.0.0.1:PORT`) once it says it listens
+   * (`relayer: listening on …`), or `null` if it ended first.
+   */
+  base(): Promise<string | null>;
   /** SIGKILL, if it still runs. */
   kill(): void;
 }
 
 /** Where and how {@linkcode startMain} runs `main.ts`. */
 export interface StartOptions {
-  /** The port to serve on. */
-  readonly port: number;
+  /**
+   * The port to serve on; 0 (the default) has the system pick a free one
+   * as the child binds it ({@linkcode MainProcess.base} says which).
+   */
+  readonly port?: number;
   /** The one folder it may write. */
   readonly writeDir: string;
   /** Arguments added after `serve`. */
@@ -62,7 +76,7 @@ export function startMain(
   env: Record<string, string>,
   options: StartOptions,
 ): MainProcess {
-  const { port, writeDir } = options;
+  const { port = 0, writeDir } = options;
   const [serve, ...shipped] = startArgs({ port, writeDir }).filter((arg) =>
     !options.drop?.includes(arg)
   );
@@ -75,13 +89,19 @@ export function startMain(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  let said: (base: string | null) => void = () => {};
+  const listening = new Promise<string | null>((resolve) => (said = resolve));
   const output = Promise.all([
-    new Response(child.stdout).text(),
+    readLines(child.stdout, (line) => {
+      const base = listeningOn(line);
+      if (base !== null) said(base);
+    }).finally(() => said(null)),
     new Response(child.stderr).text(),
   ]);
   output.catch(() => {});
   return {
     child,
+    base: () => listening,
     async ended() {
       const [status, [stdout, stderr]] = await Promise.all([
         child.status,
@@ -97,6 +117,37 @@ export function startMain(
       }
     },
   };
+}
+
+/**
+ * Where a line of `main.ts` says it listens (`relayer: listening on
+ * http://127.0.0.1:PORT/`), without the trailing slash, or `null`.
+ */
+export function listeningOn(line: string): string | null {
+  return /^relayer: listening on (http:\/\/127\.0\.0\.1:\d+)\/?$/
+    .exec(line.trim())?.[1] ?? null;
+}
+
+/** All of `stream` as text, `onLine` called with each whole line as it comes. */
+async function readLines(
+  stream: ReadableStream<Uint8Array>,
+  onLine: (line: string) => void,
+): Promise<string> {
+  let text = "";
+  let from = 0;
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    text += chunk;
+    for (
+      let end = text.indexOf("\n", from);
+      end >= 0;
+      end = text.indexOf("\n", from)
+    ) {
+      onLine(text.slice(from, end));
+      from = end + 1;
+    }
+  }
+  if (from < text.length) onLine(text.slice(from));
+  return text;
 }
 
 /**

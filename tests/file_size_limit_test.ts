@@ -7,7 +7,7 @@
  * its log says what limit was met and what to do.
  */
 import assert from "node:assert/strict";
-import { freePort, healthy, startMain } from "./_main_process.ts";
+import { healthy, startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
 const OPS = "fsize-ops-0123456789";
@@ -26,14 +26,13 @@ Deno.test({
   ignore: !prlimit,
   fn: timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_fsize_" });
-    const { port } = freePort();
     const service = startMain({
       SENDER_URL: "http://127.0.0.1:9/",
       WEBHOOK_SECRET: "fsize-secret-0123456789abcdef",
       OPS_TOKEN: OPS,
       KV_PATH: `${dir}/relayer.kv`,
-    }, { port, writeDir: dir });
-    const base = `http://127.0.0.1:${port}`;
+    }, { writeDir: dir });
+    const base = await service.base() ?? "http://127.0.0.1:0";
     try {
       await healthy(base);
       const create = (id: string) =>

@@ -12,12 +12,7 @@ import { hmacSignature } from "../webhook/_auth.ts";
 import postgres from "postgres";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
-import {
-  freePort,
-  healthy,
-  type MainProcess,
-  startMain,
-} from "./_main_process.ts";
+import { healthy, type MainProcess, startMain } from "./_main_process.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OPS_TOKEN = "shutdown-ops-0123456789";
@@ -84,7 +79,6 @@ async function withServedMain(
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
   const signer = slowSigner(holdMs);
-  const { port } = freePort();
   const service = startMain({
     SENDER_URL: signer.url,
     SENDER_TIMEOUT: "4s",
@@ -93,9 +87,10 @@ async function withServedMain(
     OPS_TOKEN,
     KV_PATH: `${dir}/relayer.kv`,
     ...env,
-  }, { port, writeDir: dir });
+  }, { writeDir: dir });
   signal.addEventListener("abort", service.kill);
-  const base = `http://127.0.0.1:${port}`;
+  // Port 0: the child binds a port the system picks, and says which.
+  const base = await service.base() ?? "http://127.0.0.1:0";
   try {
     await healthy(base);
     const created = await fetch(`${base}/v1/intents`, {

@@ -9,7 +9,7 @@
  * the full disk and what to do.
  */
 import assert from "node:assert/strict";
-import { assertOneLine, freePort, startMain } from "./_main_process.ts";
+import { assertOneLine, startMain } from "./_main_process.ts";
 import { mountSmallDisk, smallDiskAvailable } from "./_small_disk.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -38,7 +38,7 @@ for (const wal of [false, true]) {
           SENDER_URL: "http://127.0.0.1:9/",
           WEBHOOK_SECRET: "start-secret-0123456789abcdef",
           KV_PATH: path,
-        }, { ...freePort(), writeDir: disk.dir });
+        }, { writeDir: disk.dir });
         signal.addEventListener("abort", service.kill);
         const { code, stderr } = await service.ended();
         assert.equal(code, 1, stderr);

@@ -7,7 +7,7 @@
  * the file is read-only and what to do, not that KV_PATH is no store.
  */
 import assert from "node:assert/strict";
-import { assertOneLine, freePort, startMain } from "./_main_process.ts";
+import { assertOneLine, startMain } from "./_main_process.ts";
 import { mountSmallDisk, smallDiskAvailable } from "./_small_disk.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -60,7 +60,7 @@ for (const wal of [false, true]) {
       onReadOnlyStore(wal, async (dir) => {
         const service = startMain(
           { ...SETTINGS, KV_PATH: `${dir}/relayer.kv` },
-          { ...freePort(), writeDir: dir },
+          { writeDir: dir },
         );
         // A service that started after all is stopped, so the mounts go.
         signal.addEventListener("abort", service.kill);

@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import { freePort, startMain } from "../_main_process.ts";
+import { startMain } from "../_main_process.ts";
 import {
   freshDatabase,
   postgresAvailable,
@@ -94,12 +94,11 @@ async function serveOn(database: { url: string }, databaseUrl: string) {
   const admin = await sharedClient();
   const name = new URL(database.url).pathname.slice(1);
   const dir = await Deno.makeTempDir({ prefix: "relayer_types_" });
-  const { port } = freePort();
   const service = startMain({
     SENDER_URL: "http://127.0.0.1:9/",
     WEBHOOK_SECRET: "types-secret-0123456789abcdef",
     DATABASE_URL: databaseUrl,
-  }, { port, writeDir: dir });
+  }, { writeDir: dir });
   let exited = false;
   service.child.status.then(() => exited = true);
   /** Fails with what the process said on its way out. */
@@ -108,7 +107,7 @@ async function serveOn(database: { url: string }, databaseUrl: string) {
     const { code, stderr } = await service.ended();
     assert.fail(`the service's process ended (code ${code}): ${stderr}`);
   };
-  const base = `http://127.0.0.1:${port}`;
+  const base = await service.base() ?? "http://127.0.0.1:0";
   /** `/readyz`'s status, 0 while nothing answers. */
   const ready = async (): Promise<number> => {
     try {
