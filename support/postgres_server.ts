@@ -471,6 +471,7 @@ export async function startPgBouncer(
     { mode: 0o600 },
   );
   if (user !== null) await Deno.chown(`${dir}/users.txt`, user.uid, user.gid);
+  const logfile = `${dir}/pgbouncer.log`;
   let lastError = "";
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = freePort();
@@ -491,18 +492,25 @@ export async function startPgBouncer(
         "max_client_conn = 500",
         "server_login_retry = 1",
         ...(keepsStatements ? ["max_prepared_statements = 0"] : []),
-        `logfile = ${dir}/pgbouncer.log`,
+        `logfile = ${logfile}`,
         `pidfile = ${pidfile}`,
         "",
       ].join("\n"),
     );
     const args = ["-d", ini];
+    const logFrom = (await Deno.readTextFile(logfile).catch(() => "")).length;
     const started = user === null
       ? await run(bin, args)
       : await run("runuser", ["-u", "postgres", "--", bin, ...args]);
     const url =
       `postgres://postgres:${server.password}@127.0.0.1:${port}/postgres`;
-    if (started.ok && await listening(port)) {
+    // `pgbouncer -d` exits 0 whether or not its daemon could bind, and
+    // another process that took the port in between accepts connections
+    // there: only the pooler's own log says the port is its.
+    if (
+      started.ok && await boundIn(logfile, logFrom, port) &&
+      await listening(port)
+    ) {
       let stopped = false;
       return {
         url,
@@ -515,11 +523,30 @@ export async function startPgBouncer(
         },
       };
     }
-    lastError = `${started.out}\n${await Deno.readTextFile(
-      `${dir}/pgbouncer.log`,
-    ).catch(() => "")}`;
+    // Most likely another process took the port between our probe and the bind.
+    lastError = `${started.out}\n${await Deno.readTextFile(logfile).catch(
+      () => "",
+    )}`;
   }
   throw new Error(`PgBouncer did not start:\n${lastError}`);
+}
+
+/**
+ * Whether PgBouncer's log, from offset `from`, says it listens on
+ * 127.0.0.1:`port` within 5 s; `false` once it says it could not.
+ */
+async function boundIn(
+  logfile: string,
+  from: number,
+  port: number,
+): Promise<boolean> {
+  for (let waited = 0; waited < 5_000; waited += 50) {
+    const log = (await Deno.readTextFile(logfile).catch(() => "")).slice(from);
+    if (log.includes(`listening on 127.0.0.1:${port}\n`)) return true;
+    if (/cannot listen on|nowhere to listen|FATAL/.test(log)) return false;
+    await sleep(50);
+  }
+  return false;
 }
 
 /** Whether something accepts connections on 127.0.0.1:`port` within 5 s. */
