@@ -286,6 +286,16 @@ export function answeredSocket(
         );
         hadError = true;
       }
+      // Closed with not a byte heard from the server: its connect timed
+      // out (a host that drops packets), this socket's watch cut a
+      // startup no one answered (a hung server, a proxy whose database
+      // hangs), or it closed unanswered (above). postgres.js connects
+      // again for the query it opened the connection for, and the next
+      // connection tries the next host, as its own socket's would. A
+      // cancel's connection is closed unanswered by any server.
+      if (!answered && cancel !== true && current % hosts === at) {
+        current = at + 1;
+      }
       sockets.delete(raw);
       live.delete(raw);
       if (live.size === 0) { for (const done of [...drained]) done(); }

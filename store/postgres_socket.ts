@@ -54,8 +54,9 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  *
  * TLS (`ssl`, `sslnegotiation`) runs over this socket as over postgres.js's
  * own. It opens plain TCP to the client's first host, and to the next
- * once a connect fails, as postgres.js moves on with its own, or once the
- * client ended a connection under `target_session_attrs` (a standby, for
+ * once a connect fails or the host says nothing (a connect timed out, a
+ * startup unanswered within `answerMs`), as postgres.js moves on with its
+ * own, or once the client ended a connection under `target_session_attrs` (a standby, for
  * `primary`). A socket dir given as the host (`{ host: "/run/postgresql" }`,
  * or `PGHOST`) it connects to over the Unix socket there, as postgres.js
  * does (tests/store/postgres_socket_unix_test.ts). Measured through a relay that stopped

@@ -112,3 +112,55 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "a client given answeredSocketOption and two hosts, the first taking connections and never answering, answers from the second, as a plain client does",
+  ignore: !postgresAvailable,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    // The first host takes connections and never says a word (a server
+    // hung, or a proxy whose database hangs): postgres.js 3.4.9's own
+    // socket fails the connect at `connect_timeout` and moves to the next
+    // host. The socket, on a close with nothing heard, stayed on it, and
+    // every query waited for good.
+    const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const taken: Deno.Conn[] = [];
+    const accepting = (async () => {
+      for await (const conn of silent) taken.push(conn);
+    })();
+    const hosts = `127.0.0.1:${(silent.addr as Deno.NetAddr).port},${url.host}`;
+    try {
+      for (const given of [false, true]) {
+        const answered = answeredSocketOption(1_000);
+        const sql = postgres(url.href.replace(url.host, hosts), {
+          max: 1,
+          connect_timeout: 2,
+          onnotice: () => {},
+          max_lifetime: null,
+          ...(given ? answered : {}),
+        } as postgres.Options<Record<string, never>>);
+        try {
+          // The first query may fail as its connect timed out; the next
+          // goes to the second host.
+          const answers = [await selectOne(sql, 5_000)];
+          if (answers[0] !== "one: 1") {
+            answers.push(await selectOne(sql, 5_000));
+          }
+          assert.equal(
+            answers.at(-1),
+            "one: 1",
+            `${given ? "with answeredSocketOption" : "plain"}: ${answers}`,
+          );
+        } finally {
+          await sql.end({ timeout: 0 });
+          await answered.socket.closed(5_000);
+        }
+      }
+    } finally {
+      silent.close();
+      await accepting.catch(() => {});
+      for (const conn of taken) conn.close();
+    }
+  },
+});
