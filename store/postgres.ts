@@ -618,8 +618,9 @@ export class PostgresStore implements Store {
    * what it reads (column names, values or rows: the store reads its own
    * rows), chooses among several hosts by
    * `target_session_attrs=read-write` (postgres.js grants it a hot
-   * standby: use `primary`), or `schema` is not a lower-case SQL
-   * identifier.
+   * standby: use `primary`), chooses a standby or a read-only session
+   * (`target_session_attrs` `read-only`, `standby`, `prefer-standby`:
+   * the store writes), or `schema` is not a lower-case SQL identifier.
    */
   constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
     // A misspelt `schema` would put the store's tables in `relayer`.
@@ -651,9 +652,23 @@ export class PostgresStore implements Store {
     // keeps the standby, and every write is refused as read-only.
     const host = sql.options?.host;
     const hosts = Array.isArray(host) ? host.length : 1;
-    if (hosts > 1 && sql.options?.target_session_attrs === "read-write") {
+    const attrs = sql.options?.target_session_attrs;
+    if (hosts > 1 && attrs === "read-write") {
       throw new TypeError(
         `Cannot create PostgresStore as 'sql' chooses among ${hosts} hosts by target_session_attrs=read-write, which postgres.js grants a hot standby (it reports default_transaction_read_only off), so the store's writes would be refused as read-only: use target_session_attrs=primary`,
+      );
+    }
+    // Every call of the store but a read writes (migrate, each delivery):
+    // a session these choose refuses them as read-only, or, where no host
+    // is of the kind, none is ever opened (postgres.js goes round the
+    // list for good; for `prefer-standby` it passes over a primary even
+    // where no standby is listed).
+    if (
+      attrs === "read-only" || attrs === "standby" ||
+      attrs === "prefer-standby"
+    ) {
+      throw new TypeError(
+        `Cannot create PostgresStore as 'sql' chooses a session by target_session_attrs=${attrs}, which picks a standby or a read-only session, and the store writes: use target_session_attrs=primary, or leave it out`,
       );
     }
     const schema = options.schema ?? "relayer";

@@ -79,3 +79,30 @@ Deno.test("docs/postgres.md: PostgresStore refuses target_session_attrs=read-wri
   new PostgresStore(one).close();
   await Promise.all([readWrite.end(), primary.end(), one.end()]);
 });
+
+Deno.test("docs/postgres.md: PostgresStore refuses target_session_attrs that choose a standby or a read-only session, over one host or several", async () => {
+  for (const attrs of ["read-only", "standby", "prefer-standby"]) {
+    for (
+      const hosts of [
+        "postgres://relayer@db-a:5432,db-b:5432/payments",
+        "postgres://relayer@db-a:5432/payments",
+      ]
+    ) {
+      const sql = postgres(`${hosts}?target_session_attrs=${attrs}`);
+      try {
+        assert.throws(
+          () => new PostgresStore(sql),
+          (error: Error) =>
+            error instanceof TypeError &&
+            error.message.includes(`target_session_attrs=${attrs}`) &&
+            error.message.endsWith(
+              "use target_session_attrs=primary, or leave it out",
+            ),
+          `${attrs} over ${hosts}`,
+        );
+      } finally {
+        await sql.end();
+      }
+    }
+  }
+});
