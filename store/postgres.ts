@@ -608,6 +608,12 @@ export class PostgresStore implements Store {
    * statement cancelled since (see `cancelled`); `null`: never.
    */
   #ownCancelAt: number | null = null;
+  /**
+   * Whether the client chooses its sessions by `target_session_attrs`
+   * (`primary`, or `read-write` over one host): a write refused as
+   * read-only then closes its session (see the flight's refusal).
+   */
+  #choosing: boolean;
 
   /**
    * Constructs a new instance. No I/O.
@@ -689,6 +695,7 @@ export class PostgresStore implements Store {
     }
     const client = sql as unknown as postgres.Sql;
     this.#sql = client;
+    this.#choosing = typeof attrs === "string" && attrs !== "";
     this.#closes = poolCloses(client);
     this.#reopenedAt = this.#closes.count;
     this.#schema = schema;
@@ -1479,7 +1486,22 @@ export class PostgresStore implements Store {
         // linked"): they never come, and the connection is closed.
         if (!await this.#within(rest)) closeOrHandBackLater(rest);
         else if (anyLost(await rest)) leaveLost();
-        else {
+        else if (
+          this.#choosing &&
+          (error as { code?: unknown } | null)?.code === "25006" &&
+          closeSession(seen.connection)
+        ) {
+          // Refused as read-only on a client that chooses its sessions by
+          // `target_session_attrs`: a session the client should have passed
+          // over (a standby, for `primary`). postgres.js 3.4.9 keeps the
+          // goodbye of a session ended under a statement (an operator's
+          // pg_terminate_backend, a primary's shutdown) for the connection
+          // it opens again, which rejects its first request with it and
+          // skips the check, serving from whatever host it reached: handed
+          // back, every write on it was refused, for good. Closed, the
+          // connection is opened again and checked, at the next host.
+          lost = true;
+        } else {
           const settled = await rest;
           if (settled.at(-1)?.status === "rejected") {
             // The COMMIT itself failed: a cancel (pg_cancel_backend, a

@@ -1,0 +1,111 @@
+/**
+ * A real primary and a hot standby made from it (`pg_basebackup -R`), both
+ * on 127.0.0.1, for the suites that list a standby beside its primary.
+ *
+ * @module
+ */
+
+import {
+  type OwnedPostgresServer,
+  postgresBinDir,
+  startPostgres,
+} from "../../support/postgres_server.ts";
+
+/** A primary and a hot standby streaming from it. */
+export interface Pair {
+  primary: OwnedPostgresServer;
+  standbyPort: number;
+  /** Promotes the standby (`pg_ctl promote`), waiting until it takes writes. */
+  promote(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function run(command: string, args: string[]): Promise<string> {
+  const root = Deno.uid() === 0;
+  const { success, stdout, stderr } = await new Deno.Command(
+    root ? "runuser" : command,
+    {
+      args: root ? ["-u", "postgres", "--", command, ...args] : args,
+      stdout: "piped",
+      stderr: "piped",
+    },
+  ).output();
+  const text = new TextDecoder();
+  const out = `${text.decode(stdout)}${text.decode(stderr)}`;
+  if (!success) throw new Error(`${command} failed:\n${out}`);
+  return out;
+}
+
+/** Starts a primary, then a standby from its base backup, on a free port. */
+export async function startPair(
+  options: { durable?: boolean } = {},
+): Promise<Pair> {
+  const bin = (await postgresBinDir())!;
+  const primary = await startPostgres({
+    bin,
+    durable: options.durable ?? false,
+  });
+  // Inside the primary's dir: its watchdog deletes it with the primary's.
+  const data = `${primary.dir}/standby`;
+  await run(`${bin}/pg_basebackup`, [
+    "-h",
+    primary.dir,
+    "-p",
+    String(primary.port),
+    "-U",
+    "postgres",
+    "-D",
+    data,
+    "-R",
+    "--no-sync",
+  ]);
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const standbyPort = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const ctl = (...args: string[]) =>
+    run(`${bin}/pg_ctl`, ["-D", data, ...args]);
+  await ctl(
+    "-l",
+    `${primary.dir}/standby.log`,
+    "-w",
+    "-o",
+    // As many connections as the primary, which a standby needs at least.
+    `-p ${standbyPort} -h 127.0.0.1 -k ${primary.dir} -F -c max_connections=300`,
+    "start",
+  );
+  return {
+    primary,
+    standbyPort,
+    async promote() {
+      await ctl("-w", "promote");
+    },
+    async stop() {
+      await ctl("-m", "immediate", "-w", "stop").catch(() => {});
+      await primary.stop();
+    },
+  };
+}
+
+/** The pair's URL: the standby first, then the primary. */
+export function standbyFirst(pair: Pair, attrs: string): string {
+  const { password, port } = pair.primary;
+  return `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort},127.0.0.1:${port}/postgres?target_session_attrs=${attrs}`;
+}
+
+/** `promise`, or a failure once `ms` passed without it settling. */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer within ${ms} ms`)),
+          ms,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

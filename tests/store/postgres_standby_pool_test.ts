@@ -1,0 +1,320 @@
+/**
+ * A pool of several connections under `target_session_attrs=primary`, a
+ * hot standby listed first (see `postgres_standby_test.ts`): connections
+ * opened at once, and ended for their idle time, each pass over the
+ * standby at most once and land on the primary; a list of three hosts (a
+ * standby, a host that is down, the primary); and a failover (the primary
+ * stopped, the standby promoted) under writes of the store.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import net from "node:net";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { answeredSocketOption } from "../../store/postgres_socket.ts";
+import { postgresAvailable } from "../_postgres.ts";
+import { standbyFirst, startPair, within } from "./_postgres_pair.ts";
+
+/** A loopback port nothing listens on (a host that is down: refused). */
+async function downPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** `answeredSocketOption`'s socket, counting the connects it makes. */
+function counted(ms: number) {
+  const answered = answeredSocketOption(ms);
+  const count = { made: 0 };
+  const socket = Object.assign(
+    (o: Parameters<typeof answered.socket>[0]) => {
+      count.made++;
+      return answered.socket(o);
+    },
+    { closed: answered.socket.closed },
+  );
+  return { socket, count };
+}
+
+/** Where `n` queries at once ran: the standby's answers, and the ports. */
+async function at(
+  sql: postgres.Sql,
+  n: number,
+): Promise<{ standby: number; ports: Set<number> }> {
+  const rows = await within(
+    Promise.all(
+      Array.from(
+        { length: n },
+        () =>
+          sql`SELECT pg_is_in_recovery() AS standby, inet_server_port() AS port, pg_sleep(0.05)`,
+      ),
+    ),
+    10_000,
+  );
+  return {
+    standby: rows.filter(([row]) => row?.standby === true).length,
+    ports: new Set(rows.map(([row]) => row?.port as number)),
+  };
+}
+
+Deno.test({
+  name:
+    "target_session_attrs=primary, a pool of 4, the standby listed first: connections opened at once, and opened again after their idle end, all land on the primary, each passing over the standby at most once",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    try {
+      for (const given of [false, true]) {
+        const { socket, count } = counted(5_000);
+        const sql = postgres(standbyFirst(pair, "primary"), {
+          max: 4,
+          idle_timeout: 1,
+          onnotice: () => {},
+          max_lifetime: null,
+          connect_timeout: 5,
+          ...(given ? { socket } : {}),
+        } as postgres.Options<Record<string, never>>);
+        const what = given ? "with answeredSocketOption" : "plain";
+        try {
+          for (let round = 0; round < 3; round++) {
+            const before = count.made;
+            const where = await at(sql, 16);
+            assert.deepEqual(
+              { standby: where.standby, ports: [...where.ports] },
+              { standby: 0, ports: [pair.primary.port] },
+              `${what}, round ${round}`,
+            );
+            // Four connections, each over the standby once at most.
+            if (given) {
+              assert.ok(
+                count.made - before <= 8,
+                `${count.made - before} connects in round ${round}`,
+              );
+            }
+            // Every connection ends for its idle time (1 s).
+            await new Promise((resolve) => setTimeout(resolve, 1_600));
+          }
+        } finally {
+          await sql.end({ timeout: 0 });
+          await socket.closed(5_000);
+        }
+      }
+    } finally {
+      await pair.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "target_session_attrs=primary over a standby, a host that is down and the primary: a pool of 4 lands on the primary, with answeredSocketOption and without",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    const { password, port } = pair.primary;
+    const url =
+      `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort},127.0.0.1:${await downPort()},127.0.0.1:${port}/postgres?target_session_attrs=primary`;
+    try {
+      for (const given of [false, true]) {
+        const { socket, count } = counted(5_000);
+        const sql = postgres(url, {
+          max: 4,
+          idle_timeout: 1,
+          onnotice: () => {},
+          max_lifetime: null,
+          connect_timeout: 5,
+          ...(given ? { socket } : {}),
+        } as postgres.Options<Record<string, never>>);
+        const what = given ? "with answeredSocketOption" : "plain";
+        try {
+          for (let round = 0; round < 2; round++) {
+            const before = count.made;
+            const where = await at(sql, 12);
+            assert.deepEqual(
+              { standby: where.standby, ports: [...where.ports] },
+              { standby: 0, ports: [port] },
+              `${what}, round ${round}`,
+            );
+            if (given) {
+              assert.ok(
+                count.made - before <= 12,
+                `${count.made - before} connects in round ${round}`,
+              );
+            }
+            await new Promise((resolve) => setTimeout(resolve, 1_600));
+          }
+        } finally {
+          await sql.end({ timeout: 0 });
+          await socket.closed(5_000);
+        }
+      }
+    } finally {
+      await pair.stop();
+    }
+  },
+});
+
+for (const end of ["promoted", "restarted"] as const) {
+  Deno.test({
+    name:
+      `target_session_attrs=primary under the store's writes while the primary stops and ${
+        end === "promoted"
+          ? "the standby is promoted"
+          : "starts again, the standby not promoted"
+      }: writes go on on the primary, none acknowledged is lost, none said unwritten landed`,
+    ignore: !postgresAvailable,
+    async fn() {
+      for (const given of [false, true]) {
+        const pair = await startPair({ durable: true });
+        const { socket } = counted(2_000);
+        const sql = postgres(standbyFirst(pair, "primary"), {
+          max: 4,
+          onnotice: () => {},
+          max_lifetime: null,
+          connect_timeout: 2,
+          ...(given ? { socket } : {}),
+        } as postgres.Options<Record<string, never>>);
+        const store = new PostgresStore(sql, { connectionWaitMs: 2_000 });
+        const what = given ? "with answeredSocketOption" : "plain";
+        const written: string[] = [];
+        const unwritten: string[] = [];
+        // Writes answered after the primary was back, and those refused.
+        let backAt = Infinity;
+        let after = 0;
+        const refusedAfter: string[] = [];
+        let stopping = false;
+        try {
+          await within(store.migrate(), 10_000);
+          const worker = async (w: number) => {
+            for (let i = 0; !stopping; i++) {
+              const id = `pi_${w}_${i}`;
+              try {
+                await within(
+                  store.createIntent({ id, state: "created" }),
+                  15_000,
+                );
+                written.push(id);
+                if (performance.now() > backAt) after++;
+              } catch (error) {
+                const message = (error as Error).message;
+                if (/nothing (?:of it )?was written/.test(message)) {
+                  unwritten.push(id);
+                }
+                // A second past the primary's return, a refusal is one
+                // for good.
+                if (performance.now() > backAt + 1_000) {
+                  refusedAfter.push(message.slice(0, 100));
+                }
+                await new Promise((resolve) => setTimeout(resolve, 50));
+              }
+            }
+          };
+          const workers = [0, 1, 2, 3].map(worker);
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          await pair.primary.halt("fast");
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          if (end === "promoted") await pair.promote();
+          else await pair.primary.resume();
+          backAt = performance.now();
+          await new Promise((resolve) => setTimeout(resolve, 4_000));
+          stopping = true;
+          await Promise.all(workers);
+        } finally {
+          store.close();
+          await sql.end({ timeout: 0 });
+          await socket.closed(5_000);
+        }
+        const port = end === "promoted" ? pair.standbyPort : pair.primary.port;
+        const check = postgres(
+          `postgres://postgres:${pair.primary.password}@127.0.0.1:${port}/postgres`,
+          { max: 1, onnotice: () => {} },
+        );
+        try {
+          const rows = await check<{ id: string }[]>`
+            SELECT id FROM relayer.intents`;
+          const there = new Set(rows.map((row) => row.id));
+          assert.deepEqual(written.filter((id) => !there.has(id)), [], what);
+          assert.deepEqual(unwritten.filter((id) => there.has(id)), [], what);
+          assert.deepEqual(refusedAfter.slice(0, 3), [], what);
+          assert.ok(after > 0, `${what}: no write after the primary was back`);
+        } finally {
+          await check.end({ timeout: 0 });
+          await pair.stop();
+        }
+      }
+    },
+  });
+}
+
+Deno.test({
+  name:
+    "target_session_attrs=primary, the standby listed first: a session the primary ends under a query (pg_terminate_backend) and the client opens again on the standby leaves the store's writes refused as read-only once at most, not for good",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    try {
+      for (const given of [false, true]) {
+        const { socket } = counted(5_000);
+        const sql = postgres(standbyFirst(pair, "primary"), {
+          max: 1,
+          onnotice: () => {},
+          max_lifetime: null,
+          connect_timeout: 5,
+          ...(given ? { socket } : {}),
+        } as postgres.Options<Record<string, never>>);
+        const store = new PostgresStore(sql, {
+          schema: given ? "relayer_answered" : "relayer_plain",
+          connectionWaitMs: 2_000,
+        });
+        const what = given ? "with answeredSocketOption" : "plain";
+        try {
+          await within(store.migrate(), 10_000);
+          await within(store.createIntent({ id: "pi_0" }), 10_000);
+          // The pool's one connection runs a statement; the primary ends
+          // its session under it (an operator's pg_terminate_backend, a
+          // failover tool). postgres.js 3.4.9 keeps the goodbye that came
+          // for the statement, and the connection it opens again (at the
+          // next host, the standby) rejects its first request with it and
+          // skips the target_session_attrs check: it serves from the
+          // standby.
+          const held = sql`SELECT pg_sleep(30)`.catch(() => {});
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          await pair.primary.psql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30)%' AND pid <> pg_backend_pid()",
+          );
+          await held;
+          const failures: string[] = [];
+          let written = 0;
+          for (let i = 1; i <= 6; i++) {
+            try {
+              await within(store.createIntent({ id: `pi_${i}` }), 10_000);
+              written++;
+            } catch (error) {
+              failures.push((error as Error).message.slice(0, 90));
+            }
+          }
+          const refused = failures.filter((m) => /read-only/.test(m));
+          assert.ok(
+            refused.length <= 1 && written >= 4,
+            `${what}: ${written} written; ${failures.join(" | ")}`,
+          );
+          const [where] = await within(
+            sql`SELECT pg_is_in_recovery() AS standby`,
+            10_000,
+          );
+          assert.equal(where?.standby, false, what);
+        } finally {
+          store.close();
+          await sql.end({ timeout: 0 });
+          await socket.closed(5_000);
+        }
+      }
+    } finally {
+      await pair.stop();
+    }
+  },
+});
