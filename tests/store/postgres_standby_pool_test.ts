@@ -257,20 +257,26 @@ Deno.test({
   async fn() {
     const pair = await startPair();
     try {
-      for (const given of [false, true]) {
+      for (
+        const [given, types] of [[false, true], [true, true], [true, false]]
+      ) {
         const { socket } = counted(5_000);
         const sql = postgres(standbyFirst(pair, "primary"), {
           max: 1,
           onnotice: () => {},
           max_lifetime: null,
           connect_timeout: 5,
+          // Without type fetching the store writes through sql.begin.
+          fetch_types: types,
           ...(given ? { socket } : {}),
         } as postgres.Options<Record<string, never>>);
         const store = new PostgresStore(sql, {
-          schema: given ? "relayer_answered" : "relayer_plain",
+          schema: `relayer_${given ? "answered" : "plain"}_${types}`,
           connectionWaitMs: 2_000,
         });
-        const what = given ? "with answeredSocketOption" : "plain";
+        const what = `${
+          given ? "with answeredSocketOption" : "plain"
+        }, fetch_types ${types}`;
         try {
           await within(store.migrate(), 10_000);
           await within(store.createIntent({ id: "pi_0" }), 10_000);
