@@ -260,7 +260,7 @@ export function answeredSocket(
       // closed: a reset met after that was an uncaught ECONNRESET, which
       // ended the process at a client's end.
       if (unwound) return;
-      failure ??= error;
+      failure ??= path === null ? error : unreachedPath(error, path);
     });
     raw.on("close", (closedOnError) => {
       let hadError = closedOnError && !unwound;
@@ -335,6 +335,34 @@ export function answeredSocket(
       });
     },
   });
+}
+
+/**
+ * A connect to a Unix socket that failed before it reached a server, in
+ * words that say what to check (the system's say only `connect ENOENT
+ * <path>`); its `code` kept. Any other error as it is.
+ */
+function unreachedPath(error: Error, path: string): Error {
+  const code = (error as { code?: unknown }).code;
+  const why = code === "ENOENT"
+    ? "no PostgreSQL socket there (the dir, or the socket file in it, does not exist)"
+    : code === "ECONNREFUSED"
+    ? "no PostgreSQL socket there (a socket file no server listens on: one that stopped without removing it)"
+    : code === "EACCES"
+    ? "this process may not open that socket (the dir or the file's permissions)"
+    : null;
+  if (why === null) return error;
+  return Object.assign(
+    new Error(
+      `${error.message}: ${why}: start the server, or give the client as its host the dir the server puts its socket in (SHOW unix_socket_directories) and as its port the server's port (the file is .s.PGSQL.<port>)${
+        code === "EACCES"
+          ? ", and run as a user the socket lets in (its group, often postgres)"
+          : ""
+      }`,
+      { cause: error },
+    ),
+    { code, errno: (error as { errno?: unknown }).errno, address: path },
+  );
 }
 
 /** Whether `chunk` begins a TLS handshake record (content type 22). */

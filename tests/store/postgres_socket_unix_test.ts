@@ -65,3 +65,63 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "a client given answeredSocketOption and a socket dir with no server's socket in it fails its query saying what to check, keeping the system's code",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pg-unix-" });
+    try {
+      // A socket file no server listens on (a server that stopped without
+      // removing it): left by a process that exits without closing it.
+      const stale = `${dir}/stale`;
+      await Deno.mkdir(stale);
+      const left = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "eval",
+          `Deno.listen({ transport: "unix", path: ${
+            JSON.stringify(`${stale}/.s.PGSQL.5432`)
+          } }); Deno.exit(0);`,
+        ],
+      }).output();
+      assert.ok(left.success, new TextDecoder().decode(left.stderr));
+      for (
+        const [where, code] of [
+          [`${dir}/missing`, "ENOENT"],
+          [stale, "ECONNREFUSED"],
+        ] as const
+      ) {
+        const answered = answeredSocketOption(5_000);
+        const sql = postgres({
+          host: where,
+          port: 5432,
+          user: "postgres",
+          database: "postgres",
+          max: 1,
+          connect_timeout: 5,
+          onnotice: () => {},
+          max_lifetime: null,
+          ...answered,
+        } as postgres.Options<Record<string, never>>);
+        try {
+          const error = await sql`SELECT 1`.then(
+            () => assert.fail("a query answered with no server"),
+            (error: Error & { code?: unknown }) => error,
+          );
+          assert.equal(error.code, code, error.message);
+          assert.match(
+            error.message,
+            new RegExp(
+              `^connect ${code} ${where}/\\.s\\.PGSQL\\.5432: no PostgreSQL socket there .*SHOW unix_socket_directories`,
+            ),
+          );
+        } finally {
+          await sql.end({ timeout: 0 });
+          await answered.socket.closed(5_000);
+        }
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
