@@ -125,3 +125,58 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "answeredSocketOption's bound holds over a Unix socket: a session that stopped answering (its backend stopped) is closed within the bound, the line naming the socket's path, and the next query answers",
+  ignore: !postgresAvailable,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pg-unix-" });
+    const server = await startPostgres({ dir, bin: (await postgresBinDir())! });
+    const lines: string[] = [];
+    const answered = answeredSocketOption(1_000, (line) => lines.push(line));
+    const sql = postgres({
+      host: dir,
+      port: server.port,
+      user: "postgres",
+      database: "postgres",
+      max: 1,
+      connect_timeout: 5,
+      onnotice: () => {},
+      max_lifetime: null,
+      ...answered,
+    } as postgres.Options<Record<string, never>>);
+    let stopped: number | undefined;
+    try {
+      const [row] = await sql<{ pid: number }[]>`
+        SELECT pg_backend_pid() AS pid`;
+      const pid = row!.pid;
+      // The session's backend stops (as a process held by a debugger, or
+      // a host that froze): nothing answers, and no FIN comes.
+      Deno.kill(pid, "SIGSTOP");
+      stopped = pid;
+      const start = performance.now();
+      const error = await sql`SELECT 1`.then(
+        () => assert.fail("a stopped backend answered"),
+        (error: Error & { code?: unknown }) => error,
+      );
+      const took = performance.now() - start;
+      assert.equal(error.code, "CONNECTION_CLOSED");
+      assert.ok(took >= 900 && took < 3_000, `closed after ${took} ms`);
+      assert.equal(lines.length, 1);
+      assert.match(
+        lines[0]!,
+        new RegExp(
+          `^PostgreSQL sent nothing for 1000ms after the client wrote to it: the connection to ${dir}/\\.s\\.PGSQL\\.${server.port} was closed`,
+        ),
+      );
+      const [again] = await sql`SELECT pg_backend_pid() AS pid`;
+      assert.notEqual(again?.pid, pid);
+    } finally {
+      if (stopped !== undefined) Deno.kill(stopped, "SIGCONT");
+      await sql.end({ timeout: 0 });
+      await answered.socket.closed(5_000);
+      await server.stop();
+    }
+  },
+});
