@@ -164,3 +164,46 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "a client given answeredSocketOption and two hosts without target_session_attrs, the first up, keeps to the first after its connections end for their idle time",
+  ignore: !postgresAvailable,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    // A second host that takes connections and never says a word: a
+    // connection sent there waits.
+    const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const taken: Deno.Conn[] = [];
+    const accepting = (async () => {
+      for await (const conn of silent) taken.push(conn);
+    })();
+    const hosts = `${url.host},127.0.0.1:${(silent.addr as Deno.NetAddr).port}`;
+    const answered = answeredSocketOption(5_000);
+    const sql = postgres(url.href.replace(url.host, hosts), {
+      max: 2,
+      idle_timeout: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      ...answered,
+    } as postgres.Options<Record<string, never>>);
+    try {
+      for (let round = 0; round < 2; round++) {
+        const answers = await Promise.all(
+          [0, 1].map(() => selectOne(sql, 3_000)),
+        );
+        assert.deepEqual(answers, ["one: 1", "one: 1"], `round ${round}`);
+        // Both connections end for their idle time (1 s): ended by the
+        // client, not under target_session_attrs.
+        await new Promise((resolve) => setTimeout(resolve, 1_600));
+      }
+      assert.equal(taken.length, 0, "connections sent to the second host");
+    } finally {
+      await sql.end({ timeout: 0 });
+      await answered.socket.closed(5_000);
+      silent.close();
+      await accepting.catch(() => {});
+      for (const conn of taken) conn.close();
+    }
+  },
+});
