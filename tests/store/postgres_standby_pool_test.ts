@@ -14,7 +14,7 @@ import net from "node:net";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
-import { postgresAvailable } from "../_postgres.ts";
+import { postgresAvailable, postgresUrl } from "../_postgres.ts";
 import { standbyFirst, startPair, within } from "./_postgres_pair.ts";
 
 /** A loopback port nothing listens on (a host that is down: refused). */
@@ -321,6 +321,55 @@ Deno.test({
       }
     } finally {
       await pair.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "target_session_attrs=primary: a write refused for another reason than read-only (a lock held past lock_timeout) keeps its session",
+  ignore: !postgresAvailable,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    url.searchParams.set("target_session_attrs", "primary");
+    const sql = postgres(url.href, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+    } as postgres.Options<Record<string, never>>);
+    const holder = postgres(await postgresUrl(), {
+      max: 1,
+      onnotice: () => {},
+    });
+    const schema = "relayer_kept_session";
+    const store = new PostgresStore(sql, { schema, connectionWaitMs: 1_000 });
+    try {
+      await store.migrate();
+      const [before] = await sql`SELECT pg_backend_pid() AS pid`;
+      let release = () => {};
+      const released = new Promise<void>((resolve) => release = resolve);
+      let locked = () => {};
+      const holding = new Promise<void>((resolve) => locked = resolve);
+      const held = holder.begin(async (tx) => {
+        await tx.unsafe(
+          `LOCK TABLE ${schema}.intents IN ACCESS EXCLUSIVE MODE`,
+        );
+        locked();
+        await released;
+      });
+      await holding;
+      await assert.rejects(
+        () => store.createIntent({ id: "pi_1" }),
+        /lock_timeout/,
+      );
+      release();
+      await held;
+      const [after] = await sql`SELECT pg_backend_pid() AS pid`;
+      assert.equal(after?.pid, before?.pid);
+    } finally {
+      store.close();
+      await sql.end({ timeout: 0 });
+      await holder.end({ timeout: 0 });
     }
   },
 });
