@@ -60,3 +60,34 @@ Deno.test("checkQueue() caps QStash's wait before a callback retry at a day, pas
   assert.equal(stopsEarly(5, leaseMs), true);
   assert.equal(stopsEarly(6, leaseMs), false);
 });
+
+Deno.test("checkQueue() refuses a QStash leaseMs or clockSkewMs that is no whole number of milliseconds from 0, naming it: one read as is would give no verdict on the failure callback", () => {
+  for (const name of ["leaseMs", "clockSkewMs"]) {
+    for (const value of [-1, 1.5, Number.NaN, "30s"]) {
+      assert.throws(
+        () =>
+          checkQueue(policy, {
+            kind: "qstash",
+            retries: 2,
+            [name]: value,
+          } as never),
+        new RangeError(
+          `Cannot read queue limits as '${name}' must be an integer number of milliseconds >= 0: current value is ${
+            typeof value === "string" ? `"${value}"` : String(value)
+          }`,
+        ),
+      );
+    }
+  }
+  // 0 is taken: no lease to wait out, no clock skew.
+  assert.equal(
+    checkQueue(policy, {
+      kind: "qstash",
+      retries: 1,
+      leaseMs: 0,
+      clockSkewMs: 0,
+    })
+      .problem,
+    null,
+  );
+});
