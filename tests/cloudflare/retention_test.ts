@@ -102,6 +102,23 @@ Deno.test("createQueueHandler() refuses a jobs queue whose message retention end
     /span up to 46m30s/, // 9 × (5 min + 2 × 5 s)
   );
   handler(leased, { messageRetentionMs: 2_791_000 });
+  // A span that is no whole minute is checked to the second: 46m30s itself
+  // is refused.
+  assert.throws(
+    () => handler(leased, { messageRetentionMs: 2_790_000 }),
+    /'messageRetentionMs' is 46m30s: .*span up to 46m30s/,
+  );
+  // A wider clock skew too: 9 × (30 s + 2 × 1 min).
+  const skewed = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    clockSkewMs: 60_000,
+  });
+  assert.throws(
+    () => handler(skewed, { messageRetentionMs: 1_350_000 }),
+    /'messageRetentionMs' is 22m30s: .*span up to 22m30s/,
+  );
+  handler(skewed, { messageRetentionMs: 1_351_000 });
   // Waits no retention spans: 100 retries of up to 12 h (a CAP of 12 h).
   const slow = createRelayer({
     store: new MemoryStore(),
@@ -114,10 +131,14 @@ Deno.test("createQueueHandler() refuses a jobs queue whose message retention end
   );
 });
 
-Deno.test("createQueueHandler() refuses a dead-letter queue whose message retention ends before a give-up answered busy is tried again", async () => {
-  // A give-up that finds another delivery's send in flight (the Worker
-  // that sent it gone) waits out the policy's delay after the queue's last
-  // delivery, up to the cap: 2 min with the default policy.
+/**
+ * The wait, in seconds, the handler asks of a give-up on the dead-letter
+ * queue that finds another delivery's send in flight (the Worker that sent
+ * it gone), with the relayer `options` give.
+ */
+async function busyGiveUpWaitS(
+  options: { policy?: { capMs: number } } = {},
+): Promise<{ relayer: Relayer; waitS: number }> {
   const store = new MemoryStore();
   await store.createIntent({
     id: "pi_0001",
@@ -139,6 +160,7 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose message retent
       receipt: () => Promise.resolve("pending"),
     },
     random: () => 0.999,
+    ...options,
   });
   const queue = handler(relayer);
   const delivery = relayer.deliver(job, 1); // its send holds the lease
@@ -152,7 +174,15 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose message retent
   release();
   await delivery;
   assert.deepEqual(calls, []);
-  assert.equal(wait.s, 120);
+  return { relayer, waitS: wait.s };
+}
+
+Deno.test("createQueueHandler() refuses a dead-letter queue whose message retention ends before a give-up answered busy is tried again", async () => {
+  // A give-up busy behind another's send waits out the policy's delay
+  // after the queue's last delivery, up to the cap: 2 min with the
+  // default policy.
+  const { relayer, waitS } = await busyGiveUpWaitS();
+  assert.equal(waitS, 120);
 
   assert.throws(
     () => handler(relayer, { deadLetterMessageRetentionMs: 60_000 }),
@@ -168,6 +198,20 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose message retent
   );
   handler(relayer, { deadLetterMessageRetentionMs: 121_000 });
   handler(relayer, { deadLetterMessageRetentionMs: 14 * DAY_MS });
+});
+
+Deno.test("createQueueHandler() counts a busy give-up's wait at the delay after the queue's last delivery, the 10th of max_retries 9, where the cap does not end the doubling first", async () => {
+  // A CAP of 12 h: up to 5 s doubled nine times, 42m40s; past the 9th
+  // delivery's delay, half that (random 0.999 of full jitter).
+  const { relayer, waitS } = await busyGiveUpWaitS({
+    policy: { capMs: 43_200_000 },
+  });
+  assert.ok(waitS > 1_280 && waitS <= 2_560, `waited ${waitS} s`);
+  assert.throws(
+    () => handler(relayer, { deadLetterMessageRetentionMs: 2_560_000 }),
+    /'deadLetterMessageRetentionMs' is 42m40s: .*waits up to 42m40s /,
+  );
+  handler(relayer, { deadLetterMessageRetentionMs: 2_561_000 });
 });
 
 Deno.test("createQueueHandler() refuses a message retention Cloudflare does not allow: whole seconds from 60 s to 14 days", () => {
