@@ -1070,6 +1070,12 @@ Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_ME
       .cloudflareRetentions,
     { deadLetterMessageRetentionMs: 1_209_600_000 },
   );
+  // Cloudflare's shortest, 60 s, is taken as given (the handler checks it).
+  assert.deepEqual(
+    loadConfig({ ...base, CLOUDFLARE_MESSAGE_RETENTION: "1m" })
+      .cloudflareRetentions,
+    { messageRetentionMs: 60_000 },
+  );
   for (
     const name of [
       "CLOUDFLARE_MESSAGE_RETENTION",
