@@ -1826,9 +1826,18 @@ function checkQueues(
       // retries both, so the setting asked for is not refused in turn.
       const need = qstashRetriesNeed({ ...qstash, retries: max - 1 });
       const least = Number.isFinite(need) ? need : max - 1;
+      // A lease no retries QStash takes outlast: the retries asked for
+      // alone would be refused in turn, for it.
+      const lease = Number.isFinite(
+          qstashRetriesNeed({ ...qstash, retries: Math.min(100, max - 1) }),
+        )
+        ? ""
+        : `; and lower LEASE: no retries QStash takes (at most 100) outlast a give-up answered busy behind another delivery's lease, LEASE + 2 × CLOCK_SKEW (${
+          formatDuration(busyWaitMs(qstash))
+        }), and its failure callback would end in QStash's DLQ`;
       throw new ConfigError(
         "QSTASH_RETRIES",
-        max - 1 > 100
+        (max - 1 > 100
           ? `QSTASH_RETRIES is ${retries}, so QStash gives up after ${
             deliveriesText(check.limit)
           }, before MAX_DELIVERIES (${max}): QSTASH_RETRIES is taken up to 100 here (QStash documents no upper bound of its own; its published plan caps are 3, 5 and 20), so lower MAX_DELIVERIES to at most 101 and check the window with deno task schedule --queue qstash`
@@ -1844,7 +1853,8 @@ function checkQueues(
               : `${
                 max - 1
               } (MAX_DELIVERIES − 1; it can be at most your QStash plan's retry cap)`
-          }, or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`,
+          }, or lower MAX_DELIVERIES and check the window with deno task schedule --queue qstash`) +
+          lease,
       );
     }
     if (check.problem === "window_short") {

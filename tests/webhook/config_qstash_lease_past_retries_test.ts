@@ -110,3 +110,24 @@ Deno.test("a QSTASH_RETRIES too few for MAX_DELIVERIES is asked up to what the f
     /set QSTASH_RETRIES to at least 2 \(MAX_DELIVERIES − 1 is 1, but the failure callback is retried as often, and its retries must outlast a give-up answered busy behind another delivery's lease, LEASE \+ 2 × CLOCK_SKEW \(40s\);/,
   );
 });
+
+Deno.test("a QSTASH_RETRIES too few for MAX_DELIVERIES behind a LEASE no QStash retries outlast asks for a shorter LEASE too: the retries it asks for alone are refused in turn", () => {
+  const error = refusal(env(SPAN_100_MS, 0));
+  assert.equal(error.setting, "QSTASH_RETRIES");
+  assert.match(
+    error.message,
+    /^QSTASH_RETRIES is 0, so QStash gives up after 1 delivery, before MAX_DELIVERIES \(10\): set QSTASH_RETRIES to at least 9 \(MAX_DELIVERIES − 1;/,
+  );
+  assert.match(
+    error.message,
+    /; and lower LEASE: no retries QStash takes \(at most 100\) outlast a give-up answered busy behind another delivery's lease, LEASE \+ 2 × CLOCK_SKEW \(2310h39m54s\), and its failure callback would end in QStash's DLQ$/,
+  );
+  assert.doesNotMatch(error.message, /Infinity/);
+  // What it asks of QSTASH_RETRIES alone is refused for the LEASE.
+  assert.match(refusal(env(SPAN_100_MS, 9)).message, /Lower LEASE$/);
+  // More deliveries than QStash takes retries for: the same.
+  assert.match(
+    refusal({ ...env(SPAN_100_MS, 0), MAX_DELIVERIES: "150" }).message,
+    /lower MAX_DELIVERIES to at most 101 .*; and lower LEASE: /,
+  );
+});
