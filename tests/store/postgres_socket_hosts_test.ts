@@ -77,7 +77,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "a client given answeredSocketOption and two hosts, the first up, keeps every connection on the first: a second host that never answers gets none",
+    "a client given answeredSocketOption and two hosts, the first up, keeps every connection on the first, after the server ended them too: a second host that never answers gets none",
   ignore: !postgresAvailable,
   async fn() {
     const url = new URL(await postgresUrl());
@@ -93,6 +93,7 @@ Deno.test({
     const sql = postgres(url.href.replace(url.host, hosts), {
       max: 3,
       onnotice: () => {},
+      connection: { application_name: "hosts_test" },
       max_lifetime: null,
       ...answered,
     } as postgres.Options<Record<string, never>>);
@@ -102,6 +103,22 @@ Deno.test({
         [0, 1, 2].map(() => selectOne(sql, 3_000)),
       );
       assert.deepEqual(answers, ["one: 1", "one: 1", "one: 1"]);
+      // The server ends those connections (an administrator's
+      // pg_terminate_backend, a restart): they had connected, so the next
+      // go to the first host again.
+      const admin = postgres(url.href, { max: 1, onnotice: () => {} });
+      try {
+        await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name = 'hosts_test'`;
+      } finally {
+        await admin.end({ timeout: 0 });
+      }
+      // The client hears each end (an error, then the server's close).
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.deepEqual(
+        await Promise.all([0, 1, 2].map(() => selectOne(sql, 3_000))),
+        ["one: 1", "one: 1", "one: 1"],
+      );
       assert.equal(taken.length, 0, "connections sent to the second host");
     } finally {
       await sql.end({ timeout: 0 });
@@ -206,4 +223,24 @@ Deno.test({
       for (const conn of taken) conn.close();
     }
   },
+});
+
+Deno.test("answeredSocketOption's socket names the host it connects to (postgres.js names it to TLS: SNI, the certificate check): the second, once the first refused", async () => {
+  const down = await downPort();
+  const server = net.createServer((conn) => conn.end());
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  const answered = answeredSocketOption(5_000);
+  const options = { host: ["127.0.0.1", "localhost"], port: [down, port] };
+  try {
+    const first = answered.socket(options);
+    assert.equal(first.host, "127.0.0.1");
+    await new Promise((resolve) => first.once("close", resolve));
+    const second = answered.socket(options);
+    assert.equal(second.host, "localhost");
+    second.destroy();
+    await answered.socket.closed(5_000);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

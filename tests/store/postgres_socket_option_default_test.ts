@@ -37,3 +37,38 @@ Deno.test("answeredSocketOption() without a bound does not cut a connection sile
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+Deno.test("answeredSocketOption() without a bound watches a write for 10 s, the store's default connectionWaitMs", async () => {
+  const taken: net.Socket[] = [];
+  const server = net.createServer((client) => {
+    taken.push(client);
+    client.on("error", () => {});
+  });
+  await new Promise<void>((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve())
+  );
+  const { port } = server.address() as net.AddressInfo;
+  const { socket } = answeredSocketOption();
+  const connection = socket({ host: ["127.0.0.1"], port: [port] });
+  connection.on("error", () => {});
+  // The timers set while the write is handed on: the watch's among them.
+  const delays: unknown[] = [];
+  const realSetTimeout = globalThis.setTimeout;
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    delays.push(ms);
+    return realSetTimeout(fn, ms);
+  }) as typeof setTimeout;
+  try {
+    connection.write("hello");
+  } finally {
+    globalThis.setTimeout = realSetTimeout;
+  }
+  try {
+    assert.ok(delays.includes(10_000), `timers set: ${delays}`);
+  } finally {
+    connection.destroy();
+    await socket.closed(5_000);
+    for (const client of taken) client.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
