@@ -26,6 +26,40 @@ async function downPort(): Promise<number> {
   return port;
 }
 
+/**
+ * A loopback port whose connects never complete (a host whose address
+ * drops packets: a failover's old primary): a listener that accepts none,
+ * its queue filled, so the system answers no further connect.
+ */
+async function blackHolePort(): Promise<{ port: number; close(): void }> {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  const filling: net.Socket[] = [];
+  // Batches until one connect of a batch hangs (512 on Linux's defaults).
+  for (let hung = false; !hung && filling.length < 8192;) {
+    const batch = Array.from({ length: 64 }, () => {
+      const socket = net.connect(port, "127.0.0.1");
+      socket.on("error", () => {});
+      filling.push(socket);
+      return new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(true), 300);
+        socket.once("connect", () => {
+          clearTimeout(timer);
+          resolve(false);
+        });
+      });
+    });
+    hung = (await Promise.all(batch)).includes(true);
+  }
+  return {
+    port,
+    close() {
+      for (const socket of filling) socket.destroy();
+      listener.close();
+    },
+  };
+}
+
 /** What `sql\`SELECT 1\`` gave within `ms`. */
 async function selectOne(sql: postgres.Sql, ms: number): Promise<string> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -243,4 +277,44 @@ Deno.test("answeredSocketOption's socket names the host it connects to (postgres
   } finally {
     await new Promise((resolve) => server.close(resolve));
   }
+});
+
+Deno.test({
+  name:
+    "a client given answeredSocketOption and two hosts, the first dropping every connect, answers from the second after postgres.js's connect timeout, as a plain client does",
+  ignore: !postgresAvailable,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    const dropping = await blackHolePort();
+    const hosts = `127.0.0.1:${dropping.port},${url.host}`;
+    try {
+      for (const given of [false, true]) {
+        const answered = answeredSocketOption(1_000);
+        const sql = postgres(url.href.replace(url.host, hosts), {
+          max: 1,
+          onnotice: () => {},
+          max_lifetime: null,
+          connect_timeout: 2,
+          ...(given ? answered : {}),
+        } as postgres.Options<Record<string, never>>);
+        try {
+          // The first query may fail with the first host's connect (a
+          // plain client's fails CONNECT_TIMEOUT); the next is answered.
+          const answers = [
+            await selectOne(sql, 6_000),
+            await selectOne(sql, 6_000),
+          ];
+          assert.ok(
+            answers.includes("one: 1"),
+            `${given ? "with answeredSocketOption" : "plain"}: ${answers}`,
+          );
+        } finally {
+          await sql.end({ timeout: 0 });
+          await answered.socket.closed(5_000);
+        }
+      }
+    } finally {
+      dropping.close();
+    }
+  },
 });
