@@ -130,13 +130,18 @@ Deno.test("answeredSocketOption refuses a bound that is not a whole number of ms
 });
 
 Deno.test("answeredSocketOption refuses an onCut that is not a function at once, not at the first cut (in a timer, where it would end the process)", () => {
-  for (const bad of [null, "relayer", { log: () => {} }]) {
+  const bads = [
+    [null, "null"],
+    ["relayer", "string"],
+    [{ log: () => {} }, "object"],
+  ] as const;
+  for (const [bad, shown] of bads) {
     assert.throws(
       () => answeredSocketOption(10_000, bad as unknown as () => void),
       (error: unknown) =>
         error instanceof TypeError &&
-        /^Cannot make the PostgreSQL socket as 'onCut' must be a function taking one line \(such as line => console\.error\(line\)\), or left out: current value is /
-          .test(error.message),
+        error.message ===
+          `Cannot make the PostgreSQL socket as 'onCut' must be a function taking one line (such as line => console.error(line)), or left out: current value is ${shown}`,
       String(bad),
     );
   }
