@@ -639,6 +639,18 @@ Deno.test("schedule() under QStash stops early where the failure callback's retr
       .stopsEarly,
     true,
   );
+  // The schedule's own clock skew counts twice where the queue gives
+  // none: 2 retries span 160 s, which 150 s + 2 × 4.999 s does not reach
+  // and 150 s + 2 × 5 s does.
+  const leased = { kind: "qstash", retries: 2, leaseMs: 150_000 } as const;
+  assert.equal(
+    schedule(policy, leased, { clockSkewMs: 4_999 }).stopsEarly,
+    false,
+  );
+  assert.equal(
+    schedule(policy, leased, { clockSkewMs: 5_000 }).stopsEarly,
+    true,
+  );
   const flags = [
     "--max-deliveries=2",
     "--base=2m",
