@@ -117,3 +117,44 @@ Deno.test("verdict() counts the schedule's own clock skew in a QStash callback's
   );
   assert.match(words, /for up to 32s \(30s \+ 2 × 1s\)/);
 });
+
+Deno.test("--queue qstash without --retries or --lease counts --clock-skew in the default: 30s + 2 × 65s reaches the 160s 2 retries span", () => {
+  const flags = parseFlags([
+    "--max-deliveries",
+    "2",
+    "--queue",
+    "qstash",
+    "--clock-skew",
+    "65s",
+  ]);
+  assert.ok(!flags.help);
+  assert.deepEqual(flags.queue, { kind: "qstash", retries: 3 });
+});
+
+Deno.test("verdict() says a Pub/Sub message may expire once, not also that the queue gives up early", () => {
+  const s = schedule({}, {
+    kind: "pubsub",
+    minBackoffMs: 10_000,
+    maxBackoffMs: 600_000,
+    retentionMs: 3_600_000,
+  });
+  assert.equal(s.rows.at(-1)?.action, "expire");
+  assert.match(verdict(s), /; MESSAGE MAY EXPIRE after 6 deliveries, /);
+  assert.doesNotMatch(verdict(s), /GIVES UP EARLY/);
+});
+
+Deno.test("expiresText() counts one delivery that fits in the singular", () => {
+  assert.match(
+    expiresText(
+      {
+        kind: "pubsub",
+        minBackoffMs: 10_000,
+        maxBackoffMs: 600_000,
+        retentionMs: 700_000,
+      },
+      10,
+      1,
+    ),
+    /^MESSAGE MAY EXPIRE after 1 delivery, before the policy's 10: /,
+  );
+});
