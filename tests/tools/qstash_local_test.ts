@@ -446,3 +446,41 @@ Deno.test("startLocalQStash() retries a failure callback after its answer's Retr
     await receiver.shutdown();
   }
 });
+
+Deno.test("startLocalQStash() waits a failure callback's Retry-After in seconds, each retry's report naming the message's last delivery", async () => {
+  const reports: LocalDelivery[] = [];
+  const qstash = startLocalQStash({
+    token: TOKEN,
+    signingKey: KEY,
+    ownBackoffCapMs: 10,
+    report: (d) => reports.push(d),
+  });
+  // The first call asks for its retry a second on; the second takes it.
+  const receiver = await failingToCallback(
+    qstash,
+    "pi_0008",
+    0,
+    { "upstash-failure-callback-retries": "2" },
+    (n) =>
+      n === 1
+        ? new Response("busy", { status: 503, headers: { "retry-after": "1" } })
+        : new Response(null, { status: 200 }),
+  ).catch(async (error) => {
+    await qstash.stop();
+    throw error;
+  });
+  try {
+    const callbacks = () =>
+      reports.filter((d) => d.kind === "failure-callback");
+    const first = performance.now();
+    await until(() => callbacks().length === 2);
+    assert.ok(performance.now() - first >= 900, "retried before its second");
+    assert.deepEqual(
+      callbacks().map((d) => [d.status, d.nextInMs, d.retried]),
+      [[503, 1_000, 0], [200, null, 0]],
+    );
+  } finally {
+    await qstash.stop();
+    await receiver.shutdown();
+  }
+});
