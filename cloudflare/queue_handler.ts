@@ -181,11 +181,14 @@ export interface QueueHandlerOptions {
   readonly messageRetentionMs?: number | undefined;
   /**
    * The dead-letter queue's message retention, in milliseconds (whole
-   * seconds, 60 s to 14 days), checked when given: a give-up answered
-   * busy waits up to the policy's delay after the queue's last delivery
-   * (or a lease) before it is tried again, and a retention that ends first
-   * deletes it, its intent stranded: more than 2 min with the default
-   * policy. 14 days outlasts the longest outage. Not given, not checked.
+   * seconds, 60 s to 14 days), checked when given: a message moves there
+   * with its age (Miniflare's queue keeps its send's timestamp; Cloudflare
+   * does not say), so the jobs queue's `deliveryDelayMs` and waits come
+   * first, and a give-up answered busy then waits up to the policy's delay
+   * after the queue's last delivery (or a lease) before it is tried again;
+   * a retention that ends first deletes it, its intent stranded: more than
+   * 14 min with the default policy and lease. 14 days outlasts the longest
+   * outage. Not given, not checked.
    */
   readonly deadLetterMessageRetentionMs?: number | undefined;
   /**
@@ -486,8 +489,8 @@ function checkRetentions(
  * `deadLetterMessageRetentionMs` is not whole seconds from 60 s to 14
  * days, or would end while the handler may still retry a message there:
  * the jobs queue's within its `deliveryDelayMs` and the waits of its
- * `maxRetries` retries, the dead-letter queue's within a busy give-up's
- * wait. If `deliveryDelayMs` is not whole seconds from 0 to 24 h.
+ * `maxRetries` retries, the dead-letter queue's within those and a busy
+ * give-up's wait. If `deliveryDelayMs` is not whole seconds from 0 to 24 h.
  * @throws {TypeError} If `relayer` is not a relayer (`createRelayer`'s, or
  * `createApp(…).relayer`). If `deadLetterQueue` is missing (Cloudflare would
  * delete a message at its retry limit, unrecorded), or if the options are
@@ -523,7 +526,8 @@ function checkRetentions(
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, deadLetterQueue: "relayer-jobs-dlq" }), RangeError); // its max_retries: Cloudflare's 3
  *
  * // The queues' message retentions, when given: a job retried for up to 12 min
- * // outlives a retention of 10 min; a busy give-up waits up to 2 min.
+ * // outlives a retention of 10 min; a busy give-up, moved with its age, waits up to
+ * // 2 min more.
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, ...dlq, messageRetentionMs: 600_000 }), RangeError);
  * assert.throws(() => createQueueHandler({ relayer, maxRetries: 9, ...dlq, deadLetterMessageRetentionMs: 60_000 }), RangeError);
  * const days = (n: number) => n * 86_400_000;

@@ -135,12 +135,33 @@ export function cloudflareJobsSpanSeconds(
  * The longest a give-up answered busy on the dead-letter queue waits
  * before it is tried again, in seconds: the policy's delay after the jobs
  * queue's last delivery, or a lease. The dead-letter queue's retention
- * must exceed it.
+ * must exceed it, on top of {@linkcode cloudflareJobsSpanSeconds}
+ * ({@linkcode cloudflareDeadLetterAgeSeconds}).
  */
 export function cloudflareDeadLetterWaitSeconds(
   limits: CloudflareRetentionLimits,
 ): number {
   return cloudflareLongestWaitSeconds(limits, limits.maxRetries + 1);
+}
+
+/**
+ * How old a give-up may be, in seconds, when the dead-letter queue
+ * delivers it again after a busy answer: a message moves there with its
+ * age (Miniflare's queue keeps its send's timestamp, and Cloudflare does
+ * not say it starts a new one), so the jobs queue's delivery delay and
+ * waits ({@linkcode cloudflareJobsSpanSeconds}) come before the busy
+ * give-up's wait ({@linkcode cloudflareDeadLetterWaitSeconds}). The
+ * dead-letter queue's retention must exceed it.
+ *
+ * ```ts ignore
+ * cloudflareDeadLetterAgeSeconds({ baseMs: 5_000, capMs: 120_000, maxRetries: 9 }); // 840
+ * ```
+ */
+export function cloudflareDeadLetterAgeSeconds(
+  limits: CloudflareRetentionLimits,
+): number {
+  return cloudflareJobsSpanSeconds(limits) +
+    cloudflareDeadLetterWaitSeconds(limits);
 }
 
 /** A retention the handler refuses: which, and why (with what to do). */
@@ -204,20 +225,40 @@ export function cloudflareRetentionRefusal(
   }
   const dead = retentions.deadLetterMessageRetentionMs;
   if (dead !== undefined) {
+    const span = cloudflareJobsSpanSeconds(limits);
+    const delay = Math.ceil((limits.deliveryDelayMs ?? 0) / 1000);
     const wait = cloudflareDeadLetterWaitSeconds(limits);
-    if (dead / 1000 <= wait) {
+    const age = cloudflareDeadLetterAgeSeconds(limits);
+    if (dead / 1000 <= age) {
+      const fits = age * 1000 < CLOUDFLARE_MAX_RETENTION_MS;
       return {
         option: "deadLetterMessageRetentionMs",
         text: `${
           formatDuration(dead)
-        }: a give-up answered busy (another delivery's lease, such as one whose Worker died mid-send) waits up to ${
+        }: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): ${
+          delay > 0
+            ? `a message's delivery delay (${
+              formatDuration(delay * 1000)
+            }) and `
+            : ""
+        }the waits this handler asks between its ${
+          limits.maxRetries + 1
+        } deliveries on the jobs queue (max_retries = ${limits.maxRetries}) span up to ${
+          formatDuration(span * 1000)
+        }, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to ${
           formatDuration(wait * 1000)
-        } before it is tried again, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above ${
-          formatDuration(wait * 1000)
-        } (14 days outlasts the longest outage: wrangler queues update ${deadLetterQueue} --message-retention-period-secs ${
-          CLOUDFLARE_MAX_RETENTION_MS / 1000
-        }) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`,
-        neededSeconds: CLOUDFLARE_MAX_RETENTION_MS / 1000,
+        } before it is tried again, so it may be ${
+          formatDuration(age * 1000)
+        } old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. ${
+          fits
+            ? `Set the dead-letter queue's message retention above ${
+              formatDuration(age * 1000)
+            } (14 days outlasts the longest outage: wrangler queues update ${deadLetterQueue} --message-retention-period-secs ${
+              CLOUDFLARE_MAX_RETENTION_MS / 1000
+            }) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`
+            : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
+        }`,
+        ...(fits ? { neededSeconds: CLOUDFLARE_MAX_RETENTION_MS / 1000 } : {}),
       };
     }
   }

@@ -80,7 +80,7 @@ import {
 } from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
 import {
-  cloudflareDeadLetterWaitSeconds,
+  cloudflareDeadLetterAgeSeconds,
   cloudflareJobsSpanSeconds,
   type CloudflareRetentionLimits,
   cloudflareRetentionRefusal,
@@ -971,7 +971,7 @@ export function cloudflareRetentionVerdict(
       ? [
         `dead-letter queue ${
           formatDuration(retentions.deadLetterMessageRetentionMs)
-        } > ${formatDuration(cloudflareDeadLetterWaitSeconds(limits) * 1000)}`,
+        } > ${formatDuration(cloudflareDeadLetterAgeSeconds(limits) * 1000)}`,
       ]
       : []),
   ];
@@ -1036,7 +1036,8 @@ Flags (defaults are the library's):
                                 skew), as createQueueHandler checks
     --dlq-message-retention D   cloudflare: the dead-letter queue's,
                                 CLOUDFLARE_DLQ_MESSAGE_RETENTION; it must
-                                exceed a busy give-up's wait
+                                exceed the jobs queue's waits and a busy
+                                give-up's (a message moves with its age)
       --delivery-delay D        the jobs queue's delivery delay (or the
                                 longest delaySeconds sent with), 0 to 24h,
                                 CLOUDFLARE_DELIVERY_DELAY: counted in its

@@ -189,14 +189,19 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose message retent
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 1m0s: a give-up answered busy (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 2m0s (14 days outlasts the longest outage: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
+        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 1m0s: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 10 deliveries on the jobs queue (max_retries = 9) span up to 12m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, so it may be 14m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 14m0s (14 days outlasts the longest outage: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
     },
   );
   assert.throws(
     () => handler(relayer, { deadLetterMessageRetentionMs: 120_000 }),
     /is 2m0s: /,
   );
-  handler(relayer, { deadLetterMessageRetentionMs: 121_000 });
+  // The give-up's 2 min come on top of the jobs queue's 12 min.
+  assert.throws(
+    () => handler(relayer, { deadLetterMessageRetentionMs: 121_000 }),
+    /is 2m1s: /,
+  );
+  handler(relayer, { deadLetterMessageRetentionMs: 841_000 });
   handler(relayer, { deadLetterMessageRetentionMs: 14 * DAY_MS });
 });
 
@@ -258,10 +263,19 @@ Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queu
     },
   );
   handler(relayer, { messageRetentionMs: 781_000, deliveryDelayMs: 60_000 });
-  // Not counted against the dead-letter queue, whose message is written
-  // when the queue gives up. Whole seconds, as Cloudflare delays.
+  // Counted against the dead-letter queue too, where a message moves with
+  // its age: 24 h, 12 min and a busy give-up's 2 min. Whole seconds, as
+  // Cloudflare delays.
+  assert.throws(
+    () =>
+      handler(relayer, {
+        deadLetterMessageRetentionMs: 87_240_000,
+        deliveryDelayMs: 86_400_000,
+      }),
+    /'deadLetterMessageRetentionMs' is 24h14m0s: .*so it may be 24h14m0s old/,
+  );
   handler(relayer, {
-    deadLetterMessageRetentionMs: 121_000,
+    deadLetterMessageRetentionMs: 87_241_000,
     deliveryDelayMs: 86_400_000,
   });
   for (const value of [-1000, 1500, 86_401_000, Number.NaN, "1m"]) {
@@ -273,4 +287,55 @@ Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queu
         }`,
     });
   }
+});
+
+Deno.test("createQueueHandler() counts a dead-letter message's retention from its send: the queue moves a message it gives up on with its age, so the jobs queue's waits and delivery delay come before the give-up's", () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  // Miniflare's queue moves the message with its id and its timestamp
+  // (the send's), and Cloudflare does not say it starts a new one: a
+  // give-up arrives up to 12 min old (the jobs queue's waits), and one
+  // answered busy is tried again up to 2 min later, at up to 14 min.
+  assert.throws(
+    () => handler(relayer, { deadLetterMessageRetentionMs: 121_000 }),
+    {
+      name: "RangeError",
+      message:
+        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 2m1s: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 10 deliveries on the jobs queue (max_retries = 9) span up to 12m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, so it may be 14m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 14m0s (14 days outlasts the longest outage: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
+    },
+  );
+  assert.throws(
+    () => handler(relayer, { deadLetterMessageRetentionMs: 840_000 }),
+    /is 14m0s: /,
+  );
+  handler(relayer, { deadLetterMessageRetentionMs: 841_000 });
+  // A delivery delay is part of its age too.
+  assert.throws(
+    () =>
+      handler(relayer, {
+        deadLetterMessageRetentionMs: 841_000,
+        deliveryDelayMs: 60_000,
+      }),
+    /is 14m1s: a message the queue gives up on .*: a message's delivery delay \(1m0s\) and the waits .* so it may be 15m0s old/,
+  );
+  handler(relayer, {
+    deadLetterMessageRetentionMs: 901_000,
+    deliveryDelayMs: 60_000,
+  });
+  // Waits no retention spans: none Cloudflare allows is longer.
+  const slow = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: { capMs: 43_200_000 },
+  });
+  assert.throws(
+    () =>
+      handler(slow, {
+        maxRetries: 100,
+        deadLetterMessageRetentionMs: 14 * DAY_MS,
+      }),
+    /is 336h0m0s: .* so it may be 1066h46m40s old, .*No retention Cloudflare allows \(14 days at most\) is longer: lower the consumer's max_retries \(and maxRetries\), the policy's CAP or the LEASE$/,
+  );
 });

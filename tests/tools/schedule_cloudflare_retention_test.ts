@@ -98,7 +98,7 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
   assert.equal(ok.code, 0, ok.stdout + ok.stderr);
   assert.match(
     ok.stdout,
-    /^retention jobs queue 12m1s > 12m0s, dead-letter queue 336h0m0s > 2m0s: OK/m,
+    /^retention jobs queue 12m1s > 12m0s, dead-letter queue 336h0m0s > 14m0s: OK/m,
   );
   const delayed = await runSchedule([
     "--queue",
