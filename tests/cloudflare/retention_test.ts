@@ -339,3 +339,81 @@ Deno.test("createQueueHandler() counts a dead-letter message's retention from it
     /is 336h0m0s: .* so it may be 1066h46m40s old, .*No retention Cloudflare allows \(14 days at most\) is longer: lower the consumer's max_retries \(and maxRetries\), the policy's CAP or the LEASE$/,
   );
 });
+
+Deno.test("createQueueHandler()'s retention rule at its edges: a wait of a fraction of a second rounds up, a span of exactly 14 days fits no retention, and a busy give-up waits the policy's delay after the delivery past the queue's last", async () => {
+  // A lease of 30.4 s: a busy answer waits up to 40.4 s, asked as 41 s.
+  const leased = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    leaseMs: 30_400,
+  });
+  assert.throws(
+    () => handler(leased, { messageRetentionMs: 724_000 }),
+    /span up to 12m4s /, // 4 × 41 s + 80 s + 4 × 2 min
+  );
+  handler(leased, { messageRetentionMs: 725_000 });
+
+  // 28 retries of 12 h each span 14 days to the second: no retention
+  // Cloudflare allows is longer, so no command to raise it is offered.
+  const slow = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 27, baseMs: 43_200_000, capMs: 43_200_000 },
+  });
+  assert.throws(
+    () => handler(slow, { maxRetries: 28, messageRetentionMs: 14 * DAY_MS }),
+    /span up to 336h0m0s .*No retention Cloudflare allows \(14 days at most\) is longer/,
+  );
+  handler(slow, { maxRetries: 27, messageRetentionMs: 14 * DAY_MS });
+  // On the dead-letter queue, 27 retries and a busy give-up's 12 h.
+  assert.throws(
+    () =>
+      handler(slow, {
+        maxRetries: 27,
+        deadLetterMessageRetentionMs: 14 * DAY_MS,
+      }),
+    /so it may be 336h0m0s old, .*No retention Cloudflare allows \(14 days at most\) is longer/,
+  );
+  handler(slow, { maxRetries: 26, deadLetterMessageRetentionMs: 14 * DAY_MS });
+
+  // A queue of 4 deliveries and a short lease: the give-up is answered
+  // busy with the policy's delay after delivery 4 (40 s), longer than the
+  // lease's 10 s and the delay after delivery 3 (20 s). The jobs queue's
+  // waits: 10 s, 10 s, 20 s.
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  let started!: () => void;
+  const sending = new Promise<void>((resolve) => (started = resolve));
+  const short = createRelayer({
+    store,
+    sender: {
+      send() {
+        started();
+        return new Promise<never>(() => {}); // a Worker that died mid-send
+      },
+      receipt: () => Promise.resolve("pending"),
+    },
+    policy: { maxDeliveries: 4 },
+    leaseMs: 10_000,
+    clockSkewMs: 0,
+    random: () => 0.999,
+  });
+  void short.deliver(job, 1); // its send holds the lease
+  await sending;
+  const wait = { s: 0 };
+  await handler(short, { maxRetries: 3 })({
+    queue: "relayer-jobs-dlq",
+    messages: [waited(1, wait)],
+  });
+  assert.equal(wait.s, 40);
+  assert.throws(
+    () =>
+      handler(short, { maxRetries: 3, deadLetterMessageRetentionMs: 80_000 }),
+    /is 1m20s: .*span up to 40s, and a give-up answered busy there .* waits up to 40s/,
+  );
+  handler(short, { maxRetries: 3, deadLetterMessageRetentionMs: 81_000 });
+});
