@@ -31,8 +31,8 @@
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set |
  * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
- * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days); the queue handler refuses one that ends while it may still retry a message there (unset: not checked) |
- * | `CLOUDFLARE_DELIVERY_DELAY` | optional: the jobs queue's delivery delay (or the longest `delaySeconds` a producer sends with), whole seconds from `0` to `24h`, counted in its retention, counted from the send (Cloudflare does not say it waits for a first delivery; unset: 0) |
+ * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); the queue handler refuses one that ends while it may still retry a message there (unset: not checked) |
+ * | `CLOUDFLARE_DELIVERY_DELAY` | optional: the jobs queue's delivery delay (or the longest `delaySeconds` a producer sends with), whole seconds from `0` to `24h` (with a unit, as for the retentions: `--delivery-delay-secs` counts seconds), counted in its retention, counted from the send (Cloudflare does not say it waits for a first delivery; unset: 0) |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
  *
  * @module
@@ -1378,6 +1378,34 @@ export function loadConfig(
 const MAX_BACKOFF_MS = PUBSUB_BACKOFF_LIMIT_MS; // each bound 0 … 600 s
 
 /**
+ * A Cloudflare queue's duration setting, read as {@linkcode duration}
+ * reads one, except that a plain number other than 0 is refused: the
+ * Wrangler flag it mirrors (`flag`) counts seconds, and a number copied
+ * from it, read as milliseconds, would be a thousandth as long (a delivery
+ * delay so counted lets through a retention that ends before a message's
+ * first delivery).
+ */
+function cloudflareDuration(
+  env: Record<string, string | undefined>,
+  name: string,
+  flag: string,
+): number | undefined {
+  const ms = duration(env, name);
+  const text = env[name]?.trim() ?? "";
+  if (ms !== undefined && ms !== 0 && /^\d+$/.test(text)) {
+    throw new ConfigError(
+      name,
+      `${name} is ${
+        JSON.stringify(env[name])
+      }, a plain number, which would be ${
+        formatDuration(ms)
+      } here, where Wrangler's ${flag} counts seconds: write ${text}s for seconds, or ${text}ms if you do mean milliseconds`,
+    );
+  }
+  return ms;
+}
+
+/**
  * Reads a Cloudflare queue's message retention (`name`:
  * `CLOUDFLARE_MESSAGE_RETENTION` or `CLOUDFLARE_DLQ_MESSAGE_RETENTION`)
  * as the service reads it: whole seconds from 1 min to 14 days, as
@@ -1404,7 +1432,7 @@ export function cloudflareRetention(
   env: Record<string, string | undefined>,
   name: "CLOUDFLARE_MESSAGE_RETENTION" | "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
 ): number | undefined {
-  const ms = duration(env, name);
+  const ms = cloudflareDuration(env, name, "--message-retention-period-secs");
   if (ms !== undefined && !cloudflareRetentionAllowed(ms)) {
     throw new ConfigError(
       name,
@@ -1446,7 +1474,11 @@ export function cloudflareRetention(
 export function cloudflareDeliveryDelay(
   env: Record<string, string | undefined>,
 ): number | undefined {
-  const ms = duration(env, "CLOUDFLARE_DELIVERY_DELAY");
+  const ms = cloudflareDuration(
+    env,
+    "CLOUDFLARE_DELIVERY_DELAY",
+    "--delivery-delay-secs",
+  );
   if (ms !== undefined && !cloudflareDeliveryDelayAllowed(ms)) {
     throw new ConfigError(
       "CLOUDFLARE_DELIVERY_DELAY",

@@ -1638,3 +1638,34 @@ Deno.test("checkQueue(policy, config.queues.qstash) gives the start check's verd
   );
   refused({ ...env, ...qstash }, "QSTASH_RETRIES", /^QSTASH_RETRIES is 2,/);
 });
+
+Deno.test("loadConfig() refuses a plain number for a Cloudflare retention or delivery delay: Wrangler's --message-retention-period-secs and --delivery-delay-secs count seconds, and read as milliseconds a delay copied from them would be counted a thousandth as long", () => {
+  for (
+    const [name, value, shown] of [
+      ["CLOUDFLARE_DELIVERY_DELAY", "43000", "43s"],
+      ["CLOUDFLARE_DELIVERY_DELAY", "3000", "3s"],
+      ["CLOUDFLARE_MESSAGE_RETENTION", "1209600", "20m9.6s"],
+      ["CLOUDFLARE_DLQ_MESSAGE_RETENTION", "1209600", "20m9.6s"],
+      ["CLOUDFLARE_MESSAGE_RETENTION", "864000", "14m24s"],
+    ] as const
+  ) {
+    refused(
+      { ...base, [name]: value },
+      name,
+      new RegExp(
+        `^${name} is "${value}", a plain number, which would be ${
+          shown.replace(".", "\\.")
+        } here, where Wrangler's --(message-retention-period|delivery-delay)-secs counts seconds: write ${value}s for seconds, or ${value}ms if you do mean milliseconds$`,
+      ),
+    );
+  }
+  // 0 is 0 in any unit; a unit given is read as it says.
+  assert.deepEqual(
+    loadConfig({
+      ...base,
+      CLOUDFLARE_DELIVERY_DELAY: "0",
+      CLOUDFLARE_MESSAGE_RETENTION: "1209600s",
+    }).cloudflareRetentions,
+    { deliveryDelayMs: 0, messageRetentionMs: 1_209_600_000 },
+  );
+});
