@@ -199,7 +199,9 @@ export interface QueueHandlerOptions {
    * longer. Cloudflare does not say a retention waits for the first
    * delivery, so it is counted from the send and the delay is part of a
    * message's age: it is added to the waits
-   * `messageRetentionMs` must outlast. Not given, 0.
+   * `messageRetentionMs` must outlast, and to those
+   * `deadLetterMessageRetentionMs` must (a message moves to the dead-letter
+   * queue with its age). Not given, 0.
    *
    * @default {0}
    */

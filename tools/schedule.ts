@@ -1040,8 +1040,8 @@ Flags (defaults are the library's):
                                 give-up's (a message moves with its age)
       --delivery-delay D        the jobs queue's delivery delay (or the
                                 longest delaySeconds sent with), 0 to 24h,
-                                CLOUDFLARE_DELIVERY_DELAY: counted in its
-                                retention, counted from the send
+                                CLOUDFLARE_DELIVERY_DELAY: counted in both
+                                retentions, counted from the send
       --lease D                 the service's LEASE (30s)
                                 (these two only with a retention)
   --svg FILE           also write the schedule as an SVG chart; with

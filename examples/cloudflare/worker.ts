@@ -11,7 +11,7 @@
  * set, so the queue's limits are always checked, and the queues' message
  * retentions, `CLOUDFLARE_MESSAGE_RETENTION` and
  * `CLOUDFLARE_DLQ_MESSAGE_RETENTION`, checked when set, with the jobs
- * queue's `CLOUDFLARE_DELIVERY_DELAY` counted in its), read from the
+ * queue's `CLOUDFLARE_DELIVERY_DELAY` counted in both), read from the
  * Worker's environment and
  * passed on whole by `routeOptions`; a bad one stops the Worker with a line
  * that names it, and so does `RELAYER_INSECURE_DEV`. Jobs go to the
