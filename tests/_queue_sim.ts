@@ -112,6 +112,12 @@ export interface QueueScenario {
 export interface CloudflareQueueSettings {
   readonly messageRetentionMs?: number;
   readonly deliveryDelayMs?: number;
+  /**
+   * The dead-letter queue's message retention, counted from the send too:
+   * a message moves there with its age (Miniflare's queue keeps its
+   * send's timestamp).
+   */
+  readonly deadLetterMessageRetentionMs?: number;
 }
 
 /** The settings of the service the relayer runs with, in milliseconds. */
@@ -162,6 +168,11 @@ export interface QueueModel {
   readonly retentionMs: number;
   /** The wait before a message's first delivery (0 when absent). */
   readonly firstDelayMs?: number;
+  /**
+   * How old, from the send, a give-up may be when the queue calls it
+   * (absent: any age): a call at an age past it never comes.
+   */
+  readonly deadLetterRetentionMs?: number;
   /**
    * The wait before the next delivery after delivery `n` (the `streak`-th
    * in a row) failed unexpectedly, the store down: a 503 with no
@@ -326,6 +337,11 @@ export function modelOf(
           ? Infinity
           : cloudflare.messageRetentionMs - 1,
         firstDelayMs: cloudflare.deliveryDelayMs ?? 0,
+        // The dead-letter queue's, from the send as well.
+        deadLetterRetentionMs:
+          cloudflare.deadLetterMessageRetentionMs === undefined
+            ? Infinity
+            : cloudflare.deadLetterMessageRetentionMs - 1,
         // The handler's retry after an outage: the policy's base, doubled
         // with the message's attempts, up to the policy's cap.
         failed: (n) =>
@@ -718,6 +734,10 @@ export async function simulateQueue(
 
   /** One call of a job's give-up route, and what the queue does after it. */
   async function callGiveUp(job: (typeof jobs)[number]): Promise<void> {
+    if (clock - job.born > (model.deadLetterRetentionMs ?? Infinity)) {
+      job.alive = false; // the dead-letter queue's retention is over
+      return;
+    }
     startOutage(end);
     job.givingUp++;
     stats.giveUpCalls++;
@@ -1261,6 +1281,8 @@ export function leastCloudflareRetention(
   queue: Extract<QueueLimits, { kind: "cloudflare" }>,
   settings: ServiceSettings,
   deliveryDelayMs: number,
+  option: "messageRetentionMs" | "deadLetterMessageRetentionMs" =
+    "messageRetentionMs",
 ): number | undefined {
   const relayer = createRelayer({
     store: new MemoryStore(),
@@ -1276,7 +1298,7 @@ export function leastCloudflareRetention(
         maxRetries: queue.maxRetries,
         deadLetterQueue: "relayer-jobs-dlq",
         deadLetterMaxRetries: 100,
-        messageRetentionMs: seconds * SECOND,
+        [option]: seconds * SECOND,
         deliveryDelayMs,
       });
       return true;
@@ -1328,6 +1350,47 @@ export function cloudflareRetentionScenario(
     return {
       ...scenario,
       cloudflare: { messageRetentionMs, deliveryDelayMs },
+    };
+  }).filter((s): s is QueueScenario => s !== undefined);
+}
+
+/**
+ * Accepted Cloudflare configurations with an event at a job's end (as
+ * {@linkcode acceptedEventScenario}), a delivery delay (none, 1 s … 1 h),
+ * no jobs-queue retention, and the least dead-letter queue retention
+ * `createQueueHandler` takes with them, less `shiftMs` (for a twin of the
+ * check; at least 60 s).
+ */
+export function cloudflareDeadLetterRetentionScenario(
+  outageMs: (settings: ServiceSettings) => number,
+  shiftMs: (
+    least: number,
+    scenario: QueueScenario,
+    settings: ServiceSettings,
+  ) => number = () => 0,
+): fc.Arbitrary<QueueScenario> {
+  return fc.tuple(
+    acceptedEventScenario("cloudflare", outageMs),
+    fc.constantFrom<number>(0, 1000, 30_000, 300_000, 900_000, 3_600_000),
+  ).map(([scenario, deliveryDelayMs]): QueueScenario | undefined => {
+    const { policy, queue } = scenario;
+    if (queue.kind !== "cloudflare") return undefined;
+    const settings = scenario.settings ?? DEFAULT_SETTINGS;
+    const least = leastCloudflareRetention(
+      policy,
+      queue,
+      settings,
+      deliveryDelayMs,
+      "deadLetterMessageRetentionMs",
+    );
+    if (least === undefined) return undefined;
+    const deadLetterMessageRetentionMs = Math.max(
+      60_000,
+      least - shiftMs(least, scenario, settings),
+    );
+    return {
+      ...scenario,
+      cloudflare: { deadLetterMessageRetentionMs, deliveryDelayMs },
     };
   }).filter((s): s is QueueScenario => s !== undefined);
 }

@@ -27,7 +27,8 @@
  * start-up check that ignores the queue's limit fails (iii); QStash calling
  * its failure callback once more only fails (iv); a Cloudflare retention
  * that leaves out the delivery delay or the lease, or is a second under the
- * least `createQueueHandler` takes, fails (iv).
+ * least `createQueueHandler` takes, fails (iv); a dead-letter retention
+ * counted from the give-up's arrival, not the send, fails (iv).
  *
  * @module
  */
@@ -41,6 +42,7 @@ import {
   accepts,
   anyAccidents,
   anyScenario,
+  cloudflareDeadLetterRetentionScenario,
   cloudflareRetentionScenario,
   modelOf,
   type QueueModel,
@@ -50,6 +52,7 @@ import {
   simulateQueue,
 } from "./_queue_sim.ts";
 import { catchesAsync, runs } from "./_fc.ts";
+import { cloudflareDeadLetterWaitSeconds } from "../policy/_cloudflare_retention.ts";
 
 function describeRun(report: QueueRunReport): string {
   return JSON.stringify({
@@ -300,6 +303,43 @@ Deno.test("least-retention property on cloudflare catches a check that leaves ou
   );
   assert.equal(
     await catchesAsync(nothingStrandedAfterEvents(noBusy), 300),
+    true,
+  );
+});
+
+Deno.test("simulateQueue() on cloudflare at the least dead-letter message retention createQueueHandler takes, counted from the send: a killed holder or an outage at a job's end strands nothing", async () => {
+  const seen = { killed: 0, failed: 0, giveUpRetried: 0 };
+  await fc.assert(
+    nothingStrandedAfterEvents(
+      cloudflareDeadLetterRetentionScenario(busyBound),
+      undefined,
+      seen,
+    ),
+    { numRuns: runs(150) },
+  );
+  if (runs(150) >= 100) {
+    assert.ok(seen.giveUpRetried > 0, JSON.stringify(seen));
+  }
+});
+
+Deno.test("least-dead-letter-retention property on cloudflare catches a check that counts the dead-letter queue's retention from the give-up's arrival: a message moved with its age is deleted before its busy give-up is tried again", async () => {
+  // The retention such a check takes: a second past a busy give-up's wait.
+  const fromArrival = cloudflareDeadLetterRetentionScenario(
+    busyBound,
+    (least, scenario, settings) => {
+      if (scenario.queue.kind !== "cloudflare") return 0;
+      const wait = cloudflareDeadLetterWaitSeconds({
+        baseMs: scenario.policy.baseMs,
+        capMs: scenario.policy.capMs,
+        leaseMs: settings.leaseMs,
+        clockSkewMs: settings.clockSkewMs,
+        maxRetries: scenario.queue.maxRetries,
+      });
+      return least - (wait + 1) * 1000;
+    },
+  );
+  assert.equal(
+    await catchesAsync(nothingStrandedAfterEvents(fromArrival), 300),
     true,
   );
 });
