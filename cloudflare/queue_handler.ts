@@ -171,12 +171,17 @@ export interface QueueHandlerOptions {
   readonly deadLetterMaxRetries?: number | undefined;
   /**
    * The jobs queue's message retention, in milliseconds (whole seconds,
-   * 60 s to 14 days; Cloudflare's default is 4 days), checked when given:
+   * 60 s to 14 days; 4 days unless set, 24 h fixed on the Workers Free
+   * plan), checked when given:
    * Cloudflare deletes a message whose retention ends, retried or not,
    * with no dead letter, so the retention must outlast the waits the
    * handler asks over `maxRetries` retries (each up to the policy's
    * backoff, or a busy intent's `leaseMs` + 2 × `clockSkewMs`): more than
-   * 12 min with the default policy and lease. Not given, not checked.
+   * 12 min with the default policy and lease. That is a floor: each
+   * delivery's batch runs too (up to 15 min) and a backlog waits, so set
+   * more; a refusal suggests 1 day, which every plan allows (the Workers
+   * Free plan keeps messages 24 h), or more where the floor needs it. Not
+   * given, not checked.
    */
   readonly messageRetentionMs?: number | undefined;
   /**
@@ -187,7 +192,8 @@ export interface QueueHandlerOptions {
    * first, and a give-up answered busy then waits up to the policy's delay
    * after the queue's last delivery (or a lease) before it is tried again;
    * a retention that ends first deletes it, its intent stranded: more than
-   * 14 min with the default policy and lease. 14 days outlasts the longest
+   * 14 min with the default policy and lease (a floor, as for
+   * `messageRetentionMs`). On a paid plan, 14 days outlasts the longest
    * outage. Not given, not checked.
    */
   readonly deadLetterMessageRetentionMs?: number | undefined;

@@ -27,6 +27,50 @@ export const CLOUDFLARE_MIN_RETENTION_MS = 60_000;
 export const CLOUDFLARE_MAX_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
 
 /**
+ * The Workers Free plan's message retention: 24 hours, fixed there (its
+ * Queues limits page), and the most Wrangler takes there
+ * (`--message-retention-period-secs` 60 to 86400 on the free tier, 60 to
+ * 1209600 on a paid one): the longest retention every plan allows. A
+ * paid plan keeps a queue's messages 4 days unless set.
+ */
+export const CLOUDFLARE_FREE_RETENTION_MS = 86_400_000;
+
+/**
+ * The room a suggested retention leaves for each delivery's batch: 15
+ * minutes, a consumer invocation's wall-clock limit (Queues limits), the
+ * longest a batch runs before the next delivery. The check does not count
+ * it (it is a floor: the handler's own waits); a batch of 10 on 4 lanes
+ * whose signer times out at 10 s twice runs about a minute.
+ */
+export const CLOUDFLARE_DELIVERY_ALLOWANCE_MS = 900_000;
+
+/**
+ * The retention, in seconds, a refusal suggests: past `leastSeconds` (the
+ * least the check takes) by {@linkcode CLOUDFLARE_DELIVERY_ALLOWANCE_MS}
+ * for each of `deliveries` batches, and at least 1 day
+ * ({@linkcode CLOUDFLARE_FREE_RETENTION_MS}, which every plan allows), at
+ * most 14 days. More than 1 day only where the floor and its room need it;
+ * the Workers Free plan cannot keep that.
+ *
+ * ```ts ignore
+ * cloudflareSuggestedRetentionSeconds(721, 10); // 86400
+ * cloudflareSuggestedRetentionSeconds(86_400 + 721, 10); // 96121
+ * ```
+ */
+export function cloudflareSuggestedRetentionSeconds(
+  leastSeconds: number,
+  deliveries: number,
+): number {
+  return Math.min(
+    CLOUDFLARE_MAX_RETENTION_MS / 1000,
+    Math.max(
+      CLOUDFLARE_FREE_RETENTION_MS / 1000,
+      leastSeconds + deliveries * CLOUDFLARE_DELIVERY_ALLOWANCE_MS / 1000,
+    ),
+  );
+}
+
+/**
  * The largest `delaySeconds` the handler asks for: 12 hours, Cloudflare's
  * limit until February 2026 (24 hours since, and in Miniflare), so it
  * holds on either.
@@ -170,8 +214,36 @@ export interface CloudflareRetentionRefusal {
   readonly option: "messageRetentionMs" | "deadLetterMessageRetentionMs";
   /** What follows "'option' is ": the retention, why it is short, and the fix. */
   readonly text: string;
-  /** The retention, in seconds, that would do, when Cloudflare allows one. */
-  readonly neededSeconds?: number;
+  /**
+   * The retention, in seconds, the refusal suggests, with room past the
+   * least the check takes ({@linkcode cloudflareSuggestedRetentionSeconds}),
+   * when Cloudflare allows one.
+   */
+  readonly suggestedSeconds?: number;
+}
+
+/**
+ * The `wrangler queues update` command a refusal suggests, and why its
+ * retention: room past `neededSeconds` for `deliveries` batches, and
+ * which plans allow it.
+ */
+function roomText(
+  queue: string,
+  neededSeconds: number,
+  deliveries: number,
+  suggested: number,
+): string {
+  const allowance = formatDuration(CLOUDFLARE_DELIVERY_ALLOWANCE_MS);
+  const full = neededSeconds +
+      deliveries * CLOUDFLARE_DELIVERY_ALLOWANCE_MS / 1000 <= suggested;
+  const plans = suggested <= CLOUDFLARE_FREE_RETENTION_MS / 1000
+    ? "1 day, which every plan allows: the Workers Free plan keeps messages 24 h, fixed; a paid plan 4 days unless set"
+    : `${formatDuration(suggested * 1000)}${
+      full
+        ? ""
+        : `, the most Cloudflare allows, which leaves less than ${allowance} a batch`
+    }; only a paid plan allows it: the Workers Free plan keeps messages 24 h, fixed`;
+  return `up to ${allowance} for each of the ${deliveries} batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update ${queue} --message-retention-period-secs ${suggested} (${plans})`;
 }
 
 /**
@@ -182,7 +254,7 @@ export interface CloudflareRetentionRefusal {
  *
  * ```ts ignore
  * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
- * cloudflareRetentionRefusal(limits, { messageRetentionMs: 600_000 }, "relayer-jobs-dlq")?.neededSeconds; // 721
+ * cloudflareRetentionRefusal(limits, { messageRetentionMs: 600_000 }, "relayer-jobs-dlq")?.suggestedSeconds; // 86400
  * ```
  */
 export function cloudflareRetentionRefusal(
@@ -200,6 +272,10 @@ export function cloudflareRetentionRefusal(
     if (jobs / 1000 <= span) {
       const fits = span * 1000 < CLOUDFLARE_MAX_RETENTION_MS;
       const needed = Math.max(CLOUDFLARE_MIN_RETENTION_MS / 1000, span + 1);
+      const suggested = cloudflareSuggestedRetentionSeconds(
+        needed,
+        limits.maxRetries + 1,
+      );
       return {
         option: "messageRetentionMs",
         text: `${formatDuration(jobs)}: ${
@@ -216,10 +292,14 @@ export function cloudflareRetentionRefusal(
           fits
             ? `Set the jobs queue's message retention above ${
               formatDuration(span * 1000)
-            } (wrangler queues update <queue> --message-retention-period-secs ${needed}; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
+            } (the least this check takes is ${
+              formatDuration(needed * 1000)
+            }), with room: ${
+              roomText("<queue>", needed, limits.maxRetries + 1, suggested)
+            }, and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
             : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
         }`,
-        ...(fits ? { neededSeconds: needed } : {}),
+        ...(fits ? { suggestedSeconds: suggested } : {}),
       };
     }
   }
@@ -231,6 +311,12 @@ export function cloudflareRetentionRefusal(
     const age = cloudflareDeadLetterAgeSeconds(limits);
     if (dead / 1000 <= age) {
       const fits = age * 1000 < CLOUDFLARE_MAX_RETENTION_MS;
+      const needed = age + 1;
+      // The jobs queue's deliveries, then the busy give-up's and its retry's.
+      const suggested = cloudflareSuggestedRetentionSeconds(
+        needed,
+        limits.maxRetries + 3,
+      );
       return {
         option: "deadLetterMessageRetentionMs",
         text: `${
@@ -253,12 +339,25 @@ export function cloudflareRetentionRefusal(
           fits
             ? `Set the dead-letter queue's message retention above ${
               formatDuration(age * 1000)
-            } (14 days outlasts the longest outage: wrangler queues update ${deadLetterQueue} --message-retention-period-secs ${
-              CLOUDFLARE_MAX_RETENTION_MS / 1000
-            }) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`
+            } (the least this check takes is ${
+              formatDuration(needed * 1000)
+            }), with room: ${
+              roomText(
+                deadLetterQueue,
+                needed,
+                limits.maxRetries + 3,
+                suggested,
+              )
+            }${
+              suggested < CLOUDFLARE_MAX_RETENTION_MS / 1000
+                ? `; on a paid plan, 14 days (${
+                  CLOUDFLARE_MAX_RETENTION_MS / 1000
+                }) outlasts a longer outage`
+                : ""
+            }, and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`
             : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
         }`,
-        ...(fits ? { neededSeconds: CLOUDFLARE_MAX_RETENTION_MS / 1000 } : {}),
+        ...(fits ? { suggestedSeconds: suggested } : {}),
       };
     }
   }

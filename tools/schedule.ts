@@ -929,7 +929,7 @@ const CLOUDFLARE_DLQ = "relayer-jobs-dlq";
  *
  * const flags = parseFlags(["--queue", "cloudflare", "--max-retries", "9", "--message-retention", "10m"]);
  * assert.ok(!flags.help);
- * assert.match(cloudflareRetentionVerdict(flags)?.refusal ?? "", /--message-retention-period-secs 721;/);
+ * assert.match(cloudflareRetentionVerdict(flags)?.refusal ?? "", /--message-retention-period-secs 86400 \(1 day/);
  * ```
  */
 export function cloudflareRetentionVerdict(

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import {
   createRelayer,
+  definePolicy,
+  formatDuration,
   type Job,
   MemoryStore,
   type Relayer,
@@ -71,7 +73,7 @@ Deno.test("createQueueHandler() refuses a jobs queue whose message retention end
   assert.throws(() => handler(relayer, { messageRetentionMs: 600_000 }), {
     name: "RangeError",
     message:
-      "Cannot create queue handler as 'messageRetentionMs' is 10m0s: the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 12m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 12m0s (wrangler queues update <queue> --message-retention-period-secs 721; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
+      "Cannot create queue handler as 'messageRetentionMs' is 10m0s: the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 12m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 12m0s (the least this check takes is 12m1s), with room: up to 15m0s for each of the 10 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update <queue> --message-retention-period-secs 86400 (1 day, which every plan allows: the Workers Free plan keeps messages 24 h, fixed; a paid plan 4 days unless set), and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
   });
   // Cloudflare's shortest, 60 s: refused; the bound itself: refused (a
   // message retried at the last second is gone); one second past it: taken.
@@ -189,7 +191,7 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose message retent
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 1m0s: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 10 deliveries on the jobs queue (max_retries = 9) span up to 12m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, so it may be 14m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 14m0s (14 days outlasts the longest outage: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
+        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 1m0s: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 10 deliveries on the jobs queue (max_retries = 9) span up to 12m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, so it may be 14m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 14m0s (the least this check takes is 14m1s), with room: up to 15m0s for each of the 12 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 86400 (1 day, which every plan allows: the Workers Free plan keeps messages 24 h, fixed; a paid plan 4 days unless set); on a paid plan, 14 days (1209600) outlasts a longer outage, and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
     },
   );
   assert.throws(
@@ -261,7 +263,7 @@ Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queu
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'messageRetentionMs' is 12m1s: a message's delivery delay (1m0s) and the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 13m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 13m0s (wrangler queues update <queue> --message-retention-period-secs 781; Cloudflare's default, 4 days, is ample) and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
+        "Cannot create queue handler as 'messageRetentionMs' is 12m1s: a message's delivery delay (1m0s) and the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 13m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 13m0s (the least this check takes is 13m1s), with room: up to 15m0s for each of the 10 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update <queue> --message-retention-period-secs 86400 (1 day, which every plan allows: the Workers Free plan keeps messages 24 h, fixed; a paid plan 4 days unless set), and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
     },
   );
   handler(relayer, { messageRetentionMs: 781_000, deliveryDelayMs: 60_000 });
@@ -305,7 +307,7 @@ Deno.test("createQueueHandler() counts a dead-letter message's retention from it
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 2m1s: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 10 deliveries on the jobs queue (max_retries = 9) span up to 12m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, so it may be 14m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 14m0s (14 days outlasts the longest outage: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 1209600) and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
+        "Cannot create queue handler as 'deadLetterMessageRetentionMs' is 2m1s: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 10 deliveries on the jobs queue (max_retries = 9) span up to 12m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 2m0s before it is tried again, so it may be 14m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 14m0s (the least this check takes is 14m1s), with room: up to 15m0s for each of the 12 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 86400 (1 day, which every plan allows: the Workers Free plan keeps messages 24 h, fixed; a paid plan 4 days unless set); on a paid plan, 14 days (1209600) outlasts a longer outage, and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
     },
   );
   assert.throws(
@@ -418,4 +420,92 @@ Deno.test("createQueueHandler()'s retention rule at its edges: a wait of a fract
     /is 1m20s: .*span up to 40s, and a give-up answered busy there .* waits up to 40s/,
   );
   handler(short, { maxRetries: 3, deadLetterMessageRetentionMs: 81_000 });
+});
+
+Deno.test("createQueueHandler()'s retention refusals suggest a retention with room for a batch's run time at each delivery, one every Cloudflare plan allows where one does", () => {
+  // The check is a floor: it counts the handler's own waits, not the time
+  // a batch runs. A batch of 10 on 4 lanes whose signer times out at 10 s
+  // twice per delivery runs about 60 s a delivery, so with the defaults the
+  // 10th delivery comes at about 720 + 9 × 60 = 1260 s, and the floor's
+  // 721 s would delete a payment still being retried. A delivery runs up
+  // to a consumer invocation's wall-clock limit, 15 min: the suggestion
+  // leaves that much room per delivery (on the dead-letter queue, the jobs
+  // queue's deliveries and the two of a busy give-up there), and takes 1
+  // day where that is more: the Workers Free plan's retention (24 h, fixed;
+  // Wrangler takes 60 to 86400 s there), which a paid plan allows too
+  // (60 s to 14 days). Where the floor and its room pass a day, the text
+  // says the Workers Free plan cannot hold it.
+  const ALLOWANCE_S = 900;
+  const FREE_S = 86_400;
+  const MAX_S = 1_209_600;
+  let checked = 0;
+  for (const capMs of [120_000, 3_600_000, 43_200_000]) {
+    for (const maxRetries of [0, 3, 9, 40, 100]) {
+      for (const deliveryDelayMs of [0, 60_000, 3_600_000, 86_400_000]) {
+        const relayer = createRelayer({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          policy: definePolicy({
+            maxDeliveries: maxRetries + 1,
+            capMs,
+            stuckAfterMs: 1000,
+          }),
+        });
+        for (
+          const [option, extra] of [
+            ["messageRetentionMs", 1],
+            ["deadLetterMessageRetentionMs", 3],
+          ] as const
+        ) {
+          const takes = (seconds: number) => {
+            try {
+              handler(relayer, {
+                maxRetries,
+                deliveryDelayMs,
+                [option]: seconds * 1000,
+              });
+              return true;
+            } catch {
+              return false;
+            }
+          };
+          if (!takes(MAX_S)) continue; // no retention is long enough
+          if (takes(60)) continue; // nothing to refuse
+          let low = 60;
+          let high = MAX_S;
+          while (high - low > 1) {
+            const mid = Math.floor((low + high) / 2);
+            if (takes(mid)) high = mid;
+            else low = mid;
+          }
+          const least = high; // the least the check takes
+          let text = "";
+          try {
+            handler(relayer, { maxRetries, deliveryDelayMs, [option]: 60_000 });
+          } catch (error) {
+            text = (error as Error).message;
+          }
+          const where =
+            `${option}, CAP ${capMs} ms, max_retries ${maxRetries}, delay ${deliveryDelayMs} ms: ${text}`;
+          const n = Number(
+            /--message-retention-period-secs (\d+)/.exec(text)?.[1],
+          );
+          assert.ok(Number.isInteger(n), where);
+          assert.ok(takes(n), where);
+          assert.ok(n <= MAX_S, where);
+          const room = least + (maxRetries + extra) * ALLOWANCE_S;
+          assert.ok(n >= Math.min(MAX_S, room), where);
+          if (room <= FREE_S) assert.ok(n <= FREE_S, where);
+          else assert.match(text, /Workers Free plan/, where);
+          // The text still names the least the check takes.
+          assert.ok(
+            text.includes(`above ${formatDuration((least - 1) * 1000)}`),
+            where,
+          );
+          checked++;
+        }
+      }
+    }
+  }
+  assert.ok(checked > 40, String(checked));
 });
