@@ -509,3 +509,21 @@ Deno.test("createQueueHandler()'s retention refusals suggest a retention with ro
   }
   assert.ok(checked > 40, String(checked));
 });
+
+Deno.test("docs/queues.md quotes the jobs queue's retention refusal as createQueueHandler gives it with the defaults", async () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  const docs = await Deno.readTextFile(
+    new URL("../../docs/queues.md", import.meta.url),
+  );
+  const quoted = /^… (Set the jobs queue's message retention .*) …\)$/m.exec(
+    docs,
+  )?.[1];
+  assert.ok(quoted, "docs/queues.md quotes the refusal's advice");
+  assert.throws(
+    () => handler(relayer, { messageRetentionMs: 600_000 }),
+    (error: Error) => error.message.includes(quoted),
+  );
+});
