@@ -16,6 +16,7 @@
  * @module
  */
 
+import { deliveriesText } from "./_count.ts";
 import { outageDelayMs } from "./_doubled.ts";
 import { busyWaitMs } from "./_retention.ts";
 import { formatDuration } from "./format_duration.ts";
@@ -285,8 +286,8 @@ export function cloudflareRetentionRefusal(
             }) and `
             : ""
         }the waits this handler asks between a message's ${
-          limits.maxRetries + 1
-        } deliveries (max_retries = ${limits.maxRetries}) span up to ${
+          deliveriesText(limits.maxRetries + 1)
+        } (max_retries = ${limits.maxRetries}) span up to ${
           formatDuration(span * 1000)
         } (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. ${
           fits
@@ -328,8 +329,8 @@ export function cloudflareRetentionRefusal(
             }) and `
             : ""
         }the waits this handler asks between its ${
-          limits.maxRetries + 1
-        } deliveries on the jobs queue (max_retries = ${limits.maxRetries}) span up to ${
+          deliveriesText(limits.maxRetries + 1)
+        } on the jobs queue (max_retries = ${limits.maxRetries}) span up to ${
           formatDuration(span * 1000)
         }, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to ${
           formatDuration(wait * 1000)

@@ -527,3 +527,24 @@ Deno.test("docs/queues.md quotes the jobs queue's retention refusal as createQue
     (error: Error) => error.message.includes(quoted),
   );
 });
+
+Deno.test("createQueueHandler()'s dead-letter retention refusal counts a jobs queue of max_retries 0 as its one delivery, in the singular", () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({ maxDeliveries: 1 }),
+    leaseMs: 300_000,
+  });
+  assert.throws(
+    () =>
+      handler(relayer, {
+        maxRetries: 0,
+        deadLetterMessageRetentionMs: 60_000,
+      }),
+    (error: Error) => {
+      assert.match(error.message, /between its 1 delivery on the jobs queue/);
+      assert.doesNotMatch(error.message, /\b1 deliveries\b/);
+      return true;
+    },
+  );
+});
