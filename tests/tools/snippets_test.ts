@@ -279,3 +279,30 @@ Deno.test("snippetsOf ends a block at a closing fence indented otherwise than it
     [12, "const c = 3;\n"],
   ]);
 });
+
+Deno.test("the README's and the docs' worker blocks are verbatim parts of examples/cloudflare/worker.ts", async () => {
+  const worker = await Deno.readTextFile(
+    new URL("../../examples/cloudflare/worker.ts", import.meta.url),
+  );
+  const files = [
+    "README.md",
+    ...[...Deno.readDirSync(new URL("../../docs/", import.meta.url))]
+      .filter((entry) => entry.name.endsWith(".md"))
+      .map((entry) => `docs/${entry.name}`),
+  ];
+  let blocks = 0;
+  for (const file of files) {
+    const markdown = await Deno.readTextFile(
+      new URL(`../../${file}`, import.meta.url),
+    );
+    for (const snippet of snippetsOf(markdown)) {
+      if (!snippet.tags.includes("worker")) continue;
+      blocks++;
+      assert.ok(
+        worker.includes(snippet.code),
+        `${file}: a ts worker block is not a verbatim part of examples/cloudflare/worker.ts`,
+      );
+    }
+  }
+  assert.ok(blocks >= 1, "the README has a ts worker block");
+});
