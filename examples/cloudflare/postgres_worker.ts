@@ -279,7 +279,7 @@ export default postgresWorker({
     maxRetries: config.queues.cloudflare?.maxRetries, // CLOUDFLARE_MAX_RETRIES
     deadLetterQueue: "relayer-jobs-dlq", // consumed here too: the queue gave up
     deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries, // CLOUDFLARE_DLQ_MAX_RETRIES
-    ...config.cloudflareRetentions, // CLOUDFLARE_MESSAGE_RETENTION, CLOUDFLARE_DLQ_MESSAGE_RETENTION, CLOUDFLARE_DELIVERY_DELAY, CLOUDFLARE_DELIVERY_DELAY
+    ...config.cloudflareRetentions, // CLOUDFLARE_MESSAGE_RETENTION, CLOUDFLARE_DLQ_MESSAGE_RETENTION, CLOUDFLARE_DELIVERY_DELAY
   },
   log: console.log,
 });
