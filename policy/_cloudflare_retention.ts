@@ -298,7 +298,11 @@ export function cloudflareRetentionRefusal(
             }), with room: ${
               roomText("<queue>", needed, limits.maxRetries + 1, suggested)
             }, and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
-            : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
+            : `No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP${
+              delay > 0
+                ? ", the LEASE or the delivery delay (deliveryDelayMs, CLOUDFLARE_DELIVERY_DELAY)"
+                : " or the LEASE"
+            }`
         }`,
         ...(fits ? { suggestedSeconds: suggested } : {}),
       };

@@ -548,3 +548,28 @@ Deno.test("createQueueHandler()'s dead-letter retention refusal counts a jobs qu
     },
   );
 });
+
+Deno.test("createQueueHandler() names the delivery delay among what to lower when only its day makes the waits outlast every retention Cloudflare allows", () => {
+  // 39 retries of up to 12 h (a CAP of 12 h) span 13d10h46m40s, under 14
+  // days; a delivery delay of 24 h on top passes them.
+  const slow = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: { capMs: 43_200_000 },
+  });
+  handler(slow, { maxRetries: 39, messageRetentionMs: 14 * DAY_MS });
+  assert.throws(
+    () =>
+      handler(slow, {
+        maxRetries: 39,
+        messageRetentionMs: 14 * DAY_MS,
+        deliveryDelayMs: 86_400_000,
+      }),
+    /delivery delay \(24h0m0s\) and .*No retention Cloudflare allows \(14 days at most\) is longer: lower the consumer's max_retries \(and maxRetries\), the policy's CAP, the LEASE or the delivery delay \(deliveryDelayMs, CLOUDFLARE_DELIVERY_DELAY\)$/,
+  );
+  // Without a delay, the advice leaves it out.
+  assert.throws(
+    () => handler(slow, { maxRetries: 100, messageRetentionMs: 14 * DAY_MS }),
+    /the policy's CAP or the LEASE$/,
+  );
+});
