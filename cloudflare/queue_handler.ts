@@ -486,7 +486,8 @@ function checkRetentions(
  *
  * @param options The relayer, the queue's `maxRetries`, the name of its
  * dead-letter queue and that queue's `max_retries`, the two queues'
- * message retentions if checked, and where log lines go.
+ * message retentions if checked (with the jobs queue's delivery delay,
+ * counted in its), and where log lines go.
  * @returns The `queue(batch)` handler.
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
  * queue would stop delivering before the policy's `maxDeliveries`

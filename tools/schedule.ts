@@ -8,7 +8,7 @@
  * deno task schedule --queue qstash --retries 5 [--lease 30s]
  * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
  * deno task schedule --queue pubsub --min-backoff 40s --message-retention 168h [--sender-timeout 10s | --ack-deadline 1m] [--lease 30s]
- * deno task schedule --queue cloudflare --max-retries 3 [--message-retention 96h] [--dlq-message-retention 336h] [--lease 30s]
+ * deno task schedule --queue cloudflare --max-retries 3 [--message-retention 96h] [--dlq-message-retention 336h] [--delivery-delay 1m] [--lease 30s]
  * ```
  *
  * prints one row per delivery (the delay after it, the time of the next
