@@ -53,9 +53,12 @@ export const CLOUDFLARE_DELIVERY_ALLOWANCE_MS = 900_000;
  * most 14 days. More than 1 day only where the floor and its room need it;
  * the Workers Free plan cannot keep that.
  *
- * ```ts ignore
- * cloudflareSuggestedRetentionSeconds(721, 10); // 86400
- * cloudflareSuggestedRetentionSeconds(86_400 + 721, 10); // 96121
+ * ```ts
+ * import { cloudflareSuggestedRetentionSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareSuggestedRetentionSeconds(721, 10), 86_400);
+ * assert.equal(cloudflareSuggestedRetentionSeconds(86_400 + 721, 10), 96_121);
  * ```
  */
 export function cloudflareSuggestedRetentionSeconds(
@@ -87,6 +90,15 @@ export const CLOUDFLARE_MAX_DELIVERY_DELAY_MS = 86_400_000;
 /**
  * Whether `ms` is a delivery delay the rule counts: whole seconds from 0
  * to 24 hours, as Cloudflare delays a message.
+ *
+ * ```ts
+ * import { cloudflareDeliveryDelayAllowed } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareDeliveryDelayAllowed(0), true);
+ * assert.equal(cloudflareDeliveryDelayAllowed(1_500), false);
+ * assert.equal(cloudflareDeliveryDelayAllowed(86_401_000), false);
+ * ```
  */
 export function cloudflareDeliveryDelayAllowed(ms: unknown): ms is number {
   return typeof ms === "number" && Number.isInteger(ms) && ms % 1000 === 0 &&
@@ -97,9 +109,13 @@ export function cloudflareDeliveryDelayAllowed(ms: unknown): ms is number {
  * Whether `ms` is a message retention Cloudflare allows: whole seconds
  * from 60 s to 14 days (`--message-retention-period-secs` 60 to 1209600).
  *
- * ```ts ignore
- * cloudflareRetentionAllowed(600_000); // true
- * cloudflareRetentionAllowed(600_500); // false
+ * ```ts
+ * import { cloudflareRetentionAllowed } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareRetentionAllowed(600_000), true);
+ * assert.equal(cloudflareRetentionAllowed(600_500), false); // not whole seconds
+ * assert.equal(cloudflareRetentionAllowed(59_000), false); // under 60 s
  * ```
  */
 export function cloudflareRetentionAllowed(ms: unknown): ms is number {
@@ -111,6 +127,15 @@ export function cloudflareRetentionAllowed(ms: unknown): ms is number {
  * Seconds for `retry({ delaySeconds })`: rounded up (the jitter's floor
  * holds), at least 1 (a 0 would redeliver at once, in a tight loop) and at
  * most 12 h.
+ *
+ * ```ts
+ * import { cloudflareDelaySeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareDelaySeconds(0), 1);
+ * assert.equal(cloudflareDelaySeconds(2_001), 3);
+ * assert.equal(cloudflareDelaySeconds(86_400_000), 43_200);
+ * ```
  */
 export function cloudflareDelaySeconds(delayMs: number): number {
   return Math.min(
@@ -143,6 +168,15 @@ export interface CloudflareRetentionLimits {
  * of a job that keeps failing: the policy's delay (at most its un-jittered
  * backoff, which the wait after a store failure is too), or a busy
  * answer's, which waits out a lease (up to `leaseMs` + 2 × `clockSkewMs`).
+ *
+ * ```ts
+ * import { cloudflareLongestWaitSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
+ * assert.equal(cloudflareLongestWaitSeconds(limits, 1), 40); // a 30 s lease + 2 × 5 s
+ * assert.equal(cloudflareLongestWaitSeconds(limits, 9), 120); // the cap
+ * ```
  */
 export function cloudflareLongestWaitSeconds(
   limits: CloudflareRetentionLimits,
@@ -162,8 +196,13 @@ export function cloudflareLongestWaitSeconds(
  * handler asks over `maxRetries` retries. The jobs queue's retention must
  * exceed it.
  *
- * ```ts ignore
- * cloudflareJobsSpanSeconds({ baseMs: 5_000, capMs: 120_000, maxRetries: 9 }); // 720
+ * ```ts
+ * import { cloudflareJobsSpanSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
+ * assert.equal(cloudflareJobsSpanSeconds(limits), 720);
+ * assert.equal(cloudflareJobsSpanSeconds({ ...limits, deliveryDelayMs: 60_000 }), 780);
  * ```
  */
 export function cloudflareJobsSpanSeconds(
@@ -182,6 +221,13 @@ export function cloudflareJobsSpanSeconds(
  * queue's last delivery, or a lease. The dead-letter queue's retention
  * must exceed it, on top of {@linkcode cloudflareJobsSpanSeconds}
  * ({@linkcode cloudflareDeadLetterAgeSeconds}).
+ *
+ * ```ts
+ * import { cloudflareDeadLetterWaitSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareDeadLetterWaitSeconds({ baseMs: 5_000, capMs: 120_000, maxRetries: 9 }), 120);
+ * ```
  */
 export function cloudflareDeadLetterWaitSeconds(
   limits: CloudflareRetentionLimits,
@@ -198,8 +244,11 @@ export function cloudflareDeadLetterWaitSeconds(
  * give-up's wait ({@linkcode cloudflareDeadLetterWaitSeconds}). The
  * dead-letter queue's retention must exceed it.
  *
- * ```ts ignore
- * cloudflareDeadLetterAgeSeconds({ baseMs: 5_000, capMs: 120_000, maxRetries: 9 }); // 840
+ * ```ts
+ * import { cloudflareDeadLetterAgeSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareDeadLetterAgeSeconds({ baseMs: 5_000, capMs: 120_000, maxRetries: 9 }), 840);
  * ```
  */
 export function cloudflareDeadLetterAgeSeconds(
@@ -253,9 +302,15 @@ function roomText(
  * given). Each retention given must be one Cloudflare allows
  * ({@linkcode cloudflareRetentionAllowed}); the caller checks that first.
  *
- * ```ts ignore
+ * ```ts
+ * import { cloudflareRetentionRefusal } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
  * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
- * cloudflareRetentionRefusal(limits, { messageRetentionMs: 600_000 }, "relayer-jobs-dlq")?.suggestedSeconds; // 86400
+ * const refusal = cloudflareRetentionRefusal(limits, { messageRetentionMs: 600_000 }, "relayer-jobs-dlq");
+ * assert.equal(refusal?.option, "messageRetentionMs");
+ * assert.equal(refusal?.suggestedSeconds, 86400);
+ * assert.equal(cloudflareRetentionRefusal(limits, { messageRetentionMs: 721_000 }, "relayer-jobs-dlq"), undefined);
  * ```
  */
 export function cloudflareRetentionRefusal(
