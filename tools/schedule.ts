@@ -1042,8 +1042,10 @@ Flags (defaults are the library's):
                                 longest delaySeconds sent with), 0 to 24h,
                                 CLOUDFLARE_DELIVERY_DELAY: counted in both
                                 retentions, counted from the send
-      --lease D                 the service's LEASE (30s)
-                                (these two only with a retention)
+      --lease D                 the service's LEASE (30s; at least twice
+                                --sender-timeout)
+      --sender-timeout D        the service's SENDER_TIMEOUT (10s)
+                                (these three only with a retention)
   --svg FILE           also write the schedule as an SVG chart; with
                        \`deno task schedule\` FILE must be under docs/
                        (the task may write only there), e.g. docs/schedule.svg
@@ -1133,7 +1135,7 @@ const QUEUE_FLAGS = {
     must: "whole seconds from 0 to 24h, such as 30s",
   },
   "--sender-timeout": {
-    kinds: ["pubsub", "qstash"],
+    kinds: ["pubsub", "qstash", "cloudflare"],
     must: "a duration such as 10s",
   },
   "--ack-deadline": {
@@ -1330,7 +1332,9 @@ function queueFrom(
         raw["--message-retention"] === undefined &&
         raw["--dlq-message-retention"] === undefined
       ) {
-        const alone = (["--lease", "--delivery-delay"] as const).find((
+        const alone = (
+          ["--lease", "--sender-timeout", "--delivery-delay"] as const
+        ).find((
           flag,
         ) => raw[flag] !== undefined);
         if (alone !== undefined) {

@@ -293,3 +293,48 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
     { numRuns: 300 },
   );
 });
+
+Deno.test("deno task schedule --queue cloudflare takes --sender-timeout with a retention, which the LEASE is checked against as the Worker's settings are", () => {
+  // The refusal of a LEASE under twice SENDER_TIMEOUT says to lower
+  // --sender-timeout: the flag is taken, and read as SENDER_TIMEOUT.
+  assert.throws(
+    () =>
+      parseFlags([
+        "--queue",
+        "cloudflare",
+        "--message-retention",
+        "96h",
+        "--lease",
+        "11s",
+      ]),
+    /--lease \(11s\) must be at least twice --sender-timeout \(10s\).*or lower --sender-timeout/,
+  );
+  const flags = parseFlags([
+    "--queue",
+    "cloudflare",
+    "--message-retention",
+    "96h",
+    "--lease",
+    "11s",
+    "--sender-timeout",
+    "5s",
+  ]);
+  assert.ok(!flags.help);
+  assert.equal(flags.cloudflareRetentions?.leaseMs, 11_000);
+  // As the Worker's own settings: the same pair starts it.
+  assert.equal(
+    loadConfig({
+      SENDER_URL: "http://127.0.0.1:9",
+      WEBHOOK_SECRET: "a-webhook-secret-0123",
+      CLOUDFLARE_MESSAGE_RETENTION: "96h",
+      LEASE: "11s",
+      SENDER_TIMEOUT: "5s",
+    }).leaseMs,
+    11_000,
+  );
+  // Alone it counts against nothing.
+  assert.throws(
+    () => parseFlags(["--queue", "cloudflare", "--sender-timeout", "5s"]),
+    /--sender-timeout is counted only against a message retention/,
+  );
+});
