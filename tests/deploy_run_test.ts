@@ -6,7 +6,7 @@
  * permission: a start that reads or writes a file fails here.
  */
 import assert from "node:assert/strict";
-import { baseEnv, freePort, healthy } from "./_main_process.ts";
+import { baseEnv, healthy, listeningOn } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 import { signGeneric } from "../tools/_sign.ts";
 import { signer } from "../examples/signer_stub.ts";
@@ -37,10 +37,25 @@ function run(env: Record<string, string>): Deno.ChildProcess {
 
 async function output(
   child: Deno.ChildProcess,
+  onLine: (line: string) => void = () => {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const [status, stdout, stderr] = await Promise.all([
     child.status,
-    new Response(child.stdout).text(),
+    (async () => {
+      let text = "";
+      let from = 0;
+      for await (
+        const chunk of child.stdout.pipeThrough(new TextDecoderStream())
+      ) {
+        text += chunk;
+        for (let end = text.indexOf("\n", from); end !== -1;) {
+          onLine(text.slice(from, end));
+          from = end + 1;
+          end = text.indexOf("\n", from);
+        }
+      }
+      return text;
+    })(),
     new Response(child.stderr).text(),
   ]);
   return { code: status.code, stdout, stderr };
@@ -71,16 +86,23 @@ Deno.test(
       { hostname: "127.0.0.1", port: 0, onListen() {} },
       signer,
     );
-    const { port } = freePort();
+    // Port 0: the runtime binds a port the system picks, and main.ts says
+    // which (a port probed free here could be another process's by then).
     const child = run({
       SENDER_URL: `http://127.0.0.1:${signerServer.addr.port}`,
       DENO_AUTO_SERVE: "1",
-      DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+      DENO_SERVE_ADDRESS: "tcp:127.0.0.1:0",
     });
-    const ended = output(child);
-    const base = `http://127.0.0.1:${port}`;
+    let said!: (base: string | null) => void;
+    const listening = new Promise<string | null>((resolve) => (said = resolve));
+    const ended = output(child, (line) => {
+      const at = listeningOn(line);
+      if (at !== null) said(at);
+    }).finally(() => said(null));
     const stop = new AbortController();
     try {
+      const base = await listening;
+      if (base === null) assert.fail(JSON.stringify(await ended));
       const outcome = await Promise.race([
         ended.then((out) => out),
         healthy(base, stop.signal).then(() => "served" as const),
