@@ -80,6 +80,38 @@ Deno.test(
 );
 
 Deno.test(
+  "main.ts under deno run with something that keeps the process alive (the local KV queue, a PostgreSQL pool) still exits 1 and says how to serve it, rather than run on serving nothing",
+  timeout(60_000, async (_t, signal) => {
+    // KV_QUEUE=1: the queue's listener holds the event loop, so the
+    // process never reaches its end, where the line was said.
+    const child = run({ SENDER_URL: "http://127.0.0.1:9/", KV_QUEUE: "1" });
+    const kill = () => {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    };
+    signal.addEventListener("abort", kill);
+    const late = setTimeout(kill, 30_000);
+    try {
+      const { code, stderr } = await output(child);
+      assert.equal(code, 1, stderr);
+      const lines = stderr.trim().split("\n").filter((line) =>
+        line.startsWith("relayer:")
+      );
+      assert.equal(lines.length, 1, stderr);
+      assert.match(
+        lines[0]!,
+        /^relayer: cannot serve: nothing served main\.ts's default export .*deno serve .*DENO_AUTO_SERVE=1/,
+      );
+    } finally {
+      clearTimeout(late);
+    }
+  }),
+);
+
+Deno.test(
   "main.ts run as Deno Deploy runs it (deno run, DENO_AUTO_SERVE, network and environment only) serves a signed delivery end to end",
   timeout(60_000, async () => {
     const signerServer = Deno.serve(
