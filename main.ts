@@ -1290,6 +1290,8 @@ if (import.meta.main) {
   globalThis.addEventListener("unload", () => stdout.flush());
   let config: Config;
   let drainMs = DRAIN_MS;
+  /** On Deno Deploy, which serves the default export itself. */
+  let onDeploy = false;
   let unknown: string[] = [];
   try {
     const env = Deno.env.toObject();
@@ -1301,7 +1303,10 @@ if (import.meta.main) {
     ];
     config = loadConfig(env);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
-    if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;
+    if (env.DENO_DEPLOYMENT_ID) {
+      drainMs = DEPLOY_DRAIN_MS;
+      onDeploy = true;
+    }
   } catch (error) {
     if (
       error instanceof Deno.errors.NotCapable ||
@@ -1413,9 +1418,11 @@ if (import.meta.main) {
   });
   // Or, held open by the local KV queue or a PostgreSQL pool, it would
   // never end: said once the runtime had time to serve it, and the
-  // deliveries the queue started drained before the exit.
+  // deliveries the queue started drained before the exit. Not on Deno
+  // Deploy, which serves it itself: an instance is never ended there for
+  // a listen it did not see.
   Deno.unrefTimer(setTimeout(async () => {
-    if (listened || stopping || refused) return;
+    if (listened || stopping || refused || onDeploy) return;
     refused = true;
     stdout.flush();
     console.error(NOT_SERVED);

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { baseEnv, healthy, listeningOn } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { signGeneric } from "../tools/_sign.ts";
 import { signer } from "../examples/signer_stub.ts";
 
@@ -110,6 +111,41 @@ Deno.test(
     }
   }),
 );
+
+Deno.test({
+  name:
+    "main.ts on Deno Deploy (DENO_DEPLOYMENT_ID) leaves serving to the platform: held open by a PostgreSQL pool, no wait of its own ends it",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async (_t, signal) => {
+    const database = await freshDatabase();
+    try {
+      const child = run({
+        SENDER_URL: "http://127.0.0.1:9/",
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DATABASE_URL: database.url,
+        KV_PATH: "",
+      });
+      const stopped = () => {
+        try {
+          child.kill("SIGTERM");
+        } catch {
+          // already gone
+        }
+      };
+      signal.addEventListener("abort", stopped);
+      let ran = true;
+      const ended = output(child).finally(() => ran = false);
+      await new Promise((resolve) => setTimeout(resolve, 8_000));
+      const still = ran;
+      stopped();
+      const { stderr } = await ended;
+      assert.ok(still, stderr);
+      assert.doesNotMatch(stderr, /cannot serve/);
+    } finally {
+      await database.drop();
+    }
+  }),
+});
 
 Deno.test(
   "main.ts run as Deno Deploy runs it (deno run, DENO_AUTO_SERVE, network and environment only) serves a signed delivery end to end",
