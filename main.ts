@@ -180,19 +180,6 @@ const EXIT_GRACE_MS = 1_000;
 const ECHO_MS = 250;
 
 /**
- * How long after this module ran the runtime has to serve its default
- * export (`deno serve` and `DENO_AUTO_SERVE` listen as soon as it ran)
- * before the process says nothing did and exits, where something holds
- * it open (the local KV queue's listener, a PostgreSQL pool) so that it
- * would otherwise run on, serving nothing.
- */
-const SERVE_WAIT_MS = 5_000;
-
-/** The line said where nothing serves main.ts's default export. */
-const NOT_SERVED =
-  "relayer: cannot serve: nothing served main.ts's default export (deno run does not): serve it with deno serve (deno task start does), or with DENO_AUTO_SERVE=1 deno run.";
-
-/**
  * `text` with the KV Connect access token replaced: as it is, as JSON
  * writes it (`\"`, `\\`), and with `/` escaped too.
  */
@@ -1290,8 +1277,6 @@ if (import.meta.main) {
   globalThis.addEventListener("unload", () => stdout.flush());
   let config: Config;
   let drainMs = DRAIN_MS;
-  /** On Deno Deploy, which serves the default export itself. */
-  let onDeploy = false;
   let unknown: string[] = [];
   try {
     const env = Deno.env.toObject();
@@ -1303,10 +1288,7 @@ if (import.meta.main) {
     ];
     config = loadConfig(env);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
-    if (env.DENO_DEPLOYMENT_ID) {
-      drainMs = DEPLOY_DRAIN_MS;
-      onDeploy = true;
-    }
+    if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
     if (
       error instanceof Deno.errors.NotCapable ||
@@ -1413,23 +1395,11 @@ if (import.meta.main) {
   globalThis.addEventListener("unload", () => {
     if (listened || stopping || refused) return;
     stdout.flush();
-    console.error(NOT_SERVED);
+    console.error(
+      "relayer: cannot serve: nothing served main.ts's default export (deno run does not): serve it with deno serve (deno task start does), or with DENO_AUTO_SERVE=1 deno run.",
+    );
     Deno.exitCode = 1;
   });
-  // Or, held open by the local KV queue or a PostgreSQL pool, it would
-  // never end: said once the runtime had time to serve it, and the
-  // deliveries the queue started drained before the exit. Not on Deno
-  // Deploy, which serves it itself: an instance is never ended there for
-  // a listen it did not see.
-  Deno.unrefTimer(setTimeout(async () => {
-    if (listened || stopping || refused || onDeploy) return;
-    refused = true;
-    stdout.flush();
-    console.error(NOT_SERVED);
-    await running.drain(drainMs);
-    stdout.flush();
-    Deno.exit(1);
-  }, SERVE_WAIT_MS));
   const listeners: [Deno.Signal, () => void][] = [];
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     const listener = () => void stop(signal);

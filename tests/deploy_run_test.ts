@@ -8,7 +8,6 @@
 import assert from "node:assert/strict";
 import { baseEnv, healthy, listeningOn } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
-import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { signGeneric } from "../tools/_sign.ts";
 import { signer } from "../examples/signer_stub.ts";
 
@@ -79,73 +78,6 @@ Deno.test(
     assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
   }),
 );
-
-Deno.test(
-  "main.ts under deno run with something that keeps the process alive (the local KV queue, a PostgreSQL pool) still exits 1 and says how to serve it, rather than run on serving nothing",
-  timeout(60_000, async (_t, signal) => {
-    // KV_QUEUE=1: the queue's listener holds the event loop, so the
-    // process never reaches its end, where the line was said.
-    const child = run({ SENDER_URL: "http://127.0.0.1:9/", KV_QUEUE: "1" });
-    const kill = () => {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-    };
-    signal.addEventListener("abort", kill);
-    const late = setTimeout(kill, 30_000);
-    try {
-      const { code, stderr } = await output(child);
-      assert.equal(code, 1, stderr);
-      const lines = stderr.trim().split("\n").filter((line) =>
-        line.startsWith("relayer:")
-      );
-      assert.equal(lines.length, 1, stderr);
-      assert.match(
-        lines[0]!,
-        /^relayer: cannot serve: nothing served main\.ts's default export .*deno serve .*DENO_AUTO_SERVE=1/,
-      );
-    } finally {
-      clearTimeout(late);
-    }
-  }),
-);
-
-Deno.test({
-  name:
-    "main.ts on Deno Deploy (DENO_DEPLOYMENT_ID) leaves serving to the platform: held open by a PostgreSQL pool, no wait of its own ends it",
-  ignore: !postgresAvailable,
-  fn: timeout(60_000, async (_t, signal) => {
-    const database = await freshDatabase();
-    try {
-      const child = run({
-        SENDER_URL: "http://127.0.0.1:9/",
-        DENO_DEPLOYMENT_ID: "test-deployment",
-        DATABASE_URL: database.url,
-        KV_PATH: "",
-      });
-      const stopped = () => {
-        try {
-          child.kill("SIGTERM");
-        } catch {
-          // already gone
-        }
-      };
-      signal.addEventListener("abort", stopped);
-      let ran = true;
-      const ended = output(child).finally(() => ran = false);
-      await new Promise((resolve) => setTimeout(resolve, 8_000));
-      const still = ran;
-      stopped();
-      const { stderr } = await ended;
-      assert.ok(still, stderr);
-      assert.doesNotMatch(stderr, /cannot serve/);
-    } finally {
-      await database.drop();
-    }
-  }),
-});
 
 Deno.test(
   "main.ts run as Deno Deploy runs it (deno run, DENO_AUTO_SERVE, network and environment only) serves a signed delivery end to end",
