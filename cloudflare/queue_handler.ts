@@ -163,9 +163,12 @@ export interface QueueHandlerOptions {
    * `wrangler.toml`), checked: a give-up that fails (the store down) is
    * retried with a wait doubling to 12 h, and running out of retries
    * deletes the message and strands its intent. So its retries must span
-   * Cloudflare's longest retention, 14 days (41 with the default policy;
-   * `max_retries = 100` always does). Not given, it is Cloudflare's
-   * default of 3, which is refused: give it.
+   * Cloudflare's longest retention, 14 days (51 with the default policy
+   * and `maxRetries` 9; `max_retries = 100` always does). Cloudflare does
+   * not say whether a message moved there keeps its attempts (Miniflare's
+   * start again at 1), so the wait doubles from the base again past the
+   * jobs queue's `maxRetries + 1`, and the check counts that. Not given,
+   * it is Cloudflare's default of 3, which is refused: give it.
    *
    * @default {3}
    */
@@ -348,13 +351,22 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
 
 /**
  * How long a give-up that keeps failing is retried on the dead-letter queue
- * with `retries` retries (the waits the handler asks for), in seconds.
+ * with `retries` retries (the waits the handler asks for, its attempts
+ * there counted from 1), in seconds.
  */
-function deadLetterSpanSeconds(retries: number, baseMs: number): number {
+function deadLetterSpanSeconds(
+  retries: number,
+  baseMs: number,
+  maxRetries: number,
+): number {
   let total = 0;
   for (let attempt = 1; attempt <= retries; attempt++) {
     total += delaySecondsOf(
-      outageDelayMs(attempt, baseMs, MAX_DELAY_SECONDS * 1000),
+      outageDelayMs(
+        cloudflareDeadLetterCount(attempt, maxRetries),
+        baseMs,
+        MAX_DELAY_SECONDS * 1000,
+      ),
     );
   }
   return total;
@@ -364,6 +376,7 @@ function deadLetterSpanSeconds(retries: number, baseMs: number): number {
 function checkDeadLetterRetries(
   options: QueueHandlerOptions,
   baseMs: number,
+  maxRetries: number,
 ): void {
   // Not given, the consumer's max_retries is Cloudflare's default, 3: as
   // for `maxRetries`, checked all the same.
@@ -375,10 +388,12 @@ function checkDeadLetterRetries(
       }`,
     );
   }
-  const span = deadLetterSpanSeconds(retries, baseMs);
+  const span = deadLetterSpanSeconds(retries, baseMs, maxRetries);
   if (span >= MAX_RETENTION_SECONDS) return;
   let needed = retries;
-  while (deadLetterSpanSeconds(needed, baseMs) < MAX_RETENTION_SECONDS) {
+  while (
+    deadLetterSpanSeconds(needed, baseMs, maxRetries) < MAX_RETENTION_SECONDS
+  ) {
     needed++;
   }
   throw new RangeError(
@@ -609,7 +624,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       }: without a dead-letter queue Cloudflare deletes a message at its retry limit, and a job whose last delivery was busy or met the store down leaves its intent with no job and no dead letter. Set the consumer's dead_letter_queue in wrangler.toml, consume that queue with this handler (or another), and name it here`,
     );
   }
-  checkDeadLetterRetries(options, relayer.policy.baseMs);
+  checkDeadLetterRetries(options, relayer.policy.baseMs, maxRetries);
   checkRetentions(options, maxRetries, deadLetterQueue);
 
   async function handle(

@@ -89,3 +89,50 @@ Deno.test("createQueueHandler() asks the same bounded wait of a dead-letter mess
     );
   }
 });
+
+Deno.test("createQueueHandler() takes a deadLetterMaxRetries only where the waits it asks of a give-up that keeps meeting the store down span 14 days, attempts counted from 1 on the dead-letter queue", async () => {
+  const down: Relayer = {
+    ...createRelayer({
+      store: new MemoryStore(),
+      sender,
+      policy: { maxDeliveries: 1 },
+    }),
+    giveUp: () => Promise.reject(new Error("connection to db:5432 refused")),
+  };
+  for (const maxRetries of [0, 9, 20, 100]) {
+    const handler = (deadLetterMaxRetries: number) =>
+      createQueueHandler({
+        relayer: down,
+        maxRetries,
+        deadLetterQueue: "relayer-jobs-dlq",
+        deadLetterMaxRetries,
+      });
+    let fewest = 0;
+    while (fewest <= 100) {
+      try {
+        handler(fewest);
+        break;
+      } catch (error) {
+        assert.ok(error instanceof RangeError, String(error));
+        fewest++;
+      }
+    }
+    const queue = handler(fewest);
+    // Its retries: deliveries 1 to fewest, each retried; the next is its last.
+    let spanS = 0;
+    for (let attempts = 1; attempts <= fewest; attempts++) {
+      const message: QueueMessage = {
+        id: "m1",
+        body: { intentId: "pi_0001", kind: "settle" },
+        attempts,
+        ack: () => {},
+        retry: (options) => spanS += options?.delaySeconds ?? 0,
+      };
+      await queue({ queue: "relayer-jobs-dlq", messages: [message] });
+    }
+    assert.ok(
+      spanS >= 14 * 24 * 60 * 60,
+      `maxRetries ${maxRetries}: deadLetterMaxRetries ${fewest} taken, its retries span ${spanS}s, less than 14 days`,
+    );
+  }
+});
