@@ -11,13 +11,19 @@
  */
 
 import assert from "node:assert/strict";
-import { createRelayer, MemoryStore, type Relayer } from "../../mod.ts";
+import {
+  createRelayer,
+  definePolicy,
+  MemoryStore,
+  type Relayer,
+} from "../../mod.ts";
 import {
   createQueueHandler,
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
 import { cloudflareDeadLetterWaitSeconds } from "../../policy/_cloudflare_retention.ts";
 import { heldWrites } from "../_held_writes.ts";
+import { modelOf } from "../_queue_sim.ts";
 
 /** What the handler asked of one dead-letter message with `attempts`. */
 async function asked(relayer: Relayer, attempts: number): Promise<string> {
@@ -134,5 +140,50 @@ Deno.test("createQueueHandler() takes a deadLetterMaxRetries only where the wait
       spanS >= 14 * 24 * 60 * 60,
       `maxRetries ${maxRetries}: deadLetterMaxRetries ${fewest} taken, its retries span ${spanS}s, less than 14 days`,
     );
+  }
+});
+
+Deno.test("the queue simulation's Cloudflare dead-letter queue waits what the handler asks of a give-up that meets the store down, for as many retries as the fewest deadLetterMaxRetries the handler takes", async () => {
+  const policy = definePolicy({ maxDeliveries: 1 });
+  const down: Relayer = {
+    ...createRelayer({ store: new MemoryStore(), sender, policy }),
+    giveUp: () => Promise.reject(new Error("connection to db:5432 refused")),
+  };
+  for (const maxRetries of [0, 9, 20]) {
+    const handler = (deadLetterMaxRetries: number) =>
+      createQueueHandler({
+        relayer: down,
+        maxRetries,
+        deadLetterQueue: "relayer-jobs-dlq",
+        deadLetterMaxRetries,
+      });
+    let fewest = 0;
+    while (fewest < 100) {
+      try {
+        handler(fewest);
+        break;
+      } catch {
+        fewest++;
+      }
+    }
+    const queue = handler(fewest);
+    const model = modelOf({ kind: "cloudflare", maxRetries }, policy);
+    for (let k = 1; k <= fewest + 1; k++) {
+      let askedMs: number | undefined;
+      const message: QueueMessage = {
+        id: "m1",
+        body: { intentId: "pi_0001", kind: "settle" },
+        attempts: k,
+        ack: () => {},
+        retry: (options) => askedMs = (options?.delaySeconds ?? 0) * 1000,
+      };
+      await queue({ queue: "relayer-jobs-dlq", messages: [message] });
+      // The handler's last retry is Cloudflare's delete: the model's none.
+      assert.equal(
+        model.giveUpRetry!(k, 0, 0, () => 0.5),
+        k <= fewest ? askedMs : undefined,
+        `maxRetries ${maxRetries}, dead-letter attempt ${k} of ${fewest} retries`,
+      );
+    }
   }
 });
