@@ -46,3 +46,32 @@ export function readRefusingKv(): Deno.HttpServer<Deno.NetAddr> {
     },
   );
 }
+
+/**
+ * A KV Connect endpoint whose metadata exchange succeeds and whose data
+ * path never answers a read (it answers only once the caller is gone, so
+ * the server can shut down), as a database behind a stalled network could.
+ * Serves on 127.0.0.1 at a free port; its metadata URL is
+ * `http://127.0.0.1:<port>/kv`.
+ */
+export function silentKv(): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      if (new URL(req.url).pathname === "/kv") {
+        return Response.json({
+          version: 2,
+          databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
+          endpoints: [{ url: "/data", consistency: "strong" }],
+          token: "data-path-token",
+          expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+        });
+      }
+      return new Promise<Response>((resolve) => {
+        const gone = () => resolve(new Response(null, { status: 504 }));
+        if (req.signal.aborted) gone();
+        else req.signal.addEventListener("abort", gone, { once: true });
+      });
+    },
+  );
+}

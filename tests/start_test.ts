@@ -15,7 +15,7 @@ import {
 } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
-import { readRefusingKv, refusingMetadata } from "./_echoing_kv.ts";
+import { readRefusingKv, refusingMetadata, silentKv } from "./_echoing_kv.ts";
 
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -324,6 +324,52 @@ Deno.test(
           withoutKvConnectRetries(stderr),
           /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*403.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
         );
+      } finally {
+        stop.abort();
+        service.kill();
+        await service.ended().catch(() => {});
+      }
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts refuses in one line naming KV_URL a KV Connect database whose reads never answer, once 10 s have passed, rather than hold its start without end",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const server = silentKv();
+    const free = port();
+    const stop = new AbortController();
+    try {
+      const began = performance.now();
+      const service = start({
+        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
+      }, { ...free, writeDir: dir });
+      try {
+        const outcome = await Promise.race([
+          service.ended(),
+          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
+            "served" as const
+          ),
+        ]);
+        const took = performance.now() - began;
+        assert.notEqual(
+          outcome,
+          "served",
+          "it served on a database that never answers",
+        );
+        const { code, stderr } = outcome as { code: number; stderr: string };
+        assert.equal(code, 1);
+        assertOneLine(
+          withoutKvConnectRetries(stderr),
+          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(no answer to a read within 10s\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+        );
+        // The read's 10 s, and a start well under the next 10.
+        assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
       } finally {
         stop.abort();
         service.kill();
