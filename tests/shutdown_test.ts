@@ -12,7 +12,13 @@ import { hmacSignature } from "../webhook/_auth.ts";
 import postgres from "postgres";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
-import { healthy, type MainProcess, startMain } from "./_main_process.ts";
+import { startArgs } from "../support/start_args.ts";
+import {
+  baseEnv,
+  healthy,
+  type MainProcess,
+  startMain,
+} from "./_main_process.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OPS_TOKEN = "shutdown-ops-0123456789";
@@ -343,6 +349,64 @@ Deno.test(
       await assert.rejects(service.kv!.get(["x"])); // closed
     } finally {
       await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts under deno serve --parallel drains every worker on SIGTERM and exits 0, no worker saying that nothing served it (only the first worker's onListen runs)",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
+    const child = new Deno.Command(Deno.execPath(), {
+      args: startArgs({ port: 0, writeDir: dir, flags: ["--parallel"] }),
+      cwd: ROOT,
+      clearEnv: true,
+      env: {
+        ...baseEnv(),
+        DENO_JOBS: "2",
+        SENDER_URL: "http://127.0.0.1:9/",
+        WEBHOOK_SECRET: SECRET,
+        KV_PATH: ":memory:",
+      },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const stderr = new Response(child.stderr).text();
+    let stdout = "";
+    // Both workers said their start line (each runs main.ts), and one
+    // where it listens: each heard SIGTERM from here on.
+    const started = (async () => {
+      const decoder = new TextDecoder();
+      let seen = false;
+      for await (const chunk of child.stdout) {
+        stdout += decoder.decode(chunk, { stream: true });
+        if (
+          !seen && /listening on/.test(stdout) &&
+          stdout.match(/relayer: at most /g)?.length === 2
+        ) {
+          seen = true;
+          child.kill("SIGTERM");
+        }
+      }
+    })();
+    try {
+      const [status] = await Promise.all([child.status, started]);
+      const errors = await stderr;
+      assert.equal(status.code, 0, `${stdout}\n${errors}`);
+      assert.equal(
+        stdout.match(/relayer: drained; KV closed/g)?.length,
+        2,
+        `${stdout}\n${errors}`,
+      );
+      assert.doesNotMatch(errors, /cannot serve/, errors);
+    } finally {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
       await Deno.remove(dir, { recursive: true });
     }
   }),
