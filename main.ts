@@ -289,7 +289,9 @@ const REMOTE_KV_PROBE_MS = 10_000;
  * at all; later versions fetch its metadata only), so a database whose
  * reads are refused, or never answered, would start the service and fail
  * every delivery. `kv` is closed when the read fails or does not come
- * back within `REMOTE_KV_PROBE_MS`.
+ * back within `REMOTE_KV_PROBE_MS`. A read that never came back stays in
+ * flight (Deno retries it and `close()` does not end it; nothing can
+ * cancel a `Deno.Kv` read): the start that refuses exits at once.
  */
 async function readOnce(kv: Deno.Kv): Promise<Deno.Kv> {
   let timer: ReturnType<typeof setTimeout> | undefined;
