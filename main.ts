@@ -1061,6 +1061,9 @@ export async function openService(
     : "platform" in config.kv
     // KV_QUEUE=1 is refused on Deno Deploy, which runs no Deno KV queue.
     ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue)"
+    : "url" in config.kv
+    // KV_QUEUE=1 is refused with KV_URL: KV Connect runs no queue.
+    ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; a KV Connect database runs no local KV queue)"
     : "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one)";
   return {
     app,

@@ -75,3 +75,54 @@ export function silentKv(): Deno.HttpServer<Deno.NetAddr> {
     },
   );
 }
+
+/**
+ * A KV Connect endpoint that answers: its metadata exchange succeeds, each
+ * read finds nothing (one empty range for each range asked, strongly
+ * consistent) and each write succeeds. Enough for a service to open it and
+ * start; it keeps no data. Serves on 127.0.0.1 at a free port; its metadata
+ * URL is `http://127.0.0.1:<port>/kv`.
+ */
+export function emptyKv(): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (req) => {
+      const path = new URL(req.url).pathname;
+      if (path === "/kv") {
+        return Response.json({
+          version: 2,
+          databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
+          endpoints: [{ url: "/data", consistency: "strong" }],
+          token: "data-path-token",
+          expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+        });
+      }
+      const body = new Uint8Array(await req.arrayBuffer());
+      if (path === "/data/snapshot_read") {
+        // SnapshotRead: field 1 (ranges), each length-delimited.
+        const out: number[] = [];
+        for (let i = 0; i < body.length;) {
+          i++; // the tag
+          let length = 0;
+          for (let shift = 0;; shift += 7) {
+            const byte = body[i++]!;
+            length |= (byte & 0x7f) << shift;
+            if ((byte & 0x80) === 0) break;
+          }
+          i += length;
+          out.push(0x0a, 0x00); // ranges: an empty ReadRangeOutput
+        }
+        // read_is_strongly_consistent: true; status: SR_SUCCESS.
+        out.push(0x20, 0x01, 0x40, 0x01);
+        return new Response(new Uint8Array(out));
+      }
+      if (path === "/data/atomic_write") {
+        // status: AW_SUCCESS; versionstamp: 10 bytes.
+        return new Response(
+          new Uint8Array([0x08, 0x01, 0x12, 10, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]),
+        );
+      }
+      return new Response("not a KV Connect path", { status: 404 });
+    },
+  );
+}

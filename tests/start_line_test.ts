@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import { emptyKv } from "./_echoing_kv.ts";
 
 const BASE = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -108,5 +109,39 @@ Deno.test("openService()'s start line on Deno Deploy KV without QStash names QST
   } finally {
     if (before === undefined) Deno.env.delete("DENO_KV_DEFAULT_PATH");
     else Deno.env.set("DENO_KV_DEFAULT_PATH", before);
+  }
+});
+
+Deno.test("openService()'s start line on a KV Connect database (KV_URL) without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused with KV_URL", async () => {
+  const server = emptyKv();
+  const token = "start-line-kv-token-0123456789";
+  // Deno.openKv(url) takes the access token from the environment only.
+  const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
+  Deno.env.set("DENO_KV_ACCESS_TOKEN", token);
+  try {
+    const { KV_PATH: _, ...base } = BASE;
+    const env = {
+      ...base,
+      WEBHOOK_SECRET: "start-line-secret-0123456789",
+      KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+      DENO_KV_ACCESS_TOKEN: token,
+    };
+    assert.throws(
+      () => loadConfig({ ...env, KV_QUEUE: "1" }),
+      /KV_QUEUE is refused with KV_URL/,
+    );
+    const service = await openService(loadConfig(env), { log: () => {} });
+    try {
+      assert.match(
+        service.description,
+        /; store KV Connect; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; a KV Connect database runs no local KV queue\); routes: deliveries, ops$/,
+      );
+    } finally {
+      await service.close();
+    }
+  } finally {
+    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
+    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
+    await server.shutdown();
   }
 });
