@@ -280,32 +280,49 @@ export function remoteKvRefusal(
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 
-/** How long the start waits for a remote Deno KV database's first read. */
+/**
+ * How long the start waits for a remote Deno KV database to open and answer
+ * its first read.
+ */
 const REMOTE_KV_PROBE_MS = 10_000;
 
 /**
- * `kv`, once one read of it came back. Opening a KV Connect database does
- * not read it (Deno 2.5, the version Deno Deploy names, sends no request
- * at all; later versions fetch its metadata only), so a database whose
- * reads are refused, or never answered, would start the service and fail
- * every delivery. `kv` is closed when the read fails or does not come
- * back within `REMOTE_KV_PROBE_MS`. A read that never came back stays in
- * flight (Deno retries it and `close()` does not end it; nothing can
- * cancel a `Deno.Kv` read): the start that refuses exits at once.
+ * The database `open` opens, once one read of it came back, both within
+ * `REMOTE_KV_PROBE_MS`. Opening a KV Connect database does not read it
+ * (Deno 2.5, the version Deno Deploy names, sends no request at all; later
+ * versions fetch its metadata only, and wait 30 s for it), so a database
+ * whose reads are refused, or never answered, would start the service and
+ * fail every delivery. The database is closed when the read fails or does
+ * not come back in time, and when it opens too late. A read that never came
+ * back stays in flight (Deno retries it and `close()` does not end it;
+ * nothing can cancel a `Deno.Kv` read): the start that refuses exits at
+ * once.
  */
-async function readOnce(kv: Deno.Kv): Promise<Deno.Kv> {
+async function openRemote(open: () => Promise<Deno.Kv>): Promise<Deno.Kv> {
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let step = "from its metadata endpoint";
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(
       () =>
         reject(
           new Error(
-            `no answer to a read within ${formatDuration(REMOTE_KV_PROBE_MS)}`,
+            `no answer ${step} within ${formatDuration(REMOTE_KV_PROBE_MS)}`,
           ),
         ),
       REMOTE_KV_PROBE_MS,
     );
   });
+  const opening = open();
+  let kv: Deno.Kv;
+  try {
+    kv = await Promise.race([opening, late]);
+  } catch (error) {
+    clearTimeout(timer);
+    // One that opens after all is closed then.
+    opening.then((opened) => opened.close(), () => {});
+    throw error;
+  }
+  step = "to a read";
   const read = kv.get(["relayer", "start-probe"]);
   read.catch(() => {});
   try {
@@ -321,8 +338,9 @@ async function readOnce(kv: Deno.Kv): Promise<Deno.Kv> {
 
 async function openKv(config: Config): Promise<Deno.Kv> {
   if ("url" in config.kv) {
+    const { url } = config.kv;
     try {
-      return await readOnce(await Deno.openKv(config.kv.url));
+      return await openRemote(() => Deno.openKv(url));
     } catch (error) {
       throw new ConfigError(
         "KV_URL",
@@ -336,7 +354,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     // The database Deno Deploy attached (loadConfig checked there is one),
     // reached over KV Connect with the token Deploy set.
     try {
-      return await readOnce(await Deno.openKv());
+      return await openRemote(() => Deno.openKv());
     } catch (error) {
       throw new ConfigError(
         "DENO_KV_DEFAULT_PATH",

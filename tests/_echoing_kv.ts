@@ -126,3 +126,21 @@ export function emptyKv(): Deno.HttpServer<Deno.NetAddr> {
     },
   );
 }
+
+/**
+ * A KV Connect metadata endpoint that never answers (it answers only once
+ * the caller is gone, so the server can shut down): Deno ≥ 2.6 asks it when
+ * the database is opened, Deno 2.5 at the first read. Serves on 127.0.0.1 at
+ * a free port; its metadata URL is `http://127.0.0.1:<port>/kv`.
+ */
+export function silentMetadata(): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) =>
+      new Promise<Response>((resolve) => {
+        const gone = () => resolve(new Response(null, { status: 504 }));
+        if (req.signal.aborted) gone();
+        else req.signal.addEventListener("abort", gone, { once: true });
+      }),
+  );
+}

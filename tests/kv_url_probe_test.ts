@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { openService } from "../main.ts";
 import { readRefusingKv } from "./_echoing_kv.ts";
+import { timeout } from "./_timeout.ts";
 
 const TOKEN = "kv-url-probe-token-0123456789";
 
@@ -43,3 +44,55 @@ Deno.test("openService() refuses a KV_URL database whose first read is refused, 
     await server.shutdown();
   }
 });
+
+Deno.test(
+  "openService() refuses a KV_URL database that opens only after 10 s, and closes it once it opens (left open, its connection would hold the server's shutdown)",
+  timeout(30_000, async () => {
+    let answered: () => void = () => {};
+    const metadataSent = new Promise<void>((resolve) => (answered = resolve));
+    let held: ReturnType<typeof setTimeout> | undefined;
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () =>
+        new Promise<Response>((resolve) => {
+          // The metadata, 1 s past the start's 10 s.
+          held = setTimeout(() => {
+            resolve(Response.json({
+              version: 2,
+              databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
+              endpoints: [{ url: "/data", consistency: "strong" }],
+              token: "data-path-token",
+              expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+            }));
+            answered();
+          }, 11_000);
+        }),
+    );
+    const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
+    Deno.env.set("DENO_KV_ACCESS_TOKEN", TOKEN);
+    try {
+      const refused = await openService(
+        loadConfig({
+          SENDER_URL: "http://127.0.0.1:9/",
+          WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
+          KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+          DENO_KV_ACCESS_TOKEN: TOKEN,
+        }),
+        { log: () => {} },
+      ).then(() => undefined, (error: Error) => error.message);
+      assert.match(
+        refused ?? "it started",
+        /^KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\)/,
+      );
+      // The late open comes back, and is closed: the resource sanitizer
+      // would find it open otherwise.
+      await metadataSent;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      clearTimeout(held);
+      if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
+      else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
+      await server.shutdown();
+    }
+  }),
+);

@@ -15,7 +15,12 @@ import {
 } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
-import { readRefusingKv, refusingMetadata, silentKv } from "./_echoing_kv.ts";
+import {
+  readRefusingKv,
+  refusingMetadata,
+  silentKv,
+  silentMetadata,
+} from "./_echoing_kv.ts";
 
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -372,6 +377,38 @@ Deno.test(
         assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
       } finally {
         stop.abort();
+        service.kill();
+        await service.ended().catch(() => {});
+      }
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts refuses in one line naming KV_URL a KV Connect database whose metadata endpoint never answers, once 10 s have passed, not Deno's own 30 s",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const server = silentMetadata();
+    const free = port();
+    try {
+      const began = performance.now();
+      const service = start({
+        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
+      }, { ...free, writeDir: dir });
+      try {
+        const { code, stderr } = await service.ended();
+        const took = performance.now() - began;
+        assert.equal(code, 1);
+        assertOneLine(
+          withoutKvConnectRetries(stderr),
+          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+        );
+        assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
+      } finally {
         service.kill();
         await service.ended().catch(() => {});
       }
