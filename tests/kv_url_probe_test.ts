@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { openService } from "../main.ts";
-import { readRefusingKv } from "./_echoing_kv.ts";
+import { readRefusingKv, refusingMetadata } from "./_echoing_kv.ts";
 import { timeout } from "./_timeout.ts";
 
 const TOKEN = "kv-url-probe-token-0123456789";
@@ -96,3 +96,27 @@ Deno.test(
     }
   }),
 );
+
+Deno.test("openService() refuses a KV_URL database whose opening is refused, and leaves no timer behind (the op sanitizer fails on one)", async () => {
+  const server = refusingMetadata();
+  const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
+  Deno.env.set("DENO_KV_ACCESS_TOKEN", TOKEN);
+  try {
+    await assert.rejects(
+      openService(
+        loadConfig({
+          SENDER_URL: "http://127.0.0.1:9/",
+          WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
+          KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+          DENO_KV_ACCESS_TOKEN: TOKEN,
+        }),
+        { log: () => {} },
+      ),
+      /KV_URL: cannot open the KV Connect database \(.*401/,
+    );
+  } finally {
+    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
+    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
+    await server.shutdown();
+  }
+});
