@@ -497,6 +497,12 @@ Deno.test("createQueueHandler()'s retention refusals suggest a retention with ro
           assert.ok(n >= Math.min(MAX_S, room), where);
           if (room <= FREE_S) assert.ok(n <= FREE_S, where);
           else assert.match(text, /Workers Free plan/, where);
+          // It says the room is short only where 14 days cannot hold it.
+          assert.equal(
+            text.includes("the most Cloudflare allows"),
+            room > MAX_S,
+            where,
+          );
           // The text still names the least the check takes.
           assert.ok(
             text.includes(`above ${formatDuration((least - 1) * 1000)}`),
