@@ -440,7 +440,7 @@ Deno.test("createQueueHandler()'s retention refusals suggest a retention with ro
   const MAX_S = 1_209_600;
   let checked = 0;
   for (const capMs of [120_000, 3_600_000, 43_200_000]) {
-    for (const maxRetries of [0, 3, 9, 40, 100]) {
+    for (const maxRetries of [0, 3, 9, 39, 40, 100]) {
       for (const deliveryDelayMs of [0, 60_000, 3_600_000, 86_400_000]) {
         const relayer = createRelayer({
           store: new MemoryStore(),
@@ -501,6 +501,12 @@ Deno.test("createQueueHandler()'s retention refusals suggest a retention with ro
           assert.equal(
             text.includes("the most Cloudflare allows"),
             room > MAX_S,
+            where,
+          );
+          // 14 days is offered on top only where it is not the suggestion.
+          assert.equal(
+            text.includes("on a paid plan, 14 days (1209600)"),
+            option === "deadLetterMessageRetentionMs" && n < MAX_S,
             where,
           );
           // The text still names the least the check takes.
