@@ -328,6 +328,19 @@ Deno.test("createQueueHandler() counts a dead-letter message's retention from it
     deadLetterMessageRetentionMs: 901_000,
     deliveryDelayMs: 60_000,
   });
+  // Named from its least, 1 s, on either queue.
+  for (
+    const [option, retention] of [
+      ["messageRetentionMs", 721_000],
+      ["deadLetterMessageRetentionMs", 841_000],
+    ] as const
+  ) {
+    assert.throws(
+      () => handler(relayer, { [option]: retention, deliveryDelayMs: 1_000 }),
+      /: a message's delivery delay \(1s\) and the waits /,
+      option,
+    );
+  }
   // Waits no retention spans: none Cloudflare allows is longer.
   const slow = createRelayer({
     store: new MemoryStore(),
