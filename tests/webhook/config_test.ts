@@ -1659,6 +1659,12 @@ Deno.test("loadConfig() refuses a plain number for a Cloudflare retention or del
       ),
     );
   }
+  // Spaces around it (a line read from a file) make it no less plain.
+  refused(
+    { ...base, CLOUDFLARE_DELIVERY_DELAY: " 43000\n" },
+    "CLOUDFLARE_DELIVERY_DELAY",
+    /^CLOUDFLARE_DELIVERY_DELAY is " 43000\\n", a plain number, which would be 43s here, .*: write 43000s for seconds, or 43000ms if you do mean milliseconds$/,
+  );
   // 0 is 0 in any unit; a unit given is read as it says.
   assert.deepEqual(
     loadConfig({
