@@ -130,4 +130,8 @@ Deno.test("a QSTASH_RETRIES too few for MAX_DELIVERIES behind a LEASE no QStash 
     refusal({ ...env(SPAN_100_MS, 0), MAX_DELIVERIES: "150" }).message,
     /lower MAX_DELIVERIES to at most 101 .*; and lower LEASE: /,
   );
+  // Behind a LEASE 100 retries outlast, LEASE is not named.
+  const short = refusal({ ...env(30_000, 0), MAX_DELIVERIES: "150" });
+  assert.match(short.message, /lower MAX_DELIVERIES to at most 101 /);
+  assert.doesNotMatch(short.message, /LEASE/);
 });
