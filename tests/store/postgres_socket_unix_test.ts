@@ -214,3 +214,49 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "a client given answeredSocketOption and a socket dir whose socket closes each connection after its startup, unanswered (a proxy whose database is down), fails its query naming the socket's path",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pg-unix-" });
+    const path = `${dir}/.s.PGSQL.5432`;
+    const listener = Deno.listen({ transport: "unix", path });
+    // It reads the startup, then closes without a word.
+    const closing = (async () => {
+      for await (const conn of listener) {
+        await conn.read(new Uint8Array(1024)).catch(() => null);
+        conn.close();
+      }
+    })();
+    const answered = answeredSocketOption(5_000);
+    const sql = postgres({
+      host: dir,
+      port: 5432,
+      user: "postgres",
+      database: "postgres",
+      max: 1,
+      connect_timeout: 5,
+      onnotice: () => {},
+      max_lifetime: null,
+      ...answered,
+    } as postgres.Options<Record<string, never>>);
+    try {
+      const error = await sql`SELECT 1`.then(
+        () => assert.fail("a query answered with no server"),
+        (error: Error & { code?: unknown }) => error,
+      );
+      assert.equal(error.code, "ECONNRESET", error.message);
+      assert.equal(
+        error.message,
+        `${path} closed the connection before answering its startup: no PostgreSQL answered there (a proxy whose database is down?)`,
+      );
+    } finally {
+      await sql.end({ timeout: 0 });
+      await answered.socket.closed(5_000);
+      listener.close();
+      await closing;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
