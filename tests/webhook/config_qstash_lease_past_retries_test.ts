@@ -123,6 +123,11 @@ Deno.test("a QSTASH_RETRIES too few for MAX_DELIVERIES behind a LEASE no QStash 
     /; and lower LEASE: no retries QStash takes \(at most 100\) outlast a give-up answered busy behind another delivery's lease, LEASE \+ 2 × CLOCK_SKEW \(2310h39m54s\), and its failure callback would end in QStash's DLQ$/,
   );
   assert.doesNotMatch(error.message, /Infinity/);
+  // It names LEASE + 2 × CLOCK_SKEW, not LEASE alone.
+  assert.match(
+    refusal({ ...env(SPAN_100_MS - 10_000, 0), CLOCK_SKEW: "5s" }).message,
+    /; and lower LEASE: .*LEASE \+ 2 × CLOCK_SKEW \(2310h39m54s\), /,
+  );
   // What it asks of QSTASH_RETRIES alone is refused for the LEASE.
   assert.match(refusal(env(SPAN_100_MS, 9)).message, /Lower LEASE$/);
   // More deliveries than QStash takes retries for: the same.
