@@ -61,3 +61,39 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "no target_session_attrs: a write refused as read-only keeps its session (the client would reopen one of the same kind)",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const url = await postgresUrl();
+    const schema = "relayer_read_only_kept";
+    const setup = postgres(url, { max: 1, onnotice: () => {} });
+    const sql = postgres(url, {
+      max: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { default_transaction_read_only: true },
+    } as postgres.Options<Record<string, never>>);
+    const store = new PostgresStore(sql, { schema });
+    try {
+      const migrating = new PostgresStore(setup, { schema });
+      await migrating.migrate();
+      migrating.close();
+      const [before] = await sql`SELECT pg_backend_pid() AS pid`;
+      await assert.rejects(
+        () => store.createIntent({ id: "pi_1", state: "created" }),
+        /read-only/,
+      );
+      const [after] = await sql`SELECT pg_backend_pid() AS pid`;
+      assert.equal(after?.pid, before?.pid);
+    } finally {
+      store.close();
+      await sql.end({ timeout: 0 });
+      await setup.end({ timeout: 0 });
+    }
+  },
+});
