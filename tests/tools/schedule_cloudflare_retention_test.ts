@@ -338,3 +338,26 @@ Deno.test("deno task schedule --queue cloudflare takes --sender-timeout with a r
     /--sender-timeout is counted only against a message retention/,
   );
 });
+
+Deno.test("deno task schedule --queue cloudflare refuses --lease and --delivery-delay without a retention, --delivery-delay on another queue, and names --dlq-message-retention in its refusal", () => {
+  for (const flag of ["--lease", "--delivery-delay"]) {
+    assert.throws(
+      () => parseFlags(["--queue", "cloudflare", flag, "30s"]),
+      new RegExp(
+        `: ${flag} is counted only against a message retention: give --message-retention or --dlq-message-retention too`,
+      ),
+    );
+  }
+  for (const queue of ["qstash", "pubsub"]) {
+    assert.throws(
+      () => parseFlags(["--queue", queue, "--delivery-delay", "30s"]),
+      /--delivery-delay is a flag of --queue cloudflare/,
+      queue,
+    );
+  }
+  assert.throws(
+    () =>
+      parseFlags(["--queue", "cloudflare", "--dlq-message-retention", "59s"]),
+    /: --dlq-message-retention must be whole seconds from 1m to 336h/,
+  );
+});
