@@ -135,6 +135,11 @@ Deno.test("a QSTASH_RETRIES too few for MAX_DELIVERIES behind a LEASE no QStash 
     refusal({ ...env(SPAN_100_MS, 0), MAX_DELIVERIES: "150" }).message,
     /lower MAX_DELIVERIES to at most 101 .*; and lower LEASE: /,
   );
+  // 101 deliveries are 100 retries: QStash takes them.
+  assert.match(
+    refusal({ ...env(30_000, 0), MAX_DELIVERIES: "101" }).message,
+    /: set QSTASH_RETRIES to at least 100 \(MAX_DELIVERIES − 1;/,
+  );
   // Behind a LEASE 100 retries outlast, LEASE is not named.
   const short = refusal({ ...env(30_000, 0), MAX_DELIVERIES: "150" });
   assert.match(short.message, /lower MAX_DELIVERIES to at most 101 /);
