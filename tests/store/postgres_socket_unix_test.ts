@@ -143,6 +143,8 @@ Deno.test({
             (error: Error & { code?: unknown }) => error,
           );
           assert.equal(error.code, code, error.message);
+          // The system's own error kept as its cause.
+          assert.equal((error.cause as { code?: unknown })?.code, code);
           assert.match(
             error.message,
             new RegExp(
