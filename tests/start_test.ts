@@ -160,262 +160,178 @@ Deno.test(
   }),
 );
 
+/**
+ * Starts `main.ts` with `env` (given the URL of the KV Connect stand-in
+ * `serve` starts, if any), waits for it to end, and returns its exit code,
+ * its `stderr` and how long it ran. With `served`, it also polls `/healthz`
+ * and fails with that message should the service answer before it ends.
+ */
+async function refusedStart(
+  serve: (() => Deno.HttpServer<Deno.NetAddr>) | undefined,
+  env: (url: string) => Record<string, string>,
+  served?: string,
+): Promise<{ code: number; stderr: string; took: number }> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+  const server = serve?.();
+  const free = port();
+  // A service that refused leaves the poll for /healthz to be stopped.
+  const stop = new AbortController();
+  try {
+    const began = performance.now();
+    const service = start(
+      env(`http://127.0.0.1:${server?.addr.port}/kv`),
+      { ...free, writeDir: dir },
+    );
+    try {
+      const outcome = served === undefined
+        ? await service.ended()
+        : await Promise.race([
+          service.ended(),
+          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
+            "served" as const
+          ),
+        ]);
+      const took = performance.now() - began;
+      assert.notEqual(outcome, "served", served);
+      const { code, stderr } = outcome as { code: number; stderr: string };
+      return { code, stderr, took };
+    } finally {
+      stop.abort();
+      service.kill();
+      await service.ended().catch(() => {});
+    }
+  } finally {
+    await server?.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test(
   "main.ts refuses a KV_URL it cannot open in one line naming KV_URL, without the access token an answer echoed",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const token = "KVTOK/0123  456789abcdef"; // a slash and a run of spaces
     // A metadata endpoint that refuses, quoting the request's header.
-    const server = refusingMetadata();
-    try {
-      const service = start({
-        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-        DENO_KV_ACCESS_TOKEN: token,
-      }, { ...port(), writeDir: dir });
-      try {
-        const { code, stderr } = await service.ended();
-        assert.equal(code, 1);
-        assertOneLine(
-          stderr,
-          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*401.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
-        );
-        assert.ok(!stderr.includes("456789abcdef"), stderr);
-      } finally {
-        service.kill();
-      }
-    } finally {
-      await server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { code, stderr } = await refusedStart(refusingMetadata, (url) => ({
+      KV_URL: url,
+      DENO_KV_ACCESS_TOKEN: token,
+    }));
+    assert.equal(code, 1);
+    assertOneLine(
+      stderr,
+      /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*401.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+    );
+    assert.ok(!stderr.includes("456789abcdef"), stderr);
   }),
 );
 
 Deno.test(
   "main.ts on Deno Deploy refuses in one line to start without a Deno KV database attached to the app, rather than serve on a store of each isolate's own",
   timeout(30_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const free = port();
     // What Deploy sets when no database is assigned: no DENO_KV_DEFAULT_PATH.
-    const service = start({ DENO_DEPLOYMENT_ID: "test-deployment" }, {
-      ...free,
-      writeDir: dir,
-    });
-    // A service that refused leaves the poll for /healthz to be stopped.
-    const stop = new AbortController();
-    try {
-      const outcome = await Promise.race([
-        service.ended(),
-        healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
-          "served" as const
-        ),
-      ]);
-      assert.notEqual(outcome, "served", "it served on an isolate's own KV");
-      const { code, stderr } = outcome as { code: number; stderr: string };
-      assert.equal(code, 1);
-      assertOneLine(
-        stderr,
-        /^relayer: cannot start: No Deno KV database is attached to this app on Deno Deploy: .*Provision Database \(Deno KV\), then Assign it to this app, and redeploy/,
-      );
-    } finally {
-      stop.abort();
-      service.kill();
-      await service.ended().catch(() => {});
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { code, stderr } = await refusedStart(
+      undefined,
+      () => ({ DENO_DEPLOYMENT_ID: "test-deployment" }),
+      "it served on an isolate's own KV",
+    );
+    assert.equal(code, 1);
+    assertOneLine(
+      stderr,
+      /^relayer: cannot start: No Deno KV database is attached to this app on Deno Deploy: .*Provision Database \(Deno KV\), then Assign it to this app, and redeploy/,
+    );
   }),
 );
 
 Deno.test(
   "main.ts on Deno Deploy refuses the attached KV database it cannot open in one line, without the access token an answer echoed",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const token = "DEPLOYTOK/0123  456789abcdef";
-    const server = refusingMetadata();
-    try {
-      // As Deploy attaches a database: its URL and token, set by Deploy.
-      const service = start({
-        DENO_DEPLOYMENT_ID: "test-deployment",
-        DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${server.addr.port}/kv`,
-        DENO_KV_ACCESS_TOKEN: token,
-      }, { ...port(), writeDir: dir });
-      try {
-        const { code, stderr } = await service.ended();
-        assert.equal(code, 1);
-        assertOneLine(
-          stderr,
-          /^relayer: cannot start: Deno Deploy KV: cannot open the Deno KV database attached to this app \(.*401.*\): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected/,
-        );
-        assert.ok(!stderr.includes("456789abcdef"), stderr);
-      } finally {
-        service.kill();
-      }
-    } finally {
-      await server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    // As Deploy attaches a database: its URL and token, set by Deploy.
+    const { code, stderr } = await refusedStart(refusingMetadata, (url) => ({
+      DENO_DEPLOYMENT_ID: "test-deployment",
+      DENO_KV_DEFAULT_PATH: url,
+      DENO_KV_ACCESS_TOKEN: token,
+    }));
+    assert.equal(code, 1);
+    assertOneLine(
+      stderr,
+      /^relayer: cannot start: Deno Deploy KV: cannot open the Deno KV database attached to this app \(.*401.*\): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected/,
+    );
+    assert.ok(!stderr.includes("456789abcdef"), stderr);
   }),
 );
 
 Deno.test(
   "main.ts on Deno Deploy refuses in one line an attached KV database that opens but refuses reads, rather than serve and fail every delivery",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const server = readRefusingKv();
-    const free = port();
-    const stop = new AbortController();
-    try {
-      const service = start({
+    const { code, stderr } = await refusedStart(
+      readRefusingKv,
+      (url) => ({
         DENO_DEPLOYMENT_ID: "test-deployment",
-        DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${server.addr.port}/kv`,
+        DENO_KV_DEFAULT_PATH: url,
         DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
-      }, { ...free, writeDir: dir });
-      try {
-        const outcome = await Promise.race([
-          service.ended(),
-          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
-            "served" as const
-          ),
-        ]);
-        assert.notEqual(
-          outcome,
-          "served",
-          "it served on a database it cannot read",
-        );
-        const { code, stderr } = outcome as { code: number; stderr: string };
-        assert.equal(code, 1);
-        assertOneLine(
-          withoutKvConnectRetries(stderr),
-          /^relayer: cannot start: Deno Deploy KV: cannot open the Deno KV database attached to this app \(.*403.*this database is not connected.*\): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected/,
-        );
-      } finally {
-        stop.abort();
-        service.kill();
-        await service.ended().catch(() => {});
-      }
-    } finally {
-      await server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+      }),
+      "it served on a database it cannot read",
+    );
+    assert.equal(code, 1);
+    assertOneLine(
+      withoutKvConnectRetries(stderr),
+      /^relayer: cannot start: Deno Deploy KV: cannot open the Deno KV database attached to this app \(.*403.*this database is not connected.*\): check in the Deno Deploy dashboard, Databases, that it is assigned to this app and Connected/,
+    );
   }),
 );
+
+/** The settings of a KV Connect database at `url`. */
+function kvConnect(url: string): Record<string, string> {
+  return { KV_URL: url, DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789" };
+}
 
 Deno.test(
   "main.ts refuses in one line naming KV_URL a KV Connect database that opens but refuses reads",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const server = readRefusingKv();
-    const free = port();
-    const stop = new AbortController();
-    try {
-      const service = start({
-        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-        DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
-      }, { ...free, writeDir: dir });
-      try {
-        const outcome = await Promise.race([
-          service.ended(),
-          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
-            "served" as const
-          ),
-        ]);
-        assert.notEqual(
-          outcome,
-          "served",
-          "it served on a database it cannot read",
-        );
-        const { code, stderr } = outcome as { code: number; stderr: string };
-        assert.equal(code, 1);
-        assertOneLine(
-          withoutKvConnectRetries(stderr),
-          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*403.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
-        );
-      } finally {
-        stop.abort();
-        service.kill();
-        await service.ended().catch(() => {});
-      }
-    } finally {
-      await server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { code, stderr } = await refusedStart(
+      readRefusingKv,
+      kvConnect,
+      "it served on a database it cannot read",
+    );
+    assert.equal(code, 1);
+    assertOneLine(
+      withoutKvConnectRetries(stderr),
+      /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(.*403.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+    );
   }),
 );
 
 Deno.test(
   "main.ts refuses in one line naming KV_URL a KV Connect database whose reads never answer, once 10 s have passed, rather than hold its start without end",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const server = silentKv();
-    const free = port();
-    const stop = new AbortController();
-    try {
-      const began = performance.now();
-      const service = start({
-        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-        DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
-      }, { ...free, writeDir: dir });
-      try {
-        const outcome = await Promise.race([
-          service.ended(),
-          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
-            "served" as const
-          ),
-        ]);
-        const took = performance.now() - began;
-        assert.notEqual(
-          outcome,
-          "served",
-          "it served on a database that never answers",
-        );
-        const { code, stderr } = outcome as { code: number; stderr: string };
-        assert.equal(code, 1);
-        assertOneLine(
-          withoutKvConnectRetries(stderr),
-          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(no answer to a read within 10s\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
-        );
-        // The read's 10 s, and a start well under the next 10.
-        assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
-      } finally {
-        stop.abort();
-        service.kill();
-        await service.ended().catch(() => {});
-      }
-    } finally {
-      await server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { code, stderr, took } = await refusedStart(
+      silentKv,
+      kvConnect,
+      "it served on a database that never answers",
+    );
+    assert.equal(code, 1);
+    assertOneLine(
+      withoutKvConnectRetries(stderr),
+      /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(no answer to a read within 10s\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+    );
+    // The read's 10 s, and a start well under the next 10.
+    assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
   }),
 );
 
 Deno.test(
   "main.ts refuses in one line naming KV_URL a KV Connect database whose metadata endpoint never answers, once 10 s have passed, not Deno's own 30 s",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const server = silentMetadata();
-    const free = port();
-    try {
-      const began = performance.now();
-      const service = start({
-        KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-        DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
-      }, { ...free, writeDir: dir });
-      try {
-        const { code, stderr } = await service.ended();
-        const took = performance.now() - began;
-        assert.equal(code, 1);
-        assertOneLine(
-          withoutKvConnectRetries(stderr),
-          /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
-        );
-        assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
-      } finally {
-        service.kill();
-        await service.ended().catch(() => {});
-      }
-    } finally {
-      await server.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { code, stderr, took } = await refusedStart(
+      silentMetadata,
+      kvConnect,
+    );
+    assert.equal(code, 1);
+    assertOneLine(
+      withoutKvConnectRetries(stderr),
+      /^relayer: cannot start: KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
+    );
+    assert.ok(took >= 10_000 && took < 20_000, `${took} ms`);
   }),
 );
 
