@@ -12,23 +12,40 @@ import { timeout } from "./_timeout.ts";
 
 const TOKEN = "kv-url-probe-token-0123456789";
 
-Deno.test("openService() refuses a KV_URL database whose first read is refused, and leaves no KV handle open", async () => {
-  const server = readRefusingKv();
-  // Deno.openKv(url) takes the access token from the environment only.
+/**
+ * Runs `fn` with `DENO_KV_ACCESS_TOKEN` set to {@linkcode TOKEN}, and sets
+ * it back after: `Deno.openKv(url)` takes the access token from the
+ * environment only.
+ */
+async function withToken<T>(fn: () => Promise<T>): Promise<T> {
   const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
   Deno.env.set("DENO_KV_ACCESS_TOKEN", TOKEN);
   try {
-    await assert.rejects(
-      openService(
-        loadConfig({
-          SENDER_URL: "http://127.0.0.1:9/",
-          WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
-          KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-          DENO_KV_ACCESS_TOKEN: TOKEN,
-        }),
-        { log: () => {} },
-      ),
-      (error: unknown) => {
+    return await fn();
+  } finally {
+    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
+    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
+  }
+}
+
+/** `openService()` on the KV Connect database `server` serves. */
+function openAt(server: Deno.HttpServer<Deno.NetAddr>): Promise<unknown> {
+  return openService(
+    loadConfig({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
+      KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
+      DENO_KV_ACCESS_TOKEN: TOKEN,
+    }),
+    { log: () => {} },
+  );
+}
+
+Deno.test("openService() refuses a KV_URL database whose first read is refused, and leaves no KV handle open", async () => {
+  const server = readRefusingKv();
+  try {
+    await withToken(() =>
+      assert.rejects(openAt(server), (error: unknown) => {
         assert.ok(error instanceof ConfigError, String(error));
         assert.match(
           error.message,
@@ -36,11 +53,9 @@ Deno.test("openService() refuses a KV_URL database whose first read is refused, 
         );
         assert.doesNotMatch(error.message, new RegExp(TOKEN));
         return true;
-      },
+      })
     );
   } finally {
-    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
-    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
     await server.shutdown();
   }
 });
@@ -68,30 +83,23 @@ Deno.test(
           }, 11_000);
         }),
     );
-    const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
-    Deno.env.set("DENO_KV_ACCESS_TOKEN", TOKEN);
     try {
-      const refused = await openService(
-        loadConfig({
-          SENDER_URL: "http://127.0.0.1:9/",
-          WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
-          KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-          DENO_KV_ACCESS_TOKEN: TOKEN,
-        }),
-        { log: () => {} },
-      ).then(() => undefined, (error: Error) => error.message);
-      assert.match(
-        refused ?? "it started",
-        /^KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\)/,
-      );
-      // The late open comes back, and is closed: the resource sanitizer
-      // would find it open otherwise.
-      await metadataSent;
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await withToken(async () => {
+        const refused = await openAt(server).then(
+          () => undefined,
+          (error: Error) => error.message,
+        );
+        assert.match(
+          refused ?? "it started",
+          /^KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\)/,
+        );
+        // The late open comes back, and is closed: the resource sanitizer
+        // would find it open otherwise.
+        await metadataSent;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      });
     } finally {
       clearTimeout(held);
-      if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
-      else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
       await server.shutdown();
     }
   }),
@@ -99,24 +107,14 @@ Deno.test(
 
 Deno.test("openService() refuses a KV_URL database whose opening is refused, and leaves no timer behind (the op sanitizer fails on one)", async () => {
   const server = refusingMetadata();
-  const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
-  Deno.env.set("DENO_KV_ACCESS_TOKEN", TOKEN);
   try {
-    await assert.rejects(
-      openService(
-        loadConfig({
-          SENDER_URL: "http://127.0.0.1:9/",
-          WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
-          KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-          DENO_KV_ACCESS_TOKEN: TOKEN,
-        }),
-        { log: () => {} },
-      ),
-      /KV_URL: cannot open the KV Connect database \(.*401/,
+    await withToken(() =>
+      assert.rejects(
+        openAt(server),
+        /KV_URL: cannot open the KV Connect database \(.*401/,
+      )
     );
   } finally {
-    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
-    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
     await server.shutdown();
   }
 });
