@@ -6,6 +6,32 @@
  * @module
  */
 
+/**
+ * A KV Connect metadata answer (protocol version 2) for a database whose
+ * data path is `/data` on the same server, its token good for an hour.
+ */
+export function kvMetadata(): Response {
+  return Response.json({
+    version: 2,
+    databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
+    endpoints: [{ url: "/data", consistency: "strong" }],
+    token: "data-path-token",
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  });
+}
+
+/**
+ * An answer only once the caller is gone (a 504 then, so the server can
+ * shut down): a request that never hears back.
+ */
+function untilGone(req: Request): Promise<Response> {
+  return new Promise<Response>((resolve) => {
+    const gone = () => resolve(new Response(null, { status: 504 }));
+    if (req.signal.aborted) gone();
+    else req.signal.addEventListener("abort", gone, { once: true });
+  });
+}
+
 /** A 401 whose text quotes the request's `Authorization` header. */
 export function echoedRefusal(req: Request): Response {
   return new Response(
@@ -34,13 +60,7 @@ export function readRefusingKv(): Deno.HttpServer<Deno.NetAddr> {
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     (req) => {
       if (new URL(req.url).pathname === "/kv") {
-        return Response.json({
-          version: 2,
-          databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
-          endpoints: [{ url: "/data", consistency: "strong" }],
-          token: "data-path-token",
-          expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-        });
+        return kvMetadata();
       }
       return new Response("this database is not connected", { status: 403 });
     },
@@ -59,19 +79,9 @@ export function silentKv(): Deno.HttpServer<Deno.NetAddr> {
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     (req) => {
       if (new URL(req.url).pathname === "/kv") {
-        return Response.json({
-          version: 2,
-          databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
-          endpoints: [{ url: "/data", consistency: "strong" }],
-          token: "data-path-token",
-          expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-        });
+        return kvMetadata();
       }
-      return new Promise<Response>((resolve) => {
-        const gone = () => resolve(new Response(null, { status: 504 }));
-        if (req.signal.aborted) gone();
-        else req.signal.addEventListener("abort", gone, { once: true });
-      });
+      return untilGone(req);
     },
   );
 }
@@ -89,13 +99,7 @@ export function emptyKv(): Deno.HttpServer<Deno.NetAddr> {
     async (req) => {
       const path = new URL(req.url).pathname;
       if (path === "/kv") {
-        return Response.json({
-          version: 2,
-          databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
-          endpoints: [{ url: "/data", consistency: "strong" }],
-          token: "data-path-token",
-          expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-        });
+        return kvMetadata();
       }
       const body = new Uint8Array(await req.arrayBuffer());
       if (path === "/data/snapshot_read") {
@@ -136,11 +140,6 @@ export function emptyKv(): Deno.HttpServer<Deno.NetAddr> {
 export function silentMetadata(): Deno.HttpServer<Deno.NetAddr> {
   return Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (req) =>
-      new Promise<Response>((resolve) => {
-        const gone = () => resolve(new Response(null, { status: 504 }));
-        if (req.signal.aborted) gone();
-        else req.signal.addEventListener("abort", gone, { once: true });
-      }),
+    untilGone,
   );
 }

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { openService } from "../main.ts";
-import { readRefusingKv, refusingMetadata } from "./_echoing_kv.ts";
+import { kvMetadata, readRefusingKv, refusingMetadata } from "./_echoing_kv.ts";
 import { timeout } from "./_timeout.ts";
 
 const TOKEN = "kv-url-probe-token-0123456789";
@@ -72,13 +72,7 @@ Deno.test(
         new Promise<Response>((resolve) => {
           // The metadata, 1 s past the start's 10 s.
           held = setTimeout(() => {
-            resolve(Response.json({
-              version: 2,
-              databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
-              endpoints: [{ url: "/data", consistency: "strong" }],
-              token: "data-path-token",
-              expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-            }));
+            resolve(kvMetadata());
             answered();
           }, 11_000);
         }),
