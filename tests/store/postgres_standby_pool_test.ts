@@ -61,6 +61,56 @@ async function at(
   };
 }
 
+/**
+ * A pool of 4 over `url`, plain and then with answeredSocketOption: in
+ * each of `rounds`, `queries` at once all land on the primary at `port`,
+ * with `connects` connects at most, and every connection then ends for
+ * its idle time (1 s).
+ */
+async function landsOnPrimary(
+  url: string,
+  port: number,
+  { rounds, queries, connects }: {
+    rounds: number;
+    queries: number;
+    connects: number;
+  },
+): Promise<void> {
+  for (const given of [false, true]) {
+    const { socket, count } = counted(5_000);
+    const sql = postgres(url, {
+      max: 4,
+      idle_timeout: 1,
+      onnotice: () => {},
+      max_lifetime: null,
+      connect_timeout: 5,
+      ...(given ? { socket } : {}),
+    } as postgres.Options<Record<string, never>>);
+    const what = given ? "with answeredSocketOption" : "plain";
+    try {
+      for (let round = 0; round < rounds; round++) {
+        const before = count.made;
+        const where = await at(sql, queries);
+        assert.deepEqual(
+          { standby: where.standby, ports: [...where.ports] },
+          { standby: 0, ports: [port] },
+          `${what}, round ${round}`,
+        );
+        if (given) {
+          assert.ok(
+            count.made - before <= connects,
+            `${count.made - before} connects in round ${round}`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1_600));
+      }
+    } finally {
+      await sql.end({ timeout: 0 });
+      await socket.closed(5_000);
+    }
+  }
+}
+
 Deno.test({
   name:
     "target_session_attrs=primary, a pool of 4, the standby listed first: connections opened at once, and opened again after their idle end, all land on the primary, each passing over the standby at most once",
@@ -68,41 +118,12 @@ Deno.test({
   async fn() {
     const pair = await startPair();
     try {
-      for (const given of [false, true]) {
-        const { socket, count } = counted(5_000);
-        const sql = postgres(standbyFirst(pair, "primary"), {
-          max: 4,
-          idle_timeout: 1,
-          onnotice: () => {},
-          max_lifetime: null,
-          connect_timeout: 5,
-          ...(given ? { socket } : {}),
-        } as postgres.Options<Record<string, never>>);
-        const what = given ? "with answeredSocketOption" : "plain";
-        try {
-          for (let round = 0; round < 3; round++) {
-            const before = count.made;
-            const where = await at(sql, 16);
-            assert.deepEqual(
-              { standby: where.standby, ports: [...where.ports] },
-              { standby: 0, ports: [pair.primary.port] },
-              `${what}, round ${round}`,
-            );
-            // Four connections, each over the standby once at most.
-            if (given) {
-              assert.ok(
-                count.made - before <= 8,
-                `${count.made - before} connects in round ${round}`,
-              );
-            }
-            // Every connection ends for its idle time (1 s).
-            await new Promise((resolve) => setTimeout(resolve, 1_600));
-          }
-        } finally {
-          await sql.end({ timeout: 0 });
-          await socket.closed(5_000);
-        }
-      }
+      // Four connections, each over the standby once at most.
+      await landsOnPrimary(standbyFirst(pair, "primary"), pair.primary.port, {
+        rounds: 3,
+        queries: 16,
+        connects: 8,
+      });
     } finally {
       await pair.stop();
     }
@@ -119,39 +140,7 @@ Deno.test({
     const url =
       `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort},127.0.0.1:${await downPort()},127.0.0.1:${port}/postgres?target_session_attrs=primary`;
     try {
-      for (const given of [false, true]) {
-        const { socket, count } = counted(5_000);
-        const sql = postgres(url, {
-          max: 4,
-          idle_timeout: 1,
-          onnotice: () => {},
-          max_lifetime: null,
-          connect_timeout: 5,
-          ...(given ? { socket } : {}),
-        } as postgres.Options<Record<string, never>>);
-        const what = given ? "with answeredSocketOption" : "plain";
-        try {
-          for (let round = 0; round < 2; round++) {
-            const before = count.made;
-            const where = await at(sql, 12);
-            assert.deepEqual(
-              { standby: where.standby, ports: [...where.ports] },
-              { standby: 0, ports: [port] },
-              `${what}, round ${round}`,
-            );
-            if (given) {
-              assert.ok(
-                count.made - before <= 12,
-                `${count.made - before} connects in round ${round}`,
-              );
-            }
-            await new Promise((resolve) => setTimeout(resolve, 1_600));
-          }
-        } finally {
-          await sql.end({ timeout: 0 });
-          await socket.closed(5_000);
-        }
-      }
+      await landsOnPrimary(url, port, { rounds: 2, queries: 12, connects: 12 });
     } finally {
       await pair.stop();
     }
