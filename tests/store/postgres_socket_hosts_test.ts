@@ -60,6 +60,58 @@ async function blackHolePort(): Promise<{ port: number; close(): void }> {
   };
 }
 
+/**
+ * A loopback host that takes connections and never says a word: `taken`
+ * holds the connections it took.
+ */
+function silentHost(): {
+  port: number;
+  taken: Deno.Conn[];
+  close(): Promise<void>;
+} {
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const taken: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of silent) taken.push(conn);
+  })();
+  return {
+    port: (silent.addr as Deno.NetAddr).port,
+    taken,
+    async close() {
+      silent.close();
+      await accepting.catch(() => {});
+      for (const conn of taken) conn.close();
+    },
+  };
+}
+
+/**
+ * Runs `check` on a client of `href` given `options`, plain and then with
+ * answeredSocketOption(`ms`); `check` gets the one or the other's name.
+ */
+async function plainThenAnswered(
+  href: string,
+  ms: number,
+  options: postgres.Options<Record<string, never>>,
+  check: (sql: postgres.Sql, what: string) => Promise<void>,
+): Promise<void> {
+  for (const given of [false, true]) {
+    const answered = answeredSocketOption(ms);
+    const sql = postgres(href, {
+      ...options,
+      onnotice: () => {},
+      max_lifetime: null,
+      ...(given ? answered : {}),
+    } as postgres.Options<Record<string, never>>);
+    try {
+      await check(sql, given ? "with answeredSocketOption" : "plain");
+    } finally {
+      await sql.end({ timeout: 0 });
+      await answered.socket.closed(5_000);
+    }
+  }
+}
+
 /** What `sql\`SELECT 1\`` gave within `ms`. */
 async function selectOne(sql: postgres.Sql, ms: number): Promise<string> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -87,25 +139,9 @@ Deno.test({
     // The first host refuses; the second is this run's server.
     const hosts = `127.0.0.1:${await downPort()},${url.host}`;
     const twoHosts = url.href.replace(url.host, hosts);
-    for (const given of [false, true]) {
-      const answered = answeredSocketOption(5_000);
-      const sql = postgres(twoHosts, {
-        max: 1,
-        onnotice: () => {},
-        max_lifetime: null,
-        ...(given ? answered : {}),
-      } as postgres.Options<Record<string, never>>);
-      try {
-        assert.equal(
-          await selectOne(sql, 5_000),
-          "one: 1",
-          given ? "with answeredSocketOption" : "plain",
-        );
-      } finally {
-        await sql.end({ timeout: 0 });
-        await answered.socket.closed(5_000);
-      }
-    }
+    await plainThenAnswered(twoHosts, 5_000, { max: 1 }, async (sql, what) => {
+      assert.equal(await selectOne(sql, 5_000), "one: 1", what);
+    });
   },
 });
 
@@ -117,12 +153,8 @@ Deno.test({
     const url = new URL(await postgresUrl());
     // The second host takes connections and never says a word (a standby
     // behind a balancer that hangs, say): a connection sent there waits.
-    const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const taken: Deno.Conn[] = [];
-    const accepting = (async () => {
-      for await (const conn of silent) taken.push(conn);
-    })();
-    const hosts = `${url.host},127.0.0.1:${(silent.addr as Deno.NetAddr).port}`;
+    const silent = silentHost();
+    const hosts = `${url.host},127.0.0.1:${silent.port}`;
     const answered = answeredSocketOption(5_000);
     const sql = postgres(url.href.replace(url.host, hosts), {
       max: 3,
@@ -153,13 +185,15 @@ Deno.test({
         await Promise.all([0, 1, 2].map(() => selectOne(sql, 3_000))),
         ["one: 1", "one: 1", "one: 1"],
       );
-      assert.equal(taken.length, 0, "connections sent to the second host");
+      assert.equal(
+        silent.taken.length,
+        0,
+        "connections sent to the second host",
+      );
     } finally {
       await sql.end({ timeout: 0 });
       await answered.socket.closed(5_000);
-      silent.close();
-      await accepting.catch(() => {});
-      for (const conn of taken) conn.close();
+      await silent.close();
     }
   },
 });
@@ -175,43 +209,25 @@ Deno.test({
     // socket fails the connect at `connect_timeout` and moves to the next
     // host. The socket, on a close with nothing heard, stayed on it, and
     // every query waited for good.
-    const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const taken: Deno.Conn[] = [];
-    const accepting = (async () => {
-      for await (const conn of silent) taken.push(conn);
-    })();
-    const hosts = `127.0.0.1:${(silent.addr as Deno.NetAddr).port},${url.host}`;
+    const silent = silentHost();
+    const hosts = `127.0.0.1:${silent.port},${url.host}`;
     try {
-      for (const given of [false, true]) {
-        const answered = answeredSocketOption(1_000);
-        const sql = postgres(url.href.replace(url.host, hosts), {
-          max: 1,
-          connect_timeout: 2,
-          onnotice: () => {},
-          max_lifetime: null,
-          ...(given ? answered : {}),
-        } as postgres.Options<Record<string, never>>);
-        try {
+      await plainThenAnswered(
+        url.href.replace(url.host, hosts),
+        1_000,
+        { max: 1, connect_timeout: 2 },
+        async (sql, what) => {
           // The first query may fail as its connect timed out; the next
           // goes to the second host.
           const answers = [await selectOne(sql, 5_000)];
           if (answers[0] !== "one: 1") {
             answers.push(await selectOne(sql, 5_000));
           }
-          assert.equal(
-            answers.at(-1),
-            "one: 1",
-            `${given ? "with answeredSocketOption" : "plain"}: ${answers}`,
-          );
-        } finally {
-          await sql.end({ timeout: 0 });
-          await answered.socket.closed(5_000);
-        }
-      }
+          assert.equal(answers.at(-1), "one: 1", `${what}: ${answers}`);
+        },
+      );
     } finally {
-      silent.close();
-      await accepting.catch(() => {});
-      for (const conn of taken) conn.close();
+      await silent.close();
     }
   },
 });
@@ -224,12 +240,8 @@ Deno.test({
     const url = new URL(await postgresUrl());
     // A second host that takes connections and never says a word: a
     // connection sent there waits.
-    const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const taken: Deno.Conn[] = [];
-    const accepting = (async () => {
-      for await (const conn of silent) taken.push(conn);
-    })();
-    const hosts = `${url.host},127.0.0.1:${(silent.addr as Deno.NetAddr).port}`;
+    const silent = silentHost();
+    const hosts = `${url.host},127.0.0.1:${silent.port}`;
     const answered = answeredSocketOption(5_000);
     const sql = postgres(url.href.replace(url.host, hosts), {
       max: 2,
@@ -248,13 +260,15 @@ Deno.test({
         // client, not under target_session_attrs.
         await new Promise((resolve) => setTimeout(resolve, 1_600));
       }
-      assert.equal(taken.length, 0, "connections sent to the second host");
+      assert.equal(
+        silent.taken.length,
+        0,
+        "connections sent to the second host",
+      );
     } finally {
       await sql.end({ timeout: 0 });
       await answered.socket.closed(5_000);
-      silent.close();
-      await accepting.catch(() => {});
-      for (const conn of taken) conn.close();
+      await silent.close();
     }
   },
 });
@@ -288,31 +302,20 @@ Deno.test({
     const dropping = await blackHolePort();
     const hosts = `127.0.0.1:${dropping.port},${url.host}`;
     try {
-      for (const given of [false, true]) {
-        const answered = answeredSocketOption(1_000);
-        const sql = postgres(url.href.replace(url.host, hosts), {
-          max: 1,
-          onnotice: () => {},
-          max_lifetime: null,
-          connect_timeout: 2,
-          ...(given ? answered : {}),
-        } as postgres.Options<Record<string, never>>);
-        try {
+      await plainThenAnswered(
+        url.href.replace(url.host, hosts),
+        1_000,
+        { max: 1, connect_timeout: 2 },
+        async (sql, what) => {
           // The first query may fail with the first host's connect (a
           // plain client's fails CONNECT_TIMEOUT); the next is answered.
           const answers = [
             await selectOne(sql, 6_000),
             await selectOne(sql, 6_000),
           ];
-          assert.ok(
-            answers.includes("one: 1"),
-            `${given ? "with answeredSocketOption" : "plain"}: ${answers}`,
-          );
-        } finally {
-          await sql.end({ timeout: 0 });
-          await answered.socket.closed(5_000);
-        }
-      }
+          assert.ok(answers.includes("one: 1"), `${what}: ${answers}`);
+        },
+      );
     } finally {
       dropping.close();
     }
