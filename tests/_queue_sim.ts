@@ -1337,13 +1337,18 @@ export function leastCloudflareRetention(
 /**
  * Accepted Cloudflare configurations with an event at a job's end (as
  * {@linkcode acceptedEventScenario}), a delivery delay (none, 1 s … 1 h)
- * and the least jobs-queue message retention `createQueueHandler` takes
- * with them, less `shiftMs` (for a twin of the check; at least 60 s).
+ * and, as `option`, the least retention `createQueueHandler` takes with
+ * them, less `shiftMs` (at least 60 s).
  */
-export function cloudflareRetentionScenario(
+function cloudflareLeastRetentionScenario(
   outageMs: (settings: ServiceSettings) => number,
-  shiftMs: (deliveryDelayMs: number, settings: ServiceSettings) => number =
-    () => 0,
+  option: "messageRetentionMs" | "deadLetterMessageRetentionMs",
+  shiftMs: (
+    least: number,
+    deliveryDelayMs: number,
+    scenario: QueueScenario,
+    settings: ServiceSettings,
+  ) => number,
 ): fc.Arbitrary<QueueScenario> {
   return fc.tuple(
     acceptedEventScenario("cloudflare", outageMs),
@@ -1357,17 +1362,37 @@ export function cloudflareRetentionScenario(
       queue,
       settings,
       deliveryDelayMs,
+      option,
     );
     if (least === undefined) return undefined;
-    const messageRetentionMs = Math.max(
+    const retentionMs = Math.max(
       60_000,
-      least - shiftMs(deliveryDelayMs, settings),
+      least - shiftMs(least, deliveryDelayMs, scenario, settings),
     );
     return {
       ...scenario,
-      cloudflare: { messageRetentionMs, deliveryDelayMs },
+      cloudflare: { [option]: retentionMs, deliveryDelayMs },
     };
   }).filter((s): s is QueueScenario => s !== undefined);
+}
+
+/**
+ * Accepted Cloudflare configurations with an event at a job's end (as
+ * {@linkcode acceptedEventScenario}), a delivery delay (none, 1 s … 1 h)
+ * and the least jobs-queue message retention `createQueueHandler` takes
+ * with them, less `shiftMs` (for a twin of the check; at least 60 s).
+ */
+export function cloudflareRetentionScenario(
+  outageMs: (settings: ServiceSettings) => number,
+  shiftMs: (deliveryDelayMs: number, settings: ServiceSettings) => number =
+    () => 0,
+): fc.Arbitrary<QueueScenario> {
+  return cloudflareLeastRetentionScenario(
+    outageMs,
+    "messageRetentionMs",
+    (_least, deliveryDelayMs, _scenario, settings) =>
+      shiftMs(deliveryDelayMs, settings),
+  );
 }
 
 /**
@@ -1385,28 +1410,10 @@ export function cloudflareDeadLetterRetentionScenario(
     settings: ServiceSettings,
   ) => number = () => 0,
 ): fc.Arbitrary<QueueScenario> {
-  return fc.tuple(
-    acceptedEventScenario("cloudflare", outageMs),
-    fc.constantFrom<number>(0, 1000, 30_000, 300_000, 900_000, 3_600_000),
-  ).map(([scenario, deliveryDelayMs]): QueueScenario | undefined => {
-    const { policy, queue } = scenario;
-    if (queue.kind !== "cloudflare") return undefined;
-    const settings = scenario.settings ?? DEFAULT_SETTINGS;
-    const least = leastCloudflareRetention(
-      policy,
-      queue,
-      settings,
-      deliveryDelayMs,
-      "deadLetterMessageRetentionMs",
-    );
-    if (least === undefined) return undefined;
-    const deadLetterMessageRetentionMs = Math.max(
-      60_000,
-      least - shiftMs(least, scenario, settings),
-    );
-    return {
-      ...scenario,
-      cloudflare: { deadLetterMessageRetentionMs, deliveryDelayMs },
-    };
-  }).filter((s): s is QueueScenario => s !== undefined);
+  return cloudflareLeastRetentionScenario(
+    outageMs,
+    "deadLetterMessageRetentionMs",
+    (least, _deliveryDelayMs, scenario, settings) =>
+      shiftMs(least, scenario, settings),
+  );
 }
