@@ -1058,11 +1058,44 @@ Deno.test("loadConfig() reads CLOUDFLARE_DLQ_MAX_RETRIES for the queue handler, 
   handler("100");
 });
 
-Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_MESSAGE_RETENTION for the queue handler, which checks them", async () => {
+/**
+ * Makes a Cloudflare queue handler of `loadConfig({ ...base, ...env })`
+ * (with CLOUDFLARE_MAX_RETRIES=9 and CLOUDFLARE_DLQ_MAX_RETRIES=100) as
+ * main.ts wires it, its retentions and delivery delay given: making it
+ * throws what the handler refuses.
+ */
+async function cloudflareHandlerOf(): Promise<
+  (env: Record<string, string>) => unknown
+> {
   const { createQueueHandler } = await import(
     "../../cloudflare/queue_handler.ts"
   );
   const { createRelayer } = await import("../../mod.ts");
+  return (env) => {
+    const config = loadConfig({
+      ...base,
+      CLOUDFLARE_MAX_RETRIES: "9",
+      CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+      ...env,
+    });
+    return createQueueHandler({
+      relayer: createRelayer({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        policy: config.policy,
+        leaseMs: config.leaseMs,
+        clockSkewMs: config.clockSkewMs,
+      }),
+      maxRetries: config.queues.cloudflare?.maxRetries,
+      deadLetterQueue: "relayer-jobs-dlq",
+      deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
+      ...config.cloudflareRetentions,
+    });
+  };
+}
+
+Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_MESSAGE_RETENTION for the queue handler, which checks them", async () => {
+  const handlerOf = await cloudflareHandlerOf();
   const unset = loadConfig(base);
   assert.equal(unset.cloudflareRetentions, undefined);
   assert.deepEqual(
@@ -1100,38 +1133,18 @@ Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_ME
       );
     }
   }
-  const handler = (jobs: string, dead: string) => {
-    const config = loadConfig({
-      ...base,
-      CLOUDFLARE_MAX_RETRIES: "9",
-      CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+  const handler = (jobs: string, dead: string) =>
+    handlerOf({
       CLOUDFLARE_MESSAGE_RETENTION: jobs,
       CLOUDFLARE_DLQ_MESSAGE_RETENTION: dead,
     });
-    return createQueueHandler({
-      relayer: createRelayer({
-        store: new MemoryStore(),
-        sender: new ScriptedSender({}),
-        policy: config.policy,
-        leaseMs: config.leaseMs,
-        clockSkewMs: config.clockSkewMs,
-      }),
-      maxRetries: config.queues.cloudflare?.maxRetries,
-      deadLetterQueue: "relayer-jobs-dlq",
-      deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
-      ...config.cloudflareRetentions,
-    });
-  };
   assert.throws(() => handler("10m", "336h"), /CLOUDFLARE_MESSAGE_RETENTION/);
   assert.throws(() => handler("96h", "1m"), /CLOUDFLARE_DLQ_MESSAGE_RETENTION/);
   handler("96h", "336h");
 });
 
 Deno.test("loadConfig() reads CLOUDFLARE_DELIVERY_DELAY with the retentions, and the queue handler counts it in the jobs queue's", async () => {
-  const { createQueueHandler } = await import(
-    "../../cloudflare/queue_handler.ts"
-  );
-  const { createRelayer } = await import("../../mod.ts");
+  const handlerOf = await cloudflareHandlerOf();
   assert.deepEqual(
     loadConfig({ ...base, CLOUDFLARE_DELIVERY_DELAY: "1m" })
       .cloudflareRetentions,
@@ -1150,28 +1163,11 @@ Deno.test("loadConfig() reads CLOUDFLARE_DELIVERY_DELAY with the retentions, and
       ),
     );
   }
-  const handler = (delay: string) => {
-    const config = loadConfig({
-      ...base,
-      CLOUDFLARE_MAX_RETRIES: "9",
-      CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+  const handler = (delay: string) =>
+    handlerOf({
       CLOUDFLARE_MESSAGE_RETENTION: "721s",
       CLOUDFLARE_DELIVERY_DELAY: delay,
     });
-    return createQueueHandler({
-      relayer: createRelayer({
-        store: new MemoryStore(),
-        sender: new ScriptedSender({}),
-        policy: config.policy,
-        leaseMs: config.leaseMs,
-        clockSkewMs: config.clockSkewMs,
-      }),
-      maxRetries: config.queues.cloudflare?.maxRetries,
-      deadLetterQueue: "relayer-jobs-dlq",
-      deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
-      ...config.cloudflareRetentions,
-    });
-  };
   handler("0s");
   assert.throws(() => handler("1s"), /delivery delay \(1s\)/);
 });
