@@ -112,6 +112,39 @@ async function plainThenAnswered(
   }
 }
 
+/**
+ * Runs `body` on a client given answeredSocketOption and two hosts, this
+ * run's server first and a {@linkcode silentHost} second, with `options`;
+ * then checks that no connection went to the second host.
+ */
+async function withSilentSecond(
+  url: URL,
+  options: postgres.Options<Record<string, never>>,
+  body: (sql: postgres.Sql) => Promise<void>,
+): Promise<void> {
+  const silent = silentHost();
+  const hosts = `${url.host},127.0.0.1:${silent.port}`;
+  const answered = answeredSocketOption(5_000);
+  const sql = postgres(url.href.replace(url.host, hosts), {
+    ...options,
+    onnotice: () => {},
+    max_lifetime: null,
+    ...answered,
+  } as postgres.Options<Record<string, never>>);
+  try {
+    await body(sql);
+    assert.equal(
+      silent.taken.length,
+      0,
+      "connections sent to the second host",
+    );
+  } finally {
+    await sql.end({ timeout: 0 });
+    await answered.socket.closed(5_000);
+    await silent.close();
+  }
+}
+
 /** What `sql\`SELECT 1\`` gave within `ms`. */
 async function selectOne(sql: postgres.Sql, ms: number): Promise<string> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -153,17 +186,10 @@ Deno.test({
     const url = new URL(await postgresUrl());
     // The second host takes connections and never says a word (a standby
     // behind a balancer that hangs, say): a connection sent there waits.
-    const silent = silentHost();
-    const hosts = `${url.host},127.0.0.1:${silent.port}`;
-    const answered = answeredSocketOption(5_000);
-    const sql = postgres(url.href.replace(url.host, hosts), {
+    await withSilentSecond(url, {
       max: 3,
-      onnotice: () => {},
       connection: { application_name: "hosts_test" },
-      max_lifetime: null,
-      ...answered,
-    } as postgres.Options<Record<string, never>>);
-    try {
+    }, async (sql) => {
       // Three at once: the pool opens three connections.
       const answers = await Promise.all(
         [0, 1, 2].map(() => selectOne(sql, 3_000)),
@@ -185,16 +211,7 @@ Deno.test({
         await Promise.all([0, 1, 2].map(() => selectOne(sql, 3_000))),
         ["one: 1", "one: 1", "one: 1"],
       );
-      assert.equal(
-        silent.taken.length,
-        0,
-        "connections sent to the second host",
-      );
-    } finally {
-      await sql.end({ timeout: 0 });
-      await answered.socket.closed(5_000);
-      await silent.close();
-    }
+    });
   },
 });
 
@@ -240,17 +257,7 @@ Deno.test({
     const url = new URL(await postgresUrl());
     // A second host that takes connections and never says a word: a
     // connection sent there waits.
-    const silent = silentHost();
-    const hosts = `${url.host},127.0.0.1:${silent.port}`;
-    const answered = answeredSocketOption(5_000);
-    const sql = postgres(url.href.replace(url.host, hosts), {
-      max: 2,
-      idle_timeout: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      ...answered,
-    } as postgres.Options<Record<string, never>>);
-    try {
+    await withSilentSecond(url, { max: 2, idle_timeout: 1 }, async (sql) => {
       for (let round = 0; round < 2; round++) {
         const answers = await Promise.all(
           [0, 1].map(() => selectOne(sql, 3_000)),
@@ -260,16 +267,7 @@ Deno.test({
         // client, not under target_session_attrs.
         await new Promise((resolve) => setTimeout(resolve, 1_600));
       }
-      assert.equal(
-        silent.taken.length,
-        0,
-        "connections sent to the second host",
-      );
-    } finally {
-      await sql.end({ timeout: 0 });
-      await answered.socket.closed(5_000);
-      await silent.close();
-    }
+    });
   },
 });
 
