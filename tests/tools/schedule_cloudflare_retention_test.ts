@@ -57,6 +57,23 @@ function handlerVerdict(
   }
 }
 
+/**
+ * Runs `deno task schedule` with `args`, checks that it exits with `code`
+ * and that what it wrote to `stream` matches `pattern`, and returns what it
+ * wrote.
+ */
+async function scheduled(
+  args: string[],
+  code: number,
+  stream: "stdout" | "stderr",
+  pattern: RegExp,
+): Promise<{ stdout: string; stderr: string }> {
+  const ran = await runSchedule(args);
+  assert.equal(ran.code, code, ran.stdout + ran.stderr);
+  assert.match(ran[stream], pattern);
+  return ran;
+}
+
 Deno.test("deno task schedule --queue cloudflare --message-retention prints the handler's refusal, with its wrangler command, and exits 1", async () => {
   const short = await runSchedule([
     "--queue",
@@ -78,67 +95,67 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
     /the least this check takes is 12m1s\), with room: .*--message-retention-period-secs 86400 \(1 day, which every plan allows/,
   );
   assert.ok(short.stdout.includes(reason), short.stdout);
-  const dead = await runSchedule([
-    "--queue=cloudflare",
-    "--max-retries=9",
-    "--message-retention=96h",
-    "--dlq-message-retention=1m",
-  ]);
-  assert.equal(dead.code, 1, dead.stderr);
-  assert.match(
-    dead.stdout,
+  await scheduled(
+    [
+      "--queue=cloudflare",
+      "--max-retries=9",
+      "--message-retention=96h",
+      "--dlq-message-retention=1m",
+    ],
+    1,
+    "stdout",
     /the least this check takes is 14m1s\), with room: .*wrangler queues update relayer-jobs-dlq --message-retention-period-secs 86400 \(1 day, which every plan allows/,
   );
-  const ok = await runSchedule([
-    "--queue",
-    "cloudflare",
-    "--max-retries",
-    "9",
-    "--message-retention",
-    "721s",
-    "--dlq-message-retention",
-    "336h",
-  ]);
-  assert.equal(ok.code, 0, ok.stdout + ok.stderr);
-  assert.match(
-    ok.stdout,
+  await scheduled(
+    [
+      "--queue",
+      "cloudflare",
+      "--max-retries",
+      "9",
+      "--message-retention",
+      "721s",
+      "--dlq-message-retention",
+      "336h",
+    ],
+    0,
+    "stdout",
     /^retention jobs queue 12m1s > 12m0s, dead-letter queue 336h0m0s > 14m0s: OK/m,
   );
-  const delayed = await runSchedule([
-    "--queue",
-    "cloudflare",
-    "--max-retries",
-    "9",
-    "--message-retention",
-    "721s",
-    "--delivery-delay",
-    "1m",
-  ]);
-  assert.equal(delayed.code, 1, delayed.stderr);
-  assert.match(
-    delayed.stdout,
+  await scheduled(
+    [
+      "--queue",
+      "cloudflare",
+      "--max-retries",
+      "9",
+      "--message-retention",
+      "721s",
+      "--delivery-delay",
+      "1m",
+    ],
+    1,
+    "stdout",
     /a message's delivery delay \(1m0s\) and the waits .*the least this check takes is 13m1s\), with room: .*--message-retention-period-secs 86400 /,
   );
-  const bad = await runSchedule([
-    "--queue",
-    "cloudflare",
-    "--message-retention",
-    "90500ms",
-  ]);
-  assert.equal(bad.code, 2);
-  assert.match(
-    bad.stderr,
+  await scheduled(
+    [
+      "--queue",
+      "cloudflare",
+      "--message-retention",
+      "90500ms",
+    ],
+    2,
+    "stderr",
     /--message-retention must be whole seconds from 1m to 336h/,
   );
-  const where = await runSchedule([
-    "--queue",
-    "qstash",
-    "--dlq-message-retention",
-    "1h",
-  ]);
-  assert.equal(where.code, 2);
-  assert.match(
-    where.stderr,
+  await scheduled(
+    [
+      "--queue",
+      "qstash",
+      "--dlq-message-retention",
+      "1h",
+    ],
+    2,
+    "stderr",
     /--dlq-message-retention is a flag of --queue cloudflare/,
   );
 });
