@@ -10,9 +10,14 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 
-Deno.test("answeredSocketOption() without a bound does not cut a connection silent for 1.5 s after a write", async () => {
+/**
+ * A loopback server that takes each connection and says nothing on it;
+ * `close()` ends the connections it took, then the server.
+ */
+async function silentServer(): Promise<
+  { port: number; close(): Promise<void> }
+> {
   const taken: net.Socket[] = [];
-  // Takes each connection and says nothing on it.
   const server = net.createServer((client) => {
     taken.push(client);
     client.on("error", () => {});
@@ -21,6 +26,17 @@ Deno.test("answeredSocketOption() without a bound does not cut a connection sile
     server.listen(0, "127.0.0.1", () => resolve())
   );
   const { port } = server.address() as net.AddressInfo;
+  return {
+    port,
+    async close() {
+      for (const client of taken) client.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+Deno.test("answeredSocketOption() without a bound does not cut a connection silent for 1.5 s after a write", async () => {
+  const { port, close } = await silentServer();
   const cuts: string[] = [];
   const { socket } = answeredSocketOption(undefined, (line) => cuts.push(line));
   const connection = socket({ host: ["127.0.0.1"], port: [port] });
@@ -33,21 +49,12 @@ Deno.test("answeredSocketOption() without a bound does not cut a connection sile
   } finally {
     connection.destroy();
     await socket.closed(5_000);
-    for (const client of taken) client.destroy();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
   }
 });
 
 Deno.test("answeredSocketOption() without a bound watches a write for 10 s, the store's default connectionWaitMs", async () => {
-  const taken: net.Socket[] = [];
-  const server = net.createServer((client) => {
-    taken.push(client);
-    client.on("error", () => {});
-  });
-  await new Promise<void>((resolve) =>
-    server.listen(0, "127.0.0.1", () => resolve())
-  );
-  const { port } = server.address() as net.AddressInfo;
+  const { port, close } = await silentServer();
   const { socket } = answeredSocketOption();
   const connection = socket({ host: ["127.0.0.1"], port: [port] });
   connection.on("error", () => {});
@@ -68,7 +75,6 @@ Deno.test("answeredSocketOption() without a bound watches a write for 10 s, the 
   } finally {
     connection.destroy();
     await socket.closed(5_000);
-    for (const client of taken) client.destroy();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
   }
 });
