@@ -26,6 +26,29 @@ import {
 const unixGranted =
   (await Deno.permissions.query({ name: "net" })).state === "granted";
 
+/**
+ * A client of `postgres` on the server whose socket is in `dir` at `port`,
+ * with `max` connections, given `option` (answeredSocketOption's, or none).
+ */
+function overSocket(
+  dir: string,
+  port: number,
+  max: number,
+  option: object,
+): postgres.Sql {
+  return postgres({
+    host: dir,
+    port,
+    user: "postgres",
+    database: "postgres",
+    max,
+    connect_timeout: 5,
+    onnotice: () => {},
+    max_lifetime: null,
+    ...option,
+  } as postgres.Options<Record<string, never>>);
+}
+
 Deno.test({
   name:
     "the Unix socket tests, run again with the network a Unix socket's path needs",
@@ -65,17 +88,7 @@ Deno.test({
       for (const given of [false, true]) {
         const answered = answeredSocketOption(5_000);
         // Trust over the socket (as peer logins are): no password.
-        const sql = postgres({
-          host: dir,
-          port: server.port,
-          user: "postgres",
-          database: "postgres",
-          max: 2,
-          connect_timeout: 5,
-          onnotice: () => {},
-          max_lifetime: null,
-          ...(given ? answered : {}),
-        } as postgres.Options<Record<string, never>>);
+        const sql = overSocket(dir, server.port, 2, given ? answered : {});
         const store = new PostgresStore(sql, {
           schema: given ? "relayer_answered" : "relayer_plain",
         });
@@ -126,17 +139,7 @@ Deno.test({
         ] as const
       ) {
         const answered = answeredSocketOption(5_000);
-        const sql = postgres({
-          host: where,
-          port: 5432,
-          user: "postgres",
-          database: "postgres",
-          max: 1,
-          connect_timeout: 5,
-          onnotice: () => {},
-          max_lifetime: null,
-          ...answered,
-        } as postgres.Options<Record<string, never>>);
+        const sql = overSocket(where, 5432, 1, answered);
         try {
           const error = await sql`SELECT 1`.then(
             () => assert.fail("a query answered with no server"),
@@ -171,17 +174,7 @@ Deno.test({
     const server = await startPostgres({ dir, bin: (await postgresBinDir())! });
     const lines: string[] = [];
     const answered = answeredSocketOption(1_000, (line) => lines.push(line));
-    const sql = postgres({
-      host: dir,
-      port: server.port,
-      user: "postgres",
-      database: "postgres",
-      max: 1,
-      connect_timeout: 5,
-      onnotice: () => {},
-      max_lifetime: null,
-      ...answered,
-    } as postgres.Options<Record<string, never>>);
+    const sql = overSocket(dir, server.port, 1, answered);
     let stopped: number | undefined;
     try {
       const [row] = await sql<{ pid: number }[]>`
