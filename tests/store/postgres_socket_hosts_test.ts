@@ -16,15 +16,7 @@ import net from "node:net";
 import postgres from "postgres";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable, postgresUrl } from "../_postgres.ts";
-
-/** A loopback port nothing listens on (a host that is down: refused). */
-async function downPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { downPort } from "./_down_port.ts";
 
 /**
  * A loopback port whose connects never complete (a host whose address

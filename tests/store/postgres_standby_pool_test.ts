@@ -10,21 +10,12 @@
  */
 
 import assert from "node:assert/strict";
-import net from "node:net";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { downPort } from "./_down_port.ts";
 import { standbyFirst, startPair, within } from "./_postgres_pair.ts";
-
-/** A loopback port nothing listens on (a host that is down: refused). */
-async function downPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** `answeredSocketOption`'s socket, counting the connects it makes. */
 function counted(ms: number) {
