@@ -45,6 +45,35 @@ async function asked(relayer: Relayer, attempts: number): Promise<string> {
   return calls.join();
 }
 
+/**
+ * The fewest deadLetterMaxRetries `createQueueHandler` takes with `relayer`
+ * and `maxRetries` (each fewer refused with a RangeError), and the handler
+ * it makes with them; it throws where none up to 100 is taken.
+ */
+function fewestTaken(
+  relayer: Relayer,
+  maxRetries: number,
+): { fewest: number; queue: ReturnType<typeof createQueueHandler> } {
+  const handler = (deadLetterMaxRetries: number) =>
+    createQueueHandler({
+      relayer,
+      maxRetries,
+      deadLetterQueue: "relayer-jobs-dlq",
+      deadLetterMaxRetries,
+    });
+  let fewest = 0;
+  while (fewest <= 100) {
+    try {
+      handler(fewest);
+      break;
+    } catch (error) {
+      assert.ok(error instanceof RangeError, String(error));
+      fewest++;
+    }
+  }
+  return { fewest, queue: handler(fewest) };
+}
+
 const sender = {
   send: () => Promise.reject(new Error("no send expected")),
   receipt: () => Promise.resolve("pending" as const),
@@ -106,24 +135,7 @@ Deno.test("createQueueHandler() takes a deadLetterMaxRetries only where the wait
     giveUp: () => Promise.reject(new Error("connection to db:5432 refused")),
   };
   for (const maxRetries of [0, 9, 20, 100]) {
-    const handler = (deadLetterMaxRetries: number) =>
-      createQueueHandler({
-        relayer: down,
-        maxRetries,
-        deadLetterQueue: "relayer-jobs-dlq",
-        deadLetterMaxRetries,
-      });
-    let fewest = 0;
-    while (fewest <= 100) {
-      try {
-        handler(fewest);
-        break;
-      } catch (error) {
-        assert.ok(error instanceof RangeError, String(error));
-        fewest++;
-      }
-    }
-    const queue = handler(fewest);
+    const { fewest, queue } = fewestTaken(down, maxRetries);
     // Its retries: deliveries 1 to fewest, each retried; the next is its last.
     let spanS = 0;
     for (let attempts = 1; attempts <= fewest; attempts++) {
@@ -150,23 +162,7 @@ Deno.test("the queue simulation's Cloudflare dead-letter queue waits what the ha
     giveUp: () => Promise.reject(new Error("connection to db:5432 refused")),
   };
   for (const maxRetries of [0, 9, 20]) {
-    const handler = (deadLetterMaxRetries: number) =>
-      createQueueHandler({
-        relayer: down,
-        maxRetries,
-        deadLetterQueue: "relayer-jobs-dlq",
-        deadLetterMaxRetries,
-      });
-    let fewest = 0;
-    while (fewest < 100) {
-      try {
-        handler(fewest);
-        break;
-      } catch {
-        fewest++;
-      }
-    }
-    const queue = handler(fewest);
+    const { fewest, queue } = fewestTaken(down, maxRetries);
     const model = modelOf({ kind: "cloudflare", maxRetries }, policy);
     for (let k = 1; k <= fewest + 1; k++) {
       let askedMs: number | undefined;
