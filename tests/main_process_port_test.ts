@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { healthy, listeningOn, startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
+import { withListen } from "./_listen_stub.ts";
 
 Deno.test("listeningOn() reads main.ts's listening line, and no other", () => {
   assert.equal(
@@ -31,9 +32,8 @@ Deno.test(
       { hostname: "127.0.0.1", port: 0, onListen() {} },
       () => new Response("another process"),
     );
-    const listen = Deno.listen;
-    Object.defineProperty(Deno, "listen", {
-      value: () => ({
+    const service = await withListen(
+      () => ({
         addr: {
           transport: "tcp",
           hostname: "127.0.0.1",
@@ -41,24 +41,14 @@ Deno.test(
         },
         close() {},
       }),
-      configurable: true,
-      writable: true,
-    });
-    let service;
-    try {
-      service = startMain({
-        SENDER_URL: "http://127.0.0.1:9/",
-        WEBHOOK_SECRET: "port-secret-0123456789abcdef",
-        OPS_TOKEN: "port-ops-0123456789",
-        KV_PATH: `${dir}/relayer.kv`,
-      }, { writeDir: dir });
-    } finally {
-      Object.defineProperty(Deno, "listen", {
-        value: listen,
-        configurable: true,
-        writable: true,
-      });
-    }
+      () =>
+        startMain({
+          SENDER_URL: "http://127.0.0.1:9/",
+          WEBHOOK_SECRET: "port-secret-0123456789abcdef",
+          OPS_TOKEN: "port-ops-0123456789",
+          KV_PATH: `${dir}/relayer.kv`,
+        }, { writeDir: dir }),
+    );
     try {
       const base = await service.base();
       assert.ok(base !== null, "the service said where it listens");

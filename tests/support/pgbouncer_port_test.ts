@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { startPgBouncer } from "../../support/postgres_server.ts";
 import { pgbouncerAvailable } from "../_postgres.ts";
+import { withListen } from "../_listen_stub.ts";
 
 Deno.test({
   name:
@@ -25,35 +26,24 @@ Deno.test({
     const accepting = (async () => {
       for await (const conn of other) conn.close();
     })();
-    const listen = Deno.listen;
     let probes = 0;
-    Object.defineProperty(Deno, "listen", {
-      value: (options: Deno.TcpListenOptions) =>
+    const bouncer = await withListen(
+      (options, listen) =>
         probes++ === 0
           ? {
             addr: { transport: "tcp", hostname: "127.0.0.1", port: taken },
             close() {},
           }
           : listen(options),
-      configurable: true,
-      writable: true,
-    });
-    let bouncer;
-    try {
       // PgBouncer reaches the server only once a client logs in.
-      bouncer = await startPgBouncer({
-        url: "postgres://postgres:unused@127.0.0.1:9/postgres",
-        password: "unused",
-        port: 9,
-        dir: "/nonexistent",
-      }, { mode: "transaction" });
-    } finally {
-      Object.defineProperty(Deno, "listen", {
-        value: listen,
-        configurable: true,
-        writable: true,
-      });
-    }
+      () =>
+        startPgBouncer({
+          url: "postgres://postgres:unused@127.0.0.1:9/postgres",
+          password: "unused",
+          port: 9,
+          dir: "/nonexistent",
+        }, { mode: "transaction" }),
+    );
     try {
       assert.ok(probes >= 2, "the taken port was given up");
       assert.notEqual(new URL(bouncer.url).port, String(taken));
