@@ -21,8 +21,15 @@ const QSTASH = {
   PUBLIC_URL: "https://relayer.example.test",
 };
 
-async function startLine(env: Record<string, string>): Promise<string> {
-  const service = await openService(loadConfig({ ...BASE, ...env }), {
+/** {@linkcode BASE} without KV_PATH, for a store named otherwise. */
+const { KV_PATH: _, ...BASE_NO_KV_PATH } = BASE;
+
+/** The start line of `openService()` on `base` and `env`. */
+async function startLine(
+  env: Record<string, string>,
+  base: Record<string, string> = BASE,
+): Promise<string> {
+  const service = await openService(loadConfig({ ...base, ...env }), {
     log: () => {},
   });
   try {
@@ -57,25 +64,15 @@ Deno.test({
   fn: async () => {
     const database = await freshDatabase();
     try {
-      const { KV_PATH: _, ...base } = BASE;
-      const service = await openService(
-        loadConfig({
-          ...base,
+      // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them
+      // one", and KV_QUEUE=1 then stopped the start.
+      assert.match(
+        await startLine({
           WEBHOOK_SECRET: "start-line-secret-0123456789",
           DATABASE_URL: database.url,
-        }),
-        { log: () => {} },
+        }, BASE_NO_KV_PATH),
+        /; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL\); routes: deliveries, ops$/,
       );
-      try {
-        // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them
-        // one", and KV_QUEUE=1 then stopped the start.
-        assert.match(
-          service.description,
-          /; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL\); routes: deliveries, ops$/,
-        );
-      } finally {
-        await service.close();
-      }
     } finally {
       await database.drop();
     }
@@ -88,24 +85,14 @@ Deno.test("openService()'s start line on Deno Deploy KV without QStash names QST
   const before = Deno.env.get("DENO_KV_DEFAULT_PATH");
   Deno.env.set("DENO_KV_DEFAULT_PATH", ":memory:");
   try {
-    const { KV_PATH: _, ...base } = BASE;
-    const service = await openService(
-      loadConfig({
-        ...base,
+    assert.match(
+      await startLine({
         WEBHOOK_SECRET: "start-line-secret-0123456789",
         DENO_DEPLOYMENT_ID: "test-deployment",
         DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
-      }),
-      { log: () => {} },
+      }, BASE_NO_KV_PATH),
+      /; store Deno Deploy KV; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
     );
-    try {
-      assert.match(
-        service.description,
-        /; store Deno Deploy KV; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
-      );
-    } finally {
-      await service.close();
-    }
   } finally {
     if (before === undefined) Deno.env.delete("DENO_KV_DEFAULT_PATH");
     else Deno.env.set("DENO_KV_DEFAULT_PATH", before);
@@ -119,9 +106,8 @@ Deno.test("openService()'s start line on a KV Connect database (KV_URL) without 
   const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
   Deno.env.set("DENO_KV_ACCESS_TOKEN", token);
   try {
-    const { KV_PATH: _, ...base } = BASE;
     const env = {
-      ...base,
+      ...BASE_NO_KV_PATH,
       WEBHOOK_SECRET: "start-line-secret-0123456789",
       KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
       DENO_KV_ACCESS_TOKEN: token,
@@ -130,15 +116,10 @@ Deno.test("openService()'s start line on a KV Connect database (KV_URL) without 
       () => loadConfig({ ...env, KV_QUEUE: "1" }),
       /KV_QUEUE is refused with KV_URL/,
     );
-    const service = await openService(loadConfig(env), { log: () => {} });
-    try {
-      assert.match(
-        service.description,
-        /; store KV Connect; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; a KV Connect database runs no local KV queue\); routes: deliveries, ops$/,
-      );
-    } finally {
-      await service.close();
-    }
+    assert.match(
+      await startLine(env, {}),
+      /; store KV Connect; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; a KV Connect database runs no local KV queue\); routes: deliveries, ops$/,
+    );
   } finally {
     if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
     else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
