@@ -222,9 +222,10 @@ Deno.test("startLocalQStash() calls a message's failure callback, signed for its
  * answers `callback(n)` at its n-th call, and a job published to it
  * through `qstash` with `retries` and `headers` (and the failure callback
  * set): `calls()` counts the callback's calls; `shutdown()` stops it.
+ * Should the publish fail, it stops the receiver and `qstash`.
  */
 async function failingToCallback(
-  qstash: { url: string },
+  qstash: { url: string; stop(): Promise<void> },
   intentId: string,
   retries: number,
   headers: Record<string, string>,
@@ -260,6 +261,7 @@ async function failingToCallback(
     await published.body?.cancel();
   } catch (error) {
     await receiver.shutdown();
+    await qstash.stop();
     throw error;
   }
   return { calls: () => calls, shutdown: () => receiver.shutdown() };
@@ -429,10 +431,7 @@ Deno.test("startLocalQStash() retries a failure callback after its answer's Retr
       n === 1
         ? new Response("busy", { status: 503, headers: { "retry-after": "0" } })
         : new Response("busy", { status: 503 }),
-  ).catch(async (error) => {
-    await qstash.stop();
-    throw error;
-  });
+  );
   try {
     const callbacks = () =>
       reports.filter((d) => d.kind === "failure-callback");
@@ -448,13 +447,7 @@ Deno.test("startLocalQStash() retries a failure callback after its answer's Retr
 });
 
 Deno.test("startLocalQStash() waits a failure callback's Retry-After in seconds, each retry's report naming the message's last delivery", async () => {
-  const reports: LocalDelivery[] = [];
-  const qstash = startLocalQStash({
-    token: TOKEN,
-    signingKey: KEY,
-    ownBackoffCapMs: 10,
-    report: (d) => reports.push(d),
-  });
+  const { qstash, reports } = localQStash(10);
   // The first call asks for its retry a second on; the second takes it.
   const receiver = await failingToCallback(
     qstash,
@@ -465,10 +458,7 @@ Deno.test("startLocalQStash() waits a failure callback's Retry-After in seconds,
       n === 1
         ? new Response("busy", { status: 503, headers: { "retry-after": "1" } })
         : new Response(null, { status: 200 }),
-  ).catch(async (error) => {
-    await qstash.stop();
-    throw error;
-  });
+  );
   try {
     const callbacks = () =>
       reports.filter((d) => d.kind === "failure-callback");
