@@ -35,26 +35,20 @@ Deno.test("holdAgainstState() names a hold half a resolution left: failed with t
   ) {
     assert.equal(holdAgainstState(state, hold), null, `${state} ${hold}`);
   }
-  assert.equal(
-    holdAgainstState("failed", "pending"),
-    "failed with a pending hold",
-  );
-  assert.equal(
-    holdAgainstState("failed", "captured"),
-    "failed with a captured hold",
-  );
-  assert.equal(
-    holdAgainstState("needs_review", "voided"),
-    "needs_review with a voided hold",
-  );
-  assert.equal(
-    holdAgainstState("settling", "voided"),
-    "settling with a voided hold",
-  );
-  assert.equal(
-    holdAgainstState("settled", "pending"),
-    "settled with a pending hold",
-  );
+  for (
+    const [state, hold] of [
+      ["failed", "pending"],
+      ["failed", "captured"],
+      ["needs_review", "voided"],
+      ["settling", "voided"],
+      ["settled", "pending"],
+    ] as const
+  ) {
+    assert.equal(
+      holdAgainstState(state, hold),
+      `${state} with a ${hold} hold`,
+    );
+  }
 });
 
 Deno.test("duringCancel() takes a request sent while a cancel fault was under way, and no other fault's or time", () => {
