@@ -105,6 +105,29 @@ async function plainThenAnswered(
 }
 
 /**
+ * Runs `check` as {@linkcode plainThenAnswered} does (a 1 s bound, one
+ * connection, postgres.js's connect timeout 2 s) on two hosts: `first`,
+ * which never answers, then this run's server; closes `first` after.
+ */
+async function afterUnanswering(
+  first: { port: number; close(): unknown },
+  check: (sql: postgres.Sql, what: string) => Promise<void>,
+): Promise<void> {
+  try {
+    const url = new URL(await postgresUrl());
+    const hosts = `127.0.0.1:${first.port},${url.host}`;
+    await plainThenAnswered(
+      url.href.replace(url.host, hosts),
+      1_000,
+      { max: 1, connect_timeout: 2 },
+      check,
+    );
+  } finally {
+    await first.close();
+  }
+}
+
+/**
  * Runs `body` on a client given answeredSocketOption and two hosts, this
  * run's server first and a {@linkcode silentHost} second, with `options`;
  * then checks that no connection went to the second host.
@@ -212,32 +235,20 @@ Deno.test({
     "a client given answeredSocketOption and two hosts, the first taking connections and never answering, answers from the second, as a plain client does",
   ignore: !postgresAvailable,
   async fn() {
-    const url = new URL(await postgresUrl());
     // The first host takes connections and never says a word (a server
     // hung, or a proxy whose database hangs): postgres.js 3.4.9's own
     // socket fails the connect at `connect_timeout` and moves to the next
     // host. The socket, on a close with nothing heard, stayed on it, and
     // every query waited for good.
-    const silent = silentHost();
-    const hosts = `127.0.0.1:${silent.port},${url.host}`;
-    try {
-      await plainThenAnswered(
-        url.href.replace(url.host, hosts),
-        1_000,
-        { max: 1, connect_timeout: 2 },
-        async (sql, what) => {
-          // The first query may fail as its connect timed out; the next
-          // goes to the second host.
-          const answers = [await selectOne(sql, 5_000)];
-          if (answers[0] !== "one: 1") {
-            answers.push(await selectOne(sql, 5_000));
-          }
-          assert.equal(answers.at(-1), "one: 1", `${what}: ${answers}`);
-        },
-      );
-    } finally {
-      await silent.close();
-    }
+    await afterUnanswering(silentHost(), async (sql, what) => {
+      // The first query may fail as its connect timed out; the next goes
+      // to the second host.
+      const answers = [await selectOne(sql, 5_000)];
+      if (answers[0] !== "one: 1") {
+        answers.push(await selectOne(sql, 5_000));
+      }
+      assert.equal(answers.at(-1), "one: 1", `${what}: ${answers}`);
+    });
   },
 });
 
@@ -288,26 +299,14 @@ Deno.test({
     "a client given answeredSocketOption and two hosts, the first dropping every connect, answers from the second after postgres.js's connect timeout, as a plain client does",
   ignore: !postgresAvailable,
   async fn() {
-    const url = new URL(await postgresUrl());
-    const dropping = await blackHolePort();
-    const hosts = `127.0.0.1:${dropping.port},${url.host}`;
-    try {
-      await plainThenAnswered(
-        url.href.replace(url.host, hosts),
-        1_000,
-        { max: 1, connect_timeout: 2 },
-        async (sql, what) => {
-          // The first query may fail with the first host's connect (a
-          // plain client's fails CONNECT_TIMEOUT); the next is answered.
-          const answers = [
-            await selectOne(sql, 6_000),
-            await selectOne(sql, 6_000),
-          ];
-          assert.ok(answers.includes("one: 1"), `${what}: ${answers}`);
-        },
-      );
-    } finally {
-      dropping.close();
-    }
+    await afterUnanswering(await blackHolePort(), async (sql, what) => {
+      // The first query may fail with the first host's connect (a plain
+      // client's fails CONNECT_TIMEOUT); the next is answered.
+      const answers = [
+        await selectOne(sql, 6_000),
+        await selectOne(sql, 6_000),
+      ];
+      assert.ok(answers.includes("one: 1"), `${what}: ${answers}`);
+    });
   },
 });
