@@ -12,28 +12,14 @@
  */
 
 import assert from "node:assert/strict";
-import { createRelayer, MemoryStore } from "../../mod.ts";
 import {
   createQueueHandler,
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
-import { heldWrites } from "../_held_writes.ts";
+import { busyGiveUp } from "./_busy_give_up.ts";
 
 Deno.test("createQueueHandler() retries a give-up its store answers busy on the dead-letter queue as long as one that met the store down: its 100 retries outlast 14 days", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  const relayer = createRelayer({
-    store: heldWrites(memory),
-    sender: {
-      send: () => Promise.reject(new Error("no send expected")),
-      receipt: () => Promise.resolve("pending"),
-    },
-    random: () => 0.5,
-  });
+  const { memory, relayer } = await busyGiveUp();
   const queue = createQueueHandler({
     relayer,
     maxRetries: 9,

@@ -22,7 +22,7 @@ import {
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
 import { cloudflareDeadLetterWaitSeconds } from "../../policy/_cloudflare_retention.ts";
-import { heldWrites } from "../_held_writes.ts";
+import { busyGiveUp } from "./_busy_give_up.ts";
 import { modelOf } from "../_queue_sim.ts";
 
 /** What the handler asked of one dead-letter message with `attempts`. */
@@ -80,18 +80,8 @@ const sender = {
 };
 
 Deno.test("createQueueHandler() asks the same bounded wait of a dead-letter message's first delivery whether Cloudflare kept its attempts (10, 11) or started them again (1)", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
   // A give-up answered busy (another session's lock holds the intent).
-  const busy = createRelayer({
-    store: heldWrites(memory),
-    sender,
-    random: () => 0.5,
-  });
+  const { relayer: busy } = await busyGiveUp();
   const limits = {
     baseMs: busy.policy.baseMs,
     capMs: busy.policy.capMs,
