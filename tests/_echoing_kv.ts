@@ -32,6 +32,23 @@ function untilGone(req: Request): Promise<Response> {
   });
 }
 
+/**
+ * Serves on 127.0.0.1 at a free port a KV Connect endpoint whose metadata
+ * URL, `http://127.0.0.1:<port>/kv`, answers {@linkcode kvMetadata}, and
+ * whose every other path `data` answers.
+ */
+function serveKvConnect(
+  data: (req: Request, path: string) => Response | Promise<Response>,
+): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      const path = new URL(req.url).pathname;
+      return path === "/kv" ? kvMetadata() : data(req, path);
+    },
+  );
+}
+
 /** A 401 whose text quotes the request's `Authorization` header. */
 export function echoedRefusal(req: Request): Response {
   return new Response(
@@ -56,14 +73,8 @@ export function refusingMetadata(): Deno.HttpServer<Deno.NetAddr> {
  * its metadata URL is `http://127.0.0.1:<port>/kv`.
  */
 export function readRefusingKv(): Deno.HttpServer<Deno.NetAddr> {
-  return Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (req) => {
-      if (new URL(req.url).pathname === "/kv") {
-        return kvMetadata();
-      }
-      return new Response("this database is not connected", { status: 403 });
-    },
+  return serveKvConnect(() =>
+    new Response("this database is not connected", { status: 403 })
   );
 }
 
@@ -75,15 +86,7 @@ export function readRefusingKv(): Deno.HttpServer<Deno.NetAddr> {
  * `http://127.0.0.1:<port>/kv`.
  */
 export function silentKv(): Deno.HttpServer<Deno.NetAddr> {
-  return Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (req) => {
-      if (new URL(req.url).pathname === "/kv") {
-        return kvMetadata();
-      }
-      return untilGone(req);
-    },
-  );
+  return serveKvConnect(untilGone);
 }
 
 /**
@@ -94,41 +97,34 @@ export function silentKv(): Deno.HttpServer<Deno.NetAddr> {
  * URL is `http://127.0.0.1:<port>/kv`.
  */
 export function emptyKv(): Deno.HttpServer<Deno.NetAddr> {
-  return Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    async (req) => {
-      const path = new URL(req.url).pathname;
-      if (path === "/kv") {
-        return kvMetadata();
-      }
-      const body = new Uint8Array(await req.arrayBuffer());
-      if (path === "/data/snapshot_read") {
-        // SnapshotRead: field 1 (ranges), each length-delimited.
-        const out: number[] = [];
-        for (let i = 0; i < body.length;) {
-          i++; // the tag
-          let length = 0;
-          for (let shift = 0;; shift += 7) {
-            const byte = body[i++]!;
-            length |= (byte & 0x7f) << shift;
-            if ((byte & 0x80) === 0) break;
-          }
-          i += length;
-          out.push(0x0a, 0x00); // ranges: an empty ReadRangeOutput
+  return serveKvConnect(async (req, path) => {
+    const body = new Uint8Array(await req.arrayBuffer());
+    if (path === "/data/snapshot_read") {
+      // SnapshotRead: field 1 (ranges), each length-delimited.
+      const out: number[] = [];
+      for (let i = 0; i < body.length;) {
+        i++; // the tag
+        let length = 0;
+        for (let shift = 0;; shift += 7) {
+          const byte = body[i++]!;
+          length |= (byte & 0x7f) << shift;
+          if ((byte & 0x80) === 0) break;
         }
-        // read_is_strongly_consistent: true; status: SR_SUCCESS.
-        out.push(0x20, 0x01, 0x40, 0x01);
-        return new Response(new Uint8Array(out));
+        i += length;
+        out.push(0x0a, 0x00); // ranges: an empty ReadRangeOutput
       }
-      if (path === "/data/atomic_write") {
-        // status: AW_SUCCESS; versionstamp: 10 bytes.
-        return new Response(
-          new Uint8Array([0x08, 0x01, 0x12, 10, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]),
-        );
-      }
-      return new Response("not a KV Connect path", { status: 404 });
-    },
-  );
+      // read_is_strongly_consistent: true; status: SR_SUCCESS.
+      out.push(0x20, 0x01, 0x40, 0x01);
+      return new Response(new Uint8Array(out));
+    }
+    if (path === "/data/atomic_write") {
+      // status: AW_SUCCESS; versionstamp: 10 bytes.
+      return new Response(
+        new Uint8Array([0x08, 0x01, 0x12, 10, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]),
+      );
+    }
+    return new Response("not a KV Connect path", { status: 404 });
+  });
 }
 
 /**
