@@ -16,6 +16,39 @@ import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { postgresAvailable, postgresUrl } from "../_postgres.ts";
 
+/**
+ * Runs `fn` with a store on a client of one connection whose sessions are
+ * read-only, `options` added, after `schema` is migrated (and `seed` run)
+ * on a writable client.
+ */
+async function withReadOnlySessions(
+  schema: string,
+  options: Record<string, unknown>,
+  seed: (writable: PostgresStore) => Promise<unknown>,
+  fn: (store: PostgresStore, sql: postgres.Sql) => Promise<void>,
+): Promise<void> {
+  const url = await postgresUrl();
+  const setup = postgres(url, { max: 1, onnotice: () => {} });
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    ...options,
+    connection: { default_transaction_read_only: true },
+  } as postgres.Options<Record<string, never>>);
+  const store = new PostgresStore(sql, { schema });
+  try {
+    const migrating = new PostgresStore(setup, { schema });
+    await migrating.migrate();
+    await seed(migrating);
+    migrating.close();
+    await fn(store, sql);
+  } finally {
+    store.close();
+    await sql.end({ timeout: 0 });
+    await setup.end({ timeout: 0 });
+  }
+}
+
 Deno.test({
   name:
     "target_session_attrs=primary, a pool of 1: a write refused as read-only closes its session without handing it back, and a read waiting for the connection answers",
@@ -25,40 +58,27 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const url = await postgresUrl();
-    const schema = "relayer_read_only_choosing";
-    const setup = postgres(url, { max: 1, onnotice: () => {} });
-    const sql = postgres(url, {
-      max: 1,
-      onnotice: () => {},
-      target_session_attrs: "primary",
-      connection: { default_transaction_read_only: true },
-    } as postgres.Options<Record<string, never>>);
-    const store = new PostgresStore(sql, { schema });
-    try {
-      const migrating = new PostgresStore(setup, { schema });
-      await migrating.migrate();
-      await migrating.createIntent({ id: "pi_1", state: "created" });
-      migrating.close();
-      for (let round = 0; round < 3; round++) {
-        const write = store.createIntent({
-          id: `pi_w${round}`,
-          state: "created",
-        });
-        const read = store.getIntent("pi_1");
-        const [written, got] = await Promise.allSettled([write, read]);
-        assert.equal(written.status, "rejected", `round ${round}`);
-        assert.equal(
-          got.status,
-          "fulfilled",
-          `round ${round}: ${got.status === "rejected" ? got.reason : ""}`,
-        );
-      }
-    } finally {
-      store.close();
-      await sql.end({ timeout: 0 });
-      await setup.end({ timeout: 0 });
-    }
+    await withReadOnlySessions(
+      "relayer_read_only_choosing",
+      { target_session_attrs: "primary" },
+      (writable) => writable.createIntent({ id: "pi_1", state: "created" }),
+      async (store) => {
+        for (let round = 0; round < 3; round++) {
+          const write = store.createIntent({
+            id: `pi_w${round}`,
+            state: "created",
+          });
+          const read = store.getIntent("pi_1");
+          const [written, got] = await Promise.allSettled([write, read]);
+          assert.equal(written.status, "rejected", `round ${round}`);
+          assert.equal(
+            got.status,
+            "fulfilled",
+            `round ${round}: ${got.status === "rejected" ? got.reason : ""}`,
+          );
+        }
+      },
+    );
   },
 });
 
@@ -69,31 +89,19 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const url = await postgresUrl();
-    const schema = "relayer_read_only_kept";
-    const setup = postgres(url, { max: 1, onnotice: () => {} });
-    const sql = postgres(url, {
-      max: 1,
-      onnotice: () => {},
-      max_lifetime: null,
-      connection: { default_transaction_read_only: true },
-    } as postgres.Options<Record<string, never>>);
-    const store = new PostgresStore(sql, { schema });
-    try {
-      const migrating = new PostgresStore(setup, { schema });
-      await migrating.migrate();
-      migrating.close();
-      const [before] = await sql`SELECT pg_backend_pid() AS pid`;
-      await assert.rejects(
-        () => store.createIntent({ id: "pi_1", state: "created" }),
-        /read-only/,
-      );
-      const [after] = await sql`SELECT pg_backend_pid() AS pid`;
-      assert.equal(after?.pid, before?.pid);
-    } finally {
-      store.close();
-      await sql.end({ timeout: 0 });
-      await setup.end({ timeout: 0 });
-    }
+    await withReadOnlySessions(
+      "relayer_read_only_kept",
+      { max_lifetime: null },
+      async () => {},
+      async (store, sql) => {
+        const [before] = await sql`SELECT pg_backend_pid() AS pid`;
+        await assert.rejects(
+          () => store.createIntent({ id: "pi_1", state: "created" }),
+          /read-only/,
+        );
+        const [after] = await sql`SELECT pg_backend_pid() AS pid`;
+        assert.equal(after?.pid, before?.pid);
+      },
+    );
   },
 });
