@@ -16,6 +16,7 @@ import { startArgs } from "../support/start_args.ts";
 import {
   baseEnv,
   healthy,
+  listeningOn,
   type MainProcess,
   startMain,
 } from "./_main_process.ts";
@@ -355,7 +356,7 @@ Deno.test(
 );
 
 Deno.test(
-  "main.ts under deno serve --parallel drains every worker on SIGTERM and exits 0, no worker saying that nothing served it (only the first worker's onListen runs)",
+  "main.ts under deno serve --parallel keeps serving past its first seconds, then drains every worker on SIGTERM and exits 0, no worker saying that nothing served it (only the first worker's onListen runs)",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
     const child = new Deno.Command(Deno.execPath(), {
@@ -376,22 +377,30 @@ Deno.test(
     const stderr = new Response(child.stderr).text();
     let stdout = "";
     // Both workers said their start line (each runs main.ts), and one
-    // where it listens: each heard SIGTERM from here on.
+    // where it listens: each hears SIGTERM from there on.
+    let ready = (_base: string) => {};
+    const listening = new Promise<string>((resolve) => ready = resolve);
     const started = (async () => {
       const decoder = new TextDecoder();
-      let seen = false;
       for await (const chunk of child.stdout) {
         stdout += decoder.decode(chunk, { stream: true });
-        if (
-          !seen && /listening on/.test(stdout) &&
-          stdout.match(/relayer: at most /g)?.length === 2
-        ) {
-          seen = true;
-          child.kill("SIGTERM");
+        const base = stdout.split("\n").map(listeningOn).find((at) => at);
+        if (base && stdout.match(/relayer: at most /g)?.length === 2) {
+          ready(base);
         }
       }
     })();
     try {
+      const base = await listening;
+      // Past a wait for `onListen` a worker that never hears it might
+      // take: the server still answers.
+      await new Promise((resolve) => setTimeout(resolve, 7_000));
+      for (let i = 0; i < 8; i++) {
+        const res: Response = await fetch(`${base}/healthz`);
+        await res.body?.cancel();
+        assert.equal(res.status, 200);
+      }
+      child.kill("SIGTERM");
       const [status] = await Promise.all([child.status, started]);
       const errors = await stderr;
       assert.equal(status.code, 0, `${stdout}\n${errors}`);
