@@ -292,12 +292,6 @@ export interface CloudflareRetentionRefusal {
   readonly option: "messageRetentionMs" | "deadLetterMessageRetentionMs";
   /** What follows "'option' is ": the retention, why it is short, and the fix. */
   readonly text: string;
-  /**
-   * The retention, in seconds, the refusal suggests, with room past the
-   * least the check takes ({@linkcode cloudflareSuggestedRetentionSeconds}),
-   * when Cloudflare allows one.
-   */
-  readonly suggestedSeconds?: number;
 }
 
 /**
@@ -337,7 +331,7 @@ function roomText(
  * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
  * const refusal = cloudflareRetentionRefusal(limits, { messageRetentionMs: 600_000 }, "relayer-jobs-dlq");
  * assert.equal(refusal?.option, "messageRetentionMs");
- * assert.equal(refusal?.suggestedSeconds, 86400);
+ * assert.match(refusal?.text ?? "", /--message-retention-period-secs 86400 /);
  * assert.equal(cloudflareRetentionRefusal(limits, { messageRetentionMs: 721_000 }, "relayer-jobs-dlq"), undefined);
  * ```
  */
@@ -387,7 +381,6 @@ export function cloudflareRetentionRefusal(
                 : " or the LEASE"
             }`
         }`,
-        ...(fits ? { suggestedSeconds: suggested } : {}),
       };
     }
   }
@@ -445,7 +438,6 @@ export function cloudflareRetentionRefusal(
             }, and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`
             : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
         }`,
-        ...(fits ? { suggestedSeconds: suggested } : {}),
       };
     }
   }
