@@ -62,7 +62,6 @@ import {
 } from "../mod.ts";
 import { mulberry32 } from "../support/prng.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
-import { cloudflareDeadLetterCount } from "../policy/_cloudflare_retention.ts";
 import { createQueueHandler } from "../cloudflare/queue_handler.ts";
 
 /** What one broadcast of a payment does. */
@@ -223,33 +222,26 @@ function cloudflareSeconds(delayMs: number): number {
 
 /**
  * The fewest `deadLetterMaxRetries` `createQueueHandler` takes with this
- * policy behind a jobs queue of `maxRetries`: the dead-letter queue's
- * consumer retries a give-up that many times. Its own start check, not a
- * copy of it.
+ * policy: the dead-letter queue's consumer retries a give-up that many
+ * times. Its own start check, not a copy of it.
  */
-function cloudflareDeadLetterRetries(
-  policy: Policy,
-  maxRetries: number,
-): number {
-  const key = `${policy.baseMs}/${maxRetries}`;
-  const known = dlqRetries.get(key);
+function cloudflareDeadLetterRetries(policy: Policy): number {
+  const known = dlqRetries.get(policy.baseMs);
   if (known !== undefined) return known;
-  // One delivery is enough for the policy: only the dead-letter queue's
-  // check is read here.
   const relayer = createRelayer({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
-    policy: { ...policy, maxDeliveries: 1 },
+    policy,
   });
   for (let retries = 0; retries <= 100; retries++) {
     try {
       createQueueHandler({
         relayer,
-        maxRetries,
+        maxRetries: 100,
         deadLetterQueue: "relayer-jobs-dlq",
         deadLetterMaxRetries: retries,
       });
-      dlqRetries.set(key, retries);
+      dlqRetries.set(policy.baseMs, retries);
       return retries;
     } catch {
       // refused: one more
@@ -257,7 +249,7 @@ function cloudflareDeadLetterRetries(
   }
   throw new Error("no deadLetterMaxRetries taken");
 }
-const dlqRetries = new Map<string, number>();
+const dlqRetries = new Map<number, number>();
 
 /**
  * The documented model of a queue; `policy` gives the delays the
@@ -331,7 +323,7 @@ export function modelOf(
       };
     }
     case "cloudflare": {
-      const dlq = cloudflareDeadLetterRetries(policy, queue.maxRetries);
+      const dlq = cloudflareDeadLetterRetries(policy);
       return {
         limit,
         counts: true,
@@ -358,22 +350,14 @@ export function modelOf(
         // the consumer's retry_delay.
         killed: () => 0,
         // The dead-letter queue's consumer is the same handler: a failure
-        // waits the base doubled with its attempts there (from 1, as
-        // Miniflare's; past the jobs queue's deliveries counted from
-        // there, as the handler counts them) up to 12 h, a busy give-up
-        // at least as long; `deadLetterMaxRetries` retries, the fewest the
-        // handler takes.
+        // waits the base doubled with its attempts up to 12 h, a busy
+        // give-up at least as long; `deadLetterMaxRetries` retries, the
+        // fewest the handler takes.
         giveUpRetry: (k, delayMs) =>
           k <= dlq
             ? Math.max(
               cloudflareSeconds(delayMs),
-              cloudflareSeconds(
-                outageDelayMs(
-                  cloudflareDeadLetterCount(k, queue.maxRetries),
-                  policy.baseMs,
-                  DAY_MS / 2,
-                ),
-              ),
+              cloudflareSeconds(outageDelayMs(k, policy.baseMs, DAY_MS / 2)),
             )
             : undefined,
       };
