@@ -163,12 +163,9 @@ export interface QueueHandlerOptions {
    * `wrangler.toml`), checked: a give-up that fails (the store down) is
    * retried with a wait doubling to 12 h, and running out of retries
    * deletes the message and strands its intent. So its retries must span
-   * Cloudflare's longest retention, 14 days (51 with the default policy
-   * and `maxRetries` 9; `max_retries = 100` always does). Cloudflare does
-   * not say whether a message moved there keeps its attempts (Miniflare's
-   * start again at 1), so the wait doubles from the base again past the
-   * jobs queue's `maxRetries + 1`, and the check counts that. Not given,
-   * it is Cloudflare's default of 3, which is refused: give it.
+   * Cloudflare's longest retention, 14 days (41 with the default policy;
+   * `max_retries = 100` always does). Not given, it is Cloudflare's
+   * default of 3, which is refused: give it.
    *
    * @default {3}
    */
@@ -351,22 +348,13 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
 
 /**
  * How long a give-up that keeps failing is retried on the dead-letter queue
- * with `retries` retries (the waits the handler asks for, its attempts
- * there counted from 1), in seconds.
+ * with `retries` retries (the waits the handler asks for), in seconds.
  */
-function deadLetterSpanSeconds(
-  retries: number,
-  baseMs: number,
-  maxRetries: number,
-): number {
+function deadLetterSpanSeconds(retries: number, baseMs: number): number {
   let total = 0;
   for (let attempt = 1; attempt <= retries; attempt++) {
     total += delaySecondsOf(
-      outageDelayMs(
-        cloudflareDeadLetterCount(attempt, maxRetries),
-        baseMs,
-        MAX_DELAY_SECONDS * 1000,
-      ),
+      outageDelayMs(attempt, baseMs, MAX_DELAY_SECONDS * 1000),
     );
   }
   return total;
@@ -376,7 +364,6 @@ function deadLetterSpanSeconds(
 function checkDeadLetterRetries(
   options: QueueHandlerOptions,
   baseMs: number,
-  maxRetries: number,
 ): void {
   // Not given, the consumer's max_retries is Cloudflare's default, 3: as
   // for `maxRetries`, checked all the same.
@@ -388,12 +375,10 @@ function checkDeadLetterRetries(
       }`,
     );
   }
-  const span = deadLetterSpanSeconds(retries, baseMs, maxRetries);
+  const span = deadLetterSpanSeconds(retries, baseMs);
   if (span >= MAX_RETENTION_SECONDS) return;
   let needed = retries;
-  while (
-    deadLetterSpanSeconds(needed, baseMs, maxRetries) < MAX_RETENTION_SECONDS
-  ) {
+  while (deadLetterSpanSeconds(needed, baseMs) < MAX_RETENTION_SECONDS) {
     needed++;
   }
   throw new RangeError(
@@ -624,7 +609,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       }: without a dead-letter queue Cloudflare deletes a message at its retry limit, and a job whose last delivery was busy or met the store down leaves its intent with no job and no dead letter. Set the consumer's dead_letter_queue in wrangler.toml, consume that queue with this handler (or another), and name it here`,
     );
   }
-  checkDeadLetterRetries(options, relayer.policy.baseMs, maxRetries);
+  checkDeadLetterRetries(options, relayer.policy.baseMs);
   checkRetentions(options, maxRetries, deadLetterQueue);
 
   async function handle(

@@ -491,15 +491,14 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would 
   assert.throws(() => dlq(3), {
     name: "RangeError",
     message:
-      "Cannot create queue handler as 'deadLetterMaxRetries' is 3: a give-up that fails while the store is down would be retried for only 35s (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least 51 (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)",
+      "Cannot create queue handler as 'deadLetterMaxRetries' is 3: a give-up that fails while the store is down would be retried for only 35s (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least 41 (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)",
   });
-  // 50 retries: 5 s doubling to 12 h, again from 5 s past the jobs queue's
-  // 10 deliveries (a count Cloudflare may have kept), spans 13 days 23 h 28 min.
+  // 40 retries: 5 s doubling to 12 h spans 13 days 22 h 45 min.
   assert.throws(
-    () => dlq(50),
-    /retried for only 335h27m55s \(less than 14 days.* at least 51/,
+    () => dlq(40),
+    /retried for only 334h45m15s \(less than 14 days.* at least 41/,
   );
-  dlq(51);
+  dlq(41);
   dlq(100);
   assert.throws(() => dlq(101), RangeError);
   assert.throws(() => dlq(2.5), RangeError);
@@ -512,7 +511,7 @@ Deno.test("createQueueHandler() refuses a dead-letter queue whose retries would 
     }),
     maxRetries: 9,
     deadLetterQueue: "jobs-dlq",
-    deadLetterMaxRetries: 46,
+    deadLetterMaxRetries: 37,
   });
   // Without the dead-letter queue it counts for, refused as any handler
   // without one is.
@@ -550,7 +549,7 @@ Deno.test("createQueueHandler() takes a dead-letter queue whose max_retries is n
     {
       name: "RangeError",
       message:
-        "Cannot create queue handler as 'deadLetterMaxRetries' is 3, Cloudflare's default when max_retries is not set: a give-up that fails while the store is down would be retried for only 35s (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least 51 (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)",
+        "Cannot create queue handler as 'deadLetterMaxRetries' is 3, Cloudflare's default when max_retries is not set: a give-up that fails while the store is down would be retried for only 35s (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least 41 (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)",
     },
   );
   createQueueHandler({
