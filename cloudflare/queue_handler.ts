@@ -46,7 +46,6 @@ import {
   CLOUDFLARE_MAX_DELIVERY_DELAY_MS,
   CLOUDFLARE_MAX_RETENTION_MS,
   CLOUDFLARE_MIN_RETENTION_MS,
-  cloudflareDeadLetterCount,
   cloudflareDelaySeconds as delaySecondsOf,
   cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
@@ -476,13 +475,11 @@ function checkRetentions(
  * delivery that fails unexpectedly (the store is down) is logged and
  * retried after the policy's base delay doubled with each of the message's
  * attempts (`baseMs`, 5 s by default), up to the policy's cap on the jobs
- * queue and up to 12 h on the dead-letter queue (where attempts from the
- * jobs queue's `maxRetries + 1` on count from there: Cloudflare may keep a
- * message's attempts when it moves it, and its first waits there are the
- * same either way). So one message never makes Cloudflare retry the whole
- * batch, an outage does not use up a message's deliveries at once, and a
- * give-up that fails outlasts an outage as long as the queue's retention
- * (with `max_retries = 100` on the dead-letter queue).
+ * queue and up to 12 h on the dead-letter queue. So one message never makes
+ * Cloudflare retry the whole batch, an outage does not use up a message's
+ * deliveries at once, and a give-up that fails outlasts an outage as long
+ * as the queue's retention (with `max_retries = 100` on the dead-letter
+ * queue).
  *
  * Like `createRelayer`, it does not check the rescue window; a service's
  * configuration and `deno task schedule --queue cloudflare` do.
@@ -681,10 +678,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       // met the store down: busy may be another database session's lock or
       // its statements cancelled, as long as an outage, and at the
       // policy's pace the queue's retries ran out within hours, and
-      // Cloudflare deleted the message with its intent unresolved. Its
-      // first delivery there waits no longer than the relayer asks (the
-      // policy's delay or a lease, as the retention rule counts), whether
-      // Cloudflare kept the message's attempts or started them again.
+      // Cloudflare deleted the message with its intent unresolved.
       const delaySeconds = delaySecondsOf(outcome.delayMs);
       message.retry({
         delaySeconds: deadLetter
@@ -706,10 +700,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
    * to the dead-letter queue, where it is handled again. On the
    * dead-letter queue up to 12 h: running out there deletes the message
    * and strands its intent, and 100 retries doubling to 12 h outlast the
-   * queue's longest retention (14 days). There the doubling counts
-   * attempts past the jobs queue's `maxRetries + 1` from there
-   * (`cloudflareDeadLetterCount`): Cloudflare does not say whether a
-   * message moved to the dead-letter queue keeps its attempts.
+   * queue's longest retention (14 days).
    */
   function retryAfterOutage(message: QueueMessage, deadLetter: boolean): void {
     message.retry({ delaySeconds: outageSeconds(message, deadLetter) });
@@ -718,17 +709,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   /** The wait {@linkcode retryAfterOutage} asks for, in seconds. */
   function outageSeconds(message: QueueMessage, deadLetter: boolean): number {
     return delaySecondsOf(
-      deadLetter
-        ? outageDelayMs(
-          cloudflareDeadLetterCount(message.attempts, maxRetries),
-          relayer.policy.baseMs,
-          MAX_DELAY_SECONDS * 1000,
-        )
-        : outageDelayMs(
-          message.attempts,
-          relayer.policy.baseMs,
-          relayer.policy.capMs,
-        ),
+      outageDelayMs(
+        message.attempts,
+        relayer.policy.baseMs,
+        deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
+      ),
     );
   }
 

@@ -144,34 +144,6 @@ export function cloudflareDelaySeconds(delayMs: number): number {
   );
 }
 
-/**
- * The count a give-up's waits on the dead-letter queue double with, from
- * its `message.attempts` there. Cloudflare does not say whether a message
- * moved to the dead-letter queue keeps its attempts (Miniflare's starts
- * them again at 1): kept, the first delivery there says `maxRetries + 1`
- * or `+ 2`, and a wait doubled from that would ask up to 12 h of a give-up
- * answered busy, which the retention rule counts as at most the policy's
- * delay or a lease. So attempts from `maxRetries + 1` on count from there
- * (1, 1, 2, 3, …), and below it as they are: the first waits are the same
- * either way, and started again at 1 the doubling starts again once, which
- * the check of `deadLetterMaxRetries` counts. A count that is not a whole
- * number from 1 is returned as it is (its wait is the base).
- *
- * ```ts ignore
- * cloudflareDeadLetterCount(1, 9); // 1
- * cloudflareDeadLetterCount(10, 9); // 1
- * cloudflareDeadLetterCount(13, 9); // 3
- * ```
- */
-export function cloudflareDeadLetterCount(
-  attempts: number,
-  maxRetries: number,
-): number {
-  const moved = maxRetries + 1;
-  if (!Number.isSafeInteger(attempts) || attempts < moved) return attempts;
-  return Math.max(1, attempts - moved);
-}
-
 /** What the retention rule reads of a handler and its queues. */
 export interface CloudflareRetentionLimits {
   /** The policy's `baseMs`. */
