@@ -16,7 +16,33 @@ import {
   createQueueHandler,
   type QueueMessage,
 } from "../../cloudflare/queue_handler.ts";
-import { busyGiveUp } from "./_busy_give_up.ts";
+import { createRelayer, MemoryStore, type Relayer } from "../../mod.ts";
+import { heldWrites } from "../_held_writes.ts";
+
+/**
+ * `memory` holding an authorized intent `pi_0001` with its hold pending,
+ * and a relayer (jitter 0.5, no send expected) whose every write on it is
+ * refused busy, as another session's lock holds its row.
+ */
+async function busyGiveUp(): Promise<
+  { memory: MemoryStore; relayer: Relayer }
+> {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store: heldWrites(memory),
+    sender: {
+      send: () => Promise.reject(new Error("no send expected")),
+      receipt: () => Promise.resolve("pending"),
+    },
+    random: () => 0.5,
+  });
+  return { memory, relayer };
+}
 
 Deno.test("createQueueHandler() retries a give-up its store answers busy on the dead-letter queue as long as one that met the store down: its 100 retries outlast 14 days", async () => {
   const { memory, relayer } = await busyGiveUp();
