@@ -1076,8 +1076,9 @@ export async function openService(
     : config.database
     // KV_QUEUE=1 is refused with DATABASE_URL: not offered.
     ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL)"
-    : "platform" in config.kv
-    // KV_QUEUE=1 is refused on Deno Deploy, which runs no Deno KV queue.
+    : config.onDeploy
+    // KV_QUEUE=1 is refused on Deno Deploy, which runs no Deno KV queue,
+    // whichever Deno KV the service opens there (its own, or KV_PATH).
     ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue)"
     : "url" in config.kv
     // KV_QUEUE=1 is refused with KV_URL: KV Connect runs no queue.
@@ -1311,7 +1312,7 @@ if (import.meta.main) {
     ];
     config = loadConfig(env);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
-    if (env.DENO_DEPLOYMENT_ID) drainMs = DEPLOY_DRAIN_MS;
+    if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
     if (
       error instanceof Deno.errors.NotCapable ||

@@ -99,6 +99,23 @@ Deno.test("openService()'s start line on Deno Deploy KV without QStash names QST
   }
 });
 
+Deno.test("openService()'s start line on Deno Deploy with KV_PATH and no QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused on Deploy", async () => {
+  const env = {
+    WEBHOOK_SECRET: "start-line-secret-0123456789",
+    DENO_DEPLOYMENT_ID: "test-deployment",
+  };
+  assert.throws(
+    () => loadConfig({ ...BASE, ...env, KV_QUEUE: "1" }),
+    /KV_QUEUE is refused on Deno Deploy/,
+  );
+  // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one",
+  // a setting that then stopped the start.
+  assert.match(
+    await startLine(env),
+    /; store :memory:; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
+  );
+});
+
 Deno.test("openService()'s start line on a KV Connect database (KV_URL) without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused with KV_URL", async () => {
   const server = emptyKv();
   const token = "start-line-kv-token-0123456789";

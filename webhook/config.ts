@@ -165,6 +165,12 @@ export interface Config {
   /** Whether to consume the local Deno KV queue. */
   readonly kvQueue: boolean;
   /**
+   * Whether the service runs on Deno Deploy (`DENO_DEPLOYMENT_ID` set),
+   * which runs no local Deno KV queue and stops an instance 5 s after its
+   * `SIGINT`.
+   */
+  readonly onDeploy: boolean;
+  /**
    * The PostgreSQL database (`DATABASE_URL`): when set, the service keeps
    * its state there (PostgresStore) and `kv` is not used.
    */
@@ -1348,6 +1354,7 @@ export function loadConfig(
     sender: { url: senderUrl, timeoutMs },
     kv,
     kvQueue,
+    onDeploy,
     ...(database !== undefined ? { database } : {}),
     maxBodyBytes,
     bodyTimeoutMs,
