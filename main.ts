@@ -1274,9 +1274,21 @@ let listened = false;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
- * `undefined` for any other error (which keeps its stack: a bug).
+ * `undefined` for any other error (which keeps its stack: a bug). A
+ * refused permission is the listen's only while nothing listens yet.
  */
 function listenRefusal(reason: unknown): string | undefined {
+  if (!listened && reason instanceof Deno.errors.NotCapable) {
+    // deno serve lets its own --host and --port through --allow-net: a
+    // --deny-net refuses them (or, under deno run, an --allow-net without).
+    const address = /net access to "([^"]+)"/.exec(reason.message)?.[1];
+    if (address !== undefined) {
+      return `this process may not listen on ${address}: its permissions refuse the address (a --deny-net that names it, or under deno run an --allow-net that leaves it out). Serve without that --deny-net (deno serve lets its own --host and --port through), or under deno run add --allow-net=${address}.`;
+    }
+  }
+  if (!listened && reason instanceof Deno.errors.PermissionDenied) {
+    return `the system refuses to let this process listen on its port (${reason.message}): a port below 1024 needs root or CAP_NET_BIND_SERVICE. Serve on a port of 1024 or more (deno task start takes --port 8000) behind a proxy or a port mapping, or grant the deno binary CAP_NET_BIND_SERVICE (systemd's AmbientCapabilities=CAP_NET_BIND_SERVICE).`;
+  }
   if (reason instanceof Deno.errors.AddrInUse) {
     return `the address to listen on is in use (${reason.message}): another process, perhaps a relayer still running, holds the port. Stop it, or serve on another port: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts (deno task start always takes 8000).`;
   }

@@ -65,12 +65,17 @@ export interface StartOptions {
   readonly flags?: readonly string[];
   /** Shipped arguments left out. */
   readonly drop?: readonly string[];
+  /**
+   * A command, and its arguments, that runs `deno` (the path and its
+   * arguments follow them), such as `setpriv` with some capability dropped.
+   */
+  readonly via?: readonly string[];
 }
 
 /**
  * Starts `main.ts` with the shipped flags on `port`, writing `writeDir`
  * only, with `env` and nothing else of ours; the shipped arguments in
- * `drop` are left out, and `flags` added.
+ * `drop` are left out, and `flags` added; run by `via`, if given.
  */
 export function startMain(
   env: Record<string, string>,
@@ -80,8 +85,10 @@ export function startMain(
   const [serve, ...shipped] = startArgs({ port, writeDir }).filter((arg) =>
     !options.drop?.includes(arg)
   );
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [serve!, ...(options.flags ?? []), ...shipped],
+  const args = [serve!, ...(options.flags ?? []), ...shipped];
+  const [command, ...before] = options.via ?? [];
+  const child = new Deno.Command(command ?? Deno.execPath(), {
+    args: command === undefined ? args : [...before, Deno.execPath(), ...args],
     cwd: ROOT,
     clearEnv: true,
     env: { ...baseEnv(), ...env },

@@ -160,6 +160,95 @@ Deno.test(
   }),
 );
 
+/** Whether `command` runs here (it exits 0 with `args`). */
+async function runs(command: string, args: string[]): Promise<boolean> {
+  try {
+    const { success } = await new Deno.Command(command, {
+      args,
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    return success;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * How to run `deno` so that the system refuses it port 80: as root,
+ * through `setpriv` without CAP_NET_BIND_SERVICE; as another user, as it
+ * is where ports below 1024 are privileged. `null` where neither holds.
+ */
+async function withoutLowPorts(): Promise<string[] | null> {
+  const uid = await new Deno.Command("id", { args: ["-u"] }).output()
+    .then(({ stdout }) => new TextDecoder().decode(stdout).trim())
+    .catch(() => "");
+  if (uid === "0") {
+    const drop = [
+      "setpriv",
+      "--bounding-set=-net_bind_service",
+      "--inh-caps=-net_bind_service",
+    ];
+    return await runs(drop[0]!, [...drop.slice(1), "true"]) ? drop : null;
+  }
+  const first = await Deno.readTextFile(
+    "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+  ).catch(() => "");
+  return uid !== "" && Number(first) > 80 ? [] : null;
+}
+
+const LOW_PORTS_REFUSED = await withoutLowPorts();
+
+Deno.test(
+  "main.ts refuses a listen its permissions refuse (--deny-net for its address) in one line that says which flag to change, without a stack",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    // deno serve lets its own --host and --port through its --allow-net
+    // (even --allow-net=127.0.0.1:1): only a --deny-net refuses them.
+    const service = start({ KV_PATH: `${dir}/relayer.kv` }, {
+      ...port(),
+      writeDir: dir,
+      flags: ["--deny-net=127.0.0.1"],
+    });
+    try {
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1, stderr);
+      assertOneLine(
+        stderr,
+        /^relayer: cannot start: this process may not listen on 127\.0\.0\.1:\d+: .*--deny-net.*--allow-net=127\.0\.0\.1:\d+/,
+      );
+    } finally {
+      service.kill();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test({
+  name:
+    "main.ts refuses a port the system keeps for privileged processes (80, without CAP_NET_BIND_SERVICE) in one line that says what to do, without a stack",
+  ignore: LOW_PORTS_REFUSED === null,
+  fn: timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const service = start({ KV_PATH: `${dir}/relayer.kv` }, {
+      port: 80,
+      writeDir: dir,
+      via: LOW_PORTS_REFUSED!,
+    });
+    try {
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1, stderr);
+      assertOneLine(
+        stderr,
+        /^relayer: cannot start: the system refuses to let this process listen on its port \(.*os error 13.*\): .*below 1024.*CAP_NET_BIND_SERVICE.*--port 8000/,
+      );
+    } finally {
+      service.kill();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
 /**
  * Starts `main.ts` with `env` (given the URL of the KV Connect stand-in
  * `serve` starts, if any), waits for it to end, and returns its exit code,
