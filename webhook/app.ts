@@ -3395,7 +3395,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "not-configured",
         "Redrive has no queue",
-        `A redrive puts a fresh job on a queue, and this service has none (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL; in code: give createApp a redriveTo). With another queue, deliver the job yourself with its count afresh: on POST /v1/deliveries as {"job":{"intentId":"${intentId}","kind":"settle"},"delivery":1}, or as a new Pub/Sub message. The dead letter stays as the record, and a new poisoning of the job replaces it.`,
+        `A redrive puts a fresh job on a queue, and this service has none (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on a Deno KV file, as the local queue runs neither on Deno Deploy nor with KV_URL or DATABASE_URL; in code: give createApp a redriveTo). With another queue, deliver the job yourself with its count afresh: on POST /v1/deliveries as {"job":{"intentId":"${intentId}","kind":"settle"},"delivery":1}, or as a new Pub/Sub message. The dead letter stays as the record, and a new poisoning of the job replaces it.`,
       );
     }
     let job: Job | null;
@@ -3597,7 +3597,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "no-local-queue",
         "No queue",
-        "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL; in code: give createApp an enqueue).",
+        "This service has no queue to put jobs on (main.ts: set QSTASH_TOKEN, or KV_QUEUE=1 on a Deno KV file, as the local queue runs neither on Deno Deploy nor with KV_URL or DATABASE_URL; in code: give createApp an enqueue).",
       );
     }
     // A job for no intent would only retry "not found" until poisoned.

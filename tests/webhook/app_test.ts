@@ -1442,7 +1442,7 @@ Deno.test("createApp() POST /v1/jobs enqueues on the local queue, or says it is 
   assert.equal(res.status, 503);
   assert.match(
     (await problemOf(res)).detail,
-    /set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL/,
+    /set QSTASH_TOKEN, or KV_QUEUE=1 on a Deno KV file, as the local queue runs neither on Deno Deploy nor with KV_URL or DATABASE_URL/,
   );
   // A bad job is the caller's to fix first, queue or not.
   const badOff = await off.request("/v1/jobs", {

@@ -54,7 +54,7 @@ Deno.test("createApp() without a queue to redrive to refuses the redrive (503) a
   assert.equal(body.type.endsWith("not-configured"), true, body.type);
   assert.match(
     body.detail,
-    /set QSTASH_TOKEN, or KV_QUEUE=1 on Deno KV, as the local queue cannot run with DATABASE_URL/,
+    /set QSTASH_TOKEN, or KV_QUEUE=1 on a Deno KV file, as the local queue runs neither on Deno Deploy nor with KV_URL or DATABASE_URL/,
   );
   // The intent is still created: its dead letter is what records it.
   assert.notEqual(await store.getDeadLetter("pi_0001/settle"), null);
