@@ -16,10 +16,13 @@ const ROOT = new URL("../", import.meta.url).pathname;
 const SECRET = "deploy-secret-0123456789abcdef";
 const OPS = "deploy-ops-token-0123456789";
 
-/** `deno run` of main.ts with network and environment only. */
-function run(env: Record<string, string>): Deno.ChildProcess {
+/** `deno run` of main.ts with network (`net`) and environment only. */
+function run(
+  env: Record<string, string>,
+  net = "--allow-net",
+): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net", "--allow-env", "--unstable-kv", MAIN],
+    args: ["run", net, "--allow-env", "--unstable-kv", MAIN],
     cwd: ROOT,
     clearEnv: true,
     env: {
@@ -76,6 +79,25 @@ Deno.test(
       /^relayer: cannot serve: nothing served main\.ts's default export .*deno serve .*DENO_AUTO_SERVE=1/,
     );
     assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
+  }),
+);
+
+Deno.test(
+  "main.ts served by deno run (DENO_AUTO_SERVE) with an --allow-net that leaves out its address refuses in one line naming the --allow-net to give, without a stack",
+  timeout(60_000, async () => {
+    const child = run({
+      SENDER_URL: "http://127.0.0.1:9/",
+      DENO_AUTO_SERVE: "1",
+      DENO_SERVE_ADDRESS: "tcp:127.0.0.1:0",
+    }, "--allow-net=127.0.0.1:1");
+    const { code, stderr } = await output(child);
+    assert.equal(code, 1, stderr);
+    const lines = stderr.trim().split("\n");
+    assert.equal(lines.length, 1, stderr);
+    assert.match(
+      lines[0]!,
+      /^relayer: cannot start: this process may not listen on 127\.0\.0\.1:0: .*under deno run add --allow-net=127\.0\.0\.1:0\.$/,
+    );
   }),
 );
 
