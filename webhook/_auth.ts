@@ -839,24 +839,33 @@ export function pubsubVerifier(
     const kid = jwtKid(match[1]!);
     if (kid === undefined) return false;
     const jwks = await keysFor(kid, match[1]!);
-    let payload: Record<string, unknown>;
-    try {
-      payload = await verifyWithJwks(match[1]!, {
-        keys: jwks as HonoJsonWebKey[],
-        allowedAlgorithms: ["RS256"],
-        verification: {
-          iss: /^(https:\/\/)?accounts\.google\.com$/,
-          aud: keys.audience,
-          // Checked below, with a tolerance: Hono's checks refuse a token
-          // issued a second "ahead" of our clock.
-          exp: false,
-          nbf: false,
-          iat: false,
-        },
-      });
-    } catch {
-      return false; // wrong audience, unknown key, bad signature: all "not Google"
+    // Hono verifies with the first key that names the kid: each key that
+    // names it is tried here, so that keys which share a kid (a rotation
+    // that publishes a new key under an old id) refuse no push signed by
+    // the second. None names it: still one call, which refuses.
+    const named = jwks.filter((key) => (key as { kid?: unknown }).kid === kid);
+    let payload: Record<string, unknown> | undefined;
+    for (const key of named.length > 0 ? named : [undefined]) {
+      try {
+        payload = await verifyWithJwks(match[1]!, {
+          keys: (key === undefined ? jwks : [key]) as HonoJsonWebKey[],
+          allowedAlgorithms: ["RS256"],
+          verification: {
+            iss: /^(https:\/\/)?accounts\.google\.com$/,
+            aud: keys.audience,
+            // Checked below, with a tolerance: Hono's checks refuse a
+            // token issued a second "ahead" of our clock.
+            exp: false,
+            nbf: false,
+            iat: false,
+          },
+        });
+        break;
+      } catch {
+        // Wrong audience, unknown key, bad signature: all "not Google".
+      }
     }
+    if (payload === undefined) return false;
     // By the wall clock, as Google wrote them (and as the QStash Receiver
     // reads its tokens'); `now` paces the refetches.
     return inTime(payload, Date.now()) &&
