@@ -1619,6 +1619,20 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
 
   /**
+   * Records `claim` as used, if it is not yet and the store takes the
+   * write; anything else is left as it is (the delivery's answer says what
+   * failed).
+   */
+  async function useUp(claim: ReplayClaim): Promise<void> {
+    try {
+      const at = now();
+      await store.admit({ claim: { ...claim, now: at }, now: at });
+    } catch {
+      // Already on record (a ReplayError), or the store still failing.
+    }
+  }
+
+  /**
    * Runs a delivery; an unexpected failure (store down) is a 503 the queue
    * retries. `claim` is the verified request's replay claim (QStash's
    * `jti`, the generic route's `v1`; none for Pub/Sub, whose token does not
@@ -1647,6 +1661,15 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
+      // QStash's token does not sign Upstash-Retried or Upstash-Message-Id,
+      // and QStash signs each retry afresh: a token whose delivery failed
+      // before its record landed (the store's look failed) is used up now,
+      // if the store takes the write, so that whoever saw the request
+      // cannot send it again with a raised count (a job dropped unsent, a
+      // payment to review). A store still down cannot record it.
+      if (route === "qstash" && claim !== undefined) {
+        await useUp(claim);
+      }
       return await failedUnexpectedly(
         `${jobIdOf(job).padEnd(16)} failed`,
         error,

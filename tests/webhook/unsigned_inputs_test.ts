@@ -1,5 +1,9 @@
 /**
- * What no signature covers must not decide a payment. Google's keys may
+ * What no signature covers must not decide a payment. QStash's token
+ * (`iss`, `sub`, `iat`, `nbf`, `exp`, `jti`, `body`) signs neither
+ * `Upstash-Retried` nor `Upstash-Message-Id`, so a captured token must
+ * not be usable a second time with those headers changed, even when its
+ * first use was answered 503 because the store failed. Google's keys may
  * name one `kid` twice (a rotation that publishes a new key under an old
  * id): a push signed by either is taken.
  *
@@ -7,8 +11,85 @@
  */
 
 import assert from "node:assert/strict";
+import { MemoryStore, type Store } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
-import { fakeGoogle, PUBSUB, rsaKeyPair } from "./_signing.ts";
+import { AUTHORIZED, makeApp } from "./_app.ts";
+import { fakeGoogle, PUBSUB, rsaKeyPair, signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+/** `store` whose first call of a method in `failing` is refused, as a lost connection is. */
+function failsOnce(store: Store, failing: ReadonlySet<string>): Store {
+  let failed = false;
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (!failed && failing.has(String(key))) {
+          failed = true;
+          return Promise.reject(
+            new Error("connect ECONNREFUSED 10.0.0.5:5432"),
+          );
+        }
+        return value.apply(target, args);
+      };
+    },
+  });
+}
+
+Deno.test("a QStash delivery answered 503 because the store failed uses up its token: the same token replayed with Upstash-Retried raised and another Upstash-Message-Id is a 401 replay, and QStash's own retry sends the payment", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  const { app, sender } = await makeApp({
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+    deps: {
+      // The delivery's look at the intent: nothing written, claim unused.
+      store: failsOnce(memory, new Set(["getIntent"])),
+    },
+  });
+  const body = JSON.stringify(job);
+  const token = await signQStash(body);
+  const first = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": token,
+      "upstash-retried": "0",
+      "upstash-message-id": "msg_1",
+    },
+  });
+  assert.equal(first.status, 503, await first.text());
+  const forged = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": token,
+      "upstash-retried": "99",
+      "upstash-message-id": "msg_fresh",
+    },
+  });
+  const answer = await forged.json();
+  assert.equal(forged.status, 401, JSON.stringify(answer));
+  assert.match(answer.detail, /already delivered/);
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+  // QStash signs each retry afresh.
+  const retry = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body),
+      "upstash-retried": "1",
+      "upstash-message-id": "msg_1",
+    },
+  });
+  assert.equal(retry.status, 503, "sent: waiting for the receipt");
+  await retry.body?.cancel();
+  assert.deepEqual(sender.calls, [
+    { method: "send", intentId: "pi_0001", replace: false },
+  ]);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
+});
 
 Deno.test("pubsubVerifier() takes a token signed by either of two Google keys that share a kid, and refuses one signed by neither", async () => {
   const google = await fakeGoogle();
