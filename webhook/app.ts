@@ -494,6 +494,13 @@ const KEYS_LOG_INTERVAL_MS = 60_000;
 const REFUSALS_LOG_INTERVAL_MS = 60_000;
 
 /**
+ * How many QStash tokens an app remembers as used while the store could
+ * not record them: a token is about 40 bytes of key and lives 6½ minutes,
+ * so an outage of thousands of deliveries a minute is covered.
+ */
+const UNRECORDED_TOKENS = 10_000;
+
+/**
  * The methods a refusal's log line names as sent; any other is logged as
  * `OTHER`. HTTP takes any token as a method (Deno.serve took one of 60,000
  * characters), and `limitBody` answers every method: keyed by the method
@@ -1619,17 +1626,55 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
 
   /**
+   * QStash tokens this app saw whose record the store could not take (it
+   * was down): key → when the record would have expired, by `now`. Such a
+   * token sent again to this instance, once the store is back, is a
+   * replay as a recorded one is. At most {@linkcode UNRECORDED_TOKENS},
+   * the oldest forgotten first.
+   */
+  const unrecorded = new Map<string, number>();
+
+  /**
    * Records `claim` as used, if it is not yet and the store takes the
-   * write; anything else is left as it is (the delivery's answer says what
-   * failed).
+   * write; if the store fails it, remembers it in this instance
+   * (`unrecorded`). Nothing is thrown: the delivery's answer says what
+   * failed.
    */
   async function useUp(claim: ReplayClaim): Promise<void> {
+    let at: number;
     try {
-      const at = now();
-      await store.admit({ claim: { ...claim, now: at }, now: at });
+      at = now();
     } catch {
-      // Already on record (a ReplayError), or the store still failing.
+      return; // A clock that cannot be read: the answer says so.
     }
+    try {
+      await store.admit({ claim: { ...claim, now: at }, now: at });
+      unrecorded.delete(claim.key);
+    } catch (error) {
+      if (error instanceof ReplayError) return; // already on record
+      for (const [key, until] of unrecorded) {
+        if (until <= at || unrecorded.size >= UNRECORDED_TOKENS) {
+          unrecorded.delete(key);
+        } else break;
+      }
+      unrecorded.set(claim.key, claim.expiresAt);
+    }
+  }
+
+  /**
+   * Throws the replay refusal if `claim` is a token whose delivery this
+   * instance answered while the store could not record it; it is recorded
+   * now, if the store takes it.
+   */
+  async function refuseUnrecorded(claim: ReplayClaim): Promise<void> {
+    const until = unrecorded.get(claim.key);
+    if (until === undefined) return;
+    if (until <= now()) {
+      unrecorded.delete(claim.key);
+      return;
+    }
+    await useUp(claim);
+    throw replayed();
   }
 
   /**
@@ -1937,6 +1982,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const verified = await verifyQStash(signature, body.bytes);
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
+      await refuseUnrecorded(claim);
     }
     let job: Job;
     try {

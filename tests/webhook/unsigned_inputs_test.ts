@@ -91,6 +91,54 @@ Deno.test("a QStash delivery answered 503 because the store failed uses up its t
   assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
 });
 
+Deno.test("a QStash delivery answered 503 while the store was down, which could record nothing, is a 401 replay when its token comes again to the same app once the store is back, whatever its Upstash-Retried; QStash's own retry sends the payment", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  let down = true;
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        down
+          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
+          : value.apply(target, args);
+    },
+  });
+  const { app, sender } = await makeApp({
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+    deps: { store, log: () => {} },
+  });
+  const body = JSON.stringify(job);
+  const token = await signQStash(body);
+  const post = (signature: string, retried: string) =>
+    app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": signature,
+        "upstash-retried": retried,
+        "upstash-message-id": "msg_1",
+      },
+    });
+  const first = await post(token, "0");
+  assert.equal(first.status, 503);
+  await first.body?.cancel();
+  down = false;
+  for (const retried of ["99", "0"]) {
+    const again = await post(token, retried);
+    const answer = await again.json();
+    assert.equal(again.status, 401, JSON.stringify(answer));
+    assert.match(answer.detail, /already delivered/);
+  }
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+  const retry = await post(await signQStash(body), "1");
+  assert.equal(retry.status, 503, "sent: waiting for the receipt");
+  await retry.body?.cancel();
+  assert.equal(sender.calls.length, 1);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
+});
+
 Deno.test("pubsubVerifier() takes a token signed by either of two Google keys that share a kid, and refuses one signed by neither", async () => {
   const google = await fakeGoogle();
   const other = {
