@@ -1955,6 +1955,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Authenticated, and too large to be a job: kept as the letter an
       // unreadable message gets, then answered as QStash's docs ask (489:
       // no retry, to its DLQ), not 413, which it retries to the end.
+      if (body.claim !== undefined) await refuseUnrecorded(body.claim);
       const intentId = intentIdIn(body.head, false);
       const detail =
         `The message's body is ${body.overBytes} bytes, over the limit of ${
@@ -2696,6 +2697,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       });
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
+      // Its letter is named by Upstash-Message-Id, which the token does not
+      // sign: used up as a failed delivery's token is (see deliver).
+      if (queue === "qstash" && claim !== undefined) await useUp(claim);
       return deliveryFailed(
         `${queue.padEnd(7)} unreadable message, and its dead letter failed: ${
           describeError(error)

@@ -14,6 +14,10 @@ import assert from "node:assert/strict";
 import { MemoryStore, type Store } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
 import { AUTHORIZED, makeApp } from "./_app.ts";
+import {
+  job as oversizedJob,
+  post as oversizedPost,
+} from "./_oversized_qstash.ts";
 import { fakeGoogle, PUBSUB, rsaKeyPair, signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -137,6 +141,68 @@ Deno.test("a QStash delivery answered 503 while the store was down, which could 
   await retry.body?.cancel();
   assert.equal(sender.calls.length, 1);
   assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
+});
+
+Deno.test("an unreadable QStash message whose dead letter the store failed (503) uses up its token: sent again under another Upstash-Message-Id it is a 401 replay, and no letter is kept under the made-up id", async () => {
+  const memory = new MemoryStore();
+  const { app } = await makeApp({
+    deps: {
+      store: failsOnce(memory, new Set(["putDeadLetter"])),
+      log: () => {},
+    },
+  });
+  const body = "not a job";
+  const token = await signQStash(body);
+  const post = (messageId: string) =>
+    app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": token,
+        "upstash-retried": "0",
+        "upstash-message-id": messageId,
+      },
+    });
+  const first = await post("msg_1");
+  assert.equal(first.status, 503, await first.text());
+  const again = await post("msg_made_up");
+  const answer = await again.json();
+  assert.equal(again.status, 401, JSON.stringify(answer));
+  assert.match(answer.detail, /already delivered/);
+  assert.deepEqual((await memory.listDeadLetters()).items, []);
+});
+
+Deno.test("a QStash message over the limit answered 503 while the store was down is a 401 replay when its token comes again under another Upstash-Message-Id once the store is back, and no letter is kept under the made-up id", async () => {
+  const memory = new MemoryStore();
+  let down = true;
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        down
+          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
+          : value.apply(target, args);
+    },
+  });
+  const { app } = await makeApp({ deps: { store, log: () => {} } });
+  const body = oversizedJob(80_048);
+  const signature = await signQStash(body);
+  const first = await oversizedPost(app, "/v1/qstash", body, {
+    signature,
+    messageId: "msg_1",
+  });
+  assert.equal(first.status, 503, await first.text());
+  down = false;
+  const again = await oversizedPost(app, "/v1/qstash", body, {
+    signature,
+    messageId: "msg_made_up",
+    retried: 2,
+  });
+  const answer = await again.json();
+  assert.equal(again.status, 401, JSON.stringify(answer));
+  assert.match(answer.detail, /already delivered/);
+  assert.deepEqual((await memory.listDeadLetters()).items, []);
 });
 
 Deno.test("pubsubVerifier() takes a token signed by either of two Google keys that share a kid, and refuses one signed by neither", async () => {
