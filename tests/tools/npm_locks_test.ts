@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { BUN_VERSION } from "../../tools/bun_check.ts";
 import { MINIFLARE_VERSION } from "../../tools/worker_check.ts";
+import { WRANGLER_VERSION } from "../../tools/wrangler_check.ts";
 import {
   BUN_TYPES_VERSION,
   NODE_TYPES_VERSION,
@@ -35,6 +36,7 @@ async function pins(): Promise<string[]> {
   return [
     `bun@${BUN_VERSION}`,
     `miniflare@${MINIFLARE_VERSION}`,
+    `wrangler@${WRANGLER_VERSION}`,
     // tsc under Cloudflare's types (tests/cloudflare/worker_types_test.ts).
     `typescript@${TYPESCRIPT_VERSION}`,
     `@cloudflare/workers-types@${WORKERS_TYPES_VERSION}`,

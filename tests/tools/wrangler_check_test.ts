@@ -1,0 +1,154 @@
+/**
+ * The parts of `deno task wrangler-check` that need no Wrangler: its schema
+ * reader, and what it takes from the docs and the example config.
+ */
+import assert from "node:assert/strict";
+import { schemaErrors } from "../../tools/_json_schema.ts";
+import {
+  docsHyperdriveTable,
+  docsPackageJson,
+  postgresConfig,
+  wranglerProblems,
+} from "../../tools/wrangler_check.ts";
+
+const ROOT = new URL("../../", import.meta.url);
+const read = (path: string) => Deno.readTextFile(new URL(path, ROOT));
+
+/** The shape of Wrangler 4.116.0's `config-schema.json`, cut down to queues. */
+const schema = {
+  $ref: "#/definitions/RawConfig",
+  definitions: {
+    RawConfig: {
+      type: "object",
+      properties: {
+        name: { type: "string" },
+        compatibility_flags: { type: "array", items: { type: "string" } },
+        legacy_env: { type: "boolean", deprecated: "use environments" },
+        queues: { $ref: "#/definitions/Queues" },
+      },
+      additionalProperties: false,
+    },
+    Queues: {
+      type: "object",
+      properties: {
+        consumers: {
+          type: "array",
+          items: {
+            type: "object",
+            properties: {
+              queue: { type: "string" },
+              type: { type: "string", const: "worker" },
+              max_retries: { type: "number" },
+              max_concurrency: { type: ["number", "null"] },
+              retry_delay: { type: "number" },
+            },
+            required: ["queue"],
+            additionalProperties: false,
+          },
+        },
+      },
+      additionalProperties: false,
+    },
+  },
+};
+
+Deno.test("schemaErrors passes a config that conforms", () => {
+  assert.deepEqual(
+    schemaErrors(schema, {
+      name: "relayer",
+      compatibility_flags: ["nodejs_compat"],
+      queues: {
+        consumers: [{ queue: "jobs", max_retries: 9, max_concurrency: null }],
+      },
+    }),
+    [],
+  );
+});
+
+Deno.test("schemaErrors names each departure by its path", () => {
+  assert.deepEqual(
+    schemaErrors(schema, {
+      compatibility_flags: "nodejs_compat",
+      legacy_env: true,
+      queues: {
+        consumers: [
+          { queue: "jobs", retry_delay_secs: 120 },
+          { max_retries: "9", type: "http" },
+        ],
+        producer: [],
+      },
+    }),
+    [
+      "compatibility_flags: a string, where the schema wants array",
+      "legacy_env: deprecated (use environments)",
+      "queues.consumers[0].retry_delay_secs: not a key the schema has",
+      "queues.consumers[1]: lacks the required key queue",
+      "queues.consumers[1].max_retries: a string, where the schema wants number",
+      'queues.consumers[1].type: must be "worker"',
+      "queues.producer: not a key the schema has",
+    ],
+  );
+});
+
+Deno.test("schemaErrors tries each anyOf form", () => {
+  const either = {
+    anyOf: [{ type: "string" }, {
+      type: "object",
+      properties: { pattern: { type: "string" } },
+      additionalProperties: false,
+    }],
+  };
+  assert.deepEqual(schemaErrors(either, "example.com/*"), []);
+  assert.deepEqual(schemaErrors(either, { pattern: "example.com/*" }), []);
+  assert.deepEqual(schemaErrors(either, { zone: "x" }), [
+    "(top level): fits none of the forms the schema allows",
+  ]);
+});
+
+Deno.test("schemaErrors refuses a $ref the schema does not define", () => {
+  assert.throws(
+    () => schemaErrors({ $ref: "#/definitions/Missing" }, {}),
+    /refers to #\/definitions\/Missing, which it does not define/,
+  );
+});
+
+Deno.test("the tarball's package.json is docs/api.md's, naming files the repository has", async () => {
+  const manifest = docsPackageJson(await read("docs/api.md"));
+  assert.equal(manifest.name, "@relayer/poison");
+  for (const file of manifest.files as string[]) {
+    await Deno.stat(new URL(file, ROOT)); // throws where it is missing
+  }
+});
+
+Deno.test("the PostgreSQL Worker's config is wrangler.toml with step 3's main, flag and Hyperdrive table", async () => {
+  const table = docsHyperdriveTable(await read("docs/queues.md"));
+  assert.match(table, /^\[\[hyperdrive\]\]\nbinding = "HYPERDRIVE"\nid = /);
+  const config = postgresConfig(
+    await read("examples/cloudflare/wrangler.toml"),
+    table,
+  );
+  assert.match(
+    config,
+    /^main = "postgres_worker\.ts"\ncompatibility_flags = \["nodejs_compat"\]$/m,
+  );
+  assert.doesNotMatch(config, /^main = "worker\.ts"$/m);
+  assert.ok(config.endsWith(table));
+  assert.throws(() => postgresConfig('main = "src/index.ts"\n', table), {
+    message: /no main = "worker\.ts" line/,
+  });
+});
+
+Deno.test("wranglerProblems keeps Wrangler's warnings and errors, colors removed", () => {
+  const out = [
+    "\x1b[33m▲ \x1b[43;33m[\x1b[43;30mWARNING\x1b[43;33m]\x1b[0m \x1b[1mProcessing wrangler.toml configuration:\x1b[0m",
+    "",
+    '    - Unexpected fields found in queues.consumers[0] field: "retry_delay_secs"',
+    "",
+    "Total Upload: 460.79 KiB / gzip: 113.86 KiB",
+    "\x1b[31m✘ \x1b[41;31m[\x1b[41;97mERROR\x1b[41;31m]\x1b[0m \x1b[1mWhen developing locally, you should use a local Postgres connection string\x1b[0m",
+  ].join("\n");
+  assert.deepEqual(wranglerProblems(out), [
+    '▲ [WARNING] Processing wrangler.toml configuration: - Unexpected fields found in queues.consumers[0] field: "retry_delay_secs"',
+    "✘ [ERROR] When developing locally, you should use a local Postgres connection string",
+  ]);
+});

@@ -1,0 +1,831 @@
+/**
+ * Walks the Cloudflare deployment of docs/queues.md as an adopter does,
+ * with the npm package `wrangler` (pinned, installed into the cache outside
+ * the repository, run on the pinned Node 22, as Wrangler 4 needs 22 or
+ * later): packs this repository into the tarball docs/api.md describes
+ * (its `package.json` as the docs give it), installs it and `postgres`
+ * (deno.json's pin) into a project of its own, copies
+ * `examples/cloudflare/worker.ts`, `postgres_worker.ts` and `wrangler.toml`
+ * there, and writes the PostgreSQL Worker's config as step 3 says (`main`,
+ * `compatibility_flags = ["nodejs_compat"]` and the docs' `[[hyperdrive]]`
+ * table). Then:
+ *
+ * - each config, as Wrangler reads it, must conform to the
+ *   `config-schema.json` the pinned package ships (no key it does not know,
+ *   none deprecated);
+ * - `wrangler deploy --dry-run --outdir …` must bundle each Worker with no
+ *   warning (Wrangler only warns on a key it does not know), the
+ *   PostgreSQL one with postgres.js's Workers build (`cloudflare:sockets`);
+ * - `wrangler dev --local` runs `worker.ts` on the queues `wrangler.toml`
+ *   binds, with the secrets in `.dev.vars` and the signer stub as
+ *   `SENDER_URL`: a signed delivery is answered 503, waiting for the
+ *   confirmation, then the job put on the queue by `POST /v1/jobs` settles
+ *   the intent, and a job the signer declares not sent fails its intent,
+ *   with a dead letter;
+ * - `wrangler dev` refuses `postgres_worker.ts` with Hyperdrive bound and no
+ *   local connection string, and, given one in `.env` as the docs say,
+ *   runs the same jobs on a real PostgreSQL server it starts (migrated
+ *   first, as step 3 says), or says it skipped that where there are no
+ *   server binaries.
+ *
+ * No network beyond npm: `WRANGLER_SEND_METRICS=false`,
+ * `CLOUDFLARE_CF_FETCH_ENABLED=false`, no Cloudflare credentials passed on.
+ * Not part of `deno task test`: `deno task wrangler-check`, about a minute
+ * once the cache holds Wrangler and Node; exits non-zero if anything fails.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { pathToFileURL } from "node:url";
+import postgres from "postgres";
+import { signer } from "../examples/signer_stub.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import { nodeBinary, PINNED_NODES } from "../support/node_version.ts";
+import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
+import { schemaErrors } from "./_json_schema.ts";
+import { INSTALL_TIMEOUT_MS, npmInstall, run } from "./_npm_cache.ts";
+import { withPostgres } from "./_postgres_check.ts";
+import { signGeneric } from "./_sign.ts";
+
+/** The pinned Wrangler; its Miniflare is worker-check's 4.20260730.0. */
+export const WRANGLER_VERSION = "4.116.0";
+
+/** The Node line Wrangler runs on: the pinned 22 (Wrangler 4 needs 22 or later). */
+const NODE_LINE = "22.";
+
+/** How long `wrangler dev` may take to say it is ready. */
+const READY_TIMEOUT_MS = 60_000;
+
+/** How long a job on the local queue may take to end its intent. */
+const SETTLE_TIMEOUT_MS = 60_000;
+
+const SECRET = "local-secret-0123456789";
+const OPS_TOKEN = "local-ops-token-0123456789";
+
+/** Environment variables that would let Wrangler reach Cloudflare's API. */
+const CREDENTIALS = [
+  "CLOUDFLARE_API_TOKEN",
+  "CLOUDFLARE_API_KEY",
+  "CLOUDFLARE_EMAIL",
+  "CLOUDFLARE_ACCOUNT_ID",
+  "CF_API_TOKEN",
+  "CF_ACCOUNT_ID",
+];
+
+/**
+ * The `package.json` docs/api.md gives the tarball of a clone: its first
+ * `json` block naming `@relayer/poison`.
+ *
+ * @param apiDocs docs/api.md's text.
+ * @returns The manifest.
+ * @throws {CheckError} If there is no such block.
+ *
+ * @example
+ * ```ts
+ * import { docsPackageJson } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const fence = "`".repeat(3);
+ * const docs = `${fence}json\n{ "name": "@relayer/poison", "version": "0.1.0" }\n${fence}\n`;
+ * assert.equal(docsPackageJson(docs).version, "0.1.0");
+ * ```
+ */
+export function docsPackageJson(apiDocs: string): Record<string, unknown> {
+  const block = /```json\n(\{\s*"name": "@relayer\/poison"[\s\S]*?)```/.exec(
+    apiDocs,
+  );
+  if (!block) {
+    throw new CheckError(
+      'docs/api.md gives no package.json for the tarball (a ```json block naming "@relayer/poison"): restore it',
+    );
+  }
+  return JSON.parse(block[1]!) as Record<string, unknown>;
+}
+
+/**
+ * The `[[hyperdrive]]` table docs/queues.md's step 3 gives, unindented.
+ *
+ * @param queuesDocs docs/queues.md's text.
+ * @returns The table's TOML.
+ * @throws {CheckError} If there is none.
+ *
+ * @example
+ * ```ts
+ * import { docsHyperdriveTable } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const fence = "`".repeat(3);
+ * const docs = `   ${fence}toml\n   [[hyperdrive]]\n   binding = "HYPERDRIVE"\n   ${fence}\n`;
+ * assert.equal(docsHyperdriveTable(docs), '[[hyperdrive]]\nbinding = "HYPERDRIVE"\n');
+ * ```
+ */
+export function docsHyperdriveTable(queuesDocs: string): string {
+  const block = /( *)```toml\n((?:\1.*\n)*?)\1```/.exec(
+    queuesDocs.slice(Math.max(0, queuesDocs.indexOf("[[hyperdrive]]") - 200)),
+  );
+  if (!block || !block[2]!.includes("[[hyperdrive]]")) {
+    throw new CheckError(
+      "docs/queues.md gives no [[hyperdrive]] table in a ```toml block: restore step 3's",
+    );
+  }
+  const indent = block[1]!.length;
+  return block[2]!.split("\n").map((line) => line.slice(indent)).join("\n");
+}
+
+/**
+ * The PostgreSQL Worker's config as docs/queues.md's step 3 writes it from
+ * `wrangler.toml`: `main = "postgres_worker.ts"`,
+ * `compatibility_flags = ["nodejs_compat"]`, and the `[[hyperdrive]]` table.
+ *
+ * @param toml `examples/cloudflare/wrangler.toml`'s text.
+ * @param hyperdrive The docs' `[[hyperdrive]]` table.
+ * @returns The config's text.
+ * @throws {CheckError} If `toml` has no `main = "worker.ts"` line.
+ *
+ * @example
+ * ```ts
+ * import { postgresConfig } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const toml = 'name = "relayer"\nmain = "worker.ts"\n';
+ * assert.equal(
+ *   postgresConfig(toml, '[[hyperdrive]]\nbinding = "HYPERDRIVE"\n'),
+ *   'name = "relayer"\nmain = "postgres_worker.ts"\ncompatibility_flags = ["nodejs_compat"]\n\n[[hyperdrive]]\nbinding = "HYPERDRIVE"\n',
+ * );
+ * ```
+ */
+export function postgresConfig(toml: string, hyperdrive: string): string {
+  const main = /^main = "worker\.ts"$/m;
+  if (!main.test(toml)) {
+    throw new CheckError(
+      'examples/cloudflare/wrangler.toml has no main = "worker.ts" line for step 3 to replace: update tools/wrangler_check.ts with it',
+    );
+  }
+  return `${
+    toml.replace(
+      main,
+      'main = "postgres_worker.ts"\ncompatibility_flags = ["nodejs_compat"]',
+    ).trimEnd()
+  }\n\n${hyperdrive}`;
+}
+
+/**
+ * The lines of Wrangler's output that are warnings or errors (`▲ [WARNING]`,
+ * `✘ [ERROR]`), each with the lines under it that say what, colors removed.
+ *
+ * @param out Wrangler's output.
+ * @returns The problems, one text each; none when it said none.
+ *
+ * @example
+ * ```ts
+ * import { wranglerProblems } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const out = "▲ [WARNING] Processing bad.toml configuration:\n\n" +
+ *   '    - Unexpected fields found in queues.consumers[0] field: "retry_delay_secs"\n\n\nTotal Upload: 1 KiB\n';
+ * assert.deepEqual(wranglerProblems(out), [
+ *   '▲ [WARNING] Processing bad.toml configuration: - Unexpected fields found in queues.consumers[0] field: "retry_delay_secs"',
+ * ]);
+ * assert.deepEqual(wranglerProblems("Total Upload: 1 KiB\n"), []);
+ * ```
+ */
+export function wranglerProblems(out: string): string[] {
+  // deno-lint-ignore no-control-regex
+  const lines = out.replace(/\x1b\[[0-9;]*m/g, "").split("\n");
+  const problems: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (!/\[(?:WARNING|ERROR)\]/.test(lines[i]!)) continue;
+    const parts = [lines[i]!.trim()];
+    // The details: indented lines, up to the first unindented one.
+    for (let j = i + 1; j < lines.length; j++) {
+      const line = lines[j]!;
+      if (line.trim() === "") continue;
+      if (!/^\s/.test(line)) break;
+      parts.push(line.trim());
+      i = j;
+    }
+    problems.push(parts.join(" "));
+  }
+  return problems;
+}
+
+/** What the check runs Wrangler with. */
+interface Tools {
+  /** The pinned Node's binary. */
+  readonly node: string;
+  /** Wrangler's entry point (`wrangler/bin/wrangler.js`). */
+  readonly wrangler: string;
+  /** Wrangler's `config-schema.json`. */
+  readonly schema: string;
+  /** The environment every Node and Wrangler run gets, whole. */
+  readonly env: Record<string, string>;
+}
+
+async function installTools(dir: string): Promise<Tools> {
+  const pin = PINNED_NODES.find((pin) => pin.version.startsWith(NODE_LINE));
+  if (pin === undefined) {
+    throw new CheckError(
+      `no Node ${NODE_LINE}x is pinned in support/node_version.ts: pin one, as Wrangler ${WRANGLER_VERSION} needs Node 22 or later`,
+    );
+  }
+  const binary = nodeBinary(pin, Deno.build.os, Deno.build.arch);
+  if ("missing" in binary) throw new CheckError(binary.missing);
+  const nodeCache = await npmInstall(binary.name, pin.version);
+  const node = `${nodeCache}/node_modules/${binary.name}/${binary.bin}`;
+  const cache = await npmInstall("wrangler", WRANGLER_VERSION);
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(Deno.env.toObject())) {
+    if (!CREDENTIALS.includes(name)) env[name] = value;
+  }
+  const folder = node.slice(0, node.lastIndexOf("/"));
+  Object.assign(env, {
+    PATH: `${folder}:${env.PATH ?? ""}`,
+    WRANGLER_SEND_METRICS: "false",
+    CLOUDFLARE_CF_FETCH_ENABLED: "false",
+    WRANGLER_LOG_PATH: `${dir}/logs`,
+  });
+  return {
+    node,
+    wrangler: `${cache}/node_modules/wrangler/bin/wrangler.js`,
+    schema: `${cache}/node_modules/wrangler/config-schema.json`,
+    env,
+  };
+}
+
+/** Copies `from` (a file or a folder) to `to`. */
+async function copy(from: string, to: string): Promise<void> {
+  if ((await Deno.stat(from)).isFile) {
+    await Deno.copyFile(from, to);
+    return;
+  }
+  await Deno.mkdir(to, { recursive: true });
+  for await (const entry of Deno.readDir(from)) {
+    await copy(`${from}/${entry.name}`, `${to}/${entry.name}`);
+  }
+}
+
+/**
+ * The tarball docs/api.md describes: this clone's package files with the
+ * docs' `package.json`, its version marked with the commit, `npm pack`ed.
+ */
+async function pack(dir: string): Promise<string> {
+  const manifest = docsPackageJson(
+    await Deno.readTextFile(`${ROOT}docs/api.md`),
+  );
+  const git = await run("git", ["rev-parse", "--short", "HEAD"], {
+    cwd: ROOT,
+  }).catch(() => ({ code: 1, out: "" }));
+  if (git.code === 0) {
+    manifest.version = `${manifest.version}-git.${git.out.trim()}`;
+  }
+  const pkg = `${dir}/package`;
+  await Deno.mkdir(pkg);
+  for (const file of manifest.files as string[]) {
+    const name = file.replace(/\/$/, "");
+    await copy(`${ROOT}${name}`, `${pkg}/${name}`);
+  }
+  await Deno.writeTextFile(
+    `${pkg}/package.json`,
+    JSON.stringify(manifest, null, 2),
+  );
+  const { code, out } = await run(
+    "npm",
+    ["pack", "--pack-destination", dir],
+    { cwd: pkg, label: "npm pack" },
+  );
+  let tarball: string | undefined;
+  for await (const entry of Deno.readDir(dir)) {
+    if (entry.name.endsWith(".tgz")) tarball = entry.name;
+  }
+  if (code !== 0 || tarball === undefined) {
+    throw new CheckError(
+      `npm pack of the package failed (${
+        errorLine(out)
+      }): run it in a copy of the clone with docs/api.md's package.json`,
+    );
+  }
+  console.log(`wrangler-check: packed ${tarball} as docs/api.md says`);
+  return `${dir}/${tarball}`;
+}
+
+/** The version of `postgres` deno.json pins. */
+async function postgresPin(): Promise<string> {
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)) as {
+    imports: Record<string, string>;
+  };
+  const pin = /^npm:postgres@(.+)$/.exec(config.imports.postgres ?? "")?.[1];
+  if (pin === undefined) {
+    throw new CheckError(
+      "deno.json does not pin npm:postgres@<version>: pin it",
+    );
+  }
+  return pin;
+}
+
+/** The Worker's project: the tarball and postgres installed, the examples copied. */
+async function project(dir: string, tarball: string): Promise<string> {
+  const project = `${dir}/worker`;
+  await Deno.mkdir(project);
+  await Deno.writeTextFile(
+    `${project}/package.json`,
+    JSON.stringify({ name: "relayer-worker", private: true, type: "module" }),
+  );
+  const { code, out } = await run("npm", [
+    "install",
+    "--no-audit",
+    "--no-fund",
+    "--save-exact",
+    tarball,
+    `postgres@${await postgresPin()}`,
+  ], {
+    cwd: project,
+    label: "npm install of the tarball",
+    timeoutMs: INSTALL_TIMEOUT_MS,
+  });
+  if (code !== 0) {
+    throw new CheckError(
+      `npm install of the tarball failed (${
+        errorLine(out)
+      }): check that the npm registry answers (npm ping), then run again`,
+    );
+  }
+  for (const file of ["worker.ts", "postgres_worker.ts", "wrangler.toml"]) {
+    await Deno.copyFile(
+      `${ROOT}examples/cloudflare/${file}`,
+      `${project}/${file}`,
+    );
+  }
+  await Deno.writeTextFile(
+    `${project}/wrangler.postgres.toml`,
+    postgresConfig(
+      await Deno.readTextFile(`${project}/wrangler.toml`),
+      docsHyperdriveTable(await Deno.readTextFile(`${ROOT}docs/queues.md`)),
+    ),
+  );
+  return project;
+}
+
+/** Runs Wrangler to its end in `cwd`. */
+async function wrangler(
+  tools: Tools,
+  cwd: string,
+  args: string[],
+): Promise<{ code: number; out: string }> {
+  const output = await new Deno.Command(tools.node, {
+    args: [tools.wrangler, ...args],
+    cwd,
+    env: tools.env,
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(READY_TIMEOUT_MS),
+  }).output();
+  const decoder = new TextDecoder();
+  return {
+    code: output.code,
+    out: decoder.decode(output.stdout) + decoder.decode(output.stderr),
+  };
+}
+
+/** Each config as Wrangler reads it, against Wrangler's own schema. */
+async function checkSchema(
+  tools: Tools,
+  project: string,
+  configs: string[],
+): Promise<boolean> {
+  const script = `${project}/read_config.mjs`;
+  await Deno.writeTextFile(
+    script,
+    `const { experimental_readRawConfig: read } = await import(process.argv[2]);
+const configs = {};
+for (const config of process.argv.slice(3)) configs[config] = read({ config }).rawConfig;
+console.log("CONFIGS " + JSON.stringify(configs));
+`,
+  );
+  const { code, out } = await run(tools.node, [
+    script,
+    pathToFileURL(tools.wrangler.replace(/bin\/wrangler\.js$/, "")).href +
+    "wrangler-dist/cli.js",
+    ...configs,
+  ], { cwd: project, env: tools.env, label: "Wrangler's config reader" });
+  const line = out.split("\n").find((line) => line.startsWith("CONFIGS "));
+  if (code !== 0 || line === undefined) {
+    throw new CheckError(
+      `Wrangler could not read the configs (${
+        errorLine(out)
+      }): run wrangler deploy --dry-run in the project to see why`,
+    );
+  }
+  const read = JSON.parse(line.slice("CONFIGS ".length)) as Record<
+    string,
+    unknown
+  >;
+  const schema = JSON.parse(await Deno.readTextFile(tools.schema));
+  let ok = true;
+  for (const config of configs) {
+    const errors = schemaErrors(schema, read[config]);
+    for (const error of errors) {
+      console.log(
+        `wrangler-check: FAIL ${config} departs from Wrangler ${WRANGLER_VERSION}'s config-schema.json: ${error}`,
+      );
+    }
+    if (errors.length === 0) {
+      console.log(
+        `  [schema] ${config} conforms to Wrangler ${WRANGLER_VERSION}'s config-schema.json`,
+      );
+    }
+    ok &&= errors.length === 0;
+  }
+  return ok;
+}
+
+/** `wrangler deploy --dry-run` of each config: no warning, a bundle. */
+async function checkDryRuns(
+  tools: Tools,
+  project: string,
+  configs: string[],
+): Promise<boolean> {
+  let ok = true;
+  for (const config of configs) {
+    const outdir = `${project}/dist/${config}`;
+    const { code, out } = await wrangler(tools, project, [
+      "deploy",
+      "--dry-run",
+      "--outdir",
+      outdir,
+      "-c",
+      config,
+    ]);
+    const problems = wranglerProblems(out);
+    for (const problem of problems) {
+      console.log(
+        `wrangler-check: FAIL wrangler deploy -c ${config}: ${problem}`,
+      );
+    }
+    if (code !== 0 || problems.length > 0) {
+      if (problems.length === 0) console.log(out);
+      ok = false;
+      continue;
+    }
+    const main = (await Deno.readTextFile(`${project}/${config}`)).match(
+      /^main = "(\w+)\.ts"$/m,
+    )?.[1];
+    const bundle = await Deno.readTextFile(`${outdir}/${main}.js`);
+    if (
+      config.includes("postgres") &&
+      !/(?:from |import\()\s*["']cloudflare:sockets["']/.test(bundle)
+    ) {
+      console.log(
+        `wrangler-check: FAIL ${config}'s bundle is not postgres.js's Workers build (no cloudflare:sockets import)`,
+      );
+      ok = false;
+      continue;
+    }
+    const upload = /Total Upload: [^\n]*/.exec(out)?.[0];
+    console.log(
+      `  [deploy --dry-run] ${config}: bundled, no warning (${upload})`,
+    );
+  }
+  return ok;
+}
+
+/** A port nothing listens on now. */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** A running `wrangler dev`, its output so far, and how to stop it. */
+interface Dev {
+  readonly url: string;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `wrangler dev --local` with `config`, and waits for it to say it
+ * is ready, or to end.
+ *
+ * @returns The running server, or Wrangler's output where it ended first.
+ */
+async function startDev(
+  tools: Tools,
+  project: string,
+  config: string,
+): Promise<Dev | { ended: string }> {
+  const port = freePort();
+  const child = new Deno.Command(tools.node, {
+    args: [
+      tools.wrangler,
+      "dev",
+      "--local",
+      "-c",
+      config,
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(freePort()),
+    ],
+    cwd: project,
+    env: tools.env,
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let text = "";
+  const decoder = new TextDecoder();
+  const drain = (stream: ReadableStream<Uint8Array>) =>
+    stream.pipeTo(
+      new WritableStream({
+        write: (chunk) => {
+          text += decoder.decode(chunk, { stream: true });
+        },
+      }),
+    );
+  const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
+  let ended = false;
+  const status = child.status.then((status) => {
+    ended = true;
+    return status;
+  });
+  const stop = async () => {
+    if (!ended) child.kill("SIGTERM");
+    const timer = setTimeout(() => {
+      if (!ended) child.kill("SIGKILL");
+    }, 10_000);
+    await status;
+    clearTimeout(timer);
+    await drained;
+  };
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!ended && !/Ready on http/.test(text) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  if (!/Ready on http/.test(text)) {
+    await stop();
+    return { ended: text };
+  }
+  return { url: `http://127.0.0.1:${port}`, output: () => text, stop };
+}
+
+/** A request to the Worker: its status and its JSON answer. */
+async function call(
+  url: string,
+  method: string,
+  body?: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const response = await fetch(url, {
+    method,
+    headers: { authorization: `Bearer ${OPS_TOKEN}`, ...headers },
+    ...(body === undefined ? {} : { body }),
+  });
+  const text = await response.text();
+  let json: Record<string, unknown> = {};
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = { text };
+  }
+  return { status: response.status, json };
+}
+
+/** Polls an intent until its state is `state`, or the deadline passes. */
+async function waitForState(
+  base: string,
+  id: string,
+  state: string,
+): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + SETTLE_TIMEOUT_MS;
+  let intent: Record<string, unknown> = {};
+  while (Date.now() < deadline) {
+    const { json } = await call(`${base}/v1/intents/${id}`, "GET");
+    intent = (json.intent ?? {}) as Record<string, unknown>;
+    if (intent.state === state) return intent;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  return intent;
+}
+
+/**
+ * docs/routes.md's walk through the running Worker: a signed delivery
+ * waits for the confirmation, the queued job settles the intent, and a job
+ * the signer declares not sent fails it with a dead letter.
+ *
+ * @returns What went wrong, one line each; none when it all held.
+ */
+async function walk(base: string, prefix: string): Promise<string[]> {
+  const wrong: string[] = [];
+  const settle = `${prefix}_0001`;
+  const notSent = `${prefix}_0003_notsent`;
+  const created = await call(
+    `${base}/v1/intents`,
+    "POST",
+    JSON.stringify({ id: settle, state: "authorized" }),
+  );
+  if (created.status !== 201) {
+    return [
+      `POST /v1/intents answered ${created.status}: ${
+        JSON.stringify(created.json)
+      }`,
+    ];
+  }
+  const body = JSON.stringify({ job: { intentId: settle, kind: "settle" } });
+  const delivery = await call(`${base}/v1/deliveries`, "POST", body, {
+    "content-type": "application/json",
+    "x-signature": await signGeneric(body, SECRET),
+  });
+  if (delivery.status !== 503 || delivery.json.outcome !== "retry") {
+    wrong.push(
+      `a signed delivery of ${settle} answered ${delivery.status} ${
+        JSON.stringify(delivery.json)
+      }, not 503 retry (waiting for confirmation)`,
+    );
+  }
+  const job = await call(
+    `${base}/v1/jobs`,
+    "POST",
+    JSON.stringify({ intentId: settle, kind: "settle" }),
+  );
+  if (job.status !== 202) {
+    wrong.push(
+      `POST /v1/jobs answered ${job.status} ${JSON.stringify(job.json)}`,
+    );
+  }
+  await call(
+    `${base}/v1/intents`,
+    "POST",
+    JSON.stringify({ id: notSent, state: "authorized" }),
+  );
+  await call(
+    `${base}/v1/jobs`,
+    "POST",
+    JSON.stringify({ intentId: notSent, kind: "settle" }),
+  );
+  const failed = await waitForState(base, notSent, "failed");
+  if (failed.state !== "failed" || failed.hold !== "voided") {
+    wrong.push(
+      `${notSent} ended ${
+        JSON.stringify(failed)
+      }, not failed with its hold voided`,
+    );
+  }
+  const settled = await waitForState(base, settle, "settled");
+  if (settled.state !== "settled" || settled.hold !== "captured") {
+    wrong.push(
+      `${settle} ended ${
+        JSON.stringify(settled)
+      }, not settled with its hold captured`,
+    );
+  }
+  const letters = await call(`${base}/v1/dead-letters`, "GET");
+  const items = (letters.json.items ?? []) as { intentId?: string }[];
+  if (!items.some((item) => item.intentId === notSent)) {
+    wrong.push(`no dead letter of ${notSent}: ${JSON.stringify(letters.json)}`);
+  }
+  return wrong;
+}
+
+/** Runs `walk` on a `wrangler dev` of `config`, and reports it. */
+async function devWalk(
+  tools: Tools,
+  project: string,
+  config: string,
+  prefix: string,
+): Promise<boolean> {
+  const dev = await startDev(tools, project, config);
+  if ("ended" in dev) {
+    console.log(
+      `wrangler-check: FAIL wrangler dev -c ${config} did not start: ${
+        wranglerProblems(dev.ended)[0] ?? errorLine(dev.ended)
+      }`,
+    );
+    return false;
+  }
+  let wrong: string[];
+  try {
+    wrong = await walk(dev.url, prefix);
+    if (!/QUEUE relayer-jobs \d+\/\d+/.test(dev.output())) {
+      wrong.push("wrangler dev logged no batch of the relayer-jobs queue");
+    }
+  } finally {
+    await dev.stop();
+  }
+  for (const line of wrong) {
+    console.log(`wrangler-check: FAIL wrangler dev -c ${config}: ${line}`);
+  }
+  if (wrong.length === 0) {
+    console.log(
+      `  [wrangler dev] ${config}: a signed delivery waited for its confirmation, its queued job settled the intent, a job not sent failed its intent with a dead letter`,
+    );
+  }
+  return wrong.length === 0;
+}
+
+/**
+ * The PostgreSQL Worker under `wrangler dev`: refused without a local
+ * connection string for its Hyperdrive binding, and, given one in `.env`
+ * as docs/queues.md says, the walk on the server at `url`, migrated first.
+ */
+async function postgresDev(
+  tools: Tools,
+  project: string,
+  url: string,
+): Promise<boolean> {
+  const config = "wrangler.postgres.toml";
+  const refused = await startDev(tools, project, config);
+  if (!("ended" in refused)) {
+    await refused.stop();
+    console.log(
+      `wrangler-check: FAIL wrangler dev -c ${config} started with Hyperdrive bound and no local connection string: docs/queues.md says it refuses to`,
+    );
+    return false;
+  }
+  if (
+    !refused.ended.includes(
+      "CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE",
+    )
+  ) {
+    console.log(
+      `wrangler-check: FAIL wrangler dev -c ${config} failed, but not on the local connection string docs/queues.md names: ${
+        errorLine(refused.ended)
+      }`,
+    );
+    return false;
+  }
+  console.log(
+    `  [wrangler dev] ${config} without a local connection string: refused, naming CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE`,
+  );
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await new PostgresStore(sql).migrate();
+  } finally {
+    await sql.end();
+  }
+  await Deno.writeTextFile(
+    `${project}/.env`,
+    `CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE=${url}\n`,
+  );
+  try {
+    return await devWalk(tools, project, config, "pg");
+  } finally {
+    await Deno.remove(`${project}/.env`);
+  }
+}
+
+async function wranglerCheck(): Promise<number> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_wrangler_check_" });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    signer,
+  );
+  let ok = true;
+  let postgresRan = false;
+  try {
+    const found = await installTools(dir);
+    console.log(
+      `wrangler-check: wrangler ${WRANGLER_VERSION} on ${
+        found.node.split("/node_modules/")[1]?.split("/")[0]
+      }`,
+    );
+    const worker = await project(dir, await pack(dir));
+    await Deno.writeTextFile(
+      `${worker}/.dev.vars`,
+      [
+        `WEBHOOK_SECRET=${SECRET}`,
+        `OPS_TOKEN=${OPS_TOKEN}`,
+        `SENDER_URL=http://127.0.0.1:${server.addr.port}`,
+        "",
+      ].join("\n"),
+    );
+    const configs = ["wrangler.toml", "wrangler.postgres.toml"];
+    ok = await checkSchema(found, worker, configs) && ok;
+    ok = await checkDryRuns(found, worker, configs) && ok;
+    ok = await devWalk(found, worker, "wrangler.toml", "pi") && ok;
+    ok = await withPostgres(
+      "wrangler-check: postgres_worker.ts under wrangler dev",
+      (url) => {
+        postgresRan = true;
+        return postgresDev(found, worker, url);
+      },
+    ) && ok;
+  } finally {
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+  console.log(
+    `wrangler-check: ${
+      !ok ? "FAILED" : postgresRan ? "ok" : "ok, PostgreSQL part SKIPPED"
+    }`,
+  );
+  return ok ? 0 : 1;
+}
+
+if (import.meta.main) await runMain("wrangler-check", wranglerCheck);
