@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { DEFAULT_POLICY, parseDuration } from "../../mod.ts";
+import { cloudflareDeliveryDelay } from "../../webhook/config.ts";
 
 /**
  * The tables of `examples/cloudflare/wrangler.toml`, read as this file
@@ -33,6 +34,8 @@ const toml = tables(
 );
 const vars = toml.find((table) => table.name === "vars")!.values;
 const consumers = toml.filter((table) => table.name === "queues.consumers")
+  .map((table) => table.values);
+const producers = toml.filter((table) => table.name === "queues.producers")
   .map((table) => table.values);
 const jobs = consumers.find((consumer) => consumer.has("dead_letter_queue"))!;
 const dead = consumers.find((consumer) =>
@@ -82,4 +85,41 @@ Deno.test("wrangler.toml's jobs consumer retries a batch the handler never settl
       capMs / 1000
     } s) or more, and at most 12 h`,
   );
+});
+
+Deno.test("a producer's delivery_delay in wrangler.toml is counted in CLOUDFLARE_DELIVERY_DELAY, and the file and docs name it", async () => {
+  // Wrangler's schema has a delay per producer binding
+  // (`[[queues.producers]]`' `delivery_delay`, seconds), beside the queue's
+  // own (`--delivery-delay-secs`) and a send's `delaySeconds`: each message
+  // sent through that binding waits it, and its age counts against the
+  // retentions the handler checks.
+  const delayMs = vars.has("CLOUDFLARE_DELIVERY_DELAY")
+    ? cloudflareDeliveryDelay({
+      CLOUDFLARE_DELIVERY_DELAY: vars.get("CLOUDFLARE_DELIVERY_DELAY")!,
+    }) ?? 0
+    : 0;
+  for (const producer of producers) {
+    const seconds = Number(producer.get("delivery_delay") ?? "0");
+    assert.ok(
+      seconds * 1000 <= delayMs,
+      `the producer ${
+        producer.get("binding")
+      }'s delivery_delay is ${seconds} s, more than CLOUDFLARE_DELIVERY_DELAY (${
+        delayMs / 1000
+      } s): give the longest`,
+    );
+  }
+  const text = await Deno.readTextFile(
+    new URL("../../examples/cloudflare/wrangler.toml", import.meta.url),
+  );
+  const docs = await Deno.readTextFile(
+    new URL("../../docs/queues.md", import.meta.url),
+  );
+  const comments = text.split("\n").filter((line) => line.startsWith("#"))
+    .join(" ");
+  assert.match(comments, /delivery_delay/, "wrangler.toml's comment");
+  const paragraph =
+    /^Cloudflare does not say that a message's retention[\s\S]*?\n\n/m
+      .exec(docs)?.[0];
+  assert.match(paragraph ?? "", /delivery_delay/, "docs/queues.md's paragraph");
 });
