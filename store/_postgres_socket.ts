@@ -38,6 +38,18 @@
 import net from "node:net";
 import { Duplex } from "node:stream";
 
+/**
+ * How long a connection must have stayed open past the server's first byte
+ * to count as one that succeeded: a client that passes over a standby
+ * ends its connection as soon as it logged in (a few round trips); one
+ * kept for queries lives longer.
+ */
+const SETTLED_MS = 1_000;
+/** The wait after the first round in which every host failed; it doubles with each such round after it. */
+const FIRST_ROUND_WAIT_MS = 50;
+/** The most a failed connection's close is held back (postgres.js's next connect with it). */
+const MOST_ROUND_WAIT_MS = 1_000;
+
 /** A stream postgres.js can use as its socket: a TCP socket's stand-in. */
 export interface PostgresSocket extends Duplex {
   /** The server's host, which postgres.js names to TLS (SNI, the certificate check). */
@@ -100,6 +112,34 @@ export function answeredSocket(
   // connects again: the next connection goes to the next host, or it went
   // back to that one, hundreds of times a second, and no query answered.
   let current = 0;
+  // Failed connects since the last one that succeeded: the hosts that
+  // failed in the round under way, and the rounds in which every host
+  // failed. postgres.js 3.4.9 connects again at once for the query that
+  // opened a connection, outside its backoff, when a connect to one of
+  // several hosts fails (it swallows the error while another host is
+  // listed) and when it ended a connection under `target_session_attrs`:
+  // while no listed host is a primary (the primary down, the standby not
+  // yet promoted, or a standby listed alone), it went round the hosts
+  // hundreds of times a second, each time a login on the standby. Once a
+  // whole round failed, the close of each failed connection is handed on
+  // late (50 ms, doubling with each failed round, at most 1 s), and with
+  // it postgres.js's next connect. A connection that succeeds is never
+  // held, and clears the count.
+  const failedHosts = new Set<number>();
+  let failedRounds = 0;
+  // When the server first answered each open socket, and whether the
+  // client ended it.
+  const opened = new Map<net.Socket, { answeredAt?: number; ended: boolean }>();
+  const settled = (now: number) => {
+    for (const { answeredAt, ended } of opened.values()) {
+      if (
+        !ended && answeredAt !== undefined && now - answeredAt >= SETTLED_MS
+      ) {
+        return true;
+      }
+    }
+    return false;
+  };
   const make = (options: {
     host: string[];
     port: number[];
@@ -107,8 +147,8 @@ export function answeredSocket(
     path?: string | false;
   }) => {
     const hosts = Math.max(1, options.host.length);
-    const choosing = hosts > 1 &&
-      (options.target_session_attrs ?? "any") !== "any";
+    const choosy = (options.target_session_attrs ?? "any") !== "any";
+    const choosing = hosts > 1 && choosy;
     const at = current % hosts;
     const host = options.host[at]!;
     const port = options.port[at] ?? options.port[0]!;
@@ -122,6 +162,8 @@ export function answeredSocket(
     let reached = false;
     raw.once("connect", () => reached = true);
     live.add(raw);
+    const state: { answeredAt?: number; ended: boolean } = { ended: false };
+    opened.set(raw, state);
     let silent: ReturnType<typeof setTimeout> | undefined;
     // Whether this connection is postgres.js's to cancel a query (its
     // first bytes a CancelRequest): that promise postgres.js drops, so an
@@ -199,6 +241,7 @@ export function answeredSocket(
         // next host (one the client ended for its idle time or lifetime
         // costs the next connect at most a host passed over).
         if (choosing && current % hosts === at) current = at + 1;
+        state.ended = true;
         // postgres.js ends its socket only after its goodbye (Terminate,
         // from `terminate()`), with nothing of its own left waiting for an
         // answer, and frees the connection's place in the pool only at the
@@ -230,6 +273,7 @@ export function answeredSocket(
     let endedUnanswered = false;
     raw.on("data", (bytes) => {
       answered = true;
+      state.answeredAt ??= performance.now();
       self.heard = performance.now();
       quiet();
       if (!socket.push(bytes)) raw.pause();
@@ -297,17 +341,24 @@ export function answeredSocket(
         current = at + 1;
       }
       sockets.delete(raw);
-      live.delete(raw);
-      if (live.size === 0) { for (const done of [...drained]) done(); }
+      opened.delete(raw);
       quiet();
+      const hold = cancel === true ? 0 : held(at, hosts, choosy);
+      // A standby listed alone, passed over: postgres.js 3.4.9 connects
+      // again on its backoff, which counts only a close that had an error
+      // (and starts again at the next login it keeps).
+      if (hold < 0) hadError = true;
       const close = () => {
         if (!socket.destroyed) socket.destroy();
         if (
           failure !== undefined && !cancel && socket.listenerCount("error") > 0
         ) socket.emit("error", failure);
         socket.emit("close", hadError);
+        live.delete(raw);
+        if (live.size === 0) { for (const done of [...drained]) done(); }
       };
-      if (failure !== undefined) setImmediate(close);
+      if (hold > 0) setTimeout(close, hold);
+      else if (failure !== undefined) setImmediate(close);
       else close();
     });
     Object.defineProperty(socket, "readyState", {
@@ -319,6 +370,41 @@ export function answeredSocket(
     };
     // postgres.js names the host to TLS by it (SNI, the certificate check).
     socket.host = host;
+    // How long this connection's close is held back (see failedHosts):
+    // 0 unless it failed, after a round in which every host failed; -1
+    // for the one host listed, passed over.
+    const held = (at: number, hosts: number, choosy: boolean): number => {
+      const now = performance.now();
+      const since = state.answeredAt === undefined
+        ? undefined
+        : now - state.answeredAt;
+      // Open long enough past its first answer (ended by the server, its
+      // idle time or lifetime), or another connection is: the server
+      // takes this client.
+      if ((since !== undefined && since >= SETTLED_MS) || settled(now)) {
+        failedHosts.clear();
+        failedRounds = 0;
+        return 0;
+      }
+      // Passed over: ended by the client under target_session_attrs as
+      // soon as it logged in (a standby, for `primary`).
+      const passedOver = choosy && state.ended && since !== undefined;
+      if (passedOver && hosts === 1) return -1;
+      // Unreached, or closed before a word (a connect refused or timed
+      // out, a startup unanswered). One host alone postgres.js connects
+      // to again only on its backoff.
+      const failed = passedOver || (!answered && !state.ended && hosts > 1);
+      if (!failed) return 0;
+      failedHosts.add(at);
+      if (failedHosts.size >= hosts) {
+        failedHosts.clear();
+        failedRounds++;
+      }
+      return failedRounds === 0 ? 0 : Math.min(
+        MOST_ROUND_WAIT_MS,
+        FIRST_ROUND_WAIT_MS * 2 ** (failedRounds - 1),
+      );
+    };
     return socket;
   };
   return Object.assign(make, {

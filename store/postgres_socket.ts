@@ -59,7 +59,14 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * own, or once the client ended a connection under `target_session_attrs` (a standby, for
  * `primary`). A socket dir given as the host (`{ host: "/run/postgresql" }`,
  * or `PGHOST`) it connects to over the Unix socket there, as postgres.js
- * does (tests/store/postgres_socket_unix_test.ts). Measured through a relay that stopped
+ * does (tests/store/postgres_socket_unix_test.ts). Once every listed host
+ * failed in a row (a connect refused or timed out, a standby passed over),
+ * it hands on each failed connection's close, and with it postgres.js's
+ * next connect, 50 ms later, doubling with each such round, at most 1 s
+ * (postgres.js 3.4.9 connects again at once there, outside its backoff);
+ * a standby listed alone and passed over it closes as a failed connect, for
+ * postgres.js's backoff. A connection that succeeds is never held
+ * (tests/store/postgres_failover_backoff_test.ts). Measured through a relay that stopped
  * forwarding and reading (tests/store/postgres_partition_pool_test.ts, a
  * pool of 2, a bound of 1 s): on a plain client no read answered within
  * 6 s of the relay being replaced; on one given this, the first read did.
