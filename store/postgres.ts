@@ -248,11 +248,17 @@ export interface PostgresClient {
   readonly unsafe: (...args: never[]) => unknown;
   /**
    * The client's options, of which the store reads the transforms, the
-   * hosts and `target_session_attrs`.
+   * hosts, `target_session_attrs`, and the Unix socket and TLS asked for.
    */
   readonly options: {
     readonly host?: unknown;
     readonly target_session_attrs?: unknown;
+    /** The Unix socket's file (`<dir>/.s.PGSQL.<port>`), where the host is a dir. */
+    readonly path?: unknown;
+    /** The TLS asked for (`ssl`, `?sslmode=`, `PGSSL`). */
+    readonly ssl?: unknown;
+    /** `direct`: TLS from the first byte, no SSLRequest. */
+    readonly sslnegotiation?: unknown;
     readonly transform?: {
       readonly column?: { readonly from?: unknown };
       readonly value?: { readonly from?: unknown };
@@ -626,7 +632,9 @@ export class PostgresStore implements Store {
    * `target_session_attrs=read-write` (postgres.js grants it a hot
    * standby: use `primary`), chooses a standby or a read-only session
    * (`target_session_attrs` `read-only`, `standby`, `prefer-standby`:
-   * the store writes), or `schema` is not a lower-case SQL identifier.
+   * the store writes), asks for TLS over a Unix socket (PostgreSQL does
+   * not do TLS there: leave `ssl` out for a socket, or connect over TCP),
+   * or `schema` is not a lower-case SQL identifier.
    */
   constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
     // A misspelt `schema` would put the store's tables in `relayer`.
@@ -675,6 +683,30 @@ export class PostgresStore implements Store {
     ) {
       throw new TypeError(
         `Cannot create PostgresStore as 'sql' chooses a session by target_session_attrs=${attrs}, which picks a standby or a read-only session, and the store writes: use target_session_attrs=primary, or leave it out`,
+      );
+    }
+    // PostgreSQL does not do TLS on a Unix socket: it says no to the
+    // SSLRequest there (libpq skips sslmode for a socket). postgres.js
+    // 3.4.9 starts TLS anyway for every mode but `prefer` (and for that
+    // one too under direct negotiation, which sends no SSLRequest): the
+    // server closes the connection, and every query fails as "Client
+    // network socket disconnected before secure TLS connection was
+    // established", which reads as a network fault.
+    const path = sql.options?.path;
+    const ssl = sql.options?.ssl;
+    if (
+      typeof path === "string" && path !== "" && ssl !== undefined &&
+      ssl !== null && ssl !== false &&
+      (ssl !== "prefer" || sql.options?.sslnegotiation === "direct")
+    ) {
+      throw new TypeError(
+        `Cannot create PostgresStore as 'sql' asks for TLS (ssl ${
+          typeof ssl === "string" ? ssl : "given"
+        }${
+          sql.options?.sslnegotiation === "direct"
+            ? ", sslnegotiation direct"
+            : ""
+        }) over the Unix socket ${path}, and PostgreSQL does not do TLS on a Unix socket (every connection would fail its TLS handshake): leave ssl out for a socket (and PGSSL unset), as libpq ignores sslmode there, or connect over TCP to keep TLS`,
       );
     }
     const schema = options.schema ?? "relayer";

@@ -1,0 +1,171 @@
+/**
+ * TLS asked for over a Unix socket (`ssl: "require"`, or `PGSSL=require`
+ * in the environment, with a socket dir as the host). PostgreSQL does not
+ * do TLS on a Unix socket: it answers the client's SSLRequest there with
+ * a no, and libpq ignores `sslmode` for a socket. postgres.js 3.4.9 starts
+ * TLS anyway (for every mode but `prefer`), and the server closes the
+ * connection: each query fails with "Client network socket disconnected
+ * before secure TLS connection was established" (ECONNRESET), which reads
+ * as a network fault. `new PostgresStore(sql)` refuses such a client, and
+ * says to leave `ssl` out for a socket or to connect over TCP to keep TLS.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { answeredSocketOption } from "../../store/postgres_socket.ts";
+import { postgresAvailable } from "../_postgres.ts";
+import {
+  postgresBinDir,
+  startPostgres,
+} from "../../support/postgres_server.ts";
+
+// Deno asks a connect to a Unix socket for net access to its path, which
+// `deno task test`'s loopback list does not grant: there the file runs
+// itself again with the network.
+const unixGranted =
+  (await Deno.permissions.query({ name: "net" })).state === "granted";
+
+/** A client of the server whose socket is in `dir`, given `more`. */
+function overSocket(dir: string, port: number, more: object): postgres.Sql {
+  return postgres({
+    host: dir,
+    port,
+    user: "postgres",
+    database: "postgres",
+    max: 1,
+    connect_timeout: 5,
+    onnotice: () => {},
+    max_lifetime: null,
+    ...more,
+  } as postgres.Options<Record<string, never>>);
+}
+
+/** Whether `error` is the store's refusal of TLS over a Unix socket. */
+function refusesTls(error: Error): boolean {
+  return error instanceof TypeError &&
+    /Unix socket/.test(error.message) &&
+    /does not do TLS/.test(error.message) &&
+    /leave ssl out/.test(error.message) &&
+    /over TCP/.test(error.message);
+}
+
+Deno.test({
+  name:
+    "the Unix socket TLS test, run again with the network a Unix socket's path needs",
+  ignore: unixGranted || !postgresAvailable,
+  async fn() {
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "test",
+        "--allow-read",
+        "--allow-write",
+        "--allow-env",
+        "--allow-run",
+        "--allow-net",
+        "--filter",
+        "real server",
+        new URL(import.meta.url).pathname,
+      ],
+      cwd: new URL("../../", import.meta.url).pathname,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+    }).output();
+    const text = new TextDecoder();
+    const out = `${text.decode(stdout)}${text.decode(stderr)}`;
+    assert.equal(code, 0, out);
+    assert.match(out, /ok \| 1 passed \| 0 failed/, out);
+  },
+});
+
+Deno.test({
+  name:
+    "on a real server, TLS over its Unix socket fails every query in TLS's words (prefer alone connects, in plain text), and PostgresStore refuses the clients that ask for it",
+  ignore: !postgresAvailable || !unixGranted,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pg-unix-" });
+    const server = await startPostgres({ dir, bin: (await postgresBinDir())! });
+    try {
+      for (const given of [false, true]) {
+        for (
+          const more of [
+            { ssl: "require" },
+            { ssl: "verify-full" },
+            { ssl: "allow" },
+            { ssl: true },
+            { ssl: "prefer", sslnegotiation: "direct" },
+            { ssl: "prefer" },
+          ]
+        ) {
+          const answered = answeredSocketOption(5_000);
+          const sql = overSocket(dir, server.port, {
+            ...more,
+            ...(given ? answered : {}),
+          });
+          const what = `${JSON.stringify(more)}${
+            given ? " with answeredSocketOption" : ""
+          }`;
+          try {
+            const asked = sql`SELECT inet_server_addr() AS addr`;
+            if (more.ssl === "prefer" && !("sslnegotiation" in more)) {
+              // The server said no to TLS: prefer goes on in plain text.
+              const [row] = await asked;
+              assert.equal(row?.addr, null, what);
+              new PostgresStore(sql).close();
+              continue;
+            }
+            await assert.rejects(
+              asked,
+              (error: Error & { code?: string }) =>
+                /before secure TLS connection was established/.test(
+                  error.message,
+                ),
+              what,
+            );
+            assert.throws(() => new PostgresStore(sql), refusesTls, what);
+          } finally {
+            await sql.end({ timeout: 0 });
+            await answered.socket.closed(5_000);
+          }
+        }
+      }
+    } finally {
+      await server.stop();
+    }
+  },
+});
+
+Deno.test("PostgresStore refuses TLS over a Unix socket however it is asked (the ssl option, PGSSL), and not over TCP nor a socket without it", async () => {
+  // postgres.js connects on a client's first query: none is sent here.
+  const dir = "/run/postgresql";
+  for (const ssl of ["require", "verify-full", "verify-ca", "allow", true]) {
+    const sql = postgres({ host: dir, ssl } as postgres.Options<
+      Record<string, never>
+    >);
+    assert.throws(() => new PostgresStore(sql), refusesTls, String(ssl));
+    await sql.end();
+  }
+  const before = Deno.env.get("PGSSL");
+  Deno.env.set("PGSSL", "require");
+  try {
+    const env = postgres({ host: dir });
+    assert.throws(() => new PostgresStore(env), refusesTls, "PGSSL=require");
+    await env.end();
+  } finally {
+    if (before === undefined) Deno.env.delete("PGSSL");
+    else Deno.env.set("PGSSL", before);
+  }
+  for (
+    const sql of [
+      postgres({ host: dir }),
+      postgres({ host: dir, ssl: false }),
+      postgres({ host: dir, ssl: "prefer" }),
+      postgres("postgres://relayer@127.0.0.1:5432/payments?sslmode=require"),
+    ]
+  ) {
+    new PostgresStore(sql).close();
+    await sql.end();
+  }
+});
