@@ -46,9 +46,11 @@ import {
   CLOUDFLARE_MAX_DELIVERY_DELAY_MS,
   CLOUDFLARE_MAX_RETENTION_MS,
   CLOUDFLARE_MIN_RETENTION_MS,
+  cloudflareDeadLetterMaxWaitSeconds,
   cloudflareDelaySeconds as delaySecondsOf,
   cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
+  type CloudflareRetentionLimits,
   cloudflareRetentionRefusal,
 } from "../policy/_cloudflare_retention.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
@@ -194,7 +196,10 @@ export interface QueueHandlerOptions {
    * a retention that ends first deletes it, its intent stranded: more than
    * 14 min with the default policy and lease (a floor, as for
    * `messageRetentionMs`). On a paid plan, 14 days outlasts the longest
-   * outage. Not given, not checked.
+   * outage. Not given, not checked. Given, no wait on the dead-letter queue
+   * passes what it leaves a message as old as the jobs queue's waits make
+   * it, whether Cloudflare kept the message's `attempts` on the move or
+   * started them again at 1 (its docs do not say; Miniflare's does).
    */
   readonly deadLetterMessageRetentionMs?: number | undefined;
   /**
@@ -415,13 +420,14 @@ function checkRetentionAllowed(
  * Refuses message retentions that end while the handler may still retry
  * a message (`policy/_cloudflare_retention.ts`, the rule the service's
  * settings and `deno task schedule --queue cloudflare` read too):
- * Cloudflare deletes such a message, with no dead letter.
+ * Cloudflare deletes such a message, with no dead letter. Returns what the
+ * rule read of the handler and its queues.
  */
 function checkRetentions(
   options: QueueHandlerOptions,
   maxRetries: number,
   deadLetterQueue: string,
-): void {
+): CloudflareRetentionLimits {
   checkRetentionAllowed("messageRetentionMs", options.messageRetentionMs);
   checkRetentionAllowed(
     "deadLetterMessageRetentionMs",
@@ -443,23 +449,21 @@ function checkRetentions(
   const { relayer } = options;
   // A relayer of another make may not say its lease: the defaults, then.
   const { leaseMs, clockSkewMs } = relayer;
-  const refusal = cloudflareRetentionRefusal(
-    {
-      baseMs: relayer.policy.baseMs,
-      capMs: relayer.policy.capMs,
-      leaseMs: typeof leaseMs === "number" ? leaseMs : undefined,
-      clockSkewMs: typeof clockSkewMs === "number" ? clockSkewMs : undefined,
-      maxRetries,
-      deliveryDelayMs,
-    },
-    options,
-    deadLetterQueue,
-  );
+  const limits: CloudflareRetentionLimits = {
+    baseMs: relayer.policy.baseMs,
+    capMs: relayer.policy.capMs,
+    leaseMs: typeof leaseMs === "number" ? leaseMs : undefined,
+    clockSkewMs: typeof clockSkewMs === "number" ? clockSkewMs : undefined,
+    maxRetries,
+    deliveryDelayMs,
+  };
+  const refusal = cloudflareRetentionRefusal(limits, options, deadLetterQueue);
   if (refusal !== undefined) {
     throw new RangeError(
       `Cannot create queue handler as '${refusal.option}' is ${refusal.text}`,
     );
   }
+  return limits;
 }
 
 /**
@@ -475,7 +479,9 @@ function checkRetentions(
  * delivery that fails unexpectedly (the store is down) is logged and
  * retried after the policy's base delay doubled with each of the message's
  * attempts (`baseMs`, 5 s by default), up to the policy's cap on the jobs
- * queue and up to 12 h on the dead-letter queue. So one message never makes
+ * queue and up to 12 h on the dead-letter queue (or what
+ * `deadLetterMessageRetentionMs`, given, leaves a message there as old as
+ * the jobs queue's waits make it, if less). So one message never makes
  * Cloudflare retry the whole batch, an outage does not use up a message's
  * deliveries at once, and a give-up that fails outlasts an outage as long
  * as the queue's retention (with `max_retries = 100` on the dead-letter
@@ -607,7 +613,17 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     );
   }
   checkDeadLetterRetries(options, relayer.policy.baseMs);
-  checkRetentions(options, maxRetries, deadLetterQueue);
+  const limits = checkRetentions(options, maxRetries, deadLetterQueue);
+  // Cloudflare does not say whether a message moved to the dead-letter
+  // queue keeps its attempts (Miniflare's starts them again at 1), and no
+  // count the handler sees is the same either way: kept, a wait doubled
+  // from them asks up to 12 h at the first delivery there. So each wait
+  // there ends within what the retention given leaves a message as old
+  // as the jobs queue can make it.
+  const deadLetterMaxWaitSeconds = cloudflareDeadLetterMaxWaitSeconds(
+    limits,
+    options.deadLetterMessageRetentionMs,
+  );
 
   async function handle(
     queue: string,
@@ -700,7 +716,10 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
    * to the dead-letter queue, where it is handled again. On the
    * dead-letter queue up to 12 h: running out there deletes the message
    * and strands its intent, and 100 retries doubling to 12 h outlast the
-   * queue's longest retention (14 days).
+   * queue's longest retention (14 days). There no wait passes what the
+   * queue's retention, when given, leaves a message as old as the jobs
+   * queue can make it, whether its attempts started again at 1 there or
+   * not.
    */
   function retryAfterOutage(message: QueueMessage, deadLetter: boolean): void {
     message.retry({ delaySeconds: outageSeconds(message, deadLetter) });
@@ -708,11 +727,23 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
 
   /** The wait {@linkcode retryAfterOutage} asks for, in seconds. */
   function outageSeconds(message: QueueMessage, deadLetter: boolean): number {
-    return delaySecondsOf(
-      outageDelayMs(
-        message.attempts,
-        relayer.policy.baseMs,
-        deadLetter ? MAX_DELAY_SECONDS * 1000 : relayer.policy.capMs,
+    if (!deadLetter) {
+      return delaySecondsOf(
+        outageDelayMs(
+          message.attempts,
+          relayer.policy.baseMs,
+          relayer.policy.capMs,
+        ),
+      );
+    }
+    return Math.min(
+      deadLetterMaxWaitSeconds,
+      delaySecondsOf(
+        outageDelayMs(
+          message.attempts,
+          relayer.policy.baseMs,
+          MAX_DELAY_SECONDS * 1000,
+        ),
       ),
     );
   }

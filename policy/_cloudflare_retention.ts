@@ -258,6 +258,42 @@ export function cloudflareDeadLetterAgeSeconds(
     cloudflareDeadLetterWaitSeconds(limits);
 }
 
+/**
+ * The longest wait, in seconds, the handler asks on the dead-letter queue:
+ * 12 h ({@linkcode CLOUDFLARE_MAX_DELAY_SECONDS}), or, where that queue's
+ * retention (`retentionMs`, when given) leaves less, what it leaves a
+ * message as old as the jobs queue can make it
+ * ({@linkcode cloudflareJobsSpanSeconds}), less a second: its retry comes
+ * before the retention ends. That holds whatever the message's `attempts`
+ * say there, which Cloudflare does not document for a moved message
+ * (Miniflare's queue starts them again at 1; kept, a wait doubled from
+ * them would ask up to 12 h at the first delivery there), and whether its
+ * age moved with it. A retention the rule takes
+ * ({@linkcode cloudflareRetentionRefusal}) leaves at least
+ * {@linkcode cloudflareDeadLetterWaitSeconds}, so a busy give-up's own
+ * wait is never cut.
+ *
+ * ```ts
+ * import { cloudflareDeadLetterMaxWaitSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
+ * assert.equal(cloudflareDeadLetterMaxWaitSeconds(limits, undefined), 43_200);
+ * assert.equal(cloudflareDeadLetterMaxWaitSeconds(limits, 86_400_000), 43_200);
+ * assert.equal(cloudflareDeadLetterMaxWaitSeconds(limits, 3_600_000), 2_879); // 1 h - 12 min - 1 s
+ * assert.equal(cloudflareDeadLetterMaxWaitSeconds(limits, 841_000), 120); // the least the rule takes
+ * ```
+ */
+export function cloudflareDeadLetterMaxWaitSeconds(
+  limits: CloudflareRetentionLimits,
+  retentionMs: number | undefined,
+): number {
+  if (retentionMs === undefined) return CLOUDFLARE_MAX_DELAY_SECONDS;
+  const left = Math.floor(retentionMs / 1000) -
+    cloudflareJobsSpanSeconds(limits) - 1;
+  return Math.min(CLOUDFLARE_MAX_DELAY_SECONDS, Math.max(1, left));
+}
+
 /** A retention the handler refuses: which, and why (with what to do). */
 export interface CloudflareRetentionRefusal {
   /** The handler's option: `messageRetentionMs` or `deadLetterMessageRetentionMs`. */
