@@ -63,6 +63,7 @@ import {
 import { mulberry32 } from "../support/prng.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import { createQueueHandler } from "../cloudflare/queue_handler.ts";
+import { cloudflareDeadLetterMaxWaitSeconds } from "../policy/_cloudflare_retention.ts";
 
 /** What one broadcast of a payment does. */
 export type SendKind =
@@ -254,13 +255,15 @@ const dlqRetries = new Map<number, number>();
 /**
  * The documented model of a queue; `policy` gives the delays the
  * Cloudflare and KV handlers retry a failure with (the default policy's
- * when absent).
+ * when absent), and `settings` the lease the Cloudflare handler counts in
+ * the waits a dead-letter retention must leave room for.
  */
 export function modelOf(
   queue: QueueLimits,
   policy: Policy = DEFAULT_POLICY,
   slowest = false,
   cloudflare: CloudflareQueueSettings = {},
+  settings: ServiceSettings = DEFAULT_SETTINGS,
 ): QueueModel {
   const limit = queueLimit(queue);
   const onceOrTwice = (random: () => number) => random() < 0.5 ? 1 : 2;
@@ -324,6 +327,19 @@ export function modelOf(
     }
     case "cloudflare": {
       const dlq = cloudflareDeadLetterRetries(policy);
+      // The longest wait the handler asks there: what the dead-letter
+      // retention leaves a message as old as the jobs queue makes it.
+      const dlqMaxWaitMs = cloudflareDeadLetterMaxWaitSeconds(
+        {
+          baseMs: policy.baseMs,
+          capMs: policy.capMs,
+          leaseMs: settings.leaseMs,
+          clockSkewMs: settings.clockSkewMs,
+          maxRetries: queue.maxRetries,
+          deliveryDelayMs: cloudflare.deliveryDelayMs,
+        },
+        cloudflare.deadLetterMessageRetentionMs,
+      ) * SECOND;
       return {
         limit,
         counts: true,
@@ -350,14 +366,17 @@ export function modelOf(
         // the consumer's retry_delay.
         killed: () => 0,
         // The dead-letter queue's consumer is the same handler: a failure
-        // waits the base doubled with its attempts up to 12 h, a busy
-        // give-up at least as long; `deadLetterMaxRetries` retries, the
-        // fewest the handler takes.
+        // waits the base doubled with its attempts up to 12 h, or what the
+        // dead-letter retention leaves, a busy give-up at least as long;
+        // `deadLetterMaxRetries` retries, the fewest the handler takes.
         giveUpRetry: (k, delayMs) =>
           k <= dlq
             ? Math.max(
               cloudflareSeconds(delayMs),
-              cloudflareSeconds(outageDelayMs(k, policy.baseMs, DAY_MS / 2)),
+              Math.min(
+                dlqMaxWaitMs,
+                cloudflareSeconds(outageDelayMs(k, policy.baseMs, DAY_MS / 2)),
+              ),
             )
             : undefined,
       };
@@ -470,6 +489,7 @@ export async function simulateQueue(
     scenario.policy,
     scenario.slowest,
     scenario.cloudflare,
+    scenario.settings,
   ),
 ): Promise<QueueRunReport> {
   const { policy, queue, event } = scenario;

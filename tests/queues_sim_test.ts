@@ -145,7 +145,7 @@ const busyBound = (settings: ServiceSettings) =>
 function nothingStrandedAfterEvents(
   arbitrary: fc.Arbitrary<QueueScenario>,
   model: (scenario: QueueScenario) => QueueModel = (s) =>
-    modelOf(s.queue, s.policy, s.slowest, s.cloudflare),
+    modelOf(s.queue, s.policy, s.slowest, s.cloudflare, s.settings),
   seen?: { killed: number; failed: number; giveUpRetried: number },
   accepted = true,
 ) {
