@@ -149,7 +149,9 @@
  *   read and a fresh look at the signer's receipts. A 503 of the store's
  *   (an outage, a statement a `cancel` fault cut) must leave it in review
  *   with its hold pending, or resolved whole (the answer lost): it is
- *   read again at once. With a `cancel` fault to come, the operator holds
+ *   read again at once (until a read is answered), and one still in review
+ *   is resolved again; one whose last resolution was such a 503 and that
+ *   is still in review at the end is a resolution stuck, a violation. With a `cancel` fault to come, the operator holds
  *   the payments in review until it begins (the fault waits for 4 of them,
  *   at most 5 s), so that resolutions meet it; a run where none was sent
  *   while one was under way fails.
@@ -1783,6 +1785,52 @@ export function resolveAnswer(
 }
 
 /**
+ * A resolution the store failed under (a 503: an outage, a statement a
+ * `cancel` fault cut) that never completed. KvStore and PostgresStore
+ * write the move and its void or capture in one commit, so such a 503
+ * left the payment in review with its hold pending (nothing written; the
+ * operator resolves it again) or resolved whole (the answer lost): either
+ * way, by the run's end it is resolved, or a later resolution of it was
+ * answered otherwise (a 409 of the route's, say). One still in review
+ * whose last resolution was that 503 is a resolution stuck: a write that
+ * left the payment unresolvable, or an operator that never came back.
+ *
+ * @example
+ * ```ts
+ * import { resolutionStuck } from "./crash.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const failure = { to: "failed", at: 3_200 } as const;
+ * assert.equal(resolutionStuck("pi_0001", failure, "failed", "voided"), null);
+ * assert.match(
+ *   resolutionStuck("pi_0001", failure, "needs_review", "pending") ?? "",
+ *   /still needs_review at the end/,
+ * );
+ * ```
+ *
+ * @param id The intent.
+ * @param failure The operator's last resolution of it, where the store
+ *   failed under it (503) and no later one was answered otherwise, with
+ *   when it was sent (ms into the run); `undefined` if none.
+ * @param state The intent's state at the end.
+ * @param hold Its hold at the end.
+ * @returns The violation, or `null`.
+ */
+export function resolutionStuck(
+  id: string,
+  failure:
+    | { readonly to: "settled" | "failed"; readonly at: number }
+    | undefined,
+  state: State,
+  hold: string | null,
+): string | null {
+  if (failure === undefined || state !== "needs_review") return null;
+  return `${id}: resolving it ${failure.to} at ${
+    (failure.at / 1000).toFixed(2)
+  }s was answered 503 (the store failed under it), and it is still needs_review at the end with hold ${hold}: the resolution never completed`;
+}
+
+/**
  * Whether the store refused a resolution the resolve route let through:
  * its `409 refused`, the payment read after it still in review at the
  * version the operator sent. The route checks what the store checks
@@ -2880,6 +2928,11 @@ const LEASE_MS = 500;
  * `send-in-flight` waits a lease).
  */
 const OPERATOR_FINISH_MS = 6 * LEASE_MS;
+/**
+ * How long the operator reads a payment again after the store failed under
+ * its resolution, until a read is answered (a `cancel` fault lasts 3 s).
+ */
+const REREAD_MS = 4_000;
 const DUPLICATE_RATE = 1 / 12;
 const MAX_DELIVERIES_PER_JOB = 500;
 /** How many publications of a job have a queue that gives up (at a drawn count). */
@@ -4705,6 +4758,21 @@ async function runCrashTest(
   /** When the operator may try a payment again after a 409 `send-in-flight`. */
   const retryAt = new Map<string, number>();
   /**
+   * The payments whose last resolution the store failed under (503), with
+   * its target and when it was sent: each must be resolved by the run's end
+   * ({@linkcode resolutionStuck}).
+   */
+  /**
+   * The payments whose resolution the store failed under and that could
+   * not be read back: the operator reads each again, and resolves it again
+   * if it is still in review.
+   */
+  const resolveAgain = new Set<string>();
+  const storeFailedResolutions = new Map<
+    string,
+    { to: "settled" | "failed"; at: number }
+  >();
+  /**
    * An operator resolving payments in review as one should: settled once
    * the signer confirmed one of its txs, failed once nothing may have left
    * (the route itself refuses a failure behind a confirmed or pending tx);
@@ -4724,7 +4792,7 @@ async function runCrashTest(
       // Payments seen in review, or whose job has ended (in review, most
       // likely), a few at a time.
       const inReview = plans.filter((p) =>
-        !resolvedBy.has(p.id) &&
+        (!resolvedBy.has(p.id) || resolveAgain.has(p.id)) &&
         (retryAt.get(p.id) ?? -Infinity) <= performance.now() &&
         (observed.get(p.id).at(-1)?.state === "needs_review" ||
           jobs.get(p.id)!.ended)
@@ -4744,6 +4812,7 @@ async function runCrashTest(
           };
           answer({ state: intent.state, sentAt, answeredAt: now() });
           holdSeen(plan.id, read.body as IntentView, "the operator");
+          resolveAgain.delete(plan.id);
           if (intent.state !== "needs_review") continue;
           // The operator looks at the chain first (the signer's receipts).
           for (const hash of intent.txHashes) {
@@ -4803,6 +4872,9 @@ async function runCrashTest(
           // its answer lost). A receipt the Sender could not read now
           // changes nothing: the operator looks again later.
           const what = resolveAnswer(status, text, outages);
+          if (what === "again" && !/receipts-unread/.test(text)) {
+            storeFailedResolutions.set(plan.id, { to, at: sentAt - started });
+          } else storeFailedResolutions.delete(plan.id);
           if (status === 409 && /problem:refused/.test(text)) {
             const after = await ops(`/v1/intents/${plan.id}`);
             const seen = after.status === 200 && isIntentView(after.body)
@@ -4853,7 +4925,17 @@ async function runCrashTest(
             // all. Still in review with its hold pending, it is resolved
             // again later; resolved, the write landed and its answer was
             // lost. Anything else is half a resolution, or another's.
-            const after = await ops(`/v1/intents/${plan.id}`);
+            // Read until the store answers (a cancel fault cuts reads
+            // too), or the payment is tried again later all the same.
+            let after = await ops(`/v1/intents/${plan.id}`);
+            for (
+              const until = now() + REREAD_MS;
+              after.status !== 200 && now() < until && !failure;
+            ) {
+              await sleep(50);
+              after = await ops(`/v1/intents/${plan.id}`);
+            }
+            if (after.status !== 200) resolveAgain.add(plan.id);
             if (after.status === 200 && isIntentView(after.body)) {
               const seen = after.body.intent;
               holdSeen(
@@ -5293,10 +5375,12 @@ async function runCrashTest(
     const finishBy = performance.now() + OPERATOR_FINISH_MS;
     while (
       !failure && performance.now() < finishBy &&
-      plans.some((p) =>
-        !resolvedBy.has(p.id) && !stub.onChain(p.id) &&
-        observed.get(p.id).at(-1)?.state === "needs_review"
-      )
+      (resolveAgain.size > 0 ||
+        plans.some((p) =>
+          !resolvedBy.has(p.id) &&
+          (!stub.onChain(p.id) || storeFailedResolutions.has(p.id)) &&
+          observed.get(p.id).at(-1)?.state === "needs_review"
+        ))
     ) {
       await sleep(50);
     }
@@ -5319,6 +5403,19 @@ async function runCrashTest(
         }
       })
     ));
+    // A resolution the store failed under completed by now (landed whole,
+    // its answer lost, or made again).
+    for (const [id, failure] of storeFailedResolutions) {
+      const view = finals.get(id);
+      if (view === undefined) continue;
+      const stuck = resolutionStuck(
+        id,
+        failure,
+        view.intent.state,
+        view.intent.hold,
+      );
+      if (stuck !== null) unexpected.push(stuck);
+    }
     const deadLetters: DeadLetterView[] = [];
     let pages = 0;
     for (let cursor: string | null = null;;) {

@@ -16,6 +16,7 @@ import {
   duringCancel,
   holdAgainstState,
   resolutionRefused,
+  resolutionStuck,
   SignerStub,
 } from "../../tools/crash.ts";
 
@@ -153,5 +154,27 @@ Deno.test("resolutionRefused() flags a fail the store refused as the route wrote
   assert.equal(
     resolutionRefused(200, "{}", version, { state: "failed", version }),
     false,
+  );
+});
+
+Deno.test("resolutionStuck() flags a payment still in review whose last resolution the store failed under, and passes one resolved since or never failed so", () => {
+  // A route that, once the store failed under a payment's resolution,
+  // answered 503 to every later one (passed, 503s being allowed under a
+  // cancel fault): the payment stayed in review with its hold pending.
+  const failure = { to: "failed", at: 9_680 } as const;
+  assert.equal(
+    resolutionStuck("pi_0043", failure, "needs_review", "pending"),
+    "pi_0043: resolving it failed at 9.68s was answered 503 (the store failed under it), and it is still needs_review at the end with hold pending: the resolution never completed",
+  );
+  // Landed whole (its answer lost), or made again.
+  assert.equal(resolutionStuck("pi_0043", failure, "failed", "voided"), null);
+  assert.equal(
+    resolutionStuck("pi_0043", { to: "settled", at: 1 }, "settled", "captured"),
+    null,
+  );
+  // No store failure on its last resolution (a 409 of the route's since).
+  assert.equal(
+    resolutionStuck("pi_0043", undefined, "needs_review", "pending"),
+    null,
   );
 });
