@@ -4768,6 +4768,8 @@ async function runCrashTest(
    * if it is still in review.
    */
   const resolveAgain = new Set<string>();
+  /** The answer to the operator's last resolution of each payment. */
+  const lastResolution = new Map<string, string>();
   const storeFailedResolutions = new Map<
     string,
     { to: "settled" | "failed"; at: number }
@@ -4871,6 +4873,14 @@ async function runCrashTest(
           // resolution: the payment stays in review (or the write landed,
           // its answer lost). A receipt the Sender could not read now
           // changes nothing: the operator looks again later.
+          lastResolution.set(
+            plan.id,
+            `${to} ${status}${
+              status === 200
+                ? ""
+                : ` ${/urn:relayer:problem:([\w-]+)/.exec(text)?.[1] ?? ""}`
+            }`,
+          );
           const what = resolveAnswer(status, text, outages);
           if (what === "again" && !/receipts-unread/.test(text)) {
             storeFailedResolutions.set(plan.id, { to, at: sentAt - started });
@@ -5416,6 +5426,11 @@ async function runCrashTest(
       );
       if (stuck !== null) unexpected.push(stuck);
     }
+    // The payments in review with nothing on the chain the operator left
+    // unresolved, with its last answer for each.
+    const unresolved = plans.filter((p) =>
+      finals.get(p.id)?.intent.state === "needs_review" && !stub.onChain(p.id)
+    ).map((p) => ({ id: p.id, last: lastResolution.get(p.id) }));
     const deadLetters: DeadLetterView[] = [];
     let pages = 0;
     for (let cursor: string | null = null;;) {
@@ -5652,6 +5667,15 @@ async function runCrashTest(
                 : show(stats.resolvedInCancel)
             }`
             : ""
+        }`,
+        `unresolved   ${unresolved.length} payments in review at the end with nothing on the chain (the operator fails each once no send of it can run)${
+          unresolved.length === 0
+            ? ""
+            : `: ${
+              unresolved.slice(0, 12).map(({ id, last }) =>
+                `${id} (${last ?? "never tried"})`
+              ).join(", ")
+            }${unresolved.length > 12 ? ", …" : ""}`
         }`,
         `final        ${show(states)}`,
         ...[...byBehaviour].sort().map(([behaviour, row]) =>
