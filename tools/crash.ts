@@ -1785,6 +1785,49 @@ export function resolveAnswer(
 }
 
 /**
+ * Whether the operator has a payment to look at: not resolved yet (or its
+ * resolution to be made again), not waiting out a 409 `send-in-flight`,
+ * and last read in review, or its job ended with no later read that left
+ * review for good. A payment last read settled, failed or created (which
+ * never moves) is not looked at again: with a few hundred jobs ended, the
+ * operator's few looks a round went to those, and the payments in review
+ * waited past the run's end.
+ *
+ * @example
+ * ```ts
+ * import { awaitsOperator } from "./crash.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const base = { resolved: false, again: false, retryAt: undefined, jobEnded: true };
+ * assert.equal(awaitsOperator({ ...base, lastSeen: "needs_review" }, 0), true);
+ * assert.equal(awaitsOperator({ ...base, lastSeen: "settled" }, 0), false);
+ * ```
+ *
+ * @param payment What the operator knows of it: whether it resolved it,
+ *   whether that resolution is to be made again, when it may try again
+ *   after a `send-in-flight`, the state its last read saw, and whether
+ *   its job ended.
+ * @param at The operator's clock now.
+ * @returns Whether to look at it.
+ */
+export function awaitsOperator(
+  payment: {
+    readonly resolved: boolean;
+    readonly again: boolean;
+    readonly retryAt: number | undefined;
+    readonly lastSeen: State | undefined;
+    readonly jobEnded: boolean;
+  },
+  at: number,
+): boolean {
+  if (payment.resolved && !payment.again) return false;
+  if ((payment.retryAt ?? -Infinity) > at) return false;
+  if (payment.lastSeen === "needs_review") return true;
+  return payment.jobEnded && payment.lastSeen !== "settled" &&
+    payment.lastSeen !== "failed" && payment.lastSeen !== "created";
+}
+
+/**
  * A resolution the store failed under (a 503: an outage, a statement a
  * `cancel` fault cut) that never completed. KvStore and PostgresStore
  * write the move and its void or capture in one commit, so such a 503
@@ -4791,13 +4834,17 @@ async function runCrashTest(
         options.dbFaults.includes("cancel") &&
         !stats.dbFaults.some((fault) => fault.kind === "cancel")
       ) continue;
-      // Payments seen in review, or whose job has ended (in review, most
-      // likely), a few at a time.
+      // Payments seen in review, or whose job has ended short of a final
+      // state (in review, most likely), a few at a time.
+      const at = performance.now();
       const inReview = plans.filter((p) =>
-        (!resolvedBy.has(p.id) || resolveAgain.has(p.id)) &&
-        (retryAt.get(p.id) ?? -Infinity) <= performance.now() &&
-        (observed.get(p.id).at(-1)?.state === "needs_review" ||
-          jobs.get(p.id)!.ended)
+        awaitsOperator({
+          resolved: resolvedBy.has(p.id),
+          again: resolveAgain.has(p.id),
+          retryAt: retryAt.get(p.id),
+          lastSeen: observed.get(p.id).at(-1)?.state,
+          jobEnded: jobs.get(p.id)!.ended,
+        }, at)
       );
       for (let i = 0; i < 4 && inReview.length > 0; i++) {
         const plan = inReview.splice(
@@ -4879,7 +4926,7 @@ async function runCrashTest(
               status === 200
                 ? ""
                 : ` ${/urn:relayer:problem:([\w-]+)/.exec(text)?.[1] ?? ""}`
-            }`,
+            } at ${((sentAt - started) / 1000).toFixed(2)}s`,
           );
           const what = resolveAnswer(status, text, outages);
           if (what === "again" && !/receipts-unread/.test(text)) {
@@ -4967,7 +5014,10 @@ async function runCrashTest(
             }
           }
         } catch {
-          // the server died under the resolution (it may have landed)
+          // The server died under the resolution (it may have landed), or
+          // under a read after it: read it again later, and resolve it
+          // again if it is still in review.
+          resolveAgain.add(plan.id);
         }
       }
     }
@@ -5378,6 +5428,7 @@ async function runCrashTest(
       ]);
     }
     allEnded = true;
+    const jobsEnded = now() - started;
     // The operator finishes the payments in review with nothing on the
     // chain (each fail of one voids its hold; the first, in each server,
     // is told to come again a lease later: 409 send-in-flight), for a few
@@ -5396,6 +5447,7 @@ async function runCrashTest(
     }
     operatorDone = true;
     await operating;
+    const operatorEnded = now() - started;
     const runMs = now() - started;
 
     // Read everything back over the ops API (the last server is healthy).
@@ -5668,7 +5720,9 @@ async function runCrashTest(
             }`
             : ""
         }`,
-        `unresolved   ${unresolved.length} payments in review at the end with nothing on the chain (the operator fails each once no send of it can run)${
+        `unresolved   ${unresolved.length} payments in review at the end with nothing on the chain (the operator fails each once no send of it can run; it stopped at ${
+          (operatorEnded / 1000).toFixed(2)
+        }s, every job having ended at ${(jobsEnded / 1000).toFixed(2)}s)${
           unresolved.length === 0
             ? ""
             : `: ${

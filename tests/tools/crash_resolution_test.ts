@@ -13,6 +13,7 @@
 
 import assert from "node:assert/strict";
 import {
+  awaitsOperator,
   duringCancel,
   holdAgainstState,
   resolutionRefused,
@@ -177,4 +178,49 @@ Deno.test("resolutionStuck() flags a payment still in review whose last resoluti
     resolutionStuck("pi_0043", undefined, "needs_review", "pending"),
     null,
   );
+});
+
+Deno.test("awaitsOperator() looks at payments in review and those whose job ended short of a final state, not at those read settled, failed or created", () => {
+  const ended = {
+    resolved: false,
+    again: false,
+    retryAt: undefined,
+    jobEnded: true,
+  } as const;
+  // With 300 intents, the operator's four looks a round went to the 200
+  // jobs ended settled or failed, and 34 payments in review with nothing
+  // on the chain were still there at the end (seed 42).
+  for (const lastSeen of ["settled", "failed", "created"] as const) {
+    assert.equal(awaitsOperator({ ...ended, lastSeen }, 0), false, lastSeen);
+  }
+  for (
+    const lastSeen of [
+      "needs_review",
+      "settling",
+      "authorized",
+      undefined,
+    ] as const
+  ) {
+    assert.equal(awaitsOperator({ ...ended, lastSeen }, 0), true, lastSeen);
+  }
+  // Read in review, its job still running.
+  assert.equal(
+    awaitsOperator({ ...ended, jobEnded: false, lastSeen: "needs_review" }, 0),
+    true,
+  );
+  assert.equal(
+    awaitsOperator({ ...ended, jobEnded: false, lastSeen: "settling" }, 0),
+    false,
+  );
+  // Resolved: not again, unless its resolution is to be made again (the
+  // server died under it, or the store failed and it was not read back).
+  const review = { ...ended, lastSeen: "needs_review" } as const;
+  assert.equal(awaitsOperator({ ...review, resolved: true }, 0), false);
+  assert.equal(
+    awaitsOperator({ ...review, resolved: true, again: true }, 0),
+    true,
+  );
+  // A 409 send-in-flight: not before its lease is over.
+  assert.equal(awaitsOperator({ ...review, retryAt: 500 }, 499), false);
+  assert.equal(awaitsOperator({ ...review, retryAt: 500 }, 500), true);
 });
