@@ -146,7 +146,9 @@
  *   must leave the payment in review as it was; it is resolved again later.
  *   So must a 409 `send-in-flight` (the first fail of a payment that may
  *   have sent, in each server): it is tried again a lease later, on a fresh
- *   read and a fresh look at the signer's receipts. A 503 of the store's
+ *   read and a fresh look at the signer's receipts; a 409 `send-ended` (a
+ *   send of that server ended since, its record failed) is tried again at
+ *   once, on a fresh look. A 503 of the store's
  *   (an outage, a statement a `cancel` fault cut) must leave it in review
  *   with its hold pending, or resolved whole (the answer lost): it is
  *   read again at once (until a read is answered), and one still in review
@@ -4951,12 +4953,14 @@ async function runCrashTest(
             );
           } else if (
             (what === "again" && /receipts-unread/.test(text)) ||
-            (status === 409 && /send-in-flight/.test(text))
+            (status === 409 && /send-in-flight|send-ended/.test(text))
           ) {
             // Nothing changed; a fail that met a send that may still run
             // (every payment that may have sent meets one first) is made
             // again as the runbook says: later, on a fresh read and a
-            // fresh look at the chain.
+            // fresh look at the chain. So is one told that a send of the
+            // process ended since, its record failed: at once, on a fresh
+            // look at the chain.
             const after = await ops(`/v1/intents/${plan.id}`);
             const seen = (after.body as IntentView | null)?.intent;
             if (
@@ -4965,14 +4969,14 @@ async function runCrashTest(
             ) {
               unexpected.push(
                 `${plan.id}: resolving it ${to} answered ${status} ${
-                  status === 409 ? "send-in-flight" : "receipts-unread"
+                  /urn:relayer:problem:([\w-]+)/.exec(text)?.[1]
                 }, but it is ${seen?.state} with hold ${seen?.hold} now`,
               );
             } else {
               resolvedBy.delete(plan.id);
               // Its Retry-After is at most the lease (LEASE_MS) from the
               // first fail that server refused so.
-              if (status === 409) {
+              if (/send-in-flight/.test(text)) {
                 retryAt.set(plan.id, performance.now() + LEASE_MS);
               }
             }
