@@ -11,18 +11,20 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  freePort,
-  healthy,
-  type MainProcess,
-  startMain,
-} from "../_main_process.ts";
+import { healthy, type MainProcess, startMain } from "../_main_process.ts";
 import { timeout } from "../_timeout.ts";
 import { QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 const SECRET = "served-forger-secret-0123456789";
 const OPS = "served-forger-ops-token-0123456789";
 const TX = `0x${"ab".repeat(32)}`;
+/**
+ * Where QStash is told the service is (PUBLIC_URL), the URL its signatures
+ * name: one for every process, which serves on a port the system picks.
+ */
+const PUBLIC_URL = "https://relayer.example.test";
+/** The URL a QStash delivery's signature names. */
+const QSTASH_URL = `${PUBLIC_URL}/v1/qstash`;
 
 /** A signer that takes every send and never confirms, counting the sends. */
 function signerStub(): {
@@ -57,14 +59,15 @@ async function stop(served: Served): Promise<void> {
 
 /**
  * A signer stub and a fresh dir for `test`, whose `serve` starts `main.ts`
- * over the one KV file there (with QStash's keys for `publicUrl`, or its
- * own base), the generic route and the ops routes; after it, every
+ * over the one KV file there (with QStash's keys for {@linkcode PUBLIC_URL}),
+ * the generic route and the ops routes, on a port the system picks as the
+ * process binds it (its listening line says which); after it, every
  * process it served is stopped, the signer shut down and the dir removed.
  */
 async function withSigner(
   test: (at: {
     signer: ReturnType<typeof signerStub>;
-    serve(publicUrl?: string): Promise<Served>;
+    serve(): Promise<Served>;
   }) => Promise<void>,
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_forger_" });
@@ -73,18 +76,23 @@ async function withSigner(
   try {
     await test({
       signer,
-      async serve(publicUrl) {
-        const { port } = freePort();
-        const base = `http://127.0.0.1:${port}`;
+      async serve() {
         const process = startMain({
           SENDER_URL: `http://127.0.0.1:${signer.server.addr.port}`,
           WEBHOOK_SECRET: SECRET,
           OPS_TOKEN: OPS,
           QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
           QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
-          PUBLIC_URL: publicUrl ?? base,
+          PUBLIC_URL,
           KV_PATH: `${dir}/relayer.kv`,
-        }, { port, writeDir: dir });
+        }, { writeDir: dir });
+        const base = await process.base();
+        if (base === null) {
+          assert.fail(
+            `main.ts did not start: ${(await process.ended()).stderr}`,
+          );
+        }
+        const port = Number(new URL(base).port);
         const ready = AbortSignal.timeout(30_000);
         await healthy(base, ready);
         if (ready.aborted) {
@@ -178,7 +186,7 @@ Deno.test(
   timeout(90_000, async () => {
     await withSigner(async ({ signer, serve }) => {
       const served = await serve();
-      const url = `${served.base}/v1/qstash`;
+      const url = QSTASH_URL;
       const spellings: [string, number][] = [
         ["/v1/qstash/", 404],
         ["//v1/qstash", 404],
@@ -233,7 +241,7 @@ Deno.test(
   timeout(90_000, async () => {
     await withSigner(async ({ signer, serve }) => {
       const served = await serve();
-      const url = `${served.base}/v1/qstash`;
+      const url = QSTASH_URL;
       await authorized(served.base, "pi_framed");
       const body = JSON.stringify({ intentId: "pi_framed", kind: "settle" });
       const token = await signQStash(body, { url });
@@ -341,8 +349,8 @@ Deno.test(
   timeout(120_000, async () => {
     await withSigner(async ({ signer, serve }) => {
       const first = await serve();
-      const second = await serve(first.base);
-      const url = `${first.base}/v1/qstash`;
+      const second = await serve();
+      const url = QSTASH_URL;
       const bases = [first.base, second.base, first.base, second.base];
       for (let i = 0; i < 6; i++) {
         const id = `pi_twice${i}`;
