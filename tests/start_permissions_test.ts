@@ -13,13 +13,7 @@
 import assert from "node:assert/strict";
 import { hmacSignature } from "../webhook/_auth.ts";
 import { startArgs } from "../support/start_args.ts";
-import {
-  assertOneLine,
-  baseEnv,
-  freePort,
-  healthy,
-  startMain,
-} from "./_main_process.ts";
+import { assertOneLine, baseEnv, healthy, startMain } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -61,16 +55,18 @@ async function documentedLines(): Promise<
 
 /**
  * The documented arguments with their placeholders replaced: loopback for
- * `0.0.0.0`, `port` for 8000, the Sender's and the database's real
- * addresses, and `dir` for `./data`. Anything else is kept as written.
+ * `0.0.0.0`, port 0 for 8000 (the system picks a free one as the process
+ * binds it, and its listening line says which), the Sender's and the
+ * database's real addresses, and `dir` for `./data`. Anything else is kept
+ * as written.
  */
 function placed(
   args: readonly string[],
-  places: { port: number; signer: string; database?: string; dir?: string },
+  places: { signer: string; database?: string; dir?: string },
 ): string[] {
   return args.map((arg, i) => {
     if (args[i - 1] === "--host") return "127.0.0.1";
-    if (args[i - 1] === "--port") return String(places.port);
+    if (args[i - 1] === "--port") return "0";
     let out = arg.replaceAll("signer.internal:9000", places.signer);
     if (places.database !== undefined) {
       out = out.replaceAll("db.internal:5432", places.database);
@@ -84,11 +80,11 @@ function placed(
  * The permission flags of a placed `deno serve` line, checked to be all it
  * has beside the loopback host, the port and `main.ts`.
  */
-function permissionsOf(args: readonly string[], port: number): string[] {
+function permissionsOf(args: readonly string[]): string[] {
   const permissions = args.filter((arg) => arg.startsWith("--allow-"));
   assert.deepEqual(
     args.filter((arg) => !arg.startsWith("--allow-")),
-    ["serve", "--host", "127.0.0.1", "--port", String(port), "main.ts"],
+    ["serve", "--host", "127.0.0.1", "--port", "0", "main.ts"],
   );
   return permissions;
 }
@@ -116,29 +112,30 @@ function signer() {
 /**
  * Runs `main.ts` with the permissions `permissions` and nothing else of
  * `deno task start`'s (`startMain`: from the repository, with `env` and
- * nothing else of ours, on loopback at `port`); creates an authorized
- * intent and sends delivery 1 of its settle job, signed; returns the
- * delivery's answer and what the service wrote on stderr.
+ * nothing else of ours, on loopback at a port the system picks); creates
+ * an authorized intent and sends delivery 1 of its settle job, signed;
+ * returns the delivery's answer and what the service wrote on stderr.
  */
 async function serveOneDelivery(
   permissions: readonly string[],
   env: Record<string, string>,
-  port: number,
 ): Promise<{ status: number; answer: string; stderr: string }> {
   const writeDir = "/nonexistent";
-  const shipped = startArgs({ port, writeDir }).filter((arg) =>
+  const shipped = startArgs({ port: 0, writeDir }).filter((arg) =>
     arg.startsWith("--allow-")
   );
   const service = startMain(env, {
-    port,
     writeDir,
     drop: shipped,
     flags: permissions,
   });
-  const base = `http://127.0.0.1:${port}`;
   const stop = new AbortController();
   service.child.status.then(() => stop.abort());
   try {
+    const base = await service.base();
+    if (base === null) {
+      assert.fail(`it did not start: ${(await service.ended()).stderr}`);
+    }
     await healthy(base, stop.signal);
     if (stop.signal.aborted) {
       assert.fail(`it did not start: ${(await service.ended()).stderr}`);
@@ -196,8 +193,7 @@ Deno.test(
     const dir = await Deno.makeTempDir({ prefix: "relayer_permissions_" });
     const sender = signer();
     try {
-      const { port } = freePort();
-      const args = placed(kv, { port, signer: sender.address, dir });
+      const args = placed(kv, { signer: sender.address, dir });
       // Only the placeholders changed.
       assert.deepEqual(
         args.filter((arg) => arg.startsWith("--")),
@@ -210,12 +206,12 @@ Deno.test(
           `--allow-write=${dir}`,
         ],
       );
-      const result = await serveOneDelivery(permissionsOf(args, port), {
+      const result = await serveOneDelivery(permissionsOf(args), {
         SENDER_URL: `http://${sender.address}`,
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN,
         KV_PATH: `${dir}/relayer.kv`,
-      }, port);
+      });
       assertSent(result, sender.sends());
     } finally {
       await sender.close();
@@ -233,10 +229,8 @@ Deno.test({
     const database = await freshDatabase();
     const sender = signer();
     try {
-      const { port } = freePort();
       const url = new URL(database.url);
       const args = placed(postgres, {
-        port,
         signer: sender.address,
         database: url.host,
       });
@@ -249,12 +243,12 @@ Deno.test({
           `--allow-net=${url.host},${sender.address}`,
         ],
       );
-      const result = await serveOneDelivery(permissionsOf(args, port), {
+      const result = await serveOneDelivery(permissionsOf(args), {
         SENDER_URL: `http://${sender.address}`,
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN,
         DATABASE_URL: database.url,
-      }, port);
+      });
       assertSent(result, sender.sends());
     } finally {
       await sender.close();
@@ -273,8 +267,7 @@ Deno.test(
     const { kv } = await documentedLines();
     const dir = await Deno.makeTempDir({ prefix: "relayer_permissions_" });
     try {
-      const { port } = freePort();
-      const args = placed(kv, { port, signer: "127.0.0.1:9", dir }).map((
+      const args = placed(kv, { signer: "127.0.0.1:9", dir }).map((
         arg,
       ) =>
         arg === "--allow-env"
