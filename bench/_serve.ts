@@ -1,6 +1,7 @@
 /**
  * What the HTTP benches (`http_bench.ts`, `cpu_per_request.ts`) share to
- * start servers in child processes and load them: a free loopback port,
+ * start servers in child processes and load them: the port a child says it
+ * listens on (it binds port 0),
  * waiting for a server to answer, a child's output drained and the child
  * stopped, the environment a child `deno` gets, and the autocannon load of
  * `http_load.mjs` with the secret it signs with.
@@ -131,21 +132,88 @@ export async function runLoad(load: Load): Promise<LoadResult> {
 }
 
 /**
- * A loopback port free a moment ago.
+ * The lines a child prints where it listens, its port the first group:
+ * `main.ts` (stdout), the signer stub (`examples/signer_stub.ts`, stdout)
+ * and Deno's inspector (`--inspect`, stderr).
  *
  * @example
  * ```ts
- * import { freePort } from "./_serve.ts";
+ * import { LISTENING } from "./_serve.ts";
  * import assert from "node:assert/strict";
  *
- * assert.ok(freePort() > 0);
+ * assert.equal(
+ *   LISTENING.main.exec("relayer: listening on http://127.0.0.1:8000/")?.[1],
+ *   "8000",
+ * );
  * ```
  */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr;
-  listener.close();
-  return port;
+export const LISTENING = {
+  main: /^relayer: listening on http:\/\/127\.0\.0\.1:(\d+)\/?$/,
+  signer: /^signer stub on http:\/\/127\.0\.0\.1:(\d+)$/,
+  inspector: /^Debugger listening on ws:\/\/127\.0\.0\.1:(\d+)\//,
+} as const;
+
+/**
+ * Reads a child's output to the end, as {@linkcode drain} does, and finds
+ * the port it says it listens on: the first group of the first line
+ * `pattern` matches. A child serves on port 0, so the system picks a free
+ * port as it binds it; a port probed free and handed over may be another
+ * process's by then (the machine is shared).
+ *
+ * @example
+ * ```ts
+ * import { listenedPort } from "./_serve.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const { port, drained } = listenedPort(
+ *   ReadableStream.from([
+ *     new TextEncoder().encode("signer stub on http://127.0.0.1:41"),
+ *     new TextEncoder().encode("23\nmore\n"),
+ *   ]),
+ *   /^signer stub on http:\/\/127\.0\.0\.1:(\d+)$/,
+ * );
+ * assert.equal(await port, 4123);
+ * assert.equal(await drained, 2);
+ * ```
+ *
+ * @param stream The child's stdout or stderr.
+ * @param pattern A line's pattern, the port its first group.
+ * @returns The port (`null` if the output ended with no such line), and
+ *   the count of lines once the output ended.
+ */
+export function listenedPort(
+  stream: ReadableStream<Uint8Array>,
+  pattern: RegExp,
+): { port: Promise<number | null>; drained: Promise<number> } {
+  let found: (port: number | null) => void = () => {};
+  const port = new Promise<number | null>((resolve) => (found = resolve));
+  const drained = (async () => {
+    let lines = 0;
+    // The text of the lines not yet read, until the port is found.
+    let pending: string | null = "";
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of stream) {
+        for (const byte of chunk) if (byte === 10) lines++;
+        if (pending === null) continue;
+        pending += decoder.decode(chunk, { stream: true });
+        const whole: string[] = pending.split("\n");
+        pending = whole.pop()!;
+        for (const line of whole) {
+          const match = pattern.exec(line.trimEnd());
+          if (match?.[1] !== undefined) {
+            found(Number(match[1]));
+            pending = null;
+            break;
+          }
+        }
+      }
+      return lines;
+    } finally {
+      found(null);
+    }
+  })();
+  return { port, drained };
 }
 
 /**

@@ -45,7 +45,8 @@ import {
   autocannonDir,
   childEnv,
   drain,
-  freePort,
+  listenedPort,
+  LISTENING,
   type LoadResult,
   runLoad,
   SECRET,
@@ -67,7 +68,7 @@ const args = readArgs("bench:cpu", () => {
       only: { type: "string", default: IDS.join(",") },
       against: { type: "string" },
       // Internal: this script run as (a)'s server, or to seed a KV file.
-      bare: { type: "string" },
+      bare: { type: "boolean" },
       signer: { type: "string" },
       seed: { type: "string" },
     },
@@ -80,9 +81,7 @@ const args = readArgs("bench:cpu", () => {
     intents: wholeFlag("intents", values.intents),
     only: new Set<string>(listFlag("only", values.only, IDS)),
     against: values.against,
-    bare: values.bare === undefined
-      ? undefined
-      : wholeFlag("bare", values.bare),
+    bare: values.bare ?? false,
     signer: values.signer,
     seed: values.seed,
   };
@@ -137,12 +136,15 @@ interface Server {
   stop(): Promise<void>;
 }
 
-/** Spawns a `deno` child and returns it once `health` answers. */
+/**
+ * Spawns a `deno` child serving on port 0 and returns it once it said its
+ * port (a line of its stdout that `listening` matches) and `health` answers.
+ */
 async function spawn(
   argv: string[],
   cwd: string,
   env: Record<string, string>,
-  port: number,
+  listening: RegExp,
   health: string,
 ): Promise<Server> {
   const child = new Deno.Command(Deno.execPath(), {
@@ -153,7 +155,17 @@ async function spawn(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
+  const { port: listened, drained: logged } = listenedPort(
+    child.stdout,
+    listening,
+  );
+  const drained = Promise.all([logged, drain(child.stderr)]);
+  const port = await listened;
+  if (port === null) {
+    await stop(child);
+    await drained;
+    throw new Error(`${argv.at(-1)} did not start`);
+  }
   await waitFor(`http://127.0.0.1:${port}${health}`, argv.at(-1)!);
   return {
     port,
@@ -166,7 +178,7 @@ async function spawn(
 }
 
 /** The signer stub, as `deno task signer` runs it. */
-function signerStub(port: number): Promise<Server> {
+function signerStub(): Promise<Server> {
   return spawn(
     [
       "run",
@@ -175,11 +187,14 @@ function signerStub(port: number): Promise<Server> {
       `${root}examples/signer_stub.ts`,
     ],
     root,
-    { PORT: String(port) },
-    port,
+    { PORT: "0" },
+    LISTENING.signer,
     "/health",
   );
 }
+
+/** What (a)'s and (f)'s server prints where it listens. */
+const BARE_LISTENING = /^bare hono on http:\/\/127\.0\.0\.1:(\d+)$/;
 
 /**
  * (a): this script, serving a bare Hono app in its own process; (f) with
@@ -187,7 +202,6 @@ function signerStub(port: number): Promise<Server> {
  * request and answers 503, as `bench:http`'s (f).
  */
 function bareHono(signerUrl?: string): Promise<Server> {
-  const port = freePort();
   return spawn(
     [
       "run",
@@ -196,12 +210,11 @@ function bareHono(signerUrl?: string): Promise<Server> {
       "--allow-env",
       `${root}bench/cpu_per_request.ts`,
       "--bare",
-      String(port),
       ...(signerUrl === undefined ? [] : ["--signer", signerUrl]),
     ],
     root,
     {},
-    port,
+    BARE_LISTENING,
     "/",
   );
 }
@@ -225,16 +238,15 @@ async function shipped(checkout: string, signerUrl: string): Promise<Server> {
     stderr: "inherit",
   }).output();
   if (seeding.code !== 0) throw new Error(`seeding in ${checkout} failed`);
-  const port = freePort();
   const server = await spawn(
-    startArgs({ port, writeDir: dir }),
+    startArgs({ port: 0, writeDir: dir }),
     checkout,
     {
       WEBHOOK_SECRET: SECRET,
       SENDER_URL: signerUrl,
       KV_PATH: `${dir}/relayer.kv`,
     },
-    port,
+    LISTENING.main,
     "/healthz",
   );
   return {
@@ -255,7 +267,7 @@ interface Row {
   start(signerUrl: string): Promise<Server>;
 }
 
-if (args.bare !== undefined) {
+if (args.bare) {
   const signerUrl = args.signer;
   const app = new Hono()
     .get("/", (c) => c.text("ok"))
@@ -266,7 +278,13 @@ if (args.bare !== undefined) {
       return c.json({ status }, 503);
     });
   Deno.serve(
-    { port: args.bare, hostname: "127.0.0.1", onListen() {} },
+    {
+      port: 0,
+      hostname: "127.0.0.1",
+      // The port the system picked, for the script that spawned this one.
+      onListen: ({ port }) =>
+        console.log(`bare hono on http://127.0.0.1:${port}`),
+    },
     app.fetch,
   );
 } else if (args.seed !== undefined) {
@@ -315,7 +333,7 @@ if (args.bare !== undefined) {
       }]
       : []),
   ];
-  const signer = await signerStub(freePort());
+  const signer = await signerStub();
   const signerUrl = `http://127.0.0.1:${signer.port}`;
   const perRow = new Map(rows.map((row) => [row.name, [] as {
     us: number;

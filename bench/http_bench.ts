@@ -105,7 +105,8 @@ import {
   autocannonDir,
   childEnv,
   drain,
-  freePort,
+  listenedPort,
+  LISTENING,
   type LoadResult,
   runLoad,
   SECRET,
@@ -351,7 +352,6 @@ async function postgresApp(scenario: Scenario, pool: number): Promise<Running> {
 
 /** The local signer stub, in its own process, as `deno task signer` runs it. */
 async function signerStub(): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = freePort();
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -360,11 +360,20 @@ async function signerStub(): Promise<{ url: string; stop(): Promise<void> }> {
       `${root}examples/signer_stub.ts`,
     ],
     clearEnv: true,
-    env: childEnv({ PORT: String(port) }, ["DENO_V8_FLAGS"]),
+    // Port 0: the system picks a free one as it binds, and it says which.
+    env: childEnv({ PORT: "0" }, ["DENO_V8_FLAGS"]),
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
-  const drained = drain(child.stdout);
+  const { port: listened, drained } = listenedPort(
+    child.stdout,
+    LISTENING.signer,
+  );
+  const port = await listened;
+  if (port === null) {
+    await stop(child);
+    throw new Error("the signer stub did not start");
+  }
   const url = `http://127.0.0.1:${port}`;
   await waitFor(`${url}/health`, "the signer stub");
   return {
@@ -384,13 +393,13 @@ async function shipped(
 ): Promise<Running> {
   const { dir, kv } = await seededKv(scenario, pool);
   kv.close();
-  const port = freePort();
-  const inspect = profile ? freePort() : undefined;
+  // Port 0 for the service and its inspector: the system picks free ones
+  // as they bind, and each says which.
   const child = new Deno.Command(Deno.execPath(), {
     args: startArgs({
-      port,
+      port: 0,
       writeDir: dir,
-      flags: inspect === undefined ? [] : [`--inspect=127.0.0.1:${inspect}`],
+      flags: profile ? ["--inspect=127.0.0.1:0"] : [],
     }),
     cwd: root,
     // The settings of the service as shipped with the local signer, and
@@ -406,8 +415,21 @@ async function shipped(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const logged = drain(child.stdout);
-  const errors = drain(child.stderr);
+  const { port: listened, drained: logged } = listenedPort(
+    child.stdout,
+    LISTENING.main,
+  );
+  const { port: inspected, drained: errors } = profile
+    ? listenedPort(child.stderr, LISTENING.inspector)
+    : { port: Promise.resolve(null), drained: drain(child.stderr) };
+  const port = await listened;
+  const inspect = profile ? await inspected : undefined;
+  if (port === null || inspect === null) {
+    await stop(child);
+    await Promise.all([logged, errors]);
+    Deno.removeSync(dir, { recursive: true });
+    throw new Error("main.ts did not start");
+  }
   await waitFor(`http://127.0.0.1:${port}/healthz`, "main.ts");
   const profiler = inspect === undefined
     ? undefined
