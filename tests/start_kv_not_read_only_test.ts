@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { assertOneLine, freePort, startMain } from "./_main_process.ts";
+import { assertOneLine, startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
 const SETTINGS = {
@@ -22,7 +22,7 @@ async function refusal(
 ): Promise<{ code: number; stderr: string }> {
   const service = startMain(
     { ...SETTINGS, KV_PATH: kvPath },
-    { ...freePort(), writeDir: dir },
+    { writeDir: dir },
   );
   try {
     return await service.ended();

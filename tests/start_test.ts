@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import {
   assertOneLine,
-  freePort as port,
+  freePort,
   healthy,
   type MainProcess,
   startMain,
@@ -38,6 +38,19 @@ function withoutKvConnectRetries(stderr: string): string {
   ).join("\n");
 }
 
+/**
+ * Where `service`, started on port 0, says it listens: a port the system
+ * picked, not 0; fails with what it wrote on stderr if it ended first.
+ */
+async function listening(service: MainProcess): Promise<string> {
+  const base = await service.base();
+  if (base === null) {
+    assert.fail(`main.ts did not start: ${(await service.ended()).stderr}`);
+  }
+  assert.notEqual(new URL(base).port, "0", base);
+  return base;
+}
+
 /** `main.ts` with the settings every test here shares, and `env`. */
 function start(
   env: Record<string, string>,
@@ -50,7 +63,9 @@ Deno.test(
   "main.ts refuses a port already taken in one line, without a stack",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const taken = port(true);
+    // A port this test holds open for the whole run, so the child must be
+    // refused it: held, it cannot be another process's in between.
+    const taken = freePort(true);
     const service = start({ KV_PATH: `${dir}/relayer.kv` }, {
       port: taken.port,
       writeDir: dir,
@@ -76,7 +91,6 @@ Deno.test(
     const writable = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const elsewhere = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const service = start({ KV_PATH: `${elsewhere}/relayer.kv` }, {
-      ...port(),
       writeDir: writable,
     });
     try {
@@ -145,7 +159,7 @@ Deno.test(
     ];
     try {
       for (const [name, env, flags, pattern] of cases) {
-        const service = start(env, { ...port(), writeDir: dir, ...flags });
+        const service = start(env, { writeDir: dir, ...flags });
         try {
           const { code, stderr } = await service.ended();
           assert.equal(code, 1, name);
@@ -205,8 +219,12 @@ Deno.test(
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     // deno serve lets its own --host and --port through its --allow-net
     // (even --allow-net=127.0.0.1:1): only a --deny-net refuses them.
+    // A port probed free, not 0: the refusal names the address, and port 0
+    // would have it advise --allow-net=127.0.0.1:0. The child never binds
+    // it (the permission check comes first), so another process taking it
+    // meanwhile changes nothing.
     const service = start({ KV_PATH: `${dir}/relayer.kv` }, {
-      ...port(),
+      ...freePort(),
       writeDir: dir,
       flags: ["--deny-net=127.0.0.1"],
     });
@@ -262,23 +280,25 @@ async function refusedStart(
 ): Promise<{ code: number; stderr: string; took: number }> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
   const server = serve?.();
-  const free = port();
   // A service that refused leaves the poll for /healthz to be stopped.
   const stop = new AbortController();
   try {
     const began = performance.now();
+    // Port 0: a service that does serve says where, in its listening line.
     const service = start(
       env(`http://127.0.0.1:${server?.addr.port}/kv`),
-      { ...free, writeDir: dir },
+      { writeDir: dir },
     );
     try {
       const outcome = served === undefined
         ? await service.ended()
         : await Promise.race([
           service.ended(),
-          healthy(`http://127.0.0.1:${free.port}`, stop.signal).then(() =>
-            "served" as const
-          ),
+          service.base().then(async (base) => {
+            if (base === null) return await service.ended();
+            await healthy(base, stop.signal);
+            return "served" as const;
+          }),
         ]);
       const took = performance.now() - began;
       assert.notEqual(outcome, "served", served);
@@ -454,10 +474,11 @@ for (const store of STORES) {
     fn: timeout(30_000, async () => {
       const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
       const storage = await store.open(dir);
-      const free = port();
-      const service = start(storage.env, { ...free, writeDir: dir });
+      // Port 0: the child binds a port the system picks, and says which.
+      const service = start(storage.env, { writeDir: dir });
       try {
-        await healthy(`http://127.0.0.1:${free.port}`);
+        const base = await listening(service);
+        await healthy(base);
         service.child.kill("SIGTERM");
         const { code, stdout, stderr } = await service.ended();
         assert.equal(code, 0, `${stdout}\n${stderr}`);
@@ -468,10 +489,7 @@ for (const store of STORES) {
           lines[0]!,
           /; routes: deliveries, ops closed \(no OPS_TOKEN\)$/,
         );
-        assert.equal(
-          lines[1],
-          `relayer: listening on http://127.0.0.1:${free.port}/`,
-        );
+        assert.equal(lines[1], `relayer: listening on ${base}/`);
         assert.equal(lines.at(-1), `relayer: drained; ${store.closed}`);
       } finally {
         service.kill();
@@ -487,17 +505,17 @@ Deno.test(
   "main.ts names a misspelt setting after its start line, and the setting it likely meant, and a setting nothing reads (PUBLIC_URL with no QStash), rather than start on the default with nothing said",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const free = port();
     const service = start(
       {
         KV_PATH: `${dir}/relayer.kv`,
         MAX_DELIVERY: "3",
         PUBLIC_URL: "https://relayer.example.com",
       },
-      { ...free, writeDir: dir },
+      { writeDir: dir },
     );
     try {
-      await healthy(`http://127.0.0.1:${free.port}`);
+      const base = await listening(service);
+      await healthy(base);
       service.child.kill("SIGTERM");
       const { code, stdout, stderr } = await service.ended();
       assert.equal(code, 0, `${stdout}\n${stderr}`);
@@ -511,10 +529,7 @@ Deno.test(
         lines[2],
         "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
       );
-      assert.equal(
-        lines[3],
-        `relayer: listening on http://127.0.0.1:${free.port}/`,
-      );
+      assert.equal(lines[3], `relayer: listening on ${base}/`);
     } finally {
       service.kill();
       await service.ended().catch(() => {});
@@ -531,7 +546,7 @@ Deno.test(
       SENDER_URL: SETTINGS.SENDER_URL,
       WEBHOOK_SECRETS: SETTINGS.WEBHOOK_SECRET,
       KV_PATH: `${dir}/relayer.kv`,
-    }, { ...port(), writeDir: dir });
+    }, { writeDir: dir });
     try {
       const { code, stderr } = await service.ended();
       assert.equal(code, 1, stderr);

@@ -21,12 +21,7 @@ import {
   postgresUrl,
   suitesAvailable,
 } from "../_postgres.ts";
-import {
-  assertOneLine,
-  freePort as port,
-  healthy,
-  startMain,
-} from "../_main_process.ts";
+import { assertOneLine, healthy, startMain } from "../_main_process.ts";
 import { timeout } from "../_timeout.ts";
 
 /** Whether the TLS tests run: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
@@ -86,11 +81,14 @@ async function startsHealthy(
   whileUp: (origin: string) => Promise<void> = () => Promise.resolve(),
 ): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
-  const free = port();
-  const service = startMain(env, { ...free, writeDir: dir });
+  // Port 0: the child binds a port the system picks, and says which.
+  const service = startMain(env, { writeDir: dir });
   const stop = new AbortController();
   try {
-    const origin = `http://127.0.0.1:${free.port}`;
+    const origin = await service.base();
+    if (origin === null) {
+      assert.fail(`main.ts did not start: ${(await service.ended()).stderr}`);
+    }
     await Promise.race([
       healthy(origin, stop.signal),
       service.ended().then(({ stderr }) => assert.fail(stderr)),
@@ -114,7 +112,7 @@ async function refusedStart(
   pattern: RegExp,
 ): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
-  const service = startMain(env, { ...port(), writeDir: dir });
+  const service = startMain(env, { writeDir: dir });
   try {
     const { code, stdout, stderr } = await service.ended();
     assert.equal(code, 1, stdout);
