@@ -698,8 +698,10 @@ export class KeysUnavailable extends Error {
 
 /**
  * The least time between two refetches of Google's keys caused by a token
- * whose `kid` is unknown: a rotation is picked up at once, and a flood of
- * made-up `kid`s costs at most one fetch a minute.
+ * whose `kid` is unknown, or known but under no key that verifies it: a
+ * rotation is picked up at once (a new key under a new `kid` or an old
+ * one), and a flood of made-up `kid`s or forged signatures costs at most
+ * one fetch a minute.
  */
 export const JWKS_REFETCH_INTERVAL_MS = 60_000;
 
@@ -733,12 +735,15 @@ function jwtKid(token: string): string | undefined {
  * configured service account as `email` (A-Z in any case) with
  * `email_verified` true, and `exp` (required), `iat` and `nbf` by the wall
  * clock within {@linkcode TOKEN_CLOCK_TOLERANCE_MS}. A
- * token whose `kid` is not among the keys makes the keys be fetched again
- * once (at most once per {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`)
- * before it is refused, if its claims, read unverified, are those of a
- * push to this route (issuer, audience, account, in time); any other is
- * refused without a fetch. A header longer than
- * {@linkcode TOKEN_MAX_CHARS} and twice the audience is refused unread.
+ * token whose `kid` is not among the keys, or whose `kid` is but under no
+ * key that verifies it (a new key Google published under an old id), makes
+ * the keys be fetched again once (at most once per
+ * {@linkcode JWKS_REFETCH_INTERVAL_MS} by `now`, one refetch at a time)
+ * and is checked against them before it is refused, if its claims, read
+ * unverified, are those of a push to this route (issuer, audience,
+ * account, in time); any other is refused without a fetch. A header longer
+ * than {@linkcode TOKEN_MAX_CHARS} and twice the audience is refused
+ * unread.
  * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
  */
 export function pubsubVerifier(
@@ -763,6 +768,8 @@ export function pubsubVerifier(
   let lastRefetchAt = -Infinity;
   const stepBack = stepBackPace();
   let refetching: Promise<readonly JsonWebKey[]> | undefined;
+  /** How many refetches have brought keys, and the keys the last brought. */
+  let refetched = { count: 0, keys: [] as readonly JsonWebKey[] };
 
   async function load(refresh: boolean): Promise<readonly JsonWebKey[]> {
     try {
@@ -796,17 +803,20 @@ export function pubsubVerifier(
       inTime(claims as Record<string, unknown>, Date.now());
   }
 
-  /** The keys, fetched again once when none has `kid` and the token may be ours. */
-  async function keysFor(
-    kid: string,
+  /**
+   * The keys fetched again for `token`, which the keys it read when
+   * `refetched.count` was `seen` did not verify, if it may be ours: a
+   * refetch under way, waited on; one that is due, started; the keys of
+   * one that ended since it read its keys (pushes at once, one of which
+   * refetched while the others were being checked); or `undefined`.
+   */
+  async function keysAgain(
     token: string,
-  ): Promise<readonly JsonWebKey[]> {
-    const jwks = await load(false);
-    if (
-      typeof keys.jwks !== "function" ||
-      jwks.some((key) => (key as { kid?: unknown }).kid === kid)
-    ) return jwks;
-    if (!mayBeOurs(token)) return jwks;
+    seen: number,
+  ): Promise<readonly JsonWebKey[] | undefined> {
+    if (typeof keys.jwks !== "function" || !mayBeOurs(token)) {
+      return undefined;
+    }
     // A clock stepped back behind the last refetch (NTP correcting one
     // that ran fast) says nothing of how long ago it was: not "less than
     // a minute ago", which would lock a rotated-in key out for the step.
@@ -821,9 +831,49 @@ export function pubsubVerifier(
         : at - lastRefetchAt >= JWKS_REFETCH_INTERVAL_MS)
     ) {
       lastRefetchAt = at;
-      refetching = load(true).finally(() => (refetching = undefined));
+      refetching = load(true).then((fresh) => {
+        refetched = { count: refetched.count + 1, keys: fresh };
+        return fresh;
+      }).finally(() => (refetching = undefined));
     }
-    return refetching === undefined ? jwks : await refetching;
+    if (refetching !== undefined) return await refetching;
+    return refetched.count > seen ? refetched.keys : undefined;
+  }
+
+  /**
+   * The claims of `token` if a key of `jwks` that names `kid` verifies it
+   * (RS256, Google's issuer, this audience), or `undefined`.
+   */
+  async function verifiedBy(
+    token: string,
+    kid: string,
+    jwks: readonly JsonWebKey[],
+  ): Promise<Record<string, unknown> | undefined> {
+    // Hono verifies with the first key that names the kid: each key that
+    // names it is tried here, so that keys which share a kid (a rotation
+    // that publishes a new key under an old id) refuse no push signed by
+    // the second.
+    const named = jwks.filter((key) => (key as { kid?: unknown }).kid === kid);
+    for (const key of named) {
+      try {
+        return await verifyWithJwks(token, {
+          keys: [key] as HonoJsonWebKey[],
+          allowedAlgorithms: ["RS256"],
+          verification: {
+            iss: /^(https:\/\/)?accounts\.google\.com$/,
+            aud: keys.audience,
+            // Checked below, with a tolerance: Hono's checks refuse a
+            // token issued a second "ahead" of our clock.
+            exp: false,
+            nbf: false,
+            iat: false,
+          },
+        });
+      } catch {
+        // Wrong audience, bad signature: all "not Google".
+      }
+    }
+    return undefined;
   }
 
   const longest = tokenLimit(keys.audience) + "Bearer ".length;
@@ -836,34 +886,18 @@ export function pubsubVerifier(
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i
       .exec(authorization ?? "");
     if (!match) return false;
-    const kid = jwtKid(match[1]!);
+    const token = match[1]!;
+    const kid = jwtKid(token);
     if (kid === undefined) return false;
-    const jwks = await keysFor(kid, match[1]!);
-    // Hono verifies with the first key that names the kid: each key that
-    // names it is tried here, so that keys which share a kid (a rotation
-    // that publishes a new key under an old id) refuse no push signed by
-    // the second. None names it: still one call, which refuses.
-    const named = jwks.filter((key) => (key as { kid?: unknown }).kid === kid);
-    let payload: Record<string, unknown> | undefined;
-    for (const key of named.length > 0 ? named : [undefined]) {
-      try {
-        payload = await verifyWithJwks(match[1]!, {
-          keys: (key === undefined ? jwks : [key]) as HonoJsonWebKey[],
-          allowedAlgorithms: ["RS256"],
-          verification: {
-            iss: /^(https:\/\/)?accounts\.google\.com$/,
-            aud: keys.audience,
-            // Checked below, with a tolerance: Hono's checks refuse a
-            // token issued a second "ahead" of our clock.
-            exp: false,
-            nbf: false,
-            iat: false,
-          },
-        });
-        break;
-      } catch {
-        // Wrong audience, unknown key, bad signature: all "not Google".
-      }
+    const seen = refetched.count;
+    let payload = await verifiedBy(token, kid, await load(false));
+    // No key in hand verifies it: its kid unknown (a key Google added), or
+    // known with other key material (a key Google published under an old
+    // id, which would be refused until the cached keys expire). Fetched
+    // again, paced and shared as one refetch, then checked again.
+    if (payload === undefined) {
+      const fresh = await keysAgain(token, seen);
+      if (fresh !== undefined) payload = await verifiedBy(token, kid, fresh);
     }
     if (payload === undefined) return false;
     // By the wall clock, as Google wrote them (and as the QStash Receiver
