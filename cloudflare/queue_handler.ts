@@ -47,6 +47,7 @@ import {
   CLOUDFLARE_MAX_RETENTION_MS,
   CLOUDFLARE_MIN_RETENTION_MS,
   cloudflareDeadLetterMaxWaitSeconds,
+  cloudflareDeadLetterMinWaitSeconds,
   cloudflareDelaySeconds as delaySecondsOf,
   cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
@@ -199,7 +200,10 @@ export interface QueueHandlerOptions {
    * outage. Not given, not checked. Given, no wait on the dead-letter queue
    * passes what it leaves a message as old as the jobs queue's waits make
    * it, whether Cloudflare kept the message's `attempts` on the move or
-   * started them again at 1 (its docs do not say; Miniflare's does).
+   * started them again at 1 (its docs do not say; Miniflare's does), and
+   * none is shorter than the busy give-up's wait it counts (2 min with the
+   * default policy and lease): a give-up that meets the store down there
+   * for as long is retried once after it, before the retention ends.
    */
   readonly deadLetterMessageRetentionMs?: number | undefined;
   /**
@@ -481,7 +485,8 @@ function checkRetentions(
  * attempts (`baseMs`, 5 s by default), up to the policy's cap on the jobs
  * queue and up to 12 h on the dead-letter queue (or what
  * `deadLetterMessageRetentionMs`, given, leaves a message there as old as
- * the jobs queue's waits make it, if less). So one message never makes
+ * the jobs queue's waits make it, if less; given, at least the busy
+ * give-up's wait it counts there). So one message never makes
  * Cloudflare retry the whole batch, an outage does not use up a message's
  * deliveries at once, and a give-up that fails outlasts an outage as long
  * as the queue's retention (with `max_retries = 100` on the dead-letter
@@ -619,8 +624,15 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   // count the handler sees is the same either way: kept, a wait doubled
   // from them asks up to 12 h at the first delivery there. So each wait
   // there ends within what the retention given leaves a message as old
-  // as the jobs queue can make it.
+  // as the jobs queue can make it. And each lasts at least the wait that
+  // retention's floor counts there: started again at 1, waits doubled
+  // from the base would retry a give-up several times within an outage
+  // as long, and the next retry would come after the retention ended.
   const deadLetterMaxWaitSeconds = cloudflareDeadLetterMaxWaitSeconds(
+    limits,
+    options.deadLetterMessageRetentionMs,
+  );
+  const deadLetterMinWaitSeconds = cloudflareDeadLetterMinWaitSeconds(
     limits,
     options.deadLetterMessageRetentionMs,
   );
@@ -719,7 +731,9 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
    * queue's longest retention (14 days). There no wait passes what the
    * queue's retention, when given, leaves a message as old as the jobs
    * queue can make it, whether its attempts started again at 1 there or
-   * not.
+   * not, and none is shorter than the wait that retention's floor counts
+   * after a give-up's arrival (so one retry comes after an outage as long,
+   * before the retention ends).
    */
   function retryAfterOutage(message: QueueMessage, deadLetter: boolean): void {
     message.retry({ delaySeconds: outageSeconds(message, deadLetter) });
@@ -738,11 +752,14 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     }
     return Math.min(
       deadLetterMaxWaitSeconds,
-      delaySecondsOf(
-        outageDelayMs(
-          message.attempts,
-          relayer.policy.baseMs,
-          MAX_DELAY_SECONDS * 1000,
+      Math.max(
+        deadLetterMinWaitSeconds,
+        delaySecondsOf(
+          outageDelayMs(
+            message.attempts,
+            relayer.policy.baseMs,
+            MAX_DELAY_SECONDS * 1000,
+          ),
         ),
       ),
     );

@@ -294,6 +294,40 @@ export function cloudflareDeadLetterMaxWaitSeconds(
   return Math.min(CLOUDFLARE_MAX_DELAY_SECONDS, Math.max(1, left));
 }
 
+/**
+ * The shortest wait, in seconds, the handler asks on the dead-letter queue
+ * where that queue's retention is given (`retentionMs`): the one the rule
+ * counts after a give-up's arrival there
+ * ({@linkcode cloudflareDeadLetterWaitSeconds}), for a give-up that met
+ * the store down as for one answered busy; 1 s when it is not given.
+ * Cloudflare does not document whether a moved message keeps its
+ * `attempts` (Miniflare's queue starts them again at 1): started again, a
+ * wait doubled from them begins at the policy's base, and a give-up that
+ * fails through an outage as long as that wait is retried several times
+ * within it, the next retry (up to
+ * {@linkcode cloudflareDeadLetterMaxWaitSeconds}) coming after the
+ * retention ends. At least this long, its retry after a failure at its
+ * arrival comes after such an outage and, no longer than what the
+ * retention leaves, before the retention ends.
+ *
+ * ```ts
+ * import { cloudflareDeadLetterMinWaitSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const limits = { baseMs: 5_000, capMs: 120_000, maxRetries: 9 };
+ * assert.equal(cloudflareDeadLetterMinWaitSeconds(limits, undefined), 1);
+ * assert.equal(cloudflareDeadLetterMinWaitSeconds(limits, 841_000), 120); // the policy's cap after delivery 10
+ * assert.equal(cloudflareDeadLetterMinWaitSeconds(limits, 1_209_600_000), 120);
+ * ```
+ */
+export function cloudflareDeadLetterMinWaitSeconds(
+  limits: CloudflareRetentionLimits,
+  retentionMs: number | undefined,
+): number {
+  if (retentionMs === undefined) return 1;
+  return cloudflareDeadLetterWaitSeconds(limits);
+}
+
 /** A retention the handler refuses: which, and why (with what to do). */
 export interface CloudflareRetentionRefusal {
   /** The handler's option: `messageRetentionMs` or `deadLetterMessageRetentionMs`. */

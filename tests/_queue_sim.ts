@@ -63,7 +63,10 @@ import {
 import { mulberry32 } from "../support/prng.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import { createQueueHandler } from "../cloudflare/queue_handler.ts";
-import { cloudflareDeadLetterMaxWaitSeconds } from "../policy/_cloudflare_retention.ts";
+import {
+  cloudflareDeadLetterMaxWaitSeconds,
+  cloudflareDeadLetterMinWaitSeconds,
+} from "../policy/_cloudflare_retention.ts";
 
 /** What one broadcast of a payment does. */
 export type SendKind =
@@ -328,16 +331,22 @@ export function modelOf(
     case "cloudflare": {
       const dlq = cloudflareDeadLetterRetries(policy);
       // The longest wait the handler asks there: what the dead-letter
-      // retention leaves a message as old as the jobs queue makes it.
+      // retention leaves a message as old as the jobs queue makes it; and
+      // the shortest, the busy give-up's wait that retention counts.
+      const dlqLimits = {
+        baseMs: policy.baseMs,
+        capMs: policy.capMs,
+        leaseMs: settings.leaseMs,
+        clockSkewMs: settings.clockSkewMs,
+        maxRetries: queue.maxRetries,
+        deliveryDelayMs: cloudflare.deliveryDelayMs,
+      };
       const dlqMaxWaitMs = cloudflareDeadLetterMaxWaitSeconds(
-        {
-          baseMs: policy.baseMs,
-          capMs: policy.capMs,
-          leaseMs: settings.leaseMs,
-          clockSkewMs: settings.clockSkewMs,
-          maxRetries: queue.maxRetries,
-          deliveryDelayMs: cloudflare.deliveryDelayMs,
-        },
+        dlqLimits,
+        cloudflare.deadLetterMessageRetentionMs,
+      ) * SECOND;
+      const dlqMinWaitMs = cloudflareDeadLetterMinWaitSeconds(
+        dlqLimits,
         cloudflare.deadLetterMessageRetentionMs,
       ) * SECOND;
       return {
@@ -366,8 +375,10 @@ export function modelOf(
         // the consumer's retry_delay.
         killed: () => 0,
         // The dead-letter queue's consumer is the same handler: a failure
-        // waits the base doubled with its attempts up to 12 h, or what the
-        // dead-letter retention leaves, a busy give-up at least as long;
+        // waits the base doubled with its attempts (started again at 1
+        // there, as on Miniflare) up to 12 h, or what the dead-letter
+        // retention leaves, and at least the busy give-up's wait that
+        // retention counts; a busy give-up at least as long;
         // `deadLetterMaxRetries` retries, the fewest the handler takes.
         giveUpRetry: (k, delayMs) =>
           k <= dlq
@@ -375,7 +386,12 @@ export function modelOf(
               cloudflareSeconds(delayMs),
               Math.min(
                 dlqMaxWaitMs,
-                cloudflareSeconds(outageDelayMs(k, policy.baseMs, DAY_MS / 2)),
+                Math.max(
+                  dlqMinWaitMs,
+                  cloudflareSeconds(
+                    outageDelayMs(k, policy.baseMs, DAY_MS / 2),
+                  ),
+                ),
               ),
             )
             : undefined,

@@ -44,6 +44,7 @@ import {
   anyScenario,
   cloudflareDeadLetterRetentionScenario,
   cloudflareRetentionScenario,
+  leastCloudflareRetention,
   modelOf,
   type QueueModel,
   type QueueRunReport,
@@ -320,6 +321,57 @@ Deno.test("simulateQueue() on cloudflare at the least dead-letter message retent
   if (runs(150) >= 100) {
     assert.ok(seen.giveUpRetried > 0, JSON.stringify(seen));
   }
+});
+
+Deno.test("simulateQueue() on cloudflare at the least dead-letter retention: a give-up that meets the store down there for as long as a busy wait, its attempts started again at 1, is called again after the outage and before the retention ends", async () => {
+  // maxRetries 1, a send that timed out, the store down from the last
+  // delivery for LEASE + 2 × CLOCK_SKEW (210.001 s), and the least
+  // dead-letter retention the handler takes: the jobs queue's waits
+  // (211 s) and a busy give-up's (211 s), 7m3s. The give-up reaches the
+  // dead-letter queue 19 s after the send, in the outage. Doubled from
+  // the base (30 s, 60 s, 120 s), its retries all came within the outage,
+  // and the next, 211 s, after the retention: the intent was stranded.
+  const policy = definePolicy({
+    maxDeliveries: 2,
+    baseMs: 30_000,
+    capMs: 172_800_000,
+    jitter: "equal",
+    stuckAfterMs: 1,
+  });
+  const queue = { kind: "cloudflare", maxRetries: 1 } as const;
+  const settings = {
+    senderTimeoutMs: 1000,
+    leaseMs: 208_001,
+    clockSkewMs: 1000,
+  };
+  const least = leastCloudflareRetention(
+    policy,
+    queue,
+    settings,
+    0,
+    "deadLetterMessageRetentionMs",
+  );
+  assert.equal(least, 423_000);
+  const scenario: QueueScenario = {
+    policy,
+    queue,
+    settings,
+    payments: [{
+      start: "authorized",
+      sends: ["timeout"],
+      receipts: ["confirmed"],
+    }],
+    duplicates: [],
+    lostAcks: [],
+    seed: 0,
+    event: { kind: "outage", at: 2, ms: busyBound(settings) },
+    cloudflare: { deadLetterMessageRetentionMs: least, deliveryDelayMs: 0 },
+  };
+  assert.ok(accepts(policy, queue, settings));
+  const report = await simulateQueue(scenario);
+  assert.deepEqual(report.stranded, [], describeRun(report));
+  assert.deepEqual(report.unresolved, [], describeRun(report));
+  assert.ok(report.stats.giveUpRetried > 0, JSON.stringify(report.stats));
 });
 
 Deno.test("least-dead-letter-retention property on cloudflare catches a check that counts the dead-letter queue's retention from the give-up's arrival: a message moved with its age is deleted before its busy give-up is tried again", async () => {

@@ -14,7 +14,13 @@
  * No count the handler sees is the same under both readings, so the
  * handler bounds each wait on the dead-letter queue by what the retention
  * it is given leaves a message as old as the jobs queue can make it: under
- * either reading, its retry comes before the retention ends.
+ * either reading, its retry comes before the retention ends. And started
+ * again at 1, waits doubled from the base (5 s, 10 s, 20 s …) retry a
+ * give-up that met the store down several times within an outage as long
+ * as the wait the floor counts, and the retry after those, as old as that
+ * makes it, comes after the retention: so no wait there is shorter than
+ * that one, and a give-up failing at its arrival is retried once after
+ * such an outage, before the retention ends.
  *
  * @module
  */
@@ -27,6 +33,7 @@ import {
 } from "../../cloudflare/queue_handler.ts";
 import {
   createRelayer,
+  definePolicy,
   MemoryStore,
   type Relayer,
   ScriptedSender,
@@ -116,10 +123,10 @@ Deno.test("createQueueHandler() retries a busy give-up on the dead-letter queue 
       `attempts ${attempts}: a busy give-up waits ${s} s, past the ${left} s a retention of 14m1s leaves it (${JOBS_SPAN_S} s old): Cloudflare deletes it first`,
     );
   }
-  // Started again at 1, the first wait is the relayer's own, as before:
-  // the policy's delay after the queue's 10th delivery (2 min, equal
-  // jitter at 0.5).
-  assert.equal(await waitS(queue, FIRST.restarted), 90);
+  // Started again at 1, the first wait is the relayer's own (the policy's
+  // delay after the queue's 10th delivery, 90 s with equal jitter at 0.5)
+  // raised to the 2 min the retention's floor counts for it.
+  assert.equal(await waitS(queue, FIRST.restarted), 120);
 });
 
 Deno.test("createQueueHandler() retries a give-up that met the store down on the dead-letter queue before its retention ends whether Cloudflare kept the message's attempts or started them again", async () => {
@@ -132,10 +139,14 @@ Deno.test("createQueueHandler() retries a give-up that met the store down on the
       `attempts ${attempts}: a give-up that met the store down waits ${s} s, past the ${left} s a retention of 14m1s leaves it: Cloudflare deletes it first`,
     );
   }
-  // Started again at 1, the doubling from the base is as before.
+  // Started again at 1, no wait is shorter than the 2 min the floor
+  // counts after a give-up's arrival (doubled from the base, 5 s, 10 s,
+  // 20 s … would retry it within an outage that long, and the next
+  // retry, 2 min, would come after the retention ended): at the floor,
+  // 2 min each.
   assert.deepEqual(
     await Promise.all([1, 2, 3, 4, 5].map((n) => waitS(queue, n))),
-    [5, 10, 20, 40, 80],
+    [120, 120, 120, 120, 120],
   );
 });
 
@@ -144,19 +155,22 @@ Deno.test("createQueueHandler() doubles the dead-letter queue's waits to 12 h wh
   const attempts = [1, 2, 6, 14, 15, 101];
   const waits = async (queue: QueueHandler) =>
     await Promise.all(attempts.map((n) => waitS(queue, n)));
-  // Not given, and 1 day or 14 days (past 12 min of the jobs queue's waits
-  // and 12 h): as before.
-  for (const retention of [undefined, DAY_MS, 14 * DAY_MS]) {
+  // Not given: as before.
+  assert.deepEqual(await waits(handlerOf(downRelayer())), doubling);
+  // 1 day or 14 days (past 12 min of the jobs queue's waits and 12 h):
+  // as before, but none under the 2 min the floor counts after a
+  // give-up's arrival.
+  for (const retention of [DAY_MS, 14 * DAY_MS]) {
     assert.deepEqual(
       await waits(handlerOf(downRelayer(), retention)),
-      doubling,
+      [120, 120, 160, 40960, 43200, 43200],
       `retention ${retention}`,
     );
   }
   // 1 hour leaves a message 12 min old 47m59s: the waits stop there.
   assert.deepEqual(await waits(handlerOf(downRelayer(), 3_600_000)), [
-    5,
-    10,
+    120,
+    120,
     160,
     2879,
     2879,
@@ -178,5 +192,60 @@ Deno.test("createQueueHandler() doubles the dead-letter queue's waits to 12 h wh
         deadLetterMessageRetentionMs: 3_600_000,
       }),
     /to at least 41 /,
+  );
+});
+
+Deno.test("createQueueHandler() calls a give-up that meets the store down on the dead-letter queue again after an outage as long as a busy wait, and before the least retention it takes ends, its attempts started again at 1", async () => {
+  // maxRetries 1, BASE 30s, a lease of 208.001 s with 1 s of skew: the
+  // jobs queue's waits span up to 211 s, a busy give-up waits up to
+  // 211 s, and the least dead-letter retention taken is 7m3s. A job
+  // whose send timed out is retried after 19 s and meets the store down
+  // at its last delivery, for 210.001 s: its give-up reaches the
+  // dead-letter queue 19 s after the send, and the store is up again
+  // 229.001 s after it.
+  let nowMs = 19_000;
+  const downUntil = 19_000 + 210_001;
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({
+      maxDeliveries: 2,
+      baseMs: 30_000,
+      capMs: 172_800_000,
+      jitter: "equal",
+      stuckAfterMs: 1,
+    }),
+    leaseMs: 208_001,
+    clockSkewMs: 1000,
+  });
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const queue = createQueueHandler({
+    relayer: { ...relayer, giveUp: down },
+    maxRetries: 1,
+    deadLetterQueue: "relayer-jobs-dlq",
+    deadLetterMaxRetries: 100,
+    deadLetterMessageRetentionMs: 423_000,
+  });
+  assert.throws(
+    () =>
+      createQueueHandler({
+        relayer,
+        maxRetries: 1,
+        deadLetterQueue: "relayer-jobs-dlq",
+        deadLetterMaxRetries: 100,
+        deadLetterMessageRetentionMs: 422_000,
+      }),
+    RangeError,
+  );
+  // Miniflare's reading: attempts 1 at the first delivery there.
+  for (let attempts = 1; nowMs < downUntil; attempts++) {
+    const s = await waitS(queue, attempts);
+    nowMs += s * 1000;
+  }
+  assert.ok(
+    nowMs < 423_000,
+    `the first call after the outage comes ${
+      nowMs / 1000
+    } s after the send, past the 423 s retention: Cloudflare deleted the give-up, its intent stranded`,
   );
 });
