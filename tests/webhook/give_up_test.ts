@@ -23,6 +23,7 @@ import {
   theGoogle,
   withDeadLetterRoute,
 } from "./_app.ts";
+import { outage } from "./_outage.ts";
 import { failedRequest, PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 /** QStash's failure-callback body, around `job`. */
@@ -611,16 +612,7 @@ Deno.test("POST /v1/qstash/failed keeps a source message that is not a job as a 
     hold: "pending",
   });
   let down = true;
-  const store = new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return (...args: unknown[]) =>
-        down
-          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
-          : value.apply(target, args);
-    },
-  });
+  const store = outage(memory, () => down);
   const { app } = await makeApp({ deps: { store } });
   // The producer's typo: not a job, but it names its intent.
   const message = { intentId: "pi_0002", kind: "Settle" };

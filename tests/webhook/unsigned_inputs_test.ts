@@ -18,6 +18,7 @@ import {
   job as oversizedJob,
   post as oversizedPost,
 } from "./_oversized_qstash.ts";
+import { outage } from "./_outage.ts";
 import { fakeGoogle, PUBSUB, rsaKeyPair, signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -99,16 +100,7 @@ Deno.test("a QStash delivery answered 503 while the store was down, which could 
   const memory = new MemoryStore();
   await memory.createIntent(AUTHORIZED);
   let down = true;
-  const store = new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return (...args: unknown[]) =>
-        down
-          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
-          : value.apply(target, args);
-    },
-  });
+  const store = outage(memory, () => down);
   const { app, sender } = await makeApp({
     scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
     deps: { store, log: () => {} },
@@ -175,16 +167,7 @@ Deno.test("an unreadable QStash message whose dead letter the store failed (503)
 Deno.test("a QStash message over the limit answered 503 while the store was down is a 401 replay when its token comes again under another Upstash-Message-Id once the store is back, and no letter is kept under the made-up id", async () => {
   const memory = new MemoryStore();
   let down = true;
-  const store = new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return (...args: unknown[]) =>
-        down
-          ? Promise.reject(new Error("connect ECONNREFUSED 10.0.0.5:5432"))
-          : value.apply(target, args);
-    },
-  });
+  const store = outage(memory, () => down);
   const { app } = await makeApp({ deps: { store, log: () => {} } });
   const body = oversizedJob(80_048);
   const signature = await signQStash(body);
