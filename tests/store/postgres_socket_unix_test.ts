@@ -11,7 +11,6 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable } from "../_postgres.ts";
@@ -19,57 +18,14 @@ import {
   postgresBinDir,
   startPostgres,
 } from "../../support/postgres_server.ts";
-
-// Deno asks a connect to a Unix socket for net access to its path
-// ("unix:/tmp/…/.s.PGSQL.5432"), which `deno task test`'s loopback list
-// does not grant: there the file runs itself again with the network.
-const unixGranted =
-  (await Deno.permissions.query({ name: "net" })).state === "granted";
-
-/**
- * A client of `postgres` on the server whose socket is in `dir` at `port`,
- * with `max` connections, given `option` (answeredSocketOption's, or none).
- */
-function overSocket(
-  dir: string,
-  port: number,
-  max: number,
-  option: object,
-): postgres.Sql {
-  return postgres({
-    host: dir,
-    port,
-    user: "postgres",
-    database: "postgres",
-    max,
-    connect_timeout: 5,
-    onnotice: () => {},
-    max_lifetime: null,
-    ...option,
-  } as postgres.Options<Record<string, never>>);
-}
+import { overSocket, runWithNetwork, unixGranted } from "./_unix_socket.ts";
 
 Deno.test({
   name:
     "the Unix socket tests, run again with the network a Unix socket's path needs",
   ignore: unixGranted,
   async fn() {
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "test",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-run",
-        "--allow-net",
-        new URL(import.meta.url).pathname,
-      ],
-      cwd: new URL("../../", import.meta.url).pathname,
-      env: { NO_COLOR: "1" },
-      stdin: "null",
-    }).output();
-    const text = new TextDecoder();
-    const out = `${text.decode(stdout)}${text.decode(stderr)}`;
+    const { code, out } = await runWithNetwork(import.meta.url);
     assert.equal(code, 0, out);
     const passed = postgresAvailable ? 4 : 2;
     assert.match(out, new RegExp(`ok \\| ${passed} passed \\| 0 failed`), out);
@@ -88,7 +44,10 @@ Deno.test({
       for (const given of [false, true]) {
         const answered = answeredSocketOption(5_000);
         // Trust over the socket (as peer logins are): no password.
-        const sql = overSocket(dir, server.port, 2, given ? answered : {});
+        const sql = overSocket(dir, server.port, {
+          max: 2,
+          ...(given ? answered : {}),
+        });
         const store = new PostgresStore(sql, {
           schema: given ? "relayer_answered" : "relayer_plain",
         });
@@ -139,7 +98,7 @@ Deno.test({
         ] as const
       ) {
         const answered = answeredSocketOption(5_000);
-        const sql = overSocket(where, 5432, 1, answered);
+        const sql = overSocket(where, 5432, answered);
         try {
           const error = await sql`SELECT 1`.then(
             () => assert.fail("a query answered with no server"),
@@ -174,7 +133,7 @@ Deno.test({
     const server = await startPostgres({ dir, bin: (await postgresBinDir())! });
     const lines: string[] = [];
     const answered = answeredSocketOption(1_000, (line) => lines.push(line));
-    const sql = overSocket(dir, server.port, 1, answered);
+    const sql = overSocket(dir, server.port, answered);
     let stopped: number | undefined;
     try {
       const [row] = await sql<{ pid: number }[]>`
@@ -226,17 +185,7 @@ Deno.test({
       }
     })();
     const answered = answeredSocketOption(5_000);
-    const sql = postgres({
-      host: dir,
-      port: 5432,
-      user: "postgres",
-      database: "postgres",
-      max: 1,
-      connect_timeout: 5,
-      onnotice: () => {},
-      max_lifetime: null,
-      ...answered,
-    } as postgres.Options<Record<string, never>>);
+    const sql = overSocket(dir, 5432, answered);
     try {
       const error = await sql`SELECT 1`.then(
         () => assert.fail("a query answered with no server"),

@@ -21,27 +21,7 @@ import {
   postgresBinDir,
   startPostgres,
 } from "../../support/postgres_server.ts";
-
-// Deno asks a connect to a Unix socket for net access to its path, which
-// `deno task test`'s loopback list does not grant: there the file runs
-// itself again with the network.
-const unixGranted =
-  (await Deno.permissions.query({ name: "net" })).state === "granted";
-
-/** A client of the server whose socket is in `dir`, given `more`. */
-function overSocket(dir: string, port: number, more: object): postgres.Sql {
-  return postgres({
-    host: dir,
-    port,
-    user: "postgres",
-    database: "postgres",
-    max: 1,
-    connect_timeout: 5,
-    onnotice: () => {},
-    max_lifetime: null,
-    ...more,
-  } as postgres.Options<Record<string, never>>);
-}
+import { overSocket, runWithNetwork, unixGranted } from "./_unix_socket.ts";
 
 /** Whether `error` is the store's refusal of TLS over a Unix socket. */
 function refusesTls(error: Error): boolean {
@@ -57,24 +37,10 @@ Deno.test({
     "the Unix socket TLS test, run again with the network a Unix socket's path needs",
   ignore: unixGranted || !postgresAvailable,
   async fn() {
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "test",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-run",
-        "--allow-net",
-        "--filter",
-        "real server",
-        new URL(import.meta.url).pathname,
-      ],
-      cwd: new URL("../../", import.meta.url).pathname,
-      env: { NO_COLOR: "1" },
-      stdin: "null",
-    }).output();
-    const text = new TextDecoder();
-    const out = `${text.decode(stdout)}${text.decode(stderr)}`;
+    const { code, out } = await runWithNetwork(
+      import.meta.url,
+      "real server",
+    );
     assert.equal(code, 0, out);
     assert.match(out, /ok \| 1 passed \| 0 failed/, out);
   },
