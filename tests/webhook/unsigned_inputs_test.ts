@@ -14,10 +14,7 @@ import assert from "node:assert/strict";
 import { MemoryStore, type Store } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
 import { AUTHORIZED, makeApp } from "./_app.ts";
-import {
-  job as oversizedJob,
-  post as oversizedPost,
-} from "./_oversized_qstash.ts";
+import { job as oversizedJob, post } from "./_oversized_qstash.ts";
 import { outage } from "./_outage.ts";
 import { fakeGoogle, PUBSUB, rsaKeyPair, signQStash } from "./_signing.ts";
 
@@ -55,38 +52,25 @@ Deno.test("a QStash delivery answered 503 because the store failed uses up its t
   });
   const body = JSON.stringify(job);
   const token = await signQStash(body);
-  const first = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: {
-      "upstash-signature": token,
-      "upstash-retried": "0",
-      "upstash-message-id": "msg_1",
-    },
+  const first = await post(app, "/v1/qstash", body, {
+    signature: token,
+    messageId: "msg_1",
   });
   assert.equal(first.status, 503, await first.text());
-  const forged = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: {
-      "upstash-signature": token,
-      "upstash-retried": "99",
-      "upstash-message-id": "msg_fresh",
-    },
+  const forged = await post(app, "/v1/qstash", body, {
+    signature: token,
+    messageId: "msg_fresh",
+    retried: 99,
   });
   const answer = await forged.json();
   assert.equal(forged.status, 401, JSON.stringify(answer));
   assert.match(answer.detail, /already delivered/);
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
   // QStash signs each retry afresh.
-  const retry = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: {
-      "upstash-signature": await signQStash(body),
-      "upstash-retried": "1",
-      "upstash-message-id": "msg_1",
-    },
+  const retry = await post(app, "/v1/qstash", body, {
+    signature: await signQStash(body),
+    messageId: "msg_1",
+    retried: 1,
   });
   assert.equal(retry.status, 503, "sent: waiting for the receipt");
   await retry.body?.cancel();
@@ -107,28 +91,20 @@ Deno.test("a QStash delivery answered 503 while the store was down, which could 
   });
   const body = JSON.stringify(job);
   const token = await signQStash(body);
-  const post = (signature: string, retried: string) =>
-    app.request("/v1/qstash", {
-      method: "POST",
-      body,
-      headers: {
-        "upstash-signature": signature,
-        "upstash-retried": retried,
-        "upstash-message-id": "msg_1",
-      },
-    });
-  const first = await post(token, "0");
+  const deliver = (signature: string, retried: number) =>
+    post(app, "/v1/qstash", body, { signature, messageId: "msg_1", retried });
+  const first = await deliver(token, 0);
   assert.equal(first.status, 503);
   await first.body?.cancel();
   down = false;
-  for (const retried of ["99", "0"]) {
-    const again = await post(token, retried);
+  for (const retried of [99, 0]) {
+    const again = await deliver(token, retried);
     const answer = await again.json();
     assert.equal(again.status, 401, JSON.stringify(answer));
     assert.match(answer.detail, /already delivered/);
   }
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
-  const retry = await post(await signQStash(body), "1");
+  const retry = await deliver(await signQStash(body), 1);
   assert.equal(retry.status, 503, "sent: waiting for the receipt");
   await retry.body?.cancel();
   assert.equal(sender.calls.length, 1);
@@ -145,19 +121,11 @@ Deno.test("an unreadable QStash message whose dead letter the store failed (503)
   });
   const body = "not a job";
   const token = await signQStash(body);
-  const post = (messageId: string) =>
-    app.request("/v1/qstash", {
-      method: "POST",
-      body,
-      headers: {
-        "upstash-signature": token,
-        "upstash-retried": "0",
-        "upstash-message-id": messageId,
-      },
-    });
-  const first = await post("msg_1");
+  const deliver = (messageId: string) =>
+    post(app, "/v1/qstash", body, { signature: token, messageId });
+  const first = await deliver("msg_1");
   assert.equal(first.status, 503, await first.text());
-  const again = await post("msg_made_up");
+  const again = await deliver("msg_made_up");
   const answer = await again.json();
   assert.equal(again.status, 401, JSON.stringify(answer));
   assert.match(answer.detail, /already delivered/);
@@ -171,13 +139,13 @@ Deno.test("a QStash message over the limit answered 503 while the store was down
   const { app } = await makeApp({ deps: { store, log: () => {} } });
   const body = oversizedJob(80_048);
   const signature = await signQStash(body);
-  const first = await oversizedPost(app, "/v1/qstash", body, {
+  const first = await post(app, "/v1/qstash", body, {
     signature,
     messageId: "msg_1",
   });
   assert.equal(first.status, 503, await first.text());
   down = false;
-  const again = await oversizedPost(app, "/v1/qstash", body, {
+  const again = await post(app, "/v1/qstash", body, {
     signature,
     messageId: "msg_made_up",
     retried: 2,
