@@ -19,8 +19,8 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore, reconnectBackoffS } from "../../store/postgres.ts";
-import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable } from "../_postgres.ts";
+import { countedSocket } from "./_counted_socket.ts";
 import { standbyFirst, startPair } from "./_postgres_pair.ts";
 
 /** Sessions the standby opened so far (pg_stat_database counts them at their end). */
@@ -49,15 +49,7 @@ for (
         `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`,
         { max: 1, onnotice: () => {}, max_lifetime: null },
       );
-      const answered = answeredSocketOption(2_000);
-      let made = 0;
-      const socket = Object.assign(
-        (o: Parameters<typeof answered.socket>[0]) => {
-          made++;
-          return answered.socket(o);
-        },
-        { closed: answered.socket.closed },
-      );
+      const { socket, count } = countedSocket(2_000);
       const sql = postgres(url, {
         max: 2,
         onnotice: () => {},
@@ -70,7 +62,7 @@ for (
       try {
         await pair.primary.halt("fast");
         const before = await sessions(standby);
-        const madeBefore = made;
+        const madeBefore = count.made;
         const started = performance.now();
         const failures: number[] = [];
         const ends = performance.now() + 3_000;
@@ -90,7 +82,7 @@ for (
         await new Promise((resolve) => setTimeout(resolve, 300));
         const logins = (await sessions(standby)) - before;
         const rate = logins / seconds;
-        const connects = (made - madeBefore) / seconds;
+        const connects = (count.made - madeBefore) / seconds;
         assert.ok(
           Math.max(...failures) < 1_000 + 500,
           `a call took ${Math.max(...failures).toFixed(0)} ms`,

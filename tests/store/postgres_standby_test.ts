@@ -22,8 +22,8 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable } from "../_postgres.ts";
+import { countedSocket } from "./_counted_socket.ts";
 import { standbyFirst, startPair, within } from "./_postgres_pair.ts";
 
 const options = {
@@ -41,16 +41,8 @@ Deno.test({
     const pair = await startPair();
     try {
       for (const given of [false, true]) {
-        const answered = answeredSocketOption(5_000);
         // Counts the sockets made: one per connect.
-        let made = 0;
-        const socket = Object.assign(
-          (o: Parameters<typeof answered.socket>[0]) => {
-            made++;
-            return answered.socket(o);
-          },
-          { closed: answered.socket.closed },
-        );
+        const { socket, count } = countedSocket(5_000);
         const sql = postgres(standbyFirst(pair, "primary"), {
           ...options,
           ...(given ? { socket } : {}),
@@ -74,11 +66,13 @@ Deno.test({
             what,
           );
           // The standby is passed over once per connection, at most.
-          if (given) assert.ok(made <= 4, `${made} connects ${what}`);
+          if (given) {
+            assert.ok(count.made <= 4, `${count.made} connects ${what}`);
+          }
         } finally {
           store.close();
           await sql.end({ timeout: 0 });
-          await answered.socket.closed(5_000);
+          await socket.closed(5_000);
         }
       }
       // Written on the primary: the schema and its row are there.
