@@ -14,23 +14,13 @@ import { fileURLToPath } from "node:url";
 import { type DeadLetter, MemoryStore, ScriptedSender } from "../mod.ts";
 import { createApp } from "../webhook/app.ts";
 import { suitesAvailable } from "./_postgres.ts";
+import { runs } from "./_runs.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const OPS = "ops-token-for-runbook-tests";
 
 /** Whether `name` runs here (`name --version`). */
-async function has(name: string): Promise<boolean> {
-  try {
-    const { success } = await new Deno.Command(name, {
-      args: ["--version"],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    return success;
-  } catch {
-    return false;
-  }
-}
+const has = (name: string) => runs(name, ["--version"]);
 
 const shellAvailable = suitesAvailable(
   await has("bash") && await has("curl") && await has("jq"),

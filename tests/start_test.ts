@@ -14,6 +14,7 @@ import {
   type StartOptions,
 } from "./_main_process.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import { runs } from "./_runs.ts";
 import { timeout } from "./_timeout.ts";
 import {
   readRefusingKv,
@@ -173,20 +174,6 @@ Deno.test(
     }
   }),
 );
-
-/** Whether `command` runs here (it exits 0 with `args`). */
-async function runs(command: string, args: string[]): Promise<boolean> {
-  try {
-    const { success } = await new Deno.Command(command, {
-      args,
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    return success;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * How to run `deno` so that the system refuses it port 80: as root,
