@@ -1,7 +1,7 @@
 /**
  * `answeredSocketOption`'s socket with its connects counted: how the
- * suites of a standby listed beside its primary see how often a client
- * connects again.
+ * suites of a standby listed beside its primary (a pool, a failover, no
+ * primary up) see how often a client connects again.
  *
  * @module
  */

@@ -12,24 +12,10 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable, postgresUrl } from "../_postgres.ts";
 import { downPort } from "./_down_port.ts";
+import { countedSocket } from "./_counted_socket.ts";
 import { standbyFirst, startPair, within } from "./_postgres_pair.ts";
-
-/** `answeredSocketOption`'s socket, counting the connects it makes. */
-function counted(ms: number) {
-  const answered = answeredSocketOption(ms);
-  const count = { made: 0 };
-  const socket = Object.assign(
-    (o: Parameters<typeof answered.socket>[0]) => {
-      count.made++;
-      return answered.socket(o);
-    },
-    { closed: answered.socket.closed },
-  );
-  return { socket, count };
-}
 
 /** Where `n` queries at once ran: the standby's answers, and the ports. */
 async function at(
@@ -68,7 +54,7 @@ async function landsOnPrimary(
   },
 ): Promise<void> {
   for (const given of [false, true]) {
-    const { socket, count } = counted(5_000);
+    const { socket, count } = countedSocket(5_000);
     const sql = postgres(url, {
       max: 4,
       idle_timeout: 1,
@@ -150,7 +136,7 @@ for (const end of ["promoted", "restarted"] as const) {
     async fn() {
       for (const given of [false, true]) {
         const pair = await startPair({ durable: true });
-        const { socket } = counted(2_000);
+        const { socket } = countedSocket(2_000);
         const sql = postgres(standbyFirst(pair, "primary"), {
           max: 4,
           onnotice: () => {},
@@ -240,7 +226,7 @@ Deno.test({
       for (
         const [given, types] of [[false, true], [true, true], [true, false]]
       ) {
-        const { socket } = counted(5_000);
+        const { socket } = countedSocket(5_000);
         const sql = postgres(standbyFirst(pair, "primary"), {
           max: 1,
           onnotice: () => {},
