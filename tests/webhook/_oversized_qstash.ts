@@ -1,7 +1,8 @@
 /**
  * What the tests of QStash messages over their route's limit share: the
  * intent their jobs name, a job padded to a size, QStash's failure
- * callback that carries one, and a POST signed as QStash signs it.
+ * callback that carries one, and a POST signed as QStash signs it (which
+ * the tests of unsigned headers send their deliveries with too).
  *
  * @module
  */
