@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { MemoryStore, type Store } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
-import { AUTHORIZED, makeApp } from "./_app.ts";
+import { AUTHORIZED, genericRequest, makeApp } from "./_app.ts";
 import { job as oversizedJob, post } from "./_oversized_qstash.ts";
 import { outage } from "./_outage.ts";
 import { fakeGoogle, PUBSUB, rsaKeyPair, signQStash } from "./_signing.ts";
@@ -109,6 +109,74 @@ Deno.test("a QStash delivery answered 503 while the store was down, which could 
   await retry.body?.cancel();
   assert.equal(sender.calls.length, 1);
   assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
+});
+
+Deno.test("a QStash token seen while the store was down is a 401 replay when it comes again while the store is still down, not a second 503", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  const { app, sender } = await makeApp({
+    deps: { store: outage(memory, () => true), log: () => {} },
+  });
+  const body = JSON.stringify(job);
+  const signature = await signQStash(body);
+  const send = (retried: number) =>
+    post(app, "/v1/qstash", body, { retried, messageId: "msg_1", signature });
+  const first = await send(0);
+  assert.equal(first.status, 503);
+  await first.body?.cancel();
+  const again = await send(99);
+  const answer = await again.json();
+  assert.equal(again.status, 401, JSON.stringify(answer));
+  assert.match(answer.detail, /already delivered/);
+  assert.deepEqual(sender.calls, []);
+});
+
+Deno.test("a QStash token one instance saw while the store was down, and refused when it came again with the store back, is on record there: another instance sharing the store refuses it as a 401 replay and sends nothing", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  let down = true;
+  const store = outage(memory, () => down);
+  const a = await makeApp({ deps: { store, log: () => {} } });
+  const b = await makeApp({
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+    deps: { store, log: () => {} },
+  });
+  const body = JSON.stringify(job);
+  const signature = await signQStash(body);
+  const send = (app: typeof a.app, messageId: string) =>
+    post(app, "/v1/qstash", body, { retried: 0, messageId, signature });
+  const first = await send(a.app, "msg_1");
+  assert.equal(first.status, 503);
+  await first.body?.cancel();
+  down = false;
+  const again = await send(a.app, "msg_1");
+  assert.equal(again.status, 401, await again.text());
+  const elsewhere = await send(b.app, "msg_made_up");
+  const answer = await elsewhere.json();
+  assert.equal(elsewhere.status, 401, JSON.stringify(answer));
+  assert.match(answer.detail, /already delivered/);
+  assert.deepEqual(b.sender.calls, []);
+  assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
+});
+
+Deno.test("a generic delivery answered 503 because the store failed keeps its signature: sent again as it was once the store is back, it is delivered (the route signs its delivery number and message id, so nothing of it can be changed)", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  const { app, sender } = await makeApp({
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+    deps: {
+      store: failsOnce(memory, new Set(["getIntent"])),
+      log: () => {},
+    },
+  });
+  const request = await genericRequest(JSON.stringify({ job, delivery: 1 }));
+  const first = await app.request("/v1/deliveries", request);
+  assert.equal(first.status, 503, await first.text());
+  const again = await app.request("/v1/deliveries", request);
+  assert.notEqual(again.status, 401, await again.text());
+  assert.deepEqual(sender.calls, [
+    { method: "send", intentId: "pi_0001", replace: false },
+  ]);
 });
 
 Deno.test("an unreadable QStash message whose dead letter the store failed (503) uses up its token: sent again under another Upstash-Message-Id it is a 401 replay, and no letter is kept under the made-up id", async () => {
