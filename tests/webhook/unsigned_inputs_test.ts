@@ -159,6 +159,33 @@ Deno.test("a QStash token one instance saw while the store was down, and refused
   assert.equal((await memory.getIntent("pi_0001"))?.state, "authorized");
 });
 
+Deno.test("an app remembers at most 10,000 QStash tokens it saw while the store was down, the oldest forgotten first: once the store is back, the 10,001st and the second are 401 replays, and the first is taken", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  let down = true;
+  const { app } = await makeApp({
+    deps: { store: outage(memory, () => down), log: () => {} },
+  });
+  const body = JSON.stringify(job);
+  const send = async (jti: string) =>
+    await post(app, "/v1/qstash", body, {
+      messageId: "msg_1",
+      signature: await signQStash(body, { jti }),
+    });
+  for (let i = 0; i <= 10_000; i++) {
+    const res = await send(`jwt_${i}`);
+    assert.equal(res.status, 503);
+    await res.body?.cancel();
+  }
+  down = false;
+  for (const i of [10_000, 1]) {
+    const again = await send(`jwt_${i}`);
+    assert.equal(again.status, 401, `jwt_${i}: ${await again.text()}`);
+  }
+  const first = await send("jwt_0");
+  assert.notEqual(first.status, 401, await first.text());
+});
+
 Deno.test("a generic delivery answered 503 because the store failed keeps its signature: sent again as it was once the store is back, it is delivered (the route signs its delivery number and message id, so nothing of it can be changed)", async () => {
   const memory = new MemoryStore();
   await memory.createIntent(AUTHORIZED);
