@@ -120,11 +120,12 @@ export function answeredSocket(
   // listed) and when it ended a connection under `target_session_attrs`:
   // while no listed host is a primary (the primary down, the standby not
   // yet promoted, or a standby listed alone), it went round the hosts
-  // hundreds of times a second, each time a login on the standby. Once a
-  // whole round failed, the close of each failed connection is handed on
-  // late (50 ms, doubling with each failed round, at most 1 s), and with
-  // it postgres.js's next connect. A connection that succeeds is never
-  // held, and clears the count.
+  // hundreds of times a second, each time a login on the standby. The
+  // close of the connection that ends a round in which every host failed
+  // is handed on late (50 ms, doubling with each such round, at most 1 s),
+  // and with it postgres.js's next connect; one that fails within a round
+  // is not, so a host back is reached after one held close at most. A
+  // connection that succeeds is never held, and clears the count.
   const failedHosts = new Set<number>();
   let failedRounds = 0;
   // When the server first answered each open socket, and whether the
@@ -395,12 +396,15 @@ export function answeredSocket(
       // to again only on its backoff.
       const failed = passedOver || (!answered && !state.ended && hosts > 1);
       if (!failed) return 0;
+      // Only the close that ends a round is held: one within a round
+      // goes on to the next host at once, so that a host back (a primary
+      // restarted) is reached after at most one held close, not one for
+      // each host listed before it.
       failedHosts.add(at);
-      if (failedHosts.size >= hosts) {
-        failedHosts.clear();
-        failedRounds++;
-      }
-      return failedRounds === 0 ? 0 : Math.min(
+      if (failedHosts.size < hosts) return 0;
+      failedHosts.clear();
+      failedRounds++;
+      return Math.min(
         MOST_ROUND_WAIT_MS,
         FIRST_ROUND_WAIT_MS * 2 ** (failedRounds - 1),
       );

@@ -61,7 +61,7 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * or `PGHOST`) it connects to over the Unix socket there, as postgres.js
  * does (tests/store/postgres_socket_unix_test.ts). Once every listed host
  * failed in a row (a connect refused or timed out, a standby passed over),
- * it hands on each failed connection's close, and with it postgres.js's
+ * it hands on the close that ends that round, and with it postgres.js's
  * next connect, 50 ms later, doubling with each such round, at most 1 s
  * (postgres.js 3.4.9 connects again at once there, outside its backoff);
  * a standby listed alone and passed over it closes as a failed connect, for
