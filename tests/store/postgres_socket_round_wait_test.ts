@@ -12,7 +12,11 @@
  */
 
 import assert from "node:assert/strict";
-import { answeredSocketOption } from "../../store/postgres_socket.ts";
+import net from "node:net";
+import {
+  answeredSocketOption,
+  type PostgresSocket,
+} from "../../store/postgres_socket.ts";
 import { downPort } from "./_down_port.ts";
 
 Deno.test("answeredSocketOption()'s socket, with two hosts down under target_session_attrs=primary, holds the close that ends a round in which both failed (50 ms, then doubling), and hands on at once the one that fails within a round", async () => {
@@ -43,5 +47,70 @@ Deno.test("answeredSocketOption()'s socket, with two hosts down under target_ses
   // as the round before them ended (50, 100, 200 ms).
   for (const [i, most] of [[2, 45], [4, 90], [6, 180]] as const) {
     assert.ok(holds[i]! < most, `connect ${i + 1}: ${measured}`);
+  }
+});
+
+/** How long `socket` took to emit its close, from `started`. */
+async function closeAfter(
+  socket: PostgresSocket,
+  started: number,
+): Promise<number> {
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("close", resolve));
+  return performance.now() - started;
+}
+
+Deno.test("answeredSocketOption()'s socket starts its wait afresh after a connection that lasted: once one answered and stayed open 1 s, the next round in which both hosts fail is held 50 ms, not longer than the rounds before it", async () => {
+  const ports = [await downPort(), await downPort()];
+  const answered = answeredSocketOption(2_000);
+  const options = {
+    host: ["127.0.0.1", "127.0.0.1"],
+    port: ports,
+    target_session_attrs: "primary",
+  };
+  const servers: net.Server[] = [];
+  const taken: net.Socket[] = [];
+  try {
+    const before: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const started = performance.now();
+      before.push(await closeAfter(answered.socket(options), started));
+    }
+    // Rounds 1 to 4 ended: the last held 400 ms.
+    assert.ok(before[7]! >= 395, before.map((ms) => ms.toFixed(0)).join());
+    // The hosts come back: a connection is answered and lasts 1 s, then
+    // the server ends it.
+    for (const port of ports) {
+      const server = net.createServer((socket) => {
+        taken.push(socket);
+        socket.write("N");
+      });
+      await new Promise<void>((resolve) =>
+        server.listen(port, "127.0.0.1", resolve)
+      );
+      servers.push(server);
+    }
+    const socket = answered.socket(options);
+    socket.on("error", () => {});
+    await new Promise((resolve) => socket.once("data", resolve));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const ended = performance.now();
+    for (const taker of taken) taker.destroy();
+    assert.ok((await closeAfter(socket, ended)) < 100, "held");
+    for (const server of servers) {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    // Down again: the first round in which both fail is held 50 ms.
+    const after: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const started = performance.now();
+      after.push(await closeAfter(answered.socket(options), started));
+    }
+    const measured = after.map((ms) => ms.toFixed(0)).join(", ");
+    assert.ok(after[1]! >= 45 && after[1]! < 150, measured);
+  } finally {
+    for (const taker of taken) taker.destroy();
+    for (const server of servers) server.close();
+    await answered.socket.closed(5_000);
   }
 });
