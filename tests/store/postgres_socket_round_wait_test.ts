@@ -132,3 +132,28 @@ Deno.test("answeredSocketOption()'s socket starts its wait afresh after a connec
     await answered.socket.closed(5_000);
   }
 });
+
+Deno.test("answeredSocketOption()'s socket holds no close of a single host that is down: postgres.js's own backoff spaces its connects there", async () => {
+  const port = await downPort();
+  const answered = answeredSocketOption(2_000);
+  const holds: number[] = [];
+  try {
+    for (let i = 0; i < 4; i++) {
+      const started = performance.now();
+      holds.push(
+        await closeAfter(
+          answered.socket({
+            host: ["127.0.0.1"],
+            port: [port],
+            target_session_attrs: "primary",
+          }),
+          started,
+        ),
+      );
+    }
+  } finally {
+    await answered.socket.closed(5_000);
+  }
+  const measured = holds.map((ms) => ms.toFixed(0)).join(", ");
+  assert.ok(Math.max(...holds) < 45, measured);
+});
