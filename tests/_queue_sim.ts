@@ -61,6 +61,7 @@ import {
   type SendStep,
 } from "../mod.ts";
 import { mulberry32 } from "../support/prng.ts";
+import { outage as outageStore } from "./_outage.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import { createQueueHandler } from "../cloudflare/queue_handler.ts";
 import {
@@ -473,23 +474,6 @@ function step(id: string, kind: SendKind, i: number): SendStep {
 function stuck(plan: PaymentPlan): boolean {
   return plan.start === "authorized" &&
     (plan.sends[0] === "timeout" || plan.sends[0] === "sent");
-}
-
-/**
- * A store that refuses every call while `down()` says so, as an
- * unreachable store does (a plain error: the store failing).
- */
-function outageStore(store: MemoryStore, down: () => boolean): MemoryStore {
-  return new Proxy(store, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return (...args: unknown[]) =>
-        down()
-          ? Promise.reject(new Error("the store is unreachable"))
-          : value.apply(target, args);
-    },
-  });
 }
 
 /**

@@ -23,7 +23,7 @@ import {
   theGoogle,
   withDeadLetterRoute,
 } from "./_app.ts";
-import { outage } from "./_outage.ts";
+import { outage } from "../_outage.ts";
 import { failedRequest, PUBSUB, QSTASH, signQStash } from "./_signing.ts";
 
 /** QStash's failure-callback body, around `job`. */

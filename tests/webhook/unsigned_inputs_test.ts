@@ -15,7 +15,7 @@ import { MemoryStore, type Store } from "../../mod.ts";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
 import { AUTHORIZED, genericRequest, makeApp } from "./_app.ts";
 import { job as oversizedJob, post } from "./_oversized_qstash.ts";
-import { outage } from "./_outage.ts";
+import { outage } from "../_outage.ts";
 import { fakeGoogle, PUBSUB, rsaKeyPair, signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;

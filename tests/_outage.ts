@@ -5,10 +5,10 @@
  * @module
  */
 
-import type { Store } from "../../mod.ts";
+import type { Store } from "../mod.ts";
 
 /** `store`, each of whose calls fails with a refused connect while `down()`. */
-export function outage(store: Store, down: () => boolean): Store {
+export function outage<S extends Store>(store: S, down: () => boolean): S {
   return new Proxy(store, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
