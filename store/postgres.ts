@@ -2459,10 +2459,13 @@ export class PostgresStore implements Store {
       // (lateBroadcastRecorded), checked on that; a race lost to another
       // write is decided again. `error` is the answer where the rule does
       // not apply, and to a version the intent never had (one ahead of
-      // it): no send read that one.
+      // it): no send read that one. The give-up marks are checked by the
+      // write on the intent as it is now, not by this read: a version
+      // the rule does not apply to is a race lost, whatever mark is on
+      // record, as in the other stores (the version before the marks).
       const writeLate = async (error: unknown): Promise<Intent> => {
         for (let attempt = 1;; attempt++) {
-          const now = await this.#read(id, null, `write intent ${id}`, options);
+          const now = await this.#read(id, null, `write intent ${id}`);
           if (!isEarlierCount(version, String(now.version))) throw error;
           const next = late!(recordOf(now));
           if (next === null) throw error;

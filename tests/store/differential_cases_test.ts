@@ -192,6 +192,45 @@ for (const backend of STORES) {
 }
 
 for (const backend of STORES) {
+  Deno.test(`${backend.name}: recordBroadcast() on a version the intent never had is a race lost (refused: false) with a give-up mark on record too: the version is checked before the marks`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const read = await store.createIntent({ id: "pi_1" });
+      assert.equal(
+        await store.admit({ count: "givingup/q/m1", now: 0 }),
+        1,
+      );
+      const broadcast = {
+        outcome: "unknown",
+        at: 10,
+        error: "timeout",
+      } as const;
+      const ahead = String(Number(read.version) + 5);
+      for (const version of ["bogus", ahead]) {
+        for (
+          const lease of [
+            undefined,
+            { owner: "o1", ttlMs: 1000, now: 10, keep: false },
+          ]
+        ) {
+          await assert.rejects(
+            store.recordBroadcast("pi_1", version, broadcast, {
+              unlessCounted: ["givingup/q/m1"],
+              ...(lease ? { lease } : {}),
+            }),
+            (error) => error instanceof ConflictError && !error.refused,
+            `version ${version}, lease ${lease ? "o1" : "none"}`,
+          );
+        }
+      }
+      assert.equal((await store.getIntent("pi_1"))?.version, read.version);
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of STORES) {
   Deno.test(`${backend.name}: a write with a malformed lease or claim is a TypeError at the entry, whatever the intent's state`, async () => {
     const { store, close } = await backend.open();
     try {
