@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { createRelayer, HttpSender, MemoryStore } from "../../mod.ts";
+import { runs } from "../_fc.ts";
 import {
   Chain,
   type ReceiptFault,
@@ -78,7 +79,7 @@ const asDocumented: SignerOptions = {
 Deno.test("a Sender written from its docs on an EVM-like chain never pays twice, fails a paid payment or settles an unpaid one, whatever the chain, the signer's faults and the operator do", async () => {
   await fc.assert(
     fc.asyncProperty(plans(asDocumented, "route"), moneyHolds),
-    { numRuns: 300 },
+    { numRuns: runs(300) },
   );
   // "nonce too low" answered notSent (409) rather than the own tx's hash,
   // against the Sender docs: no money lost while every send is the
@@ -89,7 +90,7 @@ Deno.test("a Sender written from its docs on an EVM-like chain never pays twice,
       plans({ ...asDocumented, onNonceUsed: "notSent409" }, "route"),
       moneyHolds,
     ),
-    { numRuns: 100 },
+    { numRuns: runs(100) },
   );
 });
 

@@ -12,6 +12,7 @@ import {
 import { ConfigError, loadConfig, routeOptions } from "../../webhook/config.ts";
 import { createApp } from "../../webhook/app.ts";
 import { signHmac } from "./_signing.ts";
+import { runs } from "../_fc.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -1274,7 +1275,7 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
         );
       }
     }),
-    { numRuns: 500 },
+    { numRuns: runs(500) },
   );
 });
 
