@@ -13,6 +13,7 @@ import {
   parseFlags,
 } from "../../tools/schedule.ts";
 import { runSchedule } from "./_schedule_cli.ts";
+import { runs } from "../_fc.ts";
 
 // `deno task schedule --queue cloudflare --message-retention X
 // [--dlq-message-retention Y]` gives the verdict createQueueHandler gives
@@ -307,7 +308,7 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
         );
       },
     ),
-    { numRuns: 300 },
+    { numRuns: runs(300) },
   );
 });
 
