@@ -16,7 +16,9 @@
  *   then the message is gone with no signal).
  * - Cloudflare Queues: `message.attempts`; `retry({ delaySeconds })` up to
  *   12 h; after `maxRetries + 1` deliveries the message goes to the
- *   dead-letter queue, whose consumer is the same handler (once or twice).
+ *   dead-letter queue, whose consumer is the same handler (once or twice),
+ *   the message's `attempts` started again at 1 there (Miniflare's) or
+ *   kept (`CloudflareQueueSettings.deadLetterAttempts`).
  *   With a message retention (`QueueScenario.cloudflare`), a message is
  *   deleted once its age, counted from the send (its delivery delay
  *   included), reaches it, with no dead letter.
@@ -123,6 +125,13 @@ export interface CloudflareQueueSettings {
    * send's timestamp).
    */
   readonly deadLetterMessageRetentionMs?: number;
+  /**
+   * The `attempts` a give-up's deliveries on the dead-letter queue carry,
+   * which Cloudflare does not document: started again at 1 there
+   * (`"restarted"`, Miniflare's, the default) or kept from the jobs queue
+   * (`"kept"`: its first delivery there says `maxRetries + 2`).
+   */
+  readonly deadLetterAttempts?: "restarted" | "kept";
 }
 
 /** The settings of the service the relayer runs with, in milliseconds. */
@@ -377,10 +386,11 @@ export function modelOf(
         killed: () => 0,
         // The dead-letter queue's consumer is the same handler: a failure
         // waits the base doubled with its attempts (started again at 1
-        // there, as on Miniflare) up to 12 h, or what the dead-letter
-        // retention leaves, and at least the busy give-up's wait that
-        // retention counts; a busy give-up at least as long;
-        // `deadLetterMaxRetries` retries, the fewest the handler takes.
+        // there, as on Miniflare, or kept from the jobs queue's `limit`
+        // deliveries) up to 12 h, or what the dead-letter retention
+        // leaves, and at least the busy give-up's wait that retention
+        // counts; a busy give-up at least as long; `deadLetterMaxRetries`
+        // retries, the fewest the handler takes.
         giveUpRetry: (k, delayMs) =>
           k <= dlq
             ? Math.max(
@@ -390,7 +400,11 @@ export function modelOf(
                 Math.max(
                   dlqMinWaitMs,
                   cloudflareSeconds(
-                    outageDelayMs(k, policy.baseMs, DAY_MS / 2),
+                    outageDelayMs(
+                      cloudflare.deadLetterAttempts === "kept" ? limit + k : k,
+                      policy.baseMs,
+                      DAY_MS / 2,
+                    ),
                   ),
                 ),
               ),

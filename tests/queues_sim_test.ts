@@ -54,6 +54,7 @@ import {
 } from "./_queue_sim.ts";
 import { catchesAsync, runs } from "./_fc.ts";
 import { cloudflareDeadLetterWaitSeconds } from "../policy/_cloudflare_retention.ts";
+import { outageDelayMs } from "../policy/_doubled.ts";
 
 function describeRun(report: QueueRunReport): string {
   return JSON.stringify({
@@ -392,6 +393,65 @@ Deno.test("least-dead-letter-retention property on cloudflare catches a check th
   );
   assert.equal(
     await catchesAsync(nothingStrandedAfterEvents(fromArrival), 300),
+    true,
+  );
+});
+
+/** Accepted scenarios at the least dead-letter retention, their attempts kept there. */
+const keptAttempts = cloudflareDeadLetterRetentionScenario(busyBound).map(
+  (scenario): QueueScenario => ({
+    ...scenario,
+    cloudflare: { ...scenario.cloudflare, deadLetterAttempts: "kept" },
+  }),
+);
+
+Deno.test("simulateQueue() on cloudflare at the least dead-letter retention, a give-up's attempts kept from the jobs queue: a killed holder or an outage at a job's end strands nothing", async () => {
+  const seen = { killed: 0, failed: 0, giveUpRetried: 0 };
+  await fc.assert(
+    nothingStrandedAfterEvents(keptAttempts, undefined, seen),
+    { numRuns: runs(150) },
+  );
+  if (runs(150) >= 100) {
+    assert.ok(seen.giveUpRetried > 0, JSON.stringify(seen));
+  }
+});
+
+Deno.test("least-dead-letter-retention property on cloudflare catches waits there doubled from kept attempts with no bound from the retention: the first retry after a give-up that failed comes after the retention ends", async () => {
+  // The handler's waits there, but for the bound what the retention
+  // leaves: doubled from attempts kept (maxRetries + 2 at the first
+  // delivery there), up to 12 h.
+  const unbounded = (scenario: QueueScenario): QueueModel => {
+    const model = modelOf(
+      scenario.queue,
+      scenario.policy,
+      scenario.slowest,
+      scenario.cloudflare,
+      scenario.settings,
+    );
+    if (scenario.queue.kind !== "cloudflare") return model;
+    const { maxRetries } = scenario.queue;
+    return {
+      ...model,
+      giveUpRetry: (k, delayMs, sinceMs, random) => {
+        const waitMs = model.giveUpRetry?.(k, delayMs, sinceMs, random);
+        if (waitMs === undefined) return undefined;
+        const doubled = Math.ceil(
+          outageDelayMs(
+            maxRetries + 1 + k,
+            scenario.policy.baseMs,
+            43_200_000,
+          ) /
+            1000,
+        ) * 1000;
+        return Math.max(waitMs, Math.min(43_200_000, doubled));
+      },
+    };
+  };
+  assert.equal(
+    await catchesAsync(
+      nothingStrandedAfterEvents(keptAttempts, unbounded),
+      300,
+    ),
     true,
   );
 });
