@@ -628,6 +628,9 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   // retention's floor counts there: started again at 1, waits doubled
   // from the base would retry a give-up several times within an outage
   // as long, and the next retry would come after the retention ended.
+  // The message's own age (`message.timestamp`) bounds nothing here:
+  // Cloudflare does not say what it is after the move, nor that the
+  // retention there counts from it (docs/queues.md, Cloudflare Queues).
   const deadLetterMaxWaitSeconds = cloudflareDeadLetterMaxWaitSeconds(
     limits,
     options.deadLetterMessageRetentionMs,
