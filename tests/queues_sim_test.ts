@@ -53,7 +53,11 @@ import {
   simulateQueue,
 } from "./_queue_sim.ts";
 import { catchesAsync, runs } from "./_fc.ts";
-import { cloudflareDeadLetterWaitSeconds } from "../policy/_cloudflare_retention.ts";
+import {
+  CLOUDFLARE_MAX_DELAY_SECONDS,
+  cloudflareDeadLetterWaitSeconds,
+  cloudflareDelaySeconds,
+} from "../policy/_cloudflare_retention.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 
 function describeRun(report: QueueRunReport): string {
@@ -435,15 +439,14 @@ Deno.test("least-dead-letter-retention property on cloudflare catches waits ther
       giveUpRetry: (k, delayMs, sinceMs, random) => {
         const waitMs = model.giveUpRetry?.(k, delayMs, sinceMs, random);
         if (waitMs === undefined) return undefined;
-        const doubled = Math.ceil(
+        const doubled = cloudflareDelaySeconds(
           outageDelayMs(
             maxRetries + 1 + k,
             scenario.policy.baseMs,
-            43_200_000,
-          ) /
-            1000,
-        ) * 1000;
-        return Math.max(waitMs, Math.min(43_200_000, doubled));
+            CLOUDFLARE_MAX_DELAY_SECONDS * 1000,
+          ),
+        );
+        return Math.max(waitMs, doubled * 1000);
       },
     };
   };
