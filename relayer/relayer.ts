@@ -43,6 +43,7 @@ import { BusyError } from "../store/busy_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { DEFAULT_LEASE_MS, registerSends, resolveArrivals } from "./_sends.ts";
+import { leaveUnrecorded } from "./_unrecorded_claims.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import { INTENT_STATES } from "../store/transitions.ts";
@@ -1398,6 +1399,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           1,
           await store.deliveries(count, now()).catch(() => 1),
         );
+        if (claim !== undefined) leaveUnrecorded(claim);
         return {
           action: "retry",
           delivery: seen,
@@ -1416,16 +1418,21 @@ export function createRelayer(options: RelayerOptions): Relayer {
         jobId,
       ),
     );
+    let outcome: Outcome;
     try {
-      return await counted(job, jobId, n, d, options);
+      outcome = await counted(job, jobId, n, d, options);
     } catch (error) {
       // The store busy on the call that records the delivery's replay
       // claim (its statement cancelled, another session's lock): nothing
       // of it landed, so the delivery is busy, as a busy write in the
       // settle step is, and not the store failing. Its claim stays unused.
-      if (error instanceof BusyError) return busyAnswer(job, n, error);
-      throw error;
+      if (!(error instanceof BusyError)) throw error;
+      outcome = busyAnswer(job, n, error);
     }
+    // Answered with its claim on no record: the caller may remember the
+    // request as used (see _unrecorded_claims.ts).
+    if (d.claim !== undefined) leaveUnrecorded(d.claim);
+    return outcome;
   }
 
   /** A delivery's work once it is counted (`n`) and begun (`d`). */

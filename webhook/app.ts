@@ -102,6 +102,7 @@ import {
   sendInFlight,
   unrecordedTxHashes,
 } from "../relayer/_sends.ts";
+import { leftUnrecorded } from "../relayer/_unrecorded_claims.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -1652,13 +1653,18 @@ export function createApp(deps: AppDeps): WebhookApp {
       unrecorded.delete(claim.key);
     } catch (error) {
       if (error instanceof ReplayError) return; // already on record
-      for (const [key, until] of unrecorded) {
-        if (until <= at || unrecorded.size >= UNRECORDED_TOKENS) {
-          unrecorded.delete(key);
-        } else break;
-      }
-      unrecorded.set(claim.key, claim.expiresAt);
+      remember(claim, at);
     }
+  }
+
+  /** Remembers `claim` in this instance as used (`unrecorded`), at `at`. */
+  function remember(claim: ReplayClaim, at: number): void {
+    for (const [key, until] of unrecorded) {
+      if (until <= at || unrecorded.size >= UNRECORDED_TOKENS) {
+        unrecorded.delete(key);
+      } else break;
+    }
+    unrecorded.set(claim.key, claim.expiresAt);
   }
 
   /**
@@ -1699,11 +1705,25 @@ export function createApp(deps: AppDeps): WebhookApp {
     try {
       // The replay record rides in the delivery's first write, and so do
       // the message's give-up marks: a late copy sends nothing.
+      const claimed = claim ? { ...claim, now: now() } : undefined;
       outcome = await relayer.deliver(job, delivery, {
-        ...(claim ? { claim: { ...claim, now: now() } } : {}),
+        ...(claimed ? { claim: claimed } : {}),
         ...(countAs === undefined ? {} : { countAs }),
         ...(message === undefined ? {} : { message }),
       });
+      // Answered busy with its record busy too, a QStash token is on no
+      // record: sent again once the store is back with Upstash-Retried
+      // raised, it would be taken as a later delivery, dropping an
+      // authorized payment's job unsent or sending a paid one to review.
+      // Remembered as a failed delivery's is, with no write more. (The
+      // generic route signs its number; a copy of a request counted in
+      // the store was not counted, the count's write being the busy one.)
+      if (
+        route === "qstash" && claim !== undefined && claimed !== undefined &&
+        leftUnrecorded(claimed)
+      ) {
+        remember(claim, claimed.now);
+      }
     } catch (error) {
       if (error instanceof ReplayError) throw replayed();
       // QStash's token does not sign Upstash-Retried or Upstash-Message-Id,

@@ -1,0 +1,127 @@
+/**
+ * A QStash delivery the store answered busy twice, at the delivery (a
+ * lease or another session's lock) and again at the token's record: the
+ * delivery is a retry (503) and its token is on no record. QStash signs
+ * neither `Upstash-Retried` nor `Upstash-Message-Id`, so whoever saw the
+ * request could send it again with a raised count once the store is back:
+ * delivery 100 of an authorized payment drops its job unsent, a dead
+ * letter in its place. This instance remembers such a token as used. The
+ * generic route signs its delivery number, and a request counted in the
+ * store whose count was the busy write was not counted: sent again, it is
+ * counted once.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { BusyError, MemoryStore, type Store } from "../../mod.ts";
+import { genericRequest, makeApp, NOW } from "./_app.ts";
+import { signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+/** `memory`, its `busy` calls refused as another session's lock while `on.busy`. */
+function busyWhile(
+  memory: MemoryStore,
+  busy: ReadonlySet<string>,
+  on: { busy: boolean },
+): Store {
+  return new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      return on.busy && busy.has(String(key))
+        ? () =>
+          Promise.reject(
+            new BusyError(`intent pi_0001 is locked by another session`),
+          )
+        : value.bind(target);
+    },
+  });
+}
+
+const authorized = {
+  id: "pi_0001",
+  state: "authorized",
+  hold: "pending",
+} as const;
+/** Sent, its tx waiting to confirm: a delivery only looks. */
+const waiting = {
+  id: "pi_0001",
+  state: "settling",
+  hold: "pending",
+  settlingSince: NOW - 1000,
+  lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
+} as const;
+
+for (
+  const [name, intent, busy] of [
+    [
+      "its settle write and its token's record (an authorized payment: its job dropped unsent)",
+      authorized,
+      ["transition", "admit"],
+    ],
+    [
+      "its token's record (a look-only delivery: a payment sent, to review)",
+      waiting,
+      ["admit"],
+    ],
+  ] as const
+) {
+  Deno.test(`POST /v1/qstash: a delivery the store answered busy at ${name} cannot be sent again as delivery 100 (401)`, async () => {
+    const memory = new MemoryStore();
+    await memory.createIntent(intent);
+    const on = { busy: true };
+    const { app } = await makeApp({
+      deps: { store: busyWhile(memory, new Set(busy), on) },
+      scripts: {
+        pi_0001: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
+      },
+    });
+    const before = await memory.getIntent("pi_0001");
+    const body = JSON.stringify(job);
+    const signature = await signQStash(body);
+    const first = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: { "upstash-signature": signature, "upstash-retried": "0" },
+    });
+    const text = await first.text();
+    assert.equal(first.status, 503, text);
+    assert.equal(JSON.parse(text).outcome, "retry", text);
+    on.busy = false; // the store is back
+    const replay = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: { "upstash-signature": signature, "upstash-retried": "99" },
+    });
+    const replayed = await replay.text();
+    assert.equal(replay.status, 401, replayed);
+    assert.match(JSON.parse(replayed).detail, /already delivered/);
+    assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+    assert.deepEqual(await memory.getIntent("pi_0001"), before);
+  });
+}
+
+Deno.test("POST /v1/deliveries: a delivery counted in the store that the store answered busy at its count keeps its signature (the route signs its number): sent again, it is counted once, not twice", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(authorized);
+  const on = { busy: true };
+  const { app } = await makeApp({
+    deps: { store: busyWhile(memory, new Set(["admit"]), on) },
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+  });
+  const init = await genericRequest(JSON.stringify({ job }));
+  const first = await app.request("/v1/deliveries", init);
+  const text = await first.text();
+  assert.equal(first.status, 503, text);
+  assert.equal(JSON.parse(text).outcome, "retry", text);
+  on.busy = false;
+  const again = await app.request("/v1/deliveries", init);
+  const answer = await again.json();
+  assert.equal(answer.delivery, 1, JSON.stringify(answer));
+  assert.equal(await memory.deliveries("pi_0001/settle", NOW), 1);
+  const replay = await app.request("/v1/deliveries", init);
+  assert.equal(replay.status, 401, await replay.text());
+  assert.equal(await memory.deliveries("pi_0001/settle", NOW), 1);
+});
