@@ -1,0 +1,115 @@
+/**
+ * The settings table of docs/routes.md ("Deploy to Deno Deploy with
+ * QStash"), where an operator looks a setting up, held to `loadConfig`: the
+ * defaults it states, the bounds it gives, and what it says full jitter
+ * needs. Each claim is read from the table's text, so a table that drifts
+ * from the code fails here rather than at an operator's start.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { type Config, loadConfig } from "../webhook/config.ts";
+import { parseDuration } from "../policy/parse_duration.ts";
+
+const ROOT = new URL("../", import.meta.url);
+
+const base = {
+  SENDER_URL: "http://127.0.0.1:9000",
+  WEBHOOK_SECRET: "a-secret-of-16-chars",
+};
+
+/** The rows of the settings table: each row's first cell and its meaning. */
+async function settingsTable(): Promise<Map<string, string>> {
+  const doc = await Deno.readTextFile(new URL("docs/routes.md", ROOT));
+  const rows = new Map<string, string>();
+  for (const line of doc.split("\n")) {
+    const cells = /^\| (`[A-Z_]+`.*?) +\| (.*?) +\|$/.exec(line);
+    if (cells) rows.set(cells[1]!, cells[2]!);
+  }
+  assert.ok(rows.size > 10, "docs/routes.md has lost its settings table");
+  return rows;
+}
+
+/** The meaning of the row that names `setting`. */
+function row(rows: Map<string, string>, setting: string): string {
+  for (const [names, meaning] of rows) {
+    if (names.includes(`\`${setting}\``)) return meaning;
+  }
+  throw new Error(`docs/routes.md's settings table has no row for ${setting}`);
+}
+
+function refused(env: Record<string, string>): boolean {
+  try {
+    loadConfig({ ...base, ...env });
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+Deno.test("docs/routes.md's settings table states the defaults loadConfig takes", async () => {
+  const rows = await settingsTable();
+  const defaults = loadConfig(base);
+  const read: Record<string, (config: Config) => unknown> = {
+    LEASE: (c) => c.leaseMs,
+    CLOCK_SKEW: (c) => c.clockSkewMs,
+    BODY_TIMEOUT: (c) => c.bodyTimeoutMs,
+  };
+  for (const [setting, field] of Object.entries(read)) {
+    const stated = /\(default `([^`]+)`/.exec(row(rows, setting));
+    assert.ok(stated, `the ${setting} row states no default`);
+    assert.equal(field(defaults), parseDuration(stated[1]!), setting);
+  }
+  const kv = /\(default `([^`]+)`/.exec(row(rows, "KV_PATH"));
+  assert.deepEqual(defaults.kv, { path: kv?.[1] });
+  const body = /the body limit \((\d+), at least (\d+)\)/.exec(
+    row(rows, "MAX_BODY_BYTES"),
+  );
+  assert.ok(body, "the MAX_BODY_BYTES row states no limit");
+  assert.equal(defaults.maxBodyBytes, Number(body[1]));
+  assert.equal(refused({ MAX_BODY_BYTES: body[2]! }), false);
+  assert.equal(refused({ MAX_BODY_BYTES: String(Number(body[2]) - 1) }), true);
+});
+
+Deno.test("docs/routes.md's settings table gives the bounds loadConfig holds", async () => {
+  const rows = await settingsTable();
+  for (const setting of ["SENDER_TIMEOUT", "BODY_TIMEOUT"]) {
+    const most = /at most `(\d+)` ms/.exec(row(rows, setting));
+    assert.ok(most, `the ${setting} row states no bound`);
+    const lease = String(2 * Number(most[1]));
+    assert.equal(refused({ [setting]: most[1]!, LEASE: lease }), false);
+    assert.equal(
+      refused({ [setting]: String(Number(most[1]) + 1), LEASE: lease }),
+      true,
+      setting,
+    );
+  }
+  const skew = /at most `([^`]+)`/.exec(row(rows, "CLOCK_SKEW"));
+  assert.ok(skew, "the CLOCK_SKEW row states no bound");
+  // A policy whose window outlasts STUCK_AFTER and the largest skew.
+  const long = { MAX_DELIVERIES: "30" };
+  const most = parseDuration(skew[1]!);
+  assert.equal(refused({ ...long, CLOCK_SKEW: String(most) }), false);
+  assert.equal(refused({ ...long, CLOCK_SKEW: String(most + 1) }), true);
+});
+
+Deno.test("docs/routes.md's settings table names every setting JITTER=full needs at zero, and loadConfig takes it with them", async () => {
+  const meaning = row(await settingsTable(), "JITTER");
+  const clause = /`JITTER=full` only with ([^;)]+)/.exec(meaning);
+  assert.ok(clause, "the policy row no longer says when JITTER=full starts");
+  const zeros = Object.fromEntries(
+    [...clause[1]!.matchAll(/`([A-Z_]+)=0`/g)].map((m) => [m[1]!, "0"]),
+  );
+  assert.ok(Object.keys(zeros).length > 0, clause[1]);
+  assert.equal(
+    refused({ JITTER: "full", ...zeros }),
+    false,
+    `JITTER=full with ${clause[1]} is refused`,
+  );
+  // Each one named is needed: without it, the start is refused.
+  for (const name of Object.keys(zeros)) {
+    const { [name]: _, ...others } = zeros;
+    assert.equal(refused({ JITTER: "full", ...others }), true, name);
+  }
+});
