@@ -113,3 +113,36 @@ Deno.test("docs/routes.md's settings table names every setting JITTER=full needs
     assert.equal(refused({ JITTER: "full", ...others }), true, name);
   }
 });
+
+Deno.test("docs/routes.md's KV_QUEUE row names every setting, and the platform, loadConfig refuses the local queue beside", async () => {
+  const meaning = row(await settingsTable(), "KV_QUEUE");
+  const qstash = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789",
+    PUBLIC_URL: "https://relayer.example.com",
+  };
+  const beside: Record<string, Record<string, string>> = {
+    KV_URL: { KV_URL: "https://kv.example.test/db" },
+    DATABASE_URL: { DATABASE_URL: "postgres://u:p@127.0.0.1:5432/db" },
+    QSTASH_TOKEN: { ...qstash, QSTASH_TOKEN: "qstash-token-0123456789" },
+    "Deno Deploy": {
+      DENO_DEPLOYMENT_ID: "deployment",
+      DENO_KV_DEFAULT_PATH: "https://kv.example.test/databases/db/connect",
+    },
+  };
+  for (const [name, env] of Object.entries(beside)) {
+    assert.equal(refused(env), false, `${name} alone is refused`);
+    let setting: string | undefined;
+    try {
+      loadConfig({ ...base, ...env, KV_QUEUE: "1" });
+    } catch (error) {
+      setting = (error as { setting?: string }).setting;
+    }
+    assert.equal(setting, "KV_QUEUE", `KV_QUEUE=1 beside ${name}`);
+    const named = name.includes(" ") ? name : `\`${name}\``;
+    assert.ok(
+      meaning.includes(named),
+      `the KV_QUEUE row does not say it is refused beside ${named}`,
+    );
+  }
+});
