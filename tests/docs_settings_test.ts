@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { type Config, loadConfig } from "../webhook/config.ts";
 import { parseDuration } from "../policy/parse_duration.ts";
+import { SETTINGS } from "../webhook/_settings.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -145,4 +146,17 @@ Deno.test("docs/routes.md's KV_QUEUE row names every setting, and the platform, 
       `the KV_QUEUE row does not say it is refused beside ${named}`,
     );
   }
+});
+
+Deno.test("every setting the service reads is in webhook/config.ts's table, as docs/routes.md says", async () => {
+  const doc = await Deno.readTextFile(new URL("docs/routes.md", ROOT));
+  assert.match(doc, /every setting is listed in `webhook\/config\.ts`/);
+  const source = await Deno.readTextFile(new URL("webhook/config.ts", ROOT));
+  const table = source.slice(0, source.indexOf("@module")).split("\n")
+    .filter((line) => line.startsWith(" * | `")).join("\n");
+  assert.ok(table.length > 0, "webhook/config.ts has lost its table");
+  const missing = [...SETTINGS].filter((name) =>
+    !table.includes(`\`${name}\``)
+  );
+  assert.deepEqual(missing, []);
 });

@@ -19,6 +19,8 @@
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
+ * | `DENO_KV_ACCESS_TOKEN` | with `KV_URL`: KV Connect's access token (what a header can carry: printable ASCII, no line break, no space at either end) |
+ * | `DENO_DEPLOYMENT_ID`, `DENO_KV_PATH_PREFIX` | set by Deno Deploy, not by you: the first says the service runs there (the local queue and `RELAYER_INSECURE_DEV` are refused, the drain is shorter); the second is read before `DENO_KV_DEFAULT_PATH` |
  * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL`, `KV_PATH` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy); Deno KV delays a message at most 30 days, so `CAP` is then at most `720h`, and `LEASE` plus twice `CLOCK_SKEW` (a busy delivery's wait) at most that too |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
