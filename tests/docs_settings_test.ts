@@ -160,3 +160,17 @@ Deno.test("every setting the service reads is in webhook/config.ts's table, as d
   );
   assert.deepEqual(missing, []);
 });
+
+Deno.test("the queues' settings docs/routes.md sends a reader to queues.md for are each there, and DATABASE_URL in postgres.md", async () => {
+  const doc = await Deno.readTextFile(new URL("docs/routes.md", ROOT));
+  const sentence =
+    /The queues' own settings \(([^)]+)\) are in \[queues\.md\]\(queues\.md\), and `([A-Z_]+)`\s+in \[postgres\.md\]\(postgres\.md\)/
+      .exec(doc);
+  assert.ok(sentence, "docs/routes.md no longer sends the reader to queues.md");
+  const names = [...sentence[1]!.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!);
+  assert.ok(names.length > 5, sentence[1]);
+  const queues = await Deno.readTextFile(new URL("docs/queues.md", ROOT));
+  assert.deepEqual(names.filter((name) => !queues.includes(`\`${name}\``)), []);
+  const postgres = await Deno.readTextFile(new URL("docs/postgres.md", ROOT));
+  assert.ok(postgres.includes(`\`${sentence[2]}\``), sentence[2]);
+});
