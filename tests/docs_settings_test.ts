@@ -56,6 +56,7 @@ Deno.test("docs/routes.md's settings table states the defaults loadConfig takes"
     LEASE: (c) => c.leaseMs,
     CLOCK_SKEW: (c) => c.clockSkewMs,
     BODY_TIMEOUT: (c) => c.bodyTimeoutMs,
+    SENDER_TIMEOUT: (c) => c.sender.timeoutMs,
   };
   for (const [setting, field] of Object.entries(read)) {
     const stated = /\(default `([^`]+)`/.exec(row(rows, setting));
