@@ -74,6 +74,35 @@ Deno.test("docs/routes.md's settings table states the defaults loadConfig takes"
   assert.equal(refused({ MAX_BODY_BYTES: String(Number(body[2]) - 1) }), true);
 });
 
+Deno.test("docs/routes.md's settings table states the policy's defaults, each in the order of the settings it names", async () => {
+  const rows = await settingsTable();
+  const names = [...rows.keys()].find((k) => k.includes("`MAX_DELIVERIES`"));
+  assert.ok(names, "the settings table has no row for the policy");
+  const settings = [...names.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!);
+  const stated = /\(defaults ((?:`[^`]+`(?:, )?)+)/.exec(rows.get(names)!);
+  assert.ok(stated, "the policy row states no defaults");
+  const values = [...stated[1]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+  assert.equal(values.length, settings.length, stated[1]);
+  const { policy } = loadConfig(base);
+  const read: Record<string, (text: string) => unknown> = {
+    MAX_DELIVERIES: Number,
+    BASE: parseDuration,
+    CAP: parseDuration,
+    JITTER: (text) => text,
+    STUCK_AFTER: parseDuration,
+  };
+  const field: Record<string, unknown> = {
+    MAX_DELIVERIES: policy.maxDeliveries,
+    BASE: policy.baseMs,
+    CAP: policy.capMs,
+    JITTER: policy.jitter,
+    STUCK_AFTER: policy.stuckAfterMs,
+  };
+  settings.forEach((setting, i) => {
+    assert.equal(read[setting]!(values[i]!), field[setting], setting);
+  });
+});
+
 Deno.test("docs/routes.md's settings table gives the bounds loadConfig holds", async () => {
   const rows = await settingsTable();
   for (const setting of ["SENDER_TIMEOUT", "BODY_TIMEOUT"]) {
