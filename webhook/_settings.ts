@@ -52,10 +52,15 @@ export const SETTINGS: ReadonlySet<string> = new Set([
   "WEBHOOK_SECRET_NEXT",
 ]);
 
-// Only names in the settings' own families are taken for a misspelling:
-// the environment holds many others (PATH, HOME, the platform's).
+// Only names in the settings' own families, or a letter off a setting's
+// name, are taken for a misspelling: the environment holds many others
+// (PATH, HOME, the platform's). DATABASE_, LEASE_ and JITTER_ are families
+// too: a DATABASE_URI left the service on Deno KV with nothing said.
 const FAMILIES =
-  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK|BODY)_/;
+  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK|BODY|DATABASE|LEASE|JITTER)_/;
+
+// Shorter names a letter off a setting are too common to name (BASH, TMP).
+const ONE_OFF_LENGTH = 5;
 
 // What Kubernetes sets in every pod for each service of its namespace
 // (and Docker's links for each linked container): a service named
@@ -80,6 +85,19 @@ function distance(a: string, b: string): number {
   return row[b.length]!;
 }
 
+/** Whether `name` is a letter off (one edit from) a setting's name. */
+function oneOff(name: string): boolean {
+  if (name.length < ONE_OFF_LENGTH) return false;
+  for (const known of SETTINGS) {
+    if (
+      Math.abs(known.length - name.length) <= 1 && distance(name, known) <= 1
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /**
  * The lines that name each variable of `names` which looks like a setting
  * of the service (`MAX_DELIVERY`, `QSTASH_RETRY`) but is none, and the
@@ -88,9 +106,8 @@ function distance(a: string, b: string): number {
 export function unknownSettingLines(names: Iterable<string>): string[] {
   const lines: string[] = [];
   for (const name of [...names].sort()) {
-    if (
-      SETTINGS.has(name) || !FAMILIES.test(name) || SERVICE_LINK.test(name)
-    ) continue;
+    if (SETTINGS.has(name) || SERVICE_LINK.test(name)) continue;
+    if (!FAMILIES.test(name) && !oneOff(name)) continue;
     let like: string | undefined;
     let best = 4; // at most 3 edits away
     for (const known of SETTINGS) {

@@ -76,6 +76,26 @@ Deno.test("unknownSettingLines() leaves the settings, and names outside their fa
   assert.deepEqual(unknownSettingLines([...SETTINGS, ...others]), []);
 });
 
+Deno.test("unknownSettingLines() names a misspelt DATABASE_URL, LEASE or JITTER too, and a name a letter off a setting's: a DATABASE_URI left the service on Deno KV with nothing said", () => {
+  const meant = (name: string) =>
+    /did you mean ([A-Z_]+)\?/.exec(unknownSettingLines([name])[0] ?? "")?.[1];
+  assert.equal(meant("DATABASE_URI"), "DATABASE_URL");
+  assert.equal(meant("DATABSE_URL"), "DATABASE_URL");
+  assert.equal(meant("LEASE_MS"), "LEASE");
+  assert.equal(meant("LEASES"), "LEASE");
+  assert.equal(meant("JITER"), "JITTER");
+  assert.equal(meant("JITTER_MODE"), undefined);
+  assert.equal(unknownSettingLines(["JITTER_MODE"]).length, 1);
+  assert.equal(meant("CLOCKSKEW"), "CLOCK_SKEW");
+  assert.equal(meant("PUBLICURL"), "PUBLIC_URL");
+  assert.equal(meant("DENO_KV_ACCES_TOKEN"), "DENO_KV_ACCESS_TOKEN");
+  // A service of the namespace named database or lease is no misspelling.
+  assert.deepEqual(
+    unknownSettingLines(["DATABASE_SERVICE_HOST", "LEASE_PORT_80_TCP"]),
+    [],
+  );
+});
+
 Deno.test("unknownSettingLines() leaves the variables Kubernetes sets for a service named relayer or sender alone", () => {
   // A pod gets these for each service of its namespace (enableServiceLinks,
   // on by default); Docker's links set the same shapes.
