@@ -129,7 +129,10 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * service starts all the same (a setting it ignored before is no reason
  * to refuse a start after an upgrade). `PUBLIC_URL` is read only by
  * QStash's route (with its signing keys) and QStash's publisher (with
- * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none.
+ * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none. So is
+ * `QSTASH_RETRIES` (the route's check of QStash's limit, and the
+ * publisher's `Upstash-Retries`). Pub/Sub's backoffs and retention are
+ * read only by the check of a Pub/Sub push route (`PUBSUB_AUDIENCE`).
  */
 export function unreadSettingLines(
   env: Readonly<Record<string, string | undefined>>,
@@ -137,8 +140,32 @@ export function unreadSettingLines(
   const qstash = env.QSTASH_CURRENT_SIGNING_KEY ||
     env.QSTASH_NEXT_SIGNING_KEY ||
     env.QSTASH_TOKEN;
-  if (!env.PUBLIC_URL || qstash) return [];
-  return [
-    "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
-  ];
+  const lines: string[] = [];
+  if (env.PUBLIC_URL && !qstash) {
+    lines.push(
+      "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+    );
+  }
+  if (env.QSTASH_RETRIES && !qstash) {
+    lines.push(
+      "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+    );
+  }
+  if (!env.PUBSUB_AUDIENCE) {
+    for (const name of PUBSUB_CHECKED) {
+      if (!env[name]) continue;
+      lines.push(
+        `relayer: ${name} is set, but only the Pub/Sub check reads it, with PUBSUB_AUDIENCE, which is not set, so it is ignored`,
+      );
+    }
+  }
+  return lines;
 }
+
+// The subscription's settings the start-up check of Pub/Sub reads, and
+// nothing else: without PUBSUB_AUDIENCE there is no check.
+const PUBSUB_CHECKED = [
+  "PUBSUB_MIN_BACKOFF",
+  "PUBSUB_MAX_BACKOFF",
+  "PUBSUB_MESSAGE_RETENTION",
+] as const;

@@ -62,6 +62,52 @@ Deno.test("unreadSettingLines() names PUBLIC_URL set where nothing reads it: no 
   assert.deepEqual(unreadSettingLines({ ...base, PUBLIC_URL: "" }), []);
 });
 
+Deno.test("unreadSettingLines() names QSTASH_RETRIES with no QStash, and Pub/Sub's backoffs and retention with no PUBSUB_AUDIENCE: each started unchecked with nothing said", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const qstash =
+    "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored";
+  const retries = { ...base, QSTASH_RETRIES: "4" };
+  assert.equal(loadConfig(retries).qstash, undefined); // started, unchecked
+  assert.deepEqual(unreadSettingLines(retries), [qstash]);
+  const keys = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  assert.deepEqual(unreadSettingLines({ ...retries, ...keys }), []);
+  assert.deepEqual(
+    unreadSettingLines({ ...retries, QSTASH_TOKEN: "a-qstash-token" }),
+    [],
+  );
+  const pubsub = (name: string) =>
+    `relayer: ${name} is set, but only the Pub/Sub check reads it, with PUBSUB_AUDIENCE, which is not set, so it is ignored`;
+  const backoffs = {
+    ...base,
+    PUBSUB_MIN_BACKOFF: "1s",
+    PUBSUB_MAX_BACKOFF: "10m",
+    PUBSUB_MESSAGE_RETENTION: "10m",
+  };
+  assert.equal(loadConfig(backoffs).pubsub, undefined); // started, unchecked
+  assert.deepEqual(unreadSettingLines(backoffs), [
+    pubsub("PUBSUB_MIN_BACKOFF"),
+    pubsub("PUBSUB_MAX_BACKOFF"),
+    pubsub("PUBSUB_MESSAGE_RETENTION"),
+  ]);
+  assert.deepEqual(
+    unreadSettingLines({
+      ...backoffs,
+      PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+    }),
+    [],
+  );
+  assert.deepEqual(
+    unreadSettingLines({ ...base, QSTASH_RETRIES: "", PUBSUB_MIN_BACKOFF: "" }),
+    [],
+  );
+});
+
 Deno.test("unknownSettingLines() leaves the settings, and names outside their families, alone", () => {
   const others = [
     "PATH",
