@@ -1,9 +1,12 @@
 /**
  * The settings table of docs/routes.md ("Deploy to Deno Deploy with
  * QStash"), where an operator looks a setting up, held to `loadConfig`: the
- * defaults it states, the bounds it gives, and what it says full jitter
- * needs. Each claim is read from the table's text, so a table that drifts
- * from the code fails here rather than at an operator's start.
+ * defaults it states, the bounds it gives, what it says full jitter needs
+ * and what the local queue is refused beside. Each claim is read from the
+ * table's text, so a table that drifts from the code fails here rather than
+ * at an operator's start. And where routes.md sends the reader on (the
+ * queues' settings to queues.md, every setting to `webhook/config.ts`'s
+ * table), the settings are there.
  *
  * @module
  */
