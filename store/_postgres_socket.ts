@@ -37,6 +37,7 @@
 
 import net from "node:net";
 import { Duplex } from "node:stream";
+import { jittered } from "../policy/_jittered.ts";
 
 /**
  * How long a connection must have stayed open past the server's first byte
@@ -85,11 +86,14 @@ export interface AnsweredSocket {
  *
  * @param answerMs How long a write may go with nothing read back.
  * @param onCut Told, in a line, of each connection so closed.
+ * @param random The jitter of a held close's wait (drawn at each hold,
+ *   clamped into `[0, 1)`): equal jitter, from half the wait to all of it.
  * @returns postgres.js's `socket` option: called with the client's options, for each connection.
  */
 export function answeredSocket(
   answerMs: number,
   onCut: (line: string) => void = () => {},
+  random: () => number = Math.random,
 ): AnsweredSocket {
   // This client's open sockets, each with whether it waits for an answer
   // and when it last heard from the server (or was made, if never).
@@ -122,8 +126,10 @@ export function answeredSocket(
   // yet promoted, or a standby listed alone), it went round the hosts
   // hundreds of times a second, each time a login on the standby. The
   // close of the connection that ends a round in which every host failed
-  // is handed on late (50 ms, doubling with each such round, at most 1 s),
-  // and with it postgres.js's next connect; one that fails within a round
+  // is handed on late (50 ms, doubling with each such round, at most 1 s,
+  // with equal jitter: from half of that to all of it, so that instances
+  // that lost the same primary do not connect again in step), and with it
+  // postgres.js's next connect; one that fails within a round
   // is not, so a host back is reached after one held close at most. A
   // connection that succeeds is never held, and clears the count.
   const failedHosts = new Set<number>();
@@ -404,9 +410,14 @@ export function answeredSocket(
       if (failedHosts.size < hosts) return 0;
       failedHosts.clear();
       failedRounds++;
-      return Math.min(
-        MOST_ROUND_WAIT_MS,
-        FIRST_ROUND_WAIT_MS * 2 ** (failedRounds - 1),
+      // At least 25 ms: a hold is never 0 (closed as not held).
+      return jittered(
+        Math.min(
+          MOST_ROUND_WAIT_MS,
+          FIRST_ROUND_WAIT_MS * 2 ** (failedRounds - 1),
+        ),
+        "equal",
+        random,
       );
     };
     return socket;

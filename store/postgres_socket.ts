@@ -34,7 +34,7 @@
  * @module
  */
 
-import { MAX_TIMER_MS } from "../policy/_validate.ts";
+import { assertRandom, MAX_TIMER_MS } from "../policy/_validate.ts";
 import { type AnsweredSocket, answeredSocket } from "./_postgres_socket.ts";
 
 export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
@@ -62,8 +62,11 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * does (tests/store/postgres_socket_unix_test.ts). Once every listed host
  * failed in a row (a connect refused or timed out, a standby passed over),
  * it hands on the close that ends that round, and with it postgres.js's
- * next connect, 50 ms later, doubling with each such round, at most 1 s
- * (postgres.js 3.4.9 connects again at once there, outside its backoff);
+ * next connect, 50 ms later, doubling with each such round, at most 1 s,
+ * each wait with equal jitter (from half of it to all of it, drawn from
+ * `random`, so instances that lost the same primary do not connect again
+ * in step; postgres.js 3.4.9 connects again at once there, outside its
+ * backoff);
  * a standby listed alone and passed over it closes as a failed connect, for
  * postgres.js's backoff. A connection that succeeds is never held
  * (tests/store/postgres_failover_backoff_test.ts). Measured through a relay that stopped
@@ -77,12 +80,16 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  *   when left out.
  * @param onCut Told, in one line, of each connection so closed (what may
  *   have caused it, and where to look); nothing by default.
+ * @param random The jitter of the wait between failed rounds, drawn at
+ *   each such wait (its outputs clamped into `[0, 1)`); `Math.random` by
+ *   default.
  * @returns `{ socket }`, to spread into postgres.js's options. Its
  *   `socket.closed(ms)` resolves once every socket it made has closed (or
  *   after `ms`), for a stop that must leave no timer behind.
  * @throws {RangeError} If `answerMs` is not a whole number from 1 to
  *   2147483647.
- * @throws {TypeError} If `onCut` is given and is not a function.
+ * @throws {TypeError} If `onCut` or `random` is given and is not a
+ *   function.
  *
  * @example A client whose pool comes back after a partition
  * ```ts
@@ -107,6 +114,7 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
 export function answeredSocketOption(
   answerMs = 10_000,
   onCut: (line: string) => void = () => {},
+  random: () => number = Math.random,
 ): { socket: AnsweredSocket } {
   // A longer timer fires at once: every write's watch would cut its
   // connection.
@@ -127,5 +135,8 @@ export function answeredSocketOption(
       }`,
     );
   }
-  return { socket: answeredSocket(answerMs, onCut) };
+  // Drawn first at a held close, in a timer: a TypeError there ends the
+  // process.
+  assertRandom("make the PostgreSQL socket", random);
+  return { socket: answeredSocket(answerMs, onCut, random) };
 }

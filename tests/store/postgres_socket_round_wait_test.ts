@@ -2,7 +2,8 @@
  * How long `answeredSocketOption`'s socket holds a failed connection's
  * close (and with it postgres.js's next connect) once every listed host
  * failed in a row: the close that ends such a round is held (50 ms,
- * doubling with each round, at most 1 s), a failed connect within a round
+ * doubling with each round, at most 1 s, each with equal jitter: half of
+ * it to all of it), a failed connect within a round
  * is not. Were each failed connect held, a host that comes back (a primary
  * restarted) would be reached only after one held close for every host
  * listed before it, up to 2 s with a standby listed first, instead of
@@ -19,9 +20,10 @@ import {
 } from "../../store/postgres_socket.ts";
 import { downPort } from "./_down_port.ts";
 
-Deno.test("answeredSocketOption()'s socket, with two hosts down under target_session_attrs=primary, holds the close that ends a round in which both failed (50 ms, then doubling, at most 1 s), and hands on at once the one that fails within a round", async () => {
+Deno.test("answeredSocketOption()'s socket, with two hosts down under target_session_attrs=primary, holds the close that ends a round in which both failed (50 ms, then doubling, at most 1 s, at the top of its jitter), and hands on at once the one that fails within a round", async () => {
   const ports = [await downPort(), await downPort()];
-  const answered = answeredSocketOption(2_000);
+  // The top of the jitter: each wait whole.
+  const answered = answeredSocketOption(2_000, undefined, () => 1);
   const holds: number[] = [];
   try {
     for (let i = 0; i < 16; i++) {
@@ -60,6 +62,87 @@ Deno.test("answeredSocketOption()'s socket, with two hosts down under target_ses
   }
 });
 
+/**
+ * How long each of `connects` connects to two hosts that are down, under
+ * `target_session_attrs=primary`, took to close on a socket drawing its
+ * jitter from `random`.
+ */
+async function roundHolds(
+  random: (() => number) | undefined,
+  connects: number,
+): Promise<number[]> {
+  const ports = [await downPort(), await downPort()];
+  const answered = answeredSocketOption(2_000, undefined, random);
+  const holds: number[] = [];
+  try {
+    for (let i = 0; i < connects; i++) {
+      const started = performance.now();
+      holds.push(
+        await closeAfter(
+          answered.socket({
+            host: ["127.0.0.1", "127.0.0.1"],
+            port: ports,
+            target_session_attrs: "primary",
+          }),
+          started,
+        ),
+      );
+    }
+  } finally {
+    await answered.socket.closed(5_000);
+  }
+  return holds;
+}
+
+Deno.test("answeredSocketOption()'s held waits are jittered (equal jitter: from half the wait to all of it), so instances that lost the same primary do not connect again in step", async () => {
+  // Six connects: connects 2, 4 and 6 end rounds whose waits are 50, 100
+  // and 200 ms.
+  const [low, high] = [
+    await roundHolds(() => 0, 6),
+    await roundHolds(() => 1, 6),
+  ];
+  const measured = `random 0: ${low.map((ms) => ms.toFixed(0)).join(", ")}; ` +
+    `random 1: ${high.map((ms) => ms.toFixed(0)).join(", ")}`;
+  // The bottom of the jitter holds half of each wait, the top all of it.
+  for (const [i, wait] of [[1, 50], [3, 100], [5, 200]] as const) {
+    assert.ok(
+      low[i]! >= wait / 2 - 5 && low[i]! < wait * 0.8,
+      `connect ${i + 1}: ${measured}`,
+    );
+    assert.ok(
+      high[i]! >= wait - 5 && high[i]! < wait + 150,
+      `connect ${i + 1}: ${measured}`,
+    );
+  }
+});
+
+Deno.test("answeredSocketOption()'s held waits draw from Math.random by default, never below half the wait nor above it, the most held still 1 s", async () => {
+  // Connects 2, 4, …, 16 end rounds 1 to 8: 50 ms doubling, 1 s from
+  // round 6.
+  const holds = await roundHolds(undefined, 16);
+  const measured = holds.map((ms) => ms.toFixed(0)).join(", ");
+  for (let round = 1; round <= 8; round++) {
+    const wait = Math.min(1_000, 50 * 2 ** (round - 1));
+    const held = holds[2 * round - 1]!;
+    assert.ok(
+      held >= wait / 2 - 5 && held < wait + 150,
+      `round ${round}: ${measured}`,
+    );
+  }
+});
+
+Deno.test("answeredSocketOption() refuses a random that is not a function, before any socket is made", () => {
+  assert.throws(
+    () =>
+      answeredSocketOption(2_000, undefined, 0.5 as unknown as () => number),
+    {
+      name: "TypeError",
+      message:
+        "Cannot make the PostgreSQL socket as 'random' must be a function returning numbers in [0, 1), such as Math.random: current value is 0.5",
+    },
+  );
+});
+
 /** How long `socket` took to emit its close, from `started`. */
 async function closeAfter(
   socket: PostgresSocket,
@@ -72,7 +155,7 @@ async function closeAfter(
 
 Deno.test("answeredSocketOption()'s socket starts its wait afresh after a connection that lasted: once one answered and stayed open 1 s, the next round in which both hosts fail is held 50 ms, not longer than the rounds before it", async () => {
   const ports = [await downPort(), await downPort()];
-  const answered = answeredSocketOption(2_000);
+  const answered = answeredSocketOption(2_000, undefined, () => 1);
   const options = {
     host: ["127.0.0.1", "127.0.0.1"],
     port: ports,
