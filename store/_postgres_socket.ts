@@ -55,7 +55,11 @@ const MOST_ROUND_WAIT_MS = 1_000;
 export interface PostgresSocket extends Duplex {
   /** The server's host, which postgres.js names to TLS (SNI, the certificate check). */
   host?: string;
-  /** The TCP socket's state ("opening", "open", …), as `net.Socket` says it. */
+  /**
+   * The TCP socket's state ("opening", "open", …), as `net.Socket` says it;
+   * "open" while its close is held (see `answeredSocket`), so that the
+   * client's end, which ends only an open socket, hands the close on.
+   */
   readonly readyState: string;
   /** Sets the TCP socket's keep-alive, as `net.Socket.setKeepAlive` does. */
   setKeepAlive(enable?: boolean, initialDelay?: number): PostgresSocket;
@@ -75,7 +79,9 @@ export interface AnsweredSocket {
    * postgres.js 3.4.9's `sql.end()` resolves before a busy connection's
    * socket closes, and the timers of that connection (its lifetime, this
    * socket's watch on the Terminate it wrote) run until it does: a stop
-   * that returns at once leaves them behind it.
+   * that returns at once leaves them behind it. A close held between
+   * failed rounds is handed on at the client's end (or its connect
+   * timeout), not left behind.
    */
   closed(ms: number): Promise<void>;
 }
@@ -185,6 +191,21 @@ export function answeredSocket(
     // end, or the TLS socket over it as it closed): what raw reports
     // after that (a reset its own destroy met) is no one's to hear.
     let unwound = false;
+    // The close held back (see failedHosts), handed on at once when the
+    // client ends or destroys this stream first: postgres.js 3.4.9's
+    // `sql.end()` does not wait for it, and its connect timer (30 s by
+    // default), which only the close cancels, ran on with it.
+    let holding:
+      | { timer: ReturnType<typeof setTimeout>; close: () => void }
+      | undefined;
+    const handOn = () => {
+      if (holding === undefined) return false;
+      const { timer, close } = holding;
+      holding = undefined;
+      clearTimeout(timer);
+      close();
+      return true;
+    };
     const self = {
       waiting: () => silent !== undefined,
       heard: performance.now(),
@@ -243,6 +264,9 @@ export function answeredSocket(
         raw.write(chunk, encoding, () => done());
       },
       final(done) {
+        // Ended while its close is held (the end of a client, which ends
+        // a socket it finds open): the close is handed on now.
+        if (handOn()) return done();
         // Ended by the client: under `target_session_attrs`, maybe as this
         // host is not of the kind asked for. The next connection tries the
         // next host (one the client ended for its idle time or lifetime
@@ -268,6 +292,12 @@ export function answeredSocket(
         done();
       },
       destroy(error, done) {
+        // Destroyed while its close is held (postgres.js's connect timed
+        // out): the close follows, handed on now.
+        if (holding !== undefined) {
+          queueMicrotask(handOn);
+          return done(error);
+        }
         quiet();
         unwound = true;
         raw.destroy();
@@ -364,12 +394,14 @@ export function answeredSocket(
         live.delete(raw);
         if (live.size === 0) { for (const done of [...drained]) done(); }
       };
-      if (hold > 0) setTimeout(close, hold);
+      if (hold > 0) holding = { timer: setTimeout(handOn, hold), close };
       else if (failure !== undefined) setImmediate(close);
       else close();
     });
+    // "open" while the close is held, so that the client's end (which ends
+    // a socket only when it is open) ends it, and the close is handed on.
     Object.defineProperty(socket, "readyState", {
-      get: () => raw.readyState,
+      get: () => holding === undefined ? raw.readyState : "open",
     });
     socket.setKeepAlive = (enable, initialDelay) => {
       raw.setKeepAlive(enable, initialDelay);

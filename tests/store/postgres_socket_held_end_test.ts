@@ -1,0 +1,62 @@
+/**
+ * A client ended while `answeredSocketOption`'s socket holds a failed
+ * connection's close (every listed host down, the wait between rounds up
+ * to 1 s): postgres.js 3.4.9's `sql.end()` ends only a socket it finds
+ * open, and the held close, with postgres.js's connect timer (30 s by
+ * default) that only the close cancels, ran on after it. A caller that
+ * did not await `closed()` was kept by them; these tests, run with the
+ * sanitizers on, fail with their leak otherwise.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import {
+  answeredSocketOption,
+  type PostgresSocket,
+} from "../../store/postgres_socket.ts";
+import { downPort } from "./_down_port.ts";
+
+/**
+ * A client of two hosts that are down, under
+ * `target_session_attrs=primary`, on the socket, with the sockets it made.
+ */
+async function downClient(options: { connect_timeout?: number } = {}) {
+  const ports = [await downPort(), await downPort()];
+  // The top of the jitter: the rounds are held 50, 100, 200, 400, 800 ms.
+  const answered = answeredSocketOption(2_000, undefined, () => 1);
+  const made: { socket: PostgresSocket; closed: boolean }[] = [];
+  const sql = postgres({
+    host: ["127.0.0.1", "127.0.0.1"],
+    port: ports,
+    target_session_attrs: "primary",
+    max: 1,
+    onnotice: () => {},
+    ...options,
+    socket: (client: Parameters<typeof answered.socket>[0]) => {
+      const socket = answered.socket(client);
+      const entry = { socket, closed: false };
+      socket.once("close", () => entry.closed = true);
+      made.push(entry);
+      return socket;
+    },
+  } as unknown as postgres.Options<Record<string, never>>);
+  return { sql, made };
+}
+
+Deno.test("sql.end({ timeout: 0 }) while answeredSocketOption's socket holds a failed round's close hands the close on at once: no timer is left behind for a caller that does not await closed()", async () => {
+  const { sql, made } = await downClient();
+  const query = sql`SELECT 1`.then(() => "answered", (error) => error.code);
+  // Rounds held 50, 100, 200 and 400 ms: at 1 s the fifth is held 800 ms.
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const open = made.filter(({ closed }) => !closed).length;
+  assert.equal(open, 1, `${made.length} sockets made, ${open} open`);
+  const ending = performance.now();
+  await sql.end({ timeout: 0 });
+  assert.equal(await query, "CONNECTION_DESTROYED");
+  // Handed on within the turn of the end, not at the end of its hold.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(made.filter(({ closed }) => !closed).length, 0);
+  assert.ok(performance.now() - ending < 200);
+});
