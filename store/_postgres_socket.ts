@@ -56,6 +56,11 @@ export interface PostgresSocket extends Duplex {
   /** The server's host, which postgres.js names to TLS (SNI, the certificate check). */
   host?: string;
   /**
+   * The server's port, which postgres.js names with the host in its
+   * connection errors (`write CONNECT_TIMEOUT <host>:<port>`).
+   */
+  port?: number;
+  /**
    * The TCP socket's state ("opening", "open", …), as `net.Socket` says it;
    * "open" while its close is held (see `answeredSocket`), so that the
    * client's end, which ends only an open socket, hands the close on.
@@ -409,6 +414,9 @@ export function answeredSocket(
     };
     // postgres.js names the host to TLS by it (SNI, the certificate check).
     socket.host = host;
+    // And names it with the port in its connection errors: without it,
+    // a connect timed out read `write CONNECT_TIMEOUT 127.0.0.1:undefined`.
+    socket.port = port;
     // How long this connection's close is held back (see failedHosts):
     // 0 unless it failed, after a round in which every host failed; -1
     // for the one host listed, passed over.

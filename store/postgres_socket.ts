@@ -69,7 +69,13 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * backoff);
  * a standby listed alone and passed over it closes as a failed connect, for
  * postgres.js's backoff. A connection that succeeds is never held
- * (tests/store/postgres_failover_backoff_test.ts). Measured through a relay that stopped
+ * (tests/store/postgres_failover_backoff_test.ts). The client's end hands
+ * a held close on at once. A query that waits through the rounds fails at
+ * postgres.js's `connect_timeout` after the round's last connect (its
+ * `CONNECT_TIMEOUT`, naming the last host tried and its port, though
+ * every listed host refused or was passed over), the wait then cut
+ * short, and postgres.js's backoff spaces the next connect
+ * (tests/store/postgres_socket_held_end_test.ts). Measured through a relay that stopped
  * forwarding and reading (tests/store/postgres_partition_pool_test.ts, a
  * pool of 2, a bound of 1 s): on a plain client no read answered within
  * 6 s of the relay being replaced; on one given this, the first read did.

@@ -42,7 +42,7 @@ async function downClient(options: { connect_timeout?: number } = {}) {
       return socket;
     },
   } as unknown as postgres.Options<Record<string, never>>);
-  return { sql, made };
+  return { sql, made, ports };
 }
 
 Deno.test("sql.end({ timeout: 0 }) while answeredSocketOption's socket holds a failed round's close hands the close on at once: no timer is left behind for a caller that does not await closed()", async () => {
@@ -59,4 +59,28 @@ Deno.test("sql.end({ timeout: 0 }) while answeredSocketOption's socket holds a f
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.deepEqual(made.filter(({ closed }) => !closed).length, 0);
   assert.ok(performance.now() - ending < 200);
+});
+
+Deno.test("a connect_timeout shorter than a held close fails the query as postgres.js's connect timeout, naming the last host tried and its port, within connect_timeout of that connect; the close is then handed on, and sql.end() leaves no timer", async () => {
+  const { sql, made, ports } = await downClient({ connect_timeout: 0.3 });
+  const started = performance.now();
+  const error = await sql`SELECT 1`.then(
+    () => new Error("answered"),
+    (error: Error & { code?: string }) => error,
+  );
+  const ms = performance.now() - started;
+  // Rounds held 50, 100 and 200 ms, then the fourth's 400 ms hold meets
+  // the 300 ms connect timer: about 650 ms.
+  assert.equal((error as { code?: string }).code, "CONNECT_TIMEOUT");
+  assert.ok(
+    ports.some((port) =>
+      error.message === `write CONNECT_TIMEOUT 127.0.0.1:${port}`
+    ),
+    `${error.message} (ports ${ports.join(", ")})`,
+  );
+  assert.ok(ms >= 550 && ms < 1_000, `failed after ${ms.toFixed(0)} ms`);
+  // The held close was handed on as postgres.js destroyed the socket.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(made.filter(({ closed }) => !closed).length, 0);
+  await sql.end();
 });
