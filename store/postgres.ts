@@ -634,6 +634,8 @@ export class PostgresStore implements Store {
    * (`target_session_attrs` `read-only`, `standby`, `prefer-standby`:
    * the store writes), asks for TLS over a Unix socket (PostgreSQL does
    * not do TLS there: leave `ssl` out for a socket, or connect over TCP),
+   * has `ssl` `"disable"` or `"false"` (the option, or `PGSSL`), which
+   * postgres.js reads as TLS (give `ssl: false`),
    * or `schema` is not a lower-case SQL identifier.
    */
   constructor(sql: PostgresClient, options: PostgresStoreOptions = {}) {
@@ -685,6 +687,18 @@ export class PostgresStore implements Store {
         `Cannot create PostgresStore as 'sql' chooses a session by target_session_attrs=${attrs}, which picks a standby or a read-only session, and the store writes: use target_session_attrs=primary, or leave it out`,
       );
     }
+    // postgres.js 3.4.9 reads `disable` and `false` as no TLS only in the
+    // URL (`?sslmode=disable`, `?ssl=false`); given as the `ssl` option
+    // or PGSSL, either is a string like any other mode, and it starts TLS
+    // with the server's certificate checked: a server without TLS failed
+    // every connection in TLS's words, and a refusal over a Unix socket
+    // (below) named TLS the caller had turned off.
+    const ssl = sql.options?.ssl;
+    if (ssl === "disable" || ssl === "false") {
+      throw new TypeError(
+        `Cannot create PostgresStore as 'sql' has ssl "${ssl}" (its ssl option, or PGSSL), which postgres.js 3.4.9 reads as TLS with the server's certificate checked, not as no TLS: give ssl: false, or ?sslmode=disable in the URL, and leave PGSSL unset`,
+      );
+    }
     // PostgreSQL does not do TLS on a Unix socket: it says no to the
     // SSLRequest there (libpq skips sslmode for a socket). postgres.js
     // 3.4.9 starts TLS anyway for every mode but `prefer` (and for that
@@ -693,7 +707,6 @@ export class PostgresStore implements Store {
     // network socket disconnected before secure TLS connection was
     // established", which reads as a network fault.
     const path = sql.options?.path;
-    const ssl = sql.options?.ssl;
     if (
       typeof path === "string" && path !== "" && ssl !== undefined &&
       ssl !== null && ssl !== false &&

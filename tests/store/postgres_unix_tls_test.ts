@@ -135,3 +135,70 @@ Deno.test("PostgresStore refuses TLS over a Unix socket however it is asked (the
     await sql.end();
   }
 });
+
+/** The store's refusal of `ssl` given as the string `word`. */
+function refusesWord(word: string) {
+  return {
+    name: "TypeError",
+    message:
+      `Cannot create PostgresStore as 'sql' has ssl "${word}" (its ssl option, or PGSSL), which postgres.js 3.4.9 reads as TLS with the server's certificate checked, not as no TLS: give ssl: false, or ?sslmode=disable in the URL, and leave PGSSL unset`,
+  };
+}
+
+Deno.test('PostgresStore refuses ssl: "disable" (and "false"), which postgres.js 3.4.9 reads as TLS, over a Unix socket and over TCP alike, and names it as what it is, not as TLS asked for', async () => {
+  for (const word of ["disable", "false"]) {
+    for (const host of ["/run/postgresql", "127.0.0.1"]) {
+      const sql = postgres({ host, ssl: word } as postgres.Options<
+        Record<string, never>
+      >);
+      assert.throws(
+        () => new PostgresStore(sql),
+        refusesWord(word),
+        `${word} on ${host}`,
+      );
+      await sql.end();
+    }
+  }
+});
+
+Deno.test("PostgresStore refuses PGSSL=disable, which postgres.js 3.4.9 reads as TLS, on a client the URL does not tell its TLS", async () => {
+  const before = Deno.env.get("PGSSL");
+  Deno.env.set("PGSSL", "disable");
+  try {
+    const sql = postgres({ host: "/run/postgresql" });
+    assert.throws(() => new PostgresStore(sql), refusesWord("disable"));
+    await sql.end();
+    // The URL's sslmode comes before PGSSL: no TLS.
+    const url = postgres(
+      "postgres://relayer@localhost/payments?sslmode=disable",
+      {
+        host: "/run/postgresql",
+      },
+    );
+    new PostgresStore(url).close();
+    await url.end();
+  } finally {
+    if (before === undefined) Deno.env.delete("PGSSL");
+    else Deno.env.set("PGSSL", before);
+  }
+});
+
+Deno.test("PostgresStore takes ssl: false over a Unix socket: no TLS", async () => {
+  const sql = postgres({ host: "/run/postgresql", ssl: false });
+  assert.equal(sql.options.ssl, false);
+  new PostgresStore(sql).close();
+  await sql.end();
+});
+
+Deno.test("PostgresStore takes ?sslmode=disable over a Unix socket, which postgres.js 3.4.9 reads as no TLS", async () => {
+  const sql = postgres(
+    "postgres://relayer@localhost/payments?sslmode=disable",
+    {
+      host: "/run/postgresql",
+    },
+  );
+  assert.equal(sql.options.ssl, false);
+  assert.equal(sql.options.path, "/run/postgresql/.s.PGSQL.5432");
+  new PostgresStore(sql).close();
+  await sql.end();
+});
