@@ -78,6 +78,8 @@ export interface AnsweredSocket {
     port: number[];
     target_session_attrs?: string | null;
     path?: string | false;
+    ssl?: unknown;
+    sslnegotiation?: unknown;
   }): PostgresSocket;
   /**
    * Resolves once every socket made so far has closed, or after `ms`.
@@ -163,6 +165,8 @@ export function answeredSocket(
     port: number[];
     target_session_attrs?: string | null;
     path?: string | false;
+    ssl?: unknown;
+    sslnegotiation?: unknown;
   }) => {
     const hosts = Math.max(1, options.host.length);
     const choosy = (options.target_session_attrs ?? "any") !== "any";
@@ -176,7 +180,17 @@ export function answeredSocket(
       ? options.path
       : null;
     const where = path ?? `${host}:${port}`;
-    const raw = path === null ? net.connect(port, host) : net.connect(path);
+    // TLS asked for over a Unix socket, which PostgreSQL does not do:
+    // each connection failed its TLS handshake, in words that read as a
+    // network fault. Failed before it connects, as a connect refused.
+    const refused = path === null
+      ? null
+      : tlsOverSocket(options.ssl, options.sslnegotiation, path);
+    const raw = path === null
+      ? net.connect(port, host)
+      : refused === null
+      ? net.connect(path)
+      : new net.Socket();
     let reached = false;
     raw.once("connect", () => reached = true);
     live.add(raw);
@@ -460,6 +474,10 @@ export function answeredSocket(
         random,
       );
     };
+    // Its error, then its close with an error, as a connect refused: the
+    // query that opened it fails with the error, and the pool's place is
+    // free again.
+    if (refused !== null) raw.destroy(refused);
     return socket;
   };
   return Object.assign(make, {
@@ -476,6 +494,37 @@ export function answeredSocket(
       });
     },
   });
+}
+
+/**
+ * Why a connection over the Unix socket `path` cannot be made with the
+ * TLS asked for (postgres.js 3.4.9 starts it for every `ssl` but
+ * `prefer`, and for `prefer` too under direct negotiation), or `null`
+ * where none is asked for.
+ */
+function tlsOverSocket(
+  ssl: unknown,
+  negotiation: unknown,
+  path: string,
+): Error | null {
+  const direct = negotiation === "direct";
+  if (ssl === undefined || ssl === null || ssl === false) return null;
+  if (ssl === "prefer" && !direct) return null;
+  // postgres.js reads these as no TLS only in the URL.
+  const off = ssl === "disable" || ssl === "false";
+  return new Error(
+    `Cannot connect to the Unix socket ${path} with TLS (${
+      off
+        ? `ssl "${ssl}", which postgres.js 3.4.9 reads as TLS, not as no TLS`
+        : `ssl ${typeof ssl === "string" ? ssl : "given"}`
+    }${
+      direct ? ", sslnegotiation direct" : ""
+    }): PostgreSQL does not do TLS on a Unix socket (every connection would fail its TLS handshake): ${
+      off
+        ? "give ssl: false (and leave PGSSL unset)"
+        : "leave ssl out for a socket (and PGSSL unset), or connect over TCP to keep TLS"
+    }`,
+  );
 }
 
 /**

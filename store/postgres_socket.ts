@@ -59,7 +59,10 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  * own, or once the client ended a connection under `target_session_attrs` (a standby, for
  * `primary`). A socket dir given as the host (`{ host: "/run/postgresql" }`,
  * or `PGHOST`) it connects to over the Unix socket there, as postgres.js
- * does (tests/store/postgres_socket_unix_test.ts). Once every listed host
+ * does (tests/store/postgres_socket_unix_test.ts); a connection that asks
+ * for TLS there, which PostgreSQL does not do on a Unix socket, it fails
+ * before it connects, with an error that says to leave `ssl` out
+ * (tests/store/postgres_socket_unix_tls_test.ts). Once every listed host
  * failed in a row (a connect refused or timed out, a standby passed over),
  * it hands on the close that ends that round, and with it postgres.js's
  * next connect, 50 ms later, doubling with each such round, at most 1 s,
