@@ -210,20 +210,24 @@ export function answeredSocket(
     // end, or the TLS socket over it as it closed): what raw reports
     // after that (a reset its own destroy met) is no one's to hear.
     let unwound = false;
-    // The close held back (see failedHosts), handed on at once when the
-    // client ends or destroys this stream first: postgres.js 3.4.9's
-    // `sql.end()` does not wait for it, and its connect timer (30 s by
-    // default), which only the close cancels, ran on with it.
+    // The close held back (see failedHosts), handed on as soon as the
+    // client ends or destroys this stream: postgres.js 3.4.9's `sql.end()`
+    // does not wait for it, and its connect timer (30 s by default), which
+    // only the close cancels, ran on with it. Handed on after the turn of
+    // that end, not within it: postgres.js gives a closed connection the
+    // next query waiting for the pool's place, and its end fails those
+    // only after it ended each connection (one handed on within it
+    // connected again for such a query, and went on connecting after the
+    // end, for good).
     let holding:
       | { timer: ReturnType<typeof setTimeout>; close: () => void }
       | undefined;
     const handOn = () => {
-      if (holding === undefined) return false;
+      if (holding === undefined) return;
       const { timer, close } = holding;
       holding = undefined;
       clearTimeout(timer);
       close();
-      return true;
     };
     const self = {
       waiting: () => silent !== undefined,
@@ -284,8 +288,11 @@ export function answeredSocket(
       },
       final(done) {
         // Ended while its close is held (the end of a client, which ends
-        // a socket it finds open): the close is handed on now.
-        if (handOn()) return done();
+        // a socket it finds open): the close is handed on after this turn.
+        if (holding !== undefined) {
+          setImmediate(handOn);
+          return done();
+        }
         // Ended by the client: under `target_session_attrs`, maybe as this
         // host is not of the kind asked for. The next connection tries the
         // next host (one the client ended for its idle time or lifetime
@@ -312,9 +319,9 @@ export function answeredSocket(
       },
       destroy(error, done) {
         // Destroyed while its close is held (postgres.js's connect timed
-        // out): the close follows, handed on now.
+        // out): the close follows, handed on after this turn.
         if (holding !== undefined) {
-          queueMicrotask(handOn);
+          setImmediate(handOn);
           return done(error);
         }
         quiet();

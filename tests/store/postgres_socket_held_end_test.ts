@@ -61,6 +61,26 @@ Deno.test("sql.end({ timeout: 0 }) while answeredSocketOption's socket holds a f
   assert.ok(performance.now() - ending < 200);
 });
 
+Deno.test("sql.end({ timeout: 0 }) while a close is held and another query waits for the pool's place: the held close is handed on after the end failed the waiting query, so the ended client connects no more", async () => {
+  const { sql, made } = await downClient();
+  const outcomes: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    sql`SELECT 1`.then(
+      () => outcomes.push("answered"),
+      (error) => outcomes.push(error.code),
+    );
+  }
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  await sql.end({ timeout: 0 });
+  const madeAtEnd = made.length;
+  // Longer than the most a round is held: a client that connected again
+  // for the waiting query would have made a socket by then.
+  await new Promise((resolve) => setTimeout(resolve, 1_200));
+  assert.equal(made.length, madeAtEnd, "sockets made after the end");
+  assert.deepEqual(outcomes, ["CONNECTION_DESTROYED", "CONNECTION_DESTROYED"]);
+  assert.equal(made.filter(({ closed }) => !closed).length, 0);
+});
+
 Deno.test("a connect_timeout shorter than a held close fails the query as postgres.js's connect timeout, naming the last host tried and its port, within connect_timeout of that connect; the close is then handed on, and sql.end() leaves no timer", async () => {
   const { sql, made, ports } = await downClient({ connect_timeout: 0.3 });
   const started = performance.now();
