@@ -249,3 +249,61 @@ Deno.test("createQueueHandler() calls a give-up that meets the store down on the
     } s after the send, past the 423 s retention: Cloudflare deleted the give-up, its intent stranded`,
   );
 });
+
+Deno.test("createQueueHandler() waits on the dead-letter queue at least the policy's delay after the jobs queue's last delivery, not the one before it, where that delay is the longer", async () => {
+  // BASE 5s, CAP 1h, max_retries 9: the policy's delay after delivery 10
+  // is 2560 s (5 s doubled 9 times), after delivery 9 only 1280 s; the
+  // least dead-letter retention taken counts the first.
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({
+      maxDeliveries: 10,
+      baseMs: 5_000,
+      capMs: 3_600_000,
+    }),
+  });
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const queue = createQueueHandler({
+    relayer: { ...relayer, deliver: down, giveUp: down },
+    maxRetries: 9,
+    deadLetterQueue: "relayer-jobs-dlq",
+    deadLetterMaxRetries: 100,
+    deadLetterMessageRetentionMs: DAY_MS,
+  });
+  // Started again at 1 there: no wait under 2560 s.
+  assert.deepEqual(
+    await Promise.all([1, 2, 9, 10, 11].map((n) => waitS(queue, n))),
+    [2560, 2560, 2560, 2560, 5120],
+  );
+});
+
+Deno.test("createQueueHandler() bounds the wait of an unreadable message on the dead-letter queue whose dead letter failed as a give-up's there, not by the jobs queue's cap", async () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const queue = handlerOf({ ...relayer, keepUnreadable: down }, 3_600_000);
+  const waits: number[] = [];
+  for (const attempts of [1, 14]) {
+    const asked: (number | undefined)[] = [];
+    await queue({
+      queue: "relayer-jobs-dlq",
+      messages: [{
+        id: "m1",
+        body: "not a job",
+        attempts,
+        ack: () => assert.fail(`attempts ${attempts}: acked, not retried`),
+        retry: (options) => asked.push(options?.delaySeconds),
+      }],
+    });
+    assert.equal(asked.length, 1, `attempts ${attempts}: retried once`);
+    waits.push(asked[0]!);
+  }
+  // At least the 2 min the retention's floor counts, at most the 47m59s
+  // a retention of 1 h leaves a message 12 min old: the jobs queue's cap
+  // (2 min after 5 s at attempts 1) would run the dead-letter queue's 100
+  // retries out in hours.
+  assert.deepEqual(waits, [120, 2879]);
+});
