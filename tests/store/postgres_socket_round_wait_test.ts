@@ -240,3 +240,24 @@ Deno.test("answeredSocketOption()'s socket holds no close of a single host that 
   const measured = holds.map((ms) => ms.toFixed(0)).join(", ");
   assert.ok(Math.max(...holds) < 45, measured);
 });
+
+Deno.test("answeredSocketOption()'s closed() waits for a close it holds back: it resolves only once that socket has closed", async () => {
+  const ports = [await downPort(), await downPort()];
+  const answered = answeredSocketOption(2_000);
+  const options = {
+    host: ["127.0.0.1", "127.0.0.1"],
+    port: ports,
+    target_session_attrs: "primary",
+  };
+  // The first host fails within the round: handed on at once.
+  await closeAfter(answered.socket(options), performance.now());
+  // The second ends a round in which both failed: its close held 50 ms.
+  const last = answered.socket(options);
+  last.on("error", () => {});
+  let closed = false;
+  last.once("close", () => closed = true);
+  const started = performance.now();
+  await answered.socket.closed(5_000);
+  const ms = (performance.now() - started).toFixed(0);
+  assert.ok(closed, `closed() resolved after ${ms} ms, its socket still open`);
+});
