@@ -261,3 +261,60 @@ Deno.test("answeredSocketOption()'s closed() waits for a close it holds back: it
   const ms = (performance.now() - started).toFixed(0);
   assert.ok(closed, `closed() resolved after ${ms} ms, its socket still open`);
 });
+
+Deno.test("answeredSocketOption()'s socket counts a connection as lasting from the server's first answer, not its last: one busy with answers for 1 s, then cut, starts the wait afresh", async () => {
+  const ports = [await downPort(), await downPort()];
+  // At the top of its jitter: each held wait whole.
+  const answered = answeredSocketOption(2_000, undefined, () => 1);
+  const options = {
+    host: ["127.0.0.1", "127.0.0.1"],
+    port: ports,
+    target_session_attrs: "primary",
+  };
+  const servers: net.Server[] = [];
+  const taken: net.Socket[] = [];
+  const ticks: ReturnType<typeof setInterval>[] = [];
+  try {
+    // Rounds 1 to 4 in which both hosts failed: the last held 400 ms.
+    for (let i = 0; i < 8; i++) {
+      await closeAfter(answered.socket(options), performance.now());
+    }
+    // The hosts come back, and a connection answered every 100 ms (a
+    // stream of query results) lasts 1.2 s, until the server is cut.
+    for (const port of ports) {
+      const server = net.createServer((socket) => {
+        taken.push(socket);
+        socket.write("N");
+        ticks.push(setInterval(() => socket.write("N"), 100));
+      });
+      await new Promise<void>((resolve) =>
+        server.listen(port, "127.0.0.1", resolve)
+      );
+      servers.push(server);
+    }
+    const socket = answered.socket(options);
+    socket.on("error", () => {});
+    socket.on("data", () => {});
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    for (const tick of ticks) clearInterval(tick);
+    const cut = performance.now();
+    for (const taker of taken) taker.destroy();
+    await closeAfter(socket, cut);
+    for (const server of servers) {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    // Down again: the first round in which both fail is held 50 ms.
+    const after: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const started = performance.now();
+      after.push(await closeAfter(answered.socket(options), started));
+    }
+    const measured = after.map((ms) => ms.toFixed(0)).join(", ");
+    assert.ok(after[1]! >= 45 && after[1]! < 150, measured);
+  } finally {
+    for (const tick of ticks) clearInterval(tick);
+    for (const taker of taken) taker.destroy();
+    for (const server of servers) server.close();
+    await answered.socket.closed(5_000);
+  }
+});
