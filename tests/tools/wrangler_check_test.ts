@@ -152,3 +152,12 @@ Deno.test("wranglerProblems keeps Wrangler's warnings and errors, colors removed
     "✘ [ERROR] When developing locally, you should use a local Postgres connection string",
   ]);
 });
+
+Deno.test("docsHyperdriveTable refuses docs whose step 3 lost its [[hyperdrive]] table, rather than taking another ```toml block", () => {
+  const fence = "`".repeat(3);
+  const docs =
+    `1. Bind the queue:\n\n   ${fence}toml\n   [[queues.producers]]\n   queue = "relayer-jobs"\n   ${fence}\n\n3. Point the Worker at PostgreSQL.\n`;
+  assert.throws(() => docsHyperdriveTable(docs), {
+    message: /no \[\[hyperdrive\]\] table/,
+  });
+});
