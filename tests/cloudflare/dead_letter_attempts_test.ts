@@ -307,3 +307,21 @@ Deno.test("createQueueHandler() bounds the wait of an unreadable message on the 
   // retries out in hours.
   assert.deepEqual(waits, [120, 2879]);
 });
+
+Deno.test("createQueueHandler() counts the jobs queue's delivery delay in a message's age when it bounds the dead-letter queue's waits", async () => {
+  // A delivery delay of 1 h and the jobs queue's 12 min of waits: a give-up
+  // reaches the dead-letter queue up to 1h12m old, and a retention of 2 h
+  // leaves it 47m59s, not the 1h47m59s the waits alone would.
+  const queue = createQueueHandler({
+    relayer: downRelayer(),
+    maxRetries: 9,
+    deadLetterQueue: "relayer-jobs-dlq",
+    deadLetterMaxRetries: 100,
+    deliveryDelayMs: 3_600_000,
+    deadLetterMessageRetentionMs: 7_200_000,
+  });
+  assert.deepEqual(
+    await Promise.all([1, 14, 101].map((n) => waitS(queue, n))),
+    [120, 2879, 2879],
+  );
+});
