@@ -55,7 +55,7 @@ import {
   type Transition,
 } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { catchesAsync, handled, runs } from "../_fc.ts";
+import { catchesAsync, fixedRun, handled, runs } from "../_fc.ts";
 import {
   type Backend,
   ignoringUnlessCounted,
@@ -1337,7 +1337,7 @@ Deno.test("the money race catches clocks apart by more than clockSkewMs behind a
         undefined,
         { stillWriteAheads },
       ),
-      { numRuns: ORDERS, seed: 1 },
+      fixedRun(1, ORDERS),
     );
   assert.equal((await run(false)).failed, true);
   assert.equal((await run(true)).failed, false);
@@ -1361,7 +1361,7 @@ Deno.test("the money races reach late copies, refused on the first send and on a
   };
   await fc.assert(
     moneyRace(memoryBackend, anyRace(SKEW_MS), undefined, undefined, reach),
-    { numRuns: 3000, seed: 42 },
+    fixedRun(42, 3000),
   );
   for (const [name, count] of Object.entries(reach)) {
     assert.ok(count > 0, `${name} never reached`);
@@ -1406,10 +1406,10 @@ Deno.test("the money race catches clocks apart by more than a lease", async () =
  * `orders` orders of its calls.
  */
 function replay(race: Race, orders: number) {
-  return fc.assert(moneyRace(memoryBackend, fc.constant(race)), {
-    numRuns: orders,
-    seed: 1,
-  });
+  return fc.assert(
+    moneyRace(memoryBackend, fc.constant(race)),
+    fixedRun(1, orders),
+  );
 }
 
 Deno.test("the money race's first late copy that sent: a copy that lost the race for the first send to a job published since rescued beside it (L1)", async () => {
@@ -1544,7 +1544,7 @@ Deno.test("the money race catches a give-up that voids a hold with a write-ahead
   const caught = (races: fc.Arbitrary<Race>, seed: number) =>
     fc.check(
       moneyRace(memoryBackend, races, voidsBehindSend, /^I1: .* may have left/),
-      { numRuns: 300, seed },
+      fixedRun(seed, 300),
     );
   assert.equal((await caught(anyRace(SKEW_MS), 1)).failed, true);
 });
