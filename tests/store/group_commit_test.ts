@@ -251,7 +251,7 @@ Deno.test("group commit: concurrent compare-and-set increments on a few keys los
         }
       },
     ),
-    { numRuns: 60 },
+    { numRuns: runs(60) },
   );
 });
 
