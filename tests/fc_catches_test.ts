@@ -35,13 +35,17 @@ const rareAsync = (seen: number[]) =>
     return Promise.resolve(n !== 123);
   });
 
-Deno.test("catches() draws its own cases: a global seed, path or run count neither changes nor narrows them", async () => {
+/**
+ * Checks that `check`, run free and then under narrow global settings,
+ * catches the rare bug both times from the same cases.
+ */
+async function assertOwnCases(
+  check: (seen: number[]) => boolean | Promise<boolean>,
+): Promise<void> {
   const free: number[] = [];
   const narrowed: number[] = [];
-  const caughtFree = catches(rare(free), 2000);
-  const caughtNarrowed = await underNarrowGlobal(() =>
-    catches(rare(narrowed), 2000)
-  );
+  const caughtFree = await check(free);
+  const caughtNarrowed = await underNarrowGlobal(() => check(narrowed));
   assert.equal(caughtFree, true);
   assert.equal(caughtNarrowed, true, "a global seed, path or runs hid the bug");
   assert.deepEqual(
@@ -49,22 +53,14 @@ Deno.test("catches() draws its own cases: a global seed, path or run count neith
     free.slice(0, 50),
     "the global settings changed the cases",
   );
+}
+
+Deno.test("catches() draws its own cases: a global seed, path or run count neither changes nor narrows them", async () => {
+  await assertOwnCases((seen) => catches(rare(seen), 2000));
 });
 
 Deno.test("catchesAsync() draws its own cases: a global seed, path or run count neither changes nor narrows them", async () => {
-  const free: number[] = [];
-  const narrowed: number[] = [];
-  const caughtFree = await catchesAsync(rareAsync(free), 2000);
-  const caughtNarrowed = await underNarrowGlobal(() =>
-    catchesAsync(rareAsync(narrowed), 2000)
-  );
-  assert.equal(caughtFree, true);
-  assert.equal(caughtNarrowed, true, "a global seed, path or runs hid the bug");
-  assert.deepEqual(
-    narrowed.slice(0, 50),
-    free.slice(0, 50),
-    "the global settings changed the cases",
-  );
+  await assertOwnCases((seen) => catchesAsync(rareAsync(seen), 2000));
 });
 
 Deno.test("catches() runs as many cases as asked, whatever FC_RUNS says", async () => {
