@@ -54,10 +54,12 @@ export const SETTINGS: ReadonlySet<string> = new Set([
 
 // Only names in the settings' own families, or a letter off a setting's
 // name, are taken for a misspelling: the environment holds many others
-// (PATH, HOME, the platform's). DATABASE_, LEASE_ and JITTER_ are families
-// too: a DATABASE_URI left the service on Deno KV with nothing said.
+// (PATH, HOME, the platform's). LEASE_ and JITTER_ are families too (a
+// LEASE_MS). DATABASE_ is not: platforms and compose files set
+// DATABASE_USER, DATABASE_PUBLIC_URL and the like beside DATABASE_URL; a
+// DATABASE_URI, a letter off, is named all the same.
 const FAMILIES =
-  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK|BODY|DATABASE|LEASE|JITTER)_/;
+  /^(QSTASH|PUBSUB|WEBHOOK|SENDER|KV|CLOUDFLARE|RELAYER|OPS|MAX|PUBLIC|STUCK|CLOCK|BODY|LEASE|JITTER)_/;
 
 // Shorter names a letter off a setting are too common to name (BASH, TMP).
 const ONE_OFF_LENGTH = 5;

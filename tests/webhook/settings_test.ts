@@ -142,6 +142,21 @@ Deno.test("unknownSettingLines() names a misspelt DATABASE_URL, LEASE or JITTER 
   );
 });
 
+Deno.test("unknownSettingLines() leaves the database variables a platform or a compose file sets beside DATABASE_URL alone: DATABASE_USER is no misspelt DATABASE_URL", () => {
+  assert.deepEqual(
+    unknownSettingLines([
+      "DATABASE_HOST",
+      "DATABASE_NAME",
+      "DATABASE_PASSWORD",
+      "DATABASE_PORT",
+      "DATABASE_PRIVATE_URL",
+      "DATABASE_PUBLIC_URL",
+      "DATABASE_USER",
+    ]),
+    [],
+  );
+});
+
 Deno.test("unknownSettingLines() leaves the variables Kubernetes sets for a service named relayer or sender alone", () => {
   // A pod gets these for each service of its namespace (enableServiceLinks,
   // on by default); Docker's links set the same shapes.
