@@ -27,7 +27,13 @@ if (kind === "kv") {
   store = new KvStore(kv);
   close = () => Promise.resolve(kv.close());
 } else {
-  const sql = postgres(where, { max: 8, onnotice: () => {} });
+  // Named by its schema, for the test to wait until the server let go of
+  // its sessions once it is killed.
+  const sql = postgres(where, {
+    max: 8,
+    onnotice: () => {},
+    connection: { application_name: schema },
+  });
   store = new PostgresStore(sql, { schema });
   close = () => sql.end();
 }

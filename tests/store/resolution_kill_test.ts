@@ -12,6 +12,7 @@
  */
 
 import assert from "node:assert/strict";
+import type postgres from "postgres";
 import {
   connect,
   freshSchema,
@@ -88,6 +89,28 @@ async function resolveKilled(args: string[], after: number, extraMs: number) {
   await child.status;
   await new Response(child.stderr).text();
   return said.includes("resolved");
+}
+
+/**
+ * Waits until the server let go of every session of the killed child
+ * (named by `schema`): SIGKILL ends the client, not the server's work on
+ * what it already sent, so a COMMIT in flight may land after the kill, and
+ * a check read before it would find the intent changed under its write.
+ */
+async function serverLetGo(admin: postgres.Sql, schema: string) {
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    const [{ sessions }] = await admin<[{ sessions: number }]>`
+      SELECT count(*)::int AS sessions FROM pg_stat_activity
+      WHERE application_name = ${schema}`;
+    if (sessions === 0) return;
+    if (performance.now() > deadline) {
+      throw new Error(
+        `the server still holds ${sessions} sessions of the killed child 10 s after the kill`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** Every intent resolved whole or not at all; then the rest resolve. */
@@ -178,6 +201,7 @@ Deno.test({
           round * 10,
           round % 2,
         );
+        await serverLetGo(admin, schema);
         partial.push((await check(store)).done);
       }
       assert.ok(
