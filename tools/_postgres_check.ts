@@ -15,14 +15,15 @@ import { postgresBinDir, startPostgres } from "../support/postgres_server.ts";
  * Runs `check` against a PostgreSQL server started for it.
  *
  * @param title What the skip line starts with (`"PostgresStore contract on Bun"`).
- * @param check Gets the server's URL; resolves to whether it passed.
+ * @param check Gets the server's URL and the dir of its Unix socket;
+ * resolves to whether it passed.
  * @returns What `check` returned; `true` with a loud line where there are
  * no server binaries, outside CI.
  * @throws {CheckError} If there are no server binaries under `CI=true`.
  */
 export async function withPostgres(
   title: string,
-  check: (url: string) => Promise<boolean>,
+  check: (url: string, socketDir: string) => Promise<boolean>,
 ): Promise<boolean> {
   if (await postgresBinDir() === null) {
     const missing =
@@ -33,7 +34,7 @@ export async function withPostgres(
   }
   const server = await startPostgres();
   try {
-    return await check(server.url);
+    return await check(server.url, server.dir);
   } finally {
     await server.stop();
   }

@@ -16,7 +16,8 @@
  * on `PostgresStore` over postgres.js (bundled in) under `bun test`,
  * against a real PostgreSQL server it starts (Debian's `postgresql`
  * binaries; where they are missing it says so, in its last line too, and
- * under `CI=true` it fails).
+ * under `CI=true` it fails), and `answeredSocketOption`'s socket on Bun's
+ * own streams against that server (`tools/_postgres_socket_probe.ts`).
  *
  * `deno task bun-check`; exits non-zero if anything fails.
  *
@@ -34,6 +35,7 @@ import {
 } from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
+import { socketProbe } from "./_postgres_socket_probe.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
@@ -116,7 +118,7 @@ async function bunCheck(): Promise<number> {
     // PostgresStore over postgres.js (bundled in), on a real server, under
     // Bun's own runner (the contract registers through bun:test).
     const title = "bun-check: PostgresStore contract under bun test";
-    ok = await withPostgres(title, async (url) => {
+    ok = await withPostgres(title, async (url, socketDir) => {
       postgresRan = true;
       await bundle("tests/node/pg_contract_node.ts", `${dir}/pg_contract.mjs`, {
         platform: "node",
@@ -138,11 +140,14 @@ async function bunCheck(): Promise<number> {
         } fail`,
       );
       // Passing means tests ran: only the commit-gap test (a KvStore hook) may skip.
-      if (tested.code !== 0 || !counts.pass || (counts.skip ?? 0) > 1) {
-        console.log(tested.out);
-        return false;
-      }
-      return true;
+      const contract = tested.code === 0 && !!counts.pass &&
+        (counts.skip ?? 0) <= 1;
+      if (!contract) console.log(tested.out);
+      // answeredSocketOption's socket on Bun's own streams.
+      const socket = await socketProbe(dir, url, socketDir, [
+        { label: `Bun ${version}`, command: bun, args: ["run"], env },
+      ]);
+      return contract && socket;
     }) && ok;
   } finally {
     await Deno.remove(dir, { recursive: true });

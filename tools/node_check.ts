@@ -20,7 +20,8 @@
  * against `PostgresStore` over the npm client `postgres` (bundled in) on a
  * real PostgreSQL server it starts once for every Node (Debian's
  * `postgresql` binaries; where they are missing it says so, and under
- * `CI=true` it fails). Its last line says on which Nodes it passed, and
+ * `CI=true` it fails), and `answeredSocketOption`'s socket on Node's own
+ * streams against that server (`tools/_postgres_socket_probe.ts`). Its last line says on which Nodes it passed, and
  * what it skipped.
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
@@ -44,6 +45,7 @@ import {
 } from "../support/node_version.ts";
 import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
+import { socketProbe } from "./_postgres_socket_probe.ts";
 
 /** A Node.js the check runs the suites under. */
 interface Node {
@@ -248,7 +250,7 @@ async function nodeCheck(): Promise<number> {
       "PostgresStore contract on {node} over postgres.js (node --test)";
     ok = await withPostgres(
       title.replace("{node}", "Node"),
-      async (url) => {
+      async (url, socketDir) => {
         postgresRan = true;
         await bundle(
           "tests/node/pg_contract_node.ts",
@@ -263,6 +265,17 @@ async function nodeCheck(): Promise<number> {
             RELAYER_PG_URL: url,
           }) && passed;
         }
+        // answeredSocketOption's socket on Node's own streams.
+        passed = await socketProbe(
+          dir,
+          url,
+          socketDir,
+          nodes.map((node) => ({
+            label: `Node ${node.version}`,
+            command: node.command,
+            env: node.env,
+          })),
+        ) && passed;
         return passed;
       },
     ) && ok;
