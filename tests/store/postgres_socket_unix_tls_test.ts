@@ -22,7 +22,7 @@ function refusal(path: string, asked: string, fix: string): string {
 const LEAVE_SSL_OUT =
   "leave ssl out for a socket (and PGSSL unset), or connect over TCP to keep TLS";
 
-Deno.test("answeredSocketOption()'s socket fails a connection that asks for TLS over a Unix socket before it connects, in words that say what to change, and frees its place in the pool", async () => {
+Deno.test("answeredSocketOption()'s socket fails a connection that asks for TLS over a Unix socket before it connects, in words that say what to change (ssl disable and false named as the TLS they are), and frees its place in the pool", async () => {
   // No server is needed: the socket connects to nothing.
   const dir = "/run/relayer-no-such-dir";
   const path = `${dir}/.s.PGSQL.5432`;
@@ -38,6 +38,11 @@ Deno.test("answeredSocketOption()'s socket fails a connection that asks for TLS 
       [
         { ssl: "disable" },
         'ssl "disable", which postgres.js 3.4.9 reads as TLS, not as no TLS',
+        "give ssl: false (and leave PGSSL unset)",
+      ],
+      [
+        { ssl: "false" },
+        'ssl "false", which postgres.js 3.4.9 reads as TLS, not as no TLS',
         "give ssl: false (and leave PGSSL unset)",
       ],
     ] as const
