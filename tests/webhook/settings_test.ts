@@ -118,6 +118,10 @@ Deno.test("unknownSettingLines() leaves the settings, and names outside their fa
     "TMPDIR",
     "BASH",
     "TMP",
+    // Two edits from LEASE and SENDER_URL, and common in deployments: no
+    // misspelling.
+    "RELEASE",
+    "SERVER_URL",
   ];
   assert.deepEqual(unknownSettingLines([...SETTINGS, ...others]), []);
 });
@@ -130,6 +134,8 @@ Deno.test("unknownSettingLines() names a misspelt DATABASE_URL, LEASE or JITTER 
   assert.equal(meant("LEASE_MS"), "LEASE");
   assert.equal(meant("LEASES"), "LEASE");
   assert.equal(meant("JITER"), "JITTER");
+  assert.equal(meant("BASES"), "BASE"); // five letters: named
+  assert.deepEqual(unknownSettingLines(["BASH", "CAPS"]), []); // four: not
   assert.equal(meant("JITTER_MODE"), undefined);
   assert.equal(unknownSettingLines(["JITTER_MODE"]).length, 1);
   assert.equal(meant("CLOCKSKEW"), "CLOCK_SKEW");
