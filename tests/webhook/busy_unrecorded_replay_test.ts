@@ -125,3 +125,36 @@ Deno.test("POST /v1/deliveries: a delivery counted in the store that the store a
   assert.equal(replay.status, 401, await replay.text());
   assert.equal(await memory.deliveries("pi_0001/settle", NOW), 1);
 });
+
+Deno.test("POST /v1/qstash: a delivery without Upstash-Retried (counted in the store) that the store answered busy at its count and token's record cannot be sent again as delivery 100 (401)", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(authorized);
+  const on = { busy: true };
+  const { app } = await makeApp({
+    deps: { store: busyWhile(memory, new Set(["admit"]), on) },
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+  });
+  const before = await memory.getIntent("pi_0001");
+  const body = JSON.stringify(job);
+  const signature = await signQStash(body);
+  const first = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature },
+  });
+  const text = await first.text();
+  assert.equal(first.status, 503, text);
+  assert.equal(JSON.parse(text).outcome, "retry", text);
+  on.busy = false; // the store is back
+  const replay = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature, "upstash-retried": "99" },
+  });
+  const replayed = await replay.text();
+  assert.equal(replay.status, 401, replayed);
+  assert.match(JSON.parse(replayed).detail, /already delivered/);
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+  assert.deepEqual(await memory.getIntent("pi_0001"), before);
+  assert.equal(await memory.deliveries("pi_0001/settle", NOW), 0);
+});
