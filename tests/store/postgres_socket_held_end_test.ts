@@ -26,7 +26,8 @@ async function downClient(options: { connect_timeout?: number } = {}) {
   const ports = [await downPort(), await downPort()];
   // The top of the jitter: the rounds are held 50, 100, 200, 400, 800 ms.
   const answered = answeredSocketOption(2_000, undefined, () => 1);
-  const made: { socket: PostgresSocket; closed: boolean }[] = [];
+  const made: { socket: PostgresSocket; closed: boolean; closes: number }[] =
+    [];
   const sql = postgres({
     host: ["127.0.0.1", "127.0.0.1"],
     port: ports,
@@ -36,13 +37,30 @@ async function downClient(options: { connect_timeout?: number } = {}) {
     ...options,
     socket: (client: Parameters<typeof answered.socket>[0]) => {
       const socket = answered.socket(client);
-      const entry = { socket, closed: false };
-      socket.once("close", () => entry.closed = true);
+      const entry = { socket, closed: false, closes: 0 };
+      socket.on("close", () => {
+        entry.closed = true;
+        entry.closes++;
+      });
       made.push(entry);
       return socket;
     },
   } as unknown as postgres.Options<Record<string, never>>);
   return { sql, made, ports };
+}
+
+/**
+ * Asserts each socket of `made` closed once, and reads closed: a held
+ * close handed on (by its timer, the client's end or its destroy) is
+ * handed on once.
+ */
+function assertClosedOnce(
+  made: { socket: PostgresSocket; closes: number }[],
+): void {
+  assert.deepEqual(
+    made.map(({ closes, socket }) => `${closes} ${socket.readyState}`),
+    made.map(() => "1 closed"),
+  );
 }
 
 Deno.test("sql.end({ timeout: 0 }) while answeredSocketOption's socket holds a failed round's close hands the close on at once: no timer is left behind for a caller that does not await closed()", async () => {
@@ -59,6 +77,7 @@ Deno.test("sql.end({ timeout: 0 }) while answeredSocketOption's socket holds a f
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.deepEqual(made.filter(({ closed }) => !closed).length, 0);
   assert.ok(performance.now() - ending < 200);
+  assertClosedOnce(made);
 });
 
 Deno.test("sql.end({ timeout: 0 }) while a close is held and another query waits for the pool's place: the held close is handed on after the end failed the waiting query, so the ended client connects no more", async () => {
@@ -79,6 +98,7 @@ Deno.test("sql.end({ timeout: 0 }) while a close is held and another query waits
   assert.equal(made.length, madeAtEnd, "sockets made after the end");
   assert.deepEqual(outcomes, ["CONNECTION_DESTROYED", "CONNECTION_DESTROYED"]);
   assert.equal(made.filter(({ closed }) => !closed).length, 0);
+  assertClosedOnce(made);
 });
 
 Deno.test("a connect_timeout shorter than a held close fails the query as postgres.js's connect timeout, naming the last host tried and its port, within connect_timeout of that connect; the close is then handed on, and sql.end() leaves no timer", async () => {
@@ -93,14 +113,15 @@ Deno.test("a connect_timeout shorter than a held close fails the query as postgr
   // the 300 ms connect timer: about 650 ms.
   assert.equal((error as { code?: string }).code, "CONNECT_TIMEOUT");
   assert.ok(
-    ports.some((port) =>
-      error.message === `write CONNECT_TIMEOUT 127.0.0.1:${port}`
-    ),
-    `${error.message} (ports ${ports.join(", ")})`,
+    error.message === `write CONNECT_TIMEOUT 127.0.0.1:${ports[1]}`,
+    `${error.message} (ports ${
+      ports.join(", ")
+    }: the round ends at the second)`,
   );
   assert.ok(ms >= 550 && ms < 1_000, `failed after ${ms.toFixed(0)} ms`);
   // The held close was handed on as postgres.js destroyed the socket.
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(made.filter(({ closed }) => !closed).length, 0);
+  assertClosedOnce(made);
   await sql.end();
 });
