@@ -116,6 +116,28 @@ Deno.test("answeredSocketOption()'s held waits are jittered (equal jitter: from 
   }
 });
 
+Deno.test("answeredSocketOption()'s held waits draw random afresh at each hold, and only there: none at the socket's making nor at a close not held", async () => {
+  // Six connects: connects 2, 4 and 6 end rounds whose waits are 50, 100
+  // and 200 ms, drawn at the bottom, the top, then the bottom again.
+  const draws: number[] = [];
+  const random = () => {
+    draws.push(draws.length % 2);
+    return draws.at(-1)!;
+  };
+  const holds = await roundHolds(random, 6);
+  const measured = holds.map((ms) => ms.toFixed(0)).join(", ");
+  assert.deepEqual(draws, [0, 1, 0], measured);
+  // The bottom holds half of its wait, the top all of it.
+  const rounds = [[1, 50, "bottom"], [3, 100, "top"], [5, 200, "bottom"]];
+  for (const [i, wait, at] of rounds as [number, number, string][]) {
+    const held = holds[i]!;
+    const [least, most] = at === "top"
+      ? [wait - 5, wait + 150]
+      : [wait / 2 - 5, wait * 0.8];
+    assert.ok(held >= least && held < most, `connect ${i + 1}: ${measured}`);
+  }
+});
+
 Deno.test("answeredSocketOption()'s held waits draw from Math.random by default, never below half the wait nor above it, the most held still 1 s", async () => {
   // Connects 2, 4, …, 16 end rounds 1 to 8: 50 ms doubling, 1 s from
   // round 6.
