@@ -78,24 +78,27 @@ Deno.test("answeredSocketOption()'s socket fails a connection that asks for TLS 
   }
 });
 
-Deno.test("answeredSocketOption()'s socket lets ssl prefer over a Unix socket connect (the server says no to TLS, and prefer goes on in plain text)", async () => {
-  const answered = answeredSocketOption(2_000);
-  const sql = postgres({
-    host: "/run/relayer-no-such-dir",
-    port: 5432,
-    max: 1,
-    onnotice: () => {},
-    ssl: "prefer",
-    ...answered,
-  } as postgres.Options<Record<string, never>>);
-  try {
-    // Connected, so it fails as a socket dir with no server: not refused.
-    await assert.rejects(
-      sql`SELECT 1`,
-      (error: Error) => !/does not do TLS/.test(error.message),
-    );
-  } finally {
-    await sql.end({ timeout: 0 });
-    await answered.socket.closed(5_000);
+Deno.test("answeredSocketOption()'s socket lets ssl prefer over a Unix socket connect (the server says no to TLS, and prefer goes on in plain text), and ssl false or left unset (undefined, null: postgres.js keeps either as given)", async () => {
+  for (const ssl of ["prefer", false, undefined, null]) {
+    const answered = answeredSocketOption(2_000);
+    const sql = postgres({
+      host: "/run/relayer-no-such-dir",
+      port: 5432,
+      max: 1,
+      onnotice: () => {},
+      ssl,
+      ...answered,
+    } as postgres.Options<Record<string, never>>);
+    try {
+      // Connected, so it fails as a socket dir with no server: not refused.
+      await assert.rejects(
+        sql`SELECT 1`,
+        (error: Error) => !/does not do TLS/.test(error.message),
+        String(ssl),
+      );
+    } finally {
+      await sql.end({ timeout: 0 });
+      await answered.socket.closed(5_000);
+    }
   }
 });
