@@ -153,6 +153,26 @@ Deno.test("answeredSocketOption()'s held waits draw from Math.random by default,
   }
 });
 
+Deno.test("answeredSocketOption()'s held waits draw from Math.random when no random is given (read as the option is made)", async () => {
+  const draws: number[] = [];
+  const saved = Math.random;
+  Math.random = () => {
+    draws.push(draws.length % 2);
+    return draws.at(-1)!;
+  };
+  let holds: number[];
+  try {
+    holds = await roundHolds(undefined, 4);
+  } finally {
+    Math.random = saved;
+  }
+  const measured = holds.map((ms) => ms.toFixed(0)).join(", ");
+  assert.deepEqual(draws, [0, 1], measured);
+  // Rounds of 50 and 100 ms: the first at its bottom, the second its top.
+  assert.ok(holds[1]! >= 20 && holds[1]! < 40, measured);
+  assert.ok(holds[3]! >= 95 && holds[3]! < 250, measured);
+});
+
 Deno.test("answeredSocketOption() refuses a random that is not a function, before any socket is made", () => {
   assert.throws(
     () =>
