@@ -72,3 +72,13 @@ Deno.test("catches() runs as many cases as asked, whatever FC_RUNS says", async 
   assert.equal(await underNarrowGlobal(() => catches(never, 250)), false);
   assert.equal(runs, 250);
 });
+
+Deno.test("catchesAsync() runs as many cases as asked, whatever FC_RUNS says", async () => {
+  let runs = 0;
+  const never = fc.asyncProperty(fc.nat(), () => {
+    runs++;
+    return Promise.resolve(true);
+  });
+  assert.equal(await underNarrowGlobal(() => catchesAsync(never, 250)), false);
+  assert.equal(runs, 250);
+});
