@@ -158,3 +158,40 @@ Deno.test("POST /v1/qstash: a delivery without Upstash-Retried (counted in the s
   assert.deepEqual(await memory.getIntent("pi_0001"), before);
   assert.equal(await memory.deliveries("pi_0001/settle", NOW), 0);
 });
+
+Deno.test("POST /v1/deliveries: the generic route's busy deliveries take no room among the QStash tokens remembered as used: ten thousand of them leave such a token remembered", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent(authorized);
+  const on = { busy: true };
+  const { app } = await makeApp({
+    deps: { store: busyWhile(memory, new Set(["transition", "admit"]), on) },
+    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
+  });
+  const before = await memory.getIntent("pi_0001");
+  const body = JSON.stringify(job);
+  const signature = await signQStash(body);
+  const first = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature, "upstash-retried": "0" },
+  });
+  assert.equal(first.status, 503, await first.text());
+  // As many as this instance remembers of QStash's tokens (10,000), each
+  // a signed request of its own, each answered busy.
+  for (let i = 0; i < 10_000; i++) {
+    const other = { intentId: `pi_${i}`, kind: "settle" };
+    const init = await genericRequest(JSON.stringify({ job: other }));
+    const answer = await app.request("/v1/deliveries", init);
+    await answer.body?.cancel();
+    assert.equal(answer.status, 503, `generic delivery ${i + 1}`);
+  }
+  on.busy = false;
+  const replay = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": signature, "upstash-retried": "99" },
+  });
+  const replayed = await replay.text();
+  assert.equal(replay.status, 401, replayed);
+  assert.deepEqual(await memory.getIntent("pi_0001"), before);
+});
