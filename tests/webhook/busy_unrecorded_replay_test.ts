@@ -54,6 +54,50 @@ const waiting = {
   lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
 } as const;
 
+type App = Awaited<ReturnType<typeof makeApp>>["app"];
+
+/** QStash's signed request for `job`, its `Upstash-Retried` as given. */
+function postQStash(
+  app: App,
+  signature: string,
+  retried?: string,
+): Promise<Response> {
+  return Promise.resolve(app.request("/v1/qstash", {
+    method: "POST",
+    body: JSON.stringify(job),
+    headers: {
+      "upstash-signature": signature,
+      ...(retried === undefined ? {} : { "upstash-retried": retried }),
+    },
+  }));
+}
+
+/** Asserts `answer` is a busy delivery's: a retry, 503. */
+async function assertBusy(answer: Response): Promise<void> {
+  const text = await answer.text();
+  assert.equal(answer.status, 503, text);
+  assert.equal(JSON.parse(text).outcome, "retry", text);
+}
+
+/**
+ * Sends the request `signature` signed again as delivery 100, the store
+ * back, and asserts it is refused as a replay: no dead letter, the intent
+ * as it was `before`.
+ */
+async function assertReplayRefused(
+  app: App,
+  memory: MemoryStore,
+  signature: string,
+  before: unknown,
+): Promise<void> {
+  const replay = await postQStash(app, signature, "99");
+  const replayed = await replay.text();
+  assert.equal(replay.status, 401, replayed);
+  assert.match(JSON.parse(replayed).detail, /already delivered/);
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+  assert.deepEqual(await memory.getIntent("pi_0001"), before);
+}
+
 for (
   const [name, intent, busy] of [
     [
@@ -79,27 +123,10 @@ for (
       },
     });
     const before = await memory.getIntent("pi_0001");
-    const body = JSON.stringify(job);
-    const signature = await signQStash(body);
-    const first = await app.request("/v1/qstash", {
-      method: "POST",
-      body,
-      headers: { "upstash-signature": signature, "upstash-retried": "0" },
-    });
-    const text = await first.text();
-    assert.equal(first.status, 503, text);
-    assert.equal(JSON.parse(text).outcome, "retry", text);
+    const signature = await signQStash(JSON.stringify(job));
+    await assertBusy(await postQStash(app, signature, "0"));
     on.busy = false; // the store is back
-    const replay = await app.request("/v1/qstash", {
-      method: "POST",
-      body,
-      headers: { "upstash-signature": signature, "upstash-retried": "99" },
-    });
-    const replayed = await replay.text();
-    assert.equal(replay.status, 401, replayed);
-    assert.match(JSON.parse(replayed).detail, /already delivered/);
-    assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
-    assert.deepEqual(await memory.getIntent("pi_0001"), before);
+    await assertReplayRefused(app, memory, signature, before);
   });
 }
 
@@ -135,27 +162,10 @@ Deno.test("POST /v1/qstash: a delivery without Upstash-Retried (counted in the s
     scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
   });
   const before = await memory.getIntent("pi_0001");
-  const body = JSON.stringify(job);
-  const signature = await signQStash(body);
-  const first = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: { "upstash-signature": signature },
-  });
-  const text = await first.text();
-  assert.equal(first.status, 503, text);
-  assert.equal(JSON.parse(text).outcome, "retry", text);
+  const signature = await signQStash(JSON.stringify(job));
+  await assertBusy(await postQStash(app, signature));
   on.busy = false; // the store is back
-  const replay = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: { "upstash-signature": signature, "upstash-retried": "99" },
-  });
-  const replayed = await replay.text();
-  assert.equal(replay.status, 401, replayed);
-  assert.match(JSON.parse(replayed).detail, /already delivered/);
-  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
-  assert.deepEqual(await memory.getIntent("pi_0001"), before);
+  await assertReplayRefused(app, memory, signature, before);
   assert.equal(await memory.deliveries("pi_0001/settle", NOW), 0);
 });
 
@@ -168,14 +178,8 @@ Deno.test("POST /v1/deliveries: the generic route's busy deliveries take no room
     scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
   });
   const before = await memory.getIntent("pi_0001");
-  const body = JSON.stringify(job);
-  const signature = await signQStash(body);
-  const first = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: { "upstash-signature": signature, "upstash-retried": "0" },
-  });
-  assert.equal(first.status, 503, await first.text());
+  const signature = await signQStash(JSON.stringify(job));
+  await assertBusy(await postQStash(app, signature, "0"));
   // As many as this instance remembers of QStash's tokens (10,000), each
   // a signed request of its own, each answered busy.
   for (let i = 0; i < 10_000; i++) {
@@ -186,12 +190,5 @@ Deno.test("POST /v1/deliveries: the generic route's busy deliveries take no room
     assert.equal(answer.status, 503, `generic delivery ${i + 1}`);
   }
   on.busy = false;
-  const replay = await app.request("/v1/qstash", {
-    method: "POST",
-    body,
-    headers: { "upstash-signature": signature, "upstash-retried": "99" },
-  });
-  const replayed = await replay.text();
-  assert.equal(replay.status, 401, replayed);
-  assert.deepEqual(await memory.getIntent("pi_0001"), before);
+  await assertReplayRefused(app, memory, signature, before);
 });
