@@ -212,6 +212,21 @@ Deno.test("answeredSocketOption() refuses a random that is not a function, befor
   );
 });
 
+/**
+ * Two hosts that are down, under `target_session_attrs=primary`, and a
+ * socket at the top of its jitter (each held wait whole).
+ */
+async function twoHostsDown() {
+  const ports = [await downPort(), await downPort()];
+  const answered = heldCloses(2_000, () => 1);
+  const options = {
+    host: ["127.0.0.1", "127.0.0.1"],
+    port: ports,
+    target_session_attrs: "primary",
+  };
+  return { ports, answered, options };
+}
+
 /** When `socket` emitted its close (`performance.now()`). */
 async function closedAt(socket: PostgresSocket): Promise<number> {
   socket.on("error", () => {});
@@ -220,13 +235,7 @@ async function closedAt(socket: PostgresSocket): Promise<number> {
 }
 
 Deno.test("answeredSocketOption()'s socket starts its wait afresh after a connection that lasted: once one answered and stayed open 1 s, the next round in which both hosts fail is held 50 ms, not longer than the rounds before it", async () => {
-  const ports = [await downPort(), await downPort()];
-  const answered = heldCloses(2_000, () => 1);
-  const options = {
-    host: ["127.0.0.1", "127.0.0.1"],
-    port: ports,
-    target_session_attrs: "primary",
-  };
+  const { ports, answered, options } = await twoHostsDown();
   const servers: net.Server[] = [];
   const taken: net.Socket[] = [];
   try {
@@ -311,14 +320,7 @@ Deno.test("answeredSocketOption()'s closed() waits for a close it holds back: it
 });
 
 Deno.test("answeredSocketOption()'s socket counts a connection as lasting from the server's first answer, not its last: one busy with answers for 1 s, then cut, starts the wait afresh", async () => {
-  const ports = [await downPort(), await downPort()];
-  // At the top of its jitter: each held wait whole.
-  const answered = heldCloses(2_000, () => 1);
-  const options = {
-    host: ["127.0.0.1", "127.0.0.1"],
-    port: ports,
-    target_session_attrs: "primary",
-  };
+  const { ports, answered, options } = await twoHostsDown();
   const servers: net.Server[] = [];
   const taken: net.Socket[] = [];
   const ticks: ReturnType<typeof setInterval>[] = [];
