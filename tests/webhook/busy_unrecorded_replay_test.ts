@@ -56,6 +56,27 @@ const waiting = {
 
 type App = Awaited<ReturnType<typeof makeApp>>["app"];
 
+/**
+ * An app over a store holding `intent`, its `busy` calls refused as
+ * another session's lock while `on.busy` (true until the test sets it
+ * false), the payment's send scripted to answer `0xabc`, then pending.
+ */
+async function busyApp(
+  intent: Parameters<MemoryStore["createIntent"]>[0],
+  busy: readonly string[],
+): Promise<{ memory: MemoryStore; on: { busy: boolean }; app: App }> {
+  const memory = new MemoryStore();
+  await memory.createIntent(intent);
+  const on = { busy: true };
+  const { app } = await makeApp({
+    deps: { store: busyWhile(memory, new Set(busy), on) },
+    scripts: {
+      pi_0001: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
+    },
+  });
+  return { memory, on, app };
+}
+
 /** QStash's signed request for `job`, its `Upstash-Retried` as given. */
 function postQStash(
   app: App,
@@ -113,15 +134,7 @@ for (
   ] as const
 ) {
   Deno.test(`POST /v1/qstash: a delivery the store answered busy at ${name} cannot be sent again as delivery 100 (401)`, async () => {
-    const memory = new MemoryStore();
-    await memory.createIntent(intent);
-    const on = { busy: true };
-    const { app } = await makeApp({
-      deps: { store: busyWhile(memory, new Set(busy), on) },
-      scripts: {
-        pi_0001: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
-      },
-    });
+    const { memory, on, app } = await busyApp(intent, busy);
     const before = await memory.getIntent("pi_0001");
     const signature = await signQStash(JSON.stringify(job));
     await assertBusy(await postQStash(app, signature, "0"));
@@ -131,13 +144,7 @@ for (
 }
 
 Deno.test("POST /v1/deliveries: a delivery counted in the store that the store answered busy at its count keeps its signature (the route signs its number): sent again, it is counted once, not twice", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent(authorized);
-  const on = { busy: true };
-  const { app } = await makeApp({
-    deps: { store: busyWhile(memory, new Set(["admit"]), on) },
-    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
-  });
+  const { memory, on, app } = await busyApp(authorized, ["admit"]);
   const init = await genericRequest(JSON.stringify({ job }));
   const first = await app.request("/v1/deliveries", init);
   const text = await first.text();
@@ -154,13 +161,7 @@ Deno.test("POST /v1/deliveries: a delivery counted in the store that the store a
 });
 
 Deno.test("POST /v1/qstash: a delivery without Upstash-Retried (counted in the store) that the store answered busy at its count and token's record cannot be sent again as delivery 100 (401)", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent(authorized);
-  const on = { busy: true };
-  const { app } = await makeApp({
-    deps: { store: busyWhile(memory, new Set(["admit"]), on) },
-    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
-  });
+  const { memory, on, app } = await busyApp(authorized, ["admit"]);
   const before = await memory.getIntent("pi_0001");
   const signature = await signQStash(JSON.stringify(job));
   await assertBusy(await postQStash(app, signature));
@@ -170,13 +171,10 @@ Deno.test("POST /v1/qstash: a delivery without Upstash-Retried (counted in the s
 });
 
 Deno.test("POST /v1/deliveries: the generic route's busy deliveries take no room among the QStash tokens remembered as used: ten thousand of them leave such a token remembered", async () => {
-  const memory = new MemoryStore();
-  await memory.createIntent(authorized);
-  const on = { busy: true };
-  const { app } = await makeApp({
-    deps: { store: busyWhile(memory, new Set(["transition", "admit"]), on) },
-    scripts: { pi_0001: { sends: [{ txHash: "0xabc" }] } },
-  });
+  const { memory, on, app } = await busyApp(authorized, [
+    "transition",
+    "admit",
+  ]);
   const before = await memory.getIntent("pi_0001");
   const signature = await signQStash(JSON.stringify(job));
   await assertBusy(await postQStash(app, signature, "0"));
