@@ -227,6 +227,28 @@ async function twoHostsDown() {
   return { ports, answered, options };
 }
 
+/**
+ * A server on each of `ports` (127.0.0.1) that answers each connection
+ * with a byte, then hands it to `taken`.
+ */
+async function answering(
+  ports: number[],
+  taken: (socket: net.Socket) => void,
+): Promise<net.Server[]> {
+  const servers: net.Server[] = [];
+  for (const port of ports) {
+    const server = net.createServer((socket) => {
+      socket.write("N");
+      taken(socket);
+    });
+    await new Promise<void>((resolve) =>
+      server.listen(port, "127.0.0.1", resolve)
+    );
+    servers.push(server);
+  }
+  return servers;
+}
+
 /** When `socket` emitted its close (`performance.now()`). */
 async function closedAt(socket: PostgresSocket): Promise<number> {
   socket.on("error", () => {});
@@ -253,16 +275,7 @@ Deno.test("answeredSocketOption()'s socket starts its wait afresh after a connec
     assertWaited(before, answered.holds, timed(before));
     // The hosts come back: a connection is answered and lasts 1 s, then
     // the server ends it.
-    for (const port of ports) {
-      const server = net.createServer((socket) => {
-        taken.push(socket);
-        socket.write("N");
-      });
-      await new Promise<void>((resolve) =>
-        server.listen(port, "127.0.0.1", resolve)
-      );
-      servers.push(server);
-    }
+    servers.push(...await answering(ports, (socket) => taken.push(socket)));
     const socket = answered.socket(options);
     socket.on("error", () => {});
     await new Promise((resolve) => socket.once("data", resolve));
@@ -331,17 +344,12 @@ Deno.test("answeredSocketOption()'s socket counts a connection as lasting from t
     // The hosts come back, and a connection answered every 100 ms (a
     // stream of query results) lasts 1.2 s from its first answer, until
     // the server is cut.
-    for (const port of ports) {
-      const server = net.createServer((socket) => {
+    servers.push(
+      ...await answering(ports, (socket) => {
         taken.push(socket);
-        socket.write("N");
         ticks.push(setInterval(() => socket.write("N"), 100));
-      });
-      await new Promise<void>((resolve) =>
-        server.listen(port, "127.0.0.1", resolve)
-      );
-      servers.push(server);
-    }
+      }),
+    );
     const socket = answered.socket(options);
     socket.on("error", () => {});
     await new Promise((resolve) => socket.once("data", resolve));
