@@ -38,6 +38,7 @@ import {
   answeredSocket,
 } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
+import { whileLocked } from "./store/_group_commit.ts";
 import { secretForms } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
 import {
@@ -383,7 +384,10 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     }
     if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
     if (onDisk) await refuseFullDisk(path, folder);
-    const kv = await Deno.openKv(path);
+    // Deno KV's open does not wait for a lock (its switch of a new file's
+    // journal to WAL meets the lock of another instance making the same
+    // store at that moment): waited out here as a commit waits.
+    const kv = await whileLocked(() => Deno.openKv(path), lockedAtOpen);
     if (onDisk) await refuseReadOnly(kv, path);
     return kv;
   } catch (error) {
@@ -405,6 +409,16 @@ async function openKv(config: Config): Promise<Deno.Kv> {
       throw new ConfigError(
         "KV_PATH",
         `KV_PATH: cannot write ${path}: this process may not write there (deno task start may write ./data only). Put the store under ./data (KV_PATH=./data/relayer.kv), or serve with --allow-write=${folder} instead of --allow-write=./data.`,
+      );
+    }
+    if (lockedAtOpen(error)) {
+      throw new ConfigError(
+        "KV_PATH",
+        `KV_PATH: ${path} stayed locked by another handle for 5s (${
+          (error as Error).name
+        }: ${
+          (error as Error).message
+        }): a program holds it in a transaction (sqlite3, a backup tool). End that transaction, then start again (keep KV_PATH: the store holds every payment's record).`,
       );
     }
     // A folder this process cannot write (a volume mounted read-only):
@@ -431,6 +445,14 @@ async function openKv(config: Config): Promise<Deno.Kv> {
       }): point KV_PATH at a new file, or at a store this service made.`,
     );
   }
+}
+
+/**
+ * Whether Deno KV's open failed as its SQLite file was locked by another
+ * handle (SQLITE_BUSY, an `Error` "database is locked" there).
+ */
+function lockedAtOpen(error: unknown): boolean {
+  return error instanceof Error && /^database is locked\b/.test(error.message);
 }
 
 /**

@@ -341,23 +341,18 @@ export class GroupCommit {
   /**
    * Commits the group's operations as one atomic, again while a SQLite
    * file another handle writes answers "database is locked" (nothing
-   * written): at most {@linkcode LOCKED_TRIES} tries, then that error.
+   * written): {@linkcode whileLocked}'s tries, then that error.
    */
   async #commit(
     group: readonly Op[],
     atomic: KvAtomic = this.#build(group),
   ): Promise<Result> {
-    for (let attempt = 1;; attempt++) {
-      try {
-        return await (attempt === 1 ? atomic : this.#build(group)).commit();
-      } catch (error) {
-        if (!isLocked(error) || attempt === LOCKED_TRIES) {
-          throw fileRefusal(error) ?? error;
-        }
-      }
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.min(LOCKED_WAIT_MS, 2 ** (attempt - 1)))
+    try {
+      return await whileLocked((attempt) =>
+        (attempt === 1 ? atomic : this.#build(group)).commit()
       );
+    } catch (error) {
+      throw fileRefusal(error) ?? error;
     }
   }
 
@@ -389,6 +384,27 @@ export class GroupCommit {
  */
 const LOCKED_TRIES = 320;
 const LOCKED_WAIT_MS = 16;
+
+/**
+ * `attempt(1)`, then `attempt(2)` and on while it fails as `locked` says a
+ * SQLite file another handle holds refuses it, having written nothing: at
+ * most {@linkcode LOCKED_TRIES} tries, about 5 s, then the last error.
+ */
+export async function whileLocked<T>(
+  attempt: (attempt: number) => Promise<T>,
+  locked: (error: unknown) => boolean = isLocked,
+): Promise<T> {
+  for (let tries = 1;; tries++) {
+    try {
+      return await attempt(tries);
+    } catch (error) {
+      if (!locked(error) || tries === LOCKED_TRIES) throw error;
+    }
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.min(LOCKED_WAIT_MS, 2 ** (tries - 1)))
+    );
+  }
+}
 
 /**
  * Whether Deno KV refused a commit as its SQLite file was locked by
