@@ -13,7 +13,8 @@
  * `gaveUp.messageId`, which it requires): the letter the queue's retry
  * wrote names that message, and answers the copy as it answered the
  * retry; once the letter is gone, the message's give-up marks (32 days)
- * do. Pinned here on both, so that neither the marks nor the letter's
+ * do. Pinned here on both (a job published again meets the letter, a
+ * redriven one the marks), so that neither the marks nor the letter's
  * check can be dropped while such a request is left on no record.
  *
  * @module
@@ -24,7 +25,7 @@ import { MemoryStore, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { heldWrites } from "../_held_writes.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
-import { genericRequest, makeApp, NOW, SECRET } from "./_app.ts";
+import { genericRequest, makeApp, NOW, OPS, SECRET } from "./_app.ts";
 import { failedRequest, QSTASH, signHmac } from "./_signing.ts";
 import type postgres from "postgres";
 
@@ -99,20 +100,33 @@ function post(
 }
 
 /**
+ * How the job comes back after the give-up dropped it: published again by
+ * the payments API (the letter stays), or redriven by an operator (the
+ * letter goes).
+ */
+type ComesBack = "published again" | "redriven";
+
+/**
  * The give-up busy twice, the store back, the queue's own retry of it
- * resolving the job (dropped, the intent authorized), the job published
- * again and sent (its tx pending), then the first give-up sent again, its
- * bytes as they were: asserts the payment stays settling with its job.
+ * resolving the job (dropped, the intent authorized), the job back as
+ * `back` says and sent (its tx pending), then the first give-up sent
+ * again, its bytes as they were: asserts the payment stays settling with
+ * its job.
  */
 async function replayAfterPublishedAgain(
   route: GiveUpRoute,
+  back: ComesBack,
   store: Store,
   storeBack: () => void | Promise<void>,
   read: () => Promise<unknown>,
 ): Promise<void> {
   const clock = { now: NOW };
   const { app } = await makeApp({
-    deps: { store, now: () => clock.now },
+    deps: {
+      store,
+      now: () => clock.now,
+      redriveTo: { publish: () => Promise.resolve() },
+    },
     scripts: {
       pi_0001: { sends: [{ txHash: "0xabc" }], receipts: ["pending"] },
     },
@@ -130,9 +144,16 @@ async function replayAfterPublishedAgain(
   assert.equal(retry.status, 200, retryText);
   assert.equal(JSON.parse(retryText).outcome, "poison", retryText);
   assert.match(JSON.stringify(await read()), /"state":"authorized"/);
-  // Past the drop's lease, the payments API publishes the job again, and
-  // its first delivery sends the payment.
+  // Past the drop's lease, the job comes back, and its first delivery
+  // sends the payment.
   clock.now += 60_000;
+  if (back === "redriven") {
+    const redrive = await app.request(
+      "/v1/dead-letters/pi_0001/settle/redrive",
+      { method: "POST", headers: { authorization: `Bearer ${OPS}` } },
+    );
+    assert.equal(redrive.status, 202, await redrive.text());
+  }
   const again = await genericRequest(JSON.stringify({ job, delivery: 1 }), {
     signature: signHmac(
       SECRET,
@@ -151,22 +172,37 @@ async function replayAfterPublishedAgain(
   const replay = await post(app, route.path, first);
   const replayText = await replay.text();
   // Taken (its request on no record), and answered as the queue's retry
-  // was, from the letter that retry wrote: the first resolution stands.
+  // was, from the letter that retry wrote, or once it is gone from the
+  // message's give-up marks: the first resolution stands.
   assert.equal(replay.status, 200, replayText);
-  assert.deepEqual(
-    [JSON.parse(replayText).outcome, JSON.parse(replayText).reason],
-    [JSON.parse(retryText).outcome, JSON.parse(retryText).reason],
-    replayText,
-  );
+  if (back === "redriven") {
+    assert.match(
+      JSON.parse(replayText).reason,
+      /repeated its give-up for a message already resolved/,
+      replayText,
+    );
+  } else {
+    assert.deepEqual(
+      [JSON.parse(replayText).outcome, JSON.parse(replayText).reason],
+      [JSON.parse(retryText).outcome, JSON.parse(retryText).reason],
+      replayText,
+    );
+  }
   assert.equal(
     JSON.stringify(await read()),
     before,
-    `the give-up sent again (${replay.status} ${replayText}) moved the payment its job published again sent`,
+    `the give-up sent again (${replay.status} ${replayText}) moved the payment its job ${back} sent`,
   );
 }
 
-for (const route of routes) {
-  Deno.test(`${route.name}: a give-up the store answered busy at its resolution and its replay record, sent again once the job was published again and sent, leaves the payment settling`, async () => {
+for (
+  const [route, back] of routes.flatMap((route) =>
+    (["published again", "redriven"] as const).map((back) =>
+      [route, back] as const
+    )
+  )
+) {
+  Deno.test(`${route.name}: a give-up the store answered busy at its resolution and its replay record, sent again once the job was ${back} and sent, leaves the payment settling`, async () => {
     const memory = new MemoryStore();
     await memory.createIntent({
       id: "pi_0001",
@@ -176,6 +212,7 @@ for (const route of routes) {
     const on = { busy: true };
     await replayAfterPublishedAgain(
       route,
+      back,
       heldWhile(memory, on),
       () => {
         on.busy = false;
@@ -211,10 +248,16 @@ async function lockWrites(
   };
 }
 
-for (const route of routes) {
+for (
+  const [route, back] of routes.flatMap((route) =>
+    (["published again", "redriven"] as const).map((back) =>
+      [route, back] as const
+    )
+  )
+) {
   Deno.test({
     name:
-      `${route.name} on PostgreSQL: a give-up another session's lock held at its resolution and its replay record, sent again once the job was published again and sent, leaves the payment settling`,
+      `${route.name} on PostgreSQL: a give-up another session's lock held at its resolution and its replay record, sent again once the job was ${back} and sent, leaves the payment settling`,
     ignore: !postgresAvailable,
     fn: onFreshSchema(
       { max: 2, connectionWaitMs: 1_000 },
@@ -230,6 +273,7 @@ for (const route of routes) {
         try {
           await replayAfterPublishedAgain(
             route,
+            back,
             store,
             async () => {
               unlocked = true;
