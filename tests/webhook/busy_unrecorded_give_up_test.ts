@@ -25,9 +25,9 @@ import { MemoryStore, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { heldWrites } from "../_held_writes.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { lockWrites } from "./_locked_writes.ts";
 import { genericRequest, makeApp, NOW, OPS, SECRET } from "./_app.ts";
 import { failedRequest, QSTASH, signHmac } from "./_signing.ts";
-import type postgres from "postgres";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -220,32 +220,6 @@ for (
       () => memory.getIntent("pi_0001"),
     );
   });
-}
-
-/**
- * Every table of `schema` locked against writes (reads pass) by another
- * session on `admin`, until the returned function is called.
- */
-async function lockWrites(
-  admin: postgres.Sql,
-  schema: string,
-): Promise<() => Promise<void>> {
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => release = resolve);
-  let locked!: () => void;
-  const held = new Promise<void>((resolve) => locked = resolve);
-  const lock = admin.begin(async (tx) => {
-    await tx.unsafe(
-      `LOCK TABLE "${schema}".intents, "${schema}".holds, "${schema}".leases, "${schema}".counters, "${schema}".claims, "${schema}".dead_letters IN EXCLUSIVE MODE`,
-    );
-    locked();
-    await released;
-  });
-  await held;
-  return async () => {
-    release();
-    await lock;
-  };
 }
 
 for (
