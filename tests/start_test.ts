@@ -489,7 +489,7 @@ for (const store of STORES) {
 }
 
 Deno.test(
-  "main.ts names a misspelt setting after its start line, and the setting it likely meant, and a setting nothing reads (PUBLIC_URL with no QStash), rather than start on the default with nothing said",
+  "main.ts names a misspelt setting after its start line, and the setting it likely meant, and a setting nothing reads (PUBLIC_URL with no QStash, a Cloudflare Worker's CLOUDFLARE_MESSAGE_RETENTION), rather than start on the default with nothing said",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const service = start(
@@ -497,6 +497,7 @@ Deno.test(
         KV_PATH: `${dir}/relayer.kv`,
         MAX_DELIVERY: "3",
         PUBLIC_URL: "https://relayer.example.com",
+        CLOUDFLARE_MESSAGE_RETENTION: "96h",
       },
       { writeDir: dir },
     );
@@ -516,7 +517,11 @@ Deno.test(
         lines[2],
         "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
       );
-      assert.equal(lines[3], `relayer: listening on ${base}/`);
+      assert.equal(
+        lines[3],
+        "relayer: CLOUDFLARE_MESSAGE_RETENTION is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked all the same)",
+      );
+      assert.equal(lines[4], `relayer: listening on ${base}/`);
     } finally {
       service.kill();
       await service.ended().catch(() => {});

@@ -133,8 +133,13 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * QStash's route (with its signing keys) and QStash's publisher (with
  * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none. So is
  * `QSTASH_RETRIES` (the route's check of QStash's limit, and the
- * publisher's `Upstash-Retries`). Pub/Sub's backoffs and retention are
- * read only by the check of a Pub/Sub push route (`PUBSUB_AUDIENCE`).
+ * publisher's `Upstash-Retries`). Pub/Sub's backoffs, retention and
+ * delivery attempts are read only by the check of a Pub/Sub push route
+ * (`PUBSUB_AUDIENCE`). `DENO_KV_ACCESS_TOKEN` is read only with `KV_URL`
+ * (off Deno Deploy, whose runtime may open its own database with it). The
+ * `CLOUDFLARE_*` settings are checked, but read only by a Cloudflare
+ * Worker's queue handler: the service, whose lines these are, consumes no
+ * Cloudflare queue.
  */
 export function unreadSettingLines(
   env: Readonly<Record<string, string | undefined>>,
@@ -153,6 +158,11 @@ export function unreadSettingLines(
       "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
     );
   }
+  if (env.DENO_KV_ACCESS_TOKEN && !env.KV_URL && !env.DENO_DEPLOYMENT_ID) {
+    lines.push(
+      "relayer: DENO_KV_ACCESS_TOKEN is set, but only a KV Connect database reads it (KV_URL), which is not set, so it is ignored",
+    );
+  }
   if (!env.PUBSUB_AUDIENCE) {
     for (const name of PUBSUB_CHECKED) {
       if (!env[name]) continue;
@@ -161,8 +171,24 @@ export function unreadSettingLines(
       );
     }
   }
+  for (const name of CLOUDFLARE_ONLY) {
+    if (!env[name]) continue;
+    lines.push(
+      `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked all the same)`,
+    );
+  }
   return lines;
 }
+
+// What loadConfig checks for a Cloudflare Worker (the example Workers
+// pass them to createQueueHandler): the service runs no queue handler.
+const CLOUDFLARE_ONLY = [
+  "CLOUDFLARE_MAX_RETRIES",
+  "CLOUDFLARE_DLQ_MAX_RETRIES",
+  "CLOUDFLARE_MESSAGE_RETENTION",
+  "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
+  "CLOUDFLARE_DELIVERY_DELAY",
+] as const;
 
 // The subscription's settings the start-up check of Pub/Sub reads, and
 // nothing else: without PUBSUB_AUDIENCE there is no check.
@@ -170,4 +196,5 @@ const PUBSUB_CHECKED = [
   "PUBSUB_MIN_BACKOFF",
   "PUBSUB_MAX_BACKOFF",
   "PUBSUB_MESSAGE_RETENTION",
+  "PUBSUB_MAX_DELIVERY_ATTEMPTS",
 ] as const;

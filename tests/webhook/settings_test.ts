@@ -108,6 +108,107 @@ Deno.test("unreadSettingLines() names QSTASH_RETRIES with no QStash, and Pub/Sub
   );
 });
 
+Deno.test("unreadSettingLines() names PUBSUB_MAX_DELIVERY_ATTEMPTS with no PUBSUB_AUDIENCE: started unchecked, a dead-letter policy too short for MAX_DELIVERIES with nothing said", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  // 5 attempts under MAX_DELIVERIES 10: refused where Pub/Sub is checked.
+  const attempts = { ...base, PUBSUB_MAX_DELIVERY_ATTEMPTS: "5" };
+  assert.equal(loadConfig(attempts).pubsub, undefined); // started, unchecked
+  assert.deepEqual(unreadSettingLines(attempts), [
+    "relayer: PUBSUB_MAX_DELIVERY_ATTEMPTS is set, but only the Pub/Sub check reads it, with PUBSUB_AUDIENCE, which is not set, so it is ignored",
+  ]);
+  assert.throws(
+    () =>
+      loadConfig({
+        ...attempts,
+        PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+        PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+      }),
+    /PUBSUB_/,
+  );
+  assert.deepEqual(
+    unreadSettingLines({
+      ...attempts,
+      PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+    }),
+    [],
+  );
+});
+
+Deno.test("unreadSettingLines() names each CLOUDFLARE_ setting: checked, but only a Cloudflare Worker's queue handler reads it, and the service consumes no Cloudflare queue", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const cloudflare = {
+    CLOUDFLARE_MAX_RETRIES: "9",
+    CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+    CLOUDFLARE_MESSAGE_RETENTION: "96h",
+    CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+    CLOUDFLARE_DELIVERY_DELAY: "0s",
+  };
+  const env = { ...base, ...cloudflare };
+  loadConfig(env); // accepted: each is checked, as a Worker checks it
+  const line = (name: string) =>
+    `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked all the same)`;
+  assert.deepEqual(
+    unreadSettingLines(env),
+    Object.keys(cloudflare).map(line),
+  );
+  // Whatever else is set: no setting of the service's makes it read.
+  assert.deepEqual(
+    unreadSettingLines({
+      ...base,
+      CLOUDFLARE_MESSAGE_RETENTION: "96h",
+      QSTASH_TOKEN: "a-qstash-token",
+      PUBLIC_URL: "https://relayer.example.com",
+      PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+    }),
+    [line("CLOUDFLARE_MESSAGE_RETENTION")],
+  );
+  // Unset, or empty (as unset to loadConfig): nothing to say.
+  assert.deepEqual(
+    unreadSettingLines({ ...base, CLOUDFLARE_MAX_RETRIES: "" }),
+    [],
+  );
+});
+
+Deno.test("unreadSettingLines() names DENO_KV_ACCESS_TOKEN with no KV_URL off Deno Deploy: only a KV Connect database reads it", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const line =
+    "relayer: DENO_KV_ACCESS_TOKEN is set, but only a KV Connect database reads it (KV_URL), which is not set, so it is ignored";
+  const token = { DENO_KV_ACCESS_TOKEN: "a-kv-connect-token" };
+  for (
+    const store of [
+      {},
+      { KV_PATH: "./data/relayer.kv" },
+      { DATABASE_URL: "postgres://u:p@db.test/relayer" },
+    ]
+  ) {
+    const env = { ...base, ...store, ...token };
+    assert.equal("url" in loadConfig(env).kv, false); // no KV Connect
+    assert.deepEqual(unreadSettingLines(env), [line]);
+  }
+  assert.deepEqual(
+    unreadSettingLines({ ...base, ...token, KV_URL: "https://kv.test/db" }),
+    [],
+  );
+  // On Deno Deploy the runtime may open its own database with it.
+  assert.deepEqual(
+    unreadSettingLines({ ...base, ...token, DENO_DEPLOYMENT_ID: "abc" }),
+    [],
+  );
+  assert.deepEqual(
+    unreadSettingLines({ ...base, DENO_KV_ACCESS_TOKEN: "" }),
+    [],
+  );
+});
+
 Deno.test("unknownSettingLines() leaves the settings, and names outside their families, alone", () => {
   const others = [
     "PATH",
