@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { type Config, loadConfig } from "../webhook/config.ts";
 import { parseDuration } from "../policy/parse_duration.ts";
-import { SETTINGS } from "../webhook/_settings.ts";
+import { SETTINGS, unreadSettingLines } from "../webhook/_settings.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -206,4 +206,27 @@ Deno.test("the queues' settings docs/routes.md sends a reader to queues.md for a
   assert.deepEqual(names.filter((name) => !queues.includes(`\`${name}\``)), []);
   const postgres = await Deno.readTextFile(new URL("docs/postgres.md", ROOT));
   assert.ok(postgres.includes(`\`${sentence[2]}\``), sentence[2]);
+});
+
+Deno.test("docs/routes.md names every setting the start says nothing reads", async () => {
+  const doc = (await Deno.readTextFile(new URL("docs/routes.md", ROOT)))
+    .replace(/\s+/g, " ");
+  const paragraph =
+    /A setting nothing reads is said there too: (.*?)\. Kubernetes'/
+      .exec(doc);
+  assert.ok(
+    paragraph,
+    "docs/routes.md no longer says which settings go unread",
+  );
+  // Each setting alone beside the least a start needs: those it names.
+  const named = [...SETTINGS].filter((name) =>
+    unreadSettingLines({ ...base, [name]: "set" }).some((line) =>
+      line.startsWith(`relayer: ${name} is set, but`)
+    )
+  );
+  assert.ok(named.length >= 10, named.join(" "));
+  assert.deepEqual(
+    named.filter((name) => !paragraph[1]!.includes(`\`${name}\``)),
+    [],
+  );
 });
