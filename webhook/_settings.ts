@@ -136,7 +136,9 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * publisher's `Upstash-Retries`). Pub/Sub's backoffs, retention and
  * delivery attempts are read only by the check of a Pub/Sub push route
  * (`PUBSUB_AUDIENCE`). `DENO_KV_ACCESS_TOKEN` is read only with `KV_URL`
- * (off Deno Deploy, whose runtime may open its own database with it). The
+ * (off Deno Deploy, whose runtime may open its own database with it).
+ * postgres.js's `PGSSL` and `PGSSLNEGOTIATION` never are: the service
+ * connects with the TLS `DATABASE_URL` asks for. The
  * `CLOUDFLARE_*` settings are checked, but read only by a Cloudflare
  * Worker's queue handler: the service, whose lines these are, consumes no
  * Cloudflare queue.
@@ -171,6 +173,12 @@ export function unreadSettingLines(
       );
     }
   }
+  for (const name of POSTGRES_TLS) {
+    if (!env[name]) continue;
+    lines.push(
+      `relayer: ${name} is set, but the service takes TLS from DATABASE_URL alone (its sslmode and sslnegotiation: docs/postgres.md), so it is ignored`,
+    );
+  }
   for (const name of CLOUDFLARE_ONLY) {
     if (!env[name]) continue;
     lines.push(
@@ -179,6 +187,11 @@ export function unreadSettingLines(
   }
   return lines;
 }
+
+// postgres.js's own TLS variables, which main.ts overrides with what
+// DATABASE_URL says (the start line tells it), so that the environment
+// cannot change it unseen.
+const POSTGRES_TLS = ["PGSSL", "PGSSLNEGOTIATION"] as const;
 
 // What loadConfig checks for a Cloudflare Worker (the example Workers
 // pass them to createQueueHandler): the service runs no queue handler.

@@ -209,6 +209,29 @@ Deno.test("unreadSettingLines() names DENO_KV_ACCESS_TOKEN with no KV_URL off De
   );
 });
 
+Deno.test("unreadSettingLines() names PGSSL and PGSSLNEGOTIATION: the service takes TLS from DATABASE_URL alone, so PGSSL=require left it in plain text with nothing said", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const line = (name: string) =>
+    `relayer: ${name} is set, but the service takes TLS from DATABASE_URL alone (its sslmode and sslnegotiation: docs/postgres.md), so it is ignored`;
+  const database = { ...base, DATABASE_URL: "postgres://u:p@db.test/relayer" };
+  const env = { ...database, PGSSL: "require", PGSSLNEGOTIATION: "direct" };
+  // What postgres.js is given: no TLS, as the URL says.
+  assert.equal(loadConfig(env).database?.ssl, false);
+  assert.equal(loadConfig(env).database?.sslnegotiation, null);
+  assert.deepEqual(unreadSettingLines(env), [
+    line("PGSSL"),
+    line("PGSSLNEGOTIATION"),
+  ]);
+  // With no DATABASE_URL there is no PostgreSQL client to read them.
+  assert.deepEqual(unreadSettingLines({ ...base, PGSSL: "require" }), [
+    line("PGSSL"),
+  ]);
+  assert.deepEqual(unreadSettingLines({ ...database, PGSSL: "" }), []);
+});
+
 Deno.test("unknownSettingLines() leaves the settings, and names outside their families, alone", () => {
   const others = [
     "PATH",
