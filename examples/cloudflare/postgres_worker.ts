@@ -85,7 +85,8 @@ export interface PostgresWorkerOptions {
   readonly app: Omit<AppDeps, keyof RelayerOptions>;
   /**
    * The jobs queue's `max_retries`, its dead-letter queue's name and
-   * `max_retries`, and the two queues' message retentions if checked.
+   * `max_retries`, the two queues' message retentions if checked, and the
+   * jobs queue's delivery delay, counted in both.
    */
   readonly queue: {
     readonly maxRetries?: number | undefined;
@@ -93,6 +94,7 @@ export interface PostgresWorkerOptions {
     readonly deadLetterMaxRetries?: number | undefined;
     readonly messageRetentionMs?: number | undefined;
     readonly deadLetterMessageRetentionMs?: number | undefined;
+    readonly deliveryDelayMs?: number | undefined;
   };
   /** Where the worker lines go. */
   readonly log: (line: string) => void;
