@@ -32,10 +32,11 @@
  * It needs the `nodejs_compat` compatibility flag (postgres.js's Workers
  * build, which Wrangler picks, uses `node:buffer`, `node:events` and
  * `node:stream`; this file uses `node:async_hooks`) and `DATABASE_URL`
- * among the service's settings. Run `migrate()` once before deploying,
- * not per request: this Worker never does, and on a database never
- * migrated every store call fails, naming `migrate()` (a short script:
- * docs/queues.md, "Deploying to Cloudflare the first time").
+ * among the service's settings (the Deno KV ones, `QSTASH_TOKEN` and
+ * `QSTASH_URL` it ignores, as `worker.ts` does). Run `migrate()` once
+ * before deploying, not per request: this Worker never does, and on a
+ * database never migrated every store call fails, naming `migrate()` (a
+ * short script: docs/queues.md, "Deploying to Cloudflare the first time").
  * `deno task worker-check` runs this file's {@linkcode postgresWorker} on
  * workerd against a real server.
  *

@@ -16,8 +16,12 @@
  * passed on whole by `routeOptions`; a bad one stops the Worker with a line
  * that names it, and so does `RELAYER_INSECURE_DEV`. Jobs go to the
  * Worker's own queue (`JOBS`), so `QSTASH_TOKEN`, which publishes through
- * QStash, is not used here. `MemoryStore` lives in one isolate and is lost
- * with it: a Worker in production needs a durable `Store`.
+ * QStash, is not used here, nor `QSTASH_URL`; nor are the service's store
+ * settings (`KV_PATH`, `KV_URL`, `DENO_KV_ACCESS_TOKEN`, `KV_QUEUE`,
+ * `DATABASE_URL`): `loadConfig` checks them, but this Worker ignores them
+ * without a word, so leave them out of its environment. `MemoryStore` lives
+ * in one isolate and is lost with it: a Worker in production needs a
+ * durable `Store` (`postgres_worker.ts` reads `DATABASE_URL`).
  *
  * `wrangler.toml` in this folder binds the queues; `deno task worker-check`
  * runs this file on workerd through Miniflare.
