@@ -34,15 +34,19 @@ function holdNewFile(path: string): { release(): void } {
   };
 }
 
+/** `main.ts` started on a new Deno KV file in a new folder, the file held by {@linkcode holdNewFile}. */
+async function startLocked() {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+  const path = `${dir}/relayer.kv`;
+  const lock = holdNewFile(path);
+  const service = startMain({ ...SETTINGS, KV_PATH: path }, { writeDir: dir });
+  return { dir, path, lock, service };
+}
+
 Deno.test(
   "main.ts waits out a Deno KV file another instance holds locked as it makes it, then serves on it",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const path = `${dir}/relayer.kv`;
-    const lock = holdNewFile(path);
-    const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-      writeDir: dir,
-    });
+    const { dir, lock, service } = await startLocked();
     const released = setTimeout(() => lock.release(), 1_000);
     try {
       const base = await service.base();
@@ -66,12 +70,7 @@ Deno.test(
 Deno.test(
   "main.ts refuses a Deno KV file still locked after its wait in one line that names the lock, not a new file",
   timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const path = `${dir}/relayer.kv`;
-    const lock = holdNewFile(path);
-    const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-      writeDir: dir,
-    });
+    const { dir, path, lock, service } = await startLocked();
     try {
       const started = Date.now();
       const { code, stderr } = await service.ended();
