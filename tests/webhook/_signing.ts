@@ -104,6 +104,25 @@ export async function failedRequest(
 }
 
 /**
+ * QStash's failure callback for `job` (message `msg_1`, dead letter
+ * `dlq_1`), its 2 retries spent, as the body QStash posts.
+ */
+export function failureCallback(
+  job: { readonly intentId: string; readonly kind: string },
+): string {
+  return JSON.stringify({
+    status: 503,
+    retried: 2,
+    maxRetries: 2,
+    dlqId: "dlq_1",
+    sourceMessageId: "msg_1",
+    url: QSTASH.url,
+    method: "POST",
+    sourceBody: btoa(JSON.stringify(job)),
+  });
+}
+
+/**
  * The generic route's `X-Signature` (`t=<unix seconds>,v1=<hex HMAC-SHA-256
  * of "<t>.<raw body>">`), at `timeS` (default: now by the wall clock).
  */

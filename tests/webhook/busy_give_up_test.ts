@@ -17,7 +17,7 @@ import { MemoryStore } from "../../mod.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
 import { heldWrites } from "../_held_writes.ts";
 import { makeApp } from "./_app.ts";
-import { failedRequest, QSTASH } from "./_signing.ts";
+import { failedRequest, failureCallback } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -52,16 +52,7 @@ function held(
 }
 
 /** QStash's failure callback for `job`, its retries spent. */
-const giveUp = JSON.stringify({
-  status: 503,
-  retried: 2,
-  maxRetries: 2,
-  dlqId: "dlq_1",
-  sourceMessageId: "msg_1",
-  url: QSTASH.url,
-  method: "POST",
-  sourceBody: btoa(JSON.stringify(job)),
-});
+const giveUp = failureCallback(job);
 
 /**
  * The give-up's answer from an app on `store`, checked to be a 503 with no

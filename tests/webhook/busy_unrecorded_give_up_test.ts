@@ -27,7 +27,7 @@ import { heldWrites } from "../_held_writes.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 import { lockWrites } from "./_locked_writes.ts";
 import { genericRequest, makeApp, NOW, OPS, SECRET } from "./_app.ts";
-import { failedRequest, QSTASH, signHmac } from "./_signing.ts";
+import { failedRequest, failureCallback, signHmac } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -50,16 +50,7 @@ const genericGiveUp = JSON.stringify({
 });
 
 /** QStash's failure callback for `job`, its retries spent. */
-const qstashGiveUp = JSON.stringify({
-  status: 503,
-  retried: 2,
-  maxRetries: 2,
-  dlqId: "dlq_1",
-  sourceMessageId: "msg_1",
-  url: QSTASH.url,
-  method: "POST",
-  sourceBody: btoa(JSON.stringify(job)),
-});
+const qstashGiveUp = failureCallback(job);
 
 /** How a queue's give-up is posted: its route, and a signed request (fresh each call). */
 interface GiveUpRoute {

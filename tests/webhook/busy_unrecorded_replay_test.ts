@@ -14,31 +14,12 @@
  */
 
 import assert from "node:assert/strict";
-import { BusyError, MemoryStore, type Store } from "../../mod.ts";
+import { MemoryStore } from "../../mod.ts";
+import { busyWhile } from "./_busy_while.ts";
 import { genericRequest, makeApp, NOW } from "./_app.ts";
 import { signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-
-/** `memory`, its `busy` calls refused as another session's lock while `on.busy`. */
-function busyWhile(
-  memory: MemoryStore,
-  busy: ReadonlySet<string>,
-  on: { busy: boolean },
-): Store {
-  return new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return on.busy && busy.has(String(key))
-        ? () =>
-          Promise.reject(
-            new BusyError(`intent pi_0001 is locked by another session`),
-          )
-        : value.bind(target);
-    },
-  });
-}
 
 const authorized = {
   id: "pi_0001",

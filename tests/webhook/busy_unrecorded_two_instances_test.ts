@@ -17,7 +17,8 @@
  */
 
 import assert from "node:assert/strict";
-import { BusyError, MemoryStore, type Store } from "../../mod.ts";
+import { MemoryStore } from "../../mod.ts";
+import { busyWhile } from "./_busy_while.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 import { makeApp, NOW, OPS } from "./_app.ts";
@@ -25,26 +26,6 @@ import { lockWrites } from "./_locked_writes.ts";
 import { signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-
-/** `memory`, its `busy` calls refused as another session's lock while `on.busy`. */
-function busyWhile(
-  memory: MemoryStore,
-  busy: ReadonlySet<string>,
-  on: { busy: boolean },
-): Store {
-  return new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      return on.busy && busy.has(String(key))
-        ? () =>
-          Promise.reject(
-            new BusyError(`intent pi_0001 is locked by another session`),
-          )
-        : value.bind(target);
-    },
-  });
-}
 
 type App = Awaited<ReturnType<typeof makeApp>>["app"];
 
