@@ -1830,6 +1830,46 @@ export function awaitsOperator(
 }
 
 /**
+ * The operator's resolution of a payment in review, from what the chain
+ * (the signer stub) holds of it: settled once one of its txs on record
+ * confirmed; failed when the chain holds no tx of it, with
+ * `nonceChecked` (its nonce looked up and found unused: nothing of it
+ * can land); failed without `nonceChecked` when a tx of it is on record
+ * and none confirmed (the route reads its receipt, and must refuse a
+ * pending one with 409, or money could land behind a void); `null`,
+ * left in review, when the chain holds a tx of it that is on no record
+ * (a send whose answer was lost: its nonce is not free, and a fail would
+ * void the hold of a payment that may be made).
+ *
+ * @example
+ * ```ts
+ * import { operatorResolution } from "./crash.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const none = () => false;
+ * assert.deepEqual(operatorResolution([], none, false), { to: "failed", nonceChecked: true });
+ * assert.equal(operatorResolution([], none, true), null);
+ * ```
+ *
+ * @param txHashes The txs on the payment's record.
+ * @param confirmed Whether the chain confirmed a tx.
+ * @param onChain Whether the chain holds any tx of the payment.
+ * @returns The resolution to post, or `null` to leave it in review.
+ */
+export function operatorResolution(
+  txHashes: readonly string[],
+  confirmed: (hash: string) => boolean,
+  onChain: boolean,
+):
+  | { readonly to: "settled"; readonly nonceChecked: false }
+  | { readonly to: "failed"; readonly nonceChecked: boolean }
+  | null {
+  if (txHashes.some(confirmed)) return { to: "settled", nonceChecked: false };
+  if (onChain && txHashes.length === 0) return null;
+  return { to: "failed", nonceChecked: !onChain };
+}
+
+/**
  * A resolution the store failed under (a 503: an outage, a statement a
  * `cancel` fault cut) that never completed. KvStore and PostgresStore
  * write the move and its void or capture in one commit, so such a 503
@@ -4877,15 +4917,13 @@ async function runCrashTest(
           // has nothing on it, whatever the relayer could tell; that is
           // the path of most payments failed here, each voiding a hold
           // in review that may have sent (the route's "nonceChecked").
-          const onChain = stub.onChain(plan.id);
-          const to = intent.txHashes.some((h) => stub.confirmed.has(h))
-            ? "settled"
-            : onChain && intent.txHashes.length === 0
-            ? null
-            // With a tx on record, the route reads its receipt: a pending
-            // one must be refused (409), or money could land behind a void.
-            : "failed";
-          if (to === null) continue;
+          const resolution = operatorResolution(
+            intent.txHashes,
+            (hash) => stub.confirmed.has(hash),
+            stub.onChain(plan.id),
+          );
+          if (resolution === null) continue;
+          const { to } = resolution;
           resolvedBy.set(plan.id, to);
           const inCancel = duringCancel(stats.dbFaults, now());
           const { status, body } = await ops(
@@ -4897,7 +4935,7 @@ async function runCrashTest(
               body: JSON.stringify({
                 to,
                 version: intent.version,
-                ...(to === "failed" && !onChain ? { nonceChecked: true } : {}),
+                ...(resolution.nonceChecked ? { nonceChecked: true } : {}),
               }),
             },
           );

@@ -16,6 +16,7 @@ import {
   awaitsOperator,
   duringCancel,
   holdAgainstState,
+  operatorResolution,
   resolutionRefused,
   resolutionStuck,
   SignerStub,
@@ -223,4 +224,29 @@ Deno.test("awaitsOperator() looks at payments in review and those whose job ende
   // A 409 send-in-flight: not before its lease is over.
   assert.equal(awaitsOperator({ ...review, retryAt: 500 }, 499), false);
   assert.equal(awaitsOperator({ ...review, retryAt: 500 }, 500), true);
+});
+
+Deno.test("operatorResolution() settles a payment with a confirmed tx, fails one the chain holds nothing of with nonceChecked, fails one with a tx on record unconfirmed without it, and leaves in review one the chain holds a tx of that is on no record", () => {
+  const confirmed = (hash: string) => hash === "0xok";
+  // Nothing on the chain: its nonce is free, nothing of it can land.
+  assert.deepEqual(operatorResolution([], confirmed, false), {
+    to: "failed",
+    nonceChecked: true,
+  });
+  // A tx on record, unconfirmed: the route reads its receipt (and refuses
+  // a pending one); the nonce was not found free.
+  assert.deepEqual(operatorResolution(["0xpending"], confirmed, true), {
+    to: "failed",
+    nonceChecked: false,
+  });
+  // A confirmed tx, whatever else is on record.
+  for (const onChain of [true, false]) {
+    assert.deepEqual(
+      operatorResolution(["0xpending", "0xok"], confirmed, onChain),
+      { to: "settled", nonceChecked: false },
+    );
+  }
+  // A tx on the chain with no hash on record (its send's answer lost):
+  // a fail would void the hold of a payment that may be made.
+  assert.equal(operatorResolution([], confirmed, true), null);
 });
