@@ -610,7 +610,10 @@ function undeliveredOptions(): {
 /**
  * Puts every message Deno KV gave up delivering back on the queue, each in
  * one commit with the removal of its key (checked, so two processes never
- * both put one back).
+ * both put one back). Instances starting at once on one file race for the
+ * same keys, and SQLite refuses a checked commit another handle's write
+ * overtook as "database is locked", having written nothing: tried again,
+ * as the store's commits are.
  *
  * @returns How many it put back.
  */
@@ -620,8 +623,10 @@ export async function requeueUndelivered(
 ): Promise<number> {
   let requeued = 0;
   for await (const entry of kv.list({ prefix: [...UNDELIVERED_PREFIX] })) {
-    const { ok } = await kv.atomic().check(entry).delete(entry.key)
-      .enqueue(entry.value, undeliveredOptions()).commit();
+    const { ok } = await whileLocked(() =>
+      kv.atomic().check(entry).delete(entry.key)
+        .enqueue(entry.value, undeliveredOptions()).commit()
+    );
     if (ok) requeued++;
   }
   if (requeued > 0) {
