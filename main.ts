@@ -1028,10 +1028,16 @@ export async function openService(
       },
       endLine: async (jobId, id, read) => {
         const key = [...LINE_PREFIX, jobId];
-        const { ok } = await kv.atomic()
-          .check({ key, versionstamp: read.versionstamp })
-          .set(key, { ended: id }, { expireIn: LINE_KEPT_MS })
-          .commit();
+        // Checked: another handle on the file (a second instance, a
+        // worker of deno serve --parallel) that wrote between its check
+        // and its write has it refused as "database is locked", nothing
+        // written: tried again, as the store's commits are.
+        const { ok } = await whileLocked(() =>
+          kv.atomic()
+            .check({ key, versionstamp: read.versionstamp })
+            .set(key, { ended: id }, { expireIn: LINE_KEPT_MS })
+            .commit()
+        );
         return ok;
       },
       log,
