@@ -434,15 +434,23 @@ async function openKv(config: Config): Promise<Deno.Kv> {
         ),
       );
     }
-    // Anything else (not a database, a file where the folder should be):
-    // one line that names the setting.
+    const why = error instanceof Error
+      ? `${error.name}: ${error.message}`
+      : "unknown error";
+    // The file may hold every payment's record (the write-aheads of the
+    // sends): a refusal never sends the operator to a new file, where the
+    // service would start afresh and could send a payment a second time.
+    if (damagedAtOpen(error)) {
+      throw new ConfigError(
+        "KV_PATH",
+        `KV_PATH: ${path} is damaged, or is not a SQLite file (${why}): keep it as it is (it may hold every payment's record). Check that KV_PATH names this service's store; if it does, restore the store from a backup (or recover its rows: sqlite3 ${path} .recover), then start again.`,
+      );
+    }
+    // Anything else (a file where the folder should be, a table another
+    // program changed): one line that names the setting.
     throw new ConfigError(
       "KV_PATH",
-      `KV_PATH: cannot open ${path} as a Deno KV store (${
-        error instanceof Error
-          ? `${error.name}: ${error.message}`
-          : "unknown error"
-      }): point KV_PATH at a new file, or at a store this service made.`,
+      `KV_PATH: cannot open ${path} as a Deno KV store (${why}): check that KV_PATH names this service's store, a file this process can open, and keep that file as it is (it may hold every payment's record).`,
     );
   }
 }
@@ -453,6 +461,17 @@ async function openKv(config: Config): Promise<Deno.Kv> {
  */
 function lockedAtOpen(error: unknown): boolean {
   return error instanceof Error && /^database is locked\b/.test(error.message);
+}
+
+/**
+ * Whether Deno KV's open failed as SQLite found the file damaged, or not a
+ * SQLite file at all (SQLITE_CORRUPT, SQLITE_NOTADB).
+ */
+function damagedAtOpen(error: unknown): boolean {
+  return error instanceof Error &&
+    /^(?:database disk image is malformed|file is not a database)\b/.test(
+      error.message,
+    );
 }
 
 /**

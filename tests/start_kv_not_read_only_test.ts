@@ -50,10 +50,12 @@ Deno.test(
       assertOneLine(
         stderr,
         new RegExp(
-          `^relayer: cannot start: KV_PATH: cannot open ${path} as a Deno KV store \\(.*no such column.*\\): point KV_PATH at a new file, or at a store this service made\\.$`,
+          `^relayer: cannot start: KV_PATH: cannot open ${path} as a Deno KV store \\(.*no such column.*\\): check that KV_PATH names this service's store, a file this process can open, and keep that file as it is \\(it may hold every payment's record\\)\\.$`,
         ),
       );
       assert.ok(!stderr.includes("read-only"), stderr);
+      // The file holds the store's records: never start afresh beside it.
+      assert.doesNotMatch(stderr, /new file/);
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

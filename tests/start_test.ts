@@ -155,7 +155,7 @@ Deno.test(
         "a file that is not a store",
         { KV_PATH: `${dir}/not.kv` },
         {},
-        /^relayer: cannot start: KV_PATH: cannot open .*not\.kv as a Deno KV store \(.*\): point KV_PATH at a new file/,
+        /^relayer: cannot start: KV_PATH: .*not\.kv is damaged, or is not a SQLite file \(.*\): keep it as it is \(it may hold every payment's record\)\. Check that KV_PATH names this service's store/,
       ],
     ];
     try {
