@@ -386,8 +386,16 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (onDisk) await refuseFullDisk(path, folder);
     // Deno KV's open does not wait for a lock (its switch of a new file's
     // journal to WAL meets the lock of another instance making the same
-    // store at that moment): waited out here as a commit waits.
-    const kv = await whileLocked(() => Deno.openKv(path), lockedAtOpen);
+    // store at that moment): waited out here as a commit waits, for
+    // LOCKED_AT_START_MS in all (an open of a file held exclusively, in a
+    // rollback journal, itself waits 5 s before it fails).
+    const opening = performance.now();
+    const kv = await whileLocked(
+      () => Deno.openKv(path),
+      (error) =>
+        lockedAtOpen(error) &&
+        performance.now() - opening < LOCKED_AT_START_MS,
+    );
     if (onDisk) await refuseReadOnly(kv, path);
     return kv;
   } catch (error) {
@@ -414,11 +422,10 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (lockedAtOpen(error)) {
       throw new ConfigError(
         "KV_PATH",
-        `KV_PATH: ${path} stayed locked by another handle for 5s (${
-          (error as Error).name
-        }: ${
-          (error as Error).message
-        }): a program holds it in a transaction (sqlite3, a backup tool). End that transaction, then start again (keep KV_PATH: the store holds every payment's record).`,
+        lockedRefusal(
+          path,
+          `${(error as Error).name}: ${(error as Error).message}`,
+        ),
       );
     }
     // A folder this process cannot write (a volume mounted read-only):
@@ -475,24 +482,59 @@ function damagedAtOpen(error: unknown): boolean {
 }
 
 /**
+ * How long a start waits out a lock another handle holds on the store:
+ * about as long as a commit waits ({@linkcode whileLocked}).
+ */
+const LOCKED_AT_START_MS = 5_000;
+
+/** The refusal of a `KV_PATH` another handle held locked past the start's wait. */
+function lockedRefusal(path: string, why: string): string {
+  return `KV_PATH: ${path} stayed locked by another handle for ${
+    formatDuration(LOCKED_AT_START_MS)
+  } (${why}): a program holds it in a transaction (sqlite3, a backup tool). End that transaction, then start again (keep KV_PATH: the store holds every payment's record).`;
+}
+
+/**
  * Refuses a store Deno KV opened read-only: it does so, with no word, when
  * it cannot write the file but can read it and the WAL beside it (a volume
  * mounted read-only after a crash left the WAL, files another user owns),
  * and every write after fails. The probe writes nothing: a check that
  * fails (no key has versionstamp 0) commits nothing, and Deno KV refuses
- * a read-only store's commit before it reads a check. `kv` is closed
- * before the refusal.
+ * a read-only store's commit before it reads a check. Refuses too a store
+ * whose probe waits past {@linkcode LOCKED_AT_START_MS}: another program
+ * holds a write transaction open on it (Deno KV waits for such a lock
+ * with no end, and so would `kv.close()`: the handle is left open, and
+ * the start that refuses exits at once). Else `kv` is closed before the
+ * refusal.
  */
 async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
   let refusal: string | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const probe = kv.atomic()
+    .check({ key: ["relayer", "write-probe"], versionstamp: "0".repeat(20) })
+    .commit();
+  probe.catch(() => {});
   try {
-    await kv.atomic()
-      .check({ key: ["relayer", "write-probe"], versionstamp: "0".repeat(20) })
-      .commit();
+    const answered = await Promise.race([
+      probe.then(() => true),
+      new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), LOCKED_AT_START_MS);
+      }),
+    ]);
+    if (!answered) {
+      // Not closed: a close waits for the probe, which waits for the lock.
+      throw new ConfigError(
+        "KV_PATH",
+        lockedRefusal(path, "a write waited for it with no answer"),
+      );
+    }
   } catch (error) {
+    if (error instanceof ConfigError) throw error;
     const message = error instanceof Error ? error.message : String(error);
     if (!/\bread-?only\b/i.test(message)) throw error;
     refusal = message;
+  } finally {
+    clearTimeout(timer);
   }
   if (refusal === undefined) return;
   kv.close();

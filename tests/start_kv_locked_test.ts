@@ -91,3 +91,77 @@ Deno.test(
     }
   }),
 );
+
+/** A store at `path`, made and closed (no WAL left). */
+async function makeStore(path: string): Promise<void> {
+  const kv = await Deno.openKv(path);
+  await kv.set(["relayer", "made"], 1);
+  kv.close();
+}
+
+/**
+ * How another program holds a store: `sqlite3` with a write transaction
+ * left open (the store in WAL mode: Deno KV opens it, then its first write
+ * waits with no end), and one that switched the file to a rollback journal
+ * and holds it exclusively (each open of Deno KV waits 5 s, then fails).
+ */
+const HOLDS: [string, string][] = [
+  [
+    "a write transaction left open on the store",
+    "BEGIN IMMEDIATE; DELETE FROM kv",
+  ],
+  [
+    "an exclusive lock in rollback-journal mode",
+    "PRAGMA journal_mode=delete; BEGIN EXCLUSIVE; SELECT count(*) FROM kv",
+  ],
+];
+
+for (const [hold, sql] of HOLDS) {
+  Deno.test(
+    `main.ts refuses within seconds, in one line, a Deno KV store another program holds locked (${hold}), not a new file`,
+    timeout(30_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+      const path = `${dir}/relayer.kv`;
+      await makeStore(path);
+      const db = new DatabaseSync(path);
+      db.exec(sql);
+      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+        writeDir: dir,
+      });
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      try {
+        const started = Date.now();
+        const ended = await Promise.race([
+          service.ended(),
+          new Promise<null>((resolve) => {
+            timer = setTimeout(() => resolve(null), 20_000);
+          }),
+        ]);
+        if (ended === null) {
+          assert.fail("main.ts said nothing and did not end within 20s");
+        }
+        const { code, stderr } = ended;
+        assert.equal(code, 1, stderr);
+        assertOneLine(
+          stderr,
+          new RegExp(
+            `^relayer: cannot start: KV_PATH: ${path} stayed locked by another handle for 5s \\(.*\\): a program holds it in a transaction \\(sqlite3, a backup tool\\)\\. End that transaction, then start again \\(keep KV_PATH: the store holds every payment's record\\)\\.$`,
+          ),
+        );
+        assert.doesNotMatch(stderr, /new file/);
+        const waited = Date.now() - started;
+        assert.ok(
+          waited >= 4_000,
+          `refused after ${waited} ms, before the wait`,
+        );
+      } finally {
+        clearTimeout(timer);
+        service.kill();
+        await service.ended();
+        db.exec("ROLLBACK");
+        db.close();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  );
+}
