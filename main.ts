@@ -384,6 +384,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     }
     if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
     if (onDisk) await refuseFullDisk(path, folder);
+    if (onDisk) await refuseOthersFiles(path);
     // Deno KV's open does not wait for a lock (its switch of a new file's
     // journal to WAL meets the lock of another instance making the same
     // store at that moment): waited out here as a commit waits, for
@@ -546,6 +547,66 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
       "the file, its -wal and -shm files and their folder",
     ),
   );
+}
+
+/**
+ * Refuses a store whose file, `-wal` or `-shm` file the system does not
+ * let this process both read and write (files another user owns: a
+ * restore, or a `sqlite3` session, run as another user). Deno KV opened
+ * such a store and then panicked, with no line of ours, at its first
+ * deletion of expired keys ("KV collect expired failed: attempt to write
+ * a readonly database") when it could read the `-wal` or `-shm` but not
+ * write it; and refused it as "unable to open database file" when it could
+ * not read one. A file missing is made by Deno KV; a volume mounted
+ * read-only and Deno's own permissions are said apart.
+ */
+async function refuseOthersFiles(path: string): Promise<void> {
+  for (const [suffix, label] of FILES_OF_A_STORE) {
+    const file = `${path}${suffix}`;
+    const denied = await osDenied(file, { read: true, write: true });
+    if (denied === undefined) continue;
+    if (await osDenied(file, { read: true }) === undefined) {
+      throw new ConfigError(
+        "KV_PATH",
+        readOnlyRefusal(
+          path,
+          `${label} cannot be written: ${denied}`,
+          "the file, its -wal and -shm files and their folder",
+        ),
+      );
+    }
+    throw new ConfigError(
+      "KV_PATH",
+      `KV_PATH: ${path} cannot be read by this process (${label}: ${denied}): files another user owns. Make the file, its -wal and -shm files readable and writable by this process (chown them to the user it runs as), then start again (keep KV_PATH: the store holds every payment's record).`,
+    );
+  }
+}
+
+/** The files of a Deno KV store on disk, each with how a refusal names it. */
+const FILES_OF_A_STORE: readonly (readonly [string, string])[] = [
+  ["", "the file"],
+  ["-wal", "its -wal file"],
+  ["-shm", "its -shm file"],
+];
+
+/**
+ * The system's refusal (EACCES) to open the regular file `file` as
+ * `options` asks, without its path; `undefined` when it opens, is missing
+ * or no regular file, or fails for another reason (left to Deno KV's open).
+ */
+async function osDenied(
+  file: string,
+  options: Deno.OpenOptions,
+): Promise<string | undefined> {
+  try {
+    if (!(await Deno.stat(file)).isFile) return undefined;
+    (await Deno.open(file, options)).close();
+    return undefined;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    if (!(error instanceof Deno.errors.PermissionDenied)) return undefined;
+    return error.message.replace(/:[^:]*$/, "");
+  }
 }
 
 /** The refusal of a `KV_PATH` this process can only read: `why`, and what to make writable. */
