@@ -385,6 +385,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
     if (onDisk) await refuseFullDisk(path, folder);
     if (onDisk) await refuseOthersFiles(path);
+    if (onDisk) await refuseForeignDatabase(path);
     // Deno KV's open does not wait for a lock (its switch of a new file's
     // journal to WAL meets the lock of another instance making the same
     // store at that moment): waited out here as a commit waits, for
@@ -580,6 +581,50 @@ async function refuseOthersFiles(path: string): Promise<void> {
       `KV_PATH: ${path} cannot be read by this process (${label}: ${denied}): files another user owns. Make the file, its -wal and -shm files readable and writable by this process (chown them to the user it runs as), then start again (keep KV_PATH: the store holds every payment's record).`,
     );
   }
+}
+
+/** The tables Deno KV keeps its store in: a file with one is a store. */
+const DENO_KV_TABLES = ["kv", "migration_state"];
+
+/**
+ * Refuses a `KV_PATH` that names another program's SQLite database (it
+ * has tables, none of Deno KV's): a path mistyped, a volume mounted in the
+ * wrong place. Deno KV would add its tables to it, and the service would
+ * start as on a new store, with none of its payments' records. Read with a
+ * read-only handle that does not wait for a lock; a file it cannot read
+ * as SQLite is left to Deno KV's open, which says why.
+ */
+async function refuseForeignDatabase(path: string): Promise<void> {
+  try {
+    const info = await Deno.stat(path);
+    if (!info.isFile || info.size === 0) return;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    return;
+  }
+  let names: string[];
+  try {
+    const { DatabaseSync } = await import("node:sqlite");
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      names = db.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+      ).all().map((row) => String(row.name));
+    } finally {
+      db.close();
+    }
+  } catch {
+    return;
+  }
+  if (names.length === 0) return;
+  if (names.some((name) => DENO_KV_TABLES.includes(name))) return;
+  const shown = names.length > 5
+    ? `${names.slice(0, 5).join(", ")}, …`
+    : names.join(", ");
+  throw new ConfigError(
+    "KV_PATH",
+    `KV_PATH: ${path} is another program's SQLite database (its tables: ${shown}; none of Deno KV's): the service would add its tables to it and start with none of its payments' records. Check that KV_PATH names this service's store, then start again (leave that file as it is).`,
+  );
 }
 
 /** The files of a Deno KV store on disk, each with how a refusal names it. */

@@ -1,0 +1,64 @@
+/**
+ * `main.ts` started with `KV_PATH` naming another program's SQLite
+ * database (tables, none of Deno KV's): a path mistyped, a volume mounted
+ * in the wrong place. Deno KV opened it, added its own tables to it, and
+ * the service started as on a new store, with none of its payments'
+ * records (a payment it had sent could be sent again). The start refuses
+ * in one line, and leaves the file as it was.
+ */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { assertOneLine, startMain } from "./_main_process.ts";
+import { timeout } from "./_timeout.ts";
+
+const SETTINGS = {
+  SENDER_URL: "http://127.0.0.1:9/",
+  WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+};
+
+/** The names of the tables of the SQLite file at `path`. */
+function tables(path: string): string[] {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    return db.prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+    ).all().map((row) => String(row.name));
+  } finally {
+    db.close();
+  }
+}
+
+Deno.test(
+  "main.ts refuses in one line a KV_PATH that names another program's SQLite database, and leaves it as it was",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/app.db`;
+    const db = new DatabaseSync(path);
+    db.exec(
+      "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO accounts VALUES (1, 'a')",
+    );
+    db.close();
+    const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+      writeDir: dir,
+    });
+    signal.addEventListener("abort", service.kill);
+    try {
+      const base = await service.base();
+      service.kill();
+      const { code, stderr } = await service.ended();
+      assert.equal(base, null, "main.ts served on another program's database");
+      assert.equal(code, 1, stderr);
+      assertOneLine(
+        stderr,
+        new RegExp(
+          `^relayer: cannot start: KV_PATH: ${path} is another program's SQLite database \\(its tables: accounts, orders; none of Deno KV's\\): .*Check that KV_PATH names this service's store.*$`,
+        ),
+      );
+      assert.doesNotMatch(stderr, /new file/);
+      assert.deepEqual(tables(path), ["accounts", "orders"]);
+    } finally {
+      service.kill();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
