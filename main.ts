@@ -372,6 +372,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
   // A store in memory has no file, folder or disk to check.
   const onDisk = path !== ":memory:";
   try {
+    if (onDisk) await refuseNoFile(path);
     if (onDisk && await isFolder(path)) {
       // Deno KV would fail on the files it writes beside it (-shm, -wal),
       // and the message below would ask for a wider --allow-write.
@@ -707,6 +708,59 @@ async function refuseFullDisk(path: string, dir: string): Promise<void> {
     `KV_PATH: the disk that holds ${path} is full (${
       unwritable.replace(/:[^:]*$/, "")
     }): Deno KV cannot write its files there. Free space on that disk, then start again (keep KV_PATH: the store holds every payment's record).`,
+  );
+}
+
+/**
+ * Refuses a `KV_PATH` that cannot be a store's file: a link to a file that
+ * is not there (Deno KV would follow it and make a new, empty store at its
+ * end: a volume not mounted at a mount point left as an empty folder, a
+ * store moved, and the service would start with none of its payments'
+ * records), a link that loops, a FIFO, a socket or a device. A path with
+ * nothing at it is a new store's; a folder is said apart.
+ */
+async function refuseNoFile(path: string): Promise<void> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.lstat(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    return;
+  }
+  if (info.isSymlink) {
+    try {
+      info = await Deno.stat(path);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) throw error;
+      const target = await Deno.readLink(path).catch(() => "?");
+      if (error instanceof Deno.errors.NotFound) {
+        throw new ConfigError(
+          "KV_PATH",
+          `KV_PATH: ${path} is a link to ${target}, which does not exist: the store it points to is missing (a volume not mounted, a file moved). Mount or restore the store there, then start again; only on the first start of a new service, point KV_PATH at ${target} itself.`,
+        );
+      }
+      if (error instanceof Deno.errors.FilesystemLoop) {
+        throw new ConfigError(
+          "KV_PATH",
+          `KV_PATH: ${path} is a link that leads back to itself (${
+            error.message.replace(/:[^:]*$/, "")
+          }): point it, or KV_PATH, at this service's store, then start again.`,
+        );
+      }
+      return;
+    }
+  }
+  const kind = info.isFifo
+    ? "a FIFO"
+    : info.isSocket
+    ? "a socket"
+    : info.isBlockDevice || info.isCharDevice
+    ? "a device"
+    : undefined;
+  if (kind === undefined) return;
+  throw new ConfigError(
+    "KV_PATH",
+    `KV_PATH: ${path} is ${kind}, not a file: Deno KV keeps its store in a file. Check that KV_PATH names this service's store, then start again.`,
   );
 }
 
