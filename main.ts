@@ -386,6 +386,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
     if (onDisk) await refuseFullDisk(path, folder);
     if (onDisk) await refuseOthersFiles(path);
+    if (onDisk) await refuseCutShort(path);
     if (onDisk) await refuseForeignDatabase(path);
     // Deno KV's open does not wait for a lock (its switch of a new file's
     // journal to WAL meets the lock of another instance making the same
@@ -582,6 +583,32 @@ async function refuseOthersFiles(path: string): Promise<void> {
       `KV_PATH: ${path} cannot be read by this process (${label}: ${denied}): files another user owns. Make the file, its -wal and -shm files readable and writable by this process (chown them to the user it runs as), then start again (keep KV_PATH: the store holds every payment's record).`,
     );
   }
+}
+
+/**
+ * Refuses a store file cut to 0 bytes with a `-wal` file that holds
+ * something beside it: Deno KV writes a new store's first page at once, so
+ * the file was cut short, and the records since its last checkpoint (all
+ * of them, before the first) are in the `-wal`, which SQLite would drop,
+ * reading the empty file as a new database.
+ */
+async function refuseCutShort(path: string): Promise<void> {
+  const size = async (file: string) => {
+    try {
+      const info = await Deno.stat(file);
+      return info.isFile ? info.size : undefined;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) throw error;
+      return undefined;
+    }
+  };
+  if (await size(path) !== 0) return;
+  const wal = await size(`${path}-wal`);
+  if (wal === undefined || wal === 0) return;
+  throw new ConfigError(
+    "KV_PATH",
+    `KV_PATH: ${path} is empty (0 bytes) and its -wal file holds ${wal} bytes: the file was cut short, and its records may be in the -wal. Keep both files as they are (they may hold every payment's record), restore the store from a backup, then start again.`,
+  );
 }
 
 /** The tables Deno KV keeps its store in: a file with one is a store. */
