@@ -385,7 +385,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     }
     if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
     if (onDisk) await refuseFullDisk(path, folder);
-    if (onDisk) await refuseOthersFiles(path);
+    if (onDisk) await refuseOthersFiles(path, folder);
     if (onDisk) await refuseCutShort(path);
     if (onDisk) await refuseForeignDatabase(path);
     // Deno KV's open does not wait for a lock (its switch of a new file's
@@ -553,36 +553,56 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
 }
 
 /**
- * Refuses a store whose file, `-wal` or `-shm` file the system does not
- * let this process both read and write (files another user owns: a
- * restore, or a `sqlite3` session, run as another user). Deno KV opened
- * such a store and then panicked, with no line of ours, at its first
+ * Refuses a store whose `-wal` or `-shm` file this process can read but
+ * not write (files another user owns: a restore, or a `sqlite3` session,
+ * run as another user; a volume mounted read-only). Deno KV opened such a
+ * store read-write and then panicked, with no line of ours, at its first
  * deletion of expired keys ("KV collect expired failed: attempt to write
- * a readonly database") when it could read the `-wal` or `-shm` but not
- * write it; and refused it as "unable to open database file" when it could
- * not read one. A file missing is made by Deno KV; a volume mounted
- * read-only and Deno's own permissions are said apart.
+ * a readonly database"). Asked of SQLite itself, through `node:sqlite`
+ * (the SQLite Deno KV runs on, which keeps the locks of every handle of
+ * this process on the file when one closes): a write transaction begun
+ * and rolled back, which writes nothing. A lock another handle holds, and
+ * any other failure, are left to Deno KV's open, which says why.
  */
-async function refuseOthersFiles(path: string): Promise<void> {
-  for (const [suffix, label] of FILES_OF_A_STORE) {
-    const file = `${path}${suffix}`;
-    const denied = await osDenied(file, { read: true, write: true });
-    if (denied === undefined) continue;
-    if (await osDenied(file, { read: true }) === undefined) {
-      throw new ConfigError(
-        "KV_PATH",
-        readOnlyRefusal(
-          path,
-          `${label} cannot be written: ${denied}`,
-          "the file, its -wal and -shm files and their folder",
-        ),
-      );
-    }
-    throw new ConfigError(
-      "KV_PATH",
-      `KV_PATH: ${path} cannot be read by this process (${label}: ${denied}): files another user owns. Make the file, its -wal and -shm files readable and writable by this process (chown them to the user it runs as), then start again (keep KV_PATH: the store holds every payment's record).`,
-    );
+async function refuseOthersFiles(path: string, folder: string): Promise<void> {
+  try {
+    const info = await Deno.stat(path);
+    if (!info.isFile || info.size === 0) return;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    return;
   }
+  let refusal: string | undefined;
+  try {
+    const { DatabaseSync } = await import("node:sqlite");
+    const db = new DatabaseSync(path);
+    try {
+      db.exec("BEGIN IMMEDIATE");
+      db.exec("ROLLBACK");
+    } finally {
+      db.close();
+    }
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    if (/\breadonly database\b/.test(message)) refusal = message;
+  }
+  if (refusal === undefined) return;
+  const unwritable = await unwritableFolder(folder);
+  throw new ConfigError(
+    "KV_PATH",
+    unwritable === undefined
+      ? readOnlyRefusal(
+        path,
+        `SQLite cannot write its -wal or -shm file: "${refusal}"`,
+        "the file, its -wal and -shm files and their folder",
+      )
+      : readOnlyRefusal(
+        path,
+        `its folder cannot be written: ${unwritable}`,
+        `the folder ${folder}`,
+      ),
+  );
 }
 
 /**
@@ -653,33 +673,6 @@ async function refuseForeignDatabase(path: string): Promise<void> {
     "KV_PATH",
     `KV_PATH: ${path} is another program's SQLite database (its tables: ${shown}; none of Deno KV's): the service would add its tables to it and start with none of its payments' records. Check that KV_PATH names this service's store, then start again (leave that file as it is).`,
   );
-}
-
-/** The files of a Deno KV store on disk, each with how a refusal names it. */
-const FILES_OF_A_STORE: readonly (readonly [string, string])[] = [
-  ["", "the file"],
-  ["-wal", "its -wal file"],
-  ["-shm", "its -shm file"],
-];
-
-/**
- * The system's refusal (EACCES) to open the regular file `file` as
- * `options` asks, without its path; `undefined` when it opens, is missing
- * or no regular file, or fails for another reason (left to Deno KV's open).
- */
-async function osDenied(
-  file: string,
-  options: Deno.OpenOptions,
-): Promise<string | undefined> {
-  try {
-    if (!(await Deno.stat(file)).isFile) return undefined;
-    (await Deno.open(file, options)).close();
-    return undefined;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) throw error;
-    if (!(error instanceof Deno.errors.PermissionDenied)) return undefined;
-    return error.message.replace(/:[^:]*$/, "");
-  }
 }
 
 /** The refusal of a `KV_PATH` this process can only read: `why`, and what to make writable. */
