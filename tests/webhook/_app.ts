@@ -34,6 +34,15 @@ export const AUTHORIZED = {
   hold: "pending",
 } as const;
 
+/** `pi_0001` sent as `0xabc` a second before {@linkcode NOW}, its receipt not yet in: a delivery only looks. */
+export const SENT_WAITING = {
+  id: "pi_0001",
+  state: "settling",
+  hold: "pending",
+  settlingSince: NOW - 1000,
+  lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
+} as const;
+
 /** The audience of the test app's Pub/Sub dead-letter route, with {@linkcode withDeadLetterRoute}. */
 export const DEAD_LETTER_AUDIENCE =
   "https://relayer.example.test/v1/pubsub/dead-letter";

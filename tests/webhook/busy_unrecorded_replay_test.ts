@@ -16,24 +16,19 @@
 import assert from "node:assert/strict";
 import { MemoryStore } from "../../mod.ts";
 import { busyWhile } from "./_busy_while.ts";
-import { genericRequest, makeApp, NOW } from "./_app.ts";
+import {
+  AUTHORIZED,
+  genericRequest,
+  makeApp,
+  NOW,
+  SENT_WAITING,
+} from "./_app.ts";
 import { signQStash } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
-const authorized = {
-  id: "pi_0001",
-  state: "authorized",
-  hold: "pending",
-} as const;
-/** Sent, its tx waiting to confirm: a delivery only looks. */
-const waiting = {
-  id: "pi_0001",
-  state: "settling",
-  hold: "pending",
-  settlingSince: NOW - 1000,
-  lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
-} as const;
+const authorized = AUTHORIZED;
+const waiting = SENT_WAITING;
 
 type App = Awaited<ReturnType<typeof makeApp>>["app"];
 

@@ -21,7 +21,7 @@ import { MemoryStore } from "../../mod.ts";
 import { busyWhile } from "./_busy_while.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
-import { makeApp, NOW, OPS } from "./_app.ts";
+import { AUTHORIZED, makeApp, OPS, SENT_WAITING } from "./_app.ts";
 import { lockWrites } from "./_locked_writes.ts";
 import { signQStash } from "./_signing.ts";
 
@@ -76,19 +76,8 @@ async function twoInstances(
   return { memory, on, a, b };
 }
 
-const authorized = {
-  id: "pi_0001",
-  state: "authorized",
-  hold: "pending",
-} as const;
-/** Sent, its tx waiting to confirm: a delivery only looks. */
-const waiting = {
-  id: "pi_0001",
-  state: "settling",
-  hold: "pending",
-  settlingSince: NOW - 1000,
-  lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
-} as const;
+const authorized = AUTHORIZED;
+const waiting = SENT_WAITING;
 
 Deno.test("two instances: a QStash delivery answered busy twice at one, sent again as delivery 100 to the other, drops an authorized payment's job unsent there (the hold pending, nothing sent, QStash's own retries late copies); the first instance refuses it, and a redrive of the letter sends", async () => {
   const { memory, on, a, b } = await twoInstances(authorized, [

@@ -7,20 +7,14 @@
  */
 
 import assert from "node:assert/strict";
-import { genericRequest, makeApp, NOW } from "./_app.ts";
+import { genericRequest, makeApp, NOW, SENT_WAITING } from "./_app.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 import { KvStore } from "../../store/kv.ts";
 import { resendingKv } from "../store/_resending_kv.ts";
 import { BACKENDS } from "../_stores.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const settling = {
-  id: "pi_0001",
-  state: "settling",
-  hold: "pending",
-  settlingSince: NOW - 1000,
-  lastBroadcast: { outcome: "sent", txHash: "0xabc", at: NOW - 1000 },
-} as const;
+const settling = SENT_WAITING;
 
 Deno.test("POST /v1/qstash refuses a replayed request (401), even one claiming 99 retries, and the payment mid-settlement stays as it was", async () => {
   const { app, store } = await makeApp({ intents: [settling] });
