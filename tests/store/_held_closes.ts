@@ -17,6 +17,7 @@ import {
   type AnsweredSocket,
   answeredSocketOption,
 } from "../../store/postgres_socket.ts";
+import { downPort } from "./_down_port.ts";
 
 /** One close the socket held back. */
 export interface HeldClose {
@@ -113,4 +114,27 @@ export function heldCloses(
       Math.random = realRandom;
     },
   };
+}
+
+/**
+ * Two hosts that are down, under `target_session_attrs=primary`, and a
+ * socket at the top of its jitter (each held wait whole).
+ */
+export async function twoHostsDown(): Promise<{
+  ports: number[];
+  answered: HeldCloses;
+  options: {
+    host: string[];
+    port: number[];
+    target_session_attrs: string;
+  };
+}> {
+  const ports = [await downPort(), await downPort()];
+  const answered = heldCloses(2_000, () => 1);
+  const options = {
+    host: ["127.0.0.1", "127.0.0.1"],
+    port: ports,
+    target_session_attrs: "primary",
+  };
+  return { ports, answered, options };
 }

@@ -12,8 +12,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import process from "node:process";
 import type { PostgresSocket } from "../../store/postgres_socket.ts";
-import { downPort } from "./_down_port.ts";
-import { heldCloses } from "./_held_closes.ts";
+import { heldCloses, twoHostsDown } from "./_held_closes.ts";
 
 /** Resolves once `socket` emitted its close, with whether it had an error, and the errors it emitted. */
 function closing(
@@ -38,13 +37,7 @@ function cancelRequest(): Uint8Array {
 }
 
 Deno.test("answeredSocketOption()'s socket counts no cancel's connection in a round in which every host failed: the round's held close comes at the connect that ends it, not one connect sooner", async () => {
-  const ports = [await downPort(), await downPort()];
-  const answered = heldCloses(2_000, () => 1);
-  const options = {
-    host: ["127.0.0.1", "127.0.0.1"],
-    port: ports,
-    target_session_attrs: "primary",
-  };
+  const { answered, options } = await twoHostsDown();
   try {
     // postgres.js's cancel of a query goes to the host in use: refused,
     // it moves the next connect on to the next host, and counts for no
@@ -112,13 +105,7 @@ Deno.test("answeredSocketOption()'s socket takes a connection the client ended f
 });
 
 Deno.test("answeredSocketOption()'s socket, ended by the client while its close is held, hands the close on once, with the connect's error and nothing else, and the next connect goes to the next host", async () => {
-  const ports = [await downPort(), await downPort()];
-  const answered = heldCloses(2_000, () => 1);
-  const options = {
-    host: ["127.0.0.1", "127.0.0.1"],
-    port: ports,
-    target_session_attrs: "primary",
-  };
+  const { ports, answered, options } = await twoHostsDown();
   try {
     await closing(answered.socket(options));
     const last = answered.socket(options);

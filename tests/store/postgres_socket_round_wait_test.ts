@@ -26,7 +26,12 @@ import {
   type PostgresSocket,
 } from "../../store/postgres_socket.ts";
 import { downPort } from "./_down_port.ts";
-import { type HeldClose, type HeldCloses, heldCloses } from "./_held_closes.ts";
+import {
+  type HeldClose,
+  type HeldCloses,
+  heldCloses,
+  twoHostsDown,
+} from "./_held_closes.ts";
 
 Deno.test("answeredSocketOption()'s socket, with two hosts down under target_session_attrs=primary, holds the close that ends a round in which both failed (50 ms, then doubling, at most 1 s, at the top of its jitter), and hands on at once the one that fails within a round", async () => {
   // The top of the jitter: each wait whole.
@@ -211,21 +216,6 @@ Deno.test("answeredSocketOption() refuses a random that is not a function, befor
     },
   );
 });
-
-/**
- * Two hosts that are down, under `target_session_attrs=primary`, and a
- * socket at the top of its jitter (each held wait whole).
- */
-async function twoHostsDown() {
-  const ports = [await downPort(), await downPort()];
-  const answered = heldCloses(2_000, () => 1);
-  const options = {
-    host: ["127.0.0.1", "127.0.0.1"],
-    port: ports,
-    target_session_attrs: "primary",
-  };
-  return { ports, answered, options };
-}
 
 /**
  * A server on each of `ports` (127.0.0.1) that answers each connection
