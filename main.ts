@@ -60,6 +60,7 @@ import {
   quietly,
 } from "./webhook/_local_queue.ts";
 import {
+  serviceSettings,
   unknownSettingLines,
   unreadSettingLines,
 } from "./webhook/_settings.ts";
@@ -1596,7 +1597,9 @@ if (import.meta.main) {
       ...unknownSettingLines(Object.keys(env)),
       ...unreadSettingLines(env),
     ];
-    config = loadConfig(env);
+    // A Cloudflare Worker's settings, which this service never reads, are
+    // named above (with a Worker's refusal) but do not refuse its start.
+    config = loadConfig(serviceSettings(env));
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {

@@ -14,7 +14,11 @@
 import assert from "node:assert/strict";
 import { type Config, loadConfig } from "../webhook/config.ts";
 import { parseDuration } from "../policy/parse_duration.ts";
-import { SETTINGS, unreadSettingLines } from "../webhook/_settings.ts";
+import {
+  serviceSettings,
+  SETTINGS,
+  unreadSettingLines,
+} from "../webhook/_settings.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -231,4 +235,34 @@ Deno.test("docs/routes.md names every setting the start says nothing reads", asy
     named.filter((name) => !paragraph[1]!.includes(`\`${name}\``)),
     [],
   );
+});
+
+Deno.test("the Cloudflare Worker's settings docs/routes.md says the service never refuses are each left out of its start's check, and named with a Worker's refusal", async () => {
+  const doc = (await Deno.readTextFile(new URL("docs/routes.md", ROOT)))
+    .replace(/\s+/g, " ");
+  const sentence =
+    /the Cloudflare Worker's own settings, which the service never reads, as it consumes no Cloudflare queue, and never refuses: (.*?) \(one a Worker refuses, such as `CLOUDFLARE_MAX_RETRIES=3` under `MAX_DELIVERIES` 10, is named with the Worker's refusal, and the service starts/
+      .exec(doc);
+  assert.ok(
+    sentence,
+    "docs/routes.md no longer says the service never refuses the Worker's settings",
+  );
+  const names = [...sentence[1]!.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!);
+  assert.equal(names.length, 5, sentence[1]);
+  for (const name of names) {
+    // "set" is no value a Worker takes: refused by loadConfig, not by the
+    // service's start, and the line gives the Worker's refusal.
+    const env = { ...base, [name]: "set" };
+    assert.throws(() => loadConfig(env), new RegExp(`^ConfigError: ${name} `));
+    loadConfig(serviceSettings(env));
+    assert.match(
+      unreadSettingLines(env).join("\n"),
+      new RegExp(
+        `^relayer: ${name} is set, .*; a Worker given this value refuses to start: ${name} `,
+      ),
+    );
+  }
+  const example = { ...base, CLOUDFLARE_MAX_RETRIES: "3" };
+  assert.throws(() => loadConfig(example), /CLOUDFLARE_MAX_RETRIES is 3/);
+  loadConfig(serviceSettings(example));
 });

@@ -489,7 +489,7 @@ for (const store of STORES) {
 }
 
 Deno.test(
-  "main.ts names a misspelt setting after its start line, and the setting it likely meant, and a setting nothing reads (PUBLIC_URL with no QStash, a Cloudflare Worker's CLOUDFLARE_MESSAGE_RETENTION), rather than start on the default with nothing said",
+  "main.ts names a misspelt setting after its start line, and the setting it likely meant, and a setting nothing reads (PUBLIC_URL with no QStash, a Cloudflare Worker's CLOUDFLARE_MESSAGE_RETENTION, and its CLOUDFLARE_MAX_RETRIES=3 the Worker refuses, which the service does not), rather than start on the default with nothing said",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     const service = start(
@@ -498,6 +498,9 @@ Deno.test(
         MAX_DELIVERY: "3",
         PUBLIC_URL: "https://relayer.example.com",
         CLOUDFLARE_MESSAGE_RETENTION: "96h",
+        // The Worker refuses Cloudflare's default 3 under MAX_DELIVERIES
+        // 10; the service, which never reads it, starts and says so.
+        CLOUDFLARE_MAX_RETRIES: "3",
       },
       { writeDir: dir },
     );
@@ -519,9 +522,13 @@ Deno.test(
       );
       assert.equal(
         lines[3],
+        "relayer: CLOUDFLARE_MAX_RETRIES is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here; a Worker given this value refuses to start: CLOUDFLARE_MAX_RETRIES is 3, so Cloudflare Queues move a job to the dead-letter queue after 4 deliveries, before MAX_DELIVERIES (10): set the consumer's max_retries and CLOUDFLARE_MAX_RETRIES to at least 9, or lower MAX_DELIVERIES",
+      );
+      assert.equal(
+        lines[4],
         "relayer: CLOUDFLARE_MESSAGE_RETENTION is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked all the same)",
       );
-      assert.equal(lines[4], `relayer: listening on ${base}/`);
+      assert.equal(lines[5], `relayer: listening on ${base}/`);
     } finally {
       service.kill();
       await service.ended().catch(() => {});

@@ -7,6 +7,8 @@
  * @module
  */
 
+import { ConfigError, loadConfig } from "./config.ts";
+
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
 export const SETTINGS: ReadonlySet<string> = new Set([
   "BASE",
@@ -139,9 +141,13 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * (off Deno Deploy, whose runtime may open its own database with it).
  * postgres.js's `PGSSL` and `PGSSLNEGOTIATION` never are: the service
  * connects with the TLS `DATABASE_URL` asks for. The
- * `CLOUDFLARE_*` settings are checked, but read only by a Cloudflare
- * Worker's queue handler: the service, whose lines these are, consumes no
- * Cloudflare queue.
+ * `CLOUDFLARE_*` settings are read only by a Cloudflare Worker's queue
+ * handler: the service, whose lines these are, consumes no Cloudflare
+ * queue, and its start does not check them ({@linkcode serviceSettings}).
+ * One that a Worker loading `env` refuses (`loadConfig` throws for it) is
+ * named with the Worker's refusal, word for word; where the service's own
+ * settings are refused first, a check that comes after theirs cannot be
+ * judged, and the line says it is checked once they are taken.
  */
 export function unreadSettingLines(
   env: Readonly<Record<string, string | undefined>>,
@@ -179,13 +185,75 @@ export function unreadSettingLines(
       `relayer: ${name} is set, but the service takes TLS from DATABASE_URL alone (its sslmode and sslnegotiation: docs/postgres.md), so it is ignored`,
     );
   }
+  const service = serviceSettings(env);
+  const serviceRefusal = refusalOf(service);
   for (const name of CLOUDFLARE_ONLY) {
     if (!env[name]) continue;
+    // loadConfig checks each CLOUDFLARE_ setting on its own: with it alone
+    // added, a refusal other than the service's own is the Worker's for it.
+    const refusal = refusalOf({ ...service, [name]: env[name] });
+    const said =
+      `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here`;
     lines.push(
-      `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked all the same)`,
+      refusal === undefined
+        ? `${said} (its value is checked all the same)`
+        : refusal !== serviceRefusal
+        ? `${said}; a Worker given this value refuses to start: ${refusal}`
+        : `${said} (its value is checked once the service's own settings are taken)`,
     );
   }
   return lines;
+}
+
+/** The message of the `ConfigError` `loadConfig(env)` throws, if it does. */
+function refusalOf(
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
+  try {
+    loadConfig(env);
+    return undefined;
+  } catch (error) {
+    if (error instanceof ConfigError) return error.message;
+    throw error;
+  }
+}
+
+/**
+ * `env` without the settings only a Cloudflare Worker reads (the
+ * `CLOUDFLARE_*` ones, its queue handler's): what the service's start
+ * checks, with `loadConfig`. The service consumes no Cloudflare queue, so a
+ * value a Worker refuses is no reason to refuse its start; it is named
+ * instead, with the Worker's refusal ({@linkcode unreadSettingLines}). A
+ * Worker loads its whole environment, and still refuses it.
+ *
+ * @example The service's start, beside a Worker's setting it never reads
+ * ```ts
+ * import { serviceSettings } from "./_settings.ts";
+ * import { loadConfig } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const env = {
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ *   CLOUDFLARE_MAX_RETRIES: "3", // fewer than MAX_DELIVERIES − 1
+ * };
+ * assert.throws(() => loadConfig(env), /CLOUDFLARE_MAX_RETRIES is 3/); // a Worker's start
+ * assert.deepEqual(serviceSettings(env), {
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ * });
+ * assert.equal(loadConfig(serviceSettings(env)).queues.cloudflare, undefined);
+ * ```
+ *
+ * @param env The environment.
+ * @returns A copy of `env` without the `CLOUDFLARE_*` settings.
+ */
+export function serviceSettings(
+  env: Readonly<Record<string, string | undefined>>,
+): Record<string, string | undefined> {
+  const service = { ...env };
+  for (const name of CLOUDFLARE_ONLY) delete service[name];
+  return service;
 }
 
 // postgres.js's own TLS variables, which main.ts overrides with what

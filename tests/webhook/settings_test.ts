@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { loadConfig } from "../../webhook/config.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import {
+  serviceSettings,
   SETTINGS,
   unknownSettingLines,
   unreadSettingLines,
@@ -163,8 +164,12 @@ Deno.test("unreadSettingLines() names each CLOUDFLARE_ setting: checked, but onl
       ...base,
       CLOUDFLARE_MESSAGE_RETENTION: "96h",
       QSTASH_TOKEN: "a-qstash-token",
+      QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+      QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
       PUBLIC_URL: "https://relayer.example.com",
       PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+      PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+      PUBSUB_MIN_BACKOFF: "40s",
     }),
     [line("CLOUDFLARE_MESSAGE_RETENTION")],
   );
@@ -172,6 +177,99 @@ Deno.test("unreadSettingLines() names each CLOUDFLARE_ setting: checked, but onl
   assert.deepEqual(
     unreadSettingLines({ ...base, CLOUDFLARE_MAX_RETRIES: "" }),
     [],
+  );
+});
+
+/** The ConfigError `loadConfig(env)` throws. */
+function refusal(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  assert.fail(`loadConfig took ${JSON.stringify(env)}`);
+}
+
+Deno.test("a CLOUDFLARE_ value a Worker refuses is named, with the Worker's refusal, and the service's start does not check it: the service never reads it", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const refused = (name: string, why: string) =>
+    `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here; a Worker given this value refuses to start: ${why}`;
+  // Each value loadConfig refuses, as a Worker loads it: Cloudflare's
+  // default of 3 retries under MAX_DELIVERIES 10, out of bounds, a plain
+  // number where Wrangler counts seconds, not whole seconds.
+  const cloudflare = {
+    CLOUDFLARE_MAX_RETRIES: "3",
+    CLOUDFLARE_DLQ_MAX_RETRIES: "101",
+    CLOUDFLARE_MESSAGE_RETENTION: "59s",
+    CLOUDFLARE_DLQ_MESSAGE_RETENTION: "1209600",
+    CLOUDFLARE_DELIVERY_DELAY: "1500ms",
+  };
+  for (const [name, value] of Object.entries(cloudflare)) {
+    const env = { ...base, [name]: value };
+    // The Worker's refusal stands, and the line gives it word for word.
+    const error = refusal(env);
+    assert.equal(error.setting, name);
+    assert.deepEqual(unreadSettingLines(env), [refused(name, error.message)]);
+    // The service's start checks what it reads: it starts.
+    assert.deepEqual(serviceSettings(env), base);
+    assert.equal(
+      loadConfig(serviceSettings(env)).webhookSecret,
+      base.WEBHOOK_SECRET,
+    );
+  }
+  // Each named, in the order of the others' lines, when all are set.
+  assert.equal(unreadSettingLines({ ...base, ...cloudflare }).length, 5);
+  // A window the Worker's queue cannot give (its delays at most 12h),
+  // which the Worker refuses as CAP's: named as CLOUDFLARE_MAX_RETRIES's,
+  // the setting that asks for that queue.
+  const long = {
+    ...base,
+    MAX_DELIVERIES: "3",
+    BASE: "24h",
+    CAP: "24h",
+    JITTER: "none",
+    STUCK_AFTER: "30h",
+  };
+  loadConfig(long); // the service's own queues give the window
+  const cap = { ...long, CLOUDFLARE_MAX_RETRIES: "9" };
+  assert.throws(() => loadConfig(cap), /^ConfigError: On Cloudflare Queues/);
+  assert.match(
+    unreadSettingLines(cap)[0]!,
+    /^relayer: CLOUDFLARE_MAX_RETRIES is set, .* a Worker given this value refuses to start: On Cloudflare Queues, .* Lower CAP to 12h or less/,
+  );
+  assert.deepEqual(serviceSettings(cap), long);
+  // The service refused for a setting of its own: a CLOUDFLARE_ value
+  // checked before it is named with the Worker's refusal; one checked
+  // after it cannot be judged until the service's own are taken.
+  const noSender = { WEBHOOK_SECRET: base.WEBHOOK_SECRET };
+  assert.throws(() => loadConfig(noSender), /^ConfigError: SENDER_URL/);
+  assert.deepEqual(
+    unreadSettingLines({ ...noSender, CLOUDFLARE_DLQ_MAX_RETRIES: "101" }),
+    [
+      refused(
+        "CLOUDFLARE_DLQ_MAX_RETRIES",
+        "CLOUDFLARE_DLQ_MAX_RETRIES must be a whole number from 0 to 100: current value is 101",
+      ),
+    ],
+  );
+  assert.deepEqual(
+    unreadSettingLines({ ...noSender, CLOUDFLARE_MAX_RETRIES: "3" }),
+    [
+      "relayer: CLOUDFLARE_MAX_RETRIES is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked once the service's own settings are taken)",
+    ],
+  );
+  // The service's own settings are kept, set or empty; only the Worker's go.
+  assert.deepEqual(
+    serviceSettings({
+      ...base,
+      QSTASH_RETRIES: "",
+      CLOUDFLARE_MAX_RETRIES: "",
+    }),
+    { ...base, QSTASH_RETRIES: "" },
   );
 });
 
