@@ -273,6 +273,33 @@ Deno.test("a CLOUDFLARE_ value a Worker refuses is named, with the Worker's refu
   );
 });
 
+Deno.test("QStash's and Pub/Sub's settings are the service's own: malformed, each refuses its start though its route is off, as it would the start that turns the route on, and the Worker too", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  for (
+    const [name, value] of [
+      ["QSTASH_RETRIES", "101"],
+      ["PUBLIC_URL", "relayer.example.com"],
+      ["PUBSUB_MIN_BACKOFF", "11m"],
+      ["PUBSUB_MAX_DELIVERY_ATTEMPTS", "4"],
+      ["PUBSUB_MESSAGE_RETENTION", "5m"],
+    ]
+  ) {
+    const env = { ...base, [name!]: value! };
+    // Kept by serviceSettings: refused by the service's start.
+    assert.deepEqual(serviceSettings(env), env);
+    assert.throws(() => loadConfig(serviceSettings(env)), (error) => {
+      assert.ok(error instanceof ConfigError);
+      assert.equal(error.setting, name);
+      return true;
+    });
+    // Named as unread after the refusal, so that unsetting it is offered too.
+    assert.equal(unreadSettingLines(env).length, 1, name);
+  }
+});
+
 Deno.test("unreadSettingLines() names DENO_KV_ACCESS_TOKEN with no KV_URL off Deno Deploy: only a KV Connect database reads it", () => {
   const base = {
     SENDER_URL: "http://127.0.0.1:9000",
