@@ -13,8 +13,11 @@
  * still reaches the service gets a 503, both of which the queue retries,
  * deliveries in flight finish (for at most
  * {@linkcode DRAIN_MS}, or {@linkcode DEPLOY_DRAIN_MS} on Deno Deploy), then
- * the store closes and the process exits 0. A second signal exits at once,
- * saying how many deliveries it cut short.
+ * the store closes and the process exits 0. A Deno KV file another program
+ * holds in a write transaction through the drain is left open (closing it
+ * would wait for that lock with no end): the process exits 1, in one line
+ * that names the lock. A second signal exits at once, saying how many
+ * deliveries it cut short.
  *
  * Of the modules the service runs, this file is the only one that touches
  * `Deno.*` (`tests/portable_test.ts` holds the rest to it): it opens the
@@ -138,13 +141,25 @@ export interface Service {
    * Stops taking work (the local queue's new messages are put back, new
    * requests get a 503), waits for the deliveries in flight for at most
    * `timeoutMs`, then closes KV, or closes the PostgreSQL store and ends
-   * its client (a call to the store after that fails at once).
+   * its client (a call to the store after that fails at once). A `KV_PATH`
+   * file is closed once Deno KV answers, within what is left of
+   * `timeoutMs` (at least 500 ms); else it is left open, and
+   * {@linkcode Service.lockedKvPath} names it.
    *
    * @returns How many deliveries were still running when it gave up waiting.
    */
   drain(timeoutMs?: number): Promise<number>;
   /** Stops the queue consumer and closes KV, or closes the PostgreSQL store and ends its client. */
   close(): Promise<void>;
+  /**
+   * The `KV_PATH` file a drain left open, `null` until then (and on any
+   * other store): another program held a write transaction on it through
+   * the drain, Deno KV's SQLite thread waits for that lock with no end
+   * (its deletion of expired keys, the local queue's upkeep), and
+   * `kv.close()` would wait for that thread, the whole process with it.
+   * Nothing ends that wait but the lock's end: the process should exit.
+   */
+  readonly lockedKvPath: string | null;
 }
 
 /**
@@ -153,6 +168,14 @@ export interface Service {
  * cut short is a crash the relayer is built for (write-ahead, lease TTL).
  */
 export const DRAIN_MS = 8_000;
+
+/**
+ * How long a drain waits, at least, for Deno KV's SQLite thread to answer
+ * before it closes KV ({@linkcode kvAnswers}): what is left of the drain,
+ * or this once the deliveries used it all. DRAIN_MS, this and
+ * EXIT_GRACE_MS stay under 10 s.
+ */
+const KV_ANSWER_MS = 500;
 
 /**
  * How long a stop, or a start that failed, waits for the database's sockets
@@ -336,6 +359,43 @@ async function openRemote(open: () => Promise<Deno.Kv>): Promise<Deno.Kv> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Whether Deno KV's SQLite thread answers a commit within `ms`: one that
+ * writes nothing and takes no lock (its check fails: no key has
+ * versionstamp 0), answered at once while the thread is free, even with
+ * the file locked. A thread that met another program's write lock in a
+ * write of its own (the deletion of expired keys, the local queue's
+ * upkeep) retries it with no end, until that lock ends, and answers
+ * nothing: `kv.close()` would wait for it, and block the process.
+ */
+async function kvAnswers(kv: Deno.Kv, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const probe = kv.atomic()
+    .check({ key: ["relayer", "close-probe"], versionstamp: "0".repeat(20) })
+    .commit()
+    .then(() => true, () => true);
+  try {
+    return await Promise.race([
+      probe,
+      new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The line of a stop whose drain left `path` open ({@linkcode Service.lockedKvPath}),
+ * with what it cut short.
+ */
+function lockedAtStop(path: string, left: number): string {
+  return `KV_PATH: ${path} stayed locked by another handle through the drain: a program holds it in a write transaction (sqlite3, a backup tool), and closing KV would wait for it with no end. Exiting without closing it, as a kill would (the store is built for that)${
+    left === 0 ? "" : `; ${cutShort(left)}`
+  }; end that transaction before the next start.`;
 }
 
 async function openKv(config: Config): Promise<Deno.Kv> {
@@ -1236,6 +1296,7 @@ export async function openService(
   });
 
   let draining = false;
+  let lockedKvPath: string | null = null;
   let requeueTimer: ReturnType<typeof setInterval> | undefined;
   const inFlight = new Set<Promise<unknown>>();
   function track<T>(work: Promise<T>): Promise<T> {
@@ -1369,6 +1430,9 @@ export async function openService(
     get inFlight() {
       return inFlight.size;
     },
+    get lockedKvPath() {
+      return lockedKvPath;
+    },
     fetch(request, info) {
       if (draining) {
         return Promise.resolve(
@@ -1408,6 +1472,22 @@ export async function openService(
       await Promise.race([Promise.allSettled([...inFlight]), waited]);
       clearTimeout(timer);
       const left = inFlight.size;
+      // A file another program may hold locked: closed only once Deno KV's
+      // thread answers, within what is left of the drain (at least
+      // KV_ANSWER_MS), else left open for the process's exit to end.
+      const file = "path" in config.kv && config.kv.path !== ":memory:"
+        ? config.kv.path
+        : null;
+      if (
+        kv && file !== null &&
+        !await kvAnswers(
+          kv,
+          Math.max(KV_ANSWER_MS, timeoutMs - (performance.now() - started)),
+        )
+      ) {
+        lockedKvPath = file;
+        return left;
+      }
       kv?.close();
       // Within the same budget: the connections get what is left of it
       // (none once the deliveries ran out of time: their queries are cut,
@@ -1687,6 +1767,13 @@ if (import.meta.main) {
       `relayer: ${signal}: draining (at most ${formatDuration(drainMs)})`,
     );
     const left = await running.drain(drainMs);
+    if (running.lockedKvPath !== null) {
+      // Nothing ends Deno KV's wait for that lock: this exit does, at
+      // once (the deliveries still running wait on the lock too).
+      stdout.flush();
+      console.error(`relayer: ${lockedAtStop(running.lockedKvPath, left)}`);
+      Deno.exit(1);
+    }
     const closed = running.kv ? "KV closed" : "PostgreSQL connections closed";
     stdout.line(
       left === 0

@@ -1,0 +1,149 @@
+/**
+ * `main.ts` stopped (SIGTERM) while another program holds a write
+ * transaction open on its Deno KV file (`sqlite3` with `BEGIN IMMEDIATE`
+ * left open, a backup tool). Deno KV's SQLite thread, once one of its own
+ * writes (the deletion of expired keys, the local queue's upkeep) meets
+ * that lock, waits for it with no end, and `kv.close()` waits for that
+ * thread: the drain still ends the process within the 10 s a platform
+ * gives, with one line that names the lock, not a process that outlives
+ * SIGTERM until a SIGKILL.
+ */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { assertOneLine, healthy, startMain } from "./_main_process.ts";
+import { timeout } from "./_timeout.ts";
+import { hmacSignature } from "../webhook/_auth.ts";
+
+const SETTINGS = {
+  SENDER_URL: "http://127.0.0.1:9/",
+  WEBHOOK_SECRET: "drain-locked-secret-0123456789",
+};
+
+/** How long the process may take to end after SIGTERM: a platform's usual grace. */
+const STOPPED_WITHIN_MS = 10_000;
+
+/** How long the test waits for the end before it says the process outlived SIGTERM. */
+const GIVE_UP_MS = 16_000;
+
+/**
+ * A store at `path` holding keys that expire one every second for the next
+ * minute: whenever a lock is taken on it, Deno KV's deletion of expired
+ * keys meets it within about 2 s (a second apart, with up to 1 s of jitter).
+ */
+async function storeWithExpiringKeys(path: string): Promise<void> {
+  const kv = await Deno.openKv(path);
+  try {
+    for (let i = 1; i <= 60; i++) {
+      await kv.set(["test", "expires", i], i, { expireIn: i * 1_000 });
+    }
+  } finally {
+    kv.close();
+  }
+}
+
+/** Delivery 1 of `intentId`'s settle job, signed for the generic route now. */
+function signedDelivery(base: string, intentId: string): Promise<Response> {
+  const body = JSON.stringify({
+    job: { intentId, kind: "settle" },
+    delivery: 1,
+  });
+  return fetch(`${base}/v1/deliveries`, {
+    method: "POST",
+    body,
+    headers: {
+      "x-signature": hmacSignature(
+        SETTINGS.WEBHOOK_SECRET,
+        body,
+        Math.floor(Date.now() / 1000),
+      ),
+    },
+  });
+}
+
+const CASES = [
+  { name: "", env: {}, delivery: false },
+  // A delivery the lock holds up: the drain waits its 8 s for it, then
+  // the close's own wait, still within the 10 s.
+  {
+    name: " with KV_QUEUE=1 and a delivery in flight",
+    env: { KV_QUEUE: "1" },
+    delivery: true,
+  },
+];
+
+for (const { name, env, delivery } of CASES) {
+  Deno.test(
+    `main.ts${name} ends within 10 s of SIGTERM, in one line that names the lock, while another program holds a write transaction on its Deno KV file`,
+    timeout(30_000, async (_t, signal) => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_drain_locked_" });
+      const path = `${dir}/relayer.kv`;
+      await storeWithExpiringKeys(path);
+      const service = startMain({ ...SETTINGS, ...env, KV_PATH: path }, {
+        writeDir: dir,
+      });
+      signal.addEventListener("abort", service.kill);
+      let db: DatabaseSync | undefined;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let answer: Promise<unknown> | undefined;
+      try {
+        const base = await service.base();
+        assert.ok(base, "main.ts ended before it served");
+        await healthy(base);
+        // `sqlite3 relayer.kv`, `BEGIN IMMEDIATE;` and a write, left open.
+        db = new DatabaseSync(path);
+        db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+        // Deno KV's deletion of the next expired key now waits on the lock.
+        await new Promise((resolve) => setTimeout(resolve, 2_500));
+        if (delivery) {
+          answer = signedDelivery(base, "pi_locked").then(
+            (res) => res.body?.cancel(),
+            () => {},
+          );
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        }
+        const sentAt = performance.now();
+        service.child.kill("SIGTERM");
+        const ended = await Promise.race([
+          service.ended(),
+          new Promise<null>((resolve) => {
+            timer = setTimeout(() => resolve(null), GIVE_UP_MS);
+          }),
+        ]);
+        const tookMs = Math.round(performance.now() - sentAt);
+        assert.ok(
+          ended !== null,
+          `main.ts still ran ${GIVE_UP_MS / 1000} s after SIGTERM`,
+        );
+        const { code, stdout, stderr } = ended;
+        assert.ok(
+          tookMs < STOPPED_WITHIN_MS,
+          `ended ${tookMs} ms after SIGTERM\n${stdout}\n${stderr}`,
+        );
+        assert.equal(code, 1, `${stdout}\n${stderr}`);
+        assert.match(stdout, /relayer: SIGTERM: draining \(at most 8s\)/);
+        assert.doesNotMatch(stdout, /KV closed/);
+        assertOneLine(
+          stderr,
+          new RegExp(
+            `^relayer: KV_PATH: ${path} stayed locked by another handle through the drain: a program holds it in a write transaction \\(sqlite3, a backup tool\\), and closing KV would wait for it with no end\\. Exiting without closing it, as a kill would \\(the store is built for that\\)${
+              delivery
+                ? "; 1 delivery still running was cut short \\(their leases expire and the queue redelivers\\)"
+                : ""
+            }; end that transaction before the next start\\.$`,
+          ),
+        );
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", service.kill);
+        service.kill();
+        await service.ended().catch(() => {});
+        await answer;
+        if (db?.isOpen) {
+          db.exec("ROLLBACK");
+          db.close();
+        }
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  );
+}
