@@ -147,3 +147,54 @@ for (const { name, env, delivery } of CASES) {
     }),
   );
 }
+
+Deno.test(
+  "main.ts drains as ever, exit 0 and KV closed, under a lock that Deno KV's own upkeep has not met: its delivery finishes (the write refused as locked)",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_drain_locked_" });
+    const path = `${dir}/relayer.kv`;
+    // No key expires: Deno KV's next deletion of expired keys is a minute away.
+    const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+      writeDir: dir,
+    });
+    signal.addEventListener("abort", service.kill);
+    let db: DatabaseSync | undefined;
+    let answer: Promise<number | null> | undefined;
+    try {
+      const base = await service.base();
+      assert.ok(base, "main.ts ended before it served");
+      await healthy(base);
+      db = new DatabaseSync(path);
+      db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+      answer = signedDelivery(base, "pi_free").then(async (res) => {
+        await res.body?.cancel();
+        return res.status;
+      }, () => null);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const sentAt = performance.now();
+      service.child.kill("SIGTERM");
+      const { code, stdout, stderr } = await service.ended();
+      const tookMs = Math.round(performance.now() - sentAt);
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      assert.match(stdout, /relayer: drained; KV closed/);
+      assert.equal(stderr, "");
+      // The delivery's write waited its 5 s on the lock, was refused, and
+      // the delivery answered before the exit: the queue retries it.
+      assert.equal(await answer, 503);
+      assert.ok(
+        tookMs >= 3_000 && tookMs < STOPPED_WITHIN_MS,
+        `ended ${tookMs} ms after SIGTERM, not once the delivery ended`,
+      );
+    } finally {
+      signal.removeEventListener("abort", service.kill);
+      service.kill();
+      await service.ended().catch(() => {});
+      await answer;
+      if (db?.isOpen) {
+        db.exec("ROLLBACK");
+        db.close();
+      }
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
