@@ -155,7 +155,7 @@ export interface Service {
    * The `KV_PATH` file a drain left open, `null` until then (and on any
    * other store): another program held a write transaction on it through
    * the drain, Deno KV's SQLite thread waits for that lock with no end
-   * (its deletion of expired keys, the local queue's upkeep), and
+   * (its deletion of expired keys, due at least once a minute), and
    * `kv.close()` would wait for that thread, the whole process with it.
    * Nothing ends that wait but the lock's end: the process should exit.
    */
@@ -366,8 +366,8 @@ async function openRemote(open: () => Promise<Deno.Kv>): Promise<Deno.Kv> {
  * writes nothing and takes no lock (its check fails: no key has
  * versionstamp 0), answered at once while the thread is free, even with
  * the file locked. A thread that met another program's write lock in a
- * write of its own (the deletion of expired keys, the local queue's
- * upkeep) retries it with no end, until that lock ends, and answers
+ * write of its own (its deletion of expired keys, due at least once a
+ * minute) retries it with no end, until that lock ends, and answers
  * nothing: `kv.close()` would wait for it, and block the process.
  */
 async function kvAnswers(kv: Deno.Kv, ms: number): Promise<boolean> {

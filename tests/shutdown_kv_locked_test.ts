@@ -2,7 +2,7 @@
  * `main.ts` stopped (SIGTERM) while another program holds a write
  * transaction open on its Deno KV file (`sqlite3` with `BEGIN IMMEDIATE`
  * left open, a backup tool). Deno KV's SQLite thread, once one of its own
- * writes (the deletion of expired keys, the local queue's upkeep) meets
+ * writes (the deletion of expired keys, due at least once a minute) meets
  * that lock, waits for it with no end, and `kv.close()` waits for that
  * thread: the drain still ends the process within the 10 s a platform
  * gives, with one line that names the lock, not a process that outlives
