@@ -671,7 +671,9 @@ async function refuseOthersFiles(path: string, folder: string): Promise<void> {
  * something beside it: Deno KV writes a new store's first page at once, so
  * the file was cut short, and the records since its last checkpoint (all
  * of them, before the first) are in the `-wal`, which SQLite would drop,
- * reading the empty file as a new database.
+ * reading the empty file as a new database. Another instance making a new
+ * store at once is not one: read in that order, the file has its first
+ * page by the time its -wal holds anything.
  */
 async function refuseCutShort(path: string): Promise<void> {
   const size = async (file: string) => {
@@ -683,9 +685,12 @@ async function refuseCutShort(path: string): Promise<void> {
       return undefined;
     }
   };
-  if (await size(path) !== 0) return;
+  // The -wal first: an instance making a new store at this moment writes
+  // the file's first page before it makes its -wal, so a -wal that holds
+  // something beside a file still empty after it is no new store's.
   const wal = await size(`${path}-wal`);
   if (wal === undefined || wal === 0) return;
+  if (await size(path) !== 0) return;
   throw new ConfigError(
     "KV_PATH",
     `KV_PATH: ${path} is empty (0 bytes) and its -wal file holds ${wal} bytes: the file was cut short, and its records may be in the -wal. Keep both files as they are (they may hold every payment's record), restore the store from a backup, then start again.`,
