@@ -171,7 +171,7 @@ export const DRAIN_MS = 8_000;
 
 /**
  * How long a drain waits, at least, for Deno KV's SQLite thread to answer
- * before it closes KV ({@linkcode kvAnswers}): what is left of the drain,
+ * before it closes KV ({@linkcode probeKv}): what is left of the drain,
  * or this once the deliveries used it all. DRAIN_MS, this and
  * EXIT_GRACE_MS stay under 10 s.
  */
@@ -362,25 +362,30 @@ async function openRemote(open: () => Promise<Deno.Kv>): Promise<Deno.Kv> {
 }
 
 /**
- * Whether Deno KV's SQLite thread answers a commit within `ms`: one that
- * writes nothing and takes no lock (its check fails: no key has
- * versionstamp 0), answered at once while the thread is free, even with
- * the file locked. A thread that met another program's write lock in a
- * write of its own (its deletion of expired keys, due at least once a
+ * What Deno KV answered, within `ms`, a commit that writes nothing and
+ * takes no lock (its check fails: no key has versionstamp 0): `null` if it
+ * did not answer in time, else `{ error }`, the error it threw (a store it
+ * opened read-only refuses the commit before it reads the check), or
+ * `undefined`. Its SQLite thread answers at once while it is free, even
+ * with the file locked; a thread that met another program's write lock
+ * in a write of its own (its deletion of expired keys, due at least once a
  * minute) retries it with no end, until that lock ends, and answers
  * nothing: `kv.close()` would wait for it, and block the process.
  */
-async function kvAnswers(kv: Deno.Kv, ms: number): Promise<boolean> {
+async function probeKv(
+  kv: Deno.Kv,
+  ms: number,
+): Promise<{ readonly error: unknown } | null> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const probe = kv.atomic()
-    .check({ key: ["relayer", "close-probe"], versionstamp: "0".repeat(20) })
+    .check({ key: ["relayer", "probe"], versionstamp: "0".repeat(20) })
     .commit()
-    .then(() => true, () => true);
+    .then(() => ({ error: undefined }), (error: unknown) => ({ error }));
   try {
     return await Promise.race([
       probe,
-      new Promise<false>((resolve) => {
-        timer = setTimeout(() => resolve(false), ms);
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), ms);
       }),
     ]);
   } finally {
@@ -573,41 +578,24 @@ function lockedRefusal(path: string, why: string): string {
  * refusal.
  */
 async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
-  let refusal: string | undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const probe = kv.atomic()
-    .check({ key: ["relayer", "write-probe"], versionstamp: "0".repeat(20) })
-    .commit();
-  probe.catch(() => {});
-  try {
-    const answered = await Promise.race([
-      probe.then(() => true),
-      new Promise<false>((resolve) => {
-        timer = setTimeout(() => resolve(false), LOCKED_AT_START_MS);
-      }),
-    ]);
-    if (!answered) {
-      // Not closed: a close waits for the probe, which waits for the lock.
-      throw new ConfigError(
-        "KV_PATH",
-        lockedRefusal(path, "a write waited for it with no answer"),
-      );
-    }
-  } catch (error) {
-    if (error instanceof ConfigError) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    if (!/\bread-?only\b/i.test(message)) throw error;
-    refusal = message;
-  } finally {
-    clearTimeout(timer);
+  const probe = await probeKv(kv, LOCKED_AT_START_MS);
+  if (probe === null) {
+    // Not closed: a close waits for the probe, which waits for the lock.
+    throw new ConfigError(
+      "KV_PATH",
+      lockedRefusal(path, "a write waited for it with no answer"),
+    );
   }
-  if (refusal === undefined) return;
+  const { error } = probe;
+  if (error === undefined) return;
+  const message = error instanceof Error ? error.message : String(error);
+  if (!/\bread-?only\b/i.test(message)) throw error;
   kv.close();
   throw new ConfigError(
     "KV_PATH",
     readOnlyRefusal(
       path,
-      `Deno KV opened it read-only: "${refusal}"`,
+      `Deno KV opened it read-only: "${message}"`,
       "the file, its -wal and -shm files and their folder",
     ),
   );
@@ -626,13 +614,7 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
  * any other failure, are left to Deno KV's open, which says why.
  */
 async function refuseOthersFiles(path: string, folder: string): Promise<void> {
-  try {
-    const info = await Deno.stat(path);
-    if (!info.isFile || info.size === 0) return;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) throw error;
-    return;
-  }
+  if (!await sizeOf(path)) return;
   let refusal: string | undefined;
   try {
     const { DatabaseSync } = await import("node:sqlite");
@@ -676,25 +658,31 @@ async function refuseOthersFiles(path: string, folder: string): Promise<void> {
  * page by the time its -wal holds anything.
  */
 async function refuseCutShort(path: string): Promise<void> {
-  const size = async (file: string) => {
-    try {
-      const info = await Deno.stat(file);
-      return info.isFile ? info.size : undefined;
-    } catch (error) {
-      if (error instanceof Deno.errors.NotCapable) throw error;
-      return undefined;
-    }
-  };
   // The -wal first: an instance making a new store at this moment writes
   // the file's first page before it makes its -wal, so a -wal that holds
   // something beside a file still empty after it is no new store's.
-  const wal = await size(`${path}-wal`);
-  if (wal === undefined || wal === 0) return;
-  if (await size(path) !== 0) return;
+  const wal = await sizeOf(`${path}-wal`);
+  if (!wal) return;
+  if (await sizeOf(path) !== 0) return;
   throw new ConfigError(
     "KV_PATH",
     `KV_PATH: ${path} is empty (0 bytes) and its -wal file holds ${wal} bytes: the file was cut short, and its records may be in the -wal. Keep both files as they are (they may hold every payment's record), restore the store from a backup, then start again.`,
   );
+}
+
+/**
+ * The size of the file at `path`, or `undefined` where there is none (or
+ * something else: a folder, a FIFO). Deno's refusal to read there is
+ * thrown, for the start's permission refusal to name it.
+ */
+async function sizeOf(path: string): Promise<number | undefined> {
+  try {
+    const info = await Deno.stat(path);
+    return info.isFile ? info.size : undefined;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    return undefined;
+  }
 }
 
 /** The tables Deno KV keeps its store in: a file with one is a store. */
@@ -709,13 +697,7 @@ const DENO_KV_TABLES = ["kv", "migration_state"];
  * as SQLite is left to Deno KV's open, which says why.
  */
 async function refuseForeignDatabase(path: string): Promise<void> {
-  try {
-    const info = await Deno.stat(path);
-    if (!info.isFile || info.size === 0) return;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) throw error;
-    return;
-  }
+  if (!await sizeOf(path)) return;
   let names: string[];
   try {
     const { DatabaseSync } = await import("node:sqlite");
@@ -1485,10 +1467,10 @@ export async function openService(
         : null;
       if (
         kv && file !== null &&
-        !await kvAnswers(
-          kv,
-          Math.max(KV_ANSWER_MS, timeoutMs - (performance.now() - started)),
-        )
+        await probeKv(
+            kv,
+            Math.max(KV_ANSWER_MS, timeoutMs - (performance.now() - started)),
+          ) === null
       ) {
         lockedKvPath = file;
         return left;
