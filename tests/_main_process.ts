@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import { startArgs } from "../support/start_args.ts";
+import { hmacSignature } from "../webhook/_auth.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
@@ -196,4 +197,26 @@ export function assertOneLine(stderr: string, pattern: RegExp): void {
   assert.equal(lines.length, 1, stderr);
   assert.match(lines[0]!, pattern);
   assert.doesNotMatch(stderr, /\n\s+at /, "no stack");
+}
+
+/**
+ * Delivery 1 of `intentId`'s settle job, posted to the generic route of the
+ * service at `base`, signed with `secret` now.
+ */
+export function signedDelivery(
+  base: string,
+  secret: string,
+  intentId: string,
+): Promise<Response> {
+  const body = JSON.stringify({
+    job: { intentId, kind: "settle" },
+    delivery: 1,
+  });
+  return fetch(`${base}/v1/deliveries`, {
+    method: "POST",
+    body,
+    headers: {
+      "x-signature": hmacSignature(secret, body, Math.floor(Date.now() / 1000)),
+    },
+  });
 }

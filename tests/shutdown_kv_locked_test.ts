@@ -10,9 +10,13 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { assertOneLine, healthy, startMain } from "./_main_process.ts";
+import {
+  assertOneLine,
+  healthy,
+  signedDelivery,
+  startMain,
+} from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
-import { hmacSignature } from "../webhook/_auth.ts";
 
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -39,25 +43,6 @@ async function storeWithExpiringKeys(path: string): Promise<void> {
   } finally {
     kv.close();
   }
-}
-
-/** Delivery 1 of `intentId`'s settle job, signed for the generic route now. */
-function signedDelivery(base: string, intentId: string): Promise<Response> {
-  const body = JSON.stringify({
-    job: { intentId, kind: "settle" },
-    delivery: 1,
-  });
-  return fetch(`${base}/v1/deliveries`, {
-    method: "POST",
-    body,
-    headers: {
-      "x-signature": hmacSignature(
-        SETTINGS.WEBHOOK_SECRET,
-        body,
-        Math.floor(Date.now() / 1000),
-      ),
-    },
-  });
 }
 
 const CASES = [
@@ -95,10 +80,11 @@ for (const { name, env, delivery } of CASES) {
         // Deno KV's deletion of the next expired key now waits on the lock.
         await new Promise((resolve) => setTimeout(resolve, 2_500));
         if (delivery) {
-          answer = signedDelivery(base, "pi_locked").then(
-            (res) => res.body?.cancel(),
-            () => {},
-          );
+          answer = signedDelivery(base, SETTINGS.WEBHOOK_SECRET, "pi_locked")
+            .then(
+              (res) => res.body?.cancel(),
+              () => {},
+            );
           await new Promise((resolve) => setTimeout(resolve, 300));
         }
         const sentAt = performance.now();
@@ -166,10 +152,13 @@ Deno.test(
       await healthy(base);
       db = new DatabaseSync(path);
       db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
-      answer = signedDelivery(base, "pi_free").then(async (res) => {
-        await res.body?.cancel();
-        return res.status;
-      }, () => null);
+      answer = signedDelivery(base, SETTINGS.WEBHOOK_SECRET, "pi_free").then(
+        async (res) => {
+          await res.body?.cancel();
+          return res.status;
+        },
+        () => null,
+      );
       await new Promise((resolve) => setTimeout(resolve, 300));
       const sentAt = performance.now();
       service.child.kill("SIGTERM");

@@ -8,16 +8,17 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
-import { hmacSignature } from "../webhook/_auth.ts";
 import postgres from "postgres";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
 import { startArgs } from "../support/start_args.ts";
+import { hmacSignature } from "../webhook/_auth.ts";
 import {
   baseEnv,
   healthy,
   listeningOn,
   type MainProcess,
+  signedDelivery,
   startMain,
 } from "./_main_process.ts";
 
@@ -51,21 +52,6 @@ function slowSigner(holdMs: number) {
 }
 
 const SECRET = "shutdown-secret-0123456789";
-
-/** Delivery 1 of `intentId`'s settle job, signed for the generic route now. */
-function signedDelivery(base: string, intentId: string): Promise<Response> {
-  const body = JSON.stringify({
-    job: { intentId, kind: "settle" },
-    delivery: 1,
-  });
-  return fetch(`${base}/v1/deliveries`, {
-    method: "POST",
-    body,
-    headers: {
-      "x-signature": hmacSignature(SECRET, body, Math.floor(Date.now() / 1000)),
-    },
-  });
-}
 
 /**
  * `main.ts` on KV in a temp dir, with a signer whose sends take `holdMs` (1.5 s) and
@@ -174,7 +160,7 @@ Deno.test(
         "pi_deploy",
         signal,
         async ({ service, signer, base }) => {
-          const inFlight = signedDelivery(base, "pi_deploy").then(
+          const inFlight = signedDelivery(base, SECRET, "pi_deploy").then(
             (r) => r.body?.cancel(),
             () => {},
           );
@@ -207,7 +193,7 @@ Deno.test(
         "pi_answered",
         signal,
         async ({ service, signer, base }) => {
-          const inFlight = signedDelivery(base, "pi_answered");
+          const inFlight = signedDelivery(base, SECRET, "pi_answered");
           await signer.firstStarted; // the delivery is mid-send
           service.child.kill("SIGTERM");
           const answer = await inFlight;
@@ -231,7 +217,7 @@ Deno.test(
         "pi_twice",
         signal,
         async ({ service, signer, base }) => {
-          const inFlight = signedDelivery(base, "pi_twice").then(
+          const inFlight = signedDelivery(base, SECRET, "pi_twice").then(
             (r) => r.body?.cancel(),
             () => {},
           );
@@ -265,7 +251,7 @@ Deno.test(
         "pi_group",
         signal,
         async ({ service, signer, base }) => {
-          const inFlight = signedDelivery(base, "pi_group").then(
+          const inFlight = signedDelivery(base, SECRET, "pi_group").then(
             (r) => r.body?.cancel(),
             () => {},
           );
