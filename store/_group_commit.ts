@@ -48,6 +48,10 @@
  *   written. Halving would only repeat the refusal, so every operation of
  *   the group gets it at once, worded for an operator (what is wrong,
  *   what to do) and marked as nothing written (`_not_written.ts`);
+ * - a SQLite file found damaged ("database disk image is malformed",
+ *   "file is not a database") fails the commit with an error worded for an
+ *   operator (`_damaged_file.ts`), its outcome unknown: every operation of
+ *   the group gets it, none is halved or tried again;
  * - any other error (the handle closed, the connection to a remote KV
  *   lost) leaves the outcome unknown, as it would for each operation
  *   alone: every operation of the group gets that error.
@@ -70,6 +74,7 @@
 
 import type { KvAtomic, KvKey, KvLike } from "./kv.ts";
 import { notWritten } from "./_not_written.ts";
+import { damagedFile } from "./_damaged_file.ts";
 
 /** How many commits may be in flight at once; the rest wait and group. */
 export const IN_FLIGHT = 1;
@@ -352,7 +357,7 @@ export class GroupCommit {
         (attempt === 1 ? atomic : this.#build(group)).commit()
       );
     } catch (error) {
-      throw fileRefusal(error) ?? error;
+      throw fileRefusal(error) ?? damagedFile(error, "write") ?? error;
     }
   }
 

@@ -37,6 +37,7 @@
  */
 
 import type { KvEntryMaybe, KvKey, KvLike } from "./kv.ts";
+import { damagedFile } from "./_damaged_file.ts";
 
 /**
  * How many `getMany` calls may be in flight before reads wait to go
@@ -157,6 +158,10 @@ export class GroupRead {
 
   /** One `getMany` of its own; a synchronous throw becomes a rejection. */
   async #alone(keys: readonly KvKey[]): Promise<Entries> {
-    return await this.#kv.getMany(keys);
+    try {
+      return await this.#kv.getMany(keys);
+    } catch (error) {
+      throw damagedFile(error, "read") ?? error;
+    }
   }
 }

@@ -51,6 +51,7 @@ import { assertOptionNames, show } from "../policy/_validate.ts";
 import { BusyError } from "./busy_error.ts";
 import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
+import { damagedFile } from "./_damaged_file.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
@@ -1617,23 +1618,27 @@ export class KvStore implements Store {
     let listed = 0;
     let end: PageEnd | null = null;
     let more = false;
-    for await (
-      const entry of this.#kv.list(selector, { limit: limit + 2 })
-    ) {
-      const [inverted, jobId] = entry.key.slice(-2);
-      if (
-        after !== null && jobId === after.jobId &&
-        inverted === Number.MAX_SAFE_INTEGER - after.poisonedAt
-      ) continue;
-      if (listed === limit) {
-        more = true;
-        break;
+    try {
+      for await (
+        const entry of this.#kv.list(selector, { limit: limit + 2 })
+      ) {
+        const [inverted, jobId] = entry.key.slice(-2);
+        if (
+          after !== null && jobId === after.jobId &&
+          inverted === Number.MAX_SAFE_INTEGER - after.poisonedAt
+        ) continue;
+        if (listed === limit) {
+          more = true;
+          break;
+        }
+        listed++;
+        if (typeof inverted === "number" && typeof jobId === "string") {
+          end = { poisonedAt: Number.MAX_SAFE_INTEGER - inverted, jobId };
+        }
+        if (typeof entry.value === "string") jobIds.push(entry.value);
       }
-      listed++;
-      if (typeof inverted === "number" && typeof jobId === "string") {
-        end = { poisonedAt: Number.MAX_SAFE_INTEGER - inverted, jobId };
-      }
-      if (typeof entry.value === "string") jobIds.push(entry.value);
+    } catch (error) {
+      throw damagedFile(error, "read") ?? error;
     }
     const items: StoredDeadLetter[] = [];
     for (let i = 0; i < jobIds.length; i += 10) {

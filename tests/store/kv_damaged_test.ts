@@ -1,0 +1,156 @@
+/**
+ * KvStore on a Deno KV file damaged under it: pages of the SQLite file
+ * overwritten while the handle is open. SQLite answers every read and
+ * write "database disk image is malformed" (SQLITE_CORRUPT); the store
+ * words it for an operator (the file is damaged: stop the service, keep
+ * the file and its -wal, restore it or recover its rows) and leaves a
+ * write's outcome unknown, never "nothing written".
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { KvStore } from "../../store/kv.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { createApp } from "../../webhook/app.ts";
+import { ScriptedSender } from "../../mod.ts";
+import { genericRequest, NOW, OPS, SECRET, STACK } from "../webhook/_app.ts";
+
+/** Writes `length` bytes of `byte` at `offset` of the file at `path`. */
+function overwrite(
+  path: string,
+  offset: number,
+  length: number,
+  byte: number,
+): void {
+  using file = Deno.openSync(path, { read: true, write: true });
+  file.seekSync(offset, Deno.SeekMode.Start);
+  file.writeSync(new Uint8Array(length).fill(byte));
+}
+
+const WHAT_TO_DO =
+  / Stop the service, keep the file and its -wal as they are, and restore the store from a backup or recover its rows \(sqlite3 <the file> \.recover\)\.$/;
+
+Deno.test("KvStore on a Deno KV file damaged under it: reads and writes say the file is damaged and what to do, and a write's outcome stays unknown", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_damaged_" });
+  const path = `${dir}/relayer.kv`;
+  try {
+    // A store of a few hundred records, closed (its WAL checkpointed into
+    // the file), then opened again and its pages overwritten under it.
+    const seed = await Deno.openKv(path);
+    for (let i = 0; i < 200; i++) {
+      await seed.set(["relayer", "seed", i], "x".repeat(500));
+    }
+    seed.close();
+    const kv = await Deno.openKv(path);
+    try {
+      const store = new KvStore(kv);
+      overwrite(path, 2 * 4096, 3 * 4096, 0xab);
+      for (
+        const read of [
+          () => store.getIntent("pi_1"),
+          () => store.listDeadLetters({}),
+        ]
+      ) {
+        await assert.rejects(read(), (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot read Deno KV as its SQLite file is damaged \(SQLite: "database disk image is malformed"\): Stop/,
+          );
+          assert.match(error.message, WHAT_TO_DO);
+          return true;
+        });
+      }
+      const writes = [
+        store.createIntent({ id: "pi_2", state: "authorized" }),
+        store.createIntent({ id: "pi_3", state: "authorized" }),
+      ];
+      for (const write of writes) {
+        await assert.rejects(write, (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot write to Deno KV as its SQLite file is damaged \(SQLite: "database disk image is malformed"\): the write may have landed, in whole or in part\./,
+          );
+          assert.match(error.message, WHAT_TO_DO);
+          assert.equal(isNotWritten(error), false, "its outcome is unknown");
+          return true;
+        });
+      }
+    } finally {
+      kv.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("createApp() over KvStore on a Deno KV file damaged under it: /readyz not ready and a delivery 503, nothing sent, each logged whole with what to do", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_damaged_" });
+  const path = `${dir}/relayer.kv`;
+  try {
+    const seed = await Deno.openKv(path);
+    for (let i = 0; i < 200; i++) {
+      await seed.set(["relayer", "seed", i], "x".repeat(500));
+    }
+    await new KvStore(seed).createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    seed.close();
+    const kv = await Deno.openKv(path);
+    try {
+      const store = new KvStore(kv);
+      const lines: string[] = [];
+      let sends = 0;
+      const scripted = new ScriptedSender({
+        pi_0001: { sends: [{ txHash: `0x${"ab".repeat(32)}` }] },
+      });
+      const app = createApp({
+        store,
+        sender: {
+          send: (...args) => (sends++, scripted.send(...args)),
+          receipt: (hash) => scripted.receipt(hash),
+        },
+        opsToken: OPS,
+        webhookSecret: SECRET,
+        now: () => NOW,
+        random: () => 0,
+        log: (line) => lines.push(line),
+      });
+      overwrite(path, 2 * 4096, 3 * 4096, 0xab);
+      const ready = await app.request("/readyz");
+      assert.equal(ready.status, 503);
+      await ready.body?.cancel();
+      const delivered = await app.request(
+        "/v1/deliveries",
+        await genericRequest(JSON.stringify({
+          job: { intentId: "pi_0001", kind: "settle" },
+          delivery: 1,
+        })),
+      );
+      assert.equal(delivered.status, 503, "a retry, never an ack");
+      await delivered.body?.cancel();
+      assert.equal(sends, 0);
+      assert.ok(
+        lines.some((line) =>
+          /^relayer not ready: the store failed a read: Error: Cannot read Deno KV as its SQLite file is damaged \(SQLite: "database disk image is malformed"\): Stop the service, .*\(sqlite3 <the file> \.recover\)\.$/
+            .test(line)
+        ),
+        lines.join("\n"),
+      );
+      assert.ok(
+        lines.some((line) =>
+          /failed unexpectedly: Error: Cannot (?:read|write to) Deno KV as its SQLite file is damaged .*\(sqlite3 <the file> \.recover\)\.$/
+            .test(line)
+        ),
+        lines.join("\n"),
+      );
+      for (const line of lines) assert.doesNotMatch(line, STACK);
+    } finally {
+      kv.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
