@@ -649,11 +649,12 @@ async function refuseOthersFiles(path: string, folder: string): Promise<void> {
 }
 
 /**
- * Refuses a store file cut to 0 bytes with a `-wal` file that holds
- * something beside it: Deno KV writes a new store's first page at once, so
- * the file was cut short, and the records since its last checkpoint (all
- * of them, before the first) are in the `-wal`, which SQLite would drop,
- * reading the empty file as a new database. Another instance making a new
+ * Refuses a store file cut to 0 bytes, or missing, with a `-wal` file that
+ * holds something beside it: Deno KV writes a new store's first page at
+ * once, and SQLite removes a `-wal` once its last handle closes, so the
+ * file was cut short (or moved or removed alone), and the records since
+ * its last checkpoint (all of them, before the first) are in the `-wal`,
+ * which SQLite would drop, reading the empty file as a new database. Another instance making a new
  * store at once is not one: read in that order, the file has its first
  * page by the time its -wal holds anything.
  */
@@ -663,11 +664,31 @@ async function refuseCutShort(path: string): Promise<void> {
   // something beside a file still empty after it is no new store's.
   const wal = await sizeOf(`${path}-wal`);
   if (!wal) return;
-  if (await sizeOf(path) !== 0) return;
+  const size = await sizeOf(path);
+  if (size === undefined && !await isMissing(path)) return;
+  if (size === undefined) {
+    // SQLite reads no file as an empty one, and drops its -wal the same.
+    throw new ConfigError(
+      "KV_PATH",
+      `KV_PATH: ${path} is missing and its -wal file holds ${wal} bytes: the file was moved or removed without it, and its records may be in the -wal. Keep the -wal as it is (it may hold every payment's record), put the file back beside it or restore the store from a backup, then start again.`,
+    );
+  }
+  if (size !== 0) return;
   throw new ConfigError(
     "KV_PATH",
     `KV_PATH: ${path} is empty (0 bytes) and its -wal file holds ${wal} bytes: the file was cut short, and its records may be in the -wal. Keep both files as they are (they may hold every payment's record), restore the store from a backup, then start again.`,
   );
+}
+
+/** Whether nothing is at `path` (not even a link). */
+async function isMissing(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return false;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    return error instanceof Deno.errors.NotFound;
+  }
 }
 
 /**

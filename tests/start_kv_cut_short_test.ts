@@ -5,54 +5,73 @@
  * them, live in the `-wal`; SQLite reads an empty file as a new database
  * and drops that WAL, and the service started with no payment records (a
  * payment it had sent could be sent again). The start refuses in one line
- * and leaves both files as they were.
+ * and leaves both files as they were. So it does with the file gone and
+ * its `-wal` left (the file moved or removed alone): SQLite dropped that
+ * WAL too, reading no file as a new database.
  */
 import assert from "node:assert/strict";
 import { assertOneLine, startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
-Deno.test(
-  "main.ts refuses in one line a Deno KV file cut to 0 bytes whose -wal holds records, and leaves the -wal as it was",
-  timeout(30_000, async (_t, signal) => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const path = `${dir}/relayer.kv`;
-    const writer = await Deno.openKv(`${dir}/live.kv`);
-    try {
-      for (let i = 0; i < 20; i++) {
-        await writer.set(["relayer", "intent", `pi_${i}`], { sent: true });
+/** How the file is lost, and the start's refusal for `path` and its -wal's `bytes`. */
+const CASES: {
+  name: string;
+  lose: (path: string) => Promise<void>;
+  refusal: (path: string, bytes: number) => string;
+}[] = [
+  {
+    name: "a Deno KV file cut to 0 bytes",
+    lose: (path) => Deno.truncate(path, 0),
+    refusal: (path, bytes) =>
+      `^relayer: cannot start: KV_PATH: ${path} is empty \\(0 bytes\\) and its -wal file holds ${bytes} bytes: the file was cut short, and its records may be in the -wal\\. Keep both files as they are \\(they may hold every payment's record\\), restore the store from a backup, then start again\\.$`,
+  },
+  {
+    name: "a Deno KV file removed",
+    lose: (path) => Deno.remove(path),
+    refusal: (path, bytes) =>
+      `^relayer: cannot start: KV_PATH: ${path} is missing and its -wal file holds ${bytes} bytes: the file was moved or removed without it, and its records may be in the -wal\\. Keep the -wal as it is \\(it may hold every payment's record\\), put the file back beside it or restore the store from a backup, then start again\\.$`,
+  },
+];
+
+for (const { name, lose, refusal } of CASES) {
+  Deno.test(
+    `main.ts refuses in one line ${name} whose -wal holds records, and leaves the -wal as it was`,
+    timeout(30_000, async (_t, signal) => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+      const path = `${dir}/relayer.kv`;
+      const writer = await Deno.openKv(`${dir}/live.kv`);
+      try {
+        for (let i = 0; i < 20; i++) {
+          await writer.set(["relayer", "intent", `pi_${i}`], { sent: true });
+        }
+        // The files as a crash leaves them, the WAL not yet checkpointed.
+        for (const suffix of ["", "-wal", "-shm"]) {
+          await Deno.copyFile(`${dir}/live.kv${suffix}`, `${path}${suffix}`);
+        }
+      } finally {
+        writer.close();
       }
-      // The files as a crash leaves them, the WAL not yet checkpointed.
-      for (const suffix of ["", "-wal", "-shm"]) {
-        await Deno.copyFile(`${dir}/live.kv${suffix}`, `${path}${suffix}`);
+      await lose(path);
+      const wal = await Deno.readFile(`${path}-wal`);
+      assert.ok(wal.length > 0);
+      const service = startMain({
+        SENDER_URL: "http://127.0.0.1:9/",
+        WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+        KV_PATH: path,
+      }, { writeDir: dir });
+      signal.addEventListener("abort", service.kill);
+      try {
+        const base = await service.base();
+        service.kill();
+        const { code, stderr } = await service.ended();
+        assert.equal(base, null, `main.ts served on an empty store\n${stderr}`);
+        assert.equal(code, 1, stderr);
+        assertOneLine(stderr, new RegExp(refusal(path, wal.length)));
+        assert.deepEqual(await Deno.readFile(`${path}-wal`), wal);
+      } finally {
+        service.kill();
+        await Deno.remove(dir, { recursive: true });
       }
-    } finally {
-      writer.close();
-    }
-    await Deno.truncate(path, 0);
-    const wal = await Deno.readFile(`${path}-wal`);
-    assert.ok(wal.length > 0);
-    const service = startMain({
-      SENDER_URL: "http://127.0.0.1:9/",
-      WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-      KV_PATH: path,
-    }, { writeDir: dir });
-    signal.addEventListener("abort", service.kill);
-    try {
-      const base = await service.base();
-      service.kill();
-      const { code, stderr } = await service.ended();
-      assert.equal(base, null, "main.ts served on an empty store");
-      assert.equal(code, 1, stderr);
-      assertOneLine(
-        stderr,
-        new RegExp(
-          `^relayer: cannot start: KV_PATH: ${path} is empty \\(0 bytes\\) and its -wal file holds ${wal.length} bytes: the file was cut short, and its records may be in the -wal\\. Keep both files as they are \\(they may hold every payment's record\\), restore the store from a backup, then start again\\.$`,
-        ),
-      );
-      assert.deepEqual(await Deno.readFile(`${path}-wal`), wal);
-    } finally {
-      service.kill();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
-);
+    }),
+  );
+}
