@@ -575,7 +575,7 @@ function lockedRefusal(path: string, why: string): string {
  * holds a write transaction open on it (Deno KV waits for such a lock
  * with no end, and so would `kv.close()`: the handle is left open, and
  * the start that refuses exits at once). Else `kv` is closed before the
- * refusal.
+ * refusal, and before any other error of the probe is thrown.
  */
 async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
   const probe = await probeKv(kv, LOCKED_AT_START_MS);
@@ -589,8 +589,9 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
   const { error } = probe;
   if (error === undefined) return;
   const message = error instanceof Error ? error.message : String(error);
-  if (!/\bread-?only\b/i.test(message)) throw error;
+  // Answered: Deno KV's thread is free, and the close does not wait.
   kv.close();
+  if (!/\bread-?only\b/i.test(message)) throw error;
   throw new ConfigError(
     "KV_PATH",
     readOnlyRefusal(

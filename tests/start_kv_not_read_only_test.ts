@@ -7,6 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
+import { openService } from "../main.ts";
+import { loadConfig } from "../webhook/config.ts";
 import { assertOneLine, startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -83,4 +85,29 @@ Deno.test(
       await Deno.remove(dir, { recursive: true });
     }
   }),
+);
+
+Deno.test(
+  "openService() refusing a Deno KV file whose write probe fails for another reason than read-only closes the store it opened (the sanitizer sees no database left open)",
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    try {
+      const path = `${dir}/relayer.kv`;
+      const kv = await Deno.openKv(path);
+      await kv.set(["made"], 1);
+      kv.close();
+      const db = new DatabaseSync(path);
+      db.exec("alter table kv drop column version");
+      db.close();
+      await assert.rejects(
+        openService(
+          loadConfig({ ...SETTINGS, KV_PATH: path, RELAYER_INSECURE_DEV: "1" }),
+          { log: () => {} },
+        ),
+        /KV_PATH: cannot open .* as a Deno KV store \(.*no such column/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 );
