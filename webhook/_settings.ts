@@ -185,10 +185,13 @@ export function unreadSettingLines(
       `relayer: ${name} is set, but the service takes TLS from DATABASE_URL alone (its sslmode and sslnegotiation: docs/postgres.md), so it is ignored`,
     );
   }
+  const cloudflare = CLOUDFLARE_ONLY.filter((name) => env[name]);
+  // The service's own settings are judged only where a Worker's beside
+  // them must be told apart.
+  if (cloudflare.length === 0) return lines;
   const service = serviceSettings(env);
   const serviceRefusal = refusalOf(service);
-  for (const name of CLOUDFLARE_ONLY) {
-    if (!env[name]) continue;
+  for (const name of cloudflare) {
     // loadConfig checks each CLOUDFLARE_ setting on its own: with it alone
     // added, a refusal other than the service's own is the Worker's for it.
     const refusal = refusalOf({ ...service, [name]: env[name] });
