@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { startArgs } from "../support/start_args.ts";
-import { hmacSignature } from "../webhook/_auth.ts";
+import { signHmac } from "./webhook/_signing.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
@@ -216,7 +216,7 @@ export function signedDelivery(
     method: "POST",
     body,
     headers: {
-      "x-signature": hmacSignature(secret, body, Math.floor(Date.now() / 1000)),
+      "x-signature": signHmac(secret, body),
     },
   });
 }
