@@ -8,6 +8,7 @@
  * a second time.
  */
 import assert from "node:assert/strict";
+import { overwrite } from "./_overwrite.ts";
 import { assertOneLine, startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -23,18 +24,6 @@ async function makeStore(path: string): Promise<void> {
     await kv.set(["relayer", "intent", i], "x".repeat(500));
   }
   kv.close();
-}
-
-/** Writes `length` bytes of `byte` at `offset` of the file at `path`. */
-function overwrite(
-  path: string,
-  offset: number,
-  length: number,
-  byte: number,
-): void {
-  using file = Deno.openSync(path, { read: true, write: true });
-  file.seekSync(offset, Deno.SeekMode.Start);
-  file.writeSync(new Uint8Array(length).fill(byte));
 }
 
 const DAMAGES: [string, (path: string) => void][] = [

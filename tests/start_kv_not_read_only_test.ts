@@ -33,20 +33,27 @@ async function refusal(
   }
 }
 
+/**
+ * A Deno KV store at `path` whose table another program changed: Deno KV
+ * opens it (its migrations are done), and its first read of a key fails,
+ * "no such column: version".
+ */
+async function storeWithoutVersion(path: string): Promise<void> {
+  const kv = await Deno.openKv(path);
+  await kv.set(["made"], 1);
+  kv.close();
+  const db = new DatabaseSync(path);
+  db.exec("alter table kv drop column version");
+  db.close();
+}
+
 Deno.test(
   "main.ts refuses a Deno KV file whose write probe fails for another reason than read-only (another program changed its table) as no store it can open, not as read-only",
   timeout(30_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     try {
       const path = `${dir}/relayer.kv`;
-      const kv = await Deno.openKv(path);
-      await kv.set(["made"], 1);
-      kv.close();
-      // Deno KV opens it (its migrations are done), and its first read of
-      // a key fails: "no such column: version".
-      const db = new DatabaseSync(path);
-      db.exec("alter table kv drop column version");
-      db.close();
+      await storeWithoutVersion(path);
       const { code, stderr } = await refusal(path, dir);
       assert.equal(code, 1, stderr);
       assertOneLine(
@@ -93,12 +100,7 @@ Deno.test(
     const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
     try {
       const path = `${dir}/relayer.kv`;
-      const kv = await Deno.openKv(path);
-      await kv.set(["made"], 1);
-      kv.close();
-      const db = new DatabaseSync(path);
-      db.exec("alter table kv drop column version");
-      db.close();
+      await storeWithoutVersion(path);
       await assert.rejects(
         openService(
           loadConfig({ ...SETTINGS, KV_PATH: path, RELAYER_INSECURE_DEV: "1" }),

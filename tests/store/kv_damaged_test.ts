@@ -10,22 +10,26 @@
  */
 
 import assert from "node:assert/strict";
+import { overwrite } from "../_overwrite.ts";
 import { KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { createApp } from "../../webhook/app.ts";
 import { ScriptedSender } from "../../mod.ts";
-import { genericRequest, NOW, OPS, SECRET, STACK } from "../webhook/_app.ts";
+import {
+  assertNotReadyRetried,
+  NOW,
+  OPS,
+  SECRET,
+  STACK,
+} from "../webhook/_app.ts";
 
-/** Writes `length` bytes of `byte` at `offset` of the file at `path`. */
-function overwrite(
-  path: string,
-  offset: number,
-  length: number,
-  byte: number,
-): void {
-  using file = Deno.openSync(path, { read: true, write: true });
-  file.seekSync(offset, Deno.SeekMode.Start);
-  file.writeSync(new Uint8Array(length).fill(byte));
+/** A Deno KV store at `path` holding 200 records of 500 bytes, open. */
+async function seeded(path: string): Promise<Deno.Kv> {
+  const kv = await Deno.openKv(path);
+  for (let i = 0; i < 200; i++) {
+    await kv.set(["relayer", "seed", i], "x".repeat(500));
+  }
+  return kv;
 }
 
 const WHAT_TO_DO =
@@ -37,10 +41,7 @@ Deno.test("KvStore on a Deno KV file damaged under it: reads and writes say the 
   try {
     // A store of a few hundred records, closed (its WAL checkpointed into
     // the file), then opened again and its pages overwritten under it.
-    const seed = await Deno.openKv(path);
-    for (let i = 0; i < 200; i++) {
-      await seed.set(["relayer", "seed", i], "x".repeat(500));
-    }
+    const seed = await seeded(path);
     seed.close();
     const kv = await Deno.openKv(path);
     try {
@@ -88,10 +89,7 @@ Deno.test("createApp() over KvStore on a Deno KV file damaged under it: /readyz 
   const dir = await Deno.makeTempDir({ prefix: "relayer_damaged_" });
   const path = `${dir}/relayer.kv`;
   try {
-    const seed = await Deno.openKv(path);
-    for (let i = 0; i < 200; i++) {
-      await seed.set(["relayer", "seed", i], "x".repeat(500));
-    }
+    const seed = await seeded(path);
     await new KvStore(seed).createIntent({
       id: "pi_0001",
       state: "authorized",
@@ -119,18 +117,7 @@ Deno.test("createApp() over KvStore on a Deno KV file damaged under it: /readyz 
         log: (line) => lines.push(line),
       });
       overwrite(path, 2 * 4096, 3 * 4096, 0xab);
-      const ready = await app.request("/readyz");
-      assert.equal(ready.status, 503);
-      await ready.body?.cancel();
-      const delivered = await app.request(
-        "/v1/deliveries",
-        await genericRequest(JSON.stringify({
-          job: { intentId: "pi_0001", kind: "settle" },
-          delivery: 1,
-        })),
-      );
-      assert.equal(delivered.status, 503, "a retry, never an ack");
-      await delivered.body?.cancel();
+      await assertNotReadyRetried(app);
       assert.equal(sends, 0);
       assert.ok(
         lines.some((line) =>

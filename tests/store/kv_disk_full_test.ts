@@ -15,7 +15,14 @@ import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { createRelayer, ScriptedSender } from "../../mod.ts";
 import { mountSmallDisk, smallDiskAvailable } from "../_small_disk.ts";
-import { genericRequest, NOW, OPS, SECRET, STACK } from "../webhook/_app.ts";
+import {
+  assertNotReadyRetried,
+  genericRequest,
+  NOW,
+  OPS,
+  SECRET,
+  STACK,
+} from "../webhook/_app.ts";
 
 /** A disk-full refusal as KvStore words it. */
 const DISK_FULL =
@@ -190,18 +197,7 @@ Deno.test({
         "content-type": "application/json",
       };
       fill();
-      const ready = await app.request("/readyz");
-      assert.equal(ready.status, 503);
-      await ready.body?.cancel();
-      const delivered = await app.request(
-        "/v1/deliveries",
-        await genericRequest(JSON.stringify({
-          job: { intentId: "pi_0001", kind: "settle" },
-          delivery: 1,
-        })),
-      );
-      assert.equal(delivered.status, 503, "a retry, never an ack");
-      await delivered.body?.cancel();
+      await assertNotReadyRetried(app);
       assert.equal(sends, 0, "nothing sent: its write ahead was refused");
       for (
         const [path, body] of [

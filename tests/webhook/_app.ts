@@ -5,6 +5,7 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import {
   MemoryStore,
   type NewIntent,
@@ -266,4 +267,25 @@ export async function withDeadLetterRoute(
       ...deps,
     },
   });
+}
+
+/**
+ * `app` answers `/readyz` 503 and delivery 1 of `pi_0001`'s settle job 503:
+ * not ready, and the delivery a retry, never an ack.
+ */
+export async function assertNotReadyRetried(app: {
+  request(input: string, init?: RequestInit): Response | Promise<Response>;
+}): Promise<void> {
+  const ready = await app.request("/readyz");
+  assert.equal(ready.status, 503);
+  await ready.body?.cancel();
+  const delivered = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({
+      job: { intentId: "pi_0001", kind: "settle" },
+      delivery: 1,
+    })),
+  );
+  assert.equal(delivered.status, 503, "a retry, never an ack");
+  await delivered.body?.cancel();
 }
