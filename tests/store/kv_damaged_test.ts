@@ -13,13 +13,10 @@ import assert from "node:assert/strict";
 import { overwrite } from "../_overwrite.ts";
 import { KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
-import { createApp } from "../../webhook/app.ts";
-import { ScriptedSender } from "../../mod.ts";
 import {
   assertNotReadyRetried,
+  countingApp,
   NOW,
-  OPS,
-  SECRET,
   STACK,
 } from "../webhook/_app.ts";
 
@@ -99,26 +96,10 @@ Deno.test("createApp() over KvStore on a Deno KV file damaged under it: /readyz 
     const kv = await Deno.openKv(path);
     try {
       const store = new KvStore(kv);
-      const lines: string[] = [];
-      let sends = 0;
-      const scripted = new ScriptedSender({
-        pi_0001: { sends: [{ txHash: `0x${"ab".repeat(32)}` }] },
-      });
-      const app = createApp({
-        store,
-        sender: {
-          send: (...args) => (sends++, scripted.send(...args)),
-          receipt: (hash) => scripted.receipt(hash),
-        },
-        opsToken: OPS,
-        webhookSecret: SECRET,
-        now: () => NOW,
-        random: () => 0,
-        log: (line) => lines.push(line),
-      });
+      const { app, lines, sent } = countingApp(store, () => NOW);
       overwrite(path, 2 * 4096, 3 * 4096, 0xab);
       await assertNotReadyRetried(app);
-      assert.equal(sends, 0);
+      assert.equal(sent(), 0);
       assert.ok(
         lines.some((line) =>
           /^relayer not ready: the store failed a read: Error: Cannot read Deno KV as its SQLite file is damaged \(SQLite: "database disk image is malformed"\): Stop the service, .*\(sqlite3 <the file> \.recover\)\.$/

@@ -10,17 +10,16 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp } from "../../webhook/app.ts";
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
-import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { createRelayer } from "../../mod.ts";
 import { mountSmallDisk, smallDiskAvailable } from "../_small_disk.ts";
 import {
   assertNotReadyRetried,
+  countingApp,
   genericRequest,
   NOW,
   OPS,
-  SECRET,
   STACK,
 } from "../webhook/_app.ts";
 
@@ -174,31 +173,15 @@ Deno.test({
         version: settling.version,
         at: 1,
       });
-      const lines: string[] = [];
-      let sends = 0;
-      const scripted = new ScriptedSender({
-        pi_0001: { sends: [{ txHash: `0x${"ab".repeat(32)}` }] },
-      });
       let clock = NOW;
-      const app = createApp({
-        store,
-        sender: {
-          send: (...args) => (sends++, scripted.send(...args)),
-          receipt: (hash) => scripted.receipt(hash),
-        },
-        opsToken: OPS,
-        webhookSecret: SECRET,
-        now: () => clock,
-        random: () => 0,
-        log: (line) => lines.push(line),
-      });
+      const { app, lines, sent } = countingApp(store, () => clock);
       const headers = {
         authorization: `Bearer ${OPS}`,
         "content-type": "application/json",
       };
       fill();
       await assertNotReadyRetried(app);
-      assert.equal(sends, 0, "nothing sent: its write ahead was refused");
+      assert.equal(sent(), 0, "nothing sent: its write ahead was refused");
       for (
         const [path, body] of [
           ["/v1/intents", '{"id":"pi_0003","state":"authorized"}'],
@@ -253,7 +236,7 @@ Deno.test({
         (await redelivered.json()).reason,
         /^sent 0x(?:ab){32}, waiting for confirmation$/,
       );
-      assert.equal(sends, 1);
+      assert.equal(sent(), 1);
     }),
 });
 

@@ -11,6 +11,7 @@ import {
   type NewIntent,
   ScriptedSender,
   type SenderScript,
+  type Store,
 } from "../../mod.ts";
 import { type AppDeps, createApp } from "../../webhook/app.ts";
 import { watchWrites } from "../_stores.ts";
@@ -288,4 +289,33 @@ export async function assertNotReadyRetried(app: {
   );
   assert.equal(delivered.status, 503, "a retry, never an ack");
   await delivered.body?.cancel();
+}
+
+/**
+ * An app over `store` at the clock `now`, its Sender sending `pi_0001` as
+ * one tx: the lines it logs, and how many sends it made.
+ */
+export function countingApp(store: Store, now: () => number): {
+  app: ReturnType<typeof createApp>;
+  lines: string[];
+  sent(): number;
+} {
+  const lines: string[] = [];
+  let sends = 0;
+  const scripted = new ScriptedSender({
+    pi_0001: { sends: [{ txHash: `0x${"ab".repeat(32)}` }] },
+  });
+  const app = createApp({
+    store,
+    sender: {
+      send: (...args) => (sends++, scripted.send(...args)),
+      receipt: (hash) => scripted.receipt(hash),
+    },
+    opsToken: OPS,
+    webhookSecret: SECRET,
+    now,
+    random: () => 0,
+    log: (line) => lines.push(line),
+  });
+  return { app, lines, sent: () => sends };
 }
