@@ -20,3 +20,17 @@ export function refusedSetting(env: Record<string, string>): string | null {
     throw error;
   }
 }
+
+/**
+ * The `ConfigError` `loadConfig` refuses `env` with; an environment it takes
+ * fails the test, and an error other than a `ConfigError` is thrown on.
+ */
+export function refusal(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error(`loadConfig took ${JSON.stringify(env)}`);
+}

@@ -10,7 +10,8 @@
 
 import assert from "node:assert/strict";
 import { parseDuration } from "../../mod.ts";
-import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { loadConfig } from "../../webhook/config.ts";
+import { refusal } from "./_config.ts";
 import { runSchedule } from "../tools/_schedule_cli.ts";
 
 const pubsub = {
@@ -19,17 +20,6 @@ const pubsub = {
   PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
   PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
 };
-
-/** The refusal `loadConfig` gives `env`. */
-function refusal(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error(`loadConfig took ${JSON.stringify(env)}`);
-}
 
 /** Runs the schedule task's script with `args`, as `deno task schedule` does. */
 async function schedule(args: readonly string[]) {

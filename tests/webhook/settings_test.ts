@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { refusal } from "./_config.ts";
 import {
   serviceSettings,
   SETTINGS,
@@ -179,17 +180,6 @@ Deno.test("unreadSettingLines() names each CLOUDFLARE_ setting: checked, but onl
     [],
   );
 });
-
-/** The ConfigError `loadConfig(env)` throws. */
-function refusal(env: Record<string, string>): ConfigError {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  assert.fail(`loadConfig took ${JSON.stringify(env)}`);
-}
 
 Deno.test("a CLOUDFLARE_ value a Worker refuses is named, with the Worker's refusal, and the service's start does not check it: the service never reads it", () => {
   const base = {
