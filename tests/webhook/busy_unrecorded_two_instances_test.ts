@@ -76,18 +76,31 @@ async function twoInstances(
   return { memory, on, a, b };
 }
 
+/**
+ * {@linkcode twoInstances} over `intent`, the QStash delivery of `job`
+ * answered busy (503) at instance `a`, then the store back: its signature,
+ * for the resend.
+ */
+async function answeredBusyAtA(
+  intent: Parameters<MemoryStore["createIntent"]>[0],
+  busy: readonly string[],
+) {
+  const instances = await twoInstances(intent, busy);
+  const signature = await signQStash(JSON.stringify(job));
+  const first = await postQStash(instances.a.app, signature, "0");
+  assert.equal(first.status, 503, await first.text());
+  instances.on.busy = false; // the store is back
+  return { ...instances, signature };
+}
+
 const authorized = AUTHORIZED;
 const waiting = SENT_WAITING;
 
 Deno.test("two instances: a QStash delivery answered busy twice at one, sent again as delivery 100 to the other, drops an authorized payment's job unsent there (the hold pending, nothing sent, QStash's own retries late copies); the first instance refuses it, and a redrive of the letter sends", async () => {
-  const { memory, on, a, b } = await twoInstances(authorized, [
+  const { memory, a, b, signature } = await answeredBusyAtA(authorized, [
     "transition",
     "admit",
   ]);
-  const signature = await signQStash(JSON.stringify(job));
-  const first = await postQStash(a.app, signature, "0");
-  assert.equal(first.status, 503, await first.text());
-  on.busy = false; // the store is back
   const elsewhere = await postQStash(b.app, signature, "99");
   const answer = await elsewhere.json();
   assert.equal(answer.outcome, "poison", JSON.stringify(answer));
@@ -136,11 +149,7 @@ Deno.test("two instances: a QStash delivery answered busy twice at one, sent aga
 });
 
 Deno.test("two instances: a look-only QStash delivery answered busy at its token's record at one, sent again as delivery 100 to the other, sends the waiting payment to review there, its tx on record, its hold pending", async () => {
-  const { memory, on, a, b } = await twoInstances(waiting, ["admit"]);
-  const signature = await signQStash(JSON.stringify(job));
-  const first = await postQStash(a.app, signature, "0");
-  assert.equal(first.status, 503, await first.text());
-  on.busy = false;
+  const { memory, b, signature } = await answeredBusyAtA(waiting, ["admit"]);
   const elsewhere = await postQStash(b.app, signature, "99");
   const answer = await elsewhere.json();
   assert.equal(answer.outcome, "poison", JSON.stringify(answer));
@@ -151,14 +160,10 @@ Deno.test("two instances: a look-only QStash delivery answered busy at its token
 });
 
 Deno.test("two instances: once the instance that answered a QStash delivery busy twice has refused it sent again, its record is in the store: the other instance refuses it too (401), and the job stays", async () => {
-  const { memory, on, a, b } = await twoInstances(authorized, [
+  const { memory, a, b, signature } = await answeredBusyAtA(authorized, [
     "transition",
     "admit",
   ]);
-  const signature = await signQStash(JSON.stringify(job));
-  const first = await postQStash(a.app, signature, "0");
-  assert.equal(first.status, 503, await first.text());
-  on.busy = false;
   const here = await postQStash(a.app, signature, "99");
   assert.equal(here.status, 401, await here.text());
   const elsewhere = await postQStash(b.app, signature, "99");
