@@ -45,6 +45,48 @@ async function storeWithExpiringKeys(path: string): Promise<void> {
   }
 }
 
+/**
+ * `main.ts` started with `env` on a Deno KV file in a new folder (made
+ * first by `prepare`, if given), killed if the test is given up; `lock()`
+ * takes a write transaction on the file as another program would
+ * (`sqlite3 relayer.kv`, `BEGIN IMMEDIATE;` and a write, left open), and
+ * `end(pending)` ends the service and `pending`, lets go of the lock and
+ * removes the folder.
+ */
+async function onFile(
+  env: Record<string, string>,
+  signal: AbortSignal,
+  prepare?: (path: string) => Promise<void>,
+) {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_drain_locked_" });
+  const path = `${dir}/relayer.kv`;
+  await prepare?.(path);
+  const service = startMain({ ...SETTINGS, ...env, KV_PATH: path }, {
+    writeDir: dir,
+  });
+  signal.addEventListener("abort", service.kill);
+  let db: DatabaseSync | undefined;
+  return {
+    path,
+    service,
+    lock() {
+      db = new DatabaseSync(path);
+      db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+    },
+    async end(pending?: Promise<unknown>) {
+      signal.removeEventListener("abort", service.kill);
+      service.kill();
+      await service.ended().catch(() => {});
+      await pending;
+      if (db?.isOpen) {
+        db.exec("ROLLBACK");
+        db.close();
+      }
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
 const CASES = [
   { name: "", env: {}, delivery: false },
   // A delivery the lock holds up: the drain waits its 8 s for it, then
@@ -60,23 +102,18 @@ for (const { name, env, delivery } of CASES) {
   Deno.test(
     `main.ts${name} ends within 10 s of SIGTERM, in one line that names the lock, while another program holds a write transaction on its Deno KV file`,
     timeout(30_000, async (_t, signal) => {
-      const dir = await Deno.makeTempDir({ prefix: "relayer_drain_locked_" });
-      const path = `${dir}/relayer.kv`;
-      await storeWithExpiringKeys(path);
-      const service = startMain({ ...SETTINGS, ...env, KV_PATH: path }, {
-        writeDir: dir,
-      });
-      signal.addEventListener("abort", service.kill);
-      let db: DatabaseSync | undefined;
+      const { path, service, lock, end } = await onFile(
+        env,
+        signal,
+        storeWithExpiringKeys,
+      );
       let timer: ReturnType<typeof setTimeout> | undefined;
       let answer: Promise<unknown> | undefined;
       try {
         const base = await service.base();
         assert.ok(base, "main.ts ended before it served");
         await healthy(base);
-        // `sqlite3 relayer.kv`, `BEGIN IMMEDIATE;` and a write, left open.
-        db = new DatabaseSync(path);
-        db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+        lock();
         // Deno KV's deletion of the next expired key now waits on the lock.
         await new Promise((resolve) => setTimeout(resolve, 2_500));
         if (delivery) {
@@ -120,15 +157,7 @@ for (const { name, env, delivery } of CASES) {
         );
       } finally {
         clearTimeout(timer);
-        signal.removeEventListener("abort", service.kill);
-        service.kill();
-        await service.ended().catch(() => {});
-        await answer;
-        if (db?.isOpen) {
-          db.exec("ROLLBACK");
-          db.close();
-        }
-        await Deno.remove(dir, { recursive: true });
+        await end(answer);
       }
     }),
   );
@@ -137,21 +166,14 @@ for (const { name, env, delivery } of CASES) {
 Deno.test(
   "main.ts drains as ever, exit 0 and KV closed, under a lock that Deno KV's own upkeep has not met: its delivery finishes (the write refused as locked)",
   timeout(30_000, async (_t, signal) => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_drain_locked_" });
-    const path = `${dir}/relayer.kv`;
     // No key expires: Deno KV's next deletion of expired keys is a minute away.
-    const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-      writeDir: dir,
-    });
-    signal.addEventListener("abort", service.kill);
-    let db: DatabaseSync | undefined;
+    const { service, lock, end } = await onFile({}, signal);
     let answer: Promise<number | null> | undefined;
     try {
       const base = await service.base();
       assert.ok(base, "main.ts ended before it served");
       await healthy(base);
-      db = new DatabaseSync(path);
-      db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+      lock();
       answer = signedDelivery(base, SETTINGS.WEBHOOK_SECRET, "pi_free").then(
         async (res) => {
           await res.body?.cancel();
@@ -175,15 +197,7 @@ Deno.test(
         `ended ${tookMs} ms after SIGTERM, not once the delivery ended`,
       );
     } finally {
-      signal.removeEventListener("abort", service.kill);
-      service.kill();
-      await service.ended().catch(() => {});
-      await answer;
-      if (db?.isOpen) {
-        db.exec("ROLLBACK");
-        db.close();
-      }
-      await Deno.remove(dir, { recursive: true });
+      await end(answer);
     }
   }),
 );
