@@ -453,7 +453,7 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     if (onDisk) await refuseFullDisk(path, folder);
     if (onDisk) await refuseOthersFiles(path, folder);
     if (onDisk) await refuseCutShort(path);
-    if (onDisk) await refuseForeignDatabase(path);
+    if (onDisk) await refuseForeignDatabase(path, folder);
     // Deno KV's open does not wait for a lock (its switch of a new file's
     // journal to WAL meets the lock of another instance making the same
     // store at that moment): waited out here as a commit waits, for
@@ -716,11 +716,16 @@ const DENO_KV_TABLES = ["kv", "migration_state"];
  * wrong place. Deno KV would add its tables to it, and the service would
  * start as on a new store, with none of its payments' records. Read with a
  * read-only handle that does not wait for a lock; a file it cannot read
- * as SQLite is left to Deno KV's open, which says why.
+ * as SQLite is left to Deno KV's open, which says why. Refuses too a store
+ * made by a newer Deno KV ({@linkcode refuseNewerSchema}).
  */
-async function refuseForeignDatabase(path: string): Promise<void> {
+async function refuseForeignDatabase(
+  path: string,
+  folder: string,
+): Promise<void> {
   if (!await sizeOf(path)) return;
   let names: string[];
+  let version: number | undefined;
   try {
     const { DatabaseSync } = await import("node:sqlite");
     const db = new DatabaseSync(path, { readOnly: true });
@@ -728,10 +733,17 @@ async function refuseForeignDatabase(path: string): Promise<void> {
       names = db.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
       ).all().map((row) => String(row.name));
+      version = names.includes("migration_state")
+        ? schemaVersion(db)
+        : undefined;
     } finally {
       db.close();
     }
   } catch {
+    return;
+  }
+  if (version !== undefined) {
+    await refuseNewerSchema(path, folder, version);
     return;
   }
   if (names.length === 0) return;
@@ -743,6 +755,74 @@ async function refuseForeignDatabase(path: string): Promise<void> {
     "KV_PATH",
     `KV_PATH: ${path} is another program's SQLite database (its tables: ${shown}; none of Deno KV's): the service would add its tables to it and start with none of its payments' records. Check that KV_PATH names this service's store, then start again (leave that file as it is).`,
   );
+}
+
+/**
+ * The version of the schema of a Deno KV store (denokv's `migration_state`
+ * row `k = 0`: the number of its migrations run), read through `db`, or
+ * `undefined` if it has none.
+ */
+function schemaVersion(
+  db: { prepare(sql: string): { get(): unknown } },
+): number | undefined {
+  const row = db.prepare("SELECT version FROM migration_state WHERE k = 0")
+    .get() as { version?: unknown } | undefined;
+  return typeof row?.version === "number" ? row.version : undefined;
+}
+
+/**
+ * Refuses a store whose schema `version` is above the one this Deno's
+ * Deno KV knows: made, or moved on, by a newer Deno. Deno KV runs only the
+ * migrations past a file's version, so it would open such a store with no
+ * word, and serve on tables laid out for another Deno (its writes could
+ * fail, its reads miss what the newer one wrote). The version this Deno
+ * knows is asked of Deno KV itself, not written here (an upgrade of Deno
+ * moves it): the one of a new store it makes beside the file, removed at
+ * once. If it cannot make one, the start goes on unchecked.
+ */
+async function refuseNewerSchema(
+  path: string,
+  folder: string,
+  version: number,
+): Promise<void> {
+  const known = await denoSchemaVersion(folder);
+  if (known === undefined || version <= known) return;
+  throw new ConfigError(
+    "KV_PATH",
+    `KV_PATH: ${path} was made by a newer Deno KV (its schema version ${version}; Deno ${Deno.version.deno} knows up to ${known}): this Deno could misread its records or fail to write them. Keep the file as it is (it may hold every payment's record), and run the service with the Deno that made it, or a newer one, then start again.`,
+  );
+}
+
+/**
+ * The schema version of a new store this Deno's Deno KV makes in
+ * `folder` (a scratch file, removed with its -wal and -shm), or
+ * `undefined` if it cannot make one there.
+ */
+async function denoSchemaVersion(folder: string): Promise<number | undefined> {
+  let scratch: string | undefined;
+  try {
+    scratch = await Deno.makeTempFile({
+      dir: folder,
+      prefix: ".relayer-schema-",
+    });
+    // Closed before it is read: the close joins Deno KV's SQLite thread.
+    (await Deno.openKv(scratch)).close();
+    const { DatabaseSync } = await import("node:sqlite");
+    const db = new DatabaseSync(scratch, { readOnly: true });
+    try {
+      return schemaVersion(db);
+    } finally {
+      db.close();
+    }
+  } catch {
+    return undefined;
+  } finally {
+    if (scratch !== undefined) {
+      for (const file of [scratch, `${scratch}-wal`, `${scratch}-shm`]) {
+        await Deno.remove(file).catch(() => {});
+      }
+    }
+  }
 }
 
 /** The refusal of a `KV_PATH` this process can only read: `why`, and what to make writable. */

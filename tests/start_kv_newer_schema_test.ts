@@ -1,0 +1,92 @@
+/**
+ * `main.ts` started on a Deno KV store made by a newer Deno: its
+ * `migration_state` version is above the one this Deno's Deno KV knows.
+ * Deno KV runs only the migrations past the file's version, so it opened
+ * such a store with no word, and the service served on tables laid out for
+ * another Deno (its writes could fail, or its reads miss what the newer one
+ * wrote). The start refuses in one line that says to keep the file and run
+ * the service with the Deno that made it, or a newer one, and leaves the
+ * file as it was.
+ */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { assertOneLine, startMain } from "./_main_process.ts";
+import { timeout } from "./_timeout.ts";
+
+const SETTINGS = {
+  SENDER_URL: "http://127.0.0.1:9/",
+  WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+};
+
+/** The version in the `migration_state` of the Deno KV file at `path`. */
+function schemaVersion(path: string): number {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const row = db.prepare("SELECT version FROM migration_state WHERE k = 0")
+      .get();
+    return Number(row?.version);
+  } finally {
+    db.close();
+  }
+}
+
+Deno.test(
+  "main.ts refuses in one line a Deno KV store made by a newer Deno KV schema, and leaves it as it was",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/relayer.kv`;
+    try {
+      // A store this Deno made (its version is this Deno's), then moved one
+      // version on, as a newer Deno KV's migration would.
+      const kv = await Deno.openKv(path);
+      await kv.set(["relayer", "intent", "pi_1"], "kept");
+      kv.close();
+      const known = schemaVersion(path);
+      assert.ok(known >= 1, `this Deno's version: ${known}`);
+      const db = new DatabaseSync(path);
+      db.exec(`UPDATE migration_state SET version = ${known + 1} WHERE k = 0`);
+      db.close();
+
+      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+        writeDir: dir,
+      });
+      signal.addEventListener("abort", service.kill);
+      try {
+        const base = await service.base();
+        service.kill();
+        const { code, stderr } = await service.ended();
+        assert.equal(base, null, "main.ts served on a newer Deno's store");
+        assert.equal(code, 1, stderr);
+        assertOneLine(
+          stderr,
+          new RegExp(
+            `^relayer: cannot start: KV_PATH: ${path} was made by a newer Deno KV \\(its schema version ${
+              known + 1
+            }; Deno ${
+              Deno.version.deno.replaceAll(".", "\\.")
+            } knows up to ${known}\\): .*Keep the file as it is \\(it may hold every payment's record\\), and run the service with the Deno that made it, or a newer one, then start again\\.$`,
+          ),
+        );
+        assert.doesNotMatch(stderr, /new file/);
+      } finally {
+        service.kill();
+      }
+      assert.equal(schemaVersion(path), known + 1, "its version as it was");
+      const after = await Deno.openKv(path);
+      try {
+        assert.equal(
+          (await after.get(["relayer", "intent", "pi_1"])).value,
+          "kept",
+        );
+      } finally {
+        after.close();
+      }
+      // No scratch store of the start's is left in the folder.
+      const names = [];
+      for await (const entry of Deno.readDir(dir)) names.push(entry.name);
+      assert.deepEqual(names.filter((name) => name.startsWith(".")), []);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
