@@ -451,9 +451,8 @@ async function openKv(config: Config): Promise<Deno.Kv> {
     }
     if (onDisk && dir !== "") await Deno.mkdir(dir, { recursive: true });
     if (onDisk) await refuseFullDisk(path, folder);
-    if (onDisk) await refuseOthersFiles(path, folder);
+    if (onDisk) await refuseNotThisStore(path, folder);
     if (onDisk) await refuseCutShort(path);
-    if (onDisk) await refuseForeignDatabase(path, folder);
     // Deno KV's open does not wait for a lock (its switch of a new file's
     // journal to WAL meets the lock of another instance making the same
     // store at that moment): waited out here as a commit waits, for
@@ -603,53 +602,6 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
 }
 
 /**
- * Refuses a store whose `-wal` or `-shm` file this process can read but
- * not write (files another user owns: a restore, or a `sqlite3` session,
- * run as another user; a volume mounted read-only). Deno KV opened such a
- * store read-write and then panicked, with no line of ours, at its first
- * deletion of expired keys ("KV collect expired failed: attempt to write
- * a readonly database"). Asked of SQLite itself, through `node:sqlite`
- * (the SQLite Deno KV runs on, which keeps the locks of every handle of
- * this process on the file when one closes): a write transaction begun
- * and rolled back, which writes nothing. A lock another handle holds, and
- * any other failure, are left to Deno KV's open, which says why.
- */
-async function refuseOthersFiles(path: string, folder: string): Promise<void> {
-  if (!await sizeOf(path)) return;
-  let refusal: string | undefined;
-  try {
-    const { DatabaseSync } = await import("node:sqlite");
-    const db = new DatabaseSync(path);
-    try {
-      db.exec("BEGIN IMMEDIATE");
-      db.exec("ROLLBACK");
-    } finally {
-      db.close();
-    }
-  } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    if (/\breadonly database\b/.test(message)) refusal = message;
-  }
-  if (refusal === undefined) return;
-  const unwritable = await unwritableFolder(folder);
-  throw new ConfigError(
-    "KV_PATH",
-    unwritable === undefined
-      ? readOnlyRefusal(
-        path,
-        `SQLite cannot write its -wal or -shm file: "${refusal}"`,
-        "the file, its -wal and -shm files and their folder",
-      )
-      : readOnlyRefusal(
-        path,
-        `its folder cannot be written: ${unwritable}`,
-        `the folder ${folder}`,
-      ),
-  );
-}
-
-/**
  * Refuses a store file cut to 0 bytes, or missing, with a `-wal` file that
  * holds something beside it: Deno KV writes a new store's first page at
  * once, and SQLite removes a `-wal` once its last handle closes, so the
@@ -711,42 +663,85 @@ async function sizeOf(path: string): Promise<number | undefined> {
 const DENO_KV_TABLES = ["kv", "migration_state"];
 
 /**
- * Refuses a `KV_PATH` that names another program's SQLite database (it
- * has tables, none of Deno KV's): a path mistyped, a volume mounted in the
- * wrong place. Deno KV would add its tables to it, and the service would
- * start as on a new store, with none of its payments' records. Read with a
- * read-only handle that does not wait for a lock; a file it cannot read
- * as SQLite is left to Deno KV's open, which says why. Refuses too a store
- * made by a newer Deno KV ({@linkcode refuseNewerSchema}).
+ * Looks at a store's file through SQLite itself, before Deno KV opens it,
+ * with one handle of `node:sqlite` (the SQLite Deno KV runs on, which
+ * keeps the locks of every handle of this process on the file when one
+ * closes) that does not wait for a lock. Refuses:
+ *
+ * - a store whose `-wal` or `-shm` file this process can read but not
+ *   write (files another user owns: a restore, or a `sqlite3` session, run
+ *   as another user; a volume mounted read-only). Deno KV opened such a
+ *   store read-write and then panicked, with no line of ours, at its first
+ *   deletion of expired keys ("KV collect expired failed: attempt to write
+ *   a readonly database"). Asked with a write transaction begun and rolled
+ *   back, which writes nothing.
+ * - another program's SQLite database (it has tables, none of Deno KV's):
+ *   a path mistyped, a volume mounted in the wrong place. Deno KV would add
+ *   its tables to it, and the service would start as on a new store, with
+ *   none of its payments' records.
+ * - a store made by a newer Deno KV ({@linkcode refuseNewerSchema}).
+ *
+ * The handle is read-write, so its close removes the `-wal` and `-shm`
+ * files its read made (a read-only handle leaves them beside the file). A
+ * lock another handle holds, a file it cannot read as SQLite, and any
+ * other failure are left to Deno KV's open, which says why.
  */
-async function refuseForeignDatabase(
+async function refuseNotThisStore(
   path: string,
   folder: string,
 ): Promise<void> {
   if (!await sizeOf(path)) return;
-  let names: string[];
+  let readOnly: string | undefined;
+  let names: string[] | undefined;
   let version: number | undefined;
   try {
     const { DatabaseSync } = await import("node:sqlite");
-    const db = new DatabaseSync(path, { readOnly: true });
+    const db = new DatabaseSync(path);
     try {
-      names = db.prepare(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
-      ).all().map((row) => String(row.name));
-      version = names.includes("migration_state")
-        ? schemaVersion(db)
-        : undefined;
+      try {
+        db.exec("BEGIN IMMEDIATE");
+        db.exec("ROLLBACK");
+      } catch (error) {
+        readOnly = readOnlyMessage(error);
+      }
+      if (readOnly === undefined) {
+        const tables = db.prepare(
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+        ).all().map((row) => String(row.name));
+        version = tables.includes("migration_state")
+          ? schemaVersion(db)
+          : undefined;
+        names = tables;
+      }
     } finally {
       db.close();
     }
-  } catch {
-    return;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    readOnly ??= readOnlyMessage(error);
   }
+  if (readOnly !== undefined) {
+    const unwritable = await unwritableFolder(folder);
+    throw new ConfigError(
+      "KV_PATH",
+      unwritable === undefined
+        ? readOnlyRefusal(
+          path,
+          `SQLite cannot write its -wal or -shm file: "${readOnly}"`,
+          "the file, its -wal and -shm files and their folder",
+        )
+        : readOnlyRefusal(
+          path,
+          `its folder cannot be written: ${unwritable}`,
+          `the folder ${folder}`,
+        ),
+    );
+  }
+  if (names === undefined || names.length === 0) return;
   if (version !== undefined) {
     await refuseNewerSchema(path, folder, version);
     return;
   }
-  if (names.length === 0) return;
   if (names.some((name) => DENO_KV_TABLES.includes(name))) return;
   const shown = names.length > 5
     ? `${names.slice(0, 5).join(", ")}, …`
@@ -755,6 +750,12 @@ async function refuseForeignDatabase(
     "KV_PATH",
     `KV_PATH: ${path} is another program's SQLite database (its tables: ${shown}; none of Deno KV's): the service would add its tables to it and start with none of its payments' records. Check that KV_PATH names this service's store, then start again (leave that file as it is).`,
   );
+}
+
+/** SQLite's message if `error` is its refusal to write a read-only database. */
+function readOnlyMessage(error: unknown): string | undefined {
+  const message = error instanceof Error ? error.message : String(error);
+  return /\breadonly database\b/.test(message) ? message : undefined;
 }
 
 /**

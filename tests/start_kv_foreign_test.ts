@@ -28,37 +28,55 @@ function tables(path: string): string[] {
   }
 }
 
-Deno.test(
-  "main.ts refuses in one line a KV_PATH that names another program's SQLite database, and leaves it as it was",
-  timeout(30_000, async (_t, signal) => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
-    const path = `${dir}/app.db`;
-    const db = new DatabaseSync(path);
-    db.exec(
-      "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO accounts VALUES (1, 'a')",
-    );
-    db.close();
-    const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-      writeDir: dir,
-    });
-    signal.addEventListener("abort", service.kill);
-    try {
-      const base = await service.base();
-      service.kill();
-      const { code, stderr } = await service.ended();
-      assert.equal(base, null, "main.ts served on another program's database");
-      assert.equal(code, 1, stderr);
-      assertOneLine(
-        stderr,
-        new RegExp(
-          `^relayer: cannot start: KV_PATH: ${path} is another program's SQLite database \\(its tables: accounts, orders; none of Deno KV's\\): .*Check that KV_PATH names this service's store.*$`,
-        ),
+/** The names in the folder `dir`. */
+async function names(dir: string): Promise<string[]> {
+  const found = [];
+  for await (const entry of Deno.readDir(dir)) found.push(entry.name);
+  return found.sort();
+}
+
+for (const journal of ["delete", "wal"]) {
+  Deno.test(
+    `main.ts refuses in one line a KV_PATH that names another program's SQLite database (journal mode ${journal}), and leaves it as it was`,
+    timeout(30_000, async (_t, signal) => {
+      const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+      const path = `${dir}/app.db`;
+      const db = new DatabaseSync(path);
+      db.exec(
+        `PRAGMA journal_mode = ${journal}; CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO accounts VALUES (1, 'a')`,
       );
-      assert.doesNotMatch(stderr, /new file/);
-      assert.deepEqual(tables(path), ["accounts", "orders"]);
-    } finally {
-      service.kill();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
-);
+      db.close();
+      // Closed cleanly: the file alone, no -wal or -shm beside it.
+      assert.deepEqual(await names(dir), ["app.db"]);
+      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+        writeDir: dir,
+      });
+      signal.addEventListener("abort", service.kill);
+      try {
+        const base = await service.base();
+        service.kill();
+        const { code, stderr } = await service.ended();
+        assert.equal(
+          base,
+          null,
+          "main.ts served on another program's database",
+        );
+        assert.equal(code, 1, stderr);
+        assertOneLine(
+          stderr,
+          new RegExp(
+            `^relayer: cannot start: KV_PATH: ${path} is another program's SQLite database \\(its tables: accounts, orders; none of Deno KV's\\): .*Check that KV_PATH names this service's store.*$`,
+          ),
+        );
+        assert.doesNotMatch(stderr, /new file/);
+        // No -wal or -shm of the start's left beside it (looked at first:
+        // the read-only handle of tables() leaves them).
+        assert.deepEqual(await names(dir), ["app.db"]);
+        assert.deepEqual(tables(path), ["accounts", "orders"]);
+      } finally {
+        service.kill();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  );
+}
