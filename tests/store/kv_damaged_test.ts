@@ -1,7 +1,9 @@
 /**
  * KvStore on a Deno KV file damaged under it: pages of the SQLite file
  * overwritten while the handle is open. SQLite answers every read and
- * write "database disk image is malformed" (SQLITE_CORRUPT); the store
+ * write "database disk image is malformed" (SQLITE_CORRUPT), or, its
+ * header overwritten, "file is not a database" (SQLITE_NOTADB: once
+ * another handle's commit has SQLite read the header again); the store
  * words it for an operator (the file is damaged: stop the service, keep
  * the file and its -wal, restore it or recover its rows) and leaves a
  * write's outcome unknown, never "nothing written".
@@ -117,6 +119,51 @@ Deno.test("createApp() over KvStore on a Deno KV file damaged under it: /readyz 
       for (const line of lines) assert.doesNotMatch(line, STACK);
     } finally {
       kv.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test('KvStore on a Deno KV file whose header is overwritten under it: once another handle on the file writes, its reads and writes say the file is damaged ("file is not a database") and what to do', async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_damaged_" });
+  const path = `${dir}/relayer.kv`;
+  try {
+    const seed = await seeded(path);
+    seed.close();
+    // Two handles on the file, as two instances on one store. SQLite keeps
+    // each handle's pages, the header among them, until another handle's
+    // commit: then it reads them again from the file.
+    const other = await Deno.openKv(path);
+    const kv = await Deno.openKv(path);
+    try {
+      const store = new KvStore(kv);
+      await store.getIntent("pi_1");
+      overwrite(path, 0, 100, 0x41);
+      await other.set(["relayer", "seed", 0], "y");
+      await assert.rejects(store.getIntent("pi_1"), (error: Error) => {
+        assert.match(
+          error.message,
+          /^Cannot read Deno KV as its SQLite file is damaged \(SQLite: "file is not a database"\): Stop/,
+        );
+        assert.match(error.message, WHAT_TO_DO);
+        return true;
+      });
+      await assert.rejects(
+        store.createIntent({ id: "pi_2", state: "authorized" }),
+        (error: Error) => {
+          assert.match(
+            error.message,
+            /^Cannot write to Deno KV as its SQLite file is damaged \(SQLite: "file is not a database"\): the write may have landed, in whole or in part\./,
+          );
+          assert.match(error.message, WHAT_TO_DO);
+          assert.equal(isNotWritten(error), false, "its outcome is unknown");
+          return true;
+        },
+      );
+    } finally {
+      kv.close();
+      other.close();
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
