@@ -772,6 +772,16 @@ function schemaVersion(
 }
 
 /**
+ * A Deno KV schema version every Deno that can run this file knows, so a
+ * store at or below it needs no scratch store to compare: `node:sqlite`,
+ * which the start's checks import, came in Deno 2.2, and Deno KV has run
+ * these 3 migrations since it moved to denokv (Deno 1.38). Only a skip of
+ * the scratch store, never a refusal: a store above it is compared with
+ * the version this Deno's Deno KV makes.
+ */
+const SCHEMA_EVERY_DENO_KNOWS = 3;
+
+/**
  * Refuses a store whose schema `version` is above the one this Deno's
  * Deno KV knows: made, or moved on, by a newer Deno. Deno KV runs only the
  * migrations past a file's version, so it would open such a store with no
@@ -779,13 +789,16 @@ function schemaVersion(
  * fail, its reads miss what the newer one wrote). The version this Deno
  * knows is asked of Deno KV itself, not written here (an upgrade of Deno
  * moves it): the one of a new store it makes beside the file, removed at
- * once. If it cannot make one, the start goes on unchecked.
+ * once, made only for a store above {@linkcode SCHEMA_EVERY_DENO_KNOWS}
+ * (none today's Deno makes). If it cannot make one, the start goes on
+ * unchecked.
  */
 async function refuseNewerSchema(
   path: string,
   folder: string,
   version: number,
 ): Promise<void> {
+  if (version <= SCHEMA_EVERY_DENO_KNOWS) return;
   const known = await denoSchemaVersion(folder);
   if (known === undefined || version <= known) return;
   throw new ConfigError(

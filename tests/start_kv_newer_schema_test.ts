@@ -90,3 +90,48 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "main.ts makes no scratch store to compare when it starts on a store of a schema every Deno that runs it knows",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/relayer.kv`;
+    const watcher = Deno.watchFs(dir);
+    try {
+      const kv = await Deno.openKv(path);
+      await kv.set(["relayer", "intent", "pi_1"], "kept");
+      kv.close();
+      const made: string[] = [];
+      const watching = (async () => {
+        for await (const event of watcher) {
+          if (event.kind !== "create") continue;
+          for (const file of event.paths) {
+            const name = file.slice(dir.length + 1);
+            if (name.startsWith(".relayer-schema-")) made.push(name);
+          }
+        }
+      })();
+      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+        writeDir: dir,
+      });
+      signal.addEventListener("abort", service.kill);
+      try {
+        const base = await service.base();
+        assert.notEqual(base, null, "main.ts did not serve on its own store");
+      } finally {
+        service.kill();
+        await service.ended();
+      }
+      watcher.close();
+      await watching;
+      assert.deepEqual(made, [], "a scratch store made at the start");
+    } finally {
+      try {
+        watcher.close();
+      } catch {
+        // Closed above.
+      }
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
