@@ -1,10 +1,10 @@
 /**
  * The local Deno KV queue when the wall clock steps forward mid-send. Deno
- * KV keeps a message whose handler runs under a deadline it renews every
- * 2 s by the wall clock (denokv's `queue_running` table); once the clock
- * steps past it (a VM resumed, NTP stepped the clock), Deno KV puts the
- * message back and delivers it again, 1 s later by our redelivery
- * schedule, while the first handler still runs (seen with Deno 2.9.6 and
+ * KV keeps a message whose handler runs under a deadline 5 s after it was
+ * due, by the wall clock and never renewed (denokv's `queue_running`
+ * table); once the clock steps past it (a VM resumed, NTP stepped the
+ * clock), Deno KV puts the message back and delivers it again, 1 s later
+ * by our redelivery schedule, while the first handler still runs (seen with Deno 2.9.6 and
  * a clock stepped 10 minutes through `LD_PRELOAD`). Here the step is the
  * service's injected clock, and the redelivery an enqueue of the same
  * message on the same SQLite file.

@@ -132,7 +132,8 @@ export function localQueueConsumer(
   const log = (line: string): void => options.log(oneLine(line));
   // The messages being handled, by id. Deno KV delivers a message again
   // while its handler still runs once the wall clock passes the deadline it
-  // keeps renewing (a clock stepped forward, a VM resumed). Handled again,
+  // keeps on it, 5 s after the message was due and never renewed (a
+  // handler that ran past it, a clock stepped forward). Handled again,
   // the copy would re-enqueue a retry of its own, and the job would go on
   // as two messages counted under one id, its deliveries running out in
   // half the policy's window. The copy waits for the first and ends as it
