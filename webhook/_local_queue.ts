@@ -151,13 +151,13 @@ export function localQueueConsumer(
     const first = running.get(id);
     if (first !== undefined) {
       log(
-        `queue   message ${id} delivered again while it is being handled (the wall clock stepped?): it ends as that delivery ends`,
+        `queue   message ${id} delivered again while it is being handled (put back by Deno KV: running 5 s past its due time, or the wall clock stepped): it ends as that delivery ends`,
       );
       return first;
     }
     if (ended.has(id)) {
       log(
-        `queue   message ${id} delivered again after its delivery ended (the wall clock stepped?): acked, as that delivery ended it`,
+        `queue   message ${id} delivered again after its delivery ended (put back by Deno KV: it ran 5 s past its due time, or the wall clock stepped): acked, as that delivery ended it`,
       );
       return Promise.resolve();
     }

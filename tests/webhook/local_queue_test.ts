@@ -256,7 +256,7 @@ Deno.test("localQueueConsumer() on a Deno KV file: a message delivered again whi
     assert.deepEqual(ended, ["m-1", "m-1"]);
     assert.equal(
       lines[0],
-      "queue   message m-1 delivered again while it is being handled (the wall clock stepped?): it ends as that delivery ends",
+      "queue   message m-1 delivered again while it is being handled (put back by Deno KV: running 5 s past its due time, or the wall clock stepped): it ends as that delivery ends",
     );
   } finally {
     release();
@@ -304,7 +304,7 @@ Deno.test("localQueueConsumer(): a message delivered again after its delivery en
   assert.deepEqual(followUps, [{ job }], "one retry enqueued, not two");
   assert.equal(
     lines.at(-1),
-    "queue   message m-1 delivered again after its delivery ended (the wall clock stepped?): acked, as that delivery ended it",
+    "queue   message m-1 delivered again after its delivery ended (put back by Deno KV: it ran 5 s past its due time, or the wall clock stepped): acked, as that delivery ended it",
   );
   // A delivery that threw is Deno KV's to deliver again, and is handled.
   fail = true;
