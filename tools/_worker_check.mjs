@@ -1302,7 +1302,8 @@ async function startPostgresWorker(lines) {
         SENDER_URL: "http://signer.test",
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN: OPS,
-        PUBLIC_URL,
+        // No PUBLIC_URL: without QStash's keys nothing reads it, and the
+        // Worker would name it on its first event.
         PUBSUB_AUDIENCE: PUSH_AUDIENCE,
         PUBSUB_SERVICE_ACCOUNT: SERVICE_ACCOUNT,
         // examples/cloudflare/postgres_worker.ts reads its policy here, as

@@ -2,12 +2,14 @@
  * The names of the service's settings, to tell a setting misspelt
  * (`MAX_DELIVERY=3`) from one of the service's: `loadConfig` reads only the
  * names it knows, so a misspelt one would leave its default in force with
- * nothing said.
+ * nothing said. And which of them each entry point reads: `main.ts` leaves
+ * a Cloudflare Worker's out of its check, a Worker (`workerConfig`) those
+ * only `main.ts` reads, and each names those it was given but never reads.
  *
  * @module
  */
 
-import { ConfigError, loadConfig } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
 export const SETTINGS: ReadonlySet<string> = new Set([
@@ -152,6 +154,37 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
 export function unreadSettingLines(
   env: Readonly<Record<string, string | undefined>>,
 ): string[] {
+  const lines = unreadBesideLines(env);
+  const cloudflare = CLOUDFLARE_ONLY.filter((name) => env[name]);
+  // The service's own settings are judged only where a Worker's beside
+  // them must be told apart.
+  if (cloudflare.length === 0) return lines;
+  const service = serviceSettings(env);
+  const serviceRefusal = refusalOf(service);
+  for (const name of cloudflare) {
+    // loadConfig checks each CLOUDFLARE_ setting on its own: with it alone
+    // added, a refusal other than the service's own is the Worker's for it.
+    const refusal = refusalOf({ ...service, [name]: env[name] });
+    const said =
+      `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here`;
+    lines.push(
+      refusal === undefined
+        ? `${said} (its value is checked all the same)`
+        : refusal !== serviceRefusal
+        ? `${said}; a Worker given this value refuses to start: ${refusal}`
+        : `${said} (its value is checked once the service's own settings are taken)`,
+    );
+  }
+  return lines;
+}
+
+/**
+ * The lines of {@linkcode unreadSettingLines} that the service and a
+ * Worker share: each setting unread given the others beside it.
+ */
+function unreadBesideLines(
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
   const qstash = env.QSTASH_CURRENT_SIGNING_KEY ||
     env.QSTASH_NEXT_SIGNING_KEY ||
     env.QSTASH_TOKEN;
@@ -183,26 +216,6 @@ export function unreadSettingLines(
     if (!env[name]) continue;
     lines.push(
       `relayer: ${name} is set, but the service takes TLS from DATABASE_URL alone (its sslmode and sslnegotiation: docs/postgres.md), so it is ignored`,
-    );
-  }
-  const cloudflare = CLOUDFLARE_ONLY.filter((name) => env[name]);
-  // The service's own settings are judged only where a Worker's beside
-  // them must be told apart.
-  if (cloudflare.length === 0) return lines;
-  const service = serviceSettings(env);
-  const serviceRefusal = refusalOf(service);
-  for (const name of cloudflare) {
-    // loadConfig checks each CLOUDFLARE_ setting on its own: with it alone
-    // added, a refusal other than the service's own is the Worker's for it.
-    const refusal = refusalOf({ ...service, [name]: env[name] });
-    const said =
-      `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here`;
-    lines.push(
-      refusal === undefined
-        ? `${said} (its value is checked all the same)`
-        : refusal !== serviceRefusal
-        ? `${said}; a Worker given this value refuses to start: ${refusal}`
-        : `${said} (its value is checked once the service's own settings are taken)`,
     );
   }
   return lines;
@@ -257,6 +270,142 @@ export function serviceSettings(
   const service = { ...env };
   for (const name of CLOUDFLARE_ONLY) delete service[name];
   return service;
+}
+
+/**
+ * The service's settings a Cloudflare Worker never reads, and what reads
+ * them in `main.ts`: a Worker sends its jobs to its own queue and keeps its
+ * state in its own store (`DATABASE_URL` is read by one on PostgreSQL,
+ * `workerConfig`'s `database`).
+ */
+export const SERVICE_ONLY: Readonly<Record<string, string>> = {
+  KV_PATH: "its Deno KV store",
+  KV_URL: "its Deno KV store",
+  DENO_KV_ACCESS_TOKEN: "its Deno KV store, with KV_URL",
+  KV_QUEUE: "its local Deno KV queue",
+  QSTASH_TOKEN: "its QStash publisher",
+  QSTASH_URL: "its QStash publisher",
+  DATABASE_URL: "its PostgreSQL store",
+  DENO_DEPLOYMENT_ID: "set by Deno Deploy, where it runs",
+  DENO_KV_DEFAULT_PATH: "set by Deno Deploy, its Deno KV database there",
+  DENO_KV_PATH_PREFIX: "set by Deno Deploy, its Deno KV database there",
+};
+
+/** Cloudflare's `max_retries` for a consumer that sets none. */
+const CLOUDFLARE_DEFAULTS = {
+  CLOUDFLARE_MAX_RETRIES: "3",
+  CLOUDFLARE_DLQ_MAX_RETRIES: "3",
+} as const;
+
+/** What {@linkcode workerConfig} gives a Worker. */
+export interface WorkerConfig {
+  /** The settings a Worker reads, checked. */
+  readonly config: Config;
+  /**
+   * A line for each setting given that the Worker never reads: those only
+   * `main.ts` reads, and those nothing reads beside the rest.
+   */
+  readonly unread: readonly string[];
+  /**
+   * `handlers` (a Worker's default export: `fetch`, `queue`), each of which
+   * first logs the `unread` lines through `log`, on the first call of any
+   * of them only: once per isolate, in an event, as a Worker's global scope
+   * is no place for I/O.
+   */
+  nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
+}
+
+/**
+ * A Cloudflare Worker's settings: `loadConfig` over its environment, its
+ * queues' `max_retries` Cloudflare's 3 where `CLOUDFLARE_MAX_RETRIES` or
+ * `CLOUDFLARE_DLQ_MAX_RETRIES` is not set, without the settings only
+ * `main.ts` reads (its Deno KV store and queue, its QStash publisher, Deno
+ * Deploy's own, and `DATABASE_URL` unless `database`), which a Worker
+ * neither checks nor refuses, whatever their value. Each of those given,
+ * and each other setting nothing reads beside the rest (as `main.ts` names
+ * them), is named once, on the Worker's first event (`nameUnread`). Pure:
+ * no I/O, timer or random number, so it runs at a Worker's top level.
+ *
+ * @example A service's environment copied into a Worker
+ * ```ts
+ * import { workerConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const { config, nameUnread } = workerConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ *   CLOUDFLARE_MAX_RETRIES: "9",
+ *   CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+ *   KV_PATH: "https://kv.example.test/db", // loadConfig refuses it
+ * });
+ * assert.equal(config.queues.cloudflare?.maxRetries, 9);
+ * const logged: string[] = [];
+ * const worker = nameUnread({ fetch: () => new Response("ok") }, (line) => {
+ *   logged.push(line);
+ * });
+ * worker.fetch();
+ * worker.fetch();
+ * assert.deepEqual(logged, [
+ *   "relayer: KV_PATH is set, but only main.ts reads it (its Deno KV store), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings",
+ * ]);
+ * ```
+ *
+ * @param env The Worker's environment (`cloudflare:workers`' `env`): its
+ * settings as text, or as wrangler.toml's unquoted `[vars]` give them,
+ * beside its bindings.
+ * @param options `database`: the Worker keeps its state in PostgreSQL, and
+ * reads `DATABASE_URL`.
+ * @returns The checked settings, and what names those unread.
+ * @throws {ConfigError} For a setting the Worker reads that is refused.
+ */
+export function workerConfig(
+  env: object,
+  options: { readonly database?: boolean } = {},
+): WorkerConfig {
+  // An object, not a record: workerd's Env is an interface.
+  const settings: Record<string, unknown> = { ...CLOUDFLARE_DEFAULTS, ...env };
+  const ignored = Object.keys(SERVICE_ONLY).filter((name) =>
+    name !== "DATABASE_URL" || options.database !== true
+  );
+  const given = ignored.filter((name) =>
+    settings[name] !== undefined && settings[name] !== ""
+  );
+  for (const name of ignored) delete settings[name];
+  const config = loadConfig(settings);
+  // Read as text, as loadConfig reads them: a [vars] value may be a number.
+  const text: Record<string, string> = {};
+  for (const name of SETTINGS) {
+    if (settings[name] !== undefined) text[name] = String(settings[name]);
+  }
+  const unread = [
+    ...given.map((name) =>
+      `relayer: ${name} is set, but only main.ts reads it (${
+        SERVICE_ONLY[name]
+      }), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings`
+    ),
+    ...unreadBesideLines(text),
+  ];
+  let said = unread.length === 0;
+  const sayOnce = (log: (line: string) => void) => {
+    if (said) return;
+    said = true;
+    for (const line of unread) log(line);
+  };
+  return {
+    config,
+    unread,
+    nameUnread(handlers, log) {
+      const named = { ...handlers } as Record<string, unknown>;
+      for (const [key, handler] of Object.entries(handlers)) {
+        if (typeof handler !== "function") continue;
+        named[key] = (...args: unknown[]) => {
+          sayOnce(log);
+          return handler.apply(handlers, args);
+        };
+      }
+      return named as typeof handlers;
+    },
+  };
 }
 
 // postgres.js's own TLS variables, which main.ts overrides with what

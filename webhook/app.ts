@@ -3874,6 +3874,7 @@ export {
   type RouteOptions,
   routeOptions,
 } from "./config.ts";
+export { type WorkerConfig, workerConfig } from "./_settings.ts";
 export {
   type Publisher,
   qstashPublisher,

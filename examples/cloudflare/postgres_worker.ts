@@ -33,7 +33,7 @@
  * build, which Wrangler picks, uses `node:buffer`, `node:events` and
  * `node:stream`; this file uses `node:async_hooks`) and `DATABASE_URL`
  * among the service's settings (the Deno KV ones, `QSTASH_TOKEN` and
- * `QSTASH_URL` it ignores, as `worker.ts` does). Run `migrate()` once
+ * `QSTASH_URL` it ignores and names once, as `worker.ts` does). Run `migrate()` once
  * before deploying, not per request: this Worker never does, and on a
  * database never migrated every store call fails, naming `migrate()` (a
  * short script: docs/queues.md, "Deploying to Cloudflare the first time").
@@ -57,8 +57,8 @@ import {
   type AppDeps,
   createApp,
   type DatabaseTls,
-  loadConfig,
   routeOptions,
+  workerConfig,
 } from "@relayer/poison/webhook";
 
 /** The part of workerd's `ExecutionContext` the Worker uses. */
@@ -242,8 +242,8 @@ export function postgresWorker(options: PostgresWorkerOptions): {
   };
 }
 
-const unset = { CLOUDFLARE_MAX_RETRIES: "3", CLOUDFLARE_DLQ_MAX_RETRIES: "3" };
-const config = loadConfig({ ...unset, ...env }); // unset: Cloudflare's 3
+// max_retries unset: Cloudflare's 3; DATABASE_URL read, unlike worker.ts
+const { config, nameUnread } = workerConfig(env, { database: true });
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
@@ -258,7 +258,7 @@ if (database === undefined && hyperdrive === undefined) {
   );
 }
 
-export default postgresWorker({
+const worker = postgresWorker({
   // Hyperdrive encrypts to the database itself; the Worker talks to it
   // inside Cloudflare, with no TLS of its own.
   database: () =>
@@ -286,3 +286,5 @@ export default postgresWorker({
   },
   log: console.log,
 });
+
+export default nameUnread(worker, console.log); // names what it ignores, once

@@ -18,8 +18,9 @@
  * Worker's own queue (`JOBS`), so `QSTASH_TOKEN`, which publishes through
  * QStash, is not used here, nor `QSTASH_URL`; nor are the service's store
  * settings (`KV_PATH`, `KV_URL`, `DENO_KV_ACCESS_TOKEN`, `KV_QUEUE`,
- * `DATABASE_URL`): `loadConfig` checks them, but this Worker ignores them
- * without a word, so leave them out of its environment. `MemoryStore` lives
+ * `DATABASE_URL`) or Deno Deploy's: `workerConfig` neither checks nor
+ * refuses them, and the Worker names each it is given once, on its first
+ * event (`nameUnread`), so that you remove it. `MemoryStore` lives
  * in one isolate and is lost with it: a Worker in production needs a
  * durable `Store` (`postgres_worker.ts` reads `DATABASE_URL`).
  *
@@ -33,10 +34,9 @@
 import { env } from "cloudflare:workers";
 import { HttpSender, MemoryStore } from "@relayer/poison";
 import { createQueueHandler } from "@relayer/poison/cloudflare";
-import { createApp, loadConfig, routeOptions } from "@relayer/poison/webhook";
+import { createApp, routeOptions, workerConfig } from "@relayer/poison/webhook";
 
-const unset = { CLOUDFLARE_MAX_RETRIES: "3", CLOUDFLARE_DLQ_MAX_RETRIES: "3" };
-const config = loadConfig({ ...unset, ...env }); // unset: Cloudflare's 3
+const { config, nameUnread } = workerConfig(env); // max_retries unset: Cloudflare's 3
 if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
@@ -60,4 +60,4 @@ const queue = createQueueHandler({
   log: console.log,
 });
 
-export default { fetch: app.fetch, queue };
+export default nameUnread({ fetch: app.fetch, queue }, console.log); // names what it ignores, once

@@ -7,7 +7,7 @@
  * `wrangler types` writes it for `examples/cloudflare/wrangler.toml`.
  * `deno task check` sees neither: Deno's globals, and `cloudflare:workers`
  * taken as `any`. Two copies of worker.ts, each with one wrong use of
- * `env` (a `loadConfig` that takes only text, a `JOBS.send()` taken as
+ * `env` (a `workerConfig` that takes only text, a `JOBS.send()` taken as
  * answering nothing), must each fail with its own error, which `env` as
  * `any` would let through.
  *
@@ -85,15 +85,15 @@ async function workerMutant(from: string, to: string, tail = "") {
 
 Deno.test({
   name:
-    "mod.ts, cloudflare/queue_handler.ts, webhook/app.ts and examples/cloudflare/worker.ts compile with tsc under Cloudflare's types, declarations checked (skipLibCheck: false), its default export an ExportedHandler<Env>; worker.ts with a loadConfig that takes only text, or with env.JOBS.send() taken as answering nothing, does not",
+    "mod.ts, cloudflare/queue_handler.ts, webhook/app.ts and examples/cloudflare/worker.ts compile with tsc under Cloudflare's types, declarations checked (skipLibCheck: false), its default export an ExportedHandler<Env>; worker.ts with a workerConfig that takes only text, or with env.JOBS.send() taken as answering nothing, does not",
   ignore: tsc === null,
   fn: async () => {
-    // env holds the JOBS queue beside the text settings: loadConfig must
+    // env holds the JOBS queue beside the text settings: workerConfig must
     // take any value (a [vars] JSON value is a number or an object too).
     const narrow = await workerMutant(
-      "loadConfig({ ...unset, ...env })",
-      "textOnly({ ...unset, ...env })",
-      "declare function textOnly(\n  variables: Readonly<Record<string, string>>,\n): ReturnType<typeof loadConfig>;\n",
+      "workerConfig(env)",
+      "textOnly({ ...env })",
+      "declare function textOnly(\n  variables: Readonly<Record<string, string>>,\n): ReturnType<typeof workerConfig>;\n",
     );
     // send() answers the queue's metrics, not nothing: a type of the
     // package's that wants Promise<void> would refuse it.

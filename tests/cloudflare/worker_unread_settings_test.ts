@@ -1,78 +1,111 @@
 /**
  * docs/queues.md tells an operator which of the service's settings to leave
- * out of a Worker's environment, as the example Workers never read them
- * and say nothing of them: held here to what `loadConfig` makes of each
- * (the `Config` field it fills) and to the fields each example Worker uses.
+ * out of a Worker's environment: held here to the settings `workerConfig`
+ * neither checks nor refuses (`SERVICE_ONLY`), each of which leaves the
+ * Worker's `Config` as it was without it, and is named once. (Each example
+ * Worker, run with them: worker_service_settings_test.ts.)
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { loadConfig } from "../../webhook/config.ts";
+import { SERVICE_ONLY, workerConfig } from "../../webhook/_settings.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
   WEBHOOK_SECRET: "a-webhook-secret-16",
+  CLOUDFLARE_MAX_RETRIES: "9",
+  CLOUDFLARE_DLQ_MAX_RETRIES: "100",
 };
 
-/** The `Config` field each setting fills, and an env that sets it. */
-const FIELDS: Record<string, [field: string, env: Record<string, string>]> = {
-  KV_PATH: ["kv", { KV_PATH: "./data/other.kv" }],
-  KV_URL: ["kv", { KV_URL: "https://kv.example.test/db" }],
-  DENO_KV_ACCESS_TOKEN: ["kv", {
-    KV_URL: "https://kv.example.test/db",
-    DENO_KV_ACCESS_TOKEN: "a-kv-connect-token",
-  }],
-  KV_QUEUE: ["kvQueue", { KV_QUEUE: "1" }],
-  QSTASH_TOKEN: ["qstashPublish", {
-    QSTASH_TOKEN: "a-qstash-token-0123",
-    PUBLIC_URL: "https://relayer.example.test",
-    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
-    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
-  }],
-  QSTASH_URL: ["qstashPublish", {
-    QSTASH_TOKEN: "a-qstash-token-0123",
-    QSTASH_URL: "http://127.0.0.1:8080",
-    PUBLIC_URL: "https://relayer.example.test",
-    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
-    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
-  }],
-  DATABASE_URL: ["database", { DATABASE_URL: "postgres://u:p@db.test/r" }],
+/** A value of each setting that the service takes. */
+const TAKEN: Record<string, string> = {
+  KV_PATH: "./data/other.kv",
+  KV_URL: "https://kv.example.test/db",
+  DENO_KV_ACCESS_TOKEN: "a-kv-connect-token",
+  KV_QUEUE: "1",
+  QSTASH_TOKEN: "a-qstash-token-0123",
+  QSTASH_URL: "http://127.0.0.1:8080",
+  DATABASE_URL: "postgres://u:p@db.test/r",
+  DENO_DEPLOYMENT_ID: "abc123",
+  DENO_KV_DEFAULT_PATH: "https://kv.example.test/deploy",
+  DENO_KV_PATH_PREFIX: "",
 };
 
-Deno.test("the settings docs/queues.md says the example Workers ignore fill only Config fields those Workers never use", async () => {
+Deno.test("the settings docs/queues.md says to leave out of a Worker are those workerConfig neither checks nor refuses, each named once and changing nothing", async () => {
   const doc = (await Deno.readTextFile(new URL("docs/queues.md", ROOT)))
     .replace(/\s+/g, " ");
   const sentence = /Leave out the settings only `main\.ts` reads: (.*?)\. /
     .exec(doc);
   assert.ok(sentence, "docs/queues.md no longer lists them");
   const named = [...sentence[1]!.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!);
-  assert.deepEqual(named.sort(), Object.keys(FIELDS).sort());
-  const plain = loadConfig(base) as unknown as Record<string, unknown>;
-  const sources = {
-    "worker.ts": await Deno.readTextFile(
-      new URL("examples/cloudflare/worker.ts", ROOT),
-    ),
-    "postgres_worker.ts": await Deno.readTextFile(
-      new URL("examples/cloudflare/postgres_worker.ts", ROOT),
-    ),
-  };
-  for (const [name, [field, env]] of Object.entries(FIELDS)) {
-    // The setting changes that field, and no other the Workers use.
-    const set = loadConfig({ ...base, ...env }) as unknown as Record<
-      string,
-      unknown
-    >;
-    assert.notDeepEqual(set[field], plain[field], `${name} fills ${field}`);
-    for (const [file, source] of Object.entries(sources)) {
-      const code = source.replace(/\/\*\*[\s\S]*?\*\//g, "");
-      const used = new RegExp(`\\b(config\\.${field}\\b|${field}\\b.*= config)`)
-        .test(code) || new RegExp(`\\{[^}]*\\b${field}\\b[^}]*\\} = config`)
-        .test(code);
-      const read = name === "DATABASE_URL" && file === "postgres_worker.ts";
-      assert.equal(used, read, `${file} and ${name} (${field})`);
+  assert.deepEqual(named.sort(), Object.keys(SERVICE_ONLY).sort());
+  const plain = workerConfig(base).config;
+  for (const name of Object.keys(SERVICE_ONLY)) {
+    for (const value of [TAKEN[name] || "x", "a value refused: ://"]) {
+      const { config, unread } = workerConfig({ ...base, [name]: value });
+      assert.deepEqual(config, plain, `${name}=${value}`);
+      assert.deepEqual(unread, [
+        `relayer: ${name} is set, but only main.ts reads it (${
+          SERVICE_ONLY[name]
+        }), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings`,
+      ]);
     }
   }
+});
+
+Deno.test("workerConfig() reads DATABASE_URL for a Worker on PostgreSQL, names the settings nothing reads beside the rest as main.ts does, and Cloudflare's own not at all", () => {
+  const database = workerConfig(
+    { ...base, DATABASE_URL: TAKEN.DATABASE_URL },
+    { database: true },
+  );
+  assert.equal(database.config.database?.url, TAKEN.DATABASE_URL);
+  assert.deepEqual(database.unread, []);
+  assert.throws(
+    () =>
+      workerConfig({ ...base, DATABASE_URL: "mysql://x" }, { database: true }),
+    /^ConfigError: DATABASE_URL must be a PostgreSQL URL/,
+  );
+  // A [vars] number is a setting given, as loadConfig reads it.
+  const { unread } = workerConfig({
+    ...base,
+    QSTASH_RETRIES: 9,
+    CLOUDFLARE_MESSAGE_RETENTION: "96h",
+  });
+  assert.deepEqual(unread, [
+    "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+  ]);
+  // Unset, the queues' max_retries are Cloudflare's 3: refused beside the
+  // default MAX_DELIVERIES, as the queue handler would.
+  assert.throws(
+    () =>
+      workerConfig({
+        SENDER_URL: base.SENDER_URL,
+        WEBHOOK_SECRET: base.WEBHOOK_SECRET,
+      }),
+    /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3/,
+  );
+});
+
+Deno.test("nameUnread() names the unread settings on the first call of any handler only, passing each call through", async () => {
+  const { nameUnread } = workerConfig({ ...base, KV_QUEUE: "1" });
+  const logged: string[] = [];
+  const calls: unknown[][] = [];
+  const worker = nameUnread({
+    fetch: (...args: unknown[]) => {
+      calls.push(args);
+      return Promise.resolve(new Response("ok"));
+    },
+    queue: (...args: unknown[]) => void calls.push(args),
+  }, (line) => void logged.push(line));
+  assert.deepEqual(logged, []);
+  worker.queue("batch", "env", "ctx");
+  assert.equal(logged.length, 1);
+  assert.match(logged[0]!, /^relayer: KV_QUEUE is set, but only main\.ts/);
+  assert.equal(await (await worker.fetch("request")).text(), "ok");
+  worker.queue("again");
+  assert.equal(logged.length, 1);
+  assert.deepEqual(calls, [["batch", "env", "ctx"], ["request"], ["again"]]);
 });
