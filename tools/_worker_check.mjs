@@ -2028,11 +2028,77 @@ async function refusedVars() {
   );
 }
 
+/**
+ * A service's settings that only main.ts reads, copied into the Worker with
+ * values main.ts refuses: the Worker starts on workerd all the same, says
+ * nothing in its global scope, and names each once, on its first event
+ * (workerConfig's `nameUnread`), not again on the next.
+ */
+async function serviceOnlyVars() {
+  const vars = {
+    KV_PATH: "https://kv.example.test/db",
+    KV_QUEUE: "1",
+    QSTASH_TOKEN: "a-qstash-token-0123",
+    DATABASE_URL: "mysql://u:p@db.test/r",
+  };
+  const what = "settings only main.ts reads";
+  const lines = [];
+  let mf;
+  try {
+    mf = await startMiniflare([], lines, [], vars);
+  } catch (error) {
+    const label = `examples/cloudflare/worker.ts, ${what}`;
+    for (
+      const l of startFailure(label, error, lines, process.env.COMPAT_DATE)
+    ) {
+      console.error(l);
+    }
+    fail(`${what}: the Worker refused to start`);
+  }
+  const named = (name) =>
+    lines.filter((line) =>
+      line.includes(`relayer: ${name} is set, but only main.ts reads it`)
+    ).length;
+  try {
+    const before = Object.keys(vars).filter((name) => named(name) > 0);
+    for (let i = 0; i < 2; i++) {
+      const res = await mf.dispatchFetch(`${PUBLIC_URL}/healthz`);
+      await res.body?.cancel();
+      if (res.status !== 200) {
+        fail(`${what}: GET /healthz answered ${res.status}`);
+      }
+    }
+    // workerd's output comes apart from the answer.
+    const deadline = Date.now() + 5_000;
+    while (
+      Object.keys(vars).some((name) => named(name) === 0) &&
+      Date.now() < deadline
+    ) await new Promise((resolve) => setTimeout(resolve, 50));
+    const counts = Object.keys(vars).map((name) => `${name} ${named(name)}`);
+    if (before.length > 0 || counts.some((count) => !count.endsWith(" 1"))) {
+      for (const l of lines) console.error(l);
+      fail(
+        `${what}: expected each named once, on the first request (before it: ${
+          before.join(", ") || "none"
+        }; after two: ${counts.join(", ")})`,
+      );
+    }
+    console.log(
+      `  [${what}] started beside ${
+        Object.keys(vars).join(", ")
+      }, each named once on the first request`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
 try {
   if (process.env.POSTGRES_SCRIPT) {
     await postgresCheck();
   } else {
     await refusedVars();
+    await serviceOnlyVars();
     for (const flags of [[], ["nodejs_compat"]]) await check(flags);
     // The check's date, and one before 2022-03-21, where a Worker has no
     // navigator unless its flags ask for one.

@@ -10,7 +10,9 @@
  * `WEBHOOK_SECRET` past 2^53, each with its `Uncaught` line; and a
  * `CLOUDFLARE_MESSAGE_RETENTION` the queue handler refuses, alone and with
  * a `CLOUDFLARE_DELIVERY_DELAY` it counts, refused at start too, as the
- * handler is built in the Worker's global scope): signed QStash and
+ * handler is built in the Worker's global scope; and settings only
+ * `main.ts` reads, with values it refuses, which the Worker starts beside
+ * and names once, on its first request): signed QStash and
  * generic deliveries, QStash's failure callback, a Pub/Sub push and a push
  * from Pub/Sub's dead-letter topic (Google's RS256 tokens, the keys fetched
  * from Google's URL, which Miniflare's outbound service answers with a test
