@@ -42,6 +42,9 @@ Deno.test("the settings docs/queues.md says to leave out of a Worker are those w
   assert.ok(sentence, "docs/queues.md no longer lists them");
   const named = [...sentence[1]!.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!);
   assert.deepEqual(named.sort(), Object.keys(SERVICE_ONLY).sort());
+  // The line it quotes is the one a Worker logs.
+  const quoted = workerConfig({ ...base, KV_PATH: TAKEN.KV_PATH! }).unread[0]!;
+  assert.ok(doc.includes(`\`${quoted}\``), `docs/queues.md quotes ${quoted}`);
   const plain = workerConfig(base).config;
   for (const name of Object.keys(SERVICE_ONLY)) {
     for (const value of [TAKEN[name] || "x", "a value refused: ://"]) {
