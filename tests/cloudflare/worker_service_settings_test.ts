@@ -94,6 +94,18 @@ const SERVICE_ONLY: Record<string, Record<string, unknown>> = {
   "DENO_DEPLOYMENT_ID": { DENO_DEPLOYMENT_ID: "abc123" },
 };
 
+/** Fails unless `logged` names each of `names` once, as only main.ts reads it. */
+function assertNamedOnce(logged: string[], names: string[], what: string) {
+  for (const name of names) {
+    const prefix = `relayer: ${name} is set, but only main.ts reads it`;
+    assert.equal(
+      logged.filter((line) => line.startsWith(prefix)).length,
+      1,
+      `${what}: ${name} named once in ${JSON.stringify(logged)}`,
+    );
+  }
+}
+
 const bad = { DATABASE_URL: "mysql://u:p@db.test/r" };
 const database = { DATABASE_URL: "postgres://u:p@127.0.0.1:9/r" };
 
@@ -125,17 +137,7 @@ Deno.test("worker.ts starts beside each setting only main.ts reads, whatever its
           assert.equal(ready.status, 200, what);
           await ready.body?.cancel();
           const named = [...logged];
-          for (const name of Object.keys(env)) {
-            assert.equal(
-              named.filter((line) =>
-                line.startsWith(
-                  `relayer: ${name} is set, but only main.ts reads it`,
-                )
-              ).length,
-              1,
-              `${what}: ${name} named once in ${JSON.stringify(named)}`,
-            );
-          }
+          assertNamedOnce(named, Object.keys(env), what);
           await worker.queue({ queue: "relayer-jobs", messages: [] }, {}, {});
           await worker.fetch(new Request("http://worker.test/healthz"), {}, {})
             .then((response) => response.body?.cancel());
@@ -176,17 +178,7 @@ Deno.test("postgres_worker.ts reads DATABASE_URL, starts beside each setting onl
           await worker.queue({ queue: "relayer-jobs", messages: [] }, {}, ctx);
           await worker.queue({ queue: "relayer-jobs", messages: [] }, {}, ctx);
           await Promise.all(waited);
-          for (const name of Object.keys(env)) {
-            assert.equal(
-              logged.filter((line) =>
-                line.startsWith(
-                  `relayer: ${name} is set, but only main.ts reads it`,
-                )
-              ).length,
-              1,
-              `${what}: ${name} named once in ${JSON.stringify(logged)}`,
-            );
-          }
+          assertNamedOnce(logged, Object.keys(env), what);
           assert.ok(
             !logged.some((line) => line.includes("DATABASE_URL")),
             `${what}: DATABASE_URL is read: ${JSON.stringify(logged)}`,
