@@ -394,6 +394,24 @@ const POOLER_CHECK_MS = 3_000;
 const MIGRATION_LOCK_MS = 2_000;
 const MIGRATION_TRIES = 3;
 /**
+ * What a migration's transaction runs after setting its `lock_timeout`:
+ * a role's or database's `statement_timeout` shorter than that wait and a
+ * second for the work (`ALTER ROLE … SET statement_timeout = '300ms'`, a
+ * common bound for a service's queries) is raised to it, for this
+ * transaction only (`SET LOCAL`). Left as it was, it cancelled the wait for
+ * a table lock before `lock_timeout` ended it (57014, which no try
+ * followed), and the advisory lock's wait of an instance that started
+ * beside one migrating: an upgrade behind a report's open transaction
+ * failed every start at once, where it would have waited its 2 s. A longer
+ * setting, or none (0), is kept. From `pg_settings`, in milliseconds
+ * whatever unit the role gave it.
+ */
+const MIGRATION_STATEMENT_MS = MIGRATION_LOCK_MS + 1_000;
+const MIGRATION_STATEMENTS =
+  `DO $$BEGIN IF (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'statement_timeout') BETWEEN 1 AND ${
+    MIGRATION_STATEMENT_MS - 1
+  } THEN SET LOCAL statement_timeout = ${MIGRATION_STATEMENT_MS}; END IF; END$$`;
+/**
  * The longest key the store writes into a btree index, in bytes of UTF-8:
  * an index entry holds at most 2,704 bytes on PostgreSQL's default 8 KiB
  * pages (`BTMaxItemSize`), of which a text key's takes 12 (the entry's
@@ -958,6 +976,8 @@ export class PostgresStore implements Store {
           await unlessLost(
             tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`),
           );
+          // And no shorter statement_timeout cuts those waits.
+          await unlessLost(tx.unsafe(MIGRATION_STATEMENTS));
           // Concurrent `CREATE … IF NOT EXISTS` of one name can still
           // collide in the catalog; this lock, released at commit, lines
           // migrations up. Both cast: pg_catalog's functions are then exact
