@@ -1278,6 +1278,17 @@ export class PostgresStore implements Store {
           ),
         );
       }
+      if (code === "55P03" && LOCKED_READS.has(error as object)) {
+        // A read's (the write's own, before its flight), which the store
+        // bounds by no lock_timeout: the role's or database's ended it,
+        // not the flight's, which the next branch would name.
+        throw heldBySession(
+          `Cannot ${what} as its read waited for a table lock another session held past the role's or database's lock_timeout (${
+            tableLockWait(error)
+          }): nothing was written; retry`,
+          error,
+        );
+      }
       if (code === "55P03") {
         // A lock waited for longer than the flight's `lock_timeout`: the
         // transaction aborted, so nothing of the write committed. Another
@@ -1832,6 +1843,9 @@ export class PostgresStore implements Store {
           answer = await query;
         } catch (error) {
           if (connectionLost(error)) this.#absorb();
+          if ((error as { code?: unknown })?.code === "55P03") {
+            LOCKED_READS.add(error as object);
+          }
           const lostStatement = (error as { code?: unknown })?.code ===
             "26000";
           if (refusedAsStale(error)) {
@@ -2312,12 +2326,21 @@ export class PostgresStore implements Store {
    * or database's `statement_timeout`) fails with the store's own error,
    * which says so, that nothing was read and to retry, as a write's
    * cancel says it (see {@linkcode PostgresStore.#run}), with the server's
-   * error as its cause.
+   * error as its cause; and so does one the role's or database's
+   * `lock_timeout` ended (`55P03`) behind a table lock.
    */
   async #readOnly<T>(what: string, ask: () => Promise<T>): Promise<T> {
     try {
       return await this.#watched(ask);
     } catch (error) {
+      if ((error as { code?: unknown })?.code === "55P03") {
+        throw new Error(
+          `The store's ${what} failed as the role's or database's lock_timeout ended its wait for a table lock another session held (${
+            tableLockWait(error)
+          }): nothing was read; retry`,
+          { cause: error },
+        );
+      }
       if ((error as { code?: unknown })?.code !== "57014") throw error;
       const since = this.#ownCancelAt === null
         ? null
@@ -3719,6 +3742,25 @@ function noConnection(waitMs: number): Error {
 
 /** A row-lock wait's context, as the server names it ("while locking tuple (0,1) in relation \"leases\""). */
 const ROW_WAIT = /^while [^\n]*tuple[^\n]* in relation "[^\n]*"/;
+
+/**
+ * What a read that the role's or database's `lock_timeout` ended (`55P03`:
+ * the store sets none for its reads) waited for, and where to look: a plain
+ * read waits only for a table lock (a schema change's, `VACUUM FULL`'s, a
+ * `LOCK TABLE`).
+ */
+function tableLockWait(error: unknown): string {
+  return `${
+    oneLine(String((error as { message?: unknown })?.message))
+  }; SHOW lock_timeout; a schema change, VACUUM FULL or LOCK TABLE holds one: see pg_locks and pg_stat_activity`;
+}
+
+/**
+ * The errors of reads (`PostgresStore.#watched`) that a `lock_timeout`
+ * ended (`55P03`): the role's or database's, as the store sets none for a
+ * read; told apart from a flight's, which ends at the store's own bound.
+ */
+const LOCKED_READS = new WeakSet<object>();
 
 /**
  * How long after this store cancelled a read of its own a write's

@@ -16,6 +16,7 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { BusyError } from "../../store/busy_error.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
@@ -119,6 +120,66 @@ Deno.test({
           await ended.catch(() => {});
           report.release();
         }
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore says a read the database's lock_timeout ended behind a table lock was ended so, and that nothing was read or written: the look's read, and a write's read as busy without the flight's bound",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      onDatabase({ lock_timeout: "100ms" }, async ({ admin, connect }) => {
+        const sql = connect();
+        // The flight's own bound, 5 s: the read met the database's 100 ms.
+        const store = new PostgresStore(sql, {
+          schema: "relayer",
+          connectionWaitMs: 10_000,
+        });
+        await store.createIntent({
+          id: "a",
+          state: "authorized",
+          hold: "pending",
+        });
+        // A schema change's lock (ALTER TABLE, VACUUM FULL), which every
+        // read of the table waits for.
+        const change = await admin.reserve();
+        try {
+          await change.unsafe(
+            `BEGIN; LOCK TABLE relayer.intents IN ACCESS EXCLUSIVE MODE`,
+          );
+          const read = await store.getIntent("a").then(
+            () => new Error("read"),
+            (error: Error) => error,
+          );
+          // Before: "canceling statement due to lock timeout", bare.
+          assert.match(
+            read.message,
+            /^The store's read of intent a failed as the role's or database's lock_timeout ended its wait for a table lock another session held \(canceling statement due to lock timeout; SHOW lock_timeout; a schema change, VACUUM FULL or LOCK TABLE holds one: see pg_locks and pg_stat_activity\): nothing was read; retry$/,
+          );
+          assert.equal((read.cause as { code?: unknown })?.code, "55P03");
+          const written = await store.transition("a", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 1,
+          }).then(() => new Error("written"), (error: Error) => error);
+          assert.ok(written instanceof BusyError, String(written));
+          // Before: "… held a lock it needed for over 5000ms (lock_timeout …)",
+          // the flight's bound, which this write never reached.
+          assert.match(
+            written.message,
+            /^Cannot move a from authorized to settling as its read waited for a table lock another session held past the role's or database's lock_timeout \(canceling statement due to lock timeout; SHOW lock_timeout; a schema change, VACUUM FULL or LOCK TABLE holds one: see pg_locks and pg_stat_activity\): nothing was written; retry$/,
+          );
+        } finally {
+          await change.unsafe("ROLLBACK").catch(() => {});
+          change.release();
+        }
+        const a = await store.getIntent("a");
+        assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
+        store.close();
       }),
   ),
 });
