@@ -205,6 +205,14 @@ function checked(schema: string, what: string): string {
  * A migration that changes an object that already exists (a column's
  * type, the function's body) must extend this query to tell the old
  * object from the new one, or a migrated database never gets the change.
+ *
+ * Its calls of pg_catalog's polymorphic functions (`array_to_string`,
+ * `unnest`) name the schema: one of the same name on the role's
+ * `search_path` that takes the exact array type (`text[]`, `oid[]`) is a
+ * better match than `anyarray`, and PostgreSQL picks it even though
+ * pg_catalog is searched first (CVE-2018-1058's pattern): it answered no
+ * missing grant and no hidden rows, and a role that could not write, or
+ * saw no row, started (tests/store/postgres_database_settings_test.ts).
  */
 export function migrated(schema: string): string {
   const s = checked(schema, "the migration check");
@@ -234,7 +242,7 @@ export function migrated(schema: string): string {
     ].join("\n    AND ")
   } AS current,
   current_setting('transaction_read_only') = 'on' AS read_only,
-  array_to_string(ARRAY[${
+  pg_catalog.array_to_string(ARRAY[${
     [
       ...TABLE_PRIVILEGES.flatMap(([table, privileges]) =>
         privileges.map((privilege) =>
@@ -265,7 +273,7 @@ export function migrated(schema: string): string {
       ),
     ].join(",\n    ")
   }]::text[], ', ') AS missing,
-  array_to_string(ARRAY[${
+  pg_catalog.array_to_string(ARRAY[${
     TABLES.map((table) =>
       hidden(`to_regclass('${s}.${table}')`, `${schema}.${table}`)
     ).join(",\n    ")
@@ -306,7 +314,7 @@ function hidden(table: string, what: string): string {
         WHERE p.polrelid = ${table} AND p.polpermissive
           AND p.polcmd IN ('*', 'r')
           AND (0::oid = ANY (p.polroles) OR EXISTS (
-            SELECT 1 FROM unnest(p.polroles) AS r (oid)
+            SELECT 1 FROM pg_catalog.unnest(p.polroles) AS r (oid)
             WHERE r.oid <> 0::oid AND pg_has_role(r.oid, 'MEMBER')
           ))
       )

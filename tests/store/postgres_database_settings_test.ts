@@ -33,6 +33,7 @@ async function onDatabase(
   test: (db: {
     admin: postgres.Sql;
     connect: (max?: number) => postgres.Sql;
+    url: string;
   }) => Promise<void>,
 ): Promise<void> {
   const database = await freshDatabase();
@@ -48,6 +49,7 @@ async function onDatabase(
     }
     await test({
       admin,
+      url: database.url,
       connect: (max = 2) => {
         const sql = postgres(database.url, {
           max,
@@ -182,4 +184,67 @@ Deno.test({
         store.close();
       }),
   ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() checks a service role's grants and row-level security at start whatever functions the role's search_path finds first",
+  ignore,
+  fn: timeout(30_000, () =>
+    onDatabase({}, async ({ admin, url }) => {
+      const role = `r${crypto.randomUUID().slice(0, 8)}`;
+      const login = new URL(url);
+      login.username = role;
+      login.password = `${role}-pw`;
+      // A schema on the role's search_path (ALTER ROLE … SET search_path)
+      // holding functions that a call with an array beats pg_catalog's
+      // polymorphic ones at (CVE-2018-1058's pattern): any role with
+      // CREATE on a schema there, such as public before PostgreSQL 15.
+      const check = async (decoy: string, grants: string) => {
+        await admin.unsafe(`CREATE SCHEMA decoy; ${decoy};
+          GRANT USAGE ON SCHEMA decoy TO "${role}";
+          ALTER ROLE "${role}" SET search_path = decoy, public;
+          GRANT USAGE ON SCHEMA relayer TO "${role}"; ${grants}`);
+        const sql = postgres(login.href, { max: 2, onnotice: () => {} });
+        try {
+          return await new PostgresStore(sql, { schema: "relayer" }).migrate()
+            .then(() => "started", (error: Error) => error.message);
+        } finally {
+          await sql.end();
+          await admin.unsafe(
+            `DROP SCHEMA decoy CASCADE; DROP OWNED BY "${role}"`,
+          );
+        }
+      };
+      await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
+      try {
+        // A role granted only SELECT on intents: before, array_to_string
+        // (text[], text) answered '' for what it lacks, and it started.
+        assert.match(
+          await check(
+            `CREATE FUNCTION decoy.array_to_string(text[], text) RETURNS text
+              LANGUAGE sql AS $$SELECT ''::text$$`,
+            `GRANT SELECT ON relayer.intents TO "${role}"`,
+          ),
+          /^Cannot use the PostgreSQL schema "relayer" as this role lacks INSERT on relayer\.intents, /,
+        );
+        // A role every grant was given, from which row-level security
+        // hides intents (a policy for another role only): before,
+        // unnest(oid[]) named this role among the policy's, and it started,
+        // every delivery reading a live payment as missing.
+        assert.match(
+          await check(
+            `CREATE FUNCTION decoy.unnest(oid[]) RETURNS SETOF oid
+              LANGUAGE sql AS $$SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user$$;
+            ALTER TABLE relayer.intents ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY other ON relayer.intents TO pg_monitor USING (true)`,
+            `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA relayer TO "${role}";
+            GRANT USAGE ON ALL SEQUENCES IN SCHEMA relayer TO "${role}"`,
+          ),
+          /^Cannot use the PostgreSQL schema "relayer" as row-level security hides rows of relayer\.intents from this role/,
+        );
+      } finally {
+        await admin.unsafe(`DROP ROLE "${role}"`);
+      }
+    })),
 });
