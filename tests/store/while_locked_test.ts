@@ -1,0 +1,102 @@
+/**
+ * `whileLocked`, the retry of a Deno KV commit (or open) that a SQLite
+ * file another handle holds refuses as "database is locked", having
+ * written nothing: the store's group commits, the local queue's requeue
+ * and line-end commits, and the start's open all go through it. Its
+ * bound is what turns a lock held for good (a `sqlite3` session left in a
+ * transaction) into an error an operator reads, rather than a delivery,
+ * a requeue or a start that waits with no end; its waits are what let a
+ * lock held for a few seconds (a checkpoint, a backup) end before it
+ * gives up. Its timers are counted, not waited for.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { whileLocked } from "../../store/_group_commit.ts";
+
+/** Deno KV's refusal of a commit while another handle holds the file. */
+const locked = () => new TypeError("database is locked");
+
+/**
+ * Runs `call` with `setTimeout` firing at once; returns what it settled
+ * to and the waits it asked for, in order.
+ */
+async function counted<T>(
+  call: () => Promise<T>,
+): Promise<{ result: PromiseSettledResult<T>; waits: number[] }> {
+  const waits: number[] = [];
+  const { setTimeout: setT } = globalThis;
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    waits.push(ms ?? 0);
+    queueMicrotask(fn);
+    return 0;
+  }) as unknown as typeof setTimeout;
+  try {
+    const [result] = await Promise.allSettled([call()]);
+    return { result: result!, waits };
+  } finally {
+    globalThis.setTimeout = setT;
+  }
+}
+
+Deno.test("whileLocked: a file locked for good is tried 320 times, waiting 1, 2, 4, 8, then 16 ms between tries (about 5 s), then its last refusal is thrown", async () => {
+  let tries = 0;
+  let last: Error | undefined;
+  const { result, waits } = await counted(() =>
+    whileLocked((attempt) => {
+      tries++;
+      assert.equal(attempt, tries);
+      // A loop with no bound is ended here, for the assertions to say so.
+      if (tries > 1_000) return Promise.resolve("still trying");
+      last = locked();
+      return Promise.reject(last);
+    })
+  );
+  assert.equal(result.status, "rejected");
+  assert.equal((result as PromiseRejectedResult).reason, last);
+  assert.equal(tries, 320);
+  assert.deepEqual(waits, [1, 2, 4, 8, ...Array(315).fill(16)]);
+  const total = waits.reduce((sum, ms) => sum + ms, 0);
+  assert.ok(total >= 4_500 && total <= 5_500, `${total} ms`);
+});
+
+Deno.test("whileLocked: a lock that ends is waited out, and the try that follows answers", async () => {
+  let tries = 0;
+  const { result, waits } = await counted(() =>
+    whileLocked(() =>
+      ++tries < 40 ? Promise.reject(locked()) : Promise.resolve("ok")
+    )
+  );
+  assert.deepEqual(result, { status: "fulfilled", value: "ok" });
+  assert.equal(tries, 40);
+  assert.equal(waits.length, 39);
+});
+
+Deno.test("whileLocked: any other error (a damaged file: the commit's outcome unknown) is thrown at once, never tried again", async () => {
+  const error = new TypeError("database disk image is malformed");
+  let tries = 0;
+  const { result, waits } = await counted(() =>
+    whileLocked(() => {
+      tries++;
+      return Promise.reject(error);
+    })
+  );
+  assert.deepEqual(result, { status: "rejected", reason: error });
+  assert.equal(tries, 1);
+  assert.deepEqual(waits, []);
+});
+
+Deno.test("whileLocked: a caller's own test of a lock decides what is tried again", async () => {
+  let tries = 0;
+  const { result } = await counted(() =>
+    whileLocked(
+      () =>
+        ++tries < 3
+          ? Promise.reject(new Error("busy"))
+          : Promise.resolve(tries),
+      (error) => error instanceof Error && error.message === "busy",
+    )
+  );
+  assert.deepEqual(result, { status: "fulfilled", value: 3 });
+});
