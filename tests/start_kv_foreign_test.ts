@@ -80,3 +80,72 @@ for (const journal of ["delete", "wal"]) {
     }),
   );
 }
+
+/** Starts main.ts on `path`, in `dir`; asserts it serves, then ends it. */
+async function assertServes(
+  dir: string,
+  path: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const service = startMain({ ...SETTINGS, KV_PATH: path }, {
+    writeDir: dir,
+  });
+  signal.addEventListener("abort", service.kill);
+  try {
+    const base = await service.base();
+    service.kill();
+    const { stderr } = await service.ended();
+    assert.notEqual(base, null, `main.ts did not serve on ${path}\n${stderr}`);
+    assert.doesNotMatch(stderr, /another program's SQLite database/);
+  } finally {
+    service.kill();
+  }
+}
+
+Deno.test(
+  "main.ts starts on its own Deno KV store, each of whose tables is Deno KV's (its queue's too), not as on another program's database",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/relayer.kv`;
+    try {
+      const kv = await Deno.openKv(path);
+      await kv.set(["relayer", "intent", "pi_1"], { sent: true });
+      kv.close();
+      const made = tables(path);
+      assert.ok(made.length > 2, made.join(", "));
+      await assertServes(dir, path, signal);
+      assert.deepEqual(
+        await Deno.openKv(path).then(async (kv) => {
+          try {
+            return (await kv.get(["relayer", "intent", "pi_1"])).value;
+          } finally {
+            kv.close();
+          }
+        }),
+        { sent: true },
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts starts on a SQLite file with no table yet (a store whose making stopped before its tables, or one another instance makes at that moment), not as on another program's database",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/relayer.kv`;
+    try {
+      // Deno KV's open first switches a new file to WAL, which writes its
+      // header, and only then makes its tables.
+      const db = new DatabaseSync(path);
+      db.exec("PRAGMA journal_mode = WAL");
+      db.close();
+      assert.ok((await Deno.stat(path)).size > 0);
+      assert.deepEqual(tables(path), []);
+      await assertServes(dir, path, signal);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
