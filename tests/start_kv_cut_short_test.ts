@@ -75,3 +75,29 @@ for (const { name, lose, refusal } of CASES) {
     }),
   );
 }
+
+Deno.test(
+  "main.ts starts on an empty file beside an empty -wal: a -wal with no bytes holds no records, and is no file cut short",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/relayer.kv`;
+    await Deno.writeFile(path, new Uint8Array());
+    await Deno.writeFile(`${path}-wal`, new Uint8Array());
+    const service = startMain({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+      KV_PATH: path,
+    }, { writeDir: dir });
+    signal.addEventListener("abort", service.kill);
+    try {
+      const base = await service.base();
+      service.kill();
+      const { stderr } = await service.ended();
+      assert.notEqual(base, null, stderr);
+      assert.doesNotMatch(stderr, /cut short|may be in the -wal/);
+    } finally {
+      service.kill();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
