@@ -475,3 +475,40 @@ Deno.test("SETTINGS holds every variable loadConfig reads, on each queue and sto
   assert.ok(names.length > 30, names.join(" "));
   assert.deepEqual(names.filter((name) => !SETTINGS.has(name)), []);
 });
+
+Deno.test("each CLOUDFLARE_ setting is named with its own refusal, or none: a Worker's refusal of one is not put on another set beside it", () => {
+  const base = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const said = (name: string) =>
+    `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here`;
+  // Refused (Cloudflare's default of 3 retries under MAX_DELIVERIES 10),
+  // beside a value a Worker takes, and beside another it refuses for a
+  // reason of its own.
+  const env = {
+    ...base,
+    CLOUDFLARE_MAX_RETRIES: "3",
+    CLOUDFLARE_DELIVERY_DELAY: "0s",
+    CLOUDFLARE_DLQ_MAX_RETRIES: "101",
+  };
+  const own = (name: keyof typeof env) =>
+    refusal({ ...base, [name]: env[name] }).message;
+  assert.notEqual(
+    own("CLOUDFLARE_MAX_RETRIES"),
+    own("CLOUDFLARE_DLQ_MAX_RETRIES"),
+  );
+  assert.deepEqual(unreadSettingLines(env), [
+    `${
+      said("CLOUDFLARE_MAX_RETRIES")
+    }; a Worker given this value refuses to start: ${
+      own("CLOUDFLARE_MAX_RETRIES")
+    }`,
+    `${
+      said("CLOUDFLARE_DLQ_MAX_RETRIES")
+    }; a Worker given this value refuses to start: ${
+      own("CLOUDFLARE_DLQ_MAX_RETRIES")
+    }`,
+    `${said("CLOUDFLARE_DELIVERY_DELAY")} (its value is checked all the same)`,
+  ]);
+});
