@@ -101,3 +101,41 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "main.ts starts on a Deno KV file another instance has open, its -wal holding the records since the last checkpoint, and is no file cut short",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_" });
+    const path = `${dir}/relayer.kv`;
+    // Another instance on the file (deno serve --parallel's workers, a
+    // rolling deploy): its handle open, the -wal not checkpointed.
+    const other = await Deno.openKv(path);
+    let service: ReturnType<typeof startMain> | undefined;
+    try {
+      for (let i = 0; i < 20; i++) {
+        await other.set(["relayer", "intent", `pi_${i}`], { sent: true });
+      }
+      assert.ok((await Deno.stat(path)).size > 0);
+      assert.ok((await Deno.stat(`${path}-wal`)).size > 0);
+      service = startMain({
+        SENDER_URL: "http://127.0.0.1:9/",
+        WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+        KV_PATH: path,
+      }, { writeDir: dir });
+      signal.addEventListener("abort", service.kill);
+      const base = await service.base();
+      service.kill();
+      const { stderr } = await service.ended();
+      assert.notEqual(base, null, stderr);
+      assert.doesNotMatch(stderr, /cut short|may be in the -wal/);
+      const kept = await Array.fromAsync(
+        other.list({ prefix: ["relayer", "intent"] }),
+      );
+      assert.equal(kept.length, 20);
+    } finally {
+      service?.kill();
+      other.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
