@@ -43,6 +43,33 @@ export const DURABLE_COMMIT =
   "DO $$BEGIN IF current_setting('synchronous_commit') = 'off' THEN SET LOCAL synchronous_commit = on; END IF; END$$";
 
 /**
+ * What a transaction that must not be cut by a role's or database's short
+ * `statement_timeout` runs first: a setting shorter than `ms`
+ * (`ALTER ROLE … SET statement_timeout = '300ms'`, a common bound for a
+ * service's queries) is raised to `ms`, for this transaction only
+ * (`SET LOCAL`). A longer setting, or none (0), is kept. From
+ * `pg_settings`, in milliseconds whatever unit the role gave it. Run by a
+ * migration (whose table locks it waits for up to its `lock_timeout`) and
+ * by the move from Deno KV (its tables' lock, and statements that copy a
+ * thousand rows each): cut, either failed with the server's bare
+ * "canceling statement due to statement timeout" (57014) where it would
+ * have waited and worked its bounded time.
+ *
+ * @example
+ * ```ts ignore
+ * await sql.begin(async (tx) => {
+ *   await tx.unsafe(statementTimeoutAtLeast(3_000));
+ *   // the statements
+ * });
+ * ```
+ */
+export function statementTimeoutAtLeast(ms: number): string {
+  return `DO $$BEGIN IF (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'statement_timeout') BETWEEN 1 AND ${
+    ms - 1
+  } THEN SET LOCAL statement_timeout = ${ms}; END IF; END$$`;
+}
+
+/**
  * The value {@linkcode IN_WRITE} gives `relayer.in_write`, and the one the
  * tables' guard asks of it: the moment the transaction began, which no
  * transaction of the session begun by a later message shares (PostgreSQL

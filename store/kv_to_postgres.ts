@@ -37,7 +37,12 @@ import { BusyError } from "./busy_error.ts";
 import { ConflictError } from "./conflict_error.ts";
 import type { KvKey, KvLike } from "./kv.ts";
 import type { PostgresClient } from "./postgres.ts";
-import { DURABLE_COMMIT, migrated, SCHEMA_NAME } from "./_postgres_schema.ts";
+import {
+  DURABLE_COMMIT,
+  migrated,
+  SCHEMA_NAME,
+  statementTimeoutAtLeast,
+} from "./_postgres_schema.ts";
 import {
   deadLetterRow,
   hasNul,
@@ -159,7 +164,23 @@ const BATCH = 1000;
 /** How long the move waits for the store's tables (`lock_timeout`). */
 const LOCK_MS = 10_000;
 
+/**
+ * The shortest `statement_timeout` the move's transaction runs under: a
+ * role's or database's shorter one (`ALTER ROLE … SET statement_timeout =
+ * '300ms'`, a common bound for a service's queries) is raised to it for
+ * that transaction only. Left as it was, it cancelled the wait for the
+ * tables before `lock_timeout` ended it, with the server's bare
+ * "canceling statement due to statement timeout" where the move would have
+ * waited its 10 s, or said which session held them; and a statement that
+ * copies a thousand rows, or counts a large schema's. Each statement is
+ * still bounded, at the wait and a minute for the work.
+ */
+const MOVE_STATEMENT_MS = LOCK_MS + 60_000;
+
 type Sql = postgres.TransactionSql;
+
+/** The move's isolation level, as the store's writes' (see below). */
+const ISOLATION = "isolation level read committed";
 
 /**
  * Moves everything a `KvStore` holds that carries truth or a guarantee
@@ -184,7 +205,9 @@ type Sql = postgres.TransactionSql;
  * clock and the clocks' skew.
  * @returns What moved, and what was left, by kind.
  * @throws {BusyError} If a lease is held: a delivery is at work, or one
- * crashed within its lease. Nothing was moved.
+ * crashed within its lease; or if another session held the schema's
+ * tables past the move's 10 s wait for them (a role's shorter
+ * `statement_timeout` does not cut that wait). Nothing was moved.
  * @throws {ConflictError} If Deno KV holds nothing under the prefix (a
  * wrong handle or prefix), the schema already holds rows or is not
  * migrated, the database is read-only or the role lacks a grant the
@@ -345,9 +368,17 @@ export async function moveKvToPostgres(
     timeIndex: 0,
   };
   let start = "";
-  await client.begin(async (tx) => {
+  // Read committed whatever the role's default_transaction_isolation, as
+  // the store's writes run: each statement then sees what committed before
+  // it. At repeatable read or serializable the snapshot was taken before
+  // the tables' lock, and the look for rows in the schema missed one a
+  // session committed while the move waited for that lock (a service
+  // started on the schema: its readiness probe writes a count), and moved
+  // into a schema that was not empty.
+  await client.begin(ISOLATION, async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
     await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
+    await unlessLost(tx.unsafe(statementTimeoutAtLeast(MOVE_STATEMENT_MS)));
     // Durable when it says moved, as the store's writes are: a role or
     // database with `synchronous_commit = off` has a COMMIT answered before
     // it is on disk, and a crash then would leave the schema empty after
@@ -501,6 +532,10 @@ export async function moveKvToPostgres(
         moved.holds++;
       }
       await batches.flush();
+      // The foreign key refuses such a hold, except where it is not
+      // enforced: a role or database with session_replication_role =
+      // replica fires no foreign key's trigger.
+      await refuseHoldsWithoutIntent(tx, schema);
     } catch (error) {
       // A hold whose intent the copy did not see may be one written since
       // the copy passed the intents: that is the refusal to give.
@@ -659,12 +694,38 @@ class Batches {
         throw error;
       }
       const detail = String((error as { detail?: unknown }).detail ?? "");
-      throw new TypeError(
-        `Cannot move from Deno KV as it holds the hold of an intent it does not hold (${detail}): no read of either store finds that hold; delete it, then run the move again. Nothing was moved.`,
-        { cause: error },
-      );
+      throw holdWithoutIntent(detail, error);
     }
   }
+}
+
+/**
+ * Throws the refusal of a hold whose intent the move did not copy, if the
+ * schema holds one: the foreign key from `holds` to `intents` refuses it
+ * as it is inserted, but not under `session_replication_role = replica`
+ * (set on a role or database for a logical replica, or by a restore),
+ * which fires no foreign key's trigger.
+ */
+async function refuseHoldsWithoutIntent(
+  tx: Sql,
+  schema: string,
+): Promise<void> {
+  const [row] = await unlessLost(tx.unsafe(
+    `SELECT h.intent_id FROM "${schema}".holds h
+      WHERE NOT EXISTS (SELECT 1 FROM "${schema}".intents i WHERE i.id = h.intent_id)
+      LIMIT 1`,
+  ));
+  if (row === undefined) return;
+  throw holdWithoutIntent(
+    `Key (intent_id)=(${row.intent_id}) is not present in table "intents".`,
+  );
+}
+
+function holdWithoutIntent(detail: string, cause?: unknown): TypeError {
+  return new TypeError(
+    `Cannot move from Deno KV as it holds the hold of an intent it does not hold (${detail}): no read of either store finds that hold; delete it, then run the move again. Nothing was moved.`,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /** A stored hold's state, or a refusal naming its key. */

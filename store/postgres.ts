@@ -58,6 +58,7 @@ import {
   migration,
   OUTSIDE_WRITE,
   SCHEMA_NAME,
+  statementTimeoutAtLeast,
 } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
@@ -407,10 +408,7 @@ const MIGRATION_TRIES = 3;
  * whatever unit the role gave it.
  */
 const MIGRATION_STATEMENT_MS = MIGRATION_LOCK_MS + 1_000;
-const MIGRATION_STATEMENTS =
-  `DO $$BEGIN IF (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'statement_timeout') BETWEEN 1 AND ${
-    MIGRATION_STATEMENT_MS - 1
-  } THEN SET LOCAL statement_timeout = ${MIGRATION_STATEMENT_MS}; END IF; END$$`;
+const MIGRATION_STATEMENTS = statementTimeoutAtLeast(MIGRATION_STATEMENT_MS);
 /**
  * The longest key the store writes into a btree index, in bytes of UTF-8:
  * an index entry holds at most 2,704 bytes on PostgreSQL's default 8 KiB

@@ -1,0 +1,207 @@
+/**
+ * The move from Deno KV to PostgreSQL on a database whose settings it did
+ * not choose (`ALTER DATABASE … SET`, as `ALTER ROLE … SET`): a short
+ * `statement_timeout`, a `default_transaction_isolation` above read
+ * committed, `session_replication_role = replica`. Each database is set
+ * before the move's client connects (a setting reaches only sessions
+ * opened after it); the KV file is a real one, opened by `Deno.openKv`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { ConflictError } from "../../store/conflict_error.ts";
+import { KvStore } from "../../store/kv.ts";
+import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const ignore = !postgresAvailable;
+const T0 = 1_800_000_000_000;
+
+/**
+ * A KV file holding one authorized intent (`pi_0001`, its hold pending),
+ * and a fresh database, migrated (schema `relayer`), then given
+ * `settings`, with an `admin` client opened before them and `move`, a
+ * client opened after, which takes them.
+ */
+async function onDatabase(
+  settings: Record<string, string>,
+  test: (db: {
+    kv: Deno.Kv;
+    admin: postgres.Sql;
+    move: postgres.Sql;
+  }) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_settings_" });
+  const kv = await Deno.openKv(`${dir}/relayer.kv`);
+  const database = await freshDatabase();
+  const admin = postgres(database.url, { max: 2, onnotice: () => {} });
+  let move: postgres.Sql | undefined;
+  try {
+    await new KvStore(kv).createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    await new PostgresStore(admin, { schema: "relayer" }).migrate();
+    const name = new URL(database.url).pathname.slice(1);
+    for (const [setting, value] of Object.entries(settings)) {
+      await admin.unsafe(
+        `ALTER DATABASE "${name}" SET ${setting} = '${value}'`,
+      );
+    }
+    move = postgres(database.url, { max: 1, onnotice: () => {} });
+    await test({ kv, admin, move });
+  } finally {
+    await move?.end({ timeout: 1 });
+    await admin.end({ timeout: 1 });
+    await database.drop();
+    kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const counts = async (sql: postgres.Sql) =>
+  (await sql`
+    SELECT (SELECT count(*) FROM relayer.intents)::int AS intents,
+      (SELECT count(*) FROM relayer.holds)::int AS holds,
+      (SELECT count(*) FROM relayer.counters)::int AS counts`)[0];
+
+Deno.test({
+  name:
+    "moveKvToPostgres() waits for the store's tables as long as it bounds that wait, though the database's statement_timeout is shorter, and keeps that setting for the session",
+  ignore,
+  fn: timeout(
+    20_000,
+    () =>
+      onDatabase(
+        { statement_timeout: "300ms" },
+        async ({ kv, admin, move }) => {
+          const [shown] = await move`SHOW statement_timeout`;
+          assert.equal(shown?.statement_timeout, "300ms");
+          // A session that writes the tables (a report's, a job's by hand),
+          // its transaction open for 800 ms: the move's lock waits for it.
+          const other = await admin.reserve();
+          try {
+            await other.unsafe(
+              "BEGIN; SELECT 1 FROM relayer.counters FOR UPDATE",
+            );
+            const ended = new Promise((resolve) => setTimeout(resolve, 800))
+              .then(() => other.unsafe("COMMIT"));
+            const started = performance.now();
+            // Before: "canceling statement due to statement timeout" (57014)
+            // at 300 ms, while the other session held the tables.
+            const report = await moveKvToPostgres(kv, move, { now: () => T0 })
+              .catch((error) => `${error.name}: ${error.message}`);
+            await ended;
+            assert.equal(
+              typeof report === "string" ? report : report.moved.intents,
+              1,
+            );
+            assert.ok(performance.now() - started >= 700);
+          } finally {
+            other.release();
+          }
+          assert.deepEqual(await counts(admin), {
+            intents: 1,
+            holds: 1,
+            counts: 0,
+          });
+          // Raised for the move's transaction only.
+          const [after] = await move`SHOW statement_timeout`;
+          assert.equal(after?.statement_timeout, "300ms");
+        },
+      ),
+  ),
+});
+
+for (const isolation of ["repeatable read", "serializable"]) {
+  Deno.test({
+    name:
+      `moveKvToPostgres() under default_transaction_isolation = '${isolation}' sees a row another session committed while the move waited for the tables, and refuses the schema as holding it`,
+    ignore,
+    fn: timeout(
+      20_000,
+      () =>
+        onDatabase(
+          { default_transaction_isolation: isolation },
+          async ({ kv, admin, move }) => {
+            // A service started on the schema: its readiness probe writes a
+            // count, in a transaction still open when the move begins.
+            const other = await admin.reserve();
+            try {
+              await other.unsafe(
+                `BEGIN ISOLATION LEVEL READ COMMITTED;
+                INSERT INTO relayer.counters (job_id, deliveries, expires_at)
+                  VALUES ('ready/probe', 1, ${T0 + 60_000})`,
+              );
+              const ended = new Promise((resolve) => setTimeout(resolve, 500))
+                .then(() => other.unsafe("COMMIT"));
+              // Before: the move's snapshot, taken before its lock, did not
+              // see the count, and it moved into a schema that held one.
+              const outcome = await moveKvToPostgres(kv, move, {
+                now: () => T0,
+              }).then(
+                (report) => `moved ${report.moved.intents}`,
+                (error) => error,
+              );
+              await ended;
+              assert.ok(outcome instanceof ConflictError, String(outcome));
+              assert.match(
+                outcome.message,
+                /^Cannot move into schema relayer as it already holds 1 count: a move goes into an empty schema only\./,
+              );
+            } finally {
+              other.release();
+            }
+            assert.deepEqual(await counts(admin), {
+              intents: 0,
+              holds: 0,
+              counts: 1,
+            });
+          },
+        ),
+    ),
+  });
+}
+
+Deno.test({
+  name:
+    "moveKvToPostgres() under session_replication_role = replica (no foreign key enforced) refuses a hold whose intent Deno KV does not hold, and writes nothing",
+  ignore,
+  fn: timeout(
+    20_000,
+    () =>
+      onDatabase(
+        { session_replication_role: "replica" },
+        async ({ kv, admin, move }) => {
+          const [shown] = await move`SHOW session_replication_role`;
+          assert.equal(shown?.session_replication_role, "replica");
+          await kv.set(["relayer", "hold", "pi_ghost"], "pending");
+          // Before: moved, 1 intent and 2 holds, one of them of no intent.
+          const outcome = await moveKvToPostgres(kv, move, { now: () => T0 })
+            .then(
+              (report) => `moved ${report.moved.holds} holds`,
+              (error) => error,
+            );
+          assert.ok(outcome instanceof TypeError, String(outcome));
+          assert.match(
+            outcome.message,
+            /^Cannot move from Deno KV as it holds the hold of an intent it does not hold \(.*pi_ghost.*\): no read of either store finds that hold; delete it, then run the move again\. Nothing was moved\.$/,
+          );
+          assert.deepEqual(await counts(admin), {
+            intents: 0,
+            holds: 0,
+            counts: 0,
+          });
+          // Deleted, the store moves.
+          await kv.delete(["relayer", "hold", "pi_ghost"]);
+          const report = await moveKvToPostgres(kv, move, { now: () => T0 });
+          assert.deepEqual([report.moved.intents, report.moved.holds], [1, 1]);
+        },
+      ),
+  ),
+});
