@@ -22,7 +22,10 @@
  * names the key and says not to switch, to stop every instance on Deno KV,
  * empty the schema and move again (and 1, the line saying the move
  * committed, when Deno KV cannot be read again after the commit); 2 on a
- * missing setting or a store it cannot open or use (the KV file, or the
+ * missing setting or a store it cannot open or use (the KV file: missing,
+ * a link to a missing file, another program's SQLite database, cut short
+ * beside its `-wal`, or made by a newer Deno KV, each refused as the
+ * service's start refuses it, before anything is opened; or the
  * database `DATABASE_URL` names: unreachable, refusing the role or its
  * password, read-only, or a role without the grants the store's calls
  * use, all found by the migration, its first statement, and said in one
@@ -38,6 +41,7 @@ import { PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
 import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
+import { refuseNoFile, refuseNotAStore } from "../webhook/_kv_file.ts";
 import {
   type KvToPostgresReport,
   moveKvToPostgres,
@@ -90,6 +94,69 @@ export function forTheTask(message: string): string {
 }
 
 /**
+ * The service's start refusal, said for the move: what to run again is the
+ * move, with the Deno that made a newer store.
+ *
+ * @example
+ * ```ts
+ * import { forTheMove } from "./kv_to_postgres.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   forTheMove("KV_PATH: … Free space on that disk, then start again (keep KV_PATH: the store holds every payment's record)."),
+ *   "KV_PATH: … Free space on that disk, then run the move again (keep KV_PATH: the store holds every payment's record).",
+ * );
+ * ```
+ */
+export function forTheMove(message: string): string {
+  return message
+    .replace(
+      /, then start again; only on the first start of .*$/,
+      ", then run the move again.",
+    )
+    .replace(
+      "and run the service with the Deno that made it, or a newer one, then start again.",
+      "and run the move with the Deno that made it, or a newer one.",
+    )
+    .replace(
+      "the service would add its tables to it and start with none of its payments' records",
+      "Deno KV would add its tables to it, and the move find none of the service's payments' records",
+    )
+    .replace("then start again", "then run the move again");
+}
+
+/**
+ * Why the file at `path` is not a store the move may open, or `undefined`.
+ * `Deno.openKv()` opens whatever is there: it makes a new, empty store
+ * where there is none (a KV_PATH with a typo, the end of a link to a
+ * missing file), adds its tables to another program's SQLite database,
+ * reads a file cut to 0 bytes as a new store and drops the `-wal` that
+ * holds its records, and reads a store a newer Deno KV laid out as its
+ * own: each refused as the service's start refuses it. Deno's refusal to
+ * touch the path is left to the open, which says which flag to give.
+ */
+async function notAStore(path: string): Promise<string | undefined> {
+  const dir = path.replace(/[^/]*$/, "");
+  try {
+    await refuseNoFile(path);
+    await refuseNotAStore(path, dir === "" ? "." : dir);
+  } catch (error) {
+    if (error instanceof ConfigError) return forTheMove(error.message);
+    if (
+      !(error instanceof Deno.errors.NotCapable ||
+        error instanceof Deno.errors.PermissionDenied)
+    ) throw error;
+  }
+  try {
+    await Deno.stat(path);
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) return undefined;
+    return `KV_PATH: no file at ${path}: point KV_PATH at the store the service used`;
+  }
+}
+
+/**
  * Runs the move with the settings in `env`; returns the exit code.
  *
  * @param env The service's settings (`KV_PATH` or `KV_URL`, `DATABASE_URL`).
@@ -121,15 +188,9 @@ export async function main(
   }
   const from = env.KV_URL || env.KV_PATH || "./data/relayer.kv";
   if (!env.KV_URL) {
-    // Deno.openKv() makes a file that is missing: a KV_PATH with a typo
-    // would be a new, empty store.
-    try {
-      await Deno.stat(from);
-    } catch (error) {
-      if (!(error instanceof Deno.errors.NotFound)) throw error;
-      console.error(
-        `KV_PATH: no file at ${from}: point KV_PATH at the store the service used`,
-      );
+    const refusal = await notAStore(from);
+    if (refusal !== undefined) {
+      console.error(refusal);
       return 2;
     }
   }
