@@ -44,29 +44,33 @@ export const DURABLE_COMMIT =
 
 /**
  * What a transaction that must not be cut by a role's or database's short
- * `statement_timeout` runs first: a setting shorter than `ms`
- * (`ALTER ROLE … SET statement_timeout = '300ms'`, a common bound for a
- * service's queries) is raised to `ms`, for this transaction only
- * (`SET LOCAL`). A longer setting, or none (0), is kept. From
- * `pg_settings`, in milliseconds whatever unit the role gave it. Run by a
- * migration (whose table locks it waits for up to its `lock_timeout`) and
- * by the move from Deno KV (its tables' lock, and statements that copy a
- * thousand rows each): cut, either failed with the server's bare
- * "canceling statement due to statement timeout" (57014) where it would
- * have waited and worked its bounded time.
+ * timeout runs first: a `setting` shorter than `ms` (`ALTER ROLE … SET
+ * statement_timeout = '300ms'`, a common bound for a service's queries;
+ * an `idle_in_transaction_session_timeout`) is raised to `ms`, for this
+ * transaction only (`SET LOCAL`). A longer setting, or none (0), is kept.
+ * From `pg_settings`, in milliseconds whatever unit the role gave it. Run
+ * by a migration (whose table locks it waits for up to its
+ * `lock_timeout`) and by the move from Deno KV (its tables' lock,
+ * statements that copy a thousand rows each, and its reads of Deno KV
+ * between them): cut, either failed with the server's bare "canceling
+ * statement due to statement timeout" (57014), or its session ended,
+ * where it would have waited and worked its bounded time.
  *
  * @example
  * ```ts ignore
  * await sql.begin(async (tx) => {
- *   await tx.unsafe(statementTimeoutAtLeast(3_000));
+ *   await tx.unsafe(timeoutAtLeast("statement_timeout", 3_000));
  *   // the statements
  * });
  * ```
  */
-export function statementTimeoutAtLeast(ms: number): string {
-  return `DO $$BEGIN IF (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'statement_timeout') BETWEEN 1 AND ${
+export function timeoutAtLeast(
+  setting: "statement_timeout" | "idle_in_transaction_session_timeout",
+  ms: number,
+): string {
+  return `DO $$BEGIN IF (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = '${setting}') BETWEEN 1 AND ${
     ms - 1
-  } THEN SET LOCAL statement_timeout = ${ms}; END IF; END$$`;
+  } THEN SET LOCAL ${setting} = ${ms}; END IF; END$$`;
 }
 
 /**

@@ -41,7 +41,7 @@ import {
   DURABLE_COMMIT,
   migrated,
   SCHEMA_NAME,
-  statementTimeoutAtLeast,
+  timeoutAtLeast,
 } from "./_postgres_schema.ts";
 import {
   deadLetterRow,
@@ -176,6 +176,17 @@ const LOCK_MS = 10_000;
  * still bounded, at the wait and a minute for the work.
  */
 const MOVE_STATEMENT_MS = LOCK_MS + 60_000;
+
+/**
+ * The shortest `idle_in_transaction_session_timeout` the move's
+ * transaction runs under, raised so for it alone as `MOVE_STATEMENT_MS`:
+ * the transaction sends nothing while the move reads Deno KV between its
+ * statements (every hold of the store, in the first pass; pages of a
+ * store over KV Connect), and a shorter setting ended its session there,
+ * the move then said lost and run again lost the same way. A read of Deno
+ * KV that stalls for longer still ends it.
+ */
+const MOVE_IDLE_MS = 600_000;
 
 type Sql = postgres.TransactionSql;
 
@@ -378,7 +389,14 @@ export async function moveKvToPostgres(
   await client.begin(ISOLATION, async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
     await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
-    await unlessLost(tx.unsafe(statementTimeoutAtLeast(MOVE_STATEMENT_MS)));
+    await unlessLost(
+      tx.unsafe(timeoutAtLeast("statement_timeout", MOVE_STATEMENT_MS)),
+    );
+    await unlessLost(
+      tx.unsafe(
+        timeoutAtLeast("idle_in_transaction_session_timeout", MOVE_IDLE_MS),
+      ),
+    );
     // Durable when it says moved, as the store's writes are: a role or
     // database with `synchronous_commit = off` has a COMMIT answered before
     // it is on disk, and a crash then would leave the schema empty after

@@ -58,7 +58,7 @@ import {
   migration,
   OUTSIDE_WRITE,
   SCHEMA_NAME,
-  statementTimeoutAtLeast,
+  timeoutAtLeast,
 } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
@@ -408,7 +408,10 @@ const MIGRATION_TRIES = 3;
  * whatever unit the role gave it.
  */
 const MIGRATION_STATEMENT_MS = MIGRATION_LOCK_MS + 1_000;
-const MIGRATION_STATEMENTS = statementTimeoutAtLeast(MIGRATION_STATEMENT_MS);
+const MIGRATION_STATEMENTS = timeoutAtLeast(
+  "statement_timeout",
+  MIGRATION_STATEMENT_MS,
+);
 /**
  * The longest key the store writes into a btree index, in bytes of UTF-8:
  * an index entry holds at most 2,704 bytes on PostgreSQL's default 8 KiB

@@ -205,3 +205,52 @@ Deno.test({
       ),
   ),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() keeps its transaction through a read of Deno KV longer than the database's idle_in_transaction_session_timeout (a store read over KV Connect)",
+  ignore,
+  fn: timeout(
+    20_000,
+    () =>
+      onDatabase(
+        { idle_in_transaction_session_timeout: "300ms" },
+        async ({ kv, admin, move }) => {
+          // Each read of the whole store answers after 500 ms, as a page of
+          // a store read over KV Connect may: the transaction sends no
+          // statement meanwhile.
+          const slow = {
+            getMany: kv.getMany.bind(kv),
+            atomic: kv.atomic.bind(kv),
+            list: (
+              selector: { prefix: Deno.KvKey },
+              options?: { limit?: number },
+            ) => {
+              const entries = kv.list(selector, options);
+              if (selector.prefix.length !== 1 || options?.limit) {
+                return entries;
+              }
+              return (async function* () {
+                await new Promise((resolve) => setTimeout(resolve, 500));
+                yield* entries;
+              })();
+            },
+          };
+          // Before: "Cannot move into schema relayer as PostgreSQL lost the
+          // connection during the move (… idle-in-transaction timeout …)",
+          // and so on every run again.
+          const outcome = await moveKvToPostgres(slow, move, { now: () => T0 })
+            .then(
+              (report) => report.moved.intents,
+              (error) => `${error.name}: ${error.message}`,
+            );
+          assert.equal(outcome, 1);
+          assert.deepEqual(await counts(admin), {
+            intents: 1,
+            holds: 1,
+            counts: 0,
+          });
+        },
+      ),
+  ),
+});
