@@ -1,0 +1,49 @@
+/**
+ * `workerConfig`'s `nameUnread` on a Worker's default export whose handlers
+ * are methods of its class (`export default new Worker()`), not own
+ * properties: each stays callable, runs with the object as `this`, and the
+ * first call of any of them names the unread settings, once.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { workerConfig } from "../../webhook/app.ts";
+
+const ENV = {
+  SENDER_URL: "http://127.0.0.1:9",
+  WEBHOOK_SECRET: "a-webhook-secret-16",
+  CLOUDFLARE_MAX_RETRIES: "9",
+  CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+  KV_QUEUE: "1",
+};
+
+Deno.test("nameUnread keeps a Worker's handlers that are methods of its class, called on the object itself", async () => {
+  class Handlers {
+    readonly seen: string[] = [];
+    fetch(request: Request): Response {
+      this.seen.push(new URL(request.url).pathname);
+      return new Response("ok");
+    }
+    queue(_batch: unknown): Promise<void> {
+      this.seen.push("queue");
+      return Promise.resolve();
+    }
+  }
+  const logged: string[] = [];
+  const original = new Handlers();
+  const worker = workerConfig(ENV).nameUnread(
+    original,
+    (line) => void logged.push(line),
+  );
+  assert.equal(typeof worker.fetch, "function", "fetch kept");
+  assert.equal(typeof worker.queue, "function", "queue kept");
+  const answer = worker.fetch(new Request("http://worker.test/healthz"));
+  assert.equal(await answer.text(), "ok");
+  await worker.queue({});
+  assert.deepEqual(original.seen, ["/healthz", "queue"]);
+  assert.equal(logged.length, 1, JSON.stringify(logged));
+  assert.match(
+    logged[0]!,
+    /^relayer: KV_QUEUE is set, but only main\.ts reads it/,
+  );
+});
