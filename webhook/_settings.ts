@@ -396,7 +396,8 @@ export function workerConfig(
     unread,
     nameUnread(handlers, log) {
       const named = { ...handlers } as Record<string, unknown>;
-      for (const [key, handler] of Object.entries(handlers)) {
+      for (const key of handlerNames(handlers)) {
+        const handler = (handlers as Record<string, unknown>)[key];
         if (typeof handler !== "function") continue;
         named[key] = (...args: unknown[]) => {
           sayOnce(log);
@@ -406,6 +407,25 @@ export function workerConfig(
       return named as typeof handlers;
     },
   };
+}
+
+/**
+ * The names of `handlers`' properties, its own enumerable ones and those
+ * of its class (`export default new Worker()`, whose `fetch` workerd finds
+ * on the prototype, where a spread of the object does not).
+ */
+function handlerNames(handlers: object): Set<string> {
+  const names = new Set(Object.keys(handlers));
+  for (
+    let proto = Object.getPrototypeOf(handlers);
+    proto !== null && proto !== Object.prototype;
+    proto = Object.getPrototypeOf(proto)
+  ) {
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      if (name !== "constructor") names.add(name);
+    }
+  }
+  return names;
 }
 
 // postgres.js's own TLS variables, which main.ts overrides with what
