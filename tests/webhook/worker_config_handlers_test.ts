@@ -47,3 +47,19 @@ Deno.test("nameUnread keeps a Worker's handlers that are methods of its class, c
     /^relayer: KV_QUEUE is set, but only main\.ts reads it/,
   );
 });
+
+Deno.test("nameUnread refuses a Worker's class (a WorkerEntrypoint), whose handlers it cannot wrap, where it gave an object with none", () => {
+  const { nameUnread } = workerConfig(ENV);
+  class Entrypoint {
+    fetch(): Response {
+      return new Response("ok");
+    }
+  }
+  assert.throws(
+    () => nameUnread(Entrypoint, () => {}),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /^nameUnread takes a Worker's handlers object/.test(error.message) &&
+      /workerConfig's `unread`/.test(error.message),
+  );
+});
