@@ -310,7 +310,9 @@ export interface WorkerConfig {
    * `handlers` (a Worker's default export: `fetch`, `queue`), each of which
    * first logs the `unread` lines through `log`, on the first call of any
    * of them only: once per isolate, in an event, as a Worker's global scope
-   * is no place for I/O.
+   * is no place for I/O. Its handlers may be its class's methods (`new
+   * Worker()`); a class itself (a `WorkerEntrypoint`) is refused with a
+   * `TypeError`.
    */
   nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
 }
@@ -395,6 +397,13 @@ export function workerConfig(
     config,
     unread,
     nameUnread(handlers, log) {
+      if (typeof handlers === "function") {
+        // workerd builds a class anew for each event; no copy of it wraps
+        // its methods.
+        throw new TypeError(
+          "nameUnread takes a Worker's handlers object ({ fetch, queue }), not a class: export an object, or log workerConfig's `unread` lines from the class's own handlers",
+        );
+      }
       const named = { ...handlers } as Record<string, unknown>;
       for (const key of handlerNames(handlers)) {
         const handler = (handlers as Record<string, unknown>)[key];
