@@ -9,7 +9,12 @@
  * @module
  */
 
-import { type Config, ConfigError, loadConfig } from "./config.ts";
+import {
+  type Config,
+  ConfigError,
+  loadConfig,
+  refuseReusedOpsToken,
+} from "./config.ts";
 
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
 export const SETTINGS: ReadonlySet<string> = new Set([
@@ -374,6 +379,13 @@ export function workerConfig(
   );
   for (const name of ignored) delete settings[name];
   const config = loadConfig(settings);
+  // Unread here, but QStash's console shows it: it must not open the
+  // Worker's ops routes either.
+  const qstashToken = (env as Record<string, unknown>).QSTASH_TOKEN;
+  refuseReusedOpsToken(config.opsToken, [[
+    "QSTASH_TOKEN",
+    qstashToken === undefined ? undefined : String(qstashToken),
+  ]]);
   // Read as text, as loadConfig reads them: a [vars] value may be a number.
   const text: Record<string, string> = {};
   for (const name of SETTINGS) {

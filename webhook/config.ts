@@ -301,6 +301,45 @@ function secret(
 }
 
 /**
+ * Refuses an `OPS_TOKEN` equal to one of `others` (a signing secret, or
+ * QStash's token, by name): whoever holds that one would also hold the ops
+ * routes. For `loadConfig`, and a Worker's `workerConfig`, which reads no
+ * `QSTASH_TOKEN` but may be given the service's.
+ *
+ * @example
+ * ```ts
+ * import { refuseReusedOpsToken } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const token = "a-shared-token-0123456789";
+ * refuseReusedOpsToken(token, [["QSTASH_TOKEN", "another-token-0123"]]);
+ * assert.throws(
+ *   () => refuseReusedOpsToken(token, [["QSTASH_TOKEN", token]]),
+ *   /^ConfigError: OPS_TOKEN must differ from QSTASH_TOKEN: /,
+ * );
+ * ```
+ *
+ * @param opsToken `OPS_TOKEN`, if set.
+ * @param others Each other secret's name and value.
+ * @throws {ConfigError} If `opsToken` equals one of them.
+ */
+export function refuseReusedOpsToken(
+  opsToken: string | undefined,
+  others: readonly (readonly [string, string | undefined])[],
+): void {
+  const reused = others.find(([, value]) =>
+    opsToken !== undefined && value === opsToken
+  );
+  if (reused === undefined) return;
+  throw new ConfigError(
+    "OPS_TOKEN",
+    `OPS_TOKEN must differ from ${
+      reused[0]
+    }: whoever holds a signing secret or QStash's token (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
+  );
+}
+
+/**
  * A token sent as `Authorization: Bearer <token>`. A header value loses
  * surrounding spaces and cannot hold a line break or a character outside
  * ASCII: no client could send such a token (every call would be refused),
@@ -1170,17 +1209,7 @@ export function loadConfig(
     // shown in its console.
     ["QSTASH_TOKEN", qstashToken],
   ] as const;
-  const reused = signing.find(([, value]) =>
-    opsToken !== undefined && value === opsToken
-  );
-  if (reused !== undefined) {
-    throw new ConfigError(
-      "OPS_TOKEN",
-      `OPS_TOKEN must differ from ${
-        reused[0]
-      }: whoever holds a signing secret or QStash's token (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
-    );
-  }
+  refuseReusedOpsToken(opsToken, signing);
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
   if (qstashToken !== undefined && current === undefined && !insecureDev) {
