@@ -328,7 +328,9 @@ export interface WorkerConfig {
  * `CLOUDFLARE_DLQ_MAX_RETRIES` is not set, without the settings only
  * `main.ts` reads (its Deno KV store and queue, its QStash publisher, Deno
  * Deploy's own, and `DATABASE_URL` unless `database`), which a Worker
- * neither checks nor refuses, whatever their value. Each of those given,
+ * neither checks nor refuses, whatever their value (but an `OPS_TOKEN`
+ * equal to a `QSTASH_TOKEN` given, which QStash's console shows, is
+ * refused, as `loadConfig` refuses it). Each of those given,
  * and each other setting nothing reads beside the rest (as `main.ts` names
  * them), is named once, on the Worker's first event (`nameUnread`). Pure:
  * no I/O, timer or random number, so it runs at a Worker's top level.
