@@ -127,6 +127,43 @@ export function startMain(
   };
 }
 
+/** What {@linkcode startOnKv} saw of a `main.ts` it started and ended. */
+export interface StartOnKv {
+  /** Whether it said it listens before it ended. */
+  readonly served: boolean;
+  /** Its exit code (SIGKILL's once it served). */
+  readonly code: number;
+  /** All it wrote to stderr. */
+  readonly stderr: string;
+}
+
+/**
+ * Starts `main.ts` on the Deno KV file `kvPath` (`KV_PATH`, beside a signer
+ * that never answers and a webhook secret), writing `dir` only, and ends it
+ * (SIGKILL) as soon as it serves, or waits for it to end: the start's
+ * checks of the file are all it ran. Killed too on `signal`'s abort.
+ */
+export async function startOnKv(
+  kvPath: string,
+  dir: string,
+  signal?: AbortSignal,
+): Promise<StartOnKv> {
+  const service = startMain({
+    SENDER_URL: "http://127.0.0.1:9/",
+    WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+    KV_PATH: kvPath,
+  }, { writeDir: dir });
+  signal?.addEventListener("abort", service.kill);
+  try {
+    const served = await service.base() !== null;
+    service.kill();
+    const { code, stderr } = await service.ended();
+    return { served, code, stderr };
+  } finally {
+    service.kill();
+  }
+}
+
 /**
  * Where a line of `main.ts` says it listens (`relayer: listening on
  * http://127.0.0.1:PORT/`), without the trailing slash, or `null`.

@@ -10,7 +10,7 @@
  * WAL too, reading no file as a new database.
  */
 import assert from "node:assert/strict";
-import { assertOneLine, startMain } from "./_main_process.ts";
+import { assertOneLine, startOnKv } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
 /** How the file is lost, and the start's refusal for `path` and its -wal's `bytes`. */
@@ -54,22 +54,17 @@ for (const { name, lose, refusal } of CASES) {
       await lose(path);
       const wal = await Deno.readFile(`${path}-wal`);
       assert.ok(wal.length > 0);
-      const service = startMain({
-        SENDER_URL: "http://127.0.0.1:9/",
-        WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-        KV_PATH: path,
-      }, { writeDir: dir });
-      signal.addEventListener("abort", service.kill);
       try {
-        const base = await service.base();
-        service.kill();
-        const { code, stderr } = await service.ended();
-        assert.equal(base, null, `main.ts served on an empty store\n${stderr}`);
+        const { served, code, stderr } = await startOnKv(path, dir, signal);
+        assert.equal(
+          served,
+          false,
+          `main.ts served on an empty store\n${stderr}`,
+        );
         assert.equal(code, 1, stderr);
         assertOneLine(stderr, new RegExp(refusal(path, wal.length)));
         assert.deepEqual(await Deno.readFile(`${path}-wal`), wal);
       } finally {
-        service.kill();
         await Deno.remove(dir, { recursive: true });
       }
     }),
@@ -83,20 +78,11 @@ Deno.test(
     const path = `${dir}/relayer.kv`;
     await Deno.writeFile(path, new Uint8Array());
     await Deno.writeFile(`${path}-wal`, new Uint8Array());
-    const service = startMain({
-      SENDER_URL: "http://127.0.0.1:9/",
-      WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-      KV_PATH: path,
-    }, { writeDir: dir });
-    signal.addEventListener("abort", service.kill);
     try {
-      const base = await service.base();
-      service.kill();
-      const { stderr } = await service.ended();
-      assert.notEqual(base, null, stderr);
+      const { served, stderr } = await startOnKv(path, dir, signal);
+      assert.ok(served, stderr);
       assert.doesNotMatch(stderr, /cut short|may be in the -wal/);
     } finally {
-      service.kill();
       await Deno.remove(dir, { recursive: true });
     }
   }),
@@ -110,30 +96,20 @@ Deno.test(
     // Another instance on the file (deno serve --parallel's workers, a
     // rolling deploy): its handle open, the -wal not checkpointed.
     const other = await Deno.openKv(path);
-    let service: ReturnType<typeof startMain> | undefined;
     try {
       for (let i = 0; i < 20; i++) {
         await other.set(["relayer", "intent", `pi_${i}`], { sent: true });
       }
       assert.ok((await Deno.stat(path)).size > 0);
       assert.ok((await Deno.stat(`${path}-wal`)).size > 0);
-      service = startMain({
-        SENDER_URL: "http://127.0.0.1:9/",
-        WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-        KV_PATH: path,
-      }, { writeDir: dir });
-      signal.addEventListener("abort", service.kill);
-      const base = await service.base();
-      service.kill();
-      const { stderr } = await service.ended();
-      assert.notEqual(base, null, stderr);
+      const { served, stderr } = await startOnKv(path, dir, signal);
+      assert.ok(served, stderr);
       assert.doesNotMatch(stderr, /cut short|may be in the -wal/);
       const kept = await Array.fromAsync(
         other.list({ prefix: ["relayer", "intent"] }),
       );
       assert.equal(kept.length, 20);
     } finally {
-      service?.kill();
       other.close();
       await Deno.remove(dir, { recursive: true });
     }

@@ -8,13 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { assertOneLine, startMain } from "./_main_process.ts";
+import { assertOneLine, startOnKv } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
-
-const SETTINGS = {
-  SENDER_URL: "http://127.0.0.1:9/",
-  WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-};
 
 /** The names of the tables of the SQLite file at `path`. */
 function tables(path: string): string[] {
@@ -48,17 +43,11 @@ for (const journal of ["delete", "wal"]) {
       db.close();
       // Closed cleanly: the file alone, no -wal or -shm beside it.
       assert.deepEqual(await names(dir), ["app.db"]);
-      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-        writeDir: dir,
-      });
-      signal.addEventListener("abort", service.kill);
       try {
-        const base = await service.base();
-        service.kill();
-        const { code, stderr } = await service.ended();
+        const { served, code, stderr } = await startOnKv(path, dir, signal);
         assert.equal(
-          base,
-          null,
+          served,
+          false,
           "main.ts served on another program's database",
         );
         assert.equal(code, 1, stderr);
@@ -74,7 +63,6 @@ for (const journal of ["delete", "wal"]) {
         assert.deepEqual(await names(dir), ["app.db"]);
         assert.deepEqual(tables(path), ["accounts", "orders"]);
       } finally {
-        service.kill();
         await Deno.remove(dir, { recursive: true });
       }
     }),
@@ -87,19 +75,9 @@ async function assertServes(
   path: string,
   signal: AbortSignal,
 ): Promise<void> {
-  const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-    writeDir: dir,
-  });
-  signal.addEventListener("abort", service.kill);
-  try {
-    const base = await service.base();
-    service.kill();
-    const { stderr } = await service.ended();
-    assert.notEqual(base, null, `main.ts did not serve on ${path}\n${stderr}`);
-    assert.doesNotMatch(stderr, /another program's SQLite database/);
-  } finally {
-    service.kill();
-  }
+  const { served, stderr } = await startOnKv(path, dir, signal);
+  assert.ok(served, `main.ts did not serve on ${path}\n${stderr}`);
+  assert.doesNotMatch(stderr, /another program's SQLite database/);
 }
 
 Deno.test(

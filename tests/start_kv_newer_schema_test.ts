@@ -10,13 +10,8 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { assertOneLine, startMain } from "./_main_process.ts";
+import { assertOneLine, startOnKv } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
-
-const SETTINGS = {
-  SENDER_URL: "http://127.0.0.1:9/",
-  WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-};
 
 /** The version in the `migration_state` of the Deno KV file at `path`. */
 function schemaVersion(path: string): number {
@@ -47,30 +42,20 @@ Deno.test(
       db.exec(`UPDATE migration_state SET version = ${known + 1} WHERE k = 0`);
       db.close();
 
-      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-        writeDir: dir,
-      });
-      signal.addEventListener("abort", service.kill);
-      try {
-        const base = await service.base();
-        service.kill();
-        const { code, stderr } = await service.ended();
-        assert.equal(base, null, "main.ts served on a newer Deno's store");
-        assert.equal(code, 1, stderr);
-        assertOneLine(
-          stderr,
-          new RegExp(
-            `^relayer: cannot start: KV_PATH: ${path} was made by a newer Deno KV \\(its schema version ${
-              known + 1
-            }; Deno ${
-              Deno.version.deno.replaceAll(".", "\\.")
-            } knows up to ${known}\\): .*Keep the file as it is \\(it may hold every payment's record\\), and run the service with the Deno that made it, or a newer one, then start again\\.$`,
-          ),
-        );
-        assert.doesNotMatch(stderr, /new file/);
-      } finally {
-        service.kill();
-      }
+      const { served, code, stderr } = await startOnKv(path, dir, signal);
+      assert.equal(served, false, "main.ts served on a newer Deno's store");
+      assert.equal(code, 1, stderr);
+      assertOneLine(
+        stderr,
+        new RegExp(
+          `^relayer: cannot start: KV_PATH: ${path} was made by a newer Deno KV \\(its schema version ${
+            known + 1
+          }; Deno ${
+            Deno.version.deno.replaceAll(".", "\\.")
+          } knows up to ${known}\\): .*Keep the file as it is \\(it may hold every payment's record\\), and run the service with the Deno that made it, or a newer one, then start again\\.$`,
+        ),
+      );
+      assert.doesNotMatch(stderr, /new file/);
       // The file alone: no scratch store of the start's, no -wal or -shm.
       const names = [];
       for await (const entry of Deno.readDir(dir)) names.push(entry.name);
@@ -111,17 +96,8 @@ Deno.test(
           }
         }
       })();
-      const service = startMain({ ...SETTINGS, KV_PATH: path }, {
-        writeDir: dir,
-      });
-      signal.addEventListener("abort", service.kill);
-      try {
-        const base = await service.base();
-        assert.notEqual(base, null, "main.ts did not serve on its own store");
-      } finally {
-        service.kill();
-        await service.ended();
-      }
+      const { served, stderr } = await startOnKv(path, dir, signal);
+      assert.ok(served, `main.ts did not serve on its own store\n${stderr}`);
       watcher.close();
       await watching;
       assert.deepEqual(made, [], "a scratch store made at the start");

@@ -8,30 +8,8 @@
  * start refuses in one line that says what `KV_PATH` is and what to do.
  */
 import assert from "node:assert/strict";
-import { assertOneLine, startMain } from "./_main_process.ts";
+import { assertOneLine, startOnKv } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
-
-const SETTINGS = {
-  SENDER_URL: "http://127.0.0.1:9/",
-  WEBHOOK_SECRET: "start-secret-0123456789abcdef",
-};
-
-/** Starts `main.ts` on `kvPath`; whether it served, its code and stderr. */
-async function start(
-  kvPath: string,
-  dir: string,
-): Promise<{ served: boolean; code: number; stderr: string }> {
-  const service = startMain({ ...SETTINGS, KV_PATH: kvPath }, {
-    writeDir: dir,
-  });
-  try {
-    const served = await service.base() !== null;
-    service.kill();
-    return { served, ...await service.ended() };
-  } finally {
-    service.kill();
-  }
-}
 
 const CASES: [
   string,
@@ -85,7 +63,7 @@ for (const [name, make, refusal] of CASES) {
       const path = `${dir}/relayer.kv`;
       try {
         await make(dir, path);
-        const { served, code, stderr } = await start(path, dir);
+        const { served, code, stderr } = await startOnKv(path, dir);
         assert.equal(served, false, `main.ts served: ${stderr}`);
         assert.equal(code, 1, stderr);
         assertOneLine(stderr, refusal(dir, path));
