@@ -24,7 +24,7 @@ import { type MainProcess, startMain } from "./_main_process.ts";
  * opens the file this long after the held send started (its message was
  * due before) puts the message back.
  */
-export const PAST_DEADLINE_MS = 5_000 + 200;
+const PAST_DEADLINE_MS = 5_000 + 200;
 
 /** The intent whose settle job the first instance holds mid-send. */
 export const INTENT = "pi_put_back";
@@ -66,7 +66,7 @@ export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits until `Date.now()` reaches `at`. */
-export const sleepUntil = (at: number): Promise<void> =>
+const sleepUntil = (at: number): Promise<void> =>
   sleep(Math.max(0, at - Date.now()));
 
 /** Reads `read` every 100 ms until `done` holds of it, or `ms` passed. */
@@ -82,6 +82,30 @@ export async function until<T>(
     value = await read();
   }
   return value;
+}
+
+/**
+ * Starts the second instance once Deno KV's deadline on the first's
+ * message has passed (`PAST_DEADLINE_MS` after its send began), and waits
+ * for the copy Deno KV puts back: it answers busy, its retry taking the
+ * job's line from `original`, and nothing beside the first send goes out.
+ */
+export async function assertCopyAnsweredBusy(
+  world: PutBackWorld,
+  original: unknown,
+): Promise<void> {
+  await sleepUntil(world.sendStarted + PAST_DEADLINE_MS);
+  await world.start();
+  // The copy answers busy, and its retry takes the line; or it sends.
+  const moved = await until(
+    world.line,
+    (id) => id !== original || world.sends.length > 1,
+    5_000,
+  );
+  assert.deepEqual(world.sends, [
+    { intentId: INTENT, replace: false },
+  ], "the copy sent nothing");
+  assert.notEqual(moved, original, "the put-back copy was delivered");
 }
 
 /** Where `service` listens; fails with what it wrote if it ended first. */

@@ -11,9 +11,8 @@
  */
 import assert from "node:assert/strict";
 import {
+  assertCopyAnsweredBusy,
   linesOf,
-  PAST_DEADLINE_MS,
-  sleepUntil,
   TX_HASH,
   until,
   withHeldSend,
@@ -26,19 +25,7 @@ Deno.test(
     withHeldSend(signal, async (world) => {
       const original = await world.line();
       assert.equal(typeof original, "string");
-      await sleepUntil(world.sendStarted + PAST_DEADLINE_MS);
-      await world.start();
-      // The copy's busy answer enqueues its retry, which takes the line.
-      // The copy answers busy, and its retry takes the line; or it sends.
-      const moved = await until(
-        world.line,
-        (id) => id !== original || world.sends.length > 1,
-        5_000,
-      );
-      assert.deepEqual(world.sends, [
-        { intentId: "pi_put_back", replace: false },
-      ], "the copy sent nothing");
-      assert.notEqual(moved, original, "the put-back copy was delivered");
+      await assertCopyAnsweredBusy(world, original);
 
       world.release();
       const intent = await until(

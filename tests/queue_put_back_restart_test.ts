@@ -8,12 +8,7 @@
  * stranded; after the lease its rescue reuses the send's nonce).
  */
 import assert from "node:assert/strict";
-import {
-  PAST_DEADLINE_MS,
-  sleepUntil,
-  until,
-  withHeldSend,
-} from "./_put_back.ts";
+import { assertCopyAnsweredBusy, withHeldSend } from "./_put_back.ts";
 import { timeout } from "./_timeout.ts";
 
 Deno.test(
@@ -24,18 +19,7 @@ Deno.test(
       assert.equal(typeof original, "string");
       world.first.kill();
       await world.first.ended();
-      await sleepUntil(world.sendStarted + PAST_DEADLINE_MS);
-      await world.start();
-      // The copy answers busy, and its retry takes the line; or it sends.
-      const moved = await until(
-        world.line,
-        (id) => id !== original || world.sends.length > 1,
-        5_000,
-      );
-      assert.deepEqual(world.sends, [
-        { intentId: "pi_put_back", replace: false },
-      ], "the copy sent nothing");
-      assert.notEqual(moved, original, "the put-back copy was delivered");
+      await assertCopyAnsweredBusy(world, original);
       const intent = await world.store.getIntent("pi_put_back");
       assert.equal(intent?.state, "settling");
       assert.notEqual(intent?.broadcasting, null, "the send stays on record");
