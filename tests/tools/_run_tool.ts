@@ -1,6 +1,6 @@
 /**
  * A tool in `tools/` run as its task runs it, for the tests of the tools'
- * command lines (`_schedule_cli.ts`, `_runtime_tool.ts`).
+ * command lines (`_schedule_cli.ts`, `_runtime_tool.ts`, the move's).
  *
  * @module
  */
@@ -48,4 +48,34 @@ export async function runTool(
   }).output();
   const text = new TextDecoder();
   return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+}
+
+/**
+ * `deno task kv-to-postgres` (`tools/kv_to_postgres.ts`) with `env` added,
+ * its flags as deno.json gives them but writing `writable` only; the
+ * modules in `preload` run first (a test's stand-ins).
+ *
+ * @returns Its exit code, its stdout (`out`) and its stderr (`err`).
+ *
+ * @example A move with no KV_PATH
+ * ```ts ignore
+ * const { code, err } = await runMove({ DATABASE_URL: url }, dir);
+ * ```
+ */
+export async function runMove(
+  env: Record<string, string>,
+  writable: string,
+  preload: readonly string[] = [],
+): Promise<{ code: number; out: string; err: string }> {
+  const { code, stdout, stderr } = await runTool("kv_to_postgres.ts", [], {
+    permissions: [
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      `--allow-write=${writable}`,
+      ...preload.map((path) => `--preload=${path}`),
+    ],
+    env,
+  });
+  return { code, out: stdout, err: stderr };
 }

@@ -17,29 +17,8 @@ import { DatabaseSync } from "node:sqlite";
 import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import { runMove } from "./_run_tool.ts";
 import { timeout } from "../_timeout.ts";
-
-const root = new URL("../../", import.meta.url);
-
-/** The task's command, its flags as deno.json gives them, on `writable`. */
-async function runTool(env: Record<string, string>, writable: string) {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      "--allow-env",
-      "--allow-read",
-      `--allow-write=${writable}`,
-      "tools/kv_to_postgres.ts",
-    ],
-    cwd: root,
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, out: text.decode(stdout), err: text.decode(stderr) };
-}
 
 /** The names in `dir`, sorted. */
 async function names(dir: string): Promise<string[]> {
@@ -139,7 +118,7 @@ Deno.test({
         // Before: "moved  1 intent, 1 hold, …", exit 0, from tables laid
         // out for another Deno.
         assertRefused(
-          await runTool(env, dir),
+          await runMove(env, dir),
           new RegExp(
             `^KV_PATH: ${path} was made by a newer Deno KV \\(its schema version ${
               known + 1
@@ -172,7 +151,7 @@ Deno.test({
         // Before: Deno KV added its tables (kv, migration_state, …) to the
         // file, then the move found nothing under the prefix.
         assertRefused(
-          await runTool(env, dir),
+          await runMove(env, dir),
           new RegExp(
             `^KV_PATH: ${path} is another program's SQLite database \\(its tables: accounts; none of Deno KV's\\): .*Check that KV_PATH names this service's store`,
           ),
@@ -239,7 +218,7 @@ for (
           // Before, cut to 0 bytes: Deno KV read it as a new store, dropped
           // the -wal, and the move found nothing under the prefix.
           assertRefused(
-            await runTool(env, dir),
+            await runMove(env, dir),
             new RegExp(line(path, wal.length)),
           );
           assert.deepEqual(await Deno.readFile(`${path}-wal`), wal);
@@ -260,7 +239,7 @@ Deno.test({
         await Deno.mkdir(`${dir}/volume`);
         await Deno.symlink(`${dir}/volume/relayer.kv`, path);
         assertRefused(
-          await runTool(env, dir),
+          await runMove(env, dir),
           new RegExp(
             `^KV_PATH: ${path} is a link to ${dir}/volume/relayer\\.kv, which does not exist: the store it points to is missing \\(a volume not mounted, a file moved\\)\\. Mount or restore the store there, then run the move again\\.$`,
           ),

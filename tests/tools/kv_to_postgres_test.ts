@@ -11,33 +11,10 @@ import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import { runMove } from "./_run_tool.ts";
 import { echoedRefusal, refusingMetadata } from "../_echoing_kv.ts";
 
 const root = new URL("../../", import.meta.url);
-
-async function runTool(
-  env: Record<string, string>,
-  writable: string,
-  preload: string[] = [],
-) {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      "--allow-env",
-      "--allow-read",
-      `--allow-write=${writable}`,
-      ...preload.map((path) => `--preload=${path}`),
-      "tools/kv_to_postgres.ts",
-    ],
-    cwd: root,
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code, out: text.decode(stdout), err: text.decode(stderr) };
-}
 
 /**
  * A temporary folder (`path`, its KV file, not made yet), a fresh database
@@ -82,7 +59,7 @@ Deno.test({
       await written.admit({ now: Date.now(), count: "relayer/write-probe" });
       written.close();
 
-      const refused = await runTool(
+      const refused = await runMove(
         { KV_PATH: path, DATABASE_URL: database.url },
         dir,
       );
@@ -115,7 +92,7 @@ Deno.test({
       kv.close();
 
       const env = { KV_PATH: path, DATABASE_URL: database.url };
-      const first = await runTool(env, dir);
+      const first = await runMove(env, dir);
       assert.equal(first.code, 0, first.err);
       assert.equal(
         first.out.split("\n")[0],
@@ -138,7 +115,7 @@ Deno.test({
         await sql.end();
       }
 
-      const again = await runTool(env, dir);
+      const again = await runMove(env, dir);
       assert.equal(again.code, 1);
       assert.match(
         again.err,
@@ -172,7 +149,7 @@ Deno.test({
       kv.close();
 
       const env = { KV_PATH: path, DATABASE_URL: database.url };
-      const run = await runTool(env, dir, [
+      const run = await runMove(env, dir, [
         "tests/tools/_written_in_last_look.ts",
       ]);
       assert.equal(run.code, 1, run.out + run.err);
@@ -189,7 +166,7 @@ Deno.test({
 Deno.test("deno task kv-to-postgres refuses a DATABASE_URL the service would refuse, without showing it, and opens nothing", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   try {
-    const { code, out, err } = await runTool({
+    const { code, out, err } = await runMove({
       KV_PATH: `${dir}/relayer.kv`,
       DATABASE_URL: "mysql://relayer:s3cret@db.internal/payments",
     }, dir);
@@ -206,11 +183,11 @@ Deno.test("deno task kv-to-postgres refuses a DATABASE_URL the service would ref
 Deno.test("deno task kv-to-postgres refuses a missing DATABASE_URL, and KV_URL set with KV_PATH, saying which, and makes nothing", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   try {
-    const unset = await runTool({ KV_PATH: `${dir}/relayer.kv` }, dir);
+    const unset = await runMove({ KV_PATH: `${dir}/relayer.kv` }, dir);
     assert.equal(unset.code, 2);
     assert.equal(unset.out, "");
     assert.match(unset.err, /^DATABASE_URL is not set: set it to the database/);
-    const both = await runTool({
+    const both = await runMove({
       KV_URL: "https://api.deno.com/databases/00000000/connect",
       KV_PATH: `${dir}/relayer.kv`,
       DATABASE_URL: "postgres://relayer@127.0.0.1:9/payments",
@@ -229,7 +206,7 @@ Deno.test("deno task kv-to-postgres refuses a KV_URL it cannot open in one line 
   // A metadata endpoint that refuses, quoting the request's header.
   const server = refusingMetadata();
   try {
-    const { code, out, err } = await runTool({
+    const { code, out, err } = await runMove({
       KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
       DENO_KV_ACCESS_TOKEN: token,
       DATABASE_URL: "postgres://relayer@127.0.0.1:9/payments",
@@ -276,7 +253,7 @@ Deno.test({
         },
       );
       try {
-        const { code, out, err } = await runTool({
+        const { code, out, err } = await runMove({
           KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
           DENO_KV_ACCESS_TOKEN: token,
           DATABASE_URL: database.url,
@@ -311,7 +288,7 @@ Deno.test({
       const nobody = new URL(database.url);
       nobody.port = String(port);
       nobody.password = "n0b0dy-s3cret";
-      const refused = await runTool(
+      const refused = await runMove(
         { KV_PATH: path, DATABASE_URL: nobody.href },
         dir,
       );
@@ -327,7 +304,7 @@ Deno.test({
 
       const wrong = new URL(database.url);
       wrong.password = "wr0ng-s3cret";
-      const denied = await runTool(
+      const denied = await runMove(
         { KV_PATH: path, DATABASE_URL: wrong.href },
         dir,
       );
@@ -348,7 +325,7 @@ Deno.test({
 Deno.test("deno task kv-to-postgres refuses a KV_PATH with no file, and makes none", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
   try {
-    const { code, err } = await runTool({
+    const { code, err } = await runMove({
       KV_PATH: `${dir}/relayr.kv`,
       DATABASE_URL: "postgres://relayer@127.0.0.1:9/payments",
     }, dir);
@@ -385,10 +362,10 @@ Deno.test({
       // as a stop does (57P01, terminating connection due to administrator
       // command).
       const env = { KV_PATH: path, DATABASE_URL: database.url };
-      let tool: ReturnType<typeof runTool> | undefined;
+      let tool: ReturnType<typeof runMove> | undefined;
       await sql.begin(async (tx) => {
         await tx`INSERT INTO relayer.intents (id, state) VALUES ('pi_held', 'created')`;
-        tool = runTool(env, dir);
+        tool = runMove(env, dir);
         for (let waited = 0;; waited += 20) {
           const [waiting] = await sql`
             SELECT pid FROM pg_stat_activity
@@ -418,7 +395,7 @@ Deno.test({
       const [row] = await sql`SELECT count(*)::int AS n FROM relayer.intents`;
       assert.equal(row?.n, 0);
 
-      const again = await runTool(env, dir);
+      const again = await runMove(env, dir);
       assert.equal(again.code, 0, again.err);
       assert.match(again.out, /^moved {2}50 intents, 50 holds,/);
     }),
@@ -445,17 +422,17 @@ Deno.test({
       kv.close();
       const env = { KV_PATH: path, DATABASE_URL: database.url };
 
-      const held = await runTool({ ...env, CLOCK_SKEW: "1m" }, dir);
+      const held = await runMove({ ...env, CLOCK_SKEW: "1m" }, dir);
       assert.equal(held.code, 1, held.out);
       assert.match(
         held.err,
         /^BusyError: Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until /,
       );
-      const refused = await runTool({ ...env, CLOCK_SKEW: "1h" }, dir);
+      const refused = await runMove({ ...env, CLOCK_SKEW: "1h" }, dir);
       assert.equal(refused.code, 2);
       assert.match(refused.err, /^CLOCK_SKEW must be at most 10m0s/);
 
-      const lapsed = await runTool(env, dir); // 5 s, the service's default
+      const lapsed = await runMove(env, dir); // 5 s, the service's default
       assert.equal(lapsed.code, 0, lapsed.err);
       assert.match(lapsed.out, /^moved {2}1 intent, 1 hold,/);
       assert.match(lapsed.out, /\nleft .* 1 lapsed lease,/);
@@ -550,7 +527,7 @@ Deno.test({
       assert.deepEqual({ ...held }, { intents: 0, holds: 0, counters: 0 });
 
       await sql.unsafe(`DROP TRIGGER wait_for_test ON relayer.holds`);
-      const again = await runTool(env, dir);
+      const again = await runMove(env, dir);
       assert.equal(again.code, 0, again.err);
       assert.equal(
         again.out.split("\n")[0],
