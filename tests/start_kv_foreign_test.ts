@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { assertOneLine, startOnKv } from "./_main_process.ts";
+import { namesIn } from "./_kv_files.ts";
 import { timeout } from "./_timeout.ts";
 
 /** The names of the tables of the SQLite file at `path`. */
@@ -23,13 +24,6 @@ function tables(path: string): string[] {
   }
 }
 
-/** The names in the folder `dir`. */
-async function names(dir: string): Promise<string[]> {
-  const found = [];
-  for await (const entry of Deno.readDir(dir)) found.push(entry.name);
-  return found.sort();
-}
-
 for (const journal of ["delete", "wal"]) {
   Deno.test(
     `main.ts refuses in one line a KV_PATH that names another program's SQLite database (journal mode ${journal}), and leaves it as it was`,
@@ -42,7 +36,7 @@ for (const journal of ["delete", "wal"]) {
       );
       db.close();
       // Closed cleanly: the file alone, no -wal or -shm beside it.
-      assert.deepEqual(await names(dir), ["app.db"]);
+      assert.deepEqual(await namesIn(dir), ["app.db"]);
       try {
         const { served, code, stderr } = await startOnKv(path, dir, signal);
         assert.equal(
@@ -60,7 +54,7 @@ for (const journal of ["delete", "wal"]) {
         assert.doesNotMatch(stderr, /new file/);
         // No -wal or -shm of the start's left beside it (looked at first:
         // the read-only handle of tables() leaves them).
-        assert.deepEqual(await names(dir), ["app.db"]);
+        assert.deepEqual(await namesIn(dir), ["app.db"]);
         assert.deepEqual(tables(path), ["accounts", "orders"]);
       } finally {
         await Deno.remove(dir, { recursive: true });

@@ -9,21 +9,9 @@
  * file as it was.
  */
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { assertOneLine, startOnKv } from "./_main_process.ts";
+import { moveSchemaOn, namesIn, schemaVersion } from "./_kv_files.ts";
 import { timeout } from "./_timeout.ts";
-
-/** The version in the `migration_state` of the Deno KV file at `path`. */
-function schemaVersion(path: string): number {
-  const db = new DatabaseSync(path, { readOnly: true });
-  try {
-    const row = db.prepare("SELECT version FROM migration_state WHERE k = 0")
-      .get();
-    return Number(row?.version);
-  } finally {
-    db.close();
-  }
-}
 
 Deno.test(
   "main.ts refuses in one line a Deno KV store made by a newer Deno KV schema, and leaves it as it was",
@@ -36,11 +24,8 @@ Deno.test(
       const kv = await Deno.openKv(path);
       await kv.set(["relayer", "intent", "pi_1"], "kept");
       kv.close();
-      const known = schemaVersion(path);
+      const known = moveSchemaOn(path);
       assert.ok(known >= 1, `this Deno's version: ${known}`);
-      const db = new DatabaseSync(path);
-      db.exec(`UPDATE migration_state SET version = ${known + 1} WHERE k = 0`);
-      db.close();
 
       const { served, code, stderr } = await startOnKv(path, dir, signal);
       assert.equal(served, false, "main.ts served on a newer Deno's store");
@@ -57,9 +42,7 @@ Deno.test(
       );
       assert.doesNotMatch(stderr, /new file/);
       // The file alone: no scratch store of the start's, no -wal or -shm.
-      const names = [];
-      for await (const entry of Deno.readDir(dir)) names.push(entry.name);
-      assert.deepEqual(names, ["relayer.kv"]);
+      assert.deepEqual(await namesIn(dir), ["relayer.kv"]);
       assert.equal(schemaVersion(path), known + 1, "its version as it was");
       const after = await Deno.openKv(path);
       try {

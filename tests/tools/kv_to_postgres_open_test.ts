@@ -18,25 +18,8 @@ import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { runMove } from "./_run_tool.ts";
+import { moveSchemaOn, namesIn, schemaVersion } from "../_kv_files.ts";
 import { timeout } from "../_timeout.ts";
-
-/** The names in `dir`, sorted. */
-async function names(dir: string): Promise<string[]> {
-  return (await Array.fromAsync(Deno.readDir(dir), (entry) => entry.name))
-    .sort();
-}
-
-/** The `migration_state` version of the Deno KV file at `path`. */
-function schemaVersion(path: string): number {
-  const db = new DatabaseSync(path, { readOnly: true });
-  try {
-    const row = db.prepare("SELECT version FROM migration_state WHERE k = 0")
-      .get();
-    return Number(row?.version);
-  } finally {
-    db.close();
-  }
-}
 
 /**
  * A temporary folder and a fresh database for `body`; the database
@@ -109,12 +92,7 @@ Deno.test({
     () =>
       inFolder(async ({ dir, path, env, moved }) => {
         await aStore(path);
-        const known = schemaVersion(path);
-        const db = new DatabaseSync(path);
-        db.exec(
-          `UPDATE migration_state SET version = ${known + 1} WHERE k = 0`,
-        );
-        db.close();
+        const known = moveSchemaOn(path);
         // Before: "moved  1 intent, 1 hold, …", exit 0, from tables laid
         // out for another Deno.
         assertRefused(
@@ -129,7 +107,7 @@ Deno.test({
         );
         assert.equal(await moved(), false);
         // The file alone (no scratch store of the check's), then its version.
-        assert.deepEqual(await names(dir), ["relayer.kv"]);
+        assert.deepEqual(await namesIn(dir), ["relayer.kv"]);
         assert.equal(schemaVersion(path), known + 1);
       }),
   ),
@@ -244,7 +222,7 @@ Deno.test({
             `^KV_PATH: ${path} is a link to ${dir}/volume/relayer\\.kv, which does not exist: the store it points to is missing \\(a volume not mounted, a file moved\\)\\. Mount or restore the store there, then run the move again\\.$`,
           ),
         );
-        assert.deepEqual(await names(`${dir}/volume`), []);
+        assert.deepEqual(await namesIn(`${dir}/volume`), []);
       }),
   ),
 });
