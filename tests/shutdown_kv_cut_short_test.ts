@@ -13,32 +13,11 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
+import { slowSigner } from "./_slow_signer.ts";
 import { timeout } from "./_timeout.ts";
 
 const SECRET = "drain-cut-secret-0123456789";
 const OPS_TOKEN = "drain-cut-ops-0123456789";
-
-/** A signer stub whose sends take `holdMs`: a delivery is in flight meanwhile. */
-function slowSigner(holdMs: number) {
-  let started: () => void = () => {};
-  const firstStarted = new Promise<void>((resolve) => (started = resolve));
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    async (req) => {
-      if (new URL(req.url).pathname === "/send") {
-        started();
-        await new Promise((resolve) => setTimeout(resolve, holdMs));
-        return Response.json({ txHash: "0xlate" });
-      }
-      return Response.json({ status: "pending" });
-    },
-  );
-  return {
-    firstStarted,
-    url: `http://127.0.0.1:${server.addr.port}`,
-    close: () => server.shutdown(),
-  };
-}
 
 Deno.test(
   "openService().drain() whose delivery outlives its budget closes a KV_PATH file no other program holds, and counts the delivery cut short, not leaving the file open as locked",

@@ -10,6 +10,7 @@ import { KvStore } from "../store/kv.ts";
 import { loadConfig } from "../webhook/config.ts";
 import postgres from "postgres";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import { slowSigner } from "./_slow_signer.ts";
 import { timeout } from "./_timeout.ts";
 import { startArgs } from "../support/start_args.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
@@ -24,32 +25,6 @@ import {
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OPS_TOKEN = "shutdown-ops-0123456789";
-
-/** A signer stub whose sends take `holdMs`: a delivery is in flight meanwhile. */
-function slowSigner(holdMs: number) {
-  const counts = { started: 0, finished: 0 };
-  let started: () => void = () => {};
-  const firstStarted = new Promise<void>((resolve) => (started = resolve));
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    async (req) => {
-      if (new URL(req.url).pathname === "/send") {
-        counts.started++;
-        started();
-        await new Promise((resolve) => setTimeout(resolve, holdMs));
-        counts.finished++;
-        return Response.json({ txHash: "0xdrained" });
-      }
-      return Response.json({ status: "pending" });
-    },
-  );
-  return {
-    counts,
-    firstStarted,
-    url: `http://127.0.0.1:${server.addr.port}`,
-    close: () => server.shutdown(),
-  };
-}
 
 const SECRET = "shutdown-secret-0123456789";
 
