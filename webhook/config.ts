@@ -433,13 +433,24 @@ export function databaseUrl(
     "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname";
   // The authority, between "://" and the path: read before URL, which
   // refuses two ports. The value is never shown: it may hold a password.
-  const authority = /^[a-z]+:\/\/([^/?#]*)/i.exec(value)?.[1] ?? "";
+  const head = /^[a-z]+:\/\/([^/?#]*)/i.exec(value);
+  const authority = head?.[1] ?? "";
   if (authority.indexOf("@") !== authority.lastIndexOf("@")) {
     // URL takes the host after the last "@", the PostgreSQL client after
     // the first: the two would read different hosts and passwords.
     throw new ConfigError(
       "DATABASE_URL",
       `${shape}: its user or password holds a raw '@': write it as %40 (the value is not shown: it may hold a password)`,
+    );
+  }
+  // The host part ends at the first '/', '?' or '#': one raw in the
+  // password leaves its rest, its '@' and the host to be read as the
+  // database name, a query or a fragment, which the start line and the
+  // refusal to open would show.
+  if (head !== null && value.slice(head[0].length).includes("@")) {
+    throw new ConfigError(
+      "DATABASE_URL",
+      `${shape}: an '@' comes after its host: a raw '/', '?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 (the value is not shown: it may hold a password)`,
     );
   }
   if (authority.slice(authority.lastIndexOf("@") + 1).includes(",")) {

@@ -238,6 +238,40 @@ Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour 
   }
 });
 
+Deno.test("loadConfig() refuses a DATABASE_URL whose raw '/', '?' or '#' in the password ends the host part early, and never shows the password", () => {
+  // The URL's host part ends at the first '/', '?' or '#': the rest of the
+  // password, its '@' and the real host were read as the database name, a
+  // query or a fragment, and the start line and the refusal to open quoted
+  // them ("cannot open PostgreSQL relayer:5432/s3cret-pw@db.internal/…").
+  for (
+    const value of [
+      "postgres://relayer:5432/s3cret-pw@db.internal/payments",
+      "postgres://relayer:5432?s3cret-pw@db.internal/payments",
+      "postgres://relayer:5432#s3cret-pw@db.internal/payments",
+      "postgres://relayer:ab%40c/s3cret-pw@db.internal/payments",
+      "postgres://relayer:x/s3cret-pw@db.internal/payments",
+    ]
+  ) {
+    const error = refusal({ DATABASE_URL: value });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.match(
+      error.message,
+      /^DATABASE_URL must be a PostgreSQL URL .*: an '@' comes after its host: a raw '\/', '\?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 \(the value is not shown: it may hold a password\)$/,
+    );
+    assert.ok(!error.message.includes("s3cret-pw"), error.message);
+    assert.ok(!error.message.includes("relayer:"), error.message);
+  }
+  // Written as %-escapes, the same password is taken, and not described.
+  const config = loadConfig({
+    ...base,
+    DATABASE_URL: "postgres://relayer:5432%2Fs3cret-pw@db.internal/payments",
+  });
+  assert.equal(
+    config.database?.description,
+    "PostgreSQL db.internal/payments, no TLS",
+  );
+});
+
 Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
   const url = "postgres://relayer:pw@127.0.0.1:5432/payments";
   const queue = refusal({ DATABASE_URL: url, KV_QUEUE: "1" });
