@@ -287,9 +287,21 @@ export function cutAt(text: string, max: number): string {
 
 /**
  * The forms a secret takes in text that echoes it: as it is, as JSON writes
- * it (`\"`, `\\`), and with `/` escaped too (`\/`), as some JSON writers do.
+ * it (`\"`, `\\`), and with `/` escaped too (`\/`), as some JSON writers do;
+ * and %-encoded, as a URL's path or query carries it (`%2F`, `%3D`; a
+ * space as `%20` or `+`), which an answer that sends the request on to a
+ * login page or a log link may do.
  */
 export function secretForms(secret: string): string[] {
   const quoted = JSON.stringify(secret).slice(1, -1);
-  return [...new Set([secret, quoted, quoted.replaceAll("/", "\\/")])];
+  const encoded = encodeURIComponent(secret);
+  return [
+    ...new Set([
+      secret,
+      quoted,
+      quoted.replaceAll("/", "\\/"),
+      encoded,
+      new URLSearchParams({ s: secret }).toString().slice(2),
+    ]),
+  ];
 }

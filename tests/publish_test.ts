@@ -294,6 +294,45 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the API
   }
 });
 
+Deno.test("qstashPublisher() never repeats its token in an error, though the answer echoes it URL-encoded", async () => {
+  // A proxy's login page, say, that sends the request's Authorization
+  // header on in a query string: "/", "+" and "=" are escaped there.
+  const token = "QSTOK/0123456789+abcdef==";
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      const auth = req.headers.get("authorization") ?? "";
+      const query = new URLSearchParams({ auth });
+      return new Response(
+        `sign in: /login?auth=${encodeURIComponent(auth)} or /login?${query}`,
+        { status: 401 },
+      );
+    },
+  );
+  try {
+    const publisher = qstashPublisher({
+      token,
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${server.addr.port}`,
+    });
+    await assert.rejects(
+      publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+      (error: unknown) => {
+        assert.ok(error instanceof Error);
+        assert.ok(!error.message.includes("0123456789"), error.message);
+        assert.match(
+          error.message,
+          /auth=Bearer%20<QSTASH_TOKEN> or \/login\?auth=Bearer\+<QSTASH_TOKEN>/,
+        );
+        return true;
+      },
+    );
+  } finally {
+    await server.shutdown();
+  }
+});
+
 Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the /v1/qstash route, which the routes would be appended after", () => {
   for (
     const publicUrl of [
