@@ -960,9 +960,12 @@ export async function openService(
     )
     : null;
   const kv = database ? null : await openKv(config);
-  const token = "url" in config.kv
-    ? Deno.env.get("DENO_KV_ACCESS_TOKEN")
-    : undefined;
+  // KV Connect's access token: KV_URL's, or the one Deno Deploy set for
+  // the database it attached, which Deno sends to its metadata endpoint
+  // again each time the metadata expires.
+  const token = "path" in config.kv
+    ? undefined
+    : Deno.env.get("DENO_KV_ACCESS_TOKEN");
   const store: Store = database?.store ??
     new KvStore(
       token ? withoutToken(kv!, token) : kv!,

@@ -10,13 +10,13 @@
  * A KV Connect metadata answer (protocol version 2) for a database whose
  * data path is `/data` on the same server, its token good for an hour.
  */
-export function kvMetadata(): Response {
+export function kvMetadata(expiresInMs = 3_600_000): Response {
   return Response.json({
     version: 2,
     databaseId: "a1b2c3d4-e5f6-4a8b-9c1d-2e3f4a5b6c7d",
     endpoints: [{ url: "/data", consistency: "strong" }],
     token: "data-path-token",
-    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+    expiresAt: new Date(Date.now() + expiresInMs).toISOString(),
   });
 }
 
@@ -97,34 +97,59 @@ export function silentKv(): Deno.HttpServer<Deno.NetAddr> {
  * URL is `http://127.0.0.1:<port>/kv`.
  */
 export function emptyKv(): Deno.HttpServer<Deno.NetAddr> {
-  return serveKvConnect(async (req, path) => {
-    const body = new Uint8Array(await req.arrayBuffer());
-    if (path === "/data/snapshot_read") {
-      // SnapshotRead: field 1 (ranges), each length-delimited.
-      const out: number[] = [];
-      for (let i = 0; i < body.length;) {
-        i++; // the tag
-        let length = 0;
-        for (let shift = 0;; shift += 7) {
-          const byte = body[i++]!;
-          length |= (byte & 0x7f) << shift;
-          if ((byte & 0x80) === 0) break;
-        }
-        i += length;
-        out.push(0x0a, 0x00); // ranges: an empty ReadRangeOutput
+  return serveKvConnect(emptyData);
+}
+
+/**
+ * {@linkcode emptyKv} whose metadata lasts a second, so that Deno fetches
+ * it again at the next call after one, until `revoke()`: from then on the
+ * metadata endpoint answers {@linkcode echoedRefusal}, as one whose access
+ * token was revoked or rotated under a running service does.
+ */
+export function revocableKv(): {
+  server: Deno.HttpServer<Deno.NetAddr>;
+  revoke(): void;
+} {
+  let revoked = false;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      const path = new URL(req.url).pathname;
+      if (path !== "/kv") return emptyData(req, path);
+      return revoked ? echoedRefusal(req) : kvMetadata(1_000);
+    },
+  );
+  return { server, revoke: () => (revoked = true) };
+}
+
+/** The data path of {@linkcode emptyKv}. */
+async function emptyData(req: Request, path: string): Promise<Response> {
+  const body = new Uint8Array(await req.arrayBuffer());
+  if (path === "/data/snapshot_read") {
+    // SnapshotRead: field 1 (ranges), each length-delimited.
+    const out: number[] = [];
+    for (let i = 0; i < body.length;) {
+      i++; // the tag
+      let length = 0;
+      for (let shift = 0;; shift += 7) {
+        const byte = body[i++]!;
+        length |= (byte & 0x7f) << shift;
+        if ((byte & 0x80) === 0) break;
       }
-      // read_is_strongly_consistent: true; status: SR_SUCCESS.
-      out.push(0x20, 0x01, 0x40, 0x01);
-      return new Response(new Uint8Array(out));
+      i += length;
+      out.push(0x0a, 0x00); // ranges: an empty ReadRangeOutput
     }
-    if (path === "/data/atomic_write") {
-      // status: AW_SUCCESS; versionstamp: 10 bytes.
-      return new Response(
-        new Uint8Array([0x08, 0x01, 0x12, 10, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]),
-      );
-    }
-    return new Response("not a KV Connect path", { status: 404 });
-  });
+    // read_is_strongly_consistent: true; status: SR_SUCCESS.
+    out.push(0x20, 0x01, 0x40, 0x01);
+    return new Response(new Uint8Array(out));
+  }
+  if (path === "/data/atomic_write") {
+    // status: AW_SUCCESS; versionstamp: 10 bytes.
+    return new Response(
+      new Uint8Array([0x08, 0x01, 0x12, 10, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]),
+    );
+  }
+  return new Response("not a KV Connect path", { status: 404 });
 }
 
 /**

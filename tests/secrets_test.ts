@@ -15,6 +15,8 @@ import {
   signQStash,
 } from "./webhook/_signing.ts";
 import { timeout } from "./_timeout.ts";
+import { revocableKv } from "./_echoing_kv.ts";
+import { startMain } from "./_main_process.ts";
 
 const SECRETS = {
   WEBHOOK_SECRET: "webhook-secret-AAAA-1111",
@@ -257,3 +259,56 @@ Deno.test("withoutToken() is a KvLike KvStore runs on: writes, reads and lists",
     kv.close();
   }
 });
+
+Deno.test(
+  "main.ts keeps DENO_KV_ACCESS_TOKEN out of its log when a KV Connect database refuses it mid-run, on Deno Deploy's database as on KV_URL's",
+  timeout(60_000, async () => {
+    const token = "DEPLOYTOK/0123456789abcdef";
+    for (
+      const where of [
+        (url: string) => ({
+          DENO_DEPLOYMENT_ID: "test-deployment",
+          DENO_KV_DEFAULT_PATH: url,
+        }),
+        (url: string) => ({ KV_URL: url }),
+      ]
+    ) {
+      const kv = revocableKv();
+      const dir = await Deno.makeTempDir({ prefix: "relayer_secrets_" });
+      const main = startMain({
+        ...where(`http://127.0.0.1:${kv.server.addr.port}/kv`),
+        DENO_KV_ACCESS_TOKEN: token,
+        SENDER_URL: "http://127.0.0.1:9",
+        WEBHOOK_SECRET: SECRETS.WEBHOOK_SECRET,
+        OPS_TOKEN: SECRETS.OPS_TOKEN,
+      }, { writeDir: dir });
+      try {
+        const base = await main.base();
+        if (base === null) assert.fail((await main.ended()).stderr);
+        // The token revoked or rotated under the running service: once
+        // its metadata expired, Deno fetches it again, and the answer
+        // refusing it quotes the token.
+        kv.revoke();
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        const res = await fetch(`${base}/v1/intents/pi_1`, {
+          headers: { authorization: `Bearer ${SECRETS.OPS_TOKEN}` },
+        });
+        const answer = await res.text();
+        assert.equal(res.status, 503, answer);
+        main.child.kill("SIGTERM");
+        const { stdout, stderr } = await main.ended();
+        const said = `${stdout}${stderr}${answer}`;
+        assert.match(
+          stdout,
+          /relayer read of intent pi_1 failed: .*you sent Bearer <DENO_KV_ACCESS_TOKEN>/,
+        );
+        assert.ok(!said.includes("0123456789abcdef"), said);
+      } finally {
+        main.kill();
+        await main.ended();
+        await kv.server.shutdown();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }
+  }),
+);
