@@ -288,9 +288,11 @@ export function cutAt(text: string, max: number): string {
 /**
  * The forms a secret takes in text that echoes it: as it is, as JSON writes
  * it (`\"`, `\\`), and with `/` escaped too (`\/`), as some JSON writers do;
- * and %-encoded, as a URL's path or query carries it (`%2F`, `%3D`; a
- * space as `%20` or `+`), which an answer that sends the request on to a
- * login page or a log link may do.
+ * %-encoded, as a URL's path or query carries it (`%2F`, `%3D`; a space as
+ * `%20` or `+`), which an answer that sends the request on to a login page
+ * or a log link may do; and in base64 and base64url, wherever it starts in
+ * the bytes encoded (`Bearer <token>` encoded whole), as a dump of the
+ * request's headers may write it.
  */
 export function secretForms(secret: string): string[] {
   const quoted = JSON.stringify(secret).slice(1, -1);
@@ -302,6 +304,35 @@ export function secretForms(secret: string): string[] {
       quoted.replaceAll("/", "\\/"),
       encoded,
       new URLSearchParams({ s: secret }).toString().slice(2),
+      ...base64Forms(secret),
     ]),
   ];
+}
+
+/** Base64 text shorter than this is not masked: it would mask common words. */
+const MIN_BASE64_FORM = 8;
+
+/**
+ * The base64 and base64url text that `secret`'s UTF-8 bytes encode to at
+ * each of the 3 offsets they may start at after other bytes, without the
+ * characters that also hold bits of the bytes before or after them.
+ */
+function base64Forms(secret: string): string[] {
+  const bytes = new TextEncoder().encode(secret);
+  const forms: string[] = [];
+  for (let offset = 0; offset < 3; offset++) {
+    const padded = new Uint8Array(offset + bytes.length);
+    padded.set(bytes, offset);
+    let binary = "";
+    for (const byte of padded) binary += String.fromCharCode(byte);
+    const text = btoa(binary).replace(/=+$/, "");
+    // A character holds 6 bits: those that hold a bit of a byte outside
+    // the secret's are left out.
+    const from = Math.ceil((offset * 8) / 6);
+    const to = Math.floor((padded.length * 8) / 6);
+    const form = text.slice(from, to);
+    if (form.length < MIN_BASE64_FORM) continue;
+    forms.push(form, form.replaceAll("+", "-").replaceAll("/", "_"));
+  }
+  return forms;
 }

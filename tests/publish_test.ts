@@ -333,6 +333,57 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the ans
   }
 });
 
+Deno.test("qstashPublisher() never repeats its token in an error, though the answer echoes it in base64", async () => {
+  // An answer that dumps the request's headers base64-encoded (or as
+  // base64url, or the token alone): each is the token, readable by anyone
+  // who decodes the line.
+  const token = "QSTOK/0123456789+abcdef==";
+  const b64url = (text: string) =>
+    btoa(text).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      const auth = req.headers.get("authorization") ?? "";
+      return new Response(
+        `denied: ${btoa(auth)} ${b64url(`x${auth}`)} ${btoa(`xy${token}`)}`,
+        { status: 401 },
+      );
+    },
+  );
+  try {
+    const publisher = qstashPublisher({
+      token,
+      publicUrl: "https://relayer.example.com",
+      retries: 9,
+      baseUrl: `http://127.0.0.1:${server.addr.port}`,
+    });
+    await assert.rejects(
+      publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+      (error: unknown) => {
+        assert.ok(error instanceof Error);
+        // Each base64 word of the answer, decoded, must not hold the
+        // token's middle.
+        for (const word of error.message.split(/[^A-Za-z0-9+/_=-]+/)) {
+          let decoded = "";
+          try {
+            decoded = atob(
+              word.replaceAll("-", "+").replaceAll("_", "/").replace(/=+$/, "")
+                .padEnd(Math.ceil(word.replace(/=+$/, "").length / 4) * 4, "="),
+            );
+          } catch {
+            continue;
+          }
+          assert.ok(!decoded.includes("456789"), `${word}: ${decoded}`);
+        }
+        assert.match(error.message, /<QSTASH_TOKEN>/);
+        return true;
+      },
+    );
+  } finally {
+    await server.shutdown();
+  }
+});
+
 Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the /v1/qstash route, which the routes would be appended after", () => {
   for (
     const publicUrl of [
