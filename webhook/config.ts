@@ -595,6 +595,20 @@ function databaseTls(
       );
     }
   }
+  // postgres.js reads the password and the database from the URL's
+  // userinfo and path only; these it sends to the server as settings, the
+  // password in its first message, in the clear before any authentication
+  // (a connection with no TLS), and the server refuses them.
+  if (params.has("password")) {
+    throw refuse(
+      "it sets ?password=, which the PostgreSQL client does not read as the password (it sends it to the server as a setting, in its first message, before any authentication, and the server refuses it): put the password in the URL, postgres://user:password@host:5432/dbname, with /, ?, # and @ in it written %2F, %3F, %23 and %40",
+    );
+  }
+  if (params.has("dbname")) {
+    throw refuse(
+      "it sets ?dbname=, which the PostgreSQL client does not read (it sends it to the server, which refuses it): name the database in the URL's path, postgres://user:password@host:5432/dbname",
+    );
+  }
   if (params.has("sslrootcert")) {
     throw refuse(
       "it sets ?sslrootcert=, which the PostgreSQL client does not read as a CA (it sends it to the server, which refuses it): keep ?sslmode=verify-full and give Deno the CA with DENO_CERT=<file> (or --cert <file>)",

@@ -166,6 +166,30 @@ Deno.test("loadConfig() refuses TLS parameters the client would not honour, and 
   }
 });
 
+Deno.test("loadConfig() refuses ?password= and ?dbname=, which the client would send to the server as settings, the password before any authentication, and says where they go", () => {
+  for (
+    const [url, why] of [
+      [
+        "postgres://relayer@db.internal:5432/payments?password=s3cret-pw",
+        "it sets ?password=, which the PostgreSQL client does not read as the password (it sends it to the server as a setting, in its first message, before any authentication, and the server refuses it): put the password in the URL, postgres://user:password@host:5432/dbname, with /, ?, # and @ in it written %2F, %3F, %23 and %40",
+      ],
+      [
+        "postgres://relayer:s3cret-pw@db.internal:5432?dbname=payments",
+        "it sets ?dbname=, which the PostgreSQL client does not read (it sends it to the server, which refuses it): name the database in the URL's path, postgres://user:password@host:5432/dbname",
+      ],
+    ] as const
+  ) {
+    const error = refusal({ DATABASE_URL: url });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.equal(
+      error.message,
+      `DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname: ${why}`,
+      url,
+    );
+    assert.ok(!error.message.includes("s3cret-pw"), error.message);
+  }
+});
+
 Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows the password", () => {
   for (
     const value of [
