@@ -80,10 +80,10 @@ Deno.test({
         await admin.unsafe(`ALTER TABLE relayer.intents DROP COLUMN tx_hashes`);
         const report = await admin.reserve();
         await report.unsafe(`BEGIN; SELECT count(*) FROM relayer.intents`);
-        // The report ends 800 ms on.
-        const ended = new Promise((resolve) => setTimeout(resolve, 800)).then(
-          () => report.unsafe("COMMIT"),
-        );
+        // The report ends 1.5 s on: within the migration's wait (2 s), past
+        // a statement_timeout raised to less than that wait.
+        const ended = new Promise((resolve) => setTimeout(resolve, 1_500))
+          .then(() => report.unsafe("COMMIT"));
         const started = performance.now();
         try {
           // Two instances at once: one waits for the table, the other for
@@ -104,7 +104,7 @@ Deno.test({
             ),
             ["migrated", "migrated"],
           );
-          assert.ok(performance.now() - started >= 700);
+          assert.ok(performance.now() - started >= 1_400);
           const [column] = await admin`
           SELECT count(*)::int AS n FROM information_schema.columns
           WHERE table_schema = 'relayer' AND table_name = 'intents'
@@ -230,12 +230,15 @@ Deno.test({
         );
         // A role every grant was given, from which row-level security
         // hides intents (a policy for another role only): before,
-        // unnest(oid[]) named this role among the policy's, and it started,
-        // every delivery reading a live payment as missing.
+        // unnest(oid[]) named this role among the policy's, and
+        // array_to_string(text[], text) answered '' for the tables hidden,
+        // and it started, every delivery reading a live payment as missing.
         assert.match(
           await check(
             `CREATE FUNCTION decoy.unnest(oid[]) RETURNS SETOF oid
               LANGUAGE sql AS $$SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user$$;
+            CREATE FUNCTION decoy.array_to_string(text[], text) RETURNS text
+              LANGUAGE sql AS $$SELECT ''::text$$;
             ALTER TABLE relayer.intents ENABLE ROW LEVEL SECURITY;
             CREATE POLICY other ON relayer.intents TO pg_monitor USING (true)`,
             `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA relayer TO "${role}";
