@@ -55,3 +55,17 @@ Deno.test("workerConfig takes an OPS_TOKEN apart from the QSTASH_TOKEN it is giv
     1,
   );
 });
+
+Deno.test("workerConfig refuses an OPS_TOKEN equal to the QSTASH_TOKEN it is given as numbers (wrangler.toml's unquoted [vars])", () => {
+  const digits = 1234567890123456;
+  assert.throws(
+    () =>
+      workerConfig({
+        ...ENV,
+        CLOUDFLARE_MAX_RETRIES: 9,
+        OPS_TOKEN: digits,
+        QSTASH_TOKEN: digits,
+      }),
+    /^ConfigError: OPS_TOKEN must differ from QSTASH_TOKEN: /,
+  );
+});
