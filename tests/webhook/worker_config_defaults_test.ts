@@ -1,0 +1,31 @@
+/**
+ * `workerConfig` gives a Worker's queues Cloudflare's own `max_retries`
+ * (3) where `CLOUDFLARE_MAX_RETRIES` or `CLOUDFLARE_DLQ_MAX_RETRIES` is
+ * not set, as the consumer runs without one: the number the start check
+ * and the queue handler judge, and name in a refusal.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { workerConfig } from "../../webhook/app.ts";
+
+const ENV = {
+  SENDER_URL: "http://127.0.0.1:9",
+  WEBHOOK_SECRET: "a-webhook-secret-16",
+};
+
+Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_DLQ_MAX_RETRIES not given, the number the queue handler's refusal names", () => {
+  const { config } = workerConfig({
+    ...ENV,
+    CLOUDFLARE_MAX_RETRIES: "9",
+  });
+  assert.equal(config.queues.cloudflare?.maxRetries, 9);
+  assert.equal(config.cloudflareDeadLetterMaxRetries, 3);
+});
+
+Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_MAX_RETRIES not given, which the start check refuses under MAX_DELIVERIES 10", () => {
+  assert.throws(
+    () => workerConfig(ENV),
+    /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, so Cloudflare Queues move a job to the dead-letter queue after 4 deliveries, before MAX_DELIVERIES \(10\)/,
+  );
+});
