@@ -254,3 +254,48 @@ Deno.test({
       ),
   ),
 });
+
+Deno.test({
+  name:
+    "moveKvToPostgres() runs its transaction under a statement_timeout above its 10 s wait for the tables, and an idle_in_transaction_session_timeout above a long read of Deno KV, though the database's are 300 ms",
+  ignore,
+  fn: timeout(
+    20_000,
+    () =>
+      onDatabase(
+        {
+          statement_timeout: "300ms",
+          idle_in_transaction_session_timeout: "300ms",
+        },
+        async ({ kv, move }) => {
+          // What the move's transaction runs under, asked in it as it ends.
+          let inside: Record<string, number> = {};
+          const client = new Proxy(move, {
+            get(target, key) {
+              if (key !== "begin") return Reflect.get(target, key);
+              return (isolation: string, body: (tx: unknown) => unknown) =>
+                target.begin(isolation, async (tx) => {
+                  const done = await body(tx);
+                  inside = Object.fromEntries(
+                    (await tx`
+                      SELECT name, setting::int AS ms FROM pg_catalog.pg_settings
+                      WHERE name IN ('statement_timeout', 'idle_in_transaction_session_timeout')`)
+                      .map((row) => [row.name, row.ms]),
+                  );
+                  return done;
+                });
+            },
+          });
+          const report = await moveKvToPostgres(kv, client, { now: () => T0 });
+          assert.equal(report.moved.intents, 1);
+          // The lock_timeout (10 s) ends the wait for the tables, not the
+          // statement_timeout; a read of Deno KV may take minutes.
+          assert.ok(inside.statement_timeout! > 10_000, JSON.stringify(inside));
+          assert.ok(
+            inside.idle_in_transaction_session_timeout! >= 60_000,
+            JSON.stringify(inside),
+          );
+        },
+      ),
+  ),
+});
