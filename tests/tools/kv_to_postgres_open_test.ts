@@ -131,7 +131,7 @@ Deno.test({
         assertRefused(
           await runMove(env, dir),
           new RegExp(
-            `^KV_PATH: ${path} is another program's SQLite database \\(its tables: accounts; none of Deno KV's\\): .*Check that KV_PATH names this service's store`,
+            `^KV_PATH: ${path} is another program's SQLite database \\(its tables: accounts; none of Deno KV's\\): Deno KV would add its tables to it, and the move find none of the service's payments' records\\. Check that KV_PATH names this service's store, then run the move again \\(leave that file as it is\\)\\.$`,
           ),
         );
         const after = new DatabaseSync(path, { readOnly: true });
