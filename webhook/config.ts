@@ -446,8 +446,14 @@ export function databaseUrl(
   // The host part ends at the first '/', '?' or '#': one raw in the
   // password leaves its rest, its '@' and the host to be read as the
   // database name, a query or a fragment, which the start line and the
-  // refusal to open would show.
-  if (head !== null && value.slice(head[0].length).includes("@")) {
+  // refusal to open would show. An '@' in a query parameter's value, after
+  // a userinfo that ended at its own '@', is a setting postgres.js sends
+  // the server (?application_name=relayer@eu-west): taken.
+  if (
+    head !== null && value.slice(head[0].length).includes("@") &&
+    !(authority.includes("@") &&
+      onlyInQueryValues(value.slice(head[0].length)))
+  ) {
     throw new ConfigError(
       "DATABASE_URL",
       `${shape}: an '@' comes after its host: a raw '/', '?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 (the value is not shown: it may hold a password)`,
@@ -517,6 +523,23 @@ export function databaseUrl(
     ssl: tls.ssl,
     sslnegotiation: tls.direct ? "direct" : null,
   };
+}
+
+/**
+ * Whether each '@' in `rest` (a URL after its host part) lies in a query
+ * parameter's value: none in the path, a parameter's name or the fragment.
+ */
+function onlyInQueryValues(rest: string): boolean {
+  const hash = rest.indexOf("#");
+  const beforeHash = hash === -1 ? rest : rest.slice(0, hash);
+  if (hash !== -1 && rest.slice(hash).includes("@")) return false;
+  const mark = beforeHash.indexOf("?");
+  if (mark === -1) return false;
+  if (beforeHash.slice(0, mark).includes("@")) return false;
+  return beforeHash.slice(mark + 1).split("&").every((pair) => {
+    const eq = pair.indexOf("=");
+    return !(eq === -1 ? pair : pair.slice(0, eq)).includes("@");
+  });
 }
 
 /**

@@ -296,6 +296,36 @@ Deno.test("loadConfig() refuses a DATABASE_URL whose raw '/', '?' or '#' in the 
   );
 });
 
+Deno.test("loadConfig() takes a DATABASE_URL whose query value holds an '@' after a password that ends at its own '@'", () => {
+  // postgres.js sends such a parameter to the server as a setting, which
+  // takes it: an application_name such as relayer@eu-west is common.
+  const config = loadConfig({
+    ...base,
+    DATABASE_URL:
+      "postgres://relayer:s3cret-pw@db.internal/payments?application_name=relayer@eu-west",
+  });
+  assert.equal(
+    config.database?.description,
+    "PostgreSQL db.internal/payments, no TLS",
+  );
+  // Without the userinfo's own '@', or with the '@' in a parameter's name,
+  // the path or the fragment, it is a password cut short: still refused.
+  for (
+    const value of [
+      "postgres://relayer:5432?a=s3cret-pw@db.internal/payments",
+      "postgres://relayer:pw@db.internal/pay@ments",
+      "postgres://relayer:pw@db.internal/payments?x@y=1",
+      "postgres://relayer:pw@db.internal/payments#x@y",
+    ]
+  ) {
+    assert.match(
+      refusal({ DATABASE_URL: value }).message,
+      /: an '@' comes after its host: /,
+      value,
+    );
+  }
+});
+
 Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
   const url = "postgres://relayer:pw@127.0.0.1:5432/payments";
   const queue = refusal({ DATABASE_URL: url, KV_QUEUE: "1" });
