@@ -632,6 +632,13 @@ function databaseTls(
       "it sets ?dbname=, which the PostgreSQL client does not read (it sends it to the server, which refuses it): name the database in the URL's path, postgres://user:password@host:5432/dbname",
     );
   }
+  // It follows the user and database read from the URL in postgres.js's
+  // first message, and the server opens the database it names.
+  if (params.has("database")) {
+    throw refuse(
+      "it sets ?database=, which the PostgreSQL client sends to the server in place of the database the URL's path names (the start line would name the path's): name the database in the URL's path only, postgres://user:password@host:5432/dbname",
+    );
+  }
   if (params.has("sslrootcert")) {
     throw refuse(
       "it sets ?sslrootcert=, which the PostgreSQL client does not read as a CA (it sends it to the server, which refuses it): keep ?sslmode=verify-full and give Deno the CA with DENO_CERT=<file> (or --cert <file>)",

@@ -166,6 +166,21 @@ Deno.test("loadConfig() refuses TLS parameters the client would not honour, and 
   }
 });
 
+Deno.test("loadConfig() refuses ?database=, which the client sends in place of the URL's database, so the start line would name another", () => {
+  // postgres.js 3.4.9 sends each parameter it does not know in its first
+  // message, after the user and database it read from the URL: the
+  // server opens the database the query names.
+  const error = refusal({
+    DATABASE_URL:
+      "postgres://relayer:s3cret-pw@db.internal:5432/payments?database=staging",
+  });
+  assert.equal(error.setting, "DATABASE_URL");
+  assert.equal(
+    error.message,
+    "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname: it sets ?database=, which the PostgreSQL client sends to the server in place of the database the URL's path names (the start line would name the path's): name the database in the URL's path only, postgres://user:password@host:5432/dbname",
+  );
+});
+
 Deno.test("loadConfig() refuses ?password= and ?dbname=, which the client would send to the server as settings, the password before any authentication, and says where they go", () => {
   for (
     const [url, why] of [
