@@ -292,7 +292,7 @@ export function cutAt(text: string, max: number): string {
  * `%20` or `+`), which an answer that sends the request on to a login page
  * or a log link may do; and in base64 and base64url, wherever it starts in
  * the bytes encoded (`Bearer <token>` encoded whole), as a dump of the
- * request's headers may write it.
+ * request's headers may write it (base64's `/` also as `\/`, in JSON).
  */
 export function secretForms(secret: string): string[] {
   const quoted = JSON.stringify(secret).slice(1, -1);
@@ -332,7 +332,13 @@ function base64Forms(secret: string): string[] {
     const to = Math.floor((padded.length * 8) / 6);
     const form = text.slice(from, to);
     if (form.length < MIN_BASE64_FORM) continue;
-    forms.push(form, form.replaceAll("+", "-").replaceAll("/", "_"));
+    // Base64's '/' escaped too, as a JSON writer that escapes it writes
+    // a dump of the headers.
+    forms.push(
+      form,
+      form.replaceAll("/", "\\/"),
+      form.replaceAll("+", "-").replaceAll("/", "_"),
+    );
   }
   return forms;
 }

@@ -358,6 +358,35 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the ans
   assert.match(error.message, /<QSTASH_TOKEN>/);
 });
 
+Deno.test("qstashPublisher() never repeats its token in an error, though the answer echoes it in base64 inside JSON with '/' escaped", async () => {
+  // Base64 holds '/', which some JSON writers escape as "\/": the base64
+  // of "Bearer QSTOK?0123456789?abcdef" is …ODk/YWJjZGVm.
+  const token = "QSTOK?0123456789?abcdef";
+  const error = await echoedPublishError(token, (auth) =>
+    new Response(
+      JSON.stringify({ headers: { authorization: btoa(auth) } })
+        .replaceAll("/", "\\/"),
+      { status: 401, headers: { "content-type": "application/json" } },
+    ));
+  // Read as a JSON reader reads it: "\/" is '/'.
+  const text = error.message.replaceAll("\\/", "/");
+  for (const word of text.split(/[^A-Za-z0-9+/=]+/)) {
+    let decoded = "";
+    try {
+      decoded = atob(
+        word.replace(/=+$/, "").padEnd(
+          Math.ceil(word.replace(/=+$/, "").length / 4) * 4,
+          "=",
+        ),
+      );
+    } catch {
+      continue;
+    }
+    assert.ok(!decoded.includes("456789"), `${word}: ${decoded}`);
+  }
+  assert.match(error.message, /<QSTASH_TOKEN>/);
+});
+
 Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the /v1/qstash route, which the routes would be appended after", () => {
   for (
     const publicUrl of [
