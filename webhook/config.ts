@@ -639,6 +639,15 @@ function databaseTls(
       "it sets ?database=, which the PostgreSQL client sends to the server in place of the database the URL's path names (the start line would name the path's): name the database in the URL's path only, postgres://user:password@host:5432/dbname",
     );
   }
+  // postgres.js writes UTF-8 whatever it tells the server, and sends this
+  // after its own client_encoding, so the server would read each byte of a
+  // non-ASCII character as a character of its own (LATIN1), or refuse it.
+  const encoding = params.get("client_encoding");
+  if (encoding !== null && !/^(utf-?8|unicode)$/i.test(encoding)) {
+    throw refuse(
+      `its ?client_encoding= is "${encoding}", but the PostgreSQL client writes UTF-8 whatever it says (the server would store each byte of a non-ASCII character as a character of its own): remove it, or give UTF8`,
+    );
+  }
   if (params.has("sslrootcert")) {
     throw refuse(
       "it sets ?sslrootcert=, which the PostgreSQL client does not read as a CA (it sends it to the server, which refuses it): keep ?sslmode=verify-full and give Deno the CA with DENO_CERT=<file> (or --cert <file>)",

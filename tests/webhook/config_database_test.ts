@@ -181,6 +181,34 @@ Deno.test("loadConfig() refuses ?database=, which the client sends in place of t
   );
 });
 
+Deno.test("loadConfig() refuses a ?client_encoding= other than UTF8, which the client would send in place of its own while it writes UTF-8", () => {
+  // postgres.js 3.4.9 always writes UTF-8, and sends the parameter after
+  // its own client_encoding: a server told LATIN1 stores each byte of a
+  // non-ASCII id as a character of its own (double-encoded for every
+  // other client, and longer than the store's byte limits count).
+  for (const encoding of ["LATIN1", "latin1", "SQL_ASCII", "EUC_JP"]) {
+    const error = refusal({
+      DATABASE_URL:
+        `postgres://relayer:s3cret-pw@db.internal:5432/payments?client_encoding=${encoding}`,
+    });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.equal(
+      error.message,
+      `DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname: its ?client_encoding= is "${encoding}", but the PostgreSQL client writes UTF-8 whatever it says (the server would store each byte of a non-ASCII character as a character of its own): remove it, or give UTF8`,
+    );
+  }
+  for (const encoding of ["UTF8", "utf8", "UTF-8", "unicode"]) {
+    assert.equal(
+      loadConfig({
+        ...base,
+        DATABASE_URL:
+          `postgres://relayer:s3cret-pw@db.internal:5432/payments?client_encoding=${encoding}`,
+      }).database?.url.includes("client_encoding"),
+      true,
+    );
+  }
+});
+
 Deno.test("loadConfig() refuses ?password= and ?dbname=, which the client would send to the server as settings, the password before any authentication, and says where they go", () => {
   for (
     const [url, why] of [
