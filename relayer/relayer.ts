@@ -534,9 +534,9 @@ const QUEUE_NAMES: Readonly<Record<UnreadableMessage["queue"], string>> = {
 export interface RedriveOptions {
   /**
    * Publishes the job to a queue before the dead letter is removed, with a
-   * deduplication id unique to the dead letter read (the job id and the
-   * letter's version), so the loser of two concurrent redrives publishes a
-   * duplicate the queue drops. What it resolves to is not read (a Worker's
+   * deduplication id unique to the dead letter read (the job id, the
+   * letter's version and the time it was written), so the loser of two
+   * concurrent redrives publishes a duplicate the queue drops. What it resolves to is not read (a Worker's
    * `env.JOBS.send(job)` answers its queue's metrics); a rejection keeps
    * the letter.
    */
@@ -2770,8 +2770,12 @@ export function createRelayer(options: RelayerOptions): Relayer {
     const job: Job = { intentId: deadLetter.intentId, kind: "settle" };
     // Publish first: if that fails the dead letter is still there; a job
     // published twice is harmless (it only says "go and look"), and the
-    // loser of two redrives publishes the same deduplication id.
-    const deduplicationId = `${jobId}:${deadLetter.version}`;
+    // loser of two redrives publishes the same deduplication id. The
+    // letter's time joins its version, which a store made anew repeats
+    // (a schema recreated, a file restored from a backup): under the old
+    // store's id, QStash would drop the job and the letter go with none.
+    const deduplicationId =
+      `${jobId}:${deadLetter.version}:${deadLetter.poisonedAt}`;
     if (options.publish) await options.publish(job, deduplicationId);
     // The give-up marked its message once resolved; marked again here, in
     // case it crashed between its resolution and its mark: a repeat after

@@ -894,6 +894,26 @@ function suite(backend: Backend): void {
     assert.notEqual(ids[0], ids[1]);
   });
 
+  test("createRelayer() publishes a redrive on a store made anew (a schema recreated, a file restored) under an id of its own, so the queue does not drop it as the old store's letter of the same version", async () => {
+    const ids: string[] = [];
+    const publish = (_job: unknown, id: string) => {
+      ids.push(id);
+      return Promise.resolve();
+    };
+    // The same job poisoned and redriven on two stores made alike (their
+    // letters' versions repeat), a minute apart: within the 10 minutes
+    // QStash drops a repeated id, and the second letter would be removed
+    // with no job queued.
+    for (const offset of [0, 60_000]) {
+      const { relayer, clock } = await setup({ state: "created" });
+      clock.now += offset;
+      assert.equal((await relayer.deliver(job, 5)).action, "poison");
+      await relayer.redrive("pi_0001/settle", { publish });
+    }
+    assert.equal(ids.length, 2);
+    assert.notEqual(ids[0], ids[1]);
+  });
+
   /**
    * A redrive of `pi_0001/settle` whose publish QStash took and whose
    * answer was lost (the letter stays, the job on the queue), then
