@@ -743,13 +743,18 @@ function jwtKid(token: string): string | undefined {
  * unverified, are those of a push to this route (issuer, audience,
  * account, in time); any other is refused without a fetch. A header longer
  * than {@linkcode TOKEN_MAX_CHARS} and twice the audience is refused
- * unread.
+ * unread. A token one of Google's keys signed but that fails the audience,
+ * the account or the clock is refused with a `hint` for the log saying
+ * which, and what the operator sets: a push subscription whose audience or
+ * account is not the service's has every push refused, and the refusal
+ * alone did not say why. The hint names the service's settings, never the
+ * token's claims: anyone can have Google sign a token for any audience.
  * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
  */
 export function pubsubVerifier(
   keys: PubSubKeys,
   now: () => number = Date.now,
-): (authorization: string | undefined) => Promise<boolean> {
+): (authorization: string | undefined) => Promise<PushVerification> {
   if (typeof keys.serviceAccount !== "string" || keys.serviceAccount === "") {
     throw new TypeError(
       "Cannot verify Pub/Sub pushes as 'serviceAccount' is missing: Google issues tokens for any audience to any account, so name the push subscription's service account",
@@ -842,7 +847,9 @@ export function pubsubVerifier(
 
   /**
    * The claims of `token` if a key of `jwks` that names `kid` verifies it
-   * (RS256, Google's issuer, this audience), or `undefined`.
+   * (RS256, Google's issuer), or `undefined`. The audience is checked
+   * after, so that a token Google signed for another is told apart from a
+   * forgery in the log.
    */
   async function verifiedBy(
     token: string,
@@ -861,7 +868,6 @@ export function pubsubVerifier(
           allowedAlgorithms: ["RS256"],
           verification: {
             iss: /^(https:\/\/)?accounts\.google\.com$/,
-            aud: keys.audience,
             // Checked below, with a tolerance: Hono's checks refuse a
             // token issued a second "ahead" of our clock.
             exp: false,
@@ -870,25 +876,27 @@ export function pubsubVerifier(
           },
         });
       } catch {
-        // Wrong audience, bad signature: all "not Google".
+        // Bad signature, another issuer: all "not Google".
       }
     }
     return undefined;
   }
 
   const longest = tokenLimit(keys.audience) + "Bearer ".length;
+  const audienceHint = audienceHintOf(keys.audience);
+  const accountHint = accountHintOf(account);
   return async (authorization) => {
     // Refused unread: a longer header is no token of Google's.
     if (authorization === undefined || authorization.length > longest) {
-      return false;
+      return NOT_GOOGLES;
     }
     // The scheme is case-insensitive (RFC 9110 §11.1), as on the ops routes.
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i
       .exec(authorization ?? "");
-    if (!match) return false;
+    if (!match) return NOT_GOOGLES;
     const token = match[1]!;
     const kid = jwtKid(token);
-    if (kid === undefined) return false;
+    if (kid === undefined) return NOT_GOOGLES;
     const seen = refetched.count;
     let payload = await verifiedBy(token, kid, await load(false));
     // No key in hand verifies it: its kid unknown (a key Google added), or
@@ -899,15 +907,52 @@ export function pubsubVerifier(
       const fresh = await keysAgain(token, seen);
       if (fresh !== undefined) payload = await verifiedBy(token, kid, fresh);
     }
-    if (payload === undefined) return false;
+    if (payload === undefined) return NOT_GOOGLES;
+    const { aud, email, email_verified } = payload;
+    if (
+      aud !== keys.audience &&
+      !(Array.isArray(aud) && aud.includes(keys.audience))
+    ) return { ok: false, hint: audienceHint };
+    if (
+      typeof email !== "string" || asciiLower(email) !== account ||
+      email_verified !== true
+    ) return { ok: false, hint: accountHint };
     // By the wall clock, as Google wrote them (and as the QStash Receiver
     // reads its tokens'); `now` paces the refetches.
-    return inTime(payload, Date.now()) &&
-      typeof payload.email === "string" &&
-      asciiLower(payload.email) === account &&
-      payload.email_verified === true;
+    if (!inTime(payload, Date.now())) return { ok: false, hint: CLOCK_HINT };
+    return TAKEN;
   };
 }
+
+/**
+ * A Pub/Sub verifier's answer: taken, or refused with, for a token one of
+ * Google's keys signed, a `hint` for the log only (the caller is not told
+ * of the service's settings).
+ */
+export type PushVerification =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly hint?: string };
+
+const TAKEN: PushVerification = { ok: true };
+const NOT_GOOGLES: PushVerification = { ok: false };
+
+/** What to set when Google's tokens are all refused for the audience. */
+function audienceHintOf(audience: string): string {
+  return `If every push is refused so, Google signed them for another audience than this route's, ${
+    JSON.stringify(audience)
+  }: set the route's audience (PUBSUB_AUDIENCE, PUBSUB_DEAD_LETTER_AUDIENCE for /v1/pubsub/dead-letter; createApp's audience) to its push subscription's (pushConfig.oidcToken.audience), and restart (docs/runbook.md, a deploy with a wrong secret).`;
+}
+
+/** What to set when Google's tokens are all refused for the account. */
+function accountHintOf(account: string): string {
+  return `If every push is refused so, Google signed them for another service account than ${
+    JSON.stringify(account)
+  }, or one whose email is not verified: set PUBSUB_SERVICE_ACCOUNT (createApp's serviceAccount) to the account the push subscription authenticates as (pushConfig.oidcToken.serviceAccountEmail), once you have checked it is yours (Google signs tokens for any account), and restart (docs/runbook.md, a deploy with a wrong secret).`;
+}
+
+/** What to check when Google's tokens are all refused by the clock. */
+const CLOCK_HINT =
+  "If every push is refused so, this server's clock is off: Google's tokens are past their exp, or issued ahead of it, by more than 30 seconds. Set the clock right (NTP).";
 
 /**
  * `text` with A-Z in lower case, and nothing else changed: an email's case

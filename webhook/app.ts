@@ -82,6 +82,7 @@ import {
   MIN_SECRET,
   type PubSubKeys,
   pubsubVerifier,
+  type PushVerification,
   type QStashKeys,
   qstashVerifier,
   type ReplayClaim,
@@ -2074,13 +2075,13 @@ export function createApp(deps: AppDeps): WebhookApp {
    */
   async function authenticatePush(
     verify:
-      | ((authorization: string | undefined) => Promise<boolean>)
+      | ((authorization: string | undefined) => Promise<PushVerification>)
       | undefined,
     authorization: string | undefined,
   ): Promise<Response | undefined> {
-    let verified = true;
+    let verified: PushVerification = { ok: true };
     try {
-      verified = verify === undefined || await verify(authorization);
+      if (verify !== undefined) verified = await verify(authorization);
     } catch (error) {
       if (!(error instanceof KeysUnavailable)) throw error;
       // Said in the log too, at most once a minute: an operator whose
@@ -2100,9 +2101,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         "Google's signing keys could not be fetched; Pub/Sub will redeliver.",
       );
     }
-    if (!verified) {
+    if (!verified.ok) {
       throw unauthorized(
         "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
+        verified.hint,
       );
     }
   }
@@ -2186,7 +2188,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   async function receivePush<T extends object>(
     c: Context,
     verify:
-      | ((authorization: string | undefined) => Promise<boolean>)
+      | ((authorization: string | undefined) => Promise<PushVerification>)
       | undefined,
     route: {
       name: string;

@@ -8,7 +8,7 @@
 
 import { sign } from "hono/jwt";
 import type { HonoJsonWebKey } from "hono/utils/jwt/jws";
-import { hmacSignature } from "../../webhook/_auth.ts";
+import { hmacSignature, type PushVerification } from "../../webhook/_auth.ts";
 
 const encoder = new TextEncoder();
 
@@ -236,4 +236,11 @@ export function envelope(
       ? { delivery_attempt: options.deliveryAttempt }
       : { deliveryAttempt: options.deliveryAttempt }),
   });
+}
+
+/** A Pub/Sub verifier whose answers are whether it took each push. */
+export function taking(
+  verify: (authorization: string | undefined) => Promise<PushVerification>,
+): (authorization: string | undefined) => Promise<boolean> {
+  return async (authorization) => (await verify(authorization)).ok;
 }

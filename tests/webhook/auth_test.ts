@@ -10,7 +10,7 @@ import {
   TOKEN_MAX_CHARS,
   TOKEN_REPLAY_MARGIN_MS,
 } from "../../webhook/_auth.ts";
-import { fakeGoogle, PUBSUB, QSTASH, signQStash } from "./_signing.ts";
+import { fakeGoogle, PUBSUB, QSTASH, signQStash, taking } from "./_signing.ts";
 
 const SECRET = "webhook-secret-for-tests";
 const body = JSON.stringify({ job: { intentId: "pi_0001", kind: "settle" } });
@@ -278,11 +278,11 @@ Deno.test("qstashVerifier() decodes nothing of a token neither key signed, and r
 
 Deno.test("pubsubVerifier() refuses an Authorization header longer than 8 KiB and twice the audience unread, even a token Google's key signed", async () => {
   const google = await fakeGoogle();
-  const verify = pubsubVerifier({
+  const verify = taking(pubsubVerifier({
     audience: PUBSUB.audience,
     jwks: google.jwks,
     serviceAccount: PUBSUB.serviceAccount,
-  });
+  }));
   const [header, claims] = (await google.token()).split(".");
   for (
     const [name, authorization] of [

@@ -25,6 +25,7 @@ import {
   type Google,
   PUBSUB,
   QSTASH,
+  taking,
 } from "./_signing.ts";
 
 const STEP_BACK_MS = 10 * 60_000;
@@ -37,14 +38,14 @@ Deno.test("pubsubVerifier() refetches Google's keys for a rotated-in kid after t
   let published: JsonWebKey[] = [google.jwks[0]!];
   let cached: JsonWebKey[] | undefined;
   let refreshes = 0;
-  const verify = pubsubVerifier({
+  const verify = taking(pubsubVerifier({
     ...PUBSUB,
     jwks: (options = {}) => {
       if (options.refresh) refreshes++;
       if (options.refresh || cached === undefined) cached = published;
       return Promise.resolve(cached);
     },
-  }, () => clock);
+  }, () => clock));
   // A push of a kid Google does not list (yet): the minute's refetch spent.
   const early = await google.token({}, { kid: "rotated-in" });
   assert.equal(await verify(`Bearer ${early}`), false);
@@ -189,13 +190,13 @@ function wallMono(clock: () => number): Disposable {
 /** A Pub/Sub verifier on `now` whose keys are Google's first, and how many times it asked for them refreshed. */
 function countedVerifier(google: Google, now: () => number) {
   let refreshes = 0;
-  const verify = pubsubVerifier({
+  const verify = taking(pubsubVerifier({
     ...PUBSUB,
     jwks: (options = {}) => {
       if (options.refresh) refreshes++;
       return Promise.resolve([google.jwks[0]!]);
     },
-  }, now);
+  }, now));
   return { verify, refreshes: () => refreshes };
 }
 

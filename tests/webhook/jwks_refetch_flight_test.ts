@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { pubsubVerifier } from "../../webhook/_auth.ts";
-import { fakeGoogle, PUBSUB } from "./_signing.ts";
+import { fakeGoogle, PUBSUB, taking } from "./_signing.ts";
 
 Deno.test("pubsubVerifier() waits on a refetch of the keys still under way a minute later, rather than starting a second", async () => {
   const google = await fakeGoogle();
@@ -15,7 +15,7 @@ Deno.test("pubsubVerifier() waits on a refetch of the keys still under way a min
   let refreshes = 0;
   let release: (keys: readonly JsonWebKey[]) => void = () => {};
   const held = new Promise<readonly JsonWebKey[]>((ok) => (release = ok));
-  const verify = pubsubVerifier({
+  const verify = taking(pubsubVerifier({
     audience: PUBSUB.audience,
     serviceAccount: PUBSUB.serviceAccount,
     jwks: (options) => {
@@ -23,7 +23,7 @@ Deno.test("pubsubVerifier() waits on a refetch of the keys still under way a min
       refreshes++;
       return held;
     },
-  }, () => clock);
+  }, () => clock));
   const first = verify(
     `Bearer ${await google.token({}, { kid: "unknown-1" })}`,
   );
@@ -51,7 +51,7 @@ Deno.test("pubsubVerifier() checks a push against the keys a refetch brought whi
   const slowRead = new Promise<readonly JsonWebKey[]>((ok) => releaseRead = ok);
   let reads = 0;
   let refreshes = 0;
-  const verify = pubsubVerifier({
+  const verify = taking(pubsubVerifier({
     audience: PUBSUB.audience,
     serviceAccount: PUBSUB.serviceAccount,
     jwks: (options) => {
@@ -62,7 +62,7 @@ Deno.test("pubsubVerifier() checks a push against the keys a refetch brought whi
       // The second push's read of the cached keys is slow.
       return ++reads === 2 ? slowRead : Promise.resolve(before.jwks);
     },
-  }, () => 1_000_000);
+  }, () => 1_000_000));
   const token = `Bearer ${await after.token({}, { kid: "rotated-1" })}`;
   // The first push finds no key under its kid, and refetches.
   const first = verify(token);

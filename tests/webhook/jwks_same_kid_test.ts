@@ -14,7 +14,7 @@ import {
   pubsubVerifier,
 } from "../../webhook/_auth.ts";
 import { googleJwks } from "../../webhook/google_jwks.ts";
-import { fakeGoogle, PUBSUB } from "./_signing.ts";
+import { fakeGoogle, PUBSUB, taking } from "./_signing.ts";
 
 /**
  * Google's keys endpoint, answering whatever `served` holds (cached an
@@ -38,11 +38,11 @@ function verifierOn(first: readonly JsonWebKey[]) {
     },
     now: () => google.clock,
   });
-  const verify = pubsubVerifier({
+  const verify = taking(pubsubVerifier({
     audience: PUBSUB.audience,
     serviceAccount: PUBSUB.serviceAccount,
     jwks,
-  }, () => google.clock);
+  }, () => google.clock));
   return { google, verify };
 }
 

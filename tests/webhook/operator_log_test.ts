@@ -11,7 +11,14 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
-import { QSTASH, signHmac, signQStash } from "./_signing.ts";
+import {
+  envelope,
+  fakeGoogle,
+  PUBSUB,
+  QSTASH,
+  signHmac,
+  signQStash,
+} from "./_signing.ts";
 
 const SECRET = "webhook-secret-for-tests";
 const OPS = "ops-token-for-tests";
@@ -315,4 +322,58 @@ Deno.test("createApp() says in the log of a delivery signed with another secret 
   assert.equal(lines.length, 3, lines.join("\n"));
   assert.match(lines[2]!, /missing or malformed/);
   assert.ok(!lines[2]!.includes("WEBHOOK_SECRET_NEXT"), lines[2]);
+});
+
+Deno.test("createApp() says in the log which check a Google-signed push failed (audience, service account, clock), never the token's own claims, and leaves it out of the answer", async () => {
+  const google = await fakeGoogle();
+  const forger = await fakeGoogle();
+  const lines: string[] = [];
+  const now = { ms: Date.now() };
+  const webhook = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    now: () => now.ms,
+    random: () => 0,
+    pubsub: { ...PUBSUB, jwks: google.jwks },
+    log: (line) => void lines.push(line),
+  });
+  const push = async (token: string) => {
+    const res = await webhook.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job),
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 401);
+    const answer = await res.text();
+    assert.ok(!/PUBSUB_|If every/.test(answer), answer);
+    now.ms += 60_000; // the next refusal gets its own line
+    return lines.at(-1) ?? "";
+  };
+  // Another account asked Google for a token for this audience: anyone can.
+  const other = "someone-else@elsewhere.iam.gserviceaccount.com";
+  const account = await push(await google.token({ email: other }));
+  assert.match(account, /PUBSUB_SERVICE_ACCOUNT/);
+  assert.ok(account.includes(PUBSUB.serviceAccount), account);
+  assert.ok(!account.includes(other), account); // the caller's, not ours
+  assert.ok(!/PUBSUB_AUDIENCE/.test(account), account);
+  const unverified = await push(await google.token({ email_verified: false }));
+  assert.match(unverified, /PUBSUB_SERVICE_ACCOUNT/);
+  // The subscription's audience is not the one the service was given.
+  const elsewhere = "https://relayer.example.test/v1/pubsub/";
+  const audience = await push(await google.token({ aud: elsewhere }));
+  assert.match(audience, /PUBSUB_AUDIENCE/);
+  assert.ok(audience.includes(`"${PUBSUB.audience}"`), audience);
+  assert.ok(!audience.includes(`"${elsewhere}"`), audience);
+  assert.ok(!/PUBSUB_SERVICE_ACCOUNT/.test(audience), audience);
+  // Google's token, past its exp by this server's clock.
+  const nowS = Math.floor(Date.now() / 1000);
+  const clock = await push(
+    await google.token({ iat: nowS - 7200, exp: nowS - 3600 }),
+  );
+  assert.match(clock, /clock/);
+  // A token no key of Google's signed says nothing of the settings.
+  const forged = await push(await forger.token());
+  assert.match(forged, /POST \/v1\/pubsub refused 401/);
+  assert.ok(!/PUBSUB_|If every|clock/.test(forged), forged);
+  assert.equal(lines.length, 5, lines.join("\n"));
 });
