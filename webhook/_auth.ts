@@ -146,6 +146,8 @@ export function hmacSignature(
 }
 
 const SIGNATURE = /^\s*t=(\d{1,12}),\s*v1=([0-9a-fA-F]{64})\s*$/;
+/** A `t` of 13 to 15 digits: unix time in milliseconds (until the year 33658), not seconds. */
+const IN_MILLISECONDS = /^\s*t=\d{13,15},\s*v1=[0-9a-fA-F]{64}\s*$/;
 
 /** Refuses a generic route's secret anyone could find: empty, or short. */
 function checkSecret(secret: unknown, option: string, setting: string): void {
@@ -197,6 +199,15 @@ export function hmacVerifier(
   ): { timeS: number; v1: string } | Refused => {
     const match = SIGNATURE.exec(header ?? "");
     if (!match) {
+      if (IN_MILLISECONDS.test(header ?? "")) {
+        // Date.now() sent as it is: said so, as "malformed" left the
+        // signer's author looking at the wrong part of the header.
+        return {
+          ok: false,
+          detail:
+            `The X-Signature timestamp is in milliseconds: ${HOW_TO_SIGN}, t being Math.floor(Date.now() / 1000).`,
+        };
+      }
       return {
         ok: false,
         detail:

@@ -51,6 +51,8 @@ Deno.test("hmacVerifier() refuses, saying what was wrong, without the secret", (
       [undefined, /missing or malformed/],
       ["", /missing or malformed/],
       [`t=${t},v1=zz`, /missing or malformed/],
+      // A signer that took Date.now() as it is.
+      [hmacSignature(SECRET, body, t * 1000), /milliseconds.*unix seconds/],
       [hmacSignature(SECRET, body, t - 301), /more than 5 minutes old/],
       [hmacSignature(SECRET, body, t + 31), /ahead of this server's clock/],
       [hmacSignature("another-secret-0000", body, t), /does not verify/],
