@@ -185,24 +185,42 @@ export function unreadSettingLines(
 
 /**
  * The lines of {@linkcode unreadSettingLines} that the service and a
- * Worker share: each setting unread given the others beside it.
+ * Worker share: each setting unread given the others beside it. For a
+ * `worker`, QStash's settings are read by its route alone, with the
+ * signing keys: a Worker has no QStash publisher.
  */
 function unreadBesideLines(
   env: Readonly<Record<string, string | undefined>>,
+  worker = false,
 ): string[] {
-  const qstash = env.QSTASH_CURRENT_SIGNING_KEY ||
-    env.QSTASH_NEXT_SIGNING_KEY ||
-    env.QSTASH_TOKEN;
+  const keys = env.QSTASH_CURRENT_SIGNING_KEY || env.QSTASH_NEXT_SIGNING_KEY;
   const lines: string[] = [];
-  if (env.PUBLIC_URL && !qstash) {
-    lines.push(
-      "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
-    );
-  }
-  if (env.QSTASH_RETRIES && !qstash) {
-    lines.push(
-      "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
-    );
+  if (worker) {
+    // A Worker has no QStash publisher (QSTASH_TOKEN is main.ts's, named
+    // on its own): QStash's route alone reads these, with its signing keys.
+    const needs =
+      "which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it";
+    if (env.PUBLIC_URL && !keys) {
+      lines.push(
+        `relayer: PUBLIC_URL is set, but a Cloudflare Worker reads it only for QStash's route, ${needs}`,
+      );
+    }
+    if (env.QSTASH_RETRIES && !keys) {
+      lines.push(
+        `relayer: QSTASH_RETRIES is set, but a Cloudflare Worker reads it only for QStash's route (its check of QStash's retries), ${needs}`,
+      );
+    }
+  } else if (!keys && !env.QSTASH_TOKEN) {
+    if (env.PUBLIC_URL) {
+      lines.push(
+        "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+      );
+    }
+    if (env.QSTASH_RETRIES) {
+      lines.push(
+        "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+      );
+    }
   }
   if (env.DENO_KV_ACCESS_TOKEN && !env.KV_URL && !env.DENO_DEPLOYMENT_ID) {
     lines.push(
@@ -399,7 +417,7 @@ export function workerConfig(
         SERVICE_ONLY[name]
       }), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings`
     ),
-    ...unreadBesideLines(text),
+    ...unreadBesideLines(text, true),
   ];
   let said = unread.length === 0;
   const sayOnce = (log: (line: string) => void) => {

@@ -78,7 +78,7 @@ Deno.test("workerConfig() reads DATABASE_URL for a Worker on PostgreSQL, names t
     CLOUDFLARE_MESSAGE_RETENTION: "96h",
   });
   assert.deepEqual(unread, [
-    "relayer: QSTASH_RETRIES is set, but only QStash reads it (its route's check, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+    "relayer: QSTASH_RETRIES is set, but a Cloudflare Worker reads it only for QStash's route (its check of QStash's retries), which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it",
   ]);
   // Unset, the queues' max_retries are Cloudflare's 3: refused beside the
   // default MAX_DELIVERIES, as the queue handler would.
@@ -111,4 +111,29 @@ Deno.test("nameUnread() names the unread settings on the first call of any handl
   worker.queue("again");
   assert.equal(logged.length, 1);
   assert.deepEqual(calls, [["batch", "env", "ctx"], ["request"], ["again"]]);
+});
+
+Deno.test("workerConfig() names PUBLIC_URL and QSTASH_RETRIES beside a QSTASH_TOKEN the Worker ignores as wanting the signing keys, never QSTASH_TOKEN as not set", () => {
+  const qstash = {
+    ...base,
+    PUBLIC_URL: "https://relayer.example.com",
+    QSTASH_RETRIES: "9",
+    QSTASH_TOKEN: TAKEN.QSTASH_TOKEN!,
+  };
+  const { unread } = workerConfig(qstash);
+  assert.deepEqual(unread, [
+    "relayer: QSTASH_TOKEN is set, but only main.ts reads it (its QStash publisher), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings",
+    "relayer: PUBLIC_URL is set, but a Cloudflare Worker reads it only for QStash's route, which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it",
+    "relayer: QSTASH_RETRIES is set, but a Cloudflare Worker reads it only for QStash's route (its check of QStash's retries), which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it",
+  ]);
+  // No line names QSTASH_TOKEN as read by anything in the Worker.
+  for (const line of unread.slice(1)) {
+    assert.doesNotMatch(line, /QSTASH_TOKEN/, line);
+  }
+  // With the signing keys, the route reads both: nothing more is named.
+  const keys = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  assert.deepEqual(workerConfig({ ...qstash, ...keys }).unread, [unread[0]]);
 });
