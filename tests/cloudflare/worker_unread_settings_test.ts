@@ -137,3 +137,18 @@ Deno.test("workerConfig() names PUBLIC_URL and QSTASH_RETRIES beside a QSTASH_TO
   };
   assert.deepEqual(workerConfig({ ...qstash, ...keys }).unread, [unread[0]]);
 });
+
+Deno.test("workerConfig() refuses what is not the Worker's env object, saying so rather than naming a setting missing", () => {
+  for (const env of [null, undefined, "SENDER_URL=x", 42, () => {}]) {
+    assert.throws(
+      () => workerConfig(env as never),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        error.message ===
+          `Cannot read the Worker's settings as workerConfig takes the Worker's env object (import { env } from "cloudflare:workers", or a handler's env argument): current value is ${
+            env === null ? "null" : typeof env
+          }`,
+      String(env),
+    );
+  }
+});
