@@ -446,14 +446,30 @@ export function workerConfig(
           "nameUnread takes a Worker's handlers object ({ fetch, queue }), not a class: export an object, or log workerConfig's `unread` lines from the class's own handlers",
         );
       }
-      const named = { ...handlers } as Record<string, unknown>;
-      for (const key of handlerNames(handlers)) {
-        const handler = (handlers as Record<string, unknown>)[key];
-        if (typeof handler !== "function") continue;
-        named[key] = (...args: unknown[]) => {
-          sayOnce(log);
-          return handler.apply(handlers, args);
-        };
+      type Handler = (...args: unknown[]) => unknown;
+      const wrap = (handler: Handler) => (...args: unknown[]) => {
+        sayOnce(log);
+        return handler.apply(handlers, args);
+      };
+      // Read by descriptor: a getter is no handler until workerd reads it,
+      // and one that throws must not throw here. It is read then, on the
+      // object itself, and a handler it gives is wrapped as the others.
+      const named: Record<string, unknown> = {};
+      for (const [key, found] of handlerDescriptors(handlers)) {
+        if ("value" in found) {
+          named[key] = typeof found.value === "function"
+            ? wrap(found.value as Handler)
+            : found.value;
+          continue;
+        }
+        Object.defineProperty(named, key, {
+          enumerable: true,
+          configurable: true,
+          get: () => {
+            const value: unknown = Reflect.get(handlers, key);
+            return typeof value === "function" ? wrap(value as Handler) : value;
+          },
+        });
       }
       return named as typeof handlers;
     },
@@ -461,22 +477,29 @@ export function workerConfig(
 }
 
 /**
- * The names of `handlers`' properties, its own enumerable ones and those
- * of its class (`export default new Worker()`, whose `fetch` workerd finds
- * on the prototype, where a spread of the object does not).
+ * The descriptors of `handlers`' properties, its own enumerable ones and
+ * those of its class (`export default new Worker()`, whose `fetch` workerd
+ * finds on the prototype, where a spread of the object does not), the
+ * nearest of each name: read without calling a getter.
  */
-function handlerNames(handlers: object): Set<string> {
-  const names = new Set(Object.keys(handlers));
+function handlerDescriptors(
+  handlers: object,
+): Map<string, PropertyDescriptor> {
+  const found = new Map<string, PropertyDescriptor>();
+  for (const name of Object.keys(handlers)) {
+    found.set(name, Object.getOwnPropertyDescriptor(handlers, name)!);
+  }
   for (
     let proto = Object.getPrototypeOf(handlers);
     proto !== null && proto !== Object.prototype;
     proto = Object.getPrototypeOf(proto)
   ) {
     for (const name of Object.getOwnPropertyNames(proto)) {
-      if (name !== "constructor") names.add(name);
+      if (name === "constructor" || found.has(name)) continue;
+      found.set(name, Object.getOwnPropertyDescriptor(proto, name)!);
     }
   }
-  return names;
+  return found;
 }
 
 // postgres.js's own TLS variables, which main.ts overrides with what

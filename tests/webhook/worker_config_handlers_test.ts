@@ -63,3 +63,42 @@ Deno.test("nameUnread refuses a Worker's class (a WorkerEntrypoint), whose handl
       /workerConfig's `unread`/.test(error.message),
   );
 });
+
+Deno.test("nameUnread wraps a Worker's handlers without reading its getters, which run only when read, on the object itself", async () => {
+  class Handlers {
+    readonly seen: string[] = [];
+    get broken(): never {
+      throw new Error("a getter that throws");
+    }
+    get queue(): (batch: unknown) => Promise<void> {
+      return (_batch) => {
+        this.seen.push("queue");
+        return Promise.resolve();
+      };
+    }
+    fetch(): Response {
+      this.seen.push("fetch");
+      return new Response("ok");
+    }
+  }
+  const original = new Handlers();
+  const own = {
+    fetch: () => new Response("own"),
+    get broken(): never {
+      throw new Error("an own getter that throws");
+    },
+  };
+  const logged: string[] = [];
+  const log = (line: string) => void logged.push(line);
+  const { nameUnread } = workerConfig(ENV);
+  const worker = nameUnread(original, log);
+  const plain = workerConfig(ENV).nameUnread(own, log);
+  assert.throws(() => worker.broken, /^Error: a getter that throws$/);
+  assert.throws(() => plain.broken, /^Error: an own getter that throws$/);
+  await worker.queue({});
+  assert.equal(await worker.fetch().text(), "ok");
+  assert.deepEqual(original.seen, ["queue", "fetch"]);
+  assert.equal(logged.length, 1, JSON.stringify(logged));
+  assert.equal(await plain.fetch().text(), "own");
+  assert.equal(logged.length, 2, JSON.stringify(logged));
+});
